@@ -1,0 +1,59 @@
+# Two commands: `make run` and `make test`. Each sets itself up on a fresh machine.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+INSTALLED := $(VENV)/.installed
+export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION := 1
+export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
+
+.PHONY: setup run test test-unit test-integration test-infra test-e2e lint typecheck build synth bench clean
+
+$(INSTALLED): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip 2>&1 | grep -v "^WARNING: Location" || true
+	$(PY) -m pip install --quiet -e '.[dev]' 2>&1 | grep -v "^WARNING: Location" || true
+	$(PY) -c "import batchroute, functions, infra, moto, aws_cdk, cdk_nag" 
+	touch $@
+
+setup: $(INSTALLED)
+
+## The whole service locally, in the foreground (Ctrl-C stops it).
+run: setup
+	$(VENV)/bin/batchroute-local
+
+## Deployment assets (layer + functions) into .build/, no Docker.
+build: setup
+	$(PY) scripts/build_assets.py
+
+## CloudFormation for both environments into cdk.out/, offline.
+synth: build
+	$(PY) app.py
+
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+typecheck: setup
+	$(VENV)/bin/mypy
+
+test-unit: setup
+	$(VENV)/bin/pytest tests/unit
+
+test-integration: setup
+	$(VENV)/bin/pytest tests/integration
+
+test-infra: build
+	$(VENV)/bin/pytest tests/infra
+
+test-e2e: setup
+	$(VENV)/bin/pytest tests/e2e
+
+test: lint typecheck build
+	$(VENV)/bin/pytest tests/unit tests/integration tests/infra tests/e2e
+
+bench: setup build
+	$(PY) bench/coldstart.py
+
+clean:
+	rm -rf .build cdk.out .local .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""Lambda functions: thin handlers over the shared layer (batchroute)."""

@@ -1,0 +1,45 @@
+"""Assembles the FastAPI app: middleware, error mapping, one router per area."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from batchroute.config import Settings, get_settings
+from fastapi import FastAPI
+
+from functions.api.envelope import COMMON_ERRORS
+from functions.api.errors import install_error_handlers
+from functions.api.middleware import ReadOnlyMiddleware, RequestContextMiddleware
+from functions.api.openapi import document
+from functions.api.routes import health
+
+ROUTERS = (health.router,)
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or get_settings()
+    app = FastAPI(
+        title="Batch AI Routing Service",
+        version="1.0.0",
+        openapi_url="/openapi.json",
+        docs_url="/docs",
+        redoc_url=None,
+        responses=COMMON_ERRORS,
+    )
+    for router in ROUTERS:
+        app.include_router(router)
+    app.dependency_overrides[get_settings] = lambda: settings
+    install_error_handlers(app)
+    app.add_middleware(ReadOnlyMiddleware, enabled=settings.read_only)
+    app.add_middleware(RequestContextMiddleware)
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            app.openapi_schema = document(app)
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+    return app
+
+
+app = create_app()

@@ -1,0 +1,41 @@
+"""The spec's error envelope, as a response model and a builder."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel
+
+
+class ErrorBody(BaseModel):
+    code: str
+    message: str
+    details: dict[str, Any] | None = None
+
+
+class ErrorEnvelope(BaseModel):
+    error: ErrorBody
+
+
+def error_response(
+    status: int,
+    code: str,
+    message: str,
+    *,
+    details: dict[str, Any] | None = None,
+    headers: dict[str, str] | None = None,
+) -> JSONResponse:
+    body: dict[str, Any] = {"code": code, "message": message}
+    if details is not None:
+        body["details"] = details
+    return JSONResponse(status_code=status, content={"error": body}, headers=headers)
+
+
+# The error answers every route may give, for the OpenAPI document.
+COMMON_ERRORS: dict[int | str, dict[str, Any]] = {
+    400: {"model": ErrorEnvelope, "description": "Invalid body or parameters"},
+    429: {"model": ErrorEnvelope, "description": "Rate limited; see Retry-After"},
+    500: {"model": ErrorEnvelope, "description": "Unexpected server error"},
+    503: {"model": ErrorEnvelope, "description": "Read-only maintenance or a disabled store"},
+}

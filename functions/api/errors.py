@@ -1,0 +1,86 @@
+"""The one place where exceptions become HTTP answers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from batchroute.errors import ErrorKind, ServiceError
+from batchroute.observability import logger
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from functions.api.envelope import error_response
+
+STATUS_BY_KIND: dict[ErrorKind, int] = {
+    "invalid": 400,
+    "unauthenticated": 401,
+    "payment_required": 402,
+    "forbidden": 403,
+    "not_found": 404,
+    "conflict": 409,
+    "gone": 410,
+    "rate_limited": 429,
+    "unavailable": 503,
+}
+
+_HTTP_CODES = {
+    400: "invalid_request",
+    401: "unauthenticated",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "payload_too_large",
+    415: "unsupported_media_type",
+}
+
+
+def _validation_issues(exc: RequestValidationError) -> list[dict[str, Any]]:
+    # Never echo the offending input back: it may be a password or a key.
+    issues = []
+    for err in exc.errors():
+        location = [str(part) for part in err.get("loc", ())]
+        issues.append(
+            {"path": ".".join(location), "message": err.get("msg", ""), "type": err.get("type", "")}
+        )
+    return issues
+
+
+async def _service_error(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, ServiceError)
+    headers = None
+    if exc.retry_after_seconds is not None:
+        headers = {"Retry-After": str(exc.retry_after_seconds)}
+    return error_response(
+        STATUS_BY_KIND[exc.kind], exc.code, exc.message, details=exc.details, headers=headers
+    )
+
+
+async def _validation_error(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    issues = _validation_issues(exc)
+    if any(issue["type"] == "json_invalid" for issue in issues):
+        return error_response(400, "invalid_json", "The request body is not valid JSON.")
+    return error_response(400, "invalid_request", "The request is invalid.", details={"errors": issues})
+
+
+async def _http_error(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    code = _HTTP_CODES.get(exc.status_code, "http_error")
+    message = exc.detail if isinstance(exc.detail, str) else "Request failed."
+    if exc.status_code == 404:
+        message = "No such resource."
+    return error_response(exc.status_code, code, message, headers=getattr(exc, "headers", None))
+
+
+async def _unexpected_error(request: Request, exc: Exception) -> JSONResponse:
+    logger.exception("unexpected error", extra={"path": request.url.path, "method": request.method})
+    return error_response(500, "internal_error", "An unexpected error occurred; it has been logged.")
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(ServiceError, _service_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(Exception, _unexpected_error)

@@ -1,0 +1,23 @@
+"""API Lambda: API Gateway -> Mangum -> the FastAPI app."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools.logging import correlation_paths
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from batchroute.observability import logger, metrics, tracer
+from mangum import Mangum
+
+from functions.api.app import app
+
+_asgi = Mangum(app, lifespan="off")
+
+
+@logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST, log_event=False)
+@metrics.log_metrics
+@tracer.capture_lambda_handler(capture_response=False)
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    metrics.add_metric(name="ApiRequests", unit=MetricUnit.Count, value=1)
+    return dict(_asgi(event, context))  # type: ignore[arg-type]  # powertools' context type, same object

@@ -1,0 +1,34 @@
+"""Operations: health and runtime metadata."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from batchroute.services.runtime import runtime_info
+from fastapi import APIRouter, Response
+from pydantic import BaseModel
+
+from functions.api.deps import SettingsDep
+
+router = APIRouter(tags=["operations"])
+
+
+class Health(BaseModel):
+    ok: bool
+    service: str
+    read_only: bool
+
+
+@router.get("/v1/health", response_model=Health, summary="Liveness; stays up in read-only maintenance")
+def get_health(settings: SettingsDep) -> Health:
+    return Health(ok=True, service=settings.service_name, read_only=settings.read_only)
+
+
+@router.head("/v1/health", summary="Liveness, headers only")
+def head_health() -> Response:
+    return Response(status_code=200)
+
+
+@router.get("/v1/runtime", summary="Runtime metadata; anonymous callers get public-safe data only")
+def get_runtime(settings: SettingsDep) -> dict[str, Any]:
+    return runtime_info(settings, authenticated=False)

@@ -1,0 +1,1 @@
+"""Routes batches and runs lanes (the route and lanes queues)."""

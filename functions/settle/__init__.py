@@ -1,0 +1,1 @@
+"""Finalizes and settles batches (the settle queue)."""

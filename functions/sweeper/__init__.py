@@ -1,0 +1,1 @@
+"""Scheduled sweeper (EventBridge): SLA expiry and, later, retention and stale holds."""

@@ -1,0 +1,1 @@
+"""Delivers results: signed webhooks and bucket delivery (the deliver queue)."""

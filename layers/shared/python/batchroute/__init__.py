@@ -1,0 +1,1 @@
+"""batchroute: the shared layer of the batch AI routing service (domain, services, adapters)."""

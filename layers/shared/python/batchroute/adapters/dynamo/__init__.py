@@ -1,0 +1,1 @@
+"""DynamoDB repositories: storage errors become domain errors, items become domain values."""

@@ -1,0 +1,94 @@
+"""The one settings model. Nothing else in the service reads os.environ.
+
+Validated at cold start (`get_settings()` in each handler module); unsafe values are
+refused in production.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from functools import lru_cache
+from typing import Literal
+
+from pydantic import Field, SecretStr, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from batchroute import resources
+
+Environment = Literal["production", "test", "local"]
+
+# Only ever valid outside production; production must bring its own secret.
+DEV_APP_SECRET = "local-development-secret-not-for-production"  # noqa: S105
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(extra="ignore", frozen=True, case_sensitive=False)
+
+    environment: Environment = "local"
+    service_name: str = resources.SERVICE
+    aws_region: str = "us-east-1"
+    # Set only in local mode (the embedded moto server); on AWS the SDK default is used.
+    aws_endpoint_url: str | None = None
+    resource_prefix: str = ""
+    queue_urls: dict[str, str] = Field(default_factory=dict)
+    buckets: dict[str, str] = Field(default_factory=dict)
+    state_machine_arn: str = ""
+    kms_key_id: str | None = None
+
+    # Secret used to key API-key hashes and sign tokens. Production reads it from
+    # Secrets Manager (app_secret_arn); local and test may set it directly.
+    app_secret: SecretStr = SecretStr(DEV_APP_SECRET)
+    app_secret_arn: str | None = None
+
+    public_base_url: str = "http://127.0.0.1:8000"
+    email_sender: str = "no-reply@batchroute.local"
+    local_outbox_dir: str = ".local/outbox"
+
+    read_only: bool = False
+    allow_loopback_webhooks: bool = False
+    content_store_enabled: bool = True
+    signup_credit_usd: Decimal | None = None
+    # Routing guards: an empty allowlist admits every built-in provider; the launch guard
+    # keeps providers not yet launched out of routing outside local mode.
+    provider_allowlist: list[str] = Field(default_factory=list)
+    launch_provider_guard: bool = True
+    log_level: str = "INFO"
+
+    @model_validator(mode="after")
+    def _refuse_unsafe_production(self) -> Settings:
+        if self.environment != "production":
+            return self
+        problems = []
+        if self.aws_endpoint_url:
+            problems.append("AWS_ENDPOINT_URL must not be set in production")
+        if self.allow_loopback_webhooks:
+            problems.append("ALLOW_LOOPBACK_WEBHOOKS is never allowed in production")
+        if not self.app_secret_arn and self.app_secret.get_secret_value() == DEV_APP_SECRET:
+            problems.append("production needs APP_SECRET_ARN (or its own APP_SECRET)")
+        if self.public_base_url.startswith("http://"):
+            problems.append("PUBLIC_BASE_URL must be https in production")
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    @property
+    def prefix(self) -> str:
+        return self.resource_prefix or resources.resource_prefix(self.environment)
+
+    def table_name(self, key: str) -> str:
+        return resources.table(key).physical_name(self.prefix)
+
+    @property
+    def effective_signup_credit_usd(self) -> Decimal:
+        if self.signup_credit_usd is not None:
+            return self.signup_credit_usd
+        return Decimal("25") if self.environment == "local" else Decimal("0")
+
+    @property
+    def cookie_secure(self) -> bool:
+        return self.environment != "local"
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    return Settings()

@@ -1,0 +1,61 @@
+"""Money: Decimal in code, integer micro-dollars at rest, decimal strings in the API. Never float."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import ROUND_HALF_EVEN, ROUND_UP, Decimal
+from typing import Any
+
+MICROS_PER_USD = 1_000_000
+_QUANT = Decimal("0.000001")
+
+
+@dataclass(frozen=True, order=True)
+class Money:
+    micros: int
+    currency: str = "usd"
+
+    @classmethod
+    def usd(cls, amount: Decimal | str | int) -> Money:
+        value = Decimal(str(amount)) if not isinstance(amount, Decimal) else amount
+        return cls(int((value * MICROS_PER_USD).to_integral_value(rounding=ROUND_HALF_EVEN)))
+
+    @classmethod
+    def usd_ceil(cls, amount: Decimal) -> Money:
+        """Round up to the next micro-dollar: used for holds, which must never under-cover."""
+        return cls(int((amount * MICROS_PER_USD).to_integral_value(rounding=ROUND_UP)))
+
+    @classmethod
+    def zero(cls) -> Money:
+        return cls(0)
+
+    @property
+    def amount(self) -> Decimal:
+        return (Decimal(self.micros) / MICROS_PER_USD).quantize(_QUANT)
+
+    def __add__(self, other: Money) -> Money:
+        self._same_currency(other)
+        return Money(self.micros + other.micros, self.currency)
+
+    def __sub__(self, other: Money) -> Money:
+        self._same_currency(other)
+        return Money(self.micros - other.micros, self.currency)
+
+    def _same_currency(self, other: Money) -> None:
+        if other.currency != self.currency:
+            raise ValueError("currency mismatch")
+
+    def to_api(self) -> dict[str, Any]:
+        """The read-model shape: {currency, amount} with a decimal-string amount."""
+        return {"currency": self.currency, "amount": format_amount(self.amount)}
+
+
+def format_amount(value: Decimal) -> str:
+    text = format(value.quantize(_QUANT), "f")
+    if "." in text:
+        text = text.rstrip("0").rstrip(".")
+        if "." not in text:
+            text += ".00"
+        elif len(text.split(".")[1]) == 1:
+            text += "0"
+    return text

@@ -1,0 +1,241 @@
+"""The one source of truth for every AWS resource the service declares.
+
+The CDK stacks (infra/) and the local provisioner (batchroute_tools.local) both read
+these definitions; tests/infra/test_resource_parity.py proves they agree.
+Pure data: no boto3, no CDK imports.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from importlib import resources as importlib_resources
+
+SERVICE = "batchroute"
+
+
+@dataclass(frozen=True)
+class Index:
+    name: str
+    partition_key: str
+    sort_key: str
+
+
+@dataclass(frozen=True)
+class Table:
+    key: str
+    partition_key: str = "pk"
+    sort_key: str = "sk"
+    indexes: tuple[Index, ...] = ()
+    ttl_attribute: str = "ttl"
+    purpose: str = ""
+
+    def physical_name(self, prefix: str) -> str:
+        return f"{prefix}-{self.key}"
+
+
+@dataclass(frozen=True)
+class Queue:
+    key: str
+    consumer: str  # the function (functions/<consumer>/) that the event source feeds
+    visibility_timeout_seconds: int
+    max_receive_count: int = 5
+    batch_size: int = 10
+    max_batching_window_seconds: int = 0
+    retention_seconds: int = 4 * 24 * 3600
+    dlq_retention_seconds: int = 14 * 24 * 3600
+    purpose: str = ""
+
+    def physical_name(self, prefix: str) -> str:
+        return f"{prefix}-{self.key}"
+
+    def dlq_physical_name(self, prefix: str) -> str:
+        return f"{prefix}-{self.key}-dlq"
+
+
+@dataclass(frozen=True)
+class LifecycleRule:
+    id: str
+    prefix: str
+    expiration_days: int | None = None
+    abort_incomplete_multipart_days: int | None = 1
+
+
+@dataclass(frozen=True)
+class Bucket:
+    key: str
+    lifecycle: tuple[LifecycleRule, ...] = ()
+    purpose: str = ""
+    cors: bool = False
+
+    def physical_name(self, prefix: str, account: str) -> str:
+        # Bucket names are global: the account id keeps them unique per deployment.
+        return f"{prefix}-{self.key}-{account}"
+
+
+@dataclass(frozen=True)
+class Function:
+    key: str  # folder under functions/; the handler is functions.<key>.handler.handler
+    timeout_seconds: int
+    memory_mb: int
+    purpose: str = ""
+    reserved_concurrency: int | None = None
+
+    @property
+    def handler(self) -> str:
+        return f"functions.{self.key}.handler.handler"
+
+
+_GSI1 = Index(name="gsi1", partition_key="gsi1pk", sort_key="gsi1sk")
+
+TABLES: tuple[Table, ...] = (
+    Table(
+        key="identity",
+        indexes=(_GSI1,),
+        purpose="orgs, users, memberships, sessions, API keys, single-use tokens",
+    ),
+    Table(
+        key="batches",
+        indexes=(_GSI1, Index(name="gsi2", partition_key="gsi2pk", sort_key="gsi2sk")),
+        purpose="quotes, batches, lanes, item chunks, idempotency records, chat jobs",
+    ),
+    Table(
+        key="ledger",
+        indexes=(_GSI1,),
+        purpose="wallets, append-only ledger entries, reservations and holds",
+    ),
+    Table(
+        key="controls",
+        indexes=(_GSI1,),
+        purpose="billing controls and audit, retention, delivery targets, rate limits, lane live state",
+    ),
+)
+
+QUEUES: tuple[Queue, ...] = (
+    Queue(
+        key="route",
+        consumer="router",
+        visibility_timeout_seconds=360,
+        purpose="workflow Route step: plan lanes for a batch",
+    ),
+    Queue(
+        key="lanes",
+        consumer="router",
+        visibility_timeout_seconds=1800,
+        batch_size=1,
+        purpose="workflow RunLanes step: execute one lane's items against a provider",
+    ),
+    Queue(
+        key="settle",
+        consumer="settle",
+        visibility_timeout_seconds=360,
+        purpose="workflow Finalize and Settle steps: artifacts, billing receipt, ledger",
+    ),
+    Queue(
+        key="deliver",
+        consumer="webhook",
+        visibility_timeout_seconds=360,
+        purpose="workflow Deliver step and retries: signed webhooks, bucket delivery",
+    ),
+)
+
+BUCKETS: tuple[Bucket, ...] = (
+    Bucket(
+        key="artifacts",
+        lifecycle=(
+            LifecycleRule(id="abort-multipart", prefix="", abort_incomplete_multipart_days=1),
+            LifecycleRule(
+                id="expire-tmp", prefix="tmp/", expiration_days=2, abort_incomplete_multipart_days=None
+            ),
+        ),
+        purpose="batch inputs (chunked), results, errors and receipt artifacts",
+    ),
+    Bucket(
+        key="uploads",
+        cors=True,
+        lifecycle=(
+            LifecycleRule(id="abort-multipart", prefix="", abort_incomplete_multipart_days=1),
+            LifecycleRule(
+                id="expire-staging",
+                prefix="staging/",
+                expiration_days=2,
+                abort_incomplete_multipart_days=None,
+            ),
+        ),
+        purpose="customer input files (direct and signed-URL uploads)",
+    ),
+    Bucket(
+        key="access-logs",
+        lifecycle=(
+            LifecycleRule(
+                id="expire-logs", prefix="", expiration_days=90, abort_incomplete_multipart_days=None
+            ),
+        ),
+        purpose="S3 server access logs of the other buckets",
+    ),
+)
+
+FUNCTIONS: tuple[Function, ...] = (
+    Function(key="api", timeout_seconds=29, memory_mb=1024, purpose="HTTP API (FastAPI via Mangum)"),
+    Function(key="router", timeout_seconds=300, memory_mb=1024, purpose="route and lane execution"),
+    Function(key="settle", timeout_seconds=60, memory_mb=1024, purpose="finalize and settle"),
+    Function(key="webhook", timeout_seconds=60, memory_mb=512, purpose="webhooks and bucket delivery"),
+    Function(key="sweeper", timeout_seconds=120, memory_mb=512, purpose="SLA expiry, stale holds, GC"),
+)
+
+STATE_MACHINE_KEY = "batch-workflow"
+SWEEPER_RATE_MINUTES = 1
+
+# Names the ASL file uses as ${...} placeholders; CDK passes them as definition
+# substitutions, the local provisioner substitutes the same values.
+WORKFLOW_SUBSTITUTIONS = (
+    "RouteQueueUrl",
+    "LanesQueueUrl",
+    "SettleQueueUrl",
+    "DeliverQueueUrl",
+    "BatchesTableName",
+)
+
+
+def table(key: str) -> Table:
+    return next(t for t in TABLES if t.key == key)
+
+
+def queue(key: str) -> Queue:
+    return next(q for q in QUEUES if q.key == key)
+
+
+def bucket(key: str) -> Bucket:
+    return next(b for b in BUCKETS if b.key == key)
+
+
+def resource_prefix(environment: str) -> str:
+    return f"{SERVICE}-{environment}"
+
+
+def state_machine_name(prefix: str) -> str:
+    return f"{prefix}-{STATE_MACHINE_KEY}"
+
+
+def workflow_definition_template() -> str:
+    """The batch workflow's ASL text with ${...} placeholders (see WORKFLOW_SUBSTITUTIONS)."""
+    return (importlib_resources.files("batchroute.workflow") / "batch.asl.json").read_text("utf-8")
+
+
+def render_workflow_definition(substitutions: dict[str, str]) -> str:
+    missing = set(WORKFLOW_SUBSTITUTIONS) - set(substitutions)
+    if missing:
+        raise ValueError(f"missing workflow substitutions: {sorted(missing)}")
+    text = workflow_definition_template()
+    for name in WORKFLOW_SUBSTITUTIONS:
+        text = text.replace("${" + name + "}", substitutions[name])
+    return text
+
+
+def workflow_substitutions(*, queue_urls: dict[str, str], batches_table_name: str) -> dict[str, str]:
+    return {
+        "RouteQueueUrl": queue_urls["route"],
+        "LanesQueueUrl": queue_urls["lanes"],
+        "SettleQueueUrl": queue_urls["settle"],
+        "DeliverQueueUrl": queue_urls["deliver"],
+        "BatchesTableName": batches_table_name,
+    }

@@ -1,0 +1,38 @@
+"""What GET /v1/runtime tells a caller about this deployment."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from batchroute.config import Settings
+
+
+def _capability(enabled: bool, *, detail: str | None = None) -> dict[str, Any]:
+    status: dict[str, Any] = {"enabled": enabled, "status": "available" if enabled else "disabled"}
+    if detail:
+        status["detail"] = detail
+    return status
+
+
+def runtime_info(settings: Settings, *, authenticated: bool) -> dict[str, Any]:
+    """Anonymous callers get public-safe data only; provider simulation and routing guards
+    are shown to authenticated callers."""
+    local = settings.environment == "local"
+    info: dict[str, Any] = {
+        "environment": settings.environment,
+        "read_only": settings.read_only,
+        "capabilities": {
+            "challenge_login": _capability(False),
+            "email_delivery": _capability(True),
+            "billing_checkout": _capability(False, detail="Credits are bought in the billing dashboard."),
+            "internal_signing": _capability(True),
+            "operator_alerts": _capability(not local),
+        },
+    }
+    if authenticated:
+        info["provider_simulation"] = local
+        info["routing"] = {
+            "provider_allowlist": list(settings.provider_allowlist),
+            "launch_provider_guard": settings.launch_provider_guard,
+        }
+    return info

@@ -1,0 +1,57 @@
+"""The message a workflow task hands to a worker over SQS, and how the worker answers it.
+
+Each Step Functions task sends `{step, batch_id, task_token, ...}` with
+`sqs:sendMessage.waitForTaskToken`; the worker runs the step and reports success or
+failure with the task token. Messages may repeat, so every step is idempotent, and a
+token that was already answered counts as done.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict
+
+from batchroute.errors import PermanentError
+
+StepName = Literal["route", "run_lane", "finalize", "settle", "fail", "deliver"]
+
+
+class WorkflowTask(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    step: StepName
+    batch_id: str
+    task_token: str
+    lane: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
+
+
+StepOutput = dict[str, Any]
+Step = Callable[[WorkflowTask], StepOutput]
+
+
+class TaskCallbacks(Protocol):
+    def succeed(self, task_token: str, output: StepOutput) -> None: ...
+
+    def fail(self, task_token: str, *, error: str, cause: str) -> None: ...
+
+
+class UnknownStep(PermanentError):
+    pass
+
+
+def run_task(task: WorkflowTask, steps: Mapping[str, Step], callbacks: TaskCallbacks) -> StepOutput | None:
+    """Run one step. A permanent failure fails the workflow task; anything else propagates
+    so SQS redelivers the message (and, after maxReceiveCount, dead-letters it)."""
+    step = steps.get(task.step)
+    try:
+        if step is None:
+            raise UnknownStep(f"this worker does not run step {task.step!r}")
+        output = step(task)
+    except PermanentError as exc:
+        callbacks.fail(task.task_token, error=type(exc).__name__, cause=str(exc)[:32000])
+        return None
+    callbacks.succeed(task.task_token, output)
+    return output

@@ -1,0 +1,94 @@
+"""The batch workflow (one ASL file) runs end to end on moto: Step Functions hands each task
+to SQS, the very handlers CDK deploys consume Lambda-shaped SQS events and answer the task
+tokens, and the DynamoDB integration records the execution on the batch."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import boto3
+
+from batchroute import resources
+from batchroute.adapters.dynamo.batch_records import BatchRecords
+from batchroute_tools.local.lambda_runtime import context_for, load_handler
+from batchroute_tools.local.poller import QueuePoller
+from batchroute_tools.local.provision import LocalStack
+
+
+def _pollers(stack: LocalStack) -> list[QueuePoller]:
+    sqs = boto3.client("sqs", region_name=stack.region)
+    return [
+        QueuePoller(
+            queue=queue,
+            queue_url=stack.queue_urls[queue.key],
+            queue_arn=stack.queue_arns[queue.key],
+            region=stack.region,
+            handler=load_handler(queue.consumer),
+            context_factory=lambda key=queue.consumer: context_for(  # type: ignore[misc]
+                key, prefix=stack.prefix, region=stack.region, account=stack.account
+            ),
+            sqs=sqs,
+            wait_seconds=0,
+        )
+        for queue in resources.QUEUES
+    ]
+
+
+def _run_until_done(stack: LocalStack, execution_arn: str, budget_seconds: float = 30) -> dict[str, Any]:
+    sfn = boto3.client("stepfunctions", region_name=stack.region)
+    pollers = _pollers(stack)
+    deadline = time.monotonic() + budget_seconds
+    while time.monotonic() < deadline:
+        description = sfn.describe_execution(executionArn=execution_arn)
+        if description["status"] != "RUNNING":
+            return dict(description)
+        if not any(p.poll_once().received for p in pollers):
+            time.sleep(0.05)  # the execution thread has not queued its next task yet
+    raise AssertionError("workflow did not finish in time")
+
+
+def _put_batch(stack: LocalStack, batch_id: str, lanes: list[dict[str, Any]]) -> None:
+    boto3.client("dynamodb", region_name=stack.region).put_item(
+        TableName=stack.tables["batches"],
+        Item={
+            "pk": {"S": f"BATCH#{batch_id}"},
+            "sk": {"S": "META"},
+            "batch_id": {"S": batch_id},
+            "state": {"S": "priced"},
+            "lanes": {"L": [{"M": {"lane_id": {"S": lane["lane_id"]}}} for lane in lanes]},
+        },
+    )
+
+
+def test_trivial_execution_runs_end_to_end(local_aws: LocalStack) -> None:
+    # Given a batch with two planned lanes
+    _put_batch(local_aws, "batch_wf1", [{"lane_id": "lane_a"}, {"lane_id": "lane_b"}])
+    sfn = boto3.client("stepfunctions", region_name=local_aws.region)
+    # When the workflow runs
+    execution = sfn.start_execution(
+        stateMachineArn=local_aws.state_machine_arn, name="batch_wf1", input=json.dumps({"batch_id": "batch_wf1"})
+    )
+    result = _run_until_done(local_aws, execution["executionArn"])
+    # Then it succeeds through every step, each lane ran once, and the batch journaled each step
+    assert result["status"] == "SUCCEEDED"
+    output = json.loads(result["output"])
+    assert len(output["lanes"]) == 2
+    batch = BatchRecords(local_aws.tables["batches"]).get("batch_wf1")
+    assert batch is not None
+    assert set(batch["workflow_steps"]) == {"route", "run_lane", "finalize", "settle", "deliver"}
+    assert batch["execution_arn"].startswith("arn:aws:states:")
+
+
+def test_missing_batch_takes_the_failure_path(local_aws: LocalStack) -> None:
+    # Given no batch record / When the workflow starts / Then it ends FAILED via HandleFailure
+    sfn = boto3.client("stepfunctions", region_name=local_aws.region)
+    execution = sfn.start_execution(
+        stateMachineArn=local_aws.state_machine_arn, name="ghost", input=json.dumps({"batch_id": "batch_ghost"})
+    )
+    result = _run_until_done(local_aws, execution["executionArn"])
+    assert result["status"] == "FAILED"
+    history = sfn.get_execution_history(executionArn=execution["executionArn"])["events"]
+    entered = [e["stateEnteredEventDetails"]["name"] for e in history if "stateEnteredEventDetails" in e]
+    assert "HandleFailure" in entered and "WorkflowFailed" in entered

@@ -1,0 +1,47 @@
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+from pydantic import ValidationError
+
+from batchroute.config import Settings
+
+
+def test_production_refuses_unsafe_defaults() -> None:
+    # Given production with local defaults / When validated / Then every unsafe value is named
+    with pytest.raises(ValidationError) as caught:
+        Settings(environment="production", aws_endpoint_url="http://127.0.0.1:5000", allow_loopback_webhooks=True)
+    message = str(caught.value)
+    assert "AWS_ENDPOINT_URL" in message
+    assert "ALLOW_LOOPBACK_WEBHOOKS" in message
+    assert "APP_SECRET_ARN" in message
+
+
+def test_production_accepts_safe_values() -> None:
+    settings = Settings(
+        environment="production",
+        app_secret_arn="arn:aws:secretsmanager:us-east-1:1:secret:x",
+        public_base_url="https://api.example.com",
+    )
+    assert settings.effective_signup_credit_usd == Decimal("0")
+    assert settings.cookie_secure
+
+
+def test_environment_is_an_enum() -> None:
+    with pytest.raises(ValidationError):
+        Settings(environment="dev")  # type: ignore[arg-type]
+
+
+def test_names_follow_the_resource_definitions() -> None:
+    settings = Settings(environment="test")
+    assert settings.table_name("batches") == "batchroute-test-batches"
+    assert Settings(environment="local").effective_signup_credit_usd == Decimal("25")
+
+
+def test_settings_read_json_maps_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("QUEUE_URLS", '{"route": "http://q/route"}')
+    monkeypatch.setenv("READ_ONLY", "1")
+    settings = Settings()
+    assert settings.queue_urls == {"route": "http://q/route"}
+    assert settings.read_only is True
