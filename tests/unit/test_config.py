@@ -39,9 +39,23 @@ def test_names_follow_the_resource_definitions() -> None:
     assert Settings(environment="local").effective_signup_credit_usd == Decimal("25")
 
 
-def test_settings_read_json_maps_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("QUEUE_URLS", '{"route": "http://q/route"}')
-    monkeypatch.setenv("READ_ONLY", "1")
-    settings = Settings()
+def test_settings_read_the_environment() -> None:
+    # Given upper-case variables, JSON for maps and lists / When read / Then typed fields
+    settings = Settings.from_environ(
+        {
+            "QUEUE_URLS": '{"route": "http://q/route"}',
+            "PROVIDER_ALLOWLIST": '["groq"]',
+            "READ_ONLY": "1",
+            "SIGNUP_CREDIT_USD": "12.5",
+            "UNRELATED": "x",
+        }
+    )
     assert settings.queue_urls == {"route": "http://q/route"}
+    assert settings.provider_allowlist == ["groq"]
     assert settings.read_only is True
+    assert settings.signup_credit_usd == Decimal("12.5")
+
+
+def test_bad_values_are_refused_at_cold_start() -> None:
+    with pytest.raises(ValidationError):
+        Settings.from_environ({"READ_ONLY": "maybe"})

@@ -10,6 +10,12 @@ _settings = get_settings()
 
 logger = Logger(service=_settings.service_name, level=_settings.log_level)
 # Tracing is off outside AWS: there is no X-Ray daemon locally.
-tracer = Tracer(service=_settings.service_name, disabled=_settings.environment == "local")
+# Only botocore is patched: the API's hot path makes no other outbound calls worth a subsegment,
+# and patching httpx would import it on every cold start.
+tracer = Tracer(
+    service=_settings.service_name,
+    disabled=_settings.environment == "local",
+    patch_modules=("botocore",),
+)
 metrics = Metrics(namespace="BatchRoute", service=_settings.service_name)
 metrics.set_default_dimensions(environment=_settings.environment)

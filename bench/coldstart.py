@@ -1,0 +1,89 @@
+"""Cold start: each handler module's import time, and each deployment asset's zipped size.
+
+Imports run in fresh interpreters with the environment a Lambda function sees
+(LAMBDA_TASK_ROOT set, production settings), so the X-Ray SDK takes its Lambda path.
+Run with `make bench` or `.venv/bin/python bench/coldstart.py [--runs N]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BUILD = ROOT / ".build"
+HANDLERS = ("api", "router", "settle", "webhook", "sweeper")
+IMPORT_GOAL_MS = {"api": 400.0}
+ASSET_GOAL_MB = 20.0
+
+LAMBDA_ENV = {
+    "LAMBDA_TASK_ROOT": "/var/task",
+    "AWS_LAMBDA_FUNCTION_NAME": "batchroute-production-bench",
+    "AWS_REGION": "us-east-1",
+    "AWS_DEFAULT_REGION": "us-east-1",
+    "ENVIRONMENT": "production",
+    "APP_SECRET_ARN": "arn:aws:secretsmanager:us-east-1:123456789012:secret:bench",
+    "PUBLIC_BASE_URL": "https://api.example.com",
+    "POWERTOOLS_SERVICE_NAME": "batchroute",
+    "POWERTOOLS_METRICS_NAMESPACE": "BatchRoute",
+}
+
+_PROBE = "import time; t = time.perf_counter(); import {module}; print((time.perf_counter() - t) * 1000)"
+
+
+def import_ms(module: str) -> float:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_ENDPOINT", "MOTO"))}
+    env.update(LAMBDA_ENV)
+    out = subprocess.run(
+        [sys.executable, "-c", _PROBE.format(module=module)],
+        capture_output=True, text=True, check=True, env=env, cwd=ROOT,
+    )
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+def zipped_mb(folder: Path) -> float:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for path in sorted(folder.rglob("*")):
+            if path.is_file():
+                archive.write(path, path.relative_to(folder))
+    return len(buffer.getvalue()) / 1_000_000
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--runs", type=int, default=9)
+    args = parser.parse_args()
+    print(f"machine: {platform.machine()} {os.cpu_count()} cores, Python {platform.python_version()}")
+    print(f"{'handler':<10}{'median ms':>11}{'min ms':>9}{'max ms':>9}  goal")
+    failed = False
+    for key in HANDLERS:
+        module = f"functions.{key}.handler"
+        import_ms(module)  # warm the file cache, as a provisioned Lambda image would be
+        samples = [import_ms(module) for _ in range(args.runs)]
+        median = statistics.median(samples)
+        goal = IMPORT_GOAL_MS.get(key)
+        verdict = "" if goal is None else (f"<= {goal:.0f} ms " + ("ok" if median <= goal else "MISSED"))
+        failed |= goal is not None and median > goal
+        print(f"{key:<10}{median:>11.1f}{min(samples):>9.1f}{max(samples):>9.1f}  {verdict}")
+    if not BUILD.exists():
+        print("no .build/: run `make build` for asset sizes")
+        return 1
+    print(f"\n{'asset':<22}{'zipped MB':>10}  goal <= {ASSET_GOAL_MB:.0f} MB")
+    assets = [BUILD / "layer"] + [BUILD / "functions" / key for key in HANDLERS]
+    for asset in assets:
+        size = zipped_mb(asset)
+        failed |= size > ASSET_GOAL_MB
+        print(f"{str(asset.relative_to(BUILD)):<22}{size:>10.2f}  {'ok' if size <= ASSET_GOAL_MB else 'MISSED'}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
