@@ -8,6 +8,7 @@ from batchroute.services.runtime import runtime_info
 from fastapi import APIRouter, Response
 from pydantic import BaseModel
 
+from functions.api.auth import OptionalPrincipal
 from functions.api.deps import SettingsDep
 
 router = APIRouter(tags=["operations"])
@@ -30,5 +31,5 @@ def head_health() -> Response:
 
 
 @router.get("/v1/runtime", summary="Runtime metadata; anonymous callers get public-safe data only")
-def get_runtime(settings: SettingsDep) -> dict[str, Any]:
-    return runtime_info(settings, authenticated=False)
+def get_runtime(settings: SettingsDep, principal: OptionalPrincipal) -> dict[str, Any]:
+    return runtime_info(settings, authenticated=principal is not None)

@@ -90,7 +90,6 @@ class Settings(BaseModel):
     def cookie_secure(self) -> bool:
         return self.environment != "local"
 
-
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> Settings:
         """Each field from the upper-case variable of its name; JSON for maps and lists.

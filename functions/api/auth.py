@@ -1,0 +1,71 @@
+"""Authentication and authorization as FastAPI dependencies; the rules live in
+batchroute.domain.access and batchroute.services.authentication."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import lru_cache
+from typing import Annotated
+
+from batchroute.adapters.dynamo.identity import IdentityStore
+from batchroute.config import get_settings
+from batchroute.domain.access import Permission, Principal, authorize, require_user_session
+from batchroute.errors import Unauthenticated
+from batchroute.services.app_secret import app_secret
+from batchroute.services.authentication import SESSION_COOKIE, Authenticator
+from fastapi import Depends, Request
+
+from functions.api.deps import get_clock
+
+
+@lru_cache(maxsize=1)
+def identity_store() -> IdentityStore:
+    return IdentityStore(get_settings().table_name("identity"))
+
+
+def get_authenticator() -> Authenticator:
+    settings = get_settings()
+    return Authenticator(
+        identity_store(), environment=settings.environment, secret=app_secret, clock=get_clock()
+    )
+
+
+AuthenticatorDep = Annotated[Authenticator, Depends(get_authenticator)]
+
+
+def current_principal(request: Request, authenticator: AuthenticatorDep) -> Principal:
+    principal = authenticator.authenticate(
+        authorization=request.headers.get("authorization"),
+        session_cookie=request.cookies.get(SESSION_COOKIE),
+    )
+    request.state.principal = principal
+    return principal
+
+
+def optional_principal(request: Request, authenticator: AuthenticatorDep) -> Principal | None:
+    """For endpoints that also serve anonymous callers: bad credentials count as none."""
+    try:
+        return current_principal(request, authenticator)
+    except Unauthenticated:
+        return None
+
+
+def session_principal(principal: Annotated[Principal, Depends(current_principal)]) -> Principal:
+    require_user_session(principal)
+    return principal
+
+
+def require(permission: Permission, *, session_only: bool = False) -> Callable[..., Principal]:
+    """Dependency: an authenticated principal whose role grants `permission`."""
+    base = session_principal if session_only else current_principal
+
+    def dependency(principal: Annotated[Principal, Depends(base)]) -> Principal:
+        authorize(principal, permission)
+        return principal
+
+    return dependency
+
+
+CurrentPrincipal = Annotated[Principal, Depends(current_principal)]
+OptionalPrincipal = Annotated[Principal | None, Depends(optional_principal)]
+SessionPrincipal = Annotated[Principal, Depends(session_principal)]

@@ -1,0 +1,266 @@
+"""The identity table: orgs, users, email claims, API keys, sessions and single-use tokens.
+
+Keys and session tokens are found by their keyed hash in one GetItem. An email is claimed
+by a conditional put inside the same transaction that creates the account, so concurrent
+registrations of one address create exactly one account.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from datetime import datetime
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from batchroute.adapters.aws import client
+from batchroute.adapters.dynamo.codec import from_item, is_condition_failure, to_item, to_value
+from batchroute.domain.accounts import ApiKey, Org, Session, User
+from batchroute.errors import Conflict
+
+TransactItem = dict[str, Any]
+
+
+class EmailTaken(Conflict):
+    default_code = "email_taken"
+
+
+def _epoch(iso: str) -> int:
+    return int(datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp())
+
+
+class IdentityStore:
+    def __init__(self, table_name: str, dynamodb: Any | None = None) -> None:
+        self.table_name = table_name
+        self._dynamodb = dynamodb
+
+    @property
+    def dynamodb(self) -> Any:
+        return self._dynamodb or client("dynamodb")
+
+    # -- items ---------------------------------------------------------------------------
+    def _put(self, values: dict[str, Any], *, condition: str | None = None) -> TransactItem:
+        put: dict[str, Any] = {"TableName": self.table_name, "Item": to_item(values)}
+        if condition:
+            put["ConditionExpression"] = condition
+        return {"Put": put}
+
+    def _get(self, pk: str, sk: str = "META") -> dict[str, Any] | None:
+        response = self.dynamodb.get_item(
+            TableName=self.table_name, Key={"pk": {"S": pk}, "sk": {"S": sk}}, ConsistentRead=True
+        )
+        return from_item(response["Item"]) if "Item" in response else None
+
+    @staticmethod
+    def _fields(item: dict[str, Any], cls: type) -> dict[str, Any]:
+        names = cls.__dataclass_fields__  # type: ignore[attr-defined]
+        return {k: v for k, v in item.items() if k in names}
+
+    def org_item(self, org: Org) -> TransactItem:
+        return self._put({"pk": f"ORG#{org.org_id}", "sk": "META", "kind": "org", **asdict(org)})
+
+    def user_item(self, user: User) -> TransactItem:
+        return self._put(
+            {
+                "pk": f"USER#{user.user_id}",
+                "sk": "META",
+                "kind": "user",
+                "gsi1pk": f"ORG#{user.org_id}",
+                "gsi1sk": f"USER#{user.user_id}",
+                **asdict(user),
+            }
+        )
+
+    def email_claim_item(self, user: User) -> TransactItem:
+        return self._put(
+            {"pk": f"EMAIL#{user.email}", "sk": "CLAIM", "kind": "email_claim", "user_id": user.user_id},
+            condition="attribute_not_exists(pk)",
+        )
+
+    def key_item(self, key: ApiKey) -> TransactItem:
+        return self._put(
+            {
+                "pk": f"KEY#{key.key_hash}",
+                "sk": "META",
+                "kind": "api_key",
+                "gsi1pk": f"ORG#{key.org_id}",
+                "gsi1sk": f"KEY#{key.key_id}",
+                **asdict(key),
+            },
+            condition="attribute_not_exists(pk)",
+        )
+
+    # -- accounts ------------------------------------------------------------------------
+    def create_account(
+        self, *, org: Org, user: User, api_key: ApiKey | None = None, extra: list[TransactItem] | None = None
+    ) -> None:
+        """Org, owner user, email claim, optional first key and any extra items (the wallet), at once."""
+        items = [self.email_claim_item(user), self.user_item(user), self.org_item(org)]
+        if api_key is not None:
+            items.append(self.key_item(api_key))
+        items.extend(extra or [])
+        try:
+            self.dynamodb.transact_write_items(TransactItems=items)
+        except ClientError as exc:
+            reasons = exc.response.get("CancellationReasons") or []
+            if reasons and reasons[0].get("Code") == "ConditionalCheckFailed":
+                raise EmailTaken("An account with this email already exists.") from exc
+            if is_condition_failure(exc) and not reasons:
+                raise EmailTaken("An account with this email already exists.") from exc
+            raise
+
+    def user_by_email(self, email: str) -> User | None:
+        claim = self._get(f"EMAIL#{email}", "CLAIM")
+        return self.get_user(claim["user_id"]) if claim else None
+
+    def get_user(self, user_id: str) -> User | None:
+        item = self._get(f"USER#{user_id}")
+        return User(**self._fields(item, User)) if item else None
+
+    def get_org(self, org_id: str) -> Org | None:
+        item = self._get(f"ORG#{org_id}")
+        return Org(**self._fields(item, Org)) if item else None
+
+    def members(self, org_id: str) -> list[User]:
+        items = self._query_gsi1(f"ORG#{org_id}", "USER#")
+        return [u for u in (self.get_user(i["user_id"]) for i in items) if u is not None]
+
+    def update_user(self, user_id: str, **changes: Any) -> None:
+        self._update(f"USER#{user_id}", changes)
+
+    def update_org(self, org_id: str, **changes: Any) -> None:
+        self._update(f"ORG#{org_id}", changes)
+
+    def _update(self, pk: str, changes: dict[str, Any]) -> None:
+        sets, removes, names, values = [], [], {}, {}
+        for i, (name, value) in enumerate(changes.items()):
+            names[f"#f{i}"] = name
+            if value is None:
+                removes.append(f"#f{i}")
+            else:
+                values[f":v{i}"] = to_value(value)
+                sets.append(f"#f{i} = :v{i}")
+        expression = ""
+        if sets:
+            expression += "SET " + ", ".join(sets)
+        if removes:
+            expression += " REMOVE " + ", ".join(removes)
+        kwargs: dict[str, Any] = {
+            "TableName": self.table_name,
+            "Key": {"pk": {"S": pk}, "sk": {"S": "META"}},
+            "UpdateExpression": expression.strip(),
+            "ConditionExpression": "attribute_exists(pk)",
+            "ExpressionAttributeNames": names,
+        }
+        if values:
+            kwargs["ExpressionAttributeValues"] = values
+        self.dynamodb.update_item(**kwargs)
+
+    # -- API keys ------------------------------------------------------------------------
+    def put_key(self, key: ApiKey) -> None:
+        self.dynamodb.put_item(**self.key_item(key)["Put"])
+
+    def key_by_hash(self, key_hash: str) -> ApiKey | None:
+        item = self._get(f"KEY#{key_hash}")
+        return ApiKey(**self._fields(item, ApiKey)) if item else None
+
+    def keys_of(self, org_id: str) -> list[ApiKey]:
+        return [ApiKey(**self._fields(i, ApiKey)) for i in self._query_gsi1(f"ORG#{org_id}", "KEY#")]
+
+    def revoke_key(self, key_hash: str, at: str) -> bool:
+        """False when the key was already revoked."""
+        try:
+            self.dynamodb.update_item(
+                TableName=self.table_name,
+                Key={"pk": {"S": f"KEY#{key_hash}"}, "sk": {"S": "META"}},
+                UpdateExpression="SET revoked_at = :at",
+                ConditionExpression="attribute_exists(pk) AND attribute_not_exists(revoked_at)",
+                ExpressionAttributeValues={":at": to_value(at)},
+            )
+        except ClientError as exc:
+            if is_condition_failure(exc):
+                return False
+            raise
+        return True
+
+    # -- sessions ------------------------------------------------------------------------
+    def put_session(self, session: Session) -> None:
+        values = {
+            "pk": f"SESSION#{session.token_hash}",
+            "sk": "META",
+            "kind": "session",
+            "gsi1pk": f"USER#{session.user_id}",
+            "gsi1sk": f"SESSION#{session.created_at}#{session.session_id}",
+            "ttl": _epoch(session.expires_at),
+            **asdict(session),
+        }
+        self.dynamodb.put_item(TableName=self.table_name, Item=to_item(values))
+
+    def session_by_hash(self, token_hash: str) -> Session | None:
+        item = self._get(f"SESSION#{token_hash}")
+        return Session(**self._fields(item, Session)) if item else None
+
+    def revoke_session(self, token_hash: str, at: str) -> None:
+        self.dynamodb.update_item(
+            TableName=self.table_name,
+            Key={"pk": {"S": f"SESSION#{token_hash}"}, "sk": {"S": "META"}},
+            UpdateExpression="SET revoked_at = if_not_exists(revoked_at, :at)",
+            ConditionExpression="attribute_exists(pk)",
+            ExpressionAttributeValues={":at": to_value(at)},
+        )
+
+    def revoke_user_sessions(self, user_id: str, at: str, *, keep_token_hash: str | None = None) -> int:
+        revoked = 0
+        for item in self._query_gsi1(f"USER#{user_id}", "SESSION#"):
+            if item["token_hash"] != keep_token_hash and not item.get("revoked_at"):
+                self.revoke_session(item["token_hash"], at)
+                revoked += 1
+        return revoked
+
+    # -- single-use tokens (email verification, password reset) --------------------------
+    def put_token(self, *, purpose: str, token_hash: str, user_id: str, expires_at: str) -> None:
+        values = {
+            "pk": f"TOKEN#{purpose}#{token_hash}",
+            "sk": "META",
+            "kind": "token",
+            "purpose": purpose,
+            "user_id": user_id,
+            "expires_at": expires_at,
+            "ttl": _epoch(expires_at),
+        }
+        self.dynamodb.put_item(TableName=self.table_name, Item=to_item(values))
+
+    def consume_token(self, *, purpose: str, token_hash: str, now: str) -> str | None:
+        """The token's user id, once: a used, expired or unknown token gives None."""
+        try:
+            response = self.dynamodb.update_item(
+                TableName=self.table_name,
+                Key={"pk": {"S": f"TOKEN#{purpose}#{token_hash}"}, "sk": {"S": "META"}},
+                UpdateExpression="SET used_at = :now",
+                ConditionExpression=(
+                    "attribute_exists(pk) AND attribute_not_exists(used_at) AND expires_at > :now"
+                ),
+                ExpressionAttributeValues={":now": to_value(now)},
+                ReturnValues="ALL_NEW",
+            )
+        except ClientError as exc:
+            if is_condition_failure(exc):
+                return None
+            raise
+        return str(from_item(response["Attributes"])["user_id"])
+
+    # -- helpers -------------------------------------------------------------------------
+    def _query_gsi1(self, partition: str, sort_prefix: str) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = []
+        kwargs: dict[str, Any] = {
+            "TableName": self.table_name,
+            "IndexName": "gsi1",
+            "KeyConditionExpression": "gsi1pk = :p AND begins_with(gsi1sk, :s)",
+            "ExpressionAttributeValues": {":p": to_value(partition), ":s": to_value(sort_prefix)},
+        }
+        while True:
+            response = self.dynamodb.query(**kwargs)
+            items.extend(from_item(i) for i in response.get("Items", []))
+            if "LastEvaluatedKey" not in response:
+                return items
+            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]

@@ -1,0 +1,78 @@
+"""Who may do what: roles, permissions, the principal of a request, and the one check.
+
+The role matrix is documented in docs/roles.md; tests/unit/test_access.py checks every
+role against every guarded action.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, get_args
+
+from batchroute.errors import Forbidden
+
+Role = Literal["owner", "admin", "member", "billing"]
+ROLES: tuple[Role, ...] = get_args(Role)
+
+Permission = Literal[
+    "account:read",  # GET account, runtime details
+    "account:manage",  # profile
+    "keys:manage",  # create and revoke API keys
+    "delivery:manage",  # org delivery webhook, delivery targets
+    "retention:manage",  # retention settings
+    "billing:read",  # controls, audit, usage, auto top-up, receipts
+    "billing:manage",  # billing controls, auto top-up
+    "batches:read",  # quotes, batches, results, files
+    "batches:create",  # quotes, batches, files, chat completions, cancel, retry
+]
+PERMISSIONS: tuple[Permission, ...] = get_args(Permission)
+
+ROLE_PERMISSIONS: dict[Role, frozenset[Permission]] = {
+    "owner": frozenset(PERMISSIONS),
+    "admin": frozenset(PERMISSIONS) - {"billing:manage"},
+    "member": frozenset({"account:read", "batches:read", "batches:create"}),
+    "billing": frozenset({"account:read", "billing:read", "billing:manage", "batches:read"}),
+}
+
+
+@dataclass(frozen=True)
+class Principal:
+    """The authenticated caller: a user through a session, or an API key of an org."""
+
+    org_id: str
+    role: Role
+    via: Literal["session", "api_key"]
+    user_id: str | None = None
+    key_id: str | None = None
+    session_id: str | None = None
+
+    @property
+    def has_user_session(self) -> bool:
+        return self.via == "session" and self.user_id is not None
+
+
+def may(principal: Principal, permission: Permission) -> bool:
+    return permission in ROLE_PERMISSIONS[principal.role]
+
+
+def authorize(principal: Principal, permission: Permission) -> None:
+    if not may(principal, permission):
+        raise Forbidden(
+            f"The {principal.role} role may not do this ({permission}).",
+            code="permission_denied",
+            details={"permission": permission, "role": principal.role},
+        )
+
+
+def require_same_org(principal: Principal, org_id: str) -> None:
+    """Another org's resource is forbidden (403), not hidden."""
+    if principal.org_id != org_id:
+        raise Forbidden("This resource belongs to another organization.", code="forbidden")
+
+
+def require_user_session(principal: Principal) -> None:
+    if not principal.has_user_session:
+        raise Forbidden(
+            "This action needs a signed-in user session; API keys cannot perform it.",
+            code="user_session_required",
+        )
