@@ -11,9 +11,9 @@ from functions.api.envelope import COMMON_ERRORS
 from functions.api.errors import install_error_handlers
 from functions.api.middleware import ReadOnlyMiddleware, RequestContextMiddleware
 from functions.api.openapi import document
-from functions.api.routes import health
+from functions.api.routes import api_keys, health
 
-ROUTERS = (health.router,)
+ROUTERS = (health.router, api_keys.router)
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:

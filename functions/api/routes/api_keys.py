@@ -1,0 +1,92 @@
+"""API keys: create (value shown once) and revoke. Session only."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from batchroute.config import get_settings
+from batchroute.domain.access import Role
+from batchroute.domain.accounts import ApiKey
+from batchroute.services.api_keys import ApiKeys
+from batchroute.services.app_secret import app_secret
+from fastapi import APIRouter, Depends
+from pydantic import BaseModel, ConfigDict, Field
+
+from functions.api.auth import SessionPrincipal, identity_store
+from functions.api.deps import get_clock
+from functions.api.envelope import ErrorEnvelope
+
+router = APIRouter(tags=["account"])
+
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    401: {"model": ErrorEnvelope, "description": "Not signed in"},
+    403: {"model": ErrorEnvelope, "description": "API keys cannot manage keys, or the role may not"},
+}
+
+
+def get_api_keys() -> ApiKeys:
+    return ApiKeys(
+        identity_store(), environment=get_settings().environment, secret=app_secret, clock=get_clock()
+    )
+
+
+ApiKeysDep = Annotated[ApiKeys, Depends(get_api_keys)]
+
+
+class ApiKeyCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    label: str = Field(min_length=1, max_length=120)
+    role: Role = "member"
+
+
+class ApiKeyPublic(BaseModel):
+    id: str
+    label: str
+    role: Role
+    prefix: str
+    created_at: str
+    revoked_at: str | None = None
+
+    @classmethod
+    def of(cls, key: ApiKey) -> ApiKeyPublic:
+        return cls(
+            id=key.key_id,
+            label=key.label,
+            role=key.role,
+            prefix=key.display_prefix,
+            created_at=key.created_at,
+            revoked_at=key.revoked_at,
+        )
+
+
+class ApiKeyCreated(BaseModel):
+    key: ApiKeyPublic
+    api_key: str = Field(description="The key value. Shown once: store it now; it cannot be recovered.")
+
+
+class Ok(BaseModel):
+    ok: bool = True
+
+
+@router.post(
+    "/v1/auth/account/api-keys",
+    status_code=201,
+    response_model=ApiKeyCreated,
+    responses=_ERRORS,
+    summary="Create an API key (session only); the value is returned once",
+)
+def create_api_key(body: ApiKeyCreate, principal: SessionPrincipal, keys: ApiKeysDep) -> ApiKeyCreated:
+    created = keys.create(principal, label=body.label, role=body.role)
+    return ApiKeyCreated(key=ApiKeyPublic.of(created.key), api_key=created.value)
+
+
+@router.post(
+    "/v1/auth/account/api-keys/{key_id}/revoke",
+    response_model=Ok,
+    responses={**_ERRORS, 404: {"model": ErrorEnvelope, "description": "No such key in this org"}},
+    summary="Revoke an API key (session only); it stops working at once",
+)
+def revoke_api_key(key_id: str, principal: SessionPrincipal, keys: ApiKeysDep) -> Ok:
+    keys.revoke(principal, key_id)
+    return Ok()

@@ -1,0 +1,64 @@
+"""Creating and revoking API keys. The key value is returned once and never stored."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from batchroute.clock import Clock, isoformat
+from batchroute.domain.access import Principal, Role, authorize, require_user_session
+from batchroute.domain.accounts import ApiKey
+from batchroute.domain.credentials import issue_api_key
+from batchroute.errors import NotFound
+from batchroute.ids import new_id
+
+
+class KeyStore(Protocol):
+    def put_key(self, key: ApiKey) -> None: ...
+
+    def keys_of(self, org_id: str) -> list[ApiKey]: ...
+
+    def revoke_key(self, key_hash: str, at: str) -> bool: ...
+
+
+@dataclass(frozen=True)
+class CreatedKey:
+    key: ApiKey
+    value: str  # shown once
+
+
+class ApiKeys:
+    def __init__(
+        self, store: KeyStore, *, environment: str, secret: Callable[[], bytes], clock: Clock
+    ) -> None:
+        self.store = store
+        self.environment = environment
+        self.secret = secret
+        self.clock = clock
+
+    def create(self, principal: Principal, *, label: str, role: Role) -> CreatedKey:
+        require_user_session(principal)
+        authorize(principal, "keys:manage")
+        issued = issue_api_key(self.environment, self.secret())
+        key = ApiKey(
+            key_id=new_id("key"),
+            org_id=principal.org_id,
+            key_hash=issued.key_hash,
+            label=label,
+            role=role,
+            display_prefix=issued.display_prefix,
+            created_at=isoformat(self.clock.now()),
+            created_by_user_id=principal.user_id,
+        )
+        self.store.put_key(key)
+        return CreatedKey(key=key, value=issued.value)
+
+    def revoke(self, principal: Principal, key_id: str) -> None:
+        require_user_session(principal)
+        authorize(principal, "keys:manage")
+        # Keys are found within the caller's org only: another org's key id is simply unknown.
+        key = next((k for k in self.store.keys_of(principal.org_id) if k.key_id == key_id), None)
+        if key is None:
+            raise NotFound("No such API key.", code="api_key_not_found")
+        self.store.revoke_key(key.key_hash, isoformat(self.clock.now()))

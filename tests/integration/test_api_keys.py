@@ -1,0 +1,183 @@
+"""API keys over HTTP: session-only creation (value once), revocation, prefixes, hashing."""
+
+from __future__ import annotations
+
+import boto3
+import pytest
+from fastapi.testclient import TestClient
+
+from batchroute.config import get_settings
+from batchroute.domain.accounts import ApiKey, Org, Session, User
+from batchroute.domain.credentials import issue_api_key, keyed_hash, new_opaque_token
+from batchroute.ids import new_id
+from batchroute.services.app_secret import app_secret
+from batchroute.services.authentication import SESSION_COOKIE
+from batchroute_tools.local.provision import LocalStack
+from functions.api.app import create_app
+from functions.api.auth import identity_store
+
+NOW = "2026-01-01T00:00:00.000Z"
+LATER = "2999-01-01T00:00:00.000Z"
+
+
+def _org_with_owner(role: str = "owner") -> tuple[str, str, str]:
+    """An org whose user has `role`; returns (org_id, session cookie value, owner key value)."""
+    store = identity_store()
+    org_id, user_id = new_id("org"), new_id("user")
+    issued = issue_api_key(get_settings().environment, app_secret())
+    store.create_account(
+        org=Org(org_id=org_id, display_name="Acme", plan="prepaid", owner_user_id=user_id, created_at=NOW),
+        user=User(
+            user_id=user_id,
+            org_id=org_id,
+            email=f"{user_id}@example.com",
+            password_hash="x",
+            role=role,
+            created_at=NOW,
+        ),  # type: ignore[arg-type]
+        api_key=ApiKey(
+            key_id=new_id("key"),
+            org_id=org_id,
+            key_hash=issued.key_hash,
+            label="seed",
+            role="owner",
+            display_prefix=issued.display_prefix,
+            created_at=NOW,
+        ),
+    )
+    token = new_opaque_token()
+    store.put_session(
+        Session(
+            session_id=new_id("sess"),
+            token_hash=keyed_hash(app_secret(), token),
+            user_id=user_id,
+            org_id=org_id,
+            created_at=NOW,
+            expires_at=LATER,
+        )
+    )
+    return org_id, token, issued.value
+
+
+@pytest.fixture
+def client(local_aws: LocalStack) -> TestClient:
+    identity_store.cache_clear()
+    return TestClient(create_app(), raise_server_exceptions=False)
+
+
+def test_session_creates_a_key_shown_once_that_works_at_once(client: TestClient) -> None:
+    # Given a signed-in owner
+    _, session, _ = _org_with_owner()
+    client.cookies.set(SESSION_COOKIE, session)
+    # When a key is created
+    response = client.post("/v1/auth/account/api-keys", json={"label": "ci", "role": "admin"})
+    # Then 201 with the value once, the environment's prefix, and the key authenticates
+    assert response.status_code == 201
+    body = response.json()
+    value = body["api_key"]
+    assert value.startswith("brk_local_")
+    assert body["key"]["role"] == "admin" and body["key"]["label"] == "ci"
+    assert value not in str(body["key"])
+    client.cookies.clear()
+    runtime = client.get("/v1/runtime", headers={"Authorization": f"Bearer {value}"}).json()
+    assert runtime["provider_simulation"] is True and "routing" in runtime
+
+
+def test_role_defaults_to_member_and_label_limits(client: TestClient) -> None:
+    _, session, _ = _org_with_owner()
+    client.cookies.set(SESSION_COOKIE, session)
+    assert client.post("/v1/auth/account/api-keys", json={"label": "x"}).json()["key"]["role"] == "member"
+    for bad in ({"label": ""}, {"label": "x" * 121}, {"label": "ok", "role": "root"}, {}):
+        response = client.post("/v1/auth/account/api-keys", json=bad)
+        assert response.status_code == 400, bad
+        assert response.json()["error"]["code"] == "invalid_request"
+
+
+def test_api_keys_cannot_manage_keys(client: TestClient) -> None:
+    # Given an owner API key (no user session)
+    _, _, key = _org_with_owner()
+    response = client.post(
+        "/v1/auth/account/api-keys", json={"label": "x"}, headers={"Authorization": f"Bearer {key}"}
+    )
+    # Then 403 user_session_required
+    assert response.status_code == 403
+    assert response.json()["error"]["code"] == "user_session_required"
+
+
+@pytest.mark.parametrize("role", ["member", "billing"])
+def test_roles_without_key_management_get_403(client: TestClient, role: str) -> None:
+    _, session, _ = _org_with_owner(role)
+    client.cookies.set(SESSION_COOKIE, session)
+    response = client.post("/v1/auth/account/api-keys", json={"label": "x"})
+    assert response.status_code == 403
+    assert response.json()["error"]["code"] == "permission_denied"
+
+
+def test_missing_or_bad_credentials_get_401(client: TestClient) -> None:
+    assert client.post("/v1/auth/account/api-keys", json={"label": "x"}).status_code == 401
+    client.cookies.set(SESSION_COOKIE, "not-a-session")
+    assert client.post("/v1/auth/account/api-keys", json={"label": "x"}).status_code == 401
+
+
+def test_revoked_key_gets_401_at_once(client: TestClient) -> None:
+    _, session, _ = _org_with_owner()
+    client.cookies.set(SESSION_COOKIE, session)
+    created = client.post("/v1/auth/account/api-keys", json={"label": "temp"}).json()
+    revoke = client.post(f"/v1/auth/account/api-keys/{created['key']['id']}/revoke")
+    assert revoke.status_code == 200 and revoke.json() == {"ok": True}
+    client.cookies.clear()
+    response = client.get("/v1/runtime", headers={"Authorization": f"Bearer {created['api_key']}"})
+    assert "routing" not in response.json()  # optional auth: a revoked key counts as anonymous
+    strict = client.post(
+        "/v1/auth/account/api-keys",
+        json={"label": "x"},
+        headers={"Authorization": f"Bearer {created['api_key']}"},
+    )
+    assert strict.status_code == 401 and strict.json()["error"]["code"] == "api_key_revoked"
+
+
+def test_revoking_another_orgs_key_is_not_found(client: TestClient) -> None:
+    _, session_a, _ = _org_with_owner()
+    _, session_b, _ = _org_with_owner()
+    client.cookies.set(SESSION_COOKIE, session_b)
+    foreign = client.post("/v1/auth/account/api-keys", json={"label": "b"}).json()["key"]["id"]
+    client.cookies.set(SESSION_COOKIE, session_a)
+    response = client.post(f"/v1/auth/account/api-keys/{foreign}/revoke")
+    assert response.status_code == 404
+    assert client.post("/v1/auth/account/api-keys/key_nope/revoke").status_code == 404
+
+
+def test_another_environments_key_and_legacy_prefix(client: TestClient) -> None:
+    # Given a production-shaped key, and a legacy-prefix key of this environment
+    production_key = issue_api_key("production", app_secret()).value
+    headers = {"Authorization": f"Bearer {production_key}"}
+    response = client.post("/v1/auth/account/api-keys", json={"label": "x"}, headers=headers)
+    assert response.status_code == 401 and response.json()["error"]["code"] == "invalid_api_key"
+    org_id, _, _ = _org_with_owner()
+    legacy = issue_api_key("local", app_secret(), legacy=True)
+    identity_store().put_key(
+        ApiKey(
+            key_id=new_id("key"),
+            org_id=org_id,
+            key_hash=legacy.key_hash,
+            label="old",
+            role="member",
+            display_prefix=legacy.display_prefix,
+            created_at=NOW,
+        )
+    )
+    assert legacy.value.startswith("br-local-")
+    runtime = client.get("/v1/runtime", headers={"Authorization": f"Bearer {legacy.value}"}).json()
+    assert "routing" in runtime
+
+
+def test_no_key_value_is_stored_in_clear(client: TestClient, local_aws: LocalStack) -> None:
+    _, session, _ = _org_with_owner()
+    client.cookies.set(SESSION_COOKIE, session)
+    value = client.post("/v1/auth/account/api-keys", json={"label": "secret"}).json()["api_key"]
+    items = boto3.client("dynamodb", region_name=local_aws.region).scan(
+        TableName=local_aws.tables["identity"]
+    )
+    dump = str(items["Items"])
+    assert value not in dump and value[10:30] not in dump
+    assert session not in dump

@@ -1,0 +1,64 @@
+"""The role matrix in docs/roles.md is the one the code enforces."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from batchroute.domain.access import (
+    PERMISSIONS,
+    ROLE_PERMISSIONS,
+    ROLES,
+    Principal,
+    authorize,
+    require_same_org,
+    require_user_session,
+)
+from batchroute.errors import Forbidden
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "roles.md"
+
+
+def _documented_matrix() -> dict[str, dict[str, bool]]:
+    rows = [line for line in DOC.read_text().splitlines() if line.startswith("| `")]
+    header = next(line for line in DOC.read_text().splitlines() if line.startswith("| Permission"))
+    roles = [cell.strip() for cell in header.strip("|").split("|")][2:]
+    matrix: dict[str, dict[str, bool]] = {}
+    for row in rows:
+        cells = [cell.strip() for cell in row.strip("|").split("|")]
+        permission = cells[0].strip("`")
+        matrix[permission] = {role: cells[2 + i] == "yes" for i, role in enumerate(roles)}
+    return matrix
+
+
+def test_documented_matrix_matches_the_code() -> None:
+    documented = _documented_matrix()
+    assert set(documented) == set(PERMISSIONS)
+    for permission, by_role in documented.items():
+        for role in ROLES:
+            assert (permission in ROLE_PERMISSIONS[role]) is by_role[role], (role, permission)
+
+
+@pytest.mark.parametrize("role", ROLES)
+@pytest.mark.parametrize("permission", PERMISSIONS)
+def test_authorize_every_role_for_every_permission(role: str, permission: str) -> None:
+    principal = Principal(org_id="org_1", role=role, via="api_key")  # type: ignore[arg-type]
+    if permission in ROLE_PERMISSIONS[role]:  # type: ignore[index]
+        authorize(principal, permission)  # type: ignore[arg-type]
+    else:
+        with pytest.raises(Forbidden) as caught:
+            authorize(principal, permission)  # type: ignore[arg-type]
+        assert caught.value.code == "permission_denied"
+
+
+def test_user_session_required_refuses_keys_even_owner_keys() -> None:
+    with pytest.raises(Forbidden) as caught:
+        require_user_session(Principal(org_id="org_1", role="owner", via="api_key", key_id="key_1"))
+    assert caught.value.code == "user_session_required"
+    require_user_session(Principal(org_id="org_1", role="member", via="session", user_id="user_1"))
+
+
+def test_another_orgs_resource_is_forbidden() -> None:
+    with pytest.raises(Forbidden):
+        require_same_org(Principal(org_id="org_1", role="owner", via="api_key"), "org_2")
