@@ -1,0 +1,30 @@
+"""One local stack for the e2e suite, started exactly as `make run` starts it.
+
+The tests talk to it over loopback HTTP (and to its moto endpoint, named in the stack
+file). It must stop cleanly on SIGTERM: the session fixture's teardown asserts it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from tests.e2e.local_stack import RunningStack, start_stack, stop_stack
+
+
+@pytest.fixture(scope="session")
+def local_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
+    stack = start_stack(tmp_path_factory.mktemp("local-stack"))
+    try:
+        yield stack
+    finally:
+        code, _ = stop_stack(stack)
+        assert code == 0, stack.log_tail()
+
+
+@pytest.fixture
+def api(local_stack: RunningStack) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=local_stack.base_url, timeout=10) as client:
+        yield client

@@ -1,0 +1,106 @@
+"""Start and stop the local stack exactly as `make run` does: `.venv/bin/batchroute-local`,
+in its own process group, on a free port."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+RUNNER = REPO / ".venv" / "bin" / "batchroute-local"
+READY_TIMEOUT_SECONDS = 60.0
+STOP_TIMEOUT_SECONDS = 15.0
+
+
+@dataclass
+class RunningStack:
+    process: subprocess.Popen[bytes]
+    base_url: str
+    stack_file: Path
+    log_file: Path
+    ready_seconds: float
+
+    def describe(self) -> dict[str, Any]:
+        """The runner's stack file: moto endpoint, region and physical resource names."""
+        document: dict[str, Any] = json.loads(self.stack_file.read_text(encoding="utf-8"))
+        return document
+
+    def log_tail(self, lines: int = 40) -> str:
+        return "\n".join(self.log_file.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def start_stack(workdir: Path) -> RunningStack:
+    """Launch the runner and wait until GET /v1/health answers 200."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    env = {
+        **os.environ,
+        "PORT": str(port),
+        # Keep this instance's files apart from a developer's own `make run`.
+        "BATCHROUTE_LOCAL_STACK_FILE": str(workdir / "stack.json"),
+        "LOCAL_OUTBOX_DIR": str(workdir / "outbox"),
+    }
+    log_file = workdir / "stack.log"
+    started = time.monotonic()
+    with log_file.open("wb") as log:
+        process = subprocess.Popen(
+            [str(RUNNER)], cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    stack = RunningStack(process, f"http://127.0.0.1:{port}", workdir / "stack.json", log_file, 0.0)
+    try:
+        _wait_for_health(stack, started)
+    except BaseException:
+        kill_group(process)
+        raise
+    stack.ready_seconds = time.monotonic() - started
+    return stack
+
+
+def _wait_for_health(stack: RunningStack, started: float) -> None:
+    while time.monotonic() - started < READY_TIMEOUT_SECONDS:
+        if stack.process.poll() is not None:
+            pytest.fail(f"the local stack exited with {stack.process.returncode}:\n{stack.log_tail()}")
+        try:
+            if httpx.get(f"{stack.base_url}/v1/health", timeout=1).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.2)
+    pytest.fail(f"the local stack was not healthy within {READY_TIMEOUT_SECONDS}s:\n{stack.log_tail()}")
+
+
+def stop_stack(stack: RunningStack, sig: signal.Signals = signal.SIGTERM) -> tuple[int, float]:
+    """Signal the runner; return its exit code and how long it took to exit."""
+    started = time.monotonic()
+    try:
+        stack.process.send_signal(sig)
+        code = stack.process.wait(timeout=STOP_TIMEOUT_SECONDS)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"the local stack did not stop within {STOP_TIMEOUT_SECONDS}s:\n{stack.log_tail()}")
+    finally:
+        kill_group(stack.process)
+    return code, time.monotonic() - started
+
+
+def kill_group(process: subprocess.Popen[bytes]) -> None:
+    """Last resort: nothing the runner started may outlive the test session."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait(timeout=STOP_TIMEOUT_SECONDS)
