@@ -16,6 +16,7 @@ from typing import Any
 
 import httpx
 import pytest
+from batchroute.config import Settings
 
 REPO = Path(__file__).resolve().parents[2]
 RUNNER = REPO / ".venv" / "bin" / "batchroute-local"
@@ -50,12 +51,17 @@ def start_stack(workdir: Path) -> RunningStack:
     """Launch the runner and wait until GET /v1/health answers 200."""
     workdir.mkdir(parents=True, exist_ok=True)
     port = free_port()
+    # A developer's shell: settings other tests may have left in os.environ do not leak in.
+    inherited = {k: v for k, v in os.environ.items() if k.lower() not in Settings.model_fields}
     env = {
-        **os.environ,
+        **inherited,
         "PORT": str(port),
         # Keep this instance's files apart from a developer's own `make run`.
         "BATCHROUTE_LOCAL_STACK_FILE": str(workdir / "stack.json"),
         "LOCAL_OUTBOX_DIR": str(workdir / "outbox"),
+        # The whole suite registers from 127.0.0.1: room for it under the per-IP limit.
+        "RATE_LIMIT_REGISTER_PER_IP": "1000",
+        "RATE_LIMIT_PASSWORD_PER_IP": "1000",
     }
     log_file = workdir / "stack.log"
     started = time.monotonic()

@@ -17,9 +17,9 @@ from typing import Any
 
 import boto3
 import pytest
+from batchroute import resources
 from moto import mock_aws
 
-from batchroute import resources
 from batchroute_tools.local.provision import LOCAL_ACCOUNT, LOCAL_REGION, provision
 
 LOCAL_PREFIX = resources.resource_prefix("local")
@@ -119,7 +119,11 @@ def test_event_source_mappings_are_what_the_local_poller_plays(template: dict[st
 
 def test_functions_are_what_the_local_lambda_context_reports(template: dict[str, Any]) -> None:
     deployed = {
-        _strip(props["FunctionName"], TEMPLATE_PREFIX): (props["Handler"], props["Timeout"], props["MemorySize"])
+        _strip(props["FunctionName"], TEMPLATE_PREFIX): (
+            props["Handler"],
+            props["Timeout"],
+            props["MemorySize"],
+        )
         for props in _of_type(template, "AWS::Lambda::Function").values()
         if isinstance(props.get("FunctionName"), str) and props["FunctionName"].startswith(TEMPLATE_PREFIX)
     }
@@ -144,7 +148,9 @@ def test_sweeper_schedule_is_the_local_timer_rate(template: dict[str, Any]) -> N
 # ----------------------------------------------------------------------------- shapes
 
 
-def _table_shape(*, key_schema: list[Any], attributes: list[Any], indexes: list[Any], ttl: str | None) -> Shape:
+def _table_shape(
+    *, key_schema: list[Any], attributes: list[Any], indexes: list[Any], ttl: str | None
+) -> Shape:
     return {
         "key_schema": _keys(key_schema),
         "attributes": sorted((a["AttributeName"], a["AttributeType"]) for a in attributes),
@@ -325,7 +331,10 @@ def _template_queues(template: dict[str, Any]) -> dict[str, Shape]:
         redrive = None
         if "RedrivePolicy" in props:
             dlq = _referenced(template, props["RedrivePolicy"]["deadLetterTargetArn"])
-            redrive = (_strip(dlq["QueueName"], TEMPLATE_PREFIX), int(props["RedrivePolicy"]["maxReceiveCount"]))
+            redrive = (
+                _strip(dlq["QueueName"], TEMPLATE_PREFIX),
+                int(props["RedrivePolicy"]["maxReceiveCount"]),
+            )
         shapes[_strip(props["QueueName"], TEMPLATE_PREFIX)] = _queue_shape(
             visibility=props.get("VisibilityTimeout", SQS_DEFAULT_VISIBILITY_TIMEOUT),
             retention=props.get("MessageRetentionPeriod", SQS_DEFAULT_RETENTION),
@@ -349,14 +358,17 @@ def _template_buckets(template: dict[str, Any]) -> dict[str, Shape]:
                 for r in props.get("LifecycleConfiguration", {}).get("Rules", [])
             ),
             "cors": _cors_shape(
-                props.get("CorsConfiguration", {}).get("CorsRules", []), exposed="ExposedHeaders", max_age="MaxAge"
+                props.get("CorsConfiguration", {}).get("CorsRules", []),
+                exposed="ExposedHeaders",
+                max_age="MaxAge",
             ),
         }
     return shapes
 
 
 def _template_bucket_key(bucket_name: Any) -> str:
-    # Deployed bucket names end with the account id, a token: {"Fn::Join": ["", ["<prefix>-<key>-", {"Ref": ...}]]}.
+    # Deployed names end with the account id, a token:
+    # {"Fn::Join": ["", ["<prefix>-<key>-", {"Ref": "AWS::AccountId"}]]}.
     if isinstance(bucket_name, dict) and "Fn::Join" in bucket_name:
         literal = "".join(part for part in bucket_name["Fn::Join"][1] if isinstance(part, str))
         return _strip(literal, TEMPLATE_PREFIX).rstrip("-")

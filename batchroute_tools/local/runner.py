@@ -1,0 +1,167 @@
+"""The local stack's lifecycle: moto, resources, the service's environment, pollers, timer, API.
+
+Order matters: moto first, then every resource, then the service's environment, and
+only then the handler modules, because they read their settings on import exactly as
+a Lambda cold start does. State lives in moto's memory and is gone when it stops.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import boto3
+import uvicorn
+from batchroute import resources
+from batchroute.config import Settings
+
+from batchroute_tools.local import environment
+from batchroute_tools.local.lambda_runtime import context_for, load_handler
+from batchroute_tools.local.moto_server import MotoServer
+from batchroute_tools.local.poller import QueuePoller
+from batchroute_tools.local.provision import LOCAL_ACCOUNT, LOCAL_REGION, LocalStack, provision
+from batchroute_tools.local.scheduler import SweeperSchedule
+
+# Not under "batchroute": Powertools' Logger(service="batchroute") filters every record whose
+# logger name contains its service name out of the root handlers.
+log = logging.getLogger("local.runner")
+
+HOST = "127.0.0.1"
+# A queue fed one message per batch (a lane) carries long work; several pollers let
+# lanes run side by side, as Lambda runs concurrent invocations.
+SINGLE_MESSAGE_QUEUE_WORKERS = 4
+# How long to wait for threads to finish their current poll or request on shutdown.
+SHUTDOWN_GRACE_SECONDS = 4.0
+
+
+def run(
+    *,
+    port: int,
+    moto_port: int,
+    sweeper_interval: float,
+    stack_file: Path,
+    stop: threading.Event,
+    started: float | None = None,
+) -> int:
+    """Run until `stop` is set (the caller's signal handlers set it); return the exit code.
+
+    `started` is the launch's time.monotonic(), for the ready line's startup time.
+    """
+    started = time.monotonic() if started is None else started
+    if stop.is_set():
+        return 0
+    environment.use_fake_credentials(LOCAL_REGION)
+
+    moto = MotoServer(host=HOST, port=moto_port)
+    moto.start()
+    threads: list[threading.Thread] = []
+    api: uvicorn.Server | None = None
+    try:
+        moto.enable_state_machine_execution()
+        api_url = f"http://{HOST}:{port}"
+        stack = _provision_service(moto, api_url=api_url)
+        threads += _start_consumers(stack, stop)
+        threads.append(_sweeper_schedule(stack, sweeper_interval).start(stop))
+        # Written before the API answers: whoever sees /v1/health up can read the stack file.
+        environment.write_stack_file(stack_file, stack, api_url=api_url)
+        api = _api_server(port)
+        api_thread = threading.Thread(target=api.run, name="api", daemon=True)
+        api_thread.start()
+        threads.append(api_thread)
+        if not _wait_until_serving(api, api_thread, stop):
+            if stop.is_set():
+                return 0
+            log.error("the API did not start on %s (is the port taken?)", api_url)
+            return 1
+
+        print(
+            f"batchroute local stack ready at {api_url} (moto at {moto.endpoint_url}) "
+            f"in {time.monotonic() - started:.1f}s; Ctrl-C stops it",
+            flush=True,
+        )
+        while not stop.wait(0.5):
+            pass
+        log.info("stopping the local stack")
+        return 0
+    finally:
+        if api is not None:
+            api.should_exit = True
+        stop.set()
+        deadline = time.monotonic() + SHUTDOWN_GRACE_SECONDS
+        for thread in threads:
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
+        environment.remove_stack_file(stack_file)
+        moto.stop()
+
+
+def _provision_service(moto: MotoServer, *, api_url: str) -> LocalStack:
+    """Create every resource, then give this process the environment CDK gives the functions."""
+    stack = provision(
+        prefix=resources.resource_prefix("local"),
+        account=LOCAL_ACCOUNT,
+        region=LOCAL_REGION,
+        endpoint_url=moto.endpoint_url,
+        email_sender=Settings.from_environ({**os.environ, "ENVIRONMENT": "local"}).email_sender,
+    )
+    os.environ.update(environment.service_environment(stack, api_url=api_url))
+    # Refuse a bad configuration now, with a clear message, rather than in the first handler.
+    Settings.from_environ(os.environ)
+    return stack
+
+
+def _start_consumers(stack: LocalStack, stop: threading.Event) -> list[threading.Thread]:
+    """One event source mapping per queue: poll it and invoke its consumer function."""
+    sqs = boto3.session.Session().client("sqs", region_name=stack.region, endpoint_url=stack.endpoint_url)
+    threads = []
+    for queue in resources.QUEUES:
+        poller = QueuePoller(
+            queue=queue,
+            queue_url=stack.queue_urls[queue.key],
+            queue_arn=stack.queue_arns[queue.key],
+            region=stack.region,
+            handler=load_handler(queue.consumer),
+            context_factory=_context_factory(queue.consumer, stack),
+            sqs=sqs,
+        )
+        workers = SINGLE_MESSAGE_QUEUE_WORKERS if queue.batch_size == 1 else 1
+        threads += poller.start(stop, workers=workers)
+    return threads
+
+
+def _sweeper_schedule(stack: LocalStack, interval_seconds: float) -> SweeperSchedule:
+    return SweeperSchedule(
+        handler=load_handler("sweeper"),
+        context_factory=_context_factory("sweeper", stack),
+        interval_seconds=interval_seconds,
+        rule_arn=f"arn:aws:events:{stack.region}:{stack.account}:rule/{stack.prefix}-sweeper",
+        account=stack.account,
+        region=stack.region,
+    )
+
+
+def _context_factory(function_key: str, stack: LocalStack) -> Callable[[], Any]:
+    return partial(context_for, function_key, prefix=stack.prefix, region=stack.region, account=stack.account)
+
+
+def _api_server(port: int) -> uvicorn.Server:
+    app = importlib.import_module("functions.api.app").app
+    # No uvicorn access log: the app's own middleware logs each request, with its correlation id.
+    config = uvicorn.Config(
+        app, host=HOST, port=port, log_level="info", access_log=False, timeout_graceful_shutdown=2
+    )
+    return uvicorn.Server(config)
+
+
+def _wait_until_serving(api: uvicorn.Server, thread: threading.Thread, stop: threading.Event) -> bool:
+    while not api.started:
+        if stop.is_set() or not thread.is_alive():
+            return False
+        time.sleep(0.05)
+    return True

@@ -1,0 +1,88 @@
+"""The EventBridge schedule that fires the sweeper, played locally by a timer thread.
+
+Like a `rate(N minutes)` rule, the first run comes one interval after start, then
+one every interval. The clock is injected so tests move time instead of sleeping.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from batchroute import resources
+
+from batchroute_tools.local.lambda_runtime import Handler
+
+log = logging.getLogger("local.scheduler")
+
+DEFAULT_INTERVAL_SECONDS = resources.SWEEPER_RATE_MINUTES * 60
+
+
+class SweeperSchedule:
+    def __init__(
+        self,
+        *,
+        handler: Handler,
+        context_factory: Callable[[], Any],
+        interval_seconds: float,
+        rule_arn: str,
+        account: str,
+        region: str,
+        monotonic: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        if interval_seconds <= 0:
+            raise ValueError("the sweeper interval must be positive")
+        self.handler = handler
+        self.context_factory = context_factory
+        self.interval_seconds = interval_seconds
+        self.rule_arn = rule_arn
+        self.account = account
+        self.region = region
+        self._monotonic = monotonic
+        self._wall_clock = wall_clock
+        self._next_run = monotonic() + interval_seconds
+
+    def seconds_until_due(self) -> float:
+        return max(0.0, self._next_run - self._monotonic())
+
+    def tick(self) -> bool:
+        """Fire the sweeper if it is due; return whether it fired. Never raises for the handler."""
+        now = self._monotonic()
+        if now < self._next_run:
+            return False
+        # Schedule from now, not from the missed slot: a slow sweep never causes a burst.
+        self._next_run = now + self.interval_seconds
+        try:
+            self.handler(self.scheduled_event(), self.context_factory())
+        except Exception:
+            log.exception("the sweeper raised; it runs again in %ss", self.interval_seconds)
+        return True
+
+    def scheduled_event(self) -> dict[str, Any]:
+        """The event an EventBridge scheduled rule delivers to its Lambda target."""
+        return {
+            "version": "0",
+            "id": str(uuid.uuid4()),
+            "detail-type": "Scheduled Event",
+            "source": "aws.events",
+            "account": self.account,
+            "time": self._wall_clock().astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "region": self.region,
+            "resources": [self.rule_arn],
+            "detail": {},
+        }
+
+    def run(self, stop: threading.Event) -> None:
+        while not stop.wait(self.seconds_until_due()):
+            self.tick()
+
+    def start(self, stop: threading.Event) -> threading.Thread:
+        thread = threading.Thread(target=self.run, args=(stop,), name="sweeper-schedule", daemon=True)
+        thread.start()
+        return thread

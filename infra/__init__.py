@@ -1,0 +1,1 @@
+"""CDK infrastructure for batchroute: one stack per environment, built from batchroute.resources."""

@@ -1,0 +1,132 @@
+"""The public REST API: API Gateway proxying every path to the api function, behind WAF.
+
+The application authenticates each request itself (API keys, session cookies), so the
+gateway has no authorizer; see infra/nag.py.
+"""
+
+from __future__ import annotations
+
+from aws_cdk import RemovalPolicy
+from aws_cdk import aws_apigateway as apigateway
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_wafv2 as wafv2
+from constructs import Construct
+
+from infra.context import EnvironmentConfig
+
+# Direct uploads arrive as multipart or raw bytes: pass them through untouched (base64).
+BINARY_MEDIA_TYPES = ("multipart/form-data", "application/octet-stream", "application/gzip")
+_WAF_MANAGED_RULE_GROUPS = ("AWSManagedRulesAmazonIpReputationList", "AWSManagedRulesKnownBadInputsRuleSet")
+
+
+class Api(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        prefix: str,
+        config: EnvironmentConfig,
+        handler: lambda_.IFunction,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        removal = RemovalPolicy.RETAIN if config.is_production else RemovalPolicy.DESTROY
+        self.access_logs = logs.LogGroup(
+            self,
+            "AccessLogs",
+            log_group_name=f"/aws/apigateway/{prefix}-api/access",
+            retention=config.log_retention,
+            removal_policy=removal,
+        )
+        self.rest_api = apigateway.LambdaRestApi(
+            self,
+            "RestApi",
+            rest_api_name=f"{prefix}-api",
+            description=f"{prefix}: public HTTP API",
+            handler=handler,
+            proxy=True,
+            endpoint_types=[apigateway.EndpointType.REGIONAL],
+            binary_media_types=list(BINARY_MEDIA_TYPES),
+            # Stage logging needs the account-level API Gateway CloudWatch role; keep it when
+            # the stack goes (other APIs in the account may rely on it).
+            cloud_watch_role=True,
+            cloud_watch_role_removal_policy=RemovalPolicy.RETAIN,
+            deploy_options=apigateway.StageOptions(
+                stage_name=config.name,
+                tracing_enabled=True,
+                metrics_enabled=True,
+                logging_level=apigateway.MethodLoggingLevel.ERROR,
+                data_trace_enabled=False,  # bodies carry API keys and customer data
+                throttling_rate_limit=config.api_throttling_rate_limit,
+                throttling_burst_limit=config.api_throttling_burst_limit,
+                access_log_destination=apigateway.LogGroupLogDestination(self.access_logs),
+                access_log_format=apigateway.AccessLogFormat.json_with_standard_fields(
+                    caller=False,
+                    http_method=True,
+                    ip=True,
+                    protocol=True,
+                    request_time=True,
+                    resource_path=True,
+                    response_length=True,
+                    status=True,
+                    user=False,
+                ),
+            ),
+        )
+        self.stage = self.rest_api.deployment_stage
+        self.web_acl = self._web_acl(prefix, config)
+        wafv2.CfnWebACLAssociation(
+            self,
+            "WebAclAssociation",
+            resource_arn=self.stage.stage_arn,
+            web_acl_arn=self.web_acl.attr_arn,
+        )
+
+    def _web_acl(self, prefix: str, config: EnvironmentConfig) -> wafv2.CfnWebACL:
+        # Low-false-positive protections only: AWS's body-size and SQLi/XSS groups would
+        # block legitimate batch payloads (prompts are free text).
+        rules = [
+            wafv2.CfnWebACL.RuleProperty(
+                name="rate-limit-per-ip",
+                priority=0,
+                action=wafv2.CfnWebACL.RuleActionProperty(block={}),
+                statement=wafv2.CfnWebACL.StatementProperty(
+                    rate_based_statement=wafv2.CfnWebACL.RateBasedStatementProperty(
+                        aggregate_key_type="IP",
+                        limit=config.waf_requests_per_ip_per_5_minutes,
+                        evaluation_window_sec=300,
+                    )
+                ),
+                visibility_config=_visibility(f"{prefix}-rate-limit-per-ip"),
+            )
+        ]
+        for priority, group in enumerate(_WAF_MANAGED_RULE_GROUPS, start=1):
+            rules.append(
+                wafv2.CfnWebACL.RuleProperty(
+                    name=group,
+                    priority=priority,
+                    override_action=wafv2.CfnWebACL.OverrideActionProperty(none={}),
+                    statement=wafv2.CfnWebACL.StatementProperty(
+                        managed_rule_group_statement=wafv2.CfnWebACL.ManagedRuleGroupStatementProperty(
+                            vendor_name="AWS", name=group
+                        )
+                    ),
+                    visibility_config=_visibility(f"{prefix}-{group}"),
+                )
+            )
+        return wafv2.CfnWebACL(
+            self,
+            "WebAcl",
+            name=f"{prefix}-api",
+            scope="REGIONAL",
+            default_action=wafv2.CfnWebACL.DefaultActionProperty(allow={}),
+            visibility_config=_visibility(f"{prefix}-api"),
+            rules=rules,
+        )
+
+
+def _visibility(metric_name: str) -> wafv2.CfnWebACL.VisibilityConfigProperty:
+    return wafv2.CfnWebACL.VisibilityConfigProperty(
+        cloud_watch_metrics_enabled=True, metric_name=metric_name, sampled_requests_enabled=True
+    )

@@ -1,0 +1,156 @@
+"""Lambda deployment assets in .build/, built without Docker.
+
+.build/layer/python/     batchroute + runtime dependencies for Python 3.12 on x86_64
+.build/functions/<key>/  functions/__init__.py + functions/<key>/**
+                         (the handler is functions.<key>.handler.handler)
+
+The layer's third-party part is reinstalled only when the dependency list changes
+(a stamp file holds its hash); our own code is copied afresh on every build.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import subprocess
+import sys
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from batchroute import resources
+
+ROOT = Path(__file__).resolve().parents[1]
+BUILD_DIR = ROOT / ".build"
+LAYER_DIR = BUILD_DIR / "layer"
+FUNCTIONS_DIR = BUILD_DIR / "functions"
+
+PACKAGE_SOURCE = ROOT / "layers" / "shared" / "python" / resources.SERVICE
+FUNCTIONS_SOURCE = ROOT / "functions"
+
+# The Lambda runtime the stack deploys (infra/compute.py) and the wheels that match it.
+LAMBDA_PYTHON_VERSION = "3.12"
+LAMBDA_PLATFORM = "manylinux2014_x86_64"
+# The Lambda Python runtime ships the AWS SDK: never bundle it.
+RUNTIME_PROVIDED = frozenset({"boto3", "botocore", "s3transfer"})
+
+_STAMP = BUILD_DIR / "layer-dependencies.sha256"
+_IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", "*.pyo")
+_PIP_NOISE = ("WARNING: Location",)
+
+
+class BuildError(RuntimeError):
+    """The assets could not be built."""
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    layer_dir: Path
+    function_dirs: dict[str, Path]
+    dependencies_installed: bool  # False when the cached third-party install was reused
+
+
+def function_asset_dir(key: str) -> Path:
+    return FUNCTIONS_DIR / key
+
+
+def layer_dependencies(pyproject: Path = ROOT / "pyproject.toml") -> list[str]:
+    """The [project].dependencies requirement strings the layer ships (the AWS SDK excluded)."""
+    with pyproject.open("rb") as handle:
+        requirements: list[str] = tomllib.load(handle)["project"]["dependencies"]
+    return [req for req in requirements if _distribution_name(req) not in RUNTIME_PROVIDED]
+
+
+def build(*, quiet: bool = False) -> BuildResult:
+    """Build (or refresh) every asset under .build/ and return where they are."""
+    layer_python = LAYER_DIR / "python"
+    dependencies = layer_dependencies()
+    installed = _install_dependencies(layer_python, dependencies, quiet=quiet)
+    _copy_tree(PACKAGE_SOURCE, layer_python / resources.SERVICE)
+    function_dirs = {fn.key: _build_function(fn.key) for fn in resources.FUNCTIONS}
+    return BuildResult(layer_dir=LAYER_DIR, function_dirs=function_dirs, dependencies_installed=installed)
+
+
+def _distribution_name(requirement: str) -> str:
+    name = requirement
+    for separator in ("[", "=", "<", ">", "!", "~", ";", " "):
+        name = name.split(separator, 1)[0]
+    return name.strip().lower().replace("_", "-")
+
+
+def _install_dependencies(target: Path, dependencies: list[str], *, quiet: bool) -> bool:
+    fingerprint = hashlib.sha256(
+        "\n".join([LAMBDA_PLATFORM, LAMBDA_PYTHON_VERSION, *sorted(dependencies)]).encode()
+    ).hexdigest()
+    if target.is_dir() and _STAMP.is_file() and _STAMP.read_text().strip() == fingerprint:
+        return False
+    _STAMP.unlink(missing_ok=True)
+    shutil.rmtree(target, ignore_errors=True)
+    target.mkdir(parents=True)
+    command = [
+        sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+        "--target", str(target),
+        "--platform", LAMBDA_PLATFORM,
+        "--implementation", "cp",
+        "--python-version", LAMBDA_PYTHON_VERSION,
+        "--only-binary=:all:",
+        *dependencies,
+    ]  # fmt: skip
+    completed = subprocess.run(command, capture_output=True, text=True, check=False)  # noqa: S603
+    output = [
+        line
+        for line in (completed.stdout + completed.stderr).splitlines()
+        if line.strip() and not line.startswith(_PIP_NOISE)
+    ]
+    if completed.returncode != 0:
+        raise BuildError("pip install for the layer failed:\n" + "\n".join(output))
+    if output and not quiet:
+        print("\n".join(output))
+    _prune(target)
+    _STAMP.write_text(fingerprint + "\n")
+    return True
+
+
+def _prune(target: Path) -> None:
+    """Drop what the runtime provides or never needs: the AWS SDK, console scripts, bytecode."""
+    for entry in list(target.iterdir()):
+        distribution = entry.name.split("-", 1)[0].removesuffix(".py").lower().replace("_", "-")
+        if distribution in RUNTIME_PROVIDED:
+            _remove(entry)
+    _remove(target / "bin")
+    for cache in list(target.rglob("__pycache__")):
+        _remove(cache)
+
+
+def _build_function(key: str) -> Path:
+    source = FUNCTIONS_SOURCE / key
+    if not source.is_dir():
+        raise BuildError(f"functions/{key}/ is missing (declared in batchroute.resources.FUNCTIONS)")
+    package = function_asset_dir(key) / "functions"
+    shutil.rmtree(function_asset_dir(key), ignore_errors=True)
+    package.mkdir(parents=True)
+    init = FUNCTIONS_SOURCE / "__init__.py"
+    if init.is_file():
+        shutil.copy2(init, package / "__init__.py")
+    else:
+        (package / "__init__.py").write_text("")
+    _copy_tree(source, package / key)
+    return function_asset_dir(key)
+
+
+def _copy_tree(source: Path, destination: Path) -> None:
+    _remove(destination)
+    shutil.copytree(source, destination, ignore=_IGNORED)
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    elif path.exists() or path.is_symlink():
+        path.unlink()
+
+
+def directory_size(path: Path) -> tuple[int, int]:
+    """(bytes, files) under path."""
+    files = [p for p in path.rglob("*") if p.is_file()]
+    return sum(p.stat().st_size for p in files), len(files)

@@ -1,0 +1,214 @@
+"""The shared layer, one Lambda function per batchroute.resources.FUNCTIONS entry, their
+triggers (SQS event sources, the sweeper schedule) and least-privilege grants."""
+
+from __future__ import annotations
+
+from aws_cdk import ArnFormat, Duration, RemovalPolicy, Stack
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_lambda_event_sources as event_sources
+from aws_cdk import aws_logs as logs
+from batchroute import resources
+from constructs import Construct
+
+from infra import assets
+from infra.context import EnvironmentConfig
+from infra.messaging import Messaging
+from infra.naming import construct_id
+from infra.security import Security
+from infra.storage import Storage
+from infra.workflow import Workflow
+
+RUNTIME = lambda_.Runtime.PYTHON_3_12  # the layer's wheels are built for it (infra.assets)
+ARCHITECTURE = lambda_.Architecture.X86_64
+POWERTOOLS_SERVICE_NAME = resources.SERVICE
+POWERTOOLS_METRICS_NAMESPACE = "BatchRoute"
+
+API = "api"
+SWEEPER = "sweeper"
+# Workers answer the workflow's task tokens (router, settle, webhook).
+WORKERS = frozenset(q.consumer for q in resources.QUEUES)
+
+
+class Compute(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id_: str,
+        *,
+        prefix: str,
+        config: EnvironmentConfig,
+        security: Security,
+        storage: Storage,
+        messaging: Messaging,
+        workflow: Workflow,
+    ) -> None:
+        super().__init__(scope, construct_id_)
+        _require_assets()
+        self._config = config
+        self._security = security
+        self._storage = storage
+        self._messaging = messaging
+        self._workflow = workflow
+
+        self.layer = lambda_.LayerVersion(
+            self,
+            "SharedLayer",
+            layer_version_name=f"{prefix}-shared",
+            description=f"{resources.SERVICE} package and its runtime dependencies",
+            code=lambda_.Code.from_asset(str(assets.LAYER_DIR)),
+            compatible_runtimes=[RUNTIME],
+            compatible_architectures=[ARCHITECTURE],
+        )
+        environment = self._environment(prefix)
+        self.functions = {
+            spec.key: self._function(spec, prefix=prefix, environment=environment)
+            for spec in resources.FUNCTIONS
+        }
+        for spec in resources.FUNCTIONS:
+            self._grant(spec.key, self.functions[spec.key])
+        self._connect_queues()
+        self.sweeper_schedule = events.Rule(
+            self,
+            "SweeperSchedule",
+            rule_name=f"{prefix}-{SWEEPER}",
+            description="SLA expiry, stale holds and heartbeats, retention GC, delivery retries",
+            schedule=events.Schedule.rate(Duration.minutes(resources.SWEEPER_RATE_MINUTES)),
+            # The next tick does the same work: no retries to pile up.
+            targets=[targets.LambdaFunction(self.functions[SWEEPER], retry_attempts=0)],
+        )
+
+    def _environment(self, prefix: str) -> dict[str, str]:
+        """Variables batchroute.config.Settings reads (uppercase field names) plus Powertools'."""
+        stack = Stack.of(self)
+        return {
+            "ENVIRONMENT": self._config.name,
+            "RESOURCE_PREFIX": prefix,
+            "QUEUE_URLS": stack.to_json_string(self._messaging.urls()),
+            "BUCKETS": stack.to_json_string(
+                {key: bucket.bucket_name for key, bucket in self._storage.buckets.items()}
+            ),
+            "STATE_MACHINE_ARN": self._workflow.state_machine.state_machine_arn,
+            "KMS_KEY_ID": self._security.key.key_id,
+            "APP_SECRET_ARN": self._security.app_secret.secret_arn,
+            "PUBLIC_BASE_URL": self._config.public_base_url,
+            "EMAIL_SENDER": self._config.email_sender,
+            "LOG_LEVEL": self._config.log_level,
+            "POWERTOOLS_SERVICE_NAME": POWERTOOLS_SERVICE_NAME,
+            "POWERTOOLS_METRICS_NAMESPACE": POWERTOOLS_METRICS_NAMESPACE,
+        }
+
+    def _function(
+        self, spec: resources.Function, *, prefix: str, environment: dict[str, str]
+    ) -> lambda_.Function:
+        name = f"{prefix}-{spec.key}"
+        log_group = logs.LogGroup(
+            self,
+            construct_id(spec.key, "Logs"),
+            log_group_name=f"/aws/lambda/{name}",
+            retention=self._config.log_retention,
+            removal_policy=RemovalPolicy.RETAIN if self._config.is_production else RemovalPolicy.DESTROY,
+        )
+        # An explicit role instead of the AWSLambdaBasicExecutionRole managed policy:
+        # it may write to its own log group only.
+        role = iam.Role(
+            self,
+            construct_id(spec.key, "Role"),
+            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            description=f"{name}: {spec.purpose}",
+        )
+        log_group.grant_write(role)
+        return lambda_.Function(
+            self,
+            construct_id(spec.key, "Function"),
+            function_name=name,
+            description=spec.purpose,
+            runtime=RUNTIME,
+            architecture=ARCHITECTURE,
+            handler=spec.handler,
+            code=lambda_.Code.from_asset(str(assets.function_asset_dir(spec.key))),
+            layers=[self.layer],
+            timeout=Duration.seconds(spec.timeout_seconds),
+            memory_size=spec.memory_mb,
+            reserved_concurrent_executions=spec.reserved_concurrency,
+            tracing=lambda_.Tracing.ACTIVE,
+            role=role,
+            log_group=log_group,
+            environment=environment,
+        )
+
+    def _grant(self, key: str, function: lambda_.Function) -> None:
+        tables = self._storage.tables.values()
+        buckets = self._storage.buckets
+        state_machine = self._workflow.state_machine
+        for table in tables:
+            table.grant_read_write_data(function)
+        for queue in self._messaging.queues.values():
+            queue.grant_send_messages(function)  # enqueue and re-enqueue work
+        self._security.app_secret.grant_read(function)
+        buckets["artifacts"].grant_read_write(function)
+        if key == API:
+            buckets["uploads"].grant_read_write(function)
+            state_machine.grant_start_execution(function)
+            self._security.key.grant_encrypt_decrypt(function)
+            function.add_to_role_policy(self._send_email_statement())
+        elif key in WORKERS:
+            buckets["uploads"].grant_read(function)
+            state_machine.grant_task_response(function)
+        elif key == SWEEPER:
+            buckets["uploads"].grant_delete(function)  # retention GC of customer inputs
+            state_machine.grant_start_execution(function)
+            state_machine.grant_task_response(function)
+            function.add_to_role_policy(self._executions_statement())
+        else:
+            raise ValueError(f"no grants declared for function {key!r}")
+
+    def _executions_statement(self) -> iam.PolicyStatement:
+        # Execution ARNs are minted per run: scope to this state machine's executions.
+        return iam.PolicyStatement(
+            actions=["states:StopExecution", "states:DescribeExecution"],
+            resources=[executions_arn(self, self._workflow.state_machine_name)],
+        )
+
+    def _send_email_statement(self) -> iam.PolicyStatement:
+        stack = Stack.of(self)
+        identities = {self._config.email_domain, self._config.email_sender}
+        return iam.PolicyStatement(
+            actions=["ses:SendEmail", "ses:SendRawEmail"],
+            resources=[
+                stack.format_arn(service="ses", resource="identity", resource_name=identity)
+                for identity in sorted(identities)
+            ],
+        )
+
+    def _connect_queues(self) -> None:
+        for spec in resources.QUEUES:
+            window = spec.max_batching_window_seconds
+            self.functions[spec.consumer].add_event_source(
+                event_sources.SqsEventSource(
+                    self._messaging.queues[spec.key],
+                    batch_size=spec.batch_size,
+                    max_batching_window=Duration.seconds(window) if window > 0 else None,
+                    report_batch_item_failures=True,
+                )
+            )
+
+
+def executions_arn(scope: Construct, state_machine_name: str) -> str:
+    return Stack.of(scope).format_arn(
+        service="states",
+        resource="execution",
+        resource_name=f"{state_machine_name}:*",
+        arn_format=ArnFormat.COLON_RESOURCE_NAME,
+    )
+
+
+def _require_assets() -> None:
+    missing = [assets.LAYER_DIR / "python" / resources.SERVICE] + [
+        assets.function_asset_dir(spec.key) / "functions" for spec in resources.FUNCTIONS
+    ]
+    absent = [str(path.relative_to(assets.ROOT)) for path in missing if not path.is_dir()]
+    if absent:
+        raise FileNotFoundError(f"Lambda assets not built ({', '.join(absent)}): run `make build` first")

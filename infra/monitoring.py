@@ -1,0 +1,107 @@
+"""Alarms on what needs a human: dead letters, API server errors, failed workflows."""
+
+from __future__ import annotations
+
+from aws_cdk import Duration
+from aws_cdk import aws_apigateway as apigateway
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_cloudwatch_actions as cloudwatch_actions
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sns_subscriptions as subscriptions
+from aws_cdk import aws_sqs as sqs
+from aws_cdk import aws_stepfunctions as sfn
+from constructs import Construct
+
+from infra.context import EnvironmentConfig
+from infra.naming import construct_id
+
+
+class Monitoring(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id_: str,
+        *,
+        prefix: str,
+        config: EnvironmentConfig,
+        key: kms.IKey,
+        dead_letter_queues: dict[str, sqs.Queue],
+        rest_api: apigateway.RestApi,
+        state_machine: sfn.StateMachine,
+    ) -> None:
+        super().__init__(scope, construct_id_)
+        self._prefix = prefix
+        self.topic = sns.Topic(
+            self,
+            "AlarmTopic",
+            topic_name=f"{prefix}-alarms",
+            display_name=f"{prefix} alarms",
+            master_key=key,
+            enforce_ssl=True,
+        )
+        if config.alarm_email:
+            self.topic.add_subscription(subscriptions.EmailSubscription(config.alarm_email))
+        self.alarms: list[cloudwatch.Alarm] = []
+
+        for key_, dlq in dead_letter_queues.items():
+            self._alarm(
+                construct_id(key_, "DeadLettersAlarm"),
+                name=f"{key_}-dead-letters",
+                description=f"Messages reached the {key_} dead-letter queue: inspect, fix, redrive.",
+                metric=dlq.metric_approximate_number_of_messages_visible(
+                    period=Duration.minutes(1), statistic="Maximum"
+                ),
+                threshold=1,
+            )
+        # 5XXError averages to the share of requests that failed (each request counts 0 or 1).
+        self._alarm(
+            "Api5xxRateAlarm",
+            name="api-5xx-rate",
+            description=f"More than {config.api_5xx_rate_threshold:.0%} of API requests failed with 5xx.",
+            metric=rest_api.metric_server_error(period=Duration.minutes(5), statistic="Average"),
+            threshold=config.api_5xx_rate_threshold,
+            comparison=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+        )
+        self._alarm(
+            "WorkflowFailedAlarm",
+            name="workflow-executions-failed",
+            description="A batch workflow execution failed.",
+            metric=state_machine.metric_failed(period=Duration.minutes(5), statistic="Sum"),
+            threshold=1,
+        )
+        self._alarm(
+            "WorkflowTimedOutAlarm",
+            name="workflow-executions-timed-out",
+            description="A batch workflow execution timed out.",
+            metric=state_machine.metric_timed_out(period=Duration.minutes(5), statistic="Sum"),
+            threshold=1,
+        )
+
+    def _alarm(
+        self,
+        construct_id_: str,
+        *,
+        name: str,
+        description: str,
+        metric: cloudwatch.IMetric,
+        threshold: float,
+        comparison: cloudwatch.ComparisonOperator = (
+            cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD
+        ),
+    ) -> None:
+        alarm = cloudwatch.Alarm(
+            self,
+            construct_id_,
+            alarm_name=f"{self._prefix}-{name}",
+            alarm_description=description,
+            metric=metric,
+            threshold=threshold,
+            comparison_operator=comparison,
+            evaluation_periods=1,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        )
+        action = cloudwatch_actions.SnsAction(self.topic)
+        alarm.add_alarm_action(action)
+        alarm.add_ok_action(action)
+        self.alarms.append(alarm)

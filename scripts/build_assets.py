@@ -1,0 +1,34 @@
+"""Build the Lambda layer and function assets into .build/ (no Docker): `make build`."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from infra import assets
+
+
+def _mb(size: int) -> str:
+    return f"{size / 1_000_000:.1f} MB"
+
+
+def main() -> int:
+    started = time.perf_counter()
+    try:
+        result = assets.build()
+    except (assets.BuildError, OSError) as error:
+        print(f"build failed: {error}", file=sys.stderr)
+        return 1
+    root = assets.ROOT
+    size, files = assets.directory_size(result.layer_dir)
+    cached = "" if result.dependencies_installed else " (dependencies cached)"
+    print(f"layer      {_mb(size):>9}  {files:>5} files  {result.layer_dir.relative_to(root)}{cached}")
+    for key, path in result.function_dirs.items():
+        size, files = assets.directory_size(path)
+        print(f"{key:<10} {_mb(size):>9}  {files:>5} files  {path.relative_to(root)}")
+    print(f"built in {time.perf_counter() - started:.1f}s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

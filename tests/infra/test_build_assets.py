@@ -1,0 +1,89 @@
+"""The Lambda assets in .build/: our package plus Lambda-platform wheels, one folder per function."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import pytest
+from batchroute import resources
+
+from infra import assets
+
+
+def _files(root: Path, pattern: str = "*.py") -> set[str]:
+    return {
+        str(p.relative_to(root)) for p in root.rglob(pattern) if p.is_file() and "__pycache__" not in p.parts
+    }
+
+
+def test_the_layer_ships_our_package_as_it_is_in_the_repository(lambda_assets: assets.BuildResult) -> None:
+    # Given / When
+    shipped = lambda_assets.layer_dir / "python" / resources.SERVICE
+
+    # Then
+    assert _files(shipped, "*") == _files(assets.PACKAGE_SOURCE, "*")
+    for name in _files(assets.PACKAGE_SOURCE, "*"):
+        assert (shipped / name).read_bytes() == (assets.PACKAGE_SOURCE / name).read_bytes(), name
+
+
+def test_the_layer_has_lambda_platform_wheels_and_no_aws_sdk(lambda_assets: assets.BuildResult) -> None:
+    # Given
+    site = lambda_assets.layer_dir / "python"
+
+    # When
+    top_level = {p.name.split("-")[0].lower() for p in site.iterdir()}
+    compiled = list(site.glob("pydantic_core/*.so"))
+
+    # Then: the runtime's SDK is not duplicated; compiled code is for CPython 3.12 on x86_64
+    assert top_level.isdisjoint(assets.RUNTIME_PROVIDED)
+    assert {"pydantic", "fastapi", "mangum", "aws_lambda_powertools"} <= top_level
+    assert compiled
+    assert all("cpython-312-x86_64-linux-gnu" in p.name for p in compiled)
+
+
+def test_the_layer_dependencies_are_the_project_dependencies_minus_the_sdk() -> None:
+    # Given
+    declared = tomllib.loads((assets.ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+
+    # When
+    shipped = assets.layer_dependencies()
+
+    # Then
+    assert [d for d in declared if not d.startswith(("boto3", "botocore"))] == shipped
+
+
+@pytest.mark.parametrize("spec", resources.FUNCTIONS, ids=lambda f: f.key)
+def test_each_function_asset_holds_its_handler_package(
+    lambda_assets: assets.BuildResult, spec: resources.Function
+) -> None:
+    # Given
+    root = lambda_assets.function_dirs[spec.key]
+
+    # When
+    package = root / "functions" / spec.key
+
+    # Then: importable as functions.<key>.handler, with exactly the repository's modules
+    assert (root / "functions" / "__init__.py").is_file()
+    assert (package / "handler.py").is_file(), f"{spec.handler} has no module"
+    assert _files(package) == _files(assets.FUNCTIONS_SOURCE / spec.key)
+    assert {p.name for p in root.iterdir()} == {"functions"}
+
+
+def test_no_bytecode_is_shipped(lambda_assets: assets.BuildResult) -> None:
+    # Given / When
+    caches = list(assets.BUILD_DIR.rglob("__pycache__"))
+
+    # Then
+    assert caches == []
+
+
+def test_a_second_build_reuses_the_installed_dependencies(lambda_assets: assets.BuildResult) -> None:
+    # Given: the session's build
+
+    # When
+    again = assets.build(quiet=True)
+
+    # Then
+    assert again.dependencies_installed is False
+    assert again.function_dirs == lambda_assets.function_dirs

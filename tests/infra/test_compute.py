@@ -1,0 +1,228 @@
+"""Lambda functions, the layer, their triggers and their permissions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from aws_cdk.assertions import Match, Template
+from batchroute import resources
+from batchroute.config import Settings
+
+from infra import assets
+from infra.context import EnvironmentConfig
+from tests.infra.cfn import Cfn, as_list, render, render_json
+
+# Read by Powertools, not by batchroute.config.Settings.
+POWERTOOLS_VARIABLES = {"POWERTOOLS_SERVICE_NAME", "POWERTOOLS_METRICS_NAMESPACE"}
+EXPECTED_VARIABLES = {
+    "ENVIRONMENT",
+    "RESOURCE_PREFIX",
+    "QUEUE_URLS",
+    "BUCKETS",
+    "STATE_MACHINE_ARN",
+    "KMS_KEY_ID",
+    "APP_SECRET_ARN",
+    "PUBLIC_BASE_URL",
+    "EMAIL_SENDER",
+    "LOG_LEVEL",
+    *POWERTOOLS_VARIABLES,
+}
+
+
+def _function(cfn: Cfn, prefix: str, key: str) -> tuple[str, dict[str, Any]]:
+    logical_id, function = cfn.named("AWS::Lambda::Function", "FunctionName", f"{prefix}-{key}")
+    return logical_id, function["Properties"]
+
+
+def _actions(statements: list[dict[str, Any]]) -> set[str]:
+    return {action for s in statements if s["Effect"] == "Allow" for action in as_list(s["Action"])}
+
+
+def _statements_on(statements: list[dict[str, Any]], resource: str) -> set[str]:
+    """Actions granted on a resource (a rendered ARN such as <LogicalId> or <LogicalId.Arn>)."""
+    return {
+        action
+        for s in statements
+        if s["Effect"] == "Allow" and resource in [render(r) for r in as_list(s["Resource"])]
+        for action in as_list(s["Action"])
+    }
+
+
+def test_one_function_per_declared_function(template: Template) -> None:
+    # Given / When: the synthesized stack
+    # Then
+    template.resource_count_is("AWS::Lambda::Function", len(resources.FUNCTIONS))
+    template.resource_count_is("AWS::Lambda::LayerVersion", 1)
+
+
+@pytest.mark.parametrize("spec", resources.FUNCTIONS, ids=lambda f: f.key)
+def test_function_runtime_handler_sizing_tracing_and_layer(
+    cfn: Cfn, prefix: str, spec: resources.Function
+) -> None:
+    # Given: the shared layer
+    (layer_id,) = cfn.of_type("AWS::Lambda::LayerVersion")
+
+    # When
+    _, props = _function(cfn, prefix, spec.key)
+
+    # Then
+    assert props["Runtime"] == f"python{assets.LAMBDA_PYTHON_VERSION}"
+    assert props["Architectures"] == ["x86_64"]
+    assert props["Handler"] == spec.handler
+    assert props["Timeout"] == spec.timeout_seconds
+    assert props["MemorySize"] == spec.memory_mb
+    assert props.get("ReservedConcurrentExecutions") == spec.reserved_concurrency
+    assert props["TracingConfig"] == {"Mode": "Active"}
+    assert props["Layers"] == [{"Ref": layer_id}]
+    assert cfn.referenced(props["LoggingConfig"]["LogGroup"]) in cfn.of_type("AWS::Logs::LogGroup")
+
+
+def test_the_layer_targets_the_function_runtime(template: Template) -> None:
+    # Given / When: the synthesized stack
+    # Then
+    template.has_resource_properties(
+        "AWS::Lambda::LayerVersion",
+        {
+            "CompatibleRuntimes": [f"python{assets.LAMBDA_PYTHON_VERSION}"],
+            "CompatibleArchitectures": ["x86_64"],
+        },
+    )
+
+
+@pytest.mark.parametrize("spec", resources.FUNCTIONS, ids=lambda f: f.key)
+def test_function_environment_is_what_settings_reads(
+    cfn: Cfn, prefix: str, config: EnvironmentConfig, spec: resources.Function
+) -> None:
+    # Given: the queues and buckets of the stack
+    queue_ids = {
+        q.key: cfn.named("AWS::SQS::Queue", "QueueName", q.physical_name(prefix))[0] for q in resources.QUEUES
+    }
+    bucket_ids = {
+        b.key: cfn.named("AWS::S3::Bucket", "BucketName", b.physical_name(prefix, "<AWS::AccountId>"))[0]
+        for b in resources.BUCKETS
+    }
+
+    # When
+    _, props = _function(cfn, prefix, spec.key)
+    variables = props["Environment"]["Variables"]
+
+    # Then: exactly the expected variables, each one a Settings field or a Powertools setting
+    assert set(variables) == EXPECTED_VARIABLES
+    assert {name.lower() for name in EXPECTED_VARIABLES - POWERTOOLS_VARIABLES} <= set(Settings.model_fields)
+    assert variables["ENVIRONMENT"] == config.name
+    assert variables["RESOURCE_PREFIX"] == prefix
+    assert variables["PUBLIC_BASE_URL"] == config.public_base_url
+    assert render_json(variables["QUEUE_URLS"]) == {key: f"<{lid}>" for key, lid in queue_ids.items()}
+    assert render_json(variables["BUCKETS"]) == {key: f"<{lid}>" for key, lid in bucket_ids.items()}
+    assert cfn.referenced(variables["STATE_MACHINE_ARN"]) in cfn.of_type("AWS::StepFunctions::StateMachine")
+    assert cfn.referenced(variables["APP_SECRET_ARN"]) in cfn.of_type("AWS::SecretsManager::Secret")
+    assert cfn.referenced(variables["KMS_KEY_ID"]) in cfn.of_type("AWS::KMS::Key")
+    assert variables["POWERTOOLS_SERVICE_NAME"] == resources.SERVICE
+
+
+@pytest.mark.parametrize("spec", resources.QUEUES, ids=lambda q: q.key)
+def test_each_queue_feeds_its_consumer_with_partial_batch_responses(
+    cfn: Cfn, prefix: str, spec: resources.Queue
+) -> None:
+    # Given
+    queue_id, _ = cfn.named("AWS::SQS::Queue", "QueueName", spec.physical_name(prefix))
+    function_id, _ = _function(cfn, prefix, spec.consumer)
+
+    # When
+    (mapping,) = [
+        props
+        for props in cfn.properties("AWS::Lambda::EventSourceMapping").values()
+        if props["EventSourceArn"] == {"Fn::GetAtt": [queue_id, "Arn"]}
+    ]
+
+    # Then
+    assert mapping["FunctionName"] == {"Ref": function_id}
+    assert mapping["BatchSize"] == spec.batch_size
+    assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    if spec.max_batching_window_seconds:
+        assert mapping["MaximumBatchingWindowInSeconds"] == spec.max_batching_window_seconds
+    else:
+        assert "MaximumBatchingWindowInSeconds" not in mapping
+
+
+def test_the_sweeper_runs_on_its_schedule(template: Template, cfn: Cfn, prefix: str) -> None:
+    # Given
+    sweeper_id, _ = _function(cfn, prefix, "sweeper")
+    minutes = resources.SWEEPER_RATE_MINUTES
+
+    # When / Then
+    template.has_resource_properties(
+        "AWS::Events::Rule",
+        {
+            "ScheduleExpression": f"rate({minutes} minute{'s' if minutes != 1 else ''})",
+            "State": "ENABLED",
+            "Targets": [Match.object_like({"Arn": {"Fn::GetAtt": [sweeper_id, "Arn"]}})],
+        },
+    )
+
+
+def test_function_roles_carry_no_aws_managed_policy(cfn: Cfn, prefix: str) -> None:
+    # Given / When: every function's role
+    roles = [cfn.referenced(_function(cfn, prefix, f.key)[1]["Role"]) for f in resources.FUNCTIONS]
+
+    # Then
+    for role in roles:
+        assert "ManagedPolicyArns" not in cfn.resources[role]["Properties"]
+
+
+def test_only_the_api_and_the_sweeper_start_workflows(cfn: Cfn, prefix: str) -> None:
+    # Given
+    (machine_id,) = cfn.of_type("AWS::StepFunctions::StateMachine")
+
+    for spec in resources.FUNCTIONS:
+        # When
+        role = cfn.referenced(_function(cfn, prefix, spec.key)[1]["Role"])
+        on_machine = _statements_on(cfn.policy_statements(role), f"<{machine_id}>")
+
+        # Then
+        assert ("states:StartExecution" in on_machine) == (spec.key in {"api", "sweeper"}), spec.key
+        task_responses = {"states:SendTaskSuccess", "states:SendTaskFailure", "states:SendTaskHeartbeat"}
+        assert (task_responses <= on_machine) == (spec.key != "api"), spec.key
+
+
+def test_only_the_api_sends_email_and_only_as_the_configured_sender(
+    cfn: Cfn, prefix: str, config: EnvironmentConfig
+) -> None:
+    for spec in resources.FUNCTIONS:
+        # When
+        role = cfn.referenced(_function(cfn, prefix, spec.key)[1]["Role"])
+        statements = [s for s in cfn.policy_statements(role) if "ses:SendEmail" in as_list(s["Action"])]
+
+        # Then
+        if spec.key != "api":
+            assert statements == [], spec.key
+            continue
+        (statement,) = statements
+        resources_ = {render(r) for r in as_list(statement["Resource"])}
+        assert all(
+            r.endswith((f"identity/{config.email_domain}", f"identity/{config.email_sender}"))
+            for r in resources_
+        )
+
+
+def test_every_function_reads_the_app_secret_and_writes_its_own_logs(cfn: Cfn, prefix: str) -> None:
+    # Given
+    (secret_id,) = cfn.of_type("AWS::SecretsManager::Secret")
+
+    for spec in resources.FUNCTIONS:
+        # When
+        _, props = _function(cfn, prefix, spec.key)
+        statements = cfn.policy_statements(cfn.referenced(props["Role"]))
+        log_group = cfn.referenced(props["LoggingConfig"]["LogGroup"])
+
+        # Then
+        assert "secretsmanager:GetSecretValue" in _statements_on(statements, f"<{secret_id}>")
+        assert _statements_on(statements, f"<{log_group}.Arn>") == {
+            "logs:CreateLogStream",
+            "logs:PutLogEvents",
+        }
+        assert not any(
+            a.startswith("logs:")
+            for a in _actions(statements) - {"logs:CreateLogStream", "logs:PutLogEvents"}
+        )
