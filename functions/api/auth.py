@@ -16,6 +16,7 @@ from batchroute.services.authentication import SESSION_COOKIE, Authenticator
 from fastapi import Depends, Request
 
 from functions.api.deps import get_clock
+from functions.api.limits import enforce_caller_limits
 
 
 @lru_cache(maxsize=1)
@@ -39,6 +40,7 @@ def current_principal(request: Request, authenticator: AuthenticatorDep) -> Prin
         session_cookie=request.cookies.get(SESSION_COOKIE),
     )
     request.state.principal = principal
+    enforce_caller_limits(request, principal)  # per key and per account: 429 with Retry-After
     return principal
 
 
@@ -59,7 +61,7 @@ def require(permission: Permission, *, session_only: bool = False) -> Callable[.
     """Dependency: an authenticated principal whose role grants `permission`."""
     base = session_principal if session_only else current_principal
 
-    def dependency(principal: Annotated[Principal, Depends(base)]) -> Principal:
+    def dependency(principal: Principal = Depends(base)) -> Principal:  # string annotations cannot see `base`
         authorize(principal, permission)
         return principal
 

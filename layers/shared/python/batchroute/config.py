@@ -56,6 +56,23 @@ class Settings(BaseModel):
     launch_provider_guard: bool = True
     log_level: str = "INFO"
 
+    # Rate limits and retention (docs/rate-limits.md, docs/billing-controls.md): requests
+    # allowed per rolling window. Authenticated callers: per API key (or signed-in user) and
+    # per account over `rate_limit_window_seconds`; anonymous endpoints per client IP.
+    rate_limits_enabled: bool = True
+    rate_limit_window_seconds: int = Field(default=60, ge=1, le=86_400)
+    rate_limit_per_key: int = Field(default=600, ge=1)
+    rate_limit_per_account: int = Field(default=1200, ge=1)
+    rate_limit_register_per_ip: int = Field(default=10, ge=1)
+    rate_limit_register_window_seconds: int = Field(default=3600, ge=1, le=86_400)
+    rate_limit_login_per_ip: int = Field(default=100, ge=1)
+    rate_limit_login_per_ip_email: int = Field(default=20, ge=1)
+    rate_limit_login_window_seconds: int = Field(default=600, ge=1, le=86_400)
+    rate_limit_password_per_ip: int = Field(default=5, ge=1)
+    rate_limit_password_per_email: int = Field(default=5, ge=1)
+    rate_limit_password_window_seconds: int = Field(default=3600, ge=1, le=86_400)
+    retention_grace_hours: int = Field(default=72, ge=1, le=24 * 30)
+
     @model_validator(mode="after")
     def _refuse_unsafe_production(self) -> Settings:
         if self.environment != "production":

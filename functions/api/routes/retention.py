@@ -1,0 +1,94 @@
+"""Retention settings: how long the org's result files are kept."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from batchroute.domain.access import Principal
+from batchroute.domain.retention import MAX_EXTENDED_DAYS, MIN_EXTENDED_DAYS
+from batchroute.services.retention import RetentionService
+from fastapi import APIRouter, Body, Depends
+from pydantic import BaseModel
+
+from functions.api.auth import require
+from functions.api.deps import ClockDep, SettingsDep
+from functions.api.envelope import ErrorEnvelope
+from functions.api.routes.billing import controls_store
+
+router = APIRouter(tags=["retention"])
+
+
+def retention_service(settings: SettingsDep, clock: ClockDep) -> RetentionService:
+    return RetentionService(controls_store(settings), clock)
+
+
+ServiceDep = Annotated[RetentionService, Depends(retention_service)]
+# Every role may read when results expire (members fetch them); changing it is for managers.
+Reader = Annotated[Principal, Depends(require("account:read"))]
+Manager = Annotated[Principal, Depends(require("retention:manage"))]
+
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    401: {"model": ErrorEnvelope, "description": "Missing, invalid or revoked credentials"},
+    403: {"model": ErrorEnvelope, "description": "The role may not do this (`permission_denied`)"},
+}
+
+
+class RetentionOut(BaseModel):
+    org_id: str
+    retention_tier: Literal["grace_only", "extended_fixed", "until_deleted"]
+    extended_days: int | None
+    never_charge: bool
+    grace_hours: int
+    updated_at: str | None
+
+
+RETENTION_UPDATE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "description": "Partial update: only given fields change. never_charge=true forces grace_only.",
+    "properties": {
+        "retention_tier": {"enum": ["grace_only", "extended_fixed", "until_deleted"]},
+        "extended_days": {
+            "type": ["integer", "null"],
+            "minimum": MIN_EXTENDED_DAYS,
+            "maximum": MAX_EXTENDED_DAYS,
+            "description": "required for extended_fixed; null otherwise",
+        },
+        "never_charge": {"type": "boolean"},
+        "org_id": {"type": "string", "readOnly": True},
+        "grace_hours": {"type": "integer", "readOnly": True},
+        "updated_at": {"type": ["string", "null"], "readOnly": True},
+    },
+}
+
+
+@router.get(
+    "/v1/retention-settings",
+    response_model=RetentionOut,
+    responses=_ERRORS,
+    summary="The org's result retention settings (grace_only until changed)",
+)
+def get_retention(principal: Reader, service: ServiceDep, settings: SettingsDep) -> dict[str, Any]:
+    return service.get(principal.org_id).to_api(grace_hours=settings.retention_grace_hours)
+
+
+@router.put(
+    "/v1/retention-settings",
+    response_model=RetentionOut,
+    responses={**_ERRORS, 409: {"model": ErrorEnvelope, "description": "`concurrent_update`"}},
+    summary="Change result retention (owner, admin)",
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": RETENTION_UPDATE_SCHEMA}},
+        }
+    },
+)
+def update_retention(
+    principal: Manager,
+    service: ServiceDep,
+    settings: SettingsDep,
+    body: Annotated[dict[str, Any], Body()],
+) -> dict[str, Any]:
+    updated = service.update(principal.org_id, body)
+    return updated.to_api(grace_hours=settings.retention_grace_hours)

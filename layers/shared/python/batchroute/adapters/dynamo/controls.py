@@ -1,0 +1,221 @@
+"""The `controls` table: billing controls and their audit trail, retention settings.
+
+Items: billing controls `ORG#<org>`/`CONTROLS`; audit entries `ORG#<org>`/`AUDIT#<ulid>`
+(newest first with ScanIndexForward=false); retention `ORG#<org>`/`RETENTION`. Settings
+carry a `version`: a save is conditional on the version it read, so two concurrent saves
+cannot silently overwrite each other. A controls save and its audit entry are one
+TransactWriteItems: no change without its audit entry, no entry without its change.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from batchroute.adapters.aws import client
+from batchroute.adapters.dynamo.codec import from_item, is_condition_failure, to_item, to_value
+from batchroute.domain.billing_controls import AuditEntry, BillingControls, ConcurrentUpdate, Threshold
+from batchroute.domain.retention import RetentionSettings
+from batchroute.ids import suffix_of
+from batchroute.money import Money
+
+CONTROLS_SK = "CONTROLS"
+RETENTION_SK = "RETENTION"
+AUDIT_PREFIX = "AUDIT#"
+
+
+def _org_pk(org_id: str) -> str:
+    return f"ORG#{org_id}"
+
+
+class ControlsStore:
+    def __init__(self, table_name: str, dynamodb: Any | None = None) -> None:
+        self.table_name = table_name
+        self._dynamodb = dynamodb
+
+    @property
+    def dynamodb(self) -> Any:
+        return self._dynamodb or client("dynamodb")
+
+    # -- billing controls ----------------------------------------------------------------
+    def billing_controls(self, org_id: str) -> BillingControls | None:
+        item = self._get(org_id, CONTROLS_SK)
+        return _controls_from_item(item) if item else None
+
+    def save_billing_controls(
+        self, controls: BillingControls, *, expected_version: int, audit: AuditEntry
+    ) -> None:
+        """Write the controls (at expected_version + 1) and the audit entry, or neither."""
+        try:
+            self.dynamodb.transact_write_items(
+                TransactItems=[
+                    {"Put": self._versioned_put(_controls_item(controls), expected_version)},
+                    {
+                        "Put": {
+                            "TableName": self.table_name,
+                            "Item": to_item(_audit_item(audit)),
+                            "ConditionExpression": "attribute_not_exists(pk)",
+                        }
+                    },
+                ]
+            )
+        except ClientError as exc:
+            if is_condition_failure(exc):
+                raise ConcurrentUpdate(
+                    "The billing controls changed while this update was applied; retry."
+                ) from exc
+            raise
+
+    def audit_entries(self, org_id: str, *, limit: int) -> list[AuditEntry]:
+        response = self.dynamodb.query(
+            TableName=self.table_name,
+            KeyConditionExpression="pk = :p AND begins_with(sk, :a)",
+            ExpressionAttributeValues={":p": to_value(_org_pk(org_id)), ":a": to_value(AUDIT_PREFIX)},
+            ScanIndexForward=False,
+            Limit=limit,
+        )
+        return [_audit_from_item(from_item(i)) for i in response.get("Items", [])]
+
+    # -- retention -----------------------------------------------------------------------
+    def retention(self, org_id: str) -> RetentionSettings | None:
+        item = self._get(org_id, RETENTION_SK)
+        if item is None:
+            return None
+        days = item.get("extended_days")
+        return RetentionSettings(
+            org_id=org_id,
+            retention_tier=item["retention_tier"],
+            extended_days=int(days) if days is not None else None,
+            never_charge=bool(item.get("never_charge", False)),
+            updated_at=item.get("updated_at"),
+            version=int(item.get("version", 0)),
+        )
+
+    def save_retention(self, settings: RetentionSettings, *, expected_version: int) -> None:
+        values = {
+            "pk": _org_pk(settings.org_id),
+            "sk": RETENTION_SK,
+            "kind": "retention_settings",
+            "org_id": settings.org_id,
+            "retention_tier": settings.retention_tier,
+            "extended_days": settings.extended_days,
+            "never_charge": settings.never_charge,
+            "updated_at": settings.updated_at,
+            "version": settings.version,
+        }
+        try:
+            self.dynamodb.put_item(**self._versioned_put(values, expected_version))
+        except ClientError as exc:
+            if is_condition_failure(exc):
+                raise ConcurrentUpdate(
+                    "The retention settings changed while this update was applied; retry."
+                ) from exc
+            raise
+
+    # -- helpers -------------------------------------------------------------------------
+    def _get(self, org_id: str, sk: str) -> dict[str, Any] | None:
+        response = self.dynamodb.get_item(
+            TableName=self.table_name,
+            Key={"pk": {"S": _org_pk(org_id)}, "sk": {"S": sk}},
+            ConsistentRead=True,
+        )
+        return from_item(response["Item"]) if "Item" in response else None
+
+    def _versioned_put(self, values: dict[str, Any], expected_version: int) -> dict[str, Any]:
+        put: dict[str, Any] = {"TableName": self.table_name, "Item": to_item(values)}
+        if expected_version == 0:
+            put["ConditionExpression"] = "attribute_not_exists(pk)"
+        else:
+            put["ConditionExpression"] = "version = :expected"
+            put["ExpressionAttributeValues"] = {":expected": to_value(expected_version)}
+        return put
+
+
+def _controls_item(controls: BillingControls) -> dict[str, Any]:
+    return {
+        "pk": _org_pk(controls.org_id),
+        "sk": CONTROLS_SK,
+        "kind": "billing_controls",
+        "org_id": controls.org_id,
+        "limit_enabled": controls.limit_enabled,
+        "limit_period": controls.limit_period,
+        "limit_amount_micros": controls.limit_amount.micros if controls.limit_amount else None,
+        "limit_mode": controls.limit_mode,
+        "limit_timezone": controls.limit_timezone,
+        "low_balance_micros": controls.low_balance_amount.micros if controls.low_balance_amount else None,
+        "alert_thresholds": [_threshold_item(t) for t in controls.alert_thresholds],
+        "alert_email_enabled": controls.alert_email_enabled,
+        "alert_webhook_enabled": controls.alert_webhook_enabled,
+        "created_at": controls.created_at,
+        "updated_at": controls.updated_at,
+        "version": controls.version,
+    }
+
+
+def _threshold_item(threshold: Threshold) -> dict[str, Any]:
+    if threshold.type == "pct_of_limit":
+        return {"type": threshold.type, "percent": threshold.percent}
+    assert threshold.amount is not None
+    return {"type": threshold.type, "micros": threshold.amount.micros}
+
+
+def _controls_from_item(item: dict[str, Any]) -> BillingControls:
+    def money(name: str) -> Money | None:
+        return Money(int(item[name])) if item.get(name) is not None else None
+
+    thresholds = tuple(
+        Threshold(type=t["type"], percent=int(t["percent"]))
+        if t["type"] == "pct_of_limit"
+        else Threshold(type=t["type"], amount=Money(int(t["micros"])))
+        for t in item.get("alert_thresholds", [])
+    )
+    return BillingControls(
+        org_id=item["org_id"],
+        configured=True,
+        limit_enabled=bool(item["limit_enabled"]),
+        limit_period=item.get("limit_period"),
+        limit_amount=money("limit_amount_micros"),
+        limit_mode=item["limit_mode"],
+        limit_timezone=item["limit_timezone"],
+        low_balance_amount=money("low_balance_micros"),
+        alert_thresholds=thresholds,
+        alert_email_enabled=bool(item["alert_email_enabled"]),
+        alert_webhook_enabled=bool(item["alert_webhook_enabled"]),
+        created_at=item.get("created_at"),
+        updated_at=item.get("updated_at"),
+        version=int(item.get("version", 0)),
+    )
+
+
+def _audit_item(entry: AuditEntry) -> dict[str, Any]:
+    return {
+        "pk": _org_pk(entry.org_id),
+        "sk": AUDIT_PREFIX + suffix_of(entry.id),
+        "kind": "audit",
+        "id": entry.id,
+        "org_id": entry.org_id,
+        "actor_user_id": entry.actor_user_id,
+        "actor_role": entry.actor_role,
+        "action": entry.action,
+        # JSON text keeps the diff exactly as the API showed it (no Decimal round trip).
+        "before_json": json.dumps(entry.before, sort_keys=True),
+        "after_json": json.dumps(entry.after, sort_keys=True),
+        "ip_address": entry.ip_address,
+        "created_at": entry.created_at,
+    }
+
+
+def _audit_from_item(item: dict[str, Any]) -> AuditEntry:
+    return AuditEntry(
+        id=item["id"],
+        org_id=item["org_id"],
+        actor_user_id=item.get("actor_user_id"),
+        actor_role=item.get("actor_role"),
+        action=item["action"],
+        before=json.loads(item.get("before_json", "{}")),
+        after=json.loads(item.get("after_json", "{}")),
+        ip_address=item.get("ip_address"),
+        created_at=item["created_at"],
+    )

@@ -1,0 +1,95 @@
+"""Result retention settings of an org: how long result files are kept after a batch ends.
+
+`grace_only` (the default, free) keeps results for the grace window only; `extended_fixed`
+keeps them `extended_days`; `until_deleted` until the customer deletes them. `never_charge`
+guarantees zero storage spend, so it forces `grace_only` whatever tier is asked for.
+Garbage collection reads these settings (later issue); here are the rules of changing them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any, Literal, get_args
+
+from batchroute.errors import InvalidRequest
+
+RetentionTier = Literal["grace_only", "extended_fixed", "until_deleted"]
+TIERS: tuple[str, ...] = get_args(RetentionTier)
+MIN_EXTENDED_DAYS = 1
+MAX_EXTENDED_DAYS = 3650
+EDITABLE_FIELDS: tuple[str, ...] = ("retention_tier", "extended_days", "never_charge")
+READ_ONLY_FIELDS = frozenset({"org_id", "grace_hours", "updated_at"})
+
+
+@dataclass(frozen=True)
+class RetentionSettings:
+    org_id: str
+    retention_tier: RetentionTier = "grace_only"
+    extended_days: int | None = None
+    never_charge: bool = False
+    updated_at: str | None = None
+    version: int = 0  # optimistic concurrency; not part of the API
+
+    def to_api(self, *, grace_hours: int) -> dict[str, Any]:
+        return {
+            "org_id": self.org_id,
+            "retention_tier": self.retention_tier,
+            "extended_days": self.extended_days,
+            "never_charge": self.never_charge,
+            "grace_hours": grace_hours,
+            "updated_at": self.updated_at,
+        }
+
+
+def parse_update(body: Any) -> dict[str, Any]:
+    """The given editable fields, type-checked; unknown fields are refused."""
+    if not isinstance(body, Mapping):
+        raise _invalid(None, "The body must be a JSON object.")
+    unknown = sorted(str(k) for k in body if k not in EDITABLE_FIELDS and k not in READ_ONLY_FIELDS)
+    if unknown:
+        raise _invalid(unknown[0], f"Unknown field {unknown[0]!r}.", unknown=unknown)
+    changes: dict[str, Any] = {}
+    if "retention_tier" in body:
+        if body["retention_tier"] not in TIERS:
+            raise _invalid("retention_tier", f"retention_tier must be one of {', '.join(TIERS)}.")
+        changes["retention_tier"] = body["retention_tier"]
+    if "extended_days" in body:
+        days = body["extended_days"]
+        if days is not None and (
+            isinstance(days, bool)
+            or not isinstance(days, int)
+            or not MIN_EXTENDED_DAYS <= days <= MAX_EXTENDED_DAYS
+        ):
+            raise _invalid(
+                "extended_days",
+                f"extended_days must be a whole number from {MIN_EXTENDED_DAYS} to "
+                f"{MAX_EXTENDED_DAYS} (or null).",
+            )
+        changes["extended_days"] = days
+    if "never_charge" in body:
+        if not isinstance(body["never_charge"], bool):
+            raise _invalid("never_charge", "never_charge must be true or false.")
+        changes["never_charge"] = body["never_charge"]
+    return changes
+
+
+def apply_update(current: RetentionSettings, changes: Mapping[str, Any], *, at: str) -> RetentionSettings:
+    tier = changes.get("retention_tier", current.retention_tier)
+    days = changes.get("extended_days", current.extended_days)
+    never_charge = changes.get("never_charge", current.never_charge)
+    if "retention_tier" in changes and tier != "extended_fixed" and "extended_days" not in changes:
+        days = None  # leaving extended_fixed forgets its day count
+    if never_charge:
+        # "never_charge forces grace_only": coerced, not refused, so the guarantee always holds.
+        tier, days = "grace_only", None
+    elif tier == "extended_fixed":
+        if days is None:
+            raise _invalid("extended_days", "extended_fixed needs extended_days (given now or saved before).")
+    elif days is not None:
+        raise _invalid("extended_days", "extended_days applies only to the extended_fixed tier.")
+    return replace(current, retention_tier=tier, extended_days=days, never_charge=never_charge, updated_at=at)
+
+
+def _invalid(name: str | None, message: str, **extra: Any) -> InvalidRequest:
+    return InvalidRequest(message, code="invalid_retention", details={"field": name, **extra})

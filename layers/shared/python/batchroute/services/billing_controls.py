@@ -1,0 +1,75 @@
+"""Billing controls use cases: read (defaults until the first save), update with an audit
+entry, and the audit trail. Authorization happens at the edge (billing:read for reads,
+billing:manage from a user session for updates); this module records who acted."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any, Protocol
+
+from batchroute.clock import Clock, isoformat
+from batchroute.domain.access import Principal
+from batchroute.domain.billing_controls import (
+    ACTION_UPDATE,
+    AuditEntry,
+    BillingControls,
+    ConcurrentUpdate,
+    apply_update,
+    parse_update,
+)
+from batchroute.ids import new_id
+
+# Concurrent saves are rare (a human edits settings); a few re-reads settle them.
+_SAVE_ATTEMPTS = 3
+
+
+class ControlsRecords(Protocol):
+    def billing_controls(self, org_id: str) -> BillingControls | None: ...
+
+    def save_billing_controls(
+        self, controls: BillingControls, *, expected_version: int, audit: AuditEntry
+    ) -> None: ...
+
+    def audit_entries(self, org_id: str, *, limit: int) -> list[AuditEntry]: ...
+
+
+class BillingControlsService:
+    def __init__(self, records: ControlsRecords, clock: Clock) -> None:
+        self.records = records
+        self.clock = clock
+
+    def get(self, org_id: str) -> BillingControls:
+        return self.records.billing_controls(org_id) or BillingControls(org_id=org_id)
+
+    def update(self, principal: Principal, body: Any, *, ip_address: str | None) -> BillingControls:
+        """Apply a partial update; every save writes one audit entry with what changed."""
+        changes = parse_update(body)
+        for attempt in range(_SAVE_ATTEMPTS):
+            current = self.get(principal.org_id)
+            now = self.clock.now()
+            change = apply_update(current, changes, at=isoformat(now))
+            if not change.needs_save:
+                return current
+            saved = replace(change.controls, version=current.version + 1)
+            audit = AuditEntry(
+                id=new_id("aud", at=now),
+                org_id=principal.org_id,
+                actor_user_id=principal.user_id,
+                actor_role=principal.role,
+                action=ACTION_UPDATE,
+                before=change.before,
+                after=change.after,
+                ip_address=ip_address,
+                created_at=isoformat(now),
+            )
+            try:
+                self.records.save_billing_controls(saved, expected_version=current.version, audit=audit)
+            except ConcurrentUpdate:
+                if attempt == _SAVE_ATTEMPTS - 1:
+                    raise
+                continue
+            return saved
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def audit(self, org_id: str, *, limit: int = 50) -> list[AuditEntry]:
+        return self.records.audit_entries(org_id, limit=limit)
