@@ -24,11 +24,12 @@ from pathlib import Path
 from typing import Any
 
 import boto3
+from botocore.exceptions import BotoCoreError, ClientError
+
 from batchroute.adapters.dynamo.codec import is_condition_failure
 from batchroute.adapters.dynamo.ledger import LedgerStore
 from batchroute.clock import SystemClock, isoformat
 from batchroute.money import Money, format_amount
-from botocore.exceptions import BotoCoreError, ClientError
 
 DEFAULT_STACK_FILE = Path(".local/stack.json")
 # A typo guard: one grant above this is almost certainly a slip of the keyboard.

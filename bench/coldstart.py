@@ -43,7 +43,11 @@ def import_ms(module: str) -> float:
     env.update(LAMBDA_ENV)
     out = subprocess.run(
         [sys.executable, "-c", _PROBE.format(module=module)],
-        capture_output=True, text=True, check=True, env=env, cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
+        cwd=ROOT,
     )
     return float(out.stdout.strip().splitlines()[-1])
 
@@ -81,7 +85,7 @@ def main() -> int:
     for asset in assets:
         size = zipped_mb(asset)
         failed |= size > ASSET_GOAL_MB
-        print(f"{str(asset.relative_to(BUILD)):<22}{size:>10.2f}  {'ok' if size <= ASSET_GOAL_MB else 'MISSED'}")
+        print(f"{asset.relative_to(BUILD)!s:<22}{size:>10.2f}  {'ok' if size <= ASSET_GOAL_MB else 'MISSED'}")
     return 1 if failed else 0
 
 

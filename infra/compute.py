@@ -10,9 +10,9 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as event_sources
 from aws_cdk import aws_logs as logs
-from batchroute import resources
 from constructs import Construct
 
+from batchroute import resources
 from infra import assets
 from infra.context import EnvironmentConfig
 from infra.messaging import Messaging

@@ -5,9 +5,9 @@ from __future__ import annotations
 from aws_cdk import Duration
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sqs as sqs
-from batchroute import resources
 from constructs import Construct
 
+from batchroute import resources
 from infra.naming import construct_id
 
 

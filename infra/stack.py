@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from aws_cdk import CfnOutput, Stack, Tags
-from batchroute import resources
 from constructs import Construct
 
+from batchroute import resources
 from infra.api import Api
 from infra.compute import API, Compute
 from infra.context import EnvironmentConfig

@@ -6,9 +6,9 @@ from aws_cdk import Aws, Duration, RemovalPolicy
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
-from batchroute import resources
 from constructs import Construct
 
+from batchroute import resources
 from infra.context import EnvironmentConfig
 from infra.naming import construct_id
 

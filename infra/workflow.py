@@ -8,9 +8,9 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
-from batchroute import resources
 from constructs import Construct
 
+from batchroute import resources
 from infra.context import EnvironmentConfig
 
 

@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from batchroute import resources
-
 from batchroute_tools.local.lambda_runtime import Handler
 
 log = logging.getLogger("local.poller")

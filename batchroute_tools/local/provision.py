@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import boto3
+
 from batchroute import resources
 from batchroute.config import Settings
 

@@ -19,9 +19,9 @@ from typing import Any
 
 import boto3
 import uvicorn
+
 from batchroute import resources
 from batchroute.config import Settings
-
 from batchroute_tools.local import environment
 from batchroute_tools.local.lambda_runtime import context_for, load_handler
 from batchroute_tools.local.moto_server import MotoServer

@@ -15,7 +15,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from batchroute import resources
-
 from batchroute_tools.local.lambda_runtime import Handler
 
 log = logging.getLogger("local.scheduler")

@@ -4,16 +4,24 @@ from __future__ import annotations
 
 from typing import Any
 
-from batchroute.config import Settings, get_settings
 from fastapi import FastAPI
 
+from batchroute.config import Settings, get_settings
 from functions.api.envelope import COMMON_ERRORS
 from functions.api.errors import install_error_handlers
 from functions.api.middleware import ReadOnlyMiddleware, RequestContextMiddleware
 from functions.api.openapi import document
-from functions.api.routes import api_keys, health
+from functions.api.routes import account, api_keys, auth, billing, health, retention, sessions
 
-ROUTERS = (health.router, api_keys.router)
+ROUTERS = (
+    health.router,
+    auth.router,
+    sessions.router,
+    account.router,
+    api_keys.router,
+    billing.router,
+    retention.router,
+)
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:

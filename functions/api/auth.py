@@ -7,14 +7,15 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import Annotated
 
+from fastapi import Depends, Request
+
 from batchroute.adapters.dynamo.identity import IdentityStore
+from batchroute.clock import Clock
 from batchroute.config import get_settings
 from batchroute.domain.access import Permission, Principal, authorize, require_user_session
 from batchroute.errors import Unauthenticated
 from batchroute.services.app_secret import app_secret
 from batchroute.services.authentication import SESSION_COOKIE, Authenticator
-from fastapi import Depends, Request
-
 from functions.api.deps import get_clock
 from functions.api.limits import enforce_caller_limits
 
@@ -24,11 +25,9 @@ def identity_store() -> IdentityStore:
     return IdentityStore(get_settings().table_name("identity"))
 
 
-def get_authenticator() -> Authenticator:
+def get_authenticator(clock: Annotated[Clock, Depends(get_clock)]) -> Authenticator:
     settings = get_settings()
-    return Authenticator(
-        identity_store(), environment=settings.environment, secret=app_secret, clock=get_clock()
-    )
+    return Authenticator(identity_store(), environment=settings.environment, secret=app_secret, clock=clock)
 
 
 AuthenticatorDep = Annotated[Authenticator, Depends(get_authenticator)]

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated
 
+from fastapi import Depends
+
 from batchroute.clock import Clock, SystemClock
 from batchroute.config import Settings, get_settings
-from fastapi import Depends
 
 _system_clock = SystemClock()
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from batchroute.errors import ErrorKind, ServiceError
-from batchroute.observability import logger
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from batchroute.errors import ErrorKind, ServiceError
+from batchroute.observability import logger
 from functions.api.envelope import error_response
 
 STATUS_BY_KIND: dict[ErrorKind, int] = {

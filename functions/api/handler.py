@@ -7,9 +7,9 @@ from typing import Any
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from batchroute.observability import logger, metrics, tracer
 from mangum import Mangum
 
+from batchroute.observability import logger, metrics, tracer
 from functions.api.app import app
 
 _asgi = Mangum(app, lifespan="off")

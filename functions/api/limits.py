@@ -9,14 +9,14 @@ from collections.abc import Awaitable, Callable
 from functools import lru_cache
 from typing import Any, TypeVar
 
+from fastapi import Request
+from starlette.concurrency import run_in_threadpool
+
 from batchroute.adapters.dynamo.rate_limits import RateCounterStore
 from batchroute.config import Settings, get_settings
 from batchroute.domain.access import Principal
 from batchroute.services.app_secret import app_secret
 from batchroute.services.rate_limiting import AnonymousBucket, RateLimiter, RateLimitPolicy
-from fastapi import Request
-from starlette.concurrency import run_in_threadpool
-
 from functions.api.deps import get_clock
 
 T = TypeVar("T")

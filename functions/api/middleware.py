@@ -10,8 +10,9 @@ import time
 import uuid
 from typing import Any
 
-from batchroute.observability import logger
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from batchroute.observability import logger
 
 MUTATING_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 REQUEST_ID_HEADER = b"x-request-id"

@@ -6,6 +6,7 @@ from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
+
 from batchroute.adapters.dynamo.batch_records import BatchRecords
 from batchroute.clock import SystemClock
 from batchroute.config import get_settings

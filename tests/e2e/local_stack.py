@@ -16,6 +16,7 @@ from typing import Any
 
 import httpx
 import pytest
+
 from batchroute.config import Settings
 
 REPO = Path(__file__).resolve().parents[2]

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from aws_cdk import App, cx_api
 from aws_cdk.assertions import Template
-from batchroute import resources
 
+from batchroute import resources
 from infra import assets
 from infra.context import ENVIRONMENTS, EnvironmentConfig
 from infra.stack import BatchRouteStack

@@ -6,8 +6,8 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from batchroute import resources
 
+from batchroute import resources
 from infra import assets
 
 

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 from aws_cdk.assertions import Match, Template
+
 from batchroute import resources
 from batchroute.config import Settings
-
 from infra import assets
 from infra.context import EnvironmentConfig
 from tests.infra.cfn import Cfn, as_list, render, render_json

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 from aws_cdk.assertions import Template
-from batchroute import resources
 
+from batchroute import resources
 from tests.infra.cfn import Cfn
 
 

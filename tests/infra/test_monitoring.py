@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from batchroute import resources
 
+from batchroute import resources
 from infra.context import EnvironmentConfig
 from tests.infra.cfn import Cfn
 

@@ -17,9 +17,9 @@ from typing import Any
 
 import boto3
 import pytest
-from batchroute import resources
 from moto import mock_aws
 
+from batchroute import resources
 from batchroute_tools.local.provision import LOCAL_ACCOUNT, LOCAL_REGION, provision
 
 LOCAL_PREFIX = resources.resource_prefix("local")

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 from aws_cdk.assertions import Match, Template
-from batchroute import resources
 
+from batchroute import resources
 from tests.infra.cfn import Cfn, as_list, render
 
 RETAINED = {"DeletionPolicy": "Retain", "UpdateReplacePolicy": "Retain"}

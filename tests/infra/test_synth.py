@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from batchroute import resources
 
+from batchroute import resources
 from infra.assets import ROOT
 from infra.context import ENVIRONMENTS, EnvironmentConfig
 from infra.stack import BatchRouteStack

@@ -7,8 +7,8 @@ import re
 from typing import Any
 
 from aws_cdk.assertions import Match, Template
-from batchroute import resources
 
+from batchroute import resources
 from tests.infra.cfn import Cfn, as_list, render
 
 WAIT_FOR_TASK_TOKEN = "arn:aws:states:::sqs:sendMessage.waitForTaskToken"

@@ -19,7 +19,6 @@ from batchroute.ids import new_id
 from batchroute.money import Money
 from batchroute.services.app_secret import app_secret
 from batchroute.services.authentication import SESSION_COOKIE
-
 from functions.api.auth import identity_store
 
 CREATED_AT = "2026-01-01T00:00:00.000Z"

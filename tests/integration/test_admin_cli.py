@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-from batchroute.money import Money
 
+from batchroute.money import Money
 from batchroute_tools.admin import main
 from batchroute_tools.local.provision import LocalStack
 from functions.api.auth import identity_store

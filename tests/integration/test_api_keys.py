@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import boto3
 import pytest
+from fastapi.testclient import TestClient
+
 from batchroute.config import get_settings
 from batchroute.domain.accounts import ApiKey, Org, Session, User
 from batchroute.domain.credentials import issue_api_key, keyed_hash, new_opaque_token
 from batchroute.ids import new_id
 from batchroute.services.app_secret import app_secret
 from batchroute.services.authentication import SESSION_COOKIE
-from fastapi.testclient import TestClient
-
 from batchroute_tools.local.provision import LocalStack
 from functions.api.app import create_app
 from functions.api.auth import identity_store

@@ -7,13 +7,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from fastapi.testclient import TestClient
+
 from batchroute.adapters.dynamo.controls import ControlsStore
 from batchroute.clock import FixedClock
 from batchroute.config import get_settings
 from batchroute.domain.billing_controls import AuditEntry, BillingControls, ConcurrentUpdate
 from batchroute.ids import new_id
-from fastapi.testclient import TestClient
-
 from batchroute_tools.local.provision import LocalStack
 from functions.api.app import create_app
 from functions.api.auth import identity_store

@@ -10,9 +10,9 @@ from typing import Any
 
 import boto3
 import pytest
-from batchroute import resources
 from moto import mock_aws
 
+from batchroute import resources
 from batchroute_tools.local.lambda_runtime import LambdaContext, context_for
 from batchroute_tools.local.poller import QueuePoller, failed_message_ids
 from batchroute_tools.local.provision import LOCAL_ACCOUNT, LOCAL_REGION, LocalStack, provision

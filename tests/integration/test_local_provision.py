@@ -13,10 +13,10 @@ from typing import Any
 
 import boto3
 import pytest
-from batchroute import resources
-from batchroute.config import Settings
 from moto import mock_aws
 
+from batchroute import resources
+from batchroute.config import Settings
 from batchroute_tools.local import environment
 from batchroute_tools.local.provision import LOCAL_ACCOUNT, LOCAL_REGION, LocalStack, provision
 

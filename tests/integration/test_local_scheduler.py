@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from batchroute import resources
 
+from batchroute import resources
 from batchroute_tools.local.scheduler import DEFAULT_INTERVAL_SECONDS, SweeperSchedule
 
 RULE_ARN = "arn:aws:events:us-east-1:123456789012:rule/batchroute-local-sweeper"

@@ -6,10 +6,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from batchroute.clock import FixedClock
-from batchroute.config import Settings
 from fastapi.testclient import TestClient
 
+from batchroute.clock import FixedClock
+from batchroute.config import Settings
 from batchroute_tools.local.provision import LocalStack
 from functions.api.app import create_app
 from functions.api.auth import identity_store

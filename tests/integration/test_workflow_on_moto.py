@@ -68,7 +68,9 @@ def test_trivial_execution_runs_end_to_end(local_aws: LocalStack) -> None:
     sfn = boto3.client("stepfunctions", region_name=local_aws.region)
     # When the workflow runs
     execution = sfn.start_execution(
-        stateMachineArn=local_aws.state_machine_arn, name="batch_wf1", input=json.dumps({"batch_id": "batch_wf1"})
+        stateMachineArn=local_aws.state_machine_arn,
+        name="batch_wf1",
+        input=json.dumps({"batch_id": "batch_wf1"}),
     )
     result = _run_until_done(local_aws, execution["executionArn"])
     # Then it succeeds through every step, each lane ran once, and the batch journaled each step
@@ -85,7 +87,9 @@ def test_missing_batch_takes_the_failure_path(local_aws: LocalStack) -> None:
     # Given no batch record / When the workflow starts / Then it ends FAILED via HandleFailure
     sfn = boto3.client("stepfunctions", region_name=local_aws.region)
     execution = sfn.start_execution(
-        stateMachineArn=local_aws.state_machine_arn, name="ghost", input=json.dumps({"batch_id": "batch_ghost"})
+        stateMachineArn=local_aws.state_machine_arn,
+        name="ghost",
+        input=json.dumps({"batch_id": "batch_ghost"}),
     )
     result = _run_until_done(local_aws, execution["executionArn"])
     assert result["status"] == "FAILED"

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from batchroute.domain.access import (
     PERMISSIONS,
     ROLE_PERMISSIONS,

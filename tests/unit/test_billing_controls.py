@@ -9,6 +9,9 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
 from batchroute.clock import FixedClock
 from batchroute.domain.access import Principal
 from batchroute.domain.billing_controls import (
@@ -25,8 +28,6 @@ from batchroute.domain.billing_controls import (
 from batchroute.errors import InvalidRequest
 from batchroute.money import Money
 from batchroute.services.billing_controls import BillingControlsService
-from hypothesis import given
-from hypothesis import strategies as st
 
 AT = "2026-01-01T00:00:00.000Z"
 LATER = "2026-01-02T00:00:00.000Z"

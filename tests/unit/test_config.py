@@ -11,7 +11,9 @@ from batchroute.config import Settings
 def test_production_refuses_unsafe_defaults() -> None:
     # Given production with local defaults / When validated / Then every unsafe value is named
     with pytest.raises(ValidationError) as caught:
-        Settings(environment="production", aws_endpoint_url="http://127.0.0.1:5000", allow_loopback_webhooks=True)
+        Settings(
+            environment="production", aws_endpoint_url="http://127.0.0.1:5000", allow_loopback_webhooks=True
+        )
     message = str(caught.value)
     assert "AWS_ENDPOINT_URL" in message
     assert "ALLOW_LOOPBACK_WEBHOOKS" in message

@@ -7,6 +7,9 @@ import ipaddress
 from collections.abc import Callable
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
 from batchroute.domain.network import (
     DENIED_V4,
     DENIED_V6,
@@ -16,8 +19,6 @@ from batchroute.domain.network import (
     refusal_reason,
 )
 from batchroute.errors import InvalidRequest
-from hypothesis import given
-from hypothesis import strategies as st
 
 PUBLIC_V4 = "93.184.216.34"
 PUBLIC_V6 = "2606:2800:220:1:248:1893:25c8:1946"

@@ -8,6 +8,9 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
 from batchroute.clock import FixedClock
 from batchroute.config import Settings
 from batchroute.domain.access import Principal
@@ -22,8 +25,6 @@ from batchroute.domain.rate_limits import (
 )
 from batchroute.errors import RateLimited, TransientError
 from batchroute.services.rate_limiting import RateLimiter, RateLimitPolicy, ip_scope
-from hypothesis import given
-from hypothesis import strategies as st
 
 START = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)  # on a window boundary for 60 s and 3600 s
 

@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+
 from batchroute.clock import FixedClock
 from batchroute.domain.billing_controls import ConcurrentUpdate
 from batchroute.domain.retention import RetentionSettings, apply_update, parse_update

@@ -12,10 +12,14 @@ class FakeRecords:
         self.batches = dict(batches)
 
     def past_deadline(self, now_iso: str, limit: int = 100) -> list[str]:
-        due = [b for b, (state, deadline) in self.batches.items() if deadline < now_iso and state != "expired"]
+        due = [
+            b for b, (state, deadline) in self.batches.items() if deadline < now_iso and state != "expired"
+        ]
         return sorted(due)[:limit]
 
-    def transition(self, batch_id: str, target: BatchState, *, at: str, extra: dict[str, object] | None = None) -> bool:
+    def transition(
+        self, batch_id: str, target: BatchState, *, at: str, extra: dict[str, object] | None = None
+    ) -> bool:
         state, deadline = self.batches[batch_id]
         if not can_transition(state, target):
             return False

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
+from fastapi import APIRouter, Depends
+from pydantic import BaseModel, ConfigDict, Field
+
 from batchroute.config import get_settings
 from batchroute.domain.access import Role
 from batchroute.domain.accounts import ApiKey
 from batchroute.services.api_keys import ApiKeys
 from batchroute.services.app_secret import app_secret
-from fastapi import APIRouter, Depends
-from pydantic import BaseModel, ConfigDict, Field
-
 from functions.api.auth import SessionPrincipal, identity_store
 from functions.api.deps import get_clock
 from functions.api.envelope import ErrorEnvelope

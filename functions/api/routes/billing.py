@@ -5,13 +5,13 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Annotated, Any, Literal
 
+from fastapi import APIRouter, Body, Depends, Query, Request
+from pydantic import BaseModel
+
 from batchroute.adapters.dynamo.controls import ControlsStore
 from batchroute.domain.access import Principal
 from batchroute.domain.billing_controls import MAX_THRESHOLDS, MAX_USD
 from batchroute.services.billing_controls import BillingControlsService
-from fastapi import APIRouter, Body, Depends, Query, Request
-from pydantic import BaseModel
-
 from functions.api.auth import require
 from functions.api.deps import ClockDep, SettingsDep
 from functions.api.envelope import ErrorEnvelope

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from batchroute.services.runtime import runtime_info
 from fastapi import APIRouter, Response
 from pydantic import BaseModel
 
+from batchroute.services.runtime import runtime_info
 from functions.api.auth import OptionalPrincipal
 from functions.api.deps import SettingsDep
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from batchroute.domain.access import Principal
-from batchroute.domain.retention import MAX_EXTENDED_DAYS, MIN_EXTENDED_DAYS
-from batchroute.services.retention import RetentionService
 from fastapi import APIRouter, Body, Depends
 from pydantic import BaseModel
 
+from batchroute.domain.access import Principal
+from batchroute.domain.retention import MAX_EXTENDED_DAYS, MIN_EXTENDED_DAYS
+from batchroute.services.retention import RetentionService
 from functions.api.auth import require
 from functions.api.deps import ClockDep, SettingsDep
 from functions.api.envelope import ErrorEnvelope

@@ -1,0 +1,1 @@
+"""Request and response models of the public API, grouped by area."""

@@ -1,0 +1,152 @@
+"""The account read model, the profile, and the org's default delivery webhook.
+
+Profile semantics: `display_name` is the organization's display name (owner and admin, via
+session or API key); `full_name` is the signed-in user's own name (any role, but only
+through a user session: an API key has no user, so it gets 403 `user_session_required`).
+A request is checked whole before anything is written.
+
+The webhook secret is sealed with KMS (context: org id and purpose) before it is stored and
+is never returned; the webhook worker unseals it with the same context to sign deliveries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from batchroute.clock import Clock, isoformat
+from batchroute.domain.access import Principal, authorize, require_user_session
+from batchroute.domain.accounts import Org, User
+from batchroute.errors import InvalidRequest, NotFound
+from batchroute.money import Money
+from batchroute.services.accounts import clean_display_name, clean_full_name
+
+WEBHOOK_SECRET_MIN = 8
+WEBHOOK_SECRET_MAX = 256
+WEBHOOK_URL_MAX = 2048
+DELIVERY_WEBHOOK_PURPOSE = "delivery_webhook"
+
+
+class SettingsStore(Protocol):
+    def get_org(self, org_id: str) -> Org | None: ...
+
+    def get_user(self, user_id: str) -> User | None: ...
+
+    def members(self, org_id: str) -> list[User]: ...
+
+    def update_org(self, org_id: str, **changes: object) -> None: ...
+
+    def update_user(self, user_id: str, **changes: object) -> None: ...
+
+
+class Balances(Protocol):
+    def balance(self, org_id: str) -> Money: ...
+
+
+class Sealer(Protocol):
+    def seal(self, plaintext: str, *, context: dict[str, str]) -> str: ...
+
+
+def webhook_secret_context(org_id: str) -> dict[str, str]:
+    """The KMS encryption context of an org's delivery-webhook secret (seal and unseal)."""
+    return {"org_id": org_id, "purpose": DELIVERY_WEBHOOK_PURPOSE}
+
+
+def member_view(user: User) -> dict[str, Any]:
+    return {
+        "user_id": user.user_id,
+        "email": user.email,
+        "role": user.role,
+        "full_name": user.full_name,
+        "display_name": user.display_name,
+        "email_verified": user.email_verified_at is not None,
+        "created_at": user.created_at,
+    }
+
+
+def webhook_view(config: dict[str, Any] | None) -> dict[str, Any] | None:
+    if not config or not config.get("url"):
+        return None
+    # Only what the owner may see again: never the secret, not even its ciphertext.
+    return {"url": config["url"], "configured": True, "updated_at": config.get("updated_at")}
+
+
+class AccountSettings:
+    def __init__(
+        self,
+        store: SettingsStore,
+        balances: Balances,
+        sealer: Sealer,
+        *,
+        check_webhook_url: Callable[[str], object],
+        clock: Clock,
+    ) -> None:
+        self.store = store
+        self.balances = balances
+        self.sealer = sealer
+        self.check_webhook_url = check_webhook_url
+        self.clock = clock
+
+    def view(self, principal: Principal) -> dict[str, Any]:
+        authorize(principal, "account:read")
+        org = self._org(principal)
+        members = sorted(self.store.members(org.org_id), key=lambda u: (u.created_at, u.user_id))
+        caller = next((m for m in members if m.user_id == principal.user_id), None)
+        return {
+            "org": {
+                "id": org.org_id,
+                "display_name": org.display_name,
+                "plan": org.plan,
+                "created_at": org.created_at,
+            },
+            "plan": org.plan,
+            "credit_balance": self.balances.balance(org.org_id).to_api(),
+            "members": [member_view(m) for m in members],
+            "user": member_view(caller) if caller else None,
+            "delivery_webhook": webhook_view(org.delivery_webhook),
+        }
+
+    def update_profile(
+        self, principal: Principal, *, display_name: str | None = None, full_name: str | None = None
+    ) -> dict[str, Any]:
+        authorize(principal, "account:read")
+        org_name = clean_display_name(display_name)
+        if org_name is not None:
+            authorize(principal, "account:manage")
+        if full_name is not None:
+            require_user_session(principal)
+        self._org(principal)
+        if org_name is not None:
+            self.store.update_org(principal.org_id, display_name=org_name)
+        if full_name is not None and principal.user_id:
+            # Blank clears the name (stored as absent).
+            self.store.update_user(principal.user_id, full_name=clean_full_name(full_name))
+        return self.view(principal)
+
+    def set_delivery_webhook(self, principal: Principal, *, url: str, secret: str) -> dict[str, Any]:
+        authorize(principal, "delivery:manage")
+        if len(url) > WEBHOOK_URL_MAX:
+            raise InvalidRequest(f"url must be at most {WEBHOOK_URL_MAX} characters.", code="invalid_url")
+        if not WEBHOOK_SECRET_MIN <= len(secret) <= WEBHOOK_SECRET_MAX:
+            raise InvalidRequest(
+                f"secret must be {WEBHOOK_SECRET_MIN} to {WEBHOOK_SECRET_MAX} characters.",
+                code="invalid_webhook_secret",
+            )
+        url = url.strip()
+        self.check_webhook_url(url)  # 400 `https_required`, `unsafe_url`, `unresolvable_host`
+        self._org(principal)
+        config = {
+            "url": url,
+            "secret_ciphertext": self.sealer.seal(secret, context=webhook_secret_context(principal.org_id)),
+            "updated_at": isoformat(self.clock.now()),
+        }
+        self.store.update_org(principal.org_id, delivery_webhook=config)
+        view = webhook_view(config)
+        assert view is not None
+        return view
+
+    def _org(self, principal: Principal) -> Org:
+        org = self.store.get_org(principal.org_id)
+        if org is None:
+            raise NotFound("The account no longer exists.", code="account_not_found")
+        return org

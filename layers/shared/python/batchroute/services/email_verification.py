@@ -1,0 +1,100 @@
+"""Email verification: a single-use link that expires after 48 hours.
+
+The link carries a random token; only its keyed hash is stored (purpose `verify_email`), and
+consuming it is one conditional write, so a token works exactly once even when two clicks
+race. Earlier links stay valid until they expire or are used.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Protocol
+from urllib.parse import urlencode
+
+from batchroute.clock import Clock, isoformat
+from batchroute.domain.access import Principal, require_user_session
+from batchroute.domain.accounts import User
+from batchroute.domain.credentials import keyed_hash, new_opaque_token
+from batchroute.errors import InvalidRequest, Unauthenticated
+
+VERIFY_PURPOSE = "verify_email"
+VERIFY_LIFETIME = timedelta(hours=48)
+MAX_TOKEN_LENGTH = 256
+
+
+class Mailer(Protocol):
+    def send(self, to: str, subject: str, text: str) -> None: ...
+
+
+class TokenStore(Protocol):
+    def put_token(self, *, purpose: str, token_hash: str, user_id: str, expires_at: str) -> None: ...
+
+    def consume_token(self, *, purpose: str, token_hash: str, now: str) -> str | None: ...
+
+    def get_user(self, user_id: str) -> User | None: ...
+
+    def update_user(self, user_id: str, **changes: object) -> None: ...
+
+
+class EmailVerification:
+    def __init__(
+        self,
+        store: TokenStore,
+        mailer: Mailer,
+        *,
+        secret: Callable[[], bytes],
+        clock: Clock,
+        public_base_url: str,
+    ) -> None:
+        self.store = store
+        self.mailer = mailer
+        self.secret = secret
+        self.clock = clock
+        self.public_base_url = public_base_url.rstrip("/")
+
+    def send_link(self, user: User) -> None:
+        token = new_opaque_token()
+        expires = self.clock.now() + VERIFY_LIFETIME
+        self.store.put_token(
+            purpose=VERIFY_PURPOSE,
+            token_hash=keyed_hash(self.secret(), token),
+            user_id=user.user_id,
+            expires_at=isoformat(expires),
+        )
+        link = f"{self.public_base_url}/v1/auth/verify-email?{urlencode({'token': token})}"
+        self.mailer.send(
+            user.email,
+            "Confirm your email address",
+            "Confirm the email address of your Batch AI Routing account by opening this link:\n\n"
+            f"{link}\n\n"
+            "The link works once and expires in 48 hours. If you did not create an account, "
+            "ignore this message.\n",
+        )
+
+    def verify(self, token: str) -> User:
+        """Marks the token's user verified; 400 `invalid_token` for a used, expired or unknown token."""
+        invalid = InvalidRequest("The verification link is invalid or has expired.", code="invalid_token")
+        if not token or len(token) > MAX_TOKEN_LENGTH:
+            raise invalid
+        now = isoformat(self.clock.now())
+        user_id = self.store.consume_token(
+            purpose=VERIFY_PURPOSE, token_hash=keyed_hash(self.secret(), token), now=now
+        )
+        user = self.store.get_user(user_id) if user_id else None
+        if user is None:
+            raise invalid
+        if user.email_verified_at is None:
+            self.store.update_user(user.user_id, email_verified_at=now)
+        return user
+
+    def resend(self, principal: Principal) -> bool:
+        """Emails a fresh link to the signed-in user; False when the address is already verified."""
+        require_user_session(principal)
+        user = self.store.get_user(principal.user_id or "")
+        if user is None:
+            raise Unauthenticated("The session's user no longer exists.", code="invalid_session")
+        if user.email_verified_at is not None:
+            return False
+        self.send_link(user)
+        return True

@@ -1,0 +1,148 @@
+"""Forgotten passwords: a single-use reset link (1 hour), then a new password that ends
+every session of the user.
+
+`forgot` must not reveal whether an address has an account: the answer is always the same,
+errors after the lookup are swallowed (logged), and every call is held to the same minimum
+duration, which covers the extra token write and email send of a known address.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from datetime import timedelta
+from types import TracebackType
+from typing import Protocol
+from urllib.parse import urlencode
+
+from batchroute.clock import Clock, isoformat
+from batchroute.domain.accounts import User
+from batchroute.domain.credentials import keyed_hash, new_opaque_token
+from batchroute.domain.passwords import check_password, checked_email
+from batchroute.errors import Unauthenticated
+from batchroute.observability import logger
+from batchroute.services.email_verification import MAX_TOKEN_LENGTH, Mailer
+from batchroute.services.passwords import Argon2Passwords
+
+RESET_PURPOSE = "password_reset"
+RESET_LIFETIME = timedelta(hours=1)
+# Above the usual DynamoDB write + SES send (~100-200 ms), so both paths end at the floor.
+FORGOT_FLOOR_SECONDS = 0.6
+
+
+class ResetStore(Protocol):
+    def user_by_email(self, email: str) -> User | None: ...
+
+    def get_user(self, user_id: str) -> User | None: ...
+
+    def put_token(self, *, purpose: str, token_hash: str, user_id: str, expires_at: str) -> None: ...
+
+    def consume_token(self, *, purpose: str, token_hash: str, now: str) -> str | None: ...
+
+    def update_user(self, user_id: str, **changes: object) -> None: ...
+
+    def revoke_user_sessions(self, user_id: str, at: str, *, keep_token_hash: str | None = None) -> int: ...
+
+
+class ResponseFloor:
+    """A `with` block that lasts at least `seconds` of wall time (sleeping out the rest)."""
+
+    def __init__(
+        self,
+        seconds: float,
+        *,
+        monotonic: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.seconds = seconds
+        self._monotonic = monotonic
+        self._sleep = sleep
+        self._started = 0.0
+
+    def __enter__(self) -> ResponseFloor:
+        self._started = self._monotonic()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        remaining = self.seconds - (self._monotonic() - self._started)
+        if remaining > 0:
+            self._sleep(remaining)
+
+
+class PasswordReset:
+    def __init__(
+        self,
+        store: ResetStore,
+        mailer: Mailer,
+        passwords: Argon2Passwords,
+        *,
+        secret: Callable[[], bytes],
+        clock: Clock,
+        public_base_url: str,
+        floor: ResponseFloor | None = None,
+    ) -> None:
+        self.store = store
+        self.mailer = mailer
+        self.passwords = passwords
+        self.secret = secret
+        self.clock = clock
+        self.public_base_url = public_base_url.rstrip("/")
+        self.floor = floor or ResponseFloor(FORGOT_FLOOR_SECONDS)
+
+    def forgot(self, email: str) -> None:
+        """Emails a reset link when the address has an account; the same outcome either way."""
+        address = checked_email(email)  # a malformed address is 400 whoever asks
+        with self.floor:
+            # Minted and hashed for every caller: the unknown path skips only the write and send.
+            token = new_opaque_token()
+            token_hash = keyed_hash(self.secret(), token)
+            user = self.store.user_by_email(address)
+            if user is None:
+                return
+            try:
+                self._send_link(user, token, token_hash)
+            except Exception:
+                # A failure here must not change the answer (that would reveal the account).
+                logger.exception("password reset email not sent", extra={"user_id": user.user_id})
+
+    def _send_link(self, user: User, token: str, token_hash: str) -> None:
+        self.store.put_token(
+            purpose=RESET_PURPOSE,
+            token_hash=token_hash,
+            user_id=user.user_id,
+            expires_at=isoformat(self.clock.now() + RESET_LIFETIME),
+        )
+        link = f"{self.public_base_url}/reset-password?{urlencode({'token': token})}"
+        self.mailer.send(
+            user.email,
+            "Reset your password",
+            "Someone asked to reset the password of your Batch AI Routing account. "
+            "To choose a new password, open this link:\n\n"
+            f"{link}\n\n"
+            "The link works once and expires in 1 hour. If you did not ask for this, ignore "
+            "this message: your password stays as it is.\n",
+        )
+
+    def reset(self, token: str, password: str) -> None:
+        """Sets the new password and signs the user out everywhere; 401 `invalid_token` for a
+        used, expired or unknown token."""
+        check_password(password)
+        invalid = Unauthenticated("The reset link is invalid or has expired.", code="invalid_token")
+        if not token or len(token) > MAX_TOKEN_LENGTH:
+            raise invalid
+        # Hashed first: once the token is spent, only the update stands between it and the new password.
+        new_hash = self.passwords.hash(password)
+        now = isoformat(self.clock.now())
+        user_id = self.store.consume_token(
+            purpose=RESET_PURPOSE, token_hash=keyed_hash(self.secret(), token), now=now
+        )
+        user = self.store.get_user(user_id) if user_id else None
+        if user is None:
+            raise invalid
+        # The link reached the inbox, which proves the address as well as a verification link.
+        self.store.update_user(
+            user.user_id, password_hash=new_hash, email_verified_at=user.email_verified_at or now
+        )
+        self.store.revoke_user_sessions(user.user_id, now)

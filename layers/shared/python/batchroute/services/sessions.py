@@ -1,0 +1,105 @@
+"""Signing in and out: password login creates a cookie session; sessions are looked up and
+revoked by the keyed hash of the cookie value, which is the only form ever stored.
+
+A failed sign-in says the same thing, and costs the same argon2 verification, whether the
+address is unknown or the password is wrong. An unverified address may sign in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Protocol
+
+from batchroute.clock import Clock, isoformat
+from batchroute.domain.accounts import ApiKey, Session, User, normalize_email
+from batchroute.domain.credentials import keyed_hash, new_opaque_token
+from batchroute.errors import Unauthenticated
+from batchroute.ids import new_id
+from batchroute.services.authentication import Authenticator
+from batchroute.services.passwords import Argon2Passwords
+
+SESSION_LIFETIME = timedelta(days=14)
+
+
+class SessionStore(Protocol):
+    def user_by_email(self, email: str) -> User | None: ...
+
+    def get_user(self, user_id: str) -> User | None: ...
+
+    def update_user(self, user_id: str, **changes: object) -> None: ...
+
+    def put_session(self, session: Session) -> None: ...
+
+    def session_by_hash(self, token_hash: str) -> Session | None: ...
+
+    def key_by_hash(self, key_hash: str) -> ApiKey | None: ...
+
+    def revoke_session(self, token_hash: str, at: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class SignedIn:
+    token: str  # the cookie value; never stored
+    session: Session
+    user: User
+
+
+@dataclass(frozen=True)
+class LiveSession:
+    session: Session
+    user: User
+
+
+class Sessions:
+    def __init__(
+        self,
+        store: SessionStore,
+        passwords: Argon2Passwords,
+        *,
+        environment: str,
+        secret: Callable[[], bytes],
+        clock: Clock,
+    ) -> None:
+        self.store = store
+        self.passwords = passwords
+        self.secret = secret
+        self.clock = clock
+        self._authenticator = Authenticator(store, environment=environment, secret=secret, clock=clock)
+
+    def login(self, email: str, password: str) -> SignedIn:
+        user = self.store.user_by_email(normalize_email(email))
+        # Verified against a dummy hash when the user is unknown: same work, same answer.
+        matches = self.passwords.verify(user.password_hash if user else None, password)
+        if user is None or not matches:
+            raise Unauthenticated("The email or password is incorrect.", code="invalid_credentials")
+        if self.passwords.needs_rehash(user.password_hash):
+            self.store.update_user(user.user_id, password_hash=self.passwords.hash(password))
+        now = self.clock.now()
+        token = new_opaque_token()
+        session = Session(
+            session_id=new_id("sess", now),
+            token_hash=keyed_hash(self.secret(), token),
+            user_id=user.user_id,
+            org_id=user.org_id,
+            created_at=isoformat(now),
+            expires_at=isoformat(now + SESSION_LIFETIME),
+        )
+        self.store.put_session(session)
+        return SignedIn(token=token, session=session, user=user)
+
+    def current(self, token: str | None) -> LiveSession | None:
+        """The live session behind a cookie value, or None (absent, unknown, revoked, expired)."""
+        session = self._authenticator.session(token or "")
+        user = self.store.get_user(session.user_id) if session else None
+        if session is None or user is None:
+            return None
+        return LiveSession(session=session, user=user)
+
+    def logout(self, token: str | None) -> None:
+        """Revokes the cookie's session only; other sessions and API keys are untouched."""
+        live = self.current(token)
+        if live is None:
+            raise Unauthenticated("No signed-in session to end.", code="invalid_session")
+        self.store.revoke_session(live.session.token_hash, isoformat(self.clock.now()))
