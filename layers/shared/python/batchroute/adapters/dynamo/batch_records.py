@@ -6,8 +6,8 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from batchroute.adapters.aws import client
 from batchroute.adapters.dynamo.codec import from_item, is_condition_failure, to_value
+from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.domain.batch_states import BatchState, allowed_sources
 
 DEADLINE_PARTITION = "DEADLINE"
@@ -17,15 +17,7 @@ def batch_key(batch_id: str) -> dict[str, Any]:
     return {"pk": {"S": f"BATCH#{batch_id}"}, "sk": {"S": "META"}}
 
 
-class BatchRecords:
-    def __init__(self, table_name: str, dynamodb: Any | None = None) -> None:
-        self.table_name = table_name
-        self._dynamodb = dynamodb
-
-    @property
-    def dynamodb(self) -> Any:
-        return self._dynamodb or client("dynamodb")
-
+class BatchRecords(DynamoStore):
     def get(self, batch_id: str) -> dict[str, Any] | None:
         item = self.dynamodb.get_item(TableName=self.table_name, Key=batch_key(batch_id), ConsistentRead=True)
         return from_item(item["Item"]) if "Item" in item else None

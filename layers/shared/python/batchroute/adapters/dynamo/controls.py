@@ -14,8 +14,8 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from batchroute.adapters.aws import client
 from batchroute.adapters.dynamo.codec import from_item, is_condition_failure, to_item, to_value
+from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.domain.billing_controls import AuditEntry, BillingControls, ConcurrentUpdate, Threshold
 from batchroute.domain.retention import RetentionSettings
 from batchroute.ids import suffix_of
@@ -30,15 +30,7 @@ def _org_pk(org_id: str) -> str:
     return f"ORG#{org_id}"
 
 
-class ControlsStore:
-    def __init__(self, table_name: str, dynamodb: Any | None = None) -> None:
-        self.table_name = table_name
-        self._dynamodb = dynamodb
-
-    @property
-    def dynamodb(self) -> Any:
-        return self._dynamodb or client("dynamodb")
-
+class ControlsStore(DynamoStore):
     # -- billing controls ----------------------------------------------------------------
     def billing_controls(self, org_id: str) -> BillingControls | None:
         item = self._get(org_id, CONTROLS_SK)

@@ -13,8 +13,8 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from batchroute.adapters.aws import client
 from batchroute.adapters.dynamo.codec import from_item, is_condition_failure, to_item, to_value
+from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.domain.accounts import ApiKey, Org, Session, User
 from batchroute.errors import Conflict
 
@@ -29,15 +29,7 @@ def _epoch(iso: str) -> int:
     return int(datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp())
 
 
-class IdentityStore:
-    def __init__(self, table_name: str, dynamodb: Any | None = None) -> None:
-        self.table_name = table_name
-        self._dynamodb = dynamodb
-
-    @property
-    def dynamodb(self) -> Any:
-        return self._dynamodb or client("dynamodb")
-
+class IdentityStore(DynamoStore):
     # -- items ---------------------------------------------------------------------------
     def _put(self, values: dict[str, Any], *, condition: str | None = None) -> TransactItem:
         put: dict[str, Any] = {"TableName": self.table_name, "Item": to_item(values)}

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from batchroute.adapters.aws import client
 from batchroute.adapters.dynamo.codec import from_item, to_item, to_value
+from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.ids import new_id
 from batchroute.money import Money
 
@@ -21,15 +21,7 @@ def _wallet_key(org_id: str) -> dict[str, Any]:
     return {"pk": {"S": f"WALLET#{org_id}"}, "sk": {"S": "META"}}
 
 
-class LedgerStore:
-    def __init__(self, table_name: str, dynamodb: Any | None = None) -> None:
-        self.table_name = table_name
-        self._dynamodb = dynamodb
-
-    @property
-    def dynamodb(self) -> Any:
-        return self._dynamodb or client("dynamodb")
-
+class LedgerStore(DynamoStore):
     def _entry_item(
         self, org_id: str, *, kind: str, amount: Money, at: str, memo: str, actor: str | None
     ) -> TransactItem:

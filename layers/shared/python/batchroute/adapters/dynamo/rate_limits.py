@@ -21,8 +21,8 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from batchroute.adapters.aws import client
 from batchroute.adapters.dynamo.codec import is_condition_failure, to_value
+from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.domain.rate_limits import WindowCounts, expires_at_epoch
 from batchroute.errors import TransientError
 
@@ -37,16 +37,11 @@ def attribute_name(counter: str, index: int) -> str:
     return f"{counter}@{index}"
 
 
-class RateCounterStore:
+class RateCounterStore(DynamoStore):
     def __init__(self, table_name: str, dynamodb: Any | None = None) -> None:
-        self.table_name = table_name
-        self._dynamodb = dynamodb
+        super().__init__(table_name, dynamodb)
         # scope key -> attribute names of windows too old to matter, seen in the last answer
         self._stale: dict[str, set[str]] = {}
-
-    @property
-    def dynamodb(self) -> Any:
-        return self._dynamodb or client("dynamodb")
 
     def hit(
         self, scope: str, *, window_seconds: int, index: int, counters: Sequence[str]
