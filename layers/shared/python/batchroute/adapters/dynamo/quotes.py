@@ -1,0 +1,50 @@
+"""Quote snapshots in the batches table: `QUOTE#<id>`/`META`, kept a day past expiry (TTL).
+
+A quote is a versioned, price-locked snapshot: the batch create call reads it back and
+reserves credits against exactly these lanes and prices.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+from batchroute.adapters.dynamo.codec import to_item
+from batchroute.adapters.dynamo.store import DynamoStore
+
+_TTL_GRACE_SECONDS = 24 * 3600
+
+
+def _epoch(iso: str) -> int:
+    return int(datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp())
+
+
+class QuoteStore(DynamoStore):
+    def put(self, snapshot: dict[str, Any]) -> None:
+        """Store a snapshot once; the body is kept as JSON text (lanes nest deeply, and it is read whole)."""
+        item = {
+            "pk": f"QUOTE#{snapshot['quote_id']}",
+            "sk": "META",
+            "kind": "quote",
+            "quote_id": snapshot["quote_id"],
+            "org_id": snapshot["org_id"],
+            "expires_at": snapshot["expires_at"],
+            "version": snapshot["version"],
+            "snapshot": json.dumps(snapshot, separators=(",", ":"), sort_keys=True),
+            "ttl": _epoch(snapshot["expires_at"]) + _TTL_GRACE_SECONDS,
+        }
+        self.dynamodb.put_item(
+            TableName=self.table_name, Item=to_item(item), ConditionExpression="attribute_not_exists(pk)"
+        )
+
+    def get(self, quote_id: str) -> dict[str, Any] | None:
+        response = self.dynamodb.get_item(
+            TableName=self.table_name,
+            Key={"pk": {"S": f"QUOTE#{quote_id}"}, "sk": {"S": "META"}},
+            ConsistentRead=True,
+        )
+        if "Item" not in response:
+            return None
+        snapshot: dict[str, Any] = json.loads(response["Item"]["snapshot"]["S"])
+        return snapshot

@@ -1,0 +1,147 @@
+"""The catalog's shapes: providers, models and the lanes that join them.
+
+A lane is one provider serving one model: the unit the router selects, prices and rejects.
+The built-in data lives in batchroute/catalog/ (versioned with `pricing_updated_at`); live
+state (remaining capacity, last heartbeat) lives in DynamoDB and is passed in as LaneLive.
+Pure data: no boto3, no FastAPI.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Literal
+
+Operation = Literal["responses", "embeddings", "vision"]
+OPERATIONS: tuple[Operation, ...] = ("responses", "embeddings", "vision")
+
+PrivacyTier = Literal["standard", "confidential", "restricted"]
+SlaTier = Literal["flex", "standard", "priority"]
+
+RuntimeCapability = Literal[
+    "tool_calling", "structured_outputs", "json_schema", "vision", "documents", "audio", "reasoning"
+]
+HostedTool = Literal["web_search", "python_execution", "calculator", "time", "file_search", "retrieval"]
+
+# vendor_batch: a large vendor with a batch API (submit a file, poll, download);
+# public_host: an open-weight host called per item; edge: self-hosted open-weight nodes.
+ProviderKind = Literal["vendor_batch", "public_host", "edge"]
+# How the lane executes work: a vendor batch job, or synchronous calls under a concurrency limit.
+ExecutionMode = Literal["batch_api", "sync"]
+
+
+@dataclass(frozen=True)
+class Provider:
+    slug: str
+    display_name: str
+    kind: ProviderKind
+    execution_mode: ExecutionMode
+    regions: tuple[str, ...]
+    privacy_tiers: tuple[PrivacyTier, ...]
+    data_retention_days: int  # 0 = zero data retention
+    enabled: bool = True
+    launched: bool = True  # the launch-provider guard keeps unlaunched providers out of routing
+    website: str = ""
+    max_concurrency: int = 16
+
+
+@dataclass(frozen=True)
+class LanePrice:
+    """USD per million tokens. `batch_*` are the asynchronous prices the batch API pays."""
+
+    input_per_mtok: Decimal
+    output_per_mtok: Decimal
+    batch_input_per_mtok: Decimal
+    batch_output_per_mtok: Decimal
+
+
+@dataclass(frozen=True)
+class Lane:
+    provider: str  # Provider.slug
+    model: str  # Model.id
+    price: LanePrice
+    context_window: int
+    max_output_tokens: int
+    operations: tuple[Operation, ...]
+    runtime_capabilities: tuple[RuntimeCapability, ...] = ()
+    hosted_tools: tuple[HostedTool, ...] = ()
+    daily_capacity_items: int = 1_000_000  # planned capacity; live remaining capacity is in LaneLive
+    reliability: Decimal = Decimal("0.99")  # observed success rate prior, used to rank direct lanes
+    provider_model_id: str = ""  # the provider's own name for the model
+
+    @property
+    def lane_id(self) -> str:
+        return f"{self.provider}/{self.model}"
+
+
+@dataclass(frozen=True)
+class Model:
+    id: str  # the exact id items use, and the catalog slug
+    title: str
+    summary: str
+    description: str
+    tags: tuple[str, ...]
+    operations: tuple[Operation, ...]
+    runtime_capabilities: tuple[RuntimeCapability, ...]
+    open_weight: bool
+    family: str
+
+
+@dataclass(frozen=True)
+class LaneLive:
+    """What the lanes report about themselves: capacity left today and their last heartbeat."""
+
+    lane_id: str
+    remaining_capacity_items: int
+    last_heartbeat_at: str  # ISO 8601
+
+
+@dataclass(frozen=True)
+class WorkflowProduct:
+    slug: str
+    title: str
+    summary: str
+    input_schema: dict[str, object]
+    output_schema: dict[str, object]
+    sla_hours: int
+    route_policy: dict[str, object]  # e.g. {routing_mode, required_capabilities, min_context_window}
+    operation: Operation = "responses"
+    typical_input_tokens: int = 800
+    typical_output_tokens: int = 200
+
+
+@dataclass(frozen=True)
+class FeeSchedule:
+    standard_batch_fee_pct: Decimal  # of the provider subtotal
+    workflow_product_fee_pct: Decimal
+    margin_floor_pct: Decimal
+    control_plane_fee_per_lane_usd: Decimal
+    effective_at: str
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """One versioned snapshot of the built-in catalog."""
+
+    version: str
+    pricing_updated_at: str
+    providers: tuple[Provider, ...]
+    models: tuple[Model, ...]
+    lanes: tuple[Lane, ...]
+    workflow_products: tuple[WorkflowProduct, ...]
+    fees: FeeSchedule
+    _by_model: dict[str, tuple[Lane, ...]] = field(default_factory=dict, compare=False, repr=False)
+
+    def provider(self, slug: str) -> Provider | None:
+        return next((p for p in self.providers if p.slug == slug), None)
+
+    def model(self, model_id: str) -> Model | None:
+        return next((m for m in self.models if m.id == model_id), None)
+
+    def lanes_for(self, model_id: str) -> tuple[Lane, ...]:
+        if not self._by_model:
+            grouped: dict[str, list[Lane]] = {}
+            for lane in self.lanes:
+                grouped.setdefault(lane.model, []).append(lane)
+            self._by_model.update({k: tuple(v) for k, v in grouped.items()})
+        return self._by_model.get(model_id, ())
