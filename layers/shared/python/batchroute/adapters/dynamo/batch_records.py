@@ -6,7 +6,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from batchroute.adapters.dynamo.codec import from_item, is_condition_failure, to_value
+from batchroute.adapters.dynamo.codec import from_item, is_condition_failure, set_clause, to_item, to_value
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.domain.batch_states import BatchState, allowed_sources
 
@@ -102,3 +102,164 @@ class BatchRecords(DynamoStore):
                 return False
             raise
         return True
+
+    # -- creation ---------------------------------------------------------------------------
+    def new_batch_item(self, batch: dict[str, Any]) -> dict[str, Any]:
+        """The Put that creates a batch (for the create transaction); never overwrites."""
+        values = {
+            "pk": f"BATCH#{batch['batch_id']}",
+            "sk": "META",
+            "kind": "batch",
+            "gsi1pk": f"ORG#{batch['org_id']}",
+            "gsi1sk": f"BATCH#{batch['batch_id']}",
+            "gsi2pk": DEADLINE_PARTITION,
+            "gsi2sk": f"{batch['deadline_at']}#{batch['batch_id']}",
+            **batch,
+        }
+        return {
+            "Put": {
+                "TableName": self.table_name,
+                "Item": to_item(values),
+                "ConditionExpression": "attribute_not_exists(pk)",
+            }
+        }
+
+    def idempotency_item(self, org_id: str, key: str, record: dict[str, Any]) -> dict[str, Any]:
+        values = {"pk": f"IDEMP#{org_id}#{key}", "sk": "META", "kind": "idempotency", **record}
+        return {
+            "Put": {
+                "TableName": self.table_name,
+                "Item": to_item(values),
+                "ConditionExpression": "attribute_not_exists(pk)",
+            }
+        }
+
+    def idempotency_record(self, org_id: str, key: str) -> dict[str, Any] | None:
+        response = self.dynamodb.get_item(
+            TableName=self.table_name,
+            Key={"pk": {"S": f"IDEMP#{org_id}#{key}"}, "sk": {"S": "META"}},
+            ConsistentRead=True,
+        )
+        return from_item(response["Item"]) if "Item" in response else None
+
+    # -- reads --------------------------------------------------------------------------------
+    def list_for_org(
+        self, org_id: str, *, limit: int, start_after: str | None, states: frozenset[str] | None
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        """An org's batches newest first; `start_after` is the last batch id of the previous page."""
+        found: list[dict[str, Any]] = []
+        kwargs: dict[str, Any] = {
+            "TableName": self.table_name,
+            "IndexName": "gsi1",
+            "KeyConditionExpression": "gsi1pk = :p AND begins_with(gsi1sk, :b)",
+            "ExpressionAttributeValues": {":p": to_value(f"ORG#{org_id}"), ":b": to_value("BATCH#")},
+            "ScanIndexForward": False,
+        }
+        if start_after:
+            kwargs["KeyConditionExpression"] = "gsi1pk = :p AND gsi1sk < :after"
+            kwargs["ExpressionAttributeValues"] = {
+                ":p": to_value(f"ORG#{org_id}"),
+                ":after": to_value(f"BATCH#{start_after}"),
+            }
+        while len(found) <= limit:
+            response = self.dynamodb.query(**kwargs, Limit=max(limit * 2, 20))
+            for raw in response.get("Items", []):
+                item = from_item(raw)
+                if states is None or item.get("state") in states:
+                    found.append(item)
+            if "LastEvaluatedKey" not in response:
+                break
+            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        page = found[:limit]
+        next_cursor = page[-1]["batch_id"] if len(found) > limit else None
+        return page, next_cursor
+
+    def count_for_org(self, org_id: str) -> int:
+        total = 0
+        kwargs: dict[str, Any] = {
+            "TableName": self.table_name,
+            "IndexName": "gsi1",
+            "KeyConditionExpression": "gsi1pk = :p AND begins_with(gsi1sk, :b)",
+            "ExpressionAttributeValues": {":p": to_value(f"ORG#{org_id}"), ":b": to_value("BATCH#")},
+            "Select": "COUNT",
+        }
+        while True:
+            response = self.dynamodb.query(**kwargs)
+            total += int(response.get("Count", 0))
+            if "LastEvaluatedKey" not in response:
+                return total
+            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
+    # -- updates ------------------------------------------------------------------------------
+    def add_counts(self, batch_id: str, deltas: dict[str, int]) -> None:
+        """Move item counts (one ADD per finished chunk, never per item)."""
+        names = {f"#c{i}": name for i, name in enumerate(deltas)}
+        values = {f":c{i}": to_value(delta) for i, delta in enumerate(deltas.values())}
+        self.dynamodb.update_item(
+            TableName=self.table_name,
+            Key=batch_key(batch_id),
+            UpdateExpression="ADD " + ", ".join(f"counts.#c{i} :c{i}" for i in range(len(deltas))),
+            ConditionExpression="attribute_exists(pk)",
+            ExpressionAttributeNames=names,
+            ExpressionAttributeValues=values,
+        )
+
+    def update(
+        self,
+        batch_id: str,
+        changes: dict[str, Any],
+        *,
+        condition: str | None = None,
+        condition_values: dict[str, Any] | None = None,
+    ) -> bool:
+        """SET the given fields; False when the (optional) condition does not hold."""
+        expression, names, values = set_clause(changes)
+        values.update({k: to_value(v) for k, v in (condition_values or {}).items()})
+        try:
+            self.dynamodb.update_item(
+                TableName=self.table_name,
+                Key=batch_key(batch_id),
+                UpdateExpression=expression,
+                ConditionExpression="attribute_exists(pk)" + (f" AND ({condition})" if condition else ""),
+                ExpressionAttributeNames=names,
+                ExpressionAttributeValues=values,
+            )
+        except ClientError as exc:
+            if is_condition_failure(exc):
+                return False
+            raise
+        return True
+
+    # -- lanes --------------------------------------------------------------------------------
+    def put_lane(self, batch_id: str, lane: dict[str, Any]) -> None:
+        """Create a lane record once (a repeated Route step keeps the first)."""
+        values = {"pk": f"BATCH#{batch_id}", "sk": f"LANE#{lane['lane_key']}", "kind": "lane", **lane}
+        try:
+            self.dynamodb.put_item(
+                TableName=self.table_name,
+                Item=to_item(values),
+                ConditionExpression="attribute_not_exists(pk)",
+            )
+        except ClientError as exc:
+            if not is_condition_failure(exc):
+                raise
+
+    def lanes(self, batch_id: str) -> list[dict[str, Any]]:
+        response = self.dynamodb.query(
+            TableName=self.table_name,
+            KeyConditionExpression="pk = :p AND begins_with(sk, :l)",
+            ExpressionAttributeValues={":p": to_value(f"BATCH#{batch_id}"), ":l": to_value("LANE#")},
+            ConsistentRead=True,
+        )
+        return [from_item(i) for i in response.get("Items", [])]
+
+    def update_lane(self, batch_id: str, lane_key: str, changes: dict[str, Any]) -> None:
+        expression, names, values = set_clause(changes)
+        self.dynamodb.update_item(
+            TableName=self.table_name,
+            Key={"pk": {"S": f"BATCH#{batch_id}"}, "sk": {"S": f"LANE#{lane_key}"}},
+            UpdateExpression=expression,
+            ConditionExpression="attribute_exists(pk)",
+            ExpressionAttributeNames=names,
+            ExpressionAttributeValues=values,
+        )

@@ -28,3 +28,10 @@ def is_condition_failure(exc: Exception) -> bool:
         "ConditionalCheckFailedException",
         "TransactionCanceledException",
     }
+
+
+def set_clause(changes: dict[str, Any]) -> tuple[str, dict[str, str], dict[str, Any]]:
+    """`SET #f0 = :f0, ...` with its names and values, for an UpdateItem of plain fields."""
+    names = {f"#f{i}": name for i, name in enumerate(changes)}
+    values = {f":f{i}": to_value(value) for i, value in enumerate(changes.values())}
+    return "SET " + ", ".join(f"#f{i} = :f{i}" for i in range(len(changes))), names, values
