@@ -11,7 +11,20 @@ from functions.api.envelope import COMMON_ERRORS
 from functions.api.errors import install_error_handlers
 from functions.api.middleware import ReadOnlyMiddleware, RequestContextMiddleware
 from functions.api.openapi import document
-from functions.api.routes import account, api_keys, auth, billing, health, retention, sessions
+from functions.api.routes import (
+    account,
+    api_keys,
+    auth,
+    batch_webhooks,
+    billing,
+    catalog,
+    content,
+    files,
+    health,
+    quotes,
+    retention,
+    sessions,
+)
 
 ROUTERS = (
     health.router,
@@ -21,6 +34,11 @@ ROUTERS = (
     api_keys.router,
     billing.router,
     retention.router,
+    batch_webhooks.router,
+    catalog.router,
+    content.router,
+    files.router,
+    quotes.router,
 )
 
 

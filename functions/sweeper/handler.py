@@ -8,20 +8,31 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from batchroute.adapters.dynamo.batch_records import BatchRecords
+from batchroute.adapters.dynamo.lanes import LaneStateStore
+from batchroute.catalog import builtin_catalog
 from batchroute.clock import SystemClock
 from batchroute.config import get_settings
 from batchroute.observability import logger, metrics, tracer
+from batchroute.services.lane_health import provider_health_for, refresh_lane_heartbeats
 from batchroute.services.sweeper import expire_overdue_batches
+from batchroute.services.webhook_delivery import build_webhook_delivery
 
 _records = BatchRecords(get_settings().table_name("batches"))
 _clock = SystemClock()
+_lanes = LaneStateStore(get_settings().table_name("controls"))
+_provider_health = provider_health_for(get_settings())
+_webhooks = build_webhook_delivery(get_settings(), _clock)
 
 
 @logger.inject_lambda_context(log_event=False)
 @metrics.log_metrics
 @tracer.capture_lambda_handler(capture_response=False)
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    lanes = refresh_lane_heartbeats(builtin_catalog(), _lanes, _provider_health, _clock)  # docs/catalog.md
+    metrics.add_metric(name="LaneHeartbeats", unit=MetricUnit.Count, value=len(lanes.refreshed))
     report = expire_overdue_batches(_records, _clock)
     metrics.add_metric(name="BatchesExpired", unit=MetricUnit.Count, value=len(report.expired))
     logger.info("sweep finished", extra={"expired": len(report.expired), "skipped": len(report.skipped)})
-    return {"expired": report.expired, "skipped": report.skipped}
+    retried = _webhooks.retry_due()  # webhook attempts that are due (docs/webhooks.md)
+    metrics.add_metric(name="WebhookRetries", unit=MetricUnit.Count, value=len(retried.attempted))
+    return {"expired": report.expired, "skipped": report.skipped, "webhooks": retried.as_dict()}

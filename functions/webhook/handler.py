@@ -6,8 +6,13 @@ from batchroute.adapters.dynamo.batch_records import BatchRecords
 from batchroute.clock import SystemClock
 from batchroute.config import get_settings
 from batchroute.services.batch_workflow import BatchWorkflow
+from batchroute.services.webhook_delivery import build_webhook_delivery
 from batchroute.worker import workflow_task_handler
 
-_workflow = BatchWorkflow(BatchRecords(get_settings().table_name("batches")), SystemClock())
+_settings = get_settings()
+_clock = SystemClock()
+_workflow = BatchWorkflow(
+    BatchRecords(_settings.table_name("batches")), _clock, webhooks=build_webhook_delivery(_settings, _clock)
+)
 
 handler = workflow_task_handler(_workflow.deliver_steps())

@@ -56,6 +56,13 @@ class Settings(BaseModel):
     launch_provider_guard: bool = True
     log_level: str = "INFO"
 
+    # Catalog live state (docs/catalog.md): a lane whose last heartbeat is older than the
+    # TTL is `stale_heartbeat` (no live record at all counts as stale too). Locally the
+    # providers are simulated; the slugs listed here answer their health check as down, so
+    # their lanes go stale (SIMULATED_PROVIDERS_DOWN='["groq"]').
+    lane_heartbeat_ttl_seconds: int = Field(default=300, ge=30, le=86_400)
+    simulated_providers_down: list[str] = Field(default_factory=list)
+
     # Rate limits and retention (docs/rate-limits.md, docs/billing-controls.md): requests
     # allowed per rolling window. Authenticated callers: per API key (or signed-in user) and
     # per account over `rate_limit_window_seconds`; anonymous endpoints per client IP.
@@ -72,6 +79,36 @@ class Settings(BaseModel):
     rate_limit_password_per_email: int = Field(default=5, ge=1)
     rate_limit_password_window_seconds: int = Field(default=3600, ge=1, le=86_400)
     retention_grace_hours: int = Field(default=72, ge=1, le=24 * 30)
+
+    # Files (docs/files.md). A direct upload (POST /v1/files) passes through API Gateway and
+    # the 6 MB Lambda payload limit, base64-encoded for multipart: 4 MiB is what fits; larger
+    # files (up to max_file_bytes) go through a signed S3 upload URL valid for
+    # file_upload_url_seconds. Each JSONL line may be at most max_jsonl_line_bytes.
+    max_direct_upload_bytes: int = Field(default=4 * 1024 * 1024, ge=1)
+    max_file_bytes: int = Field(default=512 * 1024 * 1024, ge=1, le=5 * 1024**3)
+    file_upload_url_seconds: int = Field(default=900, ge=60, le=12 * 3600)
+    max_jsonl_line_bytes: int = Field(default=1024 * 1024, ge=1024)
+
+    # Providers (docs/providers.md). Transient provider errors are retried per item with
+    # exponential backoff and full jitter: delay = uniform(0, min(cap, base * 2**(n-1))).
+    # Local mode answers every provider with a deterministic simulator: a sync call takes
+    # `simulated_latency_ms`; a stream waits `simulated_ttft_ms` for its first byte, then
+    # `simulated_inter_token_ms` per chunk; a simulated vendor batch job stays in_progress for
+    # `simulated_batch_poll_seconds`. `simulated_capacity` caps a simulated provider's
+    # in-flight sync calls (over it: a transient 429; 0 = no cap), and
+    # `simulated_completion_tokens` fixes completion usage (0 = derived from the input).
+    # (`simulated_providers_down` above also makes those providers raise ProviderUnavailable.)
+    provider_retry_max_attempts: int = Field(default=4, ge=1, le=10)
+    provider_retry_base_seconds: float = Field(default=0.5, ge=0, le=60)
+    provider_retry_cap_seconds: float = Field(default=30.0, ge=0, le=900)
+    # How often a running vendor batch job is polled (locally: at most half a simulated job).
+    provider_batch_poll_interval_seconds: float = Field(default=60.0, gt=0, le=3600)
+    simulated_latency_ms: int = Field(default=50, ge=0, le=60_000)
+    simulated_ttft_ms: int = Field(default=150, ge=0, le=60_000)
+    simulated_inter_token_ms: int = Field(default=15, ge=0, le=10_000)
+    simulated_batch_poll_seconds: float = Field(default=1.0, ge=0, le=86_400)
+    simulated_capacity: int = Field(default=0, ge=0)
+    simulated_completion_tokens: int = Field(default=0, ge=0)
 
     @model_validator(mode="after")
     def _refuse_unsafe_production(self) -> Settings:

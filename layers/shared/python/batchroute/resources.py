@@ -130,10 +130,13 @@ QUEUES: tuple[Queue, ...] = (
         visibility_timeout_seconds=360,
         purpose="workflow Finalize and Settle steps: artifacts, billing receipt, ledger",
     ),
+    # A delivery attempt may take its full 10 s time-out: small batches keep one invocation
+    # well inside the webhook function's time-out (visibility >= 6x the function time-out).
     Queue(
         key="deliver",
         consumer="webhook",
-        visibility_timeout_seconds=360,
+        visibility_timeout_seconds=720,
+        batch_size=4,
         purpose="workflow Deliver step and retries: signed webhooks, bucket delivery",
     ),
 )
@@ -178,7 +181,7 @@ FUNCTIONS: tuple[Function, ...] = (
     Function(key="api", timeout_seconds=29, memory_mb=1024, purpose="HTTP API (FastAPI via Mangum)"),
     Function(key="router", timeout_seconds=300, memory_mb=1024, purpose="route and lane execution"),
     Function(key="settle", timeout_seconds=60, memory_mb=1024, purpose="finalize and settle"),
-    Function(key="webhook", timeout_seconds=60, memory_mb=512, purpose="webhooks and bucket delivery"),
+    Function(key="webhook", timeout_seconds=120, memory_mb=512, purpose="webhooks and bucket delivery"),
     Function(key="sweeper", timeout_seconds=120, memory_mb=512, purpose="SLA expiry, stale holds, GC"),
 )
 

@@ -8,10 +8,11 @@ batch's planned lanes.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Protocol
+from datetime import datetime
+from typing import Any, Protocol
 
 from batchroute.clock import Clock, isoformat
-from batchroute.domain.batch_states import BatchState
+from batchroute.domain.batch_states import TERMINAL, BatchState
 from batchroute.errors import PermanentError
 from batchroute.workflow.tasks import Step, StepOutput, WorkflowTask
 
@@ -30,10 +31,21 @@ class WorkflowRecords(Protocol):
     ) -> bool: ...
 
 
+class BatchEventDelivery(Protocol):
+    """services/webhook_delivery.py:WebhookDelivery"""
+
+    def deliver_batch_event(
+        self, batch: Mapping[str, Any], *, now: datetime | None = None
+    ) -> dict[str, Any] | None: ...
+
+
 class BatchWorkflow:
-    def __init__(self, records: WorkflowRecords, clock: Clock) -> None:
+    def __init__(
+        self, records: WorkflowRecords, clock: Clock, webhooks: BatchEventDelivery | None = None
+    ) -> None:
         self.records = records
         self.clock = clock
+        self.webhooks = webhooks
 
     def _journal(self, task: WorkflowTask, *, required: bool = True) -> bool:
         recorded = self.records.record_step(task.batch_id, task.step, isoformat(self.clock.now()))
@@ -65,8 +77,20 @@ class BatchWorkflow:
         return {"step": task.step, "batch_id": task.batch_id}
 
     def deliver(self, task: WorkflowTask) -> StepOutput:
+        """The terminal-state webhook: created once, first attempt made here; failed attempts
+        are retried by the sweeper, so this step never waits on the receiver."""
         self._journal(task, required=False)
-        return {"step": task.step, "batch_id": task.batch_id}
+        output: StepOutput = {"step": task.step, "batch_id": task.batch_id}
+        batch = self.records.get(task.batch_id) if self.webhooks is not None else None
+        if self.webhooks is not None and batch is not None and batch.get("state") in TERMINAL:
+            delivery = self.webhooks.deliver_batch_event(batch, now=self.clock.now())
+            if delivery is not None:
+                output["webhook"] = {
+                    "delivery_id": delivery["delivery_id"],
+                    "status": delivery["status"],
+                    "attempt_count": delivery["attempt_count"],
+                }
+        return output
 
     def router_steps(self) -> Mapping[str, Step]:
         return {"route": self.route, "run_lane": self.journal_only}

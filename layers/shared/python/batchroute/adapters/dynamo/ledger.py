@@ -1,72 +1,98 @@
-"""The prepaid wallet of each org and its append-only ledger.
+"""The prepaid wallet of each org, its reservations and its append-only ledger.
 
 Balances are integer micro-dollars. Every change to a wallet is written in the same
 transaction as the ledger entry that explains it, so the entries always add up to the
-balance.
+balance. Items (all in the wallet's partition `WALLET#<org>`):
+
+- `META`: the wallet: `balance_micros`, `reserved_micros` (Σ pending reservations: the org's
+  in-flight credit) and `available_micros` = balance - reserved, kept on every wallet write
+  because a DynamoDB condition cannot do arithmetic (reservations condition on it);
+- `ENTRY#<ulid>`: ledger entries, never changed;
+- `RES#<id>`: reservations; while pending they carry the sparse `gsi1` keys
+  (`HOLD#OPEN` / `<created_at>#<org>#<id>`) so stale ones can be found;
+- `SPEND#<period key>`: charged micros per spend period (`D#2026-11-21`, `M#2026-11`).
+
+The rules (split of a settlement, the absorb policy, invariants) live in `domain/ledger.py`;
+see docs/ledger.md.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
+
+from botocore.exceptions import ClientError
 
 from batchroute.adapters.dynamo.codec import from_item, to_item, to_value
 from batchroute.adapters.dynamo.store import DynamoStore
+from batchroute.domain.ledger import (
+    DuplicateReservation,
+    Entry,
+    LedgerSnapshot,
+    Purpose,
+    Reservation,
+    SettlementResult,
+    UnknownReservation,
+    WalletState,
+    insufficient_credit,
+    resolve,
+)
+from batchroute.errors import PermanentError, ServiceError, TransientError
 from batchroute.ids import new_id
 from batchroute.money import Money
 
 TransactItem = dict[str, Any]
 
+OPEN_HOLDS = "HOLD#OPEN"
+_RESERVATION_PREFIX = "RES#"
+_ENTRY_PREFIX = "ENTRY#"
+_SPEND_PREFIX = "SPEND#"
+# A cancelled transaction is retried this many times when it collided with another one on the
+# same item (DynamoDB's TransactionConflict); the retry re-reads, so it is safe.
+_ATTEMPTS = 4
+# Positions within the items of `reserve_items` (the caller may place them at an offset).
+_WALLET_AT, _RESERVATION_AT = 0, 1
+
+
+def _pk(org_id: str) -> str:
+    return f"WALLET#{org_id}"
+
+
+def _key(org_id: str, sk: str) -> dict[str, Any]:
+    return {"pk": {"S": _pk(org_id)}, "sk": {"S": sk}}
+
 
 def _wallet_key(org_id: str) -> dict[str, Any]:
-    return {"pk": {"S": f"WALLET#{org_id}"}, "sk": {"S": "META"}}
+    return _key(org_id, "META")
+
+
+def cancellation_codes(exc: ClientError) -> list[str]:
+    """The per-item reason codes of a cancelled transaction ("None" for the items that were
+    fine), in the order of its TransactItems; empty for any other error."""
+    reasons = exc.response.get("CancellationReasons") or []
+    return [str(reason.get("Code", "None")) for reason in reasons]
+
+
+def is_transaction_conflict(exc: ClientError) -> bool:
+    return "TransactionConflict" in cancellation_codes(exc)
 
 
 class LedgerStore(DynamoStore):
-    def _entry_item(
-        self, org_id: str, *, kind: str, amount: Money, at: str, memo: str, actor: str | None
-    ) -> TransactItem:
-        entry_id = new_id("evt")
-        values = {
-            "pk": f"WALLET#{org_id}",
-            "sk": f"ENTRY#{entry_id}",
-            "kind": "ledger_entry",
-            "entry_id": entry_id,
-            "entry_type": kind,
-            "amount_micros": amount.micros,
-            "currency": amount.currency,
-            "memo": memo,
-            "actor": actor,
-            "created_at": at,
-        }
-        return {
-            "Put": {
-                "TableName": self.table_name,
-                "Item": to_item(values),
-                "ConditionExpression": "attribute_not_exists(pk)",
-            }
-        }
-
+    # -- wallet --------------------------------------------------------------------------------
     def open_wallet_items(self, org_id: str, *, signup_credit: Money, at: str) -> list[TransactItem]:
         """Items that open an org's wallet (with its signup credit), for the account transaction."""
         wallet = {
-            "pk": f"WALLET#{org_id}",
+            "pk": _pk(org_id),
             "sk": "META",
             "kind": "wallet",
             "org_id": org_id,
             "currency": signup_credit.currency,
             "balance_micros": signup_credit.micros,
             "reserved_micros": 0,
+            "available_micros": signup_credit.micros,
             "created_at": at,
         }
-        items: list[TransactItem] = [
-            {
-                "Put": {
-                    "TableName": self.table_name,
-                    "Item": to_item(wallet),
-                    "ConditionExpression": "attribute_not_exists(pk)",
-                }
-            }
-        ]
+        items: list[TransactItem] = [self._put(wallet)]
         if signup_credit.micros > 0:
             items.append(
                 self._entry_item(
@@ -81,20 +107,20 @@ class LedgerStore(DynamoStore):
         return items
 
     def grant(self, org_id: str, amount: Money, *, at: str, memo: str, actor: str) -> Money:
-        """Add credits to an existing wallet with a ledger entry; returns the new balance."""
+        """Add credits to an existing wallet with a ledger entry; returns the new spendable balance."""
         if amount.micros <= 0:
             raise ValueError("a grant must be positive")
         self.dynamodb.transact_write_items(
             TransactItems=[
-                {
-                    "Update": {
-                        "TableName": self.table_name,
-                        "Key": _wallet_key(org_id),
-                        "UpdateExpression": "SET balance_micros = balance_micros + :amount",
-                        "ConditionExpression": "attribute_exists(pk)",
-                        "ExpressionAttributeValues": {":amount": to_value(amount.micros)},
-                    }
-                },
+                self._update(
+                    _wallet_key(org_id),
+                    # if_not_exists: a wallet opened before `available_micros` existed had
+                    # nothing reserved (reservations came with it), so available = balance.
+                    "SET balance_micros = balance_micros + :amount, "
+                    "available_micros = if_not_exists(available_micros, balance_micros) + :amount",
+                    condition="attribute_exists(pk)",
+                    values={":amount": amount.micros},
+                ),
                 self._entry_item(org_id, kind="grant", amount=amount, at=at, memo=memo, actor=actor),
             ]
         )
@@ -102,10 +128,17 @@ class LedgerStore(DynamoStore):
 
     def balance(self, org_id: str) -> Money:
         """Spendable credit: the balance less what is reserved for running work."""
+        return self.state(org_id).available
+
+    def state(self, org_id: str) -> WalletState:
+        """Balance and reserved (in-flight) credit; zero for an org without a wallet."""
         wallet = self.wallet(org_id)
         if wallet is None:
-            return Money.zero()
-        return Money(int(wallet["balance_micros"]) - int(wallet.get("reserved_micros", 0)))
+            return WalletState(balance=Money.zero(), reserved=Money.zero())
+        return WalletState(
+            balance=Money(int(wallet["balance_micros"])),
+            reserved=Money(int(wallet.get("reserved_micros", 0))),
+        )
 
     def wallet(self, org_id: str) -> dict[str, Any] | None:
         response = self.dynamodb.get_item(
@@ -113,12 +146,443 @@ class LedgerStore(DynamoStore):
         )
         return from_item(response["Item"]) if "Item" in response else None
 
-    def entries(self, org_id: str, limit: int = 100) -> list[dict[str, Any]]:
-        response = self.dynamodb.query(
-            TableName=self.table_name,
-            KeyConditionExpression="pk = :p AND begins_with(sk, :e)",
-            ExpressionAttributeValues={":p": to_value(f"WALLET#{org_id}"), ":e": to_value("ENTRY#")},
-            ScanIndexForward=False,
-            Limit=limit,
+    def entries(self, org_id: str, limit: int | None = 100) -> list[dict[str, Any]]:
+        """Ledger entries newest first; `limit=None` reads them all."""
+        return self._partition(org_id, _ENTRY_PREFIX, newest_first=True, limit=limit)
+
+    # -- reservations --------------------------------------------------------------------------
+    def reserve_items(
+        self,
+        org_id: str,
+        *,
+        reservation_id: str,
+        amount: Money,
+        at: str,
+        purpose: Purpose,
+        ref: str,
+        period_key: str | None = None,
+        expires_at: str | None = None,
+    ) -> list[TransactItem]:
+        """The items of a reservation, for ONE TransactWriteItems with the caller's own items
+        (batch create adds the batch and its idempotency record): take `amount` from the
+        available balance (refused by the condition when it does not cover it), write the
+        pending reservation (refused if the id exists) and its ledger entry. Keep the three
+        together and in this order; `reservation_refusal(exc, offset=...)` reads a refusal.
+        `period_key` (the spend period the reservation opened in) is informational."""
+        if amount.micros <= 0:
+            raise ValueError("a reservation must be positive")
+        reservation = {
+            "pk": _pk(org_id),
+            "sk": _RESERVATION_PREFIX + reservation_id,
+            "kind": "reservation",
+            "reservation_id": reservation_id,
+            "org_id": org_id,
+            "status": "pending",
+            "purpose": purpose,
+            "ref": ref,
+            "amount_micros": amount.micros,
+            "currency": amount.currency,
+            "created_at": at,
+            "expires_at": expires_at,
+            "period_key": period_key,
+            "gsi1pk": OPEN_HOLDS,
+            "gsi1sk": f"{at}#{org_id}#{reservation_id}",
+        }
+        return [
+            self._update(
+                _wallet_key(org_id),
+                "SET reserved_micros = reserved_micros + :amount, "
+                "available_micros = if_not_exists(available_micros, balance_micros) - :amount",
+                condition="available_micros >= :amount "
+                "OR (attribute_not_exists(available_micros) AND balance_micros >= :amount)",
+                values={":amount": amount.micros},
+            ),
+            self._put(reservation),
+            self._entry_item(
+                org_id,
+                kind="reservation",
+                amount=amount,
+                at=at,
+                memo=f"{purpose} {ref}",
+                actor="system",
+                reservation_id=reservation_id,
+                ref=ref,
+            ),
+        ]
+
+    def reservation_refusal(
+        self,
+        exc: ClientError,
+        org_id: str,
+        amount: Money,
+        *,
+        offset: int = 0,
+        code: str = "insufficient_credits",
+    ) -> ServiceError | None:
+        """What a cancelled transaction holding `reserve_items` at `offset` means for the
+        reservation: a 402 (`code`, details {available, required}) when the wallet could not
+        cover it, a DuplicateReservation when the id was taken, None when the refusal came
+        from elsewhere (the caller's own items, or a TransactionConflict to retry)."""
+        codes = cancellation_codes(exc)
+        if len(codes) > offset + _WALLET_AT and codes[offset + _WALLET_AT] == "ConditionalCheckFailed":
+            return insufficient_credit(self.balance(org_id), amount, code=code)
+        if (
+            len(codes) > offset + _RESERVATION_AT
+            and codes[offset + _RESERVATION_AT] == "ConditionalCheckFailed"
+        ):
+            return DuplicateReservation("A reservation with this id exists already.")
+        return None
+
+    def reserve(
+        self,
+        org_id: str,
+        *,
+        reservation_id: str,
+        amount: Money,
+        at: str,
+        purpose: Purpose,
+        ref: str,
+        period_key: str | None = None,
+        expires_at: str | None = None,
+        code: str | None = None,
+    ) -> Reservation:
+        """Reserve on its own (chat holds). Raises PaymentRequired (`insufficient_funds` for a
+        chat hold, else `insufficient_credits`, unless `code` is given) when the available
+        balance does not cover `amount`; DuplicateReservation for a known id."""
+        items = self.reserve_items(
+            org_id,
+            reservation_id=reservation_id,
+            amount=amount,
+            at=at,
+            purpose=purpose,
+            ref=ref,
+            period_key=period_key,
+            expires_at=expires_at,
         )
-        return [from_item(i) for i in response.get("Items", [])]
+        refusal_code = code or ("insufficient_funds" if purpose == "chat_hold" else "insufficient_credits")
+        for _ in range(_ATTEMPTS):
+            try:
+                self.dynamodb.transact_write_items(TransactItems=items)
+            except ClientError as exc:
+                refusal = self.reservation_refusal(exc, org_id, amount, code=refusal_code)
+                if refusal is not None:
+                    raise refusal from exc
+                if is_transaction_conflict(exc):
+                    continue
+                raise
+            return Reservation(
+                reservation_id=reservation_id,
+                org_id=org_id,
+                purpose=purpose,
+                ref=ref,
+                amount=amount,
+                status="pending",
+                created_at=at,
+                expires_at=expires_at,
+            )
+        raise TransientError(f"reservation {reservation_id} kept colliding with other wallet writes")
+
+    def reservation(self, org_id: str, reservation_id: str) -> Reservation | None:
+        response = self.dynamodb.get_item(
+            TableName=self.table_name,
+            Key=_key(org_id, _RESERVATION_PREFIX + reservation_id),
+            ConsistentRead=True,
+        )
+        return _reservation(from_item(response["Item"])) if "Item" in response else None
+
+    def reservations(self, org_id: str) -> list[Reservation]:
+        """All of an org's reservations (audits and tests)."""
+        return [_reservation(i) for i in self._partition(org_id, _RESERVATION_PREFIX, limit=None)]
+
+    def open_holds(
+        self, older_than_iso: str, *, purpose: Purpose | None = None, limit: int = 100
+    ) -> list[Reservation]:
+        """Pending reservations created before `older_than_iso`, oldest first (sparse gsi1), for
+        the sweeper to resolve stale chat holds; `purpose` narrows to one kind."""
+        kwargs: dict[str, Any] = {
+            "TableName": self.table_name,
+            "IndexName": "gsi1",
+            "KeyConditionExpression": "gsi1pk = :p AND gsi1sk < :before",
+            "ExpressionAttributeValues": {":p": to_value(OPEN_HOLDS), ":before": to_value(older_than_iso)},
+        }
+        if purpose is not None:
+            kwargs["FilterExpression"] = "purpose = :purpose"
+            kwargs["ExpressionAttributeValues"][":purpose"] = to_value(purpose)
+        found: list[Reservation] = []
+        while len(found) < limit:
+            response = self.dynamodb.query(**kwargs, Limit=limit)
+            found.extend(_reservation(from_item(i)) for i in response.get("Items", []))
+            if "LastEvaluatedKey" not in response:
+                break
+            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        return found[:limit]
+
+    # -- settlement ----------------------------------------------------------------------------
+    def settle(
+        self,
+        org_id: str,
+        reservation_id: str,
+        *,
+        charge: Money,
+        at: str,
+        period_keys: Iterable[str],
+        memo: str = "",
+    ) -> SettlementResult:
+        """Resolve a pending reservation exactly once: charge the actual cost (capped at the
+        reservation; the rest of the cost is absorbed), release the remainder, and add the
+        charge to the spend counters `period_keys` (the daily and monthly keys of `at` in the
+        billing controls' zone: `domain.ledger.period_keys(...).values()`). A repeat returns
+        the stored outcome (`replayed=True`) and writes nothing."""
+        if charge.micros < 0:
+            raise ValueError("a charge is never negative")
+        return self._resolve(org_id, reservation_id, cost=charge, at=at, memo=memo, keys=tuple(period_keys))
+
+    def release(self, org_id: str, reservation_id: str, *, at: str, memo: str = "") -> SettlementResult:
+        """Void a pending reservation: nothing charged, all of it released (exactly once)."""
+        return self._resolve(org_id, reservation_id, cost=None, at=at, memo=memo, keys=())
+
+    def _resolve(
+        self,
+        org_id: str,
+        reservation_id: str,
+        *,
+        cost: Money | None,
+        at: str,
+        memo: str,
+        keys: tuple[str, ...],
+    ) -> SettlementResult:
+        for _ in range(_ATTEMPTS):
+            current = self.reservation(org_id, reservation_id)
+            if current is None:
+                raise UnknownReservation(f"No reservation {reservation_id} in the wallet of {org_id}.")
+            if not current.pending:
+                return SettlementResult.of(current, replayed=True)
+            resolved = resolve(current, cost=0 if cost is None else cost.micros, at=at, void=cost is None)
+            try:
+                self.dynamodb.transact_write_items(
+                    TransactItems=self._resolution_items(resolved, memo=memo, keys=keys)
+                )
+            except ClientError as exc:
+                codes = cancellation_codes(exc)
+                if codes and codes[0] == "ConditionalCheckFailed":
+                    continue  # resolved meanwhile by a repeated message: read its outcome
+                if len(codes) > 1 and codes[1] == "ConditionalCheckFailed":
+                    raise PermanentError(
+                        f"wallet of {org_id} cannot absorb the resolution of {reservation_id}"
+                    ) from exc
+                if is_transaction_conflict(exc):
+                    continue
+                raise
+            return SettlementResult.of(resolved, replayed=False)
+        raise TransientError(f"resolving {reservation_id} kept colliding with other wallet writes")
+
+    def _resolution_items(self, r: Reservation, *, memo: str, keys: tuple[str, ...]) -> list[TransactItem]:
+        assert r.settled_at is not None
+        at, charged, released = r.settled_at, r.charged.micros, r.released.micros
+        items = [
+            # First: the exactly-once guard (the reservation must still be pending).
+            self._update(
+                _key(r.org_id, _RESERVATION_PREFIX + r.reservation_id),
+                "SET #status = :status, charged_micros = :charged, released_micros = :released, "
+                "absorbed_micros = :absorbed, settled_at = :at, settle_memo = :memo REMOVE gsi1pk, gsi1sk",
+                condition="#status = :pending AND amount_micros = :amount",
+                names={"#status": "status"},
+                values={
+                    ":status": r.status,
+                    ":pending": "pending",
+                    ":charged": charged,
+                    ":released": released,
+                    ":absorbed": r.absorbed.micros,
+                    ":at": at,
+                    ":memo": memo,
+                    ":amount": r.amount.micros,
+                },
+            ),
+            # Second: the wallet; its guards hold by construction and keep the balance >= 0.
+            self._update(
+                _wallet_key(r.org_id),
+                "SET balance_micros = balance_micros - :charged, "
+                "reserved_micros = reserved_micros - :amount, "
+                "available_micros = available_micros + :released",
+                condition="reserved_micros >= :amount AND balance_micros >= :charged",
+                values={":charged": charged, ":amount": r.amount.micros, ":released": released},
+            ),
+        ]
+        common = {"at": at, "actor": "system", "reservation_id": r.reservation_id, "ref": r.ref}
+        if charged:
+            items.append(
+                self._entry_item(
+                    r.org_id,
+                    kind="charge",
+                    amount=r.charged,
+                    memo=memo or f"charge {r.ref}",
+                    absorbed_micros=r.absorbed.micros or None,
+                    **common,
+                )
+            )
+            items.extend(self._spend_item(r.org_id, key, charged, at) for key in dict.fromkeys(keys))
+        if released:
+            items.append(
+                self._entry_item(
+                    r.org_id, kind="release", amount=r.released, memo=f"release {r.ref}", **common
+                )
+            )
+        return items
+
+    # -- period spend --------------------------------------------------------------------------
+    def period_spend(self, org_id: str, period_key: str) -> Money:
+        """What was charged in the spend period `period_key` (e.g. `D#2026-11-21`)."""
+        response = self.dynamodb.get_item(
+            TableName=self.table_name, Key=_key(org_id, _SPEND_PREFIX + period_key), ConsistentRead=True
+        )
+        item = from_item(response["Item"]) if "Item" in response else {}
+        return Money(int(item.get("spent_micros", 0)))
+
+    def spend_counters(self, org_id: str) -> dict[str, Money]:
+        return {
+            i["period_key"]: Money(int(i["spent_micros"]))
+            for i in self._partition(org_id, _SPEND_PREFIX, limit=None)
+        }
+
+    def _spend_item(self, org_id: str, period_key: str, micros: int, at: str) -> TransactItem:
+        return self._update(
+            _key(org_id, _SPEND_PREFIX + period_key),
+            "ADD spent_micros :micros "
+            "SET #kind = :kind, org_id = :org, period_key = :period, updated_at = :at",
+            names={"#kind": "kind"},
+            values={
+                ":micros": micros,
+                ":kind": "period_spend",
+                ":org": org_id,
+                ":period": period_key,
+                ":at": at,
+            },
+        )
+
+    # -- audit ---------------------------------------------------------------------------------
+    def snapshot(self, org_id: str) -> LedgerSnapshot:
+        """The wallet, its reservations, entries and spend counters in one partition read
+        (audits and tests: it reads the whole history)."""
+        items = self._partition(org_id, "", limit=None)
+        wallet = next((i for i in items if i["sk"] == "META"), {})
+        balance = int(wallet.get("balance_micros", 0))
+        return LedgerSnapshot(
+            balance=balance,
+            reserved=int(wallet.get("reserved_micros", 0)),
+            available=int(wallet.get("available_micros", balance)),
+            reservations=tuple(_reservation(i) for i in items if i["sk"].startswith(_RESERVATION_PREFIX)),
+            entries=tuple(
+                Entry(i["entry_type"], int(i["amount_micros"]), i.get("reservation_id"))
+                for i in items
+                if i["sk"].startswith(_ENTRY_PREFIX)
+            ),
+            spend={
+                i["period_key"]: int(i["spent_micros"]) for i in items if i["sk"].startswith(_SPEND_PREFIX)
+            },
+        )
+
+    def violations(self, org_id: str) -> list[str]:
+        """Every broken ledger invariant of the org's wallet (reads its whole partition)."""
+        return self.snapshot(org_id).violations()
+
+    # -- helpers -------------------------------------------------------------------------------
+    def _partition(
+        self, org_id: str, prefix: str, *, newest_first: bool = False, limit: int | None
+    ) -> list[dict[str, Any]]:
+        kwargs: dict[str, Any] = {
+            "TableName": self.table_name,
+            "KeyConditionExpression": "pk = :p AND begins_with(sk, :prefix)",
+            "ExpressionAttributeValues": {":p": to_value(_pk(org_id)), ":prefix": to_value(prefix)},
+            "ScanIndexForward": not newest_first,
+            "ConsistentRead": True,
+        }
+        if prefix == "":
+            kwargs["KeyConditionExpression"] = "pk = :p"
+            del kwargs["ExpressionAttributeValues"][":prefix"]
+        found: list[dict[str, Any]] = []
+        while limit is None or len(found) < limit:
+            page = {"Limit": limit - len(found)} if limit is not None else {}
+            response = self.dynamodb.query(**kwargs, **page)
+            found.extend(from_item(i) for i in response.get("Items", []))
+            if "LastEvaluatedKey" not in response:
+                break
+            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        return found
+
+    def _entry_item(
+        self,
+        org_id: str,
+        *,
+        kind: str,
+        amount: Money,
+        at: str,
+        memo: str,
+        actor: str | None,
+        **extra: Any,
+    ) -> TransactItem:
+        entry_id = new_id("evt")
+        return self._put(
+            {
+                "pk": _pk(org_id),
+                "sk": _ENTRY_PREFIX + entry_id,
+                "kind": "ledger_entry",
+                "entry_id": entry_id,
+                "entry_type": kind,
+                "amount_micros": amount.micros,
+                "currency": amount.currency,
+                "memo": memo,
+                "actor": actor,
+                "created_at": at,
+                **extra,
+            }
+        )
+
+    def _put(self, values: dict[str, Any]) -> TransactItem:
+        return {
+            "Put": {
+                "TableName": self.table_name,
+                "Item": to_item(values),
+                "ConditionExpression": "attribute_not_exists(pk)",
+            }
+        }
+
+    def _update(
+        self,
+        key: dict[str, Any],
+        expression: str,
+        *,
+        condition: str | None = None,
+        names: dict[str, str] | None = None,
+        values: dict[str, Any],
+    ) -> TransactItem:
+        update: dict[str, Any] = {
+            "TableName": self.table_name,
+            "Key": key,
+            "UpdateExpression": expression,
+            "ExpressionAttributeValues": {name: to_value(value) for name, value in values.items()},
+        }
+        if condition is not None:
+            update["ConditionExpression"] = condition
+        if names:
+            update["ExpressionAttributeNames"] = names
+        return {"Update": update}
+
+
+def _reservation(item: dict[str, Any]) -> Reservation:
+    def money(name: str) -> Money:
+        return Money(int(item.get(name, 0)), item.get("currency", "usd"))
+
+    return Reservation(
+        reservation_id=item["reservation_id"],
+        org_id=item["org_id"],
+        purpose=item["purpose"],
+        ref=item["ref"],
+        amount=money("amount_micros"),
+        status=item["status"],
+        created_at=item["created_at"],
+        expires_at=item.get("expires_at"),
+        charged=money("charged_micros"),
+        released=money("released_micros"),
+        absorbed=money("absorbed_micros"),
+        settled_at=item.get("settled_at"),
+    )

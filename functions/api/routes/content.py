@@ -1,0 +1,91 @@
+"""Public content: the changelog and the blog posts (503 `content_disabled` while the store is off)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends
+from pydantic import BaseModel
+
+from batchroute.content import BuiltinContent
+from batchroute.services.content import ContentService
+from functions.api.deps import SettingsDep
+from functions.api.envelope import ErrorEnvelope
+
+router = APIRouter(tags=["content"])
+
+_store = BuiltinContent()
+
+
+def content_service(settings: SettingsDep) -> ContentService:
+    return ContentService(_store, enabled=settings.content_store_enabled)
+
+
+ServiceDep = Annotated[ContentService, Depends(content_service)]
+
+_DISABLED: dict[int | str, dict[str, Any]] = {
+    503: {"model": ErrorEnvelope, "description": "The content store is disabled (`content_disabled`)"},
+}
+_NOT_FOUND: dict[int | str, dict[str, Any]] = {
+    404: {"model": ErrorEnvelope, "description": "No such post (`post_not_found`)"},
+}
+
+
+class ChangelogEntryOut(BaseModel):
+    date: str
+    tag: str
+    title: str
+    items: list[str]
+
+
+class ChangelogOut(BaseModel):
+    entries: list[ChangelogEntryOut]
+
+
+class PostOut(BaseModel):
+    slug: str
+    title: str
+    summary: str
+    body: str
+    body_format: str
+    tags: list[str]
+    published_at: str
+    author: str
+
+
+class PostsOut(BaseModel):
+    posts: list[PostOut]
+
+
+class PostEnvelope(BaseModel):
+    post: PostOut
+
+
+@router.get(
+    "/v1/content/changelog",
+    response_model=ChangelogOut,
+    responses=_DISABLED,
+    summary="Changelog entries, newest first",
+)
+def get_changelog(service: ServiceDep) -> dict[str, Any]:
+    return service.changelog()
+
+
+@router.get(
+    "/v1/content/posts",
+    response_model=PostsOut,
+    responses=_DISABLED,
+    summary="Blog posts, newest first by publish date",
+)
+def list_posts(service: ServiceDep) -> dict[str, Any]:
+    return service.posts()
+
+
+@router.get(
+    "/v1/content/posts/{slug}",
+    response_model=PostEnvelope,
+    responses={**_NOT_FOUND, **_DISABLED},
+    summary="One blog post",
+)
+def get_post(slug: str, service: ServiceDep) -> dict[str, Any]:
+    return service.post(slug)

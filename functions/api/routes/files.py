@@ -1,0 +1,335 @@
+"""Files: direct uploads (multipart or raw JSONL, streamed), signed-URL uploads confirmed by a
+second call, and reads. The rules live in batchroute.services.files; docs/files.md."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from functools import lru_cache
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
+from python_multipart.exceptions import MultipartParseError
+from python_multipart.multipart import MultipartParser, parse_options_header
+from starlette.concurrency import run_in_threadpool
+
+from batchroute.adapters.dynamo.files import FileStore
+from batchroute.adapters.s3_objects import S3Objects
+from batchroute.config import Settings
+from batchroute.domain.access import Principal
+from batchroute.domain.files import media_type
+from batchroute.errors import InvalidRequest
+from batchroute.services.files import DirectUpload, FileLimits, FileService, UploadTooLarge, too_large
+from functions.api.auth import require
+from functions.api.deps import ClockDep, SettingsDep
+from functions.api.envelope import ErrorEnvelope, error_response
+
+router = APIRouter(tags=["files"])
+
+MAX_FIELD_BYTES = 64  # the `purpose` form field
+
+
+@lru_cache(maxsize=4)
+def _file_store(table_name: str) -> FileStore:
+    return FileStore(table_name)
+
+
+def file_limits(settings: Settings) -> FileLimits:
+    return FileLimits(
+        max_direct_upload_bytes=settings.max_direct_upload_bytes,
+        max_file_bytes=settings.max_file_bytes,
+        upload_url_seconds=settings.file_upload_url_seconds,
+        max_line_bytes=settings.max_jsonl_line_bytes,
+    )
+
+
+def file_service(settings: SettingsDep, clock: ClockDep) -> FileService:
+    """Also what quotes and batch creation use to read an `input_file_id`."""
+    return FileService(
+        _file_store(settings.table_name("batches")),
+        S3Objects(settings.buckets["uploads"]),
+        clock,
+        file_limits(settings),
+    )
+
+
+ServiceDep = Annotated[FileService, Depends(file_service)]
+Creator = Annotated[Principal, Depends(require("batches:create"))]
+Reader = Annotated[Principal, Depends(require("batches:read"))]
+
+
+class LineIssueOut(BaseModel):
+    line: int
+    code: str
+    message: str
+
+
+class FileOut(BaseModel):
+    id: str
+    object: Literal["file"]
+    filename: str
+    purpose: Literal["batch_input", "batch"]
+    content_type: str
+    bytes: int
+    status: Literal["uploading", "uploaded", "processed", "error", "expired"]
+    created_at: str
+    line_count: int
+    item_count: int
+    error_count: int
+    errors: list[LineIssueOut] = Field(description="the first 100 malformed lines")
+    error: dict[str, str] | None = Field(description="why the file is unusable: {code, message}")
+    sha256: str | None
+
+
+class FileEnvelope(BaseModel):
+    file: FileOut
+
+
+class UploadTarget(BaseModel):
+    url: str
+    method: Literal["PUT"]
+    headers: dict[str, str] = Field(description="send exactly these headers with the PUT")
+    expires_at: str
+
+
+class SignedUploadOut(BaseModel):
+    file: FileOut
+    upload: UploadTarget
+
+
+class UploadStart(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    filename: str = Field(min_length=1, max_length=255)
+    bytes: int = Field(ge=1, description="the exact size of the file that will be PUT")
+    content_type: str | None = Field(default=None, max_length=255, description="default application/jsonl")
+    purpose: Literal["batch_input", "batch"] | None = None
+
+
+def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    described = {
+        401: "Missing, invalid or revoked credentials",
+        403: "The role may not do this, or the file belongs to another organization",
+        404: "No such file (`file_not_found`)",
+        409: "`upload_incomplete`: no bytes were PUT to the upload URL yet",
+        413: "`payload_too_large`: use the signed-URL upload",
+    }
+    return {status: {"model": ErrorEnvelope, "description": described[status]} for status in statuses}
+
+
+_UPLOAD_BODY: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "multipart/form-data": {
+                "schema": {
+                    "type": "object",
+                    "required": ["file"],
+                    "properties": {
+                        "file": {"type": "string", "format": "binary", "description": "the JSONL file"},
+                        "purpose": {"enum": ["batch_input", "batch"], "default": "batch_input"},
+                    },
+                }
+            },
+            "application/jsonl": {
+                "schema": {"type": "string", "format": "binary"},
+                "description": "raw JSONL (also application/x-ndjson); filename from Content-Disposition",
+            },
+        },
+    }
+}
+
+
+@router.post(
+    "/v1/files",
+    status_code=201,
+    response_model=FileEnvelope,
+    responses=_errors(401, 403, 413),
+    summary="Upload a model-input JSONL file directly (small files; see /v1/files/uploads for large ones)",
+    openapi_extra=_UPLOAD_BODY,
+)
+async def upload_file(
+    request: Request,
+    principal: Creator,
+    service: ServiceDep,
+    purpose: Annotated[str | None, Query(max_length=MAX_FIELD_BYTES)] = None,
+) -> Any:
+    limit = service.limits.max_direct_upload_bytes
+    declared = request.headers.get("content-length", "")
+    try:
+        if declared.isdigit() and int(declared) > limit:
+            raise too_large(limit)
+        if media_type(request.headers.get("content-type")) == "multipart/form-data":
+            record = await _upload_form(request, service, principal.org_id, purpose)
+        else:
+            record = await _upload_raw(request, service, principal.org_id, purpose)
+    except UploadTooLarge as exc:
+        # 413 has no ServiceError kind: answered here, in the envelope of every error.
+        return error_response(413, exc.code, exc.message, details=exc.details)
+    return JSONResponse(status_code=201, content={"file": record.to_api()})
+
+
+@router.post(
+    "/v1/files/uploads",
+    status_code=201,
+    response_model=SignedUploadOut,
+    responses=_errors(401, 403),
+    summary="Start a large upload: a file in `uploading` and a signed URL to PUT its bytes to",
+)
+def start_upload(body: UploadStart, principal: Creator, service: ServiceDep) -> dict[str, Any]:
+    signed = service.start_upload(
+        principal.org_id,
+        filename=body.filename,
+        declared_bytes=body.bytes,
+        content_type=body.content_type,
+        purpose=body.purpose,
+    )
+    return signed.to_api()
+
+
+@router.post(
+    "/v1/files/{file_id}/complete",
+    response_model=FileEnvelope,
+    responses=_errors(401, 403, 404, 409),
+    summary="Confirm a signed upload: checks the bytes and makes the file usable (idempotent)",
+)
+def complete_upload(file_id: str, principal: Creator, service: ServiceDep) -> dict[str, Any]:
+    return {"file": service.complete_upload(principal.org_id, file_id).to_api()}
+
+
+@router.get(
+    "/v1/files/{file_id}",
+    response_model=FileEnvelope,
+    responses=_errors(401, 403, 404),
+    summary="A file: status, size, line counts and the first line errors",
+)
+def get_file(file_id: str, principal: Reader, service: ServiceDep) -> dict[str, Any]:
+    return {"file": service.file(principal.org_id, file_id).to_api()}
+
+
+# -- streaming the request body ------------------------------------------------------------
+
+
+async def _body(request: Request, limit: int) -> AsyncIterator[bytes]:
+    """The request body as it arrives, refused once it passes `limit` bytes."""
+    total = 0
+    async for chunk in request.stream():
+        total += len(chunk)
+        if total > limit:
+            raise too_large(limit)
+        if chunk:
+            yield chunk
+
+
+async def _upload_raw(request: Request, service: FileService, org_id: str, purpose: str | None) -> Any:
+    _, params = parse_options_header(request.headers.get("content-disposition"))
+    upload = service.begin_upload(
+        org_id, filename=_text(params.get(b"filename")), content_type=request.headers.get("content-type")
+    )
+    try:
+        async for chunk in _body(request, service.limits.max_direct_upload_bytes):
+            await run_in_threadpool(upload.write, chunk)
+        return await run_in_threadpool(lambda: upload.finish(purpose=purpose))
+    except BaseException:
+        await run_in_threadpool(upload.abort)
+        raise
+
+
+async def _upload_form(request: Request, service: FileService, org_id: str, purpose: str | None) -> Any:
+    _, params = parse_options_header(request.headers.get("content-type"))
+    boundary = params.get(b"boundary")
+    if not boundary:
+        raise InvalidRequest("A multipart body needs a boundary.", code="invalid_multipart")
+    form = _StreamingForm(
+        boundary, lambda filename, kind: service.begin_upload(org_id, filename=filename, content_type=kind)
+    )
+    try:
+        async for chunk in _body(request, service.limits.max_direct_upload_bytes):
+            await run_in_threadpool(form.write, chunk)
+        upload = form.finish()
+        return await run_in_threadpool(lambda: upload.finish(purpose=form.purpose or purpose))
+    except BaseException:
+        if form.upload is not None:
+            await run_in_threadpool(form.upload.abort)
+        raise
+
+
+def _text(value: bytes | None) -> str | None:
+    return value.decode("utf-8", errors="replace") if value else None
+
+
+class _StreamingForm:
+    """multipart/form-data parsed as it streams (python-multipart): the `file` part feeds a
+    DirectUpload chunk by chunk, `purpose` is read as short text, other fields are skipped."""
+
+    def __init__(self, boundary: bytes, begin: Callable[[str | None, str | None], DirectUpload]) -> None:
+        self._begin = begin
+        self.upload: DirectUpload | None = None
+        self.purpose: str | None = None
+        self._headers: dict[bytes, bytes] = {}
+        self._name = bytearray()
+        self._value = bytearray()
+        self._target: Literal["file", "purpose", "skip"] = "skip"
+        self._field = bytearray()
+        self._parser = MultipartParser(
+            boundary,
+            callbacks={
+                "on_part_begin": self._part_begin,
+                "on_header_field": lambda data, start, end: self._name.extend(data[start:end]),
+                "on_header_value": lambda data, start, end: self._value.extend(data[start:end]),
+                "on_header_end": self._header_end,
+                "on_headers_finished": self._headers_finished,
+                "on_part_data": self._part_data,
+                "on_part_end": self._part_end,
+            },
+        )
+
+    def write(self, chunk: bytes) -> None:
+        try:
+            self._parser.write(chunk)
+        except MultipartParseError as exc:
+            raise InvalidRequest("The multipart body is malformed.", code="invalid_multipart") from exc
+
+    def finish(self) -> DirectUpload:
+        self._parser.finalize()
+        if self.upload is None:
+            raise InvalidRequest("The form has no `file` part.", code="file_required")
+        return self.upload
+
+    def _part_begin(self) -> None:
+        self._headers = {}
+        self._target = "skip"
+
+    def _header_end(self) -> None:
+        self._headers[bytes(self._name).lower()] = bytes(self._value)
+        self._name.clear()
+        self._value.clear()
+
+    def _headers_finished(self) -> None:
+        _, params = parse_options_header(self._headers.get(b"content-disposition"))
+        name = params.get(b"name")
+        if name == b"file":
+            if self.upload is not None:
+                raise InvalidRequest("Send one `file` part per upload.", code="multiple_files")
+            self.upload = self._begin(
+                _text(params.get(b"filename")), _text(self._headers.get(b"content-type"))
+            )
+            self._target = "file"
+        elif name == b"purpose":
+            self._target = "purpose"
+            self._field.clear()
+
+    def _part_data(self, data: bytes, start: int, end: int) -> None:
+        if self._target == "file":
+            assert self.upload is not None
+            self.upload.write(bytes(data[start:end]))
+        elif self._target == "purpose":
+            self._field.extend(data[start:end])
+            if len(self._field) > MAX_FIELD_BYTES:
+                raise InvalidRequest("The `purpose` field is too long.", code="invalid_purpose")
+
+    def _part_end(self) -> None:
+        if self._target == "purpose":
+            self.purpose = self._field.decode("utf-8", errors="replace").strip()
+        self._target = "skip"

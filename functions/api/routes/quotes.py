@@ -1,0 +1,96 @@
+"""Quotes: free, price-locked, reserve nothing."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Depends
+
+from batchroute.adapters.dynamo.lanes import LaneStateStore
+from batchroute.adapters.dynamo.ledger import LedgerStore
+from batchroute.adapters.dynamo.quotes import QuoteStore
+from batchroute.adapters.quote_items import QuoteItemSink
+from batchroute.adapters.s3_objects import S3Objects
+from batchroute.catalog import builtin_catalog
+from batchroute.domain.access import Principal
+from batchroute.domain.routing_gates import RoutingGuards
+from batchroute.services.quotes import QuoteService
+from functions.api.auth import require
+from functions.api.deps import ClockDep, SettingsDep
+from functions.api.envelope import ErrorEnvelope
+from functions.api.routes.files import ServiceDep as FilesDep
+
+router = APIRouter(tags=["quotes"])
+
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    400: {
+        "model": ErrorEnvelope,
+        "description": "Preflight failed (`batch_preflight_failed`, details.preflight)",
+    },
+    401: {"model": ErrorEnvelope, "description": "Missing or invalid credentials"},
+    402: {"model": ErrorEnvelope, "description": "Listed for completeness: quotes never fail on funding"},
+    403: {"model": ErrorEnvelope, "description": "The role may not create work"},
+    404: {"model": ErrorEnvelope, "description": "Unknown input file or workflow product"},
+    409: {"model": ErrorEnvelope, "description": "The input file is not ready"},
+}
+
+
+def quote_service(settings: SettingsDep, clock: ClockDep, files: FilesDep) -> QuoteService:
+    return QuoteService(
+        catalog=builtin_catalog(),
+        live=LaneStateStore(settings.table_name("controls")),
+        snapshots=QuoteStore(settings.table_name("batches")),
+        item_sink=QuoteItemSink(S3Objects(settings.buckets["artifacts"])),
+        files=files,
+        balances=LedgerStore(settings.table_name("ledger")),
+        settings=settings,
+        guards=RoutingGuards(
+            provider_allowlist=tuple(settings.provider_allowlist),
+            launch_provider_guard=settings.launch_provider_guard and settings.environment != "local",
+            heartbeat_ttl_seconds=settings.lane_heartbeat_ttl_seconds,
+        ),
+        clock=clock,
+    )
+
+
+QuotesDep = Annotated[QuoteService, Depends(quote_service)]
+Creator = Annotated[Principal, Depends(require("batches:create"))]
+
+_MODEL_EXAMPLE = {
+    "items": [
+        {
+            "customer_item_id": "ticket-1",
+            "operation": "responses",
+            "model": "gpt-4o-mini",
+            "input": {"messages": [{"role": "user", "content": "Summarize: the printer is on fire."}]},
+        }
+    ],
+    "routing_mode": "cheapest",
+    "privacy_tier": "standard",
+}
+
+
+@router.post(
+    "/v1/quotes/model",
+    responses=_ERRORS,
+    summary="Quote items (inline or an uploaded file): lanes chosen and rejected, price locked 10 min",
+)
+def quote_model(
+    principal: Creator,
+    quotes: QuotesDep,
+    body: Annotated[dict[str, Any], Body(examples=[_MODEL_EXAMPLE])],
+) -> dict[str, Any]:
+    return quotes.quote_model(principal, body)
+
+
+@router.post(
+    "/v1/quotes/workflow",
+    responses=_ERRORS,
+    summary="Quote a workflow product's inputs with model-agnostic lanes that satisfy its contract",
+)
+def quote_workflow(
+    principal: Creator,
+    quotes: QuotesDep,
+    body: Annotated[dict[str, Any], Body(examples=[{"product": "ticket-classification", "inputs": [{}]}])],
+) -> dict[str, Any]:
+    return quotes.quote_workflow(principal, body)

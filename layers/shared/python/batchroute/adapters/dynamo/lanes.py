@@ -1,0 +1,146 @@
+"""Lane live state in the `controls` table: remaining capacity and the last heartbeat.
+
+Every lane's item sits in ONE partition, `LANES` / `LANE#<provider>#<model>`, so the whole
+live state of the catalog (a few dozen small items) is one Query. Writes are small
+UpdateItems: a heartbeat every sweep per lane, and a conditional decrement when a batch
+takes capacity. A heartbeat never moves `last_heartbeat_at` backward, so a late writer
+cannot make a lane look older than it is.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from batchroute.adapters.dynamo.codec import from_item, is_condition_failure, to_value
+from batchroute.adapters.dynamo.store import DynamoStore
+from batchroute.domain.catalog import LaneLive
+
+PARTITION = "LANES"
+SK_PREFIX = "LANE#"
+_KIND = "lane_live"
+_NOT_BACKWARD = "(attribute_not_exists(last_heartbeat_at) OR last_heartbeat_at <= :at)"
+
+
+def lane_key(lane_id: str) -> dict[str, Any]:
+    """`provider/model` -> the item key. Provider slugs hold no `/`; model ids may."""
+    provider, _, model = lane_id.partition("/")
+    if not provider or not model:
+        raise ValueError(f"not a lane id: {lane_id!r}")
+    return {"pk": {"S": PARTITION}, "sk": {"S": f"{SK_PREFIX}{provider}#{model}"}}
+
+
+class LaneStateStore(DynamoStore):
+    def live_states(self, *, consistent: bool = False) -> dict[str, LaneLive]:
+        """Every lane's live record, by lane id (one Query; pages only past 1 MB)."""
+        states: dict[str, LaneLive] = {}
+        request: dict[str, Any] = {
+            "TableName": self.table_name,
+            "KeyConditionExpression": "pk = :p AND begins_with(sk, :s)",
+            "ExpressionAttributeValues": {":p": to_value(PARTITION), ":s": to_value(SK_PREFIX)},
+            "ConsistentRead": consistent,
+        }
+        while True:
+            response = self.dynamodb.query(**request)
+            for raw in response.get("Items", []):
+                item = from_item(raw)
+                states[item["lane_id"]] = LaneLive(
+                    lane_id=item["lane_id"],
+                    remaining_capacity_items=int(item.get("remaining_capacity_items", 0)),
+                    last_heartbeat_at=item.get("last_heartbeat_at", ""),
+                )
+            if "LastEvaluatedKey" not in response:
+                return states
+            request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
+    def heartbeat(self, lane_id: str, remaining_capacity_items: int, at: str) -> bool:
+        """A lane reports itself alive with the capacity it has left. False if a newer
+        heartbeat was already recorded."""
+        return self._update(
+            lane_id,
+            "SET lane_id = :lane, #kind = :kind, remaining_capacity_items = :remaining, "
+            "last_heartbeat_at = :at, updated_at = :at",
+            {":remaining": to_value(max(0, remaining_capacity_items))},
+            condition=_NOT_BACKWARD,
+            at=at,
+        )
+
+    def heartbeat_with_daily_reset(
+        self, lane_id: str, *, at: str, day: str, daily_capacity_items: int
+    ) -> bool:
+        """A heartbeat for a lane whose capacity is counted here rather than reported: the
+        first heartbeat of a UTC day resets remaining capacity to the daily capacity; later
+        ones only refresh the heartbeat. Returns whether capacity was reset."""
+        reset = self._update(
+            lane_id,
+            "SET lane_id = :lane, #kind = :kind, remaining_capacity_items = :daily, capacity_day = :day, "
+            "last_heartbeat_at = :at, updated_at = :at",
+            {":daily": to_value(daily_capacity_items), ":day": to_value(day)},
+            condition=f"(attribute_not_exists(capacity_day) OR capacity_day <> :day) AND {_NOT_BACKWARD}",
+            at=at,
+        )
+        if not reset:
+            self._update(
+                lane_id,
+                "SET last_heartbeat_at = :at, updated_at = :at",
+                {},
+                condition=f"attribute_exists(pk) AND {_NOT_BACKWARD}",
+                at=at,
+                with_identity=False,
+            )
+        return reset
+
+    def consume_capacity(self, lane_id: str, items: int, *, at: str | None = None) -> bool:
+        """Take `items` of today's capacity: all or nothing, never below zero. False when the
+        lane has no live record or not enough left."""
+        if items <= 0:
+            raise ValueError("items must be positive")
+        values: dict[str, Any] = {":n": to_value(items)}
+        expression = "SET remaining_capacity_items = remaining_capacity_items - :n"
+        if at is not None:
+            expression += ", updated_at = :updated"
+            values[":updated"] = to_value(at)
+        try:
+            self.dynamodb.update_item(
+                TableName=self.table_name,
+                Key=lane_key(lane_id),
+                UpdateExpression=expression,
+                ConditionExpression="remaining_capacity_items >= :n",
+                ExpressionAttributeValues=values,
+            )
+        except ClientError as exc:
+            if is_condition_failure(exc):
+                return False
+            raise
+        return True
+
+    def _update(
+        self,
+        lane_id: str,
+        expression: str,
+        values: dict[str, Any],
+        *,
+        condition: str,
+        at: str,
+        with_identity: bool = True,
+    ) -> bool:
+        request: dict[str, Any] = {
+            "TableName": self.table_name,
+            "Key": lane_key(lane_id),
+            "UpdateExpression": expression,
+            "ConditionExpression": condition,
+            "ExpressionAttributeValues": {**values, ":at": to_value(at)},
+        }
+        if with_identity:
+            request["ExpressionAttributeValues"].update(
+                {":lane": to_value(lane_id), ":kind": to_value(_KIND)}
+            )
+            request["ExpressionAttributeNames"] = {"#kind": "kind"}
+        try:
+            self.dynamodb.update_item(**request)
+        except ClientError as exc:
+            if is_condition_failure(exc):
+                return False
+            raise
+        return True

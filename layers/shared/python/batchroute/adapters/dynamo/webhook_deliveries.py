@@ -1,0 +1,247 @@
+"""Webhook deliveries and their attempts, in the batches table, beside their batch.
+
+| Item | pk / sk |
+|---|---|
+| delivery | `BATCH#<batch_id>` / `WEBHOOK#<delivery_id>` |
+| attempt | `BATCH#<batch_id>` / `WEBHOOK#<delivery_id>#ATTEMPT#<n:02d>` |
+
+A delivery carries `delivery_id, batch_id, org_id, event_id, event_type, url, status,
+attempt_count, last_attempt_at, next_attempt_at, last_response_status, last_error,
+created_at, updated_at, payload` (the exact raw body, so every retry sends the same bytes),
+`secret_source` (`batch` | `org`) and `secret_sealed` (the KMS ciphertext, never the secret).
+
+The due index is sparse `gsi1`: `gsi1pk = WEBHOOK#DUE`, `gsi1sk = <when>#<delivery_id>`,
+present only while an attempt is owed: `<when>` is `next_attempt_at` for a pending or failed
+delivery, and the claim's `lease_until` while one is `delivering` (so a worker that died
+mid-attempt is noticed). Succeeded and dead-lettered deliveries leave the index.
+
+Every status change is conditional on the status and `attempt_count` it expects, so a
+repeated SQS message or a concurrent sweeper never claims (and sends) the same attempt twice.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from batchroute.adapters.dynamo.codec import from_item, is_condition_failure, to_item, to_value
+from batchroute.adapters.dynamo.store import DynamoStore
+
+DUE_PARTITION = "WEBHOOK#DUE"
+_ATTEMPT_MARK = "#ATTEMPT#"
+
+
+def delivery_key(batch_id: str, delivery_id: str) -> dict[str, Any]:
+    return {"pk": {"S": f"BATCH#{batch_id}"}, "sk": {"S": f"WEBHOOK#{delivery_id}"}}
+
+
+def attempt_key(batch_id: str, delivery_id: str, attempt: int) -> dict[str, Any]:
+    return {
+        "pk": {"S": f"BATCH#{batch_id}"},
+        "sk": {"S": f"WEBHOOK#{delivery_id}{_ATTEMPT_MARK}{attempt:02d}"},
+    }
+
+
+def due_sort_key(when_iso: str, delivery_id: str) -> str:
+    return f"{when_iso}#{delivery_id}"
+
+
+class WebhookDeliveries(DynamoStore):
+    def create(self, delivery: dict[str, Any]) -> bool:
+        """Write a new delivery (status pending, first attempt due at `next_attempt_at`);
+        False when it already exists (a repeated deliver step)."""
+        item = {
+            **to_item(delivery),
+            **delivery_key(delivery["batch_id"], delivery["delivery_id"]),
+            "gsi1pk": to_value(DUE_PARTITION),
+            "gsi1sk": to_value(due_sort_key(delivery["next_attempt_at"], delivery["delivery_id"])),
+        }
+        try:
+            self.dynamodb.put_item(
+                TableName=self.table_name, Item=item, ConditionExpression="attribute_not_exists(pk)"
+            )
+        except ClientError as exc:
+            if is_condition_failure(exc):
+                return False
+            raise
+        return True
+
+    def get(self, batch_id: str, delivery_id: str) -> dict[str, Any] | None:
+        response = self.dynamodb.get_item(
+            TableName=self.table_name, Key=delivery_key(batch_id, delivery_id), ConsistentRead=True
+        )
+        return _plain(response["Item"]) if "Item" in response else None
+
+    def list_for_batch(self, batch_id: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """(deliveries, attempts) of a batch, each in key order (attempts by delivery, then number)."""
+        deliveries: list[dict[str, Any]] = []
+        attempts: list[dict[str, Any]] = []
+        kwargs: dict[str, Any] = {
+            "TableName": self.table_name,
+            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :prefix)",
+            "ExpressionAttributeValues": {
+                ":pk": to_value(f"BATCH#{batch_id}"),
+                ":prefix": to_value("WEBHOOK#"),
+            },
+            "ConsistentRead": True,
+        }
+        while True:
+            response = self.dynamodb.query(**kwargs)
+            for raw in response.get("Items", []):
+                item = _plain(raw)
+                sk = raw["sk"]["S"]
+                (attempts if _ATTEMPT_MARK in sk else deliveries).append(item)
+            if "LastEvaluatedKey" not in response:
+                break
+            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        return deliveries, attempts
+
+    def due(self, now_iso: str, limit: int = 100) -> list[tuple[str, str]]:
+        """(batch_id, delivery_id) of deliveries with an attempt owed at or before `now_iso`,
+        oldest first (the index is eventually consistent: claims re-check)."""
+        response = self.dynamodb.query(
+            TableName=self.table_name,
+            IndexName="gsi1",
+            KeyConditionExpression="gsi1pk = :p AND gsi1sk <= :upper",
+            ExpressionAttributeValues={
+                ":p": to_value(DUE_PARTITION),
+                ":upper": to_value(due_sort_key(now_iso, "~")),
+            },
+            Limit=limit,
+        )
+        return [
+            (str(item["batch_id"]["S"]), str(item["delivery_id"]["S"])) for item in response.get("Items", [])
+        ]
+
+    def claim(
+        self, batch_id: str, delivery_id: str, *, attempt: int, now_iso: str, lease_until_iso: str
+    ) -> bool:
+        """pending|failed -> delivering for attempt number `attempt`, only if that attempt is
+        due and nobody claimed it yet; False otherwise (nothing written)."""
+        try:
+            self.dynamodb.update_item(
+                TableName=self.table_name,
+                Key=delivery_key(batch_id, delivery_id),
+                UpdateExpression=(
+                    "SET #status = :delivering, attempt_count = :n, last_attempt_at = :now, "
+                    "updated_at = :now, lease_until = :lease, gsi1pk = :due, gsi1sk = :due_sk "
+                    "REMOVE next_attempt_at"
+                ),
+                ConditionExpression=(
+                    "attribute_exists(pk) AND attempt_count = :prev "
+                    "AND #status IN (:pending, :failed) AND next_attempt_at <= :now"
+                ),
+                ExpressionAttributeNames={"#status": "status"},
+                ExpressionAttributeValues={
+                    ":delivering": to_value("delivering"),
+                    ":pending": to_value("pending"),
+                    ":failed": to_value("failed"),
+                    ":n": to_value(attempt),
+                    ":prev": to_value(attempt - 1),
+                    ":now": to_value(now_iso),
+                    ":lease": to_value(lease_until_iso),
+                    ":due": to_value(DUE_PARTITION),
+                    ":due_sk": to_value(due_sort_key(lease_until_iso, delivery_id)),
+                },
+            )
+        except ClientError as exc:
+            if is_condition_failure(exc):
+                return False
+            raise
+        return True
+
+    def complete(
+        self,
+        batch_id: str,
+        delivery_id: str,
+        *,
+        attempt: int,
+        status: str,
+        at_iso: str,
+        next_attempt_at_iso: str | None,
+        response_status: int | None,
+        error: str | None,
+        duration_ms: int,
+        lease_expired_before: str | None = None,
+    ) -> bool:
+        """Record attempt `attempt` and move the delivery out of `delivering`, in one
+        transaction. `lease_expired_before` makes it a recovery of an attempt whose worker
+        stopped: it applies only if that attempt's lease ran out before then. False when the
+        delivery is no longer in that attempt (nothing written)."""
+        event = {
+            "delivery_id": delivery_id,
+            "batch_id": batch_id,
+            "attempt": attempt,
+            "at": at_iso,
+            "status_code": response_status,
+            "error": error,
+            "duration_ms": duration_ms,
+        }
+        names = {"#status": "status"}
+        values: dict[str, Any] = {
+            ":status": to_value(status),
+            ":delivering": to_value("delivering"),
+            ":n": to_value(attempt),
+            ":at": to_value(at_iso),
+        }
+        sets = ["#status = :status", "updated_at = :at"]
+        removes = ["lease_until"]
+        for name, value in (("last_response_status", response_status), ("last_error", error)):
+            if value is None:
+                removes.append(name)
+            else:
+                values[f":{name}"] = to_value(value)
+                sets.append(f"{name} = :{name}")
+        if next_attempt_at_iso is not None:
+            values[":next"] = to_value(next_attempt_at_iso)
+            values[":due"] = to_value(DUE_PARTITION)
+            values[":due_sk"] = to_value(due_sort_key(next_attempt_at_iso, delivery_id))
+            sets += ["next_attempt_at = :next", "gsi1pk = :due", "gsi1sk = :due_sk"]
+        else:
+            removes += ["next_attempt_at", "gsi1pk", "gsi1sk"]
+        condition = "attribute_exists(pk) AND #status = :delivering AND attempt_count = :n"
+        if lease_expired_before is not None:
+            condition += " AND lease_until < :stale"
+            values[":stale"] = to_value(lease_expired_before)
+        try:
+            self.dynamodb.transact_write_items(
+                TransactItems=[
+                    {
+                        "Put": {
+                            "TableName": self.table_name,
+                            "Item": {
+                                **to_item(event),
+                                **attempt_key(batch_id, delivery_id, attempt),
+                            },
+                            "ConditionExpression": "attribute_not_exists(pk)",
+                        }
+                    },
+                    {
+                        "Update": {
+                            "TableName": self.table_name,
+                            "Key": delivery_key(batch_id, delivery_id),
+                            "UpdateExpression": f"SET {', '.join(sets)} REMOVE {', '.join(removes)}",
+                            "ConditionExpression": condition,
+                            "ExpressionAttributeNames": names,
+                            "ExpressionAttributeValues": values,
+                        }
+                    },
+                ]
+            )
+        except ClientError as exc:
+            if is_condition_failure(exc):
+                return False
+            raise
+        return True
+
+
+def _plain(raw: dict[str, Any]) -> dict[str, Any]:
+    """A stored item as plain values: whole numbers as int, without the key attributes."""
+    item = from_item(raw)
+    for name in ("pk", "sk", "gsi1pk", "gsi1sk"):
+        item.pop(name, None)
+    for name in ("attempt_count", "attempt", "last_response_status", "status_code", "duration_ms"):
+        if item.get(name) is not None:
+            item[name] = int(item[name])
+    return item

@@ -1,0 +1,25 @@
+"""A quote's inline items kept in S3 (artifacts bucket, `tmp/` expires in 2 days), so a batch
+can be created from the quote alone."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from batchroute.adapters.s3_objects import S3Objects
+
+
+class QuoteItemSink:
+    def __init__(self, objects: S3Objects) -> None:
+        self.objects = objects
+
+    def save(self, quote_id: str, lines: Iterator[bytes]) -> str:
+        key = f"tmp/quotes/{quote_id}/items.jsonl"
+        writer = self.objects.writer(key, content_type="application/jsonl")
+        try:
+            for line in lines:
+                writer.write(line)
+            writer.close()
+        except BaseException:
+            writer.abort()
+            raise
+        return key

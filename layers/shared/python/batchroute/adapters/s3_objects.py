@@ -1,0 +1,155 @@
+"""S3 objects of one bucket, streamed: chunked reads, buffered part-by-part writes, signed URLs.
+
+Nothing here holds a whole object: reads yield chunks of the response body, and a writer
+keeps at most one multipart part (8 MiB) before sending it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from functools import cache
+from typing import Any
+
+import boto3
+from botocore.config import Config
+
+from batchroute.adapters.aws import client
+from batchroute.config import get_settings
+
+PART_BYTES = 8 * 1024 * 1024  # S3 parts must be >= 5 MiB, except the last
+READ_CHUNK_BYTES = 256 * 1024
+
+
+@cache
+def presigning_client() -> Any:
+    """An S3 client for signed URLs only: SigV4 (S3 refuses SigV2 on new buckets) and, locally,
+    path-style URLs on the moto endpoint, so `curl -T file "<url>"` reaches it. Signing is
+    local: this client never calls AWS."""
+    settings = get_settings()
+    style = "path" if settings.aws_endpoint_url else "virtual"
+    return boto3.session.Session().client(
+        "s3",
+        region_name=settings.aws_region,
+        endpoint_url=settings.aws_endpoint_url,
+        config=Config(signature_version="s3v4", s3={"addressing_style": style}),
+    )
+
+
+def _is_missing(exc: Exception) -> bool:
+    response = getattr(exc, "response", None) or {}
+    return response.get("Error", {}).get("Code") in {"404", "NoSuchKey", "NotFound"}
+
+
+class ObjectWriter:
+    """Writes one object from a stream of chunks: a single `put_object` while the bytes fit in
+    one part, a multipart upload once they outgrow it. `close()` commits, `abort()` discards."""
+
+    def __init__(
+        self, s3: Any, bucket: str, key: str, *, content_type: str, part_bytes: int = PART_BYTES
+    ) -> None:
+        self._s3 = s3
+        self._bucket = bucket
+        self._key = key
+        self._content_type = content_type
+        self._part_bytes = part_bytes
+        self._buffer = bytearray()
+        self._upload_id: str | None = None
+        self._parts: list[dict[str, Any]] = []
+        self.bytes_written = 0
+
+    def write(self, data: bytes) -> None:
+        self._buffer += data
+        self.bytes_written += len(data)
+        while len(self._buffer) >= self._part_bytes:
+            part = bytes(self._buffer[: self._part_bytes])
+            del self._buffer[: self._part_bytes]
+            self._send_part(part)
+
+    def close(self) -> None:
+        if self._upload_id is None:
+            self._s3.put_object(
+                Bucket=self._bucket, Key=self._key, Body=bytes(self._buffer), ContentType=self._content_type
+            )
+        else:
+            if self._buffer:
+                self._send_part(bytes(self._buffer))
+            self._s3.complete_multipart_upload(
+                Bucket=self._bucket,
+                Key=self._key,
+                UploadId=self._upload_id,
+                MultipartUpload={"Parts": self._parts},
+            )
+        self._buffer.clear()
+
+    def abort(self) -> None:
+        """Discard what was sent; the bucket's abort-multipart rule is the backstop."""
+        self._buffer.clear()
+        if self._upload_id is not None:
+            self._s3.abort_multipart_upload(Bucket=self._bucket, Key=self._key, UploadId=self._upload_id)
+            self._upload_id = None
+
+    def _send_part(self, part: bytes) -> None:
+        if self._upload_id is None:
+            started = self._s3.create_multipart_upload(
+                Bucket=self._bucket, Key=self._key, ContentType=self._content_type
+            )
+            self._upload_id = str(started["UploadId"])
+        number = len(self._parts) + 1
+        sent = self._s3.upload_part(
+            Bucket=self._bucket, Key=self._key, UploadId=self._upload_id, PartNumber=number, Body=part
+        )
+        self._parts.append({"PartNumber": number, "ETag": sent["ETag"]})
+
+
+class S3Objects:
+    def __init__(self, bucket: str, s3: Any | None = None, presigner: Any | None = None) -> None:
+        self.bucket = bucket
+        self._s3 = s3
+        self._presigner = presigner
+
+    @property
+    def s3(self) -> Any:
+        return self._s3 or client("s3")
+
+    def writer(self, key: str, *, content_type: str, part_bytes: int = PART_BYTES) -> ObjectWriter:
+        return ObjectWriter(self.s3, self.bucket, key, content_type=content_type, part_bytes=part_bytes)
+
+    def size(self, key: str) -> int | None:
+        """The object's size in bytes, or None when there is no such object."""
+        try:
+            head = self.s3.head_object(Bucket=self.bucket, Key=key)
+        except Exception as exc:
+            if _is_missing(exc):
+                return None
+            raise
+        return int(head["ContentLength"])
+
+    def chunks(self, key: str, *, chunk_bytes: int = READ_CHUNK_BYTES) -> Iterator[bytes]:
+        """The object's bytes in order, `chunk_bytes` at a time, straight from the response body."""
+        body = self.s3.get_object(Bucket=self.bucket, Key=key)["Body"]
+        try:
+            yield from body.iter_chunks(chunk_size=chunk_bytes)
+        finally:
+            body.close()
+
+    def presigned_put(self, key: str, *, content_type: str, expires_in: int) -> str:
+        """A URL that lets its holder PUT this one key (with this Content-Type) until it expires.
+
+        Locally the cached client points at the moto server, so the URL does too."""
+        presigner = self._presigner or presigning_client()
+        url: str = presigner.generate_presigned_url(
+            "put_object",
+            Params={"Bucket": self.bucket, "Key": key, "ContentType": content_type},
+            ExpiresIn=expires_in,
+            HttpMethod="PUT",
+        )
+        return url
+
+    def copy(self, source_key: str, target_key: str) -> None:
+        """Server-side copy (single request: objects up to 5 GB)."""
+        self.s3.copy_object(
+            Bucket=self.bucket, Key=target_key, CopySource={"Bucket": self.bucket, "Key": source_key}
+        )
+
+    def delete(self, key: str) -> None:
+        self.s3.delete_object(Bucket=self.bucket, Key=key)

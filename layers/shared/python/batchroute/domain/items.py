@@ -1,0 +1,496 @@
+"""Batch items: reading one raw item into the facts routing needs, and a model group's totals.
+
+An item is `{customer_item_id, operation, model, input, required_tools?, max_output_tokens?}`.
+Items are plain dicts from the caller's JSON parser and are read with plain type checks,
+not pydantic models: a 50,000-item batch is read, checked and quoted in about a second.
+
+What the router needs from an item is small (ItemFacts): its model and operation, an
+estimated prompt size, the output it asks for, and what the lane must offer: hosted tools
+(declared in `required_tools`, or inferred from `input.tools` / `input.tool_choice`) and
+runtime capabilities (`json_schema` for a structured-output schema, `tool_calling` for
+custom functions, `vision` for image parts in a `responses` item).
+Problems come back as ItemProblem with a path relative to the item (`input.messages[2]`);
+the preflight prefixes it with `items[<index>]`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Final, NamedTuple, get_args
+
+from batchroute.domain.catalog import OPERATIONS, HostedTool, Operation
+from batchroute.domain.tokens import (
+    DEFAULT_OUTPUT_TOKENS,
+    EMBEDDING_OUTPUT_TOKENS,
+    prompt_tokens,
+    utf8_len,
+    value_bytes,
+)
+
+HOSTED_TOOLS: Final[frozenset[str]] = frozenset(get_args(HostedTool))
+MAX_CUSTOMER_ITEM_ID = 256
+MAX_MODEL_ID = 256
+MAX_OUTPUT_REQUEST = 1_000_000
+MAX_SCHEMA_DEPTH = 32
+
+# Tool `type`s in chat and Responses bodies that name a hosted tool the lane must run.
+_TOOL_TYPE_ALIASES: Final[dict[str, str]] = {
+    "web_search_preview": "web_search",
+    "code_interpreter": "python_execution",
+}
+# Custom functions are answered by the model with a tool call, which needs tool calling.
+_FUNCTION_TOOL_TYPES: Final = frozenset({"function", "custom"})
+_TEXT_PARTS: Final = frozenset({"text", "input_text", "output_text"})
+_IMAGE_PARTS: Final = frozenset({"image_url", "input_image", "image"})
+_SCHEMA_TYPES: Final = frozenset({"object", "array", "string", "number", "integer", "boolean", "null"})
+_OUTPUT_LIMIT_KEYS: Final = ("max_output_tokens", "max_completion_tokens", "max_tokens")
+_NO_PROBLEMS: Final[tuple[ItemProblem, ...]] = ()
+_NOTHING: Final[frozenset[str]] = frozenset()
+_OPERATIONS: Final[dict[str, Operation]] = {name: name for name in OPERATIONS}
+
+
+@dataclass(frozen=True, slots=True)
+class ItemProblem:
+    category: str  # a preflight category: jsonl_shape, json_schema, tool_support
+    code: str
+    field: str  # relative to the item; "" for the item itself
+    message: str
+
+
+class ItemFacts(NamedTuple):
+    """Immutable; a NamedTuple because it is built once per item (a frozen dataclass costs
+    a setattr call per field, a measurable share of a 50,000-item preflight)."""
+
+    customer_item_id: str
+    operation: Operation
+    model: str
+    prompt_tokens: int
+    output_tokens: int  # requested, before any lane's max_output_tokens cap
+    tools: frozenset[str]  # hosted tools
+    capabilities: frozenset[str]  # runtime capabilities: json_schema, tool_calling, vision
+
+
+def read_item(raw: object) -> tuple[ItemFacts | None, tuple[ItemProblem, ...]]:
+    """The item's facts, or None with every problem found in it."""
+    if not isinstance(raw, dict):
+        return None, (_shape("invalid_field", "", "An item must be a JSON object."),)
+    problems: list[ItemProblem] = []
+    customer_item_id = _required_string(
+        raw, "customer_item_id", MAX_CUSTOMER_ITEM_ID, problems, "a string of 1-256 characters"
+    )
+    model = _required_string(raw, "model", MAX_MODEL_ID, problems, "an exact catalog model id")
+    given_operation = raw.get("operation")
+    operation = _OPERATIONS.get(given_operation) if isinstance(given_operation, str) else None
+    if given_operation is None:
+        problems.append(_shape("missing_field", "operation", "The item needs an operation."))
+    elif operation is None:
+        problems.append(
+            _shape("invalid_field", "operation", f"operation must be one of {', '.join(OPERATIONS)}.")
+        )
+    payload = raw.get("input")
+    if payload is None:
+        problems.append(_shape("missing_field", "input", "The item needs an input object."))
+    elif not isinstance(payload, dict):
+        problems.append(_shape("invalid_field", "input", "input must be a JSON object."))
+        payload = None
+    tools = _declared_tools(raw.get("required_tools"), problems)
+    output_limit = _output_limit(raw, payload, problems)
+
+    if payload is None or operation is None:
+        return None, tuple(problems)
+    reader = _read_embedding_input if operation == "embeddings" else _read_chat_input
+    estimate = reader(payload, problems)
+    if problems or customer_item_id is None or model is None:
+        return None, tuple(problems)
+    if operation == "embeddings":
+        requested = EMBEDDING_OUTPUT_TOKENS
+    else:
+        requested = DEFAULT_OUTPUT_TOKENS if output_limit is None else output_limit
+    capabilities = estimate.capabilities
+    if operation == "vision":
+        capabilities.discard("vision")  # the operation itself already demands it
+    return (
+        ItemFacts(
+            customer_item_id=customer_item_id,
+            operation=operation,
+            model=model,
+            prompt_tokens=estimate.prompt_tokens,
+            output_tokens=requested,
+            tools=frozenset(tools | estimate.tools) if tools or estimate.tools else _NOTHING,
+            capabilities=frozenset(capabilities) if capabilities else _NOTHING,
+        ),
+        _NO_PROBLEMS,
+    )
+
+
+@dataclass(slots=True)
+class ModelGroup:
+    """What one model's items ask for, in O(1) memory however many items there are.
+
+    Lanes cap each item's output at their own max_output_tokens, which per-item totals
+    would settle exactly; the bounds below are exact whenever no item asks for more than
+    the cap (the common case) and otherwise over-estimate, never under-estimate.
+    """
+
+    model: str
+    first_index: int
+    item_count: int = 0
+    prompt_tokens: int = 0
+    max_prompt_tokens: int = 0
+    output_tokens: int = 0  # requested, uncapped
+    max_output_tokens: int = 0
+    max_item_tokens: int = 0  # the largest prompt + requested output of one item
+    operations: set[str] = field(default_factory=set)
+    tools: dict[str, int] = field(default_factory=dict)  # hosted tool -> first item index needing it
+    capabilities: dict[str, int] = field(default_factory=dict)  # capability -> first item index
+
+    def add(self, index: int, facts: ItemFacts) -> None:
+        self.item_count += 1
+        self.prompt_tokens += facts.prompt_tokens
+        self.output_tokens += facts.output_tokens
+        self.max_prompt_tokens = max(self.max_prompt_tokens, facts.prompt_tokens)
+        self.max_output_tokens = max(self.max_output_tokens, facts.output_tokens)
+        self.max_item_tokens = max(self.max_item_tokens, facts.prompt_tokens + facts.output_tokens)
+        self.operations.add(facts.operation)
+        for tool in facts.tools:
+            self.tools.setdefault(tool, index)
+        for capability in facts.capabilities:
+            self.capabilities.setdefault(capability, index)
+
+    def output_tokens_on(self, lane_max_output_tokens: int) -> int:
+        """Σ min(requested, cap), bounded above by min(Σ requested, count x cap)."""
+        if self.max_output_tokens <= lane_max_output_tokens:
+            return self.output_tokens
+        return min(self.output_tokens, self.item_count * lane_max_output_tokens)
+
+    def context_tokens_on(self, lane_max_output_tokens: int) -> int:
+        """The largest prompt + capped output of one item, bounded above."""
+        return min(self.max_item_tokens, self.max_prompt_tokens + lane_max_output_tokens)
+
+
+# -- reading inputs ---------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Estimate:
+    prompt_tokens: int
+    tools: set[str] = field(default_factory=set)
+    capabilities: set[str] = field(default_factory=set)
+
+
+def _read_chat_input(payload: dict[str, object], problems: list[ItemProblem]) -> _Estimate:
+    """responses / vision: `messages` (chat) or `input` (Responses API), plus what rides along."""
+    text_bytes = 0
+    messages = 0
+    images = 0
+    found = _Estimate(prompt_tokens=0)
+    conversation = payload.get("messages")
+    where = "input.messages"
+    if conversation is None and payload.get("input") is not None:
+        conversation, where = payload.get("input"), "input.input"
+        if isinstance(conversation, str):  # Responses API: a bare string is one user message
+            text_bytes += utf8_len(conversation)
+            messages += 1
+    if conversation is None:
+        problems.append(_shape("missing_field", where, "A chat-style input needs messages."))
+    elif not isinstance(conversation, str):
+        if not isinstance(conversation, list) or not conversation:
+            problems.append(_shape("invalid_field", where, "messages must be a non-empty list."))
+        else:
+            for position, message in enumerate(conversation):
+                counted = _read_message(message, f"{where}[{position}]", problems)
+                text_bytes += counted[0]
+                images += counted[1]
+                messages += 1
+    for key in ("instructions", "system"):
+        extra = payload.get(key)
+        if isinstance(extra, str):
+            text_bytes += utf8_len(extra)
+            messages += 1
+    tool_list = payload.get("tools")
+    if tool_list is not None:
+        if isinstance(tool_list, list):
+            for position, tool in enumerate(tool_list):
+                _infer_tool(tool, f"input.tools[{position}]", found, problems)
+            text_bytes += value_bytes(tool_list)  # tool definitions reach the model as text
+        else:
+            problems.append(_shape("invalid_field", "input.tools", "tools must be a list."))
+    choice = payload.get("tool_choice")
+    if isinstance(choice, dict):
+        _infer_tool(choice, "input.tool_choice", found, problems)
+    text_bytes += _read_output_format(payload, found, problems)
+    if images:
+        found.capabilities.add("vision")
+    found.prompt_tokens = prompt_tokens(text_bytes=text_bytes, messages=messages, images=images)
+    return found
+
+
+def _read_message(message: object, where: str, problems: list[ItemProblem]) -> tuple[int, int]:
+    """(text bytes, image parts) of one message."""
+    if not isinstance(message, dict):
+        problems.append(_shape("invalid_field", where, "A message must be a JSON object."))
+        return 0, 0
+    role = message.get("role")
+    if not isinstance(role, str) and not isinstance(message.get("type"), str):
+        problems.append(_shape("invalid_field", f"{where}.role", "A message needs a role string."))
+    text_bytes = 0
+    images = 0
+    content = message.get("content")
+    if isinstance(content, str):
+        text_bytes += utf8_len(content)
+    elif isinstance(content, list):
+        for position, part in enumerate(content):
+            counted = _read_part(part, f"{where}.content[{position}]", problems)
+            text_bytes += counted[0]
+            images += counted[1]
+    elif content is not None:
+        problems.append(
+            _shape("invalid_field", f"{where}.content", "content must be a string or a list of parts.")
+        )
+    if len(message) > 2:  # tool calls, names, function outputs: counted as text
+        for key, value in message.items():
+            if key not in ("role", "content"):
+                text_bytes += value_bytes(value)
+    return text_bytes, images
+
+
+def _read_part(part: object, where: str, problems: list[ItemProblem]) -> tuple[int, int]:
+    if isinstance(part, str):
+        return utf8_len(part), 0
+    if not isinstance(part, dict):
+        problems.append(_shape("invalid_field", where, "A content part must be an object."))
+        return 0, 0
+    kind = part.get("type")
+    if kind in _TEXT_PARTS:
+        text = part.get("text")
+        if isinstance(text, str):
+            return utf8_len(text), 0
+        problems.append(_shape("invalid_field", f"{where}.text", "A text part needs a text string."))
+        return 0, 0
+    if kind in _IMAGE_PARTS:
+        # Images are priced by pixels, not by the bytes of a data URL: a fixed charge each.
+        if not _image_reference(part):
+            problems.append(
+                _shape("invalid_field", where, "An image part needs image_url.url, image_url or file_id.")
+            )
+        return 0, 1
+    return value_bytes(part), 0
+
+
+def _image_reference(part: dict[str, object]) -> bool:
+    image = part.get("image_url")
+    if isinstance(image, dict):
+        image = image.get("url")
+    return (isinstance(image, str) and bool(image)) or isinstance(part.get("file_id"), str)
+
+
+def _read_embedding_input(payload: dict[str, object], problems: list[ItemProblem]) -> _Estimate:
+    """embeddings: `{input: str | [str] | [int] | [[int]]}`, or `{text: ...}`; token-id arrays
+    count one token per id."""
+    key = "input" if "input" in payload else "text"
+    value = payload.get(key)
+    text_bytes = 0
+    given_tokens = 0
+    valid = True
+    if isinstance(value, str):
+        text_bytes = utf8_len(value)
+    elif isinstance(value, list) and value:
+        for entry in value:
+            if isinstance(entry, str):
+                text_bytes += utf8_len(entry)
+            elif isinstance(entry, int) and not isinstance(entry, bool):
+                given_tokens += 1
+            elif isinstance(entry, list) and all(isinstance(t, int) for t in entry):
+                given_tokens += len(entry)
+            else:
+                valid = False
+                break
+    else:
+        valid = False
+    if not valid:
+        code = "missing_field" if value is None else "invalid_field"
+        problems.append(
+            _shape(code, f"input.{key}", "Embeddings need input: a string or a non-empty list of strings.")
+        )
+    return _Estimate(prompt_tokens=prompt_tokens(text_bytes=text_bytes, messages=0, images=0) + given_tokens)
+
+
+def _infer_tool(tool: object, where: str, found: _Estimate, problems: list[ItemProblem]) -> None:
+    """A hosted tool declared in the input is a requirement on the lane."""
+    kind = tool.get("type") if isinstance(tool, dict) else None
+    if not isinstance(kind, str):
+        problems.append(_shape("invalid_field", f"{where}.type", "A tool needs a type string."))
+        return
+    if kind in _FUNCTION_TOOL_TYPES:
+        found.capabilities.add("tool_calling")
+        return
+    hosted = _TOOL_TYPE_ALIASES.get(kind, kind)
+    if hosted.startswith("web_search"):  # dated variants: web_search_preview_2025_03_11
+        hosted = "web_search"
+    if hosted in HOSTED_TOOLS:
+        found.tools.add(hosted)
+        return
+    problems.append(
+        ItemProblem(
+            category="tool_support",
+            code="tool_not_supported",
+            field=f"{where}.type",
+            message=(
+                f"The tool type {kind!r} is not offered by any lane; hosted tools are "
+                f"{', '.join(sorted(HOSTED_TOOLS))}, and custom tools use type 'function'."
+            ),
+        )
+    )
+
+
+def _read_output_format(payload: dict[str, object], found: _Estimate, problems: list[ItemProblem]) -> int:
+    """A structured-output schema (chat `response_format` or Responses `text.format`) needs a
+    lane with json_schema support and is sent to the model, so it counts as prompt text."""
+    text = payload.get("text")
+    candidates = (
+        ("input.response_format", payload.get("response_format"), "json_schema"),
+        ("input.text.format", text.get("format") if isinstance(text, dict) else None, None),
+    )
+    counted = 0
+    for where, spec, nested in candidates:
+        if spec is None:
+            continue
+        if not isinstance(spec, dict):
+            problems.append(_schema_problem(where, f"{where} must be an object"))
+            continue
+        kind = spec.get("type")
+        if kind in ("text", "json_object"):
+            continue
+        if kind != "json_schema":
+            problems.append(_schema_problem(f"{where}.type", "type must be text, json_object or json_schema"))
+            continue
+        holder = spec.get(nested) if nested else spec  # chat nests it under `json_schema`
+        schema = holder.get("schema") if isinstance(holder, dict) else None
+        schema_where = f"{where}.{nested}.schema" if nested else f"{where}.schema"
+        reason = schema_defect(schema)
+        if reason is not None:
+            problems.append(_schema_problem(schema_where, reason))
+            continue
+        found.capabilities.add("json_schema")
+        counted += value_bytes(schema)
+    return counted
+
+
+def schema_defect(schema: object) -> str | None:
+    """Why `schema` does not look like a JSON Schema, or None. A shape check, not a full
+    meta-schema validation: the keywords providers read must have the right types."""
+    if not isinstance(schema, dict):
+        return "schema is missing or not a JSON object"
+    stack: list[tuple[object, str, int]] = [(schema, "schema", 0)]
+    while stack:
+        node, at, depth = stack.pop()
+        if isinstance(node, bool):  # `true` / `false` are schemas too
+            continue
+        if not isinstance(node, dict):
+            return f"{at} must be an object or a boolean"
+        if depth > MAX_SCHEMA_DEPTH:
+            return f"schema is nested deeper than {MAX_SCHEMA_DEPTH} levels"
+        declared = node.get("type")
+        if declared is not None:
+            names = declared if isinstance(declared, list) else [declared]
+            if not names or not all(isinstance(n, str) and n in _SCHEMA_TYPES for n in names):
+                return f"{at}.type names an unknown type {declared!r}"
+        required = node.get("required")
+        if required is not None and not (
+            isinstance(required, list) and all(isinstance(n, str) for n in required)
+        ):
+            return f"{at}.required must be a list of property names"
+        enum = node.get("enum")
+        if enum is not None and not (isinstance(enum, list) and enum):
+            return f"{at}.enum must be a non-empty list"
+        if "$ref" in node and not isinstance(node["$ref"], str):
+            return f"{at}.$ref must be a string"
+        for keyword in ("properties", "$defs", "definitions", "patternProperties"):
+            children = node.get(keyword)
+            if children is None:
+                continue
+            if not isinstance(children, dict):
+                return f"{at}.{keyword} must be an object of schemas"
+            stack.extend((child, f"{at}.{keyword}.{name}", depth + 1) for name, child in children.items())
+        for keyword in ("anyOf", "oneOf", "allOf", "prefixItems"):
+            options = node.get(keyword)
+            if options is None:
+                continue
+            if not isinstance(options, list) or not options:
+                return f"{at}.{keyword} must be a non-empty list of schemas"
+            stack.extend((child, f"{at}.{keyword}[{i}]", depth + 1) for i, child in enumerate(options))
+        for keyword in ("items", "additionalProperties", "not", "if", "then", "else", "contains"):
+            child = node.get(keyword)
+            if child is not None:
+                stack.append((child, f"{at}.{keyword}", depth + 1))
+    return None
+
+
+# -- small helpers ----------------------------------------------------------------------------
+
+
+def _required_string(
+    raw: dict[str, object], key: str, limit: int, problems: list[ItemProblem], what: str
+) -> str | None:
+    value = raw.get(key)
+    if value is None:
+        problems.append(_shape("missing_field", key, f"The item needs {key}."))
+        return None
+    if not isinstance(value, str) or not value or len(value) > limit:
+        problems.append(_shape("invalid_field", key, f"{key} must be {what}."))
+        return None
+    return value
+
+
+def _declared_tools(value: object, problems: list[ItemProblem]) -> set[str]:
+    if value is None:
+        return set()
+    if not isinstance(value, list):
+        problems.append(_shape("invalid_field", "required_tools", "required_tools must be a list."))
+        return set()
+    tools: set[str] = set()
+    for position, tool in enumerate(value):
+        if isinstance(tool, str) and tool in HOSTED_TOOLS:
+            tools.add(tool)
+        else:
+            problems.append(
+                _shape(
+                    "invalid_field",
+                    f"required_tools[{position}]",
+                    f"Unknown tool {tool!r}; tools are {', '.join(sorted(HOSTED_TOOLS))}.",
+                )
+            )
+    return tools
+
+
+def _output_limit(
+    raw: dict[str, object], payload: dict[str, object] | None, problems: list[ItemProblem]
+) -> int | None:
+    """The item's max_output_tokens, else the input's own limit (max_output_tokens,
+    max_completion_tokens, max_tokens: whichever the body's API calls it)."""
+    where, value = "max_output_tokens", raw.get("max_output_tokens")
+    if value is None and payload is not None:
+        for key in _OUTPUT_LIMIT_KEYS:
+            value = payload.get(key)
+            if value is not None:
+                where = f"input.{key}"
+                break
+    if value is None:
+        return None
+    if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_OUTPUT_REQUEST:
+        return value
+    problems.append(_shape("invalid_field", where, f"{where} must be a whole number of at least 1."))
+    return None
+
+
+def _shape(code: str, where: str, message: str) -> ItemProblem:
+    return ItemProblem(category="jsonl_shape", code=code, field=where, message=message)
+
+
+def _schema_problem(where: str, reason: str) -> ItemProblem:
+    return ItemProblem(
+        category="json_schema",
+        code="json_schema_invalid",
+        field=where,
+        message=f"Invalid structured-output schema at {where}: {reason}.",
+    )

@@ -1,0 +1,255 @@
+"""The provider interface: one request and result shape for both kinds of real provider.
+
+- SyncProvider: called once per item (public hosts, edge nodes, and the direct chat path
+  of every provider). `complete()` answers one request; `stream()` yields StreamEvents.
+- BatchApiProvider: a vendor batch API. `submit()` uploads many requests as one job,
+  `poll()` reports its progress (for minutes or hours), `results()` downloads the answers.
+
+Failures of one request raise TransientProviderError (retry it) or PermanentProviderError
+(the item fails); ProviderUnavailable means the whole lane is down (fail over to the next
+lane). Batch results report per-item failures as ProviderResult(status="failed") instead,
+with `error.transient` telling the lane runner whether to resubmit.
+
+Normalized output (`ProviderResult.output`, the result row's `output`), one shape per kind:
+- responses / vision: {"type": "message", "role": "assistant", "content": "<text>",
+  "finish_reason": "stop" | "length"}
+- embeddings: {"type": "embedding", "dimensions": n, "embedding": [floats]} for a string
+  input; a list input gives "embeddings": [[floats], ...] instead of "embedding".
+`raw` is the provider-native body (an OpenAI chat.completion, an Anthropic message, ...).
+docs/providers.md is the long form.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, replace
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from batchroute.domain.catalog import Operation
+from batchroute.errors import PermanentError, TransientError
+
+ResultStatus = Literal["completed", "failed"]
+FinishReason = Literal["stop", "length"]
+JobState = Literal["validating", "in_progress", "completed", "failed", "expired", "cancelled"]
+TERMINAL_JOB_STATES: frozenset[JobState] = frozenset({"completed", "failed", "expired", "cancelled"})
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderRequest:
+    """One item as a provider sees it.
+
+    `custom_id` is unique within a lane run (the lane runner uses `seq-<n>`) and comes back
+    on the result, so batch results map to their items; `customer_item_id` is the caller's
+    own id, which need not be unique. `attempt` is 1-based."""
+
+    custom_id: str
+    customer_item_id: str
+    operation: Operation
+    model: str  # catalog model id
+    provider_model_id: str  # the provider's own name for the model
+    input: Mapping[str, Any]
+    max_output_tokens: int
+    attempt: int = 1
+
+    def next_attempt(self) -> ProviderRequest:
+        return replace(self, attempt=self.attempt + 1)
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.prompt_tokens + other.prompt_tokens, self.completion_tokens + other.completion_tokens
+        )
+
+    def to_dict(self) -> dict[str, int]:
+        return {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens}
+
+
+ZERO_USAGE = Usage()
+
+
+@dataclass(frozen=True, slots=True)
+class ItemError:
+    code: str
+    message: str
+    transient: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"code": self.code, "message": self.message, "transient": self.transient}
+
+    def describe(self) -> str:
+        return f"{self.code}: {self.message}"
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderResult:
+    custom_id: str
+    status: ResultStatus
+    output: dict[str, Any] | None = None
+    raw: dict[str, Any] | None = None
+    usage: Usage = ZERO_USAGE
+    error: ItemError | None = None
+
+    @classmethod
+    def failure(
+        cls, custom_id: str, error: ItemError, *, raw: dict[str, Any] | None = None
+    ) -> ProviderResult:
+        return cls(custom_id=custom_id, status="failed", raw=raw, error=error)
+
+    @property
+    def transient_failure(self) -> bool:
+        return self.status == "failed" and self.error is not None and self.error.transient
+
+    def to_dict(self) -> dict[str, Any]:
+        """The result-chunk fields this result fills (docs/batches.md)."""
+        return {
+            "status": self.status,
+            "output": self.output,
+            "error": self.error.to_dict() if self.error else None,
+            "raw": self.raw,
+            "usage": self.usage.to_dict(),
+        }
+
+
+# -- streaming ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class StreamStart:
+    """The first byte arrived: from here on there is no failover."""
+
+    kind: Literal["start"] = "start"
+
+
+@dataclass(frozen=True, slots=True)
+class StreamDelta:
+    text: str
+    kind: Literal["delta"] = "delta"
+
+
+@dataclass(frozen=True, slots=True)
+class StreamEnd:
+    """The last event: the whole result (output = the joined deltas, raw, usage)."""
+
+    result: ProviderResult
+    kind: Literal["end"] = "end"
+
+    @property
+    def usage(self) -> Usage:
+        return self.result.usage
+
+
+StreamEvent = StreamStart | StreamDelta | StreamEnd
+
+
+# -- vendor batch jobs -------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class JobStatus:
+    state: JobState
+    total: int = 0
+    completed_count: int = 0
+    failed_count: int = 0
+
+    @property
+    def terminal(self) -> bool:
+        return self.state in TERMINAL_JOB_STATES
+
+
+# -- errors ------------------------------------------------------------------------------
+
+
+class ProviderError(Exception):
+    """Base of the provider failures; carries the error a result row shows."""
+
+    default_code = "provider_error"
+    transient = False
+
+    def __init__(self, message: str, *, code: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code or self.default_code
+
+    def to_item_error(self) -> ItemError:
+        return ItemError(code=self.code, message=self.message, transient=self.transient)
+
+
+class TransientProviderError(ProviderError, TransientError):
+    """Throttling, a 5xx or a time-out on one request: retry it with backoff.
+
+    `retry_after_seconds` (from a Retry-After header) is the least the next try waits."""
+
+    default_code = "provider_transient_error"
+    transient = True
+
+    def __init__(
+        self, message: str, *, code: str | None = None, retry_after_seconds: float | None = None
+    ) -> None:
+        super().__init__(message, code=code)
+        self.retry_after_seconds = retry_after_seconds
+
+
+class PermanentProviderError(ProviderError, PermanentError):
+    """The provider refused this request for good (a 400, a content policy): the item fails."""
+
+    default_code = "provider_rejected"
+
+
+class ProviderUnavailable(ProviderError, TransientError):
+    """The whole lane is down (connection refused, 5xx before the first byte, a job the
+    vendor failed wholesale): the caller fails over to the next eligible lane."""
+
+    default_code = "provider_unavailable"
+    transient = True
+
+
+class UnknownJob(ProviderError):
+    """The provider does not know this batch job id (a simulated job of a restarted local
+    stack): the lane runner resubmits the job's items."""
+
+    default_code = "unknown_job"
+
+
+# -- the two protocols ---------------------------------------------------------------------
+
+
+@runtime_checkable
+class SyncProvider(Protocol):
+    slug: str
+
+    def complete(self, request: ProviderRequest) -> ProviderResult:
+        """One answer. Raises TransientProviderError, PermanentProviderError or
+        ProviderUnavailable; may also return a failed result (a transient one is retried)."""
+        ...
+
+    def stream(self, request: ProviderRequest) -> Iterator[StreamEvent]:
+        """StreamStart, then StreamDeltas, then one StreamEnd. Anything raised before
+        StreamStart was yielded (by this call or by the first `next()`) happened before the
+        first byte: a ProviderUnavailable there is eligible for failover."""
+        ...
+
+
+@runtime_checkable
+class BatchApiProvider(Protocol):
+    slug: str
+
+    def submit(self, requests: Iterable[ProviderRequest]) -> str:
+        """Uploads the requests as one job and returns its id. Raises ProviderUnavailable
+        (lane down) or TransientProviderError (try the submit again)."""
+        ...
+
+    def poll(self, job_id: str) -> JobStatus:
+        """The job's progress. Raises UnknownJob for an id the provider does not know."""
+        ...
+
+    def results(self, job_id: str) -> Iterator[ProviderResult]:
+        """One result per request of a terminal job (an expired job: the finished ones),
+        in any order, matched to requests by `custom_id`."""
+        ...
+
+    def cancel(self, job_id: str) -> None: ...

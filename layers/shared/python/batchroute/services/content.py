@@ -1,0 +1,61 @@
+"""The public content: changelog and blog posts, newest first; unavailable (503
+`content_disabled`) while the content store is switched off (CONTENT_STORE_ENABLED=0)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from batchroute.domain.content import ChangelogEntry, Post
+from batchroute.errors import NotFound, Unavailable
+
+
+class ContentStore(Protocol):
+    def changelog(self) -> Sequence[ChangelogEntry]: ...
+
+    def posts(self) -> Sequence[Post]: ...
+
+
+class ContentService:
+    def __init__(self, store: ContentStore, *, enabled: bool) -> None:
+        self.store = store
+        self.enabled = enabled
+
+    def changelog(self) -> dict[str, Any]:
+        self._require_enabled()
+        entries = sorted(self.store.changelog(), key=lambda e: e.released_at, reverse=True)
+        return {
+            "entries": [
+                {"date": e.display_date, "tag": e.tag, "title": e.title, "items": list(e.items)}
+                for e in entries
+            ]
+        }
+
+    def posts(self) -> dict[str, Any]:
+        self._require_enabled()
+        posts = sorted(self.store.posts(), key=lambda p: p.published_at, reverse=True)
+        return {"posts": [_post_view(p) for p in posts]}
+
+    def post(self, slug: str) -> dict[str, Any]:
+        self._require_enabled()
+        post = next((p for p in self.store.posts() if p.slug == slug), None)
+        if post is None:
+            raise NotFound(f"No post {slug!r}.", code="post_not_found")
+        return {"post": _post_view(post)}
+
+    def _require_enabled(self) -> None:
+        if not self.enabled:
+            raise Unavailable("The content store is disabled.", code="content_disabled")
+
+
+def _post_view(post: Post) -> dict[str, Any]:
+    return {
+        "slug": post.slug,
+        "title": post.title,
+        "summary": post.summary,
+        "body": post.body,
+        "body_format": "markdown",
+        "tags": list(post.tags),
+        "published_at": post.published_at.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "author": post.author,
+    }

@@ -1,0 +1,142 @@
+"""Funding check at submit (batch create, chat): does the wallet cover the estimate, and does
+the org's spending limit allow it?
+
+1. Balance: the wallet's available credit (balance - reserved) must cover the estimate, with
+   or without a limit: else 402 `insufficient_credits` (chat: `insufficient_funds`), details
+   {available, required}. This is a courtesy check for a clean error: the reservation's
+   conditional write stays the final word (two submits may both pass this check).
+2. Spending limit (when enabled): projected = period spend + in-flight + estimate, where period
+   spend is what was charged in the current period (daily or monthly, by the local date in
+   `limit_timezone`) and in-flight is the org's reserved credit (Σ pending reservations,
+   the wallet's `reserved_micros`). Hard mode refuses projected > limit: 402
+   `insufficient_credits` for a batch, 403 `spending_limit_reached` for chat, details
+   {limit, period, spent, projected} (decimal strings; period `daily`|`monthly`). Soft mode
+   never refuses. In both modes `limit_reached` is True once projected >= limit, so the
+   caller can emit `billing.limit_reached`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal, Protocol
+
+from batchroute.domain.billing_controls import BillingControls, Period
+from batchroute.domain.ledger import WalletState, insufficient_credit, period_keys
+from batchroute.errors import Forbidden, PaymentRequired, ServiceError
+from batchroute.money import Money, format_amount
+
+Surface = Literal["batch", "chat"]
+
+
+class FundingLedger(Protocol):
+    def state(self, org_id: str) -> WalletState: ...
+
+    def period_spend(self, org_id: str, period_key: str) -> Money: ...
+
+
+@dataclass(frozen=True)
+class FundingDecision:
+    """An accepted submit: the figures it was judged on."""
+
+    available: Money
+    in_flight: Money
+    required: Money
+    limit_reached: bool = False
+    limit: Money | None = None
+    period: Period | None = None
+    period_key: str | None = None
+    spent: Money | None = None
+    projected: Money | None = None
+
+
+def decide(
+    *,
+    wallet: WalletState,
+    estimate: Money,
+    controls: BillingControls | None,
+    spent: Money | None,
+    period_key: str | None,
+    surface: Surface = "batch",
+) -> FundingDecision:
+    """The pure rule: accept (a decision) or raise the refusal. `spent` and `period_key` are
+    those of the controls' current period (None without an active limit)."""
+    if estimate.micros < 0:
+        raise ValueError("an estimate is never negative")
+    if wallet.available.micros < estimate.micros:
+        code = "insufficient_funds" if surface == "chat" else "insufficient_credits"
+        raise insufficient_credit(wallet.available, estimate, code=code)
+    decision = FundingDecision(available=wallet.available, in_flight=wallet.reserved, required=estimate)
+    limit, period = active_limit(controls)
+    if controls is None or limit is None or period is None:
+        return decision
+    spent = spent or Money.zero()
+    projected = spent + wallet.reserved + estimate
+    if controls.limit_mode == "hard" and projected.micros > limit.micros:
+        raise limit_refusal(limit=limit, period=period, spent=spent, projected=projected, surface=surface)
+    return FundingDecision(
+        available=wallet.available,
+        in_flight=wallet.reserved,
+        required=estimate,
+        limit_reached=projected.micros >= limit.micros,
+        limit=limit,
+        period=period,
+        period_key=period_key,
+        spent=spent,
+        projected=projected,
+    )
+
+
+def active_limit(controls: BillingControls | None) -> tuple[Money | None, Period | None]:
+    """The limit amount and period when a limit is enabled (and complete), else (None, None)."""
+    if controls is None or not controls.limit_enabled:
+        return None, None
+    if controls.limit_amount is None or controls.limit_period is None:
+        return None, None
+    return controls.limit_amount, controls.limit_period
+
+
+def limit_refusal(
+    *, limit: Money, period: Period, spent: Money, projected: Money, surface: Surface
+) -> ServiceError:
+    details = {
+        "limit": format_amount(limit.amount),
+        "period": period,
+        "spent": format_amount(spent.amount),
+        "projected": format_amount(projected.amount),
+    }
+    message = f"This request would take {period} spend past the hard spending limit."
+    if surface == "chat":
+        return Forbidden(message, code="spending_limit_reached", details=details)
+    return PaymentRequired(message, code="insufficient_credits", details=details)
+
+
+class Funding:
+    def __init__(self, ledger: FundingLedger) -> None:
+        self.ledger = ledger
+
+    def check_funding(
+        self,
+        org_id: str,
+        estimate: Money,
+        controls: BillingControls | None,
+        *,
+        now: datetime,
+        surface: Surface = "batch",
+    ) -> FundingDecision:
+        """Accept the submit of `estimate` (a decision) or raise PaymentRequired / Forbidden."""
+        wallet = self.ledger.state(org_id)
+        limit, period = active_limit(controls)
+        spent: Money | None = None
+        period_key: str | None = None
+        if controls is not None and limit is not None and period is not None:
+            period_key = period_keys(now, controls.limit_timezone)[period]
+            spent = self.ledger.period_spend(org_id, period_key)
+        return decide(
+            wallet=wallet,
+            estimate=estimate,
+            controls=controls,
+            spent=spent,
+            period_key=period_key,
+            surface=surface,
+        )

@@ -1,0 +1,120 @@
+"""Lane health: each sweep asks every enabled provider whether it is up and refreshes the
+heartbeats of the lanes of those that answered.
+
+A provider that is down, or that cannot be checked, gets no heartbeat: its lanes turn
+`stale_heartbeat` once the TTL passes, which is the honest answer. Locally the providers are
+simulated, so `SimulatedProviderHealth` reports every enabled provider up except those named
+in SIMULATED_PROVIDERS_DOWN. In AWS the real provider adapters implement `ProviderHealth`;
+until they exist nothing can vouch for a lane, so nothing is written and the sweep says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Protocol
+
+from batchroute.clock import Clock, isoformat
+from batchroute.config import Settings
+from batchroute.domain.catalog import Catalog, Lane, Provider
+from batchroute.observability import logger
+
+
+@dataclass(frozen=True)
+class ProviderCheck:
+    provider: str
+    healthy: bool
+    # Remaining capacity the provider reported per lane id. Lanes it does not report are
+    # counted by the service instead: reset to their daily capacity at UTC midnight and
+    # decremented as batches take items.
+    remaining_by_lane: Mapping[str, int] = field(default_factory=dict)
+    detail: str = ""
+
+
+class ProviderHealth(Protocol):
+    def check(self, provider: Provider, lanes: Sequence[Lane], now: datetime) -> ProviderCheck | None:
+        """The provider's health, or None when there is no way to check it."""
+        ...
+
+
+class LaneHeartbeats(Protocol):
+    def heartbeat(self, lane_id: str, remaining_capacity_items: int, at: str) -> bool: ...
+
+    def heartbeat_with_daily_reset(
+        self, lane_id: str, *, at: str, day: str, daily_capacity_items: int
+    ) -> bool: ...
+
+
+class SimulatedProviderHealth:
+    """Local mode: the simulated providers are up unless configured down."""
+
+    def __init__(self, down: Iterable[str] = ()) -> None:
+        self.down = frozenset(down)
+
+    def check(self, provider: Provider, lanes: Sequence[Lane], now: datetime) -> ProviderCheck:
+        if provider.slug in self.down:
+            return ProviderCheck(
+                provider.slug, healthy=False, detail="marked down (SIMULATED_PROVIDERS_DOWN)"
+            )
+        return ProviderCheck(provider.slug, healthy=True, detail="simulated provider up")
+
+
+class NoProviderAdapters:
+    """AWS before the real provider adapters exist: no provider can be checked."""
+
+    def check(self, provider: Provider, lanes: Sequence[Lane], now: datetime) -> None:
+        return None
+
+
+def provider_health_for(settings: Settings) -> ProviderHealth:
+    if settings.environment == "local":
+        return SimulatedProviderHealth(settings.simulated_providers_down)
+    return NoProviderAdapters()
+
+
+@dataclass
+class LaneHealthReport:
+    refreshed: list[str] = field(default_factory=list)
+    capacity_reset: list[str] = field(default_factory=list)
+    providers_down: list[str] = field(default_factory=list)
+    providers_unchecked: list[str] = field(default_factory=list)
+
+
+def refresh_lane_heartbeats(
+    catalog: Catalog, store: LaneHeartbeats, health: ProviderHealth, clock: Clock
+) -> LaneHealthReport:
+    report = LaneHealthReport()
+    now = clock.now()
+    at = isoformat(now)
+    day = now.astimezone(UTC).date().isoformat()
+    for provider in catalog.providers:
+        if not provider.enabled:
+            continue
+        lanes = [lane for lane in catalog.lanes if lane.provider == provider.slug]
+        check = health.check(provider, lanes, now)
+        if check is None:
+            report.providers_unchecked.append(provider.slug)
+            continue
+        if not check.healthy:
+            report.providers_down.append(provider.slug)
+            continue
+        for lane in lanes:
+            reported = check.remaining_by_lane.get(lane.lane_id)
+            if reported is not None:
+                store.heartbeat(lane.lane_id, reported, at)
+            elif store.heartbeat_with_daily_reset(
+                lane.lane_id, at=at, day=day, daily_capacity_items=lane.daily_capacity_items
+            ):
+                report.capacity_reset.append(lane.lane_id)
+            report.refreshed.append(lane.lane_id)
+    if report.providers_unchecked:
+        logger.warning(
+            "no health check for these providers: their lanes get no heartbeat and go stale",
+            extra={"providers": report.providers_unchecked},
+        )
+    if report.providers_down:
+        logger.warning(
+            "providers down: their lanes get no heartbeat", extra={"providers": report.providers_down}
+        )
+    return report

@@ -1,0 +1,546 @@
+"""Runs one lane's items through its provider: the core of the workflow's RunLane step.
+
+No S3 and no DynamoDB here: the caller reads the lane's input chunks, hands the items in
+as `(seq, item)` pairs, and writes each result it is given through `on_result(seq, result,
+attempts)` (results arrive in any order; the caller sorts them by seq per chunk).
+
+Sync providers (`run_lane_items`): items run on `concurrency` threads, at most `window`
+taken from the source at a time, so a 100,000-item lane holds a few dozen items in memory.
+A transient error is retried with backoff (RetryPolicy) up to max_attempts, then the item
+fails with the last error; a permanent error fails the item at once. ProviderUnavailable
+stops the lane: items not yet answered are left without a result and `unavailable` is
+set, and the caller fails them over to the next eligible lane at the quoted price. A lane
+that fails wholesale (no item has succeeded and `wholesale_failure_threshold` items used
+up their retries, or every attempted item did) counts as unavailable too: those items are
+not reported, so they fail over instead of failing.
+
+Vendor batch providers (`run_lane_batch_job`, `poll_lane_job`): all items go in one job;
+the job is stored on the lane record (`on_job`) and polled until done, in this invocation
+or a later one (`should_stop` lets a Lambda return `pending_job` and be invoked again).
+Results with a transient error are resubmitted in a follow-up job (attempt + 1) until
+max_attempts. A job the vendor fails wholesale makes the lane unavailable.
+
+The rule for the caller, both kinds: an item that got no `on_result` call has no result
+yet. After `unavailable` it goes to the next lane; with no lane left the caller fails it
+with `latest_error`. After `stopped` or with a `pending_job`, run the lane again later.
+docs/providers.md has the long form.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Collection, Iterable, Mapping
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal
+
+from batchroute.clock import Clock, SystemClock, isoformat
+from batchroute.domain.catalog import OPERATIONS, Lane, Operation
+from batchroute.domain.tokens import DEFAULT_OUTPUT_TOKENS
+from batchroute.providers.base import (
+    ZERO_USAGE,
+    BatchApiProvider,
+    ItemError,
+    JobStatus,
+    PermanentProviderError,
+    ProviderRequest,
+    ProviderResult,
+    ProviderUnavailable,
+    SyncProvider,
+    TransientProviderError,
+    UnknownJob,
+    Usage,
+)
+from batchroute.providers.retry import RetryPolicy
+
+logger = logging.getLogger(__name__)
+
+Item = Mapping[str, Any]
+OnResult = Callable[[int, ProviderResult, int], None]
+LoadItems = Callable[[Collection[int] | None], Iterable[tuple[int, Item]]]
+
+DEFAULT_WHOLESALE_FAILURE_THRESHOLD: Final = 25
+_CUSTOM_ID_PREFIX: Final = "seq-"
+_OUTPUT_LIMIT_KEYS: Final = ("max_output_tokens", "max_completion_tokens", "max_tokens")
+
+
+@dataclass
+class LaneOutcome:
+    """What one run of a lane did. Counts and usage cover this run only: a lane run again
+    (after `stopped`, or polling a `pending_job`) adds its own."""
+
+    completed: int = 0
+    failed: int = 0
+    usage: Usage = ZERO_USAGE
+    unavailable: bool = False  # fail the unanswered items over to the next lane
+    stopped: bool = False  # should_stop() said so: run the unanswered items again later
+    latest_error: ItemError | None = None
+    pending_job: SubmittedJob | None = None  # a batch job still running: poll it later
+
+    @property
+    def finished(self) -> bool:
+        """Every item of the lane has its result."""
+        return not (self.unavailable or self.stopped or self.pending_job)
+
+    def record(self, result: ProviderResult) -> None:
+        if result.status == "completed":
+            self.completed += 1
+        else:
+            self.failed += 1
+            self.latest_error = result.error
+        self.usage = self.usage + result.usage
+
+    def fail_over(self, error: ItemError) -> None:
+        self.unavailable = True
+        self.latest_error = error
+
+
+# -- requests --------------------------------------------------------------------------------
+
+
+def custom_id_for(seq: int) -> str:
+    return f"{_CUSTOM_ID_PREFIX}{seq}"
+
+
+def seq_of(custom_id: str) -> int | None:
+    if not custom_id.startswith(_CUSTOM_ID_PREFIX):
+        return None
+    digits = custom_id[len(_CUSTOM_ID_PREFIX) :]
+    return int(digits) if digits.isdigit() else None
+
+
+def build_request(seq: int, item: Item, lane: Lane, *, attempt: int = 1) -> ProviderRequest:
+    """The provider request for one item on this lane; PermanentProviderError for an item
+    no provider could answer (the API validates items, so this is a last line)."""
+    payload = item.get("input")
+    if not isinstance(payload, Mapping):
+        raise PermanentProviderError("the item has no input object", code="invalid_item")
+    operation = item.get("operation", "responses")
+    if operation not in OPERATIONS:
+        raise PermanentProviderError(f"unknown operation {operation!r}", code="invalid_item")
+    if operation not in lane.operations:
+        raise PermanentProviderError(
+            f"lane {lane.lane_id} does not serve operation {operation!r}", code="unsupported_operation"
+        )
+    op: Operation = operation
+    return ProviderRequest(
+        custom_id=custom_id_for(seq),
+        customer_item_id=str(item.get("customer_item_id", "")),
+        operation=op,
+        model=lane.model,
+        provider_model_id=lane.provider_model_id or lane.model,
+        input=payload,
+        max_output_tokens=_output_limit(item, payload, op, lane),
+        attempt=attempt,
+    )
+
+
+def _output_limit(item: Item, payload: Mapping[str, Any], operation: Operation, lane: Lane) -> int:
+    if operation == "embeddings":
+        return 0
+    requested = DEFAULT_OUTPUT_TOKENS
+    for source in (item, payload):
+        value = next((source.get(k) for k in _OUTPUT_LIMIT_KEYS if source.get(k) is not None), None)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            requested = value
+            break
+    return min(requested, lane.max_output_tokens) if lane.max_output_tokens > 0 else requested
+
+
+# -- sync providers ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Done:
+    seq: int
+    kind: Literal["result", "unavailable", "skipped"]
+    result: ProviderResult | None = None
+    attempts: int = 0
+    exhausted: bool = False  # failed with a transient error after the last attempt
+    error: ItemError | None = None
+
+
+def run_lane_items(
+    items: Iterable[tuple[int, Item]],
+    *,
+    lane: Lane,
+    provider: SyncProvider,
+    retry: RetryPolicy,
+    concurrency: int,
+    on_result: OnResult,
+    window: int | None = None,
+    should_stop: Callable[[], bool] | None = None,
+    wholesale_failure_threshold: int = DEFAULT_WHOLESALE_FAILURE_THRESHOLD,
+) -> LaneOutcome:
+    """Runs a sync lane's items; see the module docstring.
+
+    `window` (default 2 x concurrency) bounds the items taken from `items` and not yet
+    reported. `should_stop` is asked before each item is taken (e.g. the Lambda's time
+    left); once it says yes no new attempt starts and the outcome is `stopped`.
+    `on_result` is called on this thread only."""
+    if concurrency < 1 or wholesale_failure_threshold < 1:
+        raise ValueError("concurrency and wholesale_failure_threshold must be at least 1")
+    window = max(window or 2 * concurrency, concurrency)
+    outcome = LaneOutcome()
+    halt = threading.Event()
+    held: list[_Done] = []  # used up their retries while the lane has not yet succeeded once
+
+    def attempt_item(seq: int, item: Item) -> _Done:
+        try:
+            request = build_request(seq, item, lane)
+        except PermanentProviderError as exc:
+            return _Done(seq, "result", ProviderResult.failure(custom_id_for(seq), exc.to_item_error()), 0)
+        while True:
+            if halt.is_set():
+                return _Done(seq, "skipped")
+            retry_after: float | None = None
+            try:
+                result = provider.complete(request)
+            except ProviderUnavailable as exc:
+                return _Done(seq, "unavailable", error=exc.to_item_error())
+            except PermanentProviderError as exc:
+                failure = ProviderResult.failure(request.custom_id, exc.to_item_error())
+                return _Done(seq, "result", failure, request.attempt)
+            except TransientProviderError as exc:
+                error = exc.to_item_error()
+                retry_after = exc.retry_after_seconds
+            except Exception as exc:  # an adapter bug or an unmapped client error: retry it
+                logger.warning("provider %s raised %s", provider.slug, type(exc).__name__, exc_info=True)
+                error = ItemError("provider_error", f"{type(exc).__name__}: {exc}"[:500], transient=True)
+            else:
+                if not result.transient_failure:
+                    return _Done(seq, "result", result, request.attempt)
+                error = result.error or ItemError("provider_error", "transient failure", transient=True)
+            if not retry.can_retry(request.attempt):
+                failure = ProviderResult.failure(request.custom_id, error)
+                return _Done(seq, "result", failure, request.attempt, exhausted=True)
+            retry.wait(request.attempt, retry_after=retry_after)
+            request = request.next_attempt()
+
+    def report(done: _Done) -> None:
+        assert done.result is not None
+        on_result(done.seq, done.result, done.attempts)
+        outcome.record(done.result)
+
+    def settle(done: _Done) -> None:
+        if done.kind == "skipped":
+            return
+        if done.kind == "unavailable":
+            if not outcome.unavailable:
+                outcome.fail_over(
+                    done.error or ItemError("provider_unavailable", "provider unavailable", True)
+                )
+            halt.set()
+            return
+        assert done.result is not None
+        if outcome.unavailable:
+            # Answers that were in flight still count; items out of retries fail over instead.
+            if not done.exhausted:
+                report(done)
+            return
+        if done.exhausted and outcome.completed == 0:
+            held.append(done)
+            outcome.latest_error = done.result.error
+            if len(held) >= wholesale_failure_threshold:
+                _fail_wholesale(outcome, held)
+                halt.set()
+            return
+        report(done)
+        if done.result.status == "completed":
+            while held:
+                report(held.pop(0))
+
+    source = iter(items)
+    exhausted = False
+    pending: set[Future[_Done]] = set()
+    with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix=f"lane-{lane.provider}") as pool:
+        try:
+            while True:
+                while not exhausted and not halt.is_set() and len(pending) < window:
+                    if should_stop is not None and should_stop():
+                        outcome.stopped = True
+                        halt.set()
+                        break
+                    try:
+                        seq, item = next(source)
+                    except StopIteration:
+                        exhausted = True
+                        break
+                    pending.add(pool.submit(attempt_item, seq, item))
+                if not pending:
+                    break
+                finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    settle(future.result())
+        except BaseException:
+            halt.set()
+            raise
+    if held and not outcome.unavailable and not outcome.stopped:
+        # (A stopped run leaves held items unreported: the next run tries them again.)
+        if outcome.completed == 0:
+            _fail_wholesale(outcome, held)
+        else:
+            for done in held:
+                report(done)
+    if outcome.unavailable:
+        outcome.stopped = False
+    return outcome
+
+
+def _fail_wholesale(outcome: LaneOutcome, held: list[_Done]) -> None:
+    last = held[-1].result.error if held[-1].result else None
+    message = f"the lane failed wholesale: {len(held)} items used up their retries, none succeeded"
+    if last is not None:
+        message += f" (last: {last.describe()})"
+    outcome.fail_over(ItemError("lane_failed", message, transient=True))
+    held.clear()
+
+
+# -- vendor batch providers ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SubmittedJob:
+    """A vendor batch job of the lane: stored on the lane record between invocations."""
+
+    job_id: str
+    attempt: int  # every request in the job is on this attempt
+    item_count: int
+    submitted_at: str  # ISO 8601
+    # The job's item seqs; None = every item of the lane (the first job). Follow-up jobs
+    # (resubmitted transient failures) list theirs, which stay few.
+    seqs: tuple[int, ...] | None = None
+    lost_resubmits: int = 0  # resubmits because the provider forgot the job
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "job_id": self.job_id,
+            "attempt": self.attempt,
+            "item_count": self.item_count,
+            "submitted_at": self.submitted_at,
+            "seqs": list(self.seqs) if self.seqs is not None else None,
+            "lost_resubmits": self.lost_resubmits,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SubmittedJob:
+        seqs = data.get("seqs")
+        return cls(
+            job_id=str(data["job_id"]),
+            attempt=int(data["attempt"]),
+            item_count=int(data["item_count"]),
+            submitted_at=str(data["submitted_at"]),
+            seqs=tuple(int(s) for s in seqs) if seqs is not None else None,
+            lost_resubmits=int(data.get("lost_resubmits") or 0),
+        )
+
+
+@dataclass
+class JobPoll:
+    """One look at a job. `running`: poll again later; `done`: every result reported,
+    except `retry_seqs` (transient failures to resubmit with attempt + 1); `lost`: the
+    provider forgot the job (resubmit it); `unavailable`: the vendor failed the job."""
+
+    state: Literal["running", "done", "lost", "unavailable"]
+    status: JobStatus | None = None
+    retry_seqs: list[int] = field(default_factory=list)
+
+
+def submit_lane_job(
+    items: Iterable[tuple[int, Item]],
+    *,
+    lane: Lane,
+    provider: BatchApiProvider,
+    retry: RetryPolicy,
+    on_result: OnResult,
+    outcome: LaneOutcome,
+    attempt: int = 1,
+    seqs: tuple[int, ...] | None = None,
+    lost_resubmits: int = 0,
+    clock: Clock | None = None,
+) -> SubmittedJob | None:
+    """Submits the items as one job (None if no item was valid: those are reported failed).
+    A transient submit error is retried with backoff; a lane that still refuses the job
+    raises ProviderUnavailable."""
+    requests: list[ProviderRequest] = []
+    for seq, item in items:
+        try:
+            requests.append(build_request(seq, item, lane, attempt=attempt))
+        except PermanentProviderError as exc:
+            failure = ProviderResult.failure(custom_id_for(seq), exc.to_item_error())
+            on_result(seq, failure, 0)
+            outcome.record(failure)
+    if not requests:
+        return None
+    tries = 1
+    while True:
+        try:
+            job_id = provider.submit(requests)
+            break
+        except TransientProviderError as exc:
+            if not retry.can_retry(tries):
+                raise ProviderUnavailable(f"the batch job was not accepted: {exc.message}") from exc
+            retry.wait(tries, retry_after=exc.retry_after_seconds)
+            tries += 1
+        except PermanentProviderError as exc:
+            raise ProviderUnavailable(f"the batch job was refused: {exc.message}", code=exc.code) from exc
+    return SubmittedJob(
+        job_id=job_id,
+        attempt=attempt,
+        item_count=len(requests),
+        submitted_at=isoformat((clock or SystemClock()).now()),
+        seqs=seqs,
+        lost_resubmits=lost_resubmits,
+    )
+
+
+def poll_lane_job(
+    job: SubmittedJob,
+    *,
+    provider: BatchApiProvider,
+    retry: RetryPolicy,
+    on_result: OnResult,
+    outcome: LaneOutcome,
+    load_items: LoadItems,
+) -> JobPoll:
+    """Polls a job once; a finished job's results are reported now (a transient failure
+    with attempts left goes to `retry_seqs` instead). After a crash mid-way the same results
+    are reported again: the caller's writes are keyed by seq, so a repeat overwrites."""
+    try:
+        status = provider.poll(job.job_id)
+    except UnknownJob:
+        return JobPoll("lost")
+    except (TransientProviderError, ProviderUnavailable) as exc:
+        logger.info("polling %s job %s failed (%s); will poll again", provider.slug, job.job_id, exc.code)
+        return JobPoll("running")
+    if not status.terminal:
+        return JobPoll("running", status)
+    if status.state in ("failed", "cancelled"):
+        outcome.fail_over(
+            ItemError("batch_job_failed", f"the {provider.slug} batch job {status.state}", True)
+        )
+        return JobPoll("unavailable", status)
+
+    poll = JobPoll("done", status)
+    can_retry = retry.can_retry(job.attempt)
+    received: set[int] = set()
+    for result in provider.results(job.job_id):
+        seq = seq_of(result.custom_id)
+        if seq is None or seq in received:
+            continue
+        received.add(seq)
+        if result.transient_failure and can_retry:
+            poll.retry_seqs.append(seq)
+        else:
+            on_result(seq, result, job.attempt)
+            outcome.record(result)
+    if len(received) < job.item_count or status.state == "expired":
+        expected = job.seqs if job.seqs is not None else [seq for seq, _ in load_items(None)]
+        missing = [seq for seq in expected if seq not in received]
+        error = ItemError("batch_job_expired", f"the {provider.slug} batch job ended without this item", True)
+        for seq in missing:
+            if can_retry:
+                poll.retry_seqs.append(seq)
+            else:
+                failure = ProviderResult.failure(custom_id_for(seq), error)
+                on_result(seq, failure, job.attempt)
+                outcome.record(failure)
+    poll.retry_seqs.sort()
+    return poll
+
+
+def run_lane_batch_job(
+    load_items: LoadItems,
+    *,
+    lane: Lane,
+    provider: BatchApiProvider,
+    retry: RetryPolicy,
+    on_result: OnResult,
+    job: SubmittedJob | None = None,
+    on_job: Callable[[SubmittedJob | None], None] | None = None,
+    poll_interval_seconds: float = 30.0,
+    sleeper: Callable[[float], None] = time.sleep,
+    should_stop: Callable[[], bool] | None = None,
+    clock: Clock | None = None,
+) -> LaneOutcome:
+    """Runs a batch-API lane: submits its items as one job (or resumes `job`), polls until
+    it is done, reports results, resubmits transient failures, and returns.
+
+    `load_items(None)` yields every item of the lane, `load_items(seqs)` only those (the
+    caller re-reads its input chunks). `on_job` is told each newly submitted job (store it
+    on the lane record) and None once the lane is done. While a job runs, `should_stop()`
+    returning True ends this invocation with `pending_job` set: invoke again with
+    `job=pending_job` later. `should_stop=lambda: True` is the one-poll-per-invocation
+    style; the default polls here every `poll_interval_seconds`."""
+    outcome = LaneOutcome()
+    note = on_job or (lambda _job: None)
+
+    def submit(
+        items: Iterable[tuple[int, Item]], *, attempt: int, seqs: tuple[int, ...] | None, lost: int = 0
+    ) -> SubmittedJob | None:
+        submitted = submit_lane_job(
+            items,
+            lane=lane,
+            provider=provider,
+            retry=retry,
+            on_result=on_result,
+            outcome=outcome,
+            attempt=attempt,
+            seqs=seqs,
+            lost_resubmits=lost,
+            clock=clock,
+        )
+        if submitted is not None:
+            note(submitted)
+        return submitted
+
+    try:
+        current = job if job is not None else submit(load_items(None), attempt=1, seqs=None)
+        while current is not None:
+            poll = poll_lane_job(
+                current,
+                provider=provider,
+                retry=retry,
+                on_result=on_result,
+                outcome=outcome,
+                load_items=load_items,
+            )
+            if poll.state == "running":
+                if should_stop is not None and should_stop():
+                    outcome.pending_job = current
+                    return outcome
+                sleeper(poll_interval_seconds)
+            elif poll.state == "unavailable":
+                return outcome
+            elif poll.state == "lost":
+                if current.lost_resubmits + 1 >= retry.max_attempts:
+                    outcome.fail_over(
+                        ItemError("batch_job_lost", f"{provider.slug} keeps losing the job", True)
+                    )
+                    return outcome
+                current = submit(
+                    load_items(current.seqs),
+                    attempt=current.attempt,
+                    seqs=current.seqs,
+                    lost=current.lost_resubmits + 1,
+                )
+            elif poll.retry_seqs:
+                seqs = tuple(poll.retry_seqs)
+                current = submit(load_items(seqs), attempt=current.attempt + 1, seqs=seqs)
+            else:
+                current = None
+    except ProviderUnavailable as exc:
+        outcome.fail_over(exc.to_item_error())
+        return outcome
+    note(None)
+    return outcome
+
+
+def cancel_lane_job(job: SubmittedJob, *, provider: BatchApiProvider) -> None:
+    """Best-effort cancel of a running job (batch cancel); a forgotten job is fine."""
+    try:
+        provider.cancel(job.job_id)
+    except UnknownJob:
+        return

@@ -1,0 +1,400 @@
+"""Quotes: preflight, route and price a set of items, and store a price-locked snapshot.
+
+A quote is free: it reserves nothing and never fails because of a spending limit. The
+snapshot it stores (versioned, with the locked per-lane prices) is what batch creation
+reserves credits against. Items are read as a stream, so a 50,000-item file is quoted with
+memory that does not grow with the item count.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, Protocol
+
+from batchroute.clock import Clock, isoformat
+from batchroute.config import Settings
+from batchroute.domain.access import Principal, authorize
+from batchroute.domain.catalog import Catalog, LaneLive, WorkflowProduct
+from batchroute.domain.jsonl import LineError
+from batchroute.domain.preflight import Preflight
+from batchroute.domain.pricing import PriceBreakdown, estimate_price
+from batchroute.domain.routing import RoutePlan, route
+from batchroute.domain.routing_gates import RouteRequest, RoutingGuards
+from batchroute.errors import Conflict, Forbidden, InvalidRequest, NotFound
+from batchroute.ids import new_id
+from batchroute.money import Money
+
+QUOTE_TTL = timedelta(minutes=10)
+SNAPSHOT_VERSION = 1
+
+ItemSource = Iterable[tuple[int, Mapping[str, Any] | LineError]]
+
+
+class LiveStates(Protocol):
+    def live_states(self, *, consistent: bool = False) -> dict[str, LaneLive]: ...
+
+
+class SnapshotStore(Protocol):
+    def put(self, snapshot: dict[str, Any]) -> None: ...
+
+    def get(self, quote_id: str) -> dict[str, Any] | None: ...
+
+
+class ItemSink(Protocol):
+    """Keeps a quote's inline items (S3) so a batch can later be created from the quote alone."""
+
+    def save(self, quote_id: str, lines: Iterator[bytes]) -> str: ...
+
+
+class FileItems(Protocol):
+    def open_items(self, org_id: str, file_id: str) -> Iterator[tuple[int, dict[str, Any] | LineError]]: ...
+
+
+class Balances(Protocol):
+    def balance(self, org_id: str) -> Money: ...
+
+
+@dataclass(frozen=True)
+class PlannedQuote:
+    request: RouteRequest
+    plan: RoutePlan
+    price: PriceBreakdown
+    item_count: int
+    items_digest: str
+    warnings: list[dict[str, Any]]
+
+
+class _Digest:
+    """Order-sensitive digest of the items, so a batch can prove it runs what was quoted."""
+
+    def __init__(self) -> None:
+        self._hash = hashlib.sha256()
+
+    def add(self, item: Mapping[str, Any]) -> bytes:
+        line = json.dumps(item, sort_keys=True, separators=(",", ":")).encode() + b"\n"
+        self._hash.update(line)
+        return line
+
+    def hexdigest(self) -> str:
+        return self._hash.hexdigest()
+
+
+def items_digest(items: Iterable[Mapping[str, Any]]) -> str:
+    digest = _Digest()
+    for item in items:
+        digest.add(item)
+    return digest.hexdigest()
+
+
+class QuoteService:
+    def __init__(
+        self,
+        *,
+        catalog: Catalog,
+        live: LiveStates,
+        snapshots: SnapshotStore,
+        item_sink: ItemSink,
+        files: FileItems,
+        balances: Balances,
+        settings: Settings,
+        guards: RoutingGuards,
+        clock: Clock,
+        resolve: Callable[[str, int], list[str]] | None = None,
+    ) -> None:
+        self.catalog = catalog
+        self.live = live
+        self.snapshots = snapshots
+        self.item_sink = item_sink
+        self.files = files
+        self.balances = balances
+        self.settings = settings
+        self.guards = guards
+        self.clock = clock
+        self.resolve = resolve
+
+    # -- the pipeline both quotes and batch creation use -------------------------------------
+    def plan(
+        self,
+        body: Mapping[str, Any],
+        items: ItemSource,
+        *,
+        fee_kind: str = "batch",
+        on_item: Callable[[bytes], None] | None = None,
+    ) -> PlannedQuote:
+        """Preflight every item, route every model group, price the plan; raises the 400
+        `batch_preflight_failed` with every issue found."""
+        request = RouteRequest.from_api(body)
+        preflight = Preflight(self.catalog, request=request, guards=self.guards)
+        digest = _Digest()
+        count = 0
+        for index, item in items:
+            if isinstance(item, LineError):
+                preflight.add_line_error(item.line_no, item.message, reason=item.code)
+                continue
+            preflight.add_item(count, item, line=index if index != count else None)
+            line = digest.add(item)
+            if on_item is not None:
+                on_item(line)
+            count += 1
+        if count == 0:
+            raise InvalidRequest("Give at least one item.", code="no_items")
+        if body.get("webhook") is not None:
+            preflight.check_webhook(
+                body.get("webhook"),
+                resolve=self.resolve,
+                allow_loopback=self.settings.allow_loopback_webhooks,
+                environment=self.settings.environment,
+            )
+        plan = route(
+            preflight.groups,
+            self.catalog,
+            live=self.live.live_states(),
+            request=request,
+            now=self.clock.now(),
+            guards=self.guards,
+        )
+        preflight.add_route_plan(plan)
+        result = preflight.result()
+        result.raise_if_failed()
+        price = estimate_price(plan, self.catalog.fees, fee_kind=fee_kind)  # type: ignore[arg-type]
+        return PlannedQuote(
+            request, plan, price, count, digest.hexdigest(), list(result.to_api()["warnings"])
+        )
+
+    # -- POST /v1/quotes/model ----------------------------------------------------------------
+    def quote_model(self, principal: Principal, body: Mapping[str, Any]) -> dict[str, Any]:
+        authorize(principal, "batches:create")
+        quote_id = new_id("qlock", self.clock.now())
+        source, items = self._items(principal, body)
+        lines: list[bytes] = []
+        planned = self.plan(body, items, on_item=lines.append if source["kind"] == "inline" else None)
+        if source["kind"] == "inline":
+            source["s3_key"] = self.item_sink.save(quote_id, iter(lines))
+        source["digest"] = planned.items_digest
+        return self._store(principal, quote_id, "model", planned, source, extra={})
+
+    # -- POST /v1/quotes/workflow -------------------------------------------------------------
+    def quote_workflow(self, principal: Principal, body: Mapping[str, Any]) -> dict[str, Any]:
+        authorize(principal, "batches:create")
+        product = self._product(body.get("product"))
+        inputs = body.get("inputs")
+        if not isinstance(inputs, list) or not inputs:
+            raise InvalidRequest(
+                "`inputs` must be a non-empty list of product inputs.",
+                code="invalid_request",
+                details={"field": "inputs"},
+            )
+        check_workflow_inputs(product, inputs)
+        quote_id = new_id("qlock", self.clock.now())
+        best: tuple[PlannedQuote, str, list[bytes]] | None = None
+        considered: list[dict[str, Any]] = []
+        for model_id in self._models_for(product):
+            lines: list[bytes] = []
+            items = ((i, workflow_item(product, model_id, i, raw)) for i, raw in enumerate(inputs))
+            try:
+                planned = self.plan(body, items, fee_kind="workflow", on_item=lines.append)
+            except InvalidRequest as exc:
+                considered.append({"model": model_id, "eligible": False, "reason": exc.message})
+                continue
+            considered.append(
+                {"model": model_id, "eligible": True, "estimated_total": planned.price.total.to_api()}
+            )
+            if best is None or planned.price.total < best[0].price.total:
+                best = (planned, model_id, lines)
+        if best is None:
+            raise InvalidRequest(
+                f"No model can fulfil the {product.slug} contract under these constraints.",
+                code="batch_preflight_failed",
+                details={
+                    "preflight": {
+                        "ok": False,
+                        "errors": [
+                            {
+                                "category": "routing",
+                                "code": "no_eligible_lane",
+                                "message": "No lane of any model satisfies the workflow's route policy.",
+                                "action": "Relax routing_mode, privacy_tier or required_tools.",
+                            }
+                        ],
+                        "warnings": [],
+                    },
+                    "models_considered": considered,
+                },
+            )
+        planned, model_id, lines = best
+        source = {
+            "kind": "inline",
+            "s3_key": self.item_sink.save(quote_id, iter(lines)),
+            "digest": planned.items_digest,
+        }
+        extra = {"workflow_product": product.slug, "chosen_model": model_id, "models_considered": considered}
+        return self._store(principal, quote_id, "workflow", planned, source, extra=extra)
+
+    # -- batch creation reads quotes back ------------------------------------------------------
+    def snapshot(self, principal: Principal, quote_id: str) -> dict[str, Any]:
+        snapshot = self.snapshots.get(quote_id)
+        if snapshot is None:
+            raise NotFound("No such quote.", code="quote_not_found")
+        if snapshot["org_id"] != principal.org_id:
+            raise Forbidden("This quote belongs to another organization.", code="forbidden")
+        if snapshot["expires_at"] <= isoformat(self.clock.now()):
+            raise Conflict(
+                "The quote has expired; request a new one.",
+                code="quote_expired",
+                details={"expired_at": snapshot["expires_at"]},
+            )
+        return snapshot
+
+    # -- helpers -------------------------------------------------------------------------------
+    def _items(self, principal: Principal, body: Mapping[str, Any]) -> tuple[dict[str, Any], ItemSource]:
+        has_items, file_id = body.get("items") is not None, body.get("input_file_id")
+        if has_items == bool(file_id):
+            raise InvalidRequest(
+                "Give exactly one of `items` or `input_file_id`.",
+                code="invalid_request",
+                details={"field": "items"},
+            )
+        if file_id:
+            if not isinstance(file_id, str):
+                raise InvalidRequest(
+                    "`input_file_id` must be a file id.",
+                    code="invalid_request",
+                    details={"field": "input_file_id"},
+                )
+            return {"kind": "file", "file_id": file_id}, self.files.open_items(principal.org_id, file_id)
+        raw = body["items"]
+        if not isinstance(raw, list):
+            raise InvalidRequest(
+                "`items` must be a list.", code="invalid_request", details={"field": "items"}
+            )
+        return {"kind": "inline"}, enumerate(raw)
+
+    def _store(
+        self,
+        principal: Principal,
+        quote_id: str,
+        kind: str,
+        planned: PlannedQuote,
+        source: dict[str, Any],
+        *,
+        extra: dict[str, Any],
+    ) -> dict[str, Any]:
+        now = self.clock.now()
+        plan_api = planned.plan.to_api()
+        snapshot = {
+            "quote_id": quote_id,
+            "org_id": principal.org_id,
+            "version": SNAPSHOT_VERSION,
+            "kind": kind,
+            "created_at": isoformat(now),
+            "expires_at": isoformat(now + QUOTE_TTL),
+            "catalog_version": self.catalog.version,
+            "pricing_updated_at": self.catalog.pricing_updated_at,
+            "item_count": planned.item_count,
+            "items": source,
+            "routing": plan_api,
+            "pricing_estimate": planned.price.to_api(),
+            "total_micros": planned.price.total.micros,
+            **extra,
+        }
+        self.snapshots.put(snapshot)
+        available = self.balances.balance(principal.org_id)
+        return {
+            "quote_id": quote_id,
+            "object": "quote",
+            "version": SNAPSHOT_VERSION,
+            "kind": kind,
+            "created_at": snapshot["created_at"],
+            "expires_at": snapshot["expires_at"],
+            "item_count": planned.item_count,
+            "routing_mode": planned.request.routing_mode,
+            "sla_tier": planned.request.sla_tier,
+            "effective_sla_tier": "standard",
+            "privacy_tier": planned.request.privacy_tier,
+            "catalog_version": self.catalog.version,
+            "pricing_updated_at": self.catalog.pricing_updated_at,
+            "pricing_estimate": planned.price.to_api(),
+            "quote_lanes": quote_lanes(plan_api),
+            "customer_explanation": planned.plan.explanation(),
+            "funding": {"available": available.to_api(), "sufficient": available >= planned.price.total},
+            "preflight": {"ok": True, "errors": [], "warnings": planned.warnings},
+            **extra,
+        }
+
+    def _product(self, slug: object) -> WorkflowProduct:
+        product = next((p for p in self.catalog.workflow_products if p.slug == slug), None)
+        if product is None:
+            raise NotFound("No such workflow product.", code="workflow_product_not_found")
+        return product
+
+    def _models_for(self, product: WorkflowProduct) -> list[str]:
+        needed = set(product.route_policy.get("required_capabilities", []) or [])  # type: ignore[call-overload]
+        return [
+            model.id
+            for model in self.catalog.models
+            if product.operation in model.operations and needed <= set(model.runtime_capabilities)
+        ]
+
+
+def quote_lanes(plan_api: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Every lane considered, flat: selected ones first, then each rejected one with its reason."""
+    selected = [lane for group in plan_api["groups"] for lane in group["selected_lanes"]]
+    rejected = [lane for group in plan_api["groups"] for lane in group["rejected_lanes"]]
+    return selected + rejected
+
+
+def workflow_item(product: WorkflowProduct, model_id: str, index: int, raw: object) -> dict[str, Any]:
+    """A workflow input as a batch item: the contract's instructions, the input as JSON, and the
+    output schema as a structured-output requirement."""
+    custom_id = (
+        raw.get("id") if isinstance(raw, dict) and isinstance(raw.get("id"), str) else f"input-{index}"
+    )
+    instructions = (
+        f"You perform the '{product.title}' workflow. {product.summary} "
+        "Answer with JSON only, matching the output schema."
+    )
+    return {
+        "customer_item_id": custom_id,
+        "operation": product.operation,
+        "model": model_id,
+        "input": {
+            "messages": [
+                {"role": "system", "content": instructions},
+                {"role": "user", "content": json.dumps(raw, sort_keys=True)},
+            ],
+            "response_format": {
+                "type": "json_schema",
+                "json_schema": {"name": product.slug.replace("-", "_"), "schema": product.output_schema},
+            },
+        },
+        "max_output_tokens": product.typical_output_tokens * 2,
+    }
+
+
+def check_workflow_inputs(product: WorkflowProduct, inputs: list[Any]) -> None:
+    """Each input must be an object carrying the properties the product's input schema requires."""
+    listed = product.input_schema.get("required")
+    required = [str(name) for name in listed] if isinstance(listed, list) else []
+    errors = []
+    for index, raw in enumerate(inputs):
+        missing = required if not isinstance(raw, dict) else [name for name in required if name not in raw]
+        if missing:
+            errors.append(
+                {
+                    "category": "jsonl_shape",
+                    "code": "missing_field",
+                    "message": f"Input {index} lacks {', '.join(missing)} required by {product.slug}.",
+                    "action": "Send inputs that match the product's input_schema.",
+                    "path": f"inputs[{index}]",
+                }
+            )
+    if errors:
+        raise InvalidRequest(
+            "The workflow inputs do not match the product's input schema.",
+            code="batch_preflight_failed",
+            details={"preflight": {"ok": False, "errors": errors[:100], "warnings": []}},
+        )

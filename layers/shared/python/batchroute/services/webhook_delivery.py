@@ -1,0 +1,436 @@
+"""Webhook delivery: one signed POST per terminal batch event, retried until it lands or the
+schedule runs out (`domain/webhooks.py`, `docs/webhooks.md`).
+
+- `deliver_batch_event(batch)` (the workflow's Deliver step): resolves the webhook (the
+  batch's own overrides the org default; none means the customer polls), creates the
+  delivery once per (batch, event type) and makes the first attempt at once.
+- `retry_due()` (the sweeper, every minute): makes every attempt that is due, and records
+  as failed any attempt whose worker stopped before it could record the outcome.
+- `view(batch_id)`: what `GET /v1/batches/{batch_id}/webhooks` shows; never the secret.
+
+Secrets stay sealed with KMS everywhere but in memory during an attempt. The org default's
+secret is sealed by `services/account_settings.py` (context `webhook_secret_context`); a
+batch's own secret is sealed at batch creation with `seal_batch_webhook_secret` below.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Literal, Protocol
+
+from batchroute.adapters.dynamo.identity import IdentityStore
+from batchroute.adapters.dynamo.webhook_deliveries import WebhookDeliveries
+from batchroute.adapters.kms import KmsSealer
+from batchroute.adapters.webhook_sender import WebhookSender
+from batchroute.clock import Clock, isoformat
+from batchroute.config import Settings
+from batchroute.domain.accounts import Org
+from batchroute.domain.webhooks import (
+    MAX_ATTEMPTS,
+    AttemptOutcome,
+    batch_summary,
+    decide,
+    delivery_id_for,
+    event_body,
+    event_type_for,
+    signature_headers,
+)
+from batchroute.ids import new_id
+from batchroute.observability import logger
+from batchroute.services.account_settings import webhook_secret_context
+
+BATCH_WEBHOOK_PURPOSE = "batch_webhook"
+# How long a claimed attempt may run before the sweeper treats its worker as gone. Far above
+# the sender's 10 s budget, so a live attempt is never taken over.
+LEASE_SECONDS = 120
+INTERRUPTED = "attempt interrupted: the worker stopped before recording an outcome"
+
+SecretSource = Literal["batch", "org"]
+BATCH_SOURCE: SecretSource = "batch"
+
+
+class Sealer(Protocol):
+    def seal(self, plaintext: str, *, context: dict[str, str]) -> str: ...
+
+    def unseal(self, ciphertext: str, *, context: dict[str, str]) -> str: ...
+
+
+class Orgs(Protocol):
+    def get_org(self, org_id: str) -> Org | None: ...
+
+
+class Sender(Protocol):
+    def send(self, url: str, raw_body: bytes, headers: Mapping[str, str]) -> AttemptOutcome: ...
+
+
+class DeliveryRecords(Protocol):
+    def create(self, delivery: dict[str, Any]) -> bool: ...
+
+    def get(self, batch_id: str, delivery_id: str) -> dict[str, Any] | None: ...
+
+    def list_for_batch(self, batch_id: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]: ...
+
+    def due(self, now_iso: str, limit: int = 100) -> list[tuple[str, str]]: ...
+
+    def claim(
+        self, batch_id: str, delivery_id: str, *, attempt: int, now_iso: str, lease_until_iso: str
+    ) -> bool: ...
+
+    def complete(
+        self,
+        batch_id: str,
+        delivery_id: str,
+        *,
+        attempt: int,
+        status: str,
+        at_iso: str,
+        next_attempt_at_iso: str | None,
+        response_status: int | None,
+        error: str | None,
+        duration_ms: int,
+        lease_expired_before: str | None = None,
+    ) -> bool: ...
+
+
+# -- the batch's own webhook secret (batch creation seals, the worker unseals) ------------
+def batch_webhook_secret_context(org_id: str, batch_id: str) -> dict[str, str]:
+    """The KMS encryption context of a per-batch webhook secret: bound to org and batch."""
+    return {"org_id": org_id, "batch_id": batch_id, "purpose": BATCH_WEBHOOK_PURPOSE}
+
+
+def seal_batch_webhook_secret(sealer: Sealer, org_id: str, batch_id: str, secret: str) -> str:
+    return sealer.seal(secret, context=batch_webhook_secret_context(org_id, batch_id))
+
+
+def unseal_batch_webhook_secret(sealer: Sealer, org_id: str, batch_id: str, sealed: str) -> str:
+    return sealer.unseal(sealed, context=batch_webhook_secret_context(org_id, batch_id))
+
+
+def batch_webhook_config(
+    sealer: Sealer, *, org_id: str, batch_id: str, url: str, secret: str
+) -> dict[str, str]:
+    """What the batch record stores as `webhook`: `{url, secret_sealed}` (url already checked)."""
+    return {"url": url, "secret_sealed": seal_batch_webhook_secret(sealer, org_id, batch_id, secret)}
+
+
+@dataclass(frozen=True)
+class ResolvedWebhook:
+    url: str
+    secret_sealed: str
+    secret_source: SecretSource
+
+
+@dataclass
+class RetryReport:
+    attempted: list[str] = field(default_factory=list)
+    succeeded: list[str] = field(default_factory=list)
+    dead_lettered: list[str] = field(default_factory=list)
+    recovered: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, list[str]]:
+        return {
+            "attempted": self.attempted,
+            "succeeded": self.succeeded,
+            "dead_lettered": self.dead_lettered,
+            "recovered": self.recovered,
+            "skipped": self.skipped,
+        }
+
+
+class WebhookDelivery:
+    def __init__(
+        self,
+        deliveries: DeliveryRecords,
+        orgs: Orgs,
+        sealer: Sealer,
+        sender: Sender,
+        clock: Clock,
+        *,
+        lease_seconds: int = LEASE_SECONDS,
+        workers: int = 8,
+    ) -> None:
+        self.deliveries = deliveries
+        self.orgs = orgs
+        self.sealer = sealer
+        self.sender = sender
+        self.clock = clock
+        self.lease_seconds = lease_seconds
+        self.workers = max(1, workers)
+
+    # -- sealing helpers for batch creation ----------------------------------------------
+    def seal_batch_webhook_secret(self, org_id: str, batch_id: str, secret: str) -> str:
+        return seal_batch_webhook_secret(self.sealer, org_id, batch_id, secret)
+
+    def unseal_batch_webhook_secret(self, org_id: str, batch_id: str, sealed: str) -> str:
+        return unseal_batch_webhook_secret(self.sealer, org_id, batch_id, sealed)
+
+    # -- resolution ----------------------------------------------------------------------
+    def resolve_webhook(self, batch: Mapping[str, Any]) -> ResolvedWebhook | None:
+        """The batch's own webhook, else the org default, else None (the customer polls)."""
+        own = batch.get("webhook")
+        if isinstance(own, Mapping) and own.get("url") and own.get("secret_sealed"):
+            return ResolvedWebhook(str(own["url"]), str(own["secret_sealed"]), "batch")
+        org_id = batch.get("org_id")
+        org = self.orgs.get_org(str(org_id)) if org_id else None
+        default = org.delivery_webhook if org else None
+        if default and default.get("url") and default.get("secret_ciphertext"):
+            return ResolvedWebhook(str(default["url"]), str(default["secret_ciphertext"]), "org")
+        return None
+
+    def _secret(self, delivery: Mapping[str, Any]) -> bytes:
+        org_id = str(delivery["org_id"])
+        source: str = delivery["secret_source"]
+        if source == BATCH_SOURCE:
+            context = batch_webhook_secret_context(org_id, str(delivery["batch_id"]))
+        else:
+            context = webhook_secret_context(org_id)
+        return self.sealer.unseal(str(delivery["secret_sealed"]), context=context).encode("utf-8")
+
+    # -- the Deliver step ----------------------------------------------------------------
+    def deliver_batch_event(
+        self,
+        batch: Mapping[str, Any],
+        *,
+        now: datetime | None = None,
+        summary: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any] | None:
+        """Create the batch's terminal-state delivery (once) and make its first attempt.
+
+        Returns the delivery as stored after the attempt, or None when the batch is not
+        terminal or has no webhook. Idempotent: a repeat finds the delivery and sends
+        nothing unless the first attempt is still owed. Failed attempts are left scheduled
+        for the sweeper; this never waits for a retry."""
+        now = now or self.clock.now()
+        event_type = event_type_for(str(batch.get("state")))
+        if event_type is None:
+            return None
+        batch_id = str(batch["batch_id"])
+        delivery_id = delivery_id_for(batch_id, event_type)
+        delivery = self.deliveries.get(batch_id, delivery_id)
+        if delivery is None:
+            hook = self.resolve_webhook(batch)
+            if hook is None:
+                return None
+            created_at = isoformat(now)
+            event_id = new_id("evt", at=now)
+            delivery = {
+                "delivery_id": delivery_id,
+                "batch_id": batch_id,
+                "org_id": str(batch.get("org_id") or ""),
+                "event_id": event_id,
+                "event_type": event_type,
+                "url": hook.url,
+                "status": "pending",
+                "attempt_count": 0,
+                "next_attempt_at": created_at,
+                "created_at": created_at,
+                "updated_at": created_at,
+                "payload": event_body(
+                    event_id=event_id,
+                    event_type=event_type,
+                    created_at=created_at,
+                    batch=summary if summary is not None else batch_summary(batch),
+                ),
+                "secret_source": hook.secret_source,
+                "secret_sealed": hook.secret_sealed,
+            }
+            if not self.deliveries.create(delivery):
+                delivery = self.deliveries.get(batch_id, delivery_id)  # a concurrent step won
+                if delivery is None:
+                    return None
+        if delivery["status"] == "pending":
+            return self._attempt(delivery, now) or self.deliveries.get(batch_id, delivery_id)
+        return delivery
+
+    # -- attempts ------------------------------------------------------------------------
+    def _attempt(self, delivery: Mapping[str, Any], now: datetime) -> dict[str, Any] | None:
+        """Claim the next attempt, send, record. None when another worker holds the attempt."""
+        batch_id, delivery_id = str(delivery["batch_id"]), str(delivery["delivery_id"])
+        attempt = int(delivery["attempt_count"]) + 1
+        if attempt > MAX_ATTEMPTS:
+            return None
+        now_iso = isoformat(now)
+        lease_until = isoformat(now + timedelta(seconds=self.lease_seconds))
+        if not self.deliveries.claim(
+            batch_id, delivery_id, attempt=attempt, now_iso=now_iso, lease_until_iso=lease_until
+        ):
+            return None
+        outcome = self._send(delivery, now)
+        self._record(delivery, attempt, outcome, now)
+        return self.deliveries.get(batch_id, delivery_id)
+
+    def _send(self, delivery: Mapping[str, Any], now: datetime) -> AttemptOutcome:
+        try:
+            secret = self._secret(delivery)
+        except Exception:
+            logger.exception("webhook secret could not be unsealed", extra=_ids(delivery))
+            return AttemptOutcome(None, "signing secret unavailable", 0)
+        raw_body = str(delivery["payload"]).encode("utf-8")
+        headers = signature_headers(secret, int(now.timestamp()), raw_body, str(delivery["event_type"]))
+        try:
+            return self.sender.send(str(delivery["url"]), raw_body, headers)
+        except Exception:
+            logger.exception("webhook send failed unexpectedly", extra=_ids(delivery))
+            return AttemptOutcome(None, "internal error while sending", 0)
+
+    def _record(
+        self,
+        delivery: Mapping[str, Any],
+        attempt: int,
+        outcome: AttemptOutcome,
+        now: datetime,
+        *,
+        lease_expired_before: str | None = None,
+    ) -> bool:
+        decision = decide(attempt, outcome, now=now)
+        recorded = self.deliveries.complete(
+            str(delivery["batch_id"]),
+            str(delivery["delivery_id"]),
+            attempt=attempt,
+            status=decision.status,
+            at_iso=isoformat(now),
+            next_attempt_at_iso=isoformat(decision.next_attempt_at) if decision.next_attempt_at else None,
+            response_status=outcome.status_code,
+            error=decision.last_error,
+            duration_ms=outcome.duration_ms,
+            lease_expired_before=lease_expired_before,
+        )
+        log = logger.info if decision.status in ("succeeded", "failed") else logger.warning
+        log(
+            "webhook attempt recorded",
+            extra={
+                **_ids(delivery),
+                "attempt": attempt,
+                "status": decision.status,
+                "response_status": outcome.status_code,
+                "recorded": recorded,
+            },
+        )
+        return recorded
+
+    # -- the sweeper ---------------------------------------------------------------------
+    def retry_due(self, now: datetime | None = None, limit: int = 40) -> RetryReport:
+        """Make every attempt due at `now` (up to `limit` deliveries, a few at a time), and
+        recover attempts whose worker stopped (recorded as failed, then scheduled)."""
+        now = now or self.clock.now()
+        due = self.deliveries.due(isoformat(now), limit)
+        report = RetryReport()
+        if not due:
+            return report
+        if self.workers == 1 or len(due) == 1:
+            results = [self._retry_one(batch_id, delivery_id, now) for batch_id, delivery_id in due]
+        else:
+            with ThreadPoolExecutor(max_workers=min(self.workers, len(due))) as pool:
+                results = list(pool.map(lambda key: self._retry_one(key[0], key[1], now), due))
+        for (_, delivery_id), (kind, status) in zip(due, results, strict=True):
+            if kind == "skipped":
+                report.skipped.append(delivery_id)
+                continue
+            (report.recovered if kind == "recovered" else report.attempted).append(delivery_id)
+            if status == "succeeded":
+                report.succeeded.append(delivery_id)
+            elif status == "dead_lettered":
+                report.dead_lettered.append(delivery_id)
+        return report
+
+    def _retry_one(self, batch_id: str, delivery_id: str, now: datetime) -> tuple[str, str | None]:
+        try:
+            delivery = self.deliveries.get(batch_id, delivery_id)
+            if delivery is None:
+                return "skipped", None
+            now_iso = isoformat(now)
+            status = delivery["status"]
+            if status == "delivering":
+                lease = delivery.get("lease_until")
+                if not lease or str(lease) >= now_iso:
+                    return "skipped", None  # a live attempt
+                attempt = int(delivery["attempt_count"])
+                interrupted = AttemptOutcome(None, INTERRUPTED, 0)
+                if not self._record(delivery, attempt, interrupted, now, lease_expired_before=now_iso):
+                    return "skipped", None
+                return "recovered", decide(attempt, interrupted, now=now).status
+            if status in ("pending", "failed") and str(delivery.get("next_attempt_at") or "~") <= now_iso:
+                updated = self._attempt(delivery, now)
+                if updated is None:
+                    return "skipped", None
+                return "attempted", str(updated["status"])
+        except Exception:
+            # One broken delivery must not stop the sweep; it stays due and is tried again.
+            logger.exception("webhook retry failed", extra={"batch_id": batch_id, "delivery_id": delivery_id})
+        return "skipped", None
+
+    # -- the read model ------------------------------------------------------------------
+    def view(self, batch_id: str) -> dict[str, Any]:
+        return batch_webhooks_view(self.deliveries, batch_id)
+
+
+class DeliveryListing(Protocol):
+    def list_for_batch(self, batch_id: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]: ...
+
+
+def batch_webhooks_view(deliveries: DeliveryListing, batch_id: str) -> dict[str, Any]:
+    """`{batch_id, data: [delivery], events: [attempt]}` for GET /v1/batches/{id}/webhooks."""
+    records, attempts = deliveries.list_for_batch(batch_id)
+    return {
+        "batch_id": batch_id,
+        "data": [delivery_view(d) for d in sorted(records, key=lambda d: str(d.get("created_at")))],
+        "events": [
+            attempt_view(a)
+            for a in sorted(attempts, key=lambda a: (str(a.get("delivery_id")), int(a.get("attempt") or 0)))
+        ],
+    }
+
+
+def delivery_view(delivery: Mapping[str, Any]) -> dict[str, Any]:
+    """The public view of a delivery: never its secret, ciphertext or payload."""
+    return {
+        "id": delivery["delivery_id"],
+        "event_id": delivery.get("event_id"),
+        "event_type": delivery.get("event_type"),
+        "url": delivery.get("url"),
+        "status": delivery.get("status"),
+        "attempt_count": int(delivery.get("attempt_count") or 0),
+        "last_attempt_at": delivery.get("last_attempt_at"),
+        "next_attempt_at": delivery.get("next_attempt_at"),
+        "last_response_status": delivery.get("last_response_status"),
+        "last_error": delivery.get("last_error"),
+        "created_at": delivery.get("created_at"),
+    }
+
+
+def attempt_view(attempt: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "delivery_id": attempt.get("delivery_id"),
+        "attempt": int(attempt.get("attempt") or 0),
+        "at": attempt.get("at"),
+        "status_code": attempt.get("status_code"),
+        "error": attempt.get("error"),
+        "duration_ms": int(attempt.get("duration_ms") or 0),
+    }
+
+
+def _ids(delivery: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "batch_id": delivery.get("batch_id"),
+        "delivery_id": delivery.get("delivery_id"),
+        "event_id": delivery.get("event_id"),
+    }
+
+
+def build_webhook_delivery(settings: Settings, clock: Clock) -> WebhookDelivery:
+    """The service wired to AWS and the network, as the webhook and sweeper handlers use it."""
+    return WebhookDelivery(
+        WebhookDeliveries(settings.table_name("batches")),
+        IdentityStore(settings.table_name("identity")),
+        KmsSealer(settings.kms_key_id),
+        WebhookSender(
+            allow_loopback=settings.allow_loopback_webhooks,
+            environment=settings.environment,
+            now=clock.now,
+        ),
+        clock,
+    )

@@ -1,0 +1,252 @@
+"""The real LedgerStore on moto, driven by Hypothesis through random sequences of grants,
+reservations (some beyond the available balance), settlements (below, at and above the
+reservation), releases and repeated deliveries, checked against the in-memory model after
+EVERY step by reading DynamoDB back: balance >= 0, available = balance - reserved >= 0,
+reserved = Σ pending, each resolved reservation reserved = charged + released (the rest of
+the cost absorbed), entries explain the balance, each reservation resolved exactly once,
+spend counters hold the charges, and the open-holds index holds exactly the pending ones."""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import UTC, datetime
+from functools import cache
+from typing import Any
+
+import boto3
+import pytest
+from hypothesis import HealthCheck, event, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    Bundle,
+    RuleBasedStateMachine,
+    consumes,
+    initialize,
+    invariant,
+    multiple,
+    precondition,
+    rule,
+)
+from moto import mock_aws
+
+from batchroute import resources
+from batchroute.adapters.dynamo.ledger import LedgerStore
+from batchroute.clock import isoformat
+from batchroute.domain.ledger import (
+    DuplicateReservation,
+    Purpose,
+    SettlementResult,
+    UnknownReservation,
+    Wallet,
+    period_keys,
+)
+from batchroute.errors import PaymentRequired
+from batchroute.money import Money
+
+ORG = "org_machine"
+TABLE = "machine-ledger"
+REGION = "us-east-1"
+ZONE = "Pacific/Kiritimati"  # UTC+14: settlement instants fall on different local days
+INSTANTS = [
+    datetime(2026, 11, 21, 9, 59, tzinfo=UTC),
+    datetime(2026, 11, 21, 10, 0, tzinfo=UTC),
+    datetime(2026, 11, 30, 10, 0, tzinfo=UTC),  # already December there
+]
+USD = 1_000_000
+AMOUNTS = st.one_of(st.integers(1, 100), st.integers(1, 40 * USD))
+
+
+@cache
+def dynamodb_client() -> Any:
+    """One client for every example (creating one costs far more than a whole example);
+    each example's mock_aws() starts from empty backends."""
+    return boto3.client("dynamodb", region_name=REGION)
+
+
+def create_ledger_table(dynamodb: Any, name: str) -> None:
+    table = resources.table("ledger")
+    keys = [table.partition_key, table.sort_key]
+    for index in table.indexes:
+        keys += [index.partition_key, index.sort_key]
+    dynamodb.create_table(
+        TableName=name,
+        BillingMode="PAY_PER_REQUEST",
+        KeySchema=[
+            {"AttributeName": table.partition_key, "KeyType": "HASH"},
+            {"AttributeName": table.sort_key, "KeyType": "RANGE"},
+        ],
+        AttributeDefinitions=[{"AttributeName": k, "AttributeType": "S"} for k in dict.fromkeys(keys)],
+        GlobalSecondaryIndexes=[
+            {
+                "IndexName": index.name,
+                "KeySchema": [
+                    {"AttributeName": index.partition_key, "KeyType": "HASH"},
+                    {"AttributeName": index.sort_key, "KeyType": "RANGE"},
+                ],
+                "Projection": {"ProjectionType": "ALL"},
+            }
+            for index in table.indexes
+        ],
+    )
+
+
+class LedgerMachine(RuleBasedStateMachine):
+    pending = Bundle("pending")
+    resolved = Bundle("resolved")
+
+    def __init__(self) -> None:
+        super().__init__()
+        # local_aws is a pytest fixture, out of reach here: each example gets its own moto.
+        self.aws = mock_aws()
+        self.aws.start()
+        dynamodb = dynamodb_client()
+        create_ledger_table(dynamodb, TABLE)
+        self.store = LedgerStore(TABLE, dynamodb=dynamodb)
+        self.model = Wallet(org_id=ORG)
+        self.outcomes: dict[str, SettlementResult] = {}
+        self.serial = 0
+
+    def teardown(self) -> None:
+        self.aws.stop()
+
+    def _next_id(self) -> str:
+        self.serial += 1
+        return f"res_{self.serial:04d}"
+
+    # -- rules -------------------------------------------------------------------------------
+    @initialize(signup=st.integers(0, 50 * USD))
+    def open_wallet(self, signup: int) -> None:
+        at = isoformat(INSTANTS[0])
+        self.store.dynamodb.transact_write_items(
+            TransactItems=self.store.open_wallet_items(ORG, signup_credit=Money(signup), at=at)
+        )
+        if signup:
+            self.model.grant(signup, kind="signup_credit")
+
+    @rule(amount=st.integers(1, 30 * USD))
+    def grant(self, amount: int) -> None:
+        self.store.grant(ORG, Money(amount), at=isoformat(INSTANTS[0]), memo="top-up", actor="test")
+        self.model.grant(amount)
+
+    @rule(target=pending, amount=AMOUNTS, purpose=st.sampled_from(["batch", "chat_hold"]))
+    def reserve(self, amount: int, purpose: Purpose) -> Any:
+        reservation_id = self._next_id()
+        at = isoformat(INSTANTS[0])
+        expected: PaymentRequired | None = None
+        try:
+            self.model.reserve(reservation_id, amount, purpose=purpose, ref=reservation_id, at=at)
+        except PaymentRequired as refusal:
+            expected = refusal
+        if expected is None:
+            self._store_reserve(reservation_id, amount, purpose)
+            return reservation_id
+        # The model refuses (amount > available): the store refuses alike and changes nothing
+        event("reserve refused")
+        with pytest.raises(PaymentRequired) as refused:
+            self._store_reserve(reservation_id, amount, purpose)
+        assert refused.value.details == expected.details
+        assert refused.value.code == (
+            "insufficient_funds" if purpose == "chat_hold" else "insufficient_credits"
+        )
+        return multiple()
+
+    @precondition(lambda self: bool(self.model.reservations))  # some id to reuse
+    @rule(reservation_id=st.one_of(pending, resolved))
+    def reserve_the_same_id_again(self, reservation_id: str) -> None:
+        with pytest.raises(DuplicateReservation):
+            self._store_reserve(reservation_id, 1, "batch")
+
+    @rule(
+        target=resolved,
+        reservation_id=consumes(pending),
+        kind=st.sampled_from(["zero", "under", "exact", "over"]),
+        delta=st.integers(0, 5 * USD),
+        instant=st.sampled_from(INSTANTS),
+    )
+    def settle(self, reservation_id: str, kind: str, delta: int, instant: datetime) -> str:
+        amount = self.model.reservations[reservation_id].amount.micros
+        cost = {"zero": 0, "under": max(amount - delta, 0), "exact": amount, "over": amount + delta}[kind]
+        at, keys = isoformat(instant), tuple(period_keys(instant, ZONE).values())
+        expected = self.model.settle(reservation_id, cost, at=at, period_keys=keys)
+        event(f"settle {'absorbing' if expected.absorbed.micros else 'within the reservation'}")
+        actual = self.store.settle(ORG, reservation_id, charge=Money(cost), at=at, period_keys=keys)
+        assert actual == expected and not actual.replayed
+        self.outcomes[reservation_id] = actual
+        return reservation_id
+
+    @rule(target=resolved, reservation_id=consumes(pending), instant=st.sampled_from(INSTANTS))
+    def release(self, reservation_id: str, instant: datetime) -> str:
+        expected = self.model.release(reservation_id, at=isoformat(instant))
+        actual = self.store.release(ORG, reservation_id, at=isoformat(instant))
+        assert actual == expected and actual.charged == Money(0)
+        self.outcomes[reservation_id] = actual
+        return reservation_id
+
+    @rule(
+        reservation_id=resolved,
+        void=st.booleans(),
+        charge=st.integers(0, 50 * USD),
+        instant=st.sampled_from(INSTANTS),
+    )
+    def deliver_again(self, reservation_id: str, void: bool, charge: int, instant: datetime) -> None:
+        # A duplicate settle or release message: the first outcome, nothing written
+        at, keys = isoformat(instant), tuple(period_keys(instant, ZONE).values())
+        if void:
+            repeated = self.store.release(ORG, reservation_id, at=at)
+        else:
+            repeated = self.store.settle(ORG, reservation_id, charge=Money(charge), at=at, period_keys=keys)
+        original = self.outcomes[reservation_id]
+        assert repeated.replayed
+        assert (repeated.status, repeated.charged, repeated.released, repeated.settled_at) == (
+            original.status,
+            original.charged,
+            original.released,
+            original.settled_at,
+        )
+
+    @rule()
+    def settle_an_unknown_reservation(self) -> None:
+        with pytest.raises(UnknownReservation):
+            self.store.release(ORG, "res_unknown", at=isoformat(INSTANTS[0]))
+
+    def _store_reserve(self, reservation_id: str, amount: int, purpose: Purpose) -> None:
+        self.store.reserve(
+            ORG,
+            reservation_id=reservation_id,
+            amount=Money(amount),
+            at=isoformat(INSTANTS[0]),
+            purpose=purpose,
+            ref=reservation_id,
+        )
+
+    # -- invariants, read back from DynamoDB after every step -----------------------------
+    @invariant()
+    def ledger_matches_the_model_and_is_consistent(self) -> None:
+        stored, model = self.store.snapshot(ORG), self.model.snapshot()
+        # balance >= 0, available = balance - reserved >= 0, reserved = Σ pending, each
+        # resolved: reserved = charged + released, entries explain balance and reserved,
+        # at most one charge and one release per reservation, spend counters = Σ charges
+        assert stored.violations() == []
+        assert model.violations() == []
+        assert (stored.balance, stored.reserved, stored.available) == (
+            model.balance,
+            model.reserved,
+            model.available,
+        )
+        assert {r.reservation_id: r for r in stored.reservations} == self.model.reservations
+        assert Counter(stored.entries) == Counter(model.entries)  # settled exactly once
+        assert stored.spend == model.spend
+
+    @invariant()
+    def open_holds_are_the_pending_reservations(self) -> None:
+        open_ids = {r.reservation_id for r in self.store.open_holds("9999", limit=1000)}
+        assert open_ids == {rid for rid, r in self.model.reservations.items() if r.pending}
+
+
+LedgerMachine.TestCase.settings = settings(
+    max_examples=25,
+    stateful_step_count=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+TestLedgerStateMachine = LedgerMachine.TestCase

@@ -1,0 +1,204 @@
+"""Quotes over HTTP: price-locked snapshots, receipts of chosen and rejected lanes, preflight."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from batchroute.adapters.dynamo.lanes import LaneStateStore
+from batchroute.adapters.dynamo.quotes import QuoteStore
+from batchroute.catalog import builtin_catalog
+from batchroute.clock import SystemClock
+from batchroute.config import get_settings
+from batchroute.services.lane_health import SimulatedProviderHealth, refresh_lane_heartbeats
+from batchroute_tools.local.provision import LocalStack
+from functions.api.app import create_app
+from functions.api.auth import identity_store
+from tests.integration.principals import TestOrg, new_org
+
+LLAMA = "meta-llama/Llama-3.3-70B-Instruct"
+
+
+def _item(n: int, model: str = LLAMA, text: str = "Summarize the quarterly report.") -> dict[str, Any]:
+    return {
+        "customer_item_id": f"item-{n}",
+        "operation": "responses",
+        "model": model,
+        "input": {"messages": [{"role": "user", "content": text}]},
+    }
+
+
+def _heartbeat_all_lanes() -> None:
+    store = LaneStateStore(get_settings().table_name("controls"))
+    refresh_lane_heartbeats(builtin_catalog(), store, SimulatedProviderHealth(), SystemClock())
+
+
+@pytest.fixture
+def client(local_aws: LocalStack) -> TestClient:
+    identity_store.cache_clear()
+    return TestClient(create_app(), raise_server_exceptions=False)
+
+
+@pytest.fixture
+def org(client: TestClient) -> TestOrg:
+    _heartbeat_all_lanes()
+    return new_org(credit_usd="10")
+
+
+def test_model_quote_locks_prices_and_explains_every_lane(client: TestClient, org: TestOrg) -> None:
+    # Given three items for an open-weight model served by several providers
+    body = {"items": [_item(n) for n in range(3)], "routing_mode": "cheapest"}
+    # When quoted
+    response = client.post("/v1/quotes/model", json=body, headers=org.key_headers("member"))
+    # Then one lane is selected, every other lane is returned with its reason, prices are Money
+    assert response.status_code == 200, response.text
+    quote = response.json()
+    assert quote["quote_id"].startswith("qlock_")
+    assert quote["expires_at"] > quote["created_at"]
+    for part in ("provider_subtotal", "service_fee", "customer_discount", "total"):
+        assert set(quote["pricing_estimate"][part]) == {"currency", "amount"}
+        assert quote["pricing_estimate"][part]["currency"] == "usd"
+    lanes = quote["quote_lanes"]
+    selected = [lane for lane in lanes if lane["selected"]]
+    rejected = [lane for lane in lanes if not lane["selected"]]
+    assert len(selected) == 1 and len(rejected) >= 2
+    assert all(lane["rejection"]["code"] for lane in rejected)
+    assert all("proof" in lane for lane in lanes)
+    assert quote["customer_explanation"]
+    assert quote["funding"]["sufficient"] is True
+    # And the snapshot is stored, versioned, for batch creation
+    snapshot = QuoteStore(get_settings().table_name("batches")).get(quote["quote_id"])
+    assert snapshot is not None and snapshot["version"] == 1 and snapshot["org_id"] == org.org_id
+    assert snapshot["items"]["kind"] == "inline" and snapshot["items"]["digest"]
+
+
+def test_cheapest_selects_the_cheapest_eligible_lane(client: TestClient, org: TestOrg) -> None:
+    quote = client.post("/v1/quotes/model", json={"items": [_item(0)]}, headers=org.key_headers()).json()
+    selected = next(lane for lane in quote["quote_lanes"] if lane["selected"])
+    chosen_cost = float(selected["estimated_provider_cost"]["amount"])
+    catalog = builtin_catalog()
+    cheaper = [
+        lane
+        for lane in catalog.lanes_for(LLAMA)
+        if lane.price.batch_input_per_mtok + lane.price.batch_output_per_mtok
+        < float(selected["unit_prices"]["input_per_mtok"]) + float(selected["unit_prices"]["output_per_mtok"])
+    ]
+    assert chosen_cost > 0 and not cheaper
+
+
+def test_mixed_models_are_routed_per_model(client: TestClient, org: TestOrg) -> None:
+    body = {"items": [_item(0), _item(1, model="gpt-4o-mini")]}
+    quote = client.post("/v1/quotes/model", json=body, headers=org.key_headers()).json()
+    models = {lane["model"] for lane in quote["quote_lanes"] if lane["selected"]}
+    assert models == {LLAMA, "gpt-4o-mini"}
+
+
+def test_preflight_collects_every_issue(client: TestClient, org: TestOrg) -> None:
+    # Given an unknown model, a missing field and a duplicate id
+    items = [
+        _item(0, model="no-such-model"),
+        {"customer_item_id": "x", "operation": "responses"},
+        _item(2),
+        _item(2),
+    ]
+    response = client.post("/v1/quotes/model", json={"items": items}, headers=org.key_headers())
+    # Then 400 batch_preflight_failed with every issue and its path
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["code"] == "batch_preflight_failed"
+    issues = error["details"]["preflight"]["errors"]
+    codes = {issue["code"] for issue in issues}
+    assert {"unknown_model", "missing_field", "duplicate_customer_item_id"} <= codes
+    assert all({"category", "code", "message", "action"} <= set(issue) for issue in issues)
+    assert any(issue.get("path", "").startswith("items[1]") for issue in issues)
+
+
+def test_unsafe_webhook_fails_preflight(client: TestClient, org: TestOrg) -> None:
+    body = {"items": [_item(0)], "webhook": {"url": "http://example.com/hook", "secret": "12345678"}}
+    response = client.post("/v1/quotes/model", json=body, headers=org.key_headers())
+    assert response.status_code == 400
+    issues = response.json()["error"]["details"]["preflight"]["errors"]
+    assert any(issue["category"] == "webhook" and issue["code"] == "https_required" for issue in issues)
+
+
+def test_stale_lanes_are_rejected_with_their_reason(local_aws: LocalStack) -> None:
+    # Given no lane has ever sent a heartbeat
+    identity_store.cache_clear()
+    client = TestClient(create_app(), raise_server_exceptions=False)
+    org = new_org(credit_usd="10")
+    response = client.post("/v1/quotes/model", json={"items": [_item(0)]}, headers=org.key_headers())
+    # Then no lane is eligible, and the preflight says why
+    assert response.status_code == 400
+    issues = response.json()["error"]["details"]["preflight"]["errors"]
+    assert any(issue["category"] == "routing" for issue in issues)
+    assert "stale_heartbeat" in response.text
+
+
+def test_exactly_one_of_items_or_file(client: TestClient, org: TestOrg) -> None:
+    both = client.post(
+        "/v1/quotes/model", json={"items": [_item(0)], "input_file_id": "file_x"}, headers=org.key_headers()
+    )
+    assert both.status_code == 400
+    neither = client.post("/v1/quotes/model", json={}, headers=org.key_headers())
+    assert neither.status_code == 400
+
+
+def test_quote_from_an_uploaded_file(client: TestClient, org: TestOrg) -> None:
+    import json
+
+    lines = "\n".join(json.dumps(_item(n)) for n in range(5)).encode()
+    headers = org.key_headers()
+    upload = client.post("/v1/files", content=lines, headers={**headers, "content-type": "application/jsonl"})
+    assert upload.status_code == 201, upload.text
+    quote = client.post(
+        "/v1/quotes/model", json={"input_file_id": upload.json()["file"]["id"]}, headers=headers
+    )
+    assert quote.status_code == 200, quote.text
+    assert quote.json()["item_count"] == 5
+
+
+def test_roles_and_credentials(client: TestClient, org: TestOrg) -> None:
+    body = {"items": [_item(0)]}
+    assert client.post("/v1/quotes/model", json=body).status_code == 401
+    refused = client.post("/v1/quotes/model", json=body, headers=org.key_headers("billing"))
+    assert refused.status_code == 403
+
+
+def test_quote_never_fails_on_funding(client: TestClient, local_aws: LocalStack) -> None:
+    # Given an org with no credit at all
+    _heartbeat_all_lanes()
+    broke = new_org(credit_usd="0")
+    response = client.post("/v1/quotes/model", json={"items": [_item(0)]}, headers=broke.key_headers())
+    # Then the quote is still given, and says funding is short
+    assert response.status_code == 200
+    assert response.json()["funding"]["sufficient"] is False
+
+
+def test_workflow_quote_picks_a_model_that_fulfils_the_contract(client: TestClient, org: TestOrg) -> None:
+    inputs = [{"ticket": {"body": "The printer is on fire."}, "categories": ["hardware", "billing"]}]
+    response = client.post(
+        "/v1/quotes/workflow",
+        json={"product": "ticket-classification", "inputs": inputs},
+        headers=org.key_headers(),
+    )
+    assert response.status_code == 200, response.text
+    quote = response.json()
+    assert quote["kind"] == "workflow" and quote["workflow_product"] == "ticket-classification"
+    assert quote["chosen_model"] in {m["model"] for m in quote["models_considered"] if m["eligible"]}
+    assert any(lane["selected"] for lane in quote["quote_lanes"])
+
+
+def test_workflow_quote_errors(client: TestClient, org: TestOrg) -> None:
+    missing = client.post(
+        "/v1/quotes/workflow",
+        json={"product": "ticket-classification", "inputs": [{}]},
+        headers=org.key_headers(),
+    )
+    assert missing.status_code == 400
+    assert missing.json()["error"]["details"]["preflight"]["errors"][0]["code"] == "missing_field"
+    unknown = client.post(
+        "/v1/quotes/workflow", json={"product": "nope", "inputs": [{}]}, headers=org.key_headers()
+    )
+    assert unknown.status_code == 404

@@ -1,0 +1,151 @@
+"""Funding at submit over an in-memory ledger: the balance check (with or without a limit),
+hard limits (402 for batches, 403 for chat, details shape), soft limits (flag only), and the
+spend period taken in the controls' zone."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from batchroute.domain.billing_controls import BillingControls
+from batchroute.domain.ledger import WalletState
+from batchroute.errors import Forbidden, PaymentRequired
+from batchroute.money import Money
+from batchroute.services.funding import Funding, decide
+
+ORG = "org_a"
+NOW = datetime(2026, 11, 21, 10, 30, tzinfo=UTC)
+
+
+class MemoryLedger:
+    def __init__(self, balance: str, reserved: str = "0", spend: dict[str, str] | None = None) -> None:
+        self.wallet = WalletState(balance=Money.usd(balance), reserved=Money.usd(reserved))
+        self.spend = {k: Money.usd(v) for k, v in (spend or {}).items()}
+        self.asked: list[str] = []
+
+    def state(self, org_id: str) -> WalletState:
+        return self.wallet
+
+    def period_spend(self, org_id: str, period_key: str) -> Money:
+        self.asked.append(period_key)
+        return self.spend.get(period_key, Money.zero())
+
+
+def limit(mode: str, amount: str = "100", period: str = "daily", zone: str = "UTC") -> BillingControls:
+    return BillingControls(
+        org_id=ORG,
+        configured=True,
+        limit_enabled=True,
+        limit_period=period,  # type: ignore[arg-type]
+        limit_amount=Money.usd(amount),
+        limit_mode=mode,  # type: ignore[arg-type]
+        limit_timezone=zone,
+    )
+
+
+def test_no_limit_accepts_what_the_balance_covers() -> None:
+    # Given 50 USD with 10 in flight and no limit / When 40 USD is estimated
+    decision = Funding(MemoryLedger("50", reserved="10")).check_funding(
+        ORG, Money.usd("40"), BillingControls(org_id=ORG), now=NOW
+    )
+    # Then it is accepted, with the figures it was judged on
+    assert (decision.available, decision.in_flight, decision.required) == (
+        Money.usd("40"),
+        Money.usd("10"),
+        Money.usd("40"),
+    )
+    assert decision.limit_reached is False and decision.limit is None
+
+
+@pytest.mark.parametrize(
+    ("surface", "code"), [("batch", "insufficient_credits"), ("chat", "insufficient_funds")]
+)
+def test_available_below_the_estimate_is_a_402_even_without_a_limit(surface: str, code: str) -> None:
+    # Given 50 USD of which 10 in flight / When 40.000001 USD is estimated
+    with pytest.raises(PaymentRequired) as refused:
+        Funding(MemoryLedger("50", reserved="10")).check_funding(
+            ORG,
+            Money.usd("40.000001"),
+            None,
+            now=NOW,
+            surface=surface,  # type: ignore[arg-type]
+        )
+    # Then 402 with the available and required amounts as decimal strings
+    assert refused.value.code == code
+    assert refused.value.details == {"available": "40.00", "required": "40.000001"}
+
+
+def test_hard_limit_refuses_a_batch_with_402_and_the_limit_details() -> None:
+    # Given a hard daily limit of 100 USD, 60 spent today, 30 in flight
+    ledger = MemoryLedger("1000", reserved="30", spend={"D#2026-11-21": "60"})
+    # When a batch estimated at 10.5 USD is submitted
+    with pytest.raises(PaymentRequired) as refused:
+        Funding(ledger).check_funding(ORG, Money.usd("10.5"), limit("hard"), now=NOW)
+    # Then 402 insufficient_credits with limit, period, spent, projected
+    assert refused.value.code == "insufficient_credits"
+    assert refused.value.details == {
+        "limit": "100.00",
+        "period": "daily",
+        "spent": "60.00",
+        "projected": "100.50",
+    }
+
+
+def test_hard_limit_refuses_chat_with_403_spending_limit_reached() -> None:
+    ledger = MemoryLedger("1000", spend={"M#2026-11": "99.99"})
+    with pytest.raises(Forbidden) as refused:
+        Funding(ledger).check_funding(
+            ORG, Money.usd("0.02"), limit("hard", period="monthly"), now=NOW, surface="chat"
+        )
+    assert refused.value.code == "spending_limit_reached"
+    assert refused.value.details == {
+        "limit": "100.00",
+        "period": "monthly",
+        "spent": "99.99",
+        "projected": "100.01",
+    }
+
+
+def test_hard_limit_accepts_up_to_the_limit_and_flags_it_reached() -> None:
+    # Given 60 spent and 30 in flight under a hard 100 USD limit / When exactly 10 is estimated
+    ledger = MemoryLedger("1000", reserved="30", spend={"D#2026-11-21": "60"})
+    decision = Funding(ledger).check_funding(ORG, Money.usd("10"), limit("hard"), now=NOW)
+    # Then accepted; the limit is reached, so the next submit would be refused
+    assert decision.limit_reached is True
+    assert (decision.spent, decision.projected, decision.period_key) == (
+        Money.usd("60"),
+        Money.usd("100"),
+        "D#2026-11-21",
+    )
+
+
+@pytest.mark.parametrize(("estimate", "reached"), [("5", False), ("40", True), ("5000", True)])
+def test_soft_limit_never_refuses_but_flags(estimate: str, reached: bool) -> None:
+    ledger = MemoryLedger("10000", reserved="30", spend={"D#2026-11-21": "60"})
+    decision = Funding(ledger).check_funding(ORG, Money.usd(estimate), limit("soft"), now=NOW, surface="chat")
+    assert decision.limit_reached is reached
+
+
+def test_period_spend_is_read_for_the_local_period_of_the_controls_zone() -> None:
+    # Given a hard daily limit in UTC+14 (10:30Z on the 21st is already the 22nd there)
+    ledger = MemoryLedger("1000", spend={"D#2026-11-21": "100"})
+    # When funding is checked / Then the 22nd's spend (nothing yet) is what counts
+    decision = Funding(ledger).check_funding(
+        ORG, Money.usd("1"), limit("hard", zone="Pacific/Kiritimati"), now=NOW
+    )
+    assert ledger.asked == ["D#2026-11-22"]
+    assert decision.spent == Money.zero()
+
+
+def test_a_disabled_or_incomplete_limit_is_ignored() -> None:
+    ledger = MemoryLedger("1000", spend={"D#2026-11-21": "500"})
+    disabled = BillingControls(org_id=ORG, limit_enabled=False, limit_mode="hard")
+    assert Funding(ledger).check_funding(ORG, Money.usd("1"), disabled, now=NOW).limit is None
+    assert ledger.asked == []
+
+
+def test_decide_refuses_a_negative_estimate() -> None:
+    wallet = WalletState(balance=Money.usd("1"), reserved=Money.zero())
+    with pytest.raises(ValueError, match="negative"):
+        decide(wallet=wallet, estimate=Money(-1), controls=None, spent=None, period_key=None)
