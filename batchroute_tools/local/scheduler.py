@@ -45,7 +45,9 @@ class SweeperSchedule:
         self.region = region
         self._monotonic = monotonic
         self._wall_clock = wall_clock
-        self._next_run = monotonic() + interval_seconds
+        # EventBridge schedules tick from creation; firing at start also gives lanes their
+        # first heartbeat before the first quote.
+        self._next_run = monotonic()
 
     def seconds_until_due(self) -> float:
         return max(0.0, self._next_run - self._monotonic())

@@ -16,6 +16,7 @@ from functions.api.routes import (
     api_keys,
     auth,
     batch_webhooks,
+    batches,
     billing,
     catalog,
     content,
@@ -39,6 +40,7 @@ ROUTERS = (
     content.router,
     files.router,
     quotes.router,
+    batches.router,
 )
 
 

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 from moto import mock_aws
+from moto.dynamodb.models import DynamoDBBackend
 
 from batchroute import resources
 from batchroute.adapters.aws import reset_clients
@@ -42,3 +45,18 @@ def local_aws() -> Iterator[LocalStack]:
                     os.environ[name] = value
             get_settings.cache_clear()
             reset_clients()
+
+
+@pytest.fixture
+def serializable_transactions(monkeypatch: pytest.MonkeyPatch) -> None:
+    """DynamoDB isolates transactions (serializable); moto's in-process backend checks and
+    writes without a lock, so threads could interleave inside one transaction. Give moto that
+    isolation, so the test probes our conditions, not moto's thread safety."""
+    lock = threading.Lock()
+    original: Callable[..., None] = DynamoDBBackend.transact_write_items
+
+    def isolated(self: DynamoDBBackend, *args: Any, **kwargs: Any) -> None:
+        with lock:
+            original(self, *args, **kwargs)
+
+    monkeypatch.setattr(DynamoDBBackend, "transact_write_items", isolated)

@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
-from moto.dynamodb.models import DynamoDBBackend
 
 from batchroute.adapters.dynamo.codec import to_item
 from batchroute.adapters.dynamo.ledger import LedgerStore, cancellation_codes
@@ -254,21 +253,6 @@ def test_a_wallet_without_available_micros_still_reserves_and_grants(ledger: Led
 
 
 # -- concurrency -------------------------------------------------------------------------------
-@pytest.fixture
-def serializable_transactions(monkeypatch: pytest.MonkeyPatch) -> None:
-    """DynamoDB isolates transactions (serializable); moto's in-process backend checks and
-    writes without a lock, so threads could interleave inside one transaction. Give moto that
-    isolation, so the test probes our conditions, not moto's thread safety."""
-    lock = threading.Lock()
-    original: Callable[..., None] = DynamoDBBackend.transact_write_items
-
-    def isolated(self: DynamoDBBackend, *args: Any, **kwargs: Any) -> None:
-        with lock:
-            original(self, *args, **kwargs)
-
-    monkeypatch.setattr(DynamoDBBackend, "transact_write_items", isolated)
-
-
 def run_together(count: int, work: Callable[[int], Any]) -> list[Any]:
     """Start `count` calls of `work` at once (a barrier), return results or exceptions."""
     barrier = threading.Barrier(count)

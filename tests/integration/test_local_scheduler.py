@@ -51,23 +51,23 @@ def test_default_interval_is_the_declared_rate() -> None:
     assert DEFAULT_INTERVAL_SECONDS == resources.SWEEPER_RATE_MINUTES * 60
 
 
-def test_sweeper_fires_once_per_interval_starting_one_interval_in() -> None:
+def test_sweeper_fires_at_start_then_once_per_interval() -> None:
     # Given a schedule with a one-minute rate
     clock, sweeper = FakeMonotonic(), RecordingSweeper()
     schedule = _schedule(sweeper, clock)
-    # When no time has passed, then it does not fire (a rate rule waits one interval)
-    assert schedule.tick() is False
-    assert schedule.seconds_until_due() == 60
-    # When a minute passes, then it fires once
-    clock.now += 60
+    # When the stack starts, then it fires once (lanes get their first heartbeat at once)
     assert schedule.tick() is True
     assert schedule.tick() is False
+    assert schedule.seconds_until_due() == 60
     # And again only after another minute
     clock.now += 59
     assert schedule.tick() is False
     clock.now += 1
     assert schedule.tick() is True
     assert len(sweeper.events) == 2
+    clock.now += 60
+    assert schedule.tick() is True
+    assert len(sweeper.events) == 3
 
 
 def test_sweeper_gets_an_eventbridge_scheduled_event() -> None:
@@ -104,6 +104,9 @@ def test_a_failing_sweep_does_not_stop_the_schedule() -> None:
     clock.now += 60
     assert schedule.tick() is True
     assert len(sweeper.events) == 2
+    clock.now += 60
+    assert schedule.tick() is True
+    assert len(sweeper.events) == 3
 
 
 def test_run_returns_when_stopped() -> None:

@@ -11,12 +11,12 @@ from batchroute.catalog import builtin_catalog
 from batchroute.clock import FixedClock, isoformat
 from batchroute.domain.catalog import LaneLive, Provider
 from batchroute.domain.lanes import (
-    RoutingGuards,
     fits_routing_mode,
     heartbeat_is_fresh,
     lane_serves_product,
     lane_status,
 )
+from batchroute.domain.routing_gates import RoutingGuards
 
 CATALOG = builtin_catalog()
 START = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
@@ -62,7 +62,7 @@ def test_lane_status_order_guards_then_heartbeat_then_capacity() -> None:
     assert (
         lane_status(replace(groq, enabled=False), fresh, clock.now(), RoutingGuards()) == "provider_disabled"
     )
-    only_openai = RoutingGuards(provider_allowlist=frozenset({"openai"}))
+    only_openai = RoutingGuards(provider_allowlist=("openai",))
     assert lane_status(groq, fresh, clock.now(), only_openai) == "not_in_allowlist"
     clock.advance(minutes=6)
     assert lane_status(groq, fresh, clock.now(), RoutingGuards()) == "stale_heartbeat"
@@ -72,8 +72,8 @@ def test_launch_guard_keeps_unlaunched_providers_out_only_when_active() -> None:
     edge_us = _provider("edge-us")
     assert not edge_us.launched
     live = _live(START)
-    assert lane_status(edge_us, live, START, RoutingGuards(launch_guard=True)) == "not_launched"
-    assert lane_status(edge_us, live, START, RoutingGuards(launch_guard=False)) == "available"
+    assert lane_status(edge_us, live, START, RoutingGuards(launch_provider_guard=True)) == "not_launched"
+    assert lane_status(edge_us, live, START, RoutingGuards(launch_provider_guard=False)) == "available"
 
 
 @pytest.mark.parametrize(

@@ -197,7 +197,7 @@ def test_stale_heartbeat_when_too_old_or_never_reported() -> None:
     assert old.details == {
         "last_heartbeat_at": "2026-03-01T11:00:00.000Z",
         "heartbeat_age_seconds": 3_600,
-        "ttl_seconds": 900,
+        "ttl_seconds": 300,
     }
     assert rejected(group, "b/m-chat").code == "stale_heartbeat"
     assert rejected(group, "b/m-chat").details["heartbeat_age_seconds"] is None

@@ -13,7 +13,7 @@ from batchroute.adapters.quote_items import QuoteItemSink
 from batchroute.adapters.s3_objects import S3Objects
 from batchroute.catalog import builtin_catalog
 from batchroute.domain.access import Principal
-from batchroute.domain.routing_gates import RoutingGuards
+from batchroute.services.catalog import guards_for
 from batchroute.services.quotes import QuoteService
 from functions.api.auth import require
 from functions.api.deps import ClockDep, SettingsDep
@@ -44,11 +44,7 @@ def quote_service(settings: SettingsDep, clock: ClockDep, files: FilesDep) -> Qu
         files=files,
         balances=LedgerStore(settings.table_name("ledger")),
         settings=settings,
-        guards=RoutingGuards(
-            provider_allowlist=tuple(settings.provider_allowlist),
-            launch_provider_guard=settings.launch_provider_guard and settings.environment != "local",
-            heartbeat_ttl_seconds=settings.lane_heartbeat_ttl_seconds,
-        ),
+        guards=guards_for(settings),
         clock=clock,
     )
 

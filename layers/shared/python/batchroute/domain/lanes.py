@@ -10,11 +10,11 @@ today is `capacity_full`. The codes and their order are the routing gates' own
 from __future__ import annotations
 
 from collections.abc import Collection
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
 
 from batchroute.domain.catalog import Lane, LaneLive, Provider, WorkflowProduct
+from batchroute.domain.routing_gates import RoutingGuards
 
 LaneStatus = Literal[
     "available",
@@ -40,16 +40,6 @@ PUBLIC_ONLY = "public_only"
 PRIVACY_CONSTRAINED = "privacy_constrained"
 
 
-@dataclass(frozen=True)
-class RoutingGuards:
-    """The deployment's routing guards. `launch_guard` is already resolved for the
-    environment (it never applies in local mode)."""
-
-    provider_allowlist: frozenset[str] = frozenset()
-    launch_guard: bool = False
-    heartbeat_ttl_seconds: int = 300
-
-
 def parse_instant(value: str) -> datetime:
     return datetime.fromisoformat(value.replace("Z", "+00:00"))
 
@@ -65,7 +55,7 @@ def provider_status(provider: Provider, guards: RoutingGuards) -> LaneStatus:
     """Whether the deployment lets the provider route at all (before any live state)."""
     if not provider.enabled:
         return "provider_disabled"
-    if guards.launch_guard and not provider.launched:
+    if guards.launch_provider_guard and not provider.launched:
         return "not_launched"
     if guards.provider_allowlist and provider.slug not in guards.provider_allowlist:
         return "not_in_allowlist"

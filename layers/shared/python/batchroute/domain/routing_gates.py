@@ -42,7 +42,7 @@ GATE_ORDER: Final[tuple[str, ...]] = (
 OUTRANKED: Final = "outranked"
 REJECTION_CODES: Final[tuple[str, ...]] = (*GATE_ORDER, OUTRANKED)
 
-DEFAULT_HEARTBEAT_TTL_SECONDS: Final = 900
+DEFAULT_HEARTBEAT_TTL_SECONDS: Final = 300  # = Settings.lane_heartbeat_ttl_seconds
 _MODE_KINDS: Final[dict[str, frozenset[str]]] = {
     "public_only": frozenset({"vendor_batch", "public_host"}),
     "edge_only": frozenset({"edge"}),

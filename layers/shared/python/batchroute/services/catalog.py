@@ -32,11 +32,11 @@ from batchroute.domain.catalog import (
 from batchroute.domain.lanes import (
     STATUS_MESSAGES,
     LaneStatus,
-    RoutingGuards,
     lane_serves_product,
     lane_status,
     provider_status,
 )
+from batchroute.domain.routing_gates import RoutingGuards
 from batchroute.errors import InvalidRequest, NotFound
 from batchroute.money import format_amount
 
@@ -79,8 +79,9 @@ class ModelFilters:
 
 def guards_for(settings: Settings) -> RoutingGuards:
     return RoutingGuards(
-        provider_allowlist=frozenset(settings.provider_allowlist),
-        launch_guard=settings.launch_provider_guard and settings.environment != "local",
+        provider_allowlist=tuple(settings.provider_allowlist),
+        # The launch guard never applies in local mode, where every provider is simulated.
+        launch_provider_guard=settings.launch_provider_guard and settings.environment != "local",
         heartbeat_ttl_seconds=settings.lane_heartbeat_ttl_seconds,
     )
 

@@ -123,7 +123,7 @@ class QuoteService:
         items: ItemSource,
         *,
         fee_kind: str = "batch",
-        on_item: Callable[[bytes], None] | None = None,
+        on_item: Callable[[Mapping[str, Any], bytes], None] | None = None,
     ) -> PlannedQuote:
         """Preflight every item, route every model group, price the plan; raises the 400
         `batch_preflight_failed` with every issue found."""
@@ -138,7 +138,7 @@ class QuoteService:
             preflight.add_item(count, item, line=index if index != count else None)
             line = digest.add(item)
             if on_item is not None:
-                on_item(line)
+                on_item(item, line)
             count += 1
         if count == 0:
             raise InvalidRequest("Give at least one item.", code="no_items")
@@ -169,9 +169,10 @@ class QuoteService:
     def quote_model(self, principal: Principal, body: Mapping[str, Any]) -> dict[str, Any]:
         authorize(principal, "batches:create")
         quote_id = new_id("qlock", self.clock.now())
-        source, items = self._items(principal, body)
+        source, items = self.items_source(principal, body)
         lines: list[bytes] = []
-        planned = self.plan(body, items, on_item=lines.append if source["kind"] == "inline" else None)
+        keep = _collector(lines) if source["kind"] == "inline" else None
+        planned = self.plan(body, items, on_item=keep)
         if source["kind"] == "inline":
             source["s3_key"] = self.item_sink.save(quote_id, iter(lines))
         source["digest"] = planned.items_digest
@@ -196,7 +197,7 @@ class QuoteService:
             lines: list[bytes] = []
             items = ((i, workflow_item(product, model_id, i, raw)) for i, raw in enumerate(inputs))
             try:
-                planned = self.plan(body, items, fee_kind="workflow", on_item=lines.append)
+                planned = self.plan(body, items, fee_kind="workflow", on_item=_collector(lines))
             except InvalidRequest as exc:
                 considered.append({"model": model_id, "eligible": False, "reason": exc.message})
                 continue
@@ -250,7 +251,9 @@ class QuoteService:
         return snapshot
 
     # -- helpers -------------------------------------------------------------------------------
-    def _items(self, principal: Principal, body: Mapping[str, Any]) -> tuple[dict[str, Any], ItemSource]:
+    def items_source(
+        self, principal: Principal, body: Mapping[str, Any]
+    ) -> tuple[dict[str, Any], ItemSource]:
         has_items, file_id = body.get("items") is not None, body.get("input_file_id")
         if has_items == bool(file_id):
             raise InvalidRequest(
@@ -338,6 +341,13 @@ class QuoteService:
             for model in self.catalog.models
             if product.operation in model.operations and needed <= set(model.runtime_capabilities)
         ]
+
+
+def _collector(lines: list[bytes]) -> Callable[[Mapping[str, Any], bytes], None]:
+    def collect(_item: Mapping[str, Any], line: bytes) -> None:
+        lines.append(line)
+
+    return collect
 
 
 def quote_lanes(plan_api: Mapping[str, Any]) -> list[dict[str, Any]]:

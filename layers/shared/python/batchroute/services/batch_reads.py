@@ -1,0 +1,195 @@
+"""Reading batches: listings, items with their live status, results and artifact links.
+
+Items and results are read from S3 chunks as streams: a page never loads a whole batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, Literal
+
+from batchroute.adapters.batch_inputs import CHUNK_SIZE, input_chunk_key
+from batchroute.adapters.dynamo.batch_records import BatchRecords
+from batchroute.adapters.s3_objects import S3Objects
+from batchroute.domain.access import Principal, authorize, require_same_org
+from batchroute.domain.batch_states import NON_TERMINAL
+from batchroute.domain.jsonl import parse_jsonl
+from batchroute.errors import Conflict, InvalidRequest, NotFound
+from batchroute.services.batch_views import Signer
+
+ITEM_STATUSES = ("pending", "processing", "completed", "failed")
+BodyFormat = Literal["normalized", "raw"]
+
+
+def result_chunk_key(batch_id: str, lane_key: str, chunk: int) -> str:
+    return f"batches/{batch_id}/results/{lane_key}/{chunk:05d}.jsonl"
+
+
+def _cursor(value: str | None) -> int:
+    if value is None or value == "":
+        return 0
+    if not value.isdigit():
+        raise InvalidRequest("cursor must be a value returned as next_cursor.", code="invalid_cursor")
+    return int(value)
+
+
+def preview(output: Any, limit: int = 200) -> str | None:
+    if not isinstance(output, dict):
+        return None
+    if isinstance(output.get("content"), str):
+        return str(output["content"])[:limit]
+    if "embedding" in output or "embeddings" in output:
+        return f"embedding ({output.get('dimensions', '?')} dimensions)"
+    return None
+
+
+class BatchReads:
+    def __init__(self, records: BatchRecords, artifacts: S3Objects, sign: Signer) -> None:
+        self.records = records
+        self.artifacts = artifacts
+        self.sign = sign
+
+    def owned(self, principal: Principal, batch_id: str) -> dict[str, Any]:
+        authorize(principal, "batches:read")
+        batch = self.records.get(batch_id)
+        if batch is None:
+            raise NotFound("No such batch.", code="batch_not_found")
+        require_same_org(principal, batch["org_id"])
+        return batch
+
+    def list_batches(
+        self, principal: Principal, *, state: str | None, cursor: str | None, limit: int
+    ) -> tuple[list[dict[str, Any]], str | None, int]:
+        authorize(principal, "batches:read")
+        states: frozenset[str] | None = None
+        if state == "active":
+            states = frozenset(NON_TERMINAL)
+        elif state is not None:
+            states = frozenset({state})
+        if cursor is not None and not cursor.startswith("batch_"):
+            raise InvalidRequest("cursor must be a value returned as next_cursor.", code="invalid_cursor")
+        page, next_cursor = self.records.list_for_org(
+            principal.org_id, limit=limit, start_after=cursor, states=states
+        )
+        return page, next_cursor, self.records.count_for_org(principal.org_id)
+
+    # -- results ---------------------------------------------------------------------------------
+    def results(
+        self, principal: Principal, batch_id: str, *, cursor: str | None, limit: int, body_format: BodyFormat
+    ) -> dict[str, Any]:
+        batch = self.owned(principal, batch_id)
+        key = (batch.get("artifacts") or {}).get("results_key")
+        if not key:
+            raise Conflict(
+                "Results are ready once the batch is finalized.",
+                code="results_not_ready",
+                details={"state": batch["state"]},
+            )
+        start = _cursor(cursor)
+        rows: list[dict[str, Any]] = []
+        next_cursor: str | None = None
+        for index, (_, row) in enumerate(parse_jsonl(self.artifacts.chunks(key))):
+            if index < start or not isinstance(row, dict):
+                continue
+            if len(rows) == limit:
+                next_cursor = str(index)
+                break
+            output = row.get("raw") if body_format == "raw" else row.get("output")
+            rows.append(
+                {
+                    "customer_item_id": row.get("customer_item_id"),
+                    "sequence_number": row.get("sequence_number"),
+                    "status": row.get("status"),
+                    "output": output if row.get("status") == "completed" else None,
+                    "error": row.get("error") if row.get("status") == "failed" else None,
+                }
+            )
+        return {"batch_id": batch_id, "body_format": body_format, "data": rows, "next_cursor": next_cursor}
+
+    def artifact_url(self, principal: Principal, batch_id: str) -> dict[str, Any]:
+        batch = self.owned(principal, batch_id)
+        key = (batch.get("artifacts") or {}).get("results_key")
+        if not key:
+            raise Conflict(
+                "The artifact exists once the batch is finalized.",
+                code="results_not_ready",
+                details={"state": batch["state"]},
+            )
+        return {"batch_id": batch_id, "url": self.sign(key), "expires_in": 900}
+
+    # -- items -----------------------------------------------------------------------------------
+    def items(
+        self, principal: Principal, batch_id: str, *, status: str | None, cursor: str | None, limit: int
+    ) -> dict[str, Any]:
+        batch = self.owned(principal, batch_id)
+        if status is not None and status not in ITEM_STATUSES:
+            raise InvalidRequest(
+                f"status must be one of {', '.join(ITEM_STATUSES)}.",
+                code="invalid_request",
+                details={"field": "status"},
+            )
+        start = _cursor(cursor)
+        lanes = self.records.lanes(batch_id)
+        data: list[dict[str, Any]] = []
+        next_cursor: str | None = None
+        for row in self._item_rows(batch, lanes, start):
+            if status is not None and row["status"] != status:
+                continue
+            if len(data) == limit:
+                next_cursor = str(row["sequence_number"])
+                break
+            data.append(row)
+        return {"batch_id": batch_id, "data": data, "next_cursor": next_cursor}
+
+    def _item_rows(
+        self, batch: dict[str, Any], lanes: list[dict[str, Any]], start: int
+    ) -> Iterator[dict[str, Any]]:
+        batch_id = batch["batch_id"]
+        for chunk in range(start // CHUNK_SIZE, int(batch.get("chunk_count", 0))):
+            results = self._chunk_results(batch_id, lanes, chunk)
+            running = any(
+                chunk in (lane.get("chunks") or [])
+                and lane.get("status") == "running"
+                and chunk not in (lane.get("chunks_done") or [])
+                for lane in lanes
+            )
+            for _, line in parse_jsonl(self.artifacts.chunks(input_chunk_key(batch_id, chunk))):
+                if not isinstance(line, dict) or int(line["seq"]) < start:
+                    continue
+                seq = int(line["seq"])
+                item = line["item"]
+                result = results.get(seq)
+                row: dict[str, Any] = {
+                    "sequence_number": seq,
+                    "customer_item_id": item.get("customer_item_id"),
+                    "model": item.get("model"),
+                    "operation": item.get("operation"),
+                    "status": "pending",
+                    "error": None,
+                    "output_preview": None,
+                }
+                if result is not None:
+                    row["status"] = result.get("status", "completed")
+                    row["error"] = result.get("error")
+                    row["output_preview"] = preview(result.get("output"))
+                    row["provider"] = result.get("provider")
+                elif running and batch["state"] in NON_TERMINAL:
+                    row["status"] = "processing"
+                elif batch["state"] not in NON_TERMINAL:
+                    row["status"] = "failed"
+                    row["error"] = {"code": batch["state"], "message": f"The batch was {batch['state']}."}
+                yield row
+
+    def _chunk_results(
+        self, batch_id: str, lanes: list[dict[str, Any]], chunk: int
+    ) -> dict[int, dict[str, Any]]:
+        found: dict[int, dict[str, Any]] = {}
+        for lane in lanes:
+            if chunk not in (lane.get("chunks_done") or []):
+                continue
+            for _, row in parse_jsonl(
+                self.artifacts.chunks(result_chunk_key(batch_id, lane["lane_key"], chunk))
+            ):
+                if isinstance(row, dict):
+                    found[int(row["seq"])] = row
+        return found

@@ -1,0 +1,452 @@
+"""Creating, cancelling and retrying batches.
+
+Create: validate, price (the quote's locked snapshot, or an internal quote), write the items
+to S3 in chunks, then ONE DynamoDB transaction reserves the total from the wallet, writes the
+batch (`priced`) and the idempotency record, so no crash can lose or double-spend credits.
+The workflow starts afterwards, named after the batch so it can never start twice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, Protocol
+
+from botocore.exceptions import ClientError
+
+from batchroute.adapters.batch_inputs import InputChunkWriter, input_chunk_key
+from batchroute.adapters.dynamo.batch_records import BatchRecords
+from batchroute.adapters.dynamo.ledger import LedgerStore, cancellation_codes, is_transaction_conflict
+from batchroute.adapters.s3_objects import S3Objects
+from batchroute.clock import Clock, isoformat
+from batchroute.config import Settings
+from batchroute.domain.access import Principal, authorize, require_same_org
+from batchroute.domain.batch_states import is_terminal
+from batchroute.domain.billing_controls import BillingControls
+from batchroute.domain.jsonl import LineError, parse_jsonl
+from batchroute.domain.network import check_public_https_url
+from batchroute.errors import Conflict, InvalidRequest, NotFound, ServiceError
+from batchroute.ids import new_id
+from batchroute.money import Money
+from batchroute.observability import logger
+from batchroute.services.batch_views import batch_summary
+from batchroute.services.funding import Funding
+from batchroute.services.quotes import QuoteService, items_digest
+
+SLA = timedelta(hours=24)
+IDEMPOTENCY_TTL = timedelta(hours=24)
+MAX_CANCEL_REASON = 500
+_BATCH_FIELDS = {
+    "quote_id",
+    "items",
+    "input_file_id",
+    "sla_tier",
+    "routing_mode",
+    "privacy_tier",
+    "webhook",
+    "metadata",
+    "required_tools",
+    "region",
+    "regions",
+    "max_price",
+    "completion_window",
+}
+
+
+class ControlsReader(Protocol):
+    def billing_controls(self, org_id: str) -> BillingControls | None: ...
+
+
+class WorkflowStarter(Protocol):
+    def __call__(self, *, batch_id: str) -> str: ...
+
+
+class WebhookSealer(Protocol):
+    def __call__(self, *, org_id: str, batch_id: str, url: str, secret: str) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class CreateAnswer:
+    status_code: int
+    body: bytes  # the exact bytes of the first answer, replayed byte for byte
+    replayed: bool = False
+
+
+def request_hash(body: Mapping[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def check_idempotency_key(key: str | None) -> str:
+    if key is None or not key.strip():
+        raise InvalidRequest("The Idempotency-Key header is required.", code="idempotency_key_required")
+    if not 8 <= len(key) <= 128 or not key.isprintable():
+        raise InvalidRequest(
+            "Idempotency-Key must be 8-128 printable characters.", code="invalid_idempotency_key"
+        )
+    return key
+
+
+class BatchService:
+    def __init__(
+        self,
+        *,
+        records: BatchRecords,
+        ledger: LedgerStore,
+        controls: ControlsReader,
+        quotes: QuoteService,
+        artifacts: S3Objects,
+        start_workflow: WorkflowStarter,
+        seal_webhook: WebhookSealer,
+        settings: Settings,
+        clock: Clock,
+    ) -> None:
+        self.records = records
+        self.ledger = ledger
+        self.controls = controls
+        self.quotes = quotes
+        self.artifacts = artifacts
+        self.start_workflow = start_workflow
+        self.seal_webhook = seal_webhook
+        self.settings = settings
+        self.clock = clock
+
+    # -- create --------------------------------------------------------------------------------
+    def create(
+        self,
+        principal: Principal,
+        body: Mapping[str, Any],
+        idempotency_key: str | None,
+        *,
+        source: str = "native",
+    ) -> CreateAnswer:
+        authorize(principal, "batches:create")
+        key = check_idempotency_key(idempotency_key)
+        fingerprint = request_hash(body)
+        replay = self._replay(principal.org_id, key, fingerprint)
+        if replay is not None:
+            return replay
+        unknown = sorted(set(body) - _BATCH_FIELDS)
+        if unknown:
+            raise InvalidRequest(
+                f"Unknown field(s): {', '.join(unknown)}.",
+                code="invalid_request",
+                details={"fields": unknown},
+            )
+        if body.get("completion_window", "24h") != "24h":
+            raise InvalidRequest(
+                "completion_window must be 24h.",
+                code="invalid_request",
+                details={"field": "completion_window"},
+            )
+        batch_id = new_id("batch", self.clock.now())
+        webhook = self._webhook(principal, batch_id, body.get("webhook"))
+        writer = InputChunkWriter(self.artifacts, batch_id)
+        try:
+            plan, total, fee_kind, quote_id, request = self._price_and_write(principal, body, writer)
+            writer.close()
+        except BaseException:
+            writer.abort()
+            raise
+        controls = self.controls.billing_controls(principal.org_id)
+        Funding(self.ledger).check_funding(principal.org_id, total, controls, now=self.clock.now())
+        now = self.clock.now()
+        batch = {
+            "batch_id": batch_id,
+            "org_id": principal.org_id,
+            "state": "priced",
+            "source": source,
+            "created_at": isoformat(now),
+            "deadline_at": isoformat(now + SLA),
+            "state_changed_at": isoformat(now),
+            "routing_mode": request["routing_mode"],
+            "sla_tier": request["sla_tier"],
+            "privacy_tier": request["privacy_tier"],
+            "quote_id": quote_id,
+            "item_count": writer.count,
+            "chunk_count": writer.chunk_count,
+            "chunk_models": writer.chunk_models,
+            "counts": {
+                "total": writer.count,
+                "pending": writer.count,
+                "running": 0,
+                "completed": 0,
+                "failed": 0,
+                "canceled": 0,
+            },
+            "plan": plan,
+            "reservation_id": f"res_{batch_id}",
+            "reserved_micros": total.micros,
+            "fee_kind": fee_kind,
+            "execution_summary": {"latest_error": None},
+            "workflow_steps": {},
+            "created_by": principal.user_id or principal.key_id,
+        }
+        if webhook is not None:
+            batch["webhook"] = webhook
+        if isinstance(body.get("metadata"), dict):
+            batch["metadata"] = {str(k): str(v)[:512] for k, v in list(body["metadata"].items())[:16]}
+        answer_body = json.dumps({"batch": batch_summary(batch)}, separators=(",", ":")).encode()
+        self._commit(principal, key, fingerprint, batch, total, answer_body)
+        self._start(batch_id)
+        return CreateAnswer(202, answer_body)
+
+    def _price_and_write(
+        self, principal: Principal, body: Mapping[str, Any], writer: InputChunkWriter
+    ) -> tuple[dict[str, Any], Money, str, str | None, dict[str, str]]:
+        quote_id = body.get("quote_id")
+        if quote_id:
+            if not isinstance(quote_id, str):
+                raise InvalidRequest(
+                    "quote_id must be a qlock_ id.", code="invalid_request", details={"field": "quote_id"}
+                )
+            snapshot = self.quotes.snapshot(principal, quote_id)
+            digest = items_digest(self._stream_quoted_items(principal, body, snapshot, writer))
+            if digest != snapshot["items"]["digest"]:
+                raise Conflict(
+                    "The items differ from the quoted ones; quote them again.", code="quote_mismatch"
+                )
+            routing = snapshot["routing"]
+            request = {k: routing[k] for k in ("routing_mode", "sla_tier", "privacy_tier")}
+            fee_kind = "workflow" if snapshot.get("kind") == "workflow" else "batch"
+            return routing, Money(int(snapshot["total_micros"])), fee_kind, quote_id, request
+        # No quote: an internal quote, priced the same way, as the items stream to S3.
+        _, items = self.quotes.items_source(principal, body)
+        planned = self.quotes.plan(body, items, on_item=lambda item, _line: writer.add(item))
+        routing = planned.plan.to_api()
+        request = {k: routing[k] for k in ("routing_mode", "sla_tier", "privacy_tier")}
+        return routing, planned.price.total, "batch", None, request
+
+    def _stream_quoted_items(
+        self,
+        principal: Principal,
+        body: Mapping[str, Any],
+        snapshot: dict[str, Any],
+        writer: InputChunkWriter,
+    ) -> Iterator[Mapping[str, Any]]:
+        """The items of a quoted batch: those sent now, or else the quote's own."""
+        if body.get("items") is not None or body.get("input_file_id"):
+            _, items = self.quotes.items_source(principal, body)
+        elif snapshot["items"]["kind"] == "file":
+            items = self.quotes.files.open_items(principal.org_id, snapshot["items"]["file_id"])
+        else:
+            items = parse_jsonl(self.artifacts.chunks(snapshot["items"]["s3_key"]))
+        for _, item in items:
+            if isinstance(item, LineError):
+                raise Conflict(
+                    "The quoted items can no longer be read; quote them again.", code="quote_mismatch"
+                )
+            writer.add(item)
+            yield item
+
+    def _webhook(self, principal: Principal, batch_id: str, webhook: Any) -> dict[str, Any] | None:
+        if webhook is None:
+            return None
+        issues = []
+        if not isinstance(webhook, dict) or not isinstance(webhook.get("url"), str):
+            issues.append(("invalid_webhook", "webhook must be {url, secret}.", "webhook"))
+        else:
+            secret = webhook.get("secret")
+            if not isinstance(secret, str) or not 8 <= len(secret) <= 256:
+                issues.append(
+                    (
+                        "invalid_webhook_secret",
+                        "The webhook secret must be 8-256 characters.",
+                        "webhook.secret",
+                    )
+                )
+            try:
+                check_public_https_url(
+                    webhook["url"],
+                    allow_loopback=self.settings.allow_loopback_webhooks,
+                    environment=self.settings.environment,
+                )
+            except ServiceError as exc:
+                issues.append((exc.code, exc.message, "webhook.url"))
+        if issues:
+            raise InvalidRequest(
+                "The webhook is not acceptable.",
+                code="batch_preflight_failed",
+                details={
+                    "preflight": {
+                        "ok": False,
+                        "warnings": [],
+                        "errors": [
+                            {
+                                "category": "webhook",
+                                "code": code,
+                                "message": message,
+                                "path": path,
+                                "action": "Use a public https URL and a secret of 8-256 characters.",
+                            }
+                            for code, message, path in issues
+                        ],
+                    }
+                },
+            )
+        return self.seal_webhook(
+            org_id=principal.org_id, batch_id=batch_id, url=webhook["url"], secret=webhook["secret"]
+        )
+
+    def _commit(
+        self,
+        principal: Principal,
+        key: str,
+        fingerprint: str,
+        batch: dict[str, Any],
+        total: Money,
+        body: bytes,
+    ) -> None:
+        now = self.clock.now()
+        reserve = self.ledger.reserve_items(
+            principal.org_id,
+            reservation_id=batch["reservation_id"],
+            amount=total,
+            at=isoformat(now),
+            purpose="batch",
+            ref=batch["batch_id"],
+        )
+        idempotency = self.records.idempotency_item(
+            principal.org_id,
+            key,
+            {
+                "request_hash": fingerprint,
+                "status_code": 202,
+                "body": body.decode(),
+                "batch_id": batch["batch_id"],
+                "created_at": isoformat(now),
+                "ttl": int((now + IDEMPOTENCY_TTL).timestamp()),
+            },
+        )
+        items = [*reserve, self.records.new_batch_item(batch), idempotency]
+        for attempt in range(3):
+            try:
+                self.records.dynamodb.transact_write_items(TransactItems=items)
+                return
+            except ClientError as exc:
+                refusal = self.ledger.reservation_refusal(exc, principal.org_id, total, offset=0)
+                if refusal is not None:
+                    raise refusal from exc
+                if is_transaction_conflict(exc) and attempt < 2:
+                    continue
+                if cancellation_codes(exc)[len(items) - 1 : len(items)] == ["ConditionalCheckFailed"]:
+                    # A concurrent request with the same key committed first: answer as it did.
+                    raise _ConcurrentDuplicate from exc
+                raise
+
+    def _replay(self, org_id: str, key: str, fingerprint: str) -> CreateAnswer | None:
+        record = self.records.idempotency_record(org_id, key)
+        if record is None:
+            return None
+        if record["request_hash"] != fingerprint:
+            raise Conflict(
+                "This Idempotency-Key was used with a different request body.", code="idempotency_conflict"
+            )
+        return CreateAnswer(int(record["status_code"]), str(record["body"]).encode(), replayed=True)
+
+    def create_or_replay(
+        self,
+        principal: Principal,
+        body: Mapping[str, Any],
+        idempotency_key: str | None,
+        *,
+        source: str = "native",
+    ) -> CreateAnswer:
+        try:
+            return self.create(principal, body, idempotency_key, source=source)
+        except _ConcurrentDuplicate:
+            replay = self._replay(principal.org_id, str(idempotency_key), request_hash(body))
+            if replay is None:
+                raise Conflict(
+                    "A request with this Idempotency-Key is still being processed; retry shortly.",
+                    code="idempotency_in_progress",
+                ) from None
+            return replay
+
+    def _start(self, batch_id: str) -> None:
+        try:
+            arn = self.start_workflow(batch_id=batch_id)
+        except Exception:
+            # The batch is safely priced; the sweeper starts workflows that did not start.
+            logger.exception("workflow start failed; the sweeper will retry", extra={"batch_id": batch_id})
+            return
+        self.records.update(batch_id, {"execution_arn": arn})
+
+    # -- cancel and retry ------------------------------------------------------------------------
+    def get_owned(self, principal: Principal, batch_id: str) -> dict[str, Any]:
+        batch = self.records.get(batch_id)
+        if batch is None:
+            raise NotFound("No such batch.", code="batch_not_found")
+        require_same_org(principal, batch["org_id"])
+        return batch
+
+    def cancel(self, principal: Principal, batch_id: str, reason: str | None) -> dict[str, Any]:
+        authorize(principal, "batches:create")
+        if reason is not None and len(reason) > MAX_CANCEL_REASON:
+            raise InvalidRequest(
+                "reason is at most 500 characters.", code="invalid_request", details={"field": "reason"}
+            )
+        batch = self.get_owned(principal, batch_id)
+        if batch.get("source") == "chat_direct":
+            raise Conflict("A direct chat request cannot be cancelled.", code="direct_not_cancellable")
+        if is_terminal(batch["state"]):
+            raise Conflict(
+                f"The batch is already {batch['state']}.",
+                code="batch_not_cancellable",
+                details={"state": batch["state"]},
+            )
+        now = isoformat(self.clock.now())
+        extra: dict[str, object] = {"completed_at": now}
+        if reason:
+            extra["cancel_reason"] = reason
+        if not self.records.transition(batch_id, "canceled", at=now, extra=extra):
+            current = self.records.get(batch_id) or batch
+            raise Conflict(
+                f"The batch is already {current['state']}.",
+                code="batch_not_cancellable",
+                details={"state": current["state"]},
+            )
+        return self.records.get(batch_id) or batch
+
+    def retry(self, principal: Principal, batch_id: str) -> tuple[dict[str, Any], int]:
+        """A new batch from the failed and canceled items of a finished one (beta)."""
+        authorize(principal, "batches:create")
+        source = self.get_owned(principal, batch_id)
+        artifacts = source.get("artifacts") or {}
+        if not is_terminal(source["state"]) or not artifacts.get("results_key"):
+            raise Conflict(
+                "Only a finished batch can be retried.",
+                code="batch_not_finished",
+                details={"state": source["state"]},
+            )
+        failed = {
+            int(row["sequence_number"])
+            for _, row in parse_jsonl(self.artifacts.chunks(artifacts["results_key"]))
+            if isinstance(row, dict) and row.get("status") == "failed"
+        }
+        if not failed:
+            raise Conflict("The batch has no failed or canceled items to retry.", code="nothing_to_retry")
+        items = [row["item"] for row in self._input_rows(source) if int(row["seq"]) in failed]
+        body = {
+            "items": items,
+            "routing_mode": source.get("routing_mode", "cheapest"),
+            "privacy_tier": source.get("privacy_tier", "standard"),
+            "sla_tier": source.get("sla_tier", "standard"),
+        }
+        key = f"retry-{batch_id}-{request_hash(body)[:32]}"
+        answer = self.create_or_replay(principal, body, key)
+        created = json.loads(answer.body)["batch"]
+        self.records.update(created["id"], {"retry_of": batch_id})
+        return created, len(items)
+
+    def _input_rows(self, batch: dict[str, Any]) -> Iterator[dict[str, Any]]:
+        for chunk in range(int(batch.get("chunk_count", 0))):
+            for _, row in parse_jsonl(self.artifacts.chunks(input_chunk_key(batch["batch_id"], chunk))):
+                if isinstance(row, dict):
+                    yield row
+
+
+class _ConcurrentDuplicate(Exception):
+    """Another request with the same Idempotency-Key committed first."""

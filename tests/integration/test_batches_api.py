@@ -1,0 +1,226 @@
+"""The batch API: create (idempotent, funded in one transaction), reads, cancel, limits."""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from batchroute.adapters.dynamo.ledger import LedgerStore
+from batchroute.config import get_settings
+from batchroute.money import Money
+from batchroute_tools.local.provision import LocalStack
+from functions.api.app import create_app
+from functions.api.auth import identity_store
+from tests.integration.principals import TestOrg, new_org
+from tests.integration.test_quotes import _heartbeat_all_lanes, _item
+
+
+@pytest.fixture
+def client(local_aws: LocalStack) -> TestClient:
+    identity_store.cache_clear()
+    _heartbeat_all_lanes()
+    return TestClient(create_app(), raise_server_exceptions=False)
+
+
+@pytest.fixture
+def org(client: TestClient) -> TestOrg:
+    return new_org(credit_usd="10")
+
+
+def _create(client: TestClient, org: TestOrg, body: dict[str, Any], key: str = "key-00000001") -> Any:
+    return client.post("/v1/batches", json=body, headers={**org.key_headers(), "Idempotency-Key": key})
+
+
+def _ledger() -> LedgerStore:
+    return LedgerStore(get_settings().table_name("ledger"))
+
+
+def test_create_answers_202_priced_and_reserves_the_total(client: TestClient, org: TestOrg) -> None:
+    # Given a quote for two items
+    quote = client.post(
+        "/v1/quotes/model", json={"items": [_item(0), _item(1)]}, headers=org.key_headers()
+    ).json()
+    # When a batch is created from it
+    response = _create(client, org, {"quote_id": quote["quote_id"], "items": [_item(0), _item(1)]})
+    # Then 202 with the batch already priced, and the quoted total reserved
+    assert response.status_code == 202, response.text
+    batch = response.json()["batch"]
+    assert batch["id"].startswith("batch_") and batch["state"] == "priced"
+    assert batch["counts"] == {
+        "total": 2,
+        "pending": 2,
+        "running": 0,
+        "completed": 0,
+        "failed": 0,
+        "canceled": 0,
+    }
+    state = _ledger().state(org.org_id)
+    assert state.reserved == Money.usd(quote["pricing_estimate"]["total"]["amount"])
+    assert state.available == Money.usd("10") - state.reserved
+
+
+def test_create_from_the_quote_alone_and_without_a_quote(client: TestClient, org: TestOrg) -> None:
+    quote = client.post("/v1/quotes/model", json={"items": [_item(0)]}, headers=org.key_headers()).json()
+    alone = _create(client, org, {"quote_id": quote["quote_id"]}, key="key-quote-alone")
+    assert alone.status_code == 202, alone.text
+    internal = _create(client, org, {"items": [_item(1)], "routing_mode": "cheapest"}, key="key-internal-1")
+    assert internal.status_code == 202, internal.text
+    assert internal.json()["batch"]["quote_id"] is None
+
+
+def test_replay_is_byte_for_byte_and_a_different_body_conflicts(client: TestClient, org: TestOrg) -> None:
+    body = {"items": [_item(0)]}
+    first = _create(client, org, body, key="same-key-123")
+    again = _create(client, org, body, key="same-key-123")
+    assert again.status_code == 202 and again.content == first.content
+    assert again.headers.get("idempotent-replayed") == "true"
+    other = _create(client, org, {"items": [_item(1)]}, key="same-key-123")
+    assert other.status_code == 409 and other.json()["error"]["code"] == "idempotency_conflict"
+    assert len(_ledger().reservations(org.org_id)) == 1
+
+
+@pytest.mark.usefixtures("serializable_transactions")
+def test_concurrent_duplicates_create_one_batch(client: TestClient, org: TestOrg) -> None:
+    body = {"items": [_item(0)]}
+    answers: list[Any] = []
+
+    def submit() -> None:
+        answers.append(_create(client, org, body, key="concurrent-key-1"))
+
+    threads = [threading.Thread(target=submit) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    ids = {a.json()["batch"]["id"] for a in answers if a.status_code == 202}
+    assert len(ids) == 1, [a.text for a in answers]
+    assert all(a.status_code == 202 for a in answers), [a.text for a in answers]
+    listed = client.get("/v1/batches", headers=org.key_headers()).json()
+    assert listed["workspace_total_count"] == 1
+
+
+def test_idempotency_key_is_required_and_bounded(client: TestClient, org: TestOrg) -> None:
+    missing = client.post("/v1/batches", json={"items": [_item(0)]}, headers=org.key_headers())
+    assert missing.status_code == 400 and missing.json()["error"]["code"] == "idempotency_key_required"
+    short = _create(client, org, {"items": [_item(0)]}, key="short")
+    assert short.status_code == 400 and short.json()["error"]["code"] == "invalid_idempotency_key"
+
+
+def test_insufficient_credits_is_402_and_reserves_nothing(client: TestClient, local_aws: LocalStack) -> None:
+    broke = new_org(credit_usd="0")
+    response = _create(client, broke, {"items": [_item(0)]})
+    assert response.status_code == 402
+    assert response.json()["error"]["code"] == "insufficient_credits"
+    assert _ledger().state(broke.org_id).reserved == Money.zero()
+
+
+def test_hard_spending_limit_is_402_with_details(client: TestClient, org: TestOrg) -> None:
+    # Given a hard daily limit far below one batch's estimate
+    controls = {
+        "limit_enabled": True,
+        "limit_period": "daily",
+        "limit_amount": 0.000001,
+        "limit_mode": "hard",
+    }
+    saved = client.put("/v1/billing/controls", json=controls, headers=org.session_headers())
+    assert saved.status_code == 200, saved.text
+    # When a batch is submitted / Then 402 with the limit's figures as decimal strings
+    response = _create(client, org, {"items": [_item(0)]})
+    assert response.status_code == 402
+    error = response.json()["error"]
+    assert error["code"] == "insufficient_credits"
+    assert {"limit", "period", "spent", "projected"} <= set(error["details"])
+    assert all(isinstance(error["details"][k], str) for k in ("limit", "spent", "projected"))
+
+
+def test_soft_limit_never_blocks(client: TestClient, org: TestOrg) -> None:
+    controls = {
+        "limit_enabled": True,
+        "limit_period": "monthly",
+        "limit_amount": 0.000001,
+        "limit_mode": "soft",
+    }
+    assert client.put("/v1/billing/controls", json=controls, headers=org.session_headers()).status_code == 200
+    assert _create(client, org, {"items": [_item(0)]}).status_code == 202
+
+
+def test_preflight_and_webhook_errors(client: TestClient, org: TestOrg) -> None:
+    bad = _create(client, org, {"items": [_item(0, model="nope")]}, key="key-bad-model")
+    assert bad.status_code == 400 and bad.json()["error"]["code"] == "batch_preflight_failed"
+    hook = _create(
+        client,
+        org,
+        {"items": [_item(0)], "webhook": {"url": "http://x.example/h", "secret": "s"}},
+        key="key-hook-1",
+    )
+    assert hook.status_code == 400
+    codes = {issue["code"] for issue in hook.json()["error"]["details"]["preflight"]["errors"]}
+    assert {"https_required", "invalid_webhook_secret"} <= codes
+    both = _create(client, org, {"items": [_item(0)], "input_file_id": "file_x"}, key="key-both-1")
+    assert both.status_code == 400
+
+
+def test_quote_mismatch_and_expiry(client: TestClient, org: TestOrg) -> None:
+    quote = client.post("/v1/quotes/model", json={"items": [_item(0)]}, headers=org.key_headers()).json()
+    mismatch = _create(client, org, {"quote_id": quote["quote_id"], "items": [_item(5)]}, key="key-mismatch")
+    assert mismatch.status_code == 409 and mismatch.json()["error"]["code"] == "quote_mismatch"
+    foreign = new_org(credit_usd="5")
+    stolen = _create(client, foreign, {"quote_id": quote["quote_id"]}, key="key-foreign1")
+    assert stolen.status_code == 403
+
+
+def test_reads_list_get_and_other_orgs(client: TestClient, org: TestOrg) -> None:
+    created = [
+        _create(client, org, {"items": [_item(n)]}, key=f"key-list-{n:04d}").json()["batch"] for n in range(3)
+    ]
+    page = client.get("/v1/batches?limit=2", headers=org.key_headers()).json()
+    assert [b["id"] for b in page["data"]] == [created[2]["id"], created[1]["id"]]
+    assert page["workspace_total_count"] == 3 and page["next_cursor"]
+    rest = client.get(f"/v1/batches?limit=2&cursor={page['next_cursor']}", headers=org.key_headers()).json()
+    assert [b["id"] for b in rest["data"]] == [created[0]["id"]] and rest["next_cursor"] is None
+    active = client.get("/v1/batches?status=active", headers=org.key_headers()).json()
+    assert len(active["data"]) == 3
+    assert client.get("/v1/batches?state=completed", headers=org.key_headers()).json()["data"] == []
+    assert client.get("/v1/batches?state=bogus", headers=org.key_headers()).status_code == 400
+    assert client.get("/v1/batches?limit=101", headers=org.key_headers()).status_code == 400
+    one = client.get(
+        f"/v1/batches/{created[0]['id']}?include_details=true&include_billing_receipt=true",
+        headers=org.key_headers(),
+    ).json()
+    assert one["batch"]["id"] == created[0]["id"] and one["billing_receipt"] is None
+    assert "details" in one["batch"] and "lane_statuses" in one["batch"]
+    assert client.get("/v1/batches/batch_nope", headers=org.key_headers()).status_code == 404
+    other = new_org()
+    assert client.get(f"/v1/batches/{created[0]['id']}", headers=other.key_headers()).status_code == 403
+    items = client.get(f"/v1/batches/{created[0]['id']}/items", headers=org.key_headers()).json()
+    assert (
+        items["data"][0]["status"] in {"pending", "processing"} and items["data"][0]["sequence_number"] == 0
+    )
+    not_ready = client.get(f"/v1/batches/{created[0]['id']}/results", headers=org.key_headers())
+    assert not_ready.status_code == 409
+
+
+def test_cancel_then_cancel_again_is_409(client: TestClient, org: TestOrg) -> None:
+    batch = _create(client, org, {"items": [_item(0)]}).json()["batch"]
+    long_reason = client.post(
+        f"/v1/batches/{batch['id']}/cancel", json={"reason": "x" * 501}, headers=org.key_headers()
+    )
+    assert long_reason.status_code == 400
+    first = client.post(
+        f"/v1/batches/{batch['id']}/cancel", json={"reason": "changed my mind"}, headers=org.key_headers()
+    )
+    assert first.status_code == 200 and first.json()["batch"]["state"] == "canceled"
+    second = client.post(f"/v1/batches/{batch['id']}/cancel", headers=org.key_headers())
+    assert second.status_code == 409
+    retry = client.post(f"/v1/batches/{batch['id']}/retry", headers=org.key_headers())
+    assert retry.status_code == 409
+
+
+def test_member_may_create_billing_may_not(client: TestClient, org: TestOrg) -> None:
+    headers = {**org.key_headers("billing"), "Idempotency-Key": "key-billing-1"}
+    assert client.post("/v1/batches", json={"items": [_item(0)]}, headers=headers).status_code == 403
+    assert json.loads(_create(client, org, {"items": [_item(0)]}, key="key-member-1").content)["batch"]
