@@ -15,6 +15,9 @@ from batchroute.adapters.dynamo.batch_records import BatchRecords
 from batchroute_tools.local.lambda_runtime import context_for, load_handler
 from batchroute_tools.local.poller import QueuePoller
 from batchroute_tools.local.provision import LocalStack
+from functions.api.auth import identity_store
+from tests.integration.batch_pipeline_support import GPT, create_batch, heartbeat_all_lanes, item
+from tests.integration.principals import new_org
 
 
 def _pollers(stack: LocalStack) -> list[QueuePoller]:
@@ -49,35 +52,24 @@ def _run_until_done(stack: LocalStack, execution_arn: str, budget_seconds: float
     raise AssertionError("workflow did not finish in time")
 
 
-def _put_batch(stack: LocalStack, batch_id: str, lanes: list[dict[str, Any]]) -> None:
-    boto3.client("dynamodb", region_name=stack.region).put_item(
-        TableName=stack.tables["batches"],
-        Item={
-            "pk": {"S": f"BATCH#{batch_id}"},
-            "sk": {"S": "META"},
-            "batch_id": {"S": batch_id},
-            "state": {"S": "priced"},
-            "lanes": {"L": [{"M": {"lane_id": {"S": lane["lane_id"]}}} for lane in lanes]},
-        },
-    )
-
-
 def test_trivial_execution_runs_end_to_end(local_aws: LocalStack) -> None:
-    # Given a batch with two planned lanes
-    _put_batch(local_aws, "batch_wf1", [{"lane_id": "lane_a"}, {"lane_id": "lane_b"}])
+    # Given a batch with two planned lanes (two models), made as batch create makes it
+    identity_store.cache_clear()
+    heartbeat_all_lanes()
+    batch_id = create_batch(new_org(credit_usd="1").org_id, [item(0), item(1, GPT)]).batch_id
     sfn = boto3.client("stepfunctions", region_name=local_aws.region)
     # When the workflow runs
     execution = sfn.start_execution(
         stateMachineArn=local_aws.state_machine_arn,
-        name="batch_wf1",
-        input=json.dumps({"batch_id": "batch_wf1"}),
+        name=batch_id,
+        input=json.dumps({"batch_id": batch_id}),
     )
     result = _run_until_done(local_aws, execution["executionArn"])
     # Then it succeeds through every step, each lane ran once, and the batch journaled each step
     assert result["status"] == "SUCCEEDED"
     output = json.loads(result["output"])
     assert len(output["lanes"]) == 2
-    batch = BatchRecords(local_aws.tables["batches"]).get("batch_wf1")
+    batch = BatchRecords(local_aws.tables["batches"]).get(batch_id)
     assert batch is not None
     assert set(batch["workflow_steps"]) == {"route", "run_lane", "finalize", "settle", "deliver"}
     assert batch["execution_arn"].startswith("arn:aws:states:")

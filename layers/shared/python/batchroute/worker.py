@@ -14,6 +14,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from batchroute.adapters.stepfunctions import StepFunctionsCallbacks
 from batchroute.observability import logger, metrics, tracer
+from batchroute.services import time_budget
 from batchroute.workflow.tasks import Step, TaskCallbacks, WorkflowTask, run_task
 
 LambdaHandler = Callable[[dict[str, Any], LambdaContext], dict[str, Any]]
@@ -23,10 +24,11 @@ def workflow_task_handler(steps: Mapping[str, Step], callbacks: TaskCallbacks | 
     processor = BatchProcessor(event_type=EventType.SQS)
     answer = callbacks or StepFunctionsCallbacks()
 
-    def record_handler(record: SQSRecord) -> None:
+    def record_handler(record: SQSRecord, lambda_context: LambdaContext | None = None) -> None:
         task = WorkflowTask.model_validate_json(record.body)
         logger.append_keys(batch_id=task.batch_id, step=task.step)
-        run_task(task, steps, answer)
+        with time_budget.invocation(lambda_context):  # steps that budget their time read it
+            run_task(task, steps, answer)
         metrics.add_metric(name="WorkflowStepsRun", unit=MetricUnit.Count, value=1)
 
     @logger.inject_lambda_context(log_event=False)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any, Literal
 
+from batchroute.adapters.batch_artifacts import result_chunk_key
 from batchroute.adapters.batch_inputs import CHUNK_SIZE, input_chunk_key
 from batchroute.adapters.dynamo.batch_records import BatchRecords
 from batchroute.adapters.s3_objects import S3Objects
@@ -19,10 +20,6 @@ from batchroute.services.batch_views import Signer
 
 ITEM_STATUSES = ("pending", "processing", "completed", "failed")
 BodyFormat = Literal["normalized", "raw"]
-
-
-def result_chunk_key(batch_id: str, lane_key: str, chunk: int) -> str:
-    return f"batches/{batch_id}/results/{lane_key}/{chunk:05d}.jsonl"
 
 
 def _cursor(value: str | None) -> int:

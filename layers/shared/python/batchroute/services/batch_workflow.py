@@ -1,20 +1,35 @@
 """The batch workflow's steps, grouped by the worker that runs them.
 
 Each step journals itself on the batch (idempotent: a repeated message rewrites the same
-entry) and returns what the next state needs. The route step hands the Map state the
-batch's planned lanes.
+entry), runs its part of the pipeline and returns what the next state needs:
+
+- route (router): lane records from the quote's plan; the Map gets `{lanes: [{lane_key}]}`
+  (`services/lane_planning.py`);
+- run_lane (router): one lane's chunks through its provider, with failover; None (no
+  answer yet) when the lane continues in a re-enqueued message (`services/lane_execution.py`);
+- finalize (settle): results.jsonl / errors.jsonl in input order (`services/finalize.py`);
+- settle (settle): charge actual usage, release the rest, receipt (`services/settlement.py`);
+- fail (settle, HandleFailure): the batch `failed`, then finalize and settle as far as they
+  go, so finished items get artifacts and are charged and the rest is released;
+- deliver (webhook): the terminal-state webhook.
+
+Every step is idempotent: messages repeat (docs/batches.md, Lifecycle).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from batchroute.clock import Clock, isoformat
 from batchroute.domain.batch_states import TERMINAL, BatchState
 from batchroute.errors import PermanentError
+from batchroute.observability import logger
 from batchroute.workflow.tasks import Step, StepOutput, WorkflowTask
+
+if TYPE_CHECKING:
+    from batchroute.services.batch_pipeline import Pipeline
 
 
 class BatchNotFound(PermanentError):
@@ -39,13 +54,34 @@ class BatchEventDelivery(Protocol):
     ) -> dict[str, Any] | None: ...
 
 
+class PipelineNotWired(PermanentError):
+    pass
+
+
 class BatchWorkflow:
     def __init__(
-        self, records: WorkflowRecords, clock: Clock, webhooks: BatchEventDelivery | None = None
+        self,
+        records: WorkflowRecords,
+        clock: Clock,
+        webhooks: BatchEventDelivery | None = None,
+        *,
+        pipeline: Pipeline | None = None,
     ) -> None:
         self.records = records
         self.clock = clock
         self.webhooks = webhooks
+        self.pipeline = pipeline
+
+    def _pipeline(self) -> Pipeline:
+        if self.pipeline is None:
+            raise PipelineNotWired("this worker has no batch pipeline")
+        return self.pipeline
+
+    def _batch(self, task: WorkflowTask) -> dict[str, Any]:
+        batch = self.records.get(task.batch_id)
+        if batch is None:
+            raise BatchNotFound(f"batch {task.batch_id} does not exist")
+        return dict(batch)
 
     def _journal(self, task: WorkflowTask, *, required: bool = True) -> bool:
         recorded = self.records.record_step(task.batch_id, task.step, isoformat(self.clock.now()))
@@ -55,26 +91,56 @@ class BatchWorkflow:
 
     def route(self, task: WorkflowTask) -> StepOutput:
         self._journal(task)
-        batch = self.records.get(task.batch_id) or {}
-        lanes = batch.get("lanes") or []
-        return {"lanes": lanes}
+        return self._pipeline().planner.route(self._batch(task))
 
-    def journal_only(self, task: WorkflowTask) -> StepOutput:
+    def run_lane(self, task: WorkflowTask) -> StepOutput | None:
         self._journal(task)
-        return {"step": task.step, "batch_id": task.batch_id}
+        return self._pipeline().lanes.run(task, self._batch(task))
+
+    def finalize(self, task: WorkflowTask) -> StepOutput:
+        self._journal(task)
+        return self._pipeline().finalizer.finalize(self._batch(task))
+
+    def settle(self, task: WorkflowTask) -> StepOutput:
+        self._journal(task)
+        batch = self._batch(task)
+        if "lane_tallies" not in batch:  # Finalize did not run (or not to the end): do it now
+            self._pipeline().finalizer.finalize(batch)
+            batch = self._batch(task)
+        return self._pipeline().settlement.settle(batch)
 
     def fail(self, task: WorkflowTask) -> StepOutput:
-        """The failure path: mark the batch failed with the error that ended the workflow.
+        """The failure path: mark the batch failed with the error that ended the workflow,
+        then finalize and settle it, so the items that finished get their artifacts and are
+        charged, and the rest of the reservation is released.
 
         Tolerates a missing batch, so a broken start still reaches the end of the failure path."""
-        if self._journal(task, required=False):
-            self.records.transition(
-                task.batch_id,
-                "failed",
-                at=isoformat(self.clock.now()),
-                extra={"execution_summary": {"latest_error": describe_error(task.error)}},
-            )
-        return {"step": task.step, "batch_id": task.batch_id}
+        output: StepOutput = {"step": task.step, "batch_id": task.batch_id}
+        if not self._journal(task, required=False):
+            return output
+        now = isoformat(self.clock.now())
+        self.records.transition(
+            task.batch_id,
+            "failed",
+            at=now,
+            extra={"execution_summary": {"latest_error": describe_error(task.error)}, "completed_at": now},
+        )
+        if self.pipeline is None:
+            return output
+        try:
+            self.pipeline.finalizer.finalize(self._batch(task))
+        except PermanentError as exc:
+            logger.warning("failed batch could not be finalized", extra={"error": str(exc)[:500]})
+            output["finalize_error"] = str(exc)[:1000]
+        try:
+            settled = self.pipeline.settlement.settle(self._batch(task))
+        except PermanentError as exc:
+            logger.warning("failed batch could not be settled", extra={"error": str(exc)[:500]})
+            output["settle_error"] = str(exc)[:1000]
+        else:
+            output["charged"] = settled["charged"]
+            output["released"] = settled["released"]
+        return output
 
     def deliver(self, task: WorkflowTask) -> StepOutput:
         """The terminal-state webhook: created once, first attempt made here; failed attempts
@@ -93,10 +159,10 @@ class BatchWorkflow:
         return output
 
     def router_steps(self) -> Mapping[str, Step]:
-        return {"route": self.route, "run_lane": self.journal_only}
+        return {"route": self.route, "run_lane": self.run_lane}
 
     def settle_steps(self) -> Mapping[str, Step]:
-        return {"finalize": self.journal_only, "settle": self.journal_only, "fail": self.fail}
+        return {"finalize": self.finalize, "settle": self.settle, "fail": self.fail}
 
     def deliver_steps(self) -> Mapping[str, Step]:
         return {"deliver": self.deliver}

@@ -29,7 +29,8 @@ class WorkflowTask(BaseModel):
 
 
 StepOutput = dict[str, Any]
-Step = Callable[[WorkflowTask], StepOutput]
+# A step that returns None handed its work on (RunLane re-enqueued itself): no answer yet.
+Step = Callable[[WorkflowTask], StepOutput | None]
 
 
 class TaskCallbacks(Protocol):
@@ -52,6 +53,8 @@ def run_task(task: WorkflowTask, steps: Mapping[str, Step], callbacks: TaskCallb
         output = step(task)
     except PermanentError as exc:
         callbacks.fail(task.task_token, error=type(exc).__name__, cause=str(exc)[:32000])
+        return None
+    if output is None:
         return None
     callbacks.succeed(task.task_token, output)
     return output

@@ -1,0 +1,131 @@
+"""A batch's objects in the artifacts bucket, as JSON Lines streams (docs/batches.md):
+
+- `batches/<id>/input/<chunk:05d>.jsonl`: input chunks (written by batch create);
+- `batches/<id>/results/<lane_key>/<chunk:05d>.jsonl`: one lane's results for one chunk;
+- `batches/<id>/results.jsonl`, `errors.jsonl`, `receipt.json`: the final artifacts;
+- `tmp/batches/<id>/partial/<lane_key>/<chunk:05d>.jsonl`: results of a chunk a lane had
+  to leave half done (its invocation ran out of time); the bucket's `tmp/` rule expires them.
+
+Reads stream (never a whole object); writes go through the multipart ObjectWriter.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Mapping
+from decimal import Decimal
+from typing import Any
+
+from batchroute.adapters.batch_inputs import input_chunk_key
+from batchroute.adapters.s3_objects import ObjectWriter, S3Objects
+from batchroute.domain.jsonl import LineError, parse_jsonl
+from batchroute.errors import PermanentError
+
+JSONL = "application/jsonl"
+
+
+def result_chunk_key(batch_id: str, lane_key: str, chunk: int) -> str:
+    return f"batches/{batch_id}/results/{lane_key}/{chunk:05d}.jsonl"
+
+
+def partial_chunk_key(batch_id: str, lane_key: str, chunk: int) -> str:
+    return f"tmp/batches/{batch_id}/partial/{lane_key}/{chunk:05d}.jsonl"
+
+
+def results_key(batch_id: str) -> str:
+    return f"batches/{batch_id}/results.jsonl"
+
+
+def errors_key(batch_id: str) -> str:
+    return f"batches/{batch_id}/errors.jsonl"
+
+
+def receipt_key(batch_id: str) -> str:
+    return f"batches/{batch_id}/receipt.json"
+
+
+class CorruptArtifact(PermanentError):
+    pass
+
+
+def _line(value: Mapping[str, Any]) -> bytes:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=_plain).encode() + b"\n"
+
+
+def _plain(value: Any) -> Any:
+    """Decimals from DynamoDB (unit prices, counts) as JSON numbers or strings."""
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else str(value)
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
+class JsonlWriter:
+    def __init__(self, writer: ObjectWriter) -> None:
+        self._writer = writer
+        self.lines = 0
+
+    def write(self, value: Mapping[str, Any]) -> None:
+        self._writer.write(_line(value))
+        self.lines += 1
+
+    def close(self) -> None:
+        self._writer.close()
+
+    def abort(self) -> None:
+        self._writer.abort()
+
+
+class BatchArtifacts:
+    def __init__(self, objects: S3Objects) -> None:
+        self.objects = objects
+
+    # -- reads -----------------------------------------------------------------------------------
+    def lines(self, key: str, *, missing_ok: bool = False) -> Iterator[dict[str, Any]]:
+        """The JSON objects of a JSONL object, streamed; a missing object is empty when
+        `missing_ok`."""
+        if missing_ok and self.objects.size(key) is None:
+            return
+        for line_no, parsed in parse_jsonl(self.objects.chunks(key)):
+            if isinstance(parsed, LineError):
+                raise CorruptArtifact(f"{key} line {line_no}: {parsed.message}")
+            yield parsed
+
+    def input_lines(self, batch_id: str, chunk: int) -> Iterator[dict[str, Any]]:
+        """`{"seq", "item"}` lines of an input chunk, in seq order."""
+        return self.lines(input_chunk_key(batch_id, chunk))
+
+    def result_lines(self, batch_id: str, lane_key: str, chunk: int) -> Iterator[dict[str, Any]]:
+        return self.lines(result_chunk_key(batch_id, lane_key, chunk), missing_ok=True)
+
+    def partial_lines(self, batch_id: str, lane_key: str, chunk: int) -> Iterator[dict[str, Any]]:
+        return self.lines(partial_chunk_key(batch_id, lane_key, chunk), missing_ok=True)
+
+    def read_json(self, key: str) -> dict[str, Any] | None:
+        if self.objects.size(key) is None:
+            return None
+        data = b"".join(self.objects.chunks(key))
+        value = json.loads(data)
+        return value if isinstance(value, dict) else None
+
+    # -- writes ----------------------------------------------------------------------------------
+    def jsonl_writer(self, key: str) -> JsonlWriter:
+        return JsonlWriter(self.objects.writer(key, content_type=JSONL))
+
+    def write_lines(self, key: str, lines: Iterable[Mapping[str, Any]]) -> int:
+        writer = self.jsonl_writer(key)
+        try:
+            for line in lines:
+                writer.write(line)
+            writer.close()
+        except BaseException:
+            writer.abort()
+            raise
+        return writer.lines
+
+    def write_json(self, key: str, value: Mapping[str, Any]) -> None:
+        writer = self.objects.writer(key, content_type="application/json")
+        writer.write(json.dumps(value, separators=(",", ":"), default=_plain).encode())
+        writer.close()
+
+    def delete(self, key: str) -> None:
+        self.objects.delete(key)

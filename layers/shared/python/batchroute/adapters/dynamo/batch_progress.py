@@ -1,0 +1,399 @@
+"""Lane progress in the batches table, exactly once per chunk.
+
+A lane record (`BATCH#<id>` / `LANE#<lane_key>`) lists the chunks it started and finished.
+Starting a chunk (counts pending -> running) and finishing it (running -> completed /
+failed / canceled, or back to pending when its items go to a failover lane) are each ONE
+transaction of the lane record, conditioned on the chunk not being in its list yet, with
+the count moves on the batch item: a repeated message (or an invocation that crashed
+after writing) can never move the counts twice. Counts move by `SET x = x + :d`, per
+finished chunk, never per item.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from batchroute.adapters.dynamo.batch_records import batch_key
+from batchroute.adapters.dynamo.codec import from_item, is_condition_failure, to_item, to_value
+from batchroute.adapters.dynamo.store import DynamoStore
+
+COUNT_KEYS = ("pending", "running", "completed", "failed", "canceled")
+
+
+def lane_item_key(batch_id: str, lane_key: str) -> dict[str, Any]:
+    return {"pk": {"S": f"BATCH#{batch_id}"}, "sk": {"S": f"LANE#{lane_key}"}}
+
+
+def _counts_update(table: str, batch_id: str, deltas: dict[str, int]) -> dict[str, Any] | None:
+    moves = {key: delta for key, delta in deltas.items() if delta}
+    if not moves:
+        return None
+    names = {"#counts": "counts"}
+    values: dict[str, Any] = {":zero": to_value(0)}
+    sets = []
+    for i, (key, delta) in enumerate(moves.items()):
+        names[f"#c{i}"] = key
+        values[f":c{i}"] = to_value(delta)
+        sets.append(f"#counts.#c{i} = if_not_exists(#counts.#c{i}, :zero) + :c{i}")
+    return {
+        "Update": {
+            "TableName": table,
+            "Key": batch_key(batch_id),
+            "UpdateExpression": "SET " + ", ".join(sets),
+            "ConditionExpression": "attribute_exists(pk)",
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": values,
+        }
+    }
+
+
+class BatchProgress(DynamoStore):
+    def get_lane(self, batch_id: str, lane_key: str) -> dict[str, Any] | None:
+        response = self.dynamodb.get_item(
+            TableName=self.table_name, Key=lane_item_key(batch_id, lane_key), ConsistentRead=True
+        )
+        return from_item(response["Item"]) if "Item" in response else None
+
+    def put_lane(self, batch_id: str, lane: dict[str, Any]) -> bool:
+        """Create a lane record once; False when it existed (the first one stays)."""
+        values = {"pk": f"BATCH#{batch_id}", "sk": f"LANE#{lane['lane_key']}", "kind": "lane", **lane}
+        try:
+            self.dynamodb.put_item(
+                TableName=self.table_name,
+                Item=to_item(values),
+                ConditionExpression="attribute_not_exists(pk)",
+            )
+        except ClientError as exc:
+            if is_condition_failure(exc):
+                return False
+            raise
+        return True
+
+    def _update_lane(
+        self,
+        batch_id: str,
+        lane_key: str,
+        expression: str,
+        *,
+        condition: str = "attribute_exists(pk)",
+        names: dict[str, str] | None = None,
+        values: dict[str, Any] | None = None,
+    ) -> bool:
+        request: dict[str, Any] = {
+            "TableName": self.table_name,
+            "Key": lane_item_key(batch_id, lane_key),
+            "UpdateExpression": expression,
+            "ConditionExpression": condition,
+        }
+        if names:
+            request["ExpressionAttributeNames"] = names
+        if values:
+            request["ExpressionAttributeValues"] = {k: to_value(v) for k, v in values.items()}
+        try:
+            self.dynamodb.update_item(**request)
+        except ClientError as exc:
+            if is_condition_failure(exc):
+                return False
+            raise
+        return True
+
+    # -- lane status ---------------------------------------------------------------------------
+    def lane_running(self, batch_id: str, lane_key: str, *, at: str) -> bool:
+        """A run of the lane begins (one more attempt); False when the lane already ended.
+        The first run moves it `pending -> running`: see `lane_first_run`."""
+        return self._update_lane(
+            batch_id,
+            lane_key,
+            "SET #status = :running, started_at = if_not_exists(started_at, :at), "
+            "attempts = if_not_exists(attempts, :zero) + :one, updated_at = :at",
+            condition="attribute_exists(pk) AND #status IN (:pending, :running)",
+            names={"#status": "status"},
+            values={":running": "running", ":pending": "pending", ":at": at, ":zero": 0, ":one": 1},
+        )
+
+    def lane_first_run(self, batch_id: str, lane_key: str, *, at: str) -> bool:
+        """True exactly once: for the run that moves the lane out of `pending`."""
+        return self._update_lane(
+            batch_id,
+            lane_key,
+            "SET #status = :running, started_at = :at, updated_at = :at",
+            condition="attribute_exists(pk) AND #status = :pending",
+            names={"#status": "status"},
+            values={":running": "running", ":pending": "pending", ":at": at},
+        )
+
+    def lane_finished(
+        self,
+        batch_id: str,
+        lane_key: str,
+        status: str,
+        *,
+        at: str,
+        latest_error: str | None = None,
+        failover_to: str | None = None,
+    ) -> bool:
+        sets = ["#status = :status", "finished_at = :at", "updated_at = :at", "running_items = :zero"]
+        values: dict[str, Any] = {
+            ":status": status,
+            ":at": at,
+            ":zero": 0,
+            ":pending": "pending",
+            ":running": "running",
+        }
+        if latest_error is not None:
+            sets.append("latest_error = :error")
+            values[":error"] = latest_error
+        if failover_to is not None:
+            sets.append("failover_to = :to")
+            values[":to"] = failover_to
+        return self._update_lane(
+            batch_id,
+            lane_key,
+            "SET " + ", ".join(sets) + " REMOVE job, job_chunk, partial_chunk",
+            condition="attribute_exists(pk) AND #status IN (:pending, :running)",
+            names={"#status": "status"},
+            values=values,
+        )
+
+    def set_job(self, batch_id: str, lane_key: str, job: dict[str, Any] | None, *, chunk: int) -> None:
+        """The vendor batch job running for `chunk` (None: no job running)."""
+        if job is None:
+            self._update_lane(batch_id, lane_key, "REMOVE job, job_chunk")
+        else:
+            self._update_lane(
+                batch_id,
+                lane_key,
+                "SET job = :job, job_chunk = :chunk",
+                values={":job": job, ":chunk": chunk},
+            )
+
+    def set_partial(self, batch_id: str, lane_key: str, chunk: int) -> None:
+        """`chunk` has some results saved as a partial file (the lane left it half done)."""
+        self._update_lane(batch_id, lane_key, "SET partial_chunk = :chunk", values={":chunk": chunk})
+
+    # -- chunks, exactly once ------------------------------------------------------------------
+    def start_chunk(self, batch_id: str, lane_key: str, chunk: int, *, items: int) -> bool:
+        """Counts `items` pending -> running and notes the chunk as started; False (and no
+        change) when it was started before."""
+        lane = {
+            "Update": {
+                "TableName": self.table_name,
+                "Key": lane_item_key(batch_id, lane_key),
+                "UpdateExpression": "SET chunks_started = list_append(if_not_exists(chunks_started, :empty), "
+                ":chunks), running_items = :items",
+                "ConditionExpression": "attribute_exists(pk) AND NOT contains(chunks_started, :chunk)",
+                "ExpressionAttributeValues": {
+                    ":empty": to_value([]),
+                    ":chunks": to_value([chunk]),
+                    ":chunk": to_value(chunk),
+                    ":items": to_value(items),
+                },
+            }
+        }
+        return self._transact(
+            lane, _counts_update(self.table_name, batch_id, {"pending": -items, "running": items})
+        )
+
+    def finish_chunk(
+        self,
+        batch_id: str,
+        lane_key: str,
+        chunk: int,
+        *,
+        items: int,
+        completed: int,
+        failed: int,
+        canceled: int = 0,
+        handed_over: int = 0,
+        prompt_tokens: int = 0,
+        completion_tokens: int = 0,
+        at: str,
+    ) -> bool:
+        """The chunk's `items` leave `running`: completed, failed, canceled, or back to
+        pending (handed over to a failover lane); the lane adds them and the usage of its
+        completed items. False (and no change) when the chunk was finished before."""
+        lane = {
+            "Update": {
+                "TableName": self.table_name,
+                "Key": lane_item_key(batch_id, lane_key),
+                "UpdateExpression": "SET chunks_done = list_append(if_not_exists(chunks_done, :empty), "
+                ":chunks), running_items = :zero, updated_at = :at, "
+                "completed = if_not_exists(completed, :zero) + :completed, "
+                "failed = if_not_exists(failed, :zero) + :failed, "
+                "canceled = if_not_exists(canceled, :zero) + :canceled, "
+                "handed_over = if_not_exists(handed_over, :zero) + :handed, "
+                "#usage.prompt_tokens = if_not_exists(#usage.prompt_tokens, :zero) + :prompt, "
+                "#usage.completion_tokens = if_not_exists(#usage.completion_tokens, :zero) + :completion "
+                "REMOVE partial_chunk",
+                "ConditionExpression": "attribute_exists(pk) AND NOT contains(chunks_done, :chunk)",
+                "ExpressionAttributeNames": {"#usage": "usage"},
+                "ExpressionAttributeValues": {
+                    k: to_value(v)
+                    for k, v in {
+                        ":empty": [],
+                        ":chunks": [chunk],
+                        ":chunk": chunk,
+                        ":zero": 0,
+                        ":at": at,
+                        ":completed": completed,
+                        ":failed": failed,
+                        ":canceled": canceled,
+                        ":handed": handed_over,
+                        ":prompt": prompt_tokens,
+                        ":completion": completion_tokens,
+                    }.items()
+                },
+            }
+        }
+        moves = {
+            "running": -items,
+            "completed": completed,
+            "failed": failed,
+            "canceled": canceled,
+            "pending": handed_over,
+        }
+        return self._transact(lane, _counts_update(self.table_name, batch_id, moves))
+
+    def cancel_rest(
+        self, batch_id: str, lane_key: str, *, pending: int, running: int, at: str, reason: str
+    ) -> bool:
+        """The batch ended (canceled, expired, failed): the lane's items that never ran
+        count as canceled and the lane ends `canceled`. Exactly once (the lane's status)."""
+        lane = {
+            "Update": {
+                "TableName": self.table_name,
+                "Key": lane_item_key(batch_id, lane_key),
+                "UpdateExpression": "SET #status = :canceled, "
+                "canceled = if_not_exists(canceled, :zero) + :n, running_items = :zero, "
+                "finished_at = :at, updated_at = :at, latest_error = :reason "
+                "REMOVE job, job_chunk, partial_chunk",
+                "ConditionExpression": "attribute_exists(pk) AND #status IN (:pending, :running)",
+                "ExpressionAttributeNames": {"#status": "status"},
+                "ExpressionAttributeValues": {
+                    k: to_value(v)
+                    for k, v in {
+                        ":canceled": "canceled",
+                        ":pending": "pending",
+                        ":running": "running",
+                        ":zero": 0,
+                        ":n": pending + running,
+                        ":at": at,
+                        ":reason": reason,
+                    }.items()
+                },
+            }
+        }
+        moves = {"pending": -pending, "running": -running, "canceled": pending + running}
+        return self._transact(lane, _counts_update(self.table_name, batch_id, moves))
+
+    def set_fail_error(self, batch_id: str, lane_key: str, *, code: str, message: str, summary: str) -> None:
+        """No lane is left to take over: the lane fails its remaining items with this error
+        (kept from the first time, so a repeated run fails them the same way)."""
+        self._update_lane(
+            batch_id,
+            lane_key,
+            "SET fail_error = if_not_exists(fail_error, :error), latest_error = :summary",
+            values={":error": {"code": code, "message": message}, ":summary": summary},
+        )
+
+    def hand_over(
+        self,
+        batch_id: str,
+        lane_key: str,
+        chunk: int,
+        successor: dict[str, Any],
+        *,
+        items: int,
+        completed: int,
+        failed: int,
+        prompt_tokens: int,
+        completion_tokens: int,
+        latest_error: str,
+        at: str,
+    ) -> bool:
+        """Failover in ONE transaction: the successor lane record is created, this lane
+        finishes `chunk` with what it answered and ends `failed` pointing at the successor,
+        and the chunk's unanswered items go back to pending for the successor. False (and
+        no change) when the lane had ended or finished the chunk already."""
+        handed = items - completed - failed
+        put = {
+            "Put": {
+                "TableName": self.table_name,
+                "Item": to_item(
+                    {
+                        "pk": f"BATCH#{batch_id}",
+                        "sk": f"LANE#{successor['lane_key']}",
+                        "kind": "lane",
+                        **successor,
+                    }
+                ),
+                "ConditionExpression": "attribute_not_exists(pk)",
+            }
+        }
+        lane = {
+            "Update": {
+                "TableName": self.table_name,
+                "Key": lane_item_key(batch_id, lane_key),
+                "UpdateExpression": "SET chunks_done = list_append(if_not_exists(chunks_done, :empty), "
+                ":chunks), #status = :failed_status, failover_to = :to, latest_error = :error, "
+                "finished_at = :at, updated_at = :at, running_items = :zero, "
+                "completed = if_not_exists(completed, :zero) + :completed, "
+                "failed = if_not_exists(failed, :zero) + :failed, "
+                "handed_over = if_not_exists(handed_over, :zero) + :handed, "
+                "#usage.prompt_tokens = if_not_exists(#usage.prompt_tokens, :zero) + :prompt, "
+                "#usage.completion_tokens = if_not_exists(#usage.completion_tokens, :zero) + :completion "
+                "REMOVE job, job_chunk, partial_chunk",
+                "ConditionExpression": "attribute_exists(pk) AND NOT contains(chunks_done, :chunk) "
+                "AND #status IN (:pending, :running)",
+                "ExpressionAttributeNames": {"#status": "status", "#usage": "usage"},
+                "ExpressionAttributeValues": {
+                    k: to_value(v)
+                    for k, v in {
+                        ":empty": [],
+                        ":chunks": [chunk],
+                        ":chunk": chunk,
+                        ":failed_status": "failed",
+                        ":pending": "pending",
+                        ":running": "running",
+                        ":to": successor["lane_key"],
+                        ":error": latest_error,
+                        ":at": at,
+                        ":zero": 0,
+                        ":completed": completed,
+                        ":failed": failed,
+                        ":handed": handed,
+                        ":prompt": prompt_tokens,
+                        ":completion": completion_tokens,
+                    }.items()
+                },
+            }
+        }
+        counts = _counts_update(
+            self.table_name,
+            batch_id,
+            {"running": -items, "completed": completed, "failed": failed, "pending": handed},
+        )
+        items_ = [lane, put] if counts is None else [lane, put, counts]
+        try:
+            self.dynamodb.transact_write_items(TransactItems=items_)
+        except ClientError as exc:
+            reasons = exc.response.get("CancellationReasons") or []
+            if any(r.get("Code") == "ConditionalCheckFailed" for r in reasons[:2]):
+                return False
+            raise
+        return True
+
+    def _transact(self, lane: dict[str, Any], counts: dict[str, Any] | None) -> bool:
+        items = [lane] if counts is None else [lane, counts]
+        try:
+            self.dynamodb.transact_write_items(TransactItems=items)
+        except ClientError as exc:
+            reasons = exc.response.get("CancellationReasons") or []
+            if reasons and reasons[0].get("Code") == "ConditionalCheckFailed":
+                return False
+            if is_condition_failure(exc) and not reasons:
+                return False
+            raise
+        return True

@@ -1,0 +1,124 @@
+"""Result rows: the per-lane result line, the final artifact row, and the chunk merge. Pure.
+
+Each lane writes `results/<lane_key>/<chunk>.jsonl` sorted by seq (docs/batches.md). The
+final artifact walks the input chunk in order and merges every lane's result file of that
+chunk by seq (a k-way merge over sorted streams: memory stays flat): every input seq gets
+exactly one row, the first result found for it, or a failed row made by `missing(seq)`.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+ZERO_USAGE: dict[str, int] = {"prompt_tokens": 0, "completion_tokens": 0}
+
+
+def public_error(error: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """An item error as the result row shows it: `{code, message}`."""
+    if not error:
+        return None
+    return {"code": str(error.get("code") or "error"), "message": str(error.get("message") or "")}
+
+
+def artifact_row(line: Mapping[str, Any]) -> dict[str, Any]:
+    """The results.jsonl row of one result line: the native result row (`customer_item_id`,
+    `status`, `output`, `error`) plus `sequence_number` and `raw` (kept for body_format=raw;
+    the read API strips it from normalized results)."""
+    completed = line.get("status") == "completed"
+    return {
+        "customer_item_id": line.get("customer_item_id"),
+        "sequence_number": int(line["seq"]),
+        "status": "completed" if completed else "failed",
+        "output": line.get("output") if completed else None,
+        "error": None if completed else public_error(line.get("error")),
+        "raw": line.get("raw"),
+    }
+
+
+def missing_row(seq: int, customer_item_id: Any, *, code: str, message: str) -> dict[str, Any]:
+    """The row of an item that got no result (cancelled, expired, never run)."""
+    return {
+        "customer_item_id": customer_item_id,
+        "sequence_number": seq,
+        "status": "failed",
+        "output": None,
+        "error": {"code": code, "message": message},
+        "raw": None,
+    }
+
+
+@dataclass
+class LaneTally:
+    """What one lane delivered in the final artifact: its rows and the usage of its
+    completed rows (failed rows are never charged)."""
+
+    completed: int = 0
+    failed: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    def add(self, line: Mapping[str, Any]) -> None:
+        if line.get("status") == "completed":
+            usage = line.get("usage") or ZERO_USAGE
+            self.completed += 1
+            self.prompt_tokens += int(usage.get("prompt_tokens") or 0)
+            self.completion_tokens += int(usage.get("completion_tokens") or 0)
+        else:
+            self.failed += 1
+
+    def to_dict(self) -> dict[str, int]:
+        return {
+            "completed": self.completed,
+            "failed": self.failed,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+        }
+
+
+@dataclass
+class MergeTally:
+    completed: int = 0
+    failed: int = 0  # rows with a provider (or lane) failure
+    missing: int = 0  # rows made for items without a result
+    lanes: dict[str, LaneTally] = field(default_factory=dict)  # by lane_key
+
+    @property
+    def rows(self) -> int:
+        return self.completed + self.failed + self.missing
+
+    def add(self, line: Mapping[str, Any]) -> None:
+        if line.get("status") == "completed":
+            self.completed += 1
+        else:
+            self.failed += 1
+        lane = str(line.get("lane_key") or line.get("lane_id") or "")
+        self.lanes.setdefault(lane, LaneTally()).add(line)
+
+
+def merge_chunk(
+    inputs: Iterable[tuple[int, Any]],
+    lane_results: Iterable[Iterable[Mapping[str, Any]]],
+    *,
+    missing: Callable[[int, Any], dict[str, Any]],
+    tally: MergeTally,
+) -> Iterator[dict[str, Any]]:
+    """One artifact row per input `(seq, customer_item_id)`, in input order.
+
+    `lane_results` are the chunk's result files, each sorted by seq; a seq answered twice
+    keeps the first answer, a result for a seq not in the input is dropped."""
+    merged = heapq.merge(*lane_results, key=lambda line: int(line["seq"]))
+    head = next(merged, None)
+    for seq, customer_item_id in inputs:
+        while head is not None and int(head["seq"]) < seq:
+            head = next(merged, None)
+        if head is not None and int(head["seq"]) == seq:
+            tally.add(head)
+            yield artifact_row(head)
+            while head is not None and int(head["seq"]) == seq:
+                head = next(merged, None)
+        else:
+            tally.missing += 1
+            yield missing(seq, customer_item_id)

@@ -1,0 +1,261 @@
+"""A batch's lane assignments: which lane runs which items, and where a failed lane hands over.
+
+Pure. Items of one model keep their input order across chunks; a model's *ordinal* is the
+index of an item among that model's items. `chunk_models[c]` (written by batch create)
+says how many items of each model chunk `c` holds, so the ordinal of a model's first item
+in every chunk is a running sum, and a lane that owns the ordinals `[start, end)` touches
+exactly the chunks whose ordinal spans overlap that range. docs/batches.md is the contract.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+OUTRANKED = "outranked"
+
+
+class PlanMismatch(ValueError):
+    """The plan's lane item counts do not add up to the items the chunks hold."""
+
+
+def model_slug(model: str) -> str:
+    """`meta-llama/Llama-3.1-8B-Instruct` -> `meta-llama-llama-3-1-8b-instruct`."""
+    return re.sub(r"[^a-z0-9]+", "-", model.lower()).strip("-") or "model"
+
+
+def lane_key(number: int, provider: str, model: str, *, failover_depth: int = 0) -> str:
+    """`<nn>-<provider>-<model slug>`; a failover lane of lane nn is `<nn>f<depth>-...`."""
+    head = f"{number:02d}" + (f"f{failover_depth}" if failover_depth else "")
+    return f"{head}-{provider}-{model_slug(model)}"
+
+
+def model_offsets(chunk_models: Sequence[Mapping[str, Any]], model: str) -> list[int]:
+    """The model's ordinal at the start of every chunk, plus its total at the end
+    (`len(chunk_models) + 1` numbers)."""
+    offsets = [0]
+    for counts in chunk_models:
+        offsets.append(offsets[-1] + int(counts.get(model, 0) or 0))
+    return offsets
+
+
+def chunks_for_range(offsets: Sequence[int], start: int, end: int) -> list[int]:
+    """The chunks holding at least one of the ordinals `[start, end)`."""
+    return [
+        chunk
+        for chunk in range(len(offsets) - 1)
+        if offsets[chunk + 1] > offsets[chunk] and offsets[chunk] < end and offsets[chunk + 1] > start
+    ]
+
+
+@dataclass(frozen=True)
+class LaneAssignment:
+    lane_key: str
+    lane_id: str
+    provider: str
+    model: str
+    ordinal_start: int
+    ordinal_end: int
+    chunks: tuple[int, ...]
+    unit_prices: Mapping[str, Any]
+
+    @property
+    def item_count(self) -> int:
+        return self.ordinal_end - self.ordinal_start
+
+    def to_record(self, *, at: str) -> dict[str, Any]:
+        """The lane record Route writes (docs/batches.md)."""
+        return new_lane_record(
+            lane_key=self.lane_key,
+            lane_id=self.lane_id,
+            provider=self.provider,
+            model=self.model,
+            ordinal_start=self.ordinal_start,
+            ordinal_end=self.ordinal_end,
+            chunks=list(self.chunks),
+            unit_prices=dict(self.unit_prices),
+            at=at,
+        )
+
+
+def new_lane_record(
+    *,
+    lane_key: str,
+    lane_id: str,
+    provider: str,
+    model: str,
+    ordinal_start: int,
+    ordinal_end: int,
+    chunks: list[int],
+    unit_prices: dict[str, Any],
+    at: str,
+    exclude_seqs: Iterable[int] = (),
+    failover_from: str | None = None,
+    failover_depth: int = 0,
+) -> dict[str, Any]:
+    excluded = sorted(set(exclude_seqs))
+    return {
+        "lane_key": lane_key,
+        "lane_id": lane_id,
+        "provider": provider,
+        "model": model,
+        "ordinal_start": ordinal_start,
+        "ordinal_end": ordinal_end,
+        "item_count": ordinal_end - ordinal_start - len(excluded),
+        "chunks": chunks,
+        "unit_prices": unit_prices,
+        "status": "pending",
+        "chunks_started": [],
+        "chunks_done": [],
+        "running_items": 0,
+        "attempts": 0,
+        "usage": {"prompt_tokens": 0, "completion_tokens": 0},
+        "completed": 0,
+        "failed": 0,
+        "canceled": 0,
+        "handed_over": 0,
+        "exclude_seqs": excluded,
+        "failover_from": failover_from,
+        "failover_depth": failover_depth,
+        "created_at": at,
+    }
+
+
+def plan_lanes(plan: Mapping[str, Any], chunk_models: Sequence[Mapping[str, Any]]) -> list[LaneAssignment]:
+    """Every selected lane of the plan with its ordinal range and chunks, numbered in plan
+    order: each model's ordinals are split among its group's selected lanes in order."""
+    lanes: list[LaneAssignment] = []
+    for group in plan.get("groups") or []:
+        model = str(group["model"])
+        offsets = model_offsets(chunk_models, model)
+        start = 0
+        for entry in group.get("selected_lanes") or []:
+            end = start + int(entry["item_count"])
+            provider = str(entry["provider"])
+            lanes.append(
+                LaneAssignment(
+                    lane_key=lane_key(len(lanes) + 1, provider, model),
+                    lane_id=str(entry["lane_id"]),
+                    provider=provider,
+                    model=model,
+                    ordinal_start=start,
+                    ordinal_end=end,
+                    chunks=tuple(chunks_for_range(offsets, start, end)),
+                    unit_prices=dict(entry.get("unit_prices") or {}),
+                )
+            )
+            start = end
+        if start != offsets[-1]:
+            raise PlanMismatch(f"the plan places {start} items of {model} but the batch holds {offsets[-1]}")
+    return lanes
+
+
+def lane_items(
+    lines: Iterable[Mapping[str, Any]],
+    *,
+    model: str,
+    first_ordinal: int,
+    start: int,
+    end: int,
+    exclude: frozenset[int] = frozenset(),
+) -> Iterator[tuple[int, Mapping[str, Any]]]:
+    """The `(seq, item)` pairs of one input chunk that a lane owns: items of its model whose
+    ordinal (counted from `first_ordinal`, the model's ordinal at the chunk's start) is in
+    `[start, end)`, less the `exclude`d seqs (answered by the lane it took over from)."""
+    ordinal = first_ordinal
+    for line in lines:
+        item = line["item"]
+        if item.get("model") != model:
+            continue
+        seq = int(line["seq"])
+        if start <= ordinal < end and seq not in exclude:
+            yield seq, item
+        ordinal += 1
+        if ordinal >= end:
+            return
+
+
+def _estimated_cost(entry: Mapping[str, Any]) -> Decimal:
+    details = (entry.get("rejection") or {}).get("details") or {}
+    amount = (details.get("estimated_provider_cost") or {}).get("amount")
+    try:
+        return Decimal(str(amount)) if amount is not None else Decimal("Infinity")
+    except InvalidOperation:
+        return Decimal("Infinity")
+
+
+def failover_candidates(
+    plan: Mapping[str, Any], model: str, used_lane_ids: Iterable[str]
+) -> list[Mapping[str, Any]]:
+    """The lanes a failed lane of `model` may hand over to: the quote's rejected lanes with
+    code `outranked` (eligible, only not needed), cheapest first as the quote ranked them
+    (then plan order), less the lanes the batch already used."""
+    used = set(used_lane_ids)
+    found: list[tuple[Decimal, int, Mapping[str, Any]]] = []
+    for group in plan.get("groups") or []:
+        if group.get("model") != model:
+            continue
+        for index, entry in enumerate(group.get("rejected_lanes") or []):
+            code = (entry.get("rejection") or {}).get("code")
+            if code == OUTRANKED and entry.get("lane_id") not in used:
+                found.append((_estimated_cost(entry), index, entry))
+    return [entry for _, _, entry in sorted(found, key=lambda f: (f[0], f[1]))]
+
+
+def plan_lane_entry(plan: Mapping[str, Any], lane_id: str) -> Mapping[str, Any] | None:
+    """The plan's entry (selected or rejected) for a lane: its quote-time proof is there."""
+    for group in plan.get("groups") or []:
+        entries: list[Mapping[str, Any]] = [
+            *(group.get("selected_lanes") or []),
+            *(group.get("rejected_lanes") or []),
+        ]
+        for entry in entries:
+            if entry.get("lane_id") == lane_id:
+                return entry
+    return None
+
+
+def failover_record(
+    source: Mapping[str, Any],
+    candidate: Mapping[str, Any],
+    *,
+    chunk: int,
+    chunk_first_ordinal: int,
+    answered: Iterable[int],
+    root_number: int,
+    at: str,
+) -> dict[str, Any]:
+    """The lane record that takes over `source`'s unfinished items from `chunk` on: the
+    ordinals from the lane's first one in that chunk to its end, less the seqs already
+    answered there, at the source lane's (quoted) unit prices."""
+    start = max(int(source["ordinal_start"]), chunk_first_ordinal)
+    excluded = set(answered)
+    source_chunks = [int(c) for c in source.get("chunks") or []]
+    if source_chunks and chunk == source_chunks[0]:
+        excluded |= {int(s) for s in source.get("exclude_seqs") or []}
+    depth = int(source.get("failover_depth") or 0) + 1
+    provider = str(candidate["provider"])
+    model = str(source["model"])
+    return new_lane_record(
+        lane_key=lane_key(root_number, provider, model, failover_depth=depth),
+        lane_id=str(candidate["lane_id"]),
+        provider=provider,
+        model=model,
+        ordinal_start=start,
+        ordinal_end=int(source["ordinal_end"]),
+        chunks=[c for c in source_chunks if c >= chunk],
+        unit_prices=dict(source.get("unit_prices") or {}),
+        at=at,
+        exclude_seqs=excluded,
+        failover_from=str(source["lane_key"]),
+        failover_depth=depth,
+    )
+
+
+def root_number(lane_key_value: str) -> int:
+    """The planned lane number a lane key starts with (`03f2-...` -> 3)."""
+    digits = re.match(r"\d+", lane_key_value)
+    return int(digits.group(0)) if digits else 0

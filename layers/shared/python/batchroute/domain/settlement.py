@@ -1,0 +1,144 @@
+"""The settled price of a batch and its billing receipt. Pure.
+
+What is charged: for every lane record, the tokens of its COMPLETED rows in the final
+artifact (failed and never-run items are not charged) at that lane's locked unit prices
+(a failover lane keeps the prices of the lane it took over from: the quote's), priced with
+the fee schedule (`domain/pricing.settle_price`). The ledger then charges at most what was
+reserved (docs/ledger.md: the service absorbs the rest).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from decimal import Decimal
+from typing import Any
+
+from batchroute.domain.lane_plan import plan_lane_entry
+from batchroute.domain.pricing import LaneUsage
+from batchroute.money import Money
+
+RECEIPT_VERSION = 1
+
+
+def _price(unit_prices: Mapping[str, Any], name: str) -> Decimal:
+    value = unit_prices.get(name)
+    return Decimal(str(value)) if value is not None else Decimal(0)
+
+
+def lane_usage(lane: Mapping[str, Any], tally: Mapping[str, Any]) -> LaneUsage:
+    prices = lane.get("unit_prices") or {}
+    return LaneUsage(
+        lane_id=str(lane["lane_id"]),
+        prompt_tokens=int(tally.get("prompt_tokens") or 0),
+        output_tokens=int(tally.get("completion_tokens") or 0),
+        input_per_mtok=_price(prices, "input_per_mtok"),
+        output_per_mtok=_price(prices, "output_per_mtok"),
+    )
+
+
+def charged_usage(
+    lanes: Iterable[Mapping[str, Any]], tallies: Mapping[str, Mapping[str, Any]]
+) -> list[LaneUsage]:
+    """One LaneUsage per lane record that delivered completed rows (only those are charged,
+    and only those count for the per-lane control-plane fee)."""
+    usages = []
+    for lane in sorted(lanes, key=lambda lane: str(lane["lane_key"])):
+        tally = tallies.get(str(lane["lane_key"])) or {}
+        if int(tally.get("completed") or 0) > 0:
+            usages.append(lane_usage(lane, tally))
+    return usages
+
+
+def lane_ran(lane: Mapping[str, Any], tally: Mapping[str, Any]) -> bool:
+    rows = int(tally.get("completed") or 0) + int(tally.get("failed") or 0)
+    return rows > 0 or lane.get("status", "pending") != "pending"
+
+
+def provider_lanes(
+    lanes: Iterable[Mapping[str, Any]],
+    tallies: Mapping[str, Mapping[str, Any]],
+    plan: Mapping[str, Any],
+) -> list[dict[str, Any]]:
+    """The receipt's lanes that ran, each with what it delivered, its usage (completed rows),
+    locked unit prices, provider cost and the quote-time data/privacy proof."""
+    shown = []
+    for lane in sorted(lanes, key=lambda lane: str(lane["lane_key"])):
+        tally = tallies.get(str(lane["lane_key"])) or {}
+        if not lane_ran(lane, tally):
+            continue
+        usage = lane_usage(lane, tally)
+        entry = plan_lane_entry(plan, str(lane["lane_id"])) or {}
+        shown.append(
+            {
+                "lane_key": lane["lane_key"],
+                "lane_id": lane["lane_id"],
+                "provider": lane.get("provider"),
+                "model": lane.get("model"),
+                "status": lane.get("status"),
+                "item_counts": {
+                    "completed": int(tally.get("completed") or 0),
+                    "failed": int(tally.get("failed") or 0),
+                    "canceled": int(lane.get("canceled") or 0),
+                },
+                "usage": {
+                    "prompt_tokens": usage.prompt_tokens,
+                    "completion_tokens": usage.output_tokens,
+                },
+                "unit_prices": dict(lane.get("unit_prices") or {}),
+                "cost": Money.usd_ceil(usage.cost).to_api(),
+                "proof": entry.get("proof"),
+                "failover_from": lane.get("failover_from"),
+            }
+        )
+    return shown
+
+
+def rejected_lanes(plan: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The quote's rejected lanes with their rejection receipts, as planned."""
+    return [
+        {
+            "lane_id": entry.get("lane_id"),
+            "provider": entry.get("provider"),
+            "model": entry.get("model"),
+            "rejection": entry.get("rejection"),
+            "proof": entry.get("proof"),
+        }
+        for group in plan.get("groups") or []
+        for entry in group.get("rejected_lanes") or []
+    ]
+
+
+def build_receipt(
+    *,
+    batch_id: str,
+    breakdown_api: Mapping[str, Any],
+    credits: Mapping[str, Any],
+    absorbed: Money,
+    counts: Mapping[str, Any],
+    lanes: list[dict[str, Any]],
+    rejected: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """The billing receipt (interface spec "Billing receipt"); Money as {currency, amount}.
+
+    `final_settled_price` is what the wallet was charged (`credit_charged`): the settled
+    total, capped at the reservation."""
+    return {
+        "object": "billing_receipt",
+        "version": RECEIPT_VERSION,
+        "batch_id": batch_id,
+        "final_settled_price": credits["credit_charged"],
+        "provider_subtotal": breakdown_api["provider_subtotal"],
+        "service_fee": breakdown_api["service_fee"],
+        "customer_discount": breakdown_api["customer_discount"],
+        "settled_total": breakdown_api["total"],
+        "absorbed": absorbed.to_api(),
+        "credit_reserved": credits["credit_reserved"],
+        "credit_charged": credits["credit_charged"],
+        "credit_released": credits["credit_released"],
+        "settled_at": credits["settled_at"],
+        "item_counts": {
+            key: int(counts.get(key) or 0) for key in ("total", "completed", "failed", "canceled")
+        },
+        "provider_lanes": lanes,
+        "rejected_lanes": rejected,
+    }

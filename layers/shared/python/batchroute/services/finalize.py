@@ -1,0 +1,125 @@
+"""The workflow's Finalize step: the final result and error artifacts, in input order.
+
+Chunk by chunk, the input chunk is walked in seq order and merged with every lane's result
+file of that chunk (a k-way merge by seq over streams: memory stays flat in the item
+count). Every input item gets exactly one row in `results.jsonl`; an item without a result
+(canceled, expired, never run) gets a failed row saying why. Failed rows also go to
+`errors.jsonl`. The batch then records the artifacts, its final counts (set absolutely
+from the rows, so they always add up) and what each lane delivered (`lane_tallies`, which
+Settle charges). Rerunning rewrites the same artifacts: the step is idempotent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+from batchroute.adapters.batch_artifacts import BatchArtifacts, errors_key, results_key
+from batchroute.adapters.dynamo.batch_records import BatchRecords
+from batchroute.clock import Clock, isoformat
+from batchroute.domain.batch_results import MergeTally, merge_chunk, missing_row
+from batchroute.domain.batch_states import TERMINAL
+from batchroute.workflow.tasks import StepOutput
+
+# Items that never ran count as canceled in a canceled or expired batch, as failed otherwise.
+_UNRUN_AS_CANCELED = frozenset({"canceled", "expired"})
+
+
+def missing_reason(batch: Mapping[str, Any]) -> tuple[str, str]:
+    """The error code and message of an item that got no result."""
+    state = str(batch.get("state"))
+    if state == "canceled":
+        return "canceled", "The batch was canceled before this item ran."
+    if state == "expired":
+        return "expired", "The batch passed its SLA deadline before this item ran."
+    if state == "failed":
+        latest = (batch.get("execution_summary") or {}).get("latest_error")
+        return "batch_failed", f"The batch failed before this item ran: {latest or 'workflow error'}"[:1000]
+    return "not_run", "The item got no result."
+
+
+def final_counts(batch: Mapping[str, Any], tally: MergeTally) -> dict[str, int]:
+    unrun_canceled = batch.get("state") in _UNRUN_AS_CANCELED
+    return {
+        "total": tally.rows,
+        "pending": 0,
+        "running": 0,
+        "completed": tally.completed,
+        "failed": tally.failed + (0 if unrun_canceled else tally.missing),
+        "canceled": tally.missing if unrun_canceled else 0,
+    }
+
+
+def _tagged(lines: Iterable[dict[str, Any]], lane_key: str) -> Iterator[dict[str, Any]]:
+    for line in lines:
+        line["lane_key"] = lane_key
+        yield line
+
+
+class Finalizer:
+    def __init__(self, *, records: BatchRecords, artifacts: BatchArtifacts, clock: Clock) -> None:
+        self.records = records
+        self.artifacts = artifacts
+        self.clock = clock
+
+    def finalize(self, batch: Mapping[str, Any]) -> StepOutput:
+        batch_id = str(batch["batch_id"])
+        now = isoformat(self.clock.now())
+        if batch.get("state") not in TERMINAL:
+            self.records.transition(batch_id, "finalizing", at=now)
+        current = self.records.get(batch_id) or dict(batch)
+        lanes = self.records.lanes(batch_id)
+        tally = MergeTally()
+        code, message = missing_reason(current)
+
+        def missing(seq: int, customer_item_id: Any) -> dict[str, Any]:
+            return missing_row(seq, customer_item_id, code=code, message=message)
+
+        results = self.artifacts.jsonl_writer(results_key(batch_id))
+        errors = self.artifacts.jsonl_writer(errors_key(batch_id))
+        try:
+            for chunk in range(int(current.get("chunk_count") or 0)):
+                inputs = (
+                    (int(line["seq"]), (line.get("item") or {}).get("customer_item_id"))
+                    for line in self.artifacts.input_lines(batch_id, chunk)
+                )
+                sources = [
+                    _tagged(
+                        self.artifacts.result_lines(batch_id, str(lane["lane_key"]), chunk),
+                        str(lane["lane_key"]),
+                    )
+                    for lane in sorted(lanes, key=lambda lane: str(lane["lane_key"]))
+                    if chunk in {int(c) for c in lane.get("chunks_done") or []}
+                ]
+                for row in merge_chunk(inputs, sources, missing=missing, tally=tally):
+                    results.write(row)
+                    if row["status"] == "failed":
+                        errors.write(row)
+            results.close()
+            errors.close()
+        except BaseException:
+            results.abort()
+            errors.abort()
+            raise
+        artifacts = {
+            **(current.get("artifacts") or {}),
+            "results_key": results_key(batch_id),
+            "errors_key": errors_key(batch_id),
+            "result_count": results.lines,
+            "error_count": errors.lines,
+        }
+        changes: dict[str, Any] = {
+            "artifacts": artifacts,
+            "counts": final_counts(current, tally),
+            "lane_tallies": {key: lane.to_dict() for key, lane in tally.lanes.items()},
+            "finalized_at": now,
+        }
+        if current.get("state") in TERMINAL and not current.get("completed_at"):
+            changes["completed_at"] = current.get("state_changed_at") or now
+        self.records.update(batch_id, changes)
+        return {
+            "step": "finalize",
+            "batch_id": batch_id,
+            "result_count": results.lines,
+            "error_count": errors.lines,
+        }

@@ -1,0 +1,592 @@
+"""The workflow's RunLane step: one lane's chunks through its provider, with failover.
+
+For each chunk of the lane not yet done, in order:
+
+1. stop if the batch is terminal (canceled, expired, failed): the lane's items that never
+   ran count as canceled (a half-done chunk keeps what it has);
+2. read the input chunk, keep the lane's items (its model, ordinals in its range, less the
+   seqs the lane it took over from had answered);
+3. count them pending -> running (once per chunk: `BatchProgress.start_chunk`);
+4. run them through the provider with the lane runner (sync: `run_lane_items` at the
+   provider's concurrency; vendor batch API: one `run_lane_batch_job` job per chunk);
+5. write `results/<lane_key>/<chunk>.jsonl` sorted by seq, then count running ->
+   completed / failed and add the completed items' usage to the lane, in ONE transaction
+   conditioned on the chunk not being done yet (`BatchProgress.finish_chunk`).
+
+Failover: when the lane runner says `unavailable`, the chunk's answered items are written,
+and ONE transaction creates the next eligible lane of the quote (its rejected lanes with
+code `outranked`, cheapest first, not used yet) for the lane's unfinished ordinals at the
+ORIGINAL lane's unit prices, marks this lane failed with `failover_to`, and hands the
+chunk's unanswered items back to pending. The new lane runs in the same invocation. With
+no lane left, the lane records the error and fails its remaining items with it (and the
+batch's `execution_summary.latest_error` says so).
+
+Time budget: a new chunk starts only while the invocation has `chunk_margin_seconds`
+left; inside a chunk a sync lane stops taking items at `stop_margin_seconds`, and a vendor
+job is polled in this invocation for at most `batch_inline_wait_seconds`. Then the chunk's
+results so far go to a partial file, the message is re-enqueued with the same task token,
+and the step returns without answering; the next invocation carries on where this one
+stopped. The task is answered when the lane (and any lane it failed over to) is done.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Collection, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from batchroute.adapters.batch_artifacts import BatchArtifacts, partial_chunk_key, result_chunk_key
+from batchroute.adapters.dynamo.batch_progress import BatchProgress
+from batchroute.adapters.dynamo.batch_records import BatchRecords
+from batchroute.adapters.task_queue import TaskQueue
+from batchroute.clock import Clock, isoformat
+from batchroute.domain.batch_states import TERMINAL
+from batchroute.domain.catalog import Catalog, Lane
+from batchroute.domain.lane_plan import (
+    failover_candidates,
+    failover_record,
+    lane_items,
+    model_offsets,
+    root_number,
+)
+from batchroute.errors import PermanentError
+from batchroute.observability import logger
+from batchroute.providers.base import ItemError, ProviderResult
+from batchroute.providers.registry import ProviderRegistry
+from batchroute.providers.retry import RetryPolicy
+from batchroute.services.lane_runner import (
+    LaneOutcome,
+    SubmittedJob,
+    cancel_lane_job,
+    run_lane_batch_job,
+    run_lane_items,
+)
+from batchroute.services.time_budget import TimeBudget
+from batchroute.workflow.tasks import StepOutput, WorkflowTask
+
+FINAL_LANE_STATUSES = frozenset({"completed", "failed", "canceled"})
+_NO_RESULT = ItemError("no_result", "the provider returned no result for this item")
+Item = Mapping[str, Any]
+
+
+class UnknownLane(PermanentError):
+    pass
+
+
+class Capacity(Protocol):
+    """adapters/dynamo/lanes.py:LaneStateStore"""
+
+    def consume_capacity(self, lane_id: str, items: int, *, at: str | None = None) -> bool: ...
+
+
+@dataclass(frozen=True)
+class LaneLimits:
+    chunk_margin_seconds: float = 120.0  # start another chunk only with this much time left
+    stop_margin_seconds: float = 45.0  # a sync lane stops taking items with this much left
+    fallback_seconds: float = 300.0  # the budget without a Lambda context (router time-out)
+    batch_inline_wait_seconds: float = 120.0  # poll a vendor job this long per invocation
+
+
+def result_line(
+    seq: int, customer_item_id: Any, result: ProviderResult, attempts: int, lane: Mapping[str, Any]
+) -> dict[str, Any]:
+    """One line of a lane's result chunk (docs/batches.md)."""
+    return {
+        "seq": seq,
+        "customer_item_id": customer_item_id,
+        **result.to_dict(),
+        "provider": lane["provider"],
+        "lane_id": lane["lane_id"],
+        "attempts": attempts,
+    }
+
+
+def failed_line(seq: int, customer_item_id: Any, error: ItemError, lane: Mapping[str, Any]) -> dict[str, Any]:
+    return result_line(seq, customer_item_id, ProviderResult.failure(f"seq-{seq}", error), 0, lane)
+
+
+def lane_failure_message(lane: Mapping[str, Any], error: ItemError) -> str:
+    return f"lane {lane['lane_id']} unavailable: {error.describe()}"[:1000]
+
+
+@dataclass
+class _Chunk:
+    """One chunk of one lane while it runs."""
+
+    number: int
+    first_ordinal: int
+    kept: list[tuple[int, Item]]
+    results: dict[int, dict[str, Any]] = field(default_factory=dict)
+    has_partial: bool = False  # a partial file exists: delete it once the chunk is done
+
+    @property
+    def size(self) -> int:
+        return len(self.kept)
+
+    def customer_id(self, seq: int) -> Any:
+        return self._ids.get(seq)
+
+    def __post_init__(self) -> None:
+        self._ids = {seq: item.get("customer_item_id") for seq, item in self.kept}
+
+    def todo(self) -> list[tuple[int, Item]]:
+        return [(seq, item) for seq, item in self.kept if seq not in self.results]
+
+    def tally(self) -> tuple[int, int, int, int]:
+        """completed, failed, prompt tokens and completion tokens of the completed ones."""
+        completed = failed = prompt = completion = 0
+        for line in self.results.values():
+            if line.get("status") == "completed":
+                completed += 1
+                usage = line.get("usage") or {}
+                prompt += int(usage.get("prompt_tokens") or 0)
+                completion += int(usage.get("completion_tokens") or 0)
+            else:
+                failed += 1
+        return completed, failed, prompt, completion
+
+    def sorted_lines(self) -> list[dict[str, Any]]:
+        return [self.results[seq] for seq in sorted(self.results)]
+
+
+@dataclass
+class _ChunkEnd:
+    kind: Literal["done", "continue", "unavailable"]
+    delay_seconds: int = 0
+    error: ItemError | None = None
+    chunk: _Chunk | None = None
+
+
+@dataclass
+class _Invocation:
+    budget: TimeBudget
+    chunks_run: int = 0
+
+
+class LaneExecutor:
+    def __init__(
+        self,
+        *,
+        records: BatchRecords,
+        progress: BatchProgress,
+        artifacts: BatchArtifacts,
+        registry: ProviderRegistry,
+        retry: RetryPolicy,
+        catalog: Catalog,
+        clock: Clock,
+        continuations: TaskQueue | None,
+        limits: LaneLimits | None = None,
+        sleeper: Callable[[float], None] = time.sleep,
+        monotonic: Callable[[], float] = time.monotonic,
+        budget: Callable[[], TimeBudget] | None = None,
+        capacity: Capacity | None = None,
+    ) -> None:
+        self.records = records
+        self.progress = progress
+        self.artifacts = artifacts
+        self.registry = registry
+        self.retry = retry
+        self.catalog = catalog
+        self.clock = clock
+        self.continuations = continuations
+        self.limits = limits or LaneLimits()
+        self.sleeper = sleeper
+        self.monotonic = monotonic
+        self._budget = budget or (lambda: TimeBudget(self.limits.fallback_seconds))
+        self.capacity = capacity
+
+    def _now(self) -> str:
+        return isoformat(self.clock.now())
+
+    # -- the step --------------------------------------------------------------------------------
+    def run(self, task: WorkflowTask, batch: Mapping[str, Any]) -> StepOutput | None:
+        """Run the lane of `task.lane` (and the lanes it fails over to) until done; None when
+        the work continues in a re-enqueued message (the task is answered later)."""
+        batch_id = task.batch_id
+        root_key = str((task.lane or {}).get("lane_key") or "")
+        lane = self.progress.get_lane(batch_id, root_key) if root_key else None
+        if lane is None:
+            raise UnknownLane(f"batch {batch_id} has no lane {root_key!r}")
+        self.records.transition(batch_id, "running", at=self._now())
+        invocation = _Invocation(self._budget())
+        while True:
+            lane = self._follow_failover(batch_id, lane)
+            if lane["status"] in FINAL_LANE_STATUSES:
+                break
+            if self.progress.lane_first_run(batch_id, lane["lane_key"], at=self._now()):
+                self._take_capacity(lane)
+            self.progress.lane_running(batch_id, lane["lane_key"], at=self._now())
+            end = self._run_chunks(batch, lane, invocation)
+            if end.kind == "continue":
+                self._continue(task, end.delay_seconds)
+                return None
+            if end.kind == "unavailable":
+                assert end.chunk is not None and end.error is not None
+                self._fail_over(batch, lane, end.chunk, end.error)
+            lane = self._reload(batch_id, lane)
+        return self._answer(batch_id, root_key)
+
+    def _take_capacity(self, lane: Mapping[str, Any]) -> None:
+        """The lane's items come off its provider's remaining capacity today, once, when it
+        first runs (best effort: a lane short of capacity still runs; routing saw room)."""
+        items = int(lane.get("item_count") or 0)
+        if self.capacity is None or items <= 0:
+            return
+        if not self.capacity.consume_capacity(str(lane["lane_id"]), items, at=self._now()):
+            logger.warning(
+                "lane capacity ran out since the quote; running anyway",
+                extra={"lane_id": lane["lane_id"], "items": items},
+            )
+
+    def _reload(self, batch_id: str, lane: Mapping[str, Any]) -> dict[str, Any]:
+        fresh = self.progress.get_lane(batch_id, str(lane["lane_key"]))
+        if fresh is None:
+            raise UnknownLane(f"lane {lane['lane_key']} of batch {batch_id} disappeared")
+        return fresh
+
+    def _follow_failover(self, batch_id: str, lane: dict[str, Any]) -> dict[str, Any]:
+        seen = {lane["lane_key"]}
+        while lane.get("failover_to"):
+            found = self.progress.get_lane(batch_id, str(lane["failover_to"]))
+            if found is None or found["lane_key"] in seen:
+                raise UnknownLane(f"lane {lane['lane_key']} fails over to a missing lane")
+            seen.add(found["lane_key"])
+            lane = found
+        return lane
+
+    def _answer(self, batch_id: str, root_key: str) -> StepOutput:
+        """The lane's outcome, its failover lanes included."""
+        totals = {"completed": 0, "failed": 0, "canceled": 0}
+        key: str | None = root_key
+        seen: set[str] = set()
+        while key and key not in seen:
+            seen.add(key)
+            lane = self.progress.get_lane(batch_id, key)
+            if lane is None:
+                break
+            for name in totals:
+                totals[name] += int(lane.get(name) or 0)
+            key = lane.get("failover_to")
+        return {"lane_key": root_key, **totals}
+
+    def _continue(self, task: WorkflowTask, delay_seconds: int) -> None:
+        if self.continuations is None:
+            raise PermanentError("this worker cannot re-enqueue a lane (no lanes queue configured)")
+        self.continuations.send(json.dumps(task.model_dump(mode="json")), delay_seconds=delay_seconds)
+        logger.info(
+            "lane continues in a new message",
+            extra={"lane_key": (task.lane or {}).get("lane_key"), "delay_seconds": delay_seconds},
+        )
+
+    # -- chunks ----------------------------------------------------------------------------------
+    def _run_chunks(
+        self, batch: Mapping[str, Any], lane: dict[str, Any], invocation: _Invocation
+    ) -> _ChunkEnd:
+        batch_id = str(batch["batch_id"])
+        offsets = model_offsets(batch.get("chunk_models") or [], str(lane["model"]))
+        done = {int(c) for c in lane.get("chunks_done") or []}
+        fail_with = _item_error(lane.get("fail_error"))
+        for number in (int(c) for c in lane.get("chunks") or []):
+            if number in done:
+                continue
+            out_of_time = invocation.budget.remaining() < self.limits.chunk_margin_seconds
+            if fail_with is None and invocation.chunks_run > 0 and out_of_time:
+                return _ChunkEnd("continue")
+            current = self.records.get(batch_id) or {}
+            if current.get("state") in TERMINAL:
+                self._cancel_rest(batch, lane, str(current.get("state")))
+                return _ChunkEnd("done")
+            chunk = self._load_chunk(batch_id, lane, number, offsets[number])
+            end = self._run_chunk(batch_id, lane, chunk, invocation, fail_with=fail_with)
+            invocation.chunks_run += 1
+            if end.kind != "done":
+                return end
+        status = "failed" if fail_with is not None else "completed"
+        self.progress.lane_finished(
+            batch_id,
+            lane["lane_key"],
+            status,
+            at=self._now(),
+            latest_error=lane_failure_message(lane, fail_with) if fail_with else None,
+        )
+        return _ChunkEnd("done")
+
+    def _load_chunk(self, batch_id: str, lane: Mapping[str, Any], number: int, first_ordinal: int) -> _Chunk:
+        kept = list(
+            lane_items(
+                self.artifacts.input_lines(batch_id, number),
+                model=str(lane["model"]),
+                first_ordinal=first_ordinal,
+                start=int(lane["ordinal_start"]),
+                end=int(lane["ordinal_end"]),
+                exclude=frozenset(int(s) for s in lane.get("exclude_seqs") or []),
+            )
+        )
+        chunk = _Chunk(number, first_ordinal, kept)
+        if lane.get("partial_chunk") is not None and int(lane["partial_chunk"]) == number:
+            chunk.has_partial = True
+            wanted = {seq for seq, _ in kept}
+            for line in self.artifacts.partial_lines(batch_id, str(lane["lane_key"]), number):
+                if int(line["seq"]) in wanted:
+                    chunk.results[int(line["seq"])] = line
+        return chunk
+
+    def _run_chunk(
+        self,
+        batch_id: str,
+        lane: dict[str, Any],
+        chunk: _Chunk,
+        invocation: _Invocation,
+        *,
+        fail_with: ItemError | None,
+    ) -> _ChunkEnd:
+        lane_key = str(lane["lane_key"])
+        if chunk.size:
+            self.progress.start_chunk(batch_id, lane_key, chunk.number, items=chunk.size)
+        todo = chunk.todo()
+        if todo and fail_with is not None:
+            for seq, _ in todo:
+                chunk.results[seq] = failed_line(seq, chunk.customer_id(seq), fail_with, lane)
+        elif todo:
+            outcome = self._call_provider(batch_id, lane, chunk, todo, invocation)
+            if outcome.unavailable:
+                return _ChunkEnd(
+                    "unavailable",
+                    error=outcome.latest_error
+                    or ItemError("provider_unavailable", "provider unavailable", True),
+                    chunk=chunk,
+                )
+            if not outcome.finished:
+                self._save_partial(batch_id, lane_key, chunk)
+                delay = 0
+                if outcome.pending_job is not None:
+                    delay = int(self.registry.batch_poll_interval_seconds)
+                return _ChunkEnd("continue", delay_seconds=delay)
+            for seq, _ in chunk.todo():  # a finished run answered every item; never leave one out
+                chunk.results[seq] = failed_line(seq, chunk.customer_id(seq), _NO_RESULT, lane)
+        self._finish_chunk(batch_id, lane, chunk)
+        return _ChunkEnd("done")
+
+    def _finish_chunk(
+        self, batch_id: str, lane: Mapping[str, Any], chunk: _Chunk, *, canceled: int = 0
+    ) -> None:
+        lane_key = str(lane["lane_key"])
+        if chunk.results:
+            self.artifacts.write_lines(
+                result_chunk_key(batch_id, lane_key, chunk.number), chunk.sorted_lines()
+            )
+        completed, failed, prompt, completion = chunk.tally()
+        self.progress.finish_chunk(
+            batch_id,
+            lane_key,
+            chunk.number,
+            items=chunk.size,
+            completed=completed,
+            failed=failed,
+            canceled=canceled,
+            prompt_tokens=prompt,
+            completion_tokens=completion,
+            at=self._now(),
+        )
+        if chunk.has_partial:
+            self.artifacts.delete(partial_chunk_key(batch_id, lane_key, chunk.number))
+
+    def _save_partial(self, batch_id: str, lane_key: str, chunk: _Chunk) -> None:
+        chunk.has_partial = True
+        self.artifacts.write_lines(partial_chunk_key(batch_id, lane_key, chunk.number), chunk.sorted_lines())
+        self.progress.set_partial(batch_id, lane_key, chunk.number)
+
+    # -- the provider ----------------------------------------------------------------------------
+    def _catalog_lane(self, lane: Mapping[str, Any]) -> Lane | None:
+        return next(
+            (c for c in self.catalog.lanes_for(str(lane["model"])) if c.lane_id == lane["lane_id"]),
+            None,
+        )
+
+    def _call_provider(
+        self,
+        batch_id: str,
+        lane: Mapping[str, Any],
+        chunk: _Chunk,
+        todo: list[tuple[int, Item]],
+        invocation: _Invocation,
+    ) -> LaneOutcome:
+        catalog_lane = self._catalog_lane(lane)
+        if catalog_lane is None:
+            outcome = LaneOutcome()
+            outcome.fail_over(ItemError("lane_unknown", f"{lane['lane_id']} is not in the catalog", True))
+            return outcome
+        slug = str(lane["provider"])
+
+        def on_result(seq: int, result: ProviderResult, attempts: int) -> None:
+            chunk.results[seq] = result_line(seq, chunk.customer_id(seq), result, attempts, lane)
+
+        if self.registry.execution_mode(slug) != "batch_api":
+            return run_lane_items(
+                todo,
+                lane=catalog_lane,
+                provider=self.registry.sync(slug),
+                retry=self.retry,
+                concurrency=self.registry.provider(slug).max_concurrency,
+                on_result=on_result,
+                should_stop=lambda: invocation.budget.remaining() < self.limits.stop_margin_seconds,
+            )
+        return self._run_batch_job(batch_id, lane, chunk, todo, catalog_lane, on_result, invocation)
+
+    def _run_batch_job(
+        self,
+        batch_id: str,
+        lane: Mapping[str, Any],
+        chunk: _Chunk,
+        todo: list[tuple[int, Item]],
+        catalog_lane: Lane,
+        on_result: Callable[[int, ProviderResult, int], None],
+        invocation: _Invocation,
+    ) -> LaneOutcome:
+        """One vendor job per chunk, stored on the lane record while it runs."""
+        lane_key = str(lane["lane_key"])
+        slug = str(lane["provider"])
+        stored = lane.get("job")
+        job = None
+        if stored and lane.get("job_chunk") is not None and int(lane["job_chunk"]) == chunk.number:
+            job = SubmittedJob.from_dict(stored)
+
+        def load_items(seqs: Collection[int] | None) -> Iterable[tuple[int, Item]]:
+            if seqs is None:
+                return todo
+            wanted = set(seqs)
+            return [(seq, item) for seq, item in todo if seq in wanted]
+
+        def on_job(submitted: SubmittedJob | None) -> None:
+            if submitted is not None:
+                # Results reported so far first: a crash after this leaves the job and the
+                # results that came before it consistent.
+                self._save_partial(batch_id, lane_key, chunk)
+            self.progress.set_job(
+                batch_id, lane_key, submitted.to_dict() if submitted else None, chunk=chunk.number
+            )
+
+        waiting_since = self.monotonic()
+
+        def should_stop() -> bool:
+            waited = self.monotonic() - waiting_since
+            return (
+                waited >= self.limits.batch_inline_wait_seconds
+                or invocation.budget.remaining() < self.limits.chunk_margin_seconds
+            )
+
+        return run_lane_batch_job(
+            load_items,
+            lane=catalog_lane,
+            provider=self.registry.batch_api(slug),
+            retry=self.retry,
+            on_result=on_result,
+            job=job,
+            on_job=on_job,
+            poll_interval_seconds=self.registry.batch_poll_interval_seconds,
+            sleeper=self.sleeper,
+            should_stop=should_stop,
+            clock=self.clock,
+        )
+
+    # -- failover --------------------------------------------------------------------------------
+    def _fail_over(
+        self, batch: Mapping[str, Any], lane: dict[str, Any], chunk: _Chunk, error: ItemError
+    ) -> None:
+        batch_id = str(batch["batch_id"])
+        lane_key = str(lane["lane_key"])
+        message = lane_failure_message(lane, error)
+        used = {str(other["lane_id"]) for other in self.records.lanes(batch_id)}
+        candidates = [
+            c
+            for c in failover_candidates(batch.get("plan") or {}, str(lane["model"]), used)
+            if self._catalog_lane({"model": lane["model"], "lane_id": c.get("lane_id")}) is not None
+        ]
+        if not candidates:
+            # No lane left: this lane fails the rest of its items with the error.
+            logger.warning("lane unavailable and no failover lane left", extra={"lane_key": lane_key})
+            self.progress.set_fail_error(
+                batch_id, lane_key, code=error.code, message=error.message, summary=message
+            )
+            self.records.update(batch_id, {"execution_summary": {"latest_error": message}})
+            for seq, _ in chunk.todo():
+                chunk.results[seq] = failed_line(seq, chunk.customer_id(seq), error, lane)
+            self._finish_chunk(batch_id, lane, chunk)
+            return
+        successor = failover_record(
+            lane,
+            candidates[0],
+            chunk=chunk.number,
+            chunk_first_ordinal=chunk.first_ordinal,
+            answered=chunk.results.keys(),
+            root_number=root_number(lane_key),
+            at=self._now(),
+        )
+        if chunk.results:
+            self.artifacts.write_lines(
+                result_chunk_key(batch_id, lane_key, chunk.number), chunk.sorted_lines()
+            )
+        completed, failed, prompt, completion = chunk.tally()
+        handed = self.progress.hand_over(
+            batch_id,
+            lane_key,
+            chunk.number,
+            successor,
+            items=chunk.size,
+            completed=completed,
+            failed=failed,
+            prompt_tokens=prompt,
+            completion_tokens=completion,
+            latest_error=message,
+            at=self._now(),
+        )
+        if chunk.has_partial:
+            self.artifacts.delete(partial_chunk_key(batch_id, lane_key, chunk.number))
+        logger.warning(
+            "lane failed over",
+            extra={"lane_key": lane_key, "to": successor["lane_key"], "written": handed, "error": error.code},
+        )
+
+    # -- cancel / expiry -------------------------------------------------------------------------
+    def _cancel_rest(self, batch: Mapping[str, Any], lane: dict[str, Any], state: str) -> None:
+        """The batch ended while this lane had work left: a half-done chunk keeps its results
+        (the rest of it is canceled), the items never started count as canceled, a running
+        vendor job is cancelled (best effort)."""
+        batch_id = str(batch["batch_id"])
+        lane_key = str(lane["lane_key"])
+        lane = self._reload(batch_id, lane)  # the progress this invocation made included
+        if lane.get("job"):
+            try:
+                cancel_lane_job(
+                    SubmittedJob.from_dict(lane["job"]),
+                    provider=self.registry.batch_api(str(lane["provider"])),
+                )
+            except Exception:  # best effort: the job's results are not needed any more
+                logger.warning("could not cancel the vendor job", extra={"lane_key": lane_key}, exc_info=True)
+        partial = lane.get("partial_chunk")
+        if partial is not None and int(partial) not in {int(c) for c in lane.get("chunks_done") or []}:
+            offsets = model_offsets(batch.get("chunk_models") or [], str(lane["model"]))
+            chunk = self._load_chunk(batch_id, lane, int(partial), offsets[int(partial)])
+            self._finish_chunk(batch_id, lane, chunk, canceled=chunk.size - len(chunk.results))
+            lane = self._reload(batch_id, lane)
+        accounted = sum(
+            int(lane.get(name) or 0) for name in ("completed", "failed", "canceled", "handed_over")
+        )
+        rest = max(0, int(lane.get("item_count") or 0) - accounted)
+        running = min(rest, int(lane.get("running_items") or 0))
+        self.progress.cancel_rest(
+            batch_id,
+            lane_key,
+            pending=rest - running,
+            running=running,
+            at=self._now(),
+            reason=f"the batch was {state}",
+        )
+
+
+def _item_error(value: Any) -> ItemError | None:
+    if not isinstance(value, Mapping) or not value.get("code"):
+        return None
+    return ItemError(str(value["code"]), str(value.get("message") or ""), transient=False)

@@ -1,0 +1,47 @@
+"""The workflow's Route step: the quote's lanes become lane records.
+
+The batch moves `priced -> queued -> dispatching` (conditional writes: states already
+passed are skipped, a terminal batch is never moved). Each selected lane of every model
+group gets its ordinal range (the group's items split among its selected lanes in order)
+and the chunks holding them (`domain/lane_plan.py`); lane records are created once, so a
+repeated Route keeps the first ones. The Map state gets only the lane keys.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from batchroute.adapters.dynamo.batch_progress import BatchProgress
+from batchroute.adapters.dynamo.batch_records import BatchRecords
+from batchroute.clock import Clock, isoformat
+from batchroute.domain.batch_states import TERMINAL
+from batchroute.domain.lane_plan import PlanMismatch, plan_lanes
+from batchroute.errors import PermanentError
+from batchroute.workflow.tasks import StepOutput
+
+
+class InvalidPlan(PermanentError):
+    pass
+
+
+class LanePlanner:
+    def __init__(self, *, records: BatchRecords, progress: BatchProgress, clock: Clock) -> None:
+        self.records = records
+        self.progress = progress
+        self.clock = clock
+
+    def route(self, batch: Mapping[str, Any]) -> StepOutput:
+        batch_id = str(batch["batch_id"])
+        if batch.get("state") in TERMINAL:
+            return {"lanes": []}
+        try:
+            lanes = plan_lanes(batch.get("plan") or {}, batch.get("chunk_models") or [])
+        except (PlanMismatch, KeyError, TypeError, ValueError) as exc:
+            raise InvalidPlan(f"batch {batch_id} cannot be routed: {exc}") from exc
+        now = isoformat(self.clock.now())
+        self.records.transition(batch_id, "queued", at=now)
+        self.records.transition(batch_id, "dispatching", at=now)
+        for lane in lanes:
+            self.progress.put_lane(batch_id, lane.to_record(at=now))
+        return {"lanes": [{"lane_key": lane.lane_key} for lane in lanes]}

@@ -1,0 +1,162 @@
+"""The workflow's Settle step: charge actual usage, release the rest, write the receipt.
+
+The charge is computed from what Finalize counted per lane (`lane_tallies`: the usage of
+COMPLETED rows only; failed, canceled and never-run items cost nothing) at each lane's
+locked unit prices, priced with the fee schedule (`domain/settlement.py`). The ledger
+settles the batch's reservation exactly once: a repeated Settle (or the failure path
+settling after it) gets the stored outcome back (`replayed`) and writes the same receipt.
+The receipt goes to `batches/<id>/receipt.json` and onto the batch (`billing`,
+`settled_at`); a batch still finalizing becomes `completed`; a terminal one (failed,
+canceled, expired) keeps its state. Then the spending-limit alert is checked.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any, Protocol
+
+from batchroute.adapters.batch_artifacts import BatchArtifacts, receipt_key
+from batchroute.adapters.dynamo.batch_records import BatchRecords
+from batchroute.clock import Clock, isoformat
+from batchroute.domain.batch_states import TERMINAL
+from batchroute.domain.billing_controls import BillingControls
+from batchroute.domain.catalog import FeeSchedule
+from batchroute.domain.ledger import SettlementResult, UnknownReservation, period_keys
+from batchroute.domain.pricing import FeeKind, settle_price
+from batchroute.domain.settlement import build_receipt, charged_usage, provider_lanes, rejected_lanes
+from batchroute.errors import PermanentError
+from batchroute.money import Money
+from batchroute.services.billing_alerts import BillingAlerts
+from batchroute.workflow.tasks import StepOutput
+
+# Above this the batch keeps the receipt without its lane lists (receipt.json has them).
+MAX_INLINE_RECEIPT_BYTES = 100_000
+
+
+class SettlementFailed(PermanentError):
+    pass
+
+
+class ControlsReader(Protocol):
+    def billing_controls(self, org_id: str) -> BillingControls | None: ...
+
+
+class Ledger(Protocol):
+    def settle(
+        self,
+        org_id: str,
+        reservation_id: str,
+        *,
+        charge: Money,
+        at: str,
+        period_keys: Any,
+        memo: str = "",
+    ) -> SettlementResult: ...
+
+
+def _parse(moment: str) -> datetime:
+    return datetime.fromisoformat(moment.replace("Z", "+00:00"))
+
+
+class Settlement:
+    def __init__(
+        self,
+        *,
+        records: BatchRecords,
+        ledger: Ledger,
+        controls: ControlsReader,
+        artifacts: BatchArtifacts,
+        fees: FeeSchedule,
+        clock: Clock,
+        alerts: BillingAlerts | None = None,
+    ) -> None:
+        self.records = records
+        self.ledger = ledger
+        self.controls = controls
+        self.artifacts = artifacts
+        self.fees = fees
+        self.clock = clock
+        self.alerts = alerts
+
+    def settle(self, batch: Mapping[str, Any]) -> StepOutput:
+        batch_id = str(batch["batch_id"])
+        org_id = str(batch.get("org_id") or "")
+        tallies: Mapping[str, Mapping[str, Any]] = batch.get("lane_tallies") or {}
+        lanes = self.records.lanes(batch_id)
+        usage = charged_usage(lanes, tallies)
+        fee_kind: FeeKind = "workflow" if batch.get("fee_kind") == "workflow" else "batch"
+        breakdown = settle_price(usage, self.fees, fee_kind=fee_kind)
+        controls = self.controls.billing_controls(org_id) or BillingControls(org_id=org_id)
+        now = self.clock.now()
+        result = self._charge(batch, org_id, breakdown.total, controls, now)
+        if result is None:
+            credits: dict[str, Any] = {
+                "credit_reserved": Money.zero().to_api(),
+                "credit_charged": Money.zero().to_api(),
+                "credit_released": Money.zero().to_api(),
+                "settled_at": isoformat(now),
+            }
+            absorbed = Money.zero()
+        else:
+            credits = result.receipt_credits()
+            absorbed = result.absorbed
+        plan = batch.get("plan") or {}
+        receipt = build_receipt(
+            batch_id=batch_id,
+            breakdown_api=breakdown.to_api(),
+            credits=credits,
+            absorbed=absorbed,
+            counts=batch.get("counts") or {},
+            lanes=provider_lanes(lanes, tallies, plan),
+            rejected=rejected_lanes(plan),
+        )
+        key = receipt_key(batch_id)
+        self.artifacts.write_json(key, receipt)
+        billing = dict(receipt)
+        if len(json.dumps(receipt, default=str)) > MAX_INLINE_RECEIPT_BYTES:
+            billing = {k: v for k, v in receipt.items() if k not in ("provider_lanes", "rejected_lanes")}
+            billing["lists_in"] = key
+        settled_at = str(credits["settled_at"])
+        self.records.update(
+            batch_id,
+            {
+                "billing": billing,
+                "settled_at": settled_at,
+                "artifacts": {**(batch.get("artifacts") or {}), "receipt_key": key},
+            },
+        )
+        if batch.get("state") not in TERMINAL:
+            at = isoformat(now)
+            self.records.transition(batch_id, "completed", at=at, extra={"completed_at": at})
+        if self.alerts is not None and result is not None and org_id:
+            self.alerts.after_settlement(org_id, controls, at=_parse(settled_at))
+        return {
+            "step": "settle",
+            "batch_id": batch_id,
+            "charged": credits["credit_charged"],
+            "released": credits["credit_released"],
+            "replayed": bool(result.replayed) if result is not None else False,
+        }
+
+    def _charge(
+        self, batch: Mapping[str, Any], org_id: str, total: Money, controls: BillingControls, now: datetime
+    ) -> SettlementResult | None:
+        """Settle the batch's reservation (None for a batch without one: nothing to charge)."""
+        reservation_id = batch.get("reservation_id")
+        if not reservation_id:
+            return None
+        try:
+            return self.ledger.settle(
+                org_id,
+                str(reservation_id),
+                charge=total,
+                at=isoformat(now),
+                period_keys=period_keys(now, controls.limit_timezone or "UTC").values(),
+                memo=f"batch {batch['batch_id']}",
+            )
+        except UnknownReservation as exc:
+            raise SettlementFailed(
+                f"batch {batch['batch_id']}: reservation {reservation_id} not found"
+            ) from exc

@@ -1,0 +1,192 @@
+"""Batches made the way `POST /v1/batches` makes them, and the workflow run to its end on moto.
+
+`create_batch` mirrors docs/batches.md exactly: the quote's routing plan (the real routing
+engine over live lane heartbeats), the input chunks in S3, then ONE transaction with the
+ledger reservation and the batch record (`priced`). `run_workflow` starts the execution and
+polls every queue with the real handlers (as the local stack's event source mappings do)
+until the execution ends.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+import boto3
+
+from batchroute import resources
+from batchroute.adapters.batch_inputs import InputChunkWriter
+from batchroute.adapters.dynamo.batch_records import BatchRecords
+from batchroute.adapters.dynamo.lanes import LaneStateStore
+from batchroute.adapters.dynamo.ledger import LedgerStore
+from batchroute.adapters.s3_objects import S3Objects
+from batchroute.catalog import builtin_catalog
+from batchroute.clock import SystemClock, isoformat
+from batchroute.config import get_settings
+from batchroute.domain.preflight import Preflight
+from batchroute.domain.pricing import estimate_price
+from batchroute.domain.routing import route
+from batchroute.domain.routing_gates import RouteRequest
+from batchroute.ids import new_id
+from batchroute.money import Money
+from batchroute.services.catalog import guards_for
+from batchroute.services.lane_health import SimulatedProviderHealth, refresh_lane_heartbeats
+from batchroute_tools.local.lambda_runtime import context_for, load_handler
+from batchroute_tools.local.poller import QueuePoller
+from batchroute_tools.local.provision import LocalStack
+
+LLAMA = "meta-llama/Llama-3.1-8B-Instruct"  # sync lanes (edge-eu cheapest), several to fail over to
+GPT = "gpt-4o-mini"  # one vendor batch-API lane (openai)
+
+
+def item(n: int, model: str = LLAMA, text: str = "") -> dict[str, Any]:
+    return {
+        "customer_item_id": f"item-{n}",
+        "operation": "responses",
+        "model": model,
+        "input": {"messages": [{"role": "user", "content": f"Question {n}. {text}".strip()}]},
+        "max_output_tokens": 64,
+    }
+
+
+def heartbeat_all_lanes() -> None:
+    store = LaneStateStore(get_settings().table_name("controls"))
+    refresh_lane_heartbeats(builtin_catalog(), store, SimulatedProviderHealth(), SystemClock())
+
+
+@dataclass(frozen=True)
+class CreatedBatch:
+    batch_id: str
+    org_id: str
+    reserved: Money
+    record: dict[str, Any]
+
+
+def create_batch(
+    org_id: str,
+    items: Sequence[Mapping[str, Any]],
+    *,
+    chunk_size: int = 1000,
+    routing_mode: str = "cheapest",
+    state: str = "priced",
+    mutate: Callable[[dict[str, Any]], None] | None = None,
+) -> CreatedBatch:
+    """A batch as batch create writes it: chunks in S3, then the reservation and the batch
+    record in one transaction. `mutate` may edit the record before it is written."""
+    settings = get_settings()
+    catalog = builtin_catalog()
+    clock = SystemClock()
+    now = clock.now()
+    batch_id = new_id("batch", now)
+    request = RouteRequest.from_api({"routing_mode": routing_mode})
+    guards = guards_for(settings)
+    preflight = Preflight(catalog, request=request, guards=guards)
+    writer = InputChunkWriter(S3Objects(settings.buckets["artifacts"]), batch_id, chunk_size=chunk_size)
+    for index, raw in enumerate(items):
+        preflight.add_item(index, raw)
+        writer.add(raw)
+    writer.close()
+    preflight.result().raise_if_failed()
+    live = LaneStateStore(settings.table_name("controls")).live_states(consistent=True)
+    plan = route(preflight.groups, catalog, live=live, request=request, now=now, guards=guards)
+    assert plan.ok, plan.explanation()
+    total = estimate_price(plan, catalog.fees).total
+    record: dict[str, Any] = {
+        "batch_id": batch_id,
+        "org_id": org_id,
+        "state": state,
+        "source": "native",
+        "created_at": isoformat(now),
+        "deadline_at": isoformat(now + timedelta(hours=24)),
+        "state_changed_at": isoformat(now),
+        "routing_mode": routing_mode,
+        "sla_tier": "standard",
+        "privacy_tier": "standard",
+        "quote_id": None,
+        "item_count": writer.count,
+        "chunk_count": writer.chunk_count,
+        "chunk_models": writer.chunk_models,
+        "counts": {
+            "total": writer.count,
+            "pending": writer.count,
+            "running": 0,
+            "completed": 0,
+            "failed": 0,
+            "canceled": 0,
+        },
+        "plan": plan.to_api(),
+        "reservation_id": f"res_{batch_id}",
+        "reserved_micros": total.micros,
+        "fee_kind": "batch",
+        "execution_summary": {"latest_error": None},
+        "workflow_steps": {},
+    }
+    if mutate is not None:
+        mutate(record)
+    ledger = LedgerStore(settings.table_name("ledger"))
+    records = BatchRecords(settings.table_name("batches"))
+    reserve = ledger.reserve_items(
+        org_id,
+        reservation_id=record["reservation_id"],
+        amount=total,
+        at=isoformat(now),
+        purpose="batch",
+        ref=batch_id,
+    )
+    records.dynamodb.transact_write_items(TransactItems=[*reserve, records.new_batch_item(record)])
+    return CreatedBatch(batch_id=batch_id, org_id=org_id, reserved=total, record=record)
+
+
+def pollers(stack: LocalStack) -> list[QueuePoller]:
+    sqs = boto3.client("sqs", region_name=stack.region)
+    return [
+        QueuePoller(
+            queue=queue,
+            queue_url=stack.queue_urls[queue.key],
+            queue_arn=stack.queue_arns[queue.key],
+            region=stack.region,
+            handler=load_handler(queue.consumer),
+            context_factory=lambda key=queue.consumer: context_for(  # type: ignore[misc]
+                key, prefix=stack.prefix, region=stack.region, account=stack.account
+            ),
+            sqs=sqs,
+            wait_seconds=0,
+        )
+        for queue in resources.QUEUES
+    ]
+
+
+def start(stack: LocalStack, batch_id: str) -> str:
+    sfn = boto3.client("stepfunctions", region_name=stack.region)
+    execution = sfn.start_execution(
+        stateMachineArn=stack.state_machine_arn, name=batch_id, input=json.dumps({"batch_id": batch_id})
+    )
+    return str(execution["executionArn"])
+
+
+def run_until_done(stack: LocalStack, execution_arn: str, budget_seconds: float = 30) -> dict[str, Any]:
+    """Poll every queue with the real handlers until the execution ends."""
+    sfn = boto3.client("stepfunctions", region_name=stack.region)
+    polling = pollers(stack)
+    deadline = time.monotonic() + budget_seconds
+    while time.monotonic() < deadline:
+        description = sfn.describe_execution(executionArn=execution_arn)
+        if description["status"] != "RUNNING":
+            return dict(description)
+        if not any(p.poll_once().received for p in polling):
+            time.sleep(0.02)  # the execution thread has not queued its next task yet
+    raise AssertionError("workflow did not finish in time")
+
+
+def run_workflow(stack: LocalStack, batch_id: str) -> dict[str, Any]:
+    return run_until_done(stack, start(stack, batch_id))
+
+
+def states_entered(stack: LocalStack, execution_arn: str) -> list[str]:
+    sfn = boto3.client("stepfunctions", region_name=stack.region)
+    history = sfn.get_execution_history(executionArn=execution_arn, maxResults=1000)["events"]
+    return [e["stateEnteredEventDetails"]["name"] for e in history if "stateEnteredEventDetails" in e]

@@ -1,0 +1,599 @@
+"""The batch pipeline on moto: Route, RunLane, Finalize, Settle (and HandleFailure) with the real
+handlers, the simulated providers and the real ledger; batches made as batch create makes them
+(tests/integration/batch_pipeline_support.py)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from fastapi.testclient import TestClient
+
+from batchroute.adapters.batch_artifacts import BatchArtifacts, errors_key, receipt_key, results_key
+from batchroute.adapters.dynamo.batch_progress import BatchProgress
+from batchroute.adapters.dynamo.batch_records import BatchRecords
+from batchroute.adapters.dynamo.billing_events import BillingEvents
+from batchroute.adapters.dynamo.controls import ControlsStore
+from batchroute.adapters.dynamo.lanes import LaneStateStore
+from batchroute.adapters.dynamo.ledger import LedgerStore
+from batchroute.adapters.s3_objects import S3Objects
+from batchroute.adapters.task_queue import TaskQueue
+from batchroute.catalog import builtin_catalog
+from batchroute.clock import SystemClock
+from batchroute.config import get_settings
+from batchroute.domain.batch_states import BatchState
+from batchroute.domain.billing_controls import AuditEntry, BillingControls
+from batchroute.domain.pricing import LaneUsage, settle_price
+from batchroute.ids import new_id
+from batchroute.money import Money
+from batchroute.providers.registry import provider_registry
+from batchroute.providers.retry import RetryPolicy
+from batchroute.services.batch_pipeline import Pipeline, build_pipeline
+from batchroute.services.batch_workflow import BatchWorkflow
+from batchroute.services.lane_execution import LaneExecutor
+from batchroute.services.time_budget import TimeBudget
+from batchroute.workflow.tasks import WorkflowTask
+from batchroute_tools.local.provision import LocalStack
+from functions.api.app import create_app
+from functions.api.auth import identity_store
+from tests.integration.batch_pipeline_support import (
+    GPT,
+    LLAMA,
+    create_batch,
+    heartbeat_all_lanes,
+    item,
+    run_until_done,
+    run_workflow,
+    start,
+    states_entered,
+)
+from tests.integration.principals import TestOrg, new_org
+from tests.integration.test_quotes import _item
+from tests.integration.test_workflow_on_moto import _run_until_done
+
+
+@pytest.fixture
+def stack(local_aws: LocalStack, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[LocalStack]:
+    # No simulated latency, vendor jobs done at once, retries without backoff, emails in tmp.
+    for name, value in {
+        "SIMULATED_LATENCY_MS": "0",
+        "SIMULATED_BATCH_POLL_SECONDS": "0",
+        "PROVIDER_RETRY_BASE_SECONDS": "0",
+        "LOCAL_OUTBOX_DIR": str(tmp_path / "outbox"),
+    }.items():
+        monkeypatch.setenv(name, value)
+    get_settings.cache_clear()
+    identity_store.cache_clear()
+    heartbeat_all_lanes()
+    yield local_aws
+    get_settings.cache_clear()
+
+
+@pytest.fixture
+def org(stack: LocalStack) -> TestOrg:
+    return new_org(credit_usd="10")
+
+
+def _records() -> BatchRecords:
+    return BatchRecords(get_settings().table_name("batches"))
+
+
+def _ledger() -> LedgerStore:
+    return LedgerStore(get_settings().table_name("ledger"))
+
+
+def _artifacts() -> BatchArtifacts:
+    return BatchArtifacts(S3Objects(get_settings().buckets["artifacts"]))
+
+
+def _batch(batch_id: str) -> dict[str, Any]:
+    batch = _records().get(batch_id)
+    assert batch is not None
+    return batch
+
+
+def _counts(batch: dict[str, Any]) -> dict[str, int]:
+    return {k: int(v) for k, v in batch["counts"].items()}
+
+
+def _rows(key: str) -> list[dict[str, Any]]:
+    return list(_artifacts().lines(key))
+
+
+def _lanes(batch_id: str) -> dict[str, dict[str, Any]]:
+    return {lane["lane_key"]: lane for lane in _records().lanes(batch_id)}
+
+
+def _expected_charge(batch_id: str) -> Money:
+    """Actual usage of completed items x each lane's locked prices, from the lane result files."""
+    usage = []
+    artifacts = _artifacts()
+    for lane in _records().lanes(batch_id):
+        prompt = completion = 0
+        for chunk in lane.get("chunks_done") or []:
+            for line in artifacts.result_lines(batch_id, lane["lane_key"], int(chunk)):
+                if line["status"] == "completed":
+                    prompt += line["usage"]["prompt_tokens"]
+                    completion += line["usage"]["completion_tokens"]
+        if prompt or completion:
+            prices = lane["unit_prices"]
+            usage.append(
+                LaneUsage(
+                    lane["lane_id"],
+                    prompt,
+                    completion,
+                    Decimal(prices["input_per_mtok"]),
+                    Decimal(prices["output_per_mtok"]),
+                )
+            )
+    return settle_price(usage, builtin_catalog().fees).total
+
+
+def _workflow(budget_ms: Any = None) -> BatchWorkflow:
+    """The router/settle steps, called directly; `budget_ms` scripts the time left."""
+    settings = get_settings()
+    clock = SystemClock()
+    pipeline = build_pipeline(settings, clock)
+    if budget_ms is not None:
+        lanes = LaneExecutor(
+            records=_records(),
+            progress=BatchProgress(settings.table_name("batches")),
+            artifacts=_artifacts(),
+            registry=provider_registry(settings),
+            retry=RetryPolicy.from_settings(settings),
+            catalog=builtin_catalog(),
+            clock=clock,
+            continuations=TaskQueue(settings.queue_urls["lanes"]),
+            budget=lambda: TimeBudget(300, remaining_millis=budget_ms()),
+        )
+        pipeline = Pipeline(pipeline.planner, lanes, pipeline.finalizer, pipeline.settlement)
+    return BatchWorkflow(_records(), clock, pipeline=pipeline)
+
+
+def _task(step: str, batch_id: str, **extra: Any) -> WorkflowTask:
+    return WorkflowTask.model_validate(
+        {"step": step, "batch_id": batch_id, "task_token": f"tok-{step}", **extra}
+    )
+
+
+def _lane_messages(stack: LocalStack) -> list[WorkflowTask]:
+    sqs = boto3.client("sqs", region_name=stack.region)
+    got = sqs.receive_message(QueueUrl=stack.queue_urls["lanes"], MaxNumberOfMessages=10, WaitTimeSeconds=0)
+    messages = got.get("Messages", [])
+    for message in messages:
+        sqs.delete_message(QueueUrl=stack.queue_urls["lanes"], ReceiptHandle=message["ReceiptHandle"])
+    return [WorkflowTask.model_validate_json(m["Body"]) for m in messages]
+
+
+def _assert_settled_exactly(org_id: str, batch: dict[str, Any], reserved: Money) -> Money:
+    billing = batch["billing"]
+    charged = Money.usd(billing["credit_charged"]["amount"])
+    released = Money.usd(billing["credit_released"]["amount"])
+    assert Money.usd(billing["credit_reserved"]["amount"]) == reserved
+    assert charged + released == reserved
+    state = _ledger().state(org_id)
+    assert state.balance == Money.usd("10") - charged
+    assert state.reserved == Money.zero()
+    assert _ledger().violations(org_id) == []
+    return charged
+
+
+# -- the whole workflow ------------------------------------------------------------------------
+
+
+def test_a_mixed_batch_runs_to_completed_and_settles_actual_usage_once(
+    stack: LocalStack, org: TestOrg
+) -> None:
+    # Given a batch of two models (a sync lane and a vendor batch-API lane) over three chunks,
+    # with permanent failures and a transient one
+    items = [
+        item(0),
+        item(1, text="[simulate:fail]"),
+        item(2, text="[simulate:transient]"),
+        item(3, GPT),
+        item(4, GPT, "[simulate:fail]"),
+        item(5),
+        item(6, GPT),
+    ]
+    created = create_batch(org.org_id, items, chunk_size=3)
+    capacity = LaneStateStore(get_settings().table_name("controls"))
+    before = capacity.live_states(consistent=True)
+    # When the workflow runs
+    result = run_workflow(stack, created.batch_id)
+    # Then it succeeds, one lane per model, and the batch is completed with the right counts
+    assert result["status"] == "SUCCEEDED"
+    output = json.loads(result["output"])
+    assert {lane["lane_key"] for lane in output["route"]["lanes"]} == {
+        "01-openai-gpt-4o-mini",
+        "02-edge-eu-meta-llama-llama-3-1-8b-instruct",
+    }
+    assert sorted((a["completed"], a["failed"], a["canceled"]) for a in output["lanes"]) == [
+        (2, 1, 0),
+        (3, 1, 0),
+    ]
+    batch = _batch(created.batch_id)
+    assert batch["state"] == "completed" and batch["completed_at"] and batch["settled_at"]
+    assert _counts(batch) == {
+        "total": 7,
+        "pending": 0,
+        "running": 0,
+        "completed": 5,
+        "failed": 2,
+        "canceled": 0,
+    }
+    # And results.jsonl holds one row per item in input order; errors.jsonl the failed ones
+    rows = _rows(results_key(created.batch_id))
+    assert [r["sequence_number"] for r in rows] == list(range(7))
+    assert [r["customer_item_id"] for r in rows] == [f"item-{n}" for n in range(7)]
+    assert [r["status"] for r in rows] == [
+        "completed",
+        "failed",
+        "completed",
+        "completed",
+        "failed",
+        "completed",
+        "completed",
+    ]
+    assert rows[1]["error"]["code"] == "simulated_failure" and rows[1]["output"] is None
+    assert rows[2]["output"]["type"] == "message"  # the transient failure succeeded on retry
+    assert rows[3]["raw"] is not None  # kept for body_format=raw
+    errors = _rows(errors_key(created.batch_id))
+    assert [r["customer_item_id"] for r in errors] == ["item-1", "item-4"]
+    assert batch["artifacts"]["result_count"] == 7 and batch["artifacts"]["error_count"] == 2
+    # And each lane took its items off its provider's capacity, once
+    after = capacity.live_states(consistent=True)
+    for lane_id, taken in ((f"edge-eu/{LLAMA}", 4), (f"openai/{GPT}", 3)):
+        assert after[lane_id].remaining_capacity_items == before[lane_id].remaining_capacity_items - taken
+    # And the lane result line of the transient item shows its retry
+    lanes = _lanes(created.batch_id)
+    llama = lanes["02-edge-eu-meta-llama-llama-3-1-8b-instruct"]
+    lines = [
+        line
+        for chunk in llama["chunks_done"]
+        for line in _artifacts().result_lines(created.batch_id, llama["lane_key"], int(chunk))
+    ]
+    assert {line["seq"]: line["attempts"] for line in lines}[2] == 2
+    assert set(lines[0]) == {
+        "seq",
+        "customer_item_id",
+        "status",
+        "output",
+        "error",
+        "raw",
+        "usage",
+        "provider",
+        "lane_id",
+        "attempts",
+    }
+    # And the charge is the completed items' usage at the locked prices (failed ones are free)
+    charged = _assert_settled_exactly(org.org_id, batch, created.reserved)
+    assert charged == min(_expected_charge(created.batch_id), created.reserved)
+    assert int(llama["usage"]["prompt_tokens"]) == sum(
+        line["usage"]["prompt_tokens"] for line in lines if line["status"] == "completed"
+    )
+    # And the receipt lists the lanes that ran (with proof) and the rejected ones
+    receipt = _artifacts().read_json(receipt_key(created.batch_id))
+    assert receipt is not None
+    assert receipt["final_settled_price"] == receipt["credit_charged"]
+    assert {lane["lane_key"] for lane in receipt["provider_lanes"]} == set(lanes)
+    assert all(lane["proof"]["provider"] == lane["provider"] for lane in receipt["provider_lanes"])
+    assert receipt["rejected_lanes"] and all(r["rejection"]["code"] for r in receipt["rejected_lanes"])
+    assert set(receipt) >= {
+        "final_settled_price",
+        "provider_subtotal",
+        "service_fee",
+        "credit_reserved",
+        "credit_charged",
+        "credit_released",
+        "settled_at",
+        "provider_lanes",
+        "rejected_lanes",
+    }
+    # When the Settle message is delivered twice more
+    before = _ledger().snapshot(org.org_id)
+    workflow = _workflow()
+    again = [workflow.settle(_task("settle", created.batch_id)) for _ in range(2)]
+    # Then nothing more is charged and the receipt is the same
+    assert all(a["replayed"] for a in again)
+    assert _ledger().snapshot(org.org_id) == before
+    assert _artifacts().read_json(receipt_key(created.batch_id)) == receipt
+
+
+def test_an_unavailable_lane_fails_over_at_the_quoted_prices(stack: LocalStack, org: TestOrg) -> None:
+    # Given a batch whose selected lane (edge-eu) and the next one (edge-us) go down on item 1
+    down = "[simulate:down:edge-eu] [simulate:down:edge-us]"
+    created = create_batch(org.org_id, [item(0), item(1, text=down), item(2), item(3)], chunk_size=2)
+    # When it runs
+    result = run_workflow(stack, created.batch_id)
+    # Then every item completes, on a chain of lanes
+    assert result["status"] == "SUCCEEDED"
+    batch = _batch(created.batch_id)
+    assert batch["state"] == "completed"
+    assert _counts(batch)["completed"] == 4 and _counts(batch)["failed"] == 0
+    assert [r["status"] for r in _rows(results_key(created.batch_id))] == ["completed"] * 4
+    lanes = _lanes(created.batch_id)
+    first = lanes["01-edge-eu-meta-llama-llama-3-1-8b-instruct"]
+    second = lanes["01f1-edge-us-meta-llama-llama-3-1-8b-instruct"]
+    third = lanes["01f2-deepinfra-meta-llama-llama-3-1-8b-instruct"]
+    assert first["status"] == "failed" and first["failover_to"] == second["lane_key"]
+    assert second["failover_from"] == first["lane_key"] and third["failover_from"] == second["lane_key"]
+    assert third["status"] == "completed" and int(third["completed"]) == 3
+    # And the lane that took over keeps the quoted (first lane's) unit prices
+    deepinfra = next(lane for lane in builtin_catalog().lanes_for(LLAMA) if lane.provider == "deepinfra")
+    assert third["unit_prices"] == first["unit_prices"]
+    assert Decimal(third["unit_prices"]["input_per_mtok"]) != deepinfra.price.batch_input_per_mtok
+    assert batch["execution_summary"]["latest_error"] is None
+    output = json.loads(result["output"])
+    assert output["lanes"] == [{"lane_key": first["lane_key"], "completed": 4, "failed": 0, "canceled": 0}]
+    # And the charge uses those prices, on the lanes that delivered
+    charged = _assert_settled_exactly(org.org_id, batch, created.reserved)
+    assert charged == min(_expected_charge(created.batch_id), created.reserved)
+    receipt_lanes = {lane["lane_key"]: lane for lane in batch["billing"]["provider_lanes"]}
+    assert receipt_lanes[third["lane_key"]]["failover_from"] == second["lane_key"]
+    assert receipt_lanes[third["lane_key"]]["proof"]["provider"] == "deepinfra"
+
+
+def test_with_every_lane_down_the_items_fail_with_the_latest_error(stack: LocalStack, org: TestOrg) -> None:
+    # Given an item that takes down every provider
+    created = create_batch(org.org_id, [item(0), item(1, text="[simulate:down]"), item(2)])
+    # When it runs
+    result = run_workflow(stack, created.batch_id)
+    # Then the batch completes; that item failed after every lane of its model was tried
+    assert result["status"] == "SUCCEEDED"
+    batch = _batch(created.batch_id)
+    assert batch["state"] == "completed"
+    assert _counts(batch) == {
+        "total": 3,
+        "pending": 0,
+        "running": 0,
+        "completed": 2,
+        "failed": 1,
+        "canceled": 0,
+    }
+    rows = _rows(results_key(created.batch_id))
+    assert rows[1]["status"] == "failed" and rows[1]["error"]["code"] in {
+        "provider_unavailable",
+        "lane_failed",
+    }
+    assert batch["execution_summary"]["latest_error"].startswith("lane ")
+    assert "unavailable" in batch["execution_summary"]["latest_error"]
+    lanes = _lanes(created.batch_id)
+    assert len(lanes) == len(builtin_catalog().lanes_for(LLAMA))  # the whole chain was used
+    _assert_settled_exactly(org.org_id, batch, created.reserved)
+
+
+def test_the_failure_path_marks_failed_and_releases_the_reservation(stack: LocalStack, org: TestOrg) -> None:
+    # Given a batch whose plan does not match its items (Route fails permanently)
+    def corrupt(record: dict[str, Any]) -> None:
+        record["chunk_models"] = [{LLAMA: 5}]
+
+    created = create_batch(org.org_id, [item(0), item(1)], mutate=corrupt)
+    # When the workflow runs
+    arn = start(stack, created.batch_id)
+    result = run_until_done(stack, arn)
+    # Then it ends through HandleFailure; the batch failed, every item has a failed row
+    assert result["status"] == "FAILED"
+    assert "HandleFailure" in states_entered(stack, arn)
+    batch = _batch(created.batch_id)
+    assert batch["state"] == "failed" and "InvalidPlan" in batch["execution_summary"]["latest_error"]
+    rows = _rows(results_key(created.batch_id))
+    assert [r["error"]["code"] for r in rows] == ["batch_failed", "batch_failed"]
+    assert _counts(batch)["failed"] == 2
+    # And the whole reservation is released
+    billing = batch["billing"]
+    assert billing["credit_charged"]["amount"] == "0.00"
+    assert Money.usd(billing["credit_released"]["amount"]) == created.reserved
+    assert _ledger().state(org.org_id).available == Money.usd("10")
+    assert _ledger().violations(org.org_id) == []
+
+
+def test_a_batch_canceled_before_routing_runs_no_lane_and_releases_all(
+    stack: LocalStack, org: TestOrg
+) -> None:
+    created = create_batch(org.org_id, [item(0), item(1)])
+    assert _records().transition(created.batch_id, "canceled", at="2026-11-21T00:00:00.000Z")
+    result = run_workflow(stack, created.batch_id)
+    assert result["status"] == "SUCCEEDED"
+    assert json.loads(result["output"])["route"] == {"lanes": []}
+    batch = _batch(created.batch_id)
+    assert batch["state"] == "canceled"
+    assert _counts(batch) == {
+        "total": 2,
+        "pending": 0,
+        "running": 0,
+        "completed": 0,
+        "failed": 0,
+        "canceled": 2,
+    }
+    assert [r["error"]["code"] for r in _rows(results_key(created.batch_id))] == ["canceled", "canceled"]
+    assert _ledger().state(org.org_id).available == Money.usd("10")
+
+
+# -- steps called directly: time budget, cancel and expiry mid-run ---------------------------------
+
+
+def test_a_lane_out_of_time_continues_in_a_new_message_with_the_same_token(
+    stack: LocalStack, org: TestOrg
+) -> None:
+    # Given a lane of three chunks and an invocation that only ever has 60 s left
+    created = create_batch(org.org_id, [item(n) for n in range(6)], chunk_size=2)
+    workflow = _workflow(budget_ms=lambda: lambda: 60_000)
+    lanes = workflow.route(_task("route", created.batch_id))["lanes"]
+    task = _task("run_lane", created.batch_id, lane=lanes[0])
+    # When RunLane runs: one chunk per invocation, then it re-enqueues itself
+    answers: list[Any] = []
+    tokens = []
+    while not answers:
+        answer = workflow.run_lane(task)
+        if answer is not None:
+            answers.append(answer)
+            break
+        (task,) = _lane_messages(stack)
+        tokens.append(task.task_token)
+    # Then it took three invocations with the same token, and finished every item
+    assert tokens == ["tok-run_lane", "tok-run_lane"]
+    assert answers == [{"lane_key": lanes[0]["lane_key"], "completed": 6, "failed": 0, "canceled": 0}]
+    assert _counts(_batch(created.batch_id))["completed"] == 6
+
+
+def test_a_half_done_chunk_is_kept_across_invocations(stack: LocalStack, org: TestOrg) -> None:
+    # Given a chunk of four items and invocations that may take two items each
+    created = create_batch(org.org_id, [item(n) for n in range(4)])
+
+    def budget() -> Any:
+        calls = iter(range(1000))
+        return lambda: 300_000 if next(calls) < 2 else 30_000
+
+    workflow = _workflow(budget_ms=budget)
+    (lane,) = workflow.route(_task("route", created.batch_id))["lanes"]
+    task = _task("run_lane", created.batch_id, lane=lane)
+    answer = workflow.run_lane(task)
+    invocations = 1
+    while answer is None:
+        (task,) = _lane_messages(stack)
+        answer = workflow.run_lane(task)
+        invocations += 1
+    # Then each item has exactly one result and the counts add up
+    assert invocations > 2
+    assert answer["completed"] == 4
+    (record,) = _records().lanes(created.batch_id)
+    assert [int(c) for c in record["chunks_done"]] == [0] and "partial_chunk" not in record
+    lines = list(_artifacts().result_lines(created.batch_id, record["lane_key"], 0))
+    assert [line["seq"] for line in lines] == [0, 1, 2, 3]
+    assert _counts(_batch(created.batch_id))["completed"] == 4
+
+
+@pytest.mark.parametrize("ending", ["canceled", "expired"])
+def test_a_batch_ended_mid_run_charges_only_completed_work(
+    stack: LocalStack, org: TestOrg, ending: BatchState
+) -> None:
+    # Given a lane of three chunks that has run its first chunk
+    created = create_batch(org.org_id, [item(n) for n in range(6)], chunk_size=2)
+    workflow = _workflow(budget_ms=lambda: lambda: 60_000)
+    (lane,) = workflow.route(_task("route", created.batch_id))["lanes"]
+    assert workflow.run_lane(_task("run_lane", created.batch_id, lane=lane)) is None
+    # When the batch is canceled (or the sweeper expires it) and the lane carries on
+    assert _records().transition(created.batch_id, ending, at="2026-11-21T00:00:00.000Z")
+    (task,) = _lane_messages(stack)
+    answer = workflow.run_lane(task)
+    # Then the lane stops: its remaining items count as canceled
+    assert answer == {"lane_key": lane["lane_key"], "completed": 2, "failed": 0, "canceled": 4}
+    # And Finalize and Settle work on the terminal batch without moving it
+    workflow.finalize(_task("finalize", created.batch_id))
+    workflow.settle(_task("settle", created.batch_id))
+    batch = _batch(created.batch_id)
+    assert batch["state"] == ending
+    assert _counts(batch) == {
+        "total": 6,
+        "pending": 0,
+        "running": 0,
+        "completed": 2,
+        "failed": 0,
+        "canceled": 4,
+    }
+    rows = _rows(results_key(created.batch_id))
+    assert [r["status"] for r in rows] == ["completed"] * 2 + ["failed"] * 4
+    assert {r["error"]["code"] for r in rows[2:]} == {ending}
+    # And only the completed work is charged; the rest is released
+    charged = _assert_settled_exactly(org.org_id, batch, created.reserved)
+    assert charged == min(_expected_charge(created.batch_id), created.reserved)
+    assert charged > Money.zero()
+
+
+# -- spending limits --------------------------------------------------------------------------
+
+
+def test_settlement_reaching_a_hard_limit_records_limit_reached_once(
+    stack: LocalStack, org: TestOrg, tmp_path: Path
+) -> None:
+    # Given a hard daily limit of one cent
+    controls = BillingControls(
+        org_id=org.org_id,
+        configured=True,
+        limit_enabled=True,
+        limit_period="daily",
+        limit_amount=Money.usd("0.01"),
+        limit_mode="hard",
+        version=1,
+    )
+    audit = AuditEntry(
+        new_id("aud"), org.org_id, None, None, "test", {}, {}, None, "2026-11-21T00:00:00.000Z"
+    )
+    ControlsStore(get_settings().table_name("controls")).save_billing_controls(
+        controls, expected_version=0, audit=audit
+    )
+    # When two batches settle (each charges a lane fee of one cent and more)
+    for n in range(2):
+        created = create_batch(org.org_id, [item(n)])
+        assert run_workflow(stack, created.batch_id)["status"] == "SUCCEEDED"
+    # Then billing.limit_reached was recorded once for the period, and the owner emailed once
+    events = BillingEvents(get_settings().table_name("controls")).events(org.org_id)
+    assert [e["type"] for e in events] == ["billing.limit_reached"]
+    details = events[0]["details"]
+    assert details["limit"] == "0.01" and details["period"] == "daily"
+    assert Money.usd(details["spent"]) >= Money.usd("0.01")
+    assert len(list((tmp_path / "outbox").glob("*.eml"))) == 1
+
+
+# -- through the API --------------------------------------------------------------------
+def _run_through_api(
+    client: TestClient, org: TestOrg, stack: LocalStack, body: dict[str, Any], key: str
+) -> dict[str, Any]:
+    created = client.post("/v1/batches", json=body, headers={**org.key_headers(), "Idempotency-Key": key})
+    assert created.status_code == 202, created.text
+    batch_id = created.json()["batch"]["id"]
+    arn = stack.state_machine_arn.replace(":stateMachine:", ":execution:") + f":{batch_id}"
+    _run_until_done(stack, arn, budget_seconds=60)
+    return dict(client.get(f"/v1/batches/{batch_id}", headers=org.key_headers()).json()["batch"])
+
+
+def test_through_the_api_a_batch_runs_settles_and_retries(stack: LocalStack, org: TestOrg) -> None:
+    client = TestClient(create_app(), raise_server_exceptions=False)
+    headers = org.key_headers()
+    items = [_item(0), _item(1, text="[simulate:fail] please"), _item(2, model="gpt-4o-mini")]
+    # Given a quoted batch with one item that always fails
+    quote = client.post("/v1/quotes/model", json={"items": items}, headers=headers).json()
+    # When it runs through the workflow
+    batch = _run_through_api(
+        client, org, stack, {"quote_id": quote["quote_id"], "items": items}, "e2e-key-0001"
+    )
+    # Then it completes with one failure, results in input order, and a settled receipt
+    assert batch["state"] == "completed", batch
+    assert (
+        batch["counts"]["total"] == 3 and batch["counts"]["completed"] == 2 and batch["counts"]["failed"] == 1
+    )
+    assert batch["output_url"] and batch["settled_at"]
+    results = client.get(f"/v1/batches/{batch['id']}/results", headers=headers).json()
+    assert [r["customer_item_id"] for r in results["data"]] == ["item-0", "item-1", "item-2"]
+    assert [r["status"] for r in results["data"]] == ["completed", "failed", "completed"]
+    assert results["data"][1]["output"] is None and results["data"][1]["error"]
+    raw = client.get(f"/v1/batches/{batch['id']}/results?body_format=raw&limit=1", headers=headers).json()
+    assert raw["data"][0]["output"] != results["data"][0]["output"] and raw["next_cursor"] == "1"
+    items_view = client.get(f"/v1/batches/{batch['id']}/items?status=failed", headers=headers).json()
+    assert [i["customer_item_id"] for i in items_view["data"]] == ["item-1"]
+    receipt = client.get(f"/v1/batches/{batch['id']}/billing-receipt", headers=headers).json()
+    reserved, charged, released = (
+        Money.usd(receipt[k]["amount"]) for k in ("credit_reserved", "credit_charged", "credit_released")
+    )
+    assert reserved == charged + released and charged.micros > 0
+    assert receipt["provider_lanes"] and "rejected_lanes" in receipt
+    state = LedgerStore(get_settings().table_name("ledger")).state(org.org_id)
+    assert state.reserved == Money.zero() and state.balance == Money.usd("10") - charged
+    detail = client.get(f"/v1/batches/{batch['id']}?include_billing_receipt=true", headers=headers).json()
+    assert detail["billing_receipt"]["settled_at"] == receipt["settled_at"]
+    assert {lane["status"] for lane in detail["batch"]["lane_statuses"]} == {"completed"}
+    assert (
+        client.get(f"/v1/batches/{batch['id']}/artifact-url", headers=headers)
+        .json()["url"]
+        .startswith("http")
+    )
+    # And a retry creates a new batch from the failed item only
+    retry = client.post(f"/v1/batches/{batch['id']}/retry", headers=headers)
+    assert retry.status_code == 202, retry.text
+    assert retry.json()["retry_item_count"] == 1 and retry.json()["source_batch_id"] == batch["id"]
+    assert retry.json()["batch"]["id"] != batch["id"]

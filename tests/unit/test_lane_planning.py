@@ -1,0 +1,163 @@
+"""Lane assignments: ordinal ranges, chunks, lane keys, failover candidates and records."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from batchroute.domain.lane_plan import (
+    PlanMismatch,
+    chunks_for_range,
+    failover_candidates,
+    failover_record,
+    lane_items,
+    lane_key,
+    model_offsets,
+    plan_lanes,
+    root_number,
+)
+
+A, B = "model-a", "org/Model-B.1"
+PRICES_1 = {"input_per_mtok": "0.10", "output_per_mtok": "0.20"}
+PRICES_2 = {"input_per_mtok": "0.30", "output_per_mtok": "0.40"}
+
+
+def _selected(provider: str, model: str, count: int, prices: dict[str, str]) -> dict[str, Any]:
+    return {
+        "lane_id": f"{provider}/{model}",
+        "provider": provider,
+        "model": model,
+        "item_count": count,
+        "unit_prices": prices,
+    }
+
+
+def _rejected(provider: str, model: str, code: str, cost: str | None) -> dict[str, Any]:
+    details = {"estimated_provider_cost": {"currency": "usd", "amount": cost}} if cost else {}
+    return {
+        "lane_id": f"{provider}/{model}",
+        "provider": provider,
+        "model": model,
+        "rejection": {"code": code, "details": details},
+        "proof": {"provider": provider},
+    }
+
+
+# chunk 0: a a b ; chunk 1: b a a ; chunk 2: a   (a: 5 items, b: 2 items)
+CHUNK_MODELS = [{A: 2, B: 1}, {B: 1, A: 2}, {A: 1}]
+LINES = [
+    [{"seq": 0, "item": {"model": A}}, {"seq": 1, "item": {"model": A}}, {"seq": 2, "item": {"model": B}}],
+    [{"seq": 3, "item": {"model": B}}, {"seq": 4, "item": {"model": A}}, {"seq": 5, "item": {"model": A}}],
+    [{"seq": 6, "item": {"model": A}}],
+]
+PLAN = {
+    "groups": [
+        {
+            "model": A,
+            "item_count": 5,
+            "selected_lanes": [_selected("p1", A, 3, PRICES_1), _selected("p2", A, 2, PRICES_2)],
+            "rejected_lanes": [
+                _rejected("p3", A, "outranked", "0.009"),
+                _rejected("p4", A, "capacity_full", None),
+                _rejected("p5", A, "outranked", "0.002"),
+            ],
+        },
+        {
+            "model": B,
+            "item_count": 2,
+            "selected_lanes": [_selected("p1", B, 2, PRICES_1)],
+            "rejected_lanes": [],
+        },
+    ]
+}
+
+
+def test_model_offsets_count_a_models_items_before_each_chunk() -> None:
+    assert model_offsets(CHUNK_MODELS, A) == [0, 2, 4, 5]
+    assert model_offsets(CHUNK_MODELS, B) == [0, 1, 2, 2]
+    assert model_offsets(CHUNK_MODELS, "absent") == [0, 0, 0, 0]
+
+
+def test_chunks_for_range_are_those_holding_the_ordinals() -> None:
+    offsets = model_offsets(CHUNK_MODELS, A)
+    assert chunks_for_range(offsets, 0, 3) == [0, 1]
+    assert chunks_for_range(offsets, 3, 5) == [1, 2]
+    assert chunks_for_range(offsets, 2, 4) == [1]
+    assert chunks_for_range(model_offsets(CHUNK_MODELS, B), 0, 2) == [0, 1]  # chunk 2 holds no b
+
+
+def test_plan_lanes_split_each_group_in_order_and_number_the_lanes() -> None:
+    lanes = plan_lanes(PLAN, CHUNK_MODELS)
+    assert [(lane.lane_key, lane.ordinal_start, lane.ordinal_end, lane.chunks) for lane in lanes] == [
+        ("01-p1-model-a", 0, 3, (0, 1)),
+        ("02-p2-model-a", 3, 5, (1, 2)),
+        ("03-p1-org-model-b-1", 0, 2, (0, 1)),
+    ]
+    record = lanes[1].to_record(at="2026-01-01T00:00:00.000Z")
+    assert record["unit_prices"] == PRICES_2 and record["item_count"] == 2
+    assert record["status"] == "pending" and record["chunks_done"] == [] and record["attempts"] == 0
+    assert record["chunks"] == [1, 2] and record["usage"] == {"prompt_tokens": 0, "completion_tokens": 0}
+
+
+def test_a_plan_that_does_not_add_up_is_refused() -> None:
+    with pytest.raises(PlanMismatch):
+        plan_lanes(PLAN, [{A: 9, B: 2}])
+
+
+def test_lane_items_keep_the_lanes_ordinals_of_its_model_less_excluded_seqs() -> None:
+    second = plan_lanes(PLAN, CHUNK_MODELS)[1]  # ordinals [3, 5) of model a
+    offsets = model_offsets(CHUNK_MODELS, A)
+
+    def seqs(chunk: int, exclude: frozenset[int] = frozenset()) -> list[int]:
+        kept = lane_items(
+            LINES[chunk],
+            model=A,
+            first_ordinal=offsets[chunk],
+            start=second.ordinal_start,
+            end=second.ordinal_end,
+            exclude=exclude,
+        )
+        return [seq for seq, _ in kept]
+
+    assert seqs(0) == []
+    assert seqs(1) == [5]  # seq 4 is ordinal 2 (first lane), seq 5 is ordinal 3
+    assert seqs(2) == [6]
+    assert seqs(2, frozenset({6})) == []
+
+
+def test_lane_keys() -> None:
+    assert (
+        lane_key(3, "groq", "meta-llama/Llama-3.1-8B-Instruct") == "03-groq-meta-llama-llama-3-1-8b-instruct"
+    )
+    assert lane_key(3, "groq", A, failover_depth=2) == "03f2-groq-model-a"
+    assert root_number("03f2-groq-model-a") == 3 and root_number("12-x-y") == 12
+
+
+def test_failover_candidates_are_outranked_lanes_cheapest_first_not_used() -> None:
+    found = failover_candidates(PLAN, A, used_lane_ids=["p1/model-a", "p2/model-a"])
+    assert [c["lane_id"] for c in found] == ["p5/model-a", "p3/model-a"]
+    assert [c["lane_id"] for c in failover_candidates(PLAN, A, ["p5/model-a"])] == ["p3/model-a"]
+    assert failover_candidates(PLAN, B, []) == []
+
+
+def test_a_failover_record_takes_the_unfinished_ordinals_at_the_original_prices() -> None:
+    source = plan_lanes(PLAN, CHUNK_MODELS)[0].to_record(at="t")  # ordinals [0, 3), chunks 0 and 1
+    candidate = failover_candidates(PLAN, A, ["p1/model-a", "p2/model-a"])[0]
+    # The lane failed in chunk 0 (first ordinal 0) after answering seq 1
+    record = failover_record(
+        source, candidate, chunk=0, chunk_first_ordinal=0, answered={1}, root_number=1, at="t2"
+    )
+    assert record["lane_key"] == "01f1-p5-model-a"
+    assert (record["ordinal_start"], record["ordinal_end"]) == (0, 3)
+    assert record["exclude_seqs"] == [1] and record["item_count"] == 2
+    assert record["chunks"] == [0, 1]
+    assert record["unit_prices"] == PRICES_1  # the quoted prices, not the candidate's
+    assert record["failover_from"] == "01-p1-model-a" and record["failover_depth"] == 1
+    # Failing again in chunk 1 (first ordinal 2): the excluded seqs of chunk 0 no longer matter
+    again = failover_record(
+        record, candidate, chunk=1, chunk_first_ordinal=2, answered=set(), root_number=1, at="t3"
+    )
+    assert (again["ordinal_start"], again["ordinal_end"]) == (2, 3)
+    assert again["exclude_seqs"] == [] and again["item_count"] == 1 and again["chunks"] == [1]
+    assert again["lane_key"] == "01f2-p5-model-a"
