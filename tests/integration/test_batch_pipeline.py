@@ -54,7 +54,6 @@ from tests.integration.batch_pipeline_support import (
 )
 from tests.integration.principals import TestOrg, new_org
 from tests.integration.test_quotes import _item
-from tests.integration.test_workflow_on_moto import _run_until_done
 
 
 @pytest.fixture
@@ -548,7 +547,7 @@ def _run_through_api(
     assert created.status_code == 202, created.text
     batch_id = created.json()["batch"]["id"]
     arn = stack.state_machine_arn.replace(":stateMachine:", ":execution:") + f":{batch_id}"
-    _run_until_done(stack, arn, budget_seconds=60)
+    run_until_done(stack, arn, budget_seconds=60)
     return dict(client.get(f"/v1/batches/{batch_id}", headers=org.key_headers()).json()["batch"])
 
 

@@ -5,51 +5,20 @@ tokens, and the DynamoDB integration records the execution on the batch."""
 from __future__ import annotations
 
 import json
-import time
-from typing import Any
 
 import boto3
 
-from batchroute import resources
 from batchroute.adapters.dynamo.batch_records import BatchRecords
-from batchroute_tools.local.lambda_runtime import context_for, load_handler
-from batchroute_tools.local.poller import QueuePoller
 from batchroute_tools.local.provision import LocalStack
 from functions.api.auth import identity_store
-from tests.integration.batch_pipeline_support import GPT, create_batch, heartbeat_all_lanes, item
+from tests.integration.batch_pipeline_support import (
+    GPT,
+    create_batch,
+    heartbeat_all_lanes,
+    item,
+    run_until_done,
+)
 from tests.integration.principals import new_org
-
-
-def _pollers(stack: LocalStack) -> list[QueuePoller]:
-    sqs = boto3.client("sqs", region_name=stack.region)
-    return [
-        QueuePoller(
-            queue=queue,
-            queue_url=stack.queue_urls[queue.key],
-            queue_arn=stack.queue_arns[queue.key],
-            region=stack.region,
-            handler=load_handler(queue.consumer),
-            context_factory=lambda key=queue.consumer: context_for(  # type: ignore[misc]
-                key, prefix=stack.prefix, region=stack.region, account=stack.account
-            ),
-            sqs=sqs,
-            wait_seconds=0,
-        )
-        for queue in resources.QUEUES
-    ]
-
-
-def _run_until_done(stack: LocalStack, execution_arn: str, budget_seconds: float = 30) -> dict[str, Any]:
-    sfn = boto3.client("stepfunctions", region_name=stack.region)
-    pollers = _pollers(stack)
-    deadline = time.monotonic() + budget_seconds
-    while time.monotonic() < deadline:
-        description = sfn.describe_execution(executionArn=execution_arn)
-        if description["status"] != "RUNNING":
-            return dict(description)
-        if not any(p.poll_once().received for p in pollers):
-            time.sleep(0.05)  # the execution thread has not queued its next task yet
-    raise AssertionError("workflow did not finish in time")
 
 
 def test_trivial_execution_runs_end_to_end(local_aws: LocalStack) -> None:
@@ -64,7 +33,7 @@ def test_trivial_execution_runs_end_to_end(local_aws: LocalStack) -> None:
         name=batch_id,
         input=json.dumps({"batch_id": batch_id}),
     )
-    result = _run_until_done(local_aws, execution["executionArn"])
+    result = run_until_done(local_aws, execution["executionArn"])
     # Then it succeeds through every step, each lane ran once, and the batch journaled each step
     assert result["status"] == "SUCCEEDED"
     output = json.loads(result["output"])
@@ -83,7 +52,7 @@ def test_missing_batch_takes_the_failure_path(local_aws: LocalStack) -> None:
         name="ghost",
         input=json.dumps({"batch_id": "batch_ghost"}),
     )
-    result = _run_until_done(local_aws, execution["executionArn"])
+    result = run_until_done(local_aws, execution["executionArn"])
     assert result["status"] == "FAILED"
     history = sfn.get_execution_history(executionArn=execution["executionArn"])["events"]
     entered = [e["stateEnteredEventDetails"]["name"] for e in history if "stateEnteredEventDetails" in e]
