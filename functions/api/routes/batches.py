@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Depends, Header, Query, Response
@@ -16,6 +17,7 @@ from batchroute.config import Settings
 from batchroute.domain.access import Principal
 from batchroute.domain.batch_states import ALL_STATES
 from batchroute.errors import Conflict, InvalidRequest
+from batchroute.services.batch_pipeline import build_billing_alerts
 from batchroute.services.batch_reads import BatchReads
 from batchroute.services.batch_views import batch_details, batch_summary, lane_statuses
 from batchroute.services.batches import BatchService
@@ -39,6 +41,18 @@ _READ_ERRORS: dict[int | str, dict[str, Any]] = {
     403: _error("Another organization's batch, or a role that may not read batches"),
     404: _error("No such batch (`batch_not_found`)"),
 }
+
+
+def _plain(value: Any) -> Any:
+    """DynamoDB numbers (Decimal) as JSON numbers: left alone, the response model renders them
+    as strings ("item_counts": {"total": "10"}), unlike receipt.json and the docs."""
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else str(value)
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
 
 
 def _signer(settings: Settings) -> Any:
@@ -75,6 +89,7 @@ def batch_service(settings: SettingsDep, clock: ClockDep, quotes: QuotesDep) -> 
         seal_webhook=seal,
         settings=settings,
         clock=clock,
+        alerts=build_billing_alerts(settings, LedgerStore(settings.table_name("ledger"))),
     )
 
 
@@ -162,7 +177,7 @@ def get_batch(
     if include_billing_receipt:
         summary["lane_statuses"] = lane_statuses(reads.records.lanes(batch_id))
         receipt = batch.get("billing") if batch.get("settled_at") else None
-    return {"batch": summary, "billing_receipt": receipt}
+    return {"batch": _plain(summary), "billing_receipt": _plain(receipt)}
 
 
 @router.get("/v1/batches/{batch_id}/items", responses=_READ_ERRORS, summary="Items with status and previews")
@@ -245,4 +260,4 @@ def billing_receipt(batch_id: str, principal: Reader, reads: ReadsDep) -> dict[s
             code="receipt_not_ready",
             details={"state": batch["state"]},
         )
-    return dict(batch["billing"])
+    return dict(_plain(batch["billing"]))

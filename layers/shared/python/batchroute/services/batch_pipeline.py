@@ -42,6 +42,15 @@ class Pipeline:
     settlement: Settlement
 
 
+def build_billing_alerts(settings: Settings, ledger: LedgerStore) -> BillingAlerts:
+    return BillingAlerts(
+        events=BillingEvents(settings.table_name("controls")),
+        spend=ledger,
+        mailer=SesMailer.from_settings(settings),
+        recipients=owner_emails(IdentityStore(settings.table_name("identity"))),
+    )
+
+
 def build_pipeline(settings: Settings, clock: Clock) -> Pipeline:
     catalog = builtin_catalog()
     records = BatchRecords(settings.table_name("batches"))
@@ -49,13 +58,7 @@ def build_pipeline(settings: Settings, clock: Clock) -> Pipeline:
     artifacts = BatchArtifacts(S3Objects(settings.buckets.get("artifacts", "")))
     ledger = LedgerStore(settings.table_name("ledger"))
     lanes_queue = settings.queue_urls.get("lanes")
-    mailer = SesMailer.from_settings(settings)
-    alerts = BillingAlerts(
-        events=BillingEvents(settings.table_name("controls")),
-        spend=ledger,
-        mailer=mailer,
-        recipients=owner_emails(IdentityStore(settings.table_name("identity"))),
-    )
+    alerts = build_billing_alerts(settings, ledger)
     return Pipeline(
         planner=LanePlanner(records=records, progress=progress, clock=clock),
         lanes=LaneExecutor(

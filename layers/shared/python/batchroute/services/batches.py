@@ -12,7 +12,7 @@ import hashlib
 import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from botocore.exceptions import ClientError
@@ -64,6 +64,19 @@ class WorkflowStarter(Protocol):
     def __call__(self, *, batch_id: str) -> str: ...
 
 
+class LimitAlerts(Protocol):
+    def at_submit(
+        self,
+        org_id: str,
+        controls: BillingControls,
+        *,
+        period_key: str,
+        spent: Money,
+        projected: Money,
+        at: datetime,
+    ) -> dict[str, Any] | None: ...
+
+
 class WebhookSealer(Protocol):
     def __call__(self, *, org_id: str, batch_id: str, url: str, secret: str) -> dict[str, Any]: ...
 
@@ -102,7 +115,9 @@ class BatchService:
         seal_webhook: WebhookSealer,
         settings: Settings,
         clock: Clock,
+        alerts: LimitAlerts | None = None,
     ) -> None:
+        self.alerts = alerts
         self.records = records
         self.ledger = ledger
         self.controls = controls
@@ -151,7 +166,7 @@ class BatchService:
             writer.abort()
             raise
         controls = self.controls.billing_controls(principal.org_id)
-        Funding(self.ledger).check_funding(principal.org_id, total, controls, now=self.clock.now())
+        decision = Funding(self.ledger).check_funding(principal.org_id, total, controls, now=self.clock.now())
         now = self.clock.now()
         batch = {
             "batch_id": batch_id,
@@ -190,6 +205,15 @@ class BatchService:
             batch["metadata"] = {str(k): str(v)[:512] for k, v in list(body["metadata"].items())[:16]}
         answer_body = json.dumps({"batch": batch_summary(batch)}, separators=(",", ":")).encode()
         self._commit(principal, key, fingerprint, batch, total, answer_body)
+        if decision.limit_reached and controls is not None and self.alerts is not None:
+            self.alerts.at_submit(
+                principal.org_id,
+                controls,
+                period_key=str(decision.period_key),
+                spent=decision.spent or Money.zero(),
+                projected=decision.projected or total,
+                at=now,
+            )
         self._start(batch_id)
         return CreateAnswer(202, answer_body)
 

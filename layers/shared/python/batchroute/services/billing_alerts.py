@@ -77,10 +77,40 @@ class BillingAlerts:
             "spent": format_amount(spent.amount),
             "mode": controls.limit_mode,
         }
+        return self._reached(org_id, controls, details, at=at)
+
+    def at_submit(
+        self,
+        org_id: str,
+        controls: BillingControls,
+        *,
+        period_key: str,
+        spent: Money,
+        projected: Money,
+        at: datetime,
+    ) -> dict[str, Any] | None:
+        """Emit `billing.limit_reached` when an accepted submit brings the period to its limit
+        (soft mode never blocks, so this is how a soft limit is reported); once per period."""
+        if controls.limit_amount is None or controls.limit_period is None:
+            return None
+        details = {
+            "limit": format_amount(controls.limit_amount.amount),
+            "period": controls.limit_period,
+            "period_key": period_key,
+            "spent": format_amount(spent.amount),
+            "projected": format_amount(projected.amount),
+            "mode": controls.limit_mode,
+        }
+        return self._reached(org_id, controls, details, at=at)
+
+    def _reached(
+        self, org_id: str, controls: BillingControls, details: dict[str, Any], *, at: datetime
+    ) -> dict[str, Any] | None:
+        """Record the event once per period; email the owner when that is wanted."""
         event = self.events.record_once(
             org_id,
             kind="limit_reached",
-            period_key=period_key,
+            period_key=details["period_key"],
             event_type=LIMIT_REACHED,
             details=details,
             at=at,
