@@ -62,7 +62,7 @@ class Storage(Construct):
                 index_name=index.name,
                 partition_key=_string_attribute(index.partition_key),
                 sort_key=_string_attribute(index.sort_key),
-                projection_type=dynamodb.ProjectionType.ALL,
+                projection_type=dynamodb.ProjectionType[index.projection],
             )
         return table
 

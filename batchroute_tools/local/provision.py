@@ -110,7 +110,7 @@ def _create_tables(dynamodb: Any, prefix: str) -> dict[str, str]:
                 {
                     "IndexName": index.name,
                     "KeySchema": _key_schema(index.partition_key, index.sort_key),
-                    "Projection": {"ProjectionType": "ALL"},
+                    "Projection": {"ProjectionType": index.projection},
                 }
                 for index in table.indexes
             ]

@@ -137,7 +137,7 @@ def create_batch(
         purpose="batch",
         ref=batch_id,
     )
-    records.dynamodb.transact_write_items(TransactItems=[*reserve, records.new_batch_item(record)])
+    records.dynamodb.transact_write_items(TransactItems=[*reserve, *records.new_batch_items(record)])
     return CreatedBatch(batch_id=batch_id, org_id=org_id, reserved=total, record=record)
 
 

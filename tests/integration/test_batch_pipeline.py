@@ -596,3 +596,45 @@ def test_through_the_api_a_batch_runs_settles_and_retries(stack: LocalStack, org
     assert retry.status_code == 202, retry.text
     assert retry.json()["retry_item_count"] == 1 and retry.json()["source_batch_id"] == batch["id"]
     assert retry.json()["batch"]["id"] != batch["id"]
+
+
+def test_the_plan_lives_apart_from_the_meta_item_that_progress_rewrites(
+    stack: LocalStack, org: TestOrg
+) -> None:
+    # DynamoDB bills each update by the whole item's size and progress updates META twice per
+    # chunk per lane, so the immutable plan and per-chunk model counts live in their own item.
+    created = create_batch(org.org_id, [item(n, GPT if n % 3 else LLAMA) for n in range(60)], chunk_size=1)
+    raw = boto3.client("dynamodb").query(
+        TableName=get_settings().table_name("batches"),
+        KeyConditionExpression="pk = :pk",
+        ExpressionAttributeValues={":pk": {"S": f"BATCH#{created.batch_id}"}},
+    )["Items"]
+    by_sk = {row["sk"]["S"]: row for row in raw}
+    assert set(by_sk) == {"META", "PLAN"}
+    assert "plan" not in by_sk["META"] and "chunk_models" not in by_sk["META"]
+    assert len(json.dumps(by_sk["META"])) < 2_500  # 60 chunks: the chunk map alone would be ~4 KB
+    whole = _batch(created.batch_id)
+    assert whole["plan"] == created.record["plan"]
+    assert whole["chunk_models"] == created.record["chunk_models"]
+    assert whole["counts"]["total"] == 60
+    assert _records().state(created.batch_id) == "priced"
+    assert _records().state("batch_missing") is None
+
+
+def test_a_vendor_job_with_no_results_yet_writes_no_partial_file(
+    stack: LocalStack, org: TestOrg, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A partial file keeps results reported before a vendor job is recorded; with none there
+    # is nothing to keep (it was a PUT and a DELETE per chunk for nothing).
+    written: list[str] = []
+    original = BatchArtifacts.write_lines
+
+    def spy(self: BatchArtifacts, key: str, lines: Any) -> Any:
+        written.append(key)
+        return original(self, key, lines)
+
+    monkeypatch.setattr(BatchArtifacts, "write_lines", spy)
+    created = create_batch(org.org_id, [item(n, GPT) for n in range(4)], chunk_size=2)
+    assert run_workflow(stack, created.batch_id)["status"] == "SUCCEEDED"
+    assert _counts(_batch(created.batch_id))["completed"] == 4
+    assert written and not [key for key in written if "partial" in key]

@@ -18,6 +18,9 @@ class Index:
     name: str
     partition_key: str
     sort_key: str
+    # "ALL" or "KEYS_ONLY": an index that projects ALL is written again on every update of
+    # an item it holds, billed by the whole item's size.
+    projection: str = "ALL"
 
 
 @dataclass(frozen=True)
@@ -95,7 +98,11 @@ TABLES: tuple[Table, ...] = (
     ),
     Table(
         key="batches",
-        indexes=(_GSI1, Index(name="gsi2", partition_key="gsi2pk", sort_key="gsi2sk")),
+        # gsi2: the sweeper's deadline index of active batches; ids only (see batch_records).
+        indexes=(
+            _GSI1,
+            Index(name="gsi2", partition_key="gsi2pk", sort_key="gsi2sk", projection="KEYS_ONLY"),
+        ),
         purpose="quotes, batches, lanes, item chunks, idempotency records, chat jobs",
     ),
     Table(

@@ -344,7 +344,7 @@ class BatchService:
                 "ttl": int((now + IDEMPOTENCY_TTL).timestamp()),
             },
         )
-        items = [*reserve, self.records.new_batch_item(batch), idempotency]
+        items = [*reserve, *self.records.new_batch_items(batch), idempotency]
         for attempt in range(3):
             try:
                 self.records.dynamodb.transact_write_items(TransactItems=items)

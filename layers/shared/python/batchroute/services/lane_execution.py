@@ -294,9 +294,9 @@ class LaneExecutor:
             out_of_time = invocation.budget.remaining() < self.limits.chunk_margin_seconds
             if fail_with is None and invocation.chunks_run > 0 and out_of_time:
                 return _ChunkEnd("continue")
-            current = self.records.get(batch_id) or {}
-            if current.get("state") in TERMINAL:
-                self._cancel_rest(batch, lane, str(current.get("state")))
+            state = self.records.state(batch_id)
+            if state in TERMINAL:
+                self._cancel_rest(batch, lane, str(state))
                 return _ChunkEnd("done")
             chunk = self._load_chunk(batch_id, lane, number, offsets[number])
             end = self._run_chunk(batch_id, lane, chunk, invocation, fail_with=fail_with)
@@ -460,9 +460,10 @@ class LaneExecutor:
             return [(seq, item) for seq, item in todo if seq in wanted]
 
         def on_job(submitted: SubmittedJob | None) -> None:
-            if submitted is not None:
+            if submitted is not None and (chunk.results or chunk.has_partial):
                 # Results reported so far first: a crash after this leaves the job and the
-                # results that came before it consistent.
+                # results that came before it consistent. (With none yet there is nothing
+                # to keep: an empty partial file would be a PUT and a DELETE for nothing.)
                 self._save_partial(batch_id, lane_key, chunk)
             self.progress.set_job(
                 batch_id, lane_key, submitted.to_dict() if submitted else None, chunk=chunk.number

@@ -1,4 +1,11 @@
-"""The batches table's workflow-facing records: the batch's META item and its step journal."""
+"""The batches table's workflow-facing records: the batch's META item and its step journal.
+
+A batch is two items under `BATCH#<id>`: `META` (state, counts, billing: small, rewritten
+as work lands) and `PLAN` (the quote's routing plan and the per-chunk model counts: written
+once at create, never updated). DynamoDB bills every write by the size of the whole item,
+and the META item is updated twice per chunk per lane, so the large immutable parts live
+apart: see bench/RESULTS.md (pipeline) for what that saves.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +18,7 @@ from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.domain.batch_states import BatchState, allowed_sources
 
 DEADLINE_PARTITION = "DEADLINE"
+PLAN_FIELDS = ("plan", "chunk_models")
 
 
 def batch_key(batch_id: str) -> dict[str, Any]:
@@ -19,8 +27,38 @@ def batch_key(batch_id: str) -> dict[str, Any]:
 
 class BatchRecords(DynamoStore):
     def get(self, batch_id: str) -> dict[str, Any] | None:
-        item = self.dynamodb.get_item(TableName=self.table_name, Key=batch_key(batch_id), ConsistentRead=True)
-        return from_item(item["Item"]) if "Item" in item else None
+        """The whole batch: META with the PLAN item's fields, in one strongly consistent query."""
+        response = self.dynamodb.query(
+            TableName=self.table_name,
+            KeyConditionExpression="pk = :pk AND sk BETWEEN :meta AND :plan",
+            ExpressionAttributeValues={
+                ":pk": to_value(f"BATCH#{batch_id}"),
+                ":meta": to_value("META"),
+                ":plan": to_value("PLAN"),
+            },
+            ConsistentRead=True,
+        )
+        parts = {item["sk"]["S"]: from_item(item) for item in response.get("Items", [])}
+        if "META" not in parts:
+            return None
+        batch = parts["META"]
+        plan = parts.get("PLAN") or {}
+        for name in PLAN_FIELDS:
+            if name in plan:
+                batch[name] = plan[name]
+        return batch
+
+    def state(self, batch_id: str) -> str | None:
+        """Only the batch's state (the lane loop checks it before every chunk)."""
+        response = self.dynamodb.get_item(
+            TableName=self.table_name,
+            Key=batch_key(batch_id),
+            ProjectionExpression="#state",
+            ExpressionAttributeNames={"#state": "state"},
+            ConsistentRead=True,
+        )
+        item = response.get("Item")
+        return str(from_item(item)["state"]) if item and "state" in item else None
 
     def record_step(self, batch_id: str, step: str, at: str) -> bool:
         """Journal a finished workflow step; False when the batch does not exist."""
@@ -63,7 +101,8 @@ class BatchRecords(DynamoStore):
             ExpressionAttributeValues={":p": to_value(DEADLINE_PARTITION), ":now": to_value(now_iso)},
             Limit=limit,
         )
-        return [from_item(item)["batch_id"] for item in response.get("Items", [])]
+        # The index projects keys only: the id is the table key's suffix.
+        return [item["pk"]["S"].removeprefix("BATCH#") for item in response.get("Items", [])]
 
     def transition(
         self, batch_id: str, target: BatchState, *, at: str, extra: dict[str, Any] | None = None
@@ -104,25 +143,32 @@ class BatchRecords(DynamoStore):
         return True
 
     # -- creation ---------------------------------------------------------------------------
-    def new_batch_item(self, batch: dict[str, Any]) -> dict[str, Any]:
-        """The Put that creates a batch (for the create transaction); never overwrites."""
-        values = {
-            "pk": f"BATCH#{batch['batch_id']}",
+    def new_batch_items(self, batch: dict[str, Any]) -> list[dict[str, Any]]:
+        """The Puts that create a batch, META and PLAN (for the create transaction); never
+        overwrite."""
+        pk = f"BATCH#{batch['batch_id']}"
+        meta = {
+            "pk": pk,
             "sk": "META",
             "kind": "batch",
             "gsi1pk": f"ORG#{batch['org_id']}",
             "gsi1sk": f"BATCH#{batch['batch_id']}",
             "gsi2pk": DEADLINE_PARTITION,
             "gsi2sk": f"{batch['deadline_at']}#{batch['batch_id']}",
-            **batch,
+            **{k: v for k, v in batch.items() if k not in PLAN_FIELDS},
         }
-        return {
-            "Put": {
-                "TableName": self.table_name,
-                "Item": to_item(values),
-                "ConditionExpression": "attribute_not_exists(pk)",
+        plan = {"pk": pk, "sk": "PLAN", "kind": "batch_plan"}
+        plan.update({k: batch[k] for k in PLAN_FIELDS if k in batch})
+        return [
+            {
+                "Put": {
+                    "TableName": self.table_name,
+                    "Item": to_item(values),
+                    "ConditionExpression": "attribute_not_exists(pk)",
+                }
             }
-        }
+            for values in (meta, plan)
+        ]
 
     def idempotency_item(self, org_id: str, key: str, record: dict[str, Any]) -> dict[str, Any]:
         values = {"pk": f"IDEMP#{org_id}#{key}", "sk": "META", "kind": "idempotency", **record}
