@@ -14,6 +14,7 @@ from batchroute.providers.base import (
     ProviderRequest,
     ProviderResult,
     TransientProviderError,
+    UnknownJob,
 )
 from batchroute.providers.retry import RetryPolicy
 from batchroute.providers.simulated import (
@@ -24,6 +25,7 @@ from batchroute.providers.simulated import (
 from batchroute.services.lane_runner import (
     LaneOutcome,
     SubmittedJob,
+    build_request,
     cancel_lane_job,
     poll_lane_job,
     run_lane_batch_job,
@@ -295,3 +297,18 @@ def test_cancel_lane_job_tolerates_forgotten_jobs() -> None:
     fake = FakeVendor()
     cancel_lane_job(SubmittedJob("job-9", 1, 1, "2026-01-01T00:00:00.000Z"), provider=fake)
     assert fake.cancelled == ["job-9"]
+
+
+def test_a_simulated_vendor_forgets_a_job_once_its_results_are_downloaded() -> None:
+    # Given a finished job whose results were read in full
+    provider, clock = vendor()
+    job_id = provider.submit(build_request(n, item(n, "hi"), LANE) for n in range(3))
+    clock.advance(seconds=JOB_SECONDS)
+    partly = provider.results(job_id)
+    next(partly)
+    # Then a partial read keeps it (a crash mid-download can read again) ...
+    assert provider.poll(job_id).state == "completed"
+    assert len(list(provider.results(job_id))) == 3
+    # ... and a full read drops it: the simulator's memory does not grow with items run
+    with pytest.raises(UnknownJob):
+        provider.poll(job_id)

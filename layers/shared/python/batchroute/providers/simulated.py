@@ -470,7 +470,16 @@ class SimulatedBatchApiProvider:
             return iter(())
         if state != "completed":
             raise TransientProviderError(f"batch job {job_id} is still {state}", code="job_not_finished")
-        return (self._result(r) for r in job.requests)
+        return self._download(job_id, job)
+
+    def _download(self, job_id: str, job: _Job) -> Iterator[ProviderResult]:
+        """The results, then the job is forgotten: a simulator holding every job's requests
+        for `_JOB_MEMORY` grew with the items run (~1.5 KB each). A caller that crashed before
+        keeping them finds the job `lost` and resubmits it (the answers are deterministic)."""
+        for request in job.requests:
+            yield self._result(request)
+        with _JOBS_LOCK:
+            _JOBS.pop(job_id, None)
 
     def cancel(self, job_id: str) -> None:
         job = self._job(job_id)
