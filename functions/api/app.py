@@ -19,6 +19,8 @@ from functions.api.routes import (
     batches,
     billing,
     catalog,
+    compat_batches,
+    compat_files,
     content,
     files,
     health,
@@ -41,6 +43,8 @@ ROUTERS = (
     files.router,
     quotes.router,
     batches.router,
+    compat_files.router,
+    compat_batches.router,
 )
 
 

@@ -11,6 +11,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from batchroute.errors import ErrorKind, ServiceError
 from batchroute.observability import logger
+from functions.api.compat_envelope import insufficient_quota, is_compat, param_of, vendor_error_response
 from functions.api.envelope import error_response
 
 STATUS_BY_KIND: dict[ErrorKind, int] = {
@@ -47,35 +48,55 @@ def _validation_issues(exc: RequestValidationError) -> list[dict[str, Any]]:
     return issues
 
 
-async def _service_error(_: Request, exc: Exception) -> JSONResponse:
+async def _service_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, ServiceError)
     headers = None
     if exc.retry_after_seconds is not None:
         headers = {"Retry-After": str(exc.retry_after_seconds)}
+    if is_compat(request):
+        if exc.kind == "payment_required":
+            return insufficient_quota(exc.message)
+        return vendor_error_response(
+            STATUS_BY_KIND[exc.kind], exc.message, code=exc.code, param=param_of(exc.details), headers=headers
+        )
     return error_response(
         STATUS_BY_KIND[exc.kind], exc.code, exc.message, details=exc.details, headers=headers
     )
 
 
-async def _validation_error(_: Request, exc: Exception) -> JSONResponse:
+async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
     issues = _validation_issues(exc)
+    if is_compat(request):
+        first = issues[0] if issues else {"path": "", "message": "The request is invalid."}
+        param = first["path"].split(".")[-1] if first["path"].startswith("body.") else None
+        return vendor_error_response(
+            400, f"{first['path']}: {first['message']}", code="invalid_request", param=param
+        )
     if any(issue["type"] == "json_invalid" for issue in issues):
         return error_response(400, "invalid_json", "The request body is not valid JSON.")
     return error_response(400, "invalid_request", "The request is invalid.", details={"errors": issues})
 
 
-async def _http_error(_: Request, exc: Exception) -> JSONResponse:
+async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
     code = _HTTP_CODES.get(exc.status_code, "http_error")
     message = exc.detail if isinstance(exc.detail, str) else "Request failed."
     if exc.status_code == 404:
         message = "No such resource."
+    if is_compat(request):
+        return vendor_error_response(
+            exc.status_code, message, code=code, headers=getattr(exc, "headers", None)
+        )
     return error_response(exc.status_code, code, message, headers=getattr(exc, "headers", None))
 
 
 async def _unexpected_error(request: Request, exc: Exception) -> JSONResponse:
     logger.exception("unexpected error", extra={"path": request.url.path, "method": request.method})
+    if is_compat(request):
+        return vendor_error_response(
+            500, "An unexpected error occurred; it has been logged.", code="internal_error"
+        )
     return error_response(500, "internal_error", "An unexpected error occurred; it has been logged.")
 
 

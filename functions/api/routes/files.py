@@ -3,15 +3,13 @@ second call, and reads. The rules live in batchroute.services.files; docs/files.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
 from functools import lru_cache
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
-from python_multipart.exceptions import MultipartParseError
-from python_multipart.multipart import MultipartParser, parse_options_header
+from python_multipart.multipart import parse_options_header
 from starlette.concurrency import run_in_threadpool
 
 from batchroute.adapters.dynamo.files import FileStore
@@ -19,15 +17,13 @@ from batchroute.adapters.s3_objects import S3Objects
 from batchroute.config import Settings
 from batchroute.domain.access import Principal
 from batchroute.domain.files import media_type
-from batchroute.errors import InvalidRequest
-from batchroute.services.files import DirectUpload, FileLimits, FileService, UploadTooLarge, too_large
+from batchroute.services.files import FileLimits, FileService, UploadTooLarge, too_large
 from functions.api.auth import require
 from functions.api.deps import ClockDep, SettingsDep
 from functions.api.envelope import ErrorEnvelope, error_response
+from functions.api.streaming import MAX_FIELD_BYTES, StreamingForm, body_chunks, form_boundary, text
 
 router = APIRouter(tags=["files"])
-
-MAX_FIELD_BYTES = 64  # the `purpose` form field
 
 
 @lru_cache(maxsize=4)
@@ -208,27 +204,16 @@ def get_file(file_id: str, principal: Reader, service: ServiceDep) -> dict[str, 
     return {"file": service.file(principal.org_id, file_id).to_api()}
 
 
-# -- streaming the request body ------------------------------------------------------------
-
-
-async def _body(request: Request, limit: int) -> AsyncIterator[bytes]:
-    """The request body as it arrives, refused once it passes `limit` bytes."""
-    total = 0
-    async for chunk in request.stream():
-        total += len(chunk)
-        if total > limit:
-            raise too_large(limit)
-        if chunk:
-            yield chunk
+# -- streaming the request body (functions/api/streaming.py) --------------------------------
 
 
 async def _upload_raw(request: Request, service: FileService, org_id: str, purpose: str | None) -> Any:
     _, params = parse_options_header(request.headers.get("content-disposition"))
     upload = service.begin_upload(
-        org_id, filename=_text(params.get(b"filename")), content_type=request.headers.get("content-type")
+        org_id, filename=text(params.get(b"filename")), content_type=request.headers.get("content-type")
     )
     try:
-        async for chunk in _body(request, service.limits.max_direct_upload_bytes):
+        async for chunk in body_chunks(request, service.limits.max_direct_upload_bytes):
             await run_in_threadpool(upload.write, chunk)
         return await run_in_threadpool(lambda: upload.finish(purpose=purpose))
     except BaseException:
@@ -237,15 +222,12 @@ async def _upload_raw(request: Request, service: FileService, org_id: str, purpo
 
 
 async def _upload_form(request: Request, service: FileService, org_id: str, purpose: str | None) -> Any:
-    _, params = parse_options_header(request.headers.get("content-type"))
-    boundary = params.get(b"boundary")
-    if not boundary:
-        raise InvalidRequest("A multipart body needs a boundary.", code="invalid_multipart")
-    form = _StreamingForm(
-        boundary, lambda filename, kind: service.begin_upload(org_id, filename=filename, content_type=kind)
+    form = StreamingForm(
+        form_boundary(request),
+        lambda filename, kind: service.begin_upload(org_id, filename=filename, content_type=kind),
     )
     try:
-        async for chunk in _body(request, service.limits.max_direct_upload_bytes):
+        async for chunk in body_chunks(request, service.limits.max_direct_upload_bytes):
             await run_in_threadpool(form.write, chunk)
         upload = form.finish()
         return await run_in_threadpool(lambda: upload.finish(purpose=form.purpose or purpose))
@@ -253,83 +235,3 @@ async def _upload_form(request: Request, service: FileService, org_id: str, purp
         if form.upload is not None:
             await run_in_threadpool(form.upload.abort)
         raise
-
-
-def _text(value: bytes | None) -> str | None:
-    return value.decode("utf-8", errors="replace") if value else None
-
-
-class _StreamingForm:
-    """multipart/form-data parsed as it streams (python-multipart): the `file` part feeds a
-    DirectUpload chunk by chunk, `purpose` is read as short text, other fields are skipped."""
-
-    def __init__(self, boundary: bytes, begin: Callable[[str | None, str | None], DirectUpload]) -> None:
-        self._begin = begin
-        self.upload: DirectUpload | None = None
-        self.purpose: str | None = None
-        self._headers: dict[bytes, bytes] = {}
-        self._name = bytearray()
-        self._value = bytearray()
-        self._target: Literal["file", "purpose", "skip"] = "skip"
-        self._field = bytearray()
-        self._parser = MultipartParser(
-            boundary,
-            callbacks={
-                "on_part_begin": self._part_begin,
-                "on_header_field": lambda data, start, end: self._name.extend(data[start:end]),
-                "on_header_value": lambda data, start, end: self._value.extend(data[start:end]),
-                "on_header_end": self._header_end,
-                "on_headers_finished": self._headers_finished,
-                "on_part_data": self._part_data,
-                "on_part_end": self._part_end,
-            },
-        )
-
-    def write(self, chunk: bytes) -> None:
-        try:
-            self._parser.write(chunk)
-        except MultipartParseError as exc:
-            raise InvalidRequest("The multipart body is malformed.", code="invalid_multipart") from exc
-
-    def finish(self) -> DirectUpload:
-        self._parser.finalize()
-        if self.upload is None:
-            raise InvalidRequest("The form has no `file` part.", code="file_required")
-        return self.upload
-
-    def _part_begin(self) -> None:
-        self._headers = {}
-        self._target = "skip"
-
-    def _header_end(self) -> None:
-        self._headers[bytes(self._name).lower()] = bytes(self._value)
-        self._name.clear()
-        self._value.clear()
-
-    def _headers_finished(self) -> None:
-        _, params = parse_options_header(self._headers.get(b"content-disposition"))
-        name = params.get(b"name")
-        if name == b"file":
-            if self.upload is not None:
-                raise InvalidRequest("Send one `file` part per upload.", code="multiple_files")
-            self.upload = self._begin(
-                _text(params.get(b"filename")), _text(self._headers.get(b"content-type"))
-            )
-            self._target = "file"
-        elif name == b"purpose":
-            self._target = "purpose"
-            self._field.clear()
-
-    def _part_data(self, data: bytes, start: int, end: int) -> None:
-        if self._target == "file":
-            assert self.upload is not None
-            self.upload.write(bytes(data[start:end]))
-        elif self._target == "purpose":
-            self._field.extend(data[start:end])
-            if len(self._field) > MAX_FIELD_BYTES:
-                raise InvalidRequest("The `purpose` field is too long.", code="invalid_purpose")
-
-    def _part_end(self) -> None:
-        if self._target == "purpose":
-            self.purpose = self._field.decode("utf-8", errors="replace").strip()
-        self._target = "skip"

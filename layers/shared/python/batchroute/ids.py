@@ -6,7 +6,22 @@ from datetime import datetime
 
 from ulid import ULID
 
-PREFIXES = ("batch", "qlock", "chatjob", "file", "org", "user", "key", "sess", "evt", "lane", "aud", "dt")
+PREFIXES = (
+    "batch",
+    "qlock",
+    "chatjob",
+    "file",
+    "org",
+    "user",
+    "key",
+    "sess",
+    "evt",
+    "lane",
+    "aud",
+    "dt",
+    "upload",
+    "part",
+)
 
 
 def new_id(prefix: str, at: datetime | None = None) -> str:

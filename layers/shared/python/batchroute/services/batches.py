@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
@@ -136,7 +136,13 @@ class BatchService:
         idempotency_key: str | None,
         *,
         source: str = "native",
+        batch_id: str | None = None,
+        fields: Mapping[str, Any] | None = None,
+        transact_items: Sequence[Mapping[str, Any]] = (),
     ) -> CreateAnswer:
+        """`batch_id`, `fields` (added to the batch record) and `transact_items` (written in
+        the same transaction) let another surface (the vendor-compatible one) create an
+        ordinary batch that carries its own records atomically."""
         authorize(principal, "batches:create")
         key = check_idempotency_key(idempotency_key)
         fingerprint = request_hash(body)
@@ -156,7 +162,7 @@ class BatchService:
                 code="invalid_request",
                 details={"field": "completion_window"},
             )
-        batch_id = new_id("batch", self.clock.now())
+        batch_id = batch_id or new_id("batch", self.clock.now())
         webhook = self._webhook(principal, batch_id, body.get("webhook"))
         writer = InputChunkWriter(self.artifacts, batch_id)
         try:
@@ -203,8 +209,9 @@ class BatchService:
             batch["webhook"] = webhook
         if isinstance(body.get("metadata"), dict):
             batch["metadata"] = {str(k): str(v)[:512] for k, v in list(body["metadata"].items())[:16]}
+        batch.update(fields or {})
         answer_body = json.dumps({"batch": batch_summary(batch)}, separators=(",", ":")).encode()
-        self._commit(principal, key, fingerprint, batch, total, answer_body)
+        self._commit(principal, key, fingerprint, batch, total, answer_body, transact_items)
         if decision.limit_reached and controls is not None and self.alerts is not None:
             self.alerts.at_submit(
                 principal.org_id,
@@ -322,6 +329,7 @@ class BatchService:
         batch: dict[str, Any],
         total: Money,
         body: bytes,
+        extra_items: Sequence[Mapping[str, Any]] = (),
     ) -> None:
         now = self.clock.now()
         reserve = self.ledger.reserve_items(
@@ -344,7 +352,8 @@ class BatchService:
                 "ttl": int((now + IDEMPOTENCY_TTL).timestamp()),
             },
         )
-        items = [*reserve, *self.records.new_batch_items(batch), idempotency]
+        # The idempotency record stays last: a failed condition there means a duplicate.
+        items = [*reserve, *self.records.new_batch_items(batch), *extra_items, idempotency]
         for attempt in range(3):
             try:
                 self.records.dynamodb.transact_write_items(TransactItems=items)
@@ -377,9 +386,20 @@ class BatchService:
         idempotency_key: str | None,
         *,
         source: str = "native",
+        batch_id: str | None = None,
+        fields: Mapping[str, Any] | None = None,
+        transact_items: Sequence[Mapping[str, Any]] = (),
     ) -> CreateAnswer:
         try:
-            return self.create(principal, body, idempotency_key, source=source)
+            return self.create(
+                principal,
+                body,
+                idempotency_key,
+                source=source,
+                batch_id=batch_id,
+                fields=fields,
+                transact_items=transact_items,
+            )
         except _ConcurrentDuplicate:
             replay = self._replay(principal.org_id, str(idempotency_key), request_hash(body))
             if replay is None:

@@ -1,0 +1,253 @@
+"""The vendor-compatible surface's files and uploads under /v1/compat/v1 (docs/compat.md):
+upload a batch input file, read a File object and its content (inputs, and the output and
+error files of batches), and the Uploads API for files larger than one request."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import JSONResponse, StreamingResponse
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.concurrency import iterate_in_threadpool, run_in_threadpool
+
+from batchroute.adapters.dynamo.batch_records import BatchRecords
+from batchroute.adapters.dynamo.compat import CompatStore
+from batchroute.adapters.s3_objects import S3Objects
+from batchroute.domain.access import Principal
+from batchroute.domain.compat import BodyFormat
+from batchroute.errors import InvalidRequest
+from batchroute.ids import new_id
+from batchroute.services.compat_files import COMPAT_PURPOSE, CompatFiles, CompatUpload, input_file_object
+from batchroute.services.compat_uploads import CompatUploads
+from batchroute.services.files import UploadTooLarge
+from functions.api.auth import require
+from functions.api.compat_envelope import COMPAT_ERRORS, vendor_error_response
+from functions.api.deps import ClockDep, SettingsDep
+from functions.api.routes.files import ServiceDep as FilesDep
+from functions.api.streaming import StreamingForm, body_chunks, form_boundary
+
+router = APIRouter(prefix="/v1/compat/v1", tags=["vendor-compatible"], responses=COMPAT_ERRORS)
+
+BODY_FORMAT_HEADER = "x-service-body-format"
+FORM_SLACK_BYTES = 16 * 1024  # multipart boundaries and part headers around an upload part
+
+
+def compat_files(settings: SettingsDep, files: FilesDep) -> CompatFiles:
+    return CompatFiles(
+        files,
+        outputs=CompatStore(settings.table_name("batches")),
+        batches=BatchRecords(settings.table_name("batches")),
+        artifacts=S3Objects(settings.buckets["artifacts"]),
+    )
+
+
+CompatFilesDep = Annotated[CompatFiles, Depends(compat_files)]
+
+
+def compat_uploads(settings: SettingsDep, clock: ClockDep, files: CompatFilesDep) -> CompatUploads:
+    return CompatUploads(
+        CompatStore(settings.table_name("batches")), files, S3Objects(settings.buckets["uploads"]), clock
+    )
+
+
+UploadsDep = Annotated[CompatUploads, Depends(compat_uploads)]
+Creator = Annotated[Principal, Depends(require("batches:create"))]
+Reader = Annotated[Principal, Depends(require("batches:read"))]
+
+
+class VendorFile(BaseModel):
+    id: str
+    object: Literal["file"]
+    bytes: int
+    created_at: int | None
+    filename: str
+    purpose: str
+    status: Literal["uploaded", "processed", "error", "expired"]
+    status_details: str | None
+    expires_at: int | None
+
+
+class VendorUpload(BaseModel):
+    id: str
+    object: Literal["upload"]
+    bytes: int
+    created_at: int | None
+    expires_at: int | None
+    filename: str
+    purpose: str
+    status: Literal["pending", "completed", "cancelled", "expired"]
+    file: VendorFile | None
+
+
+class VendorUploadPart(BaseModel):
+    id: str
+    object: Literal["upload.part"]
+    created_at: int | None
+    upload_id: str
+
+
+class UploadCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    bytes: int = Field(ge=1)
+    filename: str = Field(min_length=1, max_length=255)
+    mime_type: str = Field(min_length=1, max_length=255)
+    purpose: str = Field(min_length=1, max_length=64)
+
+
+class UploadComplete(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    part_ids: list[str] = Field(min_length=1)
+    md5: str | None = Field(default=None, max_length=64)
+
+
+def _multipart(description: str, fields: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    schema = {"type": "object", "required": required, "properties": fields}
+    return {
+        "requestBody": {
+            "required": True,
+            "description": description,
+            "content": {"multipart/form-data": {"schema": schema}},
+        }
+    }
+
+
+def _too_large(exc: UploadTooLarge) -> JSONResponse:
+    return vendor_error_response(413, exc.message, code=exc.code, param="file")
+
+
+# -- files ---------------------------------------------------------------------------------------
+@router.post(
+    "/files",
+    response_model=VendorFile,
+    summary="Upload a batch input file (JSONL of {custom_id, method, url, body} requests)",
+    openapi_extra=_multipart(
+        "The JSONL file and purpose `batch`; every row is checked, and a bad row is refused naming its line",
+        {
+            "file": {"type": "string", "format": "binary"},
+            "purpose": {"enum": ["batch"]},
+        },
+        ["file", "purpose"],
+    ),
+)
+async def upload_file(request: Request, principal: Creator, files: CompatFilesDep) -> Any:
+    limit = files.files.limits.max_direct_upload_bytes
+    declared = request.headers.get("content-length", "")
+    form = StreamingForm[CompatUpload](
+        form_boundary(request),
+        lambda filename, kind: files.begin_upload(principal, filename=filename, content_type=kind),
+    )
+    try:
+        if declared.isdigit() and int(declared) > limit:
+            raise UploadTooLarge(
+                f"A request may carry at most {limit} bytes; upload larger files with the Uploads API "
+                "(POST /v1/compat/v1/uploads, or client.uploads.upload_file_chunked).",
+                details={"max_bytes": limit},
+            )
+        async for chunk in body_chunks(request, limit):
+            await run_in_threadpool(form.write, chunk)
+        upload = form.finish()
+        if form.purpose != COMPAT_PURPOSE:
+            raise InvalidRequest(
+                "purpose must be batch.", code="invalid_purpose", details={"param": "purpose"}
+            )
+        record = await run_in_threadpool(upload.finish)
+    except UploadTooLarge as exc:
+        if form.upload is not None:
+            await run_in_threadpool(form.upload.abort)
+        return _too_large(exc)
+    except BaseException:
+        if form.upload is not None:
+            await run_in_threadpool(form.upload.abort)
+        raise
+    return input_file_object(record)
+
+
+@router.get("/files/{file_id}", response_model=VendorFile, summary="A File object (`expired` once reclaimed)")
+def get_file(file_id: str, principal: Reader, files: CompatFilesDep) -> dict[str, Any]:
+    return files.file_object(principal, file_id)
+
+
+@router.get(
+    "/files/{file_id}/content",
+    response_class=StreamingResponse,
+    responses={
+        200: {"content": {"application/jsonl": {}}, "description": "The file's bytes"},
+        410: {"description": "The bytes were reclaimed by retention"},
+    },
+    summary="A file's bytes; output and error files in the body format asked for",
+)
+def file_content(
+    file_id: str,
+    principal: Reader,
+    files: CompatFilesDep,
+    body_format: Annotated[BodyFormat | None, Query(description="normalized (default) or raw")] = None,
+) -> StreamingResponse:
+    chunks, chosen = files.content(principal, file_id, body_format)
+    return StreamingResponse(
+        iterate_in_threadpool(chunks), media_type="application/jsonl", headers={BODY_FORMAT_HEADER: chosen}
+    )
+
+
+# -- uploads -------------------------------------------------------------------------------------
+@router.post("/uploads", response_model=VendorUpload, summary="Start an upload that takes parts")
+def create_upload(body: UploadCreate, principal: Creator, uploads: UploadsDep) -> dict[str, Any]:
+    return uploads.create(
+        principal, filename=body.filename, purpose=body.purpose, bytes_=body.bytes, mime_type=body.mime_type
+    )
+
+
+@router.post(
+    "/uploads/{upload_id}/parts",
+    response_model=VendorUploadPart,
+    summary="Add a part (at most one request's worth of bytes)",
+    openapi_extra=_multipart("The part's bytes", {"data": {"type": "string", "format": "binary"}}, ["data"]),
+)
+async def add_part(request: Request, upload_id: str, principal: Creator, uploads: UploadsDep) -> Any:
+    record = await run_in_threadpool(uploads.open_for_parts, principal, upload_id)
+    limit = uploads.files.files.limits.max_direct_upload_bytes
+    part_id = new_id("part", uploads.clock.now())
+    writer = uploads.part_writer(record, part_id)
+    form = StreamingForm(form_boundary(request), lambda _name, _kind: writer, file_field=b"data")
+    try:
+        # The limit is on the part's bytes; the form around them may add a little.
+        async for chunk in body_chunks(
+            request, limit + FORM_SLACK_BYTES, refuse=lambda _: _part_too_large(limit)
+        ):
+            await run_in_threadpool(form.write, chunk)
+        form.finish()
+        if writer.bytes_written > limit:
+            raise _part_too_large(limit)
+        await run_in_threadpool(writer.close)
+    except UploadTooLarge as exc:
+        await run_in_threadpool(writer.abort)
+        return vendor_error_response(413, exc.message, code=exc.code, param="data")
+    except BaseException:
+        await run_in_threadpool(writer.abort)
+        raise
+    return await run_in_threadpool(
+        lambda: uploads.add_part(record, part_id=part_id, size=writer.bytes_written)
+    )
+
+
+def _part_too_large(limit: int) -> UploadTooLarge:
+    return UploadTooLarge(
+        f"A part may hold at most {limit} bytes: pass part_size={limit} (or less) to upload_file_chunked.",
+        details={"max_bytes": limit},
+    )
+
+
+@router.post(
+    "/uploads/{upload_id}/complete", response_model=VendorUpload, summary="Assemble the parts into a File"
+)
+def complete_upload(
+    upload_id: str, body: UploadComplete, principal: Creator, uploads: UploadsDep
+) -> dict[str, Any]:
+    return uploads.complete(principal, upload_id, part_ids=body.part_ids, md5=body.md5)
+
+
+@router.post("/uploads/{upload_id}/cancel", response_model=VendorUpload, summary="Cancel an upload")
+def cancel_upload(upload_id: str, principal: Creator, uploads: UploadsDep) -> dict[str, Any]:
+    return uploads.cancel(principal, upload_id)

@@ -1,0 +1,231 @@
+"""The vendor-compatible surface's records in the batches table (docs/compat.md):
+
+- `CFILE#<file_id>` / `META`: an output or error file of a compat batch, `{file_id, org_id,
+  batch_id, role: output|error}`, plus the measured `bytes_<format>` once computed;
+- `COMPAT#ORG#<org_id>` / `BATCH#<batch_id>`: the org's compat batches, newest first (ids are
+  ULIDs), for the vendor's cursor-paginated list;
+- `UPLOAD#<upload_id>` / `META` and `UPLOAD#<upload_id>` / `PART#<part_id>`: an Uploads API
+  upload and its parts (TTL 2 days: the parts' bytes expire with the `staging/` prefix).
+
+The first two are written in the batch's create transaction (`batch_items`), so a compat
+batch, its file ids and its list entry exist together or not at all.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from batchroute.adapters.dynamo.codec import from_item, is_condition_failure, to_item, to_value
+from batchroute.adapters.dynamo.store import DynamoStore
+from batchroute.domain.compat_uploads import UploadPart, UploadRecord, UploadStatus
+
+
+def _file_key(file_id: str) -> dict[str, Any]:
+    return {"pk": {"S": f"CFILE#{file_id}"}, "sk": {"S": "META"}}
+
+
+def _upload_key(upload_id: str) -> dict[str, Any]:
+    return {"pk": {"S": f"UPLOAD#{upload_id}"}, "sk": {"S": "META"}}
+
+
+def _put(table: str, values: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "Put": {
+            "TableName": table,
+            "Item": to_item(values),
+            "ConditionExpression": "attribute_not_exists(pk)",
+        }
+    }
+
+
+class CompatStore(DynamoStore):
+    # -- compat batches: output files and the org's list --------------------------------------------
+    def batch_items(
+        self, *, org_id: str, batch_id: str, output_file_id: str, error_file_id: str, created_at: str
+    ) -> list[dict[str, Any]]:
+        """The Puts that go into the batch's create transaction."""
+        files = [
+            _put(
+                self.table_name,
+                {
+                    "pk": f"CFILE#{file_id}",
+                    "sk": "META",
+                    "kind": "compat_file",
+                    "file_id": file_id,
+                    "org_id": org_id,
+                    "batch_id": batch_id,
+                    "role": role,
+                },
+            )
+            for file_id, role in ((output_file_id, "output"), (error_file_id, "error"))
+        ]
+        listed = _put(
+            self.table_name,
+            {
+                "pk": f"COMPAT#ORG#{org_id}",
+                "sk": f"BATCH#{batch_id}",
+                "kind": "compat_batch",
+                "batch_id": batch_id,
+                "created_at": created_at,
+            },
+        )
+        return [*files, listed]
+
+    def output_file(self, file_id: str) -> dict[str, Any] | None:
+        response = self.dynamodb.get_item(
+            TableName=self.table_name, Key=_file_key(file_id), ConsistentRead=True
+        )
+        return from_item(response["Item"]) if "Item" in response else None
+
+    def remember_bytes(self, file_id: str, body_format: str, size: int) -> None:
+        """The measured size of an output file in one body format (computed once)."""
+        self.dynamodb.update_item(
+            TableName=self.table_name,
+            Key=_file_key(file_id),
+            UpdateExpression="SET #b = :b",
+            ConditionExpression="attribute_exists(pk)",
+            ExpressionAttributeNames={"#b": f"bytes_{body_format}"},
+            ExpressionAttributeValues={":b": to_value(size)},
+        )
+
+    def batch_ids(self, org_id: str, *, after: str | None, limit: int) -> tuple[list[str], bool]:
+        """The org's compat batch ids, newest first, after the id `after`; and whether more follow."""
+        condition = "pk = :pk AND begins_with(sk, :b)"
+        values: dict[str, Any] = {":pk": to_value(f"COMPAT#ORG#{org_id}"), ":b": to_value("BATCH#")}
+        if after:
+            condition = "pk = :pk AND sk BETWEEN :b AND :after"
+            values = {
+                ":pk": to_value(f"COMPAT#ORG#{org_id}"),
+                ":b": to_value("BATCH#"),
+                ":after": to_value(f"BATCH#{after}"),
+            }
+        found: list[str] = []
+        kwargs: dict[str, Any] = {
+            "TableName": self.table_name,
+            "KeyConditionExpression": condition,
+            "ExpressionAttributeValues": values,
+            "ScanIndexForward": False,
+            "ConsistentRead": True,
+        }
+        while len(found) <= limit:
+            response = self.dynamodb.query(**kwargs, Limit=limit + 2)
+            found.extend(
+                str(from_item(item)["batch_id"])
+                for item in response.get("Items", [])
+                if from_item(item)["batch_id"] != after
+            )
+            if "LastEvaluatedKey" not in response:
+                break
+            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        return found[:limit], len(found) > limit
+
+    # -- uploads -----------------------------------------------------------------------------------
+    def create_upload(self, record: UploadRecord, *, ttl: int) -> None:
+        self.dynamodb.put_item(
+            TableName=self.table_name,
+            Item=to_item({**_upload_values(record), "ttl": ttl}),
+            ConditionExpression="attribute_not_exists(pk)",
+        )
+
+    def upload(self, upload_id: str) -> UploadRecord | None:
+        response = self.dynamodb.get_item(
+            TableName=self.table_name, Key=_upload_key(upload_id), ConsistentRead=True
+        )
+        return _upload(from_item(response["Item"])) if "Item" in response else None
+
+    def settle_upload(self, upload_id: str, *, status: UploadStatus, file_id: str | None = None) -> bool:
+        """Move a `pending` upload to `status` (with its file); False if it already moved on."""
+        sets = "#status = :status" + (", file_id = :file" if file_id else "")
+        values = {":status": to_value(status), ":pending": to_value("pending")}
+        if file_id:
+            values[":file"] = to_value(file_id)
+        try:
+            self.dynamodb.update_item(
+                TableName=self.table_name,
+                Key=_upload_key(upload_id),
+                UpdateExpression=f"SET {sets}",
+                ConditionExpression="#status = :pending",
+                ExpressionAttributeNames={"#status": "status"},
+                ExpressionAttributeValues=values,
+            )
+        except Exception as exc:
+            if is_condition_failure(exc):
+                return False
+            raise
+        return True
+
+    def add_part(self, part: UploadPart, *, ttl: int) -> None:
+        self.dynamodb.put_item(
+            TableName=self.table_name,
+            Item=to_item(
+                {
+                    "pk": f"UPLOAD#{part.upload_id}",
+                    "sk": f"PART#{part.part_id}",
+                    "kind": "upload_part",
+                    "part_id": part.part_id,
+                    "upload_id": part.upload_id,
+                    "bytes": part.bytes,
+                    "created_at": part.created_at,
+                    "s3_key": part.s3_key,
+                    "ttl": ttl,
+                }
+            ),
+            ConditionExpression="attribute_not_exists(pk)",
+        )
+
+    def parts(self, upload_id: str) -> dict[str, UploadPart]:
+        """Every part of an upload, by id (a few hundred at most: one query page or a few)."""
+        found: dict[str, UploadPart] = {}
+        kwargs: dict[str, Any] = {
+            "TableName": self.table_name,
+            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :p)",
+            "ExpressionAttributeValues": {":pk": to_value(f"UPLOAD#{upload_id}"), ":p": to_value("PART#")},
+            "ConsistentRead": True,
+        }
+        while True:
+            response = self.dynamodb.query(**kwargs)
+            for raw in response.get("Items", []):
+                values = from_item(raw)
+                found[values["part_id"]] = UploadPart(
+                    part_id=values["part_id"],
+                    upload_id=values["upload_id"],
+                    bytes=int(values["bytes"]),
+                    created_at=values["created_at"],
+                    s3_key=values["s3_key"],
+                )
+            if "LastEvaluatedKey" not in response:
+                return found
+            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
+
+def _upload_values(record: UploadRecord) -> dict[str, Any]:
+    return {
+        "pk": f"UPLOAD#{record.upload_id}",
+        "sk": "META",
+        "kind": "upload",
+        "upload_id": record.upload_id,
+        "org_id": record.org_id,
+        "filename": record.filename,
+        "purpose": record.purpose,
+        "mime_type": record.mime_type,
+        "bytes": record.bytes,
+        "status": record.status,
+        "created_at": record.created_at,
+        "expires_at": record.expires_at,
+        "file_id": record.file_id,
+    }
+
+
+def _upload(values: dict[str, Any]) -> UploadRecord:
+    return UploadRecord(
+        upload_id=values["upload_id"],
+        org_id=values["org_id"],
+        filename=values["filename"],
+        purpose=values["purpose"],
+        mime_type=values["mime_type"],
+        bytes=int(values["bytes"]),
+        status=values["status"],
+        created_at=values["created_at"],
+        expires_at=values["expires_at"],
+        file_id=values.get("file_id"),
+    )

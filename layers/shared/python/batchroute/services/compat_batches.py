@@ -1,0 +1,246 @@
+"""Batches on the vendor-compatible surface (docs/compat.md).
+
+A compat batch is an ordinary batch: `BatchService.create` quotes it internally, reserves
+its credits in one transaction and starts the same workflow. The only differences are the
+items (the file's `{custom_id, method, url, body}` rows, read as native items as they
+stream) and what rides along in the same transaction: the `compat` fields on the batch
+(endpoint, input file, body format, the ids its output and error files will have) and the
+records that list it and resolve those file ids (adapters/dynamo/compat.py).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from batchroute.clock import Clock, isoformat
+from batchroute.domain.access import Principal, authorize
+from batchroute.domain.compat import (
+    BODY_FORMATS,
+    COMPLETION_WINDOW,
+    DEFAULT_BODY_FORMAT,
+    ENDPOINTS,
+    RowProblem,
+    batch_object,
+    input_param,
+    read_row,
+)
+from batchroute.domain.jsonl import LineError
+from batchroute.errors import Conflict, InvalidRequest, NotFound
+from batchroute.ids import has_prefix, new_id
+from batchroute.services.batch_reads import BatchReads
+from batchroute.services.batches import BatchService
+from batchroute.services.compat_files import COMPAT_PURPOSE
+from batchroute.services.files import FileService
+from batchroute.services.quotes import FileItems
+
+MAX_METADATA_PAIRS = 16
+
+
+class CompatRecords(Protocol):
+    def batch_items(
+        self, *, org_id: str, batch_id: str, output_file_id: str, error_file_id: str, created_at: str
+    ) -> list[dict[str, Any]]: ...
+
+    def batch_ids(self, org_id: str, *, after: str | None, limit: int) -> tuple[list[str], bool]: ...
+
+
+@dataclass(frozen=True)
+class CompatBatchRequest:
+    input_file_id: str
+    endpoint: str
+    completion_window: str = COMPLETION_WINDOW
+    body_format: str | None = None
+    metadata: Mapping[str, str] | None = None
+
+
+class CompatFileItems:
+    """A compat input file read as native items (the quote pipeline's FileItems): each row
+    converted as it streams; a bad row, or one whose url is not the batch's endpoint, stops
+    the batch with a 400 naming the line."""
+
+    def __init__(self, files: FileService, endpoint: str) -> None:
+        self.files = files
+        self.endpoint = endpoint
+
+    def open_items(self, org_id: str, file_id: str) -> Iterator[tuple[int, dict[str, Any] | LineError]]:
+        record = self.files.file(org_id, file_id)
+        if record.purpose != COMPAT_PURPOSE:
+            raise InvalidRequest(
+                "input_file_id must be a file uploaded with purpose batch.",
+                code="invalid_input_file",
+                details={"param": "input_file_id"},
+            )
+        return self._items(self.files.open_items(org_id, file_id))
+
+    def _items(
+        self, lines: Iterator[tuple[int, dict[str, Any] | LineError]]
+    ) -> Iterator[tuple[int, dict[str, Any] | LineError]]:
+        for line, parsed in lines:
+            read = read_row(line, parsed)
+            if isinstance(read, RowProblem):
+                raise InvalidRequest(
+                    read.text(), code="invalid_jsonl_line", details={"param": read.param, "line": line}
+                )
+            if read.url != self.endpoint:
+                raise InvalidRequest(
+                    f"Line {line}: url {read.url} is not the batch's endpoint {self.endpoint}.",
+                    code="endpoint_mismatch",
+                    details={"param": "endpoint", "line": line},
+                )
+            yield line, read.item
+
+
+class CompatBatches:
+    def __init__(
+        self,
+        *,
+        batches_over: Callable[[FileItems], BatchService],
+        files: FileService,
+        reads: BatchReads,
+        records: CompatRecords,
+        clock: Clock,
+    ) -> None:
+        self.batches_over = batches_over  # a BatchService whose quotes read items from the given source
+        self.files = files
+        self.reads = reads
+        self.records = records
+        self.clock = clock
+
+    def create(
+        self, principal: Principal, request: CompatBatchRequest, idempotency_key: str | None = None
+    ) -> dict[str, Any]:
+        authorize(principal, "batches:create")
+        _check(request)
+        now = self.clock.now()
+        batch_id = new_id("batch", now)
+        compat = {
+            "endpoint": request.endpoint,
+            "input_file_id": request.input_file_id,
+            "completion_window": request.completion_window,
+            "body_format": request.body_format or DEFAULT_BODY_FORMAT,
+            "output_file_id": new_id("file", now),
+            "error_file_id": new_id("file", now),
+        }
+        body: dict[str, Any] = {
+            "input_file_id": request.input_file_id,
+            "completion_window": request.completion_window,
+        }
+        if request.metadata:
+            body["metadata"] = dict(request.metadata)
+        service = self.batches_over(CompatFileItems(self.files, request.endpoint))
+        try:
+            answer = service.create_or_replay(
+                principal,
+                body,
+                idempotency_key or f"compat-{batch_id}",
+                source="compat",
+                batch_id=batch_id,
+                fields={"compat": compat},
+                transact_items=self.records.batch_items(
+                    org_id=principal.org_id,
+                    batch_id=batch_id,
+                    output_file_id=compat["output_file_id"],
+                    error_file_id=compat["error_file_id"],
+                    created_at=isoformat(now),
+                ),
+            )
+        except InvalidRequest as exc:
+            if exc.code == "batch_preflight_failed":
+                raise _preflight_error(exc) from exc
+            raise
+        created = self.reads.owned(principal, str(json.loads(answer.body)["batch"]["id"]))
+        if answer.replayed:
+            stored = created.get("compat") or {}
+            if any(stored.get(k) != compat[k] for k in ("endpoint", "input_file_id", "body_format")):
+                raise Conflict(
+                    "This Idempotency-Key was used with a different request body.",
+                    code="idempotency_conflict",
+                )
+        return batch_object(created)
+
+    def get(self, principal: Principal, batch_id: str) -> dict[str, Any]:
+        return batch_object(self._owned(principal, batch_id))
+
+    def list(self, principal: Principal, *, after: str | None, limit: int) -> dict[str, Any]:
+        authorize(principal, "batches:read")
+        if after is not None and not has_prefix(after, "batch"):
+            raise InvalidRequest(
+                "after must be a batch id.", code="invalid_cursor", details={"param": "after"}
+            )
+        ids, has_more = self.records.batch_ids(principal.org_id, after=after, limit=limit)
+        data = [
+            batch_object(batch) for batch in (self.reads.records.get(i) for i in ids) if batch is not None
+        ]
+        return {
+            "object": "list",
+            "data": data,
+            "first_id": data[0]["id"] if data else None,
+            "last_id": data[-1]["id"] if data else None,
+            "has_more": has_more,
+        }
+
+    def cancel(self, principal: Principal, batch_id: str) -> dict[str, Any]:
+        self._owned(principal, batch_id)
+        return batch_object(self.batches_over(self.files).cancel(principal, batch_id, None))
+
+    def _owned(self, principal: Principal, batch_id: str) -> dict[str, Any]:
+        if not has_prefix(batch_id, "batch"):
+            raise NotFound(
+                f"No such batch: {batch_id[:64]}.", code="batch_not_found", details={"param": "batch_id"}
+            )
+        batch = self.reads.owned(principal, batch_id)
+        if batch.get("source") != "compat":
+            raise NotFound(
+                "This batch was not created on the vendor-compatible surface; read it at /v1/batches.",
+                code="batch_not_found",
+                details={"param": "batch_id"},
+            )
+        return batch
+
+
+def _check(request: CompatBatchRequest) -> None:
+    if request.endpoint not in ENDPOINTS:
+        raise InvalidRequest(
+            f"endpoint must be one of {', '.join(ENDPOINTS)}.",
+            code="invalid_endpoint",
+            details={"param": "endpoint"},
+        )
+    if request.completion_window != COMPLETION_WINDOW:
+        raise InvalidRequest(
+            "completion_window must be 24h.",
+            code="invalid_completion_window",
+            details={"param": "completion_window"},
+        )
+    if request.body_format is not None and request.body_format not in BODY_FORMATS:
+        raise InvalidRequest(
+            "body_format must be normalized or raw.",
+            code="invalid_body_format",
+            details={"param": "body_format"},
+        )
+    if request.metadata is not None and len(request.metadata) > MAX_METADATA_PAIRS:
+        raise InvalidRequest(
+            f"metadata holds at most {MAX_METADATA_PAIRS} pairs.",
+            code="invalid_metadata",
+            details={"param": "metadata"},
+        )
+
+
+def _preflight_error(exc: InvalidRequest) -> InvalidRequest:
+    """The native preflight failure as the vendor reports a bad batch: the first problem, with
+    the input line it is on and the request field (`body.messages`) as `param`."""
+    errors = ((exc.details or {}).get("preflight") or {}).get("errors") or []
+    if not errors:
+        return exc
+    first = errors[0]
+    line = first.get("line")
+    message = f"Line {line}: {first['message']}" if line else str(first["message"])
+    if len(errors) > 1:
+        message += f" ({len(errors)} problems in all; the first is shown.)"
+    return InvalidRequest(
+        message,
+        code=str(first.get("code") or exc.code),
+        details={"param": input_param(first.get("path")), "line": line, "preflight": exc.details},
+    )

@@ -1,0 +1,227 @@
+"""Files on the vendor-compatible surface (docs/compat.md).
+
+Input files are ordinary files (services/files.py) with purpose `batch`, uploaded through
+the same streaming pipeline; on the way their rows are checked as the vendor's
+`{custom_id, method, url, body}` requests, and a file with a bad row is refused (nothing
+is kept) with the line named. A compat batch's output and error files are views of its
+result artifacts: their lines are rendered as they stream out, in the body format asked
+for, so neither the upload nor the download ever holds a whole file.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import replace
+from typing import Any, Protocol
+
+from batchroute.adapters.batch_artifacts import errors_key, results_key
+from batchroute.domain.access import Principal, authorize, require_same_org
+from batchroute.domain.compat import (
+    DEFAULT_BODY_FORMAT,
+    BodyFormat,
+    RowCheck,
+    file_status,
+    output_files,
+    output_line,
+    unix,
+)
+from batchroute.domain.files import FileRecord
+from batchroute.domain.jsonl import parse_jsonl
+from batchroute.errors import Conflict, Gone, InvalidRequest, NotFound
+from batchroute.ids import has_prefix
+from batchroute.services.files import DirectUpload, FileService
+
+COMPAT_PURPOSE = "batch"
+
+
+class OutputFileRecords(Protocol):
+    def output_file(self, file_id: str) -> dict[str, Any] | None: ...
+
+    def remember_bytes(self, file_id: str, body_format: str, size: int) -> None: ...
+
+
+class BatchLookup(Protocol):
+    def get(self, batch_id: str) -> dict[str, Any] | None: ...
+
+
+class Artifacts(Protocol):
+    def size(self, key: str) -> int | None: ...
+
+    def chunks(self, key: str) -> Iterator[bytes]: ...
+
+
+class InvalidRows(InvalidRequest):
+    """400: an input row is not a usable request; the message names the (first) line."""
+
+    default_code = "invalid_jsonl_line"
+
+    def __init__(self, check: RowCheck) -> None:
+        first = check.problems[0]
+        super().__init__(
+            check.message(),
+            details={
+                "param": first.param,
+                "line": first.line,
+                "invalid_lines": check.problem_count,
+                "errors": [{"line": p.line, "param": p.param, "message": p.message} for p in check.problems],
+            },
+        )
+
+
+class CompatUpload:
+    """A compat input file in progress: `write()` each chunk, then `finish()`. The bytes go
+    through the native upload (file type, line checks, S3) and the row check side by side."""
+
+    def __init__(self, upload: DirectUpload, *, max_line_bytes: int) -> None:
+        self._upload = upload
+        self._check = RowCheck(max_line_bytes=max_line_bytes)
+
+    def write(self, chunk: bytes) -> None:
+        self._upload.write(chunk)
+        self._check.feed(chunk)
+
+    def finish(self) -> FileRecord:
+        self._check.finish()
+        if self._check.problem_count:
+            self._upload.abort()
+            raise InvalidRows(self._check)
+        if self._check.rows == 0:
+            self._upload.abort()
+            raise InvalidRequest("The file holds no requests.", code="empty_file", details={"param": "file"})
+        return self._upload.finish(purpose=COMPAT_PURPOSE)
+
+    def abort(self) -> None:
+        self._upload.abort()
+
+
+class CompatFiles:
+    def __init__(
+        self,
+        files: FileService,
+        *,
+        outputs: OutputFileRecords,
+        batches: BatchLookup,
+        artifacts: Artifacts,
+    ) -> None:
+        self.files = files
+        self.outputs = outputs
+        self.batches = batches
+        self.artifacts = artifacts
+        # Assembled uploads (the Uploads API) may be as large as any stored file.
+        self._assembler = FileService(
+            files.records,
+            files.objects,
+            files.clock,
+            replace(files.limits, max_direct_upload_bytes=files.limits.max_file_bytes),
+        )
+
+    # -- uploads ---------------------------------------------------------------------------------
+    def begin_upload(
+        self, principal: Principal, *, filename: str | None, content_type: str | None, assembled: bool = False
+    ) -> CompatUpload:
+        authorize(principal, "batches:create")
+        service = self._assembler if assembled else self.files
+        upload = service.begin_upload(principal.org_id, filename=filename, content_type=content_type)
+        return CompatUpload(upload, max_line_bytes=self.files.limits.max_line_bytes)
+
+    # -- the File object -------------------------------------------------------------------------
+    def file_object(self, principal: Principal, file_id: str) -> dict[str, Any]:
+        authorize(principal, "batches:read")
+        record = self.files.records.get(file_id) if has_prefix(file_id, "file") else None
+        if record is not None:
+            require_same_org(principal, record.org_id)
+            return input_file_object(record)
+        output, batch = self._output(principal, file_id)
+        expired = self.artifacts.size(self._artifact_key(output, batch)) is None
+        body_format = _default_format(batch)
+        size = output.get(f"bytes_{body_format}")
+        if size is None and not expired:
+            size = sum(len(chunk) for chunk in self._render(output, batch, body_format))
+            self.outputs.remember_bytes(file_id, body_format, size)
+        return {
+            "id": file_id,
+            "object": "file",
+            "bytes": int(size or 0),
+            "created_at": unix(batch.get("finalized_at")),
+            "filename": f"{batch['batch_id']}_{output['role']}.jsonl",
+            "purpose": "batch_output",
+            "status": "expired" if expired else "processed",
+            "status_details": None,
+            "expires_at": None,
+        }
+
+    # -- content ---------------------------------------------------------------------------------
+    def content(
+        self, principal: Principal, file_id: str, body_format: BodyFormat | None
+    ) -> tuple[Iterator[bytes], BodyFormat]:
+        """The file's bytes as a stream, and the body format they are in. 410 once retention
+        reclaimed them, 404 for a file that never existed."""
+        authorize(principal, "batches:read")
+        record = self.files.records.get(file_id) if has_prefix(file_id, "file") else None
+        if record is not None:
+            require_same_org(principal, record.org_id)
+            if record.status == "expired":
+                raise Gone("This file's bytes were reclaimed by retention.", code="file_expired")
+            if record.status in ("uploading", "uploaded"):
+                raise Conflict("This file's upload has not been completed.", code="file_not_ready")
+            return self.files.objects.chunks(record.s3_key), body_format or DEFAULT_BODY_FORMAT
+        output, batch = self._output(principal, file_id)
+        if self.artifacts.size(self._artifact_key(output, batch)) is None:
+            raise Gone("This file's bytes were reclaimed by retention.", code="file_expired")
+        chosen = body_format or _default_format(batch)
+        return self._render(output, batch, chosen), chosen
+
+    # -- helpers ---------------------------------------------------------------------------------
+    def _output(self, principal: Principal, file_id: str) -> tuple[dict[str, Any], dict[str, Any]]:
+        """An output or error file of a compat batch, once the batch shows it."""
+        output = self.outputs.output_file(file_id) if has_prefix(file_id, "file") else None
+        if output is None:
+            raise NotFound(
+                f"No such file: {file_id[:64]}.", code="file_not_found", details={"param": "file_id"}
+            )
+        require_same_org(principal, str(output["org_id"]))
+        batch = self.batches.get(str(output["batch_id"]))
+        if batch is None or file_id not in output_files(batch):
+            # Not written yet: the batch shows the id once it is terminal and finalized.
+            raise NotFound(
+                f"No such file: {file_id[:64]}.", code="file_not_found", details={"param": "file_id"}
+            )
+        return output, batch
+
+    @staticmethod
+    def _artifact_key(output: Mapping[str, Any], batch: Mapping[str, Any]) -> str:
+        batch_id = str(batch["batch_id"])
+        return results_key(batch_id) if output["role"] == "output" else errors_key(batch_id)
+
+    def _render(
+        self, output: Mapping[str, Any], batch: Mapping[str, Any], body_format: BodyFormat
+    ) -> Iterator[bytes]:
+        """The vendor lines, streamed: the completed rows of results.jsonl for the output
+        file, the rows of errors.jsonl for the error file."""
+        batch_id = str(batch["batch_id"])
+        wanted = "completed" if output["role"] == "output" else "failed"
+        for _, row in parse_jsonl(self.artifacts.chunks(self._artifact_key(output, batch))):
+            if isinstance(row, dict) and row.get("status") == wanted:
+                line = output_line(batch_id, row, body_format)
+                yield json.dumps(line, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
+
+
+def input_file_object(record: FileRecord) -> dict[str, Any]:
+    """The vendor File object of a stored input file."""
+    return {
+        "id": record.file_id,
+        "object": "file",
+        "bytes": record.bytes,
+        "created_at": unix(record.created_at),
+        "filename": record.filename,
+        "purpose": record.purpose,
+        "status": file_status(record.status),
+        "status_details": (record.error or {}).get("message"),
+        "expires_at": None,
+    }
+
+
+def _default_format(batch: Mapping[str, Any]) -> BodyFormat:
+    chosen = (batch.get("compat") or {}).get("body_format")
+    return "raw" if chosen == "raw" else DEFAULT_BODY_FORMAT

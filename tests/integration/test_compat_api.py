@@ -1,0 +1,538 @@
+"""The vendor-compatible surface over HTTP on moto: input rows become native items, batches
+are ordinary batches (same credits, native API) run by the real workflow, the vendor's
+Batch statuses and output lines, errors in the vendor's shape, retention, and the Uploads API."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from batchroute.adapters.aws import client as aws_client
+from batchroute.adapters.batch_artifacts import results_key
+from batchroute.adapters.dynamo.batch_records import BatchRecords
+from batchroute.adapters.dynamo.files import FileStore
+from batchroute.adapters.dynamo.ledger import LedgerStore
+from batchroute.config import get_settings
+from batchroute.money import Money
+from batchroute_tools.local.provision import LocalStack
+from functions.api.app import create_app
+from functions.api.auth import identity_store
+from tests.integration.batch_pipeline_support import heartbeat_all_lanes, run_until_done
+from tests.integration.principals import TestOrg, new_org
+
+CHAT = "/v1/chat/completions"
+LLAMA = "meta-llama/Llama-3.1-8B-Instruct"  # sync lanes: runs within the test
+BGE = "BAAI/bge-large-en-v1.5"
+DIRECT_LIMIT = 64 * 1024
+BASE = "/v1/compat/v1"
+
+
+@pytest.fixture
+def client(local_aws: LocalStack) -> TestClient:
+    identity_store.cache_clear()
+    heartbeat_all_lanes()
+    settings = get_settings().model_copy(update={"max_direct_upload_bytes": DIRECT_LIMIT})
+    return TestClient(create_app(settings), raise_server_exceptions=False)
+
+
+@pytest.fixture
+def org(client: TestClient) -> TestOrg:
+    return new_org(credit_usd="10")
+
+
+@pytest.fixture
+def auth(org: TestOrg) -> dict[str, str]:
+    return org.key_headers("member")
+
+
+def row(
+    n: int, *, url: str = CHAT, model: str = LLAMA, text: str | None = None, **body: Any
+) -> dict[str, Any]:
+    if url == "/v1/embeddings":
+        payload: dict[str, Any] = {"model": model, "input": text or f"text {n}"}
+    elif url == "/v1/responses":
+        payload = {"model": model, "input": text or f"Question {n}", "max_output_tokens": 32}
+    else:
+        content = text or f"Question {n}: what is routing?"
+        payload = {"model": model, "messages": [{"role": "user", "content": content}], "max_tokens": 32}
+    return {"custom_id": f"req-{n}", "method": "POST", "url": url, "body": {**payload, **body}}
+
+
+def jsonl(rows: Sequence[Mapping[str, Any] | str]) -> bytes:
+    return b"".join((r if isinstance(r, str) else json.dumps(r)).encode() + b"\n" for r in rows)
+
+
+def upload(client: TestClient, auth: dict[str, str], data: bytes, purpose: str | None = "batch") -> Any:
+    form = {"purpose": purpose} if purpose is not None else {}
+    return client.post(
+        f"{BASE}/files", files={"file": ("input.jsonl", data, "application/jsonl")}, data=form, headers=auth
+    )
+
+
+def uploaded(client: TestClient, auth: dict[str, str], rows: Sequence[Mapping[str, Any]]) -> str:
+    response = upload(client, auth, jsonl(rows))
+    assert response.status_code == 200, response.text
+    return str(response.json()["id"])
+
+
+def create(client: TestClient, auth: dict[str, str], file_id: str, endpoint: str = CHAT, **extra: Any) -> Any:
+    body = {"input_file_id": file_id, "endpoint": endpoint, "completion_window": "24h", **extra}
+    return client.post(f"{BASE}/batches", json=body, headers=auth)
+
+
+def vendor_error(response: Any, status: int) -> dict[str, Any]:
+    assert response.status_code == status, response.text
+    error: dict[str, Any] = response.json()["error"]
+    assert set(error) == {"type", "message", "param", "code"}, error
+    return error
+
+
+def run(stack: LocalStack, batch_id: str) -> None:
+    batch = BatchRecords(get_settings().table_name("batches")).get(batch_id)
+    assert batch is not None and batch.get("execution_arn"), batch
+    result = run_until_done(stack, batch["execution_arn"])
+    assert result["status"] == "SUCCEEDED", result
+
+
+def lines(response: Any) -> list[dict[str, Any]]:
+    assert response.status_code == 200, response.text
+    return [json.loads(line) for line in response.content.splitlines()]
+
+
+def uploads_keys(stack: LocalStack, prefix: str) -> list[str]:
+    listed = aws_client("s3").list_objects_v2(Bucket=stack.buckets["uploads"], Prefix=prefix)
+    return [entry["Key"] for entry in listed.get("Contents", [])]
+
+
+# -- files -------------------------------------------------------------------------------------
+def test_an_input_file_is_a_vendor_file_object(
+    client: TestClient, auth: dict[str, str], org: TestOrg
+) -> None:
+    data = jsonl([row(0), row(1)])
+    # When a JSONL file of vendor requests is uploaded with purpose batch
+    response = upload(client, auth, data)
+    # Then the answer is the vendor's File object
+    assert response.status_code == 200, response.text
+    file = response.json()
+    assert file["id"].startswith("file_") and file["object"] == "file"
+    assert file["bytes"] == len(data) and file["purpose"] == "batch" and file["status"] == "processed"
+    assert file["filename"] == "input.jsonl" and isinstance(file["created_at"], int)
+    # And it reads back the same, and its content is the bytes uploaded
+    assert client.get(f"{BASE}/files/{file['id']}", headers=auth).json() == file
+    content = client.get(f"{BASE}/files/{file['id']}/content", headers=auth)
+    assert content.status_code == 200 and content.content == data
+    # And it is an ordinary file of the native API too
+    native = client.get(f"/v1/files/{file['id']}", headers=auth).json()["file"]
+    assert native["purpose"] == "batch" and native["item_count"] == 2
+
+
+@pytest.mark.parametrize(
+    ("bad", "line", "param", "words"),
+    [
+        ({"method": "POST", "url": CHAT, "body": {"model": LLAMA}}, 2, "custom_id", "custom_id"),
+        ({**row(1), "method": "GET"}, 2, "method", "POST"),
+        ({**row(1), "url": "/v1/images/generations"}, 2, "url", "url must be one of"),
+        ({**row(1), "body": {"messages": []}}, 2, "body.model", "body.model"),
+        ({**row(1), "body": "text"}, 2, "body", "body must be"),
+        ("{not json", 2, None, "not JSON"),
+        ("[1, 2]", 2, None, "not a JSON object"),
+    ],
+)
+def test_an_invalid_row_is_refused_naming_its_line(
+    client: TestClient,
+    auth: dict[str, str],
+    org: TestOrg,
+    local_aws: LocalStack,
+    bad: Any,
+    line: int,
+    param: str | None,
+    words: str,
+) -> None:
+    # When a file whose second line is not a usable request is uploaded
+    response = upload(client, auth, jsonl([row(0), bad, row(2)]))
+    # Then it is refused in the vendor's error shape, naming the line and the field
+    error = vendor_error(response, 400)
+    assert error["type"] == "invalid_request_error" and error["code"] == "invalid_jsonl_line"
+    assert error["message"].startswith(f"Line {line}:") and words in error["message"], error
+    assert error["param"] == param
+    # And nothing is kept
+    assert uploads_keys(local_aws, f"files/{org.org_id}/") == []
+
+
+def test_other_refused_uploads_answer_in_the_vendor_shape(client: TestClient, auth: dict[str, str]) -> None:
+    several = vendor_error(upload(client, auth, jsonl([row(0), {"custom_id": "x"}, "{", row(3)])), 400)
+    assert several["message"].startswith("Line 2:") and "2 invalid lines" in several["message"]
+    assert vendor_error(upload(client, auth, jsonl([row(0)]), purpose=None), 400)["param"] == "purpose"
+    assert vendor_error(upload(client, auth, jsonl([row(0)]), purpose="fine-tune"), 400)["param"] == "purpose"
+    assert vendor_error(upload(client, auth, b"\n\n"), 400)["code"] == "empty_file"
+    pdf = client.post(
+        f"{BASE}/files",
+        files={"file": ("scan.pdf", b"%PDF-1.7\n", "application/pdf")},
+        data={"purpose": "batch"},
+        headers=auth,
+    )
+    assert "not supported" in vendor_error(pdf, 400)["message"]
+    big = jsonl([row(n, text="x" * 500) for n in range(200)])
+    too_large = vendor_error(upload(client, auth, big), 413)
+    assert "uploads" in too_large["message"]
+    assert (
+        vendor_error(client.get(f"{BASE}/files/file_01jzzzzzzzzzzzzzzzzzzzzzzz", headers=auth), 404)["code"]
+        == "file_not_found"
+    )
+    assert (
+        vendor_error(client.get(f"{BASE}/nothing-here", headers=auth), 404)["type"] == "invalid_request_error"
+    )
+    assert vendor_error(client.get(f"{BASE}/files/x"), 401)["type"] == "authentication_error"
+
+
+def test_a_reclaimed_input_file_is_expired_and_its_content_gone(
+    client: TestClient, auth: dict[str, str]
+) -> None:
+    file_id = uploaded(client, auth, [row(0)])
+    # Given retention reclaimed the file's bytes (the record says so)
+    store = FileStore(get_settings().table_name("batches"))
+    record = store.get(file_id)
+    assert record is not None
+    assert store.replace(replace(record, status="expired"), expected_status="processed")
+    # Then the File object says expired, and its content is 410 (404 is for never-existing files)
+    assert client.get(f"{BASE}/files/{file_id}", headers=auth).json()["status"] == "expired"
+    assert (
+        vendor_error(client.get(f"{BASE}/files/{file_id}/content", headers=auth), 410)["code"]
+        == "file_expired"
+    )
+    # And a batch cannot be made from it
+    assert vendor_error(create(client, auth, file_id), 410)["code"] == "file_expired"
+
+
+# -- batches -----------------------------------------------------------------------------------
+def test_a_compat_batch_is_an_ordinary_batch_with_vendor_output_files(
+    client: TestClient, auth: dict[str, str], org: TestOrg, local_aws: LocalStack
+) -> None:
+    rows = [row(n) for n in range(4)]
+    rows[2] = row(2, text="Question 2 [simulate:fail]")
+    file_id = uploaded(client, auth, rows)
+    # When a batch is created from the file
+    created = create(client, auth, file_id, metadata={"team": "search"})
+    # Then the answer is a bare vendor Batch object, validating, with its credits reserved
+    assert created.status_code == 200, created.text
+    batch = created.json()
+    batch_id = batch["id"]
+    assert batch_id.startswith("batch_") and batch["object"] == "batch"
+    assert batch["status"] == "validating" and batch["endpoint"] == CHAT
+    assert batch["input_file_id"] == file_id and batch["completion_window"] == "24h"
+    assert batch["request_counts"] == {"total": 4, "completed": 0, "failed": 0}
+    assert batch["output_file_id"] is None and batch["error_file_id"] is None
+    assert batch["metadata"] == {"team": "search"} and batch["body_format"] == "normalized"
+    assert batch["expires_at"] - batch["created_at"] == 24 * 3600
+    state = LedgerStore(get_settings().table_name("ledger")).state(org.org_id)
+    assert state.reserved > Money.zero()
+    # And the native API shows the same batch, whose items are the rows
+    native = client.get(f"/v1/batches/{batch_id}", headers=auth).json()["batch"]
+    assert native["source"] == "compat" and native["state"] == "priced" and native["counts"]["total"] == 4
+    items = client.get(f"/v1/batches/{batch_id}/items", headers=auth).json()["data"]
+    assert [(i["customer_item_id"], i["operation"], i["model"]) for i in items] == [
+        (f"req-{n}", "responses", LLAMA) for n in range(4)
+    ]
+    assert batch_id in {b["id"] for b in client.get("/v1/batches", headers=auth).json()["data"]}
+
+    # When the workflow runs to the end
+    run(local_aws, batch_id)
+    done = client.get(f"{BASE}/batches/{batch_id}", headers=auth).json()
+    # Then it is completed, with its counts and timestamps filled as the vendor does
+    assert done["status"] == "completed", done
+    assert done["request_counts"] == {"total": 4, "completed": 3, "failed": 1}
+    for stamp in ("in_progress_at", "finalizing_at", "completed_at"):
+        assert isinstance(done[stamp], int) and done[stamp] >= done["created_at"], stamp
+    assert done["failed_at"] is None and done["cancelled_at"] is None
+    assert done["output_file_id"] and done["error_file_id"]
+    # And the output file holds the successes, line by line, in the vendor's shape
+    output = client.get(f"{BASE}/files/{done['output_file_id']}/content", headers=auth)
+    assert output.headers["x-service-body-format"] == "normalized"
+    out = lines(output)
+    assert [line["custom_id"] for line in out] == ["req-0", "req-1", "req-3"]
+    for line in out:
+        assert line["id"].startswith("batch_req_") and line["error"] is None
+        assert line["response"]["status_code"] == 200 and line["response"]["request_id"]
+        assert line["response"]["body"]["type"] == "message" and LLAMA in line["response"]["body"]["content"]
+    # And the raw body format gives the provider's own bodies, per download
+    raw = client.get(f"{BASE}/files/{done['output_file_id']}/content?body_format=raw", headers=auth)
+    assert raw.headers["x-service-body-format"] == "raw"
+    assert [line["response"]["body"] for line in lines(raw)] != [line["response"]["body"] for line in out]
+    # And the failure is in the error file
+    errors = lines(client.get(f"{BASE}/files/{done['error_file_id']}/content", headers=auth))
+    assert [(e["custom_id"], e["response"], e["error"]["code"]) for e in errors] == [
+        ("req-2", None, "simulated_failure")
+    ]
+    # And both are File objects of purpose batch_output whose size is what the download gives
+    meta = client.get(f"{BASE}/files/{done['output_file_id']}", headers=auth).json()
+    assert meta["purpose"] == "batch_output" and meta["status"] == "processed"
+    assert meta["bytes"] == len(output.content)
+    # And the native results are the same items
+    results = client.get(f"/v1/batches/{batch_id}/results", headers=auth).json()["data"]
+    assert [r["status"] for r in results] == ["completed", "completed", "failed", "completed"]
+
+    # When retention reclaims the results, the output file is expired and its content gone
+    aws_client("s3").delete_object(Bucket=local_aws.buckets["artifacts"], Key=results_key(batch_id))
+    assert client.get(f"{BASE}/files/{done['output_file_id']}", headers=auth).json()["status"] == "expired"
+    gone = client.get(f"{BASE}/files/{done['output_file_id']}/content", headers=auth)
+    assert vendor_error(gone, 410)["code"] == "file_expired"
+
+
+def test_urls_pick_the_operation_and_the_rest_of_the_body_is_the_input(
+    client: TestClient, auth: dict[str, str], local_aws: LocalStack
+) -> None:
+    embed = uploaded(
+        client, auth, [row(0, url="/v1/embeddings", model=BGE), row(1, url="/v1/embeddings", model=BGE)]
+    )
+    responses = uploaded(client, auth, [row(0, url="/v1/responses", instructions="Be brief.")])
+    first = create(client, auth, embed, endpoint="/v1/embeddings", body_format="raw")
+    second = create(client, auth, responses, endpoint="/v1/responses")
+    assert first.status_code == 200 and second.status_code == 200, (first.text, second.text)
+    embed_items = client.get(f"/v1/batches/{first.json()['id']}/items", headers=auth).json()["data"]
+    assert {(i["operation"], i["model"]) for i in embed_items} == {("embeddings", BGE)}
+    # The stored item: the model taken out of the body, the rest of the body as the input
+    key = f"batches/{second.json()['id']}/input/00000.jsonl"
+    stored = json.loads(
+        aws_client("s3").get_object(Bucket=local_aws.buckets["artifacts"], Key=key)["Body"].read()
+    )
+    assert stored["item"] == {
+        "customer_item_id": "req-0",
+        "operation": "responses",
+        "model": LLAMA,
+        "input": {"input": "Question 0", "max_output_tokens": 32, "instructions": "Be brief."},
+    }
+    # And an embeddings batch with body_format raw defaults its downloads to raw
+    run(local_aws, first.json()["id"])
+    done = client.get(f"{BASE}/batches/{first.json()['id']}", headers=auth).json()
+    assert done["status"] == "completed" and done["body_format"] == "raw" and done["error_file_id"] is None
+    content = client.get(f"{BASE}/files/{done['output_file_id']}/content", headers=auth)
+    assert content.headers["x-service-body-format"] == "raw"
+    normalized = lines(
+        client.get(f"{BASE}/files/{done['output_file_id']}/content?body_format=normalized", headers=auth)
+    )
+    assert normalized[0]["response"]["body"]["type"] == "embedding"
+
+
+def test_batch_create_errors_are_in_the_vendor_shape(client: TestClient, auth: dict[str, str]) -> None:
+    file_id = uploaded(client, auth, [row(0), row(1, model="no-such-model")])
+    # A row whose model is not in the catalog: the native preflight, reported by line and field
+    unknown = vendor_error(create(client, auth, file_id), 400)
+    assert unknown["message"].startswith("Line 2:") and unknown["param"] == "body.model", unknown
+    # A row whose url is not the batch's endpoint
+    mixed = uploaded(client, auth, [row(0), row(1, url="/v1/responses")])
+    mismatch = vendor_error(create(client, auth, mixed), 400)
+    assert mismatch["code"] == "endpoint_mismatch" and mismatch["message"].startswith("Line 2:")
+    ok = uploaded(client, auth, [row(0)])
+    assert vendor_error(create(client, auth, ok, endpoint="/v1/images"), 400)["param"] == "endpoint"
+    window = client.post(
+        f"{BASE}/batches",
+        json={"input_file_id": ok, "endpoint": CHAT, "completion_window": "48h"},
+        headers=auth,
+    )
+    assert vendor_error(window, 400)["param"] == "completion_window"
+    missing = client.post(f"{BASE}/batches", json={"input_file_id": ok}, headers=auth)
+    assert vendor_error(missing, 400)["param"] == "endpoint"
+    never = create(client, auth, "file_01jzzzzzzzzzzzzzzzzzzzzzzz")
+    assert vendor_error(never, 404)["code"] == "file_not_found"
+    native = client.post(
+        "/v1/files",
+        files={"file": ("n.jsonl", b'{"customer_item_id": "a"}\n', "application/jsonl")},
+        headers=auth,
+    ).json()["file"]["id"]
+    assert vendor_error(create(client, auth, native), 400)["param"] == "input_file_id"
+    assert vendor_error(client.get(f"{BASE}/batches/batch_01jzzzzzzzzzzzzzzzzzzzzzzz", headers=auth), 404)
+    # Nothing was created by any of these
+    assert client.get(f"{BASE}/batches", headers=auth).json()["data"] == []
+
+
+def test_insufficient_funds_is_429_insufficient_quota(client: TestClient) -> None:
+    poor = new_org(credit_usd="0")
+    auth = poor.key_headers()
+    file_id = uploaded(client, auth, [row(n) for n in range(3)])
+    response = create(client, auth, file_id)
+    error = vendor_error(response, 429)
+    assert error["type"] == "insufficient_quota" and error["code"] == "insufficient_quota"
+    assert response.headers["x-should-retry"] == "false"  # the SDK must not retry it
+    assert client.get(f"{BASE}/batches", headers=auth).json()["data"] == []
+    assert LedgerStore(get_settings().table_name("ledger")).state(poor.org_id).reserved == Money.zero()
+
+
+def test_the_list_pages_with_the_vendor_cursor(client: TestClient, auth: dict[str, str]) -> None:
+    file_id = uploaded(client, auth, [row(0)])
+    ids = [create(client, auth, file_id).json()["id"] for _ in range(3)]
+    # A native batch is not a compat batch: not in this list
+    native = client.post(
+        "/v1/batches",
+        json={
+            "items": [
+                {
+                    "customer_item_id": "a",
+                    "operation": "responses",
+                    "model": LLAMA,
+                    "input": {"messages": [{"role": "user", "content": "hi"}]},
+                }
+            ]
+        },
+        headers={**auth, "Idempotency-Key": "native-batch-1"},
+    )
+    assert native.status_code == 202, native.text
+    first = client.get(f"{BASE}/batches", params={"limit": 2}, headers=auth).json()
+    assert first["object"] == "list" and [b["id"] for b in first["data"]] == ids[::-1][:2]
+    assert first["has_more"] is True and first["first_id"] == ids[2] and first["last_id"] == ids[1]
+    rest = client.get(f"{BASE}/batches", params={"limit": 2, "after": first["last_id"]}, headers=auth).json()
+    assert [b["id"] for b in rest["data"]] == [ids[0]] and rest["has_more"] is False
+    assert vendor_error(client.get(f"{BASE}/batches/{native.json()['batch']['id']}", headers=auth), 404)
+    assert (
+        vendor_error(client.get(f"{BASE}/batches", params={"after": "x"}, headers=auth), 400)["param"]
+        == "after"
+    )
+    # Another org sees none of them
+    stranger = new_org().key_headers()
+    assert client.get(f"{BASE}/batches", headers=stranger).json()["data"] == []
+    assert (
+        vendor_error(client.get(f"{BASE}/batches/{ids[0]}", headers=stranger), 403)["type"]
+        == "permission_error"
+    )
+
+
+def test_cancel_is_cancelling_until_finalized_then_cancelled(
+    client: TestClient, auth: dict[str, str], local_aws: LocalStack
+) -> None:
+    file_id = uploaded(client, auth, [row(n) for n in range(3)])
+    batch_id = create(client, auth, file_id).json()["id"]
+    # When it is cancelled before it runs
+    cancelled = client.post(f"{BASE}/batches/{batch_id}/cancel", headers=auth)
+    assert cancelled.status_code == 200, cancelled.text
+    # Then it is cancelling (the native batch is canceled; its artifacts are not written yet)
+    assert cancelled.json()["status"] == "cancelling" and isinstance(cancelled.json()["cancelling_at"], int)
+    assert client.get(f"/v1/batches/{batch_id}", headers=auth).json()["batch"]["state"] == "canceled"
+    # And once the workflow finalized it: cancelled, every request in the error file
+    run(local_aws, batch_id)
+    done = client.get(f"{BASE}/batches/{batch_id}", headers=auth).json()
+    assert done["status"] == "cancelled" and isinstance(done["cancelled_at"], int)
+    assert done["request_counts"] == {"total": 3, "completed": 0, "failed": 3}
+    assert done["output_file_id"] is None and done["error_file_id"]
+    errors = lines(client.get(f"{BASE}/files/{done['error_file_id']}/content", headers=auth))
+    assert [e["error"]["code"] for e in errors] == ["canceled"] * 3
+    # And cancelling again is refused
+    assert vendor_error(client.post(f"{BASE}/batches/{batch_id}/cancel", headers=auth), 409)
+
+
+def test_an_idempotency_key_replays_the_same_batch(client: TestClient, auth: dict[str, str]) -> None:
+    file_id = uploaded(client, auth, [row(0)])
+    headers = {**auth, "Idempotency-Key": "compat-key-0001"}
+    body = {"input_file_id": file_id, "endpoint": CHAT, "completion_window": "24h"}
+    first = client.post(f"{BASE}/batches", json=body, headers=headers)
+    again = client.post(f"{BASE}/batches", json=body, headers=headers)
+    assert first.status_code == again.status_code == 200 and first.json()["id"] == again.json()["id"]
+    other = client.post(f"{BASE}/batches", json={**body, "body_format": "raw"}, headers=headers)
+    assert vendor_error(other, 409)["code"] == "idempotency_conflict"
+    assert len(client.get(f"{BASE}/batches", headers=auth).json()["data"]) == 1
+
+
+# -- uploads -----------------------------------------------------------------------------------
+def start_upload(client: TestClient, auth: dict[str, str], size: int, **extra: Any) -> dict[str, Any]:
+    body = {
+        "bytes": size,
+        "filename": "big.jsonl",
+        "mime_type": "application/jsonl",
+        "purpose": "batch",
+        **extra,
+    }
+    response = client.post(f"{BASE}/uploads", json=body, headers=auth)
+    assert response.status_code == 200, response.text
+    upload: dict[str, Any] = response.json()
+    return upload
+
+
+def add_part(client: TestClient, auth: dict[str, str], upload_id: str, data: bytes) -> Any:
+    return client.post(
+        f"{BASE}/uploads/{upload_id}/parts",
+        files={"data": ("blob", data, "application/octet-stream")},
+        headers=auth,
+    )
+
+
+def test_parts_are_assembled_in_the_order_given_into_a_file(
+    client: TestClient, auth: dict[str, str], org: TestOrg, local_aws: LocalStack
+) -> None:
+    data = jsonl([row(n) for n in range(300)])
+    pieces = [data[i : i + 20_000] for i in range(0, len(data), 20_000)]
+    upload = start_upload(client, auth, len(data))
+    assert upload["object"] == "upload" and upload["status"] == "pending" and upload["file"] is None
+    assert upload["expires_at"] - upload["created_at"] == 3600
+    # Parts sent out of order, named in order at completion (split mid-line)
+    sent = {}
+    for index in reversed(range(len(pieces))):
+        part = add_part(client, auth, upload["id"], pieces[index])
+        assert part.status_code == 200, part.text
+        assert part.json()["object"] == "upload.part" and part.json()["upload_id"] == upload["id"]
+        sent[index] = part.json()["id"]
+    part_ids = [sent[i] for i in range(len(pieces))]
+    wrong_md5 = client.post(
+        f"{BASE}/uploads/{upload['id']}/complete", json={"part_ids": part_ids, "md5": "0" * 32}, headers=auth
+    )
+    assert vendor_error(wrong_md5, 400)["param"] == "md5"
+    short = client.post(
+        f"{BASE}/uploads/{upload['id']}/complete", json={"part_ids": part_ids[:-1]}, headers=auth
+    )
+    assert vendor_error(short, 400)["code"] == "upload_size_mismatch"
+    done = client.post(
+        f"{BASE}/uploads/{upload['id']}/complete",
+        json={"part_ids": part_ids, "md5": hashlib.md5(data, usedforsecurity=False).hexdigest()},
+        headers=auth,
+    )
+    assert done.status_code == 200, done.text
+    completed = done.json()
+    assert completed["status"] == "completed" and completed["file"]["status"] == "processed"
+    assert completed["file"]["bytes"] == len(data) and completed["file"]["purpose"] == "batch"
+    content = client.get(f"{BASE}/files/{completed['file']['id']}/content", headers=auth)
+    assert content.content == data
+    # Completing again answers the same; the parts' bytes are gone; no more parts are taken
+    again = client.post(f"{BASE}/uploads/{upload['id']}/complete", json={"part_ids": part_ids}, headers=auth)
+    assert again.json() == completed
+    assert uploads_keys(local_aws, f"staging/{org.org_id}/{upload['id']}/") == []
+    assert vendor_error(add_part(client, auth, upload["id"], b"{}\n"), 409)["code"] == "upload_not_pending"
+    # And the file makes a batch
+    assert create(client, auth, completed["file"]["id"]).json()["request_counts"]["total"] == 300
+
+
+def test_upload_refusals(
+    client: TestClient, auth: dict[str, str], org: TestOrg, local_aws: LocalStack
+) -> None:
+    bad = jsonl([row(0), {"custom_id": "x", "method": "POST"}])
+    upload = start_upload(client, auth, len(bad))
+    part = add_part(client, auth, upload["id"], bad).json()["id"]
+    # An assembled file with a bad row is refused naming the line; nothing is kept
+    refused = client.post(f"{BASE}/uploads/{upload['id']}/complete", json={"part_ids": [part]}, headers=auth)
+    assert vendor_error(refused, 400)["message"].startswith("Line 2:")
+    assert uploads_keys(local_aws, f"files/{org.org_id}/") == []
+    # A part over one request's worth is 413; unknown parts and uploads are refused
+    assert (
+        vendor_error(add_part(client, auth, upload["id"], b"x" * (DIRECT_LIMIT + 1)), 413)["param"] == "data"
+    )
+    unknown = client.post(
+        f"{BASE}/uploads/{upload['id']}/complete", json={"part_ids": ["part_x"]}, headers=auth
+    )
+    assert vendor_error(unknown, 400)["code"] == "part_not_found"
+    assert vendor_error(add_part(client, auth, "upload_nope", b"{}"), 404)["code"] == "upload_not_found"
+    purpose = client.post(
+        f"{BASE}/uploads",
+        json={"bytes": 10, "filename": "a.jsonl", "mime_type": "application/jsonl", "purpose": "assistants"},
+        headers=auth,
+    )
+    assert vendor_error(purpose, 400)["param"] == "purpose"
+    # Cancel: no more parts, no completion; the parts' bytes are deleted
+    cancelled = client.post(f"{BASE}/uploads/{upload['id']}/cancel", headers=auth)
+    assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelled"
+    assert uploads_keys(local_aws, f"staging/{org.org_id}/{upload['id']}/") == []
+    assert vendor_error(add_part(client, auth, upload["id"], b"{}"), 409)["code"] == "upload_not_pending"
+    # Another org may not touch it
+    stranger = new_org().key_headers()
+    assert vendor_error(client.post(f"{BASE}/uploads/{upload['id']}/cancel", headers=stranger), 403)

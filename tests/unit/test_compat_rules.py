@@ -1,0 +1,256 @@
+"""The vendor-compatible surface's pure rules: rows to items, states to statuses, lines."""
+
+from __future__ import annotations
+
+import json
+import tracemalloc
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from batchroute.domain.compat import (
+    RowCheck,
+    RowProblem,
+    batch_object,
+    input_param,
+    output_line,
+    read_row,
+    request_counts,
+    unix,
+    vendor_status,
+)
+from batchroute.domain.compat_uploads import UploadRecord
+from batchroute.domain.jsonl import LineError
+
+BATCH = "batch_01kb000000000000000000000a"
+CREATED = "2026-01-01T00:00:00.000Z"
+
+
+def _row(**overrides: Any) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "custom_id": "a",
+        "method": "POST",
+        "url": "/v1/chat/completions",
+        "body": {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 5},
+    }
+    row.update(overrides)
+    return row
+
+
+@pytest.mark.parametrize(
+    ("url", "operation"),
+    [("/v1/chat/completions", "responses"), ("/v1/responses", "responses"), ("/v1/embeddings", "embeddings")],
+)
+def test_the_url_picks_the_operation_and_the_body_less_its_model_is_the_input(
+    url: str, operation: str
+) -> None:
+    read = read_row(1, _row(url=url))
+    assert not isinstance(read, RowProblem)
+    assert read.url == url
+    assert read.item == {
+        "customer_item_id": "a",
+        "operation": operation,
+        "model": "m",
+        "input": {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 5},
+    }
+
+
+@pytest.mark.parametrize(
+    ("row", "param"),
+    [
+        (_row(custom_id=""), "custom_id"),
+        (_row(custom_id="x" * 257), "custom_id"),
+        (_row(method="post"), "method"),
+        (_row(url="/v1/completions"), "url"),
+        (_row(body=[]), "body"),
+        (_row(body={"messages": []}), "body.model"),
+        (_row(body={"model": 3}), "body.model"),
+    ],
+)
+def test_a_bad_row_names_its_line_and_field(row: dict[str, Any], param: str) -> None:
+    problem = read_row(7, row)
+    assert isinstance(problem, RowProblem) and problem.param == param
+    assert problem.text().startswith("Line 7: ")
+
+
+def test_a_line_that_is_not_json_is_named_once() -> None:
+    problem = read_row(3, LineError(3, "invalid_json", "line 3 is not JSON: oops (column 1)"))
+    assert isinstance(problem, RowProblem) and problem.text() == "Line 3: not JSON: oops (column 1)"
+
+
+def test_the_row_check_streams_across_any_chunk_split() -> None:
+    data = b"".join(
+        json.dumps(r).encode() + b"\n" for r in (_row(), _row(method="GET"), _row(), _row(url="x"))
+    )
+    for size in (1, 7, 64, len(data)):
+        check = RowCheck()
+        for start in range(0, len(data), size):
+            check.feed(data[start : start + size])
+        check.finish()
+        assert check.rows == 4 and check.problem_count == 2
+        assert [p.line for p in check.problems] == [2, 4]
+        assert (
+            check.message().startswith("Line 2: method must be POST.")
+            and "2 invalid lines" in check.message()
+        )
+
+
+@pytest.mark.parametrize(
+    ("path", "param"),
+    [
+        ("items[3].input.messages[0]", "body.messages[0]"),
+        ("items[3].input", "body"),
+        ("items[0].model", "body.model"),
+        ("items[0].customer_item_id", "custom_id"),
+        ("items[0]", None),
+        ("webhook.url", "webhook.url"),
+        (None, None),
+    ],
+)
+def test_preflight_paths_become_request_fields(path: str | None, param: str | None) -> None:
+    assert input_param(path) == param
+
+
+def _batch(state: str, *, finalized: bool = False, **extra: Any) -> dict[str, Any]:
+    batch: dict[str, Any] = {
+        "batch_id": BATCH,
+        "state": state,
+        "created_at": CREATED,
+        "deadline_at": "2026-01-02T00:00:00.000Z",
+        "state_changed_at": "2026-01-01T00:05:00.000Z",
+        "counts": {"total": 4, "completed": 2, "failed": 1, "canceled": 1},
+        "compat": {
+            "endpoint": "/v1/chat/completions",
+            "input_file_id": "file_in",
+            "body_format": "normalized",
+            "output_file_id": "file_out",
+            "error_file_id": "file_err",
+        },
+        "workflow_steps": {"route": "2026-01-01T00:01:00.000Z"},
+        **extra,
+    }
+    if finalized:
+        batch["finalized_at"] = "2026-01-01T00:04:00.000Z"
+        batch["artifacts"] = {"results_key": "k", "errors_key": "e", "result_count": 4, "error_count": 2}
+    return batch
+
+
+@pytest.mark.parametrize(
+    ("state", "finalized", "status"),
+    [
+        ("received", False, "validating"),
+        ("validated", False, "validating"),
+        ("priced", False, "validating"),
+        ("queued", False, "validating"),
+        ("dispatching", False, "in_progress"),
+        ("running", False, "in_progress"),
+        ("finalizing", False, "finalizing"),
+        ("finalizing", True, "finalizing"),
+        ("completed", True, "completed"),
+        ("failed", False, "finalizing"),
+        ("failed", True, "failed"),
+        ("expired", False, "finalizing"),
+        ("expired", True, "expired"),
+        ("canceled", False, "cancelling"),
+        ("canceled", True, "cancelled"),
+    ],
+)
+def test_native_states_map_to_vendor_statuses(state: str, finalized: bool, status: str) -> None:
+    assert vendor_status(_batch(state, finalized=finalized)) == status
+
+
+def test_a_completed_batch_object_fills_counts_times_and_files() -> None:
+    batch = batch_object(_batch("completed", finalized=True, completed_at="2026-01-01T00:06:00.000Z"))
+    assert batch["status"] == "completed"
+    assert batch["request_counts"] == {"total": 4, "completed": 2, "failed": 2}
+    assert batch["output_file_id"] == "file_out" and batch["error_file_id"] == "file_err"
+    assert batch["created_at"] == unix(CREATED) and batch["expires_at"] == unix(CREATED) + 86_400
+    assert batch["in_progress_at"] == unix(CREATED) + 60
+    assert batch["finalizing_at"] == unix(CREATED) + 240
+    assert batch["completed_at"] == unix(CREATED) + 360
+    assert batch["failed_at"] is None and batch["cancelled_at"] is None and batch["errors"] is None
+
+
+def test_files_appear_only_when_terminal_and_only_with_lines() -> None:
+    running = batch_object(_batch("running"))
+    assert running["output_file_id"] is None and running["finalizing_at"] is None
+    all_failed = _batch("failed", finalized=True, execution_summary={"latest_error": "lane down"})
+    all_failed["artifacts"].update(result_count=2, error_count=2)
+    failed = batch_object(all_failed)
+    assert failed["output_file_id"] is None and failed["error_file_id"] == "file_err"
+    assert failed["failed_at"] == unix("2026-01-01T00:05:00.000Z")
+    assert failed["errors"]["data"][0]["message"] == "lane down"
+    cancelling = batch_object(_batch("canceled"))
+    assert cancelling["cancelling_at"] and cancelling["cancelled_at"] is None
+
+
+def test_request_counts_never_go_negative() -> None:
+    assert request_counts({"counts": {"total": 1, "completed": -1}}) == {
+        "total": 1,
+        "completed": 0,
+        "failed": 0,
+    }
+
+
+def test_output_lines_carry_a_response_or_an_error() -> None:
+    ok = {
+        "customer_item_id": "a",
+        "sequence_number": 3,
+        "status": "completed",
+        "output": {"n": 1},
+        "raw": {"r": 1},
+    }
+    line = output_line(BATCH, ok, "normalized")
+    assert line["id"] == "batch_req_01kb000000000000000000000a_3" and line["error"] is None
+    assert line["response"]["status_code"] == 200 and line["response"]["body"] == {"n": 1}
+    assert output_line(BATCH, ok, "raw")["response"]["body"] == {"r": 1}
+    failed = {
+        "customer_item_id": "b",
+        "sequence_number": 4,
+        "status": "failed",
+        "error": {"code": "x", "message": "y"},
+    }
+    assert output_line(BATCH, failed, "normalized") == {
+        "id": "batch_req_01kb000000000000000000000a_4",
+        "custom_id": "b",
+        "response": None,
+        "error": {"code": "x", "message": "y"},
+    }
+
+
+def test_a_pending_upload_expires_after_its_hour() -> None:
+    upload = UploadRecord(
+        upload_id="upload_x",
+        org_id="org_x",
+        filename="a.jsonl",
+        purpose="batch",
+        mime_type="application/jsonl",
+        bytes=10,
+        status="pending",
+        created_at=CREATED,
+        expires_at="2026-01-01T01:00:00.000Z",
+    )
+    assert upload.effective_status(datetime(2026, 1, 1, 0, 59, tzinfo=UTC)) == "pending"
+    assert upload.to_api(datetime(2026, 1, 1, 1, 0, tzinfo=UTC))["status"] == "expired"
+
+
+def test_the_row_check_holds_no_more_than_a_chunk_and_a_line() -> None:
+    line = json.dumps(
+        _row(body={"model": "m", "messages": [{"role": "user", "content": "x" * 400}]})
+    ).encode()
+    chunk = (line + b"\n") * 600  # about 256 KiB, cut mid-line below
+    check = RowCheck()
+    tracemalloc.start()
+    try:
+        for _ in range(40):  # about 10 MB in all
+            check.feed(chunk[:1000])
+            check.feed(chunk[1000:])
+        check.finish()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert check.rows == 40 * 600 and check.problem_count == 0
+    # Bounded by one chunk's lines (the reader hands back a chunk's parsed lines at once),
+    # never by the ~13 MB that streamed past.
+    assert peak < 3 * 1024 * 1024 and 40 * len(chunk) > 4 * peak, peak
