@@ -19,6 +19,7 @@ from functions.api.routes import (
     batches,
     billing,
     catalog,
+    chat,
     compat_batches,
     compat_files,
     content,
@@ -43,6 +44,7 @@ ROUTERS = (
     files.router,
     quotes.router,
     batches.router,
+    chat.router,
     compat_files.router,
     compat_batches.router,
 )

@@ -110,6 +110,17 @@ class Settings(BaseModel):
     simulated_capacity: int = Field(default=0, ge=0)
     simulated_completion_tokens: int = Field(default=0, ge=0)
 
+    # Chat completions (docs/chat.md). The direct path keeps the lanes' live state in process
+    # for `chat_lane_state_ttl_seconds` (no DynamoDB read before the first byte while warm);
+    # a provider that sends no first byte within `chat_first_byte_timeout_seconds` counts as
+    # down (the next lane is tried); a stream writes its usage so far to its request record
+    # every `chat_usage_checkpoint_seconds`, and the sweeper settles a chat hold still open
+    # after `chat_hold_stale_seconds` (its function died) at the last checkpoint.
+    chat_lane_state_ttl_seconds: float = Field(default=15.0, ge=0, le=300)
+    chat_first_byte_timeout_seconds: float = Field(default=10.0, gt=0, le=600)
+    chat_usage_checkpoint_seconds: float = Field(default=2.0, gt=0, le=600)
+    chat_hold_stale_seconds: int = Field(default=300, ge=60, le=86_400)
+
     @model_validator(mode="after")
     def _refuse_unsafe_production(self) -> Settings:
         if self.environment != "production":

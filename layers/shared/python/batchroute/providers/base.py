@@ -50,6 +50,9 @@ class ProviderRequest:
     input: Mapping[str, Any]
     max_output_tokens: int
     attempt: int = 1
+    # The direct chat path's wait for the first byte: an adapter gives up after it
+    # (TransientProviderError `first_byte_timeout`), so the next lane can be tried.
+    first_byte_timeout_seconds: float | None = None
 
     def next_attempt(self) -> ProviderRequest:
         return replace(self, attempt=self.attempt + 1)

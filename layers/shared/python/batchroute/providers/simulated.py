@@ -8,6 +8,12 @@ the markers look at the attempt. Markers, anywhere in the request input:
 - `[simulate:transient]`: TransientProviderError on attempt 1, success from attempt 2;
 - `[simulate:down]`: ProviderUnavailable (the whole lane is down: fail over);
   `[simulate:down:<slug>]` takes down only that provider, so failover succeeds.
+- `[simulate:5xx:<slug>]`: a stream of that provider answers a server error before its
+  first byte (TransientProviderError `provider_5xx`): the direct chat path fails over.
+- `[simulate:timeout:<slug>]`: a stream of that provider sends no first byte: it waits the
+  request's `first_byte_timeout_seconds` and gives up (TransientProviderError
+  `first_byte_timeout`), as a real adapter's HTTP read time-out would. A stream whose
+  configured time to first token exceeds that time-out gives up the same way.
 
 Usage: prompt tokens are the quote's conservative estimate of the input
 (domain/items.py); completion tokens are min(max_output_tokens, 16 + hash % 64), or the
@@ -60,6 +66,8 @@ MARKER_FAIL: Final = "[simulate:fail]"
 MARKER_TRANSIENT: Final = "[simulate:transient]"
 MARKER_DOWN: Final = "[simulate:down]"
 _MARKER_DOWN_FOR: Final = re.compile(r"\[simulate:down:([A-Za-z0-9_.-]+)\]")
+_MARKER_5XX_FOR: Final = re.compile(r"\[simulate:5xx:([A-Za-z0-9_.-]+)\]")
+_MARKER_TIMEOUT_FOR: Final = re.compile(r"\[simulate:timeout:([A-Za-z0-9_.-]+)\]")
 
 EMBEDDING_DIMENSIONS: Final = 16
 COMPLETION_BASE_TOKENS: Final = 16
@@ -367,11 +375,24 @@ class SimulatedSyncProvider:
             raise PermanentProviderError("embeddings cannot be streamed", code="stream_not_supported")
         self.simulator.check_item(request, text)
         answer = self.simulator.answer(request, text)
-        return self._events(request, answer)
+        return self._events(request, answer, text)
 
-    def _events(self, request: ProviderRequest, answer: _Answer) -> Iterator[StreamEvent]:
+    def _events(self, request: ProviderRequest, answer: _Answer, text: str) -> Iterator[StreamEvent]:
         self._acquire()
         try:
+            timeout = request.first_byte_timeout_seconds
+            if self.slug in _MARKER_5XX_FOR.findall(text):
+                self._sleep(self.config.ttft_seconds)
+                raise TransientProviderError(
+                    f"simulated provider {self.slug} answered 503 ([simulate:5xx])", code="provider_5xx"
+                )
+            never = self.slug in _MARKER_TIMEOUT_FOR.findall(text)
+            if timeout is not None and (never or self.config.ttft_seconds > timeout):
+                self._sleep(timeout)
+                raise TransientProviderError(
+                    f"simulated provider {self.slug} sent no first byte within {timeout} s",
+                    code="first_byte_timeout",
+                )
             self._sleep(self.config.ttft_seconds)
             yield StreamStart()
             for i, piece in enumerate(answer.pieces):

@@ -1,12 +1,19 @@
-"""The scheduled sweeper: moves batches whose SLA deadline passed to `expired`."""
+"""The scheduled sweeper: moves batches whose SLA deadline passed to `expired`, and settles
+chat holds whose request died before settling (docs/chat.md)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from datetime import timedelta
+from typing import Any, Protocol
 
 from batchroute.clock import Clock, isoformat
 from batchroute.domain.batch_states import BatchState
+from batchroute.domain.catalog import Catalog
+from batchroute.domain.ledger import Purpose, Reservation, SettlementResult, period_keys
+from batchroute.domain.pricing import token_cost
+from batchroute.money import Money
 
 
 class ExpiryRecords(Protocol):
@@ -40,4 +47,100 @@ def expire_overdue_batches(records: ExpiryRecords, clock: Clock, *, max_batches:
             (report.expired if moved else report.skipped).append(batch_id)
         if all(b in report.skipped for b in due):
             break  # only batches another writer already finished remain in this page
+    return report
+
+
+# -- stale chat holds ------------------------------------------------------------------------------
+
+
+class OpenHolds(Protocol):
+    def open_holds(
+        self, older_than_iso: str, *, purpose: Purpose | None = None, limit: int = 100
+    ) -> list[Reservation]: ...
+
+
+class ChatRecords(Protocol):
+    def record(self, batch_id: str) -> dict[str, Any] | None: ...
+
+    def settle(
+        self,
+        org_id: str,
+        hold_id: str,
+        *,
+        batch_id: str,
+        charge: Money,
+        at: str,
+        period_keys: Iterable[str],
+        outcome: Mapping[str, Any],
+    ) -> SettlementResult: ...
+
+
+@dataclass
+class HoldSweepReport:
+    settled: list[str] = field(default_factory=list)  # hold ids
+    charged_micros: int = 0
+
+
+def resolve_stale_chat_holds(
+    ledger: OpenHolds,
+    records: ChatRecords,
+    catalog: Catalog,
+    clock: Clock,
+    *,
+    stale_seconds: int,
+    max_holds: int = 500,
+) -> HoldSweepReport:
+    """Settle chat holds still open `stale_seconds` after they were taken: their function
+    died before settling (a direct request lasts at most the API's time-out). The charge is
+    the usage the stream last checkpointed on its record at the lane's direct price (nothing
+    without a checkpoint); the rest is released and the record marked failed. Exactly once:
+    a request that settles meanwhile wins, and this settle replays its outcome."""
+    report = HoldSweepReport()
+    now = clock.now()
+    at = isoformat(now)
+    for hold in ledger.open_holds(
+        isoformat(now - timedelta(seconds=stale_seconds)), purpose="chat_hold", limit=max_holds
+    ):
+        record = records.record(hold.ref) or {}
+        checkpoint = record.get("usage_checkpoint") or {}
+        prompt = int(checkpoint.get("prompt_tokens", 0))
+        completion = int(checkpoint.get("completion_tokens", 0))
+        lane = next((x for x in catalog.lanes if x.lane_id == checkpoint.get("lane_id")), None)
+        charge = Money.zero()
+        if lane is not None:
+            charge = Money.usd_ceil(
+                token_cost(prompt, completion, lane.price.input_per_mtok, lane.price.output_per_mtok)
+            )
+        charged = min(charge, hold.amount)
+        message = "the request stopped before it settled; charged the usage last recorded"
+        outcome = {
+            "state": "failed",
+            "state_changed_at": at,
+            "completed_at": at,
+            "settled_at": at,
+            "counts": {"total": 1, "pending": 0, "running": 0, "completed": 0, "failed": 1, "canceled": 0},
+            "usage": {"prompt_tokens": prompt, "completion_tokens": completion},
+            "execution_summary": {"latest_error": message},
+            "billing": {
+                "basis": "direct",
+                "final_settled_price": charged.to_api(),
+                "credit_reserved": hold.amount.to_api(),
+                "credit_charged": charged.to_api(),
+                "credit_released": (hold.amount - charged).to_api(),
+                "settled_at": at,
+                "recovered_by": "sweeper",
+            },
+        }
+        result = records.settle(
+            hold.org_id,
+            hold.reservation_id,
+            batch_id=hold.ref,
+            charge=charge,
+            at=at,
+            period_keys=period_keys(now, "UTC").values(),
+            outcome=outcome,
+        )
+        if not result.replayed:
+            report.settled.append(hold.reservation_id)
+            report.charged_micros += result.charged.micros
     return report

@@ -162,15 +162,27 @@ class LedgerStore(DynamoStore):
         ref: str,
         period_key: str | None = None,
         expires_at: str | None = None,
+        reserved_at_most: int | None = None,
     ) -> list[TransactItem]:
         """The items of a reservation, for ONE TransactWriteItems with the caller's own items
         (batch create adds the batch and its idempotency record): take `amount` from the
         available balance (refused by the condition when it does not cover it), write the
         pending reservation (refused if the id exists) and its ledger entry. Keep the three
         together and in this order; `reservation_refusal(exc, offset=...)` reads a refusal.
-        `period_key` (the spend period the reservation opened in) is informational."""
+        `period_key` (the spend period the reservation opened in) is informational.
+        `reserved_at_most` also refuses the wallet item when the org's in-flight credit before
+        this reservation exceeds it (a hard spending limit checked in the same write:
+        docs/chat.md)."""
         if amount.micros <= 0:
             raise ValueError("a reservation must be positive")
+        condition = (
+            "(available_micros >= :amount "
+            "OR (attribute_not_exists(available_micros) AND balance_micros >= :amount))"
+        )
+        wallet_values: dict[str, Any] = {":amount": amount.micros}
+        if reserved_at_most is not None:
+            condition += " AND reserved_micros <= :reserved_cap"
+            wallet_values[":reserved_cap"] = reserved_at_most
         reservation = {
             "pk": _pk(org_id),
             "sk": _RESERVATION_PREFIX + reservation_id,
@@ -193,9 +205,8 @@ class LedgerStore(DynamoStore):
                 _wallet_key(org_id),
                 "SET reserved_micros = reserved_micros + :amount, "
                 "available_micros = if_not_exists(available_micros, balance_micros) - :amount",
-                condition="available_micros >= :amount "
-                "OR (attribute_not_exists(available_micros) AND balance_micros >= :amount)",
-                values={":amount": amount.micros},
+                condition=condition,
+                values=wallet_values,
             ),
             self._put(reservation),
             self._entry_item(
@@ -327,19 +338,39 @@ class LedgerStore(DynamoStore):
         at: str,
         period_keys: Iterable[str],
         memo: str = "",
+        extra_items: Iterable[TransactItem] = (),
     ) -> SettlementResult:
         """Resolve a pending reservation exactly once: charge the actual cost (capped at the
         reservation; the rest of the cost is absorbed), release the remainder, and add the
         charge to the spend counters `period_keys` (the daily and monthly keys of `at` in the
         billing controls' zone: `domain.ledger.period_keys(...).values()`). A repeat returns
-        the stored outcome (`replayed=True`) and writes nothing."""
+        the stored outcome (`replayed=True`) and writes nothing. `extra_items` ride in the same
+        transaction (a chat request record's outcome), so they are written exactly once too."""
         if charge.micros < 0:
             raise ValueError("a charge is never negative")
-        return self._resolve(org_id, reservation_id, cost=charge, at=at, memo=memo, keys=tuple(period_keys))
+        return self._resolve(
+            org_id,
+            reservation_id,
+            cost=charge,
+            at=at,
+            memo=memo,
+            keys=tuple(period_keys),
+            extra=tuple(extra_items),
+        )
 
-    def release(self, org_id: str, reservation_id: str, *, at: str, memo: str = "") -> SettlementResult:
+    def release(
+        self,
+        org_id: str,
+        reservation_id: str,
+        *,
+        at: str,
+        memo: str = "",
+        extra_items: Iterable[TransactItem] = (),
+    ) -> SettlementResult:
         """Void a pending reservation: nothing charged, all of it released (exactly once)."""
-        return self._resolve(org_id, reservation_id, cost=None, at=at, memo=memo, keys=())
+        return self._resolve(
+            org_id, reservation_id, cost=None, at=at, memo=memo, keys=(), extra=tuple(extra_items)
+        )
 
     def _resolve(
         self,
@@ -350,6 +381,7 @@ class LedgerStore(DynamoStore):
         at: str,
         memo: str,
         keys: tuple[str, ...],
+        extra: tuple[TransactItem, ...] = (),
     ) -> SettlementResult:
         for _ in range(_ATTEMPTS):
             current = self.reservation(org_id, reservation_id)
@@ -360,7 +392,7 @@ class LedgerStore(DynamoStore):
             resolved = resolve(current, cost=0 if cost is None else cost.micros, at=at, void=cost is None)
             try:
                 self.dynamodb.transact_write_items(
-                    TransactItems=self._resolution_items(resolved, memo=memo, keys=keys)
+                    TransactItems=[*self._resolution_items(resolved, memo=memo, keys=keys), *extra]
                 )
             except ClientError as exc:
                 codes = cancellation_codes(exc)

@@ -1,0 +1,435 @@
+"""What the chat endpoint adds over calling the same simulated provider directly, and how many
+AWS calls a direct request makes before its first byte. One run measures both:
+
+1. Latency. The local stack is started exactly as `make run` starts it (its own process,
+   moto server, uvicorn; tests/e2e/local_stack.py), with the simulated providers' time to
+   first token and inter-token delay set by `--ttft-ms` / `--inter-token-ms`. Each round
+   streams one request (`stream: true`, `include_usage`, pinned to one lane with
+   `provider_preferences {only: [edge-eu], allow_fallbacks: false}`) over HTTP with httpx,
+   and calls the same simulated provider (`SimulatedSyncProvider`, same settings, same
+   request) in this process. TTFB = the first content delta; total = `[DONE]` (service) or
+   `StreamEnd` (provider). Rounds alternate the two so both see the same machine noise; the
+   added latency is the per-round difference, reported at p50 and p99. The baseline has no
+   HTTP hop at all, so the figure includes localhost HTTP + SSE framing: conservative.
+2. AWS calls. The same app, in process on moto (`mock_aws`, provisioned as the integration
+   tests are), serves `--count-requests` warm requests while botocore's `before-call` hooks
+   on every cached client count calls; a patched provider `stream()` marks the moment the
+   provider is called (nothing reaches the client before it). Calls up to that moment are the
+   hot path before the first byte.
+
+Run with `.venv/bin/python bench/chat_overhead.py [--rounds 200] [--warmup 20]`. Exits 1 when a
+goal is missed: at most 3 AWS calls before the first byte; p50 added TTFB and total <= 24 ms
+(2 x LiteLLM's published 12 ms overhead).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+MODEL = "meta-llama/Llama-3.1-8B-Instruct"
+PROVIDER = "edge-eu"
+GOAL_CALLS = 3
+GOAL_ADDED_MS = 24.0
+
+
+def _body(stream: bool = True) -> dict[str, Any]:
+    return {
+        "model": MODEL,
+        "messages": [{"role": "user", "content": "Summarize the routing receipt in one line."}],
+        "max_tokens": 32,
+        "stream": stream,
+        **({"stream_options": {"include_usage": True}} if stream else {}),
+        "provider_preferences": {"only": [PROVIDER], "allow_fallbacks": False},
+    }
+
+
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
+
+
+# -- 1. latency against the local stack ---------------------------------------------------------
+def _start(args: argparse.Namespace, probe_out: Path | None) -> Any:
+    """The local stack as `make run` starts it; with `probe_out`, the same runner under
+    bench/chat_probe.py's timing probes (their records go to that file)."""
+    from tests.e2e.local_stack import start_stack
+
+    extra = {
+        "SIMULATED_TTFT_MS": str(args.ttft_ms),
+        "SIMULATED_INTER_TOKEN_MS": str(args.inter_token_ms),
+        "RATE_LIMIT_PER_KEY": "1000000",
+        "RATE_LIMIT_PER_ACCOUNT": "1000000",
+    }
+    os.environ.update(extra)
+    # start_stack keeps only variables that are not settings; pass these through its env hook.
+    import tests.e2e.local_stack as local_stack
+
+    original_popen = local_stack.subprocess.Popen
+
+    def popen(cmd: Any, **kwargs: Any) -> Any:
+        kwargs["env"] = {**kwargs["env"], **extra}
+        if probe_out is not None:
+            kwargs["env"]["CHAT_PROBE_OUT"] = str(probe_out)
+            cmd = [sys.executable, str(REPO / "bench" / "chat_probe.py")]
+        return original_popen(cmd, **kwargs)
+
+    local_stack.subprocess.Popen = popen  # type: ignore[assignment]
+    try:
+        return start_stack(Path(tempfile.mkdtemp(prefix="chat-bench-")))
+    finally:
+        local_stack.subprocess.Popen = original_popen  # type: ignore[assignment]
+
+
+def run_rounds(args: argparse.Namespace, rounds: int, probe_out: Path | None = None) -> list[dict[str, Any]]:
+    """`args.warmup` + `rounds` alternating rounds (provider directly, then the service);
+    returns the measured rounds' client-side times (absolute perf_counter values too)."""
+    from batchroute.providers.base import ProviderRequest, StreamDelta, StreamEnd
+    from batchroute.providers.simulated import SimulatedSyncProvider, SimulationConfig
+    from tests.e2e.local_stack import stop_stack
+
+    stack = _start(args, probe_out)
+    config = SimulationConfig(
+        ttft_seconds=args.ttft_ms / 1000, inter_token_seconds=args.inter_token_ms / 1000
+    )
+    provider = SimulatedSyncProvider(PROVIDER, config)
+    request = ProviderRequest(
+        custom_id="chat",
+        customer_item_id="chat",
+        operation="responses",
+        model=MODEL,
+        provider_model_id=MODEL,
+        input={k: v for k, v in _body().items() if k in ("messages", "max_tokens")},
+        max_output_tokens=32,
+    )
+    rows: list[dict[str, Any]] = []
+    try:
+        with httpx.Client(base_url=stack.base_url, timeout=30) as api:
+            created = api.post(
+                "/v1/auth/agent-register",
+                json={"email": f"bench-{uuid.uuid4().hex[:8]}@example.com", "password": "bench password 1"},
+            )
+            headers = {"Authorization": f"Bearer {created.json()['api_key']}"}
+            for n in range(args.warmup + rounds):
+                direct_ttfb, direct_total = _provider_round(provider, request, StreamDelta, StreamEnd)
+                service = _service_round(api, headers)
+                if n >= args.warmup:
+                    rows.append({"direct_ttfb": direct_ttfb, "direct_total": direct_total, **service})
+    finally:
+        stop_stack(stack)
+    return rows
+
+
+def measure_latency(args: argparse.Namespace) -> dict[str, Any]:
+    rows = run_rounds(args, args.rounds)
+
+    def summary(key: str) -> dict[str, float]:
+        values = [row[key] * 1000 for row in rows]
+        return {"p50_ms": round(_pct(values, 0.5), 2), "p99_ms": round(_pct(values, 0.99), 2)}
+
+    added = {
+        "ttfb": [(r["service_ttfb"] - r["direct_ttfb"]) * 1000 for r in rows],
+        "total": [(r["service_total"] - r["direct_total"]) * 1000 for r in rows],
+        "end": [(r["service_end"] - r["direct_total"]) * 1000 for r in rows],
+    }
+    return {
+        "rounds": len(rows),
+        "completion_tokens": int(statistics.median(r["tokens"] for r in rows)),
+        "provider_direct": {"ttfb": summary("direct_ttfb"), "total": summary("direct_total")},
+        "service": {
+            "ttfb": summary("service_ttfb"),
+            "total": summary("service_total"),
+            "end": summary("service_end"),
+        },
+        "added": {
+            name: {"p50_ms": round(_pct(v, 0.5), 2), "p99_ms": round(_pct(v, 0.99), 2)}
+            for name, v in added.items()
+        },
+    }
+
+
+def _provider_round(provider: Any, request: Any, delta: type, end: type) -> tuple[float, float]:
+    started = time.perf_counter()
+    ttfb = 0.0
+    for event in provider.stream(request):
+        if isinstance(event, delta) and not ttfb:
+            ttfb = time.perf_counter() - started
+        if isinstance(event, end):
+            break
+    return ttfb, time.perf_counter() - started
+
+
+def _service_round(api: httpx.Client, headers: dict[str, str]) -> dict[str, Any]:
+    """One streamed request. TTFB = the first content delta; total = `[DONE]`; end = the
+    response's end (what an SDK that reads to the end waits for)."""
+    request_id = uuid.uuid4().hex
+    started = time.perf_counter()
+    ttfb = done = 0.0
+    tokens = 0
+    with api.stream(
+        "POST", "/v1/chat/completions", json=_body(), headers={**headers, "x-request-id": request_id}
+    ) as response:
+        if response.status_code != 200:
+            raise SystemExit(f"the service answered {response.status_code}: {response.read()!r}")
+        for line in response.iter_lines():
+            if not line.startswith("data: "):
+                continue
+            data = line[len("data: ") :]
+            if data == "[DONE]":
+                done = time.perf_counter()
+                continue
+            event = json.loads(data)
+            if not ttfb and event["choices"] and event["choices"][0]["delta"].get("content"):
+                ttfb = time.perf_counter()
+            if event.get("usage"):
+                tokens = int(event["usage"]["completion_tokens"])
+    end = time.perf_counter()
+    return {
+        "request_id": request_id,
+        "client_start": started,
+        "client_first_content": ttfb,
+        "client_done": done,
+        "service_ttfb": ttfb - started,
+        "service_total": done - started,
+        "service_end": end - started,
+        "tokens": tokens,
+    }
+
+
+# -- 1b. where the added time goes (the probed stack) ------------------------------------------
+def measure_breakdown(args: argparse.Namespace) -> dict[str, Any]:
+    """The same rounds against the same runner under bench/chat_probe.py, joined per request
+    (x-request-id) with what the service, botocore and moto's server measured. The probes cost
+    a little themselves: these rounds' totals are a touch above the plain run's."""
+    out = Path(tempfile.mkdtemp(prefix="chat-probe-")) / "probe.jsonl"
+    rows = run_rounds(args, args.breakdown_rounds, probe_out=out)
+    time.sleep(0.5)  # the last answer's record is written once its settlement ended
+    records = {}
+    for line in out.read_text(encoding="utf-8").splitlines():
+        record = json.loads(line)
+        records[record["request_id"]] = record
+    joined = [(row, records[row["request_id"]]) for row in rows if row["request_id"] in records]
+    parts = [_parts(row, record, args) for row, record in joined]
+    keys = list(dict.fromkeys(key for p in parts for key in p))
+    # A part missing from a request (the lane-state Query, every 15 s) counts over those that have it.
+    return {
+        "rounds": len(parts),
+        "records": str(out),
+        "p50_ms": {key: round(statistics.median(p[key] for p in parts if key in p), 2) for key in keys},
+        "p99_ms": {key: round(_pct([p[key] for p in parts if key in p], 0.99), 2) for key in keys},
+        "moto_tables_copied_per_hold": _tables_copied(joined[-1][1]) if joined else {},
+    }
+
+
+def _tables_copied(record: dict[str, Any]) -> dict[str, int]:
+    """Item counts of the tables moto deep-copied for the last request's hold transaction."""
+    for call in record["aws"]:
+        if call["op"].endswith("TransactWriteItems"):
+            for http in call["http"]:
+                if http["server"]:
+                    return dict(http["server"]["items"])
+    return {}
+
+
+def _parts(row: dict[str, Any], record: dict[str, Any], args: argparse.Namespace) -> dict[str, float]:
+    """One request's time, in ms, split into named parts (see BREAKDOWN in the docstring)."""
+    ms = 1000.0
+    spans: dict[str, list[list[float]]] = {}
+    for name, start, end in record["spans"]:
+        spans.setdefault(name, []).append([start, end])
+    provider_start = spans["provider_first_byte"][0][0]
+    provider_end = spans["provider_first_byte"][0][1]
+    sends = record["sends"]
+    first_content = next(t for t, kind in sends if kind == "content")
+    done_sent = next(t for t, kind in sends if kind == "done")
+    end_sent = next(t for t, kind in sends if kind == "end")
+    out: dict[str, float] = {
+        "added_ttfb": (row["service_ttfb"] - row["direct_ttfb"]) * ms,
+        "added_total": (row["service_total"] - row["direct_total"]) * ms,
+        "client_to_asgi": (record["asgi_start"] - row["client_start"]) * ms,
+        "asgi_to_provider_call": (provider_start - record["asgi_start"]) * ms,
+    }
+    before = [c for c in record["aws"] if c["start"] < provider_start]
+    for call in before:
+        op = call["op"].split(":")[1]
+        http = call["http"]
+        server = [h["server"] for h in http if h["server"]]
+        wall = (call["end"] - call["start"]) * ms
+        http_wall = sum(h["end"] - h["start"] for h in http) * ms
+        server_wall = sum(s["wall"] for s in server) * ms
+        out[f"aws.{op}"] = wall
+        out[f"aws.{op}.client_botocore"] = wall - http_wall
+        out[f"aws.{op}.loopback_http"] = http_wall - server_wall
+        out[f"aws.{op}.moto_server"] = server_wall
+        out[f"aws.{op}.moto_server_cpu"] = sum(s["cpu"] for s in server) * ms
+        if any(s["deepcopy"] for s in server):
+            out[f"aws.{op}.moto_deepcopy"] = sum(s["deepcopy"] for s in server) * ms
+    aws_before = sum((c["end"] - c["start"]) for c in before) * ms
+    hops_before = [h for h in record["hops"] if h[0] < provider_start]
+    hop_wait = sum((h[1] - h[0]) + (h[3] - h[2]) for h in hops_before) * ms
+    out["aws_before_first_byte"] = aws_before
+    out["thread_hops_before_first_byte"] = float(len(hops_before))
+    out["thread_hop_wait_before_first_byte"] = hop_wait
+    out["service_python_before_provider"] = out["asgi_to_provider_call"] - aws_before - hop_wait
+    out["provider_first_byte_in_service"] = (provider_end - provider_start) * ms
+    out["provider_first_byte_minus_direct"] = (provider_end - provider_start - row["direct_ttfb"]) * ms
+    out["provider_first_byte_to_first_content_sent"] = (first_content - provider_end) * ms
+    out["first_content_sent_to_client"] = (row["client_first_content"] - first_content) * ms
+    deltas = [h for h in record["hops"] if h[0] >= first_content and h[0] < done_sent]
+    out["stream_hops"] = float(len(deltas))
+    out["stream_hop_wait_total"] = sum((h[1] - h[0]) + (h[3] - h[2]) for h in deltas) * ms
+    out["first_content_to_done_sent"] = (done_sent - first_content) * ms
+    out["done_sent_to_client"] = (row["client_done"] - done_sent) * ms
+    settle = spans.get("settle", [[0.0, 0.0]])[-1]
+    out["settlement_after_done"] = (settle[1] - settle[0]) * ms
+    out["done_sent_to_response_end"] = (end_sent - done_sent) * ms
+    client_end = row["client_start"] + row["service_end"]
+    out["response_end_after_done_client"] = (client_end - row["client_done"]) * ms
+    return out
+
+
+# -- 2. AWS calls on the hot path ---------------------------------------------------------------
+def count_calls(requests: int) -> dict[str, Any]:
+    os.environ.setdefault("ENVIRONMENT", "local")
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "POWERTOOLS_TRACE_DISABLED": "1",
+    }.items():
+        os.environ.setdefault(name, value)
+    os.environ.pop("AWS_ENDPOINT_URL", None)
+    from fastapi.testclient import TestClient
+    from moto import mock_aws
+
+    from batchroute import resources
+    from batchroute.adapters.aws import client, reset_clients
+    from batchroute.config import get_settings
+    from batchroute.providers.simulated import SimulatedSyncProvider
+    from batchroute_tools.local.provision import LOCAL_ACCOUNT, LOCAL_REGION, provision
+
+    with mock_aws():
+        reset_clients()
+        stack = provision(
+            prefix=resources.resource_prefix("local"),
+            account=LOCAL_ACCOUNT,
+            region=LOCAL_REGION,
+            endpoint_url=None,
+        )
+        os.environ.update(
+            {
+                "QUEUE_URLS": json.dumps(stack.queue_urls),
+                "BUCKETS": json.dumps(stack.buckets),
+                "STATE_MACHINE_ARN": stack.state_machine_arn,
+                "KMS_KEY_ID": stack.kms_key_id,
+                "SIMULATED_TTFT_MS": "0",
+                "SIMULATED_INTER_TOKEN_MS": "0",
+            }
+        )
+        get_settings.cache_clear()
+        from functions.api.app import create_app
+        from functions.api.auth import identity_store
+        from tests.integration.batch_pipeline_support import heartbeat_all_lanes
+        from tests.integration.principals import new_org
+
+        identity_store.cache_clear()
+        heartbeat_all_lanes()
+        org = new_org(credit_usd="100")
+        headers = org.key_headers()
+        calls: list[str] = []
+        before_first_byte: list[list[str]] = []
+        per_request: list[int] = []
+        original = SimulatedSyncProvider.stream
+
+        def stream(self: SimulatedSyncProvider, request: Any) -> Iterator[Any]:
+            before_first_byte.append(list(calls))
+            return original(self, request)
+
+        def count(event_name: str, **_: Any) -> None:
+            _, service, operation = event_name.split(".")
+            calls.append(f"{service}:{operation}")
+
+        SimulatedSyncProvider.stream = stream  # type: ignore[method-assign]
+        try:
+            with TestClient(create_app(get_settings())) as test_client:
+                assert (
+                    test_client.post("/v1/chat/completions", json=_body(), headers=headers).status_code == 200
+                )
+                services = ("dynamodb", "s3", "sqs", "stepfunctions", "kms", "secretsmanager", "ses")
+                for service in services:
+                    client(service).meta.events.register(f"before-call.{service}", count)
+                before_first_byte.clear()
+                for _ in range(requests):
+                    calls.clear()
+                    response = test_client.post("/v1/chat/completions", json=_body(), headers=headers)
+                    assert response.status_code == 200, response.text
+                    per_request.append(len(calls))
+                for service in services:
+                    client(service).meta.events.unregister(f"before-call.{service}", count)
+        finally:
+            SimulatedSyncProvider.stream = original  # type: ignore[method-assign]
+            get_settings.cache_clear()
+            reset_clients()
+    hot = [len(c) for c in before_first_byte]
+    return {
+        "requests": requests,
+        "before_first_byte_max": max(hot),
+        "before_first_byte": dict(Counter(before_first_byte[-1])),
+        "per_request_total_max": max(per_request),
+        "cold_lane_cache_extra": "1 dynamodb:Query every CHAT_LANE_STATE_TTL_SECONDS (15 s) per process",
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=200)
+    parser.add_argument("--warmup", type=int, default=20)
+    parser.add_argument("--ttft-ms", type=int, default=150)
+    parser.add_argument("--inter-token-ms", type=int, default=15)
+    parser.add_argument("--count-requests", type=int, default=20)
+    parser.add_argument("--breakdown-rounds", type=int, default=100)
+    args = parser.parse_args()
+    started = time.time()
+    calls = count_calls(args.count_requests)
+    latency = measure_latency(args)
+    breakdown = measure_breakdown(args) if args.breakdown_rounds else None
+    report = {
+        "machine": f"{platform.machine()} {os.cpu_count()} cpu, {platform.system()} {platform.release()}",
+        "python": platform.python_version(),
+        "date": time.strftime("%Y-%m-%d", time.gmtime(started)),
+        "settings": {"ttft_ms": args.ttft_ms, "inter_token_ms": args.inter_token_ms},
+        "aws_calls": calls,
+        "latency": latency,
+        "breakdown": breakdown,
+        "load_average": os.getloadavg(),
+    }
+    print(json.dumps(report, indent=2))
+    missed = []
+    if calls["before_first_byte_max"] > GOAL_CALLS:
+        missed.append(f"{calls['before_first_byte_max']} AWS calls before the first byte (goal {GOAL_CALLS})")
+    for name in ("ttfb", "total"):
+        if latency["added"][name]["p50_ms"] > GOAL_ADDED_MS:
+            missed.append(f"p50 added {name} {latency['added'][name]['p50_ms']} ms (goal {GOAL_ADDED_MS} ms)")
+    for line in missed:
+        print(f"GOAL MISSED: {line}", file=sys.stderr)
+    return 1 if missed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

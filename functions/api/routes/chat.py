@@ -1,0 +1,359 @@
+"""Chat completions: direct (JSON or a server-sent event stream) and queued (a chat job).
+
+Everything before the first byte runs in one worker thread (`DirectChat.open`): plan, hold,
+provider first byte with failover. Only then is the answer started, with the serving
+provider in `x-service-provider` (and `provider` in the body). A stream's provider events
+are read by one thread of their own (`_Pump`), which hands each delta to the event loop as
+it arrives, so the provider is never kept waiting on the loop and each delta is sent at
+once. The answer's response object settles the hold once the answer has ended (the last
+byte is not held back by the settlement), shielded from the cancellation a client
+disconnect brings; a stream that stops early closes the upstream call first.
+docs/chat.md is the long form.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import AsyncIterator
+from typing import Annotated, Any
+
+import anyio
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from starlette.concurrency import run_in_threadpool
+from starlette.types import Receive, Scope, Send
+
+from batchroute.adapters.dynamo.batch_records import BatchRecords
+from batchroute.adapters.dynamo.chat_holds import ChatHoldStore
+from batchroute.adapters.dynamo.controls import ControlsStore
+from batchroute.adapters.dynamo.lanes import LaneStateStore
+from batchroute.adapters.dynamo.ledger import LedgerStore
+from batchroute.adapters.s3_objects import S3Objects
+from batchroute.catalog import builtin_catalog
+from batchroute.clock import Clock
+from batchroute.config import Settings
+from batchroute.domain.access import Principal
+from batchroute.domain.chat_objects import DONE_EVENT, chat_completion, chunk, sse, usage_object
+from batchroute.domain.chat_requests import parse_chat_request
+from batchroute.errors import InvalidRequest
+from batchroute.observability import logger
+from batchroute.providers.base import StreamDelta, StreamEnd
+from batchroute.providers.registry import ProviderRegistry, provider_registry
+from batchroute.services.catalog import guards_for
+from batchroute.services.chat_direct import DirectCall, DirectChat, DirectOptions
+from batchroute.services.chat_jobs import ChatJobs
+from batchroute.services.chat_state import HoldKeeper, LaneStateCache, LaneStats
+from functions.api.auth import require
+from functions.api.deps import ClockDep, SettingsDep
+from functions.api.envelope import ErrorEnvelope
+from functions.api.routes.batches import batch_service
+from functions.api.routes.files import file_service
+from functions.api.routes.quotes import quote_service
+
+router = APIRouter(tags=["chat"])
+
+PROVIDER_HEADER = "x-service-provider"
+LANE_HEADER = "x-service-lane"
+BATCH_HEADER = "x-service-batch-id"
+
+
+def _error(description: str) -> dict[str, Any]:
+    return {"model": ErrorEnvelope, "description": description}
+
+
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    400: _error(
+        "Invalid body (`invalid_request`, `model_not_found`), `stream_not_supported_for_batch`, "
+        "`no_direct_lane`, or the provider refused the request (`provider_rejected`)"
+    ),
+    401: _error("Missing or invalid credentials"),
+    402: _error("`insufficient_funds`: the balance does not cover the hold"),
+    403: _error("`spending_limit_reached` under a hard limit, or a role that may not create work"),
+    404: _error("No such chat job (`chat_job_not_found`)"),
+    503: _error("`provider_unavailable`: no lane answered; nothing was charged"),
+}
+
+
+class _Runtime:
+    """What outlives a request in this process: the caches and the observed lane records."""
+
+    def __init__(self, settings: Settings, clock: Clock) -> None:
+        ledger = LedgerStore(settings.table_name("ledger"))
+        self.store = ChatHoldStore(
+            ledger=ledger,
+            batches_table=settings.table_name("batches"),
+            controls_table=settings.table_name("controls"),
+        )
+        self.lanes = LaneStateCache(
+            LaneStateStore(settings.table_name("controls")), settings.chat_lane_state_ttl_seconds
+        )
+        self.stats = LaneStats()
+        self.holds = HoldKeeper(self.store, clock)
+        self.providers: ProviderRegistry = provider_registry(settings)
+        self.controls = ControlsStore(settings.table_name("controls"))
+
+
+_RUNTIMES: dict[tuple[int, int], tuple[Settings, Clock, _Runtime]] = {}
+_RUNTIMES_LOCK = threading.Lock()
+
+
+def _runtime(settings: Settings, clock: Clock) -> _Runtime:
+    """One per app (settings) and clock: a warm process reuses its caches across requests."""
+    key = (id(settings), id(clock))
+    with _RUNTIMES_LOCK:
+        found = _RUNTIMES.get(key)
+        if found is None or found[0] is not settings or found[1] is not clock:
+            if len(_RUNTIMES) >= 8:
+                _RUNTIMES.clear()  # test suites build many apps; a deployed process has one
+            found = (settings, clock, _Runtime(settings, clock))
+            _RUNTIMES[key] = found
+        return found[2]
+
+
+def direct_chat(settings: SettingsDep, clock: ClockDep) -> DirectChat:
+    runtime = _runtime(settings, clock)
+    return DirectChat(
+        catalog=builtin_catalog(),
+        lanes=runtime.lanes,
+        stats=runtime.stats,
+        holds=runtime.holds,
+        store=runtime.store,
+        providers=runtime.providers,
+        controls=runtime.controls,
+        guards=guards_for(settings),
+        clock=clock,
+        options=DirectOptions(
+            first_byte_timeout_seconds=settings.chat_first_byte_timeout_seconds,
+            checkpoint_seconds=settings.chat_usage_checkpoint_seconds,
+        ),
+    )
+
+
+def chat_jobs(settings: Settings, clock: Clock) -> ChatJobs:
+    """Built only for queued requests and job reads (the direct path needs none of it)."""
+    batches = batch_service(settings, clock, quote_service(settings, clock, file_service(settings, clock)))
+    return ChatJobs(
+        batches=batches,
+        records=BatchRecords(settings.table_name("batches")),
+        artifacts=S3Objects(settings.buckets["artifacts"]),
+    )
+
+
+DirectDep = Annotated[DirectChat, Depends(direct_chat)]
+Creator = Annotated[Principal, Depends(require("batches:create"))]
+Reader = Annotated[Principal, Depends(require("batches:read"))]
+
+
+@router.post(
+    "/v1/chat/completions",
+    responses={
+        200: {
+            "description": "`chat.completion` (JSON), or with `stream: true` a `text/event-stream` of "
+            "`chat.completion.chunk` events ending with `data: [DONE]`",
+        },
+        202: {"description": "Queued (`batch`): the chat job"},
+        **_ERRORS,
+    },
+    summary="A chat completion: direct (optionally streamed) or queued as a one-item batch",
+)
+async def create_chat_completion(
+    request: Request, principal: Creator, direct: DirectDep, settings: SettingsDep, clock: ClockDep
+) -> Response:
+    try:
+        body = json.loads(await request.body())
+    except (ValueError, UnicodeDecodeError):
+        raise InvalidRequest("The request body is not valid JSON.", code="invalid_json") from None
+    chat = parse_chat_request(body, direct.catalog)
+    if chat.queue is not None:
+        job = await run_in_threadpool(chat_jobs(settings, clock).queue, principal, chat)
+        return JSONResponse(job, status_code=202)
+    call = await run_in_threadpool(direct.open, principal, chat)
+    headers = {PROVIDER_HEADER: call.provider, LANE_HEADER: call.lane.lane_id, BATCH_HEADER: call.batch_id}
+    if chat.stream:
+        stream = _Stream(call)
+        return ChatEventStream(_events(stream), stream, headers=headers)
+    try:
+        await run_in_threadpool(_drain, call)
+    except BaseException:
+        with anyio.CancelScope(shield=True):
+            await run_in_threadpool(call.finish)
+        raise
+    usage = call.usage_so_far()
+    completion = chat_completion(
+        completion=call.completion_id,
+        created=call.created,
+        model=chat.model,
+        content=call.content,
+        finish_reason=call.finish_reason,
+        prompt_tokens=usage.prompt_tokens,
+        completion_tokens=usage.completion_tokens,
+        provider=call.provider,
+    )
+    return ChatCompletionResponse(completion, call, headers=headers)
+
+
+@router.get(
+    "/v1/chat/completions/{job_id}",
+    responses=_ERRORS,
+    summary="A queued chat job: `result` is the chat.completion once completed, `error` once failed",
+)
+def get_chat_job(job_id: str, principal: Reader, settings: SettingsDep, clock: ClockDep) -> dict[str, Any]:
+    return chat_jobs(settings, clock).get(principal, job_id)
+
+
+def _drain(call: DirectCall) -> None:
+    while call.next_event() is not None:
+        pass
+
+
+class _Pump:
+    """Reads the provider's events in a thread of its own and hands each to the event loop
+    as soon as it arrives. The provider keeps its own pace (the loop never stands between
+    two of its deltas) and a delta costs one wake-up of the loop, not a round trip through
+    the thread pool. `stop()` asks it to stop after the event it is waiting for; `join()`
+    waits for that (the call may then be closed: a generator cannot be closed while it runs)."""
+
+    def __init__(self, call: DirectCall) -> None:
+        self._call = call
+        self._loop = asyncio.get_running_loop()
+        self._queue: asyncio.Queue[StreamDelta | StreamEnd | BaseException | None] = asyncio.Queue()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="chat-stream", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                item = self._call.next_event()
+                self._hand_over(item)
+                if item is None or isinstance(item, StreamEnd):
+                    return
+        except BaseException as exc:  # handed to the loop, which raises it in the answer
+            self._hand_over(exc)
+
+    def _hand_over(self, item: StreamDelta | StreamEnd | BaseException | None) -> None:
+        try:
+            self._loop.call_soon_threadsafe(self._queue.put_nowait, item)
+        except RuntimeError:  # the loop is gone: nobody is reading any more
+            self._stop.set()
+
+    async def next(self) -> StreamDelta | StreamEnd | None:
+        item = await self._queue.get()
+        if isinstance(item, BaseException):
+            raise item
+        return item
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def join(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+class _Stream:
+    """One streamed answer: its call, its pump once started, how it ended."""
+
+    def __init__(self, call: DirectCall) -> None:
+        self.call = call
+        self.pump: _Pump | None = None
+        self.error: str | None = "client_disconnected"
+
+    def start(self) -> _Pump:
+        self.pump = _Pump(self.call)
+        return self.pump
+
+    def finish(self) -> None:
+        """Stop reading the provider, then close it if it is still going and settle, once."""
+        if self.pump is not None:
+            self.pump.join()
+        call = self.call
+        call.finish(error=self.error if not call.finished else None)
+
+
+async def _events(stream: _Stream) -> AsyncIterator[bytes]:
+    """The SSE body: a role chunk at once (the provider's first byte has arrived), one chunk
+    per delta as it comes, the finish chunk, the usage chunk (include_usage), [DONE]."""
+    call = stream.call
+    request = call.request
+    include_usage = request.include_usage
+
+    def event(**fields: Any) -> bytes:
+        return sse(
+            chunk(
+                completion=call.completion_id,
+                created=call.created,
+                model=request.model,
+                provider=call.provider,
+                include_usage=include_usage,
+                **fields,
+            )
+        )
+
+    pump: _Pump | None = None
+    try:
+        yield event(delta={"role": "assistant", "content": ""})
+        pump = stream.start()
+        while True:
+            item = await pump.next()
+            if isinstance(item, StreamDelta):
+                yield event(delta={"content": item.text})
+            elif isinstance(item, StreamEnd) or item is None:
+                break
+        yield event(delta={}, finish_reason=call.finish_reason)
+        if include_usage:
+            usage = call.usage_so_far()
+            yield event(usage=usage_object(usage.prompt_tokens, usage.completion_tokens))
+        yield DONE_EVENT
+        stream.error = None
+    except Exception:
+        logger.exception("chat stream failed", extra={"batch_id": call.batch_id})
+        stream.error = "stream_failed"
+        raise
+    finally:
+        if pump is not None:
+            pump.stop()  # the answer's response settles once it has ended (ChatEventStream)
+
+
+class ChatEventStream(StreamingResponse):
+    """An SSE answer that, however it ends, closes its body generator, stops and closes the
+    upstream call if still going, and settles the hold, after the last byte has been sent."""
+
+    def __init__(self, body: AsyncIterator[bytes], stream: _Stream, *, headers: dict[str, str]) -> None:
+        super().__init__(
+            body,
+            media_type="text/event-stream",
+            headers={**headers, "cache-control": "no-cache", "x-accel-buffering": "no"},
+        )
+        self._body = body
+        self._stream = stream
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            with anyio.CancelScope(shield=True):
+                aclose = getattr(self._body, "aclose", None)
+                try:
+                    if aclose is not None:
+                        await aclose()
+                finally:
+                    await anyio.to_thread.run_sync(self._stream.finish)
+
+
+class ChatCompletionResponse(JSONResponse):
+    """A chat.completion whose hold is settled once the answer has been sent (the usage in
+    it is final: the provider's stream has ended)."""
+
+    def __init__(self, content: dict[str, Any], call: DirectCall, *, headers: dict[str, str]) -> None:
+        super().__init__(content, headers=headers)
+        self._call = call
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(self._call.finish)

@@ -1,0 +1,294 @@
+"""Chat holds in DynamoDB: the one write before a direct request's first byte, and its end.
+
+`open` is ONE TransactWriteItems over three tables:
+
+- ledger: the hold (a `chat_hold` reservation: wallet update conditioned on the available
+  balance, and on a hard limit's room; the reservation; its entry: `LedgerStore.reserve_items`);
+- batches: the request's record, `BATCH#<id>`/`META` with `source = chat_direct` (what makes
+  the batch behind a direct request visible and not cancellable);
+- controls: a ConditionCheck on the billing controls: either "no hard limit is active", or
+  "still the version the limit was read at"; with a hard limit also a ConditionCheck that
+  the period's spend counter has not grown past what was read.
+
+So the hold and the spending-limit check are one round trip, exact by construction: the
+wallet's `reserved_micros <= limit - spent - amount` plus `spent_micros <= spent read` give
+spent + in-flight + amount <= limit at the moment of the write. `settle` / `release` resolve
+the hold exactly once (`LedgerStore.settle`) with the record's outcome in the same
+transaction. docs/chat.md has the reasoning.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+
+from botocore.exceptions import ClientError
+
+from batchroute.adapters.dynamo.batch_records import batch_key
+from batchroute.adapters.dynamo.codec import from_item, is_condition_failure, set_clause, to_item, to_value
+from batchroute.adapters.dynamo.controls import CONTROLS_SK, _controls_from_item
+from batchroute.adapters.dynamo.ledger import (
+    LedgerStore,
+    TransactItem,
+    cancellation_codes,
+    is_transaction_conflict,
+)
+from batchroute.domain.billing_controls import BillingControls
+from batchroute.domain.ledger import SettlementResult, WalletState
+from batchroute.errors import TransientError
+from batchroute.money import Money
+
+_SPEND_PREFIX: Final = "SPEND#"
+# Positions in the open transaction: the three reserve items, then ours.
+_WALLET_AT, _RESERVATION_AT, _RECORD_AT, _CONTROLS_AT, _SPEND_AT = 0, 1, 3, 4, 5
+_NO_HARD_LIMIT: Final = (
+    "attribute_not_exists(pk) OR limit_enabled = :off OR limit_mode <> :hard "
+    "OR attribute_not_exists(limit_amount_micros) OR attribute_not_exists(limit_period)"
+)
+
+Refusal = Literal["funds", "controls_changed", "spend_moved", "conflict"]
+
+
+@dataclass(frozen=True)
+class LimitGuard:
+    """How a hold checks the org's spending limit inside its own transaction: `hard=False`
+    asserts there is no active hard limit; `hard=True` carries the limit as read."""
+
+    hard: bool = False
+    version: int = 0
+    limit_micros: int = 0
+    period: str | None = None
+    period_key: str | None = None
+    spent_micros: int = 0
+
+    def reserved_cap(self, amount: Money) -> int | None:
+        """The most the org may have in flight before this hold (None without a hard limit)."""
+        if not self.hard:
+            return None
+        return self.limit_micros - self.spent_micros - amount.micros
+
+
+class HoldRefused(Exception):
+    """The open transaction was refused; `reason` says by which condition."""
+
+    def __init__(self, reason: Refusal) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class ChatHoldStore:
+    def __init__(
+        self, *, ledger: LedgerStore, batches_table: str, controls_table: str, dynamodb: Any | None = None
+    ) -> None:
+        self.ledger = ledger
+        self.batches_table = batches_table
+        self.controls_table = controls_table
+        self._dynamodb = dynamodb
+
+    @property
+    def dynamodb(self) -> Any:
+        return self._dynamodb or self.ledger.dynamodb
+
+    # -- before the first byte -----------------------------------------------------------------
+    def open(
+        self,
+        *,
+        org_id: str,
+        hold_id: str,
+        amount: Money,
+        at: str,
+        record: Mapping[str, Any],
+        guard: LimitGuard,
+    ) -> None:
+        """The hold, the request record and the limit check in one transaction; HoldRefused
+        names the condition that failed."""
+        items: list[TransactItem] = [
+            *self.ledger.reserve_items(
+                org_id,
+                reservation_id=hold_id,
+                amount=amount,
+                at=at,
+                purpose="chat_hold",
+                ref=str(record["batch_id"]),
+                period_key=guard.period_key,
+                reserved_at_most=guard.reserved_cap(amount),
+            ),
+            self._record_put(record),
+            self._controls_check(org_id, guard),
+        ]
+        if guard.hard and guard.period_key is not None:
+            items.append(self._spend_check(org_id, guard))
+        try:
+            self.dynamodb.transact_write_items(TransactItems=items)
+        except ClientError as exc:
+            raise HoldRefused(_reason(exc)) from exc
+
+    def limit_inputs(
+        self, org_id: str, period_keys: Iterable[str]
+    ) -> tuple[BillingControls | None, dict[str, int]]:
+        """The billing controls and the given spend counters, in ONE BatchGetItem (consistent)."""
+        ledger_keys = [_ledger_key(org_id, _SPEND_PREFIX + key) for key in period_keys]
+        request: dict[str, Any] = {
+            self.controls_table: {
+                "Keys": [{"pk": {"S": f"ORG#{org_id}"}, "sk": {"S": CONTROLS_SK}}],
+                "ConsistentRead": True,
+            }
+        }
+        if ledger_keys:
+            request[self.ledger.table_name] = {"Keys": ledger_keys, "ConsistentRead": True}
+        found: list[dict[str, Any]] = []
+        while request:
+            response = self.dynamodb.batch_get_item(RequestItems=request)
+            for rows in response.get("Responses", {}).values():
+                found.extend(from_item(row) for row in rows)
+            request = response.get("UnprocessedKeys") or {}
+        controls = next((_controls_from_item(i) for i in found if i.get("sk") == CONTROLS_SK), None)
+        spent = {
+            str(i["sk"])[len(_SPEND_PREFIX) :]: int(i.get("spent_micros", 0))
+            for i in found
+            if str(i.get("sk", "")).startswith(_SPEND_PREFIX)
+        }
+        return controls, spent
+
+    def wallet(self, org_id: str) -> WalletState:
+        return self.ledger.state(org_id)
+
+    # -- after it ------------------------------------------------------------------------------
+    def checkpoint(self, batch_id: str, usage: Mapping[str, Any], at: str) -> None:
+        """The usage streamed so far, for the sweeper should this function die."""
+        expression, names, values = set_clause({"usage_checkpoint": dict(usage), "checkpoint_at": at})
+        names["#state"] = "state"
+        values[":running"] = to_value("running")
+        try:
+            self.dynamodb.update_item(
+                TableName=self.batches_table,
+                Key=batch_key(batch_id),
+                UpdateExpression=expression,
+                ConditionExpression="#state = :running",
+                ExpressionAttributeNames=names,
+                ExpressionAttributeValues=values,
+            )
+        except ClientError as exc:
+            if not is_condition_failure(exc):  # a finished request's record keeps its outcome
+                raise
+
+    def record(self, batch_id: str) -> dict[str, Any] | None:
+        response = self.dynamodb.get_item(
+            TableName=self.batches_table, Key=batch_key(batch_id), ConsistentRead=True
+        )
+        return from_item(response["Item"]) if "Item" in response else None
+
+    def settle(
+        self,
+        org_id: str,
+        hold_id: str,
+        *,
+        batch_id: str,
+        charge: Money,
+        at: str,
+        period_keys: Iterable[str],
+        outcome: Mapping[str, Any],
+    ) -> SettlementResult:
+        """Charge `charge` (capped at the hold), release the rest, and write the record's
+        `outcome` fields: one transaction, exactly once."""
+        return self.ledger.settle(
+            org_id,
+            hold_id,
+            charge=charge,
+            at=at,
+            period_keys=period_keys,
+            memo=f"chat {batch_id}",
+            extra_items=[self._record_update(batch_id, outcome)],
+        )
+
+    def release(
+        self, org_id: str, hold_id: str, *, batch_id: str, at: str, outcome: Mapping[str, Any]
+    ) -> SettlementResult:
+        """Nothing charged (no lane answered): the whole hold released, with the outcome."""
+        return self.ledger.release(
+            org_id,
+            hold_id,
+            at=at,
+            memo=f"chat {batch_id}",
+            extra_items=[self._record_update(batch_id, outcome)],
+        )
+
+    def _record_put(self, record: Mapping[str, Any]) -> TransactItem:
+        batch_id = str(record["batch_id"])
+        values = {
+            "pk": f"BATCH#{batch_id}",
+            "sk": "META",
+            "kind": "batch",
+            "gsi1pk": f"ORG#{record['org_id']}",
+            "gsi1sk": f"BATCH#{batch_id}",
+            **record,
+        }
+        return {
+            "Put": {
+                "TableName": self.batches_table,
+                "Item": to_item(values),
+                "ConditionExpression": "attribute_not_exists(pk)",
+            }
+        }
+
+    def _record_update(self, batch_id: str, outcome: Mapping[str, Any]) -> TransactItem:
+        expression, names, values = set_clause(dict(outcome))
+        return {
+            "Update": {
+                "TableName": self.batches_table,
+                "Key": batch_key(batch_id),
+                "UpdateExpression": expression,
+                "ConditionExpression": "attribute_exists(pk)",
+                "ExpressionAttributeNames": names,
+                "ExpressionAttributeValues": values,
+            }
+        }
+
+    def _controls_check(self, org_id: str, guard: LimitGuard) -> TransactItem:
+        check: dict[str, Any] = {
+            "TableName": self.controls_table,
+            "Key": {"pk": {"S": f"ORG#{org_id}"}, "sk": {"S": CONTROLS_SK}},
+        }
+        if guard.hard:
+            check["ConditionExpression"] = "version = :version"
+            check["ExpressionAttributeValues"] = {":version": to_value(guard.version)}
+        else:
+            check["ConditionExpression"] = _NO_HARD_LIMIT
+            check["ExpressionAttributeValues"] = {":off": to_value(False), ":hard": to_value("hard")}
+        return {"ConditionCheck": check}
+
+    def _spend_check(self, org_id: str, guard: LimitGuard) -> TransactItem:
+        return {
+            "ConditionCheck": {
+                "TableName": self.ledger.table_name,
+                "Key": _ledger_key(org_id, _SPEND_PREFIX + str(guard.period_key)),
+                "ConditionExpression": "attribute_not_exists(spent_micros) OR spent_micros <= :spent",
+                "ExpressionAttributeValues": {":spent": to_value(guard.spent_micros)},
+            }
+        }
+
+
+def _ledger_key(org_id: str, sk: str) -> dict[str, Any]:
+    return {"pk": {"S": f"WALLET#{org_id}"}, "sk": {"S": sk}}
+
+
+def _reason(exc: ClientError) -> Refusal:
+    codes = cancellation_codes(exc)
+    if not codes:
+        raise exc
+    if is_transaction_conflict(exc):
+        return "conflict"
+
+    def failed(at: int) -> bool:
+        return len(codes) > at and codes[at] == "ConditionalCheckFailed"
+
+    if failed(_CONTROLS_AT):
+        return "controls_changed"
+    if failed(_SPEND_AT):
+        return "spend_moved"
+    if failed(_WALLET_AT):
+        return "funds"  # or the hard limit's room: the caller reads the wallet to tell
+    if failed(_RESERVATION_AT) or failed(_RECORD_AT):
+        raise TransientError("a chat hold id was reused") from exc
+    raise exc

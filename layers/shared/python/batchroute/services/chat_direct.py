@@ -1,0 +1,437 @@
+"""Direct chat completions: route, hold, call with failover before the first byte, settle once.
+
+`DirectChat.open(principal, request)` does everything that happens before the first byte:
+plan the lanes (domain/chat_routing.py, over the cached live state), hold the most the
+request can cost together with its record and the spending-limit check (ONE transaction),
+then try the lanes in order until one sends its first byte. A connection error, time-out,
+5xx or missing adapter before that byte moves on to the next lane (unless
+`allow_fallbacks: false`); a provider's refusal (4xx) ends the request. No lane answering
+releases the hold. The `DirectCall` it returns streams the rest (`next_event`) and
+`finish()` settles the hold exactly once: actual usage charged at the lane's direct price,
+the rest released, the record completed (or failed) in the same transaction. A call that
+stops early (the client went away) is closed upstream and charged for what was generated.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Protocol
+
+from batchroute.adapters.dynamo.chat_holds import ChatHoldStore
+from batchroute.clock import Clock, isoformat
+from batchroute.domain.access import Principal, authorize
+from batchroute.domain.billing_controls import BillingControls
+from batchroute.domain.catalog import Catalog
+from batchroute.domain.chat_objects import DIRECT_SOURCE, completion_id
+from batchroute.domain.chat_requests import CHAT_ITEM_ID, ChatRequest
+from batchroute.domain.chat_routing import DirectLane, DirectPlan, plan_direct
+from batchroute.domain.ledger import SettlementResult, period_keys
+from batchroute.domain.routing_gates import RoutingGuards
+from batchroute.errors import InvalidRequest, Unavailable
+from batchroute.ids import new_id
+from batchroute.money import Money
+from batchroute.observability import logger
+from batchroute.providers.base import (
+    PermanentProviderError,
+    ProviderRequest,
+    ProviderResult,
+    StreamDelta,
+    StreamEnd,
+    StreamEvent,
+    StreamStart,
+    SyncProvider,
+    Usage,
+)
+from batchroute.services.chat_state import HoldKeeper, LaneStateCache, LaneStats
+
+SLA = timedelta(hours=24)
+
+
+class SyncProviders(Protocol):
+    def sync(self, slug: str) -> SyncProvider: ...
+
+
+class ControlsReader(Protocol):
+    def billing_controls(self, org_id: str) -> BillingControls | None: ...
+
+
+@dataclass(frozen=True)
+class DirectOptions:
+    first_byte_timeout_seconds: float = 10.0
+    checkpoint_seconds: float = 2.0
+
+
+@dataclass
+class DirectCall:
+    """One answering lane's stream, after its first byte."""
+
+    principal: Principal
+    request: ChatRequest
+    batch_id: str
+    hold_id: str
+    hold: Money
+    lane: DirectLane
+    attempts: list[dict[str, Any]]
+    created: int
+    settle: Callable[[DirectCall, str | None], SettlementResult]
+    checkpoint: Callable[[DirectCall], None]
+    clock: Clock
+    checkpoint_seconds: float
+    events: Iterator[StreamEvent] = field(repr=False, default_factory=lambda: iter(()))
+    completion_tokens: int = 0
+    pieces: list[str] = field(default_factory=list)
+    result: ProviderResult | None = None
+    settlement: SettlementResult | None = None
+    _last_checkpoint: datetime | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @property
+    def provider(self) -> str:
+        return self.lane.lane.provider
+
+    @property
+    def completion_id(self) -> str:
+        return completion_id(self.batch_id)
+
+    @property
+    def finished(self) -> bool:
+        return self.result is not None
+
+    def next_event(self) -> StreamDelta | StreamEnd | None:
+        """The provider's next delta or its end; None once it ended. Blocks on the provider."""
+        if self.result is not None:
+            return None
+        try:
+            event = next(self.events)
+        except StopIteration:
+            event = None
+        if isinstance(event, StreamDelta):
+            self.completion_tokens += 1
+            self.pieces.append(event.text)
+            self._maybe_checkpoint()
+            return event
+        if isinstance(event, StreamEnd):
+            self.result = event.result
+            return event
+        if event is None or isinstance(event, StreamStart):
+            if event is None:  # ended without a StreamEnd: what arrived is the answer
+                self.result = ProviderResult(
+                    custom_id=CHAT_ITEM_ID, status="completed", usage=self.usage_so_far()
+                )
+                return None
+            return self.next_event()
+        return None
+
+    def usage_so_far(self) -> Usage:
+        if self.result is not None:
+            return self.result.usage
+        return Usage(prompt_tokens=self.request.facts.prompt_tokens, completion_tokens=self.completion_tokens)
+
+    @property
+    def content(self) -> str:
+        output = self.result.output if self.result is not None else None
+        if isinstance(output, dict) and isinstance(output.get("content"), str):
+            return str(output["content"])
+        return "".join(self.pieces)
+
+    @property
+    def finish_reason(self) -> str:
+        output = self.result.output if self.result is not None else None
+        if isinstance(output, dict) and output.get("finish_reason"):
+            return str(output["finish_reason"])
+        return "stop"
+
+    def finish(self, *, error: str | None = None) -> SettlementResult:
+        """Stop the upstream call (if still going) and settle the hold, exactly once."""
+        with self._lock:
+            if self.settlement is not None:
+                return self.settlement
+            close = getattr(self.events, "close", None)
+            if close is not None and self.result is None:
+                try:
+                    close()
+                except Exception:  # closing a broken upstream must not block settlement
+                    logger.warning("closing the provider stream failed", exc_info=True)
+            self.settlement = self.settle(self, error)
+            return self.settlement
+
+    def _maybe_checkpoint(self) -> None:
+        now = self.clock.now()
+        if self._last_checkpoint is None:
+            self._last_checkpoint = now
+            return
+        if (now - self._last_checkpoint).total_seconds() >= self.checkpoint_seconds:
+            self._last_checkpoint = now
+            try:
+                self.checkpoint(self)
+            except Exception:  # a missed checkpoint only weakens crash recovery
+                logger.warning(
+                    "chat usage checkpoint failed", extra={"batch_id": self.batch_id}, exc_info=True
+                )
+
+
+class DirectChat:
+    def __init__(
+        self,
+        *,
+        catalog: Catalog,
+        lanes: LaneStateCache,
+        stats: LaneStats,
+        holds: HoldKeeper,
+        store: ChatHoldStore,
+        providers: SyncProviders,
+        controls: ControlsReader,
+        guards: RoutingGuards,
+        clock: Clock,
+        options: DirectOptions | None = None,
+    ) -> None:
+        self.catalog = catalog
+        self.lanes = lanes
+        self.stats = stats
+        self.holds = holds
+        self.store = store
+        self.providers = providers
+        self.controls = controls
+        self.guards = guards
+        self.clock = clock
+        self.options = options or DirectOptions()
+
+    # -- before the first byte ---------------------------------------------------------------
+    def plan(self, request: ChatRequest) -> DirectPlan:
+        return plan_direct(
+            request,
+            self.catalog,
+            live=self.lanes.live_states(),
+            now=self.clock.now(),
+            guards=self.guards,
+            observed=self.stats.snapshot(),
+        )
+
+    def open(self, principal: Principal, request: ChatRequest) -> DirectCall:
+        authorize(principal, "batches:create")
+        plan = self.plan(request)
+        now = self.clock.now()
+        batch_id = new_id("batch", now)
+        hold_id = f"hold_{batch_id}"
+        amount = plan.hold
+        self.holds.open(
+            org_id=principal.org_id,
+            hold_id=hold_id,
+            amount=amount,
+            record=self._record(principal, request, plan, batch_id, hold_id, amount, now),
+        )
+        call = DirectCall(
+            principal=principal,
+            request=request,
+            batch_id=batch_id,
+            hold_id=hold_id,
+            hold=amount,
+            lane=plan.lanes[0],
+            attempts=[],
+            created=int(now.timestamp()),
+            settle=self._settle,
+            checkpoint=self._checkpoint,
+            clock=self.clock,
+            checkpoint_seconds=self.options.checkpoint_seconds,
+        )
+        try:
+            self._first_byte(call, plan)
+        except BaseException as exc:
+            self._release(call, _describe(exc))
+            raise
+        return call
+
+    def _first_byte(self, call: DirectCall, plan: DirectPlan) -> None:
+        for lane in plan.lanes:
+            call.lane = lane
+            provider_request = ProviderRequest(
+                custom_id=CHAT_ITEM_ID,
+                customer_item_id=CHAT_ITEM_ID,
+                operation=call.request.facts.operation,
+                model=lane.lane.model,
+                provider_model_id=lane.lane.provider_model_id or lane.lane.model,
+                input=call.request.provider_input,
+                max_output_tokens=lane.max_output_tokens,
+                first_byte_timeout_seconds=self.options.first_byte_timeout_seconds,
+            )
+            try:
+                events = self.providers.sync(lane.lane.provider).stream(provider_request)
+                first = next(events)
+            except PermanentProviderError as exc:
+                call.attempts.append(_attempt(lane, exc.code))
+                raise InvalidRequest(
+                    f"{lane.lane.provider} refused the request: {exc.message}",
+                    code="provider_rejected",
+                    details={"provider": lane.lane.provider, "provider_code": exc.code},
+                ) from exc
+            except Exception as exc:  # connection error, time-out, 5xx, no adapter: next lane
+                code = str(getattr(exc, "code", type(exc).__name__))
+                call.attempts.append(_attempt(lane, code))
+                self.stats.record(lane.lane_id, answered=False)
+                logger.info(
+                    "direct lane failed before its first byte", extra={"lane": lane.lane_id, "code": code}
+                )
+                continue
+            if not isinstance(first, StreamStart):  # a provider that skips StreamStart started anyway
+                events = _prepend(first, events)
+            self.stats.record(lane.lane_id, answered=True)
+            call.attempts.append(_attempt(lane, None))
+            call.events = events
+            return
+        raise Unavailable(
+            "No provider answered this request; nothing was charged. Retry shortly.",
+            code="provider_unavailable",
+            details={"attempts": call.attempts},
+            retry_after_seconds=1,
+        )
+
+    # -- settlement --------------------------------------------------------------------------
+    def _period_keys(self, org_id: str, at: datetime) -> list[str]:
+        controls = self.controls.billing_controls(org_id)
+        return list(period_keys(at, controls.limit_timezone if controls else "UTC").values())
+
+    def _settle(self, call: DirectCall, error: str | None) -> SettlementResult:
+        now = self.clock.now()
+        at = isoformat(now)
+        usage = call.usage_so_far()
+        charge = call.lane.charge(usage.prompt_tokens, usage.completion_tokens)
+        completed = call.finished and error is None
+        outcome = self._outcome(call, at, usage, charge, completed=completed, error=error)
+        result = self.store.settle(
+            call.principal.org_id,
+            call.hold_id,
+            batch_id=call.batch_id,
+            charge=charge,
+            at=at,
+            period_keys=self._period_keys(call.principal.org_id, now),
+            outcome=outcome,
+        )
+        return result
+
+    def _release(self, call: DirectCall, error: str) -> None:
+        at = isoformat(self.clock.now())
+        outcome = self._outcome(call, at, Usage(), Money.zero(), completed=False, error=error)
+        try:
+            call.settlement = self.store.release(
+                call.principal.org_id, call.hold_id, batch_id=call.batch_id, at=at, outcome=outcome
+            )
+        except Exception:  # the sweeper releases it later
+            logger.exception("releasing a chat hold failed", extra={"batch_id": call.batch_id})
+
+    def _checkpoint(self, call: DirectCall) -> None:
+        usage = call.usage_so_far()
+        self.store.checkpoint(
+            call.batch_id,
+            {"lane_id": call.lane.lane_id, **usage.to_dict()},
+            isoformat(self.clock.now()),
+        )
+
+    def _outcome(
+        self, call: DirectCall, at: str, usage: Usage, charge: Money, *, completed: bool, error: str | None
+    ) -> dict[str, Any]:
+        charged = min(charge, call.hold)
+        return {
+            "state": "completed" if completed else "failed",
+            "state_changed_at": at,
+            "completed_at": at,
+            "settled_at": at,
+            "counts": {
+                "total": 1,
+                "pending": 0,
+                "running": 0,
+                "completed": int(completed),
+                "failed": int(not completed),
+                "canceled": 0,
+            },
+            "provider": call.provider if call.attempts and call.attempts[-1]["error"] is None else None,
+            "lane_id": call.lane.lane_id,
+            "attempts": call.attempts,
+            "usage": usage.to_dict(),
+            "execution_summary": {"latest_error": error},
+            "billing": direct_receipt(call.batch_id, call.lane, usage, charged, call.hold, at),
+        }
+
+    def _record(
+        self,
+        principal: Principal,
+        request: ChatRequest,
+        plan: DirectPlan,
+        batch_id: str,
+        hold_id: str,
+        amount: Money,
+        now: datetime,
+    ) -> dict[str, object]:
+        at = isoformat(now)
+        return {
+            "batch_id": batch_id,
+            "org_id": principal.org_id,
+            "state": "running",
+            "source": DIRECT_SOURCE,
+            "created_at": at,
+            "deadline_at": isoformat(now + SLA),
+            "state_changed_at": at,
+            "routing_mode": "cheapest",
+            "sla_tier": "standard",
+            "privacy_tier": request.privacy_tier,
+            "item_count": 1,
+            "chunk_count": 0,
+            "counts": {"total": 1, "pending": 0, "running": 1, "completed": 0, "failed": 0, "canceled": 0},
+            "reservation_id": hold_id,
+            "reserved_micros": amount.micros,
+            "fee_kind": "direct",
+            "chat_model": request.model,
+            "stream": request.stream,
+            "planned_lanes": [lane.lane_id for lane in plan.lanes],
+            "execution_summary": {"latest_error": None},
+            "workflow_steps": {},
+            "created_by": principal.user_id or principal.key_id,
+        }
+
+
+def direct_receipt(
+    batch_id: str, lane: DirectLane, usage: Usage, charged: Money, hold: Money, at: str
+) -> dict[str, Any]:
+    """The billing receipt of a direct request: direct prices, no service fee."""
+    price = lane.lane.price
+    return {
+        "batch_id": batch_id,
+        "basis": "direct",
+        "final_settled_price": charged.to_api(),
+        "provider_subtotal": charged.to_api(),
+        "service_fee": Money.zero().to_api(),
+        "credit_reserved": hold.to_api(),
+        "credit_charged": charged.to_api(),
+        "credit_released": (hold - charged).to_api(),
+        "settled_at": at,
+        "provider_lanes": [
+            {
+                "lane_id": lane.lane_id,
+                "provider": lane.lane.provider,
+                "usage": usage.to_dict(),
+                "unit_prices": {
+                    "currency": "usd",
+                    "basis": "direct",
+                    "input_per_mtok": format(price.input_per_mtok, "f"),
+                    "output_per_mtok": format(price.output_per_mtok, "f"),
+                },
+            }
+        ],
+        "rejected_lanes": [],
+    }
+
+
+def _attempt(lane: DirectLane, error: str | None) -> dict[str, Any]:
+    return {"lane_id": lane.lane_id, "provider": lane.lane.provider, "error": error}
+
+
+def _prepend(first: StreamEvent, rest: Iterator[StreamEvent]) -> Iterator[StreamEvent]:
+    yield first
+    yield from rest
+
+
+def _describe(exc: BaseException) -> str:
+    code = getattr(exc, "code", None)
+    return str(code) if code else type(exc).__name__

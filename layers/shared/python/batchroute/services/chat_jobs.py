@@ -1,0 +1,144 @@
+"""Queued chat requests: a one-item batch at batch price, seen as a chat job.
+
+`batch: true` (or a `batch` object) turns the request into an ordinary batch, created by
+`BatchService` exactly like `POST /v1/batches` without a quote (the internal quote prices
+it at batch prices; credits are reserved in the same transaction as the batch), with the
+id `batch_<x>` whose job is `chatjob_<x>`. The batch API sees and cancels it like any
+other. The job view reads the batch and, once it ran, its one result line (output, usage,
+provider) from the lane's result chunk.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from batchroute.adapters.batch_artifacts import result_chunk_key
+from batchroute.adapters.dynamo.batch_records import BatchRecords
+from batchroute.adapters.s3_objects import S3Objects
+from batchroute.domain.access import Principal, authorize, require_same_org
+from batchroute.domain.chat_objects import (
+    CHAT_SOURCE,
+    batch_id_for,
+    chat_completion,
+    chat_job,
+    completion_id,
+    epoch_seconds,
+)
+from batchroute.domain.chat_requests import ChatRequest
+from batchroute.domain.jsonl import parse_jsonl
+from batchroute.errors import Forbidden, NotFound, PaymentRequired
+from batchroute.ids import new_id, suffix_of
+from batchroute.services.batches import CreateAnswer
+
+
+class BatchCreator(Protocol):
+    def create(
+        self,
+        principal: Principal,
+        body: Mapping[str, Any],
+        idempotency_key: str | None,
+        *,
+        source: str = "native",
+        batch_id: str | None = None,
+        fields: Mapping[str, Any] | None = None,
+    ) -> CreateAnswer: ...
+
+
+class ChatJobs:
+    def __init__(self, *, batches: BatchCreator, records: BatchRecords, artifacts: S3Objects) -> None:
+        self.batches = batches
+        self.records = records
+        self.artifacts = artifacts
+
+    def queue(self, principal: Principal, request: ChatRequest) -> dict[str, Any]:
+        """Create the one-item batch; the 202 body is the chat job (status `queued`)."""
+        authorize(principal, "batches:create")
+        assert request.queue is not None
+        job_id = new_id("chatjob")
+        batch_id = f"batch_{suffix_of(job_id)}"
+        body: dict[str, Any] = {
+            "items": [request.as_item()],
+            "privacy_tier": request.privacy_tier,
+            "completion_window": request.queue.completion_window,
+        }
+        if request.queue.webhook is not None:
+            body["webhook"] = dict(request.queue.webhook)
+        if request.queue.metadata:
+            body["metadata"] = dict(request.queue.metadata)
+        try:
+            self.batches.create(
+                principal,
+                body,
+                f"chat-{job_id}",  # one request, one batch: the key only satisfies batch create
+                source=CHAT_SOURCE,
+                batch_id=batch_id,
+                fields={"chat_model": request.model, "chat_job_id": job_id},
+            )
+        except PaymentRequired as exc:
+            raise _chat_refusal(exc) from exc
+        batch = self.records.get(batch_id)
+        if batch is None:  # written in the create transaction: only a broken store gets here
+            raise NotFound("The queued job could not be read back.", code="chat_job_not_found")
+        return chat_job(batch)
+
+    def get(self, principal: Principal, job_id: str) -> dict[str, Any]:
+        authorize(principal, "batches:read")
+        batch_id = batch_id_for(job_id)
+        batch = self.records.get(batch_id) if batch_id else None
+        if batch is None or batch.get("source") != CHAT_SOURCE:
+            raise NotFound("No such chat job.", code="chat_job_not_found")
+        require_same_org(principal, str(batch["org_id"]))
+        line = (
+            self._result_line(batch)
+            if batch["state"] in ("completed", "failed", "canceled", "expired")
+            else None
+        )
+        if line is None:
+            error = (batch.get("execution_summary") or {}).get("latest_error")
+            return chat_job(batch, error={"code": batch["state"], "message": str(error or batch["state"])})
+        status = str(line.get("status"))
+        if status != "completed":
+            error = line.get("error") or {}
+            return chat_job(
+                batch,
+                item_status=status,
+                error={"code": str(error.get("code", "failed")), "message": str(error.get("message", ""))},
+            )
+        output = line.get("output") or {}
+        usage = line.get("usage") or {}
+        result = chat_completion(
+            completion=completion_id(str(batch["batch_id"])),
+            created=epoch_seconds(str(batch["created_at"])),
+            model=str(batch.get("chat_model") or ""),
+            content=str(output.get("content") or ""),
+            finish_reason=str(output.get("finish_reason") or "stop"),
+            prompt_tokens=int(usage.get("prompt_tokens") or 0),
+            completion_tokens=int(usage.get("completion_tokens") or 0),
+            provider=str(line.get("provider") or ""),
+        )
+        return chat_job(batch, result=result, item_status=status)
+
+    def _result_line(self, batch: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The one item's result line: the first lane that finished chunk 0 and answered it."""
+        batch_id = str(batch["batch_id"])
+        found: dict[str, Any] | None = None
+        for lane in self.records.lanes(batch_id):
+            if 0 not in [int(c) for c in lane.get("chunks_done") or []]:
+                continue
+            for _, row in parse_jsonl(
+                self.artifacts.chunks(result_chunk_key(batch_id, str(lane["lane_key"]), 0))
+            ):
+                if not isinstance(row, dict) or int(row.get("seq", -1)) != 0:
+                    continue
+                if found is None or row.get("status") == "completed":
+                    found = row
+        return found
+
+
+def _chat_refusal(exc: PaymentRequired) -> Exception:
+    """Batch create's funding refusals in the chat surface's words (spec, Errors)."""
+    details = exc.details or {}
+    if "limit" in details:
+        return Forbidden(exc.message, code="spending_limit_reached", details=details)
+    return PaymentRequired(exc.message, code="insufficient_funds", details=details)

@@ -1,0 +1,174 @@
+"""What the direct chat path keeps in process, so the hot path does not read DynamoDB.
+
+- `LaneStateCache`: every lane's live state (one Query) reused for a short TTL. Heartbeats
+  come once a minute and count for five, so a view a few seconds old routes the same.
+- `LaneStats`: what this process saw of each lane before the first byte (answered or not),
+  the "observed" half of the reliability the ranking uses.
+- `HoldKeeper`: opens holds with the spending-limit check inside the same transaction
+  (adapters/dynamo/chat_holds.py). An org without a hard limit needs no read at all (the
+  transaction asserts there is none); a hard limit, once read, is cached and re-read only
+  when the transaction says it changed (controls version) or spend moved past what was read.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+
+from batchroute.adapters.dynamo.chat_holds import ChatHoldStore, HoldRefused, LimitGuard
+from batchroute.clock import Clock, isoformat
+from batchroute.domain.billing_controls import BillingControls
+from batchroute.domain.catalog import LaneLive
+from batchroute.domain.chat_routing import LaneRecord
+from batchroute.domain.ledger import insufficient_credit, period_keys
+from batchroute.errors import TransientError
+from batchroute.money import Money
+from batchroute.services.funding import active_limit, limit_refusal
+from batchroute.services.quotes import LiveStates
+
+_HOLD_ATTEMPTS = 4
+_MAX_CACHED_ORGS = 10_000
+
+
+class LaneStateCache:
+    def __init__(
+        self, source: LiveStates, ttl_seconds: float, *, monotonic: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.source = source
+        self.ttl_seconds = ttl_seconds
+        self.monotonic = monotonic
+        self._lock = threading.Lock()
+        self._states: dict[str, LaneLive] | None = None
+        self._read_at = 0.0
+
+    def live_states(self) -> dict[str, LaneLive]:
+        with self._lock:
+            if self._states is not None and self.monotonic() - self._read_at < self.ttl_seconds:
+                return self._states
+        states = self.source.live_states()
+        with self._lock:
+            self._states, self._read_at = states, self.monotonic()
+        return states
+
+
+class LaneStats:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._records: dict[str, LaneRecord] = {}
+
+    def record(self, lane_id: str, *, answered: bool) -> None:
+        with self._lock:
+            old = self._records.get(lane_id, LaneRecord())
+            self._records[lane_id] = LaneRecord(
+                successes=old.successes + int(answered), failures=old.failures + int(not answered)
+            )
+
+    def snapshot(self) -> dict[str, LaneRecord]:
+        with self._lock:
+            return dict(self._records)
+
+
+@dataclass(frozen=True)
+class _HardLimit:
+    guard: LimitGuard
+    controls: BillingControls
+
+
+class HoldKeeper:
+    def __init__(self, store: ChatHoldStore, clock: Clock) -> None:
+        self.store = store
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._hard: OrderedDict[str, _HardLimit] = OrderedDict()
+
+    def open(self, *, org_id: str, hold_id: str, amount: Money, record: dict[str, object]) -> LimitGuard:
+        """Hold `amount` and write the request record, or raise 402 `insufficient_funds` /
+        403 `spending_limit_reached`. Returns the limit guard the hold passed."""
+        now = self.clock.now()
+        guard, fresh = self._cached(org_id, now), False
+        for _ in range(_HOLD_ATTEMPTS):
+            cap = guard.reserved_cap(amount)
+            if cap is not None and cap < 0:
+                if not fresh:  # refuse on what is stored now, never on a cached limit alone
+                    guard, fresh = self.refresh(org_id, now), True
+                    continue
+                raise self._limit_refusal(org_id, guard, amount)
+            try:
+                self.store.open(
+                    org_id=org_id,
+                    hold_id=hold_id,
+                    amount=amount,
+                    at=isoformat(now),
+                    record=record,
+                    guard=guard,
+                )
+                return guard
+            except HoldRefused as refused:
+                if refused.reason in ("controls_changed", "spend_moved"):
+                    guard, fresh = self.refresh(org_id, now), True
+                elif refused.reason == "funds":
+                    wallet = self.store.wallet(org_id)
+                    if wallet.available.micros < amount.micros:
+                        raise insufficient_credit(
+                            wallet.available, amount, code="insufficient_funds"
+                        ) from None
+                    if guard.hard:
+                        raise self._limit_refusal(org_id, guard, amount) from None
+                # "conflict" (or a wallet that moved meanwhile): try again
+        raise TransientError(f"the chat hold {hold_id} kept colliding with other writes")
+
+    def refresh(self, org_id: str, now: datetime) -> LimitGuard:
+        """Read the controls and the period's spend (one BatchGetItem) and cache a hard limit."""
+        cached = self._hard.get(org_id)
+        zone = cached.controls.limit_timezone if cached else "UTC"
+        controls, spent = self.store.limit_inputs(org_id, period_keys(now, zone).values())
+        limit, period = active_limit(controls)
+        if controls is None or limit is None or period is None or controls.limit_mode != "hard":
+            with self._lock:
+                self._hard.pop(org_id, None)
+            return LimitGuard()
+        key = period_keys(now, controls.limit_timezone)[period]
+        if key not in spent:
+            _, spent = self.store.limit_inputs(org_id, [key])
+        guard = LimitGuard(
+            hard=True,
+            version=controls.version,
+            limit_micros=limit.micros,
+            period=period,
+            period_key=key,
+            spent_micros=spent.get(key, 0),
+        )
+        with self._lock:
+            self._hard[org_id] = _HardLimit(guard, controls)
+            self._hard.move_to_end(org_id)
+            while len(self._hard) > _MAX_CACHED_ORGS:
+                self._hard.popitem(last=False)
+        return guard
+
+    def _cached(self, org_id: str, now: datetime) -> LimitGuard:
+        with self._lock:
+            cached = self._hard.get(org_id)
+        if cached is None:
+            return LimitGuard()  # asserted in the transaction: no hard limit
+        period = cached.guard.period
+        if (
+            period is None
+            or period_keys(now, cached.controls.limit_timezone)[period] != cached.guard.period_key
+        ):
+            return self.refresh(org_id, now)  # a new day or month: its own counter
+        return cached.guard
+
+    def _limit_refusal(self, org_id: str, guard: LimitGuard, amount: Money) -> Exception:
+        reserved = self.store.wallet(org_id).reserved
+        spent = Money(guard.spent_micros)
+        return limit_refusal(
+            limit=Money(guard.limit_micros),
+            period=guard.period or "daily",  # type: ignore[arg-type]
+            spent=spent,
+            projected=spent + reserved + amount,
+            surface="chat",
+        )

@@ -1,0 +1,317 @@
+"""POST /v1/chat/completions on moto, through the official `openai` SDK and over plain HTTP:
+direct answers, streams with usage, failover before the first byte, holds and their
+settlement, spending limits, queued jobs, and the errors the spec names."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from decimal import Decimal
+from typing import Any
+
+import httpx
+import openai
+import pytest
+from fastapi.testclient import TestClient
+
+from batchroute.adapters.dynamo.batch_records import BatchRecords
+from batchroute.adapters.dynamo.ledger import LedgerStore
+from batchroute.config import get_settings
+from batchroute.domain.chat_objects import batch_id_for
+from batchroute.money import Money
+from batchroute_tools.local.provision import LocalStack
+from functions.api.app import create_app
+from functions.api.auth import identity_store
+from tests.integration.batch_pipeline_support import heartbeat_all_lanes, run_until_done
+from tests.integration.principals import TestOrg, new_org
+
+LLAMA = "meta-llama/Llama-3.1-8B-Instruct"  # lanes on edge-eu (cheapest), deepinfra, groq, ...
+MINI = "gpt-4o-mini"  # one lane: openai
+
+
+def _ledger() -> LedgerStore:
+    return LedgerStore(get_settings().table_name("ledger"))
+
+
+@pytest.fixture
+def client(local_aws: LocalStack) -> Iterator[TestClient]:
+    identity_store.cache_clear()
+    heartbeat_all_lanes()
+    # Simulated providers answer at once: these tests never wait for time.
+    settings = get_settings().model_copy(update={"simulated_ttft_ms": 0, "simulated_inter_token_ms": 0})
+    with TestClient(create_app(settings), raise_server_exceptions=False) as test_client:
+        yield test_client
+
+
+@pytest.fixture
+def org(client: TestClient) -> TestOrg:
+    return new_org(credit_usd="5")
+
+
+def _sdk(client: TestClient, org: TestOrg) -> openai.OpenAI:
+    return openai.OpenAI(
+        base_url="http://testserver/v1", api_key=org.api_key(), http_client=client, max_retries=0
+    )
+
+
+def _messages(text: str = "Say hello.") -> list[dict[str, Any]]:
+    return [{"role": "user", "content": text}]
+
+
+def _post(client: TestClient, org: TestOrg, body: dict[str, Any]) -> httpx.Response:
+    return client.post("/v1/chat/completions", json=body, headers=org.key_headers())
+
+
+# -- direct ----------------------------------------------------------------------------------------
+def test_sdk_direct_completion_has_usage_and_names_the_provider(client: TestClient, org: TestOrg) -> None:
+    # Given the official SDK pointed at the service
+    sdk = _sdk(client, org)
+    # When it asks for a completion
+    raw = sdk.chat.completions.with_raw_response.create(model=LLAMA, messages=_messages(), max_tokens=32)
+    completion = raw.parse()
+    # Then a chat.completion with usage, served by the cheapest lane, named in header and body
+    assert completion.object == "chat.completion"
+    assert completion.choices[0].message.content
+    assert completion.usage is not None and completion.usage.completion_tokens > 0
+    assert (
+        completion.usage.total_tokens == completion.usage.prompt_tokens + completion.usage.completion_tokens
+    )
+    assert raw.headers["x-service-provider"] == "edge-eu"
+    assert (completion.model_extra or {}).get("provider") == "edge-eu"
+
+
+def test_direct_charges_actual_usage_and_releases_the_rest(client: TestClient, org: TestOrg) -> None:
+    # Given 5 USD and a request for gpt-4o-mini with max_tokens 1000
+    before = _ledger().state(org.org_id)
+    response = _post(client, org, {"model": MINI, "messages": _messages(), "max_tokens": 1000})
+    # Then it answered, and the hold settled exactly once at direct prices
+    assert response.status_code == 200, response.text
+    usage = response.json()["usage"]
+    expected = Money.usd_ceil(
+        (
+            Decimal(usage["prompt_tokens"]) * Decimal("0.15")
+            + Decimal(usage["completion_tokens"]) * Decimal("0.60")
+        )
+        / 1_000_000
+    )
+    after = _ledger().state(org.org_id)
+    assert before.balance - after.balance == expected
+    assert after.reserved == Money.zero()
+    assert _ledger().violations(org.org_id) == []
+    hold = next(r for r in _ledger().reservations(org.org_id) if r.purpose == "chat_hold")
+    assert hold.status == "settled" and hold.charged == expected
+    # the hold covered prompt + max_tokens at output price
+    assert hold.amount.micros >= Money.usd_ceil(Decimal(1000) * Decimal("0.60") / 1_000_000).micros
+
+
+def test_sdk_stream_with_usage_ends_with_done(client: TestClient, org: TestOrg) -> None:
+    # Given the SDK asking for a stream with usage
+    sdk = _sdk(client, org)
+    stream = sdk.chat.completions.create(
+        model=LLAMA, messages=_messages(), max_tokens=24, stream=True, stream_options={"include_usage": True}
+    )
+    chunks = list(stream)
+    # Then chunks of deltas, the finish reason, and usage in the last chunk only
+    assert all(c.object == "chat.completion.chunk" for c in chunks)
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text
+    assert chunks[-1].choices == [] and chunks[-1].usage is not None
+    assert chunks[-1].usage.completion_tokens > 0
+    assert all(c.usage is None for c in chunks[:-1])
+    assert any(c.choices and c.choices[0].finish_reason in ("stop", "length") for c in chunks)
+
+
+def test_raw_stream_is_server_sent_events_ending_with_done(client: TestClient, org: TestOrg) -> None:
+    with client.stream(
+        "POST",
+        "/v1/chat/completions",
+        json={"model": LLAMA, "messages": _messages(), "max_tokens": 8, "stream": True},
+        headers=org.key_headers(),
+    ) as response:
+        body = b"".join(response.iter_bytes())
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/event-stream")
+    events = [e for e in body.decode().split("\n\n") if e]
+    assert events[-1] == "data: [DONE]"
+    first = json.loads(events[0].removeprefix("data: "))
+    assert first["choices"][0]["delta"]["role"] == "assistant" and "usage" not in first
+    assert _ledger().state(org.org_id).reserved == Money.zero()
+
+
+def test_failover_to_the_next_lane_before_the_first_byte(client: TestClient, org: TestOrg) -> None:
+    # Given the cheapest lane's provider answers 503 before its first byte
+    response = _post(
+        client, org, {"model": LLAMA, "messages": _messages("hi [simulate:5xx:edge-eu]"), "max_tokens": 8}
+    )
+    # Then the next lane answered
+    assert response.status_code == 200, response.text
+    assert response.headers["x-service-provider"] != "edge-eu"
+    record = _batch(client, org, response.headers["x-service-batch-id"])
+    assert record["state"] == "completed" and record["source"] == "chat_direct"
+
+
+def test_no_failover_when_fallbacks_are_disallowed(client: TestClient, org: TestOrg) -> None:
+    body = {
+        "model": LLAMA,
+        "messages": _messages("hi [simulate:down:edge-eu]"),
+        "provider_preferences": {"allow_fallbacks": False},
+    }
+    response = _post(client, org, body)
+    assert response.status_code == 503
+    assert response.json()["error"]["code"] == "provider_unavailable"
+    # nothing charged, nothing held
+    state = _ledger().state(org.org_id)
+    assert state.reserved == Money.zero() and state.balance == Money.usd("5")
+
+
+def test_preferences_order_and_only(client: TestClient, org: TestOrg) -> None:
+    ordered = _post(
+        client, org, {"model": LLAMA, "messages": _messages(), "provider_preferences": {"order": ["groq"]}}
+    )
+    assert ordered.headers["x-service-provider"] == "groq"
+    only = _post(
+        client,
+        org,
+        {"model": LLAMA, "messages": _messages(), "provider_preferences": {"only": ["deepinfra"]}},
+    )
+    assert only.headers["x-service-provider"] == "deepinfra"
+
+
+def test_timeout_before_first_byte_fails_over(client: TestClient, org: TestOrg) -> None:
+    body = {"model": LLAMA, "messages": _messages("[simulate:timeout:edge-eu]"), "max_tokens": 4}
+    response = _post(client, org, body)
+    assert response.status_code == 200, response.text
+    assert response.headers["x-service-provider"] != "edge-eu"
+
+
+# -- funding and limits ----------------------------------------------------------------------------
+def test_insufficient_funds_is_a_402_and_the_sdk_raises_it(client: TestClient) -> None:
+    poor = new_org(credit_usd="0.000001")
+    sdk = _sdk(client, poor)
+    with pytest.raises(openai.APIStatusError) as raised:
+        sdk.chat.completions.create(model=MINI, messages=_messages(), max_tokens=4000)
+    assert raised.value.status_code == 402
+    assert raised.value.body["code"] == "insufficient_funds"  # type: ignore[index]
+
+
+def test_hard_spending_limit_is_a_403_direct_and_queued(client: TestClient, org: TestOrg) -> None:
+    # Given a hard daily limit below what one hold needs
+    set_limit = client.put(
+        "/v1/billing/controls",
+        json={"limit_enabled": True, "limit_period": "daily", "limit_amount": 0.000001, "limit_mode": "hard"},
+        headers=org.session_headers(),
+    )
+    assert set_limit.status_code == 200, set_limit.text
+    sdk = _sdk(client, org)
+    # Then direct and queued requests are refused with spending_limit_reached
+    with pytest.raises(openai.PermissionDeniedError) as direct:
+        sdk.chat.completions.create(model=MINI, messages=_messages(), max_tokens=100)
+    assert direct.value.body["code"] == "spending_limit_reached"  # type: ignore[index]
+    queued = _post(client, org, {"model": MINI, "messages": _messages(), "batch": True})
+    assert queued.status_code == 403 and queued.json()["error"]["code"] == "spending_limit_reached"
+    # And lifting the limit lets the next request through (the cached limit is re-read)
+    client.put("/v1/billing/controls", json={"limit_enabled": False}, headers=org.session_headers())
+    assert _post(client, org, {"model": MINI, "messages": _messages(), "max_tokens": 8}).status_code == 200
+
+
+def test_hard_limit_with_room_accepts_and_counts_spend(client: TestClient, org: TestOrg) -> None:
+    client.put(
+        "/v1/billing/controls",
+        json={"limit_enabled": True, "limit_period": "monthly", "limit_amount": 1, "limit_mode": "hard"},
+        headers=org.session_headers(),
+    )
+    for _ in range(2):
+        assert (
+            _post(client, org, {"model": MINI, "messages": _messages(), "max_tokens": 8}).status_code == 200
+        )
+    assert _ledger().violations(org.org_id) == []
+    assert sum(v for k, v in _ledger().snapshot(org.org_id).spend.items() if k.startswith("M#")) > 0
+
+
+# -- errors ----------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("body", "status", "code"),
+    [
+        ({"model": "GPT-4o-mini", "messages": [{"role": "user", "content": "x"}]}, 400, "model_not_found"),
+        (
+            {"model": MINI, "messages": [{"role": "user", "content": "x"}], "stream": True, "batch": True},
+            400,
+            "stream_not_supported_for_batch",
+        ),
+        (
+            {"model": MINI, "messages": [{"role": "user", "content": "x"}], "privacy_tier": "restricted"},
+            400,
+            "no_direct_lane",
+        ),
+        ({"model": MINI, "messages": []}, 400, "invalid_request"),
+    ],
+)
+def test_request_errors(
+    client: TestClient, org: TestOrg, body: dict[str, Any], status: int, code: str
+) -> None:
+    response = _post(client, org, body)
+    assert response.status_code == status, response.text
+    assert response.json()["error"]["code"] == code
+
+
+def test_sdk_surfaces_a_bad_request_as_its_typed_error(client: TestClient, org: TestOrg) -> None:
+    sdk = _sdk(client, org)
+    with pytest.raises(openai.BadRequestError) as raised:
+        sdk.chat.completions.create(model="no-such-model", messages=_messages())
+    assert raised.value.body["code"] == "model_not_found"  # type: ignore[index]
+    with pytest.raises(openai.AuthenticationError):
+        openai.OpenAI(
+            base_url="http://testserver/v1", api_key="sk-wrong", http_client=client, max_retries=0
+        ).chat.completions.create(model=MINI, messages=_messages())
+
+
+def test_cancelling_a_direct_request_batch_is_409(client: TestClient, org: TestOrg) -> None:
+    response = _post(client, org, {"model": LLAMA, "messages": _messages(), "max_tokens": 4})
+    batch_id = response.headers["x-service-batch-id"]
+    cancel = client.post(f"/v1/batches/{batch_id}/cancel", headers=org.key_headers())
+    assert cancel.status_code == 409 and cancel.json()["error"]["code"] == "direct_not_cancellable"
+
+
+# -- queued ----------------------------------------------------------------------------------------
+def test_queued_request_is_a_one_item_batch_and_its_job_completes(
+    client: TestClient, org: TestOrg, local_aws: LocalStack
+) -> None:
+    # Given a queued request
+    response = _post(
+        client,
+        org,
+        {"model": LLAMA, "messages": _messages(), "max_tokens": 16, "batch": {"metadata": {"ticket": "7"}}},
+    )
+    # Then 202 with a chat job whose batch shares its suffix
+    assert response.status_code == 202, response.text
+    job = response.json()
+    assert job["object"] == "chat.completion.job" and job["status"] == "queued"
+    assert job["id"].startswith("chatjob_") and job["batch_id"] == batch_id_for(job["id"])
+    assert isinstance(job["created"], int) and job["model"] == LLAMA
+    # And it is a normal batch in the batch API
+    batch = _batch(client, org, job["batch_id"])
+    assert batch["source"] == "chat" and batch["counts"]["total"] == 1
+    # When the workflow runs it
+    record = BatchRecords(get_settings().table_name("batches")).get(job["batch_id"])
+    assert record is not None
+    run_until_done(local_aws, record["execution_arn"])
+    done = client.get(f"/v1/chat/completions/{job['id']}", headers=org.key_headers()).json()
+    # Then the job carries a chat.completion
+    assert done["status"] == "completed", done
+    assert done["result"]["object"] == "chat.completion"
+    assert done["result"]["choices"][0]["message"]["content"]
+    assert done["result"]["usage"]["completion_tokens"] > 0
+    assert _ledger().violations(org.org_id) == []
+
+
+def test_chat_job_of_another_org_is_forbidden_and_unknown_is_404(client: TestClient, org: TestOrg) -> None:
+    job = _post(client, org, {"model": LLAMA, "messages": _messages(), "batch": True}).json()
+    other = new_org(credit_usd="1")
+    assert client.get(f"/v1/chat/completions/{job['id']}", headers=other.key_headers()).status_code == 403
+    assert client.get("/v1/chat/completions/chatjob_nope", headers=org.key_headers()).status_code == 404
+
+
+def _batch(client: TestClient, org: TestOrg, batch_id: str) -> dict[str, Any]:
+    response = client.get(f"/v1/batches/{batch_id}", headers=org.key_headers())
+    assert response.status_code == 200, response.text
+    return dict(response.json()["batch"])

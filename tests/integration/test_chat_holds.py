@@ -1,0 +1,227 @@
+"""Chat holds on moto: a client that goes away mid-stream stops the upstream call and pays
+only what was generated; a request whose function dies is settled by the sweeper at its last
+checkpoint; settlement happens exactly once whoever comes first; the hot path before the
+first byte makes at most three AWS calls (key, rate limit, hold)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from batchroute.adapters.aws import client as aws_client
+from batchroute.adapters.dynamo.chat_holds import ChatHoldStore
+from batchroute.adapters.dynamo.controls import ControlsStore
+from batchroute.adapters.dynamo.lanes import LaneStateStore
+from batchroute.adapters.dynamo.ledger import LedgerStore
+from batchroute.catalog import builtin_catalog
+from batchroute.clock import FixedClock, SystemClock
+from batchroute.config import get_settings
+from batchroute.domain.access import Principal
+from batchroute.domain.chat_requests import parse_chat_request
+from batchroute.domain.pricing import token_cost
+from batchroute.money import Money
+from batchroute.providers.base import (
+    ProviderRequest,
+    ProviderResult,
+    StreamDelta,
+    StreamEnd,
+    StreamEvent,
+    StreamStart,
+    SyncProvider,
+    Usage,
+)
+from batchroute.providers.simulated import SimulatedSyncProvider
+from batchroute.services.catalog import guards_for
+from batchroute.services.chat_direct import DirectChat, DirectOptions
+from batchroute.services.chat_state import HoldKeeper, LaneStateCache, LaneStats
+from batchroute.services.sweeper import resolve_stale_chat_holds
+from batchroute_tools.local.provision import LocalStack
+from functions.api.app import create_app
+from functions.api.auth import identity_store
+from tests.integration.batch_pipeline_support import heartbeat_all_lanes
+from tests.integration.principals import TestOrg, new_org
+
+LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
+EDGE = next(lane for lane in builtin_catalog().lanes if lane.lane_id == f"edge-eu/{LLAMA}")
+
+
+class ScriptedProvider:
+    """Streams `tokens` one-word deltas and remembers whether it was closed early."""
+
+    def __init__(self, slug: str, tokens: int = 10) -> None:
+        self.slug = slug
+        self.tokens = tokens
+        self.closed_early = False
+        self.sent = 0
+
+    def complete(self, request: ProviderRequest) -> ProviderResult:  # pragma: no cover - unused
+        raise NotImplementedError
+
+    def stream(self, request: ProviderRequest) -> Iterator[StreamEvent]:
+        def events() -> Iterator[StreamEvent]:
+            try:
+                yield StreamStart()
+                for _ in range(self.tokens):
+                    self.sent += 1
+                    yield StreamDelta(" word")
+                usage = Usage(prompt_tokens=50, completion_tokens=self.tokens)
+                output = {"type": "message", "role": "assistant", "content": "x", "finish_reason": "stop"}
+                yield StreamEnd(ProviderResult("chat", "completed", output=output, usage=usage))
+            except GeneratorExit:
+                self.closed_early = True
+                raise
+
+        return events()
+
+
+class Providers:
+    def __init__(self, provider: ScriptedProvider) -> None:
+        self.provider = provider
+
+    def sync(self, slug: str) -> SyncProvider:
+        return self.provider
+
+
+@pytest.fixture
+def stack(local_aws: LocalStack) -> LocalStack:
+    identity_store.cache_clear()
+    heartbeat_all_lanes()
+    return local_aws
+
+
+def _direct(provider: ScriptedProvider, clock: FixedClock | SystemClock) -> tuple[DirectChat, ChatHoldStore]:
+    settings = get_settings()
+    store = ChatHoldStore(
+        ledger=LedgerStore(settings.table_name("ledger")),
+        batches_table=settings.table_name("batches"),
+        controls_table=settings.table_name("controls"),
+    )
+    direct = DirectChat(
+        catalog=builtin_catalog(),
+        lanes=LaneStateCache(LaneStateStore(settings.table_name("controls")), 60),
+        stats=LaneStats(),
+        holds=HoldKeeper(store, clock),
+        store=store,
+        providers=Providers(provider),
+        controls=ControlsStore(settings.table_name("controls")),
+        guards=guards_for(settings),
+        clock=clock,
+        options=DirectOptions(checkpoint_seconds=2),
+    )
+    return direct, store
+
+
+def _request(**extra: Any) -> Any:
+    body = {"model": LLAMA, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 100, **extra}
+    return parse_chat_request(body, builtin_catalog())
+
+
+def _principal(org: TestOrg) -> Principal:
+    return Principal(org_id=org.org_id, role="owner", via="api_key", key_id="key_test")
+
+
+def _cost(prompt: int, completion: int) -> Money:
+    price = EDGE.price
+    return Money.usd_ceil(token_cost(prompt, completion, price.input_per_mtok, price.output_per_mtok))
+
+
+def test_disconnect_stops_upstream_and_charges_only_what_was_generated(stack: LocalStack) -> None:
+    # Given a stream that delivered 3 of its 10 tokens
+    org = new_org(credit_usd="1")
+    provider = ScriptedProvider("edge-eu", tokens=10)
+    direct, _ = _direct(provider, SystemClock())
+    request = _request(stream=True)
+    call = direct.open(_principal(org), request)
+    for _ in range(3):
+        assert isinstance(call.next_event(), StreamDelta)
+    # When the client goes away (the stream's finally calls finish)
+    result = call.finish(error="client_disconnected")
+    # Then the upstream call was closed and only prompt + 3 tokens were charged
+    assert provider.closed_early and provider.sent == 3
+    assert result.charged == _cost(request.facts.prompt_tokens, 3)
+    ledger = LedgerStore(get_settings().table_name("ledger"))
+    assert ledger.state(org.org_id).reserved == Money.zero()
+    assert ledger.violations(org.org_id) == []
+    # And finishing again changes nothing (exactly once)
+    assert call.finish() is result
+
+
+def test_sweeper_settles_a_dead_request_at_its_last_checkpoint_exactly_once(stack: LocalStack) -> None:
+    # Given a stream that checkpointed after 5 tokens, then its function died
+    org = new_org(credit_usd="1")
+    clock = FixedClock()
+    direct, store = _direct(ScriptedProvider("edge-eu", tokens=10), clock)
+    call = direct.open(_principal(org), _request(stream=True))
+    call.next_event()  # the first delta starts the checkpoint clock
+    for _ in range(4):
+        clock.advance(seconds=1)
+        call.next_event()  # the 5th delta, 4 s later: a checkpoint at 5 tokens
+    ledger = LedgerStore(get_settings().table_name("ledger"))
+    # When the sweeper runs before the hold is stale, nothing happens
+    early = resolve_stale_chat_holds(ledger, store, builtin_catalog(), clock, stale_seconds=300)
+    assert early.settled == []
+    # And once it is stale, the hold settles at the checkpointed usage
+    clock.advance(seconds=301)
+    report = resolve_stale_chat_holds(ledger, store, builtin_catalog(), clock, stale_seconds=300)
+    assert report.settled == [call.hold_id]
+    checkpoint = store.record(call.batch_id)
+    assert checkpoint is not None and checkpoint["state"] == "failed"
+    assert report.charged_micros == _cost(call.request.facts.prompt_tokens, 5).micros
+    # Then the request coming back cannot charge again
+    late = call.finish()
+    assert late.replayed and late.charged.micros == report.charged_micros
+    assert ledger.violations(org.org_id) == []
+    assert resolve_stale_chat_holds(ledger, store, builtin_catalog(), clock, stale_seconds=300).settled == []
+
+
+def test_hot_path_makes_three_aws_calls_before_the_first_byte(
+    stack: LocalStack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Counted with botocore's event hooks on the shared client, up to the moment the
+    provider is called: key lookup, rate limit, hold (the lane state is cached)."""
+    settings = get_settings().model_copy(update={"simulated_ttft_ms": 0, "simulated_inter_token_ms": 0})
+    org = new_org(credit_usd="1")
+    headers = org.key_headers()
+    calls: list[str] = []
+    at_provider: list[int] = []
+    original = SimulatedSyncProvider.stream
+
+    def stream(self: SimulatedSyncProvider, request: ProviderRequest) -> Iterator[StreamEvent]:
+        at_provider.append(len(calls))
+        return original(self, request)
+
+    def count(event_name: str, **_: Any) -> None:
+        calls.append(event_name.split(".")[-1])
+
+    monkeypatch.setattr(SimulatedSyncProvider, "stream", stream)
+    body = {"model": LLAMA, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8, "stream": True}
+    with TestClient(create_app(settings)) as test_client:
+        assert test_client.post("/v1/chat/completions", json=body, headers=headers).status_code == 200
+        events = aws_client("dynamodb").meta.events
+        events.register("before-call.dynamodb", count)
+        try:
+            response = test_client.post("/v1/chat/completions", json=body, headers=headers)
+        finally:
+            events.unregister("before-call.dynamodb", count)
+    assert response.status_code == 200
+    assert at_provider[-1] == 3, calls
+    assert calls[:3] == ["GetItem", "UpdateItem", "TransactWriteItems"]
+
+
+def test_hold_covers_the_dearest_lane_that_may_answer(stack: LocalStack) -> None:
+    org = new_org(credit_usd="1")
+    direct, _ = _direct(ScriptedProvider("edge-eu"), SystemClock())
+    plan = direct.plan(_request())
+    dearest = max(plan.lanes, key=lambda lane: lane.hold)
+    prompt = _request().facts.prompt_tokens
+    price = dearest.lane.price
+    expected = Money.usd_ceil(
+        (Decimal(prompt) * price.input_per_mtok + Decimal(dearest.max_output_tokens) * price.output_per_mtok)
+        / 1_000_000
+    )
+    assert plan.hold == expected
+    assert org.org_id

@@ -1,0 +1,187 @@
+"""Chat rules without AWS: reading the body, ranking direct lanes, the hold, the objects,
+and the simulated providers' failures before the first byte."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from decimal import Decimal
+from typing import Any
+
+import pytest
+
+from batchroute.catalog import builtin_catalog
+from batchroute.clock import FixedClock, isoformat
+from batchroute.domain.catalog import LaneLive
+from batchroute.domain.chat_objects import batch_id_for, chat_job, chunk, job_id_for, job_status
+from batchroute.domain.chat_requests import ChatRequest, parse_chat_request
+from batchroute.domain.chat_routing import LaneRecord, blended_reliability, plan_direct
+from batchroute.domain.routing_gates import RoutingGuards
+from batchroute.errors import InvalidRequest
+from batchroute.money import Money
+from batchroute.providers.base import ProviderRequest, StreamStart, TransientProviderError
+from batchroute.providers.simulated import SimulatedSyncProvider, SimulationConfig
+
+CATALOG = builtin_catalog()
+LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
+NOW = FixedClock().now()
+LIVE = {
+    lane.lane_id: LaneLive(lane.lane_id, 1000, isoformat(NOW - timedelta(seconds=10)))
+    for lane in CATALOG.lanes
+}
+GUARDS = RoutingGuards()  # the launch guard keeps edge-us out
+
+
+def _request(**fields: Any) -> ChatRequest:
+    body = {"model": LLAMA, "messages": [{"role": "user", "content": "hi"}], **fields}
+    return parse_chat_request(body, CATALOG)
+
+
+def _plan(request: ChatRequest, observed: dict[str, LaneRecord] | None = None) -> list[str]:
+    plan = plan_direct(request, CATALOG, live=LIVE, now=NOW, guards=GUARDS, observed=observed)
+    return [lane.lane.provider for lane in plan.lanes]
+
+
+# -- reading the body ------------------------------------------------------------------------------
+def test_our_fields_are_not_passed_to_the_provider() -> None:
+    request = _request(
+        temperature=0.2,
+        stream=True,
+        stream_options={"include_usage": True},
+        provider_preferences={"order": ["groq"]},
+        privacy_tier="confidential",
+        max_tokens=5,
+    )
+    assert request.provider_input == {
+        "messages": [{"role": "user", "content": "hi"}],
+        "temperature": 0.2,
+        "max_tokens": 5,
+    }
+    assert request.stream and request.include_usage and request.max_tokens == 5
+    assert request.privacy_tier == "confidential" and request.preferences.order == ("groq",)
+
+
+@pytest.mark.parametrize(
+    ("fields", "code"),
+    [
+        ({"model": "meta-llama/llama-3.1-8b-instruct"}, "model_not_found"),
+        ({"stream": True, "batch": True}, "stream_not_supported_for_batch"),
+        ({"stream": True, "batch": {"completion_window": "24h"}}, "stream_not_supported_for_batch"),
+        ({"batch": {"completion_window": "1h"}}, "invalid_request"),
+        ({"provider_preferences": {"only": ["nobody"]}}, "invalid_request"),
+        ({"max_tokens": 0}, "invalid_request"),
+        ({"n": 2}, "invalid_request"),
+        ({"messages": "hi"}, "invalid_request"),
+    ],
+)
+def test_invalid_bodies(fields: dict[str, Any], code: str) -> None:
+    with pytest.raises(InvalidRequest) as raised:
+        _request(**fields)
+    assert raised.value.code == code
+
+
+def test_a_model_with_the_wrong_case_gets_a_suggestion() -> None:
+    with pytest.raises(InvalidRequest) as raised:
+        _request(model=LLAMA.upper())
+    assert (raised.value.details or {})["suggestion"] == LLAMA
+
+
+def test_a_queued_request_becomes_one_batch_item() -> None:
+    request = _request(batch={"metadata": {"k": 1}}, max_tokens=9)
+    assert request.queue is not None and request.queue.metadata == {"k": "1"}
+    item = request.as_item()
+    assert item["model"] == LLAMA and item["max_output_tokens"] == 9 and item["operation"] == "responses"
+
+
+# -- ranking ---------------------------------------------------------------------------------------
+def test_lanes_rank_by_direct_price_then_preferences_reorder_and_filter() -> None:
+    assert _plan(_request())[:3] == ["edge-eu", "deepinfra", "groq"]  # 0.02/0.03, 0.03/0.05, 0.05/0.08
+    assert _plan(_request(provider_preferences={"order": ["fireworks", "groq"]}))[:3] == [
+        "fireworks",
+        "groq",
+        "edge-eu",
+    ]
+    assert _plan(_request(provider_preferences={"only": ["groq", "deepinfra"]})) == ["deepinfra", "groq"]
+    assert _plan(_request(provider_preferences={"allow_fallbacks": False})) == ["edge-eu"]
+
+
+def test_observed_failures_push_a_cheap_lane_down() -> None:
+    flaky = {f"edge-eu/{LLAMA}": LaneRecord(successes=0, failures=60)}
+    assert _plan(_request(), flaky)[0] == "deepinfra"
+    assert blended_reliability(Decimal("0.97"), LaneRecord(0, 60)) < Decimal("0.3")
+    assert blended_reliability(Decimal("0.97"), None) == Decimal("0.97")
+
+
+def test_privacy_tier_and_stale_lanes_are_gates() -> None:
+    confidential = _plan(_request(privacy_tier="confidential"))
+    assert "deepinfra" not in confidential and "edge-eu" in confidential
+    stale = {k: LaneLive(k, 1000, isoformat(NOW - timedelta(hours=1))) for k in LIVE}
+    with pytest.raises(InvalidRequest) as raised:
+        plan_direct(_request(), CATALOG, live=stale, now=NOW, guards=GUARDS)
+    assert raised.value.code == "no_direct_lane"
+    codes = {lane["code"] for lane in (raised.value.details or {})["rejected_lanes"]}
+    assert codes == {"stale_heartbeat", "not_launched"}
+
+
+def test_hold_is_prompt_plus_max_tokens_or_the_lane_limit_on_the_dearest_lane() -> None:
+    asked = plan_direct(_request(max_tokens=100), CATALOG, live=LIVE, now=NOW, guards=GUARDS)
+    fireworks = next(lane for lane in asked.lanes if lane.lane.provider == "fireworks")
+    prompt = _request().facts.prompt_tokens
+    assert fireworks.max_output_tokens == 100
+    assert fireworks.hold == Money.usd_ceil(Decimal(prompt + 100) * Decimal("0.20") / 1_000_000)
+    assert asked.hold == max(lane.hold for lane in asked.lanes)
+    unbounded = plan_direct(_request(), CATALOG, live=LIVE, now=NOW, guards=GUARDS)
+    edge = next(lane for lane in unbounded.lanes if lane.lane.provider == "edge-eu")
+    assert edge.max_output_tokens == 4096  # the lane's own output limit
+    assert edge.charge(1_000_000, 1_000_000) == Money.usd("0.05")  # direct prices 0.02 + 0.03
+
+
+# -- objects ---------------------------------------------------------------------------------------
+def test_job_ids_share_the_batch_suffix_and_statuses_map() -> None:
+    batch_id = "batch_01jabcdefghjkmnpqrstvwxyz0"
+    assert batch_id_for(job_id_for(batch_id)) == batch_id
+    assert batch_id_for("batch_01jabcdefghjkmnpqrstvwxyz0") is None
+    assert job_status("priced", None) == "queued"
+    assert job_status("running", None) == "in_progress"
+    assert job_status("completed", "completed") == "completed"
+    assert job_status("completed", "failed") == "failed"
+    assert job_status("canceled", None) == "cancelled"
+    job = chat_job({"batch_id": batch_id, "state": "expired", "created_at": "2026-01-01T00:00:00.000Z"})
+    assert job["status"] == "failed" and job["error"] and job["created"] == 1767225600
+
+
+def test_usage_rides_only_on_the_last_chunk() -> None:
+    common: dict[str, Any] = {"completion": "c", "created": 1, "model": "m", "provider": "p"}
+    assert "usage" not in chunk(**common, delta={"content": "x"})
+    assert chunk(**common, delta={"content": "x"}, include_usage=True)["usage"] is None
+    last = chunk(**common, usage={"prompt_tokens": 1}, include_usage=True)
+    assert last["choices"] == [] and last["usage"] == {"prompt_tokens": 1}
+
+
+# -- simulated failures before the first byte ------------------------------------------------------
+def _stream_request(text: str, timeout: float | None = 5.0) -> ProviderRequest:
+    return ProviderRequest(
+        custom_id="chat",
+        customer_item_id="chat",
+        operation="responses",
+        model=LLAMA,
+        provider_model_id=LLAMA,
+        input={"messages": [{"role": "user", "content": text}]},
+        max_output_tokens=8,
+        first_byte_timeout_seconds=timeout,
+    )
+
+
+def test_simulated_5xx_and_timeout_fail_before_the_first_byte() -> None:
+    slept: list[float] = []
+    provider = SimulatedSyncProvider("groq", SimulationConfig(ttft_seconds=0.2), sleeper=slept.append)
+    with pytest.raises(TransientProviderError) as five:
+        next(provider.stream(_stream_request("[simulate:5xx:groq]")))
+    assert five.value.code == "provider_5xx"
+    with pytest.raises(TransientProviderError) as late:
+        next(provider.stream(_stream_request("[simulate:timeout:groq]", timeout=3.0)))
+    assert late.value.code == "first_byte_timeout" and slept[-1] == 3.0
+    # another provider is unaffected, and a configured TTFT above the time-out also gives up
+    other = SimulatedSyncProvider("edge-eu", SimulationConfig(ttft_seconds=0.2), sleeper=slept.append)
+    assert isinstance(next(other.stream(_stream_request("[simulate:5xx:groq]"))), StreamStart)
+    with pytest.raises(TransientProviderError):
+        next(other.stream(_stream_request("hi", timeout=0.1)))
