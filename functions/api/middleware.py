@@ -13,6 +13,7 @@ from typing import Any
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from batchroute.observability import logger
+from functions.api.compat_envelope import COMPAT_PREFIX
 
 MUTATING_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 REQUEST_ID_HEADER = b"x-request-id"
@@ -78,14 +79,13 @@ class ReadOnlyMiddleware:
         if not (self.enabled and scope["type"] == "http" and scope["method"] in MUTATING_METHODS):
             await self.app(scope, receive, send)
             return
-        body = json.dumps(
-            {
-                "error": {
-                    "code": "read_only",
-                    "message": "The service is in read-only maintenance; retry later.",
-                }
-            }
-        ).encode()
+        error: dict[str, Any] = {
+            "code": "read_only",
+            "message": "The service is in read-only maintenance; retry later.",
+        }
+        if str(scope["path"]).startswith(COMPAT_PREFIX):  # the vendor's error shape there
+            error = {"type": "server_error", "param": None, **error}
+        body = json.dumps({"error": error}).encode()
         await send(
             {
                 "type": "http.response.start",

@@ -111,6 +111,17 @@ def test_read_only_mode_refuses_mutations_but_serves_reads() -> None:
     health = client.get("/v1/health")
     assert health.status_code == 200 and health.json()["read_only"] is True
     assert client.get("/v1/runtime").json()["read_only"] is True
+    # and on the vendor-compatible surface the refusal takes the vendor's error shape
+    compat = client.post("/v1/compat/v1/batches", json={})
+    assert compat.status_code == 503
+    assert compat.json() == {
+        "error": {
+            "type": "server_error",
+            "param": None,
+            "code": "read_only",
+            "message": "The service is in read-only maintenance; retry later.",
+        }
+    }
 
 
 def test_openapi_document_is_3_1_and_documents_every_route() -> None:
