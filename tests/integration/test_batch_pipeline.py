@@ -265,6 +265,7 @@ def test_a_mixed_batch_runs_to_completed_and_settles_actual_usage_once(
         "error",
         "raw",
         "usage",
+        "model",
         "provider",
         "lane_id",
         "attempts",

@@ -8,6 +8,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from openai.types import CreateEmbeddingResponse
+from openai.types.chat import ChatCompletion
+from openai.types.responses import Response
 
 from batchroute.domain.compat import (
     RowCheck,
@@ -198,13 +201,31 @@ def test_output_lines_carry_a_response_or_an_error() -> None:
         "customer_item_id": "a",
         "sequence_number": 3,
         "status": "completed",
-        "output": {"n": 1},
+        "output": {"type": "message", "role": "assistant", "content": "Hi.", "finish_reason": "stop"},
         "raw": {"r": 1},
+        "model": "gpt-4o-mini",
+        "provider": "openai",
+        "usage": {"prompt_tokens": 7, "completion_tokens": 2},
     }
-    line = output_line(BATCH, ok, "normalized")
+    line = output_line(BATCH, ok, "normalized", created=1_700_000_000)
     assert line["id"] == "batch_req_01kb000000000000000000000a_3" and line["error"] is None
-    assert line["response"]["status_code"] == 200 and line["response"]["body"] == {"n": 1}
+    assert line["response"]["status_code"] == 200
+    # the body is what the vendor's /v1/chat/completions answers: the SDK's ChatCompletion parses it
+    completion = ChatCompletion.model_validate(line["response"]["body"])
+    assert completion.choices[0].message.content == "Hi." and completion.choices[0].finish_reason == "stop"
+    assert completion.model == "gpt-4o-mini" and completion.created == 1_700_000_000
+    assert completion.usage is not None and completion.usage.total_tokens == 9
     assert output_line(BATCH, ok, "raw")["response"]["body"] == {"r": 1}
+    # /v1/responses: a Response object; /v1/embeddings: an embedding list
+    response = Response.model_validate(
+        output_line(BATCH, ok, "normalized", endpoint="/v1/responses")["response"]["body"]
+    )
+    assert response.output_text == "Hi." and response.usage is not None and response.usage.output_tokens == 2
+    vectors = {**ok, "output": {"type": "embedding", "dimensions": 2, "embedding": [0.5, -0.5]}}
+    embedded = CreateEmbeddingResponse.model_validate(
+        output_line(BATCH, vectors, "normalized", endpoint="/v1/embeddings")["response"]["body"]
+    )
+    assert embedded.data[0].embedding == [0.5, -0.5] and embedded.usage.prompt_tokens == 7
     failed = {
         "customer_item_id": "b",
         "sequence_number": 4,

@@ -25,10 +25,11 @@ def public_error(error: Mapping[str, Any] | None) -> dict[str, Any] | None:
 
 def artifact_row(line: Mapping[str, Any]) -> dict[str, Any]:
     """The results.jsonl row of one result line: the native result row (`customer_item_id`,
-    `status`, `output`, `error`) plus `sequence_number` and `raw` (kept for body_format=raw;
-    the read API strips it from normalized results)."""
+    `status`, `output`, `error`) plus `sequence_number`, `raw` (kept for body_format=raw),
+    and for a completed row the `model`, `provider` and `usage` that answered it (the
+    vendor-compatible output needs them); the read API shows only the native fields."""
     completed = line.get("status") == "completed"
-    return {
+    row = {
         "customer_item_id": line.get("customer_item_id"),
         "sequence_number": int(line["seq"]),
         "status": "completed" if completed else "failed",
@@ -36,6 +37,9 @@ def artifact_row(line: Mapping[str, Any]) -> dict[str, Any]:
         "error": None if completed else public_error(line.get("error")),
         "raw": line.get("raw"),
     }
+    if completed:
+        row.update(model=line.get("model"), provider=line.get("provider"), usage=line.get("usage"))
+    return row
 
 
 def missing_row(seq: int, customer_item_id: Any, *, code: str, message: str) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final, Literal, get_args
 
+from batchroute.domain.chat_objects import chat_completion
 from batchroute.domain.items import MAX_CUSTOMER_ITEM_ID
 from batchroute.domain.jsonl import MAX_LINE_BYTES, JsonlReader, LineError, ParsedLine
 from batchroute.ids import suffix_of
@@ -264,9 +265,17 @@ def request_line_id(batch_id: str, sequence_number: int) -> str:
     return f"batch_req_{suffix_of(batch_id)}_{sequence_number}"
 
 
-def output_line(batch_id: str, row: Mapping[str, Any], body_format: BodyFormat) -> dict[str, Any]:
+def output_line(
+    batch_id: str,
+    row: Mapping[str, Any],
+    body_format: BodyFormat,
+    *,
+    endpoint: str = "/v1/chat/completions",
+    created: int = 0,
+) -> dict[str, Any]:
     """One vendor line of a native results.jsonl row: a populated `response` for a completed
-    row (its body normalized, or the provider's raw body), a populated `error` otherwise."""
+    row (its body in the vendor's shape for `endpoint`, or the provider's raw body), a
+    populated `error` otherwise."""
     seq = int(row["sequence_number"])
     line: dict[str, Any] = {
         "id": request_line_id(batch_id, seq),
@@ -278,7 +287,9 @@ def output_line(batch_id: str, row: Mapping[str, Any], body_format: BodyFormat) 
         line["response"] = {
             "status_code": 200,
             "request_id": f"req_{suffix_of(batch_id)}_{seq}",
-            "body": row.get("raw") if body_format == "raw" else row.get("output"),
+            "body": row.get("raw")
+            if body_format == "raw"
+            else vendor_body(endpoint, row, request_id=f"{suffix_of(batch_id)}_{seq}", created=created),
         }
     else:
         error = row.get("error") or {}
@@ -287,6 +298,60 @@ def output_line(batch_id: str, row: Mapping[str, Any], body_format: BodyFormat) 
             "message": str(error.get("message") or "The request failed."),
         }
     return line
+
+
+def vendor_body(endpoint: str, row: Mapping[str, Any], *, request_id: str, created: int) -> dict[str, Any]:
+    """A completed row's normalized output as the vendor's endpoint answers it, so code that
+    reads `response.body` of a vendor batch works unchanged: a `chat.completion` for
+    `/v1/chat/completions`, a `response` for `/v1/responses`, an embedding `list` for
+    `/v1/embeddings`. Usage and model come from the row (results.jsonl keeps them)."""
+    output = row.get("output") or {}
+    usage = row.get("usage") or {}
+    prompt = int(usage.get("prompt_tokens") or 0)
+    completion = int(usage.get("completion_tokens") or 0)
+    model = str(row.get("model") or "")
+    if endpoint == "/v1/embeddings":
+        vectors = output.get("embeddings") or ([output["embedding"]] if "embedding" in output else [])
+        return {
+            "object": "list",
+            "data": [{"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vectors)],
+            "model": model,
+            "usage": {"prompt_tokens": prompt, "total_tokens": prompt},
+        }
+    content = str(output.get("content") or "")
+    finish_reason = str(output.get("finish_reason") or "stop")
+    if endpoint == "/v1/responses":
+        return {
+            "id": f"resp_{request_id}",
+            "object": "response",
+            "created_at": created,
+            "status": "completed" if finish_reason == "stop" else "incomplete",
+            "model": model,
+            "output": [
+                {
+                    "type": "message",
+                    "id": f"msg_{request_id}",
+                    "status": "completed",
+                    "role": "assistant",
+                    "content": [{"type": "output_text", "text": content, "annotations": []}],
+                }
+            ],
+            "usage": {
+                "input_tokens": prompt,
+                "output_tokens": completion,
+                "total_tokens": prompt + completion,
+            },
+        }
+    return chat_completion(
+        completion=f"chatcmpl-{request_id}",
+        created=created,
+        model=model,
+        content=content,
+        finish_reason=finish_reason,
+        prompt_tokens=prompt,
+        completion_tokens=completion,
+        provider=str(row.get("provider") or ""),
+    )
 
 
 def file_status(native_status: str) -> str:

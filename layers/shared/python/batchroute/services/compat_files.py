@@ -201,9 +201,11 @@ class CompatFiles:
         file, the rows of errors.jsonl for the error file."""
         batch_id = str(batch["batch_id"])
         wanted = "completed" if output["role"] == "output" else "failed"
+        endpoint = str((batch.get("compat") or {}).get("endpoint") or "/v1/chat/completions")
+        created = unix(batch.get("completed_at") or batch.get("created_at")) or 0
         for _, row in parse_jsonl(self.artifacts.chunks(self._artifact_key(output, batch))):
             if isinstance(row, dict) and row.get("status") == wanted:
-                line = output_line(batch_id, row, body_format)
+                line = output_line(batch_id, row, body_format, endpoint=endpoint, created=created)
                 yield json.dumps(line, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
 
 

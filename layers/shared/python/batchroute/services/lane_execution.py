@@ -97,6 +97,7 @@ def result_line(
         "seq": seq,
         "customer_item_id": customer_item_id,
         **result.to_dict(),
+        "model": lane["model"],
         "provider": lane["provider"],
         "lane_id": lane["lane_id"],
         "attempts": attempts,
