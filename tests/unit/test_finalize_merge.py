@@ -82,7 +82,7 @@ def test_a_seq_answered_twice_keeps_the_first_and_strays_are_dropped() -> None:
 
 
 def test_the_artifact_row_is_the_native_result_row_plus_sequence_number_and_raw() -> None:
-    row = artifact_row(_line(4, "a"))
+    row = artifact_row({**_line(4, "a"), "model": "m"})
     assert row == {
         "customer_item_id": "c4",
         "sequence_number": 4,
@@ -90,7 +90,13 @@ def test_the_artifact_row_is_the_native_result_row_plus_sequence_number_and_raw(
         "output": {"type": "message", "content": "answer 4"},
         "error": None,
         "raw": {"id": 4},
+        # what answered it: the vendor-compatible output builds its bodies from these
+        "model": "m",
+        "provider": "a",
+        "usage": {"prompt_tokens": 10, "completion_tokens": 5},
     }
+    failed = artifact_row(_line(5, "a", status="failed"))
+    assert set(failed) == {"customer_item_id", "sequence_number", "status", "output", "error", "raw"}
 
 
 def test_final_counts_add_up_and_unrun_items_count_by_the_batch_state() -> None:

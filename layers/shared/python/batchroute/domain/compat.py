@@ -336,9 +336,14 @@ def vendor_body(endpoint: str, row: Mapping[str, Any], *, request_id: str, creat
                     "content": [{"type": "output_text", "text": content, "annotations": []}],
                 }
             ],
+            "parallel_tool_calls": True,
+            "tool_choice": "auto",
+            "tools": [],
             "usage": {
                 "input_tokens": prompt,
+                "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
                 "output_tokens": completion,
+                "output_tokens_details": {"reasoning_tokens": 0},
                 "total_tokens": prompt + completion,
             },
         }
