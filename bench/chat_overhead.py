@@ -11,6 +11,16 @@ AWS calls a direct request makes before its first byte. One run measures both:
    `StreamEnd` (provider). Rounds alternate the two so both see the same machine noise; the
    added latency is the per-round difference, reported at p50 and p99. The baseline has no
    HTTP hop at all, so the figure includes localhost HTTP + SSE framing: conservative.
+   `end` = the response's end (an SDK that reads to the end waits for it).
+1b. Breakdown (`--breakdown-rounds`). The same rounds against the same runner started under
+   bench/chat_probe.py's timing probes, joined per request (`x-request-id`): each AWS call
+   split into botocore's own time, loopback HTTP (urllib3 + werkzeug), and moto's server
+   (wall and CPU, and the time moto spent deep-copying tables for transaction rollback), the
+   thread-pool hops, the service's own Python, the provider's first byte, SSE delivery, and
+   the settlement after `[DONE]`. All times are CLOCK_MONOTONIC (perf_counter), shared by
+   both processes. The probes cost a little themselves. `--stock-moto-rounds` repeats it with
+   moto's own rollback (whole-table copies; batchroute_tools/local/moto_transactions.py is
+   what the local stack uses instead), to show what that costs.
 2. AWS calls. The same app, in process on moto (`mock_aws`, provisioned as the integration
    tests are), serves `--count-requests` warm requests while botocore's `before-call` hooks
    on every cached client count calls; a patched provider `stream()` marks the moment the
@@ -66,7 +76,7 @@ def _pct(values: list[float], q: float) -> float:
 
 
 # -- 1. latency against the local stack ---------------------------------------------------------
-def _start(args: argparse.Namespace, probe_out: Path | None) -> Any:
+def _start(args: argparse.Namespace, probe_out: Path | None, stock_moto: bool = False) -> Any:
     """The local stack as `make run` starts it; with `probe_out`, the same runner under
     bench/chat_probe.py's timing probes (their records go to that file)."""
     from tests.e2e.local_stack import start_stack
@@ -87,6 +97,7 @@ def _start(args: argparse.Namespace, probe_out: Path | None) -> Any:
         kwargs["env"] = {**kwargs["env"], **extra}
         if probe_out is not None:
             kwargs["env"]["CHAT_PROBE_OUT"] = str(probe_out)
+            kwargs["env"]["CHAT_PROBE_STOCK_MOTO"] = "1" if stock_moto else "0"
             cmd = [sys.executable, str(REPO / "bench" / "chat_probe.py")]
         return original_popen(cmd, **kwargs)
 
@@ -97,14 +108,16 @@ def _start(args: argparse.Namespace, probe_out: Path | None) -> Any:
         local_stack.subprocess.Popen = original_popen  # type: ignore[assignment]
 
 
-def run_rounds(args: argparse.Namespace, rounds: int, probe_out: Path | None = None) -> list[dict[str, Any]]:
+def run_rounds(
+    args: argparse.Namespace, rounds: int, probe_out: Path | None = None, stock_moto: bool = False
+) -> list[dict[str, Any]]:
     """`args.warmup` + `rounds` alternating rounds (provider directly, then the service);
     returns the measured rounds' client-side times (absolute perf_counter values too)."""
     from batchroute.providers.base import ProviderRequest, StreamDelta, StreamEnd
     from batchroute.providers.simulated import SimulatedSyncProvider, SimulationConfig
     from tests.e2e.local_stack import stop_stack
 
-    stack = _start(args, probe_out)
+    stack = _start(args, probe_out, stock_moto)
     config = SimulationConfig(
         ttft_seconds=args.ttft_ms / 1000, inter_token_seconds=args.inter_token_ms / 1000
     )
@@ -213,12 +226,12 @@ def _service_round(api: httpx.Client, headers: dict[str, str]) -> dict[str, Any]
 
 
 # -- 1b. where the added time goes (the probed stack) ------------------------------------------
-def measure_breakdown(args: argparse.Namespace) -> dict[str, Any]:
+def measure_breakdown(args: argparse.Namespace, stock_moto: bool = False) -> dict[str, Any]:
     """The same rounds against the same runner under bench/chat_probe.py, joined per request
     (x-request-id) with what the service, botocore and moto's server measured. The probes cost
     a little themselves: these rounds' totals are a touch above the plain run's."""
     out = Path(tempfile.mkdtemp(prefix="chat-probe-")) / "probe.jsonl"
-    rows = run_rounds(args, args.breakdown_rounds, probe_out=out)
+    rows = run_rounds(args, args.breakdown_rounds, probe_out=out, stock_moto=stock_moto)
     time.sleep(0.5)  # the last answer's record is written once its settlement ended
     records = {}
     for line in out.read_text(encoding="utf-8").splitlines():
@@ -314,6 +327,11 @@ def count_calls(requests: int) -> dict[str, Any]:
         "POWERTOOLS_TRACE_DISABLED": "1",
     }.items():
         os.environ.setdefault(name, value)
+    # This process's request log lines would mix with the JSON report on stdout; the local
+    # stack started later (its own process) logs as it always does.
+    quiet = "POWERTOOLS_LOG_LEVEL" not in os.environ
+    if quiet:
+        os.environ["POWERTOOLS_LOG_LEVEL"] = "WARNING"
     os.environ.pop("AWS_ENDPOINT_URL", None)
     from fastapi.testclient import TestClient
     from moto import mock_aws
@@ -386,6 +404,8 @@ def count_calls(requests: int) -> dict[str, Any]:
             SimulatedSyncProvider.stream = original  # type: ignore[method-assign]
             get_settings.cache_clear()
             reset_clients()
+            if quiet:
+                os.environ.pop("POWERTOOLS_LOG_LEVEL", None)
     hot = [len(c) for c in before_first_byte]
     return {
         "requests": requests,
@@ -404,11 +424,22 @@ def main() -> int:
     parser.add_argument("--inter-token-ms", type=int, default=15)
     parser.add_argument("--count-requests", type=int, default=20)
     parser.add_argument("--breakdown-rounds", type=int, default=100)
+    parser.add_argument(
+        "--stock-moto-rounds",
+        type=int,
+        default=60,
+        help="breakdown rounds with moto's own transaction rollback (whole-table copies); 0: skip",
+    )
     args = parser.parse_args()
     started = time.time()
     calls = count_calls(args.count_requests)
     latency = measure_latency(args)
     breakdown = measure_breakdown(args) if args.breakdown_rounds else None
+    stock = None
+    if args.stock_moto_rounds:
+        stock = measure_breakdown(
+            argparse.Namespace(**{**vars(args), "breakdown_rounds": args.stock_moto_rounds}), stock_moto=True
+        )
     report = {
         "machine": f"{platform.machine()} {os.cpu_count()} cpu, {platform.system()} {platform.release()}",
         "python": platform.python_version(),
@@ -417,6 +448,7 @@ def main() -> int:
         "aws_calls": calls,
         "latency": latency,
         "breakdown": breakdown,
+        "breakdown_stock_moto_rollback": stock,
         "load_average": os.getloadavg(),
     }
     print(json.dumps(report, indent=2))

@@ -2,7 +2,8 @@
 
 In-process (a thread, like moto's ThreadedMotoServer) rather than a child process, so
 it cannot outlive the runner. The socket is bound before anything else happens, so a
-taken port fails loudly here instead of hanging a server thread.
+taken port fails loudly here instead of hanging a server thread. DynamoDB transactions roll
+back item by item instead of by copying whole tables (moto_transactions.py).
 """
 
 from __future__ import annotations
@@ -19,12 +20,15 @@ from moto.moto_server.werkzeug_app import (
 )
 from werkzeug.serving import BaseWSGIServer, make_server
 
+from batchroute_tools.local import moto_transactions
+
 
 class MotoServer:
     def __init__(self, *, host: str = "127.0.0.1", port: int = 0) -> None:
         # Request lines from every poll would drown the service's own logs.
         for chatty in ("werkzeug", "botocore.credentials", "httpx"):
             logging.getLogger(chatty).setLevel(logging.WARNING)
+        moto_transactions.install()
         self._server: BaseWSGIServer = make_server(
             host,
             port,  # 0: the kernel picks a free port, without a race

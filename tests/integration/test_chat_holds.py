@@ -1,16 +1,21 @@
 """Chat holds on moto: a client that goes away mid-stream stops the upstream call and pays
 only what was generated; a request whose function dies is settled by the sweeper at its last
 checkpoint; settlement happens exactly once whoever comes first; the hot path before the
-first byte makes at most three AWS calls (key, rate limit, hold)."""
+first byte makes at most three AWS calls (key, rate limit, hold); the answer's last byte is
+not held back by the settlement."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
 
+import anyio
 import pytest
 from fastapi.testclient import TestClient
+from starlette.requests import ClientDisconnect
 
 from batchroute.adapters.aws import client as aws_client
 from batchroute.adapters.dynamo.chat_holds import ChatHoldStore
@@ -36,7 +41,7 @@ from batchroute.providers.base import (
 )
 from batchroute.providers.simulated import SimulatedSyncProvider
 from batchroute.services.catalog import guards_for
-from batchroute.services.chat_direct import DirectChat, DirectOptions
+from batchroute.services.chat_direct import DirectCall, DirectChat, DirectOptions
 from batchroute.services.chat_state import HoldKeeper, LaneStateCache, LaneStats
 from batchroute.services.sweeper import resolve_stale_chat_holds
 from batchroute_tools.local.provision import LocalStack
@@ -225,3 +230,131 @@ def test_hold_covers_the_dearest_lane_that_may_answer(stack: LocalStack) -> None
     )
     assert plan.hold == expected
     assert org.org_id
+
+
+# -- the HTTP answer: settled after its last byte; a disconnect stops upstream ------------------
+class _Disconnected(OSError):
+    pass
+
+
+def _asgi_post(app: Any, body: dict[str, Any], headers: dict[str, str], send: Any) -> None:
+    """Drive the app as an ASGI server would (spec 2.4: a failed send is a disconnect)."""
+    payload = json.dumps(body).encode()
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0", "spec_version": "2.4"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/v1/chat/completions",
+        "raw_path": b"/v1/chat/completions",
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(k.lower().encode(), v.encode()) for k, v in headers.items()]
+        + [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())],
+        "client": ("127.0.0.1", 50000),
+        "server": ("testserver", 80),
+    }
+    delivered = False
+
+    async def receive() -> dict[str, Any]:
+        nonlocal delivered
+        if not delivered:
+            delivered = True
+            return {"type": "http.request", "body": payload, "more_body": False}
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    async def main() -> None:
+        with contextlib.suppress(_Disconnected, ClientDisconnect):
+            await app(scope, receive, send)
+
+    anyio.run(main)
+
+
+def _settings(**update: Any) -> Any:
+    return get_settings().model_copy(update={"simulated_ttft_ms": 0, "simulated_inter_token_ms": 0, **update})
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_answer_ends_before_the_hold_is_settled(
+    stack: LocalStack, monkeypatch: pytest.MonkeyPatch, stream: bool
+) -> None:
+    # Given an org and a direct request, streamed or not
+    org = new_org(credit_usd="1")
+    log: list[str] = []
+    finish = DirectCall.finish
+
+    def recording_finish(self: DirectCall, *, error: str | None = None) -> Any:
+        log.append("settle")
+        return finish(self, error=error)
+
+    monkeypatch.setattr(DirectCall, "finish", recording_finish)
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.body" and not message.get("more_body", False):
+            log.append("last byte")
+
+    body = {
+        "model": LLAMA,
+        "messages": [{"role": "user", "content": "hi"}],
+        "max_tokens": 8,
+        "stream": stream,
+    }
+    # When the app answers it
+    _asgi_post(create_app(_settings()), body, org.key_headers(), send)
+    # Then its last byte left before the settlement began, and the settlement happened once
+    assert log == ["last byte", "settle"]
+    ledger = LedgerStore(get_settings().table_name("ledger"))
+    assert ledger.state(org.org_id).reserved == Money.zero()
+    assert ledger.violations(org.org_id) == []
+    hold = next(r for r in ledger.reservations(org.org_id) if r.purpose == "chat_hold")
+    assert hold.status == "settled" and hold.charged > Money.zero()
+
+
+def test_client_disconnect_over_http_stops_upstream_and_charges_what_was_generated(
+    stack: LocalStack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a stream whose provider paces its tokens (20 ms apart, 10 s of them at most)
+    org = new_org(credit_usd="1")
+    closed: list[int] = []
+    original = SimulatedSyncProvider._events
+
+    def events(self: SimulatedSyncProvider, request: ProviderRequest, answer: Any, text: str) -> Any:
+        sent = 0
+        inner = original(self, request, answer, text)
+        try:
+            for event in inner:
+                sent += isinstance(event, StreamDelta)
+                yield event
+        except GeneratorExit:
+            closed.append(sent)
+            inner.close()
+            raise
+
+    monkeypatch.setattr(SimulatedSyncProvider, "_events", events)
+    content_chunks = 0
+
+    async def send(message: dict[str, Any]) -> None:
+        nonlocal content_chunks
+        if message["type"] == "http.response.body" and b'"content":"' in message.get("body", b""):
+            content_chunks += 1
+            if content_chunks > 3:  # the client goes away after the role chunk and 3 deltas
+                raise _Disconnected("client went away")
+
+    body = {
+        "model": LLAMA,
+        "messages": [{"role": "user", "content": "tell me a long story"}],
+        "max_tokens": 500,
+        "stream": True,
+    }
+    _asgi_post(create_app(_settings(simulated_inter_token_ms=20)), body, org.key_headers(), send)
+    # Then the upstream stream was closed early, and what it generated was charged, once
+    assert len(closed) == 1 and 3 <= closed[0] < 20
+    ledger = LedgerStore(get_settings().table_name("ledger"))
+    hold = next(r for r in ledger.reservations(org.org_id) if r.purpose == "chat_hold")
+    request = parse_chat_request(body, builtin_catalog())
+    assert hold.status == "settled"
+    assert hold.charged == _cost(request.facts.prompt_tokens, closed[0])
+    assert ledger.state(org.org_id).reserved == Money.zero()
+    assert ledger.violations(org.org_id) == []

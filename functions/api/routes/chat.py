@@ -16,8 +16,8 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from collections.abc import AsyncIterator
-from typing import Annotated, Any
+from collections.abc import AsyncIterator, Callable
+from typing import Annotated, Any, TypeVar
 
 import anyio
 from fastapi import APIRouter, Depends, Request
@@ -33,8 +33,8 @@ from batchroute.adapters.dynamo.ledger import LedgerStore
 from batchroute.adapters.s3_objects import S3Objects
 from batchroute.catalog import builtin_catalog
 from batchroute.clock import Clock
-from batchroute.config import Settings
-from batchroute.domain.access import Principal
+from batchroute.config import Settings, get_settings
+from batchroute.domain.access import Principal, authorize
 from batchroute.domain.chat_objects import DONE_EVENT, chat_completion, chunk, sse, usage_object
 from batchroute.domain.chat_requests import parse_chat_request
 from batchroute.errors import InvalidRequest
@@ -45,14 +45,15 @@ from batchroute.services.catalog import guards_for
 from batchroute.services.chat_direct import DirectCall, DirectChat, DirectOptions
 from batchroute.services.chat_jobs import ChatJobs
 from batchroute.services.chat_state import HoldKeeper, LaneStateCache, LaneStats
-from functions.api.auth import require
-from functions.api.deps import ClockDep, SettingsDep
+from functions.api.auth import current_principal, get_authenticator, require
+from functions.api.deps import ClockDep, SettingsDep, get_clock
 from functions.api.envelope import ErrorEnvelope
 from functions.api.routes.batches import batch_service
 from functions.api.routes.files import file_service
 from functions.api.routes.quotes import quote_service
 
 router = APIRouter(tags=["chat"])
+T = TypeVar("T")
 
 PROVIDER_HEADER = "x-service-provider"
 LANE_HEADER = "x-service-lane"
@@ -112,7 +113,7 @@ def _runtime(settings: Settings, clock: Clock) -> _Runtime:
         return found[2]
 
 
-def direct_chat(settings: SettingsDep, clock: ClockDep) -> DirectChat:
+def direct_chat(settings: Settings, clock: Clock) -> DirectChat:
     runtime = _runtime(settings, clock)
     return DirectChat(
         catalog=builtin_catalog(),
@@ -141,9 +142,20 @@ def chat_jobs(settings: Settings, clock: Clock) -> ChatJobs:
     )
 
 
-DirectDep = Annotated[DirectChat, Depends(direct_chat)]
-Creator = Annotated[Principal, Depends(require("batches:create"))]
 Reader = Annotated[Principal, Depends(require("batches:read"))]
+
+
+def _provided(request: Request, dependency: Callable[[], T]) -> T:
+    """A dependency's value honouring the app's overrides (create_app(settings), test clocks)."""
+    provider: Callable[[], T] = request.app.dependency_overrides.get(dependency, dependency)
+    return provider()
+
+
+def _creator(request: Request, clock: Clock) -> Principal:
+    """What `require("batches:create")` does: the key (or session), the rate limit, the role."""
+    principal = current_principal(request, get_authenticator(clock))
+    authorize(principal, "batches:create")
+    return principal
 
 
 @router.post(
@@ -158,21 +170,27 @@ Reader = Annotated[Principal, Depends(require("batches:read"))]
     },
     summary="A chat completion: direct (optionally streamed) or queued as a one-item batch",
 )
-async def create_chat_completion(
-    request: Request, principal: Creator, direct: DirectDep, settings: SettingsDep, clock: ClockDep
-) -> Response:
+async def create_chat_completion(request: Request) -> Response:
+    # The hot path takes no FastAPI dependencies: with the app's dependency overrides (the
+    # settings) FastAPI rebuilds every dependency's signature on every request, and each sync
+    # dependency is a trip through the thread pool. Here: one trip for the caller (key lookup,
+    # rate limit, role), one for everything up to the provider's first byte.
+    settings: Settings = _provided(request, get_settings)
+    clock: Clock = _provided(request, get_clock)
+    principal = await run_in_threadpool(_creator, request, clock)
     try:
         body = json.loads(await request.body())
     except (ValueError, UnicodeDecodeError):
         raise InvalidRequest("The request body is not valid JSON.", code="invalid_json") from None
-    chat = parse_chat_request(body, direct.catalog)
+    chat = parse_chat_request(body, builtin_catalog())
     if chat.queue is not None:
         job = await run_in_threadpool(chat_jobs(settings, clock).queue, principal, chat)
         return JSONResponse(job, status_code=202)
-    call = await run_in_threadpool(direct.open, principal, chat)
+    call = await run_in_threadpool(lambda: direct_chat(settings, clock).open(principal, chat))
     headers = {PROVIDER_HEADER: call.provider, LANE_HEADER: call.lane.lane_id, BATCH_HEADER: call.batch_id}
     if chat.stream:
         stream = _Stream(call)
+        stream.start()  # the first delta is read while the answer starts
         return ChatEventStream(_events(stream), stream, headers=headers)
     try:
         await run_in_threadpool(_drain, call)
@@ -292,10 +310,9 @@ async def _events(stream: _Stream) -> AsyncIterator[bytes]:
             )
         )
 
-    pump: _Pump | None = None
+    pump = stream.pump or stream.start()
     try:
         yield event(delta={"role": "assistant", "content": ""})
-        pump = stream.start()
         while True:
             item = await pump.next()
             if isinstance(item, StreamDelta):
@@ -313,8 +330,7 @@ async def _events(stream: _Stream) -> AsyncIterator[bytes]:
         stream.error = "stream_failed"
         raise
     finally:
-        if pump is not None:
-            pump.stop()  # the answer's response settles once it has ended (ChatEventStream)
+        pump.stop()  # the answer's response settles once it has ended (ChatEventStream)
 
 
 class ChatEventStream(StreamingResponse):

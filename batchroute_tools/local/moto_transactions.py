@@ -1,0 +1,152 @@
+"""DynamoDB transactions on the local moto server: rolled back item by item, one at a time.
+
+moto's `TransactWriteItems` deep-copies every table a transaction names before it starts,
+so it can put the copy back if a condition fails. The copy costs time in proportion to the
+table (about 0.08 ms an item here), and the local stack's tables only grow: after a few
+hundred chat requests a hold transaction spent most of its time copying `ledger`, `batches`
+and `controls` (bench/RESULTS.md, "Chat overhead"). DynamoDB has no such cost.
+
+`install()` keeps moto's transaction code (its checks, errors and writes) and changes only
+the rollback: before the transaction, the items it names (at most 100) are copied; if it
+fails they are put back as they were (or removed, if they did not exist), and moto's
+whole-table copies are skipped. A transaction only writes the items it names, so putting
+those back restores exactly what the table copy would have. Transactions also run one at
+a time, as DynamoDB isolates them (moto's threaded server would otherwise interleave two).
+
+Only the local stack's moto server installs it (`MotoServer`); the test suites' in-process
+moto is left as moto ships it.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import moto.dynamodb.models as dynamodb_models
+from moto.dynamodb.models import DynamoDBBackend
+from moto.dynamodb.models.dynamo_type import DynamoType
+from moto.dynamodb.models.table import Table
+
+_OPERATIONS = ("ConditionCheck", "Put", "Delete", "Update")
+_lock = threading.RLock()
+_inside = threading.local()
+_installed: list[Callable[..., None]] = []
+
+
+class _CopyWithoutTables:
+    """moto.dynamodb.models' `copy` module, except that inside a patched transaction a
+    Table's deep copy is the table itself (the items are restored one by one instead)."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(copy, name)
+
+    @staticmethod
+    def deepcopy(value: Any, memo: dict[int, Any] | None = None) -> Any:
+        if isinstance(value, Table) and getattr(_inside, "active", False):
+            return value
+        return copy.deepcopy(value, memo)
+
+
+@dataclass
+class _Saved:
+    table: Table
+    hash_value: DynamoType
+    range_value: DynamoType | None
+    item: Any  # moto's Item, deep-copied, or None when absent
+    bucket_existed: bool  # range tables: whether the hash key had any item
+    stream_records: int | None
+
+
+def _key_of(table: Table, operation: str, body: dict[str, Any]) -> tuple[DynamoType, DynamoType | None]:
+    key = body["Item"] if operation == "Put" else body["Key"]
+    hash_value = DynamoType(key[table.hash_key_attr])
+    range_value = DynamoType(key[table.range_key_attr]) if table.range_key_attr else None
+    return hash_value, range_value
+
+
+def _save(backend: DynamoDBBackend, transact_items: list[dict[str, Any]]) -> list[_Saved]:
+    saved: list[_Saved] = []
+    for entry in transact_items:
+        if len(entry) != 1:
+            continue  # moto refuses it before writing anything
+        operation, body = next(iter(entry.items()))
+        name = body.get("TableName") if isinstance(body, dict) else None
+        table = backend.tables.get(name) if isinstance(name, str) else None
+        if operation not in _OPERATIONS or operation == "ConditionCheck" or table is None:
+            continue
+        try:
+            hash_value, range_value = _key_of(table, operation, body)
+        except (KeyError, TypeError):
+            continue  # a malformed key: moto refuses it before writing anything
+        if range_value is None:
+            bucket_existed = hash_value in table.items
+            current = table.items.get(hash_value)
+        else:
+            bucket_existed = hash_value in table.items
+            current = table.items[hash_value].get(range_value) if bucket_existed else None
+        stream = table.stream_shard
+        saved.append(
+            _Saved(
+                table=table,
+                hash_value=hash_value,
+                range_value=range_value,
+                item=copy.deepcopy(current) if current is not None else None,
+                bucket_existed=bucket_existed,
+                stream_records=len(stream.items) if stream is not None else None,
+            )
+        )
+    return saved
+
+
+def _restore(saved: list[_Saved]) -> None:
+    for entry in reversed(saved):  # an item named twice is refused, but be exact anyway
+        items = entry.table.items
+        if entry.range_value is None:
+            if entry.item is None:
+                items.pop(entry.hash_value, None)
+            else:
+                items[entry.hash_value] = entry.item
+        else:
+            if entry.item is not None:
+                items[entry.hash_value][entry.range_value] = entry.item
+            elif entry.hash_value in items:
+                items[entry.hash_value].pop(entry.range_value, None)
+                if not entry.bucket_existed and not items[entry.hash_value]:
+                    del items[entry.hash_value]
+        stream = entry.table.stream_shard
+        if stream is not None and entry.stream_records is not None:
+            del stream.items[entry.stream_records :]
+
+
+def install() -> None:
+    """Patch moto's DynamoDB backend in this process (idempotent)."""
+    if _installed:
+        return
+    original: Callable[..., None] = DynamoDBBackend.transact_write_items
+
+    def transact_write_items(self: DynamoDBBackend, transact_items: list[dict[str, Any]]) -> None:
+        with _lock:
+            saved = _save(self, transact_items) if len(transact_items) <= 100 else []
+            _inside.active = True
+            try:
+                original(self, transact_items)
+            except BaseException:
+                _restore(saved)
+                raise
+            finally:
+                _inside.active = False
+
+    DynamoDBBackend.transact_write_items = transact_write_items  # type: ignore[method-assign]
+    setattr(dynamodb_models, "copy", _CopyWithoutTables())  # noqa: B010 (the module's `copy`)
+    _installed.append(original)
+
+
+def uninstall() -> None:
+    """Put moto back as it ships (tests)."""
+    if not _installed:
+        return
+    DynamoDBBackend.transact_write_items = _installed.pop()  # type: ignore[method-assign]
+    setattr(dynamodb_models, "copy", copy)  # noqa: B010

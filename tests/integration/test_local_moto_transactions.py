@@ -1,0 +1,135 @@
+"""The local stack's moto server rolls a failed DynamoDB transaction back item by item: what
+the transaction wrote is undone exactly, and no table is copied (moto's stock rollback copies
+every table a transaction names, which grows with the table; see moto_transactions.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+from botocore.exceptions import ClientError
+from moto.core import DEFAULT_ACCOUNT_ID
+from moto.dynamodb.models import dynamodb_backends
+
+from batchroute_tools.local import moto_transactions
+from batchroute_tools.local.moto_server import MotoServer
+
+REGION = "us-east-1"
+
+
+@pytest.fixture
+def dynamodb(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    for name, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}.items():
+        monkeypatch.setenv(name, value)
+    server = MotoServer()
+    server.start()
+    try:
+        client = boto3.session.Session().client(
+            "dynamodb", region_name=REGION, endpoint_url=server.endpoint_url
+        )
+        for name, keys in {"ranged": ("pk", "sk"), "hashed": ("pk",)}.items():
+            client.create_table(
+                TableName=name,
+                KeySchema=[
+                    {"AttributeName": key, "KeyType": kind}
+                    for key, kind in zip(keys, ("HASH", "RANGE"), strict=False)
+                ],
+                AttributeDefinitions=[{"AttributeName": key, "AttributeType": "S"} for key in keys],
+                BillingMode="PAY_PER_REQUEST",
+            )
+        yield client
+    finally:
+        server.stop()
+        moto_transactions.uninstall()  # this test process's other suites use moto as it ships
+        dynamodb_backends[DEFAULT_ACCOUNT_ID].pop(REGION, None)
+
+
+def _key(pk: str, sk: str | None = "META") -> dict[str, Any]:
+    return {"pk": {"S": pk}, **({"sk": {"S": sk}} if sk is not None else {})}
+
+
+def _item(client: Any, table: str, key: dict[str, Any]) -> dict[str, Any] | None:
+    found: dict[str, Any] | None = client.get_item(TableName=table, Key=key, ConsistentRead=True).get("Item")
+    return found
+
+
+def _tables() -> dict[str, Any]:
+    return dict(dynamodb_backends[DEFAULT_ACCOUNT_ID][REGION].tables)
+
+
+def test_failed_transaction_undoes_its_writes_without_copying_tables(dynamodb: Any) -> None:
+    # Given an item to update, one to delete, and many others
+    dynamodb.put_item(TableName="ranged", Item={**_key("a"), "v": {"N": "1"}, "tags": {"SS": ["x"]}})
+    dynamodb.put_item(TableName="ranged", Item={**_key("b"), "v": {"N": "1"}})
+    for n in range(50):
+        dynamodb.put_item(TableName="ranged", Item={**_key(f"other-{n}"), "v": {"N": str(n)}})
+    tables = _tables()
+    before = {pk: _item(dynamodb, "ranged", _key(pk)) for pk in ("a", "b", "c")}
+    # When a transaction updates, deletes and puts, then fails its last condition
+    with pytest.raises(ClientError) as refused:
+        dynamodb.transact_write_items(
+            TransactItems=[
+                {
+                    "Update": {
+                        "TableName": "ranged",
+                        "Key": _key("a"),
+                        "UpdateExpression": "SET v = :two ADD tags :y",
+                        "ExpressionAttributeValues": {":two": {"N": "2"}, ":y": {"SS": ["y"]}},
+                    }
+                },
+                {"Delete": {"TableName": "ranged", "Key": _key("b")}},
+                {"Put": {"TableName": "ranged", "Item": {**_key("c"), "v": {"N": "3"}}}},
+                {"Put": {"TableName": "hashed", "Item": {**_key("h", None), "v": {"N": "3"}}}},
+                {
+                    "ConditionCheck": {
+                        "TableName": "ranged",
+                        "Key": _key("missing"),
+                        "ConditionExpression": "attribute_exists(pk)",
+                    }
+                },
+            ]
+        )
+    assert refused.value.response["Error"]["Code"] == "TransactionCanceledException"
+    # Then every item is as it was, the new ones do not exist, and no table was replaced by a copy
+    assert {pk: _item(dynamodb, "ranged", _key(pk)) for pk in ("a", "b", "c")} == before
+    assert before["c"] is None and _item(dynamodb, "hashed", _key("h", None)) is None
+    assert dynamodb.scan(TableName="ranged")["Count"] == 52
+    assert dynamodb.scan(TableName="hashed")["Count"] == 0
+    assert all(_tables()[name] is table for name, table in tables.items())
+
+
+def test_transaction_naming_one_item_twice_is_refused_and_writes_nothing(dynamodb: Any) -> None:
+    dynamodb.put_item(TableName="ranged", Item={**_key("a"), "v": {"N": "1"}})
+    with pytest.raises(ClientError) as refused:
+        dynamodb.transact_write_items(
+            TransactItems=[
+                {"Put": {"TableName": "ranged", "Item": {**_key("a"), "v": {"N": "5"}}}},
+                {"Delete": {"TableName": "ranged", "Key": _key("a")}},
+            ]
+        )
+    assert refused.value.response["Error"]["Code"] == "ValidationException"
+    assert _item(dynamodb, "ranged", _key("a")) == {**_key("a"), "v": {"N": "1"}}
+
+
+def test_successful_transaction_commits_every_write(dynamodb: Any) -> None:
+    dynamodb.put_item(TableName="ranged", Item={**_key("a"), "v": {"N": "1"}})
+    tables = _tables()
+    dynamodb.transact_write_items(
+        TransactItems=[
+            {
+                "Update": {
+                    "TableName": "ranged",
+                    "Key": _key("a"),
+                    "UpdateExpression": "SET v = :two",
+                    "ConditionExpression": "v = :one",
+                    "ExpressionAttributeValues": {":one": {"N": "1"}, ":two": {"N": "2"}},
+                }
+            },
+            {"Put": {"TableName": "hashed", "Item": {**_key("h", None), "v": {"N": "3"}}}},
+        ]
+    )
+    assert _item(dynamodb, "ranged", _key("a")) == {**_key("a"), "v": {"N": "2"}}
+    assert _item(dynamodb, "hashed", _key("h", None)) == {**_key("h", None), "v": {"N": "3"}}
+    assert all(_tables()[name] is table for name, table in tables.items())
