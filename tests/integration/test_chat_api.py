@@ -15,6 +15,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from batchroute.adapters.dynamo.batch_records import BatchRecords
+from batchroute.adapters.dynamo.billing_events import BillingEvents
 from batchroute.adapters.dynamo.ledger import LedgerStore
 from batchroute.config import get_settings
 from batchroute.domain.chat_objects import batch_id_for
@@ -226,6 +227,31 @@ def test_hard_limit_with_room_accepts_and_counts_spend(client: TestClient, org: 
         )
     assert _ledger().violations(org.org_id) == []
     assert sum(v for k, v in _ledger().snapshot(org.org_id).spend.items() if k.startswith("M#")) > 0
+
+
+def test_a_soft_limit_reached_by_direct_chat_is_reported_once_and_never_blocks(
+    client: TestClient, org: TestOrg
+) -> None:
+    # Given a soft monthly limit of one micro-dollar
+    saved = client.put(
+        "/v1/billing/controls",
+        json={
+            "limit_enabled": True,
+            "limit_period": "monthly",
+            "limit_amount": "0.000001",
+            "limit_mode": "soft",
+        },
+        headers=org.session_headers(),
+    )
+    assert saved.status_code == 200, saved.text
+    # When two direct requests are charged past it
+    for _ in range(2):
+        response = _post(client, org, {"model": MINI, "messages": _messages(), "max_tokens": 8})
+        assert response.status_code == 200  # soft mode never blocks
+    # Then billing.limit_reached was recorded once for the period
+    events = BillingEvents(get_settings().table_name("controls")).events(org.org_id)
+    assert [e["type"] for e in events] == ["billing.limit_reached"]
+    assert events[0]["details"]["mode"] == "soft" and events[0]["details"]["period"] == "monthly"
 
 
 # -- errors ----------------------------------------------------------------------------------------

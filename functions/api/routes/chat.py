@@ -41,6 +41,7 @@ from batchroute.errors import InvalidRequest
 from batchroute.observability import logger
 from batchroute.providers.base import StreamDelta, StreamEnd
 from batchroute.providers.registry import ProviderRegistry, provider_registry
+from batchroute.services.batch_pipeline import build_billing_alerts
 from batchroute.services.catalog import guards_for
 from batchroute.services.chat_direct import DirectCall, DirectChat, DirectOptions
 from batchroute.services.chat_jobs import ChatJobs
@@ -94,6 +95,7 @@ class _Runtime:
         self.holds = HoldKeeper(self.store, clock)
         self.providers: ProviderRegistry = provider_registry(settings)
         self.controls = ControlsStore(settings.table_name("controls"))
+        self.alerts = build_billing_alerts(settings, ledger)
 
 
 _RUNTIMES: dict[tuple[int, int], tuple[Settings, Clock, _Runtime]] = {}
@@ -129,6 +131,7 @@ def direct_chat(settings: Settings, clock: Clock) -> DirectChat:
             first_byte_timeout_seconds=settings.chat_first_byte_timeout_seconds,
             checkpoint_seconds=settings.chat_usage_checkpoint_seconds,
         ),
+        alerts=runtime.alerts,
     )
 
 

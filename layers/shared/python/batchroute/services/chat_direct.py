@@ -58,6 +58,14 @@ class ControlsReader(Protocol):
     def billing_controls(self, org_id: str) -> BillingControls | None: ...
 
 
+class LimitAlerts(Protocol):
+    """`billing.limit_reached` once per period (services/billing_alerts.py)."""
+
+    def after_settlement(
+        self, org_id: str, controls: BillingControls, *, at: datetime
+    ) -> dict[str, Any] | None: ...
+
+
 @dataclass(frozen=True)
 class DirectOptions:
     first_byte_timeout_seconds: float = 10.0
@@ -187,6 +195,7 @@ class DirectChat:
         guards: RoutingGuards,
         clock: Clock,
         options: DirectOptions | None = None,
+        alerts: LimitAlerts | None = None,
     ) -> None:
         self.catalog = catalog
         self.lanes = lanes
@@ -198,6 +207,7 @@ class DirectChat:
         self.guards = guards
         self.clock = clock
         self.options = options or DirectOptions()
+        self.alerts = alerts
 
     # -- before the first byte ---------------------------------------------------------------
     def plan(self, request: ChatRequest) -> DirectPlan:
@@ -289,10 +299,6 @@ class DirectChat:
         )
 
     # -- settlement --------------------------------------------------------------------------
-    def _period_keys(self, org_id: str, at: datetime) -> list[str]:
-        controls = self.controls.billing_controls(org_id)
-        return list(period_keys(at, controls.limit_timezone if controls else "UTC").values())
-
     def _settle(self, call: DirectCall, error: str | None) -> SettlementResult:
         now = self.clock.now()
         at = isoformat(now)
@@ -300,15 +306,24 @@ class DirectChat:
         charge = call.lane.charge(usage.prompt_tokens, usage.completion_tokens)
         completed = call.finished and error is None
         outcome = self._outcome(call, at, usage, charge, completed=completed, error=error)
+        org_id = call.principal.org_id
+        controls = self.controls.billing_controls(org_id)
         result = self.store.settle(
-            call.principal.org_id,
+            org_id,
             call.hold_id,
             batch_id=call.batch_id,
             charge=charge,
             at=at,
-            period_keys=self._period_keys(call.principal.org_id, now),
+            period_keys=list(period_keys(now, controls.limit_timezone if controls else "UTC").values()),
             outcome=outcome,
         )
+        if self.alerts is not None and controls is not None and not result.replayed and result.charged:
+            # A soft limit never blocks, so reaching it is reported here (once per period), as
+            # a hard limit that this charge pushed the period past is; never fails the answer.
+            try:
+                self.alerts.after_settlement(org_id, controls, at=now)
+            except Exception:
+                logger.exception("billing alert after a chat settlement failed", extra={"org_id": org_id})
         return result
 
     def _release(self, call: DirectCall, error: str) -> None:
