@@ -7,7 +7,7 @@ INSTALLED := $(VENV)/.installed
 export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION := 1
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 
-.PHONY: setup run test test-unit test-integration test-infra test-e2e lint typecheck build synth bench clean
+.PHONY: setup run test test-unit test-integration test-infra test-e2e lint typecheck build synth bench bench-pipeline bench-chat clean
 
 $(INSTALLED): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -54,6 +54,13 @@ test: lint typecheck build
 
 bench: setup build
 	$(PY) bench/coldstart.py
+
+## The batch pipeline end to end (1k, 10k, 100k items) and the chat path's added latency.
+bench-pipeline: setup
+	$(PY) bench/pipeline.py --breakdown
+
+bench-chat: setup
+	$(PY) bench/chat_overhead.py
 
 clean:
 	rm -rf .build cdk.out .local .pytest_cache .mypy_cache .ruff_cache
