@@ -24,11 +24,12 @@ from batchroute.domain.chat_objects import (
     chat_job,
     completion_id,
     epoch_seconds,
+    job_id_for,
 )
 from batchroute.domain.chat_requests import ChatRequest
 from batchroute.domain.jsonl import parse_jsonl
 from batchroute.errors import Forbidden, NotFound, PaymentRequired
-from batchroute.ids import new_id, suffix_of
+from batchroute.ids import new_id
 from batchroute.services.batches import CreateAnswer
 
 
@@ -55,8 +56,8 @@ class ChatJobs:
         """Create the one-item batch; the 202 body is the chat job (status `queued`)."""
         authorize(principal, "batches:create")
         assert request.queue is not None
-        job_id = new_id("chatjob")
-        batch_id = f"batch_{suffix_of(job_id)}"
+        batch_id = new_id("batch")
+        job_id = job_id_for(batch_id)
         body: dict[str, Any] = {
             "items": [request.as_item()],
             "privacy_tier": request.privacy_tier,

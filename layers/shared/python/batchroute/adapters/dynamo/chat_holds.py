@@ -27,7 +27,7 @@ from botocore.exceptions import ClientError
 
 from batchroute.adapters.dynamo.batch_records import batch_key
 from batchroute.adapters.dynamo.codec import from_item, is_condition_failure, set_clause, to_item, to_value
-from batchroute.adapters.dynamo.controls import CONTROLS_SK, _controls_from_item
+from batchroute.adapters.dynamo.controls import CONTROLS_SK, controls_from_item
 from batchroute.adapters.dynamo.ledger import (
     LedgerStore,
     TransactItem,
@@ -143,7 +143,7 @@ class ChatHoldStore:
             for rows in response.get("Responses", {}).values():
                 found.extend(from_item(row) for row in rows)
             request = response.get("UnprocessedKeys") or {}
-        controls = next((_controls_from_item(i) for i in found if i.get("sk") == CONTROLS_SK), None)
+        controls = next((controls_from_item(i) for i in found if i.get("sk") == CONTROLS_SK), None)
         spent = {
             str(i["sk"])[len(_SPEND_PREFIX) :]: int(i.get("spent_micros", 0))
             for i in found

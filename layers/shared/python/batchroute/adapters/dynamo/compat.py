@@ -13,6 +13,7 @@ batch, its file ids and its list entry exist together or not at all.
 
 from __future__ import annotations
 
+from dataclasses import asdict, fields
 from typing import Any
 
 from batchroute.adapters.dynamo.codec import from_item, is_condition_failure, to_item, to_value
@@ -199,33 +200,12 @@ class CompatStore(DynamoStore):
 
 
 def _upload_values(record: UploadRecord) -> dict[str, Any]:
-    return {
-        "pk": f"UPLOAD#{record.upload_id}",
-        "sk": "META",
-        "kind": "upload",
-        "upload_id": record.upload_id,
-        "org_id": record.org_id,
-        "filename": record.filename,
-        "purpose": record.purpose,
-        "mime_type": record.mime_type,
-        "bytes": record.bytes,
-        "status": record.status,
-        "created_at": record.created_at,
-        "expires_at": record.expires_at,
-        "file_id": record.file_id,
-    }
+    return {"pk": f"UPLOAD#{record.upload_id}", "sk": "META", "kind": "upload", **asdict(record)}
+
+
+_UPLOAD_FIELDS = frozenset(f.name for f in fields(UploadRecord))
 
 
 def _upload(values: dict[str, Any]) -> UploadRecord:
-    return UploadRecord(
-        upload_id=values["upload_id"],
-        org_id=values["org_id"],
-        filename=values["filename"],
-        purpose=values["purpose"],
-        mime_type=values["mime_type"],
-        bytes=int(values["bytes"]),
-        status=values["status"],
-        created_at=values["created_at"],
-        expires_at=values["expires_at"],
-        file_id=values.get("file_id"),
-    )
+    kept = {name: value for name, value in values.items() if name in _UPLOAD_FIELDS}
+    return UploadRecord(**{**kept, "bytes": int(values["bytes"])})

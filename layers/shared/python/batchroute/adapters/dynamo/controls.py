@@ -34,7 +34,7 @@ class ControlsStore(DynamoStore):
     # -- billing controls ----------------------------------------------------------------
     def billing_controls(self, org_id: str) -> BillingControls | None:
         item = self._get(org_id, CONTROLS_SK)
-        return _controls_from_item(item) if item else None
+        return controls_from_item(item) if item else None
 
     def save_billing_controls(
         self, controls: BillingControls, *, expected_version: int, audit: AuditEntry
@@ -153,7 +153,7 @@ def _threshold_item(threshold: Threshold) -> dict[str, Any]:
     return {"type": threshold.type, "micros": threshold.amount.micros}
 
 
-def _controls_from_item(item: dict[str, Any]) -> BillingControls:
+def controls_from_item(item: dict[str, Any]) -> BillingControls:
     def money(name: str) -> Money | None:
         return Money(int(item[name])) if item.get(name) is not None else None
 
