@@ -9,7 +9,7 @@ from fastapi import FastAPI
 from batchroute.config import Settings, get_settings
 from functions.api.envelope import COMMON_ERRORS
 from functions.api.errors import install_error_handlers
-from functions.api.middleware import ReadOnlyMiddleware, RequestContextMiddleware
+from functions.api.middleware import JsonBodyGuard, ReadOnlyMiddleware, RequestContextMiddleware
 from functions.api.openapi import document
 from functions.api.routes import (
     account,
@@ -64,6 +64,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.include_router(router)
     app.dependency_overrides[get_settings] = lambda: settings
     install_error_handlers(app)
+    app.add_middleware(JsonBodyGuard, max_bytes=settings.max_json_body_bytes)
     app.add_middleware(ReadOnlyMiddleware, enabled=settings.read_only)
     app.add_middleware(RequestContextMiddleware)
 

@@ -11,7 +11,13 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from batchroute.errors import ErrorKind, ServiceError
 from batchroute.observability import logger
-from functions.api.compat_envelope import insufficient_quota, is_compat, param_of, vendor_error_response
+from functions.api.compat_envelope import (
+    COMPAT_PREFIX,
+    insufficient_quota,
+    is_compat,
+    param_of,
+    vendor_error_response,
+)
 from functions.api.envelope import error_response
 
 STATUS_BY_KIND: dict[ErrorKind, int] = {
@@ -22,6 +28,7 @@ STATUS_BY_KIND: dict[ErrorKind, int] = {
     "not_found": 404,
     "conflict": 409,
     "gone": 410,
+    "too_large": 413,
     "rate_limited": 429,
     "unavailable": 503,
 }
@@ -48,12 +55,13 @@ def _validation_issues(exc: RequestValidationError) -> list[dict[str, Any]]:
     return issues
 
 
-async def _service_error(request: Request, exc: Exception) -> JSONResponse:
-    assert isinstance(exc, ServiceError)
+def service_error_response(path: str, exc: ServiceError) -> JSONResponse:
+    """A domain error as its HTTP answer: the spec's envelope, or the vendor's shape on the
+    vendor-compatible surface. Also used by the middleware that answers before a route runs."""
     headers = None
     if exc.retry_after_seconds is not None:
         headers = {"Retry-After": str(exc.retry_after_seconds)}
-    if is_compat(request):
+    if path.startswith(COMPAT_PREFIX):
         if exc.kind == "payment_required":
             return insufficient_quota(exc.message)
         return vendor_error_response(
@@ -62,6 +70,11 @@ async def _service_error(request: Request, exc: Exception) -> JSONResponse:
     return error_response(
         STATUS_BY_KIND[exc.kind], exc.code, exc.message, details=exc.details, headers=headers
     )
+
+
+async def _service_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, ServiceError)
+    return service_error_response(request.url.path, exc)
 
 
 async def _validation_error(request: Request, exc: Exception) -> JSONResponse:

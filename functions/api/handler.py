@@ -9,13 +9,13 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from mangum import Mangum
 
-from batchroute.observability import logger, metrics, tracer
+from batchroute.observability import lambda_logging, metrics, tracer
 from functions.api.app import app
 
 _asgi = Mangum(app, lifespan="off")
 
 
-@logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST, log_event=False)
+@lambda_logging(correlation_id_path=correlation_paths.API_GATEWAY_REST)
 @metrics.log_metrics
 @tracer.capture_lambda_handler(capture_response=False)
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Pure ASGI middleware: request ids, access log, read-only maintenance.
+"""Pure ASGI middleware: request ids, access log, read-only maintenance, JSON body limits.
 
 Pure ASGI rather than BaseHTTPMiddleware so streamed answers pass through unbuffered.
 """
@@ -12,8 +12,11 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from batchroute.observability import logger
+from batchroute.domain.json_limits import MAX_JSON_DEPTH, nests_deeper_than
+from batchroute.errors import InvalidRequest, PayloadTooLarge, ServiceError
+from batchroute.observability import invocation_keys, logger
 from functions.api.compat_envelope import COMPAT_PREFIX
+from functions.api.errors import service_error_response
 
 MUTATING_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 REQUEST_ID_HEADER = b"x-request-id"
@@ -42,7 +45,6 @@ class RequestContextMiddleware:
             return
         request_id = _request_id(scope)
         scope.setdefault("state", {})["request_id"] = request_id
-        logger.set_correlation_id(request_id)
         started = time.perf_counter()
         status_holder = {"status": 500}
 
@@ -54,18 +56,19 @@ class RequestContextMiddleware:
                 message["headers"] = headers
             await send(message)
 
-        try:
-            await self.app(scope, receive, send_with_id)
-        finally:
-            logger.info(
-                "request",
-                extra={
-                    "method": scope["method"],
-                    "path": scope["path"],
-                    "status": status_holder["status"],
-                    "duration_ms": round((time.perf_counter() - started) * 1000, 2),
-                },
-            )
+        with invocation_keys(correlation_id=request_id):
+            try:
+                await self.app(scope, receive, send_with_id)
+            finally:
+                logger.info(
+                    "request",
+                    extra={
+                        "method": scope["method"],
+                        "path": scope["path"],
+                        "status": status_holder["status"],
+                        "duration_ms": round((time.perf_counter() - started) * 1000, 2),
+                    },
+                )
 
 
 class ReadOnlyMiddleware:
@@ -94,3 +97,94 @@ class ReadOnlyMiddleware:
             }
         )
         await send({"type": "http.response.body", "body": body})
+
+
+class JsonBodyGuard:
+    """Every JSON request body is at most `max_bytes` (413 `payload_too_large`) and nests at
+    most MAX_JSON_DEPTH levels (400 `invalid_json`), checked before any route parses it.
+
+    A body counts as JSON unless it is an upload (multipart, octet-stream, JSON Lines):
+    routes that take uploads stream them with their own caps. The body is read once and
+    handed on whole; later `receive` calls reach the server (a streamed answer still hears
+    the client go away)."""
+
+    def __init__(self, app: ASGIApp, *, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] not in MUTATING_METHODS or _is_upload(scope):
+            await self.app(scope, receive, send)
+            return
+        path = str(scope["path"])
+        declared = _content_length(scope)
+        if declared is not None and declared > self.max_bytes:
+            await self._refuse(path, self._too_large(), scope, receive, send)
+            return
+        chunks: list[bytes] = []
+        size, more = 0, True
+        while more:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_bytes:
+                await self._refuse(path, self._too_large(), scope, receive, send)
+                return
+            chunks.append(chunk)
+            more = bool(message.get("more_body", False))
+        body = b"".join(chunks)
+        if nests_deeper_than(body):
+            refusal = InvalidRequest(
+                f"The request body nests deeper than {MAX_JSON_DEPTH} levels.",
+                code="invalid_json",
+                details={"max_depth": MAX_JSON_DEPTH},
+            )
+            await self._refuse(path, refusal, scope, receive, send)
+            return
+        handed = False
+
+        async def replay() -> Message:
+            nonlocal handed
+            if not handed:
+                handed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+    def _too_large(self) -> PayloadTooLarge:
+        return PayloadTooLarge(
+            f"JSON bodies are at most {self.max_bytes} bytes; send large inputs as a file upload.",
+            details={"max_bytes": self.max_bytes},
+        )
+
+    @staticmethod
+    async def _refuse(path: str, exc: ServiceError, scope: Scope, receive: Receive, send: Send) -> None:
+        await service_error_response(path, exc)(scope, receive, send)
+
+
+_UPLOAD_TYPES = frozenset(
+    {"multipart/form-data", "application/octet-stream", "application/jsonl", "application/x-ndjson"}
+)
+
+
+def _header(scope: Scope, name: bytes) -> bytes | None:
+    for key, value in scope.get("headers", []):
+        if key == name:
+            return bytes(value)
+    return None
+
+
+def _is_upload(scope: Scope) -> bool:
+    content_type = (_header(scope, b"content-type") or b"").decode("latin-1")
+    return content_type.split(";", 1)[0].strip().lower() in _UPLOAD_TYPES
+
+
+def _content_length(scope: Scope) -> int | None:
+    raw = _header(scope, b"content-length")
+    try:
+        return int(raw) if raw is not None else None
+    except ValueError:
+        return None

@@ -15,7 +15,7 @@ from batchroute.adapters.dynamo.ledger import LedgerStore
 from batchroute.catalog import builtin_catalog
 from batchroute.clock import SystemClock
 from batchroute.config import get_settings
-from batchroute.observability import logger, metrics, tracer
+from batchroute.observability import lambda_logging, logger, metrics, tracer
 from batchroute.services.lane_health import provider_health_for, refresh_lane_heartbeats
 from batchroute.services.sweeper import expire_overdue_batches, resolve_stale_chat_holds
 from batchroute.services.webhook_delivery import build_webhook_delivery
@@ -33,7 +33,7 @@ _chat_holds = ChatHoldStore(
 )
 
 
-@logger.inject_lambda_context(log_event=False)
+@lambda_logging()
 @metrics.log_metrics
 @tracer.capture_lambda_handler(capture_response=False)
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:

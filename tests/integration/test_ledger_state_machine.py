@@ -9,12 +9,14 @@ spend counters hold the charges, and the open-holds index holds exactly the pend
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cache
 from typing import Any
 
 import boto3
 import pytest
+from botocore.exceptions import ClientError
 from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -30,8 +32,11 @@ from hypothesis.stateful import (
 from moto import mock_aws
 
 from batchroute import resources
-from batchroute.adapters.dynamo.ledger import LedgerStore
+from batchroute.adapters.dynamo.controls import ControlsStore
+from batchroute.adapters.dynamo.ledger import LedgerStore, cancellation_codes
+from batchroute.adapters.dynamo.limit_checks import SpendingLimitChecks
 from batchroute.clock import isoformat
+from batchroute.domain.billing_controls import AuditEntry, BillingControls
 from batchroute.domain.ledger import (
     DuplicateReservation,
     Purpose,
@@ -40,6 +45,7 @@ from batchroute.domain.ledger import (
     Wallet,
     period_keys,
 )
+from batchroute.domain.spending_limit import LimitGuard
 from batchroute.errors import PaymentRequired
 from batchroute.money import Money
 
@@ -250,3 +256,159 @@ LedgerMachine.TestCase.settings = settings(
     suppress_health_check=[HealthCheck.too_slow],
 )
 TestLedgerStateMachine = LedgerMachine.TestCase
+
+
+# -- interleaved reservations under a hard spending limit -----------------------------------
+CONTROLS_TABLE = "machine-controls"
+NOW = INSTANTS[0]  # the submit instant: its local day is the limit's period
+DAY_KEY = period_keys(NOW, ZONE)["daily"]
+
+
+def create_controls_table(dynamodb: Any, name: str) -> None:
+    table = resources.table("controls")
+    dynamodb.create_table(
+        TableName=name,
+        BillingMode="PAY_PER_REQUEST",
+        KeySchema=[
+            {"AttributeName": table.partition_key, "KeyType": "HASH"},
+            {"AttributeName": table.sort_key, "KeyType": "RANGE"},
+        ],
+        AttributeDefinitions=[
+            {"AttributeName": k, "AttributeType": "S"} for k in (table.partition_key, table.sort_key)
+        ],
+    )
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A submit that has read the limit (its guard) and not yet written."""
+
+    reservation_id: str
+    amount: int
+    guard: LimitGuard
+
+
+class HardLimitLedgerMachine(LedgerMachine):
+    """The same ledger with a hard daily limit: every reservation reads the limit into a guard
+    and writes later, so reads and writes of different submits interleave in any order
+    (with settlements, releases, grants and limit changes between them). A write is accepted
+    exactly when the conditions promise (funds, room under the limit as read, spend not grown
+    past what was read, controls unchanged), and the limit is never exceeded:
+    spend of the day + in-flight <= limit after every step."""
+
+    prepared = Bundle("prepared")
+
+    def __init__(self) -> None:
+        super().__init__()
+        create_controls_table(self.store.dynamodb, CONTROLS_TABLE)
+        self.controls = ControlsStore(CONTROLS_TABLE, dynamodb=self.store.dynamodb)
+        self.checks = SpendingLimitChecks(ledger_table=TABLE, controls_table=CONTROLS_TABLE)
+        self.limit = 0
+        self.version = 0
+
+    @initialize(limit=st.integers(1, 60 * USD))
+    def set_hard_limit(self, limit: int) -> None:
+        self._save_limit(limit)
+
+    @rule(increase=st.integers(0, 10 * USD))
+    def raise_the_limit(self, increase: int) -> None:
+        # Raised only: lowering a limit below what is already in flight is allowed (it only
+        # refuses new work), but then "never exceeded" would not be a property of the ledger.
+        self._save_limit(self.limit + increase)
+
+    def _save_limit(self, limit: int) -> None:
+        controls = BillingControls(
+            org_id=ORG,
+            configured=True,
+            limit_enabled=True,
+            limit_period="daily",
+            limit_amount=Money(limit),
+            limit_mode="hard",
+            limit_timezone=ZONE,
+            version=self.version + 1,
+        )
+        audit = AuditEntry(
+            id=f"audit_{self.version + 1}",
+            org_id=ORG,
+            actor_user_id=None,
+            actor_role=None,
+            action="billing_controls.updated",
+            before={},
+            after={},
+            ip_address=None,
+            created_at=isoformat(NOW),
+        )
+        self.controls.save_billing_controls(controls, expected_version=self.version, audit=audit)
+        self.limit, self.version = limit, self.version + 1
+
+    @rule(target=prepared, amount=AMOUNTS)
+    def read_the_limit(self, amount: int) -> Prepared:
+        controls, spent = self.checks.read(self.store.dynamodb, ORG, [DAY_KEY])
+        assert controls is not None and controls.limit_amount is not None
+        guard = LimitGuard(
+            hard=True,
+            version=controls.version,
+            limit_micros=controls.limit_amount.micros,
+            period="daily",
+            period_key=DAY_KEY,
+            spent_micros=spent.get(DAY_KEY, 0),
+        )
+        return Prepared(self._next_id(), amount, guard)
+
+    @rule(target=LedgerMachine.pending, submit=consumes(prepared))
+    def write_the_reservation(self, submit: Prepared) -> Any:
+        model = self.model
+        cap = submit.guard.reserved_cap(Money(submit.amount))
+        expected = (
+            model.available >= submit.amount
+            and cap is not None
+            and model.reserved <= cap
+            and model.spend.get(DAY_KEY, 0) <= submit.guard.spent_micros
+            and submit.guard.version == self.version
+        )
+        items = [
+            *self.store.reserve_items(
+                ORG,
+                reservation_id=submit.reservation_id,
+                amount=Money(submit.amount),
+                at=isoformat(NOW),
+                purpose="batch",
+                ref=submit.reservation_id,
+                reserved_at_most=cap,
+            ),
+            *self.checks.items(ORG, submit.guard),
+        ]
+        refusal: list[str] = []
+        try:
+            self.store.dynamodb.transact_write_items(TransactItems=items)
+        except ClientError as exc:
+            refusal = cancellation_codes(exc)  # a refused condition, never another error
+            if not refusal:
+                raise
+        accepted = not refusal
+        assert accepted == expected
+        if not accepted:
+            event("guarded reserve refused")
+            return multiple()
+        event("guarded reserve accepted")
+        model.reserve(submit.reservation_id, submit.amount, ref=submit.reservation_id, at=isoformat(NOW))
+        return submit.reservation_id
+
+    @precondition(lambda self: False)  # every reservation here reads the limit first
+    @rule()
+    def reserve(self) -> None:
+        raise AssertionError("unreachable")
+
+    @invariant()
+    def the_hard_limit_is_never_exceeded(self) -> None:
+        stored = self.store.snapshot(ORG)
+        assert stored.spend.get(DAY_KEY, 0) + stored.reserved <= self.limit
+
+
+HardLimitLedgerMachine.TestCase.settings = settings(
+    max_examples=25,
+    stateful_step_count=30,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+TestHardLimitLedgerStateMachine = HardLimitLedgerMachine.TestCase

@@ -4,12 +4,14 @@ spend period taken in the controls' zone."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import pytest
 
 from batchroute.domain.billing_controls import BillingControls
 from batchroute.domain.ledger import WalletState
+from batchroute.domain.spending_limit import LimitGuard
 from batchroute.errors import Forbidden, PaymentRequired
 from batchroute.money import Money
 from batchroute.services.funding import Funding, decide
@@ -149,3 +151,28 @@ def test_decide_refuses_a_negative_estimate() -> None:
     wallet = WalletState(balance=Money.usd("1"), reserved=Money.zero())
     with pytest.raises(ValueError, match="negative"):
         decide(wallet=wallet, estimate=Money(-1), controls=None, spent=None, period_key=None)
+
+
+def test_a_hard_decision_carries_the_guard_its_write_must_assert() -> None:
+    # Given 60 spent and 30 in flight under a hard 100 USD limit (controls at version 7)
+    ledger = MemoryLedger("1000", reserved="30", spend={"D#2026-11-21": "60"})
+    controls = replace(limit("hard"), version=7)
+    # When 4 USD is estimated
+    decision = Funding(ledger).check_funding(ORG, Money.usd("4"), controls, now=NOW)
+    # Then the reservation may only be written while at most 36 USD is in flight, the day's
+    # spend is still 60 and the controls are still version 7
+    assert decision.guard == LimitGuard(
+        hard=True,
+        version=7,
+        limit_micros=100_000_000,
+        period="daily",
+        period_key="D#2026-11-21",
+        spent_micros=60_000_000,
+    )
+    assert decision.guard.reserved_cap(Money.usd("4")) == 36_000_000
+
+
+@pytest.mark.parametrize("controls", [None, BillingControls(org_id=ORG), limit("soft")])
+def test_without_a_hard_limit_the_guard_asserts_there_is_none(controls: BillingControls | None) -> None:
+    decision = Funding(MemoryLedger("50")).check_funding(ORG, Money.usd("1"), controls, now=NOW)
+    assert decision.guard == LimitGuard() and decision.guard.reserved_cap(Money.usd("1")) is None

@@ -10,6 +10,7 @@ from fastapi import APIRouter, Body, Depends, Header, Query, Response
 from batchroute.adapters.dynamo.batch_records import BatchRecords
 from batchroute.adapters.dynamo.controls import ControlsStore
 from batchroute.adapters.dynamo.ledger import LedgerStore
+from batchroute.adapters.dynamo.limit_checks import SpendingLimitChecks
 from batchroute.adapters.kms import KmsSealer
 from batchroute.adapters.s3_objects import S3Objects, presigning_client
 from batchroute.adapters.stepfunctions import start_execution
@@ -90,6 +91,9 @@ def batch_service(settings: SettingsDep, clock: ClockDep, quotes: QuotesDep) -> 
         settings=settings,
         clock=clock,
         alerts=build_billing_alerts(settings, LedgerStore(settings.table_name("ledger"))),
+        limit_checks=SpendingLimitChecks(
+            ledger_table=settings.table_name("ledger"), controls_table=settings.table_name("controls")
+        ),
     )
 
 

@@ -14,6 +14,7 @@ docs/chat.md is the long form.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 import threading
 from collections.abc import AsyncIterator, Callable
@@ -241,7 +242,11 @@ class _Pump:
         self._loop = asyncio.get_running_loop()
         self._queue: asyncio.Queue[StreamDelta | StreamEnd | BaseException | None] = asyncio.Queue()
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="chat-stream", daemon=True)
+        # The request's log keys (its correlation id) go with the work into the thread.
+        context = contextvars.copy_context()
+        self._thread = threading.Thread(
+            target=context.run, args=(self._run,), name="chat-stream", daemon=True
+        )
         self._thread.start()
 
     def _run(self) -> None:

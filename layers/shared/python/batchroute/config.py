@@ -88,6 +88,11 @@ class Settings(BaseModel):
     max_file_bytes: int = Field(default=512 * 1024 * 1024, ge=1, le=5 * 1024**3)
     file_upload_url_seconds: int = Field(default=900, ge=60, le=12 * 3600)
     max_jsonl_line_bytes: int = Field(default=1024 * 1024, ge=1024)
+    # JSON request bodies (docs/limits.md): the same 4 MiB, for the same reason. A JSON body
+    # travels inside the Lambda event as an escaped string, so 4 MiB is what always fits the
+    # 6 MB invocation payload behind API Gateway; locally the same number. Larger inputs go
+    # through file uploads.
+    max_json_body_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
 
     # Providers (docs/providers.md). Transient provider errors are retried per item with
     # exponential backoff and full jitter: delay = uniform(0, min(cap, base * 2**(n-1))).

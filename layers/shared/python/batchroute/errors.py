@@ -13,6 +13,7 @@ ErrorKind = Literal[
     "not_found",  # 404
     "conflict",  # 409
     "gone",  # 410
+    "too_large",  # 413
     "rate_limited",  # 429
     "unavailable",  # 503
 ]
@@ -70,6 +71,11 @@ class Conflict(ServiceError):
 class Gone(ServiceError):
     kind = "gone"
     default_code = "gone"
+
+
+class PayloadTooLarge(ServiceError):
+    kind = "too_large"
+    default_code = "payload_too_large"
 
 
 class RateLimited(ServiceError):

@@ -13,7 +13,7 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from batchroute.adapters.stepfunctions import StepFunctionsCallbacks
-from batchroute.observability import logger, metrics, tracer
+from batchroute.observability import invocation_keys, lambda_logging, metrics, tracer
 from batchroute.services import time_budget
 from batchroute.workflow.tasks import Step, TaskCallbacks, WorkflowTask, run_task
 
@@ -26,12 +26,14 @@ def workflow_task_handler(steps: Mapping[str, Step], callbacks: TaskCallbacks | 
 
     def record_handler(record: SQSRecord, lambda_context: LambdaContext | None = None) -> None:
         task = WorkflowTask.model_validate_json(record.body)
-        logger.append_keys(batch_id=task.batch_id, step=task.step)
-        with time_budget.invocation(lambda_context):  # steps that budget their time read it
+        with (
+            invocation_keys(batch_id=task.batch_id, step=task.step),
+            time_budget.invocation(lambda_context),  # steps that budget their time read it
+        ):
             run_task(task, steps, answer)
         metrics.add_metric(name="WorkflowStepsRun", unit=MetricUnit.Count, value=1)
 
-    @logger.inject_lambda_context(log_event=False)
+    @lambda_logging()
     @metrics.log_metrics
     @tracer.capture_lambda_handler(capture_response=False)
     def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:

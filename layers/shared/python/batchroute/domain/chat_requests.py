@@ -16,6 +16,7 @@ from typing import Any, Final
 
 from batchroute.domain.catalog import Catalog, PrivacyTier
 from batchroute.domain.items import ItemFacts, read_item
+from batchroute.domain.metadata import parse_metadata
 from batchroute.domain.routing_gates import PRIVACY_TIERS
 from batchroute.errors import InvalidRequest
 
@@ -26,7 +27,6 @@ SERVICE_FIELDS: Final = frozenset(
 _OUTPUT_LIMITS: Final = ("max_completion_tokens", "max_tokens")
 _BATCH_FIELDS: Final = frozenset({"completion_window", "webhook", "metadata"})
 _PREFERENCE_FIELDS: Final = frozenset({"only", "order", "allow_fallbacks"})
-MAX_METADATA_PAIRS: Final = 16
 CHAT_ITEM_ID: Final = "chat"
 
 
@@ -217,11 +217,7 @@ def _queue(value: object) -> QueueOptions | None:
     window = value.get("completion_window", "24h")
     if window != "24h":
         raise _invalid("batch.completion_window", "completion_window must be 24h.")
-    metadata = value.get("metadata")
-    if metadata is not None:
-        if not isinstance(metadata, Mapping) or len(metadata) > MAX_METADATA_PAIRS:
-            raise _invalid("batch.metadata", f"metadata is an object of at most {MAX_METADATA_PAIRS} pairs.")
-        metadata = {str(k): str(v) for k, v in metadata.items()}
+    metadata = parse_metadata(value.get("metadata"), field="batch.metadata")
     webhook = value.get("webhook")
     if webhook is not None and not isinstance(webhook, Mapping):
         raise _invalid("batch.webhook", "webhook must be {url, secret}.")

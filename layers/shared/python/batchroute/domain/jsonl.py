@@ -24,6 +24,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from batchroute.domain.json_limits import MAX_JSON_DEPTH, nests_deeper_than
+
 MAX_LINE_BYTES = 1024 * 1024
 MAX_LISTED_ERRORS = 100  # a file record lists the first line errors; the rest are counted
 
@@ -123,6 +125,8 @@ def _parse(number: int, raw: bytes) -> dict[str, Any] | LineError:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         return LineError(number, "invalid_encoding", f"line {number} is not UTF-8 (byte {exc.start + 1})")
+    if nests_deeper_than(raw):
+        return LineError(number, "invalid_json", f"line {number} nests deeper than {MAX_JSON_DEPTH} levels")
     try:
         value = _DECODER.decode(text)
     except json.JSONDecodeError as exc:

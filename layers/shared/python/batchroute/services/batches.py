@@ -20,6 +20,7 @@ from botocore.exceptions import ClientError
 from batchroute.adapters.batch_inputs import InputChunkWriter, input_chunk_key
 from batchroute.adapters.dynamo.batch_records import BatchRecords
 from batchroute.adapters.dynamo.ledger import LedgerStore, cancellation_codes, is_transaction_conflict
+from batchroute.adapters.dynamo.limit_checks import SpendingLimitChecks
 from batchroute.adapters.s3_objects import S3Objects
 from batchroute.clock import Clock, isoformat
 from batchroute.config import Settings
@@ -27,18 +28,22 @@ from batchroute.domain.access import Principal, authorize, require_same_org
 from batchroute.domain.batch_states import is_terminal
 from batchroute.domain.billing_controls import BillingControls
 from batchroute.domain.jsonl import LineError, parse_jsonl
+from batchroute.domain.metadata import parse_metadata
 from batchroute.domain.network import check_public_https_url
-from batchroute.errors import Conflict, InvalidRequest, NotFound, ServiceError
+from batchroute.domain.spending_limit import LimitGuard
+from batchroute.errors import Conflict, InvalidRequest, NotFound, ServiceError, Unavailable
 from batchroute.ids import new_id
 from batchroute.money import Money
 from batchroute.observability import logger
 from batchroute.services.batch_views import batch_summary
-from batchroute.services.funding import Funding
+from batchroute.services.funding import Funding, FundingDecision
 from batchroute.services.quotes import QuoteService, items_digest
 
 SLA = timedelta(hours=24)
 IDEMPOTENCY_TTL = timedelta(hours=24)
 MAX_CANCEL_REASON = 500
+# Funding decided on fresh reads, then committed; a refused commit (something moved) decides again.
+_FUNDING_ATTEMPTS = 6
 _BATCH_FIELDS = {
     "quote_id",
     "items",
@@ -115,8 +120,10 @@ class BatchService:
         seal_webhook: WebhookSealer,
         settings: Settings,
         clock: Clock,
+        limit_checks: SpendingLimitChecks,
         alerts: LimitAlerts | None = None,
     ) -> None:
+        self.limit_checks = limit_checks
         self.alerts = alerts
         self.records = records
         self.ledger = ledger
@@ -162,6 +169,7 @@ class BatchService:
                 code="invalid_request",
                 details={"field": "completion_window"},
             )
+        metadata = parse_metadata(body.get("metadata"))
         batch_id = batch_id or new_id("batch", self.clock.now())
         webhook = self._webhook(principal, batch_id, body.get("webhook"))
         writer = InputChunkWriter(self.artifacts, batch_id)
@@ -171,8 +179,6 @@ class BatchService:
         except BaseException:
             writer.abort()
             raise
-        controls = self.controls.billing_controls(principal.org_id)
-        decision = Funding(self.ledger).check_funding(principal.org_id, total, controls, now=self.clock.now())
         now = self.clock.now()
         batch = {
             "batch_id": batch_id,
@@ -207,11 +213,12 @@ class BatchService:
         }
         if webhook is not None:
             batch["webhook"] = webhook
-        if isinstance(body.get("metadata"), dict):
-            batch["metadata"] = {str(k): str(v)[:512] for k, v in list(body["metadata"].items())[:16]}
+        if metadata is not None:
+            batch["metadata"] = metadata
         batch.update(fields or {})
         answer_body = json.dumps({"batch": batch_summary(batch)}, separators=(",", ":")).encode()
-        self._commit(principal, key, fingerprint, batch, total, answer_body, transact_items)
+        submit = _Submit(principal, key, fingerprint, batch, total, answer_body, tuple(transact_items))
+        controls, decision = self._fund(submit)
         if decision.limit_reached and controls is not None and self.alerts is not None:
             self.alerts.at_submit(
                 principal.org_id,
@@ -265,7 +272,7 @@ class BatchService:
         else:
             items = parse_jsonl(self.artifacts.chunks(snapshot["items"]["s3_key"]))
         for _, item in items:
-            if isinstance(item, LineError):
+            if isinstance(item, LineError) or not isinstance(item, Mapping):
                 raise Conflict(
                     "The quoted items can no longer be read; quote them again.", code="quote_mismatch"
                 )
@@ -321,16 +328,29 @@ class BatchService:
             org_id=principal.org_id, batch_id=batch_id, url=webhook["url"], secret=webhook["secret"]
         )
 
-    def _commit(
-        self,
-        principal: Principal,
-        key: str,
-        fingerprint: str,
-        batch: dict[str, Any],
-        total: Money,
-        body: bytes,
-        extra_items: Sequence[Mapping[str, Any]] = (),
-    ) -> None:
+    def _fund(self, submit: _Submit) -> tuple[BillingControls | None, FundingDecision]:
+        """Decide on fresh reads (raising the 402 with its figures), then commit with the
+        decision's limit guard in the same transaction; a refused commit means the wallet,
+        the spend or the controls moved since the reads, so decide again."""
+        org_id = submit.principal.org_id
+        for _ in range(_FUNDING_ATTEMPTS):
+            controls = self.controls.billing_controls(org_id)
+            decision = Funding(self.ledger).check_funding(
+                org_id, submit.total, controls, now=self.clock.now()
+            )
+            if self._commit(submit, decision.guard):
+                return controls, decision
+        raise Unavailable(
+            "The wallet kept changing while this batch was funded; retry.",
+            code="funding_contended",
+            retry_after_seconds=1,
+        )
+
+    def _commit(self, submit: _Submit, guard: LimitGuard) -> bool:
+        """One transaction: the reservation (bounded by `guard`), the batch, the caller's
+        items, the limit checks and the idempotency record. False when the wallet or the
+        limit checks refused it (the caller decides again on fresh reads)."""
+        principal, batch, total = submit.principal, submit.batch, submit.total
         now = self.clock.now()
         reserve = self.ledger.reserve_items(
             principal.org_id,
@@ -339,35 +359,42 @@ class BatchService:
             at=isoformat(now),
             purpose="batch",
             ref=batch["batch_id"],
+            reserved_at_most=guard.reserved_cap(total),
         )
         idempotency = self.records.idempotency_item(
             principal.org_id,
-            key,
+            submit.key,
             {
-                "request_hash": fingerprint,
+                "request_hash": submit.fingerprint,
                 "status_code": 202,
-                "body": body.decode(),
+                "body": submit.body.decode(),
                 "batch_id": batch["batch_id"],
                 "created_at": isoformat(now),
                 "ttl": int((now + IDEMPOTENCY_TTL).timestamp()),
             },
         )
         # The idempotency record stays last: a failed condition there means a duplicate.
-        items = [*reserve, *self.records.new_batch_items(batch), *extra_items, idempotency]
-        for attempt in range(3):
-            try:
-                self.records.dynamodb.transact_write_items(TransactItems=items)
-                return
-            except ClientError as exc:
-                refusal = self.ledger.reservation_refusal(exc, principal.org_id, total, offset=0)
-                if refusal is not None:
-                    raise refusal from exc
-                if is_transaction_conflict(exc) and attempt < 2:
-                    continue
-                if cancellation_codes(exc)[len(items) - 1 : len(items)] == ["ConditionalCheckFailed"]:
-                    # A concurrent request with the same key committed first: answer as it did.
-                    raise _ConcurrentDuplicate from exc
+        own = [*self.records.new_batch_items(batch), *submit.extra_items]
+        checks_at = len(reserve) + len(own)
+        items = [*reserve, *own, *self.limit_checks.items(principal.org_id, guard), idempotency]
+        try:
+            self.records.dynamodb.transact_write_items(TransactItems=items)
+            return True
+        except ClientError as exc:
+            codes = cancellation_codes(exc)
+            if not codes:
                 raise
+            if codes[-1] == "ConditionalCheckFailed":
+                # A concurrent request with the same key committed first: answer as it did.
+                raise _ConcurrentDuplicate from exc
+            if codes[0] == "ConditionalCheckFailed" or self.limit_checks.moved(codes, checks_at):
+                return False  # the funds, the limit's room, its spend or its controls moved
+            if is_transaction_conflict(exc):
+                return False
+            refusal = self.ledger.reservation_refusal(exc, principal.org_id, total, offset=0)
+            if refusal is not None:
+                raise refusal from exc
+            raise
 
     def _replay(self, org_id: str, key: str, fingerprint: str) -> CreateAnswer | None:
         record = self.records.idempotency_record(org_id, key)
@@ -490,6 +517,19 @@ class BatchService:
             for _, row in parse_jsonl(self.artifacts.chunks(input_chunk_key(batch["batch_id"], chunk))):
                 if isinstance(row, dict):
                     yield row
+
+
+@dataclass(frozen=True)
+class _Submit:
+    """A batch ready to be funded: what its create transaction writes and answers."""
+
+    principal: Principal
+    key: str
+    fingerprint: str
+    batch: dict[str, Any]
+    total: Money
+    body: bytes  # the answer, stored with the idempotency record
+    extra_items: tuple[Mapping[str, Any], ...]
 
 
 class _ConcurrentDuplicate(Exception):

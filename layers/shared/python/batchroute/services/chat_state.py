@@ -19,12 +19,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
-from batchroute.adapters.dynamo.chat_holds import ChatHoldStore, HoldRefused, LimitGuard
+from batchroute.adapters.dynamo.chat_holds import ChatHoldStore, HoldRefused
 from batchroute.clock import Clock, isoformat
 from batchroute.domain.billing_controls import BillingControls
 from batchroute.domain.catalog import LaneLive
 from batchroute.domain.chat_routing import LaneRecord
 from batchroute.domain.ledger import insufficient_credit, period_keys
+from batchroute.domain.spending_limit import LimitGuard
 from batchroute.errors import TransientError
 from batchroute.money import Money
 from batchroute.services.funding import active_limit, limit_refusal

@@ -28,6 +28,7 @@ from batchroute.domain.compat import (
     read_row,
 )
 from batchroute.domain.jsonl import LineError
+from batchroute.domain.metadata import parse_metadata
 from batchroute.errors import Conflict, InvalidRequest, NotFound
 from batchroute.ids import has_prefix, new_id
 from batchroute.services.batch_reads import BatchReads
@@ -35,8 +36,6 @@ from batchroute.services.batches import BatchService
 from batchroute.services.compat_files import COMPAT_PURPOSE
 from batchroute.services.files import FileService
 from batchroute.services.quotes import FileItems
-
-MAX_METADATA_PAIRS = 16
 
 
 class CompatRecords(Protocol):
@@ -220,12 +219,10 @@ def _check(request: CompatBatchRequest) -> None:
             code="invalid_body_format",
             details={"param": "body_format"},
         )
-    if request.metadata is not None and len(request.metadata) > MAX_METADATA_PAIRS:
-        raise InvalidRequest(
-            f"metadata holds at most {MAX_METADATA_PAIRS} pairs.",
-            code="invalid_metadata",
-            details={"param": "metadata"},
-        )
+    try:
+        parse_metadata(request.metadata)
+    except InvalidRequest as exc:
+        raise InvalidRequest(exc.message, code="invalid_metadata", details={"param": "metadata"}) from None
 
 
 def _preflight_error(exc: InvalidRequest) -> InvalidRequest:

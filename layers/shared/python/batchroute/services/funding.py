@@ -13,16 +13,22 @@ the org's spending limit allow it?
    {limit, period, spent, projected} (decimal strings; period `daily`|`monthly`). Soft mode
    never refuses. In both modes `limit_reached` is True once projected >= limit, so the
    caller can emit `billing.limit_reached`.
+
+Both are read before the write, so neither is the final word: the decision carries a
+`LimitGuard` (domain/spending_limit.py) that the reservation's own transaction asserts, so
+concurrent submits cannot together pass a hard limit. When that transaction is refused, the
+caller decides again on fresh reads.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal, Protocol
 
 from batchroute.domain.billing_controls import BillingControls, Period
 from batchroute.domain.ledger import WalletState, insufficient_credit, period_keys
+from batchroute.domain.spending_limit import LimitGuard
 from batchroute.errors import Forbidden, PaymentRequired, ServiceError
 from batchroute.money import Money, format_amount
 
@@ -48,6 +54,7 @@ class FundingDecision:
     period_key: str | None = None
     spent: Money | None = None
     projected: Money | None = None
+    guard: LimitGuard = field(default_factory=LimitGuard)  # what the reservation's transaction must assert
 
 
 def decide(
@@ -84,6 +91,16 @@ def decide(
         period_key=period_key,
         spent=spent,
         projected=projected,
+        guard=LimitGuard(
+            hard=controls.limit_mode == "hard",
+            version=controls.version,
+            limit_micros=limit.micros,
+            period=period,
+            period_key=period_key,
+            spent_micros=spent.micros,
+        )
+        if controls.limit_mode == "hard"
+        else LimitGuard(),
     )
 
 

@@ -137,8 +137,8 @@ class QuoteService:
                 continue
             preflight.add_item(count, item, line=index if index != count else None)
             line = digest.add(item)
-            if on_item is not None:
-                on_item(item, line)
+            if on_item is not None and isinstance(item, Mapping):
+                on_item(item, line)  # a non-object item is a preflight error: nothing to keep
             count += 1
         if count == 0:
             raise InvalidRequest("Give at least one item.", code="no_items")

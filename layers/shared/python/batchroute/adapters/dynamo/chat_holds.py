@@ -20,53 +20,28 @@ transaction. docs/chat.md has the reasoning.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import Any, Literal
 
 from botocore.exceptions import ClientError
 
 from batchroute.adapters.dynamo.batch_records import batch_key
 from batchroute.adapters.dynamo.codec import from_item, is_condition_failure, set_clause, to_item, to_value
-from batchroute.adapters.dynamo.controls import CONTROLS_SK, controls_from_item
 from batchroute.adapters.dynamo.ledger import (
     LedgerStore,
     TransactItem,
     cancellation_codes,
     is_transaction_conflict,
 )
+from batchroute.adapters.dynamo.limit_checks import SpendingLimitChecks
 from batchroute.domain.billing_controls import BillingControls
 from batchroute.domain.ledger import SettlementResult, WalletState
+from batchroute.domain.spending_limit import LimitGuard
 from batchroute.errors import TransientError
 from batchroute.money import Money
 
-_SPEND_PREFIX: Final = "SPEND#"
 # Positions in the open transaction: the three reserve items, then ours.
 _WALLET_AT, _RESERVATION_AT, _RECORD_AT, _CONTROLS_AT, _SPEND_AT = 0, 1, 3, 4, 5
-_NO_HARD_LIMIT: Final = (
-    "attribute_not_exists(pk) OR limit_enabled = :off OR limit_mode <> :hard "
-    "OR attribute_not_exists(limit_amount_micros) OR attribute_not_exists(limit_period)"
-)
-
 Refusal = Literal["funds", "controls_changed", "spend_moved", "conflict"]
-
-
-@dataclass(frozen=True)
-class LimitGuard:
-    """How a hold checks the org's spending limit inside its own transaction: `hard=False`
-    asserts there is no active hard limit; `hard=True` carries the limit as read."""
-
-    hard: bool = False
-    version: int = 0
-    limit_micros: int = 0
-    period: str | None = None
-    period_key: str | None = None
-    spent_micros: int = 0
-
-    def reserved_cap(self, amount: Money) -> int | None:
-        """The most the org may have in flight before this hold (None without a hard limit)."""
-        if not self.hard:
-            return None
-        return self.limit_micros - self.spent_micros - amount.micros
 
 
 class HoldRefused(Exception):
@@ -85,6 +60,7 @@ class ChatHoldStore:
         self.batches_table = batches_table
         self.controls_table = controls_table
         self._dynamodb = dynamodb
+        self.limit_checks = SpendingLimitChecks(ledger_table=ledger.table_name, controls_table=controls_table)
 
     @property
     def dynamodb(self) -> Any:
@@ -115,10 +91,8 @@ class ChatHoldStore:
                 reserved_at_most=guard.reserved_cap(amount),
             ),
             self._record_put(record),
-            self._controls_check(org_id, guard),
+            *self.limit_checks.items(org_id, guard),
         ]
-        if guard.hard and guard.period_key is not None:
-            items.append(self._spend_check(org_id, guard))
         try:
             self.dynamodb.transact_write_items(TransactItems=items)
         except ClientError as exc:
@@ -128,28 +102,7 @@ class ChatHoldStore:
         self, org_id: str, period_keys: Iterable[str]
     ) -> tuple[BillingControls | None, dict[str, int]]:
         """The billing controls and the given spend counters, in ONE BatchGetItem (consistent)."""
-        ledger_keys = [_ledger_key(org_id, _SPEND_PREFIX + key) for key in period_keys]
-        request: dict[str, Any] = {
-            self.controls_table: {
-                "Keys": [{"pk": {"S": f"ORG#{org_id}"}, "sk": {"S": CONTROLS_SK}}],
-                "ConsistentRead": True,
-            }
-        }
-        if ledger_keys:
-            request[self.ledger.table_name] = {"Keys": ledger_keys, "ConsistentRead": True}
-        found: list[dict[str, Any]] = []
-        while request:
-            response = self.dynamodb.batch_get_item(RequestItems=request)
-            for rows in response.get("Responses", {}).values():
-                found.extend(from_item(row) for row in rows)
-            request = response.get("UnprocessedKeys") or {}
-        controls = next((controls_from_item(i) for i in found if i.get("sk") == CONTROLS_SK), None)
-        spent = {
-            str(i["sk"])[len(_SPEND_PREFIX) :]: int(i.get("spent_micros", 0))
-            for i in found
-            if str(i.get("sk", "")).startswith(_SPEND_PREFIX)
-        }
-        return controls, spent
+        return self.limit_checks.read(self.dynamodb, org_id, period_keys)
 
     def wallet(self, org_id: str) -> WalletState:
         return self.ledger.state(org_id)
@@ -244,33 +197,6 @@ class ChatHoldStore:
                 "ExpressionAttributeValues": values,
             }
         }
-
-    def _controls_check(self, org_id: str, guard: LimitGuard) -> TransactItem:
-        check: dict[str, Any] = {
-            "TableName": self.controls_table,
-            "Key": {"pk": {"S": f"ORG#{org_id}"}, "sk": {"S": CONTROLS_SK}},
-        }
-        if guard.hard:
-            check["ConditionExpression"] = "version = :version"
-            check["ExpressionAttributeValues"] = {":version": to_value(guard.version)}
-        else:
-            check["ConditionExpression"] = _NO_HARD_LIMIT
-            check["ExpressionAttributeValues"] = {":off": to_value(False), ":hard": to_value("hard")}
-        return {"ConditionCheck": check}
-
-    def _spend_check(self, org_id: str, guard: LimitGuard) -> TransactItem:
-        return {
-            "ConditionCheck": {
-                "TableName": self.ledger.table_name,
-                "Key": _ledger_key(org_id, _SPEND_PREFIX + str(guard.period_key)),
-                "ConditionExpression": "attribute_not_exists(spent_micros) OR spent_micros <= :spent",
-                "ExpressionAttributeValues": {":spent": to_value(guard.spent_micros)},
-            }
-        }
-
-
-def _ledger_key(org_id: str, sk: str) -> dict[str, Any]:
-    return {"pk": {"S": f"WALLET#{org_id}"}, "sk": {"S": sk}}
 
 
 def _reason(exc: ClientError) -> Refusal:

@@ -1,0 +1,103 @@
+"""The spending-limit half of a reservation's transaction (domain/spending_limit.py).
+
+`items(org_id, guard)` are the ConditionChecks to put in the same TransactWriteItems as
+`LedgerStore.reserve_items(..., reserved_at_most=guard.reserved_cap(amount))`:
+
+- on the `controls` table: with a hard limit, "still the version it was read at"; without
+  one, "still no active hard limit";
+- on the `ledger` table (hard limit only): "the period's spend counter has not grown past
+  what was read".
+
+`moved(codes, offset)` tells whether a refused transaction failed on one of them (read the
+limit again and retry). `read(...)` reads the controls and spend counters in one
+consistent BatchGetItem.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, Final
+
+from batchroute.adapters.dynamo.codec import from_item, to_value
+from batchroute.adapters.dynamo.controls import CONTROLS_SK, controls_from_item
+from batchroute.domain.billing_controls import BillingControls
+from batchroute.domain.spending_limit import LimitGuard
+
+TransactItem = dict[str, Any]
+
+_SPEND_PREFIX: Final = "SPEND#"
+_NO_HARD_LIMIT: Final = (
+    "attribute_not_exists(pk) OR limit_enabled = :off OR limit_mode <> :hard "
+    "OR attribute_not_exists(limit_amount_micros) OR attribute_not_exists(limit_period)"
+)
+
+
+class SpendingLimitChecks:
+    def __init__(self, *, ledger_table: str, controls_table: str) -> None:
+        self.ledger_table = ledger_table
+        self.controls_table = controls_table
+
+    def items(self, org_id: str, guard: LimitGuard) -> list[TransactItem]:
+        """The controls check, then (hard limit only) the spend check."""
+        items = [self._controls_check(org_id, guard)]
+        if guard.hard and guard.period_key is not None:
+            items.append(self._spend_check(org_id, guard))
+        return items
+
+    @staticmethod
+    def moved(codes: list[str], offset: int) -> bool:
+        """Did the transaction fail on the checks placed at `offset` (the limit moved)?"""
+        return "ConditionalCheckFailed" in codes[offset : offset + 2]
+
+    def read(
+        self, dynamodb: Any, org_id: str, period_keys: Iterable[str]
+    ) -> tuple[BillingControls | None, dict[str, int]]:
+        """The billing controls and the given spend counters (`period key -> micros`, absent
+        when never charged), in ONE consistent BatchGetItem."""
+        ledger_keys = [_ledger_key(org_id, _SPEND_PREFIX + key) for key in period_keys]
+        request: dict[str, Any] = {
+            self.controls_table: {"Keys": [_controls_key(org_id)], "ConsistentRead": True}
+        }
+        if ledger_keys:
+            request[self.ledger_table] = {"Keys": ledger_keys, "ConsistentRead": True}
+        found: list[dict[str, Any]] = []
+        while request:
+            response = dynamodb.batch_get_item(RequestItems=request)
+            for rows in response.get("Responses", {}).values():
+                found.extend(from_item(row) for row in rows)
+            request = response.get("UnprocessedKeys") or {}
+        controls = next((controls_from_item(i) for i in found if i.get("sk") == CONTROLS_SK), None)
+        spent = {
+            str(i["sk"])[len(_SPEND_PREFIX) :]: int(i.get("spent_micros", 0))
+            for i in found
+            if str(i.get("sk", "")).startswith(_SPEND_PREFIX)
+        }
+        return controls, spent
+
+    def _controls_check(self, org_id: str, guard: LimitGuard) -> TransactItem:
+        check: dict[str, Any] = {"TableName": self.controls_table, "Key": _controls_key(org_id)}
+        if guard.hard:
+            check["ConditionExpression"] = "version = :version"
+            check["ExpressionAttributeValues"] = {":version": to_value(guard.version)}
+        else:
+            check["ConditionExpression"] = _NO_HARD_LIMIT
+            check["ExpressionAttributeValues"] = {":off": to_value(False), ":hard": to_value("hard")}
+        return {"ConditionCheck": check}
+
+    def _spend_check(self, org_id: str, guard: LimitGuard) -> TransactItem:
+        return {
+            "ConditionCheck": {
+                "TableName": self.ledger_table,
+                "Key": _ledger_key(org_id, _SPEND_PREFIX + str(guard.period_key)),
+                "ConditionExpression": "attribute_not_exists(spent_micros) OR spent_micros <= :spent",
+                "ExpressionAttributeValues": {":spent": to_value(guard.spent_micros)},
+            }
+        }
+
+
+def _controls_key(org_id: str) -> dict[str, Any]:
+    return {"pk": {"S": f"ORG#{org_id}"}, "sk": {"S": CONTROLS_SK}}
+
+
+def _ledger_key(org_id: str, sk: str) -> dict[str, Any]:
+    return {"pk": {"S": f"WALLET#{org_id}"}, "sk": {"S": sk}}
