@@ -18,13 +18,13 @@ from batchroute.adapters.email import SesMailer
 from batchroute.adapters.kms import KmsSealer
 from batchroute.domain.network import check_public_https_url
 from batchroute.money import Money
-from batchroute.services.account_settings import AccountSettings, Sealer
-from batchroute.services.accounts import Registration
-from batchroute.services.app_secret import app_secret
-from batchroute.services.email_verification import EmailVerification, Mailer
-from batchroute.services.password_reset import FORGOT_FLOOR_SECONDS, PasswordReset, ResponseFloor
-from batchroute.services.passwords import Argon2Passwords
-from batchroute.services.sessions import Sessions
+from batchroute.services.accounts.accounts import Registration
+from batchroute.services.accounts.app_secret import app_secret
+from batchroute.services.accounts.password_reset import FORGOT_FLOOR_SECONDS, PasswordReset, ResponseFloor
+from batchroute.services.accounts.passwords import Argon2Passwords
+from batchroute.services.accounts.sessions import Sessions
+from batchroute.services.accounts.settings import AccountSettings, Sealer
+from batchroute.services.accounts.verification import EmailVerification, Mailer
 from functions.api.auth import identity_store
 from functions.api.deps import ClockDep, SettingsDep
 

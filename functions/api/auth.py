@@ -1,5 +1,5 @@
 """Authentication and authorization as FastAPI dependencies; the rules live in
-batchroute.domain.access and batchroute.services.authentication."""
+batchroute.domain.access and batchroute.services.accounts.authentication."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from batchroute.clock import Clock
 from batchroute.config import get_settings
 from batchroute.domain.access import Permission, Principal, authorize, require_user_session
 from batchroute.errors import Unauthenticated
-from batchroute.services.app_secret import app_secret
-from batchroute.services.authentication import SESSION_COOKIE, Authenticator
+from batchroute.services.accounts.app_secret import app_secret
+from batchroute.services.accounts.authentication import SESSION_COOKIE, Authenticator
 from functions.api.deps import get_clock
 from functions.api.limits import enforce_caller_limits
 

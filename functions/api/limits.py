@@ -1,6 +1,6 @@
 """Rate limits at the edge: the authenticated caller check (called once per request from
 auth.current_principal) and `limit_anonymous(...)`, a dependency for the registration,
-login and password endpoints. The rules live in batchroute.services.rate_limiting."""
+login and password endpoints. The rules live in batchroute.services.billing.rate_limiting."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from starlette.concurrency import run_in_threadpool
 from batchroute.adapters.dynamo.rate_limits import RateCounterStore
 from batchroute.config import Settings, get_settings
 from batchroute.domain.access import Principal
-from batchroute.services.app_secret import app_secret
-from batchroute.services.rate_limiting import AnonymousBucket, RateLimiter, RateLimitPolicy
+from batchroute.services.accounts.app_secret import app_secret
+from batchroute.services.billing.rate_limiting import AnonymousBucket, RateLimiter, RateLimitPolicy
 from functions.api.deps import get_clock
 
 T = TypeVar("T")

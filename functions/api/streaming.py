@@ -11,7 +11,7 @@ from python_multipart.exceptions import MultipartParseError
 from python_multipart.multipart import MultipartParser, parse_options_header
 
 from batchroute.errors import InvalidRequest
-from batchroute.services.files import too_large
+from batchroute.services.batches.files import too_large
 
 MAX_FIELD_BYTES = 64  # short text fields such as `purpose`
 

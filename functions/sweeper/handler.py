@@ -16,9 +16,9 @@ from batchroute.catalog import builtin_catalog
 from batchroute.clock import SystemClock
 from batchroute.config import get_settings
 from batchroute.observability import lambda_logging, logger, metrics, tracer
-from batchroute.services.lane_health import provider_health_for, refresh_lane_heartbeats
-from batchroute.services.sweeper import expire_overdue_batches, resolve_stale_chat_holds
-from batchroute.services.webhook_delivery import build_webhook_delivery
+from batchroute.services.catalog.lane_health import provider_health_for, refresh_lane_heartbeats
+from batchroute.services.delivery.webhooks import build_webhook_delivery
+from batchroute.services.workflow.sweeper import expire_overdue_batches, resolve_stale_chat_holds
 
 _records = BatchRecords(get_settings().table_name("batches"))
 _clock = SystemClock()

@@ -5,8 +5,8 @@ from __future__ import annotations
 from batchroute.adapters.dynamo.batch_records import BatchRecords
 from batchroute.clock import SystemClock
 from batchroute.config import get_settings
-from batchroute.services.batch_workflow import BatchWorkflow
-from batchroute.services.webhook_delivery import build_webhook_delivery
+from batchroute.services.delivery.webhooks import build_webhook_delivery
+from batchroute.services.workflow.steps import BatchWorkflow
 from batchroute.worker import workflow_task_handler
 
 _settings = get_settings()

@@ -16,10 +16,10 @@ from batchroute.config import Settings
 from batchroute.domain.accounts import Session, User
 from batchroute.domain.credentials import keyed_hash, new_opaque_token
 from batchroute.ids import new_id
-from batchroute.services.app_secret import app_secret
-from batchroute.services.authentication import SESSION_COOKIE
-from batchroute.services.password_reset import ResponseFloor
-from batchroute.services.passwords import Argon2Passwords
+from batchroute.services.accounts.app_secret import app_secret
+from batchroute.services.accounts.authentication import SESSION_COOKIE
+from batchroute.services.accounts.password_reset import ResponseFloor
+from batchroute.services.accounts.passwords import Argon2Passwords
 from functions.api.account_services import get_forgot_floor, get_mailer, get_passwords
 from functions.api.app import create_app
 from functions.api.auth import identity_store

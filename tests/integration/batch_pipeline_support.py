@@ -33,8 +33,8 @@ from batchroute.domain.routing import route
 from batchroute.domain.routing_gates import RouteRequest
 from batchroute.ids import new_id
 from batchroute.money import Money
-from batchroute.services.catalog import guards_for
-from batchroute.services.lane_health import SimulatedProviderHealth, refresh_lane_heartbeats
+from batchroute.services.catalog.catalog import guards_for
+from batchroute.services.catalog.lane_health import SimulatedProviderHealth, refresh_lane_heartbeats
 from batchroute_tools.local.lambda_runtime import context_for, load_handler
 from batchroute_tools.local.poller import QueuePoller
 from batchroute_tools.local.provision import LocalStack

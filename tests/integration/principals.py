@@ -17,8 +17,8 @@ from batchroute.domain.accounts import ApiKey, Org, Session, User
 from batchroute.domain.credentials import issue_api_key, keyed_hash, new_opaque_token
 from batchroute.ids import new_id
 from batchroute.money import Money
-from batchroute.services.app_secret import app_secret
-from batchroute.services.authentication import SESSION_COOKIE
+from batchroute.services.accounts.app_secret import app_secret
+from batchroute.services.accounts.authentication import SESSION_COOKIE
 from functions.api.auth import identity_store
 
 CREATED_AT = "2026-01-01T00:00:00.000Z"

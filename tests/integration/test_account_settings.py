@@ -11,7 +11,7 @@ from batchroute.adapters.aws import client
 from batchroute.adapters.kms import KmsSealer
 from batchroute.config import get_settings
 from batchroute.domain.network import check_public_https_url
-from batchroute.services.account_settings import webhook_secret_context
+from batchroute.services.accounts.settings import webhook_secret_context
 from batchroute_tools.local.provision import LocalStack
 from functions.api.account_services import get_webhook_url_check
 from functions.api.auth import identity_store

@@ -10,8 +10,8 @@ from batchroute.config import get_settings
 from batchroute.domain.accounts import ApiKey, Org, Session, User
 from batchroute.domain.credentials import issue_api_key, keyed_hash, new_opaque_token
 from batchroute.ids import new_id
-from batchroute.services.app_secret import app_secret
-from batchroute.services.authentication import SESSION_COOKIE
+from batchroute.services.accounts.app_secret import app_secret
+from batchroute.services.accounts.authentication import SESSION_COOKIE
 from batchroute_tools.local.provision import LocalStack
 from functions.api.app import create_app
 from functions.api.auth import identity_store

@@ -15,11 +15,11 @@ from batchroute.adapters.email import MemoryOutbox
 from batchroute.clock import SystemClock
 from batchroute.config import get_settings
 from batchroute.money import Money
-from batchroute.services.accounts import Registration
-from batchroute.services.app_secret import app_secret
-from batchroute.services.authentication import SESSION_COOKIE
-from batchroute.services.email_verification import EmailVerification
-from batchroute.services.passwords import Argon2Passwords
+from batchroute.services.accounts.accounts import Registration
+from batchroute.services.accounts.app_secret import app_secret
+from batchroute.services.accounts.authentication import SESSION_COOKIE
+from batchroute.services.accounts.passwords import Argon2Passwords
+from batchroute.services.accounts.verification import EmailVerification
 from batchroute_tools.local.provision import LocalStack
 from functions.api.account_services import get_passwords
 from functions.api.auth import identity_store

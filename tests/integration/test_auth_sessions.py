@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from batchroute.config import Settings
-from batchroute.services.authentication import SESSION_COOKIE
+from batchroute.services.accounts.authentication import SESSION_COOKIE
 from batchroute_tools.local.provision import LocalStack
 from tests.integration.accounts_harness import PASSWORD, Harness, make_harness
 

@@ -34,9 +34,9 @@ from batchroute.money import Money
 from batchroute.providers.registry import provider_registry
 from batchroute.providers.retry import RetryPolicy
 from batchroute.services.batch_pipeline import Pipeline, build_pipeline
-from batchroute.services.batch_workflow import BatchWorkflow
-from batchroute.services.lane_execution import LaneExecutor
-from batchroute.services.time_budget import TimeBudget
+from batchroute.services.workflow.execution import LaneExecutor
+from batchroute.services.workflow.steps import BatchWorkflow
+from batchroute.services.workflow.time_budget import TimeBudget
 from batchroute.workflow.tasks import WorkflowTask
 from batchroute_tools.local.provision import LocalStack
 from functions.api.app import create_app

@@ -40,10 +40,10 @@ from batchroute.providers.base import (
     Usage,
 )
 from batchroute.providers.simulated import SimulatedSyncProvider
-from batchroute.services.catalog import guards_for
-from batchroute.services.chat_direct import DirectCall, DirectChat, DirectOptions
-from batchroute.services.chat_state import HoldKeeper, LaneStateCache, LaneStats
-from batchroute.services.sweeper import resolve_stale_chat_holds
+from batchroute.services.catalog.catalog import guards_for
+from batchroute.services.chat.direct import DirectCall, DirectChat, DirectOptions
+from batchroute.services.chat.state import HoldKeeper, LaneStateCache, LaneStats
+from batchroute.services.workflow.sweeper import resolve_stale_chat_holds
 from batchroute_tools.local.provision import LocalStack
 from functions.api.app import create_app
 from functions.api.auth import identity_store

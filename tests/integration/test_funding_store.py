@@ -14,7 +14,7 @@ from batchroute.domain.billing_controls import BillingControls
 from batchroute.domain.ledger import period_keys
 from batchroute.errors import Forbidden, PaymentRequired
 from batchroute.money import Money
-from batchroute.services.funding import Funding
+from batchroute.services.billing.funding import Funding
 from batchroute_tools.local.provision import LocalStack
 from functions.api.auth import identity_store
 from tests.integration.principals import ledger_store, new_org

@@ -14,8 +14,8 @@ from batchroute.adapters.dynamo.lanes import LaneStateStore, lane_key
 from batchroute.catalog import builtin_catalog
 from batchroute.clock import FixedClock, isoformat
 from batchroute.config import Settings
-from batchroute.services.catalog import CatalogService
-from batchroute.services.lane_health import SimulatedProviderHealth
+from batchroute.services.catalog.catalog import CatalogService
+from batchroute.services.catalog.lane_health import SimulatedProviderHealth
 from batchroute_tools.local.lambda_runtime import context_for, load_handler
 from batchroute_tools.local.provision import LocalStack
 

@@ -19,7 +19,7 @@ from batchroute.config import get_settings
 from batchroute.domain.ledger import DuplicateReservation, Purpose, UnknownReservation
 from batchroute.errors import PaymentRequired
 from batchroute.money import Money
-from batchroute.services.funding import Funding
+from batchroute.services.billing.funding import Funding
 from batchroute_tools.local.provision import LocalStack
 from functions.api.auth import identity_store
 from tests.integration.principals import ledger_store, new_org

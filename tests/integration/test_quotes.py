@@ -12,7 +12,7 @@ from batchroute.adapters.dynamo.quotes import QuoteStore
 from batchroute.catalog import builtin_catalog
 from batchroute.clock import SystemClock
 from batchroute.config import get_settings
-from batchroute.services.lane_health import SimulatedProviderHealth, refresh_lane_heartbeats
+from batchroute.services.catalog.lane_health import SimulatedProviderHealth, refresh_lane_heartbeats
 from batchroute_tools.local.provision import LocalStack
 from functions.api.app import create_app
 from functions.api.auth import identity_store

@@ -25,14 +25,14 @@ from batchroute.adapters.kms import KmsSealer
 from batchroute.clock import FixedClock, isoformat
 from batchroute.config import get_settings
 from batchroute.domain.webhooks import RETRY_DELAYS_SECONDS, delivery_id_for, verify
-from batchroute.services.account_settings import webhook_secret_context
-from batchroute.services.batch_workflow import BatchWorkflow
-from batchroute.services.webhook_delivery import (
+from batchroute.services.accounts.settings import webhook_secret_context
+from batchroute.services.delivery.webhooks import (
     INTERRUPTED,
     WebhookDelivery,
     batch_webhook_config,
     build_webhook_delivery,
 )
+from batchroute.services.workflow.steps import BatchWorkflow
 from batchroute.workflow.tasks import WorkflowTask
 from batchroute_tools.local.provision import LocalStack
 from functions.api.auth import identity_store

@@ -18,7 +18,7 @@ from batchroute.adapters.kms import KmsSealer
 from batchroute.clock import FixedClock, isoformat
 from batchroute.config import get_settings
 from batchroute.domain.webhooks import AttemptOutcome
-from batchroute.services.webhook_delivery import WebhookDelivery, batch_webhook_config
+from batchroute.services.delivery.webhooks import WebhookDelivery, batch_webhook_config
 from batchroute_tools.local.provision import LocalStack
 from functions.api.app import create_app
 from functions.api.auth import identity_store

@@ -18,12 +18,12 @@ from batchroute.domain.accounts import ApiKey, Org, Session, User
 from batchroute.domain.credentials import keyed_hash
 from batchroute.errors import Forbidden, InvalidRequest, NotFound, Unauthenticated
 from batchroute.money import Money
-from batchroute.services.account_settings import AccountSettings, webhook_secret_context
-from batchroute.services.accounts import Registration
-from batchroute.services.email_verification import EmailVerification
-from batchroute.services.password_reset import PasswordReset, ResponseFloor
-from batchroute.services.passwords import Argon2Passwords
-from batchroute.services.sessions import SESSION_LIFETIME, Sessions
+from batchroute.services.accounts.accounts import Registration
+from batchroute.services.accounts.password_reset import PasswordReset, ResponseFloor
+from batchroute.services.accounts.passwords import Argon2Passwords
+from batchroute.services.accounts.sessions import SESSION_LIFETIME, Sessions
+from batchroute.services.accounts.settings import AccountSettings, webhook_secret_context
+from batchroute.services.accounts.verification import EmailVerification
 
 SECRET = b"unit-test-secret"
 BASE_URL = "https://app.example.test"

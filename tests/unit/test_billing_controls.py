@@ -27,7 +27,7 @@ from batchroute.domain.billing_controls import (
 )
 from batchroute.errors import InvalidRequest
 from batchroute.money import Money
-from batchroute.services.billing_controls import BillingControlsService
+from batchroute.services.billing.controls import BillingControlsService
 
 AT = "2026-01-01T00:00:00.000Z"
 LATER = "2026-01-02T00:00:00.000Z"

@@ -12,7 +12,7 @@ from batchroute.clock import FixedClock, isoformat
 from batchroute.config import Settings
 from batchroute.domain.catalog import LaneLive
 from batchroute.errors import InvalidRequest, NotFound
-from batchroute.services.catalog import CatalogService, ModelFilters
+from batchroute.services.catalog.catalog import CatalogService, ModelFilters
 
 CATALOG = builtin_catalog()
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)

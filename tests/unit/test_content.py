@@ -9,7 +9,7 @@ import pytest
 from batchroute.content import BuiltinContent
 from batchroute.domain.content import display_date
 from batchroute.errors import NotFound, Unavailable
-from batchroute.services.content import ContentService
+from batchroute.services.catalog.content import ContentService
 
 STORE = BuiltinContent()
 

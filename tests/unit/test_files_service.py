@@ -16,7 +16,7 @@ from batchroute.clock import FixedClock
 from batchroute.domain.files import FileRecord, FileStatus, final_key, staging_key
 from batchroute.domain.jsonl import LineError
 from batchroute.errors import Conflict, Forbidden, Gone, InvalidRequest, NotFound
-from batchroute.services.files import FileLimits, FilePreflightFailed, FileService, UploadTooLarge
+from batchroute.services.batches.files import FileLimits, FilePreflightFailed, FileService, UploadTooLarge
 
 ORG = "org_a"
 OTHER_ORG = "org_b"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from batchroute.domain.batch_results import MergeTally, artifact_row, merge_chunk, missing_row
-from batchroute.services.finalize import final_counts, missing_reason
+from batchroute.services.workflow.finalize import final_counts, missing_reason
 
 
 def _line(

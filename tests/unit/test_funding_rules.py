@@ -14,7 +14,7 @@ from batchroute.domain.ledger import WalletState
 from batchroute.domain.spending_limit import LimitGuard
 from batchroute.errors import Forbidden, PaymentRequired
 from batchroute.money import Money
-from batchroute.services.funding import Funding, decide
+from batchroute.services.billing.funding import Funding, decide
 
 ORG = "org_a"
 NOW = datetime(2026, 11, 21, 10, 30, tzinfo=UTC)

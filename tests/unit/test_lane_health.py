@@ -10,7 +10,7 @@ from batchroute.catalog import builtin_catalog
 from batchroute.clock import FixedClock
 from batchroute.config import Settings
 from batchroute.domain.catalog import Lane, Provider
-from batchroute.services.lane_health import (
+from batchroute.services.catalog.lane_health import (
     NoProviderAdapters,
     ProviderCheck,
     SimulatedProviderHealth,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from batchroute.services.time_budget import TimeBudget, invocation
+from batchroute.services.workflow.time_budget import TimeBudget, invocation
 
 
 class Context:

@@ -21,7 +21,7 @@ from batchroute.providers.base import (
 )
 from batchroute.providers.retry import RetryPolicy
 from batchroute.providers.simulated import SimulatedSyncProvider, SimulationConfig
-from batchroute.services.lane_runner import (
+from batchroute.services.workflow.runner import (
     LaneOutcome,
     build_request,
     custom_id_for,

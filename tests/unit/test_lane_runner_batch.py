@@ -22,7 +22,7 @@ from batchroute.providers.simulated import (
     SimulationConfig,
     forget_simulated_jobs,
 )
-from batchroute.services.lane_runner import (
+from batchroute.services.workflow.runner import (
     LaneOutcome,
     SubmittedJob,
     build_request,

@@ -12,7 +12,7 @@ from batchroute.domain.passwords import (
     is_email_address,
 )
 from batchroute.errors import InvalidRequest
-from batchroute.services.passwords import Argon2Passwords
+from batchroute.services.accounts.passwords import Argon2Passwords
 
 
 @pytest.mark.parametrize("length", [MIN_PASSWORD_LENGTH, 20, MAX_PASSWORD_LENGTH])

@@ -24,7 +24,7 @@ from batchroute.domain.rate_limits import (
     rolling_count,
 )
 from batchroute.errors import RateLimited, TransientError
-from batchroute.services.rate_limiting import RateLimiter, RateLimitPolicy, ip_scope
+from batchroute.services.billing.rate_limiting import RateLimiter, RateLimitPolicy, ip_scope
 
 START = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)  # on a window boundary for 60 s and 3600 s
 

@@ -12,7 +12,7 @@ from batchroute.clock import FixedClock
 from batchroute.domain.billing_controls import ConcurrentUpdate
 from batchroute.domain.retention import RetentionSettings, apply_update, parse_update
 from batchroute.errors import InvalidRequest
-from batchroute.services.retention import RetentionService
+from batchroute.services.billing.retention import RetentionService
 
 AT = "2026-01-01T00:00:00.000Z"
 ORG = "org_a"

@@ -4,7 +4,7 @@ from datetime import UTC, datetime
 
 from batchroute.clock import FixedClock
 from batchroute.domain.batch_states import BatchState, can_transition
-from batchroute.services.sweeper import expire_overdue_batches
+from batchroute.services.workflow.sweeper import expire_overdue_batches
 
 
 class FakeRecords:

@@ -10,7 +10,7 @@ import pytest
 
 from batchroute.clock import FixedClock
 from batchroute.domain.batch_states import BatchState
-from batchroute.services.batch_workflow import BatchWorkflow
+from batchroute.services.workflow.steps import BatchWorkflow
 from batchroute.workflow.tasks import WorkflowTask
 
 

@@ -10,8 +10,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from batchroute.config import get_settings
 from batchroute.domain.access import Role
 from batchroute.domain.accounts import ApiKey
-from batchroute.services.api_keys import ApiKeys
-from batchroute.services.app_secret import app_secret
+from batchroute.services.accounts.api_keys import ApiKeys
+from batchroute.services.accounts.app_secret import app_secret
 from functions.api.auth import SessionPrincipal, identity_store
 from functions.api.deps import get_clock
 from functions.api.envelope import ErrorEnvelope

@@ -7,9 +7,9 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Response
 
-from batchroute.services.account_settings import member_view
-from batchroute.services.email_verification import MAX_TOKEN_LENGTH
-from batchroute.services.sessions import LiveSession
+from batchroute.services.accounts.sessions import LiveSession
+from batchroute.services.accounts.settings import member_view
+from batchroute.services.accounts.verification import MAX_TOKEN_LENGTH
 from functions.api.account_services import (
     EmailVerificationDep,
     PasswordResetDep,

@@ -15,7 +15,7 @@ from batchroute.adapters.dynamo.batch_records import BatchRecords
 from batchroute.adapters.dynamo.webhook_deliveries import WebhookDeliveries
 from batchroute.domain.access import Principal, require_same_org
 from batchroute.errors import NotFound
-from batchroute.services.webhook_delivery import batch_webhooks_view
+from batchroute.services.delivery.webhooks import batch_webhooks_view
 from functions.api.auth import require
 from functions.api.deps import SettingsDep
 from functions.api.envelope import ErrorEnvelope

@@ -19,10 +19,10 @@ from batchroute.domain.access import Principal
 from batchroute.domain.batch_states import ALL_STATES
 from batchroute.errors import Conflict, InvalidRequest
 from batchroute.services.batch_pipeline import build_billing_alerts
-from batchroute.services.batch_reads import BatchReads
-from batchroute.services.batch_views import batch_details, batch_summary, lane_statuses
-from batchroute.services.batches import BatchService
-from batchroute.services.webhook_delivery import batch_webhook_config
+from batchroute.services.batches.create import BatchService
+from batchroute.services.batches.reads import BatchReads
+from batchroute.services.batches.views import batch_details, batch_summary, lane_statuses
+from batchroute.services.delivery.webhooks import batch_webhook_config
 from functions.api.auth import require
 from functions.api.deps import ClockDep, SettingsDep
 from functions.api.envelope import ErrorEnvelope

@@ -11,7 +11,7 @@ from pydantic import BaseModel
 from batchroute.adapters.dynamo.controls import ControlsStore
 from batchroute.domain.access import Principal
 from batchroute.domain.billing_controls import MAX_THRESHOLDS, MAX_USD
-from batchroute.services.billing_controls import BillingControlsService
+from batchroute.services.billing.controls import BillingControlsService
 from functions.api.auth import require
 from functions.api.deps import ClockDep, SettingsDep
 from functions.api.envelope import ErrorEnvelope

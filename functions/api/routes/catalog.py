@@ -12,7 +12,7 @@ from batchroute.adapters.dynamo.lanes import LaneStateStore
 from batchroute.catalog import builtin_catalog
 from batchroute.domain.catalog import HostedTool, Operation, PrivacyTier, RuntimeCapability, SlaTier
 from batchroute.domain.lanes import LaneStatus
-from batchroute.services.catalog import CatalogService, ModelFilters
+from batchroute.services.catalog.catalog import CatalogService, ModelFilters
 from functions.api.deps import ClockDep, SettingsDep
 from functions.api.envelope import ErrorEnvelope
 

@@ -43,10 +43,10 @@ from batchroute.observability import logger
 from batchroute.providers.base import StreamDelta, StreamEnd
 from batchroute.providers.registry import ProviderRegistry, provider_registry
 from batchroute.services.batch_pipeline import build_billing_alerts
-from batchroute.services.catalog import guards_for
-from batchroute.services.chat_direct import DirectCall, DirectChat, DirectOptions
-from batchroute.services.chat_jobs import ChatJobs
-from batchroute.services.chat_state import HoldKeeper, LaneStateCache, LaneStats
+from batchroute.services.catalog.catalog import guards_for
+from batchroute.services.chat.direct import DirectCall, DirectChat, DirectOptions
+from batchroute.services.chat.jobs import ChatJobs
+from batchroute.services.chat.state import HoldKeeper, LaneStateCache, LaneStats
 from functions.api.auth import current_principal, get_authenticator, require
 from functions.api.deps import ClockDep, SettingsDep, get_clock
 from functions.api.envelope import ErrorEnvelope

@@ -11,9 +11,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from batchroute.adapters.dynamo.compat import CompatStore
 from batchroute.domain.access import Principal
-from batchroute.services.batches import BatchService
-from batchroute.services.compat_batches import CompatBatches, CompatBatchRequest
-from batchroute.services.quotes import FileItems
+from batchroute.services.batches.create import BatchService
+from batchroute.services.batches.quotes import FileItems
+from batchroute.services.compat.batches import CompatBatches, CompatBatchRequest
 from functions.api.auth import require
 from functions.api.compat_envelope import COMPAT_ERRORS
 from functions.api.deps import ClockDep, SettingsDep

@@ -18,9 +18,9 @@ from batchroute.domain.access import Principal
 from batchroute.domain.compat import BodyFormat
 from batchroute.errors import InvalidRequest
 from batchroute.ids import new_id
-from batchroute.services.compat_files import COMPAT_PURPOSE, CompatFiles, CompatUpload, input_file_object
-from batchroute.services.compat_uploads import CompatUploads
-from batchroute.services.files import UploadTooLarge
+from batchroute.services.batches.files import UploadTooLarge
+from batchroute.services.compat.files import COMPAT_PURPOSE, CompatFiles, CompatUpload, input_file_object
+from batchroute.services.compat.uploads import CompatUploads
 from functions.api.auth import require
 from functions.api.compat_envelope import COMPAT_ERRORS, vendor_error_response
 from functions.api.deps import ClockDep, SettingsDep

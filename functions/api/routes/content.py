@@ -8,7 +8,7 @@ from fastapi import APIRouter, Depends
 from pydantic import BaseModel
 
 from batchroute.content import BuiltinContent
-from batchroute.services.content import ContentService
+from batchroute.services.catalog.content import ContentService
 from functions.api.deps import SettingsDep
 from functions.api.envelope import ErrorEnvelope
 

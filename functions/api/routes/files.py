@@ -1,5 +1,5 @@
 """Files: direct uploads (multipart or raw JSONL, streamed), signed-URL uploads confirmed by a
-second call, and reads. The rules live in batchroute.services.files; docs/files.md."""
+second call, and reads. The rules live in batchroute.services.batches.files; docs/files.md."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from batchroute.adapters.s3_objects import S3Objects
 from batchroute.config import Settings
 from batchroute.domain.access import Principal
 from batchroute.domain.files import media_type
-from batchroute.services.files import FileLimits, FileService, UploadTooLarge, too_large
+from batchroute.services.batches.files import FileLimits, FileService, UploadTooLarge, too_large
 from functions.api.auth import require
 from functions.api.deps import ClockDep, SettingsDep
 from functions.api.envelope import ErrorEnvelope, error_response

@@ -7,7 +7,7 @@ from typing import Any
 from fastapi import APIRouter, Response
 from pydantic import BaseModel
 
-from batchroute.services.runtime import runtime_info
+from batchroute.services.catalog.runtime import runtime_info
 from functions.api.auth import OptionalPrincipal
 from functions.api.deps import SettingsDep
 

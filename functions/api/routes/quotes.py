@@ -13,8 +13,8 @@ from batchroute.adapters.quote_items import QuoteItemSink
 from batchroute.adapters.s3_objects import S3Objects
 from batchroute.catalog import builtin_catalog
 from batchroute.domain.access import Principal
-from batchroute.services.catalog import guards_for
-from batchroute.services.quotes import QuoteService
+from batchroute.services.batches.quotes import QuoteService
+from batchroute.services.catalog.catalog import guards_for
 from functions.api.auth import require
 from functions.api.deps import ClockDep, SettingsDep
 from functions.api.envelope import ErrorEnvelope

@@ -9,7 +9,7 @@ from pydantic import BaseModel
 
 from batchroute.domain.access import Principal
 from batchroute.domain.retention import MAX_EXTENDED_DAYS, MIN_EXTENDED_DAYS
-from batchroute.services.retention import RetentionService
+from batchroute.services.billing.retention import RetentionService
 from functions.api.auth import require
 from functions.api.deps import ClockDep, SettingsDep
 from functions.api.envelope import ErrorEnvelope

@@ -11,8 +11,8 @@ from typing import Annotated
 from fastapi import APIRouter, Cookie, Response
 
 from batchroute.config import Settings
-from batchroute.services.authentication import SESSION_COOKIE
-from batchroute.services.sessions import SESSION_LIFETIME
+from batchroute.services.accounts.authentication import SESSION_COOKIE
+from batchroute.services.accounts.sessions import SESSION_LIFETIME
 from functions.api.account_services import SessionsDep
 from functions.api.deps import SettingsDep
 from functions.api.envelope import ErrorEnvelope

@@ -13,10 +13,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from batchroute.domain.access import Role
 from batchroute.domain.passwords import MAX_EMAIL_LENGTH, MAX_PASSWORD_LENGTH, MIN_PASSWORD_LENGTH
-from batchroute.services.account_settings import WEBHOOK_SECRET_MAX, WEBHOOK_SECRET_MIN, WEBHOOK_URL_MAX
-from batchroute.services.accounts import MAX_DISPLAY_NAME, MAX_FULL_NAME
-from batchroute.services.email_verification import MAX_TOKEN_LENGTH
-from batchroute.services.sessions import LiveSession
+from batchroute.services.accounts.accounts import MAX_DISPLAY_NAME, MAX_FULL_NAME
+from batchroute.services.accounts.sessions import LiveSession
+from batchroute.services.accounts.settings import WEBHOOK_SECRET_MAX, WEBHOOK_SECRET_MIN, WEBHOOK_URL_MAX
+from batchroute.services.accounts.verification import MAX_TOKEN_LENGTH
 
 
 def _email() -> Any:

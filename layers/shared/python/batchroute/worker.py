@@ -14,7 +14,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from batchroute.adapters.stepfunctions import StepFunctionsCallbacks
 from batchroute.observability import invocation_keys, lambda_logging, metrics, tracer
-from batchroute.services import time_budget
+from batchroute.services.workflow import time_budget
 from batchroute.workflow.tasks import Step, TaskCallbacks, WorkflowTask, run_task
 
 LambdaHandler = Callable[[dict[str, Any], LambdaContext], dict[str, Any]]

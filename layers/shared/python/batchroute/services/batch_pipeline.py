@@ -25,12 +25,12 @@ from batchroute.clock import Clock
 from batchroute.config import Settings, get_settings
 from batchroute.providers.registry import provider_registry
 from batchroute.providers.retry import RetryPolicy
-from batchroute.services.batch_workflow import BatchWorkflow
-from batchroute.services.billing_alerts import BillingAlerts, owner_emails
-from batchroute.services.finalize import Finalizer
-from batchroute.services.lane_execution import LaneExecutor
-from batchroute.services.lane_planning import LanePlanner
-from batchroute.services.settlement import Settlement
+from batchroute.services.billing.alerts import BillingAlerts, owner_emails
+from batchroute.services.workflow.execution import LaneExecutor
+from batchroute.services.workflow.finalize import Finalizer
+from batchroute.services.workflow.planning import LanePlanner
+from batchroute.services.workflow.settlement import Settlement
+from batchroute.services.workflow.steps import BatchWorkflow
 from batchroute.workflow.tasks import Step, StepOutput, WorkflowTask
 
 

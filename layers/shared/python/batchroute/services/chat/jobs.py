@@ -30,7 +30,7 @@ from batchroute.domain.chat_requests import ChatRequest
 from batchroute.domain.jsonl import parse_jsonl
 from batchroute.errors import Forbidden, NotFound, PaymentRequired
 from batchroute.ids import new_id
-from batchroute.services.batches import CreateAnswer
+from batchroute.services.batches.create import CreateAnswer
 
 
 class BatchCreator(Protocol):

@@ -21,8 +21,8 @@ from batchroute.domain.credentials import keyed_hash, new_opaque_token
 from batchroute.domain.passwords import check_password, checked_email
 from batchroute.errors import Unauthenticated
 from batchroute.observability import logger
-from batchroute.services.email_verification import MAX_TOKEN_LENGTH, Mailer
-from batchroute.services.passwords import Argon2Passwords
+from batchroute.services.accounts.passwords import Argon2Passwords
+from batchroute.services.accounts.verification import MAX_TOKEN_LENGTH, Mailer
 
 RESET_PURPOSE = "password_reset"
 RESET_LIFETIME = timedelta(hours=1)

@@ -31,11 +31,11 @@ from batchroute.domain.jsonl import LineError
 from batchroute.domain.metadata import parse_metadata
 from batchroute.errors import Conflict, InvalidRequest, NotFound
 from batchroute.ids import has_prefix, new_id
-from batchroute.services.batch_reads import BatchReads
-from batchroute.services.batches import BatchService
-from batchroute.services.compat_files import COMPAT_PURPOSE
-from batchroute.services.files import FileService
-from batchroute.services.quotes import FileItems
+from batchroute.services.batches.create import BatchService
+from batchroute.services.batches.files import FileService
+from batchroute.services.batches.quotes import FileItems
+from batchroute.services.batches.reads import BatchReads
+from batchroute.services.compat.files import COMPAT_PURPOSE
 
 
 class CompatRecords(Protocol):

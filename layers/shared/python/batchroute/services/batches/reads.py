@@ -16,7 +16,7 @@ from batchroute.domain.access import Principal, authorize, require_same_org
 from batchroute.domain.batch_states import NON_TERMINAL
 from batchroute.domain.jsonl import parse_jsonl
 from batchroute.errors import Conflict, InvalidRequest, NotFound
-from batchroute.services.batch_views import Signer
+from batchroute.services.batches.views import Signer
 
 ITEM_STATUSES = ("pending", "processing", "completed", "failed")
 BodyFormat = Literal["normalized", "raw"]

@@ -9,7 +9,7 @@ schedule runs out (`domain/webhooks.py`, `docs/webhooks.md`).
 - `view(batch_id)`: what `GET /v1/batches/{batch_id}/webhooks` shows; never the secret.
 
 Secrets stay sealed with KMS everywhere but in memory during an attempt. The org default's
-secret is sealed by `services/account_settings.py` (context `webhook_secret_context`); a
+secret is sealed by `services/accounts/settings.py` (context `webhook_secret_context`); a
 batch's own secret is sealed at batch creation with `seal_batch_webhook_secret` below.
 """
 
@@ -40,7 +40,7 @@ from batchroute.domain.webhooks import (
 )
 from batchroute.ids import new_id
 from batchroute.observability import logger
-from batchroute.services.account_settings import webhook_secret_context
+from batchroute.services.accounts.settings import webhook_secret_context
 
 BATCH_WEBHOOK_PURPOSE = "batch_webhook"
 # How long a claimed attempt may run before the sweeper treats its worker as gone. Far above

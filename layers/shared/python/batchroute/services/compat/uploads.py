@@ -28,8 +28,8 @@ from batchroute.domain.compat_uploads import (
 )
 from batchroute.errors import Conflict, InvalidRequest, NotFound
 from batchroute.ids import new_id
-from batchroute.services.compat_files import COMPAT_PURPOSE, CompatFiles, input_file_object
-from batchroute.services.files import check_filename
+from batchroute.services.batches.files import check_filename
+from batchroute.services.compat.files import COMPAT_PURPOSE, CompatFiles, input_file_object
 
 RECORD_LIFETIME = timedelta(days=2)  # the uploads bucket's `staging/` expiry
 

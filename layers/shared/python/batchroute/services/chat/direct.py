@@ -45,7 +45,7 @@ from batchroute.providers.base import (
     SyncProvider,
     Usage,
 )
-from batchroute.services.chat_state import HoldKeeper, LaneStateCache, LaneStats
+from batchroute.services.chat.state import HoldKeeper, LaneStateCache, LaneStats
 
 SLA = timedelta(hours=24)
 
@@ -59,7 +59,7 @@ class ControlsReader(Protocol):
 
 
 class LimitAlerts(Protocol):
-    """`billing.limit_reached` once per period (services/billing_alerts.py)."""
+    """`billing.limit_reached` once per period (services/billing/alerts.py)."""
 
     def after_settlement(
         self, org_id: str, controls: BillingControls, *, at: datetime

@@ -4,7 +4,7 @@ After a batch settles, if the org's billing controls have a spending limit and t
 period's charged spend (the ledger's `SPEND#` counter of the controls' period, in their
 zone) has reached it, the event is recorded once per period (`BillingEvents.record_once`)
 and, when `alert_email_enabled`, the org owner is emailed. The limit only blocks the NEXT
-submit (hard mode, `services/funding.py`); completed results are never clawed back.
+submit (hard mode, `services/billing/funding.py`); completed results are never clawed back.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from batchroute.errors import InvalidRequest
 from batchroute.ids import new_id
 from batchroute.money import Money
 from batchroute.observability import logger
-from batchroute.services.passwords import Argon2Passwords
+from batchroute.services.accounts.passwords import Argon2Passwords
 
 DEFAULT_PLAN = "prepaid"
 AGENT_KEY_LABEL = "agent"

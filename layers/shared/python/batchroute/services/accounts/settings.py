@@ -19,7 +19,7 @@ from batchroute.domain.access import Principal, authorize, require_user_session
 from batchroute.domain.accounts import Org, User
 from batchroute.errors import InvalidRequest, NotFound
 from batchroute.money import Money
-from batchroute.services.accounts import clean_display_name, clean_full_name
+from batchroute.services.accounts.accounts import clean_display_name, clean_full_name
 
 WEBHOOK_SECRET_MIN = 8
 WEBHOOK_SECRET_MAX = 256

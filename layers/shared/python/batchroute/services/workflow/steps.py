@@ -4,11 +4,11 @@ Each step journals itself on the batch (idempotent: a repeated message rewrites 
 entry), runs its part of the pipeline and returns what the next state needs:
 
 - route (router): lane records from the quote's plan; the Map gets `{lanes: [{lane_key}]}`
-  (`services/lane_planning.py`);
+  (`services/workflow/planning.py`);
 - run_lane (router): one lane's chunks through its provider, with failover; None (no
-  answer yet) when the lane continues in a re-enqueued message (`services/lane_execution.py`);
-- finalize (settle): results.jsonl / errors.jsonl in input order (`services/finalize.py`);
-- settle (settle): charge actual usage, release the rest, receipt (`services/settlement.py`);
+  answer yet) when the lane continues in a re-enqueued message (`services/workflow/execution.py`);
+- finalize (settle): results.jsonl / errors.jsonl in input order (`services/workflow/finalize.py`);
+- settle (settle): charge actual usage, release the rest, receipt (`services/workflow/settlement.py`);
 - fail (settle, HandleFailure): the batch `failed`, then finalize and settle as far as they
   go, so finished items get artifacts and are charged and the rest is released;
 - deliver (webhook): the terminal-state webhook.
@@ -47,7 +47,7 @@ class WorkflowRecords(Protocol):
 
 
 class BatchEventDelivery(Protocol):
-    """services/webhook_delivery.py:WebhookDelivery"""
+    """services/delivery/webhooks.py:WebhookDelivery"""
 
     def deliver_batch_event(
         self, batch: Mapping[str, Any], *, now: datetime | None = None

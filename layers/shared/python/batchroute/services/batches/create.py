@@ -35,9 +35,9 @@ from batchroute.errors import Conflict, InvalidRequest, NotFound, ServiceError, 
 from batchroute.ids import new_id
 from batchroute.money import Money
 from batchroute.observability import logger
-from batchroute.services.batch_views import batch_summary
-from batchroute.services.funding import Funding, FundingDecision
-from batchroute.services.quotes import QuoteService, items_digest
+from batchroute.services.batches.quotes import QuoteService, items_digest
+from batchroute.services.batches.views import batch_summary
+from batchroute.services.billing.funding import Funding, FundingDecision
 
 SLA = timedelta(hours=24)
 IDEMPOTENCY_TTL = timedelta(hours=24)

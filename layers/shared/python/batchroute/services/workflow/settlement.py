@@ -28,7 +28,7 @@ from batchroute.domain.pricing import FeeKind, settle_price
 from batchroute.domain.settlement import build_receipt, charged_usage, provider_lanes, rejected_lanes
 from batchroute.errors import PermanentError
 from batchroute.money import Money
-from batchroute.services.billing_alerts import BillingAlerts
+from batchroute.services.billing.alerts import BillingAlerts
 from batchroute.workflow.tasks import StepOutput
 
 # Above this the batch keeps the receipt without its lane lists (receipt.json has them).

@@ -56,14 +56,14 @@ from batchroute.observability import logger
 from batchroute.providers.base import ItemError, ProviderResult
 from batchroute.providers.registry import ProviderRegistry
 from batchroute.providers.retry import RetryPolicy
-from batchroute.services.lane_runner import (
+from batchroute.services.workflow.runner import (
     LaneOutcome,
     SubmittedJob,
     cancel_lane_job,
     run_lane_batch_job,
     run_lane_items,
 )
-from batchroute.services.time_budget import TimeBudget
+from batchroute.services.workflow.time_budget import TimeBudget
 from batchroute.workflow.tasks import StepOutput, WorkflowTask
 
 FINAL_LANE_STATUSES = frozenset({"completed", "failed", "canceled"})

@@ -1,6 +1,6 @@
 """Files on the vendor-compatible surface (docs/compat.md).
 
-Input files are ordinary files (services/files.py) with purpose `batch`, uploaded through
+Input files are ordinary files (services/batches/files.py) with purpose `batch`, uploaded through
 the same streaming pipeline; on the way their rows are checked as the vendor's
 `{custom_id, method, url, body}` requests, and a file with a bad row is refused (nothing
 is kept) with the line named. A compat batch's output and error files are views of its
@@ -30,7 +30,7 @@ from batchroute.domain.files import FileRecord
 from batchroute.domain.jsonl import parse_jsonl
 from batchroute.errors import Conflict, Gone, InvalidRequest, NotFound
 from batchroute.ids import has_prefix
-from batchroute.services.files import DirectUpload, FileService
+from batchroute.services.batches.files import DirectUpload, FileService
 
 COMPAT_PURPOSE = "batch"
 

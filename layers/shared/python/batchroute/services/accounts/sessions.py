@@ -17,8 +17,8 @@ from batchroute.domain.accounts import ApiKey, Session, User, normalize_email
 from batchroute.domain.credentials import keyed_hash, new_opaque_token
 from batchroute.errors import Unauthenticated
 from batchroute.ids import new_id
-from batchroute.services.authentication import Authenticator
-from batchroute.services.passwords import Argon2Passwords
+from batchroute.services.accounts.authentication import Authenticator
+from batchroute.services.accounts.passwords import Argon2Passwords
 
 SESSION_LIFETIME = timedelta(days=14)
 

@@ -28,8 +28,8 @@ from batchroute.domain.ledger import insufficient_credit, period_keys
 from batchroute.domain.spending_limit import LimitGuard
 from batchroute.errors import TransientError
 from batchroute.money import Money
-from batchroute.services.funding import active_limit, limit_refusal
-from batchroute.services.quotes import LiveStates
+from batchroute.services.batches.quotes import LiveStates
+from batchroute.services.billing.funding import active_limit, limit_refusal
 
 _HOLD_ATTEMPTS = 4
 _MAX_CACHED_ORGS = 10_000

@@ -1,0 +1,1 @@
+"""Getting results to the customer: signed webhooks with retries (docs/webhooks.md)."""
