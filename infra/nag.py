@@ -9,16 +9,15 @@ access logs, tracing, WAF.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from aws_cdk import Acknowledgment, CfnElement, Stack, Validations
 from aws_cdk import aws_iam as iam
-from constructs import IConstruct
+from constructs import Construct, IConstruct
 
-from infra.compute import SWEEPER, executions_arn
-
-if TYPE_CHECKING:
-    from infra.stack import BatchRouteStack
+from infra.api import Api
+from infra.compute import SWEEPER, Compute, executions_arn
+from infra.security import Security
+from infra.storage import Storage
+from infra.workflow import Workflow
 
 # X-Ray trace upload (active tracing) and CloudWatch Logs vended-log delivery (the state
 # machine's logging) have no resource-level permissions.
@@ -73,24 +72,27 @@ APIGATEWAY_LOGS_ROLE = (
 )
 
 
-def acknowledge_findings(stack: BatchRouteStack) -> None:
-    tables = [_arn_ref(table) for table in stack.storage.tables.values()]
-    buckets = stack.storage.buckets
+def acknowledge_findings(
+    scope: Construct, *, storage: Storage, security: Security, workflow: Workflow, compute: Compute, api: Api
+) -> None:
+    """Record each acknowledged finding on the construct of the stack (`scope`) that produces it."""
+    tables = [_arn_ref(table) for table in storage.tables.values()]
+    buckets = storage.buckets
 
     # SMG4: no automatic rotation of the app secret (it keys every API-key hash).
-    _acknowledge(stack.security.app_secret, "AwsSolutions-SMG4", NO_AUTOMATIC_ROTATION)
+    _acknowledge(security.app_secret, "AwsSolutions-SMG4", NO_AUTOMATIC_ROTATION)
 
     # The state machine role (SendMessage to the queues, UpdateItem on the batches table):
-    workflow_role = stack.workflow.state_machine.role
+    workflow_role = workflow.state_machine.role
     # IAM5 Resource::*: X-Ray and CloudWatch Logs delivery statements CDK adds for tracing/logging.
     _acknowledge(workflow_role, "AwsSolutions-IAM5[Resource::*]", UNSCOPABLE_SERVICES)
     # IAM5 kms:*: the encrypted queues' grant on the stack key.
     _acknowledge_kms_grants(workflow_role)
     # IAM5 index/*: Table.grant covers the batches table's indexes.
-    batches = _arn_ref(stack.storage.tables["batches"])
+    batches = _arn_ref(storage.tables["batches"])
     _acknowledge(workflow_role, f"AwsSolutions-IAM5[Resource::{batches}/index/*]", TABLE_INDEXES)
 
-    for key, function in stack.compute.functions.items():
+    for key, function in compute.functions.items():
         # L1: the runtime is pinned to the layer's build target.
         _acknowledge(function, "AwsSolutions-L1", RUNTIME)
         role = function.role
@@ -110,10 +112,10 @@ def acknowledge_findings(stack: BatchRouteStack) -> None:
             _acknowledge(role, f"AwsSolutions-IAM5[Resource::{_arn_ref(buckets[bucket])}/*]", S3_OBJECTS)
         if key == SWEEPER:
             # IAM5 execution:<name>:*: the sweeper stops executions of the batch workflow.
-            arn = Stack.of(stack).resolve(executions_arn(stack, stack.workflow.state_machine_name))
+            arn = Stack.of(scope).resolve(executions_arn(scope, workflow.state_machine_name))
             _acknowledge(role, f"AwsSolutions-IAM5[Resource::{_flatten(arn)}]", EXECUTIONS)
 
-    rest_api = stack.api.rest_api
+    rest_api = api.rest_api
     # APIG2: the application validates requests.
     _acknowledge(rest_api, "AwsSolutions-APIG2", REQUEST_VALIDATION)
     # APIG4 / COG4 on both proxy methods: the application authenticates; no Cognito.

@@ -75,4 +75,11 @@ class BatchRouteStack(Stack):
         CfnOutput(self, "ApiUrl", value=self.api.rest_api.url)
         CfnOutput(self, "StateMachineArn", value=self.workflow.state_machine.state_machine_arn)
         CfnOutput(self, "AlarmTopicArn", value=self.monitoring.topic.topic_arn)
-        acknowledge_findings(self)
+        acknowledge_findings(
+            self,
+            storage=self.storage,
+            security=self.security,
+            workflow=self.workflow,
+            compute=self.compute,
+            api=self.api,
+        )

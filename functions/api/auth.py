@@ -14,20 +14,20 @@ from batchroute.clock import Clock
 from batchroute.config import get_settings
 from batchroute.domain.access import Permission, Principal, authorize, require_user_session
 from batchroute.errors import Unauthenticated
-from batchroute.services.accounts.app_secret import app_secret
 from batchroute.services.accounts.authentication import SESSION_COOKIE, Authenticator
+from batchroute.wiring import wiring_for
 from functions.api.deps import get_clock
 from functions.api.limits import enforce_caller_limits
 
 
 @lru_cache(maxsize=1)
 def identity_store() -> IdentityStore:
-    return IdentityStore(get_settings().table_name("identity"))
+    """The identity store of the current settings (tests seed callers through it)."""
+    return wiring_for().identity
 
 
 def get_authenticator(clock: Annotated[Clock, Depends(get_clock)]) -> Authenticator:
-    settings = get_settings()
-    return Authenticator(identity_store(), environment=settings.environment, secret=app_secret, clock=clock)
+    return wiring_for(get_settings(), clock).authenticator
 
 
 AuthenticatorDep = Annotated[Authenticator, Depends(get_authenticator)]

@@ -1,4 +1,6 @@
-"""Dependencies shared by the routers, as Annotated aliases."""
+"""Dependencies shared by the routers, as Annotated aliases: the settings, the clock, and
+every service, taken from the one wiring (batchroute/wiring.py) of this app's settings and
+clock, so tests that override `get_settings` or `get_clock` get services built from theirs."""
 
 from __future__ import annotations
 
@@ -8,6 +10,18 @@ from fastapi import Depends
 
 from batchroute.clock import Clock, SystemClock
 from batchroute.config import Settings, get_settings
+from batchroute.services.batches.create import BatchService
+from batchroute.services.batches.files import FileService
+from batchroute.services.batches.quotes import QuoteService
+from batchroute.services.batches.reads import BatchReads
+from batchroute.services.billing.controls import BillingControlsService
+from batchroute.services.billing.retention import RetentionService
+from batchroute.services.catalog.catalog import CatalogService
+from batchroute.services.catalog.content import ContentService
+from batchroute.services.compat.batches import CompatBatches
+from batchroute.services.compat.files import CompatFiles
+from batchroute.services.compat.uploads import CompatUploads
+from batchroute.wiring import Wiring, wiring_for
 
 _system_clock = SystemClock()
 
@@ -18,3 +32,67 @@ def get_clock() -> Clock:
 
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 ClockDep = Annotated[Clock, Depends(get_clock)]
+
+
+def get_wiring(settings: SettingsDep, clock: ClockDep) -> Wiring:
+    return wiring_for(settings, clock)
+
+
+WiringDep = Annotated[Wiring, Depends(get_wiring)]
+
+
+def _files(wiring: WiringDep) -> FileService:
+    return wiring.files
+
+
+def _quotes(wiring: WiringDep) -> QuoteService:
+    return wiring.quotes()
+
+
+def _batches(wiring: WiringDep) -> BatchService:
+    return wiring.batches()
+
+
+def _batch_reads(wiring: WiringDep) -> BatchReads:
+    return wiring.batch_reads
+
+
+def _billing_controls(wiring: WiringDep) -> BillingControlsService:
+    return wiring.billing_controls
+
+
+def _retention(wiring: WiringDep) -> RetentionService:
+    return wiring.retention
+
+
+def _catalog(wiring: WiringDep) -> CatalogService:
+    return wiring.catalog_service
+
+
+def _content(wiring: WiringDep) -> ContentService:
+    return wiring.content
+
+
+def _compat_files(wiring: WiringDep) -> CompatFiles:
+    return wiring.compat_files
+
+
+def _compat_uploads(wiring: WiringDep) -> CompatUploads:
+    return wiring.compat_uploads
+
+
+def _compat_batches(wiring: WiringDep) -> CompatBatches:
+    return wiring.compat_batches
+
+
+FilesDep = Annotated[FileService, Depends(_files)]
+QuotesDep = Annotated[QuoteService, Depends(_quotes)]
+BatchesDep = Annotated[BatchService, Depends(_batches)]
+ReadsDep = Annotated[BatchReads, Depends(_batch_reads)]
+BillingControlsDep = Annotated[BillingControlsService, Depends(_billing_controls)]
+RetentionDep = Annotated[RetentionService, Depends(_retention)]
+CatalogDep = Annotated[CatalogService, Depends(_catalog)]
+ContentDep = Annotated[ContentService, Depends(_content)]
+CompatFilesDep = Annotated[CompatFiles, Depends(_compat_files)]
+CompatUploadsDep = Annotated[CompatUploads, Depends(_compat_uploads)]
+CompatBatchesDep = Annotated[CompatBatches, Depends(_compat_batches)]

@@ -32,6 +32,11 @@ def error_response(
     return JSONResponse(status_code=status, content={"error": body}, headers=headers)
 
 
+def errors_doc(described: dict[int, str]) -> dict[int | str, dict[str, Any]]:
+    """Error answers for the OpenAPI document: `{status: description}` in the envelope."""
+    return {status: {"model": ErrorEnvelope, "description": text} for status, text in described.items()}
+
+
 # The error answers every route may give, for the OpenAPI document.
 COMMON_ERRORS: dict[int | str, dict[str, Any]] = {
     400: {"model": ErrorEnvelope, "description": "Invalid body or parameters"},

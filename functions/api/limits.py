@@ -6,25 +6,18 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
-from functools import lru_cache
 from typing import Any, TypeVar
 
 from fastapi import Request
 from starlette.concurrency import run_in_threadpool
 
-from batchroute.adapters.dynamo.rate_limits import RateCounterStore
-from batchroute.config import Settings, get_settings
+from batchroute.config import get_settings
 from batchroute.domain.access import Principal
-from batchroute.services.accounts.app_secret import app_secret
-from batchroute.services.billing.rate_limiting import AnonymousBucket, RateLimiter, RateLimitPolicy
+from batchroute.services.billing.rate_limiting import AnonymousBucket, RateLimiter
+from batchroute.wiring import wiring_for
 from functions.api.deps import get_clock
 
 T = TypeVar("T")
-
-
-@lru_cache(maxsize=4)
-def rate_counter_store(table_name: str) -> RateCounterStore:
-    return RateCounterStore(table_name)
 
 
 def client_ip(request: Request) -> str:
@@ -45,13 +38,7 @@ def _resolved(request: Request, dependency: Callable[[], T]) -> T:
 
 
 def rate_limiter(request: Request) -> RateLimiter:
-    settings: Settings = _resolved(request, get_settings)
-    return RateLimiter(
-        rate_counter_store(settings.table_name("controls")),
-        _resolved(request, get_clock),
-        RateLimitPolicy.from_settings(settings),
-        secret=app_secret(),
-    )
+    return wiring_for(_resolved(request, get_settings), _resolved(request, get_clock)).rate_limiter
 
 
 def enforce_caller_limits(request: Request, principal: Principal) -> None:

@@ -1,9 +1,5 @@
 """Routes batches and runs lanes (the route and lanes queues)."""
 
-from __future__ import annotations
+from batchroute.wiring import workflow_handler
 
-from batchroute.clock import SystemClock
-from batchroute.services.batch_pipeline import lazy_steps
-from batchroute.worker import workflow_task_handler
-
-handler = workflow_task_handler(lazy_steps(("route", "run_lane"), SystemClock()))
+handler = workflow_handler("route", "run_lane")

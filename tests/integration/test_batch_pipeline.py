@@ -33,10 +33,10 @@ from batchroute.ids import new_id
 from batchroute.money import Money
 from batchroute.providers.registry import provider_registry
 from batchroute.providers.retry import RetryPolicy
-from batchroute.services.batch_pipeline import Pipeline, build_pipeline
 from batchroute.services.workflow.execution import LaneExecutor
-from batchroute.services.workflow.steps import BatchWorkflow
+from batchroute.services.workflow.steps import BatchWorkflow, Pipeline
 from batchroute.services.workflow.time_budget import TimeBudget
+from batchroute.wiring import Wiring
 from batchroute.workflow.tasks import WorkflowTask
 from batchroute_tools.local.provision import LocalStack
 from functions.api.app import create_app
@@ -137,7 +137,7 @@ def _workflow(budget_ms: Any = None) -> BatchWorkflow:
     """The router/settle steps, called directly; `budget_ms` scripts the time left."""
     settings = get_settings()
     clock = SystemClock()
-    pipeline = build_pipeline(settings, clock)
+    pipeline = Wiring(settings, clock).pipeline
     if budget_ms is not None:
         lanes = LaneExecutor(
             records=_records(),

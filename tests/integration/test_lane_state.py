@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from types import ModuleType
 
 import pytest
 
@@ -16,6 +15,7 @@ from batchroute.clock import FixedClock, isoformat
 from batchroute.config import Settings
 from batchroute.services.catalog.catalog import CatalogService
 from batchroute.services.catalog.lane_health import SimulatedProviderHealth
+from batchroute.wiring import Wiring, wiring_for
 from batchroute_tools.local.lambda_runtime import context_for, load_handler
 from batchroute_tools.local.provision import LocalStack
 
@@ -78,19 +78,17 @@ def test_consume_capacity_is_all_or_nothing_and_never_below_zero(store: LaneStat
 # -- the sweeper ---------------------------------------------------------------------------
 @dataclass
 class Sweeper:
-    module: ModuleType  # to swap the provider health the handler built at import
+    wiring: Wiring  # to swap the provider health the handler's wiring built
     run: Callable[[], object]  # one scheduled invocation
 
 
 @pytest.fixture
 def sweeper(local_aws: LocalStack) -> Sweeper:
-    import functions.sweeper.handler as module
-
     handler = load_handler("sweeper")
     context = context_for(
         "sweeper", prefix=local_aws.prefix, region=local_aws.region, account=local_aws.account
     )
-    return Sweeper(module, lambda: handler({"detail-type": "Scheduled Event", "detail": {}}, context))
+    return Sweeper(wiring_for(), lambda: handler({"detail-type": "Scheduled Event", "detail": {}}, context))
 
 
 def _catalog(store: LaneStateStore, now: datetime) -> CatalogService:
@@ -98,7 +96,7 @@ def _catalog(store: LaneStateStore, now: datetime) -> CatalogService:
 
 
 def test_sweeper_refreshes_every_lane_heartbeat(store: LaneStateStore, sweeper: Sweeper) -> None:
-    assert isinstance(sweeper.module._provider_health, SimulatedProviderHealth)  # local mode
+    assert isinstance(sweeper.wiring.provider_health, SimulatedProviderHealth)  # local mode
     # Given no live state: every lane is stale
     before = _catalog(store, datetime.now(UTC)).model("gpt-4o-mini")["model"]
     assert before["routing_eligibility"]["eligible"] is False
@@ -120,7 +118,7 @@ def test_a_provider_marked_down_goes_stale(
     for lane in builtin_catalog().lanes:
         store.heartbeat(lane.lane_id, lane.daily_capacity_items, ten_minutes_ago)
     # When the sweeper runs with Groq down (SIMULATED_PROVIDERS_DOWN='["groq"]')
-    monkeypatch.setattr(sweeper.module, "_provider_health", SimulatedProviderHealth(["groq"]))
+    monkeypatch.setattr(sweeper.wiring, "provider_health", SimulatedProviderHealth(["groq"]))
     sweeper.run()
     # Then Groq's lanes kept their old heartbeat and are stale; the others are fresh
     model = _catalog(store, datetime.now(UTC)).model("meta-llama/Llama-3.3-70B-Instruct")["model"]

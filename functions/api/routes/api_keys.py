@@ -7,13 +7,11 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends
 from pydantic import BaseModel, ConfigDict, Field
 
-from batchroute.config import get_settings
 from batchroute.domain.access import Role
 from batchroute.domain.accounts import ApiKey
 from batchroute.services.accounts.api_keys import ApiKeys
-from batchroute.services.accounts.app_secret import app_secret
-from functions.api.auth import SessionPrincipal, identity_store
-from functions.api.deps import get_clock
+from functions.api.auth import SessionPrincipal
+from functions.api.deps import WiringDep
 from functions.api.envelope import ErrorEnvelope
 
 router = APIRouter(tags=["account"])
@@ -24,13 +22,11 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
-def get_api_keys() -> ApiKeys:
-    return ApiKeys(
-        identity_store(), environment=get_settings().environment, secret=app_secret, clock=get_clock()
-    )
+def _api_keys(wiring: WiringDep) -> ApiKeys:
+    return wiring.api_keys
 
 
-ApiKeysDep = Annotated[ApiKeys, Depends(get_api_keys)]
+ApiKeysDep = Annotated[ApiKeys, Depends(_api_keys)]
 
 
 class ApiKeyCreate(BaseModel):

@@ -3,7 +3,7 @@ a verification link (a signed-in user)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Response
 
@@ -18,7 +18,7 @@ from functions.api.account_services import (
 )
 from functions.api.auth import SessionPrincipal
 from functions.api.deps import SettingsDep
-from functions.api.envelope import ErrorEnvelope
+from functions.api.envelope import errors_doc
 from functions.api.limits import limit_anonymous
 from functions.api.routes.sessions import set_session_cookie
 from functions.api.schemas.accounts import (
@@ -42,11 +42,7 @@ from functions.api.schemas.accounts import (
 router = APIRouter(tags=["authentication"])
 
 
-def _error(status: int, description: str) -> dict[int | str, dict[str, Any]]:
-    return {status: {"model": ErrorEnvelope, "description": description}}
-
-
-_TAKEN = _error(409, "An account with this email already exists (`email_taken`)")
+_TAKEN = errors_doc({409: "An account with this email already exists (`email_taken`)"})
 # Anonymous endpoints are throttled per client IP (and address) before any work: 429 + Retry-After.
 _REGISTER_LIMIT = [Depends(limit_anonymous("register"))]
 _LOGIN_LIMIT = [Depends(limit_anonymous("login"))]
@@ -99,7 +95,9 @@ def agent_register(body: AgentRegisterBody, registration: RegistrationDep) -> Ag
     "/v1/auth/login",
     dependencies=_LOGIN_LIMIT,
     response_model=SignedInOut,
-    responses=_error(401, "Unknown email or wrong password (`invalid_credentials`, one answer for both)"),
+    responses=errors_doc(
+        {401: "Unknown email or wrong password (`invalid_credentials`, one answer for both)"}
+    ),
     summary="Sign in with email and password; sets the `service_ui_session` cookie",
 )
 def login(body: LoginBody, sessions: SessionsDep, settings: SettingsDep, response: Response) -> SignedInOut:
@@ -110,7 +108,7 @@ def login(body: LoginBody, sessions: SessionsDep, settings: SettingsDep, respons
     return SignedInOut(session=SessionOut.of(live), user=MemberOut(**member_view(signed_in.user)))
 
 
-_BAD_LINK = _error(400, "The link's token is used, expired or unknown (`invalid_token`)")
+_BAD_LINK = errors_doc({400: "The link's token is used, expired or unknown (`invalid_token`)"})
 
 
 @router.get(
@@ -142,8 +140,8 @@ def verify_email(body: VerifyBody, verification: EmailVerificationDep) -> EmailV
     "/v1/auth/verify-email/resend",
     response_model=VerificationResent,
     responses={
-        **_error(401, "Not signed in"),
-        **_error(403, "An API key cannot do this (`user_session_required`)"),
+        **errors_doc({401: "Not signed in"}),
+        **errors_doc({403: "An API key cannot do this (`user_session_required`)"}),
     },
     summary="Email a new verification link to the signed-in user (nothing when already verified)",
 )
@@ -169,7 +167,7 @@ def forgot_password(body: ForgotBody, reset: PasswordResetDep) -> Ok:
     "/v1/auth/password/reset",
     dependencies=_PASSWORD_LIMIT,
     response_model=Ok,
-    responses=_error(401, "The reset token is used, expired or unknown (`invalid_token`)"),
+    responses=errors_doc({401: "The reset token is used, expired or unknown (`invalid_token`)"}),
     summary="Set a new password with a reset token; signs the user out of every session",
 )
 def reset_password(body: ResetBody, reset: PasswordResetDep) -> Ok:

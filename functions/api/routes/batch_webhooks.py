@@ -5,19 +5,15 @@ The secret never appears, not even sealed. See docs/webhooks.md.
 
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Path
 from pydantic import BaseModel
 
-from batchroute.adapters.dynamo.batch_records import BatchRecords
-from batchroute.adapters.dynamo.webhook_deliveries import WebhookDeliveries
-from batchroute.domain.access import Principal, require_same_org
-from batchroute.errors import NotFound
+from batchroute.domain.access import Principal
 from batchroute.services.delivery.webhooks import batch_webhooks_view
 from functions.api.auth import require
-from functions.api.deps import SettingsDep
+from functions.api.deps import ReadsDep, WiringDep
 from functions.api.envelope import ErrorEnvelope
 
 router = APIRouter(tags=["batches"])
@@ -29,24 +25,6 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
     403: {"model": ErrorEnvelope, "description": "Another organization's batch, or the role may not read"},
     404: {"model": ErrorEnvelope, "description": "No such batch (`batch_not_found`)"},
 }
-
-
-@lru_cache(maxsize=4)
-def _batch_records(table_name: str) -> BatchRecords:
-    return BatchRecords(table_name)
-
-
-@lru_cache(maxsize=4)
-def _deliveries(table_name: str) -> WebhookDeliveries:
-    return WebhookDeliveries(table_name)
-
-
-def batch_records(settings: SettingsDep) -> BatchRecords:
-    return _batch_records(settings.table_name("batches"))
-
-
-def webhook_deliveries(settings: SettingsDep) -> WebhookDeliveries:
-    return _deliveries(settings.table_name("batches"))
 
 
 class WebhookDeliveryOut(BaseModel):
@@ -87,11 +65,8 @@ class BatchWebhooksOut(BaseModel):
 def list_batch_webhooks(
     batch_id: Annotated[str, Path(min_length=1, max_length=128)],
     principal: Reader,
-    batches: Annotated[BatchRecords, Depends(batch_records)],
-    deliveries: Annotated[WebhookDeliveries, Depends(webhook_deliveries)],
+    reads: ReadsDep,
+    wiring: WiringDep,
 ) -> dict[str, Any]:
-    batch = batches.get(batch_id)
-    if batch is None:
-        raise NotFound("No such batch.", code="batch_not_found")
-    require_same_org(principal, str(batch.get("org_id") or ""))
-    return batch_webhooks_view(deliveries, batch_id)
+    reads.owned(principal, batch_id)  # 404 batch_not_found, or 403 for another org's batch
+    return batch_webhooks_view(wiring.webhook_deliveries, batch_id)

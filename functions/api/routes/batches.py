@@ -7,41 +7,24 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Depends, Header, Query, Response
 
-from batchroute.adapters.dynamo.batch_records import BatchRecords
-from batchroute.adapters.dynamo.controls import ControlsStore
-from batchroute.adapters.dynamo.ledger import LedgerStore
-from batchroute.adapters.dynamo.limit_checks import SpendingLimitChecks
-from batchroute.adapters.kms import KmsSealer
-from batchroute.adapters.s3_objects import S3Objects, presigning_client
-from batchroute.adapters.stepfunctions import start_execution
-from batchroute.config import Settings
 from batchroute.domain.access import Principal
 from batchroute.domain.batch_states import ALL_STATES
 from batchroute.errors import Conflict, InvalidRequest
-from batchroute.services.batch_pipeline import build_billing_alerts
-from batchroute.services.batches.create import BatchService
-from batchroute.services.batches.reads import BatchReads
 from batchroute.services.batches.views import batch_details, batch_summary, lane_statuses
-from batchroute.services.delivery.webhooks import batch_webhook_config
 from functions.api.auth import require
-from functions.api.deps import ClockDep, SettingsDep
-from functions.api.envelope import ErrorEnvelope
-from functions.api.routes.quotes import QuotesDep
+from functions.api.deps import BatchesDep, ReadsDep
+from functions.api.envelope import errors_doc
 
 router = APIRouter(tags=["batches"])
 
-ARTIFACT_URL_SECONDS = 900
 
-
-def _error(description: str) -> dict[str, Any]:
-    return {"model": ErrorEnvelope, "description": description}
-
-
-_READ_ERRORS: dict[int | str, dict[str, Any]] = {
-    401: _error("Missing or invalid credentials"),
-    403: _error("Another organization's batch, or a role that may not read batches"),
-    404: _error("No such batch (`batch_not_found`)"),
-}
+_READ_ERRORS = errors_doc(
+    {
+        401: "Missing or invalid credentials",
+        403: "Another organization's batch, or a role that may not read batches",
+        404: "No such batch (`batch_not_found`)",
+    }
+)
 
 
 def _plain(value: Any) -> Any:
@@ -56,57 +39,6 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _signer(settings: Settings) -> Any:
-    bucket = settings.buckets["artifacts"]
-
-    def sign(key: str) -> str:
-        return str(
-            presigning_client().generate_presigned_url(
-                "get_object", Params={"Bucket": bucket, "Key": key}, ExpiresIn=ARTIFACT_URL_SECONDS
-            )
-        )
-
-    return sign
-
-
-def batch_service(settings: SettingsDep, clock: ClockDep, quotes: QuotesDep) -> BatchService:
-    sealer = KmsSealer(settings.kms_key_id)
-
-    def start(*, batch_id: str) -> str:
-        return start_execution(
-            state_machine_arn=settings.state_machine_arn, name=batch_id, payload={"batch_id": batch_id}
-        )
-
-    def seal(*, org_id: str, batch_id: str, url: str, secret: str) -> dict[str, Any]:
-        return dict(batch_webhook_config(sealer, org_id=org_id, batch_id=batch_id, url=url, secret=secret))
-
-    return BatchService(
-        records=BatchRecords(settings.table_name("batches")),
-        ledger=LedgerStore(settings.table_name("ledger")),
-        controls=ControlsStore(settings.table_name("controls")),
-        quotes=quotes,
-        artifacts=S3Objects(settings.buckets["artifacts"]),
-        start_workflow=start,
-        seal_webhook=seal,
-        settings=settings,
-        clock=clock,
-        alerts=build_billing_alerts(settings, LedgerStore(settings.table_name("ledger"))),
-        limit_checks=SpendingLimitChecks(
-            ledger_table=settings.table_name("ledger"), controls_table=settings.table_name("controls")
-        ),
-    )
-
-
-def batch_reads(settings: SettingsDep) -> BatchReads:
-    return BatchReads(
-        BatchRecords(settings.table_name("batches")),
-        S3Objects(settings.buckets["artifacts"]),
-        _signer(settings),
-    )
-
-
-BatchesDep = Annotated[BatchService, Depends(batch_service)]
-ReadsDep = Annotated[BatchReads, Depends(batch_reads)]
 Creator = Annotated[Principal, Depends(require("batches:create"))]
 Reader = Annotated[Principal, Depends(require("batches:read"))]
 
@@ -114,16 +46,18 @@ Reader = Annotated[Principal, Depends(require("batches:read"))]
 @router.post(
     "/v1/batches",
     status_code=202,
-    responses={
-        400: _error("Invalid body or Idempotency-Key, or preflight failed (`batch_preflight_failed`)"),
-        401: _error("Missing or invalid credentials"),
-        402: _error(
-            "`insufficient_credits`: balance short, or a hard spending limit (details limit, period, "
-            "spent, projected)"
-        ),
-        403: _error("The role may not create batches"),
-        409: _error("Idempotency-Key reused with another body, quote expired or not matching"),
-    },
+    responses=errors_doc(
+        {
+            400: "Invalid body or Idempotency-Key, or preflight failed (`batch_preflight_failed`)",
+            401: "Missing or invalid credentials",
+            402: (
+                "`insufficient_credits`: balance short, or a hard spending limit (details limit, period, "
+                "spent, projected)"
+            ),
+            403: "The role may not create batches",
+            409: "Idempotency-Key reused with another body, quote expired or not matching",
+        }
+    ),
     summary="Create a batch: credits are reserved from the quote; answers 202 with the batch already priced",
 )
 def create_batch(
@@ -143,7 +77,6 @@ def create_batch(
 def list_batches(
     principal: Reader,
     reads: ReadsDep,
-    settings: SettingsDep,
     state: str | None = None,
     status: str | None = None,
     cursor: str | None = None,
@@ -156,7 +89,7 @@ def list_batches(
             "state must be a batch state or `active`.", code="invalid_request", details={"field": "state"}
         )
     page, next_cursor, total = reads.list_batches(principal, state=state, cursor=cursor, limit=limit)
-    sign = _signer(settings)
+    sign = reads.sign
     return {
         "data": [batch_summary(b, sign=sign) for b in page],
         "next_cursor": next_cursor,
@@ -169,12 +102,11 @@ def get_batch(
     batch_id: str,
     principal: Reader,
     reads: ReadsDep,
-    settings: SettingsDep,
     include_details: bool = False,
     include_billing_receipt: bool = False,
 ) -> dict[str, Any]:
     batch = reads.owned(principal, batch_id)
-    summary = batch_summary(batch, sign=_signer(settings))
+    summary = batch_summary(batch, sign=reads.sign)
     if include_details:
         summary["details"] = batch_details(batch)
     receipt = None
@@ -198,7 +130,7 @@ def list_items(
 
 @router.get(
     "/v1/batches/{batch_id}/results",
-    responses={**_READ_ERRORS, 409: _error("Results are ready once the batch is finalized")},
+    responses={**_READ_ERRORS, **errors_doc({409: "Results are ready once the batch is finalized"})},
     summary="One result row per item, in input order, paginated",
 )
 def list_results(
@@ -214,7 +146,7 @@ def list_results(
 
 @router.get(
     "/v1/batches/{batch_id}/artifact-url",
-    responses={**_READ_ERRORS, 409: _error("The artifact exists once the batch is finalized")},
+    responses={**_READ_ERRORS, **errors_doc({409: "The artifact exists once the batch is finalized"})},
     summary="A short-lived signed URL of the full JSONL results artifact",
 )
 def artifact_url(batch_id: str, principal: Reader, reads: ReadsDep) -> dict[str, Any]:
@@ -223,27 +155,27 @@ def artifact_url(batch_id: str, principal: Reader, reads: ReadsDep) -> dict[str,
 
 @router.post(
     "/v1/batches/{batch_id}/cancel",
-    responses={**_READ_ERRORS, 409: _error("The batch is already terminal")},
+    responses={**_READ_ERRORS, **errors_doc({409: "The batch is already terminal"})},
     summary="Cancel (best effort): dispatched work may still finish and is charged",
 )
 def cancel_batch(
     batch_id: str,
     principal: Creator,
     batches: BatchesDep,
-    settings: SettingsDep,
+    reads: ReadsDep,
     body: Annotated[dict[str, Any] | None, Body()] = None,
 ) -> dict[str, Any]:
     reason = (body or {}).get("reason")
     if reason is not None and not isinstance(reason, str):
         raise InvalidRequest("reason must be a string.", code="invalid_request", details={"field": "reason"})
     batch = batches.cancel(principal, batch_id, reason)
-    return {"batch": batch_summary(batch, sign=_signer(settings))}
+    return {"batch": batch_summary(batch, sign=reads.sign)}
 
 
 @router.post(
     "/v1/batches/{batch_id}/retry",
     status_code=202,
-    responses={**_READ_ERRORS, 409: _error("Not finished, or nothing failed or canceled")},
+    responses={**_READ_ERRORS, **errors_doc({409: "Not finished, or nothing failed or canceled"})},
     summary="(beta) A new batch from the failed and canceled items of a finished one",
 )
 def retry_batch(batch_id: str, principal: Creator, batches: BatchesDep) -> dict[str, Any]:
@@ -253,7 +185,7 @@ def retry_batch(batch_id: str, principal: Creator, batches: BatchesDep) -> dict[
 
 @router.get(
     "/v1/batches/{batch_id}/billing-receipt",
-    responses={**_READ_ERRORS, 409: _error("Not settled yet (`receipt_not_ready`)")},
+    responses={**_READ_ERRORS, **errors_doc({409: "Not settled yet (`receipt_not_ready`)"})},
     summary="The billing receipt, once the batch is settled",
 )
 def billing_receipt(batch_id: str, principal: Reader, reads: ReadsDep) -> dict[str, Any]:

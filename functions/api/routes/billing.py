@@ -2,40 +2,21 @@
 
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Depends, Query, Request
 from pydantic import BaseModel
 
-from batchroute.adapters.dynamo.controls import ControlsStore
 from batchroute.domain.access import Principal
 from batchroute.domain.billing_controls import MAX_THRESHOLDS, MAX_USD
-from batchroute.services.billing.controls import BillingControlsService
 from functions.api.auth import require
-from functions.api.deps import ClockDep, SettingsDep
+from functions.api.deps import BillingControlsDep
 from functions.api.envelope import ErrorEnvelope
 from functions.api.limits import client_ip
 
 router = APIRouter(tags=["billing"])
 
 
-@lru_cache(maxsize=4)
-def _store(table_name: str) -> ControlsStore:
-    return ControlsStore(table_name)
-
-
-def controls_store(settings: SettingsDep) -> ControlsStore:
-    return _store(settings.table_name("controls"))
-
-
-def billing_controls_service(
-    store: Annotated[ControlsStore, Depends(controls_store)], clock: ClockDep
-) -> BillingControlsService:
-    return BillingControlsService(store, clock)
-
-
-ServiceDep = Annotated[BillingControlsService, Depends(billing_controls_service)]
 Reader = Annotated[Principal, Depends(require("billing:read"))]
 Manager = Annotated[Principal, Depends(require("billing:manage", session_only=True))]
 
@@ -150,7 +131,7 @@ CONTROLS_UPDATE_SCHEMA: dict[str, Any] = {
     responses=_ERRORS,
     summary="The org's billing controls (defaults, configured=false, until the first save)",
 )
-def get_controls(principal: Reader, service: ServiceDep) -> dict[str, Any]:
+def get_controls(principal: Reader, service: BillingControlsDep) -> dict[str, Any]:
     return {"controls": service.get(principal.org_id).to_api()}
 
 
@@ -174,7 +155,7 @@ def get_controls(principal: Reader, service: ServiceDep) -> dict[str, Any]:
 def update_controls(
     request: Request,
     principal: Manager,
-    service: ServiceDep,
+    service: BillingControlsDep,
     body: Annotated[dict[str, Any], Body()],
 ) -> dict[str, Any]:
     controls = service.update(principal, body, ip_address=client_ip(request))
@@ -189,7 +170,7 @@ def update_controls(
 )
 def get_controls_audit(
     principal: Reader,
-    service: ServiceDep,
+    service: BillingControlsDep,
     limit: Annotated[int, Query(ge=1, le=200, description="1-200, default 50")] = 50,
 ) -> dict[str, Any]:
     return {"data": [entry.to_api() for entry in service.audit(principal.org_id, limit=limit)]}

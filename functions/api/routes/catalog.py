@@ -2,37 +2,18 @@
 
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Query
 from pydantic import BaseModel
 
-from batchroute.adapters.dynamo.lanes import LaneStateStore
-from batchroute.catalog import builtin_catalog
 from batchroute.domain.catalog import HostedTool, Operation, PrivacyTier, RuntimeCapability, SlaTier
 from batchroute.domain.lanes import LaneStatus
-from batchroute.services.catalog.catalog import CatalogService, ModelFilters
-from functions.api.deps import ClockDep, SettingsDep
-from functions.api.envelope import ErrorEnvelope
+from batchroute.services.catalog.catalog import ModelFilters
+from functions.api.deps import CatalogDep
+from functions.api.envelope import errors_doc
 
 router = APIRouter(tags=["catalog"])
-
-
-@lru_cache(maxsize=4)
-def _lane_store(table_name: str) -> LaneStateStore:
-    return LaneStateStore(table_name)
-
-
-def catalog_service(settings: SettingsDep, clock: ClockDep) -> CatalogService:
-    return CatalogService(builtin_catalog(), _lane_store(settings.table_name("controls")), settings, clock)
-
-
-ServiceDep = Annotated[CatalogService, Depends(catalog_service)]
-
-
-def _not_found(what: str) -> dict[int | str, dict[str, Any]]:
-    return {404: {"model": ErrorEnvelope, "description": f"No such {what}"}}
 
 
 # -- response models (documentation and shape checks) ------------------------------------
@@ -206,7 +187,7 @@ class FeeScheduleOut(BaseModel):
     summary="Catalog models; every filter is optional and they combine with AND",
 )
 def list_models(
-    service: ServiceDep,
+    service: CatalogDep,
     operation: Operation | None = None,
     provider: Annotated[str | None, Query(description="a provider slug (see /v1/providers)")] = None,
     privacy_tier: PrivacyTier | None = None,
@@ -235,10 +216,10 @@ def list_models(
 @router.get(
     "/v1/catalog/models/{slug:path}",
     response_model=ModelEnvelope,
-    responses=_not_found("model (`model_not_found`)"),
+    responses=errors_doc({404: "No such model (`model_not_found`)"}),
     summary="One model by its exact id (ids may contain slashes)",
 )
-def get_model(slug: str, service: ServiceDep) -> dict[str, Any]:
+def get_model(slug: str, service: CatalogDep) -> dict[str, Any]:
     return service.model(slug)
 
 
@@ -247,32 +228,32 @@ def get_model(slug: str, service: ServiceDep) -> dict[str, Any]:
     response_model=WorkflowProductListOut,
     summary="Workflow products, with the remaining capacity per provider able to serve them",
 )
-def list_workflow_products(service: ServiceDep) -> dict[str, Any]:
+def list_workflow_products(service: CatalogDep) -> dict[str, Any]:
     return service.workflow_products()
 
 
 @router.get(
     "/v1/catalog/workflow-products/{slug}",
     response_model=WorkflowProductEnvelope,
-    responses=_not_found("workflow product (`workflow_product_not_found`)"),
+    responses=errors_doc({404: "No such workflow product (`workflow_product_not_found`)"}),
     summary="One workflow product",
 )
-def get_workflow_product(slug: str, service: ServiceDep) -> dict[str, Any]:
+def get_workflow_product(slug: str, service: CatalogDep) -> dict[str, Any]:
     return service.workflow_product(slug)
 
 
 @router.get("/v1/providers", response_model=ProvidersOut, summary="The provider directory")
-def list_providers(service: ServiceDep) -> dict[str, Any]:
+def list_providers(service: CatalogDep) -> dict[str, Any]:
     return service.providers()
 
 
 @router.get(
     "/v1/providers/{slug}",
     response_model=ProviderEnvelope,
-    responses=_not_found("provider (`provider_not_found`)"),
+    responses=errors_doc({404: "No such provider (`provider_not_found`)"}),
     summary="One provider",
 )
-def get_provider(slug: str, service: ServiceDep) -> dict[str, Any]:
+def get_provider(slug: str, service: CatalogDep) -> dict[str, Any]:
     return service.provider(slug)
 
 
@@ -281,5 +262,5 @@ def get_provider(slug: str, service: ServiceDep) -> dict[str, Any]:
     response_model=FeeScheduleOut,
     summary="The fee schedule quotes and settlement use",
 )
-def get_fees(service: ServiceDep) -> dict[str, Any]:
+def get_fees(service: CatalogDep) -> dict[str, Any]:
     return service.fees()

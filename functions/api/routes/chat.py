@@ -26,33 +26,20 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 from starlette.types import Receive, Scope, Send
 
-from batchroute.adapters.dynamo.batch_records import BatchRecords
-from batchroute.adapters.dynamo.chat_holds import ChatHoldStore
-from batchroute.adapters.dynamo.controls import ControlsStore
-from batchroute.adapters.dynamo.lanes import LaneStateStore
-from batchroute.adapters.dynamo.ledger import LedgerStore
-from batchroute.adapters.s3_objects import S3Objects
 from batchroute.catalog import builtin_catalog
 from batchroute.clock import Clock
-from batchroute.config import Settings, get_settings
+from batchroute.config import get_settings
 from batchroute.domain.access import Principal, authorize
 from batchroute.domain.chat_objects import DONE_EVENT, chat_completion, chunk, sse, usage_object
 from batchroute.domain.chat_requests import parse_chat_request
 from batchroute.errors import InvalidRequest
 from batchroute.observability import logger
 from batchroute.providers.base import StreamDelta, StreamEnd
-from batchroute.providers.registry import ProviderRegistry, provider_registry
-from batchroute.services.batch_pipeline import build_billing_alerts
-from batchroute.services.catalog.catalog import guards_for
-from batchroute.services.chat.direct import DirectCall, DirectChat, DirectOptions
-from batchroute.services.chat.jobs import ChatJobs
-from batchroute.services.chat.state import HoldKeeper, LaneStateCache, LaneStats
+from batchroute.services.chat.direct import DirectCall
+from batchroute.wiring import wiring_for
 from functions.api.auth import current_principal, get_authenticator, require
-from functions.api.deps import ClockDep, SettingsDep, get_clock
-from functions.api.envelope import ErrorEnvelope
-from functions.api.routes.batches import batch_service
-from functions.api.routes.files import file_service
-from functions.api.routes.quotes import quote_service
+from functions.api.deps import WiringDep, get_clock
+from functions.api.envelope import errors_doc
 
 router = APIRouter(tags=["chat"])
 T = TypeVar("T")
@@ -62,88 +49,19 @@ LANE_HEADER = "x-service-lane"
 BATCH_HEADER = "x-service-batch-id"
 
 
-def _error(description: str) -> dict[str, Any]:
-    return {"model": ErrorEnvelope, "description": description}
-
-
-_ERRORS: dict[int | str, dict[str, Any]] = {
-    400: _error(
-        "Invalid body (`invalid_request`, `model_not_found`), `stream_not_supported_for_batch`, "
-        "`no_direct_lane`, or the provider refused the request (`provider_rejected`)"
-    ),
-    401: _error("Missing or invalid credentials"),
-    402: _error("`insufficient_funds`: the balance does not cover the hold"),
-    403: _error("`spending_limit_reached` under a hard limit, or a role that may not create work"),
-    404: _error("No such chat job (`chat_job_not_found`)"),
-    503: _error("`provider_unavailable`: no lane answered; nothing was charged"),
-}
-
-
-class _Runtime:
-    """What outlives a request in this process: the caches and the observed lane records."""
-
-    def __init__(self, settings: Settings, clock: Clock) -> None:
-        ledger = LedgerStore(settings.table_name("ledger"))
-        self.store = ChatHoldStore(
-            ledger=ledger,
-            batches_table=settings.table_name("batches"),
-            controls_table=settings.table_name("controls"),
-        )
-        self.lanes = LaneStateCache(
-            LaneStateStore(settings.table_name("controls")), settings.chat_lane_state_ttl_seconds
-        )
-        self.stats = LaneStats()
-        self.holds = HoldKeeper(self.store, clock)
-        self.providers: ProviderRegistry = provider_registry(settings)
-        self.controls = ControlsStore(settings.table_name("controls"))
-        self.alerts = build_billing_alerts(settings, ledger)
-
-
-_RUNTIMES: dict[tuple[int, int], tuple[Settings, Clock, _Runtime]] = {}
-_RUNTIMES_LOCK = threading.Lock()
-
-
-def _runtime(settings: Settings, clock: Clock) -> _Runtime:
-    """One per app (settings) and clock: a warm process reuses its caches across requests."""
-    key = (id(settings), id(clock))
-    with _RUNTIMES_LOCK:
-        found = _RUNTIMES.get(key)
-        if found is None or found[0] is not settings or found[1] is not clock:
-            if len(_RUNTIMES) >= 8:
-                _RUNTIMES.clear()  # test suites build many apps; a deployed process has one
-            found = (settings, clock, _Runtime(settings, clock))
-            _RUNTIMES[key] = found
-        return found[2]
-
-
-def direct_chat(settings: Settings, clock: Clock) -> DirectChat:
-    runtime = _runtime(settings, clock)
-    return DirectChat(
-        catalog=builtin_catalog(),
-        lanes=runtime.lanes,
-        stats=runtime.stats,
-        holds=runtime.holds,
-        store=runtime.store,
-        providers=runtime.providers,
-        controls=runtime.controls,
-        guards=guards_for(settings),
-        clock=clock,
-        options=DirectOptions(
-            first_byte_timeout_seconds=settings.chat_first_byte_timeout_seconds,
-            checkpoint_seconds=settings.chat_usage_checkpoint_seconds,
+_ERRORS = errors_doc(
+    {
+        400: (
+            "Invalid body (`invalid_request`, `model_not_found`), `stream_not_supported_for_batch`, "
+            "`no_direct_lane`, or the provider refused the request (`provider_rejected`)"
         ),
-        alerts=runtime.alerts,
-    )
-
-
-def chat_jobs(settings: Settings, clock: Clock) -> ChatJobs:
-    """Built only for queued requests and job reads (the direct path needs none of it)."""
-    batches = batch_service(settings, clock, quote_service(settings, clock, file_service(settings, clock)))
-    return ChatJobs(
-        batches=batches,
-        records=BatchRecords(settings.table_name("batches")),
-        artifacts=S3Objects(settings.buckets["artifacts"]),
-    )
+        401: "Missing or invalid credentials",
+        402: "`insufficient_funds`: the balance does not cover the hold",
+        403: "`spending_limit_reached` under a hard limit, or a role that may not create work",
+        404: "No such chat job (`chat_job_not_found`)",
+        503: "`provider_unavailable`: no lane answered; nothing was charged",
+    }
+)
 
 
 Reader = Annotated[Principal, Depends(require("batches:read"))]
@@ -179,18 +97,17 @@ async def create_chat_completion(request: Request) -> Response:
     # settings) FastAPI rebuilds every dependency's signature on every request, and each sync
     # dependency is a trip through the thread pool. Here: one trip for the caller (key lookup,
     # rate limit, role), one for everything up to the provider's first byte.
-    settings: Settings = _provided(request, get_settings)
-    clock: Clock = _provided(request, get_clock)
-    principal = await run_in_threadpool(_creator, request, clock)
+    wiring = wiring_for(_provided(request, get_settings), _provided(request, get_clock))
+    principal = await run_in_threadpool(_creator, request, wiring.clock)
     try:
         body = json.loads(await request.body())
     except (ValueError, UnicodeDecodeError):
         raise InvalidRequest("The request body is not valid JSON.", code="invalid_json") from None
     chat = parse_chat_request(body, builtin_catalog())
     if chat.queue is not None:
-        job = await run_in_threadpool(chat_jobs(settings, clock).queue, principal, chat)
+        job = await run_in_threadpool(wiring.chat_jobs.queue, principal, chat)
         return JSONResponse(job, status_code=202)
-    call = await run_in_threadpool(lambda: direct_chat(settings, clock).open(principal, chat))
+    call = await run_in_threadpool(wiring.direct_chat.open, principal, chat)
     headers = {PROVIDER_HEADER: call.provider, LANE_HEADER: call.lane.lane_id, BATCH_HEADER: call.batch_id}
     if chat.stream:
         stream = _Stream(call)
@@ -221,8 +138,8 @@ async def create_chat_completion(request: Request) -> Response:
     responses=_ERRORS,
     summary="A queued chat job: `result` is the chat.completion once completed, `error` once failed",
 )
-def get_chat_job(job_id: str, principal: Reader, settings: SettingsDep, clock: ClockDep) -> dict[str, Any]:
-    return chat_jobs(settings, clock).get(principal, job_id)
+def get_chat_job(job_id: str, principal: Reader, wiring: WiringDep) -> dict[str, Any]:
+    return wiring.chat_jobs.get(principal, job_id)
 
 
 def _drain(call: DirectCall) -> None:

@@ -9,37 +9,15 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Depends, Header, Query
 from pydantic import BaseModel, ConfigDict, Field
 
-from batchroute.adapters.dynamo.compat import CompatStore
 from batchroute.domain.access import Principal
-from batchroute.services.batches.create import BatchService
-from batchroute.services.batches.quotes import FileItems
-from batchroute.services.compat.batches import CompatBatches, CompatBatchRequest
+from batchroute.services.compat.batches import CompatBatchRequest
 from functions.api.auth import require
 from functions.api.compat_envelope import COMPAT_ERRORS
-from functions.api.deps import ClockDep, SettingsDep
-from functions.api.routes.batches import ReadsDep, batch_service
-from functions.api.routes.files import ServiceDep as FilesDep
-from functions.api.routes.quotes import quote_service
+from functions.api.deps import CompatBatchesDep
 
 router = APIRouter(prefix="/v1/compat/v1", tags=["vendor-compatible"], responses=COMPAT_ERRORS)
 
 
-def compat_batches(settings: SettingsDep, clock: ClockDep, files: FilesDep, reads: ReadsDep) -> CompatBatches:
-    def batches_over(items: FileItems) -> BatchService:
-        quotes = quote_service(settings, clock, files)
-        quotes.files = items  # input files are read as the vendor's rows, converted to items
-        return batch_service(settings, clock, quotes)
-
-    return CompatBatches(
-        batches_over=batches_over,
-        files=files,
-        reads=reads,
-        records=CompatStore(settings.table_name("batches")),
-        clock=clock,
-    )
-
-
-CompatBatchesDep = Annotated[CompatBatches, Depends(compat_batches)]
 Creator = Annotated[Principal, Depends(require("batches:create"))]
 Reader = Annotated[Principal, Depends(require("batches:read"))]
 

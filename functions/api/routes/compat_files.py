@@ -7,24 +7,19 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import iterate_in_threadpool, run_in_threadpool
 
-from batchroute.adapters.dynamo.batch_records import BatchRecords
-from batchroute.adapters.dynamo.compat import CompatStore
-from batchroute.adapters.s3_objects import S3Objects
 from batchroute.domain.access import Principal
 from batchroute.domain.compat import BodyFormat
 from batchroute.errors import InvalidRequest
 from batchroute.ids import new_id
-from batchroute.services.batches.files import UploadTooLarge
-from batchroute.services.compat.files import COMPAT_PURPOSE, CompatFiles, CompatUpload, input_file_object
-from batchroute.services.compat.uploads import CompatUploads
+from batchroute.services.batches.files import UploadTooLarge, too_large
+from batchroute.services.compat.files import COMPAT_PURPOSE, CompatUpload, input_file_object
 from functions.api.auth import require
-from functions.api.compat_envelope import COMPAT_ERRORS, vendor_error_response
-from functions.api.deps import ClockDep, SettingsDep
-from functions.api.routes.files import ServiceDep as FilesDep
+from functions.api.compat_envelope import COMPAT_ERRORS
+from functions.api.deps import CompatFilesDep, CompatUploadsDep
 from functions.api.streaming import StreamingForm, body_chunks, form_boundary
 
 router = APIRouter(prefix="/v1/compat/v1", tags=["vendor-compatible"], responses=COMPAT_ERRORS)
@@ -33,25 +28,6 @@ BODY_FORMAT_HEADER = "x-service-body-format"
 FORM_SLACK_BYTES = 16 * 1024  # multipart boundaries and part headers around an upload part
 
 
-def compat_files(settings: SettingsDep, files: FilesDep) -> CompatFiles:
-    return CompatFiles(
-        files,
-        outputs=CompatStore(settings.table_name("batches")),
-        batches=BatchRecords(settings.table_name("batches")),
-        artifacts=S3Objects(settings.buckets["artifacts"]),
-    )
-
-
-CompatFilesDep = Annotated[CompatFiles, Depends(compat_files)]
-
-
-def compat_uploads(settings: SettingsDep, clock: ClockDep, files: CompatFilesDep) -> CompatUploads:
-    return CompatUploads(
-        CompatStore(settings.table_name("batches")), files, S3Objects(settings.buckets["uploads"]), clock
-    )
-
-
-UploadsDep = Annotated[CompatUploads, Depends(compat_uploads)]
 Creator = Annotated[Principal, Depends(require("batches:create"))]
 Reader = Annotated[Principal, Depends(require("batches:read"))]
 
@@ -114,10 +90,6 @@ def _multipart(description: str, fields: dict[str, Any], required: list[str]) ->
     }
 
 
-def _too_large(exc: UploadTooLarge) -> JSONResponse:
-    return vendor_error_response(413, exc.message, code=exc.code, param="file")
-
-
 # -- files ---------------------------------------------------------------------------------------
 @router.post(
     "/files",
@@ -144,9 +116,9 @@ async def upload_file(request: Request, principal: Creator, files: CompatFilesDe
             raise UploadTooLarge(
                 f"A request may carry at most {limit} bytes; upload larger files with the Uploads API "
                 "(POST /v1/compat/v1/uploads, or client.uploads.upload_file_chunked).",
-                details={"max_bytes": limit},
+                details={"max_bytes": limit, "param": "file"},
             )
-        async for chunk in body_chunks(request, limit):
+        async for chunk in body_chunks(request, limit, refuse=_file_too_large):
             await run_in_threadpool(form.write, chunk)
         upload = form.finish()
         if form.purpose != COMPAT_PURPOSE:
@@ -154,11 +126,7 @@ async def upload_file(request: Request, principal: Creator, files: CompatFilesDe
                 "purpose must be batch.", code="invalid_purpose", details={"param": "purpose"}
             )
         record = await run_in_threadpool(upload.finish)
-    except UploadTooLarge as exc:
-        if form.upload is not None:
-            await run_in_threadpool(form.upload.abort)
-        return _too_large(exc)
-    except BaseException:
+    except BaseException:  # 413 included: the global handler answers it in the vendor's shape
         if form.upload is not None:
             await run_in_threadpool(form.upload.abort)
         raise
@@ -193,7 +161,7 @@ def file_content(
 
 # -- uploads -------------------------------------------------------------------------------------
 @router.post("/uploads", response_model=VendorUpload, summary="Start an upload that takes parts")
-def create_upload(body: UploadCreate, principal: Creator, uploads: UploadsDep) -> dict[str, Any]:
+def create_upload(body: UploadCreate, principal: Creator, uploads: CompatUploadsDep) -> dict[str, Any]:
     return uploads.create(
         principal, filename=body.filename, purpose=body.purpose, bytes_=body.bytes, mime_type=body.mime_type
     )
@@ -205,7 +173,7 @@ def create_upload(body: UploadCreate, principal: Creator, uploads: UploadsDep) -
     summary="Add a part (at most one request's worth of bytes)",
     openapi_extra=_multipart("The part's bytes", {"data": {"type": "string", "format": "binary"}}, ["data"]),
 )
-async def add_part(request: Request, upload_id: str, principal: Creator, uploads: UploadsDep) -> Any:
+async def add_part(request: Request, upload_id: str, principal: Creator, uploads: CompatUploadsDep) -> Any:
     record = await run_in_threadpool(uploads.open_for_parts, principal, upload_id)
     limit = uploads.files.files.limits.max_direct_upload_bytes
     part_id = new_id("part", uploads.clock.now())
@@ -221,9 +189,6 @@ async def add_part(request: Request, upload_id: str, principal: Creator, uploads
         if writer.bytes_written > limit:
             raise _part_too_large(limit)
         await run_in_threadpool(writer.close)
-    except UploadTooLarge as exc:
-        await run_in_threadpool(writer.abort)
-        return vendor_error_response(413, exc.message, code=exc.code, param="data")
     except BaseException:
         await run_in_threadpool(writer.abort)
         raise
@@ -232,10 +197,15 @@ async def add_part(request: Request, upload_id: str, principal: Creator, uploads
     )
 
 
+def _file_too_large(limit: int) -> UploadTooLarge:
+    refusal = too_large(limit)
+    return UploadTooLarge(refusal.message, details={**(refusal.details or {}), "param": "file"})
+
+
 def _part_too_large(limit: int) -> UploadTooLarge:
     return UploadTooLarge(
         f"A part may hold at most {limit} bytes: pass part_size={limit} (or less) to upload_file_chunked.",
-        details={"max_bytes": limit},
+        details={"max_bytes": limit, "param": "data"},
     )
 
 
@@ -243,11 +213,11 @@ def _part_too_large(limit: int) -> UploadTooLarge:
     "/uploads/{upload_id}/complete", response_model=VendorUpload, summary="Assemble the parts into a File"
 )
 def complete_upload(
-    upload_id: str, body: UploadComplete, principal: Creator, uploads: UploadsDep
+    upload_id: str, body: UploadComplete, principal: Creator, uploads: CompatUploadsDep
 ) -> dict[str, Any]:
     return uploads.complete(principal, upload_id, part_ids=body.part_ids, md5=body.md5)
 
 
 @router.post("/uploads/{upload_id}/cancel", response_model=VendorUpload, summary="Cancel an upload")
-def cancel_upload(upload_id: str, principal: Creator, uploads: UploadsDep) -> dict[str, Any]:
+def cancel_upload(upload_id: str, principal: Creator, uploads: CompatUploadsDep) -> dict[str, Any]:
     return uploads.cancel(principal, upload_id)

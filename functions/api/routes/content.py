@@ -2,26 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter
 from pydantic import BaseModel
 
-from batchroute.content import BuiltinContent
-from batchroute.services.catalog.content import ContentService
-from functions.api.deps import SettingsDep
+from functions.api.deps import ContentDep
 from functions.api.envelope import ErrorEnvelope
 
 router = APIRouter(tags=["content"])
 
-_store = BuiltinContent()
-
-
-def content_service(settings: SettingsDep) -> ContentService:
-    return ContentService(_store, enabled=settings.content_store_enabled)
-
-
-ServiceDep = Annotated[ContentService, Depends(content_service)]
 
 _DISABLED: dict[int | str, dict[str, Any]] = {
     503: {"model": ErrorEnvelope, "description": "The content store is disabled (`content_disabled`)"},
@@ -67,7 +57,7 @@ class PostEnvelope(BaseModel):
     responses=_DISABLED,
     summary="Changelog entries, newest first",
 )
-def get_changelog(service: ServiceDep) -> dict[str, Any]:
+def get_changelog(service: ContentDep) -> dict[str, Any]:
     return service.changelog()
 
 
@@ -77,7 +67,7 @@ def get_changelog(service: ServiceDep) -> dict[str, Any]:
     responses=_DISABLED,
     summary="Blog posts, newest first by publish date",
 )
-def list_posts(service: ServiceDep) -> dict[str, Any]:
+def list_posts(service: ContentDep) -> dict[str, Any]:
     return service.posts()
 
 
@@ -87,5 +77,5 @@ def list_posts(service: ServiceDep) -> dict[str, Any]:
     responses={**_NOT_FOUND, **_DISABLED},
     summary="One blog post",
 )
-def get_post(slug: str, service: ServiceDep) -> dict[str, Any]:
+def get_post(slug: str, service: ContentDep) -> dict[str, Any]:
     return service.post(slug)

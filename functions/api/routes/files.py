@@ -3,7 +3,6 @@ second call, and reads. The rules live in batchroute.services.batches.files; doc
 
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
@@ -12,45 +11,17 @@ from pydantic import BaseModel, ConfigDict, Field
 from python_multipart.multipart import parse_options_header
 from starlette.concurrency import run_in_threadpool
 
-from batchroute.adapters.dynamo.files import FileStore
-from batchroute.adapters.s3_objects import S3Objects
-from batchroute.config import Settings
 from batchroute.domain.access import Principal
 from batchroute.domain.files import media_type
-from batchroute.services.batches.files import FileLimits, FileService, UploadTooLarge, too_large
+from batchroute.services.batches.files import FileService, too_large
 from functions.api.auth import require
-from functions.api.deps import ClockDep, SettingsDep
-from functions.api.envelope import ErrorEnvelope, error_response
+from functions.api.deps import FilesDep
+from functions.api.envelope import errors_doc
 from functions.api.streaming import MAX_FIELD_BYTES, StreamingForm, body_chunks, form_boundary, text
 
 router = APIRouter(tags=["files"])
 
 
-@lru_cache(maxsize=4)
-def _file_store(table_name: str) -> FileStore:
-    return FileStore(table_name)
-
-
-def file_limits(settings: Settings) -> FileLimits:
-    return FileLimits(
-        max_direct_upload_bytes=settings.max_direct_upload_bytes,
-        max_file_bytes=settings.max_file_bytes,
-        upload_url_seconds=settings.file_upload_url_seconds,
-        max_line_bytes=settings.max_jsonl_line_bytes,
-    )
-
-
-def file_service(settings: SettingsDep, clock: ClockDep) -> FileService:
-    """Also what quotes and batch creation use to read an `input_file_id`."""
-    return FileService(
-        _file_store(settings.table_name("batches")),
-        S3Objects(settings.buckets["uploads"]),
-        clock,
-        file_limits(settings),
-    )
-
-
-ServiceDep = Annotated[FileService, Depends(file_service)]
 Creator = Annotated[Principal, Depends(require("batches:create"))]
 Reader = Annotated[Principal, Depends(require("batches:read"))]
 
@@ -111,7 +82,7 @@ def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
         409: "`upload_incomplete`: no bytes were PUT to the upload URL yet",
         413: "`payload_too_large`: use the signed-URL upload",
     }
-    return {status: {"model": ErrorEnvelope, "description": described[status]} for status in statuses}
+    return errors_doc({status: described[status] for status in statuses})
 
 
 _UPLOAD_BODY: dict[str, Any] = {
@@ -148,21 +119,17 @@ _UPLOAD_BODY: dict[str, Any] = {
 async def upload_file(
     request: Request,
     principal: Creator,
-    service: ServiceDep,
+    service: FilesDep,
     purpose: Annotated[str | None, Query(max_length=MAX_FIELD_BYTES)] = None,
 ) -> Any:
     limit = service.limits.max_direct_upload_bytes
     declared = request.headers.get("content-length", "")
-    try:
-        if declared.isdigit() and int(declared) > limit:
-            raise too_large(limit)
-        if media_type(request.headers.get("content-type")) == "multipart/form-data":
-            record = await _upload_form(request, service, principal.org_id, purpose)
-        else:
-            record = await _upload_raw(request, service, principal.org_id, purpose)
-    except UploadTooLarge as exc:
-        # 413 has no ServiceError kind: answered here, in the envelope of every error.
-        return error_response(413, exc.code, exc.message, details=exc.details)
+    if declared.isdigit() and int(declared) > limit:
+        raise too_large(limit)
+    if media_type(request.headers.get("content-type")) == "multipart/form-data":
+        record = await _upload_form(request, service, principal.org_id, purpose)
+    else:
+        record = await _upload_raw(request, service, principal.org_id, purpose)
     return JSONResponse(status_code=201, content={"file": record.to_api()})
 
 
@@ -173,7 +140,7 @@ async def upload_file(
     responses=_errors(401, 403),
     summary="Start a large upload: a file in `uploading` and a signed URL to PUT its bytes to",
 )
-def start_upload(body: UploadStart, principal: Creator, service: ServiceDep) -> dict[str, Any]:
+def start_upload(body: UploadStart, principal: Creator, service: FilesDep) -> dict[str, Any]:
     signed = service.start_upload(
         principal.org_id,
         filename=body.filename,
@@ -190,7 +157,7 @@ def start_upload(body: UploadStart, principal: Creator, service: ServiceDep) -> 
     responses=_errors(401, 403, 404, 409),
     summary="Confirm a signed upload: checks the bytes and makes the file usable (idempotent)",
 )
-def complete_upload(file_id: str, principal: Creator, service: ServiceDep) -> dict[str, Any]:
+def complete_upload(file_id: str, principal: Creator, service: FilesDep) -> dict[str, Any]:
     return {"file": service.complete_upload(principal.org_id, file_id).to_api()}
 
 
@@ -200,7 +167,7 @@ def complete_upload(file_id: str, principal: Creator, service: ServiceDep) -> di
     responses=_errors(401, 403, 404),
     summary="A file: status, size, line counts and the first line errors",
 )
-def get_file(file_id: str, principal: Reader, service: ServiceDep) -> dict[str, Any]:
+def get_file(file_id: str, principal: Reader, service: FilesDep) -> dict[str, Any]:
     return {"file": service.file(principal.org_id, file_id).to_api()}
 
 

@@ -6,19 +6,10 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends
 
-from batchroute.adapters.dynamo.lanes import LaneStateStore
-from batchroute.adapters.dynamo.ledger import LedgerStore
-from batchroute.adapters.dynamo.quotes import QuoteStore
-from batchroute.adapters.quote_items import QuoteItemSink
-from batchroute.adapters.s3_objects import S3Objects
-from batchroute.catalog import builtin_catalog
 from batchroute.domain.access import Principal
-from batchroute.services.batches.quotes import QuoteService
-from batchroute.services.catalog.catalog import guards_for
 from functions.api.auth import require
-from functions.api.deps import ClockDep, SettingsDep
+from functions.api.deps import QuotesDep
 from functions.api.envelope import ErrorEnvelope
-from functions.api.routes.files import ServiceDep as FilesDep
 
 router = APIRouter(tags=["quotes"])
 
@@ -35,21 +26,6 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
-def quote_service(settings: SettingsDep, clock: ClockDep, files: FilesDep) -> QuoteService:
-    return QuoteService(
-        catalog=builtin_catalog(),
-        live=LaneStateStore(settings.table_name("controls")),
-        snapshots=QuoteStore(settings.table_name("batches")),
-        item_sink=QuoteItemSink(S3Objects(settings.buckets["artifacts"])),
-        files=files,
-        balances=LedgerStore(settings.table_name("ledger")),
-        settings=settings,
-        guards=guards_for(settings),
-        clock=clock,
-    )
-
-
-QuotesDep = Annotated[QuoteService, Depends(quote_service)]
 Creator = Annotated[Principal, Depends(require("batches:create"))]
 
 _MODEL_EXAMPLE = {

@@ -9,20 +9,13 @@ from pydantic import BaseModel
 
 from batchroute.domain.access import Principal
 from batchroute.domain.retention import MAX_EXTENDED_DAYS, MIN_EXTENDED_DAYS
-from batchroute.services.billing.retention import RetentionService
 from functions.api.auth import require
-from functions.api.deps import ClockDep, SettingsDep
+from functions.api.deps import RetentionDep, SettingsDep
 from functions.api.envelope import ErrorEnvelope
-from functions.api.routes.billing import controls_store
 
 router = APIRouter(tags=["retention"])
 
 
-def retention_service(settings: SettingsDep, clock: ClockDep) -> RetentionService:
-    return RetentionService(controls_store(settings), clock)
-
-
-ServiceDep = Annotated[RetentionService, Depends(retention_service)]
 # Every role may read when results expire (members fetch them); changing it is for managers.
 Reader = Annotated[Principal, Depends(require("account:read"))]
 Manager = Annotated[Principal, Depends(require("retention:manage"))]
@@ -68,7 +61,7 @@ RETENTION_UPDATE_SCHEMA: dict[str, Any] = {
     responses=_ERRORS,
     summary="The org's result retention settings (grace_only until changed)",
 )
-def get_retention(principal: Reader, service: ServiceDep, settings: SettingsDep) -> dict[str, Any]:
+def get_retention(principal: Reader, service: RetentionDep, settings: SettingsDep) -> dict[str, Any]:
     return service.get(principal.org_id).to_api(grace_hours=settings.retention_grace_hours)
 
 
@@ -86,7 +79,7 @@ def get_retention(principal: Reader, service: ServiceDep, settings: SettingsDep)
 )
 def update_retention(
     principal: Manager,
-    service: ServiceDep,
+    service: RetentionDep,
     settings: SettingsDep,
     body: Annotated[dict[str, Any], Body()],
 ) -> dict[str, Any]:

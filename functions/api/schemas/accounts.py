@@ -13,9 +13,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from batchroute.domain.access import Role
 from batchroute.domain.passwords import MAX_EMAIL_LENGTH, MAX_PASSWORD_LENGTH, MIN_PASSWORD_LENGTH
+from batchroute.domain.webhook_targets import WEBHOOK_SECRET_MAX, WEBHOOK_SECRET_MIN, WEBHOOK_URL_MAX
 from batchroute.services.accounts.accounts import MAX_DISPLAY_NAME, MAX_FULL_NAME
 from batchroute.services.accounts.sessions import LiveSession
-from batchroute.services.accounts.settings import WEBHOOK_SECRET_MAX, WEBHOOK_SECRET_MIN, WEBHOOK_URL_MAX
 from batchroute.services.accounts.verification import MAX_TOKEN_LENGTH
 
 

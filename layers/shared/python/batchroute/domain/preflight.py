@@ -24,9 +24,10 @@ from typing import Any, Final, Literal, get_args
 
 from batchroute.domain.catalog import Catalog, Lane
 from batchroute.domain.items import ItemFacts, ModelGroup, read_item
-from batchroute.domain.network import Resolver, check_public_https_url
+from batchroute.domain.network import Resolver
 from batchroute.domain.routing import RoutePlan
 from batchroute.domain.routing_gates import RouteRequest, RoutingGuards
+from batchroute.domain.webhook_targets import public_url_check, webhook_target_problems
 from batchroute.errors import InvalidRequest
 
 Category = Literal[
@@ -34,7 +35,6 @@ Category = Literal[
 ]
 CATEGORIES: Final[tuple[str, ...]] = get_args(Category)
 MAX_LISTED_ISSUES: Final = 100
-WEBHOOK_SECRET_MIN, WEBHOOK_SECRET_MAX = 8, 256
 _CATALOG_HINT: Final = "GET /v1/catalog/models"
 
 ACTIONS: Final[dict[str, str]] = {
@@ -230,31 +230,13 @@ class Preflight:
         allow_loopback: bool = False,
         environment: str | None = None,
     ) -> None:
-        """The batch webhook `{url, secret}`: public HTTPS only (the SSRF guard), 8-256 char secret.
-        Unit tests inject `resolve`; None uses the system resolver."""
+        """The batch webhook `{url, secret}` (domain/webhook_targets.py): every problem is a
+        `webhook` error. Unit tests inject `resolve`; None uses the system resolver."""
         if webhook is None:
             return
-        if not isinstance(webhook, Mapping):
-            self._error("webhook", "invalid_field", "webhook must be an object {url, secret}.", "webhook")
-            return
-        url = webhook.get("url")
-        if not isinstance(url, str) or not url:
-            self._error("webhook", "missing_field", "webhook.url is required.", "webhook.url")
-        else:
-            try:
-                check_public_https_url(
-                    url, allow_loopback=allow_loopback, environment=environment, resolve=resolve
-                )
-            except InvalidRequest as refused:
-                self._error("webhook", refused.code, refused.message, "webhook.url", details=refused.details)
-        secret = webhook.get("secret")
-        if not isinstance(secret, str) or not WEBHOOK_SECRET_MIN <= len(secret) <= WEBHOOK_SECRET_MAX:
-            self._error(
-                "webhook",
-                "invalid_webhook_secret",
-                f"webhook.secret must be a string of {WEBHOOK_SECRET_MIN}-{WEBHOOK_SECRET_MAX} characters.",
-                "webhook.secret",
-            )
+        check = public_url_check(allow_loopback=allow_loopback, environment=environment, resolve=resolve)
+        for problem in webhook_target_problems(webhook, check_url=check):
+            self._error("webhook", problem.code, problem.message, problem.path, details=problem.details)
 
     # -- routing ---------------------------------------------------------------------------
 

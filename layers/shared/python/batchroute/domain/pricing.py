@@ -18,13 +18,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
 
 from batchroute.domain.catalog import FeeSchedule, LanePrice
 from batchroute.money import Money
-
-if TYPE_CHECKING:
-    from batchroute.domain.routing import RoutePlan
 
 FeeKind = Literal["batch", "workflow"]
 _MILLION = Decimal(1_000_000)
@@ -113,8 +110,14 @@ def price_usage(
     )
 
 
+class PlannedUsage(Protocol):
+    """A route plan as pricing sees it: the usage of its selected lanes (domain/routing.py)."""
+
+    def usage(self) -> list[LaneUsage]: ...
+
+
 def estimate_price(
-    plan: RoutePlan,
+    plan: PlannedUsage,
     fees: FeeSchedule,
     *,
     fee_kind: FeeKind = "batch",

@@ -17,13 +17,12 @@ from typing import Any, Protocol
 from batchroute.clock import Clock, isoformat
 from batchroute.domain.access import Principal, authorize, require_user_session
 from batchroute.domain.accounts import Org, User
+from batchroute.domain.webhook_targets import webhook_target_problems
 from batchroute.errors import InvalidRequest, NotFound
 from batchroute.money import Money
 from batchroute.services.accounts.accounts import clean_display_name, clean_full_name
 
-WEBHOOK_SECRET_MIN = 8
-WEBHOOK_SECRET_MAX = 256
-WEBHOOK_URL_MAX = 2048
+_PROBLEM_ORDER = {"invalid_url": 0, "invalid_webhook_secret": 1}
 DELIVERY_WEBHOOK_PURPOSE = "delivery_webhook"
 
 
@@ -125,15 +124,11 @@ class AccountSettings:
 
     def set_delivery_webhook(self, principal: Principal, *, url: str, secret: str) -> dict[str, Any]:
         authorize(principal, "delivery:manage")
-        if len(url) > WEBHOOK_URL_MAX:
-            raise InvalidRequest(f"url must be at most {WEBHOOK_URL_MAX} characters.", code="invalid_url")
-        if not WEBHOOK_SECRET_MIN <= len(secret) <= WEBHOOK_SECRET_MAX:
-            raise InvalidRequest(
-                f"secret must be {WEBHOOK_SECRET_MIN} to {WEBHOOK_SECRET_MAX} characters.",
-                code="invalid_webhook_secret",
-            )
         url = url.strip()
-        self.check_webhook_url(url)  # 400 `https_required`, `unsafe_url`, `unresolvable_host`
+        problems = webhook_target_problems({"url": url, "secret": secret}, check_url=self.check_webhook_url)
+        if problems:  # a URL too long first, then the secret, then what the guard said
+            first = min(problems, key=lambda p: _PROBLEM_ORDER.get(p.code, len(_PROBLEM_ORDER)))
+            raise InvalidRequest(first.message, code=first.code, details=first.details)
         self._org(principal)
         config = {
             "url": url,

@@ -29,9 +29,9 @@ from batchroute.domain.batch_states import is_terminal
 from batchroute.domain.billing_controls import BillingControls
 from batchroute.domain.jsonl import LineError, parse_jsonl
 from batchroute.domain.metadata import parse_metadata
-from batchroute.domain.network import check_public_https_url
 from batchroute.domain.spending_limit import LimitGuard
-from batchroute.errors import Conflict, InvalidRequest, NotFound, ServiceError, Unavailable
+from batchroute.domain.webhook_targets import public_url_check, webhook_target_problems
+from batchroute.errors import Conflict, InvalidRequest, NotFound, Unavailable
 from batchroute.ids import new_id
 from batchroute.money import Money
 from batchroute.observability import logger
@@ -280,30 +280,14 @@ class BatchService:
             yield item
 
     def _webhook(self, principal: Principal, batch_id: str, webhook: Any) -> dict[str, Any] | None:
+        """The batch's webhook, checked once (domain/webhook_targets.py) and sealed."""
         if webhook is None:
             return None
-        issues = []
-        if not isinstance(webhook, dict) or not isinstance(webhook.get("url"), str):
-            issues.append(("invalid_webhook", "webhook must be {url, secret}.", "webhook"))
-        else:
-            secret = webhook.get("secret")
-            if not isinstance(secret, str) or not 8 <= len(secret) <= 256:
-                issues.append(
-                    (
-                        "invalid_webhook_secret",
-                        "The webhook secret must be 8-256 characters.",
-                        "webhook.secret",
-                    )
-                )
-            try:
-                check_public_https_url(
-                    webhook["url"],
-                    allow_loopback=self.settings.allow_loopback_webhooks,
-                    environment=self.settings.environment,
-                )
-            except ServiceError as exc:
-                issues.append((exc.code, exc.message, "webhook.url"))
-        if issues:
+        check = public_url_check(
+            allow_loopback=self.settings.allow_loopback_webhooks, environment=self.settings.environment
+        )
+        problems = webhook_target_problems(webhook, check_url=check)
+        if problems:
             raise InvalidRequest(
                 "The webhook is not acceptable.",
                 code="batch_preflight_failed",
@@ -314,12 +298,12 @@ class BatchService:
                         "errors": [
                             {
                                 "category": "webhook",
-                                "code": code,
-                                "message": message,
-                                "path": path,
+                                "code": problem.code,
+                                "message": problem.message,
+                                "path": problem.path,
                                 "action": "Use a public https URL and a secret of 8-256 characters.",
                             }
-                            for code, message, path in issues
+                            for problem in problems
                         ],
                     }
                 },

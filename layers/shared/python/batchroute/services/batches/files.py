@@ -30,7 +30,7 @@ from batchroute.domain.files import (
     unsupported_file_type,
 )
 from batchroute.domain.jsonl import MAX_LINE_BYTES, JsonlScan, LineError, ParsedLine, ScanResult, parse_jsonl
-from batchroute.errors import Conflict, Forbidden, Gone, InvalidRequest, NotFound
+from batchroute.errors import Conflict, Forbidden, Gone, InvalidRequest, NotFound, PayloadTooLarge
 from batchroute.ids import has_prefix, new_id
 
 STAGING_LIFETIME = timedelta(days=2)  # the uploads bucket's `staging/` expiry (resources.py)
@@ -87,10 +87,8 @@ class FilePreflightFailed(InvalidRequest):
         self.issue = issue
 
 
-class UploadTooLarge(InvalidRequest):
+class UploadTooLarge(PayloadTooLarge):
     """A direct upload over the limit: the API answers 413 `payload_too_large`."""
-
-    default_code = "payload_too_large"
 
 
 def too_large(limit: int) -> UploadTooLarge:

@@ -19,17 +19,29 @@ Every step is idempotent: messages repeat (docs/batches.md, Lifecycle).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from batchroute.clock import Clock, isoformat
 from batchroute.domain.batch_states import TERMINAL, BatchState
 from batchroute.errors import PermanentError
 from batchroute.observability import logger
+from batchroute.services.workflow.execution import LaneExecutor
+from batchroute.services.workflow.finalize import Finalizer
+from batchroute.services.workflow.planning import LanePlanner
+from batchroute.services.workflow.settlement import Settlement
 from batchroute.workflow.tasks import Step, StepOutput, WorkflowTask
 
-if TYPE_CHECKING:
-    from batchroute.services.batch_pipeline import Pipeline
+
+@dataclass(frozen=True)
+class Pipeline:
+    """The services the batch steps run (built in batchroute/wiring.py)."""
+
+    planner: LanePlanner
+    lanes: LaneExecutor
+    finalizer: Finalizer
+    settlement: Settlement
 
 
 class BatchNotFound(PermanentError):

@@ -1,5 +1,6 @@
-"""The scheduled sweeper: moves batches whose SLA deadline passed to `expired`, and settles
-chat holds whose request died before settling (docs/chat.md)."""
+"""The scheduled sweeper: moves batches whose SLA deadline passed to `expired`, settles chat
+holds whose request died before settling (docs/chat.md), and (`Sweeper`) runs one whole sweep
+with the lane heartbeats and the webhook retries."""
 
 from __future__ import annotations
 
@@ -8,12 +9,15 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Protocol
 
+from aws_lambda_powertools.metrics import MetricUnit
+
 from batchroute.clock import Clock, isoformat
 from batchroute.domain.batch_states import BatchState
 from batchroute.domain.catalog import Catalog
 from batchroute.domain.ledger import Purpose, Reservation, SettlementResult, period_keys
 from batchroute.domain.pricing import token_cost
 from batchroute.money import Money
+from batchroute.observability import logger, metrics
 
 
 class ExpiryRecords(Protocol):
@@ -144,3 +148,45 @@ def resolve_stale_chat_holds(
             report.settled.append(hold.reservation_id)
             report.charged_micros += result.charged.micros
     return report
+
+
+class LaneHeartbeatRefresh(Protocol):
+    def __call__(self) -> Any: ...
+
+
+class DueWebhooks(Protocol):
+    def retry_due(self) -> Any: ...
+
+
+@dataclass
+class Sweeper:
+    """One scheduled sweep (EventBridge, once a minute): refresh lane heartbeats, expire
+    batches past their SLA deadline, settle stale chat holds, retry webhooks that are due."""
+
+    refresh_heartbeats: LaneHeartbeatRefresh  # docs/catalog.md
+    batches: ExpiryRecords
+    ledger: OpenHolds
+    chat_holds: ChatRecords
+    catalog: Catalog
+    webhooks: DueWebhooks  # docs/webhooks.md
+    clock: Clock
+    stale_hold_seconds: int
+
+    def sweep(self) -> dict[str, Any]:
+        lanes = self.refresh_heartbeats()
+        metrics.add_metric(name="LaneHeartbeats", unit=MetricUnit.Count, value=len(lanes.refreshed))
+        report = expire_overdue_batches(self.batches, self.clock)
+        metrics.add_metric(name="BatchesExpired", unit=MetricUnit.Count, value=len(report.expired))
+        logger.info("sweep finished", extra={"expired": len(report.expired), "skipped": len(report.skipped)})
+        holds = resolve_stale_chat_holds(  # chat holds whose request died (docs/chat.md)
+            self.ledger, self.chat_holds, self.catalog, self.clock, stale_seconds=self.stale_hold_seconds
+        )
+        metrics.add_metric(name="StaleChatHoldsSettled", unit=MetricUnit.Count, value=len(holds.settled))
+        retried = self.webhooks.retry_due()
+        metrics.add_metric(name="WebhookRetries", unit=MetricUnit.Count, value=len(retried.attempted))
+        return {
+            "expired": report.expired,
+            "skipped": report.skipped,
+            "chat_holds_settled": holds.settled,
+            "webhooks": retried.as_dict(),
+        }

@@ -1,0 +1,551 @@
+"""The one place that builds the service: every store, service and workflow step, from the
+settings and a clock (the composition root).
+
+`wiring_for(settings, clock)` returns the `Wiring` of that pair, built once per process and
+reused (a warm Lambda keeps its clients, caches and the chat hot path's state between
+invocations; a test that builds an app with its own settings or clock gets its own). Every
+caller goes through it: the API's dependencies (functions/api/deps.py), every Lambda handler
+(`lambda_handler`), the local runner and the benches. Nothing else reads
+`settings.table_name(...)` or `settings.buckets`.
+
+Seams that tests replace (a mailer, password hashing parameters, a URL check) are arguments
+of the methods that need them; everything else is a cached attribute. docs/architecture.md
+(Layout) names the parts.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from functools import cached_property
+from typing import Any
+
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from batchroute.adapters.batch_artifacts import BatchArtifacts
+from batchroute.adapters.dynamo.batch_progress import BatchProgress
+from batchroute.adapters.dynamo.batch_records import BatchRecords
+from batchroute.adapters.dynamo.billing_events import BillingEvents
+from batchroute.adapters.dynamo.chat_holds import ChatHoldStore
+from batchroute.adapters.dynamo.compat import CompatStore
+from batchroute.adapters.dynamo.controls import ControlsStore
+from batchroute.adapters.dynamo.files import FileStore
+from batchroute.adapters.dynamo.identity import IdentityStore
+from batchroute.adapters.dynamo.lanes import LaneStateStore
+from batchroute.adapters.dynamo.ledger import LedgerStore
+from batchroute.adapters.dynamo.limit_checks import SpendingLimitChecks
+from batchroute.adapters.dynamo.quotes import QuoteStore
+from batchroute.adapters.dynamo.rate_limits import RateCounterStore
+from batchroute.adapters.dynamo.webhook_deliveries import WebhookDeliveries
+from batchroute.adapters.email import SesMailer
+from batchroute.adapters.kms import KmsSealer
+from batchroute.adapters.quote_items import QuoteItemSink
+from batchroute.adapters.s3_objects import S3Objects, presigning_client
+from batchroute.adapters.stepfunctions import start_execution
+from batchroute.adapters.task_queue import TaskQueue
+from batchroute.adapters.webhook_sender import WebhookSender
+from batchroute.catalog import builtin_catalog
+from batchroute.clock import Clock, SystemClock
+from batchroute.config import Settings, get_settings
+from batchroute.content import BuiltinContent
+from batchroute.domain.catalog import Catalog
+from batchroute.domain.network import check_public_https_url
+from batchroute.domain.routing_gates import RoutingGuards
+from batchroute.money import Money
+from batchroute.observability import lambda_logging, metrics, tracer
+from batchroute.providers.registry import ProviderRegistry, provider_registry
+from batchroute.providers.retry import RetryPolicy
+from batchroute.services.accounts.accounts import Registration
+from batchroute.services.accounts.api_keys import ApiKeys
+from batchroute.services.accounts.app_secret import app_secret
+from batchroute.services.accounts.authentication import Authenticator
+from batchroute.services.accounts.password_reset import PasswordReset, ResponseFloor
+from batchroute.services.accounts.passwords import Argon2Passwords
+from batchroute.services.accounts.sessions import Sessions
+from batchroute.services.accounts.settings import AccountSettings
+from batchroute.services.accounts.verification import EmailVerification, Mailer
+from batchroute.services.batches.create import BatchService
+from batchroute.services.batches.files import FileLimits, FileService
+from batchroute.services.batches.quotes import FileItems, QuoteService
+from batchroute.services.batches.reads import BatchReads
+from batchroute.services.billing.alerts import BillingAlerts, owner_emails
+from batchroute.services.billing.controls import BillingControlsService
+from batchroute.services.billing.rate_limiting import RateLimiter, RateLimitPolicy
+from batchroute.services.billing.retention import RetentionService
+from batchroute.services.catalog.catalog import CatalogService, guards_for
+from batchroute.services.catalog.content import ContentService
+from batchroute.services.catalog.lane_health import (
+    LaneHealthReport,
+    ProviderHealth,
+    provider_health_for,
+    refresh_lane_heartbeats,
+)
+from batchroute.services.chat.direct import DirectChat, DirectOptions
+from batchroute.services.chat.jobs import ChatJobs
+from batchroute.services.chat.state import HoldKeeper, LaneStateCache, LaneStats
+from batchroute.services.compat.batches import CompatBatches
+from batchroute.services.compat.files import CompatFiles
+from batchroute.services.compat.uploads import CompatUploads
+from batchroute.services.delivery.webhooks import WebhookDelivery, batch_webhook_config
+from batchroute.services.workflow.execution import LaneExecutor
+from batchroute.services.workflow.finalize import Finalizer
+from batchroute.services.workflow.planning import LanePlanner
+from batchroute.services.workflow.settlement import Settlement
+from batchroute.services.workflow.steps import BatchWorkflow, Pipeline
+from batchroute.services.workflow.sweeper import Sweeper
+from batchroute.worker import LambdaHandler, workflow_task_handler
+from batchroute.workflow.tasks import Step, StepOutput, WorkflowTask
+
+ARTIFACT_URL_SECONDS = 900
+_MAX_WIRINGS = 8  # test suites build many apps; a deployed process has one
+
+
+class Wiring:
+    def __init__(self, settings: Settings, clock: Clock) -> None:
+        self.settings = settings
+        self.clock = clock
+
+    # -- stores ----------------------------------------------------------------------------
+    @cached_property
+    def identity(self) -> IdentityStore:
+        return IdentityStore(self.settings.table_name("identity"))
+
+    @cached_property
+    def ledger(self) -> LedgerStore:
+        return LedgerStore(self.settings.table_name("ledger"))
+
+    @cached_property
+    def controls(self) -> ControlsStore:
+        return ControlsStore(self.settings.table_name("controls"))
+
+    @cached_property
+    def batch_records(self) -> BatchRecords:
+        return BatchRecords(self.settings.table_name("batches"))
+
+    @cached_property
+    def batch_progress(self) -> BatchProgress:
+        return BatchProgress(self.settings.table_name("batches"))
+
+    @cached_property
+    def lane_states(self) -> LaneStateStore:
+        return LaneStateStore(self.settings.table_name("controls"))
+
+    @cached_property
+    def quote_store(self) -> QuoteStore:
+        return QuoteStore(self.settings.table_name("batches"))
+
+    @cached_property
+    def file_store(self) -> FileStore:
+        return FileStore(self.settings.table_name("batches"))
+
+    @cached_property
+    def compat_store(self) -> CompatStore:
+        return CompatStore(self.settings.table_name("batches"))
+
+    @cached_property
+    def webhook_deliveries(self) -> WebhookDeliveries:
+        return WebhookDeliveries(self.settings.table_name("batches"))
+
+    @cached_property
+    def rate_counters(self) -> RateCounterStore:
+        return RateCounterStore(self.settings.table_name("controls"))
+
+    @cached_property
+    def billing_events(self) -> BillingEvents:
+        return BillingEvents(self.settings.table_name("controls"))
+
+    @cached_property
+    def limit_checks(self) -> SpendingLimitChecks:
+        return SpendingLimitChecks(
+            ledger_table=self.settings.table_name("ledger"),
+            controls_table=self.settings.table_name("controls"),
+        )
+
+    @cached_property
+    def chat_holds(self) -> ChatHoldStore:
+        return ChatHoldStore(
+            ledger=self.ledger,
+            batches_table=self.settings.table_name("batches"),
+            controls_table=self.settings.table_name("controls"),
+        )
+
+    @cached_property
+    def artifacts(self) -> S3Objects:
+        return S3Objects(self.settings.buckets.get("artifacts", ""))
+
+    @cached_property
+    def uploads(self) -> S3Objects:
+        return S3Objects(self.settings.buckets.get("uploads", ""))
+
+    @cached_property
+    def sealer(self) -> KmsSealer:
+        return KmsSealer(self.settings.kms_key_id)
+
+    @cached_property
+    def mailer(self) -> SesMailer:
+        return SesMailer.from_settings(self.settings)
+
+    # -- catalog ---------------------------------------------------------------------------
+    @cached_property
+    def catalog(self) -> Catalog:
+        return builtin_catalog()
+
+    @cached_property
+    def guards(self) -> RoutingGuards:
+        return guards_for(self.settings)
+
+    @cached_property
+    def providers(self) -> ProviderRegistry:
+        return provider_registry(self.settings, self.catalog)
+
+    @cached_property
+    def provider_health(self) -> ProviderHealth:
+        return provider_health_for(self.settings)
+
+    @cached_property
+    def catalog_service(self) -> CatalogService:
+        return CatalogService(self.catalog, self.lane_states, self.settings, self.clock)
+
+    @cached_property
+    def content(self) -> ContentService:
+        return ContentService(BuiltinContent(), enabled=self.settings.content_store_enabled)
+
+    # -- accounts --------------------------------------------------------------------------
+    @cached_property
+    def authenticator(self) -> Authenticator:
+        return Authenticator(
+            self.identity, environment=self.settings.environment, secret=app_secret, clock=self.clock
+        )
+
+    @cached_property
+    def rate_limiter(self) -> RateLimiter:
+        return RateLimiter(
+            self.rate_counters, self.clock, RateLimitPolicy.from_settings(self.settings), secret=app_secret()
+        )
+
+    @cached_property
+    def api_keys(self) -> ApiKeys:
+        return ApiKeys(
+            self.identity, environment=self.settings.environment, secret=app_secret, clock=self.clock
+        )
+
+    def email_verification(self, mailer: Mailer) -> EmailVerification:
+        return EmailVerification(
+            self.identity,
+            mailer,
+            secret=app_secret,
+            clock=self.clock,
+            public_base_url=self.settings.public_base_url,
+        )
+
+    def registration(self, passwords: Argon2Passwords, verification: EmailVerification) -> Registration:
+        return Registration(
+            self.identity,
+            self.ledger,
+            passwords,
+            verification,
+            environment=self.settings.environment,
+            secret=app_secret,
+            signup_credit=Money.usd(self.settings.effective_signup_credit_usd),
+            clock=self.clock,
+        )
+
+    def sessions(self, passwords: Argon2Passwords) -> Sessions:
+        return Sessions(
+            self.identity,
+            passwords,
+            environment=self.settings.environment,
+            secret=app_secret,
+            clock=self.clock,
+        )
+
+    def password_reset(
+        self, mailer: Mailer, passwords: Argon2Passwords, floor: ResponseFloor
+    ) -> PasswordReset:
+        return PasswordReset(
+            self.identity,
+            mailer,
+            passwords,
+            secret=app_secret,
+            clock=self.clock,
+            public_base_url=self.settings.public_base_url,
+            floor=floor,
+        )
+
+    def webhook_url_check(self) -> Callable[[str], object]:
+        """Loopback receivers are a local-development convenience, never honoured in production."""
+        settings = self.settings
+        allow_loopback = settings.allow_loopback_webhooks and settings.environment != "production"
+
+        def check(url: str) -> object:
+            return check_public_https_url(
+                url, allow_loopback=allow_loopback, environment=settings.environment
+            )
+
+        return check
+
+    def account_settings(self, check_url: Callable[[str], object]) -> AccountSettings:
+        return AccountSettings(
+            self.identity, self.ledger, self.sealer, check_webhook_url=check_url, clock=self.clock
+        )
+
+    # -- billing ---------------------------------------------------------------------------
+    @cached_property
+    def billing_controls(self) -> BillingControlsService:
+        return BillingControlsService(self.controls, self.clock)
+
+    @cached_property
+    def retention(self) -> RetentionService:
+        return RetentionService(self.controls, self.clock)
+
+    @cached_property
+    def alerts(self) -> BillingAlerts:
+        return BillingAlerts(
+            events=self.billing_events,
+            spend=self.ledger,
+            mailer=self.mailer,
+            recipients=owner_emails(self.identity),
+        )
+
+    # -- batches ---------------------------------------------------------------------------
+    @cached_property
+    def file_limits(self) -> FileLimits:
+        settings = self.settings
+        return FileLimits(
+            max_direct_upload_bytes=settings.max_direct_upload_bytes,
+            max_file_bytes=settings.max_file_bytes,
+            upload_url_seconds=settings.file_upload_url_seconds,
+            max_line_bytes=settings.max_jsonl_line_bytes,
+        )
+
+    @cached_property
+    def files(self) -> FileService:
+        """Also what quotes and batch creation use to read an `input_file_id`."""
+        return FileService(self.file_store, self.uploads, self.clock, self.file_limits)
+
+    def quotes(self, files: FileItems | None = None) -> QuoteService:
+        """`files`: where `input_file_id`s are read from (the compat surface reads the
+        vendor's rows, converted to items); the native file service by default."""
+        return QuoteService(
+            catalog=self.catalog,
+            live=self.lane_states,
+            snapshots=self.quote_store,
+            item_sink=QuoteItemSink(self.artifacts),
+            files=files or self.files,
+            balances=self.ledger,
+            settings=self.settings,
+            guards=self.guards,
+            clock=self.clock,
+        )
+
+    def batches(self, files: FileItems | None = None) -> BatchService:
+        settings, sealer = self.settings, self.sealer
+
+        def start(*, batch_id: str) -> str:
+            return start_execution(
+                state_machine_arn=settings.state_machine_arn, name=batch_id, payload={"batch_id": batch_id}
+            )
+
+        def seal(*, org_id: str, batch_id: str, url: str, secret: str) -> dict[str, Any]:
+            return dict(
+                batch_webhook_config(sealer, org_id=org_id, batch_id=batch_id, url=url, secret=secret)
+            )
+
+        return BatchService(
+            records=self.batch_records,
+            ledger=self.ledger,
+            controls=self.controls,
+            quotes=self.quotes(files),
+            artifacts=self.artifacts,
+            start_workflow=start,
+            seal_webhook=seal,
+            settings=settings,
+            clock=self.clock,
+            alerts=self.alerts,
+            limit_checks=self.limit_checks,
+        )
+
+    @cached_property
+    def batch_reads(self) -> BatchReads:
+        bucket = self.settings.buckets.get("artifacts", "")
+
+        def sign(key: str) -> str:
+            return str(
+                presigning_client().generate_presigned_url(
+                    "get_object", Params={"Bucket": bucket, "Key": key}, ExpiresIn=ARTIFACT_URL_SECONDS
+                )
+            )
+
+        return BatchReads(self.batch_records, self.artifacts, sign)
+
+    # -- chat ------------------------------------------------------------------------------
+    @cached_property
+    def chat_lane_cache(self) -> LaneStateCache:
+        return LaneStateCache(self.lane_states, self.settings.chat_lane_state_ttl_seconds)
+
+    @cached_property
+    def chat_lane_stats(self) -> LaneStats:
+        return LaneStats()
+
+    @cached_property
+    def hold_keeper(self) -> HoldKeeper:
+        return HoldKeeper(self.chat_holds, self.clock)
+
+    @cached_property
+    def direct_chat(self) -> DirectChat:
+        """Reused across requests: the lane-state cache, the observed lane records and the
+        cached hard limits are what keep the hot path off DynamoDB."""
+        settings = self.settings
+        return DirectChat(
+            catalog=self.catalog,
+            lanes=self.chat_lane_cache,
+            stats=self.chat_lane_stats,
+            holds=self.hold_keeper,
+            store=self.chat_holds,
+            providers=self.providers,
+            controls=self.controls,
+            guards=self.guards,
+            clock=self.clock,
+            options=DirectOptions(
+                first_byte_timeout_seconds=settings.chat_first_byte_timeout_seconds,
+                checkpoint_seconds=settings.chat_usage_checkpoint_seconds,
+            ),
+            alerts=self.alerts,
+        )
+
+    @cached_property
+    def chat_jobs(self) -> ChatJobs:
+        return ChatJobs(batches=self.batches(), records=self.batch_records, artifacts=self.artifacts)
+
+    # -- compat ----------------------------------------------------------------------------
+    @cached_property
+    def compat_files(self) -> CompatFiles:
+        return CompatFiles(
+            self.files, outputs=self.compat_store, batches=self.batch_records, artifacts=self.artifacts
+        )
+
+    @cached_property
+    def compat_uploads(self) -> CompatUploads:
+        return CompatUploads(self.compat_store, self.compat_files, self.uploads, self.clock)
+
+    @cached_property
+    def compat_batches(self) -> CompatBatches:
+        return CompatBatches(
+            batches_over=self.batches,
+            files=self.files,
+            reads=self.batch_reads,
+            records=self.compat_store,
+            clock=self.clock,
+        )
+
+    # -- workflow --------------------------------------------------------------------------
+    @cached_property
+    def webhook_delivery(self) -> WebhookDelivery:
+        settings = self.settings
+        sender = WebhookSender(
+            allow_loopback=settings.allow_loopback_webhooks,
+            environment=settings.environment,
+            now=self.clock.now,
+        )
+        return WebhookDelivery(self.webhook_deliveries, self.identity, self.sealer, sender, self.clock)
+
+    @cached_property
+    def pipeline(self) -> Pipeline:
+        artifacts = BatchArtifacts(self.artifacts)
+        lanes_queue = self.settings.queue_urls.get("lanes")
+        return Pipeline(
+            planner=LanePlanner(records=self.batch_records, progress=self.batch_progress, clock=self.clock),
+            lanes=LaneExecutor(
+                records=self.batch_records,
+                progress=self.batch_progress,
+                artifacts=artifacts,
+                registry=self.providers,
+                retry=RetryPolicy.from_settings(self.settings),
+                catalog=self.catalog,
+                clock=self.clock,
+                continuations=TaskQueue(lanes_queue) if lanes_queue else None,
+                capacity=self.lane_states,
+            ),
+            finalizer=Finalizer(records=self.batch_records, artifacts=artifacts, clock=self.clock),
+            settlement=Settlement(
+                records=self.batch_records,
+                ledger=self.ledger,
+                controls=self.controls,
+                artifacts=artifacts,
+                fees=self.catalog.fees,
+                clock=self.clock,
+                alerts=self.alerts,
+            ),
+        )
+
+    @cached_property
+    def workflow(self) -> BatchWorkflow:
+        return BatchWorkflow(self.batch_records, self.clock, self.webhook_delivery, pipeline=self.pipeline)
+
+    @cached_property
+    def sweeper(self) -> Sweeper:
+        def refresh_heartbeats() -> LaneHealthReport:
+            return refresh_lane_heartbeats(self.catalog, self.lane_states, self.provider_health, self.clock)
+
+        return Sweeper(
+            refresh_heartbeats=refresh_heartbeats,
+            batches=self.batch_records,
+            ledger=self.ledger,
+            chat_holds=self.chat_holds,
+            catalog=self.catalog,
+            webhooks=self.webhook_delivery,
+            clock=self.clock,
+            stale_hold_seconds=self.settings.chat_hold_stale_seconds,
+        )
+
+
+_lock = threading.Lock()
+_wirings: dict[tuple[int, int], Wiring] = {}
+_system_clock = SystemClock()
+
+
+def wiring_for(settings: Settings | None = None, clock: Clock | None = None) -> Wiring:
+    """The process's Wiring of these settings and clock (the current settings and the system
+    clock by default), built on first use."""
+    settings = settings or get_settings()
+    clock = clock or _system_clock
+    key = (id(settings), id(clock))
+    with _lock:
+        found = _wirings.get(key)
+        if found is None or found.settings is not settings or found.clock is not clock:
+            if len(_wirings) >= _MAX_WIRINGS:
+                _wirings.clear()
+            found = _wirings[key] = Wiring(settings, clock)
+        return found
+
+
+def workflow_steps(names: Iterable[str]) -> Mapping[str, Step]:
+    """The named workflow steps, resolved at each call against the current settings, so a
+    handler module reads no settings at import (tests change them between runs)."""
+
+    def step(name: str) -> Step:
+        def run(task: WorkflowTask) -> StepOutput | None:
+            method: Step = getattr(wiring_for().workflow, name)
+            return method(task)
+
+        return run
+
+    return {name: step(name) for name in names}
+
+
+# -- Lambda handlers: each function's module is one line that names its handler here -------
+def workflow_handler(*steps: str) -> LambdaHandler:
+    """An SQS worker running the named workflow steps (router, settle, webhook)."""
+    return workflow_task_handler(workflow_steps(steps))
+
+
+def sweeper_handler() -> LambdaHandler:
+    """The scheduled sweeper (EventBridge)."""
+
+    @lambda_logging()
+    @metrics.log_metrics
+    @tracer.capture_lambda_handler(capture_response=False)
+    def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+        return wiring_for().sweeper.sweep()
+
+    return handler

@@ -1,0 +1,143 @@
+"""The architecture as a test: the import graph of the project's own code has no cycle,
+`services/` talks to AWS and HTTP only through adapters, and `domain/` is pure (the standard
+library and the few shared value modules). Read from the source, nothing is imported."""
+
+from __future__ import annotations
+
+import ast
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+LAYER = ROOT / "layers/shared/python"
+PACKAGES = {  # top-level package -> the folder that holds it
+    "batchroute": LAYER,
+    "functions": ROOT,
+    "infra": ROOT,
+    "batchroute_tools": ROOT,
+}
+DOMAIN_MAY_IMPORT = (
+    "batchroute.domain",
+    "batchroute.money",
+    "batchroute.ids",
+    "batchroute.errors",
+    "batchroute.clock",
+)
+SERVICES_MAY_NOT_IMPORT = ("boto3", "botocore", "fastapi", "starlette", "mangum")
+
+
+def _modules() -> dict[str, Path]:
+    found: dict[str, Path] = {}
+    for package, base in PACKAGES.items():
+        for path in sorted((base / package).rglob("*.py")):
+            parts = list(path.relative_to(base).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            found[".".join(parts)] = path
+    return found
+
+
+MODULES = _modules()
+
+
+def _imports(module: str, path: Path) -> Iterator[str]:
+    """Every module `module` imports, by absolute name (relative imports resolved)."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            yield base
+            for alias in node.names:  # `from pkg import module` imports the module too
+                if f"{base}.{alias.name}" in MODULES:
+                    yield f"{base}.{alias.name}"
+
+
+def _own(name: str) -> str | None:
+    """The project module an import name refers to (a package's __init__ for its members)."""
+    while name and name not in MODULES:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+GRAPH = {m: {o for i in _imports(m, p) if (o := _own(i)) and o != m} for m, p in MODULES.items()}
+
+
+def _cycles() -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    counter = [0]
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(GRAPH[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10_000))
+    for v in sorted(GRAPH):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_the_graph_is_read() -> None:
+    assert "batchroute.wiring" in MODULES and "functions.api.app" in MODULES
+    assert "batchroute.services.batches.create" in GRAPH["batchroute.wiring"]
+
+
+def test_no_import_cycles() -> None:
+    assert _cycles() == []
+
+
+def test_services_reach_aws_and_http_only_through_adapters() -> None:
+    offenders = {
+        module: sorted(
+            name for name in _imports(module, path) if name.split(".")[0] in SERVICES_MAY_NOT_IMPORT
+        )
+        for module, path in MODULES.items()
+        if module.startswith("batchroute.services")
+    }
+    assert {m: names for m, names in offenders.items() if names} == {}
+
+
+def test_domain_is_pure() -> None:
+    stdlib = sys.stdlib_module_names | {"__future__"}
+    offenders: dict[str, list[str]] = {}
+    for module, path in MODULES.items():
+        if not module.startswith("batchroute.domain"):
+            continue
+        bad = [
+            name
+            for name in _imports(module, path)
+            if name.split(".")[0] not in stdlib
+            and not any(name == allowed or name.startswith(allowed + ".") for allowed in DOMAIN_MAY_IMPORT)
+        ]
+        if bad:
+            offenders[module] = sorted(set(bad))
+    assert offenders == {}
