@@ -53,14 +53,14 @@ test: lint typecheck build
 	$(VENV)/bin/pytest tests/unit tests/integration tests/infra tests/e2e
 
 bench: setup build
-	$(PY) bench/coldstart.py
+	$(PY) -m bench.coldstart
 
 ## The batch pipeline end to end (1k, 10k, 100k items) and the chat path's added latency.
 bench-pipeline: setup
-	$(PY) bench/pipeline.py --breakdown
+	$(PY) -m bench.pipeline --breakdown
 
 bench-chat: setup
-	$(PY) bench/chat_overhead.py
+	$(PY) -m bench.chat_overhead
 
 clean:
 	rm -rf .build cdk.out .local .pytest_cache .mypy_cache .ruff_cache

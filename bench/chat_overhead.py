@@ -27,9 +27,9 @@ AWS calls a direct request makes before its first byte. One run measures both:
    provider is called (nothing reaches the client before it). Calls up to that moment are the
    hot path before the first byte.
 
-Run with `.venv/bin/python bench/chat_overhead.py [--rounds 200] [--warmup 20]`. Exits 1 when a
-goal is missed: at most 3 AWS calls before the first byte; p50 added TTFB and total <= 24 ms
-(2 x LiteLLM's published 12 ms overhead).
+Run from the repository root with `.venv/bin/python -m bench.chat_overhead [--rounds 200]
+[--warmup 20]`. Exits 1 when a goal is missed: at most 3 AWS calls before the first byte; p50
+added TTFB and total <= 24 ms (2 x LiteLLM's published 12 ms overhead).
 """
 
 from __future__ import annotations
@@ -50,8 +50,7 @@ from typing import Any
 
 import httpx
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from bench.inprocess import provision_in_process
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 PROVIDER = "edge-eu"
@@ -98,7 +97,7 @@ def _start(args: argparse.Namespace, probe_out: Path | None, stock_moto: bool = 
         if probe_out is not None:
             kwargs["env"]["CHAT_PROBE_OUT"] = str(probe_out)
             kwargs["env"]["CHAT_PROBE_STOCK_MOTO"] = "1" if stock_moto else "0"
-            cmd = [sys.executable, str(REPO / "bench" / "chat_probe.py")]
+            cmd = [sys.executable, "-m", "bench.chat_probe"]  # local_stack starts it from the repo root
         return original_popen(cmd, **kwargs)
 
     local_stack.subprocess.Popen = popen  # type: ignore[assignment]
@@ -336,31 +335,12 @@ def count_calls(requests: int) -> dict[str, Any]:
     from fastapi.testclient import TestClient
     from moto import mock_aws
 
-    from batchroute import resources
     from batchroute.adapters.aws import client, reset_clients
     from batchroute.config import get_settings
     from batchroute.providers.simulated import SimulatedSyncProvider
-    from batchroute_tools.local.provision import LOCAL_ACCOUNT, LOCAL_REGION, provision
 
     with mock_aws():
-        reset_clients()
-        stack = provision(
-            prefix=resources.resource_prefix("local"),
-            account=LOCAL_ACCOUNT,
-            region=LOCAL_REGION,
-            endpoint_url=None,
-        )
-        os.environ.update(
-            {
-                "QUEUE_URLS": json.dumps(stack.queue_urls),
-                "BUCKETS": json.dumps(stack.buckets),
-                "STATE_MACHINE_ARN": stack.state_machine_arn,
-                "KMS_KEY_ID": stack.kms_key_id,
-                "SIMULATED_TTFT_MS": "0",
-                "SIMULATED_INTER_TOKEN_MS": "0",
-            }
-        )
-        get_settings.cache_clear()
+        provision_in_process({"SIMULATED_TTFT_MS": "0", "SIMULATED_INTER_TOKEN_MS": "0"})
         from functions.api.app import create_app
         from functions.api.auth import identity_store
         from tests.integration.batch_pipeline_support import heartbeat_all_lanes

@@ -1,11 +1,12 @@
 """The local stack exactly as `make run` runs it, with timing probes: the breakdown half of
 bench/chat_overhead.py. Not product code; nothing imports it but the bench.
 
-`python bench/chat_probe.py` installs the probes, then runs `batchroute_tools.local`'s
-`main()` (moto server, provisioning, pollers, uvicorn: the same code as `make run`). Every
-HTTP request the API serves appends one JSON line to `$CHAT_PROBE_OUT` once its answer has
-ended. All times are `time.perf_counter()` values, which on Linux is CLOCK_MONOTONIC, shared
-by every process on the machine: the bench compares them with its own client-side times.
+`python -m bench.chat_probe` (from the repository root) installs the probes, then runs
+`batchroute_tools.local`'s `main()` (moto server, provisioning, pollers, uvicorn: the same
+code as `make run`). Every HTTP request the API serves appends one JSON line to
+`$CHAT_PROBE_OUT` once its answer has ended. All times are `time.perf_counter()` values, which
+on Linux is CLOCK_MONOTONIC, shared by every process on the machine: the bench compares them
+with its own client-side times.
 
 A line holds:
 - `asgi_start`, `response_start`, `sends` (`[time, kind]` per body message: `role`,
@@ -28,16 +29,12 @@ import cProfile
 import itertools
 import json
 import os
-import sys
 import threading
 import time
 from collections.abc import Callable
 from functools import wraps
 from pathlib import Path
 from typing import Any
-
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
 CALL_HEADER = "x-probe-call"
 
@@ -180,7 +177,9 @@ def _install_service() -> None:
     import anyio.to_thread
 
     from batchroute.domain import chat_requests
-    from batchroute.services import authentication, chat_direct, chat_state
+    from batchroute.services.accounts import authentication
+    from batchroute.services.chat import direct as chat_direct
+    from batchroute.services.chat import state as chat_state
     from functions.api import auth, limits
     from functions.api.routes import chat
 

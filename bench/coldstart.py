@@ -2,7 +2,7 @@
 
 Imports run in fresh interpreters with the environment a Lambda function sees
 (LAMBDA_TASK_ROOT set, production settings), so the X-Ray SDK takes its Lambda path.
-Run with `make bench` or `.venv/bin/python bench/coldstart.py [--runs N]`.
+Run with `make bench` or, from the repository root, `.venv/bin/python -m bench.coldstart [--runs N]`.
 """
 
 from __future__ import annotations
@@ -10,12 +10,13 @@ from __future__ import annotations
 import argparse
 import io
 import os
-import platform
 import statistics
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
+
+from bench.machine import describe
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILD = ROOT / ".build"
@@ -65,7 +66,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=9)
     args = parser.parse_args()
-    print(f"machine: {platform.machine()} {os.cpu_count()} cores, Python {platform.python_version()}")
+    print(f"machine: {describe()}")
     print(f"{'handler':<10}{'median ms':>11}{'min ms':>9}{'max ms':>9}  goal")
     failed = False
     for key in HANDLERS:

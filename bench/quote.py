@@ -17,7 +17,8 @@ instead: every N/25 items (and once at the end) a snapshot is taken and its bloc
 leaving out those allocated in moto's code (`*/moto/*`). The set of customer_item_ids that
 checks uniqueness is O(items) by design; its size is reported on its own.
 
-Run with `.venv/bin/python bench/quote.py [--items 50000] [--item-bytes 2000] [--compare 10000]`.
+Run from the repository root with
+`.venv/bin/python -m bench.quote [--items 50000] [--item-bytes 2000] [--compare 10000]`.
 Exits 1 when the quote of `--items` items (median of the runs) takes more than `--goal` seconds.
 """
 
@@ -25,11 +26,8 @@ from __future__ import annotations
 
 import argparse
 import cProfile
-import json
 import os
-import platform
 import pstats
-import random
 import statistics
 import sys
 import tempfile
@@ -40,8 +38,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from bench.inprocess import provision_in_process
+from bench.items import quote_items, write_jsonl
+from bench.machine import describe, load_average
 
 # The local settings, as the tests set them, before any module reads its settings.
 for _name, _value in {
@@ -60,7 +59,6 @@ os.environ.pop("AWS_ENDPOINT_URL", None)  # moto in-process, never a server
 
 from moto import mock_aws  # noqa: E402
 
-from batchroute import resources  # noqa: E402
 from batchroute.adapters.aws import client, reset_clients  # noqa: E402
 from batchroute.adapters.dynamo.lanes import LaneStateStore  # noqa: E402
 from batchroute.catalog import builtin_catalog  # noqa: E402
@@ -69,154 +67,20 @@ from batchroute.config import get_settings  # noqa: E402
 from batchroute.domain.access import Principal  # noqa: E402
 from batchroute.domain.files import staging_key  # noqa: E402
 from batchroute.domain.preflight import Preflight  # noqa: E402
-from batchroute.services import quotes as quotes_module  # noqa: E402
-from batchroute.services.files import FileService  # noqa: E402
-from batchroute.services.lane_health import SimulatedProviderHealth, refresh_lane_heartbeats  # noqa: E402
-from batchroute.services.quotes import QuoteService  # noqa: E402
-from batchroute_tools.local.provision import LOCAL_ACCOUNT, LOCAL_REGION, provision  # noqa: E402
-from functions.api.routes.files import file_service  # noqa: E402
-from functions.api.routes.quotes import quote_service  # noqa: E402
+from batchroute.services.batches import quotes as quotes_module  # noqa: E402
+from batchroute.services.batches.files import FileService  # noqa: E402
+from batchroute.services.batches.quotes import QuoteService  # noqa: E402
+from batchroute.services.catalog.lane_health import SimulatedProviderHealth, refresh_lane_heartbeats  # noqa: E402
+from batchroute.wiring import wiring_for  # noqa: E402
 from tests.integration.principals import new_org  # noqa: E402
 
 GOAL_SECONDS = 10.0
-LLAMA = "meta-llama/Llama-3.3-70B-Instruct"  # open weight: together, groq, fireworks, deepinfra, edge-*
 SAMPLES_PER_RUN = 25
 MB = 1024 * 1024
 _MOTO = f"{os.sep}moto{os.sep}"
 _OWN = {__file__, tracemalloc.__file__}
 FLAT_MARGIN_BYTES = 2 * 1024 * 1024  # sampling noise: a chunk and its parsed lines
 TRACE_FRAMES = 4  # enough to see moto under its S3 read (tempfile <- moto)
-
-_WORDS = [
-    "invoice",
-    "order",
-    "refund",
-    "shipment",
-    "delayed",
-    "customer",
-    "account",
-    "password",
-    "reset",
-    "billing",
-    "charge",
-    "subscription",
-    "renewal",
-    "cancel",
-    "upgrade",
-    "plan",
-    "printer",
-    "laptop",
-    "screen",
-    "battery",
-    "warranty",
-    "return",
-    "label",
-    "carrier",
-    "tracking",
-    "number",
-    "address",
-    "payment",
-    "card",
-    "declined",
-    "bank",
-    "transfer",
-    "receipt",
-    "tax",
-    "quarterly",
-    "report",
-    "revenue",
-    "margin",
-    "forecast",
-    "churn",
-    "retention",
-    "onboarding",
-    "ticket",
-    "escalation",
-    "priority",
-    "urgent",
-    "please",
-    "help",
-    "thanks",
-    "regards",
-    "support",
-    "agent",
-    "manager",
-    "team",
-    "deadline",
-    "friday",
-]
-_SYSTEM = (
-    "You are a support assistant. Classify the ticket, summarize it in two sentences and "
-    "propose the next action. Be concise and do not invent facts."
-)
-_TICKET_SCHEMA = {
-    "type": "object",
-    "properties": {
-        "category": {"type": "string", "enum": ["billing", "shipping", "account", "hardware", "other"]},
-        "summary": {"type": "string"},
-        "next_action": {"type": "string"},
-    },
-    "required": ["category", "summary", "next_action"],
-    "additionalProperties": False,
-}
-
-
-# -- the items ---------------------------------------------------------------------------------
-
-
-def _text_pool(seed: int, size: int = 2 * MB) -> str:
-    rng = random.Random(seed)
-    words: list[str] = []
-    total = 0
-    while total < size:
-        word = rng.choice(_WORDS)
-        words.append(word)
-        total += len(word) + 1
-    return " ".join(words)
-
-
-def item(index: int, pool: str, item_bytes: int) -> dict[str, Any]:
-    """Item `index`, deterministic: 60% the open-weight model, 25% gpt-4o-mini (a quarter of
-    those need web_search, a third ask for a JSON schema), 15% claude-3-5-haiku (a fifth need
-    python_execution). The user message is filled so the JSON line is ~`item_bytes`."""
-    slot, cycle = index % 20, index // 20
-    body: dict[str, Any] = {
-        "customer_item_id": f"ticket-{index:07d}",
-        "operation": "responses",
-        "model": LLAMA,
-        "input": {
-            "messages": [{"role": "system", "content": _SYSTEM}, {"role": "user", "content": ""}],
-            "temperature": 0.2,
-        },
-        "max_output_tokens": 256 + (index % 4) * 64,
-    }
-    if 12 <= slot < 17:
-        body["model"] = "gpt-4o-mini"
-        if cycle % 4 == 0:
-            body["required_tools"] = ["web_search"]
-        if index % 3 == 0:
-            body["input"]["response_format"] = {
-                "type": "json_schema",
-                "json_schema": {"name": "ticket", "schema": _TICKET_SCHEMA},
-            }
-    elif slot >= 17:
-        body["model"] = "claude-3-5-haiku"
-        if cycle % 5 == 0:
-            body["required_tools"] = ["python_execution"]
-    room = max(16, item_bytes - len(json.dumps(body, separators=(",", ":"))) - 1)
-    start = (index * 7919) % (len(pool) - room)
-    body["input"]["messages"][1]["content"] = pool[start : start + room]
-    return body
-
-
-def write_items(path: Path, count: int, item_bytes: int) -> int:
-    """The JSONL file, written as it is generated (never held whole); its size in bytes."""
-    pool = _text_pool(seed=4)
-    with path.open("wb") as out:
-        for index in range(count):
-            out.write(json.dumps(item(index, pool, item_bytes), separators=(",", ":")).encode() + b"\n")
-    return path.stat().st_size
-
 
 # -- the stack -----------------------------------------------------------------------------------
 
@@ -235,25 +99,14 @@ def heartbeat_lanes() -> None:
 
 def start_stack() -> Stack:
     """Provision (inside an active mock_aws), point the settings at it, make an org."""
-    reset_clients()
-    stack = provision(
-        prefix=resources.resource_prefix("local"),
-        account=LOCAL_ACCOUNT,
-        region=LOCAL_REGION,
-        endpoint_url=None,
-    )
-    os.environ["QUEUE_URLS"] = json.dumps(stack.queue_urls)
-    os.environ["BUCKETS"] = json.dumps(stack.buckets)
-    os.environ["STATE_MACHINE_ARN"] = stack.state_machine_arn
-    os.environ["KMS_KEY_ID"] = stack.kms_key_id
-    get_settings.cache_clear()
+    provision_in_process()
     heartbeat_lanes()
     org = new_org(credit_usd="1000")
-    settings, clock = get_settings(), SystemClock()
-    files = file_service(settings, clock)
-    quotes = quote_service(settings, clock, files)
+    wiring = wiring_for(get_settings(), SystemClock())
     return Stack(
-        files, quotes, Principal(org_id=org.org_id, role="member", via="api_key", key_id="key_bench")
+        wiring.files,
+        wiring.quotes(),
+        Principal(org_id=org.org_id, role="member", via="api_key", key_id="key_bench"),
     )
 
 
@@ -387,7 +240,7 @@ class Result:
 
 def bench_size(stack: Stack, count: int, item_bytes: int, runs: int, *, memory: bool, folder: Path) -> Result:
     path = folder / f"items-{count}.jsonl"
-    size = write_items(path, count, item_bytes)
+    size = write_jsonl(path, quote_items(count, item_bytes))
     try:
         uploaded = upload(stack, path, size)
     finally:
@@ -409,13 +262,6 @@ def profile(stack: Stack, file_id: str, top: int) -> None:
     stats.sort_stats("tottime").print_stats(top)
 
 
-def _load() -> str:
-    try:
-        return " ".join(f"{value:.2f}" for value in os.getloadavg())
-    except OSError:
-        return "n/a"
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -429,14 +275,14 @@ def main() -> int:
     parser.add_argument("--profile", type=int, default=0, metavar="N", help="cProfile one quote, top N")
     args = parser.parse_args()
 
-    print(f"machine: {platform.machine()} {os.cpu_count()} cores, Python {platform.python_version()}")
-    print(f"load average before: {_load()}")
+    print(f"machine: {describe()}")
+    print(f"load average before: {load_average()}")
     sizes = sorted({n for n in (args.compare, args.items) if n > 0})
     results: list[Result] = []
     with mock_aws(), tempfile.TemporaryDirectory() as folder:
         stack = start_stack()
         # Warm-up: imports, the catalog and the clients, as a warm Lambda has them.
-        warm = {"items": [item(0, _text_pool(seed=4), args.item_bytes)]}
+        warm = {"items": list(quote_items(1, args.item_bytes))}
         stack.quotes.quote_model(stack.principal, warm)
         for count in sizes:
             result = bench_size(
@@ -446,7 +292,7 @@ def main() -> int:
             if args.profile and count == args.items:
                 profile(stack, result.upload.file_id, args.profile)
         reset_clients()
-    print(f"load average after:  {_load()}")
+    print(f"load average after:  {load_average()}")
 
     print()
     print(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 from decimal import Decimal
 
 import jsonschema  # a test-only dependency (it comes with moto); never imported by the service
@@ -164,3 +165,58 @@ def test_a_sample_input_validates_against_its_schema() -> None:
 
 def test_catalog_type_is_the_domain_shape() -> None:
     assert isinstance(CATALOG, Catalog)
+
+
+# -- The figures docs/catalog.md states about the built-in data ---------------------------
+
+LLAMA_70B = "meta-llama/Llama-3.3-70B-Instruct"
+
+
+def test_the_documented_counts() -> None:
+    kinds = Counter(p.kind for p in CATALOG.providers)
+    assert (len(CATALOG.providers), len(CATALOG.models), len(CATALOG.lanes)) == (9, 12, 28)
+    assert len(CATALOG.workflow_products) == 4
+    assert kinds == {"vendor_batch": 3, "public_host": 4, "edge": 2}
+
+
+def test_llama_70b_is_served_by_six_providers() -> None:
+    providers = [lane.provider for lane in CATALOG.lanes_for(LLAMA_70B)]
+    assert providers == ["together", "groq", "fireworks", "deepinfra", "edge-eu", "edge-us"]
+
+
+def test_the_documented_privacy_tiers_and_launch_state() -> None:
+    confidential = {p.slug for p in CATALOG.providers if "confidential" in p.privacy_tiers}
+    zero = {slug for slug in confidential if CATALOG.provider(slug).data_retention_days == 0}  # type: ignore[union-attr]
+    assert confidential == {"openai", "anthropic", "groq", "fireworks", "edge-eu", "edge-us"}
+    assert zero == {"groq", "fireworks", "edge-eu", "edge-us"}
+    assert [p.slug for p in CATALOG.providers if not p.launched] == ["edge-us"]
+    assert all(p.enabled for p in CATALOG.providers)
+
+
+def test_batch_prices_are_half_on_batch_apis_and_equal_when_called_per_item() -> None:
+    for lane in CATALOG.lanes:
+        provider = CATALOG.provider(lane.provider)
+        assert provider is not None
+        half = provider.execution_mode == "batch_api" and lane.lane_id != "together/BAAI/bge-large-en-v1.5"
+        factor = Decimal("0.5") if half else 1
+        assert lane.price.batch_input_per_mtok == lane.price.input_per_mtok * factor, lane.lane_id
+        assert lane.price.batch_output_per_mtok == lane.price.output_per_mtok * factor, lane.lane_id
+
+
+def test_the_edge_pools_differ_only_where_the_docs_say() -> None:
+    # edge-us runs the same builds as edge-eu, without the embedding model
+    eu = {lane.model: lane for lane in CATALOG.lanes if lane.provider == "edge-eu"}
+    us = {lane.model: lane for lane in CATALOG.lanes if lane.provider == "edge-us"}
+    assert set(eu) - set(us) == {"BAAI/bge-large-en-v1.5"}
+    for model, lane in us.items():
+        assert replace(lane, provider="edge-eu") == eu[model]
+    assert all(
+        lane.context_window == 32_768 for lane in (*eu.values(), *us.values()) if lane.max_output_tokens
+    )
+
+
+def test_lanes_are_listed_by_provider_then_model() -> None:
+    providers = [p.slug for p in CATALOG.providers]
+    models = [m.id for m in CATALOG.models]
+    keys = [(providers.index(lane.provider), models.index(lane.model)) for lane in CATALOG.lanes]
+    assert keys == sorted(keys)

@@ -1,37 +1,40 @@
 """The built-in catalog: providers, models, lanes, workflow products and the fee schedule.
 
-Versioned data in the shared layer: a price or lane change is a code change that bumps
-CATALOG_VERSION and PRICING_UPDATED_AT, reviewed and deployed like any other. Live state
-(remaining capacity, last heartbeat) is not here: it is in DynamoDB
-(adapters/dynamo/lanes.py). docs/catalog.md has the sources and the rationale.
+Versioned data in the shared layer: the files in batchroute/catalog/data/ (loader.py reads
+them; docs/catalog.md describes them). A price or lane change is a data change that bumps
+`version` and `pricing_updated_at` in data/catalog.toml, reviewed and deployed like any other.
+Live state (remaining capacity, last heartbeat) is not here: it is in DynamoDB
+(adapters/dynamo/lanes.py).
+
+Importing this package reads nothing: the data is loaded, checked and cached on the first
+call of builtin_catalog() (or the first read of CATALOG_VERSION / PRICING_UPDATED_AT), once
+per process.
 """
 
 from __future__ import annotations
 
-from functools import cache
+from typing import TYPE_CHECKING
 
-from batchroute.catalog.fees import FEES
-from batchroute.catalog.lanes import LANES
-from batchroute.catalog.models import MODELS
-from batchroute.catalog.providers import PROVIDERS
-from batchroute.catalog.workflow_products import WORKFLOW_PRODUCTS
-from batchroute.domain.catalog import Catalog
+from batchroute.catalog.lazy import once
 
-CATALOG_VERSION = "2026-11-01.1"
-PRICING_UPDATED_AT = "2026-11-01T00:00:00Z"
+if TYPE_CHECKING:
+    from batchroute.domain.catalog import Catalog
 
 
-@cache
+@once
 def builtin_catalog() -> Catalog:
-    return Catalog(
-        version=CATALOG_VERSION,
-        pricing_updated_at=PRICING_UPDATED_AT,
-        providers=PROVIDERS,
-        models=MODELS,
-        lanes=LANES,
-        workflow_products=WORKFLOW_PRODUCTS,
-        fees=FEES,
-    )
+    from batchroute.catalog.loader import load_catalog  # on first use: keeps cold starts lean
+
+    return load_catalog()
 
 
-__all__ = ["CATALOG_VERSION", "PRICING_UPDATED_AT", "builtin_catalog"]
+def __getattr__(name: str) -> str:
+    """CATALOG_VERSION and PRICING_UPDATED_AT, read from data/catalog.toml on first use."""
+    if name == "CATALOG_VERSION":
+        return builtin_catalog().version
+    if name == "PRICING_UPDATED_AT":
+        return builtin_catalog().pricing_updated_at
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["CATALOG_VERSION", "PRICING_UPDATED_AT", "builtin_catalog"]  # two names come from __getattr__

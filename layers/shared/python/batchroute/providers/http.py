@@ -1,0 +1,280 @@
+"""The HTTP every vendor adapter shares: a pooled httpx client per vendor endpoint, the
+vendor's answers and network failures turned into the provider errors, Retry-After honoured.
+
+How a failure maps (docs/providers.md, Errors):
+
+- 429, or a vendor's "overloaded" (529): TransientProviderError `rate_limited` / `overloaded`
+  with the vendor's `retry-after-ms` / `retry-after`: the item is retried, not sooner;
+- 408, 5xx: TransientProviderError `provider_timeout` / `provider_5xx`: retried with backoff;
+- 401, 403 (a bad or missing key): ProviderUnavailable `provider_auth_failed`: the whole
+  lane is unusable, fail over;
+- other 4xx (validation, content policy, unknown model): PermanentProviderError
+  `provider_rejected`: the item fails;
+- connection refused, DNS, TLS: ProviderUnavailable `provider_unreachable`: fail over;
+- a time-out reading the answer: TransientProviderError `provider_timeout`: retried;
+- a connection reset mid-answer: TransientProviderError `stream_interrupted`: retried (a
+  stream ends there: after its first byte there is no failover).
+
+Error messages carry the vendor's own message (truncated), never a header or a key.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from typing import Any, Final
+
+import httpx
+from httpx_sse import EventSource, connect_sse
+
+from batchroute.providers.base import (
+    PermanentProviderError,
+    ProviderError,
+    ProviderUnavailable,
+    TransientProviderError,
+)
+
+_MESSAGE_CHARS: Final = 300
+_MAX_RETRY_AFTER: Final = 900.0  # a vendor asking for longer is not waited on in one call
+CONNECT_SECONDS: Final = 5.0
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    """How long a call may take: to connect, and to read (the whole answer, or between two
+    stream events)."""
+
+    connect: float = CONNECT_SECONDS
+    read: float = 120.0
+
+    def httpx(self, read: float | None = None) -> httpx.Timeout:
+        return httpx.Timeout(connect=self.connect, read=read or self.read, write=self.read, pool=self.connect)
+
+
+def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
+    """The vendor's Retry-After: `retry-after-ms` (OpenAI, Anthropic) first, then
+    `retry-after` in seconds or as an HTTP date; None when absent or unreadable."""
+    lowered = {k.lower(): v for k, v in headers.items()}
+    millis = lowered.get("retry-after-ms")
+    if millis is not None:
+        try:
+            return min(max(float(millis) / 1000, 0.0), _MAX_RETRY_AFTER)
+        except ValueError:
+            pass
+    value = lowered.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return min(max(float(value), 0.0), _MAX_RETRY_AFTER)
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return min(max((when - datetime.now(UTC)).total_seconds(), 0.0), _MAX_RETRY_AFTER)
+
+
+def vendor_message(body: bytes | str | None) -> str:
+    """The human message of a vendor's error body (`{error: {message}}` in its OpenAI,
+    Anthropic and Gemini forms), else the start of the body."""
+    text = body.decode("utf-8", "replace") if isinstance(body, bytes) else (body or "")
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        return text.strip()[:_MESSAGE_CHARS] or "no message"
+    error = parsed.get("error") if isinstance(parsed, dict) else None
+    if isinstance(error, dict) and isinstance(error.get("message"), str):
+        return str(error["message"])[:_MESSAGE_CHARS]
+    if isinstance(parsed, dict) and isinstance(parsed.get("message"), str):  # Bedrock
+        return str(parsed["message"])[:_MESSAGE_CHARS]
+    return text.strip()[:_MESSAGE_CHARS]
+
+
+def error_for_status(
+    status: int, headers: Mapping[str, str], body: bytes | str | None, *, vendor: str
+) -> ProviderError:
+    """The provider error for a vendor's non-2xx answer."""
+    message = f"{vendor} answered {status}: {vendor_message(body)}"
+    retry_after = retry_after_seconds(headers)
+    if status == 429:
+        return TransientProviderError(message, code="rate_limited", retry_after_seconds=retry_after)
+    if status == 529 or "overloaded" in message.lower():
+        return TransientProviderError(message, code="overloaded", retry_after_seconds=retry_after)
+    if status == 408:
+        return TransientProviderError(message, code="provider_timeout", retry_after_seconds=retry_after)
+    if status >= 500:
+        return TransientProviderError(message, code="provider_5xx", retry_after_seconds=retry_after)
+    if status in (401, 403):
+        return ProviderUnavailable(message, code="provider_auth_failed")
+    return PermanentProviderError(message, code="provider_rejected")
+
+
+def error_for_exception(exc: httpx.HTTPError, *, vendor: str) -> ProviderError:
+    """The provider error for a failure of the connection itself."""
+    if isinstance(exc, httpx.ConnectTimeout | httpx.ConnectError | httpx.PoolTimeout):
+        return ProviderUnavailable(
+            f"{vendor} is unreachable: {type(exc).__name__}", code="provider_unreachable"
+        )
+    if isinstance(exc, httpx.TimeoutException):
+        return TransientProviderError(f"{vendor} did not answer in time", code="provider_timeout")
+    if isinstance(exc, httpx.RemoteProtocolError | httpx.ReadError | httpx.WriteError):
+        return TransientProviderError(
+            f"the connection to {vendor} broke: {type(exc).__name__}", code="stream_interrupted"
+        )
+    return TransientProviderError(f"{vendor} call failed: {type(exc).__name__}", code="provider_error")
+
+
+class VendorHttp:
+    """One vendor endpoint: a base URL, the headers every call carries (the key among them),
+    and one pooled client shared by every thread of the process."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        vendor: str,
+        headers: Mapping[str, str] | None = None,
+        timeouts: Timeouts | None = None,
+        transport: httpx.BaseTransport | None = None,
+        max_connections: int = 64,
+    ) -> None:
+        self.vendor = vendor
+        self.timeouts = timeouts or Timeouts()
+        self._lock = threading.Lock()
+        self._client = httpx.Client(
+            base_url=base_url.rstrip("/"),
+            headers=dict(headers or {}),
+            timeout=self.timeouts.httpx(),
+            transport=transport,
+            limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections),
+            follow_redirects=False,
+        )
+
+    @property
+    def base_url(self) -> str:
+        return str(self._client.base_url)
+
+    def request_json(
+        self,
+        method: str,
+        path: str,
+        *,
+        json_body: Any = None,
+        params: Mapping[str, str] | None = None,
+        read_timeout: float | None = None,
+        files: Any = None,
+        data: Mapping[str, str] | None = None,
+    ) -> Any:
+        """The parsed JSON answer of a 2xx, else the mapped provider error."""
+        response = self._send(
+            method,
+            path,
+            json_body=json_body,
+            params=params,
+            read_timeout=read_timeout,
+            files=files,
+            data=data,
+        )
+        try:
+            return response.json()
+        except ValueError as exc:
+            raise TransientProviderError(
+                f"{self.vendor} answered {response.status_code} with a body that is not JSON",
+                code="provider_bad_response",
+            ) from exc
+
+    def request_bytes(self, method: str, path: str, *, read_timeout: float | None = None) -> bytes:
+        return self._send(method, path, read_timeout=read_timeout).content
+
+    @contextmanager
+    def stream_lines(
+        self, method: str, path: str, *, read_timeout: float | None = None
+    ) -> Iterator[Iterator[str]]:
+        """The lines of a 2xx answer as they arrive (a results file), without holding it whole."""
+        try:
+            with self._client.stream(method, path, timeout=self.timeouts.httpx(read_timeout)) as response:
+                if response.status_code >= 300:
+                    response.read()
+                    raise error_for_status(
+                        response.status_code, response.headers, response.content, vendor=self.vendor
+                    )
+                yield _guarded(response.iter_lines(), self.vendor)
+        except httpx.HTTPError as exc:
+            raise error_for_exception(exc, vendor=self.vendor) from exc
+
+    @contextmanager
+    def sse(
+        self,
+        path: str,
+        *,
+        json_body: Any,
+        read_timeout: float | None = None,
+        params: Mapping[str, str] | None = None,
+    ) -> Iterator[EventSource]:
+        """A server-sent-event stream (httpx-sse parses it); a non-2xx answer or a failure to
+        connect raises before anything is yielded (before the first byte)."""
+        try:
+            with connect_sse(
+                self._client,
+                "POST",
+                path,
+                json=json_body,
+                params=params,
+                timeout=self.timeouts.httpx(read_timeout),
+            ) as source:
+                response = source.response
+                if response.status_code >= 300:
+                    response.read()
+                    raise error_for_status(
+                        response.status_code, response.headers, response.content, vendor=self.vendor
+                    )
+                yield source
+        except httpx.HTTPError as exc:
+            raise error_for_exception(exc, vendor=self.vendor) from exc
+
+    def close(self) -> None:
+        self._client.close()
+
+    def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        json_body: Any = None,
+        params: Mapping[str, str] | None = None,
+        read_timeout: float | None = None,
+        files: Any = None,
+        data: Mapping[str, str] | None = None,
+    ) -> httpx.Response:
+        try:
+            response = self._client.request(
+                method,
+                path,
+                json=json_body,
+                params=params,
+                files=files,
+                data=data,
+                timeout=self.timeouts.httpx(read_timeout),
+            )
+        except httpx.HTTPError as exc:
+            raise error_for_exception(exc, vendor=self.vendor) from exc
+        if response.status_code >= 300:
+            raise error_for_status(
+                response.status_code, response.headers, response.content, vendor=self.vendor
+            )
+        return response
+
+
+def _guarded(lines: Iterator[str], vendor: str) -> Iterator[str]:
+    try:
+        yield from lines
+    except httpx.HTTPError as exc:
+        raise error_for_exception(exc, vendor=vendor) from exc
