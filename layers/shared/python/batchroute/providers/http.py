@@ -30,7 +30,7 @@ from email.utils import parsedate_to_datetime
 from typing import Any, Final
 
 import httpx
-from httpx_sse import EventSource, connect_sse
+from httpx_sse import EventSource
 
 from batchroute.providers.base import (
     PermanentProviderError,
@@ -114,11 +114,15 @@ def error_for_status(
         return TransientProviderError(message, code="provider_5xx", retry_after_seconds=retry_after)
     if status in (401, 403):
         return ProviderUnavailable(message, code="provider_auth_failed")
+    if status == 404:
+        return PermanentProviderError(message, code="not_found")
     return PermanentProviderError(message, code="provider_rejected")
 
 
-def error_for_exception(exc: httpx.HTTPError, *, vendor: str) -> ProviderError:
-    """The provider error for a failure of the connection itself."""
+def error_for_exception(exc: httpx.HTTPError, *, vendor: str, before_response: bool = False) -> ProviderError:
+    """The provider error for a failure of the connection itself. Before any answer arrived,
+    a broken connection means the host is not serving (fail over); during one, that the
+    answer was cut short (retry)."""
     if isinstance(exc, httpx.ConnectTimeout | httpx.ConnectError | httpx.PoolTimeout):
         return ProviderUnavailable(
             f"{vendor} is unreachable: {type(exc).__name__}", code="provider_unreachable"
@@ -126,6 +130,11 @@ def error_for_exception(exc: httpx.HTTPError, *, vendor: str) -> ProviderError:
     if isinstance(exc, httpx.TimeoutException):
         return TransientProviderError(f"{vendor} did not answer in time", code="provider_timeout")
     if isinstance(exc, httpx.RemoteProtocolError | httpx.ReadError | httpx.WriteError):
+        if before_response:
+            return ProviderUnavailable(
+                f"{vendor} closed the connection without answering: {type(exc).__name__}",
+                code="provider_unreachable",
+            )
         return TransientProviderError(
             f"the connection to {vendor} broke: {type(exc).__name__}", code="stream_interrupted"
         )
@@ -199,16 +208,10 @@ class VendorHttp:
         self, method: str, path: str, *, read_timeout: float | None = None
     ) -> Iterator[Iterator[str]]:
         """The lines of a 2xx answer as they arrive (a results file), without holding it whole."""
-        try:
-            with self._client.stream(method, path, timeout=self.timeouts.httpx(read_timeout)) as response:
-                if response.status_code >= 300:
-                    response.read()
-                    raise error_for_status(
-                        response.status_code, response.headers, response.content, vendor=self.vendor
-                    )
-                yield _guarded(response.iter_lines(), self.vendor)
-        except httpx.HTTPError as exc:
-            raise error_for_exception(exc, vendor=self.vendor) from exc
+        with self._open(
+            self._client.stream(method, path, timeout=self.timeouts.httpx(read_timeout))
+        ) as response:
+            yield _guarded(response.iter_lines(), self.vendor)
 
     @contextmanager
     def sse(
@@ -219,26 +222,42 @@ class VendorHttp:
         read_timeout: float | None = None,
         params: Mapping[str, str] | None = None,
     ) -> Iterator[EventSource]:
-        """A server-sent-event stream (httpx-sse parses it); a non-2xx answer or a failure to
-        connect raises before anything is yielded (before the first byte)."""
+        """A server-sent-event stream (httpx-sse parses it). A failure to connect, a dropped
+        connection or a non-2xx answer raises on entry, before the first byte; a failure
+        while reading the events raises from the iteration."""
+        timeout = self.timeouts.httpx(read_timeout)
+        opened = self._client.stream(
+            "POST",
+            path,
+            json=json_body,
+            params=params,
+            timeout=timeout,
+            headers={"accept": "text/event-stream"},
+        )
+        with self._open(opened) as response:
+            yield EventSource(response)
+
+    @contextmanager
+    def _open(self, opened: Any) -> Iterator[httpx.Response]:
         try:
-            with connect_sse(
-                self._client,
-                "POST",
-                path,
-                json=json_body,
-                params=params,
-                timeout=self.timeouts.httpx(read_timeout),
-            ) as source:
-                response = source.response
-                if response.status_code >= 300:
-                    response.read()
-                    raise error_for_status(
-                        response.status_code, response.headers, response.content, vendor=self.vendor
-                    )
-                yield source
+            response = opened.__enter__()
         except httpx.HTTPError as exc:
-            raise error_for_exception(exc, vendor=self.vendor) from exc
+            raise error_for_exception(exc, vendor=self.vendor, before_response=True) from exc
+        try:
+            if response.status_code >= 300:
+                try:
+                    response.read()
+                except httpx.HTTPError as exc:
+                    raise error_for_exception(exc, vendor=self.vendor) from exc
+                raise error_for_status(
+                    response.status_code, response.headers, response.content, vendor=self.vendor
+                )
+            try:
+                yield response
+            except httpx.HTTPError as exc:
+                raise error_for_exception(exc, vendor=self.vendor) from exc
+        finally:
+            opened.__exit__(None, None, None)
 
     def close(self) -> None:
         self._client.close()
@@ -254,18 +273,25 @@ class VendorHttp:
         files: Any = None,
         data: Mapping[str, str] | None = None,
     ) -> httpx.Response:
+        built = self._client.build_request(
+            method,
+            path,
+            json=json_body,
+            params=params,
+            files=files,
+            data=data,
+            timeout=self.timeouts.httpx(read_timeout),
+        )
         try:
-            response = self._client.request(
-                method,
-                path,
-                json=json_body,
-                params=params,
-                files=files,
-                data=data,
-                timeout=self.timeouts.httpx(read_timeout),
-            )
+            response = self._client.send(built, stream=True)
         except httpx.HTTPError as exc:
+            raise error_for_exception(exc, vendor=self.vendor, before_response=True) from exc
+        try:
+            response.read()
+        except httpx.HTTPError as exc:  # the answer began, then broke off
             raise error_for_exception(exc, vendor=self.vendor) from exc
+        finally:
+            response.close()
         if response.status_code >= 300:
             raise error_for_status(
                 response.status_code, response.headers, response.content, vendor=self.vendor

@@ -1,0 +1,271 @@
+"""What every vendor emulator answers, whatever its wire format: deterministic text, usage and
+vectors, and the faults the markers ask for (docs/emulators.md).
+
+A vendor emulator parses its vendor's request into `Work` (the provider slug, the model as
+the vendor names it, the messages or embedding inputs, the output limit), asks `Behaviour`
+for a `Fault` or an `Answer`, and writes that in its vendor's format. The answer is a pure
+function of (provider, model, operation, messages): the same request gets the same text on
+every run. Prompt tokens are the quote's conservative estimate of the messages
+(domain/tokens.py), so a local batch settles at about its estimate.
+
+Markers, anywhere in a message (the same as the in-process simulator's, plus vendor faults):
+
+- `[simulate:fail]`: refused for good (a 400 / a failed batch line) on every attempt;
+- `[simulate:transient]`: a 500 (a transient batch-line error) the first time, then answered;
+- `[simulate:down]`, `[simulate:down:<provider>]`, or SIMULATED_PROVIDERS_DOWN: the host drops
+  the connection without answering (the lane is down: fail over);
+- `[simulate:5xx:<provider>]`: that provider's stream answers 500 before its first byte;
+- `[simulate:timeout:<provider>]`: that provider's stream sends no first byte;
+- `[simulate:429]`: a 429 with `retry-after-ms` the first time, then answered;
+- `[simulate:overloaded]`: the vendor's "overloaded" (Anthropic 529, others 503) the first time;
+- `[simulate:reset]`: the connection is reset in the middle of the answer the first time;
+- `[simulate:expire]`: a batch job holding it expires (the other lines finish);
+- `[simulate:malformed]`: its line of a batch results file is not JSON the first time.
+
+"The first time" is per emulator process and per (provider, fault, request content), so a
+retry of the same request succeeds, as with a real vendor's passing fault.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+import threading
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal
+
+from batchroute.config import Settings
+from batchroute.domain import tokens
+
+FaultKind = Literal[
+    "fail",
+    "transient",
+    "down",
+    "5xx",
+    "timeout",
+    "rate_limited",
+    "overloaded",
+    "reset",
+    "expire",
+    "malformed",
+]
+Finish = Literal["stop", "length"]
+
+EMBEDDING_DIMENSIONS: Final = 16
+COMPLETION_BASE_TOKENS: Final = 16
+COMPLETION_SPREAD_TOKENS: Final = 64
+RETRY_AFTER_MS: Final = 200  # what a simulated 429 asks the caller to wait
+_SEEN_LIMIT: Final = 200_000  # first-time faults remembered per process
+
+_FOR_PROVIDER: Final = re.compile(r"\[simulate:(down|5xx|timeout):([A-Za-z0-9_.-]+)\]")
+_ONCE: Final[dict[str, FaultKind]] = {
+    "[simulate:transient]": "transient",
+    "[simulate:429]": "rate_limited",
+    "[simulate:overloaded]": "overloaded",
+    "[simulate:reset]": "reset",
+    "[simulate:malformed]": "malformed",
+}
+_WORDS: Final = (
+    "the",
+    "batch",
+    "lane",
+    "routes",
+    "every",
+    "item",
+    "through",
+    "a",
+    "provider",
+    "that",
+    "answers",
+    "quickly",
+    "and",
+    "the",
+    "result",
+    "arrives",
+    "in",
+    "order",
+    "with",
+    "usage",
+    "counted",
+    "so",
+    "the",
+    "settlement",
+    "charges",
+    "only",
+    "what",
+    "was",
+    "used",
+    "while",
+    "cheaper",
+    "lanes",
+    "win",
+    "when",
+    "capacity",
+    "allows",
+    "and",
+    "receipts",
+    "explain",
+    "each",
+    "choice",
+)
+
+
+@dataclass(frozen=True)
+class EmulatorConfig:
+    latency_seconds: float = 0.0  # a non-streamed answer
+    ttft_seconds: float = 0.0  # a stream's first byte
+    inter_token_seconds: float = 0.0  # between stream deltas
+    batch_seconds: float = 0.0  # how long a batch job stays in progress
+    completion_tokens: int = 0  # fixed completion usage; 0 = derived from the request
+    providers_down: frozenset[str] = field(default_factory=frozenset)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> EmulatorConfig:
+        return cls(
+            latency_seconds=settings.simulated_latency_ms / 1000,
+            ttft_seconds=settings.simulated_ttft_ms / 1000,
+            inter_token_seconds=settings.simulated_inter_token_ms / 1000,
+            batch_seconds=settings.simulated_batch_poll_seconds,
+            completion_tokens=settings.simulated_completion_tokens,
+            providers_down=frozenset(settings.simulated_providers_down),
+        )
+
+
+@dataclass(frozen=True)
+class Work:
+    """One request as every emulator sees it, whatever the vendor's format."""
+
+    provider: str  # the provider slug the emulator answers as
+    model: str  # the model as the vendor names it
+    operation: Literal["chat", "embeddings"]
+    messages: tuple[Mapping[str, Any], ...] = ()  # chat: {role, content} in OpenAI's form
+    inputs: tuple[str, ...] = ()  # embeddings
+    max_tokens: int = 4096
+    stream: bool = False
+
+    @property
+    def text(self) -> str:
+        """Everything the markers may hide in, canonically."""
+        body = self.messages if self.operation == "chat" else self.inputs
+        return json.dumps(body, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+@dataclass(frozen=True)
+class Fault:
+    kind: FaultKind
+    message: str
+
+
+@dataclass(frozen=True)
+class Answer:
+    pieces: tuple[str, ...]  # chat: the stream deltas; joined, the content
+    finish: Finish
+    prompt_tokens: int
+    completion_tokens: int
+    vectors: tuple[tuple[float, ...], ...] = ()  # embeddings, one per input
+    ident: str = ""  # a stable id for the answer (hex)
+
+    @property
+    def content(self) -> str:
+        return "".join(self.pieces)
+
+
+class Behaviour:
+    """The deterministic core the vendor emulators share (thread-safe)."""
+
+    def __init__(self, config: EmulatorConfig) -> None:
+        self.config = config
+        self._lock = threading.Lock()
+        self._seen: dict[tuple[str, str, str], None] = {}
+
+    # -- faults -------------------------------------------------------------------------
+    def fault(self, work: Work, *, in_batch: bool = False) -> Fault | None:
+        """The fault this request meets, if any (first-time faults are remembered)."""
+        text = work.text
+        provider_faults = {kind for kind, slug in _FOR_PROVIDER.findall(text) if slug == work.provider}
+        if (
+            work.provider in self.config.providers_down
+            or "[simulate:down]" in text
+            or "down" in provider_faults
+        ):
+            return Fault("down", f"simulated provider {work.provider} is down")
+        if "[simulate:fail]" in text:
+            return Fault("fail", "simulated permanent failure ([simulate:fail])")
+        if work.stream and "5xx" in provider_faults:
+            return Fault("5xx", f"simulated server error of {work.provider} before the first byte")
+        if work.stream and "timeout" in provider_faults:
+            return Fault("timeout", f"simulated silence of {work.provider} before the first byte")
+        if in_batch and "[simulate:expire]" in text:
+            return Fault("expire", "simulated expiry of the batch job holding this request")
+        for marker, kind in _ONCE.items():
+            if marker in text and self._first_time(work, kind):
+                return Fault(kind, f"simulated {kind.replace('_', ' ')} ({marker}); a retry succeeds")
+        return None
+
+    def _first_time(self, work: Work, kind: str) -> bool:
+        key = (work.provider, kind, hashlib.sha256(work.text.encode("utf-8", "surrogatepass")).hexdigest())
+        with self._lock:
+            if key in self._seen:
+                return False
+            if len(self._seen) >= _SEEN_LIMIT:
+                self._seen.pop(next(iter(self._seen)))
+            self._seen[key] = None
+            return True
+
+    # -- answers ------------------------------------------------------------------------
+    def answer(self, work: Work) -> Answer:
+        digest = hashlib.sha256(
+            "\n".join((work.provider, work.model, work.operation, work.text)).encode("utf-8", "surrogatepass")
+        ).digest()
+        if work.operation == "embeddings":
+            vectors = tuple(self.vector(work, text) for text in work.inputs)
+            prompt = tokens.prompt_tokens(
+                text_bytes=sum(len(t.encode()) for t in work.inputs), messages=0, images=0
+            )
+            return Answer((), "stop", prompt, 0, vectors, digest[:12].hex())
+        natural = self.config.completion_tokens or (
+            COMPLETION_BASE_TOKENS + int.from_bytes(digest[:8], "big") % COMPLETION_SPREAD_TOKENS
+        )
+        limit = max(1, work.max_tokens)
+        prefix = ["Simulated", "answer", "from", f"{work.provider}/{work.model}:"]
+        body = [
+            _WORDS[b % len(_WORDS)] for b in hashlib.shake_256(digest).digest(max(0, natural - len(prefix)))
+        ]
+        if body:
+            body[0] = body[0].capitalize()
+            body[-1] += "."
+        words = (prefix + body)[: min(limit, natural)]
+        pieces = tuple(word if i == 0 else f" {word}" for i, word in enumerate(words))
+        finish: Finish = "length" if natural > limit else "stop"
+        return Answer(pieces, finish, prompt_tokens(work.messages), len(pieces), (), digest[:12].hex())
+
+    def vector(self, work: Work, text: str) -> tuple[float, ...]:
+        seed = "\n".join((work.provider, work.model, text)).encode("utf-8", "surrogatepass")
+        raw = hashlib.shake_256(seed).digest(2 * EMBEDDING_DIMENSIONS)
+        values = [int.from_bytes(raw[i : i + 2], "big") / 32767.5 - 1.0 for i in range(0, len(raw), 2)]
+        norm = math.sqrt(sum(v * v for v in values)) or 1.0
+        return tuple(round(v / norm, 6) for v in values)
+
+
+def prompt_tokens(messages: Iterable[Mapping[str, Any]]) -> int:
+    """The quote's conservative estimate of chat messages (domain/tokens.py)."""
+    listed = list(messages)
+    images = sum(
+        1
+        for message in listed
+        if isinstance(message.get("content"), list)
+        for part in message["content"]
+        if isinstance(part, Mapping) and part.get("type") in ("image_url", "input_image", "image")
+    )
+    text: list[object] = []
+    for message in listed:
+        content = message.get("content")
+        for part in content if isinstance(content, list) else [content]:
+            if isinstance(part, Mapping):
+                text.append({k: v for k, v in part.items() if k not in ("image_url", "source")})
+            else:
+                text.append(part)
+    return tokens.prompt_tokens(text_bytes=tokens.value_bytes(text), messages=len(listed), images=images)

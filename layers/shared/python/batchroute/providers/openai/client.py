@@ -1,0 +1,169 @@
+"""OpenAI over HTTP: Chat Completions (whole and streamed), Embeddings, and the Batch API
+(upload a JSONL file with purpose `batch`, create, poll, download the output and error files,
+delete them, cancel). The bodies come from `transform.py`; the HTTP, the error mapping and
+the SSE parsing from providers/http.py (httpx, httpx-sse).
+
+`OpenAIChat` also serves every OpenAI-compatible host (Together, Groq, Fireworks, DeepInfra,
+an operator's vLLM / llama.cpp / Ollama): a base URL and `token_field="max_tokens"`. A host
+that offers the OpenAI batch format (Together) uses `OpenAIBatch` too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from batchroute.providers.base import (
+    JobStatus,
+    PermanentProviderError,
+    ProviderRequest,
+    ProviderResult,
+    StreamDelta,
+    StreamEnd,
+    StreamEvent,
+    StreamStart,
+    TransientProviderError,
+    UnknownJob,
+)
+from batchroute.providers.http import VendorHttp
+from batchroute.providers.openai import transform
+from batchroute.providers.openai.transform import OPENAI_TOKEN_FIELD, TokenField
+
+
+class OpenAIChat:
+    """The per-item adapter (SyncProvider): one call per request."""
+
+    def __init__(self, slug: str, http: VendorHttp, *, token_field: TokenField = OPENAI_TOKEN_FIELD) -> None:
+        self.slug = slug
+        self.http = http
+        self.token_field = token_field
+
+    def complete(self, request: ProviderRequest) -> ProviderResult:
+        if request.operation == "embeddings":
+            body = self.http.request_json("POST", "/embeddings", json_body=transform.embeddings_body(request))
+            return transform.embeddings_result(
+                request.custom_id, body, single=transform.is_single_embedding(request)
+            )
+        body = self.http.request_json(
+            "POST", "/chat/completions", json_body=transform.chat_body(request, token_field=self.token_field)
+        )
+        return transform.chat_result(request.custom_id, body)
+
+    def stream(self, request: ProviderRequest) -> Iterator[StreamEvent]:
+        if request.operation == "embeddings":
+            raise PermanentProviderError("embeddings do not stream", code="invalid_item")
+        body = transform.chat_body(request, token_field=self.token_field, stream=True)
+        return self._events(request, body)
+
+    def _events(self, request: ProviderRequest, body: dict[str, Any]) -> Iterator[StreamEvent]:
+        acc = transform.StreamAccumulator(request.custom_id)
+        with self.http.sse(
+            "/chat/completions", json_body=body, read_timeout=request.first_byte_timeout_seconds
+        ) as source:
+            yield StreamStart()
+            for event in source.iter_sse():
+                if event.data == "[DONE]":
+                    yield StreamEnd(acc.result())
+                    return
+                text = acc.add(_json(event.data, self.http.vendor))
+                if text:
+                    yield StreamDelta(text)
+        raise TransientProviderError(
+            f"{self.http.vendor} ended the stream without [DONE]", code="stream_interrupted"
+        )
+
+    def check(self) -> list[str]:
+        """The model ids the endpoint lists (a health check; raises on failure)."""
+        body = self.http.request_json("GET", "/models", read_timeout=10)
+        return [str(m.get("id")) for m in body.get("data") or [] if isinstance(m, dict)]
+
+
+class OpenAIBatch:
+    """The vendor batch adapter (BatchApiProvider) over the Batch API."""
+
+    def __init__(self, slug: str, http: VendorHttp, *, token_field: TokenField = OPENAI_TOKEN_FIELD) -> None:
+        self.slug = slug
+        self.http = http
+        self.token_field = token_field
+
+    def submit(self, requests: Iterable[ProviderRequest]) -> str:
+        listed = list(requests)
+        if not listed:
+            raise PermanentProviderError("a batch job needs at least one request", code="invalid_item")
+        endpoint = transform.batch_endpoint(listed[0])
+        lines = b"".join(
+            json.dumps(transform.batch_line(r, token_field=self.token_field), separators=(",", ":")).encode()
+            + b"\n"
+            for r in listed
+        )
+        uploaded = self.http.request_json(
+            "POST",
+            "/files",
+            files={"file": ("batch.jsonl", lines, "application/jsonl")},
+            data={"purpose": "batch"},
+        )
+        created = self.http.request_json(
+            "POST",
+            "/batches",
+            json_body={"input_file_id": uploaded["id"], "endpoint": endpoint, "completion_window": "24h"},
+        )
+        return str(created["id"])
+
+    def poll(self, job_id: str) -> JobStatus:
+        return transform.job_status(self._batch(job_id))
+
+    def results(self, job_id: str) -> Iterator[ProviderResult]:
+        batch = self._batch(job_id)
+        for key in ("output_file_id", "error_file_id"):
+            file_id = batch.get(key)
+            if not file_id:
+                continue
+            with self.http.stream_lines("GET", f"/files/{file_id}/content") as lines:
+                for line in lines:
+                    result = _line_result(line)
+                    if result is not None:
+                        yield result
+            self._forget(str(file_id))
+        if batch.get("input_file_id"):
+            self._forget(str(batch["input_file_id"]))
+
+    def cancel(self, job_id: str) -> None:
+        self.http.request_json("POST", f"/batches/{job_id}/cancel")
+
+    def _batch(self, job_id: str) -> dict[str, Any]:
+        try:
+            return dict(self.http.request_json("GET", f"/batches/{job_id}"))
+        except PermanentProviderError as exc:
+            if exc.code == "not_found":
+                raise UnknownJob(f"{self.http.vendor} does not know batch {job_id}") from exc
+            raise
+
+    def _forget(self, file_id: str) -> None:
+        """Delete a downloaded file: the vendor would otherwise keep it until deleted."""
+        # On failure the vendor's own retention applies; the results are already ours.
+        with contextlib.suppress(PermanentProviderError, TransientProviderError):
+            self.http.request_json("DELETE", f"/files/{file_id}")
+
+
+def _line_result(line: str) -> ProviderResult | None:
+    """A results-file line; a line that is not JSON is skipped (its request is then missing
+    from the results, and the lane runner resubmits it)."""
+    if not line.strip():
+        return None
+    try:
+        parsed = json.loads(line)
+    except ValueError:
+        return None
+    return transform.batch_line_result(parsed) if isinstance(parsed, dict) else None
+
+
+def _json(data: str, vendor: str) -> dict[str, Any]:
+    try:
+        parsed = json.loads(data)
+    except ValueError as exc:
+        raise TransientProviderError(
+            f"{vendor} sent a stream event that is not JSON", code="provider_bad_response"
+        ) from exc
+    return parsed if isinstance(parsed, dict) else {}
