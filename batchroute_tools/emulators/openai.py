@@ -318,7 +318,9 @@ class OpenAIEmulator:
             if elapsed < duration:
                 job.counts["completed"] = int(total * elapsed / duration) if duration else total
                 return
-            outputs, errors, expired = [], [], False
+            outputs: list[bytes] = []
+            errors: list[bytes] = []
+            expired = False
             for line in job.lines:
                 row = self._run_line(line)
                 if row is None:
