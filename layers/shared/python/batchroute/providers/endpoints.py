@@ -1,0 +1,37 @@
+"""Where and how a provider is reached in this environment: its `ProviderEndpoint`.
+
+The catalog says what a provider sells; the endpoint says how this deployment talks to it:
+which adapter speaks its API, the base URL (an OpenAI-compatible host or an operator's own
+vLLM box), the AWS region (Bedrock), whether its lanes run through the vendor's batch API,
+and how it authenticates (an API key from Secrets Manager, the function's IAM role, or
+nothing for a private endpoint). Endpoints come from the environment's data file
+(catalog/data/environments/<env>.toml, docs/providers.md); every vendor package builds its
+adapters from one with `make_sync(endpoint, api_key)` / `make_batch(endpoint, api_key)`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+from batchroute.providers.http import Timeouts
+
+AdapterKind = Literal["openai", "openai_compatible", "anthropic", "gemini", "bedrock"]
+Credentials = Literal["api_key", "iam", "none"]
+
+
+@dataclass(frozen=True)
+class ProviderEndpoint:
+    slug: str
+    adapter: AdapterKind
+    base_url: str | None = None  # the API root, e.g. https://api.openai.com/v1
+    region: str | None = None  # Bedrock's AWS region
+    batch_api: bool = False  # lanes run as the vendor's batch jobs through this adapter
+    credentials: Credentials = "api_key"
+    # Adapter-specific settings: Bedrock's batch role and bucket, a host's model list path...
+    options: Mapping[str, str] = field(default_factory=dict)
+    timeouts: Timeouts = field(default_factory=Timeouts)
+
+    def option(self, name: str, default: str = "") -> str:
+        return self.options.get(name, default)
