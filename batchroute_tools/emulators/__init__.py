@@ -1,0 +1,58 @@
+"""Local emulators of the AI vendors' APIs (docs/emulators.md): `build_emulators` mounts one
+per catalog provider, each under its own path prefix, on one loopback server, with the models
+the catalog says it serves. `make run` starts them and points every provider's endpoint at
+them (catalog/data/environments/local.toml)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from batchroute.catalog import builtin_catalog
+from batchroute.config import Settings
+from batchroute.domain.catalog import Catalog
+from batchroute_tools.emulators.behaviour import Behaviour, EmulatorConfig
+from batchroute_tools.emulators.openai import OpenAIEmulator
+from batchroute_tools.emulators.server import EmulatorServer, Vendor
+
+# The OpenAI-compatible hosts, each at /hosts/<slug>; those with an OpenAI-format batch API.
+HOSTS = ("together", "groq", "fireworks", "deepinfra", "edge-eu", "edge-us")
+HOSTS_WITH_BATCHES = frozenset({"together"})
+
+
+def _models(catalog: Catalog, slug: str) -> tuple[str, ...]:
+    return tuple(lane.provider_model_id for lane in catalog.lanes if lane.provider == slug)
+
+
+def build_vendors(
+    behaviour: Behaviour,
+    *,
+    catalog: Catalog | None = None,
+    s3: Any = None,
+    clock: Callable[[], float] = time.time,
+) -> list[Vendor]:
+    catalog = catalog or builtin_catalog()
+    vendors = [
+        OpenAIEmulator(
+            behaviour, provider="openai", prefix="/openai", models=_models(catalog, "openai"), clock=clock
+        ).vendor
+    ]
+    for slug in HOSTS:
+        vendors.append(
+            OpenAIEmulator(
+                behaviour,
+                provider=slug,
+                prefix=f"/hosts/{slug}",
+                models=_models(catalog, slug),
+                batch=slug in HOSTS_WITH_BATCHES,
+                clock=clock,
+            ).vendor
+        )
+    return vendors
+
+
+def build_emulators(settings: Settings, *, s3: Any = None, port: int = 0) -> EmulatorServer:
+    """Every vendor's emulator on one server (not started)."""
+    behaviour = Behaviour(EmulatorConfig.from_settings(settings))
+    return EmulatorServer(build_vendors(behaviour, s3=s3), port=port)

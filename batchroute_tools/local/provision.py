@@ -15,6 +15,8 @@ from typing import Any
 import boto3
 
 from batchroute import resources
+from batchroute.catalog import builtin_catalog
+from batchroute.catalog.environments import keyed_providers
 from batchroute.config import Settings
 
 LOCAL_ACCOUNT = "123456789012"  # moto's default account id
@@ -73,6 +75,7 @@ def provision(
     state_machine_arn = _create_state_machine(
         client("stepfunctions"), prefix=prefix, account=account, queue_urls=queue_urls, tables=tables
     )
+    _create_provider_secrets(client("secretsmanager"), prefix)
     return LocalStack(
         prefix=prefix,
         account=account,
@@ -87,6 +90,15 @@ def provision(
         kms_key_id=kms_key_id,
         email_sender=sender,
     )
+
+
+def _create_provider_secrets(secretsmanager: Any, prefix: str) -> None:
+    """One secret per provider that authenticates with a key, as the CDK stack creates them;
+    here filled with a fake key the vendor emulators accept (docs/emulators.md)."""
+    for slug in keyed_providers(builtin_catalog(), "local"):
+        secretsmanager.create_secret(
+            Name=resources.provider_secret_name(prefix, slug), SecretString=f"local-fake-key-{slug}"
+        )
 
 
 def _create_tables(dynamodb: Any, prefix: str) -> dict[str, str]:

@@ -22,6 +22,8 @@ import uvicorn
 
 from batchroute import resources
 from batchroute.config import Settings
+from batchroute_tools.emulators import build_emulators
+from batchroute_tools.emulators.server import EmulatorServer
 from batchroute_tools.local import environment
 from batchroute_tools.local.lambda_runtime import context_for, load_handler
 from batchroute_tools.local.moto_server import MotoServer
@@ -63,10 +65,12 @@ def run(
     moto.start()
     threads: list[threading.Thread] = []
     api: uvicorn.Server | None = None
+    emulators: EmulatorServer | None = None
     try:
         moto.enable_state_machine_execution()
         api_url = f"http://{HOST}:{port}"
-        stack = _provision_service(moto, api_url=api_url)
+        emulators = _start_emulators(moto)
+        stack = _provision_service(moto, api_url=api_url, emulators_url=emulators.base_url)
         threads += _start_consumers(stack, stop)
         threads.append(_sweeper_schedule(stack, sweeper_interval).start(stop))
         # Written before the API answers: whoever sees /v1/health up can read the stack file.
@@ -98,10 +102,20 @@ def run(
         for thread in threads:
             thread.join(timeout=max(0.0, deadline - time.monotonic()))
         environment.remove_stack_file(stack_file)
+        if emulators is not None:
+            emulators.stop()
         moto.stop()
 
 
-def _provision_service(moto: MotoServer, *, api_url: str) -> LocalStack:
+def _start_emulators(moto: MotoServer) -> EmulatorServer:
+    """The vendor emulators every provider's adapter talks to (docs/emulators.md); Bedrock's
+    batch jobs read and write S3 on the moto server."""
+    settings = Settings.from_environ({**os.environ, "ENVIRONMENT": "local"})
+    s3 = boto3.session.Session().client("s3", region_name=LOCAL_REGION, endpoint_url=moto.endpoint_url)
+    return build_emulators(settings, s3=s3).start()
+
+
+def _provision_service(moto: MotoServer, *, api_url: str, emulators_url: str) -> LocalStack:
     """Create every resource, then give this process the environment CDK gives the functions."""
     stack = provision(
         prefix=resources.resource_prefix("local"),
@@ -111,6 +125,7 @@ def _provision_service(moto: MotoServer, *, api_url: str) -> LocalStack:
         email_sender=Settings.from_environ({**os.environ, "ENVIRONMENT": "local"}).email_sender,
     )
     os.environ.update(environment.service_environment(stack, api_url=api_url))
+    os.environ["VENDOR_EMULATOR_URL"] = emulators_url
     # Refuse a bad configuration now, with a clear message, rather than in the first handler.
     Settings.from_environ(os.environ)
     return stack

@@ -18,6 +18,11 @@ from batchroute.adapters.aws import reset_clients
 from batchroute.config import get_settings
 from batchroute_tools.local.provision import LOCAL_ACCOUNT, LOCAL_REGION, LocalStack, provision
 
+# The in-process suites answer every provider from the in-process simulator (no HTTP): the
+# adapters have their own suites against the vendor emulators (test_emulator_*.py), and the
+# end-to-end suite runs the whole stack through them as `make run` does.
+os.environ.setdefault("SIMULATED_PROVIDERS", "1")
+
 
 @pytest.fixture
 def local_aws() -> Iterator[LocalStack]:

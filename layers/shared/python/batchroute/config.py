@@ -96,13 +96,22 @@ class Settings(BaseModel):
 
     # Providers (docs/providers.md). Transient provider errors are retried per item with
     # exponential backoff and full jitter: delay = uniform(0, min(cap, base * 2**(n-1))).
-    # Local mode answers every provider with a deterministic simulator: a sync call takes
-    # `simulated_latency_ms`; a stream waits `simulated_ttft_ms` for its first byte, then
-    # `simulated_inter_token_ms` per chunk; a simulated vendor batch job stays in_progress for
-    # `simulated_batch_poll_seconds`. `simulated_capacity` caps a simulated provider's
-    # in-flight sync calls (over it: a transient 429; 0 = no cap), and
-    # `simulated_completion_tokens` fixes completion usage (0 = derived from the input).
-    # (`simulated_providers_down` above also makes those providers raise ProviderUnavailable.)
+    # Every environment calls the providers through their real adapters, as its data file
+    # says (catalog/data/environments/<env>.toml); locally those point at the vendor
+    # emulators (`vendor_emulator_url`, docs/emulators.md), which answer deterministically:
+    # a whole answer takes `simulated_latency_ms`; a stream waits `simulated_ttft_ms` for its
+    # first byte, then `simulated_inter_token_ms` per chunk; a vendor batch job stays in
+    # progress for `simulated_batch_poll_seconds`; `simulated_completion_tokens` fixes
+    # completion usage (0 = derived from the request); `simulated_providers_down` (above)
+    # drops every connection to those providers. `simulated_providers` (local only) answers
+    # from the in-process simulator instead, without HTTP (the in-process test suites, where
+    # the adapters have suites of their own); `simulated_capacity` caps its in-flight calls.
+    # API keys are read from Secrets Manager for at most `provider_key_max_age_seconds`.
+    vendor_emulator_url: str = "http://127.0.0.1:8010"
+    simulated_providers: bool = False
+    provider_key_max_age_seconds: int = Field(default=300, ge=0, le=3600)
+    # The role Bedrock batch inference jobs run as (the CDK stack creates it).
+    bedrock_batch_role_arn: str = ""
     provider_retry_max_attempts: int = Field(default=4, ge=1, le=10)
     provider_retry_base_seconds: float = Field(default=0.5, ge=0, le=60)
     provider_retry_cap_seconds: float = Field(default=30.0, ge=0, le=900)
@@ -125,6 +134,12 @@ class Settings(BaseModel):
     chat_first_byte_timeout_seconds: float = Field(default=10.0, gt=0, le=600)
     chat_usage_checkpoint_seconds: float = Field(default=2.0, gt=0, le=600)
     chat_hold_stale_seconds: int = Field(default=300, ge=60, le=86_400)
+
+    @model_validator(mode="after")
+    def _simulation_is_local(self) -> Settings:
+        if self.simulated_providers and self.environment != "local":
+            raise ValueError("SIMULATED_PROVIDERS is for local tests only")
+        return self
 
     @model_validator(mode="after")
     def _refuse_unsafe_production(self) -> Settings:

@@ -218,6 +218,11 @@ def bucket(key: str) -> Bucket:
     return next(b for b in BUCKETS if b.key == key)
 
 
+def provider_secret_name(prefix: str, slug: str) -> str:
+    """The Secrets Manager secret holding a provider's API key (docs/providers.md)."""
+    return f"{prefix}-provider-{slug}"
+
+
 def resource_prefix(environment: str) -> str:
     return f"{SERVICE}-{environment}"
 

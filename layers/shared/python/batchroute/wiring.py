@@ -22,6 +22,7 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from batchroute.adapters.aws import client
 from batchroute.adapters.batch_artifacts import BatchArtifacts
 from batchroute.adapters.dynamo.batch_progress import BatchProgress
 from batchroute.adapters.dynamo.batch_records import BatchRecords
@@ -45,6 +46,7 @@ from batchroute.adapters.stepfunctions import start_execution
 from batchroute.adapters.task_queue import TaskQueue
 from batchroute.adapters.webhook_sender import WebhookSender
 from batchroute.catalog import builtin_catalog
+from batchroute.catalog.environments import Deployment, Placeholders, load_deployment
 from batchroute.clock import Clock, SystemClock
 from batchroute.config import Settings, get_settings
 from batchroute.content import BuiltinContent
@@ -53,6 +55,7 @@ from batchroute.domain.network import check_public_https_url
 from batchroute.domain.routing_gates import RoutingGuards
 from batchroute.money import Money
 from batchroute.observability import lambda_logging, metrics, tracer
+from batchroute.providers.credentials import ProviderKeys
 from batchroute.providers.registry import ProviderRegistry, provider_registry
 from batchroute.providers.retry import RetryPolicy
 from batchroute.services.accounts.accounts import Registration
@@ -185,18 +188,43 @@ class Wiring:
     def mailer(self) -> SesMailer:
         return SesMailer.from_settings(self.settings)
 
-    # -- catalog ---------------------------------------------------------------------------
+    # -- catalog and providers -------------------------------------------------------------
+    @cached_property
+    def deployment(self) -> Deployment:
+        """The catalog as this environment runs it, and how each provider is reached."""
+        settings = self.settings
+        values = {f"bucket:{key}": name for key, name in settings.buckets.items()}
+        values.update(
+            emulators=settings.vendor_emulator_url.rstrip("/"),
+            region=settings.aws_region,
+            bedrock_batch_role_arn=settings.bedrock_batch_role_arn,
+        )
+        return load_deployment(builtin_catalog(), settings.environment, Placeholders(values))
+
     @cached_property
     def catalog(self) -> Catalog:
-        return builtin_catalog()
+        return self.deployment.catalog
 
     @cached_property
     def guards(self) -> RoutingGuards:
         return guards_for(self.settings)
 
     @cached_property
+    def provider_keys(self) -> ProviderKeys:
+        return ProviderKeys(
+            self.settings.prefix,
+            secretsmanager=client("secretsmanager"),
+            max_age=self.settings.provider_key_max_age_seconds,
+        )
+
+    @cached_property
     def providers(self) -> ProviderRegistry:
-        return provider_registry(self.settings, self.catalog)
+        return provider_registry(
+            self.settings,
+            self.catalog.providers,
+            endpoints=self.deployment.endpoints,
+            keys=self.provider_keys,
+        )
 
     @cached_property
     def provider_health(self) -> ProviderHealth:

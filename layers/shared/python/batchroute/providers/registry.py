@@ -1,45 +1,58 @@
 """Provider slug -> adapter.
 
-Local mode (`environment == "local"`, the same switch GET /v1/runtime reports as
-`provider_simulation`) answers every catalog provider with the simulator: a SyncProvider
-for every provider (the direct chat path calls vendors synchronously too) and a
-BatchApiProvider for those whose lanes run as vendor batch jobs. Outside local mode a
-provider needs a real adapter registered in PRODUCTION_SYNC_ADAPTERS /
-PRODUCTION_BATCH_ADAPTERS; there are none yet, so asking for one raises
-ProviderNotConfigured: no fake answers ever leave a deployed stack.
+Every environment answers a provider through its real adapter, built from the provider's
+`ProviderEndpoint` (the environment's data file, catalog/environments.py): the vendor
+package named by `endpoint.adapter` makes a SyncProvider for every provider (the direct chat
+path calls vendors synchronously too) and a BatchApiProvider for those whose lanes run as
+vendor batch jobs. Locally the endpoints point at the vendor emulators, so the very same
+adapters talk HTTP to them. A provider without an endpoint here (not enabled in this
+environment), or whose key is not set, raises ProviderNotConfigured: no answer is ever made
+up outside the emulators.
+
+`settings.simulated_providers` (local only) swaps in the in-process simulator instead, for
+the in-process test suites; the adapters have suites of their own against the emulators.
+
+Vendor packages are imported on first use, so a function imports only the SDK-free code of
+the vendors it calls. API keys are read per use from Secrets Manager (cached with a max age,
+providers/credentials.py); an adapter is rebuilt when its key changes.
 """
 
 from __future__ import annotations
 
+import importlib
 import threading
 import time
-from collections.abc import Callable, Iterable
-from typing import Final
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Final, Protocol, TypeVar
 
-from batchroute.catalog import builtin_catalog
 from batchroute.clock import Clock
 from batchroute.config import Settings
-from batchroute.domain.catalog import Catalog, ExecutionMode, Provider
-from batchroute.errors import PermanentError
+from batchroute.domain.catalog import ExecutionMode, Provider
 from batchroute.providers.base import BatchApiProvider, SyncProvider
+from batchroute.providers.credentials import ProviderKeys, ProviderNotConfigured
+from batchroute.providers.endpoints import AdapterKind, ProviderEndpoint
 from batchroute.providers.simulated import (
     SimulatedBatchApiProvider,
     SimulatedSyncProvider,
     SimulationConfig,
 )
 
-SyncAdapterFactory = Callable[[Provider, Settings], SyncProvider]
-BatchAdapterFactory = Callable[[Provider, Settings], BatchApiProvider]
+# The vendor package of each adapter kind: `make_sync(endpoint, api_key)`, `make_batch(...)`.
+ADAPTER_PACKAGES: Final[dict[AdapterKind, str]] = {
+    "openai": "batchroute.providers.openai",
+    "openai_compatible": "batchroute.providers.openai",
+    "anthropic": "batchroute.providers.anthropic",
+    "gemini": "batchroute.providers.gemini",
+    "bedrock": "batchroute.providers.bedrock",
+}
 
-# Real adapters, by provider slug. Empty until the first one is written.
-PRODUCTION_SYNC_ADAPTERS: Final[dict[str, SyncAdapterFactory]] = {}
-PRODUCTION_BATCH_ADAPTERS: Final[dict[str, BatchAdapterFactory]] = {}
+T = TypeVar("T")
+
+__all__ = ["ADAPTER_PACKAGES", "ProviderNotConfigured", "ProviderRegistry"]
 
 
-class ProviderNotConfigured(PermanentError):
-    """No adapter can serve this provider here (unknown slug, or no real adapter yet)."""
-
-    code = "provider_not_configured"
+class KeySource(Protocol):
+    def api_key(self, slug: str) -> str: ...
 
 
 class ProviderRegistry:
@@ -48,25 +61,30 @@ class ProviderRegistry:
         settings: Settings,
         providers: Iterable[Provider],
         *,
+        endpoints: Mapping[str, ProviderEndpoint] | None = None,
+        keys: KeySource | None = None,
         clock: Clock | None = None,
         sleeper: Callable[[float], None] | None = None,
     ) -> None:
         self.settings = settings
-        self.simulated = settings.environment == "local"
+        self.simulated = settings.environment == "local" and settings.simulated_providers
+        self.local = settings.environment == "local"
         self._providers = {p.slug: p for p in providers}
+        self._endpoints = dict(endpoints or {})
+        self._keys = keys
         self._config = SimulationConfig.from_settings(settings)
         self._clock = clock
         self._sleeper = sleeper or time.sleep
         self._lock = threading.Lock()
-        self._sync: dict[str, SyncProvider] = {}
-        self._batch: dict[str, BatchApiProvider] = {}
+        self._sync: dict[str, tuple[str | None, SyncProvider]] = {}
+        self._batch: dict[str, tuple[str | None, BatchApiProvider]] = {}
 
     @property
     def batch_poll_interval_seconds(self) -> float:
         """How long to wait between polls of a running batch job: the setting, or locally at
-        most half a simulated job's run time (but not under 0.1 s)."""
+        most half an emulated job's run time (but not under 0.1 s)."""
         interval = self.settings.provider_batch_poll_interval_seconds
-        if self.simulated:
+        if self.local:
             interval = min(interval, max(0.1, self._config.batch_seconds / 2))
         return interval
 
@@ -80,65 +98,75 @@ class ProviderRegistry:
             raise ProviderNotConfigured(f"unknown provider {slug!r}")
         return found
 
+    def endpoint(self, slug: str) -> ProviderEndpoint:
+        found = self._endpoints.get(slug)
+        if found is None:
+            raise ProviderNotConfigured(
+                f"provider {slug!r} is not enabled in the {self.settings.environment} environment "
+                f"(catalog/data/environments/{self.settings.environment}.toml)"
+            )
+        return found
+
     def execution_mode(self, slug: str) -> ExecutionMode:
         return self.provider(slug).execution_mode
 
     def sync(self, slug: str) -> SyncProvider:
         """The per-item adapter of any provider (batch lanes of sync providers, direct chat)."""
         provider = self.provider(slug)
-        with self._lock:
-            adapter = self._sync.get(slug)
-            if adapter is None:
-                adapter = self._make_sync(provider)
-                self._sync[slug] = adapter
-            return adapter
+        if self.simulated:
+            return self._cached(self._sync, slug, None, lambda: self._simulated_sync(provider))
+        endpoint = self.endpoint(slug)
+        key = self._key(endpoint)
+        return self._cached(self._sync, slug, key, lambda: self._package(endpoint).make_sync(endpoint, key))
 
     def batch_api(self, slug: str) -> BatchApiProvider:
         """The vendor batch adapter of a provider whose lanes run as batch jobs."""
         provider = self.provider(slug)
         if provider.execution_mode != "batch_api":
             raise ProviderNotConfigured(f"provider {slug!r} runs its lanes synchronously, not as batch jobs")
-        with self._lock:
-            adapter = self._batch.get(slug)
-            if adapter is None:
-                adapter = self._make_batch(provider)
-                self._batch[slug] = adapter
-            return adapter
-
-    def _make_sync(self, provider: Provider) -> SyncProvider:
         if self.simulated:
-            return SimulatedSyncProvider(
-                provider.slug, self._config, sleeper=self._sleeper, clock=self._clock
+            return self._cached(
+                self._batch,
+                slug,
+                None,
+                lambda: SimulatedBatchApiProvider(slug, self._config, clock=self._clock),
             )
-        factory = PRODUCTION_SYNC_ADAPTERS.get(provider.slug)
-        if factory is None:
-            raise ProviderNotConfigured(_no_adapter(provider, "synchronous", self.settings))
-        return factory(provider, self.settings)
+        endpoint = self.endpoint(slug)
+        key = self._key(endpoint)
+        return self._cached(self._batch, slug, key, lambda: self._package(endpoint).make_batch(endpoint, key))
 
-    def _make_batch(self, provider: Provider) -> BatchApiProvider:
-        if self.simulated:
-            return SimulatedBatchApiProvider(provider.slug, self._config, clock=self._clock)
-        factory = PRODUCTION_BATCH_ADAPTERS.get(provider.slug)
-        if factory is None:
-            raise ProviderNotConfigured(_no_adapter(provider, "batch API", self.settings))
-        return factory(provider, self.settings)
+    def _simulated_sync(self, provider: Provider) -> SyncProvider:
+        return SimulatedSyncProvider(provider.slug, self._config, sleeper=self._sleeper, clock=self._clock)
+
+    def _key(self, endpoint: ProviderEndpoint) -> str | None:
+        if endpoint.credentials != "api_key":
+            return None
+        if self._keys is None:
+            raise ProviderNotConfigured(f"no key source for provider {endpoint.slug!r}")
+        return self._keys.api_key(endpoint.slug)
+
+    def _cached(
+        self, cache: dict[str, tuple[str | None, T]], slug: str, key: str | None, make: Callable[[], T]
+    ) -> T:
+        with self._lock:
+            found = cache.get(slug)
+            if found is None or found[0] != key:  # first use, or the key was rotated
+                found = (key, make())
+                cache[slug] = found
+            return found[1]
+
+    @staticmethod
+    def _package(endpoint: ProviderEndpoint) -> Any:
+        return importlib.import_module(ADAPTER_PACKAGES[endpoint.adapter])
 
 
 def provider_registry(
     settings: Settings,
-    catalog: Catalog | None = None,
+    providers: Iterable[Provider],
     *,
+    endpoints: Mapping[str, ProviderEndpoint] | None = None,
+    keys: ProviderKeys | None = None,
     clock: Clock | None = None,
     sleeper: Callable[[float], None] | None = None,
 ) -> ProviderRegistry:
-    """The registry over a catalog's providers (the built-in catalog by default)."""
-    providers = (catalog or builtin_catalog()).providers
-    return ProviderRegistry(settings, providers, clock=clock, sleeper=sleeper)
-
-
-def _no_adapter(provider: Provider, kind: str, settings: Settings) -> str:
-    return (
-        f"provider {provider.slug!r} has no {kind} adapter in the {settings.environment} environment: "
-        "only local mode simulates providers, and no real adapter is registered yet "
-        "(batchroute/providers/registry.py); disable the provider or add its adapter"
-    )
+    return ProviderRegistry(settings, providers, endpoints=endpoints, keys=keys, clock=clock, sleeper=sleeper)
