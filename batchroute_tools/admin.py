@@ -2,6 +2,7 @@
 
     batchroute-admin credits grant --org ORG_ID --usd AMOUNT [--memo TEXT]
     batchroute-admin credits balance --org ORG_ID
+    batchroute-admin providers check [--provider SLUG ...] [--environment production|test]
 
 Targets the running local stack by default (the runner's `.local/stack.json`: moto endpoint,
 table names, fake credentials), or a deployed stack with `--table-prefix batchroute-production`
@@ -26,10 +27,18 @@ from typing import Any
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
+from batchroute import resources
 from batchroute.adapters.dynamo.codec import is_condition_failure
 from batchroute.adapters.dynamo.ledger import LedgerStore
+from batchroute.catalog import builtin_catalog
+from batchroute.catalog.environments import Placeholders, load_deployment
 from batchroute.clock import SystemClock, isoformat
+from batchroute.config import Settings
+from batchroute.domain.catalog import Catalog
 from batchroute.money import Money, format_amount
+from batchroute.providers.credentials import ProviderKeys
+from batchroute.providers.registry import ProviderRegistry
+from batchroute_tools.provider_check import ProviderChecker
 
 DEFAULT_STACK_FILE = Path(".local/stack.json")
 # A typo guard: one grant above this is almost certainly a slip of the keyboard.
@@ -85,11 +94,25 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
     balance = actions.add_parser("balance", parents=[target], help="show an org's spendable balance")
     balance.add_argument("--org", required=True, help="org id")
+
+    providers = areas.add_parser("providers", help="the AI providers this stack calls")
+    provider_actions = providers.add_subparsers(dest="action", required=True)
+    check = provider_actions.add_parser(
+        "check", parents=[target], help="one tiny real call per enabled provider (lists its models)"
+    )
+    check.add_argument("--provider", action="append", help="check only this provider (repeatable)")
+    check.add_argument(
+        "--environment",
+        choices=["production", "test"],
+        help="a deployed environment (its data file, its secrets); default: the local stack",
+    )
     return parser.parse_args(argv)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.area == "providers":
+        return _providers_check(args)
     try:
         target = resolve_target(args)
         store = LedgerStore(target.ledger_table, dynamodb=target.dynamodb())
@@ -105,6 +128,67 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     print(json.dumps(result) if args.json else _text(result))
     return 0
+
+
+def _providers_check(args: argparse.Namespace) -> int:
+    try:
+        registry, catalog, enabled = provider_target(args)
+    except UsageError as exc:
+        print(f"batchroute-admin: {exc}", file=sys.stderr)
+        return 2
+    wanted = args.provider or enabled
+    unknown = sorted(set(wanted) - set(enabled))
+    if unknown:
+        print(f"batchroute-admin: not enabled here: {', '.join(unknown)}", file=sys.stderr)
+        return 2
+    results = ProviderChecker(registry, catalog).run(wanted)
+    if args.json:
+        print(json.dumps({"providers": [r.to_dict() for r in results]}))
+    else:
+        print("\n".join(r.line() for r in results))
+    return 0 if all(r.ok for r in results) else 1
+
+
+def provider_target(args: argparse.Namespace) -> tuple[ProviderRegistry, Catalog, list[str]]:
+    """The registry of the local stack (its emulators and moto secrets) or of a deployed
+    environment (the default AWS credential chain), and its enabled providers."""
+    if args.environment:
+        environment, prefix = (
+            args.environment,
+            args.table_prefix or resources.resource_prefix(args.environment),
+        )
+        region, endpoint_url, emulators, extra = args.region, args.endpoint_url, "", {}
+    else:
+        stack = _stack_file(args)
+        environment, prefix = "local", str(stack["prefix"])
+        region, endpoint_url = stack.get("region"), stack.get("endpoint_url")
+        emulators, extra = str(stack.get("emulators_url") or ""), _LOCAL_CREDENTIALS
+    make_client: Any = boto3.client
+    secrets = make_client("secretsmanager", region_name=region, endpoint_url=endpoint_url, **extra)
+    values = {"emulators": emulators} if emulators else {}
+    if region:
+        values["region"] = region
+    deployment = load_deployment(builtin_catalog(), environment, Placeholders(values, strict=False))
+    settings = Settings(environment=environment, resource_prefix=prefix)
+    keys = ProviderKeys(prefix, secretsmanager=secrets, max_age=0)
+    registry = ProviderRegistry(
+        settings, deployment.catalog.providers, endpoints=deployment.endpoints, keys=keys
+    )
+    return registry, deployment.catalog, list(deployment.endpoints)
+
+
+def _stack_file(args: argparse.Namespace) -> dict[str, Any]:
+    path = args.stack_file or DEFAULT_STACK_FILE
+    try:
+        stack: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise UsageError(
+            f"no target: {path} does not exist (start the local stack with `make run`, "
+            "or pass --environment for a deployed stack)"
+        ) from exc
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"{path} is not a stack file written by the local runner") from exc
+    return stack
 
 
 def resolve_target(args: argparse.Namespace) -> Target:

@@ -46,9 +46,9 @@ def service_environment(stack: LocalStack, *, api_url: str) -> dict[str, str]:
     }
 
 
-def write_stack_file(path: Path, stack: LocalStack, *, api_url: str) -> None:
+def write_stack_file(path: Path, stack: LocalStack, *, api_url: str, emulators_url: str = "") -> None:
     """Describe the running stack (endpoints, physical names) for the AWS CLI, scripts and e2e tests."""
-    document = {"pid": os.getpid(), "api_url": api_url, **asdict(stack)}
+    document = {"pid": os.getpid(), "api_url": api_url, "emulators_url": emulators_url, **asdict(stack)}
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(path.name + ".partial")
     partial.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")

@@ -74,7 +74,7 @@ def run(
         threads += _start_consumers(stack, stop)
         threads.append(_sweeper_schedule(stack, sweeper_interval).start(stop))
         # Written before the API answers: whoever sees /v1/health up can read the stack file.
-        environment.write_stack_file(stack_file, stack, api_url=api_url)
+        environment.write_stack_file(stack_file, stack, api_url=api_url, emulators_url=emulators.base_url)
         api = _api_server(port)
         api_thread = threading.Thread(target=api.run, name="api", daemon=True)
         api_thread.start()

@@ -174,21 +174,21 @@ LLAMA_70B = "meta-llama/Llama-3.3-70B-Instruct"
 
 def test_the_documented_counts() -> None:
     kinds = Counter(p.kind for p in CATALOG.providers)
-    assert (len(CATALOG.providers), len(CATALOG.models), len(CATALOG.lanes)) == (9, 12, 28)
+    assert (len(CATALOG.providers), len(CATALOG.models), len(CATALOG.lanes)) == (10, 12, 30)
     assert len(CATALOG.workflow_products) == 4
-    assert kinds == {"vendor_batch": 3, "public_host": 4, "edge": 2}
+    assert kinds == {"vendor_batch": 4, "public_host": 4, "edge": 2}
 
 
-def test_llama_70b_is_served_by_six_providers() -> None:
+def test_llama_70b_is_served_by_seven_providers() -> None:
     providers = [lane.provider for lane in CATALOG.lanes_for(LLAMA_70B)]
-    assert providers == ["together", "groq", "fireworks", "deepinfra", "edge-eu", "edge-us"]
+    assert providers == ["bedrock", "together", "groq", "fireworks", "deepinfra", "edge-eu", "edge-us"]
 
 
 def test_the_documented_privacy_tiers_and_launch_state() -> None:
     confidential = {p.slug for p in CATALOG.providers if "confidential" in p.privacy_tiers}
     zero = {slug for slug in confidential if CATALOG.provider(slug).data_retention_days == 0}  # type: ignore[union-attr]
-    assert confidential == {"openai", "anthropic", "groq", "fireworks", "edge-eu", "edge-us"}
-    assert zero == {"groq", "fireworks", "edge-eu", "edge-us"}
+    assert confidential == {"openai", "anthropic", "bedrock", "groq", "fireworks", "edge-eu", "edge-us"}
+    assert zero == {"bedrock", "groq", "fireworks", "edge-eu", "edge-us"}
     assert [p.slug for p in CATALOG.providers if not p.launched] == ["edge-us"]
     assert all(p.enabled for p in CATALOG.providers)
 

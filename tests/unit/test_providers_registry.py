@@ -1,11 +1,20 @@
+"""The registry: real adapters from the environment's endpoints (keys read per use, an adapter
+rebuilt when its key rotates), ProviderNotConfigured for a provider not enabled here or
+without a key, and the in-process simulator only when a local test suite asks for it."""
+
 from __future__ import annotations
 
 import pytest
 
+from batchroute.catalog import builtin_catalog
+from batchroute.catalog.environments import Placeholders, load_deployment
 from batchroute.config import Settings
 from batchroute.domain.catalog import Provider
 from batchroute.providers.base import BatchApiProvider, ProviderRequest, SyncProvider
-from batchroute.providers.registry import ProviderNotConfigured, ProviderRegistry, provider_registry
+from batchroute.providers.credentials import ProviderNotConfigured
+from batchroute.providers.endpoints import ProviderEndpoint
+from batchroute.providers.openai.client import OpenAIBatch, OpenAIChat
+from batchroute.providers.registry import ProviderRegistry
 from batchroute.providers.simulated import (
     SimulatedBatchApiProvider,
     SimulatedSyncProvider,
@@ -30,59 +39,96 @@ HOST = Provider(
     privacy_tiers=("standard",),
     data_retention_days=0,
 )
+ENDPOINTS = {
+    "vendor": ProviderEndpoint("vendor", "openai", "http://127.0.0.1:9/openai/v1", batch_api=True),
+    "host": ProviderEndpoint(
+        "host", "openai_compatible", "http://127.0.0.1:9/hosts/host/v1", credentials="none"
+    ),
+}
 
 
-def local_registry() -> ProviderRegistry:
-    return ProviderRegistry(Settings(environment="local"), [VENDOR, HOST], sleeper=lambda _s: None)
+class Keys:
+    def __init__(self) -> None:
+        self.value = "key-1"
+        self.asked: list[str] = []
+
+    def api_key(self, slug: str) -> str:
+        self.asked.append(slug)
+        return self.value
 
 
-def test_local_mode_simulates_every_provider_synchronously() -> None:
-    registry = local_registry()
-    assert registry.simulated
-    for slug in ("vendor", "host"):
-        adapter = registry.sync(slug)
-        assert isinstance(adapter, SimulatedSyncProvider) and isinstance(adapter, SyncProvider)
-        assert adapter.slug == slug
-    assert registry.sync("host") is registry.sync("host")  # one adapter per provider
+def registry(settings: Settings | None = None, keys: Keys | None = None) -> ProviderRegistry:
+    return ProviderRegistry(
+        settings or Settings(environment="local"), [VENDOR, HOST], endpoints=ENDPOINTS, keys=keys or Keys()
+    )
 
 
-def test_local_mode_simulates_batch_apis_for_batch_lanes_only() -> None:
-    registry = local_registry()
-    adapter = registry.batch_api("vendor")
-    assert isinstance(adapter, SimulatedBatchApiProvider) and isinstance(adapter, BatchApiProvider)
-    assert registry.execution_mode("vendor") == "batch_api"
-    assert registry.execution_mode("host") == "sync"
+def test_every_environment_builds_the_real_adapters_from_its_endpoints() -> None:
+    for settings in (Settings(environment="local"), Settings(environment="test")):
+        found = registry(settings)
+        assert not found.simulated
+        vendor, host = found.sync("vendor"), found.sync("host")
+        assert isinstance(vendor, OpenAIChat) and isinstance(vendor, SyncProvider)
+        assert vendor.token_field == "max_completion_tokens" and host.token_field == "max_tokens"  # type: ignore[attr-defined]
+        assert isinstance(found.batch_api("vendor"), OpenAIBatch)
+        assert isinstance(found.batch_api("vendor"), BatchApiProvider)
+        assert found.sync("host") is found.sync("host")  # one adapter per provider
+
+
+def test_keys_are_read_per_use_and_a_rotated_key_rebuilds_the_adapter() -> None:
+    keys = Keys()
+    found = registry(keys=keys)
+    first = found.sync("vendor")
+    assert found.sync("vendor") is first
+    keys.value = "key-2"
+    rotated = found.sync("vendor")
+    assert rotated is not first
+    assert rotated.http._client.headers["authorization"] == "Bearer key-2"  # type: ignore[attr-defined]
+    assert keys.asked == ["vendor", "vendor", "vendor"]
+    found.sync("host")  # credentials = none: no key is read
+    assert keys.asked == ["vendor", "vendor", "vendor"]
+
+
+def test_a_provider_without_an_endpoint_here_is_not_configured() -> None:
+    found = ProviderRegistry(Settings(environment="test"), [VENDOR, HOST], endpoints={}, keys=Keys())
+    with pytest.raises(ProviderNotConfigured, match="not enabled in the test environment"):
+        found.sync("host")
     with pytest.raises(ProviderNotConfigured, match="synchronously"):
-        registry.batch_api("host")
-
-
-def test_unknown_providers_are_refused() -> None:
+        registry().batch_api("host")
     with pytest.raises(ProviderNotConfigured, match="unknown provider 'nope'"):
-        local_registry().sync("nope")
+        registry().sync("nope")
 
 
-@pytest.mark.parametrize(
-    "settings",
-    [
-        Settings(environment="test"),
-        Settings(environment="production", app_secret="p" * 40, public_base_url="https://api.example.com"),
-    ],
-)
-def test_deployed_stacks_have_no_fake_providers(settings: Settings) -> None:
-    # Given a deployed environment, with no real adapter registered yet
-    registry = ProviderRegistry(settings, [VENDOR, HOST])
-    assert not registry.simulated
-    # Then asking for an adapter says so plainly instead of simulating
-    with pytest.raises(ProviderNotConfigured, match="no synchronous adapter") as caught:
-        registry.sync("host")
-    assert settings.environment in str(caught.value)
-    with pytest.raises(ProviderNotConfigured, match="no batch API adapter"):
-        registry.batch_api("vendor")
+def test_the_simulator_answers_only_when_a_local_test_suite_asks() -> None:
+    simulated = registry(Settings(environment="local", simulated_providers=True))
+    assert simulated.simulated
+    assert isinstance(simulated.sync("host"), SimulatedSyncProvider)
+    assert isinstance(simulated.batch_api("vendor"), SimulatedBatchApiProvider)
+    with pytest.raises(ValueError, match="local tests only"):
+        Settings(environment="test", simulated_providers=True)
 
 
-def test_every_builtin_provider_answers_locally() -> None:
-    # Whatever the built-in catalog holds, each of its providers has a local adapter
-    registry = provider_registry(Settings(environment="local", simulated_latency_ms=0))
+def test_every_builtin_provider_has_an_adapter_in_every_environment() -> None:
+    values = {
+        "emulators": "http://127.0.0.1:9",
+        "region": "us-east-1",
+        "bucket:artifacts": "b",
+        "bedrock_batch_role_arn": "r",
+    }
+    for environment in ("local", "test", "production"):
+        deployment = load_deployment(builtin_catalog(), environment, Placeholders(values))
+        for slug, endpoint in deployment.endpoints.items():
+            assert endpoint.adapter in ("openai", "openai_compatible", "anthropic", "gemini", "bedrock"), slug
+            provider = deployment.catalog.provider(slug)
+            assert provider is not None and provider.enabled
+            assert endpoint.batch_api == (provider.execution_mode == "batch_api")
+
+
+def test_the_simulated_registry_answers_every_builtin_provider() -> None:
+    catalog = builtin_catalog()
+    found = ProviderRegistry(
+        Settings(environment="local", simulated_providers=True, simulated_latency_ms=0), catalog.providers
+    )
     request = ProviderRequest(
         custom_id="seq-0",
         customer_item_id="a",
@@ -92,16 +138,14 @@ def test_every_builtin_provider_answers_locally() -> None:
         input={"messages": [{"role": "user", "content": "hi"}]},
         max_output_tokens=64,
     )
-    providers = registry.providers
-    assert providers
-    for provider in providers:
-        assert registry.sync(provider.slug).complete(request).status == "completed"
+    for provider in found.providers:
+        assert found.sync(provider.slug).complete(request).status == "completed"
         if provider.execution_mode == "batch_api":
-            assert registry.batch_api(provider.slug).submit([request]).startswith("simbatch_")
+            assert found.batch_api(provider.slug).submit([request]).startswith("simbatch_")
     forget_simulated_jobs()
 
 
-def test_batch_poll_interval_follows_the_simulated_job_time_locally() -> None:
+def test_batch_poll_interval_follows_the_emulated_job_time_locally() -> None:
     local = ProviderRegistry(Settings(simulated_batch_poll_seconds=1), [VENDOR])
     assert local.batch_poll_interval_seconds == 0.5
     instant = ProviderRegistry(Settings(simulated_batch_poll_seconds=0), [VENDOR])

@@ -33,11 +33,14 @@ class Placeholders:
     """What an environment file may refer to, known only at run time."""
 
     values: Mapping[str, str] = field(default_factory=dict)
+    strict: bool = True  # False: a placeholder without a value stays as written (operator tools)
 
     def fill(self, text: str, where: str) -> str:
         def value(found: re.Match[str]) -> str:
             name = found.group(1)
             if name not in self.values:
+                if not self.strict:
+                    return found.group(0)
                 raise DataError(f"{where}: {{{name}}} has no value in this process")
             return self.values[name]
 

@@ -1,0 +1,282 @@
+"""The OpenAI emulator cannot drift from OpenAI: every answer it gives is parsed with the
+official SDK's own types, and every request the adapter sends is checked against the SDK's
+request parameter types. Then the adapter is driven over HTTP against it: whole and streamed
+answers, embeddings, the Batch API end to end, and each vendor fault."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import openai
+import pytest
+from openai.types import Batch, CreateEmbeddingResponse, FileObject
+from openai.types.batch_create_params import BatchCreateParams
+from openai.types.chat import ChatCompletion, ChatCompletionChunk
+from openai.types.chat.completion_create_params import (
+    CompletionCreateParamsNonStreaming,
+    CompletionCreateParamsStreaming,
+)
+from openai.types.embedding_create_params import EmbeddingCreateParams
+from pydantic import TypeAdapter
+
+from batchroute.providers.base import (
+    PermanentProviderError,
+    ProviderRequest,
+    ProviderUnavailable,
+    StreamDelta,
+    StreamEnd,
+    StreamStart,
+    TransientProviderError,
+)
+from batchroute.providers.endpoints import ProviderEndpoint
+from batchroute.providers.openai import make_batch, make_sync, transform
+from batchroute_tools.emulators.behaviour import Behaviour, EmulatorConfig
+from batchroute_tools.emulators.openai import OpenAIEmulator
+from batchroute_tools.emulators.server import EmulatorServer
+
+MODEL = "gpt-4o-mini-2024-07-18"
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[EmulatorServer]:
+    behaviour = Behaviour(EmulatorConfig(batch_seconds=0.3, ttft_seconds=0.01))
+    vendors = [
+        OpenAIEmulator(behaviour, provider="openai", prefix="/openai", models=(MODEL,)).vendor,
+        OpenAIEmulator(
+            behaviour, provider="groq", prefix="/hosts/groq", models=("llama",), batch=False
+        ).vendor,
+    ]
+    emulators = EmulatorServer(vendors).start()
+    yield emulators
+    emulators.stop()
+
+
+@pytest.fixture
+def sdk(server: EmulatorServer) -> openai.OpenAI:
+    return openai.OpenAI(api_key="sk-local", base_url=server.base_url + "/openai/v1", max_retries=0)
+
+
+def endpoint(server: EmulatorServer, *, host: bool = False) -> ProviderEndpoint:
+    if host:
+        return ProviderEndpoint(
+            "groq", "openai_compatible", server.base_url + "/hosts/groq/v1", credentials="none"
+        )
+    return ProviderEndpoint("openai", "openai", server.base_url + "/openai/v1", batch_api=True)
+
+
+def request(
+    text: str, *, operation: str = "responses", custom_id: str = "seq-0", **input_: Any
+) -> ProviderRequest:
+    body = {"input": text} if operation == "embeddings" else {"messages": [{"role": "user", "content": text}]}
+    return ProviderRequest(custom_id, "item", operation, "gpt-4o-mini", MODEL, {**body, **input_}, 32)  # type: ignore[arg-type]
+
+
+# -- (a) every emulator answer parses with the SDK's types ---------------------------------------
+def test_chat_answers_parse_as_the_sdk_types(sdk: openai.OpenAI) -> None:
+    whole = sdk.chat.completions.create(
+        model=MODEL, messages=[{"role": "user", "content": "Hi"}], max_completion_tokens=20
+    )
+    assert (
+        isinstance(whole, ChatCompletion) and whole.usage is not None and whole.usage.completion_tokens <= 20
+    )
+    raw = sdk.chat.completions.with_raw_response.create(
+        model=MODEL, messages=[{"role": "user", "content": "Hi"}]
+    )
+    ChatCompletion.model_validate(raw.http_response.json(), strict=False)
+    chunks = list(
+        sdk.chat.completions.create(
+            model=MODEL,
+            messages=[{"role": "user", "content": "Hi"}],
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+    )
+    assert all(isinstance(c, ChatCompletionChunk) for c in chunks)
+    assert chunks[-1].usage is not None and chunks[-1].choices == []
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text.startswith("Simulated answer from openai/")
+
+
+def test_embeddings_files_batches_and_models_parse_as_the_sdk_types(sdk: openai.OpenAI) -> None:
+    embedded = sdk.embeddings.create(model="text-embedding-3-small", input=["a", "b"])
+    assert isinstance(embedded, CreateEmbeddingResponse) and [d.index for d in embedded.data] == [0, 1]
+    CreateEmbeddingResponse.model_validate(
+        httpx.post(str(sdk.base_url) + "embeddings", json={"model": "m", "input": "a"}).json()
+    )
+    line = (
+        b'{"custom_id": "r1", "method": "POST", "url": "/v1/chat/completions", "body": '
+        b'{"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "x"}]}}\n'
+    )
+    file = sdk.files.create(file=("in.jsonl", line), purpose="batch")
+    assert isinstance(file, FileObject) and file.purpose == "batch"
+    batch = sdk.batches.create(
+        input_file_id=file.id, endpoint="/v1/chat/completions", completion_window="24h"
+    )
+    assert isinstance(batch, Batch) and batch.status in ("validating", "in_progress")
+    Batch.model_validate(httpx.get(str(sdk.base_url) + f"batches/{batch.id}").json())
+    FileObject.model_validate(httpx.get(str(sdk.base_url) + f"files/{file.id}").json())
+    time.sleep(0.35)
+    done = sdk.batches.retrieve(batch.id)
+    assert done.status == "completed" and done.output_file_id and done.request_counts is not None
+    assert done.request_counts.completed == 1
+    assert sdk.files.content(done.output_file_id).text.count("\n") == 1
+    assert sdk.files.delete(file.id).deleted
+    assert [m.id for m in sdk.models.list()] == [MODEL]
+    cancelled = sdk.batches.cancel(
+        sdk.batches.create(
+            input_file_id=sdk.files.create(file=("i.jsonl", line), purpose="batch").id,
+            endpoint="/v1/chat/completions",
+            completion_window="24h",
+        ).id
+    )
+    assert cancelled.status == "cancelled"
+
+
+def test_errors_are_the_sdks_typed_errors(sdk: openai.OpenAI) -> None:
+    with pytest.raises(openai.BadRequestError):
+        sdk.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "[simulate:fail]"}])
+    with pytest.raises(openai.RateLimitError) as limited:
+        sdk.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "sdk [simulate:429]"}])
+    assert limited.value.response.headers["retry-after-ms"] == "200"
+    with pytest.raises(openai.NotFoundError):
+        sdk.batches.retrieve("batch_unknown")
+
+
+# -- (b) every request the adapter sends fits the SDK's request types ----------------------------
+def _check_params(params_type: Any, body: dict[str, Any]) -> None:
+    TypeAdapter(params_type).validate_python(body)
+    declared = set().union(
+        *(getattr(k, "__annotations__", {}) for k in params_type.__mro__ if k is not object)
+    )
+    assert set(body) <= declared, sorted(set(body) - declared)
+
+
+def test_adapter_requests_fit_the_sdk_request_types() -> None:
+    item = request(
+        "Describe",
+        system="Be brief.",
+        temperature=0.1,
+        tools=[{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}],
+        response_format={"type": "json_object"},
+    )
+    _check_params(CompletionCreateParamsNonStreaming, transform.chat_body(item))
+    _check_params(CompletionCreateParamsStreaming, transform.chat_body(item, stream=True))
+    _check_params(CompletionCreateParamsNonStreaming, transform.chat_body(item, token_field="max_tokens"))
+    _check_params(
+        EmbeddingCreateParams, transform.embeddings_body(request("x", operation="embeddings", dimensions=8))
+    )
+    line = transform.batch_line(item)
+    _check_params(
+        BatchCreateParams, {"input_file_id": "file-1", "endpoint": line["url"], "completion_window": "24h"}
+    )
+    _check_params(CompletionCreateParamsNonStreaming, line["body"])
+
+
+# -- (c) the adapter over HTTP against the emulator ------------------------------------------------
+def test_complete_stream_and_embeddings(server: EmulatorServer) -> None:
+    chat = make_sync(endpoint(server), "sk-local")
+    whole = chat.complete(request("Say hi"))
+    assert whole.status == "completed" and whole.usage.completion_tokens > 0
+    events = list(chat.stream(request("Say hi")))
+    assert isinstance(events[0], StreamStart) and isinstance(events[-1], StreamEnd)
+    deltas = "".join(e.text for e in events if isinstance(e, StreamDelta))
+    assert deltas == events[-1].result.output["content"] == whole.output["content"]  # type: ignore[index]
+    assert events[-1].usage == whole.usage
+    one = chat.complete(request("hello", operation="embeddings"))
+    assert one.output is not None and len(one.output["embedding"]) == 16
+    host = make_sync(endpoint(server, host=True), None).complete(request("Say hi"))
+    assert host.output["content"].startswith("Simulated answer from groq/")  # type: ignore[index]
+
+
+@pytest.mark.parametrize(
+    ("marker", "error", "code"),
+    [
+        ("[simulate:429]", TransientProviderError, "rate_limited"),
+        ("[simulate:overloaded]", TransientProviderError, "overloaded"),
+        ("[simulate:transient]", TransientProviderError, "provider_5xx"),
+        ("[simulate:down]", ProviderUnavailable, "provider_unreachable"),
+        ("[simulate:fail]", PermanentProviderError, "provider_rejected"),
+    ],
+)
+def test_vendor_faults_map_to_provider_errors(
+    server: EmulatorServer, marker: str, error: type, code: str
+) -> None:
+    chat = make_sync(endpoint(server), "sk-local")
+    probe = request(f"fault {marker} {code}")
+    with pytest.raises(error) as raised:
+        chat.complete(probe)
+    assert raised.value.code == code
+    if code == "rate_limited":
+        assert raised.value.retry_after_seconds == 0.2
+    if marker in ("[simulate:429]", "[simulate:overloaded]", "[simulate:transient]"):
+        assert chat.complete(probe).status == "completed"  # the retry is answered
+
+
+def test_a_reset_mid_stream_ends_it_after_the_first_byte(server: EmulatorServer) -> None:
+    chat = make_sync(endpoint(server), "sk-local")
+    events = chat.stream(request("tell me [simulate:reset]"))
+    assert isinstance(next(events), StreamStart)
+    with pytest.raises(TransientProviderError) as broken:
+        list(events)
+    assert broken.value.code == "stream_interrupted"
+
+
+def test_a_silent_host_times_out_before_the_first_byte(server: EmulatorServer) -> None:
+    chat = make_sync(endpoint(server), "sk-local")
+    slow = ProviderRequest(
+        "seq-0",
+        "i",
+        "responses",
+        "m",
+        MODEL,
+        {"messages": [{"role": "user", "content": "[simulate:timeout:openai]"}]},
+        8,
+        first_byte_timeout_seconds=0.3,
+    )
+    with pytest.raises(TransientProviderError) as silent:
+        list(chat.stream(slow))
+    assert silent.value.code == "provider_timeout"
+
+
+def test_a_batch_job_end_to_end(server: EmulatorServer) -> None:
+    batch = make_batch(endpoint(server), "sk-local")
+    items = [
+        request(f"item {n}" + marker, custom_id=f"seq-{n}")
+        for n, marker in enumerate(["", " [simulate:fail]", " [simulate:malformed]", ""])
+    ]
+    job = batch.submit(items)
+    assert not batch.poll(job).terminal
+    time.sleep(0.35)
+    status = batch.poll(job)
+    assert status.state == "completed" and status.total == 4
+    results = {r.custom_id: r for r in batch.results(job)}
+    assert set(results) == {"seq-0", "seq-1", "seq-3"}  # the malformed line is skipped: resubmitted
+    assert results["seq-1"].status == "failed" and not results["seq-1"].error.transient  # type: ignore[union-attr]
+    again = batch.submit([items[2]])
+    time.sleep(0.35)
+    assert [r.status for r in batch.results(again)] == ["completed"]  # the retry's line is whole
+
+
+def test_an_expiring_batch_keeps_the_finished_lines(server: EmulatorServer) -> None:
+    batch = make_batch(endpoint(server), "sk-local")
+    job = batch.submit([request("a", custom_id="seq-0"), request("b [simulate:expire]", custom_id="seq-1")])
+    time.sleep(0.35)
+    assert batch.poll(job).state == "expired"
+    assert [r.custom_id for r in batch.results(job)] == ["seq-0"]
+
+
+def test_an_unknown_key_of_the_vendor_is_refused_by_the_adapter(server: EmulatorServer) -> None:
+    # The emulator accepts any key; a real vendor's 401 is the lane being unusable.
+    transport = httpx.MockTransport(
+        lambda _: httpx.Response(401, json={"error": {"message": "Incorrect API key"}})
+    )
+    from batchroute.providers.http import VendorHttp
+    from batchroute.providers.openai.client import OpenAIChat
+
+    chat = OpenAIChat("openai", VendorHttp("http://x/v1", vendor="openai", transport=transport))
+    with pytest.raises(ProviderUnavailable) as refused:
+        chat.complete(request("hi"))
+    assert refused.value.code == "provider_auth_failed"

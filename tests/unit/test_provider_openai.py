@@ -1,0 +1,173 @@
+"""OpenAI's wire format through the transform, replayed from recorded vendor answers
+(tests/fixtures/vendors/openai/, hand-written from OpenAI's API reference): normalized
+results, usage, finish reasons, tool calls, batch lines and states, and the error mapping."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from batchroute.providers.base import (
+    PermanentProviderError,
+    ProviderRequest,
+    ProviderUnavailable,
+    TransientProviderError,
+)
+from batchroute.providers.http import error_for_status, retry_after_seconds
+from batchroute.providers.openai import transform
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures/vendors/openai"
+
+
+def fixture(name: str) -> Any:
+    return json.loads((FIXTURES / name).read_text())
+
+
+def request(input_: dict[str, Any], *, operation: str = "responses", max_tokens: int = 64) -> ProviderRequest:
+    return ProviderRequest(
+        "seq-7", "item-7", operation, "gpt-4o-mini", "gpt-4o-mini-2024-07-18", input_, max_tokens
+    )  # type: ignore[arg-type]
+
+
+def test_a_chat_completion_becomes_the_normalized_message() -> None:
+    result = transform.chat_result("seq-0", fixture("chat_completion.json"))
+    assert result.status == "completed" and result.usage.to_dict() == {
+        "prompt_tokens": 1117,
+        "completion_tokens": 46,
+    }
+    assert result.output == {
+        "type": "message",
+        "role": "assistant",
+        "content": "The image shows a wooden boardwalk through a meadow.",
+        "finish_reason": "stop",
+    }
+    assert result.raw == fixture("chat_completion.json")
+
+
+def test_length_and_tool_calls() -> None:
+    assert (
+        transform.chat_result("s", fixture("chat_completion_length.json")).output["finish_reason"] == "length"
+    )  # type: ignore[index]
+    calls = transform.chat_result("s", fixture("chat_completion_tool_calls.json")).output
+    assert calls is not None and calls["content"] == "" and calls["finish_reason"] == "stop"
+    assert calls["tool_calls"][0]["function"]["name"] == "get_current_weather"
+
+
+def test_a_stream_accumulates_text_finish_and_final_usage() -> None:
+    acc = transform.StreamAccumulator("seq-0")
+    texts = [acc.add(chunk) for chunk in fixture("chat_stream.json")]
+    assert texts == ["", "Hello", " there", "", ""]
+    result = acc.result()
+    assert result.output["content"] == "Hello there" and result.usage.to_dict() == {
+        "prompt_tokens": 9,
+        "completion_tokens": 2,
+    }  # type: ignore[index]
+    assert result.raw["object"] == "chat.completion" and result.raw["id"] == "chatcmpl-123"  # type: ignore[index]
+
+
+def test_embeddings_come_back_in_input_order() -> None:
+    many = transform.embeddings_result("s", fixture("embeddings.json"), single=False)
+    assert many.output == {
+        "type": "embedding",
+        "dimensions": 3,
+        "embeddings": [[-0.006929283, -0.005336422, 0.024047505], [0.0023064255, -0.009327292, 0.015797347]],
+    }
+    assert many.usage.prompt_tokens == 8 and many.usage.completion_tokens == 0
+
+
+def test_batch_states_and_counts() -> None:
+    status = transform.job_status(fixture("batch_in_progress.json"))
+    assert (status.state, status.total, status.completed_count, status.failed_count) == (
+        "in_progress",
+        100,
+        40,
+        2,
+    )
+    assert transform.job_status(fixture("batch_completed.json")).terminal
+    assert transform.job_status({"status": "finalizing"}).state == "in_progress"
+    assert transform.job_status({"status": "cancelling"}).state == "in_progress"
+    assert transform.job_status({"status": "expired"}).state == "expired"
+
+
+def test_batch_output_and_error_lines() -> None:
+    lines = [json.loads(line) for line in (FIXTURES / "batch_output_lines.jsonl").read_text().splitlines()]
+    results = [transform.batch_line_result(line) for line in lines]
+    assert [r.custom_id for r in results if r] == ["seq-0", "seq-1", "seq-2", "seq-3", "seq-4"]
+    ok, embedding, invalid, limited, expired = results
+    assert ok is not None and ok.output["content"] == "Hello."  # type: ignore[index]
+    assert embedding is not None and embedding.output["embedding"] == [0.1, 0.2]  # type: ignore[index]
+    assert invalid is not None and invalid.error is not None and not invalid.error.transient
+    assert invalid.error.code == "invalid_value"
+    assert limited is not None and limited.error is not None and limited.error.transient
+    assert expired is not None and expired.error is not None and expired.error.transient
+    assert transform.batch_line_result({"no": "custom_id"}) is None
+
+
+def test_request_bodies() -> None:
+    item = {
+        "instructions": "Be brief.",
+        "input": [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "input_text", "text": "Hi"},
+                    {"type": "input_image", "image_url": "https://x/y.png"},
+                ],
+            }
+        ],
+        "temperature": 0.2,
+        "text": {
+            "format": {"type": "json_schema", "name": "a", "schema": {"type": "object"}, "strict": True}
+        },
+    }
+    body = transform.chat_body(request(item))
+    assert body["model"] == "gpt-4o-mini-2024-07-18" and body["max_completion_tokens"] == 64
+    assert body["messages"][0] == {"role": "system", "content": "Be brief."}
+    assert body["messages"][1]["content"] == [
+        {"type": "text", "text": "Hi"},
+        {"type": "image_url", "image_url": {"url": "https://x/y.png"}},
+    ]
+    assert body["temperature"] == 0.2
+    assert body["response_format"] == {
+        "type": "json_schema",
+        "json_schema": {"name": "a", "schema": {"type": "object"}, "strict": True},
+    }
+    hosted = transform.chat_body(
+        request({"messages": [{"role": "user", "content": "x"}]}), token_field="max_tokens", stream=True
+    )
+    assert hosted["max_tokens"] == 64 and hosted["stream_options"] == {"include_usage": True}
+    line = transform.batch_line(request({"input": "hello"}, operation="embeddings"))
+    assert line == {
+        "custom_id": "seq-7~single",
+        "method": "POST",
+        "url": "/v1/embeddings",
+        "body": {"model": "gpt-4o-mini-2024-07-18", "input": "hello"},
+    }
+
+
+@pytest.mark.parametrize(
+    ("name", "kind", "code"),
+    [
+        ("error_rate_limit.json", TransientProviderError, "rate_limited"),
+        ("error_invalid_request.json", PermanentProviderError, "provider_rejected"),
+        ("error_auth.json", ProviderUnavailable, "provider_auth_failed"),
+    ],
+)
+def test_vendor_errors_map_to_provider_errors(name: str, kind: type[Exception], code: str) -> None:
+    answer = fixture(name)
+    error = error_for_status(answer["status"], answer["headers"], json.dumps(answer["body"]), vendor="openai")
+    assert isinstance(error, kind) and error.code == code
+    assert "openai answered" in error.message and "sk-" not in error.message.split("provided:")[0]
+    if code == "rate_limited":
+        assert error.retry_after_seconds == 1.5  # type: ignore[attr-defined]
+
+
+def test_retry_after_forms() -> None:
+    assert retry_after_seconds({"retry-after-ms": "250"}) == 0.25
+    assert retry_after_seconds({"Retry-After": "3"}) == 3.0
+    assert retry_after_seconds({"retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"}) == 0.0
+    assert retry_after_seconds({"retry-after": "soon"}) is None
+    assert retry_after_seconds({}) is None
