@@ -47,7 +47,7 @@ def test_model_list_without_credentials(client: TestClient) -> None:
     assert set(body) == {"data", "pricing_updated_at", "provider_count"}
     assert [m["id"] for m in body["data"]] == [m.id for m in CATALOG.models]
     assert body["pricing_updated_at"] == CATALOG.pricing_updated_at
-    assert body["provider_count"] == 9
+    assert body["provider_count"] == 10
     first = body["data"][0]
     for key in ("routing_eligibility", "context_window", "providers", "capacity", "regions", "retention"):
         assert key in first
@@ -111,6 +111,7 @@ def test_model_detail_accepts_ids_with_slashes_and_shows_live_eligibility(client
     assert model["id"] == LLAMA_70B
     prices = {lane["provider"]: lane["pricing"]["input"] for lane in model["providers"]}
     assert prices == {
+        "bedrock": "0.72",
         "together": "0.88",
         "groq": "0.59",
         "fireworks": "0.90",
@@ -119,7 +120,7 @@ def test_model_detail_accepts_ids_with_slashes_and_shows_live_eligibility(client
         "edge-us": "0.20",
     }
     eligibility = model["routing_eligibility"]
-    assert eligibility["eligible"] is True and eligibility["lanes_available"] == 5
+    assert eligibility["eligible"] is True and eligibility["lanes_available"] == 6
     assert [(r["provider"], r["code"]) for r in eligibility["reasons"]] == [("groq", "stale_heartbeat")]
 
 
@@ -150,7 +151,7 @@ def test_workflow_product_detail_and_404(client: TestClient) -> None:
     assert response.status_code == 200
     body = response.json()
     assert body["product"]["route_policy"]["routing_mode"] == "privacy_constrained"
-    assert set(body["provider_capacity"]) == {"fireworks", "edge-eu", "edge-us"}
+    assert set(body["provider_capacity"]) == {"bedrock", "fireworks", "edge-eu", "edge-us"}
     missing = client.get("/v1/catalog/workflow-products/nope")
     assert missing.status_code == 404
     assert missing.json()["error"]["code"] == "workflow_product_not_found"
@@ -159,7 +160,7 @@ def test_workflow_product_detail_and_404(client: TestClient) -> None:
 # -- providers and fees --------------------------------------------------------------------
 def test_provider_directory_and_detail(client: TestClient) -> None:
     providers = client.get("/v1/providers").json()["providers"]
-    assert len(providers) == 9
+    assert len(providers) == 10
     assert {p["kind"] for p in providers} == {"vendor_batch", "public_host", "edge"}
     detail = client.get("/v1/providers/anthropic")
     assert detail.status_code == 200

@@ -78,7 +78,7 @@ def test_a_float_price_fails_naming_the_file_row_and_key(tmp_path: Path) -> None
             'provider = "groq"\nmodel = "meta-llama/Llama-3.1-8B-Instruct"',
             'provider = "grok"\nmodel = "meta-llama/Llama-3.1-8B-Instruct"',
             (
-                "lanes.toml, lanes[13] (grok/meta-llama/Llama-3.1-8B-Instruct): provider",
+                "lanes.toml, lanes[15] (grok/meta-llama/Llama-3.1-8B-Instruct): provider",
                 "not in providers.toml",
             ),
         ),

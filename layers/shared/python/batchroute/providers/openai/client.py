@@ -15,6 +15,7 @@ import json
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+import batchroute.providers.openai.transform as transform
 from batchroute.providers.base import (
     JobStatus,
     PermanentProviderError,
@@ -28,7 +29,6 @@ from batchroute.providers.base import (
     UnknownJob,
 )
 from batchroute.providers.http import VendorHttp
-from batchroute.providers.openai import transform
 from batchroute.providers.openai.transform import OPENAI_TOKEN_FIELD, TokenField
 
 
