@@ -5,19 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Response
-from pydantic import BaseModel
 
 from batchroute.services.catalog.runtime import runtime_info
 from functions.api.auth import OptionalPrincipal
 from functions.api.deps import SettingsDep
+from functions.api.schemas.health import Health
 
 router = APIRouter(tags=["operations"])
-
-
-class Health(BaseModel):
-    ok: bool
-    service: str
-    read_only: bool
 
 
 @router.get("/v1/health", response_model=Health, summary="Liveness; stays up in read-only maintenance")

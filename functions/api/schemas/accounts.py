@@ -17,6 +17,7 @@ from batchroute.domain.webhook_targets import WEBHOOK_SECRET_MAX, WEBHOOK_SECRET
 from batchroute.services.accounts.accounts import MAX_DISPLAY_NAME, MAX_FULL_NAME
 from batchroute.services.accounts.sessions import LiveSession
 from batchroute.services.accounts.verification import MAX_TOKEN_LENGTH
+from functions.api.schemas.common import MoneyOut
 
 
 def _email() -> Any:
@@ -94,15 +95,6 @@ class DeliveryWebhookBody(BaseModel):
 
 
 # -- responses ---------------------------------------------------------------------------
-class Ok(BaseModel):
-    ok: bool = True
-
-
-class MoneyOut(BaseModel):
-    currency: str
-    amount: str
-
-
 class AccountCreated(BaseModel):
     org_id: str
     user_id: str
