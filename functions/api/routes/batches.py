@@ -5,7 +5,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Body, Depends, Header, Query, Response
+from fastapi import APIRouter, Depends, Header, Query, Response
 
 from batchroute.domain.access import Principal
 from batchroute.domain.batch_states import ALL_STATES
@@ -14,6 +14,7 @@ from batchroute.services.batches.views import batch_details, batch_summary, lane
 from functions.api.auth import require
 from functions.api.deps import BatchesDep, ReadsDep
 from functions.api.envelope import errors_doc
+from functions.api.schemas.batches import BatchCreateRequest, CancelRequest
 
 router = APIRouter(tags=["batches"])
 
@@ -63,10 +64,10 @@ Reader = Annotated[Principal, Depends(require("batches:read"))]
 def create_batch(
     principal: Creator,
     batches: BatchesDep,
-    body: Annotated[dict[str, Any], Body()],
+    body: BatchCreateRequest,
     idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key")] = None,
 ) -> Response:
-    answer = batches.create_or_replay(principal, body, idempotency_key)
+    answer = batches.create_or_replay(principal, body.as_received(), idempotency_key)
     headers = {"Idempotent-Replayed": "true"} if answer.replayed else None
     return Response(
         content=answer.body, status_code=answer.status_code, media_type="application/json", headers=headers
@@ -163,9 +164,9 @@ def cancel_batch(
     principal: Creator,
     batches: BatchesDep,
     reads: ReadsDep,
-    body: Annotated[dict[str, Any] | None, Body()] = None,
+    body: CancelRequest | None = None,
 ) -> dict[str, Any]:
-    reason = (body or {}).get("reason")
+    reason = body.as_received().get("reason") if body is not None else None
     if reason is not None and not isinstance(reason, str):
         raise InvalidRequest("reason must be a string.", code="invalid_request", details={"field": "reason"})
     batch = batches.cancel(principal, batch_id, reason)

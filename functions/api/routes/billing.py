@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Depends, Query, Request
+from fastapi import APIRouter, Depends, Query, Request
 
 from batchroute.domain.access import Principal
 from functions.api.auth import require
 from functions.api.deps import BillingControlsDep
 from functions.api.envelope import ErrorEnvelope
 from functions.api.limits import client_ip
-from functions.api.schemas.billing import CONTROLS_UPDATE_SCHEMA, AuditList, ControlsEnvelope
+from functions.api.schemas.billing import AuditList, ControlsEnvelope, ControlsUpdate
 
 router = APIRouter(tags=["billing"])
 
@@ -48,17 +48,14 @@ def get_controls(principal: Reader, service: BillingControlsDep) -> dict[str, An
         409: {"model": ErrorEnvelope, "description": "`concurrent_update`: saved by someone else meanwhile"},
     },
     summary="Update billing controls (user session only); every save is audited",
-    openapi_extra={
-        "requestBody": {"required": True, "content": {"application/json": {"schema": CONTROLS_UPDATE_SCHEMA}}}
-    },
 )
 def update_controls(
     request: Request,
     principal: Manager,
     service: BillingControlsDep,
-    body: Annotated[dict[str, Any], Body()],
+    body: ControlsUpdate,
 ) -> dict[str, Any]:
-    controls = service.update(principal, body, ip_address=client_ip(request))
+    controls = service.update(principal, body.as_received(), ip_address=client_ip(request))
     return {"controls": controls.to_api()}
 
 

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Depends
+from fastapi import APIRouter, Depends
 
 from batchroute.domain.access import Principal
 from functions.api.auth import require
 from functions.api.deps import QuotesDep
 from functions.api.envelope import ErrorEnvelope
+from functions.api.schemas.quotes import QuoteModelRequest, QuoteWorkflowRequest
 
 router = APIRouter(tags=["quotes"])
 
@@ -28,19 +29,6 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 
 Creator = Annotated[Principal, Depends(require("batches:create"))]
 
-_MODEL_EXAMPLE = {
-    "items": [
-        {
-            "customer_item_id": "ticket-1",
-            "operation": "responses",
-            "model": "gpt-4o-mini",
-            "input": {"messages": [{"role": "user", "content": "Summarize: the printer is on fire."}]},
-        }
-    ],
-    "routing_mode": "cheapest",
-    "privacy_tier": "standard",
-}
-
 
 @router.post(
     "/v1/quotes/model",
@@ -50,9 +38,9 @@ _MODEL_EXAMPLE = {
 def quote_model(
     principal: Creator,
     quotes: QuotesDep,
-    body: Annotated[dict[str, Any], Body(examples=[_MODEL_EXAMPLE])],
+    body: QuoteModelRequest,
 ) -> dict[str, Any]:
-    return quotes.quote_model(principal, body)
+    return quotes.quote_model(principal, body.as_received())
 
 
 @router.post(
@@ -63,6 +51,6 @@ def quote_model(
 def quote_workflow(
     principal: Creator,
     quotes: QuotesDep,
-    body: Annotated[dict[str, Any], Body(examples=[{"product": "ticket-classification", "inputs": [{}]}])],
+    body: QuoteWorkflowRequest,
 ) -> dict[str, Any]:
-    return quotes.quote_workflow(principal, body)
+    return quotes.quote_workflow(principal, body.as_received())

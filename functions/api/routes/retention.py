@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Depends
+from fastapi import APIRouter, Depends
 
 from batchroute.domain.access import Principal
 from functions.api.auth import require
 from functions.api.deps import RetentionDep, SettingsDep
 from functions.api.envelope import ErrorEnvelope
-from functions.api.schemas.retention import RETENTION_UPDATE_SCHEMA, RetentionSettingsOut
+from functions.api.schemas.retention import RetentionSettingsOut, RetentionUpdate
 
 router = APIRouter(tags=["retention"])
 
@@ -40,18 +40,12 @@ def get_retention(principal: Reader, service: RetentionDep, settings: SettingsDe
     response_model=RetentionSettingsOut,
     responses={**_ERRORS, 409: {"model": ErrorEnvelope, "description": "`concurrent_update`"}},
     summary="Change result retention (owner, admin)",
-    openapi_extra={
-        "requestBody": {
-            "required": True,
-            "content": {"application/json": {"schema": RETENTION_UPDATE_SCHEMA}},
-        }
-    },
 )
 def update_retention(
     principal: Manager,
     service: RetentionDep,
     settings: SettingsDep,
-    body: Annotated[dict[str, Any], Body()],
+    body: RetentionUpdate,
 ) -> dict[str, Any]:
-    updated = service.update(principal.org_id, body)
+    updated = service.update(principal.org_id, body.as_received())
     return updated.to_api(grace_hours=settings.retention_grace_hours)

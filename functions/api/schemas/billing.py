@@ -3,16 +3,23 @@ audit trail of their changes (docs/billing-controls.md)."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, Field, SkipValidation
 
-from batchroute.domain.billing_controls import MAX_THRESHOLDS, MAX_USD
-from functions.api.schemas.common import MoneyOut
+from batchroute.domain.billing_controls import (
+    MAX_THRESHOLDS,
+    MAX_USD,
+    MAX_USD_DECIMALS,
+    Mode,
+    Period,
+    ThresholdType,
+)
+from functions.api.schemas.common import MoneyOut, PartialUpdate, omittable, read_only
 
 
 class ThresholdOut(BaseModel):
-    type: Literal["balance_below", "spend_above", "pct_of_limit"]
+    type: ThresholdType
     value: MoneyOut | int  # Money for the USD types, a whole percent for pct_of_limit
 
 
@@ -20,9 +27,9 @@ class ControlsOut(BaseModel):
     org_id: str
     configured: bool
     limit_enabled: bool
-    limit_period: Literal["daily", "monthly"] | None
+    limit_period: Period | None
     limit_amount: MoneyOut | None
-    limit_mode: Literal["soft", "hard"]
+    limit_mode: Mode
     limit_timezone: str
     low_balance_amount: MoneyOut | None
     alert_thresholds: list[ThresholdOut]
@@ -52,53 +59,59 @@ class AuditList(BaseModel):
     data: list[AuditEntryOut]
 
 
-# The body is parsed by the domain (partial update: absent, null and value all differ),
-# so the schema is documented here rather than inferred from a model.
-_USD = {
-    "anyOf": [
-        {"type": "number", "minimum": 0, "maximum": float(MAX_USD)},
-        {"type": "string", "pattern": r"^\d+(\.\d{1,6})?$"},
-        {
-            "type": "object",
-            "properties": {"currency": {"const": "usd"}, "amount": {"type": "string"}},
-            "required": ["currency", "amount"],
-        },
-    ],
-    "description": "USD dollars, at most 6 decimals (a Money object as returned by GET is accepted too)",
-}
-_NULLABLE_USD = {"anyOf": [*_USD["anyOf"], {"type": "null"}], "description": _USD["description"]}
-CONTROLS_UPDATE_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "additionalProperties": False,
-    "description": "Partial update: only given fields change; null clears a nullable field.",
-    "properties": {
-        "limit_enabled": {"type": "boolean"},
-        "limit_period": {"enum": ["daily", "monthly", None]},
-        "limit_amount": _NULLABLE_USD,
-        "limit_mode": {"enum": ["soft", "hard"]},
-        "limit_timezone": {"type": "string", "description": "IANA time zone, e.g. Europe/Berlin"},
-        "low_balance_amount": _NULLABLE_USD,
-        "alert_thresholds": {
-            "type": ["array", "null"],
-            "maxItems": MAX_THRESHOLDS,
-            "items": {
-                "type": "object",
-                "required": ["type", "value"],
-                "properties": {
-                    "type": {"enum": ["balance_below", "spend_above", "pct_of_limit"]},
-                    "value": {
-                        "anyOf": [*_USD["anyOf"], {"type": "integer", "minimum": 0, "maximum": 100}],
-                        "description": "USD for balance_below and spend_above; "
-                        "whole percent 0-100 for pct_of_limit",
-                    },
-                },
-            },
-        },
-        "alert_email_enabled": {"type": "boolean"},
-        "alert_webhook_enabled": {"type": "boolean"},
-        "org_id": {"type": "string", "readOnly": True},
-        "configured": {"type": "boolean", "readOnly": True},
-        "created_at": {"type": ["string", "null"], "readOnly": True},
-        "updated_at": {"type": ["string", "null"], "readOnly": True},
-    },
-}
+# -- the update ----------------------------------------------------------------------------
+class UsdMoney(BaseModel):
+    """A Money object, as GET returns it (so the controls can be sent back)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    currency: str = Field(pattern="^[uU][sS][dD]$", description="usd (any case)")
+    amount: str | float
+
+
+UsdAmount = Annotated[
+    Annotated[float, Field(ge=0, le=float(MAX_USD))]
+    | Annotated[str, Field(pattern=rf"^\d+(\.\d{{1,{MAX_USD_DECIMALS}}})?$")]
+    | UsdMoney,
+    Field(
+        description=f"USD dollars, a number or a decimal string: at most {MAX_USD} with "
+        f"{MAX_USD_DECIMALS} decimals"
+    ),
+]
+
+
+class ThresholdIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    type: ThresholdType
+    value: UsdAmount | Annotated[int, Field(ge=0, le=100)] = Field(
+        description="USD for balance_below and spend_above; a whole percent 0-100 for pct_of_limit"
+    )
+
+
+class ControlsUpdate(PartialUpdate):
+    """Billing controls to change: only the fields given change; null clears a nullable field.
+    An enabled limit needs limit_period and limit_amount, given now or saved before;
+    `{limit_enabled: false}` removes the limit."""
+
+    limit_enabled: SkipValidation[bool] = omittable()
+    limit_period: SkipValidation[Period | None] = omittable()
+    limit_amount: SkipValidation[UsdAmount | None] = omittable("The cap for the period")
+    limit_mode: SkipValidation[Mode] = omittable(
+        "soft never blocks; hard refuses work that would pass the cap (a new limit starts soft)",
+    )
+    limit_timezone: SkipValidation[Annotated[str, Field(max_length=64)]] = omittable(
+        "The IANA time zone of the period boundaries, e.g. Europe/Berlin"
+    )
+    low_balance_amount: SkipValidation[UsdAmount | None] = omittable(
+        "The balance level of the low-balance alert"
+    )
+    alert_thresholds: SkipValidation[
+        Annotated[list[ThresholdIn], Field(max_length=MAX_THRESHOLDS)] | None
+    ] = omittable("Replaces the list; null clears it like []")
+    alert_email_enabled: SkipValidation[bool] = omittable()
+    alert_webhook_enabled: SkipValidation[bool] = omittable(
+        "Also deliver alerts to the org's delivery webhook"
+    )
+    configured: SkipValidation[bool] = read_only()
+    created_at: SkipValidation[str | None] = read_only()

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SkipValidation, model_validator
 from pydantic.json_schema import SkipJsonSchema
 from pydantic_core import PydanticKnownError
 from pydantic_core.core_schema import ValidatorFunctionWrapHandler
@@ -53,3 +53,24 @@ class ServiceValidatedBody(BaseModel):
     def as_received(self) -> dict[str, Any]:
         """The body exactly as the client sent it: every key, no value converted."""
         return self._received
+
+
+def omittable(description: str | None = None, **schema: Any) -> Any:
+    """A field of a ServiceValidatedBody that may be left out: absent is not null (a partial
+    update leaves it unchanged), so no default is documented; the service reads what is given."""
+    return Field(default=None, description=description, json_schema_extra=schema or None)
+
+
+def read_only() -> Any:
+    """A field that GET shows and PUT accepts (so the read object can be sent back) and ignores."""
+    return omittable("read-only: accepted and ignored", readOnly=True)
+
+
+class PartialUpdate(ServiceValidatedBody):
+    """The body of a PUT that changes only the fields it gives (null clears a nullable field);
+    unknown fields are refused."""
+
+    model_config = ConfigDict(json_schema_extra={"additionalProperties": False})
+
+    org_id: SkipValidation[str] = read_only()
+    updated_at: SkipValidation[str | None] = read_only()

@@ -1,11 +1,30 @@
-"""Response models: the webhook deliveries of a batch and every attempt (docs/webhooks.md).
-The secret never appears, not even sealed."""
+"""Webhooks (docs/webhooks.md): the target a batch, a queued chat job or the org's default
+delivery is sent to, and the deliveries of a batch with every attempt. The secret is
+write-only: it never appears again, not even sealed."""
 
 from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
+
+from batchroute.domain.webhook_targets import WEBHOOK_SECRET_MAX, WEBHOOK_SECRET_MIN, WEBHOOK_URL_MAX
+
+
+class WebhookTarget(BaseModel):
+    """Where terminal-state events are POSTed, signed with the secret."""
+
+    url: str = Field(
+        min_length=1,
+        max_length=WEBHOOK_URL_MAX,
+        description="A public https URL: private, loopback, link-local and metadata hosts are refused",
+        json_schema_extra={"format": "uri"},
+    )
+    secret: str = Field(
+        min_length=WEBHOOK_SECRET_MIN,
+        max_length=WEBHOOK_SECRET_MAX,
+        description="Keys the HMAC-SHA256 signature (X-Service-Signature); stored sealed, never returned",
+    )
 
 
 class WebhookDeliveryOut(BaseModel):
