@@ -10,7 +10,8 @@ from batchroute.domain.access import Principal
 from functions.api.auth import require
 from functions.api.deps import QuotesDep
 from functions.api.envelope import ErrorEnvelope
-from functions.api.schemas.quotes import QuoteModelRequest, QuoteWorkflowRequest
+from functions.api.openapi import documented_as
+from functions.api.schemas.quotes import QuoteModelRequest, QuoteOut, QuoteWorkflowRequest, WorkflowQuoteOut
 
 router = APIRouter(tags=["quotes"])
 
@@ -32,6 +33,7 @@ Creator = Annotated[Principal, Depends(require("batches:create"))]
 
 @router.post(
     "/v1/quotes/model",
+    response_model=documented_as(QuoteOut),
     responses=_ERRORS,
     summary="Quote items (inline or an uploaded file): lanes chosen and rejected, price locked 10 min",
 )
@@ -45,6 +47,7 @@ def quote_model(
 
 @router.post(
     "/v1/quotes/workflow",
+    response_model=documented_as(WorkflowQuoteOut),
     responses=_ERRORS,
     summary="Quote a workflow product's inputs with model-agnostic lanes that satisfy its contract",
 )

@@ -72,8 +72,11 @@ DIRECT_UPLOAD_BODY: dict[str, Any] = {
                 }
             },
             "application/jsonl": {
-                "schema": {"type": "string", "format": "binary"},
-                "description": "raw JSONL (also application/x-ndjson); filename from Content-Disposition",
+                "schema": {
+                    "type": "string",
+                    "format": "binary",
+                    "description": "raw JSONL (also application/x-ndjson); filename from Content-Disposition",
+                },
             },
         },
     }
