@@ -1,20 +1,61 @@
-"""The OpenAPI 3.1.0 document: FastAPI's, with validation failures shown as the spec's 400 envelope."""
+"""The OpenAPI 3.1.0 document: FastAPI's, with validation failures shown as the spec's 400
+envelope, and the schemas of answers and bodies FastAPI cannot infer.
+
+Two kinds of operation are documented by reference rather than inferred:
+- a route that answers a plain dict built by a service uses `response_model=documented_as(M)`:
+  FastAPI checks and encodes the answer as `dict[str, Any]`, exactly as without a model (no key
+  dropped, no value converted), and the document shows `M`;
+- a route that reads its own request (chat completions) puts `schema_ref(M)` in `openapi_extra`.
+Either way `M` is registered here and `document` adds its schema to `components.schemas`.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import FastAPI
+from fastapi.encoders import jsonable_encoder
+from fastapi.openapi.models import Schema
 from fastapi.openapi.utils import get_openapi
+from pydantic import BaseModel, WithJsonSchema
+from pydantic.json_schema import JsonSchemaMode, models_json_schema
+
+COMPONENT_REF = "#/components/schemas/{model}"
+
+_referenced: dict[type[BaseModel], JsonSchemaMode] = {}
+
+
+def schema_ref(model: type[BaseModel], mode: JsonSchemaMode = "serialization") -> dict[str, str]:
+    """A `$ref` to `model` in components (`validation` for a request body, `serialization`
+    for an answer); `document` emits the schema."""
+    _referenced[model] = mode
+    return {"$ref": COMPONENT_REF.format(model=model.__name__)}
+
+
+def documented_as(model: type[BaseModel]) -> Any:
+    """The response model of a route whose answer is a service's dict: `dict[str, Any]` at run
+    time, `model` in the document."""
+    return Annotated[dict[str, Any], WithJsonSchema(schema_ref(model))]
+
+
+def _add_referenced(components: dict[str, Any]) -> None:
+    _, top = models_json_schema(list(_referenced.items()), ref_template=COMPONENT_REF)
+    for name, generated in top.get("$defs", {}).items():
+        # Encoded as FastAPI encodes its own (no null defaults), so equal models compare equal.
+        schema = jsonable_encoder(Schema.model_validate(generated), by_alias=True, exclude_none=True)
+        present = components.setdefault(name, schema)
+        if present != schema:
+            raise ValueError(f"two different schemas are named {name} in the OpenAPI document")
 
 
 def document(app: FastAPI) -> dict[str, Any]:
     schema = get_openapi(title=app.title, version=app.version, routes=app.routes, openapi_version="3.1.0")
-    components = schema.get("components", {}).get("schemas", {})
+    components = schema.setdefault("components", {}).setdefault("schemas", {})
     # This service answers validation failures with 400, never FastAPI's default 422.
     for path_item in schema.get("paths", {}).values():
         for operation in path_item.values():
             operation.get("responses", {}).pop("422", None)
     for name in ("HTTPValidationError", "ValidationError"):
         components.pop(name, None)
+    _add_referenced(components)
     return schema

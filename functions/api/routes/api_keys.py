@@ -5,14 +5,13 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends
-from pydantic import BaseModel, ConfigDict, Field
 
-from batchroute.domain.access import Role
-from batchroute.domain.accounts import ApiKey
 from batchroute.services.accounts.api_keys import ApiKeys
 from functions.api.auth import SessionPrincipal
 from functions.api.deps import WiringDep
 from functions.api.envelope import ErrorEnvelope
+from functions.api.schemas.api_keys import ApiKeyCreate, ApiKeyCreated, ApiKeyPublic
+from functions.api.schemas.common import Ok
 
 router = APIRouter(tags=["account"])
 
@@ -27,42 +26,6 @@ def _api_keys(wiring: WiringDep) -> ApiKeys:
 
 
 ApiKeysDep = Annotated[ApiKeys, Depends(_api_keys)]
-
-
-class ApiKeyCreate(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    label: str = Field(min_length=1, max_length=120)
-    role: Role = "member"
-
-
-class ApiKeyPublic(BaseModel):
-    id: str
-    label: str
-    role: Role
-    prefix: str
-    created_at: str
-    revoked_at: str | None = None
-
-    @classmethod
-    def of(cls, key: ApiKey) -> ApiKeyPublic:
-        return cls(
-            id=key.key_id,
-            label=key.label,
-            role=key.role,
-            prefix=key.display_prefix,
-            created_at=key.created_at,
-            revoked_at=key.revoked_at,
-        )
-
-
-class ApiKeyCreated(BaseModel):
-    key: ApiKeyPublic
-    api_key: str = Field(description="The key value. Shown once: store it now; it cannot be recovered.")
-
-
-class Ok(BaseModel):
-    ok: bool = True
 
 
 @router.post(

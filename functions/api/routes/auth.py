@@ -29,8 +29,6 @@ from functions.api.schemas.accounts import (
     ForgotBody,
     LoginBody,
     MemberOut,
-    MoneyOut,
-    Ok,
     RegisterBody,
     ResetBody,
     SessionOut,
@@ -38,6 +36,7 @@ from functions.api.schemas.accounts import (
     VerificationResent,
     VerifyBody,
 )
+from functions.api.schemas.common import MoneyOut, Ok
 
 router = APIRouter(tags=["authentication"])
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Body, Depends, Header, Query, Response
+from fastapi import APIRouter, Depends, Header, Query, Response
 
 from batchroute.domain.access import Principal
 from batchroute.domain.batch_states import ALL_STATES
@@ -14,6 +14,19 @@ from batchroute.services.batches.views import batch_details, batch_summary, lane
 from functions.api.auth import require
 from functions.api.deps import BatchesDep, ReadsDep
 from functions.api.envelope import errors_doc
+from functions.api.openapi import documented_as
+from functions.api.schemas.batches import (
+    ArtifactUrl,
+    BatchCreateRequest,
+    BatchEnvelope,
+    BatchList,
+    BatchRead,
+    CancelRequest,
+    ItemsPage,
+    ResultsPage,
+    RetriedBatch,
+)
+from functions.api.schemas.receipts import BillingReceipt
 
 router = APIRouter(tags=["batches"])
 
@@ -46,34 +59,45 @@ Reader = Annotated[Principal, Depends(require("batches:read"))]
 @router.post(
     "/v1/batches",
     status_code=202,
-    responses=errors_doc(
-        {
-            400: "Invalid body or Idempotency-Key, or preflight failed (`batch_preflight_failed`)",
-            401: "Missing or invalid credentials",
-            402: (
-                "`insufficient_credits`: balance short, or a hard spending limit (details limit, period, "
-                "spent, projected)"
-            ),
-            403: "The role may not create batches",
-            409: "Idempotency-Key reused with another body, quote expired or not matching",
-        }
-    ),
+    responses={
+        202: {
+            "model": BatchEnvelope,
+            "description": "The batch, already `priced` (a replay: the first answer)",
+        },
+        **errors_doc(
+            {
+                400: "Invalid body or Idempotency-Key, or preflight failed (`batch_preflight_failed`)",
+                401: "Missing or invalid credentials",
+                402: (
+                    "`insufficient_credits`: balance short, or a hard spending limit (details limit, period, "
+                    "spent, projected)"
+                ),
+                403: "The role may not create batches",
+                409: "Idempotency-Key reused with another body, quote expired or not matching",
+            }
+        ),
+    },
     summary="Create a batch: credits are reserved from the quote; answers 202 with the batch already priced",
 )
 def create_batch(
     principal: Creator,
     batches: BatchesDep,
-    body: Annotated[dict[str, Any], Body()],
+    body: BatchCreateRequest,
     idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key")] = None,
 ) -> Response:
-    answer = batches.create_or_replay(principal, body, idempotency_key)
+    answer = batches.create_or_replay(principal, body.as_received(), idempotency_key)
     headers = {"Idempotent-Replayed": "true"} if answer.replayed else None
     return Response(
         content=answer.body, status_code=answer.status_code, media_type="application/json", headers=headers
     )
 
 
-@router.get("/v1/batches", responses=_READ_ERRORS, summary="The org's batches, newest first")
+@router.get(
+    "/v1/batches",
+    response_model=documented_as(BatchList),
+    responses=_READ_ERRORS,
+    summary="The org's batches, newest first",
+)
 def list_batches(
     principal: Reader,
     reads: ReadsDep,
@@ -97,7 +121,12 @@ def list_batches(
     }
 
 
-@router.get("/v1/batches/{batch_id}", responses=_READ_ERRORS, summary="One batch")
+@router.get(
+    "/v1/batches/{batch_id}",
+    response_model=documented_as(BatchRead),
+    responses=_READ_ERRORS,
+    summary="One batch",
+)
 def get_batch(
     batch_id: str,
     principal: Reader,
@@ -116,7 +145,12 @@ def get_batch(
     return {"batch": _plain(summary), "billing_receipt": _plain(receipt)}
 
 
-@router.get("/v1/batches/{batch_id}/items", responses=_READ_ERRORS, summary="Items with status and previews")
+@router.get(
+    "/v1/batches/{batch_id}/items",
+    response_model=documented_as(ItemsPage),
+    responses=_READ_ERRORS,
+    summary="Items with status and previews",
+)
 def list_items(
     batch_id: str,
     principal: Reader,
@@ -130,6 +164,7 @@ def list_items(
 
 @router.get(
     "/v1/batches/{batch_id}/results",
+    response_model=documented_as(ResultsPage),
     responses={**_READ_ERRORS, **errors_doc({409: "Results are ready once the batch is finalized"})},
     summary="One result row per item, in input order, paginated",
 )
@@ -146,6 +181,7 @@ def list_results(
 
 @router.get(
     "/v1/batches/{batch_id}/artifact-url",
+    response_model=documented_as(ArtifactUrl),
     responses={**_READ_ERRORS, **errors_doc({409: "The artifact exists once the batch is finalized"})},
     summary="A short-lived signed URL of the full JSONL results artifact",
 )
@@ -155,6 +191,7 @@ def artifact_url(batch_id: str, principal: Reader, reads: ReadsDep) -> dict[str,
 
 @router.post(
     "/v1/batches/{batch_id}/cancel",
+    response_model=documented_as(BatchEnvelope),
     responses={**_READ_ERRORS, **errors_doc({409: "The batch is already terminal"})},
     summary="Cancel (best effort): dispatched work may still finish and is charged",
 )
@@ -163,9 +200,9 @@ def cancel_batch(
     principal: Creator,
     batches: BatchesDep,
     reads: ReadsDep,
-    body: Annotated[dict[str, Any] | None, Body()] = None,
+    body: CancelRequest | None = None,
 ) -> dict[str, Any]:
-    reason = (body or {}).get("reason")
+    reason = body.as_received().get("reason") if body is not None else None
     if reason is not None and not isinstance(reason, str):
         raise InvalidRequest("reason must be a string.", code="invalid_request", details={"field": "reason"})
     batch = batches.cancel(principal, batch_id, reason)
@@ -175,6 +212,7 @@ def cancel_batch(
 @router.post(
     "/v1/batches/{batch_id}/retry",
     status_code=202,
+    response_model=documented_as(RetriedBatch),
     responses={**_READ_ERRORS, **errors_doc({409: "Not finished, or nothing failed or canceled"})},
     summary="(beta) A new batch from the failed and canceled items of a finished one",
 )
@@ -185,6 +223,7 @@ def retry_batch(batch_id: str, principal: Creator, batches: BatchesDep) -> dict[
 
 @router.get(
     "/v1/batches/{batch_id}/billing-receipt",
+    response_model=documented_as(BillingReceipt),
     responses={**_READ_ERRORS, **errors_doc({409: "Not settled yet (`receipt_not_ready`)"})},
     summary="The billing receipt, once the batch is settled",
 )

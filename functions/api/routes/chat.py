@@ -40,6 +40,8 @@ from batchroute.wiring import wiring_for
 from functions.api.auth import current_principal, get_authenticator, require
 from functions.api.deps import WiringDep, get_clock
 from functions.api.envelope import errors_doc
+from functions.api.openapi import documented_as, schema_ref
+from functions.api.schemas.chat import ChatCompletion, ChatCompletionChunk, ChatCompletionRequest, ChatJob
 
 router = APIRouter(tags=["chat"])
 T = TypeVar("T")
@@ -80,17 +82,37 @@ def _creator(request: Request, clock: Clock) -> Principal:
     return principal
 
 
+# The body is read by the route itself (below), so it is documented by reference.
+_CHAT_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {"application/json": {"schema": schema_ref(ChatCompletionRequest, "validation")}},
+    }
+}
+_EVENT_STREAM = {
+    "schema": {
+        "type": "string",
+        "description": "Server-sent events: `data: <chat.completion.chunk>` per event (x-event-data), "
+        "the last `data: [DONE]`",
+    },
+    "x-event-data": schema_ref(ChatCompletionChunk),
+}
+
+
 @router.post(
     "/v1/chat/completions",
     responses={
         200: {
-            "description": "`chat.completion` (JSON), or with `stream: true` a `text/event-stream` of "
-            "`chat.completion.chunk` events ending with `data: [DONE]`",
+            "model": ChatCompletion,
+            "description": "Direct: the `chat.completion` (JSON), or with `stream: true` a "
+            "`text/event-stream` of `chat.completion.chunk` events ending with `data: [DONE]`",
+            "content": {"text/event-stream": _EVENT_STREAM},
         },
-        202: {"description": "Queued (`batch`): the chat job"},
+        202: {"model": ChatJob, "description": "Queued (`batch`): the chat job, `queued`"},
         **_ERRORS,
     },
     summary="A chat completion: direct (optionally streamed) or queued as a one-item batch",
+    openapi_extra=_CHAT_BODY,
 )
 async def create_chat_completion(request: Request) -> Response:
     # The hot path takes no FastAPI dependencies: with the app's dependency overrides (the
@@ -135,6 +157,7 @@ async def create_chat_completion(request: Request) -> Response:
 
 @router.get(
     "/v1/chat/completions/{job_id}",
+    response_model=documented_as(ChatJob),
     responses=_ERRORS,
     summary="A queued chat job: `result` is the chat.completion once completed, `error` once failed",
 )

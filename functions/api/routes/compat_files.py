@@ -4,11 +4,10 @@ error files of batches), and the Uploads API for files larger than one request."
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import StreamingResponse
-from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import iterate_in_threadpool, run_in_threadpool
 
 from batchroute.domain.access import Principal
@@ -20,6 +19,14 @@ from batchroute.services.compat.files import COMPAT_PURPOSE, CompatUpload, input
 from functions.api.auth import require
 from functions.api.compat_envelope import COMPAT_ERRORS
 from functions.api.deps import CompatFilesDep, CompatUploadsDep
+from functions.api.schemas.compat import (
+    UploadComplete,
+    UploadCreate,
+    VendorFile,
+    VendorUpload,
+    VendorUploadPart,
+    multipart_body,
+)
 from functions.api.streaming import StreamingForm, body_chunks, form_boundary
 
 router = APIRouter(prefix="/v1/compat/v1", tags=["vendor-compatible"], responses=COMPAT_ERRORS)
@@ -32,70 +39,12 @@ Creator = Annotated[Principal, Depends(require("batches:create"))]
 Reader = Annotated[Principal, Depends(require("batches:read"))]
 
 
-class VendorFile(BaseModel):
-    id: str
-    object: Literal["file"]
-    bytes: int
-    created_at: int | None
-    filename: str
-    purpose: str
-    status: Literal["uploaded", "processed", "error", "expired"]
-    status_details: str | None
-    expires_at: int | None
-
-
-class VendorUpload(BaseModel):
-    id: str
-    object: Literal["upload"]
-    bytes: int
-    created_at: int | None
-    expires_at: int | None
-    filename: str
-    purpose: str
-    status: Literal["pending", "completed", "cancelled", "expired"]
-    file: VendorFile | None
-
-
-class VendorUploadPart(BaseModel):
-    id: str
-    object: Literal["upload.part"]
-    created_at: int | None
-    upload_id: str
-
-
-class UploadCreate(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    bytes: int = Field(ge=1)
-    filename: str = Field(min_length=1, max_length=255)
-    mime_type: str = Field(min_length=1, max_length=255)
-    purpose: str = Field(min_length=1, max_length=64)
-
-
-class UploadComplete(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    part_ids: list[str] = Field(min_length=1)
-    md5: str | None = Field(default=None, max_length=64)
-
-
-def _multipart(description: str, fields: dict[str, Any], required: list[str]) -> dict[str, Any]:
-    schema = {"type": "object", "required": required, "properties": fields}
-    return {
-        "requestBody": {
-            "required": True,
-            "description": description,
-            "content": {"multipart/form-data": {"schema": schema}},
-        }
-    }
-
-
 # -- files ---------------------------------------------------------------------------------------
 @router.post(
     "/files",
     response_model=VendorFile,
     summary="Upload a batch input file (JSONL of {custom_id, method, url, body} requests)",
-    openapi_extra=_multipart(
+    openapi_extra=multipart_body(
         "The JSONL file and purpose `batch`; every row is checked, and a bad row is refused naming its line",
         {
             "file": {"type": "string", "format": "binary"},
@@ -171,7 +120,9 @@ def create_upload(body: UploadCreate, principal: Creator, uploads: CompatUploads
     "/uploads/{upload_id}/parts",
     response_model=VendorUploadPart,
     summary="Add a part (at most one request's worth of bytes)",
-    openapi_extra=_multipart("The part's bytes", {"data": {"type": "string", "format": "binary"}}, ["data"]),
+    openapi_extra=multipart_body(
+        "The part's bytes", {"data": {"type": "string", "format": "binary"}}, ["data"]
+    ),
 )
 async def add_part(request: Request, upload_id: str, principal: Creator, uploads: CompatUploadsDep) -> Any:
     record = await run_in_threadpool(uploads.open_for_parts, principal, upload_id)

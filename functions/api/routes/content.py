@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter
-from pydantic import BaseModel
 
 from functions.api.deps import ContentDep
 from functions.api.envelope import ErrorEnvelope
+from functions.api.schemas.content import ChangelogOut, PostEnvelope, PostsOut
 
 router = APIRouter(tags=["content"])
 
@@ -19,36 +19,6 @@ _DISABLED: dict[int | str, dict[str, Any]] = {
 _NOT_FOUND: dict[int | str, dict[str, Any]] = {
     404: {"model": ErrorEnvelope, "description": "No such post (`post_not_found`)"},
 }
-
-
-class ChangelogEntryOut(BaseModel):
-    date: str
-    tag: str
-    title: str
-    items: list[str]
-
-
-class ChangelogOut(BaseModel):
-    entries: list[ChangelogEntryOut]
-
-
-class PostOut(BaseModel):
-    slug: str
-    title: str
-    summary: str
-    body: str
-    body_format: str
-    tags: list[str]
-    published_at: str
-    author: str
-
-
-class PostsOut(BaseModel):
-    posts: list[PostOut]
-
-
-class PostEnvelope(BaseModel):
-    post: PostOut
 
 
 @router.get(

@@ -3,11 +3,10 @@ second call, and reads. The rules live in batchroute.services.batches.files; doc
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field
 from python_multipart.multipart import parse_options_header
 from starlette.concurrency import run_in_threadpool
 
@@ -17,6 +16,7 @@ from batchroute.services.batches.files import FileService, too_large
 from functions.api.auth import require
 from functions.api.deps import FilesDep
 from functions.api.envelope import errors_doc
+from functions.api.schemas.files import DIRECT_UPLOAD_BODY, FileEnvelope, SignedUploadOut, UploadStart
 from functions.api.streaming import MAX_FIELD_BYTES, StreamingForm, body_chunks, form_boundary, text
 
 router = APIRouter(tags=["files"])
@@ -24,54 +24,6 @@ router = APIRouter(tags=["files"])
 
 Creator = Annotated[Principal, Depends(require("batches:create"))]
 Reader = Annotated[Principal, Depends(require("batches:read"))]
-
-
-class LineIssueOut(BaseModel):
-    line: int
-    code: str
-    message: str
-
-
-class FileOut(BaseModel):
-    id: str
-    object: Literal["file"]
-    filename: str
-    purpose: Literal["batch_input", "batch"]
-    content_type: str
-    bytes: int
-    status: Literal["uploading", "uploaded", "processed", "error", "expired"]
-    created_at: str
-    line_count: int
-    item_count: int
-    error_count: int
-    errors: list[LineIssueOut] = Field(description="the first 100 malformed lines")
-    error: dict[str, str] | None = Field(description="why the file is unusable: {code, message}")
-    sha256: str | None
-
-
-class FileEnvelope(BaseModel):
-    file: FileOut
-
-
-class UploadTarget(BaseModel):
-    url: str
-    method: Literal["PUT"]
-    headers: dict[str, str] = Field(description="send exactly these headers with the PUT")
-    expires_at: str
-
-
-class SignedUploadOut(BaseModel):
-    file: FileOut
-    upload: UploadTarget
-
-
-class UploadStart(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    filename: str = Field(min_length=1, max_length=255)
-    bytes: int = Field(ge=1, description="the exact size of the file that will be PUT")
-    content_type: str | None = Field(default=None, max_length=255, description="default application/jsonl")
-    purpose: Literal["batch_input", "batch"] | None = None
 
 
 def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
@@ -85,36 +37,13 @@ def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
     return errors_doc({status: described[status] for status in statuses})
 
 
-_UPLOAD_BODY: dict[str, Any] = {
-    "requestBody": {
-        "required": True,
-        "content": {
-            "multipart/form-data": {
-                "schema": {
-                    "type": "object",
-                    "required": ["file"],
-                    "properties": {
-                        "file": {"type": "string", "format": "binary", "description": "the JSONL file"},
-                        "purpose": {"enum": ["batch_input", "batch"], "default": "batch_input"},
-                    },
-                }
-            },
-            "application/jsonl": {
-                "schema": {"type": "string", "format": "binary"},
-                "description": "raw JSONL (also application/x-ndjson); filename from Content-Disposition",
-            },
-        },
-    }
-}
-
-
 @router.post(
     "/v1/files",
     status_code=201,
     response_model=FileEnvelope,
     responses=_errors(401, 403, 413),
     summary="Upload a model-input JSONL file directly (small files; see /v1/files/uploads for large ones)",
-    openapi_extra=_UPLOAD_BODY,
+    openapi_extra=DIRECT_UPLOAD_BODY,
 )
 async def upload_file(
     request: Request,

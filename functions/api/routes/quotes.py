@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Depends
+from fastapi import APIRouter, Depends
 
 from batchroute.domain.access import Principal
 from functions.api.auth import require
 from functions.api.deps import QuotesDep
 from functions.api.envelope import ErrorEnvelope
+from functions.api.openapi import documented_as
+from functions.api.schemas.quotes import QuoteModelRequest, QuoteOut, QuoteWorkflowRequest, WorkflowQuoteOut
 
 router = APIRouter(tags=["quotes"])
 
@@ -28,41 +30,30 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 
 Creator = Annotated[Principal, Depends(require("batches:create"))]
 
-_MODEL_EXAMPLE = {
-    "items": [
-        {
-            "customer_item_id": "ticket-1",
-            "operation": "responses",
-            "model": "gpt-4o-mini",
-            "input": {"messages": [{"role": "user", "content": "Summarize: the printer is on fire."}]},
-        }
-    ],
-    "routing_mode": "cheapest",
-    "privacy_tier": "standard",
-}
-
 
 @router.post(
     "/v1/quotes/model",
+    response_model=documented_as(QuoteOut),
     responses=_ERRORS,
     summary="Quote items (inline or an uploaded file): lanes chosen and rejected, price locked 10 min",
 )
 def quote_model(
     principal: Creator,
     quotes: QuotesDep,
-    body: Annotated[dict[str, Any], Body(examples=[_MODEL_EXAMPLE])],
+    body: QuoteModelRequest,
 ) -> dict[str, Any]:
-    return quotes.quote_model(principal, body)
+    return quotes.quote_model(principal, body.as_received())
 
 
 @router.post(
     "/v1/quotes/workflow",
+    response_model=documented_as(WorkflowQuoteOut),
     responses=_ERRORS,
     summary="Quote a workflow product's inputs with model-agnostic lanes that satisfy its contract",
 )
 def quote_workflow(
     principal: Creator,
     quotes: QuotesDep,
-    body: Annotated[dict[str, Any], Body(examples=[{"product": "ticket-classification", "inputs": [{}]}])],
+    body: QuoteWorkflowRequest,
 ) -> dict[str, Any]:
-    return quotes.quote_workflow(principal, body)
+    return quotes.quote_workflow(principal, body.as_received())

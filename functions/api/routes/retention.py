@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Depends
-from pydantic import BaseModel
+from fastapi import APIRouter, Depends
 
 from batchroute.domain.access import Principal
-from batchroute.domain.retention import MAX_EXTENDED_DAYS, MIN_EXTENDED_DAYS
 from functions.api.auth import require
 from functions.api.deps import RetentionDep, SettingsDep
 from functions.api.envelope import ErrorEnvelope
+from functions.api.schemas.retention import RetentionSettingsOut, RetentionUpdate
 
 router = APIRouter(tags=["retention"])
 
@@ -26,38 +25,9 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
-class RetentionOut(BaseModel):
-    org_id: str
-    retention_tier: Literal["grace_only", "extended_fixed", "until_deleted"]
-    extended_days: int | None
-    never_charge: bool
-    grace_hours: int
-    updated_at: str | None
-
-
-RETENTION_UPDATE_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "additionalProperties": False,
-    "description": "Partial update: only given fields change. never_charge=true forces grace_only.",
-    "properties": {
-        "retention_tier": {"enum": ["grace_only", "extended_fixed", "until_deleted"]},
-        "extended_days": {
-            "type": ["integer", "null"],
-            "minimum": MIN_EXTENDED_DAYS,
-            "maximum": MAX_EXTENDED_DAYS,
-            "description": "required for extended_fixed; null otherwise",
-        },
-        "never_charge": {"type": "boolean"},
-        "org_id": {"type": "string", "readOnly": True},
-        "grace_hours": {"type": "integer", "readOnly": True},
-        "updated_at": {"type": ["string", "null"], "readOnly": True},
-    },
-}
-
-
 @router.get(
     "/v1/retention-settings",
-    response_model=RetentionOut,
+    response_model=RetentionSettingsOut,
     responses=_ERRORS,
     summary="The org's result retention settings (grace_only until changed)",
 )
@@ -67,21 +37,15 @@ def get_retention(principal: Reader, service: RetentionDep, settings: SettingsDe
 
 @router.put(
     "/v1/retention-settings",
-    response_model=RetentionOut,
+    response_model=RetentionSettingsOut,
     responses={**_ERRORS, 409: {"model": ErrorEnvelope, "description": "`concurrent_update`"}},
     summary="Change result retention (owner, admin)",
-    openapi_extra={
-        "requestBody": {
-            "required": True,
-            "content": {"application/json": {"schema": RETENTION_UPDATE_SCHEMA}},
-        }
-    },
 )
 def update_retention(
     principal: Manager,
     service: RetentionDep,
     settings: SettingsDep,
-    body: Annotated[dict[str, Any], Body()],
+    body: RetentionUpdate,
 ) -> dict[str, Any]:
-    updated = service.update(principal.org_id, body)
+    updated = service.update(principal.org_id, body.as_received())
     return updated.to_api(grace_hours=settings.retention_grace_hours)

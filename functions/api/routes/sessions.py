@@ -16,7 +16,8 @@ from batchroute.services.accounts.sessions import SESSION_LIFETIME
 from functions.api.account_services import SessionsDep
 from functions.api.deps import SettingsDep
 from functions.api.envelope import ErrorEnvelope
-from functions.api.schemas.accounts import Ok, SessionEnvelope, SessionOut
+from functions.api.schemas.accounts import SessionEnvelope, SessionOut
+from functions.api.schemas.common import Ok
 
 router = APIRouter(tags=["sessions"])
 

@@ -13,10 +13,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from batchroute.domain.access import Role
 from batchroute.domain.passwords import MAX_EMAIL_LENGTH, MAX_PASSWORD_LENGTH, MIN_PASSWORD_LENGTH
-from batchroute.domain.webhook_targets import WEBHOOK_SECRET_MAX, WEBHOOK_SECRET_MIN, WEBHOOK_URL_MAX
 from batchroute.services.accounts.accounts import MAX_DISPLAY_NAME, MAX_FULL_NAME
 from batchroute.services.accounts.sessions import LiveSession
 from batchroute.services.accounts.verification import MAX_TOKEN_LENGTH
+from functions.api.schemas.common import MoneyOut
+from functions.api.schemas.webhooks import WebhookTarget
 
 
 def _email() -> Any:
@@ -86,23 +87,11 @@ class ProfileBody(BaseModel):
     )
 
 
-class DeliveryWebhookBody(BaseModel):
+class DeliveryWebhookBody(WebhookTarget):
     model_config = ConfigDict(extra="forbid")
-
-    url: str = Field(min_length=1, max_length=WEBHOOK_URL_MAX, json_schema_extra={"format": "uri"})
-    secret: str = Field(min_length=WEBHOOK_SECRET_MIN, max_length=WEBHOOK_SECRET_MAX)
 
 
 # -- responses ---------------------------------------------------------------------------
-class Ok(BaseModel):
-    ok: bool = True
-
-
-class MoneyOut(BaseModel):
-    currency: str
-    amount: str
-
-
 class AccountCreated(BaseModel):
     org_id: str
     user_id: str

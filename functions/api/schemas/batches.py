@@ -1,0 +1,222 @@
+"""Request and response models: batches. Create (202, already priced, credits reserved from
+the quote), list, read, items, results, the artifact link, cancel and retry (docs/batches.md).
+
+The create and cancel bodies are read by the batch service, which answers each problem in its
+own words (see ServiceValidatedBody): an Idempotency-Key replay is answered before the body is
+looked at, so no field may be refused by pydantic first.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SkipValidation
+
+from batchroute.domain.batch_states import BatchState
+from batchroute.domain.catalog import PrivacyTier, SlaTier
+from batchroute.domain.metadata import MAX_KEY_CHARS, MAX_METADATA_PAIRS, MAX_VALUE_CHARS
+from batchroute.domain.routing_gates import RoutingMode
+from batchroute.services.batches.create import MAX_CANCEL_REASON
+from functions.api.schemas.common import Absent, MoneyOut, ServiceValidatedBody
+from functions.api.schemas.quotes import ItemsToQuote
+from functions.api.schemas.receipts import BillingReceipt, TokenUsage
+
+LaneRunStatus = Literal["pending", "running", "completed", "failed", "canceled"]
+
+Metadata = Annotated[
+    dict[
+        Annotated[str, Field(min_length=1, max_length=MAX_KEY_CHARS)],
+        Annotated[str, Field(max_length=MAX_VALUE_CHARS)] | float | bool,
+    ],
+    Field(
+        max_length=MAX_METADATA_PAIRS,
+        description=f"Your key-value pairs, echoed on the batch: at most {MAX_METADATA_PAIRS}; keys "
+        f"1-{MAX_KEY_CHARS} characters; values strings of at most {MAX_VALUE_CHARS} characters "
+        "(numbers and booleans are kept as their text)",
+    ),
+]
+
+
+# -- requests ----------------------------------------------------------------------------
+class BatchCreateRequest(ItemsToQuote):
+    """A batch: from a quote (its locked prices; its own items when none are given) or priced
+    now from `items` or `input_file_id`. Needs the Idempotency-Key header; unknown fields are
+    refused."""
+
+    model_config = ConfigDict(json_schema_extra={"additionalProperties": False})
+
+    quote_id: SkipValidation[str | None] = Field(
+        default=None, description="A quote (`qlock_...`) not yet expired, of the same items"
+    )
+    metadata: SkipValidation[Metadata | None] = None
+    completion_window: SkipValidation[Literal["24h"]] = Field(
+        default="24h", description="Every batch has one 24-hour SLA"
+    )
+
+
+class CancelRequest(ServiceValidatedBody):
+    """Optional: why the batch is canceled."""
+
+    reason: SkipValidation[Annotated[str, Field(max_length=MAX_CANCEL_REASON)] | None] = None
+
+
+# -- responses ---------------------------------------------------------------------------
+class BatchCounts(BaseModel):
+    total: int
+    pending: int
+    running: int
+    completed: int
+    failed: int
+    canceled: int
+
+
+class ExecutionSummary(BaseModel):
+    latest_error: str | None = Field(description="The latest batch-level execution error, if any")
+
+
+class WorkOrderGroup(BaseModel):
+    model: str | None
+    item_count: int | None
+    selected_lanes: list[str | None] = Field(description="lane ids")
+
+
+class WorkOrder(BaseModel):
+    groups: list[WorkOrderGroup]
+    fee_kind: Literal["batch", "workflow"]
+    reserved: MoneyOut
+
+
+class BatchWebhookState(BaseModel):
+    url: str
+    configured: Literal[True]
+
+
+class BatchDetails(BaseModel):
+    """The detailed view: the work order (what was planned) and delivery state."""
+
+    item_count: int
+    chunk_count: int
+    work_order: WorkOrder
+    workflow_steps: dict[str, str] = Field(description="When each workflow step ran")
+    webhook: BatchWebhookState | None
+    state_changed_at: str | None
+
+
+class LaneStatusOut(BaseModel):
+    """A lane: one internal provider/model execution of the batch."""
+
+    lane_key: str | None
+    lane_id: str | None
+    provider: str | None
+    model: str | None
+    status: LaneRunStatus
+    item_count: int
+    chunks_done: int
+    chunk_count: int
+    attempts: int
+    failover_from: str | None
+    usage: TokenUsage
+    latest_error: str | None
+
+
+class BatchOut(BaseModel):
+    """The batch summary. The lifecycle field is `state`, never `status`."""
+
+    id: str = Field(description="batch_...")
+    object: Literal["batch"]
+    state: BatchState
+    counts: BatchCounts
+    created_at: str
+    deadline_at: str = Field(description="The SLA deadline: created_at + 24 h")
+    completed_at: str | None
+    routing_mode: RoutingMode
+    sla_tier: SlaTier
+    privacy_tier: PrivacyTier
+    quote_id: str | None
+    source: Literal["native", "compat", "chat", "chat_direct"] = Field(
+        description="native; compat: the vendor-compatible surface; chat: a queued chat job; "
+        "chat_direct: the record of a direct chat request"
+    )
+    metadata: dict[str, str]
+    output_file_id: str | None
+    error_file_id: str | None
+    receipt_file_id: str | None
+    output_url: str | None = Field(description="Short-lived signed URL of the results (JSONL)")
+    error_url: str | None = Field(description="Short-lived signed URL of the failed rows (JSONL)")
+    receipt_url: str | None = Field(description="Short-lived signed URL of the billing receipt (JSON)")
+    settled_at: str | None
+    execution_summary: ExecutionSummary
+    cancel_reason: str | Absent = Field(default=None, description="Present when canceled with a reason")
+    details: BatchDetails | Absent = Field(default=None, description="With include_details=true")
+    lane_statuses: list[LaneStatusOut] | Absent = Field(
+        default=None, description="With include_billing_receipt=true"
+    )
+
+
+class BatchEnvelope(BaseModel):
+    batch: BatchOut
+
+
+class BatchRead(BaseModel):
+    batch: BatchOut
+    billing_receipt: BillingReceipt | None = Field(
+        description="With include_billing_receipt=true, once settled; else null"
+    )
+
+
+class BatchList(BaseModel):
+    data: list[BatchOut] = Field(description="Newest first")
+    next_cursor: str | None = Field(description="Pass as `cursor` for the next page; null at the end")
+    workspace_total_count: int
+
+
+class RetriedBatch(BaseModel):
+    batch: BatchOut = Field(description="The new batch")
+    source_batch_id: str
+    retry_item_count: int
+
+
+class ItemError(BaseModel):
+    code: str
+    message: str
+    transient: bool | Absent = None
+
+
+class ItemRow(BaseModel):
+    sequence_number: int = Field(description="The item's 0-based position in the batch")
+    customer_item_id: str | None
+    model: str | None
+    operation: str | None
+    status: Literal["pending", "processing", "completed", "failed"]
+    error: ItemError | None
+    output_preview: str | None = Field(description="The first 200 characters of the output")
+    provider: str | None = Field(default=None, description="The provider that answered, once it has")
+
+
+class ItemsPage(BaseModel):
+    batch_id: str
+    data: list[ItemRow]
+    next_cursor: str | None
+
+
+class ResultRow(BaseModel):
+    customer_item_id: str | None
+    sequence_number: int | None
+    status: Literal["completed", "failed"]
+    output: dict[str, Any] | None = Field(
+        description="Set on success: normalized, or the provider's own with body_format=raw"
+    )
+    error: ItemError | None = Field(description="Set on failure")
+
+
+class ResultsPage(BaseModel):
+    batch_id: str
+    body_format: Literal["normalized", "raw"]
+    data: list[ResultRow] = Field(description="One row per item, in input order")
+    next_cursor: str | None
+
+
+class ArtifactUrl(BaseModel):
+    batch_id: str
+    url: str = Field(description="A signed URL of the full JSONL results artifact")
+    expires_in: int = Field(description="seconds")

@@ -1,0 +1,120 @@
+"""Request and response models of the vendor-compatible surface under /v1/compat/v1
+(docs/compat.md): the vendor's File, Upload, Upload part and Batch objects, and their bodies."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class VendorFile(BaseModel):
+    id: str
+    object: Literal["file"]
+    bytes: int
+    created_at: int | None
+    filename: str
+    purpose: str
+    status: Literal["uploaded", "processed", "error", "expired"]
+    status_details: str | None
+    expires_at: int | None
+
+
+class VendorUpload(BaseModel):
+    id: str
+    object: Literal["upload"]
+    bytes: int
+    created_at: int | None
+    expires_at: int | None
+    filename: str
+    purpose: str
+    status: Literal["pending", "completed", "cancelled", "expired"]
+    file: VendorFile | None
+
+
+class VendorUploadPart(BaseModel):
+    id: str
+    object: Literal["upload.part"]
+    created_at: int | None
+    upload_id: str
+
+
+class UploadCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    bytes: int = Field(ge=1)
+    filename: str = Field(min_length=1, max_length=255)
+    mime_type: str = Field(min_length=1, max_length=255)
+    purpose: str = Field(min_length=1, max_length=64)
+
+
+class UploadComplete(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    part_ids: list[str] = Field(min_length=1)
+    md5: str | None = Field(default=None, max_length=64)
+
+
+def multipart_body(description: str, fields: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    """A multipart/form-data request body for `openapi_extra`: the routes stream these bodies
+    themselves, so FastAPI cannot infer them."""
+    schema = {"type": "object", "required": required, "properties": fields}
+    return {
+        "requestBody": {
+            "required": True,
+            "description": description,
+            "content": {"multipart/form-data": {"schema": schema}},
+        }
+    }
+
+
+class VendorBatchCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    input_file_id: str = Field(min_length=1, max_length=64)
+    endpoint: str = Field(description="/v1/chat/completions, /v1/responses or /v1/embeddings")
+    completion_window: str = Field(description="24h")
+    body_format: Literal["normalized", "raw"] | None = Field(
+        default=None, description="default body format of the output file (normalized)"
+    )
+    metadata: dict[str, Annotated[str, Field(max_length=512)]] | None = None
+
+
+class RequestCounts(BaseModel):
+    total: int
+    completed: int
+    failed: int
+
+
+class VendorBatch(BaseModel):
+    id: str
+    object: Literal["batch"]
+    endpoint: str | None
+    input_file_id: str | None
+    completion_window: str
+    status: Literal[
+        "validating", "in_progress", "finalizing", "completed", "failed", "expired", "cancelling", "cancelled"
+    ]
+    output_file_id: str | None
+    error_file_id: str | None
+    errors: dict[str, Any] | None
+    created_at: int | None
+    in_progress_at: int | None
+    expires_at: int | None
+    finalizing_at: int | None
+    completed_at: int | None
+    failed_at: int | None
+    expired_at: int | None
+    cancelling_at: int | None
+    cancelled_at: int | None
+    request_counts: RequestCounts
+    metadata: dict[str, str] | None
+    body_format: Literal["normalized", "raw"]
+
+
+class VendorBatchList(BaseModel):
+    object: Literal["list"]
+    data: list[VendorBatch]
+    first_id: str | None
+    last_id: str | None
+    has_more: bool

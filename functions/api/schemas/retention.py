@@ -1,0 +1,35 @@
+"""Request and response models: the org's result retention settings, how long result files
+are kept after a batch ends."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import BaseModel, Field, SkipValidation
+
+from batchroute.domain.retention import MAX_EXTENDED_DAYS, MIN_EXTENDED_DAYS, RetentionTier
+from functions.api.schemas.common import PartialUpdate, omittable, read_only
+
+
+class RetentionSettingsOut(BaseModel):
+    org_id: str
+    retention_tier: RetentionTier
+    extended_days: int | None
+    never_charge: bool
+    grace_hours: int
+    updated_at: str | None
+
+
+class RetentionUpdate(PartialUpdate):
+    """Retention settings to change: only the fields given change. never_charge=true forces
+    grace_only."""
+
+    retention_tier: SkipValidation[RetentionTier] = omittable(
+        "grace_only (free: download within the grace window), extended_fixed (kept "
+        "extended_days), until_deleted (kept until deleted)",
+    )
+    extended_days: SkipValidation[
+        Annotated[int, Field(ge=MIN_EXTENDED_DAYS, le=MAX_EXTENDED_DAYS)] | None
+    ] = omittable("Required for extended_fixed; null otherwise")
+    never_charge: SkipValidation[bool] = omittable("true guarantees zero storage spend and forces grace_only")
+    grace_hours: SkipValidation[int] = read_only()

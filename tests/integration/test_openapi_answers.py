@@ -1,0 +1,234 @@
+"""The documented answers are the real ones: a quoted batch, a workflow quote, a queued and a
+direct chat request run on moto, and every 2xx answer on the way is checked against the schema
+the OpenAPI document gives for its operation, closed (an undocumented key fails, not only a
+missing or mistyped one). The answers of these routes are encoded as services build them
+(functions/api/openapi.py `documented_as`), so this is what keeps the document honest."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from fastapi.testclient import TestClient
+from jsonschema import Draft202012Validator, ValidationError
+
+from batchroute.adapters.dynamo.batch_records import BatchRecords
+from batchroute.config import get_settings
+from batchroute_tools.local.provision import LocalStack
+from functions.api.app import create_app
+from functions.api.auth import identity_store
+from tests.integration.batch_pipeline_support import GPT, LLAMA, heartbeat_all_lanes, item, run_until_done
+from tests.integration.principals import TestOrg, new_org
+
+JSON = "application/json"
+
+
+def _closed(node: Any) -> Any:
+    """The schema with every object that lists its properties closed to any other key."""
+    if isinstance(node, list):
+        return [_closed(value) for value in node]
+    if not isinstance(node, dict):
+        return node
+    closed = {key: _closed(value) for key, value in node.items()}
+    if "properties" in closed and "additionalProperties" not in closed:
+        closed["additionalProperties"] = False
+    return closed
+
+
+class Contract:
+    """Checks answers against the document, and counts the operations it checked."""
+
+    def __init__(self, document: dict[str, Any]) -> None:
+        self.paths = document["paths"]
+        self.components = {"schemas": _closed(document["components"]["schemas"])}
+        self.checked: set[tuple[str, str, int]] = set()
+
+    def _validator(self, schema: dict[str, Any]) -> Draft202012Validator:
+        return Draft202012Validator({**_closed(schema), "components": self.components})
+
+    def check(self, response: httpx.Response, method: str, path: str) -> Any:
+        assert 200 <= response.status_code < 300, response.text
+        answer = self.paths[path][method]["responses"][str(response.status_code)]
+        body = response.json()
+        self._validator(answer["content"][JSON]["schema"]).validate(body)
+        self.checked.add((method, path, response.status_code))
+        return body
+
+    def check_events(self, response: httpx.Response, method: str, path: str) -> list[Any]:
+        assert response.status_code == 200, response.text
+        assert response.headers["content-type"].startswith("text/event-stream")
+        described = self.paths[path][method]["responses"]["200"]["content"]["text/event-stream"]
+        validator = self._validator(described["x-event-data"])
+        lines = [line.removeprefix("data: ") for line in response.text.split("\n\n") if line]
+        assert lines[-1] == "[DONE]"
+        events = [json.loads(line) for line in lines[:-1]]
+        for event in events:
+            validator.validate(event)
+        self.checked.add((method, path, 200))
+        return events
+
+
+@pytest.fixture
+def stack(local_aws: LocalStack, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[LocalStack]:
+    for name, value in {
+        "SIMULATED_LATENCY_MS": "0",
+        "SIMULATED_BATCH_POLL_SECONDS": "0",
+        "PROVIDER_RETRY_BASE_SECONDS": "0",
+        "LOCAL_OUTBOX_DIR": str(tmp_path / "outbox"),
+    }.items():
+        monkeypatch.setenv(name, value)
+    get_settings.cache_clear()
+    identity_store.cache_clear()
+    heartbeat_all_lanes()
+    yield local_aws
+    get_settings.cache_clear()
+
+
+@pytest.fixture
+def client(stack: LocalStack) -> Iterator[TestClient]:
+    settings = get_settings().model_copy(update={"simulated_ttft_ms": 0, "simulated_inter_token_ms": 0})
+    with TestClient(create_app(settings), raise_server_exceptions=False) as test_client:
+        yield test_client
+
+
+@pytest.fixture
+def org(client: TestClient) -> TestOrg:
+    return new_org(credit_usd="10")
+
+
+@pytest.fixture
+def contract(client: TestClient) -> Contract:
+    return Contract(client.get("/openapi.json").json())
+
+
+def test_the_check_refuses_an_undocumented_or_a_missing_key() -> None:
+    contract = Contract(create_app().openapi())
+    answer = {"batch_id": "batch_x", "url": "https://example.com/r", "expires_in": 900}
+    request = httpx.Request("GET", "http://testserver/v1/batches/batch_x/artifact-url")
+    path = "/v1/batches/{batch_id}/artifact-url"
+    contract.check(httpx.Response(200, json=answer, request=request), "get", path)
+    for wrong in (
+        {**answer, "extra": 1},
+        {"batch_id": "batch_x", "url": "u"},
+        {**answer, "expires_in": "900"},
+    ):
+        with pytest.raises(ValidationError):
+            contract.check(httpx.Response(200, json=wrong, request=request), "get", path)
+
+
+def _execution(batch_id: str) -> str:
+    record = BatchRecords(get_settings().table_name("batches")).get(batch_id)
+    assert record is not None and record.get("execution_arn")
+    return str(record["execution_arn"])
+
+
+def test_batch_quote_and_receipt_answers_match_the_document(
+    client: TestClient, org: TestOrg, stack: LocalStack, contract: Contract
+) -> None:
+    headers = org.key_headers()
+    items = [item(0), item(1, text="[simulate:fail]"), item(2, GPT)]
+    quote = contract.check(
+        client.post("/v1/quotes/model", json={"items": items}, headers=headers), "post", "/v1/quotes/model"
+    )
+    assert any(not lane["selected"] for lane in quote["quote_lanes"])  # rejected lanes are checked too
+    workflow = {
+        "product": "ticket-classification",
+        "inputs": [
+            {"id": "t-1", "ticket": {"body": "I was charged twice."}, "categories": ["billing", "bug"]}
+        ],
+    }
+    contract.check(
+        client.post("/v1/quotes/workflow", json=workflow, headers=headers), "post", "/v1/quotes/workflow"
+    )
+    created = contract.check(
+        client.post(
+            "/v1/batches",
+            json={"quote_id": quote["quote_id"], "items": items, "metadata": {"team": "support", "n": 3}},
+            headers={**headers, "Idempotency-Key": "contract-key-0001"},
+        ),
+        "post",
+        "/v1/batches",
+    )
+    batch_id = created["batch"]["id"]
+    run_until_done(stack, _execution(batch_id), budget_seconds=60)
+
+    read = contract.check(
+        client.get(
+            f"/v1/batches/{batch_id}?include_details=true&include_billing_receipt=true", headers=headers
+        ),
+        "get",
+        "/v1/batches/{batch_id}",
+    )
+    assert read["batch"]["details"] and read["batch"]["lane_statuses"] and read["billing_receipt"]
+    contract.check(client.get(f"/v1/batches/{batch_id}", headers=headers), "get", "/v1/batches/{batch_id}")
+    contract.check(client.get("/v1/batches?limit=5", headers=headers), "get", "/v1/batches")
+    items_page = contract.check(
+        client.get(f"/v1/batches/{batch_id}/items", headers=headers), "get", "/v1/batches/{batch_id}/items"
+    )
+    assert {row["status"] for row in items_page["data"]} == {"completed", "failed"}
+    for query in ("", "?body_format=raw&limit=1"):
+        contract.check(
+            client.get(f"/v1/batches/{batch_id}/results{query}", headers=headers),
+            "get",
+            "/v1/batches/{batch_id}/results",
+        )
+    contract.check(
+        client.get(f"/v1/batches/{batch_id}/artifact-url", headers=headers),
+        "get",
+        "/v1/batches/{batch_id}/artifact-url",
+    )
+    receipt = contract.check(
+        client.get(f"/v1/batches/{batch_id}/billing-receipt", headers=headers),
+        "get",
+        "/v1/batches/{batch_id}/billing-receipt",
+    )
+    assert receipt["provider_lanes"] and receipt["rejected_lanes"]
+    retried = contract.check(
+        client.post(f"/v1/batches/{batch_id}/retry", headers=headers), "post", "/v1/batches/{batch_id}/retry"
+    )
+    canceled = contract.check(
+        client.post(
+            f"/v1/batches/{retried['batch']['id']}/cancel", json={"reason": "enough"}, headers=headers
+        ),
+        "post",
+        "/v1/batches/{batch_id}/cancel",
+    )
+    assert canceled["batch"]["cancel_reason"] == "enough"
+    for runtime_headers in ({}, headers):
+        contract.check(client.get("/v1/runtime", headers=runtime_headers), "get", "/v1/runtime")
+    assert len(contract.checked) == 12
+
+
+def test_chat_answers_match_the_document(
+    client: TestClient, org: TestOrg, stack: LocalStack, contract: Contract
+) -> None:
+    headers = org.key_headers()
+    messages = [{"role": "user", "content": "Say hello."}]
+    path = "/v1/chat/completions"
+    contract.check(
+        client.post(path, json={"model": LLAMA, "messages": messages, "max_tokens": 16}, headers=headers),
+        "post",
+        path,
+    )
+    streamed = {
+        "model": LLAMA,
+        "messages": messages,
+        "max_tokens": 16,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    events = contract.check_events(client.post(path, json=streamed, headers=headers), "post", path)
+    assert events[-1]["usage"] and events[0]["usage"] is None
+    queued = {"model": LLAMA, "messages": messages, "max_tokens": 16, "batch": {"metadata": {"ticket": "7"}}}
+    job = contract.check(client.post(path, json=queued, headers=headers), "post", path)
+    contract.check(client.get(f"{path}/{job['id']}", headers=headers), "get", "/v1/chat/completions/{job_id}")
+    run_until_done(stack, _execution(job["batch_id"]), budget_seconds=60)
+    done = contract.check(
+        client.get(f"{path}/{job['id']}", headers=headers), "get", "/v1/chat/completions/{job_id}"
+    )
+    assert done["status"] == "completed" and done["result"]["object"] == "chat.completion"
+    assert len(contract.checked) == 3
