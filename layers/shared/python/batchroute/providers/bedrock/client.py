@@ -53,11 +53,13 @@ from botocore.exceptions import (
     BotoCoreError,
     ClientError,
     ConnectionClosedError,
-    EndpointConnectionError,
     NoCredentialsError,
     ParamValidationError,
     PartialCredentialsError,
     ReadTimeoutError,
+)
+from botocore.exceptions import (
+    ConnectionError as BotoConnectionError,
 )
 from urllib3.exceptions import HTTPError as Urllib3Error
 from urllib3.exceptions import ReadTimeoutError as Urllib3ReadTimeout
@@ -108,7 +110,7 @@ def error_for_exception(exc: Exception, *, vendor: str, before_response: bool = 
     name = type(exc).__name__
     if isinstance(exc, ClientError):
         return error_for_client_error(exc, vendor=vendor)
-    if isinstance(exc, EndpointConnectionError):  # ConnectTimeoutError is one too
+    if isinstance(exc, BotoConnectionError):  # EndpointConnectionError, ConnectTimeoutError, TLS
         return ProviderUnavailable(f"{vendor} is unreachable: {name}", code="provider_unreachable")
     if isinstance(exc, _CREDENTIAL_ERRORS):
         return ProviderUnavailable(f"{vendor}: no AWS credentials ({name})", code="provider_auth_failed")
@@ -188,7 +190,11 @@ class BedrockClients:
         with self._lock:
             client = self._clients.get(key)
             if client is None:
-                retries = _S3_CONFIG if service == "s3" else {"retries": {"total_max_attempts": 1}}
+                retries = (
+                    _S3_CONFIG
+                    if service == "s3"
+                    else {"retries": {"mode": "standard", "total_max_attempts": 1}}
+                )
                 config = Config(
                     connect_timeout=self.timeouts.connect,
                     read_timeout=read_timeout,
