@@ -203,8 +203,11 @@ class BedrockClients:
                     user_agent_extra="batchroute",
                     **retries,
                 )
-                session = self._session or boto3.session.Session()
-                client = session.client(service, region_name=self.region, endpoint_url=url, config=config)
+                if self._session is None:  # one session: its loader caches the service models
+                    self._session = boto3.session.Session()
+                client = self._session.client(
+                    service, region_name=self.region, endpoint_url=url, config=config
+                )
                 self._clients[key] = client
             return client
 
