@@ -64,6 +64,8 @@ from botocore.exceptions import (
 from urllib3.exceptions import HTTPError as Urllib3Error
 from urllib3.exceptions import ReadTimeoutError as Urllib3ReadTimeout
 
+import batchroute.providers.bedrock.transform as transform
+from batchroute.domain.jsonl import LineError, parse_jsonl
 from batchroute.providers.base import (
     JobStatus,
     PermanentProviderError,
@@ -78,7 +80,6 @@ from batchroute.providers.base import (
     TransientProviderError,
     UnknownJob,
 )
-from batchroute.providers.bedrock import transform
 from batchroute.providers.endpoints import ProviderEndpoint
 from batchroute.providers.http import Timeouts
 
@@ -87,6 +88,8 @@ DEFAULT_BATCH_PREFIX: Final = "bedrock-batch"
 # refused, so submit() makes such a lane unavailable and its items fail over.
 DEFAULT_MIN_RECORDS: Final = 100
 DEFAULT_TIMEOUT_HOURS: Final = 24  # the job expires after this (24 to 168)
+# An output record echoes its modelInput, images included: far longer than an upload's line.
+MAX_RECORD_BYTES: Final = 64 * 1024 * 1024
 _S3_CONFIG: Final = {"retries": {"mode": "standard", "max_attempts": 3}}
 _CREDENTIAL_ERRORS: Final = (NoCredentialsError, PartialCredentialsError)
 
@@ -298,15 +301,15 @@ class BedrockBatch:
         self.clock = clock
 
     def submit(self, requests: Iterable[ProviderRequest]) -> str:
-        listed = list(requests)
-        if not listed:
-            raise PermanentProviderError("a batch job needs at least one request", code="invalid_item")
         settings = self.settings
         if not settings.bucket or not settings.role_arn:
             raise ProviderUnavailable(
                 f"{self.slug} batch lanes need the batch_bucket and batch_role_arn options",
                 code="provider_not_configured",
             )
+        listed = list(requests)
+        if not listed:
+            raise PermanentProviderError("a batch job needs at least one request", code="invalid_item")
         if len(listed) < settings.min_records:
             raise ProviderUnavailable(
                 f"{self.slug} runs batch jobs of at least {settings.min_records} records, not {len(listed)}",
@@ -357,10 +360,12 @@ class BedrockBatch:
             if _aws_code(exc) == "NoSuchKey":
                 return  # the job wrote nothing (failed or stopped before any record)
             raise
+        # A line that is not a JSON object is skipped: its request is then missing from the
+        # results, and the lane runner resubmits it.
         try:
             with _mapped(self.slug, before_response=False):
-                for line in body.iter_lines():
-                    result = _record_result(line)
+                for _, record in parse_jsonl(body.iter_chunks(), max_line_bytes=MAX_RECORD_BYTES):
+                    result = None if isinstance(record, LineError) else transform.batch_record_result(record)
                     if result is not None:
                         yield result
         finally:
@@ -390,15 +395,3 @@ class BedrockBatch:
         """A job name that is also its idempotency token and its input file's name."""
         stamp = datetime.fromtimestamp(self.clock(), UTC).strftime("%Y%m%d%H%M%S")
         return f"batchroute-{stamp}-{uuid.uuid4().hex[:12]}"
-
-
-def _record_result(line: bytes) -> ProviderResult | None:
-    """A `.out` record; a line that is not JSON is skipped (its request is then missing from
-    the results, and the lane runner resubmits it)."""
-    if not line.strip():
-        return None
-    try:
-        parsed = json.loads(line)
-    except ValueError:
-        return None
-    return transform.batch_record_result(parsed) if isinstance(parsed, dict) else None
