@@ -44,7 +44,7 @@ from batchroute.providers.base import (
 )
 from batchroute.providers.bedrock import BatchSettings, BedrockBatch, BedrockClients, BedrockConverse
 from batchroute.providers.http import Timeouts
-from batchroute_tools.emulators.bedrock import EVENT_STREAM, BedrockEmulator
+from batchroute_tools.emulators.bedrock import EVENT_STREAM, BedrockEmulator, stream_exception
 from batchroute_tools.emulators.behaviour import Behaviour, EmulatorConfig
 from batchroute_tools.emulators.server import EmulatorServer
 
@@ -604,3 +604,27 @@ def test_the_strict_check_catches_a_shape_error(runtime: Any, monkeypatch: pytes
     monkeypatch.setattr(BedrockEmulator, "converse_response", broken)
     with pytest.raises(AssertionError, match=r"usage: required by ConverseResponse"):
         runtime.converse(modelId=CLAUDE, messages=[{"role": "user", "content": [{"text": "Hi"}]}])
+
+
+def test_an_exception_event_mid_stream(sync: BedrockConverse, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Bedrock reports trouble after the stream opened as an exception frame: botocore raises
+    it from the iteration, the adapter maps it like the same error before the first byte."""
+    original = BedrockEmulator._events
+
+    def throttled(self: BedrockEmulator, answer: Any) -> Iterator[tuple[float, bytes]]:
+        frames = original(self, answer)
+        yield next(frames)
+        yield next(frames)
+        yield (
+            0.0,
+            stream_exception("throttlingException", "Too many tokens, please wait before trying again."),
+        )
+
+    monkeypatch.setattr(BedrockEmulator, "_events", throttled)
+    events = sync.stream(request("Midway"))
+    assert isinstance(next(events), StreamStart)
+    assert isinstance(next(events), StreamDelta)
+    with pytest.raises(TransientProviderError) as raised:
+        next(events)
+    assert raised.value.code == "rate_limited"
+    assert "Too many tokens" in raised.value.message
