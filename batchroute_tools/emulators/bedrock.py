@@ -1,0 +1,660 @@
+"""An emulator of AWS Bedrock (docs/emulators.md): the runtime's Converse and ConverseStream
+and the control plane's batch inference jobs and model list, in the REST-JSON wire protocol
+botocore speaks, so the adapter's real boto3 clients talk to it through `endpoint_url`.
+
+Bedrock is two botocore services, so two endpoint URLs, both under the vendor's prefix
+(botocore keeps an endpoint URL's path): the runtime at `<prefix>/runtime`, the control
+plane at `<prefix>` (`runtime_url(base)` / `control_url(base)`).
+
+    POST <prefix>/runtime/model/{modelId}/converse         a Converse answer
+    POST <prefix>/runtime/model/{modelId}/converse-stream  an AWS event stream
+                                                            (application/vnd.amazon.eventstream):
+                                                            messageStart, contentBlockDelta per
+                                                            word, contentBlockStop, messageStop,
+                                                            metadata {usage, metrics}
+    POST <prefix>/model-invocation-job                     CreateModelInvocationJob
+    GET  <prefix>/model-invocation-job/{jobIdentifier}     GetModelInvocationJob (ARN or id)
+    POST <prefix>/model-invocation-job/{jobIdentifier}/stop StopModelInvocationJob
+    GET  <prefix>/foundation-models                        ListFoundationModels
+
+An event-stream frame (`event_frame`): prelude (total length, headers length, CRC32 of those
+8 bytes), headers (`:event-type` or `:exception-type`, `:content-type`, `:message-type` =
+event / exception; each as name length, name, type 7 = string, value length, value), the
+JSON payload, and the CRC32 of everything before it; all integers big-endian.
+
+Errors are AWS's: the status, header `x-amzn-ErrorType: <Code>`, body `{"message": ...}`.
+Faults from behaviour.py: fail -> 400 ValidationException; transient and 5xx -> 500
+InternalServerException; rate_limited -> 429 ThrottlingException; overloaded -> 503
+ServiceUnavailableException; down -> the connection dropped; reset -> the event stream reset
+after its first delta; timeout -> no first byte. The emulator also refuses what Bedrock
+refuses and botocore does not check (temperature above 1, turns not alternating, an unknown
+model), so a request that passes here is a request Bedrock takes.
+
+Batch jobs read their JSONL input from S3 and write `<output>/<job id>/<input name>.out` and
+`manifest.json.out` through the injected S3 client (moto in tests and local mode). A job is
+Submitted, then InProgress for the configured batch time (by the injected clock), then
+Completed. Records take the model's native body (Anthropic messages with
+`anthropic_version`, or a Llama `prompt`) and answer in kind; a record with a fault gets an
+`error` record ({errorCode: 400 / 429 / 500 / 503, errorMessage}); a record with the expire
+marker is not written and the job ends Expired; a malformed one is not JSON the first time.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+import struct
+import threading
+import time
+import uuid
+import zlib
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Final
+from urllib.parse import unquote
+
+from batchroute_tools.emulators.behaviour import Answer, Behaviour, Fault, Work
+from batchroute_tools.emulators.server import Reply, Request, Vendor
+
+Clock = Callable[[], float]  # seconds since the epoch
+
+EVENT_STREAM: Final = "application/vnd.amazon.eventstream"
+ANTHROPIC_VERSION: Final = "bedrock-2023-05-31"
+LLAMA_MAX_GEN_LEN: Final = 2048
+DEFAULT_MODELS: Final = (
+    "anthropic.claude-3-5-haiku-20241022-v1:0",
+    "anthropic.claude-3-haiku-20240307-v1:0",
+    "meta.llama3-1-8b-instruct-v1:0",
+    "meta.llama3-1-70b-instruct-v1:0",
+)
+_GEO: Final = re.compile(r"^(?:us|eu|apac|us-gov|global|jp|au|ca)\.")
+_JOB_ID: Final = re.compile(
+    r"(?:arn:aws(?:-[^:]+)?:bedrock:[a-z0-9-]{1,20}:[0-9]{12}:model-invocation-job/)?([a-z0-9]{12})"
+)
+_JOB_NAME: Final = re.compile(r"[a-zA-Z0-9]{1,63}(-*[a-zA-Z0-9\+\-\.]){0,63}")
+_ROLE_ARN: Final = re.compile(r"arn:aws(-[^:]+)?:iam::([0-9]{12})?:role/.+")
+_IMAGE_FORMATS: Final = ("png", "jpeg", "gif", "webp")
+_PROVIDER_NAMES: Final = {"anthropic": "Anthropic", "meta": "Meta", "amazon": "Amazon", "cohere": "Cohere"}
+_FAULT_STATUS: Final = {"fail": 400, "rate_limited": 429, "overloaded": 503}
+
+
+# -- the wire ------------------------------------------------------------------------------
+def event_frame(headers: Mapping[str, str], payload: bytes) -> bytes:
+    """One AWS event-stream message (string headers only)."""
+    encoded = b"".join(_header(name, value) for name, value in headers.items())
+    prelude = struct.pack(">II", 12 + len(encoded) + len(payload) + 4, len(encoded))
+    message = prelude + struct.pack(">I", zlib.crc32(prelude)) + encoded + payload
+    return message + struct.pack(">I", zlib.crc32(message))
+
+
+def _header(name: str, value: str) -> bytes:
+    raw_name, raw_value = name.encode(), value.encode()
+    return struct.pack(">B", len(raw_name)) + raw_name + struct.pack(">BH", 7, len(raw_value)) + raw_value
+
+
+def stream_event(event_type: str, body: Mapping[str, Any]) -> bytes:
+    headers = {":event-type": event_type, ":content-type": "application/json", ":message-type": "event"}
+    return event_frame(headers, json.dumps(body, separators=(",", ":")).encode())
+
+
+def stream_exception(exception_type: str, message: str) -> bytes:
+    """An exception event (e.g. `throttlingException`) in the middle of a stream."""
+    headers = {
+        ":exception-type": exception_type,
+        ":content-type": "application/json",
+        ":message-type": "exception",
+    }
+    return event_frame(headers, json.dumps({"message": message}).encode())
+
+
+def error_reply(status: int, error_type: str, message: str) -> Reply:
+    return Reply.json(
+        status, {"message": message}, {"x-amzn-ErrorType": error_type, "x-amzn-RequestId": str(uuid.uuid4())}
+    )
+
+
+def fault_reply(fault: Fault) -> Reply | None:
+    """The answer of a fault, as Bedrock gives it; None for faults met later (a stream's)."""
+    if fault.kind == "down":
+        return Reply.dropped()
+    if fault.kind == "fail":
+        return error_reply(400, "ValidationException", fault.message)
+    if fault.kind in ("transient", "5xx"):
+        return error_reply(500, "InternalServerException", fault.message)
+    if fault.kind == "rate_limited":
+        return error_reply(
+            429,
+            "ThrottlingException",
+            f"Too many requests, please wait before trying again. ({fault.message})",
+        )
+    if fault.kind == "overloaded":
+        return error_reply(503, "ServiceUnavailableException", fault.message)
+    return None
+
+
+def _iso(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+def _unit(value: object) -> bool:
+    return value is None or (
+        isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value <= 1
+    )
+
+
+# -- batch jobs ----------------------------------------------------------------------------
+@dataclass
+class _Output:
+    """One input file of a job and the records its `.out` file gets."""
+
+    key: str  # the input object's key
+    records: list[dict[str, Any]]
+
+
+@dataclass
+class _Job:
+    id: str
+    arn: str
+    name: str
+    model: str
+    role_arn: str
+    token: str | None
+    input_uri: str
+    output: dict[str, Any]  # s3OutputDataConfig as given
+    timeout_hours: int
+    invocation_type: str | None
+    submitted: float
+    inputs: list[_Output]
+    status: str = "Submitted"  # then InProgress, and one of the ends below
+    ended: float | None = None
+    message: str | None = None
+    counts: dict[str, int] = field(
+        default_factory=lambda: {"total": 0, "processed": 0, "success": 0, "error": 0}
+    )
+
+    @property
+    def finished(self) -> bool:
+        return self.status in ("Completed", "Expired", "Stopped", "Failed")
+
+
+class BedrockEmulator:
+    def __init__(
+        self,
+        behaviour: Behaviour,
+        *,
+        provider: str = "bedrock",
+        prefix: str = "/bedrock",
+        s3: Any,
+        models: Sequence[str] = DEFAULT_MODELS,
+        clock: Clock = time.time,
+        region: str = "us-east-1",
+        account: str = "123456789012",
+    ) -> None:
+        self.behaviour = behaviour
+        self.provider = provider
+        self.prefix = prefix
+        self.s3 = s3
+        self.models = tuple(models)
+        self.clock = clock
+        self.region = region
+        self.account = account
+        self._lock = threading.Lock()
+        self._jobs: dict[str, _Job] = {}
+        self.vendor = Vendor(prefix)
+        route = self.vendor.route
+        route("POST", r"/runtime/model/(?P<model_id>[^/]+)/converse")(self.converse)
+        route("POST", r"/runtime/model/(?P<model_id>[^/]+)/converse-stream")(self.converse_stream)
+        route("POST", "/model-invocation-job")(self.create_job)
+        route("GET", r"/model-invocation-job/(?P<job>[^/]+)")(self.get_job)
+        route("POST", r"/model-invocation-job/(?P<job>[^/]+)/stop")(self.stop_job)
+        route("GET", "/foundation-models")(self.list_models)
+
+    def runtime_url(self, base_url: str) -> str:
+        """The bedrock-runtime endpoint URL on a server at `base_url`."""
+        return f"{base_url.rstrip('/')}{self.prefix}/runtime"
+
+    def control_url(self, base_url: str) -> str:
+        """The bedrock (control plane) endpoint URL on a server at `base_url`."""
+        return f"{base_url.rstrip('/')}{self.prefix}"
+
+    # -- Converse ---------------------------------------------------------------------------
+    def converse(self, request: Request) -> Reply:
+        return self._converse(request, stream=False)
+
+    def converse_stream(self, request: Request) -> Reply:
+        return self._converse(request, stream=True)
+
+    def _converse(self, request: Request, *, stream: bool) -> Reply:
+        model = unquote(request.params["model_id"])
+        try:
+            body = request.json()
+        except ValueError:
+            return error_reply(400, "ValidationException", "The request body is not valid JSON.")
+        invalid = self._invalid_model(model) or _invalid_converse(body)
+        if invalid:
+            return error_reply(400, "ValidationException", invalid)
+        work = self.converse_work(model, body, stream=stream)
+        fault = self.behaviour.fault(work)
+        if fault is not None and fault.kind == "timeout":
+            return Reply(200, {"content-type": EVENT_STREAM}, delay_headers=3600.0)
+        if fault is not None and (refusal := fault_reply(fault)) is not None:
+            return refusal
+        answer = self.behaviour.answer(work)
+        headers = {"x-amzn-RequestId": str(uuid.uuid4())}
+        if not stream:
+            time.sleep(self.behaviour.config.latency_seconds)
+            return Reply.json(200, self.converse_response(answer), headers)
+        reset = 2 if fault is not None and fault.kind == "reset" else None
+        return Reply.stream(
+            self._events(answer), content_type=EVENT_STREAM, headers=headers, reset_after=reset
+        )
+
+    def converse_work(self, model: str, body: Mapping[str, Any], *, stream: bool) -> Work:
+        messages: list[dict[str, Any]] = []
+        system = "\n\n".join(str(b.get("text")) for b in body.get("system") or [] if b.get("text"))
+        if system:
+            messages.append({"role": "system", "content": system})
+        for message in body.get("messages") or []:
+            messages.append(
+                {"role": message.get("role"), "content": [_part(b) for b in message.get("content") or []]}
+            )
+        limit = (body.get("inferenceConfig") or {}).get("maxTokens") or 4096
+        return Work(
+            self.provider, model, "chat", messages=tuple(messages), max_tokens=int(limit), stream=stream
+        )
+
+    def converse_response(self, answer: Answer) -> dict[str, Any]:
+        return {
+            "output": {"message": {"role": "assistant", "content": [{"text": answer.content}]}},
+            "stopReason": _stop_reason(answer),
+            "usage": _usage(answer),
+            "metrics": {"latencyMs": int(self.behaviour.config.latency_seconds * 1000)},
+        }
+
+    def _events(self, answer: Answer) -> Iterator[tuple[float, bytes]]:
+        config = self.behaviour.config
+        yield config.ttft_seconds, stream_event("messageStart", {"role": "assistant"})
+        for piece in answer.pieces:
+            delta = {"contentBlockIndex": 0, "delta": {"text": piece}}
+            yield config.inter_token_seconds, stream_event("contentBlockDelta", delta)
+        yield 0.0, stream_event("contentBlockStop", {"contentBlockIndex": 0})
+        yield 0.0, stream_event("messageStop", {"stopReason": _stop_reason(answer)})
+        latency = int((config.ttft_seconds + config.inter_token_seconds * len(answer.pieces)) * 1000)
+        yield 0.0, stream_event("metadata", {"usage": _usage(answer), "metrics": {"latencyMs": latency}})
+
+    def _invalid_model(self, model: str) -> str | None:
+        if self.models and _GEO.sub("", model) not in self.models:
+            return "The provided model identifier is invalid."
+        return None
+
+    # -- the control plane ------------------------------------------------------------------
+    def list_models(self, request: Request) -> Reply:
+        if self.provider in self.behaviour.config.providers_down:
+            return Reply.dropped()
+        wanted = (request.query.get("byProvider") or "").lower()
+        summaries = [self._summary(m) for m in self.models]
+        if wanted:
+            summaries = [s for s in summaries if str(s["providerName"]).lower() == wanted]
+        return Reply.json(200, {"modelSummaries": summaries})
+
+    def _summary(self, model: str) -> dict[str, Any]:
+        owner, _, name = model.partition(".")
+        return {
+            "modelArn": f"arn:aws:bedrock:{self.region}::foundation-model/{model}",
+            "modelId": model,
+            "modelName": name.split(":")[0][:20],
+            "providerName": _PROVIDER_NAMES.get(owner, owner.capitalize()),
+            "inputModalities": ["TEXT", "IMAGE"] if owner == "anthropic" else ["TEXT"],
+            "outputModalities": ["TEXT"],
+            "responseStreamingSupported": True,
+            "customizationsSupported": [],
+            "inferenceTypesSupported": ["ON_DEMAND"],
+            "modelLifecycle": {"status": "ACTIVE"},
+        }
+
+    def create_job(self, request: Request) -> Reply:
+        if self.provider in self.behaviour.config.providers_down:
+            return Reply.dropped()
+        try:
+            body = request.json()
+        except ValueError:
+            return error_reply(400, "ValidationException", "The request body is not valid JSON.")
+        invalid = _invalid_job(body) or self._invalid_model(str(body.get("modelId")))
+        if invalid:
+            return error_reply(400, "ValidationException", invalid)
+        token = body.get("clientRequestToken")
+        with self._lock:
+            for job in self._jobs.values():
+                if token and job.token == token:
+                    return Reply.json(200, {"jobArn": job.arn})  # an idempotent retry
+                if job.name == body["jobName"]:
+                    return error_reply(409, "ConflictException", f"A job named {job.name} already exists.")
+        ident = uuid.uuid4().hex[:12]
+        source = str(body["inputDataConfig"]["s3InputDataConfig"]["s3Uri"])
+        job = _Job(
+            id=ident,
+            arn=f"arn:aws:bedrock:{self.region}:{self.account}:model-invocation-job/{ident}",
+            name=str(body["jobName"]),
+            model=str(body["modelId"]),
+            role_arn=str(body["roleArn"]),
+            token=str(token) if token else None,
+            input_uri=source,
+            output=dict(body["outputDataConfig"]["s3OutputDataConfig"]),
+            timeout_hours=int(body.get("timeoutDurationInHours") or 24),
+            invocation_type=body.get("modelInvocationType"),
+            submitted=self.clock(),
+            inputs=[],
+        )
+        try:
+            job.inputs = self._read_inputs(source)
+        except Exception as exc:  # a missing object or bucket (botocore's ClientError), bad JSON
+            job.status, job.ended, job.message = "Failed", job.submitted, f"Could not read the input: {exc}"
+        job.counts["total"] = sum(len(i.records) for i in job.inputs)
+        with self._lock:
+            self._jobs[job.id] = job
+        return Reply.json(200, {"jobArn": job.arn})
+
+    def get_job(self, request: Request) -> Reply:
+        job, refusal = self._find(request)
+        if job is None:
+            return refusal
+        self._advance(job)
+        return Reply.json(200, self._description(job))
+
+    def stop_job(self, request: Request) -> Reply:
+        job, refusal = self._find(request)
+        if job is None:
+            return refusal
+        self._advance(job)
+        with self._lock:
+            if job.finished:
+                return error_reply(
+                    400, "ValidationException", f"The job is {job.status} and cannot be stopped."
+                )
+            job.status, job.ended = "Stopped", self.clock()
+        return Reply.json(200, {})
+
+    def _find(self, request: Request) -> tuple[_Job | None, Reply]:
+        identifier = unquote(request.params["job"])
+        found = _JOB_ID.fullmatch(identifier)
+        if found is None:
+            return None, error_reply(400, "ValidationException", f"{identifier} is not a job identifier.")
+        job = self._jobs.get(found.group(1))
+        if job is None:
+            return None, error_reply(404, "ResourceNotFoundException", "The specified job was not found.")
+        return job, Reply()
+
+    def _read_inputs(self, uri: str) -> list[_Output]:
+        bucket, _, key = uri.removeprefix("s3://").partition("/")
+        if key.endswith(".jsonl"):
+            keys = [key]
+        else:
+            listed = self.s3.list_objects_v2(Bucket=bucket, Prefix=key)
+            keys = sorted(o["Key"] for o in listed.get("Contents") or [] if o["Key"].endswith(".jsonl"))
+        inputs = []
+        for name in keys:
+            text = self.s3.get_object(Bucket=bucket, Key=name)["Body"].read().decode()
+            records = [json.loads(line) for line in text.splitlines() if line.strip()]
+            if not all(isinstance(r, dict) for r in records):
+                raise ValueError(f"{name} has a line that is not a JSON object")
+            inputs.append(_Output(name, records))
+        if not inputs:
+            raise ValueError(f"no .jsonl file at {uri}")
+        return inputs
+
+    def _advance(self, job: _Job) -> None:
+        """Run the job as far as the clock says: done once the batch time has passed."""
+        with self._lock:
+            if job.finished:
+                return
+            elapsed = self.clock() - job.submitted
+            duration = self.behaviour.config.batch_seconds
+            total = job.counts["total"]
+            if elapsed < duration:
+                job.status = "InProgress" if elapsed > 0 else "Submitted"
+                job.counts["processed"] = int(total * elapsed / duration)
+                return
+            bucket, _, prefix = str(job.output["s3Uri"]).removeprefix("s3://").partition("/")
+            folder = "/".join(p for p in (prefix.strip("/"), job.id) if p)
+            expired = False
+            tokens = [0, 0]
+            counts = {"total": total, "processed": 0, "success": 0, "error": 0}
+            for source in job.inputs:
+                lines: list[bytes] = []
+                for record in source.records:
+                    row = self._run_record(job, record, tokens)
+                    if row is None:
+                        expired = True
+                        continue
+                    lines.append(row[1])
+                    counts["processed"] += 1
+                    counts["success" if row[0] == "ok" else "error"] += 1
+                name = source.key.rsplit("/", 1)[-1]
+                self.s3.put_object(Bucket=bucket, Key=f"{folder}/{name}.out", Body=b"".join(lines))
+            manifest = {
+                "totalRecordCount": counts["total"],
+                "processedRecordCount": counts["processed"],
+                "successRecordCount": counts["success"],
+                "errorRecordCount": counts["error"],
+                "inputTokenCount": tokens[0],
+                "outputTokenCount": tokens[1],
+            }
+            self.s3.put_object(
+                Bucket=bucket, Key=f"{folder}/manifest.json.out", Body=json.dumps(manifest).encode()
+            )
+            job.counts = counts
+            job.status = "Expired" if expired else "Completed"
+            job.ended = job.submitted + duration
+            if expired:
+                job.message = "The job reached its time limit before every record was processed."
+
+    def _run_record(
+        self, job: _Job, record: Mapping[str, Any], tokens: list[int]
+    ) -> tuple[str, bytes] | None:
+        """One record's `.out` line (ok or error); None when the job expires before it."""
+        record_id = str(record.get("recordId") or uuid.uuid4().hex[:11].upper())
+        model_input = record.get("modelInput")
+        head = {"recordId": record_id, "modelInput": model_input}
+        work, invalid = self._record_work(job, model_input)
+        if work is None:
+            return "error", _line({**head, "error": {"errorCode": 400, "errorMessage": invalid}})
+        fault = self.behaviour.fault(work, in_batch=True)
+        if fault is not None and fault.kind == "expire":
+            return None
+        if fault is not None and fault.kind == "malformed":
+            return "ok", b'{"recordId": ' + json.dumps(record_id).encode() + b', "modelOutp\n'
+        if fault is not None and fault.kind in (
+            "fail",
+            "transient",
+            "rate_limited",
+            "overloaded",
+            "down",
+            "5xx",
+        ):
+            error = {"errorCode": _FAULT_STATUS.get(fault.kind, 500), "errorMessage": fault.message}
+            return "error", _line({**head, "error": error})
+        answer = self.behaviour.answer(work)
+        tokens[0] += answer.prompt_tokens
+        tokens[1] += answer.completion_tokens
+        claude = isinstance(model_input, Mapping) and "anthropic_version" in model_input
+        output = _anthropic_output(job.model, answer) if claude else _llama_output(answer)
+        return "ok", _line({**head, "modelOutput": output})
+
+    def _record_work(self, job: _Job, body: object) -> tuple[Work | None, str]:
+        """The request of a record's native body, or why Bedrock would refuse it."""
+        if not isinstance(body, Mapping):
+            return None, "Malformed input request: modelInput must be an object."
+        if "anthropic_version" in body:
+            if body.get("anthropic_version") != ANTHROPIC_VERSION:
+                return None, f"Malformed input request: anthropic_version must be {ANTHROPIC_VERSION}."
+            if not isinstance(body.get("max_tokens"), int) or not isinstance(body.get("messages"), list):
+                return None, "Malformed input request: max_tokens and messages are required."
+            if not (_unit(body.get("temperature")) and _unit(body.get("top_p"))):
+                return None, "Malformed input request: temperature and top_p lie in 0..1."
+            messages: list[Mapping[str, Any]] = []
+            if body.get("system"):
+                messages.append({"role": "system", "content": body["system"]})
+            messages.extend(m for m in body["messages"] if isinstance(m, Mapping))
+            return Work(
+                self.provider, job.model, "chat", messages=tuple(messages), max_tokens=body["max_tokens"]
+            ), ""
+        if isinstance(body.get("prompt"), str):
+            limit = body.get("max_gen_len", 512)
+            if not isinstance(limit, int) or not 1 <= limit <= LLAMA_MAX_GEN_LEN:
+                return None, f"Malformed input request: max_gen_len lies in 1..{LLAMA_MAX_GEN_LEN}."
+            prompt = ({"role": "user", "content": body["prompt"]},)
+            return Work(self.provider, job.model, "chat", messages=prompt, max_tokens=limit), ""
+        return None, "Malformed input request: the body does not fit the model."
+
+    def _description(self, job: _Job) -> dict[str, Any]:
+        """GetModelInvocationJob's answer."""
+        answer: dict[str, Any] = {
+            "jobArn": job.arn,
+            "jobName": job.name,
+            "modelId": job.model,
+            "roleArn": job.role_arn,
+            "status": job.status,
+            "submitTime": _iso(job.submitted),
+            "lastModifiedTime": _iso(job.ended if job.ended is not None else self.clock()),
+            "inputDataConfig": {"s3InputDataConfig": {"s3InputFormat": "JSONL", "s3Uri": job.input_uri}},
+            "outputDataConfig": {"s3OutputDataConfig": job.output},
+            "timeoutDurationInHours": job.timeout_hours,
+            "jobExpirationTime": _iso(job.submitted + job.timeout_hours * 3600),
+            "totalRecordCount": job.counts["total"],
+            "processedRecordCount": job.counts["processed"],
+            "successRecordCount": job.counts["success"],
+            "errorRecordCount": job.counts["error"],
+        }
+        if job.token:
+            answer["clientRequestToken"] = job.token
+        if job.invocation_type:
+            answer["modelInvocationType"] = job.invocation_type
+        if job.message:
+            answer["message"] = job.message
+        if job.ended is not None:
+            answer["endTime"] = _iso(job.ended)
+        return answer
+
+
+# -- request checks Bedrock makes (botocore checks types, required members and minimums) -----
+def _invalid_converse(body: object) -> str | None:
+    if not isinstance(body, Mapping):
+        return "The request body must be a JSON object."
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        return "The messages field is required and must not be empty."
+    roles = [m.get("role") if isinstance(m, Mapping) else None for m in messages]
+    if roles[0] != "user":
+        return "A conversation must start with a user message."
+    if any(a == b for a, b in itertools.pairwise(roles)) or any(
+        r not in ("user", "assistant") for r in roles
+    ):
+        return (
+            "A conversation must alternate between user and assistant roles. Make sure the conversation "
+            "alternates between user and assistant roles and try again."
+        )
+    uses_tools = False
+    for message in messages:
+        content = message.get("content")
+        if not isinstance(content, list) or not content:
+            return "Each message must have at least one content block."
+        for block in content:
+            problem = _invalid_block(block)
+            if problem:
+                return problem
+            uses_tools = uses_tools or "toolUse" in block or "toolResult" in block
+    if uses_tools and not body.get("toolConfig"):
+        return "The toolConfig field must be defined when using toolUse and toolResult content blocks."
+    config = body.get("inferenceConfig") or {}
+    if not (_unit(config.get("temperature")) and _unit(config.get("topP"))):
+        return "The value of temperature and topP must be between 0 and 1."
+    return None
+
+
+def _invalid_block(block: object) -> str | None:
+    if not isinstance(block, Mapping) or len(block) != 1:
+        return "A content block must set exactly one member."
+    if "text" in block and not str(block["text"]).strip():
+        return (
+            "The text field in the ContentBlock object is blank. Add text to the text field, and try again."
+        )
+    image = block.get("image")
+    if isinstance(image, Mapping) and image.get("format") not in _IMAGE_FORMATS:
+        return "The format of the image is not supported."
+    return None
+
+
+def _part(block: Mapping[str, Any]) -> dict[str, Any]:
+    """A Converse content block in the OpenAI-like form behaviour.py reads."""
+    if "text" in block:
+        return {"type": "text", "text": block["text"]}
+    if "image" in block:
+        return {"type": "image", "format": (block.get("image") or {}).get("format")}
+    if "toolUse" in block:
+        use = block["toolUse"]
+        return {"type": "tool_use", "name": use.get("name"), "input": use.get("input")}
+    if "toolResult" in block:
+        return {"type": "tool_result", "content": block["toolResult"].get("content")}
+    return {"type": next(iter(block), "unknown")}
+
+
+def _invalid_job(body: object) -> str | None:
+    if not isinstance(body, Mapping):
+        return "The request body must be a JSON object."
+    for name in ("jobName", "roleArn", "modelId", "inputDataConfig", "outputDataConfig"):
+        if not body.get(name):
+            return f"{name} is required."
+    if not _JOB_NAME.fullmatch(str(body["jobName"])):
+        return "jobName does not match the pattern of job names."
+    if not _ROLE_ARN.fullmatch(str(body["roleArn"])):
+        return "roleArn is not an IAM role ARN."
+    source = (body["inputDataConfig"].get("s3InputDataConfig") or {}).get("s3Uri")
+    target = (body["outputDataConfig"].get("s3OutputDataConfig") or {}).get("s3Uri")
+    if not str(source or "").startswith("s3://") or not str(target or "").startswith("s3://"):
+        return "The input and output data configs need S3 URIs."
+    hours = body.get("timeoutDurationInHours", 24)
+    if not isinstance(hours, int) or not 24 <= hours <= 168:
+        return "timeoutDurationInHours lies between 24 and 168."
+    return None
+
+
+def _anthropic_output(model: str, answer: Answer) -> dict[str, Any]:
+    """An Anthropic `message`, as InvokeModel answers for Claude on Bedrock."""
+    return {
+        "id": f"msg_bdrk_{answer.ident}",
+        "type": "message",
+        "role": "assistant",
+        "model": _GEO.sub("", model).removeprefix("anthropic.").rsplit("-v", 1)[0],
+        "content": [{"type": "text", "text": answer.content}],
+        "stop_reason": _stop_reason(answer),
+        "stop_sequence": None,
+        "usage": {"input_tokens": answer.prompt_tokens, "output_tokens": answer.completion_tokens},
+    }
+
+
+def _llama_output(answer: Answer) -> dict[str, Any]:
+    """Llama's InvokeModel answer."""
+    return {
+        "generation": answer.content,
+        "prompt_token_count": answer.prompt_tokens,
+        "generation_token_count": answer.completion_tokens,
+        "stop_reason": answer.finish,
+    }
+
+
+def _stop_reason(answer: Answer) -> str:
+    return "max_tokens" if answer.finish == "length" else "end_turn"
+
+
+def _usage(answer: Answer) -> dict[str, int]:
+    return {
+        "inputTokens": answer.prompt_tokens,
+        "outputTokens": answer.completion_tokens,
+        "totalTokens": answer.prompt_tokens + answer.completion_tokens,
+    }
+
+
+def _line(row: Mapping[str, Any]) -> bytes:
+    return (json.dumps(row) + "\n").encode()

@@ -1,0 +1,397 @@
+"""AWS Bedrock through boto3, with the function's IAM role (no API key): Converse and
+ConverseStream for sync lanes and direct chat, batch inference jobs (S3 in, S3 out) for
+batch lanes. Bodies and results come from `transform.py`; this module does the calls and
+turns botocore's failures into the provider errors (docs/providers.md, AWS Bedrock).
+
+    BedrockConverse.complete  -> bedrock-runtime Converse
+    BedrockConverse.stream    -> bedrock-runtime ConverseStream: StreamStart once the event
+                                 stream opens, a StreamDelta per text delta, StreamEnd with
+                                 the usage of the `metadata` event
+    BedrockConverse.check     -> bedrock ListFoundationModels (a health check)
+    BedrockBatch.submit       -> S3 PutObject <bucket>/<prefix>/input/<job name>.jsonl, then
+                                 bedrock CreateModelInvocationJob (the batch role, output to
+                                 <bucket>/<prefix>/output/); the job id is the job's ARN
+    BedrockBatch.poll         -> bedrock GetModelInvocationJob
+    BedrockBatch.results      -> S3 GetObject <output>/<job id>/<input name>.out, line by line
+    BedrockBatch.cancel       -> bedrock StopModelInvocationJob
+
+How a failure maps (as providers/http.py maps HTTP answers):
+
+    ThrottlingException, ServiceQuotaExceededException     TransientProviderError rate_limited
+    ModelTimeoutException, InternalServerException,        TransientProviderError (retried)
+      ServiceUnavailableException, ModelNotReadyException,
+      ModelErrorException
+    ValidationException, ResourceNotFoundException,        PermanentProviderError (item fails)
+      AccessDeniedException for a model not enabled
+    AccessDeniedException otherwise, bad credentials       ProviderUnavailable provider_auth_failed
+    EndpointConnectionError, ConnectTimeoutError, a        ProviderUnavailable provider_unreachable
+      connection closed before any answer
+    ReadTimeoutError                                       TransientProviderError provider_timeout
+    a stream broken after it opened                        TransientProviderError stream_interrupted
+
+botocore's own retries are off for the Bedrock clients (the lane runner retries, with its
+backoff); the S3 client keeps standard retries. botocore validates every request against
+Bedrock's service model before sending it (parameter validation is on).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Final
+
+import boto3
+from botocore.config import Config
+from botocore.eventstream import ParserError
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    ConnectionClosedError,
+    NoCredentialsError,
+    ParamValidationError,
+    PartialCredentialsError,
+    ReadTimeoutError,
+)
+from botocore.exceptions import (
+    ConnectionError as BotoConnectionError,
+)
+from urllib3.exceptions import HTTPError as Urllib3Error
+from urllib3.exceptions import ReadTimeoutError as Urllib3ReadTimeout
+
+import batchroute.providers.bedrock.transform as transform
+from batchroute.domain.jsonl import LineError, parse_jsonl
+from batchroute.providers.base import (
+    JobStatus,
+    PermanentProviderError,
+    ProviderError,
+    ProviderRequest,
+    ProviderResult,
+    ProviderUnavailable,
+    StreamDelta,
+    StreamEnd,
+    StreamEvent,
+    StreamStart,
+    TransientProviderError,
+    UnknownJob,
+)
+from batchroute.providers.endpoints import ProviderEndpoint
+from batchroute.providers.http import Timeouts
+
+DEFAULT_BATCH_PREFIX: Final = "bedrock-batch"
+# Bedrock's quota "Minimum number of records per batch inference job": a smaller job is
+# refused, so submit() makes such a lane unavailable and its items fail over.
+DEFAULT_MIN_RECORDS: Final = 100
+DEFAULT_TIMEOUT_HOURS: Final = 24  # the job expires after this (24 to 168)
+# An output record echoes its modelInput, images included: far longer than an upload's line.
+MAX_RECORD_BYTES: Final = 64 * 1024 * 1024
+_S3_CONFIG: Final = {"retries": {"mode": "standard", "max_attempts": 3}}
+_CREDENTIAL_ERRORS: Final = (NoCredentialsError, PartialCredentialsError)
+
+
+# -- errors ------------------------------------------------------------------------------
+def error_for_client_error(exc: ClientError, *, vendor: str) -> ProviderError:
+    """The provider error for an AWS error answer (or a stream's exception event)."""
+    error = exc.response.get("Error") or {}
+    metadata = exc.response.get("ResponseMetadata") or {}
+    return transform.aws_error(
+        str(error.get("Code") or ""),
+        str(error.get("Message") or ""),
+        vendor=vendor,
+        status=int(metadata.get("HTTPStatusCode") or 0),
+        headers=metadata.get("HTTPHeaders") or {},
+    )
+
+
+def error_for_exception(exc: Exception, *, vendor: str, before_response: bool = False) -> ProviderError:
+    """The provider error for a failure of the call itself (no AWS answer to read)."""
+    name = type(exc).__name__
+    if isinstance(exc, ClientError):
+        return error_for_client_error(exc, vendor=vendor)
+    if isinstance(exc, BotoConnectionError):  # EndpointConnectionError, ConnectTimeoutError, TLS
+        return ProviderUnavailable(f"{vendor} is unreachable: {name}", code="provider_unreachable")
+    if isinstance(exc, _CREDENTIAL_ERRORS):
+        return ProviderUnavailable(f"{vendor}: no AWS credentials ({name})", code="provider_auth_failed")
+    if isinstance(exc, ParamValidationError):
+        return PermanentProviderError(f"the request does not fit Bedrock's API: {exc}", code="invalid_item")
+    if isinstance(exc, ReadTimeoutError | Urllib3ReadTimeout):
+        return TransientProviderError(f"{vendor} did not answer in time", code="provider_timeout")
+    if isinstance(exc, ConnectionClosedError) and before_response:
+        return ProviderUnavailable(
+            f"{vendor} closed the connection without answering: {name}", code="provider_unreachable"
+        )
+    if isinstance(exc, BotoCoreError | Urllib3Error | ParserError | OSError):
+        if before_response:
+            return TransientProviderError(f"{vendor} call failed: {name}", code="provider_error")
+        return TransientProviderError(f"the connection to {vendor} broke: {name}", code="stream_interrupted")
+    return TransientProviderError(f"{vendor} call failed: {name}", code="provider_error")
+
+
+@contextmanager
+def _mapped(vendor: str, *, before_response: bool = True) -> Iterator[None]:
+    try:
+        yield
+    except ProviderError:
+        raise
+    except (BotoCoreError, ClientError, Urllib3Error, ParserError, OSError) as exc:
+        raise error_for_exception(exc, vendor=vendor, before_response=before_response) from exc
+
+
+def _aws_code(exc: ProviderError) -> str:
+    """The AWS error code behind a mapped provider error ("" when there was no AWS answer)."""
+    cause = exc.__cause__
+    return (
+        str((cause.response.get("Error") or {}).get("Code") or "") if isinstance(cause, ClientError) else ""
+    )
+
+
+# -- clients -------------------------------------------------------------------------------
+class BedrockClients:
+    """The boto3 clients of one Bedrock endpoint, built on first use and shared by every
+    thread (boto3 clients are thread-safe; building one is not): `bedrock-runtime` (one per
+    read time-out: a direct stream waits only its first-byte time-out), the `bedrock`
+    control plane, and S3 for batch files. Tests and local mode point them at the emulator
+    and moto with endpoint URLs."""
+
+    def __init__(
+        self,
+        *,
+        region: str | None,
+        runtime_url: str | None = None,
+        control_url: str | None = None,
+        s3_url: str | None = None,
+        timeouts: Timeouts | None = None,
+        session: boto3.session.Session | None = None,
+        max_connections: int = 64,
+    ) -> None:
+        self.region = region
+        self.runtime_url = runtime_url
+        self.control_url = control_url
+        self.s3_url = s3_url
+        self.timeouts = timeouts or Timeouts()
+        self.max_connections = max_connections
+        self._session = session
+        self._lock = threading.Lock()
+        self._clients: dict[tuple[str, float], Any] = {}
+
+    def runtime(self, read_timeout: float | None = None) -> Any:
+        return self._client("bedrock-runtime", self.runtime_url, read_timeout or self.timeouts.read)
+
+    def control(self) -> Any:
+        return self._client("bedrock", self.control_url, self.timeouts.read)
+
+    def s3(self) -> Any:
+        return self._client("s3", self.s3_url, self.timeouts.read)
+
+    def _client(self, service: str, url: str | None, read_timeout: float) -> Any:
+        key = (service, read_timeout)
+        with self._lock:
+            client = self._clients.get(key)
+            if client is None:
+                retries = (
+                    _S3_CONFIG
+                    if service == "s3"
+                    else {"retries": {"mode": "standard", "total_max_attempts": 1}}
+                )
+                config = Config(
+                    connect_timeout=self.timeouts.connect,
+                    read_timeout=read_timeout,
+                    max_pool_connections=self.max_connections,
+                    parameter_validation=True,
+                    user_agent_extra="batchroute",
+                    **retries,
+                )
+                if self._session is None:  # one session: its loader caches the service models
+                    self._session = boto3.session.Session()
+                client = self._session.client(
+                    service, region_name=self.region, endpoint_url=url, config=config
+                )
+                self._clients[key] = client
+            return client
+
+
+# -- sync ----------------------------------------------------------------------------------
+class BedrockConverse:
+    """The per-item adapter (SyncProvider) over Converse / ConverseStream."""
+
+    def __init__(self, slug: str, clients: BedrockClients) -> None:
+        self.slug = slug
+        self.clients = clients
+
+    def complete(self, request: ProviderRequest) -> ProviderResult:
+        kwargs = transform.converse_request(request)
+        with _mapped(self.slug):
+            response = self.clients.runtime().converse(**kwargs)
+        return transform.converse_result(request.custom_id, response)
+
+    def stream(self, request: ProviderRequest) -> Iterator[StreamEvent]:
+        return self._events(request, transform.converse_request(request))
+
+    def _events(self, request: ProviderRequest, kwargs: dict[str, Any]) -> Iterator[StreamEvent]:
+        client = self.clients.runtime(request.first_byte_timeout_seconds)
+        with _mapped(self.slug):
+            response = client.converse_stream(**kwargs)
+        events = response["stream"]
+        acc = transform.StreamAccumulator(request.custom_id, vendor=self.slug)
+        try:
+            yield StreamStart()
+            with _mapped(self.slug, before_response=False):
+                for event in events:
+                    text = acc.add(event)
+                    if text:
+                        yield StreamDelta(text)
+        finally:
+            events.close()
+        if not acc.finished:
+            raise TransientProviderError(
+                f"{self.slug} ended the stream without messageStop", code="stream_interrupted"
+            )
+        yield StreamEnd(acc.result())
+
+    def check(self) -> list[str]:
+        """The foundation models of the endpoint's region (a health check; raises on failure)."""
+        with _mapped(self.slug):
+            listed = self.clients.control().list_foundation_models()
+        return [str(m.get("modelId")) for m in listed.get("modelSummaries") or []]
+
+
+# -- batch ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class BatchSettings:
+    """The endpoint options a batch lane needs (docs/providers.md, AWS Bedrock)."""
+
+    bucket: str  # option batch_bucket: input and output files
+    role_arn: str  # option batch_role_arn: the role Bedrock assumes to read and write them
+    prefix: str = DEFAULT_BATCH_PREFIX  # option batch_prefix
+    kms_key_id: str = ""  # option batch_kms_key_id: encrypts the output
+    timeout_hours: int = DEFAULT_TIMEOUT_HOURS  # option batch_timeout_hours
+    min_records: int = DEFAULT_MIN_RECORDS  # option batch_min_records
+
+    @classmethod
+    def from_endpoint(cls, endpoint: ProviderEndpoint) -> BatchSettings:
+        return cls(
+            bucket=endpoint.option("batch_bucket"),
+            role_arn=endpoint.option("batch_role_arn"),
+            prefix=endpoint.option("batch_prefix", DEFAULT_BATCH_PREFIX).strip("/"),
+            kms_key_id=endpoint.option("batch_kms_key_id"),
+            timeout_hours=int(endpoint.option("batch_timeout_hours", str(DEFAULT_TIMEOUT_HOURS))),
+            min_records=int(endpoint.option("batch_min_records", str(DEFAULT_MIN_RECORDS))),
+        )
+
+
+class BedrockBatch:
+    """The vendor batch adapter (BatchApiProvider) over batch inference jobs."""
+
+    def __init__(
+        self,
+        slug: str,
+        clients: BedrockClients,
+        settings: BatchSettings,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.slug = slug
+        self.clients = clients
+        self.settings = settings
+        self.clock = clock
+
+    def submit(self, requests: Iterable[ProviderRequest]) -> str:
+        settings = self.settings
+        if not settings.bucket or not settings.role_arn:
+            raise ProviderUnavailable(
+                f"{self.slug} batch lanes need the batch_bucket and batch_role_arn options",
+                code="provider_not_configured",
+            )
+        listed = list(requests)
+        if not listed:
+            raise PermanentProviderError("a batch job needs at least one request", code="invalid_item")
+        if len(listed) < settings.min_records:
+            raise ProviderUnavailable(
+                f"{self.slug} runs batch jobs of at least {settings.min_records} records, not {len(listed)}",
+                code="batch_too_small",
+            )
+        model = listed[0].provider_model_id
+        if any(r.provider_model_id != model for r in listed):
+            raise PermanentProviderError("a Bedrock batch job runs one model", code="invalid_item")
+        body = b"".join(
+            json.dumps(transform.batch_record(r), separators=(",", ":")).encode() + b"\n" for r in listed
+        )
+        name = self._job_name()
+        key = f"{settings.prefix}/input/{name}.jsonl"
+        with _mapped(self.slug):
+            self.clients.s3().put_object(
+                Bucket=settings.bucket, Key=key, Body=body, ContentType="application/jsonl"
+            )
+        output: dict[str, Any] = {"s3Uri": transform.s3_uri(settings.bucket, f"{settings.prefix}/output/")}
+        if settings.kms_key_id:
+            output["s3EncryptionKeyId"] = settings.kms_key_id
+        with _mapped(self.slug):
+            created = self.clients.control().create_model_invocation_job(
+                jobName=name,
+                roleArn=settings.role_arn,
+                clientRequestToken=name,
+                modelId=model,
+                modelInvocationType="InvokeModel",
+                inputDataConfig={
+                    "s3InputDataConfig": {
+                        "s3InputFormat": "JSONL",
+                        "s3Uri": transform.s3_uri(settings.bucket, key),
+                    }
+                },
+                outputDataConfig={"s3OutputDataConfig": output},
+                timeoutDurationInHours=settings.timeout_hours,
+            )
+        return str(created["jobArn"])
+
+    def poll(self, job_id: str) -> JobStatus:
+        return transform.job_status(self._job(job_id))
+
+    def results(self, job_id: str) -> Iterator[ProviderResult]:
+        bucket, key = transform.output_location(self._job(job_id))
+        try:
+            with _mapped(self.slug):
+                body = self.clients.s3().get_object(Bucket=bucket, Key=key)["Body"]
+        except ProviderError as exc:
+            if _aws_code(exc) == "NoSuchKey":
+                return  # the job wrote nothing (failed or stopped before any record)
+            raise
+        # A line that is not a JSON object is skipped: its request is then missing from the
+        # results, and the lane runner resubmits it.
+        try:
+            with _mapped(self.slug, before_response=False):
+                for _, record in parse_jsonl(body.iter_chunks(), max_line_bytes=MAX_RECORD_BYTES):
+                    result = None if isinstance(record, LineError) else transform.batch_record_result(record)
+                    if result is not None:
+                        yield result
+        finally:
+            body.close()
+
+    def cancel(self, job_id: str) -> None:
+        try:
+            with _mapped(self.slug):
+                self.clients.control().stop_model_invocation_job(jobIdentifier=job_id)
+        except ProviderError as exc:
+            if _aws_code(exc) == "ResourceNotFoundException":
+                raise UnknownJob(f"{self.slug} does not know batch job {job_id}") from exc
+            if _aws_code(exc) not in ("ConflictException", "ValidationException"):
+                raise
+            # else the job has already ended: nothing to stop
+
+    def _job(self, job_id: str) -> dict[str, Any]:
+        try:
+            with _mapped(self.slug):
+                return dict(self.clients.control().get_model_invocation_job(jobIdentifier=job_id))
+        except ProviderError as exc:
+            if _aws_code(exc) in ("ResourceNotFoundException", "ValidationException"):
+                raise UnknownJob(f"{self.slug} does not know batch job {job_id}") from exc
+            raise
+
+    def _job_name(self) -> str:
+        """A job name that is also its idempotency token and its input file's name."""
+        stamp = datetime.fromtimestamp(self.clock(), UTC).strftime("%Y%m%d%H%M%S")
+        return f"batchroute-{stamp}-{uuid.uuid4().hex[:12]}"

@@ -1,0 +1,793 @@
+"""AWS Bedrock's wire format, both ways, as pure functions (no I/O): the Converse request a
+ProviderRequest becomes, the ProviderResult of a Converse answer or a ConverseStream, the
+records of a batch inference job (model-native InvokeModel bodies in, `.out` records back),
+job states, and Bedrock's error codes as provider errors (docs/providers.md, AWS Bedrock).
+
+Converse (sync lanes and direct chat), ours -> Bedrock:
+
+    system / instructions / system turns     -> system: [{text}]
+    user / assistant turns                   -> messages: [{role, content: [block]}]
+                                                (consecutive turns of one role merged:
+                                                Bedrock wants them alternating)
+      text part                              -> {text}
+      image part, data: URL                  -> {image: {format, source: {bytes}}}
+      image part, any other URL              -> refused: unsupported_image_source
+      assistant tool_calls                   -> {toolUse: {toolUseId, name, input}}
+      tool turn (tool_call_id)               -> user {toolResult: {toolUseId, content: [{text}]}}
+    max_output_tokens                        -> inferenceConfig.maxTokens
+    temperature, top_p (clamped to 0..1)     -> inferenceConfig.temperature, .topP
+    stop (string or list)                    -> inferenceConfig.stopSequences
+    tools (function tools)                   -> toolConfig.tools[].toolSpec {name, description,
+                                                inputSchema: {json}}
+    tool_choice auto / required / a function -> toolConfig.toolChoice {auto} / {any} / {tool}
+    tool_choice none                         -> no toolConfig (kept when the turns use tools)
+    json_schema response format              -> outputConfig.textFormat (json_object: dropped)
+    seed                                     -> dropped (Converse has none)
+
+Bedrock -> ours: output.message.content text blocks joined -> output.content; toolUse blocks
+-> output.tool_calls (OpenAI's form); stopReason max_tokens (or
+model_context_window_exceeded) -> finish_reason `length`, anything else `stop`;
+usage.inputTokens / outputTokens -> Usage; `raw` is the Converse response without
+ResponseMetadata (blobs as base64). A stream's events (messageStart, contentBlockStart,
+contentBlockDelta {delta: {text | toolUse}}, contentBlockStop, messageStop {stopReason},
+metadata {usage, metrics}) rebuild the same result.
+
+Batch inference (batch lanes): one JSONL record per request, `{"recordId": <custom_id>,
+"modelInput": <the model's own InvokeModel body>}`, the body chosen by the model id
+(a geography prefix such as `us.` or a foundation-model ARN is looked through):
+
+    anthropic.*  the Anthropic messages body: anthropic_version "bedrock-2023-05-31",
+                 max_tokens, system, messages (text, base64 image, tool_use, tool_result
+                 blocks), temperature, top_p, stop_sequences, tools, tool_choice
+    meta.*       Llama 3: {prompt (the Llama 3 chat template), max_gen_len (at most 2048),
+                 temperature, top_p}; images and tools are refused
+    others       refused: unsupported_model
+
+Output records `{recordId, modelInput, modelOutput}` give the model's own answer (an
+Anthropic `message`, or Llama's {generation, stop_reason, prompt_token_count,
+generation_token_count}), kept as `raw`; `{recordId, modelInput, error: {errorCode,
+errorMessage}}` a failed result (429 and 5xx transient). Job status: Submitted, Validating,
+Scheduled -> validating; InProgress, Stopping -> in_progress; Completed, PartiallyCompleted
+-> completed; Failed -> failed; Stopped -> cancelled; Expired -> expired.
+
+Embeddings are not offered through Bedrock: PermanentProviderError `unsupported_operation`.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Final, Literal
+
+from batchroute.providers.base import (
+    FinishReason,
+    ItemError,
+    JobState,
+    JobStatus,
+    PermanentProviderError,
+    ProviderError,
+    ProviderRequest,
+    ProviderResult,
+    ProviderUnavailable,
+    TransientProviderError,
+    Usage,
+)
+from batchroute.providers.conversation import Conversation, conversation, data_url_parts, plain_text
+from batchroute.providers.http import error_for_status, retry_after_seconds
+
+ANTHROPIC_VERSION: Final = "bedrock-2023-05-31"
+LLAMA_MAX_GEN_LEN: Final = 2048  # Bedrock's ceiling for Llama 3 models
+DEFAULT_MAX_TOKENS: Final = 1024  # Anthropic requires max_tokens; the lane runner's default
+IMAGE_FORMATS: Final = ("png", "jpeg", "gif", "webp")
+# Cross-region inference profiles put a geography before the model id: us.anthropic....
+GEO_PREFIXES: Final = frozenset({"us", "eu", "apac", "us-gov", "global", "jp", "au", "ca"})
+_MESSAGE_CHARS: Final = 300
+
+ModelFamily = Literal["anthropic", "meta"]
+
+JOB_STATES: Final[dict[str, JobState]] = {
+    "Submitted": "validating",
+    "Validating": "validating",
+    "Scheduled": "validating",
+    "InProgress": "in_progress",
+    "Stopping": "in_progress",
+    "Completed": "completed",
+    "PartiallyCompleted": "completed",
+    "Failed": "failed",
+    "Stopped": "cancelled",
+    "Expired": "expired",
+}
+
+# Bedrock's error codes (the x-amzn-ErrorType of an answer, the exception events of a stream,
+# capitalised) -> (transient code) or (permanent code).
+_THROTTLED: Final = frozenset(
+    {"ThrottlingException", "ServiceQuotaExceededException", "TooManyRequestsException"}
+)
+_TRANSIENT: Final[dict[str, str]] = {
+    "ModelTimeoutException": "provider_timeout",
+    "InternalServerException": "provider_5xx",
+    "InternalFailure": "provider_5xx",
+    "ServiceUnavailableException": "overloaded",
+    "ServiceUnavailable": "overloaded",
+    "ModelNotReadyException": "model_not_ready",
+    "ModelErrorException": "model_error",
+    "ModelStreamErrorException": "model_error",
+}
+_PERMANENT: Final[dict[str, str]] = {
+    "ValidationException": "provider_rejected",
+    "ResourceNotFoundException": "not_found",
+    "ConflictException": "conflict",
+}
+# The credentials themselves are refused: no request of this lane can succeed.
+_AUTH: Final = frozenset(
+    {
+        "UnrecognizedClientException",
+        "InvalidSignatureException",
+        "ExpiredTokenException",
+        "InvalidClientTokenId",
+        "IncompleteSignature",
+        "MissingAuthenticationTokenException",
+        "MissingAuthenticationToken",
+    }
+)
+# AccessDeniedException for one model (its access is not granted in the Bedrock console),
+# as opposed to an IAM denial of the whole action.
+_MODEL_ACCESS: Final = re.compile(
+    r"access to the model|model access|not (?:been )?enabled|use case details", re.IGNORECASE
+)
+
+
+# -- errors ------------------------------------------------------------------------------
+def aws_error(
+    code: str,
+    message: str,
+    *,
+    vendor: str,
+    status: int = 0,
+    headers: Mapping[str, str] | None = None,
+) -> ProviderError:
+    """The provider error for Bedrock's error `code` (an answer's or a stream event's)."""
+    name = code[:1].upper() + code[1:]  # stream exception events are camelCase
+    text = f"{vendor} answered {name}: {message[:_MESSAGE_CHARS] or 'no message'}"
+    retry_after = retry_after_seconds(headers or {})
+    if name in _THROTTLED:
+        return TransientProviderError(text, code="rate_limited", retry_after_seconds=retry_after)
+    if name in _TRANSIENT:
+        return TransientProviderError(text, code=_TRANSIENT[name], retry_after_seconds=retry_after)
+    if name == "AccessDeniedException":
+        if _MODEL_ACCESS.search(message):
+            return PermanentProviderError(text, code="model_not_enabled")
+        return ProviderUnavailable(text, code="provider_auth_failed")
+    if name in _AUTH:
+        return ProviderUnavailable(text, code="provider_auth_failed")
+    if name in _PERMANENT:
+        return PermanentProviderError(text, code=_PERMANENT[name])
+    if status:
+        return error_for_status(status, headers or {}, json.dumps({"message": message}), vendor=vendor)
+    return TransientProviderError(text, code="provider_error")
+
+
+def _refuse_embeddings(request: ProviderRequest) -> None:
+    if request.operation == "embeddings":
+        raise PermanentProviderError(
+            "embeddings are not offered through Bedrock by this service", code="unsupported_operation"
+        )
+
+
+# -- the conversation, vendor-neutral ----------------------------------------------------
+@dataclass(frozen=True)
+class _Block:
+    kind: Literal["text", "image", "tool_use", "tool_result"]
+    text: str = ""
+    media_type: str = ""  # image: image/png ...
+    data: str = ""  # image: base64
+    tool_id: str = ""
+    name: str = ""
+    input: Any = None
+
+
+def _turns(messages: Iterable[Mapping[str, Any]]) -> list[tuple[str, list[_Block]]]:
+    """(role, blocks) turns, user and assistant alternating (same-role neighbours merged)."""
+    turns: list[tuple[str, list[_Block]]] = []
+    for message in messages:
+        if message.get("role") == "tool":
+            role = "user"
+            blocks = [
+                _Block(
+                    "tool_result",
+                    text=plain_text(message.get("content") or ""),
+                    tool_id=str(message.get("tool_call_id") or ""),
+                )
+            ]
+        else:
+            role = "assistant" if message.get("role") == "assistant" else "user"
+            blocks = _content_blocks(message.get("content") or "")
+            if role == "assistant":
+                blocks.extend(_tool_use(call) for call in message.get("tool_calls") or [])
+        if not blocks:
+            continue
+        if turns and turns[-1][0] == role:
+            turns[-1][1].extend(blocks)
+        else:
+            turns.append((role, blocks))
+    return turns
+
+
+def _content_blocks(content: str | list[dict[str, Any]]) -> list[_Block]:
+    if isinstance(content, str):
+        return [_Block("text", text=content)] if content else []
+    blocks: list[_Block] = []
+    for part in content:
+        if part.get("type") == "text" and part.get("text"):
+            blocks.append(_Block("text", text=str(part["text"])))
+        elif part.get("type") == "image_url":
+            blocks.append(_image(str((part.get("image_url") or {}).get("url") or "")))
+    return blocks
+
+
+def _image(url: str) -> _Block:
+    parts = data_url_parts(url)
+    if parts is None:
+        raise PermanentProviderError(
+            "Bedrock takes images as data: URLs (base64) only", code="unsupported_image_source"
+        )
+    media_type, data = parts
+    if _image_format(media_type) not in IMAGE_FORMATS:
+        raise PermanentProviderError(
+            f"Bedrock takes png, jpeg, gif and webp images, not {media_type}", code="unsupported_image_format"
+        )
+    return _Block("image", media_type=media_type, data=data)
+
+
+def _image_format(media_type: str) -> str:
+    subtype = media_type.lower().split("/", 1)[-1]
+    return "jpeg" if subtype == "jpg" else subtype
+
+
+def _tool_use(call: Mapping[str, Any]) -> _Block:
+    function = _function(call)
+    arguments = function.get("arguments")
+    try:
+        parsed = json.loads(arguments) if isinstance(arguments, str) else (arguments or {})
+    except ValueError as exc:
+        raise PermanentProviderError(
+            "a tool call's arguments are not JSON", code="invalid_tool_call"
+        ) from exc
+    if not isinstance(parsed, dict):
+        raise PermanentProviderError(
+            "a tool call's arguments must be a JSON object", code="invalid_tool_call"
+        )
+    return _Block(
+        "tool_use", tool_id=str(call.get("id") or ""), name=str(function.get("name") or ""), input=parsed
+    )
+
+
+def _function(entry: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A tool or tool call's function: nested (chat completions) or flat (Responses API)."""
+    nested = entry.get("function")
+    return nested if isinstance(nested, Mapping) else entry
+
+
+@dataclass(frozen=True)
+class _Tools:
+    specs: tuple[tuple[str, str, dict[str, Any]], ...]  # (name, description, JSON schema)
+    choice: str | None  # auto | any | tool:<name> | None (the model's default)
+
+
+def _tools(options: Mapping[str, Any], turns: Sequence[tuple[str, list[_Block]]]) -> _Tools | None:
+    specs: list[tuple[str, str, dict[str, Any]]] = []
+    for tool in options.get("tools") or []:
+        if not isinstance(tool, Mapping) or tool.get("type", "function") != "function":
+            raise PermanentProviderError("Bedrock takes function tools only", code="unsupported_tool")
+        function = _function(tool)
+        schema = function.get("parameters")
+        specs.append(
+            (
+                str(function.get("name") or ""),
+                str(function.get("description") or ""),
+                dict(schema) if isinstance(schema, Mapping) else {"type": "object", "properties": {}},
+            )
+        )
+    if not specs:
+        return None
+    given = options.get("tool_choice")
+    uses_tools = any(block.kind in ("tool_use", "tool_result") for _, blocks in turns for block in blocks)
+    if given == "none":
+        # Bedrock has no "none"; without tools the model cannot call one. A conversation that
+        # already used tools must still declare them.
+        return _Tools(tuple(specs), None) if uses_tools else None
+    choice: str | None = None
+    if given == "auto":
+        choice = "auto"
+    elif given == "required":
+        choice = "any"
+    elif isinstance(given, Mapping):
+        function = _function(given)
+        if function.get("name"):
+            choice = f"tool:{function['name']}"
+    return _Tools(tuple(specs), choice)
+
+
+def _unit_interval(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return min(max(float(value), 0.0), 1.0)
+
+
+def _stop_sequences(value: object) -> list[str]:
+    if isinstance(value, str):
+        return [value] if value else []
+    if isinstance(value, list):
+        return [s for s in value if isinstance(s, str) and s]
+    return []
+
+
+# -- Converse requests ---------------------------------------------------------------------
+def converse_request(request: ProviderRequest) -> dict[str, Any]:
+    """The keyword arguments of boto3's `converse` / `converse_stream` for one request."""
+    _refuse_embeddings(request)
+    talk = conversation(request.input)
+    turns = _turns(talk.messages)
+    kwargs: dict[str, Any] = {
+        "modelId": request.provider_model_id,
+        "messages": [
+            {"role": role, "content": [_converse_block(block) for block in blocks]} for role, blocks in turns
+        ],
+    }
+    if talk.system:
+        kwargs["system"] = [{"text": talk.system}]
+    config = _inference_config(request, talk)
+    if config:
+        kwargs["inferenceConfig"] = config
+    tools = _tools(talk.options, turns)
+    if tools is not None:
+        kwargs["toolConfig"] = _converse_tools(tools)
+    output = _output_config(talk.response_format)
+    if output is not None:
+        kwargs["outputConfig"] = output
+    return kwargs
+
+
+def _converse_block(block: _Block) -> dict[str, Any]:
+    if block.kind == "image":
+        try:
+            raw = base64.b64decode(block.data, validate=True)
+        except (binascii.Error, ValueError) as exc:
+            raise PermanentProviderError("an image's base64 data is invalid", code="invalid_image") from exc
+        return {"image": {"format": _image_format(block.media_type), "source": {"bytes": raw}}}
+    if block.kind == "tool_use":
+        return {"toolUse": {"toolUseId": block.tool_id, "name": block.name, "input": block.input}}
+    if block.kind == "tool_result":
+        return {"toolResult": {"toolUseId": block.tool_id, "content": [{"text": block.text}]}}
+    return {"text": block.text}
+
+
+def _inference_config(request: ProviderRequest, talk: Conversation) -> dict[str, Any]:
+    config: dict[str, Any] = {}
+    if request.max_output_tokens > 0:
+        config["maxTokens"] = request.max_output_tokens
+    temperature = _unit_interval(talk.options.get("temperature"))
+    if temperature is not None:
+        config["temperature"] = temperature
+    top_p = _unit_interval(talk.options.get("top_p"))
+    if top_p is not None:
+        config["topP"] = top_p
+    stops = _stop_sequences(talk.options.get("stop"))
+    if stops:
+        config["stopSequences"] = stops
+    return config
+
+
+def _converse_tools(tools: _Tools) -> dict[str, Any]:
+    specs = []
+    for name, description, schema in tools.specs:
+        spec: dict[str, Any] = {"name": name, "inputSchema": {"json": schema}}
+        if description:
+            spec["description"] = description
+        specs.append({"toolSpec": spec})
+    config: dict[str, Any] = {"tools": specs}
+    if tools.choice in ("auto", "any"):
+        config["toolChoice"] = {tools.choice: {}}
+    elif tools.choice is not None:
+        config["toolChoice"] = {"tool": {"name": tools.choice.removeprefix("tool:")}}
+    return config
+
+
+def _output_config(response_format: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    if response_format is None or response_format.get("type") != "json_schema":
+        return None
+    given = response_format.get("json_schema")
+    spec = given if isinstance(given, Mapping) else {}
+    schema: dict[str, Any] = {"schema": json.dumps(spec.get("schema") or {}, separators=(",", ":"))}
+    for key in ("name", "description"):
+        if spec.get(key):
+            schema[key] = str(spec[key])
+    return {"textFormat": {"type": "json_schema", "structure": {"jsonSchema": schema}}}
+
+
+# -- Converse answers ----------------------------------------------------------------------
+def finish_reason(stop_reason: object) -> FinishReason:
+    return "length" if stop_reason in ("max_tokens", "model_context_window_exceeded") else "stop"
+
+
+def converse_usage(usage: object) -> Usage:
+    if not isinstance(usage, Mapping):
+        return Usage()
+    return Usage(int(usage.get("inputTokens") or 0), int(usage.get("outputTokens") or 0))
+
+
+def converse_result(custom_id: str, response: Mapping[str, Any]) -> ProviderResult:
+    """A Converse answer as our normalized message."""
+    raw = jsonable({k: v for k, v in response.items() if k != "ResponseMetadata"})
+    message = _mapping(_mapping(response.get("output")).get("message"))
+    texts: list[str] = []
+    calls: list[dict[str, Any]] = []
+    for block in message.get("content") or []:
+        if not isinstance(block, Mapping):
+            continue
+        if isinstance(block.get("text"), str):
+            texts.append(block["text"])
+        use = block.get("toolUse")
+        if isinstance(use, Mapping):
+            calls.append(_tool_call(use.get("toolUseId"), use.get("name"), use.get("input")))
+    output = _message("".join(texts), finish_reason(response.get("stopReason")), calls)
+    return ProviderResult(
+        custom_id, "completed", output=output, raw=raw, usage=converse_usage(response.get("usage"))
+    )
+
+
+def _message(content: str, finish: FinishReason, calls: list[dict[str, Any]]) -> dict[str, Any]:
+    output: dict[str, Any] = {
+        "type": "message",
+        "role": "assistant",
+        "content": content,
+        "finish_reason": finish,
+    }
+    if calls:
+        output["tool_calls"] = calls
+    return output
+
+
+def _tool_call(ident: object, name: object, arguments: object) -> dict[str, Any]:
+    """A tool call in OpenAI's form (what the service's chat completions carry)."""
+    text = arguments if isinstance(arguments, str) else json.dumps(arguments or {}, separators=(",", ":"))
+    return {
+        "id": str(ident or ""),
+        "type": "function",
+        "function": {"name": str(name or ""), "arguments": text},
+    }
+
+
+STREAM_EXCEPTIONS: Final = (
+    "internalServerException",
+    "modelStreamErrorException",
+    "validationException",
+    "throttlingException",
+    "serviceUnavailableException",
+)
+
+
+@dataclass
+class StreamAccumulator:
+    """What a ConverseStream has said so far: the text deltas, tool uses, the stop reason,
+    the final usage (the `metadata` event), and enough to rebuild the Converse answer
+    (`raw`). An exception event raises its provider error."""
+
+    custom_id: str
+    vendor: str = "bedrock"
+    role: str = "assistant"
+    pieces: list[str] = field(default_factory=list)
+    tools: dict[int, dict[str, Any]] = field(default_factory=dict)  # block index -> tool use
+    stop_reason: str | None = None
+    usage: Usage = field(default_factory=Usage)
+    metrics: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def finished(self) -> bool:
+        """The stream said messageStop: the answer is whole."""
+        return self.stop_reason is not None
+
+    def add(self, event: Mapping[str, Any]) -> str:
+        """Take one event (as boto3 yields it); the text it adds ("" for none)."""
+        for name in STREAM_EXCEPTIONS:
+            if name in event:
+                raise aws_error(name, str(_mapping(event[name]).get("message") or ""), vendor=self.vendor)
+        if "messageStart" in event:
+            self.role = str(_mapping(event["messageStart"]).get("role") or self.role)
+        start = _mapping(event.get("contentBlockStart"))
+        use = _mapping(_mapping(start.get("start")).get("toolUse"))
+        if use:
+            self.tools[int(start.get("contentBlockIndex") or 0)] = {
+                "toolUseId": use.get("toolUseId"),
+                "name": use.get("name"),
+                "input": "",
+            }
+        text = ""
+        delta_event = _mapping(event.get("contentBlockDelta"))
+        delta = _mapping(delta_event.get("delta"))
+        if isinstance(delta.get("text"), str):
+            text = delta["text"]
+        tool_delta = _mapping(delta.get("toolUse"))
+        if isinstance(tool_delta.get("input"), str):
+            index = int(delta_event.get("contentBlockIndex") or 0)
+            self.tools.setdefault(index, {"toolUseId": "", "name": "", "input": ""})["input"] += tool_delta[
+                "input"
+            ]
+        if "messageStop" in event:
+            self.stop_reason = str(_mapping(event["messageStop"]).get("stopReason") or "end_turn")
+        metadata = _mapping(event.get("metadata"))
+        if metadata:
+            self.usage = converse_usage(metadata.get("usage"))
+            self.metrics = dict(_mapping(metadata.get("metrics")))
+        if text:
+            self.pieces.append(text)
+        return text
+
+    def result(self) -> ProviderResult:
+        content = "".join(self.pieces)
+        blocks: list[dict[str, Any]] = [{"text": content}] if content else []
+        calls = []
+        for _, use in sorted(self.tools.items()):
+            try:
+                arguments = json.loads(use["input"]) if use["input"] else {}
+            except ValueError:
+                arguments = {}
+            blocks.append(
+                {"toolUse": {"toolUseId": use["toolUseId"], "name": use["name"], "input": arguments}}
+            )
+            calls.append(_tool_call(use["toolUseId"], use["name"], arguments))
+        stop = self.stop_reason or "end_turn"
+        raw = {
+            "output": {"message": {"role": self.role, "content": blocks}},
+            "stopReason": stop,
+            "usage": {
+                "inputTokens": self.usage.prompt_tokens,
+                "outputTokens": self.usage.completion_tokens,
+                "totalTokens": self.usage.prompt_tokens + self.usage.completion_tokens,
+            },
+            "metrics": jsonable(self.metrics),
+        }
+        output = _message(content, finish_reason(stop), calls)
+        return ProviderResult(self.custom_id, "completed", output=output, raw=raw, usage=self.usage)
+
+
+# -- batch inference records ---------------------------------------------------------------
+def model_family(model_id: str) -> ModelFamily:
+    """Whose native body a model takes, from its id (`anthropic.claude-...`,
+    `us.meta.llama3-1-...`, or a foundation-model / inference-profile ARN)."""
+    name = model_id.rsplit("/", 1)[-1] if model_id.startswith("arn:") else model_id
+    parts = name.split(".")
+    if len(parts) > 1 and parts[0] in GEO_PREFIXES:
+        parts = parts[1:]
+    if parts[0] == "anthropic":
+        return "anthropic"
+    if parts[0] == "meta":
+        return "meta"
+    raise PermanentProviderError(
+        f"Bedrock batch inference here takes Anthropic and Meta Llama models, not {model_id}",
+        code="unsupported_model",
+    )
+
+
+def batch_record(request: ProviderRequest) -> dict[str, Any]:
+    """One line of a batch inference input file."""
+    _refuse_embeddings(request)
+    talk = conversation(request.input)
+    if model_family(request.provider_model_id) == "anthropic":
+        body = anthropic_body(request, talk)
+    else:
+        body = llama_body(request, talk)
+    return {"recordId": request.custom_id, "modelInput": body}
+
+
+def anthropic_body(request: ProviderRequest, talk: Conversation) -> dict[str, Any]:
+    """The Anthropic messages body of InvokeModel on Bedrock."""
+    turns = _turns(talk.messages)
+    body: dict[str, Any] = {
+        "anthropic_version": ANTHROPIC_VERSION,
+        "max_tokens": request.max_output_tokens if request.max_output_tokens > 0 else DEFAULT_MAX_TOKENS,
+        "messages": [
+            {"role": role, "content": [_anthropic_block(block) for block in blocks]} for role, blocks in turns
+        ],
+    }
+    if talk.system:
+        body["system"] = talk.system
+    for ours, theirs in (("temperature", "temperature"), ("top_p", "top_p")):
+        value = _unit_interval(talk.options.get(ours))
+        if value is not None:
+            body[theirs] = value
+    stops = _stop_sequences(talk.options.get("stop"))
+    if stops:
+        body["stop_sequences"] = stops
+    tools = _tools(talk.options, turns)
+    if tools is not None:
+        body["tools"] = [
+            {"name": name, **({"description": text} if text else {}), "input_schema": schema}
+            for name, text, schema in tools.specs
+        ]
+        if tools.choice in ("auto", "any"):
+            body["tool_choice"] = {"type": tools.choice}
+        elif tools.choice is not None:
+            body["tool_choice"] = {"type": "tool", "name": tools.choice.removeprefix("tool:")}
+    return body
+
+
+def _anthropic_block(block: _Block) -> dict[str, Any]:
+    if block.kind == "image":
+        return {
+            "type": "image",
+            "source": {"type": "base64", "media_type": block.media_type, "data": block.data},
+        }
+    if block.kind == "tool_use":
+        return {"type": "tool_use", "id": block.tool_id, "name": block.name, "input": block.input}
+    if block.kind == "tool_result":
+        return {"type": "tool_result", "tool_use_id": block.tool_id, "content": block.text}
+    return {"type": "text", "text": block.text}
+
+
+def llama_body(request: ProviderRequest, talk: Conversation) -> dict[str, Any]:
+    """Meta Llama 3's InvokeModel body: the chat as one prompt in Llama 3's template."""
+    turns = _turns(talk.messages)
+    if talk.options.get("tools"):
+        raise PermanentProviderError("Llama models on Bedrock batch take no tools", code="unsupported_tool")
+    prompt = ["<|begin_of_text|>"]
+    if talk.system:
+        prompt.append(_llama_turn("system", talk.system))
+    for role, blocks in turns:
+        if any(block.kind != "text" for block in blocks):
+            raise PermanentProviderError(
+                "Llama models on Bedrock batch take text only (no images or tool turns)",
+                code="unsupported_input",
+            )
+        prompt.append(_llama_turn(role, "".join(block.text for block in blocks)))
+    prompt.append("<|start_header_id|>assistant<|end_header_id|>\n\n")
+    limit = request.max_output_tokens if request.max_output_tokens > 0 else DEFAULT_MAX_TOKENS
+    body: dict[str, Any] = {"prompt": "".join(prompt), "max_gen_len": min(limit, LLAMA_MAX_GEN_LEN)}
+    for key in ("temperature", "top_p"):
+        value = _unit_interval(talk.options.get(key))
+        if value is not None:
+            body[key] = value
+    return body
+
+
+def _llama_turn(role: str, text: str) -> str:
+    return f"<|start_header_id|>{role}<|end_header_id|>\n\n{text}<|eot_id|>"
+
+
+def anthropic_result(custom_id: str, body: Mapping[str, Any]) -> ProviderResult:
+    """An Anthropic `message` (a batch record's modelOutput) as our normalized message."""
+    texts: list[str] = []
+    calls: list[dict[str, Any]] = []
+    for block in body.get("content") or []:
+        if not isinstance(block, Mapping):
+            continue
+        if block.get("type") == "text":
+            texts.append(str(block.get("text") or ""))
+        elif block.get("type") == "tool_use":
+            calls.append(_tool_call(block.get("id"), block.get("name"), block.get("input")))
+    usage = _mapping(body.get("usage"))
+    return ProviderResult(
+        custom_id,
+        "completed",
+        output=_message("".join(texts), finish_reason(body.get("stop_reason")), calls),
+        raw=dict(body),
+        usage=Usage(int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0)),
+    )
+
+
+def llama_result(custom_id: str, body: Mapping[str, Any]) -> ProviderResult:
+    """Llama's {generation, stop_reason, ...} (a batch record's modelOutput) as our message."""
+    finish: FinishReason = "length" if body.get("stop_reason") == "length" else "stop"
+    return ProviderResult(
+        custom_id,
+        "completed",
+        output=_message(str(body.get("generation") or ""), finish, []),
+        raw=dict(body),
+        usage=Usage(int(body.get("prompt_token_count") or 0), int(body.get("generation_token_count") or 0)),
+    )
+
+
+def batch_record_result(record: Mapping[str, Any]) -> ProviderResult | None:
+    """One record of a batch `.out` file as a result; None when it names no request."""
+    record_id = record.get("recordId")
+    if not isinstance(record_id, str) or not record_id:
+        return None
+    error = record.get("error")
+    if isinstance(error, Mapping):
+        return ProviderResult.failure(record_id, record_error(error), raw={"error": dict(error)})
+    output = record.get("modelOutput")
+    if isinstance(output, Mapping) and "generation" in output:
+        return llama_result(record_id, output)
+    if isinstance(output, Mapping) and isinstance(output.get("content"), list):
+        return anthropic_result(record_id, output)
+    return ProviderResult.failure(
+        record_id,
+        ItemError(
+            "provider_bad_response", "the batch record has neither modelOutput nor error", transient=True
+        ),
+    )
+
+
+def record_error(error: Mapping[str, Any]) -> ItemError:
+    """A batch record's {errorCode, errorMessage}: an HTTP status (429 and 5xx transient) or
+    an AWS error code."""
+    code = error.get("errorCode")
+    message = str(error.get("errorMessage") or "the record failed")[:_MESSAGE_CHARS]
+    status = int(code) if isinstance(code, int) or (isinstance(code, str) and code.isdigit()) else 0
+    if status:
+        if status == 429:
+            return ItemError("rate_limited", message, transient=True)
+        if status == 408:
+            return ItemError("provider_timeout", message, transient=True)
+        if status >= 500:
+            return ItemError("provider_5xx", message, transient=True)
+        return ItemError("provider_rejected", message)
+    mapped = aws_error(str(code or "ValidationException"), message, vendor="bedrock")
+    if isinstance(mapped, ProviderUnavailable):  # in a record, one item's failure
+        return ItemError(mapped.code, message, transient=True)
+    return ItemError(mapped.code, message, transient=mapped.transient)
+
+
+# -- batch jobs ----------------------------------------------------------------------------
+def job_status(job: Mapping[str, Any]) -> JobStatus:
+    """GetModelInvocationJob's answer as our job status."""
+    return JobStatus(
+        state=JOB_STATES.get(str(job.get("status")), "in_progress"),
+        total=int(job.get("totalRecordCount") or 0),
+        completed_count=int(job.get("successRecordCount") or 0),
+        failed_count=int(job.get("errorRecordCount") or 0),
+    )
+
+
+def s3_uri(bucket: str, key: str) -> str:
+    return f"s3://{bucket}/{key}"
+
+
+def split_s3_uri(uri: str) -> tuple[str, str]:
+    """(bucket, key) of s3://bucket/key."""
+    if not uri.startswith("s3://"):
+        raise ValueError(f"not an S3 URI: {uri}")
+    bucket, _, key = uri[5:].partition("/")
+    return bucket, key
+
+
+def job_id(job_arn: str) -> str:
+    """The job's own id: the end of its ARN (the output folder's name)."""
+    return job_arn.rsplit("/", 1)[-1]
+
+
+def output_location(job: Mapping[str, Any]) -> tuple[str, str]:
+    """(bucket, key) of the job's output records: Bedrock writes `<input file name>.out` in
+    the folder `<job id>` under the job's output URI."""
+    source = _mapping(_mapping(job.get("inputDataConfig")).get("s3InputDataConfig")).get("s3Uri")
+    target = _mapping(_mapping(job.get("outputDataConfig")).get("s3OutputDataConfig")).get("s3Uri")
+    _, input_key = split_s3_uri(str(source))
+    bucket, prefix = split_s3_uri(str(target))
+    name = input_key.rsplit("/", 1)[-1]
+    key = "/".join(
+        part for part in (prefix.strip("/"), job_id(str(job.get("jobArn"))), f"{name}.out") if part
+    )
+    return bucket, key
+
+
+# -- helpers -------------------------------------------------------------------------------
+def jsonable(value: Any) -> Any:
+    """A boto3 answer as plain JSON: blobs as base64, timestamps as ISO 8601."""
+    if isinstance(value, bytes | bytearray):
+        return base64.b64encode(bytes(value)).decode()
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, Mapping):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [jsonable(v) for v in value]
+    return value
+
+
+def _mapping(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
