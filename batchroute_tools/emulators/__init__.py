@@ -12,6 +12,7 @@ from typing import Any
 from batchroute.catalog import builtin_catalog
 from batchroute.config import Settings
 from batchroute.domain.catalog import Catalog
+from batchroute_tools.emulators.bedrock import BedrockEmulator
 from batchroute_tools.emulators.behaviour import Behaviour, EmulatorConfig
 from batchroute_tools.emulators.openai import OpenAIEmulator
 from batchroute_tools.emulators.server import EmulatorServer, Vendor
@@ -47,6 +48,12 @@ def build_vendors(
                 models=_models(catalog, slug),
                 batch=slug in HOSTS_WITH_BATCHES,
                 clock=clock,
+            ).vendor
+        )
+    if s3 is not None:  # Bedrock's batch jobs read and write S3
+        vendors.append(
+            BedrockEmulator(
+                behaviour, prefix="/bedrock", s3=s3, models=_models(catalog, "bedrock"), clock=clock
             ).vendor
         )
     return vendors
