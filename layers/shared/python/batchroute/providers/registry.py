@@ -157,7 +157,12 @@ class ProviderRegistry:
 
     @staticmethod
     def _package(endpoint: ProviderEndpoint) -> Any:
-        return importlib.import_module(ADAPTER_PACKAGES[endpoint.adapter])
+        try:
+            return importlib.import_module(ADAPTER_PACKAGES[endpoint.adapter])
+        except ImportError as exc:  # a layer built without the vendor's package: the lane fails over
+            raise ProviderNotConfigured(
+                f"provider {endpoint.slug!r}: the {endpoint.adapter} adapter is not in this build ({exc.name})"
+            ) from exc
 
 
 def provider_registry(
