@@ -17,6 +17,7 @@ from infra import assets
 from infra.context import EnvironmentConfig
 from infra.messaging import Messaging
 from infra.naming import construct_id
+from infra.providers import Providers
 from infra.security import Security
 from infra.storage import Storage
 from infra.workflow import Workflow
@@ -28,6 +29,8 @@ POWERTOOLS_METRICS_NAMESPACE = "BatchRoute"
 
 API = "api"
 SWEEPER = "sweeper"
+# The functions that call AI providers: the API (direct chat) and the router (lanes).
+PROVIDER_CALLERS = frozenset({"api", "router"})
 # Workers answer the workflow's task tokens (router, settle, webhook).
 WORKERS = frozenset(q.consumer for q in resources.QUEUES)
 
@@ -44,9 +47,11 @@ class Compute(Construct):
         storage: Storage,
         messaging: Messaging,
         workflow: Workflow,
+        providers: Providers,
     ) -> None:
         super().__init__(scope, construct_id_)
         _require_assets()
+        self._providers = providers
         self._config = config
         self._security = security
         self._storage = storage
@@ -98,6 +103,7 @@ class Compute(Construct):
             "LOG_LEVEL": self._config.log_level,
             "POWERTOOLS_SERVICE_NAME": POWERTOOLS_SERVICE_NAME,
             "POWERTOOLS_METRICS_NAMESPACE": POWERTOOLS_METRICS_NAMESPACE,
+            **self._providers.environment(),
         }
 
     def _function(
@@ -149,6 +155,8 @@ class Compute(Construct):
             queue.grant_send_messages(function)  # enqueue and re-enqueue work
         self._security.app_secret.grant_read(function)
         buckets["artifacts"].grant_read_write(function)
+        if key in PROVIDER_CALLERS:  # direct chat, and the lanes (docs/providers.md)
+            self._providers.grant_calls(function)
         if key == API:
             buckets["uploads"].grant_read_write(function)
             state_machine.grant_start_execution(function)

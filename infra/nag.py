@@ -14,7 +14,8 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct, IConstruct
 
 from infra.api import Api
-from infra.compute import SWEEPER, Compute, executions_arn
+from infra.compute import PROVIDER_CALLERS, SWEEPER, Compute, executions_arn
+from infra.providers import BEDROCK_BATCH_PREFIX, Providers
 from infra.security import Security
 from infra.storage import Storage
 from infra.workflow import Workflow
@@ -66,6 +67,20 @@ COGNITO = (
     "No Cognito: orgs, users, API keys and sessions live in the identity table and are "
     "verified by the application."
 )
+VENDOR_KEYS = (
+    "Provider API keys are issued and rotated by the vendor or the operator's own server; "
+    "no Lambda can rotate them. The operator replaces the value; functions re-read it within "
+    "minutes (PROVIDER_KEY_MAX_AGE_SECONDS)."
+)
+BEDROCK_MODELS = (
+    "Which models a lane calls is catalog data, not stack structure: invoking and batch jobs are "
+    "allowed on Bedrock's foundation models, this account's inference profiles and its "
+    "model-invocation jobs. ListFoundationModels (the providers check) has no resource ARN."
+)
+BEDROCK_BATCH_OBJECTS = (
+    "Bedrock batch jobs read every object under the job input prefix and write under the output "
+    "prefix of the artifacts bucket; object names are per job."
+)
 APIGATEWAY_LOGS_ROLE = (
     "The account-level API Gateway logging role needs AmazonAPIGatewayPushToCloudWatchLogs "
     "(AWS's documented setup); it only lets API Gateway write CloudWatch Logs."
@@ -73,7 +88,14 @@ APIGATEWAY_LOGS_ROLE = (
 
 
 def acknowledge_findings(
-    scope: Construct, *, storage: Storage, security: Security, workflow: Workflow, compute: Compute, api: Api
+    scope: Construct,
+    *,
+    storage: Storage,
+    security: Security,
+    workflow: Workflow,
+    compute: Compute,
+    api: Api,
+    providers: Providers,
 ) -> None:
     """Record each acknowledged finding on the construct of the stack (`scope`) that produces it."""
     tables = [_arn_ref(table) for table in storage.tables.values()]
@@ -81,6 +103,17 @@ def acknowledge_findings(
 
     # SMG4: no automatic rotation of the app secret (it keys every API-key hash).
     _acknowledge(security.app_secret, "AwsSolutions-SMG4", NO_AUTOMATIC_ROTATION)
+    # SMG4: provider API keys are the vendors' to rotate.
+    for secret in providers.secrets.values():
+        _acknowledge(secret, "AwsSolutions-SMG4", VENDOR_KEYS)
+    if providers.batch_role is not None:
+        artifacts = _arn_ref(storage.buckets["artifacts"])
+        for action in ("s3:GetObject*", "s3:GetBucket*", "s3:List*", "s3:Abort*"):
+            _acknowledge(providers.batch_role, f"AwsSolutions-IAM5[Action::{action}]", S3_ACTIONS)
+        for part in ("input", "output"):
+            finding = f"AwsSolutions-IAM5[Resource::{artifacts}/{BEDROCK_BATCH_PREFIX}/{part}/*]"
+            _acknowledge(providers.batch_role, finding, BEDROCK_BATCH_OBJECTS)
+        _acknowledge_kms_grants(providers.batch_role)
 
     # The state machine role (SendMessage to the queues, UpdateItem on the batches table):
     workflow_role = workflow.state_machine.role
@@ -110,6 +143,9 @@ def acknowledge_findings(
         # IAM5 bucket/*: objects of the artifacts and uploads buckets.
         for bucket in ("artifacts", "uploads"):
             _acknowledge(role, f"AwsSolutions-IAM5[Resource::{_arn_ref(buckets[bucket])}/*]", S3_OBJECTS)
+        if key in PROVIDER_CALLERS and providers.batch_role is not None:
+            for finding in _bedrock_findings(scope):
+                _acknowledge(role, finding, BEDROCK_MODELS)
         if key == SWEEPER:
             # IAM5 execution:<name>:*: the sweeper stops executions of the batch workflow.
             arn = Stack.of(scope).resolve(executions_arn(scope, workflow.state_machine_name))
@@ -128,6 +164,21 @@ def acknowledge_findings(
         "AmazonAPIGatewayPushToCloudWatchLogs]",
         APIGATEWAY_LOGS_ROLE,
     )
+
+
+def _bedrock_findings(scope: Construct) -> list[str]:
+    """The IAM5 findings of Providers.grant_calls' Bedrock statements, as cdk-nag names them."""
+    stack = Stack.of(scope)
+    account, region, partition = (
+        _flatten(stack.resolve(v)) for v in (stack.account, stack.region, stack.partition)
+    )
+    base = f"arn:{partition}:bedrock"
+    return [
+        "AwsSolutions-IAM5[Resource::*]",
+        f"AwsSolutions-IAM5[Resource::{base}:*::foundation-model/*]",
+        f"AwsSolutions-IAM5[Resource::{base}:{region}:{account}:inference-profile/*]",
+        f"AwsSolutions-IAM5[Resource::{base}:{region}:{account}:model-invocation-job/*]",
+    ]
 
 
 def _acknowledge_kms_grants(role: iam.IRole) -> None:

@@ -14,6 +14,7 @@ from infra.context import EnvironmentConfig
 from infra.messaging import Messaging
 from infra.monitoring import Monitoring
 from infra.nag import acknowledge_findings
+from infra.providers import Providers
 from infra.security import Security
 from infra.storage import Storage
 from infra.workflow import Workflow
@@ -48,6 +49,14 @@ class BatchRouteStack(Stack):
             batches_table=self.storage.tables["batches"],
             key=key,
         )
+        self.providers = Providers(
+            self,
+            "Providers",
+            prefix=prefix,
+            config=config,
+            security=self.security,
+            artifacts=self.storage.buckets["artifacts"],
+        )
         self.compute = Compute(
             self,
             "Compute",
@@ -57,6 +66,7 @@ class BatchRouteStack(Stack):
             storage=self.storage,
             messaging=self.messaging,
             workflow=self.workflow,
+            providers=self.providers,
         )
         self.api = Api(self, "Api", prefix=prefix, config=config, handler=self.compute.functions[API])
         self.monitoring = Monitoring(
@@ -82,4 +92,5 @@ class BatchRouteStack(Stack):
             workflow=self.workflow,
             compute=self.compute,
             api=self.api,
+            providers=self.providers,
         )
