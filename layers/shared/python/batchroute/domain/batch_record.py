@@ -116,6 +116,10 @@ class SurfaceFields:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class BatchRecord:
+    """One batch as stored. Batch create writes every field of the first two groups; those
+    that are Optional there are None on a record that lacks them (readers apply the defaults
+    the API shows; a webhook event's summary carries only what the record has)."""
+
     # -- identity and state (every record) --------------------------------------------------
     batch_id: str
     org_id: str

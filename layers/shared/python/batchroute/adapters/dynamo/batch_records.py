@@ -45,7 +45,7 @@ def batch_key(batch_id: str) -> dict[str, Any]:
 
 def batch_values(batch: BatchRecord, *, deadline_index: bool = True) -> tuple[dict[str, Any], dict[str, Any]]:
     """The META and PLAN items of a batch (plain values, keys included). `deadline_index`
-    puts META on the sparse SLA index (gsi2) until it is terminal."""
+    puts META on the sparse SLA index (gsi2: swept at `deadline_at`) until it is terminal."""
     values = batch.to_mapping()
     pk = f"BATCH#{batch.batch_id}"
     meta = {
@@ -55,7 +55,7 @@ def batch_values(batch: BatchRecord, *, deadline_index: bool = True) -> tuple[di
         "gsi1pk": f"ORG#{batch.org_id}",
         "gsi1sk": f"BATCH#{batch.batch_id}",
     }
-    if deadline_index:
+    if deadline_index and batch.deadline_at is not None:
         meta.update(gsi2pk=DEADLINE_PARTITION, gsi2sk=f"{batch.deadline_at}#{batch.batch_id}")
     meta.update({k: v for k, v in values.items() if k not in PLAN_FIELDS})
     plan = {"pk": pk, "sk": "PLAN", "kind": "batch_plan"}
