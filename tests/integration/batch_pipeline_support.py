@@ -27,6 +27,7 @@ from batchroute.adapters.s3_objects import S3Objects
 from batchroute.catalog import builtin_catalog
 from batchroute.clock import SystemClock, isoformat
 from batchroute.config import get_settings
+from batchroute.domain.batch_record import BatchRecord
 from batchroute.domain.preflight import Preflight
 from batchroute.domain.pricing import estimate_price
 from batchroute.domain.routing import route
@@ -63,7 +64,7 @@ class CreatedBatch:
     batch_id: str
     org_id: str
     reserved: Money
-    record: dict[str, Any]
+    record: BatchRecord
 
 
 def create_batch(
@@ -127,18 +128,18 @@ def create_batch(
     }
     if mutate is not None:
         mutate(record)
+    batch = BatchRecord.from_mapping(record)
     ledger = LedgerStore(settings.table_name("ledger"))
-    records = BatchRecords(settings.table_name("batches"))
     reserve = ledger.reserve_items(
         org_id,
-        reservation_id=record["reservation_id"],
+        reservation_id=str(batch.reservation_id),
         amount=total,
         at=isoformat(now),
         purpose="batch",
         ref=batch_id,
     )
-    records.dynamodb.transact_write_items(TransactItems=[*reserve, *records.new_batch_items(record)])
-    return CreatedBatch(batch_id=batch_id, org_id=org_id, reserved=total, record=record)
+    BatchRecords(settings.table_name("batches")).create(batch, reservation=reserve)
+    return CreatedBatch(batch_id=batch_id, org_id=org_id, reserved=total, record=batch)
 
 
 def pollers(stack: LocalStack) -> list[QueuePoller]:

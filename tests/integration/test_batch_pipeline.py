@@ -26,6 +26,7 @@ from batchroute.adapters.task_queue import TaskQueue
 from batchroute.catalog import builtin_catalog
 from batchroute.clock import SystemClock
 from batchroute.config import get_settings
+from batchroute.domain.batch_record import BatchRecord
 from batchroute.domain.batch_states import BatchState
 from batchroute.domain.billing_controls import AuditEntry, BillingControls
 from batchroute.domain.pricing import LaneUsage, settle_price
@@ -90,14 +91,14 @@ def _artifacts() -> BatchArtifacts:
     return BatchArtifacts(S3Objects(get_settings().buckets["artifacts"]))
 
 
-def _batch(batch_id: str) -> dict[str, Any]:
+def _batch(batch_id: str) -> BatchRecord:
     batch = _records().get(batch_id)
     assert batch is not None
     return batch
 
 
-def _counts(batch: dict[str, Any]) -> dict[str, int]:
-    return {k: int(v) for k, v in batch["counts"].items()}
+def _counts(batch: BatchRecord) -> dict[str, int]:
+    return {k: int(v) for k, v in batch.counts.items()}
 
 
 def _rows(key: str) -> list[dict[str, Any]]:
@@ -169,8 +170,8 @@ def _lane_messages(stack: LocalStack) -> list[WorkflowTask]:
     return [WorkflowTask.model_validate_json(m["Body"]) for m in messages]
 
 
-def _assert_settled_exactly(org_id: str, batch: dict[str, Any], reserved: Money) -> Money:
-    billing = batch["billing"]
+def _assert_settled_exactly(org_id: str, batch: BatchRecord, reserved: Money) -> Money:
+    billing = batch.billing
     charged = Money.usd(billing["credit_charged"]["amount"])
     released = Money.usd(billing["credit_released"]["amount"])
     assert Money.usd(billing["credit_reserved"]["amount"]) == reserved
@@ -216,7 +217,7 @@ def test_a_mixed_batch_runs_to_completed_and_settles_actual_usage_once(
         (3, 1, 0),
     ]
     batch = _batch(created.batch_id)
-    assert batch["state"] == "completed" and batch["completed_at"] and batch["settled_at"]
+    assert batch.state == "completed" and batch.completed_at and batch.settled_at
     assert _counts(batch) == {
         "total": 7,
         "pending": 0,
@@ -243,7 +244,7 @@ def test_a_mixed_batch_runs_to_completed_and_settles_actual_usage_once(
     assert rows[3]["raw"] is not None  # kept for body_format=raw
     errors = _rows(errors_key(created.batch_id))
     assert [r["customer_item_id"] for r in errors] == ["item-1", "item-4"]
-    assert batch["artifacts"]["result_count"] == 7 and batch["artifacts"]["error_count"] == 2
+    assert batch.artifacts.result_count == 7 and batch.artifacts.error_count == 2
     # And each lane took its items off its provider's capacity, once
     after = capacity.live_states(consistent=True)
     for lane_id, taken in ((f"edge-eu/{LLAMA}", 4), (f"openai/{GPT}", 3)):
@@ -313,7 +314,7 @@ def test_an_unavailable_lane_fails_over_at_the_quoted_prices(stack: LocalStack, 
     # Then every item completes, on a chain of lanes
     assert result["status"] == "SUCCEEDED"
     batch = _batch(created.batch_id)
-    assert batch["state"] == "completed"
+    assert batch.state == "completed"
     assert _counts(batch)["completed"] == 4 and _counts(batch)["failed"] == 0
     assert [r["status"] for r in _rows(results_key(created.batch_id))] == ["completed"] * 4
     lanes = _lanes(created.batch_id)
@@ -327,13 +328,13 @@ def test_an_unavailable_lane_fails_over_at_the_quoted_prices(stack: LocalStack, 
     deepinfra = next(lane for lane in builtin_catalog().lanes_for(LLAMA) if lane.provider == "deepinfra")
     assert third["unit_prices"] == first["unit_prices"]
     assert Decimal(third["unit_prices"]["input_per_mtok"]) != deepinfra.price.batch_input_per_mtok
-    assert batch["execution_summary"]["latest_error"] is None
+    assert batch.execution_summary.latest_error is None
     output = json.loads(result["output"])
     assert output["lanes"] == [{"lane_key": first["lane_key"], "completed": 4, "failed": 0, "canceled": 0}]
     # And the charge uses those prices, on the lanes that delivered
     charged = _assert_settled_exactly(org.org_id, batch, created.reserved)
     assert charged == min(_expected_charge(created.batch_id), created.reserved)
-    receipt_lanes = {lane["lane_key"]: lane for lane in batch["billing"]["provider_lanes"]}
+    receipt_lanes = {lane["lane_key"]: lane for lane in batch.billing["provider_lanes"]}
     assert receipt_lanes[third["lane_key"]]["failover_from"] == second["lane_key"]
     assert receipt_lanes[third["lane_key"]]["proof"]["provider"] == "deepinfra"
 
@@ -346,7 +347,7 @@ def test_with_every_lane_down_the_items_fail_with_the_latest_error(stack: LocalS
     # Then the batch completes; that item failed after every lane of its model was tried
     assert result["status"] == "SUCCEEDED"
     batch = _batch(created.batch_id)
-    assert batch["state"] == "completed"
+    assert batch.state == "completed"
     assert _counts(batch) == {
         "total": 3,
         "pending": 0,
@@ -360,8 +361,8 @@ def test_with_every_lane_down_the_items_fail_with_the_latest_error(stack: LocalS
         "provider_unavailable",
         "lane_failed",
     }
-    assert batch["execution_summary"]["latest_error"].startswith("lane ")
-    assert "unavailable" in batch["execution_summary"]["latest_error"]
+    assert batch.execution_summary.latest_error.startswith("lane ")
+    assert "unavailable" in batch.execution_summary.latest_error
     lanes = _lanes(created.batch_id)
     assert len(lanes) == len(builtin_catalog().lanes_for(LLAMA))  # the whole chain was used
     _assert_settled_exactly(org.org_id, batch, created.reserved)
@@ -380,12 +381,12 @@ def test_the_failure_path_marks_failed_and_releases_the_reservation(stack: Local
     assert result["status"] == "FAILED"
     assert "HandleFailure" in states_entered(stack, arn)
     batch = _batch(created.batch_id)
-    assert batch["state"] == "failed" and "InvalidPlan" in batch["execution_summary"]["latest_error"]
+    assert batch.state == "failed" and "InvalidPlan" in batch.execution_summary.latest_error
     rows = _rows(results_key(created.batch_id))
     assert [r["error"]["code"] for r in rows] == ["batch_failed", "batch_failed"]
     assert _counts(batch)["failed"] == 2
     # And the whole reservation is released
-    billing = batch["billing"]
+    billing = batch.billing
     assert billing["credit_charged"]["amount"] == "0.00"
     assert Money.usd(billing["credit_released"]["amount"]) == created.reserved
     assert _ledger().state(org.org_id).available == Money.usd("10")
@@ -401,7 +402,7 @@ def test_a_batch_canceled_before_routing_runs_no_lane_and_releases_all(
     assert result["status"] == "SUCCEEDED"
     assert json.loads(result["output"])["route"] == {"lanes": []}
     batch = _batch(created.batch_id)
-    assert batch["state"] == "canceled"
+    assert batch.state == "canceled"
     assert _counts(batch) == {
         "total": 2,
         "pending": 0,
@@ -487,7 +488,7 @@ def test_a_batch_ended_mid_run_charges_only_completed_work(
     workflow.finalize(_task("finalize", created.batch_id))
     workflow.settle(_task("settle", created.batch_id))
     batch = _batch(created.batch_id)
-    assert batch["state"] == ending
+    assert batch.state == ending
     assert _counts(batch) == {
         "total": 6,
         "pending": 0,
@@ -615,9 +616,9 @@ def test_the_plan_lives_apart_from_the_meta_item_that_progress_rewrites(
     assert "plan" not in by_sk["META"] and "chunk_models" not in by_sk["META"]
     assert len(json.dumps(by_sk["META"])) < 2_500  # 60 chunks: the chunk map alone would be ~4 KB
     whole = _batch(created.batch_id)
-    assert whole["plan"] == created.record["plan"]
-    assert whole["chunk_models"] == created.record["chunk_models"]
-    assert whole["counts"]["total"] == 60
+    assert whole.plan == created.record.plan
+    assert whole.chunk_models == created.record.chunk_models
+    assert whole.counts["total"] == 60
     assert _records().state(created.batch_id) == "priced"
     assert _records().state("batch_missing") is None
 

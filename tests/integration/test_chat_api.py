@@ -320,7 +320,7 @@ def test_queued_request_is_a_one_item_batch_and_its_job_completes(
     # When the workflow runs it
     record = BatchRecords(get_settings().table_name("batches")).get(job["batch_id"])
     assert record is not None
-    run_until_done(local_aws, record["execution_arn"])
+    run_until_done(local_aws, str(record.execution_arn))
     done = client.get(f"/v1/chat/completions/{job['id']}", headers=org.key_headers()).json()
     # Then the job carries a chat.completion
     assert done["status"] == "completed", done

@@ -174,7 +174,7 @@ def test_sweeper_settles_a_dead_request_at_its_last_checkpoint_exactly_once(stac
     report = resolve_stale_chat_holds(ledger, store, builtin_catalog(), clock, stale_seconds=300)
     assert report.settled == [call.hold_id]
     checkpoint = store.record(call.batch_id)
-    assert checkpoint is not None and checkpoint["state"] == "failed"
+    assert checkpoint is not None and checkpoint.state == "failed"
     assert report.charged_micros == _cost(call.request.facts.prompt_tokens, 5).micros
     # Then the request coming back cannot charge again
     late = call.finish()

@@ -95,8 +95,8 @@ def vendor_error(response: Any, status: int) -> dict[str, Any]:
 
 def run(stack: LocalStack, batch_id: str) -> None:
     batch = BatchRecords(get_settings().table_name("batches")).get(batch_id)
-    assert batch is not None and batch.get("execution_arn"), batch
-    result = run_until_done(stack, batch["execution_arn"])
+    assert batch is not None and batch.execution_arn, batch
+    result = run_until_done(stack, batch.execution_arn)
     assert result["status"] == "SUCCEEDED", result
 
 

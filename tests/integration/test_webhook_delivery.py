@@ -24,6 +24,7 @@ from batchroute.adapters.dynamo.webhook_deliveries import DUE_PARTITION, Webhook
 from batchroute.adapters.kms import KmsSealer
 from batchroute.clock import FixedClock, isoformat
 from batchroute.config import get_settings
+from batchroute.domain.batch_record import BatchRecord
 from batchroute.domain.webhooks import RETRY_DELAYS_SECONDS, delivery_id_for, verify
 from batchroute.services.accounts.settings import webhook_secret_context
 from batchroute.services.delivery.webhooks import (
@@ -147,7 +148,7 @@ def set_org_webhook(org_id: str, url: str, secret: str = ORG_SECRET) -> None:
 
 def put_batch(
     org_id: str, batch_id: str, state: str = "completed", webhook: dict[str, str] | None = None
-) -> dict[str, Any]:
+) -> BatchRecord:
     record: dict[str, Any] = {
         "pk": f"BATCH#{batch_id}",
         "sk": "META",
@@ -452,7 +453,7 @@ def test_the_workflow_deliver_step_succeeds_whatever_the_receiver_answers(
     assert first["webhook"]["status"] == "failed" and first["webhook"]["attempt_count"] == 1
     assert second["webhook"] == first["webhook"]
     assert len(receiver.received) == 1
-    assert "deliver" in records.get("batch_step")["workflow_steps"]  # type: ignore[index]
+    assert "deliver" in records.get("batch_step").workflow_steps  # type: ignore[union-attr]
     # And a non-terminal batch only journals
     put_batch(org.org_id, "batch_busy", state="running")
     output = workflow.deliver(WorkflowTask(step="deliver", batch_id="batch_busy", task_token="t2"))

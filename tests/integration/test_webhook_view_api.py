@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import boto3
 import pytest
@@ -17,6 +16,7 @@ from batchroute.adapters.dynamo.webhook_deliveries import WebhookDeliveries
 from batchroute.adapters.kms import KmsSealer
 from batchroute.clock import FixedClock, isoformat
 from batchroute.config import get_settings
+from batchroute.domain.batch_record import BatchRecord
 from batchroute.domain.webhooks import AttemptOutcome
 from batchroute.services.delivery.webhooks import WebhookDelivery, batch_webhook_config
 from batchroute_tools.local.provision import LocalStack
@@ -57,7 +57,7 @@ def path(batch_id: str) -> str:
     return f"/v1/batches/{batch_id}/webhooks"
 
 
-def put_batch(org_id: str, batch_id: str) -> dict[str, Any]:
+def put_batch(org_id: str, batch_id: str) -> BatchRecord:
     sealer = KmsSealer(get_settings().kms_key_id)
     record = {
         "pk": f"BATCH#{batch_id}",
@@ -75,7 +75,7 @@ def put_batch(org_id: str, batch_id: str) -> dict[str, Any]:
     return batch
 
 
-def deliver(batch: dict[str, Any], *outcomes: AttemptOutcome) -> WebhookDelivery:
+def deliver(batch: BatchRecord, *outcomes: AttemptOutcome) -> WebhookDelivery:
     """Run the first attempt and as many retries as outcomes were given."""
     clock = FixedClock(START)
     service = WebhookDelivery(

@@ -11,6 +11,7 @@ import pytest
 
 from batchroute.catalog import builtin_catalog
 from batchroute.clock import FixedClock, isoformat
+from batchroute.domain.batch_record import BatchRecord
 from batchroute.domain.catalog import LaneLive
 from batchroute.domain.chat_objects import batch_id_for, chat_job, chunk, job_id_for, job_status
 from batchroute.domain.chat_requests import ChatRequest, parse_chat_request
@@ -145,7 +146,9 @@ def test_job_ids_share_the_batch_suffix_and_statuses_map() -> None:
     assert job_status("completed", "completed") == "completed"
     assert job_status("completed", "failed") == "failed"
     assert job_status("canceled", None) == "cancelled"
-    job = chat_job({"batch_id": batch_id, "state": "expired", "created_at": "2026-01-01T00:00:00.000Z"})
+    job = chat_job(
+        BatchRecord(batch_id=batch_id, org_id="org_1", state="expired", created_at="2026-01-01T00:00:00.000Z")
+    )
     assert job["status"] == "failed" and job["error"] and job["created"] == 1767225600
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import tracemalloc
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -12,6 +13,7 @@ from openai.types import CreateEmbeddingResponse
 from openai.types.chat import ChatCompletion
 from openai.types.responses import Response
 
+from batchroute.domain.batch_record import BatchRecord
 from batchroute.domain.compat import (
     RowCheck,
     RowProblem,
@@ -115,9 +117,10 @@ def test_preflight_paths_become_request_fields(path: str | None, param: str | No
     assert input_param(path) == param
 
 
-def _batch(state: str, *, finalized: bool = False, **extra: Any) -> dict[str, Any]:
+def _batch(state: str, *, finalized: bool = False, **extra: Any) -> BatchRecord:
     batch: dict[str, Any] = {
         "batch_id": BATCH,
+        "org_id": "org_1",
         "state": state,
         "created_at": CREATED,
         "deadline_at": "2026-01-02T00:00:00.000Z",
@@ -136,7 +139,7 @@ def _batch(state: str, *, finalized: bool = False, **extra: Any) -> dict[str, An
     if finalized:
         batch["finalized_at"] = "2026-01-01T00:04:00.000Z"
         batch["artifacts"] = {"results_key": "k", "errors_key": "e", "result_count": 4, "error_count": 2}
-    return batch
+    return BatchRecord.from_mapping(batch)
 
 
 @pytest.mark.parametrize(
@@ -179,7 +182,7 @@ def test_files_appear_only_when_terminal_and_only_with_lines() -> None:
     running = batch_object(_batch("running"))
     assert running["output_file_id"] is None and running["finalizing_at"] is None
     all_failed = _batch("failed", finalized=True, execution_summary={"latest_error": "lane down"})
-    all_failed["artifacts"].update(result_count=2, error_count=2)
+    all_failed = replace(all_failed, artifacts=replace(all_failed.artifacts, result_count=2, error_count=2))
     failed = batch_object(all_failed)
     assert failed["output_file_id"] is None and failed["error_file_id"] == "file_err"
     assert failed["failed_at"] == unix("2026-01-01T00:05:00.000Z")
@@ -189,7 +192,7 @@ def test_files_appear_only_when_terminal_and_only_with_lines() -> None:
 
 
 def test_request_counts_never_go_negative() -> None:
-    assert request_counts({"counts": {"total": 1, "completed": -1}}) == {
+    assert request_counts(replace(_batch("running"), counts={"total": 1, "completed": -1})) == {
         "total": 1,
         "completed": 0,
         "failed": 0,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from batchroute.domain.batch_record import BatchRecord, ExecutionSummary
 from batchroute.domain.batch_results import MergeTally, artifact_row, merge_chunk, missing_row
 from batchroute.services.workflow.finalize import final_counts, missing_reason
 
@@ -99,9 +100,15 @@ def test_the_artifact_row_is_the_native_result_row_plus_sequence_number_and_raw(
     assert set(failed) == {"customer_item_id", "sequence_number", "status", "output", "error", "raw"}
 
 
+def _batch(state: Any, **fields: Any) -> BatchRecord:
+    return BatchRecord(
+        batch_id="batch_1", org_id="org_1", state=state, created_at="2026-01-01T00:00:00Z", **fields
+    )
+
+
 def test_final_counts_add_up_and_unrun_items_count_by_the_batch_state() -> None:
     tally = MergeTally(completed=3, failed=1, missing=2)
-    assert final_counts({"state": "canceled"}, tally) == {
+    assert final_counts(_batch("canceled"), tally) == {
         "total": 6,
         "pending": 0,
         "running": 0,
@@ -109,8 +116,8 @@ def test_final_counts_add_up_and_unrun_items_count_by_the_batch_state() -> None:
         "failed": 1,
         "canceled": 2,
     }
-    assert final_counts({"state": "failed"}, tally)["failed"] == 3
-    assert final_counts({"state": "expired"}, tally)["canceled"] == 2
-    assert missing_reason({"state": "expired"})[0] == "expired"
-    code, message = missing_reason({"state": "failed", "execution_summary": {"latest_error": "X: y"}})
+    assert final_counts(_batch("failed"), tally)["failed"] == 3
+    assert final_counts(_batch("expired"), tally)["canceled"] == 2
+    assert missing_reason(_batch("expired"))[0] == "expired"
+    code, message = missing_reason(_batch("failed", execution_summary=ExecutionSummary("X: y")))
     assert code == "batch_failed" and "X: y" in message

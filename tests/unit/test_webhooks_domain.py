@@ -11,6 +11,7 @@ from decimal import Decimal
 
 import pytest
 
+from batchroute.domain.batch_record import BatchRecord
 from batchroute.domain.webhooks import (
     DELIVERY_STATUSES,
     MAX_ATTEMPTS,
@@ -144,8 +145,9 @@ def test_event_body_has_id_type_time_and_batch_and_never_the_webhook() -> None:
         "webhook": {"url": "https://hooks.example.com", "secret_sealed": "AQID"},
         "reserved_micros": Decimal(5),
     }
+    stored = BatchRecord.from_mapping(record)
     raw = event_body(
-        event_id="evt_1", event_type="batch.completed", created_at="t", batch=batch_summary(record)
+        event_id="evt_1", event_type="batch.completed", created_at="t", batch=batch_summary(stored)
     )
     body = json.loads(raw)
     assert body == {
@@ -162,7 +164,7 @@ def test_event_body_has_id_type_time_and_batch_and_never_the_webhook() -> None:
     }
     assert "secret" not in raw and "webhook" not in raw
     assert raw == event_body(
-        event_id="evt_1", event_type="batch.completed", created_at="t", batch=batch_summary(record)
+        event_id="evt_1", event_type="batch.completed", created_at="t", batch=batch_summary(stored)
     )
 
 

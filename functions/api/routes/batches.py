@@ -141,7 +141,7 @@ def get_batch(
     receipt = None
     if include_billing_receipt:
         summary["lane_statuses"] = lane_statuses(reads.records.lanes(batch_id))
-        receipt = batch.get("billing") if batch.get("settled_at") else None
+        receipt = batch.billing if batch.settled_at else None
     return {"batch": _plain(summary), "billing_receipt": _plain(receipt)}
 
 
@@ -229,10 +229,10 @@ def retry_batch(batch_id: str, principal: Creator, batches: BatchesDep) -> dict[
 )
 def billing_receipt(batch_id: str, principal: Reader, reads: ReadsDep) -> dict[str, Any]:
     batch = reads.owned(principal, batch_id)
-    if not batch.get("settled_at") or not batch.get("billing"):
+    if not batch.settled_at or not batch.billing:
         raise Conflict(
             "The receipt is available once the batch is settled.",
             code="receipt_not_ready",
-            details={"state": batch["state"]},
+            details={"state": batch.state},
         )
-    return dict(_plain(batch["billing"]))
+    return dict(_plain(batch.billing))

@@ -50,6 +50,7 @@ from batchroute.catalog.environments import Deployment, Placeholders, load_deplo
 from batchroute.clock import Clock, SystemClock
 from batchroute.config import Settings, get_settings
 from batchroute.content import BuiltinContent
+from batchroute.domain.batch_record import BatchWebhook
 from batchroute.domain.catalog import Catalog
 from batchroute.domain.network import check_public_https_url
 from batchroute.domain.routing_gates import RoutingGuards
@@ -374,10 +375,9 @@ class Wiring:
                 state_machine_arn=settings.state_machine_arn, name=batch_id, payload={"batch_id": batch_id}
             )
 
-        def seal(*, org_id: str, batch_id: str, url: str, secret: str) -> dict[str, Any]:
-            return dict(
-                batch_webhook_config(sealer, org_id=org_id, batch_id=batch_id, url=url, secret=secret)
-            )
+        def seal(*, org_id: str, batch_id: str, url: str, secret: str) -> BatchWebhook:
+            config = batch_webhook_config(sealer, org_id=org_id, batch_id=batch_id, url=url, secret=secret)
+            return BatchWebhook(url=config["url"], secret_sealed=config["secret_sealed"])
 
         return BatchService(
             records=self.batch_records,

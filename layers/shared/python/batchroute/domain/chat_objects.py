@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, Final
 
+from batchroute.domain.batch_record import BatchRecord
 from batchroute.ids import has_prefix, suffix_of
 
 DONE_EVENT: Final = b"data: [DONE]\n\n"
@@ -128,22 +129,22 @@ def job_status(batch_state: str, item_status: str | None) -> str:
 
 
 def chat_job(
-    batch: Mapping[str, Any],
+    batch: BatchRecord,
     *,
     result: Mapping[str, Any] | None = None,
     error: Mapping[str, Any] | None = None,
     item_status: str | None = None,
 ) -> dict[str, Any]:
     """The chat job view of a queued request's batch."""
-    batch_id = str(batch["batch_id"])
-    status = job_status(str(batch["state"]), item_status)
+    batch_id = batch.batch_id
+    status = job_status(batch.state, item_status)
     view: dict[str, Any] = {
         "id": job_id_for(batch_id),
         "object": "chat.completion.job",
         "status": status,
-        "model": batch.get("chat_model"),
+        "model": batch.chat_model,
         "batch_id": batch_id,
-        "created": epoch_seconds(str(batch["created_at"])),
+        "created": epoch_seconds(batch.created_at),
         "result": dict(result) if status == "completed" and result is not None else None,
         "error": None,
     }
@@ -151,8 +152,8 @@ def chat_job(
         view["error"] = dict(error) if error else {"code": "job_failed", "message": "The request failed."}
     elif status == "cancelled":
         view["error"] = {"code": "cancelled", "message": "The batch behind this job was cancelled."}
-    if batch.get("metadata"):
-        view["metadata"] = dict(batch["metadata"])
+    if batch.metadata:
+        view["metadata"] = dict(batch.metadata)
     return view
 
 

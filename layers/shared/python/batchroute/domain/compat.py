@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final, Literal, get_args
 
+from batchroute.domain.batch_record import ArtifactKeys, BatchRecord, CompatFields
 from batchroute.domain.chat_objects import chat_completion
 from batchroute.domain.items import MAX_CUSTOMER_ITEM_ID
 from batchroute.domain.jsonl import MAX_LINE_BYTES, JsonlReader, LineError, ParsedLine
@@ -35,6 +36,8 @@ MAX_LISTED_PROBLEMS: Final = 20
 VendorStatus = Literal[
     "validating", "in_progress", "finalizing", "completed", "failed", "expired", "cancelling", "cancelled"
 ]
+_NO_COMPAT: Final = CompatFields()
+_NO_ARTIFACTS: Final = ArtifactKeys()
 # Native states before the router has dispatched any work: the vendor's `validating`.
 _VALIDATING: Final = frozenset({"received", "validated", "priced", "queued"})
 _IN_PROGRESS: Final = frozenset({"dispatching", "running"})
@@ -153,15 +156,15 @@ def unix(moment: str | None) -> int | None:
     return int(datetime.fromisoformat(moment.replace("Z", "+00:00")).timestamp())
 
 
-def finalized(batch: Mapping[str, Any]) -> bool:
-    return bool((batch.get("artifacts") or {}).get("results_key")) and bool(batch.get("finalized_at"))
+def finalized(batch: BatchRecord) -> bool:
+    return bool(batch.results_key) and bool(batch.finalized_at)
 
 
-def vendor_status(batch: Mapping[str, Any]) -> VendorStatus:
+def vendor_status(batch: BatchRecord) -> VendorStatus:
     """docs/compat.md has the table. A terminal native state whose artifacts are not written
     yet is `finalizing` (`cancelling` for a cancel), so a terminal vendor status always comes
     with its output and error files."""
-    state = str(batch["state"])
+    state = batch.state
     done = finalized(batch)
     if state in _VALIDATING:
         return "validating"
@@ -180,9 +183,9 @@ def vendor_status(batch: Mapping[str, Any]) -> VendorStatus:
     raise ValueError(f"unknown batch state {state!r}")
 
 
-def request_counts(batch: Mapping[str, Any]) -> dict[str, int]:
+def request_counts(batch: BatchRecord) -> dict[str, int]:
     """Canceled items are counted as failed: they are lines of the error file."""
-    counts = batch.get("counts") or {}
+    counts = batch.counts or {}
 
     def count(name: str) -> int:
         return max(0, int(counts.get(name, 0)))
@@ -194,30 +197,30 @@ def request_counts(batch: Mapping[str, Any]) -> dict[str, int]:
     }
 
 
-def output_files(batch: Mapping[str, Any]) -> tuple[str | None, str | None]:
+def output_files(batch: BatchRecord) -> tuple[str | None, str | None]:
     """(output_file_id, error_file_id) as the vendor fills them: once the batch is terminal,
     the output file when some request succeeded, the error file when some failed."""
-    compat = batch.get("compat") or {}
-    artifacts = batch.get("artifacts") or {}
+    compat = batch.compat or _NO_COMPAT
+    artifacts = batch.artifacts or _NO_ARTIFACTS
     if vendor_status(batch) not in ("completed", "failed", "expired", "cancelled"):
         return None, None
-    results = int(artifacts.get("result_count", 0))
-    errors = int(artifacts.get("error_count", 0))
-    output = compat.get("output_file_id") if results > errors else None
-    error = compat.get("error_file_id") if errors > 0 else None
+    results = artifacts.result_count or 0
+    errors = artifacts.error_count or 0
+    output = compat.output_file_id if results > errors else None
+    error = compat.error_file_id if errors > 0 else None
     return output, error
 
 
-def batch_object(batch: Mapping[str, Any]) -> dict[str, Any]:
+def batch_object(batch: BatchRecord) -> dict[str, Any]:
     """The vendor's Batch object of a compat batch record."""
-    compat = batch.get("compat") or {}
+    compat = batch.compat or _NO_COMPAT
     status = vendor_status(batch)
-    state = str(batch["state"])
-    steps = batch.get("workflow_steps") or {}
-    changed = batch.get("state_changed_at")
-    finalized_at = batch.get("finalized_at")
+    state = batch.state
+    steps = batch.workflow_steps
+    changed = batch.state_changed_at
+    finalized_at = batch.finalized_at
     output_file_id, error_file_id = output_files(batch)
-    latest_error = (batch.get("execution_summary") or {}).get("latest_error")
+    latest_error = batch.latest_error
     errors = None
     if state == "failed":
         errors = {
@@ -234,29 +237,29 @@ def batch_object(batch: Mapping[str, Any]) -> dict[str, Any]:
     in_progress_at = steps.get("route") or (changed if state in _IN_PROGRESS else None)
     finalizing_at = changed if state == "finalizing" else finalized_at
     return {
-        "id": batch["batch_id"],
+        "id": batch.batch_id,
         "object": "batch",
-        "endpoint": compat.get("endpoint"),
-        "input_file_id": compat.get("input_file_id"),
-        "completion_window": compat.get("completion_window", COMPLETION_WINDOW),
+        "endpoint": compat.endpoint,
+        "input_file_id": compat.input_file_id,
+        "completion_window": compat.completion_window or COMPLETION_WINDOW,
         "status": status,
         "output_file_id": output_file_id,
         "error_file_id": error_file_id,
         "errors": errors,
-        "created_at": unix(batch["created_at"]),
+        "created_at": unix(batch.created_at),
         "in_progress_at": unix(in_progress_at) if status not in ("validating",) else None,
-        "expires_at": unix(batch.get("deadline_at")),
+        "expires_at": unix(batch.deadline_at),
         "finalizing_at": unix(finalizing_at)
         if status in ("finalizing", "completed", "failed", "expired", "cancelled")
         else None,
-        "completed_at": unix(batch.get("completed_at")) if status == "completed" else None,
+        "completed_at": unix(batch.completed_at) if status == "completed" else None,
         "failed_at": unix(changed) if state == "failed" else None,
         "expired_at": unix(changed) if state == "expired" else None,
         "cancelling_at": unix(changed) if state == "canceled" else None,
         "cancelled_at": unix(finalized_at) if status == "cancelled" else None,
         "request_counts": request_counts(batch),
-        "metadata": batch.get("metadata") or None,
-        "body_format": compat.get("body_format", DEFAULT_BODY_FORMAT),
+        "metadata": dict(batch.metadata) if batch.metadata else None,
+        "body_format": compat.body_format or DEFAULT_BODY_FORMAT,
     }
 
 

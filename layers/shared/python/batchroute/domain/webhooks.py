@@ -25,6 +25,8 @@ from decimal import Decimal
 from email.utils import parsedate_to_datetime
 from typing import Any, Literal, get_args
 
+from batchroute.domain.batch_record import BatchRecord
+
 SIGNATURE_HEADER = "X-Service-Signature"
 TIMESTAMP_HEADER = "X-Service-Timestamp"
 EVENT_HEADER = "X-Service-Event"
@@ -133,13 +135,14 @@ _SUMMARY_FIELDS = (
 )
 
 
-def batch_summary(batch: Mapping[str, Any]) -> dict[str, Any]:
+def batch_summary(batch: BatchRecord) -> dict[str, Any]:
     """The `batch` object of an event, from the batch record: id, state and the public
-    summary fields it has. Never the webhook, its secret or internal bookkeeping."""
-    summary: dict[str, Any] = {"id": batch.get("batch_id") or batch.get("id")}
+    summary fields it has, as stored. Never the webhook, its secret or internal bookkeeping."""
+    stored = batch.to_mapping()
+    summary: dict[str, Any] = {"id": batch.batch_id}
     for name in _SUMMARY_FIELDS:
-        if batch.get(name) is not None:
-            summary[name] = batch[name]
+        if stored.get(name) is not None:
+            summary[name] = stored[name]
     return summary
 
 

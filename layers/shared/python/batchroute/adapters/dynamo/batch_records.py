@@ -1,32 +1,79 @@
-"""The batches table's workflow-facing records: the batch's META item and its step journal.
+"""The batches table's batch records (`domain/batch_record.py`): the batch's META and PLAN
+items, its step journal, its create transaction and its idempotency records.
 
 A batch is two items under `BATCH#<id>`: `META` (state, counts, billing: small, rewritten
 as work lands) and `PLAN` (the quote's routing plan and the per-chunk model counts: written
 once at create, never updated). DynamoDB bills every write by the size of the whole item,
 and the META item is updated twice per chunk per lane, so the large immutable parts live
-apart: see bench/RESULTS.md (pipeline) for what that saves.
+apart: see bench/RESULTS.md (pipeline) for what that saves. `batch_values` and
+`batch_from_items` are the one conversion between a `BatchRecord` and those items.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from botocore.exceptions import ClientError
 
 from batchroute.adapters.dynamo.codec import from_item, is_condition_failure, set_clause, to_item, to_value
+from batchroute.adapters.dynamo.ledger import (
+    TransactItem,
+    cancellation_codes,
+    is_transaction_conflict,
+    reservation_failure,
+)
+from batchroute.adapters.dynamo.limit_checks import SpendingLimitChecks
 from batchroute.adapters.dynamo.store import DynamoStore
+from batchroute.domain.batch_record import (
+    BatchRecord,
+    DuplicateIdempotencyKey,
+    FundingMoved,
+    IdempotencyRecord,
+)
 from batchroute.domain.batch_states import BatchState, allowed_sources
+from batchroute.domain.ledger import DuplicateReservation
 
 DEADLINE_PARTITION = "DEADLINE"
 PLAN_FIELDS = ("plan", "chunk_models")
+_CONDITION_FAILED = "ConditionalCheckFailed"
 
 
 def batch_key(batch_id: str) -> dict[str, Any]:
     return {"pk": {"S": f"BATCH#{batch_id}"}, "sk": {"S": "META"}}
 
 
+def batch_values(batch: BatchRecord, *, deadline_index: bool = True) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The META and PLAN items of a batch (plain values, keys included). `deadline_index`
+    puts META on the sparse SLA index (gsi2: swept at `deadline_at`) until it is terminal."""
+    values = batch.to_mapping()
+    pk = f"BATCH#{batch.batch_id}"
+    meta = {
+        "pk": pk,
+        "sk": "META",
+        "kind": "batch",
+        "gsi1pk": f"ORG#{batch.org_id}",
+        "gsi1sk": f"BATCH#{batch.batch_id}",
+    }
+    if deadline_index and batch.deadline_at is not None:
+        meta.update(gsi2pk=DEADLINE_PARTITION, gsi2sk=f"{batch.deadline_at}#{batch.batch_id}")
+    meta.update({k: v for k, v in values.items() if k not in PLAN_FIELDS})
+    plan = {"pk": pk, "sk": "PLAN", "kind": "batch_plan"}
+    plan.update({k: values[k] for k in PLAN_FIELDS if k in values})
+    return meta, plan
+
+
+def batch_from_items(meta: Mapping[str, Any], plan: Mapping[str, Any] | None = None) -> BatchRecord:
+    """The record of its stored META item (deserialized) and, when read, its PLAN item."""
+    values = dict(meta)
+    for name in PLAN_FIELDS:
+        if plan is not None and name in plan:
+            values[name] = plan[name]
+    return BatchRecord.from_mapping(values)
+
+
 class BatchRecords(DynamoStore):
-    def get(self, batch_id: str) -> dict[str, Any] | None:
+    def get(self, batch_id: str) -> BatchRecord | None:
         """The whole batch: META with the PLAN item's fields, in one strongly consistent query."""
         response = self.dynamodb.query(
             TableName=self.table_name,
@@ -41,12 +88,7 @@ class BatchRecords(DynamoStore):
         parts = {item["sk"]["S"]: from_item(item) for item in response.get("Items", [])}
         if "META" not in parts:
             return None
-        batch = parts["META"]
-        plan = parts.get("PLAN") or {}
-        for name in PLAN_FIELDS:
-            if name in plan:
-                batch[name] = plan[name]
-        return batch
+        return batch_from_items(parts["META"], parts.get("PLAN"))
 
     def state(self, batch_id: str) -> str | None:
         """Only the batch's state (the lane loop checks it before every chunk)."""
@@ -143,35 +185,51 @@ class BatchRecords(DynamoStore):
         return True
 
     # -- creation ---------------------------------------------------------------------------
-    def new_batch_items(self, batch: dict[str, Any]) -> list[dict[str, Any]]:
-        """The Puts that create a batch, META and PLAN (for the create transaction); never
-        overwrite."""
-        pk = f"BATCH#{batch['batch_id']}"
-        meta = {
-            "pk": pk,
-            "sk": "META",
-            "kind": "batch",
-            "gsi1pk": f"ORG#{batch['org_id']}",
-            "gsi1sk": f"BATCH#{batch['batch_id']}",
-            "gsi2pk": DEADLINE_PARTITION,
-            "gsi2sk": f"{batch['deadline_at']}#{batch['batch_id']}",
-            **{k: v for k, v in batch.items() if k not in PLAN_FIELDS},
-        }
-        plan = {"pk": pk, "sk": "PLAN", "kind": "batch_plan"}
-        plan.update({k: batch[k] for k in PLAN_FIELDS if k in batch})
-        return [
-            {
-                "Put": {
-                    "TableName": self.table_name,
-                    "Item": to_item(values),
-                    "ConditionExpression": "attribute_not_exists(pk)",
-                }
-            }
-            for values in (meta, plan)
-        ]
+    def create(
+        self,
+        batch: BatchRecord,
+        *,
+        reservation: Sequence[TransactItem],
+        extra_items: Sequence[Mapping[str, Any]] = (),
+        limit_checks: Sequence[TransactItem] = (),
+        idempotency: IdempotencyRecord | None = None,
+    ) -> None:
+        """Create the batch in ONE TransactWriteItems, in this order: the `reservation`
+        (`LedgerStore.reserve_items`: the wallet item first, then the reservation), the
+        batch's META and PLAN items (never overwritten), the caller's `extra_items`, the
+        spending-limit `limit_checks` (`SpendingLimitChecks.items`) and, last, the
+        `idempotency` record. A refusal becomes:
 
-    def idempotency_item(self, org_id: str, key: str, record: dict[str, Any]) -> dict[str, Any]:
-        values = {"pk": f"IDEMP#{org_id}#{key}", "sk": "META", "kind": "idempotency", **record}
+        - DuplicateIdempotencyKey: the idempotency record exists (a concurrent request with
+          the same key committed first; answer as it did);
+        - FundingMoved: the wallet or a limit check refused, or another transaction collided
+          (decide the funding again on fresh reads);
+        - DuplicateReservation: the reservation id is taken.
+
+        Any other failure is raised as it came."""
+        own = [self._create_once(values) for values in batch_values(batch)]
+        checks_at = len(reservation) + len(own) + len(extra_items)
+        items = [*reservation, *own, *extra_items, *limit_checks]
+        if idempotency is not None:
+            items.append(self._create_once(_idempotency_values(idempotency)))
+        try:
+            self.dynamodb.transact_write_items(TransactItems=items)
+        except ClientError as exc:
+            codes = cancellation_codes(exc)
+            if not codes:
+                raise
+            if idempotency is not None and codes[-1] == _CONDITION_FAILED:
+                raise DuplicateIdempotencyKey(idempotency.key) from exc
+            refused = reservation_failure(codes)
+            if refused == "wallet" or SpendingLimitChecks.moved(codes, checks_at):
+                raise FundingMoved("the funds, the limit's room, its spend or its controls moved") from exc
+            if is_transaction_conflict(exc):
+                raise FundingMoved("the create transaction collided with another") from exc
+            if refused == "reservation":
+                raise DuplicateReservation("A reservation with this id exists already.") from exc
+            raise
+
+    def _create_once(self, values: dict[str, Any]) -> TransactItem:
         return {
             "Put": {
                 "TableName": self.table_name,
@@ -180,20 +238,32 @@ class BatchRecords(DynamoStore):
             }
         }
 
-    def idempotency_record(self, org_id: str, key: str) -> dict[str, Any] | None:
+    def idempotency_record(self, org_id: str, key: str) -> IdempotencyRecord | None:
         response = self.dynamodb.get_item(
             TableName=self.table_name,
             Key={"pk": {"S": f"IDEMP#{org_id}#{key}"}, "sk": {"S": "META"}},
             ConsistentRead=True,
         )
-        return from_item(response["Item"]) if "Item" in response else None
+        if "Item" not in response:
+            return None
+        stored = from_item(response["Item"])
+        return IdempotencyRecord(
+            org_id=org_id,
+            key=key,
+            request_hash=str(stored["request_hash"]),
+            status_code=int(stored["status_code"]),
+            body=str(stored["body"]),
+            batch_id=str(stored.get("batch_id") or ""),
+            created_at=str(stored.get("created_at") or ""),
+            ttl=int(stored.get("ttl") or 0),
+        )
 
     # -- reads --------------------------------------------------------------------------------
     def list_for_org(
         self, org_id: str, *, limit: int, start_after: str | None, states: frozenset[str] | None
-    ) -> tuple[list[dict[str, Any]], str | None]:
+    ) -> tuple[list[BatchRecord], str | None]:
         """An org's batches newest first; `start_after` is the last batch id of the previous page."""
-        found: list[dict[str, Any]] = []
+        found: list[BatchRecord] = []
         kwargs: dict[str, Any] = {
             "TableName": self.table_name,
             "IndexName": "gsi1",
@@ -212,12 +282,12 @@ class BatchRecords(DynamoStore):
             for raw in response.get("Items", []):
                 item = from_item(raw)
                 if states is None or item.get("state") in states:
-                    found.append(item)
+                    found.append(batch_from_items(item))
             if "LastEvaluatedKey" not in response:
                 break
             kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
         page = found[:limit]
-        next_cursor = page[-1]["batch_id"] if len(found) > limit else None
+        next_cursor = page[-1].batch_id if len(found) > limit else None
         return page, next_cursor
 
     def count_for_org(self, org_id: str) -> int:
@@ -309,3 +379,17 @@ class BatchRecords(DynamoStore):
             ExpressionAttributeNames=names,
             ExpressionAttributeValues=values,
         )
+
+
+def _idempotency_values(record: IdempotencyRecord) -> dict[str, Any]:
+    return {
+        "pk": f"IDEMP#{record.org_id}#{record.key}",
+        "sk": "META",
+        "kind": "idempotency",
+        "request_hash": record.request_hash,
+        "status_code": record.status_code,
+        "body": record.body,
+        "batch_id": record.batch_id,
+        "created_at": record.created_at,
+        "ttl": record.ttl,
+    }

@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 from botocore.exceptions import ClientError
 
-from batchroute.adapters.dynamo.batch_records import batch_key
+from batchroute.adapters.dynamo.batch_records import batch_from_items, batch_key, batch_values
 from batchroute.adapters.dynamo.codec import from_item, is_condition_failure, set_clause, to_item, to_value
 from batchroute.adapters.dynamo.ledger import (
     LedgerStore,
@@ -33,6 +33,7 @@ from batchroute.adapters.dynamo.ledger import (
     is_transaction_conflict,
 )
 from batchroute.adapters.dynamo.limit_checks import SpendingLimitChecks
+from batchroute.domain.batch_record import BatchRecord
 from batchroute.domain.billing_controls import BillingControls
 from batchroute.domain.ledger import SettlementResult, WalletState
 from batchroute.domain.spending_limit import LimitGuard
@@ -74,7 +75,7 @@ class ChatHoldStore:
         hold_id: str,
         amount: Money,
         at: str,
-        record: Mapping[str, Any],
+        record: BatchRecord,
         guard: LimitGuard,
     ) -> None:
         """The hold, the request record and the limit check in one transaction; HoldRefused
@@ -86,7 +87,7 @@ class ChatHoldStore:
                 amount=amount,
                 at=at,
                 purpose="chat_hold",
-                ref=str(record["batch_id"]),
+                ref=record.batch_id,
                 period_key=guard.period_key,
                 reserved_at_most=guard.reserved_cap(amount),
             ),
@@ -126,11 +127,11 @@ class ChatHoldStore:
             if not is_condition_failure(exc):  # a finished request's record keeps its outcome
                 raise
 
-    def record(self, batch_id: str) -> dict[str, Any] | None:
+    def record(self, batch_id: str) -> BatchRecord | None:
         response = self.dynamodb.get_item(
             TableName=self.batches_table, Key=batch_key(batch_id), ConsistentRead=True
         )
-        return from_item(response["Item"]) if "Item" in response else None
+        return batch_from_items(from_item(response["Item"])) if "Item" in response else None
 
     def settle(
         self,
@@ -167,16 +168,10 @@ class ChatHoldStore:
             extra_items=[self._record_update(batch_id, outcome)],
         )
 
-    def _record_put(self, record: Mapping[str, Any]) -> TransactItem:
-        batch_id = str(record["batch_id"])
-        values = {
-            "pk": f"BATCH#{batch_id}",
-            "sk": "META",
-            "kind": "batch",
-            "gsi1pk": f"ORG#{record['org_id']}",
-            "gsi1sk": f"BATCH#{batch_id}",
-            **record,
-        }
+    def _record_put(self, record: BatchRecord) -> TransactItem:
+        """The request's META item: listed with the org's batches, never on the SLA index
+        (a direct request ends within the API's time-out, or the sweeper settles its hold)."""
+        values, _ = batch_values(record, deadline_index=False)
         return {
             "Put": {
                 "TableName": self.batches_table,

@@ -18,8 +18,8 @@ see docs/ledger.md.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Sequence
+from typing import Any, Literal
 
 from botocore.exceptions import ClientError
 
@@ -75,6 +75,21 @@ def cancellation_codes(exc: ClientError) -> list[str]:
 
 def is_transaction_conflict(exc: ClientError) -> bool:
     return "TransactionConflict" in cancellation_codes(exc)
+
+
+def reservation_failure(codes: Sequence[str], *, offset: int = 0) -> Literal["wallet", "reservation"] | None:
+    """Which condition of `reserve_items` (placed at `offset` in a transaction) refused it:
+    the wallet's (the available balance, or a hard limit's room) or the reservation's (the
+    id is taken); None when neither did."""
+
+    def failed(at: int) -> bool:
+        return len(codes) > offset + at and codes[offset + at] == "ConditionalCheckFailed"
+
+    if failed(_WALLET_AT):
+        return "wallet"
+    if failed(_RESERVATION_AT):
+        return "reservation"
+    return None
 
 
 class LedgerStore(DynamoStore):
@@ -234,13 +249,10 @@ class LedgerStore(DynamoStore):
         reservation: a 402 (`code`, details {available, required}) when the wallet could not
         cover it, a DuplicateReservation when the id was taken, None when the refusal came
         from elsewhere (the caller's own items, or a TransactionConflict to retry)."""
-        codes = cancellation_codes(exc)
-        if len(codes) > offset + _WALLET_AT and codes[offset + _WALLET_AT] == "ConditionalCheckFailed":
+        refused = reservation_failure(cancellation_codes(exc), offset=offset)
+        if refused == "wallet":
             return insufficient_credit(self.balance(org_id), amount, code=code)
-        if (
-            len(codes) > offset + _RESERVATION_AT
-            and codes[offset + _RESERVATION_AT] == "ConditionalCheckFailed"
-        ):
+        if refused == "reservation":
             return DuplicateReservation("A reservation with this id exists already.")
         return None
 

@@ -15,20 +15,29 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from botocore.exceptions import ClientError
-
 from batchroute.adapters.batch_inputs import InputChunkWriter, input_chunk_key
 from batchroute.adapters.dynamo.batch_records import BatchRecords
-from batchroute.adapters.dynamo.ledger import LedgerStore, cancellation_codes, is_transaction_conflict
+from batchroute.adapters.dynamo.ledger import LedgerStore
 from batchroute.adapters.dynamo.limit_checks import SpendingLimitChecks
 from batchroute.adapters.s3_objects import S3Objects
 from batchroute.clock import Clock, isoformat
 from batchroute.config import Settings
 from batchroute.domain.access import Principal, authorize, require_same_org
+from batchroute.domain.batch_record import (
+    BatchRecord,
+    BatchSource,
+    BatchWebhook,
+    DuplicateIdempotencyKey,
+    ExecutionSummary,
+    FundingMoved,
+    IdempotencyRecord,
+    SurfaceFields,
+)
 from batchroute.domain.batch_states import is_terminal
 from batchroute.domain.billing_controls import BillingControls
 from batchroute.domain.jsonl import LineError, parse_jsonl
 from batchroute.domain.metadata import parse_metadata
+from batchroute.domain.pricing import FeeKind
 from batchroute.domain.spending_limit import LimitGuard
 from batchroute.domain.webhook_targets import public_url_check, webhook_target_problems
 from batchroute.errors import Conflict, InvalidRequest, NotFound, Unavailable
@@ -83,7 +92,7 @@ class LimitAlerts(Protocol):
 
 
 class WebhookSealer(Protocol):
-    def __call__(self, *, org_id: str, batch_id: str, url: str, secret: str) -> dict[str, Any]: ...
+    def __call__(self, *, org_id: str, batch_id: str, url: str, secret: str) -> BatchWebhook: ...
 
 
 @dataclass(frozen=True)
@@ -142,14 +151,15 @@ class BatchService:
         body: Mapping[str, Any],
         idempotency_key: str | None,
         *,
-        source: str = "native",
+        source: BatchSource = "native",
         batch_id: str | None = None,
-        fields: Mapping[str, Any] | None = None,
+        fields: SurfaceFields | None = None,
         transact_items: Sequence[Mapping[str, Any]] = (),
     ) -> CreateAnswer:
-        """`batch_id`, `fields` (added to the batch record) and `transact_items` (written in
-        the same transaction) let another surface (the vendor-compatible one) create an
-        ordinary batch that carries its own records atomically."""
+        """`batch_id`, `fields` (what the surface keeps on the batch record) and
+        `transact_items` (written in the same transaction) let another surface (the
+        vendor-compatible one, queued chat) create an ordinary batch that carries its own
+        records atomically."""
         authorize(principal, "batches:create")
         key = check_idempotency_key(idempotency_key)
         fingerprint = request_hash(body)
@@ -180,22 +190,23 @@ class BatchService:
             writer.abort()
             raise
         now = self.clock.now()
-        batch = {
-            "batch_id": batch_id,
-            "org_id": principal.org_id,
-            "state": "priced",
-            "source": source,
-            "created_at": isoformat(now),
-            "deadline_at": isoformat(now + SLA),
-            "state_changed_at": isoformat(now),
-            "routing_mode": request["routing_mode"],
-            "sla_tier": request["sla_tier"],
-            "privacy_tier": request["privacy_tier"],
-            "quote_id": quote_id,
-            "item_count": writer.count,
-            "chunk_count": writer.chunk_count,
-            "chunk_models": writer.chunk_models,
-            "counts": {
+        extra = fields or SurfaceFields()
+        batch = BatchRecord(
+            batch_id=batch_id,
+            org_id=principal.org_id,
+            state="priced",
+            source=source,
+            created_at=isoformat(now),
+            deadline_at=isoformat(now + SLA),
+            state_changed_at=isoformat(now),
+            routing_mode=request["routing_mode"],
+            sla_tier=request["sla_tier"],
+            privacy_tier=request["privacy_tier"],
+            quote_id=quote_id,
+            item_count=writer.count,
+            chunk_count=writer.chunk_count,
+            chunk_models=writer.chunk_models,
+            counts={
                 "total": writer.count,
                 "pending": writer.count,
                 "running": 0,
@@ -203,19 +214,19 @@ class BatchService:
                 "failed": 0,
                 "canceled": 0,
             },
-            "plan": plan,
-            "reservation_id": f"res_{batch_id}",
-            "reserved_micros": total.micros,
-            "fee_kind": fee_kind,
-            "execution_summary": {"latest_error": None},
-            "workflow_steps": {},
-            "created_by": principal.user_id or principal.key_id,
-        }
-        if webhook is not None:
-            batch["webhook"] = webhook
-        if metadata is not None:
-            batch["metadata"] = metadata
-        batch.update(fields or {})
+            plan=plan,
+            reservation_id=f"res_{batch_id}",
+            reserved_micros=total.micros,
+            fee_kind=fee_kind,
+            execution_summary=ExecutionSummary(latest_error=None),
+            workflow_steps={},
+            created_by=principal.user_id or principal.key_id,
+            webhook=webhook,
+            metadata=metadata,
+            compat=extra.compat,
+            chat_model=extra.chat_model,
+            chat_job_id=extra.chat_job_id,
+        )
         answer_body = json.dumps({"batch": batch_summary(batch)}, separators=(",", ":")).encode()
         submit = _Submit(principal, key, fingerprint, batch, total, answer_body, tuple(transact_items))
         controls, decision = self._fund(submit)
@@ -233,7 +244,7 @@ class BatchService:
 
     def _price_and_write(
         self, principal: Principal, body: Mapping[str, Any], writer: InputChunkWriter
-    ) -> tuple[dict[str, Any], Money, str, str | None, dict[str, str]]:
+    ) -> tuple[dict[str, Any], Money, FeeKind, str | None, dict[str, str]]:
         quote_id = body.get("quote_id")
         if quote_id:
             if not isinstance(quote_id, str):
@@ -248,7 +259,7 @@ class BatchService:
                 )
             routing = snapshot["routing"]
             request = {k: routing[k] for k in ("routing_mode", "sla_tier", "privacy_tier")}
-            fee_kind = "workflow" if snapshot.get("kind") == "workflow" else "batch"
+            fee_kind: FeeKind = "workflow" if snapshot.get("kind") == "workflow" else "batch"
             return routing, Money(int(snapshot["total_micros"])), fee_kind, quote_id, request
         # No quote: an internal quote, priced the same way, as the items stream to S3.
         _, items = self.quotes.items_source(principal, body)
@@ -279,7 +290,7 @@ class BatchService:
             writer.add(item)
             yield item
 
-    def _webhook(self, principal: Principal, batch_id: str, webhook: Any) -> dict[str, Any] | None:
+    def _webhook(self, principal: Principal, batch_id: str, webhook: Any) -> BatchWebhook | None:
         """The batch's webhook, checked once (domain/webhook_targets.py) and sealed."""
         if webhook is None:
             return None
@@ -331,64 +342,52 @@ class BatchService:
         )
 
     def _commit(self, submit: _Submit, guard: LimitGuard) -> bool:
-        """One transaction: the reservation (bounded by `guard`), the batch, the caller's
-        items, the limit checks and the idempotency record. False when the wallet or the
-        limit checks refused it (the caller decides again on fresh reads)."""
+        """One transaction (`BatchRecords.create`): the reservation (bounded by `guard`), the
+        batch, the caller's items, the limit checks and the idempotency record. False when
+        the funding moved (the caller decides again on fresh reads); a concurrent duplicate
+        raises DuplicateIdempotencyKey."""
         principal, batch, total = submit.principal, submit.batch, submit.total
         now = self.clock.now()
         reserve = self.ledger.reserve_items(
             principal.org_id,
-            reservation_id=batch["reservation_id"],
+            reservation_id=str(batch.reservation_id),
             amount=total,
             at=isoformat(now),
             purpose="batch",
-            ref=batch["batch_id"],
+            ref=batch.batch_id,
             reserved_at_most=guard.reserved_cap(total),
         )
-        idempotency = self.records.idempotency_item(
-            principal.org_id,
-            submit.key,
-            {
-                "request_hash": submit.fingerprint,
-                "status_code": 202,
-                "body": submit.body.decode(),
-                "batch_id": batch["batch_id"],
-                "created_at": isoformat(now),
-                "ttl": int((now + IDEMPOTENCY_TTL).timestamp()),
-            },
+        idempotency = IdempotencyRecord(
+            org_id=principal.org_id,
+            key=submit.key,
+            request_hash=submit.fingerprint,
+            status_code=202,
+            body=submit.body.decode(),
+            batch_id=batch.batch_id,
+            created_at=isoformat(now),
+            ttl=int((now + IDEMPOTENCY_TTL).timestamp()),
         )
-        # The idempotency record stays last: a failed condition there means a duplicate.
-        own = [*self.records.new_batch_items(batch), *submit.extra_items]
-        checks_at = len(reserve) + len(own)
-        items = [*reserve, *own, *self.limit_checks.items(principal.org_id, guard), idempotency]
         try:
-            self.records.dynamodb.transact_write_items(TransactItems=items)
-            return True
-        except ClientError as exc:
-            codes = cancellation_codes(exc)
-            if not codes:
-                raise
-            if codes[-1] == "ConditionalCheckFailed":
-                # A concurrent request with the same key committed first: answer as it did.
-                raise _ConcurrentDuplicate from exc
-            if codes[0] == "ConditionalCheckFailed" or self.limit_checks.moved(codes, checks_at):
-                return False  # the funds, the limit's room, its spend or its controls moved
-            if is_transaction_conflict(exc):
-                return False
-            refusal = self.ledger.reservation_refusal(exc, principal.org_id, total, offset=0)
-            if refusal is not None:
-                raise refusal from exc
-            raise
+            self.records.create(
+                batch,
+                reservation=reserve,
+                extra_items=submit.extra_items,
+                limit_checks=self.limit_checks.items(principal.org_id, guard),
+                idempotency=idempotency,
+            )
+        except FundingMoved:
+            return False  # the funds, the limit's room, its spend or its controls moved
+        return True
 
     def _replay(self, org_id: str, key: str, fingerprint: str) -> CreateAnswer | None:
         record = self.records.idempotency_record(org_id, key)
         if record is None:
             return None
-        if record["request_hash"] != fingerprint:
+        if record.request_hash != fingerprint:
             raise Conflict(
                 "This Idempotency-Key was used with a different request body.", code="idempotency_conflict"
             )
-        return CreateAnswer(int(record["status_code"]), str(record["body"]).encode(), replayed=True)
+        return CreateAnswer(record.status_code, record.body.encode(), replayed=True)
 
     def create_or_replay(
         self,
@@ -396,9 +395,9 @@ class BatchService:
         body: Mapping[str, Any],
         idempotency_key: str | None,
         *,
-        source: str = "native",
+        source: BatchSource = "native",
         batch_id: str | None = None,
-        fields: Mapping[str, Any] | None = None,
+        fields: SurfaceFields | None = None,
         transact_items: Sequence[Mapping[str, Any]] = (),
     ) -> CreateAnswer:
         try:
@@ -411,7 +410,7 @@ class BatchService:
                 fields=fields,
                 transact_items=transact_items,
             )
-        except _ConcurrentDuplicate:
+        except DuplicateIdempotencyKey:
             replay = self._replay(principal.org_id, str(idempotency_key), request_hash(body))
             if replay is None:
                 raise Conflict(
@@ -430,27 +429,27 @@ class BatchService:
         self.records.update(batch_id, {"execution_arn": arn})
 
     # -- cancel and retry ------------------------------------------------------------------------
-    def get_owned(self, principal: Principal, batch_id: str) -> dict[str, Any]:
+    def get_owned(self, principal: Principal, batch_id: str) -> BatchRecord:
         batch = self.records.get(batch_id)
         if batch is None:
             raise NotFound("No such batch.", code="batch_not_found")
-        require_same_org(principal, batch["org_id"])
+        require_same_org(principal, batch.org_id)
         return batch
 
-    def cancel(self, principal: Principal, batch_id: str, reason: str | None) -> dict[str, Any]:
+    def cancel(self, principal: Principal, batch_id: str, reason: str | None) -> BatchRecord:
         authorize(principal, "batches:create")
         if reason is not None and len(reason) > MAX_CANCEL_REASON:
             raise InvalidRequest(
                 "reason is at most 500 characters.", code="invalid_request", details={"field": "reason"}
             )
         batch = self.get_owned(principal, batch_id)
-        if batch.get("source") == "chat_direct":
+        if batch.source == "chat_direct":
             raise Conflict("A direct chat request cannot be cancelled.", code="direct_not_cancellable")
-        if is_terminal(batch["state"]):
+        if is_terminal(batch.state):
             raise Conflict(
-                f"The batch is already {batch['state']}.",
+                f"The batch is already {batch.state}.",
                 code="batch_not_cancellable",
-                details={"state": batch["state"]},
+                details={"state": batch.state},
             )
         now = isoformat(self.clock.now())
         extra: dict[str, object] = {"completed_at": now}
@@ -459,9 +458,9 @@ class BatchService:
         if not self.records.transition(batch_id, "canceled", at=now, extra=extra):
             current = self.records.get(batch_id) or batch
             raise Conflict(
-                f"The batch is already {current['state']}.",
+                f"The batch is already {current.state}.",
                 code="batch_not_cancellable",
-                details={"state": current["state"]},
+                details={"state": current.state},
             )
         return self.records.get(batch_id) or batch
 
@@ -469,16 +468,16 @@ class BatchService:
         """A new batch from the failed and canceled items of a finished one (beta)."""
         authorize(principal, "batches:create")
         source = self.get_owned(principal, batch_id)
-        artifacts = source.get("artifacts") or {}
-        if not is_terminal(source["state"]) or not artifacts.get("results_key"):
+        results_key = source.results_key
+        if not is_terminal(source.state) or not results_key:
             raise Conflict(
                 "Only a finished batch can be retried.",
                 code="batch_not_finished",
-                details={"state": source["state"]},
+                details={"state": source.state},
             )
         failed = {
             int(row["sequence_number"])
-            for _, row in parse_jsonl(self.artifacts.chunks(artifacts["results_key"]))
+            for _, row in parse_jsonl(self.artifacts.chunks(results_key))
             if isinstance(row, dict) and row.get("status") == "failed"
         }
         if not failed:
@@ -486,9 +485,9 @@ class BatchService:
         items = [row["item"] for row in self._input_rows(source) if int(row["seq"]) in failed]
         body = {
             "items": items,
-            "routing_mode": source.get("routing_mode", "cheapest"),
-            "privacy_tier": source.get("privacy_tier", "standard"),
-            "sla_tier": source.get("sla_tier", "standard"),
+            "routing_mode": source.routing_mode or "cheapest",
+            "privacy_tier": source.privacy_tier or "standard",
+            "sla_tier": source.sla_tier or "standard",
         }
         key = f"retry-{batch_id}-{request_hash(body)[:32]}"
         answer = self.create_or_replay(principal, body, key)
@@ -496,9 +495,9 @@ class BatchService:
         self.records.update(created["id"], {"retry_of": batch_id})
         return created, len(items)
 
-    def _input_rows(self, batch: dict[str, Any]) -> Iterator[dict[str, Any]]:
-        for chunk in range(int(batch.get("chunk_count", 0))):
-            for _, row in parse_jsonl(self.artifacts.chunks(input_chunk_key(batch["batch_id"], chunk))):
+    def _input_rows(self, batch: BatchRecord) -> Iterator[dict[str, Any]]:
+        for chunk in range(batch.chunk_count):
+            for _, row in parse_jsonl(self.artifacts.chunks(input_chunk_key(batch.batch_id, chunk))):
                 if isinstance(row, dict):
                     yield row
 
@@ -510,11 +509,7 @@ class _Submit:
     principal: Principal
     key: str
     fingerprint: str
-    batch: dict[str, Any]
+    batch: BatchRecord
     total: Money
     body: bytes  # the answer, stored with the idempotency record
     extra_items: tuple[Mapping[str, Any], ...]
-
-
-class _ConcurrentDuplicate(Exception):
-    """Another request with the same Idempotency-Key committed first."""

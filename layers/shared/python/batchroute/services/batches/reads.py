@@ -13,6 +13,7 @@ from batchroute.adapters.batch_inputs import CHUNK_SIZE, input_chunk_key
 from batchroute.adapters.dynamo.batch_records import BatchRecords
 from batchroute.adapters.s3_objects import S3Objects
 from batchroute.domain.access import Principal, authorize, require_same_org
+from batchroute.domain.batch_record import BatchRecord
 from batchroute.domain.batch_states import NON_TERMINAL
 from batchroute.domain.jsonl import parse_jsonl
 from batchroute.errors import Conflict, InvalidRequest, NotFound
@@ -46,17 +47,17 @@ class BatchReads:
         self.artifacts = artifacts
         self.sign = sign
 
-    def owned(self, principal: Principal, batch_id: str) -> dict[str, Any]:
+    def owned(self, principal: Principal, batch_id: str) -> BatchRecord:
         authorize(principal, "batches:read")
         batch = self.records.get(batch_id)
         if batch is None:
             raise NotFound("No such batch.", code="batch_not_found")
-        require_same_org(principal, batch["org_id"])
+        require_same_org(principal, batch.org_id)
         return batch
 
     def list_batches(
         self, principal: Principal, *, state: str | None, cursor: str | None, limit: int
-    ) -> tuple[list[dict[str, Any]], str | None, int]:
+    ) -> tuple[list[BatchRecord], str | None, int]:
         authorize(principal, "batches:read")
         states: frozenset[str] | None = None
         if state == "active":
@@ -75,12 +76,12 @@ class BatchReads:
         self, principal: Principal, batch_id: str, *, cursor: str | None, limit: int, body_format: BodyFormat
     ) -> dict[str, Any]:
         batch = self.owned(principal, batch_id)
-        key = (batch.get("artifacts") or {}).get("results_key")
+        key = batch.results_key
         if not key:
             raise Conflict(
                 "Results are ready once the batch is finalized.",
                 code="results_not_ready",
-                details={"state": batch["state"]},
+                details={"state": batch.state},
             )
         start = _cursor(cursor)
         rows: list[dict[str, Any]] = []
@@ -105,12 +106,12 @@ class BatchReads:
 
     def artifact_url(self, principal: Principal, batch_id: str) -> dict[str, Any]:
         batch = self.owned(principal, batch_id)
-        key = (batch.get("artifacts") or {}).get("results_key")
+        key = batch.results_key
         if not key:
             raise Conflict(
                 "The artifact exists once the batch is finalized.",
                 code="results_not_ready",
-                details={"state": batch["state"]},
+                details={"state": batch.state},
             )
         return {"batch_id": batch_id, "url": self.sign(key), "expires_in": 900}
 
@@ -139,10 +140,10 @@ class BatchReads:
         return {"batch_id": batch_id, "data": data, "next_cursor": next_cursor}
 
     def _item_rows(
-        self, batch: dict[str, Any], lanes: list[dict[str, Any]], start: int
+        self, batch: BatchRecord, lanes: list[dict[str, Any]], start: int
     ) -> Iterator[dict[str, Any]]:
-        batch_id = batch["batch_id"]
-        for chunk in range(start // CHUNK_SIZE, int(batch.get("chunk_count", 0))):
+        batch_id = batch.batch_id
+        for chunk in range(start // CHUNK_SIZE, batch.chunk_count):
             results = self._chunk_results(batch_id, lanes, chunk)
             running = any(
                 chunk in (lane.get("chunks") or [])
@@ -170,11 +171,11 @@ class BatchReads:
                     row["error"] = result.get("error")
                     row["output_preview"] = preview(result.get("output"))
                     row["provider"] = result.get("provider")
-                elif running and batch["state"] in NON_TERMINAL:
+                elif running and batch.state in NON_TERMINAL:
                     row["status"] = "processing"
-                elif batch["state"] not in NON_TERMINAL:
+                elif batch.state not in NON_TERMINAL:
                     row["status"] = "failed"
-                    row["error"] = {"code": batch["state"], "message": f"The batch was {batch['state']}."}
+                    row["error"] = {"code": batch.state, "message": f"The batch was {batch.state}."}
                 yield row
 
     def _chunk_results(

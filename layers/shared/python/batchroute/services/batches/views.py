@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from batchroute.domain.batch_record import ArtifactKeys, BatchRecord
 from batchroute.money import Money
 
 COUNT_KEYS = ("total", "pending", "running", "completed", "failed", "canceled")
@@ -13,46 +14,48 @@ COUNT_KEYS = ("total", "pending", "running", "completed", "failed", "canceled")
 Signer = Callable[[str], str]
 
 
-def _counts(batch: dict[str, Any]) -> dict[str, int]:
-    counts = batch.get("counts") or {}
+def _counts(batch: BatchRecord) -> dict[str, int]:
+    counts = batch.counts or {}
     return {key: max(0, int(counts.get(key, 0))) for key in COUNT_KEYS}
 
 
-def batch_summary(batch: dict[str, Any], *, sign: Signer | None = None) -> dict[str, Any]:
-    artifacts = batch.get("artifacts") or {}
+def batch_summary(batch: BatchRecord, *, sign: Signer | None = None) -> dict[str, Any]:
+    artifacts = batch.artifacts or ArtifactKeys()
     summary: dict[str, Any] = {
-        "id": batch["batch_id"],
+        "id": batch.batch_id,
         "object": "batch",
-        "state": batch["state"],
+        "state": batch.state,
         "counts": _counts(batch),
-        "created_at": batch["created_at"],
-        "deadline_at": batch["deadline_at"],
-        "completed_at": batch.get("completed_at"),
-        "routing_mode": batch.get("routing_mode", "cheapest"),
-        "sla_tier": batch.get("sla_tier", "standard"),
-        "privacy_tier": batch.get("privacy_tier", "standard"),
-        "quote_id": batch.get("quote_id"),
-        "source": batch.get("source", "native"),
-        "metadata": batch.get("metadata") or {},
-        "output_file_id": artifacts.get("output_file_id"),
-        "error_file_id": artifacts.get("error_file_id"),
-        "receipt_file_id": artifacts.get("receipt_file_id"),
+        "created_at": batch.created_at,
+        "deadline_at": batch.deadline_at,
+        "completed_at": batch.completed_at,
+        "routing_mode": batch.routing_mode or "cheapest",
+        "sla_tier": batch.sla_tier or "standard",
+        "privacy_tier": batch.privacy_tier or "standard",
+        "quote_id": batch.quote_id,
+        "source": batch.source,
+        "metadata": dict(batch.metadata or {}),
+        # Batch results are artifacts with signed URLs, not files: no file ids (the
+        # vendor-compatible surface names its files itself, docs/compat.md).
+        "output_file_id": None,
+        "error_file_id": None,
+        "receipt_file_id": None,
         "output_url": None,
         "error_url": None,
         "receipt_url": None,
-        "settled_at": batch.get("settled_at"),
-        "execution_summary": {"latest_error": (batch.get("execution_summary") or {}).get("latest_error")},
+        "settled_at": batch.settled_at,
+        "execution_summary": {"latest_error": batch.latest_error},
     }
     if sign is not None:
-        for field, key in (
-            ("output_url", "results_key"),
-            ("error_url", "errors_key"),
-            ("receipt_url", "receipt_key"),
+        for name, key in (
+            ("output_url", artifacts.results_key),
+            ("error_url", artifacts.errors_key),
+            ("receipt_url", artifacts.receipt_key),
         ):
-            if artifacts.get(key):
-                summary[field] = sign(artifacts[key])
-    if batch.get("cancel_reason"):
-        summary["cancel_reason"] = batch["cancel_reason"]
+            if key:
+                summary[name] = sign(key)
+    if batch.cancel_reason:
+        summary["cancel_reason"] = batch.cancel_reason
     return summary
 
 
@@ -77,13 +80,13 @@ def lane_statuses(lanes: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
-def batch_details(batch: dict[str, Any]) -> dict[str, Any]:
+def batch_details(batch: BatchRecord) -> dict[str, Any]:
     """The detailed view's extra fields: the work order (what was planned) and delivery state."""
-    webhook = batch.get("webhook") or {}
-    plan = batch.get("plan") or {}
+    webhook = batch.webhook
+    plan = batch.plan or {}
     return {
-        "item_count": int(batch.get("item_count", 0)),
-        "chunk_count": int(batch.get("chunk_count", 0)),
+        "item_count": batch.item_count,
+        "chunk_count": batch.chunk_count,
         "work_order": {
             "groups": [
                 {
@@ -93,14 +96,14 @@ def batch_details(batch: dict[str, Any]) -> dict[str, Any]:
                 }
                 for group in plan.get("groups", [])
             ],
-            "fee_kind": batch.get("fee_kind", "batch"),
-            "reserved": {"currency": "usd", "amount": _micros(batch.get("reserved_micros", 0))},
+            "fee_kind": batch.fee_kind,
+            "reserved": {"currency": "usd", "amount": _micros(batch.reserved_micros)},
         },
-        "workflow_steps": batch.get("workflow_steps") or {},
-        "webhook": {"url": webhook.get("url"), "configured": True} if webhook.get("url") else None,
-        "state_changed_at": batch.get("state_changed_at"),
+        "workflow_steps": dict(batch.workflow_steps),
+        "webhook": {"url": webhook.url, "configured": True} if webhook is not None and webhook.url else None,
+        "state_changed_at": batch.state_changed_at,
     }
 
 
-def _micros(micros: Any) -> str:
-    return str(Money(int(micros or 0)).to_api()["amount"])
+def _micros(micros: int) -> str:
+    return str(Money(micros).to_api()["amount"])

@@ -23,6 +23,7 @@ from typing import Any, Protocol
 from batchroute.adapters.dynamo.chat_holds import ChatHoldStore
 from batchroute.clock import Clock, isoformat
 from batchroute.domain.access import Principal, authorize
+from batchroute.domain.batch_record import BatchRecord, ExecutionSummary
 from batchroute.domain.billing_controls import BillingControls
 from batchroute.domain.catalog import Catalog
 from batchroute.domain.chat_objects import DIRECT_SOURCE, completion_id
@@ -378,32 +379,32 @@ class DirectChat:
         hold_id: str,
         amount: Money,
         now: datetime,
-    ) -> dict[str, object]:
+    ) -> BatchRecord:
         at = isoformat(now)
-        return {
-            "batch_id": batch_id,
-            "org_id": principal.org_id,
-            "state": "running",
-            "source": DIRECT_SOURCE,
-            "created_at": at,
-            "deadline_at": isoformat(now + SLA),
-            "state_changed_at": at,
-            "routing_mode": "cheapest",
-            "sla_tier": "standard",
-            "privacy_tier": request.privacy_tier,
-            "item_count": 1,
-            "chunk_count": 0,
-            "counts": {"total": 1, "pending": 0, "running": 1, "completed": 0, "failed": 0, "canceled": 0},
-            "reservation_id": hold_id,
-            "reserved_micros": amount.micros,
-            "fee_kind": "direct",
-            "chat_model": request.model,
-            "stream": request.stream,
-            "planned_lanes": [lane.lane_id for lane in plan.lanes],
-            "execution_summary": {"latest_error": None},
-            "workflow_steps": {},
-            "created_by": principal.user_id or principal.key_id,
-        }
+        return BatchRecord(
+            batch_id=batch_id,
+            org_id=principal.org_id,
+            state="running",
+            source=DIRECT_SOURCE,
+            created_at=at,
+            deadline_at=isoformat(now + SLA),
+            state_changed_at=at,
+            routing_mode="cheapest",
+            sla_tier="standard",
+            privacy_tier=request.privacy_tier,
+            item_count=1,
+            chunk_count=0,
+            counts={"total": 1, "pending": 0, "running": 1, "completed": 0, "failed": 0, "canceled": 0},
+            reservation_id=hold_id,
+            reserved_micros=amount.micros,
+            fee_kind="direct",
+            chat_model=request.model,
+            stream=request.stream,
+            planned_lanes=[lane.lane_id for lane in plan.lanes],
+            execution_summary=ExecutionSummary(latest_error=None),
+            workflow_steps={},
+            created_by=principal.user_id or principal.key_id,
+        )
 
 
 def direct_receipt(

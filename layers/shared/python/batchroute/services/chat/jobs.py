@@ -17,6 +17,7 @@ from batchroute.adapters.batch_artifacts import result_chunk_key
 from batchroute.adapters.dynamo.batch_records import BatchRecords
 from batchroute.adapters.s3_objects import S3Objects
 from batchroute.domain.access import Principal, authorize, require_same_org
+from batchroute.domain.batch_record import BatchRecord, BatchSource, SurfaceFields
 from batchroute.domain.chat_objects import (
     CHAT_SOURCE,
     batch_id_for,
@@ -40,9 +41,9 @@ class BatchCreator(Protocol):
         body: Mapping[str, Any],
         idempotency_key: str | None,
         *,
-        source: str = "native",
+        source: BatchSource = "native",
         batch_id: str | None = None,
-        fields: Mapping[str, Any] | None = None,
+        fields: SurfaceFields | None = None,
     ) -> CreateAnswer: ...
 
 
@@ -74,7 +75,7 @@ class ChatJobs:
                 f"chat-{job_id}",  # one request, one batch: the key only satisfies batch create
                 source=CHAT_SOURCE,
                 batch_id=batch_id,
-                fields={"chat_model": request.model, "chat_job_id": job_id},
+                fields=SurfaceFields(chat_model=request.model, chat_job_id=job_id),
             )
         except PaymentRequired as exc:
             raise _chat_refusal(exc) from exc
@@ -87,17 +88,17 @@ class ChatJobs:
         authorize(principal, "batches:read")
         batch_id = batch_id_for(job_id)
         batch = self.records.get(batch_id) if batch_id else None
-        if batch is None or batch.get("source") != CHAT_SOURCE:
+        if batch is None or batch.source != CHAT_SOURCE:
             raise NotFound("No such chat job.", code="chat_job_not_found")
-        require_same_org(principal, str(batch["org_id"]))
+        require_same_org(principal, batch.org_id)
         line = (
             self._result_line(batch)
-            if batch["state"] in ("completed", "failed", "canceled", "expired")
+            if batch.state in ("completed", "failed", "canceled", "expired")
             else None
         )
         if line is None:
-            error = (batch.get("execution_summary") or {}).get("latest_error")
-            return chat_job(batch, error={"code": batch["state"], "message": str(error or batch["state"])})
+            latest = batch.latest_error
+            return chat_job(batch, error={"code": batch.state, "message": str(latest or batch.state)})
         status = str(line.get("status"))
         if status != "completed":
             error = line.get("error") or {}
@@ -109,9 +110,9 @@ class ChatJobs:
         output = line.get("output") or {}
         usage = line.get("usage") or {}
         result = chat_completion(
-            completion=completion_id(str(batch["batch_id"])),
-            created=epoch_seconds(str(batch["created_at"])),
-            model=str(batch.get("chat_model") or ""),
+            completion=completion_id(batch.batch_id),
+            created=epoch_seconds(batch.created_at),
+            model=batch.chat_model or "",
             content=str(output.get("content") or ""),
             finish_reason=str(output.get("finish_reason") or "stop"),
             prompt_tokens=int(usage.get("prompt_tokens") or 0),
@@ -120,9 +121,9 @@ class ChatJobs:
         )
         return chat_job(batch, result=result, item_status=status)
 
-    def _result_line(self, batch: Mapping[str, Any]) -> dict[str, Any] | None:
+    def _result_line(self, batch: BatchRecord) -> dict[str, Any] | None:
         """The one item's result line: the first lane that finished chunk 0 and answered it."""
-        batch_id = str(batch["batch_id"])
+        batch_id = batch.batch_id
         found: dict[str, Any] | None = None
         for lane in self.records.lanes(batch_id):
             if 0 not in [int(c) for c in lane.get("chunks_done") or []]:

@@ -21,6 +21,7 @@ from datetime import datetime
 
 from batchroute.adapters.dynamo.chat_holds import ChatHoldStore, HoldRefused
 from batchroute.clock import Clock, isoformat
+from batchroute.domain.batch_record import BatchRecord
 from batchroute.domain.billing_controls import BillingControls
 from batchroute.domain.catalog import LaneLive
 from batchroute.domain.chat_routing import LaneRecord
@@ -86,7 +87,7 @@ class HoldKeeper:
         self._lock = threading.Lock()
         self._hard: OrderedDict[str, _HardLimit] = OrderedDict()
 
-    def open(self, *, org_id: str, hold_id: str, amount: Money, record: dict[str, object]) -> LimitGuard:
+    def open(self, *, org_id: str, hold_id: str, amount: Money, record: BatchRecord) -> LimitGuard:
         """Hold `amount` and write the request record, or raise 402 `insufficient_funds` /
         403 `spending_limit_reached`. Returns the limit guard the hold passed."""
         now = self.clock.now()

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from batchroute.clock import Clock, isoformat
 from batchroute.domain.access import Principal, authorize
+from batchroute.domain.batch_record import BatchRecord, CompatFields, SurfaceFields
 from batchroute.domain.compat import (
     BODY_FORMATS,
     COMPLETION_WINDOW,
@@ -115,14 +116,14 @@ class CompatBatches:
         _check(request)
         now = self.clock.now()
         batch_id = new_id("batch", now)
-        compat = {
-            "endpoint": request.endpoint,
-            "input_file_id": request.input_file_id,
-            "completion_window": request.completion_window,
-            "body_format": request.body_format or DEFAULT_BODY_FORMAT,
-            "output_file_id": new_id("file", now),
-            "error_file_id": new_id("file", now),
-        }
+        compat = CompatFields(
+            endpoint=request.endpoint,
+            input_file_id=request.input_file_id,
+            completion_window=request.completion_window,
+            body_format=request.body_format or DEFAULT_BODY_FORMAT,
+            output_file_id=new_id("file", now),
+            error_file_id=new_id("file", now),
+        )
         body: dict[str, Any] = {
             "input_file_id": request.input_file_id,
             "completion_window": request.completion_window,
@@ -137,12 +138,12 @@ class CompatBatches:
                 idempotency_key or f"compat-{batch_id}",
                 source="compat",
                 batch_id=batch_id,
-                fields={"compat": compat},
+                fields=SurfaceFields(compat=compat),
                 transact_items=self.records.batch_items(
                     org_id=principal.org_id,
                     batch_id=batch_id,
-                    output_file_id=compat["output_file_id"],
-                    error_file_id=compat["error_file_id"],
+                    output_file_id=str(compat.output_file_id),
+                    error_file_id=str(compat.error_file_id),
                     created_at=isoformat(now),
                 ),
             )
@@ -152,8 +153,12 @@ class CompatBatches:
             raise
         created = self.reads.owned(principal, str(json.loads(answer.body)["batch"]["id"]))
         if answer.replayed:
-            stored = created.get("compat") or {}
-            if any(stored.get(k) != compat[k] for k in ("endpoint", "input_file_id", "body_format")):
+            stored = created.compat or CompatFields()
+            if (stored.endpoint, stored.input_file_id, stored.body_format) != (
+                compat.endpoint,
+                compat.input_file_id,
+                compat.body_format,
+            ):
                 raise Conflict(
                     "This Idempotency-Key was used with a different request body.",
                     code="idempotency_conflict",
@@ -185,13 +190,13 @@ class CompatBatches:
         self._owned(principal, batch_id)
         return batch_object(self.batches_over(self.files).cancel(principal, batch_id, None))
 
-    def _owned(self, principal: Principal, batch_id: str) -> dict[str, Any]:
+    def _owned(self, principal: Principal, batch_id: str) -> BatchRecord:
         if not has_prefix(batch_id, "batch"):
             raise NotFound(
                 f"No such batch: {batch_id[:64]}.", code="batch_not_found", details={"param": "batch_id"}
             )
         batch = self.reads.owned(principal, batch_id)
-        if batch.get("source") != "compat":
+        if batch.source != "compat":
             raise NotFound(
                 "This batch was not created on the vendor-compatible surface; read it at /v1/batches.",
                 code="batch_not_found",

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from batchroute.adapters.batch_artifacts import errors_key, results_key
 from batchroute.domain.access import Principal, authorize, require_same_org
+from batchroute.domain.batch_record import BatchRecord
 from batchroute.domain.compat import (
     DEFAULT_BODY_FORMAT,
     BodyFormat,
@@ -42,7 +43,7 @@ class OutputFileRecords(Protocol):
 
 
 class BatchLookup(Protocol):
-    def get(self, batch_id: str) -> dict[str, Any] | None: ...
+    def get(self, batch_id: str) -> BatchRecord | None: ...
 
 
 class Artifacts(Protocol):
@@ -143,8 +144,8 @@ class CompatFiles:
             "id": file_id,
             "object": "file",
             "bytes": int(size or 0),
-            "created_at": unix(batch.get("finalized_at")),
-            "filename": f"{batch['batch_id']}_{output['role']}.jsonl",
+            "created_at": unix(batch.finalized_at),
+            "filename": f"{batch.batch_id}_{output['role']}.jsonl",
             "purpose": "batch_output",
             "status": "expired" if expired else "processed",
             "status_details": None,
@@ -173,7 +174,7 @@ class CompatFiles:
         return self._render(output, batch, chosen), chosen
 
     # -- helpers ---------------------------------------------------------------------------------
-    def _output(self, principal: Principal, file_id: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    def _output(self, principal: Principal, file_id: str) -> tuple[dict[str, Any], BatchRecord]:
         """An output or error file of a compat batch, once the batch shows it."""
         output = self.outputs.output_file(file_id) if has_prefix(file_id, "file") else None
         if output is None:
@@ -190,19 +191,19 @@ class CompatFiles:
         return output, batch
 
     @staticmethod
-    def _artifact_key(output: Mapping[str, Any], batch: Mapping[str, Any]) -> str:
-        batch_id = str(batch["batch_id"])
+    def _artifact_key(output: Mapping[str, Any], batch: BatchRecord) -> str:
+        batch_id = batch.batch_id
         return results_key(batch_id) if output["role"] == "output" else errors_key(batch_id)
 
     def _render(
-        self, output: Mapping[str, Any], batch: Mapping[str, Any], body_format: BodyFormat
+        self, output: Mapping[str, Any], batch: BatchRecord, body_format: BodyFormat
     ) -> Iterator[bytes]:
         """The vendor lines, streamed: the completed rows of results.jsonl for the output
         file, the rows of errors.jsonl for the error file."""
-        batch_id = str(batch["batch_id"])
+        batch_id = batch.batch_id
         wanted = "completed" if output["role"] == "output" else "failed"
-        endpoint = str((batch.get("compat") or {}).get("endpoint") or "/v1/chat/completions")
-        created = unix(batch.get("completed_at") or batch.get("created_at")) or 0
+        endpoint = (batch.compat.endpoint if batch.compat else None) or "/v1/chat/completions"
+        created = unix(batch.completed_at or batch.created_at) or 0
         for _, row in parse_jsonl(self.artifacts.chunks(self._artifact_key(output, batch))):
             if isinstance(row, dict) and row.get("status") == wanted:
                 line = output_line(batch_id, row, body_format, endpoint=endpoint, created=created)
@@ -224,6 +225,6 @@ def input_file_object(record: FileRecord) -> dict[str, Any]:
     }
 
 
-def _default_format(batch: Mapping[str, Any]) -> BodyFormat:
-    chosen = (batch.get("compat") or {}).get("body_format")
+def _default_format(batch: BatchRecord) -> BodyFormat:
+    chosen = batch.compat.body_format if batch.compat else None
     return "raw" if chosen == "raw" else DEFAULT_BODY_FORMAT

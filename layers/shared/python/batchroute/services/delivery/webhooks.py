@@ -28,6 +28,7 @@ from batchroute.adapters.webhook_sender import WebhookSender
 from batchroute.clock import Clock, isoformat
 from batchroute.config import Settings
 from batchroute.domain.accounts import Org
+from batchroute.domain.batch_record import BatchRecord
 from batchroute.domain.webhooks import (
     MAX_ATTEMPTS,
     AttemptOutcome,
@@ -169,13 +170,13 @@ class WebhookDelivery:
         return unseal_batch_webhook_secret(self.sealer, org_id, batch_id, sealed)
 
     # -- resolution ----------------------------------------------------------------------
-    def resolve_webhook(self, batch: Mapping[str, Any]) -> ResolvedWebhook | None:
+    def resolve_webhook(self, batch: BatchRecord) -> ResolvedWebhook | None:
         """The batch's own webhook, else the org default, else None (the customer polls)."""
-        own = batch.get("webhook")
-        if isinstance(own, Mapping) and own.get("url") and own.get("secret_sealed"):
-            return ResolvedWebhook(str(own["url"]), str(own["secret_sealed"]), "batch")
-        org_id = batch.get("org_id")
-        org = self.orgs.get_org(str(org_id)) if org_id else None
+        own = batch.webhook
+        if own is not None and own.url and own.secret_sealed:
+            return ResolvedWebhook(own.url, own.secret_sealed, "batch")
+        org_id = batch.org_id
+        org = self.orgs.get_org(org_id) if org_id else None
         default = org.delivery_webhook if org else None
         if default and default.get("url") and default.get("secret_ciphertext"):
             return ResolvedWebhook(str(default["url"]), str(default["secret_ciphertext"]), "org")
@@ -193,7 +194,7 @@ class WebhookDelivery:
     # -- the Deliver step ----------------------------------------------------------------
     def deliver_batch_event(
         self,
-        batch: Mapping[str, Any],
+        batch: BatchRecord,
         *,
         now: datetime | None = None,
         summary: Mapping[str, Any] | None = None,
@@ -205,10 +206,10 @@ class WebhookDelivery:
         nothing unless the first attempt is still owed. Failed attempts are left scheduled
         for the sweeper; this never waits for a retry."""
         now = now or self.clock.now()
-        event_type = event_type_for(str(batch.get("state")))
+        event_type = event_type_for(batch.state)
         if event_type is None:
             return None
-        batch_id = str(batch["batch_id"])
+        batch_id = batch.batch_id
         delivery_id = delivery_id_for(batch_id, event_type)
         delivery = self.deliveries.get(batch_id, delivery_id)
         if delivery is None:
@@ -220,7 +221,7 @@ class WebhookDelivery:
             delivery = {
                 "delivery_id": delivery_id,
                 "batch_id": batch_id,
-                "org_id": str(batch.get("org_id") or ""),
+                "org_id": batch.org_id,
                 "event_id": event_id,
                 "event_type": event_type,
                 "url": hook.url,

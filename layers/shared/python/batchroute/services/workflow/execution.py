@@ -42,6 +42,7 @@ from batchroute.adapters.dynamo.batch_progress import BatchProgress
 from batchroute.adapters.dynamo.batch_records import BatchRecords
 from batchroute.adapters.task_queue import TaskQueue
 from batchroute.clock import Clock, isoformat
+from batchroute.domain.batch_record import BatchRecord
 from batchroute.domain.batch_states import TERMINAL
 from batchroute.domain.catalog import Catalog, Lane
 from batchroute.domain.lane_plan import (
@@ -202,7 +203,7 @@ class LaneExecutor:
         return isoformat(self.clock.now())
 
     # -- the step --------------------------------------------------------------------------------
-    def run(self, task: WorkflowTask, batch: Mapping[str, Any]) -> StepOutput | None:
+    def run(self, task: WorkflowTask, batch: BatchRecord) -> StepOutput | None:
         """Run the lane of `task.lane` (and the lanes it fails over to) until done; None when
         the work continues in a re-enqueued message (the task is answered later)."""
         batch_id = task.batch_id
@@ -282,11 +283,9 @@ class LaneExecutor:
         )
 
     # -- chunks ----------------------------------------------------------------------------------
-    def _run_chunks(
-        self, batch: Mapping[str, Any], lane: dict[str, Any], invocation: _Invocation
-    ) -> _ChunkEnd:
-        batch_id = str(batch["batch_id"])
-        offsets = model_offsets(batch.get("chunk_models") or [], str(lane["model"]))
+    def _run_chunks(self, batch: BatchRecord, lane: dict[str, Any], invocation: _Invocation) -> _ChunkEnd:
+        batch_id = batch.batch_id
+        offsets = model_offsets(batch.chunk_models or [], str(lane["model"]))
         done = {int(c) for c in lane.get("chunks_done") or []}
         fail_with = _item_error(lane.get("fail_error"))
         for number in (int(c) for c in lane.get("chunks") or []):
@@ -494,16 +493,14 @@ class LaneExecutor:
         )
 
     # -- failover --------------------------------------------------------------------------------
-    def _fail_over(
-        self, batch: Mapping[str, Any], lane: dict[str, Any], chunk: _Chunk, error: ItemError
-    ) -> None:
-        batch_id = str(batch["batch_id"])
+    def _fail_over(self, batch: BatchRecord, lane: dict[str, Any], chunk: _Chunk, error: ItemError) -> None:
+        batch_id = batch.batch_id
         lane_key = str(lane["lane_key"])
         message = lane_failure_message(lane, error)
         used = {str(other["lane_id"]) for other in self.records.lanes(batch_id)}
         candidates = [
             c
-            for c in failover_candidates(batch.get("plan") or {}, str(lane["model"]), used)
+            for c in failover_candidates(batch.plan or {}, str(lane["model"]), used)
             if self._catalog_lane({"model": lane["model"], "lane_id": c.get("lane_id")}) is not None
         ]
         if not candidates:
@@ -552,11 +549,11 @@ class LaneExecutor:
         )
 
     # -- cancel / expiry -------------------------------------------------------------------------
-    def _cancel_rest(self, batch: Mapping[str, Any], lane: dict[str, Any], state: str) -> None:
+    def _cancel_rest(self, batch: BatchRecord, lane: dict[str, Any], state: str) -> None:
         """The batch ended while this lane had work left: a half-done chunk keeps its results
         (the rest of it is canceled), the items never started count as canceled, a running
         vendor job is cancelled (best effort)."""
-        batch_id = str(batch["batch_id"])
+        batch_id = batch.batch_id
         lane_key = str(lane["lane_key"])
         lane = self._reload(batch_id, lane)  # the progress this invocation made included
         if lane.get("job"):
@@ -569,7 +566,7 @@ class LaneExecutor:
                 logger.warning("could not cancel the vendor job", extra={"lane_key": lane_key}, exc_info=True)
         partial = lane.get("partial_chunk")
         if partial is not None and int(partial) not in {int(c) for c in lane.get("chunks_done") or []}:
-            offsets = model_offsets(batch.get("chunk_models") or [], str(lane["model"]))
+            offsets = model_offsets(batch.chunk_models or [], str(lane["model"]))
             chunk = self._load_chunk(batch_id, lane, int(partial), offsets[int(partial)])
             self._finish_chunk(batch_id, lane, chunk, canceled=chunk.size - len(chunk.results))
             lane = self._reload(batch_id, lane)

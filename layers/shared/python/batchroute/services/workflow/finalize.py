@@ -11,12 +11,14 @@ Settle charges). Rerunning rewrites the same artifacts: the step is idempotent.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
+from dataclasses import replace
 from typing import Any
 
 from batchroute.adapters.batch_artifacts import BatchArtifacts, errors_key, results_key
 from batchroute.adapters.dynamo.batch_records import BatchRecords
 from batchroute.clock import Clock, isoformat
+from batchroute.domain.batch_record import ArtifactKeys, BatchRecord
 from batchroute.domain.batch_results import MergeTally, merge_chunk, missing_row
 from batchroute.domain.batch_states import TERMINAL
 from batchroute.workflow.tasks import StepOutput
@@ -25,21 +27,21 @@ from batchroute.workflow.tasks import StepOutput
 _UNRUN_AS_CANCELED = frozenset({"canceled", "expired"})
 
 
-def missing_reason(batch: Mapping[str, Any]) -> tuple[str, str]:
+def missing_reason(batch: BatchRecord) -> tuple[str, str]:
     """The error code and message of an item that got no result."""
-    state = str(batch.get("state"))
+    state = batch.state
     if state == "canceled":
         return "canceled", "The batch was canceled before this item ran."
     if state == "expired":
         return "expired", "The batch passed its SLA deadline before this item ran."
     if state == "failed":
-        latest = (batch.get("execution_summary") or {}).get("latest_error")
+        latest = batch.latest_error
         return "batch_failed", f"The batch failed before this item ran: {latest or 'workflow error'}"[:1000]
     return "not_run", "The item got no result."
 
 
-def final_counts(batch: Mapping[str, Any], tally: MergeTally) -> dict[str, int]:
-    unrun_canceled = batch.get("state") in _UNRUN_AS_CANCELED
+def final_counts(batch: BatchRecord, tally: MergeTally) -> dict[str, int]:
+    unrun_canceled = batch.state in _UNRUN_AS_CANCELED
     return {
         "total": tally.rows,
         "pending": 0,
@@ -62,12 +64,12 @@ class Finalizer:
         self.artifacts = artifacts
         self.clock = clock
 
-    def finalize(self, batch: Mapping[str, Any]) -> StepOutput:
-        batch_id = str(batch["batch_id"])
+    def finalize(self, batch: BatchRecord) -> StepOutput:
+        batch_id = batch.batch_id
         now = isoformat(self.clock.now())
-        if batch.get("state") not in TERMINAL:
+        if batch.state not in TERMINAL:
             self.records.transition(batch_id, "finalizing", at=now)
-        current = self.records.get(batch_id) or dict(batch)
+        current = self.records.get(batch_id) or batch
         lanes = self.records.lanes(batch_id)
         tally = MergeTally()
         code, message = missing_reason(current)
@@ -78,7 +80,7 @@ class Finalizer:
         results = self.artifacts.jsonl_writer(results_key(batch_id))
         errors = self.artifacts.jsonl_writer(errors_key(batch_id))
         try:
-            for chunk in range(int(current.get("chunk_count") or 0)):
+            for chunk in range(current.chunk_count):
                 inputs = (
                     (int(line["seq"]), (line.get("item") or {}).get("customer_item_id"))
                     for line in self.artifacts.input_lines(batch_id, chunk)
@@ -101,21 +103,21 @@ class Finalizer:
             results.abort()
             errors.abort()
             raise
-        artifacts = {
-            **(current.get("artifacts") or {}),
-            "results_key": results_key(batch_id),
-            "errors_key": errors_key(batch_id),
-            "result_count": results.lines,
-            "error_count": errors.lines,
-        }
+        artifacts = replace(
+            current.artifacts or ArtifactKeys(),
+            results_key=results_key(batch_id),
+            errors_key=errors_key(batch_id),
+            result_count=results.lines,
+            error_count=errors.lines,
+        )
         changes: dict[str, Any] = {
-            "artifacts": artifacts,
+            "artifacts": artifacts.to_mapping(),
             "counts": final_counts(current, tally),
             "lane_tallies": {key: lane.to_dict() for key, lane in tally.lanes.items()},
             "finalized_at": now,
         }
-        if current.get("state") in TERMINAL and not current.get("completed_at"):
-            changes["completed_at"] = current.get("state_changed_at") or now
+        if current.state in TERMINAL and not current.completed_at:
+            changes["completed_at"] = current.state_changed_at or now
         self.records.update(batch_id, changes)
         return {
             "step": "finalize",

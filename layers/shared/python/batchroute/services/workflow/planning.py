@@ -9,12 +9,10 @@ repeated Route keeps the first ones. The Map state gets only the lane keys.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from batchroute.adapters.dynamo.batch_progress import BatchProgress
 from batchroute.adapters.dynamo.batch_records import BatchRecords
 from batchroute.clock import Clock, isoformat
+from batchroute.domain.batch_record import BatchRecord
 from batchroute.domain.batch_states import TERMINAL
 from batchroute.domain.lane_plan import PlanMismatch, plan_lanes
 from batchroute.errors import PermanentError
@@ -31,12 +29,12 @@ class LanePlanner:
         self.progress = progress
         self.clock = clock
 
-    def route(self, batch: Mapping[str, Any]) -> StepOutput:
-        batch_id = str(batch["batch_id"])
-        if batch.get("state") in TERMINAL:
+    def route(self, batch: BatchRecord) -> StepOutput:
+        batch_id = batch.batch_id
+        if batch.state in TERMINAL:
             return {"lanes": []}
         try:
-            lanes = plan_lanes(batch.get("plan") or {}, batch.get("chunk_models") or [])
+            lanes = plan_lanes(batch.plan or {}, batch.chunk_models or [])
         except (PlanMismatch, KeyError, TypeError, ValueError) as exc:
             raise InvalidPlan(f"batch {batch_id} cannot be routed: {exc}") from exc
         now = isoformat(self.clock.now())

@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import datetime
 from typing import Any, Protocol
 
 from batchroute.adapters.batch_artifacts import BatchArtifacts, receipt_key
 from batchroute.adapters.dynamo.batch_records import BatchRecords
 from batchroute.clock import Clock, isoformat
+from batchroute.domain.batch_record import ArtifactKeys, BatchRecord
 from batchroute.domain.batch_states import TERMINAL
 from batchroute.domain.billing_controls import BillingControls
 from batchroute.domain.catalog import FeeSchedule
@@ -80,13 +82,13 @@ class Settlement:
         self.clock = clock
         self.alerts = alerts
 
-    def settle(self, batch: Mapping[str, Any]) -> StepOutput:
-        batch_id = str(batch["batch_id"])
-        org_id = str(batch.get("org_id") or "")
-        tallies: Mapping[str, Mapping[str, Any]] = batch.get("lane_tallies") or {}
+    def settle(self, batch: BatchRecord) -> StepOutput:
+        batch_id = batch.batch_id
+        org_id = batch.org_id
+        tallies: Mapping[str, Mapping[str, Any]] = batch.lane_tallies or {}
         lanes = self.records.lanes(batch_id)
         usage = charged_usage(lanes, tallies)
-        fee_kind: FeeKind = "workflow" if batch.get("fee_kind") == "workflow" else "batch"
+        fee_kind: FeeKind = "workflow" if batch.fee_kind == "workflow" else "batch"
         breakdown = settle_price(usage, self.fees, fee_kind=fee_kind)
         controls = self.controls.billing_controls(org_id) or BillingControls(org_id=org_id)
         now = self.clock.now()
@@ -102,13 +104,13 @@ class Settlement:
         else:
             credits = result.receipt_credits()
             absorbed = result.absorbed
-        plan = batch.get("plan") or {}
+        plan = batch.plan or {}
         receipt = build_receipt(
             batch_id=batch_id,
             breakdown_api=breakdown.to_api(),
             credits=credits,
             absorbed=absorbed,
-            counts=batch.get("counts") or {},
+            counts=batch.counts or {},
             lanes=provider_lanes(lanes, tallies, plan),
             rejected=rejected_lanes(plan),
         )
@@ -124,10 +126,10 @@ class Settlement:
             {
                 "billing": billing,
                 "settled_at": settled_at,
-                "artifacts": {**(batch.get("artifacts") or {}), "receipt_key": key},
+                "artifacts": replace(batch.artifacts or ArtifactKeys(), receipt_key=key).to_mapping(),
             },
         )
-        if batch.get("state") not in TERMINAL:
+        if batch.state not in TERMINAL:
             at = isoformat(now)
             self.records.transition(batch_id, "completed", at=at, extra={"completed_at": at})
         if self.alerts is not None and result is not None and org_id:
@@ -141,22 +143,20 @@ class Settlement:
         }
 
     def _charge(
-        self, batch: Mapping[str, Any], org_id: str, total: Money, controls: BillingControls, now: datetime
+        self, batch: BatchRecord, org_id: str, total: Money, controls: BillingControls, now: datetime
     ) -> SettlementResult | None:
         """Settle the batch's reservation (None for a batch without one: nothing to charge)."""
-        reservation_id = batch.get("reservation_id")
+        reservation_id = batch.reservation_id
         if not reservation_id:
             return None
         try:
             return self.ledger.settle(
                 org_id,
-                str(reservation_id),
+                reservation_id,
                 charge=total,
                 at=isoformat(now),
                 period_keys=period_keys(now, controls.limit_timezone or "UTC").values(),
-                memo=f"batch {batch['batch_id']}",
+                memo=f"batch {batch.batch_id}",
             )
         except UnknownReservation as exc:
-            raise SettlementFailed(
-                f"batch {batch['batch_id']}: reservation {reservation_id} not found"
-            ) from exc
+            raise SettlementFailed(f"batch {batch.batch_id}: reservation {reservation_id} not found") from exc

@@ -24,6 +24,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from batchroute.clock import Clock, isoformat
+from batchroute.domain.batch_record import BatchRecord
 from batchroute.domain.batch_states import TERMINAL, BatchState
 from batchroute.errors import PermanentError
 from batchroute.observability import logger
@@ -51,7 +52,7 @@ class BatchNotFound(PermanentError):
 class WorkflowRecords(Protocol):
     def record_step(self, batch_id: str, step: str, at: str) -> bool: ...
 
-    def get(self, batch_id: str) -> dict[str, object] | None: ...
+    def get(self, batch_id: str) -> BatchRecord | None: ...
 
     def transition(
         self, batch_id: str, target: BatchState, *, at: str, extra: dict[str, object] | None = None
@@ -62,7 +63,7 @@ class BatchEventDelivery(Protocol):
     """services/delivery/webhooks.py:WebhookDelivery"""
 
     def deliver_batch_event(
-        self, batch: Mapping[str, Any], *, now: datetime | None = None
+        self, batch: BatchRecord, *, now: datetime | None = None
     ) -> dict[str, Any] | None: ...
 
 
@@ -89,11 +90,11 @@ class BatchWorkflow:
             raise PipelineNotWired("this worker has no batch pipeline")
         return self.pipeline
 
-    def _batch(self, task: WorkflowTask) -> dict[str, Any]:
+    def _batch(self, task: WorkflowTask) -> BatchRecord:
         batch = self.records.get(task.batch_id)
         if batch is None:
             raise BatchNotFound(f"batch {task.batch_id} does not exist")
-        return dict(batch)
+        return batch
 
     def _journal(self, task: WorkflowTask, *, required: bool = True) -> bool:
         recorded = self.records.record_step(task.batch_id, task.step, isoformat(self.clock.now()))
@@ -116,7 +117,7 @@ class BatchWorkflow:
     def settle(self, task: WorkflowTask) -> StepOutput:
         self._journal(task)
         batch = self._batch(task)
-        if "lane_tallies" not in batch:  # Finalize did not run (or not to the end): do it now
+        if batch.lane_tallies is None:  # Finalize did not run (or not to the end): do it now
             self._pipeline().finalizer.finalize(batch)
             batch = self._batch(task)
         return self._pipeline().settlement.settle(batch)
@@ -160,7 +161,7 @@ class BatchWorkflow:
         self._journal(task, required=False)
         output: StepOutput = {"step": task.step, "batch_id": task.batch_id}
         batch = self.records.get(task.batch_id) if self.webhooks is not None else None
-        if self.webhooks is not None and batch is not None and batch.get("state") in TERMINAL:
+        if self.webhooks is not None and batch is not None and batch.state in TERMINAL:
             delivery = self.webhooks.deliver_batch_event(batch, now=self.clock.now())
             if delivery is not None:
                 output["webhook"] = {

@@ -12,6 +12,7 @@ from typing import Any, Protocol
 from aws_lambda_powertools.metrics import MetricUnit
 
 from batchroute.clock import Clock, isoformat
+from batchroute.domain.batch_record import BatchRecord, UsageCheckpoint
 from batchroute.domain.batch_states import BatchState
 from batchroute.domain.catalog import Catalog
 from batchroute.domain.ledger import Purpose, Reservation, SettlementResult, period_keys
@@ -64,7 +65,7 @@ class OpenHolds(Protocol):
 
 
 class ChatRecords(Protocol):
-    def record(self, batch_id: str) -> dict[str, Any] | None: ...
+    def record(self, batch_id: str) -> BatchRecord | None: ...
 
     def settle(
         self,
@@ -105,11 +106,10 @@ def resolve_stale_chat_holds(
     for hold in ledger.open_holds(
         isoformat(now - timedelta(seconds=stale_seconds)), purpose="chat_hold", limit=max_holds
     ):
-        record = records.record(hold.ref) or {}
-        checkpoint = record.get("usage_checkpoint") or {}
-        prompt = int(checkpoint.get("prompt_tokens", 0))
-        completion = int(checkpoint.get("completion_tokens", 0))
-        lane = next((x for x in catalog.lanes if x.lane_id == checkpoint.get("lane_id")), None)
+        record = records.record(hold.ref)
+        checkpoint = (record.usage_checkpoint if record is not None else None) or UsageCheckpoint()
+        prompt, completion = checkpoint.prompt_tokens, checkpoint.completion_tokens
+        lane = next((x for x in catalog.lanes if x.lane_id == checkpoint.lane_id), None)
         charge = Money.zero()
         if lane is not None:
             charge = Money.usd_ceil(
