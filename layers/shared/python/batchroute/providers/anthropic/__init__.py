@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
+import httpx
+
 from batchroute.providers.anthropic.client import AnthropicBatches, AnthropicMessages
 from batchroute.providers.endpoints import ProviderEndpoint
 from batchroute.providers.http import VendorHttp
@@ -22,7 +24,11 @@ DEFAULT_BASE_URL: Final = "https://api.anthropic.com"
 API_VERSION: Final = "2023-06-01"  # the Messages API version these adapters are written for
 
 
-def vendor_http(endpoint: ProviderEndpoint, api_key: str | None) -> VendorHttp:
+def vendor_http(
+    endpoint: ProviderEndpoint, api_key: str | None, *, transport: httpx.BaseTransport | None = None
+) -> VendorHttp:
+    """The endpoint's HTTP: its base URL, the key and the API version on every call
+    (`transport`: a test's stand-in for the network)."""
     headers = {"anthropic-version": API_VERSION, "content-type": "application/json"}
     if api_key:
         headers["x-api-key"] = api_key
@@ -31,6 +37,7 @@ def vendor_http(endpoint: ProviderEndpoint, api_key: str | None) -> VendorHttp:
         vendor=endpoint.slug,
         headers=headers,
         timeouts=endpoint.timeouts,
+        transport=transport,
     )
 
 
