@@ -72,8 +72,6 @@ MESSAGE_FIELDS: Final = frozenset(
         "output_config",
         "service_tier",
         "container",
-        "mcp_servers",
-        "context_management",
         "cache_control",
         "inference_geo",
     }
