@@ -25,8 +25,8 @@ from typing import Any
 
 import httpx
 
+import batchroute.providers.anthropic.transform as transform  # not via the package: no cycle
 from batchroute.domain.tokens import DEFAULT_OUTPUT_TOKENS
-from batchroute.providers.anthropic import transform
 from batchroute.providers.base import (
     JobStatus,
     PermanentProviderError,
