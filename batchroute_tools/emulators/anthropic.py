@@ -138,6 +138,9 @@ class _Batch:
 
 
 class AnthropicEmulator:
+    """Anthropic's API as one `server.Vendor` (`.vendor`), under `prefix`, answering as
+    `provider`; batch jobs and their times by the injected clock."""
+
     def __init__(
         self,
         behaviour: Behaviour,
@@ -160,9 +163,9 @@ class AnthropicEmulator:
             ("POST", "/v1/messages", self.messages),
             ("GET", "/v1/models", self.list_models),
             ("POST", "/v1/messages/batches", self.create_batch),
-            ("GET", batch, self.get_batch),
-            ("GET", batch + "/results", self.batch_results),
-            ("POST", batch + "/cancel", self.cancel_batch),
+            ("GET", batch, self._existing(self.get_batch)),
+            ("GET", batch + "/results", self._existing(self.batch_results)),
+            ("POST", batch + "/cancel", self._existing(self.cancel_batch)),
         ):
             self.vendor.route(method, pattern)(self._checked(handler))
 
@@ -316,32 +319,35 @@ class AnthropicEmulator:
             self._batches[batch.id] = batch
         return Reply.json(200, self._batch_object(batch))
 
-    def get_batch(self, request: Request) -> Reply:
-        batch = self._batches.get(request.params["batch_id"])
-        if batch is None:
-            return _no_batch(request.params["batch_id"])
-        self._advance(batch)
+    def get_batch(self, batch: _Batch) -> Reply:
         return Reply.json(200, self._batch_object(batch))
 
-    def cancel_batch(self, request: Request) -> Reply:
-        batch = self._batches.get(request.params["batch_id"])
-        if batch is None:
-            return _no_batch(request.params["batch_id"])
-        self._advance(batch)
+    def cancel_batch(self, batch: _Batch) -> Reply:
         with self._lock:
             if batch.ended_at is None and batch.cancel_initiated_at is None:
                 batch.cancel_initiated_at = self.clock()
         return Reply.json(200, self._batch_object(batch))
 
-    def batch_results(self, request: Request) -> Reply:
-        batch = self._batches.get(request.params["batch_id"])
-        if batch is None:
-            return _no_batch(request.params["batch_id"])
-        self._advance(batch)
+    def batch_results(self, batch: _Batch) -> Reply:
         if batch.ended_at is None:
             message = f"message batch {batch.id} is still processing: its results are not ready"
             return error_reply(400, "invalid_request_error", message)
         return Reply.raw(200, batch.results, "application/x-jsonl")
+
+    def _existing(self, handler: Callable[[_Batch], Reply]) -> Handler:
+        """A route about one batch: 404 for an id never created, else the batch, advanced
+        to now, for the handler."""
+
+        def found(request: Request) -> Reply:
+            batch = self._batches.get(request.params["batch_id"])
+            if batch is None:
+                return error_reply(
+                    404, "not_found_error", f"message batch {request.params['batch_id']} not found"
+                )
+            self._advance(batch)
+            return handler(batch)
+
+        return found
 
     def _advance(self, batch: _Batch) -> None:
         """Run the batch as far as the clock says: a cancel ends it at the next look (every
@@ -532,7 +538,3 @@ def _errored(kind: str, message: str) -> dict[str, Any]:
 
 def _time_or_none(seconds: float | None) -> str | None:
     return rfc3339(seconds) if seconds is not None else None
-
-
-def _no_batch(batch_id: str) -> Reply:
-    return error_reply(404, "not_found_error", f"message batch {batch_id} not found")

@@ -22,7 +22,6 @@ import time
 import types
 import uuid
 from collections.abc import Iterator
-from decimal import Decimal
 from typing import Annotated, Any, Literal, NotRequired, Required, Union, get_args, get_origin
 
 import anthropic
@@ -42,20 +41,10 @@ from httpx_sse import connect_sse
 from pydantic import BaseModel, TypeAdapter
 from typing_extensions import get_type_hints, is_typeddict  # the SDK's TypedDicts are its own
 
-from batchroute.domain.catalog import Lane, LanePrice
+from batchroute.catalog import builtin_catalog
+from batchroute.providers import base
 from batchroute.providers.anthropic import make_batch, make_sync
 from batchroute.providers.anthropic.client import AnthropicBatches, AnthropicMessages
-from batchroute.providers.base import (
-    PermanentProviderError,
-    ProviderRequest,
-    ProviderResult,
-    ProviderUnavailable,
-    StreamDelta,
-    StreamEnd,
-    StreamStart,
-    TransientProviderError,
-    UnknownJob,
-)
 from batchroute.providers.endpoints import ProviderEndpoint
 from batchroute.providers.retry import RetryPolicy
 from batchroute.services.workflow.runner import run_lane_batch_job
@@ -133,8 +122,10 @@ def say(text: str) -> str:
     return f"{text} #{uuid.uuid4().hex[:8]}"
 
 
-def ask(text: str, *, custom_id: str = "seq-0", max_output_tokens: int = 64, **kw: Any) -> ProviderRequest:
-    return ProviderRequest(
+def ask(
+    text: str, *, custom_id: str = "seq-0", max_output_tokens: int = 64, **kw: Any
+) -> base.ProviderRequest:
+    return base.ProviderRequest(
         custom_id=custom_id,
         customer_item_id=custom_id,
         operation=kw.pop("operation", "responses"),
@@ -533,7 +524,7 @@ def test_every_body_the_adapter_sends_fits_the_sdk_types(
     for number, payload in enumerate(RICH_INPUTS):
         request = ask("", input=payload, custom_id=f"seq-{number}", max_output_tokens=0)
         assert sync.complete(request).status == "completed"
-        assert isinstance(list(sync.stream(request))[-1], StreamEnd)
+        assert isinstance(list(sync.stream(request))[-1], base.StreamEnd)
     job = batches.submit(ask("", input=p, custom_id=f"seq-{n}") for n, p in enumerate(RICH_INPUTS))
     calls = [r for r in sent if r.method == "POST"]
     assert len(calls) == 2 * len(RICH_INPUTS) + 1
@@ -562,10 +553,10 @@ def test_complete_and_stream(sync: AnthropicMessages) -> None:
     assert whole.output["content"].startswith(f"Simulated answer from anthropic/{MODEL}:")
     assert whole.raw is not None and whole.raw["type"] == "message"
     events = list(sync.stream(ask("Hello there")))
-    assert isinstance(events[0], StreamStart)
-    deltas = [e.text for e in events if isinstance(e, StreamDelta)]
+    assert isinstance(events[0], base.StreamStart)
+    deltas = [e.text for e in events if isinstance(e, base.StreamDelta)]
     end = events[-1]
-    assert isinstance(end, StreamEnd)
+    assert isinstance(end, base.StreamEnd)
     assert "".join(deltas) == end.result.output["content"] == whole.output["content"]  # type: ignore[index]
     assert end.usage == whole.usage and whole.usage.completion_tokens == len(deltas)
     assert end.result.raw is not None and end.result.raw["id"] == whole.raw["id"]
@@ -577,7 +568,7 @@ def test_complete_and_stream(sync: AnthropicMessages) -> None:
 
 def test_a_429_says_when_to_retry(sync: AnthropicMessages) -> None:
     request = ask(say("[simulate:429]"))
-    with pytest.raises(TransientProviderError) as raised:
+    with pytest.raises(base.TransientProviderError) as raised:
         sync.complete(request)
     assert raised.value.code == "rate_limited" and raised.value.retry_after_seconds == 1.0
     assert sync.complete(request.next_attempt()).status == "completed"
@@ -585,14 +576,14 @@ def test_a_429_says_when_to_retry(sync: AnthropicMessages) -> None:
 
 def test_a_529_is_overloaded(sync: AnthropicMessages) -> None:
     request = ask(say("[simulate:overloaded]"))
-    with pytest.raises(TransientProviderError) as raised:
+    with pytest.raises(base.TransientProviderError) as raised:
         next(sync.stream(request))
     assert raised.value.code == "overloaded"
-    assert isinstance(list(sync.stream(request))[-1], StreamEnd)
+    assert isinstance(list(sync.stream(request))[-1], base.StreamEnd)
 
 
 def test_a_500_is_transient(sync: AnthropicMessages) -> None:
-    with pytest.raises(TransientProviderError) as raised:
+    with pytest.raises(base.TransientProviderError) as raised:
         sync.complete(ask(say("[simulate:transient]")))
     assert raised.value.code == "provider_5xx"
 
@@ -600,37 +591,37 @@ def test_a_500_is_transient(sync: AnthropicMessages) -> None:
 def test_a_reset_mid_stream_interrupts_it_after_the_start(sync: AnthropicMessages) -> None:
     request = ask(say("[simulate:reset]"))
     events = sync.stream(request)
-    assert isinstance(next(events), StreamStart)
-    with pytest.raises(TransientProviderError) as raised:
+    assert isinstance(next(events), base.StreamStart)
+    with pytest.raises(base.TransientProviderError) as raised:
         list(events)
     assert raised.value.code == "stream_interrupted"
-    assert isinstance(list(sync.stream(request))[-1], StreamEnd)  # the retry is answered
-    with pytest.raises(TransientProviderError) as whole:
+    assert isinstance(list(sync.stream(request))[-1], base.StreamEnd)  # the retry is answered
+    with pytest.raises(base.TransientProviderError) as whole:
         sync.complete(ask(say("[simulate:reset]")))  # a whole answer broken off halfway
     assert whole.value.code == "stream_interrupted"
 
 
 def test_a_dropped_connection_is_unavailable(sync: AnthropicMessages) -> None:
-    with pytest.raises(ProviderUnavailable):
+    with pytest.raises(base.ProviderUnavailable):
         sync.complete(ask("[simulate:down]"))
-    with pytest.raises(ProviderUnavailable):
+    with pytest.raises(base.ProviderUnavailable):
         next(sync.stream(ask("[simulate:down:anthropic]")))
 
 
 def test_a_400_is_permanent(sync: AnthropicMessages) -> None:
-    with pytest.raises(PermanentProviderError) as raised:
+    with pytest.raises(base.PermanentProviderError) as raised:
         sync.complete(ask("[simulate:fail]"))
     assert raised.value.code == "provider_rejected"
     assert "simulated permanent failure" in raised.value.message
-    unknown = ProviderRequest("seq-0", "x", "responses", "m", "claude-unknown", {"input": "Hi"}, 10)
-    with pytest.raises(PermanentProviderError) as not_found:
+    unknown = base.ProviderRequest("seq-0", "x", "responses", "m", "claude-unknown", {"input": "Hi"}, 10)
+    with pytest.raises(base.PermanentProviderError) as not_found:
         sync.complete(unknown)
     assert not_found.value.code == "not_found"
 
 
 def test_silence_before_the_first_byte_times_out(sync: AnthropicMessages) -> None:
     started = time.monotonic()
-    with pytest.raises(TransientProviderError) as raised:
+    with pytest.raises(base.TransientProviderError) as raised:
         next(sync.stream(ask(say("[simulate:timeout:anthropic]"), first_byte_timeout_seconds=0.3)))
     assert raised.value.code == "provider_timeout"
     assert time.monotonic() - started < 5
@@ -676,20 +667,13 @@ def test_a_cancelled_batch_and_an_unknown_one(batches: AnthropicBatches) -> None
         "batch_request_canceled",
         True,
     )
-    with pytest.raises(UnknownJob):
+    with pytest.raises(base.UnknownJob):
         batches.poll("msgbatch_never_was")
 
 
 def test_the_lane_runner_drives_a_batch_to_the_end(batches: AnthropicBatches) -> None:
-    lane = Lane(
-        provider="anthropic",
-        model="claude-sonnet-4",
-        price=LanePrice(Decimal("3"), Decimal("15"), Decimal("1.5"), Decimal("7.5")),
-        context_window=200_000,
-        max_output_tokens=64_000,
-        operations=("responses", "vision"),
-        provider_model_id=MODEL,
-    )
+    [lane] = [x for x in builtin_catalog().lanes_for("claude-sonnet-4") if x.provider == "anthropic"]
+    assert lane.provider_model_id == MODEL
     texts = ["Fine", "[simulate:fail]", "[simulate:expire]", "[simulate:malformed]", "[simulate:overloaded]"]
     items = {
         seq: {
@@ -701,7 +685,7 @@ def test_the_lane_runner_drives_a_batch_to_the_end(batches: AnthropicBatches) ->
         }
         for seq, text in enumerate(texts)
     }
-    reported: dict[int, tuple[ProviderResult, int]] = {}
+    reported: dict[int, tuple[base.ProviderResult, int]] = {}
 
     def load(seqs: Any) -> Iterator[tuple[int, dict[str, Any]]]:
         yield from ((seq, items[seq]) for seq in sorted(items if seqs is None else seqs))

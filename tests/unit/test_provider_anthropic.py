@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from batchroute.domain.tokens import DEFAULT_OUTPUT_TOKENS
+from batchroute.providers import base
 from batchroute.providers.anthropic import (
     API_VERSION,
     DEFAULT_BASE_URL,
@@ -25,18 +26,6 @@ from batchroute.providers.anthropic import (
 )
 from batchroute.providers.anthropic import transform as t
 from batchroute.providers.anthropic.client import AnthropicBatches, AnthropicMessages
-from batchroute.providers.base import (
-    JobStatus,
-    PermanentProviderError,
-    ProviderRequest,
-    ProviderUnavailable,
-    StreamDelta,
-    StreamEnd,
-    StreamStart,
-    TransientProviderError,
-    UnknownJob,
-    Usage,
-)
 from batchroute.providers.endpoints import ProviderEndpoint
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "vendors" / "anthropic"
@@ -102,7 +91,7 @@ class Vendor:
         return sent
 
 
-def request(payload: dict[str, Any], *, max_output_tokens: int = 256, **kw: Any) -> ProviderRequest:
+def request(payload: dict[str, Any], *, max_output_tokens: int = 256, **kw: Any) -> base.ProviderRequest:
     fields: dict[str, Any] = {
         "custom_id": "seq-0",
         "customer_item_id": "item-0",
@@ -113,7 +102,7 @@ def request(payload: dict[str, Any], *, max_output_tokens: int = 256, **kw: Any)
         "max_output_tokens": max_output_tokens,
         **kw,
     }
-    return ProviderRequest(**fields)
+    return base.ProviderRequest(**fields)
 
 
 def body_of(payload: dict[str, Any], **kw: Any) -> dict[str, Any]:
@@ -135,7 +124,7 @@ def test_message_maps_text_usage_and_raw() -> None:
         "content": "Hi! My name is Claude. How can I help you today?",
         "finish_reason": "stop",
     }
-    assert result.usage == Usage(2095 + 1024, 503)  # cache reads are input too
+    assert result.usage == base.Usage(2095 + 1024, 503)  # cache reads are input too
     assert result.raw == body
 
 
@@ -149,7 +138,7 @@ def test_message_with_tool_use_gives_openai_style_tool_calls() -> None:
     assert call["type"] == "function"
     assert call["function"]["name"] == "get_weather"
     assert json.loads(call["function"]["arguments"]) == {"location": "San Francisco, CA", "unit": "celsius"}
-    assert result.usage == Usage(384, 92)
+    assert result.usage == base.Usage(384, 92)
 
 
 def test_message_cut_at_max_tokens_finishes_with_length() -> None:
@@ -195,7 +184,7 @@ def test_stream_of_text_adds_up_to_the_message() -> None:
         "content": "Hello! How can I help?",
         "finish_reason": "stop",
     }
-    assert result.usage == Usage(25, 15)  # input from message_start, output from message_delta
+    assert result.usage == base.Usage(25, 15)  # input from message_start, output from message_delta
     assert result.raw is not None
     assert result.raw["id"] == "msg_1nZdL29xx5MUA1yADyHTEsnR8uuvGzszyY"
     assert result.raw["stop_reason"] == "end_turn"
@@ -213,7 +202,7 @@ def test_stream_with_tool_use_rebuilds_the_tool_input() -> None:
         "location": "San Francisco, CA",
         "unit": "fahrenheit",
     }
-    assert result.usage == Usage(472, 89)
+    assert result.usage == base.Usage(472, 89)
     assert result.raw is not None and result.raw["stop_reason"] == "tool_use"
 
 
@@ -222,22 +211,22 @@ def test_an_overloaded_error_event_mid_stream_is_transient() -> None:
     events = fixture("stream_error_overloaded.json")["events"]
     for event in events[:-1]:
         acc.add(event["data"])
-    with pytest.raises(TransientProviderError) as raised:
+    with pytest.raises(base.TransientProviderError) as raised:
         acc.add(events[-1]["data"])
     assert raised.value.code == "overloaded"
     invalid = {"type": "error", "error": {"type": "invalid_request_error", "message": "no"}}
-    with pytest.raises(PermanentProviderError):
+    with pytest.raises(base.PermanentProviderError):
         acc.add(invalid)
 
 
 def test_stream_over_http_yields_start_deltas_end() -> None:
     vendor = Vendor(wire(fixture("stream_text.json")))
     events = list(vendor.sync().stream(request({"messages": [{"role": "user", "content": "Hello"}]})))
-    assert isinstance(events[0], StreamStart)
-    assert [e.text for e in events if isinstance(e, StreamDelta)] == ["Hello", "!", " How can I help?"]
+    assert isinstance(events[0], base.StreamStart)
+    assert [e.text for e in events if isinstance(e, base.StreamDelta)] == ["Hello", "!", " How can I help?"]
     end = events[-1]
-    assert isinstance(end, StreamEnd)
-    assert end.usage == Usage(25, 15)
+    assert isinstance(end, base.StreamEnd)
+    assert end.usage == base.Usage(25, 15)
     assert vendor.body()["stream"] is True
     assert vendor.calls[0].headers["accept"] == "text/event-stream"
 
@@ -245,9 +234,9 @@ def test_stream_over_http_yields_start_deltas_end() -> None:
 def test_stream_over_http_broken_by_an_error_event() -> None:
     vendor = Vendor(wire(fixture("stream_error_overloaded.json")))
     events = vendor.sync().stream(request({"messages": [{"role": "user", "content": "Hello"}]}))
-    assert isinstance(next(events), StreamStart)
-    assert next(events) == StreamDelta("Once upon")
-    with pytest.raises(TransientProviderError) as raised:
+    assert isinstance(next(events), base.StreamStart)
+    assert next(events) == base.StreamDelta("Once upon")
+    with pytest.raises(base.TransientProviderError) as raised:
         next(events)
     assert raised.value.code == "overloaded"
 
@@ -256,7 +245,7 @@ def test_stream_without_message_stop_was_interrupted() -> None:
     recorded = fixture("stream_text.json")
     recorded["events"] = recorded["events"][:-2]
     events = Vendor(wire(recorded)).sync().stream(request({"messages": [{"role": "user", "content": "Hi"}]}))
-    with pytest.raises(TransientProviderError) as raised:
+    with pytest.raises(base.TransientProviderError) as raised:
         list(events)
     assert raised.value.code == "stream_interrupted"
 
@@ -264,7 +253,7 @@ def test_stream_without_message_stop_was_interrupted() -> None:
 # -- errors ----------------------------------------------------------------------------------
 def test_529_overloaded_is_transient() -> None:
     vendor = Vendor(wire(fixture("error_overloaded_529.json")))
-    with pytest.raises(TransientProviderError) as raised:
+    with pytest.raises(base.TransientProviderError) as raised:
         vendor.sync().complete(request({"input": "Hi"}))
     assert raised.value.code == "overloaded"
     assert "Overloaded" in raised.value.message
@@ -272,7 +261,7 @@ def test_529_overloaded_is_transient() -> None:
 
 def test_429_is_rate_limited_with_retry_after() -> None:
     vendor = Vendor(wire(fixture("error_rate_limit_429.json")))
-    with pytest.raises(TransientProviderError) as raised:
+    with pytest.raises(base.TransientProviderError) as raised:
         vendor.sync().complete(request({"input": "Hi"}))
     assert raised.value.code == "rate_limited"
     assert raised.value.retry_after_seconds == 20.0
@@ -282,12 +271,12 @@ def test_429_is_rate_limited_with_retry_after() -> None:
 def test_400_is_permanent_for_a_call_and_a_stream() -> None:
     refused = fixture("error_invalid_request_400.json")
     sync = Vendor(wire(refused), wire(refused)).sync()
-    with pytest.raises(PermanentProviderError) as raised:
+    with pytest.raises(base.PermanentProviderError) as raised:
         sync.complete(request({"input": "Hi"}))
     assert raised.value.code == "provider_rejected"
     assert "roles must alternate" in raised.value.message
     events = sync.stream(request({"input": "Hi"}))
-    with pytest.raises(PermanentProviderError) as before_first_byte:
+    with pytest.raises(base.PermanentProviderError) as before_first_byte:
         next(events)
     assert before_first_byte.value.code == "provider_rejected"
 
@@ -312,14 +301,14 @@ def test_check_lists_the_models() -> None:
 @pytest.mark.parametrize(
     ("name", "status"),
     [
-        ("batch_in_progress.json", JobStatus("in_progress", 6, 0, 0)),
-        ("batch_canceling.json", JobStatus("in_progress", 6, 0, 0)),
-        ("batch_ended.json", JobStatus("completed", 6, 1, 5)),
-        ("batch_ended_expired.json", JobStatus("expired", 6, 0, 6)),
-        ("batch_ended_canceled.json", JobStatus("cancelled", 6, 0, 6)),
+        ("batch_in_progress.json", base.JobStatus("in_progress", 6, 0, 0)),
+        ("batch_canceling.json", base.JobStatus("in_progress", 6, 0, 0)),
+        ("batch_ended.json", base.JobStatus("completed", 6, 1, 5)),
+        ("batch_ended_expired.json", base.JobStatus("expired", 6, 0, 6)),
+        ("batch_ended_canceled.json", base.JobStatus("cancelled", 6, 0, 6)),
     ],
 )
-def test_batch_states(name: str, status: JobStatus) -> None:
+def test_batch_states(name: str, status: base.JobStatus) -> None:
     assert t.job_status(fixture(name)["body"]) == status
     vendor = Vendor(wire(fixture(name)))
     assert vendor.batches().poll("msgbatch_013Zva2CMHLNnXjNJJKqJ2EF") == status
@@ -331,7 +320,7 @@ def test_batch_results_lines_map_to_results() -> None:
         r.custom_id: r for line in fixture("batch_results.json")["lines"] if (r := t.batch_line_result(line))
     }
     ok = results["seq-0"]
-    assert ok.status == "completed" and ok.usage == Usage(11, 36)
+    assert ok.status == "completed" and ok.usage == base.Usage(11, 36)
     assert ok.output is not None and ok.output["content"] == "Hello again! It's nice to see you."
     failures = {cid: (r.error.code, r.error.transient) for cid, r in results.items() if r.error is not None}
     assert failures == {
@@ -367,7 +356,7 @@ def test_batch_results_never_follow_a_foreign_results_url() -> None:
 
 def test_batch_results_of_a_running_batch_are_not_ready() -> None:
     vendor = Vendor(wire(fixture("batch_in_progress.json")))
-    with pytest.raises(TransientProviderError) as raised:
+    with pytest.raises(base.TransientProviderError) as raised:
         list(vendor.batches().results("msgbatch_1"))
     assert raised.value.code == "batch_not_ended"
 
@@ -391,14 +380,14 @@ def test_submit_sends_custom_id_and_params_lines() -> None:
             for n in range(2)
         ]
     }
-    with pytest.raises(PermanentProviderError):
+    with pytest.raises(base.PermanentProviderError):
         job.submit([])
 
 
 def test_unknown_batch_and_cancel() -> None:
     not_found = {"type": "error", "error": {"type": "not_found_error", "message": "Not found"}}
     vendor = Vendor(httpx.Response(404, json=not_found), wire(fixture("batch_canceling.json")))
-    with pytest.raises(UnknownJob):
+    with pytest.raises(base.UnknownJob):
         vendor.batches().poll("msgbatch_gone")
     vendor.batches().cancel("msgbatch_013Zva2CMHLNnXjNJJKqJ2EF")
     assert vendor.calls[1].method == "POST"
@@ -408,7 +397,7 @@ def test_unknown_batch_and_cancel() -> None:
 def test_a_bad_key_makes_the_lane_unavailable() -> None:
     denied = {"type": "error", "error": {"type": "authentication_error", "message": "invalid x-api-key"}}
     vendor = Vendor(httpx.Response(401, json=denied))
-    with pytest.raises(ProviderUnavailable):
+    with pytest.raises(base.ProviderUnavailable):
         vendor.sync().check()
 
 
@@ -451,25 +440,15 @@ def test_consecutive_turns_of_one_role_are_merged() -> None:
     ]
 
 
+def one_turn(*parts: dict[str, Any], key: str = "messages") -> dict[str, Any]:
+    """An item's input of one user turn made of `parts`."""
+    return {key: [{"role": "user", "content": list(parts)}]}
+
+
 def test_images_as_base64_or_url_sources() -> None:
-    body = body_of(
-        {
-            "messages": [
-                {
-                    "role": "user",
-                    "content": [
-                        {"type": "text", "text": "Compare these."},
-                        {"type": "image_url", "image_url": {"url": "data:image/jpeg;base64,/9j/4AAQ"}},
-                        {
-                            "type": "image_url",
-                            "image_url": {"url": "https://example.com/b.png", "detail": "high"},
-                        },
-                    ],
-                }
-            ]
-        },
-        operation="vision",
-    )
+    inline = {"type": "image_url", "image_url": {"url": "data:image/jpeg;base64,/9j/4AAQ"}}
+    linked = {"type": "image_url", "image_url": {"url": "https://example.com/b.png", "detail": "high"}}
+    body = body_of(one_turn({"type": "text", "text": "Compare these."}, inline, linked), operation="vision")
     assert body["messages"][0]["content"] == [
         {"type": "text", "text": "Compare these."},
         {"type": "image", "source": {"type": "base64", "media_type": "image/jpeg", "data": "/9j/4AAQ"}},
@@ -478,18 +457,9 @@ def test_images_as_base64_or_url_sources() -> None:
 
 
 def test_responses_api_input_with_image_parts() -> None:
+    text = {"type": "input_text", "text": "What is this?"}
     body = body_of(
-        {
-            "input": [
-                {
-                    "role": "user",
-                    "content": [
-                        {"type": "input_text", "text": "What is this?"},
-                        {"type": "input_image", "image_url": "https://example.com/c.webp"},
-                    ],
-                }
-            ]
-        }
+        one_turn(text, {"type": "input_image", "image_url": "https://example.com/c.webp"}, key="input")
     )
     assert body["messages"][0]["content"][1] == {
         "type": "image",
@@ -534,10 +504,10 @@ def test_tools_and_tool_choice() -> None:
 
 
 def test_non_function_tools_and_unknown_choices_are_refused() -> None:
-    with pytest.raises(PermanentProviderError) as raised:
+    with pytest.raises(base.PermanentProviderError) as raised:
         body_of({"input": "Search", "tools": [{"type": "web_search_preview"}]})
     assert raised.value.code == "unsupported_parameter"
-    with pytest.raises(PermanentProviderError):
+    with pytest.raises(base.PermanentProviderError):
         t.tool_choice("sometimes")
 
 
@@ -568,7 +538,7 @@ def test_tool_history_becomes_tool_use_and_tool_result_blocks() -> None:
         },
     ]
     broken = {**call, "function": {"name": "get_weather", "arguments": "{not json"}}
-    with pytest.raises(PermanentProviderError) as raised:
+    with pytest.raises(base.PermanentProviderError) as raised:
         body_of({"messages": [{"role": "assistant", "content": "", "tool_calls": [broken]}]})
     assert raised.value.code == "invalid_item"
 
@@ -595,7 +565,7 @@ def test_structured_output_as_a_json_schema() -> None:
     given = {"type": "json_schema", "json_schema": {"name": "label", "schema": schema, "strict": True}}
     body = body_of({"input": "Classify", "response_format": given})
     assert body["output_config"] == {"format": {"type": "json_schema", "schema": schema}}
-    with pytest.raises(PermanentProviderError) as raised:
+    with pytest.raises(base.PermanentProviderError) as raised:
         body_of({"input": "Classify", "response_format": {"type": "json_object"}})
     assert raised.value.code == "unsupported_parameter"
 
@@ -604,10 +574,10 @@ def test_embeddings_and_empty_items_are_refused_without_a_call() -> None:
     vendor = Vendor()
     embedding = request({"input": "vector me"}, operation="embeddings", max_output_tokens=0)
     for call in (vendor.sync().complete, vendor.sync().stream, lambda r: vendor.batches().submit([r])):
-        with pytest.raises(PermanentProviderError) as raised:
+        with pytest.raises(base.PermanentProviderError) as raised:
             call(embedding)
         assert raised.value.code == "unsupported_operation"
-    with pytest.raises(PermanentProviderError) as empty:
+    with pytest.raises(base.PermanentProviderError) as empty:
         body_of({"messages": [{"role": "system", "content": "Only a system prompt"}]})
     assert empty.value.code == "invalid_item"
     assert vendor.calls == []

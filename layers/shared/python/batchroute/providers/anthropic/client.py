@@ -19,7 +19,6 @@ Every call carries `x-api-key` and `anthropic-version` (`__init__.py` sets them)
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
@@ -27,18 +26,7 @@ import httpx
 
 import batchroute.providers.anthropic.transform as transform  # not via the package: no cycle
 from batchroute.domain.tokens import DEFAULT_OUTPUT_TOKENS
-from batchroute.providers.base import (
-    JobStatus,
-    PermanentProviderError,
-    ProviderRequest,
-    ProviderResult,
-    StreamDelta,
-    StreamEnd,
-    StreamEvent,
-    StreamStart,
-    TransientProviderError,
-    UnknownJob,
-)
+from batchroute.providers import base
 from batchroute.providers.http import VendorHttp
 
 MODELS_PAGE = "1000"  # the most GET /v1/models lists at once
@@ -56,41 +44,41 @@ class _Adapter:
         self.http = http
         self.output_limits = dict(output_limits or {})
 
-    def default_max_tokens(self, request: ProviderRequest) -> int:
+    def default_max_tokens(self, request: base.ProviderRequest) -> int:
         return self.output_limits.get(request.model) or DEFAULT_OUTPUT_TOKENS
 
 
 class AnthropicMessages(_Adapter):
     """The per-item adapter (SyncProvider): one Messages call per request."""
 
-    def complete(self, request: ProviderRequest) -> ProviderResult:
+    def complete(self, request: base.ProviderRequest) -> base.ProviderResult:
         body = transform.messages_body(request, default_max_tokens=self.default_max_tokens(request))
         answer = self.http.request_json("POST", transform.MESSAGES_PATH, json_body=body)
         return transform.message_result(request.custom_id, answer)
 
-    def stream(self, request: ProviderRequest) -> Iterator[StreamEvent]:
+    def stream(self, request: base.ProviderRequest) -> Iterator[base.StreamEvent]:
         # Built now, so a refused request raises from this call, before any byte is awaited.
         body = transform.messages_body(
             request, default_max_tokens=self.default_max_tokens(request), stream=True
         )
         return self._events(request, body)
 
-    def _events(self, request: ProviderRequest, body: dict[str, Any]) -> Iterator[StreamEvent]:
+    def _events(self, request: base.ProviderRequest, body: dict[str, Any]) -> Iterator[base.StreamEvent]:
         acc = transform.StreamAccumulator(request.custom_id)
         with self.http.sse(
             transform.MESSAGES_PATH, json_body=body, read_timeout=request.first_byte_timeout_seconds
         ) as source:
-            yield StreamStart()
+            yield base.StreamStart()
             for event in source.iter_sse():
                 if not event.data:
                     continue
                 text = acc.add(transform.event_data(event.data))
                 if text:
-                    yield StreamDelta(text)
+                    yield base.StreamDelta(text)
                 if acc.done:
-                    yield StreamEnd(acc.result())
+                    yield base.StreamEnd(acc.result())
                     return
-        raise TransientProviderError(
+        raise base.TransientProviderError(
             f"{self.http.vendor} ended the stream without message_stop", code="stream_interrupted"
         )
 
@@ -103,25 +91,27 @@ class AnthropicMessages(_Adapter):
 class AnthropicBatches(_Adapter):
     """The vendor batch adapter (BatchApiProvider) over the Message Batches API."""
 
-    def submit(self, requests: Iterable[ProviderRequest]) -> str:
+    def submit(self, requests: Iterable[base.ProviderRequest]) -> str:
         lines = [transform.batch_request(r, default_max_tokens=self.default_max_tokens(r)) for r in requests]
         if not lines:
-            raise PermanentProviderError("a batch job needs at least one request", code="invalid_item")
+            raise base.PermanentProviderError("a batch job needs at least one request", code="invalid_item")
         created = self.http.request_json("POST", transform.BATCHES_PATH, json_body={"requests": lines})
         return str(created["id"])
 
-    def poll(self, job_id: str) -> JobStatus:
+    def poll(self, job_id: str) -> base.JobStatus:
         return transform.job_status(self._batch(job_id))
 
-    def results(self, job_id: str) -> Iterator[ProviderResult]:
+    def results(self, job_id: str) -> Iterator[base.ProviderResult]:
         batch = self._batch(job_id)
         if batch.get("processing_status") != "ended":
-            raise TransientProviderError(
+            raise base.TransientProviderError(
                 f"{self.http.vendor} batch {job_id} has not ended: no results yet", code="batch_not_ended"
             )
         with self.http.stream_lines("GET", self._results_url(job_id, batch.get("results_url"))) as lines:
             for line in lines:
-                parsed = _line(line)
+                # A line that is not JSON is skipped: its request is then missing from the
+                # results, and the lane runner resubmits it.
+                parsed = transform.json_object(line)
                 result = transform.batch_line_result(parsed) if parsed is not None else None
                 if result is not None:
                     yield result
@@ -132,9 +122,9 @@ class AnthropicBatches(_Adapter):
     def _batch(self, job_id: str) -> dict[str, Any]:
         try:
             return dict(self.http.request_json("GET", f"{transform.BATCHES_PATH}/{job_id}"))
-        except PermanentProviderError as exc:
+        except base.PermanentProviderError as exc:
             if exc.code == "not_found":
-                raise UnknownJob(f"{self.http.vendor} does not know message batch {job_id}") from exc
+                raise base.UnknownJob(f"{self.http.vendor} does not know message batch {job_id}") from exc
             raise
 
     def _results_url(self, job_id: str, given: object) -> str:
@@ -143,18 +133,6 @@ class AnthropicBatches(_Adapter):
         fallback = f"{transform.BATCHES_PATH}/{job_id}/results"
         if not isinstance(given, str) or not given:
             return fallback
-        url, base = httpx.URL(given), httpx.URL(self.http.base_url)
-        same_origin = (url.scheme, url.host, url.port) == (base.scheme, base.host, base.port)
+        url, api = httpx.URL(given), httpx.URL(self.http.base_url)
+        same_origin = (url.scheme, url.host, url.port) == (api.scheme, api.host, api.port)
         return given if same_origin else fallback
-
-
-def _line(text: str) -> dict[str, Any] | None:
-    """A results line as JSON; a line that is not JSON is skipped (its request is then missing
-    from the results, and the lane runner resubmits it)."""
-    if not text.strip():
-        return None
-    try:
-        parsed = json.loads(text)
-    except ValueError:
-        return None
-    return parsed if isinstance(parsed, dict) else None

@@ -356,7 +356,8 @@ class StreamAccumulator:
             return self._delta(index, _mapping(event.get("delta")))
         elif kind == "content_block_stop" and index in self.tool_json:
             text = "".join(self.tool_json.pop(index))
-            self.blocks[index]["input"] = _object(text) if text else self.blocks[index].get("input") or {}
+            given = json_object(text) if text else self.blocks[index].get("input")
+            self.blocks[index]["input"] = given or {}  # a tool's input is an object, maybe empty
         elif kind == "message_delta":
             delta = _mapping(event.get("delta"))
             self.message.update({k: delta[k] for k in ("stop_reason", "stop_sequence") if k in delta})
@@ -386,12 +387,13 @@ class StreamAccumulator:
         return message_result(self.custom_id, body)
 
 
-def _object(text: str) -> dict[str, Any]:
+def json_object(text: str) -> dict[str, Any] | None:
+    """A JSON object's text parsed (a tool's input, a results line); None for anything else."""
     try:
         parsed = json.loads(text)
     except ValueError:
-        return {}
-    return parsed if isinstance(parsed, dict) else {}
+        return None
+    return parsed if isinstance(parsed, dict) else None
 
 
 def event_data(data: str) -> dict[str, Any]:
