@@ -1,0 +1,62 @@
+"""Anthropic: `make_sync` / `make_batch` build the adapters of an endpoint (docs/providers.md,
+Anthropic): the Messages API for per-item calls and the direct chat path, Message Batches for
+batch lanes.
+
+The endpoint's base URL is the API root without `/v1` (https://api.anthropic.com by default;
+the local emulator's is http://127.0.0.1:<port>/anthropic): the adapters' paths start with
+/v1. Every call carries the operator's key (`x-api-key`, from the provider's secret) and the
+pinned API version. A request without an output limit is sent with its lane's
+`max_output_tokens`, read from the built-in catalog when the adapter is built.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Final
+
+import httpx
+
+from batchroute.providers.anthropic.client import AnthropicBatches, AnthropicMessages
+from batchroute.providers.endpoints import ProviderEndpoint
+from batchroute.providers.http import VendorHttp
+
+DEFAULT_BASE_URL: Final = "https://api.anthropic.com"
+API_VERSION: Final = "2023-06-01"  # the Messages API version these adapters are written for
+
+
+def vendor_http(
+    endpoint: ProviderEndpoint, api_key: str | None, *, transport: httpx.BaseTransport | None = None
+) -> VendorHttp:
+    """The endpoint's HTTP: its base URL, the key and the API version on every call
+    (`transport`: a test's stand-in for the network)."""
+    headers = {"anthropic-version": API_VERSION, "content-type": "application/json"}
+    if api_key:
+        headers["x-api-key"] = api_key
+    return VendorHttp(
+        endpoint.base_url or DEFAULT_BASE_URL,
+        vendor=endpoint.slug,
+        headers=headers,
+        timeouts=endpoint.timeouts,
+        transport=transport,
+    )
+
+
+def lane_output_limits(slug: str) -> dict[str, int]:
+    """Catalog model id -> the output limit of its lane on this provider (0: none)."""
+    from batchroute.catalog import builtin_catalog  # loaded once per process, on first use
+
+    return {lane.model: lane.max_output_tokens for lane in builtin_catalog().lanes if lane.provider == slug}
+
+
+def make_sync(
+    endpoint: ProviderEndpoint, api_key: str | None, *, output_limits: Mapping[str, int] | None = None
+) -> AnthropicMessages:
+    limits = lane_output_limits(endpoint.slug) if output_limits is None else output_limits
+    return AnthropicMessages(endpoint.slug, vendor_http(endpoint, api_key), output_limits=limits)
+
+
+def make_batch(
+    endpoint: ProviderEndpoint, api_key: str | None, *, output_limits: Mapping[str, int] | None = None
+) -> AnthropicBatches:
+    limits = lane_output_limits(endpoint.slug) if output_limits is None else output_limits
+    return AnthropicBatches(endpoint.slug, vendor_http(endpoint, api_key), output_limits=limits)

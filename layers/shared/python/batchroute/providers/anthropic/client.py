@@ -1,0 +1,138 @@
+"""Anthropic over HTTP: the Messages API (whole and streamed), the models list (a health
+check), and the Message Batches API (create, retrieve, results, cancel). The bodies come from
+`transform.py`; the HTTP, the error mapping (429 and 529 with Retry-After) and the SSE parsing
+from providers/http.py (httpx, httpx-sse), not the `anthropic` SDK, whose import would add
+to the API function's cold start.
+
+Calls (paths under the base URL, https://api.anthropic.com by default):
+
+    AnthropicMessages.complete   POST /v1/messages
+    AnthropicMessages.stream     POST /v1/messages, stream: true (server-sent events)
+    AnthropicMessages.check      GET  /v1/models
+    AnthropicBatches.submit      POST /v1/messages/batches {requests: [{custom_id, params}]}
+    AnthropicBatches.poll        GET  /v1/messages/batches/{id} (404: UnknownJob)
+    AnthropicBatches.results     GET  the batch's results_url (JSON Lines, read as it arrives)
+    AnthropicBatches.cancel      POST /v1/messages/batches/{id}/cancel
+
+Every call carries `x-api-key` and `anthropic-version` (`__init__.py` sets them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+import httpx
+
+import batchroute.providers.anthropic.transform as transform  # not via the package: no cycle
+from batchroute.domain.tokens import DEFAULT_OUTPUT_TOKENS
+from batchroute.providers import base
+from batchroute.providers.http import VendorHttp
+
+MODELS_PAGE = "1000"  # the most GET /v1/models lists at once
+
+
+class _Adapter:
+    """What both adapters hold: the slug, the vendor HTTP, and the output limit a request
+    without one is sent with: its lane's `max_output_tokens` (by catalog model id), else the
+    default an item gets."""
+
+    def __init__(
+        self, slug: str, http: VendorHttp, *, output_limits: Mapping[str, int] | None = None
+    ) -> None:
+        self.slug = slug
+        self.http = http
+        self.output_limits = dict(output_limits or {})
+
+    def default_max_tokens(self, request: base.ProviderRequest) -> int:
+        return self.output_limits.get(request.model) or DEFAULT_OUTPUT_TOKENS
+
+
+class AnthropicMessages(_Adapter):
+    """The per-item adapter (SyncProvider): one Messages call per request."""
+
+    def complete(self, request: base.ProviderRequest) -> base.ProviderResult:
+        body = transform.messages_body(request, default_max_tokens=self.default_max_tokens(request))
+        answer = self.http.request_json("POST", transform.MESSAGES_PATH, json_body=body)
+        return transform.message_result(request.custom_id, answer)
+
+    def stream(self, request: base.ProviderRequest) -> Iterator[base.StreamEvent]:
+        # Built now, so a refused request raises from this call, before any byte is awaited.
+        body = transform.messages_body(
+            request, default_max_tokens=self.default_max_tokens(request), stream=True
+        )
+        return self._events(request, body)
+
+    def _events(self, request: base.ProviderRequest, body: dict[str, Any]) -> Iterator[base.StreamEvent]:
+        acc = transform.StreamAccumulator(request.custom_id)
+        with self.http.sse(
+            transform.MESSAGES_PATH, json_body=body, read_timeout=request.first_byte_timeout_seconds
+        ) as source:
+            yield base.StreamStart()
+            for event in source.iter_sse():
+                if not event.data:
+                    continue
+                text = acc.add(transform.event_data(event.data))
+                if text:
+                    yield base.StreamDelta(text)
+                if acc.done:
+                    yield base.StreamEnd(acc.result())
+                    return
+        raise base.TransientProviderError(
+            f"{self.http.vendor} ended the stream without message_stop", code="stream_interrupted"
+        )
+
+    def check(self) -> list[str]:
+        """The model ids the key may use (a health check; raises on failure)."""
+        body = self.http.request_json("GET", "/v1/models", params={"limit": MODELS_PAGE}, read_timeout=10)
+        return [str(m.get("id")) for m in body.get("data") or [] if isinstance(m, dict)]
+
+
+class AnthropicBatches(_Adapter):
+    """The vendor batch adapter (BatchApiProvider) over the Message Batches API."""
+
+    def submit(self, requests: Iterable[base.ProviderRequest]) -> str:
+        lines = [transform.batch_request(r, default_max_tokens=self.default_max_tokens(r)) for r in requests]
+        if not lines:
+            raise base.PermanentProviderError("a batch job needs at least one request", code="invalid_item")
+        created = self.http.request_json("POST", transform.BATCHES_PATH, json_body={"requests": lines})
+        return str(created["id"])
+
+    def poll(self, job_id: str) -> base.JobStatus:
+        return transform.job_status(self._batch(job_id))
+
+    def results(self, job_id: str) -> Iterator[base.ProviderResult]:
+        batch = self._batch(job_id)
+        if batch.get("processing_status") != "ended":
+            raise base.TransientProviderError(
+                f"{self.http.vendor} batch {job_id} has not ended: no results yet", code="batch_not_ended"
+            )
+        with self.http.stream_lines("GET", self._results_url(job_id, batch.get("results_url"))) as lines:
+            for line in lines:
+                # A line that is not JSON is skipped: its request is then missing from the
+                # results, and the lane runner resubmits it.
+                parsed = transform.json_object(line)
+                result = transform.batch_line_result(parsed) if parsed is not None else None
+                if result is not None:
+                    yield result
+
+    def cancel(self, job_id: str) -> None:
+        self.http.request_json("POST", f"{transform.BATCHES_PATH}/{job_id}/cancel")
+
+    def _batch(self, job_id: str) -> dict[str, Any]:
+        try:
+            return dict(self.http.request_json("GET", f"{transform.BATCHES_PATH}/{job_id}"))
+        except base.PermanentProviderError as exc:
+            if exc.code == "not_found":
+                raise base.UnknownJob(f"{self.http.vendor} does not know message batch {job_id}") from exc
+            raise
+
+    def _results_url(self, job_id: str, given: object) -> str:
+        """The batch's `results_url` when it is on the API's own host (the key goes with the
+        request, so never elsewhere), else the documented path."""
+        fallback = f"{transform.BATCHES_PATH}/{job_id}/results"
+        if not isinstance(given, str) or not given:
+            return fallback
+        url, api = httpx.URL(given), httpx.URL(self.http.base_url)
+        same_origin = (url.scheme, url.host, url.port) == (api.scheme, api.host, api.port)
+        return given if same_origin else fallback

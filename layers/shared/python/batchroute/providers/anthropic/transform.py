@@ -1,0 +1,446 @@
+"""Anthropic's wire format, both ways, as pure functions (no I/O): Messages API request bodies
+and Message Batches request lines from a ProviderRequest, and ProviderResults from Anthropic's
+`message`, its stream events and its batch results lines (docs/providers.md, Anthropic).
+
+Written against the Messages API of `anthropic-version: 2023-06-01`. The split follows
+LiteLLM's: this module only translates, `client.py` does the HTTP; a change of the vendor's
+format is a change here, tested by replaying recorded answers (tests/fixtures/vendors/).
+
+Field map, ours (an item's input in its normal form, providers/conversation.py) -> Anthropic:
+
+    provider_model_id                     -> model
+    max_output_tokens (0: the lane's)     -> max_tokens (the API requires it)
+    system / instructions / system turns  -> system (one string)
+    user, assistant turns                 -> messages[{role, content}], consecutive same-role
+                                             turns merged into one (the roles must alternate)
+    tool turn {tool_call_id, content}     -> a user turn's {type: tool_result, tool_use_id, content}
+    assistant tool_calls                  -> {type: tool_use, id, name, input: the parsed arguments}
+    text part                             -> {type: text, text} (whitespace-only parts dropped)
+    image_url part, a data: URL           -> {type: image, source: {type: base64, media_type, data}}
+    image_url part, any other URL         -> {type: image, source: {type: url, url}}
+    temperature, top_p                    -> temperature, top_p
+    stop (a string or a list)             -> stop_sequences (a list)
+    seed                                  -> dropped (Anthropic has none)
+    tools [{type: function, function}]    -> tools [{name, description, input_schema}]
+    tool_choice auto | required | none    -> {type: auto} | {type: any} | {type: none}
+    tool_choice {function: {name}}        -> {type: tool, name}
+    a json_schema output format           -> output_config.format {type: json_schema, schema}
+    a json_object output format           -> refused: PermanentProviderError unsupported_parameter
+                                             (Anthropic takes a schema or nothing)
+    operation embeddings                  -> refused: PermanentProviderError unsupported_operation
+                                             (Anthropic has no embeddings API)
+
+Anthropic -> ours (the normalized output, providers/base.py):
+
+    content text blocks (joined)          -> output.content
+    content tool_use blocks               -> output.tool_calls [{id, type: function,
+                                             function: {name, arguments: JSON text}}]
+    stop_reason max_tokens, or
+      model_context_window_exceeded       -> finish_reason length; any other -> stop
+    usage.input_tokens (+ cache reads
+      and writes, when any)               -> usage.prompt_tokens
+    usage.output_tokens                   -> usage.completion_tokens
+    the message itself                    -> raw
+    an error's type                       -> ERROR_TYPES: our code, and whether it is transient
+
+Message Batches: a request line is {custom_id, params: the Messages body}; a batch's
+processing_status in_progress / canceling -> in_progress, ended -> completed (expired when
+every request expired, cancelled when every request was canceled); a results line's
+succeeded -> a completed result, errored -> a failed one (transient by ERROR_TYPES), expired
+and canceled -> transient failures, so the lane runner resubmits them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from batchroute.providers.base import (
+    FinishReason,
+    ItemError,
+    JobState,
+    JobStatus,
+    PermanentProviderError,
+    ProviderError,
+    ProviderRequest,
+    ProviderResult,
+    TransientProviderError,
+    Usage,
+)
+from batchroute.providers.conversation import conversation, data_url_parts
+
+MESSAGES_PATH: Final = "/v1/messages"
+BATCHES_PATH: Final = "/v1/messages/batches"
+
+# Anthropic's error types (an error body's, a stream's `error` event's, an errored batch
+# result's `error.type`) -> (our code, transient). Unknown types are permanent.
+ERROR_TYPES: Final[dict[str, tuple[str, bool]]] = {
+    "invalid_request_error": ("provider_rejected", False),
+    "authentication_error": ("provider_auth_failed", False),
+    "permission_error": ("provider_auth_failed", False),
+    "billing_error": ("provider_billing", False),
+    "not_found_error": ("not_found", False),
+    "request_too_large": ("provider_rejected", False),
+    "rate_limit_error": ("rate_limited", True),
+    "api_error": ("provider_5xx", True),
+    "timeout_error": ("provider_timeout", True),
+    "overloaded_error": ("overloaded", True),
+}
+_LENGTH_STOPS: Final = frozenset({"max_tokens", "model_context_window_exceeded"})
+_TOOL_CHOICES: Final[dict[str, str]] = {"auto": "auto", "required": "any", "any": "any", "none": "none"}
+
+
+# -- requests ------------------------------------------------------------------------------
+def messages_body(
+    request: ProviderRequest, *, default_max_tokens: int, stream: bool = False
+) -> dict[str, Any]:
+    """The Messages API body of a `responses` / `vision` request. `default_max_tokens` (the
+    lane's output limit) stands in when the request sets none: Anthropic requires one."""
+    if request.operation == "embeddings":
+        raise PermanentProviderError("Anthropic has no embeddings API", code="unsupported_operation")
+    talk = conversation(request.input)
+    messages = merged_turns(talk.messages)
+    if not messages:
+        raise PermanentProviderError("the item has no user or assistant message", code="invalid_item")
+    limit = request.max_output_tokens if request.max_output_tokens > 0 else default_max_tokens
+    body: dict[str, Any] = {"model": request.provider_model_id, "max_tokens": limit, "messages": messages}
+    if talk.system:
+        body["system"] = talk.system
+    options = talk.options
+    for name in ("temperature", "top_p"):
+        if name in options:
+            body[name] = options[name]
+    stops = stop_sequences(options.get("stop"))
+    if stops:
+        body["stop_sequences"] = stops
+    tools = [tool(t) for t in options.get("tools") or []]
+    if tools:
+        body["tools"] = tools
+        if "tool_choice" in options:
+            body["tool_choice"] = tool_choice(options["tool_choice"])
+    if talk.response_format is not None:
+        body["output_config"] = {"format": output_format(talk.response_format)}
+    if stream:
+        body["stream"] = True
+    return body
+
+
+def batch_request(request: ProviderRequest, *, default_max_tokens: int) -> dict[str, Any]:
+    """One entry of a Message Batch's `requests`."""
+    return {
+        "custom_id": request.custom_id,
+        "params": messages_body(request, default_max_tokens=default_max_tokens),
+    }
+
+
+def merged_turns(messages: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Chat-completions turns as Anthropic messages: tool results become user turns, and
+    consecutive turns of one role become one turn (the API wants the roles to alternate).
+    A turn of a single text block is sent as a plain string."""
+    turns: list[tuple[str, list[dict[str, Any]]]] = []
+    for message in messages:
+        role, blocks = _turn(message)
+        if not blocks:
+            continue
+        if turns and turns[-1][0] == role:
+            turns[-1][1].extend(blocks)
+        else:
+            turns.append((role, blocks))
+    return [{"role": role, "content": _compact(blocks)} for role, blocks in turns]
+
+
+def _turn(message: Mapping[str, Any]) -> tuple[str, list[dict[str, Any]]]:
+    content = message.get("content")
+    if message.get("role") == "tool":
+        result: dict[str, Any] = {
+            "type": "tool_result",
+            "tool_use_id": str(message.get("tool_call_id") or ""),
+        }
+        inner = content_blocks(content)
+        if inner:
+            result["content"] = _compact(inner)
+        return "user", [result]
+    blocks = content_blocks(content)
+    if message.get("role") != "assistant":
+        return "user", blocks
+    calls = message.get("tool_calls")
+    for call in calls if isinstance(calls, list) else []:
+        blocks.append(tool_use(_mapping(call)))
+    return "assistant", blocks
+
+
+def content_blocks(content: object) -> list[dict[str, Any]]:
+    """A normal-form content (a string, or `text` / `image_url` parts) as Anthropic blocks."""
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}] if content.strip() else []
+    blocks: list[dict[str, Any]] = []
+    for part in content if isinstance(content, list) else []:
+        if part.get("type") == "text":
+            blocks.extend(content_blocks(str(part.get("text", ""))))
+        elif part.get("type") == "image_url":
+            blocks.append(image_block(str(part["image_url"]["url"])))
+    return blocks
+
+
+def image_block(url: str) -> dict[str, Any]:
+    inline = data_url_parts(url)
+    if inline is None:
+        return {"type": "image", "source": {"type": "url", "url": url}}
+    media_type, data = inline
+    return {"type": "image", "source": {"type": "base64", "media_type": media_type, "data": data}}
+
+
+def _compact(blocks: list[dict[str, Any]]) -> str | list[dict[str, Any]]:
+    if len(blocks) == 1 and blocks[0]["type"] == "text":
+        return str(blocks[0]["text"])
+    return blocks
+
+
+def tool_use(call: Mapping[str, Any]) -> dict[str, Any]:
+    """An assistant's chat-completions tool call as a `tool_use` block."""
+    function = _mapping(call.get("function"))
+    arguments = function.get("arguments") or "{}"
+    try:
+        parsed = json.loads(arguments) if isinstance(arguments, str) else arguments
+    except ValueError:
+        parsed = None
+    if not isinstance(parsed, dict):
+        raise PermanentProviderError(
+            f"the arguments of tool call {call.get('id')!r} are not a JSON object", code="invalid_item"
+        )
+    return {
+        "type": "tool_use",
+        "id": str(call.get("id") or ""),
+        "name": str(function.get("name")),
+        "input": parsed,
+    }
+
+
+def tool(definition: object) -> dict[str, Any]:
+    """A function tool (chat-completions `{type, function: {...}}` or the Responses API's flat
+    form) as Anthropic's `{name, description, input_schema}`; any other tool is refused."""
+    given = _mapping(definition)
+    function = _mapping(given.get("function")) or given
+    if given.get("type") != "function" or not function.get("name"):
+        raise PermanentProviderError(
+            f"Anthropic takes function tools only, not {given.get('type')!r}", code="unsupported_parameter"
+        )
+    schema = function.get("parameters")
+    mapped: dict[str, Any] = {
+        "name": str(function["name"]),
+        "input_schema": dict(schema) if isinstance(schema, Mapping) else {"type": "object", "properties": {}},
+    }
+    if function.get("description"):
+        mapped["description"] = str(function["description"])
+    return mapped
+
+
+def tool_choice(choice: object) -> dict[str, Any]:
+    if isinstance(choice, str) and choice in _TOOL_CHOICES:
+        return {"type": _TOOL_CHOICES[choice]}
+    given = _mapping(choice)
+    name = _mapping(given.get("function")).get("name") or given.get("name")
+    if given.get("type") == "function" and name:
+        return {"type": "tool", "name": str(name)}
+    raise PermanentProviderError(
+        f"tool_choice {choice!r} has no Anthropic form", code="unsupported_parameter"
+    )
+
+
+def stop_sequences(stop: object) -> list[str]:
+    values = [stop] if isinstance(stop, str) else stop if isinstance(stop, list) else []
+    return [str(v) for v in values if isinstance(v, str) and v.strip()]
+
+
+def output_format(response_format: Mapping[str, Any]) -> dict[str, Any]:
+    """A structured-output request: Anthropic's structured outputs take a JSON schema
+    (`output_config.format`); free-form JSON without a schema has no equivalent."""
+    schema = _mapping(response_format.get("json_schema")).get("schema")
+    if response_format.get("type") != "json_schema" or not isinstance(schema, Mapping):
+        raise PermanentProviderError(
+            "Anthropic takes structured output as a JSON schema only (json_schema with a schema)",
+            code="unsupported_parameter",
+        )
+    return {"type": "json_schema", "schema": dict(schema)}
+
+
+# -- answers -------------------------------------------------------------------------------
+def finish_reason(stop_reason: object) -> FinishReason:
+    return "length" if stop_reason in _LENGTH_STOPS else "stop"
+
+
+def message_usage(usage: object) -> Usage:
+    """Anthropic counts cached input apart from `input_tokens`; all of it was input."""
+    given = _mapping(usage)
+    prompt = sum(
+        int(given.get(key) or 0)
+        for key in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+    )
+    return Usage(prompt, int(given.get("output_tokens") or 0))
+
+
+def message_result(custom_id: str, message: Mapping[str, Any]) -> ProviderResult:
+    """A `message` as our normalized message."""
+    blocks = [b for b in message.get("content") or [] if isinstance(b, Mapping)]
+    output: dict[str, Any] = {
+        "type": "message",
+        "role": "assistant",
+        "content": "".join(str(b.get("text") or "") for b in blocks if b.get("type") == "text"),
+        "finish_reason": finish_reason(message.get("stop_reason")),
+    }
+    calls = [
+        {
+            "id": str(b.get("id")),
+            "type": "function",
+            "function": {"name": str(b.get("name")), "arguments": json.dumps(b.get("input") or {})},
+        }
+        for b in blocks
+        if b.get("type") == "tool_use"
+    ]
+    if calls:
+        output["tool_calls"] = calls
+    return ProviderResult(
+        custom_id, "completed", output=output, raw=dict(message), usage=message_usage(message.get("usage"))
+    )
+
+
+def item_error(body: Mapping[str, Any]) -> ItemError:
+    """Our error for an Anthropic error body, `{type: error, error: {type, message}}`."""
+    error = _mapping(body.get("error"))
+    kind = str(error.get("type") or "api_error")
+    code, transient = ERROR_TYPES.get(kind, (kind, False))
+    return ItemError(code, f"{kind}: {str(error.get('message') or 'no message')[:300]}", transient)
+
+
+def stream_error(event: Mapping[str, Any]) -> ProviderError:
+    """What a stream's `error` event raises: an `overloaded_error` is transient, as over HTTP."""
+    error = item_error(event)
+    message = f"Anthropic broke off the stream: {error.message}"
+    if error.transient:
+        return TransientProviderError(message, code=error.code)
+    return PermanentProviderError(message, code=error.code)
+
+
+@dataclass
+class StreamAccumulator:
+    """What a Messages stream has said so far, event by event, and the `message` it adds up
+    to. The events, in the order the API sends them: `message_start` (the message with empty
+    content, usage.input_tokens), per content block `content_block_start`,
+    `content_block_delta`s (`text_delta`, or a tool's `input_json_delta`), `content_block_stop`;
+    then `message_delta` (stop_reason, usage.output_tokens so far) and `message_stop`. `ping`
+    may come anywhere; an `error` event (`overloaded_error` under load) ends the stream."""
+
+    custom_id: str
+    message: dict[str, Any] = field(default_factory=dict)
+    usage: dict[str, Any] = field(default_factory=dict)
+    blocks: dict[int, dict[str, Any]] = field(default_factory=dict)
+    tool_json: dict[int, list[str]] = field(default_factory=dict)
+    done: bool = False
+
+    def add(self, event: Mapping[str, Any]) -> str:
+        """Take one event's data; the text it adds ("" for none). An `error` event raises."""
+        kind = event.get("type")
+        index = int(event.get("index") or 0)
+        if kind == "message_start":
+            self.message = {k: v for k, v in _mapping(event.get("message")).items() if k != "content"}
+            self.usage = dict(_mapping(self.message.get("usage")))
+        elif kind == "content_block_start":
+            block = dict(_mapping(event.get("content_block")))
+            self.blocks[index] = block
+            if block.get("type") == "tool_use":
+                self.tool_json[index] = []
+            return str(block.get("text") or "") if block.get("type") == "text" else ""
+        elif kind == "content_block_delta":
+            return self._delta(index, _mapping(event.get("delta")))
+        elif kind == "content_block_stop" and index in self.tool_json:
+            text = "".join(self.tool_json.pop(index))
+            given = json_object(text) if text else self.blocks[index].get("input")
+            self.blocks[index]["input"] = given or {}  # a tool's input is an object, maybe empty
+        elif kind == "message_delta":
+            delta = _mapping(event.get("delta"))
+            self.message.update({k: delta[k] for k in ("stop_reason", "stop_sequence") if k in delta})
+            self.usage.update({k: v for k, v in _mapping(event.get("usage")).items() if v is not None})
+        elif kind == "message_stop":
+            self.done = True
+        elif kind == "error":
+            raise stream_error(event)
+        return ""
+
+    def _delta(self, index: int, delta: Mapping[str, Any]) -> str:
+        block = self.blocks.setdefault(index, {"type": "text", "text": ""})
+        if delta.get("type") == "text_delta":
+            text = str(delta.get("text") or "")
+            block["text"] = str(block.get("text") or "") + text
+            return text
+        if delta.get("type") == "input_json_delta":
+            self.tool_json.setdefault(index, []).append(str(delta.get("partial_json") or ""))
+        return ""  # thinking, signature and citation deltas add no answer text
+
+    def result(self) -> ProviderResult:
+        body = {
+            **self.message,
+            "content": [self.blocks[i] for i in sorted(self.blocks)],
+            "usage": dict(self.usage),
+        }
+        return message_result(self.custom_id, body)
+
+
+def json_object(text: str) -> dict[str, Any] | None:
+    """A JSON object's text parsed (a tool's input, a results line); None for anything else."""
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        return None
+    return parsed if isinstance(parsed, dict) else None
+
+
+def event_data(data: str) -> dict[str, Any]:
+    """One stream event's JSON data; an event that is not JSON is a broken answer."""
+    try:
+        parsed = json.loads(data)
+    except ValueError as exc:
+        raise TransientProviderError(
+            "Anthropic sent a stream event that is not JSON", code="provider_bad_response"
+        ) from exc
+    return parsed if isinstance(parsed, dict) else {}
+
+
+# -- batch jobs ----------------------------------------------------------------------------
+def job_status(batch: Mapping[str, Any]) -> JobStatus:
+    """A `message_batch` as our JobStatus. While processing, every request counts as
+    `processing`; the outcome counts are filled in when the batch ends."""
+    counts = {k: int(v or 0) for k, v in _mapping(batch.get("request_counts")).items()}
+    total = sum(counts.get(k, 0) for k in ("processing", "succeeded", "errored", "canceled", "expired"))
+    done = counts.get("succeeded", 0)
+    failed = counts.get("errored", 0) + counts.get("canceled", 0) + counts.get("expired", 0)
+    if batch.get("processing_status") != "ended":
+        return JobStatus("in_progress", total, done, failed)  # canceling too: not ended yet
+    state: JobState = "completed"
+    if total and counts.get("expired", 0) == total:
+        state = "expired"
+    elif total and counts.get("canceled", 0) == total:
+        state = "cancelled"
+    return JobStatus(state, total, done, failed)
+
+
+def batch_line_result(line: Mapping[str, Any]) -> ProviderResult | None:
+    """One results line (`{custom_id, result: {type, ...}}`) as a result; None when it names
+    no request."""
+    custom_id = line.get("custom_id")
+    if not isinstance(custom_id, str):
+        return None
+    result = _mapping(line.get("result"))
+    kind = result.get("type")
+    if kind == "succeeded":
+        return message_result(custom_id, _mapping(result.get("message")))
+    if kind in ("expired", "canceled"):
+        message = f"Anthropic {kind} this request before processing it"
+        return ProviderResult.failure(custom_id, ItemError(f"batch_request_{kind}", message, transient=True))
+    body = _mapping(result.get("error"))  # errored: an error body, as an HTTP answer's
+    return ProviderResult.failure(custom_id, item_error(body), raw=dict(body) if body else None)
+
+
+def _mapping(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
