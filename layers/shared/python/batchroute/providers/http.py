@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 import httpx
 from httpx_sse import EventSource
@@ -141,6 +141,15 @@ def error_for_exception(exc: httpx.HTTPError, *, vendor: str, before_response: b
     return TransientProviderError(f"{vendor} call failed: {type(exc).__name__}", code="provider_error")
 
 
+class StatusErrors(Protocol):
+    """How a vendor's non-2xx answer becomes a provider error (`error_for_status`, or a
+    vendor's own refinement of it that reads more of its error body)."""
+
+    def __call__(
+        self, status: int, headers: Mapping[str, str], body: bytes | str | None, *, vendor: str
+    ) -> ProviderError: ...
+
+
 class VendorHttp:
     """One vendor endpoint: a base URL, the headers every call carries (the key among them),
     and one pooled client shared by every thread of the process."""
@@ -154,9 +163,11 @@ class VendorHttp:
         timeouts: Timeouts | None = None,
         transport: httpx.BaseTransport | None = None,
         max_connections: int = 64,
+        status_errors: StatusErrors = error_for_status,
     ) -> None:
         self.vendor = vendor
         self.timeouts = timeouts or Timeouts()
+        self._status_errors = status_errors
         self._lock = threading.Lock()
         self._client = httpx.Client(
             base_url=base_url.rstrip("/"),
@@ -249,7 +260,7 @@ class VendorHttp:
                     response.read()
                 except httpx.HTTPError as exc:
                     raise error_for_exception(exc, vendor=self.vendor) from exc
-                raise error_for_status(
+                raise self._status_errors(
                     response.status_code, response.headers, response.content, vendor=self.vendor
                 )
             try:
@@ -293,7 +304,7 @@ class VendorHttp:
         finally:
             response.close()
         if response.status_code >= 300:
-            raise error_for_status(
+            raise self._status_errors(
                 response.status_code, response.headers, response.content, vendor=self.vendor
             )
         return response
