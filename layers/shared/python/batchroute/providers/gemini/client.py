@@ -16,6 +16,7 @@ import json
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+import batchroute.providers.gemini.transform as transform
 from batchroute.providers.base import (
     JobStatus,
     PermanentProviderError,
@@ -29,7 +30,6 @@ from batchroute.providers.base import (
     TransientProviderError,
     UnknownJob,
 )
-from batchroute.providers.gemini import transform
 from batchroute.providers.http import VendorHttp
 
 
