@@ -619,6 +619,14 @@ def test_batch_body() -> None:
         transform.batch_body([request({"input": "a"}, operation="embeddings")])
 
 
+def test_batch_body_over_the_inline_limit_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(transform, "MAX_INLINE_BYTES", 500)
+    transform.batch_body([request({"input": "x" * 100})])
+    with pytest.raises(PermanentProviderError) as raised:
+        transform.batch_body([request({"input": "x" * 100}, custom_id=f"seq-{i}") for i in range(5)])
+    assert raised.value.code == "batch_too_large"
+
+
 def test_names_and_paths() -> None:
     assert transform.model_path(MODEL, "generateContent") == f"/v1beta/models/{MODEL}:generateContent"
     assert transform.model_name("models/x") == "models/x"

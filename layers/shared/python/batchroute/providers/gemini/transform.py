@@ -82,6 +82,7 @@ from batchroute.providers.http import error_for_status, retry_after_seconds, ven
 API_ROOT: Final = "/v1beta"
 MODELS_PATH: Final = f"{API_ROOT}/models"
 MAX_EMBED_BATCH: Final = 100  # batchEmbedContents takes at most 100 requests per call
+MAX_INLINE_BYTES = 20 * 1024 * 1024  # batch mode takes at most 20 MB of inlined requests
 JSON_MIME: Final = "application/json"
 
 # Batch mode's wire states (GenerateContentBatch.state) and the SDK's names for them.
@@ -424,7 +425,8 @@ def batch_embed_bodies(request: ProviderRequest, texts: Sequence[str]) -> list[d
 
 
 def batch_body(requests: Sequence[ProviderRequest]) -> dict[str, Any]:
-    """A `batchGenerateContent` body: every request inlined, keyed by its custom_id."""
+    """A `batchGenerateContent` body: every request inlined, keyed by its custom_id (at most
+    MAX_INLINE_BYTES in all: a larger job is refused, `batch_too_large`)."""
     inlined = []
     for request in requests:
         if request.operation == "embeddings":
@@ -433,12 +435,20 @@ def batch_body(requests: Sequence[ProviderRequest]) -> dict[str, Any]:
                 code="invalid_item",
             )
         inlined.append({"request": generate_body(request), "metadata": {"key": request.custom_id}})
-    return {
+    body = {
         "batch": {
             "displayName": f"batchroute {len(inlined)} requests",
             "inputConfig": {"requests": {"requests": inlined}},
         }
     }
+    size = len(json.dumps(body, separators=(",", ":")).encode())
+    if size > MAX_INLINE_BYTES:  # refused here rather than after uploading it
+        raise PermanentProviderError(
+            f"the job's inlined requests are {size} bytes; Gemini batch mode takes at most "
+            f"{MAX_INLINE_BYTES} inline",
+            code="batch_too_large",
+        )
+    return body
 
 
 # -- answers -------------------------------------------------------------------------------
