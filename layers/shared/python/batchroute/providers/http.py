@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
@@ -37,6 +37,7 @@ from batchroute.providers.base import (
     ProviderError,
     ProviderUnavailable,
     TransientProviderError,
+    UnknownJob,
 )
 
 _MESSAGE_CHARS: Final = 300
@@ -270,6 +271,21 @@ class VendorHttp:
         finally:
             opened.__exit__(None, None, None)
 
+    def request_job(self, method: str, path: str, *, job_id: str) -> Any:
+        """`request_json` on a batch job: a 404 means the vendor does not know the job."""
+        try:
+            return self.request_json(method, path)
+        except PermanentProviderError as exc:
+            if exc.code == "not_found":
+                raise UnknownJob(f"{self.vendor} does not know batch {job_id}") from exc
+            raise
+
+    def forget(self, path: str) -> None:
+        """DELETE what the vendor need not keep (a read job, a downloaded file), best effort:
+        on failure the vendor's own retention applies; the results are already ours."""
+        with suppress(ProviderError):
+            self.request_json("DELETE", path)
+
     def close(self) -> None:
         self._client.close()
 
@@ -315,3 +331,15 @@ def _guarded(lines: Iterator[str], vendor: str) -> Iterator[str]:
         yield from lines
     except httpx.HTTPError as exc:
         raise error_for_exception(exc, vendor=vendor) from exc
+
+
+def event_json(data: str, *, vendor: str) -> dict[str, Any]:
+    """A stream event's JSON object ({} for any other JSON value); an event that is not JSON
+    means the answer broke."""
+    try:
+        parsed = json.loads(data)
+    except ValueError as exc:
+        raise TransientProviderError(
+            f"{vendor} sent a stream event that is not JSON", code="provider_bad_response"
+        ) from exc
+    return parsed if isinstance(parsed, dict) else {}
