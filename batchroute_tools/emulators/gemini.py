@@ -124,8 +124,13 @@ def error_reply(code: int, message: str, status: str, *, headers: Mapping[str, s
     return Reply.json(code, {"error": {"code": code, "message": message, "status": status}}, headers)
 
 
-def fault_reply(fault: Fault) -> Reply | None:
-    """The HTTP answer of a fault, as Google gives it; None for faults met later (a stream's)."""
+def fault_reply(fault: Fault | None) -> Reply | None:
+    """The HTTP answer of a fault, as Google gives it, before any answer; None for no fault and
+    for faults met later (a stream's reset)."""
+    if fault is None:
+        return None
+    if fault.kind == "timeout":
+        return Reply(200, {"content-type": "text/event-stream"}, delay_headers=3600.0)
     if fault.kind == "down":
         return Reply.dropped()
     if fault.kind == "fail":
@@ -245,9 +250,8 @@ class GeminiEmulator:
             return error_reply(400, invalid, "INVALID_ARGUMENT")
         work = self.work(request.params["model"], body, stream=stream)
         fault = self.behaviour.fault(work)
-        if fault is not None and fault.kind == "timeout":
-            return Reply(200, {"content-type": "text/event-stream"}, delay_headers=3600.0)
-        if fault is not None and (refusal := fault_reply(fault)) is not None:
+        refusal = fault_reply(fault)
+        if refusal is not None:
             return refusal
         answer = self.behaviour.answer(work)
         if not stream:
@@ -300,8 +304,8 @@ class GeminiEmulator:
             return error_reply(400, invalid, "INVALID_ARGUMENT")
         texts = tuple(_message_content(e["content"]["parts"]) for e in entries or [])
         work = Work(self.provider, model, "embeddings", inputs=tuple(str(t) for t in texts))
-        fault = self.behaviour.fault(work)
-        if fault is not None and (refusal := fault_reply(fault)) is not None:
+        refusal = fault_reply(self.behaviour.fault(work))
+        if refusal is not None:
             return refusal
         time.sleep(self.behaviour.config.latency_seconds)
         answer = self.behaviour.answer(work)
@@ -343,17 +347,13 @@ class GeminiEmulator:
         return Reply.json(200, self._operation(job))
 
     def get_batch(self, request: Request) -> Reply:
-        job = self._jobs.get(f"batches/{request.params['batch']}")
-        if job is None:
-            return _no_batch(request)
-        self._advance(job)
-        return Reply.json(200, self._operation(job))
+        job = self._job(request)
+        return _no_batch(request) if job is None else Reply.json(200, self._operation(job))
 
     def cancel_batch(self, request: Request) -> Reply:
-        job = self._jobs.get(f"batches/{request.params['batch']}")
+        job = self._job(request)
         if job is None:
             return _no_batch(request)
-        self._advance(job)
         with self._lock:
             if job.finished not in (None, "CANCELLED"):
                 return error_reply(400, f"{job.name} has already finished", "FAILED_PRECONDITION")
@@ -365,6 +365,13 @@ class GeminiEmulator:
         with self._lock:
             job = self._jobs.pop(f"batches/{request.params['batch']}", None)
         return _no_batch(request) if job is None else Reply.json(200, {})
+
+    def _job(self, request: Request) -> _Job | None:
+        """The batch a request names, run as far as the clock says; None for an unknown one."""
+        job = self._jobs.get(f"batches/{request.params['batch']}")
+        if job is not None:
+            self._advance(job)
+        return job
 
     def _advance(self, job: _Job) -> None:
         """Run the job as far as the clock says: done once `batch_seconds` have passed."""

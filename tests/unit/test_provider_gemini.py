@@ -403,46 +403,21 @@ def test_images_inline_or_by_uri() -> None:
     ]
 
 
-def test_tool_turns() -> None:
-    body = transform.generate_body(
-        request(
-            {
-                "messages": [
-                    {"role": "user", "content": "Weather and time in Paris?"},
-                    {
-                        "role": "assistant",
-                        "content": None,
-                        "tool_calls": [
-                            {
-                                "id": "call_0",
-                                "type": "function",
-                                "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'},
-                                "extra_content": {"google": {"thought_signature": "c2ln"}},
-                            },
-                            {
-                                "id": "call_1",
-                                "type": "function",
-                                "function": {"name": "get_time", "arguments": ""},
-                            },
-                        ],
-                    },
-                    {"role": "tool", "tool_call_id": "call_0", "content": '{"celsius": 18}'},
-                    {"role": "tool", "tool_call_id": "call_1", "content": "09:30"},
-                ]
-            }
-        )
-    )
+def test_tool_turns_hand_back_the_calls_gemini_made() -> None:
+    answered = transform.generate_result("seq-0", fixture("generate_function_call")).output
+    assert answered is not None
+    messages = [
+        {"role": "user", "content": "Weather and time in Paris?"},
+        {"role": "assistant", "content": None, "tool_calls": answered["tool_calls"]},
+        {"role": "tool", "tool_call_id": "call_0", "content": '{"celsius": 18}'},
+        {"role": "tool", "tool_call_id": "call_1", "content": "09:30"},
+    ]
+    body = transform.generate_body(request({"messages": messages}))
+    made = fixture("generate_function_call")["candidates"][0]["content"]["parts"]
+    for ident, part in zip(("call_0", "call_1"), made, strict=True):
+        part["functionCall"]["id"] = ident  # ours, as the answer named them
     assert body["contents"][1:] == [
-        {
-            "role": "model",
-            "parts": [
-                {
-                    "functionCall": {"name": "get_weather", "args": {"city": "Paris"}, "id": "call_0"},
-                    "thoughtSignature": "c2ln",
-                },
-                {"functionCall": {"name": "get_time", "args": {}, "id": "call_1"}},
-            ],
-        },
+        {"role": "model", "parts": made},  # the thought signature goes back as it came
         {
             "role": "user",
             "parts": [

@@ -11,8 +11,6 @@ Paths: /v1beta/models/<id>:<method>, /v1beta/batches/<id>[:cancel].
 
 from __future__ import annotations
 
-import contextlib
-import json
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -30,7 +28,7 @@ from batchroute.providers.base import (
     TransientProviderError,
     UnknownJob,
 )
-from batchroute.providers.http import VendorHttp
+from batchroute.providers.http import VendorHttp, event_json
 
 
 class GeminiModels:
@@ -79,7 +77,8 @@ class GeminiModels:
         ) as source:
             yield StreamStart()
             for event in source.iter_sse():
-                text = acc.add(_json(event.data, self.http.vendor), vendor=self.http.vendor)
+                chunk = event_json(event.data, vendor=self.http.vendor)
+                text = acc.add(chunk, vendor=self.http.vendor)
                 if text:
                     yield StreamDelta(text)
         if not acc.finished:  # Gemini ends a stream by closing it: the last chunk says why
@@ -108,11 +107,10 @@ class GeminiBatches:
 
     def submit(self, requests: Iterable[ProviderRequest]) -> str:
         listed = list(requests)
-        if not listed:
-            raise PermanentProviderError("a batch job needs at least one request", code="invalid_item")
-        models = {transform.model_name(r.provider_model_id) for r in listed}
-        if len(models) != 1:
-            raise PermanentProviderError("a Gemini batch job runs one model", code="invalid_item")
+        if len({transform.model_name(r.provider_model_id) for r in listed}) != 1:  # none, or several
+            raise PermanentProviderError(
+                "a Gemini batch job runs one model, for one request or more", code="invalid_item"
+            )
         created = self.http.request_json(
             "POST",
             transform.model_path(listed[0].provider_model_id, "batchGenerateContent"),
@@ -131,8 +129,8 @@ class GeminiBatches:
     def results(self, job_id: str) -> Iterator[ProviderResult]:
         operation = self._operation(job_id)
         yield from transform.job_results(operation)
-        if transform.job_status(operation).terminal:
-            self._forget(job_id)
+        if transform.job_status(operation).terminal:  # Google would keep the answers until deleted
+            self.http.forget(f"{transform.API_ROOT}/{self._name(job_id)}")
 
     def cancel(self, job_id: str) -> None:
         try:
@@ -142,12 +140,7 @@ class GeminiBatches:
                 raise
 
     def _operation(self, job_id: str) -> dict[str, Any]:
-        try:
-            found = self.http.request_json("GET", f"{transform.API_ROOT}/{self._name(job_id)}")
-        except PermanentProviderError as exc:
-            if exc.code == "not_found":
-                raise UnknownJob(f"{self.http.vendor} does not know batch {job_id}") from exc
-            raise
+        found = self.http.request_job("GET", f"{transform.API_ROOT}/{self._name(job_id)}", job_id=job_id)
         return dict(found) if isinstance(found, dict) else {}
 
     def _name(self, job_id: str) -> str:
@@ -155,19 +148,3 @@ class GeminiBatches:
         if name is None:
             raise UnknownJob(f"{job_id!r} is not a Gemini batch name")
         return name
-
-    def _forget(self, job_id: str) -> None:
-        """Delete a finished job: Google would otherwise keep its inlined answers."""
-        # On failure Google's own retention applies; the results are already ours.
-        with contextlib.suppress(PermanentProviderError, TransientProviderError, ProviderUnavailable):
-            self.http.request_json("DELETE", f"{transform.API_ROOT}/{self._name(job_id)}")
-
-
-def _json(data: str, vendor: str) -> dict[str, Any]:
-    try:
-        parsed = json.loads(data)
-    except ValueError as exc:
-        raise TransientProviderError(
-            f"{vendor} sent a stream event that is not JSON", code="provider_bad_response"
-        ) from exc
-    return parsed if isinstance(parsed, dict) else {}
