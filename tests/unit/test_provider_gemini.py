@@ -450,6 +450,8 @@ def test_generation_options() -> None:
     }
     listed = transform.generate_body(request({"input": "x", "stop": ["a", "b"]}, max_output_tokens=0))
     assert listed["generationConfig"] == {"stopSequences": ["a", "b"]}
+    odd = transform.generate_body(request({"input": "x", "stop": 5}, max_output_tokens=0))
+    assert "generationConfig" not in odd
 
 
 SIMPLE_SCHEMA = {
@@ -541,6 +543,7 @@ def test_tools_and_tool_choice() -> None:
         ("none", {"mode": "NONE"}),
         ({"type": "function", "function": {"name": "f"}}, {"mode": "ANY", "allowedFunctionNames": ["f"]}),
         ({"type": "function", "name": "f"}, {"mode": "ANY", "allowedFunctionNames": ["f"]}),
+        ({"type": "auto"}, {"mode": "AUTO"}),
     ],
 )
 def test_tool_choice(choice: object, config: dict[str, Any]) -> None:

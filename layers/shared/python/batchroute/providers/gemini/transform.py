@@ -265,8 +265,9 @@ def _generation_config(request: ProviderRequest, talk: Conversation) -> dict[str
     if "top_p" in options:
         config["topP"] = options["top_p"]
     stop = options.get("stop")
-    if stop:
-        config["stopSequences"] = [stop] if isinstance(stop, str) else list(stop)
+    stops = [s for s in (stop if isinstance(stop, list) else [stop]) if isinstance(s, str) and s]
+    if stops:
+        config["stopSequences"] = stops
     if "seed" in options:
         config["seed"] = options["seed"]
     fmt = talk.response_format
@@ -309,8 +310,9 @@ def _declaration(function: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _calling_config(choice: object) -> dict[str, Any]:
-    if isinstance(choice, Mapping):
-        name = _mapping(choice.get("function")).get("name") or choice.get("name")
+    named = _mapping(choice)
+    name = _mapping(named.get("function")).get("name") or named.get("name")
+    if name:  # one function, by name (chat-completions or Responses form)
         return {"mode": "ANY", "allowedFunctionNames": [str(name)]}
     return {"mode": {"none": "NONE", "required": "ANY"}.get(str(choice), "AUTO")}
 
