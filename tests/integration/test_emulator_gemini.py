@@ -256,15 +256,22 @@ def test_sdk_batch_job(stack: Stack) -> None:
     assert (gone.value.code, gone.value.status) == (404, "NOT_FOUND")
 
 
-def test_sdk_batch_cancel(stack: Stack) -> None:
+def test_sdk_batch_cancelled_and_expired(stack: Stack) -> None:
     client = stack.sdk()
-    requests: list[types.InlinedRequestDict] = [
-        {"contents": [{"parts": [{"text": "x"}]}], "metadata": {"key": "a"}}
+    sources: list[list[types.InlinedRequestDict]] = [
+        [{"contents": [{"parts": [{"text": text}]}], "metadata": {"key": "a"}}]
+        for text in ("Cancel me.", "Too slow [simulate:expire]")
     ]
-    job = client.batches.create(model=MODEL, src=requests)
-    assert job.name is not None
-    client.batches.cancel(name=job.name)
-    assert client.batches.get(name=job.name).state == types.JobState.JOB_STATE_CANCELLED
+    jobs = [client.batches.create(model=MODEL, src=src).name for src in sources]
+    assert jobs[0] is not None
+    assert jobs[1] is not None
+    client.batches.cancel(name=jobs[0])
+    stack.clock[0] += BATCH_SECONDS
+    assert client.batches.get(name=jobs[0]).state == types.JobState.JOB_STATE_CANCELLED
+    expired = client.batches.get(name=jobs[1])
+    assert expired.state == types.JobState.JOB_STATE_EXPIRED
+    assert expired.dest is not None
+    assert expired.dest.inlined_responses == []
 
 
 @pytest.mark.parametrize(
