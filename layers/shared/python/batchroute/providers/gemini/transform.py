@@ -45,8 +45,8 @@ Field map, answers (Gemini -> ours):
     metadata.state BATCH_STATE_* (the SDK's JOB_STATE_* accepted too) -> JobStatus.state
     metadata.batchStats                  -> JobStatus counts
     inlinedResponses[] {response | error, metadata.key} -> one ProviderResult per custom_id
-    `raw`                                -> the vendor's body (a GenerateContentResponse, or
-                                            {"embedding"} / {"embeddings"}), unchanged
+    `raw`                                -> the vendor's body as sent (a GenerateContentResponse,
+                                            {"embedding"}); {"embeddings"} of every call, in order
 
 Embeddings carry no token usage on the Gemini API: prompt tokens are estimated from the text
 with the quote's conservative rule (domain/tokens.py: ceil(UTF-8 bytes / 3) + 3), the same
