@@ -23,11 +23,11 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 import httpx
 from httpx_sse import EventSource
@@ -37,6 +37,7 @@ from batchroute.providers.base import (
     ProviderError,
     ProviderUnavailable,
     TransientProviderError,
+    UnknownJob,
 )
 
 _MESSAGE_CHARS: Final = 300
@@ -141,6 +142,15 @@ def error_for_exception(exc: httpx.HTTPError, *, vendor: str, before_response: b
     return TransientProviderError(f"{vendor} call failed: {type(exc).__name__}", code="provider_error")
 
 
+class StatusErrors(Protocol):
+    """How a vendor's non-2xx answer becomes a provider error (`error_for_status`, or a
+    vendor's own refinement of it that reads more of its error body)."""
+
+    def __call__(
+        self, status: int, headers: Mapping[str, str], body: bytes | str | None, *, vendor: str
+    ) -> ProviderError: ...
+
+
 class VendorHttp:
     """One vendor endpoint: a base URL, the headers every call carries (the key among them),
     and one pooled client shared by every thread of the process."""
@@ -154,9 +164,11 @@ class VendorHttp:
         timeouts: Timeouts | None = None,
         transport: httpx.BaseTransport | None = None,
         max_connections: int = 64,
+        status_errors: StatusErrors = error_for_status,
     ) -> None:
         self.vendor = vendor
         self.timeouts = timeouts or Timeouts()
+        self._status_errors = status_errors
         self._lock = threading.Lock()
         self._client = httpx.Client(
             base_url=base_url.rstrip("/"),
@@ -249,7 +261,7 @@ class VendorHttp:
                     response.read()
                 except httpx.HTTPError as exc:
                     raise error_for_exception(exc, vendor=self.vendor) from exc
-                raise error_for_status(
+                raise self._status_errors(
                     response.status_code, response.headers, response.content, vendor=self.vendor
                 )
             try:
@@ -258,6 +270,21 @@ class VendorHttp:
                 raise error_for_exception(exc, vendor=self.vendor) from exc
         finally:
             opened.__exit__(None, None, None)
+
+    def request_job(self, method: str, path: str, *, job_id: str) -> Any:
+        """`request_json` on a batch job: a 404 means the vendor does not know the job."""
+        try:
+            return self.request_json(method, path)
+        except PermanentProviderError as exc:
+            if exc.code == "not_found":
+                raise UnknownJob(f"{self.vendor} does not know batch {job_id}") from exc
+            raise
+
+    def forget(self, path: str) -> None:
+        """DELETE what the vendor need not keep (a read job, a downloaded file), best effort:
+        on failure the vendor's own retention applies; the results are already ours."""
+        with suppress(ProviderError):
+            self.request_json("DELETE", path)
 
     def close(self) -> None:
         self._client.close()
@@ -293,7 +320,7 @@ class VendorHttp:
         finally:
             response.close()
         if response.status_code >= 300:
-            raise error_for_status(
+            raise self._status_errors(
                 response.status_code, response.headers, response.content, vendor=self.vendor
             )
         return response
@@ -304,3 +331,15 @@ def _guarded(lines: Iterator[str], vendor: str) -> Iterator[str]:
         yield from lines
     except httpx.HTTPError as exc:
         raise error_for_exception(exc, vendor=vendor) from exc
+
+
+def event_json(data: str, *, vendor: str) -> dict[str, Any]:
+    """A stream event's JSON object ({} for any other JSON value); an event that is not JSON
+    means the answer broke."""
+    try:
+        parsed = json.loads(data)
+    except ValueError as exc:
+        raise TransientProviderError(
+            f"{vendor} sent a stream event that is not JSON", code="provider_bad_response"
+        ) from exc
+    return parsed if isinstance(parsed, dict) else {}

@@ -1,0 +1,556 @@
+"""An emulator of Google's Gemini API (the Generative Language API, v1beta), the catalog's
+`google` provider (docs/emulators.md).
+
+Routes (under the vendor's prefix, `/google` by default; `<m>` is a model id):
+
+- `POST /v1beta/models/<m>:generateContent`: a GenerateContentResponse;
+- `POST /v1beta/models/<m>:streamGenerateContent?alt=sse`: server-sent events, each a
+  GenerateContentResponse chunk with one piece of the text; the last carries the
+  finishReason and the final usageMetadata, and the stream ends by closing (no [DONE]);
+- `POST /v1beta/models/<m>:embedContent` ({embedding}), `:batchEmbedContents` ({embeddings},
+  at most 100 requests);
+- `GET /v1beta/models`, `GET /v1beta/models/<m>`: the models this emulator serves;
+- batch mode: `POST /v1beta/models/<m>:batchGenerateContent` (inlined requests, each with a
+  `metadata.key`), `GET /v1beta/batches/<id>` (the batch's long-running operation: metadata
+  state BATCH_STATE_*, batchStats, and once done the inlined responses in `metadata.output`
+  and `response`), `POST /v1beta/batches/<id>:cancel`, `DELETE /v1beta/batches/<id>`.
+
+Every call needs a key (`x-goog-api-key`, or `?key=`): without one, 403 PERMISSION_DENIED.
+Errors have Google's shape, `{"error": {"code", "message", "status"}}`; a request body with a
+field GenerateContentRequest lacks is refused as Google refuses it (400 "Unknown name").
+
+Answers, usage and faults come from `behaviour.py`, written the way Google answers:
+
+    fault          HTTP answer                                 in a batch job
+    fail           400 INVALID_ARGUMENT                        error {code: 3}
+    transient/5xx  500 INTERNAL                                error {code: 13}
+    rate_limited   429 RESOURCE_EXHAUSTED, google.rpc.RetryInfo error {code: 8}
+                   retryDelay 0.2s (Google's way) + retry-after: 1
+    overloaded     503 UNAVAILABLE "The model is overloaded"   error {code: 14}
+    down           the connection is dropped                   error {code: 14}
+    reset          a stream is reset after its second event    answered
+    timeout        a stream sends no first byte                answered
+    expire         -                                           the job ends BATCH_STATE_EXPIRED
+                                                               with the other responses
+    malformed      -                                           left out the first time
+
+Batch results are inlined JSON, with no line to break: a `malformed` request's response is
+left out of the job's answers the first time (the job still succeeds), as a lost result
+would be; the adapter reports no result for it and the lane resubmits it.
+
+Tests parse every answer with the official google-genai SDK (driven against this server),
+so the emulator cannot drift from its types. A batch job is pending at its creation, then
+running for the configured batch seconds (by the injected clock), then done.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from batchroute_tools.emulators.behaviour import RETRY_AFTER_MS, Answer, Behaviour, Fault, Work
+from batchroute_tools.emulators.server import Handler, Reply, Request, Vendor, sse
+
+Clock = Callable[[], float]  # seconds since the epoch
+
+GEMINI_MODELS: Final = (
+    "gemini-2.0-flash-001",
+    "gemini-1.5-flash-002",
+    "gemini-2.5-flash",
+    "gemini-2.5-pro",
+    "text-embedding-004",
+    "gemini-embedding-001",
+)
+MAX_EMBED_BATCH: Final = 100
+_MODEL: Final = r"(?P<model>[A-Za-z0-9._-]+)"
+_BATCH: Final = r"(?P<batch>[A-Za-z0-9_-]+)"
+_TYPES: Final = "type.googleapis.com/google.ai.generativelanguage.v1beta."
+# GenerateContentRequest's fields, and GenerationConfig's: anything else is refused.
+_REQUEST_FIELDS: Final = frozenset(
+    {
+        "model",
+        "contents",
+        "systemInstruction",
+        "tools",
+        "toolConfig",
+        "safetySettings",
+        "generationConfig",
+        "cachedContent",
+    }
+)
+_CONFIG_FIELDS: Final = frozenset(
+    {
+        "stopSequences",
+        "responseMimeType",
+        "responseSchema",
+        "responseJsonSchema",
+        "responseModalities",
+        "candidateCount",
+        "maxOutputTokens",
+        "temperature",
+        "topP",
+        "topK",
+        "seed",
+        "presencePenalty",
+        "frequencyPenalty",
+        "responseLogprobs",
+        "logprobs",
+        "enableEnhancedCivicAnswers",
+        "speechConfig",
+        "thinkingConfig",
+        "mediaResolution",
+        "imageConfig",
+    }
+)
+_EMBED_FIELDS: Final = frozenset({"model", "content", "taskType", "title", "outputDimensionality"})
+# Fault -> (google.rpc.Code, its name) of a failed inlined batch response.
+_BATCH_ERRORS: Final[dict[str, tuple[int, str]]] = {
+    "fail": (3, "INVALID_ARGUMENT"),
+    "transient": (13, "INTERNAL"),
+    "5xx": (13, "INTERNAL"),
+    "rate_limited": (8, "RESOURCE_EXHAUSTED"),
+    "overloaded": (14, "UNAVAILABLE"),
+    "down": (14, "UNAVAILABLE"),
+}
+
+
+def error_reply(code: int, message: str, status: str, *, headers: Mapping[str, str] | None = None) -> Reply:
+    return Reply.json(code, {"error": {"code": code, "message": message, "status": status}}, headers)
+
+
+def fault_reply(fault: Fault | None) -> Reply | None:
+    """The HTTP answer of a fault, as Google gives it, before any answer; None for no fault and
+    for faults met later (a stream's reset)."""
+    if fault is None:
+        return None
+    if fault.kind == "timeout":
+        return Reply(200, {"content-type": "text/event-stream"}, delay_headers=3600.0)
+    if fault.kind == "down":
+        return Reply.dropped()
+    if fault.kind == "fail":
+        return error_reply(400, fault.message, "INVALID_ARGUMENT")
+    if fault.kind in ("transient", "5xx"):
+        return error_reply(500, fault.message, "INTERNAL")
+    if fault.kind == "rate_limited":
+        retry = {
+            "@type": "type.googleapis.com/google.rpc.RetryInfo",
+            "retryDelay": f"{RETRY_AFTER_MS / 1000}s",
+        }
+        body = {
+            "error": {
+                "code": 429,
+                "message": fault.message,
+                "status": "RESOURCE_EXHAUSTED",
+                "details": [retry],
+            }
+        }
+        return Reply.json(429, body, {"retry-after": "1"})
+    if fault.kind == "overloaded":
+        return error_reply(503, f"The model is overloaded. {fault.message}", "UNAVAILABLE")
+    return None
+
+
+@dataclass
+class _Job:
+    name: str  # batches/<id>
+    model: str  # models/<id>
+    display_name: str
+    created_at: float
+    requests: list[dict[str, Any]]  # the inlined requests as sent: {request, metadata}
+    finished: str | None = None  # SUCCEEDED | EXPIRED | CANCELLED
+    ended_at: float | None = None
+    responses: list[dict[str, Any]] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=lambda: {"done": 0, "ok": 0, "failed": 0})
+
+
+class GeminiEmulator:
+    def __init__(
+        self,
+        behaviour: Behaviour,
+        *,
+        provider: str = "google",
+        prefix: str = "/google",
+        models: tuple[str, ...] = GEMINI_MODELS,
+        clock: Clock = time.time,
+    ) -> None:
+        self.behaviour = behaviour
+        self.provider = provider
+        self.models = models  # () serves any model name
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._jobs: dict[str, _Job] = {}
+        self.vendor = Vendor(prefix)
+        routes: list[tuple[str, str, Handler]] = [
+            ("POST", rf"/v1beta/models/{_MODEL}:generateContent", self.generate),
+            ("POST", rf"/v1beta/models/{_MODEL}:streamGenerateContent", self.generate),
+            ("POST", rf"/v1beta/models/{_MODEL}:embedContent", self.embed),
+            ("POST", rf"/v1beta/models/{_MODEL}:batchEmbedContents", self.embed),
+            ("GET", r"/v1beta/models", self.list_models),
+            ("GET", rf"/v1beta/models/{_MODEL}", self.get_model),
+            ("POST", rf"/v1beta/models/{_MODEL}:batchGenerateContent", self.create_batch),
+            ("GET", rf"/v1beta/batches/{_BATCH}", self.get_batch),
+            ("POST", rf"/v1beta/batches/{_BATCH}:cancel", self.cancel_batch),
+            ("DELETE", rf"/v1beta/batches/{_BATCH}", self.delete_batch),
+        ]
+        for method, pattern, handler in routes:
+            self.vendor.route(method, pattern)(self._keyed(handler))
+
+    def _keyed(self, handler: Handler) -> Handler:
+        def checked(request: Request) -> Reply:
+            if not (request.headers.get("x-goog-api-key") or request.query.get("key")):
+                return error_reply(
+                    403,
+                    "Method doesn't allow unregistered callers (callers without established identity)."
+                    " Please use API Key or other form of API consumer identity to call this API.",
+                    "PERMISSION_DENIED",
+                )
+            if self.provider in self.behaviour.config.providers_down:
+                return Reply.dropped()
+            model = request.params.get("model")
+            if model is not None and self.models and model not in self.models:
+                return error_reply(
+                    404,
+                    f"models/{model} is not found for API version v1beta, or is not supported."
+                    " Call ListModels to see the list of available models and their supported methods.",
+                    "NOT_FOUND",
+                )
+            return handler(request)
+
+        return checked
+
+    # -- generateContent ----------------------------------------------------------------
+    def work(self, model: str, body: Mapping[str, Any], *, stream: bool = False) -> Work:
+        messages: list[dict[str, Any]] = []
+        system = _mapping(body.get("systemInstruction"))
+        if system:
+            messages.append({"role": "system", "content": _message_content(system.get("parts"))})
+        for content in body.get("contents") or []:
+            role = "assistant" if content.get("role") == "model" else "user"
+            messages.append({"role": role, "content": _message_content(content.get("parts"))})
+        limit = _mapping(body.get("generationConfig")).get("maxOutputTokens") or 8192
+        return Work(
+            self.provider, model, "chat", messages=tuple(messages), max_tokens=int(limit), stream=stream
+        )
+
+    def generate(self, request: Request) -> Reply:
+        stream = request.path.endswith(":streamGenerateContent")
+        if stream and request.query.get("alt") != "sse":
+            return error_reply(
+                400, "this emulator streams server-sent events only: add alt=sse", "INVALID_ARGUMENT"
+            )
+        body = _json(request)
+        invalid = invalid_generate(body)
+        if invalid:
+            return error_reply(400, invalid, "INVALID_ARGUMENT")
+        work = self.work(request.params["model"], body, stream=stream)
+        fault = self.behaviour.fault(work)
+        refusal = fault_reply(fault)
+        if refusal is not None:
+            return refusal
+        answer = self.behaviour.answer(work)
+        if not stream:
+            time.sleep(self.behaviour.config.latency_seconds)
+            return Reply.json(200, self.response(work, answer))
+        reset = 2 if fault is not None and fault.kind == "reset" else None
+        return Reply.stream(self._chunks(work, answer), reset_after=reset)
+
+    @staticmethod
+    def response(work: Work, answer: Answer) -> dict[str, Any]:
+        """A GenerateContentResponse."""
+        return {
+            "candidates": [
+                {
+                    "content": {"parts": [{"text": answer.content}], "role": "model"},
+                    "finishReason": _finish(answer),
+                    "index": 0,
+                }
+            ],
+            "usageMetadata": _usage(answer),
+            "modelVersion": work.model,
+            "responseId": answer.ident,
+        }
+
+    def _chunks(self, work: Work, answer: Answer) -> Iterator[tuple[float, bytes]]:
+        config = self.behaviour.config
+        last = len(answer.pieces) - 1
+        for i, piece in enumerate(answer.pieces):
+            candidate: dict[str, Any] = {"content": {"parts": [{"text": piece}], "role": "model"}, "index": 0}
+            usage = {"promptTokenCount": answer.prompt_tokens, "totalTokenCount": answer.prompt_tokens}
+            if i == last:
+                candidate["finishReason"] = _finish(answer)
+                usage = _usage(answer)
+            chunk = {
+                "candidates": [candidate],
+                "usageMetadata": usage,
+                "modelVersion": work.model,
+                "responseId": answer.ident,
+            }
+            yield (config.ttft_seconds if i == 0 else config.inter_token_seconds), sse(None, chunk)
+
+    # -- embeddings ---------------------------------------------------------------------
+    def embed(self, request: Request) -> Reply:
+        body = _json(request)
+        model = request.params["model"]
+        single = request.path.endswith(":embedContent")
+        entries = [body] if single else _mapping(body).get("requests")
+        invalid = invalid_embed(entries, model=model, single=single)
+        if invalid:
+            return error_reply(400, invalid, "INVALID_ARGUMENT")
+        texts = tuple(_message_content(e["content"]["parts"]) for e in entries or [])
+        work = Work(self.provider, model, "embeddings", inputs=tuple(str(t) for t in texts))
+        refusal = fault_reply(self.behaviour.fault(work))
+        if refusal is not None:
+            return refusal
+        time.sleep(self.behaviour.config.latency_seconds)
+        answer = self.behaviour.answer(work)
+        vectors = [
+            {"values": list(vector[: _int(entry.get("outputDimensionality")) or None])}
+            for entry, vector in zip(entries or [], answer.vectors, strict=True)
+        ]
+        return Reply.json(200, {"embedding": vectors[0]} if single else {"embeddings": vectors})
+
+    # -- models -------------------------------------------------------------------------
+    def list_models(self, request: Request) -> Reply:
+        return Reply.json(200, {"models": [_model_object(m) for m in self.models]})
+
+    def get_model(self, request: Request) -> Reply:
+        return Reply.json(200, _model_object(request.params["model"]))
+
+    # -- batch mode ---------------------------------------------------------------------
+    def create_batch(self, request: Request) -> Reply:
+        batch = _mapping(_mapping(_json(request)).get("batch"))
+        source = _mapping(batch.get("inputConfig"))
+        if "fileName" in source:
+            return error_reply(400, "this emulator takes inlined requests only", "INVALID_ARGUMENT")
+        entries = _mapping(source.get("requests")).get("requests")
+        if not isinstance(entries, list) or not entries:
+            return error_reply(400, "batch.inputConfig.requests.requests is required", "INVALID_ARGUMENT")
+        for index, entry in enumerate(entries):
+            invalid = invalid_generate(_mapping(entry).get("request"))
+            if invalid:
+                return error_reply(400, f"requests[{index}]: {invalid}", "INVALID_ARGUMENT")
+        job = _Job(
+            f"batches/{uuid.uuid4().hex[:20]}",
+            f"models/{request.params['model']}",
+            str(batch.get("displayName") or ""),
+            self.clock(),
+            [dict(e) for e in entries],
+        )
+        with self._lock:
+            self._jobs[job.name] = job
+        return Reply.json(200, self._operation(job))
+
+    def get_batch(self, request: Request) -> Reply:
+        job = self._job(request)
+        return _no_batch(request) if job is None else Reply.json(200, self._operation(job))
+
+    def cancel_batch(self, request: Request) -> Reply:
+        job = self._job(request)
+        if job is None:
+            return _no_batch(request)
+        with self._lock:
+            if job.finished not in (None, "CANCELLED"):
+                return error_reply(400, f"{job.name} has already finished", "FAILED_PRECONDITION")
+            if job.finished is None:
+                job.finished, job.ended_at = "CANCELLED", self.clock()
+        return Reply.json(200, {})
+
+    def delete_batch(self, request: Request) -> Reply:
+        with self._lock:
+            job = self._jobs.pop(f"batches/{request.params['batch']}", None)
+        return _no_batch(request) if job is None else Reply.json(200, {})
+
+    def _job(self, request: Request) -> _Job | None:
+        """The batch a request names, run as far as the clock says; None for an unknown one."""
+        job = self._jobs.get(f"batches/{request.params['batch']}")
+        if job is not None:
+            self._advance(job)
+        return job
+
+    def _advance(self, job: _Job) -> None:
+        """Run the job as far as the clock says: done once `batch_seconds` have passed."""
+        with self._lock:
+            if job.finished is not None:
+                return
+            elapsed = self.clock() - job.created_at
+            total = len(job.requests)
+            duration = self.behaviour.config.batch_seconds
+            if elapsed < duration:
+                job.counts["done"] = int(total * elapsed / duration)
+                return
+            expired, ok, failed = False, 0, 0
+            for entry in job.requests:
+                row = self._run(job, entry)
+                if row is None:
+                    expired = True
+                    continue
+                failed += "error" in row
+                ok += "error" not in row  # a left-out (malformed) one too: the loss is in the answer
+                if row:
+                    job.responses.append(row)
+            job.counts = {"done": ok + failed, "ok": ok, "failed": failed}
+            job.finished, job.ended_at = ("EXPIRED" if expired else "SUCCEEDED"), self.clock()
+
+    def _run(self, job: _Job, entry: Mapping[str, Any]) -> dict[str, Any] | None:
+        """One inlined response; {} when it is left out (malformed), None when the job
+        expires before it."""
+        metadata = _mapping(entry.get("metadata"))
+        work = self.work(job.model.removeprefix("models/"), _mapping(entry.get("request")))
+        fault = self.behaviour.fault(work, in_batch=True)
+        kind = fault.kind if fault is not None else None
+        if kind == "expire":
+            return None
+        if kind == "malformed":
+            return {}
+        if fault is not None and fault.kind in _BATCH_ERRORS:
+            code, _ = _BATCH_ERRORS[fault.kind]
+            return {"error": {"code": code, "message": fault.message}, "metadata": dict(metadata)}
+        return {"response": self.response(work, self.behaviour.answer(work)), "metadata": dict(metadata)}
+
+    def _operation(self, job: _Job) -> dict[str, Any]:
+        """The batch's long-running operation, as create and get answer it."""
+        now = self.clock()
+        total = len(job.requests)
+        state = job.finished or ("RUNNING" if now > job.created_at else "PENDING")
+        ok = job.counts["ok"] if job.finished else job.counts["done"]
+        metadata: dict[str, Any] = {
+            "@type": _TYPES + "GenerateContentBatch",
+            "model": job.model,
+            "displayName": job.display_name,
+            "createTime": _timestamp(job.created_at),
+            "updateTime": _timestamp(job.ended_at or now),
+            "batchStats": {
+                "requestCount": str(total),
+                "successfulRequestCount": str(ok),
+                "failedRequestCount": str(job.counts["failed"]),
+                "pendingRequestCount": str(max(0, total - ok - job.counts["failed"])),
+            },
+            "state": f"BATCH_STATE_{state}",
+            "name": job.name,
+        }
+        operation: dict[str, Any] = {"name": job.name, "metadata": metadata, "done": job.finished is not None}
+        if job.ended_at is not None:
+            metadata["endTime"] = _timestamp(job.ended_at)
+        if job.finished in ("SUCCEEDED", "EXPIRED"):
+            output = {"inlinedResponses": {"inlinedResponses": job.responses}}
+            metadata["output"] = output
+            operation["response"] = {"@type": _TYPES + "GenerateContentBatchOutput", **output}
+        return operation
+
+
+def invalid_generate(body: object) -> str | None:
+    """Why Google would refuse this GenerateContentRequest, or None."""
+    if not isinstance(body, Mapping):
+        return "the body must be a GenerateContentRequest object"
+    unknown = sorted(set(body) - _REQUEST_FIELDS) or sorted(
+        set(_mapping(body.get("generationConfig"))) - _CONFIG_FIELDS
+    )
+    if unknown:
+        return f'Invalid JSON payload received. Unknown name "{unknown[0]}": Cannot find field.'
+    contents = body.get("contents")
+    if not isinstance(contents, list) or not contents:
+        return "* GenerateContentRequest.contents: contents is not specified"
+    for content in contents:
+        found = _mapping(content)
+        if found.get("role", "user") not in ("user", "model"):
+            return "Please use a valid role: user, model."
+        if not isinstance(found.get("parts"), list) or not found["parts"]:
+            return "* GenerateContentRequest.contents.parts: contents.parts must not be empty."
+    return None
+
+
+def invalid_embed(entries: object, *, model: str, single: bool) -> str | None:
+    """Why Google would refuse these EmbedContentRequests, or None."""
+    if not isinstance(entries, list) or not entries:
+        return "* BatchEmbedContentsRequest.requests: requests is not specified"
+    if len(entries) > MAX_EMBED_BATCH:
+        return f"* BatchEmbedContentsRequest.requests: at most {MAX_EMBED_BATCH} requests can be in one batch"
+    for entry in entries:
+        found = _mapping(entry)
+        unknown = sorted(set(found) - _EMBED_FIELDS)
+        if unknown:
+            return f'Invalid JSON payload received. Unknown name "{unknown[0]}": Cannot find field.'
+        if not single and found.get("model") != f"models/{model}":
+            return f"Model name in the request must be models/{model}"
+        parts = _mapping(found.get("content")).get("parts")
+        if not isinstance(parts, list) or not parts:
+            return "* EmbedContentRequest.content: content is not specified"
+    return None
+
+
+def _message_content(parts: object) -> str | list[dict[str, Any]]:
+    """Gemini parts as a chat-completions content (what behaviour.py reads): the text, or
+    text and image parts; function calls and responses count as their JSON text."""
+    listed = [_mapping(p) for p in parts] if isinstance(parts, list) else []
+    if all(isinstance(p.get("text"), str) for p in listed):
+        return "".join(str(p["text"]) for p in listed)
+    content: list[dict[str, Any]] = []
+    for part in listed:
+        if isinstance(part.get("text"), str):
+            content.append({"type": "text", "text": part["text"]})
+        elif "inlineData" in part or "fileData" in part:
+            content.append({"type": "image_url", "image_url": {"url": "(image)"}})
+        else:
+            content.append({"type": "text", "text": json.dumps(part, sort_keys=True)})
+    return content
+
+
+def _model_object(model: str) -> dict[str, Any]:
+    embedding = "embedding" in model
+    found: dict[str, Any] = {
+        "name": f"models/{model}",
+        "version": "001",
+        "displayName": model,
+        "description": f"Emulated {model}",
+        "inputTokenLimit": 2048 if embedding else 1_048_576,
+        "outputTokenLimit": 1 if embedding else 8192,
+        "supportedGenerationMethods": (
+            ["embedContent", "batchEmbedContents"]
+            if embedding
+            else ["generateContent", "countTokens", "batchGenerateContent"]
+        ),
+    }
+    if not embedding:
+        found.update({"temperature": 1.0, "topP": 0.95, "topK": 40, "maxTemperature": 2.0})
+    return found
+
+
+def _finish(answer: Answer) -> str:
+    return "MAX_TOKENS" if answer.finish == "length" else "STOP"
+
+
+def _usage(answer: Answer) -> dict[str, int]:
+    return {
+        "promptTokenCount": answer.prompt_tokens,
+        "candidatesTokenCount": answer.completion_tokens,
+        "totalTokenCount": answer.prompt_tokens + answer.completion_tokens,
+    }
+
+
+def _no_batch(request: Request) -> Reply:
+    return error_reply(404, f"Batch batches/{request.params['batch']} not found.", "NOT_FOUND")
+
+
+def _timestamp(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, UTC).isoformat().replace("+00:00", "Z")
+
+
+def _json(request: Request) -> Any:
+    try:
+        return request.json()
+    except ValueError:
+        return None
+
+
+def _int(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _mapping(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}

@@ -1,0 +1,150 @@
+"""The Gemini API over HTTP: `generateContent` (whole, and streamed as server-sent events
+with `:streamGenerateContent?alt=sse`), `embedContent` / `batchEmbedContents`, and batch mode
+(`batchGenerateContent` with inlined requests, the batch's operation polled, cancelled, and
+deleted once its results are read). The bodies and results come from `transform.py`; the
+HTTP, the error mapping and the SSE parsing from providers/http.py (httpx, httpx-sse), with
+Google's error bodies read by `transform.status_error`.
+
+The key goes in the `x-goog-api-key` header (never the URL, which logs would keep).
+Paths: /v1beta/models/<id>:<method>, /v1beta/batches/<id>[:cancel].
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import batchroute.providers.gemini.transform as transform
+from batchroute.providers.base import (
+    JobStatus,
+    PermanentProviderError,
+    ProviderRequest,
+    ProviderResult,
+    ProviderUnavailable,
+    StreamDelta,
+    StreamEnd,
+    StreamEvent,
+    StreamStart,
+    TransientProviderError,
+    UnknownJob,
+)
+from batchroute.providers.http import VendorHttp, event_json
+
+
+class GeminiModels:
+    """The per-item adapter (SyncProvider): one call per request."""
+
+    def __init__(self, slug: str, http: VendorHttp) -> None:
+        self.slug = slug
+        self.http = http
+
+    def complete(self, request: ProviderRequest) -> ProviderResult:
+        if request.operation == "embeddings":
+            return self._embed(request)
+        body = self.http.request_json(
+            "POST",
+            transform.model_path(request.provider_model_id, "generateContent"),
+            json_body=transform.generate_body(request),
+        )
+        return transform.generate_result(request.custom_id, body)
+
+    def _embed(self, request: ProviderRequest) -> ProviderResult:
+        texts, single = transform.embed_inputs(request)
+        if single:
+            path = transform.model_path(request.provider_model_id, "embedContent")
+            body = transform.embed_body(request, texts[0])
+            answers = [self.http.request_json("POST", path, json_body=body)]
+        else:
+            path = transform.model_path(request.provider_model_id, "batchEmbedContents")
+            answers = [
+                self.http.request_json("POST", path, json_body=body)
+                for body in transform.batch_embed_bodies(request, texts)
+            ]
+        return transform.embeddings_result(request.custom_id, texts, answers, single=single)
+
+    def stream(self, request: ProviderRequest) -> Iterator[StreamEvent]:
+        if request.operation == "embeddings":
+            raise PermanentProviderError("embeddings do not stream", code="invalid_item")
+        return self._events(request, transform.generate_body(request))
+
+    def _events(self, request: ProviderRequest, body: dict[str, Any]) -> Iterator[StreamEvent]:
+        acc = transform.StreamAccumulator(request.custom_id)
+        with self.http.sse(
+            transform.model_path(request.provider_model_id, "streamGenerateContent"),
+            json_body=body,
+            params={"alt": "sse"},
+            read_timeout=request.first_byte_timeout_seconds,
+        ) as source:
+            yield StreamStart()
+            for event in source.iter_sse():
+                chunk = event_json(event.data, vendor=self.http.vendor)
+                text = acc.add(chunk, vendor=self.http.vendor)
+                if text:
+                    yield StreamDelta(text)
+        if not acc.finished:  # Gemini ends a stream by closing it: the last chunk says why
+            raise TransientProviderError(
+                f"{self.http.vendor} ended the stream without a finish reason", code="stream_interrupted"
+            )
+        yield StreamEnd(acc.result())
+
+    def check(self) -> list[str]:
+        """The model ids the key may use (a health check; raises on failure)."""
+        body = self.http.request_json(
+            "GET", transform.MODELS_PATH, params={"pageSize": "1000"}, read_timeout=10
+        )
+        names = (str(m.get("name") or "") for m in body.get("models") or [] if isinstance(m, dict))
+        return [name.removeprefix("models/") for name in names if name]
+
+
+class GeminiBatches:
+    """The vendor batch adapter (BatchApiProvider) over Gemini batch mode: one job per lane
+    run, every request inlined and keyed by its custom_id. The job id is the batch's
+    resource name, `batches/<id>`."""
+
+    def __init__(self, slug: str, http: VendorHttp) -> None:
+        self.slug = slug
+        self.http = http
+
+    def submit(self, requests: Iterable[ProviderRequest]) -> str:
+        listed = list(requests)
+        if len({transform.model_name(r.provider_model_id) for r in listed}) != 1:  # none, or several
+            raise PermanentProviderError(
+                "a Gemini batch job runs one model, for one request or more", code="invalid_item"
+            )
+        created = self.http.request_json(
+            "POST",
+            transform.model_path(listed[0].provider_model_id, "batchGenerateContent"),
+            json_body=transform.batch_body(listed),
+        )
+        name = created.get("name") if isinstance(created, dict) else None
+        if not isinstance(name, str) or transform.batch_name(name) is None:
+            raise TransientProviderError(
+                f"{self.http.vendor} created a batch without a name", code="provider_bad_response"
+            )
+        return name
+
+    def poll(self, job_id: str) -> JobStatus:
+        return transform.job_status(self._operation(job_id))
+
+    def results(self, job_id: str) -> Iterator[ProviderResult]:
+        operation = self._operation(job_id)
+        yield from transform.job_results(operation)
+        if transform.job_status(operation).terminal:  # Google would keep the answers until deleted
+            self.http.forget(f"{transform.API_ROOT}/{self._name(job_id)}")
+
+    def cancel(self, job_id: str) -> None:
+        try:
+            self.http.request_json("POST", f"{transform.API_ROOT}/{self._name(job_id)}:cancel")
+        except ProviderUnavailable as exc:
+            if exc.code != "provider_precondition_failed":  # a job already done: nothing to stop
+                raise
+
+    def _operation(self, job_id: str) -> dict[str, Any]:
+        found = self.http.request_job("GET", f"{transform.API_ROOT}/{self._name(job_id)}", job_id=job_id)
+        return dict(found) if isinstance(found, dict) else {}
+
+    def _name(self, job_id: str) -> str:
+        name = transform.batch_name(job_id)
+        if name is None:
+            raise UnknownJob(f"{job_id!r} is not a Gemini batch name")
+        return name

@@ -1,0 +1,744 @@
+"""Google's Gemini API wire format, both ways, as pure functions (no I/O): the bodies of
+`generateContent`, `embedContent`, `batchEmbedContents` and a batch-mode job
+(`batchGenerateContent` with inlined requests) from a ProviderRequest, and ProviderResults
+from Gemini's answers, stream chunks, batch operations and error bodies
+(docs/providers.md, Google Gemini). The client (`client.py`) only moves these over HTTP.
+
+Field map, requests (ours -> Gemini, REST JSON of API version v1beta):
+
+    system / instructions / system turns  -> systemInstruction {parts: [{text}]}
+    messages / input turns               -> contents [{role: user | model, parts}]
+      user text, assistant text          -> {text}   (role assistant -> model)
+      image_url  data:<type>;base64,...  -> {inlineData: {mimeType, data}}
+      image_url  any other URL           -> {fileData: {fileUri, mimeType when the name says}}
+      assistant tool_calls               -> {functionCall: {id, name, args}} (+ thoughtSignature
+                                            from tool_call.extra_content.google, as Google's
+                                            OpenAI layer carries it)
+      tool / function turns              -> role user, {functionResponse: {id, name, response}}
+    max_output_tokens                    -> generationConfig.maxOutputTokens
+    temperature, top_p, stop, seed       -> generationConfig.temperature, topP, stopSequences, seed
+    response_format json_object          -> generationConfig.responseMimeType application/json
+    response_format json_schema          -> + responseSchema (Gemini's OpenAPI subset, converted)
+                                            or responseJsonSchema (as given) when the schema
+                                            uses anything the subset cannot say
+    tools [{type: function}]             -> tools [{functionDeclarations: [{name, description,
+                                            parameters | parametersJsonSchema}]}]
+    tools web_search*, code_interpreter  -> tools [{googleSearch: {}}], [{codeExecution: {}}]
+    tool_choice auto/none/required/named -> toolConfig.functionCallingConfig AUTO/NONE/ANY(+names)
+    embeddings input (string | [strings])-> embedContent {content} | batchEmbedContents
+                                            {requests: [{model, content}]}; dimensions ->
+                                            outputDimensionality
+    a batch job                          -> {batch: {displayName, inputConfig: {requests:
+                                            {requests: [{request, metadata: {key: custom_id}}]}}}}
+
+Field map, answers (Gemini -> ours):
+
+    candidates[0].content.parts[].text   -> output.content (joined; thought parts left out)
+    parts[].functionCall                 -> output.tool_calls (OpenAI form, arguments as JSON)
+    finishReason MAX_TOKENS / other      -> finish_reason length / stop
+    promptFeedback.blockReason, finishReason SAFETY (and the other content filters)
+                                         -> a failed result, error `content_blocked`
+    usageMetadata promptTokenCount (+ toolUsePromptTokenCount)   -> usage.prompt_tokens
+    usageMetadata candidatesTokenCount (+ thoughtsTokenCount)    -> usage.completion_tokens
+                                            (Google bills thinking tokens as output)
+    embedding.values / embeddings[].values -> output.embedding / output.embeddings
+    metadata.state BATCH_STATE_* (the SDK's JOB_STATE_* accepted too) -> JobStatus.state
+    metadata.batchStats                  -> JobStatus counts
+    inlinedResponses[] {response | error, metadata.key} -> one ProviderResult per custom_id
+    `raw`                                -> the vendor's body as sent (a GenerateContentResponse,
+                                            {"embedding"}); {"embeddings"} of every call, in order
+
+Embeddings carry no token usage on the Gemini API: prompt tokens are estimated from the text
+with the quote's conservative rule (domain/tokens.py: ceil(UTF-8 bytes / 3) + 3), the same
+figure the quote held; a body that does report `usageMetadata.promptTokenCount` wins.
+"""
+
+from __future__ import annotations
+
+import json
+import mimetypes
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from batchroute.domain import tokens
+from batchroute.providers.base import (
+    FinishReason,
+    ItemError,
+    JobState,
+    JobStatus,
+    PermanentProviderError,
+    ProviderError,
+    ProviderRequest,
+    ProviderResult,
+    ProviderUnavailable,
+    TransientProviderError,
+    Usage,
+)
+from batchroute.providers.conversation import Conversation, conversation, data_url_parts
+from batchroute.providers.http import error_for_status, retry_after_seconds, vendor_message
+
+API_ROOT: Final = "/v1beta"
+MODELS_PATH: Final = f"{API_ROOT}/models"
+MAX_EMBED_BATCH: Final = 100  # batchEmbedContents takes at most 100 requests per call
+MAX_INLINE_BYTES = 20 * 1024 * 1024  # batch mode takes at most 20 MB of inlined requests
+JSON_MIME: Final = "application/json"
+
+# Batch mode's wire states (GenerateContentBatch.state) and the SDK's names for them.
+JOB_STATES: Final[dict[str, JobState]] = {
+    "PENDING": "validating",
+    "RUNNING": "in_progress",
+    "SUCCEEDED": "completed",
+    "FAILED": "failed",
+    "CANCELLED": "cancelled",
+    "EXPIRED": "expired",
+}
+# Finish reasons that mean a content filter stopped the answer: the item fails.
+BLOCKED_FINISHES: Final = frozenset(
+    {
+        "SAFETY",
+        "RECITATION",
+        "BLOCKLIST",
+        "PROHIBITED_CONTENT",
+        "SPII",
+        "IMAGE_SAFETY",
+        "IMAGE_PROHIBITED_CONTENT",
+        "IMAGE_RECITATION",
+    }
+)
+# google.rpc.Code of a failed inlined batch response -> (our error code, transient).
+RPC_CODES: Final[dict[int, tuple[str, bool]]] = {
+    1: ("cancelled", True),
+    2: ("provider_5xx", True),
+    3: ("provider_rejected", False),
+    4: ("provider_timeout", True),
+    5: ("not_found", False),
+    7: ("provider_auth_failed", False),
+    8: ("rate_limited", True),
+    9: ("provider_rejected", False),
+    10: ("provider_5xx", True),
+    11: ("provider_rejected", False),
+    12: ("provider_rejected", False),
+    13: ("provider_5xx", True),
+    14: ("overloaded", True),
+    15: ("provider_5xx", True),
+    16: ("provider_auth_failed", False),
+}
+_HOSTED_TOOLS: Final = {"code_interpreter": "codeExecution", "python_execution": "codeExecution"}
+_BATCH_NAME: Final = re.compile(r"(batches/)?[A-Za-z0-9_-]{1,128}")
+_DURATION: Final = re.compile(r"\s*(\d+(?:\.\d+)?)s\s*")
+_MESSAGE_CHARS: Final = 300
+
+
+# -- paths ---------------------------------------------------------------------------------
+def model_name(provider_model_id: str) -> str:
+    """The model's resource name: `models/<id>` (a tuned model's `tunedModels/...` as is)."""
+    if provider_model_id.startswith(("models/", "tunedModels/")):
+        return provider_model_id
+    return f"models/{provider_model_id}"
+
+
+def model_path(provider_model_id: str, method: str) -> str:
+    return f"{API_ROOT}/{model_name(provider_model_id)}:{method}"
+
+
+def batch_name(job_id: str) -> str | None:
+    """The batch's resource name (`batches/<id>`); None for an id Gemini could not have given."""
+    if not _BATCH_NAME.fullmatch(job_id):
+        return None
+    return job_id if job_id.startswith("batches/") else f"batches/{job_id}"
+
+
+# -- requests ------------------------------------------------------------------------------
+def generate_body(request: ProviderRequest) -> dict[str, Any]:
+    """A `generateContent` / `streamGenerateContent` request body (GenerateContentRequest)."""
+    talk = conversation(request.input)
+    contents = _contents(talk)
+    if not contents:
+        raise PermanentProviderError("the item has no message to send", code="invalid_item")
+    body: dict[str, Any] = {"contents": contents}
+    if talk.system:
+        body["systemInstruction"] = {"parts": [{"text": talk.system}]}
+    tools, declared = _tools(talk.options.get("tools"))
+    if tools:
+        body["tools"] = tools
+    choice = talk.options.get("tool_choice")
+    if declared and choice is not None:
+        body["toolConfig"] = {"functionCallingConfig": _calling_config(choice)}
+    config = _generation_config(request, talk)
+    if config:
+        body["generationConfig"] = config
+    return body
+
+
+def _contents(talk: Conversation) -> list[dict[str, Any]]:
+    names: dict[str, str] = {}  # tool_call id -> function name, for the answers that follow
+    contents: list[dict[str, Any]] = []
+    for message in talk.messages:
+        role = message.get("role")
+        if role in ("tool", "function"):
+            part = _function_response(message, names)
+            last = contents[-1] if contents else None
+            if last is not None and last["role"] == "user" and "functionResponse" in last["parts"][-1]:
+                last["parts"].append(part)  # one turn answers all the calls of the one before
+            else:
+                contents.append({"role": "user", "parts": [part]})
+            continue
+        parts = _parts(message.get("content"))
+        if role == "assistant":
+            for call in message.get("tool_calls") or []:
+                if isinstance(call, Mapping):
+                    parts.append(_function_call(call, names))
+        if parts:
+            contents.append({"role": "model" if role == "assistant" else "user", "parts": parts})
+    return contents
+
+
+def _parts(content: object) -> list[dict[str, Any]]:
+    if isinstance(content, str):
+        return [{"text": content}] if content else []
+    parts: list[dict[str, Any]] = []
+    for part in content if isinstance(content, list) else []:
+        if part.get("type") == "text" and part.get("text"):
+            parts.append({"text": str(part["text"])})
+        elif part.get("type") == "image_url":
+            parts.append(_image(str(part["image_url"]["url"])))
+    return parts
+
+
+def _image(url: str) -> dict[str, Any]:
+    inline = data_url_parts(url)
+    if inline is not None:
+        return {"inlineData": {"mimeType": inline[0], "data": inline[1]}}
+    guessed, _ = mimetypes.guess_type(url.split("?", 1)[0])
+    file_data = {"fileUri": url, **({"mimeType": guessed} if guessed else {})}
+    return {"fileData": file_data}
+
+
+def _function_call(call: Mapping[str, Any], names: dict[str, str]) -> dict[str, Any]:
+    function = _mapping(call.get("function"))
+    name = str(function.get("name") or call.get("name") or "")
+    arguments = function.get("arguments", call.get("arguments"))
+    try:
+        args = json.loads(arguments) if isinstance(arguments, str) and arguments else arguments
+    except ValueError as exc:
+        raise PermanentProviderError(
+            f"the arguments of tool call {name!r} are not JSON", code="invalid_item"
+        ) from exc
+    ident = call.get("id")
+    piece: dict[str, Any] = {"name": name, "args": args if isinstance(args, Mapping) else {}}
+    if isinstance(ident, str) and ident:
+        piece["id"] = ident
+        names[ident] = name
+    part: dict[str, Any] = {"functionCall": piece}
+    signature = _mapping(_mapping(call.get("extra_content")).get("google")).get("thought_signature")
+    if isinstance(signature, str) and signature:
+        part["thoughtSignature"] = signature
+    return part
+
+
+def _function_response(message: Mapping[str, Any], names: Mapping[str, str]) -> dict[str, Any]:
+    ident = message.get("tool_call_id")
+    name = names.get(str(ident)) or message.get("name") or ident or "function"
+    text = message.get("content")
+    text = text if isinstance(text, str) else json.dumps(text)
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        parsed = None
+    # Gemini wants an object: a JSON object answer as it is, anything else under "output".
+    response = parsed if isinstance(parsed, dict) else {"output": text}
+    piece: dict[str, Any] = {"name": str(name), "response": response}
+    if isinstance(ident, str) and ident:
+        piece["id"] = ident
+    return {"functionResponse": piece}
+
+
+def _generation_config(request: ProviderRequest, talk: Conversation) -> dict[str, Any]:
+    options = talk.options
+    config: dict[str, Any] = {}
+    if request.max_output_tokens > 0:
+        config["maxOutputTokens"] = request.max_output_tokens
+    if "temperature" in options:
+        config["temperature"] = options["temperature"]
+    if "top_p" in options:
+        config["topP"] = options["top_p"]
+    stop = options.get("stop")
+    stops = [s for s in (stop if isinstance(stop, list) else [stop]) if isinstance(s, str) and s]
+    if stops:
+        config["stopSequences"] = stops
+    if "seed" in options:
+        config["seed"] = options["seed"]
+    fmt = talk.response_format
+    if fmt is not None:
+        config["responseMimeType"] = JSON_MIME
+        schema = _mapping(fmt.get("json_schema")).get("schema")
+        if fmt.get("type") == "json_schema" and isinstance(schema, Mapping):
+            key, value = schema_field(schema, subset_key="responseSchema", json_key="responseJsonSchema")
+            config[key] = value
+    return config
+
+
+def _tools(given: object) -> tuple[list[dict[str, Any]], bool]:
+    """Gemini's `tools` and whether any function is declared."""
+    declarations: list[dict[str, Any]] = []
+    hosted: list[dict[str, Any]] = []
+    for tool in given if isinstance(given, list) else []:
+        kind = str(_mapping(tool).get("type") or "")
+        if kind == "function":
+            declarations.append(_declaration(_mapping(tool.get("function")) or tool))
+        elif kind.startswith("web_search"):
+            hosted.append({"googleSearch": {}})
+        elif kind in _HOSTED_TOOLS:
+            hosted.append({_HOSTED_TOOLS[kind]: {}})
+        else:
+            raise PermanentProviderError(f"Gemini has no tool of type {kind!r}", code="tool_not_supported")
+    tools = [{"functionDeclarations": declarations}] if declarations else []
+    return tools + hosted, bool(declarations)
+
+
+def _declaration(function: Mapping[str, Any]) -> dict[str, Any]:
+    declaration: dict[str, Any] = {"name": str(function.get("name") or "")}
+    if function.get("description"):
+        declaration["description"] = str(function["description"])
+    parameters = function.get("parameters")
+    if isinstance(parameters, Mapping) and parameters:
+        key, value = schema_field(parameters, subset_key="parameters", json_key="parametersJsonSchema")
+        declaration[key] = value
+    return declaration
+
+
+def _calling_config(choice: object) -> dict[str, Any]:
+    named = _mapping(choice)
+    name = _mapping(named.get("function")).get("name") or named.get("name")
+    if name:  # one function, by name (chat-completions or Responses form)
+        return {"mode": "ANY", "allowedFunctionNames": [str(name)]}
+    return {"mode": {"none": "NONE", "required": "ANY"}.get(str(choice), "AUTO")}
+
+
+# Gemini's Schema (an OpenAPI 3.0 subset): the keywords a JSON Schema may use to go as-is.
+_SCHEMA_WORDS: Final = frozenset(
+    {
+        "description",
+        "title",
+        "enum",
+        "maxItems",
+        "minItems",
+        "maximum",
+        "minimum",
+        "maxLength",
+        "minLength",
+        "maxProperties",
+        "minProperties",
+        "pattern",
+        "required",
+        "nullable",
+        "propertyOrdering",
+        "default",
+        "example",
+    }
+)
+_SCHEMA_FORMATS: Final = frozenset({"date-time", "enum", "float", "double", "int32", "int64"})
+
+
+def schema_field(schema: Mapping[str, Any], *, subset_key: str, json_key: str) -> tuple[str, Any]:
+    """(`responseSchema`, converted) when Gemini's Schema can say the whole JSON Schema
+    (every model takes it), else (`responseJsonSchema`, the schema as given); the same for
+    a function's `parameters` / `parametersJsonSchema`."""
+    converted = gemini_schema(schema)
+    return (subset_key, converted) if converted is not None else (json_key, dict(schema))
+
+
+def gemini_schema(node: object) -> dict[str, Any] | None:
+    """A JSON Schema as Gemini's Schema; None when it uses a keyword the subset lacks
+    ($ref, oneOf, several types, a non-string enum...)."""
+    if not isinstance(node, Mapping):
+        return None
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key in ("$schema", "$id") or (key == "additionalProperties" and value is False):
+            continue  # no meaning to Gemini (it never adds properties of its own)
+        if key == "type":
+            kinds = value if isinstance(value, list) else [value]
+            named = [k for k in kinds if k != "null"]
+            if len(named) != 1 or not isinstance(named[0], str):
+                return None
+            out["type"] = named[0].upper()
+            if len(named) < len(kinds):
+                out["nullable"] = True
+        elif key == "properties" and isinstance(value, Mapping):
+            props = {str(k): gemini_schema(v) for k, v in value.items()}
+            if any(v is None for v in props.values()):
+                return None
+            out["properties"] = props
+        elif key in ("items", "anyOf"):
+            inner = [gemini_schema(v) for v in value] if key == "anyOf" else gemini_schema(value)
+            if inner is None or (isinstance(inner, list) and (not inner or None in inner)):
+                return None
+            out[key] = inner
+        elif key == "const" and isinstance(value, str):
+            out["enum"] = [value]
+        elif _subset_word(key, value):
+            out[key] = value
+        else:
+            return None
+    return out
+
+
+def _subset_word(key: str, value: object) -> bool:
+    if key == "enum":  # Gemini's enums are strings
+        return isinstance(value, list) and all(isinstance(v, str) for v in value)
+    if key == "format":
+        return value in _SCHEMA_FORMATS
+    return key in _SCHEMA_WORDS
+
+
+def embed_inputs(request: ProviderRequest) -> tuple[list[str], bool]:
+    """The texts of an embeddings item and whether it gave one string (not a list)."""
+    value = request.input.get("input", request.input.get("text"))
+    if isinstance(value, str):
+        return [value], True
+    if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+        return list(value), False
+    raise PermanentProviderError(
+        "Gemini embeds text: input must be a string or a list of strings", code="invalid_item"
+    )
+
+
+def embed_body(request: ProviderRequest, text: str) -> dict[str, Any]:
+    """An `embedContent` request (EmbedContentRequest); also one of `batchEmbedContents`."""
+    body: dict[str, Any] = {
+        "model": model_name(request.provider_model_id),
+        "content": {"parts": [{"text": text}]},
+    }
+    dimensions = request.input.get("dimensions")
+    if isinstance(dimensions, int) and not isinstance(dimensions, bool):
+        body["outputDimensionality"] = dimensions
+    return body
+
+
+def batch_embed_bodies(request: ProviderRequest, texts: Sequence[str]) -> list[dict[str, Any]]:
+    """`batchEmbedContents` bodies, at most MAX_EMBED_BATCH texts each, in input order."""
+    return [
+        {"requests": [embed_body(request, text) for text in texts[start : start + MAX_EMBED_BATCH]]}
+        for start in range(0, len(texts), MAX_EMBED_BATCH)
+    ]
+
+
+def batch_body(requests: Sequence[ProviderRequest]) -> dict[str, Any]:
+    """A `batchGenerateContent` body: every request inlined, keyed by its custom_id (at most
+    MAX_INLINE_BYTES in all: a larger job is refused, `batch_too_large`)."""
+    inlined = []
+    for request in requests:
+        if request.operation == "embeddings":
+            raise PermanentProviderError(
+                "Gemini batch mode runs generateContent requests here; embeddings go one by one",
+                code="invalid_item",
+            )
+        inlined.append({"request": generate_body(request), "metadata": {"key": request.custom_id}})
+    body = {
+        "batch": {
+            "displayName": f"batchroute {len(inlined)} requests",
+            "inputConfig": {"requests": {"requests": inlined}},
+        }
+    }
+    size = len(json.dumps(body, separators=(",", ":")).encode())
+    if size > MAX_INLINE_BYTES:  # refused here rather than after uploading it
+        raise PermanentProviderError(
+            f"the job's inlined requests are {size} bytes; Gemini batch mode takes at most "
+            f"{MAX_INLINE_BYTES} inline",
+            code="batch_too_large",
+        )
+    return body
+
+
+# -- answers -------------------------------------------------------------------------------
+def finish_reason(value: object) -> FinishReason:
+    return "length" if value == "MAX_TOKENS" else "stop"
+
+
+def usage(meta: object) -> Usage:
+    """Gemini's usageMetadata as ours (tool-use prompt tokens are input, thinking is output)."""
+    found = _mapping(meta)
+    prompt = _int(found.get("promptTokenCount")) + _int(found.get("toolUsePromptTokenCount"))
+    completion = _int(found.get("candidatesTokenCount")) + _int(found.get("thoughtsTokenCount"))
+    return Usage(prompt, completion)
+
+
+def blocked(body: Mapping[str, Any]) -> ItemError | None:
+    """The content filter's refusal in a GenerateContentResponse, if any."""
+    feedback = _mapping(body.get("promptFeedback"))
+    reason = feedback.get("blockReason")
+    if reason:
+        why = f": {feedback['blockReasonMessage']}" if feedback.get("blockReasonMessage") else ""
+        return ItemError("content_blocked", f"Gemini blocked the prompt ({reason}){why}"[:_MESSAGE_CHARS])
+    for candidate in body.get("candidates") or []:
+        finish = _mapping(candidate).get("finishReason")
+        if finish in BLOCKED_FINISHES:
+            return ItemError("content_blocked", f"Gemini stopped the answer ({finish})")
+    return None
+
+
+def tool_calls(parts: Sequence[object]) -> list[dict[str, Any]]:
+    """functionCall parts as chat-completions tool calls."""
+    calls: list[dict[str, Any]] = []
+    for part in parts:
+        call = _mapping(_mapping(part).get("functionCall"))
+        if not call:
+            continue
+        entry: dict[str, Any] = {
+            "id": str(call.get("id") or f"call_{len(calls)}"),
+            "type": "function",
+            "function": {
+                "name": str(call.get("name") or ""),
+                "arguments": json.dumps(call.get("args") or {}, separators=(",", ":")),
+            },
+        }
+        signature = _mapping(part).get("thoughtSignature")
+        if isinstance(signature, str) and signature:
+            entry["extra_content"] = {"google": {"thought_signature": signature}}
+        calls.append(entry)
+    return calls
+
+
+def answer_text(parts: Sequence[object]) -> str:
+    return "".join(
+        str(p["text"])
+        for p in (_mapping(part) for part in parts)
+        if isinstance(p.get("text"), str) and not p.get("thought")
+    )
+
+
+def generate_result(custom_id: str, body: Mapping[str, Any]) -> ProviderResult:
+    """A GenerateContentResponse as our normalized message (or a failed result)."""
+    refusal = blocked(body)
+    if refusal is not None:
+        return ProviderResult.failure(custom_id, refusal, raw=dict(body))
+    candidates = body.get("candidates") or []
+    if not candidates:
+        error = ItemError("provider_bad_response", "Gemini answered without a candidate", transient=True)
+        return ProviderResult.failure(custom_id, error, raw=dict(body))
+    candidate = _mapping(candidates[0])
+    parts = _mapping(candidate.get("content")).get("parts") or []
+    output: dict[str, Any] = {
+        "type": "message",
+        "role": "assistant",
+        "content": answer_text(parts),
+        "finish_reason": finish_reason(candidate.get("finishReason")),
+    }
+    calls = tool_calls(parts)
+    if calls:
+        output["tool_calls"] = calls
+    return ProviderResult(
+        custom_id, "completed", output=output, raw=dict(body), usage=usage(body.get("usageMetadata"))
+    )
+
+
+@dataclass
+class StreamAccumulator:
+    """What a `streamGenerateContent?alt=sse` stream has said so far. Every event is a
+    GenerateContentResponse chunk: text (and functionCall) parts to join, the finish reason
+    on the last, usageMetadata growing to its final figures on the last. `raw` is the one
+    GenerateContentResponse the chunks add up to."""
+
+    custom_id: str
+    pieces: list[str] = field(default_factory=list)
+    calls: list[dict[str, Any]] = field(default_factory=list)  # functionCall parts as sent
+    finish: str | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+    model_version: str = ""
+    response_id: str = ""
+
+    def add(self, chunk: Mapping[str, Any], *, vendor: str = "google") -> str:
+        """Take one chunk; the text it adds ("" for none). Raises the error a chunk carries
+        and PermanentProviderError `content_blocked` when a filter stops the answer."""
+        if isinstance(chunk.get("error"), Mapping):
+            raise stream_error(chunk["error"], vendor=vendor)
+        refusal = blocked(chunk)
+        if refusal is not None:
+            raise PermanentProviderError(refusal.message, code=refusal.code)
+        self.model_version = str(chunk.get("modelVersion") or self.model_version)
+        self.response_id = str(chunk.get("responseId") or self.response_id)
+        if isinstance(chunk.get("usageMetadata"), Mapping):
+            self.meta = dict(chunk["usageMetadata"])
+        text = ""
+        for candidate in chunk.get("candidates") or []:
+            found = _mapping(candidate)
+            parts = _mapping(found.get("content")).get("parts") or []
+            text += answer_text(parts)
+            self.calls.extend(dict(p) for p in parts if isinstance(p, Mapping) and "functionCall" in p)
+            if found.get("finishReason"):
+                self.finish = str(found["finishReason"])
+        if text:
+            self.pieces.append(text)
+        return text
+
+    @property
+    def finished(self) -> bool:
+        return self.finish is not None
+
+    def result(self) -> ProviderResult:
+        content = "".join(self.pieces)
+        parts: list[dict[str, Any]] = [{"text": content}] if content else []
+        raw: dict[str, Any] = {
+            "candidates": [
+                {
+                    "content": {"role": "model", "parts": parts + self.calls},
+                    "finishReason": self.finish or "STOP",
+                    "index": 0,
+                }
+            ],
+            "usageMetadata": self.meta,
+            "modelVersion": self.model_version,
+            "responseId": self.response_id,
+        }
+        return generate_result(self.custom_id, raw)
+
+
+def embeddings_result(
+    custom_id: str, texts: Sequence[str], answers: Sequence[Mapping[str, Any]], *, single: bool
+) -> ProviderResult:
+    """`embedContent` ({embedding}) or `batchEmbedContents` ({embeddings}) answers, in input
+    order, as our normalized embedding(s)."""
+    vectors: list[list[float]] = []
+    for answer in answers:
+        if isinstance(answer.get("embedding"), Mapping):
+            vectors.append(list(answer["embedding"].get("values") or []))
+        vectors.extend(list(_mapping(e).get("values") or []) for e in answer.get("embeddings") or [])
+    if len(vectors) != len(texts):
+        error = ItemError(
+            "provider_bad_response",
+            f"Gemini answered {len(vectors)} embeddings for {len(texts)} inputs",
+            transient=True,
+        )
+        return ProviderResult.failure(custom_id, error)
+    output: dict[str, Any] = {"type": "embedding", "dimensions": len(vectors[0]) if vectors else 0}
+    if single:
+        output["embedding"] = vectors[0]
+        raw = dict(answers[0])
+    else:
+        output["embeddings"] = vectors
+        raw = {"embeddings": [{"values": v} for v in vectors]}
+    return ProviderResult(
+        custom_id, "completed", output=output, raw=raw, usage=Usage(_embedding_tokens(texts, answers), 0)
+    )
+
+
+def _embedding_tokens(texts: Sequence[str], answers: Sequence[Mapping[str, Any]]) -> int:
+    reported = [_mapping(a.get("usageMetadata")).get("promptTokenCount") for a in answers]
+    if reported and all(isinstance(r, int) for r in reported):
+        return sum(_int(r) for r in reported)
+    text_bytes = sum(tokens.utf8_len(t) for t in texts)
+    return tokens.prompt_tokens(text_bytes=text_bytes, messages=0, images=0)
+
+
+# -- batch jobs ----------------------------------------------------------------------------
+def job_state(value: object) -> JobState:
+    """GenerateContentBatch.state (`BATCH_STATE_RUNNING`) or the SDK's `JOB_STATE_RUNNING`."""
+    name = str(value or "")
+    for prefix in ("BATCH_STATE_", "JOB_STATE_"):
+        name = name.removeprefix(prefix)
+    return JOB_STATES.get(name, "in_progress")
+
+
+def job_status(operation: Mapping[str, Any]) -> JobStatus:
+    """A batch's long-running operation (create, get) as our JobStatus."""
+    batch = _mapping(operation.get("metadata"))
+    stats = _mapping(batch.get("batchStats"))
+    return JobStatus(
+        state=job_state(batch.get("state")),
+        total=_int(stats.get("requestCount")),
+        completed_count=_int(stats.get("successfulRequestCount")),
+        failed_count=_int(stats.get("failedRequestCount")),
+    )
+
+
+def job_results(operation: Mapping[str, Any]) -> Iterator[ProviderResult]:
+    """One result per inlined response that names its request (metadata.key)."""
+    output = _mapping(_mapping(operation.get("metadata")).get("output")) or _mapping(
+        operation.get("response")
+    )
+    for entry in _mapping(output.get("inlinedResponses")).get("inlinedResponses") or []:
+        result = inlined_result(_mapping(entry))
+        if result is not None:
+            yield result
+
+
+def inlined_result(entry: Mapping[str, Any]) -> ProviderResult | None:
+    """One InlinedResponse: a GenerateContentResponse, or the google.rpc.Status it failed with."""
+    key = _mapping(entry.get("metadata")).get("key")
+    if not isinstance(key, str) or not key:
+        return None
+    if isinstance(entry.get("response"), Mapping):
+        return generate_result(key, entry["response"])
+    status = _mapping(entry.get("error"))
+    code, transient = RPC_CODES.get(_int(status.get("code")), ("provider_rejected", False))
+    message = str(status.get("message") or "the batch request failed")[:_MESSAGE_CHARS]
+    return ProviderResult.failure(
+        key, ItemError(code, message, transient=transient), raw={"error": dict(status)} if status else None
+    )
+
+
+# -- errors --------------------------------------------------------------------------------
+def status_error(
+    status: int, headers: Mapping[str, str], body: bytes | str | None, *, vendor: str
+) -> ProviderError:
+    """A non-2xx answer (`{"error": {code, message, status, details}}`) as a provider error:
+    the shared mapping (providers/http.py), refined by what Google's body says. A bad key
+    is a 400 with reason API_KEY_INVALID and a region Gemini does not serve a 400
+    FAILED_PRECONDITION: the lane is unusable, not the item. A 429 names its wait in
+    google.rpc.RetryInfo, which wins over a Retry-After header."""
+    error = _error_body(body)
+    rpc_status = str(error.get("status") or "")
+    details = [_mapping(d) for d in error.get("details") or []]
+    message = f"{vendor} answered {status}: {vendor_message(body)}"
+    reasons = {str(d.get("reason")) for d in details if d.get("reason")}
+    if "API_KEY_INVALID" in reasons or rpc_status in ("UNAUTHENTICATED", "PERMISSION_DENIED"):
+        return ProviderUnavailable(message, code="provider_auth_failed")
+    if rpc_status == "FAILED_PRECONDITION":
+        return ProviderUnavailable(message, code="provider_precondition_failed")
+    delay = _retry_delay(details)
+    if delay is None:
+        delay = retry_after_seconds(headers)
+    if rpc_status == "DEADLINE_EXCEEDED":
+        return TransientProviderError(message, code="provider_timeout", retry_after_seconds=delay)
+    mapped = error_for_status(status, headers, body, vendor=vendor)
+    if isinstance(mapped, TransientProviderError):
+        mapped.retry_after_seconds = delay
+    return mapped
+
+
+def stream_error(error: Mapping[str, Any], *, vendor: str) -> ProviderError:
+    """An error event inside a stream (`data: {"error": {...}}`): its code is an HTTP status."""
+    status = _int(error.get("code")) or 500
+    return status_error(status, {}, json.dumps({"error": dict(error)}), vendor=vendor)
+
+
+def _error_body(body: bytes | str | None) -> Mapping[str, Any]:
+    try:
+        parsed = json.loads(body or b"null")
+    except ValueError:
+        return {}
+    return _mapping(_mapping(parsed).get("error"))
+
+
+def _retry_delay(details: Sequence[Mapping[str, Any]]) -> float | None:
+    for detail in details:
+        if str(detail.get("@type", "")).endswith("google.rpc.RetryInfo"):
+            found = _DURATION.fullmatch(str(detail.get("retryDelay") or ""))
+            if found:
+                return min(float(found.group(1)), 900.0)
+    return None
+
+
+def _int(value: object) -> int:
+    """A count as Gemini writes it: a number, or an int64 as a JSON string."""
+    try:
+        return int(value) if isinstance(value, int | str) and not isinstance(value, bool) else 0
+    except ValueError:
+        return 0
+
+
+def _mapping(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
