@@ -12,8 +12,10 @@ from typing import Any
 from batchroute.catalog import builtin_catalog
 from batchroute.config import Settings
 from batchroute.domain.catalog import Catalog
+from batchroute_tools.emulators.anthropic import AnthropicEmulator
 from batchroute_tools.emulators.bedrock import BedrockEmulator
 from batchroute_tools.emulators.behaviour import Behaviour, EmulatorConfig
+from batchroute_tools.emulators.gemini import GeminiEmulator
 from batchroute_tools.emulators.openai import OpenAIEmulator
 from batchroute_tools.emulators.server import EmulatorServer, Vendor
 
@@ -37,7 +39,17 @@ def build_vendors(
     vendors = [
         OpenAIEmulator(
             behaviour, provider="openai", prefix="/openai", models=_models(catalog, "openai"), clock=clock
-        ).vendor
+        ).vendor,
+        AnthropicEmulator(
+            behaviour,
+            provider="anthropic",
+            prefix="/anthropic",
+            models=_models(catalog, "anthropic"),
+            clock=clock,
+        ).vendor,
+        GeminiEmulator(
+            behaviour, provider="google", prefix="/google", models=_models(catalog, "google"), clock=clock
+        ).vendor,
     ]
     for slug in HOSTS:
         vendors.append(

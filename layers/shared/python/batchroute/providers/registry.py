@@ -161,7 +161,7 @@ class ProviderRegistry:
             return importlib.import_module(ADAPTER_PACKAGES[endpoint.adapter])
         except ImportError as exc:  # a layer built without the vendor's package: the lane fails over
             raise ProviderNotConfigured(
-                f"provider {endpoint.slug!r}: the {endpoint.adapter} adapter is not in this build ({exc.name})"
+                f"provider {endpoint.slug!r}: no {endpoint.adapter} adapter in this build ({exc.name})"
             ) from exc
 
 

@@ -10,7 +10,6 @@ that offers the OpenAI batch format (Together) uses `OpenAIBatch` too.
 
 from __future__ import annotations
 
-import contextlib
 import json
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -26,9 +25,8 @@ from batchroute.providers.base import (
     StreamEvent,
     StreamStart,
     TransientProviderError,
-    UnknownJob,
 )
-from batchroute.providers.http import VendorHttp
+from batchroute.providers.http import VendorHttp, event_json
 from batchroute.providers.openai.transform import OPENAI_TOKEN_FIELD, TokenField
 
 
@@ -67,7 +65,7 @@ class OpenAIChat:
                 if event.data == "[DONE]":
                     yield StreamEnd(acc.result())
                     return
-                text = acc.add(_json(event.data, self.http.vendor))
+                text = acc.add(event_json(event.data, vendor=self.http.vendor))
                 if text:
                     yield StreamDelta(text)
         raise TransientProviderError(
@@ -133,18 +131,11 @@ class OpenAIBatch:
         self.http.request_json("POST", f"/batches/{job_id}/cancel")
 
     def _batch(self, job_id: str) -> dict[str, Any]:
-        try:
-            return dict(self.http.request_json("GET", f"/batches/{job_id}"))
-        except PermanentProviderError as exc:
-            if exc.code == "not_found":
-                raise UnknownJob(f"{self.http.vendor} does not know batch {job_id}") from exc
-            raise
+        return dict(self.http.request_job("GET", f"/batches/{job_id}", job_id=job_id))
 
     def _forget(self, file_id: str) -> None:
         """Delete a downloaded file: the vendor would otherwise keep it until deleted."""
-        # On failure the vendor's own retention applies; the results are already ours.
-        with contextlib.suppress(PermanentProviderError, TransientProviderError):
-            self.http.request_json("DELETE", f"/files/{file_id}")
+        self.http.forget(f"/files/{file_id}")
 
 
 def _line_result(line: str) -> ProviderResult | None:
@@ -157,13 +148,3 @@ def _line_result(line: str) -> ProviderResult | None:
     except ValueError:
         return None
     return transform.batch_line_result(parsed) if isinstance(parsed, dict) else None
-
-
-def _json(data: str, vendor: str) -> dict[str, Any]:
-    try:
-        parsed = json.loads(data)
-    except ValueError as exc:
-        raise TransientProviderError(
-            f"{vendor} sent a stream event that is not JSON", code="provider_bad_response"
-        ) from exc
-    return parsed if isinstance(parsed, dict) else {}
