@@ -29,8 +29,9 @@ POWERTOOLS_METRICS_NAMESPACE = "BatchRoute"
 
 API = "api"
 SWEEPER = "sweeper"
-# The functions that call AI providers: the API (direct chat) and the router (lanes).
-PROVIDER_CALLERS = frozenset({"api", "router"})
+# The functions that call AI providers: the API (direct chat), the router (lanes) and the
+# sweeper (each provider's health check refreshes its lanes' heartbeats).
+PROVIDER_CALLERS = frozenset({"api", "router", "sweeper"})
 # Workers answer the workflow's task tokens (router, settle, webhook).
 WORKERS = frozenset(q.consumer for q in resources.QUEUES)
 

@@ -10,8 +10,10 @@ from batchroute.catalog import builtin_catalog
 from batchroute.clock import FixedClock
 from batchroute.config import Settings
 from batchroute.domain.catalog import Lane, Provider
+from batchroute.providers.base import ProviderUnavailable
+from batchroute.providers.credentials import ProviderNotConfigured
 from batchroute.services.catalog.lane_health import (
-    NoProviderAdapters,
+    AdapterProviderHealth,
     ProviderCheck,
     SimulatedProviderHealth,
     provider_health_for,
@@ -80,12 +82,35 @@ def test_a_provider_marked_down_gets_no_heartbeat() -> None:
     assert _lanes_of("fireworks") <= set(store.lanes)
 
 
-def test_without_provider_adapters_nothing_is_written() -> None:
+class Adapters:
+    """A registry whose adapters answer the health check as told."""
+
+    def __init__(self, *, unconfigured: set[str], failing: set[str]) -> None:
+        self.unconfigured, self.failing = unconfigured, failing
+
+    def sync(self, slug: str) -> object:
+        if slug in self.unconfigured:
+            raise ProviderNotConfigured(f"{slug} has no key")
+        registry = self
+
+        class Adapter:
+            def check(self) -> list[str]:
+                if slug in registry.failing:
+                    raise ProviderUnavailable("unreachable", code="provider_unreachable")
+                return [lane.provider_model_id for lane in CATALOG.lanes if lane.provider == slug]
+
+        return Adapter()
+
+
+def test_deployed_each_adapter_answers_for_its_provider() -> None:
+    # Given OpenAI without its key and Groq unreachable
     store = FakeHeartbeats()
-    report = refresh_lane_heartbeats(CATALOG, store, NoProviderAdapters(), FixedClock())
-    assert store.lanes == {}
-    assert report.refreshed == []
-    assert report.providers_unchecked == [p.slug for p in CATALOG.providers if p.enabled]
+    health = AdapterProviderHealth(Adapters(unconfigured={"openai"}, failing={"groq"}))
+    report = refresh_lane_heartbeats(CATALOG, store, health, FixedClock())
+    # Then OpenAI is unchecked, Groq down, and every other provider's lanes get a heartbeat
+    assert report.providers_unchecked == ["openai"] and report.providers_down == ["groq"]
+    assert not (_lanes_of("openai") | _lanes_of("groq")) & set(store.lanes)
+    assert _lanes_of("anthropic") | _lanes_of("fireworks") <= set(store.lanes)
 
 
 def test_reported_capacity_is_written_as_reported() -> None:
@@ -101,7 +126,8 @@ def test_reported_capacity_is_written_as_reported() -> None:
     assert all("day" not in lane for lane in store.lanes.values())
 
 
-def test_health_is_simulated_locally_and_never_faked_in_aws() -> None:
-    local = provider_health_for(Settings(simulated_providers_down=["groq"]))
+def test_health_is_simulated_locally_and_asked_of_the_adapters_in_aws() -> None:
+    adapters = Adapters(unconfigured=set(), failing=set())
+    local = provider_health_for(Settings(simulated_providers_down=["groq"]), adapters)
     assert isinstance(local, SimulatedProviderHealth) and local.down == {"groq"}
-    assert isinstance(provider_health_for(Settings(environment="test")), NoProviderAdapters)
+    assert isinstance(provider_health_for(Settings(environment="test"), adapters), AdapterProviderHealth)

@@ -229,7 +229,7 @@ class Wiring:
 
     @cached_property
     def provider_health(self) -> ProviderHealth:
-        return provider_health_for(self.settings)
+        return provider_health_for(self.settings, self.providers)
 
     @cached_property
     def catalog_service(self) -> CatalogService:

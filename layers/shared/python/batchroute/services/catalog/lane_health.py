@@ -2,10 +2,10 @@
 heartbeats of the lanes of those that answered.
 
 A provider that is down, or that cannot be checked, gets no heartbeat: its lanes turn
-`stale_heartbeat` once the TTL passes, which is the honest answer. Locally the providers are
-simulated, so `SimulatedProviderHealth` reports every enabled provider up except those named
-in SIMULATED_PROVIDERS_DOWN. In AWS the real provider adapters implement `ProviderHealth`;
-until they exist nothing can vouch for a lane, so nothing is written and the sweep says so.
+`stale_heartbeat` once the TTL passes, which is the honest answer. Deployed, each provider's
+adapter answers (`AdapterProviderHealth`: its model list, no tokens spent; a provider without
+its key is unchecked). Locally `SimulatedProviderHealth` reports every enabled provider up
+except those named in SIMULATED_PROVIDERS_DOWN, so the local stack routes at once.
 """
 
 from __future__ import annotations
@@ -13,11 +13,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 from batchroute.clock import Clock, isoformat
 from batchroute.config import Settings
 from batchroute.domain.catalog import Catalog, Lane, Provider
+from batchroute.errors import PermanentError, TransientError
 from batchroute.observability import logger
 
 
@@ -60,17 +61,38 @@ class SimulatedProviderHealth:
         return ProviderCheck(provider.slug, healthy=True, detail="simulated provider up")
 
 
-class NoProviderAdapters:
-    """AWS before the real provider adapters exist: no provider can be checked."""
+class AdapterProviderHealth:
+    """Deployed stacks: each provider's own adapter answers the check (its model list: no
+    tokens spent). A provider that is not configured here (no key yet) is unchecked, one that
+    fails the call is down; either way its lanes go stale and routing leaves them alone."""
 
-    def check(self, provider: Provider, lanes: Sequence[Lane], now: datetime) -> None:
-        return None
+    def __init__(self, registry: ProviderAdapters) -> None:
+        self.registry = registry
+
+    def check(self, provider: Provider, lanes: Sequence[Lane], now: datetime) -> ProviderCheck | None:
+        try:
+            adapter = self.registry.sync(provider.slug)
+        except PermanentError:  # not configured in this environment
+            return None
+        try:
+            listed = set(adapter.check())
+        except (PermanentError, TransientError) as exc:
+            return ProviderCheck(provider.slug, healthy=False, detail=str(exc)[:300])
+        missing = sorted(lane.provider_model_id for lane in lanes if lane.provider_model_id not in listed)
+        detail = f"{len(listed)} models listed" + (f"; not listed: {', '.join(missing)}" if missing else "")
+        return ProviderCheck(provider.slug, healthy=True, detail=detail)
 
 
-def provider_health_for(settings: Settings) -> ProviderHealth:
+class ProviderAdapters(Protocol):
+    def sync(self, slug: str) -> Any: ...
+
+
+def provider_health_for(settings: Settings, registry: ProviderAdapters) -> ProviderHealth:
+    """Locally the emulated providers are up unless configured down; deployed, each adapter
+    answers for its provider."""
     if settings.environment == "local":
         return SimulatedProviderHealth(settings.simulated_providers_down)
-    return NoProviderAdapters()
+    return AdapterProviderHealth(registry)
 
 
 @dataclass
