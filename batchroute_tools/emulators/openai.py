@@ -152,7 +152,15 @@ class OpenAIEmulator:
         ident, created = f"chatcmpl-{answer.ident}", int(self.clock())
         if not work.stream:
             time.sleep(self.behaviour.config.latency_seconds)
-            return Reply.json(200, self.completion(work, answer, ident, created))
+            whole = Reply.json(200, self.completion(work, answer, ident, created))
+            if fault is not None and fault.kind == "reset":  # reset halfway through the body
+                half = len(whole.body) // 2
+                return Reply.stream(
+                    [(0.0, whole.body[:half]), (0.0, whole.body[half:])],
+                    content_type="application/json",
+                    reset_after=1,
+                )
+            return whole
         usage = bool((body.get("stream_options") or {}).get("include_usage"))
         reset = 2 if fault is not None and fault.kind == "reset" else None
         return Reply.stream(self._chunks(work, answer, ident, created, usage), reset_after=reset)

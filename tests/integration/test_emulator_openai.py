@@ -280,3 +280,12 @@ def test_an_unknown_key_of_the_vendor_is_refused_by_the_adapter(server: Emulator
     with pytest.raises(ProviderUnavailable) as refused:
         chat.complete(request("hi"))
     assert refused.value.code == "provider_auth_failed"
+
+
+def test_a_reset_halfway_through_a_whole_answer_is_retried(server: EmulatorServer) -> None:
+    chat = make_sync(endpoint(server, host=True), None)
+    probe = request("whole [simulate:reset]")
+    with pytest.raises(TransientProviderError) as broken:
+        chat.complete(probe)
+    assert broken.value.code == "stream_interrupted"
+    assert chat.complete(probe).status == "completed"
