@@ -51,8 +51,11 @@ from batchroute.services.billing.funding import Funding, FundingDecision
 SLA = timedelta(hours=24)
 IDEMPOTENCY_TTL = timedelta(hours=24)
 MAX_CANCEL_REASON = 500
-# Funding decided on fresh reads, then committed; a refused commit (something moved) decides again.
-_FUNDING_ATTEMPTS = 6
+# Funding decided on fresh reads, then committed; a refused commit (something moved) decides
+# again. A refusal means another submit committed meanwhile (or spend or controls changed), so
+# each retry follows someone's progress: under a hard limit a submit may lose once per
+# competitor that fits, hence room for many before answering 503 `funding_contended`.
+_FUNDING_ATTEMPTS = 24
 _BATCH_FIELDS = {
     "quote_id",
     "items",
