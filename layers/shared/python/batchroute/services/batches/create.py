@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
@@ -83,19 +83,27 @@ class WorkflowStarter(Protocol):
 
 class LimitAlerts(Protocol):
     def at_submit(
-        self,
-        org_id: str,
-        controls: BillingControls,
-        *,
-        period_key: str,
-        spent: Money,
-        projected: Money,
-        at: datetime,
+        self, org_id: str, controls: BillingControls, decision: FundingDecision, *, at: datetime
     ) -> dict[str, Any] | None: ...
 
 
 class WebhookSealer(Protocol):
     def __call__(self, *, org_id: str, batch_id: str, url: str, secret: str) -> BatchWebhook: ...
+
+
+@dataclass(frozen=True)
+class Surface:
+    """Which surface creates the batch, and what it keeps with it: `fields` on the batch
+    record, `transact_items` written in the same transaction (the vendor-compatible files),
+    a `batch_id` it chose (a chat job's batch shares the job's suffix)."""
+
+    source: BatchSource = "native"
+    batch_id: str | None = None
+    fields: SurfaceFields | None = None
+    transact_items: tuple[Mapping[str, Any], ...] = ()
+
+
+NATIVE = Surface()
 
 
 @dataclass(frozen=True)
@@ -153,16 +161,10 @@ class BatchService:
         principal: Principal,
         body: Mapping[str, Any],
         idempotency_key: str | None,
-        *,
-        source: BatchSource = "native",
-        batch_id: str | None = None,
-        fields: SurfaceFields | None = None,
-        transact_items: Sequence[Mapping[str, Any]] = (),
+        surface: Surface = NATIVE,
     ) -> CreateAnswer:
-        """`batch_id`, `fields` (what the surface keeps on the batch record) and
-        `transact_items` (written in the same transaction) let another surface (the
-        vendor-compatible one, queued chat) create an ordinary batch that carries its own
-        records atomically."""
+        """`surface` lets another surface (the vendor-compatible one, queued chat) create an
+        ordinary batch that carries its own records atomically (`Surface`)."""
         authorize(principal, "batches:create")
         key = check_idempotency_key(idempotency_key)
         fingerprint = request_hash(body)
@@ -183,7 +185,7 @@ class BatchService:
                 details={"field": "completion_window"},
             )
         metadata = parse_metadata(body.get("metadata"))
-        batch_id = batch_id or new_id("batch", self.clock.now())
+        batch_id = surface.batch_id or new_id("batch", self.clock.now())
         webhook = self._webhook(principal, batch_id, body.get("webhook"))
         writer = InputChunkWriter(self.artifacts, batch_id)
         try:
@@ -193,12 +195,12 @@ class BatchService:
             writer.abort()
             raise
         now = self.clock.now()
-        extra = fields or SurfaceFields()
+        extra = surface.fields or SurfaceFields()
         batch = BatchRecord(
             batch_id=batch_id,
             org_id=principal.org_id,
             state="priced",
-            source=source,
+            source=surface.source,
             created_at=isoformat(now),
             deadline_at=isoformat(now + SLA),
             state_changed_at=isoformat(now),
@@ -231,17 +233,12 @@ class BatchService:
             chat_job_id=extra.chat_job_id,
         )
         answer_body = json.dumps({"batch": batch_summary(batch)}, separators=(",", ":")).encode()
-        submit = _Submit(principal, key, fingerprint, batch, total, answer_body, tuple(transact_items))
+        submit = _Submit(
+            principal, key, fingerprint, batch, total, answer_body, tuple(surface.transact_items)
+        )
         controls, decision = self._fund(submit)
         if decision.limit_reached and controls is not None and self.alerts is not None:
-            self.alerts.at_submit(
-                principal.org_id,
-                controls,
-                period_key=str(decision.period_key),
-                spent=decision.spent or Money.zero(),
-                projected=decision.projected or total,
-                at=now,
-            )
+            self.alerts.at_submit(principal.org_id, controls, decision, at=now)
         self._start(batch_id)
         return CreateAnswer(202, answer_body)
 
@@ -397,22 +394,10 @@ class BatchService:
         principal: Principal,
         body: Mapping[str, Any],
         idempotency_key: str | None,
-        *,
-        source: BatchSource = "native",
-        batch_id: str | None = None,
-        fields: SurfaceFields | None = None,
-        transact_items: Sequence[Mapping[str, Any]] = (),
+        surface: Surface = NATIVE,
     ) -> CreateAnswer:
         try:
-            return self.create(
-                principal,
-                body,
-                idempotency_key,
-                source=source,
-                batch_id=batch_id,
-                fields=fields,
-                transact_items=transact_items,
-            )
+            return self.create(principal, body, idempotency_key, surface)
         except DuplicateIdempotencyKey:
             replay = self._replay(principal.org_id, str(idempotency_key), request_hash(body))
             if replay is None:

@@ -17,6 +17,7 @@ from batchroute.domain.billing_controls import BillingControls
 from batchroute.domain.ledger import period_keys
 from batchroute.money import Money, format_amount
 from batchroute.observability import logger
+from batchroute.services.billing.funding import FundingDecision
 
 LIMIT_REACHED = "billing.limit_reached"
 
@@ -70,37 +71,17 @@ class BillingAlerts:
         spent = self.spend.period_spend(org_id, period_key)
         if spent < controls.limit_amount:
             return None
-        details = {
-            "limit": format_amount(controls.limit_amount.amount),
-            "period": controls.limit_period,
-            "period_key": period_key,
-            "spent": format_amount(spent.amount),
-            "mode": controls.limit_mode,
-        }
-        return self._reached(org_id, controls, details, at=at)
+        return self._reached(org_id, controls, _limit_details(controls, period_key, spent), at=at)
 
     def at_submit(
-        self,
-        org_id: str,
-        controls: BillingControls,
-        *,
-        period_key: str,
-        spent: Money,
-        projected: Money,
-        at: datetime,
+        self, org_id: str, controls: BillingControls, decision: FundingDecision, *, at: datetime
     ) -> dict[str, Any] | None:
         """Emit `billing.limit_reached` when an accepted submit brings the period to its limit
         (soft mode never blocks, so this is how a soft limit is reported); once per period."""
-        if controls.limit_amount is None or controls.limit_period is None:
+        if controls.limit_amount is None or controls.limit_period is None or decision.period_key is None:
             return None
-        details = {
-            "limit": format_amount(controls.limit_amount.amount),
-            "period": controls.limit_period,
-            "period_key": period_key,
-            "spent": format_amount(spent.amount),
-            "projected": format_amount(projected.amount),
-            "mode": controls.limit_mode,
-        }
+        details = _limit_details(controls, decision.period_key, decision.spent or Money.zero())
+        details["projected"] = format_amount((decision.projected or decision.required).amount)
         return self._reached(org_id, controls, details, at=at)
 
     def _reached(
@@ -144,3 +125,14 @@ def owner_emails(identity: Any) -> Recipients:
         return [owner.email] if owner is not None and owner.email else []
 
     return lookup
+
+
+def _limit_details(controls: BillingControls, period_key: str, spent: Money) -> dict[str, Any]:
+    assert controls.limit_amount is not None
+    return {
+        "limit": format_amount(controls.limit_amount.amount),
+        "period": controls.limit_period,
+        "period_key": period_key,
+        "spent": format_amount(spent.amount),
+        "mode": controls.limit_mode,
+    }

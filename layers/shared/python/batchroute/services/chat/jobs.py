@@ -17,7 +17,7 @@ from batchroute.adapters.batch_artifacts import result_chunk_key
 from batchroute.adapters.dynamo.batch_records import BatchRecords
 from batchroute.adapters.s3_objects import S3Objects
 from batchroute.domain.access import Principal, authorize, require_same_org
-from batchroute.domain.batch_record import BatchRecord, BatchSource, SurfaceFields
+from batchroute.domain.batch_record import BatchRecord, SurfaceFields
 from batchroute.domain.chat_objects import (
     CHAT_SOURCE,
     batch_id_for,
@@ -31,7 +31,7 @@ from batchroute.domain.chat_requests import ChatRequest
 from batchroute.domain.jsonl import parse_jsonl
 from batchroute.errors import Forbidden, NotFound, PaymentRequired
 from batchroute.ids import new_id
-from batchroute.services.batches.create import CreateAnswer
+from batchroute.services.batches.create import CreateAnswer, Surface
 
 
 class BatchCreator(Protocol):
@@ -40,10 +40,7 @@ class BatchCreator(Protocol):
         principal: Principal,
         body: Mapping[str, Any],
         idempotency_key: str | None,
-        *,
-        source: BatchSource = "native",
-        batch_id: str | None = None,
-        fields: SurfaceFields | None = None,
+        surface: Surface = ...,
     ) -> CreateAnswer: ...
 
 
@@ -73,9 +70,11 @@ class ChatJobs:
                 principal,
                 body,
                 f"chat-{job_id}",  # one request, one batch: the key only satisfies batch create
-                source=CHAT_SOURCE,
-                batch_id=batch_id,
-                fields=SurfaceFields(chat_model=request.model, chat_job_id=job_id),
+                Surface(
+                    CHAT_SOURCE,
+                    batch_id=batch_id,
+                    fields=SurfaceFields(chat_model=request.model, chat_job_id=job_id),
+                ),
             )
         except PaymentRequired as exc:
             raise _chat_refusal(exc) from exc

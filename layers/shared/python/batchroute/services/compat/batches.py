@@ -32,7 +32,7 @@ from batchroute.domain.jsonl import LineError
 from batchroute.domain.metadata import parse_metadata
 from batchroute.errors import Conflict, InvalidRequest, NotFound
 from batchroute.ids import has_prefix, new_id
-from batchroute.services.batches.create import BatchService
+from batchroute.services.batches.create import BatchService, Surface
 from batchroute.services.batches.files import FileService
 from batchroute.services.batches.quotes import FileItems
 from batchroute.services.batches.reads import BatchReads
@@ -136,15 +136,19 @@ class CompatBatches:
                 principal,
                 body,
                 idempotency_key or f"compat-{batch_id}",
-                source="compat",
-                batch_id=batch_id,
-                fields=SurfaceFields(compat=compat),
-                transact_items=self.records.batch_items(
-                    org_id=principal.org_id,
+                Surface(
+                    "compat",
                     batch_id=batch_id,
-                    output_file_id=str(compat.output_file_id),
-                    error_file_id=str(compat.error_file_id),
-                    created_at=isoformat(now),
+                    fields=SurfaceFields(compat=compat),
+                    transact_items=tuple(
+                        self.records.batch_items(
+                            org_id=principal.org_id,
+                            batch_id=batch_id,
+                            output_file_id=str(compat.output_file_id),
+                            error_file_id=str(compat.error_file_id),
+                            created_at=isoformat(now),
+                        )
+                    ),
                 ),
             )
         except InvalidRequest as exc:
