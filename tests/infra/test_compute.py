@@ -26,6 +26,7 @@ EXPECTED_VARIABLES = {
     "PUBLIC_BASE_URL",
     "EMAIL_SENDER",
     "LOG_LEVEL",
+    "BEDROCK_BATCH_ROLE_ARN",
     *POWERTOOLS_VARIABLES,
 }
 
@@ -208,7 +209,7 @@ def test_only_the_api_sends_email_and_only_as_the_configured_sender(
 
 def test_every_function_reads_the_app_secret_and_writes_its_own_logs(cfn: Cfn, prefix: str) -> None:
     # Given
-    (secret_id,) = cfn.of_type("AWS::SecretsManager::Secret")
+    secret_id, _ = cfn.named("AWS::SecretsManager::Secret", "Name", f"{prefix}/app-secret")
 
     for spec in resources.FUNCTIONS:
         # When

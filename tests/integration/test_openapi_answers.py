@@ -122,8 +122,8 @@ def test_the_check_refuses_an_undocumented_or_a_missing_key() -> None:
 
 def _execution(batch_id: str) -> str:
     record = BatchRecords(get_settings().table_name("batches")).get(batch_id)
-    assert record is not None and record.get("execution_arn")
-    return str(record["execution_arn"])
+    assert record is not None and record.execution_arn
+    return str(record.execution_arn)
 
 
 def test_batch_quote_and_receipt_answers_match_the_document(

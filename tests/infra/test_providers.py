@@ -1,0 +1,69 @@
+"""The stack's side of the providers (infra/providers.py): one empty, KMS-encrypted secret per
+provider that the environment enables with an API key; only the functions that call
+providers may read them; Bedrock's batch role and the permissions to run its jobs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from batchroute import resources
+from batchroute.catalog import builtin_catalog
+from batchroute.catalog.environments import keyed_providers
+from infra.context import EnvironmentConfig
+from tests.infra.cfn import Cfn, as_list, render
+
+CALLERS = {"api", "router", "sweeper"}
+
+
+def _role_statements(cfn: Cfn, prefix: str, key: str) -> list[dict[str, Any]]:
+    _, function = cfn.named("AWS::Lambda::Function", "FunctionName", f"{prefix}-{key}")
+    return cfn.policy_statements(cfn.referenced(function["Properties"]["Role"]))
+
+
+def _granted(statements: list[dict[str, Any]], action: str) -> set[str]:
+    return {render(r) for s in statements if action in as_list(s["Action"]) for r in as_list(s["Resource"])}
+
+
+def test_one_empty_encrypted_secret_per_keyed_provider(
+    cfn: Cfn, prefix: str, config: EnvironmentConfig
+) -> None:
+    slugs = keyed_providers(builtin_catalog(), config.name)
+    assert "openai" in slugs and "bedrock" not in slugs  # Bedrock: the IAM role, no key
+    for slug in slugs:
+        _, secret = cfn.named(
+            "AWS::SecretsManager::Secret", "Name", resources.provider_secret_name(prefix, slug)
+        )
+        props = secret["Properties"]
+        assert "SecretString" not in props and "GenerateSecretString" not in props  # the operator fills it
+        assert props["KmsKeyId"]
+
+
+def test_only_the_provider_callers_read_the_keys(cfn: Cfn, prefix: str, config: EnvironmentConfig) -> None:
+    names = [
+        resources.provider_secret_name(prefix, slug)
+        for slug in keyed_providers(builtin_catalog(), config.name)
+    ]
+    secrets = {f"<{cfn.named('AWS::SecretsManager::Secret', 'Name', name)[0]}>" for name in names}
+    for spec in resources.FUNCTIONS:
+        readable = _granted(_role_statements(cfn, prefix, spec.key), "secretsmanager:GetSecretValue")
+        assert (secrets <= readable) == (spec.key in CALLERS), spec.key
+        assert not (secrets & readable) or spec.key in CALLERS
+
+
+def test_bedrock_batch_jobs_run_as_their_own_role(cfn: Cfn, prefix: str) -> None:
+    roles = [
+        props
+        for props in cfn.properties("AWS::IAM::Role").values()
+        if any(
+            render(s.get("Principal", {}).get("Service")) == "bedrock.amazonaws.com"
+            for s in props["AssumeRolePolicyDocument"]["Statement"]
+        )
+    ]
+    assert len(roles) == 1
+    router = _role_statements(cfn, prefix, "router")
+    assert _granted(router, "bedrock:CreateModelInvocationJob")
+    assert _granted(router, "bedrock:InvokeModelWithResponseStream")
+    (pass_role,) = [s for s in router if "iam:PassRole" in as_list(s["Action"])]
+    assert pass_role["Condition"] == {"StringEquals": {"iam:PassedToService": "bedrock.amazonaws.com"}}
+    settle = _role_statements(cfn, prefix, "settle")
+    assert not _granted(settle, "bedrock:InvokeModel") and not _granted(settle, "iam:PassRole")
