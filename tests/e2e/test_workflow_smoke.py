@@ -34,7 +34,15 @@ def test_a_batch_without_lanes_runs_the_workflow_to_success(local_stack: Running
     batch_id = "batch_e2e_smoke"
     _client(stack, "dynamodb").put_item(
         TableName=stack["tables"]["batches"],
-        Item={"pk": {"S": f"BATCH#{batch_id}"}, "sk": {"S": "META"}, "batch_id": {"S": batch_id}},
+        Item={
+            "pk": {"S": f"BATCH#{batch_id}"},
+            "sk": {"S": "META"},
+            "batch_id": {"S": batch_id},
+            # the least a batch record holds (domain/batch_record.py)
+            "org_id": {"S": "org_e2e_smoke"},
+            "state": {"S": "priced"},
+            "created_at": {"S": "2026-11-25T00:00:00.000Z"},
+        },
     )
     sfn = _client(stack, "stepfunctions")
     # When its workflow starts (named after the batch, as the service starts it)

@@ -100,7 +100,8 @@ def test_batch_output_and_error_lines() -> None:
     assert ok is not None and ok.output["content"] == "Hello."  # type: ignore[index]
     assert embedding is not None and embedding.output["embedding"] == [0.1, 0.2]  # type: ignore[index]
     assert invalid is not None and invalid.error is not None and not invalid.error.transient
-    assert invalid.error.code == "invalid_value"
+    assert invalid.error.code == "provider_rejected" and "(invalid_value)" in invalid.error.message
+    assert limited.error is not None and limited.error.code == "rate_limited"
     assert limited is not None and limited.error is not None and limited.error.transient
     assert expired is not None and expired.error is not None and expired.error.transient
     assert transform.batch_line_result({"no": "custom_id"}) is None

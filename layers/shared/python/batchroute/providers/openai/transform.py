@@ -240,14 +240,25 @@ def batch_line_result(line: Mapping[str, Any]) -> ProviderResult | None:
             return embeddings_result(ours, body, single=single)
         return chat_result(ours, body)
     source = _mapping(body.get("error")) or _mapping(line.get("error"))
-    code = str(source.get("code") or source.get("type") or "provider_rejected")
+    vendor_code = str(source.get("code") or source.get("type") or "")
     message = str(source.get("message") or f"the batch line failed with status {status}")[:300]
-    transient = (
-        status == 429 or status >= 500 or code in ("rate_limit_exceeded", "server_error", "batch_expired")
-    )
+    code, transient = _line_error(status, vendor_code)
+    detail = f"{message} ({vendor_code})" if vendor_code and vendor_code not in message else message
     return ProviderResult.failure(
-        ours, ItemError(code=code, message=message, transient=transient), raw=dict(body) if body else None
+        ours, ItemError(code=code, message=detail[:300], transient=transient), raw=dict(body) if body else None
     )
+
+
+def _line_error(status: int, vendor_code: str) -> tuple[str, bool]:
+    """Our code for a failed batch line, and whether a resubmission may succeed: the same
+    codes a synchronous call's HTTP answer maps to (providers/http.py)."""
+    if status == 429 or vendor_code == "rate_limit_exceeded":
+        return "rate_limited", True
+    if vendor_code == "batch_expired":
+        return "batch_expired", True
+    if status >= 500 or vendor_code == "server_error":
+        return "provider_5xx", True
+    return "provider_rejected", False
 
 
 def _mapping(value: object) -> Mapping[str, Any]:
