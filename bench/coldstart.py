@@ -22,6 +22,17 @@ ROOT = Path(__file__).resolve().parent.parent
 BUILD = ROOT / ".build"
 HANDLERS = ("api", "router", "settle", "webhook", "sweeper")
 IMPORT_GOAL_MS = {"api": 400.0}
+# The provider adapters (imported by a lane on first use) beside the vendors' own SDKs, which
+# the adapters do not use (docs/providers.md, Why httpx and not the vendors' SDKs).
+PROVIDER_CLIENTS = (
+    ("batchroute.providers.openai", "adapter: OpenAI and compatible hosts (httpx)"),
+    ("batchroute.providers.anthropic", "adapter: Anthropic (httpx)"),
+    ("batchroute.providers.gemini", "adapter: Gemini (httpx)"),
+    ("batchroute.providers.bedrock", "adapter: Bedrock (boto3)"),
+    ("openai", "SDK: openai"),
+    ("anthropic", "SDK: anthropic"),
+    ("google.genai", "SDK: google-genai"),
+)
 ASSET_GOAL_MB = 20.0
 
 LAMBDA_ENV = {
@@ -78,6 +89,11 @@ def main() -> int:
         verdict = "" if goal is None else (f"<= {goal:.0f} ms " + ("ok" if median <= goal else "MISSED"))
         failed |= goal is not None and median > goal
         print(f"{key:<10}{median:>11.1f}{min(samples):>9.1f}{max(samples):>9.1f}  {verdict}")
+    print(f"\n{'provider client':<32}{'median ms':>11}  what")
+    for module, what in PROVIDER_CLIENTS:
+        import_ms(module)
+        samples = [import_ms(module) for _ in range(max(3, args.runs // 3))]
+        print(f"{module:<32}{statistics.median(samples):>11.1f}  {what}")
     if not BUILD.exists():
         print("no .build/: run `make build` for asset sizes")
         return 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import FastAPI
@@ -51,7 +52,9 @@ ROUTERS = (
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
-    settings = settings or get_settings()
+    """The app; with `settings`, bound to them (tests), else to the process's settings, read
+    on the first request, not at import (a Lambda's init builds the routes, nothing more)."""
+    current: Callable[[], Settings] = (lambda: settings) if settings is not None else get_settings
     app = FastAPI(
         title="Batch AI Routing Service",
         version="1.0.0",
@@ -62,10 +65,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     for router in ROUTERS:
         app.include_router(router)
-    app.dependency_overrides[get_settings] = lambda: settings
+    if settings is not None:
+        app.dependency_overrides[get_settings] = current
     install_error_handlers(app)
-    app.add_middleware(JsonBodyGuard, max_bytes=settings.max_json_body_bytes)
-    app.add_middleware(ReadOnlyMiddleware, enabled=settings.read_only)
+    app.add_middleware(JsonBodyGuard, max_bytes=lambda: current().max_json_body_bytes)
+    app.add_middleware(ReadOnlyMiddleware, enabled=lambda: current().read_only)
     app.add_middleware(RequestContextMiddleware)
 
     def openapi() -> dict[str, Any]:

@@ -8,7 +8,8 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -74,12 +75,12 @@ class RequestContextMiddleware:
 class ReadOnlyMiddleware:
     """READ_ONLY=1: every mutating request is answered 503 `read_only`; reads keep working."""
 
-    def __init__(self, app: ASGIApp, *, enabled: bool) -> None:
+    def __init__(self, app: ASGIApp, *, enabled: bool | Callable[[], bool]) -> None:
         self.app = app
-        self.enabled = enabled
+        self._enabled = enabled
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if not (self.enabled and scope["type"] == "http" and scope["method"] in MUTATING_METHODS):
+        if not (scope["type"] == "http" and scope["method"] in MUTATING_METHODS and _value(self._enabled)):
             await self.app(scope, receive, send)
             return
         error: dict[str, Any] = {
@@ -108,9 +109,13 @@ class JsonBodyGuard:
     handed on whole; later `receive` calls reach the server (a streamed answer still hears
     the client go away)."""
 
-    def __init__(self, app: ASGIApp, *, max_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, *, max_bytes: int | Callable[[], int]) -> None:
         self.app = app
-        self.max_bytes = max_bytes
+        self._max_bytes = max_bytes
+
+    @property
+    def max_bytes(self) -> int:
+        return _value(self._max_bytes)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] not in MUTATING_METHODS or _is_upload(scope):
@@ -163,6 +168,14 @@ class JsonBodyGuard:
     @staticmethod
     async def _refuse(path: str, exc: ServiceError, scope: Scope, receive: Receive, send: Send) -> None:
         await service_error_response(path, exc)(scope, receive, send)
+
+
+T = TypeVar("T")
+
+
+def _value(setting: T | Callable[[], T]) -> T:
+    """A setting given as it is, or read per request (the app's settings, read on first use)."""
+    return setting() if callable(setting) else setting
 
 
 _UPLOAD_TYPES = frozenset(

@@ -18,87 +18,72 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from aws_lambda_powertools.utilities.typing import LambdaContext
+from batchroute.clock import SystemClock
+from batchroute.config import get_settings
 
-from batchroute.adapters.aws import client
-from batchroute.adapters.batch_artifacts import BatchArtifacts
-from batchroute.adapters.dynamo.batch_progress import BatchProgress
-from batchroute.adapters.dynamo.batch_records import BatchRecords
-from batchroute.adapters.dynamo.billing_events import BillingEvents
-from batchroute.adapters.dynamo.chat_holds import ChatHoldStore
-from batchroute.adapters.dynamo.compat import CompatStore
-from batchroute.adapters.dynamo.controls import ControlsStore
-from batchroute.adapters.dynamo.files import FileStore
-from batchroute.adapters.dynamo.identity import IdentityStore
-from batchroute.adapters.dynamo.lanes import LaneStateStore
-from batchroute.adapters.dynamo.ledger import LedgerStore
-from batchroute.adapters.dynamo.limit_checks import SpendingLimitChecks
-from batchroute.adapters.dynamo.quotes import QuoteStore
-from batchroute.adapters.dynamo.rate_limits import RateCounterStore
-from batchroute.adapters.dynamo.webhook_deliveries import WebhookDeliveries
-from batchroute.adapters.email import SesMailer
-from batchroute.adapters.kms import KmsSealer
-from batchroute.adapters.quote_items import QuoteItemSink
-from batchroute.adapters.s3_objects import S3Objects, presigning_client
-from batchroute.adapters.stepfunctions import start_execution
-from batchroute.adapters.task_queue import TaskQueue
-from batchroute.adapters.webhook_sender import WebhookSender
-from batchroute.catalog import builtin_catalog
-from batchroute.catalog.environments import Deployment, Placeholders, load_deployment
-from batchroute.clock import Clock, SystemClock
-from batchroute.config import Settings, get_settings
-from batchroute.content import BuiltinContent
-from batchroute.domain.batch_record import BatchWebhook
-from batchroute.domain.catalog import Catalog
-from batchroute.domain.network import check_public_https_url
-from batchroute.domain.routing_gates import RoutingGuards
-from batchroute.money import Money
-from batchroute.observability import lambda_logging, metrics, tracer
-from batchroute.providers.credentials import ProviderKeys
-from batchroute.providers.registry import ProviderRegistry, provider_registry
-from batchroute.providers.retry import RetryPolicy
-from batchroute.services.accounts.accounts import Registration
-from batchroute.services.accounts.api_keys import ApiKeys
-from batchroute.services.accounts.app_secret import app_secret
-from batchroute.services.accounts.authentication import Authenticator
-from batchroute.services.accounts.password_reset import PasswordReset, ResponseFloor
-from batchroute.services.accounts.passwords import Argon2Passwords
-from batchroute.services.accounts.sessions import Sessions
-from batchroute.services.accounts.settings import AccountSettings
-from batchroute.services.accounts.verification import EmailVerification, Mailer
-from batchroute.services.batches.create import BatchService
-from batchroute.services.batches.files import FileLimits, FileService
-from batchroute.services.batches.quotes import FileItems, QuoteService
-from batchroute.services.batches.reads import BatchReads
-from batchroute.services.billing.alerts import BillingAlerts, owner_emails
-from batchroute.services.billing.controls import BillingControlsService
-from batchroute.services.billing.rate_limiting import RateLimiter, RateLimitPolicy
-from batchroute.services.billing.retention import RetentionService
-from batchroute.services.catalog.catalog import CatalogService, guards_for
-from batchroute.services.catalog.content import ContentService
-from batchroute.services.catalog.lane_health import (
-    LaneHealthReport,
-    ProviderHealth,
-    provider_health_for,
-    refresh_lane_heartbeats,
-)
-from batchroute.services.chat.direct import DirectChat, DirectOptions
-from batchroute.services.chat.jobs import ChatJobs
-from batchroute.services.chat.state import HoldKeeper, LaneStateCache, LaneStats
-from batchroute.services.compat.batches import CompatBatches
-from batchroute.services.compat.files import CompatFiles
-from batchroute.services.compat.uploads import CompatUploads
-from batchroute.services.delivery.webhooks import WebhookDelivery, batch_webhook_config
-from batchroute.services.workflow.execution import LaneExecutor
-from batchroute.services.workflow.finalize import Finalizer
-from batchroute.services.workflow.planning import LanePlanner
-from batchroute.services.workflow.settlement import Settlement
-from batchroute.services.workflow.steps import BatchWorkflow, Pipeline
-from batchroute.services.workflow.sweeper import Sweeper
-from batchroute.worker import LambdaHandler, workflow_task_handler
-from batchroute.workflow.tasks import Step, StepOutput, WorkflowTask
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.typing import LambdaContext
+
+    from batchroute.adapters.dynamo.batch_progress import BatchProgress
+    from batchroute.adapters.dynamo.batch_records import BatchRecords
+    from batchroute.adapters.dynamo.billing_events import BillingEvents
+    from batchroute.adapters.dynamo.chat_holds import ChatHoldStore
+    from batchroute.adapters.dynamo.compat import CompatStore
+    from batchroute.adapters.dynamo.controls import ControlsStore
+    from batchroute.adapters.dynamo.files import FileStore
+    from batchroute.adapters.dynamo.identity import IdentityStore
+    from batchroute.adapters.dynamo.lanes import LaneStateStore
+    from batchroute.adapters.dynamo.ledger import LedgerStore
+    from batchroute.adapters.dynamo.limit_checks import SpendingLimitChecks
+    from batchroute.adapters.dynamo.quotes import QuoteStore
+    from batchroute.adapters.dynamo.rate_limits import RateCounterStore
+    from batchroute.adapters.dynamo.webhook_deliveries import WebhookDeliveries
+    from batchroute.adapters.email import SesMailer
+    from batchroute.adapters.kms import KmsSealer
+    from batchroute.adapters.s3_objects import S3Objects
+    from batchroute.catalog.environments import Deployment
+    from batchroute.clock import Clock
+    from batchroute.config import Settings
+    from batchroute.domain.batch_record import BatchWebhook
+    from batchroute.domain.catalog import Catalog
+    from batchroute.domain.routing_gates import RoutingGuards
+    from batchroute.providers.credentials import ProviderKeys
+    from batchroute.providers.registry import ProviderRegistry
+    from batchroute.services.accounts.accounts import Registration
+    from batchroute.services.accounts.api_keys import ApiKeys
+    from batchroute.services.accounts.authentication import Authenticator
+    from batchroute.services.accounts.password_reset import PasswordReset, ResponseFloor
+    from batchroute.services.accounts.passwords import Argon2Passwords
+    from batchroute.services.accounts.sessions import Sessions
+    from batchroute.services.accounts.settings import AccountSettings
+    from batchroute.services.accounts.verification import EmailVerification, Mailer
+    from batchroute.services.batches.create import BatchService
+    from batchroute.services.batches.files import FileLimits, FileService
+    from batchroute.services.batches.quotes import FileItems, QuoteService
+    from batchroute.services.batches.reads import BatchReads
+    from batchroute.services.billing.alerts import BillingAlerts
+    from batchroute.services.billing.controls import BillingControlsService
+    from batchroute.services.billing.rate_limiting import RateLimiter
+    from batchroute.services.billing.retention import RetentionService
+    from batchroute.services.catalog.catalog import CatalogService
+    from batchroute.services.catalog.content import ContentService
+    from batchroute.services.catalog.lane_health import (
+        LaneHealthReport,
+        ProviderHealth,
+    )
+    from batchroute.services.chat.direct import DirectChat
+    from batchroute.services.chat.jobs import ChatJobs
+    from batchroute.services.chat.state import HoldKeeper, LaneStateCache, LaneStats
+    from batchroute.services.compat.batches import CompatBatches
+    from batchroute.services.compat.files import CompatFiles
+    from batchroute.services.compat.uploads import CompatUploads
+    from batchroute.services.delivery.webhooks import WebhookDelivery
+    from batchroute.services.workflow.steps import BatchWorkflow, Pipeline
+    from batchroute.services.workflow.sweeper import Sweeper
+    from batchroute.worker import LambdaHandler
+    from batchroute.workflow.tasks import Step, StepOutput, WorkflowTask
 
 ARTIFACT_URL_SECONDS = 900
 _MAX_WIRINGS = 8  # test suites build many apps; a deployed process has one
@@ -112,54 +97,80 @@ class Wiring:
     # -- stores ----------------------------------------------------------------------------
     @cached_property
     def identity(self) -> IdentityStore:
+        from batchroute.adapters.dynamo.identity import IdentityStore
+
         return IdentityStore(self.settings.table_name("identity"))
 
     @cached_property
     def ledger(self) -> LedgerStore:
+        from batchroute.adapters.dynamo.ledger import LedgerStore
+
         return LedgerStore(self.settings.table_name("ledger"))
 
     @cached_property
     def controls(self) -> ControlsStore:
+        from batchroute.adapters.dynamo.controls import ControlsStore
+
         return ControlsStore(self.settings.table_name("controls"))
 
     @cached_property
     def batch_records(self) -> BatchRecords:
+        from batchroute.adapters.dynamo.batch_records import BatchRecords
+
         return BatchRecords(self.settings.table_name("batches"))
 
     @cached_property
     def batch_progress(self) -> BatchProgress:
+        from batchroute.adapters.dynamo.batch_progress import BatchProgress
+
         return BatchProgress(self.settings.table_name("batches"))
 
     @cached_property
     def lane_states(self) -> LaneStateStore:
+        from batchroute.adapters.dynamo.lanes import LaneStateStore
+
         return LaneStateStore(self.settings.table_name("controls"))
 
     @cached_property
     def quote_store(self) -> QuoteStore:
+        from batchroute.adapters.dynamo.quotes import QuoteStore
+
         return QuoteStore(self.settings.table_name("batches"))
 
     @cached_property
     def file_store(self) -> FileStore:
+        from batchroute.adapters.dynamo.files import FileStore
+
         return FileStore(self.settings.table_name("batches"))
 
     @cached_property
     def compat_store(self) -> CompatStore:
+        from batchroute.adapters.dynamo.compat import CompatStore
+
         return CompatStore(self.settings.table_name("batches"))
 
     @cached_property
     def webhook_deliveries(self) -> WebhookDeliveries:
+        from batchroute.adapters.dynamo.webhook_deliveries import WebhookDeliveries
+
         return WebhookDeliveries(self.settings.table_name("batches"))
 
     @cached_property
     def rate_counters(self) -> RateCounterStore:
+        from batchroute.adapters.dynamo.rate_limits import RateCounterStore
+
         return RateCounterStore(self.settings.table_name("controls"))
 
     @cached_property
     def billing_events(self) -> BillingEvents:
+        from batchroute.adapters.dynamo.billing_events import BillingEvents
+
         return BillingEvents(self.settings.table_name("controls"))
 
     @cached_property
     def limit_checks(self) -> SpendingLimitChecks:
+        from batchroute.adapters.dynamo.limit_checks import SpendingLimitChecks
+
         return SpendingLimitChecks(
             ledger_table=self.settings.table_name("ledger"),
             controls_table=self.settings.table_name("controls"),
@@ -167,6 +178,8 @@ class Wiring:
 
     @cached_property
     def chat_holds(self) -> ChatHoldStore:
+        from batchroute.adapters.dynamo.chat_holds import ChatHoldStore
+
         return ChatHoldStore(
             ledger=self.ledger,
             batches_table=self.settings.table_name("batches"),
@@ -175,24 +188,35 @@ class Wiring:
 
     @cached_property
     def artifacts(self) -> S3Objects:
+        from batchroute.adapters.s3_objects import S3Objects
+
         return S3Objects(self.settings.buckets.get("artifacts", ""))
 
     @cached_property
     def uploads(self) -> S3Objects:
+        from batchroute.adapters.s3_objects import S3Objects
+
         return S3Objects(self.settings.buckets.get("uploads", ""))
 
     @cached_property
     def sealer(self) -> KmsSealer:
+        from batchroute.adapters.kms import KmsSealer
+
         return KmsSealer(self.settings.kms_key_id)
 
     @cached_property
     def mailer(self) -> SesMailer:
+        from batchroute.adapters.email import SesMailer
+
         return SesMailer.from_settings(self.settings)
 
     # -- catalog and providers -------------------------------------------------------------
     @cached_property
     def deployment(self) -> Deployment:
         """The catalog as this environment runs it, and how each provider is reached."""
+        from batchroute.catalog import builtin_catalog
+        from batchroute.catalog.environments import Placeholders, load_deployment
+
         settings = self.settings
         values = {f"bucket:{key}": name for key, name in settings.buckets.items()}
         values.update(
@@ -208,10 +232,15 @@ class Wiring:
 
     @cached_property
     def guards(self) -> RoutingGuards:
+        from batchroute.services.catalog.catalog import guards_for
+
         return guards_for(self.settings)
 
     @cached_property
     def provider_keys(self) -> ProviderKeys:
+        from batchroute.adapters.aws import client
+        from batchroute.providers.credentials import ProviderKeys
+
         return ProviderKeys(
             self.settings.prefix,
             secretsmanager=client("secretsmanager"),
@@ -220,6 +249,8 @@ class Wiring:
 
     @cached_property
     def providers(self) -> ProviderRegistry:
+        from batchroute.providers.registry import provider_registry
+
         return provider_registry(
             self.settings,
             self.catalog.providers,
@@ -229,36 +260,55 @@ class Wiring:
 
     @cached_property
     def provider_health(self) -> ProviderHealth:
+        from batchroute.services.catalog.lane_health import provider_health_for
+
         return provider_health_for(self.settings, self.providers)
 
     @cached_property
     def catalog_service(self) -> CatalogService:
+        from batchroute.services.catalog.catalog import CatalogService
+
         return CatalogService(self.catalog, self.lane_states, self.settings, self.clock)
 
     @cached_property
     def content(self) -> ContentService:
+        from batchroute.content import BuiltinContent
+        from batchroute.services.catalog.content import ContentService
+
         return ContentService(BuiltinContent(), enabled=self.settings.content_store_enabled)
 
     # -- accounts --------------------------------------------------------------------------
     @cached_property
     def authenticator(self) -> Authenticator:
+        from batchroute.services.accounts.app_secret import app_secret
+        from batchroute.services.accounts.authentication import Authenticator
+
         return Authenticator(
             self.identity, environment=self.settings.environment, secret=app_secret, clock=self.clock
         )
 
     @cached_property
     def rate_limiter(self) -> RateLimiter:
+        from batchroute.services.accounts.app_secret import app_secret
+        from batchroute.services.billing.rate_limiting import RateLimiter, RateLimitPolicy
+
         return RateLimiter(
             self.rate_counters, self.clock, RateLimitPolicy.from_settings(self.settings), secret=app_secret()
         )
 
     @cached_property
     def api_keys(self) -> ApiKeys:
+        from batchroute.services.accounts.api_keys import ApiKeys
+        from batchroute.services.accounts.app_secret import app_secret
+
         return ApiKeys(
             self.identity, environment=self.settings.environment, secret=app_secret, clock=self.clock
         )
 
     def email_verification(self, mailer: Mailer) -> EmailVerification:
+        from batchroute.services.accounts.app_secret import app_secret
+        from batchroute.services.accounts.verification import EmailVerification
+
         return EmailVerification(
             self.identity,
             mailer,
@@ -268,6 +318,10 @@ class Wiring:
         )
 
     def registration(self, passwords: Argon2Passwords, verification: EmailVerification) -> Registration:
+        from batchroute.money import Money
+        from batchroute.services.accounts.accounts import Registration
+        from batchroute.services.accounts.app_secret import app_secret
+
         return Registration(
             self.identity,
             self.ledger,
@@ -280,6 +334,9 @@ class Wiring:
         )
 
     def sessions(self, passwords: Argon2Passwords) -> Sessions:
+        from batchroute.services.accounts.app_secret import app_secret
+        from batchroute.services.accounts.sessions import Sessions
+
         return Sessions(
             self.identity,
             passwords,
@@ -291,6 +348,9 @@ class Wiring:
     def password_reset(
         self, mailer: Mailer, passwords: Argon2Passwords, floor: ResponseFloor
     ) -> PasswordReset:
+        from batchroute.services.accounts.app_secret import app_secret
+        from batchroute.services.accounts.password_reset import PasswordReset
+
         return PasswordReset(
             self.identity,
             mailer,
@@ -303,6 +363,8 @@ class Wiring:
 
     def webhook_url_check(self) -> Callable[[str], object]:
         """Loopback receivers are a local-development convenience, never honoured in production."""
+        from batchroute.domain.network import check_public_https_url
+
         settings = self.settings
         allow_loopback = settings.allow_loopback_webhooks and settings.environment != "production"
 
@@ -314,6 +376,8 @@ class Wiring:
         return check
 
     def account_settings(self, check_url: Callable[[str], object]) -> AccountSettings:
+        from batchroute.services.accounts.settings import AccountSettings
+
         return AccountSettings(
             self.identity, self.ledger, self.sealer, check_webhook_url=check_url, clock=self.clock
         )
@@ -321,14 +385,20 @@ class Wiring:
     # -- billing ---------------------------------------------------------------------------
     @cached_property
     def billing_controls(self) -> BillingControlsService:
+        from batchroute.services.billing.controls import BillingControlsService
+
         return BillingControlsService(self.controls, self.clock)
 
     @cached_property
     def retention(self) -> RetentionService:
+        from batchroute.services.billing.retention import RetentionService
+
         return RetentionService(self.controls, self.clock)
 
     @cached_property
     def alerts(self) -> BillingAlerts:
+        from batchroute.services.billing.alerts import BillingAlerts, owner_emails
+
         return BillingAlerts(
             events=self.billing_events,
             spend=self.ledger,
@@ -339,6 +409,8 @@ class Wiring:
     # -- batches ---------------------------------------------------------------------------
     @cached_property
     def file_limits(self) -> FileLimits:
+        from batchroute.services.batches.files import FileLimits
+
         settings = self.settings
         return FileLimits(
             max_direct_upload_bytes=settings.max_direct_upload_bytes,
@@ -350,11 +422,16 @@ class Wiring:
     @cached_property
     def files(self) -> FileService:
         """Also what quotes and batch creation use to read an `input_file_id`."""
+        from batchroute.services.batches.files import FileService
+
         return FileService(self.file_store, self.uploads, self.clock, self.file_limits)
 
     def quotes(self, files: FileItems | None = None) -> QuoteService:
         """`files`: where `input_file_id`s are read from (the compat surface reads the
         vendor's rows, converted to items); the native file service by default."""
+        from batchroute.adapters.quote_items import QuoteItemSink
+        from batchroute.services.batches.quotes import QuoteService
+
         return QuoteService(
             catalog=self.catalog,
             live=self.lane_states,
@@ -368,6 +445,11 @@ class Wiring:
         )
 
     def batches(self, files: FileItems | None = None) -> BatchService:
+        from batchroute.adapters.stepfunctions import start_execution
+        from batchroute.domain.batch_record import BatchWebhook
+        from batchroute.services.batches.create import BatchService
+        from batchroute.services.delivery.webhooks import batch_webhook_config
+
         settings, sealer = self.settings, self.sealer
 
         def start(*, batch_id: str) -> str:
@@ -395,6 +477,9 @@ class Wiring:
 
     @cached_property
     def batch_reads(self) -> BatchReads:
+        from batchroute.adapters.s3_objects import presigning_client
+        from batchroute.services.batches.reads import BatchReads
+
         bucket = self.settings.buckets.get("artifacts", "")
 
         def sign(key: str) -> str:
@@ -409,20 +494,28 @@ class Wiring:
     # -- chat ------------------------------------------------------------------------------
     @cached_property
     def chat_lane_cache(self) -> LaneStateCache:
+        from batchroute.services.chat.state import LaneStateCache
+
         return LaneStateCache(self.lane_states, self.settings.chat_lane_state_ttl_seconds)
 
     @cached_property
     def chat_lane_stats(self) -> LaneStats:
+        from batchroute.services.chat.state import LaneStats
+
         return LaneStats()
 
     @cached_property
     def hold_keeper(self) -> HoldKeeper:
+        from batchroute.services.chat.state import HoldKeeper
+
         return HoldKeeper(self.chat_holds, self.clock)
 
     @cached_property
     def direct_chat(self) -> DirectChat:
         """Reused across requests: the lane-state cache, the observed lane records and the
         cached hard limits are what keep the hot path off DynamoDB."""
+        from batchroute.services.chat.direct import DirectChat, DirectOptions
+
         settings = self.settings
         return DirectChat(
             catalog=self.catalog,
@@ -443,21 +536,29 @@ class Wiring:
 
     @cached_property
     def chat_jobs(self) -> ChatJobs:
+        from batchroute.services.chat.jobs import ChatJobs
+
         return ChatJobs(batches=self.batches(), records=self.batch_records, artifacts=self.artifacts)
 
     # -- compat ----------------------------------------------------------------------------
     @cached_property
     def compat_files(self) -> CompatFiles:
+        from batchroute.services.compat.files import CompatFiles
+
         return CompatFiles(
             self.files, outputs=self.compat_store, batches=self.batch_records, artifacts=self.artifacts
         )
 
     @cached_property
     def compat_uploads(self) -> CompatUploads:
+        from batchroute.services.compat.uploads import CompatUploads
+
         return CompatUploads(self.compat_store, self.compat_files, self.uploads, self.clock)
 
     @cached_property
     def compat_batches(self) -> CompatBatches:
+        from batchroute.services.compat.batches import CompatBatches
+
         return CompatBatches(
             batches_over=self.batches,
             files=self.files,
@@ -469,6 +570,9 @@ class Wiring:
     # -- workflow --------------------------------------------------------------------------
     @cached_property
     def webhook_delivery(self) -> WebhookDelivery:
+        from batchroute.adapters.webhook_sender import WebhookSender
+        from batchroute.services.delivery.webhooks import WebhookDelivery
+
         settings = self.settings
         sender = WebhookSender(
             allow_loopback=settings.allow_loopback_webhooks,
@@ -479,6 +583,15 @@ class Wiring:
 
     @cached_property
     def pipeline(self) -> Pipeline:
+        from batchroute.adapters.batch_artifacts import BatchArtifacts
+        from batchroute.adapters.task_queue import TaskQueue
+        from batchroute.providers.retry import RetryPolicy
+        from batchroute.services.workflow.execution import LaneExecutor
+        from batchroute.services.workflow.finalize import Finalizer
+        from batchroute.services.workflow.planning import LanePlanner
+        from batchroute.services.workflow.settlement import Settlement
+        from batchroute.services.workflow.steps import Pipeline
+
         artifacts = BatchArtifacts(self.artifacts)
         lanes_queue = self.settings.queue_urls.get("lanes")
         return Pipeline(
@@ -508,10 +621,15 @@ class Wiring:
 
     @cached_property
     def workflow(self) -> BatchWorkflow:
+        from batchroute.services.workflow.steps import BatchWorkflow
+
         return BatchWorkflow(self.batch_records, self.clock, self.webhook_delivery, pipeline=self.pipeline)
 
     @cached_property
     def sweeper(self) -> Sweeper:
+        from batchroute.services.catalog.lane_health import refresh_lane_heartbeats
+        from batchroute.services.workflow.sweeper import Sweeper
+
         def refresh_heartbeats() -> LaneHealthReport:
             return refresh_lane_heartbeats(self.catalog, self.lane_states, self.provider_health, self.clock)
 
@@ -564,11 +682,14 @@ def workflow_steps(names: Iterable[str]) -> Mapping[str, Step]:
 # -- Lambda handlers: each function's module is one line that names its handler here -------
 def workflow_handler(*steps: str) -> LambdaHandler:
     """An SQS worker running the named workflow steps (router, settle, webhook)."""
+    from batchroute.worker import workflow_task_handler
+
     return workflow_task_handler(workflow_steps(steps))
 
 
 def sweeper_handler() -> LambdaHandler:
     """The scheduled sweeper (EventBridge)."""
+    from batchroute.observability import lambda_logging, metrics, tracer
 
     @lambda_logging()
     @metrics.log_metrics

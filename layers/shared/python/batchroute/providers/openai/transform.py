@@ -244,9 +244,8 @@ def batch_line_result(line: Mapping[str, Any]) -> ProviderResult | None:
     message = str(source.get("message") or f"the batch line failed with status {status}")[:300]
     code, transient = _line_error(status, vendor_code)
     detail = f"{message} ({vendor_code})" if vendor_code and vendor_code not in message else message
-    return ProviderResult.failure(
-        ours, ItemError(code=code, message=detail[:300], transient=transient), raw=dict(body) if body else None
-    )
+    error = ItemError(code=code, message=detail[:300], transient=transient)
+    return ProviderResult.failure(ours, error, raw=dict(body) if body else None)
 
 
 def _line_error(status: int, vendor_code: str) -> tuple[str, bool]:
