@@ -31,9 +31,9 @@ from batchroute.services.delivery.webhooks import (
     INTERRUPTED,
     WebhookDelivery,
     batch_webhook_config,
-    build_webhook_delivery,
 )
 from batchroute.services.workflow.steps import BatchWorkflow
+from batchroute.wiring import Wiring
 from batchroute.workflow.tasks import WorkflowTask
 from batchroute_tools.local.provision import LocalStack
 from functions.api.auth import identity_store
@@ -124,7 +124,7 @@ def service(
     try:
         settings = get_settings()
         assert settings.allow_loopback_webhooks and settings.environment == "local"
-        yield build_webhook_delivery(settings, clock)
+        yield Wiring(settings, clock).webhook_delivery
     finally:
         monkeypatch.delenv("ALLOW_LOOPBACK_WEBHOOKS")
         get_settings.cache_clear()

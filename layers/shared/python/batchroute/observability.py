@@ -17,21 +17,18 @@ from typing import Any, TypeVar
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.utilities import jmespath_utils
 
+from batchroute import resources
 from batchroute.config import get_settings
 
-_settings = get_settings()
-
-logger = Logger(service=_settings.service_name, level=_settings.log_level)
-# Tracing is off outside AWS: there is no X-Ray daemon locally.
+# Nothing here reads the settings at import: powertools reads its own variables (the level from
+# POWERTOOLS_LOG_LEVEL / LOG_LEVEL, which the CDK stack sets; tracing is off outside a Lambda
+# runtime, as locally, where there is no X-Ray daemon), and the metrics' environment dimension
+# is set on a function's first invocation (`lambda_logging`).
+logger = Logger(service=resources.SERVICE)
 # Only botocore is patched: the API's hot path makes no other outbound calls worth a subsegment,
 # and patching httpx would import it on every cold start.
-tracer = Tracer(
-    service=_settings.service_name,
-    disabled=_settings.environment == "local",
-    patch_modules=("botocore",),
-)
-metrics = Metrics(namespace="BatchRoute", service=_settings.service_name)
-metrics.set_default_dimensions(environment=_settings.environment)
+tracer = Tracer(service=resources.SERVICE, patch_modules=("botocore",))
+metrics = Metrics(namespace="BatchRoute", service=resources.SERVICE)
 
 Handler = TypeVar("Handler", bound=Callable[..., Any])
 _cold_start = True
@@ -59,6 +56,8 @@ def lambda_logging(correlation_id_path: str | None = None) -> Callable[[Handler]
         @functools.wraps(handler)
         def run(event: dict[str, Any], context: Any, *args: Any, **kwargs: Any) -> Any:
             global _cold_start
+            if _cold_start:
+                metrics.set_default_dimensions(environment=get_settings().environment)
             keys: dict[str, object] = {
                 "cold_start": _cold_start,
                 "function_name": getattr(context, "function_name", None),

@@ -21,12 +21,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Literal, Protocol
 
-from batchroute.adapters.dynamo.identity import IdentityStore
-from batchroute.adapters.dynamo.webhook_deliveries import WebhookDeliveries
-from batchroute.adapters.kms import KmsSealer
-from batchroute.adapters.webhook_sender import WebhookSender
 from batchroute.clock import Clock, isoformat
-from batchroute.config import Settings
 from batchroute.domain.accounts import Org
 from batchroute.domain.batch_record import BatchRecord
 from batchroute.domain.webhooks import (
@@ -420,18 +415,3 @@ def _ids(delivery: Mapping[str, Any]) -> dict[str, Any]:
         "delivery_id": delivery.get("delivery_id"),
         "event_id": delivery.get("event_id"),
     }
-
-
-def build_webhook_delivery(settings: Settings, clock: Clock) -> WebhookDelivery:
-    """The service wired to AWS and the network, as the webhook and sweeper handlers use it."""
-    return WebhookDelivery(
-        WebhookDeliveries(settings.table_name("batches")),
-        IdentityStore(settings.table_name("identity")),
-        KmsSealer(settings.kms_key_id),
-        WebhookSender(
-            allow_loopback=settings.allow_loopback_webhooks,
-            environment=settings.environment,
-            now=clock.now,
-        ),
-        clock,
-    )
