@@ -340,7 +340,11 @@ def count_calls(requests: int) -> dict[str, Any]:
     from batchroute.providers.simulated import SimulatedSyncProvider
 
     with mock_aws():
-        provision_in_process({"SIMULATED_TTFT_MS": "0", "SIMULATED_INTER_TOKEN_MS": "0"})
+        # The in-process count needs no vendor: the in-process simulator answers (the timed
+        # runs above go through the real adapters to the emulators of the running stack).
+        provision_in_process(
+            {"SIMULATED_TTFT_MS": "0", "SIMULATED_INTER_TOKEN_MS": "0", "SIMULATED_PROVIDERS": "1"}
+        )
         from functions.api.app import create_app
         from functions.api.auth import identity_store
         from tests.integration.batch_pipeline_support import heartbeat_all_lanes
