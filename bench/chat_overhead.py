@@ -54,6 +54,7 @@ from bench.inprocess import provision_in_process
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 PROVIDER = "edge-eu"
+PROVIDER_MODEL_ID = "llama-3.1-8b-instruct"  # the edge pool's name for MODEL (catalog lanes.toml)
 GOAL_CALLS = 3
 GOAL_ADDED_MS = 24.0
 
@@ -113,20 +114,26 @@ def run_rounds(
     """`args.warmup` + `rounds` alternating rounds (provider directly, then the service);
     returns the measured rounds' client-side times (absolute perf_counter values too)."""
     from batchroute.providers.base import ProviderRequest, StreamDelta, StreamEnd
-    from batchroute.providers.simulated import SimulatedSyncProvider, SimulationConfig
+    from batchroute.providers.endpoints import ProviderEndpoint
+    from batchroute.providers.openai import make_sync
     from tests.e2e.local_stack import stop_stack
 
     stack = _start(args, probe_out, stock_moto)
-    config = SimulationConfig(
-        ttft_seconds=args.ttft_ms / 1000, inter_token_seconds=args.inter_token_ms / 1000
+    # The baseline: the same provider (the stack's edge-eu emulator) called directly through
+    # the same adapter, from this process: what the service adds is everything else.
+    emulators = str(stack.describe()["emulators_url"])
+    provider = make_sync(
+        ProviderEndpoint(
+            PROVIDER, "openai_compatible", f"{emulators}/hosts/{PROVIDER}/v1", credentials="none"
+        ),
+        None,
     )
-    provider = SimulatedSyncProvider(PROVIDER, config)
     request = ProviderRequest(
         custom_id="chat",
         customer_item_id="chat",
         operation="responses",
         model=MODEL,
-        provider_model_id=MODEL,
+        provider_model_id=PROVIDER_MODEL_ID,
         input={k: v for k, v in _body().items() if k in ("messages", "max_tokens")},
         max_output_tokens=32,
     )
