@@ -14,7 +14,9 @@ from batchroute.services.batches.create import BatchService
 from batchroute.services.batches.files import FileService
 from batchroute.services.batches.quotes import QuoteService
 from batchroute.services.batches.reads import BatchReads
+from batchroute.services.billing.auto_topup import AutoTopupService
 from batchroute.services.billing.controls import BillingControlsService
+from batchroute.services.billing.payments import CreditPurchases
 from batchroute.services.billing.retention import RetentionService
 from batchroute.services.catalog.catalog import CatalogService
 from batchroute.services.catalog.content import ContentService
@@ -61,6 +63,14 @@ def _billing_controls(wiring: WiringDep) -> BillingControlsService:
     return wiring.billing_controls
 
 
+def _auto_topup(wiring: WiringDep) -> AutoTopupService:
+    return wiring.auto_topup
+
+
+def _credit_purchases(wiring: WiringDep) -> CreditPurchases:
+    return wiring.credit_purchases
+
+
 def _retention(wiring: WiringDep) -> RetentionService:
     return wiring.retention
 
@@ -90,6 +100,8 @@ QuotesDep = Annotated[QuoteService, Depends(_quotes)]
 BatchesDep = Annotated[BatchService, Depends(_batches)]
 ReadsDep = Annotated[BatchReads, Depends(_batch_reads)]
 BillingControlsDep = Annotated[BillingControlsService, Depends(_billing_controls)]
+AutoTopupDep = Annotated[AutoTopupService, Depends(_auto_topup)]
+CreditPurchasesDep = Annotated[CreditPurchases, Depends(_credit_purchases)]
 RetentionDep = Annotated[RetentionService, Depends(_retention)]
 CatalogDep = Annotated[CatalogService, Depends(_catalog)]
 ContentDep = Annotated[ContentService, Depends(_content)]

@@ -135,6 +135,21 @@ class Settings(BaseModel):
     chat_usage_checkpoint_seconds: float = Field(default=2.0, gt=0, le=600)
     chat_hold_stale_seconds: int = Field(default=300, ge=60, le=86_400)
 
+    # Payments (docs/payments.md): Stripe through its SDK. In AWS the keys come from the
+    # Secrets Manager secret `payments_secret_name` (JSON {secret_key, webhook_secret}); without
+    # it (local, tests) from the two settings below, which match the payment emulator's
+    # defaults. `payments_api_url` points the SDK at the emulator (default in local mode:
+    # `<vendor_emulator_url>/stripe`); AWS environments talk to Stripe itself. An auto top-up is
+    # charged by the sweeper unless `auto_topup_charge_inline` (then by whoever moved the
+    # balance); a pending attempt whose processor answer never came is read back from the
+    # processor after `auto_topup_stuck_seconds`.
+    payments_secret_name: str | None = None
+    payments_api_url: str | None = None
+    stripe_secret_key: SecretStr = SecretStr("sk_test_emulator")
+    stripe_webhook_secret: SecretStr = SecretStr("whsec_emulator")
+    auto_topup_charge_inline: bool = False
+    auto_topup_stuck_seconds: int = Field(default=600, ge=60, le=86_400)
+
     @model_validator(mode="after")
     def _simulation_is_local(self) -> Settings:
         if self.simulated_providers and self.environment != "local":
@@ -148,6 +163,8 @@ class Settings(BaseModel):
         problems = []
         if self.aws_endpoint_url:
             problems.append("AWS_ENDPOINT_URL must not be set in production")
+        if self.payments_api_url:
+            problems.append("PAYMENTS_API_URL must not be set in production (it talks to Stripe)")
         if self.allow_loopback_webhooks:
             problems.append("ALLOW_LOOPBACK_WEBHOOKS is never allowed in production")
         if not self.app_secret_arn and self.app_secret.get_secret_value() == DEV_APP_SECRET:
@@ -157,6 +174,13 @@ class Settings(BaseModel):
         if problems:
             raise ValueError("; ".join(problems))
         return self
+
+    @property
+    def effective_payments_api_url(self) -> str | None:
+        """Where the payment processor's SDK sends its calls: None is Stripe itself."""
+        if self.payments_api_url:
+            return self.payments_api_url
+        return self.vendor_emulator_url.rstrip("/") + "/stripe" if self.environment == "local" else None
 
     @property
     def prefix(self) -> str:

@@ -21,6 +21,7 @@ PREFIXES = (
     "dt",
     "upload",
     "part",
+    "topup",
 )
 
 

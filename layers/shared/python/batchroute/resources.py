@@ -254,3 +254,9 @@ def workflow_substitutions(*, queue_urls: dict[str, str], batches_table_name: st
         "DeliverQueueUrl": queue_urls["deliver"],
         "BatchesTableName": batches_table_name,
     }
+
+
+def payment_secret_name(prefix: str) -> str:
+    """The Secrets Manager secret holding the payment processor's keys, a JSON object
+    `{"secret_key": "sk_...", "webhook_secret": "whsec_..."}` (docs/payments.md)."""
+    return f"{prefix}-payments-stripe"

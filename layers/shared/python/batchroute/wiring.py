@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime, timedelta
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -37,12 +38,14 @@ if TYPE_CHECKING:
     from batchroute.adapters.dynamo.lanes import LaneStateStore
     from batchroute.adapters.dynamo.ledger import LedgerStore
     from batchroute.adapters.dynamo.limit_checks import SpendingLimitChecks
+    from batchroute.adapters.dynamo.payments import PaymentsStore
     from batchroute.adapters.dynamo.quotes import QuoteStore
     from batchroute.adapters.dynamo.rate_limits import RateCounterStore
     from batchroute.adapters.dynamo.webhook_deliveries import WebhookDeliveries
     from batchroute.adapters.email import SesMailer
     from batchroute.adapters.kms import KmsSealer
     from batchroute.adapters.s3_objects import S3Objects
+    from batchroute.adapters.stripe_payments import StripePayments
     from batchroute.catalog.environments import Deployment
     from batchroute.clock import Clock
     from batchroute.config import Settings
@@ -64,7 +67,9 @@ if TYPE_CHECKING:
     from batchroute.services.batches.quotes import FileItems, QuoteService
     from batchroute.services.batches.reads import BatchReads
     from batchroute.services.billing.alerts import BillingAlerts
+    from batchroute.services.billing.auto_topup import AutoTopupService, Notifier
     from batchroute.services.billing.controls import BillingControlsService
+    from batchroute.services.billing.payments import CreditPurchases
     from batchroute.services.billing.rate_limiting import RateLimiter
     from batchroute.services.billing.retention import RetentionService
     from batchroute.services.catalog.catalog import CatalogService
@@ -406,6 +411,76 @@ class Wiring:
             recipients=owner_emails(self.identity),
         )
 
+    # -- payments (docs/payments.md) ------------------------------------------------------
+    @cached_property
+    def payments_store(self) -> PaymentsStore:
+        from batchroute.adapters.dynamo.payments import PaymentsStore
+
+        return PaymentsStore(self.settings.table_name("controls"))
+
+    @cached_property
+    def payment_processor(self) -> StripePayments:
+        from batchroute.adapters.stripe_payments import SecretsManagerStripeKeys, StripeKeys, StripePayments
+
+        settings = self.settings
+        keys: Callable[[], StripeKeys]
+        if settings.payments_secret_name:
+            from batchroute.adapters.aws import client
+
+            keys = SecretsManagerStripeKeys(
+                settings.payments_secret_name, secretsmanager=client("secretsmanager")
+            )
+        else:
+            local = StripeKeys(
+                secret_key=settings.stripe_secret_key.get_secret_value(),
+                webhook_secret=settings.stripe_webhook_secret.get_secret_value(),
+            )
+
+            def keys() -> StripeKeys:
+                return local
+
+        return StripePayments(keys, api_base=settings.effective_payments_api_url)
+
+    @cached_property
+    def billing_notifier(self) -> Notifier:
+        """Where auto top-up alerts go. MERGE: the billing watch's `notify`; until then they
+        are recorded as billing events, once per key."""
+        from batchroute.services.billing.payment_notices import EventNotifier
+
+        return EventNotifier(self.billing_events)
+
+    def balance_moved(self, org_id: str, at: datetime) -> None:
+        """Called after a processor credit. MERGE: the billing watch's `moved`."""
+
+    @cached_property
+    def auto_topup(self) -> AutoTopupService:
+        from batchroute.services.billing.auto_topup import AutoTopupService
+
+        return AutoTopupService(
+            store=self.payments_store,
+            ledger=self.ledger,
+            processor=self.payment_processor,
+            notifier=self.billing_notifier,
+            on_moved=self.balance_moved,
+            clock=self.clock,
+            charge_inline=self.settings.auto_topup_charge_inline,
+            stuck_after=timedelta(seconds=self.settings.auto_topup_stuck_seconds),
+        )
+
+    @cached_property
+    def credit_purchases(self) -> CreditPurchases:
+        from batchroute.services.billing.payments import CreditPurchases
+
+        return CreditPurchases(
+            processor=self.payment_processor,
+            profiles=self.payments_store,
+            ledger=self.ledger,
+            topups=self.auto_topup,
+            on_moved=self.balance_moved,
+            clock=self.clock,
+            public_base_url=self.settings.public_base_url,
+        )
+
     # -- batches ---------------------------------------------------------------------------
     @cached_property
     def file_limits(self) -> FileLimits:
@@ -642,6 +717,7 @@ class Wiring:
             webhooks=self.webhook_delivery,
             clock=self.clock,
             stale_hold_seconds=self.settings.chat_hold_stale_seconds,
+            topups=self.auto_topup,
         )
 
 

@@ -27,12 +27,17 @@ from batchroute.money import Money, format_amount
 
 Purpose = Literal["batch", "chat_hold"]
 ReservationStatus = Literal["pending", "settled", "released"]
-EntryType = Literal["signup_credit", "grant", "reservation", "charge", "release"]
+EntryType = Literal["signup_credit", "grant", "purchase", "topup", "reservation", "charge", "release"]
+# Credits paid through the payment processor: a credit purchase (Checkout) and an auto top-up
+# (an off-session charge). Each carries the processor's reference and is applied at most once
+# per reference (docs/payments.md).
+ProcessorCredit = Literal["purchase", "topup"]
 PURPOSES: tuple[str, ...] = get_args(Purpose)
 
 # Entries that add credit to the balance, and the one that takes it away. `reservation` and
 # `release` move credit between available and reserved: the balance does not change.
-CREDIT_ENTRIES = frozenset({"signup_credit", "grant"})
+CREDIT_ENTRIES = frozenset({"signup_credit", "grant", "purchase", "topup"})
+PROCESSOR_CREDITS = frozenset({"purchase", "topup"})
 DEBIT_ENTRIES = frozenset({"charge"})
 
 DAILY_PREFIX = "D#"
@@ -183,6 +188,7 @@ class Entry:
     entry_type: EntryType
     amount: int
     reservation_id: str | None = None
+    processor_ref: str | None = None  # purchase / topup: the Checkout Session or PaymentIntent id
 
 
 def balance_effect(entry: Entry) -> int:
@@ -255,12 +261,31 @@ def ledger_violations(
             by_reservation.setdefault(entry.reservation_id, []).append(entry)
     for r in reservations:
         problems.extend(_reservation_violations(r, by_reservation.get(r.reservation_id, [])))
+    problems.extend(_processor_credit_violations(entries))
     if spend is not None:
         charged = sum(r.charged.micros for r in reservations)
         for prefix in (DAILY_PREFIX, MONTHLY_PREFIX):
             counted = sum(v for k, v in spend.items() if k.startswith(prefix))
             if counted != charged:
                 problems.append(f"{prefix} spend counters hold {counted}, charges total {charged}")
+    return problems
+
+
+def _processor_credit_violations(entries: list[Entry]) -> list[str]:
+    """Every processor credit names its reference, and no reference is credited twice."""
+    problems: list[str] = []
+    seen: set[str] = set()
+    for e in entries:
+        if e.entry_type not in PROCESSOR_CREDITS:
+            continue
+        if not e.processor_ref:
+            problems.append(f"a {e.entry_type} credit without a processor reference")
+        elif e.processor_ref in seen:
+            problems.append(f"{e.processor_ref}: credited more than once")
+        else:
+            seen.add(e.processor_ref)
+        if e.amount <= 0:
+            problems.append(f"{e.processor_ref}: a {e.entry_type} credit that is not positive")
     return problems
 
 
@@ -312,6 +337,17 @@ class Wallet:
             raise ValueError("a grant must be positive")
         self.balance += amount
         self.entries.append(Entry(kind, amount))
+
+    def credit(self, processor_ref: str, amount: int, *, kind: ProcessorCredit) -> bool:
+        """A processor credit (purchase / top-up), applied once per `processor_ref`; False
+        (nothing changed) when that reference was credited before."""
+        if amount <= 0:
+            raise ValueError("a credit must be positive")
+        if any(e.processor_ref == processor_ref for e in self.entries):
+            return False
+        self.balance += amount
+        self.entries.append(Entry(kind, amount, processor_ref=processor_ref))
+        return True
 
     def reserve(
         self, reservation_id: str, amount: int, *, purpose: Purpose = "batch", ref: str = "", at: str = ""

@@ -10,7 +10,9 @@ balance. Items (all in the wallet's partition `WALLET#<org>`):
 - `ENTRY#<ulid>`: ledger entries, never changed;
 - `RES#<id>`: reservations; while pending they carry the sparse `gsi1` keys
   (`HOLD#OPEN` / `<created_at>#<org>#<id>`) so stale ones can be found;
-- `SPEND#<period key>`: charged micros per spend period (`D#2026-11-21`, `M#2026-11`).
+- `SPEND#<period key>`: charged micros per spend period (`D#2026-11-21`, `M#2026-11`);
+- `PAYMENT#<processor ref>`: the exactly-once marker of a processor credit (a Checkout
+  Session or PaymentIntent id), written in the credit's own transaction (docs/payments.md).
 
 The rules (split of a settlement, the absorb policy, invariants) live in `domain/ledger.py`;
 see docs/ledger.md.
@@ -29,6 +31,7 @@ from batchroute.domain.ledger import (
     DuplicateReservation,
     Entry,
     LedgerSnapshot,
+    ProcessorCredit,
     Purpose,
     Reservation,
     SettlementResult,
@@ -47,6 +50,7 @@ OPEN_HOLDS = "HOLD#OPEN"
 _RESERVATION_PREFIX = "RES#"
 _ENTRY_PREFIX = "ENTRY#"
 _SPEND_PREFIX = "SPEND#"
+_PAYMENT_PREFIX = "PAYMENT#"
 # A cancelled transaction is retried this many times when it collided with another one on the
 # same item (DynamoDB's TransactionConflict); the retry re-reads, so it is safe.
 _ATTEMPTS = 4
@@ -140,6 +144,74 @@ class LedgerStore(DynamoStore):
             ]
         )
         return self.balance(org_id)
+
+    def credit(
+        self,
+        org_id: str,
+        amount: Money,
+        *,
+        kind: ProcessorCredit,
+        processor_ref: str,
+        at: str,
+        memo: str,
+        extra_items: Iterable[TransactItem] = (),
+    ) -> bool:
+        """Credit money paid through the payment processor (a purchase or an auto top-up)
+        EXACTLY ONCE per `processor_ref`: the marker `PAYMENT#<ref>` (conditional on not
+        existing), the wallet and the ledger entry are one transaction, with `extra_items`
+        (the top-up attempt's outcome). Returns False, writing nothing, when `processor_ref`
+        was credited before (a repeated or reordered processor event)."""
+        if amount.micros <= 0:
+            raise ValueError("a credit must be positive")
+        marker = {
+            "pk": _pk(org_id),
+            "sk": _PAYMENT_PREFIX + processor_ref,
+            "kind": "processor_credit",
+            "org_id": org_id,
+            "processor_ref": processor_ref,
+            "entry_type": kind,
+            "amount_micros": amount.micros,
+            "created_at": at,
+        }
+        items = [
+            self._put(marker),
+            self._update(
+                _wallet_key(org_id),
+                "SET balance_micros = balance_micros + :amount, "
+                "available_micros = if_not_exists(available_micros, balance_micros) + :amount",
+                condition="attribute_exists(pk)",
+                values={":amount": amount.micros},
+            ),
+            self._entry_item(
+                org_id,
+                kind=kind,
+                amount=amount,
+                at=at,
+                memo=memo,
+                actor="system",
+                processor_ref=processor_ref,
+            ),
+            *extra_items,
+        ]
+        for _ in range(_ATTEMPTS):
+            try:
+                self.dynamodb.transact_write_items(TransactItems=items)
+            except ClientError as exc:
+                codes = cancellation_codes(exc)
+                if codes and codes[0] == "ConditionalCheckFailed":
+                    return False  # this processor event was applied already
+                if is_transaction_conflict(exc):
+                    continue
+                raise
+            return True
+        raise TransientError(f"crediting {processor_ref} kept colliding with other wallet writes")
+
+    def credited(self, org_id: str, processor_ref: str) -> bool:
+        """Whether the processor credit `processor_ref` was applied."""
+        response = self.dynamodb.get_item(
+            TableName=self.table_name, Key=_key(org_id, _PAYMENT_PREFIX + processor_ref), ConsistentRead=True
+        )
+        return "Item" in response
 
     def balance(self, org_id: str) -> Money:
         """Spendable credit: the balance less what is reserved for running work."""
@@ -516,7 +588,9 @@ class LedgerStore(DynamoStore):
             available=int(wallet.get("available_micros", balance)),
             reservations=tuple(_reservation(i) for i in items if i["sk"].startswith(_RESERVATION_PREFIX)),
             entries=tuple(
-                Entry(i["entry_type"], int(i["amount_micros"]), i.get("reservation_id"))
+                Entry(
+                    i["entry_type"], int(i["amount_micros"]), i.get("reservation_id"), i.get("processor_ref")
+                )
                 for i in items
                 if i["sk"].startswith(_ENTRY_PREFIX)
             ),

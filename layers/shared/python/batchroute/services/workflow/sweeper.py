@@ -158,6 +158,10 @@ class DueWebhooks(Protocol):
     def retry_due(self) -> Any: ...
 
 
+class PendingTopups(Protocol):
+    def sweep(self, *, limit: int = 50) -> Any: ...
+
+
 @dataclass
 class Sweeper:
     """One scheduled sweep (EventBridge, once a minute): refresh lane heartbeats, expire
@@ -171,6 +175,7 @@ class Sweeper:
     webhooks: DueWebhooks  # docs/webhooks.md
     clock: Clock
     stale_hold_seconds: int
+    topups: PendingTopups | None = None  # auto top-ups to charge or recover (docs/payments.md)
 
     def sweep(self) -> dict[str, Any]:
         lanes = self.refresh_heartbeats()
@@ -184,9 +189,14 @@ class Sweeper:
         metrics.add_metric(name="StaleChatHoldsSettled", unit=MetricUnit.Count, value=len(holds.settled))
         retried = self.webhooks.retry_due()
         metrics.add_metric(name="WebhookRetries", unit=MetricUnit.Count, value=len(retried.attempted))
-        return {
+        swept: dict[str, Any] = {
             "expired": report.expired,
             "skipped": report.skipped,
             "chat_holds_settled": holds.settled,
             "webhooks": retried.as_dict(),
         }
+        if self.topups is not None:
+            topups = self.topups.sweep()
+            metrics.add_metric(name="AutoTopupsCharged", unit=MetricUnit.Count, value=len(topups.charged))
+            swept["auto_topups"] = {"charged": topups.charged, "recovered": topups.recovered}
+        return swept

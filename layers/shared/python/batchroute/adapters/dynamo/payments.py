@@ -1,0 +1,317 @@
+"""Auto top-up settings, top-up attempts and the org's processor profile, in the `controls`
+table (docs/payments.md). Items (partition `ORG#<org>`):
+
+- `AUTOTOPUP`: the settings and the state of the org's top-ups (in-flight attempt, failures,
+  back-off, the month's committed amount), written whole and conditional on `version`, so
+  two movers that both see the balance under the trigger start ONE attempt;
+- `TOPUP#<attempt id>`: one attempt; while pending it carries the sparse `gsi1` keys
+  (`TOPUP#PENDING` / `<created_at>#<org>#<id>`) so the sweeper finds the ones to charge or
+  recover;
+- `PAYMENT_PROFILE`: the processor's customer id and the card saved for off-session charges.
+
+The credit itself is the ledger's (`LedgerStore.credit`); an attempt's success is one of its
+`extra_items` (`succeeded_item`), so the attempt and the credit are written together.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from batchroute.adapters.dynamo.codec import from_item, is_condition_failure, to_item, to_value
+from batchroute.adapters.dynamo.store import DynamoStore
+from batchroute.domain.payments import AutoTopup, PaymentMethod, TopupAttempt
+from batchroute.money import Money
+
+TransactItem = dict[str, Any]
+
+PENDING_TOPUPS = "TOPUP#PENDING"
+_SETTINGS_SK = "AUTOTOPUP"
+_PROFILE_SK = "PAYMENT_PROFILE"
+_ATTEMPT_PREFIX = "TOPUP#"
+
+
+def _pk(org_id: str) -> str:
+    return f"ORG#{org_id}"
+
+
+def _key(org_id: str, sk: str) -> dict[str, Any]:
+    return {"pk": {"S": _pk(org_id)}, "sk": {"S": sk}}
+
+
+class PaymentsStore(DynamoStore):
+    # -- settings --------------------------------------------------------------------------
+    def auto_topup(self, org_id: str) -> AutoTopup:
+        """The org's settings (the defaults, version 0, until the first save)."""
+        item = self._get(org_id, _SETTINGS_SK)
+        if item is None:
+            return AutoTopup(org_id=org_id)
+        return AutoTopup(
+            org_id=org_id,
+            enabled=bool(item["enabled"]),
+            trigger_balance=Money(int(item["trigger_micros"])),
+            amount=Money(int(item["amount_micros"])),
+            monthly_cap=Money(int(item["monthly_cap_micros"])),
+            configured=bool(item.get("configured", True)),
+            created_at=item.get("created_at"),
+            updated_at=item.get("updated_at"),
+            version=int(item["version"]),
+            in_flight=item.get("in_flight"),
+            failures=int(item.get("failures", 0)),
+            retry_after=item.get("retry_after"),
+            disabled_reason=item.get("disabled_reason"),
+            month=item.get("month"),
+            month_committed=Money(int(item.get("month_committed_micros", 0))),
+        )
+
+    def settings_item(self, new: AutoTopup, *, expected_version: int) -> TransactItem:
+        """A Put of the whole settings item, refused unless it is still at `expected_version`."""
+        values = {
+            "pk": _pk(new.org_id),
+            "sk": _SETTINGS_SK,
+            "kind": "auto_topup",
+            "org_id": new.org_id,
+            "enabled": new.enabled,
+            "trigger_micros": new.trigger_balance.micros,
+            "amount_micros": new.amount.micros,
+            "monthly_cap_micros": new.monthly_cap.micros,
+            "configured": new.configured,
+            "created_at": new.created_at,
+            "updated_at": new.updated_at,
+            "version": expected_version + 1,
+            "in_flight": new.in_flight,
+            "failures": new.failures,
+            "retry_after": new.retry_after,
+            "disabled_reason": new.disabled_reason,
+            "month": new.month,
+            "month_committed_micros": new.month_committed.micros,
+        }
+        condition = "attribute_not_exists(pk)" if expected_version == 0 else "version = :v"
+        put: dict[str, Any] = {
+            "TableName": self.table_name,
+            "Item": to_item(values),
+            "ConditionExpression": condition,
+        }
+        if expected_version:
+            put["ExpressionAttributeValues"] = {":v": to_value(expected_version)}
+        return {"Put": put}
+
+    def save(
+        self, new: AutoTopup, *, expected_version: int, extra_items: tuple[TransactItem, ...] = ()
+    ) -> bool:
+        """Write the settings (with `extra_items` in the same transaction); False when another
+        writer moved them past `expected_version` (or an extra item's condition refused)."""
+        items = [self.settings_item(new, expected_version=expected_version), *extra_items]
+        try:
+            self.dynamodb.transact_write_items(TransactItems=items)
+        except ClientError as exc:
+            if is_condition_failure(exc):
+                return False
+            raise
+        return True
+
+    # -- attempts --------------------------------------------------------------------------
+    def new_attempt_item(self, attempt: TopupAttempt) -> TransactItem:
+        values = {
+            "pk": _pk(attempt.org_id),
+            "sk": _ATTEMPT_PREFIX + attempt.attempt_id,
+            "kind": "topup_attempt",
+            **_attempt_values(attempt),
+            "gsi1pk": PENDING_TOPUPS,
+            "gsi1sk": f"{attempt.created_at}#{attempt.org_id}#{attempt.attempt_id}",
+        }
+        return {
+            "Put": {
+                "TableName": self.table_name,
+                "Item": to_item(values),
+                "ConditionExpression": "attribute_not_exists(pk)",
+            }
+        }
+
+    def attempt(self, org_id: str, attempt_id: str) -> TopupAttempt | None:
+        item = self._get(org_id, _ATTEMPT_PREFIX + attempt_id)
+        return _attempt(item) if item is not None else None
+
+    def attempts(self, org_id: str, *, limit: int, after: str | None = None) -> list[TopupAttempt]:
+        """Attempts newest first (ids sort by creation), after the attempt id `after`."""
+        kwargs: dict[str, Any] = {
+            "TableName": self.table_name,
+            "KeyConditionExpression": "pk = :p AND begins_with(sk, :prefix)",
+            "ExpressionAttributeValues": {":p": to_value(_pk(org_id)), ":prefix": to_value(_ATTEMPT_PREFIX)},
+            "ScanIndexForward": False,
+            "Limit": limit,
+        }
+        if after is not None:
+            kwargs["ExclusiveStartKey"] = _key(org_id, _ATTEMPT_PREFIX + after)
+        response = self.dynamodb.query(**kwargs)
+        return [_attempt(from_item(i)) for i in response.get("Items", [])]
+
+    def record_charge(self, org_id: str, attempt_id: str, *, processor_ref: str, at: str) -> None:
+        """Note the PaymentIntent of a pending attempt (once the processor answered)."""
+        try:
+            self.dynamodb.update_item(
+                TableName=self.table_name,
+                Key=_key(org_id, _ATTEMPT_PREFIX + attempt_id),
+                UpdateExpression="SET processor_ref = :ref, updated_at = :at",
+                ConditionExpression="#status = :pending",
+                ExpressionAttributeNames={"#status": "status"},
+                ExpressionAttributeValues={
+                    ":ref": to_value(processor_ref),
+                    ":at": to_value(at),
+                    ":pending": to_value("pending"),
+                },
+            )
+        except ClientError as exc:
+            if not is_condition_failure(exc):
+                raise
+
+    def succeeded_item(self, org_id: str, attempt_id: str, *, processor_ref: str, at: str) -> TransactItem:
+        """The attempt's success, for the credit's transaction (whatever it read before: a
+        success the processor reports after a failure still means the money was taken)."""
+        return {
+            "Update": {
+                "TableName": self.table_name,
+                "Key": _key(org_id, _ATTEMPT_PREFIX + attempt_id),
+                "UpdateExpression": "SET #status = :succeeded, processor_ref = :ref, updated_at = :at "
+                "REMOVE gsi1pk, gsi1sk, failure_code, failure_reason",
+                "ConditionExpression": "attribute_exists(pk)",
+                "ExpressionAttributeNames": {"#status": "status"},
+                "ExpressionAttributeValues": {
+                    ":succeeded": to_value("succeeded"),
+                    ":ref": to_value(processor_ref),
+                    ":at": to_value(at),
+                },
+            }
+        }
+
+    def failed_item(
+        self, org_id: str, attempt_id: str, *, processor_ref: str | None, code: str, reason: str, at: str
+    ) -> TransactItem:
+        """The attempt's failure, refused unless it is still pending (a failure reported after
+        a success changes nothing)."""
+        values: dict[str, Any] = {
+            ":failed": to_value("failed"),
+            ":pending": to_value("pending"),
+            ":code": to_value(code),
+            ":reason": to_value(reason[:500]),
+            ":at": to_value(at),
+        }
+        expression = "SET #status = :failed, failure_code = :code, failure_reason = :reason, updated_at = :at"
+        if processor_ref:
+            expression += ", processor_ref = :ref"
+            values[":ref"] = to_value(processor_ref)
+        return {
+            "Update": {
+                "TableName": self.table_name,
+                "Key": _key(org_id, _ATTEMPT_PREFIX + attempt_id),
+                "UpdateExpression": expression + " REMOVE gsi1pk, gsi1sk",
+                "ConditionExpression": "#status = :pending",
+                "ExpressionAttributeNames": {"#status": "status"},
+                "ExpressionAttributeValues": values,
+            }
+        }
+
+    def pending_attempts(self, created_before: str, *, limit: int = 50) -> list[TopupAttempt]:
+        """Pending attempts created before `created_before`, oldest first (sparse gsi1)."""
+        response = self.dynamodb.query(
+            TableName=self.table_name,
+            IndexName="gsi1",
+            KeyConditionExpression="gsi1pk = :p AND gsi1sk < :before",
+            ExpressionAttributeValues={":p": to_value(PENDING_TOPUPS), ":before": to_value(created_before)},
+            Limit=limit,
+        )
+        found = []
+        for key in response.get("Items", []):
+            item = from_item(key)
+            attempt = (
+                self.attempt(item["org_id"], item["attempt_id"])
+                if "amount_micros" not in item
+                else _attempt(item)
+            )
+            if attempt is not None and attempt.status == "pending":
+                found.append(attempt)
+        return found
+
+    # -- the processor profile -------------------------------------------------------------
+    def customer_id(self, org_id: str) -> str | None:
+        item = self._get(org_id, _PROFILE_SK)
+        return item.get("customer_id") if item else None
+
+    def payment_method(self, org_id: str) -> PaymentMethod | None:
+        item = self._get(org_id, _PROFILE_SK)
+        card = (item or {}).get("payment_method")
+        return PaymentMethod(**card) if card else None
+
+    def claim_customer(self, org_id: str, customer_id: str, *, at: str) -> str:
+        """Keep `customer_id` as the org's processor customer unless one is kept already;
+        returns the one kept (so two first purchases at once share one customer)."""
+        try:
+            self.dynamodb.update_item(
+                TableName=self.table_name,
+                Key=_key(org_id, _PROFILE_SK),
+                UpdateExpression="SET customer_id = :c, org_id = :o, #kind = :k, updated_at = :at",
+                ConditionExpression="attribute_not_exists(customer_id)",
+                ExpressionAttributeNames={"#kind": "kind"},
+                ExpressionAttributeValues={
+                    ":c": to_value(customer_id),
+                    ":o": to_value(org_id),
+                    ":k": to_value("payment_profile"),
+                    ":at": to_value(at),
+                },
+            )
+        except ClientError as exc:
+            if not is_condition_failure(exc):
+                raise
+            return self.customer_id(org_id) or customer_id
+        return customer_id
+
+    def save_payment_method(self, org_id: str, card: PaymentMethod, *, at: str) -> None:
+        self.dynamodb.update_item(
+            TableName=self.table_name,
+            Key=_key(org_id, _PROFILE_SK),
+            UpdateExpression="SET payment_method = :pm, org_id = :o, #kind = :k, updated_at = :at",
+            ExpressionAttributeNames={"#kind": "kind"},
+            ExpressionAttributeValues={
+                ":pm": to_value(asdict(card)),
+                ":o": to_value(org_id),
+                ":k": to_value("payment_profile"),
+                ":at": to_value(at),
+            },
+        )
+
+    # -- helpers ---------------------------------------------------------------------------
+    def _get(self, org_id: str, sk: str) -> dict[str, Any] | None:
+        response = self.dynamodb.get_item(
+            TableName=self.table_name, Key=_key(org_id, sk), ConsistentRead=True
+        )
+        return from_item(response["Item"]) if "Item" in response else None
+
+
+def _attempt_values(a: TopupAttempt) -> dict[str, Any]:
+    return {
+        "attempt_id": a.attempt_id,
+        "org_id": a.org_id,
+        "amount_micros": a.amount.micros,
+        "status": a.status,
+        "created_at": a.created_at,
+        "updated_at": a.updated_at,
+        "processor_ref": a.processor_ref,
+        "failure_code": a.failure_code,
+        "failure_reason": a.failure_reason,
+    }
+
+
+def _attempt(item: dict[str, Any]) -> TopupAttempt:
+    return TopupAttempt(
+        attempt_id=item["attempt_id"],
+        org_id=item["org_id"],
+        amount=Money(int(item["amount_micros"])),
+        status=item["status"],
+        created_at=item["created_at"],
+        updated_at=item["updated_at"],
+        processor_ref=item.get("processor_ref"),
+        failure_code=item.get("failure_code"),
+        failure_reason=item.get("failure_reason"),
+    )

@@ -1,0 +1,241 @@
+"""The payment processor: Stripe, through its official `stripe` SDK (docs/payments.md).
+
+The same code runs everywhere: in AWS it talks to Stripe with the keys of the Secrets Manager
+secret `<prefix>-payments-stripe` (JSON `{secret_key, webhook_secret}`, read through
+powertools' cache, never logged); locally and in tests it talks to the payment emulator
+(`batchroute_tools/emulators/stripe.py`, docs/emulators.md), which speaks Stripe's wire
+protocol and signs its webhooks the same way, with the keys from the settings.
+
+What the service asks of it: a Customer per org, a Checkout Session for a credit purchase
+(the card saved for later off-session use), an off-session PaymentIntent for an auto top-up
+(idempotency key = the attempt id, so a retried charge never charges twice), a PaymentIntent
+read back (the sweeper's recovery), the card a purchase saved, and the verification of a
+webhook's `Stripe-Signature`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import stripe
+
+from batchroute.domain.payments import (
+    Charge,
+    CheckoutSession,
+    PaymentMethod,
+    ProcessorEvent,
+    charge_of,
+    from_cents,
+)
+from batchroute.errors import InvalidRequest, TransientError
+
+PRODUCT_NAME = "BatchRoute credits"
+
+
+@dataclass(frozen=True)
+class StripeKeys:
+    secret_key: str
+    webhook_secret: str
+
+    def __repr__(self) -> str:  # never shown, whatever prints it
+        return "StripeKeys(<redacted>)"
+
+
+class SecretsManagerStripeKeys:
+    """The keys from the secret `name`, cached for `max_age` seconds (a rotation is seen
+    within minutes without a redeploy)."""
+
+    def __init__(self, name: str, *, secretsmanager: Any, max_age: int = 300) -> None:
+        from aws_lambda_powertools.utilities.parameters import SecretsProvider
+
+        self.name = name
+        self.max_age = max_age
+        self._provider = SecretsProvider(boto3_client=secretsmanager)
+
+    def __call__(self) -> StripeKeys:
+        from aws_lambda_powertools.utilities.parameters.exceptions import GetParameterError
+
+        try:
+            value = self._provider.get(self.name, max_age=self.max_age, transform="json")
+        except (GetParameterError, ValueError) as exc:
+            raise TransientError(
+                f"the payment processor keys cannot be read from the secret {self.name}"
+            ) from exc
+        if not isinstance(value, Mapping) or not value.get("secret_key") or not value.get("webhook_secret"):
+            raise TransientError(f"the secret {self.name} needs secret_key and webhook_secret")
+        return StripeKeys(secret_key=str(value["secret_key"]), webhook_secret=str(value["webhook_secret"]))
+
+
+class StripePayments:
+    def __init__(
+        self,
+        keys: Callable[[], StripeKeys],
+        *,
+        api_base: str | None = None,
+        timeout_seconds: float = 20.0,
+        max_network_retries: int = 2,
+    ) -> None:
+        self._keys = keys
+        self._api_base = api_base
+        self._timeout = timeout_seconds
+        self._retries = max_network_retries
+
+    def _client(self) -> stripe.StripeClient:
+        return stripe.StripeClient(
+            self._keys().secret_key,
+            base_addresses={"api": self._api_base} if self._api_base else None,
+            max_network_retries=self._retries,
+            http_client=stripe.RequestsClient(timeout=self._timeout),
+        )
+
+    # -- customers and Checkout --------------------------------------------------------------
+    def create_customer(self, *, org_id: str) -> str:
+        with _transient():
+            customer = self._client().v1.customers.create(
+                params={"description": f"BatchRoute org {org_id}", "metadata": {"org_id": org_id}},
+                options={"idempotency_key": f"customer-{org_id}"},
+            )
+        return str(customer.id)
+
+    def create_checkout(
+        self,
+        *,
+        customer_id: str,
+        amount_cents: int,
+        org_id: str,
+        user_id: str,
+        success_url: str,
+        cancel_url: str,
+        idempotency_key: str,
+    ) -> CheckoutSession:
+        metadata = {"org_id": org_id, "user_id": user_id, "purpose": "credit_purchase"}
+        with _transient():
+            session = self._client().v1.checkout.sessions.create(
+                params={
+                    "mode": "payment",
+                    "customer": customer_id,
+                    "client_reference_id": org_id,
+                    "line_items": [
+                        {
+                            "quantity": 1,
+                            "price_data": {
+                                "currency": "usd",
+                                "unit_amount": amount_cents,
+                                "product_data": {"name": PRODUCT_NAME},
+                            },
+                        }
+                    ],
+                    "payment_intent_data": {"setup_future_usage": "off_session", "metadata": metadata},
+                    "metadata": metadata,
+                    "success_url": success_url,
+                    "cancel_url": cancel_url,
+                },
+                options={"idempotency_key": idempotency_key},
+            )
+        return CheckoutSession(
+            session_id=str(session.id),
+            url=str(session.url),
+            expires_at=_iso(int(session.expires_at)),
+        )
+
+    # -- off-session charges -----------------------------------------------------------------
+    def charge_off_session(
+        self, *, customer_id: str, payment_method_id: str, amount_cents: int, org_id: str, attempt_id: str
+    ) -> Charge:
+        """Charge the saved card now, without the customer. A decline is a failed Charge; a
+        network or processor outage raises TransientError (retry with the same attempt id)."""
+        try:
+            with _transient():
+                intent = self._client().v1.payment_intents.create(
+                    params={
+                        "amount": amount_cents,
+                        "currency": "usd",
+                        "customer": customer_id,
+                        "payment_method": payment_method_id,
+                        "off_session": True,
+                        "confirm": True,
+                        "description": "BatchRoute auto top-up",
+                        "metadata": {"org_id": org_id, "attempt_id": attempt_id, "purpose": "auto_topup"},
+                    },
+                    options={"idempotency_key": attempt_id},
+                )
+        except stripe.CardError as exc:
+            error = exc.error
+            intent_data = error.payment_intent.to_dict() if error and error.payment_intent else {}
+            return Charge(
+                processor_ref=str(intent_data.get("id") or ""),
+                status="failed",
+                amount=from_cents(amount_cents),
+                failure_code=str(exc.code or "card_declined"),
+                failure_reason=str(exc.user_message or "The card was declined."),
+                metadata=intent_data.get("metadata") or {},
+            )
+        except stripe.InvalidRequestError as exc:  # e.g. the saved card was detached
+            return Charge(
+                processor_ref="",
+                status="failed",
+                amount=from_cents(amount_cents),
+                failure_code=str(exc.code or "invalid_request"),
+                failure_reason=str(exc.user_message or "The processor refused the charge."),
+            )
+        return charge_of(intent.to_dict())
+
+    def payment_intent(self, processor_ref: str) -> Charge:
+        with _transient():
+            intent = self._client().v1.payment_intents.retrieve(processor_ref)
+        return charge_of(intent.to_dict())
+
+    def saved_card(self, payment_intent_id: str) -> PaymentMethod | None:
+        """The card a completed purchase saved for off-session use."""
+        with _transient():
+            client = self._client()
+            intent = client.v1.payment_intents.retrieve(payment_intent_id)
+            method_id = intent.payment_method
+            if not isinstance(method_id, str):
+                return None
+            method = client.v1.payment_methods.retrieve(method_id)
+        card = method.to_dict().get("card") or {}
+        return PaymentMethod(
+            payment_method_id=method_id,
+            brand=str(card.get("brand", "card")),
+            last4=str(card.get("last4", "")),
+        )
+
+    # -- webhooks ----------------------------------------------------------------------------
+    def verify_event(self, payload: bytes, signature: str | None) -> ProcessorEvent:
+        """The event, once its `Stripe-Signature` (HMAC-SHA256 over `{t}.{payload}`, 300 s
+        tolerance) checks out; InvalidRequest `invalid_signature` otherwise."""
+        try:
+            stripe.Webhook.construct_event(payload, signature or "", self._keys().webhook_secret)
+        except (stripe.SignatureVerificationError, ValueError) as exc:
+            raise InvalidRequest("The webhook signature does not verify.", code="invalid_signature") from exc
+        body = json.loads(payload)
+        return ProcessorEvent(
+            event_id=str(body["id"]),
+            event_type=str(body["type"]),
+            created=int(body.get("created", 0)),
+            data=body["data"]["object"],
+        )
+
+
+class _transient:
+    """Network trouble, rate limits and the processor's own errors are worth a retry."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
+        if isinstance(exc, stripe.APIConnectionError | stripe.RateLimitError | stripe.AuthenticationError):
+            raise TransientError(f"payment processor unavailable: {type(exc).__name__}") from exc
+        if isinstance(exc, stripe.APIError):
+            raise TransientError("payment processor error") from exc
+
+
+def _iso(epoch_seconds: int) -> str:
+    return (
+        datetime.fromtimestamp(epoch_seconds, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    )

@@ -1,0 +1,351 @@
+"""Credit purchase and auto top-up rules: amounts and their limits, the auto top-up settings
+and their update, when a top-up may start (trigger, monthly cap, one in flight, back-off),
+and the record of an attempt. Pure: the store and the processor live in adapters; the long
+form is docs/payments.md.
+
+Amounts are Money (integer micro-dollars); the processor counts USD cents, so every amount
+that reaches it is a whole number of cents.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from typing import Any, Literal
+
+from batchroute.clock import isoformat
+from batchroute.domain.billing_controls import parse_usd
+from batchroute.errors import InvalidRequest
+from batchroute.money import MICROS_PER_USD, Money
+
+# A purchase or top-up: at least 5 USD (below that card fees dominate), at most 10,000 USD.
+MIN_PAYMENT = Money.usd(5)
+MAX_PAYMENT = Money.usd(10_000)
+MAX_TRIGGER = Money.usd(10_000)
+MAX_MONTHLY_CAP = Money.usd(100_000)
+MICROS_PER_CENT = MICROS_PER_USD // 100
+
+# After the n-th consecutive failed top-up the next waits BACKOFF[n-1]; after the last one
+# auto top-up is switched off until the user saves the settings again.
+BACKOFF = (timedelta(hours=1), timedelta(hours=6), timedelta(hours=24))
+MAX_FAILURES = len(BACKOFF)
+
+AttemptStatus = Literal["pending", "succeeded", "failed"]
+DEFAULTS = {"trigger_balance": Money.usd(10), "amount": Money.usd(50), "monthly_cap": Money.usd(500)}
+EDITABLE = ("enabled", "trigger_balance", "amount", "monthly_cap")
+READ_ONLY = ("configured", "payment_method", "status", "created_at", "updated_at", "org_id")
+
+
+def to_cents(amount: Money) -> int:
+    if amount.micros % MICROS_PER_CENT:
+        raise ValueError("the processor charges whole cents")
+    return amount.micros // MICROS_PER_CENT
+
+
+def from_cents(cents: int) -> Money:
+    return Money(cents * MICROS_PER_CENT)
+
+
+def month_key(at: datetime) -> str:
+    """The calendar month (UTC) a top-up counts against the monthly cap in."""
+    return at.astimezone(UTC).strftime("%Y-%m")
+
+
+def payment_amount(value: Any, name: str = "amount", *, code: str = "invalid_amount") -> Money:
+    """A USD amount to pay: 5..10000, whole cents."""
+    amount = _usd(value, name, code=code)
+    if not MIN_PAYMENT <= amount <= MAX_PAYMENT:
+        raise _invalid(
+            name,
+            f"{name} must be between {MIN_PAYMENT.amount.normalize()} and "
+            f"{MAX_PAYMENT.amount.normalize()} USD.",
+            code=code,
+        )
+    return amount
+
+
+def _usd(value: Any, name: str, *, code: str) -> Money:
+    try:
+        amount = parse_usd(value, name)
+    except InvalidRequest as exc:
+        raise _invalid(name, exc.message, code=code) from exc
+    if amount.micros % MICROS_PER_CENT:
+        raise _invalid(name, f"{name} must be a whole number of cents.", code=code)
+    return amount
+
+
+def _invalid(name: str | None, message: str, *, code: str = "invalid_auto_topup") -> InvalidRequest:
+    return InvalidRequest(message, code=code, details={"field": name})
+
+
+# -- the saved card ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class PaymentMethod:
+    """A card saved at the processor for off-session charges; only brand and last4 are shown."""
+
+    payment_method_id: str
+    brand: str
+    last4: str
+
+    def to_api(self) -> dict[str, str]:
+        return {"brand": self.brand, "last4": self.last4}
+
+
+# -- auto top-up settings ----------------------------------------------------------------------
+@dataclass(frozen=True)
+class AutoTopup:
+    """An org's auto top-up settings and the state of its top-ups (one item)."""
+
+    org_id: str
+    enabled: bool = False
+    trigger_balance: Money = DEFAULTS["trigger_balance"]
+    amount: Money = DEFAULTS["amount"]
+    monthly_cap: Money = DEFAULTS["monthly_cap"]
+    configured: bool = False
+    created_at: str | None = None
+    updated_at: str | None = None
+    # state
+    version: int = 0
+    in_flight: str | None = None  # the pending attempt's id
+    failures: int = 0  # consecutive failed attempts
+    retry_after: str | None = None  # back-off: no attempt before this instant
+    disabled_reason: str | None = None  # set when failures switched auto top-up off
+    month: str | None = None
+    month_committed: Money = field(default_factory=Money.zero)  # pending + succeeded this month
+
+    def committed_in(self, month: str) -> Money:
+        return self.month_committed if self.month == month else Money.zero()
+
+    def to_api(self, payment_method: PaymentMethod | None) -> dict[str, Any]:
+        return {
+            "org_id": self.org_id,
+            "configured": self.configured,
+            "enabled": self.enabled,
+            "trigger_balance": self.trigger_balance.to_api(),
+            "amount": self.amount.to_api(),
+            "monthly_cap": self.monthly_cap.to_api(),
+            "payment_method": payment_method.to_api() if payment_method else None,
+            "status": {
+                "in_flight_attempt_id": self.in_flight,
+                "consecutive_failures": self.failures,
+                "retry_after": self.retry_after,
+                "disabled_reason": self.disabled_reason,
+                "month": self.month,
+                "month_committed": self.month_committed.to_api(),
+            },
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+        }
+
+
+def apply_update(
+    current: AutoTopup, body: Any, *, payment_method: PaymentMethod | None, at: datetime
+) -> AutoTopup:
+    """The settings after a PUT: only the given fields change; saving clears the back-off and a
+    failure switch-off (the user has looked at it). Enabling needs a saved card."""
+    if not isinstance(body, Mapping):
+        raise _invalid(None, "The body must be a JSON object.")
+    unknown = sorted(str(k) for k in body if k not in EDITABLE and k not in READ_ONLY)
+    if unknown:
+        raise _invalid(unknown[0], f"Unknown field {unknown[0]!r}.")
+    changes: dict[str, Any] = {}
+    if "enabled" in body:
+        if not isinstance(body["enabled"], bool):
+            raise _invalid("enabled", "enabled must be true or false.")
+        changes["enabled"] = body["enabled"]
+    if "trigger_balance" in body:
+        trigger = _usd(body["trigger_balance"], "trigger_balance", code="invalid_auto_topup")
+        if trigger > MAX_TRIGGER:
+            raise _invalid(
+                "trigger_balance", f"trigger_balance must be at most {MAX_TRIGGER.amount:.0f} USD."
+            )
+        changes["trigger_balance"] = trigger
+    if "amount" in body:
+        changes["amount"] = payment_amount(body["amount"], "amount", code="invalid_auto_topup")
+    if "monthly_cap" in body:
+        cap = _usd(body["monthly_cap"], "monthly_cap", code="invalid_auto_topup")
+        if cap > MAX_MONTHLY_CAP:
+            raise _invalid("monthly_cap", f"monthly_cap must be at most {MAX_MONTHLY_CAP.amount:.0f} USD.")
+        changes["monthly_cap"] = cap
+    new = replace(current, **changes)
+    if new.monthly_cap < new.amount:
+        raise _invalid("monthly_cap", "monthly_cap must be at least the top-up amount.")
+    if new.enabled and payment_method is None:
+        raise InvalidRequest(
+            "Auto top-up needs a saved card: buy credits once in the billing dashboard and the "
+            "card is saved for auto top-up.",
+            code="payment_method_required",
+            details={"field": "enabled"},
+        )
+    stamp = isoformat(at)
+    return replace(
+        new,
+        configured=True,
+        created_at=current.created_at or stamp,
+        updated_at=stamp,
+        failures=0,
+        retry_after=None,
+        disabled_reason=None,
+    )
+
+
+# -- starting a top-up -------------------------------------------------------------------------
+SkipReason = Literal["disabled", "above_trigger", "in_flight", "backing_off", "monthly_cap", "no_card"]
+
+
+def skip_reason(settings: AutoTopup, *, balance: Money, has_card: bool, at: datetime) -> SkipReason | None:
+    """Why no top-up starts now (None: start one): it must be enabled with a card, the balance
+    below the trigger, no attempt in flight, no back-off running, and the month's pending and
+    succeeded top-ups plus this one within the monthly cap."""
+    if not settings.enabled:
+        return "disabled"
+    if not has_card:
+        return "no_card"
+    if balance >= settings.trigger_balance:
+        return "above_trigger"
+    if settings.in_flight is not None:
+        return "in_flight"
+    if settings.retry_after is not None and isoformat(at) < settings.retry_after:
+        return "backing_off"
+    if settings.committed_in(month_key(at)) + settings.amount > settings.monthly_cap:
+        return "monthly_cap"
+    return None
+
+
+def started(settings: AutoTopup, attempt_id: str, *, at: datetime) -> AutoTopup:
+    month = month_key(at)
+    return replace(
+        settings,
+        version=settings.version + 1,
+        in_flight=attempt_id,
+        month=month,
+        month_committed=settings.committed_in(month) + settings.amount,
+    )
+
+
+def after_failure(settings: AutoTopup, attempt: TopupAttempt, *, at: datetime) -> AutoTopup:
+    """A failed attempt frees the slot, gives its amount back to the month, and backs off (the
+    last step of the schedule switches auto top-up off)."""
+    failures = settings.failures + 1
+    month_committed = settings.month_committed
+    if settings.month == month_key(_parse(attempt.created_at)):
+        month_committed = Money(max(0, (month_committed - attempt.amount).micros))
+    if failures >= MAX_FAILURES:
+        return replace(
+            settings,
+            version=settings.version + 1,
+            in_flight=None,
+            failures=failures,
+            retry_after=None,
+            enabled=False,
+            disabled_reason="payment_failed",
+            month_committed=month_committed,
+        )
+    return replace(
+        settings,
+        version=settings.version + 1,
+        in_flight=None,
+        failures=failures,
+        retry_after=isoformat(at + BACKOFF[failures - 1]),
+        month_committed=month_committed,
+    )
+
+
+def after_success(settings: AutoTopup) -> AutoTopup:
+    return replace(settings, version=settings.version + 1, in_flight=None, failures=0, retry_after=None)
+
+
+def _parse(stamp: str) -> datetime:
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+
+
+# -- attempts ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class TopupAttempt:
+    attempt_id: str
+    org_id: str
+    amount: Money
+    status: AttemptStatus
+    created_at: str
+    updated_at: str
+    processor_ref: str | None = None  # the PaymentIntent id
+    failure_code: str | None = None
+    failure_reason: str | None = None
+
+    def to_api(self) -> dict[str, Any]:
+        return {
+            "id": self.attempt_id,
+            "amount": self.amount.to_api(),
+            "status": self.status,
+            "processor_reference": self.processor_ref,
+            "failure_code": self.failure_code,
+            "failure_reason": self.failure_reason,
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+        }
+
+
+def usd_text(amount: Money) -> str:
+    return f"{Decimal(amount.micros) / MICROS_PER_USD:.2f}"
+
+
+# -- what the processor answers ----------------------------------------------------------------
+@dataclass(frozen=True)
+class CheckoutSession:
+    session_id: str
+    url: str
+    expires_at: str
+
+
+ChargeStatus = Literal["succeeded", "processing", "failed"]
+
+
+@dataclass(frozen=True)
+class Charge:
+    """An off-session charge (a PaymentIntent) as the processor reports it."""
+
+    processor_ref: str
+    status: ChargeStatus
+    amount: Money
+    failure_code: str | None = None
+    failure_reason: str | None = None
+    metadata: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ProcessorEvent:
+    """A verified processor webhook event: its id, type and the object it is about."""
+
+    event_id: str
+    event_type: str
+    created: int
+    data: Mapping[str, Any]
+
+
+# A PaymentIntent in one of these states after an off-session confirm did not take the money.
+_NEEDS_CUSTOMER = {"requires_action", "requires_payment_method", "requires_confirmation", "canceled"}
+
+
+def charge_of(intent: Mapping[str, Any]) -> Charge:
+    """A PaymentIntent (as a dict) as the service sees a charge."""
+    status = str(intent.get("status"))
+    error = intent.get("last_payment_error") or {}
+    amount = from_cents(int(intent.get("amount", 0)))
+    metadata = intent.get("metadata") or {}
+    if status == "succeeded":
+        return Charge(processor_ref=str(intent["id"]), status="succeeded", amount=amount, metadata=metadata)
+    if status in _NEEDS_CUSTOMER:
+        code = error.get("code") or (
+            "authentication_required" if status == "requires_action" else "payment_failed"
+        )
+        return Charge(
+            processor_ref=str(intent["id"]),
+            status="failed",
+            amount=amount,
+            failure_code=str(code),
+            failure_reason=str(error.get("message") or "The payment did not go through."),
+            metadata=metadata,
+        )
+    return Charge(processor_ref=str(intent["id"]), status="processing", amount=amount, metadata=metadata)

@@ -1,0 +1,385 @@
+"""Auto top-up: when an org's balance falls below its trigger, charge its saved card off-session
+for the configured amount, at most one attempt in flight, within the monthly cap, backing off
+after failures (docs/payments.md).
+
+`balance_moved` (a `BalanceListener` of the billing watch) records a `pending` attempt with ONE
+conditional write of the settings (version-checked: concurrent movers start one attempt) and
+the attempt item; it does not call the processor inside a customer's request unless
+`charge_inline` is set. The sweeper (`sweep`) charges pending attempts (idempotency key = the
+attempt id, so a repeated charge is the same PaymentIntent) and recovers stuck ones from the
+processor. The processor's webhook (`succeeded` / `failed`, via `ProcessorEvents`) settles an
+attempt: success credits the wallet through the ledger exactly once per PaymentIntent;
+failure records the reason, backs off and alerts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Protocol
+
+from batchroute.clock import Clock, isoformat
+from batchroute.domain.access import Principal
+from batchroute.domain.ledger import ProcessorCredit, WalletState
+from batchroute.domain.payments import (
+    AutoTopup,
+    Charge,
+    PaymentMethod,
+    TopupAttempt,
+    after_failure,
+    after_success,
+    apply_update,
+    skip_reason,
+    started,
+    to_cents,
+    usd_text,
+)
+from batchroute.errors import Conflict, InvalidRequest, TransientError
+from batchroute.ids import has_prefix, new_id
+from batchroute.money import Money
+from batchroute.observability import logger
+
+TransactItem = dict[str, Any]
+_SAVE_ATTEMPTS = 5
+
+
+class TopupStore(Protocol):
+    def auto_topup(self, org_id: str) -> AutoTopup: ...
+
+    def save(
+        self, new: AutoTopup, *, expected_version: int, extra_items: tuple[TransactItem, ...] = ()
+    ) -> bool: ...
+
+    def new_attempt_item(self, attempt: TopupAttempt) -> TransactItem: ...
+
+    def attempt(self, org_id: str, attempt_id: str) -> TopupAttempt | None: ...
+
+    def attempts(self, org_id: str, *, limit: int, after: str | None = None) -> list[TopupAttempt]: ...
+
+    def record_charge(self, org_id: str, attempt_id: str, *, processor_ref: str, at: str) -> None: ...
+
+    def succeeded_item(
+        self, org_id: str, attempt_id: str, *, processor_ref: str, at: str
+    ) -> TransactItem: ...
+
+    def failed_item(
+        self, org_id: str, attempt_id: str, *, processor_ref: str | None, code: str, reason: str, at: str
+    ) -> TransactItem: ...
+
+    def pending_attempts(self, created_before: str, *, limit: int = 50) -> list[TopupAttempt]: ...
+
+    def customer_id(self, org_id: str) -> str | None: ...
+
+    def payment_method(self, org_id: str) -> PaymentMethod | None: ...
+
+
+class Credits(Protocol):
+    def credit(
+        self,
+        org_id: str,
+        amount: Money,
+        *,
+        kind: ProcessorCredit,
+        processor_ref: str,
+        at: str,
+        memo: str,
+        extra_items: tuple[TransactItem, ...] = (),
+    ) -> bool: ...
+
+
+class Charger(Protocol):
+    def charge_off_session(
+        self, *, customer_id: str, payment_method_id: str, amount_cents: int, org_id: str, attempt_id: str
+    ) -> Charge: ...
+
+    def payment_intent(self, processor_ref: str) -> Charge: ...
+
+
+class Notifier(Protocol):
+    """The billing watch's `notify` (docs/billing-alerts.md): an event once per `once_key`,
+    sent on the org's alert channels."""
+
+    def notify(
+        self, org_id: str, event_type: str, details: dict[str, Any], *, at: datetime, once_key: str
+    ) -> dict[str, Any] | None: ...
+
+
+OnMoved = Callable[[str, datetime], None]
+
+
+@dataclass
+class TopupSweep:
+    charged: list[str] = field(default_factory=list)
+    recovered: list[str] = field(default_factory=list)
+    left_pending: list[str] = field(default_factory=list)
+
+
+class AutoTopupService:
+    def __init__(
+        self,
+        *,
+        store: TopupStore,
+        ledger: Credits,
+        processor: Charger,
+        notifier: Notifier,
+        on_moved: OnMoved,
+        clock: Clock,
+        charge_inline: bool = False,
+        stuck_after: timedelta = timedelta(minutes=10),
+    ) -> None:
+        self.store = store
+        self.ledger = ledger
+        self.processor = processor
+        self.notifier = notifier
+        self.on_moved = on_moved
+        self.clock = clock
+        self.charge_inline = charge_inline
+        self.stuck_after = stuck_after
+
+    # -- settings ----------------------------------------------------------------------------
+    def get(self, org_id: str) -> dict[str, Any]:
+        return self.store.auto_topup(org_id).to_api(self.store.payment_method(org_id))
+
+    def update(self, principal: Principal, body: Any) -> dict[str, Any]:
+        card = self.store.payment_method(principal.org_id)
+        for _ in range(_SAVE_ATTEMPTS):
+            current = self.store.auto_topup(principal.org_id)
+            new = apply_update(current, body, payment_method=card, at=self.clock.now())
+            if self.store.save(new, expected_version=current.version):
+                logger.info("auto top-up saved", extra={"org_id": principal.org_id, "enabled": new.enabled})
+                return self.store.auto_topup(principal.org_id).to_api(card)
+        raise Conflict("The auto top-up settings changed meanwhile; try again.", code="concurrent_update")
+
+    def attempts(self, org_id: str, *, limit: int, cursor: str | None) -> dict[str, Any]:
+        if cursor is not None and not has_prefix(cursor, "topup"):
+            raise InvalidRequest("cursor is not a cursor of this listing.", code="invalid_cursor")
+        page = self.store.attempts(org_id, limit=limit + 1, after=cursor)
+        more = len(page) > limit
+        page = page[:limit]
+        return {
+            "data": [a.to_api() for a in page],
+            "next_cursor": page[-1].attempt_id if more and page else None,
+        }
+
+    # -- the balance moved -------------------------------------------------------------------
+    def balance_moved(self, org_id: str, wallet: WalletState, *, at: datetime) -> None:
+        """BalanceListener: start a top-up when the balance is under the trigger. Never raises
+        (the money movement that called it has happened; a missed start is retried by the next
+        movement)."""
+        try:
+            self.maybe_start(org_id, wallet.balance, at=at)
+        except Exception:
+            logger.exception("auto top-up check failed", extra={"org_id": org_id})
+
+    def maybe_start(self, org_id: str, balance: Money, *, at: datetime) -> TopupAttempt | None:
+        settings = self.store.auto_topup(org_id)
+        card = self.store.payment_method(org_id)
+        if skip_reason(settings, balance=balance, has_card=card is not None, at=at) is not None:
+            return None
+        stamp = isoformat(at)
+        attempt = TopupAttempt(
+            attempt_id=new_id("topup", at),
+            org_id=org_id,
+            amount=settings.amount,
+            status="pending",
+            created_at=stamp,
+            updated_at=stamp,
+        )
+        saved = self.store.save(
+            started(settings, attempt.attempt_id, at=at),
+            expected_version=settings.version,
+            extra_items=(self.store.new_attempt_item(attempt),),
+        )
+        if not saved:
+            return None  # another mover started one (or changed the settings) meanwhile
+        logger.info("auto top-up started", extra={"org_id": org_id, "attempt_id": attempt.attempt_id})
+        if self.charge_inline:
+            self.charge(attempt)
+        return attempt
+
+    # -- charging ----------------------------------------------------------------------------
+    def charge(self, attempt: TopupAttempt) -> Charge | None:
+        """Charge a pending attempt off-session. A decline settles it as failed now (the
+        processor's webhook would say the same); a success waits for the webhook's credit. A
+        processor outage leaves it pending for the sweeper (TransientError is logged)."""
+        customer = self.store.customer_id(attempt.org_id)
+        card = self.store.payment_method(attempt.org_id)
+        at = self.clock.now()
+        if customer is None or card is None:
+            self.failed(
+                attempt.org_id,
+                attempt.attempt_id,
+                processor_ref=None,
+                code="payment_method_missing",
+                reason="No saved card to charge.",
+                at=at,
+            )
+            return None
+        try:
+            charge = self.processor.charge_off_session(
+                customer_id=customer,
+                payment_method_id=card.payment_method_id,
+                amount_cents=to_cents(attempt.amount),
+                org_id=attempt.org_id,
+                attempt_id=attempt.attempt_id,
+            )
+        except TransientError:
+            logger.warning("auto top-up charge deferred", extra={"attempt_id": attempt.attempt_id})
+            return None
+        if charge.status == "failed":
+            self.failed(
+                attempt.org_id,
+                attempt.attempt_id,
+                processor_ref=charge.processor_ref or None,
+                code=charge.failure_code or "payment_failed",
+                reason=charge.failure_reason or "The payment did not go through.",
+                at=at,
+            )
+        elif charge.processor_ref:
+            self.store.record_charge(
+                attempt.org_id, attempt.attempt_id, processor_ref=charge.processor_ref, at=isoformat(at)
+            )
+        return charge
+
+    def sweep(self, *, limit: int = 50) -> TopupSweep:
+        """The sweeper's part: charge pending attempts not charged yet, and settle those the
+        processor answered long ago from the PaymentIntent itself (a lost webhook)."""
+        report = TopupSweep()
+        now = self.clock.now()
+        for attempt in self.store.pending_attempts(isoformat(now + timedelta(seconds=1)), limit=limit):
+            try:
+                if attempt.processor_ref is None:
+                    self.charge(attempt)
+                    report.charged.append(attempt.attempt_id)
+                elif attempt.updated_at <= isoformat(now - self.stuck_after):
+                    charge = self.processor.payment_intent(attempt.processor_ref)
+                    if self.settle(attempt.org_id, attempt.attempt_id, charge):
+                        report.recovered.append(attempt.attempt_id)
+                    else:
+                        report.left_pending.append(attempt.attempt_id)
+                else:
+                    report.left_pending.append(attempt.attempt_id)
+            except TransientError:
+                report.left_pending.append(attempt.attempt_id)
+        return report
+
+    # -- outcomes ----------------------------------------------------------------------------
+    def settle(self, org_id: str, attempt_id: str, charge: Charge) -> bool:
+        """Apply what the processor says of the attempt's PaymentIntent; True when it was
+        final (succeeded or failed)."""
+        at = self.clock.now()
+        if charge.status == "succeeded":
+            self.succeeded(org_id, attempt_id, charge, at=at)
+            return True
+        if charge.status == "failed":
+            self.failed(
+                org_id,
+                attempt_id,
+                processor_ref=charge.processor_ref,
+                code=charge.failure_code or "payment_failed",
+                reason=charge.failure_reason or "The payment did not go through.",
+                at=at,
+            )
+            return True
+        return False
+
+    def succeeded(self, org_id: str, attempt_id: str, charge: Charge, *, at: datetime) -> bool:
+        """Credit the top-up once per PaymentIntent (the attempt marked succeeded in the same
+        transaction); a repeat changes nothing and returns False."""
+        attempt = self.store.attempt(org_id, attempt_id)
+        stamp = isoformat(at)
+        extra = (
+            (self.store.succeeded_item(org_id, attempt_id, processor_ref=charge.processor_ref, at=stamp),)
+            if attempt is not None
+            else ()
+        )
+        credited = self.ledger.credit(
+            org_id,
+            charge.amount,
+            kind="topup",
+            processor_ref=charge.processor_ref,
+            at=stamp,
+            memo=f"auto top-up {attempt_id}",
+            extra_items=extra,
+        )
+        if not credited:
+            return False
+        self._update_settings(org_id, lambda s: after_success(s) if s.in_flight == attempt_id else None)
+        logger.info("auto top-up credited", extra={"org_id": org_id, "attempt_id": attempt_id})
+        self._notify(
+            org_id,
+            "billing.auto_topup_succeeded",
+            {
+                "attempt_id": attempt_id,
+                "amount": charge.amount.to_api(),
+                "processor_reference": charge.processor_ref,
+            },
+            at=at,
+            once_key=f"auto_topup_succeeded:{attempt_id}",
+        )
+        self._moved(org_id, at)
+        return True
+
+    def failed(
+        self, org_id: str, attempt_id: str, *, processor_ref: str | None, code: str, reason: str, at: datetime
+    ) -> bool:
+        """Record a failed attempt once (only a pending one fails), free the slot, back off,
+        and alert; False when it was settled before."""
+        stamp = isoformat(at)
+        for _ in range(_SAVE_ATTEMPTS):
+            attempt = self.store.attempt(org_id, attempt_id)
+            if attempt is None or attempt.status != "pending":
+                return False
+            settings = self.store.auto_topup(org_id)
+            new = after_failure(settings, attempt, at=at)
+            failed_item = self.store.failed_item(
+                org_id, attempt_id, processor_ref=processor_ref, code=code, reason=reason, at=stamp
+            )
+            if self.store.save(new, expected_version=settings.version, extra_items=(failed_item,)):
+                logger.warning(
+                    "auto top-up failed", extra={"org_id": org_id, "attempt_id": attempt_id, "code": code}
+                )
+                self._notify(
+                    org_id,
+                    "billing.auto_topup_failed",
+                    {
+                        "attempt_id": attempt_id,
+                        "amount": attempt.amount.to_api(),
+                        "failure_code": code,
+                        "failure_reason": reason,
+                        "consecutive_failures": new.failures,
+                        "retry_after": new.retry_after,
+                        "auto_topup_disabled": not new.enabled,
+                        "message": f"An auto top-up of {usd_text(attempt.amount)} USD failed: {reason}",
+                    },
+                    at=at,
+                    once_key=f"auto_topup_failed:{attempt_id}",
+                )
+                return True
+        raise TransientError(f"recording the failure of {attempt_id} kept colliding")
+
+    # -- helpers -----------------------------------------------------------------------------
+    def _update_settings(self, org_id: str, change: Callable[[AutoTopup], AutoTopup | None]) -> None:
+        for _ in range(_SAVE_ATTEMPTS):
+            current = self.store.auto_topup(org_id)
+            new = change(current)
+            if new is None or self.store.save(new, expected_version=current.version):
+                return
+        logger.warning("auto top-up settings kept colliding", extra={"org_id": org_id})
+
+    def _notify(
+        self, org_id: str, event_type: str, details: dict[str, Any], *, at: datetime, once_key: str
+    ) -> None:
+        try:
+            self.notifier.notify(org_id, event_type, details, at=at, once_key=once_key)
+        except Exception:
+            logger.exception(
+                "billing notification failed", extra={"org_id": org_id, "event_type": event_type}
+            )
+
+    def _moved(self, org_id: str, at: datetime) -> None:
+        try:
+            self.on_moved(org_id, at)
+        except Exception:
+            logger.exception("balance watch failed", extra={"org_id": org_id})
