@@ -18,6 +18,7 @@ from batchroute_tools.emulators.behaviour import Behaviour, EmulatorConfig
 from batchroute_tools.emulators.gemini import GeminiEmulator
 from batchroute_tools.emulators.openai import OpenAIEmulator
 from batchroute_tools.emulators.server import EmulatorServer, Vendor
+from batchroute_tools.emulators.stripe import StripeEmulator
 
 # The OpenAI-compatible hosts, each at /hosts/<slug>; those with an OpenAI-format batch API.
 HOSTS = ("together", "groq", "fireworks", "deepinfra", "edge-eu", "edge-us")
@@ -71,7 +72,21 @@ def build_vendors(
     return vendors
 
 
-def build_emulators(settings: Settings, *, s3: Any = None, port: int = 0) -> EmulatorServer:
-    """Every vendor's emulator on one server (not started)."""
+def payment_emulator(settings: Settings, *, webhook_url: str | None, auto_deliver: bool) -> StripeEmulator:
+    """The payment emulator with the keys the service's settings hold (docs/payments.md)."""
+    return StripeEmulator(
+        secret_key=settings.stripe_secret_key.get_secret_value(),
+        webhook_secret=settings.stripe_webhook_secret.get_secret_value(),
+        webhook_url=webhook_url,
+        auto_deliver=auto_deliver,
+    )
+
+
+def build_emulators(
+    settings: Settings, *, s3: Any = None, port: int = 0, payments_webhook_url: str | None = None
+) -> EmulatorServer:
+    """Every vendor's emulator on one server (not started), and the payment emulator at
+    `/stripe`, sending its webhooks to `payments_webhook_url`."""
     behaviour = Behaviour(EmulatorConfig.from_settings(settings))
-    return EmulatorServer(build_vendors(behaviour, s3=s3), port=port)
+    payments = payment_emulator(settings, webhook_url=payments_webhook_url, auto_deliver=True)
+    return EmulatorServer([*build_vendors(behaviour, s3=s3), payments.vendor], port=port)

@@ -69,7 +69,7 @@ def run(
     try:
         moto.enable_state_machine_execution()
         api_url = f"http://{HOST}:{port}"
-        emulators = _start_emulators(moto)
+        emulators = _start_emulators(moto, api_url=api_url)
         stack = _provision_service(moto, api_url=api_url, emulators_url=emulators.base_url)
         threads += _start_consumers(stack, stop)
         threads.append(_sweeper_schedule(stack, sweeper_interval).start(stop))
@@ -107,12 +107,15 @@ def run(
         moto.stop()
 
 
-def _start_emulators(moto: MotoServer) -> EmulatorServer:
+def _start_emulators(moto: MotoServer, *, api_url: str) -> EmulatorServer:
     """The vendor emulators every provider's adapter talks to (docs/emulators.md); Bedrock's
-    batch jobs read and write S3 on the moto server."""
+    batch jobs read and write S3 on the moto server; the payment emulator sends its webhooks
+    to the API (docs/payments.md)."""
     settings = Settings.from_environ({**os.environ, "ENVIRONMENT": "local"})
     s3 = boto3.session.Session().client("s3", region_name=LOCAL_REGION, endpoint_url=moto.endpoint_url)
-    return build_emulators(settings, s3=s3).start()
+    return build_emulators(
+        settings, s3=s3, payments_webhook_url=f"{api_url}/v1/billing/stripe/webhook"
+    ).start()
 
 
 def _provision_service(moto: MotoServer, *, api_url: str, emulators_url: str) -> LocalStack:

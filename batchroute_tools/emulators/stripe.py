@@ -1,0 +1,549 @@
+"""The payment emulator: Stripe's API as far as the service uses it, on the emulator server
+under `/stripe` (docs/emulators.md, docs/payments.md).
+
+It speaks Stripe's wire protocol, so the service's adapter (the official `stripe` SDK) runs
+unchanged against it: form-encoded POSTs under `/v1/...` with a bearer secret key, Stripe's
+JSON objects, its error shape (`{"error": {type, code, decline_code, message, param,
+payment_intent}}`, 402 for a card error), `Idempotency-Key` replays, and webhooks signed as
+Stripe signs them (`Stripe-Signature: t=<unix>,v1=<hex HMAC-SHA256 of "{t}.{payload}" keyed
+with the whsec_ secret>`).
+
+Objects: Customers, Checkout Sessions (mode `payment`, `price_data` line items; a hosted page
+at the session's `url` with a plain HTML form whose "Pay" marks the session paid, saves the
+card when `setup_future_usage` asks, and sends `payment_intent.succeeded` and
+`checkout.session.completed`), PaymentIntents (off-session confirm of a saved card; sends
+`payment_intent.succeeded` or `payment_intent.payment_failed`) and PaymentMethods.
+
+Deterministic test cards (the numbers Stripe's test mode uses for the same behaviour):
+
+| Card | At checkout | Off-session later |
+|---|---|---|
+| 4242 4242 4242 4242 (visa) | paid | succeeds |
+| 4000 0000 0000 0341 (visa) | paid, card saved | declined: `card_declined` / `generic_decline` |
+| 4000 0027 6000 3184 (visa) | paid, card saved | `authentication_required` |
+| 4000 0000 0000 0002 (visa) | declined (page says so, nothing sent) | - |
+
+Ids are counters (`cus_emu00000001`, `cs_emu00000001`, ...), so a run is reproducible.
+Events are queued; `deliver_pending()` posts them (tests call it, and may deliver an event
+again with `redeliver(event_id)` or in any order); with `auto_deliver` a background thread
+posts them a moment after the call that caused them, retrying a failed delivery with
+back-off, like Stripe.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import html
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qsl
+
+import httpx
+
+from batchroute_tools.emulators.server import Reply, Request, Vendor
+
+log = logging.getLogger(__name__)
+
+API_VERSION = "2025-09-30.clover"
+SESSION_SECONDS = 24 * 3600
+MIN_CHARGE_CENTS = 50
+DELIVERY_BACKOFF_SECONDS = (0.5, 2.0, 5.0, 15.0)
+
+
+@dataclass(frozen=True)
+class TestCard:
+    __test__ = False
+    number: str
+    brand: str
+    label: str
+    checkout: str  # "paid" or a decline code
+    off_session: str  # "succeeded" or a failure code
+
+
+CARDS = {
+    card.number: card
+    for card in (
+        TestCard("4242424242424242", "visa", "Visa 4242: always succeeds", "paid", "succeeded"),
+        TestCard("4000000000000341", "visa", "Visa 0341: later off-session charges decline", "paid", "card_declined"),
+        TestCard(
+            "4000002760003184", "visa", "Visa 3184: later charges need authentication", "paid", "authentication_required"
+        ),
+        TestCard("4000000000000002", "visa", "Visa 0002: declined", "card_declined", "card_declined"),
+    )
+}
+MESSAGES = {
+    "card_declined": "Your card was declined.",
+    "authentication_required": "Your card was declined. This transaction requires authentication.",
+}
+
+Deliver = Callable[[str, bytes, dict[str, str]], int]
+
+
+def sign(payload: bytes, secret: str, timestamp: int) -> str:
+    """The `Stripe-Signature` header of `payload` signed at `timestamp`."""
+    digest = hmac.new(secret.encode(), f"{timestamp}.".encode() + payload, hashlib.sha256).hexdigest()
+    return f"t={timestamp},v1={digest}"
+
+
+def http_deliver(url: str, payload: bytes, headers: dict[str, str]) -> int:
+    return httpx.post(url, content=payload, headers=headers, timeout=15.0).status_code
+
+
+def decode_form(body: bytes) -> dict[str, Any]:
+    """Stripe's form encoding (`a[b][0][c]=v`) as nested dicts and lists."""
+    root: dict[str, Any] = {}
+    for key, value in parse_qsl(body.decode(), keep_blank_values=True):
+        parts = key.replace("]", "").split("[")
+        node = root
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+        node[parts[-1]] = value
+    return _lists(root)
+
+
+def _lists(node: Any) -> Any:
+    if not isinstance(node, dict):
+        return node
+    converted = {k: _lists(v) for k, v in node.items()}
+    if converted and all(k.isdigit() for k in converted):
+        return [converted[k] for k in sorted(converted, key=int)]
+    return converted
+
+
+class StripeError(Exception):
+    def __init__(self, status: int, error: dict[str, Any]) -> None:
+        super().__init__(error.get("message"))
+        self.status = status
+        self.error = error
+
+
+def _invalid(message: str, param: str | None = None, code: str = "parameter_invalid") -> StripeError:
+    return StripeError(400, {"type": "invalid_request_error", "code": code, "message": message, "param": param})
+
+
+def _missing(kind: str, ident: str, param: str) -> StripeError:
+    return StripeError(
+        404 if param == "id" else 400,
+        {
+            "type": "invalid_request_error",
+            "code": "resource_missing",
+            "message": f"No such {kind}: '{ident}'",
+            "param": param,
+        },
+    )
+
+
+@dataclass
+class _Event:
+    event: dict[str, Any]
+    payload: bytes
+    attempts: int = 0
+    delivered: bool = False
+    next_at: float = 0.0  # auto delivery: not before this time (back-off after a failure)
+
+
+@dataclass
+class StripeEmulator:
+    secret_key: str = "sk_test_emulator"
+    webhook_secret: str = "whsec_emulator"
+    webhook_url: str | None = None
+    prefix: str = "/stripe"
+    clock: Callable[[], float] = time.time
+    deliver: Deliver = http_deliver
+    auto_deliver: bool = False
+    customers: dict[str, dict[str, Any]] = field(default_factory=dict)
+    sessions: dict[str, dict[str, Any]] = field(default_factory=dict)
+    intents: dict[str, dict[str, Any]] = field(default_factory=dict)
+    methods: dict[str, dict[str, Any]] = field(default_factory=dict)
+    events: list[_Event] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._lock = threading.RLock()
+        self._counter = 0
+        self._idempotent: dict[tuple[str, str], Reply] = {}
+        self._wake = threading.Event()
+        self.vendor = self._routes()
+        if self.auto_deliver:
+            threading.Thread(target=self._delivery_loop, name="stripe-webhooks", daemon=True).start()
+
+    # -- plumbing ----------------------------------------------------------------------------
+    def _id(self, prefix: str) -> str:
+        self._counter += 1
+        return f"{prefix}_emu{self._counter:08d}"
+
+    def _now(self) -> int:
+        return int(self.clock())
+
+    def _routes(self) -> Vendor:
+        vendor = Vendor(self.prefix)
+        api = [
+            ("POST", r"/v1/customers", self._create_customer),
+            ("GET", r"/v1/customers/(?P<id>[^/]+)", self._get(self.customers, "customer")),
+            ("POST", r"/v1/checkout/sessions", self._create_session),
+            ("GET", r"/v1/checkout/sessions/(?P<id>[^/]+)", self._get(self.sessions, "checkout.session")),
+            ("POST", r"/v1/payment_intents", self._create_intent),
+            ("GET", r"/v1/payment_intents/(?P<id>[^/]+)", self._get(self.intents, "payment_intent")),
+            ("GET", r"/v1/payment_methods/(?P<id>[^/]+)", self._get(self.methods, "payment_method")),
+        ]
+        for method, pattern, handler in api:
+            vendor.route(method, pattern)(self._api(handler))
+        vendor.route("GET", r"/checkout/(?P<id>[^/]+)")(self._page)
+        vendor.route("POST", r"/checkout/(?P<id>[^/]+)/pay")(self._pay)
+        return vendor
+
+    def _api(self, handler: Callable[[Request], dict[str, Any]]) -> Callable[[Request], Reply]:
+        def run(request: Request) -> Reply:
+            auth = request.headers.get("authorization", "")
+            if auth != f"Bearer {self.secret_key}":
+                return Reply.json(
+                    401,
+                    {"error": {"type": "invalid_request_error", "message": "Invalid API Key provided."}},
+                )
+            key = request.headers.get("idempotency-key")
+            with self._lock:
+                if key and request.method == "POST" and (request.path, key) in self._idempotent:
+                    replay = self._idempotent[request.path, key]
+                    return Reply(replay.status, {**replay.headers, "idempotent-replayed": "true"}, replay.body)
+                try:
+                    reply = Reply.json(200, handler(request))
+                except StripeError as exc:
+                    reply = Reply.json(exc.status, {"error": exc.error})
+                reply.headers["request-id"] = self._id("req")
+                if key and request.method == "POST":
+                    self._idempotent[request.path, key] = reply
+            self._wake.set()
+            return reply
+
+        return run
+
+    def _get(self, store: dict[str, dict[str, Any]], kind: str) -> Callable[[Request], dict[str, Any]]:
+        def read(request: Request) -> dict[str, Any]:
+            found = store.get(request.params["id"])
+            if found is None:
+                raise _missing(kind, request.params["id"], "id")
+            return _public(found)
+
+        return read
+
+    # -- customers ---------------------------------------------------------------------------
+    def _create_customer(self, request: Request) -> dict[str, Any]:
+        form = decode_form(request.body)
+        customer = {
+            "id": self._id("cus"),
+            "object": "customer",
+            "created": self._now(),
+            "description": form.get("description"),
+            "email": form.get("email"),
+            "metadata": form.get("metadata") or {},
+            "livemode": False,
+            "invoice_settings": {"default_payment_method": None},
+        }
+        self.customers[customer["id"]] = customer
+        return customer
+
+    # -- Checkout ----------------------------------------------------------------------------
+    def _create_session(self, request: Request) -> dict[str, Any]:
+        form = decode_form(request.body)
+        if form.get("mode") != "payment":
+            raise _invalid("The emulator supports mode=payment only.", "mode")
+        for name in ("success_url", "cancel_url"):
+            if not form.get(name):
+                raise _invalid(f"Missing required param: {name}.", name, "parameter_missing")
+        items = form.get("line_items")
+        if not isinstance(items, list) or not items:
+            raise _invalid("Missing required param: line_items.", "line_items", "parameter_missing")
+        total = 0
+        for index, item in enumerate(items):
+            price = item.get("price_data") or {}
+            if price.get("currency") != "usd":
+                raise _invalid("Only usd is supported.", f"line_items[{index}][price_data][currency]")
+            try:
+                unit, quantity = int(price.get("unit_amount", "")), int(item.get("quantity", "1"))
+            except ValueError as exc:
+                raise _invalid("Invalid integer.", f"line_items[{index}][price_data][unit_amount]") from exc
+            total += unit * quantity
+        if total < MIN_CHARGE_CENTS:
+            raise _invalid("Amount must be at least $0.50 usd.", "line_items", "amount_too_small")
+        customer = form.get("customer")
+        if customer is not None and customer not in self.customers:
+            raise _missing("customer", customer, "customer")
+        created = self._now()
+        session_id = self._id("cs_test")
+        host = request.headers.get("host", "127.0.0.1")
+        session = {
+            "id": session_id,
+            "object": "checkout.session",
+            "mode": "payment",
+            "status": "open",
+            "payment_status": "unpaid",
+            "amount_subtotal": total,
+            "amount_total": total,
+            "currency": "usd",
+            "customer": customer,
+            "client_reference_id": form.get("client_reference_id"),
+            "metadata": form.get("metadata") or {},
+            "payment_intent": None,
+            "payment_method_types": ["card"],
+            "success_url": form["success_url"],
+            "cancel_url": form["cancel_url"],
+            "created": created,
+            "expires_at": created + SESSION_SECONDS,
+            "livemode": False,
+            "url": f"http://{host}{self.prefix}/checkout/{session_id}",
+        }
+        session["_payment_intent_data"] = form.get("payment_intent_data") or {}
+        self.sessions[session_id] = session
+        return _public(session)
+
+    def _page(self, request: Request) -> Reply:
+        session = self.sessions.get(request.params["id"])
+        if session is None:
+            return Reply.raw(404, b"<h1>No such checkout session</h1>", "text/html; charset=utf-8")
+        return Reply.raw(200, _page_html(session, self.prefix, error=None).encode(), "text/html; charset=utf-8")
+
+    def _pay(self, request: Request) -> Reply:
+        form = dict(parse_qsl(request.body.decode(), keep_blank_values=True))
+        with self._lock:
+            session = self.sessions.get(request.params["id"])
+            if session is None:
+                return Reply.raw(404, b"<h1>No such checkout session</h1>", "text/html; charset=utf-8")
+            if session["status"] == "open" and self._now() >= session["expires_at"]:
+                session["status"] = "expired"
+            if session["status"] != "open":
+                return Reply.raw(
+                    410, f"<h1>This checkout is {session['status']}</h1>".encode(), "text/html; charset=utf-8"
+                )
+            card = CARDS.get(form.get("card", "").replace(" ", ""))
+            if card is None or card.checkout != "paid":
+                message = "Unknown test card." if card is None else MESSAGES[card.checkout]
+                page = _page_html(session, self.prefix, error=message)
+                return Reply.raw(402, page.encode(), "text/html; charset=utf-8")
+            self._complete(session, card)
+        self._wake.set()
+        return Reply(303, {"location": session["success_url"].replace("{CHECKOUT_SESSION_ID}", session["id"])})
+
+    def _complete(self, session: dict[str, Any], card: TestCard) -> None:
+        data = session["_payment_intent_data"]
+        customer = session["customer"]
+        method = self._new_method(card, customer if data.get("setup_future_usage") else None)
+        intent = self._new_intent(
+            amount=session["amount_total"],
+            customer=customer,
+            method=method["id"],
+            metadata=data.get("metadata") or {},
+            description=data.get("description"),
+            setup_future_usage=data.get("setup_future_usage"),
+        )
+        intent.update(status="succeeded", amount_received=intent["amount"], latest_charge=self._id("ch"))
+        session.update(status="complete", payment_status="paid", payment_intent=intent["id"])
+        self._emit("payment_intent.succeeded", intent)
+        self._emit("checkout.session.completed", _public(session))
+
+    # -- payment methods and intents ---------------------------------------------------------
+    def _new_method(self, card: TestCard, customer: str | None) -> dict[str, Any]:
+        method = {
+            "id": self._id("pm"),
+            "object": "payment_method",
+            "type": "card",
+            "customer": customer,
+            "created": self._now(),
+            "livemode": False,
+            "billing_details": {"address": None, "email": None, "name": None, "phone": None},
+            "card": {
+                "brand": card.brand,
+                "last4": card.number[-4:],
+                "exp_month": 12,
+                "exp_year": 2034,
+                "funding": "credit",
+                "country": "US",
+            },
+            "metadata": {},
+            "_card": card.number,
+        }
+        self.methods[method["id"]] = method
+        return _public(method)
+
+    def _new_intent(
+        self,
+        *,
+        amount: int,
+        customer: str | None,
+        method: str | None,
+        metadata: dict[str, Any],
+        description: str | None = None,
+        setup_future_usage: str | None = None,
+    ) -> dict[str, Any]:
+        intent_id = self._id("pi")
+        intent = {
+            "id": intent_id,
+            "object": "payment_intent",
+            "amount": amount,
+            "amount_received": 0,
+            "currency": "usd",
+            "customer": customer,
+            "payment_method": method,
+            "status": "requires_confirmation",
+            "metadata": metadata,
+            "description": description,
+            "setup_future_usage": setup_future_usage,
+            "capture_method": "automatic",
+            "confirmation_method": "automatic",
+            "client_secret": f"{intent_id}_secret_emulator",
+            "created": self._now(),
+            "last_payment_error": None,
+            "latest_charge": None,
+            "livemode": False,
+            "payment_method_types": ["card"],
+        }
+        self.intents[intent_id] = intent
+        return intent
+
+    def _create_intent(self, request: Request) -> dict[str, Any]:
+        form = decode_form(request.body)
+        try:
+            amount = int(form.get("amount", ""))
+        except ValueError as exc:
+            raise _invalid("Missing required param: amount.", "amount", "parameter_missing") from exc
+        if amount < MIN_CHARGE_CENTS:
+            raise _invalid("Amount must be at least $0.50 usd.", "amount", "amount_too_small")
+        if form.get("currency") != "usd":
+            raise _invalid("Only usd is supported.", "currency")
+        customer = form.get("customer")
+        if customer is not None and customer not in self.customers:
+            raise _missing("customer", customer, "customer")
+        method_id = form.get("payment_method")
+        method = self.methods.get(method_id or "")
+        if method_id is not None and method is None:
+            raise _missing("payment_method", method_id, "payment_method")
+        intent = self._new_intent(
+            amount=amount,
+            customer=customer,
+            method=method_id,
+            metadata=form.get("metadata") or {},
+            description=form.get("description"),
+        )
+        if form.get("confirm") != "true":
+            return intent
+        if method is None:
+            raise _invalid("You must provide a payment_method to confirm.", "payment_method", "parameter_missing")
+        if form.get("off_session") == "true" and method.get("customer") != customer:
+            raise _invalid(
+                "The provided PaymentMethod is not attached to this customer.", "payment_method", "payment_method_invalid"
+            )
+        outcome = CARDS[method["_card"]].off_session
+        if outcome == "succeeded":
+            intent.update(status="succeeded", amount_received=amount, latest_charge=self._id("ch"))
+            self._emit("payment_intent.succeeded", intent)
+            return intent
+        error = {
+            "type": "card_error",
+            "code": outcome,
+            "decline_code": "generic_decline" if outcome == "card_declined" else None,
+            "message": MESSAGES[outcome],
+            "param": None,
+            "payment_method": _public(method),
+        }
+        intent.update(status="requires_payment_method", last_payment_error=dict(error))
+        self._emit("payment_intent.payment_failed", intent)
+        raise StripeError(402, {**error, "payment_intent": dict(intent)})
+
+    # -- webhooks ----------------------------------------------------------------------------
+    def _emit(self, event_type: str, obj: dict[str, Any]) -> None:
+        event = {
+            "id": self._id("evt"),
+            "object": "event",
+            "api_version": API_VERSION,
+            "created": self._now(),
+            "livemode": False,
+            "pending_webhooks": 1,
+            "request": {"id": None, "idempotency_key": None},
+            "type": event_type,
+            "data": {"object": json.loads(json.dumps(obj))},
+        }
+        self.events.append(_Event(event, json.dumps(event).encode()))
+
+    def signed(self, event_id: str, *, secret: str | None = None) -> tuple[bytes, dict[str, str]]:
+        """An event's payload and headers as they are sent (signed now, with `secret` if given)."""
+        found = next(e for e in self.events if e.event["id"] == event_id)
+        headers = {
+            "content-type": "application/json; charset=utf-8",
+            "stripe-signature": sign(found.payload, secret or self.webhook_secret, self._now()),
+            "user-agent": "Stripe/1.0 (+https://stripe.com/docs/webhooks)",
+        }
+        return found.payload, headers
+
+    def pending(self) -> list[dict[str, Any]]:
+        return [e.event for e in self.events if not e.delivered]
+
+    def deliver_pending(self) -> list[int]:
+        """Post every undelivered event, oldest first; the statuses answered."""
+        statuses = []
+        for queued in list(self.events):
+            if not queued.delivered:
+                statuses.append(self._send(queued))
+        return statuses
+
+    def redeliver(self, event_id: str) -> int:
+        """Send an event again (Stripe resends until a 2xx, and sometimes after one)."""
+        return self._send(next(e for e in self.events if e.event["id"] == event_id))
+
+    def _send(self, queued: _Event) -> int:
+        if not self.webhook_url:
+            return 0
+        payload, headers = self.signed(queued.event["id"])
+        queued.attempts += 1
+        try:
+            status = self.deliver(self.webhook_url, payload, headers)
+        except httpx.HTTPError as exc:
+            log.warning("stripe emulator: webhook %s not delivered: %s", queued.event["id"], exc)
+            return 0
+        queued.delivered = queued.delivered or 200 <= status < 300
+        return status
+
+    def _delivery_loop(self) -> None:
+        while True:
+            self._wake.wait(timeout=1.0)
+            self._wake.clear()
+            time.sleep(0.05)  # after the answer that caused them, as Stripe does
+            for queued in list(self.events):
+                if queued.delivered or queued.attempts > len(DELIVERY_BACKOFF_SECONDS):
+                    continue
+                if time.time() < queued.next_at:
+                    continue
+                self._send(queued)
+                if not queued.delivered and queued.attempts <= len(DELIVERY_BACKOFF_SECONDS):
+                    queued.next_at = time.time() + DELIVERY_BACKOFF_SECONDS[queued.attempts - 1]
+
+
+def _public(obj: dict[str, Any]) -> dict[str, Any]:
+    """The object as the API shows it (without the emulator's own `_` fields)."""
+    return {k: v for k, v in obj.items() if not k.startswith("_")}
+
+
+def _page_html(session: dict[str, Any], prefix: str, *, error: str | None) -> str:
+    amount = f"{session['amount_total'] / 100:.2f}"
+    options = "\n".join(
+        f'<label><input type="radio" name="card" value="{c.number}"{" checked" if i == 0 else ""}> '
+        f"{html.escape(c.label)}</label><br>"
+        for i, c in enumerate(CARDS.values())
+    )
+    notice = f'<p role="alert" style="color:#b00">{html.escape(error)}</p>' if error else ""
+    return f"""<!doctype html>
+<html><head><meta charset="utf-8"><title>Pay {amount} USD (payment emulator)</title></head>
+<body>
+<h1>BatchRoute credits: {amount} USD</h1>
+<p>Payment emulator (test mode): choose a test card.</p>
+{notice}
+<form method="post" action="{prefix}/checkout/{html.escape(session["id"])}/pay">
+{options}
+<button type="submit">Pay</button>
+</form>
+<p><a href="{html.escape(session["cancel_url"])}">Cancel</a></p>
+</body></html>
+"""

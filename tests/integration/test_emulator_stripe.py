@@ -1,0 +1,202 @@
+"""The payment emulator cannot drift from Stripe: the official `stripe` SDK drives it over HTTP
+and parses every answer into its own types (`stripe.Customer`, `stripe.checkout.Session`,
+`stripe.PaymentIntent`, `stripe.CardError`), its webhooks verify with
+`stripe.Webhook.construct_event`, and the service's adapter (`StripePayments`) runs against
+it unchanged."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import httpx
+import pytest
+import stripe
+
+from batchroute.adapters.stripe_payments import StripeKeys, StripePayments
+from batchroute.errors import InvalidRequest
+from batchroute_tools.emulators.server import EmulatorServer
+from batchroute_tools.emulators.stripe import StripeEmulator, decode_form, sign
+
+SECRET_KEY = "sk_test_emulated"
+WEBHOOK_SECRET = "whsec_emulated"
+HOOK = "https://service.example/v1/billing/stripe/webhook"
+
+
+@pytest.fixture
+def received() -> list[tuple[str, bytes, dict[str, str]]]:
+    return []
+
+
+@pytest.fixture
+def emulator(received: list[tuple[str, bytes, dict[str, str]]]) -> StripeEmulator:
+    def deliver(url: str, payload: bytes, headers: dict[str, str]) -> int:
+        received.append((url, payload, headers))
+        return 200
+
+    return StripeEmulator(
+        secret_key=SECRET_KEY, webhook_secret=WEBHOOK_SECRET, webhook_url=HOOK, deliver=deliver
+    )
+
+
+@pytest.fixture
+def server(emulator: StripeEmulator) -> Iterator[EmulatorServer]:
+    running = EmulatorServer([emulator.vendor]).start()
+    yield running
+    running.stop()
+
+
+@pytest.fixture
+def client(server: EmulatorServer) -> stripe.StripeClient:
+    return stripe.StripeClient(
+        SECRET_KEY, base_addresses={"api": server.base_url + "/stripe"}, max_network_retries=0
+    )
+
+
+@pytest.fixture
+def adapter(server: EmulatorServer) -> StripePayments:
+    keys = StripeKeys(secret_key=SECRET_KEY, webhook_secret=WEBHOOK_SECRET)
+    return StripePayments(lambda: keys, api_base=server.base_url + "/stripe", max_network_retries=0)
+
+
+def open_session(client: stripe.StripeClient, customer: str, cents: int = 2500) -> stripe.checkout.Session:
+    return client.v1.checkout.sessions.create(
+        params={
+            "mode": "payment",
+            "customer": customer,
+            "line_items": [
+                {"quantity": 1, "price_data": {"currency": "usd", "unit_amount": cents, "product_data": {"name": "c"}}}
+            ],
+            "payment_intent_data": {"setup_future_usage": "off_session", "metadata": {"org_id": "org_1"}},
+            "metadata": {"org_id": "org_1", "purpose": "credit_purchase"},
+            "success_url": "https://console.example/billing?session_id={CHECKOUT_SESSION_ID}",
+            "cancel_url": "https://console.example/billing",
+        }
+    )
+
+
+def pay(session_url: str, card: str = "4242424242424242") -> httpx.Response:
+    page = httpx.get(session_url)
+    assert page.status_code == 200 and "<button type=\"submit\">Pay</button>" in page.text
+    return httpx.post(session_url + "/pay", data={"card": card})
+
+
+def test_the_form_encoding_decodes_as_stripe_nests_it() -> None:
+    body = b"a=1&m%5Bk%5D=v&l%5B0%5D%5Bx%5D=1&l%5B1%5D%5Bx%5D=2"
+    assert decode_form(body) == {"a": "1", "m": {"k": "v"}, "l": [{"x": "1"}, {"x": "2"}]}
+
+
+def test_checkout_parses_as_sdk_types_and_the_hosted_page_pays_and_signs_its_webhooks(
+    client: stripe.StripeClient, emulator: StripeEmulator, received: list[tuple[str, bytes, dict[str, str]]]
+) -> None:
+    # Given a customer and an open Checkout Session
+    customer = client.v1.customers.create(params={"metadata": {"org_id": "org_1"}})
+    assert isinstance(customer, stripe.Customer) and customer.id.startswith("cus_")
+    session = open_session(client, customer.id)
+    assert isinstance(session, stripe.checkout.Session)
+    assert (session.status, session.payment_status, session.amount_total) == ("open", "unpaid", 2500)
+    # When the user pays on the hosted page
+    answer = pay(str(session.url))
+    # Then it redirects to the success URL with the session id, and the session is paid
+    assert answer.status_code == 303
+    assert answer.headers["location"] == f"https://console.example/billing?session_id={session.id}"
+    paid = client.v1.checkout.sessions.retrieve(session.id)
+    assert (paid.status, paid.payment_status) == ("complete", "paid")
+    intent = client.v1.payment_intents.retrieve(str(paid.payment_intent))
+    assert isinstance(intent, stripe.PaymentIntent) and intent.status == "succeeded"
+    method = client.v1.payment_methods.retrieve(str(intent.payment_method))
+    assert isinstance(method, stripe.PaymentMethod) and method.customer == customer.id  # saved off-session
+    assert method.card is not None and method.card.last4 == "4242"
+    # And its webhooks verify with the SDK's own check, and only with the right secret
+    assert emulator.deliver_pending() == [200, 200]
+    events = [stripe.Webhook.construct_event(p, h["stripe-signature"], WEBHOOK_SECRET) for _, p, h in received]
+    assert [e.type for e in events] == ["payment_intent.succeeded", "checkout.session.completed"]
+    assert all(url == HOOK for url, _, _ in received)
+    assert events[1].data.object["id"] == session.id
+    with pytest.raises(stripe.SignatureVerificationError):
+        stripe.Webhook.construct_event(received[0][1], received[0][2]["stripe-signature"], "whsec_other")
+    assert emulator.deliver_pending() == []  # delivered once; redeliver() sends again on demand
+    assert emulator.redeliver(events[1].id) == 200 and len(received) == 3
+
+
+def test_a_declined_card_at_checkout_leaves_the_session_open_and_sends_nothing(
+    client: stripe.StripeClient, emulator: StripeEmulator
+) -> None:
+    session = open_session(client, client.v1.customers.create().id)
+    answer = pay(str(session.url), card="4000000000000002")
+    assert answer.status_code == 402 and "Your card was declined." in answer.text
+    assert client.v1.checkout.sessions.retrieve(session.id).status == "open"
+    assert emulator.pending() == []
+
+
+def test_off_session_charges_succeed_decline_and_replay_by_idempotency_key(
+    client: stripe.StripeClient, emulator: StripeEmulator
+) -> None:
+    customer = client.v1.customers.create().id
+    cards = {}
+    for number in ("4242424242424242", "4000000000000341"):
+        session = open_session(client, customer)
+        pay(str(session.url), card=number)
+        intent = client.v1.payment_intents.retrieve(str(client.v1.checkout.sessions.retrieve(session.id).payment_intent))
+        cards[number] = str(intent.payment_method)
+    params = {"amount": 5000, "currency": "usd", "customer": customer, "off_session": True, "confirm": True}
+    good = client.v1.payment_intents.create(
+        params={**params, "payment_method": cards["4242424242424242"]}, options={"idempotency_key": "topup_1"}
+    )
+    assert isinstance(good, stripe.PaymentIntent) and good.status == "succeeded"
+    again = client.v1.payment_intents.create(
+        params={**params, "payment_method": cards["4242424242424242"]}, options={"idempotency_key": "topup_1"}
+    )
+    assert again.id == good.id  # the same charge, not a second one
+    with pytest.raises(stripe.CardError) as declined:
+        client.v1.payment_intents.create(params={**params, "payment_method": cards["4000000000000341"]})
+    assert declined.value.code == "card_declined" and declined.value.http_status == 402
+    assert declined.value.error is not None and declined.value.error.payment_intent is not None
+    assert declined.value.error.payment_intent.status == "requires_payment_method"
+    assert [e["type"] for e in emulator.pending()][-2:] == ["payment_intent.succeeded", "payment_intent.payment_failed"]
+
+
+def test_a_wrong_api_key_is_refused_as_stripe_refuses_it(server: EmulatorServer) -> None:
+    wrong = stripe.StripeClient("sk_test_wrong", base_addresses={"api": server.base_url + "/stripe"})
+    with pytest.raises(stripe.AuthenticationError):
+        wrong.v1.customers.create()
+
+
+def test_the_service_adapter_runs_unchanged_against_the_emulator(
+    adapter: StripePayments, emulator: StripeEmulator, received: list[tuple[str, bytes, dict[str, str]]]
+) -> None:
+    # Given a customer and a checkout opened through the adapter
+    customer = adapter.create_customer(org_id="org_7")
+    session = adapter.create_checkout(
+        customer_id=customer,
+        amount_cents=1000,
+        org_id="org_7",
+        user_id="user_1",
+        success_url="https://x.example/s?id={CHECKOUT_SESSION_ID}",
+        cancel_url="https://x.example/c",
+        idempotency_key="checkout-1",
+    )
+    assert session.session_id.startswith("cs_test_") and session.expires_at.endswith("Z")
+    # When the card that declines off-session pays, the adapter sees the saved card
+    pay(session.url, card="4000000000000341")
+    emulator.deliver_pending()
+    completed = adapter.verify_event(received[-1][1], received[-1][2]["stripe-signature"])
+    assert completed.event_type == "checkout.session.completed"
+    assert completed.data["metadata"] == {"org_id": "org_7", "user_id": "user_1", "purpose": "credit_purchase"}
+    card = adapter.saved_card(str(completed.data["payment_intent"]))
+    assert card is not None and (card.brand, card.last4) == ("visa", "0341")
+    # Then an off-session charge is a failed Charge with the processor's reason
+    charge = adapter.charge_off_session(
+        customer_id=customer, payment_method_id=card.payment_method_id, amount_cents=2000, org_id="org_7", attempt_id="topup_x"
+    )
+    assert (charge.status, charge.failure_code) == ("failed", "card_declined")
+    assert charge.processor_ref.startswith("pi_") and charge.metadata["attempt_id"] == "topup_x"
+    assert adapter.payment_intent(charge.processor_ref).status == "failed"
+    # And a forged or stale signature does not verify
+    payload = received[-1][1]
+    with pytest.raises(InvalidRequest) as forged:
+        adapter.verify_event(payload, sign(payload, "whsec_forged", int(completed.created)))
+    assert forged.value.code == "invalid_signature"
+    with pytest.raises(InvalidRequest):
+        adapter.verify_event(payload, sign(payload, WEBHOOK_SECRET, 1_000_000_000))  # years old
+    with pytest.raises(InvalidRequest):
+        adapter.verify_event(payload, None)
