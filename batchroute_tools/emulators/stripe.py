@@ -70,9 +70,19 @@ CARDS = {
     card.number: card
     for card in (
         TestCard("4242424242424242", "visa", "Visa 4242: always succeeds", "paid", "succeeded"),
-        TestCard("4000000000000341", "visa", "Visa 0341: later off-session charges decline", "paid", "card_declined"),
         TestCard(
-            "4000002760003184", "visa", "Visa 3184: later charges need authentication", "paid", "authentication_required"
+            "4000000000000341",
+            "visa",
+            "Visa 0341: later off-session charges decline",
+            "paid",
+            "card_declined",
+        ),
+        TestCard(
+            "4000002760003184",
+            "visa",
+            "Visa 3184: later charges need authentication",
+            "paid",
+            "authentication_required",
         ),
         TestCard("4000000000000002", "visa", "Visa 0002: declined", "card_declined", "card_declined"),
     )
@@ -104,7 +114,8 @@ def decode_form(body: bytes) -> dict[str, Any]:
         for part in parts[:-1]:
             node = node.setdefault(part, {})
         node[parts[-1]] = value
-    return _lists(root)
+    decoded: dict[str, Any] = _lists(root)
+    return decoded
 
 
 def _lists(node: Any) -> Any:
@@ -124,7 +135,9 @@ class StripeError(Exception):
 
 
 def _invalid(message: str, param: str | None = None, code: str = "parameter_invalid") -> StripeError:
-    return StripeError(400, {"type": "invalid_request_error", "code": code, "message": message, "param": param})
+    return StripeError(
+        400, {"type": "invalid_request_error", "code": code, "message": message, "param": param}
+    )
 
 
 def _missing(kind: str, ident: str, param: str) -> StripeError:
@@ -150,8 +163,8 @@ class _Event:
 
 @dataclass
 class StripeEmulator:
-    secret_key: str = "sk_test_emulator"
-    webhook_secret: str = "whsec_emulator"
+    secret_key: str = "sk_test_emulator"  # noqa: S105 (the emulator's, as in the local settings)
+    webhook_secret: str = "whsec_emulator"  # noqa: S105
     webhook_url: str | None = None
     prefix: str = "/stripe"
     clock: Callable[[], float] = time.time
@@ -209,7 +222,9 @@ class StripeEmulator:
             with self._lock:
                 if key and request.method == "POST" and (request.path, key) in self._idempotent:
                     replay = self._idempotent[request.path, key]
-                    return Reply(replay.status, {**replay.headers, "idempotent-replayed": "true"}, replay.body)
+                    return Reply(
+                        replay.status, {**replay.headers, "idempotent-replayed": "true"}, replay.body
+                    )
                 try:
                     reply = Reply.json(200, handler(request))
                 except StripeError as exc:
@@ -234,8 +249,9 @@ class StripeEmulator:
     # -- customers ---------------------------------------------------------------------------
     def _create_customer(self, request: Request) -> dict[str, Any]:
         form = decode_form(request.body)
+        customer_id = self._id("cus")
         customer = {
-            "id": self._id("cus"),
+            "id": customer_id,
             "object": "customer",
             "created": self._now(),
             "description": form.get("description"),
@@ -244,7 +260,7 @@ class StripeEmulator:
             "livemode": False,
             "invoice_settings": {"default_payment_method": None},
         }
-        self.customers[customer["id"]] = customer
+        self.customers[customer_id] = customer
         return customer
 
     # -- Checkout ----------------------------------------------------------------------------
@@ -305,7 +321,9 @@ class StripeEmulator:
         session = self.sessions.get(request.params["id"])
         if session is None:
             return Reply.raw(404, b"<h1>No such checkout session</h1>", "text/html; charset=utf-8")
-        return Reply.raw(200, _page_html(session, self.prefix, error=None).encode(), "text/html; charset=utf-8")
+        return Reply.raw(
+            200, _page_html(session, self.prefix, error=None).encode(), "text/html; charset=utf-8"
+        )
 
     def _pay(self, request: Request) -> Reply:
         form = dict(parse_qsl(request.body.decode(), keep_blank_values=True))
@@ -326,7 +344,9 @@ class StripeEmulator:
                 return Reply.raw(402, page.encode(), "text/html; charset=utf-8")
             self._complete(session, card)
         self._wake.set()
-        return Reply(303, {"location": session["success_url"].replace("{CHECKOUT_SESSION_ID}", session["id"])})
+        return Reply(
+            303, {"location": session["success_url"].replace("{CHECKOUT_SESSION_ID}", session["id"])}
+        )
 
     def _complete(self, session: dict[str, Any], card: TestCard) -> None:
         data = session["_payment_intent_data"]
@@ -347,8 +367,9 @@ class StripeEmulator:
 
     # -- payment methods and intents ---------------------------------------------------------
     def _new_method(self, card: TestCard, customer: str | None) -> dict[str, Any]:
+        method_id = self._id("pm")
         method = {
-            "id": self._id("pm"),
+            "id": method_id,
             "object": "payment_method",
             "type": "card",
             "customer": customer,
@@ -366,7 +387,7 @@ class StripeEmulator:
             "metadata": {},
             "_card": card.number,
         }
-        self.methods[method["id"]] = method
+        self.methods[method_id] = method
         return _public(method)
 
     def _new_intent(
@@ -431,10 +452,14 @@ class StripeEmulator:
         if form.get("confirm") != "true":
             return intent
         if method is None:
-            raise _invalid("You must provide a payment_method to confirm.", "payment_method", "parameter_missing")
+            raise _invalid(
+                "You must provide a payment_method to confirm.", "payment_method", "parameter_missing"
+            )
         if form.get("off_session") == "true" and method.get("customer") != customer:
             raise _invalid(
-                "The provided PaymentMethod is not attached to this customer.", "payment_method", "payment_method_invalid"
+                "The provided PaymentMethod is not attached to this customer.",
+                "payment_method",
+                "payment_method_invalid",
             )
         outcome = CARDS[method["_card"]].off_session
         if outcome == "succeeded":

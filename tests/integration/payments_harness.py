@@ -54,9 +54,15 @@ class Bench:
         """Charge `usd` of the balance (a reservation settled in full), as a batch would."""
         ledger, at = self.wiring.ledger, isoformat(self.clock.now())
         rid = new_id("evt")
-        ledger.reserve(self.org.org_id, reservation_id=rid, amount=Money.usd(usd), at=at, purpose="batch", ref=rid)
+        ledger.reserve(
+            self.org.org_id, reservation_id=rid, amount=Money.usd(usd), at=at, purpose="batch", ref=rid
+        )
         ledger.settle(
-            self.org.org_id, rid, charge=Money.usd(usd), at=at, period_keys=period_keys(self.clock.now(), "UTC").values()
+            self.org.org_id,
+            rid,
+            charge=Money.usd(usd),
+            at=at,
+            period_keys=period_keys(self.clock.now(), "UTC").values(),
         )
 
     def moved(self) -> None:
@@ -86,7 +92,9 @@ class Bench:
 
     # -- auto top-up ---------------------------------------------------------------------
     def configure(self, **body: Any) -> dict[str, Any]:
-        response = self.client.put("/v1/billing/auto-topup", json=body, headers=self.org.key_headers("billing"))
+        response = self.client.put(
+            "/v1/billing/auto-topup", json=body, headers=self.org.key_headers("billing")
+        )
         assert response.status_code == 200, response.text
         config: dict[str, Any] = response.json()["auto_topup"]
         return config
@@ -106,7 +114,9 @@ class Bench:
     def event_ids(self, event_type: str) -> list[str]:
         return [e.event["id"] for e in self.emulator.events if e.event["type"] == event_type]
 
-    def post_event(self, event: dict[str, Any], *, secret: str = WEBHOOK_SECRET, at: datetime | None = None) -> httpx.Response:
+    def post_event(
+        self, event: dict[str, Any], *, secret: str = WEBHOOK_SECRET, at: datetime | None = None
+    ) -> httpx.Response:
         """Post an event of our own making, signed (with `secret`) as the processor signs."""
         payload = httpx.Request("POST", "http://x", json=event).content
         stamp = int(at.timestamp()) if at is not None else int(time.time())
@@ -123,7 +133,10 @@ def payments_bench(clock: FixedClock) -> Iterator[Bench]:
         return holder["client"].post(WEBHOOK_PATH, content=payload, headers=headers).status_code
 
     emulator = StripeEmulator(
-        secret_key=SECRET_KEY, webhook_secret=WEBHOOK_SECRET, webhook_url="http://testserver" + WEBHOOK_PATH, deliver=deliver
+        secret_key=SECRET_KEY,
+        webhook_secret=WEBHOOK_SECRET,
+        webhook_url="http://testserver" + WEBHOOK_PATH,
+        deliver=deliver,
     )
     server = EmulatorServer([emulator.vendor]).start()
     names = {

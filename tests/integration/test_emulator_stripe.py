@@ -64,7 +64,10 @@ def open_session(client: stripe.StripeClient, customer: str, cents: int = 2500) 
             "mode": "payment",
             "customer": customer,
             "line_items": [
-                {"quantity": 1, "price_data": {"currency": "usd", "unit_amount": cents, "product_data": {"name": "c"}}}
+                {
+                    "quantity": 1,
+                    "price_data": {"currency": "usd", "unit_amount": cents, "product_data": {"name": "c"}},
+                }
             ],
             "payment_intent_data": {"setup_future_usage": "off_session", "metadata": {"org_id": "org_1"}},
             "metadata": {"org_id": "org_1", "purpose": "credit_purchase"},
@@ -76,7 +79,7 @@ def open_session(client: stripe.StripeClient, customer: str, cents: int = 2500) 
 
 def pay(session_url: str, card: str = "4242424242424242") -> httpx.Response:
     page = httpx.get(session_url)
-    assert page.status_code == 200 and "<button type=\"submit\">Pay</button>" in page.text
+    assert page.status_code == 200 and '<button type="submit">Pay</button>' in page.text
     return httpx.post(session_url + "/pay", data={"card": card})
 
 
@@ -108,7 +111,9 @@ def test_checkout_parses_as_sdk_types_and_the_hosted_page_pays_and_signs_its_web
     assert method.card is not None and method.card.last4 == "4242"
     # And its webhooks verify with the SDK's own check, and only with the right secret
     assert emulator.deliver_pending() == [200, 200]
-    events = [stripe.Webhook.construct_event(p, h["stripe-signature"], WEBHOOK_SECRET) for _, p, h in received]
+    events = [
+        stripe.Webhook.construct_event(p, h["stripe-signature"], WEBHOOK_SECRET) for _, p, h in received
+    ]
     assert [e.type for e in events] == ["payment_intent.succeeded", "checkout.session.completed"]
     assert all(url == HOOK for url, _, _ in received)
     assert events[1].data.object["id"] == session.id
@@ -136,23 +141,38 @@ def test_off_session_charges_succeed_decline_and_replay_by_idempotency_key(
     for number in ("4242424242424242", "4000000000000341"):
         session = open_session(client, customer)
         pay(str(session.url), card=number)
-        intent = client.v1.payment_intents.retrieve(str(client.v1.checkout.sessions.retrieve(session.id).payment_intent))
+        intent = client.v1.payment_intents.retrieve(
+            str(client.v1.checkout.sessions.retrieve(session.id).payment_intent)
+        )
         cards[number] = str(intent.payment_method)
-    params = {"amount": 5000, "currency": "usd", "customer": customer, "off_session": True, "confirm": True}
+
+    def params(method: str) -> stripe.params.PaymentIntentCreateParams:
+        return {
+            "amount": 5000,
+            "currency": "usd",
+            "customer": customer,
+            "off_session": True,
+            "confirm": True,
+            "payment_method": method,
+        }
+
     good = client.v1.payment_intents.create(
-        params={**params, "payment_method": cards["4242424242424242"]}, options={"idempotency_key": "topup_1"}
+        params=params(cards["4242424242424242"]), options={"idempotency_key": "topup_1"}
     )
     assert isinstance(good, stripe.PaymentIntent) and good.status == "succeeded"
     again = client.v1.payment_intents.create(
-        params={**params, "payment_method": cards["4242424242424242"]}, options={"idempotency_key": "topup_1"}
+        params=params(cards["4242424242424242"]), options={"idempotency_key": "topup_1"}
     )
     assert again.id == good.id  # the same charge, not a second one
     with pytest.raises(stripe.CardError) as declined:
-        client.v1.payment_intents.create(params={**params, "payment_method": cards["4000000000000341"]})
+        client.v1.payment_intents.create(params=params(cards["4000000000000341"]))
     assert declined.value.code == "card_declined" and declined.value.http_status == 402
     assert declined.value.error is not None and declined.value.error.payment_intent is not None
     assert declined.value.error.payment_intent.status == "requires_payment_method"
-    assert [e["type"] for e in emulator.pending()][-2:] == ["payment_intent.succeeded", "payment_intent.payment_failed"]
+    assert [e["type"] for e in emulator.pending()][-2:] == [
+        "payment_intent.succeeded",
+        "payment_intent.payment_failed",
+    ]
 
 
 def test_a_wrong_api_key_is_refused_as_stripe_refuses_it(server: EmulatorServer) -> None:
@@ -181,12 +201,20 @@ def test_the_service_adapter_runs_unchanged_against_the_emulator(
     emulator.deliver_pending()
     completed = adapter.verify_event(received[-1][1], received[-1][2]["stripe-signature"])
     assert completed.event_type == "checkout.session.completed"
-    assert completed.data["metadata"] == {"org_id": "org_7", "user_id": "user_1", "purpose": "credit_purchase"}
+    assert completed.data["metadata"] == {
+        "org_id": "org_7",
+        "user_id": "user_1",
+        "purpose": "credit_purchase",
+    }
     card = adapter.saved_card(str(completed.data["payment_intent"]))
     assert card is not None and (card.brand, card.last4) == ("visa", "0341")
     # Then an off-session charge is a failed Charge with the processor's reason
     charge = adapter.charge_off_session(
-        customer_id=customer, payment_method_id=card.payment_method_id, amount_cents=2000, org_id="org_7", attempt_id="topup_x"
+        customer_id=customer,
+        payment_method_id=card.payment_method_id,
+        amount_cents=2000,
+        org_id="org_7",
+        attempt_id="topup_x",
     )
     assert (charge.status, charge.failure_code) == ("failed", "card_declined")
     assert charge.processor_ref.startswith("pi_") and charge.metadata["attempt_id"] == "topup_x"

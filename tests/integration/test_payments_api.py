@@ -30,17 +30,23 @@ def bench(local_aws: LocalStack, clock: FixedClock) -> Iterator[Bench]:
 
 
 def purchases(bench: Bench) -> list[dict[str, object]]:
-    return [e for e in bench.wiring.ledger.entries(bench.org.org_id, limit=None) if e["entry_type"] == "purchase"]
+    return [
+        e for e in bench.wiring.ledger.entries(bench.org.org_id, limit=None) if e["entry_type"] == "purchase"
+    ]
 
 
 # -- checkout ----------------------------------------------------------------------------------
 def test_checkout_needs_a_signed_in_user_with_billing_manage(bench: Bench) -> None:
     # An API key, even the owner's, gets 403 user_session_required (like PUT /v1/billing/controls)
-    by_key = bench.client.post("/v1/billing/checkout", json={"amount": 25}, headers=bench.org.key_headers("owner"))
+    by_key = bench.client.post(
+        "/v1/billing/checkout", json={"amount": 25}, headers=bench.org.key_headers("owner")
+    )
     assert by_key.status_code == 403 and by_key.json()["error"]["code"] == "user_session_required"
     # A member's or admin's session lacks billing:manage
     for role in ("member", "admin"):
-        answer = bench.client.post("/v1/billing/checkout", json={"amount": 25}, headers=bench.org.session_headers(role))
+        answer = bench.client.post(
+            "/v1/billing/checkout", json={"amount": 25}, headers=bench.org.session_headers(role)
+        )
         assert answer.status_code == 403 and answer.json()["error"]["code"] == "permission_denied"
     assert bench.client.post("/v1/billing/checkout", json={"amount": 25}).status_code == 401
 
@@ -97,7 +103,10 @@ def test_paying_credits_the_wallet_once_through_the_signed_webhook(bench: Bench)
 def test_events_in_any_order_credit_once(bench: Bench) -> None:
     checkout = bench.checkout(40)
     bench.pay(checkout)
-    completed, succeeded = bench.event_ids("checkout.session.completed"), bench.event_ids("payment_intent.succeeded")
+    completed, succeeded = (
+        bench.event_ids("checkout.session.completed"),
+        bench.event_ids("payment_intent.succeeded"),
+    )
     # The session's completion first, then the intent's success, then the completion again
     answers = [bench.emulator.redeliver(i) for i in (*completed, *succeeded, *completed)]
     assert answers == [200, 200, 200]
@@ -126,7 +135,11 @@ def test_forged_or_tampered_events_are_refused_and_credit_nothing(bench: Bench) 
     event = json.loads(payload)
     event["data"]["object"]["amount_total"] = 1_000_000
     tampered = json.dumps(event).encode()
-    for body, sent in [(payload, forged), (tampered, headers), (payload, {"content-type": "application/json"})]:
+    for body, sent in [
+        (payload, forged),
+        (tampered, headers),
+        (payload, {"content-type": "application/json"}),
+    ]:
         answer = bench.client.post(WEBHOOK_PATH, content=body, headers=sent)
         assert answer.status_code == 400 and answer.json()["error"]["code"] == "invalid_signature"
     # An event signed long ago (a replay) is refused too
@@ -147,7 +160,13 @@ def test_an_unpaid_completion_credits_nothing_until_the_payment_succeeds(bench: 
         "metadata": {"org_id": bench.org.org_id, "purpose": "credit_purchase"},
         "payment_intent": None,
     }
-    event = {"id": "evt_async_1", "object": "event", "created": 1, "type": "checkout.session.completed", "data": {"object": session}}
+    event = {
+        "id": "evt_async_1",
+        "object": "event",
+        "created": 1,
+        "type": "checkout.session.completed",
+        "data": {"object": session},
+    }
     assert bench.post_event(event).json()["applied"] is False
     assert bench.balance() == Money.zero()
     # When it is paid later
@@ -159,6 +178,12 @@ def test_an_unpaid_completion_credits_nothing_until_the_payment_succeeds(bench: 
 
 
 def test_events_of_other_kinds_are_acknowledged_and_ignored(bench: Bench) -> None:
-    event = {"id": "evt_other", "object": "event", "created": 1, "type": "customer.created", "data": {"object": {"id": "cus_1"}}}
+    event = {
+        "id": "evt_other",
+        "object": "event",
+        "created": 1,
+        "type": "customer.created",
+        "data": {"object": {"id": "cus_1"}},
+    }
     answer = bench.post_event(event)
     assert answer.status_code == 200 and answer.json()["applied"] is False

@@ -1,0 +1,336 @@
+"""Auto top-up over HTTP on moto against the payment emulator, with an injected clock: settings
+and their validation, exactly one attempt when the balance falls below the trigger (even with
+concurrent movers), the monthly cap, the webhook's single credit, failures that back off
+(1 h, 6 h, then off) and alert, a failure reported after a success changing nothing, the
+sweeper's recovery of a lost webhook, and the attempts listing."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from batchroute.clock import FixedClock
+from batchroute.money import Money
+from batchroute_tools.local.provision import LocalStack
+from tests.integration.payments_harness import DECLINES_LATER, Bench, payments_bench
+
+START = datetime(2026, 3, 1, 9, 30, tzinfo=UTC)
+ENABLED = {"enabled": True, "trigger_balance": 10, "amount": 20, "monthly_cap": 100}
+
+
+@pytest.fixture
+def clock() -> FixedClock:
+    return FixedClock(START)
+
+
+@pytest.fixture
+def bench(local_aws: LocalStack, clock: FixedClock) -> Iterator[Bench]:
+    with payments_bench(clock) as running:
+        yield running
+
+
+def put(bench: Bench, body: Any, role: str = "billing") -> Any:
+    return bench.client.put("/v1/billing/auto-topup", json=body, headers=bench.org.key_headers(role))  # type: ignore[arg-type]
+
+
+def error_of(response: Any, status: int) -> dict[str, Any]:
+    assert response.status_code == status, response.text
+    error: dict[str, Any] = response.json()["error"]
+    return error
+
+
+def topups(bench: Bench) -> list[dict[str, Any]]:
+    return [
+        e for e in bench.wiring.ledger.entries(bench.org.org_id, limit=None) if e["entry_type"] == "topup"
+    ]
+
+
+def armed(bench: Bench, card: str = "4242424242424242") -> None:
+    """A purchase of 20 USD saves `card`; then auto top-up is on; then 15 USD are spent (5 left)."""
+    bench.buy(20, card=card)
+    bench.configure(**ENABLED)
+    bench.spend("15")
+
+
+# -- settings ----------------------------------------------------------------------------------
+def test_unconfigured_settings_read_as_defaults(bench: Bench) -> None:
+    answer = bench.client.get("/v1/billing/auto-topup", headers=bench.org.key_headers("admin"))
+    assert answer.status_code == 200
+    config = answer.json()["auto_topup"]
+    assert config["configured"] is False and config["enabled"] is False
+    assert config["trigger_balance"] == {"currency": "usd", "amount": "10.00"}
+    assert config["amount"] == {"currency": "usd", "amount": "50.00"}
+    assert config["monthly_cap"] == {"currency": "usd", "amount": "500.00"}
+    assert config["payment_method"] is None and config["status"]["in_flight_attempt_id"] is None
+
+
+def test_enabling_needs_a_saved_card(bench: Bench) -> None:
+    assert error_of(put(bench, ENABLED), 400)["code"] == "payment_method_required"
+    bench.buy(10)
+    config = bench.configure(**ENABLED)
+    assert config["enabled"] is True and config["configured"] is True
+    assert config["payment_method"] == {"brand": "visa", "last4": "4242"}
+    assert config["created_at"] == config["updated_at"] == "2026-03-01T09:30:00.000Z"
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"amount": 4}, "amount"),
+        ({"amount": 10_001}, "amount"),
+        ({"amount": "12.345"}, "amount"),
+        ({"trigger_balance": -1}, "trigger_balance"),
+        ({"trigger_balance": 10_001}, "trigger_balance"),
+        ({"monthly_cap": 10, "amount": 20}, "monthly_cap"),
+        ({"monthly_cap": 100_001}, "monthly_cap"),
+        ({"enabled": "yes"}, "enabled"),
+        ({"colour": "red"}, "colour"),
+    ],
+)
+def test_invalid_settings_answer_400_naming_the_field(bench: Bench, body: dict[str, Any], field: str) -> None:
+    error = error_of(put(bench, body), 400)
+    assert error["code"] == "invalid_auto_topup" and error["details"]["field"] == field
+
+
+def test_only_billing_managers_change_settings_and_the_read_object_can_be_sent_back(bench: Bench) -> None:
+    for role in ("member", "admin"):
+        assert error_of(put(bench, {"amount": 30}, role), 403)["code"] == "permission_denied"
+    assert error_of(bench.client.get("/v1/billing/auto-topup", headers=bench.org.key_headers("member")), 403)
+    current = bench.client.get("/v1/billing/auto-topup", headers=bench.org.key_headers("billing")).json()
+    saved = put(bench, {**current["auto_topup"], "amount": {"currency": "usd", "amount": "30"}})
+    assert saved.status_code == 200 and saved.json()["auto_topup"]["amount"]["amount"] == "30.00"
+
+
+# -- starting and crediting --------------------------------------------------------------------
+def test_falling_below_the_trigger_makes_one_attempt_and_the_webhook_credits_it_once(bench: Bench) -> None:
+    armed(bench)
+    assert bench.balance() == Money.usd(5)
+    # When the balance moves (several times) below the trigger
+    bench.moved()
+    bench.moved()
+    # Then one pending attempt, charged by the sweeper
+    (attempt,) = bench.attempts()
+    assert (attempt["status"], attempt["amount"]["amount"], attempt["processor_reference"]) == (
+        "pending",
+        "20.00",
+        None,
+    )
+    report = bench.wiring.sweeper.sweep()
+    assert report["auto_topups"]["charged"] == [attempt["id"]]
+    assert bench.balance() == Money.usd(5)  # credited by the webhook, not by the charge's answer
+    # When the processor's webhook arrives (twice)
+    bench.emulator.deliver_pending()
+    (succeeded,) = bench.event_ids("payment_intent.succeeded")[-1:]
+    assert bench.emulator.redeliver(succeeded) == 200
+    # Then the wallet is credited once and the attempt succeeded
+    assert bench.balance() == Money.usd(25)
+    (entry,) = topups(bench)
+    (attempt,) = bench.attempts()
+    assert attempt["status"] == "succeeded" and attempt["processor_reference"] == entry["processor_ref"]
+    assert attempt["processor_reference"].startswith("pi_")
+    assert [e["details"]["attempt_id"] for e in bench.events("billing.auto_topup_succeeded")] == [
+        attempt["id"]
+    ]
+    assert bench.wiring.ledger.violations(bench.org.org_id) == []
+    # And the slot is free again: the next fall starts the next attempt
+    config = bench.client.get("/v1/billing/auto-topup", headers=bench.org.key_headers("billing")).json()[
+        "auto_topup"
+    ]
+    assert config["status"]["in_flight_attempt_id"] is None
+    assert config["status"]["month_committed"]["amount"] == "20.00"
+
+
+def test_concurrent_movers_start_exactly_one_attempt(bench: Bench, serializable_transactions: None) -> None:
+    armed(bench)
+    service, org, balance, at = bench.wiring.auto_topup, bench.org.org_id, bench.balance(), bench.clock.now()
+    started: list[object] = []
+    barrier = threading.Barrier(8)
+
+    def mover() -> None:
+        barrier.wait()
+        started.append(service.maybe_start(org, balance, at=at))
+
+    threads = [threading.Thread(target=mover) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len([s for s in started if s is not None]) == 1
+    assert len(bench.attempts()) == 1
+
+
+def test_the_monthly_cap_holds_pending_and_succeeded_top_ups(bench: Bench, clock: FixedClock) -> None:
+    # Given a cap of two top-ups of 20
+    bench.buy(20)
+    bench.configure(enabled=True, trigger_balance=10, amount=20, monthly_cap=40)
+    for _ in range(2):
+        bench.spend(str(bench.balance().amount))  # down to zero
+        bench.moved()
+        bench.wiring.sweeper.sweep()
+        bench.emulator.deliver_pending()
+        clock.advance(minutes=1)
+    assert bench.balance() == Money.usd(20) and len(topups(bench)) == 2
+    # When the balance falls again this month: no third attempt
+    bench.spend("20")
+    bench.moved()
+    assert len(bench.attempts()) == 2
+    # When the month turns (UTC), top-ups start again
+    clock.advance(days=31)
+    bench.moved()
+    assert len(bench.attempts()) == 3 and bench.attempts()[0]["status"] == "pending"
+
+
+def test_disabled_or_above_the_trigger_starts_nothing(bench: Bench) -> None:
+    bench.buy(20)
+    bench.configure(**ENABLED)
+    bench.moved()  # 20 >= 10
+    bench.configure(enabled=False)
+    bench.spend("15")
+    bench.moved()
+    assert bench.attempts() == []
+
+
+# -- failures ----------------------------------------------------------------------------------
+def test_failures_alert_and_back_off_then_switch_auto_top_up_off(bench: Bench, clock: FixedClock) -> None:
+    armed(bench, card=DECLINES_LATER)
+    # First failure: the decline is recorded with the processor's reason, alerted, 1 h back-off
+    bench.moved()
+    bench.wiring.sweeper.sweep()
+    (attempt,) = bench.attempts()
+    assert attempt["status"] == "failed" and attempt["failure_code"] == "card_declined"
+    assert attempt["failure_reason"] == "Your card was declined." and attempt[
+        "processor_reference"
+    ].startswith("pi_")
+    (alert,) = bench.events("billing.auto_topup_failed")
+    assert (
+        alert["details"]["attempt_id"] == attempt["id"]
+        and alert["details"]["retry_after"] == "2026-03-01T10:30:00.000Z"
+    )
+    # The processor's own payment_failed webhook for it changes nothing more
+    assert bench.emulator.deliver_pending()
+    assert len(bench.events("billing.auto_topup_failed")) == 1
+    # Within the back-off nothing starts; after it the next attempt does
+    clock.advance(minutes=59)
+    bench.moved()
+    assert len(bench.attempts()) == 1
+    clock.advance(minutes=2)
+    bench.moved()
+    bench.wiring.sweeper.sweep()
+    assert [a["status"] for a in bench.attempts()] == ["failed", "failed"]
+    config = bench.client.get("/v1/billing/auto-topup", headers=bench.org.key_headers("billing")).json()[
+        "auto_topup"
+    ]
+    assert config["status"]["consecutive_failures"] == 2
+    assert config["status"]["retry_after"] == "2026-03-01T16:31:00.000Z"  # 6 h
+    # The third failure switches auto top-up off until the user saves again
+    clock.advance(hours=6, minutes=1)
+    bench.moved()
+    bench.wiring.sweeper.sweep()
+    config = bench.client.get("/v1/billing/auto-topup", headers=bench.org.key_headers("billing")).json()[
+        "auto_topup"
+    ]
+    assert config["enabled"] is False and config["status"]["disabled_reason"] == "payment_failed"
+    assert bench.events("billing.auto_topup_failed")[0]["details"]["auto_topup_disabled"] is True
+    clock.advance(days=2)
+    bench.moved()
+    assert len(bench.attempts()) == 3
+    # Saving again clears the switch-off and the back-off; failed attempts gave back the month's cap
+    config = bench.configure(enabled=True)
+    assert (
+        config["status"]["consecutive_failures"] == 0
+        and config["status"]["month_committed"]["amount"] == "0.00"
+    )
+    assert bench.balance() == Money.usd(5) and topups(bench) == []
+
+
+def test_a_failure_reported_after_the_success_changes_nothing(bench: Bench) -> None:
+    armed(bench)
+    bench.moved()
+    bench.wiring.sweeper.sweep()
+    bench.emulator.deliver_pending()
+    (attempt,) = bench.attempts()
+    intent = dict(bench.emulator.intents[attempt["processor_reference"]])
+    intent.update(
+        status="requires_payment_method", last_payment_error={"code": "card_declined", "message": "late"}
+    )
+    event = {
+        "id": "evt_late",
+        "object": "event",
+        "created": 1,
+        "type": "payment_intent.payment_failed",
+        "data": {"object": intent},
+    }
+    assert bench.post_event(event).json()["applied"] is False
+    (attempt,) = bench.attempts()
+    assert attempt["status"] == "succeeded" and bench.balance() == Money.usd(25)
+    assert bench.events("billing.auto_topup_failed") == []
+
+
+def test_a_success_reported_after_a_failure_still_credits_once(bench: Bench) -> None:
+    # The processor took the money after all (its success comes after a failure was recorded)
+    armed(bench)
+    bench.moved()
+    bench.wiring.sweeper.sweep()
+    (attempt,) = bench.attempts()
+    intent = dict(bench.emulator.intents[attempt["processor_reference"]])
+    failed = dict(
+        intent, status="requires_payment_method", last_payment_error={"code": "card_declined", "message": "x"}
+    )
+    event = {
+        "id": "evt_f",
+        "object": "event",
+        "created": 1,
+        "type": "payment_intent.payment_failed",
+        "data": {"object": failed},
+    }
+    assert bench.post_event(event).json()["applied"] is True
+    bench.emulator.deliver_pending()  # the real payment_intent.succeeded
+    bench.emulator.deliver_pending()
+    assert bench.balance() == Money.usd(25) and len(topups(bench)) == 1
+    assert bench.attempts()[0]["status"] == "succeeded"
+
+
+# -- recovery and listing ----------------------------------------------------------------------
+def test_the_sweeper_recovers_an_attempt_whose_webhook_never_came(bench: Bench, clock: FixedClock) -> None:
+    armed(bench)
+    bench.moved()
+    bench.wiring.sweeper.sweep()  # charged; the webhook is lost
+    clock.advance(minutes=5)
+    assert bench.wiring.sweeper.sweep()["auto_topups"]["recovered"] == []  # not yet stuck
+    clock.advance(minutes=6)
+    recovered = bench.wiring.sweeper.sweep()["auto_topups"]["recovered"]
+    assert recovered == [bench.attempts()[0]["id"]]
+    assert bench.balance() == Money.usd(25) and bench.attempts()[0]["status"] == "succeeded"
+    # The webhook arriving late credits nothing more
+    bench.emulator.deliver_pending()
+    assert bench.balance() == Money.usd(25) and len(topups(bench)) == 1
+
+
+def test_attempts_list_newest_first_with_a_cursor(bench: Bench, clock: FixedClock) -> None:
+    armed(bench, card=DECLINES_LATER)
+    for _ in range(3):
+        bench.configure(enabled=True)  # clears the back-off
+        bench.moved()
+        bench.wiring.sweeper.sweep()
+        clock.advance(minutes=1)
+    everything = bench.attempts()
+    assert [a["created_at"] for a in everything] == sorted(
+        (a["created_at"] for a in everything), reverse=True
+    )
+    first = bench.client.get(
+        "/v1/billing/auto-topup/attempts?limit=2", headers=bench.org.key_headers("billing")
+    ).json()
+    assert [a["id"] for a in first["data"]] == [a["id"] for a in everything[:2]]
+    rest = bench.client.get(
+        f"/v1/billing/auto-topup/attempts?limit=2&cursor={first['next_cursor']}",
+        headers=bench.org.key_headers("billing"),
+    ).json()
+    assert [a["id"] for a in rest["data"]] == [everything[2]["id"]] and rest["next_cursor"] is None
+    bad = bench.client.get(
+        "/v1/billing/auto-topup/attempts?cursor=nope", headers=bench.org.key_headers("billing")
+    )
+    assert error_of(bad, 400)["code"] == "invalid_cursor"
