@@ -1,9 +1,11 @@
 """The real LedgerStore on moto, driven by Hypothesis through random sequences of grants,
 reservations (some beyond the available balance), settlements (below, at and above the
-reservation), releases and repeated deliveries, checked against the in-memory model after
+reservation), releases, processor credits (credit purchases and auto top-ups, each event
+possibly delivered again) and repeated deliveries, checked against the in-memory model after
 EVERY step by reading DynamoDB back: balance >= 0, available = balance - reserved >= 0,
 reserved = Σ pending, each resolved reservation reserved = charged + released (the rest of
-the cost absorbed), entries explain the balance, each reservation resolved exactly once,
+the cost absorbed), entries explain the balance (= credits in - charged), each reservation
+resolved exactly once, each processor event credited exactly once,
 spend counters hold the charges, and the open-holds index holds exactly the pending ones."""
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from batchroute.clock import isoformat
 from batchroute.domain.billing_controls import AuditEntry, BillingControls
 from batchroute.domain.ledger import (
     DuplicateReservation,
+    ProcessorCredit,
     Purpose,
     SettlementResult,
     UnknownReservation,
@@ -99,6 +102,7 @@ def create_ledger_table(dynamodb: Any, name: str) -> None:
 class LedgerMachine(RuleBasedStateMachine):
     pending = Bundle("pending")
     resolved = Bundle("resolved")
+    credits = Bundle("credits")
 
     def __init__(self) -> None:
         super().__init__()
@@ -133,6 +137,34 @@ class LedgerMachine(RuleBasedStateMachine):
     def grant(self, amount: int) -> None:
         self.store.grant(ORG, Money(amount), at=isoformat(INSTANTS[0]), memo="top-up", actor="test")
         self.model.grant(amount)
+
+    @rule(target=credits, amount=st.integers(5 * USD, 100 * USD), kind=st.sampled_from(["purchase", "topup"]))
+    def processor_credit(self, amount: int, kind: ProcessorCredit) -> tuple[str, int, ProcessorCredit]:
+        # A checkout.session.completed (cs_...) or a payment_intent.succeeded (pi_...)
+        self.serial += 1
+        ref = f"{'cs' if kind == 'purchase' else 'pi'}_{self.serial:04d}"
+        applied = self.store.credit(
+            ORG, Money(amount), kind=kind, processor_ref=ref, at=isoformat(INSTANTS[0]), memo=ref
+        )
+        assert applied and self.model.credit(ref, amount, kind=kind)
+        return ref, amount, kind
+
+    @rule(credit=credits, other_amount=st.booleans())
+    def processor_event_delivered_again(
+        self, credit: tuple[str, int, ProcessorCredit], other_amount: bool
+    ) -> None:
+        # The same event again (or a tampered one with another amount): nothing changes
+        ref, amount, kind = credit
+        again = self.store.credit(
+            ORG,
+            Money(amount * (2 if other_amount else 1)),
+            kind=kind,
+            processor_ref=ref,
+            at=isoformat(INSTANTS[1]),
+            memo=ref,
+        )
+        assert not again and not self.model.credit(ref, amount, kind=kind)
+        event("processor event repeated")
 
     @rule(target=pending, amount=AMOUNTS, purpose=st.sampled_from(["batch", "chat_hold"]))
     def reserve(self, amount: int, purpose: Purpose) -> Any:

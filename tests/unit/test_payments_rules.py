@@ -1,0 +1,163 @@
+"""The pure payment rules (domain/payments.py, docs/payments.md): amounts and cents, the auto
+top-up update, when a top-up starts, the back-off schedule, how a PaymentIntent reads as a
+charge, and the ledger's processor-credit invariant."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from batchroute.domain.ledger import Entry, Wallet, ledger_violations
+from batchroute.domain.payments import (
+    BACKOFF,
+    AutoTopup,
+    PaymentMethod,
+    TopupAttempt,
+    after_failure,
+    after_success,
+    apply_update,
+    charge_of,
+    from_cents,
+    month_key,
+    payment_amount,
+    skip_reason,
+    started,
+    to_cents,
+)
+from batchroute.errors import InvalidRequest
+from batchroute.money import Money
+
+AT = datetime(2026, 3, 31, 23, 30, tzinfo=UTC)
+CARD = PaymentMethod("pm_1", "visa", "4242")
+ON = AutoTopup(
+    org_id="org_1",
+    enabled=True,
+    trigger_balance=Money.usd(10),
+    amount=Money.usd(20),
+    monthly_cap=Money.usd(60),
+    configured=True,
+    version=3,
+)
+
+
+def test_amounts_are_whole_cents_between_5_and_10000_usd() -> None:
+    assert payment_amount(5) == Money.usd(5) and payment_amount("10000") == Money.usd(10_000)
+    assert payment_amount({"currency": "USD", "amount": "12.34"}) == Money.usd("12.34")
+    for bad in (4.99, 10_000.01, "1.234", "x", None, True, -10):
+        with pytest.raises(InvalidRequest) as refused:
+            payment_amount(bad)
+        assert refused.value.code == "invalid_amount" and refused.value.details == {"field": "amount"}
+    assert to_cents(Money.usd("12.34")) == 1234 and from_cents(1234) == Money.usd("12.34")
+    with pytest.raises(ValueError, match="whole cents"):
+        to_cents(Money(1))
+
+
+def test_the_month_is_the_utc_calendar_month() -> None:
+    assert month_key(AT) == "2026-03"
+    assert month_key(AT + timedelta(hours=1)) == "2026-04"
+
+
+def test_an_update_changes_only_what_it_gives_and_clears_the_back_off() -> None:
+    failing = replace(
+        ON, failures=2, retry_after="2026-04-01T00:00:00.000Z", enabled=False, disabled_reason="x"
+    )
+    new = apply_update(failing, {"amount": 25}, payment_method=CARD, at=AT)
+    assert new.amount == Money.usd(25) and new.trigger_balance == ON.trigger_balance
+    assert (new.failures, new.retry_after, new.disabled_reason) == (0, None, None)
+    assert new.updated_at == "2026-03-31T23:30:00.000Z" and new.version == ON.version  # the store bumps it
+
+
+@pytest.mark.parametrize(
+    ("body", "code"),
+    [
+        ({"enabled": True}, "payment_method_required"),
+        ({"monthly_cap": 10}, "invalid_auto_topup"),
+        ({"amount": "2"}, "invalid_auto_topup"),
+        ({"nope": 1}, "invalid_auto_topup"),
+        ([], "invalid_auto_topup"),
+    ],
+)
+def test_invalid_updates_are_refused(body: object, code: str) -> None:
+    with pytest.raises(InvalidRequest) as refused:
+        apply_update(AutoTopup(org_id="org_1"), body, payment_method=None, at=AT)
+    assert refused.value.code == code
+
+
+def test_a_top_up_starts_only_below_the_trigger_with_room_under_the_cap_and_no_back_off() -> None:
+    def why(settings: AutoTopup, balance: str = "9.99", card: bool = True, at: datetime = AT) -> object:
+        return skip_reason(settings, balance=Money.usd(balance), has_card=card, at=at)
+
+    assert why(ON) is None
+    assert why(ON, balance="10") == "above_trigger"
+    assert why(replace(ON, enabled=False)) == "disabled"
+    assert why(ON, card=False) == "no_card"
+    assert why(replace(ON, in_flight="topup_x")) == "in_flight"
+    assert why(replace(ON, retry_after="2026-03-31T23:30:00.001Z")) == "backing_off"
+    assert why(replace(ON, retry_after="2026-03-31T23:30:00.000Z")) is None
+    assert why(replace(ON, month="2026-03", month_committed=Money.usd(41))) == "monthly_cap"
+    assert why(replace(ON, month="2026-03", month_committed=Money.usd(40))) is None
+    # A new month starts from nothing
+    assert (
+        why(replace(ON, month="2026-03", month_committed=Money.usd(60)), at=AT + timedelta(hours=1)) is None
+    )
+
+
+def test_started_failed_and_succeeded_move_the_state() -> None:
+    running = started(ON, "topup_1", at=AT)
+    assert (running.in_flight, running.month, running.month_committed) == (
+        "topup_1",
+        "2026-03",
+        Money.usd(20),
+    )
+    attempt = TopupAttempt("topup_1", "org_1", Money.usd(20), "pending", "2026-03-31T23:30:00.000Z", "x")
+    state = running
+    for n, wait in enumerate(BACKOFF[:-1], start=1):
+        state = after_failure(state, attempt, at=AT)
+        assert (state.failures, state.in_flight, state.enabled) == (n, None, True)
+        assert state.retry_after == (AT + wait).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        assert state.month_committed == Money.zero()  # a failed top-up gives its room back
+        state = started(state, "topup_1", at=AT)
+    off = after_failure(state, attempt, at=AT)
+    assert (off.enabled, off.disabled_reason, off.retry_after) == (False, "payment_failed", None)
+    done = after_success(running)
+    assert (done.in_flight, done.failures, done.month_committed) == (None, 0, Money.usd(20))
+
+
+def test_a_payment_intent_reads_as_a_charge() -> None:
+    ok = charge_of({"id": "pi_1", "status": "succeeded", "amount": 2000, "metadata": {"a": "b"}})
+    assert (ok.status, ok.amount, ok.metadata) == ("succeeded", Money.usd(20), {"a": "b"})
+    declined = charge_of(
+        {
+            "id": "pi_2",
+            "status": "requires_payment_method",
+            "amount": 2000,
+            "last_payment_error": {"code": "card_declined", "message": "Your card was declined."},
+        }
+    )
+    assert (declined.status, declined.failure_code, declined.failure_reason) == (
+        "failed",
+        "card_declined",
+        "Your card was declined.",
+    )
+    assert (
+        charge_of({"id": "pi_3", "status": "requires_action", "amount": 1}).failure_code
+        == "authentication_required"
+    )
+    assert charge_of({"id": "pi_4", "status": "processing", "amount": 1}).status == "processing"
+
+
+def test_each_processor_reference_is_credited_once() -> None:
+    wallet = Wallet()
+    assert wallet.credit("cs_1", 25, kind="purchase") and wallet.credit("pi_1", 20, kind="topup")
+    assert not wallet.credit("cs_1", 25, kind="purchase")
+    assert wallet.balance == 45 and wallet.violations() == []
+    twice = [Entry("purchase", 5, processor_ref="cs_1"), Entry("purchase", 5, processor_ref="cs_1")]
+    assert ledger_violations(balance=10, reserved=0, available=10, reservations=[], entries=twice) == [
+        "cs_1: credited more than once"
+    ]
+    nameless = [Entry("topup", 5)]
+    assert "a topup credit without a processor reference" in ledger_violations(
+        balance=5, reserved=0, available=5, reservations=[], entries=nameless
+    )
