@@ -32,6 +32,8 @@ SWEEPER = "sweeper"
 # The functions that call AI providers: the API (direct chat), the router (lanes) and the
 # sweeper (each provider's health check refreshes its lanes' heartbeats).
 PROVIDER_CALLERS = frozenset({"api", "router", "sweeper"})
+# The functions that call the payment processor (docs/payments.md).
+PAYMENT_CALLERS = frozenset({"api", "sweeper"})
 # Workers answer the workflow's task tokens (router, settle, webhook).
 WORKERS = frozenset(q.consumer for q in resources.QUEUES)
 
@@ -158,6 +160,8 @@ class Compute(Construct):
         buckets["artifacts"].grant_read_write(function)
         if key in PROVIDER_CALLERS:  # direct chat, and the lanes (docs/providers.md)
             self._providers.grant_calls(function)
+        if key in PAYMENT_CALLERS:  # checkout, the processor's webhook, auto top-up charges
+            self._providers.grant_payments(function)
         if key == API:
             buckets["uploads"].grant_read_write(function)
             state_machine.grant_start_execution(function)

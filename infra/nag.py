@@ -67,6 +67,11 @@ COGNITO = (
     "No Cognito: orgs, users, API keys and sessions live in the identity table and are "
     "verified by the application."
 )
+PROCESSOR_KEYS = (
+    "The payment processor's secret key and webhook signing secret are issued and rolled in "
+    "the processor's dashboard; no Lambda can rotate them. The operator replaces the value; "
+    "functions re-read it within minutes (docs/payments.md)."
+)
 VENDOR_KEYS = (
     "Provider API keys are issued and rotated by the vendor or the operator's own server; "
     "no Lambda can rotate them. The operator replaces the value; functions re-read it within "
@@ -106,6 +111,7 @@ def acknowledge_findings(
     # SMG4: provider API keys are the vendors' to rotate.
     for secret in providers.secrets.values():
         _acknowledge(secret, "AwsSolutions-SMG4", VENDOR_KEYS)
+    _acknowledge(providers.payment_secret, "AwsSolutions-SMG4", PROCESSOR_KEYS)
     if providers.batch_role is not None:
         artifacts = _arn_ref(storage.buckets["artifacts"])
         for action in ("s3:GetObject*", "s3:GetBucket*", "s3:List*", "s3:Abort*"):

@@ -9,7 +9,11 @@
   job inputs and write the outputs under `bedrock-batch/` of the artifacts bucket;
 - `grant_calls(function)`: read the secrets, invoke Bedrock models, run and watch batch
   inference jobs and pass the batch role: for the functions that call providers (the API,
-  for direct chat, and the router, which runs the lanes).
+  for direct chat, and the router, which runs the lanes);
+- the payment processor's keys (docs/payments.md): one secret `<prefix>-payments-stripe`,
+  created EMPTY, KMS-encrypted, that the operator fills with
+  `{"secret_key": "sk_...", "webhook_secret": "whsec_..."}`; `grant_payments(function)` lets
+  the API (checkout, the processor's webhook) and the sweeper (auto top-up charges) read it.
 """
 
 from __future__ import annotations
@@ -55,6 +59,13 @@ class Providers(Construct):
                 description=f"{prefix}: API key of provider {slug} (empty: its lanes fail over)",
                 kms_key_id=security.key.key_arn,
             )
+        self.payment_secret = secretsmanager.CfnSecret(
+            self,
+            "PaymentsKeys",
+            name=resources.payment_secret_name(prefix),
+            description=f"{prefix}: the payment processor's keys, JSON {{secret_key, webhook_secret}}",
+            kms_key_id=security.key.key_arn,
+        )
         self._key = security.key
         self.bedrock = "bedrock" in deployment.endpoints
         self.batch_role: iam.Role | None = None
@@ -74,7 +85,20 @@ class Providers(Construct):
 
     def environment(self) -> dict[str, str]:
         """Variables for batchroute.config.Settings."""
-        return {"BEDROCK_BATCH_ROLE_ARN": self.batch_role.role_arn} if self.batch_role else {}
+        variables = {"PAYMENTS_SECRET_NAME": self.payment_secret.name or ""}
+        if self.batch_role:
+            variables["BEDROCK_BATCH_ROLE_ARN"] = self.batch_role.role_arn
+        return variables
+
+    def grant_payments(self, function: lambda_.Function) -> None:
+        """Read the payment processor's keys (the API and the sweeper)."""
+        function.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"],
+                resources=[self.payment_secret.ref],
+            )
+        )
+        self._key.grant_decrypt(function)
 
     def grant_calls(self, function: lambda_.Function) -> None:
         if self.secrets:

@@ -67,3 +67,20 @@ def test_bedrock_batch_jobs_run_as_their_own_role(cfn: Cfn, prefix: str) -> None
     assert pass_role["Condition"] == {"StringEquals": {"iam:PassedToService": "bedrock.amazonaws.com"}}
     settle = _role_statements(cfn, prefix, "settle")
     assert not _granted(settle, "bedrock:InvokeModel") and not _granted(settle, "iam:PassRole")
+
+
+def test_the_payment_keys_are_one_empty_encrypted_secret_only_the_api_and_sweeper_read(
+    cfn: Cfn, prefix: str
+) -> None:
+    # Given the secret the operator fills with {secret_key, webhook_secret} (docs/payments.md)
+    logical, secret = cfn.named("AWS::SecretsManager::Secret", "Name", resources.payment_secret_name(prefix))
+    props = secret["Properties"]
+    assert "SecretString" not in props and "GenerateSecretString" not in props
+    assert props["KmsKeyId"]
+    # Then only the functions that call the processor may read it, and know its name
+    for spec in resources.FUNCTIONS:
+        readable = _granted(_role_statements(cfn, prefix, spec.key), "secretsmanager:GetSecretValue")
+        assert (f"<{logical}>" in readable) == (spec.key in {"api", "sweeper"}), spec.key
+        _, function = cfn.named("AWS::Lambda::Function", "FunctionName", f"{prefix}-{spec.key}")
+        variables = function["Properties"]["Environment"]["Variables"]
+        assert variables["PAYMENTS_SECRET_NAME"] == resources.payment_secret_name(prefix)
