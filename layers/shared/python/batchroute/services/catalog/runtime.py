@@ -24,7 +24,11 @@ def runtime_info(settings: Settings, *, authenticated: bool) -> dict[str, Any]:
         "capabilities": {
             "challenge_login": _capability(False),
             "email_delivery": _capability(True),
-            "billing_checkout": _capability(False, detail="Credits are bought in the billing dashboard."),
+            "billing_checkout": _capability(
+                local or settings.payments_secret_name is not None,
+                detail="Credits are bought in the billing dashboard (Stripe Checkout"
+                + (", the local payment emulator)." if local else ")."),
+            ),
             "internal_signing": _capability(True),
             "operator_alerts": _capability(not local),
         },
