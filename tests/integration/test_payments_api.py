@@ -76,6 +76,9 @@ def test_checkout_opens_a_hosted_session_for_the_org_and_reuses_its_customer(ben
     assert one["success_url"].startswith("http://127.0.0.1:8000/console/billing?checkout=success")
     # Opening a checkout credits nothing
     assert bench.balance() == Money.zero()
+    # And the runtime says checkout is available here
+    capability = bench.client.get("/v1/runtime").json()["capabilities"]["billing_checkout"]
+    assert capability["enabled"] is True and "payment emulator" in capability["detail"]
 
 
 # -- the webhook -------------------------------------------------------------------------------
