@@ -37,7 +37,9 @@ def _balance(api: httpx.Client, key: dict[str, str]) -> str:
     return amount
 
 
-def test_a_user_buys_credits_through_the_hosted_checkout(local_stack: RunningStack, api: httpx.Client) -> None:
+def test_a_user_buys_credits_through_the_hosted_checkout(
+    local_stack: RunningStack, api: httpx.Client
+) -> None:
     # Given a registered, verified owner with the local signup credit
     address = f"buyer-{uuid.uuid4().hex[:10]}@example.com"
     agent = api.post("/v1/auth/agent-register", json={"email": address, "password": PASSWORD}).json()
@@ -47,7 +49,9 @@ def test_a_user_buys_credits_through_the_hosted_checkout(local_stack: RunningSta
     assert _balance(api, key) == "25.00"
 
     with httpx.Client(base_url=local_stack.base_url, timeout=10) as browser:
-        assert browser.post("/v1/auth/login", json={"email": address, "password": PASSWORD}).status_code == 200
+        assert (
+            browser.post("/v1/auth/login", json={"email": address, "password": PASSWORD}).status_code == 200
+        )
         # When the dashboard opens a checkout for 40 USD (a key may not)
         assert api.post("/v1/billing/checkout", json={"amount": 40}, headers=key).status_code == 403
         opened = browser.post("/v1/billing/checkout", json={"amount": 40})

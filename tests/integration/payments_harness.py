@@ -41,6 +41,7 @@ class Bench:
     emulator: StripeEmulator
     clock: FixedClock
     org: TestOrg
+    server: EmulatorServer
 
     @property
     def wiring(self) -> Wiring:
@@ -152,12 +153,17 @@ def payments_bench(clock: FixedClock) -> Iterator[Bench]:
         app = create_app()
         app.dependency_overrides[get_clock] = lambda: clock
         holder["client"] = TestClient(app, raise_server_exceptions=False)
-        yield Bench(client=holder["client"], emulator=emulator, clock=clock, org=new_org())
+        yield Bench(client=holder["client"], emulator=emulator, clock=clock, org=new_org(), server=server)
     finally:
-        server.stop()
+        if not stopped(server):
+            server.stop()
         for name, value in saved.items():
             if value is None:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
         get_settings.cache_clear()
+
+
+def stopped(server: EmulatorServer) -> bool:
+    return server._server.socket.fileno() == -1  # closed: the processor is "down"

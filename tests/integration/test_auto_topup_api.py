@@ -310,6 +310,21 @@ def test_the_sweeper_recovers_an_attempt_whose_webhook_never_came(bench: Bench, 
     assert bench.balance() == Money.usd(25) and len(topups(bench)) == 1
 
 
+def test_an_attempt_the_processor_never_took_expires_instead_of_being_charged_late(
+    bench: Bench, clock: FixedClock
+) -> None:
+    armed(bench)
+    bench.moved()
+    bench.server.stop()  # the processor is unreachable
+    report = bench.wiring.sweeper.sweep()["auto_topups"]
+    assert report["charged"] == [bench.attempts()[0]["id"]] and bench.attempts()[0]["status"] == "pending"
+    clock.advance(hours=23)
+    bench.wiring.sweeper.sweep()
+    (attempt,) = bench.attempts()
+    assert (attempt["status"], attempt["failure_code"]) == ("failed", "attempt_expired")
+    assert bench.balance() == Money.usd(5) and topups(bench) == []
+
+
 def test_attempts_list_newest_first_with_a_cursor(bench: Bench, clock: FixedClock) -> None:
     armed(bench, card=DECLINES_LATER)
     for _ in range(3):

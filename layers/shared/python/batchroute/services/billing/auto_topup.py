@@ -42,6 +42,9 @@ from batchroute.observability import logger
 
 TransactItem = dict[str, Any]
 _SAVE_ATTEMPTS = 5
+# The processor keeps an idempotency key for 24 hours: an attempt still uncharged after this
+# long is failed rather than charged again under a key it may have forgotten.
+UNCHARGED_EXPIRY = timedelta(hours=23)
 
 
 class TopupStore(Protocol):
@@ -174,6 +177,8 @@ class AutoTopupService:
 
     def maybe_start(self, org_id: str, balance: Money, *, at: datetime) -> TopupAttempt | None:
         settings = self.store.auto_topup(org_id)
+        if not settings.enabled or balance >= settings.trigger_balance:
+            return None  # the common case: one read
         card = self.store.payment_method(org_id)
         if skip_reason(settings, balance=balance, has_card=card is not None, at=at) is not None:
             return None
@@ -249,7 +254,16 @@ class AutoTopupService:
         now = self.clock.now()
         for attempt in self.store.pending_attempts(isoformat(now + timedelta(seconds=1)), limit=limit):
             try:
-                if attempt.processor_ref is None:
+                if attempt.processor_ref is None and attempt.created_at <= isoformat(now - UNCHARGED_EXPIRY):
+                    self.failed(
+                        attempt.org_id,
+                        attempt.attempt_id,
+                        processor_ref=None,
+                        code="attempt_expired",
+                        reason="The processor could not be reached in time.",
+                        at=now,
+                    )
+                elif attempt.processor_ref is None:
                     self.charge(attempt)
                     report.charged.append(attempt.attempt_id)
                 elif attempt.updated_at <= isoformat(now - self.stuck_after):
