@@ -126,8 +126,9 @@ class Bench:
 
 
 @contextmanager
-def payments_bench(clock: FixedClock) -> Iterator[Bench]:
-    """Inside a `local_aws` stack: the emulator running, the settings pointed at it."""
+def payments_bench(clock: FixedClock, *, secret_name: str | None = None) -> Iterator[Bench]:
+    """Inside a `local_aws` stack: the emulator running, the settings pointed at it (with the
+    keys in the Secrets Manager secret `secret_name` if given, as in AWS)."""
     holder: dict[str, TestClient] = {}
 
     def deliver(url: str, payload: bytes, headers: dict[str, str]) -> int:
@@ -140,11 +141,11 @@ def payments_bench(clock: FixedClock) -> Iterator[Bench]:
         deliver=deliver,
     )
     server = EmulatorServer([emulator.vendor]).start()
-    names = {
-        "PAYMENTS_API_URL": server.base_url + "/stripe",
-        "STRIPE_SECRET_KEY": SECRET_KEY,
-        "STRIPE_WEBHOOK_SECRET": WEBHOOK_SECRET,
-    }
+    names = {"PAYMENTS_API_URL": server.base_url + "/stripe"}
+    if secret_name is None:
+        names.update(STRIPE_SECRET_KEY=SECRET_KEY, STRIPE_WEBHOOK_SECRET=WEBHOOK_SECRET)
+    else:
+        names.update(PAYMENTS_SECRET_NAME=secret_name)
     saved = {name: os.environ.get(name) for name in names}
     os.environ.update(names)
     get_settings.cache_clear()

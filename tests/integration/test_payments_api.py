@@ -10,10 +10,11 @@ from datetime import UTC, datetime
 
 import pytest
 
+from batchroute.adapters.aws import client
 from batchroute.clock import FixedClock
 from batchroute.money import Money
 from batchroute_tools.local.provision import LocalStack
-from tests.integration.payments_harness import WEBHOOK_PATH, Bench, payments_bench
+from tests.integration.payments_harness import SECRET_KEY, WEBHOOK_PATH, WEBHOOK_SECRET, Bench, payments_bench
 
 START = datetime(2026, 3, 1, 9, 30, tzinfo=UTC)
 
@@ -27,6 +28,26 @@ def clock() -> FixedClock:
 def bench(local_aws: LocalStack, clock: FixedClock) -> Iterator[Bench]:
     with payments_bench(clock) as running:
         yield running
+
+
+def test_in_aws_the_keys_come_from_secrets_manager_and_an_empty_secret_answers_503(
+    local_aws: LocalStack, clock: FixedClock
+) -> None:
+    secrets = client("secretsmanager")
+    secrets.create_secret(Name="bench-payments-stripe")  # as the stack creates it: empty
+    with payments_bench(clock, secret_name="bench-payments-stripe") as bench:
+        # An empty secret: buying credits is unavailable, nothing reaches the processor
+        answer = bench.client.post(
+            "/v1/billing/checkout", json={"amount": 25}, headers=bench.org.session_headers("billing")
+        )
+        assert answer.status_code == 503 and answer.json()["error"]["code"] == "payments_unavailable"
+        assert "sk_" not in answer.text and bench.emulator.customers == {}
+    keys = {"secret_key": SECRET_KEY, "webhook_secret": WEBHOOK_SECRET}
+    secrets.put_secret_value(SecretId="bench-payments-stripe", SecretString=json.dumps(keys))
+    with payments_bench(clock, secret_name="bench-payments-stripe") as bench:
+        # Filled by the operator: checkout and the signed webhook work with those keys
+        bench.buy(25)
+        assert bench.balance() == Money.usd(25)
 
 
 def purchases(bench: Bench) -> list[dict[str, object]]:

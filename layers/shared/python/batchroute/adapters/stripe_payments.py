@@ -31,9 +31,16 @@ from batchroute.domain.payments import (
     charge_of,
     from_cents,
 )
-from batchroute.errors import InvalidRequest, TransientError
+from batchroute.errors import InvalidRequest, TransientError, Unavailable
 
 PRODUCT_NAME = "BatchRoute credits"
+
+
+class PaymentsNotConfigured(Unavailable):
+    """The processor's keys are missing (the operator has not filled the secret yet): buying
+    credits answers 503 and auto top-ups wait."""
+
+    default_code = "payments_unavailable"
 
 
 @dataclass(frozen=True)
@@ -57,16 +64,21 @@ class SecretsManagerStripeKeys:
         self._provider = SecretsProvider(boto3_client=secretsmanager)
 
     def __call__(self) -> StripeKeys:
-        from aws_lambda_powertools.utilities.parameters.exceptions import GetParameterError
+        from aws_lambda_powertools.utilities.parameters.exceptions import (
+            GetParameterError,
+            TransformParameterError,
+        )
 
         try:
             value = self._provider.get(self.name, max_age=self.max_age, transform="json")
-        except (GetParameterError, ValueError) as exc:
-            raise TransientError(
-                f"the payment processor keys cannot be read from the secret {self.name}"
+        except (GetParameterError, TransformParameterError, ValueError) as exc:
+            raise PaymentsNotConfigured(
+                f"Payments are not available: the secret {self.name} cannot be read."
             ) from exc
         if not isinstance(value, Mapping) or not value.get("secret_key") or not value.get("webhook_secret"):
-            raise TransientError(f"the secret {self.name} needs secret_key and webhook_secret")
+            raise PaymentsNotConfigured(
+                f"Payments are not available: the secret {self.name} needs secret_key and webhook_secret."
+            )
         return StripeKeys(secret_key=str(value["secret_key"]), webhook_secret=str(value["webhook_secret"]))
 
 

@@ -35,7 +35,7 @@ from batchroute.domain.payments import (
     to_cents,
     usd_text,
 )
-from batchroute.errors import Conflict, InvalidRequest, TransientError
+from batchroute.errors import Conflict, InvalidRequest, TransientError, Unavailable
 from batchroute.ids import has_prefix, new_id
 from batchroute.money import Money
 from batchroute.observability import logger
@@ -229,7 +229,7 @@ class AutoTopupService:
                 org_id=attempt.org_id,
                 attempt_id=attempt.attempt_id,
             )
-        except TransientError:
+        except (TransientError, Unavailable):
             logger.warning("auto top-up charge deferred", extra={"attempt_id": attempt.attempt_id})
             return None
         if charge.status == "failed":
@@ -274,7 +274,7 @@ class AutoTopupService:
                         report.left_pending.append(attempt.attempt_id)
                 else:
                     report.left_pending.append(attempt.attempt_id)
-            except TransientError:
+            except (TransientError, Unavailable):
                 report.left_pending.append(attempt.attempt_id)
         return report
 
