@@ -443,24 +443,28 @@ class Wiring:
 
     @cached_property
     def billing_notifier(self) -> Notifier:
-        """Where auto top-up alerts go. MERGE: the billing watch's `notify`; until then they
-        are recorded as billing events, once per key."""
+        """Where auto top-up alerts go (resolved at the first notice, so the billing watch may
+        both notify for the auto top-up and list it among its balance listeners). MERGE:
+        return the billing watch (its `notify` sends email and the signed webhook too); until
+        then the notices are recorded as billing events, once per key."""
         from batchroute.services.billing.payment_notices import EventNotifier
 
         return EventNotifier(self.billing_events)
 
     def balance_moved(self, org_id: str, at: datetime) -> None:
-        """Called after a processor credit. MERGE: the billing watch's `moved`."""
+        """Called after a processor credit. MERGE: `self.billing_watch.moved(org_id, at=at)`
+        (and `self.auto_topup` among the watch's listeners: its `balance_moved` starts top-ups)."""
 
     @cached_property
     def auto_topup(self) -> AutoTopupService:
         from batchroute.services.billing.auto_topup import AutoTopupService
+        from batchroute.services.billing.payment_notices import DeferredNotifier
 
         return AutoTopupService(
             store=self.payments_store,
             ledger=self.ledger,
             processor=self.payment_processor,
-            notifier=self.billing_notifier,
+            notifier=DeferredNotifier(lambda: self.billing_notifier),
             on_moved=self.balance_moved,
             clock=self.clock,
             charge_inline=self.settings.auto_topup_charge_inline,
