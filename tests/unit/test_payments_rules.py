@@ -6,10 +6,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from typing import Any, cast
 
 import pytest
 
-from batchroute.domain.ledger import Entry, Wallet, ledger_violations
+from batchroute.clock import FixedClock
+from batchroute.domain.ledger import Entry, Wallet, WalletState, ledger_violations
 from batchroute.domain.payments import (
     BACKOFF,
     AutoTopup,
@@ -28,6 +30,7 @@ from batchroute.domain.payments import (
 )
 from batchroute.errors import InvalidRequest
 from batchroute.money import Money
+from batchroute.services.billing.auto_topup import AutoTopupService
 
 AT = datetime(2026, 3, 31, 23, 30, tzinfo=UTC)
 CARD = PaymentMethod("pm_1", "visa", "4242")
@@ -161,3 +164,20 @@ def test_each_processor_reference_is_credited_once() -> None:
     assert "a topup credit without a processor reference" in ledger_violations(
         balance=5, reserved=0, available=5, reservations=[], entries=nameless
     )
+
+
+def test_the_balance_listener_never_raises() -> None:
+    # The money movement that called it has happened: a failing store is logged, not raised
+    class BrokenStore:
+        def auto_topup(self, org_id: str) -> AutoTopup:
+            raise RuntimeError("the table is gone")
+
+    service = AutoTopupService(
+        store=cast(Any, BrokenStore()),
+        ledger=cast(Any, None),
+        processor=cast(Any, None),
+        notifier=cast(Any, None),
+        on_moved=lambda org_id, at: None,
+        clock=FixedClock(AT),
+    )
+    service.balance_moved("org_1", WalletState(balance=Money.zero(), reserved=Money.zero()), at=AT)
