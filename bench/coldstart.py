@@ -43,6 +43,7 @@ LAMBDA_ENV = {
     "ENVIRONMENT": "production",
     "APP_SECRET_ARN": "arn:aws:secretsmanager:us-east-1:123456789012:secret:bench",
     "PUBLIC_BASE_URL": "https://api.example.com",
+    "PAYMENTS_SECRET_NAME": "batchroute-production-payments-stripe",
     "POWERTOOLS_SERVICE_NAME": "batchroute",
     "POWERTOOLS_METRICS_NAMESPACE": "BatchRoute",
 }

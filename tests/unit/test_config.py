@@ -12,12 +12,16 @@ def test_production_refuses_unsafe_defaults() -> None:
     # Given production with local defaults / When validated / Then every unsafe value is named
     with pytest.raises(ValidationError) as caught:
         Settings(
-            environment="production", aws_endpoint_url="http://127.0.0.1:5000", allow_loopback_webhooks=True
+            environment="production",
+            aws_endpoint_url="http://127.0.0.1:5000",
+            allow_loopback_webhooks=True,
+            payments_api_url="http://127.0.0.1:8010/stripe",
         )
     message = str(caught.value)
     assert "AWS_ENDPOINT_URL" in message
     assert "ALLOW_LOOPBACK_WEBHOOKS" in message
     assert "APP_SECRET_ARN" in message
+    assert "PAYMENTS_API_URL" in message and "PAYMENTS_SECRET_NAME" in message
 
 
 def test_production_accepts_safe_values() -> None:
@@ -25,7 +29,9 @@ def test_production_accepts_safe_values() -> None:
         environment="production",
         app_secret_arn="arn:aws:secretsmanager:us-east-1:1:secret:x",
         public_base_url="https://api.example.com",
+        payments_secret_name="batchroute-production-payments-stripe",
     )
+    assert settings.effective_payments_api_url is None  # Stripe itself
     assert settings.effective_signup_credit_usd == Decimal("0")
     assert settings.cookie_secure
 

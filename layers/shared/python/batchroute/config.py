@@ -21,6 +21,8 @@ Environment = Literal["production", "test", "local"]
 
 # Only ever valid outside production; production must bring its own secret.
 DEV_APP_SECRET = "local-development-secret-not-for-production"  # noqa: S105
+# The payment emulator's key (docs/payments.md): never Stripe's.
+DEV_STRIPE_KEY = "sk_test_emulator"
 
 
 class Settings(BaseModel):
@@ -145,7 +147,7 @@ class Settings(BaseModel):
     # processor after `auto_topup_stuck_seconds`.
     payments_secret_name: str | None = None
     payments_api_url: str | None = None
-    stripe_secret_key: SecretStr = SecretStr("sk_test_emulator")
+    stripe_secret_key: SecretStr = SecretStr(DEV_STRIPE_KEY)
     stripe_webhook_secret: SecretStr = SecretStr("whsec_emulator")
     auto_topup_charge_inline: bool = False
     auto_topup_stuck_seconds: int = Field(default=600, ge=60, le=86_400)
@@ -165,6 +167,8 @@ class Settings(BaseModel):
             problems.append("AWS_ENDPOINT_URL must not be set in production")
         if self.payments_api_url:
             problems.append("PAYMENTS_API_URL must not be set in production (it talks to Stripe)")
+        if not self.payments_secret_name and self.stripe_secret_key.get_secret_value() == DEV_STRIPE_KEY:
+            problems.append("production needs PAYMENTS_SECRET_NAME (or its own STRIPE_SECRET_KEY)")
         if self.allow_loopback_webhooks:
             problems.append("ALLOW_LOOPBACK_WEBHOOKS is never allowed in production")
         if not self.app_secret_arn and self.app_secret.get_secret_value() == DEV_APP_SECRET:
