@@ -292,6 +292,9 @@ def test_a_success_reported_after_a_failure_still_credits_once(bench: Bench) -> 
     bench.emulator.deliver_pending()
     assert bench.balance() == Money.usd(25) and len(topups(bench)) == 1
     assert bench.attempts()[0]["status"] == "succeeded"
+    status = bench.client.get("/v1/billing/auto-topup", headers=bench.org.key_headers("billing")).json()
+    assert status["auto_topup"]["status"]["consecutive_failures"] == 0
+    assert status["auto_topup"]["status"]["month_committed"]["amount"] == "20.00"  # the money was taken
 
 
 # -- recovery and listing ----------------------------------------------------------------------

@@ -124,8 +124,14 @@ def test_started_failed_and_succeeded_move_the_state() -> None:
         state = started(state, "topup_1", at=AT)
     off = after_failure(state, attempt, at=AT)
     assert (off.enabled, off.disabled_reason, off.retry_after) == (False, "payment_failed", None)
-    done = after_success(running)
+    done = after_success(running, attempt)
     assert (done.in_flight, done.failures, done.month_committed) == (None, 0, Money.usd(20))
+    # A success reported after the failure was recorded takes the room back
+    failed_first = after_failure(running, attempt, at=AT)
+    late = after_success(failed_first, replace(attempt, status="failed"))
+    assert (late.failures, late.retry_after, late.month_committed) == (0, None, Money.usd(20))
+    # A late failure of another attempt leaves the one in flight alone
+    assert after_failure(started(ON, "topup_2", at=AT), attempt, at=AT).in_flight == "topup_2"
 
 
 def test_a_payment_intent_reads_as_a_charge() -> None:

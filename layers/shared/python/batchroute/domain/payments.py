@@ -229,6 +229,7 @@ def after_failure(settings: AutoTopup, attempt: TopupAttempt, *, at: datetime) -
     """A failed attempt frees the slot, gives its amount back to the month, and backs off (the
     last step of the schedule switches auto top-up off)."""
     failures = settings.failures + 1
+    in_flight = None if settings.in_flight == attempt.attempt_id else settings.in_flight
     month_committed = settings.month_committed
     if settings.month == month_key(_parse(attempt.created_at)):
         month_committed = Money(max(0, (month_committed - attempt.amount).micros))
@@ -236,7 +237,7 @@ def after_failure(settings: AutoTopup, attempt: TopupAttempt, *, at: datetime) -
         return replace(
             settings,
             version=settings.version + 1,
-            in_flight=None,
+            in_flight=in_flight,
             failures=failures,
             retry_after=None,
             enabled=False,
@@ -246,15 +247,28 @@ def after_failure(settings: AutoTopup, attempt: TopupAttempt, *, at: datetime) -
     return replace(
         settings,
         version=settings.version + 1,
-        in_flight=None,
+        in_flight=in_flight,
         failures=failures,
         retry_after=isoformat(at + BACKOFF[failures - 1]),
         month_committed=month_committed,
     )
 
 
-def after_success(settings: AutoTopup) -> AutoTopup:
-    return replace(settings, version=settings.version + 1, in_flight=None, failures=0, retry_after=None)
+def after_success(settings: AutoTopup, attempt: TopupAttempt) -> AutoTopup:
+    """A top-up went through: the slot frees and the failure count resets. One recorded as
+    failed before (the processor reported the success later) takes its room in the month's
+    cap back."""
+    month_committed = settings.month_committed
+    if attempt.status == "failed" and settings.month == month_key(_parse(attempt.created_at)):
+        month_committed = month_committed + attempt.amount
+    return replace(
+        settings,
+        version=settings.version + 1,
+        in_flight=None if settings.in_flight == attempt.attempt_id else settings.in_flight,
+        failures=0,
+        retry_after=None,
+        month_committed=month_committed,
+    )
 
 
 def _parse(stamp: str) -> datetime:

@@ -319,7 +319,8 @@ class AutoTopupService:
         )
         if not credited:
             return False
-        self._update_settings(org_id, lambda s: after_success(s) if s.in_flight == attempt_id else None)
+        if attempt is not None:
+            self._update_settings(org_id, lambda s: after_success(s, attempt))
         logger.info("auto top-up credited", extra={"org_id": org_id, "attempt_id": attempt_id})
         self._notify(
             org_id,
