@@ -19,9 +19,10 @@ import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import stripe
+if TYPE_CHECKING:
+    import stripe
 
 from batchroute.domain.payments import (
     Charge,
@@ -97,6 +98,8 @@ class StripePayments:
         self._retries = max_network_retries
 
     def _client(self) -> stripe.StripeClient:
+        import stripe  # on first use: the SDK costs ~120 ms of import, kept off cold starts
+
         return stripe.StripeClient(
             self._keys().secret_key,
             base_addresses={"api": self._api_base} if self._api_base else None,
@@ -160,6 +163,8 @@ class StripePayments:
     ) -> Charge:
         """Charge the saved card now, without the customer. A decline is a failed Charge; a
         network or processor outage raises TransientError (retry with the same attempt id)."""
+        import stripe
+
         try:
             with _transient():
                 intent = self._client().v1.payment_intents.create(
@@ -221,6 +226,8 @@ class StripePayments:
     def verify_event(self, payload: bytes, signature: str | None) -> ProcessorEvent:
         """The event, once its `Stripe-Signature` (HMAC-SHA256 over `{t}.{payload}`, 300 s
         tolerance) checks out; InvalidRequest `invalid_signature` otherwise."""
+        import stripe
+
         try:
             stripe.Webhook.construct_event(payload, signature or "", self._keys().webhook_secret)
         except (stripe.SignatureVerificationError, ValueError) as exc:
@@ -241,6 +248,8 @@ class _transient:
         return None
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
+        import stripe
+
         if isinstance(exc, stripe.APIConnectionError | stripe.RateLimitError | stripe.AuthenticationError):
             raise TransientError(f"payment processor unavailable: {type(exc).__name__}") from exc
         if isinstance(exc, stripe.APIError):
