@@ -79,6 +79,9 @@ class Settings(BaseModel):
     rate_limit_password_per_email: int = Field(default=5, ge=1)
     rate_limit_password_window_seconds: int = Field(default=3600, ge=1, le=86_400)
     retention_grace_hours: int = Field(default=72, ge=1, le=24 * 30)
+    # Retention GC (docs/retention.md): at most this many batches reclaimed or rescheduled
+    # per sweep (the sweeper runs once a minute).
+    retention_sweep_batches: int = Field(default=50, ge=1, le=1000)
 
     # Files (docs/files.md). A direct upload (POST /v1/files) passes through API Gateway and
     # the 6 MB Lambda payload limit, base64-encoded for multipart: 4 MiB is what fits; larger

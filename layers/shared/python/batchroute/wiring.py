@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Mapping
+from datetime import timedelta
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -80,6 +81,7 @@ if TYPE_CHECKING:
     from batchroute.services.compat.files import CompatFiles
     from batchroute.services.compat.uploads import CompatUploads
     from batchroute.services.delivery.webhooks import WebhookDelivery
+    from batchroute.services.workflow.retention_gc import RetentionCollector
     from batchroute.services.workflow.steps import BatchWorkflow, Pipeline
     from batchroute.services.workflow.sweeper import Sweeper
     from batchroute.worker import LambdaHandler
@@ -489,7 +491,13 @@ class Wiring:
                 )
             )
 
-        return BatchReads(self.batch_records, self.artifacts, sign)
+        return BatchReads(
+            self.batch_records,
+            self.artifacts,
+            sign,
+            retention=self.retention,
+            grace=timedelta(hours=self.settings.retention_grace_hours),
+        )
 
     # -- chat ------------------------------------------------------------------------------
     @cached_property
@@ -607,7 +615,12 @@ class Wiring:
                 continuations=TaskQueue(lanes_queue) if lanes_queue else None,
                 capacity=self.lane_states,
             ),
-            finalizer=Finalizer(records=self.batch_records, artifacts=artifacts, clock=self.clock),
+            finalizer=Finalizer(
+                records=self.batch_records,
+                artifacts=artifacts,
+                clock=self.clock,
+                retention_grace=timedelta(hours=self.settings.retention_grace_hours),
+            ),
             settlement=Settlement(
                 records=self.batch_records,
                 ledger=self.ledger,
@@ -642,6 +655,20 @@ class Wiring:
             webhooks=self.webhook_delivery,
             clock=self.clock,
             stale_hold_seconds=self.settings.chat_hold_stale_seconds,
+            retention=self.retention_gc,
+        )
+
+    @cached_property
+    def retention_gc(self) -> RetentionCollector:
+        from batchroute.services.workflow.retention_gc import RetentionCollector
+
+        return RetentionCollector(
+            index=self.batch_records,
+            settings=self.controls,
+            objects=self.artifacts,
+            clock=self.clock,
+            grace=timedelta(hours=self.settings.retention_grace_hours),
+            max_batches=self.settings.retention_sweep_batches,
         )
 
 

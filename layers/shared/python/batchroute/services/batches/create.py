@@ -40,7 +40,7 @@ from batchroute.domain.metadata import parse_metadata
 from batchroute.domain.pricing import FeeKind
 from batchroute.domain.spending_limit import LimitGuard
 from batchroute.domain.webhook_targets import public_url_check, webhook_target_problems
-from batchroute.errors import Conflict, InvalidRequest, NotFound, Unavailable
+from batchroute.errors import Conflict, Gone, InvalidRequest, NotFound, Unavailable
 from batchroute.ids import new_id
 from batchroute.money import Money
 from batchroute.observability import logger
@@ -462,6 +462,12 @@ class BatchService:
                 "Only a finished batch can be retried.",
                 code="batch_not_finished",
                 details={"state": source.state},
+            )
+        if source.artifacts_reclaimed_at:  # its inputs went with its results (docs/retention.md)
+            raise Gone(
+                "This batch's items and results were reclaimed by retention; it cannot be retried.",
+                code="results_expired",
+                details={"reclaimed_at": source.artifacts_reclaimed_at},
             )
         failed = {
             int(row["sequence_number"])

@@ -1,6 +1,6 @@
 """The scheduled sweeper: moves batches whose SLA deadline passed to `expired`, settles chat
 holds whose request died before settling (docs/chat.md), and (`Sweeper`) runs one whole sweep
-with the lane heartbeats and the webhook retries."""
+with the lane heartbeats, the webhook retries and retention GC (docs/retention.md)."""
 
 from __future__ import annotations
 
@@ -158,10 +158,15 @@ class DueWebhooks(Protocol):
     def retry_due(self) -> Any: ...
 
 
+class RetentionGC(Protocol):
+    def collect(self) -> Any: ...
+
+
 @dataclass
 class Sweeper:
     """One scheduled sweep (EventBridge, once a minute): refresh lane heartbeats, expire
-    batches past their SLA deadline, settle stale chat holds, retry webhooks that are due."""
+    batches past their SLA deadline, settle stale chat holds, retry webhooks that are due,
+    reclaim result bytes whose retention window passed (one bounded page)."""
 
     refresh_heartbeats: LaneHeartbeatRefresh  # docs/catalog.md
     batches: ExpiryRecords
@@ -171,6 +176,7 @@ class Sweeper:
     webhooks: DueWebhooks  # docs/webhooks.md
     clock: Clock
     stale_hold_seconds: int
+    retention: RetentionGC | None = None  # docs/retention.md
 
     def sweep(self) -> dict[str, Any]:
         lanes = self.refresh_heartbeats()
@@ -184,9 +190,14 @@ class Sweeper:
         metrics.add_metric(name="StaleChatHoldsSettled", unit=MetricUnit.Count, value=len(holds.settled))
         retried = self.webhooks.retry_due()
         metrics.add_metric(name="WebhookRetries", unit=MetricUnit.Count, value=len(retried.attempted))
-        return {
+        answer = {
             "expired": report.expired,
             "skipped": report.skipped,
             "chat_holds_settled": holds.settled,
             "webhooks": retried.as_dict(),
         }
+        if self.retention is not None:
+            reclaimed = self.retention.collect()
+            metrics.add_metric(name="BatchesReclaimed", unit=MetricUnit.Count, value=len(reclaimed.reclaimed))
+            answer["retention"] = reclaimed.as_dict()
+        return answer
