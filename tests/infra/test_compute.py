@@ -227,3 +227,20 @@ def test_every_function_reads_the_app_secret_and_writes_its_own_logs(cfn: Cfn, p
             a.startswith("logs:")
             for a in _actions(statements) - {"logs:CreateLogStream", "logs:PutLogEvents"}
         )
+
+
+def test_the_sweeper_may_reclaim_artifacts_and_query_the_reclaim_index(cfn: Cfn, prefix: str) -> None:
+    # Given: the artifacts bucket, the batches table, the sweeper's role (docs/retention.md)
+    artifacts = resources.bucket("artifacts").physical_name(prefix, "<AWS::AccountId>")
+    bucket_id, _ = cfn.named("AWS::S3::Bucket", "BucketName", artifacts)
+    batches = resources.table("batches").physical_name(prefix)
+    table_id, _ = cfn.named("AWS::DynamoDB::Table", "TableName", batches)
+    _, props = _function(cfn, prefix, "sweeper")
+
+    # When
+    statements = cfn.policy_statements(cfn.referenced(props["Role"]))
+
+    # Then: it lists the bucket, deletes its objects, and queries the table's indexes
+    assert "s3:List*" in _statements_on(statements, f"<{bucket_id}.Arn>")
+    assert "s3:DeleteObject*" in _statements_on(statements, f"<{bucket_id}.Arn>/*")
+    assert "dynamodb:Query" in _statements_on(statements, f"<{table_id}.Arn>/index/*")
