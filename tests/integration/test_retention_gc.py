@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from moto.dynamodb.models import DynamoDBBackend
 
 from batchroute.adapters.aws import client as aws_client
 from batchroute.adapters.batch_artifacts import batch_prefix, receipt_key, result_chunk_key
@@ -234,6 +236,25 @@ def test_a_sweep_that_died_half_way_is_finished_by_the_next(
     assert records.reclaim_due(isoformat(T0 + timedelta(days=100)), 10) == []
 
 
+@pytest.fixture
+def atomic_item_writes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """DynamoDB applies each conditional single-item write atomically; moto's in-process
+    backend checks and writes without a lock. Give it that atomicity, so the test probes our
+    conditions, not moto's thread safety."""
+    lock = threading.Lock()
+    for name in ("update_item", "delete_item", "put_item"):
+        original: Callable[..., Any] = getattr(DynamoDBBackend, name)
+
+        def atomic(
+            self: DynamoDBBackend, *args: Any, _original: Callable[..., Any] = original, **kwargs: Any
+        ) -> Any:
+            with lock:
+                return _original(self, *args, **kwargs)
+
+        monkeypatch.setattr(DynamoDBBackend, name, atomic)
+
+
+@pytest.mark.usefixtures("atomic_item_writes")
 def test_concurrent_sweeps_reclaim_each_batch_once(
     settings: Settings, org: TestOrg, local_aws: LocalStack
 ) -> None:
