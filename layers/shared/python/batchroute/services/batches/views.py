@@ -80,8 +80,9 @@ def lane_statuses(lanes: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
-def batch_details(batch: BatchRecord) -> dict[str, Any]:
-    """The detailed view's extra fields: the work order (what was planned) and delivery state."""
+def batch_details(batch: BatchRecord, *, delivery: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The detailed view's extra fields: the work order (what was planned) and delivery state
+    (`delivery`: the bucket delivery's view, services/delivery/buckets.py)."""
     webhook = batch.webhook
     plan = batch.plan or {}
     return {
@@ -101,6 +102,7 @@ def batch_details(batch: BatchRecord) -> dict[str, Any]:
         },
         "workflow_steps": dict(batch.workflow_steps),
         "webhook": {"url": webhook.url, "configured": True} if webhook is not None and webhook.url else None,
+        "delivery": delivery,
         "state_changed_at": batch.state_changed_at,
     }
 

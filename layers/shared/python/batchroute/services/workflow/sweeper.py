@@ -1,6 +1,6 @@
 """The scheduled sweeper: moves batches whose SLA deadline passed to `expired`, settles chat
 holds whose request died before settling (docs/chat.md), and (`Sweeper`) runs one whole sweep
-with the lane heartbeats and the webhook retries."""
+with the lane heartbeats, the webhook retries and the bucket delivery retries."""
 
 from __future__ import annotations
 
@@ -158,6 +158,10 @@ class DueWebhooks(Protocol):
     def retry_due(self) -> Any: ...
 
 
+class DueBucketDeliveries(Protocol):
+    def enqueue_due(self) -> Any: ...
+
+
 @dataclass
 class Sweeper:
     """One scheduled sweep (EventBridge, once a minute): refresh lane heartbeats, expire
@@ -171,6 +175,7 @@ class Sweeper:
     webhooks: DueWebhooks  # docs/webhooks.md
     clock: Clock
     stale_hold_seconds: int
+    bucket_deliveries: DueBucketDeliveries | None = None  # docs/delivery-targets.md
 
     def sweep(self) -> dict[str, Any]:
         lanes = self.refresh_heartbeats()
@@ -184,9 +189,14 @@ class Sweeper:
         metrics.add_metric(name="StaleChatHoldsSettled", unit=MetricUnit.Count, value=len(holds.settled))
         retried = self.webhooks.retry_due()
         metrics.add_metric(name="WebhookRetries", unit=MetricUnit.Count, value=len(retried.attempted))
-        return {
+        outcome: dict[str, Any] = {
             "expired": report.expired,
             "skipped": report.skipped,
             "chat_holds_settled": holds.settled,
             "webhooks": retried.as_dict(),
         }
+        if self.bucket_deliveries is not None:
+            buckets = self.bucket_deliveries.enqueue_due()
+            metrics.add_metric(name="BucketDeliveryRetries", unit=MetricUnit.Count, value=len(buckets.queued))
+            outcome["bucket_deliveries"] = buckets.as_dict()
+        return outcome
