@@ -85,7 +85,7 @@ class CustomerS3:
     def start(cls) -> Iterator[CustomerS3]:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "MOTO_", "TEST_SERVER_MODE"))}
         env["INITIAL_NO_AUTH_ACTION_COUNT"] = str(_SETUP_ACTIONS)
-        process = subprocess.Popen(  # noqa: S603 - our own interpreter, a fixed script
+        process = subprocess.Popen(
             [sys.executable, "-c", _SERVER],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -104,7 +104,7 @@ class CustomerS3:
                 endpoint_url=endpoint,
                 region_name="us-east-1",
                 aws_access_key_id="setup",
-                aws_secret_access_key="setup-secret",  # noqa: S106 - unauthenticated setup
+                aws_secret_access_key="setup-secret",
             )
             iam.create_user(UserName="delivery")
             iam.put_user_policy(
