@@ -479,3 +479,20 @@ def test_redeliver_of_an_unknown_or_foreign_batch(api: TestClient, org: TestOrg)
     assert foreign.status_code == 403  # another org's batch: forbidden, as every batch route answers
     member = api.post("/v1/batches/batch_theirs/redeliver", headers=org.key_headers("billing"))
     assert member.status_code == 403 and member.json()["error"]["code"] == "permission_denied"
+
+
+def test_a_failing_delivery_logs_the_code_never_the_secret(
+    wiring: Wiring,
+    local_aws: LocalStack,
+    org: TestOrg,
+    customer: CustomerS3,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    wrong = "wrong-secret-never-logged-42"
+    register(wiring.delivery_targets, org, customer, secret_access_key=wrong)
+    record = wiring.bucket_delivery.deliver_batch(finished_batch(org.org_id, "batch_logs"))
+    assert record is not None and record.last_error is not None
+    assert record.last_error.code == "SignatureDoesNotMatch" and wrong not in record.last_error.message
+    logged = "\n".join(repr(vars(record)) for record in caplog.records)
+    assert "bucket delivery attempt recorded" in logged and "SignatureDoesNotMatch" in logged
+    assert wrong not in logged and customer.secret_access_key not in logged

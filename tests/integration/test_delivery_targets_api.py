@@ -364,3 +364,22 @@ def test_a_get_answer_can_be_sent_back_to_patch(
         f"{PATH}/{target['id']}", json={"endpoint_url": "https://10.1.2.3"}, headers=org.key_headers()
     )
     assert unsafe.status_code == 400 and unsafe.json()["error"]["code"] == "unsafe_url"
+
+
+def test_secrets_never_reach_the_logs(
+    client: TestClient, org: TestOrg, customer: CustomerS3, caplog: pytest.LogCaptureFixture
+) -> None:
+    wrong = "wrong-secret-never-logged-42"
+    target = create(client, org, customer.target_body(secret_access_key=wrong, prefix="logs")).json()
+    assert client.post(f"{PATH}/{target['id']}/test", headers=org.key_headers()).json()["ok"] is False
+    client.patch(
+        f"{PATH}/{target['id']}",
+        json={"access_key_id": customer.access_key_id, "secret_access_key": customer.secret_access_key},
+        headers=org.key_headers(),
+    )
+    assert client.post(f"{PATH}/{target['id']}/test", headers=org.key_headers()).json()["ok"] is True
+    create(client, org, customer.target_body(secret_access_key="short"))  # a refused body
+    logged = "\n".join(repr(vars(record)) for record in caplog.records)
+    assert "delivery target tested" in logged and "SignatureDoesNotMatch" in logged  # captured
+    for secret in (wrong, customer.secret_access_key, "'short'"):
+        assert secret not in logged
