@@ -610,6 +610,7 @@ class Wiring:
             CustomerBuckets(),
             check_url=self.webhook_url_check(),
             clock=self.clock,
+            probe_buckets=CustomerBuckets.for_probes(),
         )
 
     @cached_property

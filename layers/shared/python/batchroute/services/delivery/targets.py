@@ -72,10 +72,12 @@ class DeliveryTargets:
         check_url: Callable[[str], object],
         clock: Clock,
         max_targets: int = MAX_TARGETS_PER_ORG,
+        probe_buckets: Buckets | None = None,
     ) -> None:
         self.store = store
         self.sealer = sealer
         self.buckets = buckets
+        self.probe_buckets = probe_buckets or buckets  # the test endpoint's (short time-outs)
         self.check_url = check_url
         self.clock = clock
         self.max_targets = max_targets
@@ -153,10 +155,10 @@ class DeliveryTargets:
         logger.info("delivery target removed", extra={"org_id": org_id, "target_id": target_id})
 
     # -- reaching the bucket ---------------------------------------------------------------
-    def open(self, target: DeliveryTarget) -> Bucket:
+    def open(self, target: DeliveryTarget, *, probe: bool = False) -> Bucket:
         """The target's bucket, ready to write: the endpoint re-checked by the SSRF guard
-        (its name may resolve elsewhere now), the secret unsealed in memory only.
-        Raises BucketRefused."""
+        (its name may resolve elsewhere now), the secret unsealed in memory only; `probe`:
+        with the test endpoint's short time-outs. Raises BucketRefused."""
         if target.endpoint_url is not None:
             try:
                 self.check_url(target.endpoint_url)
@@ -172,7 +174,7 @@ class DeliveryTargets:
                 extra={"org_id": target.org_id, "target_id": target.target_id},
             )
             raise BucketRefused("secret_unavailable", "the stored secret could not be unsealed") from None
-        return self.buckets.open(target, secret)
+        return (self.probe_buckets if probe else self.buckets).open(target, secret)
 
     def test(self, org_id: str, target_id: str) -> dict[str, Any]:
         """Write a small sample object with the target's credentials; the outcome, kept on
@@ -189,7 +191,7 @@ class DeliveryTargets:
             }
         ).encode()
         try:
-            self.open(target).put(key, body, content_type="application/json")
+            self.open(target, probe=True).put(key, body, content_type="application/json")
         except BucketRefused as refused:
             test = LastTest(False, isoformat(now), key, refused.code, refused.message)
         else:
