@@ -9,11 +9,15 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import boto3
+import httpx
 import pytest
 from boto3.exceptions import S3UploadFailedError
+from botocore.config import Config
 from botocore.exceptions import ClientError, ConnectTimeoutError, EndpointConnectionError
 
-from batchroute.adapters.customer_buckets import refusal
+from batchroute.adapters.customer_buckets import CustomerBuckets, refusal
+from batchroute.adapters.pinned_s3 import PinnedSender
 from batchroute.clock import FixedClock
 from batchroute.domain.batch_record import BatchRecord
 from batchroute.domain.bucket_delivery import (
@@ -26,6 +30,7 @@ from batchroute.domain.bucket_delivery import (
     outcome,
 )
 from batchroute.domain.delivery_targets import (
+    BucketRefused,
     DeliveryTarget,
     apply_update,
     batch_object_keys,
@@ -417,3 +422,54 @@ def test_the_sweep_queues_due_bucket_deliveries() -> None:
         bucket_deliveries=Due(),
     )
     assert sweeper.sweep()["bucket_deliveries"] == {"queued": ["batch_1"]} and calls == ["buckets"]
+
+
+# -- the pinned transport of customer endpoints --------------------------------------------------
+def _pinned_client(sender: Any) -> Any:
+    s3 = boto3.session.Session().client(
+        "s3",
+        region_name="us-east-1",
+        endpoint_url="https://s3.customer.example",
+        aws_access_key_id="AKIAEXAMPLEKEY01",
+        aws_secret_access_key="secret-value-0123456789",
+        config=Config(
+            s3={"addressing_style": "path"},
+            retries={"max_attempts": 1},
+            request_checksum_calculation="when_required",
+        ),
+    )
+    s3.meta.events.register_first("before-send.s3", sender)
+    return s3
+
+
+def test_requests_go_to_the_checked_address_with_the_name_as_host_and_sni() -> None:
+    seen: list[httpx.Request] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(200, headers={"ETag": '"abc"'})
+
+    sender = PinnedSender(
+        allow_loopback=False,
+        environment="production",
+        connect_timeout=1,
+        read_timeout=1,
+        resolve=lambda host, port: ["93.184.215.14"],
+        transport=httpx.MockTransport(answer),
+    )
+    _pinned_client(sender).put_object(Bucket="acme-results", Key="a/b.json", Body=b"{}")
+    (request,) = seen
+    assert request.url.host == "93.184.215.14" and request.url.path == "/acme-results/a/b.json"
+    assert request.headers["host"] == "s3.customer.example"
+    assert request.extensions["sni_hostname"] == "s3.customer.example"
+    assert request.headers["authorization"].startswith("AWS4-HMAC-SHA256 Credential=AKIAEXAMPLEKEY01/")
+    assert request.content == b"{}" and "expect" not in request.headers
+
+
+def test_a_name_that_now_resolves_inward_is_refused_before_any_connection() -> None:
+    # Public when registered; the name now answers with the metadata address (rebinding)
+    buckets = CustomerBuckets(resolve=lambda host, port: ["169.254.169.254"])
+    target = _target(endpoint_url="https://s3.customer.example", region=None)
+    with pytest.raises(BucketRefused) as refused:  # sockets are off: no connection was tried
+        buckets.open(target, "secret-value-0123456789").put("k", b"{}", content_type="application/json")
+    assert refused.value.code == "unsafe_url" and "169.254.169.254" in refused.value.message

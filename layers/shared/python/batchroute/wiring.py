@@ -604,13 +604,17 @@ class Wiring:
         from batchroute.adapters.customer_buckets import CustomerBuckets
         from batchroute.services.delivery.targets import DeliveryTargets
 
+        settings = self.settings
+        buckets = CustomerBuckets(
+            allow_loopback=settings.allow_loopback_webhooks, environment=settings.environment
+        )
         return DeliveryTargets(
             self.delivery_target_store,
             self.sealer,
-            CustomerBuckets(),
+            buckets,
             check_url=self.webhook_url_check(),
             clock=self.clock,
-            probe_buckets=CustomerBuckets.for_probes(),
+            probe_buckets=buckets.for_probes(),
         )
 
     @cached_property

@@ -2,8 +2,9 @@
 (docs/delivery-targets.md).
 
 One short-lived client per target and attempt: the target's endpoint (path-style
-addressing and checksums only where required, which every S3-compatible service accepts)
-or AWS S3 in its region; short time-outs, two tries, no credentials from the environment.
+addressing and checksums only where required, which every S3-compatible service accepts;
+every request pinned to an address the SSRF guard checked, adapters/pinned_s3.py) or AWS S3
+in its region; short time-outs, two tries, no credentials from the environment.
 Uploads stream from a file-like source through boto3's transfer manager, so a large
 artifact goes up in 8 MiB multipart parts without being held in memory.
 
@@ -28,8 +29,10 @@ from botocore.exceptions import (
     ReadTimeoutError,
 )
 
+from batchroute.adapters.pinned_s3 import PinnedSender
 from batchroute.adapters.s3_objects import S3Objects
 from batchroute.domain.delivery_targets import BucketRefused, DeliveryTarget, Readable
+from batchroute.domain.network import Resolver
 
 PART_BYTES = 8 * 1024 * 1024
 DEFAULT_SIGNING_REGION = "us-east-1"
@@ -67,17 +70,33 @@ class CustomerBuckets:
     """Opens a target's bucket with its (unsealed) secret."""
 
     def __init__(
-        self, *, connect_timeout: float = 5, read_timeout: float = 30, max_attempts: int = 2
+        self,
+        *,
+        allow_loopback: bool = False,
+        environment: str = "production",
+        connect_timeout: float = 5,
+        read_timeout: float = 30,
+        max_attempts: int = 2,
+        resolve: Resolver | None = None,
     ) -> None:
+        self.allow_loopback = allow_loopback and environment != "production"
+        self.environment = environment
         self.connect_timeout = connect_timeout
         self.read_timeout = read_timeout
         self.max_attempts = max_attempts
+        self.resolve = resolve
 
-    @classmethod
-    def for_probes(cls) -> CustomerBuckets:
+    def for_probes(self) -> CustomerBuckets:
         """For `POST /v1/delivery-targets/{id}/test`: one try, short time-outs, so the answer
         comes well inside API Gateway's 29 seconds even from an endpoint that hangs."""
-        return cls(connect_timeout=3, read_timeout=10, max_attempts=1)
+        return CustomerBuckets(
+            allow_loopback=self.allow_loopback,
+            environment=self.environment,
+            connect_timeout=3,
+            read_timeout=10,
+            max_attempts=1,
+            resolve=self.resolve,
+        )
 
     def open(self, target: DeliveryTarget, secret_access_key: str) -> CustomerBucket:
         custom = target.endpoint_url is not None
@@ -98,6 +117,17 @@ class CustomerBuckets:
             aws_session_token=None,
             config=config,
         )
+        if custom:  # connect only to addresses the SSRF guard checked (adapters/pinned_s3.py)
+            s3.meta.events.register_first(
+                "before-send.s3",
+                PinnedSender(
+                    allow_loopback=self.allow_loopback,
+                    environment=self.environment,
+                    connect_timeout=self.connect_timeout,
+                    read_timeout=self.read_timeout,
+                    resolve=self.resolve,
+                ),
+            )
         return CustomerBucket(target, s3)
 
 
