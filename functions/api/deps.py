@@ -21,6 +21,8 @@ from batchroute.services.catalog.content import ContentService
 from batchroute.services.compat.batches import CompatBatches
 from batchroute.services.compat.files import CompatFiles
 from batchroute.services.compat.uploads import CompatUploads
+from batchroute.services.delivery.buckets import BucketDelivery
+from batchroute.services.delivery.targets import DeliveryTargets
 from batchroute.wiring import Wiring, wiring_for
 
 _system_clock = SystemClock()
@@ -85,6 +87,14 @@ def _compat_batches(wiring: WiringDep) -> CompatBatches:
     return wiring.compat_batches
 
 
+def _delivery_targets(wiring: WiringDep) -> DeliveryTargets:
+    return wiring.delivery_targets
+
+
+def _bucket_delivery(wiring: WiringDep) -> BucketDelivery:
+    return wiring.bucket_delivery
+
+
 FilesDep = Annotated[FileService, Depends(_files)]
 QuotesDep = Annotated[QuoteService, Depends(_quotes)]
 BatchesDep = Annotated[BatchService, Depends(_batches)]
@@ -96,3 +106,5 @@ ContentDep = Annotated[ContentService, Depends(_content)]
 CompatFilesDep = Annotated[CompatFiles, Depends(_compat_files)]
 CompatUploadsDep = Annotated[CompatUploads, Depends(_compat_uploads)]
 CompatBatchesDep = Annotated[CompatBatches, Depends(_compat_batches)]
+DeliveryTargetsDep = Annotated[DeliveryTargets, Depends(_delivery_targets)]
+BucketDeliveryDep = Annotated[BucketDelivery, Depends(_bucket_delivery)]

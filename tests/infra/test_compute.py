@@ -244,3 +244,24 @@ def test_the_sweeper_may_reclaim_artifacts_and_query_the_reclaim_index(cfn: Cfn,
     assert "s3:List*" in _statements_on(statements, f"<{bucket_id}.Arn>")
     assert "s3:DeleteObject*" in _statements_on(statements, f"<{bucket_id}.Arn>/*")
     assert "dynamodb:Query" in _statements_on(statements, f"<{table_id}.Arn>/index/*")
+
+
+def test_delivery_targets_have_the_permissions_they_rely_on(cfn: Cfn, prefix: str) -> None:
+    """docs/delivery-targets.md: the API seals a target's secret key and unseals it for a
+    test; the deliver worker (webhook) unseals it to push artifacts; the sweeper puts due
+    retries on the deliver queue. (Every function holds the stack key through the encrypted
+    tables' grants; the encryption context binds each ciphertext to its org and target.)"""
+    # Given: the stack's key and the deliver queue
+    (key_id,) = cfn.of_type("AWS::KMS::Key")
+    deliver = resources.queue("deliver")
+    queue_id, _ = cfn.named("AWS::SQS::Queue", "QueueName", deliver.physical_name(prefix))
+
+    def on(key: str, resource: str) -> set[str]:
+        role = cfn.referenced(_function(cfn, prefix, key)[1]["Role"])
+        return _statements_on(cfn.policy_statements(role), resource)
+
+    # Then
+    assert {"kms:Encrypt", "kms:Decrypt"} <= on("api", f"<{key_id}.Arn>")
+    assert "kms:Decrypt" in on("webhook", f"<{key_id}.Arn>")
+    assert "sqs:SendMessage" in on("sweeper", f"<{queue_id}.Arn>")
+    assert "sqs:SendMessage" in on("api", f"<{queue_id}.Arn>")  # redeliver queues at once

@@ -29,6 +29,19 @@ GUARDED: list[tuple[Permission, str, str, dict[str, Any] | None, bool]] = [
     ("billing:read", "GET", "/v1/billing/controls", None, False),
     ("billing:read", "GET", "/v1/billing/controls/audit", None, False),
     ("billing:manage", "PUT", "/v1/billing/controls", {"alert_email_enabled": True}, True),
+    ("account:read", "GET", "/v1/delivery-targets", None, False),
+    (
+        "delivery:manage",
+        "POST",
+        "/v1/delivery-targets",
+        {
+            "bucket": "matrix-results",
+            "region": "us-east-1",
+            "access_key_id": "AKIAMATRIX",
+            "secret_access_key": "s" * 40,
+        },
+        False,
+    ),
 ]
 
 

@@ -12,7 +12,7 @@ from batchroute.domain.batch_states import ALL_STATES
 from batchroute.errors import Conflict, InvalidRequest
 from batchroute.services.batches.views import batch_details, batch_summary, lane_statuses
 from functions.api.auth import require
-from functions.api.deps import BatchesDep, ReadsDep
+from functions.api.deps import BatchesDep, BucketDeliveryDep, ReadsDep
 from functions.api.envelope import errors_doc
 from functions.api.openapi import documented_as
 from functions.api.schemas.batches import (
@@ -133,13 +133,15 @@ def get_batch(
     batch_id: str,
     principal: Reader,
     reads: ReadsDep,
+    buckets: BucketDeliveryDep,
     include_details: bool = False,
     include_billing_receipt: bool = False,
 ) -> dict[str, Any]:
     batch = reads.owned(principal, batch_id)
     summary = batch_summary(batch, sign=reads.sign)
     if include_details:
-        summary["details"] = {**batch_details(batch), "artifacts": reads.files(batch)}
+        details = batch_details(batch, delivery=buckets.view(batch))
+        summary["details"] = {**details, "artifacts": reads.files(batch)}
     receipt = None
     if include_billing_receipt:
         summary["lane_statuses"] = lane_statuses(reads.records.lanes(batch_id))

@@ -18,6 +18,7 @@ from batchroute.domain.metadata import MAX_KEY_CHARS, MAX_METADATA_PAIRS, MAX_VA
 from batchroute.domain.routing_gates import RoutingMode
 from batchroute.services.batches.create import MAX_CANCEL_REASON
 from functions.api.schemas.common import Absent, MoneyOut, ServiceValidatedBody
+from functions.api.schemas.delivery_targets import BucketDeliveryOut
 from functions.api.schemas.quotes import ItemsToQuote
 from functions.api.schemas.receipts import BillingReceipt, TokenUsage
 
@@ -126,6 +127,10 @@ class BatchDetails(BaseModel):
     work_order: WorkOrder
     workflow_steps: dict[str, str] = Field(description="When each workflow step ran")
     webhook: BatchWebhookState | None
+    delivery: BucketDeliveryOut | None = Field(
+        description="Delivery to the org's buckets (docs/delivery-targets.md); null when the org "
+        "had no enabled delivery target"
+    )
     state_changed_at: str | None
     artifacts: ArtifactFiles
 

@@ -47,6 +47,8 @@ class Settings(BaseModel):
     local_outbox_dir: str = ".local/outbox"
 
     read_only: bool = False
+    # Outside production only: admits http(s)://127.0.0.1[:port] as a webhook URL and as a
+    # delivery target's endpoint_url (docs/webhooks.md, docs/delivery-targets.md).
     allow_loopback_webhooks: bool = False
     content_store_enabled: bool = True
     signup_credit_usd: Decimal | None = None

@@ -30,9 +30,11 @@ if TYPE_CHECKING:
     from batchroute.adapters.dynamo.batch_progress import BatchProgress
     from batchroute.adapters.dynamo.batch_records import BatchRecords
     from batchroute.adapters.dynamo.billing_events import BillingEvents
+    from batchroute.adapters.dynamo.bucket_deliveries import BucketDeliveries
     from batchroute.adapters.dynamo.chat_holds import ChatHoldStore
     from batchroute.adapters.dynamo.compat import CompatStore
     from batchroute.adapters.dynamo.controls import ControlsStore
+    from batchroute.adapters.dynamo.delivery_targets import DeliveryTargetStore
     from batchroute.adapters.dynamo.files import FileStore
     from batchroute.adapters.dynamo.identity import IdentityStore
     from batchroute.adapters.dynamo.lanes import LaneStateStore
@@ -80,6 +82,8 @@ if TYPE_CHECKING:
     from batchroute.services.compat.batches import CompatBatches
     from batchroute.services.compat.files import CompatFiles
     from batchroute.services.compat.uploads import CompatUploads
+    from batchroute.services.delivery.buckets import BucketDelivery
+    from batchroute.services.delivery.targets import DeliveryTargets
     from batchroute.services.delivery.webhooks import WebhookDelivery
     from batchroute.services.workflow.retention_gc import RetentionCollector
     from batchroute.services.workflow.steps import BatchWorkflow, Pipeline
@@ -156,6 +160,18 @@ class Wiring:
         from batchroute.adapters.dynamo.webhook_deliveries import WebhookDeliveries
 
         return WebhookDeliveries(self.settings.table_name("batches"))
+
+    @cached_property
+    def delivery_target_store(self) -> DeliveryTargetStore:
+        from batchroute.adapters.dynamo.delivery_targets import DeliveryTargetStore
+
+        return DeliveryTargetStore(self.settings.table_name("controls"))
+
+    @cached_property
+    def bucket_deliveries(self) -> BucketDeliveries:
+        from batchroute.adapters.dynamo.bucket_deliveries import BucketDeliveries
+
+        return BucketDeliveries(self.settings.table_name("batches"))
 
     @cached_property
     def rate_counters(self) -> RateCounterStore:
@@ -590,6 +606,42 @@ class Wiring:
         return WebhookDelivery(self.webhook_deliveries, self.identity, self.sealer, sender, self.clock)
 
     @cached_property
+    def delivery_targets(self) -> DeliveryTargets:
+        """Loopback endpoints follow the webhooks' rule (ALLOW_LOOPBACK_WEBHOOKS, never in
+        production): the same SSRF guard, the same local convenience."""
+        from batchroute.adapters.customer_buckets import CustomerBuckets
+        from batchroute.services.delivery.targets import DeliveryTargets
+
+        settings = self.settings
+        buckets = CustomerBuckets(
+            allow_loopback=settings.allow_loopback_webhooks, environment=settings.environment
+        )
+        return DeliveryTargets(
+            self.delivery_target_store,
+            self.sealer,
+            buckets,
+            check_url=self.webhook_url_check(),
+            clock=self.clock,
+            probe_buckets=buckets.for_probes(),
+        )
+
+    @cached_property
+    def bucket_delivery(self) -> BucketDelivery:
+        from batchroute.adapters.customer_buckets import ArtifactSource
+        from batchroute.adapters.task_queue import TaskQueue
+        from batchroute.services.delivery.buckets import BucketDelivery
+
+        deliver_queue = self.settings.queue_urls.get("deliver")
+        return BucketDelivery(
+            self.bucket_deliveries,
+            self.delivery_targets,
+            self.batch_records,
+            ArtifactSource(self.artifacts),
+            self.clock,
+            queue=TaskQueue(deliver_queue) if deliver_queue else None,
+        )
+
+    @cached_property
     def pipeline(self) -> Pipeline:
         from batchroute.adapters.batch_artifacts import BatchArtifacts
         from batchroute.adapters.task_queue import TaskQueue
@@ -636,7 +688,13 @@ class Wiring:
     def workflow(self) -> BatchWorkflow:
         from batchroute.services.workflow.steps import BatchWorkflow
 
-        return BatchWorkflow(self.batch_records, self.clock, self.webhook_delivery, pipeline=self.pipeline)
+        return BatchWorkflow(
+            self.batch_records,
+            self.clock,
+            self.webhook_delivery,
+            pipeline=self.pipeline,
+            buckets=self.bucket_delivery,
+        )
 
     @cached_property
     def sweeper(self) -> Sweeper:
@@ -656,6 +714,7 @@ class Wiring:
             clock=self.clock,
             stale_hold_seconds=self.settings.chat_hold_stale_seconds,
             retention=self.retention_gc,
+            bucket_deliveries=self.bucket_delivery,
         )
 
     @cached_property

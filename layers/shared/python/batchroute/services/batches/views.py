@@ -102,8 +102,9 @@ def artifact_files(batch: BatchRecord, *, expires_at: str | None) -> dict[str, A
     }
 
 
-def batch_details(batch: BatchRecord) -> dict[str, Any]:
-    """The detailed view's extra fields: the work order (what was planned) and delivery state."""
+def batch_details(batch: BatchRecord, *, delivery: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The detailed view's extra fields: the work order (what was planned) and delivery state
+    (`delivery`: the bucket delivery's view, services/delivery/buckets.py)."""
     webhook = batch.webhook
     plan = batch.plan or {}
     return {
@@ -123,6 +124,7 @@ def batch_details(batch: BatchRecord) -> dict[str, Any]:
         },
         "workflow_steps": dict(batch.workflow_steps),
         "webhook": {"url": webhook.url, "configured": True} if webhook is not None and webhook.url else None,
+        "delivery": delivery,
         "state_changed_at": batch.state_changed_at,
     }
 

@@ -1,6 +1,7 @@
 """The scheduled sweeper: moves batches whose SLA deadline passed to `expired`, settles chat
 holds whose request died before settling (docs/chat.md), and (`Sweeper`) runs one whole sweep
-with the lane heartbeats, the webhook retries and retention GC (docs/retention.md)."""
+with the lane heartbeats, the webhook retries, the bucket delivery retries and retention GC
+(docs/retention.md)."""
 
 from __future__ import annotations
 
@@ -162,6 +163,10 @@ class RetentionGC(Protocol):
     def collect(self) -> Any: ...
 
 
+class DueBucketDeliveries(Protocol):
+    def enqueue_due(self) -> Any: ...
+
+
 @dataclass
 class Sweeper:
     """One scheduled sweep (EventBridge, once a minute): refresh lane heartbeats, expire
@@ -177,6 +182,7 @@ class Sweeper:
     clock: Clock
     stale_hold_seconds: int
     retention: RetentionGC | None = None  # docs/retention.md
+    bucket_deliveries: DueBucketDeliveries | None = None  # docs/delivery-targets.md
 
     def sweep(self) -> dict[str, Any]:
         lanes = self.refresh_heartbeats()
@@ -190,14 +196,18 @@ class Sweeper:
         metrics.add_metric(name="StaleChatHoldsSettled", unit=MetricUnit.Count, value=len(holds.settled))
         retried = self.webhooks.retry_due()
         metrics.add_metric(name="WebhookRetries", unit=MetricUnit.Count, value=len(retried.attempted))
-        answer = {
+        outcome: dict[str, Any] = {
             "expired": report.expired,
             "skipped": report.skipped,
             "chat_holds_settled": holds.settled,
             "webhooks": retried.as_dict(),
         }
+        if self.bucket_deliveries is not None:
+            buckets = self.bucket_deliveries.enqueue_due()
+            metrics.add_metric(name="BucketDeliveryRetries", unit=MetricUnit.Count, value=len(buckets.queued))
+            outcome["bucket_deliveries"] = buckets.as_dict()
         if self.retention is not None:
             reclaimed = self.retention.collect()
             metrics.add_metric(name="BatchesReclaimed", unit=MetricUnit.Count, value=len(reclaimed.reclaimed))
-            answer["retention"] = reclaimed.as_dict()
-        return answer
+            outcome["retention"] = reclaimed.as_dict()
+        return outcome
