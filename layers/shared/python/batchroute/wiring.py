@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from batchroute.adapters.email import SesMailer
     from batchroute.adapters.kms import KmsSealer
     from batchroute.adapters.s3_objects import S3Objects
+    from batchroute.adapters.webhook_sender import WebhookSender
     from batchroute.catalog.environments import Deployment
     from batchroute.clock import Clock
     from batchroute.config import Settings
@@ -63,10 +64,10 @@ if TYPE_CHECKING:
     from batchroute.services.batches.files import FileLimits, FileService
     from batchroute.services.batches.quotes import FileItems, QuoteService
     from batchroute.services.batches.reads import BatchReads
-    from batchroute.services.billing.alerts import BillingAlerts
     from batchroute.services.billing.controls import BillingControlsService
     from batchroute.services.billing.rate_limiting import RateLimiter
     from batchroute.services.billing.retention import RetentionService
+    from batchroute.services.billing.watch import BalanceListener, BillingWatch
     from batchroute.services.catalog.catalog import CatalogService
     from batchroute.services.catalog.content import ContentService
     from batchroute.services.catalog.lane_health import (
@@ -396,14 +397,47 @@ class Wiring:
         return RetentionService(self.controls, self.clock)
 
     @cached_property
-    def alerts(self) -> BillingAlerts:
-        from batchroute.services.billing.alerts import BillingAlerts, owner_emails
+    def billing_webhook_deliveries(self) -> WebhookDeliveries:
+        """Deliveries of billing alert events, beside their org in the controls table."""
+        from batchroute.adapters.dynamo.webhook_deliveries import ORG_OWNER, WebhookDeliveries
 
-        return BillingAlerts(
-            events=self.billing_events,
-            spend=self.ledger,
-            mailer=self.mailer,
-            recipients=owner_emails(self.identity),
+        return WebhookDeliveries(self.settings.table_name("controls"), owner=ORG_OWNER)
+
+    @cached_property
+    def billing_webhooks(self) -> WebhookDelivery:
+        """Billing alert events to the org's delivery webhook: the batch webhooks' signature,
+        schedule and dead letter; attempts made by the sweeper."""
+        from batchroute.services.delivery.webhooks import WebhookDelivery
+
+        return WebhookDelivery(
+            self.billing_webhook_deliveries,
+            self.identity,
+            self.sealer,
+            self.webhook_sender,
+            self.clock,
+            owner_field="org_id",
+        )
+
+    @cached_property
+    def balance_listeners(self) -> tuple[BalanceListener, ...]:
+        """Who hears every balance movement after the alerts (auto top-up joins here)."""
+        return ()
+
+    @cached_property
+    def billing_watch(self) -> BillingWatch:
+        """Called after every money movement: billing alerts, then the balance listeners."""
+        from batchroute.services.billing.alerts import EmailAlerts, WebhookAlerts, owner_emails
+        from batchroute.services.billing.watch import BillingWatch
+
+        return BillingWatch(
+            controls=self.controls,
+            ledger=self.ledger,
+            records=self.billing_events,
+            channels=(
+                EmailAlerts(self.mailer, owner_emails(self.identity)),
+                WebhookAlerts(self.billing_webhooks),
+            ),
+            listeners=self.balance_listeners,
         )
 
     # -- batches ---------------------------------------------------------------------------
@@ -471,7 +505,7 @@ class Wiring:
             seal_webhook=seal,
             settings=settings,
             clock=self.clock,
-            alerts=self.alerts,
+            watch=self.billing_watch,
             limit_checks=self.limit_checks,
         )
 
@@ -531,7 +565,7 @@ class Wiring:
                 first_byte_timeout_seconds=settings.chat_first_byte_timeout_seconds,
                 checkpoint_seconds=settings.chat_usage_checkpoint_seconds,
             ),
-            alerts=self.alerts,
+            watch=self.billing_watch,
         )
 
     @cached_property
@@ -569,17 +603,23 @@ class Wiring:
 
     # -- workflow --------------------------------------------------------------------------
     @cached_property
-    def webhook_delivery(self) -> WebhookDelivery:
+    def webhook_sender(self) -> WebhookSender:
         from batchroute.adapters.webhook_sender import WebhookSender
-        from batchroute.services.delivery.webhooks import WebhookDelivery
 
         settings = self.settings
-        sender = WebhookSender(
+        return WebhookSender(
             allow_loopback=settings.allow_loopback_webhooks,
             environment=settings.environment,
             now=self.clock.now,
         )
-        return WebhookDelivery(self.webhook_deliveries, self.identity, self.sealer, sender, self.clock)
+
+    @cached_property
+    def webhook_delivery(self) -> WebhookDelivery:
+        from batchroute.services.delivery.webhooks import WebhookDelivery
+
+        return WebhookDelivery(
+            self.webhook_deliveries, self.identity, self.sealer, self.webhook_sender, self.clock
+        )
 
     @cached_property
     def pipeline(self) -> Pipeline:
@@ -615,7 +655,7 @@ class Wiring:
                 artifacts=artifacts,
                 fees=self.catalog.fees,
                 clock=self.clock,
-                alerts=self.alerts,
+                watch=self.billing_watch,
             ),
         )
 
@@ -642,6 +682,8 @@ class Wiring:
             webhooks=self.webhook_delivery,
             clock=self.clock,
             stale_hold_seconds=self.settings.chat_hold_stale_seconds,
+            billing_webhooks=self.billing_webhooks,
+            watch=self.billing_watch,
         )
 
 

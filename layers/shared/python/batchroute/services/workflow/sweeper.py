@@ -1,12 +1,13 @@
 """The scheduled sweeper: moves batches whose SLA deadline passed to `expired`, settles chat
 holds whose request died before settling (docs/chat.md), and (`Sweeper`) runs one whole sweep
-with the lane heartbeats and the webhook retries."""
+with the lane heartbeats, the webhook retries (batch events, and billing alert events:
+docs/billing-alerts.md) and the billing watch of every org whose stale hold it charged."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from aws_lambda_powertools.metrics import MetricUnit
@@ -84,6 +85,7 @@ class ChatRecords(Protocol):
 class HoldSweepReport:
     settled: list[str] = field(default_factory=list)  # hold ids
     charged_micros: int = 0
+    charged_orgs: set[str] = field(default_factory=set)  # whose balance this sweep moved
 
 
 def resolve_stale_chat_holds(
@@ -147,6 +149,8 @@ def resolve_stale_chat_holds(
         if not result.replayed:
             report.settled.append(hold.reservation_id)
             report.charged_micros += result.charged.micros
+            if result.charged.micros > 0:
+                report.charged_orgs.add(hold.org_id)
     return report
 
 
@@ -156,6 +160,12 @@ class LaneHeartbeatRefresh(Protocol):
 
 class DueWebhooks(Protocol):
     def retry_due(self) -> Any: ...
+
+
+class MoneyWatch(Protocol):
+    """services/billing/watch.py:BillingWatch; never raises."""
+
+    def moved(self, org_id: str, *, at: datetime) -> None: ...
 
 
 @dataclass
@@ -171,6 +181,8 @@ class Sweeper:
     webhooks: DueWebhooks  # docs/webhooks.md
     clock: Clock
     stale_hold_seconds: int
+    billing_webhooks: DueWebhooks | None = None  # billing alert events (docs/billing-alerts.md)
+    watch: MoneyWatch | None = None  # alerts and auto top-up after a stale hold is charged
 
     def sweep(self) -> dict[str, Any]:
         lanes = self.refresh_heartbeats()
@@ -182,11 +194,22 @@ class Sweeper:
             self.ledger, self.chat_holds, self.catalog, self.clock, stale_seconds=self.stale_hold_seconds
         )
         metrics.add_metric(name="StaleChatHoldsSettled", unit=MetricUnit.Count, value=len(holds.settled))
+        if self.watch is not None:
+            now = self.clock.now()
+            for org_id in sorted(holds.charged_orgs):
+                self.watch.moved(org_id, at=now)
         retried = self.webhooks.retry_due()
         metrics.add_metric(name="WebhookRetries", unit=MetricUnit.Count, value=len(retried.attempted))
-        return {
+        answer = {
             "expired": report.expired,
             "skipped": report.skipped,
             "chat_holds_settled": holds.settled,
             "webhooks": retried.as_dict(),
         }
+        if self.billing_webhooks is not None:
+            billing = self.billing_webhooks.retry_due()
+            metrics.add_metric(
+                name="BillingWebhookRetries", unit=MetricUnit.Count, value=len(billing.attempted)
+            )
+            answer["billing_webhooks"] = billing.as_dict()
+        return answer
