@@ -65,6 +65,7 @@ if TYPE_CHECKING:
     from batchroute.services.batches.quotes import FileItems, QuoteService
     from batchroute.services.batches.reads import BatchReads
     from batchroute.services.billing.controls import BillingControlsService
+    from batchroute.services.billing.events import BillingEventLog
     from batchroute.services.billing.rate_limiting import RateLimiter
     from batchroute.services.billing.retention import RetentionService
     from batchroute.services.billing.watch import BalanceListener, BillingWatch
@@ -417,6 +418,12 @@ class Wiring:
             self.clock,
             owner_field="org_id",
         )
+
+    @cached_property
+    def billing_event_log(self) -> BillingEventLog:
+        from batchroute.services.billing.events import BillingEventLog
+
+        return BillingEventLog(self.billing_events)
 
     @cached_property
     def balance_listeners(self) -> tuple[BalanceListener, ...]:

@@ -1,0 +1,29 @@
+"""Response models: the org's billing alert events (docs/billing-alerts.md)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+EventType = Literal[
+    "billing.limit_reached",
+    "billing.threshold_crossed",
+    "billing.low_balance",
+    "billing.auto_topup_succeeded",
+    "billing.auto_topup_failed",
+]
+
+
+class BillingEventOut(BaseModel):
+    id: str = Field(description="evt_ id; the same id a webhook delivery of this event carries")
+    object: Literal["billing.event"]
+    type: EventType
+    org_id: str
+    created_at: str
+    data: dict[str, Any] = Field(description="The event's figures; per type in docs/billing-alerts.md")
+
+
+class BillingEventList(BaseModel):
+    data: list[BillingEventOut] = Field(description="Newest first")
+    next_cursor: str | None = Field(description="Pass as `cursor` for the next page; null at the end")
