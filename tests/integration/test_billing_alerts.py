@@ -34,13 +34,13 @@ from functions.api.app import create_app
 from functions.api.auth import identity_store
 from functions.api.deps import get_clock
 from tests.integration.principals import TestOrg, new_org
-from tests.integration.test_webhook_delivery import (  # noqa: F401 (the receiver fixture)
+from tests.integration.test_webhook_delivery import (
     ORG_SECRET,
     Receiver,
-    receiver,
     set_org_webhook,
     stdlib_signature,
 )
+from tests.integration.test_webhook_delivery import receiver as batch_webhook_receiver
 
 ZONE = "America/New_York"
 # 22:00 on Nov 20 in New York, and 01:00 on Nov 21 there: the same UTC date (Nov 21).
@@ -63,6 +63,12 @@ def wiring(
     identity_store.cache_clear()
     yield Wiring(get_settings(), clock)
     get_settings.cache_clear()
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    """The batch webhook suite's real HTTP receiver on 127.0.0.1."""
+    yield from batch_webhook_receiver.__wrapped__()  # type: ignore[attr-defined]
 
 
 @pytest.fixture
