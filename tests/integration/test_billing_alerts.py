@@ -29,6 +29,7 @@ from batchroute.ids import new_id
 from batchroute.money import Money
 from batchroute.services.billing.watch import BillingWatch
 from batchroute.wiring import Wiring
+from batchroute_tools.admin import main as admin_main
 from batchroute_tools.local.provision import LocalStack
 from functions.api.app import create_app
 from functions.api.auth import identity_store
@@ -332,7 +333,7 @@ def test_alert_email_goes_to_the_owner_only_when_enabled(
     set_controls(
         org.org_id, alert_email_enabled=False, alert_thresholds=(Threshold("spend_above", amount=usd("1")),)
     )
-    watch.moved(org.org_id, at=LATE_EVENING)
+    watch.moved(org.org_id, at=LATE_EVENING + timedelta(minutes=1))
     assert kinds(org.org_id) == ["billing.low_balance", "billing.threshold_crossed"]
     assert len(outbox(tmp_path)) == 1
 
@@ -506,3 +507,21 @@ def test_events_endpoint_lists_newest_first_with_a_cursor(
     bad = client.get("/v1/billing/events?cursor=nope", headers=headers)
     assert bad.status_code == 400 and bad.json()["error"]["details"] == {"field": "cursor"}
     assert client.get("/v1/billing/events?limit=201", headers=headers).status_code == 400
+
+
+def test_an_operator_grant_runs_the_watch_and_rearms_the_low_balance_alert(
+    watch: BillingWatch, org: TestOrg, local_aws: LocalStack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given a low-balance alert that fired at $40 (level $50)
+    set_controls(org.org_id, low_balance_amount=usd("50"))
+    spend(org.org_id, "60", LATE_EVENING)
+    watch.moved(org.org_id, at=LATE_EVENING)
+    assert kinds(org.org_id) == ["billing.low_balance"]
+    # When an operator grants $20 with batchroute-admin (balance $60: at least 110% of $50)
+    target = ["--table-prefix", local_aws.prefix, "--region", local_aws.region]
+    assert admin_main(["credits", "grant", "--org", org.org_id, "--usd", "20", *target]) == 0
+    assert "balance now 60.00 usd" in capsys.readouterr().out
+    # Then the alert re-armed, so the next fall under $50 fires it again
+    spend(org.org_id, "15", LATE_EVENING + timedelta(hours=1))
+    watch.moved(org.org_id, at=LATE_EVENING + timedelta(hours=1))
+    assert kinds(org.org_id) == ["billing.low_balance", "billing.low_balance"]

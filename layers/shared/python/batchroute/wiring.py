@@ -435,6 +435,7 @@ class Wiring:
         """Called after every money movement: billing alerts, then the balance listeners."""
         from batchroute.services.billing.alerts import EmailAlerts, WebhookAlerts, owner_emails
         from batchroute.services.billing.watch import BillingWatch
+        from batchroute.services.delivery.webhooks import OrgEventWebhooks
 
         return BillingWatch(
             controls=self.controls,
@@ -442,7 +443,7 @@ class Wiring:
             records=self.billing_events,
             channels=(
                 EmailAlerts(self.mailer, owner_emails(self.identity)),
-                WebhookAlerts(self.billing_webhooks),
+                WebhookAlerts(OrgEventWebhooks(self.billing_webhook_deliveries, self.identity)),
             ),
             listeners=self.balance_listeners,
         )
