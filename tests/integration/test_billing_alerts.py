@@ -35,6 +35,7 @@ from functions.api.app import create_app
 from functions.api.auth import identity_store
 from functions.api.deps import get_clock
 from tests.integration.principals import TestOrg, new_org
+from tests.integration.test_openapi_answers import Contract
 from tests.integration.test_webhook_delivery import (
     ORG_SECRET,
     Receiver,
@@ -489,7 +490,7 @@ def test_events_endpoint_lists_newest_first_with_a_cursor(
     # When the first page of two is read
     page = client.get("/v1/billing/events?limit=2", headers=headers)
     assert page.status_code == 200, page.text
-    body = page.json()
+    body = Contract(client.get("/openapi.json").json()).check(page, "get", "/v1/billing/events")
     assert [e["data"]["n"] for e in body["data"]] == [2, 1]
     assert (
         body["data"][0]["object"] == "billing.event"
