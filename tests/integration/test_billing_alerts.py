@@ -526,3 +526,30 @@ def test_an_operator_grant_runs_the_watch_and_rearms_the_low_balance_alert(
     spend(org.org_id, "15", LATE_EVENING + timedelta(hours=1))
     watch.moved(org.org_id, at=LATE_EVENING + timedelta(hours=1))
     assert kinds(org.org_id) == ["billing.low_balance", "billing.low_balance"]
+
+
+def test_a_low_balance_alert_that_could_not_be_recorded_fires_at_the_next_movement(
+    watch: BillingWatch, org: TestOrg, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a balance under the level, and an events store that is down for one movement
+    set_controls(org.org_id, low_balance_amount=usd("50"))
+    spend(org.org_id, "60", LATE_EVENING)
+    working = BillingEvents.record_once
+
+    def down(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("controls table unavailable")
+
+    monkeypatch.setattr(BillingEvents, "record_once", down)
+    watch.moved(org.org_id, at=LATE_EVENING)
+    monkeypatch.setattr(BillingEvents, "record_once", working)
+    assert kinds(org.org_id) == []
+    # When the next movement looks, the episode was not marked fired: it fires now
+    watch.moved(org.org_id, at=LATE_EVENING + timedelta(minutes=1))
+    assert kinds(org.org_id) == ["billing.low_balance"]
+
+
+def test_notified_details_keep_their_numbers(watch: BillingWatch, org: TestOrg) -> None:
+    details = {"amount": "25.00", "attempt": 2, "next_retry_hours": 1.5, "codes": ["card_declined"]}
+    sent = watch.notify(org.org_id, "billing.auto_topup_failed", details, at=LATE_EVENING, once_key="att_2")
+    assert sent is not None and sent["details"] == details
+    assert events(org.org_id)[0]["details"] == details

@@ -6,19 +6,16 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-EventType = Literal[
-    "billing.limit_reached",
-    "billing.threshold_crossed",
-    "billing.low_balance",
-    "billing.auto_topup_succeeded",
-    "billing.auto_topup_failed",
-]
+from batchroute.domain.billing_alerts import EVENT_TYPES
 
 
 class BillingEventOut(BaseModel):
     id: str = Field(description="evt_ id; the same id a webhook delivery of this event carries")
     object: Literal["billing.event"]
-    type: EventType
+    type: str = Field(
+        description="A `billing.*` kind: " + ", ".join(f"`{t}`" for t in EVENT_TYPES),
+        examples=list(EVENT_TYPES),
+    )
     org_id: str
     created_at: str
     data: dict[str, Any] = Field(description="The event's figures; per type in docs/billing-alerts.md")

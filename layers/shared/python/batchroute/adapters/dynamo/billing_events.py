@@ -57,6 +57,7 @@ class BillingEvents(DynamoStore):
             "created_at": isoformat(at),
             "details": details,
         }
+        stored_details = _storable(details)
         marker = {
             "pk": f"ORG#{org_id}",
             "sk": f"{ALERT_PREFIX}{once_key}",
@@ -85,6 +86,7 @@ class BillingEvents(DynamoStore):
                                     "sk": EVENT_PREFIX + event_id,
                                     "kind": "billing_event",
                                     **event,
+                                    "details": stored_details,
                                 }
                             ),
                             "ConditionExpression": "attribute_not_exists(pk)",
@@ -183,6 +185,17 @@ def _event(item: dict[str, Any]) -> dict[str, Any]:
         event.pop(name, None)
     plain: dict[str, Any] = _plain(event)
     return plain
+
+
+def _storable(value: Any) -> Any:
+    """Details as DynamoDB takes them: floats as Decimal (read back as numbers by `_plain`)."""
+    if isinstance(value, float):
+        return Decimal(str(value))
+    if isinstance(value, dict):
+        return {str(k): _storable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_storable(v) for v in value]
+    return value
 
 
 def _plain(value: Any) -> Any:

@@ -238,9 +238,9 @@ class BatchService:
             principal, key, fingerprint, batch, total, answer_body, tuple(surface.transact_items)
         )
         controls, _ = self._fund(submit)
+        self._start(batch_id)
         if self.watch is not None:  # a soft limit reached at submit is reported here
             self.watch.moved(principal.org_id, at=now, controls=controls)
-        self._start(batch_id)
         return CreateAnswer(202, answer_body)
 
     def _price_and_write(

@@ -132,10 +132,10 @@ class BillingWatch:
         step = low_balance_step(level, wallet.balance, fired=state.fired)
         if step == "fire":
             alert = low_balance_alert(level, wallet, episode=state.episode)
-            # Concurrent movers may both get here: the once key lets one event through.
-            self.notify(
-                org_id, alert.event_type, alert.details, at=at, once_key=alert.once_key, controls=controls
-            )
+            # Concurrent movers may both get here: the once key lets one event through. The
+            # episode is marked fired only once its event is on record (recorded now, or
+            # before: debounced); a failure to record raises, so the next movement retries.
+            self._record_and_send(org_id, alert.event_type, alert.details, at, alert.once_key, controls)
             self.records.mark_low_balance_fired(org_id, episode=state.episode, at=at)
         elif step == "rearm":
             self.records.rearm_low_balance(org_id, episode=state.episode, at=at)
@@ -154,12 +154,24 @@ class BillingWatch:
         """Record the event once per `once_key` and send it on the org's channels; the event,
         or None when it was recorded before (or could not be recorded: logged)."""
         try:
-            event = self.records.record_once(
-                org_id, once_key=once_key, event_type=event_type, details=details, at=at
-            )
+            return self._record_and_send(org_id, event_type, details, at, once_key, controls)
         except Exception:
             logger.exception("billing event not recorded", extra={"org_id": org_id, "event_type": event_type})
             return None
+
+    def _record_and_send(
+        self,
+        org_id: str,
+        event_type: str,
+        details: dict[str, Any],
+        at: datetime,
+        once_key: str,
+        controls: BillingControls | None,
+    ) -> dict[str, Any] | None:
+        """`notify`, except that a failure to record the event raises."""
+        event = self.records.record_once(
+            org_id, once_key=once_key, event_type=event_type, details=details, at=at
+        )
         if event is None:
             return None
         logger.info("billing event recorded", extra={"org_id": org_id, "event_type": event_type})
