@@ -399,6 +399,15 @@ def test_alert_webhook_is_signed_retried_and_dead_lettered_like_batch_webhooks(
         wiring.billing_webhooks.retry_due()
         statuses.append(billing_deliveries().get(org.org_id, failing)["status"])  # type: ignore[index]
     assert statuses == ["failed"] * (MAX_ATTEMPTS - 1) + ["dead_lettered"]
+    # And the event list shows each event's delivery, the dead letter included
+    listed = wiring.billing_event_log.list(org.org_id)["data"]
+    assert [(e["type"], e["webhook"]["status"]) for e in listed] == [
+        ("billing.threshold_crossed", "dead_lettered"),
+        ("billing.low_balance", "succeeded"),
+    ]
+    assert listed[0]["webhook"]["attempt_count"] == MAX_ATTEMPTS
+    assert listed[0]["webhook"]["last_error"] == "receiver answered 500"
+    assert ORG_SECRET not in json.dumps(listed)
 
 
 def test_no_webhook_without_alert_webhook_enabled_or_without_an_org_webhook(
@@ -497,6 +506,7 @@ def test_events_endpoint_lists_newest_first_with_a_cursor(
         and body["data"][0]["type"] == "billing.auto_topup_failed"
     )
     assert body["data"][0]["org_id"] == org.org_id and body["data"][0]["id"].startswith("evt_")
+    assert body["data"][0]["webhook"] is None  # webhook alerts are off
     # Then the cursor reads the rest, and the last page has no cursor
     rest = client.get(f"/v1/billing/events?limit=2&cursor={body['next_cursor']}", headers=headers).json()
     assert [e["data"]["n"] for e in rest["data"]] == [0] and rest["next_cursor"] is None

@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from batchroute.domain.billing_alerts import EVENT_TYPES
+from functions.api.schemas.webhooks import WebhookDeliveryOut
 
 
 class BillingEventOut(BaseModel):
@@ -19,6 +20,10 @@ class BillingEventOut(BaseModel):
     org_id: str
     created_at: str
     data: dict[str, Any] = Field(description="The event's figures; per type in docs/billing-alerts.md")
+    webhook: WebhookDeliveryOut | None = Field(
+        description="Its signed delivery to the org's delivery webhook (alert_webhook_enabled); "
+        "null when none was made. Not part of the webhook body."
+    )
 
 
 class BillingEventList(BaseModel):

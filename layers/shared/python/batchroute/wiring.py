@@ -423,7 +423,7 @@ class Wiring:
     def billing_event_log(self) -> BillingEventLog:
         from batchroute.services.billing.events import BillingEventLog
 
-        return BillingEventLog(self.billing_events)
+        return BillingEventLog(self.billing_events, self.billing_webhook_deliveries)
 
     @cached_property
     def balance_listeners(self) -> tuple[BalanceListener, ...]:

@@ -95,6 +95,26 @@ class WebhookDeliveries(DynamoStore):
         )
         return _plain(response["Item"]) if "Item" in response else None
 
+    def get_many(self, owner_id: str, delivery_ids: list[str]) -> dict[str, dict[str, Any]]:
+        """The deliveries of `owner_id` among `delivery_ids` that exist, by id (BatchGetItem,
+        100 keys a call)."""
+        found: dict[str, dict[str, Any]] = {}
+        unique = list(dict.fromkeys(delivery_ids))
+        for start in range(0, len(unique), 100):
+            request: dict[str, Any] = {
+                self.table_name: {
+                    "Keys": [self._key(owner_id, d) for d in unique[start : start + 100]],
+                    "ConsistentRead": True,
+                }
+            }
+            while request:
+                response = self.dynamodb.batch_get_item(RequestItems=request)
+                for raw in response.get("Responses", {}).get(self.table_name, []):
+                    item = _plain(raw)
+                    found[str(item["delivery_id"])] = item
+                request = response.get("UnprocessedKeys") or {}
+        return found
+
     def list_for_batch(self, batch_id: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         """(deliveries, attempts) of a batch, each in key order (attempts by delivery, then number)."""
         deliveries: list[dict[str, Any]] = []
