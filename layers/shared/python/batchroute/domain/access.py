@@ -20,7 +20,7 @@ Permission = Literal[
     "keys:manage",  # create and revoke API keys
     "delivery:manage",  # org delivery webhook, delivery targets
     "retention:manage",  # retention settings
-    "billing:read",  # controls, audit, alert events, usage, auto top-up, receipts
+    "billing:read",  # controls, audit, usage, auto top-up, receipts
     "billing:manage",  # billing controls, auto top-up
     "batches:read",  # quotes, batches, results, files
     "batches:create",  # quotes, batches, files, chat completions, cancel, retry
