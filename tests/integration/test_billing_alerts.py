@@ -34,7 +34,12 @@ from batchroute_tools.local.provision import LocalStack
 from functions.api.app import create_app
 from functions.api.auth import identity_store
 from functions.api.deps import get_clock
+from tests.integration.batch_pipeline_support import heartbeat_all_lanes
 from tests.integration.principals import TestOrg, new_org
+from tests.integration.test_chat_holds import ScriptedProvider
+from tests.integration.test_chat_holds import _direct as direct_chat
+from tests.integration.test_chat_holds import _principal as chat_principal
+from tests.integration.test_chat_holds import _request as chat_request
 from tests.integration.test_openapi_answers import Contract
 from tests.integration.test_webhook_delivery import (
     ORG_SECRET,
@@ -563,3 +568,24 @@ def test_notified_details_keep_their_numbers(watch: BillingWatch, org: TestOrg) 
     sent = watch.notify(org.org_id, "billing.auto_topup_failed", details, at=LATE_EVENING, once_key="att_2")
     assert sent is not None and sent["details"] == details
     assert events(org.org_id)[0]["details"] == details
+
+
+def test_a_stale_chat_hold_charged_by_the_sweeper_runs_the_watch(wiring: Wiring, clock: FixedClock) -> None:
+    # Given a $1 org with a low-balance level of $1, and a direct chat stream that
+    # checkpointed 5 tokens before its function died
+    heartbeat_all_lanes()
+    org = new_org(credit_usd="1")
+    set_controls(org.org_id, low_balance_amount=usd("1"))
+    direct, _ = direct_chat(ScriptedProvider("edge-eu", tokens=10), clock)
+    call = direct.open(chat_principal(org), chat_request(stream=True))
+    call.next_event()
+    for _ in range(4):
+        clock.advance(seconds=1)
+        call.next_event()
+    assert kinds(org.org_id) == []  # a hold moves neither the balance nor the spend
+    # When the sweeper settles the stale hold
+    clock.advance(seconds=wiring.settings.chat_hold_stale_seconds + 1)
+    report = wiring.sweeper.sweep()
+    # Then the charge took the balance under $1 and the watch raised the alert
+    assert report["chat_holds_settled"] == [call.hold_id]
+    assert kinds(org.org_id) == ["billing.low_balance"]
