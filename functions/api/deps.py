@@ -15,6 +15,7 @@ from batchroute.services.batches.files import FileService
 from batchroute.services.batches.quotes import QuoteService
 from batchroute.services.batches.reads import BatchReads
 from batchroute.services.billing.controls import BillingControlsService
+from batchroute.services.billing.events import BillingEventLog
 from batchroute.services.billing.retention import RetentionService
 from batchroute.services.catalog.catalog import CatalogService
 from batchroute.services.catalog.content import ContentService
@@ -63,6 +64,10 @@ def _billing_controls(wiring: WiringDep) -> BillingControlsService:
     return wiring.billing_controls
 
 
+def _billing_events(wiring: WiringDep) -> BillingEventLog:
+    return wiring.billing_event_log
+
+
 def _retention(wiring: WiringDep) -> RetentionService:
     return wiring.retention
 
@@ -100,6 +105,7 @@ QuotesDep = Annotated[QuoteService, Depends(_quotes)]
 BatchesDep = Annotated[BatchService, Depends(_batches)]
 ReadsDep = Annotated[BatchReads, Depends(_batch_reads)]
 BillingControlsDep = Annotated[BillingControlsService, Depends(_billing_controls)]
+BillingEventsDep = Annotated[BillingEventLog, Depends(_billing_events)]
 RetentionDep = Annotated[RetentionService, Depends(_retention)]
 CatalogDep = Annotated[CatalogService, Depends(_catalog)]
 ContentDep = Annotated[ContentService, Depends(_content)]

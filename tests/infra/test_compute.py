@@ -187,16 +187,18 @@ def test_only_the_api_and_the_sweeper_start_workflows(cfn: Cfn, prefix: str) -> 
         assert (task_responses <= on_machine) == (spec.key != "api"), spec.key
 
 
-def test_only_the_api_sends_email_and_only_as_the_configured_sender(
+def test_only_the_api_and_the_billing_watch_send_email_and_only_as_the_configured_sender(
     cfn: Cfn, prefix: str, config: EnvironmentConfig
 ) -> None:
+    # The API (accounts, alerts at submit and chat), the settle worker and the sweeper (alerts
+    # after a settlement): docs/billing-alerts.md
     for spec in resources.FUNCTIONS:
         # When
         role = cfn.referenced(_function(cfn, prefix, spec.key)[1]["Role"])
         statements = [s for s in cfn.policy_statements(role) if "ses:SendEmail" in as_list(s["Action"])]
 
         # Then
-        if spec.key != "api":
+        if spec.key not in {"api", "settle", "sweeper"}:
             assert statements == [], spec.key
             continue
         (statement,) = statements

@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from batchroute.adapters.email import SesMailer
     from batchroute.adapters.kms import KmsSealer
     from batchroute.adapters.s3_objects import S3Objects
+    from batchroute.adapters.webhook_sender import WebhookSender
     from batchroute.catalog.environments import Deployment
     from batchroute.clock import Clock
     from batchroute.config import Settings
@@ -66,10 +67,11 @@ if TYPE_CHECKING:
     from batchroute.services.batches.files import FileLimits, FileService
     from batchroute.services.batches.quotes import FileItems, QuoteService
     from batchroute.services.batches.reads import BatchReads
-    from batchroute.services.billing.alerts import BillingAlerts
     from batchroute.services.billing.controls import BillingControlsService
+    from batchroute.services.billing.events import BillingEventLog
     from batchroute.services.billing.rate_limiting import RateLimiter
     from batchroute.services.billing.retention import RetentionService
+    from batchroute.services.billing.watch import BalanceListener, BillingWatch
     from batchroute.services.catalog.catalog import CatalogService
     from batchroute.services.catalog.content import ContentService
     from batchroute.services.catalog.lane_health import (
@@ -414,14 +416,54 @@ class Wiring:
         return RetentionService(self.controls, self.clock)
 
     @cached_property
-    def alerts(self) -> BillingAlerts:
-        from batchroute.services.billing.alerts import BillingAlerts, owner_emails
+    def billing_webhook_deliveries(self) -> WebhookDeliveries:
+        """Deliveries of billing alert events, beside their org in the controls table."""
+        from batchroute.adapters.dynamo.webhook_deliveries import ORG_OWNER, WebhookDeliveries
 
-        return BillingAlerts(
-            events=self.billing_events,
-            spend=self.ledger,
-            mailer=self.mailer,
-            recipients=owner_emails(self.identity),
+        return WebhookDeliveries(self.settings.table_name("controls"), owner=ORG_OWNER)
+
+    @cached_property
+    def billing_webhooks(self) -> WebhookDelivery:
+        """Billing alert events to the org's delivery webhook: the batch webhooks' signature,
+        schedule and dead letter; attempts made by the sweeper."""
+        from batchroute.services.delivery.webhooks import WebhookDelivery
+
+        return WebhookDelivery(
+            self.billing_webhook_deliveries,
+            self.identity,
+            self.sealer,
+            self.webhook_sender,
+            self.clock,
+            owner_field="org_id",
+        )
+
+    @cached_property
+    def billing_event_log(self) -> BillingEventLog:
+        from batchroute.services.billing.events import BillingEventLog
+
+        return BillingEventLog(self.billing_events, self.billing_webhook_deliveries)
+
+    @cached_property
+    def balance_listeners(self) -> tuple[BalanceListener, ...]:
+        """Who hears every balance movement after the alerts (auto top-up joins here)."""
+        return ()
+
+    @cached_property
+    def billing_watch(self) -> BillingWatch:
+        """Called after every money movement: billing alerts, then the balance listeners."""
+        from batchroute.services.billing.alerts import EmailAlerts, WebhookAlerts, owner_emails
+        from batchroute.services.billing.watch import BillingWatch
+        from batchroute.services.delivery.webhooks import OrgEventWebhooks
+
+        return BillingWatch(
+            controls=self.controls,
+            ledger=self.ledger,
+            records=self.billing_events,
+            channels=(
+                EmailAlerts(self.mailer, owner_emails(self.identity)),
+                WebhookAlerts(OrgEventWebhooks(self.billing_webhook_deliveries, self.identity)),
+            ),
+            listeners=self.balance_listeners,
         )
 
     # -- batches ---------------------------------------------------------------------------
@@ -489,7 +531,7 @@ class Wiring:
             seal_webhook=seal,
             settings=settings,
             clock=self.clock,
-            alerts=self.alerts,
+            watch=self.billing_watch,
             limit_checks=self.limit_checks,
         )
 
@@ -555,7 +597,7 @@ class Wiring:
                 first_byte_timeout_seconds=settings.chat_first_byte_timeout_seconds,
                 checkpoint_seconds=settings.chat_usage_checkpoint_seconds,
             ),
-            alerts=self.alerts,
+            watch=self.billing_watch,
         )
 
     @cached_property
@@ -593,17 +635,23 @@ class Wiring:
 
     # -- workflow --------------------------------------------------------------------------
     @cached_property
-    def webhook_delivery(self) -> WebhookDelivery:
+    def webhook_sender(self) -> WebhookSender:
         from batchroute.adapters.webhook_sender import WebhookSender
-        from batchroute.services.delivery.webhooks import WebhookDelivery
 
         settings = self.settings
-        sender = WebhookSender(
+        return WebhookSender(
             allow_loopback=settings.allow_loopback_webhooks,
             environment=settings.environment,
             now=self.clock.now,
         )
-        return WebhookDelivery(self.webhook_deliveries, self.identity, self.sealer, sender, self.clock)
+
+    @cached_property
+    def webhook_delivery(self) -> WebhookDelivery:
+        from batchroute.services.delivery.webhooks import WebhookDelivery
+
+        return WebhookDelivery(
+            self.webhook_deliveries, self.identity, self.sealer, self.webhook_sender, self.clock
+        )
 
     @cached_property
     def delivery_targets(self) -> DeliveryTargets:
@@ -680,7 +728,7 @@ class Wiring:
                 artifacts=artifacts,
                 fees=self.catalog.fees,
                 clock=self.clock,
-                alerts=self.alerts,
+                watch=self.billing_watch,
             ),
         )
 
@@ -715,6 +763,8 @@ class Wiring:
             stale_hold_seconds=self.settings.chat_hold_stale_seconds,
             retention=self.retention_gc,
             bucket_deliveries=self.bucket_delivery,
+            billing_webhooks=self.billing_webhooks,
+            watch=self.billing_watch,
         )
 
     @cached_property

@@ -81,10 +81,11 @@ class WorkflowStarter(Protocol):
     def __call__(self, *, batch_id: str) -> str: ...
 
 
-class LimitAlerts(Protocol):
-    def at_submit(
-        self, org_id: str, controls: BillingControls, decision: FundingDecision, *, at: datetime
-    ) -> dict[str, Any] | None: ...
+class MoneyWatch(Protocol):
+    """services/billing/watch.py:BillingWatch: alerts and auto top-up after the reservation;
+    never raises."""
+
+    def moved(self, org_id: str, *, at: datetime, controls: BillingControls | None = None) -> None: ...
 
 
 class WebhookSealer(Protocol):
@@ -141,10 +142,10 @@ class BatchService:
         settings: Settings,
         clock: Clock,
         limit_checks: SpendingLimitChecks,
-        alerts: LimitAlerts | None = None,
+        watch: MoneyWatch | None = None,
     ) -> None:
         self.limit_checks = limit_checks
-        self.alerts = alerts
+        self.watch = watch
         self.records = records
         self.ledger = ledger
         self.controls = controls
@@ -236,10 +237,10 @@ class BatchService:
         submit = _Submit(
             principal, key, fingerprint, batch, total, answer_body, tuple(surface.transact_items)
         )
-        controls, decision = self._fund(submit)
-        if decision.limit_reached and controls is not None and self.alerts is not None:
-            self.alerts.at_submit(principal.org_id, controls, decision, at=now)
+        controls, _ = self._fund(submit)
         self._start(batch_id)
+        if self.watch is not None:  # a soft limit reached at submit is reported here
+            self.watch.moved(principal.org_id, at=now, controls=controls)
         return CreateAnswer(202, answer_body)
 
     def _price_and_write(
