@@ -8,6 +8,8 @@ Targets the running local stack by default (the runner's `.local/stack.json`: mo
 table names, fake credentials), or a deployed stack with `--table-prefix batchroute-production`
 (or `--ledger-table NAME`) and `--region`, using the default AWS credential chain.
 
+A grant is followed by the billing watch, as every money movement is (docs/billing-alerts.md).
+
 Exit codes: 0 done, 1 an AWS error, 2 a usage or validation error (bad amount, no such wallet,
 no target).
 """
@@ -20,16 +22,22 @@ import json
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
 from batchroute import resources
+from batchroute.adapters.dynamo.billing_events import BillingEvents
 from batchroute.adapters.dynamo.codec import is_condition_failure
+from batchroute.adapters.dynamo.controls import ControlsStore
+from batchroute.adapters.dynamo.identity import IdentityStore
 from batchroute.adapters.dynamo.ledger import LedgerStore
+from batchroute.adapters.dynamo.webhook_deliveries import ORG_OWNER, WebhookDeliveries
+from batchroute.adapters.email import SesMailer
 from batchroute.catalog import builtin_catalog
 from batchroute.catalog.environments import Placeholders, load_deployment
 from batchroute.clock import SystemClock, isoformat
@@ -38,6 +46,9 @@ from batchroute.domain.catalog import Catalog
 from batchroute.money import Money, format_amount
 from batchroute.providers.credentials import ProviderKeys
 from batchroute.providers.registry import ProviderRegistry
+from batchroute.services.billing.alerts import EmailAlerts, WebhookAlerts, owner_emails
+from batchroute.services.billing.watch import BillingWatch
+from batchroute.services.delivery.webhooks import OrgEventWebhooks
 from batchroute_tools.provider_check import ProviderChecker
 
 DEFAULT_STACK_FILE = Path(".local/stack.json")
@@ -58,11 +69,43 @@ class Target:
     region: str | None
     endpoint_url: str | None
     local: bool
+    # Known with a table prefix or the local stack file (not with --ledger-table alone): then
+    # a grant is followed by the billing watch (docs/billing-alerts.md).
+    controls_table: str | None = None
+    identity_table: str | None = None
 
     def dynamodb(self) -> Any:
+        return self._client("dynamodb")
+
+    def _client(self, service: str) -> Any:
         make_client: Any = boto3.client
         extra = _LOCAL_CREDENTIALS if self.local else {}
-        return make_client("dynamodb", region_name=self.region, endpoint_url=self.endpoint_url, **extra)
+        return make_client(service, region_name=self.region, endpoint_url=self.endpoint_url, **extra)
+
+    def billing_watch(self, ledger: LedgerStore) -> BillingWatch | None:
+        """The watch the service runs after every money movement, on this target's tables:
+        alerts (email through SES, or the local outbox; the org's delivery webhook, attempted
+        by the stack's sweeper) and their low-balance re-arm. None without the tables."""
+        if self.controls_table is None or self.identity_table is None:
+            return None
+        dynamodb = self.dynamodb()
+        identity = IdentityStore(self.identity_table, dynamodb=dynamodb)
+        settings = Settings()  # EMAIL_SENDER / LOCAL_OUTBOX_DIR from the operator's environment
+        mailer = SesMailer(
+            sender=settings.email_sender,
+            outbox_dir=Path(settings.local_outbox_dir) if self.local else None,
+            ses=self._client("ses"),
+        )
+        deliveries = WebhookDeliveries(self.controls_table, dynamodb=dynamodb, owner=ORG_OWNER)
+        return BillingWatch(
+            controls=ControlsStore(self.controls_table, dynamodb=dynamodb),
+            ledger=ledger,
+            records=BillingEvents(self.controls_table, dynamodb=dynamodb),
+            channels=(
+                EmailAlerts(mailer, owner_emails(identity)),
+                WebhookAlerts(OrgEventWebhooks(deliveries, identity)),
+            ),
+        )
 
     def describe(self) -> str:
         where = self.endpoint_url or f"AWS {self.region or '(default region)'}"
@@ -117,7 +160,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         target = resolve_target(args)
         store = LedgerStore(target.ledger_table, dynamodb=target.dynamodb())
         if args.action == "grant":
-            result = grant(store, org_id=args.org, usd=args.usd, memo=args.memo, actor=_actor(args.actor))
+            result = grant(
+                store,
+                org_id=args.org,
+                usd=args.usd,
+                memo=args.memo,
+                actor=_actor(args.actor),
+                watch=target.billing_watch(store),
+            )
         else:
             result = balance(store, org_id=args.org)
     except UsageError as exc:
@@ -193,12 +243,21 @@ def _stack_file(args: argparse.Namespace) -> dict[str, Any]:
 
 def resolve_target(args: argparse.Namespace) -> Target:
     if args.ledger_table or args.table_prefix:
-        table = args.ledger_table or f"{args.table_prefix}-ledger"
-        return Target(ledger_table=table, region=args.region, endpoint_url=args.endpoint_url, local=False)
+        prefix = args.table_prefix
+        table = args.ledger_table or resources.table("ledger").physical_name(prefix)
+        return Target(
+            ledger_table=table,
+            region=args.region,
+            endpoint_url=args.endpoint_url,
+            local=False,
+            controls_table=resources.table("controls").physical_name(prefix) if prefix else None,
+            identity_table=resources.table("identity").physical_name(prefix) if prefix else None,
+        )
     path = args.stack_file or DEFAULT_STACK_FILE
     try:
         stack = json.loads(path.read_text(encoding="utf-8"))
         table = stack["tables"]["ledger"]
+        others = {key: stack["tables"].get(key) for key in ("controls", "identity")}
     except FileNotFoundError as exc:
         raise UsageError(
             f"no target: {path} does not exist (start the local stack with `make run`, "
@@ -211,6 +270,8 @@ def resolve_target(args: argparse.Namespace) -> Target:
         region=args.region or stack.get("region"),
         endpoint_url=args.endpoint_url or stack.get("endpoint_url"),
         local=True,
+        controls_table=others["controls"],
+        identity_table=others["identity"],
     )
 
 
@@ -229,20 +290,29 @@ def parse_usd(text: str) -> Money:
     return Money.usd(amount)
 
 
-def grant(store: LedgerStore, *, org_id: str, usd: str, memo: str, actor: str) -> dict[str, Any]:
+class MoneyWatch(Protocol):
+    def moved(self, org_id: str, *, at: datetime) -> None: ...
+
+
+def grant(
+    store: LedgerStore, *, org_id: str, usd: str, memo: str, actor: str, watch: MoneyWatch | None = None
+) -> dict[str, Any]:
+    """Credit the wallet; then, as after every money movement, the billing watch (re-arms a
+    fired low-balance alert once the balance has recovered; never fails the grant)."""
     amount = parse_usd(usd)
     if not memo.strip() or len(memo) > 500:
         raise UsageError("--memo must be 1-500 characters")
     if store.wallet(org_id) is None:
         raise UsageError(f"org {org_id} has no wallet (is the org id right, and the target the right stack?)")
+    now = SystemClock().now()
     try:
-        new_balance = store.grant(
-            org_id, amount, at=isoformat(SystemClock().now()), memo=memo.strip(), actor=actor
-        )
+        new_balance = store.grant(org_id, amount, at=isoformat(now), memo=memo.strip(), actor=actor)
     except ClientError as exc:
         if is_condition_failure(exc):  # the wallet vanished between the check and the grant
             raise UsageError(f"org {org_id} has no wallet") from exc
         raise
+    if watch is not None:
+        watch.moved(org_id, at=now)
     return {
         "org_id": org_id,
         "granted": amount.to_api(),

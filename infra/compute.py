@@ -36,6 +36,10 @@ PROVIDER_CALLERS = frozenset({"api", "router", "sweeper"})
 PAYMENT_CALLERS = frozenset({"api", "sweeper"})
 # Workers answer the workflow's task tokens (router, settle, webhook).
 WORKERS = frozenset(q.consumer for q in resources.QUEUES)
+# The functions that send email: the API (accounts, and billing alerts after a reservation or
+# a chat charge), and those running the billing watch after a settlement: the settle worker
+# and the sweeper (stale chat holds, grants' follow-ups) (docs/billing-alerts.md).
+EMAIL_SENDERS = frozenset({"api", "settle", "sweeper"})
 
 
 class Compute(Construct):
@@ -166,7 +170,6 @@ class Compute(Construct):
             buckets["uploads"].grant_read_write(function)
             state_machine.grant_start_execution(function)
             self._security.key.grant_encrypt_decrypt(function)
-            function.add_to_role_policy(self._send_email_statement())
         elif key in WORKERS:
             buckets["uploads"].grant_read(function)
             state_machine.grant_task_response(function)
@@ -177,6 +180,8 @@ class Compute(Construct):
             function.add_to_role_policy(self._executions_statement())
         else:
             raise ValueError(f"no grants declared for function {key!r}")
+        if key in EMAIL_SENDERS:
+            function.add_to_role_policy(self._send_email_statement())
 
     def _executions_statement(self) -> iam.PolicyStatement:
         # Execution ARNs are minted per run: scope to this state machine's executions.

@@ -16,6 +16,7 @@ from batchroute.services.batches.quotes import QuoteService
 from batchroute.services.batches.reads import BatchReads
 from batchroute.services.billing.auto_topup import AutoTopupService
 from batchroute.services.billing.controls import BillingControlsService
+from batchroute.services.billing.events import BillingEventLog
 from batchroute.services.billing.payments import CreditPurchases
 from batchroute.services.billing.retention import RetentionService
 from batchroute.services.catalog.catalog import CatalogService
@@ -23,6 +24,8 @@ from batchroute.services.catalog.content import ContentService
 from batchroute.services.compat.batches import CompatBatches
 from batchroute.services.compat.files import CompatFiles
 from batchroute.services.compat.uploads import CompatUploads
+from batchroute.services.delivery.buckets import BucketDelivery
+from batchroute.services.delivery.targets import DeliveryTargets
 from batchroute.wiring import Wiring, wiring_for
 
 _system_clock = SystemClock()
@@ -71,6 +74,10 @@ def _credit_purchases(wiring: WiringDep) -> CreditPurchases:
     return wiring.credit_purchases
 
 
+def _billing_events(wiring: WiringDep) -> BillingEventLog:
+    return wiring.billing_event_log
+
+
 def _retention(wiring: WiringDep) -> RetentionService:
     return wiring.retention
 
@@ -95,6 +102,14 @@ def _compat_batches(wiring: WiringDep) -> CompatBatches:
     return wiring.compat_batches
 
 
+def _delivery_targets(wiring: WiringDep) -> DeliveryTargets:
+    return wiring.delivery_targets
+
+
+def _bucket_delivery(wiring: WiringDep) -> BucketDelivery:
+    return wiring.bucket_delivery
+
+
 FilesDep = Annotated[FileService, Depends(_files)]
 QuotesDep = Annotated[QuoteService, Depends(_quotes)]
 BatchesDep = Annotated[BatchService, Depends(_batches)]
@@ -102,9 +117,12 @@ ReadsDep = Annotated[BatchReads, Depends(_batch_reads)]
 BillingControlsDep = Annotated[BillingControlsService, Depends(_billing_controls)]
 AutoTopupDep = Annotated[AutoTopupService, Depends(_auto_topup)]
 CreditPurchasesDep = Annotated[CreditPurchases, Depends(_credit_purchases)]
+BillingEventsDep = Annotated[BillingEventLog, Depends(_billing_events)]
 RetentionDep = Annotated[RetentionService, Depends(_retention)]
 CatalogDep = Annotated[CatalogService, Depends(_catalog)]
 ContentDep = Annotated[ContentService, Depends(_content)]
 CompatFilesDep = Annotated[CompatFiles, Depends(_compat_files)]
 CompatUploadsDep = Annotated[CompatUploads, Depends(_compat_uploads)]
 CompatBatchesDep = Annotated[CompatBatches, Depends(_compat_batches)]
+DeliveryTargetsDep = Annotated[DeliveryTargets, Depends(_delivery_targets)]
+BucketDeliveryDep = Annotated[BucketDelivery, Depends(_bucket_delivery)]

@@ -2,4 +2,4 @@
 
 from batchroute.wiring import workflow_handler
 
-handler = workflow_handler("deliver")
+handler = workflow_handler("deliver", "deliver_bucket")

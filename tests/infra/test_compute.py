@@ -188,16 +188,18 @@ def test_only_the_api_and_the_sweeper_start_workflows(cfn: Cfn, prefix: str) -> 
         assert (task_responses <= on_machine) == (spec.key != "api"), spec.key
 
 
-def test_only_the_api_sends_email_and_only_as_the_configured_sender(
+def test_only_the_api_and_the_billing_watch_send_email_and_only_as_the_configured_sender(
     cfn: Cfn, prefix: str, config: EnvironmentConfig
 ) -> None:
+    # The API (accounts, alerts at submit and chat), the settle worker and the sweeper (alerts
+    # after a settlement): docs/billing-alerts.md
     for spec in resources.FUNCTIONS:
         # When
         role = cfn.referenced(_function(cfn, prefix, spec.key)[1]["Role"])
         statements = [s for s in cfn.policy_statements(role) if "ses:SendEmail" in as_list(s["Action"])]
 
         # Then
-        if spec.key != "api":
+        if spec.key not in {"api", "settle", "sweeper"}:
             assert statements == [], spec.key
             continue
         (statement,) = statements
@@ -228,3 +230,41 @@ def test_every_function_reads_the_app_secret_and_writes_its_own_logs(cfn: Cfn, p
             a.startswith("logs:")
             for a in _actions(statements) - {"logs:CreateLogStream", "logs:PutLogEvents"}
         )
+
+
+def test_the_sweeper_may_reclaim_artifacts_and_query_the_reclaim_index(cfn: Cfn, prefix: str) -> None:
+    # Given: the artifacts bucket, the batches table, the sweeper's role (docs/retention.md)
+    artifacts = resources.bucket("artifacts").physical_name(prefix, "<AWS::AccountId>")
+    bucket_id, _ = cfn.named("AWS::S3::Bucket", "BucketName", artifacts)
+    batches = resources.table("batches").physical_name(prefix)
+    table_id, _ = cfn.named("AWS::DynamoDB::Table", "TableName", batches)
+    _, props = _function(cfn, prefix, "sweeper")
+
+    # When
+    statements = cfn.policy_statements(cfn.referenced(props["Role"]))
+
+    # Then: it lists the bucket, deletes its objects, and queries the table's indexes
+    assert "s3:List*" in _statements_on(statements, f"<{bucket_id}.Arn>")
+    assert "s3:DeleteObject*" in _statements_on(statements, f"<{bucket_id}.Arn>/*")
+    assert "dynamodb:Query" in _statements_on(statements, f"<{table_id}.Arn>/index/*")
+
+
+def test_delivery_targets_have_the_permissions_they_rely_on(cfn: Cfn, prefix: str) -> None:
+    """docs/delivery-targets.md: the API seals a target's secret key and unseals it for a
+    test; the deliver worker (webhook) unseals it to push artifacts; the sweeper puts due
+    retries on the deliver queue. (Every function holds the stack key through the encrypted
+    tables' grants; the encryption context binds each ciphertext to its org and target.)"""
+    # Given: the stack's key and the deliver queue
+    (key_id,) = cfn.of_type("AWS::KMS::Key")
+    deliver = resources.queue("deliver")
+    queue_id, _ = cfn.named("AWS::SQS::Queue", "QueueName", deliver.physical_name(prefix))
+
+    def on(key: str, resource: str) -> set[str]:
+        role = cfn.referenced(_function(cfn, prefix, key)[1]["Role"])
+        return _statements_on(cfn.policy_statements(role), resource)
+
+    # Then
+    assert {"kms:Encrypt", "kms:Decrypt"} <= on("api", f"<{key_id}.Arn>")
+    assert "kms:Decrypt" in on("webhook", f"<{key_id}.Arn>")
+    assert "sqs:SendMessage" in on("sweeper", f"<{queue_id}.Arn>")
+    assert "sqs:SendMessage" in on("api", f"<{queue_id}.Arn>")  # redeliver queues at once

@@ -352,3 +352,20 @@ def test_attempts_list_newest_first_with_a_cursor(bench: Bench, clock: FixedCloc
         "/v1/billing/auto-topup/attempts?cursor=nope", headers=bench.org.key_headers("billing")
     )
     assert error_of(bad, 400)["code"] == "invalid_cursor"
+
+
+# -- the billing watch (services/billing/watch.py) is what calls the auto top-up -------------------
+def test_the_billing_watch_starts_the_top_up_and_sends_its_notices(bench: Bench) -> None:
+    # Given auto top-up armed and the balance at 5 (trigger 10)
+    armed(bench, card=DECLINES_LATER)
+    # When any money movement reaches the billing watch
+    bench.wiring.billing_watch.moved(bench.org.org_id, at=bench.clock.now())
+    # Then the auto top-up listened: one pending attempt
+    (attempt,) = bench.attempts()
+    assert attempt["status"] == "pending"
+    # And its failure notice goes through the watch: a billing event the customer can list
+    bench.wiring.sweeper.sweep()
+    listed = bench.client.get("/v1/billing/events", headers=bench.org.key_headers("billing"))
+    assert listed.status_code == 200, listed.text
+    failed = [e for e in listed.json()["data"] if e["type"] == "billing.auto_topup_failed"]
+    assert [e["data"]["attempt_id"] for e in failed] == [attempt["id"]]

@@ -104,6 +104,7 @@ def test_sweeper_expires_overdue_batches_on_schedule(local_aws: LocalStack) -> N
     )
     # Then only the overdue batch expired, and it left the deadline index
     assert result["expired"] == ["batch_late"]
+    assert result["retention"] == {"reclaimed": [], "deferred": 0, "objects_deleted": 0}  # docs/retention.md
     records = BatchRecords(local_aws.tables["batches"])
     late = _stored(local_aws, "batch_late")
     assert late is not None and late["state"] == "expired" and "gsi2pk" not in late

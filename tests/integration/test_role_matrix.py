@@ -28,10 +28,24 @@ GUARDED: list[tuple[Permission, str, str, dict[str, Any] | None, bool]] = [
     ("retention:manage", "PUT", "/v1/retention-settings", {"retention_tier": "grace_only"}, False),
     ("billing:read", "GET", "/v1/billing/controls", None, False),
     ("billing:read", "GET", "/v1/billing/controls/audit", None, False),
+    ("billing:read", "GET", "/v1/billing/events", None, False),
     ("billing:manage", "PUT", "/v1/billing/controls", {"alert_email_enabled": True}, True),
     ("billing:read", "GET", "/v1/billing/auto-topup", None, False),
     ("billing:read", "GET", "/v1/billing/auto-topup/attempts", None, False),
     ("billing:manage", "PUT", "/v1/billing/auto-topup", {"amount": 30}, False),
+    ("account:read", "GET", "/v1/delivery-targets", None, False),
+    (
+        "delivery:manage",
+        "POST",
+        "/v1/delivery-targets",
+        {
+            "bucket": "matrix-results",
+            "region": "us-east-1",
+            "access_key_id": "AKIAMATRIX",
+            "secret_access_key": "s" * 40,
+        },
+        False,
+    ),
 ]
 
 

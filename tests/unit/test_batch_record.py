@@ -47,6 +47,7 @@ STORED: dict[str, Any] = {
     "finalized_at": "2026-01-01T00:04:00.000Z",
     "billing": {"object": "billing_receipt", "credit_charged": {"currency": "usd", "amount": "0.01"}},
     "settled_at": "2026-01-01T00:05:00.000Z",
+    "artifacts_reclaimed_at": "2026-01-04T00:04:00.000Z",
     "compat": {
         "endpoint": "/v1/chat/completions",
         "input_file_id": "file_in",

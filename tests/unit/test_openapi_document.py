@@ -22,6 +22,8 @@ BODILESS: dict[tuple[str, str], str] = {
     ("post", "/v1/batches/{batch_id}/retry"): "retries the batch in the path",
     ("post", "/v1/compat/v1/uploads/{upload_id}/cancel"): "the upload is in the path",
     ("post", "/v1/compat/v1/batches/{batch_id}/cancel"): "the vendor's cancel takes no body",
+    ("post", "/v1/batches/{batch_id}/redeliver"): "redelivers the batch in the path",
+    ("post", "/v1/delivery-targets/{target_id}/test"): "tests the target in the path",
 }
 # Operations whose body may be left out.
 OPTIONAL_BODY: dict[tuple[str, str], str] = {

@@ -12,7 +12,7 @@ from batchroute.domain.batch_states import ALL_STATES
 from batchroute.errors import Conflict, InvalidRequest
 from batchroute.services.batches.views import batch_details, batch_summary, lane_statuses
 from functions.api.auth import require
-from functions.api.deps import BatchesDep, ReadsDep
+from functions.api.deps import BatchesDep, BucketDeliveryDep, ReadsDep
 from functions.api.envelope import errors_doc
 from functions.api.openapi import documented_as
 from functions.api.schemas.batches import (
@@ -38,6 +38,8 @@ _READ_ERRORS = errors_doc(
         404: "No such batch (`batch_not_found`)",
     }
 )
+# Content reads once retention reclaimed the batch's bytes (docs/retention.md).
+_GONE = errors_doc({410: "The result bytes were reclaimed by retention (`results_expired`)"})
 
 
 def _plain(value: Any) -> Any:
@@ -131,13 +133,15 @@ def get_batch(
     batch_id: str,
     principal: Reader,
     reads: ReadsDep,
+    buckets: BucketDeliveryDep,
     include_details: bool = False,
     include_billing_receipt: bool = False,
 ) -> dict[str, Any]:
     batch = reads.owned(principal, batch_id)
     summary = batch_summary(batch, sign=reads.sign)
     if include_details:
-        summary["details"] = batch_details(batch)
+        details = batch_details(batch, delivery=buckets.view(batch))
+        summary["details"] = {**details, "artifacts": reads.files(batch)}
     receipt = None
     if include_billing_receipt:
         summary["lane_statuses"] = lane_statuses(reads.records.lanes(batch_id))
@@ -148,7 +152,7 @@ def get_batch(
 @router.get(
     "/v1/batches/{batch_id}/items",
     response_model=documented_as(ItemsPage),
-    responses=_READ_ERRORS,
+    responses={**_READ_ERRORS, **_GONE},
     summary="Items with status and previews",
 )
 def list_items(
@@ -165,7 +169,7 @@ def list_items(
 @router.get(
     "/v1/batches/{batch_id}/results",
     response_model=documented_as(ResultsPage),
-    responses={**_READ_ERRORS, **errors_doc({409: "Results are ready once the batch is finalized"})},
+    responses={**_READ_ERRORS, **_GONE, **errors_doc({409: "Results are ready once the batch is finalized"})},
     summary="One result row per item, in input order, paginated",
 )
 def list_results(
@@ -182,7 +186,11 @@ def list_results(
 @router.get(
     "/v1/batches/{batch_id}/artifact-url",
     response_model=documented_as(ArtifactUrl),
-    responses={**_READ_ERRORS, **errors_doc({409: "The artifact exists once the batch is finalized"})},
+    responses={
+        **_READ_ERRORS,
+        **_GONE,
+        **errors_doc({409: "The artifact exists once the batch is finalized"}),
+    },
     summary="A short-lived signed URL of the full JSONL results artifact",
 )
 def artifact_url(batch_id: str, principal: Reader, reads: ReadsDep) -> dict[str, Any]:
@@ -213,7 +221,7 @@ def cancel_batch(
     "/v1/batches/{batch_id}/retry",
     status_code=202,
     response_model=documented_as(RetriedBatch),
-    responses={**_READ_ERRORS, **errors_doc({409: "Not finished, or nothing failed or canceled"})},
+    responses={**_READ_ERRORS, **_GONE, **errors_doc({409: "Not finished, or nothing failed or canceled"})},
     summary="(beta) A new batch from the failed and canceled items of a finished one",
 )
 def retry_batch(batch_id: str, principal: Creator, batches: BatchesDep) -> dict[str, Any]:

@@ -158,7 +158,7 @@ async def create_chat_completion(request: Request) -> Response:
 @router.get(
     "/v1/chat/completions/{job_id}",
     response_model=documented_as(ChatJob),
-    responses=_ERRORS,
+    responses={**_ERRORS, **errors_doc({410: "The result was reclaimed by retention (`results_expired`)"})},
     summary="A queued chat job: `result` is the chat.completion once completed, `error` once failed",
 )
 def get_chat_job(job_id: str, principal: Reader, wiring: WiringDep) -> dict[str, Any]:

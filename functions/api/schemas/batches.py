@@ -18,6 +18,7 @@ from batchroute.domain.metadata import MAX_KEY_CHARS, MAX_METADATA_PAIRS, MAX_VA
 from batchroute.domain.routing_gates import RoutingMode
 from batchroute.services.batches.create import MAX_CANCEL_REASON
 from functions.api.schemas.common import Absent, MoneyOut, ServiceValidatedBody
+from functions.api.schemas.delivery_targets import BucketDeliveryOut
 from functions.api.schemas.quotes import ItemsToQuote
 from functions.api.schemas.receipts import BillingReceipt, TokenUsage
 
@@ -91,15 +92,47 @@ class BatchWebhookState(BaseModel):
     configured: Literal[True]
 
 
+class ArtifactFile(BaseModel):
+    status: Literal["pending", "available", "expired"] = Field(
+        description="pending until written; expired once retention reclaimed the bytes"
+    )
+    rows: int | None = Field(default=None, description="Rows in the file, once written")
+
+
+class ReceiptFile(BaseModel):
+    status: Literal["pending", "available"] = Field(description="The receipt is never reclaimed")
+
+
+class ArtifactFiles(BaseModel):
+    """The batch's artifacts and their retention (docs/retention.md)."""
+
+    results: ArtifactFile
+    errors: ArtifactFile
+    receipt: ReceiptFile
+    available_since: str | None = Field(
+        description="When the artifacts were written: the retention window starts"
+    )
+    expires_at: str | None = Field(
+        description="When retention reclaims the result bytes under the org's current settings "
+        "(null: kept until deleted, not written yet, or already reclaimed)"
+    )
+    reclaimed_at: str | None = Field(description="When retention reclaimed them")
+
+
 class BatchDetails(BaseModel):
-    """The detailed view: the work order (what was planned) and delivery state."""
+    """The detailed view: the work order (what was planned), delivery state, artifacts."""
 
     item_count: int
     chunk_count: int
     work_order: WorkOrder
     workflow_steps: dict[str, str] = Field(description="When each workflow step ran")
     webhook: BatchWebhookState | None
+    delivery: BucketDeliveryOut | None = Field(
+        description="Delivery to the org's buckets (docs/delivery-targets.md); null when the org "
+        "had no enabled delivery target"
+    )
     state_changed_at: str | None
+    artifacts: ArtifactFiles
 
 
 class LaneStatusOut(BaseModel):

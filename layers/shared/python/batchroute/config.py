@@ -49,6 +49,8 @@ class Settings(BaseModel):
     local_outbox_dir: str = ".local/outbox"
 
     read_only: bool = False
+    # Outside production only: admits http(s)://127.0.0.1[:port] as a webhook URL and as a
+    # delivery target's endpoint_url (docs/webhooks.md, docs/delivery-targets.md).
     allow_loopback_webhooks: bool = False
     content_store_enabled: bool = True
     signup_credit_usd: Decimal | None = None
@@ -81,6 +83,9 @@ class Settings(BaseModel):
     rate_limit_password_per_email: int = Field(default=5, ge=1)
     rate_limit_password_window_seconds: int = Field(default=3600, ge=1, le=86_400)
     retention_grace_hours: int = Field(default=72, ge=1, le=24 * 30)
+    # Retention GC (docs/retention.md): at most this many batches reclaimed or rescheduled
+    # per sweep (the sweeper runs once a minute).
+    retention_sweep_batches: int = Field(default=50, ge=1, le=1000)
 
     # Files (docs/files.md). A direct upload (POST /v1/files) passes through API Gateway and
     # the 6 MB Lambda payload limit, base64-encoded for multipart: 4 MiB is what fits; larger

@@ -30,9 +30,11 @@ if TYPE_CHECKING:
     from batchroute.adapters.dynamo.batch_progress import BatchProgress
     from batchroute.adapters.dynamo.batch_records import BatchRecords
     from batchroute.adapters.dynamo.billing_events import BillingEvents
+    from batchroute.adapters.dynamo.bucket_deliveries import BucketDeliveries
     from batchroute.adapters.dynamo.chat_holds import ChatHoldStore
     from batchroute.adapters.dynamo.compat import CompatStore
     from batchroute.adapters.dynamo.controls import ControlsStore
+    from batchroute.adapters.dynamo.delivery_targets import DeliveryTargetStore
     from batchroute.adapters.dynamo.files import FileStore
     from batchroute.adapters.dynamo.identity import IdentityStore
     from batchroute.adapters.dynamo.lanes import LaneStateStore
@@ -46,6 +48,7 @@ if TYPE_CHECKING:
     from batchroute.adapters.kms import KmsSealer
     from batchroute.adapters.s3_objects import S3Objects
     from batchroute.adapters.stripe_payments import StripePayments
+    from batchroute.adapters.webhook_sender import WebhookSender
     from batchroute.catalog.environments import Deployment
     from batchroute.clock import Clock
     from batchroute.config import Settings
@@ -66,12 +69,13 @@ if TYPE_CHECKING:
     from batchroute.services.batches.files import FileLimits, FileService
     from batchroute.services.batches.quotes import FileItems, QuoteService
     from batchroute.services.batches.reads import BatchReads
-    from batchroute.services.billing.alerts import BillingAlerts
     from batchroute.services.billing.auto_topup import AutoTopupService, Notifier
     from batchroute.services.billing.controls import BillingControlsService
+    from batchroute.services.billing.events import BillingEventLog
     from batchroute.services.billing.payments import CreditPurchases
     from batchroute.services.billing.rate_limiting import RateLimiter
     from batchroute.services.billing.retention import RetentionService
+    from batchroute.services.billing.watch import BalanceListener, BillingWatch
     from batchroute.services.catalog.catalog import CatalogService
     from batchroute.services.catalog.content import ContentService
     from batchroute.services.catalog.lane_health import (
@@ -84,7 +88,10 @@ if TYPE_CHECKING:
     from batchroute.services.compat.batches import CompatBatches
     from batchroute.services.compat.files import CompatFiles
     from batchroute.services.compat.uploads import CompatUploads
+    from batchroute.services.delivery.buckets import BucketDelivery
+    from batchroute.services.delivery.targets import DeliveryTargets
     from batchroute.services.delivery.webhooks import WebhookDelivery
+    from batchroute.services.workflow.retention_gc import RetentionCollector
     from batchroute.services.workflow.steps import BatchWorkflow, Pipeline
     from batchroute.services.workflow.sweeper import Sweeper
     from batchroute.worker import LambdaHandler
@@ -159,6 +166,18 @@ class Wiring:
         from batchroute.adapters.dynamo.webhook_deliveries import WebhookDeliveries
 
         return WebhookDeliveries(self.settings.table_name("batches"))
+
+    @cached_property
+    def delivery_target_store(self) -> DeliveryTargetStore:
+        from batchroute.adapters.dynamo.delivery_targets import DeliveryTargetStore
+
+        return DeliveryTargetStore(self.settings.table_name("controls"))
+
+    @cached_property
+    def bucket_deliveries(self) -> BucketDeliveries:
+        from batchroute.adapters.dynamo.bucket_deliveries import BucketDeliveries
+
+        return BucketDeliveries(self.settings.table_name("batches"))
 
     @cached_property
     def rate_counters(self) -> RateCounterStore:
@@ -401,14 +420,54 @@ class Wiring:
         return RetentionService(self.controls, self.clock)
 
     @cached_property
-    def alerts(self) -> BillingAlerts:
-        from batchroute.services.billing.alerts import BillingAlerts, owner_emails
+    def billing_webhook_deliveries(self) -> WebhookDeliveries:
+        """Deliveries of billing alert events, beside their org in the controls table."""
+        from batchroute.adapters.dynamo.webhook_deliveries import ORG_OWNER, WebhookDeliveries
 
-        return BillingAlerts(
-            events=self.billing_events,
-            spend=self.ledger,
-            mailer=self.mailer,
-            recipients=owner_emails(self.identity),
+        return WebhookDeliveries(self.settings.table_name("controls"), owner=ORG_OWNER)
+
+    @cached_property
+    def billing_webhooks(self) -> WebhookDelivery:
+        """Billing alert events to the org's delivery webhook: the batch webhooks' signature,
+        schedule and dead letter; attempts made by the sweeper."""
+        from batchroute.services.delivery.webhooks import WebhookDelivery
+
+        return WebhookDelivery(
+            self.billing_webhook_deliveries,
+            self.identity,
+            self.sealer,
+            self.webhook_sender,
+            self.clock,
+            owner_field="org_id",
+        )
+
+    @cached_property
+    def billing_event_log(self) -> BillingEventLog:
+        from batchroute.services.billing.events import BillingEventLog
+
+        return BillingEventLog(self.billing_events, self.billing_webhook_deliveries)
+
+    @cached_property
+    def balance_listeners(self) -> tuple[BalanceListener, ...]:
+        """Who hears every balance movement after the alerts: the auto top-up."""
+        return (self.auto_topup,)
+
+    @cached_property
+    def billing_watch(self) -> BillingWatch:
+        """Called after every money movement: billing alerts, then the balance listeners."""
+        from batchroute.services.billing.alerts import EmailAlerts, WebhookAlerts, owner_emails
+        from batchroute.services.billing.watch import BillingWatch
+        from batchroute.services.delivery.webhooks import OrgEventWebhooks
+
+        return BillingWatch(
+            controls=self.controls,
+            ledger=self.ledger,
+            records=self.billing_events,
+            channels=(
+                EmailAlerts(self.mailer, owner_emails(self.identity)),
+                WebhookAlerts(OrgEventWebhooks(self.billing_webhook_deliveries, self.identity)),
+            ),
+            listeners=self.balance_listeners,
         )
 
     # -- payments (docs/payments.md) ------------------------------------------------------
@@ -443,17 +502,12 @@ class Wiring:
 
     @cached_property
     def billing_notifier(self) -> Notifier:
-        """Where auto top-up alerts go (resolved at the first notice, so the billing watch may
-        both notify for the auto top-up and list it among its balance listeners). MERGE:
-        return the billing watch (its `notify` sends email and the signed webhook too); until
-        then the notices are recorded as billing events, once per key."""
-        from batchroute.services.billing.payment_notices import EventNotifier
-
-        return EventNotifier(self.billing_events)
+        """Where auto top-up notices go: the billing watch (event, email, signed webhook)."""
+        return self.billing_watch
 
     def balance_moved(self, org_id: str, at: datetime) -> None:
-        """Called after a processor credit. MERGE: `self.billing_watch.moved(org_id, at=at)`
-        (and `self.auto_topup` among the watch's listeners: its `balance_moved` starts top-ups)."""
+        """Called after a processor credit: alerts re-arm, listeners hear it."""
+        self.billing_watch.moved(org_id, at=at)
 
     @cached_property
     def auto_topup(self) -> AutoTopupService:
@@ -550,7 +604,7 @@ class Wiring:
             seal_webhook=seal,
             settings=settings,
             clock=self.clock,
-            alerts=self.alerts,
+            watch=self.billing_watch,
             limit_checks=self.limit_checks,
         )
 
@@ -568,7 +622,13 @@ class Wiring:
                 )
             )
 
-        return BatchReads(self.batch_records, self.artifacts, sign)
+        return BatchReads(
+            self.batch_records,
+            self.artifacts,
+            sign,
+            retention=self.retention,
+            grace=timedelta(hours=self.settings.retention_grace_hours),
+        )
 
     # -- chat ------------------------------------------------------------------------------
     @cached_property
@@ -610,7 +670,7 @@ class Wiring:
                 first_byte_timeout_seconds=settings.chat_first_byte_timeout_seconds,
                 checkpoint_seconds=settings.chat_usage_checkpoint_seconds,
             ),
-            alerts=self.alerts,
+            watch=self.billing_watch,
         )
 
     @cached_property
@@ -648,17 +708,59 @@ class Wiring:
 
     # -- workflow --------------------------------------------------------------------------
     @cached_property
-    def webhook_delivery(self) -> WebhookDelivery:
+    def webhook_sender(self) -> WebhookSender:
         from batchroute.adapters.webhook_sender import WebhookSender
-        from batchroute.services.delivery.webhooks import WebhookDelivery
 
         settings = self.settings
-        sender = WebhookSender(
+        return WebhookSender(
             allow_loopback=settings.allow_loopback_webhooks,
             environment=settings.environment,
             now=self.clock.now,
         )
-        return WebhookDelivery(self.webhook_deliveries, self.identity, self.sealer, sender, self.clock)
+
+    @cached_property
+    def webhook_delivery(self) -> WebhookDelivery:
+        from batchroute.services.delivery.webhooks import WebhookDelivery
+
+        return WebhookDelivery(
+            self.webhook_deliveries, self.identity, self.sealer, self.webhook_sender, self.clock
+        )
+
+    @cached_property
+    def delivery_targets(self) -> DeliveryTargets:
+        """Loopback endpoints follow the webhooks' rule (ALLOW_LOOPBACK_WEBHOOKS, never in
+        production): the same SSRF guard, the same local convenience."""
+        from batchroute.adapters.customer_buckets import CustomerBuckets
+        from batchroute.services.delivery.targets import DeliveryTargets
+
+        settings = self.settings
+        buckets = CustomerBuckets(
+            allow_loopback=settings.allow_loopback_webhooks, environment=settings.environment
+        )
+        return DeliveryTargets(
+            self.delivery_target_store,
+            self.sealer,
+            buckets,
+            check_url=self.webhook_url_check(),
+            clock=self.clock,
+            probe_buckets=buckets.for_probes(),
+        )
+
+    @cached_property
+    def bucket_delivery(self) -> BucketDelivery:
+        from batchroute.adapters.customer_buckets import ArtifactSource
+        from batchroute.adapters.task_queue import TaskQueue
+        from batchroute.services.delivery.buckets import BucketDelivery
+
+        deliver_queue = self.settings.queue_urls.get("deliver")
+        return BucketDelivery(
+            self.bucket_deliveries,
+            self.delivery_targets,
+            self.batch_records,
+            ArtifactSource(self.artifacts),
+            self.clock,
+            queue=TaskQueue(deliver_queue) if deliver_queue else None,
+        )
 
     @cached_property
     def pipeline(self) -> Pipeline:
@@ -686,7 +788,12 @@ class Wiring:
                 continuations=TaskQueue(lanes_queue) if lanes_queue else None,
                 capacity=self.lane_states,
             ),
-            finalizer=Finalizer(records=self.batch_records, artifacts=artifacts, clock=self.clock),
+            finalizer=Finalizer(
+                records=self.batch_records,
+                artifacts=artifacts,
+                clock=self.clock,
+                retention_grace=timedelta(hours=self.settings.retention_grace_hours),
+            ),
             settlement=Settlement(
                 records=self.batch_records,
                 ledger=self.ledger,
@@ -694,7 +801,7 @@ class Wiring:
                 artifacts=artifacts,
                 fees=self.catalog.fees,
                 clock=self.clock,
-                alerts=self.alerts,
+                watch=self.billing_watch,
             ),
         )
 
@@ -702,7 +809,13 @@ class Wiring:
     def workflow(self) -> BatchWorkflow:
         from batchroute.services.workflow.steps import BatchWorkflow
 
-        return BatchWorkflow(self.batch_records, self.clock, self.webhook_delivery, pipeline=self.pipeline)
+        return BatchWorkflow(
+            self.batch_records,
+            self.clock,
+            self.webhook_delivery,
+            pipeline=self.pipeline,
+            buckets=self.bucket_delivery,
+        )
 
     @cached_property
     def sweeper(self) -> Sweeper:
@@ -722,6 +835,23 @@ class Wiring:
             clock=self.clock,
             stale_hold_seconds=self.settings.chat_hold_stale_seconds,
             topups=self.auto_topup,
+            retention=self.retention_gc,
+            bucket_deliveries=self.bucket_delivery,
+            billing_webhooks=self.billing_webhooks,
+            watch=self.billing_watch,
+        )
+
+    @cached_property
+    def retention_gc(self) -> RetentionCollector:
+        from batchroute.services.workflow.retention_gc import RetentionCollector
+
+        return RetentionCollector(
+            index=self.batch_records,
+            settings=self.controls,
+            objects=self.artifacts,
+            clock=self.clock,
+            grace=timedelta(hours=self.settings.retention_grace_hours),
+            max_batches=self.settings.retention_sweep_batches,
         )
 
 

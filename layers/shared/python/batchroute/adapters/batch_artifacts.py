@@ -44,6 +44,11 @@ def receipt_key(batch_id: str) -> str:
     return f"batches/{batch_id}/receipt.json"
 
 
+def batch_prefix(batch_id: str) -> str:
+    """Every object of the batch lives under this prefix (retention GC lists it)."""
+    return f"batches/{batch_id}/"
+
+
 class CorruptArtifact(PermanentError):
     pass
 

@@ -153,3 +153,21 @@ class S3Objects:
 
     def delete(self, key: str) -> None:
         self.s3.delete_object(Bucket=self.bucket, Key=key)
+
+    def keys(self, prefix: str) -> Iterator[str]:
+        """Every key under `prefix`, a listing page (1,000 keys) at a time."""
+        paginator = self.s3.get_paginator("list_objects_v2")
+        for page in paginator.paginate(Bucket=self.bucket, Prefix=prefix):
+            for entry in page.get("Contents", []):
+                yield str(entry["Key"])
+
+    def delete_many(self, keys: list[str]) -> None:
+        """Delete up to 1,000 keys in one request; a key already gone is not an error."""
+        if not keys:
+            return
+        answer = self.s3.delete_objects(
+            Bucket=self.bucket, Delete={"Objects": [{"Key": key} for key in keys], "Quiet": True}
+        )
+        failed = answer.get("Errors") or []
+        if failed:
+            raise RuntimeError(f"S3 refused to delete {len(failed)} object(s): {failed[0].get('Code')}")

@@ -159,6 +159,7 @@ class BatchRecord:
     finalized_at: str | None = None
     billing: Mapping[str, Any] | None = None  # the billing receipt (docs/batches.md, Settle)
     settled_at: str | None = None
+    artifacts_reclaimed_at: str | None = None  # retention took the result bytes (docs/retention.md)
     # -- the vendor-compatible surface ------------------------------------------------------
     compat: CompatFields | None = None
     # -- chat: a queued request (source chat) and a direct one (source chat_direct) ---------
@@ -235,6 +236,7 @@ class BatchRecord:
             finalized_at=_str(values.get("finalized_at")),
             billing=_mapping(values.get("billing")),
             settled_at=_str(values.get("settled_at")),
+            artifacts_reclaimed_at=_str(values.get("artifacts_reclaimed_at")),
             compat=_compat(values.get("compat")),
             chat_model=_str(values.get("chat_model")),
             chat_job_id=_str(values.get("chat_job_id")),

@@ -3,13 +3,15 @@
 `grace_only` (the default, free) keeps results for the grace window only; `extended_fixed`
 keeps them `extended_days`; `until_deleted` until the customer deletes them. `never_charge`
 guarantees zero storage spend, so it forces `grace_only` whatever tier is asked for.
-Garbage collection reads these settings (later issue); here are the rules of changing them.
+Here are the rules of changing them, and (`keep_until`, `next_review`) the rule the sweeper's
+garbage collection applies to a finished batch's result bytes (docs/retention.md).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
 from typing import Any, Literal, get_args
 
 from batchroute.errors import InvalidRequest
@@ -20,6 +22,10 @@ MIN_EXTENDED_DAYS = 1
 MAX_EXTENDED_DAYS = 3650
 EDITABLE_FIELDS: tuple[str, ...] = ("retention_tier", "extended_days", "never_charge")
 READ_ONLY_FIELDS = frozenset({"org_id", "grace_hours", "updated_at"})
+# A batch whose bytes are kept (a long window, `until_deleted`, or not finished yet) is looked
+# at again at most this much later, so a shortened window or a move to `grace_only` (or
+# `never_charge`) applies within a day even to batches finished long ago.
+REVIEW_INTERVAL = timedelta(hours=24)
 
 
 @dataclass(frozen=True)
@@ -40,6 +46,23 @@ class RetentionSettings:
             "grace_hours": grace_hours,
             "updated_at": self.updated_at,
         }
+
+
+def keep_until(settings: RetentionSettings, *, finalized_at: datetime, grace: timedelta) -> datetime | None:
+    """When a batch's result bytes may be reclaimed under `settings`, or None (kept until
+    deleted). The window starts when the result artifacts were written (`finalized_at`).
+    `extended_fixed` keeps `extended_days` but never less than the free grace window."""
+    if settings.never_charge or settings.retention_tier == "grace_only":
+        return finalized_at + grace
+    if settings.retention_tier == "extended_fixed":
+        return finalized_at + max(grace, timedelta(days=settings.extended_days or 0))
+    return None
+
+
+def next_review(until: datetime | None, *, now: datetime) -> datetime:
+    """When to look at a kept batch again: at its reclaim time, or a day from now if sooner."""
+    later = now + REVIEW_INTERVAL
+    return later if until is None else min(until, later)
 
 
 def parse_update(body: Any) -> dict[str, Any]:

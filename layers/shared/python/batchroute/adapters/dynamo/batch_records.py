@@ -35,6 +35,7 @@ from batchroute.domain.batch_states import BatchState, allowed_sources
 from batchroute.domain.ledger import DuplicateReservation
 
 DEADLINE_PARTITION = "DEADLINE"
+RECLAIM_PARTITION = "RECLAIM"  # retention GC (docs/retention.md): `BATCH#<id>`/`RECLAIM` items
 PLAN_FIELDS = ("plan", "chunk_models")
 _CONDITION_FAILED = "ConditionalCheckFailed"
 
@@ -145,6 +146,100 @@ class BatchRecords(DynamoStore):
         )
         # The index projects keys only: the id is the table key's suffix.
         return [item["pk"]["S"].removeprefix("BATCH#") for item in response.get("Items", [])]
+
+    # -- retention GC (docs/retention.md) -------------------------------------------------------
+    # A finished batch has one `BATCH#<id>`/`RECLAIM` item on the sparse gsi2 under `RECLAIM`,
+    # sorted by when the sweeper should look at it next (`<review_at>#<batch_id>`). It is a
+    # separate item because META's own gsi2 entry (the SLA deadline) is removed by the
+    # terminal transition, whatever order Finalize and that transition run in.
+    def schedule_reclaim(self, batch_id: str, *, review_at: str) -> bool:
+        """Put the batch on the reclaim index once; False when it is there already (a
+        repeated Finalize keeps the first schedule and whatever the sweeper made of it)."""
+        try:
+            self.dynamodb.put_item(
+                TableName=self.table_name,
+                Item=to_item(
+                    {
+                        "pk": f"BATCH#{batch_id}",
+                        "sk": "RECLAIM",
+                        "kind": "reclaim",
+                        "gsi2pk": RECLAIM_PARTITION,
+                        "gsi2sk": f"{review_at}#{batch_id}",
+                    }
+                ),
+                ConditionExpression="attribute_not_exists(pk)",
+            )
+        except ClientError as exc:
+            if is_condition_failure(exc):
+                return False
+            raise
+        return True
+
+    def reclaim_due(self, now_iso: str, limit: int) -> list[tuple[str, str]]:
+        """`(batch_id, entry)` of the batches whose review time is before `now_iso`, oldest
+        first, at most `limit` (one Query on the keys-only index; `entry` is its sort key)."""
+        response = self.dynamodb.query(
+            TableName=self.table_name,
+            IndexName="gsi2",
+            KeyConditionExpression="gsi2pk = :p AND gsi2sk < :now",
+            ExpressionAttributeValues={":p": to_value(RECLAIM_PARTITION), ":now": to_value(now_iso)},
+            Limit=limit,
+        )
+        return [
+            (item["pk"]["S"].removeprefix("BATCH#"), item["gsi2sk"]["S"])
+            for item in response.get("Items", [])
+        ]
+
+    def reschedule_reclaim(self, batch_id: str, *, seen: str, review_at: str) -> bool:
+        """Move the entry to `review_at`, only if it is still the `seen` one (concurrent sweeps)."""
+        try:
+            self.dynamodb.update_item(
+                TableName=self.table_name,
+                Key={"pk": {"S": f"BATCH#{batch_id}"}, "sk": {"S": "RECLAIM"}},
+                UpdateExpression="SET gsi2sk = :next",
+                ConditionExpression="gsi2sk = :seen",
+                ExpressionAttributeValues={
+                    ":next": to_value(f"{review_at}#{batch_id}"),
+                    ":seen": to_value(seen),
+                },
+            )
+        except ClientError as exc:
+            if is_condition_failure(exc):
+                return False
+            raise
+        return True
+
+    def drop_reclaim(self, batch_id: str, *, seen: str) -> bool:
+        """Take the batch off the reclaim index (its bytes are gone), if the entry is `seen`."""
+        try:
+            self.dynamodb.delete_item(
+                TableName=self.table_name,
+                Key={"pk": {"S": f"BATCH#{batch_id}"}, "sk": {"S": "RECLAIM"}},
+                ConditionExpression="gsi2sk = :seen",
+                ExpressionAttributeValues={":seen": to_value(seen)},
+            )
+        except ClientError as exc:
+            if is_condition_failure(exc):
+                return False
+            raise
+        return True
+
+    def mark_reclaimed(self, batch_id: str, *, at: str) -> bool:
+        """Record on META that the result bytes are being reclaimed (before any is deleted, so
+        every read answers 410 rather than half a file); False when already marked."""
+        try:
+            self.dynamodb.update_item(
+                TableName=self.table_name,
+                Key=batch_key(batch_id),
+                UpdateExpression="SET artifacts_reclaimed_at = :at",
+                ConditionExpression="attribute_exists(pk) AND attribute_not_exists(artifacts_reclaimed_at)",
+                ExpressionAttributeValues={":at": to_value(at)},
+            )
+        except ClientError as exc:
+            if is_condition_failure(exc):
+                return False
+            raise
+        return True
 
     def transition(
         self, batch_id: str, target: BatchState, *, at: str, extra: dict[str, Any] | None = None

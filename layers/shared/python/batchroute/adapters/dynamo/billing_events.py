@@ -1,14 +1,22 @@
-"""Billing alert events in the `controls` table, debounced per period.
+"""Billing alert events in the `controls` table, each recorded at most once per debounce key.
 
-Items: events `ORG#<org>`/`EVENT#<ulid>` `{event_id, type, created_at, details}`; one
-debounce marker per alert kind and spend period `ORG#<org>`/`ALERT#<kind>#<period key>`.
-The marker and its event are ONE transaction conditioned on the marker not existing, so an
-alert is recorded once per period whatever the number of settlements that reach it.
+Items (docs/billing-alerts.md):
+- events `ORG#<org>`/`EVENT#<ulid>` `{event_id, org_id, type, created_at, details}`, listed
+  newest first (`GET /v1/billing/events`);
+- one marker per debounce key `ORG#<org>`/`ALERT#<once key>` (e.g.
+  `ALERT#limit_reached#M#2026-11`, `ALERT#threshold#spend_above#100.00#D#2026-11-21`,
+  `ALERT#low_balance#3`). The marker and its event are ONE transaction conditioned on the
+  marker not existing, so an alert is recorded once whatever the number of concurrent movers;
+- the low-balance alert's state `ORG#<org>`/`ALERT#low_balance#STATE` `{episode,
+  fired_episode}`: the episode fires once (its key is `low_balance#<episode>`), and re-arming
+  moves to the next episode, conditioned on the episode it saw.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
+from decimal import Decimal
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -20,6 +28,13 @@ from batchroute.ids import new_id
 
 EVENT_PREFIX = "EVENT#"
 ALERT_PREFIX = "ALERT#"
+LOW_BALANCE_STATE_SK = "ALERT#low_balance#STATE"
+
+
+@dataclass(frozen=True)
+class LowBalanceState:
+    episode: int = 0
+    fired: bool = False  # this episode's alert went out
 
 
 class BillingEvents(DynamoStore):
@@ -27,14 +42,13 @@ class BillingEvents(DynamoStore):
         self,
         org_id: str,
         *,
-        kind: str,
-        period_key: str,
+        once_key: str,
         event_type: str,
         details: dict[str, Any],
         at: datetime,
     ) -> dict[str, Any] | None:
-        """Record the event unless this kind of alert was recorded in this period already;
-        returns the event, or None when it was debounced."""
+        """Record the event unless one was recorded under `once_key` already; returns the
+        event, or None when it was debounced."""
         event_id = new_id("evt", at=at)
         event = {
             "event_id": event_id,
@@ -43,13 +57,13 @@ class BillingEvents(DynamoStore):
             "created_at": isoformat(at),
             "details": details,
         }
+        stored_details = _storable(details)
         marker = {
             "pk": f"ORG#{org_id}",
-            "sk": f"{ALERT_PREFIX}{kind}#{period_key}",
+            "sk": f"{ALERT_PREFIX}{once_key}",
             "kind": "alert_marker",
             "org_id": org_id,
-            "alert": kind,
-            "period_key": period_key,
+            "once_key": once_key,
             "event_id": event_id,
             "created_at": isoformat(at),
         }
@@ -72,6 +86,7 @@ class BillingEvents(DynamoStore):
                                     "sk": EVENT_PREFIX + event_id,
                                     "kind": "billing_event",
                                     **event,
+                                    "details": stored_details,
                                 }
                             ),
                             "ConditionExpression": "attribute_not_exists(pk)",
@@ -88,12 +103,107 @@ class BillingEvents(DynamoStore):
 
     def events(self, org_id: str, *, limit: int = 50) -> list[dict[str, Any]]:
         """The org's billing events, newest first."""
-        response = self.dynamodb.query(
+        return self.page(org_id, limit=limit)[0]
+
+    def page(
+        self, org_id: str, *, limit: int = 50, starting_after: str | None = None
+    ) -> tuple[list[dict[str, Any]], bool]:
+        """Up to `limit` events newest first, older than the event `starting_after` when
+        given; and whether older ones remain. One Query (limit + 1 items)."""
+        kwargs: dict[str, Any] = {
+            "TableName": self.table_name,
+            "KeyConditionExpression": "pk = :p AND begins_with(sk, :e)",
+            "ExpressionAttributeValues": {":p": to_value(f"ORG#{org_id}"), ":e": to_value(EVENT_PREFIX)},
+            "ScanIndexForward": False,
+            "Limit": limit + 1,
+            "ConsistentRead": True,
+        }
+        if starting_after:
+            kwargs["ExclusiveStartKey"] = {
+                "pk": to_value(f"ORG#{org_id}"),
+                "sk": to_value(EVENT_PREFIX + starting_after),
+            }
+        items = [_event(item) for item in self.dynamodb.query(**kwargs).get("Items", [])]
+        return items[:limit], len(items) > limit
+
+    # -- the low-balance alert's episodes ------------------------------------------------
+    def low_balance_state(self, org_id: str) -> LowBalanceState:
+        response = self.dynamodb.get_item(
             TableName=self.table_name,
-            KeyConditionExpression="pk = :p AND begins_with(sk, :e)",
-            ExpressionAttributeValues={":p": to_value(f"ORG#{org_id}"), ":e": to_value(EVENT_PREFIX)},
-            ScanIndexForward=False,
-            Limit=limit,
+            Key={"pk": to_value(f"ORG#{org_id}"), "sk": to_value(LOW_BALANCE_STATE_SK)},
             ConsistentRead=True,
         )
-        return [from_item(item) for item in response.get("Items", [])]
+        if "Item" not in response:
+            return LowBalanceState()
+        item = from_item(response["Item"])
+        episode = int(item.get("episode", 0))
+        fired = item.get("fired_episode") is not None and int(item["fired_episode"]) == episode
+        return LowBalanceState(episode=episode, fired=fired)
+
+    def mark_low_balance_fired(self, org_id: str, *, episode: int, at: datetime) -> bool:
+        """Note that `episode` fired; False when the state moved on meanwhile."""
+        return self._update_state(
+            org_id,
+            "SET episode = :e, fired_episode = :e, fired_at = :at",
+            "attribute_not_exists(pk) OR episode = :e",
+            {":e": to_value(episode), ":at": to_value(isoformat(at))},
+        )
+
+    def rearm_low_balance(self, org_id: str, *, episode: int, at: datetime) -> bool:
+        """Move from fired `episode` to the next, armed one; False when someone else did."""
+        return self._update_state(
+            org_id,
+            "SET episode = :next, rearmed_at = :at",
+            "episode = :e AND fired_episode = :e",
+            {":e": to_value(episode), ":next": to_value(episode + 1), ":at": to_value(isoformat(at))},
+        )
+
+    def _update_state(self, org_id: str, update: str, condition: str, values: dict[str, Any]) -> bool:
+        try:
+            self.dynamodb.update_item(
+                TableName=self.table_name,
+                Key={"pk": to_value(f"ORG#{org_id}"), "sk": to_value(LOW_BALANCE_STATE_SK)},
+                UpdateExpression=update + ", org_id = :org, #kind = :kind",
+                ConditionExpression=condition,
+                ExpressionAttributeNames={"#kind": "kind"},
+                ExpressionAttributeValues={
+                    **values,
+                    ":org": to_value(org_id),
+                    ":kind": to_value("low_balance_state"),
+                },
+            )
+        except ClientError as exc:
+            if is_condition_failure(exc):
+                return False
+            raise
+        return True
+
+
+def _event(item: dict[str, Any]) -> dict[str, Any]:
+    event = from_item(item)
+    for name in ("pk", "sk", "kind"):
+        event.pop(name, None)
+    plain: dict[str, Any] = _plain(event)
+    return plain
+
+
+def _storable(value: Any) -> Any:
+    """Details as DynamoDB takes them: floats as Decimal (read back as numbers by `_plain`)."""
+    if isinstance(value, float):
+        return Decimal(str(value))
+    if isinstance(value, dict):
+        return {str(k): _storable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_storable(v) for v in value]
+    return value
+
+
+def _plain(value: Any) -> Any:
+    """DynamoDB numbers back to int (whole) or float, so a read event equals the sent one."""
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value

@@ -17,10 +17,16 @@ mid-attempt is noticed). Succeeded and dead-lettered deliveries leave the index.
 
 Every status change is conditional on the status and `attempt_count` it expects, so a
 repeated SQS message or a concurrent sweeper never claims (and sends) the same attempt twice.
+
+The same store keeps the org-level deliveries of billing alert events, in the `controls`
+table beside their org (`WebhookDeliveries(table, owner=ORG_OWNER)`): `ORG#<org_id>` /
+`WEBHOOK#<delivery_id>[#ATTEMPT#<n>]`, with that table's own sparse due index; there
+`owner_id` arguments are org ids (docs/billing-alerts.md).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -32,28 +38,44 @@ DUE_PARTITION = "WEBHOOK#DUE"
 _ATTEMPT_MARK = "#ATTEMPT#"
 
 
-def delivery_key(batch_id: str, delivery_id: str) -> dict[str, Any]:
-    return {"pk": {"S": f"BATCH#{batch_id}"}, "sk": {"S": f"WEBHOOK#{delivery_id}"}}
-
-
-def attempt_key(batch_id: str, delivery_id: str, attempt: int) -> dict[str, Any]:
-    return {
-        "pk": {"S": f"BATCH#{batch_id}"},
-        "sk": {"S": f"WEBHOOK#{delivery_id}{_ATTEMPT_MARK}{attempt:02d}"},
-    }
-
-
 def due_sort_key(when_iso: str, delivery_id: str) -> str:
     return f"{when_iso}#{delivery_id}"
 
 
+@dataclass(frozen=True)
+class DeliveryOwner:
+    """What a delivery belongs to: its partition prefix and the field naming the owner."""
+
+    prefix: str
+    field: str
+
+
+BATCH_OWNER = DeliveryOwner("BATCH#", "batch_id")
+ORG_OWNER = DeliveryOwner("ORG#", "org_id")
+
+
 class WebhookDeliveries(DynamoStore):
+    def __init__(
+        self, table_name: str, dynamodb: Any | None = None, *, owner: DeliveryOwner = BATCH_OWNER
+    ) -> None:
+        super().__init__(table_name, dynamodb)
+        self.owner = owner
+
+    def _key(self, owner_id: str, delivery_id: str) -> dict[str, Any]:
+        return {"pk": {"S": f"{self.owner.prefix}{owner_id}"}, "sk": {"S": f"WEBHOOK#{delivery_id}"}}
+
+    def _attempt_key(self, owner_id: str, delivery_id: str, attempt: int) -> dict[str, Any]:
+        return {
+            "pk": {"S": f"{self.owner.prefix}{owner_id}"},
+            "sk": {"S": f"WEBHOOK#{delivery_id}{_ATTEMPT_MARK}{attempt:02d}"},
+        }
+
     def create(self, delivery: dict[str, Any]) -> bool:
         """Write a new delivery (status pending, first attempt due at `next_attempt_at`);
         False when it already exists (a repeated deliver step)."""
         item = {
             **to_item(delivery),
-            **delivery_key(delivery["batch_id"], delivery["delivery_id"]),
+            **self._key(delivery[self.owner.field], delivery["delivery_id"]),
             "gsi1pk": to_value(DUE_PARTITION),
             "gsi1sk": to_value(due_sort_key(delivery["next_attempt_at"], delivery["delivery_id"])),
         }
@@ -69,9 +91,29 @@ class WebhookDeliveries(DynamoStore):
 
     def get(self, batch_id: str, delivery_id: str) -> dict[str, Any] | None:
         response = self.dynamodb.get_item(
-            TableName=self.table_name, Key=delivery_key(batch_id, delivery_id), ConsistentRead=True
+            TableName=self.table_name, Key=self._key(batch_id, delivery_id), ConsistentRead=True
         )
         return _plain(response["Item"]) if "Item" in response else None
+
+    def get_many(self, owner_id: str, delivery_ids: list[str]) -> dict[str, dict[str, Any]]:
+        """The deliveries of `owner_id` among `delivery_ids` that exist, by id (BatchGetItem,
+        100 keys a call)."""
+        found: dict[str, dict[str, Any]] = {}
+        unique = list(dict.fromkeys(delivery_ids))
+        for start in range(0, len(unique), 100):
+            request: dict[str, Any] = {
+                self.table_name: {
+                    "Keys": [self._key(owner_id, d) for d in unique[start : start + 100]],
+                    "ConsistentRead": True,
+                }
+            }
+            while request:
+                response = self.dynamodb.batch_get_item(RequestItems=request)
+                for raw in response.get("Responses", {}).get(self.table_name, []):
+                    item = _plain(raw)
+                    found[str(item["delivery_id"])] = item
+                request = response.get("UnprocessedKeys") or {}
+        return found
 
     def list_for_batch(self, batch_id: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         """(deliveries, attempts) of a batch, each in key order (attempts by delivery, then number)."""
@@ -81,7 +123,7 @@ class WebhookDeliveries(DynamoStore):
             "TableName": self.table_name,
             "KeyConditionExpression": "pk = :pk AND begins_with(sk, :prefix)",
             "ExpressionAttributeValues": {
-                ":pk": to_value(f"BATCH#{batch_id}"),
+                ":pk": to_value(f"{self.owner.prefix}{batch_id}"),
                 ":prefix": to_value("WEBHOOK#"),
             },
             "ConsistentRead": True,
@@ -111,7 +153,8 @@ class WebhookDeliveries(DynamoStore):
             Limit=limit,
         )
         return [
-            (str(item["batch_id"]["S"]), str(item["delivery_id"]["S"])) for item in response.get("Items", [])
+            (str(item[self.owner.field]["S"]), str(item["delivery_id"]["S"]))
+            for item in response.get("Items", [])
         ]
 
     def claim(
@@ -122,7 +165,7 @@ class WebhookDeliveries(DynamoStore):
         try:
             self.dynamodb.update_item(
                 TableName=self.table_name,
-                Key=delivery_key(batch_id, delivery_id),
+                Key=self._key(batch_id, delivery_id),
                 UpdateExpression=(
                     "SET #status = :delivering, attempt_count = :n, last_attempt_at = :now, "
                     "updated_at = :now, lease_until = :lease, gsi1pk = :due, gsi1sk = :due_sk "
@@ -171,7 +214,7 @@ class WebhookDeliveries(DynamoStore):
         delivery is no longer in that attempt (nothing written)."""
         event = {
             "delivery_id": delivery_id,
-            "batch_id": batch_id,
+            self.owner.field: batch_id,
             "attempt": attempt,
             "at": at_iso,
             "status_code": response_status,
@@ -212,7 +255,7 @@ class WebhookDeliveries(DynamoStore):
                             "TableName": self.table_name,
                             "Item": {
                                 **to_item(event),
-                                **attempt_key(batch_id, delivery_id, attempt),
+                                **self._attempt_key(batch_id, delivery_id, attempt),
                             },
                             "ConditionExpression": "attribute_not_exists(pk)",
                         }
@@ -220,7 +263,7 @@ class WebhookDeliveries(DynamoStore):
                     {
                         "Update": {
                             "TableName": self.table_name,
-                            "Key": delivery_key(batch_id, delivery_id),
+                            "Key": self._key(batch_id, delivery_id),
                             "UpdateExpression": f"SET {', '.join(sets)} REMOVE {', '.join(removes)}",
                             "ConditionExpression": condition,
                             "ExpressionAttributeNames": names,

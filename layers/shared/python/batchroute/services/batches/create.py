@@ -40,7 +40,7 @@ from batchroute.domain.metadata import parse_metadata
 from batchroute.domain.pricing import FeeKind
 from batchroute.domain.spending_limit import LimitGuard
 from batchroute.domain.webhook_targets import public_url_check, webhook_target_problems
-from batchroute.errors import Conflict, InvalidRequest, NotFound, Unavailable
+from batchroute.errors import Conflict, Gone, InvalidRequest, NotFound, Unavailable
 from batchroute.ids import new_id
 from batchroute.money import Money
 from batchroute.observability import logger
@@ -81,10 +81,11 @@ class WorkflowStarter(Protocol):
     def __call__(self, *, batch_id: str) -> str: ...
 
 
-class LimitAlerts(Protocol):
-    def at_submit(
-        self, org_id: str, controls: BillingControls, decision: FundingDecision, *, at: datetime
-    ) -> dict[str, Any] | None: ...
+class MoneyWatch(Protocol):
+    """services/billing/watch.py:BillingWatch: alerts and auto top-up after the reservation;
+    never raises."""
+
+    def moved(self, org_id: str, *, at: datetime, controls: BillingControls | None = None) -> None: ...
 
 
 class WebhookSealer(Protocol):
@@ -141,10 +142,10 @@ class BatchService:
         settings: Settings,
         clock: Clock,
         limit_checks: SpendingLimitChecks,
-        alerts: LimitAlerts | None = None,
+        watch: MoneyWatch | None = None,
     ) -> None:
         self.limit_checks = limit_checks
-        self.alerts = alerts
+        self.watch = watch
         self.records = records
         self.ledger = ledger
         self.controls = controls
@@ -236,10 +237,10 @@ class BatchService:
         submit = _Submit(
             principal, key, fingerprint, batch, total, answer_body, tuple(surface.transact_items)
         )
-        controls, decision = self._fund(submit)
-        if decision.limit_reached and controls is not None and self.alerts is not None:
-            self.alerts.at_submit(principal.org_id, controls, decision, at=now)
+        controls, _ = self._fund(submit)
         self._start(batch_id)
+        if self.watch is not None:  # a soft limit reached at submit is reported here
+            self.watch.moved(principal.org_id, at=now, controls=controls)
         return CreateAnswer(202, answer_body)
 
     def _price_and_write(
@@ -462,6 +463,12 @@ class BatchService:
                 "Only a finished batch can be retried.",
                 code="batch_not_finished",
                 details={"state": source.state},
+            )
+        if source.artifacts_reclaimed_at:  # its inputs went with its results (docs/retention.md)
+            raise Gone(
+                "This batch's items and results were reclaimed by retention; it cannot be retried.",
+                code="results_expired",
+                details={"reclaimed_at": source.artifacts_reclaimed_at},
             )
         failed = {
             int(row["sequence_number"])

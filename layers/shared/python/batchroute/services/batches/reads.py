@@ -1,23 +1,28 @@
 """Reading batches: listings, items with their live status, results and artifact links.
 
 Items and results are read from S3 chunks as streams: a page never loads a whole batch.
+Once retention reclaimed a batch's bytes (docs/retention.md), its items, results and
+artifact URL answer 410 `results_expired`; its record and receipt stay readable.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any, Literal
+from datetime import datetime, timedelta
+from typing import Any, Literal, Protocol
 
 from batchroute.adapters.batch_artifacts import result_chunk_key
 from batchroute.adapters.batch_inputs import CHUNK_SIZE, input_chunk_key
 from batchroute.adapters.dynamo.batch_records import BatchRecords
 from batchroute.adapters.s3_objects import S3Objects
+from batchroute.clock import isoformat
 from batchroute.domain.access import Principal, authorize, require_same_org
 from batchroute.domain.batch_record import BatchRecord
 from batchroute.domain.batch_states import NON_TERMINAL
 from batchroute.domain.jsonl import parse_jsonl
-from batchroute.errors import Conflict, InvalidRequest, NotFound
-from batchroute.services.batches.views import Signer
+from batchroute.domain.retention import RetentionSettings, keep_until
+from batchroute.errors import Conflict, Gone, InvalidRequest, NotFound
+from batchroute.services.batches.views import Signer, artifact_files
 
 ITEM_STATUSES = ("pending", "processing", "completed", "failed")
 BodyFormat = Literal["normalized", "raw"]
@@ -41,11 +46,52 @@ def preview(output: Any, limit: int = 200) -> str | None:
     return None
 
 
+class RetentionTerms(Protocol):
+    def get(self, org_id: str) -> RetentionSettings: ...
+
+
+def results_gone(batch: BatchRecord) -> Gone:
+    return Gone(
+        "This batch's result bytes were reclaimed by retention; its record and receipt remain.",
+        code="results_expired",
+        details={"reclaimed_at": batch.artifacts_reclaimed_at},
+    )
+
+
 class BatchReads:
-    def __init__(self, records: BatchRecords, artifacts: S3Objects, sign: Signer) -> None:
+    def __init__(
+        self,
+        records: BatchRecords,
+        artifacts: S3Objects,
+        sign: Signer,
+        *,
+        retention: RetentionTerms | None = None,
+        grace: timedelta = timedelta(hours=72),
+    ) -> None:
         self.records = records
         self.artifacts = artifacts
         self.sign = sign
+        self.retention = retention
+        self.grace = grace
+
+    def with_content(self, principal: Principal, batch_id: str) -> BatchRecord:
+        """The caller's batch whose result bytes are still kept (410 once reclaimed)."""
+        batch = self.owned(principal, batch_id)
+        if batch.artifacts_reclaimed_at:
+            raise results_gone(batch)
+        return batch
+
+    def files(self, batch: BatchRecord) -> dict[str, Any]:
+        """The detailed view's `artifacts`: each file's status and when its bytes go."""
+        expires_at = None
+        if self.retention is not None and batch.finalized_at and not batch.artifacts_reclaimed_at:
+            until = keep_until(
+                self.retention.get(batch.org_id),
+                finalized_at=datetime.fromisoformat(batch.finalized_at),
+                grace=self.grace,
+            )
+            expires_at = isoformat(until) if until is not None else None
+        return artifact_files(batch, expires_at=expires_at)
 
     def owned(self, principal: Principal, batch_id: str) -> BatchRecord:
         authorize(principal, "batches:read")
@@ -75,7 +121,7 @@ class BatchReads:
     def results(
         self, principal: Principal, batch_id: str, *, cursor: str | None, limit: int, body_format: BodyFormat
     ) -> dict[str, Any]:
-        batch = self.owned(principal, batch_id)
+        batch = self.with_content(principal, batch_id)
         key = batch.results_key
         if not key:
             raise Conflict(
@@ -105,7 +151,7 @@ class BatchReads:
         return {"batch_id": batch_id, "body_format": body_format, "data": rows, "next_cursor": next_cursor}
 
     def artifact_url(self, principal: Principal, batch_id: str) -> dict[str, Any]:
-        batch = self.owned(principal, batch_id)
+        batch = self.with_content(principal, batch_id)
         key = batch.results_key
         if not key:
             raise Conflict(
@@ -119,7 +165,7 @@ class BatchReads:
     def items(
         self, principal: Principal, batch_id: str, *, status: str | None, cursor: str | None, limit: int
     ) -> dict[str, Any]:
-        batch = self.owned(principal, batch_id)
+        batch = self.with_content(principal, batch_id)
         if status is not None and status not in ITEM_STATUSES:
             raise InvalidRequest(
                 f"status must be one of {', '.join(ITEM_STATUSES)}.",

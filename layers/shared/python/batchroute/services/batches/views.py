@@ -47,9 +47,10 @@ def batch_summary(batch: BatchRecord, *, sign: Signer | None = None) -> dict[str
         "execution_summary": {"latest_error": batch.latest_error},
     }
     if sign is not None:
+        reclaimed = bool(batch.artifacts_reclaimed_at)  # only the receipt outlives retention
         for name, key in (
-            ("output_url", artifacts.results_key),
-            ("error_url", artifacts.errors_key),
+            ("output_url", None if reclaimed else artifacts.results_key),
+            ("error_url", None if reclaimed else artifacts.errors_key),
             ("receipt_url", artifacts.receipt_key),
         ):
             if key:
@@ -80,8 +81,30 @@ def lane_statuses(lanes: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
-def batch_details(batch: BatchRecord) -> dict[str, Any]:
-    """The detailed view's extra fields: the work order (what was planned) and delivery state."""
+def artifact_files(batch: BatchRecord, *, expires_at: str | None) -> dict[str, Any]:
+    """Each artifact's status (docs/retention.md): `pending` until written, `available`, then
+    `expired` once retention reclaimed the bytes (the receipt is never reclaimed)."""
+    artifacts = batch.artifacts or ArtifactKeys()
+    reclaimed = batch.artifacts_reclaimed_at
+
+    def status(key: str | None, *, kept: bool = False) -> str:
+        if not key:
+            return "pending"
+        return "expired" if reclaimed and not kept else "available"
+
+    return {
+        "results": {"status": status(artifacts.results_key), "rows": artifacts.result_count},
+        "errors": {"status": status(artifacts.errors_key), "rows": artifacts.error_count},
+        "receipt": {"status": status(artifacts.receipt_key, kept=True)},
+        "available_since": batch.finalized_at,
+        "expires_at": expires_at,
+        "reclaimed_at": reclaimed,
+    }
+
+
+def batch_details(batch: BatchRecord, *, delivery: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The detailed view's extra fields: the work order (what was planned) and delivery state
+    (`delivery`: the bucket delivery's view, services/delivery/buckets.py)."""
     webhook = batch.webhook
     plan = batch.plan or {}
     return {
@@ -101,6 +124,7 @@ def batch_details(batch: BatchRecord) -> dict[str, Any]:
         },
         "workflow_steps": dict(batch.workflow_steps),
         "webhook": {"url": webhook.url, "configured": True} if webhook is not None and webhook.url else None,
+        "delivery": delivery,
         "state_changed_at": batch.state_changed_at,
     }
 

@@ -1,42 +1,29 @@
-"""`billing.limit_reached` after a settlement (interface spec, "Billing alert events").
+"""Where a recorded billing alert event goes besides the event list: the org owner's email
+(when `alert_email_enabled`) and the org's delivery webhook (when `alert_webhook_enabled`),
+signed and retried exactly as batch webhooks are (docs/billing-alerts.md).
 
-After a batch settles, if the org's billing controls have a spending limit and the
-period's charged spend (the ledger's `SPEND#` counter of the controls' period, in their
-zone) has reached it, the event is recorded once per period (`BillingEvents.record_once`)
-and, when `alert_email_enabled`, the org owner is emailed. The limit only blocks the NEXT
-submit (hard mode, `services/billing/funding.py`); completed results are never clawed back.
+Each channel is told about an event once, right after it was recorded; a channel that fails
+is logged and never undoes the event or stops the others.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
-from datetime import datetime
 from typing import Any, Protocol
 
+from batchroute.domain.billing_alerts import (
+    AUTO_TOPUP_FAILED,
+    AUTO_TOPUP_SUCCEEDED,
+    LIMIT_REACHED,
+    LOW_BALANCE,
+    THRESHOLD_CROSSED,
+    event_view,
+)
 from batchroute.domain.billing_controls import BillingControls
-from batchroute.domain.ledger import period_keys
-from batchroute.money import Money, format_amount
 from batchroute.observability import logger
-from batchroute.services.billing.funding import FundingDecision
 
-LIMIT_REACHED = "billing.limit_reached"
-
-
-class SpendReader(Protocol):
-    def period_spend(self, org_id: str, period_key: str) -> Money: ...
-
-
-class EventRecorder(Protocol):
-    def record_once(
-        self,
-        org_id: str,
-        *,
-        kind: str,
-        period_key: str,
-        event_type: str,
-        details: dict[str, Any],
-        at: datetime,
-    ) -> dict[str, Any] | None: ...
+FOOTER = "\n\nManage your alerts and spending limit in your billing settings."
 
 
 class Mailer(Protocol):
@@ -46,74 +33,56 @@ class Mailer(Protocol):
 Recipients = Callable[[str], list[str]]
 
 
-class BillingAlerts:
-    def __init__(
-        self,
-        *,
-        events: EventRecorder,
-        spend: SpendReader,
-        mailer: Mailer | None = None,
-        recipients: Recipients | None = None,
-    ) -> None:
-        self.events = events
-        self.spend = spend
+class OrgWebhooks(Protocol):
+    """services/delivery/webhooks.py:WebhookDelivery over the org-keyed store."""
+
+    def deliver_org_event(
+        self, org_id: str, *, event_id: str, event_type: str, created_at: str, raw_body: str
+    ) -> dict[str, Any] | None: ...
+
+
+class AlertChannel(Protocol):
+    def send(self, event: dict[str, Any], controls: BillingControls) -> None: ...
+
+
+class EmailAlerts:
+    """The org owner's address gets a short message per event when `alert_email_enabled`."""
+
+    def __init__(self, mailer: Mailer, recipients: Recipients) -> None:
         self.mailer = mailer
         self.recipients = recipients
 
-    def after_settlement(
-        self, org_id: str, controls: BillingControls, *, at: datetime
-    ) -> dict[str, Any] | None:
-        """Emit `billing.limit_reached` if the period's spend reached the limit (once per
-        period); returns the event when one was recorded now."""
-        if not controls.limit_enabled or controls.limit_amount is None or controls.limit_period is None:
-            return None
-        period_key = period_keys(at, controls.limit_timezone)[controls.limit_period]
-        spent = self.spend.period_spend(org_id, period_key)
-        if spent < controls.limit_amount:
-            return None
-        return self._reached(org_id, controls, _limit_details(controls, period_key, spent), at=at)
-
-    def at_submit(
-        self, org_id: str, controls: BillingControls, decision: FundingDecision, *, at: datetime
-    ) -> dict[str, Any] | None:
-        """Emit `billing.limit_reached` when an accepted submit brings the period to its limit
-        (soft mode never blocks, so this is how a soft limit is reported); once per period."""
-        if controls.limit_amount is None or controls.limit_period is None or decision.period_key is None:
-            return None
-        details = _limit_details(controls, decision.period_key, decision.spent or Money.zero())
-        details["projected"] = format_amount((decision.projected or decision.required).amount)
-        return self._reached(org_id, controls, details, at=at)
-
-    def _reached(
-        self, org_id: str, controls: BillingControls, details: dict[str, Any], *, at: datetime
-    ) -> dict[str, Any] | None:
-        """Record the event once per period; email the owner when that is wanted."""
-        event = self.events.record_once(
-            org_id,
-            kind="limit_reached",
-            period_key=details["period_key"],
-            event_type=LIMIT_REACHED,
-            details=details,
-            at=at,
-        )
-        if event is not None and controls.alert_email_enabled:
-            self._email(org_id, details)
-        return event
-
-    def _email(self, org_id: str, details: dict[str, Any]) -> None:
-        if self.mailer is None or self.recipients is None:
+    def send(self, event: dict[str, Any], controls: BillingControls) -> None:
+        if not controls.alert_email_enabled:
             return
-        blocked = " New batches are refused until the period ends." if details["mode"] == "hard" else ""
-        text = (
-            f"Your {details['period']} spending limit of ${details['limit']} has been reached: "
-            f"${details['spent']} charged this period.{blocked}\n\n"
-            "Completed results are not affected. Change the limit in your billing settings."
+        subject, text = email_text(event)
+        for to in self.recipients(str(event["org_id"])):
+            self.mailer.send(to, subject, text + FOOTER)
+
+
+class WebhookAlerts:
+    """The event's public view, as the raw body of a signed delivery to the org's delivery
+    webhook, when `alert_webhook_enabled` (no webhook configured: nothing to send)."""
+
+    def __init__(self, webhooks: OrgWebhooks) -> None:
+        self.webhooks = webhooks
+
+    def send(self, event: dict[str, Any], controls: BillingControls) -> None:
+        if not controls.alert_webhook_enabled:
+            return
+        raw_body = json.dumps(event_view(event), separators=(",", ":"), ensure_ascii=False)
+        delivery = self.webhooks.deliver_org_event(
+            str(event["org_id"]),
+            event_id=str(event["event_id"]),
+            event_type=str(event["type"]),
+            created_at=str(event["created_at"]),
+            raw_body=raw_body,
         )
-        try:
-            for to in self.recipients(org_id):
-                self.mailer.send(to, "Spending limit reached", text)
-        except Exception:  # the event is recorded; an email that cannot go out is not retried
-            logger.warning("limit alert email not sent", extra={"org_id": org_id}, exc_info=True)
+        if delivery is None:
+            logger.info(
+                "billing alert webhook wanted but no delivery webhook is set",
+                extra={"org_id": event["org_id"]},
+            )
 
 
 def owner_emails(identity: Any) -> Recipients:
@@ -127,12 +96,40 @@ def owner_emails(identity: Any) -> Recipients:
     return lookup
 
 
-def _limit_details(controls: BillingControls, period_key: str, spent: Money) -> dict[str, Any]:
-    assert controls.limit_amount is not None
-    return {
-        "limit": format_amount(controls.limit_amount.amount),
-        "period": controls.limit_period,
-        "period_key": period_key,
-        "spent": format_amount(spent.amount),
-        "mode": controls.limit_mode,
-    }
+def email_text(event: dict[str, Any]) -> tuple[str, str]:
+    """(subject, body) of the alert email of an event."""
+    kind, d = str(event["type"]), dict(event.get("details") or {})
+    if kind == LIMIT_REACHED:
+        blocked = " New batches are refused until the period ends." if d.get("mode") == "hard" else ""
+        return "Spending limit reached", (
+            f"Your {d.get('period')} spending limit of ${d.get('limit')} has been reached: "
+            f"${d.get('spent')} charged this period and ${d.get('in_flight', '0.00')} in flight.{blocked}\n\n"
+            "Completed results are not affected."
+        )
+    if kind == THRESHOLD_CROSSED:
+        threshold = d.get("threshold") or {}
+        value, observed, period = threshold.get("value"), d.get("observed"), d.get("period")
+        what = {
+            "balance_below": f"your balance (${observed}) is below ${value}",
+            "spend_above": f"your {period} spend (${observed}) is above ${value}",
+            "pct_of_limit": (
+                f"your {period} spend reached {observed}% of your limit of ${d.get('limit')} "
+                f"(alert at {value}%)"
+            ),
+        }.get(str(threshold.get("type")), "an alert threshold was crossed")
+        return "Billing alert threshold crossed", f"A billing alert fired: {what}."
+    if kind == LOW_BALANCE:
+        return "Low credit balance", (
+            f"Your credit balance is ${d.get('balance')}, below your low-balance level of ${d.get('level')}. "
+            "Add credits to keep batches and chat requests running. This alert fires again only after "
+            f"the balance has been back at ${d.get('rearm_at')} or more."
+        )
+    if kind == AUTO_TOPUP_SUCCEEDED:
+        return "Auto top-up succeeded", f"Your wallet was topped up automatically: ${d.get('amount', '')}."
+    if kind == AUTO_TOPUP_FAILED:
+        reason = d.get("failure_reason") or d.get("reason") or "the payment was declined"
+        return "Auto top-up failed", (
+            f"An automatic top-up of ${d.get('amount', '')} failed: {reason}. "
+            "Check the saved payment method in your billing settings."
+        )
+    return "Billing alert", f"A billing event occurred: {kind}."

@@ -1,37 +1,12 @@
-"""Auto top-up notices recorded as billing events, once per key: the stand-in `Notifier` until
-the billing watch (which also emails and sends the signed alert webhook) is wired in its
-place (docs/payments.md)."""
+"""Where auto top-up notices go (`Notifier`: the billing watch, services/billing/watch.py, which
+records the event once per key and sends it on the org's channels), found lazily because the
+watch also lists the auto top-up among its balance listeners (docs/payments.md)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any, Protocol
-
-
-class EventRecorder(Protocol):
-    def record_once(
-        self,
-        org_id: str,
-        *,
-        kind: str,
-        period_key: str,
-        event_type: str,
-        details: dict[str, Any],
-        at: datetime,
-    ) -> dict[str, Any] | None: ...
-
-
-class EventNotifier:
-    def __init__(self, events: EventRecorder) -> None:
-        self.events = events
-
-    def notify(
-        self, org_id: str, event_type: str, details: dict[str, Any], *, at: datetime, once_key: str
-    ) -> dict[str, Any] | None:
-        return self.events.record_once(
-            org_id, kind=event_type, period_key=once_key, event_type=event_type, details=details, at=at
-        )
 
 
 class Notifier(Protocol):

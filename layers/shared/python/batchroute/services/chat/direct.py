@@ -59,12 +59,11 @@ class ControlsReader(Protocol):
     def billing_controls(self, org_id: str) -> BillingControls | None: ...
 
 
-class LimitAlerts(Protocol):
-    """`billing.limit_reached` once per period (services/billing/alerts.py)."""
+class MoneyWatch(Protocol):
+    """services/billing/watch.py:BillingWatch: billing alerts and auto top-up after a charge;
+    never raises."""
 
-    def after_settlement(
-        self, org_id: str, controls: BillingControls, *, at: datetime
-    ) -> dict[str, Any] | None: ...
+    def moved(self, org_id: str, *, at: datetime, controls: BillingControls | None = None) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -196,7 +195,7 @@ class DirectChat:
         guards: RoutingGuards,
         clock: Clock,
         options: DirectOptions | None = None,
-        alerts: LimitAlerts | None = None,
+        watch: MoneyWatch | None = None,
     ) -> None:
         self.catalog = catalog
         self.lanes = lanes
@@ -208,7 +207,7 @@ class DirectChat:
         self.guards = guards
         self.clock = clock
         self.options = options or DirectOptions()
-        self.alerts = alerts
+        self.watch = watch
 
     # -- before the first byte ---------------------------------------------------------------
     def plan(self, request: ChatRequest) -> DirectPlan:
@@ -318,13 +317,10 @@ class DirectChat:
             period_keys=list(period_keys(now, controls.limit_timezone if controls else "UTC").values()),
             outcome=outcome,
         )
-        if self.alerts is not None and controls is not None and not result.replayed and result.charged:
-            # A soft limit never blocks, so reaching it is reported here (once per period), as
-            # a hard limit that this charge pushed the period past is; never fails the answer.
-            try:
-                self.alerts.after_settlement(org_id, controls, at=now)
-            except Exception:
-                logger.exception("billing alert after a chat settlement failed", extra={"org_id": org_id})
+        if self.watch is not None and not result.replayed and result.charged.micros > 0:
+            # Alerts (a soft limit never blocks, so reaching it is reported here) and auto
+            # top-up; after the answer's last byte, never on the way to the first one.
+            self.watch.moved(org_id, at=now, controls=controls)
         return result
 
     def _release(self, call: DirectCall, error: str) -> None:

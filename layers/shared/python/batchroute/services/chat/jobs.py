@@ -5,7 +5,7 @@
 it at batch prices; credits are reserved in the same transaction as the batch), with the
 id `batch_<x>` whose job is `chatjob_<x>`. The batch API sees and cancels it like any
 other. The job view reads the batch and, once it ran, its one result line (output, usage,
-provider) from the lane's result chunk.
+provider) from the lane's result chunk; once retention reclaimed it, 410 `results_expired`.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from batchroute.domain.chat_objects import (
 )
 from batchroute.domain.chat_requests import ChatRequest
 from batchroute.domain.jsonl import parse_jsonl
-from batchroute.errors import Forbidden, NotFound, PaymentRequired
+from batchroute.errors import Forbidden, Gone, NotFound, PaymentRequired
 from batchroute.ids import new_id
 from batchroute.services.batches.create import CreateAnswer, Surface
 
@@ -90,6 +90,14 @@ class ChatJobs:
         if batch is None or batch.source != CHAT_SOURCE:
             raise NotFound("No such chat job.", code="chat_job_not_found")
         require_same_org(principal, batch.org_id)
+        if batch.artifacts_reclaimed_at:
+            # Retention reclaimed the job's result (docs/retention.md); the batch API still
+            # shows its record and receipt.
+            raise Gone(
+                "This job's result was reclaimed by retention.",
+                code="results_expired",
+                details={"reclaimed_at": batch.artifacts_reclaimed_at},
+            )
         line = (
             self._result_line(batch)
             if batch.state in ("completed", "failed", "canceled", "expired")

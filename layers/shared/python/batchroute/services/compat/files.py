@@ -134,7 +134,7 @@ class CompatFiles:
             require_same_org(principal, record.org_id)
             return input_file_object(record)
         output, batch = self._output(principal, file_id)
-        expired = self.artifacts.size(self._artifact_key(output, batch)) is None
+        expired = self._reclaimed(output, batch)
         body_format = _default_format(batch)
         size = output.get(f"bytes_{body_format}")
         if size is None and not expired:
@@ -168,7 +168,7 @@ class CompatFiles:
                 raise Conflict("This file's upload has not been completed.", code="file_not_ready")
             return self.files.objects.chunks(record.s3_key), body_format or DEFAULT_BODY_FORMAT
         output, batch = self._output(principal, file_id)
-        if self.artifacts.size(self._artifact_key(output, batch)) is None:
+        if self._reclaimed(output, batch):
             raise Gone("This file's bytes were reclaimed by retention.", code="file_expired")
         chosen = body_format or _default_format(batch)
         return self._render(output, batch, chosen), chosen
@@ -189,6 +189,13 @@ class CompatFiles:
                 f"No such file: {file_id[:64]}.", code="file_not_found", details={"param": "file_id"}
             )
         return output, batch
+
+    def _reclaimed(self, output: Mapping[str, Any], batch: BatchRecord) -> bool:
+        """Retention marked the batch reclaimed (docs/retention.md), or its artifact is gone."""
+        return (
+            bool(batch.artifacts_reclaimed_at)
+            or self.artifacts.size(self._artifact_key(output, batch)) is None
+        )
 
     @staticmethod
     def _artifact_key(output: Mapping[str, Any], batch: BatchRecord) -> str:

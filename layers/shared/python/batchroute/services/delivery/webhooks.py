@@ -7,6 +7,11 @@ schedule runs out (`domain/webhooks.py`, `docs/webhooks.md`).
 - `retry_due()` (the sweeper, every minute): makes every attempt that is due, and records
   as failed any attempt whose worker stopped before it could record the outcome.
 - `view(batch_id)`: what `GET /v1/batches/{batch_id}/webhooks` shows; never the secret.
+- `OrgEventWebhooks.deliver_org_event(...)`: an org-level event (a billing alert) to the
+  org's delivery webhook, created pending and due at once; a `WebhookDelivery` built with
+  `owner_field="org_id"` over the same org-keyed store makes its attempts (`retry_due`, from
+  the sweeper): the same signature, schedule and dead letter as batch events
+  (docs/billing-alerts.md).
 
 Secrets stay sealed with KMS everywhere but in memory during an attempt. The org default's
 secret is sealed by `services/accounts/settings.py` (context `webhook_secret_context`); a
@@ -148,7 +153,9 @@ class WebhookDelivery:
         *,
         lease_seconds: int = LEASE_SECONDS,
         workers: int = 8,
+        owner_field: str = "batch_id",
     ) -> None:
+        self.owner_field = owner_field  # what the store's records are keyed by
         self.deliveries = deliveries
         self.orgs = orgs
         self.sealer = sealer
@@ -245,7 +252,7 @@ class WebhookDelivery:
     # -- attempts ------------------------------------------------------------------------
     def _attempt(self, delivery: Mapping[str, Any], now: datetime) -> dict[str, Any] | None:
         """Claim the next attempt, send, record. None when another worker holds the attempt."""
-        batch_id, delivery_id = str(delivery["batch_id"]), str(delivery["delivery_id"])
+        batch_id, delivery_id = str(delivery[self.owner_field]), str(delivery["delivery_id"])
         attempt = int(delivery["attempt_count"]) + 1
         if attempt > MAX_ATTEMPTS:
             return None
@@ -284,7 +291,7 @@ class WebhookDelivery:
     ) -> bool:
         decision = decide(attempt, outcome, now=now)
         recorded = self.deliveries.complete(
-            str(delivery["batch_id"]),
+            str(delivery[self.owner_field]),
             str(delivery["delivery_id"]),
             attempt=attempt,
             status=decision.status,
@@ -364,6 +371,45 @@ class WebhookDelivery:
         return batch_webhooks_view(self.deliveries, batch_id)
 
 
+class OrgEventWebhooks:
+    """Creates the deliveries of org-level events (billing alerts) to the org's delivery
+    webhook; their attempts are made by `WebhookDelivery(..., owner_field="org_id")`."""
+
+    def __init__(self, deliveries: DeliveryRecords, orgs: Orgs) -> None:
+        self.deliveries = deliveries
+        self.orgs = orgs
+
+    def deliver_org_event(
+        self, org_id: str, *, event_id: str, event_type: str, created_at: str, raw_body: str
+    ) -> dict[str, Any] | None:
+        """Create the delivery of an org event to the org's delivery webhook, pending and due
+        at `created_at` (the sweeper's next run makes the first attempt). One delivery per
+        event id; None when the org has no delivery webhook."""
+        org = self.orgs.get_org(org_id)
+        default = org.delivery_webhook if org else None
+        if not default or not default.get("url") or not default.get("secret_ciphertext"):
+            return None
+        delivery_id = delivery_id_for(org_id, event_id)
+        delivery = {
+            "delivery_id": delivery_id,
+            "org_id": org_id,
+            "event_id": event_id,
+            "event_type": event_type,
+            "url": str(default["url"]),
+            "status": "pending",
+            "attempt_count": 0,
+            "next_attempt_at": created_at,
+            "created_at": created_at,
+            "updated_at": created_at,
+            "payload": raw_body,
+            "secret_source": "org",
+            "secret_sealed": str(default["secret_ciphertext"]),
+        }
+        if not self.deliveries.create(delivery):
+            return self.deliveries.get(org_id, delivery_id)
+        return delivery
+
+
 class DeliveryListing(Protocol):
     def list_for_batch(self, batch_id: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]: ...
 
@@ -412,6 +458,7 @@ def attempt_view(attempt: Mapping[str, Any]) -> dict[str, Any]:
 def _ids(delivery: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "batch_id": delivery.get("batch_id"),
+        "org_id": delivery.get("org_id"),
         "delivery_id": delivery.get("delivery_id"),
         "event_id": delivery.get("event_id"),
     }

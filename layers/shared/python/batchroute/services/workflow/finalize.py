@@ -6,13 +6,16 @@ count). Every input item gets exactly one row in `results.jsonl`; an item withou
 (canceled, expired, never run) gets a failed row saying why. Failed rows also go to
 `errors.jsonl`. The batch then records the artifacts, its final counts (set absolutely
 from the rows, so they always add up) and what each lane delivered (`lane_tallies`, which
-Settle charges). Rerunning rewrites the same artifacts: the step is idempotent.
+Settle charges). Rerunning rewrites the same artifacts: the step is idempotent. Last, the
+batch goes on the retention GC's index, due at the end of the grace window
+(docs/retention.md).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import replace
+from datetime import timedelta
 from typing import Any
 
 from batchroute.adapters.batch_artifacts import BatchArtifacts, errors_key, results_key
@@ -59,14 +62,23 @@ def _tagged(lines: Iterable[dict[str, Any]], lane_key: str) -> Iterator[dict[str
 
 
 class Finalizer:
-    def __init__(self, *, records: BatchRecords, artifacts: BatchArtifacts, clock: Clock) -> None:
+    def __init__(
+        self,
+        *,
+        records: BatchRecords,
+        artifacts: BatchArtifacts,
+        clock: Clock,
+        retention_grace: timedelta = timedelta(hours=72),
+    ) -> None:
         self.records = records
         self.artifacts = artifacts
         self.clock = clock
+        self.retention_grace = retention_grace  # the earliest any tier lets the bytes go
 
     def finalize(self, batch: BatchRecord) -> StepOutput:
         batch_id = batch.batch_id
-        now = isoformat(self.clock.now())
+        moment = self.clock.now()
+        now = isoformat(moment)
         if batch.state not in TERMINAL:
             self.records.transition(batch_id, "finalizing", at=now)
         current = self.records.get(batch_id) or batch
@@ -119,6 +131,7 @@ class Finalizer:
         if current.state in TERMINAL and not current.completed_at:
             changes["completed_at"] = current.state_changed_at or now
         self.records.update(batch_id, changes)
+        self.records.schedule_reclaim(batch_id, review_at=isoformat(moment + self.retention_grace))
         return {
             "step": "finalize",
             "batch_id": batch_id,

@@ -7,7 +7,8 @@ settles the batch's reservation exactly once: a repeated Settle (or the failure 
 settling after it) gets the stored outcome back (`replayed`) and writes the same receipt.
 The receipt goes to `batches/<id>/receipt.json` and onto the batch (`billing`,
 `settled_at`); a batch still finalizing becomes `completed`; a terminal one (failed,
-canceled, expired) keeps its state. Then the spending-limit alert is checked.
+canceled, expired) keeps its state. Then the billing watch looks at the wallet (alerts,
+auto top-up; services/billing/watch.py).
 """
 
 from __future__ import annotations
@@ -30,7 +31,6 @@ from batchroute.domain.pricing import FeeKind, settle_price
 from batchroute.domain.settlement import build_receipt, charged_usage, provider_lanes, rejected_lanes
 from batchroute.errors import PermanentError
 from batchroute.money import Money
-from batchroute.services.billing.alerts import BillingAlerts
 from batchroute.workflow.tasks import StepOutput
 
 # Above this the batch keeps the receipt without its lane lists (receipt.json has them).
@@ -43,6 +43,12 @@ class SettlementFailed(PermanentError):
 
 class ControlsReader(Protocol):
     def billing_controls(self, org_id: str) -> BillingControls | None: ...
+
+
+class MoneyWatch(Protocol):
+    """services/billing/watch.py:BillingWatch; never raises."""
+
+    def moved(self, org_id: str, *, at: datetime, controls: BillingControls | None = None) -> None: ...
 
 
 class Ledger(Protocol):
@@ -72,7 +78,7 @@ class Settlement:
         artifacts: BatchArtifacts,
         fees: FeeSchedule,
         clock: Clock,
-        alerts: BillingAlerts | None = None,
+        watch: MoneyWatch | None = None,
     ) -> None:
         self.records = records
         self.ledger = ledger
@@ -80,7 +86,7 @@ class Settlement:
         self.artifacts = artifacts
         self.fees = fees
         self.clock = clock
-        self.alerts = alerts
+        self.watch = watch
 
     def settle(self, batch: BatchRecord) -> StepOutput:
         batch_id = batch.batch_id
@@ -132,8 +138,8 @@ class Settlement:
         if batch.state not in TERMINAL:
             at = isoformat(now)
             self.records.transition(batch_id, "completed", at=at, extra={"completed_at": at})
-        if self.alerts is not None and result is not None and org_id:
-            self.alerts.after_settlement(org_id, controls, at=_parse(settled_at))
+        if self.watch is not None and result is not None and org_id:
+            self.watch.moved(org_id, at=_parse(settled_at), controls=controls)
         return {
             "step": "settle",
             "batch_id": batch_id,

@@ -11,7 +11,10 @@ entry), runs its part of the pipeline and returns what the next state needs:
 - settle (settle): charge actual usage, release the rest, receipt (`services/workflow/settlement.py`);
 - fail (settle, HandleFailure): the batch `failed`, then finalize and settle as far as they
   go, so finished items get artifacts and are charged and the rest is released;
-- deliver (webhook): the terminal-state webhook.
+- deliver (webhook): the terminal-state webhook, then the push of the artifacts to the org's
+  delivery targets (services/delivery/buckets.py);
+- deliver_bucket (webhook): a bucket delivery's retry or redeliver; no workflow task waits
+  on it (empty task token), so it never answers.
 
 Every step is idempotent: messages repeat (docs/batches.md, Lifecycle).
 """
@@ -67,6 +70,24 @@ class BatchEventDelivery(Protocol):
     ) -> dict[str, Any] | None: ...
 
 
+class BucketEventDelivery(Protocol):
+    """services/delivery/buckets.py:BucketDelivery"""
+
+    def deliver_batch(
+        self, batch: BatchRecord, *, now: datetime | None = None
+    ) -> BucketDeliveryState | None: ...
+
+    def run_due(self, batch_id: str, *, now: datetime | None = None) -> BucketDeliveryState | None: ...
+
+
+class BucketDeliveryState(Protocol):
+    @property
+    def state(self) -> str: ...
+
+    @property
+    def attempts(self) -> int: ...
+
+
 class PipelineNotWired(PermanentError):
     pass
 
@@ -79,11 +100,13 @@ class BatchWorkflow:
         webhooks: BatchEventDelivery | None = None,
         *,
         pipeline: Pipeline | None = None,
+        buckets: BucketEventDelivery | None = None,
     ) -> None:
         self.records = records
         self.clock = clock
         self.webhooks = webhooks
         self.pipeline = pipeline
+        self.buckets = buckets
 
     def _pipeline(self) -> Pipeline:
         if self.pipeline is None:
@@ -156,12 +179,16 @@ class BatchWorkflow:
         return output
 
     def deliver(self, task: WorkflowTask) -> StepOutput:
-        """The terminal-state webhook: created once, first attempt made here; failed attempts
-        are retried by the sweeper, so this step never waits on the receiver."""
+        """The terminal-state webhook, then the artifacts to the org's delivery targets: each
+        created once, its first attempt made here; failed attempts are retried later (the
+        sweeper), so this step never waits on a receiver or a bucket that refuses."""
         self._journal(task, required=False)
         output: StepOutput = {"step": task.step, "batch_id": task.batch_id}
-        batch = self.records.get(task.batch_id) if self.webhooks is not None else None
-        if self.webhooks is not None and batch is not None and batch.state in TERMINAL:
+        wired = self.webhooks is not None or self.buckets is not None
+        batch = self.records.get(task.batch_id) if wired else None
+        if batch is None or batch.state not in TERMINAL:
+            return output
+        if self.webhooks is not None:
             delivery = self.webhooks.deliver_batch_event(batch, now=self.clock.now())
             if delivery is not None:
                 output["webhook"] = {
@@ -169,7 +196,17 @@ class BatchWorkflow:
                     "status": delivery["status"],
                     "attempt_count": delivery["attempt_count"],
                 }
+        if self.buckets is not None:
+            pushed = self.buckets.deliver_batch(batch, now=self.clock.now())
+            if pushed is not None:
+                output["bucket_delivery"] = {"state": pushed.state, "attempts": pushed.attempts}
         return output
+
+    def deliver_bucket(self, task: WorkflowTask) -> None:
+        """A bucket delivery's owed attempt (retry or redeliver). Returns None: no workflow
+        task waits on this message, so nothing answers it."""
+        if self.buckets is not None:
+            self.buckets.run_due(task.batch_id, now=self.clock.now())
 
     def router_steps(self) -> Mapping[str, Step]:
         return {"route": self.route, "run_lane": self.run_lane}
@@ -178,7 +215,7 @@ class BatchWorkflow:
         return {"finalize": self.finalize, "settle": self.settle, "fail": self.fail}
 
     def deliver_steps(self) -> Mapping[str, Step]:
-        return {"deliver": self.deliver}
+        return {"deliver": self.deliver, "deliver_bucket": self.deliver_bucket}
 
 
 def describe_error(error: dict[str, object] | None) -> str:

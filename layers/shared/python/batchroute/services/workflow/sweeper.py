@@ -1,12 +1,14 @@
 """The scheduled sweeper: moves batches whose SLA deadline passed to `expired`, settles chat
 holds whose request died before settling (docs/chat.md), and (`Sweeper`) runs one whole sweep
-with the lane heartbeats and the webhook retries."""
+with the lane heartbeats, the webhook retries (batch events, and billing alert events:
+docs/billing-alerts.md), the billing watch of every org whose stale hold it charged, the
+bucket delivery retries and retention GC (docs/retention.md)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from aws_lambda_powertools.metrics import MetricUnit
@@ -84,6 +86,7 @@ class ChatRecords(Protocol):
 class HoldSweepReport:
     settled: list[str] = field(default_factory=list)  # hold ids
     charged_micros: int = 0
+    charged_orgs: set[str] = field(default_factory=set)  # whose balance this sweep moved
 
 
 def resolve_stale_chat_holds(
@@ -147,6 +150,8 @@ def resolve_stale_chat_holds(
         if not result.replayed:
             report.settled.append(hold.reservation_id)
             report.charged_micros += result.charged.micros
+            if result.charged.micros > 0:
+                report.charged_orgs.add(hold.org_id)
     return report
 
 
@@ -162,10 +167,25 @@ class PendingTopups(Protocol):
     def sweep(self, *, limit: int = 50) -> Any: ...
 
 
+class RetentionGC(Protocol):
+    def collect(self) -> Any: ...
+
+
+class DueBucketDeliveries(Protocol):
+    def enqueue_due(self) -> Any: ...
+
+
+class MoneyWatch(Protocol):
+    """services/billing/watch.py:BillingWatch; never raises."""
+
+    def moved(self, org_id: str, *, at: datetime) -> None: ...
+
+
 @dataclass
 class Sweeper:
     """One scheduled sweep (EventBridge, once a minute): refresh lane heartbeats, expire
-    batches past their SLA deadline, settle stale chat holds, retry webhooks that are due."""
+    batches past their SLA deadline, settle stale chat holds, retry webhooks that are due,
+    reclaim result bytes whose retention window passed (one bounded page)."""
 
     refresh_heartbeats: LaneHeartbeatRefresh  # docs/catalog.md
     batches: ExpiryRecords
@@ -176,6 +196,10 @@ class Sweeper:
     clock: Clock
     stale_hold_seconds: int
     topups: PendingTopups | None = None  # auto top-ups to charge or recover (docs/payments.md)
+    retention: RetentionGC | None = None  # docs/retention.md
+    bucket_deliveries: DueBucketDeliveries | None = None  # docs/delivery-targets.md
+    billing_webhooks: DueWebhooks | None = None  # billing alert events (docs/billing-alerts.md)
+    watch: MoneyWatch | None = None  # alerts and auto top-up after a stale hold is charged
 
     def sweep(self) -> dict[str, Any]:
         lanes = self.refresh_heartbeats()
@@ -187,16 +211,34 @@ class Sweeper:
             self.ledger, self.chat_holds, self.catalog, self.clock, stale_seconds=self.stale_hold_seconds
         )
         metrics.add_metric(name="StaleChatHoldsSettled", unit=MetricUnit.Count, value=len(holds.settled))
+        if self.watch is not None:
+            now = self.clock.now()
+            for org_id in sorted(holds.charged_orgs):
+                self.watch.moved(org_id, at=now)
         retried = self.webhooks.retry_due()
         metrics.add_metric(name="WebhookRetries", unit=MetricUnit.Count, value=len(retried.attempted))
-        swept: dict[str, Any] = {
+        outcome: dict[str, Any] = {
             "expired": report.expired,
             "skipped": report.skipped,
             "chat_holds_settled": holds.settled,
             "webhooks": retried.as_dict(),
         }
+        if self.billing_webhooks is not None:
+            billing = self.billing_webhooks.retry_due()
+            metrics.add_metric(
+                name="BillingWebhookRetries", unit=MetricUnit.Count, value=len(billing.attempted)
+            )
+            outcome["billing_webhooks"] = billing.as_dict()
+        if self.bucket_deliveries is not None:
+            buckets = self.bucket_deliveries.enqueue_due()
+            metrics.add_metric(name="BucketDeliveryRetries", unit=MetricUnit.Count, value=len(buckets.queued))
+            outcome["bucket_deliveries"] = buckets.as_dict()
+        if self.retention is not None:
+            reclaimed = self.retention.collect()
+            metrics.add_metric(name="BatchesReclaimed", unit=MetricUnit.Count, value=len(reclaimed.reclaimed))
+            outcome["retention"] = reclaimed.as_dict()
         if self.topups is not None:
             topups = self.topups.sweep()
             metrics.add_metric(name="AutoTopupsCharged", unit=MetricUnit.Count, value=len(topups.charged))
-            swept["auto_topups"] = {"charged": topups.charged, "recovered": topups.recovered}
-        return swept
+            outcome["auto_topups"] = {"charged": topups.charged, "recovered": topups.recovered}
+        return outcome

@@ -1,0 +1,182 @@
+"""Request and response models: delivery targets (customer buckets reached through the S3
+API) and a batch's delivery to them (docs/delivery-targets.md).
+
+The bodies are read by the delivery target service, which answers each problem in its own
+words (`invalid_delivery_target` with `details.field`, the SSRF guard's `https_required` /
+`unsafe_url`; see ServiceValidatedBody). The secret access key is write-only: no answer
+carries it, not even sealed.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SkipValidation
+
+from batchroute.domain.delivery_targets import (
+    ACCESS_KEY_ID_MAX,
+    ACCESS_KEY_ID_MIN,
+    ENDPOINT_URL_MAX,
+    NAME_MAX,
+    PREFIX_MAX,
+    SECRET_MAX,
+    SECRET_MIN,
+)
+from functions.api.schemas.common import ServiceValidatedBody, omittable, read_only
+
+_ENDPOINT = (
+    "An S3-compatible service's origin (https, public: private, loopback and metadata hosts "
+    "are refused); omit for AWS S3"
+)
+_REGION = "The AWS region (required without endpoint_url), or the endpoint's signing region"
+_BUCKET = "The bucket name (S3 naming rules: 3-63 lowercase letters, digits, dots, hyphens)"
+_PREFIX = "A folder in the bucket; objects land under <prefix>/<batch_id>/"
+_SECRET = "Write-only: stored encrypted (KMS), never returned"  # noqa: S105 - a description
+
+
+class DeliveryTargetCreate(ServiceValidatedBody):
+    """A bucket to push batch artifacts to. Unknown fields are refused."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "additionalProperties": False,
+            "required": ["bucket", "access_key_id", "secret_access_key"],
+        }
+    )
+
+    name: SkipValidation[Annotated[str, Field(min_length=1, max_length=NAME_MAX)] | None] = omittable(
+        "A label; the bucket name by default"
+    )
+    endpoint_url: SkipValidation[Annotated[str, Field(max_length=ENDPOINT_URL_MAX)] | None] = omittable(
+        _ENDPOINT, format="uri"
+    )
+    region: SkipValidation[str | None] = omittable(_REGION)
+    bucket: SkipValidation[Annotated[str, Field(min_length=3, max_length=63)]] = omittable(_BUCKET)
+    prefix: SkipValidation[Annotated[str, Field(max_length=PREFIX_MAX)]] = omittable(_PREFIX)
+    access_key_id: SkipValidation[
+        Annotated[str, Field(min_length=ACCESS_KEY_ID_MIN, max_length=ACCESS_KEY_ID_MAX)]
+    ] = omittable("The access key id the service writes with")
+    secret_access_key: SkipValidation[Annotated[str, Field(min_length=SECRET_MIN, max_length=SECRET_MAX)]] = (
+        omittable(_SECRET, writeOnly=True)
+    )
+    enabled: SkipValidation[bool] = omittable("Default true; a disabled target receives nothing")
+
+
+class DeliveryTargetUpdate(ServiceValidatedBody):
+    """Fields to change: only those given change. A new secret_access_key comes with its
+    access_key_id. Unknown fields are refused; the read-only fields of a GET are ignored."""
+
+    model_config = ConfigDict(json_schema_extra={"additionalProperties": False})
+
+    name: SkipValidation[Annotated[str, Field(min_length=1, max_length=NAME_MAX)] | None] = omittable(
+        "A label; null: the bucket name"
+    )
+    endpoint_url: SkipValidation[Annotated[str, Field(max_length=ENDPOINT_URL_MAX)] | None] = omittable(
+        _ENDPOINT, format="uri"
+    )
+    region: SkipValidation[str | None] = omittable(_REGION)
+    bucket: SkipValidation[Annotated[str, Field(min_length=3, max_length=63)]] = omittable(_BUCKET)
+    prefix: SkipValidation[Annotated[str, Field(max_length=PREFIX_MAX)]] = omittable(_PREFIX)
+    access_key_id: SkipValidation[
+        Annotated[str, Field(min_length=ACCESS_KEY_ID_MIN, max_length=ACCESS_KEY_ID_MAX)]
+    ] = omittable("Replaced together with secret_access_key")
+    secret_access_key: SkipValidation[Annotated[str, Field(min_length=SECRET_MIN, max_length=SECRET_MAX)]] = (
+        omittable(_SECRET, writeOnly=True)
+    )
+    enabled: SkipValidation[bool] = omittable("false stops deliveries to this target")
+    id: SkipValidation[str] = read_only()
+    object: SkipValidation[str] = read_only()
+    access_key_id_last4: SkipValidation[str] = read_only()
+    secret_access_key_set: SkipValidation[bool] = read_only()
+    created_at: SkipValidation[str] = read_only()
+    updated_at: SkipValidation[str] = read_only()
+    last_test: SkipValidation[dict[str, Any] | None] = read_only()
+
+
+class BucketErrorOut(BaseModel):
+    code: str = Field(description="The bucket's own code (AccessDenied, NoSuchBucket, ...) or ours")
+    message: str
+
+
+class TargetTestOut(BaseModel):
+    """The outcome of writing a sample object: 200 either way; `ok` says which."""
+
+    target_id: str
+    bucket: str
+    ok: bool
+    at: str
+    key: str = Field(description="The sample object's key: <prefix>/batchroute-test-<time>.json")
+    error: BucketErrorOut | None
+
+
+class LastTestOut(BaseModel):
+    ok: bool
+    at: str
+    key: str
+    error: BucketErrorOut | None
+
+
+class DeliveryTargetOut(BaseModel):
+    id: str = Field(description="dt_<ulid>")
+    object: Literal["delivery_target"]
+    name: str
+    endpoint_url: str | None
+    region: str | None
+    bucket: str
+    prefix: str
+    enabled: bool
+    access_key_id_last4: str = Field(description="The last four characters of the access key id")
+    secret_access_key_set: bool = Field(description="A secret is stored (it is never shown)")
+    created_at: str
+    updated_at: str
+    last_test: LastTestOut | None
+
+
+class DeliveryTargetList(BaseModel):
+    object: Literal["list"]
+    data: list[DeliveryTargetOut]
+    limit: int = Field(description="How many targets an organization may register")
+
+
+class DeliveryTargetDeleted(BaseModel):
+    id: str
+    object: Literal["delivery_target"]
+    deleted: Literal[True]
+
+
+class DeliveryErrorOut(BaseModel):
+    code: str
+    message: str
+    target_id: str | None
+
+
+class TargetDeliveryOut(BaseModel):
+    target_id: str
+    name: str
+    bucket: str
+    prefix: str
+    state: Literal["pending", "delivered", "failed"]
+    last_error: DeliveryErrorOut | None
+    delivered_at: str | None
+    objects: list[str] = Field(description="Keys written in the target's bucket")
+    bytes_delivered: int
+
+
+class BucketDeliveryOut(BaseModel):
+    """A batch's delivery to the org's buckets."""
+
+    state: Literal["pending", "delivering", "delivered", "failed"]
+    attempts: int
+    max_attempts: int = Field(description="Attempts the current round may make before it stops")
+    last_error: DeliveryErrorOut | None
+    last_attempt_at: str | None
+    next_attempt_at: str | None = Field(description="When a failed delivery is retried; null: not retried")
+    delivered_at: str | None
+    redeliveries: int
+    created_at: str | None
+    targets: list[TargetDeliveryOut]
+
+
+class RedeliveryOut(BaseModel):
+    batch_id: str
+    delivery: BucketDeliveryOut

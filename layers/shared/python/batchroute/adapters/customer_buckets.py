@@ -1,0 +1,175 @@
+"""A customer's bucket through the S3 API, with the customer's own credentials
+(docs/delivery-targets.md).
+
+One short-lived client per target and attempt: the target's endpoint (path-style
+addressing and checksums only where required, which every S3-compatible service accepts;
+every request pinned to an address the SSRF guard checked, adapters/pinned_s3.py) or AWS S3
+in its region; short time-outs, two tries, no credentials from the environment.
+Uploads stream from a file-like source through boto3's transfer manager, so a large
+artifact goes up in 8 MiB multipart parts without being held in memory.
+
+Every failure becomes `BucketRefused(code, message)`: the bucket's own error code
+(`AccessDenied`, `NoSuchBucket`, `InvalidAccessKeyId`, `SignatureDoesNotMatch`, ...) or
+`endpoint_unreachable` / `timeout`. Messages come from the service's answer, which never
+holds the secret; the secret itself is only an argument here and is never logged.
+"""
+
+from __future__ import annotations
+
+from typing import Any, BinaryIO
+
+import boto3
+from boto3.s3.transfer import TransferConfig
+from botocore.config import Config
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    ConnectTimeoutError,
+    EndpointConnectionError,
+    ReadTimeoutError,
+)
+
+from batchroute.adapters.pinned_s3 import PinnedSender
+from batchroute.adapters.s3_objects import S3Objects
+from batchroute.domain.delivery_targets import BucketRefused, DeliveryTarget, Readable
+from batchroute.domain.network import Resolver
+
+PART_BYTES = 8 * 1024 * 1024
+DEFAULT_SIGNING_REGION = "us-east-1"
+_TRANSFER = TransferConfig(
+    multipart_threshold=PART_BYTES, multipart_chunksize=PART_BYTES, max_concurrency=4, use_threads=True
+)
+
+
+class CustomerBucket:
+    def __init__(self, target: DeliveryTarget, s3: Any) -> None:
+        self.target = target
+        self._s3 = s3
+
+    def put(self, key: str, body: bytes, *, content_type: str) -> None:
+        try:
+            self._s3.put_object(Bucket=self.target.bucket, Key=key, Body=body, ContentType=content_type)
+        except Exception as exc:
+            raise refusal(exc) from None
+
+    def upload(self, key: str, source: Readable, *, content_type: str) -> None:
+        """Stream `source` to `key` (multipart above PART_BYTES)."""
+        try:
+            self._s3.upload_fileobj(
+                source,
+                self.target.bucket,
+                key,
+                ExtraArgs={"ContentType": content_type},
+                Config=_TRANSFER,
+            )
+        except Exception as exc:
+            raise refusal(exc) from None
+
+
+class CustomerBuckets:
+    """Opens a target's bucket with its (unsealed) secret."""
+
+    def __init__(
+        self,
+        *,
+        allow_loopback: bool = False,
+        environment: str = "production",
+        connect_timeout: float = 5,
+        read_timeout: float = 30,
+        max_attempts: int = 2,
+        resolve: Resolver | None = None,
+    ) -> None:
+        self.allow_loopback = allow_loopback and environment != "production"
+        self.environment = environment
+        self.connect_timeout = connect_timeout
+        self.read_timeout = read_timeout
+        self.max_attempts = max_attempts
+        self.resolve = resolve
+
+    def for_probes(self) -> CustomerBuckets:
+        """For `POST /v1/delivery-targets/{id}/test`: one try, short time-outs, so the answer
+        comes well inside API Gateway's 29 seconds even from an endpoint that hangs."""
+        return CustomerBuckets(
+            allow_loopback=self.allow_loopback,
+            environment=self.environment,
+            connect_timeout=3,
+            read_timeout=10,
+            max_attempts=1,
+            resolve=self.resolve,
+        )
+
+    def open(self, target: DeliveryTarget, secret_access_key: str) -> CustomerBucket:
+        custom = target.endpoint_url is not None
+        config = Config(
+            connect_timeout=self.connect_timeout,
+            read_timeout=self.read_timeout,
+            retries={"mode": "standard", "max_attempts": self.max_attempts},
+            s3={"addressing_style": "path" if custom else "virtual"},
+            request_checksum_calculation="when_required",
+            response_checksum_validation="when_required",
+        )
+        s3 = boto3.session.Session().client(
+            "s3",
+            region_name=target.region or DEFAULT_SIGNING_REGION,
+            endpoint_url=target.endpoint_url,
+            aws_access_key_id=target.access_key_id,
+            aws_secret_access_key=secret_access_key,
+            aws_session_token=None,
+            config=config,
+        )
+        if custom:  # connect only to addresses the SSRF guard checked (adapters/pinned_s3.py)
+            s3.meta.events.register_first(
+                "before-send.s3",
+                PinnedSender(
+                    allow_loopback=self.allow_loopback,
+                    environment=self.environment,
+                    connect_timeout=self.connect_timeout,
+                    read_timeout=self.read_timeout,
+                    resolve=self.resolve,
+                ),
+            )
+        return CustomerBucket(target, s3)
+
+
+def refusal(exc: Exception) -> BucketRefused:
+    """A boto3 failure as the code and message the customer sees."""
+    if isinstance(exc, BucketRefused):
+        return exc
+    if isinstance(exc, ClientError):
+        error = exc.response.get("Error", {})
+        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        code = str(error.get("Code") or status or "bucket_error")
+        message = str(error.get("Message") or f"the bucket answered HTTP {status}")
+        return BucketRefused(code, message)
+    if isinstance(exc, ConnectTimeoutError | ReadTimeoutError):
+        return BucketRefused("timeout", "the bucket's endpoint did not answer in time")
+    if isinstance(exc, EndpointConnectionError):
+        return BucketRefused("endpoint_unreachable", "could not connect to the bucket's endpoint")
+    if isinstance(exc, BotoCoreError):
+        return BucketRefused("bucket_error", type(exc).__name__)
+    # boto3's transfer manager wraps failures (S3UploadFailedError) with the ClientError's text.
+    cause = exc.__cause__ or exc.__context__
+    if isinstance(cause, ClientError | BotoCoreError):
+        return refusal(cause)
+    text = str(exc)
+    for code in ("AccessDenied", "NoSuchBucket", "InvalidAccessKeyId", "SignatureDoesNotMatch"):
+        if code in text:
+            return BucketRefused(code, text)
+    return BucketRefused("bucket_error", type(exc).__name__)
+
+
+class ArtifactSource:
+    """The batch's artifacts in our bucket, opened as streams for the upload."""
+
+    def __init__(self, objects: S3Objects) -> None:
+        self.objects = objects
+
+    def open(self, key: str) -> BinaryIO | None:
+        """The object's body as a stream, or None when there is no such object."""
+        try:
+            body: BinaryIO = self.objects.s3.get_object(Bucket=self.objects.bucket, Key=key)["Body"]
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in {"404", "NoSuchKey", "NotFound"}:
+                return None
+            raise
+        return body

@@ -1,0 +1,194 @@
+"""A batch's bucket delivery, in the batches table beside its batch (docs/delivery-targets.md).
+
+| Item | pk / sk |
+|---|---|
+| delivery | `BATCH#<batch_id>` / `DELIVERY#BUCKET` |
+
+The due index is sparse `gsi1`: `gsi1pk = BUCKET#DUE`, `gsi1sk = <when>#<batch_id>`, present
+only while an attempt is owed: `<when>` is `next_attempt_at` for a pending or failed
+delivery (pushed back by `mark_enqueued` while a queued retry waits for its worker), and the
+claim's `lease_until` while one is `delivering` (so a worker that died is noticed).
+Delivered deliveries, and failed ones whose schedule is spent, leave the index.
+
+Every state change is conditional on the state and `attempts` it expects, so a repeated SQS
+message or a concurrent sweeper never claims (and pushes) the same attempt twice.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from batchroute.adapters.dynamo.codec import from_item, is_condition_failure, to_item, to_value
+from batchroute.adapters.dynamo.store import DynamoStore
+from batchroute.domain.bucket_delivery import DeliveryRecord
+
+DUE_PARTITION = "BUCKET#DUE"
+DELIVERY_SK = "DELIVERY#BUCKET"
+
+
+def _key(batch_id: str) -> dict[str, Any]:
+    return {"pk": {"S": f"BATCH#{batch_id}"}, "sk": {"S": DELIVERY_SK}}
+
+
+def due_sort_key(when_iso: str, batch_id: str) -> str:
+    return f"{when_iso}#{batch_id}"
+
+
+class BucketDeliveries(DynamoStore):
+    def get(self, batch_id: str) -> DeliveryRecord | None:
+        response = self.dynamodb.get_item(TableName=self.table_name, Key=_key(batch_id), ConsistentRead=True)
+        return DeliveryRecord.from_mapping(from_item(response["Item"])) if "Item" in response else None
+
+    def start_round(self, record: DeliveryRecord, *, previous_state: str | None) -> bool:
+        """Write the delivery at the start of a round (pending, due at `next_attempt_at`):
+        new (`previous_state` None) or replacing one in `previous_state`. False when the
+        delivery is not what the caller saw (a concurrent step or redeliver won)."""
+        item = {**to_item(record.to_item()), **_key(record.batch_id)}
+        if record.next_attempt_at is not None:
+            item["gsi1pk"] = to_value(DUE_PARTITION)
+            item["gsi1sk"] = to_value(due_sort_key(record.next_attempt_at, record.batch_id))
+        kwargs: dict[str, Any] = {"TableName": self.table_name, "Item": item}
+        if previous_state is None:
+            kwargs["ConditionExpression"] = "attribute_not_exists(pk)"
+        else:
+            kwargs["ConditionExpression"] = "#state = :previous"
+            kwargs["ExpressionAttributeNames"] = {"#state": "state"}
+            kwargs["ExpressionAttributeValues"] = {":previous": to_value(previous_state)}
+        try:
+            self.dynamodb.put_item(**kwargs)
+        except ClientError as exc:
+            if is_condition_failure(exc):
+                return False
+            raise
+        return True
+
+    def claim(self, batch_id: str, *, attempt: int, now_iso: str, lease_until_iso: str) -> bool:
+        """pending|failed -> delivering for attempt number `attempt`, only if it is due and
+        nobody claimed it yet; False otherwise (nothing written)."""
+        try:
+            self.dynamodb.update_item(
+                TableName=self.table_name,
+                Key=_key(batch_id),
+                UpdateExpression=(
+                    "SET #state = :delivering, attempts = :n, last_attempt_at = :now, updated_at = :now, "
+                    "lease_until = :lease, gsi1pk = :due, gsi1sk = :due_sk REMOVE next_attempt_at"
+                ),
+                ConditionExpression=(
+                    "attribute_exists(pk) AND attempts = :prev AND #state IN (:pending, :failed) "
+                    "AND next_attempt_at <= :now"
+                ),
+                ExpressionAttributeNames={"#state": "state"},
+                ExpressionAttributeValues={
+                    ":delivering": to_value("delivering"),
+                    ":pending": to_value("pending"),
+                    ":failed": to_value("failed"),
+                    ":n": to_value(attempt),
+                    ":prev": to_value(attempt - 1),
+                    ":now": to_value(now_iso),
+                    ":lease": to_value(lease_until_iso),
+                    ":due": to_value(DUE_PARTITION),
+                    ":due_sk": to_value(due_sort_key(lease_until_iso, batch_id)),
+                },
+            )
+        except ClientError as exc:
+            if is_condition_failure(exc):
+                return False
+            raise
+        return True
+
+    def complete(
+        self, record: DeliveryRecord, *, attempt: int, lease_expired_before: str | None = None
+    ) -> bool:
+        """Record the outcome of attempt `attempt` (`record` holds the new state, targets,
+        error and next attempt) and leave `delivering`. `lease_expired_before` makes it the
+        recovery of an attempt whose worker stopped: it applies only if that attempt's lease
+        ran out before then. False when the delivery is no longer in that attempt."""
+        values = record.to_item()
+        values.pop("batch_id")
+        values.pop("org_id")
+        values.pop("attempts")
+        values.pop("lease_until")
+        sets: list[str] = []
+        removes = ["lease_until"]
+        names = {"#state": "state"}
+        expression_values: dict[str, Any] = {
+            ":delivering": to_value("delivering"),
+            ":n": to_value(attempt),
+        }
+        for index, (name, value) in enumerate(values.items()):
+            if name == "state":
+                sets.append("#state = :v_state")
+                expression_values[":v_state"] = to_value(value)
+            elif value is None:
+                removes.append(name)
+            else:
+                names[f"#a{index}"] = name
+                expression_values[f":v{index}"] = to_value(value)
+                sets.append(f"#a{index} = :v{index}")
+        if record.next_attempt_at is not None:
+            expression_values[":due"] = to_value(DUE_PARTITION)
+            expression_values[":due_sk"] = to_value(due_sort_key(record.next_attempt_at, record.batch_id))
+            sets += ["gsi1pk = :due", "gsi1sk = :due_sk"]
+        else:
+            removes += ["gsi1pk", "gsi1sk"]
+        condition = "attribute_exists(pk) AND #state = :delivering AND attempts = :n"
+        if lease_expired_before is not None:
+            condition += " AND lease_until < :stale"
+            expression_values[":stale"] = to_value(lease_expired_before)
+        try:
+            self.dynamodb.update_item(
+                TableName=self.table_name,
+                Key=_key(record.batch_id),
+                UpdateExpression=f"SET {', '.join(sets)} REMOVE {', '.join(removes)}",
+                ConditionExpression=condition,
+                ExpressionAttributeNames=names,
+                ExpressionAttributeValues=expression_values,
+            )
+        except ClientError as exc:
+            if is_condition_failure(exc):
+                return False
+            raise
+        return True
+
+    def due(self, now_iso: str, limit: int = 100) -> list[str]:
+        """Batch ids whose delivery owes an attempt (or whose attempt's lease ran out) at or
+        before `now_iso`, oldest first (the index is eventually consistent: claims re-check)."""
+        response = self.dynamodb.query(
+            TableName=self.table_name,
+            IndexName="gsi1",
+            KeyConditionExpression="gsi1pk = :p AND gsi1sk <= :upper",
+            ExpressionAttributeValues={
+                ":p": to_value(DUE_PARTITION),
+                ":upper": to_value(due_sort_key(now_iso, "~")),
+            },
+            Limit=limit,
+        )
+        return [str(item["batch_id"]["S"]) for item in response.get("Items", [])]
+
+    def mark_enqueued(self, batch_id: str, *, next_attempt_at: str, recheck_at: str) -> bool:
+        """A retry message is on the deliver queue: look at the delivery again only at
+        `recheck_at` (so the next sweep does not queue it twice; a lost message is re-queued
+        then). Conditional on the attempt it queued still being owed."""
+        try:
+            self.dynamodb.update_item(
+                TableName=self.table_name,
+                Key=_key(batch_id),
+                UpdateExpression="SET gsi1sk = :sk",
+                ConditionExpression=(
+                    "attribute_exists(gsi1pk) AND #state IN (:pending, :failed) AND next_attempt_at = :next"
+                ),
+                ExpressionAttributeNames={"#state": "state"},
+                ExpressionAttributeValues={
+                    ":sk": to_value(due_sort_key(recheck_at, batch_id)),
+                    ":pending": to_value("pending"),
+                    ":failed": to_value("failed"),
+                    ":next": to_value(next_attempt_at),
+                },
+            )
+        except ClientError as exc:
+            if is_condition_failure(exc):
+                return False
+            raise
+        return True

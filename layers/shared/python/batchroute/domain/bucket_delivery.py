@@ -1,0 +1,227 @@
+"""A batch's delivery to the org's buckets: its states, its retry schedule and its view
+(docs/delivery-targets.md).
+
+One delivery per batch, made when the workflow's Deliver step runs: it snapshots the org's
+enabled targets and pushes the batch's artifacts to each. States:
+
+- `pending`: made (or re-enqueued by redeliver), no attempt running yet;
+- `delivering`: an attempt holds the lease and is pushing;
+- `delivered`: every target has every artifact;
+- `failed`: the last attempt left a target without its artifacts. While `next_attempt_at`
+  is set, the sweeper retries then (only the targets not yet delivered); once the schedule
+  is spent it is null and only `POST /v1/batches/{id}/redeliver` starts a new round.
+
+Attempt 1 runs in the Deliver step; retries follow RETRY_DELAYS_SECONDS after each failed
+attempt (1 min, 5 min, 30 min, 2 h, 6 h, 12 h: seven attempts over about 20.6 hours).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from typing import Any, Final, Literal
+
+DeliveryState = Literal["pending", "delivering", "delivered", "failed"]
+TargetState = Literal["pending", "delivered", "failed"]
+
+RETRY_DELAYS_SECONDS: Final[tuple[int, ...]] = (60, 300, 1800, 7200, 21_600, 43_200)
+MAX_ATTEMPTS: Final = 1 + len(RETRY_DELAYS_SECONDS)
+# How long an attempt may hold the delivery before the sweeper counts its worker as gone:
+# above the deliver worker's 120 s time-out.
+LEASE_SECONDS: Final = 300
+INTERRUPTED: Final = "the attempt stopped before it recorded an outcome (worker time-out or crash)"
+
+
+@dataclass(frozen=True)
+class DeliveryError:
+    code: str
+    message: str
+    target_id: str | None = None
+
+    def to_api(self) -> dict[str, Any]:
+        return {"code": self.code, "message": self.message, "target_id": self.target_id}
+
+    @classmethod
+    def from_mapping(cls, raw: Mapping[str, Any] | None) -> DeliveryError | None:
+        if not raw:
+            return None
+        target = raw.get("target_id")
+        return cls(
+            str(raw.get("code") or "error"), str(raw.get("message") or ""), str(target) if target else None
+        )
+
+
+@dataclass(frozen=True)
+class TargetDelivery:
+    """One target's share of a batch delivery."""
+
+    target_id: str
+    name: str
+    bucket: str
+    prefix: str = ""
+    state: TargetState = "pending"
+    last_error: DeliveryError | None = None
+    delivered_at: str | None = None
+    objects: tuple[str, ...] = ()
+    bytes_delivered: int = 0
+
+    def to_item(self) -> dict[str, Any]:
+        return {
+            "target_id": self.target_id,
+            "name": self.name,
+            "bucket": self.bucket,
+            "prefix": self.prefix,
+            "state": self.state,
+            "last_error": self.last_error.to_api() if self.last_error else None,
+            "delivered_at": self.delivered_at,
+            "objects": list(self.objects),
+            "bytes_delivered": self.bytes_delivered,
+        }
+
+    @classmethod
+    def from_mapping(cls, raw: Mapping[str, Any]) -> TargetDelivery:
+        return cls(
+            target_id=str(raw["target_id"]),
+            name=str(raw.get("name") or raw.get("bucket") or ""),
+            bucket=str(raw.get("bucket") or ""),
+            prefix=str(raw.get("prefix") or ""),
+            state=raw.get("state") or "pending",
+            last_error=DeliveryError.from_mapping(raw.get("last_error")),
+            delivered_at=raw.get("delivered_at"),
+            objects=tuple(str(o) for o in raw.get("objects") or ()),
+            bytes_delivered=int(raw.get("bytes_delivered") or 0),
+        )
+
+    def to_api(self) -> dict[str, Any]:
+        return {
+            "target_id": self.target_id,
+            "name": self.name,
+            "bucket": self.bucket,
+            "prefix": self.prefix,
+            "state": self.state,
+            "last_error": self.last_error.to_api() if self.last_error else None,
+            "delivered_at": self.delivered_at,
+            "objects": list(self.objects),
+            "bytes_delivered": self.bytes_delivered,
+        }
+
+
+@dataclass(frozen=True)
+class DeliveryRecord:
+    """A batch's bucket delivery as stored (`BATCH#<id>` / `DELIVERY#BUCKET`)."""
+
+    batch_id: str
+    org_id: str
+    state: DeliveryState
+    targets: tuple[TargetDelivery, ...]
+    created_at: str
+    updated_at: str
+    attempts: int = 0
+    round_start: int = 0  # `attempts` when the current round began (redeliver starts a new one)
+    redeliveries: int = 0
+    next_attempt_at: str | None = None
+    last_attempt_at: str | None = None
+    lease_until: str | None = None
+    delivered_at: str | None = None
+    last_error: DeliveryError | None = None
+
+    def to_item(self) -> dict[str, Any]:
+        return {
+            "batch_id": self.batch_id,
+            "org_id": self.org_id,
+            "state": self.state,
+            "targets": [t.to_item() for t in self.targets],
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+            "attempts": self.attempts,
+            "round_start": self.round_start,
+            "redeliveries": self.redeliveries,
+            "next_attempt_at": self.next_attempt_at,
+            "last_attempt_at": self.last_attempt_at,
+            "lease_until": self.lease_until,
+            "delivered_at": self.delivered_at,
+            "last_error": self.last_error.to_api() if self.last_error else None,
+        }
+
+    @classmethod
+    def from_mapping(cls, raw: Mapping[str, Any]) -> DeliveryRecord:
+        return cls(
+            batch_id=str(raw["batch_id"]),
+            org_id=str(raw["org_id"]),
+            state=raw["state"],
+            targets=tuple(TargetDelivery.from_mapping(t) for t in raw.get("targets") or ()),
+            created_at=str(raw.get("created_at") or ""),
+            updated_at=str(raw.get("updated_at") or ""),
+            attempts=int(raw.get("attempts") or 0),
+            round_start=int(raw.get("round_start") or 0),
+            redeliveries=int(raw.get("redeliveries") or 0),
+            next_attempt_at=raw.get("next_attempt_at"),
+            last_attempt_at=raw.get("last_attempt_at"),
+            lease_until=raw.get("lease_until"),
+            delivered_at=raw.get("delivered_at"),
+            last_error=DeliveryError.from_mapping(raw.get("last_error")),
+        )
+
+    def due(self, now_iso: str) -> bool:
+        """An attempt is owed now: pending or failed, with its next attempt at or before now."""
+        return (
+            self.state in ("pending", "failed")
+            and self.next_attempt_at is not None
+            and (self.next_attempt_at <= now_iso)
+        )
+
+    def lease_expired(self, now_iso: str) -> bool:
+        return self.state == "delivering" and (self.lease_until is None or self.lease_until < now_iso)
+
+    def to_api(self) -> dict[str, Any]:
+        return {
+            "state": self.state,
+            "attempts": self.attempts,
+            "max_attempts": self.round_start + MAX_ATTEMPTS,
+            "last_error": self.last_error.to_api() if self.last_error else None,
+            "last_attempt_at": self.last_attempt_at,
+            "next_attempt_at": self.next_attempt_at,
+            "delivered_at": self.delivered_at,
+            "redeliveries": self.redeliveries,
+            "created_at": self.created_at,
+            "targets": [t.to_api() for t in self.targets],
+        }
+
+
+def new_round(targets: Iterable[TargetDelivery]) -> tuple[TargetDelivery, ...]:
+    """Every target pending again (redeliver pushes everything once more: writes overwrite)."""
+    return tuple(replace(t, state="pending", last_error=None, delivered_at=None, objects=()) for t in targets)
+
+
+def outcome(
+    targets: Iterable[TargetDelivery], *, attempts: int, round_start: int, now: datetime
+) -> tuple[DeliveryState, datetime | None, DeliveryError | None]:
+    """After an attempt: `delivered` when every target is, else `failed` with the time of the
+    next retry (None once the round's schedule is spent) and the first target's error."""
+    pending = [t for t in targets if t.state != "delivered"]
+    if not pending:
+        return "delivered", None, None
+    error = next((t.last_error for t in pending if t.last_error), None) or DeliveryError(
+        "delivery_failed", "a target was not delivered"
+    )
+    made = attempts - round_start  # attempts made in this round, this one included
+    if made >= MAX_ATTEMPTS:
+        return "failed", None, error
+    return "failed", now + timedelta(seconds=RETRY_DELAYS_SECONDS[made - 1]), error
+
+
+def pending_view(targets: Iterable[TargetDelivery]) -> dict[str, Any]:
+    """What a batch shows before its Deliver step made the delivery: pending to these targets."""
+    return {
+        "state": "pending",
+        "attempts": 0,
+        "max_attempts": MAX_ATTEMPTS,
+        "last_error": None,
+        "last_attempt_at": None,
+        "next_attempt_at": None,
+        "delivered_at": None,
+        "redeliveries": 0,
+        "created_at": None,
+        "targets": [t.to_api() for t in targets],
+    }

@@ -1,0 +1,216 @@
+"""Delivery targets: register, list, change, remove and test the buckets an org's batch
+artifacts are pushed to (docs/delivery-targets.md; the rules in domain/delivery_targets.py).
+
+The secret access key is sealed with KMS (context: org, target, purpose) before anything is
+stored, and unsealed only in memory when a test or a delivery opens the bucket. No answer,
+log line or error carries it. Every endpoint URL passes the SSRF guard when it is saved and
+again before every connection (`check_url`: the guard with the deployment's loopback rule).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any, Protocol
+
+from batchroute.clock import Clock, isoformat
+from batchroute.domain.delivery_targets import (
+    MAX_TARGETS_PER_ORG,
+    BucketRefused,
+    DeliveryTarget,
+    LastTest,
+    Readable,
+    apply_update,
+    parse_create,
+    parse_update,
+    probe_object_key,
+    secret_context,
+)
+from batchroute.errors import Conflict, InvalidRequest, NotFound
+from batchroute.ids import new_id
+from batchroute.observability import logger
+
+
+class Sealer(Protocol):
+    def seal(self, plaintext: str, *, context: dict[str, str]) -> str: ...
+
+    def unseal(self, ciphertext: str, *, context: dict[str, str]) -> str: ...
+
+
+class TargetStore(Protocol):
+    def create(self, target: DeliveryTarget, *, limit: int) -> bool: ...
+
+    def list(self, org_id: str) -> list[DeliveryTarget]: ...
+
+    def get(self, org_id: str, target_id: str) -> DeliveryTarget | None: ...
+
+    def replace(self, target: DeliveryTarget, *, expected_updated_at: str) -> bool: ...
+
+    def record_test(self, org_id: str, target_id: str, test: LastTest) -> None: ...
+
+    def delete(self, org_id: str, target_id: str) -> bool: ...
+
+
+class Bucket(Protocol):
+    def put(self, key: str, body: bytes, *, content_type: str) -> None: ...
+
+    def upload(self, key: str, source: Readable, *, content_type: str) -> None: ...
+
+
+class Buckets(Protocol):
+    def open(self, target: DeliveryTarget, secret_access_key: str) -> Bucket: ...
+
+
+class DeliveryTargets:
+    def __init__(
+        self,
+        store: TargetStore,
+        sealer: Sealer,
+        buckets: Buckets,
+        *,
+        check_url: Callable[[str], object],
+        clock: Clock,
+        max_targets: int = MAX_TARGETS_PER_ORG,
+        probe_buckets: Buckets | None = None,
+    ) -> None:
+        self.store = store
+        self.sealer = sealer
+        self.buckets = buckets
+        self.probe_buckets = probe_buckets or buckets  # the test endpoint's (short time-outs)
+        self.check_url = check_url
+        self.clock = clock
+        self.max_targets = max_targets
+
+    # -- registration --------------------------------------------------------------------
+    def create(self, org_id: str, body: Any) -> DeliveryTarget:
+        values = parse_create(body)
+        self._check_endpoint(values["endpoint_url"])
+        now = isoformat(self.clock.now())
+        target_id = new_id("dt", self.clock.now())
+        target = DeliveryTarget(
+            target_id=target_id,
+            org_id=org_id,
+            name=values["name"] or values["bucket"],
+            bucket=values["bucket"],
+            access_key_id=values["access_key_id"],
+            secret_sealed=self.sealer.seal(
+                values["secret_access_key"], context=secret_context(org_id, target_id)
+            ),
+            endpoint_url=values["endpoint_url"],
+            region=values["region"],
+            prefix=values["prefix"],
+            enabled=values["enabled"],
+            created_at=now,
+            updated_at=now,
+        )
+        if not self.store.create(target, limit=self.max_targets):
+            raise Conflict(
+                f"An organization may register at most {self.max_targets} delivery targets.",
+                code="delivery_target_limit",
+                details={"limit": self.max_targets},
+            )
+        logger.info("delivery target registered", extra={"org_id": org_id, "target_id": target_id})
+        return target
+
+    def for_org(self, org_id: str) -> list[DeliveryTarget]:
+        return self.store.list(org_id)
+
+    def enabled(self, org_id: str) -> list[DeliveryTarget]:
+        return [t for t in self.store.list(org_id) if t.enabled]
+
+    def get(self, org_id: str, target_id: str) -> DeliveryTarget:
+        target = self.store.get(org_id, target_id) if target_id.startswith("dt_") else None
+        if target is None:
+            raise NotFound("No such delivery target.", code="delivery_target_not_found")
+        return target
+
+    def find(self, org_id: str, target_id: str) -> DeliveryTarget | None:
+        return self.store.get(org_id, target_id)
+
+    def update(self, org_id: str, target_id: str, body: Any) -> DeliveryTarget:
+        changes = parse_update(body)
+        current = self.get(org_id, target_id)
+        updated = apply_update(current, changes, at=isoformat(self.clock.now()))
+        if updated.endpoint_url != current.endpoint_url:
+            self._check_endpoint(updated.endpoint_url)
+        if "secret_access_key" in changes:
+            updated = replace(
+                updated,
+                secret_sealed=self.sealer.seal(
+                    changes["secret_access_key"], context=secret_context(org_id, target_id)
+                ),
+            )
+        if not self.store.replace(updated, expected_updated_at=current.updated_at):
+            raise Conflict(
+                "The delivery target changed while this update was applied; retry.",
+                code="concurrent_update",
+            )
+        return updated
+
+    def delete(self, org_id: str, target_id: str) -> None:
+        self.get(org_id, target_id)
+        if not self.store.delete(org_id, target_id):
+            raise NotFound("No such delivery target.", code="delivery_target_not_found")
+        logger.info("delivery target removed", extra={"org_id": org_id, "target_id": target_id})
+
+    # -- reaching the bucket ---------------------------------------------------------------
+    def open(self, target: DeliveryTarget, *, probe: bool = False) -> Bucket:
+        """The target's bucket, ready to write: the endpoint re-checked by the SSRF guard
+        (its name may resolve elsewhere now), the secret unsealed in memory only; `probe`:
+        with the test endpoint's short time-outs. Raises BucketRefused."""
+        if target.endpoint_url is not None:
+            try:
+                self.check_url(target.endpoint_url)
+            except InvalidRequest as refused:
+                raise BucketRefused(refused.code, refused.message) from None
+        try:
+            secret = self.sealer.unseal(
+                target.secret_sealed, context=secret_context(target.org_id, target.target_id)
+            )
+        except Exception:
+            logger.exception(
+                "delivery target secret could not be unsealed",
+                extra={"org_id": target.org_id, "target_id": target.target_id},
+            )
+            raise BucketRefused("secret_unavailable", "the stored secret could not be unsealed") from None
+        return (self.probe_buckets if probe else self.buckets).open(target, secret)
+
+    def test(self, org_id: str, target_id: str) -> dict[str, Any]:
+        """Write a small sample object with the target's credentials; the outcome, kept on
+        the target as `last_test`. A refusal is an answer (`ok: false`), not an error."""
+        target = self.get(org_id, target_id)
+        now = self.clock.now()
+        key = probe_object_key(target, now)
+        body = json.dumps(
+            {
+                "object": "delivery_target.test",
+                "target_id": target.target_id,
+                "created_at": isoformat(now),
+                "message": "A test object written by the batch service; safe to delete.",
+            }
+        ).encode()
+        try:
+            self.open(target, probe=True).put(key, body, content_type="application/json")
+        except BucketRefused as refused:
+            test = LastTest(False, isoformat(now), key, refused.code, refused.message)
+        else:
+            test = LastTest(True, isoformat(now), key)
+        self.store.record_test(org_id, target_id, test)
+        logger.info(
+            "delivery target tested",
+            extra={"org_id": org_id, "target_id": target_id, "ok": test.ok, "error_code": test.error_code},
+        )
+        return {"target_id": target_id, "bucket": target.bucket, **test.to_api()}
+
+    def _check_endpoint(self, endpoint_url: str | None) -> None:
+        if endpoint_url is None:
+            return
+        try:
+            self.check_url(endpoint_url)
+        except InvalidRequest as refused:
+            raise InvalidRequest(
+                refused.message,
+                code=refused.code,
+                details={**(refused.details or {}), "field": "endpoint_url"},
+            ) from None

@@ -1,0 +1,134 @@
+"""Retention garbage collection: the sweeper reclaims a finished batch's result bytes once the
+org's retention window has passed (docs/retention.md).
+
+Finalize puts every batch on a sparse index (`RECLAIM`, sorted by review time) at the end
+of the free grace window, the earliest moment any tier lets bytes go. Each sweep takes at
+most `max_batches` due entries, oldest first, and decides each against the org's CURRENT
+settings (`domain/retention.py`): past its window, the batch is marked reclaimed (every read
+answers 410 from then on), then every object under its prefix except the receipt is deleted,
+then the entry is dropped; otherwise the entry moves to the batch's reclaim time, or a day
+later at most, so a later change of settings is honoured. Every step is idempotent and the
+index moves are conditional on the entry a sweep read, so two sweeps never fight: a crash
+between steps leaves the entry due, and the next sweep finishes the work.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Protocol
+
+from batchroute.adapters.batch_artifacts import batch_prefix, receipt_key
+from batchroute.clock import Clock, isoformat
+from batchroute.domain.batch_record import BatchRecord
+from batchroute.domain.batch_states import TERMINAL
+from batchroute.domain.retention import RetentionSettings, keep_until, next_review
+
+DEFAULT_MAX_BATCHES = 50  # per sweep (once a minute): up to 72,000 batches a day
+_DELETE_PAGE = 1000  # S3 DeleteObjects takes at most 1,000 keys
+
+
+class ReclaimIndex(Protocol):
+    def reclaim_due(self, now_iso: str, limit: int) -> list[tuple[str, str]]: ...
+
+    def reschedule_reclaim(self, batch_id: str, *, seen: str, review_at: str) -> bool: ...
+
+    def drop_reclaim(self, batch_id: str, *, seen: str) -> bool: ...
+
+    def get(self, batch_id: str) -> BatchRecord | None: ...
+
+    def mark_reclaimed(self, batch_id: str, *, at: str) -> bool: ...
+
+
+class RetentionLookup(Protocol):
+    def retention(self, org_id: str) -> RetentionSettings | None: ...
+
+
+class ArtifactObjects(Protocol):
+    def keys(self, prefix: str) -> Iterator[str]: ...
+
+    def delete_many(self, keys: list[str]) -> None: ...
+
+
+@dataclass
+class ReclaimReport:
+    reclaimed: list[str] = field(default_factory=list)  # batch ids whose bytes went this sweep
+    deferred: list[str] = field(default_factory=list)  # looked at, kept for now
+    objects_deleted: int = 0
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "reclaimed": self.reclaimed,
+            "deferred": len(self.deferred),
+            "objects_deleted": self.objects_deleted,
+        }
+
+
+class RetentionCollector:
+    def __init__(
+        self,
+        *,
+        index: ReclaimIndex,
+        settings: RetentionLookup,
+        objects: ArtifactObjects,
+        clock: Clock,
+        grace: timedelta,
+        max_batches: int = DEFAULT_MAX_BATCHES,
+    ) -> None:
+        self.index = index
+        self.settings = settings
+        self.objects = objects
+        self.clock = clock
+        self.grace = grace
+        self.max_batches = max_batches
+
+    def collect(self) -> ReclaimReport:
+        """One bounded page of due batches: reclaim or reschedule each."""
+        report = ReclaimReport()
+        now = self.clock.now()
+        at = isoformat(now)
+        orgs: dict[str, RetentionSettings] = {}  # each org's settings read once per sweep
+        for batch_id, seen in self.index.reclaim_due(at, self.max_batches):
+            batch = self.index.get(batch_id)
+            if batch is None:  # no batch behind the entry: nothing to keep it for
+                self.index.drop_reclaim(batch_id, seen=seen)
+                continue
+            if batch.org_id not in orgs:
+                orgs[batch.org_id] = self.settings.retention(batch.org_id) or RetentionSettings(
+                    org_id=batch.org_id
+                )
+            until = self._until(batch, orgs[batch.org_id])
+            if batch.artifacts_reclaimed_at is None and (until is None or until > now):
+                self.index.reschedule_reclaim(
+                    batch_id, seen=seen, review_at=isoformat(next_review(until, now=now))
+                )
+                report.deferred.append(batch_id)
+                continue
+            newly = self.index.mark_reclaimed(batch_id, at=at)
+            report.objects_deleted += self._delete_bytes(batch_id)
+            self.index.drop_reclaim(batch_id, seen=seen)
+            if newly:
+                report.reclaimed.append(batch_id)
+        return report
+
+    def _until(self, batch: BatchRecord, settings: RetentionSettings) -> datetime | None:
+        """When this batch's bytes may go; None while kept (until deleted, or not finished)."""
+        if batch.state not in TERMINAL or batch.finalized_at is None:
+            return None  # the workflow is still on it: look again later
+        return keep_until(settings, finalized_at=datetime.fromisoformat(batch.finalized_at), grace=self.grace)
+
+    def _delete_bytes(self, batch_id: str) -> int:
+        """Every object under the batch's prefix but its receipt, 1,000 per request."""
+        keep = receipt_key(batch_id)
+        deleted = 0
+        page: list[str] = []
+        for key in self.objects.keys(batch_prefix(batch_id)):
+            if key == keep:
+                continue
+            page.append(key)
+            if len(page) == _DELETE_PAGE:
+                self.objects.delete_many(page)
+                deleted, page = deleted + len(page), []
+        self.objects.delete_many(page)
+        return deleted + len(page)

@@ -1,0 +1,118 @@
+"""Billing alerts raised by the money path itself, on moto with the real handlers: the batch
+create reservation (through the API), the workflow's settlement, and a settlement that
+completes even when the billing watch cannot record anything (docs/billing-alerts.md)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from batchroute.adapters.dynamo.batch_records import BatchRecords
+from batchroute.adapters.dynamo.billing_events import BillingEvents
+from batchroute.adapters.dynamo.controls import ControlsStore
+from batchroute.adapters.dynamo.ledger import LedgerStore
+from batchroute.config import get_settings
+from batchroute.domain.billing_controls import AuditEntry, BillingControls
+from batchroute.ids import new_id
+from batchroute.money import Money
+from batchroute_tools.local.provision import LocalStack
+from functions.api.app import create_app
+from tests.integration.batch_pipeline_support import create_batch, item, run_until_done, run_workflow
+from tests.integration.principals import TestOrg
+from tests.integration.test_batch_pipeline import org, stack  # noqa: F401 (fixtures)
+from tests.integration.test_quotes import _item
+
+
+def set_controls(org_id: str, **fields: Any) -> None:
+    store = ControlsStore(get_settings().table_name("controls"))
+    current = store.billing_controls(org_id) or BillingControls(org_id=org_id)
+    saved = replace(current, configured=True, version=current.version + 1, **fields)
+    audit = AuditEntry(new_id("aud"), org_id, None, None, "test", {}, {}, None, "2026-01-01T00:00:00.000Z")
+    store.save_billing_controls(saved, expected_version=current.version, audit=audit)
+
+
+def kinds(org_id: str) -> list[str]:
+    return [e["type"] for e in reversed(BillingEvents(get_settings().table_name("controls")).events(org_id))]
+
+
+def test_the_reservation_and_the_settlement_each_raise_their_alerts(
+    stack: LocalStack,  # noqa: F811
+    org: TestOrg,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    # Given $10 of credit, a soft monthly limit of a micro-dollar and a low-balance level of $10
+    set_controls(
+        org.org_id,
+        limit_enabled=True,
+        limit_period="monthly",
+        limit_amount=Money.usd("0.000001"),
+        limit_mode="soft",
+        low_balance_amount=Money.usd("10"),
+    )
+    client = TestClient(create_app(), raise_server_exceptions=False)
+    headers = org.key_headers()
+    items = [_item(0), _item(1)]
+    quote = client.post("/v1/quotes/model", json={"items": items}, headers=headers).json()
+    # When a batch is created through the API (its reservation counts toward the limit)
+    created = client.post(
+        "/v1/batches",
+        json={"quote_id": quote["quote_id"], "items": items},
+        headers={**headers, "Idempotency-Key": "alerts-0001"},
+    )
+    assert created.status_code == 202, created.text
+    # Then the soft limit is reported at once; the balance has not moved, so no low balance yet
+    assert kinds(org.org_id) == ["billing.limit_reached"]
+    events = BillingEvents(get_settings().table_name("controls")).events(org.org_id)
+    assert (
+        events[0]["details"]["spent"] == "0.00"
+        and Money.usd(events[0]["details"]["in_flight"]) > Money.zero()
+    )
+    # When the workflow runs and settles the batch
+    batch_id = created.json()["batch"]["id"]
+    arn = stack.state_machine_arn.replace(":stateMachine:", ":execution:") + f":{batch_id}"
+    assert run_until_done(stack, arn, budget_seconds=60)["status"] == "SUCCEEDED"
+    # Then the charge took the balance under $10: billing.low_balance, once; the limit not again
+    assert kinds(org.org_id) == ["billing.limit_reached", "billing.low_balance"]
+    low = BillingEvents(get_settings().table_name("controls")).events(org.org_id)[0]["details"]
+    balance = LedgerStore(get_settings().table_name("ledger")).state(org.org_id).balance
+    assert Money.usd(low["balance"]) == balance < Money.usd("10")
+    # And both were mailed to the owner (email alerts are on by default)
+    subjects = sorted(
+        line
+        for p in (tmp_path / "outbox").glob("*.eml")
+        for line in p.read_text().splitlines()
+        if line.startswith("Subject:")
+    )
+    assert subjects == ["Subject: Low credit balance", "Subject: Spending limit reached"]
+
+
+def test_a_failing_watch_never_fails_a_settlement(
+    stack: LocalStack,  # noqa: F811
+    org: TestOrg,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Given alerts that would fire, and an events store that fails on every write and read
+    set_controls(org.org_id, low_balance_amount=Money.usd("10"))
+
+    calls: list[str] = []
+
+    def down(*args: Any, **kwargs: Any) -> Any:
+        calls.append("down")
+        raise RuntimeError("controls table unavailable")
+
+    monkeypatch.setattr(BillingEvents, "record_once", down)
+    monkeypatch.setattr(BillingEvents, "low_balance_state", down)
+    # When a batch runs through the workflow
+    created = create_batch(org.org_id, [item(0)])
+    assert run_workflow(stack, created.batch_id)["status"] == "SUCCEEDED"
+    # Then it completed and was charged exactly as without alerts
+    batch = BatchRecords(get_settings().table_name("batches")).get(created.batch_id)
+    assert batch is not None and batch.state == "completed" and batch.settled_at
+    state = LedgerStore(get_settings().table_name("ledger")).state(org.org_id)
+    assert state.reserved == Money.zero() and state.balance < Money.usd("10")
+    # And the watch did look (and fail), after the settlement
+    assert calls

@@ -1,0 +1,475 @@
+"""Delivery target rules (domain/delivery_targets.py), the bucket delivery's states and
+schedule (domain/bucket_delivery.py), how the bucket's refusals are named
+(adapters/customer_buckets.py), and the Deliver step and the sweeper handing work to the
+bucket delivery (services/workflow)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import boto3
+import httpx
+import pytest
+from boto3.exceptions import S3UploadFailedError
+from botocore.config import Config
+from botocore.exceptions import ClientError, ConnectTimeoutError, EndpointConnectionError
+
+from batchroute.adapters.customer_buckets import CustomerBuckets, refusal
+from batchroute.adapters.pinned_s3 import PinnedSender
+from batchroute.clock import FixedClock
+from batchroute.domain.batch_record import BatchRecord
+from batchroute.domain.bucket_delivery import (
+    MAX_ATTEMPTS,
+    RETRY_DELAYS_SECONDS,
+    DeliveryError,
+    DeliveryRecord,
+    TargetDelivery,
+    new_round,
+    outcome,
+)
+from batchroute.domain.delivery_targets import (
+    BucketRefused,
+    DeliveryTarget,
+    apply_update,
+    batch_object_keys,
+    parse_create,
+    parse_update,
+    probe_object_key,
+)
+from batchroute.errors import InvalidRequest
+from batchroute.services.workflow.steps import BatchWorkflow
+from batchroute.services.workflow.sweeper import Sweeper
+from batchroute.workflow.tasks import WorkflowTask
+
+NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
+BODY = {
+    "bucket": "acme-results",
+    "region": "us-east-2",
+    "access_key_id": "AKIAEXAMPLEKEY01",
+    "secret_access_key": "secret/key+value-0123456789",
+}
+
+
+def _target(**changes: Any) -> DeliveryTarget:
+    values: dict[str, Any] = {
+        "target_id": "dt_1",
+        "org_id": "org_1",
+        "name": "acme-results",
+        "bucket": "acme-results",
+        "access_key_id": "AKIAEXAMPLEKEY01",
+        "secret_sealed": "c2VhbGVk",
+        "region": "us-east-2",
+        "created_at": "2026-06-01T00:00:00.000Z",
+        "updated_at": "2026-06-01T00:00:00.000Z",
+    }
+    values.update(changes)
+    return DeliveryTarget(**values)
+
+
+# -- registration rules -----------------------------------------------------------------------
+def test_a_minimal_aws_target_gets_its_defaults() -> None:
+    values = parse_create(BODY)
+    assert values == {
+        **BODY,
+        "enabled": True,
+        "prefix": "",
+        "endpoint_url": None,
+        "name": None,
+    }
+
+
+def test_an_endpoint_url_is_normalised_to_its_origin() -> None:
+    values = parse_create({**BODY, "region": None, "endpoint_url": " https://s3.example.com/ "})
+    assert values["endpoint_url"] == "https://s3.example.com" and values["region"] is None
+
+
+def test_an_endpoint_may_name_a_signing_region_aws_would_not() -> None:
+    assert (
+        parse_create({**BODY, "endpoint_url": "https://r2.example.com", "region": "auto"})["region"] == "auto"
+    )
+    with pytest.raises(InvalidRequest) as refused:
+        parse_create({**BODY, "region": "auto"})
+    assert refused.value.details == {"field": "region"}
+
+
+@pytest.mark.parametrize(
+    "bucket",
+    [
+        "ab",
+        "a" * 64,
+        "Upper",
+        "under_score",
+        "-start",
+        "end-",
+        "a..b",
+        "a.-b",
+        "a-.b",
+        "10.0.0.1",
+        "xn--abc",
+        "sthree-x",
+        "name-s3alias",
+        "name--ol-s3",
+        "name.mrap",
+    ],
+)
+def test_bucket_names_follow_the_s3_rules(bucket: str) -> None:
+    with pytest.raises(InvalidRequest) as refused:
+        parse_create({**BODY, "bucket": bucket})
+    assert refused.value.code == "invalid_delivery_target" and refused.value.details == {"field": "bucket"}
+
+
+@pytest.mark.parametrize("bucket", ["abc", "my.bucket.name", "a1-b2", "x" * 63])
+def test_valid_bucket_names_pass(bucket: str) -> None:
+    assert parse_create({**BODY, "bucket": bucket})["bucket"] == bucket
+
+
+@pytest.mark.parametrize(
+    ("prefix", "kept"),
+    [
+        ("/exports/batch/", "exports/batch"),
+        ("a", "a"),
+        ("", ""),
+        ("/", ""),
+        (None, ""),
+        ("x=1/y(2)", "x=1/y(2)"),
+    ],
+)
+def test_prefixes_lose_their_outer_slashes(prefix: Any, kept: str) -> None:
+    assert parse_create({**BODY, "prefix": prefix})["prefix"] == kept
+
+
+@pytest.mark.parametrize("prefix", ["a//b", "a/./b", "../up", "with space", "tab\t", "é", "x" * 513, 7])
+def test_unsafe_prefixes_are_refused(prefix: Any) -> None:
+    with pytest.raises(InvalidRequest) as refused:
+        parse_create({**BODY, "prefix": prefix})
+    assert refused.value.details == {"field": "prefix"}
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"bucket": "acme-results", "region": "us-east-1", "secret_access_key": "s" * 40}, "access_key_id"),
+        ({"bucket": "acme-results", "region": "us-east-1", "access_key_id": "AKIA1234"}, "secret_access_key"),
+        ({"region": "us-east-1", "access_key_id": "AKIA1234", "secret_access_key": "s" * 40}, "bucket"),
+        ({**BODY, "region": None}, "region"),
+        ({**BODY, "secret_access_key": "s" * 257}, "secret_access_key"),
+        ({**BODY, "secret_access_key": "has a space in it"}, "secret_access_key"),
+        ({**BODY, "access_key_id": "ab"}, "access_key_id"),
+        ({**BODY, "endpoint_url": "https://s3.example.com?x=1"}, "endpoint_url"),
+        ({**BODY, "endpoint_url": "https://s3.example.com:99999"}, "endpoint_url"),
+        ({**BODY, "endpoint_url": 42}, "endpoint_url"),
+        ({**BODY, "name": "x" * 65}, "name"),
+        ({**BODY, "enabled": 1}, "enabled"),
+        ({**BODY, "id": "dt_1"}, "id"),  # read-only fields are for PATCH, not create
+    ],
+)
+def test_every_refusal_names_its_field(body: dict[str, Any], field: str) -> None:
+    with pytest.raises(InvalidRequest) as refused:
+        parse_create(body)
+    assert (refused.value.details or {}).get("field") == field
+
+
+def test_a_non_object_body_is_refused() -> None:
+    with pytest.raises(InvalidRequest):
+        parse_create(["bucket"])
+
+
+# -- the public view and object keys --------------------------------------------------------
+def test_the_view_never_holds_the_secret_or_the_whole_key_id() -> None:
+    target = _target()
+    view = target.to_api()
+    assert "secret_sealed" not in view and "secret_access_key" not in view
+    assert target.secret_sealed not in repr(target) and target.secret_sealed not in str(view)
+    assert view["access_key_id_last4"] == "EY01" and "AKIAEXAMPLEKEY01" not in str(view)
+    assert view["secret_access_key_set"] is True
+
+
+def test_artifacts_land_under_prefix_and_batch() -> None:
+    assert batch_object_keys(_target(prefix="out/x"), "batch_9") == {
+        "results": "out/x/batch_9/results.jsonl",
+        "errors": "out/x/batch_9/errors.jsonl",
+        "receipt": "out/x/batch_9/receipt.json",
+    }
+    assert batch_object_keys(_target(), "batch_9")["results"] == "batch_9/results.jsonl"
+    assert probe_object_key(_target(prefix="p"), NOW) == "p/batchroute-test-20260601T120000000000Z.json"
+
+
+# -- updates ------------------------------------------------------------------------------------
+def test_a_secret_is_replaced_only_with_its_key_id() -> None:
+    with pytest.raises(InvalidRequest) as refused:
+        parse_update({"secret_access_key": "s" * 40})
+    assert refused.value.details == {"field": "secret_access_key"}
+    assert (
+        parse_update({"access_key_id": "AKIA5678", "secret_access_key": "s" * 40})["access_key_id"]
+        == "AKIA5678"
+    )
+
+
+def test_read_only_fields_of_a_get_answer_are_ignored_on_update() -> None:
+    view = _target().to_api()
+    assert parse_update({**view, "enabled": False}) == {
+        k: view[k] for k in ("name", "endpoint_url", "region", "bucket", "prefix")
+    } | {"enabled": False}
+
+
+def test_an_update_rechecks_the_location_as_a_whole() -> None:
+    target = _target()
+    with pytest.raises(InvalidRequest) as refused:
+        apply_update(target, parse_update({"region": None}), at="t")
+    assert refused.value.details == {"field": "region"}
+    moved = apply_update(
+        target, parse_update({"endpoint_url": "https://s3.example.com", "region": None}), at="t"
+    )
+    assert (moved.endpoint_url, moved.region, moved.updated_at) == ("https://s3.example.com", None, "t")
+
+
+def test_the_default_name_follows_the_bucket_but_a_chosen_one_stays() -> None:
+    assert apply_update(_target(), {"bucket": "new-bucket"}, at="t").name == "new-bucket"
+    named = _target(name="Exports")
+    assert apply_update(named, {"bucket": "new-bucket"}, at="t").name == "Exports"
+    assert apply_update(named, {"name": None}, at="t").name == "acme-results"
+
+
+# -- the delivery's outcome and schedule ---------------------------------------------------
+def _share(state: str, code: str | None = None) -> TargetDelivery:
+    error = DeliveryError(code, "no", "dt_x") if code else None
+    return TargetDelivery("dt_x", "x", "b", state=state, last_error=error)  # type: ignore[arg-type]
+
+
+def test_every_target_delivered_is_delivered() -> None:
+    assert outcome([_share("delivered")], attempts=1, round_start=0, now=NOW) == ("delivered", None, None)
+
+
+def test_failed_attempts_follow_the_schedule_then_stop() -> None:
+    waits = []
+    for attempts in range(1, MAX_ATTEMPTS + 1):
+        state, next_at, error = outcome(
+            [_share("delivered"), _share("failed", "AccessDenied")], attempts=attempts, round_start=0, now=NOW
+        )
+        assert state == "failed" and error is not None and error.code == "AccessDenied"
+        waits.append(None if next_at is None else int((next_at - NOW).total_seconds()))
+    assert waits == [*RETRY_DELAYS_SECONDS, None]
+    assert sum(RETRY_DELAYS_SECONDS) == 74_160  # about 20.6 hours from the first attempt to the last
+
+
+def test_a_new_round_has_its_own_schedule() -> None:
+    _, next_at, _ = outcome(
+        [_share("failed", "x")], attempts=MAX_ATTEMPTS + 1, round_start=MAX_ATTEMPTS, now=NOW
+    )
+    assert next_at == NOW + timedelta(seconds=RETRY_DELAYS_SECONDS[0])
+    assert [t.state for t in new_round([_share("delivered"), _share("failed", "x")])] == [
+        "pending",
+        "pending",
+    ]
+
+
+def test_due_and_lease() -> None:
+    record = DeliveryRecord(
+        "batch_1", "org_1", "failed", (), "t0", "t0", next_attempt_at="2026-06-01T12:00:00.000Z"
+    )
+    assert record.due("2026-06-01T12:00:00.000Z") and not record.due("2026-06-01T11:59:59.999Z")
+    spent = DeliveryRecord("batch_1", "org_1", "failed", (), "t0", "t0")
+    assert not spent.due("2999-01-01T00:00:00.000Z")
+    running = DeliveryRecord(
+        "batch_1", "org_1", "delivering", (), "t0", "t0", lease_until="2026-06-01T12:05:00.000Z"
+    )
+    assert not running.lease_expired("2026-06-01T12:05:00.000Z") and running.lease_expired(
+        "2026-06-01T12:05:00.001Z"
+    )
+
+
+def test_a_record_survives_its_item_form() -> None:
+    record = DeliveryRecord(
+        "batch_1",
+        "org_1",
+        "failed",
+        (_share("failed", "NoSuchBucket"), _share("delivered")),
+        "t0",
+        "t1",
+        attempts=3,
+        round_start=1,
+        redeliveries=1,
+        next_attempt_at="t2",
+        last_error=DeliveryError("NoSuchBucket", "no", "dt_x"),
+    )
+    assert DeliveryRecord.from_mapping(record.to_item()) == record
+
+
+# -- the bucket's refusals, named ----------------------------------------------------------------
+def _client_error(code: str, status: int) -> ClientError:
+    return ClientError(
+        {
+            "Error": {"Code": code, "Message": f"{code} said no"},
+            "ResponseMetadata": {"HTTPStatusCode": status},
+        },
+        "PutObject",
+    )
+
+
+def test_the_buckets_own_codes_are_kept() -> None:
+    refused = refusal(_client_error("AccessDenied", 403))
+    assert (refused.code, refused.message) == ("AccessDenied", "AccessDenied said no")
+    wrapped = S3UploadFailedError("Failed to upload: An error occurred (NoSuchBucket) when calling ...")
+    assert refusal(wrapped).code == "NoSuchBucket"
+    bare = ClientError({"Error": {}, "ResponseMetadata": {"HTTPStatusCode": 500}}, "PutObject")
+    assert refusal(bare).code == "500"
+
+
+def test_connection_failures_have_our_codes() -> None:
+    assert refusal(EndpointConnectionError(endpoint_url="https://x")).code == "endpoint_unreachable"
+    assert refusal(ConnectTimeoutError(endpoint_url="https://x")).code == "timeout"
+    assert refusal(RuntimeError("???")).code == "bucket_error"
+
+
+# -- the Deliver step and the sweeper --------------------------------------------------------------
+@dataclass
+class FakeRecord:
+    state: str
+    attempts: int
+
+
+@dataclass
+class FakeBuckets:
+    delivered: list[str] = field(default_factory=list)
+    due: list[str] = field(default_factory=list)
+
+    def deliver_batch(self, batch: BatchRecord, *, now: datetime | None = None) -> FakeRecord | None:
+        self.delivered.append(batch.batch_id)
+        return FakeRecord("delivered", 1)
+
+    def run_due(self, batch_id: str, *, now: datetime | None = None) -> FakeRecord | None:
+        self.due.append(batch_id)
+        return None
+
+
+class Records:
+    def __init__(self, batch: BatchRecord) -> None:
+        self.batch = batch
+
+    def record_step(self, batch_id: str, step: str, at: str) -> bool:
+        return True
+
+    def get(self, batch_id: str) -> BatchRecord | None:
+        return self.batch
+
+    def transition(
+        self, batch_id: str, target: Any, *, at: str, extra: dict[str, object] | None = None
+    ) -> bool:
+        return False
+
+
+def _batch(state: str) -> BatchRecord:
+    return BatchRecord(batch_id="batch_1", org_id="org_1", state=state, created_at="t")  # type: ignore[arg-type]
+
+
+def test_the_deliver_step_pushes_terminal_batches_only() -> None:
+    buckets = FakeBuckets()
+    task = WorkflowTask(step="deliver", batch_id="batch_1", task_token="tok")
+    done = BatchWorkflow(Records(_batch("completed")), FixedClock(), buckets=buckets).deliver(task)
+    assert done["bucket_delivery"] == {"state": "delivered", "attempts": 1}
+    running = BatchWorkflow(Records(_batch("running")), FixedClock(), buckets=buckets).deliver(task)
+    assert "bucket_delivery" not in running and buckets.delivered == ["batch_1"]
+
+
+def test_the_deliver_bucket_message_runs_the_owed_attempt_and_answers_nothing() -> None:
+    buckets = FakeBuckets()
+    workflow = BatchWorkflow(Records(_batch("completed")), FixedClock(), buckets=buckets)
+    step = workflow.deliver_steps()["deliver_bucket"]
+    assert step(WorkflowTask(step="deliver_bucket", batch_id="batch_1", task_token="")) is None
+    assert buckets.due == ["batch_1"]
+
+
+@dataclass
+class Report:
+    queued: list[str] = field(default_factory=list)
+    refreshed: list[str] = field(default_factory=list)
+    attempted: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, list[str]]:
+        return {"queued": self.queued}
+
+
+def test_the_sweep_queues_due_bucket_deliveries() -> None:
+    calls: list[str] = []
+
+    class Due:
+        def enqueue_due(self) -> Report:
+            calls.append("buckets")
+            return Report(queued=["batch_1"])
+
+    class Webhooks:
+        def retry_due(self) -> Report:
+            return Report()
+
+    class Empty:
+        def past_deadline(self, now_iso: str, limit: int = 100) -> list[str]:
+            return []
+
+        def open_holds(self, *args: Any, **kwargs: Any) -> list[Any]:
+            return []
+
+    sweeper = Sweeper(
+        refresh_heartbeats=lambda: Report(),
+        batches=Empty(),  # type: ignore[arg-type]
+        ledger=Empty(),
+        chat_holds=None,  # type: ignore[arg-type]
+        catalog=None,  # type: ignore[arg-type]
+        webhooks=Webhooks(),
+        clock=FixedClock(),
+        stale_hold_seconds=300,
+        bucket_deliveries=Due(),
+    )
+    assert sweeper.sweep()["bucket_deliveries"] == {"queued": ["batch_1"]} and calls == ["buckets"]
+
+
+# -- the pinned transport of customer endpoints --------------------------------------------------
+def _pinned_client(sender: Any) -> Any:
+    s3 = boto3.session.Session().client(
+        "s3",
+        region_name="us-east-1",
+        endpoint_url="https://s3.customer.example",
+        aws_access_key_id="AKIAEXAMPLEKEY01",
+        aws_secret_access_key="secret-value-0123456789",
+        config=Config(
+            s3={"addressing_style": "path"},
+            retries={"max_attempts": 1},
+            request_checksum_calculation="when_required",
+        ),
+    )
+    s3.meta.events.register_first("before-send.s3", sender)
+    return s3
+
+
+def test_requests_go_to_the_checked_address_with_the_name_as_host_and_sni() -> None:
+    seen: list[httpx.Request] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(200, headers={"ETag": '"abc"'})
+
+    sender = PinnedSender(
+        allow_loopback=False,
+        environment="production",
+        connect_timeout=1,
+        read_timeout=1,
+        resolve=lambda host, port: ["93.184.215.14"],
+        transport=httpx.MockTransport(answer),
+    )
+    _pinned_client(sender).put_object(Bucket="acme-results", Key="a/b.json", Body=b"{}")
+    (request,) = seen
+    assert request.url.host == "93.184.215.14" and request.url.path == "/acme-results/a/b.json"
+    assert request.headers["host"] == "s3.customer.example"
+    assert request.extensions["sni_hostname"] == "s3.customer.example"
+    assert request.headers["authorization"].startswith("AWS4-HMAC-SHA256 Credential=AKIAEXAMPLEKEY01/")
+    assert request.content == b"{}" and "expect" not in request.headers
+
+
+def test_a_name_that_now_resolves_inward_is_refused_before_any_connection() -> None:
+    # Public when registered; the name now answers with the metadata address (rebinding)
+    buckets = CustomerBuckets(resolve=lambda host, port: ["169.254.169.254"])
+    target = _target(endpoint_url="https://s3.customer.example", region=None)
+    with pytest.raises(BucketRefused) as refused:  # sockets are off: no connection was tried
+        buckets.open(target, "secret-value-0123456789").put("k", b"{}", content_type="application/json")
+    assert refused.value.code == "unsafe_url" and "169.254.169.254" in refused.value.message
