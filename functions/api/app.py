@@ -29,6 +29,7 @@ from functions.api.routes import (
     quotes,
     retention,
     sessions,
+    usage,
 )
 
 ROUTERS = (
@@ -39,6 +40,7 @@ ROUTERS = (
     api_keys.router,
     billing.router,
     retention.router,
+    usage.router,
     batch_webhooks.router,
     catalog.router,
     content.router,

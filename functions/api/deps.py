@@ -16,6 +16,7 @@ from batchroute.services.batches.quotes import QuoteService
 from batchroute.services.batches.reads import BatchReads
 from batchroute.services.billing.controls import BillingControlsService
 from batchroute.services.billing.retention import RetentionService
+from batchroute.services.billing.usage import UsageService
 from batchroute.services.catalog.catalog import CatalogService
 from batchroute.services.catalog.content import ContentService
 from batchroute.services.compat.batches import CompatBatches
@@ -65,6 +66,10 @@ def _retention(wiring: WiringDep) -> RetentionService:
     return wiring.retention
 
 
+def _usage(wiring: WiringDep) -> UsageService:
+    return wiring.usage
+
+
 def _catalog(wiring: WiringDep) -> CatalogService:
     return wiring.catalog_service
 
@@ -91,6 +96,7 @@ BatchesDep = Annotated[BatchService, Depends(_batches)]
 ReadsDep = Annotated[BatchReads, Depends(_batch_reads)]
 BillingControlsDep = Annotated[BillingControlsService, Depends(_billing_controls)]
 RetentionDep = Annotated[RetentionService, Depends(_retention)]
+UsageDep = Annotated[UsageService, Depends(_usage)]
 CatalogDep = Annotated[CatalogService, Depends(_catalog)]
 ContentDep = Annotated[ContentService, Depends(_content)]
 CompatFilesDep = Annotated[CompatFiles, Depends(_compat_files)]
