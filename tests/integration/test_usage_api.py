@@ -314,4 +314,4 @@ def test_usage_needs_billing_read(stack: LocalStack) -> None:
     member = client.get("/v1/usage", headers=org.key_headers("member"))
     assert member.status_code == 403 and member.json()["error"]["code"] == "permission_denied"
     for role in ("owner", "admin", "billing"):
-        assert client.get("/v1/usage", headers=org.key_headers(role)).status_code == 200  # type: ignore[arg-type]
+        assert client.get("/v1/usage", headers=org.key_headers(role)).status_code == 200
