@@ -28,6 +28,7 @@ GUARDED: list[tuple[Permission, str, str, dict[str, Any] | None, bool]] = [
     ("retention:manage", "PUT", "/v1/retention-settings", {"retention_tier": "grace_only"}, False),
     ("billing:read", "GET", "/v1/billing/controls", None, False),
     ("billing:read", "GET", "/v1/billing/controls/audit", None, False),
+    ("billing:read", "GET", "/v1/usage", None, False),
     ("billing:manage", "PUT", "/v1/billing/controls", {"alert_email_enabled": True}, True),
 ]
 
