@@ -10,6 +10,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from batchroute.clock import FixedClock
+from batchroute.domain.access import Principal
+from batchroute.domain.billing_controls import BillingControls
+from batchroute.domain.ledger import WalletState
 from batchroute.domain.usage import (
     OTHER,
     UNATTRIBUTED,
@@ -24,6 +28,9 @@ from batchroute.domain.usage import (
     usage_counters,
     usage_day,
 )
+from batchroute.errors import Forbidden, InvalidRequest
+from batchroute.money import Money
+from batchroute.services.billing.usage import UsageService
 
 DAY = "2026-11-21"
 
@@ -169,3 +176,61 @@ def test_summary_adds_counters_per_day_model_and_provider() -> None:
     assert api["tokens"] == {"input": 30, "output": 3, "total": 33}
     assert api["requests"] == {"batch_items": 3, "chat": 0, "total": 3}
     assert api["starts_at"] == "2026-11-01T00:00:00.000Z" and api["ends_at"] == "2026-12-01T00:00:00.000Z"
+
+
+# -- the read --------------------------------------------------------------------------------
+class _Ledger:
+    """In-memory counters; records the ranges it was asked for."""
+
+    def __init__(self, counters: list[UsageCounter]) -> None:
+        self.counters = counters
+        self.ranges: list[tuple[str, str]] = []
+
+    def state(self, org_id: str) -> WalletState:
+        return WalletState(balance=Money(9_000_000), reserved=Money(500_000))
+
+    def usage_between(self, org_id: str, first_day: str, last_day: str) -> list[UsageCounter]:
+        self.ranges.append((first_day, last_day))
+        return [c for c in self.counters if first_day <= c.day <= last_day]
+
+
+class _Controls:
+    def __init__(self, controls: BillingControls | None) -> None:
+        self.controls = controls
+
+    def billing_controls(self, org_id: str) -> BillingControls | None:
+        return self.controls
+
+
+PRINCIPAL = Principal(org_id="org_1", role="billing", via="api_key", key_id="key_1")
+
+
+def test_the_read_is_one_range_over_both_periods() -> None:
+    ledger = _Ledger([UsageCounter("2026-10-31", "m", "p", UsageFigures(5, 1, 1, 1, 0))])
+    clock = FixedClock(datetime(2026, 11, 5, 12, tzinfo=UTC))
+    report = UsageService(ledger=ledger, controls=_Controls(None), clock=clock).report(PRINCIPAL)
+    assert ledger.ranges == [("2026-10-01", "2026-11-30")]
+    api = report.to_api()
+    assert api["period"] == "monthly" and api["timezone"] == "UTC"
+    assert api["available"] == {"currency": "usd", "amount": "8.50"}
+    assert api["previous_period"]["spend"] == {"currency": "usd", "amount": "0.000005"}
+    assert api["current_period"]["by_day"][-1]["date"] == "2026-11-05"
+
+
+def test_the_default_period_is_the_enabled_limits() -> None:
+    clock = FixedClock(datetime(2026, 11, 5, 12, tzinfo=UTC))
+    ledger = _Ledger([])
+
+    def service(controls: BillingControls | None) -> UsageService:
+        return UsageService(ledger=ledger, controls=_Controls(controls), clock=clock)
+
+    daily = BillingControls(org_id="org_1", limit_enabled=True, limit_period="daily", limit_amount=Money(1))
+    assert service(daily).report(PRINCIPAL).period == "daily"
+    assert ledger.ranges == [("2026-11-04", "2026-11-05")]
+    off = BillingControls(org_id="org_1", limit_enabled=False, limit_period="daily")
+    assert service(off).report(PRINCIPAL).period == "monthly"
+    with pytest.raises(InvalidRequest):
+        service(None).report(PRINCIPAL, period="weekly")
+    member = Principal(org_id="org_1", role="member", via="api_key", key_id="key_2")
+    with pytest.raises(Forbidden):
+        service(None).report(member)
