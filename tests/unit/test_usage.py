@@ -27,6 +27,7 @@ from batchroute.domain.usage import (
     summarize,
     usage_counters,
     usage_day,
+    usage_sort_key,
 )
 from batchroute.errors import Forbidden, InvalidRequest
 from batchroute.money import Money
@@ -57,6 +58,15 @@ def test_lines_of_the_same_model_and_provider_merge() -> None:
     )
     (counter,) = usage_counters(charge, 7)
     assert counter.figures == UsageFigures(cost_micros=7, input_tokens=15, output_tokens=3, batch_items=3)
+
+
+def test_names_with_hashes_never_share_a_counter_item() -> None:
+    # Given two pairs whose plain "model#provider" would read the same
+    lines = (_line("a#b", "c", "1"), _line("a", "b#c", "1"))
+    counters = usage_counters(UsageCharge(DAY, lines), 10)
+    # Then two counters with two distinct keys
+    assert len({c.sort_key for c in counters}) == 2
+    assert usage_sort_key(DAY, "m%23", "p") != usage_sort_key(DAY, "m#", "p")
 
 
 def test_lines_without_cost_share_by_tokens_then_equally() -> None:

@@ -119,7 +119,14 @@ class UsageCounter:
 
 
 def usage_sort_key(day: str, model: str, provider: str) -> str:
-    return f"{USAGE_DAY_PREFIX}{day}#{model}#{provider}"
+    """`USAGE#D#<day>#<model>#<provider>`, with `%` and `#` escaped in the names, so two
+    different (model, provider) pairs never share an item (one transaction may not touch an
+    item twice)."""
+    return f"{USAGE_DAY_PREFIX}{day}#{_key_part(model)}#{_key_part(provider)}"
+
+
+def _key_part(name: str) -> str:
+    return name.replace("%", "%25").replace("#", "%23")
 
 
 def usage_day(at: datetime, timezone: str) -> str:
