@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from batchroute.adapters.dynamo.batch_records import BatchRecords
 from batchroute.adapters.dynamo.lanes import LaneStateStore
@@ -315,3 +317,68 @@ def test_usage_needs_billing_read(stack: LocalStack) -> None:
     assert member.status_code == 403 and member.json()["error"]["code"] == "permission_denied"
     for role in ("owner", "admin", "billing"):
         assert client.get("/v1/usage", headers=org.key_headers(role)).status_code == 200
+
+
+# -- property: counters always hold the ledger's charges ----------------------------------------
+_STEP = st.tuples(
+    st.integers(min_value=1, max_value=2_000_000),  # reserved micros
+    st.one_of(st.none(), st.integers(min_value=0, max_value=3_000_000)),  # cost (None: release)
+    st.lists(  # the charge's lines: (model, provider, cost micros, tokens)
+        st.tuples(
+            st.sampled_from(["m-a", "m-b", "m#c"]),
+            st.sampled_from(["p-1", "p-2"]),
+            st.integers(0, 1_000_000),
+            st.integers(0, 5000),
+        ),
+        max_size=5,
+    ),
+    st.sampled_from(["2026-11-21", "2026-11-22"]),
+    st.booleans(),  # delivered twice
+)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=st.lists(_STEP, min_size=1, max_size=6))
+def test_counters_hold_exactly_the_charges_whatever_the_sequence(
+    stack: LocalStack, steps: list[tuple[int, int | None, list[tuple[str, str, int, int]], str, bool]]
+) -> None:
+    ledger = _ledger()
+    org = new_org(credit_usd="100")
+    tokens = 0
+    for n, (reserved, cost, lines, day, twice) in enumerate(steps):
+        rid = f"res_{n}"
+        ledger.reserve(
+            org.org_id,
+            reservation_id=rid,
+            amount=Money(reserved),
+            at=f"{day}T10:00:00.000Z",
+            purpose="batch",
+            ref=f"batch_{n}",
+        )
+        charge = UsageCharge(
+            day,
+            tuple(UsageLine(m, p, Money(c).amount, input_tokens=t, batch_items=1) for m, p, c, t in lines),
+        )
+        for _ in range(2 if twice else 1):
+            if cost is None:
+                ledger.release(org.org_id, rid, at=f"{day}T10:01:00.000Z")
+            else:
+                ledger.settle(
+                    org.org_id,
+                    rid,
+                    charge=Money(cost),
+                    at=f"{day}T10:01:00.000Z",
+                    period_keys=(f"D#{day}", "M#2026-11"),
+                    usage=charge,
+                )
+        if cost is not None:
+            tokens += sum(t for *_, t in lines)
+    counters = ledger.usage_between(org.org_id, "2026-11-01", "2026-11-30")
+    snapshot = ledger.snapshot(org.org_id)
+    charged = sum(e.amount for e in snapshot.entries if e.entry_type == "charge")
+    assert sum(c.figures.cost_micros for c in counters) == charged == snapshot.spend.get("M#2026-11", 0)
+    for day in ("2026-11-21", "2026-11-22"):
+        in_day = sum(c.figures.cost_micros for c in counters if c.day == day)
+        assert in_day == snapshot.spend.get(f"D#{day}", 0)
+    assert sum(c.figures.input_tokens for c in counters) == tokens
+    assert snapshot.violations() == []
