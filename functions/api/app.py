@@ -33,6 +33,7 @@ from functions.api.routes import (
     quotes,
     retention,
     sessions,
+    usage,
 )
 
 ROUTERS = (
@@ -45,6 +46,7 @@ ROUTERS = (
     billing_payments.router,
     billing_events.router,
     retention.router,
+    usage.router,
     batch_webhooks.router,
     batch_delivery.router,
     delivery_targets.router,

@@ -19,6 +19,7 @@ from batchroute.services.billing.controls import BillingControlsService
 from batchroute.services.billing.events import BillingEventLog
 from batchroute.services.billing.payments import CreditPurchases
 from batchroute.services.billing.retention import RetentionService
+from batchroute.services.billing.usage import UsageService
 from batchroute.services.catalog.catalog import CatalogService
 from batchroute.services.catalog.content import ContentService
 from batchroute.services.compat.batches import CompatBatches
@@ -82,6 +83,10 @@ def _retention(wiring: WiringDep) -> RetentionService:
     return wiring.retention
 
 
+def _usage(wiring: WiringDep) -> UsageService:
+    return wiring.usage
+
+
 def _catalog(wiring: WiringDep) -> CatalogService:
     return wiring.catalog_service
 
@@ -119,6 +124,7 @@ AutoTopupDep = Annotated[AutoTopupService, Depends(_auto_topup)]
 CreditPurchasesDep = Annotated[CreditPurchases, Depends(_credit_purchases)]
 BillingEventsDep = Annotated[BillingEventLog, Depends(_billing_events)]
 RetentionDep = Annotated[RetentionService, Depends(_retention)]
+UsageDep = Annotated[UsageService, Depends(_usage)]
 CatalogDep = Annotated[CatalogService, Depends(_catalog)]
 ContentDep = Annotated[ContentService, Depends(_content)]
 CompatFilesDep = Annotated[CompatFiles, Depends(_compat_files)]

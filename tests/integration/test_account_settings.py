@@ -10,7 +10,11 @@ import pytest
 from batchroute.adapters.aws import client
 from batchroute.adapters.kms import KmsSealer
 from batchroute.config import get_settings
+from batchroute.domain.accounts import ApiKey
+from batchroute.domain.credentials import issue_api_key
 from batchroute.domain.network import check_public_https_url
+from batchroute.ids import new_id
+from batchroute.services.accounts.app_secret import app_secret
 from batchroute.services.accounts.settings import webhook_secret_context
 from batchroute_tools.local.provision import LocalStack
 from functions.api.account_services import get_webhook_url_check
@@ -83,12 +87,112 @@ def test_a_member_may_set_only_their_own_name(harness: Harness, owner: dict[str,
     assert allowed.json()["org"]["display_name"] == "owner"
 
 
-def test_an_api_key_renames_the_org_but_has_no_full_name(harness: Harness, owner: dict[str, Any]) -> None:
+def test_the_agent_key_sets_the_name_of_the_user_it_registered(
+    harness: Harness, owner: dict[str, Any]
+) -> None:
+    # Given the key agent-register returned (it belongs to the user it registered)
     api = harness.fresh_client()
-    renamed = api.put("/v1/auth/account/profile", json={"display_name": "Bots Inc"}, headers=owner["key"])
-    assert renamed.status_code == 200 and renamed.json()["org"]["display_name"] == "Bots Inc"
-    refused = api.put("/v1/auth/account/profile", json={"full_name": "Robot"}, headers=owner["key"])
+    # When it renames the org and sets a full name
+    response = api.put(
+        "/v1/auth/account/profile",
+        json={"display_name": "Bots Inc", "full_name": "Robot Owner"},
+        headers=owner["key"],
+    )
+    # Then both apply, and the answer shows the key's user
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["org"]["display_name"] == "Bots Inc"
+    assert body["user"]["user_id"] == owner["user_id"] and body["user"]["full_name"] == "Robot Owner"
+    # And the signed-in owner sees the same stored name
+    assert identity_store().get_user(owner["user_id"]).full_name == "Robot Owner"  # type: ignore[union-attr]
+    assert owner["browser"].get("/v1/auth/account").json()["user"]["full_name"] == "Robot Owner"
+    # And a blank name through the key clears it
+    cleared = api.put("/v1/auth/account/profile", json={"full_name": "  "}, headers=owner["key"])
+    assert cleared.status_code == 200 and cleared.json()["user"]["full_name"] is None
+
+
+def test_a_key_created_in_a_session_sets_its_creators_name_only(
+    harness: Harness, owner: dict[str, Any]
+) -> None:
+    # Given an admin signed in, who creates a member-role key
+    admin_user, token = add_member(owner["org_id"], "admin", harness.clock.now())
+    admin = cookie_jar(harness.fresh_client(), token)
+    created = admin.post("/v1/auth/account/api-keys", json={"label": "ci", "role": "member"})
+    assert created.status_code == 201, created.text
+    key = {"Authorization": f"Bearer {created.json()['api_key']}"}
+    # When the key sets a full name (a member key may: it is the user's own name)
+    response = harness.fresh_client().put(
+        "/v1/auth/account/profile", json={"full_name": "Ada Admin"}, headers=key
+    )
+    # Then the admin's name changes, and nobody else's
+    assert response.status_code == 200, response.text
+    assert response.json()["user"]["user_id"] == admin_user.user_id
+    store = identity_store()
+    assert store.get_user(admin_user.user_id).full_name == "Ada Admin"  # type: ignore[union-attr]
+    assert store.get_user(owner["user_id"]).full_name is None  # type: ignore[union-attr]
+    # And the member key still may not rename the org
+    refused = harness.fresh_client().put(
+        "/v1/auth/account/profile", json={"display_name": "Mine"}, headers=key
+    )
+    assert refused.status_code == 403 and refused.json()["error"]["code"] == "permission_denied"
+
+
+def test_a_key_without_a_user_gets_403_and_nothing_is_written(
+    harness: Harness, owner: dict[str, Any]
+) -> None:
+    # Given a key stored without a user (keys from before keys recorded their creator)
+    issued = issue_api_key(get_settings().environment, app_secret())
+    identity_store().put_key(
+        ApiKey(
+            key_id=new_id("key"),
+            org_id=owner["org_id"],
+            key_hash=issued.key_hash,
+            label="legacy",
+            role="owner",
+            display_prefix=issued.display_prefix,
+            created_at="2026-01-01T00:00:00.000Z",
+        )
+    )
+    headers = {"Authorization": f"Bearer {issued.value}"}
+    api = harness.fresh_client()
+    # When it sets a full name together with the org's name
+    refused = api.put(
+        "/v1/auth/account/profile", json={"display_name": "Half Done", "full_name": "Robot"}, headers=headers
+    )
+    # Then 403 user_session_required, and the request is refused whole
     assert refused.status_code == 403 and refused.json()["error"]["code"] == "user_session_required"
+    account = api.get("/v1/auth/account", headers=headers).json()
+    assert account["org"]["display_name"] == "owner" and account["user"] is None
+    # And the org's name alone still works through it
+    renamed = api.put("/v1/auth/account/profile", json={"display_name": "Bots Inc"}, headers=headers)
+    assert renamed.status_code == 200 and renamed.json()["org"]["display_name"] == "Bots Inc"
+
+
+def test_a_key_whose_user_is_gone_has_no_user(harness: Harness, owner: dict[str, Any]) -> None:
+    # Given the agent key, whose user is then deleted
+    store = identity_store()
+    store.dynamodb.delete_item(
+        TableName=store.table_name, Key={"pk": {"S": f"USER#{owner['user_id']}"}, "sk": {"S": "META"}}
+    )
+    # When it sets a full name / Then 403 as for a key with no user
+    refused = harness.fresh_client().put(
+        "/v1/auth/account/profile", json={"full_name": "Ghost"}, headers=owner["key"]
+    )
+    assert refused.status_code == 403 and refused.json()["error"]["code"] == "user_session_required"
+
+
+def test_billing_controls_stay_session_only_for_a_users_key(harness: Harness, owner: dict[str, Any]) -> None:
+    # Given the agent key, which belongs to the owner
+    response = harness.fresh_client().put(
+        "/v1/billing/controls", json={"limit_enabled": False}, headers=owner["key"]
+    )
+    # Then changing the billing controls still needs the signed-in user
+    assert response.status_code == 403 and response.json()["error"]["code"] == "user_session_required"
+    # And creating API keys too
+    created = harness.fresh_client().post(
+        "/v1/auth/account/api-keys", json={"label": "x"}, headers=owner["key"]
+    )
+    assert created.status_code == 403 and created.json()["error"]["code"] == "user_session_required"
 
 
 def test_profile_input_is_validated(harness: Harness, owner: dict[str, Any]) -> None:

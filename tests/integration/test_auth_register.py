@@ -99,7 +99,9 @@ def test_agent_registration_returns_a_key_that_works_at_once(harness: Harness) -
     )
     assert account.status_code == 200
     assert account.json()["credit_balance"] == {"currency": "usd", "amount": "25.00"}
-    assert account.json()["org"]["id"] == body["org_id"] and account.json()["user"] is None
+    assert account.json()["org"]["id"] == body["org_id"]
+    # And it belongs to the user it registered (the account shows that user)
+    assert account.json()["user"]["user_id"] == body["user_id"]
     # And a verification email went out too
     assert harness.link_to("bot@example.com", "verify-email?token=")
 

@@ -28,6 +28,7 @@ from batchroute.config import get_settings
 from batchroute.domain.access import Principal
 from batchroute.domain.chat_requests import parse_chat_request
 from batchroute.domain.pricing import token_cost
+from batchroute.domain.usage import usage_day
 from batchroute.money import Money
 from batchroute.providers.base import (
     ProviderRequest,
@@ -176,9 +177,15 @@ def test_sweeper_settles_a_dead_request_at_its_last_checkpoint_exactly_once(stac
     checkpoint = store.record(call.batch_id)
     assert checkpoint is not None and checkpoint.state == "failed"
     assert report.charged_micros == _cost(call.request.facts.prompt_tokens, 5).micros
-    # Then the request coming back cannot charge again
+    # And its usage is counted on its (UTC) day, on the lane that streamed it
+    day = usage_day(clock.now(), "UTC")
+    (counter,) = ledger.usage_between(org.org_id, day, day)
+    assert (counter.provider, counter.figures.cost_micros) == ("edge-eu", report.charged_micros)
+    assert (counter.figures.output_tokens, counter.figures.chat_requests) == (5, 1)
+    # Then the request coming back cannot charge (or count) again
     late = call.finish()
     assert late.replayed and late.charged.micros == report.charged_micros
+    assert ledger.usage_between(org.org_id, day, day) == [counter]
     assert ledger.violations(org.org_id) == []
     assert resolve_stale_chat_holds(ledger, store, builtin_catalog(), clock, stale_seconds=300).settled == []
 

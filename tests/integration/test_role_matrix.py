@@ -29,6 +29,7 @@ GUARDED: list[tuple[Permission, str, str, dict[str, Any] | None, bool]] = [
     ("billing:read", "GET", "/v1/billing/controls", None, False),
     ("billing:read", "GET", "/v1/billing/controls/audit", None, False),
     ("billing:read", "GET", "/v1/billing/events", None, False),
+    ("billing:read", "GET", "/v1/usage", None, False),
     ("billing:manage", "PUT", "/v1/billing/controls", {"alert_email_enabled": True}, True),
     ("billing:read", "GET", "/v1/billing/auto-topup", None, False),
     ("billing:read", "GET", "/v1/billing/auto-topup/attempts", None, False),

@@ -13,6 +13,7 @@ from batchroute.domain.access import (
     Principal,
     authorize,
     require_same_org,
+    require_user,
     require_user_session,
 )
 from batchroute.errors import Forbidden
@@ -57,6 +58,21 @@ def test_user_session_required_refuses_keys_even_owner_keys() -> None:
         require_user_session(Principal(org_id="org_1", role="owner", via="api_key", key_id="key_1"))
     assert caught.value.code == "user_session_required"
     require_user_session(Principal(org_id="org_1", role="member", via="session", user_id="user_1"))
+
+
+def test_require_user_names_the_session_user_or_the_keys_user() -> None:
+    # A session acts as its user; a key as the user it belongs to, never as a signed-in user
+    session = Principal(org_id="org_1", role="member", via="session", user_id="user_1")
+    owned_key = Principal(org_id="org_1", role="owner", via="api_key", key_id="key_1", key_user_id="user_2")
+    assert require_user(session) == "user_1" and require_user(owned_key) == "user_2"
+    assert not owned_key.has_user_session
+    with pytest.raises(Forbidden) as caught:
+        require_user_session(owned_key)
+    assert caught.value.code == "user_session_required"
+    # A key with no user has none
+    with pytest.raises(Forbidden) as caught:
+        require_user(Principal(org_id="org_1", role="owner", via="api_key", key_id="key_1"))
+    assert caught.value.code == "user_session_required"
 
 
 def test_another_orgs_resource_is_forbidden() -> None:

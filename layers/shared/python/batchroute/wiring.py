@@ -75,6 +75,7 @@ if TYPE_CHECKING:
     from batchroute.services.billing.payments import CreditPurchases
     from batchroute.services.billing.rate_limiting import RateLimiter
     from batchroute.services.billing.retention import RetentionService
+    from batchroute.services.billing.usage import UsageService
     from batchroute.services.billing.watch import BalanceListener, BillingWatch
     from batchroute.services.catalog.catalog import CatalogService
     from batchroute.services.catalog.content import ContentService
@@ -418,6 +419,12 @@ class Wiring:
         from batchroute.services.billing.retention import RetentionService
 
         return RetentionService(self.controls, self.clock)
+
+    @cached_property
+    def usage(self) -> UsageService:
+        from batchroute.services.billing.usage import UsageService
+
+        return UsageService(ledger=self.ledger, controls=self.controls, clock=self.clock)
 
     @cached_property
     def billing_webhook_deliveries(self) -> WebhookDeliveries:

@@ -37,7 +37,11 @@ ROLE_PERMISSIONS: dict[Role, frozenset[Permission]] = {
 
 @dataclass(frozen=True)
 class Principal:
-    """The authenticated caller: a user through a session, or an API key of an org."""
+    """The authenticated caller: a user through a session, or an API key of an org.
+
+    `user_id` is set only for a session. A key acts for its org with its own role, but it
+    may belong to a user (`key_user_id`: who created it, or the user `agent-register`
+    registered); that user is who a key edits "their own" profile for."""
 
     org_id: str
     role: Role
@@ -45,10 +49,16 @@ class Principal:
     user_id: str | None = None
     key_id: str | None = None
     session_id: str | None = None
+    key_user_id: str | None = None
 
     @property
     def has_user_session(self) -> bool:
         return self.via == "session" and self.user_id is not None
+
+    @property
+    def acting_user_id(self) -> str | None:
+        """The user this caller acts as: the session's user, or the user a key belongs to."""
+        return self.user_id if self.via == "session" else self.key_user_id
 
 
 def may(principal: Principal, permission: Permission) -> bool:
@@ -68,6 +78,22 @@ def require_same_org(principal: Principal, org_id: str) -> None:
     """Another org's resource is forbidden (403), not hidden."""
     if principal.org_id != org_id:
         raise Forbidden("This resource belongs to another organization.", code="forbidden")
+
+
+def require_user(principal: Principal) -> str:
+    """The user a caller acts as (a session's user, or a key's user); a key with no user
+    gets the same 403 as a user-session-only action."""
+    user_id = principal.acting_user_id
+    if user_id is None:
+        raise no_user()
+    return user_id
+
+
+def no_user() -> Forbidden:
+    return Forbidden(
+        "This action needs a user: sign in, or use an API key that belongs to a user.",
+        code="user_session_required",
+    )
 
 
 def require_user_session(principal: Principal) -> None:

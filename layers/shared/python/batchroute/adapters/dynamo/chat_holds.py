@@ -37,6 +37,7 @@ from batchroute.domain.batch_record import BatchRecord
 from batchroute.domain.billing_controls import BillingControls
 from batchroute.domain.ledger import SettlementResult, WalletState
 from batchroute.domain.spending_limit import LimitGuard
+from batchroute.domain.usage import UsageCharge
 from batchroute.errors import TransientError
 from batchroute.money import Money
 
@@ -143,9 +144,10 @@ class ChatHoldStore:
         at: str,
         period_keys: Iterable[str],
         outcome: Mapping[str, Any],
+        usage: UsageCharge | None = None,
     ) -> SettlementResult:
         """Charge `charge` (capped at the hold), release the rest, and write the record's
-        `outcome` fields: one transaction, exactly once."""
+        `outcome` fields (and the usage counters of `usage`): one transaction, exactly once."""
         return self.ledger.settle(
             org_id,
             hold_id,
@@ -154,6 +156,7 @@ class ChatHoldStore:
             period_keys=period_keys,
             memo=f"chat {batch_id}",
             extra_items=[self._record_update(batch_id, outcome)],
+            usage=usage,
         )
 
     def release(

@@ -13,6 +13,8 @@ balance. Items (all in the wallet's partition `WALLET#<org>`):
 - `SPEND#<period key>`: charged micros per spend period (`D#2026-11-21`, `M#2026-11`);
 - `PAYMENT#<processor ref>`: the exactly-once marker of a processor credit (a Checkout
   Session or PaymentIntent id), written in the credit's own transaction (docs/payments.md).
+- `USAGE#D#<yyyy-mm-dd>#<model>#<provider>`: usage counters (charged micros, tokens, requests)
+  per local day, model and provider, moved in the charge's own transaction (docs/usage.md).
 
 The rules (split of a settlement, the absorb policy, invariants) live in `domain/ledger.py`;
 see docs/ledger.md.
@@ -39,6 +41,14 @@ from batchroute.domain.ledger import (
     WalletState,
     insufficient_credit,
     resolve,
+)
+from batchroute.domain.usage import (
+    USAGE_DAY_PREFIX,
+    UsageCharge,
+    UsageCounter,
+    UsageFigures,
+    usage_counters,
+    usage_sort_key,
 )
 from batchroute.errors import PermanentError, ServiceError, TransientError
 from batchroute.ids import new_id
@@ -423,13 +433,16 @@ class LedgerStore(DynamoStore):
         period_keys: Iterable[str],
         memo: str = "",
         extra_items: Iterable[TransactItem] = (),
+        usage: UsageCharge | None = None,
     ) -> SettlementResult:
         """Resolve a pending reservation exactly once: charge the actual cost (capped at the
         reservation; the rest of the cost is absorbed), release the remainder, and add the
         charge to the spend counters `period_keys` (the daily and monthly keys of `at` in the
         billing controls' zone: `domain.ledger.period_keys(...).values()`). A repeat returns
         the stored outcome (`replayed=True`) and writes nothing. `extra_items` ride in the same
-        transaction (a chat request record's outcome), so they are written exactly once too."""
+        transaction (a chat request record's outcome), so they are written exactly once too.
+        `usage` (the charge's day, models, providers and tokens) moves the usage counters in
+        the same transaction, with the charged amount apportioned to its lines."""
         if charge.micros < 0:
             raise ValueError("a charge is never negative")
         return self._resolve(
@@ -440,6 +453,7 @@ class LedgerStore(DynamoStore):
             memo=memo,
             keys=tuple(period_keys),
             extra=tuple(extra_items),
+            usage=usage,
         )
 
     def release(
@@ -466,6 +480,7 @@ class LedgerStore(DynamoStore):
         memo: str,
         keys: tuple[str, ...],
         extra: tuple[TransactItem, ...] = (),
+        usage: UsageCharge | None = None,
     ) -> SettlementResult:
         for _ in range(_ATTEMPTS):
             current = self.reservation(org_id, reservation_id)
@@ -476,7 +491,10 @@ class LedgerStore(DynamoStore):
             resolved = resolve(current, cost=0 if cost is None else cost.micros, at=at, void=cost is None)
             try:
                 self.dynamodb.transact_write_items(
-                    TransactItems=[*self._resolution_items(resolved, memo=memo, keys=keys), *extra]
+                    TransactItems=[
+                        *self._resolution_items(resolved, memo=memo, keys=keys, usage=usage),
+                        *extra,
+                    ]
                 )
             except ClientError as exc:
                 codes = cancellation_codes(exc)
@@ -492,7 +510,9 @@ class LedgerStore(DynamoStore):
             return SettlementResult.of(resolved, replayed=False)
         raise TransientError(f"resolving {reservation_id} kept colliding with other wallet writes")
 
-    def _resolution_items(self, r: Reservation, *, memo: str, keys: tuple[str, ...]) -> list[TransactItem]:
+    def _resolution_items(
+        self, r: Reservation, *, memo: str, keys: tuple[str, ...], usage: UsageCharge | None = None
+    ) -> list[TransactItem]:
         assert r.settled_at is not None
         at, charged, released = r.settled_at, r.charged.micros, r.released.micros
         items = [
@@ -543,6 +563,8 @@ class LedgerStore(DynamoStore):
                     r.org_id, kind="release", amount=r.released, memo=f"release {r.ref}", **common
                 )
             )
+        if usage is not None and r.status == "settled":
+            items.extend(self._usage_item(r.org_id, c, at) for c in usage_counters(usage, charged))
         return items
 
     # -- period spend --------------------------------------------------------------------------
@@ -571,6 +593,54 @@ class LedgerStore(DynamoStore):
                 ":kind": "period_spend",
                 ":org": org_id,
                 ":period": period_key,
+                ":at": at,
+            },
+        )
+
+    # -- usage counters ------------------------------------------------------------------------
+    def usage_between(self, org_id: str, first_day: str, last_day: str) -> list[UsageCounter]:
+        """The usage counters of the local days `first_day`..`last_day` (yyyy-mm-dd, inclusive):
+        ONE Query over a contiguous key range (paged only past 1 MB), whatever the number of
+        ledger entries."""
+        kwargs: dict[str, Any] = {
+            "TableName": self.table_name,
+            "KeyConditionExpression": "pk = :p AND sk BETWEEN :first AND :last",
+            "ExpressionAttributeValues": {
+                ":p": to_value(_pk(org_id)),
+                ":first": to_value(f"{USAGE_DAY_PREFIX}{first_day}"),
+                # "$" sorts right after "#": every counter of the last day, nothing after it.
+                ":last": to_value(f"{USAGE_DAY_PREFIX}{last_day}$"),
+            },
+            "ConsistentRead": True,
+        }
+        found: list[UsageCounter] = []
+        while True:
+            response = self.dynamodb.query(**kwargs)
+            found.extend(_usage_counter(from_item(i)) for i in response.get("Items", []))
+            if "LastEvaluatedKey" not in response:
+                return found
+            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
+    def _usage_item(self, org_id: str, counter: UsageCounter, at: str) -> TransactItem:
+        f = counter.figures
+        return self._update(
+            _key(org_id, usage_sort_key(counter.day, counter.model, counter.provider)),
+            "ADD cost_micros :cost, input_tokens :input, output_tokens :output, "
+            "batch_items :items, chat_requests :chats "
+            "SET #kind = :kind, org_id = :org, #day = :day, #model = :model, #provider = :provider, "
+            "updated_at = :at",
+            names={"#kind": "kind", "#day": "day", "#model": "model", "#provider": "provider"},
+            values={
+                ":cost": f.cost_micros,
+                ":input": f.input_tokens,
+                ":output": f.output_tokens,
+                ":items": f.batch_items,
+                ":chats": f.chat_requests,
+                ":kind": "usage_counter",
+                ":org": org_id,
+                ":day": counter.day,
+                ":model": counter.model,
+                ":provider": counter.provider,
                 ":at": at,
             },
         )
@@ -684,6 +754,21 @@ class LedgerStore(DynamoStore):
         if names:
             update["ExpressionAttributeNames"] = names
         return {"Update": update}
+
+
+def _usage_counter(item: dict[str, Any]) -> UsageCounter:
+    return UsageCounter(
+        day=str(item["day"]),
+        model=str(item["model"]),
+        provider=str(item["provider"]),
+        figures=UsageFigures(
+            cost_micros=int(item.get("cost_micros", 0)),
+            input_tokens=int(item.get("input_tokens", 0)),
+            output_tokens=int(item.get("output_tokens", 0)),
+            batch_items=int(item.get("batch_items", 0)),
+            chat_requests=int(item.get("chat_requests", 0)),
+        ),
+    )
 
 
 def _reservation(item: dict[str, Any]) -> Reservation:

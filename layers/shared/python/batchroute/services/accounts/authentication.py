@@ -41,8 +41,15 @@ class Authenticator:
             raise Unauthenticated("Invalid API key.", code="invalid_api_key")
         if key.revoked_at:
             raise Unauthenticated("This API key has been revoked.", code="api_key_revoked")
-        # A key acts for its org, never as a user: user-session-only actions refuse it.
-        return Principal(org_id=key.org_id, role=key.role, via="api_key", key_id=key.key_id)
+        # A key acts for its org with its role, never as a signed-in user: user-session-only
+        # actions refuse it. It may belong to a user (its creator), for that user's own profile.
+        return Principal(
+            org_id=key.org_id,
+            role=key.role,
+            via="api_key",
+            key_id=key.key_id,
+            key_user_id=key.created_by_user_id,
+        )
 
     def from_session(self, token: str) -> Principal:
         session = self.session(token)

@@ -1,9 +1,10 @@
 """The account read model, the profile, and the org's default delivery webhook.
 
 Profile semantics: `display_name` is the organization's display name (owner and admin, via
-session or API key); `full_name` is the signed-in user's own name (any role, but only
-through a user session: an API key has no user, so it gets 403 `user_session_required`).
-A request is checked whole before anything is written.
+session or API key); `full_name` is the caller's own user's name (any role): the signed-in
+user's, or through an API key the name of the user the key belongs to (its creator; the
+user `agent-register` registered). A key with no user (or whose user is gone) gets 403
+`user_session_required`. A request is checked whole before anything is written.
 
 The webhook secret is sealed with KMS (context: org id and purpose) before it is stored and
 is never returned; the webhook worker unseals it with the same context to sign deliveries.
@@ -15,7 +16,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from batchroute.clock import Clock, isoformat
-from batchroute.domain.access import Principal, authorize, require_user_session
+from batchroute.domain.access import Principal, authorize, no_user, require_user
 from batchroute.domain.accounts import Org, User
 from batchroute.domain.webhook_targets import webhook_target_problems
 from batchroute.errors import InvalidRequest, NotFound
@@ -90,7 +91,8 @@ class AccountSettings:
         authorize(principal, "account:read")
         org = self._org(principal)
         members = sorted(self.store.members(org.org_id), key=lambda u: (u.created_at, u.user_id))
-        caller = next((m for m in members if m.user_id == principal.user_id), None)
+        # The caller's own user: the signed-in user, or the user an API key belongs to.
+        caller = next((m for m in members if m.user_id == principal.acting_user_id), None)
         return {
             "org": {
                 "id": org.org_id,
@@ -112,15 +114,24 @@ class AccountSettings:
         org_name = clean_display_name(display_name)
         if org_name is not None:
             authorize(principal, "account:manage")
-        if full_name is not None:
-            require_user_session(principal)
+        user_id = self._own_user(principal) if full_name is not None else None
         self._org(principal)
         if org_name is not None:
             self.store.update_org(principal.org_id, display_name=org_name)
-        if full_name is not None and principal.user_id:
+        if full_name is not None and user_id is not None:
             # Blank clears the name (stored as absent).
-            self.store.update_user(principal.user_id, full_name=clean_full_name(full_name))
+            self.store.update_user(user_id, full_name=clean_full_name(full_name))
         return self.view(principal)
+
+    def _own_user(self, principal: Principal) -> str:
+        """The user whose own name the caller may set; a key whose user no longer exists (or
+        is no longer in the key's org) has no user."""
+        user_id = require_user(principal)
+        if principal.via == "api_key":
+            user = self.store.get_user(user_id)
+            if user is None or user.org_id != principal.org_id:
+                raise no_user()
+        return user_id
 
     def set_delivery_webhook(self, principal: Principal, *, url: str, secret: str) -> dict[str, Any]:
         authorize(principal, "delivery:manage")

@@ -30,7 +30,9 @@ from batchroute.domain.chat_objects import DIRECT_SOURCE, completion_id
 from batchroute.domain.chat_requests import CHAT_ITEM_ID, ChatRequest
 from batchroute.domain.chat_routing import DirectLane, DirectPlan, plan_direct
 from batchroute.domain.ledger import SettlementResult, period_keys
+from batchroute.domain.pricing import token_cost
 from batchroute.domain.routing_gates import RoutingGuards
+from batchroute.domain.usage import UsageCharge, UsageLine, usage_day
 from batchroute.errors import InvalidRequest, Unavailable
 from batchroute.ids import new_id
 from batchroute.money import Money
@@ -308,14 +310,16 @@ class DirectChat:
         outcome = self._outcome(call, at, usage, charge, completed=completed, error=error)
         org_id = call.principal.org_id
         controls = self.controls.billing_controls(org_id)
+        zone = controls.limit_timezone if controls else "UTC"
         result = self.store.settle(
             org_id,
             call.hold_id,
             batch_id=call.batch_id,
             charge=charge,
             at=at,
-            period_keys=list(period_keys(now, controls.limit_timezone if controls else "UTC").values()),
+            period_keys=list(period_keys(now, zone).values()),
             outcome=outcome,
+            usage=chat_usage(call.lane, usage, day=usage_day(now, zone)),
         )
         if self.watch is not None and not result.replayed and result.charged.micros > 0:
             # Alerts (a soft limit never blocks, so reaching it is reported here) and auto
@@ -401,6 +405,26 @@ class DirectChat:
             workflow_steps={},
             created_by=principal.user_id or principal.key_id,
         )
+
+
+def chat_usage(lane: DirectLane, usage: Usage, *, day: str) -> UsageCharge:
+    """What one direct request adds to the usage counters: one chat request on its lane."""
+    price = lane.lane.price
+    return UsageCharge(
+        day=day,
+        lines=(
+            UsageLine(
+                model=lane.lane.model,
+                provider=lane.lane.provider,
+                cost=token_cost(
+                    usage.prompt_tokens, usage.completion_tokens, price.input_per_mtok, price.output_per_mtok
+                ),
+                input_tokens=usage.prompt_tokens,
+                output_tokens=usage.completion_tokens,
+                chat_requests=1,
+            ),
+        ),
+    )
 
 
 def direct_receipt(

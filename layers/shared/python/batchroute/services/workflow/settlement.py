@@ -8,7 +8,9 @@ settling after it) gets the stored outcome back (`replayed`) and writes the same
 The receipt goes to `batches/<id>/receipt.json` and onto the batch (`billing`,
 `settled_at`); a batch still finalizing becomes `completed`; a terminal one (failed,
 canceled, expired) keeps its state. Then the billing watch looks at the wallet (alerts,
-auto top-up; services/billing/watch.py).
+auto top-up; services/billing/watch.py). The charge moves the usage counters (per day,
+model and provider: docs/usage.md) in its own transaction, so a replayed Settle never
+counts twice.
 """
 
 from __future__ import annotations
@@ -26,9 +28,11 @@ from batchroute.domain.batch_record import ArtifactKeys, BatchRecord
 from batchroute.domain.batch_states import TERMINAL
 from batchroute.domain.billing_controls import BillingControls
 from batchroute.domain.catalog import FeeSchedule
+from batchroute.domain.chat_objects import CHAT_SOURCE
 from batchroute.domain.ledger import SettlementResult, UnknownReservation, period_keys
 from batchroute.domain.pricing import FeeKind, settle_price
 from batchroute.domain.settlement import build_receipt, charged_usage, provider_lanes, rejected_lanes
+from batchroute.domain.usage import UsageCharge, batch_usage_lines, usage_day
 from batchroute.errors import PermanentError
 from batchroute.money import Money
 from batchroute.workflow.tasks import StepOutput
@@ -61,6 +65,7 @@ class Ledger(Protocol):
         at: str,
         period_keys: Any,
         memo: str = "",
+        usage: UsageCharge | None = None,
     ) -> SettlementResult: ...
 
 
@@ -98,7 +103,12 @@ class Settlement:
         breakdown = settle_price(usage, self.fees, fee_kind=fee_kind)
         controls = self.controls.billing_controls(org_id) or BillingControls(org_id=org_id)
         now = self.clock.now()
-        result = self._charge(batch, org_id, breakdown.total, controls, now)
+        zone = controls.limit_timezone or "UTC"
+        usage_charge = UsageCharge(
+            day=usage_day(now, zone),
+            lines=batch_usage_lines(lanes, tallies, chat=batch.source == CHAT_SOURCE),
+        )
+        result = self._charge(batch, org_id, breakdown.total, controls, now, usage_charge)
         if result is None:
             credits: dict[str, Any] = {
                 "credit_reserved": Money.zero().to_api(),
@@ -149,7 +159,13 @@ class Settlement:
         }
 
     def _charge(
-        self, batch: BatchRecord, org_id: str, total: Money, controls: BillingControls, now: datetime
+        self,
+        batch: BatchRecord,
+        org_id: str,
+        total: Money,
+        controls: BillingControls,
+        now: datetime,
+        usage: UsageCharge,
     ) -> SettlementResult | None:
         """Settle the batch's reservation (None for a batch without one: nothing to charge)."""
         reservation_id = batch.reservation_id
@@ -163,6 +179,7 @@ class Settlement:
                 at=isoformat(now),
                 period_keys=period_keys(now, controls.limit_timezone or "UTC").values(),
                 memo=f"batch {batch.batch_id}",
+                usage=usage,
             )
         except UnknownReservation as exc:
             raise SettlementFailed(f"batch {batch.batch_id}: reservation {reservation_id} not found") from exc

@@ -19,6 +19,7 @@ from batchroute.domain.batch_states import BatchState
 from batchroute.domain.catalog import Catalog
 from batchroute.domain.ledger import Purpose, Reservation, SettlementResult, period_keys
 from batchroute.domain.pricing import token_cost
+from batchroute.domain.usage import UsageCharge, UsageLine, usage_day
 from batchroute.money import Money
 from batchroute.observability import logger, metrics
 
@@ -79,6 +80,7 @@ class ChatRecords(Protocol):
         at: str,
         period_keys: Iterable[str],
         outcome: Mapping[str, Any],
+        usage: UsageCharge | None = None,
     ) -> SettlementResult: ...
 
 
@@ -146,6 +148,19 @@ def resolve_stale_chat_holds(
             at=at,
             period_keys=period_keys(now, "UTC").values(),
             outcome=outcome,
+            # Counted on its UTC day, as its spend is (the sweeper reads no controls).
+            usage=UsageCharge(
+                day=usage_day(now, "UTC"),
+                lines=(
+                    UsageLine(
+                        model=lane.model if lane is not None else (record and record.chat_model) or "",
+                        provider=lane.provider if lane is not None else "",
+                        input_tokens=prompt,
+                        output_tokens=completion,
+                        chat_requests=1,
+                    ),
+                ),
+            ),
         )
         if not result.replayed:
             report.settled.append(hold.reservation_id)

@@ -1,0 +1,79 @@
+"""`GET /v1/usage`: the wallet now, and what the current and previous period cost.
+
+Three reads, none of them over ledger entries: the billing controls (which period, which
+zone), the wallet (balance, reserved, available) and ONE range of usage counters covering
+both periods (`LedgerStore.usage_between`). The counters are written with each charge
+(docs/usage.md), so the cost of this read grows with days x models used, never with the
+number of ledger entries. The arithmetic is `domain/usage.py`.
+"""
+
+from __future__ import annotations
+
+import zoneinfo
+from typing import Protocol, cast
+
+from batchroute.clock import Clock
+from batchroute.domain.access import Principal, authorize
+from batchroute.domain.billing_controls import BillingControls
+from batchroute.domain.ledger import WalletState
+from batchroute.domain.usage import (
+    USAGE_PERIODS,
+    UsageCounter,
+    UsagePeriod,
+    UsageReport,
+    period_window,
+    summarize,
+)
+from batchroute.errors import InvalidRequest
+
+
+class UsageLedger(Protocol):
+    def state(self, org_id: str) -> WalletState: ...
+
+    def usage_between(self, org_id: str, first_day: str, last_day: str) -> list[UsageCounter]: ...
+
+
+class ControlsReader(Protocol):
+    def billing_controls(self, org_id: str) -> BillingControls | None: ...
+
+
+def default_period(controls: BillingControls) -> UsagePeriod:
+    """The spending limit's period while a limit is on; monthly otherwise."""
+    if controls.limit_enabled and controls.limit_period is not None:
+        return controls.limit_period
+    return "monthly"
+
+
+class UsageService:
+    def __init__(self, *, ledger: UsageLedger, controls: ControlsReader, clock: Clock) -> None:
+        self.ledger = ledger
+        self.controls = controls
+        self.clock = clock
+
+    def report(self, principal: Principal, *, period: str | None = None) -> UsageReport:
+        authorize(principal, "billing:read")
+        if period is not None and period not in USAGE_PERIODS:
+            raise InvalidRequest(
+                "period must be daily or monthly.",
+                code="invalid_request",
+                details={"field": "period", "allowed": list(USAGE_PERIODS)},
+            )
+        org_id = principal.org_id
+        controls = self.controls.billing_controls(org_id) or BillingControls(org_id=org_id)
+        kind = cast(UsagePeriod, period) if period is not None else default_period(controls)
+        zone = controls.limit_timezone or "UTC"
+        now = self.clock.now()
+        current = period_window(kind, now, zone)
+        previous = current.previous()
+        counters = self.ledger.usage_between(org_id, previous.start.isoformat(), current.end.isoformat())
+        today = now.astimezone(zoneinfo.ZoneInfo(zone)).date()
+        wallet = self.ledger.state(org_id)
+        return UsageReport(
+            org_id=org_id,
+            balance=wallet.balance,
+            reserved=wallet.reserved,
+            current=summarize(counters, current, today=today),
+            previous=summarize(counters, previous, today=today),
+            generated_at=now,
+            period=kind,
+        )
