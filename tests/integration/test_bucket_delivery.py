@@ -496,3 +496,24 @@ def test_a_failing_delivery_logs_the_code_never_the_secret(
     logged = "\n".join(repr(vars(record)) for record in caplog.records)
     assert "bucket delivery attempt recorded" in logged and "SignatureDoesNotMatch" in logged
     assert wrong not in logged and customer.secret_access_key not in logged
+
+
+def test_a_batch_whose_bytes_retention_reclaimed_is_not_redelivered(
+    api: TestClient, wiring: Wiring, local_aws: LocalStack, org: TestOrg, customer: CustomerS3
+) -> None:
+    # Given a finished batch whose result bytes retention reclaimed (docs/retention.md)
+    finished_batch(org.org_id, "batch_reclaimed")
+    register(wiring.delivery_targets, org, customer)
+    assert wiring.batch_records.mark_reclaimed("batch_reclaimed", at="2026-05-09T07:00:00.000Z")
+    # When it is redelivered: 410, as its results answer, and nothing is queued
+    response = api.post("/v1/batches/batch_reclaimed/redeliver", headers=org.key_headers())
+    assert response.status_code == 410, response.text
+    assert response.json()["error"]["code"] == "results_expired"
+    assert queued_messages(local_aws) == []
+    # And a delivery attempt that finds the bytes gone fails with that reason, writing nothing
+    batch = wiring.batch_records.get("batch_reclaimed")
+    assert batch is not None
+    record = _inline(wiring).deliver_batch(batch)
+    assert record is not None and record.last_error is not None
+    assert record.last_error.code == "results_expired"
+    assert delivered_objects(customer, org, "batch_reclaimed") == {}

@@ -39,7 +39,7 @@ from batchroute.domain.bucket_delivery import (
     pending_view,
 )
 from batchroute.domain.delivery_targets import BucketRefused, DeliveryTarget, batch_object_keys
-from batchroute.errors import Conflict
+from batchroute.errors import Conflict, Gone
 from batchroute.observability import logger
 from batchroute.services.delivery.targets import Bucket
 
@@ -202,6 +202,12 @@ class BucketDelivery:
                 code="batch_not_finished",
                 details={"state": batch.state},
             )
+        if batch.artifacts_reclaimed_at:
+            raise Gone(
+                "This batch's result bytes were reclaimed by retention; there is nothing to deliver.",
+                code="results_expired",
+                details={"reclaimed_at": batch.artifacts_reclaimed_at},
+            )
         record = self.records.get(batch.batch_id)
         if record is not None and record.state == "delivered":
             raise Conflict(
@@ -306,6 +312,8 @@ class BucketDelivery:
         target = self.targets.find(batch.org_id, share.target_id)
         if target is None or not target.enabled:
             return _failed(share, "target_unavailable", "the delivery target was removed or disabled")
+        if batch.artifacts_reclaimed_at:
+            return _failed(share, "results_expired", "retention reclaimed the batch's result bytes")
         keys = batch_object_keys(target, batch.batch_id)
         artifacts = batch.artifacts or ArtifactKeys()
         sources = (
