@@ -21,6 +21,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from batchroute.adapters.dynamo.codec import from_item, is_condition_failure, to_item, to_value
+from batchroute.adapters.dynamo.leases import claim_attempt, due_items, due_sort_key
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.domain.bucket_delivery import DeliveryRecord
 
@@ -30,10 +31,6 @@ DELIVERY_SK = "DELIVERY#BUCKET"
 
 def _key(batch_id: str) -> dict[str, Any]:
     return {"pk": {"S": f"BATCH#{batch_id}"}, "sk": {"S": DELIVERY_SK}}
-
-
-def due_sort_key(when_iso: str, batch_id: str) -> str:
-    return f"{when_iso}#{batch_id}"
 
 
 class BucketDeliveries(DynamoStore):
@@ -65,38 +62,19 @@ class BucketDeliveries(DynamoStore):
         return True
 
     def claim(self, batch_id: str, *, attempt: int, now_iso: str, lease_until_iso: str) -> bool:
-        """pending|failed -> delivering for attempt number `attempt`, only if it is due and
-        nobody claimed it yet; False otherwise (nothing written)."""
-        try:
-            self.dynamodb.update_item(
-                TableName=self.table_name,
-                Key=_key(batch_id),
-                UpdateExpression=(
-                    "SET #state = :delivering, attempts = :n, last_attempt_at = :now, updated_at = :now, "
-                    "lease_until = :lease, gsi1pk = :due, gsi1sk = :due_sk REMOVE next_attempt_at"
-                ),
-                ConditionExpression=(
-                    "attribute_exists(pk) AND attempts = :prev AND #state IN (:pending, :failed) "
-                    "AND next_attempt_at <= :now"
-                ),
-                ExpressionAttributeNames={"#state": "state"},
-                ExpressionAttributeValues={
-                    ":delivering": to_value("delivering"),
-                    ":pending": to_value("pending"),
-                    ":failed": to_value("failed"),
-                    ":n": to_value(attempt),
-                    ":prev": to_value(attempt - 1),
-                    ":now": to_value(now_iso),
-                    ":lease": to_value(lease_until_iso),
-                    ":due": to_value(DUE_PARTITION),
-                    ":due_sk": to_value(due_sort_key(lease_until_iso, batch_id)),
-                },
-            )
-        except ClientError as exc:
-            if is_condition_failure(exc):
-                return False
-            raise
-        return True
+        """pending|failed -> delivering for attempt number `attempt` (`leases.claim_attempt`)."""
+        return claim_attempt(
+            self.dynamodb,
+            self.table_name,
+            _key(batch_id),
+            state_field="state",
+            count_field="attempts",
+            attempt=attempt,
+            now_iso=now_iso,
+            lease_until_iso=lease_until_iso,
+            partition=DUE_PARTITION,
+            owner_id=batch_id,
+        )
 
     def complete(
         self, record: DeliveryRecord, *, attempt: int, lease_expired_before: str | None = None
@@ -154,18 +132,11 @@ class BucketDeliveries(DynamoStore):
 
     def due(self, now_iso: str, limit: int = 100) -> list[str]:
         """Batch ids whose delivery owes an attempt (or whose attempt's lease ran out) at or
-        before `now_iso`, oldest first (the index is eventually consistent: claims re-check)."""
-        response = self.dynamodb.query(
-            TableName=self.table_name,
-            IndexName="gsi1",
-            KeyConditionExpression="gsi1pk = :p AND gsi1sk <= :upper",
-            ExpressionAttributeValues={
-                ":p": to_value(DUE_PARTITION),
-                ":upper": to_value(due_sort_key(now_iso, "~")),
-            },
-            Limit=limit,
-        )
-        return [str(item["batch_id"]["S"]) for item in response.get("Items", [])]
+        before `now_iso`, oldest first."""
+        return [
+            str(item["batch_id"]["S"])
+            for item in due_items(self.dynamodb, self.table_name, DUE_PARTITION, now_iso, limit)
+        ]
 
     def mark_enqueued(self, batch_id: str, *, next_attempt_at: str, recheck_at: str) -> bool:
         """A retry message is on the deliver queue: look at the delivery again only at

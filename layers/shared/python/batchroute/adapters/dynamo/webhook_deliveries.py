@@ -32,14 +32,11 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from batchroute.adapters.dynamo.codec import from_item, is_condition_failure, to_item, to_value
+from batchroute.adapters.dynamo.leases import claim_attempt, due_items, due_sort_key
 from batchroute.adapters.dynamo.store import DynamoStore
 
 DUE_PARTITION = "WEBHOOK#DUE"
 _ATTEMPT_MARK = "#ATTEMPT#"
-
-
-def due_sort_key(when_iso: str, delivery_id: str) -> str:
-    return f"{when_iso}#{delivery_id}"
 
 
 @dataclass(frozen=True)
@@ -141,58 +138,28 @@ class WebhookDeliveries(DynamoStore):
 
     def due(self, now_iso: str, limit: int = 100) -> list[tuple[str, str]]:
         """(batch_id, delivery_id) of deliveries with an attempt owed at or before `now_iso`,
-        oldest first (the index is eventually consistent: claims re-check)."""
-        response = self.dynamodb.query(
-            TableName=self.table_name,
-            IndexName="gsi1",
-            KeyConditionExpression="gsi1pk = :p AND gsi1sk <= :upper",
-            ExpressionAttributeValues={
-                ":p": to_value(DUE_PARTITION),
-                ":upper": to_value(due_sort_key(now_iso, "~")),
-            },
-            Limit=limit,
-        )
+        oldest first."""
         return [
             (str(item[self.owner.field]["S"]), str(item["delivery_id"]["S"]))
-            for item in response.get("Items", [])
+            for item in due_items(self.dynamodb, self.table_name, DUE_PARTITION, now_iso, limit)
         ]
 
     def claim(
         self, batch_id: str, delivery_id: str, *, attempt: int, now_iso: str, lease_until_iso: str
     ) -> bool:
-        """pending|failed -> delivering for attempt number `attempt`, only if that attempt is
-        due and nobody claimed it yet; False otherwise (nothing written)."""
-        try:
-            self.dynamodb.update_item(
-                TableName=self.table_name,
-                Key=self._key(batch_id, delivery_id),
-                UpdateExpression=(
-                    "SET #status = :delivering, attempt_count = :n, last_attempt_at = :now, "
-                    "updated_at = :now, lease_until = :lease, gsi1pk = :due, gsi1sk = :due_sk "
-                    "REMOVE next_attempt_at"
-                ),
-                ConditionExpression=(
-                    "attribute_exists(pk) AND attempt_count = :prev "
-                    "AND #status IN (:pending, :failed) AND next_attempt_at <= :now"
-                ),
-                ExpressionAttributeNames={"#status": "status"},
-                ExpressionAttributeValues={
-                    ":delivering": to_value("delivering"),
-                    ":pending": to_value("pending"),
-                    ":failed": to_value("failed"),
-                    ":n": to_value(attempt),
-                    ":prev": to_value(attempt - 1),
-                    ":now": to_value(now_iso),
-                    ":lease": to_value(lease_until_iso),
-                    ":due": to_value(DUE_PARTITION),
-                    ":due_sk": to_value(due_sort_key(lease_until_iso, delivery_id)),
-                },
-            )
-        except ClientError as exc:
-            if is_condition_failure(exc):
-                return False
-            raise
-        return True
+        """pending|failed -> delivering for attempt number `attempt` (`leases.claim_attempt`)."""
+        return claim_attempt(
+            self.dynamodb,
+            self.table_name,
+            self._key(batch_id, delivery_id),
+            state_field="status",
+            count_field="attempt_count",
+            attempt=attempt,
+            now_iso=now_iso,
+            lease_until_iso=lease_until_iso,
+            partition=DUE_PARTITION,
+            owner_id=delivery_id,
+        )
 
     def complete(
         self,
