@@ -181,3 +181,28 @@ def test_no_key_value_is_stored_in_clear(client: TestClient, local_aws: LocalSta
     dump = str(items["Items"])
     assert value not in dump and value[10:30] not in dump
     assert session not in dump
+
+
+def test_the_console_lists_the_orgs_keys_newest_first_without_values(client: TestClient) -> None:
+    # Given a signed-in owner with a seeded key, who creates two more and revokes one
+    _, session, seeded = _org_with_owner()
+    client.cookies.set(SESSION_COOKIE, session)
+    first = client.post("/v1/auth/account/api-keys", json={"label": "first"}).json()
+    second = client.post("/v1/auth/account/api-keys", json={"label": "second", "role": "admin"}).json()
+    client.post(f"/v1/auth/account/api-keys/{first['key']['id']}/revoke")
+    # When the keys are listed
+    response = client.get("/v1/auth/account/api-keys")
+    # Then every key of the org shows, newest first, the revoked one marked, and no value
+    assert response.status_code == 200
+    rows = response.json()["data"]
+    assert [row["label"] for row in rows] == ["second", "first", "seed"]
+    assert rows[0]["role"] == "admin" and rows[0]["revoked_at"] is None
+    assert rows[1]["revoked_at"] is not None
+    assert all(row["prefix"] for row in rows)
+    for value in (first["api_key"], second["api_key"], seeded):
+        assert value not in response.text
+    # And an API key may not list them (a key is not a session)
+    client.cookies.clear()
+    listed_by_key = client.get("/v1/auth/account/api-keys", headers={"Authorization": f"Bearer {seeded}"})
+    assert listed_by_key.status_code == 403
+    assert listed_by_key.json()["error"]["code"] == "user_session_required"

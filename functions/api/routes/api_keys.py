@@ -1,4 +1,4 @@
-"""API keys: create (value shown once) and revoke. Session only."""
+"""API keys: list, create (value shown once) and revoke. Session only."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from batchroute.services.accounts.api_keys import ApiKeys
 from functions.api.auth import SessionPrincipal
 from functions.api.deps import WiringDep
 from functions.api.envelope import ErrorEnvelope
-from functions.api.schemas.api_keys import ApiKeyCreate, ApiKeyCreated, ApiKeyPublic
+from functions.api.schemas.api_keys import ApiKeyCreate, ApiKeyCreated, ApiKeyList, ApiKeyPublic
 from functions.api.schemas.common import Ok
 
 router = APIRouter(tags=["account"])
@@ -26,6 +26,16 @@ def _api_keys(wiring: WiringDep) -> ApiKeys:
 
 
 ApiKeysDep = Annotated[ApiKeys, Depends(_api_keys)]
+
+
+@router.get(
+    "/v1/auth/account/api-keys",
+    response_model=ApiKeyList,
+    responses=_ERRORS,
+    summary="List the org's API keys (session only); values are never shown again",
+)
+def list_api_keys(principal: SessionPrincipal, keys: ApiKeysDep) -> ApiKeyList:
+    return ApiKeyList(data=[ApiKeyPublic.of(key) for key in keys.list(principal)])
 
 
 @router.post(

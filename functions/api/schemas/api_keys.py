@@ -1,5 +1,5 @@
-"""Request and response models: API keys, created in a user session (the value shown once)
-and revoked there."""
+"""Request and response models: API keys, listed, created in a user session (the value shown
+once) and revoked there."""
 
 from __future__ import annotations
 
@@ -39,3 +39,7 @@ class ApiKeyPublic(BaseModel):
 class ApiKeyCreated(BaseModel):
     key: ApiKeyPublic
     api_key: str = Field(description="The key value. Shown once: store it now; it cannot be recovered.")
+
+
+class ApiKeyList(BaseModel):
+    data: list[ApiKeyPublic] = Field(description="The org's keys, newest first; values are never shown again.")

@@ -1,4 +1,4 @@
-"""Creating and revoking API keys. The key value is returned once and never stored."""
+"""Listing, creating and revoking API keys. The key value is returned once and never stored."""
 
 from __future__ import annotations
 
@@ -53,6 +53,12 @@ class ApiKeys:
         )
         self.store.put_key(key)
         return CreatedKey(key=key, value=issued.value)
+
+    def list(self, principal: Principal) -> list[ApiKey]:
+        """The org's keys, newest first, revoked ones included (with `revoked_at`); never a value."""
+        require_user_session(principal)
+        authorize(principal, "keys:manage")
+        return sorted(self.store.keys_of(principal.org_id), key=lambda k: k.created_at, reverse=True)
 
     def revoke(self, principal: Principal, key_id: str) -> None:
         require_user_session(principal)

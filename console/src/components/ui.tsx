@@ -1,0 +1,84 @@
+// Small building blocks every page uses: the error line, a labelled field, a loading state.
+import { useCallback, useEffect, useState, type ReactNode } from "react";
+import { describe } from "../api/client";
+
+/** An API error as the person should read it: `code: message`, announced to screen readers. */
+export function ErrorLine({ error }: { error: unknown }) {
+  if (!error) return null;
+  return (
+    <p className="error" role="alert">
+      {describe(error)}
+    </p>
+  );
+}
+
+export function Notice({ children }: { children: ReactNode }) {
+  return (
+    <p className="notice" role="status">
+      {children}
+    </p>
+  );
+}
+
+interface FieldProps {
+  id: string;
+  label: string;
+  error?: string | undefined;
+  hint?: string;
+  children: ReactNode;
+}
+
+/** A control with its label and, under it, the server's validation error for that field. */
+export function Field({ id, label, error, hint, children }: FieldProps) {
+  return (
+    <div className={error ? "field invalid" : "field"}>
+      <label htmlFor={id}>{label}</label>
+      {children}
+      {hint && <small id={`${id}-hint`}>{hint}</small>}
+      {error && (
+        <small className="field-error" id={`${id}-error`} role="alert">
+          {error}
+        </small>
+      )}
+    </div>
+  );
+}
+
+/** Load something once (and again on `reload`), keeping the error for the page to show. */
+export function useLoad<T>(load: () => Promise<T>, deps: unknown[] = []) {
+  const [data, setData] = useState<T | undefined>(undefined);
+  const [error, setError] = useState<unknown>(null);
+  const [loading, setLoading] = useState(true);
+  // eslint-disable-next-line react-hooks/exhaustive-deps
+  const run = useCallback(load, deps);
+  const reload = useCallback(async () => {
+    try {
+      setData(await run());
+      setError(null);
+    } catch (caught) {
+      setError(caught);
+    } finally {
+      setLoading(false);
+    }
+  }, [run]);
+  useEffect(() => {
+    void reload();
+  }, [reload]);
+  return { data, error, loading, reload, setData };
+}
+
+export function Loading({ what }: { what: string }) {
+  return <p aria-busy="true">Loading {what}…</p>;
+}
+
+export function ProgressBar({ done, total, label }: { done: number; total: number; label: string }) {
+  const pct = total > 0 ? Math.round((100 * done) / total) : 0;
+  return (
+    <div className="progress">
+      <progress max={total || 1} value={done} aria-label={label} />
+      <span>
+        {done}/{total} ({pct}%)
+      </span>
+    </div>
+  );
+}

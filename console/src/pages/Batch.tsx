@@ -1,0 +1,301 @@
+// One batch: live counts, the routing receipt (selected lanes, and every rejected lane with
+// its reason, as a table and a per-lane chart), items with a status filter, downloads,
+// cancel and retry.
+import { useEffect, useState } from "react";
+import { Link, useNavigate, useParams } from "react-router-dom";
+import { Bar, BarChart, CartesianGrid, Legend, ResponsiveContainer, Tooltip, XAxis, YAxis } from "recharts";
+import { api, call, type Schemas } from "../api/client";
+import { TERMINAL_STATES, money, when } from "../format";
+import { ErrorLine, Field, Loading, ProgressBar, useLoad } from "../components/ui";
+import { POLL_MS } from "./Batches";
+
+type Receipt = Schemas["BillingReceipt"];
+
+export function Batch() {
+  const { batchId = "" } = useParams();
+  const navigate = useNavigate();
+  const read = useLoad(
+    () =>
+      call(
+        api.GET("/v1/batches/{batch_id}", {
+          params: { path: { batch_id: batchId }, query: { include_billing_receipt: true } },
+        }),
+      ),
+    [batchId],
+  );
+  const [error, setError] = useState<unknown>(null);
+  const batch = read.data?.batch;
+  const active = batch ? !TERMINAL_STATES.includes(batch.state) : false;
+  useEffect(() => {
+    if (!active) return;
+    const timer = window.setInterval(() => void read.reload(), POLL_MS);
+    return () => window.clearInterval(timer);
+  }, [active, read.reload]);
+
+  async function cancel() {
+    if (!window.confirm("Cancel this batch? Work already dispatched may still finish.")) return;
+    try {
+      await call(api.POST("/v1/batches/{batch_id}/cancel", { params: { path: { batch_id: batchId } }, body: {} }));
+      await read.reload();
+    } catch (caught) {
+      setError(caught);
+    }
+  }
+  async function retry() {
+    try {
+      const created = (await call(api.POST("/v1/batches/{batch_id}/retry", { params: { path: { batch_id: batchId } } }))) as {
+        batch?: { id?: string };
+      };
+      if (created.batch?.id) navigate(`/batches/${created.batch.id}`);
+    } catch (caught) {
+      setError(caught);
+    }
+  }
+  async function downloadResults() {
+    try {
+      const lines: string[] = [];
+      let cursor: string | null | undefined = undefined;
+      do {
+        const query: { limit: number; cursor?: string } = cursor ? { limit: 1000, cursor } : { limit: 1000 };
+        const page: Schemas["ResultsPage"] = await call(
+          api.GET("/v1/batches/{batch_id}/results", { params: { path: { batch_id: batchId }, query } }),
+        );
+        for (const row of page.data) lines.push(JSON.stringify(row));
+        cursor = page.next_cursor;
+      } while (cursor);
+      const url = URL.createObjectURL(new Blob([lines.join("\n") + "\n"], { type: "application/jsonl" }));
+      const link = document.createElement("a");
+      link.href = url;
+      link.download = `${batchId}-results.jsonl`;
+      link.click();
+      URL.revokeObjectURL(url);
+    } catch (caught) {
+      setError(caught);
+    }
+  }
+
+  if (read.loading) return <Loading what="batch" />;
+  if (!batch) return <ErrorLine error={read.error} />;
+  const counts = batch.counts;
+  return (
+    <>
+      <p>
+        <Link to="/batches">← Batches</Link>
+      </p>
+      <h1>
+        Batch <code>{batch.id}</code>
+      </h1>
+      <ErrorLine error={read.error} />
+      <dl className="facts">
+        <dt>State</dt>
+        <dd>
+          <span className={`state state-${batch.state}`} data-testid="batch-state">
+            {batch.state}
+          </span>
+        </dd>
+        <dt>Created</dt>
+        <dd>{when(batch.created_at)}</dd>
+        <dt>Deadline</dt>
+        <dd>{when(batch.deadline_at)}</dd>
+        <dt>Completed</dt>
+        <dd>{when(batch.completed_at)}</dd>
+        <dt>Routing</dt>
+        <dd>
+          {batch.routing_mode}, privacy {batch.privacy_tier}
+        </dd>
+        {batch.execution_summary.latest_error && (
+          <>
+            <dt>Latest error</dt>
+            <dd>{batch.execution_summary.latest_error}</dd>
+          </>
+        )}
+      </dl>
+      <ProgressBar label="Batch progress" done={counts.completed + counts.failed + counts.canceled} total={counts.total} />
+      <p>
+        {counts.completed} completed · {counts.failed} failed · {counts.running} running · {counts.pending} pending ·{" "}
+        {counts.canceled} canceled
+      </p>
+      <div className="actions">
+        {active && (
+          <button type="button" onClick={() => void cancel()}>
+            Cancel batch
+          </button>
+        )}
+        {!active && (counts.failed > 0 || counts.canceled > 0) && (
+          <button type="button" onClick={() => void retry()}>
+            Retry failed and canceled items
+          </button>
+        )}
+        {batch.state === "completed" && (
+          <button type="button" onClick={() => void downloadResults()}>
+            Download results (JSONL)
+          </button>
+        )}
+        {batch.output_url && <a href={batch.output_url}>Result file</a>}
+        {batch.error_url && <a href={batch.error_url}>Error file</a>}
+        {batch.receipt_url && <a href={batch.receipt_url}>Receipt file</a>}
+      </div>
+      <ErrorLine error={error} />
+      {read.data?.billing_receipt ? <ReceiptView receipt={read.data.billing_receipt} /> : <p>The receipt is written when the batch settles.</p>}
+      <Items batchId={batchId} refreshKey={`${counts.completed}-${counts.failed}`} />
+    </>
+  );
+}
+
+function ReceiptView({ receipt }: { receipt: Receipt }) {
+  const selected = receipt.provider_lanes ?? [];
+  const rejected = receipt.rejected_lanes ?? [];
+  const chart = selected.map((lane) => ({
+    lane: `${lane.provider ?? "?"} / ${lane.model ?? "?"}`,
+    completed: lane.item_counts.completed,
+    failed: lane.item_counts.failed,
+    canceled: lane.item_counts.canceled,
+  }));
+  return (
+    <section aria-labelledby="receipt-h">
+      <h2 id="receipt-h">Routing receipt</h2>
+      <dl className="facts">
+        <dt>Settled price</dt>
+        <dd data-testid="settled-price">{money(receipt.final_settled_price)}</dd>
+        <dt>Provider subtotal</dt>
+        <dd>{money(receipt.provider_subtotal)}</dd>
+        <dt>Service fee</dt>
+        <dd>{money(receipt.service_fee)}</dd>
+        <dt>Reserved / charged / released</dt>
+        <dd>
+          {money(receipt.credit_reserved)} / {money(receipt.credit_charged)} / {money(receipt.credit_released)}
+        </dd>
+        <dt>Settled</dt>
+        <dd>{when(receipt.settled_at)}</dd>
+      </dl>
+      <h3>Lanes that ran</h3>
+      <table>
+        <thead>
+          <tr>
+            <th scope="col">Provider</th>
+            <th scope="col">Model</th>
+            <th scope="col">Items done / failed</th>
+            <th scope="col">Tokens in / out</th>
+            <th scope="col">Cost</th>
+            <th scope="col">Failover from</th>
+          </tr>
+        </thead>
+        <tbody>
+          {selected.map((lane) => (
+            <tr key={lane.lane_key}>
+              <td>{lane.provider}</td>
+              <td>{lane.model}</td>
+              <td>
+                {lane.item_counts.completed} / {lane.item_counts.failed}
+              </td>
+              <td>
+                {lane.usage.prompt_tokens} / {lane.usage.completion_tokens}
+              </td>
+              <td>{money(lane.cost)}</td>
+              <td>{lane.failover_from ?? "—"}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+      {chart.length > 0 && (
+        <figure aria-label="Items per lane">
+          <ResponsiveContainer width="100%" height={Math.max(160, 60 * chart.length)}>
+            <BarChart data={chart} layout="vertical" margin={{ left: 40 }}>
+              <CartesianGrid strokeDasharray="3 3" />
+              <XAxis type="number" allowDecimals={false} />
+              <YAxis type="category" dataKey="lane" width={220} />
+              <Tooltip />
+              <Legend />
+              <Bar dataKey="completed" stackId="items" fill="#2e7d32" />
+              <Bar dataKey="failed" stackId="items" fill="#c62828" />
+              <Bar dataKey="canceled" stackId="items" fill="#757575" />
+            </BarChart>
+          </ResponsiveContainer>
+          <figcaption>Items per lane that ran</figcaption>
+        </figure>
+      )}
+      <h3>Lanes not chosen, and why</h3>
+      {rejected.length === 0 ? (
+        <p>No other lane was considered.</p>
+      ) : (
+        <table data-testid="rejected-lanes">
+          <thead>
+            <tr>
+              <th scope="col">Provider</th>
+              <th scope="col">Model</th>
+              <th scope="col">Reason</th>
+              <th scope="col">Explanation</th>
+            </tr>
+          </thead>
+          <tbody>
+            {rejected.map((lane, index) => (
+              <tr key={`${lane.lane_id ?? index}`}>
+                <td>{lane.provider}</td>
+                <td>{lane.model}</td>
+                <td>
+                  <code>{lane.rejection?.code ?? "—"}</code>
+                </td>
+                <td>{lane.rejection?.message ?? ""}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+    </section>
+  );
+}
+
+const ITEM_STATUSES = ["", "pending", "processing", "completed", "failed"] as const;
+type ItemStatus = (typeof ITEM_STATUSES)[number];
+
+function Items({ batchId, refreshKey }: { batchId: string; refreshKey: string }) {
+  const [status, setStatus] = useState<ItemStatus>("");
+  const items = useLoad(
+    () =>
+      call(
+        api.GET("/v1/batches/{batch_id}/items", {
+          params: { path: { batch_id: batchId }, query: { limit: 100, ...(status ? { status } : {}) } },
+        }),
+      ),
+    [batchId, status, refreshKey],
+  );
+  return (
+    <section aria-labelledby="items-h">
+      <h2 id="items-h">Items</h2>
+      <Field id="item-status" label="Item status">
+        <select id="item-status" value={status} onChange={(e) => setStatus(e.target.value as ItemStatus)}>
+          {ITEM_STATUSES.map((s) => (
+            <option key={s} value={s}>
+              {s || "all"}
+            </option>
+          ))}
+        </select>
+      </Field>
+      <ErrorLine error={items.error} />
+      {items.data && (
+        <table>
+          <thead>
+            <tr>
+              <th scope="col">#</th>
+              <th scope="col">Item</th>
+              <th scope="col">Model</th>
+              <th scope="col">Status</th>
+              <th scope="col">Result preview</th>
+            </tr>
+          </thead>
+          <tbody>
+            {items.data.data.map((item) => (
+              <tr key={item.sequence_number}>
+                <td>{item.sequence_number}</td>
+                <td>{item.customer_item_id}</td>
+                <td>{item.model}</td>
+                <td>{item.status}</td>
+                <td className="wrap">{item.error ? `${item.error.code}: ${item.error.message}` : (item.output_preview ?? "—")}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+    </section>
+  );
+}

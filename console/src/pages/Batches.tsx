@@ -1,0 +1,79 @@
+// Batches: the list with a state filter and live progress (polled while any is active).
+import { useEffect } from "react";
+import { Link, useSearchParams } from "react-router-dom";
+import { api, call } from "../api/client";
+import { TERMINAL_STATES, when } from "../format";
+import { ErrorLine, Field, Loading, ProgressBar, useLoad } from "../components/ui";
+
+const FILTERS = ["", "active", "completed", "failed", "canceled", "expired"];
+export const POLL_MS = 2000;
+
+export function Batches() {
+  const [params, setParams] = useSearchParams();
+  const state = params.get("state") ?? "";
+  const list = useLoad(
+    () => call(api.GET("/v1/batches", { params: { query: { limit: 50, ...(state ? { state } : {}) } } })),
+    [state],
+  );
+  const active = list.data?.data.some((b) => !TERMINAL_STATES.includes(b.state)) ?? false;
+  useEffect(() => {
+    if (!active) return;
+    const timer = window.setInterval(() => void list.reload(), POLL_MS);
+    return () => window.clearInterval(timer);
+  }, [active, list.reload]);
+  return (
+    <>
+      <h1>Batches</h1>
+      <p>
+        <Link to="/quotes">New batch from a JSONL file</Link>
+      </p>
+      <Field id="state-filter" label="Show">
+        <select id="state-filter" value={state} onChange={(e) => setParams(e.target.value ? { state: e.target.value } : {})}>
+          {FILTERS.map((f) => (
+            <option key={f} value={f}>
+              {f || "all"}
+            </option>
+          ))}
+        </select>
+      </Field>
+      <ErrorLine error={list.error} />
+      {list.loading && <Loading what="batches" />}
+      {list.data && list.data.data.length === 0 && <p>No batches{state ? ` in state ${state}` : ""}.</p>}
+      {list.data && list.data.data.length > 0 && (
+        <table>
+          <thead>
+            <tr>
+              <th scope="col">Batch</th>
+              <th scope="col">State</th>
+              <th scope="col">Progress</th>
+              <th scope="col">Failed</th>
+              <th scope="col">Created</th>
+            </tr>
+          </thead>
+          <tbody>
+            {list.data.data.map((batch) => (
+              <tr key={batch.id}>
+                <td>
+                  <Link to={`/batches/${batch.id}`}>{batch.id}</Link>
+                </td>
+                <td>
+                  <span className={`state state-${batch.state}`}>{batch.state}</span>
+                </td>
+                <td>
+                  <ProgressBar
+                    label={`Progress of ${batch.id}`}
+                    done={batch.counts.completed + batch.counts.failed + batch.counts.canceled}
+                    total={batch.counts.total}
+                  />
+                </td>
+                <td>{batch.counts.failed}</td>
+                <td>{when(batch.created_at)}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+      {active && <p className="muted">Refreshing every {POLL_MS / 1000} s while batches are active.</p>}
+    </>
+  );
+}

@@ -1,0 +1,345 @@
+// Billing: buy credits (hosted checkout), spending limit and alerts, auto top-up, audit log.
+// Validation is the server's: its `details.field` puts the message under the right control.
+import { useEffect, useState, type FormEvent } from "react";
+import { useSearchParams } from "react-router-dom";
+import { ApiError, api, call, type Schemas } from "../api/client";
+import { money, when } from "../format";
+import { ErrorLine, Field, Loading, Notice, useLoad } from "../components/ui";
+
+/** The server's message for `field` (or one of its entries, e.g. `alert_thresholds[0].value`). */
+function fieldError(error: unknown, field: string): string | undefined {
+  if (error instanceof ApiError && error.field && (error.field === field || error.field.startsWith(`${field}[`))) {
+    return `${error.code}: ${error.message}`;
+  }
+  return undefined;
+}
+
+/** An error that no field shows is shown above the form's button instead. */
+function unplaced(error: unknown, fields: string[]): unknown {
+  if (error instanceof ApiError && error.field && fields.some((f) => fieldError(error, f))) return null;
+  return error;
+}
+
+export function Billing() {
+  return (
+    <>
+      <h1>Billing</h1>
+      <BuyCredits />
+      <SpendingControls />
+      <AutoTopup />
+      <AuditLog />
+    </>
+  );
+}
+
+function BuyCredits() {
+  const [params] = useSearchParams();
+  const [amount, setAmount] = useState("25");
+  const [error, setError] = useState<unknown>(null);
+  const usage = useLoad(() => call(api.GET("/v1/usage")));
+  const outcome = params.get("checkout");
+  // The wallet is credited by the processor's webhook, moments after the redirect back.
+  useEffect(() => {
+    if (outcome !== "success") return;
+    const timer = window.setInterval(() => void usage.reload(), 1500);
+    const stop = window.setTimeout(() => window.clearInterval(timer), 30000);
+    return () => {
+      window.clearInterval(timer);
+      window.clearTimeout(stop);
+    };
+  }, [outcome, usage.reload]);
+  async function submit(event: FormEvent) {
+    event.preventDefault();
+    try {
+      const checkout = await call(api.POST("/v1/billing/checkout", { body: { amount } }));
+      window.location.assign(checkout.checkout_url);
+    } catch (caught) {
+      setError(caught);
+    }
+  }
+  return (
+    <section aria-labelledby="buy-h">
+      <h2 id="buy-h">Buy credits</h2>
+      {usage.data && (
+        <p>
+          Available: <strong data-testid="billing-available">{money(usage.data.available)}</strong> (balance{" "}
+          {money(usage.data.balance)}, reserved {money(usage.data.reserved)})
+        </p>
+      )}
+      <ErrorLine error={usage.error} />
+      {outcome === "success" && <Notice>Payment received. Credits appear as soon as the processor confirms it.</Notice>}
+      {outcome === "canceled" && <Notice>Checkout canceled; nothing was charged.</Notice>}
+      <form className="inline" onSubmit={(e) => void submit(e)}>
+        <Field id="buy-amount" label="Amount (USD, 5 to 10,000)" error={fieldError(error, "amount")}>
+          <input id="buy-amount" inputMode="decimal" required value={amount} onChange={(e) => setAmount(e.target.value)} />
+        </Field>
+        <button type="submit">Continue to payment</button>
+      </form>
+      <ErrorLine error={unplaced(error, ["amount"])} />
+    </section>
+  );
+}
+
+interface ThresholdDraft {
+  type: string;
+  value: string;
+}
+
+const CONTROL_FIELDS = ["limit_enabled", "limit_period", "limit_amount", "limit_mode", "limit_timezone", "low_balance_amount", "alert_thresholds"];
+
+function SpendingControls() {
+  const loaded = useLoad(() => call(api.GET("/v1/billing/controls")));
+  const [enabled, setEnabled] = useState(false);
+  const [period, setPeriod] = useState("monthly");
+  const [amount, setAmount] = useState("");
+  const [mode, setMode] = useState("soft");
+  const [timezone, setTimezone] = useState("UTC");
+  const [lowBalance, setLowBalance] = useState("");
+  const [emailAlerts, setEmailAlerts] = useState(true);
+  const [webhookAlerts, setWebhookAlerts] = useState(false);
+  const [thresholds, setThresholds] = useState<ThresholdDraft[]>([]);
+  const [error, setError] = useState<unknown>(null);
+  const [saved, setSaved] = useState(false);
+
+  useEffect(() => {
+    const c = loaded.data?.controls;
+    if (!c) return;
+    setEnabled(c.limit_enabled);
+    setPeriod(c.limit_period ?? "monthly");
+    setAmount(c.limit_amount?.amount ?? "");
+    setMode(c.limit_mode);
+    setTimezone(c.limit_timezone);
+    setLowBalance(c.low_balance_amount?.amount ?? "");
+    setEmailAlerts(c.alert_email_enabled);
+    setWebhookAlerts(c.alert_webhook_enabled);
+    setThresholds(
+      c.alert_thresholds.map((t) => ({ type: t.type, value: typeof t.value === "number" ? String(t.value) : t.value.amount })),
+    );
+  }, [loaded.data]);
+
+  async function save(event: FormEvent) {
+    event.preventDefault();
+    setSaved(false);
+    const body = {
+      limit_enabled: enabled,
+      limit_period: enabled ? period : null,
+      limit_amount: enabled ? amount : null,
+      limit_mode: mode,
+      limit_timezone: timezone,
+      low_balance_amount: lowBalance.trim() === "" ? null : lowBalance,
+      alert_email_enabled: emailAlerts,
+      alert_webhook_enabled: webhookAlerts,
+      alert_thresholds: thresholds.map((t) => ({ type: t.type, value: t.type === "pct_of_limit" ? Number(t.value) : t.value })),
+    } as unknown as Schemas["ControlsUpdate"];
+    try {
+      loaded.setData(await call(api.PUT("/v1/billing/controls", { body })));
+      setError(null);
+      setSaved(true);
+    } catch (caught) {
+      setError(caught);
+    }
+  }
+
+  if (loaded.loading) return <Loading what="spending controls" />;
+  return (
+    <section aria-labelledby="limit-h">
+      <h2 id="limit-h">Spending limit and alerts</h2>
+      <ErrorLine error={loaded.error} />
+      <form onSubmit={(e) => void save(e)}>
+        <div className="field check">
+          <input id="limit-enabled" type="checkbox" checked={enabled} onChange={(e) => setEnabled(e.target.checked)} />
+          <label htmlFor="limit-enabled">Limit spending</label>
+        </div>
+        <div className="row">
+          <Field id="limit-amount" label="Limit (USD)" error={fieldError(error, "limit_amount")}>
+            <input id="limit-amount" inputMode="decimal" value={amount} onChange={(e) => setAmount(e.target.value)} disabled={!enabled} />
+          </Field>
+          <Field id="limit-period" label="Per" error={fieldError(error, "limit_period")}>
+            <select id="limit-period" value={period} onChange={(e) => setPeriod(e.target.value)} disabled={!enabled}>
+              <option value="daily">day</option>
+              <option value="monthly">month</option>
+            </select>
+          </Field>
+          <Field id="limit-mode" label="When reached" error={fieldError(error, "limit_mode")}>
+            <select id="limit-mode" value={mode} onChange={(e) => setMode(e.target.value)}>
+              <option value="soft">soft: alert only</option>
+              <option value="hard">hard: refuse new work</option>
+            </select>
+          </Field>
+          <Field id="limit-timezone" label="Time zone of the period" error={fieldError(error, "limit_timezone")}>
+            <input id="limit-timezone" value={timezone} onChange={(e) => setTimezone(e.target.value)} />
+          </Field>
+        </div>
+        <Field id="low-balance" label="Low-balance alert below (USD, empty for none)" error={fieldError(error, "low_balance_amount")}>
+          <input id="low-balance" inputMode="decimal" value={lowBalance} onChange={(e) => setLowBalance(e.target.value)} />
+        </Field>
+        <fieldset>
+          <legend>Alert thresholds</legend>
+          {thresholds.map((threshold, index) => (
+            <div className="row" key={index}>
+              <Field id={`threshold-type-${index}`} label={`Threshold ${index + 1} kind`}>
+                <select
+                  id={`threshold-type-${index}`}
+                  value={threshold.type}
+                  onChange={(e) => setThresholds(thresholds.map((t, i) => (i === index ? { ...t, type: e.target.value } : t)))}
+                >
+                  <option value="spend_above">spend above (USD)</option>
+                  <option value="pct_of_limit">percent of the limit</option>
+                  <option value="balance_below">balance below (USD)</option>
+                </select>
+              </Field>
+              <Field
+                id={`threshold-value-${index}`}
+                label={`Threshold ${index + 1} value`}
+                error={fieldError(error, `alert_thresholds[${index}]`)}
+              >
+                <input
+                  id={`threshold-value-${index}`}
+                  inputMode="decimal"
+                  value={threshold.value}
+                  onChange={(e) => setThresholds(thresholds.map((t, i) => (i === index ? { ...t, value: e.target.value } : t)))}
+                />
+              </Field>
+              <button type="button" onClick={() => setThresholds(thresholds.filter((_, i) => i !== index))} aria-label={`Remove threshold ${index + 1}`}>
+                Remove
+              </button>
+            </div>
+          ))}
+          <button type="button" onClick={() => setThresholds([...thresholds, { type: "pct_of_limit", value: "80" }])} disabled={thresholds.length >= 20}>
+            Add threshold
+          </button>
+        </fieldset>
+        <div className="field check">
+          <input id="alert-email" type="checkbox" checked={emailAlerts} onChange={(e) => setEmailAlerts(e.target.checked)} />
+          <label htmlFor="alert-email">Email alerts</label>
+        </div>
+        <div className="field check">
+          <input id="alert-webhook" type="checkbox" checked={webhookAlerts} onChange={(e) => setWebhookAlerts(e.target.checked)} />
+          <label htmlFor="alert-webhook">Also send alerts to the delivery webhook</label>
+        </div>
+        <ErrorLine error={unplaced(error, CONTROL_FIELDS)} />
+        <button type="submit">Save spending controls</button>
+        {saved && <Notice>Spending controls saved.</Notice>}
+      </form>
+    </section>
+  );
+}
+
+function AutoTopup() {
+  const loaded = useLoad(() => call(api.GET("/v1/billing/auto-topup")));
+  const attempts = useLoad(() => call(api.GET("/v1/billing/auto-topup/attempts")));
+  const [enabled, setEnabled] = useState(false);
+  const [trigger, setTrigger] = useState("");
+  const [amount, setAmount] = useState("");
+  const [cap, setCap] = useState("");
+  const [error, setError] = useState<unknown>(null);
+  const [saved, setSaved] = useState(false);
+  useEffect(() => {
+    const s = loaded.data?.auto_topup;
+    if (!s) return;
+    setEnabled(s.enabled);
+    setTrigger(s.trigger_balance.amount);
+    setAmount(s.amount.amount);
+    setCap(s.monthly_cap.amount);
+  }, [loaded.data]);
+  async function save(event: FormEvent) {
+    event.preventDefault();
+    setSaved(false);
+    const body = { enabled, trigger_balance: trigger, amount, monthly_cap: cap } as unknown as Schemas["AutoTopupUpdate"];
+    try {
+      loaded.setData(await call(api.PUT("/v1/billing/auto-topup", { body })));
+      setError(null);
+      setSaved(true);
+    } catch (caught) {
+      setError(caught);
+    }
+  }
+  const card = loaded.data?.auto_topup.payment_method;
+  return (
+    <section aria-labelledby="topup-h">
+      <h2 id="topup-h">Auto top-up</h2>
+      <ErrorLine error={loaded.error} />
+      <p>Saved card: {card ? `${card.brand} ending ${card.last4}` : "none yet (buy credits once to save one)"}</p>
+      <form onSubmit={(e) => void save(e)}>
+        <div className="field check">
+          <input id="topup-enabled" type="checkbox" checked={enabled} onChange={(e) => setEnabled(e.target.checked)} />
+          <label htmlFor="topup-enabled">Top up automatically</label>
+        </div>
+        <div className="row">
+          <Field id="topup-trigger" label="When the balance falls below (USD)" error={fieldError(error, "trigger_balance")}>
+            <input id="topup-trigger" inputMode="decimal" value={trigger} onChange={(e) => setTrigger(e.target.value)} />
+          </Field>
+          <Field id="topup-amount" label="Add (USD)" error={fieldError(error, "amount")}>
+            <input id="topup-amount" inputMode="decimal" value={amount} onChange={(e) => setAmount(e.target.value)} />
+          </Field>
+          <Field id="topup-cap" label="At most per month (USD)" error={fieldError(error, "monthly_cap")}>
+            <input id="topup-cap" inputMode="decimal" value={cap} onChange={(e) => setCap(e.target.value)} />
+          </Field>
+        </div>
+        <ErrorLine error={unplaced(error, ["trigger_balance", "amount", "monthly_cap"])} />
+        <button type="submit">Save auto top-up</button>
+        {saved && <Notice>Auto top-up saved.</Notice>}
+      </form>
+      <h3>Attempts</h3>
+      <ErrorLine error={attempts.error} />
+      {attempts.data && attempts.data.data.length === 0 && <p>No top-ups yet.</p>}
+      {attempts.data && attempts.data.data.length > 0 && (
+        <table>
+          <thead>
+            <tr>
+              <th scope="col">When</th>
+              <th scope="col">Amount</th>
+              <th scope="col">Status</th>
+              <th scope="col">Reason</th>
+            </tr>
+          </thead>
+          <tbody>
+            {attempts.data.data.map((a) => (
+              <tr key={a.id}>
+                <td>{when(a.created_at)}</td>
+                <td>{money(a.amount)}</td>
+                <td>{a.status}</td>
+                <td>{a.failure_reason ?? "—"}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+    </section>
+  );
+}
+
+function AuditLog() {
+  const audit = useLoad(() => call(api.GET("/v1/billing/controls/audit", { params: { query: { limit: 20 } } })));
+  return (
+    <section aria-labelledby="audit-h">
+      <h2 id="audit-h">Audit log</h2>
+      <ErrorLine error={audit.error} />
+      {audit.data && audit.data.data.length === 0 && <p>No changes yet.</p>}
+      {audit.data && audit.data.data.length > 0 && (
+        <table>
+          <thead>
+            <tr>
+              <th scope="col">When</th>
+              <th scope="col">Who</th>
+              <th scope="col">Action</th>
+              <th scope="col">Change</th>
+            </tr>
+          </thead>
+          <tbody>
+            {audit.data.data.map((entry) => (
+              <tr key={entry.id}>
+                <td>{when(entry.created_at)}</td>
+                <td>{entry.actor_role ?? "system"}</td>
+                <td>{entry.action}</td>
+                <td>
+                  <code className="wrap">{JSON.stringify(entry.after)}</code>
+                </td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+    </section>
+  );
+}

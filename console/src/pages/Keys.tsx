@@ -1,0 +1,118 @@
+// API keys: list, create (the value shown once, with a copy button), revoke.
+// The value lives only in this component's state until the person leaves the page.
+import { useState, type FormEvent } from "react";
+import { api, call, type Schemas } from "../api/client";
+import { when } from "../format";
+import { ErrorLine, Field, Loading, useLoad } from "../components/ui";
+
+type Role = Schemas["ApiKeyCreate"]["role"];
+
+export function Keys() {
+  const keys = useLoad(() => call(api.GET("/v1/auth/account/api-keys")));
+  const [label, setLabel] = useState("");
+  const [role, setRole] = useState<Role>("member");
+  const [created, setCreated] = useState<Schemas["ApiKeyCreated"] | null>(null);
+  const [copied, setCopied] = useState(false);
+  const [error, setError] = useState<unknown>(null);
+
+  async function create(event: FormEvent) {
+    event.preventDefault();
+    try {
+      setCreated(await call(api.POST("/v1/auth/account/api-keys", { body: { label, role } })));
+      setCopied(false);
+      setLabel("");
+      setError(null);
+      await keys.reload();
+    } catch (caught) {
+      setError(caught);
+    }
+  }
+
+  async function revoke(id: string, keyLabel: string) {
+    if (!window.confirm(`Revoke the key "${keyLabel}"? It stops working at once.`)) return;
+    try {
+      await call(api.POST("/v1/auth/account/api-keys/{key_id}/revoke", { params: { path: { key_id: id } } }));
+      setError(null);
+      await keys.reload();
+    } catch (caught) {
+      setError(caught);
+    }
+  }
+
+  async function copy() {
+    if (!created) return;
+    await navigator.clipboard.writeText(created.api_key);
+    setCopied(true);
+  }
+
+  return (
+    <>
+      <h1>API keys</h1>
+      <form className="inline" onSubmit={(e) => void create(e)}>
+        <Field id="key-label" label="Label">
+          <input id="key-label" required maxLength={120} value={label} onChange={(e) => setLabel(e.target.value)} />
+        </Field>
+        <Field id="key-role" label="Role">
+          <select id="key-role" value={role} onChange={(e) => setRole(e.target.value as Role)}>
+            <option value="member">member</option>
+            <option value="admin">admin</option>
+            <option value="billing">billing</option>
+            <option value="owner">owner</option>
+          </select>
+        </Field>
+        <button type="submit">Create key</button>
+      </form>
+      <ErrorLine error={error} />
+      {created && (
+        <section className="secret" aria-labelledby="new-key-h">
+          <h2 id="new-key-h">New key "{created.key.label}"</h2>
+          <p>Copy it now: it is shown once and cannot be recovered.</p>
+          <code data-testid="new-key-value">{created.api_key}</code>{" "}
+          <button type="button" onClick={() => void copy()}>
+            {copied ? "Copied" : "Copy"}
+          </button>{" "}
+          <button type="button" onClick={() => setCreated(null)}>
+            Done
+          </button>
+        </section>
+      )}
+      <ErrorLine error={keys.error} />
+      {keys.loading && <Loading what="keys" />}
+      {keys.data && (
+        <table>
+          <caption>Keys of this organization</caption>
+          <thead>
+            <tr>
+              <th scope="col">Label</th>
+              <th scope="col">Prefix</th>
+              <th scope="col">Role</th>
+              <th scope="col">Created</th>
+              <th scope="col">Status</th>
+            </tr>
+          </thead>
+          <tbody>
+            {keys.data.data.map((key) => (
+              <tr key={key.id}>
+                <td>{key.label}</td>
+                <td>
+                  <code>{key.prefix}…</code>
+                </td>
+                <td>{key.role}</td>
+                <td>{when(key.created_at)}</td>
+                <td>
+                  {key.revoked_at ? (
+                    `revoked ${when(key.revoked_at)}`
+                  ) : (
+                    <button type="button" onClick={() => void revoke(key.id, key.label)} aria-label={`Revoke ${key.label}`}>
+                      Revoke
+                    </button>
+                  )}
+                </td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+    </>
+  );
+}

@@ -1,0 +1,201 @@
+// New batch: paste or upload a JSONL file, get the free quote with its lanes, create the batch
+// from it. The file goes through `POST /v1/files`; the quote and batch name it by id.
+import { useState, type ChangeEvent, type FormEvent } from "react";
+import { useNavigate } from "react-router-dom";
+import { ApiError, api, call, type Schemas } from "../api/client";
+import { money, when } from "../format";
+import { ErrorLine, Field, Notice } from "../components/ui";
+
+type Quote = Schemas["QuoteOut"];
+type Lane = Quote["quote_lanes"][number];
+type Issue = Schemas["PreflightIssue"];
+
+const SAMPLE = JSON.stringify({
+  customer_item_id: "item-1",
+  operation: "responses",
+  model: "gpt-4o-mini",
+  input: { messages: [{ role: "user", content: "Say hello." }] },
+});
+
+function preflightIssues(error: unknown): Issue[] {
+  if (!(error instanceof ApiError)) return [];
+  const preflight = error.details["preflight"] as { errors?: Issue[] } | undefined;
+  return preflight?.errors ?? [];
+}
+
+export function Quotes() {
+  const navigate = useNavigate();
+  const [text, setText] = useState("");
+  const [routingMode, setRoutingMode] = useState("cheapest");
+  const [privacyTier, setPrivacyTier] = useState("standard");
+  const [quote, setQuote] = useState<Quote | null>(null);
+  const [file, setFile] = useState<Schemas["FileOut"] | null>(null);
+  const [error, setError] = useState<unknown>(null);
+  const [busy, setBusy] = useState(false);
+
+  async function readUpload(event: ChangeEvent<HTMLInputElement>) {
+    const chosen = event.target.files?.[0];
+    if (chosen) setText(await chosen.text());
+  }
+
+  async function getQuote(event: FormEvent) {
+    event.preventDefault();
+    setBusy(true);
+    setQuote(null);
+    setError(null);
+    try {
+      const uploaded = await call(
+        api.POST("/v1/files", {
+          params: { query: { purpose: "batch_input" } },
+          body: text as never,
+          bodySerializer: (body: unknown) => body as string,
+          headers: { "Content-Type": "application/jsonl" },
+        }),
+      );
+      setFile(uploaded.file);
+      const body = {
+        input_file_id: uploaded.file.id,
+        routing_mode: routingMode,
+        privacy_tier: privacyTier,
+      } as Schemas["QuoteModelRequest"];
+      setQuote(await call(api.POST("/v1/quotes/model", { body })));
+    } catch (caught) {
+      setError(caught);
+    } finally {
+      setBusy(false);
+    }
+  }
+
+  async function createBatch() {
+    if (!quote) return;
+    setBusy(true);
+    try {
+      const created = (await call(
+        api.POST("/v1/batches", {
+          body: { quote_id: quote.quote_id },
+          params: { header: { "Idempotency-Key": `console-${quote.quote_id}` } },
+        }),
+      )) as { batch?: { id?: string } };
+      if (created.batch?.id) navigate(`/batches/${created.batch.id}`);
+    } catch (caught) {
+      setError(caught);
+    } finally {
+      setBusy(false);
+    }
+  }
+
+  const lanes: Lane[] = quote?.quote_lanes ?? [];
+  return (
+    <>
+      <h1>New batch</h1>
+      <p>
+        One item per line: <code>customer_item_id</code>, <code>operation</code>, <code>model</code>, <code>input</code>. A quote is free
+        and reserves nothing; creating the batch reserves its credits.
+      </p>
+      <form onSubmit={(e) => void getQuote(e)}>
+        <Field id="jsonl-file" label="Upload a JSONL file">
+          <input id="jsonl-file" type="file" accept=".jsonl,.json,.txt,application/jsonl" onChange={(e) => void readUpload(e)} />
+        </Field>
+        <Field id="jsonl-text" label="Or paste JSONL" hint={`Example: ${SAMPLE}`}>
+          <textarea id="jsonl-text" rows={8} required value={text} onChange={(e) => setText(e.target.value)} spellCheck={false} />
+        </Field>
+        <div className="row">
+          <Field id="routing-mode" label="Routing mode">
+            <select id="routing-mode" value={routingMode} onChange={(e) => setRoutingMode(e.target.value)}>
+              {["cheapest", "sla_aware", "public_only", "edge_only", "hybrid", "privacy_constrained"].map((m) => (
+                <option key={m}>{m}</option>
+              ))}
+            </select>
+          </Field>
+          <Field id="privacy-tier" label="Privacy tier">
+            <select id="privacy-tier" value={privacyTier} onChange={(e) => setPrivacyTier(e.target.value)}>
+              {["standard", "confidential", "restricted"].map((m) => (
+                <option key={m}>{m}</option>
+              ))}
+            </select>
+          </Field>
+        </div>
+        <button type="submit" disabled={busy}>
+          Get a free quote
+        </button>
+      </form>
+      <ErrorLine error={error} />
+      {preflightIssues(error).length > 0 && (
+        <ul className="issues">
+          {preflightIssues(error).map((issue, index) => (
+            <li key={index}>
+              {issue.line !== undefined && `line ${issue.line}: `}
+              <code>{issue.code}</code> {issue.message} — {issue.action}
+            </li>
+          ))}
+        </ul>
+      )}
+      {file && file.errors.length > 0 && (
+        <ul className="issues">
+          {file.errors.map((issue) => (
+            <li key={issue.line}>
+              line {issue.line}: <code>{issue.code}</code> {issue.message}
+            </li>
+          ))}
+        </ul>
+      )}
+      {quote && (
+        <section aria-labelledby="quote-h">
+          <h2 id="quote-h">
+            Quote <code>{quote.quote_id}</code>
+          </h2>
+          <p>{quote.customer_explanation}</p>
+          <dl className="facts">
+            <dt>Items</dt>
+            <dd>{quote.item_count}</dd>
+            <dt>Estimated total</dt>
+            <dd data-testid="quote-total">{money(quote.pricing_estimate.total)}</dd>
+            <dt>Provider subtotal / service fee</dt>
+            <dd>
+              {money(quote.pricing_estimate.provider_subtotal)} / {money(quote.pricing_estimate.service_fee)}
+            </dd>
+            <dt>Available credit</dt>
+            <dd>
+              {money(quote.funding.available)} {quote.funding.sufficient ? "" : "(not enough: buy credits first)"}
+            </dd>
+            <dt>Price held until</dt>
+            <dd>{when(quote.expires_at)}</dd>
+          </dl>
+          {quote.preflight.warnings.length > 0 && (
+            <Notice>{quote.preflight.warnings.map((w) => `${w.code}: ${w.message}`).join(" · ")}</Notice>
+          )}
+          <table>
+            <caption>Lanes considered</caption>
+            <thead>
+              <tr>
+                <th scope="col">Provider</th>
+                <th scope="col">Model</th>
+                <th scope="col">Chosen</th>
+                <th scope="col">Items / estimate, or reason</th>
+              </tr>
+            </thead>
+            <tbody>
+              {lanes.map((lane, index) => (
+                <tr key={`${lane.lane_id}-${index}`}>
+                  <td>{lane.provider}</td>
+                  <td>{lane.model}</td>
+                  <td>{lane.selected ? "yes" : "no"}</td>
+                  <td>
+                    {"rejection" in lane && lane.rejection
+                      ? `${lane.rejection.code}: ${lane.rejection.message}`
+                      : "item_count" in lane
+                        ? `${lane.item_count} items, ${money(lane.estimated_provider_cost)}`
+                        : ""}
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+          <button type="button" onClick={() => void createBatch()} disabled={busy}>
+            Create batch from this quote
+          </button>
+        </section>
+      )}
+    </>
+  );
+}
