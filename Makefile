@@ -7,7 +7,7 @@ INSTALLED := $(VENV)/.installed
 export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION := 1
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 
-.PHONY: setup run test test-unit test-integration test-infra test-e2e lint typecheck build synth bench bench-pipeline bench-chat clean
+.PHONY: setup console browser console-screenshots run test test-unit test-integration test-infra test-e2e lint typecheck build synth bench bench-pipeline bench-chat clean
 
 $(INSTALLED): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -18,8 +18,32 @@ $(INSTALLED): pyproject.toml
 
 setup: $(INSTALLED)
 
+## The web console (docs/console.md): rebuilt when its sources or the API's schemas are newer.
+CONSOLE_SOURCES := $(shell find console/src -type f ! -name schema.d.ts) console/index.html \
+	console/package.json console/tsconfig.json console/vite.config.ts scripts/export_openapi.py \
+	$(wildcard functions/api/*.py functions/api/routes/*.py functions/api/schemas/*.py)
+
+console/node_modules/.package-lock.json: console/package-lock.json
+	cd console && npm ci --no-audit --no-fund
+
+console/dist/index.html: $(INSTALLED) console/node_modules/.package-lock.json $(CONSOLE_SOURCES)
+	cd console && npm run build
+	touch $@
+
+console: console/dist/index.html
+
+## Debian's chromium for the browser tests (no browser download from anywhere else).
+browser:
+	@command -v chromium >/dev/null || { \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq chromium; }
+
+## Screenshots of every console page at 1280x800 into docs/console/.
+console-screenshots: setup console browser
+	CONSOLE_SCREENSHOTS=docs/console $(VENV)/bin/pytest tests/e2e/test_console_browser.py
+
 ## The whole service locally, in the foreground (Ctrl-C stops it).
-run: setup
+run: setup console
 	$(VENV)/bin/batchroute-local
 
 ## Deployment assets (layer + functions) into .build/, no Docker.
@@ -46,10 +70,10 @@ test-integration: setup
 test-infra: build
 	$(VENV)/bin/pytest tests/infra
 
-test-e2e: setup
+test-e2e: setup console browser
 	$(VENV)/bin/pytest tests/e2e
 
-test: lint typecheck build
+test: lint typecheck build console browser
 	$(VENV)/bin/pytest tests/unit tests/integration tests/infra tests/e2e
 
 bench: setup build

@@ -25,6 +25,7 @@ from batchroute.config import Settings
 from batchroute_tools.emulators import build_emulators
 from batchroute_tools.emulators.server import EmulatorServer
 from batchroute_tools.local import environment
+from batchroute_tools.local.console import mount_console
 from batchroute_tools.local.lambda_runtime import context_for, load_handler
 from batchroute_tools.local.moto_server import MotoServer
 from batchroute_tools.local.poller import QueuePoller
@@ -170,6 +171,7 @@ def _context_factory(function_key: str, stack: LocalStack) -> Callable[[], Any]:
 
 def _api_server(port: int) -> uvicorn.Server:
     app = importlib.import_module("functions.api.app").app
+    mount_console(app)
     # No uvicorn access log: the app's own middleware logs each request, with its correlation id.
     config = uvicorn.Config(
         app, host=HOST, port=port, log_level="info", access_log=False, timeout_graceful_shutdown=2

@@ -42,4 +42,4 @@ class ApiKeyCreated(BaseModel):
 
 
 class ApiKeyList(BaseModel):
-    data: list[ApiKeyPublic] = Field(description="The org's keys, newest first; values are never shown again.")
+    data: list[ApiKeyPublic] = Field(description="The org's keys, newest first; values never shown again.")

@@ -1,0 +1,226 @@
+"""The web console in a real browser (Debian's chromium driven by Playwright) against the
+local stack as `make run` serves it: sign up, buy credits through the payment emulator's
+hosted checkout, see a validation error on a field and set a hard limit, create and revoke
+a key, paste JSONL, quote, create, watch the batch complete, open its receipt, download
+results (docs/console.md).
+
+With CONSOLE_SCREENSHOTS=<dir> (`make console-screenshots`) each page is also saved at
+1280x800 into that directory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser, Page, expect, sync_playwright
+
+from tests.e2e.local_stack import REPO, RunningStack
+
+pytestmark = pytest.mark.e2e
+
+CHROMIUM = Path(os.environ.get("CHROMIUM", "/usr/bin/chromium"))
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+VIEWPORT = {"width": 1280, "height": 800}
+PASSWORD = "correct horse battery"
+BATCH_TIMEOUT_MS = 120_000
+MODEL = "gpt-4o-mini"
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    if not CHROMIUM.exists():
+        pytest.fail(f"{CHROMIUM} is missing: `make browser` installs Debian's chromium")
+    if not (REPO / "console" / "dist" / "index.html").exists():
+        pytest.fail("the console is not built: `make console`")
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_FLAGS)
+        try:
+            yield launched
+        finally:
+            launched.close()
+
+
+@pytest.fixture
+def page(browser: Browser, local_stack: RunningStack) -> Iterator[Page]:
+    context = browser.new_context(viewport=VIEWPORT, base_url=local_stack.base_url, accept_downloads=True)
+    context.set_default_timeout(20_000)
+    opened = context.new_page()
+    try:
+        yield opened
+    finally:
+        context.close()
+
+
+class Screens:
+    """Saves a full-viewport screenshot per page when asked to (CONSOLE_SCREENSHOTS)."""
+
+    def __init__(self, page: Page, target: str | None) -> None:
+        self.page = page
+        self.target = Path(target) if target else None
+        if self.target is not None:
+            self.target.mkdir(parents=True, exist_ok=True)
+
+    def take(self, name: str) -> None:
+        if self.target is not None:
+            self.page.screenshot(path=str(self.target / f"{name}.png"))
+
+
+def _jsonl(count: int) -> str:
+    rows = [
+        {
+            "customer_item_id": f"item-{n}",
+            "operation": "responses",
+            "model": MODEL,
+            "input": {"messages": [{"role": "user", "content": f"Question {n}: what is routing?"}]},
+        }
+        for n in range(count)
+    ]
+    return "\n".join(json.dumps(row) for row in rows) + "\n"
+
+
+def test_a_customer_runs_the_whole_console_flow(page: Page, local_stack: RunningStack) -> None:
+    shots = Screens(page, os.environ.get("CONSOLE_SCREENSHOTS"))
+    address = f"console-{uuid.uuid4().hex[:10]}@example.com"
+    failures: list[str] = []
+    page.on("pageerror", lambda error: failures.append(str(error)))
+
+    # Given a visitor: the console sends them to sign in, and from there to sign up
+    page.goto("/console/")
+    expect(page.get_by_role("heading", name="Sign in")).to_be_visible()
+    shots.take("sign-in")
+    page.get_by_role("link", name="Create an account").click()
+    page.get_by_label("Email").fill(address)
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_label("Organization name (optional)").fill("Console Co")
+    shots.take("sign-up")
+    page.get_by_role("button", name="Create account").click()
+
+    # Then they land signed in on the overview with the local signup credit
+    expect(page.get_by_role("heading", name="Overview")).to_be_visible()
+    expect(page.get_by_test_id("available")).to_have_text("25.00 USD")
+    shots.take("overview")
+
+    # When they buy 40 USD of credits on the payment emulator's hosted page
+    page.get_by_role("link", name="Billing").click()
+    page.get_by_label("Amount (USD, 5 to 10,000)").fill("40")
+    page.get_by_role("button", name="Continue to payment").click()
+    expect(page.get_by_text("40.00 USD")).to_be_visible()
+    page.get_by_role("button", name="Pay").click()
+    # Then they are back on the billing page and the webhook's credit shows up
+    page.wait_for_url(re.compile(r"/console/billing\?checkout=success"))
+    expect(page.get_by_test_id("billing-available")).to_have_text("65.00 USD", timeout=30_000)
+
+    # When they set a negative limit, the server's validation error shows on that field
+    page.get_by_label("Limit spending").check()
+    page.get_by_label("Limit (USD)").fill("-5")
+    page.get_by_role("button", name="Save spending controls").click()
+    field_error = page.locator("#limit-amount-error")
+    expect(field_error).to_be_visible()
+    expect(field_error).to_contain_text("invalid_controls")
+    shots.take("billing-validation-error")
+    # And a valid hard limit saves and is audited
+    page.get_by_label("Limit (USD)").fill("100")
+    page.get_by_label("When reached").select_option("hard")
+    page.get_by_role("button", name="Save spending controls").click()
+    expect(page.get_by_text("Spending controls saved.")).to_be_visible()
+    expect(field_error).to_have_count(0)
+    page.reload()
+    expect(page.get_by_label("Limit (USD)")).to_have_value("100.00")
+    expect(page.get_by_label("When reached")).to_have_value("hard")
+    expect(page.get_by_role("region", name="Audit log").get_by_role("cell").first).to_be_visible()
+    shots.take("billing")
+
+    # When they create a key, its value is shown once; then they revoke it
+    page.get_by_role("link", name="API keys").click()
+    page.get_by_label("Label").fill("ci runner")
+    page.get_by_role("button", name="Create key").click()
+    value = page.get_by_test_id("new-key-value").inner_text()
+    assert value.startswith("brk_local_")
+    shots.take("api-keys")
+    page.get_by_role("button", name="Done").click()
+    expect(page.get_by_test_id("new-key-value")).to_have_count(0)
+    assert value not in page.content()
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.get_by_role("button", name="Revoke ci runner").click()
+    expect(page.get_by_role("row", name=re.compile("ci runner")).get_by_text("revoked")).to_be_visible()
+
+    # When they paste a JSONL file, get the free quote and create the batch from it
+    page.get_by_role("link", name="New batch").click()
+    page.get_by_label("Or paste JSONL").fill(_jsonl(3))
+    page.get_by_role("button", name="Get a free quote").click()
+    expect(page.get_by_role("heading", name=re.compile("^Quote qlock_"))).to_be_visible()
+    expect(page.get_by_role("table", name="Lanes considered").get_by_role("row")).not_to_have_count(1)
+    shots.take("quote")
+    page.get_by_role("button", name="Create batch from this quote").click()
+
+    # Then the batch page follows it to completion, polling, and shows its receipt
+    page.wait_for_url(re.compile(r"/console/batches/batch_"))
+    expect(page.get_by_test_id("batch-state")).to_have_text("completed", timeout=BATCH_TIMEOUT_MS)
+    expect(page.get_by_role("heading", name="Routing receipt")).to_be_visible(timeout=30_000)
+    expect(page.get_by_test_id("settled-price")).to_contain_text("USD")
+    expect(page.get_by_role("heading", name="Lanes not chosen, and why")).to_be_visible()
+    expect(page.get_by_role("cell", name=MODEL).first).to_be_visible()
+    expect(page.get_by_text("3 completed")).to_be_visible()
+    shots.take("batch")
+
+    # And the results download as JSONL, one row per item
+    with page.expect_download() as download_info:
+        page.get_by_role("button", name="Download results (JSONL)").click()
+    downloaded = Path(download_info.value.path())
+    rows = [json.loads(line) for line in downloaded.read_text(encoding="utf-8").splitlines()]
+    assert sorted(row["customer_item_id"] for row in rows) == ["item-0", "item-1", "item-2"]
+    assert all(row["status"] == "completed" and row["output"] for row in rows)
+
+    # And the batch list shows it completed; the other pages render
+    page.get_by_role("link", name="Batches").click()
+    expect(page.get_by_role("cell", name="completed")).to_be_visible()
+    shots.take("batches")
+    page.get_by_role("link", name="Usage").click()
+    expect(page.get_by_role("figure", name="Spend per day")).to_be_visible()
+    shots.take("usage")
+    page.get_by_role("link", name="Settings").click()
+    expect(page.get_by_role("heading", name="Delivery targets")).to_be_visible()
+    shots.take("settings")
+
+    # And no secret was kept in the browser's storage, and no script error happened
+    stored = page.evaluate("() => JSON.stringify({...localStorage}) + JSON.stringify({...sessionStorage})")
+    assert value not in stored and PASSWORD not in stored
+    assert failures == []
+
+    # When they sign out, the console is closed to them
+    page.get_by_role("button", name="Sign out").click()
+    expect(page.get_by_role("heading", name="Sign in")).to_be_visible()
+    page.goto("/console/billing")
+    expect(page.get_by_role("heading", name="Sign in")).to_be_visible()
+
+
+def test_the_console_is_served_with_an_spa_fallback(page: Page) -> None:
+    # A deep link answers index.html, so the app's own route renders after a reload
+    response = page.goto("/console/batches/batch_unknown")
+    assert response is not None and response.status == 200
+    expect(page.get_by_role("heading", name="Sign in")).to_be_visible()
+    # A missing asset is a 404, not the page
+    assert page.request.get("/console/assets/missing.js").status == 404
+
+
+def test_an_api_error_is_shown_as_code_and_message(page: Page) -> None:
+    page.goto("/console/sign-in")
+    page.get_by_label("Email").fill(f"nobody-{uuid.uuid4().hex[:8]}@example.com")
+    page.get_by_label("Password").fill("wrong password")
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.get_by_role("alert")).to_contain_text("invalid_credentials:")
