@@ -1,20 +1,22 @@
 // The console's entry: routes under /console/, signed-in pages behind the session check.
-import { StrictMode, type ReactNode } from "react";
+import { StrictMode, Suspense, lazy, type ReactNode } from "react";
 import { createRoot } from "react-dom/client";
 import { BrowserRouter, Navigate, Route, Routes, useLocation } from "react-router-dom";
 import { Layout } from "./components/Layout";
 import { Loading } from "./components/ui";
 import { ForgotPassword, ResetPassword, SignIn, SignUp } from "./pages/Auth";
-import { Batch } from "./pages/Batch";
-import { Batches } from "./pages/Batches";
-import { Billing } from "./pages/Billing";
-import { Keys } from "./pages/Keys";
 import { Overview } from "./pages/Overview";
-import { Quotes } from "./pages/Quotes";
-import { Settings } from "./pages/Settings";
-import { Usage } from "./pages/Usage";
 import { SessionProvider, useSession } from "./session";
 import "./styles.css";
+
+// Pages load on first visit; the chart library comes only with the pages that draw charts.
+const Batch = lazy(() => import("./pages/Batch").then((m) => ({ default: m.Batch })));
+const Batches = lazy(() => import("./pages/Batches").then((m) => ({ default: m.Batches })));
+const Billing = lazy(() => import("./pages/Billing").then((m) => ({ default: m.Billing })));
+const Keys = lazy(() => import("./pages/Keys").then((m) => ({ default: m.Keys })));
+const Quotes = lazy(() => import("./pages/Quotes").then((m) => ({ default: m.Quotes })));
+const Settings = lazy(() => import("./pages/Settings").then((m) => ({ default: m.Settings })));
+const Usage = lazy(() => import("./pages/Usage").then((m) => ({ default: m.Usage })));
 
 function RequireSession({ children }: { children: ReactNode }) {
   const { session, loading } = useSession();
@@ -37,6 +39,7 @@ createRoot(document.getElementById("root")!).render(
   <StrictMode>
     <BrowserRouter basename="/console">
       <SessionProvider>
+        <Suspense fallback={<Loading what="the page" />}>
         <Routes>
           <Route path="/sign-in" element={<SignIn />} />
           <Route path="/sign-up" element={<SignUp />} />
@@ -60,6 +63,7 @@ createRoot(document.getElementById("root")!).render(
             <Route path="*" element={<NotFound />} />
           </Route>
         </Routes>
+        </Suspense>
       </SessionProvider>
     </BrowserRouter>
   </StrictMode>,

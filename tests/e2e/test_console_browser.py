@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Page, ViewportSize, expect, sync_playwright
 
 from tests.e2e.local_stack import REPO, RunningStack
 
@@ -35,7 +35,7 @@ CHROMIUM_FLAGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-VIEWPORT = {"width": 1280, "height": 800}
+VIEWPORT: ViewportSize = {"width": 1280, "height": 800}
 PASSWORD = "correct horse battery"
 BATCH_TIMEOUT_MS = 120_000
 MODEL = "gpt-4o-mini"
@@ -80,6 +80,13 @@ class Screens:
             self.page.screenshot(path=str(self.target / f"{name}.png"))
 
 
+def nav(page: Page, name: str) -> None:
+    """Follow a link of the console's navigation (keyboard reachable, as a person would)."""
+    link = page.get_by_role("navigation", name="Console").get_by_role("link", name=name, exact=True)
+    link.focus()
+    page.keyboard.press("Enter")
+
+
 def _jsonl(count: int) -> str:
     rows = [
         {
@@ -116,7 +123,7 @@ def test_a_customer_runs_the_whole_console_flow(page: Page, local_stack: Running
     shots.take("overview")
 
     # When they buy 40 USD of credits on the payment emulator's hosted page
-    page.get_by_role("link", name="Billing").click()
+    nav(page, "Billing")
     page.get_by_label("Amount (USD, 5 to 10,000)").fill("40")
     page.get_by_role("button", name="Continue to payment").click()
     expect(page.get_by_text("40.00 USD")).to_be_visible()
@@ -146,7 +153,7 @@ def test_a_customer_runs_the_whole_console_flow(page: Page, local_stack: Running
     shots.take("billing")
 
     # When they create a key, its value is shown once; then they revoke it
-    page.get_by_role("link", name="API keys").click()
+    nav(page, "API keys")
     page.get_by_label("Label").fill("ci runner")
     page.get_by_role("button", name="Create key").click()
     value = page.get_by_test_id("new-key-value").inner_text()
@@ -160,7 +167,7 @@ def test_a_customer_runs_the_whole_console_flow(page: Page, local_stack: Running
     expect(page.get_by_role("row", name=re.compile("ci runner")).get_by_text("revoked")).to_be_visible()
 
     # When they paste a JSONL file, get the free quote and create the batch from it
-    page.get_by_role("link", name="New batch").click()
+    nav(page, "New batch")
     page.get_by_label("Or paste JSONL").fill(_jsonl(3))
     page.get_by_role("button", name="Get a free quote").click()
     expect(page.get_by_role("heading", name=re.compile("^Quote qlock_"))).to_be_visible()
@@ -170,6 +177,7 @@ def test_a_customer_runs_the_whole_console_flow(page: Page, local_stack: Running
 
     # Then the batch page follows it to completion, polling, and shows its receipt
     page.wait_for_url(re.compile(r"/console/batches/batch_"))
+    batch_id = page.url.rsplit("/", 1)[-1]
     expect(page.get_by_test_id("batch-state")).to_have_text("completed", timeout=BATCH_TIMEOUT_MS)
     expect(page.get_by_role("heading", name="Routing receipt")).to_be_visible(timeout=30_000)
     expect(page.get_by_test_id("settled-price")).to_contain_text("USD")
@@ -187,13 +195,16 @@ def test_a_customer_runs_the_whole_console_flow(page: Page, local_stack: Running
     assert all(row["status"] == "completed" and row["output"] for row in rows)
 
     # And the batch list shows it completed; the other pages render
-    page.get_by_role("link", name="Batches").click()
-    expect(page.get_by_role("cell", name="completed")).to_be_visible()
+    nav(page, "Batches")
+    listed = page.get_by_role("row", name=re.compile(batch_id))
+    expect(listed.get_by_text("completed", exact=True)).to_be_visible()
+    expect(listed.get_by_role("progressbar")).to_have_attribute("value", "3")
     shots.take("batches")
-    page.get_by_role("link", name="Usage").click()
-    expect(page.get_by_role("figure", name="Spend per day")).to_be_visible()
+    nav(page, "Usage")
+    expect(page.get_by_role("figure", name="Spend per day by model")).to_be_visible()
+    expect(page.get_by_role("table", name="By model").get_by_role("cell", name=MODEL)).to_be_visible()
     shots.take("usage")
-    page.get_by_role("link", name="Settings").click()
+    nav(page, "Settings")
     expect(page.get_by_role("heading", name="Delivery targets")).to_be_visible()
     shots.take("settings")
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, date, datetime
 from decimal import Decimal
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -186,6 +187,30 @@ def test_summary_adds_counters_per_day_model_and_provider() -> None:
     assert api["tokens"] == {"input": 30, "output": 3, "total": 33}
     assert api["requests"] == {"batch_items": 3, "chat": 0, "total": 3}
     assert api["starts_at"] == "2026-11-01T00:00:00.000Z" and api["ends_at"] == "2026-12-01T00:00:00.000Z"
+
+
+def test_each_day_is_split_by_model_and_provider_for_the_stacked_chart() -> None:
+    # Given two days of counters on several models and providers
+    window = PeriodWindow("monthly", "UTC", date(2026, 11, 1), date(2026, 11, 30))
+    counters = [
+        UsageCounter("2026-11-01", "a", "p", UsageFigures(5, 10, 1, 1, 0)),
+        UsageCounter("2026-11-01", "b", "q", UsageFigures(7, 10, 1, 1, 0)),
+        UsageCounter("2026-11-01", "a", "q", UsageFigures(2, 10, 1, 1, 0)),
+        UsageCounter("2026-11-03", "a", "q", UsageFigures(1, 10, 1, 0, 1)),
+    ]
+    # When the period is summarized
+    days = summarize(counters, window, today=date(2026, 11, 3)).to_api()["by_day"]
+
+    # Then each day carries its own split, dearest first, adding up to the day's figures
+    def split(day: dict[str, Any], by: str) -> list[tuple[str, str]]:
+        return [(row[by[3:]], row["spend"]["amount"]) for row in day[by]]
+
+    assert split(days[0], "by_model") == [("a", "0.000007"), ("b", "0.000007")]  # tie: more tokens first
+    assert split(days[0], "by_provider") == [("q", "0.000009"), ("p", "0.000005")]
+    assert days[0]["by_model"][0]["tokens"] == {"input": 20, "output": 2, "total": 22}
+    assert days[1]["by_model"] == [] and days[1]["by_provider"] == []  # a day without spend
+    assert split(days[2], "by_model") == [("a", "0.000001")]
+    assert days[2]["by_provider"][0]["requests"] == {"batch_items": 0, "chat": 1, "total": 1}
 
 
 # -- the read --------------------------------------------------------------------------------

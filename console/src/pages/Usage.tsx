@@ -9,16 +9,16 @@ const COLORS = ["#1565c0", "#2e7d32", "#ef6c00", "#6a1b9a", "#00838f", "#ad1457"
 
 type Period = Schemas["UsagePeriodOut"];
 
-// `by_day` carries each day's totals and `by_model` / `by_provider` the period's split; the API
-// does not (yet) split a day by model, so the console draws the two it has instead of guessing.
-function perDay(period: Period) {
-  return period.by_day.map((day) => ({ date: day.date, spend: Number(day.spend.amount) }));
-}
-
-function perKey(period: Period, by: "model" | "provider") {
-  return by === "model"
-    ? period.by_model.map((m) => ({ key: m.model, spend: Number(m.spend.amount) }))
-    : period.by_provider.map((p) => ({ key: p.provider, spend: Number(p.spend.amount) }));
+/** One row per day, one stacked series per model (or provider): `by_day[].by_model` / `by_provider`. */
+function stacked(period: Period, by: "model" | "provider") {
+  const keys = (by === "model" ? period.by_model.map((m) => m.model) : period.by_provider.map((p) => p.provider));
+  const data = period.by_day.map((day) => {
+    const row: Record<string, number | string> = { date: day.date };
+    const parts = by === "model" ? day.by_model.map((m) => [m.model, m.spend] as const) : day.by_provider.map((p) => [p.provider, p.spend] as const);
+    for (const [key, spend] of parts) row[key] = Number(spend.amount);
+    return row;
+  });
+  return { keys, data };
 }
 
 export function Usage() {
@@ -26,6 +26,7 @@ export function Usage() {
   const [by, setBy] = useState<"model" | "provider">("model");
   const usage = useLoad(() => call(api.GET("/v1/usage", { params: { query: { period } } })), [period]);
   const current = usage.data?.current_period;
+  const chart = current ? stacked(current, by) : null;
 
   return (
     <>
@@ -46,39 +47,27 @@ export function Usage() {
       </div>
       <ErrorLine error={usage.error} />
       {usage.loading && <Loading what="usage" />}
-      {current && (
+      {current && chart && (
         <>
           <p>
             {current.start_date} – {current.end_date}: <strong>{money(current.spend)}</strong>, {current.requests.total} requests,{" "}
             {current.tokens.total} tokens (previous period {money(usage.data?.previous_period.spend)}).
           </p>
-          <div className="charts">
-            <figure aria-label="Spend per day">
-              <ResponsiveContainer width="100%" height={280}>
-                <BarChart data={perDay(current)}>
-                  <CartesianGrid strokeDasharray="3 3" />
-                  <XAxis dataKey="date" />
-                  <YAxis />
-                  <Tooltip />
-                  <Bar dataKey="spend" name="spend (USD)" fill={COLORS[0]} />
-                </BarChart>
-              </ResponsiveContainer>
-              <figcaption>Spend per day (USD)</figcaption>
-            </figure>
-            <figure aria-label={`Spend by ${by}`}>
-              <ResponsiveContainer width="100%" height={280}>
-                <BarChart data={perKey(current, by)} layout="vertical" margin={{ left: 30 }}>
-                  <CartesianGrid strokeDasharray="3 3" />
-                  <XAxis type="number" />
-                  <YAxis type="category" dataKey="key" width={200} />
-                  <Tooltip />
-                  <Legend />
-                  <Bar dataKey="spend" name="spend (USD)" fill={COLORS[1]} />
-                </BarChart>
-              </ResponsiveContainer>
-              <figcaption>Spend this period by {by} (USD)</figcaption>
-            </figure>
-          </div>
+          <figure aria-label={`Spend per day by ${by}`}>
+            <ResponsiveContainer width="100%" height={320}>
+              <BarChart data={chart.data}>
+                <CartesianGrid strokeDasharray="3 3" />
+                <XAxis dataKey="date" />
+                <YAxis />
+                <Tooltip />
+                <Legend />
+                {chart.keys.map((key, index) => (
+                  <Bar key={key} dataKey={key} stackId="spend" fill={COLORS[index % COLORS.length]} />
+                ))}
+              </BarChart>
+            </ResponsiveContainer>
+            <figcaption>Spend per day (USD), stacked by {by}</figcaption>
+          </figure>
           <table>
             <caption>By {by}</caption>
             <thead>

@@ -28,16 +28,18 @@ class UsageFiguresOut(BaseModel):
     requests: UsageRequests
 
 
-class UsageDay(UsageFiguresOut):
-    date: str = Field(description="a local date (yyyy-mm-dd) in the period's time zone")
-
-
 class UsageByModel(UsageFiguresOut):
     model: str
 
 
 class UsageByProvider(UsageFiguresOut):
     provider: str
+
+
+class UsageDay(UsageFiguresOut):
+    date: str = Field(description="a local date (yyyy-mm-dd) in the period's time zone")
+    by_model: list[UsageByModel] = Field(description="the day's spend by model, dearest first")
+    by_provider: list[UsageByProvider] = Field(description="the day's spend by provider, dearest first")
 
 
 class UsagePeriodOut(UsageFiguresOut):

@@ -283,13 +283,20 @@ def period_window(period: UsagePeriod, now: datetime, timezone: str) -> PeriodWi
 
 
 # -- the report ----------------------------------------------------------------------------
+Ranked = tuple[tuple[str, UsageFigures], ...]
+
+
 @dataclass(frozen=True)
 class PeriodUsage:
     window: PeriodWindow
     total: UsageFigures
     by_day: tuple[tuple[date, UsageFigures], ...]
-    by_model: tuple[tuple[str, UsageFigures], ...]
-    by_provider: tuple[tuple[str, UsageFigures], ...]
+    by_model: Ranked
+    by_provider: Ranked
+    # Each day split by model and by provider (the console's stacked chart); days without
+    # spend have no entry.
+    day_models: Mapping[date, Ranked] = field(default_factory=dict)
+    day_providers: Mapping[date, Ranked] = field(default_factory=dict)
 
     def to_api(self) -> dict[str, Any]:
         w = self.window
@@ -299,7 +306,15 @@ class PeriodUsage:
             "starts_at": isoformat(w.starts_at),
             "ends_at": isoformat(w.ends_at),
             **self.total.to_api(),
-            "by_day": [{"date": d.isoformat(), **f.to_api()} for d, f in self.by_day],
+            "by_day": [
+                {
+                    "date": d.isoformat(),
+                    **f.to_api(),
+                    "by_model": [{"model": m, **mf.to_api()} for m, mf in self.day_models.get(d, ())],
+                    "by_provider": [{"provider": p, **pf.to_api()} for p, pf in self.day_providers.get(d, ())],
+                }
+                for d, f in self.by_day
+            ],
             "by_model": [{"model": m, **f.to_api()} for m, f in self.by_model],
             "by_provider": [{"provider": p, **f.to_api()} for p, f in self.by_provider],
         }
@@ -307,12 +322,15 @@ class PeriodUsage:
 
 def summarize(counters: Iterable[UsageCounter], window: PeriodWindow, *, today: date) -> PeriodUsage:
     """The counters of `window`'s days added up: the total, every day from the start up to
-    `today` (zeros included), and per model and per provider (dearest first)."""
+    `today` (zeros included, each split by model and by provider), and per model and per
+    provider (dearest first)."""
     days = window.days(through=today)
     first, last = window.start.isoformat(), window.end.isoformat()
     by_day: dict[str, UsageFigures] = {d.isoformat(): UsageFigures() for d in days}
     by_model: dict[str, UsageFigures] = {}
     by_provider: dict[str, UsageFigures] = {}
+    day_models: dict[str, dict[str, UsageFigures]] = {}
+    day_providers: dict[str, dict[str, UsageFigures]] = {}
     total = UsageFigures()
     for counter in counters:
         if not first <= counter.day <= last:
@@ -322,12 +340,18 @@ def summarize(counters: Iterable[UsageCounter], window: PeriodWindow, *, today: 
         by_day[counter.day] = by_day.get(counter.day, UsageFigures()) + f
         by_model[counter.model] = by_model.get(counter.model, UsageFigures()) + f
         by_provider[counter.provider] = by_provider.get(counter.provider, UsageFigures()) + f
+        models = day_models.setdefault(counter.day, {})
+        models[counter.model] = models.get(counter.model, UsageFigures()) + f
+        providers = day_providers.setdefault(counter.day, {})
+        providers[counter.provider] = providers.get(counter.provider, UsageFigures()) + f
     return PeriodUsage(
         window=window,
         total=total,
         by_day=tuple((date.fromisoformat(d), f) for d, f in sorted(by_day.items())),
         by_model=_ranked(by_model),
         by_provider=_ranked(by_provider),
+        day_models={date.fromisoformat(d): _ranked(groups) for d, groups in day_models.items()},
+        day_providers={date.fromisoformat(d): _ranked(groups) for d, groups in day_providers.items()},
     )
 
 
