@@ -77,6 +77,7 @@ class Screens:
 
     def take(self, name: str) -> None:
         if self.target is not None:
+            self.page.mouse.move(1, 1)  # no chart tooltip under a pointer left by a click
             self.page.screenshot(path=str(self.target / f"{name}.png"))
 
 
@@ -184,6 +185,9 @@ def test_a_customer_runs_the_whole_console_flow(page: Page, local_stack: Running
     expect(page.get_by_role("heading", name="Lanes not chosen, and why")).to_be_visible()
     expect(page.get_by_role("cell", name=MODEL).first).to_be_visible()
     expect(page.get_by_text("3 completed")).to_be_visible()
+    expect(
+        page.get_by_role("figure", name="Items per lane").locator(".recharts-bar-rectangle path").first
+    ).to_be_visible()
     shots.take("batch")
 
     # And the results download as JSONL, one row per item
@@ -201,7 +205,8 @@ def test_a_customer_runs_the_whole_console_flow(page: Page, local_stack: Running
     expect(listed.get_by_role("progressbar")).to_have_attribute("value", "3")
     shots.take("batches")
     nav(page, "Usage")
-    expect(page.get_by_role("figure", name="Spend per day by model")).to_be_visible()
+    chart = page.get_by_role("figure", name="Spend per day by model")
+    expect(chart.locator(".recharts-bar-rectangle path").first).to_be_visible()
     expect(page.get_by_role("table", name="By model").get_by_role("cell", name=MODEL)).to_be_visible()
     shots.take("usage")
     nav(page, "Settings")

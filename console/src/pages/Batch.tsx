@@ -204,11 +204,11 @@ function ReceiptView({ receipt }: { receipt: Receipt }) {
               <CartesianGrid strokeDasharray="3 3" />
               <XAxis type="number" allowDecimals={false} />
               <YAxis type="category" dataKey="lane" width={220} />
-              <Tooltip />
+              <Tooltip cursor={{ fill: "rgba(0, 0, 0, 0.05)" }} />
               <Legend />
-              <Bar dataKey="completed" stackId="items" fill="#2e7d32" />
-              <Bar dataKey="failed" stackId="items" fill="#c62828" />
-              <Bar dataKey="canceled" stackId="items" fill="#757575" />
+              <Bar dataKey="completed" stackId="items" fill="#2e7d32" isAnimationActive={false} />
+              <Bar dataKey="failed" stackId="items" fill="#c62828" isAnimationActive={false} />
+              <Bar dataKey="canceled" stackId="items" fill="#757575" isAnimationActive={false} />
             </BarChart>
           </ResponsiveContainer>
           <figcaption>Items per lane that ran</figcaption>

@@ -59,10 +59,10 @@ export function Usage() {
                 <CartesianGrid strokeDasharray="3 3" />
                 <XAxis dataKey="date" />
                 <YAxis />
-                <Tooltip />
+                <Tooltip cursor={{ fill: "rgba(0, 0, 0, 0.05)" }} />
                 <Legend />
                 {chart.keys.map((key, index) => (
-                  <Bar key={key} dataKey={key} stackId="spend" fill={COLORS[index % COLORS.length]} />
+                  <Bar key={key} dataKey={(row: Record<string, number | string>) => row[key] ?? 0} name={key} stackId="spend" fill={COLORS[index % COLORS.length]} isAnimationActive={false} />
                 ))}
               </BarChart>
             </ResponsiveContainer>

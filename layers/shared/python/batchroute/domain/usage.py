@@ -310,8 +310,8 @@ class PeriodUsage:
                 {
                     "date": d.isoformat(),
                     **f.to_api(),
-                    "by_model": [{"model": m, **mf.to_api()} for m, mf in self.day_models.get(d, ())],
-                    "by_provider": [{"provider": p, **pf.to_api()} for p, pf in self.day_providers.get(d, ())],
+                    "by_model": [{"model": m, **g.to_api()} for m, g in self.day_models.get(d, ())],
+                    "by_provider": [{"provider": p, **g.to_api()} for p, g in self.day_providers.get(d, ())],
                 }
                 for d, f in self.by_day
             ],
