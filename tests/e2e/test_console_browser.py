@@ -10,6 +10,8 @@ With CONSOLE_SCREENSHOTS=<dir> (`make console-screenshots`) each page is also sa
 
 from __future__ import annotations
 
+import email
+import email.policy
 import json
 import os
 import re
@@ -240,3 +242,44 @@ def test_an_api_error_is_shown_as_code_and_message(page: Page) -> None:
     page.get_by_label("Password").fill("wrong password")
     page.get_by_role("button", name="Sign in").click()
     expect(page.get_by_role("alert")).to_contain_text("invalid_credentials:")
+
+
+def _reset_link(outbox: Path, address: str) -> str:
+    """The reset link of the newest email to `address` in the local outbox (.eml files)."""
+    marker = "/console/reset-password?token="
+    for path in sorted(outbox.glob("*.eml"), reverse=True):
+        message = email.message_from_bytes(path.read_bytes(), policy=email.policy.default)
+        body = message.get_body(preferencelist=("plain",))
+        text = str(body.get_content()) if body is not None else ""
+        if message["To"] == address and marker in text:
+            return next(line.strip() for line in text.splitlines() if marker in line)
+    raise AssertionError(f"no reset email for {address} in {outbox}")
+
+
+def test_a_forgotten_password_is_reset_through_the_emailed_console_link(
+    page: Page, local_stack: RunningStack
+) -> None:
+    # Given an account
+    address = f"forgot-{uuid.uuid4().hex[:10]}@example.com"
+    registered = page.request.post("/v1/auth/register", data={"email": address, "password": PASSWORD})
+    assert registered.status == 200, registered.text()
+    # When its owner asks for a reset link on the console
+    page.goto("/console/sign-in")
+    page.get_by_role("link", name="Forgot password?").click()
+    page.get_by_label("Email").fill(address)
+    page.get_by_role("button", name="Send reset link").click()
+    expect(page.get_by_role("status")).to_contain_text("a reset link is on its way")
+    # And follows the emailed link to the console's reset page and chooses a new password
+    page.goto(_reset_link(local_stack.stack_file.parent / "outbox", address))
+    page.get_by_label("New password").fill("a brand new passphrase")
+    page.get_by_role("button", name="Change password").click()
+    expect(page.get_by_role("status")).to_contain_text("Password changed")
+    # Then the new password signs in and the old one does not
+    page.get_by_role("link", name="Sign in").click()
+    page.get_by_label("Email").fill(address)
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.get_by_role("alert")).to_contain_text("invalid_credentials:")
+    page.get_by_label("Password").fill("a brand new passphrase")
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.get_by_role("heading", name="Overview")).to_be_visible()

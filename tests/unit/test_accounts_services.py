@@ -341,7 +341,7 @@ def test_forgot_mails_known_addresses_only_and_always_holds_the_floor(world: Wor
     assert len(world.outbox.messages) == sent_before
     world.reset.forgot("Ann@Example.com")
     [message] = world.outbox.messages[sent_before:]
-    assert message.to == "ann@example.com" and f"{BASE_URL}/reset-password?token=" in message.text
+    assert message.to == "ann@example.com" and f"{BASE_URL}/console/reset-password?token=" in message.text
     assert world.floor.entered == 2
 
 

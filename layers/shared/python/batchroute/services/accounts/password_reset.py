@@ -114,7 +114,7 @@ class PasswordReset:
             user_id=user.user_id,
             expires_at=isoformat(self.clock.now() + RESET_LIFETIME),
         )
-        link = f"{self.public_base_url}/reset-password?{urlencode({'token': token})}"
+        link = f"{self.public_base_url}/console/reset-password?{urlencode({'token': token})}"
         self.mailer.send(
             user.email,
             "Reset your password",
