@@ -7,7 +7,7 @@ INSTALLED := $(VENV)/.installed
 export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION := 1
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 
-.PHONY: setup console browser console-screenshots run test test-unit test-integration test-infra test-e2e lint typecheck build synth bench bench-pipeline bench-chat clean
+.PHONY: setup console browser console-screenshots run test test-unit test-integration test-infra test-e2e lint typecheck build synth bench bench-pipeline bench-chat bench-console clean
 
 $(INSTALLED): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -85,6 +85,10 @@ bench-pipeline: setup
 
 bench-chat: setup
 	$(PY) -m bench.chat_overhead
+
+## The web console's bundle size and time to interactive on the local stack (chromium).
+bench-console: setup console browser
+	$(PY) -m bench.console_load
 
 clean:
 	rm -rf .build cdk.out .local .pytest_cache .mypy_cache .ruff_cache
