@@ -38,6 +38,7 @@ CHROMIUM_FLAGS = [
     "--disable-sync",
 ]
 VIEWPORT: ViewportSize = {"width": 1280, "height": 800}
+PHONE: ViewportSize = {"width": 390, "height": 844}
 PASSWORD = "correct horse battery"
 BATCH_TIMEOUT_MS = 120_000
 MODEL = "gpt-4o-mini"
@@ -123,7 +124,6 @@ def test_a_customer_runs_the_whole_console_flow(page: Page, local_stack: Running
     # Then they land signed in on the overview with the local signup credit
     expect(page.get_by_role("heading", name="Overview")).to_be_visible()
     expect(page.get_by_test_id("available")).to_have_text("25.00 USD")
-    shots.take("overview")
 
     # When they buy 40 USD of credits on the payment emulator's hosted page
     nav(page, "Billing")
@@ -142,6 +142,8 @@ def test_a_customer_runs_the_whole_console_flow(page: Page, local_stack: Running
     field_error = page.locator("#limit-amount-error")
     expect(field_error).to_be_visible()
     expect(field_error).to_contain_text("invalid_controls")
+    expect(page.get_by_label("Limit (USD)")).to_have_attribute("aria-invalid", "true")
+    expect(page.get_by_label("Limit (USD)")).to_have_accessible_description(re.compile("invalid_controls"))
     shots.take("billing-validation-error")
     # And a valid hard limit saves and is audited
     page.get_by_label("Limit (USD)").fill("100")
@@ -214,6 +216,23 @@ def test_a_customer_runs_the_whole_console_flow(page: Page, local_stack: Running
     nav(page, "Settings")
     expect(page.get_by_role("heading", name="Delivery targets")).to_be_visible()
     shots.take("settings")
+
+    # And the overview shows the wallet, the spend against the hard limit and the batch
+    nav(page, "Overview")
+    expect(page.get_by_role("progressbar", name="Spend against the limit")).to_be_visible()
+    expect(page.get_by_text("hard limit of 100.00 USD per month")).to_be_visible()
+    expect(page.get_by_role("link", name=batch_id)).to_be_visible()
+    shots.take("overview")
+
+    # And at a phone's width the pages reflow: nothing wider than the screen but the tables
+    page.set_viewport_size(PHONE)
+    for name in ("Overview", "Billing", "Batches"):
+        nav(page, name)
+        expect(page.get_by_role("heading", level=1)).to_be_visible()
+        overflow = page.evaluate("() => document.documentElement.scrollWidth - window.innerWidth")
+        assert overflow <= 0, f"{name} is {overflow}px wider than a phone"
+    shots.take("batches-phone")
+    page.set_viewport_size(VIEWPORT)
 
     # And no secret was kept in the browser's storage, and no script error happened
     stored = page.evaluate("() => JSON.stringify({...localStorage}) + JSON.stringify({...sessionStorage})")

@@ -1,5 +1,5 @@
 // Small building blocks every page uses: the error line, a labelled field, a loading state.
-import { useCallback, useEffect, useState, type ReactNode } from "react";
+import { cloneElement, isValidElement, useCallback, useEffect, useState, type ReactNode } from "react";
 import { describe } from "../api/client";
 
 /** An API error as the person should read it: `code: message`, announced to screen readers. */
@@ -28,12 +28,20 @@ interface FieldProps {
   children: ReactNode;
 }
 
-/** A control with its label and, under it, the server's validation error for that field. */
+/** A control with its label and, under it, the server's validation error for that field;
+ * the control is marked invalid and described by its hint and error for screen readers. */
 export function Field({ id, label, error, hint, children }: FieldProps) {
+  const describedBy = [hint ? `${id}-hint` : "", error ? `${id}-error` : ""].filter(Boolean).join(" ");
+  const control = isValidElement<Record<string, unknown>>(children)
+    ? cloneElement(children, {
+        "aria-invalid": error ? true : undefined,
+        "aria-describedby": describedBy || undefined,
+      })
+    : children;
   return (
     <div className={error ? "field invalid" : "field"}>
       <label htmlFor={id}>{label}</label>
-      {children}
+      {control}
       {hint && <small id={`${id}-hint`}>{hint}</small>}
       {error && (
         <small className="field-error" id={`${id}-error`} role="alert">
@@ -71,13 +79,20 @@ export function Loading({ what }: { what: string }) {
   return <p aria-busy="true">Loading {what}…</p>;
 }
 
-export function ProgressBar({ done, total, label }: { done: number; total: number; label: string }) {
+interface ProgressProps {
+  done: number;
+  total: number;
+  label: string;
+  text?: string;
+}
+
+export function ProgressBar({ done, total, label, text }: ProgressProps) {
   const pct = total > 0 ? Math.round((100 * done) / total) : 0;
   return (
     <div className="progress">
-      <progress max={total || 1} value={done} aria-label={label} />
+      <progress max={total || 1} value={Math.min(done, total || 1)} aria-label={label} />
       <span>
-        {done}/{total} ({pct}%)
+        {text ?? `${done}/${total}`} ({pct}%)
       </span>
     </div>
   );

@@ -94,7 +94,7 @@ export function SignUp() {
           <input id="email" type="email" autoComplete="email" required value={email} onChange={(e) => setEmail(e.target.value)} />
         </Field>
         <Field id="password" label="Password" hint="At least 8 characters.">
-          <input id="password" type="password" autoComplete="new-password" required minLength={8} value={password} onChange={(e) => setPassword(e.target.value)} aria-describedby="password-hint" />
+          <input id="password" type="password" autoComplete="new-password" required minLength={8} value={password} onChange={(e) => setPassword(e.target.value)} />
         </Field>
         <Field id="full-name" label="Your name (optional)">
           <input id="full-name" autoComplete="name" value={fullName} onChange={(e) => setFullName(e.target.value)} />

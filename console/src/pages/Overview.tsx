@@ -44,6 +44,7 @@ export function Overview() {
                   label="Spend against the limit"
                   done={Number(spent?.amount ?? 0)}
                   total={Number(limit.limit_amount.amount)}
+                  text={`${money(spent)} of ${money(limit.limit_amount)}`}
                 />
               ) : (
                 <small>
