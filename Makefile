@@ -21,7 +21,8 @@ setup: $(INSTALLED)
 ## The web console (docs/console.md): rebuilt when its sources or the API's schemas are newer.
 CONSOLE_SOURCES := $(shell find console/src -type f ! -name schema.d.ts) console/index.html \
 	console/package.json console/tsconfig.json console/vite.config.ts scripts/export_openapi.py \
-	$(wildcard functions/api/*.py functions/api/routes/*.py functions/api/schemas/*.py)
+	$(wildcard functions/api/*.py functions/api/routes/*.py functions/api/schemas/*.py) \
+	$(wildcard layers/shared/python/batchroute/domain/*.py)
 
 console/node_modules/.package-lock.json: console/package-lock.json
 	cd console && npm ci --no-audit --no-fund

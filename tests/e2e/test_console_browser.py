@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, Page, ViewportSize, expect, sync_playwright
+from playwright.sync_api import Browser, FilePayload, Page, ViewportSize, expect, sync_playwright
 
 from tests.e2e.local_stack import REPO, RunningStack
 
@@ -171,9 +171,12 @@ def test_a_customer_runs_the_whole_console_flow(page: Page, local_stack: Running
     page.get_by_role("button", name="Revoke ci runner").click()
     expect(page.get_by_role("row", name=re.compile("ci runner")).get_by_text("revoked")).to_be_visible()
 
-    # When they paste a JSONL file, get the free quote and create the batch from it
+    # When they upload a JSONL file, get the free quote and create the batch from it
     nav(page, "New batch")
-    page.get_by_label("Or paste JSONL").fill(_jsonl(3))
+    jsonl = _jsonl(3)
+    upload: FilePayload = {"name": "items.jsonl", "mimeType": "application/jsonl", "buffer": jsonl.encode()}
+    page.get_by_label("Upload a JSONL file").set_input_files(files=upload)
+    expect(page.get_by_label("Or paste JSONL")).to_have_value(jsonl)
     page.get_by_role("button", name="Get a free quote").click()
     expect(page.get_by_role("heading", name=re.compile("^Quote qlock_"))).to_be_visible()
     expect(page.get_by_role("table", name="Lanes considered").get_by_role("row")).not_to_have_count(1)
@@ -307,3 +310,38 @@ def test_a_forgotten_password_is_reset_through_the_emailed_console_link(
     page.get_by_label("Password").fill("a brand new passphrase")
     page.get_by_role("button", name="Sign in").click()
     expect(page.get_by_role("heading", name="Overview")).to_be_visible()
+
+
+def test_failed_items_are_filtered_and_retried_from_the_batch_page(page: Page) -> None:
+    # Given a signed-in owner (the page's request context shares the browser's cookies)
+    address = f"retry-{uuid.uuid4().hex[:10]}@example.com"
+    assert page.request.post("/v1/auth/register", data={"email": address, "password": PASSWORD}).ok
+    assert page.request.post("/v1/auth/login", data={"email": address, "password": PASSWORD}).ok
+    # And a batch of two items, one of which always fails
+    rows = [json.loads(line) for line in _jsonl(2).splitlines()]
+    rows[1]["input"]["messages"][0]["content"] += " [simulate:fail]"
+    created = page.request.post(
+        "/v1/batches", data={"items": rows}, headers={"Idempotency-Key": f"console-{uuid.uuid4().hex}"}
+    )
+    assert created.status == 202, created.text()
+    batch_id = created.json()["batch"]["id"]
+
+    # When its page is opened, it follows the batch to the end
+    page.goto(f"/console/batches/{batch_id}")
+    expect(page.get_by_test_id("batch-state")).to_have_text("completed", timeout=BATCH_TIMEOUT_MS)
+    expect(page.get_by_text("1 completed · 1 failed")).to_be_visible()
+    # And the items filter shows the failed one with its error
+    page.get_by_label("Item status").select_option("failed")
+    items = page.get_by_role("region", name="Items")
+    expect(items.get_by_role("cell", name="item-1")).to_be_visible()
+    expect(items.get_by_role("cell", name="item-0")).to_have_count(0)
+
+    # When the failed item is retried, a new batch is created and opened
+    page.get_by_role("button", name="Retry failed and canceled items").click()
+    page.wait_for_url(re.compile(r"/console/batches/batch_"))
+    page.wait_for_function(f"() => !location.pathname.endsWith('{batch_id}')")
+    expect(page.get_by_test_id("batch-state")).to_have_text(
+        re.compile("completed|failed"), timeout=BATCH_TIMEOUT_MS
+    )
+    # Then the new batch holds only the retried item
+    expect(page.get_by_text("0 completed · 1 failed")).to_be_visible()
