@@ -19,6 +19,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import boto3
 import pytest
 from playwright.sync_api import Browser, FilePayload, Page, ViewportSize, expect, sync_playwright
 
@@ -345,3 +346,53 @@ def test_failed_items_are_filtered_and_retried_from_the_batch_page(page: Page) -
     )
     # Then the new batch holds only the retried item
     expect(page.get_by_text("0 completed · 1 failed")).to_be_visible()
+
+
+def test_settings_save_a_delivery_target_that_tests_ok_and_show_webhook_errors(
+    page: Page, local_stack: RunningStack
+) -> None:
+    # Given a signed-in owner and a bucket on an S3-compatible store (the stack's moto stands in)
+    stack = local_stack.describe()
+    bucket = f"results-{uuid.uuid4().hex[:8]}"
+    boto3.client(
+        "s3",
+        endpoint_url=stack["endpoint_url"],
+        region_name=stack["region"],
+        aws_access_key_id="test",
+        aws_secret_access_key="testtesttest",
+    ).create_bucket(Bucket=bucket)
+    address = f"settings-{uuid.uuid4().hex[:10]}@example.com"
+    assert page.request.post("/v1/auth/register", data={"email": address, "password": PASSWORD}).ok
+    assert page.request.post("/v1/auth/login", data={"email": address, "password": PASSWORD}).ok
+    page.goto("/console/settings")
+
+    # When a plain-http webhook is saved, the server's refusal is shown
+    page.get_by_label("HTTPS URL").fill("http://example.com/hooks")
+    page.get_by_label("Signing secret (8-256 characters)").fill("a webhook secret")
+    page.get_by_role("button", name="Save webhook").click()
+    expect(page.get_by_role("region", name="Delivery webhook").get_by_role("alert")).to_contain_text(
+        "https_required:"
+    )
+
+    # When a delivery target is added and tested
+    page.get_by_label("Bucket", exact=True).fill(bucket)
+    page.get_by_label("Key prefix (optional)").fill("console")
+    page.get_by_label("S3-compatible endpoint URL (optional)").fill(stack["endpoint_url"])
+    page.get_by_label("Access key id").fill("test")
+    page.get_by_label("Secret access key (write-only)").fill("testtesttest")
+    page.get_by_role("button", name="Add delivery target").click()
+    row = page.get_by_role("row", name=re.compile(bucket))
+    expect(row).to_be_visible()
+    expect(page.get_by_label("Secret access key (write-only)")).to_have_value("")
+    row.get_by_role("button", name="Test").click()
+    # Then the test wrote a sample object and says so
+    expect(row.get_by_role("status")).to_contain_text("ok (console/batchroute-test-")
+    assert "testtesttest" not in page.content()
+
+    # And retention saves
+    page.get_by_label("Keep results").select_option("extended_fixed")
+    page.get_by_label("Days (1-3650)").fill("30")
+    page.get_by_role("button", name="Save retention").click()
+    expect(page.get_by_text("Retention saved.")).to_be_visible()
+    page.reload()
+    expect(page.get_by_label("Days (1-3650)")).to_have_value("30")
