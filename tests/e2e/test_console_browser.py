@@ -135,6 +135,12 @@ def test_a_customer_runs_the_whole_console_flow(page: Page, local_stack: Running
     # Then they are back on the billing page and the webhook's credit shows up
     page.wait_for_url(re.compile(r"/console/billing\?checkout=success"))
     expect(page.get_by_test_id("billing-available")).to_have_text("65.00 USD", timeout=30_000)
+    # And the card the purchase saved is offered for auto top-up
+    expect(page.get_by_text("Saved card: visa ending 4242")).to_be_visible(timeout=30_000)
+    page.get_by_label("Top up automatically").check()
+    page.get_by_label("When the balance falls below (USD)").fill("5")
+    page.get_by_role("button", name="Save auto top-up").click()
+    expect(page.get_by_text("Auto top-up saved.")).to_be_visible()
 
     # When they set a negative limit, the server's validation error shows on that field
     page.get_by_label("Limit spending").check()

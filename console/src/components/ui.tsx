@@ -57,7 +57,7 @@ export function useLoad<T>(load: () => Promise<T>, deps: unknown[] = []) {
   const [data, setData] = useState<T | undefined>(undefined);
   const [error, setError] = useState<unknown>(null);
   const [loading, setLoading] = useState(true);
-  // eslint-disable-next-line react-hooks/exhaustive-deps
+  // `deps` say when `load` must run again (the page's filters), as in useEffect.
   const run = useCallback(load, deps);
   const reload = useCallback(async () => {
     try {

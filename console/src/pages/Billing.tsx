@@ -226,7 +226,19 @@ function SpendingControls() {
 }
 
 function AutoTopup() {
+  const [params] = useSearchParams();
   const loaded = useLoad(() => call(api.GET("/v1/billing/auto-topup")));
+  const cardSaved = Boolean(loaded.data?.auto_topup.payment_method);
+  // A purchase saves its card when the processor's webhook lands: look again until it shows.
+  useEffect(() => {
+    if (params.get("checkout") !== "success" || cardSaved) return;
+    const timer = window.setInterval(() => void loaded.reload(), 1500);
+    const stop = window.setTimeout(() => window.clearInterval(timer), 30000);
+    return () => {
+      window.clearInterval(timer);
+      window.clearTimeout(stop);
+    };
+  }, [params, cardSaved, loaded.reload]);
   const attempts = useLoad(() => call(api.GET("/v1/billing/auto-topup/attempts")));
   const [enabled, setEnabled] = useState(false);
   const [trigger, setTrigger] = useState("");

@@ -41,8 +41,12 @@ export function Keys() {
 
   async function copy() {
     if (!created) return;
-    await navigator.clipboard.writeText(created.api_key);
-    setCopied(true);
+    try {
+      await navigator.clipboard.writeText(created.api_key);
+      setCopied(true);
+    } catch {
+      setError(new Error("The browser refused the clipboard: select the key and copy it by hand."));
+    }
   }
 
   return (
