@@ -170,6 +170,7 @@ def test_a_customer_runs_the_whole_console_flow(page: Page, local_stack: Running
     page.get_by_role("button", name="Create key").click()
     value = page.get_by_test_id("new-key-value").inner_text()
     assert value.startswith("brk_local_")
+    expect(page.get_by_role("row", name=re.compile("ci runner"))).to_be_visible()
     shots.take("api-keys")
     page.get_by_role("button", name="Done").click()
     expect(page.get_by_test_id("new-key-value")).to_have_count(0)
@@ -225,6 +226,9 @@ def test_a_customer_runs_the_whole_console_flow(page: Page, local_stack: Running
     shots.take("usage")
     nav(page, "Settings")
     expect(page.get_by_role("heading", name="Delivery targets")).to_be_visible()
+    expect(page.get_by_label("Organization name")).to_have_value("Console Co")
+    expect(page.get_by_text(f"Signed in as {address}")).to_be_visible()
+    expect(page.get_by_text("Loading delivery targets")).to_have_count(0)
     shots.take("settings")
 
     # And the overview shows the wallet, the spend against the hard limit and the batch
