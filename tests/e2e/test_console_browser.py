@@ -42,7 +42,8 @@ VIEWPORT: ViewportSize = {"width": 1280, "height": 800}
 PHONE: ViewportSize = {"width": 390, "height": 844}
 PASSWORD = "correct horse battery"
 BATCH_TIMEOUT_MS = 120_000
-MODEL = "gpt-4o-mini"
+# Served by several providers: the receipt has lanes that were not chosen, with reasons.
+MODEL = "meta-llama/Llama-3.3-70B-Instruct"
 
 
 @pytest.fixture(scope="module")
@@ -198,6 +199,11 @@ def test_a_customer_runs_the_whole_console_flow(page: Page, local_stack: Running
     expect(page.get_by_role("heading", name="Routing receipt")).to_be_visible(timeout=30_000)
     expect(page.get_by_test_id("settled-price")).to_contain_text("USD")
     expect(page.get_by_role("heading", name="Lanes not chosen, and why")).to_be_visible()
+    rejected = page.get_by_test_id("rejected-lanes")
+    expect(rejected.get_by_role("row").nth(1)).to_be_visible()  # a header row, then lanes
+    expect(rejected.locator("code").first).to_have_text(re.compile(r"^[a-z_]+$"))
+    reasons = page.get_by_role("figure", name="Lanes not chosen, by reason")
+    expect(reasons.locator(".recharts-bar-rectangle path").first).to_be_visible()
     expect(page.get_by_role("cell", name=MODEL).first).to_be_visible()
     expect(page.get_by_text("3 completed")).to_be_visible()
     expect(

@@ -151,6 +151,12 @@ function ReceiptView({ receipt }: { receipt: Receipt }) {
     failed: lane.item_counts.failed,
     canceled: lane.item_counts.canceled,
   }));
+  const counted = new Map<string, number>();
+  for (const lane of rejected) {
+    const code = lane.rejection?.code ?? "unknown";
+    counted.set(code, (counted.get(code) ?? 0) + 1);
+  }
+  const reasons = [...counted.entries()].map(([reason, lanes]) => ({ reason, lanes }));
   return (
     <section aria-labelledby="receipt-h">
       <h2 id="receipt-h">Routing receipt</h2>
@@ -215,6 +221,20 @@ function ReceiptView({ receipt }: { receipt: Receipt }) {
         </figure>
       )}
       <h3>Lanes not chosen, and why</h3>
+      {reasons.length > 0 && (
+        <figure aria-label="Lanes not chosen, by reason">
+          <ResponsiveContainer width="100%" height={Math.max(120, 44 * reasons.length)}>
+            <BarChart data={reasons} layout="vertical" margin={{ left: 40 }}>
+              <CartesianGrid strokeDasharray="3 3" />
+              <XAxis type="number" allowDecimals={false} />
+              <YAxis type="category" dataKey="reason" width={220} />
+              <Tooltip cursor={{ fill: "rgba(0, 0, 0, 0.05)" }} />
+              <Bar dataKey="lanes" fill="#ef6c00" isAnimationActive={false} />
+            </BarChart>
+          </ResponsiveContainer>
+          <figcaption>Lanes not chosen, counted by rejection code</figcaption>
+        </figure>
+      )}
       {rejected.length === 0 ? (
         <p>No other lane was considered.</p>
       ) : (
