@@ -210,6 +210,9 @@ def test_a_customer_runs_the_whole_console_flow(page: Page, local_stack: Running
         page.get_by_role("figure", name="Items per lane").locator(".recharts-bar-rectangle path").first
     ).to_be_visible()
     shots.take("batch")
+    page.get_by_role("heading", name="Routing receipt").evaluate("e => e.scrollIntoView({block: 'start'})")
+    shots.take("batch-receipt")
+    page.evaluate("() => window.scrollTo(0, 0)")
 
     # And the results download as JSONL, one row per item
     with page.expect_download() as download_info:

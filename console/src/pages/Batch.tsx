@@ -146,7 +146,7 @@ function ReceiptView({ receipt }: { receipt: Receipt }) {
   const selected = receipt.provider_lanes ?? [];
   const rejected = receipt.rejected_lanes ?? [];
   const chart = selected.map((lane) => ({
-    lane: `${lane.provider ?? "?"} / ${lane.model ?? "?"}`,
+    lane: `${lane.provider ?? "?"} / ${(lane.model ?? "?").split("/").pop()}`,
     completed: lane.item_counts.completed,
     failed: lane.item_counts.failed,
     canceled: lane.item_counts.canceled,
