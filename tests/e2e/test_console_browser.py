@@ -384,6 +384,13 @@ def test_settings_save_a_delivery_target_that_tests_ok_and_show_webhook_errors(
     assert page.request.post("/v1/auth/register", data={"email": address, "password": PASSWORD}).ok
     assert page.request.post("/v1/auth/login", data={"email": address, "password": PASSWORD}).ok
     page.goto("/console/settings")
+    expect(page.get_by_role("heading", name="Settings")).to_be_visible()
+
+    # The keyboard's first stop skips the navigation to the page itself
+    page.keyboard.press("Tab")
+    expect(page.get_by_role("link", name="Skip to content")).to_be_focused()
+    page.keyboard.press("Enter")
+    expect(page.locator("main")).to_be_focused()
 
     # When a plain-http webhook is saved, the server's refusal is shown
     page.get_by_label("HTTPS URL").fill("http://example.com/hooks")
