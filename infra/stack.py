@@ -8,8 +8,10 @@ from aws_cdk import CfnOutput, Stack, Tags
 from constructs import Construct
 
 from batchroute import resources
+from infra import assets
 from infra.api import Api
 from infra.compute import API, Compute
+from infra.console import Console
 from infra.context import EnvironmentConfig
 from infra.messaging import Messaging
 from infra.monitoring import Monitoring
@@ -69,6 +71,15 @@ class BatchRouteStack(Stack):
             providers=self.providers,
         )
         self.api = Api(self, "Api", prefix=prefix, config=config, handler=self.compute.functions[API])
+        self.console = Console(
+            self,
+            "Console",
+            prefix=prefix,
+            config=config,
+            rest_api=self.api.rest_api,
+            access_logs=self.storage.access_logs,
+            dist=assets.console_dist(),
+        )
         self.monitoring = Monitoring(
             self,
             "Monitoring",
@@ -93,4 +104,5 @@ class BatchRouteStack(Stack):
             compute=self.compute,
             api=self.api,
             providers=self.providers,
+            console=self.console,
         )
