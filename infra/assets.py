@@ -32,8 +32,8 @@ FUNCTIONS_SOURCE = ROOT / "functions"
 CONSOLE_DIR = ROOT / "console"
 CONSOLE_DIST = CONSOLE_DIR / "dist"
 # What the console's build reads besides its own folder: the API's OpenAPI document is
-# generated from these, and the client types from the document.
-CONSOLE_API_SOURCES = (ROOT / "functions" / "api", PACKAGE_SOURCE)
+# generated from these (by scripts/export_openapi.py), and the client types from the document.
+CONSOLE_API_SOURCES = (ROOT / "functions" / "api", PACKAGE_SOURCE, ROOT / "scripts" / "export_openapi.py")
 
 # The Lambda runtime the stack deploys (infra/compute.py) and the wheels that match it.
 LAMBDA_PYTHON_VERSION = "3.12"
@@ -123,15 +123,19 @@ def build_console(*, quiet: bool = False) -> bool:
 
 def _console_fingerprint() -> str:
     digest = hashlib.sha256()
-    roots = [(CONSOLE_DIR, _CONSOLE_OUTPUTS), *((root, frozenset()) for root in CONSOLE_API_SOURCES)]
-    for root, skipped in roots:
-        for path in sorted(root.rglob("*")):
-            relative = path.relative_to(root)
-            if not path.is_file() or relative.parts[0] in skipped or "__pycache__" in relative.parts:
-                continue
-            digest.update(f"{root.name}/{relative}\0".encode())
-            digest.update(hashlib.sha256(path.read_bytes()).digest())
+    for path in _console_inputs():
+        digest.update(f"{path.relative_to(ROOT)}\0".encode())
+        digest.update(hashlib.sha256(path.read_bytes()).digest())
     return digest.hexdigest()
+
+
+def _console_inputs() -> list[Path]:
+    """console/ but its outputs (never walked: node_modules is large), and the API sources."""
+    roots = [entry for entry in CONSOLE_DIR.iterdir() if entry.name not in _CONSOLE_OUTPUTS]
+    files: list[Path] = []
+    for root in [*roots, *CONSOLE_API_SOURCES]:
+        files += root.rglob("*") if root.is_dir() else [root]
+    return sorted(p for p in files if p.is_file() and "__pycache__" not in p.parts)
 
 
 def _npm(*arguments: str, quiet: bool) -> None:

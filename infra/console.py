@@ -62,19 +62,35 @@ CONTENT_SECURITY_POLICY = "; ".join(
 PERMISSIONS_POLICY = "camera=(), microphone=(), geolocation=(), payment=()"
 HSTS_MAX_AGE = Duration.days(730)
 
-# Viewer-request on the console: / and /console go to /console/; an extension-less path
-# under /console/ is a route of the single-page app, so CloudFront fetches its index.html.
-# Files (a dot in the last segment) are fetched as they are. The API's behaviours do not run
-# it, so their 403/404 answers stay theirs.
+# Viewer-request on the console: / and /console go to /console/; /reset-password (the page
+# password-reset emails link to, docs/auth.md) goes to the console's page of that name with
+# its query string; an extension-less path under /console/ is a route of the single-page app,
+# so CloudFront fetches its index.html. Files (a dot in the last segment) are fetched as they
+# are. The API's behaviours do not run it, so their 403/404 answers stay theirs.
 SPA_ROUTER_CODE = """\
+var REDIRECTS = { '/': '/console/', '/console': '/console/', '/reset-password': '/console/reset-password' };
+
+function query(querystring) {
+  var parts = [];
+  Object.keys(querystring).forEach(function (name) {
+    var entry = querystring[name];
+    var values = entry.multiValue ? entry.multiValue.map(function (v) { return v.value; }) : [entry.value];
+    values.forEach(function (value) { parts.push(value === '' ? name : name + '=' + value); });
+  });
+  return parts.length ? '?' + parts.join('&') : '';
+}
+
 function handler(event) {
   var request = event.request;
   var uri = request.uri;
-  if (uri === '/' || uri === '/console') {
+  if (REDIRECTS.hasOwnProperty(uri)) {
     return {
       statusCode: 302,
       statusDescription: 'Found',
-      headers: { location: { value: '/console/' }, 'cache-control': { value: 'no-store' } }
+      headers: {
+        location: { value: REDIRECTS[uri] + query(request.querystring) },
+        'cache-control': { value: 'no-store' }
+      }
     };
   }
   if (uri.indexOf('/console/') === 0 && uri.substring(uri.lastIndexOf('/') + 1).indexOf('.') === -1) {

@@ -304,18 +304,20 @@ def test_the_stack_outputs_the_console_url(cfn: Cfn) -> None:
 # ----------------------------------------------------------------------------- the router
 
 
-def _route(uris: list[str]) -> list[dict[str, Any]]:
+def _route(uris: list[str], querystring: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     node = shutil.which("node")
     assert node is not None, "node is needed to run the CloudFront function (it builds the console too)"
     driver = (
         SPA_ROUTER_CODE
         + "\nconst uris = JSON.parse(process.argv[1]);"
+        + "\nconst qs = JSON.parse(process.argv[2]);"
         + "\nconsole.log(JSON.stringify(uris.map(function (uri) {"
-        + "\n  return handler({ request: { method: 'GET', uri: uri, querystring: {}, headers: {} } });"
+        + "\n  return handler({ request: { method: 'GET', uri: uri, querystring: qs, headers: {} } });"
         + "\n})));"
     )
+    arguments = [json.dumps(uris), json.dumps(querystring or {})]
     completed = subprocess.run(
-        [node, "-e", driver, json.dumps(uris)], capture_output=True, text=True, check=True, timeout=30
+        [node, "-e", driver, *arguments], capture_output=True, text=True, check=True, timeout=30
     )
     answers: list[dict[str, Any]] = json.loads(completed.stdout)
     return answers
@@ -329,6 +331,29 @@ def test_the_router_redirects_the_site_root_to_the_console(uri: str) -> None:
     # Then
     assert answer["statusCode"] == 302
     assert answer["headers"]["location"] == {"value": "/console/"}
+
+
+@pytest.mark.parametrize(
+    ("querystring", "location"),
+    [
+        ({"token": {"value": "tok_AbC-123_x"}}, "/console/reset-password?token=tok_AbC-123_x"),
+        (
+            {"token": {"value": "a", "multiValue": [{"value": "a"}, {"value": "b"}]}, "debug": {"value": ""}},
+            "/console/reset-password?token=a&token=b&debug",
+        ),
+        ({}, "/console/reset-password"),
+    ],
+)
+def test_the_router_sends_the_reset_email_link_to_the_console_page(
+    querystring: dict[str, Any], location: str
+) -> None:
+    # Given: the link password-reset emails carry ({PUBLIC_BASE_URL}/reset-password?token=...)
+    # When
+    (answer,) = _route(["/reset-password"], querystring)
+
+    # Then: the console's page, with the query string
+    assert answer["statusCode"] == 302
+    assert answer["headers"]["location"] == {"value": location}
 
 
 @pytest.mark.parametrize(
