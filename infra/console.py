@@ -149,6 +149,13 @@ class Console(Construct):
             value=self.distribution.distribution_id,
             description="CloudFront distribution of the console and the API's same-origin paths",
         )
+        CfnOutput(
+            self,
+            "DistributionDomain",
+            key="ConsoleDistributionDomain",
+            value=self.distribution.distribution_domain_name,
+            description="the distribution's own name: where the console's DNS record points",
+        )
 
     def _bucket(
         self,

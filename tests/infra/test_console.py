@@ -299,6 +299,9 @@ def test_the_stack_outputs_the_console_url(cfn: Cfn) -> None:
     # Then
     assert render(output["Value"]) == f"https://<{distribution_id}.DomainName>/console/"
     assert cfn.template["Outputs"]["ConsoleDistributionId"]["Value"] == {"Ref": distribution_id}
+    assert cfn.template["Outputs"]["ConsoleDistributionDomain"]["Value"] == {
+        "Fn::GetAtt": [distribution_id, "DomainName"]
+    }
 
 
 # ----------------------------------------------------------------------------- the router
