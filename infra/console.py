@@ -32,6 +32,11 @@ from aws_cdk import aws_s3_deployment as s3_deployment
 from constructs import Construct
 
 from batchroute import resources
+from infra.console_headers import (
+    CONTENT_SECURITY_POLICY,
+    HSTS_MAX_AGE_SECONDS,
+    PERMISSIONS_POLICY,
+)
 from infra.context import EnvironmentConfig
 from infra.naming import construct_id
 from infra.storage import lifecycle_rule
@@ -44,23 +49,7 @@ INDEX = "index.html"
 # Vite names every asset after its content hash: a changed file is a new URL.
 ASSETS_CACHE_CONTROL = "public, max-age=31536000, immutable"
 INDEX_CACHE_CONTROL = "no-cache"
-CONTENT_SECURITY_POLICY = "; ".join(
-    (
-        "default-src 'self'",
-        "script-src 'self'",
-        # Chart libraries set style attributes; no script runs from a style.
-        "style-src 'self' 'unsafe-inline'",
-        "img-src 'self' data:",
-        "font-src 'self'",
-        "connect-src 'self'",
-        "object-src 'none'",
-        "base-uri 'self'",
-        "form-action 'self'",
-        "frame-ancestors 'none'",
-    )
-)
-PERMISSIONS_POLICY = "camera=(), microphone=(), geolocation=(), payment=()"
-HSTS_MAX_AGE = Duration.days(730)
+HSTS_MAX_AGE = Duration.seconds(HSTS_MAX_AGE_SECONDS)
 
 # Viewer-request on the console: / and /console go to /console/; /reset-password (the page
 # password-reset emails link to, docs/auth.md) goes to the console's page of that name with

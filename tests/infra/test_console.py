@@ -22,6 +22,7 @@ from infra.console import (
     INDEX_CACHE_CONTROL,
     SPA_ROUTER_CODE,
 )
+from infra.console_headers import CONSOLE_HEADERS
 from infra.context import EnvironmentConfig
 from infra.stack import BatchRouteStack
 from infra.synth import build_app, load_context
@@ -199,6 +200,20 @@ def test_the_console_gets_security_headers_and_the_api_keeps_its_own(cfn: Cfn) -
     assert headers["FrameOptions"] == {"FrameOption": "DENY", "Override": True}
     assert headers["ContentTypeOptions"] == {"Override": True}
     assert headers["StrictTransportSecurity"]["AccessControlMaxAgeSec"] >= 365 * 86400
+    # And: exactly the values anything else serving the console sends (infra/console_headers.py)
+    assert (
+        headers["ContentSecurityPolicy"]["ContentSecurityPolicy"]
+        == CONSOLE_HEADERS["Content-Security-Policy"]
+    )
+    assert CONSOLE_HEADERS["Strict-Transport-Security"] == (
+        f"max-age={headers['StrictTransportSecurity']['AccessControlMaxAgeSec']}; includeSubDomains"
+    )
+    assert headers["FrameOptions"]["FrameOption"] == CONSOLE_HEADERS["X-Frame-Options"]
+    assert headers["ReferrerPolicy"]["ReferrerPolicy"] == CONSOLE_HEADERS["Referrer-Policy"]
+    custom = console["ResponseHeadersPolicyConfig"]["CustomHeadersConfig"]["Items"]
+    assert {h["Header"]: h["Value"] for h in custom} == {
+        "Permissions-Policy": CONSOLE_HEADERS["Permissions-Policy"]
+    }
     # And: the API behaviours share a policy that never overrides the API's headers and sets no CSP
     (api_id,) = api_ids
     api = policies[api_id]["ResponseHeadersPolicyConfig"]["SecurityHeadersConfig"]
