@@ -10,7 +10,10 @@ the session cookie stays first-party (docs/console.md, Deployment):
   /v1/*, /openapi.json, /docs
                      -> the REST API's stage (execute-api domain, stage as origin path):
                         no caching, every viewer header but Host, cookies and query strings
-                        forwarded, all methods; answers pass through untouched
+                        forwarded, all methods; answers pass through untouched; a
+                        viewer-request function adds the viewer's address and the origin
+                        the secret header, so the API's web ACL rate-limits per viewer
+                        (infra/api.py)
 
 HTTP redirects to HTTPS everywhere. The console's files come from console/dist (built by
 `make build`); hashed assets are cached for a year, index.html is revalidated every time.
@@ -21,7 +24,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from aws_cdk import Aws, CfnOutput, Duration, RemovalPolicy, Stack
-from aws_cdk import aws_apigateway as apigateway
 from aws_cdk import aws_certificatemanager as acm
 from aws_cdk import aws_cloudfront as cloudfront
 from aws_cdk import aws_cloudfront_origins as origins
@@ -32,6 +34,7 @@ from aws_cdk import aws_s3_deployment as s3_deployment
 from constructs import Construct
 
 from batchroute import resources
+from infra.api import ORIGIN_VERIFY_HEADER, VIEWER_ADDRESS_HEADER, Api
 from infra.console_headers import (
     CONTENT_SECURITY_POLICY,
     HSTS_MAX_AGE_SECONDS,
@@ -89,6 +92,16 @@ function handler(event) {
 }
 """
 
+# Viewer-request on the API's behaviours: the viewer's address, overwriting any value the
+# client sent under that name (the web ACL counts requests per viewer by it).
+VIEWER_ADDRESS_CODE = f"""\
+function handler(event) {{
+  var request = event.request;
+  request.headers['{VIEWER_ADDRESS_HEADER}'] = {{ value: event.viewer.ip }};
+  return request;
+}}
+"""
+
 
 class Console(Construct):
     def __init__(
@@ -98,7 +111,7 @@ class Console(Construct):
         *,
         prefix: str,
         config: EnvironmentConfig,
-        rest_api: apigateway.RestApi,
+        api: Api,
         access_logs: s3.IBucket,
         dist: Path,
     ) -> None:
@@ -119,6 +132,14 @@ class Console(Construct):
             code=cloudfront.FunctionCode.from_inline(SPA_ROUTER_CODE),
             runtime=cloudfront.FunctionRuntime.JS_2_0,
         )
+        self.viewer_address_function = cloudfront.Function(
+            self,
+            "ViewerAddress",
+            function_name=f"{prefix}-api-viewer-address",
+            comment="API: the viewer's address in a header the web ACL rate-limits by",
+            code=cloudfront.FunctionCode.from_inline(VIEWER_ADDRESS_CODE),
+            runtime=cloudfront.FunctionRuntime.JS_2_0,
+        )
         self.console_headers = self._console_headers(prefix)
         self.api_headers = self._api_headers(prefix)
         self.certificate = (
@@ -126,7 +147,7 @@ class Console(Construct):
             if config.console_certificate_arn
             else None
         )
-        self.distribution = self._distribution(prefix, config, rest_api)
+        self.distribution = self._distribution(prefix, config, api)
         self.deployments = self._deploy(prefix, config, dist)
         domain = config.console_domain_names[0] if config.console_domain_names else None
         self.url = f"https://{domain or self.distribution.distribution_domain_name}{CONSOLE_PATH}"
@@ -215,11 +236,11 @@ class Console(Construct):
             ),
         )
 
-    def _distribution(
-        self, prefix: str, config: EnvironmentConfig, rest_api: apigateway.RestApi
-    ) -> cloudfront.Distribution:
+    def _distribution(self, prefix: str, config: EnvironmentConfig, api: Api) -> cloudfront.Distribution:
+        # CloudFront replaces a viewer's header of the same name with this one.
+        verify = {ORIGIN_VERIFY_HEADER: api.origin_secret.secret_value.unsafe_unwrap()}
         api_behaviour = cloudfront.BehaviorOptions(
-            origin=origins.RestApiOrigin(rest_api),
+            origin=origins.RestApiOrigin(api.rest_api, custom_headers=verify),
             viewer_protocol_policy=cloudfront.ViewerProtocolPolicy.REDIRECT_TO_HTTPS,
             allowed_methods=cloudfront.AllowedMethods.ALLOW_ALL,
             cached_methods=cloudfront.CachedMethods.CACHE_GET_HEAD,
@@ -230,6 +251,12 @@ class Console(Construct):
             response_headers_policy=self.api_headers,
             # Streams (chat) and downloads pass through as the API sends them.
             compress=False,
+            function_associations=[
+                cloudfront.FunctionAssociation(
+                    function=self.viewer_address_function,
+                    event_type=cloudfront.FunctionEventType.VIEWER_REQUEST,
+                )
+            ],
         )
         certificate = self.certificate
         return cloudfront.Distribution(

@@ -92,6 +92,12 @@ APIGATEWAY_LOGS_ROLE = (
     "(AWS's documented setup); it only lets API Gateway write CloudWatch Logs."
 )
 
+ORIGIN_VERIFY = (
+    "The origin-verify value is written into the console distribution's origin header and the "
+    "web ACL's match by CloudFormation at deploy time; an automatic rotation would split them "
+    "until the next deploy and rate-limit console users by CloudFront's addresses. Rotation is "
+    "a new value followed by a deploy (docs/console.md)."
+)
 CONSOLE_DEFAULT_CERTIFICATE = (
     "Without console_domain_names the distribution answers on its *.cloudfront.net name with "
     "CloudFront's default certificate, whose security policy AWS fixes at TLSv1; the viewer "
@@ -192,6 +198,8 @@ def acknowledge_findings(
             _acknowledge(role, f"AwsSolutions-IAM5[Resource::{_flatten(arn)}]", EXECUTIONS)
 
     rest_api = api.rest_api
+    # SMG4: the origin-verify value changes with a deploy, never on its own.
+    _acknowledge(api.origin_secret, "AwsSolutions-SMG4", ORIGIN_VERIFY)
     # APIG2: the application validates requests.
     _acknowledge(rest_api, "AwsSolutions-APIG2", REQUEST_VALIDATION)
     # APIG4 / COG4 on both proxy methods: the application authenticates; no Cognito.

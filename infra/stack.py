@@ -70,13 +70,15 @@ class BatchRouteStack(Stack):
             workflow=self.workflow,
             providers=self.providers,
         )
-        self.api = Api(self, "Api", prefix=prefix, config=config, handler=self.compute.functions[API])
+        self.api = Api(
+            self, "Api", prefix=prefix, config=config, handler=self.compute.functions[API], key=key
+        )
         self.console = Console(
             self,
             "Console",
             prefix=prefix,
             config=config,
-            rest_api=self.api.rest_api,
+            api=self.api,
             access_logs=self.storage.access_logs,
             dist=assets.console_dist(),
         )

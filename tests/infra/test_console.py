@@ -16,11 +16,13 @@ from aws_cdk import aws_cloudfront as cloudfront
 
 from batchroute import resources
 from infra import assets
+from infra.api import ORIGIN_VERIFY_HEADER, VIEWER_ADDRESS_HEADER
 from infra.console import (
     API_PATH_PATTERNS,
     ASSETS_CACHE_CONTROL,
     INDEX_CACHE_CONTROL,
     SPA_ROUTER_CODE,
+    VIEWER_ADDRESS_CODE,
 )
 from infra.console_headers import CONSOLE_HEADERS
 from infra.context import EnvironmentConfig
@@ -127,7 +129,11 @@ def test_only_this_distribution_may_read_the_console_bucket_through_oac(cfn: Cfn
 def test_the_default_behaviour_serves_the_bucket_through_the_spa_router(cfn: Cfn, prefix: str) -> None:
     # Given
     _, config = _distribution(cfn)
-    ((function_id, function),) = cfn.properties("AWS::CloudFront::Function").items()
+    ((function_id, function),) = [
+        (lid, props)
+        for lid, props in cfn.properties("AWS::CloudFront::Function").items()
+        if props["FunctionCode"] == SPA_ROUTER_CODE
+    ]
 
     # When
     default = config["DefaultCacheBehavior"]
@@ -158,6 +164,14 @@ def test_the_api_paths_go_to_the_api_stage_uncached_with_every_method(
     assert stage_props["StageName"] == environment  # the origin path names this stage
     stage = f"<{stage}>"
 
+    (viewer_function,) = [
+        lid
+        for lid, props in cfn.properties("AWS::CloudFront::Function").items()
+        if props["FunctionCode"] == VIEWER_ADDRESS_CODE
+    ]
+    secret = stack.get_logical_id(stack.api.origin_secret.node.default_child)  # type: ignore[arg-type]
+    secret_value = {"Fn::Join": ["", ["{{resolve:secretsmanager:", {"Ref": secret}, ":SecretString:::}}"]]}
+
     # When
     behaviours = {b["PathPattern"]: b for b in config["CacheBehaviors"]}
 
@@ -176,7 +190,13 @@ def test_the_api_paths_go_to_the_api_stage_uncached_with_every_method(
         assert behaviour["CachePolicyId"] == CACHING_DISABLED
         assert behaviour["OriginRequestPolicyId"] == ALL_VIEWER_EXCEPT_HOST
         assert behaviour["ViewerProtocolPolicy"] == "redirect-to-https"
-        assert "FunctionAssociations" not in behaviour  # the API's 404s stay its own
+        # Only the viewer-address function: no rewrite, so the API's 404s stay its own
+        assert behaviour["FunctionAssociations"] == [
+            {"EventType": "viewer-request", "FunctionARN": {"Fn::GetAtt": [viewer_function, "FunctionARN"]}}
+        ]
+        assert origin["OriginCustomHeaders"] == [
+            {"HeaderName": ORIGIN_VERIFY_HEADER, "HeaderValue": secret_value}
+        ]
     # And: no error page mapping anywhere (it would turn the API's 403/404 into index.html)
     assert "CustomErrorResponses" not in config
 
@@ -394,6 +414,31 @@ def test_the_router_leaves_files_and_other_paths_alone(uri: str) -> None:
 
     # Then
     assert answer["uri"] == uri
+
+
+def test_the_viewer_address_function_overwrites_a_forged_address() -> None:
+    # Given: a client that sends its own value for the header the web ACL counts by
+    node = shutil.which("node")
+    assert node is not None
+    event = {
+        "viewer": {"ip": "198.51.100.23"},
+        "request": {
+            "method": "POST",
+            "uri": "/v1/batches",
+            "headers": {VIEWER_ADDRESS_HEADER: {"value": "10.9.8.7"}},
+        },
+    }
+    driver = VIEWER_ADDRESS_CODE + "\nconsole.log(JSON.stringify(handler(JSON.parse(process.argv[1]))));"
+
+    # When
+    completed = subprocess.run(
+        [node, "-e", driver, json.dumps(event)], capture_output=True, text=True, check=True, timeout=30
+    )
+    request = json.loads(completed.stdout)
+
+    # Then: CloudFront's view of the viewer wins; the request is otherwise untouched
+    assert request["headers"][VIEWER_ADDRESS_HEADER] == {"value": "198.51.100.23"}
+    assert request["uri"] == "/v1/batches"
 
 
 # ----------------------------------------------------------------------------- own domain
