@@ -297,9 +297,10 @@ class Console(Construct):
     def _deploy(
         self, prefix: str, config: EnvironmentConfig, dist: Path
     ) -> list[s3_deployment.BucketDeployment]:
-        """Two uploads of console/dist: hashed assets cached for a year (pruning files a
-        release dropped), then index.html revalidated on every load, with an invalidation
-        so the edge serves the new release at once."""
+        """Two uploads of console/dist: hashed assets cached for a year, then index.html
+        revalidated on every load, with an invalidation so the edge serves the new release
+        at once. Earlier releases' assets stay (no prune): a console opened before a release
+        still loads its lazily fetched page chunks after it."""
         name = f"{prefix}-console-deploy"
         log_group = logs.LogGroup(
             self,
@@ -330,8 +331,8 @@ class Console(Construct):
         assets = s3_deployment.BucketDeployment(
             self,
             "DeployAssets",
-            exclude=[INDEX],  # excluded files are also kept by the prune
-            prune=True,
+            exclude=[INDEX],
+            prune=False,
             cache_control=[s3_deployment.CacheControl.from_string(ASSETS_CACHE_CONTROL)],
             **common,  # type: ignore[arg-type]
         )
