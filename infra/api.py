@@ -2,14 +2,23 @@
 
 The application authenticates each request itself (API keys, session cookies), so the
 gateway has no authorizer; see infra/nag.py.
+
+The console's CloudFront distribution also forwards /v1/* here (infra/console.py). Its
+requests come from CloudFront's edge addresses, so the per-IP rate limit counts them by the
+viewer's address instead: CloudFront adds a secret origin header (ORIGIN_VERIFY_HEADER) and
+a viewer-request function the viewer's address (VIEWER_ADDRESS_HEADER, overwriting whatever
+the client sent). Requests without the secret (direct callers of the stage) are counted by
+their source address as before, so no caller can pick its own rate-limit key.
 """
 
 from __future__ import annotations
 
 from aws_cdk import RemovalPolicy
 from aws_cdk import aws_apigateway as apigateway
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
+from aws_cdk import aws_secretsmanager as secretsmanager
 from aws_cdk import aws_wafv2 as wafv2
 from constructs import Construct
 
@@ -17,6 +26,8 @@ from infra.context import EnvironmentConfig
 
 # Direct uploads arrive as multipart or raw bytes: pass them through untouched (base64).
 BINARY_MEDIA_TYPES = ("multipart/form-data", "application/octet-stream", "application/gzip")
+ORIGIN_VERIFY_HEADER = "x-batchroute-origin-verify"
+VIEWER_ADDRESS_HEADER = "x-batchroute-viewer-address"
 _WAF_MANAGED_RULE_GROUPS = ("AWSManagedRulesAmazonIpReputationList", "AWSManagedRulesKnownBadInputsRuleSet")
 
 
@@ -29,9 +40,23 @@ class Api(Construct):
         prefix: str,
         config: EnvironmentConfig,
         handler: lambda_.IFunction,
+        key: kms.IKey,
     ) -> None:
         super().__init__(scope, construct_id)
         removal = RemovalPolicy.RETAIN if config.is_production else RemovalPolicy.DESTROY
+        # Shared by the console's distribution (origin header) and the web ACL (match):
+        # CloudFormation resolves it into both at deploy time; it is never in the template.
+        self.origin_secret = secretsmanager.Secret(
+            self,
+            "OriginVerify",
+            secret_name=f"{prefix}/cdn-origin-verify",
+            description=f"{prefix}: header value marking requests from the console's distribution",
+            encryption_key=key,
+            generate_secret_string=secretsmanager.SecretStringGenerator(
+                password_length=48, exclude_punctuation=True
+            ),
+            removal_policy=removal,
+        )
         self.access_logs = logs.LogGroup(
             self,
             "AccessLogs",
@@ -86,7 +111,9 @@ class Api(Construct):
     def _web_acl(self, prefix: str, config: EnvironmentConfig) -> wafv2.CfnWebACL:
         # Low-false-positive protections only: AWS's body-size and SQLi/XSS groups would
         # block legitimate batch payloads (prompts are free text).
+        through_cdn = self._through_cdn()
         rules = [
+            # Direct callers of the stage: by their source address.
             wafv2.CfnWebACL.RuleProperty(
                 name="rate-limit-per-ip",
                 priority=0,
@@ -96,12 +123,35 @@ class Api(Construct):
                         aggregate_key_type="IP",
                         limit=config.waf_requests_per_ip_per_5_minutes,
                         evaluation_window_sec=300,
+                        scope_down_statement=wafv2.CfnWebACL.StatementProperty(
+                            not_statement=wafv2.CfnWebACL.NotStatementProperty(statement=through_cdn)
+                        ),
                     )
                 ),
                 visibility_config=_visibility(f"{prefix}-rate-limit-per-ip"),
-            )
+            ),
+            # Through the console's distribution: by the viewer's address CloudFront set.
+            wafv2.CfnWebACL.RuleProperty(
+                name="rate-limit-per-viewer",
+                priority=1,
+                action=wafv2.CfnWebACL.RuleActionProperty(block={}),
+                statement=wafv2.CfnWebACL.StatementProperty(
+                    rate_based_statement=wafv2.CfnWebACL.RateBasedStatementProperty(
+                        aggregate_key_type="FORWARDED_IP",
+                        # The function always sets it; were it ever unusable, the request
+                        # is not counted rather than blocked (no console outage).
+                        forwarded_ip_config=wafv2.CfnWebACL.ForwardedIPConfigurationProperty(
+                            header_name=VIEWER_ADDRESS_HEADER, fallback_behavior="NO_MATCH"
+                        ),
+                        limit=config.waf_requests_per_ip_per_5_minutes,
+                        evaluation_window_sec=300,
+                        scope_down_statement=through_cdn,
+                    )
+                ),
+                visibility_config=_visibility(f"{prefix}-rate-limit-per-viewer"),
+            ),
         ]
-        for priority, group in enumerate(_WAF_MANAGED_RULE_GROUPS, start=1):
+        for priority, group in enumerate(_WAF_MANAGED_RULE_GROUPS, start=len(rules)):
             rules.append(
                 wafv2.CfnWebACL.RuleProperty(
                     name=group,
@@ -123,6 +173,19 @@ class Api(Construct):
             default_action=wafv2.CfnWebACL.DefaultActionProperty(allow={}),
             visibility_config=_visibility(f"{prefix}-api"),
             rules=rules,
+        )
+
+    def _through_cdn(self) -> wafv2.CfnWebACL.StatementProperty:
+        """The request carries the console distribution's secret origin header."""
+        return wafv2.CfnWebACL.StatementProperty(
+            byte_match_statement=wafv2.CfnWebACL.ByteMatchStatementProperty(
+                field_to_match=wafv2.CfnWebACL.FieldToMatchProperty(
+                    single_header={"Name": ORIGIN_VERIFY_HEADER}
+                ),
+                positional_constraint="EXACTLY",
+                search_string=self.origin_secret.secret_value.unsafe_unwrap(),
+                text_transformations=[wafv2.CfnWebACL.TextTransformationProperty(priority=0, type="NONE")],
+            )
         )
 
 

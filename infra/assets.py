@@ -3,6 +3,8 @@
 .build/layer/python/     batchroute + runtime dependencies for Python 3.12 on x86_64
 .build/functions/<key>/  functions/__init__.py + functions/<key>/**
                          (the handler is functions.<key>.handler.handler)
+console/dist/            the web console's production bundle (`npm ci`, `npm run build` in
+                         console/), which the stack uploads to the console bucket
 
 The layer's third-party part is reinstalled only when the dependency list changes
 (a stamp file holds its hash); our own code is copied afresh on every build.
@@ -27,6 +29,11 @@ FUNCTIONS_DIR = BUILD_DIR / "functions"
 
 PACKAGE_SOURCE = ROOT / "layers" / "shared" / "python" / resources.SERVICE
 FUNCTIONS_SOURCE = ROOT / "functions"
+CONSOLE_DIR = ROOT / "console"
+CONSOLE_DIST = CONSOLE_DIR / "dist"
+# What the console's build reads besides its own folder: the API's OpenAPI document is
+# generated from these (by scripts/export_openapi.py), and the client types from the document.
+CONSOLE_API_SOURCES = (ROOT / "functions" / "api", PACKAGE_SOURCE, ROOT / "scripts" / "export_openapi.py")
 
 # The Lambda runtime the stack deploys (infra/compute.py) and the wheels that match it.
 LAMBDA_PYTHON_VERSION = "3.12"
@@ -35,6 +42,9 @@ LAMBDA_PLATFORM = "manylinux2014_x86_64"
 RUNTIME_PROVIDED = frozenset({"boto3", "botocore", "s3transfer"})
 
 _STAMP = BUILD_DIR / "layer-dependencies.sha256"
+_CONSOLE_STAMP = BUILD_DIR / "console-sources.sha256"
+# Outputs of the console build, never inputs of its fingerprint.
+_CONSOLE_OUTPUTS = frozenset({"node_modules", "dist"})
 _IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", "*.pyo")
 _PIP_NOISE = ("WARNING: Location",)
 
@@ -48,6 +58,8 @@ class BuildResult:
     layer_dir: Path
     function_dirs: dict[str, Path]
     dependencies_installed: bool  # False when the cached third-party install was reused
+    console_dist: Path
+    console_built: bool  # False when console/dist was already built from the same sources
 
 
 def function_asset_dir(key: str) -> Path:
@@ -68,7 +80,80 @@ def build(*, quiet: bool = False) -> BuildResult:
     installed = _install_dependencies(layer_python, dependencies, quiet=quiet)
     _copy_tree(PACKAGE_SOURCE, layer_python / resources.SERVICE)
     function_dirs = {fn.key: _build_function(fn.key) for fn in resources.FUNCTIONS}
-    return BuildResult(layer_dir=LAYER_DIR, function_dirs=function_dirs, dependencies_installed=installed)
+    console_built = build_console(quiet=quiet)
+    return BuildResult(
+        layer_dir=LAYER_DIR,
+        function_dirs=function_dirs,
+        dependencies_installed=installed,
+        console_dist=CONSOLE_DIST,
+        console_built=console_built,
+    )
+
+
+def console_dist() -> Path:
+    """console/dist as the stack deploys it; refuses a missing or unbuilt bundle."""
+    if not (CONSOLE_DIST / "index.html").is_file():
+        raise BuildError("console/dist/index.html is missing: run `make build` (it builds the console)")
+    return CONSOLE_DIST
+
+
+def build_console(*, quiet: bool = False) -> bool:
+    """Build console/dist with npm unless it was built from the same sources; True if built.
+
+    The fingerprint covers console/ (but node_modules and dist) and the API code the
+    OpenAPI document comes from, so a renamed field rebuilds the client types and the
+    bundle. `npm ci` runs when node_modules is missing or the lock file changed.
+    """
+    if not (CONSOLE_DIR / "package.json").is_file():
+        raise BuildError("console/package.json is missing: the console's sources are not in this checkout")
+    fingerprint = _console_fingerprint()
+    if (CONSOLE_DIST / "index.html").is_file() and _read(_CONSOLE_STAMP) == fingerprint:
+        return False
+    _CONSOLE_STAMP.unlink(missing_ok=True)
+    installed = CONSOLE_DIR / "node_modules" / ".package-lock.json"
+    lock = CONSOLE_DIR / "package-lock.json"
+    if not installed.is_file() or (lock.is_file() and lock.stat().st_mtime > installed.stat().st_mtime):
+        _npm("ci", "--no-audit", "--no-fund", quiet=quiet)
+    _npm("run", "build", quiet=quiet)
+    console_dist()
+    BUILD_DIR.mkdir(parents=True, exist_ok=True)
+    _CONSOLE_STAMP.write_text(_console_fingerprint() + "\n")
+    return True
+
+
+def _console_fingerprint() -> str:
+    digest = hashlib.sha256()
+    for path in _console_inputs():
+        digest.update(f"{path.relative_to(ROOT)}\0".encode())
+        digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
+
+
+def _console_inputs() -> list[Path]:
+    """console/ but its outputs (never walked: node_modules is large), and the API sources."""
+    roots = [entry for entry in CONSOLE_DIR.iterdir() if entry.name not in _CONSOLE_OUTPUTS]
+    files: list[Path] = []
+    for root in [*roots, *CONSOLE_API_SOURCES]:
+        files += root.rglob("*") if root.is_dir() else [root]
+    return sorted(p for p in files if p.is_file() and "__pycache__" not in p.parts)
+
+
+def _npm(*arguments: str, quiet: bool) -> None:
+    npm = shutil.which("npm")
+    if npm is None:
+        raise BuildError("npm is not installed: the console is built with Node.js 20+ and npm")
+    completed = subprocess.run(  # noqa: S603
+        [npm, *arguments], cwd=CONSOLE_DIR, capture_output=True, text=True, check=False
+    )
+    if completed.returncode != 0:
+        output = (completed.stdout + completed.stderr).strip()
+        raise BuildError(f"npm {' '.join(arguments)} in console/ failed:\n{output[-4000:]}")
+    if not quiet and completed.stdout.strip():
+        print(completed.stdout.strip())
+
+
+def _read(path: Path) -> str | None:
+    return path.read_text().strip() if path.is_file() else None
 
 
 def _distribution_name(requirement: str) -> str:

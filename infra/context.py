@@ -39,6 +39,10 @@ class EnvironmentConfig:
     api_5xx_rate_threshold: float
     waf_requests_per_ip_per_5_minutes: int
     alarm_email: str = ""
+    # Optional: the console's own domain names on the CloudFront distribution and their ACM
+    # certificate (us-east-1, CloudFront's region); without them, the *.cloudfront.net name.
+    console_domain_names: tuple[str, ...] = ()
+    console_certificate_arn: str = ""
 
     @property
     def is_production(self) -> bool:
@@ -65,6 +69,7 @@ class EnvironmentConfig:
         unknown = set(values) - known
         if unknown:
             raise ValueError(f"unknown settings for environment {name}: {sorted(unknown)}")
+        values = {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}
         config = cls(name=name, **values)
         config.validate()
         return config
@@ -81,5 +86,20 @@ class EnvironmentConfig:
             problems.append("api_5xx_rate_threshold is a fraction between 0 and 1")
         if self.waf_requests_per_ip_per_5_minutes < 10:
             problems.append("waf_requests_per_ip_per_5_minutes must be at least 10 (WAF's minimum)")
+        problems += self._console_domain_problems()
         if problems:
             raise ValueError(f"environment {self.name}: " + "; ".join(problems))
+
+    def _console_domain_problems(self) -> list[str]:
+        if bool(self.console_domain_names) != bool(self.console_certificate_arn):
+            return ["console_domain_names and console_certificate_arn go together"]
+        if not self.console_domain_names:
+            return []
+        problems = []
+        if not self.console_certificate_arn.startswith("arn:aws:acm:us-east-1:"):
+            problems.append("console_certificate_arn must be an ACM certificate in us-east-1 (CloudFront's)")
+        host = self.public_base_url.removeprefix("https://").split("/", 1)[0]
+        if host not in self.console_domain_names:
+            # Checkout returns, emails and webhooks link to public_base_url: the console's origin.
+            problems.append("public_base_url must be one of console_domain_names")
+        return problems

@@ -15,6 +15,7 @@ from constructs import Construct, IConstruct
 
 from infra.api import Api
 from infra.compute import PROVIDER_CALLERS, SWEEPER, Compute, executions_arn
+from infra.console import Console
 from infra.providers import BEDROCK_BATCH_PREFIX, Providers
 from infra.security import Security
 from infra.storage import Storage
@@ -91,6 +92,44 @@ APIGATEWAY_LOGS_ROLE = (
     "(AWS's documented setup); it only lets API Gateway write CloudWatch Logs."
 )
 
+ORIGIN_VERIFY = (
+    "The origin-verify value is written into the console distribution's origin header and the "
+    "web ACL's match by CloudFormation at deploy time; an automatic rotation would split them "
+    "until the next deploy and rate-limit console users by CloudFront's addresses. Rotation is "
+    "a new value followed by a deploy (docs/console.md)."
+)
+CONSOLE_DEFAULT_CERTIFICATE = (
+    "Without console_domain_names the distribution answers on its *.cloudfront.net name with "
+    "CloudFront's default certificate, whose security policy AWS fixes at TLSv1; the viewer "
+    "policy is redirect-to-HTTPS and browsers negotiate TLS 1.2+. Setting the console's domain "
+    "and its ACM certificate (cdk.json) moves it to TLSv1.2_2021 and clears this finding."
+)
+CONSOLE_GEO = (
+    "The service sells to customers worldwide: no country is denied at the edge; sanctions "
+    "screening is a billing concern, not a CDN rule."
+)
+CONSOLE_WAF = (
+    "A CloudFront web ACL must be created in us-east-1 and this stack is region-agnostic; the "
+    "/v1 behaviours reach the API stage, whose regional web ACL (rate limit, IP reputation, "
+    "known bad inputs) still runs. The console's own paths serve static files only."
+)
+CONSOLE_DEPLOY_S3 = (
+    "CDK's BucketDeployment reads its zip from the CDK asset bucket and syncs (put, delete, "
+    "list) the console bucket: bucket grant action families on those two buckets only."
+)
+CONSOLE_DEPLOY_OBJECTS = (
+    "The deployment copies every file of the console's build: objects of the console bucket "
+    "and the CDK asset bucket's staged zip."
+)
+CONSOLE_INVALIDATION = (
+    "BucketDeployment's handler invalidates /console/* on the console distribution after a "
+    "release; CDK grants cloudfront:CreateInvalidation/GetInvalidation on '*'."
+)
+CONSOLE_DEPLOY_RUNTIME = (
+    "The runtime of CDK's own BucketDeployment handler is chosen by aws-cdk-lib (it bundles the "
+    "AWS CLI layer for it); it moves with the aws-cdk-lib version, not with this stack."
+)
+
 
 def acknowledge_findings(
     scope: Construct,
@@ -101,6 +140,7 @@ def acknowledge_findings(
     compute: Compute,
     api: Api,
     providers: Providers,
+    console: Console,
 ) -> None:
     """Record each acknowledged finding on the construct of the stack (`scope`) that produces it."""
     tables = [_arn_ref(table) for table in storage.tables.values()]
@@ -158,11 +198,14 @@ def acknowledge_findings(
             _acknowledge(role, f"AwsSolutions-IAM5[Resource::{_flatten(arn)}]", EXECUTIONS)
 
     rest_api = api.rest_api
+    # SMG4: the origin-verify value changes with a deploy, never on its own.
+    _acknowledge(api.origin_secret, "AwsSolutions-SMG4", ORIGIN_VERIFY)
     # APIG2: the application validates requests.
     _acknowledge(rest_api, "AwsSolutions-APIG2", REQUEST_VALIDATION)
     # APIG4 / COG4 on both proxy methods: the application authenticates; no Cognito.
     _acknowledge(rest_api.root, "AwsSolutions-APIG4", AUTHORIZATION)
     _acknowledge(rest_api.root, "AwsSolutions-COG4", COGNITO)
+    _acknowledge_console(scope, console)
     # IAM4: the account-level API Gateway logging role's AWS managed policy.
     _acknowledge(
         rest_api.node.find_child("CloudWatchRole"),
@@ -170,6 +213,31 @@ def acknowledge_findings(
         "AmazonAPIGatewayPushToCloudWatchLogs]",
         APIGATEWAY_LOGS_ROLE,
     )
+
+
+def _acknowledge_console(scope: Construct, console: Console) -> None:
+    distribution = console.distribution
+    # CFR4: the default *.cloudfront.net certificate (no custom domain configured).
+    if console.certificate is None:
+        _acknowledge(distribution, "AwsSolutions-CFR4", CONSOLE_DEFAULT_CERTIFICATE)
+    _acknowledge(distribution, "AwsSolutions-CFR1", CONSOLE_GEO)
+    _acknowledge(distribution, "AwsSolutions-CFR2", CONSOLE_WAF)
+    # The deployment's role (explicit, own log group only): bucket grants and the invalidation.
+    role = console.deploy_role
+    for action in ("s3:GetObject*", "s3:GetBucket*", "s3:List*", "s3:DeleteObject*", "s3:Abort*"):
+        _acknowledge(role, f"AwsSolutions-IAM5[Action::{action}]", CONSOLE_DEPLOY_S3)
+    for resource in (f"{_arn_ref(console.bucket)}/*", _cdk_assets_objects(scope)):
+        _acknowledge(role, f"AwsSolutions-IAM5[Resource::{resource}]", CONSOLE_DEPLOY_OBJECTS)
+    _acknowledge(role, "AwsSolutions-IAM5[Resource::*]", CONSOLE_INVALIDATION)
+    # L1: CDK's singleton handler function, at the stack's root.
+    _acknowledge(console.deploy_handler, "AwsSolutions-L1", CONSOLE_DEPLOY_RUNTIME)
+
+
+def _cdk_assets_objects(scope: Construct) -> str:
+    """How cdk-nag prints the CDK asset bucket's objects (the default synthesizer's bucket)."""
+    stack = Stack.of(scope)
+    qualifier = stack.synthesizer.bootstrap_qualifier or "hnb659fds"
+    return f"arn:<AWS::Partition>:s3:::cdk-{qualifier}-assets-<AWS::AccountId>-<AWS::Region>/*"
 
 
 def _bedrock_findings(scope: Construct) -> list[str]:

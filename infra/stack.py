@@ -8,8 +8,10 @@ from aws_cdk import CfnOutput, Stack, Tags
 from constructs import Construct
 
 from batchroute import resources
+from infra import assets
 from infra.api import Api
 from infra.compute import API, Compute
+from infra.console import Console
 from infra.context import EnvironmentConfig
 from infra.messaging import Messaging
 from infra.monitoring import Monitoring
@@ -68,7 +70,18 @@ class BatchRouteStack(Stack):
             workflow=self.workflow,
             providers=self.providers,
         )
-        self.api = Api(self, "Api", prefix=prefix, config=config, handler=self.compute.functions[API])
+        self.api = Api(
+            self, "Api", prefix=prefix, config=config, handler=self.compute.functions[API], key=key
+        )
+        self.console = Console(
+            self,
+            "Console",
+            prefix=prefix,
+            config=config,
+            api=self.api,
+            access_logs=self.storage.access_logs,
+            dist=assets.console_dist(),
+        )
         self.monitoring = Monitoring(
             self,
             "Monitoring",
@@ -93,4 +106,5 @@ class BatchRouteStack(Stack):
             compute=self.compute,
             api=self.api,
             providers=self.providers,
+            console=self.console,
         )

@@ -85,7 +85,7 @@ class Storage(Construct):
             versioned=False,
             server_access_logs_bucket=logs_bucket,
             server_access_logs_prefix=f"{spec.key}/" if logs_bucket else None,
-            lifecycle_rules=[_lifecycle_rule(rule) for rule in spec.lifecycle],
+            lifecycle_rules=[lifecycle_rule(rule) for rule in spec.lifecycle],
             cors=_upload_cors() if spec.cors else None,
             removal_policy=self._removal,
         )
@@ -95,7 +95,7 @@ def _string_attribute(name: str) -> dynamodb.Attribute:
     return dynamodb.Attribute(name=name, type=dynamodb.AttributeType.STRING)
 
 
-def _lifecycle_rule(rule: resources.LifecycleRule) -> s3.LifecycleRule:
+def lifecycle_rule(rule: resources.LifecycleRule) -> s3.LifecycleRule:
     return s3.LifecycleRule(
         id=rule.id,
         prefix=rule.prefix or None,

@@ -1,4 +1,5 @@
-"""Build the Lambda layer and function assets into .build/ (no Docker): `make build`."""
+"""Build the Lambda layer and function assets into .build/ (no Docker) and the web console
+into console/dist/: `make build`."""
 
 from __future__ import annotations
 
@@ -26,6 +27,11 @@ def main() -> int:
     for key, path in result.function_dirs.items():
         size, files = assets.directory_size(path)
         print(f"{key:<10} {_mb(size):>9}  {files:>5} files  {path.relative_to(root)}")
+    size, files = assets.directory_size(result.console_dist)
+    cached = "" if result.console_built else " (sources unchanged)"
+    print(
+        f"{'console':<10} {_mb(size):>9}  {files:>5} files  {result.console_dist.relative_to(root)}{cached}"
+    )
     print(f"built in {time.perf_counter() - started:.1f}s")
     return 0
 

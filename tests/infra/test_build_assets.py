@@ -87,3 +87,29 @@ def test_a_second_build_reuses_the_installed_dependencies(lambda_assets: assets.
     # Then
     assert again.dependencies_installed is False
     assert again.function_dirs == lambda_assets.function_dirs
+
+
+def test_the_console_bundle_is_built_once_per_source_state(lambda_assets: assets.BuildResult) -> None:
+    # Given: the session's build produced console/dist
+    index = lambda_assets.console_dist / "index.html"
+    assert index.is_file()
+    built_at = index.stat().st_mtime_ns
+
+    # When: built again from the same sources
+    rebuilt = assets.build_console(quiet=True)
+
+    # Then: npm is not run again, and the stack finds the bundle
+    assert rebuilt is False
+    assert index.stat().st_mtime_ns == built_at
+    assert assets.console_dist() == assets.CONSOLE_DIST
+
+
+def test_a_missing_console_bundle_stops_the_synth_with_what_to_run(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # Given: a checkout whose console was never built
+    monkeypatch.setattr(assets, "CONSOLE_DIST", tmp_path / "dist")
+
+    # When / Then
+    with pytest.raises(assets.BuildError, match="make build"):
+        assets.console_dist()

@@ -344,9 +344,14 @@ def _template_queues(template: dict[str, Any]) -> dict[str, Shape]:
 
 
 def _template_buckets(template: dict[str, Any]) -> dict[str, Shape]:
+    # The console's buckets are deployed only (locally the API serves console/dist).
+    deployed_only = {b.key for b in resources.CONSOLE_BUCKETS}
     shapes = {}
     for props in _of_type(template, "AWS::S3::Bucket").values():
-        shapes[_template_bucket_key(props["BucketName"])] = {
+        key = _template_bucket_key(props["BucketName"])
+        if key in deployed_only:
+            continue
+        shapes[key] = {
             "lifecycle": sorted(
                 _lifecycle_shape(
                     rule_id=r["Id"],

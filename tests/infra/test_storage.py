@@ -24,7 +24,7 @@ def test_the_stack_has_exactly_the_declared_tables_and_buckets(template: Templat
     # Given / When: the synthesized stack
     # Then
     template.resource_count_is("AWS::DynamoDB::Table", len(resources.TABLES))
-    template.resource_count_is("AWS::S3::Bucket", len(resources.BUCKETS))
+    template.resource_count_is("AWS::S3::Bucket", len(resources.BUCKETS) + len(resources.CONSOLE_BUCKETS))
 
 
 @pytest.mark.parametrize("spec", resources.TABLES, ids=lambda t: t.key)
@@ -199,7 +199,8 @@ def test_access_log_delivery_is_allowed_only_from_our_buckets(cfn: Cfn, prefix: 
         return cfn.named("AWS::S3::Bucket", "BucketName", name)[0]
 
     logs_id = bucket_id("access-logs")
-    sources = {b.key: bucket_id(b.key) for b in resources.BUCKETS if b.key != "access-logs"}
+    every_bucket = (*resources.BUCKETS, *resources.CONSOLE_BUCKETS)
+    sources = {b.key: bucket_id(b.key) for b in every_bucket if b.key != "access-logs"}
 
     # When: the access-logs bucket policy's grants to the S3 logging service
     (policy,) = [

@@ -184,6 +184,22 @@ BUCKETS: tuple[Bucket, ...] = (
     ),
 )
 
+# Deployed only: the web console's built files and the CDN's access logs (docs/console.md,
+# Deployment). The functions never touch them, so they are not in BUCKETS (nor in the
+# functions' BUCKETS variable); locally the API process serves console/dist at /console/.
+CONSOLE_BUCKETS: tuple[Bucket, ...] = (
+    Bucket(key="console", purpose="the web console's built files, served through CloudFront only"),
+    Bucket(
+        key="cdn-logs",
+        lifecycle=(
+            LifecycleRule(
+                id="expire-logs", prefix="", expiration_days=90, abort_incomplete_multipart_days=None
+            ),
+        ),
+        purpose="CloudFront standard access logs of the console distribution",
+    ),
+)
+
 FUNCTIONS: tuple[Function, ...] = (
     Function(key="api", timeout_seconds=29, memory_mb=1024, purpose="HTTP API (FastAPI via Mangum)"),
     Function(key="router", timeout_seconds=300, memory_mb=1024, purpose="route and lane execution"),
@@ -215,7 +231,7 @@ def queue(key: str) -> Queue:
 
 
 def bucket(key: str) -> Bucket:
-    return next(b for b in BUCKETS if b.key == key)
+    return next(b for b in (*BUCKETS, *CONSOLE_BUCKETS) if b.key == key)
 
 
 def provider_secret_name(prefix: str, slug: str) -> str:
