@@ -18,20 +18,10 @@ $(INSTALLED): pyproject.toml
 
 setup: $(INSTALLED)
 
-## The web console (docs/console.md): rebuilt when its sources or the API's schemas are newer.
-CONSOLE_SOURCES := $(shell find console/src -type f ! -name schema.d.ts) console/index.html \
-	console/package.json console/tsconfig.json console/vite.config.ts scripts/export_openapi.py \
-	$(wildcard functions/api/*.py functions/api/routes/*.py functions/api/schemas/*.py) \
-	$(wildcard layers/shared/python/batchroute/domain/*.py)
-
-console/node_modules/.package-lock.json: console/package-lock.json
-	cd console && npm ci --no-audit --no-fund
-
-console/dist/index.html: $(INSTALLED) console/node_modules/.package-lock.json $(CONSOLE_SOURCES)
-	cd console && npm run build
-	touch $@
-
-console: console/dist/index.html
+## The web console (docs/console.md): rebuilt when its sources or the API's code changed
+## (the one fingerprinted builder in infra/assets.py, which `make build` also runs).
+console: setup
+	$(PY) scripts/build_assets.py --console
 
 ## Debian's chromium for the browser tests (no browser download from anywhere else).
 browser:

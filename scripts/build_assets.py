@@ -1,5 +1,6 @@
 """Build the Lambda layer and function assets into .build/ (no Docker) and the web console
-into console/dist/: `make build`."""
+into console/dist/: `make build`. With `--console`, only the console (`make console`, which
+`make run` uses). Both skip the console when its sources are unchanged (infra/assets.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,19 @@ def _mb(size: int) -> str:
     return f"{size / 1_000_000:.1f} MB"
 
 
+def console_only() -> int:
+    try:
+        built = assets.build_console()
+    except (assets.BuildError, OSError) as error:
+        print(f"console build failed: {error}", file=sys.stderr)
+        return 1
+    print(f"console {'built' if built else 'up to date (sources unchanged)'}: console/dist")
+    return 0
+
+
 def main() -> int:
+    if sys.argv[1:] == ["--console"]:
+        return console_only()
     started = time.perf_counter()
     try:
         result = assets.build()

@@ -3,7 +3,9 @@
 Local mode only: the deployed API never serves it (CloudFront serves the bucket and routes
 `/v1/*` to the API on the same distribution). Same origin keeps the session cookie first-party.
 Unknown `/console/...` paths answer `index.html`, so the app's own routes survive a reload;
-hashed assets are cached for good, `index.html` never.
+hashed assets are cached for good, `index.html` never. Every answer carries the security
+headers CloudFront sends deployed (`infra/console_headers.py`: CSP, frame deny, nosniff...), so
+the console is used and tested locally under the policy it is deployed with.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from pathlib import Path
 
 from fastapi import FastAPI
 from fastapi.responses import FileResponse, RedirectResponse, Response
+
+from infra.console_headers import CONSOLE_HEADERS
 
 log = logging.getLogger("local.console")
 
@@ -36,10 +40,10 @@ def mount_console(app: FastAPI, dist: Path = CONSOLE_DIST) -> bool:
         if path and wanted.is_file() and wanted.is_relative_to(root):
             immutable = wanted.parent.name == "assets"
             cache = "public, max-age=31536000, immutable" if immutable else "no-cache"
-            return FileResponse(wanted, headers={"Cache-Control": cache})
+            return FileResponse(wanted, headers={**CONSOLE_HEADERS, "Cache-Control": cache})
         if path.startswith("assets/"):
-            return Response(status_code=404)
-        return FileResponse(index, headers={"Cache-Control": "no-cache"})
+            return Response(status_code=404, headers=CONSOLE_HEADERS)
+        return FileResponse(index, headers={**CONSOLE_HEADERS, "Cache-Control": "no-cache"})
 
     app.add_api_route(PREFIX, redirect, methods=["GET"], include_in_schema=False)
     app.add_api_route(f"{PREFIX}/{{path:path}}", serve, methods=["GET", "HEAD"], include_in_schema=False)

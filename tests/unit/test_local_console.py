@@ -8,6 +8,7 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from batchroute_tools.local.console import mount_console
+from infra.console_headers import CONSOLE_HEADERS
 
 
 def _dist(tmp_path: Path) -> Path:
@@ -33,6 +34,9 @@ def test_the_console_is_served_with_its_assets_and_an_spa_fallback(tmp_path: Pat
         page = client.get(path)
         assert page.status_code == 200 and "id=root" in page.text, path
         assert page.headers["cache-control"] == "no-cache"
+        # under the security headers it is deployed with (infra/console_headers.py)
+        for name, value in CONSOLE_HEADERS.items():
+            assert page.headers[name] == value, (path, name)
     # And /console redirects to /console/
     redirect = client.get("/console", follow_redirects=False)
     assert redirect.status_code == 308 and redirect.headers["location"] == "/console/"
