@@ -9,11 +9,12 @@ export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 
 .PHONY: setup console browser console-screenshots run test test-unit test-integration test-infra test-e2e lint typecheck build synth bench bench-pipeline bench-chat bench-console clean
 
-$(INSTALLED): pyproject.toml
+$(INSTALLED): pyproject.toml clients/python/pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip 2>&1 | grep -v "^WARNING: Location" || true
 	$(PY) -m pip install --quiet -e '.[dev]' 2>&1 | grep -v "^WARNING: Location" || true
-	$(PY) -c "import batchroute, functions, infra, moto, aws_cdk, cdk_nag" 
+	$(PY) -m pip install --quiet -e ./clients/python 2>&1 | grep -v "^WARNING: Location" || true
+	$(PY) -c "import batchroute, batchroute_client, functions, infra, moto, aws_cdk, cdk_nag" 
 	touch $@
 
 setup: $(INSTALLED)
