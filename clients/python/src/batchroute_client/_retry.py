@@ -1,0 +1,49 @@
+"""The spec's retry guidance: retry network errors, 429 and 5xx with exponential backoff and
+jitter, honouring `Retry-After` as the minimum wait; never retry 400, 401, 403 or 409 (nor any
+other 4xx but 429)."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from email.utils import parsedate_to_datetime
+
+RETRYABLE_STATUSES = frozenset({429}) | frozenset(range(500, 600))
+
+
+def is_retryable_status(status: int) -> bool:
+    return status in RETRYABLE_STATUSES
+
+
+def parse_retry_after(value: str | None, now: float) -> float | None:
+    """Seconds to wait from a `Retry-After` header (delta-seconds or an HTTP date), or None."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when is None:
+        return None
+    return max(0.0, when.timestamp() - now)
+
+
+@dataclass
+class Backoff:
+    """Delay before retry `attempt` (1-based): base * 2**(attempt-1), capped, with jitter
+    drawn from [50 %, 100 %] of it; never less than the server's `Retry-After`."""
+
+    base: float = 0.5
+    cap: float = 8.0
+    random: Callable[[], float] = field(default=random.random)
+
+    def delay(self, attempt: int, retry_after: float | None = None) -> float:
+        exponential = min(self.cap, self.base * (2 ** (attempt - 1)))
+        jittered = exponential * (0.5 + 0.5 * self.random())
+        return float(max(jittered, retry_after or 0.0))

@@ -1,0 +1,232 @@
+"""The synchronous client of the native API, on httpx.
+
+from batchroute_client import Client
+client = Client(api_key="...", base_url="https://...")
+quote = client.quotes.model(items=[...])
+batch = client.batches.create(quote_id=quote.quote_id, items=[...])
+batch = client.batches.wait(batch.id, on_progress=lambda b: print(b.counts))
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+import httpx
+
+from batchroute_client._retry import Backoff, is_retryable_status, parse_retry_after
+from batchroute_client.errors import APIConnectionError, WaitTimeoutError, error_for
+from batchroute_client.models import Batch, BillingReceipt, Item, Quote, ResultRow, RetriedBatch, Usage
+
+__version__ = "0.1.0"
+DEFAULT_TIMEOUT = 60.0
+DEFAULT_MAX_RETRIES = 4
+
+
+class Client:
+    """`api_key` defaults to `BATCHROUTE_API_KEY`, `base_url` to `BATCHROUTE_BASE_URL` (or the
+    given `http_client`'s base URL). `sleep`, `clock` (Unix seconds, for `Retry-After` dates)
+    and `monotonic` (for `wait` time-outs) are injectable for tests."""
+
+    def __init__(
+        self,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+        http_client: httpx.Client | None = None,
+        backoff: Backoff | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        key = api_key or os.environ.get("BATCHROUTE_API_KEY")
+        if not key:
+            raise ValueError("no API key: pass api_key= or set BATCHROUTE_API_KEY")
+        url = base_url or os.environ.get("BATCHROUTE_BASE_URL")
+        if not url and http_client is not None:
+            url = str(http_client.base_url)
+        if not url:
+            raise ValueError("no base URL: pass base_url= or set BATCHROUTE_BASE_URL")
+        self.base_url = url.rstrip("/")
+        self.max_retries = max(0, max_retries)
+        self._api_key = key
+        self._owns_http = http_client is None
+        self._http = http_client or httpx.Client(timeout=timeout)
+        self._timeout = timeout
+        self._backoff = backoff or Backoff()
+        self._sleep = sleep
+        self._clock = clock
+        self.monotonic = monotonic
+        self.quotes = Quotes(self)
+        self.batches = Batches(self)
+
+    def __repr__(self) -> str:  # never shows the key
+        return f"Client(base_url={self.base_url!r})"
+
+    def close(self) -> None:
+        if self._owns_http:
+            self._http.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def sleep(self, seconds: float) -> None:
+        self._sleep(seconds)
+
+    def usage(self) -> Usage:
+        return Usage.from_dict(self.request("GET", "/v1/usage"))
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, Any] | None = None,
+        json: Any = None,
+        headers: Mapping[str, str] | None = None,
+        retry_on_network_error: bool = True,
+    ) -> Any:
+        """Send one API call, retrying per the spec's guidance; return the decoded JSON body.
+
+        Every attempt sends the same headers and body (so an `Idempotency-Key` is reused).
+        `retry_on_network_error=False` (and no 5xx retry) for a POST that is not safe to
+        repeat: only 429, which the service answers before doing any work, is retried then.
+        """
+        request_headers = {
+            "Authorization": f"Bearer {self._api_key}",
+            "Accept": "application/json",
+            "User-Agent": f"batchroute-python/{__version__}",
+            **(headers or {}),
+        }
+        query = {k: v for k, v in (params or {}).items() if v is not None}
+        url = self.base_url + path
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                response = self._http.request(
+                    method, url, params=query, json=json, headers=request_headers, timeout=self._timeout
+                )
+            except httpx.TransportError as exc:
+                if retry_on_network_error and attempt <= self.max_retries:
+                    self._sleep(self._backoff.delay(attempt))
+                    continue
+                raise APIConnectionError(f"{method} {path}: {type(exc).__name__}: {exc}") from exc
+            if response.status_code < 400:
+                return response.json() if response.content else None
+            retryable = is_retryable_status(response.status_code) and (
+                retry_on_network_error or response.status_code == 429
+            )
+            if retryable and attempt <= self.max_retries:
+                retry_after = parse_retry_after(response.headers.get("retry-after"), self._clock())
+                self._sleep(self._backoff.delay(attempt, retry_after))
+                continue
+            try:
+                body = response.json()
+            except ValueError:
+                body = None
+            raise error_for(response.status_code, body, response.headers.get("x-request-id"))
+
+    def paginate(self, path: str, params: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
+        """Every row of a cursor-paginated listing, fetching the next page as it is consumed."""
+        cursor: str | None = None
+        while True:
+            page = self.request("GET", path, params={**params, "cursor": cursor})
+            yield from page.get("data") or []
+            cursor = page.get("next_cursor")
+            if not cursor:
+                return
+
+
+class Quotes:
+    def __init__(self, client: Client) -> None:
+        self._client = client
+
+    def model(self, items: list[dict[str, Any]], **options: Any) -> Quote:
+        """`POST /v1/quotes/model`: free, reserves nothing; `options` are the routing fields
+        (`routing_mode`, `sla_tier`, `privacy_tier`, `required_tools`, ...)."""
+        return Quote.from_dict(
+            self._client.request("POST", "/v1/quotes/model", json={"items": items, **options})
+        )
+
+
+class Batches:
+    def __init__(self, client: Client) -> None:
+        self._client = client
+
+    def create(self, *, idempotency_key: str | None = None, **body: Any) -> Batch:
+        """`POST /v1/batches` with `quote_id`, `items` (or `input_file_id`), `webhook`, ...
+
+        One `Idempotency-Key` (generated here when not given) is sent on every retry with the
+        same body, so a retried create returns the original batch and never a second one."""
+        key = idempotency_key or f"br-{uuid.uuid4().hex}"
+        answer = self._client.request("POST", "/v1/batches", json=body, headers={"Idempotency-Key": key})
+        return Batch.from_dict(answer["batch"])
+
+    def get(self, batch_id: str) -> Batch:
+        return Batch.from_dict(self._client.request("GET", f"/v1/batches/{batch_id}")["batch"])
+
+    def list(self, *, state: str | None = None, page_size: int | None = None) -> Iterator[Batch]:
+        """Every batch (newest first), across all pages."""
+        for row in self._client.paginate("/v1/batches", {"state": state, "limit": page_size}):
+            yield Batch.from_dict(row)
+
+    def items(
+        self, batch_id: str, *, status: str | None = None, page_size: int | None = None
+    ) -> Iterator[Item]:
+        params = {"status": status, "limit": page_size}
+        for row in self._client.paginate(f"/v1/batches/{batch_id}/items", params):
+            yield Item.from_dict(row)
+
+    def results(
+        self, batch_id: str, *, body_format: str | None = None, page_size: int | None = None
+    ) -> Iterator[ResultRow]:
+        params = {"body_format": body_format, "limit": page_size}
+        for row in self._client.paginate(f"/v1/batches/{batch_id}/results", params):
+            yield ResultRow.from_dict(row)
+
+    def cancel(self, batch_id: str, *, reason: str | None = None) -> Batch:
+        body = {"reason": reason} if reason else None
+        return Batch.from_dict(
+            self._client.request("POST", f"/v1/batches/{batch_id}/cancel", json=body)["batch"]
+        )
+
+    def retry(self, batch_id: str) -> RetriedBatch:
+        """Create a new batch from the failed and canceled items (beta). Not repeated on a
+        network error or 5xx: the first attempt may have created the batch."""
+        answer = self._client.request("POST", f"/v1/batches/{batch_id}/retry", retry_on_network_error=False)
+        return RetriedBatch.from_dict(answer)
+
+    def receipt(self, batch_id: str) -> BillingReceipt:
+        return BillingReceipt.from_dict(
+            self._client.request("GET", f"/v1/batches/{batch_id}/billing-receipt")
+        )
+
+    def wait(
+        self,
+        batch_id: str,
+        *,
+        poll_interval: float = 5.0,
+        timeout: float | None = None,
+        on_progress: Callable[[Batch], None] | None = None,
+    ) -> Batch:
+        """Poll until the batch is terminal and return it; `on_progress` sees every poll.
+        Raises `WaitTimeoutError` after `timeout` seconds (None: no limit)."""
+        started = self._client.monotonic()
+        while True:
+            batch = self.get(batch_id)
+            if on_progress is not None:
+                on_progress(batch)
+            if batch.is_terminal:
+                return batch
+            if timeout is not None and self._client.monotonic() - started + poll_interval > timeout:
+                raise WaitTimeoutError(f"{batch_id} still {batch.state} after {timeout} s")
+            self._client.sleep(poll_interval)

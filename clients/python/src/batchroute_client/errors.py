@@ -1,0 +1,96 @@
+"""Typed errors: every non-2xx answer of the native API carries `{error: {code, message, details?}}`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class BatchrouteError(Exception):
+    """Base of every error this client raises."""
+
+
+class APIConnectionError(BatchrouteError):
+    """The request never got an answer (network error or time-out), after the retries."""
+
+
+class WaitTimeoutError(BatchrouteError):
+    """`batches.wait` gave up before the batch reached a terminal state."""
+
+
+class APIError(BatchrouteError):
+    """The service answered with an error. Branch on `code` (stable); `message` may change."""
+
+    def __init__(
+        self,
+        status: int,
+        code: str,
+        message: str,
+        details: dict[str, Any] | None = None,
+        request_id: str | None = None,
+    ) -> None:
+        super().__init__(f"{status} {code}: {message}")
+        self.status = status
+        self.code = code
+        self.message = message
+        self.details = details or {}
+        self.request_id = request_id
+
+
+class BadRequestError(APIError):
+    """400: invalid body or parameters, or preflight failed (`details["preflight"]`)."""
+
+
+class AuthenticationError(APIError):
+    """401: missing, invalid or revoked API key."""
+
+
+class InsufficientFundsError(APIError):
+    """402: not enough credit (`insufficient_credits`, `insufficient_funds`) or a hard spending limit."""
+
+
+class PermissionDeniedError(APIError):
+    """403: authenticated but not permitted."""
+
+
+class NotFoundError(APIError):
+    """404: unknown resource."""
+
+
+class ConflictError(APIError):
+    """409: idempotency conflict or an action the resource's state forbids."""
+
+
+class GoneError(APIError):
+    """410: content reclaimed by retention."""
+
+
+class RateLimitError(APIError):
+    """429: rate limited (retried automatically first)."""
+
+
+class InternalServerError(APIError):
+    """5xx: transient server error (retried automatically first)."""
+
+
+_BY_STATUS: dict[int, type[APIError]] = {
+    400: BadRequestError,
+    401: AuthenticationError,
+    402: InsufficientFundsError,
+    403: PermissionDeniedError,
+    404: NotFoundError,
+    409: ConflictError,
+    410: GoneError,
+    429: RateLimitError,
+}
+
+
+def error_for(status: int, body: Any, request_id: str | None = None) -> APIError:
+    """Build the typed error of a non-2xx answer from its envelope (tolerating a bare body)."""
+    error = body.get("error") if isinstance(body, dict) else None
+    if not isinstance(error, dict):
+        error = {}
+    code = str(error.get("code") or f"http_{status}")
+    message = str(error.get("message") or f"HTTP {status}")
+    details = error.get("details") if isinstance(error.get("details"), dict) else None
+    cls = _BY_STATUS.get(status, InternalServerError if status >= 500 else APIError)
+    return cls(status, code, message, details, request_id)

@@ -1,0 +1,281 @@
+"""Typed models of the native resources. Each names the service's OpenAPI schema it mirrors
+(`SCHEMA`); a test checks every field against `/openapi.json`, so the client cannot drift.
+Fields the service adds later are kept, untyped, in `raw`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any, ClassVar
+
+TERMINAL_STATES = frozenset({"completed", "failed", "canceled", "expired"})
+
+
+RAW = {"client_only": True}  # `raw` is the whole object as received, not a schema field
+
+
+@dataclass(frozen=True)
+class Money:
+    SCHEMA: ClassVar[str] = "MoneyOut"
+    currency: str
+    amount: str
+
+    @property
+    def value(self) -> Decimal:
+        return Decimal(self.amount)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Money:
+        return cls(currency=str(data["currency"]), amount=str(data["amount"]))
+
+
+def _money(data: Any) -> Money | None:
+    return Money.from_dict(data) if isinstance(data, Mapping) else None
+
+
+@dataclass(frozen=True)
+class BatchCounts:
+    SCHEMA: ClassVar[str] = "BatchCounts"
+    total: int
+    pending: int
+    running: int
+    completed: int
+    failed: int
+    canceled: int
+
+    @property
+    def done(self) -> int:
+        return self.completed + self.failed + self.canceled
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> BatchCounts:
+        return cls(**{name: int(data.get(name) or 0) for name in cls.__dataclass_fields__})
+
+
+@dataclass(frozen=True)
+class Batch:
+    SCHEMA: ClassVar[str] = "BatchOut"
+    id: str
+    state: str
+    counts: BatchCounts
+    created_at: str
+    deadline_at: str | None = None
+    completed_at: str | None = None
+    routing_mode: str | None = None
+    sla_tier: str | None = None
+    privacy_tier: str | None = None
+    quote_id: str | None = None
+    metadata: dict[str, str] = field(default_factory=dict)
+    output_url: str | None = None
+    error_url: str | None = None
+    receipt_url: str | None = None
+    settled_at: str | None = None
+    cancel_reason: str | None = None
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False, metadata=RAW)
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.state in TERMINAL_STATES
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Batch:
+        return cls(
+            id=str(data["id"]),
+            state=str(data["state"]),
+            counts=BatchCounts.from_dict(data.get("counts") or {}),
+            created_at=str(data.get("created_at") or ""),
+            deadline_at=data.get("deadline_at"),
+            completed_at=data.get("completed_at"),
+            routing_mode=data.get("routing_mode"),
+            sla_tier=data.get("sla_tier"),
+            privacy_tier=data.get("privacy_tier"),
+            quote_id=data.get("quote_id"),
+            metadata=dict(data.get("metadata") or {}),
+            output_url=data.get("output_url"),
+            error_url=data.get("error_url"),
+            receipt_url=data.get("receipt_url"),
+            settled_at=data.get("settled_at"),
+            cancel_reason=data.get("cancel_reason"),
+            raw=dict(data),
+        )
+
+
+@dataclass(frozen=True)
+class RetriedBatch:
+    SCHEMA: ClassVar[str] = "RetriedBatch"
+    batch: Batch
+    source_batch_id: str
+    retry_item_count: int
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RetriedBatch:
+        return cls(
+            Batch.from_dict(data["batch"]), str(data["source_batch_id"]), int(data["retry_item_count"])
+        )
+
+
+@dataclass(frozen=True)
+class Item:
+    SCHEMA: ClassVar[str] = "ItemRow"
+    sequence_number: int
+    status: str
+    customer_item_id: str | None = None
+    model: str | None = None
+    error: dict[str, Any] | None = None
+    output_preview: str | None = None
+    provider: str | None = None
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False, metadata=RAW)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Item:
+        return cls(
+            sequence_number=int(data["sequence_number"]),
+            status=str(data["status"]),
+            customer_item_id=data.get("customer_item_id"),
+            model=data.get("model"),
+            error=data.get("error"),
+            output_preview=data.get("output_preview"),
+            provider=data.get("provider"),
+            raw=dict(data),
+        )
+
+
+@dataclass(frozen=True)
+class ResultRow:
+    SCHEMA: ClassVar[str] = "ResultRow"
+    status: str
+    customer_item_id: str | None = None
+    sequence_number: int | None = None
+    output: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ResultRow:
+        return cls(
+            status=str(data["status"]),
+            customer_item_id=data.get("customer_item_id"),
+            sequence_number=data.get("sequence_number"),
+            output=data.get("output"),
+            error=data.get("error"),
+        )
+
+
+@dataclass(frozen=True)
+class PricingEstimate:
+    SCHEMA: ClassVar[str] = "PricingEstimate"
+    provider_subtotal: Money
+    service_fee: Money
+    customer_discount: Money
+    total: Money
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> PricingEstimate:
+        return cls(**{name: Money.from_dict(data[name]) for name in cls.__dataclass_fields__})
+
+
+@dataclass(frozen=True)
+class Quote:
+    SCHEMA: ClassVar[str] = "QuoteOut"
+    quote_id: str
+    expires_at: str
+    item_count: int
+    pricing_estimate: PricingEstimate
+    quote_lanes: list[dict[str, Any]]
+    customer_explanation: str
+    routing_mode: str | None = None
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False, metadata=RAW)
+
+    @property
+    def selected_lanes(self) -> list[dict[str, Any]]:
+        return [lane for lane in self.quote_lanes if lane.get("selected")]
+
+    @property
+    def rejected_lanes(self) -> list[dict[str, Any]]:
+        return [lane for lane in self.quote_lanes if not lane.get("selected")]
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Quote:
+        return cls(
+            quote_id=str(data["quote_id"]),
+            expires_at=str(data["expires_at"]),
+            item_count=int(data["item_count"]),
+            pricing_estimate=PricingEstimate.from_dict(data["pricing_estimate"]),
+            quote_lanes=list(data.get("quote_lanes") or []),
+            customer_explanation=str(data.get("customer_explanation") or ""),
+            routing_mode=data.get("routing_mode"),
+            raw=dict(data),
+        )
+
+
+@dataclass(frozen=True)
+class BillingReceipt:
+    SCHEMA: ClassVar[str] = "BillingReceipt"
+    batch_id: str
+    final_settled_price: Money
+    provider_subtotal: Money
+    service_fee: Money
+    credit_reserved: Money
+    credit_charged: Money
+    credit_released: Money
+    settled_at: str
+    provider_lanes: list[dict[str, Any]] = field(default_factory=list)
+    rejected_lanes: list[dict[str, Any]] = field(default_factory=list)
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False, metadata=RAW)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> BillingReceipt:
+        money = ("final_settled_price", "provider_subtotal", "service_fee")
+        credit = ("credit_reserved", "credit_charged", "credit_released")
+        return cls(
+            batch_id=str(data["batch_id"]),
+            settled_at=str(data["settled_at"]),
+            provider_lanes=list(data.get("provider_lanes") or []),
+            rejected_lanes=list(data.get("rejected_lanes") or []),
+            raw=dict(data),
+            **{name: Money.from_dict(data[name]) for name in money + credit},
+        )
+
+
+@dataclass(frozen=True)
+class Usage:
+    SCHEMA: ClassVar[str] = "UsageOut"
+    org_id: str
+    balance: Money
+    reserved: Money
+    available: Money
+    period: str
+    timezone: str
+    current_period: dict[str, Any]
+    previous_period: dict[str, Any]
+    generated_at: str
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False, metadata=RAW)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Usage:
+        return cls(
+            org_id=str(data["org_id"]),
+            balance=Money.from_dict(data["balance"]),
+            reserved=Money.from_dict(data["reserved"]),
+            available=Money.from_dict(data["available"]),
+            period=str(data["period"]),
+            timezone=str(data["timezone"]),
+            current_period=dict(data["current_period"]),
+            previous_period=dict(data["previous_period"]),
+            generated_at=str(data["generated_at"]),
+            raw=dict(data),
+        )
+
+
+ALL_MODELS: tuple[type, ...] = (
+    Money,
+    BatchCounts,
+    Batch,
+    RetriedBatch,
+    Item,
+    ResultRow,
+    PricingEstimate,
+    Quote,
+    BillingReceipt,
+    Usage,
+)
