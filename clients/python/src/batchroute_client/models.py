@@ -5,11 +5,15 @@ Fields the service adds later are kept, untyped, in `raw`."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from decimal import Decimal
 from typing import Any, ClassVar
 
 TERMINAL_STATES = frozenset({"completed", "failed", "canceled", "expired"})
+
+
+def _names(cls: type) -> list[str]:
+    return [f.name for f in fields(cls)]
 
 
 RAW = {"client_only": True}  # `raw` is the whole object as received, not a schema field
@@ -50,7 +54,7 @@ class BatchCounts:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> BatchCounts:
-        return cls(**{name: int(data.get(name) or 0) for name in cls.__dataclass_fields__})
+        return cls(**{name: int(data.get(name) or 0) for name in _names(cls)})
 
 
 @dataclass(frozen=True)
@@ -171,7 +175,7 @@ class PricingEstimate:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> PricingEstimate:
-        return cls(**{name: Money.from_dict(data[name]) for name in cls.__dataclass_fields__})
+        return cls(**{name: Money.from_dict(data[name]) for name in _names(cls)})
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,292 @@
+"""The Python client against `httpx.MockTransport`: the spec's retry rules (network errors,
+429, 5xx; never 400/401/403/409), `Retry-After` as the minimum wait, one `Idempotency-Key`
+and body across create retries, cursor pagination, `wait` with progress, error mapping.
+An injected sleeper records the waits; nothing really sleeps."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import pytest
+from batchroute_client import (
+    APIConnectionError,
+    AuthenticationError,
+    BadRequestError,
+    Client,
+    ConflictError,
+    InsufficientFundsError,
+    InternalServerError,
+    NotFoundError,
+    PermissionDeniedError,
+    RateLimitError,
+    WaitTimeoutError,
+)
+from batchroute_client._retry import Backoff
+
+BASE = "https://api.test"
+Answer = Callable[[httpx.Request], httpx.Response]
+
+
+def batch(batch_id: str = "batch_1", state: str = "running", completed: int = 0) -> dict[str, Any]:
+    return {
+        "id": batch_id,
+        "object": "batch",
+        "state": state,
+        "counts": {
+            "total": 3,
+            "pending": 3 - completed,
+            "running": 0,
+            "completed": completed,
+            "failed": 0,
+            "canceled": 0,
+        },
+        "created_at": "2026-03-01T10:00:00.000Z",
+    }
+
+
+def error(status: int, code: str, headers: dict[str, str] | None = None, **details: Any) -> httpx.Response:
+    body: dict[str, Any] = {"error": {"code": code, "message": f"{code} happened"}}
+    if details:
+        body["error"]["details"] = details
+    return httpx.Response(status, json=body, headers=headers)
+
+
+class Recorder:
+    """A transport answering from a script, recording every request."""
+
+    def __init__(
+        self, *answers: httpx.Response | Exception | Callable[[httpx.Request], httpx.Response]
+    ) -> None:
+        self.answers = list(answers)
+        self.requests: list[httpx.Request] = []
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        self.requests.append(request)
+        answer = self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+        if isinstance(answer, Exception):
+            raise answer
+        if callable(answer):
+            return answer(request)
+        return answer
+
+
+def make(recorder: Recorder, sleeps: list[float], max_retries: int = 4, **kwargs: Any) -> Client:
+    return Client(
+        api_key="sk-test-secret",
+        base_url=BASE,
+        max_retries=max_retries,
+        http_client=httpx.Client(transport=httpx.MockTransport(recorder)),
+        backoff=Backoff(base=0.5, cap=8.0, random=lambda: 1.0),
+        sleep=sleeps.append,
+        clock=lambda: 1_767_225_600.0,
+        **kwargs,
+    )
+
+
+def test_network_errors_429_and_5xx_are_retried_with_exponential_backoff() -> None:
+    recorder = Recorder(
+        httpx.ConnectError("refused"),
+        error(429, "rate_limited"),
+        error(503, "unavailable"),
+        error(500, "internal_error"),
+        httpx.Response(200, json={"batch": batch(), "billing_receipt": None}),
+    )
+    sleeps: list[float] = []
+    got = make(recorder, sleeps).batches.get("batch_1")
+    assert got.id == "batch_1" and got.counts.total == 3
+    assert len(recorder.requests) == 5
+    assert sleeps == [0.5, 1.0, 2.0, 4.0]
+    assert recorder.requests[0].headers["authorization"] == "Bearer sk-test-secret"
+
+
+def test_jitter_draws_between_half_and_all_of_the_delay_and_is_capped() -> None:
+    assert Backoff(base=0.5, cap=8.0, random=lambda: 0.0).delay(3) == 1.0
+    assert Backoff(base=0.5, cap=8.0, random=lambda: 1.0).delay(3) == 2.0
+    assert Backoff(base=0.5, cap=8.0, random=lambda: 1.0).delay(10) == 8.0
+
+
+def test_retry_after_is_the_minimum_wait_in_seconds_or_as_an_http_date() -> None:
+    recorder = Recorder(
+        error(429, "rate_limited", headers={"Retry-After": "7"}),
+        error(429, "rate_limited", headers={"Retry-After": "Thu, 01 Jan 2026 00:00:30 GMT"}),
+        error(503, "unavailable", headers={"Retry-After": "0"}),
+        httpx.Response(200, json={"batch": batch(), "billing_receipt": None}),
+    )
+    sleeps: list[float] = []
+    make(recorder, sleeps).batches.get("batch_1")
+    # 7 s > backoff 0.5; the date is 30 s after the injected clock (2026-01-01T00:00:00Z) > 1.0;
+    # Retry-After 0 never shortens the backoff (2.0)
+    assert sleeps == [7.0, 30.0, 2.0]
+
+
+def test_retries_stop_at_max_retries_and_raise_the_typed_error() -> None:
+    recorder = Recorder(error(503, "unavailable"))
+    sleeps: list[float] = []
+    with pytest.raises(InternalServerError) as caught:
+        make(recorder, sleeps, max_retries=2).batches.get("batch_1")
+    assert len(recorder.requests) == 3 and len(sleeps) == 2
+    assert (caught.value.status, caught.value.code) == (503, "unavailable")
+    recorder = Recorder(httpx.ReadTimeout("slow"))
+    with pytest.raises(APIConnectionError):
+        make(recorder, [], max_retries=1).batches.get("batch_1")
+    assert len(recorder.requests) == 2
+    recorder = Recorder(error(429, "rate_limited"))
+    with pytest.raises(RateLimitError):
+        make(recorder, [], max_retries=0).batches.get("batch_1")
+    assert len(recorder.requests) == 1
+
+
+@pytest.mark.parametrize(
+    ("status", "code", "cls"),
+    [
+        (400, "batch_preflight_failed", BadRequestError),
+        (401, "unauthorized", AuthenticationError),
+        (402, "insufficient_credits", InsufficientFundsError),
+        (403, "forbidden", PermissionDeniedError),
+        (404, "not_found", NotFoundError),
+        (409, "idempotency_conflict", ConflictError),
+    ],
+)
+def test_4xx_are_never_retried_and_map_to_typed_errors(status: int, code: str, cls: type) -> None:
+    recorder = Recorder(error(status, code, limit="10.00"))
+    sleeps: list[float] = []
+    with pytest.raises(cls) as caught:
+        make(recorder, sleeps).batches.create(quote_id="qlock_1", items=[])
+    assert len(recorder.requests) == 1 and sleeps == []
+    assert (caught.value.status, caught.value.code, caught.value.message) == (
+        status,
+        code,
+        f"{code} happened",
+    )
+    assert caught.value.details == {"limit": "10.00"}
+    assert "sk-test-secret" not in str(caught.value)
+
+
+def test_create_reuses_one_idempotency_key_and_body_on_every_retry() -> None:
+    recorder = Recorder(
+        httpx.ConnectError("reset"), error(502, "bad_gateway"), httpx.Response(202, json={"batch": batch()})
+    )
+    client = make(recorder, [])
+    created = client.batches.create(quote_id="qlock_1", items=[{"customer_item_id": "a"}])
+    assert created.id == "batch_1"
+    keys = {request.headers["idempotency-key"] for request in recorder.requests}
+    bodies = {request.content for request in recorder.requests}
+    assert len(recorder.requests) == 3 and len(keys) == 1 and len(bodies) == 1
+    (key,) = keys
+    assert 8 <= len(key) <= 128
+    assert json.loads(bodies.pop()) == {"quote_id": "qlock_1", "items": [{"customer_item_id": "a"}]}
+    # A new call gets a new key; a given key is sent as is
+    client.batches.create(quote_id="qlock_1", items=[])
+    assert recorder.requests[-1].headers["idempotency-key"] != key
+    client.batches.create(quote_id="qlock_1", items=[], idempotency_key="my-key-123")
+    assert recorder.requests[-1].headers["idempotency-key"] == "my-key-123"
+
+
+def test_retry_batch_is_not_repeated_after_a_network_error_or_5xx_but_is_after_429() -> None:
+    for failure in (httpx.ConnectError("reset"), error(500, "internal_error")):
+        recorder = Recorder(failure, httpx.Response(202, json={}))
+        with pytest.raises((APIConnectionError, InternalServerError)):
+            make(recorder, []).batches.retry("batch_1")
+        assert len(recorder.requests) == 1
+    answer = {"batch": batch("batch_2", "priced"), "source_batch_id": "batch_1", "retry_item_count": 2}
+    recorder = Recorder(error(429, "rate_limited"), httpx.Response(202, json=answer))
+    retried = make(recorder, []).batches.retry("batch_1")
+    assert (retried.batch.id, retried.source_batch_id, retried.retry_item_count) == ("batch_2", "batch_1", 2)
+
+
+def test_list_iterates_every_page_following_next_cursor() -> None:
+    pages = {
+        None: {"data": [batch("batch_3"), batch("batch_2")], "next_cursor": "c1", "workspace_total_count": 3},
+        "c1": {"data": [batch("batch_1")], "next_cursor": None, "workspace_total_count": 3},
+    }
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json=pages[request.url.params.get("cursor")])
+
+    recorder = Recorder(answer)
+    ids = [b.id for b in make(recorder, []).batches.list(state="active", page_size=2)]
+    assert ids == ["batch_3", "batch_2", "batch_1"]
+    assert [r.url.params.get("cursor") for r in recorder.requests] == [None, "c1"]
+    assert all(r.url.params["state"] == "active" and r.url.params["limit"] == "2" for r in recorder.requests)
+
+
+def test_results_and_items_iterate_every_page() -> None:
+    def answer(request: httpx.Request) -> httpx.Response:
+        cursor = request.url.params.get("cursor")
+        if request.url.path.endswith("/results"):
+            row = {
+                "customer_item_id": f"r{cursor}",
+                "sequence_number": 0,
+                "status": "completed",
+                "output": {"text": "hi"},
+                "error": None,
+            }
+        else:
+            row = {
+                "sequence_number": 0,
+                "customer_item_id": f"i{cursor}",
+                "model": "m",
+                "operation": "responses",
+                "status": "failed",
+                "error": {"code": "x", "message": "y"},
+                "output_preview": None,
+            }
+        return httpx.Response(
+            200, json={"batch_id": "batch_1", "data": [row], "next_cursor": None if cursor else "2"}
+        )
+
+    client = make(Recorder(answer), [])
+    assert [r.customer_item_id for r in client.batches.results("batch_1")] == ["rNone", "r2"]
+    items = list(client.batches.items("batch_1", status="failed"))
+    assert [i.customer_item_id for i in items] == ["iNone", "i2"] and items[0].error == {
+        "code": "x",
+        "message": "y",
+    }
+
+
+def test_wait_polls_to_a_terminal_state_reporting_progress() -> None:
+    recorder = Recorder(
+        httpx.Response(200, json={"batch": batch(completed=0), "billing_receipt": None}),
+        httpx.Response(200, json={"batch": batch(completed=2), "billing_receipt": None}),
+        httpx.Response(200, json={"batch": batch(state="completed", completed=3), "billing_receipt": None}),
+    )
+    sleeps: list[float] = []
+    seen: list[tuple[str, int]] = []
+    done = make(recorder, sleeps).batches.wait(
+        "batch_1", poll_interval=2.5, on_progress=lambda b: seen.append((b.state, b.counts.completed))
+    )
+    assert done.state == "completed" and done.is_terminal
+    assert seen == [("running", 0), ("running", 2), ("completed", 3)]
+    assert sleeps == [2.5, 2.5]
+
+
+def test_wait_gives_up_after_its_timeout() -> None:
+    now = [0.0]
+
+    def sleep(seconds: float) -> None:
+        now[0] += seconds
+
+    recorder = Recorder(httpx.Response(200, json={"batch": batch(), "billing_receipt": None}))
+    client = Client(
+        api_key="k",
+        base_url=BASE,
+        http_client=httpx.Client(transport=httpx.MockTransport(recorder)),
+        sleep=sleep,
+        monotonic=lambda: now[0],
+    )
+    with pytest.raises(WaitTimeoutError):
+        client.batches.wait("batch_1", poll_interval=10, timeout=35)
+    assert len(recorder.requests) == 4 and now[0] == 30
+
+
+def test_a_client_needs_a_key_and_never_shows_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("BATCHROUTE_API_KEY", raising=False)
+    with pytest.raises(ValueError, match="API key"):
+        Client(base_url=BASE)
+    monkeypatch.setenv("BATCHROUTE_API_KEY", "sk-from-env")
+    monkeypatch.setenv("BATCHROUTE_BASE_URL", BASE)
+    client = Client()
+    assert "sk-from-env" not in repr(client) and client.base_url == BASE
