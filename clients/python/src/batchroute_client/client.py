@@ -57,7 +57,6 @@ class Client:
         self._api_key = key
         self._owns_http = http_client is None
         self._http = http_client or httpx.Client(timeout=timeout)
-        self._timeout = timeout
         self._backoff = backoff or Backoff()
         self._sleep = sleep
         self._clock = clock
@@ -112,9 +111,7 @@ class Client:
         while True:
             attempt += 1
             try:
-                response = self._http.request(
-                    method, url, params=query, json=json, headers=request_headers, timeout=self._timeout
-                )
+                response = self._http.request(method, url, params=query, json=json, headers=request_headers)
             except httpx.TransportError as exc:
                 if retry_on_network_error and attempt <= self.max_retries:
                     self._sleep(self._backoff.delay(attempt))

@@ -1,0 +1,121 @@
+"""The Python client against the real FastAPI app in-process (moto): `fastapi.testclient.TestClient`
+is an `httpx.Client`, passed as the client's transport. And the client's models checked
+against the service's `/openapi.json`, so they cannot drift."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, ClassVar
+
+import pytest
+from batchroute_client import AuthenticationError, Client, ConflictError, NotFoundError
+from batchroute_client.models import ALL_MODELS
+from fastapi.testclient import TestClient
+
+from batchroute_tools.local.provision import LocalStack
+from functions.api.app import create_app
+from functions.api.auth import identity_store
+from tests.integration.principals import TestOrg, new_org
+from tests.integration.test_quotes import _heartbeat_all_lanes, _item
+
+
+@pytest.fixture
+def http(local_aws: LocalStack) -> TestClient:
+    identity_store.cache_clear()
+    _heartbeat_all_lanes()
+    return TestClient(create_app(), raise_server_exceptions=False)
+
+
+@pytest.fixture
+def org(http: TestClient) -> TestOrg:
+    return new_org(credit_usd="10")
+
+
+@pytest.fixture
+def sdk(http: TestClient, org: TestOrg) -> Client:
+    return Client(api_key=org.api_key(), http_client=http, sleep=lambda _: None)
+
+
+def test_quote_create_read_list_cancel_through_the_client(sdk: Client, org: TestOrg) -> None:
+    items = [_item(0), _item(1)]
+    quote = sdk.quotes.model(items=items)
+    assert quote.quote_id.startswith("qlock_") and quote.item_count == 2
+    assert quote.pricing_estimate.total.currency == "usd" and quote.pricing_estimate.total.value > 0
+    assert quote.selected_lanes
+
+    batch = sdk.batches.create(quote_id=quote.quote_id, items=items, idempotency_key="client-key-0001")
+    assert batch.id.startswith("batch_") and batch.state == "priced" and batch.counts.total == 2
+    # A replay with the same key and body is the same batch; another body conflicts
+    again = sdk.batches.create(quote_id=quote.quote_id, items=items, idempotency_key="client-key-0001")
+    assert again.id == batch.id
+    with pytest.raises(ConflictError) as conflict:
+        sdk.batches.create(items=[_item(2)], idempotency_key="client-key-0001")
+    assert conflict.value.status == 409 and conflict.value.code
+
+    read = sdk.batches.get(batch.id)
+    assert (read.id, read.quote_id, read.counts.total) == (batch.id, quote.quote_id, 2)
+    assert [b.id for b in sdk.batches.list(page_size=1)] == [batch.id]
+
+    canceled = sdk.batches.cancel(batch.id, reason="changed my mind")
+    assert canceled.id == batch.id and canceled.state == "canceled" and canceled.is_terminal
+    assert sdk.batches.wait(batch.id, poll_interval=1).state == "canceled"
+
+    usage = sdk.usage()
+    assert usage.org_id == org.org_id and usage.balance.currency == "usd"
+
+
+def test_api_errors_are_typed(sdk: Client, http: TestClient) -> None:
+    with pytest.raises(NotFoundError) as missing:
+        sdk.batches.get("batch_doesnotexist")
+    assert missing.value.status == 404 and missing.value.code
+    wrong = Client(api_key="sk-not-a-real-key", http_client=http, sleep=lambda _: None)
+    with pytest.raises(AuthenticationError) as denied:
+        wrong.usage()
+    assert denied.value.status == 401 and "sk-not-a-real-key" not in str(denied.value)
+
+
+def _schemas(http: TestClient) -> dict[str, Any]:
+    document = http.get("/openapi.json").json()
+    schemas: dict[str, Any] = document["components"]["schemas"]
+    return schemas
+
+
+def drift(model: type, schemas: dict[str, Any]) -> list[str]:
+    """What of `model` the service's schema does not back: unknown fields, and fields the
+    client requires that the service may omit."""
+    name = model.SCHEMA  # type: ignore[attr-defined]
+    if name not in schemas:
+        return [f"{model.__name__}: no schema {name}"]
+    properties = set(schemas[name].get("properties", {}))
+    required = set(schemas[name].get("required", []))
+    problems = []
+    for field in dataclasses.fields(model):
+        if field.metadata.get("client_only"):
+            continue
+        if field.name not in properties:
+            problems.append(f"{model.__name__}.{field.name} is not in {name}")
+        no_default = field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING
+        if no_default and field.name not in required:
+            problems.append(f"{model.__name__}.{field.name} is optional in {name}")
+    return problems
+
+
+@dataclasses.dataclass
+class Drifted:
+    SCHEMA: ClassVar[str] = "BatchOut"
+    id: str
+    status: str  # the service's field is `state`
+    cancel_reason: str  # the service omits it unless canceled with a reason
+
+
+def test_every_client_model_field_exists_in_the_service_schema(http: TestClient) -> None:
+    schemas = _schemas(http)
+    assert {model.__name__: drift(model, schemas) for model in ALL_MODELS} == {
+        model.__name__: [] for model in ALL_MODELS
+    }
+    # And the check does catch a drifted model
+    assert drift(Drifted, schemas) == [
+        "Drifted.status is not in BatchOut",
+        "Drifted.status is optional in BatchOut",
+        "Drifted.cancel_reason is optional in BatchOut",
+    ]
