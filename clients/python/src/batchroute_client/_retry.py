@@ -47,3 +47,26 @@ class Backoff:
         exponential = min(self.cap, self.base * (2 ** (attempt - 1)))
         jittered = exponential * (0.5 + 0.5 * self.random())
         return float(max(jittered, retry_after or 0.0))
+
+
+def wait_before_retry(
+    backoff: Backoff,
+    attempt: int,
+    max_retries: int,
+    *,
+    status: int | None,
+    retry_after: str | None = None,
+    now: float = 0.0,
+    repeatable: bool = True,
+) -> float | None:
+    """Seconds to wait before retrying failed attempt `attempt`, or None to give up.
+
+    `status` None is a network error. A request that is not `repeatable` (it may have acted)
+    is retried only on 429, which the service answers before doing any work."""
+    if attempt > max_retries:
+        return None
+    if status is None:
+        return backoff.delay(attempt) if repeatable else None
+    if not is_retryable_status(status) or (not repeatable and status != 429):
+        return None
+    return backoff.delay(attempt, parse_retry_after(retry_after, now))

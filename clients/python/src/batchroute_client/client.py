@@ -17,8 +17,8 @@ from typing import Any
 
 import httpx
 
-from batchroute_client._retry import Backoff, is_retryable_status, parse_retry_after
-from batchroute_client.errors import APIConnectionError, WaitTimeoutError, error_for
+from batchroute_client._retry import Backoff, wait_before_retry
+from batchroute_client.errors import APIConnectionError, WaitTimeoutError, error_from_response
 from batchroute_client.models import Batch, BillingReceipt, Item, Quote, ResultRow, RetriedBatch, Usage
 
 __version__ = "0.1.0"
@@ -99,12 +99,7 @@ class Client:
         `retry_on_network_error=False` (and no 5xx retry) for a POST that is not safe to
         repeat: only 429, which the service answers before doing any work, is retried then.
         """
-        request_headers = {
-            "Authorization": f"Bearer {self._api_key}",
-            "Accept": "application/json",
-            "User-Agent": f"batchroute-python/{__version__}",
-            **(headers or {}),
-        }
+        request_headers = self.headers(headers)
         query = {k: v for k, v in (params or {}).items() if v is not None}
         url = self.base_url + path
         attempt = 0
@@ -113,24 +108,35 @@ class Client:
             try:
                 response = self._http.request(method, url, params=query, json=json, headers=request_headers)
             except httpx.TransportError as exc:
-                if retry_on_network_error and attempt <= self.max_retries:
-                    self._sleep(self._backoff.delay(attempt))
-                    continue
-                raise APIConnectionError(f"{method} {path}: {type(exc).__name__}: {exc}") from exc
+                wait = wait_before_retry(
+                    self._backoff, attempt, self.max_retries, status=None, repeatable=retry_on_network_error
+                )
+                if wait is None:
+                    raise APIConnectionError(f"{method} {path}: {type(exc).__name__}: {exc}") from exc
+                self._sleep(wait)
+                continue
             if response.status_code < 400:
                 return response.json() if response.content else None
-            retryable = is_retryable_status(response.status_code) and (
-                retry_on_network_error or response.status_code == 429
+            wait = wait_before_retry(
+                self._backoff,
+                attempt,
+                self.max_retries,
+                status=response.status_code,
+                retry_after=response.headers.get("retry-after"),
+                now=self._clock(),
+                repeatable=retry_on_network_error,
             )
-            if retryable and attempt <= self.max_retries:
-                retry_after = parse_retry_after(response.headers.get("retry-after"), self._clock())
-                self._sleep(self._backoff.delay(attempt, retry_after))
-                continue
-            try:
-                body = response.json()
-            except ValueError:
-                body = None
-            raise error_for(response.status_code, body, response.headers.get("x-request-id"))
+            if wait is None:
+                raise error_from_response(response)
+            self._sleep(wait)
+
+    def headers(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+        return {
+            "Authorization": f"Bearer {self._api_key}",
+            "Accept": "application/json",
+            "User-Agent": f"batchroute-python/{__version__}",
+            **(extra or {}),
+        }
 
     def paginate(self, path: str, params: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
         """Every row of a cursor-paginated listing, fetching the next page as it is consumed."""

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import httpx
+
 
 class BatchrouteError(Exception):
     """Base of every error this client raises."""
@@ -94,3 +96,11 @@ def error_for(status: int, body: Any, request_id: str | None = None) -> APIError
     details = error.get("details") if isinstance(error.get("details"), dict) else None
     cls = _BY_STATUS.get(status, InternalServerError if status >= 500 else APIError)
     return cls(status, code, message, details, request_id)
+
+
+def error_from_response(response: httpx.Response) -> APIError:
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    return error_for(response.status_code, body, response.headers.get("x-request-id"))
