@@ -1,5 +1,6 @@
 """Python client of the batchroute API (docs/client.md)."""
 
+from batchroute_client.async_client import AsyncBatches, AsyncClient, AsyncQuotes
 from batchroute_client.client import Batches, Client, Quotes, __version__
 from batchroute_client.errors import (
     APIConnectionError,
@@ -32,6 +33,9 @@ from batchroute_client.models import (
 __all__ = [
     "APIConnectionError",
     "APIError",
+    "AsyncBatches",
+    "AsyncClient",
+    "AsyncQuotes",
     "AuthenticationError",
     "BadRequestError",
     "Batch",

@@ -1,0 +1,209 @@
+"""The asynchronous client: the same calls, retries, models and errors as `Client`, on
+`httpx.AsyncClient`; listings are async iterators.
+
+    async with AsyncClient(api_key="...", base_url="https://...") as client:
+        batch = await client.batches.create(quote_id=..., items=[...])
+        async for row in client.batches.results(batch.id): ...
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from typing import Any
+
+import httpx
+
+from batchroute_client._retry import Backoff, wait_before_retry
+from batchroute_client.client import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT, __version__
+from batchroute_client.errors import APIConnectionError, WaitTimeoutError, error_from_response
+from batchroute_client.models import Batch, BillingReceipt, Item, Quote, ResultRow, RetriedBatch, Usage
+
+
+class AsyncClient:
+    """As `Client`; `sleep` is an async callable (default `asyncio.sleep`)."""
+
+    def __init__(
+        self,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+        http_client: httpx.AsyncClient | None = None,
+        backoff: Backoff | None = None,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        key = api_key or os.environ.get("BATCHROUTE_API_KEY")
+        if not key:
+            raise ValueError("no API key: pass api_key= or set BATCHROUTE_API_KEY")
+        url = base_url or os.environ.get("BATCHROUTE_BASE_URL")
+        if not url and http_client is not None:
+            url = str(http_client.base_url)
+        if not url:
+            raise ValueError("no base URL: pass base_url= or set BATCHROUTE_BASE_URL")
+        self.base_url = url.rstrip("/")
+        self.max_retries = max(0, max_retries)
+        self._api_key = key
+        self._owns_http = http_client is None
+        self._http = http_client or httpx.AsyncClient(timeout=timeout)
+        self._backoff = backoff or Backoff()
+        self.sleep = sleep
+        self._clock = clock
+        self.monotonic = monotonic
+        self.quotes = AsyncQuotes(self)
+        self.batches = AsyncBatches(self)
+
+    def __repr__(self) -> str:  # never shows the key
+        return f"AsyncClient(base_url={self.base_url!r})"
+
+    async def aclose(self) -> None:
+        if self._owns_http:
+            await self._http.aclose()
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def usage(self) -> Usage:
+        return Usage.from_dict(await self.request("GET", "/v1/usage"))
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, Any] | None = None,
+        json: Any = None,
+        headers: Mapping[str, str] | None = None,
+        retry_on_network_error: bool = True,
+    ) -> Any:
+        """As `Client.request`: the spec's retries, the same headers and body on every attempt."""
+        request_headers = {
+            "Authorization": f"Bearer {self._api_key}",
+            "Accept": "application/json",
+            "User-Agent": f"batchroute-python/{__version__}",
+            **(headers or {}),
+        }
+        query = {k: v for k, v in (params or {}).items() if v is not None}
+        url = self.base_url + path
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                response = await self._http.request(
+                    method, url, params=query, json=json, headers=request_headers
+                )
+            except httpx.TransportError as exc:
+                wait = wait_before_retry(
+                    self._backoff, attempt, self.max_retries, status=None, repeatable=retry_on_network_error
+                )
+                if wait is None:
+                    raise APIConnectionError(f"{method} {path}: {type(exc).__name__}: {exc}") from exc
+                await self.sleep(wait)
+                continue
+            if response.status_code < 400:
+                return response.json() if response.content else None
+            wait = wait_before_retry(
+                self._backoff,
+                attempt,
+                self.max_retries,
+                status=response.status_code,
+                retry_after=response.headers.get("retry-after"),
+                now=self._clock(),
+                repeatable=retry_on_network_error,
+            )
+            if wait is None:
+                raise error_from_response(response)
+            await self.sleep(wait)
+
+    async def paginate(self, path: str, params: Mapping[str, Any]) -> AsyncIterator[dict[str, Any]]:
+        cursor: str | None = None
+        while True:
+            page = await self.request("GET", path, params={**params, "cursor": cursor})
+            for row in page.get("data") or []:
+                yield row
+            cursor = page.get("next_cursor")
+            if not cursor:
+                return
+
+
+class AsyncQuotes:
+    def __init__(self, client: AsyncClient) -> None:
+        self._client = client
+
+    async def model(self, items: list[dict[str, Any]], **options: Any) -> Quote:
+        answer = await self._client.request("POST", "/v1/quotes/model", json={"items": items, **options})
+        return Quote.from_dict(answer)
+
+
+class AsyncBatches:
+    def __init__(self, client: AsyncClient) -> None:
+        self._client = client
+
+    async def create(self, *, idempotency_key: str | None = None, **body: Any) -> Batch:
+        key = idempotency_key or f"br-{uuid.uuid4().hex}"
+        answer = await self._client.request(
+            "POST", "/v1/batches", json=body, headers={"Idempotency-Key": key}
+        )
+        return Batch.from_dict(answer["batch"])
+
+    async def get(self, batch_id: str) -> Batch:
+        return Batch.from_dict((await self._client.request("GET", f"/v1/batches/{batch_id}"))["batch"])
+
+    async def list(self, *, state: str | None = None, page_size: int | None = None) -> AsyncIterator[Batch]:
+        async for row in self._client.paginate("/v1/batches", {"state": state, "limit": page_size}):
+            yield Batch.from_dict(row)
+
+    async def items(
+        self, batch_id: str, *, status: str | None = None, page_size: int | None = None
+    ) -> AsyncIterator[Item]:
+        params = {"status": status, "limit": page_size}
+        async for row in self._client.paginate(f"/v1/batches/{batch_id}/items", params):
+            yield Item.from_dict(row)
+
+    async def results(
+        self, batch_id: str, *, body_format: str | None = None, page_size: int | None = None
+    ) -> AsyncIterator[ResultRow]:
+        params = {"body_format": body_format, "limit": page_size}
+        async for row in self._client.paginate(f"/v1/batches/{batch_id}/results", params):
+            yield ResultRow.from_dict(row)
+
+    async def cancel(self, batch_id: str, *, reason: str | None = None) -> Batch:
+        body = {"reason": reason} if reason else None
+        answer = await self._client.request("POST", f"/v1/batches/{batch_id}/cancel", json=body)
+        return Batch.from_dict(answer["batch"])
+
+    async def retry(self, batch_id: str) -> RetriedBatch:
+        path = f"/v1/batches/{batch_id}/retry"
+        return RetriedBatch.from_dict(await self._client.request("POST", path, retry_on_network_error=False))
+
+    async def receipt(self, batch_id: str) -> BillingReceipt:
+        answer = await self._client.request("GET", f"/v1/batches/{batch_id}/billing-receipt")
+        return BillingReceipt.from_dict(answer)
+
+    async def wait(
+        self,
+        batch_id: str,
+        *,
+        poll_interval: float = 5.0,
+        timeout: float | None = None,
+        on_progress: Callable[[Batch], None] | None = None,
+    ) -> Batch:
+        started = self._client.monotonic()
+        while True:
+            batch = await self.get(batch_id)
+            if on_progress is not None:
+                on_progress(batch)
+            if batch.is_terminal:
+                return batch
+            if timeout is not None and self._client.monotonic() - started + poll_interval > timeout:
+                raise WaitTimeoutError(f"{batch_id} still {batch.state} after {timeout} s")
+            await self._client.sleep(poll_interval)

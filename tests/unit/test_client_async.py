@@ -1,0 +1,86 @@
+"""The async client against `httpx.MockTransport`: the same retry rules, idempotency key reuse,
+pagination, `wait` and typed errors as the sync client (driven with `asyncio.run`)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import httpx
+import pytest
+from batchroute_client import APIConnectionError, AsyncClient, ConflictError, InternalServerError
+from batchroute_client._retry import Backoff
+
+from tests.unit.test_client_sdk import BASE, Recorder, batch, error
+
+
+def make(recorder: Recorder, sleeps: list[float], max_retries: int = 4) -> AsyncClient:
+    async def sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+
+    return AsyncClient(
+        api_key="sk-async-secret",
+        base_url=BASE,
+        max_retries=max_retries,
+        http_client=httpx.AsyncClient(transport=httpx.MockTransport(recorder)),
+        backoff=Backoff(base=0.5, cap=8.0, random=lambda: 1.0),
+        sleep=sleep,
+        clock=lambda: 1_767_225_600.0,
+    )
+
+
+def test_create_retries_network_errors_429_and_5xx_with_one_idempotency_key() -> None:
+    recorder = Recorder(
+        httpx.ConnectError("refused"),
+        error(429, "rate_limited", headers={"Retry-After": "3"}),
+        error(503, "unavailable"),
+        httpx.Response(202, json={"batch": batch(state="priced")}),
+    )
+    sleeps: list[float] = []
+    created = asyncio.run(make(recorder, sleeps).batches.create(quote_id="qlock_1", items=[]))
+    assert created.id == "batch_1" and created.state == "priced"
+    assert sleeps == [0.5, 3.0, 2.0]
+    assert len({r.headers["idempotency-key"] for r in recorder.requests}) == 1
+    assert len({r.content for r in recorder.requests}) == 1 and len(recorder.requests) == 4
+
+
+def test_4xx_are_not_retried_and_exhausted_retries_raise() -> None:
+    recorder = Recorder(error(409, "idempotency_conflict"))
+    sleeps: list[float] = []
+    with pytest.raises(ConflictError) as caught:
+        asyncio.run(make(recorder, sleeps).batches.create(quote_id="qlock_1", idempotency_key="k-12345678"))
+    assert caught.value.code == "idempotency_conflict" and len(recorder.requests) == 1 and sleeps == []
+    with pytest.raises(InternalServerError):
+        asyncio.run(make(Recorder(error(500, "internal_error")), [], max_retries=1).batches.get("batch_1"))
+    recorder = Recorder(httpx.ConnectError("reset"), httpx.Response(202, json={}))
+    with pytest.raises(APIConnectionError):
+        asyncio.run(make(recorder, []).batches.retry("batch_1"))
+    assert len(recorder.requests) == 1
+
+
+def test_list_is_an_async_iterator_over_every_page_and_wait_reports_progress() -> None:
+    pages = {
+        None: {"data": [batch("batch_2")], "next_cursor": "c1", "workspace_total_count": 2},
+        "c1": {"data": [batch("batch_1")], "next_cursor": None, "workspace_total_count": 2},
+    }
+    polls = iter([batch(completed=1), batch(state="completed", completed=3)])
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/v1/batches":
+            return httpx.Response(200, json=pages[request.url.params.get("cursor")])
+        return httpx.Response(200, json={"batch": next(polls), "billing_receipt": None})
+
+    sleeps: list[float] = []
+    seen: list[int] = []
+
+    async def run() -> tuple[list[str], Any]:
+        client = make(Recorder(answer), sleeps)
+        ids = [b.id async for b in client.batches.list()]
+        done = await client.batches.wait(
+            "batch_1", poll_interval=1.5, on_progress=lambda b: seen.append(b.counts.done)
+        )
+        return ids, done
+
+    ids, done = asyncio.run(run())
+    assert ids == ["batch_2", "batch_1"]
+    assert done.state == "completed" and seen == [1, 3] and sleeps == [1.5]
