@@ -62,6 +62,8 @@ def test_quote_create_read_list_cancel_through_the_client(sdk: Client, org: Test
 
     usage = sdk.usage()
     assert usage.org_id == org.org_id and usage.balance.currency == "usd"
+    controls = sdk.billing_controls()
+    assert controls.org_id == org.org_id and controls.limit_enabled is False
 
 
 def test_api_errors_are_typed(sdk: Client, http: TestClient) -> None:

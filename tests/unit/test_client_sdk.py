@@ -290,3 +290,50 @@ def test_a_client_needs_a_key_and_never_shows_it(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv("BATCHROUTE_BASE_URL", BASE)
     client = Client()
     assert "sk-from-env" not in repr(client) and client.base_url == BASE
+
+
+def test_chat_job_and_billing_controls_are_typed() -> None:
+    job = {
+        "id": "chatjob_1",
+        "object": "chat.completion.job",
+        "status": "completed",
+        "model": "m",
+        "batch_id": "batch_1",
+        "created": 1767225600,
+        "result": {"object": "chat.completion", "choices": []},
+        "error": None,
+    }
+    controls = {
+        "org_id": "org_1",
+        "configured": True,
+        "limit_enabled": True,
+        "limit_period": "monthly",
+        "limit_amount": {"currency": "usd", "amount": "50"},
+        "limit_mode": "hard",
+        "limit_timezone": "UTC",
+        "low_balance_amount": None,
+        "alert_thresholds": [],
+        "alert_email_enabled": True,
+        "alert_webhook_enabled": False,
+        "created_at": None,
+        "updated_at": None,
+    }
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/v1/chat/completions/chatjob_1":
+            return httpx.Response(200, json=job)
+        assert request.url.path == "/v1/billing/controls"
+        return httpx.Response(200, json={"controls": controls})
+
+    client = make(Recorder(answer), [])
+    got = client.chat_job("chatjob_1")
+    assert (got.id, got.status, got.batch_id, got.created) == (
+        "chatjob_1",
+        "completed",
+        "batch_1",
+        1767225600,
+    )
+    assert got.result == job["result"]
+    limits = client.billing_controls()
+    assert limits.limit_enabled and limits.limit_amount is not None and str(limits.limit_amount.value) == "50"
+    assert limits.low_balance_amount is None and limits.limit_mode == "hard"

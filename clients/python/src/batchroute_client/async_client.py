@@ -20,7 +20,17 @@ import httpx
 from batchroute_client._retry import Backoff, wait_before_retry
 from batchroute_client.client import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT, __version__
 from batchroute_client.errors import APIConnectionError, WaitTimeoutError, error_from_response
-from batchroute_client.models import Batch, BillingReceipt, Item, Quote, ResultRow, RetriedBatch, Usage
+from batchroute_client.models import (
+    Batch,
+    BillingControls,
+    BillingReceipt,
+    ChatJob,
+    Item,
+    Quote,
+    ResultRow,
+    RetriedBatch,
+    Usage,
+)
 
 
 class AsyncClient:
@@ -74,6 +84,14 @@ class AsyncClient:
 
     async def usage(self) -> Usage:
         return Usage.from_dict(await self.request("GET", "/v1/usage"))
+
+    async def billing_controls(self) -> BillingControls:
+        """`GET /v1/billing/controls` (changing them needs a user session: the console)."""
+        return BillingControls.from_dict((await self.request("GET", "/v1/billing/controls"))["controls"])
+
+    async def chat_job(self, job_id: str) -> ChatJob:
+        """`GET /v1/chat/completions/{job_id}`: a queued chat job; `result` once completed."""
+        return ChatJob.from_dict(await self.request("GET", f"/v1/chat/completions/{job_id}"))
 
     async def request(
         self,

@@ -19,7 +19,17 @@ import httpx
 
 from batchroute_client._retry import Backoff, wait_before_retry
 from batchroute_client.errors import APIConnectionError, WaitTimeoutError, error_from_response
-from batchroute_client.models import Batch, BillingReceipt, Item, Quote, ResultRow, RetriedBatch, Usage
+from batchroute_client.models import (
+    Batch,
+    BillingControls,
+    BillingReceipt,
+    ChatJob,
+    Item,
+    Quote,
+    ResultRow,
+    RetriedBatch,
+    Usage,
+)
 
 __version__ = "0.1.0"
 DEFAULT_TIMEOUT = 60.0
@@ -82,6 +92,14 @@ class Client:
 
     def usage(self) -> Usage:
         return Usage.from_dict(self.request("GET", "/v1/usage"))
+
+    def billing_controls(self) -> BillingControls:
+        """`GET /v1/billing/controls` (changing them needs a user session: the console)."""
+        return BillingControls.from_dict((self.request("GET", "/v1/billing/controls"))["controls"])
+
+    def chat_job(self, job_id: str) -> ChatJob:
+        """`GET /v1/chat/completions/{job_id}`: a queued chat job; `result` once completed."""
+        return ChatJob.from_dict(self.request("GET", f"/v1/chat/completions/{job_id}"))
 
     def request(
         self,

@@ -271,6 +271,64 @@ class Usage:
         )
 
 
+@dataclass(frozen=True)
+class BillingControls:
+    SCHEMA: ClassVar[str] = "ControlsOut"
+    org_id: str
+    limit_enabled: bool
+    limit_mode: str
+    limit_timezone: str
+    limit_period: str | None = None
+    limit_amount: Money | None = None
+    low_balance_amount: Money | None = None
+    alert_thresholds: list[dict[str, Any]] = field(default_factory=list)
+    alert_email_enabled: bool = False
+    alert_webhook_enabled: bool = False
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False, metadata=RAW)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> BillingControls:
+        return cls(
+            org_id=str(data["org_id"]),
+            limit_enabled=bool(data["limit_enabled"]),
+            limit_mode=str(data["limit_mode"]),
+            limit_timezone=str(data["limit_timezone"]),
+            limit_period=data.get("limit_period"),
+            limit_amount=_money(data.get("limit_amount")),
+            low_balance_amount=_money(data.get("low_balance_amount")),
+            alert_thresholds=list(data.get("alert_thresholds") or []),
+            alert_email_enabled=bool(data.get("alert_email_enabled")),
+            alert_webhook_enabled=bool(data.get("alert_webhook_enabled")),
+            raw=dict(data),
+        )
+
+
+@dataclass(frozen=True)
+class ChatJob:
+    SCHEMA: ClassVar[str] = "ChatJob"
+    id: str
+    status: str
+    batch_id: str
+    created: int
+    model: str | None = None
+    result: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False, metadata=RAW)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ChatJob:
+        return cls(
+            id=str(data["id"]),
+            status=str(data["status"]),
+            batch_id=str(data["batch_id"]),
+            created=int(data["created"]),
+            model=data.get("model"),
+            result=data.get("result"),
+            error=data.get("error"),
+            raw=dict(data),
+        )
+
+
 ALL_MODELS: tuple[type, ...] = (
     Money,
     BatchCounts,
@@ -282,4 +340,6 @@ ALL_MODELS: tuple[type, ...] = (
     Quote,
     BillingReceipt,
     Usage,
+    BillingControls,
+    ChatJob,
 )
