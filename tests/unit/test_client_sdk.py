@@ -337,3 +337,63 @@ def test_chat_job_and_billing_controls_are_typed() -> None:
     limits = client.billing_controls()
     assert limits.limit_enabled and limits.limit_amount is not None and str(limits.limit_amount.value) == "50"
     assert limits.low_balance_amount is None and limits.limit_mode == "hard"
+
+
+def _chunk(text: str | None, finish: str | None = None) -> dict[str, Any]:
+    delta = {"content": text} if text is not None else {"role": "assistant"}
+    return {
+        "id": "chatcmpl-1",
+        "object": "chat.completion.chunk",
+        "created": 1,
+        "model": "m",
+        "provider": "p",
+        "system_fingerprint": None,
+        "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
+    }
+
+
+def test_chat_stream_yields_chunks_until_done_and_retries_only_a_429() -> None:
+    events = [_chunk(None), _chunk("Hel"), _chunk("lo"), _chunk(None, "stop")]
+    sse = "".join(f"data: {json.dumps(e)}\n\n" for e in events) + "data: [DONE]\n\n"
+    recorder = Recorder(
+        error(429, "rate_limited", headers={"Retry-After": "2"}),
+        httpx.Response(200, text=sse, headers={"content-type": "text/event-stream"}),
+    )
+    sleeps: list[float] = []
+    chunks = list(make(recorder, sleeps).chat.stream("m", [{"role": "user", "content": "hi"}]))
+    assert "".join(c.text for c in chunks) == "Hello" and len(chunks) == 4
+    assert sleeps == [2.0] and len(recorder.requests) == 2
+    assert json.loads(recorder.requests[-1].content)["stream"] is True
+    # A 5xx on a direct (charged) chat request is not repeated
+    recorder = Recorder(error(502, "upstream_failed"), httpx.Response(200, text=sse))
+    with pytest.raises(InternalServerError):
+        list(make(recorder, []).chat.stream("m", [{"role": "user", "content": "hi"}]))
+    assert len(recorder.requests) == 1
+
+
+def test_chat_create_and_queue_are_not_repeated_after_a_network_error() -> None:
+    completion = {
+        "id": "chatcmpl-2",
+        "object": "chat.completion",
+        "created": 1,
+        "model": "m",
+        "provider": "p",
+        "system_fingerprint": None,
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": "Hi!"}, "finish_reason": "stop"}
+        ],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+    }
+    recorder = Recorder(httpx.Response(200, json=completion))
+    answer = make(recorder, []).chat.create("m", [{"role": "user", "content": "hi"}], temperature=0)
+    assert answer.text == "Hi!" and answer.provider == "p"
+    assert json.loads(recorder.requests[0].content)["temperature"] == 0
+    recorder = Recorder(httpx.ConnectError("reset"), httpx.Response(200, json=completion))
+    with pytest.raises(APIConnectionError):
+        make(recorder, []).chat.create("m", [{"role": "user", "content": "hi"}])
+    assert len(recorder.requests) == 1
+    job = {"id": "chatjob_1", "status": "queued", "batch_id": "batch_1", "created": 1, "model": "m"}
+    recorder = Recorder(httpx.Response(202, json=job))
+    queued = make(recorder, []).chat.queue("m", [{"role": "user", "content": "hi"}])
+    assert (queued.id, queued.status) == ("chatjob_1", "queued")
+    assert json.loads(recorder.requests[0].content)["batch"] is True

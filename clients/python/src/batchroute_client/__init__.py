@@ -1,7 +1,7 @@
 """Python client of the batchroute API (docs/client.md)."""
 
 from batchroute_client.async_client import AsyncBatches, AsyncClient, AsyncQuotes
-from batchroute_client.client import Batches, Client, Quotes, __version__
+from batchroute_client.client import Batches, Chat, Client, Quotes, __version__
 from batchroute_client.errors import (
     APIConnectionError,
     APIError,
@@ -22,6 +22,8 @@ from batchroute_client.models import (
     BatchCounts,
     BillingControls,
     BillingReceipt,
+    ChatCompletion,
+    ChatCompletionChunk,
     ChatJob,
     Item,
     Money,
@@ -46,6 +48,9 @@ __all__ = [
     "BatchrouteError",
     "BillingControls",
     "BillingReceipt",
+    "Chat",
+    "ChatCompletion",
+    "ChatCompletionChunk",
     "ChatJob",
     "Client",
     "ConflictError",

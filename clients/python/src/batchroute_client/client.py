@@ -9,6 +9,7 @@ batch = client.batches.wait(batch.id, on_progress=lambda b: print(b.counts))
 
 from __future__ import annotations
 
+import json as _json
 import os
 import time
 import uuid
@@ -23,6 +24,8 @@ from batchroute_client.models import (
     Batch,
     BillingControls,
     BillingReceipt,
+    ChatCompletion,
+    ChatCompletionChunk,
     ChatJob,
     Item,
     Quote,
@@ -73,6 +76,7 @@ class Client:
         self.monotonic = monotonic
         self.quotes = Quotes(self)
         self.batches = Batches(self)
+        self.chat = Chat(self)
 
     def __repr__(self) -> str:  # never shows the key
         return f"Client(base_url={self.base_url!r})"
@@ -156,6 +160,42 @@ class Client:
             **(extra or {}),
         }
 
+    def stream_events(self, path: str, json: Any) -> Iterator[dict[str, Any]]:
+        """POST and yield each server-sent event's JSON data until `[DONE]`. Only a 429 (answered
+        before any work) is retried: a lost stream is not replayed, it may have been charged."""
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                with self._http.stream(
+                    "POST", self.base_url + path, json=json, headers=self.headers()
+                ) as response:
+                    if response.status_code >= 400:
+                        response.read()
+                        wait = wait_before_retry(
+                            self._backoff,
+                            attempt,
+                            self.max_retries,
+                            status=response.status_code,
+                            retry_after=response.headers.get("retry-after"),
+                            now=self._clock(),
+                            repeatable=False,
+                        )
+                        if wait is None:
+                            raise error_from_response(response)
+                    else:
+                        for line in response.iter_lines():
+                            if not line.startswith("data:"):
+                                continue
+                            data = line[5:].strip()
+                            if data == "[DONE]":
+                                return
+                            yield _json.loads(data)
+                        return
+            except httpx.TransportError as exc:
+                raise APIConnectionError(f"POST {path}: {type(exc).__name__}: {exc}") from exc
+            self._sleep(wait)
+
     def paginate(self, path: str, params: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
         """Every row of a cursor-paginated listing, fetching the next page as it is consumed."""
         cursor: str | None = None
@@ -226,6 +266,10 @@ class Batches:
         answer = self._client.request("POST", f"/v1/batches/{batch_id}/retry", retry_on_network_error=False)
         return RetriedBatch.from_dict(answer)
 
+    def artifact_url(self, batch_id: str) -> str:
+        """A short-lived signed URL of the full results JSONL."""
+        return str(self._client.request("GET", f"/v1/batches/{batch_id}/artifact-url")["url"])
+
     def receipt(self, batch_id: str) -> BillingReceipt:
         return BillingReceipt.from_dict(
             self._client.request("GET", f"/v1/batches/{batch_id}/billing-receipt")
@@ -251,3 +295,30 @@ class Batches:
             if timeout is not None and self._client.monotonic() - started + poll_interval > timeout:
                 raise WaitTimeoutError(f"{batch_id} still {batch.state} after {timeout} s")
             self._client.sleep(poll_interval)
+
+
+class Chat:
+    """Chat completions: direct (`create`, `stream`) or queued as a chat job (`queue`).
+
+    A direct request is charged, so it is not repeated after a network error or a 5xx (only
+    a 429 is retried); a queued one is a batch of one item, read with `client.chat_job(id)`."""
+
+    def __init__(self, client: Client) -> None:
+        self._client = client
+
+    def create(self, model: str, messages: list[dict[str, Any]], **options: Any) -> ChatCompletion:
+        body = {"model": model, "messages": messages, **options, "stream": False}
+        answer = self._client.request("POST", "/v1/chat/completions", json=body, retry_on_network_error=False)
+        return ChatCompletion.from_dict(answer)
+
+    def stream(
+        self, model: str, messages: list[dict[str, Any]], **options: Any
+    ) -> Iterator[ChatCompletionChunk]:
+        body = {"model": model, "messages": messages, **options, "stream": True}
+        for event in self._client.stream_events("/v1/chat/completions", body):
+            yield ChatCompletionChunk.from_dict(event)
+
+    def queue(self, model: str, messages: list[dict[str, Any]], **options: Any) -> ChatJob:
+        body = {"model": model, "messages": messages, "batch": True, **options}
+        answer = self._client.request("POST", "/v1/chat/completions", json=body, retry_on_network_error=False)
+        return ChatJob.from_dict(answer)

@@ -329,6 +329,59 @@ class ChatJob:
         )
 
 
+@dataclass(frozen=True)
+class ChatCompletion:
+    SCHEMA: ClassVar[str] = "ChatCompletion"
+    id: str
+    model: str
+    choices: list[dict[str, Any]]
+    usage: dict[str, Any]
+    provider: str
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False, metadata=RAW)
+
+    @property
+    def text(self) -> str:
+        """The first choice's message content."""
+        message = self.choices[0].get("message") if self.choices else None
+        return str((message or {}).get("content") or "")
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ChatCompletion:
+        return cls(
+            id=str(data["id"]),
+            model=str(data["model"]),
+            choices=list(data.get("choices") or []),
+            usage=dict(data.get("usage") or {}),
+            provider=str(data.get("provider") or ""),
+            raw=dict(data),
+        )
+
+
+@dataclass(frozen=True)
+class ChatCompletionChunk:
+    SCHEMA: ClassVar[str] = "ChatCompletionChunk"
+    id: str
+    model: str
+    provider: str
+    choices: list[dict[str, Any]]
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False, metadata=RAW)
+
+    @property
+    def text(self) -> str:
+        """This chunk's content delta ('' for the role, finish and usage chunks)."""
+        return "".join(str((c.get("delta") or {}).get("content") or "") for c in self.choices)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ChatCompletionChunk:
+        return cls(
+            id=str(data["id"]),
+            model=str(data["model"]),
+            provider=str(data.get("provider") or ""),
+            choices=list(data.get("choices") or []),
+            raw=dict(data),
+        )
+
+
 ALL_MODELS: tuple[type, ...] = (
     Money,
     BatchCounts,
@@ -342,4 +395,6 @@ ALL_MODELS: tuple[type, ...] = (
     Usage,
     BillingControls,
     ChatJob,
+    ChatCompletion,
+    ChatCompletionChunk,
 )
