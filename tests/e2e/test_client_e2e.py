@@ -47,3 +47,19 @@ def test_the_client_drives_a_batch_to_completion_and_verifies_its_webhook(
     assert event["type"] == "batch.completed" and event["batch"]["id"] == batch.id
     with pytest.raises(InvalidSignatureError):
         verify(delivery.body, delivery.headers, "not-the-secret")
+
+
+def test_the_client_chats_direct_streamed_and_queued(api: httpx.Client) -> None:
+    key = _agent_key(api, "client-chat")["Authorization"].removeprefix("Bearer ")
+    messages = [{"role": "user", "content": "Say hello"}]
+    with Client(api_key=key, base_url=str(api.base_url), timeout=10) as client:
+        answer = client.chat.create(LLAMA, messages, max_tokens=16)
+        assert answer.text and answer.provider and answer.usage["total_tokens"] > 0
+        chunks = list(client.chat.stream(LLAMA, messages, max_tokens=16))
+        assert len(chunks) > 2 and "".join(c.text for c in chunks)
+        job = client.chat.queue(LLAMA, messages, max_tokens=16)
+        assert job.id.startswith("chatjob_") and job.status
+        done = client.batches.wait(job.batch_id, poll_interval=0.25, timeout=60)
+        assert done.state == "completed"
+        finished = client.chat_job(job.id)
+        assert finished.status == "completed" and finished.result and finished.result["choices"]
