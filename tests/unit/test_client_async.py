@@ -4,6 +4,7 @@ pagination, `wait` and typed errors as the sync client (driven with `asyncio.run
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import httpx
@@ -11,7 +12,7 @@ import pytest
 from batchroute_client import APIConnectionError, AsyncClient, ConflictError, InternalServerError
 from batchroute_client._retry import Backoff
 
-from tests.unit.test_client_sdk import BASE, Recorder, batch, error
+from tests.unit.test_client_sdk import BASE, Recorder, _chunk, batch, error
 
 
 def make(recorder: Recorder, sleeps: list[float], max_retries: int = 4) -> AsyncClient:
@@ -84,3 +85,21 @@ def test_list_is_an_async_iterator_over_every_page_and_wait_reports_progress() -
     ids, done = asyncio.run(run())
     assert ids == ["batch_2", "batch_1"]
     assert done.state == "completed" and seen == [1, 3] and sleeps == [1.5]
+
+
+def test_async_chat_stream_and_create_retry_only_a_429() -> None:
+    events = [_chunk(None), _chunk("Hi"), _chunk(" there"), _chunk(None, "stop")]
+    sse = "".join(f"data: {json.dumps(e)}\n\n" for e in events) + "data: [DONE]\n\n"
+    recorder = Recorder(error(429, "rate_limited"), httpx.Response(200, text=sse))
+    sleeps: list[float] = []
+
+    async def stream() -> str:
+        client = make(recorder, sleeps)
+        return "".join([c.text async for c in client.chat.stream("m", [{"role": "user", "content": "hi"}])])
+
+    assert asyncio.run(stream()) == "Hi there"
+    assert sleeps == [0.5] and len(recorder.requests) == 2
+    recorder = Recorder(error(503, "unavailable"), httpx.Response(200, json={}))
+    with pytest.raises(InternalServerError):
+        asyncio.run(make(recorder, []).chat.create("m", [{"role": "user", "content": "hi"}]))
+    assert len(recorder.requests) == 1

@@ -1,6 +1,6 @@
 """Python client of the batchroute API (docs/client.md)."""
 
-from batchroute_client.async_client import AsyncBatches, AsyncClient, AsyncQuotes
+from batchroute_client.async_client import AsyncBatches, AsyncChat, AsyncClient, AsyncQuotes
 from batchroute_client.client import Batches, Chat, Client, Quotes, __version__
 from batchroute_client.errors import (
     APIConnectionError,
@@ -38,6 +38,7 @@ __all__ = [
     "APIConnectionError",
     "APIError",
     "AsyncBatches",
+    "AsyncChat",
     "AsyncClient",
     "AsyncQuotes",
     "AuthenticationError",

@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import asyncio
+import json as _json
 import os
 import time
 import uuid
@@ -24,6 +25,8 @@ from batchroute_client.models import (
     Batch,
     BillingControls,
     BillingReceipt,
+    ChatCompletion,
+    ChatCompletionChunk,
     ChatJob,
     Item,
     Quote,
@@ -68,6 +71,7 @@ class AsyncClient:
         self.monotonic = monotonic
         self.quotes = AsyncQuotes(self)
         self.batches = AsyncBatches(self)
+        self.chat = AsyncChat(self)
 
     def __repr__(self) -> str:  # never shows the key
         return f"AsyncClient(base_url={self.base_url!r})"
@@ -93,6 +97,14 @@ class AsyncClient:
         """`GET /v1/chat/completions/{job_id}`: a queued chat job; `result` once completed."""
         return ChatJob.from_dict(await self.request("GET", f"/v1/chat/completions/{job_id}"))
 
+    def headers(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+        return {
+            "Authorization": f"Bearer {self._api_key}",
+            "Accept": "application/json",
+            "User-Agent": f"batchroute-python/{__version__}",
+            **(extra or {}),
+        }
+
     async def request(
         self,
         method: str,
@@ -104,12 +116,7 @@ class AsyncClient:
         retry_on_network_error: bool = True,
     ) -> Any:
         """As `Client.request`: the spec's retries, the same headers and body on every attempt."""
-        request_headers = {
-            "Authorization": f"Bearer {self._api_key}",
-            "Accept": "application/json",
-            "User-Agent": f"batchroute-python/{__version__}",
-            **(headers or {}),
-        }
+        request_headers = self.headers(headers)
         query = {k: v for k, v in (params or {}).items() if v is not None}
         url = self.base_url + path
         attempt = 0
@@ -142,6 +149,40 @@ class AsyncClient:
                 raise error_from_response(response)
             await self.sleep(wait)
 
+    async def stream_events(self, path: str, json: Any) -> AsyncIterator[dict[str, Any]]:
+        """As `Client.stream_events`: only a 429 is retried; a lost stream is not replayed."""
+        attempt = 0
+        while True:
+            attempt += 1
+            url, headers = self.base_url + path, self.headers()
+            try:
+                async with self._http.stream("POST", url, json=json, headers=headers) as response:
+                    if response.status_code >= 400:
+                        await response.aread()
+                        wait = wait_before_retry(
+                            self._backoff,
+                            attempt,
+                            self.max_retries,
+                            status=response.status_code,
+                            retry_after=response.headers.get("retry-after"),
+                            now=self._clock(),
+                            repeatable=False,
+                        )
+                        if wait is None:
+                            raise error_from_response(response)
+                    else:
+                        async for line in response.aiter_lines():
+                            if not line.startswith("data:"):
+                                continue
+                            data = line[5:].strip()
+                            if data == "[DONE]":
+                                return
+                            yield _json.loads(data)
+                        return
+            except httpx.TransportError as exc:
+                raise APIConnectionError(f"POST {path}: {type(exc).__name__}: {exc}") from exc
+            await self.sleep(wait)
+
     async def paginate(self, path: str, params: Mapping[str, Any]) -> AsyncIterator[dict[str, Any]]:
         cursor: str | None = None
         while True:
@@ -160,6 +201,9 @@ class AsyncQuotes:
     async def model(self, items: list[dict[str, Any]], **options: Any) -> Quote:
         answer = await self._client.request("POST", "/v1/quotes/model", json={"items": items, **options})
         return Quote.from_dict(answer)
+
+    async def workflow(self, **body: Any) -> Quote:
+        return Quote.from_dict(await self._client.request("POST", "/v1/quotes/workflow", json=body))
 
 
 class AsyncBatches:
@@ -203,6 +247,10 @@ class AsyncBatches:
         path = f"/v1/batches/{batch_id}/retry"
         return RetriedBatch.from_dict(await self._client.request("POST", path, retry_on_network_error=False))
 
+    async def artifact_url(self, batch_id: str) -> str:
+        answer = await self._client.request("GET", f"/v1/batches/{batch_id}/artifact-url")
+        return str(answer["url"])
+
     async def receipt(self, batch_id: str) -> BillingReceipt:
         answer = await self._client.request("GET", f"/v1/batches/{batch_id}/billing-receipt")
         return BillingReceipt.from_dict(answer)
@@ -225,3 +273,29 @@ class AsyncBatches:
             if timeout is not None and self._client.monotonic() - started + poll_interval > timeout:
                 raise WaitTimeoutError(f"{batch_id} still {batch.state} after {timeout} s")
             await self._client.sleep(poll_interval)
+
+
+class AsyncChat:
+    """As `Chat`: direct requests are retried only on 429."""
+
+    def __init__(self, client: AsyncClient) -> None:
+        self._client = client
+
+    async def create(self, model: str, messages: list[dict[str, Any]], **options: Any) -> ChatCompletion:
+        body = {"model": model, "messages": messages, **options, "stream": False}
+        path = "/v1/chat/completions"
+        answer = await self._client.request("POST", path, json=body, retry_on_network_error=False)
+        return ChatCompletion.from_dict(answer)
+
+    async def stream(
+        self, model: str, messages: list[dict[str, Any]], **options: Any
+    ) -> AsyncIterator[ChatCompletionChunk]:
+        body = {"model": model, "messages": messages, **options, "stream": True}
+        async for event in self._client.stream_events("/v1/chat/completions", body):
+            yield ChatCompletionChunk.from_dict(event)
+
+    async def queue(self, model: str, messages: list[dict[str, Any]], **options: Any) -> ChatJob:
+        body = {"model": model, "messages": messages, "batch": True, **options}
+        path = "/v1/chat/completions"
+        answer = await self._client.request("POST", path, json=body, retry_on_network_error=False)
+        return ChatJob.from_dict(answer)
