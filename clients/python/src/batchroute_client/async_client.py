@@ -14,7 +14,7 @@ import os
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from typing import Any
+from typing import Any, BinaryIO
 
 import httpx
 
@@ -88,6 +88,10 @@ class AsyncClient:
 
     def __repr__(self) -> str:  # never shows the key
         return f"AsyncClient(base_url={self.base_url!r})"
+
+    @property
+    def http(self) -> httpx.AsyncClient:
+        return self._http
 
     async def aclose(self) -> None:
         if self._owns_http:
@@ -292,6 +296,22 @@ class AsyncBatches:
     async def receipt(self, batch_id: str) -> BillingReceipt:
         answer = await self._client.request("GET", f"/v1/batches/{batch_id}/billing-receipt")
         return BillingReceipt.from_dict(answer)
+
+    async def download_artifact(self, batch_id: str, out: BinaryIO) -> int:
+        """As `Batches.download_artifact`: stream the results artifact into `out`."""
+        url = await self.artifact_url(batch_id)
+        written = 0
+        try:
+            async with self._client.http.stream("GET", url) as response:
+                if response.status_code >= 400:
+                    await response.aread()
+                    raise error_from_response(response)
+                async for chunk in response.aiter_bytes():
+                    out.write(chunk)
+                    written += len(chunk)
+        except httpx.TransportError as exc:
+            raise APIConnectionError(f"GET artifact of {batch_id}: {type(exc).__name__}: {exc}") from exc
+        return written
 
     async def wait(
         self,

@@ -14,7 +14,7 @@ import os
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import Any, BinaryIO
 
 import httpx
 
@@ -103,6 +103,10 @@ class Client:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    @property
+    def http(self) -> httpx.Client:
+        return self._http
 
     def sleep(self, seconds: float) -> None:
         self._sleep(seconds)
@@ -317,6 +321,23 @@ class Batches:
         return BillingReceipt.from_dict(
             self._client.request("GET", f"/v1/batches/{batch_id}/billing-receipt")
         )
+
+    def download_artifact(self, batch_id: str, out: BinaryIO) -> int:
+        """Stream the full results artifact (its signed URL) into `out`; return the byte count.
+        Not resumed after a network error: call again (a new URL is signed each time)."""
+        url = self.artifact_url(batch_id)
+        written = 0
+        try:
+            with self._client.http.stream("GET", url) as response:
+                if response.status_code >= 400:
+                    response.read()
+                    raise error_from_response(response)
+                for chunk in response.iter_bytes():
+                    out.write(chunk)
+                    written += len(chunk)
+        except httpx.TransportError as exc:
+            raise APIConnectionError(f"GET artifact of {batch_id}: {type(exc).__name__}: {exc}") from exc
+        return written
 
     def wait(
         self,
