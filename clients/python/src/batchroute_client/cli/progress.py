@@ -67,7 +67,7 @@ class BatchBar:
             BarColumn(),
             MofNCompleteColumn(),
             TextColumn(
-                "[green]{task.fields[completed]} ok[/] [red]{task.fields[failed]} failed[/]"
+                "[green]{task.fields[ok]} ok[/] [red]{task.fields[failed]} failed[/]"
                 " {task.fields[running]} running {task.fields[pending]} pending"
             ),
             TimeElapsedColumn(),
@@ -86,7 +86,7 @@ class BatchBar:
         fields: dict[str, Any] = {
             "batch": batch.id,
             "state": batch.state,
-            "completed": c.completed,
+            "ok": c.completed,
             "failed": c.failed + c.canceled,
             "running": c.running,
             "pending": c.pending,
