@@ -308,6 +308,32 @@ def test_a_file_over_the_inline_limit_is_uploaded_through_the_signed_url_with_a_
     assert "upload vendor.jsonl" in err and "batch_1" in err and "3/3" in err
 
 
+def test_a_wait_past_its_timeout_exits_3(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write_jsonl(tmp_path / "items.jsonl", [NATIVE])
+    api = FakeAPI(
+        {
+            "POST /v1/quotes/model": [httpx.Response(200, json=quote_body(1))],
+            "POST /v1/batches": [httpx.Response(202, json={"batch": batch("batch_1", "priced")})],
+            "GET /v1/batches/batch_1": [got_batch("running", 1)],
+        }
+    )
+    clock = iter(range(0, 1000, 2))
+    code, sleeps = run(
+        api,
+        "submit",
+        str(path),
+        "--wait",
+        "--timeout",
+        "5",
+        "--poll-interval",
+        "2",
+        tmp_path=tmp_path,
+        monotonic=lambda: float(next(clock)),
+    )
+    assert code == 3 and sleeps == [2.0]
+    assert "error: timeout: batch_1 still running after 5.0 s" in capsys.readouterr().err
+
+
 def test_ctrl_c_while_waiting_exits_130_and_says_the_batch_keeps_running(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -6,13 +6,14 @@ retried PUT, and `input_file_id` quotes. An injected sleeper records the waits."
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from batchroute_client import BadRequestError, File, InternalServerError
+from batchroute_client import BadRequestError, File, InternalServerError, PermissionDeniedError
 from batchroute_client._upload import DIRECT_UPLOAD_MAX_BYTES, upload_source, use_direct
 
 from tests.unit.test_client_async import make as make_async
@@ -176,3 +177,33 @@ def test_an_upload_error_is_reported_with_its_code() -> None:
     with pytest.raises(BadRequestError) as raised:
         make(recorder, []).files.upload(b"%PDF-1.4", method="direct")
     assert raised.value.code == "batch_preflight_failed" and raised.value.status == 400
+
+
+def test_the_results_artifact_streams_to_a_file_sync_and_async() -> None:
+    artifact = b'{"customer_item_id": "a"}\n{"customer_item_id": "b"}\n'
+    signed_url = "http://s3.test/results/batch_1.jsonl?X-Amz-Signature=x"
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/v1/batches/batch_1/artifact-url":
+            return httpx.Response(200, json={"batch_id": "batch_1", "url": signed_url, "expires_in": 900})
+        assert "authorization" not in request.headers  # the signed URL carries its own credentials
+        return httpx.Response(200, content=artifact)
+
+    recorder = Recorder(answer)
+    out = io.BytesIO()
+    assert make(recorder, []).batches.download_artifact("batch_1", out) == len(artifact)
+    assert out.getvalue() == artifact and str(recorder.requests[-1].url) == signed_url
+
+    async_out = io.BytesIO()
+
+    async def run() -> int:
+        return await make_async(recorder, []).batches.download_artifact("batch_1", async_out)
+
+    assert asyncio.run(run()) == len(artifact) and async_out.getvalue() == artifact
+
+    expired = Recorder(
+        httpx.Response(200, json={"batch_id": "batch_1", "url": signed_url, "expires_in": 900}),
+        httpx.Response(403, text="<Error>AccessDenied</Error>"),
+    )
+    with pytest.raises(PermissionDeniedError):
+        make(expired, []).batches.download_artifact("batch_1", io.BytesIO())

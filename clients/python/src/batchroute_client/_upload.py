@@ -79,3 +79,9 @@ def direct_headers(source: UploadSource) -> dict[str, str]:
         "Content-Disposition": f'attachment; filename="{name}"',
         "Content-Length": str(source.size),
     }
+
+
+def start_body(filename: str, size: int, content_type: str | None, purpose: str | None) -> dict[str, object]:
+    """The body of `POST /v1/files/uploads` (absent fields left out)."""
+    body = {"filename": filename, "bytes": size, "content_type": content_type, "purpose": purpose}
+    return {k: v for k, v in body.items() if v is not None}

@@ -25,6 +25,7 @@ from batchroute_client._upload import (
     UploadMethod,
     UploadSource,
     direct_headers,
+    start_body,
     upload_source,
     use_direct,
 )
@@ -401,10 +402,8 @@ class AsyncFiles:
     async def start_upload(
         self, *, filename: str, size: int, content_type: str | None = None, purpose: str | None = None
     ) -> SignedUpload:
-        body = {"filename": filename, "bytes": size, "content_type": content_type, "purpose": purpose}
-        answer = await self._client.request(
-            "POST", "/v1/files/uploads", json={k: v for k, v in body.items() if v is not None}
-        )
+        body = start_body(filename, size, content_type, purpose)
+        answer = await self._client.request("POST", "/v1/files/uploads", json=body)
         return SignedUpload.from_dict(answer)
 
     async def put(

@@ -25,6 +25,7 @@ from batchroute_client._upload import (
     UploadMethod,
     UploadSource,
     direct_headers,
+    start_body,
     upload_source,
     use_direct,
 )
@@ -436,10 +437,8 @@ class Files:
         self, *, filename: str, size: int, content_type: str | None = None, purpose: str | None = None
     ) -> SignedUpload:
         """`POST /v1/files/uploads`: a file in `uploading` and the signed URL to PUT it to."""
-        body = {"filename": filename, "bytes": size, "content_type": content_type, "purpose": purpose}
-        answer = self._client.request(
-            "POST", "/v1/files/uploads", json={k: v for k, v in body.items() if v is not None}
-        )
+        body = start_body(filename, size, content_type, purpose)
+        answer = self._client.request("POST", "/v1/files/uploads", json=body)
         return SignedUpload.from_dict(answer)
 
     def put(

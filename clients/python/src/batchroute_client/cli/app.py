@@ -28,20 +28,6 @@ from batchroute_client.models import Batch, Quote
 # 4 MiB, the signed URL above) and quoted by `input_file_id`.
 INLINE_MAX_BYTES = 3 * 1024 * 1024
 ROW_STATUSES = ("pending", "processing", "completed", "failed")
-BATCH_STATES = (
-    "active",
-    "received",
-    "validated",
-    "priced",
-    "queued",
-    "dispatching",
-    "running",
-    "finalizing",
-    "completed",
-    "failed",
-    "canceled",
-    "expired",
-)
 
 
 class BatchEnded(Exception):
@@ -120,6 +106,14 @@ def _json(ctx: typer.Context, flag: bool) -> bool:
 
 def _show(*renderables: Any) -> None:
     render.out().print(Group(*renderables))
+
+
+def _answer(ctx: typer.Context, json_flag: bool, document: Any, *renderables: Any) -> None:
+    """`document` as JSON with --json, else the renderables."""
+    if _json(ctx, json_flag):
+        render.emit_json(document)
+    else:
+        _show(*renderables)
 
 
 # -- configuration --------------------------------------------------------------------------------
@@ -351,16 +345,18 @@ def status(ctx: typer.Context, batch_id: BatchArg, json_mode: JsonOpt = False) -
     """A batch's state and item counts."""
     with _client(ctx) as client:
         batch = client.batches.get(batch_id)
-    if _json(ctx, json_mode):
-        render.emit_json({"batch": batch.raw})
-        return
-    _show(render.batch_view(batch))
+    _answer(ctx, json_mode, {"batch": batch.raw}, render.batch_view(batch))
 
 
 @app.command("list")
 def list_batches(
     ctx: typer.Context,
-    state: Annotated[str | None, typer.Option("--state", help=f"One of: {', '.join(BATCH_STATES)}.")] = None,
+    state: Annotated[
+        str | None,
+        typer.Option(
+            "--state", help="A batch state (running, completed, ...) or active (every unfinished one)."
+        ),
+    ] = None,
     limit: Annotated[int, typer.Option("--limit", min=0, help="At most this many (0: all).")] = 20,
     json_mode: JsonOpt = False,
 ) -> None:
@@ -451,10 +447,7 @@ def receipt(ctx: typer.Context, batch_id: BatchArg, json_mode: JsonOpt = False) 
     """The billing receipt: the price settled, the lanes chosen and the lanes rejected, with reasons."""
     with _client(ctx) as client:
         got = client.batches.receipt(batch_id)
-    if _json(ctx, json_mode):
-        render.emit_json(got.raw)
-        return
-    _show(*render.receipt_view(got))
+    _answer(ctx, json_mode, got.raw, *render.receipt_view(got))
 
 
 @app.command()
@@ -467,10 +460,7 @@ def cancel(
     """Cancel a batch that has not ended."""
     with _client(ctx) as client:
         batch = client.batches.cancel(batch_id, reason=reason)
-    if _json(ctx, json_mode):
-        render.emit_json({"batch": batch.raw})
-        return
-    _show(render.batch_view(batch))
+    _answer(ctx, json_mode, {"batch": batch.raw}, render.batch_view(batch))
 
 
 @app.command()
@@ -496,10 +486,7 @@ def usage(ctx: typer.Context, json_mode: JsonOpt = False) -> None:
     """The wallet (balance, reserved, available) and the spend of this period and the last."""
     with _client(ctx) as client:
         got = client.usage()
-    if _json(ctx, json_mode):
-        render.emit_json(got.raw)
-        return
-    _show(*render.usage_view(got))
+    _answer(ctx, json_mode, got.raw, *render.usage_view(got))
 
 
 @app.command()
