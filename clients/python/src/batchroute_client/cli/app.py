@@ -3,9 +3,11 @@ errors are raised as they come and turned into messages and exit codes in `main`
 
 from __future__ import annotations
 
+import itertools
 import json
 import tempfile
 import uuid
+from collections.abc import Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -361,21 +363,19 @@ def list_batches(
     json_mode: JsonOpt = False,
 ) -> None:
     """Batches, newest first (JSON Lines with --json)."""
-    json_mode = _json(ctx, json_mode)
     with _client(ctx) as client:
-        rows = _take(client.batches.list(state=state, page_size=min(limit, 100) or 100), limit)
-        if json_mode:
-            for batch in rows:
-                render.emit_jsonl(batch.raw)
-            return
-        _show(render.batches_table(list(rows)))
+        rows = client.batches.list(state=state, page_size=min(limit, 100) or 100)
+        _listing(ctx, json_mode, rows, limit, render.batches_table)
 
 
-def _take(rows: Any, limit: int) -> Any:
-    for count, row in enumerate(rows, start=1):
-        yield row
-        if limit and count >= limit:
-            return
+def _listing(ctx: typer.Context, json_flag: bool, rows: Iterator[Any], limit: int, table: Any) -> None:
+    """At most `limit` rows (0: all), fetched page by page: JSON Lines with --json, else a table."""
+    taken = itertools.islice(rows, limit or None)
+    if _json(ctx, json_flag):
+        for row in taken:
+            render.emit_jsonl(row.raw)
+        return
+    _show(table(list(taken)))
 
 
 @app.command()
@@ -389,14 +389,9 @@ def items(
     json_mode: JsonOpt = False,
 ) -> None:
     """A batch's items with their status, provider and output preview or error."""
-    json_mode = _json(ctx, json_mode)
     with _client(ctx) as client:
-        rows = _take(client.batches.items(batch_id, status=status, page_size=min(limit, 500) or 500), limit)
-        if json_mode:
-            for item in rows:
-                render.emit_jsonl(item.raw)
-            return
-        _show(render.items_table(list(rows)))
+        rows = client.batches.items(batch_id, status=status, page_size=min(limit, 500) or 500)
+        _listing(ctx, json_mode, rows, limit, render.items_table)
 
 
 @app.command()
