@@ -19,10 +19,9 @@ from rich.console import Group
 from batchroute_client.cli import render
 from batchroute_client.cli import runtime as rt
 from batchroute_client.cli.config import ConfigError, load, mask, save
-from batchroute_client.cli.inputs import Converted, InputError, convert, read_items
+from batchroute_client.cli.inputs import Converted, convert, read_items
 from batchroute_client.cli.progress import BatchBar, UploadBar
 from batchroute_client.client import Client
-from batchroute_client.errors import AuthenticationError
 from batchroute_client.models import Batch, Quote
 
 # Inline items up to 3 MiB of JSONL: the JSON body cap is 4 MiB (docs/limits.md) and the
@@ -518,4 +517,4 @@ def chat(
         console.print()
 
 
-__all__ = ["AuthenticationError", "BatchEnded", "InputError", "app"]
+__all__ = ["BatchEnded", "app"]
