@@ -191,3 +191,65 @@ def test_the_policy_applies_on_every_entry_path(client: TestClient, org: TestOrg
     # And no lane the policy admits was rejected for it
     assert all(entry["rule"] == "provider_deny" for entry in rejected if entry["code"] == "policy")
     assert [entry["lane_id"] for entry in rejected if entry["code"] == "policy"] == [DENIED]
+
+
+# -- a request may narrow the policy, never widen it ---------------------------------------------
+def test_a_request_is_narrowed_to_the_policy_or_refused_when_nothing_is_left(
+    client: TestClient, org: TestOrg
+) -> None:
+    # Given a policy that allows only the EU and requires the confidential tier
+    policy = {"allowed_regions": ["eu"], "privacy_tier_floor": "confidential", "routing_mode": "hybrid"}
+    assert client.put("/v1/routing/policy", json=policy, headers=org.key_headers("owner")).status_code == 200
+    # When a quote asks for the standard tier in the US or the EU, naming no routing mode
+    body = {"items": [item(0)], "privacy_tier": "standard", "regions": ["us", "eu"]}
+    quote = client.post("/v1/quotes/model", json=body, headers=org.key_headers())
+    # Then it is narrowed to the policy, and the quote says how
+    assert quote.status_code == 200, quote.text
+    answer = quote.json()
+    assert answer["privacy_tier"] == "confidential" and answer["routing_mode"] == "hybrid"
+    assert answer["route_policy"]["narrowed"] == [
+        {"field": "routing_mode", "requested": None, "effective": "hybrid", "rule": "routing_mode"},
+        {
+            "field": "privacy_tier",
+            "requested": "standard",
+            "effective": "confidential",
+            "rule": "privacy_tier_floor",
+        },
+        {"field": "regions", "requested": ["us", "eu"], "effective": ["eu"], "rule": "allowed_regions"},
+    ]
+    served = {lane["provider"] for lane in answer["quote_lanes"] if lane["selected"]}
+    assert served == {"edge-eu"}
+    # And a request whose regions all lie outside the policy is refused, on quotes and creates alike
+    for path, headers in (("/v1/quotes/model", org.key_headers()), ("/v1/batches", idempotent(org))):
+        refused = client.post(path, json={"items": [item(0)], "region": "us"}, headers=headers)
+        assert refused.status_code == 400, refused.text
+        error = refused.json()["error"]
+        assert error["code"] == "policy_conflict"
+        assert error["details"] == {
+            "field": "region",
+            "rule": "allowed_regions",
+            "allowed_regions": ["eu"],
+            "requested": ["us"],
+        }
+
+
+def test_a_quote_made_under_an_older_policy_cannot_become_a_batch(client: TestClient, org: TestOrg) -> None:
+    # Given a quote, then a change of the route policy
+    quote = client.post("/v1/quotes/model", json={"items": [item(0)]}, headers=org.key_headers()).json()
+    assert quote["route_policy"] is None
+    assert (
+        client.put(
+            "/v1/routing/policy", json={"provider_deny": ["edge-eu"]}, headers=org.key_headers("owner")
+        ).status_code
+        == 200
+    )
+    # When a batch is created from the quote
+    response = client.post("/v1/batches", json={"quote_id": quote["quote_id"]}, headers=idempotent(org))
+    # Then it is refused: the quote's lanes were chosen under the old policy
+    assert response.status_code == 409, response.text
+    assert response.json()["error"]["code"] == "quote_policy_changed"
+    assert response.json()["error"]["details"] == {"quoted_policy_version": 0, "policy_version": 1}
+    # And a fresh quote under the new policy becomes a batch
+    fresh = client.post("/v1/quotes/model", json={"items": [item(0)]}, headers=org.key_headers()).json()
+    created = client.post("/v1/batches", json={"quote_id": fresh["quote_id"]}, headers=idempotent(org))
+    assert created.status_code == 202, created.text

@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 
+from batchroute.clock import FixedClock
+from batchroute.domain.access import Principal
 from batchroute.domain.chat_requests import ChatRequest, parse_chat_request
 from batchroute.domain.chat_routing import plan_direct
 from batchroute.domain.route_policy import (
@@ -25,6 +27,7 @@ from batchroute.domain.route_policy import (
 from batchroute.domain.routing import route
 from batchroute.domain.routing_gates import GATE_ORDER, MaxPrice, RouteRequest, RoutingGuards
 from batchroute.errors import InvalidRequest
+from batchroute.services.routing.policy import CACHE_SECONDS, PolicyReader, RoutePolicyService
 from tests.unit.catalog_fixtures import NOW, catalog, chat_group, lane, live, provider
 
 PROVIDERS = [
@@ -376,3 +379,57 @@ def test_direct_chat_takes_the_policy_routing_mode_and_privacy_floor() -> None:
         policy=policy(privacy_tier_floor="restricted"),
     )
     assert [d.lane_id for d in floor.lanes] == ["vault/m-chat"]
+
+
+# -- the cached read of direct chat -----------------------------------------------------------------
+class CountingRecords:
+    """The store's read side in memory, counting GetItems."""
+
+    def __init__(self) -> None:
+        self.stored: dict[str, RoutePolicy] = {}
+        self.reads = 0
+
+    def policy(self, org_id: str, *, consistent: bool = True) -> RoutePolicy | None:
+        self.reads += 1
+        return self.stored.get(org_id)
+
+    def save_policy(self, policy: RoutePolicy, *, expected_version: int, entry: Any) -> None:
+        self.stored[policy.org_id] = policy
+
+    def history(
+        self, org_id: str, *, limit: int, starting_after: str | None = None
+    ) -> tuple[list[Any], bool]:
+        return [], False
+
+
+def test_direct_chat_reads_the_policy_once_per_ttl_and_sees_a_change_within_it() -> None:
+    # Given a reader with the injected clock and an org with a saved policy
+    clock = FixedClock(NOW)
+    records = CountingRecords()
+    records.stored["org_1"] = policy(provider_deny=("cheap",))
+    reader = PolicyReader(records, clock)
+    # When warm direct requests ask for it within the TTL
+    first = reader.cached("org_1")
+    clock.advance(seconds=CACHE_SECONDS - 1)
+    again = reader.cached("org_1")
+    # Then only the first cost a read
+    assert first == again and records.reads == 1
+    # And a change saved by another process is seen once the TTL has passed, not before
+    records.stored["org_1"] = policy(provider_deny=("euro",))
+    assert reader.cached("org_1") == first and records.reads == 1
+    clock.advance(seconds=1)
+    assert reader.cached("org_1") == records.stored["org_1"] and records.reads == 2
+    # And batch paths always read afresh
+    assert reader.current("org_1") == records.stored["org_1"] and records.reads == 3
+
+
+def test_a_save_in_this_process_refreshes_its_cached_copy_at_once() -> None:
+    clock = FixedClock(NOW)
+    records = CountingRecords()
+    reader = PolicyReader(records, clock)
+    service = RoutePolicyService(records, CATALOG, clock, reader)
+    owner = Principal(org_id="org_1", role="owner", via="session", user_id="user_1")
+    assert reader.cached("org_1") is None
+    saved = service.update(owner, {"provider_deny": ["cheap"]})
+    reads = records.reads
+    assert reader.cached("org_1") == saved and records.reads == reads
