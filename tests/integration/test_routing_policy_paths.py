@@ -15,6 +15,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from batchroute.adapters.dynamo.batch_records import BatchRecords
+from batchroute.adapters.dynamo.route_policies import RoutePolicyStore
 from batchroute.config import get_settings
 from batchroute.domain.chat_objects import batch_id_for
 from batchroute.ids import new_id
@@ -253,3 +254,30 @@ def test_a_quote_made_under_an_older_policy_cannot_become_a_batch(client: TestCl
     fresh = client.post("/v1/quotes/model", json={"items": [item(0)]}, headers=org.key_headers()).json()
     created = client.post("/v1/batches", json={"quote_id": fresh["quote_id"]}, headers=idempotent(org))
     assert created.status_code == 202, created.text
+
+
+def test_warm_direct_chat_spends_no_aws_call_on_the_policy(
+    client: TestClient, org: TestOrg, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a saved policy and a count of every policy read from DynamoDB
+    reads: list[str] = []
+    original = RoutePolicyStore.policy
+
+    def counted(self: RoutePolicyStore, org_id: str, *, consistent: bool = True) -> Any:
+        reads.append(org_id)
+        return original(self, org_id, consistent=consistent)
+
+    monkeypatch.setattr(RoutePolicyStore, "policy", counted)
+    owner = org.key_headers("owner")
+    assert (
+        client.put("/v1/routing/policy", json={"provider_deny": ["edge-eu"]}, headers=owner).status_code
+        == 200
+    )
+    reads.clear()
+    # When direct requests follow within the cache's lifetime
+    body = {"model": LLAMA, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4}
+    for _ in range(3):
+        response = client.post("/v1/chat/completions", json=body, headers=org.key_headers())
+        assert response.status_code == 200 and response.headers["x-service-provider"] != "edge-eu"
+    # Then none of them read the policy from DynamoDB, yet each obeyed it
+    assert reads == []
