@@ -12,7 +12,7 @@ import pytest
 from batchroute.clock import FixedClock
 from batchroute.domain.access import Principal
 from batchroute.domain.chat_requests import ChatRequest, parse_chat_request
-from batchroute.domain.chat_routing import plan_direct
+from batchroute.domain.chat_routing import DirectPlan, plan_direct
 from batchroute.domain.route_policy import (
     PolicyConflict,
     PriceCap,
@@ -314,15 +314,12 @@ def chat(**extra: Any) -> ChatRequest:
     )
 
 
+def direct(rules: RoutePolicy) -> DirectPlan:
+    return plan_direct(chat(), CATALOG, live=live(LANES), now=NOW, guards=RoutingGuards(), policy=rules)
+
+
 def test_direct_chat_rejects_policy_lanes_and_names_the_rule() -> None:
-    plan = plan_direct(
-        chat(),
-        CATALOG,
-        live=live(LANES),
-        now=NOW,
-        guards=RoutingGuards(),
-        policy=policy(provider_deny=("cheap",)),
-    )
+    plan = direct(policy(provider_deny=("cheap",)))
     assert [d.lane_id for d in plan.lanes] == ["euro/m-chat", "vault/m-chat"]
     assert {"lane_id": "cheap/m-chat", "code": "policy", "rule": "provider_deny"} in plan.rejection_details()[
         "rejected_lanes"
@@ -330,14 +327,7 @@ def test_direct_chat_rejects_policy_lanes_and_names_the_rule() -> None:
 
 
 def test_direct_chat_without_fallbacks_keeps_only_its_first_lane() -> None:
-    plan = plan_direct(
-        chat(),
-        CATALOG,
-        live=live(LANES),
-        now=NOW,
-        guards=RoutingGuards(),
-        policy=policy(chat_fallbacks_allowed=False),
-    )
+    plan = direct(policy(chat_fallbacks_allowed=False))
     assert [d.lane_id for d in plan.lanes] == ["cheap/m-chat"]
     assert plan.rejection_details()["rejected_lanes"] == [
         {"lane_id": "euro/m-chat", "code": "policy", "rule": "chat_fallbacks_allowed"},
@@ -347,37 +337,16 @@ def test_direct_chat_without_fallbacks_keeps_only_its_first_lane() -> None:
 
 def test_direct_chat_with_every_lane_excluded_is_no_direct_lane_with_the_rules() -> None:
     with pytest.raises(InvalidRequest) as caught:
-        plan_direct(
-            chat(),
-            CATALOG,
-            live=live(LANES),
-            now=NOW,
-            guards=RoutingGuards(),
-            policy=policy(allowed_regions=("asia",)),
-        )
+        direct(policy(allowed_regions=("asia",)))
     assert caught.value.code == "no_direct_lane"
     rejected = (caught.value.details or {})["rejected_lanes"]
     assert {entry["rule"] for entry in rejected} == {"allowed_regions"}
 
 
 def test_direct_chat_takes_the_policy_routing_mode_and_privacy_floor() -> None:
-    plan = plan_direct(
-        chat(),
-        CATALOG,
-        live=live(LANES),
-        now=NOW,
-        guards=RoutingGuards(),
-        policy=policy(routing_mode="edge_only"),
-    )
+    plan = direct(policy(routing_mode="edge_only"))
     assert [d.lane_id for d in plan.lanes] == ["vault/m-chat"]
-    floor = plan_direct(
-        chat(),
-        CATALOG,
-        live=live(LANES),
-        now=NOW,
-        guards=RoutingGuards(),
-        policy=policy(privacy_tier_floor="restricted"),
-    )
+    floor = direct(policy(privacy_tier_floor="restricted"))
     assert [d.lane_id for d in floor.lanes] == ["vault/m-chat"]
 
 

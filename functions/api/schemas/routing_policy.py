@@ -4,12 +4,12 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SkipValidation
 
 from batchroute.domain.route_policy import MAX_LIST
-from functions.api.schemas.billing import UsdAmount
+from functions.api.schemas.billing import AuditEntryOut, UsdAmount
 from functions.api.schemas.common import MoneyOut, PartialUpdate, omittable, read_only
 
 RoutingMode = Literal["cheapest", "sla_aware", "public_only", "edge_only", "hybrid", "privacy_constrained"]
@@ -75,19 +75,12 @@ class RoutePolicyUpdate(PartialUpdate):
     updated_by: SkipValidation[str | None] = read_only()
 
 
-class RoutePolicyChangeOut(BaseModel):
-    id: str
+class RoutePolicyChangeOut(AuditEntryOut):
+    """An audit entry of the policy; `before`/`after` hold only the fields that changed."""
+
     object: Literal["routing_policy_change"]
-    org_id: str
     version: int = Field(description="the version this change produced")
-    actor_user_id: str | None
-    actor_key_id: str | None
-    actor_role: str | None
-    action: str
-    before: dict[str, Any] = Field(description="the changed fields before")
-    after: dict[str, Any] = Field(description="the changed fields after")
-    ip_address: str | None
-    created_at: str
+    actor_key_id: str | None = Field(description="the API key that made the change, for a key")
 
 
 class RoutePolicyHistory(BaseModel):

@@ -19,7 +19,7 @@ Pure: no boto3, no FastAPI.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from decimal import Decimal, InvalidOperation
 from typing import Any, Final, Literal
 
@@ -234,20 +234,11 @@ class PolicyChange:
     created_at: str
 
     def to_api(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "object": "routing_policy_change",
-            "org_id": self.org_id,
-            "version": self.version,
-            "actor_user_id": self.actor_user_id,
-            "actor_key_id": self.actor_key_id,
-            "actor_role": self.actor_role,
-            "action": self.action,
-            "before": self.before,
-            "after": self.after,
-            "ip_address": self.ip_address,
-            "created_at": self.created_at,
-        }
+        return {"object": "routing_policy_change", **asdict(self)}
+
+    @classmethod
+    def from_api(cls, data: Mapping[str, Any]) -> PolicyChange:
+        return cls(**{name: data[name] for name in cls.__dataclass_fields__})
 
 
 @dataclass(frozen=True)

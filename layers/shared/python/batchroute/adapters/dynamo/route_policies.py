@@ -139,38 +139,18 @@ def policy_from_item(item: dict[str, Any]) -> RoutePolicy:
 
 
 def _entry_item(entry: PolicyChange) -> dict[str, Any]:
+    # One JSON text keeps the entry exactly as the API shows it (no Decimal round trip).
     return {
         "pk": _org_pk(entry.org_id),
         "sk": HISTORY_PREFIX + suffix_of(entry.id),
         "kind": "routing_policy_change",
-        "id": entry.id,
-        "org_id": entry.org_id,
-        "version": entry.version,
-        "actor_user_id": entry.actor_user_id,
-        "actor_key_id": entry.actor_key_id,
-        "actor_role": entry.actor_role,
-        "action": entry.action,
-        "before_json": json.dumps(entry.before, sort_keys=True),
-        "after_json": json.dumps(entry.after, sort_keys=True),
-        "ip_address": entry.ip_address,
         "created_at": entry.created_at,
+        "entry_json": json.dumps(entry.to_api(), sort_keys=True),
     }
 
 
 def _entry_from_item(item: dict[str, Any]) -> PolicyChange:
-    return PolicyChange(
-        id=item["id"],
-        org_id=item["org_id"],
-        version=int(item.get("version", 0)),
-        actor_user_id=item.get("actor_user_id"),
-        actor_key_id=item.get("actor_key_id"),
-        actor_role=item.get("actor_role"),
-        action=item["action"],
-        before=json.loads(item.get("before_json", "{}")),
-        after=json.loads(item.get("after_json", "{}")),
-        ip_address=item.get("ip_address"),
-        created_at=item["created_at"],
-    )
+    return PolicyChange.from_api(json.loads(item["entry_json"]))
 
 
 def _text(value: Decimal | None) -> str | None:
