@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, field, replace
 from decimal import Decimal, InvalidOperation
 from typing import Any, Final, Literal
 
+from batchroute.domain.billing_controls import AuditEntry
 from batchroute.domain.catalog import OPERATIONS, Catalog, Lane, Provider
 from batchroute.domain.routing_gates import (
     PRIVACY_TIERS,
@@ -218,20 +219,13 @@ class RoutePolicy:
 
 
 @dataclass(frozen=True)
-class PolicyChange:
-    """One saved change of the policy (its history): who, when, from what to what."""
+class PolicyChange(AuditEntry):
+    """One saved change of the policy (its history): an audit entry like the billing
+    controls' (who, when, before/after), with the version it produced and the API key
+    that made it, for a key."""
 
-    id: str
-    org_id: str
-    version: int  # the version this change produced
-    actor_user_id: str | None
-    actor_key_id: str | None
-    actor_role: str | None
-    action: str
-    before: dict[str, Any]
-    after: dict[str, Any]
-    ip_address: str | None
-    created_at: str
+    version: int = 0
+    actor_key_id: str | None = None
 
     def to_api(self) -> dict[str, Any]:
         return {"object": "routing_policy_change", **asdict(self)}

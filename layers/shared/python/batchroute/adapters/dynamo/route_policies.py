@@ -16,7 +16,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from batchroute.adapters.dynamo.codec import from_item, is_condition_failure, to_item, to_value
-from batchroute.adapters.dynamo.store import DynamoStore
+from batchroute.adapters.dynamo.controls import ControlsStore
 from batchroute.domain.route_policy import PolicyChange, PolicyVersionMismatch, PriceCap, RoutePolicy
 from batchroute.ids import suffix_of
 
@@ -28,7 +28,9 @@ def _org_pk(org_id: str) -> str:
     return f"ORG#{org_id}"
 
 
-class RoutePolicyStore(DynamoStore):
+class RoutePolicyStore(ControlsStore):
+    """The policy's items; the versioned put is the controls table's own."""
+
     def policy(self, org_id: str, *, consistent: bool = True) -> RoutePolicy | None:
         response = self.dynamodb.get_item(
             TableName=self.table_name,
@@ -39,12 +41,7 @@ class RoutePolicyStore(DynamoStore):
 
     def save_policy(self, policy: RoutePolicy, *, expected_version: int, entry: PolicyChange) -> None:
         """Write the policy (its version is expected_version + 1) and its history entry, or neither."""
-        put: dict[str, Any] = {"TableName": self.table_name, "Item": to_item(_policy_item(policy))}
-        if expected_version == 0:
-            put["ConditionExpression"] = "attribute_not_exists(pk)"
-        else:
-            put["ConditionExpression"] = "version = :expected"
-            put["ExpressionAttributeValues"] = {":expected": to_value(expected_version)}
+        put = self._versioned_put(_policy_item(policy), expected_version)
         try:
             self.dynamodb.transact_write_items(
                 TransactItems=[
