@@ -252,6 +252,16 @@ def test_each_rule_rejects_a_lane_with_code_policy_and_the_rule(
 
 def test_a_stricter_tier_meets_the_floor_and_every_broken_rule_is_listed() -> None:
     assert gate(policy(privacy_tier_floor="confidential"), "vault") == []
+    restricted_only = provider("strict", privacy=("restricted",))
+    assert (
+        policy(privacy_tier_floor="confidential").lane_failures(
+            LANES[0], restricted_only, {"responses"}, "batch"
+        )
+        == []
+    )
+    assert policy(privacy_tier_floor="restricted").lane_failures(
+        LANES[0], PROVIDERS[1], {"responses"}, "batch"
+    )
     (failure,) = gate(policy(provider_deny=("cheap",), allowed_regions=("eu",)), "cheap")
     assert failure["rule"] == "provider_deny"
     assert failure["rules"] == ["provider_deny", "allowed_regions"]
