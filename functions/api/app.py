@@ -34,6 +34,7 @@ from functions.api.routes import (
     retention,
     sessions,
     usage,
+    work_orders,
 )
 
 ROUTERS = (
@@ -58,6 +59,7 @@ ROUTERS = (
     chat.router,
     compat_files.router,
     compat_batches.router,
+    work_orders.router,
 )
 
 

@@ -50,6 +50,10 @@ class BatchCreateRequest(ItemsToQuote):
         default=None, description="A quote (`qlock_...`) not yet expired, of the same items"
     )
     metadata: SkipValidation[Metadata | None] = None
+    work_order_id: SkipValidation[str | None] = Field(
+        default=None,
+        description="(beta) An open work order (`wo_...`) of the org the batch joins (docs/work-orders.md)",
+    )
     completion_window: SkipValidation[Literal["24h"]] = Field(
         default="24h", description="Every batch has one 24-hour SLA"
     )
@@ -81,10 +85,18 @@ class WorkOrderGroup(BaseModel):
     selected_lanes: list[str | None] = Field(description="lane ids")
 
 
-class WorkOrder(BaseModel):
+class BatchPlan(BaseModel):
+    """What was planned: the model groups and their selected lanes, the fee kind, the
+    reservation."""
+
     groups: list[WorkOrderGroup]
     fee_kind: Literal["batch", "workflow"]
     reserved: MoneyOut
+
+
+class WorkOrderRef(BaseModel):
+    id: str = Field(description="wo_...")
+    client_reference: str | None
 
 
 class BatchWebhookState(BaseModel):
@@ -120,11 +132,14 @@ class ArtifactFiles(BaseModel):
 
 
 class BatchDetails(BaseModel):
-    """The detailed view: the work order (what was planned), delivery state, artifacts."""
+    """The detailed view: the work order it belongs to, the plan, delivery state, artifacts."""
 
     item_count: int
     chunk_count: int
-    work_order: WorkOrder
+    work_order: WorkOrderRef | None = Field(
+        description="(beta) The work order this batch belongs to (docs/work-orders.md); null: none"
+    )
+    plan: BatchPlan
     workflow_steps: dict[str, str] = Field(description="When each workflow step ran")
     webhook: BatchWebhookState | None
     delivery: BucketDeliveryOut | None = Field(

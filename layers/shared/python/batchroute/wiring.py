@@ -92,6 +92,7 @@ if TYPE_CHECKING:
     from batchroute.services.delivery.buckets import BucketDelivery
     from batchroute.services.delivery.targets import DeliveryTargets
     from batchroute.services.delivery.webhooks import WebhookDelivery
+    from batchroute.services.work_orders.service import WorkOrders
     from batchroute.services.workflow.retention_gc import RetentionCollector
     from batchroute.services.workflow.steps import BatchWorkflow, Pipeline
     from batchroute.services.workflow.sweeper import Sweeper
@@ -613,7 +614,17 @@ class Wiring:
             clock=self.clock,
             watch=self.billing_watch,
             limit_checks=self.limit_checks,
+            work_orders=self.work_orders,
         )
+
+    # -- work orders and feedback (docs/work-orders.md, docs/feedback.md) --------------------
+    @cached_property
+    def work_orders(self) -> WorkOrders:
+        from batchroute.adapters.dynamo.work_orders import WorkOrderStore
+        from batchroute.services.work_orders.service import WorkOrders
+
+        store = WorkOrderStore(self.settings.table_name("controls"), self.settings.table_name("batches"))
+        return WorkOrders(store, self.batch_records, self.clock)
 
     @cached_property
     def batch_reads(self) -> BatchReads:
@@ -809,6 +820,7 @@ class Wiring:
                 fees=self.catalog.fees,
                 clock=self.clock,
                 watch=self.billing_watch,
+                work_orders=self.work_orders,
             ),
         )
 
