@@ -47,6 +47,8 @@ GUARDED: list[tuple[Permission, str, str, dict[str, Any] | None, bool]] = [
         },
         False,
     ),
+    ("batches:read", "GET", "/v1/work-orders", None, False),
+    ("batches:create", "POST", "/v1/work-orders", {"name": "matrix"}, False),
 ]
 
 
