@@ -28,6 +28,7 @@ from functions.api.routes import (
     compat_files,
     content,
     delivery_targets,
+    feedback,
     files,
     health,
     quotes,
@@ -60,6 +61,7 @@ ROUTERS = (
     compat_files.router,
     compat_batches.router,
     work_orders.router,
+    feedback.router,
 )
 
 

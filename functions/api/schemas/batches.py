@@ -19,6 +19,7 @@ from batchroute.domain.routing_gates import RoutingMode
 from batchroute.services.batches.create import MAX_CANCEL_REASON
 from functions.api.schemas.common import Absent, MoneyOut, ServiceValidatedBody
 from functions.api.schemas.delivery_targets import BucketDeliveryOut
+from functions.api.schemas.feedback import FeedbackOut
 from functions.api.schemas.quotes import ItemsToQuote
 from functions.api.schemas.receipts import BillingReceipt, TokenUsage
 
@@ -239,6 +240,9 @@ class ItemRow(BaseModel):
     error: ItemError | None
     output_preview: str | None = Field(description="The first 200 characters of the output")
     provider: str | None = Field(default=None, description="The provider that answered, once it has")
+    feedback: list[FeedbackOut] = Field(
+        default_factory=list, description="Feedback given on the item's result (docs/feedback.md)"
+    )
 
 
 class ItemsPage(BaseModel):

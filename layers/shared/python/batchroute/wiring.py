@@ -92,6 +92,7 @@ if TYPE_CHECKING:
     from batchroute.services.delivery.buckets import BucketDelivery
     from batchroute.services.delivery.targets import DeliveryTargets
     from batchroute.services.delivery.webhooks import WebhookDelivery
+    from batchroute.services.feedback.service import FeedbackService
     from batchroute.services.work_orders.service import WorkOrders
     from batchroute.services.workflow.retention_gc import RetentionCollector
     from batchroute.services.workflow.steps import BatchWorkflow, Pipeline
@@ -627,6 +628,14 @@ class Wiring:
         return WorkOrders(store, self.batch_records, self.clock)
 
     @cached_property
+    def feedback(self) -> FeedbackService:
+        from batchroute.adapters.dynamo.feedback import FeedbackStore
+        from batchroute.services.feedback.service import FeedbackService
+
+        store = FeedbackStore(self.settings.table_name("controls"))
+        return FeedbackService(store, self.batch_records, self.artifacts, self.clock)
+
+    @cached_property
     def batch_reads(self) -> BatchReads:
         from batchroute.adapters.s3_objects import presigning_client
         from batchroute.services.batches.reads import BatchReads
@@ -646,6 +655,7 @@ class Wiring:
             sign,
             retention=self.retention,
             grace=timedelta(hours=self.settings.retention_grace_hours),
+            feedback=self.feedback,
         )
 
     # -- chat ------------------------------------------------------------------------------
