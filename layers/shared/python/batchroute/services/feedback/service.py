@@ -14,6 +14,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Protocol, cast
 
+from batchroute.adapters.batch_inputs import CHUNK_SIZE, input_chunk_key
 from batchroute.clock import Clock, isoformat
 from batchroute.domain.access import Principal, authorize
 from batchroute.domain.batch_record import BatchRecord
@@ -34,6 +35,9 @@ from batchroute.domain.jsonl import parse_jsonl
 from batchroute.domain.usage import USAGE_PERIODS, UsagePeriod, period_window
 from batchroute.errors import Conflict, Gone, InvalidRequest, NotFound
 from batchroute.ids import new_id
+
+# The provider recorded for a result no provider served (a failed item).
+UNSERVED = "unserved"
 
 
 class FeedbackStore(Protocol):
@@ -167,7 +171,9 @@ class FeedbackService:
             if batch.source == "chat_direct":
                 raise target_not_found(target)
             row = self._result_row(batch, str(target.customer_item_id), target)
-            return str(row.get("model") or ""), str(row.get("provider") or "")
+            if row.get("model"):
+                return str(row["model"]), str(row.get("provider") or UNSERVED)
+            return self._requested_model(batch, int(row.get("sequence_number") or 0)), UNSERVED
         suffix = str(target.completion_id).removeprefix("chatcmpl-")
         batch = self._batch(org_id, f"batch_{suffix}", target)
         if batch.source == "chat_direct":
@@ -180,6 +186,14 @@ class FeedbackService:
         if row.get("status") != "completed":
             raise target_not_found(target)
         return str(row.get("model") or batch.chat_model or ""), str(row.get("provider") or "")
+
+    def _requested_model(self, batch: BatchRecord, seq: int) -> str:
+        """A failed item has no serving model: the model it asked for (one input chunk)."""
+        key = input_chunk_key(batch.batch_id, seq // CHUNK_SIZE)
+        for _, line in parse_jsonl(self.artifacts.chunks(key)):
+            if isinstance(line, dict) and int(line.get("seq", -1)) == seq:
+                return str((line.get("item") or {}).get("model") or "")
+        return ""
 
     def _batch(self, org_id: str, batch_id: str, target: Target) -> BatchRecord:
         batch = self.batches.get(batch_id)
