@@ -16,9 +16,12 @@ from batchroute.adapters.dynamo.batch_records import BatchRecords
 from batchroute.config import get_settings
 from batchroute.money import Money
 from batchroute_tools.local.provision import LocalStack
-from functions.api.app import create_app
-from functions.api.auth import identity_store
-from tests.integration.batch_pipeline_support import heartbeat_all_lanes, item, run_until_done
+from tests.integration.batch_pipeline_support import (
+    fast_pipeline,
+    instant_chat_app,
+    item,
+    run_until_done,
+)
 from tests.integration.principals import TestOrg, new_org
 
 PATH = "/v1/work-orders"
@@ -26,24 +29,13 @@ PATH = "/v1/work-orders"
 
 @pytest.fixture
 def stack(local_aws: LocalStack, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[LocalStack]:
-    for name, value in {
-        "SIMULATED_LATENCY_MS": "0",
-        "SIMULATED_BATCH_POLL_SECONDS": "0",
-        "PROVIDER_RETRY_BASE_SECONDS": "0",
-        "LOCAL_OUTBOX_DIR": str(tmp_path / "outbox"),
-    }.items():
-        monkeypatch.setenv(name, value)
-    get_settings.cache_clear()
-    identity_store.cache_clear()
-    heartbeat_all_lanes()
-    yield local_aws
-    get_settings.cache_clear()
+    with fast_pipeline(monkeypatch, tmp_path / "outbox"):
+        yield local_aws
 
 
 @pytest.fixture
 def client(stack: LocalStack) -> Iterator[TestClient]:
-    settings = get_settings().model_copy(update={"simulated_ttft_ms": 0, "simulated_inter_token_ms": 0})
-    with TestClient(create_app(settings), raise_server_exceptions=False) as test_client:
+    with TestClient(instant_chat_app(), raise_server_exceptions=False) as test_client:
         yield test_client
 
 

@@ -155,13 +155,7 @@ class FeedbackStore(DynamoStore):
                 ":prefix": to_value(f"{PREFIX}bi#{batch_id}#"),
             },
         }
-        found: list[Feedback] = []
-        while True:
-            response = self.dynamodb.query(**kwargs)
-            found.extend(feedback_from_item(from_item(i)) for i in response.get("Items", []))
-            if "LastEvaluatedKey" not in response:
-                return found
-            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        return [feedback_from_item(item) for item in self._query_all(kwargs)]
 
     def counters_between(self, org_id: str, first_day: str, last_day: str) -> list[dict[str, Any]]:
         kwargs: dict[str, Any] = {
@@ -173,6 +167,10 @@ class FeedbackStore(DynamoStore):
                 ":last": to_value(f"{COUNTER_PREFIX}{last_day}$"),
             },
         }
+        return self._query_all(kwargs)
+
+    def _query_all(self, kwargs: dict[str, Any]) -> list[dict[str, Any]]:
+        """Every item of a query, page after page."""
         rows: list[dict[str, Any]] = []
         while True:
             response = self.dynamodb.query(**kwargs)
