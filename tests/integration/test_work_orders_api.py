@@ -5,6 +5,7 @@ listing filters, validation with field paths, another org, roles."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from batchroute.config import get_settings
 from batchroute.money import Money
 from batchroute_tools.local.provision import LocalStack
 from tests.integration.batch_pipeline_support import (
+    LLAMA,
     fast_pipeline,
     instant_chat_app,
     item,
@@ -139,6 +141,44 @@ def test_batches_and_a_chat_job_run_to_the_end_and_the_work_order_derives_its_to
     assert sorted(m["batch_id"] for m in members["data"]) == sorted(batch_ids)
     assert {m["kind"] for m in members["data"]} == {"batch", "chat_job"}
     assert {m["outcome"] for m in members["data"]} == {"completed"}
+
+
+def test_a_vendor_compatible_batch_joins_by_its_metadata(
+    client: TestClient, org: TestOrg, stack: LocalStack
+) -> None:
+    wo = _create(client, org, {"client_reference": "C-1"}).json()["id"]
+    auth = org.key_headers("member")
+    line = {
+        "custom_id": "req-0",
+        "method": "POST",
+        "url": "/v1/chat/completions",
+        "body": {"model": LLAMA, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 16},
+    }
+    uploaded = client.post(
+        "/v1/compat/v1/files",
+        files={"file": ("input.jsonl", json.dumps(line).encode() + b"\n", "application/jsonl")},
+        data={"purpose": "batch"},
+        headers=auth,
+    )
+    assert uploaded.status_code == 200, uploaded.text
+    body = {
+        "input_file_id": uploaded.json()["id"],
+        "endpoint": "/v1/chat/completions",
+        "completion_window": "24h",
+    }
+    # When a vendor-compatible batch names the work order in its metadata
+    created = client.post(
+        "/v1/compat/v1/batches", json={**body, "metadata": {"work_order_id": wo}}, headers=auth
+    )
+    assert created.status_code == 200, created.text
+    # Then it is a member, and an unknown work order is refused in the vendor's shape
+    _run(stack, created.json()["id"])
+    done = client.get(f"{PATH}/{wo}", headers=auth).json()
+    assert done["status"] == "completed" and done["members"]["total"] == 1 and done["items"]["completed"] == 1
+    refused = client.post(
+        "/v1/compat/v1/batches", json={**body, "metadata": {"work_order_id": "wo_nope"}}, headers=auth
+    )
+    assert refused.status_code == 404 and refused.json()["error"]["code"] == "work_order_not_found"
 
 
 def test_a_repeated_settle_counts_a_member_once(client: TestClient, org: TestOrg, stack: LocalStack) -> None:
