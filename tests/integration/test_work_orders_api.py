@@ -268,6 +268,13 @@ def test_listing_filters_by_status_and_reference_with_a_cursor(client: TestClien
         if cursor is None:
             break
     assert sorted(seen) == sorted(ids) and len(seen) == 5
+    # A name set, then cleared with null; metadata replaced whole
+    named = client.patch(
+        f"{PATH}/{ids[1]}", json={"name": "x", "metadata": {"a": "1"}}, headers=org.key_headers()
+    )
+    assert named.json()["name"] == "x" and named.json()["metadata"] == {"a": "1"}
+    cleared = client.patch(f"{PATH}/{ids[1]}", json={"name": None, "metadata": {}}, headers=org.key_headers())
+    assert cleared.status_code == 200 and cleared.json()["name"] is None and cleared.json()["metadata"] == {}
     refs = client.get(f"{PATH}?client_reference=R-1", headers=org.key_headers()).json()["data"]
     assert sorted(o["id"] for o in refs) == sorted(ids[1::2])
     running = client.get(f"{PATH}?status=in_progress", headers=org.key_headers()).json()["data"]
