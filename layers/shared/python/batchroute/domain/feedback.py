@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from decimal import ROUND_HALF_EVEN, Decimal
 from typing import Any, Final, Literal, get_args
 
-from batchroute.errors import InvalidRequest
+from batchroute.domain.request_fields import invalid, refuse_unknown
 
 COMMENT_MAX: Final = 4000
 LABELS_MAX: Final = 10
@@ -33,10 +33,6 @@ TargetType = Literal["batch_item", "chat_completion"]
 TARGET_TYPES: Final[tuple[str, ...]] = get_args(TargetType)
 
 _FIELDS: Final = frozenset({"target", "rating", "rating_scale", "comment", "labels"})
-
-
-def invalid(path: str, message: str) -> InvalidRequest:
-    return InvalidRequest(message, code="invalid_request", details={"field": path})
 
 
 @dataclass(frozen=True)
@@ -112,13 +108,7 @@ class Feedback:
 
 # -- the request ---------------------------------------------------------------------------
 def parse_feedback(body: Mapping[str, Any]) -> FeedbackInput:
-    unknown = sorted(set(body) - _FIELDS)
-    if unknown:
-        raise InvalidRequest(
-            f"Unknown field(s): {', '.join(unknown)}.",
-            code="invalid_request",
-            details={"field": unknown[0], "fields": unknown},
-        )
+    refuse_unknown(body, _FIELDS)
     target = _target(body.get("target"))
     scale = body.get("rating_scale", "thumbs")
     if scale not in RATING_SCALES:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Final, Literal, get_args
 
 from batchroute.domain.metadata import parse_metadata
-from batchroute.errors import InvalidRequest
+from batchroute.domain.request_fields import invalid, refuse_unknown
 from batchroute.money import Money
 
 MAX_MEMBERS: Final = 1000
@@ -176,20 +176,6 @@ class MemberRefused(Exception):
 
 
 # -- request bodies ------------------------------------------------------------------------
-def invalid(field_path: str, message: str) -> InvalidRequest:
-    return InvalidRequest(message, code="invalid_request", details={"field": field_path})
-
-
-def _refuse_unknown(body: Mapping[str, Any], allowed: frozenset[str]) -> None:
-    unknown = sorted(set(body) - allowed)
-    if unknown:
-        raise InvalidRequest(
-            f"Unknown field(s): {', '.join(unknown)}.",
-            code="invalid_request",
-            details={"field": unknown[0], "fields": unknown},
-        )
-
-
 def _text(body: Mapping[str, Any], name: str, limit: int) -> str | None:
     value = body.get(name)
     if value is None:
@@ -200,7 +186,7 @@ def _text(body: Mapping[str, Any], name: str, limit: int) -> str | None:
 
 
 def parse_create(body: Mapping[str, Any]) -> dict[str, Any]:
-    _refuse_unknown(body, _CREATE_FIELDS)
+    refuse_unknown(body, _CREATE_FIELDS)
     return {
         "name": _text(body, "name", NAME_MAX),
         "client_reference": _text(body, "client_reference", CLIENT_REFERENCE_MAX),
@@ -211,7 +197,7 @@ def parse_create(body: Mapping[str, Any]) -> dict[str, Any]:
 def parse_update(body: Mapping[str, Any]) -> dict[str, Any]:
     """The changes of a PATCH: only the fields given. `closed` may only be `true` (closing is
     final); `null` name clears it; metadata replaces the whole map."""
-    _refuse_unknown(body, _UPDATE_FIELDS)
+    refuse_unknown(body, _UPDATE_FIELDS)
     changes: dict[str, Any] = {}
     if "name" in body:
         changes["name"] = _text(body, "name", NAME_MAX)
@@ -228,7 +214,7 @@ def parse_update(body: Mapping[str, Any]) -> dict[str, Any]:
 
 def parse_member(body: Mapping[str, Any]) -> tuple[MemberKind, str]:
     """`{batch_id}` or `{chat_job_id}`, exactly one."""
-    _refuse_unknown(body, _MEMBER_FIELDS)
+    refuse_unknown(body, _MEMBER_FIELDS)
     given = [name for name in ("batch_id", "chat_job_id") if body.get(name) is not None]
     if len(given) != 1:
         raise invalid("batch_id", "Give exactly one of batch_id, chat_job_id.")

@@ -20,9 +20,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from botocore.exceptions import ClientError
-
-from batchroute.adapters.dynamo.codec import from_item, is_condition_failure, to_item, to_value
+from batchroute.adapters.dynamo.codec import from_item, to_item, to_value
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.domain.feedback import CounterKey, Feedback, Target
 
@@ -93,13 +91,7 @@ class FeedbackStore(DynamoStore):
                     }
                 }
             )
-        try:
-            self.dynamodb.transact_write_items(TransactItems=items)
-        except ClientError as exc:
-            if is_condition_failure(exc):
-                return False
-            raise
-        return True
+        return self.transact_if(items)
 
     def page(
         self, org_id: str, *, cursor: str | None, limit: int, filters: Mapping[str, str]

@@ -72,13 +72,7 @@ class WorkOrderStore(DynamoStore):
                     }
                 }
             )
-        try:
-            self.dynamodb.transact_write_items(TransactItems=items)
-        except ClientError as exc:
-            if is_condition_failure(exc):
-                return False
-            raise
-        return True
+        return self.transact_if(items)
 
     def idempotency_record(self, org_id: str, key: str) -> dict[str, Any] | None:
         response = self.dynamodb.get_item(

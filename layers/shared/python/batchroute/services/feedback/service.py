@@ -27,11 +27,11 @@ from batchroute.domain.feedback import (
     Feedback,
     Target,
     counter_moves,
-    invalid,
     parse_feedback,
     summarize,
 )
 from batchroute.domain.jsonl import parse_jsonl
+from batchroute.domain.request_fields import invalid
 from batchroute.domain.usage import USAGE_PERIODS, UsagePeriod, period_window
 from batchroute.errors import Conflict, Gone, InvalidRequest, NotFound
 from batchroute.ids import new_id

@@ -15,13 +15,13 @@ from batchroute.clock import Clock, isoformat
 from batchroute.domain.access import Principal, authorize, require_same_org
 from batchroute.domain.batch_record import BatchRecord
 from batchroute.domain.chat_objects import CHAT_SOURCE, batch_id_for, job_id_for
+from batchroute.domain.request_fields import invalid
 from batchroute.domain.work_orders import (
     MAX_MEMBERS,
     WORK_ORDER_STATUSES,
     MemberKind,
     MemberRefused,
     WorkOrder,
-    invalid,
     member_outcome,
     parse_create,
     parse_member,
