@@ -14,8 +14,11 @@ import pytest
 from fastapi.testclient import TestClient
 
 from batchroute.adapters.dynamo.batch_records import BatchRecords
+from batchroute.adapters.dynamo.ledger import LedgerStore
+from batchroute.adapters.dynamo.work_orders import WorkOrderStore
 from batchroute.config import get_settings
 from batchroute.money import Money
+from batchroute.services.work_orders.service import WorkOrders
 from batchroute_tools.local.provision import LocalStack
 from tests.integration.batch_pipeline_support import (
     LLAMA,
@@ -240,6 +243,26 @@ def test_attach_an_existing_batch_running_or_settled_and_close(
         "invalid_request",
         "closed",
     )
+
+
+def test_a_work_order_closed_while_a_batch_is_created_refuses_it_and_reserves_nothing(
+    client: TestClient, org: TestOrg, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings = get_settings()
+    wo = _create(client, org, {}).json()["id"]
+    store = WorkOrderStore(settings.table_name("controls"), settings.table_name("batches"))
+    seen_open = store.get(org.org_id, wo)
+    assert seen_open is not None
+    # Given the batch's create read the work order open, and it closed right after
+    monkeypatch.setattr(WorkOrders, "joining", lambda self, org_id, work_order_id: seen_open)
+    assert client.patch(f"{PATH}/{wo}", json={"closed": True}, headers=org.key_headers()).status_code == 200
+    # When the create transaction runs, its join condition refuses it
+    refused = _batch(client, org, [item(0)], "wo-race-0001", work_order_id=wo)
+    # Then the answer is the work order's state, and nothing was written or reserved
+    assert _error(refused) == (409, "work_order_closed", "work_order_id")
+    assert LedgerStore(settings.table_name("ledger")).state(org.org_id).reserved == Money.zero()
+    assert client.get("/v1/batches", headers=org.key_headers()).json()["data"] == []
+    assert client.get(f"{PATH}/{wo}", headers=org.key_headers()).json()["members"]["total"] == 0
 
 
 def test_create_honours_the_idempotency_key(client: TestClient, org: TestOrg) -> None:
