@@ -28,6 +28,7 @@ from functions.api.routes import (
     compat_files,
     content,
     delivery_targets,
+    feedback,
     files,
     health,
     quotes,
@@ -35,6 +36,7 @@ from functions.api.routes import (
     routing_policy,
     sessions,
     usage,
+    work_orders,
 )
 
 ROUTERS = (
@@ -60,6 +62,8 @@ ROUTERS = (
     compat_files.router,
     compat_batches.router,
     routing_policy.router,
+    work_orders.router,
+    feedback.router,
 )
 
 

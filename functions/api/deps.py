@@ -27,7 +27,9 @@ from batchroute.services.compat.files import CompatFiles
 from batchroute.services.compat.uploads import CompatUploads
 from batchroute.services.delivery.buckets import BucketDelivery
 from batchroute.services.delivery.targets import DeliveryTargets
+from batchroute.services.feedback.service import FeedbackService
 from batchroute.services.routing.policy import RoutePolicyService
+from batchroute.services.work_orders.service import WorkOrders
 from batchroute.wiring import Wiring, wiring_for
 
 _system_clock = SystemClock()
@@ -116,6 +118,14 @@ def _bucket_delivery(wiring: WiringDep) -> BucketDelivery:
     return wiring.bucket_delivery
 
 
+def _work_orders(wiring: WiringDep) -> WorkOrders:
+    return wiring.work_orders
+
+
+def _feedback(wiring: WiringDep) -> FeedbackService:
+    return wiring.feedback
+
+
 FilesDep = Annotated[FileService, Depends(_files)]
 QuotesDep = Annotated[QuoteService, Depends(_quotes)]
 BatchesDep = Annotated[BatchService, Depends(_batches)]
@@ -140,3 +150,5 @@ CompatUploadsDep = Annotated[CompatUploads, Depends(_compat_uploads)]
 CompatBatchesDep = Annotated[CompatBatches, Depends(_compat_batches)]
 DeliveryTargetsDep = Annotated[DeliveryTargets, Depends(_delivery_targets)]
 BucketDeliveryDep = Annotated[BucketDelivery, Depends(_bucket_delivery)]
+WorkOrdersDep = Annotated[WorkOrders, Depends(_work_orders)]
+FeedbackDep = Annotated[FeedbackService, Depends(_feedback)]

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import boto3
@@ -39,6 +41,7 @@ from batchroute.services.catalog.lane_health import SimulatedProviderHealth, ref
 from batchroute_tools.local.lambda_runtime import context_for, load_handler
 from batchroute_tools.local.poller import QueuePoller
 from batchroute_tools.local.provision import LocalStack
+from functions.api.auth import identity_store
 
 LLAMA = "meta-llama/Llama-3.1-8B-Instruct"  # sync lanes (edge-eu cheapest), several to fail over to
 GPT = "gpt-4o-mini"  # one vendor batch-API lane (openai)
@@ -191,3 +194,29 @@ def states_entered(stack: LocalStack, execution_arn: str) -> list[str]:
     sfn = boto3.client("stepfunctions", region_name=stack.region)
     history = sfn.get_execution_history(executionArn=execution_arn, maxResults=1000)["events"]
     return [e["stateEnteredEventDetails"]["name"] for e in history if "stateEnteredEventDetails" in e]
+
+
+@contextmanager
+def fast_pipeline(monkeypatch: Any, outbox: Path) -> Iterator[None]:
+    """Settings for running batches to their end in tests: no simulated latency, vendor jobs
+    done at once, retries without backoff, emails in `outbox`; every lane heartbeating."""
+    for name, value in {
+        "SIMULATED_LATENCY_MS": "0",
+        "SIMULATED_BATCH_POLL_SECONDS": "0",
+        "PROVIDER_RETRY_BASE_SECONDS": "0",
+        "LOCAL_OUTBOX_DIR": str(outbox),
+    }.items():
+        monkeypatch.setenv(name, value)
+    get_settings.cache_clear()
+    identity_store.cache_clear()
+    heartbeat_all_lanes()
+    yield
+    get_settings.cache_clear()
+
+
+def instant_chat_app() -> Any:
+    """The app with the simulated providers answering chat at once."""
+    from functions.api.app import create_app
+
+    settings = get_settings().model_copy(update={"simulated_ttft_ms": 0, "simulated_inter_token_ms": 0})
+    return create_app(settings)

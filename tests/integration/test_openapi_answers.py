@@ -232,3 +232,57 @@ def test_chat_answers_match_the_document(
     )
     assert done["status"] == "completed" and done["result"]["object"] == "chat.completion"
     assert len(contract.checked) == 3
+
+
+def test_work_order_and_feedback_answers_match_the_document(
+    client: TestClient, org: TestOrg, stack: LocalStack, contract: Contract
+) -> None:
+    headers = org.key_headers()
+    wo_path = "/v1/work-orders"
+    order = contract.check(
+        client.post(wo_path, json={"name": "n", "client_reference": "PO-7"}, headers=headers), "post", wo_path
+    )
+    one = f"{wo_path}/{order['id']}"
+    created = client.post(
+        "/v1/batches",
+        json={"items": [item(0), item(1)], "work_order_id": order["id"]},
+        headers={**headers, "Idempotency-Key": "answers-wo-0001"},
+    )
+    batch_id = created.json()["batch"]["id"]
+    run_until_done(stack, _execution(batch_id), budget_seconds=60)
+    other = client.post(
+        "/v1/batches", json={"items": [item(2)]}, headers={**headers, "Idempotency-Key": "answers-wo-0002"}
+    ).json()["batch"]["id"]
+    contract.check(
+        client.post(f"{one}/members", json={"batch_id": other}, headers=headers),
+        "post",
+        "/v1/work-orders/{work_order_id}/members",
+    )
+    contract.check(
+        client.get(f"{one}/members", headers=headers), "get", "/v1/work-orders/{work_order_id}/members"
+    )
+    contract.check(client.get(wo_path, headers=headers), "get", wo_path)
+    done = contract.check(client.get(one, headers=headers), "get", "/v1/work-orders/{work_order_id}")
+    assert done["items"]["completed"] == 2
+    contract.check(
+        client.patch(one, json={"closed": True}, headers=headers), "patch", "/v1/work-orders/{work_order_id}"
+    )
+    detail = contract.check(
+        client.get(f"/v1/batches/{batch_id}?include_details=true", headers=headers),
+        "get",
+        "/v1/batches/{batch_id}",
+    )
+    assert detail["batch"]["details"]["work_order"] == {"id": order["id"], "client_reference": "PO-7"}
+    target = {"type": "batch_item", "batch_id": batch_id, "customer_item_id": "item-0"}
+    body = {"target": target, "rating": -1, "comment": "c", "labels": ["wrong_format"]}
+    contract.check(client.post("/v1/feedback", json=body, headers=headers), "post", "/v1/feedback")
+    contract.check(
+        client.post("/v1/feedback", json={**body, "rating": 1}, headers=headers), "post", "/v1/feedback"
+    )
+    contract.check(client.get("/v1/feedback", headers=headers), "get", "/v1/feedback")
+    contract.check(client.get("/v1/feedback/summary", headers=headers), "get", "/v1/feedback/summary")
+    items = contract.check(
+        client.get(f"/v1/batches/{batch_id}/items", headers=headers), "get", "/v1/batches/{batch_id}/items"
+    )
+    assert items["data"][0]["feedback"][0]["rating"] == 1
+    assert len(contract.checked) == 12

@@ -50,6 +50,10 @@ GUARDED: list[tuple[Permission, str, str, dict[str, Any] | None, bool]] = [
         },
         False,
     ),
+    ("batches:read", "GET", "/v1/work-orders", None, False),
+    ("batches:create", "POST", "/v1/work-orders", {"name": "matrix"}, False),
+    ("batches:read", "GET", "/v1/feedback", None, False),
+    ("batches:read", "GET", "/v1/feedback/summary", None, False),
 ]
 
 

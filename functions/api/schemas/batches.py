@@ -19,6 +19,7 @@ from batchroute.domain.routing_gates import RoutingMode
 from batchroute.services.batches.create import MAX_CANCEL_REASON
 from functions.api.schemas.common import Absent, MoneyOut, ServiceValidatedBody
 from functions.api.schemas.delivery_targets import BucketDeliveryOut
+from functions.api.schemas.feedback import FeedbackOut
 from functions.api.schemas.quotes import ItemsToQuote
 from functions.api.schemas.receipts import BillingReceipt, TokenUsage
 
@@ -50,6 +51,10 @@ class BatchCreateRequest(ItemsToQuote):
         default=None, description="A quote (`qlock_...`) not yet expired, of the same items"
     )
     metadata: SkipValidation[Metadata | None] = None
+    work_order_id: SkipValidation[str | None] = Field(
+        default=None,
+        description="(beta) An open work order (`wo_...`) of the org the batch joins (docs/work-orders.md)",
+    )
     completion_window: SkipValidation[Literal["24h"]] = Field(
         default="24h", description="Every batch has one 24-hour SLA"
     )
@@ -81,10 +86,18 @@ class WorkOrderGroup(BaseModel):
     selected_lanes: list[str | None] = Field(description="lane ids")
 
 
-class WorkOrder(BaseModel):
+class BatchPlan(BaseModel):
+    """What was planned: the model groups and their selected lanes, the fee kind, the
+    reservation."""
+
     groups: list[WorkOrderGroup]
     fee_kind: Literal["batch", "workflow"]
     reserved: MoneyOut
+
+
+class WorkOrderRef(BaseModel):
+    id: str = Field(description="wo_...")
+    client_reference: str | None
 
 
 class BatchWebhookState(BaseModel):
@@ -120,11 +133,14 @@ class ArtifactFiles(BaseModel):
 
 
 class BatchDetails(BaseModel):
-    """The detailed view: the work order (what was planned), delivery state, artifacts."""
+    """The detailed view: the work order it belongs to, the plan, delivery state, artifacts."""
 
     item_count: int
     chunk_count: int
-    work_order: WorkOrder
+    work_order: WorkOrderRef | None = Field(
+        description="(beta) The work order this batch belongs to (docs/work-orders.md); null: none"
+    )
+    plan: BatchPlan
     workflow_steps: dict[str, str] = Field(description="When each workflow step ran")
     webhook: BatchWebhookState | None
     delivery: BucketDeliveryOut | None = Field(
@@ -224,6 +240,9 @@ class ItemRow(BaseModel):
     error: ItemError | None
     output_preview: str | None = Field(description="The first 200 characters of the output")
     provider: str | None = Field(default=None, description="The provider that answered, once it has")
+    feedback: list[FeedbackOut] = Field(
+        default_factory=list, description="Feedback given on the item's result (docs/feedback.md)"
+    )
 
 
 class ItemsPage(BaseModel):

@@ -47,6 +47,9 @@ class ChatQueueOptions(BaseModel):
     completion_window: Literal["24h"] = "24h"
     webhook: WebhookTarget | None = None
     metadata: Metadata | None = None
+    work_order_id: str | None = Field(
+        default=None, description="(beta) An open work order (`wo_...`) the job joins (docs/work-orders.md)"
+    )
 
 
 class ChatCompletionRequest(BaseModel):

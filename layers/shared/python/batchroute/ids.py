@@ -22,6 +22,8 @@ PREFIXES = (
     "upload",
     "part",
     "topup",
+    "wo",  # work orders (docs/work-orders.md)
+    "fb",  # feedback (docs/feedback.md)
 )
 
 

@@ -93,7 +93,9 @@ if TYPE_CHECKING:
     from batchroute.services.delivery.buckets import BucketDelivery
     from batchroute.services.delivery.targets import DeliveryTargets
     from batchroute.services.delivery.webhooks import WebhookDelivery
+    from batchroute.services.feedback.service import FeedbackService
     from batchroute.services.routing.policy import PolicyReader, RoutePolicyService
+    from batchroute.services.work_orders.service import WorkOrders
     from batchroute.services.workflow.retention_gc import RetentionCollector
     from batchroute.services.workflow.steps import BatchWorkflow, Pipeline
     from batchroute.services.workflow.sweeper import Sweeper
@@ -636,7 +638,25 @@ class Wiring:
             clock=self.clock,
             watch=self.billing_watch,
             limit_checks=self.limit_checks,
+            work_orders=self.work_orders,
         )
+
+    # -- work orders and feedback (docs/work-orders.md, docs/feedback.md) --------------------
+    @cached_property
+    def work_orders(self) -> WorkOrders:
+        from batchroute.adapters.dynamo.work_orders import WorkOrderStore
+        from batchroute.services.work_orders.service import WorkOrders
+
+        store = WorkOrderStore(self.settings.table_name("controls"), self.settings.table_name("batches"))
+        return WorkOrders(store, self.batch_records, self.clock)
+
+    @cached_property
+    def feedback(self) -> FeedbackService:
+        from batchroute.adapters.dynamo.feedback import FeedbackStore
+        from batchroute.services.feedback.service import FeedbackService
+
+        store = FeedbackStore(self.settings.table_name("controls"))
+        return FeedbackService(store, self.batch_records, self.artifacts, self.clock)
 
     @cached_property
     def batch_reads(self) -> BatchReads:
@@ -658,6 +678,7 @@ class Wiring:
             sign,
             retention=self.retention,
             grace=timedelta(hours=self.settings.retention_grace_hours),
+            feedback=self.feedback,
         )
 
     # -- chat ------------------------------------------------------------------------------
@@ -833,6 +854,7 @@ class Wiring:
                 fees=self.catalog.fees,
                 clock=self.clock,
                 watch=self.billing_watch,
+                work_orders=self.work_orders,
             ),
         )
 

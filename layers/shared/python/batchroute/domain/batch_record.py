@@ -153,6 +153,8 @@ class BatchRecord:
     execution_summary: ExecutionSummary | None = None
     cancel_reason: str | None = None
     retry_of: str | None = None  # the batch whose failed items this one retries
+    # the work order it belongs to: {id, client_reference} (docs/work-orders.md)
+    work_order: Mapping[str, Any] | None = None
     # -- the end: Finalize, Settle --------------------------------------------------------
     artifacts: ArtifactKeys | None = None
     lane_tallies: Mapping[str, Mapping[str, int]] | None = None  # lane key -> rows and tokens
@@ -177,6 +179,10 @@ class BatchRecord:
     @property
     def latest_error(self) -> str | None:
         return self.execution_summary.latest_error if self.execution_summary is not None else None
+
+    @property
+    def work_order_id(self) -> str | None:
+        return str(self.work_order["id"]) if self.work_order and self.work_order.get("id") else None
 
     @property
     def results_key(self) -> str | None:
@@ -231,6 +237,7 @@ class BatchRecord:
             execution_summary=_execution_summary(values.get("execution_summary")),
             cancel_reason=_str(values.get("cancel_reason")),
             retry_of=_str(values.get("retry_of")),
+            work_order=_mapping(values.get("work_order")),
             artifacts=_artifacts(values.get("artifacts")),
             lane_tallies=_tallies(values.get("lane_tallies")),
             finalized_at=_str(values.get("finalized_at")),
@@ -274,6 +281,15 @@ class IdempotencyRecord:
 # -- what the create transaction can refuse (adapters/dynamo/batch_records.py) -----------------
 class DuplicateIdempotencyKey(Exception):
     """Another request with the same Idempotency-Key committed first: answer as it did."""
+
+
+class ExtraItemRefused(Exception):
+    """A caller's extra item of the create transaction (`extra_items`) was refused by its
+    condition (a work order closed or full meanwhile: docs/work-orders.md)."""
+
+    def __init__(self, index: int) -> None:
+        super().__init__(f"extra item {index} refused")
+        self.index = index
 
 
 class FundingMoved(Exception):

@@ -18,6 +18,7 @@ from batchroute.domain.catalog import Catalog, PrivacyTier
 from batchroute.domain.items import ItemFacts, read_item
 from batchroute.domain.metadata import parse_metadata
 from batchroute.domain.routing_gates import PRIVACY_TIERS
+from batchroute.domain.work_orders import parse_work_order_id
 from batchroute.errors import InvalidRequest
 
 # Our fields: never sent to a provider.
@@ -25,7 +26,7 @@ SERVICE_FIELDS: Final = frozenset(
     {"model", "stream", "stream_options", "provider_preferences", "privacy_tier", "batch", "provider"}
 )
 _OUTPUT_LIMITS: Final = ("max_completion_tokens", "max_tokens")
-_BATCH_FIELDS: Final = frozenset({"completion_window", "webhook", "metadata"})
+_BATCH_FIELDS: Final = frozenset({"completion_window", "webhook", "metadata", "work_order_id"})
 _PREFERENCE_FIELDS: Final = frozenset({"only", "order", "allow_fallbacks"})
 CHAT_ITEM_ID: Final = "chat"
 
@@ -47,6 +48,7 @@ class QueueOptions:
     webhook: Mapping[str, Any] | None = None
     metadata: Mapping[str, str] | None = None
     completion_window: str = "24h"
+    work_order_id: str | None = None  # the job joins this work order (docs/work-orders.md)
 
 
 @dataclass(frozen=True)
@@ -221,7 +223,10 @@ def _queue(value: object) -> QueueOptions | None:
     webhook = value.get("webhook")
     if webhook is not None and not isinstance(webhook, Mapping):
         raise _invalid("batch.webhook", "webhook must be {url, secret}.")
-    return QueueOptions(webhook=webhook, metadata=metadata, completion_window="24h")
+    work_order_id = parse_work_order_id(value.get("work_order_id"), field_path="batch.work_order_id")
+    return QueueOptions(
+        webhook=webhook, metadata=metadata, completion_window="24h", work_order_id=work_order_id
+    )
 
 
 def _has_images(messages: list[Any]) -> bool:

@@ -28,6 +28,7 @@ from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.domain.batch_record import (
     BatchRecord,
     DuplicateIdempotencyKey,
+    ExtraItemRefused,
     FundingMoved,
     IdempotencyRecord,
 )
@@ -322,6 +323,10 @@ class BatchRecords(DynamoStore):
                 raise FundingMoved("the create transaction collided with another") from exc
             if refused == "reservation":
                 raise DuplicateReservation("A reservation with this id exists already.") from exc
+            extra_at = len(reservation) + len(own)
+            for index in range(extra_at, extra_at + len(extra_items)):
+                if index < len(codes) and codes[index] == _CONDITION_FAILED:
+                    raise ExtraItemRefused(index - extra_at) from exc
             raise
 
     def _create_once(self, values: dict[str, Any]) -> TransactItem:

@@ -29,6 +29,7 @@ from batchroute.domain.batch_record import (
     BatchWebhook,
     DuplicateIdempotencyKey,
     ExecutionSummary,
+    ExtraItemRefused,
     FundingMoved,
     IdempotencyRecord,
     SurfaceFields,
@@ -40,6 +41,7 @@ from batchroute.domain.metadata import parse_metadata
 from batchroute.domain.pricing import FeeKind
 from batchroute.domain.spending_limit import LimitGuard
 from batchroute.domain.webhook_targets import public_url_check, webhook_target_problems
+from batchroute.domain.work_orders import WorkOrder, parse_work_order_id
 from batchroute.errors import Conflict, Gone, InvalidRequest, NotFound, Unavailable
 from batchroute.ids import new_id
 from batchroute.money import Money
@@ -70,6 +72,7 @@ _BATCH_FIELDS = {
     "regions",
     "max_price",
     "completion_window",
+    "work_order_id",
 }
 
 
@@ -86,6 +89,17 @@ class MoneyWatch(Protocol):
     never raises."""
 
     def moved(self, org_id: str, *, at: datetime, controls: BillingControls | None = None) -> None: ...
+
+
+class WorkOrderJoins(Protocol):
+    """services/work_orders/service.py:WorkOrders: a batch naming `work_order_id` joins it in
+    its own create transaction (docs/work-orders.md)."""
+
+    def joining(self, org_id: str, work_order_id: str) -> WorkOrder: ...
+
+    def join_items(self, batch: BatchRecord) -> list[dict[str, Any]]: ...
+
+    def refused(self, org_id: str, work_order_id: str) -> Exception: ...
 
 
 class WebhookSealer(Protocol):
@@ -143,7 +157,9 @@ class BatchService:
         clock: Clock,
         limit_checks: SpendingLimitChecks,
         watch: MoneyWatch | None = None,
+        work_orders: WorkOrderJoins | None = None,
     ) -> None:
+        self.work_orders = work_orders
         self.limit_checks = limit_checks
         self.watch = watch
         self.records = records
@@ -186,6 +202,7 @@ class BatchService:
                 details={"field": "completion_window"},
             )
         metadata = parse_metadata(body.get("metadata"))
+        work_order = self._work_order(principal, body.get("work_order_id"))
         batch_id = surface.batch_id or new_id("batch", self.clock.now())
         webhook = self._webhook(principal, batch_id, body.get("webhook"))
         writer = InputChunkWriter(self.artifacts, batch_id)
@@ -232,16 +249,35 @@ class BatchService:
             compat=extra.compat,
             chat_model=extra.chat_model,
             chat_job_id=extra.chat_job_id,
+            work_order=work_order.reference if work_order is not None else None,
         )
         answer_body = json.dumps({"batch": batch_summary(batch)}, separators=(",", ":")).encode()
+        joins = self.work_orders.join_items(batch) if work_order is not None and self.work_orders else []
         submit = _Submit(
-            principal, key, fingerprint, batch, total, answer_body, tuple(surface.transact_items)
+            principal, key, fingerprint, batch, total, answer_body, (*surface.transact_items, *joins)
         )
-        controls, _ = self._fund(submit)
+        try:
+            controls, _ = self._fund(submit)
+        except ExtraItemRefused:
+            if work_order is None or self.work_orders is None:
+                raise
+            raise self.work_orders.refused(principal.org_id, work_order.work_order_id) from None
         self._start(batch_id)
         if self.watch is not None:  # a soft limit reached at submit is reported here
             self.watch.moved(principal.org_id, at=now, controls=controls)
         return CreateAnswer(202, answer_body)
+
+    def _work_order(self, principal: Principal, value: Any) -> WorkOrder | None:
+        work_order_id = parse_work_order_id(value)
+        if work_order_id is None:
+            return None
+        if self.work_orders is None:
+            raise InvalidRequest(
+                "Work orders are not available here.",
+                code="invalid_request",
+                details={"field": "work_order_id"},
+            )
+        return self.work_orders.joining(principal.org_id, work_order_id)
 
     def _price_and_write(
         self, principal: Principal, body: Mapping[str, Any], writer: InputChunkWriter

@@ -46,6 +46,12 @@ def preview(output: Any, limit: int = 200) -> str | None:
     return None
 
 
+class FeedbackLookup(Protocol):
+    """services/feedback/service.py:FeedbackService: a batch's feedback by customer_item_id."""
+
+    def for_batch(self, org_id: str, batch_id: str) -> dict[str, list[dict[str, Any]]]: ...
+
+
 class RetentionTerms(Protocol):
     def get(self, org_id: str) -> RetentionSettings: ...
 
@@ -67,7 +73,9 @@ class BatchReads:
         *,
         retention: RetentionTerms | None = None,
         grace: timedelta = timedelta(hours=72),
+        feedback: FeedbackLookup | None = None,
     ) -> None:
+        self.feedback = feedback
         self.records = records
         self.artifacts = artifacts
         self.sign = sign
@@ -183,6 +191,10 @@ class BatchReads:
                 next_cursor = str(row["sequence_number"])
                 break
             data.append(row)
+        if self.feedback is not None and data:  # one Query for the batch (docs/feedback.md)
+            found = self.feedback.for_batch(batch.org_id, batch_id)
+            for row in data:
+                row["feedback"] = found.get(str(row["customer_item_id"]), [])
         return {"batch_id": batch_id, "data": data, "next_cursor": next_cursor}
 
     def _item_rows(

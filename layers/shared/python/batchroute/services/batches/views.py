@@ -103,14 +103,16 @@ def artifact_files(batch: BatchRecord, *, expires_at: str | None) -> dict[str, A
 
 
 def batch_details(batch: BatchRecord, *, delivery: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The detailed view's extra fields: the work order (what was planned) and delivery state
+    """The detailed view's extra fields: the work order the batch belongs to (`{id,
+    client_reference}` or null: docs/work-orders.md), the plan, and delivery state
     (`delivery`: the bucket delivery's view, services/delivery/buckets.py)."""
     webhook = batch.webhook
     plan = batch.plan or {}
     return {
         "item_count": batch.item_count,
         "chunk_count": batch.chunk_count,
-        "work_order": {
+        "work_order": dict(batch.work_order) if batch.work_order else None,
+        "plan": {
             "groups": [
                 {
                     "model": group.get("model"),

@@ -65,6 +65,8 @@ class ChatJobs:
             body["webhook"] = dict(request.queue.webhook)
         if request.queue.metadata:
             body["metadata"] = dict(request.queue.metadata)
+        if request.queue.work_order_id is not None:
+            body["work_order_id"] = request.queue.work_order_id
         try:
             self.batches.create(
                 principal,

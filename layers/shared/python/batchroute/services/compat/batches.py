@@ -130,6 +130,8 @@ class CompatBatches:
         }
         if request.metadata:
             body["metadata"] = dict(request.metadata)
+            if "work_order_id" in request.metadata:  # joins that work order (docs/work-orders.md)
+                body["work_order_id"] = request.metadata["work_order_id"]
         service = self.batches_over(CompatFileItems(self.files, request.endpoint))
         try:
             answer = service.create_or_replay(

@@ -55,6 +55,12 @@ class MoneyWatch(Protocol):
     def moved(self, org_id: str, *, at: datetime, controls: BillingControls | None = None) -> None: ...
 
 
+class WorkOrderMembers(Protocol):
+    """services/work_orders/service.py:WorkOrders: counts a member's settlement once."""
+
+    def member_settled(self, batch: BatchRecord, *, charged_micros: int) -> None: ...
+
+
 class Ledger(Protocol):
     def settle(
         self,
@@ -84,7 +90,9 @@ class Settlement:
         fees: FeeSchedule,
         clock: Clock,
         watch: MoneyWatch | None = None,
+        work_orders: WorkOrderMembers | None = None,
     ) -> None:
+        self.work_orders = work_orders
         self.records = records
         self.ledger = ledger
         self.controls = controls
@@ -148,6 +156,7 @@ class Settlement:
         if batch.state not in TERMINAL:
             at = isoformat(now)
             self.records.transition(batch_id, "completed", at=at, extra={"completed_at": at})
+        self._count_in_work_order(batch_id, result)
         if self.watch is not None and result is not None and org_id:
             self.watch.moved(org_id, at=_parse(settled_at), controls=controls)
         return {
@@ -157,6 +166,18 @@ class Settlement:
             "released": credits["credit_released"],
             "replayed": bool(result.replayed) if result is not None else False,
         }
+
+    def _count_in_work_order(self, batch_id: str, result: SettlementResult | None) -> None:
+        """The work order's counters move once per member (docs/work-orders.md). The batch is
+        read again after `settled_at` was written: an attach racing this Settle either landed
+        before (its `work_order` is seen here) or is refused by its `settled_at` condition."""
+        if self.work_orders is None:
+            return
+        settled = self.records.get(batch_id)
+        if settled is None or settled.work_order_id is None:
+            return
+        charged = result.charged.micros if result is not None else 0
+        self.work_orders.member_settled(settled, charged_micros=charged)
 
     def _charge(
         self,

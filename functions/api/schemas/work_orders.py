@@ -1,0 +1,122 @@
+"""Request and response models: work orders (beta; docs/work-orders.md).
+
+The bodies are read by the work order service, which answers each problem in its own words
+(`invalid_request` with `details.field`; see ServiceValidatedBody).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SkipValidation
+
+from batchroute.domain.work_orders import CLIENT_REFERENCE_MAX, MAX_MEMBERS, NAME_MAX, WorkOrderStatus
+from functions.api.schemas.batches import Metadata
+from functions.api.schemas.common import MoneyOut, ServiceValidatedBody, omittable
+
+_REFERENCE = "Your own id for the business job (an order number, a ticket); filterable, not unique"
+
+
+class WorkOrderCreate(ServiceValidatedBody):
+    """A new, empty work order. Unknown fields are refused."""
+
+    model_config = ConfigDict(json_schema_extra={"additionalProperties": False})
+
+    name: SkipValidation[Annotated[str, Field(min_length=1, max_length=NAME_MAX)] | None] = omittable(
+        "A label"
+    )
+    client_reference: SkipValidation[
+        Annotated[str, Field(min_length=1, max_length=CLIENT_REFERENCE_MAX)] | None
+    ] = omittable(_REFERENCE)
+    metadata: SkipValidation[Metadata | None] = omittable("Key-value pairs, as on a batch")
+
+
+class WorkOrderUpdate(ServiceValidatedBody):
+    """Only the fields given change. Closing is final: no member joins a closed work order."""
+
+    model_config = ConfigDict(json_schema_extra={"additionalProperties": False})
+
+    name: SkipValidation[Annotated[str, Field(min_length=1, max_length=NAME_MAX)] | None] = omittable(
+        "A label; null clears it"
+    )
+    metadata: SkipValidation[Metadata | None] = omittable("Replaces the whole map")
+    closed: SkipValidation[Literal[True]] = omittable("true closes the work order")
+
+
+class WorkOrderMemberAdd(ServiceValidatedBody):
+    """An existing batch or queued chat job of the org, not yet in a work order: exactly one
+    of the two ids."""
+
+    model_config = ConfigDict(json_schema_extra={"additionalProperties": False})
+
+    batch_id: SkipValidation[str | None] = omittable("batch_...")
+    chat_job_id: SkipValidation[str | None] = omittable("chatjob_...")
+
+
+class WorkOrderMembersCount(BaseModel):
+    total: int
+    in_progress: int = Field(description="Members not settled yet")
+    completed: int
+    failed: int
+    canceled: int
+    expired: int
+    limit: int = Field(description=f"Members a work order may hold ({MAX_MEMBERS})")
+
+
+class WorkOrderItems(BaseModel):
+    total: int
+    pending: int = Field(description="Items of members still in progress")
+    completed: int
+    failed: int
+    canceled: int = Field(description="Items of settled members that neither completed nor failed")
+
+
+class WorkOrderCost(BaseModel):
+    reserved: MoneyOut = Field(description="Credit still reserved by members in progress")
+    charged: MoneyOut = Field(description="Credit charged by settled members")
+
+
+class WorkOrderOut(BaseModel):
+    """(beta) A work order: status and totals derived from its members."""
+
+    id: str = Field(description="wo_...")
+    object: Literal["work_order"]
+    name: str | None
+    client_reference: str | None
+    metadata: dict[str, str]
+    status: WorkOrderStatus = Field(description="Derived from the members (docs/work-orders.md, Status)")
+    closed: bool
+    closed_at: str | None
+    created_at: str
+    updated_at: str
+    members: WorkOrderMembersCount
+    items: WorkOrderItems
+    cost: WorkOrderCost
+
+
+class WorkOrderList(BaseModel):
+    object: Literal["list"]
+    data: list[WorkOrderOut]
+    next_cursor: str | None = Field(description="null at the end")
+
+
+class WorkOrderMemberOut(BaseModel):
+    batch_id: str
+    kind: Literal["batch", "chat_job"]
+    chat_job_id: str | None
+    joined_at: str
+    items: int
+    reserved: MoneyOut = Field(description="What the member reserved when it joined")
+    settled_at: str | None
+    outcome: Literal["completed", "failed", "canceled", "expired"] | None
+
+
+class WorkOrderMemberList(BaseModel):
+    object: Literal["list"]
+    data: list[WorkOrderMemberOut]
+    next_cursor: str | None
+
+
+class WorkOrderMemberAdded(BaseModel):
+    work_order: WorkOrderOut
+    member: WorkOrderMemberOut

@@ -1,0 +1,252 @@
+"""Feedback in the `controls` table (docs/feedback.md).
+
+| Item | pk / sk |
+|---|---|
+| feedback (one per target and author) | `ORG#<org>` / `FEEDBACK#<target key>#<author>` |
+| daily counter per model and provider | `ORG#<org>` / `FBSUM#D#<day>#<model>#<provider>` |
+
+A feedback item is on the org's `gsi1` partition `FEEDBACK#<org>` sorted by
+`<updated_at>#<id>` (the listing, newest first). It is written with its counter moves in ONE
+transaction, conditional on its version, so the counters always equal the feedback they
+count. The summary is one `Query` over a range of counters; a batch's feedback one `Query`
+on `begins_with(sk, "FEEDBACK#bi#<batch_id>#")`.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from batchroute.adapters.dynamo.codec import from_item, to_item, to_value
+from batchroute.adapters.dynamo.store import DynamoStore
+from batchroute.domain.feedback import CounterKey, Feedback, Target
+
+PREFIX = "FEEDBACK#"
+COUNTER_PREFIX = "FBSUM#D#"
+
+
+class BadCursor(ValueError):
+    pass
+
+
+def _pk(org_id: str) -> str:
+    return f"ORG#{org_id}"
+
+
+def _sk(target: Target, author: str) -> str:
+    return f"{PREFIX}{target.key}#{author}"
+
+
+def _counter_sk(key: CounterKey) -> str:
+    day, model, provider = key
+    return f"{COUNTER_PREFIX}{day}#{model}#{provider}"
+
+
+class FeedbackStore(DynamoStore):
+    def get(self, org_id: str, target: Target, author: str) -> Feedback | None:
+        response = self.dynamodb.get_item(
+            TableName=self.table_name,
+            Key={"pk": {"S": _pk(org_id)}, "sk": {"S": _sk(target, author)}},
+            ConsistentRead=True,
+        )
+        return feedback_from_item(from_item(response["Item"])) if "Item" in response else None
+
+    def save(
+        self, feedback: Feedback, moves: Mapping[CounterKey, Mapping[str, int]], *, replaces: int | None
+    ) -> bool:
+        """Write `feedback` and move the counters, in one transaction; `replaces`: the version
+        it replaces (None: a new one). False when someone else wrote it meanwhile."""
+        condition: dict[str, Any] = {"ConditionExpression": "attribute_not_exists(pk)"}
+        if replaces is not None:
+            condition = {
+                "ConditionExpression": "version = :seen",
+                "ExpressionAttributeValues": {":seen": to_value(replaces)},
+            }
+        items: list[dict[str, Any]] = [
+            {"Put": {"TableName": self.table_name, "Item": to_item(_feedback_item(feedback)), **condition}}
+        ]
+        for key, deltas in moves.items():
+            names = {f"#c{i}": name for i, name in enumerate(deltas)}
+            values = {f":c{i}": to_value(n) for i, n in enumerate(deltas.values())}
+            values.update(
+                {":day": to_value(key[0]), ":model": to_value(key[1]), ":provider": to_value(key[2])}
+            )
+            items.append(
+                {
+                    "Update": {
+                        "TableName": self.table_name,
+                        "Key": {"pk": {"S": _pk(feedback.org_id)}, "sk": {"S": _counter_sk(key)}},
+                        "UpdateExpression": "SET #day = :day, #model = :model, #provider = :provider ADD "
+                        + ", ".join(f"#c{i} :c{i}" for i in range(len(deltas))),
+                        "ExpressionAttributeNames": {
+                            **names,
+                            "#day": "day",
+                            "#model": "model",
+                            "#provider": "provider",
+                        },
+                        "ExpressionAttributeValues": values,
+                    }
+                }
+            )
+        return self.transact_if(items)
+
+    def page(
+        self, org_id: str, *, cursor: str | None, limit: int, filters: Mapping[str, str]
+    ) -> tuple[list[Feedback], str | None]:
+        """Newest first; `filters` are equalities on stored attributes (target_type,
+        batch_id, model, provider, rating_scale). Raises BadCursor."""
+        kwargs: dict[str, Any] = {
+            "TableName": self.table_name,
+            "IndexName": "gsi1",
+            "KeyConditionExpression": "gsi1pk = :pk",
+            "ExpressionAttributeValues": {":pk": to_value(f"FEEDBACK#{org_id}")},
+            "ScanIndexForward": False,
+            "Limit": limit,
+        }
+        if filters:
+            names = {f"#f{i}": name for i, name in enumerate(filters)}
+            kwargs["FilterExpression"] = " AND ".join(f"#f{i} = :f{i}" for i in range(len(filters)))
+            kwargs["ExpressionAttributeNames"] = names
+            kwargs["ExpressionAttributeValues"].update(
+                {f":f{i}": to_value(v) for i, v in enumerate(filters.values())}
+            )
+        if cursor is not None:
+            kwargs["ExclusiveStartKey"] = _decode(cursor, org_id)
+        found: list[Feedback] = []
+        for _ in range(10):  # a filtered page reads at most ten index pages
+            response = self.dynamodb.query(**kwargs)
+            found.extend(feedback_from_item(from_item(i)) for i in response.get("Items", []))
+            last = response.get("LastEvaluatedKey")
+            if last is None:
+                return found, None
+            if len(found) >= limit:
+                break
+            kwargs["ExclusiveStartKey"] = last
+        found = found[:limit]
+        if not found:
+            return found, _encode(last)
+        tail = found[-1]
+        return found, _encode(
+            {
+                "pk": {"S": _pk(org_id)},
+                "sk": {"S": _sk(tail.target, tail.author)},
+                "gsi1pk": {"S": f"FEEDBACK#{org_id}"},
+                "gsi1sk": {"S": _gsi1sk(tail)},
+            }
+        )
+
+    def for_batch(self, org_id: str, batch_id: str) -> list[Feedback]:
+        kwargs: dict[str, Any] = {
+            "TableName": self.table_name,
+            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :prefix)",
+            "ExpressionAttributeValues": {
+                ":pk": to_value(_pk(org_id)),
+                ":prefix": to_value(f"{PREFIX}bi#{batch_id}#"),
+            },
+        }
+        return [feedback_from_item(item) for item in self._query_all(kwargs)]
+
+    def counters_between(self, org_id: str, first_day: str, last_day: str) -> list[dict[str, Any]]:
+        kwargs: dict[str, Any] = {
+            "TableName": self.table_name,
+            "KeyConditionExpression": "pk = :pk AND sk BETWEEN :first AND :last",
+            "ExpressionAttributeValues": {
+                ":pk": to_value(_pk(org_id)),
+                ":first": to_value(f"{COUNTER_PREFIX}{first_day}"),
+                ":last": to_value(f"{COUNTER_PREFIX}{last_day}$"),
+            },
+        }
+        return self._query_all(kwargs)
+
+    def _query_all(self, kwargs: dict[str, Any]) -> list[dict[str, Any]]:
+        """Every item of a query, page after page."""
+        rows: list[dict[str, Any]] = []
+        while True:
+            response = self.dynamodb.query(**kwargs)
+            rows.extend(from_item(i) for i in response.get("Items", []))
+            if "LastEvaluatedKey" not in response:
+                return rows
+            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
+
+def _gsi1sk(feedback: Feedback) -> str:
+    return f"{feedback.updated_at}#{feedback.feedback_id}"
+
+
+def _encode(key: Mapping[str, Any]) -> str:
+    plain = {"sk": key["sk"]["S"], "gsi1sk": key["gsi1sk"]["S"]}
+    return base64.urlsafe_b64encode(json.dumps(plain, separators=(",", ":")).encode()).decode().rstrip("=")
+
+
+def _decode(cursor: str, org_id: str) -> dict[str, Any]:
+    try:
+        plain = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+        sk, gsi1sk = str(plain["sk"]), str(plain["gsi1sk"])
+    except (ValueError, KeyError, TypeError, binascii.Error) as exc:
+        raise BadCursor(cursor) from exc
+    if not sk.startswith(PREFIX):
+        raise BadCursor(cursor)
+    return {
+        "pk": {"S": _pk(org_id)},
+        "sk": {"S": sk},
+        "gsi1pk": {"S": f"FEEDBACK#{org_id}"},
+        "gsi1sk": {"S": gsi1sk},
+    }
+
+
+def _feedback_item(feedback: Feedback) -> dict[str, Any]:
+    target = feedback.target
+    return {
+        "pk": _pk(feedback.org_id),
+        "sk": _sk(target, feedback.author),
+        "kind": "feedback",
+        "gsi1pk": f"FEEDBACK#{feedback.org_id}",
+        "gsi1sk": _gsi1sk(feedback),
+        "feedback_id": feedback.feedback_id,
+        "org_id": feedback.org_id,
+        "target_type": target.type,
+        "batch_id": target.batch_id,
+        "customer_item_id": target.customer_item_id,
+        "completion_id": target.completion_id,
+        "author": feedback.author,
+        "rating": feedback.rating,
+        "rating_scale": feedback.rating_scale,
+        "comment": feedback.comment,
+        "labels": list(feedback.labels),
+        "model": feedback.model,
+        "provider": feedback.provider,
+        "day": feedback.day,
+        "created_at": feedback.created_at,
+        "updated_at": feedback.updated_at,
+        "version": feedback.version,
+    }
+
+
+def feedback_from_item(item: Mapping[str, Any]) -> Feedback:
+    target = Target.from_api(
+        {
+            "type": item["target_type"],
+            "batch_id": item.get("batch_id"),
+            "customer_item_id": item.get("customer_item_id"),
+            "id": item.get("completion_id"),
+        }
+    )
+    return Feedback(
+        feedback_id=str(item["feedback_id"]),
+        org_id=str(item["org_id"]),
+        target=target,
+        author=str(item["author"]),
+        rating=int(item["rating"]),
+        rating_scale="stars" if item.get("rating_scale") == "stars" else "thumbs",
+        comment=None if item.get("comment") is None else str(item["comment"]),
+        labels=tuple(str(label) for label in item.get("labels") or ()),
+        model=str(item.get("model") or ""),
+        provider=str(item.get("provider") or ""),
+        day=str(item["day"]),
+        created_at=str(item["created_at"]),
+        updated_at=str(item["updated_at"]),
+        version=int(item.get("version") or 1),
+    )

@@ -1,0 +1,334 @@
+"""Work orders in the `controls` table (docs/work-orders.md).
+
+| Item | pk / sk |
+|---|---|
+| work order (fields and counters) | `ORG#<org>` / `WORKORDER#<wo_id>` |
+| member marker | `ORG#<org>` / `WOMEMBER#<wo_id>#<batch_id>` |
+| create idempotency record (TTL 24 h) | `ORG#<org>` / `WOIDEMP#<key>` |
+
+A member joins in ONE transaction with the work order's counters, conditional on the work
+order existing, open and under `MAX_MEMBERS`: inside the batch create transaction
+(`join_items`), or with the batch's own `work_order` field when an existing batch is attached
+(`attach`). Its settlement moves the counters once: the marker's `settled_at` is the
+condition (`settle_member`), so a repeated Settle message counts nothing twice. An org's
+work orders are one `Query` on `begins_with(sk, "WORKORDER#")`, newest first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from batchroute.adapters.dynamo.codec import from_item, is_condition_failure, to_item, to_value
+from batchroute.adapters.dynamo.ledger import cancellation_codes
+from batchroute.adapters.dynamo.store import DynamoStore
+from batchroute.domain.work_orders import MAX_MEMBERS, TALLY_NAMES, MemberRefused, Tallies, WorkOrder
+
+PREFIX = "WORKORDER#"
+MEMBER_PREFIX = "WOMEMBER#"
+IDEMPOTENCY_PREFIX = "WOIDEMP#"
+_CONDITION_FAILED = "ConditionalCheckFailed"
+TransactItem = dict[str, Any]
+_NOT_SETTLED = "attribute_exists(pk) AND attribute_not_exists(settled_at)"
+
+
+def _pk(org_id: str) -> str:
+    return f"ORG#{org_id}"
+
+
+def _key(org_id: str, sk: str) -> dict[str, Any]:
+    return {"pk": {"S": _pk(org_id)}, "sk": {"S": sk}}
+
+
+class WorkOrderStore(DynamoStore):
+    def __init__(self, table_name: str, batches_table: str, dynamodb: Any | None = None) -> None:
+        super().__init__(table_name, dynamodb)
+        self.batches_table = batches_table
+
+    # -- the work order ------------------------------------------------------------------------
+    def create(self, order: WorkOrder, *, idempotency: Mapping[str, Any] | None = None) -> bool:
+        """Write a new work order (and, given, its idempotency record); False when that
+        record exists already (a concurrent request with the same key won)."""
+        items: list[TransactItem] = [
+            {
+                "Put": {
+                    "TableName": self.table_name,
+                    "Item": to_item(_order_item(order)),
+                    "ConditionExpression": "attribute_not_exists(pk)",
+                }
+            }
+        ]
+        if idempotency is not None:
+            record = {"pk": _pk(order.org_id), "sk": f"{IDEMPOTENCY_PREFIX}{idempotency['key']}"}
+            record.update({k: v for k, v in idempotency.items() if k != "key"})
+            items.append(
+                {
+                    "Put": {
+                        "TableName": self.table_name,
+                        "Item": to_item(record),
+                        "ConditionExpression": "attribute_not_exists(pk)",
+                    }
+                }
+            )
+        return self.transact_if(items)
+
+    def idempotency_record(self, org_id: str, key: str) -> dict[str, Any] | None:
+        response = self.dynamodb.get_item(
+            TableName=self.table_name, Key=_key(org_id, f"{IDEMPOTENCY_PREFIX}{key}"), ConsistentRead=True
+        )
+        return from_item(response["Item"]) if "Item" in response else None
+
+    def get(self, org_id: str, work_order_id: str) -> WorkOrder | None:
+        response = self.dynamodb.get_item(
+            TableName=self.table_name, Key=_key(org_id, f"{PREFIX}{work_order_id}"), ConsistentRead=True
+        )
+        return order_from_item(from_item(response["Item"])) if "Item" in response else None
+
+    def page(
+        self, org_id: str, *, start_after: str | None, limit: int, client_reference: str | None = None
+    ) -> tuple[list[WorkOrder], bool]:
+        """Up to `limit` work orders newest first after the id `start_after`; True when more
+        may follow (the caller pages on from the last id it read)."""
+        kwargs: dict[str, Any] = {
+            "TableName": self.table_name,
+            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :prefix)",
+            "ExpressionAttributeValues": {":pk": to_value(_pk(org_id)), ":prefix": to_value(PREFIX)},
+            "ScanIndexForward": False,
+            "Limit": limit,
+        }
+        if client_reference is not None:
+            kwargs["FilterExpression"] = "client_reference = :ref"
+            kwargs["ExpressionAttributeValues"][":ref"] = to_value(client_reference)
+        if start_after is not None:
+            kwargs["ExclusiveStartKey"] = _key(org_id, f"{PREFIX}{start_after}")
+        orders: list[WorkOrder] = []
+        while True:
+            response = self.dynamodb.query(**kwargs)
+            orders.extend(order_from_item(from_item(i)) for i in response.get("Items", []))
+            last = response.get("LastEvaluatedKey")
+            if last is None:
+                return orders, False
+            if len(orders) >= limit:
+                return orders[:limit], True
+            kwargs["ExclusiveStartKey"] = last
+
+    def update(self, org_id: str, work_order_id: str, changes: Mapping[str, Any]) -> bool:
+        """SET the given plain fields (name, metadata, closed_at, updated_at; a None value is
+        REMOVEd); False when the work order does not exist."""
+        names = {f"#f{i}": name for i, name in enumerate(changes)}
+        sets = [f"#f{i} = :f{i}" for i, v in enumerate(changes.values()) if v is not None]
+        removes = [f"#f{i}" for i, v in enumerate(changes.values()) if v is None]
+        values = {f":f{i}": to_value(v) for i, v in enumerate(changes.values()) if v is not None}
+        expression = "SET " + ", ".join(sets) + (" REMOVE " + ", ".join(removes) if removes else "")
+        try:
+            self.dynamodb.update_item(
+                TableName=self.table_name,
+                Key=_key(org_id, f"{PREFIX}{work_order_id}"),
+                UpdateExpression=expression,
+                ConditionExpression="attribute_exists(pk)",
+                ExpressionAttributeNames=names,
+                ExpressionAttributeValues=values,
+            )
+        except ClientError as exc:
+            if is_condition_failure(exc):
+                return False
+            raise
+        return True
+
+    # -- members -------------------------------------------------------------------------------
+    def join_items(
+        self,
+        org_id: str,
+        work_order_id: str,
+        member: Mapping[str, Any],
+        deltas: Mapping[str, int],
+        *,
+        at: str,
+    ) -> list[TransactItem]:
+        """The two items that make `member` (its marker's values: batch_id, kind, ...) join:
+        the marker (new) and the counters `deltas`, conditional on the work order existing,
+        open and under the member limit. Written inside another transaction (batch create)
+        or by `attach`."""
+        marker = {"pk": _pk(org_id), "sk": f"{MEMBER_PREFIX}{work_order_id}#{member['batch_id']}"}
+        marker.update(member)
+        return [
+            {
+                "Put": {
+                    "TableName": self.table_name,
+                    "Item": to_item(marker),
+                    "ConditionExpression": "attribute_not_exists(pk)",
+                }
+            },
+            _counters_update(
+                self.table_name,
+                _key(org_id, f"{PREFIX}{work_order_id}"),
+                deltas,
+                at=at,
+                condition="attribute_exists(pk) AND attribute_not_exists(closed_at) AND members < :max",
+                condition_values={":max": to_value(MAX_MEMBERS)},
+            ),
+        ]
+
+    def attach(
+        self,
+        org_id: str,
+        work_order_id: str,
+        member: Mapping[str, Any],
+        deltas: Mapping[str, int],
+        *,
+        reference: Mapping[str, Any],
+        settled: bool,
+        at: str,
+    ) -> None:
+        """Attach an existing batch: the join items and the batch's `work_order` field in one
+        transaction, conditional on the batch having no work order yet and on its settlement
+        being as read (`settled`), so a member is never counted as running after its Settle
+        looked for its work order. Raises MemberRefused."""
+        items = self.join_items(org_id, work_order_id, member, deltas, at=at)
+        settlement = "attribute_exists(settled_at)" if settled else "attribute_not_exists(settled_at)"
+        condition = f"attribute_exists(pk) AND attribute_not_exists(work_order) AND {settlement}"
+        items.append(
+            {
+                "Update": {
+                    "TableName": self.batches_table,
+                    "Key": {"pk": {"S": f"BATCH#{member['batch_id']}"}, "sk": {"S": "META"}},
+                    "UpdateExpression": "SET work_order = :ref",
+                    "ConditionExpression": condition,
+                    "ExpressionAttributeValues": {":ref": to_value(dict(reference))},
+                }
+            }
+        )
+        try:
+            self.dynamodb.transact_write_items(TransactItems=items)
+        except ClientError as exc:
+            codes = cancellation_codes(exc)
+            if not codes:
+                raise
+            for index, what in enumerate(("member", "work_order", "batch")):
+                if index < len(codes) and codes[index] == _CONDITION_FAILED:
+                    raise MemberRefused(what) from exc
+            raise
+
+    def settle_member(
+        self,
+        org_id: str,
+        work_order_id: str,
+        batch_id: str,
+        deltas: Mapping[str, int],
+        *,
+        outcome: str,
+        at: str,
+    ) -> bool:
+        """Count a member's settlement once: its marker gets `settled_at` (conditional on not
+        having it) and the counters move by `deltas`, in one transaction. False when it was
+        counted already (a repeated Settle) or is no member."""
+        try:
+            self.dynamodb.transact_write_items(
+                TransactItems=[
+                    {
+                        "Update": {
+                            "TableName": self.table_name,
+                            "Key": _key(org_id, f"{MEMBER_PREFIX}{work_order_id}#{batch_id}"),
+                            "UpdateExpression": "SET settled_at = :at, outcome = :outcome",
+                            "ConditionExpression": _NOT_SETTLED,
+                            "ExpressionAttributeValues": {":at": to_value(at), ":outcome": to_value(outcome)},
+                        }
+                    },
+                    _counters_update(
+                        self.table_name,
+                        _key(org_id, f"{PREFIX}{work_order_id}"),
+                        deltas,
+                        at=at,
+                        condition="attribute_exists(pk)",
+                    ),
+                ]
+            )
+        except ClientError as exc:
+            if is_condition_failure(exc):
+                return False
+            raise
+        return True
+
+    def members(
+        self, org_id: str, work_order_id: str, *, start_after: str | None, limit: int
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        """The member markers in join... id order (batch ids are time-sorted), a page."""
+        prefix = f"{MEMBER_PREFIX}{work_order_id}#"
+        kwargs: dict[str, Any] = {
+            "TableName": self.table_name,
+            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :prefix)",
+            "ExpressionAttributeValues": {":pk": to_value(_pk(org_id)), ":prefix": to_value(prefix)},
+            "Limit": limit,
+            "ConsistentRead": True,
+        }
+        if start_after is not None:
+            kwargs["ExclusiveStartKey"] = _key(org_id, f"{prefix}{start_after}")
+        response = self.dynamodb.query(**kwargs)
+        rows = [from_item(i) for i in response.get("Items", [])]
+        more = "LastEvaluatedKey" in response and len(rows) == limit
+        return rows, (str(rows[-1]["batch_id"]) if more and rows else None)
+
+
+def _counters_update(
+    table: str,
+    key: dict[str, Any],
+    deltas: Mapping[str, int],
+    *,
+    at: str,
+    condition: str,
+    condition_values: Mapping[str, Any] | None = None,
+) -> TransactItem:
+    moved = {name: n for name, n in deltas.items() if n}
+    names = {f"#t{i}": name for i, name in enumerate(moved)}
+    values: dict[str, Any] = {f":t{i}": to_value(n) for i, n in enumerate(moved.values())}
+    values[":at"] = to_value(at)
+    values.update(condition_values or {})
+    expression = "SET updated_at = :at"
+    if moved:
+        expression += " ADD " + ", ".join(f"#t{i} :t{i}" for i in range(len(moved)))
+    update: dict[str, Any] = {
+        "TableName": table,
+        "Key": key,
+        "UpdateExpression": expression,
+        "ConditionExpression": condition,
+        "ExpressionAttributeValues": values,
+    }
+    if names:
+        update["ExpressionAttributeNames"] = names
+    return {"Update": update}
+
+
+def _order_item(order: WorkOrder) -> dict[str, Any]:
+    values: dict[str, Any] = {
+        "pk": _pk(order.org_id),
+        "sk": f"{PREFIX}{order.work_order_id}",
+        "kind": "work_order",
+        "work_order_id": order.work_order_id,
+        "org_id": order.org_id,
+        "name": order.name,
+        "client_reference": order.client_reference,
+        "metadata": dict(order.metadata),
+        "created_at": order.created_at,
+        "updated_at": order.updated_at,
+        "created_by": order.created_by,
+        "closed_at": order.closed_at,
+    }
+    values.update({name: getattr(order.tallies, name) for name in TALLY_NAMES})
+    return values
+
+
+def order_from_item(item: Mapping[str, Any]) -> WorkOrder:
+    return WorkOrder(
+        work_order_id=str(item["work_order_id"]),
+        org_id=str(item["org_id"]),
+        name=None if item.get("name") is None else str(item["name"]),
+        client_reference=None if item.get("client_reference") is None else str(item["client_reference"]),
+        metadata={str(k): str(v) for k, v in (item.get("metadata") or {}).items()},
+        created_at=str(item["created_at"]),
+        updated_at=str(item.get("updated_at") or item["created_at"]),
+        created_by=None if item.get("created_by") is None else str(item["created_by"]),
+        closed_at=None if item.get("closed_at") is None else str(item["closed_at"]),
+        tallies=Tallies.from_mapping(item),
+    )

@@ -1,0 +1,245 @@
+"""Feedback on what the service answered: a rating, a comment and labels on a batch item's
+result or a chat completion (docs/feedback.md).
+
+One feedback per target per author (the user, or an API key without a user): sending it again
+changes it. Each feedback counts in ONE daily counter of the model and provider that served
+the target; a change moves the counters by the difference (`counter_moves`), in the same
+transaction as the feedback itself, so the summary (`summarize`) reads counters, never the
+feedback.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from decimal import ROUND_HALF_EVEN, Decimal
+from typing import Any, Final, Literal, get_args
+
+from batchroute.domain.request_fields import invalid, refuse_unknown
+
+COMMENT_MAX: Final = 4000
+LABELS_MAX: Final = 10
+LABEL_PATTERN: Final = re.compile(r"^[a-z0-9][a-z0-9_-]{0,39}$")
+TOP_LABELS: Final = 5
+CUSTOMER_ITEM_ID_MAX: Final = 256
+LIST_LIMIT_MAX: Final = 100
+LABEL_PREFIX: Final = "label:"  # a label's counter attribute
+
+RatingScale = Literal["thumbs", "stars"]
+RATING_SCALES: Final[tuple[str, ...]] = get_args(RatingScale)
+TargetType = Literal["batch_item", "chat_completion"]
+TARGET_TYPES: Final[tuple[str, ...]] = get_args(TargetType)
+
+_FIELDS: Final = frozenset({"target", "rating", "rating_scale", "comment", "labels"})
+
+
+@dataclass(frozen=True)
+class Target:
+    type: TargetType
+    batch_id: str | None = None  # batch_item
+    customer_item_id: str | None = None  # batch_item
+    completion_id: str | None = None  # chat_completion
+
+    @property
+    def key(self) -> str:
+        """The target in a store key: unique per target."""
+        if self.type == "batch_item":
+            return f"bi#{self.batch_id}#{self.customer_item_id}"
+        return f"cc#{self.completion_id}"
+
+    def to_api(self) -> dict[str, Any]:
+        if self.type == "batch_item":
+            return {"type": self.type, "batch_id": self.batch_id, "customer_item_id": self.customer_item_id}
+        return {"type": self.type, "id": self.completion_id}
+
+    @classmethod
+    def from_api(cls, value: Mapping[str, Any]) -> Target:
+        if value.get("type") == "batch_item":
+            return cls(
+                "batch_item", batch_id=str(value["batch_id"]), customer_item_id=str(value["customer_item_id"])
+            )
+        return cls("chat_completion", completion_id=str(value["id"]))
+
+
+@dataclass(frozen=True)
+class FeedbackInput:
+    target: Target
+    rating: int
+    rating_scale: RatingScale
+    comment: str | None
+    labels: tuple[str, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Feedback:
+    feedback_id: str
+    org_id: str
+    target: Target
+    author: str  # a user id, or an API key id for a key without a user
+    rating: int
+    rating_scale: RatingScale
+    comment: str | None
+    labels: tuple[str, ...]
+    model: str
+    provider: str
+    day: str  # the counter day it counts on (UTC date of created_at)
+    created_at: str
+    updated_at: str
+    version: int = 1
+
+    def to_api(self) -> dict[str, Any]:
+        return {
+            "id": self.feedback_id,
+            "object": "feedback",
+            "target": self.target.to_api(),
+            "rating": self.rating,
+            "rating_scale": self.rating_scale,
+            "comment": self.comment,
+            "labels": list(self.labels),
+            "model": self.model,
+            "provider": self.provider,
+            "author": self.author,
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+        }
+
+
+# -- the request ---------------------------------------------------------------------------
+def parse_feedback(body: Mapping[str, Any]) -> FeedbackInput:
+    refuse_unknown(body, _FIELDS)
+    target = _target(body.get("target"))
+    scale = body.get("rating_scale", "thumbs")
+    if scale not in RATING_SCALES:
+        raise invalid("rating_scale", "rating_scale must be thumbs (-1 or 1) or stars (1-5).")
+    rating = body.get("rating")
+    allowed = (-1, 1) if scale == "thumbs" else (1, 2, 3, 4, 5)
+    if isinstance(rating, bool) or not isinstance(rating, int) or rating not in allowed:
+        raise invalid("rating", f"rating on the {scale} scale is one of {', '.join(map(str, allowed))}.")
+    comment = body.get("comment")
+    if comment is not None and (not isinstance(comment, str) or len(comment) > COMMENT_MAX):
+        raise invalid("comment", f"comment is a string of at most {COMMENT_MAX} characters.")
+    return FeedbackInput(target, rating, scale, comment or None, _labels(body.get("labels")))
+
+
+def _target(value: Any) -> Target:
+    if not isinstance(value, Mapping):
+        raise invalid("target", "target must be an object with a type.")
+    kind = value.get("type")
+    if kind == "batch_item":
+        extra = sorted(set(value) - {"type", "batch_id", "customer_item_id"})
+        if extra:
+            raise invalid(f"target.{extra[0]}", f"a batch_item target does not take {extra[0]}.")
+        batch_id = value.get("batch_id")
+        if not isinstance(batch_id, str) or not batch_id.startswith("batch_") or len(batch_id) > 64:
+            raise invalid("target.batch_id", "target.batch_id must be a batch_ id.")
+        item_id = value.get("customer_item_id")
+        if not isinstance(item_id, str) or not 1 <= len(item_id) <= CUSTOMER_ITEM_ID_MAX:
+            raise invalid("target.customer_item_id", "target.customer_item_id must be the item's id.")
+        return Target("batch_item", batch_id=batch_id, customer_item_id=item_id)
+    if kind == "chat_completion":
+        extra = sorted(set(value) - {"type", "id"})
+        if extra:
+            raise invalid(f"target.{extra[0]}", f"a chat_completion target does not take {extra[0]}.")
+        completion = value.get("id")
+        if not isinstance(completion, str) or not completion.startswith("chatcmpl-") or len(completion) > 64:
+            raise invalid("target.id", "target.id must be a chatcmpl- id.")
+        return Target("chat_completion", completion_id=completion)
+    raise invalid("target.type", f"target.type must be one of {', '.join(TARGET_TYPES)}.")
+
+
+def _labels(value: Any) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list) or len(value) > LABELS_MAX:
+        raise invalid("labels", f"labels is a list of at most {LABELS_MAX} slugs.")
+    for index, label in enumerate(value):
+        if not isinstance(label, str) or not LABEL_PATTERN.match(label):
+            raise invalid(
+                f"labels[{index}]", "a label is a slug: 1-40 of a-z, 0-9, _ and -, starting alphanumeric."
+            )
+    return tuple(dict.fromkeys(value))
+
+
+# -- counters ------------------------------------------------------------------------------
+CounterKey = tuple[str, str, str]  # day, model, provider
+
+
+def contribution(feedback: Feedback) -> dict[str, int]:
+    """What one feedback adds to its counter."""
+    moves = {"count": 1}
+    if feedback.rating_scale == "thumbs":
+        moves["thumbs_up" if feedback.rating > 0 else "thumbs_down"] = 1
+    else:
+        moves["stars_count"] = 1
+        moves["stars_sum"] = feedback.rating
+    for label in feedback.labels:
+        moves[f"{LABEL_PREFIX}{label}"] = 1
+    return moves
+
+
+def counter_moves(before: Feedback | None, after: Feedback) -> dict[CounterKey, dict[str, int]]:
+    """The counter changes that replace `before` (if any) by `after`, netted per counter and
+    without zero moves (a transaction may touch each counter item once)."""
+    moves: dict[CounterKey, dict[str, int]] = defaultdict(dict)
+    for feedback, sign in ((before, -1), (after, 1)):
+        if feedback is None:
+            continue
+        key = (feedback.day, feedback.model, feedback.provider)
+        for name, n in contribution(feedback).items():
+            moves[key][name] = moves[key].get(name, 0) + sign * n
+    netted = {key: {k: v for k, v in values.items() if v} for key, values in moves.items()}
+    return {key: values for key, values in netted.items() if values}
+
+
+@dataclass
+class FeedbackFigures:
+    count: int = 0
+    thumbs_up: int = 0
+    thumbs_down: int = 0
+    stars_count: int = 0
+    stars_sum: int = 0
+    labels: dict[str, int] = field(default_factory=dict)
+
+    def add(self, counter: Mapping[str, Any]) -> None:
+        self.count += int(counter.get("count") or 0)
+        self.thumbs_up += int(counter.get("thumbs_up") or 0)
+        self.thumbs_down += int(counter.get("thumbs_down") or 0)
+        self.stars_count += int(counter.get("stars_count") or 0)
+        self.stars_sum += int(counter.get("stars_sum") or 0)
+        for name, value in counter.items():
+            if str(name).startswith(LABEL_PREFIX) and int(value or 0):
+                label = str(name).removeprefix(LABEL_PREFIX)
+                self.labels[label] = self.labels.get(label, 0) + int(value)
+
+    def to_api(self) -> dict[str, Any]:
+        mean = None
+        if self.stars_count:
+            mean = str(
+                (Decimal(self.stars_sum) / self.stars_count).quantize(Decimal("0.01"), ROUND_HALF_EVEN)
+            )
+        ranked = sorted(
+            ((n, label) for label, n in self.labels.items() if n > 0), key=lambda p: (-p[0], p[1])
+        )
+        return {
+            "count": self.count,
+            "thumbs": {"up": self.thumbs_up, "down": self.thumbs_down},
+            "stars": {"count": self.stars_count, "mean": mean},
+            "top_labels": [{"label": label, "count": n} for n, label in ranked[:TOP_LABELS]],
+        }
+
+
+def summarize(
+    counters: Iterable[Mapping[str, Any]],
+) -> tuple[FeedbackFigures, list[tuple[str, str, FeedbackFigures]]]:
+    """The total and the figures per model and provider (most feedback first) of the daily
+    counters of a period."""
+    total = FeedbackFigures()
+    per: dict[tuple[str, str], FeedbackFigures] = {}
+    for counter in counters:
+        key = (str(counter.get("model") or ""), str(counter.get("provider") or ""))
+        per.setdefault(key, FeedbackFigures()).add(counter)
+        total.add(counter)
+    ranked = sorted(per.items(), key=lambda pair: (-pair[1].count, pair[0]))
+    return total, [(model, provider, figures) for (model, provider), figures in ranked if figures.count > 0]

@@ -1,0 +1,24 @@
+"""What the request bodies of the service's own resources share: refusing unknown fields and
+naming the offending field (`details.field`, a path such as `target.id` or `labels[2]`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from batchroute.errors import InvalidRequest
+
+
+def invalid(path: str, message: str) -> InvalidRequest:
+    return InvalidRequest(message, code="invalid_request", details={"field": path})
+
+
+def refuse_unknown(body: Mapping[str, Any], allowed: frozenset[str]) -> None:
+    """400 naming the first unknown field (all of them in `details.fields`)."""
+    unknown = sorted(set(body) - allowed)
+    if unknown:
+        raise InvalidRequest(
+            f"Unknown field(s): {', '.join(unknown)}.",
+            code="invalid_request",
+            details={"field": unknown[0], "fields": unknown},
+        )

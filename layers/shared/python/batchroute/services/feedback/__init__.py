@@ -1,0 +1,1 @@
+"""Feedback: docs/feedback.md."""

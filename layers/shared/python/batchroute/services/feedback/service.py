@@ -1,0 +1,221 @@
+"""Feedback: rate a batch item's result or a chat completion, list the org's feedback, and
+summarize it per model and provider from counters (docs/feedback.md; the rules in
+domain/feedback.py).
+
+The target must exist in the caller's org (404 otherwise, another org's included). The model
+and provider recorded are those that served it: a batch item's from its row in the results
+artifact (one streamed read), a direct chat completion's from its record, a queued one's from
+its one-row results artifact.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, replace
+from typing import Any, Protocol, cast
+
+from batchroute.adapters.batch_inputs import CHUNK_SIZE, input_chunk_key
+from batchroute.clock import Clock, isoformat
+from batchroute.domain.access import Principal, authorize
+from batchroute.domain.batch_record import BatchRecord
+from batchroute.domain.chat_objects import CHAT_SOURCE
+from batchroute.domain.chat_requests import CHAT_ITEM_ID
+from batchroute.domain.feedback import (
+    RATING_SCALES,
+    TARGET_TYPES,
+    CounterKey,
+    Feedback,
+    Target,
+    counter_moves,
+    parse_feedback,
+    summarize,
+)
+from batchroute.domain.jsonl import parse_jsonl
+from batchroute.domain.request_fields import invalid
+from batchroute.domain.usage import USAGE_PERIODS, UsagePeriod, period_window
+from batchroute.errors import Conflict, Gone, InvalidRequest, NotFound
+from batchroute.ids import new_id
+
+# The provider recorded for a result no provider served (a failed item).
+UNSERVED = "unserved"
+
+
+class FeedbackStore(Protocol):
+    def get(self, org_id: str, target: Target, author: str) -> Feedback | None: ...
+
+    def save(
+        self, feedback: Feedback, moves: Mapping[CounterKey, Mapping[str, int]], *, replaces: int | None
+    ) -> bool: ...
+
+    def page(
+        self, org_id: str, *, cursor: str | None, limit: int, filters: Mapping[str, str]
+    ) -> tuple[list[Feedback], str | None]: ...
+
+    def for_batch(self, org_id: str, batch_id: str) -> list[Feedback]: ...
+
+    def counters_between(self, org_id: str, first_day: str, last_day: str) -> list[dict[str, Any]]: ...
+
+
+class BatchReader(Protocol):
+    def get(self, batch_id: str) -> BatchRecord | None: ...
+
+
+class Artifacts(Protocol):
+    def chunks(self, key: str) -> Iterator[bytes]: ...
+
+
+@dataclass(frozen=True)
+class Saved:
+    feedback: Feedback
+    created: bool
+
+
+def target_not_found(target: Target) -> NotFound:
+    return NotFound(
+        "No such batch item or chat completion in this organization.",
+        code="feedback_target_not_found",
+        details={"field": "target.id" if target.type == "chat_completion" else "target.customer_item_id"},
+    )
+
+
+class FeedbackService:
+    def __init__(
+        self, store: FeedbackStore, batches: BatchReader, artifacts: Artifacts, clock: Clock
+    ) -> None:
+        self.store = store
+        self.batches = batches
+        self.artifacts = artifacts
+        self.clock = clock
+
+    def submit(self, principal: Principal, body: Mapping[str, Any]) -> Saved:
+        """Create the caller's feedback on the target, or change it (one per target and
+        author: a user, or an API key without a user)."""
+        authorize(principal, "batches:create")
+        given = parse_feedback(body)
+        model, provider = self._served_by(principal.org_id, given.target)
+        author = principal.acting_user_id or principal.key_id or "unknown"
+        before = self.store.get(principal.org_id, given.target, author)
+        now = self.clock.now()
+        at = isoformat(now)
+        after = Feedback(
+            feedback_id=before.feedback_id if before else new_id("fb", now),
+            org_id=principal.org_id,
+            target=given.target,
+            author=author,
+            rating=given.rating,
+            rating_scale=given.rating_scale,
+            comment=given.comment,
+            labels=given.labels,
+            model=model,
+            provider=provider,
+            day=before.day if before else now.date().isoformat(),
+            created_at=before.created_at if before else at,
+            updated_at=at,
+        )
+        if before is not None:
+            after = replace(after, version=before.version + 1)
+        if not self.store.save(
+            after, counter_moves(before, after), replaces=before.version if before else None
+        ):
+            raise Conflict("This feedback changed while it was saved; retry.", code="concurrent_update")
+        return Saved(after, created=before is None)
+
+    def listing(
+        self, principal: Principal, *, cursor: str | None, limit: int, filters: Mapping[str, str | None]
+    ) -> tuple[list[Feedback], str | None]:
+        authorize(principal, "batches:read")
+        given = {k: v for k, v in filters.items() if v is not None}
+        if "target_type" in given and given["target_type"] not in TARGET_TYPES:
+            raise invalid("target_type", f"target_type must be one of {', '.join(TARGET_TYPES)}.")
+        if "rating_scale" in given and given["rating_scale"] not in RATING_SCALES:
+            raise invalid("rating_scale", f"rating_scale must be one of {', '.join(RATING_SCALES)}.")
+        try:
+            return self.store.page(principal.org_id, cursor=cursor, limit=limit, filters=given)
+        except ValueError:
+            raise InvalidRequest(
+                "cursor must be a value returned as next_cursor.", code="invalid_cursor"
+            ) from None
+
+    def summary(self, principal: Principal, *, period: str | None) -> dict[str, Any]:
+        """The org's feedback per model and provider over the current UTC day or month."""
+        authorize(principal, "batches:read")
+        if period is not None and period not in USAGE_PERIODS:
+            raise invalid("period", "period must be daily or monthly.")
+        window = period_window(cast(UsagePeriod, period or "monthly"), self.clock.now(), "UTC")
+        counters = self.store.counters_between(
+            principal.org_id, window.start.isoformat(), window.end.isoformat()
+        )
+        total, per = summarize(counters)
+        return {
+            "object": "feedback_summary",
+            "period": window.period,
+            "start": window.start.isoformat(),
+            "end": window.end.isoformat(),
+            "total": total.to_api(),
+            "by_model_provider": [
+                {"model": model, "provider": provider, **figures.to_api()} for model, provider, figures in per
+            ],
+        }
+
+    def for_batch(self, org_id: str, batch_id: str) -> dict[str, list[dict[str, Any]]]:
+        """The batch's feedback by customer_item_id (the batch item view's `feedback`)."""
+        found: dict[str, list[dict[str, Any]]] = {}
+        for feedback in self.store.for_batch(org_id, batch_id):
+            found.setdefault(str(feedback.target.customer_item_id), []).append(feedback.to_api())
+        return found
+
+    # -- the target ----------------------------------------------------------------------------
+    def _served_by(self, org_id: str, target: Target) -> tuple[str, str]:
+        if target.type == "batch_item":
+            batch = self._batch(org_id, str(target.batch_id), target)
+            if batch.source == "chat_direct":
+                raise target_not_found(target)
+            row = self._result_row(batch, str(target.customer_item_id), target)
+            if row.get("model"):
+                return str(row["model"]), str(row.get("provider") or UNSERVED)
+            return self._requested_model(batch, int(row.get("sequence_number") or 0)), UNSERVED
+        suffix = str(target.completion_id).removeprefix("chatcmpl-")
+        batch = self._batch(org_id, f"batch_{suffix}", target)
+        if batch.source == "chat_direct":
+            if batch.state != "completed":
+                raise target_not_found(target)
+            return str(batch.chat_model or ""), str(batch.provider or "")
+        if batch.source != CHAT_SOURCE:
+            raise target_not_found(target)
+        row = self._result_row(batch, CHAT_ITEM_ID, target)
+        if row.get("status") != "completed":
+            raise target_not_found(target)
+        return str(row.get("model") or batch.chat_model or ""), str(row.get("provider") or "")
+
+    def _requested_model(self, batch: BatchRecord, seq: int) -> str:
+        """A failed item has no serving model: the model it asked for (one input chunk)."""
+        key = input_chunk_key(batch.batch_id, seq // CHUNK_SIZE)
+        for _, line in parse_jsonl(self.artifacts.chunks(key)):
+            if isinstance(line, dict) and int(line.get("seq", -1)) == seq:
+                return str((line.get("item") or {}).get("model") or "")
+        return ""
+
+    def _batch(self, org_id: str, batch_id: str, target: Target) -> BatchRecord:
+        batch = self.batches.get(batch_id)
+        if batch is None or batch.org_id != org_id:
+            raise target_not_found(target)
+        return batch
+
+    def _result_row(self, batch: BatchRecord, customer_item_id: str, target: Target) -> dict[str, Any]:
+        if batch.artifacts_reclaimed_at:
+            raise Gone(
+                "This batch's results were reclaimed by retention.",
+                code="results_expired",
+                details={"reclaimed_at": batch.artifacts_reclaimed_at},
+            )
+        key = batch.results_key
+        if not key:
+            raise Conflict(
+                "Feedback applies to a result: the batch is not finalized yet.",
+                code="results_not_ready",
+                details={"state": batch.state},
+            )
+        for _, row in parse_jsonl(self.artifacts.chunks(key)):
+            if isinstance(row, dict) and row.get("customer_item_id") == customer_item_id:
+                return row
+        raise target_not_found(target)

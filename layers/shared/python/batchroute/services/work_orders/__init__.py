@@ -1,0 +1,1 @@
+"""Work orders (beta): docs/work-orders.md."""
