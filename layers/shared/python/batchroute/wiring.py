@@ -209,6 +209,7 @@ class Wiring:
             ledger=self.ledger,
             batches_table=self.settings.table_name("batches"),
             controls_table=self.settings.table_name("controls"),
+            rate_counters=self.rate_counters,
         )
 
     @cached_property
@@ -654,7 +655,7 @@ class Wiring:
     def hold_keeper(self) -> HoldKeeper:
         from batchroute.services.chat.state import HoldKeeper
 
-        return HoldKeeper(self.chat_holds, self.clock)
+        return HoldKeeper(self.chat_holds, self.clock, limiter=self.rate_limiter)
 
     @cached_property
     def direct_chat(self) -> DirectChat:
@@ -678,6 +679,7 @@ class Wiring:
                 checkpoint_seconds=settings.chat_usage_checkpoint_seconds,
             ),
             watch=self.billing_watch,
+            limiter=self.rate_limiter,
         )
 
     @cached_property
