@@ -14,7 +14,7 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct, IConstruct
 
 from infra.api import Api
-from infra.compute import PROVIDER_CALLERS, SWEEPER, Compute, executions_arn
+from infra.compute import API, PROVIDER_CALLERS, SWEEPER, Compute, executions_arn
 from infra.console import Console
 from infra.providers import BEDROCK_BATCH_PREFIX, Providers
 from infra.security import Security
@@ -171,7 +171,8 @@ def acknowledge_findings(
     batches = _arn_ref(storage.tables["batches"])
     _acknowledge(workflow_role, f"AwsSolutions-IAM5[Resource::{batches}/index/*]", TABLE_INDEXES)
 
-    for key, function in compute.functions.items():
+    # The streaming function runs the API's app: the API's findings, for the same reasons.
+    for key, function in [*compute.functions.items(), (API, compute.api_stream)]:
         # L1: the runtime is pinned to the layer's build target.
         _acknowledge(function, "AwsSolutions-L1", RUNTIME)
         role = function.role

@@ -558,6 +558,8 @@ class Wiring:
             max_file_bytes=settings.max_file_bytes,
             upload_url_seconds=settings.file_upload_url_seconds,
             max_line_bytes=settings.max_jsonl_line_bytes,
+            download_redirect_bytes=settings.file_download_redirect_bytes,
+            download_url_seconds=settings.file_download_url_seconds,
         )
 
     @cached_property
