@@ -51,6 +51,10 @@ RUNTIME = (
     "Python 3.12 on purpose: the layer's compiled wheels (pydantic-core, cffi, argon2) are built "
     "for cp312 by scripts/build_assets.py; a runtime move is a deliberate rebuild and retest."
 )
+SNAPSTART_PUBLISHED = (
+    "The API function's SnapStart applies to the version the stack publishes (currentVersion); "
+    "API Gateway invokes that version through the alias `live`, never $LATEST."
+)
 NO_AUTOMATIC_ROTATION = (
     "The app secret keys the HMAC of every stored API-key hash and signs tokens: automatic "
     "rotation would invalidate all issued keys and sessions. Rotation is a planned manual "
@@ -198,6 +202,11 @@ def acknowledge_findings(
             arn = Stack.of(scope).resolve(executions_arn(scope, workflow.state_machine_name))
             _acknowledge(role, f"AwsSolutions-IAM5[Resource::{_flatten(arn)}]", EXECUTIONS)
 
+    # CDK warns that SnapStart needs published versions: the stack publishes one (currentVersion)
+    # and API Gateway invokes it through the `live` alias (infra/compute.py).
+    _acknowledge(
+        compute.functions[API], "Annotation::@aws-cdk/aws-lambda:snapStartRequirePublish", SNAPSTART_PUBLISHED
+    )
     rest_api = api.rest_api
     # SMG4: the origin-verify value changes with a deploy, never on its own.
     _acknowledge(api.origin_secret, "AwsSolutions-SMG4", ORIGIN_VERIFY)

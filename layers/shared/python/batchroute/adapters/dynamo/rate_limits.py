@@ -56,13 +56,7 @@ class RateCounterStore(DynamoStore):
         for i, counter in enumerate(counters):
             names[f"#c{i}"] = attribute_name(counter, index)
             adds.append(f"#c{i} :one")
-        removes = []
-        for i, stale in enumerate(sorted(self._stale.pop(scope_key, set()))):
-            names[f"#r{i}"] = stale
-            removes.append(f"#r{i}")
-        expression = "ADD " + ", ".join(adds) + " SET #ttl = :ttl"
-        if removes:
-            expression += " REMOVE " + ", ".join(removes)
+        expression = self._expression(scope_key, adds, names)
         try:
             response = self.dynamodb.update_item(
                 TableName=self.table_name,
@@ -114,13 +108,7 @@ class RateCounterStore(DynamoStore):
             else:  # nothing fits unless nothing was ever counted (the item is absent)
                 names["#pk"] = "pk"
                 conditions.append("attribute_not_exists(#pk)")
-        removes = []
-        for i, stale in enumerate(sorted(self._stale.pop(scope_key, set()))):
-            names[f"#r{i}"] = stale
-            removes.append(f"#r{i}")
-        expression = "ADD " + ", ".join(adds) + " SET #ttl = :ttl"
-        if removes:
-            expression += " REMOVE " + ", ".join(removes)
+        expression = self._expression(scope_key, adds, names)
         return {
             "Update": {
                 "TableName": self.table_name,
@@ -156,6 +144,17 @@ class RateCounterStore(DynamoStore):
             raise TransientError(f"rate-limit counter give-back failed: {exc}") from exc
         except BotoCoreError as exc:
             raise TransientError(f"rate-limit counter give-back failed: {exc}") from exc
+
+    def _expression(self, scope_key: str, adds: list[str], names: dict[str, str]) -> str:
+        """`ADD` the counters, refresh the TTL, and `REMOVE` the stale windows last seen."""
+        removes = []
+        for i, stale in enumerate(sorted(self._stale.pop(scope_key, set()))):
+            names[f"#r{i}"] = stale
+            removes.append(f"#r{i}")
+        expression = "ADD " + ", ".join(adds) + " SET #ttl = :ttl"
+        if removes:
+            expression += " REMOVE " + ", ".join(removes)
+        return expression
 
     def _remember_stale(self, scope_key: str, item: dict[str, Any], index: int) -> None:
         stale = set()
