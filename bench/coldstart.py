@@ -56,7 +56,7 @@ _HOOKS_PROBE = (
     "import time; import functions.api.handler; from functions.api import snapstart; "
     "t = time.perf_counter(); snapstart.before_snapshot(); b = (time.perf_counter() - t) * 1000; "
     "t = time.perf_counter(); snapstart.after_restore(); a = (time.perf_counter() - t) * 1000; "
-    "print(f'{{b}} {{a}}')"
+    "print(f'{b} {a}')"
 )
 
 
