@@ -61,24 +61,30 @@ _HOOKS_PROBE = (
 
 
 def import_ms(module: str) -> float:
-    return float(_probe(_PROBE.format(module=module)).split()[0])
+    return float(probe(_PROBE.format(module=module)).split()[0])
 
 
 def hooks_ms() -> tuple[float, float]:
-    before, after = _probe(_HOOKS_PROBE).split()
+    before, after = probe(_HOOKS_PROBE).split()
     return float(before), float(after)
 
 
-def _probe(code: str) -> str:
+def probe(code: str, root: Path = ROOT) -> str:
+    """The last line `code` prints in a fresh interpreter with a Lambda function's
+    environment; with `root`, that checkout's code is imported (bench/coldstart_compare.py)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_ENDPOINT", "MOTO"))}
     env.update(LAMBDA_ENV)
+    if root != ROOT:
+        env["PYTHONPATH"] = os.pathsep.join(
+            str(root / part) for part in ("layers/shared/python", ".", "clients/python/src")
+        )
     out = subprocess.run(
         [sys.executable, "-c", code],
         capture_output=True,
         text=True,
         check=True,
         env=env,
-        cwd=ROOT,
+        cwd=root,
     )
     return str(out.stdout.strip().splitlines()[-1])
 

@@ -12,30 +12,15 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
-import sys
 from pathlib import Path
 
-from bench.coldstart import _PROBE, LAMBDA_ENV
+from bench.coldstart import _PROBE, probe
 
 MODULE = "functions.api.handler"
 
 
 def import_ms(root: Path) -> float:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_ENDPOINT", "MOTO"))}
-    env.update(LAMBDA_ENV)
-    env["PYTHONPATH"] = os.pathsep.join(
-        str(root / part) for part in ("layers/shared/python", ".", "clients/python/src")
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", _PROBE.format(module=MODULE)],
-        capture_output=True,
-        text=True,
-        check=True,
-        env=env,
-        cwd=root,
-    )
-    return float(out.stdout.strip().splitlines()[-1])
+    return float(probe(_PROBE.format(module=MODULE), root))
 
 
 def main() -> int:
