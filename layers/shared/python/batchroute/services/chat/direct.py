@@ -34,6 +34,7 @@ from batchroute.domain.chat_requests import CHAT_ITEM_ID, ChatRequest
 from batchroute.domain.chat_routing import DirectLane, DirectPlan, plan_direct
 from batchroute.domain.ledger import SettlementResult, period_keys
 from batchroute.domain.pricing import token_cost
+from batchroute.domain.route_policy import RoutePolicy
 from batchroute.domain.routing_gates import RoutingGuards
 from batchroute.domain.usage import UsageCharge, UsageLine, usage_day
 from batchroute.errors import InvalidRequest, Unavailable
@@ -63,6 +64,12 @@ class SyncProviders(Protocol):
 
 class ControlsReader(Protocol):
     def billing_controls(self, org_id: str) -> BillingControls | None: ...
+
+
+class OrgPolicies(Protocol):
+    """services/routing/policy.py:PolicyReader; `cached` costs no AWS call while warm."""
+
+    def cached(self, org_id: str) -> RoutePolicy | None: ...
 
 
 class MoneyWatch(Protocol):
@@ -95,6 +102,7 @@ class DirectCall:
     clock: Clock
     checkpoint_seconds: float
     events: Iterator[StreamEvent] = field(repr=False, default_factory=lambda: iter(()))
+    rejected: list[dict[str, str]] = field(default_factory=list)  # the plan's rejected lanes
     completion_tokens: int = 0
     pieces: list[str] = field(default_factory=list)
     result: ProviderResult | None = None
@@ -203,6 +211,7 @@ class DirectChat:
         clock: Clock,
         options: DirectOptions | None = None,
         watch: MoneyWatch | None = None,
+        policies: OrgPolicies | None = None,
         limiter: RateLimiter | None = None,
     ) -> None:
         self.catalog = catalog
@@ -216,12 +225,15 @@ class DirectChat:
         self.clock = clock
         self.options = options or DirectOptions()
         self.watch = watch
+        self.policies = policies
         # The caller's rate limit, counted in the hold's transaction; without it the caller
         # was checked before `open` (auth.current_principal).
         self.limiter = limiter
 
     # -- before the first byte ---------------------------------------------------------------
-    def plan(self, request: ChatRequest) -> DirectPlan:
+    def plan(self, request: ChatRequest, org_id: str | None = None) -> DirectPlan:
+        """With `org_id`, the org's route policy applies (the per-process cached copy)."""
+        policy = self.policies.cached(org_id) if self.policies is not None and org_id else None
         return plan_direct(
             request,
             self.catalog,
@@ -229,13 +241,14 @@ class DirectChat:
             now=self.clock.now(),
             guards=self.guards,
             observed=self.stats.snapshot(),
+            policy=policy,
         )
 
     def open(self, principal: Principal, request: ChatRequest) -> DirectCall:
         authorize(principal, "batches:create")
         gate = self.limiter.caller_gate(principal) if self.limiter is not None else None
         try:
-            plan = self.plan(request)
+            plan = self.plan(request, principal.org_id)
         except Exception:
             if self.limiter is not None:  # no hold to count it in: counted (or refused) alone
                 self.limiter.check_caller(principal)
@@ -264,6 +277,7 @@ class DirectChat:
             checkpoint=self._checkpoint,
             clock=self.clock,
             checkpoint_seconds=self.options.checkpoint_seconds,
+            rejected=plan.rejection_details()["rejected_lanes"],
             rate=gate,
         )
         try:
@@ -347,9 +361,16 @@ class DirectChat:
         return result
 
     def _after_answer(self, call: DirectCall) -> None:
-        """What the hot path put off: the lanes' live state once its TTL has passed, and the
-        rate limit's previous-window counts if the hold's check had to assume them."""
+        """What the hot path put off: the lanes' live state once its TTL has passed, the org's
+        route policy once its copy is stale, and the rate limit's previous-window counts if
+        the hold's check had to assume them."""
         self.lanes.refresh_if_due()
+        if self.policies is not None:
+            # re-read once the copy is stale, so the org's next request finds it fresh
+            try:
+                self.policies.cached(call.principal.org_id)
+            except Exception:  # the next request reads it (before its hold) instead
+                logger.warning("route policy refresh failed", exc_info=True)
         if call.rate is not None and self.limiter is not None:
             self.limiter.learn(call.rate)
 
@@ -393,7 +414,10 @@ class DirectChat:
             "attempts": call.attempts,
             "usage": usage.to_dict(),
             "execution_summary": {"latest_error": error},
-            "billing": direct_receipt(call.batch_id, call.lane, usage, charged, call.hold, at),
+            "billing": {
+                **direct_receipt(call.batch_id, call.lane, usage, charged, call.hold, at),
+                "rejected_lanes": call.rejected,
+            },
         }
 
     def _record(
