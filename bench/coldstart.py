@@ -49,20 +49,44 @@ LAMBDA_ENV = {
 }
 
 _PROBE = "import time; t = time.perf_counter(); import {module}; print((time.perf_counter() - t) * 1000)"
+# SnapStart (docs/cold-start.md): after the import, what the before-snapshot hook adds to the
+# snapshot's init, and what the after-restore hook costs each restored copy (the restore itself
+# is Lambda's and is read on AWS only, in the REPORT line's Restore Duration).
+_HOOKS_PROBE = (
+    "import time; import functions.api.handler; from functions.api import snapstart; "
+    "t = time.perf_counter(); snapstart.before_snapshot(); b = (time.perf_counter() - t) * 1000; "
+    "t = time.perf_counter(); snapstart.after_restore(); a = (time.perf_counter() - t) * 1000; "
+    "print(f'{b} {a}')"
+)
 
 
 def import_ms(module: str) -> float:
+    return float(probe(_PROBE.format(module=module)).split()[0])
+
+
+def hooks_ms() -> tuple[float, float]:
+    before, after = probe(_HOOKS_PROBE).split()
+    return float(before), float(after)
+
+
+def probe(code: str, root: Path = ROOT) -> str:
+    """The last line `code` prints in a fresh interpreter with a Lambda function's
+    environment; with `root`, that checkout's code is imported (bench/coldstart_compare.py)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_ENDPOINT", "MOTO"))}
     env.update(LAMBDA_ENV)
+    if root != ROOT:
+        env["PYTHONPATH"] = os.pathsep.join(
+            str(root / part) for part in ("layers/shared/python", ".", "clients/python/src")
+        )
     out = subprocess.run(
-        [sys.executable, "-c", _PROBE.format(module=module)],
+        [sys.executable, "-c", code],
         capture_output=True,
         text=True,
         check=True,
         env=env,
-        cwd=ROOT,
+        cwd=root,
     )
-    return float(out.stdout.strip().splitlines()[-1])
+    return str(out.stdout.strip().splitlines()[-1])
 
 
 def zipped_mb(folder: Path) -> float:
@@ -90,6 +114,12 @@ def main() -> int:
         verdict = "" if goal is None else (f"<= {goal:.0f} ms " + ("ok" if median <= goal else "MISSED"))
         failed |= goal is not None and median > goal
         print(f"{key:<10}{median:>11.1f}{min(samples):>9.1f}{max(samples):>9.1f}  {verdict}")
+    hooks = [hooks_ms() for _ in range(max(3, args.runs // 3))]
+    print(
+        f"\napi SnapStart hooks: before snapshot median {statistics.median(h[0] for h in hooks):.1f} ms "
+        f"(in the snapshot's init, once per version), after restore median "
+        f"{statistics.median(h[1] for h in hooks):.2f} ms (per restored copy)"
+    )
     print(f"\n{'provider client':<32}{'median ms':>11}  what")
     for module, what in PROVIDER_CLIENTS:
         import_ms(module)

@@ -1,5 +1,13 @@
 """The public REST API: API Gateway proxying every path to the api function, behind WAF.
 
+Two integrations: every route goes to the API function's `live` alias (buffered, Mangum,
+SnapStart), except the routes that stream, which go to the `api-stream` function with
+`responseTransferMode: STREAM` (API Gateway relays the bytes as Lambda streams them):
+`POST /v1/chat/completions` and the compat API under `/v1/compat/` (its file downloads).
+API Gateway picks the most specific resource, so the tree spells the streamed paths out and
+gives every explicit resource on the way an `ANY` and a `{proxy+}` to the buffered function
+(STREAMED_ROUTES; docs/chat.md, "On AWS").
+
 The application authenticates each request itself (API keys, session cookies), so the
 gateway has no authorizer; see infra/nag.py.
 
@@ -28,6 +36,12 @@ from infra.context import EnvironmentConfig
 BINARY_MEDIA_TYPES = ("multipart/form-data", "application/octet-stream", "application/gzip")
 ORIGIN_VERIFY_HEADER = "x-batchroute-origin-verify"
 VIEWER_ADDRESS_HEADER = "x-batchroute-viewer-address"
+# Routes served by the streaming function: (method, resource path).
+STREAMED_ROUTES = (
+    ("POST", "/v1/chat/completions"),
+    ("ANY", "/v1/compat"),
+    ("ANY", "/v1/compat/{proxy+}"),
+)
 _WAF_MANAGED_RULE_GROUPS = ("AWSManagedRulesAmazonIpReputationList", "AWSManagedRulesKnownBadInputsRuleSet")
 
 
@@ -40,6 +54,7 @@ class Api(Construct):
         prefix: str,
         config: EnvironmentConfig,
         handler: lambda_.IFunction,
+        stream_handler: lambda_.IFunction,
         key: kms.IKey,
     ) -> None:
         super().__init__(scope, construct_id)
@@ -70,7 +85,7 @@ class Api(Construct):
             rest_api_name=f"{prefix}-api",
             description=f"{prefix}: public HTTP API",
             handler=handler,
-            proxy=True,
+            proxy=False,  # the resource tree is ours (_routes)
             endpoint_types=[apigateway.EndpointType.REGIONAL],
             binary_media_types=list(BINARY_MEDIA_TYPES),
             # Stage logging needs the account-level API Gateway CloudWatch role; keep it when
@@ -99,6 +114,7 @@ class Api(Construct):
                 ),
             ),
         )
+        self._routes(stream_handler)
         self.stage = self.rest_api.deployment_stage
         self.web_acl = self._web_acl(prefix, config)
         wafv2.CfnWebACLAssociation(
@@ -107,6 +123,30 @@ class Api(Construct):
             resource_arn=self.stage.stage_arn,
             web_acl_arn=self.web_acl.attr_arn,
         )
+
+    def _routes(self, stream_handler: lambda_.IFunction) -> None:
+        """ANY and {proxy+} on the root, and on every explicit resource on the way to a
+        streamed route, to the buffered function (the API's default integration); the
+        streamed routes (STREAMED_ROUTES) to the streaming function."""
+        streamed = apigateway.LambdaIntegration(
+            stream_handler,
+            proxy=True,
+            response_transfer_mode=apigateway.ResponseTransferMode.STREAM,
+            scope_permission_to_method=False,  # one permission for every streamed method
+        )
+
+        def buffered(resource: apigateway.IResource) -> apigateway.IResource:
+            resource.add_method("ANY")
+            resource.add_proxy(any_method=True)
+            return resource
+
+        v1 = buffered(self.rest_api.root).add_resource("v1")
+        chat = buffered(buffered(v1).add_resource("chat")).add_resource("completions")
+        chat.add_method("POST", streamed)
+        buffered(chat)  # GET /v1/chat/completions/{job_id} and the other methods
+        compat = v1.add_resource("compat")
+        compat.add_method("ANY", streamed)
+        compat.add_proxy(any_method=True, default_integration=streamed)
 
     def _web_acl(self, prefix: str, config: EnvironmentConfig) -> wafv2.CfnWebACL:
         # Low-false-positive protections only: AWS's body-size and SQLi/XSS groups would

@@ -34,6 +34,18 @@ SWEEPER = "sweeper"
 PROVIDER_CALLERS = frozenset({"api", "router", "sweeper"})
 # The functions that call the payment processor (docs/payments.md).
 PAYMENT_CALLERS = frozenset({"api", "sweeper"})
+# SnapStart (Python 3.12+): the API function starts from a snapshot of its initialized
+# memory instead of importing (docs/cold-start.md; hooks in functions/api/snapstart.py).
+SNAPSTART = frozenset({"api"})
+API_ALIAS = "live"
+# The streamed routes (docs/chat.md, "On AWS"): the same app and code under the AWS Lambda
+# Web Adapter, which runs it in uvicorn and hands each chunk to Lambda's response stream.
+API_STREAM = "api-stream"
+STREAM_SCRIPT = "functions/api/stream.sh"  # the handler: starts uvicorn (LWA runs it)
+STREAM_PORT = "8080"
+# The adapter's public layer (awslabs/aws-lambda-web-adapter, x86_64), pinned.
+WEB_ADAPTER_ACCOUNT = "753240598075"
+WEB_ADAPTER_LAYER = "LambdaAdapterLayerX86:25"
 # Workers answer the workflow's task tokens (router, settle, webhook).
 WORKERS = frozenset(q.consumer for q in resources.QUEUES)
 # The functions that send email: the API (accounts, and billing alerts after a reservation or
@@ -81,6 +93,17 @@ class Compute(Construct):
         }
         for spec in resources.FUNCTIONS:
             self._grant(spec.key, self.functions[spec.key])
+        self.api_stream = self._stream_function(prefix, environment)
+        self._grant(API, self.api_stream)  # the same app: the same grants as the API
+        # SnapStart restores published versions only: API Gateway invokes this alias, which
+        # CDK moves to a new version whenever the function's code or configuration changes.
+        self.api_alias = lambda_.Alias(
+            self,
+            "ApiLive",
+            alias_name=API_ALIAS,
+            version=self.functions[API].current_version,
+            description="the API version API Gateway invokes (SnapStart restores it)",
+        )
         self._connect_queues()
         self.sweeper_schedule = events.Rule(
             self,
@@ -150,6 +173,65 @@ class Compute(Construct):
             role=role,
             log_group=log_group,
             environment=environment,
+            snap_start=lambda_.SnapStartConf.ON_PUBLISHED_VERSIONS if spec.key in SNAPSTART else None,
+        )
+
+    def _stream_function(self, prefix: str, environment: dict[str, str]) -> lambda_.Function:
+        """The API app for the routes that stream (chat completions, the compat API's file
+        downloads): API Gateway invokes it with InvokeWithResponseStream; the Lambda Web
+        Adapter (an extension from its layer) starts `stream.sh` (uvicorn on the same ASGI
+        app), forwards each request to it, and writes the response to Lambda's response
+        stream as uvicorn produces it: the first SSE event leaves when the provider's first
+        byte has arrived, not when the answer ends."""
+        (api,) = [spec for spec in resources.FUNCTIONS if spec.key == API]
+        name = f"{prefix}-{API_STREAM}"
+        log_group = logs.LogGroup(
+            self,
+            "ApiStreamLogs",
+            log_group_name=f"/aws/lambda/{name}",
+            retention=self._config.log_retention,
+            removal_policy=RemovalPolicy.RETAIN if self._config.is_production else RemovalPolicy.DESTROY,
+        )
+        role = iam.Role(
+            self,
+            "ApiStreamRole",
+            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            description=f"{name}: streamed API routes",
+        )
+        log_group.grant_write(role)
+        adapter = lambda_.LayerVersion.from_layer_version_arn(
+            self,
+            "WebAdapterLayer",
+            Stack.of(self).format_arn(
+                service="lambda",
+                account=WEB_ADAPTER_ACCOUNT,
+                resource="layer",
+                resource_name=WEB_ADAPTER_LAYER,
+                arn_format=ArnFormat.COLON_RESOURCE_NAME,
+            ),
+        )
+        return lambda_.Function(
+            self,
+            "ApiStreamFunction",
+            function_name=name,
+            description="HTTP API, streamed routes (FastAPI in uvicorn via the Lambda Web Adapter)",
+            runtime=RUNTIME,
+            architecture=ARCHITECTURE,
+            handler=STREAM_SCRIPT,
+            code=lambda_.Code.from_asset(str(assets.function_asset_dir(API))),
+            layers=[adapter, self.layer],
+            timeout=Duration.seconds(api.timeout_seconds),
+            memory_size=api.memory_mb,
+            tracing=lambda_.Tracing.ACTIVE,
+            role=role,
+            log_group=log_group,
+            environment={
+                **environment,
+                "AWS_LAMBDA_EXEC_WRAPPER": "/opt/bootstrap",
+                "AWS_LWA_INVOKE_MODE": "response_stream",
+                "AWS_LWA_PORT": STREAM_PORT,
+                "AWS_LWA_READINESS_CHECK_PATH": "/v1/health",
+            },
         )
 
     def _grant(self, key: str, function: lambda_.Function) -> None:

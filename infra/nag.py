@@ -14,7 +14,7 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct, IConstruct
 
 from infra.api import Api
-from infra.compute import PROVIDER_CALLERS, SWEEPER, Compute, executions_arn
+from infra.compute import API, PROVIDER_CALLERS, SWEEPER, Compute, executions_arn
 from infra.console import Console
 from infra.providers import BEDROCK_BATCH_PREFIX, Providers
 from infra.security import Security
@@ -50,6 +50,10 @@ EXECUTIONS = (
 RUNTIME = (
     "Python 3.12 on purpose: the layer's compiled wheels (pydantic-core, cffi, argon2) are built "
     "for cp312 by scripts/build_assets.py; a runtime move is a deliberate rebuild and retest."
+)
+SNAPSTART_PUBLISHED = (
+    "The API function's SnapStart applies to the version the stack publishes (currentVersion); "
+    "API Gateway invokes that version through the alias `live`, never $LATEST."
 )
 NO_AUTOMATIC_ROTATION = (
     "The app secret keys the HMAC of every stored API-key hash and signs tokens: automatic "
@@ -171,7 +175,8 @@ def acknowledge_findings(
     batches = _arn_ref(storage.tables["batches"])
     _acknowledge(workflow_role, f"AwsSolutions-IAM5[Resource::{batches}/index/*]", TABLE_INDEXES)
 
-    for key, function in compute.functions.items():
+    # The streaming function runs the API's app: the API's findings, for the same reasons.
+    for key, function in [*compute.functions.items(), (API, compute.api_stream)]:
         # L1: the runtime is pinned to the layer's build target.
         _acknowledge(function, "AwsSolutions-L1", RUNTIME)
         role = function.role
@@ -197,6 +202,11 @@ def acknowledge_findings(
             arn = Stack.of(scope).resolve(executions_arn(scope, workflow.state_machine_name))
             _acknowledge(role, f"AwsSolutions-IAM5[Resource::{_flatten(arn)}]", EXECUTIONS)
 
+    # CDK warns that SnapStart needs published versions: the stack publishes one (currentVersion)
+    # and API Gateway invokes it through the `live` alias (infra/compute.py).
+    _acknowledge(
+        compute.functions[API], "Annotation::@aws-cdk/aws-lambda:snapStartRequirePublish", SNAPSTART_PUBLISHED
+    )
     rest_api = api.rest_api
     # SMG4: the origin-verify value changes with a deploy, never on its own.
     _acknowledge(api.origin_secret, "AwsSolutions-SMG4", ORIGIN_VERIFY)

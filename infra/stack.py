@@ -10,7 +10,7 @@ from constructs import Construct
 from batchroute import resources
 from infra import assets
 from infra.api import Api
-from infra.compute import API, Compute
+from infra.compute import Compute
 from infra.console import Console
 from infra.context import EnvironmentConfig
 from infra.messaging import Messaging
@@ -71,7 +71,13 @@ class BatchRouteStack(Stack):
             providers=self.providers,
         )
         self.api = Api(
-            self, "Api", prefix=prefix, config=config, handler=self.compute.functions[API], key=key
+            self,
+            "Api",
+            prefix=prefix,
+            config=config,
+            handler=self.compute.api_alias,
+            stream_handler=self.compute.api_stream,
+            key=key,
         )
         self.console = Console(
             self,

@@ -10,9 +10,11 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from mangum import Mangum
 
 from batchroute.observability import lambda_logging, metrics, tracer
+from functions.api import snapstart
 from functions.api.app import app
 
 _asgi = Mangum(app, lifespan="off")
+snapstart.install()  # SnapStart's runtime hooks, on Lambda only (functions/api/snapstart.py)
 
 
 @lambda_logging(correlation_id_path=correlation_paths.API_GATEWAY_REST)

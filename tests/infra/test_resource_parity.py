@@ -21,6 +21,7 @@ from moto import mock_aws
 
 from batchroute import resources
 from batchroute_tools.local.provision import LOCAL_ACCOUNT, LOCAL_REGION, provision
+from infra.compute import API, API_STREAM, STREAM_SCRIPT
 
 LOCAL_PREFIX = resources.resource_prefix("local")
 TEMPLATE_PREFIX = resources.resource_prefix("test")
@@ -127,7 +128,10 @@ def test_functions_are_what_the_local_lambda_context_reports(template: dict[str,
         for props in _of_type(template, "AWS::Lambda::Function").values()
         if isinstance(props.get("FunctionName"), str) and props["FunctionName"].startswith(TEMPLATE_PREFIX)
     }
-    assert deployed == {f.key: (f.handler, f.timeout_seconds, f.memory_mb) for f in resources.FUNCTIONS}
+    # and the API's streamed routes: the API's code, time-out and memory under the web adapter
+    api = next(f for f in resources.FUNCTIONS if f.key == API)
+    expected = {f.key: (f.handler, f.timeout_seconds, f.memory_mb) for f in resources.FUNCTIONS}
+    assert deployed == {**expected, API_STREAM: (STREAM_SCRIPT, api.timeout_seconds, api.memory_mb)}
 
 
 def test_sweeper_schedule_is_the_local_timer_rate(template: dict[str, Any]) -> None:

@@ -1,8 +1,8 @@
 """Chat holds on moto: a client that goes away mid-stream stops the upstream call and pays
 only what was generated; a request whose function dies is settled by the sweeper at its last
-checkpoint; settlement happens exactly once whoever comes first; the hot path before the
-first byte makes at most three AWS calls (key, rate limit, hold); the answer's last byte is
-not held back by the settlement."""
+checkpoint; settlement happens exactly once whoever comes first; the answer's last byte is
+not held back by the settlement. The AWS calls before the first byte (two: key, then the hold
+with the rate limit in it) are counted in test_chat_fast_path.py."""
 
 from __future__ import annotations
 
@@ -14,10 +14,8 @@ from typing import Any
 
 import anyio
 import pytest
-from fastapi.testclient import TestClient
 from starlette.requests import ClientDisconnect
 
-from batchroute.adapters.aws import client as aws_client
 from batchroute.adapters.dynamo.chat_holds import ChatHoldStore
 from batchroute.adapters.dynamo.controls import ControlsStore
 from batchroute.adapters.dynamo.lanes import LaneStateStore
@@ -188,40 +186,6 @@ def test_sweeper_settles_a_dead_request_at_its_last_checkpoint_exactly_once(stac
     assert ledger.usage_between(org.org_id, day, day) == [counter]
     assert ledger.violations(org.org_id) == []
     assert resolve_stale_chat_holds(ledger, store, builtin_catalog(), clock, stale_seconds=300).settled == []
-
-
-def test_hot_path_makes_three_aws_calls_before_the_first_byte(
-    stack: LocalStack, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Counted with botocore's event hooks on the shared client, up to the moment the
-    provider is called: key lookup, rate limit, hold (the lane state is cached)."""
-    settings = get_settings().model_copy(update={"simulated_ttft_ms": 0, "simulated_inter_token_ms": 0})
-    org = new_org(credit_usd="1")
-    headers = org.key_headers()
-    calls: list[str] = []
-    at_provider: list[int] = []
-    original = SimulatedSyncProvider.stream
-
-    def stream(self: SimulatedSyncProvider, request: ProviderRequest) -> Iterator[StreamEvent]:
-        at_provider.append(len(calls))
-        return original(self, request)
-
-    def count(event_name: str, **_: Any) -> None:
-        calls.append(event_name.split(".")[-1])
-
-    monkeypatch.setattr(SimulatedSyncProvider, "stream", stream)
-    body = {"model": LLAMA, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8, "stream": True}
-    with TestClient(create_app(settings)) as test_client:
-        assert test_client.post("/v1/chat/completions", json=body, headers=headers).status_code == 200
-        events = aws_client("dynamodb").meta.events
-        events.register("before-call.dynamodb", count)
-        try:
-            response = test_client.post("/v1/chat/completions", json=body, headers=headers)
-        finally:
-            events.unregister("before-call.dynamodb", count)
-    assert response.status_code == 200
-    assert at_provider[-1] == 3, calls
-    assert calls[:3] == ["GetItem", "UpdateItem", "TransactWriteItems"]
 
 
 def test_hold_covers_the_dearest_lane_that_may_answer(stack: LocalStack) -> None:

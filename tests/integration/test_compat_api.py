@@ -9,6 +9,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
+from urllib.parse import unquote, urlparse
 
 import pytest
 from fastapi.testclient import TestClient
@@ -130,6 +131,39 @@ def test_an_input_file_is_a_vendor_file_object(
     # And it is an ordinary file of the native API too
     native = client.get(f"/v1/files/{file['id']}", headers=auth).json()["file"]
     assert native["purpose"] == "batch" and native["item_count"] == 2
+
+
+def test_a_large_input_file_is_downloaded_from_a_short_lived_signed_url(
+    local_aws: LocalStack, auth: dict[str, str], org: TestOrg
+) -> None:
+    # Given an API whose downloads above 1 KiB are served by storage, and a 3 KiB input file
+    settings = get_settings().model_copy(
+        update={"file_download_redirect_bytes": 1024, "file_download_url_seconds": 120}
+    )
+    client = TestClient(create_app(settings), raise_server_exceptions=False)
+    data = jsonl([row(n, text="x" * 200) for n in range(10)])
+    assert len(data) > 1024
+    file = upload(client, auth, data).json()
+    # When its content is asked for
+    answer = client.get(f"{BASE}/files/{file['id']}/content", headers=auth, follow_redirects=False)
+    # Then the answer is a redirect to a signed GET of its object, valid two minutes, and no body
+    assert answer.status_code == 307, answer.text
+    assert answer.content == b"" and answer.headers["cache-control"] == "no-store"
+    location = answer.headers["location"]
+    assert "X-Amz-Signature=" in location and "X-Amz-Expires=120" in location
+    assert f"files/{org.org_id}/{file['id']}" in location
+    # naming the object that holds the bytes uploaded
+    bucket = local_aws.buckets["uploads"]
+    path = unquote(urlparse(location).path).lstrip("/")
+    key = path.removeprefix(f"{bucket}/")
+    assert bucket in location
+    assert aws_client("s3").get_object(Bucket=bucket, Key=key)["Body"].read() == data
+    # And a small file is streamed, and another org's file is refused as before (no URL)
+    small = upload(client, auth, jsonl([row(0)])).json()
+    assert client.get(f"{BASE}/files/{small['id']}/content", headers=auth).status_code == 200
+    other = new_org(credit_usd="1").key_headers("member")
+    refused = client.get(f"{BASE}/files/{file['id']}/content", headers=other, follow_redirects=False)
+    assert refused.status_code == 403 and "location" not in refused.headers
 
 
 @pytest.mark.parametrize(

@@ -19,6 +19,7 @@ from batchroute.domain.rate_limits import (
     WindowCounts,
     decide,
     expires_at_epoch,
+    most_counted_before,
     position,
     retry_after,
     rolling_count,
@@ -303,3 +304,16 @@ def test_the_policy_comes_from_settings() -> None:
 )
 def test_ip_scope_groups_an_ipv6_subscriber_prefix(ip: str, scope: str) -> None:
     assert ip_scope(ip) == scope
+
+
+def test_the_folded_bound_allows_exactly_what_decide_allows() -> None:
+    """most_counted_before is the condition the chat hold's transaction writes: a count of
+    `existing` before the request passes it exactly when `decide` allows existing + 1."""
+    limit = Limit("api_key", 10, 60)
+    for previous in range(0, 14):
+        for fraction in (0.0, 0.01, 0.25, 0.5, 0.73, 0.999):
+            most = most_counted_before(limit, previous, fraction)
+            for existing in range(0, 14):
+                counts = WindowCounts(current=existing + 1, previous=previous)
+                allowed = decide(limit, counts, fraction, counted_if_refused=False).allowed
+                assert (existing <= most) == allowed, (previous, fraction, existing, most)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
-from fastapi.responses import StreamingResponse
+from fastapi.responses import RedirectResponse, Response, StreamingResponse
 from starlette.concurrency import iterate_in_threadpool, run_in_threadpool
 
 from batchroute.domain.access import Principal
@@ -92,6 +92,11 @@ def get_file(file_id: str, principal: Reader, files: CompatFilesDep) -> dict[str
     response_class=StreamingResponse,
     responses={
         200: {"content": {"application/jsonl": {}}, "description": "The file's bytes"},
+        307: {
+            "description": "A large input file: `Location` is a signed URL, valid a few minutes, "
+            "from which storage serves the bytes",
+            "headers": {"Location": {"schema": {"type": "string", "format": "uri"}}},
+        },
         410: {"description": "The bytes were reclaimed by retention"},
     },
     summary="A file's bytes; output and error files in the body format asked for",
@@ -101,7 +106,12 @@ def file_content(
     principal: Reader,
     files: CompatFilesDep,
     body_format: Annotated[BodyFormat | None, Query(description="normalized (default) or raw")] = None,
-) -> StreamingResponse:
+) -> Response:
+    # Never buffered whole: a large stored file is served by storage, the rest is streamed
+    # (on AWS through the streaming function: docs/chat.md, "On AWS").
+    url = files.content_url(principal, file_id, body_format)
+    if url is not None:
+        return RedirectResponse(url, status_code=307, headers={"cache-control": "no-store"})
     chunks, chosen = files.content(principal, file_id, body_format)
     return StreamingResponse(
         iterate_in_threadpool(chunks), media_type="application/jsonl", headers={BODY_FORMAT_HEADER: chosen}

@@ -94,6 +94,10 @@ class Settings(BaseModel):
     max_direct_upload_bytes: int = Field(default=4 * 1024 * 1024, ge=1)
     max_file_bytes: int = Field(default=512 * 1024 * 1024, ge=1, le=5 * 1024**3)
     file_upload_url_seconds: int = Field(default=900, ge=60, le=12 * 3600)
+    # Downloads of stored files larger than this are a redirect to a signed S3 URL valid for
+    # file_download_url_seconds: the function never holds (or relays) the bytes.
+    file_download_redirect_bytes: int = Field(default=4 * 1024 * 1024, ge=0)
+    file_download_url_seconds: int = Field(default=300, ge=10, le=3600)
     max_jsonl_line_bytes: int = Field(default=1024 * 1024, ge=1024)
     # JSON request bodies (docs/limits.md): the same 4 MiB, for the same reason. A JSON body
     # travels inside the Lambda event as an escaped string, so 4 MiB is what always fits the

@@ -213,6 +213,7 @@ class Wiring:
             ledger=self.ledger,
             batches_table=self.settings.table_name("batches"),
             controls_table=self.settings.table_name("controls"),
+            rate_counters=self.rate_counters,
         )
 
     @cached_property
@@ -581,6 +582,8 @@ class Wiring:
             max_file_bytes=settings.max_file_bytes,
             upload_url_seconds=settings.file_upload_url_seconds,
             max_line_bytes=settings.max_jsonl_line_bytes,
+            download_redirect_bytes=settings.file_download_redirect_bytes,
+            download_url_seconds=settings.file_download_url_seconds,
         )
 
     @cached_property
@@ -698,7 +701,7 @@ class Wiring:
     def hold_keeper(self) -> HoldKeeper:
         from batchroute.services.chat.state import HoldKeeper
 
-        return HoldKeeper(self.chat_holds, self.clock)
+        return HoldKeeper(self.chat_holds, self.clock, limiter=self.rate_limiter)
 
     @cached_property
     def direct_chat(self) -> DirectChat:
@@ -723,6 +726,7 @@ class Wiring:
                 checkpoint_seconds=settings.chat_usage_checkpoint_seconds,
             ),
             watch=self.billing_watch,
+            limiter=self.rate_limiter,
         )
 
     @cached_property

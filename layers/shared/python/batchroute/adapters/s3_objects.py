@@ -145,6 +145,24 @@ class S3Objects:
         )
         return url
 
+    def presigned_get(self, key: str, *, expires_in: int, filename: str, content_type: str) -> str:
+        """A URL that lets its holder GET this one key until it expires, answered with the
+        given file name (Content-Disposition) and type: S3 serves the bytes, not the API."""
+        presigner = self._presigner or presigning_client()
+        safe_name = "".join(ch for ch in filename if ch.isalnum() or ch in "._-")[:128] or "file"
+        url: str = presigner.generate_presigned_url(
+            "get_object",
+            Params={
+                "Bucket": self.bucket,
+                "Key": key,
+                "ResponseContentDisposition": f'attachment; filename="{safe_name}"',
+                "ResponseContentType": content_type,
+            },
+            ExpiresIn=expires_in,
+            HttpMethod="GET",
+        )
+        return url
+
     def copy(self, source_key: str, target_key: str) -> None:
         """Server-side copy (single request: objects up to 5 GB)."""
         self.s3.copy_object(

@@ -98,3 +98,10 @@ def retry_after(limit: Limit, counts: WindowCounts, fraction: float, *, counted_
 def expires_at_epoch(index: int, window_seconds: int) -> int:
     """When a counter of window `index` is no longer needed (it serves as 'previous' once)."""
     return (index + 2) * window_seconds + 60
+
+
+def most_counted_before(limit: Limit, previous: int, fraction: float) -> int:
+    """The largest count the current window may already hold for one more request to be
+    allowed (`decide` with that request counted): the bound a conditional write asserts,
+    so the count and the decision are one atomic write. Negative: nothing more fits."""
+    return math.floor(limit.requests - previous * (1.0 - fraction) + 1e-9) - 1

@@ -10,7 +10,11 @@
   "still the version the limit was read at"; with a hard limit also a ConditionCheck that
   the period's spend counter has not grown past what was read.
 
-So the hold and the spending-limit check are one round trip, exact by construction: the
+- controls, when the caller's rate limit is folded in (`rate`): the per-key and per-account
+  counter update of `RateCounterStore.gated_hit`, conditioned on the room the limit leaves
+  (docs/rate-limits.md, "Folded into the chat hold"). Last in the transaction.
+
+So the hold, the rate limit and the spending-limit check are one round trip, exact by construction: the
 wallet's `reserved_micros <= limit - spent - amount` plus `spent_micros <= spent read` give
 spent + in-flight + amount <= limit at the moment of the write. `settle` / `release` resolve
 the hold exactly once (`LedgerStore.settle`) with the record's outcome in the same
@@ -20,7 +24,7 @@ transaction. docs/chat.md has the reasoning.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from botocore.exceptions import ClientError
 
@@ -33,32 +37,46 @@ from batchroute.adapters.dynamo.ledger import (
     is_transaction_conflict,
 )
 from batchroute.adapters.dynamo.limit_checks import SpendingLimitChecks
+from batchroute.adapters.dynamo.rate_limits import RateCounterStore
 from batchroute.domain.batch_record import BatchRecord
 from batchroute.domain.billing_controls import BillingControls
 from batchroute.domain.ledger import SettlementResult, WalletState
+from batchroute.domain.rate_limits import WindowCounts
 from batchroute.domain.spending_limit import LimitGuard
 from batchroute.domain.usage import UsageCharge
 from batchroute.errors import TransientError
 from batchroute.money import Money
 
+if TYPE_CHECKING:
+    from batchroute.services.billing.rate_limiting import CallerGate
+
 # Positions in the open transaction: the three reserve items, then ours.
 _WALLET_AT, _RESERVATION_AT, _RECORD_AT, _CONTROLS_AT, _SPEND_AT = 0, 1, 3, 4, 5
-Refusal = Literal["funds", "controls_changed", "spend_moved", "conflict"]
+Refusal = Literal["funds", "controls_changed", "spend_moved", "conflict", "rate_limit"]
 
 
 class HoldRefused(Exception):
-    """The open transaction was refused; `reason` says by which condition."""
+    """The open transaction was refused; `reason` says by which condition (`rate_limit`:
+    the rate counters, whose counts are in `rate_counts`)."""
 
-    def __init__(self, reason: Refusal) -> None:
+    def __init__(self, reason: Refusal, rate_counts: dict[str, WindowCounts] | None = None) -> None:
         super().__init__(reason)
         self.reason = reason
+        self.rate_counts = rate_counts
 
 
 class ChatHoldStore:
     def __init__(
-        self, *, ledger: LedgerStore, batches_table: str, controls_table: str, dynamodb: Any | None = None
+        self,
+        *,
+        ledger: LedgerStore,
+        batches_table: str,
+        controls_table: str,
+        dynamodb: Any | None = None,
+        rate_counters: RateCounterStore | None = None,
     ) -> None:
         self.ledger = ledger
+        self.rate_counters = rate_counters or RateCounterStore(controls_table, dynamodb)
         self.batches_table = batches_table
         self.controls_table = controls_table
         self._dynamodb = dynamodb
@@ -78,9 +96,10 @@ class ChatHoldStore:
         at: str,
         record: BatchRecord,
         guard: LimitGuard,
+        rate: CallerGate | None = None,
     ) -> None:
-        """The hold, the request record and the limit check in one transaction; HoldRefused
-        names the condition that failed."""
+        """The hold, the request record, the limit check (and the caller's rate-limit count,
+        `rate`) in one transaction; HoldRefused names the condition that failed."""
         items: list[TransactItem] = [
             *self.ledger.reserve_items(
                 org_id,
@@ -95,9 +114,17 @@ class ChatHoldStore:
             self._record_put(record),
             *self.limit_checks.items(org_id, guard),
         ]
+        if rate is not None:
+            items.append(self.rate_counters.gated_hit(rate))
         try:
             self.dynamodb.transact_write_items(TransactItems=items)
         except ClientError as exc:
+            if rate is not None:
+                reasons = exc.response.get("CancellationReasons") or []
+                last = reasons[len(items) - 1] if len(reasons) == len(items) else {}
+                if last.get("Code") == "ConditionalCheckFailed":
+                    counts = self.rate_counters.refused_counts(rate, last.get("Item") or {})
+                    raise HoldRefused("rate_limit", counts) from exc
             raise HoldRefused(_reason(exc)) from exc
 
     def limit_inputs(

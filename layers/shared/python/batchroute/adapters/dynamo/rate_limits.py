@@ -17,7 +17,7 @@ process's next write to the scope (any instance that sees them does the same).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -25,6 +25,9 @@ from batchroute.adapters.dynamo.codec import is_condition_failure, to_value
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.domain.rate_limits import WindowCounts, expires_at_epoch
 from batchroute.errors import TransientError
+
+if TYPE_CHECKING:
+    from batchroute.services.billing.rate_limiting import CallerGate
 
 _MAX_REMEMBERED_SCOPES = 10_000
 
@@ -53,13 +56,7 @@ class RateCounterStore(DynamoStore):
         for i, counter in enumerate(counters):
             names[f"#c{i}"] = attribute_name(counter, index)
             adds.append(f"#c{i} :one")
-        removes = []
-        for i, stale in enumerate(sorted(self._stale.pop(scope_key, set()))):
-            names[f"#r{i}"] = stale
-            removes.append(f"#r{i}")
-        expression = "ADD " + ", ".join(adds) + " SET #ttl = :ttl"
-        if removes:
-            expression += " REMOVE " + ", ".join(removes)
+        expression = self._expression(scope_key, adds, names)
         try:
             response = self.dynamodb.update_item(
                 TableName=self.table_name,
@@ -76,13 +73,58 @@ class RateCounterStore(DynamoStore):
             raise TransientError(f"rate-limit counter update failed: {exc}") from exc
         item = response.get("Attributes", {})
         self._remember_stale(scope_key, item, index)
-        return {
-            counter: WindowCounts(
-                current=_number(item, attribute_name(counter, index)),
-                previous=_number(item, attribute_name(counter, index - 1)),
+        return counts_of(item, counters, index)
+
+    def read(
+        self, scope: str, *, window_seconds: int, index: int, counters: Sequence[str]
+    ) -> dict[str, WindowCounts]:
+        """The counters' current and previous counts (consistent), counting nothing."""
+        try:
+            response = self.dynamodb.get_item(
+                TableName=self.table_name, Key=_key(scope, window_seconds), ConsistentRead=True
             )
-            for counter in counters
+        except (ClientError, BotoCoreError) as exc:
+            raise TransientError(f"rate-limit counter read failed: {exc}") from exc
+        return counts_of(response.get("Item", {}), counters, index)
+
+    def gated_hit(self, gate: CallerGate) -> dict[str, Any]:
+        """`hit` as an Update for a transaction, conditioned on the gate's maxima: the count
+        and the decision in one write. A refusal returns the item (ALL_OLD), which
+        `counts_of` reads for `RateLimiter.recheck`."""
+        scope_key = f"{gate.scope}#{gate.window_seconds}"
+        names: dict[str, str] = {"#ttl": "ttl"}
+        values: dict[str, Any] = {
+            ":one": to_value(1),
+            ":ttl": to_value(expires_at_epoch(gate.index, gate.window_seconds)),
         }
+        adds, conditions = [], []
+        for i, counter in enumerate(gate.counters):
+            names[f"#c{i}"] = attribute_name(counter, gate.index)
+            adds.append(f"#c{i} :one")
+            most = gate.maxima[counter]
+            if most >= 0:
+                values[f":m{i}"] = to_value(most)
+                conditions.append(f"(attribute_not_exists(#c{i}) OR #c{i} <= :m{i})")
+            else:  # nothing fits unless nothing was ever counted (the item is absent)
+                names["#pk"] = "pk"
+                conditions.append("attribute_not_exists(#pk)")
+        expression = self._expression(scope_key, adds, names)
+        return {
+            "Update": {
+                "TableName": self.table_name,
+                "Key": _key(gate.scope, gate.window_seconds),
+                "UpdateExpression": expression,
+                "ConditionExpression": " AND ".join(conditions),
+                "ExpressionAttributeNames": names,
+                "ExpressionAttributeValues": values,
+                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            }
+        }
+
+    def refused_counts(self, gate: CallerGate, item: dict[str, Any]) -> dict[str, WindowCounts]:
+        """The counts of a gated hit's refusal (its ALL_OLD item); remembers its stale windows."""
+        self._remember_stale(f"{gate.scope}#{gate.window_seconds}", item, gate.index)
+        return counts_of(item, gate.counters, gate.index)
 
     def give_back(self, scope: str, *, window_seconds: int, index: int, counters: Sequence[str]) -> None:
         """Uncount a refused request, so it does not use up the caller's or its account's room."""
@@ -103,6 +145,17 @@ class RateCounterStore(DynamoStore):
         except BotoCoreError as exc:
             raise TransientError(f"rate-limit counter give-back failed: {exc}") from exc
 
+    def _expression(self, scope_key: str, adds: list[str], names: dict[str, str]) -> str:
+        """`ADD` the counters, refresh the TTL, and `REMOVE` the stale windows last seen."""
+        removes = []
+        for i, stale in enumerate(sorted(self._stale.pop(scope_key, set()))):
+            names[f"#r{i}"] = stale
+            removes.append(f"#r{i}")
+        expression = "ADD " + ", ".join(adds) + " SET #ttl = :ttl"
+        if removes:
+            expression += " REMOVE " + ", ".join(removes)
+        return expression
+
     def _remember_stale(self, scope_key: str, item: dict[str, Any], index: int) -> None:
         stale = set()
         for name in item:
@@ -114,6 +167,16 @@ class RateCounterStore(DynamoStore):
         if len(self._stale) >= _MAX_REMEMBERED_SCOPES:
             self._stale.clear()  # a cache of chores: forgetting only delays a clean-up
         self._stale[scope_key] = stale
+
+
+def counts_of(item: dict[str, Any], counters: Sequence[str], index: int) -> dict[str, WindowCounts]:
+    return {
+        counter: WindowCounts(
+            current=_number(item, attribute_name(counter, index)),
+            previous=_number(item, attribute_name(counter, index - 1)),
+        )
+        for counter in counters
+    }
 
 
 def _number(item: dict[str, Any], name: str) -> int:

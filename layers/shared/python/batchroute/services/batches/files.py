@@ -62,6 +62,8 @@ class FileObjects(Protocol):
 
     def presigned_put(self, key: str, *, content_type: str, expires_in: int) -> str: ...
 
+    def presigned_get(self, key: str, *, expires_in: int, filename: str, content_type: str) -> str: ...
+
     def copy(self, source_key: str, target_key: str) -> None: ...
 
     def delete(self, key: str) -> None: ...
@@ -73,6 +75,10 @@ class FileLimits:
     max_file_bytes: int = 512 * 1024 * 1024
     upload_url_seconds: int = 900
     max_line_bytes: int = MAX_LINE_BYTES
+    # A download larger than this is answered with a redirect to a signed URL that S3
+    # serves, valid for `download_url_seconds` (docs/files.md, Downloads).
+    download_redirect_bytes: int = 4 * 1024 * 1024
+    download_url_seconds: int = 300
 
 
 class FilePreflightFailed(InvalidRequest):

@@ -6,6 +6,8 @@ for the anonymous registration, login and password endpoints. Refusals raise Rat
 from __future__ import annotations
 
 import ipaddress
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
@@ -15,11 +17,19 @@ from batchroute.config import Settings
 from batchroute.domain.access import Principal
 from batchroute.domain.accounts import normalize_email
 from batchroute.domain.credentials import keyed_hash
-from batchroute.domain.rate_limits import Limit, WindowCounts, decide, position
+from batchroute.domain.rate_limits import (
+    Decision,
+    Limit,
+    WindowCounts,
+    decide,
+    most_counted_before,
+    position,
+)
 from batchroute.errors import RateLimited, TransientError
 from batchroute.observability import logger
 
 AnonymousBucket = Literal["register", "login", "password"]
+_MAX_REMEMBERED = 10_000
 
 
 class RateCounters(Protocol):
@@ -28,6 +38,10 @@ class RateCounters(Protocol):
     ) -> dict[str, WindowCounts]: ...
 
     def give_back(self, scope: str, *, window_seconds: int, index: int, counters: Sequence[str]) -> None: ...
+
+    def read(
+        self, scope: str, *, window_seconds: int, index: int, counters: Sequence[str]
+    ) -> dict[str, WindowCounts]: ...
 
 
 @dataclass(frozen=True)
@@ -69,6 +83,29 @@ class RateLimitPolicy:
         )
 
 
+@dataclass(frozen=True)
+class CallerGate:
+    """A caller's rate-limit check as a condition of another write (the chat hold's
+    transaction): count one request in each counter of `scope` at window `index` if each
+    holds at most `maxima[counter]` now. `exact` says the previous window's counts were
+    known; otherwise they were taken at their largest possible value (the limit itself: a
+    window never keeps more allowed requests than that), which can refuse a request the
+    exact numbers allow, never the reverse; `RateLimiter.recheck` settles such a refusal
+    from the counts the refused write returns."""
+
+    scope: str
+    window_seconds: int
+    index: int
+    fraction: float
+    rules: tuple[Rule, ...]
+    maxima: dict[str, int]
+    exact: bool
+
+    @property
+    def counters(self) -> list[str]:
+        return [rule.counter for rule in self.rules]
+
+
 class RateLimiter:
     def __init__(
         self, counters: RateCounters, clock: Clock, policy: RateLimitPolicy, *, secret: bytes = b""
@@ -77,6 +114,9 @@ class RateLimiter:
         self.clock = clock
         self.policy = policy
         self.secret = secret  # keys the email digests, so counters never hold an address
+        # (scope, window index) -> the counts of the window before it, once it had ended
+        self._previous: OrderedDict[tuple[str, int], dict[str, int]] = OrderedDict()
+        self._lock = threading.Lock()
 
     def check_caller(self, principal: Principal) -> None:
         """Per key (or user) and per account, both in one item keyed by the account: one
@@ -84,13 +124,92 @@ class RateLimiter:
         room its account's other keys need."""
         if not self.policy.enabled:
             return
+        scope, window, rules = self._caller_rules(principal)
+        self._check(scope, window, rules, give_back_refused=True)
+
+    # -- the caller check folded into another write (docs/rate-limits.md, "Folded") ----------
+    def caller_gate(self, principal: Principal) -> CallerGate | None:
+        """The check of `check_caller` as a condition for another write; None when off."""
+        if not self.policy.enabled:
+            return None
+        scope, window, rules = self._caller_rules(principal)
+        at = position(self.clock.now(), window)
+        with self._lock:
+            known = dict(self._previous.get((scope, at.index), {}))
+        # A counter whose previous window is unknown here is taken at its largest value.
+        previous = {rule.counter: known.get(rule.counter, rule.limit.requests) for rule in rules}
+        exact = all(rule.counter in known for rule in rules)
+        return self._gate(scope, window, at.index, at.fraction, tuple(rules), previous, exact=exact)
+
+    def recheck(self, gate: CallerGate, counts: dict[str, WindowCounts]) -> CallerGate:
+        """The gated write was refused by the counters, which held `counts` (this request not
+        counted). Raises RateLimited when the exact numbers refuse it too; otherwise returns
+        the exact gate to write with."""
+        previous = {counter: counts[counter].previous for counter in gate.counters}
+        self._remember(gate.scope, gate.index, previous)
+        refused = [
+            (rule, decision)
+            for rule in gate.rules
+            if not (
+                decision := decide(
+                    rule.limit,
+                    WindowCounts(current=counts[rule.counter].current + 1, previous=previous[rule.counter]),
+                    gate.fraction,
+                    counted_if_refused=False,
+                )
+            ).allowed
+        ]
+        if refused:
+            raise _refusal(refused)
+        return self._gate(
+            gate.scope, gate.window_seconds, gate.index, gate.fraction, gate.rules, previous, exact=True
+        )
+
+    def learn(self, gate: CallerGate) -> None:
+        """After the answer: read the previous window's final counts if the gate had to assume
+        them, so the next requests of this window are checked exactly. Never raises."""
+        if gate.exact:
+            return
+        try:
+            counts = self.counters.read(
+                gate.scope, window_seconds=gate.window_seconds, index=gate.index, counters=gate.counters
+            )
+        except Exception:  # only the next request's precision depends on it
+            logger.warning("rate limit counts read failed", exc_info=True)
+            return
+        self._remember(gate.scope, gate.index, {c: counts[c].previous for c in gate.counters})
+
+    def _gate(
+        self,
+        scope: str,
+        window: int,
+        index: int,
+        fraction: float,
+        rules: tuple[Rule, ...],
+        previous: dict[str, int],
+        *,
+        exact: bool,
+    ) -> CallerGate:
+        maxima = {
+            rule.counter: most_counted_before(rule.limit, previous[rule.counter], fraction) for rule in rules
+        }
+        return CallerGate(scope, window, index, fraction, rules, maxima, exact)
+
+    def _remember(self, scope: str, index: int, previous: dict[str, int]) -> None:
+        with self._lock:
+            self._previous[(scope, index)] = {**self._previous.get((scope, index), {}), **previous}
+            self._previous.move_to_end((scope, index))
+            while len(self._previous) > _MAX_REMEMBERED:
+                self._previous.popitem(last=False)
+
+    def _caller_rules(self, principal: Principal) -> tuple[str, int, list[Rule]]:
         window = self.policy.window_seconds
         if principal.key_id is not None:
             caller = Rule(f"key:{principal.key_id}", Limit("api_key", self.policy.per_key, window))
         else:
             caller = Rule(f"user:{principal.user_id}", Limit("user", self.policy.per_key, window))
         account = Rule("org", Limit("account", self.policy.per_account, window))
-        self._check(f"org#{principal.org_id}", window, [caller, account], give_back_refused=True)
+        return f"org#{principal.org_id}", window, [caller, account]
 
     def check_anonymous(self, bucket: AnonymousBucket, *, ip: str, email: str | None = None) -> None:
         """Registration, login and password endpoints, keyed by client IP (and email).
@@ -152,20 +271,24 @@ class RateLimiter:
                 self.counters.give_back(scope, window_seconds=window, index=at.index, counters=counters)
             except TransientError:
                 logger.warning("rate limit give-back failed")
-        rule, decision = max(refused, key=lambda pair: pair[1].retry_after_seconds)
-        raise RateLimited(
-            f"Too many requests ({rule.limit.name} limit: {rule.limit.requests} per "
-            f"{rule.limit.window_seconds} s); retry after {decision.retry_after_seconds} s.",
-            details={
-                "limit": rule.limit.name,
-                "max_requests": rule.limit.requests,
-                "window_seconds": rule.limit.window_seconds,
-            },
-            retry_after_seconds=decision.retry_after_seconds,
-        )
+        raise _refusal(refused)
 
     def _digest(self, email: str) -> str:
         return keyed_hash(self.secret, normalize_email(email))[:32]
+
+
+def _refusal(refused: list[tuple[Rule, Decision]]) -> RateLimited:
+    rule, decision = max(refused, key=lambda pair: pair[1].retry_after_seconds)
+    return RateLimited(
+        f"Too many requests ({rule.limit.name} limit: {rule.limit.requests} per "
+        f"{rule.limit.window_seconds} s); retry after {decision.retry_after_seconds} s.",
+        details={
+            "limit": rule.limit.name,
+            "max_requests": rule.limit.requests,
+            "window_seconds": rule.limit.window_seconds,
+        },
+        retry_after_seconds=decision.retry_after_seconds,
+    )
 
 
 def ip_scope(ip: str) -> str:

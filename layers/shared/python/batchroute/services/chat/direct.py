@@ -2,7 +2,8 @@
 
 `DirectChat.open(principal, request)` does everything that happens before the first byte:
 plan the lanes (domain/chat_routing.py, over the cached live state), hold the most the
-request can cost together with its record and the spending-limit check (ONE transaction),
+request can cost together with its record, the spending-limit check and the caller's
+rate-limit count (ONE transaction; with the key lookup, two AWS calls before the provider),
 then try the lanes in order until one sends its first byte. A connection error, time-out,
 5xx or missing adapter before that byte moves on to the next lane (unless
 `allow_fallbacks: false`); a provider's refusal (4xx) ends the request. No lane answering
@@ -10,6 +11,8 @@ releases the hold. The `DirectCall` it returns streams the rest (`next_event`) a
 `finish()` settles the hold exactly once: actual usage charged at the lane's direct price,
 the rest released, the record completed (or failed) in the same transaction. A call that
 stops early (the client went away) is closed upstream and charged for what was generated.
+After the answer (never before it) the lanes' live state and the rate limit's previous
+window are re-read when due (`_after_answer`).
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ from batchroute.providers.base import (
     SyncProvider,
     Usage,
 )
+from batchroute.services.billing.rate_limiting import CallerGate, RateLimiter
 from batchroute.services.chat.state import HoldKeeper, LaneStateCache, LaneStats
 
 SLA = timedelta(hours=24)
@@ -103,6 +107,7 @@ class DirectCall:
     pieces: list[str] = field(default_factory=list)
     result: ProviderResult | None = None
     settlement: SettlementResult | None = None
+    rate: CallerGate | None = None
     _last_checkpoint: datetime | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -207,6 +212,7 @@ class DirectChat:
         options: DirectOptions | None = None,
         watch: MoneyWatch | None = None,
         policies: OrgPolicies | None = None,
+        limiter: RateLimiter | None = None,
     ) -> None:
         self.catalog = catalog
         self.lanes = lanes
@@ -220,6 +226,9 @@ class DirectChat:
         self.options = options or DirectOptions()
         self.watch = watch
         self.policies = policies
+        # The caller's rate limit, counted in the hold's transaction; without it the caller
+        # was checked before `open` (auth.current_principal).
+        self.limiter = limiter
 
     # -- before the first byte ---------------------------------------------------------------
     def plan(self, request: ChatRequest, org_id: str | None = None) -> DirectPlan:
@@ -237,7 +246,13 @@ class DirectChat:
 
     def open(self, principal: Principal, request: ChatRequest) -> DirectCall:
         authorize(principal, "batches:create")
-        plan = self.plan(request, principal.org_id)
+        gate = self.limiter.caller_gate(principal) if self.limiter is not None else None
+        try:
+            plan = self.plan(request, principal.org_id)
+        except Exception:
+            if self.limiter is not None:  # no hold to count it in: counted (or refused) alone
+                self.limiter.check_caller(principal)
+            raise
         now = self.clock.now()
         batch_id = new_id("batch", now)
         hold_id = f"hold_{batch_id}"
@@ -247,6 +262,7 @@ class DirectChat:
             hold_id=hold_id,
             amount=amount,
             record=self._record(principal, request, plan, batch_id, hold_id, amount, now),
+            rate=gate,
         )
         call = DirectCall(
             principal=principal,
@@ -262,11 +278,13 @@ class DirectChat:
             clock=self.clock,
             checkpoint_seconds=self.options.checkpoint_seconds,
             rejected=plan.rejection_details()["rejected_lanes"],
+            rate=gate,
         )
         try:
             self._first_byte(call, plan)
         except BaseException as exc:
             self._release(call, _describe(exc))
+            self._after_answer(call)
             raise
         return call
 
@@ -339,7 +357,22 @@ class DirectChat:
             # Alerts (a soft limit never blocks, so reaching it is reported here) and auto
             # top-up; after the answer's last byte, never on the way to the first one.
             self.watch.moved(org_id, at=now, controls=controls)
+        self._after_answer(call)
         return result
+
+    def _after_answer(self, call: DirectCall) -> None:
+        """What the hot path put off: the lanes' live state once its TTL has passed, the org's
+        route policy once its copy is stale, and the rate limit's previous-window counts if
+        the hold's check had to assume them."""
+        self.lanes.refresh_if_due()
+        if self.policies is not None:
+            # re-read once the copy is stale, so the org's next request finds it fresh
+            try:
+                self.policies.cached(call.principal.org_id)
+            except Exception:  # the next request reads it (before its hold) instead
+                logger.warning("route policy refresh failed", exc_info=True)
+        if call.rate is not None and self.limiter is not None:
+            self.limiter.learn(call.rate)
 
     def _release(self, call: DirectCall, error: str) -> None:
         at = isoformat(self.clock.now())

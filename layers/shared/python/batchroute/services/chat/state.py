@@ -1,13 +1,17 @@
 """What the direct chat path keeps in process, so the hot path does not read DynamoDB.
 
 - `LaneStateCache`: every lane's live state (one Query) reused for a short TTL. Heartbeats
-  come once a minute and count for five, so a view a few seconds old routes the same.
+  come once a minute and count for five, so a view a few seconds old routes the same. Once
+  the TTL has passed the view is still served, and re-read after the answer
+  (`refresh_if_due`), never before one; only a process with no view yet, or one older than
+  `max_age_seconds` (nobody answered for a long while), reads before planning.
 - `LaneStats`: what this process saw of each lane before the first byte (answered or not),
   the "observed" half of the reliability the ranking uses.
-- `HoldKeeper`: opens holds with the spending-limit check inside the same transaction
-  (adapters/dynamo/chat_holds.py). An org without a hard limit needs no read at all (the
-  transaction asserts there is none); a hard limit, once read, is cached and re-read only
-  when the transaction says it changed (controls version) or spend moved past what was read.
+- `HoldKeeper`: opens holds with the spending-limit check and the caller's rate-limit count
+  inside the same transaction (adapters/dynamo/chat_holds.py). An org without a hard limit
+  needs no read at all (the transaction asserts there is none); a hard limit, once read, is
+  cached and re-read only when the transaction says it changed (controls version) or spend
+  moved past what was read.
 """
 
 from __future__ import annotations
@@ -29,8 +33,10 @@ from batchroute.domain.ledger import insufficient_credit, period_keys
 from batchroute.domain.spending_limit import LimitGuard
 from batchroute.errors import TransientError
 from batchroute.money import Money
+from batchroute.observability import logger
 from batchroute.services.batches.quotes import LiveStates
 from batchroute.services.billing.funding import active_limit, limit_refusal
+from batchroute.services.billing.rate_limiting import CallerGate, RateLimiter
 
 _HOLD_ATTEMPTS = 4
 _MAX_CACHED_ORGS = 10_000
@@ -38,19 +44,43 @@ _MAX_CACHED_ORGS = 10_000
 
 class LaneStateCache:
     def __init__(
-        self, source: LiveStates, ttl_seconds: float, *, monotonic: Callable[[], float] = time.monotonic
+        self,
+        source: LiveStates,
+        ttl_seconds: float,
+        *,
+        max_age_seconds: float = 120.0,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.source = source
         self.ttl_seconds = ttl_seconds
+        # A view older than this is not served even once: heartbeats count for 5 minutes.
+        self.max_age_seconds = max(max_age_seconds, ttl_seconds)
         self.monotonic = monotonic
         self._lock = threading.Lock()
         self._states: dict[str, LaneLive] | None = None
         self._read_at = 0.0
 
     def live_states(self) -> dict[str, LaneLive]:
+        """The view to plan with: the cached one unless there is none or it is too old."""
+        with self._lock:
+            if self._states is not None and self.monotonic() - self._read_at < self.max_age_seconds:
+                return self._states
+        return self._read()
+
+    def refresh_if_due(self) -> None:
+        """After an answer: re-read the view once its TTL has passed. Never raises."""
         with self._lock:
             if self._states is not None and self.monotonic() - self._read_at < self.ttl_seconds:
-                return self._states
+                return
+            self._read_at = self.monotonic()  # one refresher at a time; others keep the view
+        try:
+            self._read()
+        except Exception:  # the old view stays; the next answer tries again
+            with self._lock:
+                self._read_at -= self.ttl_seconds
+            logger.warning("lane live state refresh failed", exc_info=True)
+
+    def _read(self) -> dict[str, LaneLive]:
         states = self.source.live_states()
         with self._lock:
             self._states, self._read_at = states, self.monotonic()
@@ -81,15 +111,26 @@ class _HardLimit:
 
 
 class HoldKeeper:
-    def __init__(self, store: ChatHoldStore, clock: Clock) -> None:
+    def __init__(self, store: ChatHoldStore, clock: Clock, *, limiter: RateLimiter | None = None) -> None:
         self.store = store
         self.clock = clock
+        self.limiter = limiter  # folds the caller's rate limit into the hold (`open(rate=...)`)
         self._lock = threading.Lock()
         self._hard: OrderedDict[str, _HardLimit] = OrderedDict()
 
-    def open(self, *, org_id: str, hold_id: str, amount: Money, record: BatchRecord) -> LimitGuard:
+    def open(
+        self,
+        *,
+        org_id: str,
+        hold_id: str,
+        amount: Money,
+        record: BatchRecord,
+        rate: CallerGate | None = None,
+    ) -> LimitGuard:
         """Hold `amount` and write the request record, or raise 402 `insufficient_funds` /
-        403 `spending_limit_reached`. Returns the limit guard the hold passed."""
+        403 `spending_limit_reached`; with `rate`, count the request against the caller's
+        rate limits in the same transaction, or raise 429 `rate_limited`. Returns the limit
+        guard the hold passed."""
         now = self.clock.now()
         guard, fresh = self._cached(org_id, now), False
         for _ in range(_HOLD_ATTEMPTS):
@@ -107,9 +148,14 @@ class HoldKeeper:
                     at=isoformat(now),
                     record=record,
                     guard=guard,
+                    rate=rate,
                 )
                 return guard
             except HoldRefused as refused:
+                if refused.reason == "rate_limit" and rate is not None and self.limiter is not None:
+                    # Raises 429 when the exact counts refuse it; else the exact gate.
+                    rate = self.limiter.recheck(rate, refused.rate_counts or {})
+                    continue
                 if refused.reason in ("controls_changed", "spend_moved"):
                     guard, fresh = self.refresh(org_id, now), True
                 elif refused.reason == "funds":

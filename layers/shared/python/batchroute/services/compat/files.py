@@ -153,6 +153,29 @@ class CompatFiles:
         }
 
     # -- content ---------------------------------------------------------------------------------
+    def content_url(self, principal: Principal, file_id: str, body_format: BodyFormat | None) -> str | None:
+        """A short-lived signed URL for an input file too large to pass through the API
+        (`FileLimits.download_redirect_bytes`), which the route answers with a redirect;
+        None when the bytes are to be streamed by `content` (and for every refusal, which
+        `content` gives). An input file is stored as uploaded: any body format is its bytes."""
+        authorize(principal, "batches:read")
+        record = self.files.records.get(file_id) if has_prefix(file_id, "file") else None
+        if (
+            record is None
+            or record.org_id != principal.org_id
+            or record.status in ("expired", "uploading", "uploaded")
+        ):
+            return None
+        limits = self.files.limits
+        if record.bytes <= limits.download_redirect_bytes:
+            return None
+        return self.files.objects.presigned_get(
+            record.s3_key,
+            expires_in=limits.download_url_seconds,
+            filename=record.filename,
+            content_type="application/jsonl",
+        )
+
     def content(
         self, principal: Principal, file_id: str, body_format: BodyFormat | None
     ) -> tuple[Iterator[bytes], BodyFormat]:

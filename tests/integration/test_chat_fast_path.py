@@ -1,0 +1,289 @@
+"""The direct chat hot path in two AWS calls (issue 18, point 3): the caller's rate limit is
+counted inside the hold's transaction, and the lanes' live state is re-read after an answer,
+never before one. Proven on moto with botocore's event hooks (the call count) and with
+concurrent requests (the limits are exact, each hold is written once)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from batchroute.adapters.aws import client as aws_client
+from batchroute.adapters.dynamo.chat_holds import ChatHoldStore
+from batchroute.adapters.dynamo.controls import ControlsStore
+from batchroute.adapters.dynamo.lanes import LaneStateStore
+from batchroute.adapters.dynamo.ledger import LedgerStore
+from batchroute.adapters.dynamo.rate_limits import RateCounterStore, attribute_name
+from batchroute.catalog import builtin_catalog
+from batchroute.clock import FixedClock
+from batchroute.config import get_settings
+from batchroute.domain.access import Principal
+from batchroute.domain.billing_controls import AuditEntry, BillingControls
+from batchroute.domain.chat_requests import parse_chat_request
+from batchroute.errors import RateLimited, ServiceError
+from batchroute.ids import new_id
+from batchroute.money import Money
+from batchroute.providers.base import ProviderRequest, StreamEvent
+from batchroute.providers.simulated import SimulatedSyncProvider
+from batchroute.services.billing.rate_limiting import RateLimiter, RateLimitPolicy
+from batchroute.services.catalog.catalog import guards_for
+from batchroute.services.chat.direct import DirectCall, DirectChat, DirectOptions
+from batchroute.services.chat.state import HoldKeeper, LaneStateCache, LaneStats
+from batchroute_tools.local import moto_transactions
+from batchroute_tools.local.provision import LocalStack
+from functions.api.app import create_app
+from functions.api.auth import identity_store
+from tests.integration.batch_pipeline_support import heartbeat_all_lanes
+from tests.integration.principals import TestOrg, new_org
+from tests.integration.test_chat_holds import LLAMA, Providers, ScriptedProvider
+
+WINDOW = 60
+# Half-way through a window: the previous window's requests weigh one half.
+HALF_WAY = datetime.fromtimestamp(29_000_000 * WINDOW + WINDOW / 2, tz=UTC)
+
+
+@pytest.fixture
+def stack(local_aws: LocalStack) -> Iterator[LocalStack]:
+    identity_store.cache_clear()
+    heartbeat_all_lanes()
+    # DynamoDB isolates transactions; moto in-process does not (the local stack's patch does).
+    moto_transactions.install()
+    try:
+        yield local_aws
+    finally:
+        moto_transactions.uninstall()
+
+
+def _direct(clock: FixedClock, policy: RateLimitPolicy) -> tuple[DirectChat, RateLimiter]:
+    settings = get_settings()
+    controls = settings.table_name("controls")
+    store = ChatHoldStore(
+        ledger=LedgerStore(settings.table_name("ledger")),
+        batches_table=settings.table_name("batches"),
+        controls_table=controls,
+    )
+    limiter = RateLimiter(RateCounterStore(controls), clock, policy)
+    direct = DirectChat(
+        catalog=builtin_catalog(),
+        lanes=LaneStateCache(LaneStateStore(controls), 60),
+        stats=LaneStats(),
+        holds=HoldKeeper(store, clock, limiter=limiter),
+        store=store,
+        providers=Providers(ScriptedProvider("edge-eu", tokens=3)),
+        controls=ControlsStore(controls),
+        guards=guards_for(settings),
+        clock=clock,
+        options=DirectOptions(checkpoint_seconds=2),
+        limiter=limiter,
+    )
+    return direct, limiter
+
+
+def _request() -> Any:
+    body = {
+        "model": LLAMA,
+        "messages": [{"role": "user", "content": "hi"}],
+        "max_tokens": 100,
+        "stream": True,
+    }
+    return parse_chat_request(body, builtin_catalog())
+
+
+def _principal(org: TestOrg) -> Principal:
+    return Principal(org_id=org.org_id, role="owner", via="api_key", key_id="key_fast")
+
+
+def _concurrently(
+    direct: DirectChat, principal: Principal, n: int
+) -> tuple[list[DirectCall], list[Exception]]:
+    """`n` requests opened at once, each on its own thread."""
+    barrier = threading.Barrier(n)
+    calls: list[DirectCall] = []
+    errors: list[Exception] = []
+    lock = threading.Lock()
+
+    def one() -> None:
+        barrier.wait()
+        try:
+            call = direct.open(principal, _request())
+        except Exception as exc:
+            with lock:
+                errors.append(exc)
+        else:
+            with lock:
+                calls.append(call)
+
+    threads = [threading.Thread(target=one) for _ in range(n)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return calls, errors
+
+
+def _counted(org: TestOrg, counter: str, index: int) -> int:
+    item = aws_client("dynamodb").get_item(
+        TableName=get_settings().table_name("controls"),
+        Key={"pk": {"S": f"RATE#org#{org.org_id}#{WINDOW}s"}, "sk": {"S": "COUNTER"}},
+        ConsistentRead=True,
+    )["Item"]
+    return int(item[attribute_name(counter, index)]["N"])
+
+
+def test_warm_direct_chat_makes_two_aws_calls_before_the_provider(
+    stack: LocalStack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Key lookup, then the hold with the rate limit in it. The lane-state TTL is 0 here,
+    so every request finds the view due: it is re-read after the answer, not before."""
+    settings = get_settings().model_copy(
+        update={"simulated_ttft_ms": 0, "simulated_inter_token_ms": 0, "chat_lane_state_ttl_seconds": 0}
+    )
+    org = new_org(credit_usd="1")
+    headers = org.key_headers()
+    calls: list[str] = []
+    at_provider: list[int] = []
+    original = SimulatedSyncProvider.stream
+
+    def stream(self: SimulatedSyncProvider, request: ProviderRequest) -> Iterator[StreamEvent]:
+        at_provider.append(len(calls))
+        return original(self, request)
+
+    def count(event_name: str, **_: Any) -> None:
+        calls.append(event_name.split(".")[-1])
+
+    monkeypatch.setattr(SimulatedSyncProvider, "stream", stream)
+    body = {"model": LLAMA, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8, "stream": True}
+    ledger = LedgerStore(get_settings().table_name("ledger"))
+    with TestClient(create_app(settings)) as test_client:
+        assert test_client.post("/v1/chat/completions", json=body, headers=headers).status_code == 200
+        events = aws_client("dynamodb").meta.events
+        events.register("before-call.dynamodb", count)
+        try:
+            for _ in range(3):
+                calls.clear()
+                response = test_client.post("/v1/chat/completions", json=body, headers=headers)
+                assert response.status_code == 200
+                assert response.text.rstrip().endswith("data: [DONE]")
+                # At most two calls before the provider: the key and the one transaction
+                assert at_provider[-1] == 2, calls
+                assert calls[:2] == ["GetItem", "TransactWriteItems"]
+                # and the lane view, due every time here, was read after the answer
+                assert "Query" in calls[2:]
+        finally:
+            events.unregister("before-call.dynamodb", count)
+    # Each request was held once and settled once: nothing is left reserved
+    assert ledger.state(org.org_id).reserved == Money.zero()
+    assert ledger.violations(org.org_id) == []
+
+
+def test_concurrent_requests_never_beat_the_rate_limit(stack: LocalStack) -> None:
+    # Given a key limited to 10 requests a minute, half-way through a window, after a
+    # window in which it made 4 (they weigh 2 now: 8 more fit), in a process that has not
+    # seen that window (the first holds assume the previous window was full)
+    org = new_org(credit_usd="5")
+    clock = FixedClock(HALF_WAY)
+    direct, limiter = _direct(clock, RateLimitPolicy(window_seconds=WINDOW, per_key=10, per_account=100))
+    principal = _principal(org)
+    counters = RateCounterStore(get_settings().table_name("controls"))
+    index = int(HALF_WAY.timestamp()) // WINDOW
+    for _ in range(4):
+        counters.hit(
+            f"org#{org.org_id}", window_seconds=WINDOW, index=index - 1, counters=["key:key_fast", "org"]
+        )
+    assert limiter.caller_gate(principal) is not None
+    assert not limiter.caller_gate(principal).exact  # type: ignore[union-attr]
+    # When 16 requests arrive at once
+    calls, errors = _concurrently(direct, principal, 16)
+    # Then exactly 8 were let through and held, and 8 refused with 429 and a Retry-After
+    assert len(calls) == 8, errors
+    assert len(errors) == 8 and all(isinstance(e, RateLimited) for e in errors), errors
+    assert all(isinstance(e, RateLimited) and (e.retry_after_seconds or 0) >= 1 for e in errors)
+    # the counters hold the requests let through, no more (a refused one was never counted)
+    assert _counted(org, "key:key_fast", index) == 8
+    assert _counted(org, "org", index) == 8
+    ledger = LedgerStore(get_settings().table_name("ledger"))
+    hold = calls[0].hold
+    assert ledger.state(org.org_id).reserved == Money(hold.micros * 8)
+    # the limiter learned the previous window from a refusal: the next check is exact
+    assert limiter.caller_gate(principal).exact  # type: ignore[union-attr]
+    # And every hold settles exactly once
+    for call in calls:
+        while call.next_event() is not None:
+            pass
+        first = call.finish()
+        assert call.finish() is first
+    assert ledger.state(org.org_id).reserved == Money.zero()
+    assert ledger.violations(org.org_id) == []
+
+
+def test_the_account_limit_holds_across_keys(stack: LocalStack) -> None:
+    # Given an account limited to 6 a minute (keys to 100), with nothing before
+    org = new_org(credit_usd="5")
+    clock = FixedClock(HALF_WAY)
+    direct, _ = _direct(clock, RateLimitPolicy(window_seconds=WINDOW, per_key=100, per_account=6))
+    barrier = threading.Barrier(12)
+    outcomes: list[str] = []
+    lock = threading.Lock()
+
+    def one(n: int) -> None:
+        principal = Principal(org_id=org.org_id, role="owner", via="api_key", key_id=f"key_{n % 3}")
+        barrier.wait()
+        try:
+            call = direct.open(principal, _request())
+        except RateLimited:
+            outcome = "refused"
+        else:
+            call.finish()
+            outcome = "served"
+        with lock:
+            outcomes.append(outcome)
+
+    threads = [threading.Thread(target=one, args=(n,)) for n in range(12)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    # Then 6 were served whichever keys they came from
+    assert sorted(outcomes) == ["refused"] * 6 + ["served"] * 6
+    index = int(HALF_WAY.timestamp()) // WINDOW
+    assert _counted(org, "org", index) == 6
+    assert LedgerStore(get_settings().table_name("ledger")).violations(org.org_id) == []
+
+
+def test_concurrent_requests_never_beat_a_hard_limit(stack: LocalStack) -> None:
+    # Given a hard daily limit with room for 3 holds, and rate limits far away
+    org = new_org(credit_usd="5")
+    clock = FixedClock(HALF_WAY)
+    direct, _ = _direct(clock, RateLimitPolicy(window_seconds=WINDOW, per_key=100, per_account=100))
+    hold = direct.plan(_request()).hold
+    controls = BillingControls(
+        org_id=org.org_id,
+        configured=True,
+        limit_enabled=True,
+        limit_period="daily",
+        limit_amount=Money(hold.micros * 3 + hold.micros // 2),
+        limit_mode="hard",
+        version=1,
+    )
+    audit = AuditEntry(
+        new_id("aud"), org.org_id, None, None, "test", {}, {}, None, "2026-11-21T00:00:00.000Z"
+    )
+    ControlsStore(get_settings().table_name("controls")).save_billing_controls(
+        controls, expected_version=0, audit=audit
+    )
+    # When 8 requests arrive at once
+    calls, errors = _concurrently(direct, _principal(org), 8)
+    # Then 3 were held and 5 refused with 403 spending_limit_reached
+    assert len(calls) == 3, errors
+    assert all(isinstance(e, ServiceError) and e.code == "spending_limit_reached" for e in errors), errors
+    ledger = LedgerStore(get_settings().table_name("ledger"))
+    assert ledger.state(org.org_id).reserved == Money(hold.micros * 3)
+    for call in calls:
+        call.finish()
+    assert ledger.state(org.org_id).reserved == Money.zero()
+    assert ledger.violations(org.org_id) == []
