@@ -27,6 +27,7 @@ from batchroute.services.compat.files import CompatFiles
 from batchroute.services.compat.uploads import CompatUploads
 from batchroute.services.delivery.buckets import BucketDelivery
 from batchroute.services.delivery.targets import DeliveryTargets
+from batchroute.services.presets.service import Presets
 from batchroute.wiring import Wiring, wiring_for
 
 _system_clock = SystemClock()
@@ -115,6 +116,10 @@ def _bucket_delivery(wiring: WiringDep) -> BucketDelivery:
     return wiring.bucket_delivery
 
 
+def _presets(wiring: WiringDep) -> Presets:
+    return wiring.presets
+
+
 FilesDep = Annotated[FileService, Depends(_files)]
 QuotesDep = Annotated[QuoteService, Depends(_quotes)]
 BatchesDep = Annotated[BatchService, Depends(_batches)]
@@ -132,3 +137,4 @@ CompatUploadsDep = Annotated[CompatUploads, Depends(_compat_uploads)]
 CompatBatchesDep = Annotated[CompatBatches, Depends(_compat_batches)]
 DeliveryTargetsDep = Annotated[DeliveryTargets, Depends(_delivery_targets)]
 BucketDeliveryDep = Annotated[BucketDelivery, Depends(_bucket_delivery)]
+PresetsDep = Annotated[Presets, Depends(_presets)]

@@ -180,6 +180,9 @@ class BatchOut(BaseModel):
     settled_at: str | None
     execution_summary: ExecutionSummary
     cancel_reason: str | Absent = Field(default=None, description="Present when canceled with a reason")
+    presets: list[str] | Absent = Field(
+        default=None, description="The preset versions its items used, `name@version` (docs/presets.md)"
+    )
     details: BatchDetails | Absent = Field(default=None, description="With include_details=true")
     lane_statuses: list[LaneStatusOut] | Absent = Field(
         default=None, description="With include_billing_receipt=true"
@@ -224,6 +227,10 @@ class ItemRow(BaseModel):
     error: ItemError | None
     output_preview: str | None = Field(description="The first 200 characters of the output")
     provider: str | None = Field(default=None, description="The provider that answered, once it has")
+    preset: str | Absent = Field(
+        default=None,
+        description="The preset version the item was expanded from, `name@version` (docs/presets.md)",
+    )
 
 
 class ItemsPage(BaseModel):

@@ -153,6 +153,7 @@ class BatchRecord:
     execution_summary: ExecutionSummary | None = None
     cancel_reason: str | None = None
     retry_of: str | None = None  # the batch whose failed items this one retries
+    presets: Sequence[str] | None = None  # preset versions its items used, `name@N` (docs/presets.md)
     # -- the end: Finalize, Settle --------------------------------------------------------
     artifacts: ArtifactKeys | None = None
     lane_tallies: Mapping[str, Mapping[str, int]] | None = None  # lane key -> rows and tokens
@@ -231,6 +232,7 @@ class BatchRecord:
             execution_summary=_execution_summary(values.get("execution_summary")),
             cancel_reason=_str(values.get("cancel_reason")),
             retry_of=_str(values.get("retry_of")),
+            presets=_list(values.get("presets"), str),
             artifacts=_artifacts(values.get("artifacts")),
             lane_tallies=_tallies(values.get("lane_tallies")),
             finalized_at=_str(values.get("finalized_at")),
@@ -252,7 +254,7 @@ class BatchRecord:
 
 
 FIELDS: Final[tuple[str, ...]] = tuple(f.name for f in fields(BatchRecord))
-_SEQUENCES: Final = frozenset({"chunk_models", "planned_lanes", "attempts"})
+_SEQUENCES: Final = frozenset({"chunk_models", "planned_lanes", "attempts", "presets"})
 _NESTED: Final = (ExecutionSummary, BatchWebhook, ArtifactKeys, CompatFields, UsageCheckpoint)
 
 

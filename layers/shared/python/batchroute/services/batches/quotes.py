@@ -20,13 +20,14 @@ from batchroute.config import Settings
 from batchroute.domain.access import Principal, authorize
 from batchroute.domain.catalog import Catalog, LaneLive, WorkflowProduct
 from batchroute.domain.jsonl import LineError
-from batchroute.domain.preflight import Preflight
+from batchroute.domain.preflight import Issue, Preflight
 from batchroute.domain.pricing import PriceBreakdown, estimate_price
 from batchroute.domain.routing import RoutePlan, route
 from batchroute.domain.routing_gates import RouteRequest, RoutingGuards
 from batchroute.errors import Conflict, Forbidden, InvalidRequest, NotFound
 from batchroute.ids import new_id
 from batchroute.money import Money
+from batchroute.services.presets.resolution import PresetExpander, Resolver
 
 QUOTE_TTL = timedelta(minutes=10)
 SNAPSHOT_VERSION = 1
@@ -104,6 +105,7 @@ class QuoteService:
         guards: RoutingGuards,
         clock: Clock,
         resolve: Callable[[str, int], list[str]] | None = None,
+        presets: Resolver | None = None,
     ) -> None:
         self.catalog = catalog
         self.live = live
@@ -115,6 +117,7 @@ class QuoteService:
         self.guards = guards
         self.clock = clock
         self.resolve = resolve
+        self.presets = presets  # expands items and bodies naming a preset (docs/presets.md)
 
     # -- the pipeline both quotes and batch creation use -------------------------------------
     def plan(
@@ -134,6 +137,10 @@ class QuoteService:
         for index, item in items:
             if isinstance(item, LineError):
                 preflight.add_line_error(item.line_no, item.message, reason=item.code)
+                continue
+            if isinstance(item, Issue):  # an item naming a preset that cannot be resolved
+                preflight.add_issue(item)
+                count += 1
                 continue
             preflight.add_item(count, item, line=index if index != count else None)
             line = digest.add(item)
@@ -168,6 +175,7 @@ class QuoteService:
     # -- POST /v1/quotes/model ----------------------------------------------------------------
     def quote_model(self, principal: Principal, body: Mapping[str, Any]) -> dict[str, Any]:
         authorize(principal, "batches:create")
+        body = self.with_preset(principal, body)
         quote_id = new_id("qlock", self.clock.now())
         source, items = self.items_source(principal, body)
         lines: list[bytes] = []
@@ -268,13 +276,26 @@ class QuoteService:
                     code="invalid_request",
                     details={"field": "input_file_id"},
                 )
-            return {"kind": "file", "file_id": file_id}, self.files.open_items(principal.org_id, file_id)
+            opened = self.files.open_items(principal.org_id, file_id)
+            return {"kind": "file", "file_id": file_id}, self.expand_items(principal, body, opened)
         raw = body["items"]
         if not isinstance(raw, list):
             raise InvalidRequest(
                 "`items` must be a list.", code="invalid_request", details={"field": "items"}
             )
-        return {"kind": "inline"}, enumerate(raw)
+        return {"kind": "inline"}, self.expand_items(principal, body, enumerate(raw))
+
+    def with_preset(self, principal: Principal, body: Mapping[str, Any]) -> Mapping[str, Any]:
+        """A body naming a batch-wide `preset`: its routing settings fill the body's own."""
+        if self.presets is None or body.get("preset") is None:
+            return body
+        return PresetExpander(self.presets, principal.org_id).request(body)
+
+    def expand_items(self, principal: Principal, body: Mapping[str, Any], items: ItemSource) -> ItemSource:
+        """The items with the presets they (or the body) name applied, each loaded once."""
+        if self.presets is None:
+            return items
+        return PresetExpander(self.presets, principal.org_id).items(items, default=body.get("preset"))
 
     def _store(
         self,
