@@ -47,6 +47,8 @@ GUARDED: list[tuple[Permission, str, str, dict[str, Any] | None, bool]] = [
         },
         False,
     ),
+    ("batches:read", "GET", "/v1/presets", None, False),
+    ("batches:create", "POST", "/v1/presets", {"name": "matrix", "model": "gpt-4o-mini"}, False),
 ]
 
 

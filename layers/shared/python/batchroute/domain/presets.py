@@ -213,6 +213,8 @@ def parse_preset(body: Any, catalog: Catalog, *, with_name: bool) -> dict[str, A
             values["model"] = model
             if operation is not None and operation not in known.operations:
                 problems.append(("operation", f"{model} does not serve the {operation} operation."))
+            elif operation is None:  # the model's own: responses where it serves it
+                operation = "responses" if "responses" in known.operations else known.operations[0]
     elif product is not None:
         found = next((p for p in catalog.workflow_products if p.slug == product), None)
         if found is None:
