@@ -36,6 +36,7 @@ STORED: dict[str, Any] = {
     "execution_summary": {"latest_error": None},
     "cancel_reason": "no longer needed",
     "retry_of": "batch_0",
+    "presets": ["triage@3", "triage@1"],
     "artifacts": {
         "results_key": "r",
         "errors_key": "e",
