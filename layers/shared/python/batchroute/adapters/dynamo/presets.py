@@ -20,9 +20,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from botocore.exceptions import ClientError
-
-from batchroute.adapters.dynamo.codec import from_item, is_condition_failure, to_item, to_value
+from batchroute.adapters.dynamo.codec import from_item, to_item, to_value
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.domain.presets import Preset, PresetVersion
 
@@ -31,6 +29,7 @@ VERSION_PREFIX = "PRESETV#"
 COUNT_SK = "PRESETS"
 _ACTIVE = "attribute_exists(pk) AND attribute_not_exists(archived_at)"
 _ACTIVE_AT_SEEN = f"{_ACTIVE} AND latest_version = :seen"
+_ARCHIVED_AT_SEEN = "attribute_exists(archived_at) AND latest_version = :seen"
 
 
 def _pk(org_id: str) -> dict[str, str]:
@@ -41,6 +40,10 @@ def _head_key(org_id: str, name: str) -> dict[str, Any]:
     return {"pk": _pk(org_id), "sk": {"S": f"{HEAD_PREFIX}{name}"}}
 
 
+def _count_key(org_id: str) -> dict[str, Any]:
+    return {"pk": _pk(org_id), "sk": {"S": COUNT_SK}}
+
+
 def _version_sk(name: str, version: int) -> str:
     return f"{VERSION_PREFIX}{name}#{version:06d}"
 
@@ -48,93 +51,42 @@ def _version_sk(name: str, version: int) -> str:
 class PresetStore(DynamoStore):
     def create(self, preset: Preset, *, limit: int) -> str | None:
         """Write a new preset (head and version 1); None, or why not: `exists`, `limit`."""
-        try:
-            self.dynamodb.transact_write_items(
-                TransactItems=[
-                    self._count_up(preset.latest.org_id, limit),
-                    self._put(_head_item(preset), "attribute_not_exists(pk)"),
-                    self._put(_version_item(preset.latest), "attribute_not_exists(pk)"),
-                ]
-            )
-        except ClientError as exc:
-            if not is_condition_failure(exc):
-                raise
-            return "exists" if self.head(preset.latest.org_id, preset.name) is not None else "limit"
-        return None
+        org_id = preset.latest.org_id
+        written = self.transact(
+            [
+                self.count_up(_count_key(org_id), limit=limit),
+                self._put(_head_item(preset), "attribute_not_exists(pk)"),
+                self._put(_version_item(preset.latest), "attribute_not_exists(pk)"),
+            ]
+        )
+        if written:
+            return None
+        return "exists" if self.head(org_id, preset.name) is not None else "limit"
 
     def add_version(self, preset: Preset, *, seen_version: int) -> bool:
         """Write the next version and move the head to it, only if the head is still at
         `seen_version` and not archived; False otherwise."""
-        try:
-            self.dynamodb.transact_write_items(
-                TransactItems=[
-                    self._put(
-                        _head_item(preset),
-                        _ACTIVE_AT_SEEN,
-                        {":seen": to_value(seen_version)},
-                    ),
-                    self._put(_version_item(preset.latest), "attribute_not_exists(pk)"),
-                ]
-            )
-        except ClientError as exc:
-            if is_condition_failure(exc):
-                return False
-            raise
-        return True
+        return self.transact(self._next_version(preset, _ACTIVE_AT_SEEN, seen_version))
 
     def revive(self, preset: Preset, *, seen_version: int, limit: int) -> bool:
         """An archived preset back in use at its next version; False when it changed, or
         the org is at its limit."""
-        try:
-            self.dynamodb.transact_write_items(
-                TransactItems=[
-                    self._count_up(preset.latest.org_id, limit),
-                    self._put(
-                        _head_item(preset),
-                        "latest_version = :seen AND attribute_exists(archived_at)",
-                        {":seen": to_value(seen_version)},
-                    ),
-                    self._put(_version_item(preset.latest), "attribute_not_exists(pk)"),
-                ]
-            )
-        except ClientError as exc:
-            if is_condition_failure(exc):
-                return False
-            raise
-        return True
+        count = self.count_up(_count_key(preset.latest.org_id), limit=limit)
+        return self.transact([count, *self._next_version(preset, _ARCHIVED_AT_SEEN, seen_version)])
 
     def archive(self, org_id: str, name: str, *, at: str) -> bool:
         """Mark the preset archived and free its place in the count; False when there is no
         such active preset."""
-        try:
-            self.dynamodb.transact_write_items(
-                TransactItems=[
-                    {
-                        "Update": {
-                            "TableName": self.table_name,
-                            "Key": _head_key(org_id, name),
-                            "UpdateExpression": "SET archived_at = :at, updated_at = :at",
-                            "ConditionExpression": _ACTIVE,
-                            "ExpressionAttributeValues": {":at": to_value(at)},
-                        }
-                    },
-                    {
-                        "Update": {
-                            "TableName": self.table_name,
-                            "Key": {"pk": _pk(org_id), "sk": {"S": COUNT_SK}},
-                            "UpdateExpression": "SET #count = #count - :one",
-                            "ConditionExpression": "#count > :zero",
-                            "ExpressionAttributeNames": {"#count": "count"},
-                            "ExpressionAttributeValues": {":one": to_value(1), ":zero": to_value(0)},
-                        }
-                    },
-                ]
-            )
-        except ClientError as exc:
-            if is_condition_failure(exc):
-                return False
-            raise
-        return True
+        archive = {
+            "Update": {
+                "TableName": self.table_name,
+                "Key": _head_key(org_id, name),
+                "UpdateExpression": "SET archived_at = :at, updated_at = :at",
+                "ConditionExpression": _ACTIVE,
+                "ExpressionAttributeValues": {":at": to_value(at)},
+            }
+        }
+        return self.transact([archive, self.count_down(_count_key(org_id))])
 
     def head(self, org_id: str, name: str) -> Preset | None:
         response = self.dynamodb.get_item(
@@ -197,21 +149,11 @@ class PresetStore(DynamoStore):
         last = response.get("LastEvaluatedKey")
         return rows, (str(last["sk"]["S"])[len(base) :] if last and len(rows) == limit else None)
 
-    def _count_up(self, org_id: str, limit: int) -> dict[str, Any]:
-        return {
-            "Update": {
-                "TableName": self.table_name,
-                "Key": {"pk": _pk(org_id), "sk": {"S": COUNT_SK}},
-                "UpdateExpression": "SET #count = if_not_exists(#count, :zero) + :one",
-                "ConditionExpression": "attribute_not_exists(#count) OR #count < :limit",
-                "ExpressionAttributeNames": {"#count": "count"},
-                "ExpressionAttributeValues": {
-                    ":zero": to_value(0),
-                    ":one": to_value(1),
-                    ":limit": to_value(limit),
-                },
-            }
-        }
+    def _next_version(self, preset: Preset, condition: str, seen_version: int) -> list[dict[str, Any]]:
+        return [
+            self._put(_head_item(preset), condition, {":seen": to_value(seen_version)}),
+            self._put(_version_item(preset.latest), "attribute_not_exists(pk)"),
+        ]
 
     def _put(
         self, item: dict[str, Any], condition: str, values: dict[str, Any] | None = None

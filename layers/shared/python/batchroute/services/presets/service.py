@@ -88,12 +88,7 @@ class Presets:
         """PUT: the whole template again, as the next version."""
         authorize(principal, "batches:create")
         current = self._active(principal, name)
-        if isinstance(body, dict) and body.get("name", name) != name:
-            raise InvalidRequest(
-                "name cannot change: create a preset under the new name.",
-                code="invalid_preset",
-                details={"field": "name", "errors": [{"field": "name", "message": "name cannot change."}]},
-            )
+        _same_name(name, body)
         values = parse_preset(body, self.catalog, with_name=False)
         values.pop("name", None)
         return self._next(principal, current, values)
@@ -102,12 +97,7 @@ class Presets:
         """PATCH: the fields given over the latest version, as the next version."""
         authorize(principal, "batches:create")
         current = self._active(principal, name)
-        if isinstance(body, dict) and body.get("name", name) != name:
-            raise InvalidRequest(
-                "name cannot change: create a preset under the new name.",
-                code="invalid_preset",
-                details={"field": "name", "errors": [{"field": "name", "message": "name cannot change."}]},
-            )
+        _same_name(name, body)
         merged = merge_patch(current.latest, body)
         values = parse_preset(merged, self.catalog, with_name=False)
         return self._next(principal, current, values)
@@ -262,3 +252,13 @@ class Presets:
     @staticmethod
     def _not_found(name: str) -> NotFound:
         return NotFound(f"No preset named {name[:64]!r}.", code="preset_not_found")
+
+
+def _same_name(name: str, body: Any) -> None:
+    """An edit body may carry the preset's own name (a GET answer sent back), no other."""
+    if isinstance(body, dict) and body.get("name", name) != name:
+        raise InvalidRequest(
+            "name cannot change: create a preset under the new name.",
+            code="invalid_preset",
+            details={"field": "name", "errors": [{"field": "name", "message": "name cannot change."}]},
+        )
