@@ -4,6 +4,7 @@ org's presets, and the roles."""
 
 from __future__ import annotations
 
+import threading
 from datetime import UTC, datetime
 from typing import Any
 
@@ -382,3 +383,32 @@ def test_every_role_reads_and_the_roles_that_run_work_write(
 def test_no_credentials_is_401(client: TestClient) -> None:
     assert client.get(PATH).status_code == 401
     assert client.post(PATH, json=triage()).status_code == 401
+
+
+@pytest.mark.usefixtures("serializable_transactions")
+def test_racing_edits_never_share_a_version(client: TestClient, org: TestOrg) -> None:
+    # Given a preset edited by eight callers at once
+    assert create(client, org, triage()).status_code == 201
+    headers = org.key_headers()
+    answers: list[Any] = []
+
+    def edit(n: int) -> None:
+        answers.append(
+            client.patch(f"{PATH}/support-triage", json={"description": f"edit {n}"}, headers=headers)
+        )
+
+    threads = [threading.Thread(target=edit, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    # Then each edit either made its own version or was told to retry; none was lost
+    won = [a.json() for a in answers if a.status_code == 200]
+    lost = [a for a in answers if a.status_code != 200]
+    assert won and all(
+        a.status_code == 409 and a.json()["error"]["code"] == "concurrent_update" for a in lost
+    )
+    versions = client.get(f"{PATH}/support-triage/versions?limit=100", headers=headers).json()["data"]
+    assert [v["version"] for v in versions] == list(range(len(won) + 1, 0, -1))
+    assert sorted(w["version"] for w in won) == list(range(2, len(won) + 2))
+    assert {v["description"] for v in versions[:-1]} == {w["description"] for w in won}
