@@ -33,6 +33,7 @@ from functions.api.routes import (
     presets,
     quotes,
     retention,
+    routing_policy,
     sessions,
     usage,
 )
@@ -60,6 +61,7 @@ ROUTERS = (
     chat.router,
     compat_files.router,
     compat_batches.router,
+    routing_policy.router,
 )
 
 

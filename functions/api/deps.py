@@ -28,6 +28,7 @@ from batchroute.services.compat.uploads import CompatUploads
 from batchroute.services.delivery.buckets import BucketDelivery
 from batchroute.services.delivery.targets import DeliveryTargets
 from batchroute.services.presets.service import Presets
+from batchroute.services.routing.policy import RoutePolicyService
 from batchroute.wiring import Wiring, wiring_for
 
 _system_clock = SystemClock()
@@ -125,6 +126,13 @@ QuotesDep = Annotated[QuoteService, Depends(_quotes)]
 BatchesDep = Annotated[BatchService, Depends(_batches)]
 ReadsDep = Annotated[BatchReads, Depends(_batch_reads)]
 BillingControlsDep = Annotated[BillingControlsService, Depends(_billing_controls)]
+
+
+def _route_policy(wiring: WiringDep) -> RoutePolicyService:
+    return wiring.route_policy
+
+
+RoutePolicyDep = Annotated[RoutePolicyService, Depends(_route_policy)]
 AutoTopupDep = Annotated[AutoTopupService, Depends(_auto_topup)]
 CreditPurchasesDep = Annotated[CreditPurchases, Depends(_credit_purchases)]
 BillingEventsDep = Annotated[BillingEventLog, Depends(_billing_events)]

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from moto import mock_aws
-from moto.dynamodb.models import DynamoDBBackend
+from moto.dynamodb.responses import DynamoHandler
 
 from batchroute import resources
 from batchroute.adapters.aws import reset_clients
@@ -54,14 +54,17 @@ def local_aws() -> Iterator[LocalStack]:
 
 @pytest.fixture
 def serializable_transactions(monkeypatch: pytest.MonkeyPatch) -> None:
-    """DynamoDB isolates transactions (serializable); moto's in-process backend checks and
-    writes without a lock, so threads could interleave inside one transaction. Give moto that
-    isolation, so the test probes our conditions, not moto's thread safety."""
-    lock = threading.Lock()
-    original: Callable[..., None] = DynamoDBBackend.transact_write_items
+    """DynamoDB isolates transactions (serializable) and makes every single-item operation
+    atomic; moto's in-process backend reads, checks and writes without a lock, so threads
+    could interleave inside one operation (a transaction deep-copying an item another thread
+    is updating raises inside moto). Give moto that isolation, one DynamoDB call at a time, so
+    the test probes our conditions, not moto's thread safety: the race windows the tests open
+    lie between calls, where they lie on DynamoDB too."""
+    lock = threading.RLock()
+    original: Callable[..., Any] = DynamoHandler.call_action
 
-    def isolated(self: DynamoDBBackend, *args: Any, **kwargs: Any) -> None:
+    def isolated(self: DynamoHandler) -> Any:
         with lock:
-            original(self, *args, **kwargs)
+            return original(self)
 
-    monkeypatch.setattr(DynamoDBBackend, "transact_write_items", isolated)
+    monkeypatch.setattr(DynamoHandler, "call_action", isolated)

@@ -35,6 +35,9 @@ GUARDED: list[tuple[Permission, str, str, dict[str, Any] | None, bool]] = [
     ("billing:read", "GET", "/v1/billing/auto-topup/attempts", None, False),
     ("billing:manage", "PUT", "/v1/billing/auto-topup", {"amount": 30}, False),
     ("account:read", "GET", "/v1/delivery-targets", None, False),
+    ("routing:read", "GET", "/v1/routing/policy", None, False),
+    ("routing:read", "GET", "/v1/routing/policy/history", None, False),
+    ("routing:manage", "PUT", "/v1/routing/policy", {"chat_fallbacks_allowed": True}, False),
     (
         "delivery:manage",
         "POST",

@@ -225,6 +225,20 @@ class PreflightResult(BaseModel):
     warnings: list[PreflightIssue]
 
 
+class PolicyNarrowing(BaseModel):
+    field: str = Field(description="routing_mode, privacy_tier or regions")
+    requested: Any
+    effective: Any
+    rule: str = Field(description="the policy rule that narrowed it")
+
+
+class QuoteRoutePolicy(BaseModel):
+    """The org's route policy the quote was held to (docs/routing-policy.md)."""
+
+    version: int = Field(description="A batch from this quote is refused (409) once the policy moved on")
+    narrowed: list[PolicyNarrowing] = Field(description="What the policy made stricter than requested")
+
+
 class QuoteOut(BaseModel):
     """A price-locked, versioned snapshot: create a batch with its `quote_id` before it expires."""
 
@@ -248,6 +262,9 @@ class QuoteOut(BaseModel):
     customer_explanation: str
     funding: Funding
     preflight: PreflightResult = Field(description="Passed; its warnings, if any")
+    route_policy: QuoteRoutePolicy | None = Field(
+        default=None, description="The org's route policy in force, or null when it restricts nothing"
+    )
 
 
 class ModelConsidered(BaseModel):

@@ -1,7 +1,7 @@
 """Python client of the batchroute API (docs/client.md)."""
 
-from batchroute_client.async_client import AsyncBatches, AsyncChat, AsyncClient, AsyncQuotes
-from batchroute_client.client import Batches, Chat, Client, Quotes, __version__
+from batchroute_client.async_client import AsyncBatches, AsyncChat, AsyncClient, AsyncFiles, AsyncQuotes
+from batchroute_client.client import Batches, Chat, Client, Files, Quotes, __version__
 from batchroute_client.errors import (
     APIConnectionError,
     APIError,
@@ -25,12 +25,15 @@ from batchroute_client.models import (
     ChatCompletion,
     ChatCompletionChunk,
     ChatJob,
+    File,
     Item,
     Money,
     PricingEstimate,
     Quote,
     ResultRow,
     RetriedBatch,
+    SignedUpload,
+    UploadTarget,
     Usage,
 )
 
@@ -40,6 +43,7 @@ __all__ = [
     "AsyncBatches",
     "AsyncChat",
     "AsyncClient",
+    "AsyncFiles",
     "AsyncQuotes",
     "AuthenticationError",
     "BadRequestError",
@@ -55,6 +59,8 @@ __all__ = [
     "ChatJob",
     "Client",
     "ConflictError",
+    "File",
+    "Files",
     "GoneError",
     "InsufficientFundsError",
     "InternalServerError",
@@ -68,6 +74,8 @@ __all__ = [
     "RateLimitError",
     "ResultRow",
     "RetriedBatch",
+    "SignedUpload",
+    "UploadTarget",
     "Usage",
     "WaitTimeoutError",
     "__version__",

@@ -14,11 +14,21 @@ import os
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from typing import Any
+from typing import Any, BinaryIO
 
 import httpx
 
 from batchroute_client._retry import Backoff, wait_before_retry
+from batchroute_client._upload import (
+    Progress,
+    Source,
+    UploadMethod,
+    UploadSource,
+    direct_headers,
+    start_body,
+    upload_source,
+    use_direct,
+)
 from batchroute_client.client import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT, __version__
 from batchroute_client.errors import APIConnectionError, WaitTimeoutError, error_from_response
 from batchroute_client.models import (
@@ -28,10 +38,13 @@ from batchroute_client.models import (
     ChatCompletion,
     ChatCompletionChunk,
     ChatJob,
+    File,
     Item,
     Quote,
     ResultRow,
     RetriedBatch,
+    SignedUpload,
+    UploadTarget,
     Usage,
 )
 
@@ -72,9 +85,14 @@ class AsyncClient:
         self.quotes = AsyncQuotes(self)
         self.batches = AsyncBatches(self)
         self.chat = AsyncChat(self)
+        self.files = AsyncFiles(self)
 
     def __repr__(self) -> str:  # never shows the key
         return f"AsyncClient(base_url={self.base_url!r})"
+
+    @property
+    def http(self) -> httpx.AsyncClient:
+        return self._http
 
     async def aclose(self) -> None:
         if self._owns_http:
@@ -116,26 +134,51 @@ class AsyncClient:
         retry_on_network_error: bool = True,
     ) -> Any:
         """As `Client.request`: the spec's retries, the same headers and body on every attempt."""
-        request_headers = self.headers(headers)
-        query = {k: v for k, v in (params or {}).items() if v is not None}
-        url = self.base_url + path
+        response = await self.send(
+            method,
+            self.base_url + path,
+            params={k: v for k, v in (params or {}).items() if v is not None},
+            json=json,
+            headers=self.headers(headers),
+            repeatable=retry_on_network_error,
+        )
+        return response.json() if response.content else None
+
+    async def send(
+        self,
+        method: str,
+        url: str,
+        *,
+        params: Mapping[str, Any] | None = None,
+        json: Any = None,
+        content: Callable[[], Any] | None = None,
+        headers: Mapping[str, str] | None = None,
+        repeatable: bool = True,
+    ) -> httpx.Response:
+        """As `Client.send`: `content` is a factory of the body (bytes or an async iterator)."""
+        label = f"{method} {httpx.URL(url).path}"
         attempt = 0
         while True:
             attempt += 1
             try:
                 response = await self._http.request(
-                    method, url, params=query, json=json, headers=request_headers
+                    method,
+                    url,
+                    params=params,
+                    json=json,
+                    content=content() if content is not None else None,
+                    headers=headers,
                 )
             except httpx.TransportError as exc:
                 wait = wait_before_retry(
-                    self._backoff, attempt, self.max_retries, status=None, repeatable=retry_on_network_error
+                    self._backoff, attempt, self.max_retries, status=None, repeatable=repeatable
                 )
                 if wait is None:
-                    raise APIConnectionError(f"{method} {path}: {type(exc).__name__}: {exc}") from exc
+                    raise APIConnectionError(f"{label}: {type(exc).__name__}: {exc}") from exc
                 await self.sleep(wait)
                 continue
             if response.status_code < 400:
-                return response.json() if response.content else None
+                return response
             wait = wait_before_retry(
                 self._backoff,
                 attempt,
@@ -143,7 +186,7 @@ class AsyncClient:
                 status=response.status_code,
                 retry_after=response.headers.get("retry-after"),
                 now=self._clock(),
-                repeatable=retry_on_network_error,
+                repeatable=repeatable,
             )
             if wait is None:
                 raise error_from_response(response)
@@ -198,9 +241,9 @@ class AsyncQuotes:
     def __init__(self, client: AsyncClient) -> None:
         self._client = client
 
-    async def model(self, items: list[dict[str, Any]], **options: Any) -> Quote:
-        answer = await self._client.request("POST", "/v1/quotes/model", json={"items": items, **options})
-        return Quote.from_dict(answer)
+    async def model(self, items: list[dict[str, Any]] | None = None, **options: Any) -> Quote:
+        body = {"items": items, **options} if items is not None else options
+        return Quote.from_dict(await self._client.request("POST", "/v1/quotes/model", json=body))
 
     async def workflow(self, **body: Any) -> Quote:
         return Quote.from_dict(await self._client.request("POST", "/v1/quotes/workflow", json=body))
@@ -255,6 +298,22 @@ class AsyncBatches:
         answer = await self._client.request("GET", f"/v1/batches/{batch_id}/billing-receipt")
         return BillingReceipt.from_dict(answer)
 
+    async def download_artifact(self, batch_id: str, out: BinaryIO) -> int:
+        """As `Batches.download_artifact`: stream the results artifact into `out`."""
+        url = await self.artifact_url(batch_id)
+        written = 0
+        try:
+            async with self._client.http.stream("GET", url) as response:
+                if response.status_code >= 400:
+                    await response.aread()
+                    raise error_from_response(response)
+                async for chunk in response.aiter_bytes():
+                    out.write(chunk)
+                    written += len(chunk)
+        except httpx.TransportError as exc:
+            raise APIConnectionError(f"GET artifact of {batch_id}: {type(exc).__name__}: {exc}") from exc
+        return written
+
     async def wait(
         self,
         batch_id: str,
@@ -299,3 +358,68 @@ class AsyncChat:
         path = "/v1/chat/completions"
         answer = await self._client.request("POST", path, json=body, retry_on_network_error=False)
         return ChatJob.from_dict(answer)
+
+
+class AsyncFiles:
+    """As `Files`: direct up to 4 MiB, else the signed URL; `on_progress(sent, total)`."""
+
+    def __init__(self, client: AsyncClient) -> None:
+        self._client = client
+
+    async def upload(
+        self,
+        source: Source,
+        *,
+        filename: str | None = None,
+        purpose: str | None = None,
+        method: UploadMethod = "auto",
+        on_progress: Progress | None = None,
+    ) -> File:
+        data = upload_source(source, filename)
+        if use_direct(method, data.size):
+            return await self.create(data, purpose=purpose, on_progress=on_progress)
+        signed = await self.start_upload(filename=data.filename, size=data.size, purpose=purpose)
+        await self.put(signed.upload, data, on_progress=on_progress)
+        return await self.complete(signed.file.id)
+
+    async def create(
+        self,
+        source: Source | UploadSource,
+        *,
+        purpose: str | None = None,
+        on_progress: Progress | None = None,
+    ) -> File:
+        data = source if isinstance(source, UploadSource) else upload_source(source)
+        response = await self._client.send(
+            "POST",
+            self._client.base_url + "/v1/files",
+            params={"purpose": purpose} if purpose else None,
+            content=lambda: data.achunks(on_progress),
+            headers=self._client.headers(direct_headers(data)),
+        )
+        return File.from_dict(response.json()["file"])
+
+    async def start_upload(
+        self, *, filename: str, size: int, content_type: str | None = None, purpose: str | None = None
+    ) -> SignedUpload:
+        body = start_body(filename, size, content_type, purpose)
+        answer = await self._client.request("POST", "/v1/files/uploads", json=body)
+        return SignedUpload.from_dict(answer)
+
+    async def put(
+        self, upload: UploadTarget, source: Source | UploadSource, *, on_progress: Progress | None = None
+    ) -> None:
+        data = source if isinstance(source, UploadSource) else upload_source(source)
+        await self._client.send(
+            upload.method,
+            upload.url,
+            content=lambda: data.achunks(on_progress),
+            headers={**upload.headers, "Content-Length": str(data.size)},
+        )
+
+    async def complete(self, file_id: str) -> File:
+        answer = await self._client.request("POST", f"/v1/files/{file_id}/complete")
+        return File.from_dict(answer["file"])
+
+    async def get(self, file_id: str) -> File:
+        return File.from_dict((await self._client.request("GET", f"/v1/files/{file_id}"))["file"])

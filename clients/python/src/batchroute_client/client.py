@@ -14,11 +14,21 @@ import os
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import Any, BinaryIO
 
 import httpx
 
 from batchroute_client._retry import Backoff, wait_before_retry
+from batchroute_client._upload import (
+    Progress,
+    Source,
+    UploadMethod,
+    UploadSource,
+    direct_headers,
+    start_body,
+    upload_source,
+    use_direct,
+)
 from batchroute_client.errors import APIConnectionError, WaitTimeoutError, error_from_response
 from batchroute_client.models import (
     Batch,
@@ -27,10 +37,13 @@ from batchroute_client.models import (
     ChatCompletion,
     ChatCompletionChunk,
     ChatJob,
+    File,
     Item,
     Quote,
     ResultRow,
     RetriedBatch,
+    SignedUpload,
+    UploadTarget,
     Usage,
 )
 
@@ -77,6 +90,7 @@ class Client:
         self.quotes = Quotes(self)
         self.batches = Batches(self)
         self.chat = Chat(self)
+        self.files = Files(self)
 
     def __repr__(self) -> str:  # never shows the key
         return f"Client(base_url={self.base_url!r})"
@@ -90,6 +104,10 @@ class Client:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    @property
+    def http(self) -> httpx.Client:
+        return self._http
 
     def sleep(self, seconds: float) -> None:
         self._sleep(seconds)
@@ -121,24 +139,54 @@ class Client:
         `retry_on_network_error=False` (and no 5xx retry) for a POST that is not safe to
         repeat: only 429, which the service answers before doing any work, is retried then.
         """
-        request_headers = self.headers(headers)
-        query = {k: v for k, v in (params or {}).items() if v is not None}
-        url = self.base_url + path
+        response = self.send(
+            method,
+            self.base_url + path,
+            params={k: v for k, v in (params or {}).items() if v is not None},
+            json=json,
+            headers=self.headers(headers),
+            repeatable=retry_on_network_error,
+        )
+        return response.json() if response.content else None
+
+    def send(
+        self,
+        method: str,
+        url: str,
+        *,
+        params: Mapping[str, Any] | None = None,
+        json: Any = None,
+        content: Callable[[], Any] | None = None,
+        headers: Mapping[str, str] | None = None,
+        repeatable: bool = True,
+    ) -> httpx.Response:
+        """One HTTP exchange with the spec's retries; the successful response, or the typed error.
+
+        `content` is a factory of the body (bytes or an iterator of chunks), called again for
+        every attempt, so a streamed upload restarts from its first byte."""
+        label = f"{method} {httpx.URL(url).path}"
         attempt = 0
         while True:
             attempt += 1
             try:
-                response = self._http.request(method, url, params=query, json=json, headers=request_headers)
+                response = self._http.request(
+                    method,
+                    url,
+                    params=params,
+                    json=json,
+                    content=content() if content is not None else None,
+                    headers=headers,
+                )
             except httpx.TransportError as exc:
                 wait = wait_before_retry(
-                    self._backoff, attempt, self.max_retries, status=None, repeatable=retry_on_network_error
+                    self._backoff, attempt, self.max_retries, status=None, repeatable=repeatable
                 )
                 if wait is None:
-                    raise APIConnectionError(f"{method} {path}: {type(exc).__name__}: {exc}") from exc
+                    raise APIConnectionError(f"{label}: {type(exc).__name__}: {exc}") from exc
                 self._sleep(wait)
                 continue
             if response.status_code < 400:
-                return response.json() if response.content else None
+                return response
             wait = wait_before_retry(
                 self._backoff,
                 attempt,
@@ -146,7 +194,7 @@ class Client:
                 status=response.status_code,
                 retry_after=response.headers.get("retry-after"),
                 now=self._clock(),
-                repeatable=retry_on_network_error,
+                repeatable=repeatable,
             )
             if wait is None:
                 raise error_from_response(response)
@@ -211,12 +259,12 @@ class Quotes:
     def __init__(self, client: Client) -> None:
         self._client = client
 
-    def model(self, items: list[dict[str, Any]], **options: Any) -> Quote:
+    def model(self, items: list[dict[str, Any]] | None = None, **options: Any) -> Quote:
         """`POST /v1/quotes/model`: free, reserves nothing; `options` are the routing fields
-        (`routing_mode`, `sla_tier`, `privacy_tier`, `required_tools`, ...)."""
-        return Quote.from_dict(
-            self._client.request("POST", "/v1/quotes/model", json={"items": items, **options})
-        )
+        (`routing_mode`, `sla_tier`, `privacy_tier`, `required_tools`, ...), or
+        `input_file_id` instead of `items`."""
+        body = {"items": items, **options} if items is not None else options
+        return Quote.from_dict(self._client.request("POST", "/v1/quotes/model", json=body))
 
 
 class Batches:
@@ -275,6 +323,23 @@ class Batches:
             self._client.request("GET", f"/v1/batches/{batch_id}/billing-receipt")
         )
 
+    def download_artifact(self, batch_id: str, out: BinaryIO) -> int:
+        """Stream the full results artifact (its signed URL) into `out`; return the byte count.
+        Not resumed after a network error: call again (a new URL is signed each time)."""
+        url = self.artifact_url(batch_id)
+        written = 0
+        try:
+            with self._client.http.stream("GET", url) as response:
+                if response.status_code >= 400:
+                    response.read()
+                    raise error_from_response(response)
+                for chunk in response.iter_bytes():
+                    out.write(chunk)
+                    written += len(chunk)
+        except httpx.TransportError as exc:
+            raise APIConnectionError(f"GET artifact of {batch_id}: {type(exc).__name__}: {exc}") from exc
+        return written
+
     def wait(
         self,
         batch_id: str,
@@ -322,3 +387,75 @@ class Chat:
         body = {"model": model, "messages": messages, "batch": True, **options}
         answer = self._client.request("POST", "/v1/chat/completions", json=body, retry_on_network_error=False)
         return ChatJob.from_dict(answer)
+
+
+class Files:
+    """Model-input JSONL files (docs/files.md). `upload` picks the way by size: a direct
+    upload up to 4 MiB, else the signed URL (up to 512 MiB), reporting bytes sent to
+    `on_progress(sent, total)`; a retried attempt reports again from 0."""
+
+    def __init__(self, client: Client) -> None:
+        self._client = client
+
+    def upload(
+        self,
+        source: Source,
+        *,
+        filename: str | None = None,
+        purpose: str | None = None,
+        method: UploadMethod = "auto",
+        on_progress: Progress | None = None,
+    ) -> File:
+        """Upload `source` (bytes or a path) and return the checked file (`processed`, or
+        `error` with its line errors)."""
+        data = upload_source(source, filename)
+        if use_direct(method, data.size):
+            return self.create(data, purpose=purpose, on_progress=on_progress)
+        signed = self.start_upload(filename=data.filename, size=data.size, purpose=purpose)
+        self.put(signed.upload, data, on_progress=on_progress)
+        return self.complete(signed.file.id)
+
+    def create(
+        self,
+        source: Source | UploadSource,
+        *,
+        purpose: str | None = None,
+        on_progress: Progress | None = None,
+    ) -> File:
+        """`POST /v1/files`: a direct upload (the raw JSONL body, streamed)."""
+        data = source if isinstance(source, UploadSource) else upload_source(source)
+        response = self._client.send(
+            "POST",
+            self._client.base_url + "/v1/files",
+            params={"purpose": purpose} if purpose else None,
+            content=lambda: data.chunks(on_progress),
+            headers=self._client.headers(direct_headers(data)),
+        )
+        return File.from_dict(response.json()["file"])
+
+    def start_upload(
+        self, *, filename: str, size: int, content_type: str | None = None, purpose: str | None = None
+    ) -> SignedUpload:
+        """`POST /v1/files/uploads`: a file in `uploading` and the signed URL to PUT it to."""
+        body = start_body(filename, size, content_type, purpose)
+        answer = self._client.request("POST", "/v1/files/uploads", json=body)
+        return SignedUpload.from_dict(answer)
+
+    def put(
+        self, upload: UploadTarget, source: Source | UploadSource, *, on_progress: Progress | None = None
+    ) -> None:
+        """PUT the bytes to the signed URL with exactly its headers (never the API key)."""
+        data = source if isinstance(source, UploadSource) else upload_source(source)
+        self._client.send(
+            upload.method,
+            upload.url,
+            content=lambda: data.chunks(on_progress),
+            headers={**upload.headers, "Content-Length": str(data.size)},
+        )
+
+    def complete(self, file_id: str) -> File:
+        """`POST /v1/files/{id}/complete`: check the bytes; idempotent."""
+        return File.from_dict(self._client.request("POST", f"/v1/files/{file_id}/complete")["file"])
+
+    def get(self, file_id: str) -> File:
+        return File.from_dict(self._client.request("GET", f"/v1/files/{file_id}")["file"])

@@ -382,6 +382,81 @@ class ChatCompletionChunk:
         )
 
 
+@dataclass(frozen=True)
+class File:
+    """A model-input JSONL file (docs/files.md): `processed` is usable as `input_file_id`."""
+
+    SCHEMA: ClassVar[str] = "FileOut"
+    id: str
+    filename: str
+    purpose: str
+    bytes: int
+    status: str
+    created_at: str
+    content_type: str = ""
+    line_count: int = 0
+    item_count: int = 0
+    error_count: int = 0
+    errors: list[dict[str, Any]] = field(default_factory=list)
+    error: dict[str, str] | None = None
+    sha256: str | None = None
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False, metadata=RAW)
+
+    @property
+    def usable(self) -> bool:
+        return self.status == "processed"
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> File:
+        return cls(
+            id=str(data["id"]),
+            filename=str(data.get("filename") or ""),
+            purpose=str(data.get("purpose") or ""),
+            bytes=int(data.get("bytes") or 0),
+            status=str(data["status"]),
+            created_at=str(data.get("created_at") or ""),
+            content_type=str(data.get("content_type") or ""),
+            line_count=int(data.get("line_count") or 0),
+            item_count=int(data.get("item_count") or 0),
+            error_count=int(data.get("error_count") or 0),
+            errors=list(data.get("errors") or []),
+            error=data.get("error"),
+            sha256=data.get("sha256"),
+            raw=dict(data),
+        )
+
+
+@dataclass(frozen=True)
+class UploadTarget:
+    """Where to PUT a signed upload's bytes: exactly these `headers` (the content type is signed)."""
+
+    SCHEMA: ClassVar[str] = "UploadTarget"
+    url: str
+    method: str
+    headers: dict[str, str]
+    expires_at: str
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> UploadTarget:
+        return cls(
+            url=str(data["url"]),
+            method=str(data.get("method") or "PUT"),
+            headers={str(k): str(v) for k, v in (data.get("headers") or {}).items()},
+            expires_at=str(data.get("expires_at") or ""),
+        )
+
+
+@dataclass(frozen=True)
+class SignedUpload:
+    SCHEMA: ClassVar[str] = "SignedUploadOut"
+    file: File
+    upload: UploadTarget
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SignedUpload:
+        return cls(File.from_dict(data["file"]), UploadTarget.from_dict(data["upload"]))
+
+
 ALL_MODELS: tuple[type, ...] = (
     Money,
     BatchCounts,
@@ -397,4 +472,7 @@ ALL_MODELS: tuple[type, ...] = (
     ChatJob,
     ChatCompletion,
     ChatCompletionChunk,
+    File,
+    UploadTarget,
+    SignedUpload,
 )

@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from batchroute.adapters.dynamo.presets import PresetStore
     from batchroute.adapters.dynamo.quotes import QuoteStore
     from batchroute.adapters.dynamo.rate_limits import RateCounterStore
+    from batchroute.adapters.dynamo.route_policies import RoutePolicyStore
     from batchroute.adapters.dynamo.webhook_deliveries import WebhookDeliveries
     from batchroute.adapters.email import SesMailer
     from batchroute.adapters.kms import KmsSealer
@@ -94,6 +95,7 @@ if TYPE_CHECKING:
     from batchroute.services.delivery.targets import DeliveryTargets
     from batchroute.services.delivery.webhooks import WebhookDelivery
     from batchroute.services.presets.service import Presets
+    from batchroute.services.routing.policy import PolicyReader, RoutePolicyService
     from batchroute.services.workflow.retention_gc import RetentionCollector
     from batchroute.services.workflow.steps import BatchWorkflow, Pipeline
     from batchroute.services.workflow.sweeper import Sweeper
@@ -415,6 +417,26 @@ class Wiring:
             self.identity, self.ledger, self.sealer, check_webhook_url=check_url, clock=self.clock
         )
 
+    # -- routing policy --------------------------------------------------------------------
+    @cached_property
+    def route_policy_store(self) -> RoutePolicyStore:
+        from batchroute.adapters.dynamo.route_policies import RoutePolicyStore
+
+        return RoutePolicyStore(self.settings.table_name("controls"))
+
+    @cached_property
+    def route_policies(self) -> PolicyReader:
+        """Per process: its cache is what keeps direct chat off DynamoDB for the policy."""
+        from batchroute.services.routing.policy import PolicyReader
+
+        return PolicyReader(self.route_policy_store, self.clock)
+
+    @cached_property
+    def route_policy(self) -> RoutePolicyService:
+        from batchroute.services.routing.policy import RoutePolicyService
+
+        return RoutePolicyService(self.route_policy_store, self.catalog, self.clock, self.route_policies)
+
     # -- billing ---------------------------------------------------------------------------
     @cached_property
     def billing_controls(self) -> BillingControlsService:
@@ -590,6 +612,7 @@ class Wiring:
             settings=self.settings,
             guards=self.guards,
             clock=self.clock,
+            policies=self.route_policies,
             presets=self.presets,
         )
 
@@ -690,6 +713,7 @@ class Wiring:
             controls=self.controls,
             guards=self.guards,
             clock=self.clock,
+            policies=self.route_policies,
             options=DirectOptions(
                 first_byte_timeout_seconds=settings.chat_first_byte_timeout_seconds,
                 checkpoint_seconds=settings.chat_usage_checkpoint_seconds,

@@ -24,14 +24,16 @@ Permission = Literal[
     "billing:manage",  # billing controls, auto top-up
     "batches:read",  # quotes, batches, results, files
     "batches:create",  # quotes, batches, files, chat completions, cancel, retry
+    "routing:read",  # the org's route policy and its history
+    "routing:manage",  # PUT the org's route policy
 ]
 PERMISSIONS: tuple[Permission, ...] = get_args(Permission)
 
 ROLE_PERMISSIONS: dict[Role, frozenset[Permission]] = {
     "owner": frozenset(PERMISSIONS),
     "admin": frozenset(PERMISSIONS) - {"billing:manage"},
-    "member": frozenset({"account:read", "batches:read", "batches:create"}),
-    "billing": frozenset({"account:read", "billing:read", "billing:manage", "batches:read"}),
+    "member": frozenset({"account:read", "batches:read", "batches:create", "routing:read"}),
+    "billing": frozenset({"account:read", "billing:read", "billing:manage", "batches:read", "routing:read"}),
 }
 
 

@@ -11,7 +11,10 @@ one-item group, then `provider_preferences.only` filters. The survivors are rank
    failing loses to a slightly dearer one that answers;
 3. then lane id (stable).
 
-With `allow_fallbacks: false` only the first lane is kept. The hold covers the dearest lane
+With `allow_fallbacks: false` only the first lane is kept. The org's route policy
+(route_policy.py) applies as the `policy` gate at DIRECT prices, its routing mode and privacy
+floor are combined with the request, and `chat_fallbacks_allowed: false` keeps only the
+first lane (the others are rejected `policy`, rule `chat_fallbacks_allowed`). The hold covers the dearest lane
 that may be tried: prompt estimate at input price + (`max_tokens`, capped by the lane, or
 the lane's own output limit) at output price, rounded up to the micro-dollar.
 """
@@ -19,7 +22,7 @@ the lane's own output limit) at output price, rounded up to the micro-dollar.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
 from typing import Any, Final
@@ -28,6 +31,7 @@ from batchroute.domain.catalog import Catalog, Lane, LaneLive, Provider
 from batchroute.domain.chat_requests import ChatRequest
 from batchroute.domain.items import ModelGroup
 from batchroute.domain.pricing import token_cost
+from batchroute.domain.route_policy import POLICY_GATE, RoutePolicy, combine, guarded, in_force
 from batchroute.domain.routing_gates import RouteRequest, RoutingGuards, lane_gate_failures
 from batchroute.errors import InvalidRequest
 from batchroute.money import Money
@@ -82,6 +86,7 @@ class DirectLane:
 class DirectPlan:
     lanes: tuple[DirectLane, ...]  # in the order they are tried
     rejected: tuple[tuple[str, str], ...]  # (lane_id, rejection code)
+    rules: Mapping[str, str] = field(default_factory=dict)  # lane_id -> the policy rule, for `policy`
 
     @property
     def hold(self) -> Money:
@@ -89,7 +94,11 @@ class DirectPlan:
         return max((lane.hold for lane in self.lanes), default=Money.zero())
 
     def rejection_details(self) -> dict[str, Any]:
-        return {"rejected_lanes": [{"lane_id": lane, "code": code} for lane, code in self.rejected]}
+        return {"rejected_lanes": [self._entry(lane, code) for lane, code in self.rejected]}
+
+    def _entry(self, lane_id: str, code: str) -> dict[str, str]:
+        rule = self.rules.get(lane_id) if code == POLICY_GATE else None
+        return {"lane_id": lane_id, "code": code, **({"rule": rule} if rule else {})}
 
 
 def plan_direct(
@@ -100,11 +109,16 @@ def plan_direct(
     now: datetime,
     guards: RoutingGuards,
     observed: Mapping[str, LaneRecord] | None = None,
+    policy: RoutePolicy | None = None,
 ) -> DirectPlan:
-    """The lanes to try, best first; raises InvalidRequest `no_direct_lane` when none may."""
+    """The lanes to try, best first; raises InvalidRequest `no_direct_lane` when none may.
+    `policy`: the org's route policy, if any."""
     group = ModelGroup(model=request.model, first_index=0)
     group.add(0, request.facts)
-    route_request = RouteRequest(privacy_tier=request.privacy_tier)
+    policy = in_force(policy)
+    route_request = combine(policy, RouteRequest(privacy_tier=request.privacy_tier), mode_given=False).request
+    guards = guarded(guards, policy, basis="direct")
+    rules: dict[str, str] = {}
     providers = {p.slug: p for p in catalog.providers}
     observed = observed or {}
     prefs = request.preferences
@@ -124,6 +138,8 @@ def plan_direct(
         )
         if failures or provider is None:
             rejected.append((lane.lane_id, failures[0].code if failures else "provider_disabled"))
+            if failures and failures[0].code == POLICY_GATE:
+                rules[lane.lane_id] = str(failures[0].details["rule"])
             continue
         if prefs.only is not None and lane.provider not in prefs.only:
             rejected.append((lane.lane_id, EXCLUDED_BY_PREFERENCES))
@@ -134,8 +150,12 @@ def plan_direct(
     if eligible and not prefs.allow_fallbacks:
         rejected.extend((d.lane_id, NOT_FIRST_CHOICE) for d in eligible[1:])
         eligible = eligible[:1]
+    if eligible and policy is not None and not policy.chat_fallbacks_allowed:
+        rejected.extend((d.lane_id, POLICY_GATE) for d in eligible[1:])
+        rules.update((d.lane_id, "chat_fallbacks_allowed") for d in eligible[1:])
+        eligible = eligible[:1]
     rejected.sort()
-    plan = DirectPlan(lanes=tuple(eligible), rejected=tuple(rejected))
+    plan = DirectPlan(lanes=tuple(eligible), rejected=tuple(rejected), rules=rules)
     if not plan.lanes:
         raise InvalidRequest(
             f"No provider can answer {request.model} directly under this request's constraints.",

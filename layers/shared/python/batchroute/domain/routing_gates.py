@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
-from typing import Any, Final, Literal, get_args
+from typing import Any, Final, Literal, Protocol, get_args
 
 from batchroute.domain.catalog import Lane, LaneLive, PrivacyTier, Provider, SlaTier
 from batchroute.domain.items import HOSTED_TOOLS, ModelGroup
@@ -27,6 +27,7 @@ GATE_ORDER: Final[tuple[str, ...]] = (
     "provider_disabled",
     "not_launched",
     "not_in_allowlist",
+    "policy",  # the org's route policy (domain/route_policy.py): details.rule names the rule
     "routing_mode_excluded",
     "operation_not_supported",
     "privacy_tier_mismatch",
@@ -113,14 +114,25 @@ class RouteRequest:
         )
 
 
+class LanePolicy(Protocol):
+    """The org's route policy as a gate (domain/route_policy.py:RoutePolicy)."""
+
+    def lane_failures(
+        self, lane: Lane, provider: Provider, operations: Iterable[str], basis: Literal["batch", "direct"]
+    ) -> list[GateFailure]: ...
+
+
 @dataclass(frozen=True)
 class RoutingGuards:
     """Service settings, not customer choices: the provider allowlist, the launch guard and
-    how old a lane's heartbeat may be before the lane counts as down."""
+    how old a lane's heartbeat may be before the lane counts as down. `policy` is the org's
+    route policy when one applies (the `policy` gate), judged on `price_basis` prices."""
 
     provider_allowlist: tuple[str, ...] = ()  # empty = every provider
     launch_provider_guard: bool = True
     heartbeat_ttl_seconds: int = DEFAULT_HEARTBEAT_TTL_SECONDS
+    policy: LanePolicy | None = field(default=None, compare=False)
+    price_basis: Literal["batch", "direct"] = "batch"
 
     def admits(self, provider: Provider | None) -> bool:
         return provider is not None and not _guard_failures(provider, self)
@@ -185,6 +197,8 @@ def lane_gate_failures(
         return [GateFailure("provider_disabled", "The lane's provider is not in the catalog.")]
     demand = demand or LaneDemand.of(group, lane)
     failures = _guard_failures(provider, guards)
+    if guards.policy is not None:
+        failures.extend(guards.policy.lane_failures(lane, provider, group.operations, guards.price_basis))
     allowed_kinds = _MODE_KINDS.get(request.routing_mode)
     if allowed_kinds is not None and provider.kind not in allowed_kinds:
         failures.append(

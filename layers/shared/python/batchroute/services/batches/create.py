@@ -256,6 +256,7 @@ class BatchService:
                     "quote_id must be a qlock_ id.", code="invalid_request", details={"field": "quote_id"}
                 )
             snapshot = self.quotes.snapshot(principal, quote_id)
+            self.quotes.check_policy_unchanged(principal, snapshot)
             digest = items_digest(self._stream_quoted_items(principal, body, snapshot, writer))
             if digest != snapshot["items"]["digest"]:
                 raise Conflict(
@@ -267,7 +268,9 @@ class BatchService:
             return routing, Money(int(snapshot["total_micros"])), fee_kind, quote_id, request
         # No quote: an internal quote, priced the same way, as the items stream to S3.
         _, items = self.quotes.items_source(principal, body)
-        planned = self.quotes.plan(body, items, on_item=lambda item, _line: writer.add(item))
+        planned = self.quotes.plan(
+            body, items, on_item=lambda item, _line: writer.add(item), org_id=principal.org_id
+        )
         routing = planned.plan.to_api()
         request = {k: routing[k] for k in ("routing_mode", "sla_tier", "privacy_tier")}
         return routing, planned.price.total, "batch", None, request

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Protocol
 
@@ -22,6 +22,14 @@ from batchroute.domain.catalog import Catalog, LaneLive, WorkflowProduct
 from batchroute.domain.jsonl import LineError
 from batchroute.domain.preflight import Issue, Preflight
 from batchroute.domain.pricing import PriceBreakdown, estimate_price
+from batchroute.domain.route_policy import (
+    Narrowing,
+    PolicyConflict,
+    RoutePolicy,
+    combine,
+    guarded,
+    in_force,
+)
 from batchroute.domain.routing import RoutePlan, route
 from batchroute.domain.routing_gates import RouteRequest, RoutingGuards
 from batchroute.errors import Conflict, Forbidden, InvalidRequest, NotFound
@@ -59,6 +67,12 @@ class Balances(Protocol):
     def balance(self, org_id: str) -> Money: ...
 
 
+class OrgPolicies(Protocol):
+    """services/routing/policy.py:PolicyReader: the org's route policy, one GetItem."""
+
+    def current(self, org_id: str) -> RoutePolicy | None: ...
+
+
 @dataclass(frozen=True)
 class PlannedQuote:
     request: RouteRequest
@@ -67,6 +81,15 @@ class PlannedQuote:
     item_count: int
     items_digest: str
     warnings: list[dict[str, Any]]
+    policy: RoutePolicy | None = None  # the policy in force, if it restricts anything
+    narrowed: tuple[Narrowing, ...] = field(default_factory=tuple)
+    policy_version: int = 0  # the stored policy's version (0: never saved)
+
+    def route_policy_api(self) -> dict[str, Any] | None:
+        """The org's route policy this plan was held to (docs/routing-policy.md), or None."""
+        if self.policy is None:
+            return None
+        return {"version": self.policy.version, "narrowed": [n.to_api() for n in self.narrowed]}
 
 
 class _Digest:
@@ -105,6 +128,7 @@ class QuoteService:
         guards: RoutingGuards,
         clock: Clock,
         resolve: Callable[[str, int], list[str]] | None = None,
+        policies: OrgPolicies | None = None,
         presets: Resolver | None = None,
     ) -> None:
         self.catalog = catalog
@@ -117,6 +141,7 @@ class QuoteService:
         self.guards = guards
         self.clock = clock
         self.resolve = resolve
+        self.policies = policies
         self.presets = presets  # expands items and bodies naming a preset (docs/presets.md)
 
     # -- the pipeline both quotes and batch creation use -------------------------------------
@@ -127,11 +152,17 @@ class QuoteService:
         *,
         fee_kind: str = "batch",
         on_item: Callable[[Mapping[str, Any], bytes], None] | None = None,
+        org_id: str | None = None,
     ) -> PlannedQuote:
         """Preflight every item, route every model group, price the plan; raises the 400
-        `batch_preflight_failed` with every issue found."""
-        request = RouteRequest.from_api(body)
-        preflight = Preflight(self.catalog, request=request, guards=self.guards)
+        `batch_preflight_failed` with every issue found. With `org_id`, the org's route
+        policy applies (combined with the request's constraints, and as the `policy` gate)."""
+        policy = self.policies.current(org_id) if self.policies is not None and org_id else None
+        mode_given = body.get("routing_mode") is not None
+        combined = combine(policy, RouteRequest.from_api(body), mode_given=mode_given)
+        request = combined.request
+        guards = guarded(self.guards, policy)
+        preflight = Preflight(self.catalog, request=request, guards=guards)
         digest = _Digest()
         count = 0
         for index, item in items:
@@ -162,14 +193,22 @@ class QuoteService:
             live=self.live.live_states(),
             request=request,
             now=self.clock.now(),
-            guards=self.guards,
+            guards=guards,
         )
         preflight.add_route_plan(plan)
         result = preflight.result()
         result.raise_if_failed()
         price = estimate_price(plan, self.catalog.fees, fee_kind=fee_kind)  # type: ignore[arg-type]
         return PlannedQuote(
-            request, plan, price, count, digest.hexdigest(), list(result.to_api()["warnings"])
+            request,
+            plan,
+            price,
+            count,
+            digest.hexdigest(),
+            list(result.to_api()["warnings"]),
+            policy=in_force(policy),
+            narrowed=combined.narrowed,
+            policy_version=policy.version if policy else 0,
         )
 
     # -- POST /v1/quotes/model ----------------------------------------------------------------
@@ -180,7 +219,7 @@ class QuoteService:
         source, items = self.items_source(principal, body)
         lines: list[bytes] = []
         keep = _collector(lines) if source["kind"] == "inline" else None
-        planned = self.plan(body, items, on_item=keep)
+        planned = self.plan(body, items, on_item=keep, org_id=principal.org_id)
         if source["kind"] == "inline":
             source["s3_key"] = self.item_sink.save(quote_id, iter(lines))
         source["digest"] = planned.items_digest
@@ -205,7 +244,11 @@ class QuoteService:
             lines: list[bytes] = []
             items = ((i, workflow_item(product, model_id, i, raw)) for i, raw in enumerate(inputs))
             try:
-                planned = self.plan(body, items, fee_kind="workflow", on_item=_collector(lines))
+                planned = self.plan(
+                    body, items, fee_kind="workflow", on_item=_collector(lines), org_id=principal.org_id
+                )
+            except PolicyConflict:
+                raise
             except InvalidRequest as exc:
                 considered.append({"model": model_id, "eligible": False, "reason": exc.message})
                 continue
@@ -257,6 +300,21 @@ class QuoteService:
                 details={"expired_at": snapshot["expires_at"]},
             )
         return snapshot
+
+    def check_policy_unchanged(self, principal: Principal, snapshot: Mapping[str, Any]) -> None:
+        """A quote is honoured only under the route policy it was made under: a batch created
+        from a quote after the policy changed is refused (409 `quote_policy_changed`)."""
+        if self.policies is None:
+            return
+        policy = self.policies.current(principal.org_id)
+        current = policy.version if policy else 0
+        quoted = int(snapshot.get("policy_version") or 0)
+        if quoted != current:
+            raise Conflict(
+                "The org's route policy changed since this quote; quote again.",
+                code="quote_policy_changed",
+                details={"quoted_policy_version": quoted, "policy_version": current},
+            )
 
     # -- helpers -------------------------------------------------------------------------------
     def items_source(
@@ -323,6 +381,7 @@ class QuoteService:
             "routing": plan_api,
             "pricing_estimate": planned.price.to_api(),
             "total_micros": planned.price.total.micros,
+            "policy_version": planned.policy_version,
             **extra,
         }
         self.snapshots.put(snapshot)
@@ -346,6 +405,7 @@ class QuoteService:
             "customer_explanation": planned.plan.explanation(),
             "funding": {"available": available.to_api(), "sufficient": available >= planned.price.total},
             "preflight": {"ok": True, "errors": [], "warnings": planned.warnings},
+            "route_policy": planned.route_policy_api(),
             **extra,
         }
 

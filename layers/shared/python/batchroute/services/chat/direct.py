@@ -31,6 +31,7 @@ from batchroute.domain.chat_requests import CHAT_ITEM_ID, ChatRequest
 from batchroute.domain.chat_routing import DirectLane, DirectPlan, plan_direct
 from batchroute.domain.ledger import SettlementResult, period_keys
 from batchroute.domain.pricing import token_cost
+from batchroute.domain.route_policy import RoutePolicy
 from batchroute.domain.routing_gates import RoutingGuards
 from batchroute.domain.usage import UsageCharge, UsageLine, usage_day
 from batchroute.errors import InvalidRequest, Unavailable
@@ -59,6 +60,12 @@ class SyncProviders(Protocol):
 
 class ControlsReader(Protocol):
     def billing_controls(self, org_id: str) -> BillingControls | None: ...
+
+
+class OrgPolicies(Protocol):
+    """services/routing/policy.py:PolicyReader; `cached` costs no AWS call while warm."""
+
+    def cached(self, org_id: str) -> RoutePolicy | None: ...
 
 
 class MoneyWatch(Protocol):
@@ -91,6 +98,7 @@ class DirectCall:
     clock: Clock
     checkpoint_seconds: float
     events: Iterator[StreamEvent] = field(repr=False, default_factory=lambda: iter(()))
+    rejected: list[dict[str, str]] = field(default_factory=list)  # the plan's rejected lanes
     completion_tokens: int = 0
     pieces: list[str] = field(default_factory=list)
     result: ProviderResult | None = None
@@ -198,6 +206,7 @@ class DirectChat:
         clock: Clock,
         options: DirectOptions | None = None,
         watch: MoneyWatch | None = None,
+        policies: OrgPolicies | None = None,
     ) -> None:
         self.catalog = catalog
         self.lanes = lanes
@@ -210,9 +219,12 @@ class DirectChat:
         self.clock = clock
         self.options = options or DirectOptions()
         self.watch = watch
+        self.policies = policies
 
     # -- before the first byte ---------------------------------------------------------------
-    def plan(self, request: ChatRequest) -> DirectPlan:
+    def plan(self, request: ChatRequest, org_id: str | None = None) -> DirectPlan:
+        """With `org_id`, the org's route policy applies (the per-process cached copy)."""
+        policy = self.policies.cached(org_id) if self.policies is not None and org_id else None
         return plan_direct(
             request,
             self.catalog,
@@ -220,11 +232,12 @@ class DirectChat:
             now=self.clock.now(),
             guards=self.guards,
             observed=self.stats.snapshot(),
+            policy=policy,
         )
 
     def open(self, principal: Principal, request: ChatRequest) -> DirectCall:
         authorize(principal, "batches:create")
-        plan = self.plan(request)
+        plan = self.plan(request, principal.org_id)
         now = self.clock.now()
         batch_id = new_id("batch", now)
         hold_id = f"hold_{batch_id}"
@@ -248,6 +261,7 @@ class DirectChat:
             checkpoint=self._checkpoint,
             clock=self.clock,
             checkpoint_seconds=self.options.checkpoint_seconds,
+            rejected=plan.rejection_details()["rejected_lanes"],
         )
         try:
             self._first_byte(call, plan)
@@ -367,7 +381,10 @@ class DirectChat:
             "attempts": call.attempts,
             "usage": usage.to_dict(),
             "execution_summary": {"latest_error": error},
-            "billing": direct_receipt(call.batch_id, call.lane, usage, charged, call.hold, at),
+            "billing": {
+                **direct_receipt(call.batch_id, call.lane, usage, charged, call.hold, at),
+                "rejected_lanes": call.rejected,
+            },
         }
 
     def _record(

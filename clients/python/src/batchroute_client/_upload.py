@@ -1,0 +1,87 @@
+"""What the sync and async file uploads share: the upload source (bytes or a path, read in
+chunks with a progress callback) and the choice between a direct and a signed-URL upload.
+
+The service takes a direct upload (`POST /v1/files`) of at most 4 MiB: a synchronous Lambda
+invocation carries 6 MB and the body arrives base64-encoded (docs/files.md). Anything larger
+goes to the signed URL (`POST /v1/files/uploads`, `PUT`, `complete`), up to 512 MiB."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+DIRECT_UPLOAD_MAX_BYTES = 4 * 1024 * 1024
+MAX_FILE_BYTES = 512 * 1024 * 1024
+CHUNK_BYTES = 256 * 1024
+JSONL = "application/jsonl"
+
+UploadMethod = Literal["auto", "direct", "signed"]
+Progress = Callable[[int, int], None]  # (bytes sent so far, total bytes)
+Source = bytes | str | os.PathLike[str]
+
+
+@dataclass(frozen=True)
+class UploadSource:
+    filename: str
+    size: int
+    data: bytes | None = None
+    path: Path | None = None
+
+    def chunks(self, on_progress: Progress | None = None) -> Iterator[bytes]:
+        """The bytes from the first, reporting progress after each chunk; a new iterator for
+        every attempt, so a retried upload starts over."""
+        sent = 0
+        if on_progress is not None:
+            on_progress(0, self.size)
+        for chunk in self._read():
+            yield chunk
+            sent += len(chunk)
+            if on_progress is not None:
+                on_progress(sent, self.size)
+
+    async def achunks(self, on_progress: Progress | None = None) -> AsyncIterator[bytes]:
+        for chunk in self.chunks(on_progress):
+            yield chunk
+
+    def _read(self) -> Iterator[bytes]:
+        if self.data is not None:
+            for start in range(0, len(self.data), CHUNK_BYTES):
+                yield self.data[start : start + CHUNK_BYTES]
+            return
+        assert self.path is not None
+        with self.path.open("rb") as handle:
+            while chunk := handle.read(CHUNK_BYTES):
+                yield chunk
+
+
+def upload_source(source: Source, filename: str | None = None) -> UploadSource:
+    if isinstance(source, bytes):
+        return UploadSource(filename or "upload.jsonl", len(source), data=source)
+    path = Path(source)
+    return UploadSource(filename or path.name, path.stat().st_size, path=path)
+
+
+def use_direct(method: UploadMethod, size: int, direct_max_bytes: int = DIRECT_UPLOAD_MAX_BYTES) -> bool:
+    if method not in ("auto", "direct", "signed"):
+        raise ValueError(f"upload method must be auto, direct or signed, not {method!r}")
+    if method == "auto":
+        return size <= direct_max_bytes
+    return method == "direct"
+
+
+def direct_headers(source: UploadSource) -> dict[str, str]:
+    name = source.filename.replace('"', "")
+    return {
+        "Content-Type": JSONL,
+        "Content-Disposition": f'attachment; filename="{name}"',
+        "Content-Length": str(source.size),
+    }
+
+
+def start_body(filename: str, size: int, content_type: str | None, purpose: str | None) -> dict[str, object]:
+    """The body of `POST /v1/files/uploads` (absent fields left out)."""
+    body = {"filename": filename, "bytes": size, "content_type": content_type, "purpose": purpose}
+    return {k: v for k, v in body.items() if v is not None}

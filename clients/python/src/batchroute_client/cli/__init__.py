@@ -1,0 +1,73 @@
+"""The `batchroute` command line (docs/cli.md): `main(argv)` runs one command and returns its
+exit code. 0 ok, 1 API error, 2 usage error, 3 network error or time-out, 4 a batch followed
+with `--wait` ended failed, expired or canceled, 130 interrupted. API errors print
+`error: <code>: <message>` on stderr, never a traceback; with `--json` the error document also
+goes to stdout."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+import typer
+
+from batchroute_client.cli import render
+from batchroute_client.cli import runtime as rt
+from batchroute_client.cli.app import BatchEnded, app
+from batchroute_client.cli.config import ConfigError
+from batchroute_client.cli.inputs import InputError
+from batchroute_client.errors import APIConnectionError, APIError, BatchrouteError, WaitTimeoutError
+
+EXIT_OK, EXIT_API, EXIT_USAGE, EXIT_NETWORK, EXIT_BATCH_ENDED, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
+
+
+def main(argv: Sequence[str] | None = None, runtime: rt.Runtime | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    json_mode = "--json" in args
+    previous = rt.CURRENT
+    rt.CURRENT = runtime or rt.Runtime()
+    try:
+        command = typer.main.get_command(app)
+        result = command.main(args=args, prog_name="batchroute", standalone_mode=False)
+        return result if isinstance(result, int) else EXIT_OK
+    except typer.Exit as exc:
+        return int(exc.exit_code)
+    except typer.TyperException as exc:  # usage errors: bad option, missing argument, ...
+        show = getattr(exc, "show", None)
+        if callable(show):
+            show()
+        else:
+            sys.stderr.write(f"error: {exc}\n")
+        return EXIT_USAGE
+    except (typer.Abort, KeyboardInterrupt):
+        sys.stderr.write("\ninterrupted\n")
+        return EXIT_INTERRUPTED
+    except (ConfigError, InputError) as exc:
+        _fail(json_mode, "usage_error", str(exc))
+        return EXIT_USAGE
+    except APIError as exc:
+        sys.stderr.write(render.error_line(exc) + "\n")
+        if json_mode:
+            render.emit_json(render.error_document(exc))
+        return EXIT_API
+    except (APIConnectionError, WaitTimeoutError) as exc:
+        code = "timeout" if isinstance(exc, WaitTimeoutError) else "network_error"
+        _fail(json_mode, code, str(exc))
+        return EXIT_NETWORK
+    except BatchEnded as exc:
+        _fail(False, "batch_ended", str(exc))  # --json: the batch document is already on stdout
+        return EXIT_BATCH_ENDED
+    except BatchrouteError as exc:
+        _fail(json_mode, "client_error", str(exc))
+        return EXIT_API
+    finally:
+        rt.CURRENT = previous
+
+
+def _fail(json_mode: bool, code: str, message: str) -> None:
+    sys.stderr.write(f"error: {code}: {message}\n")
+    if json_mode:
+        render.emit_json({"error": {"code": code, "message": message}})
+
+
+__all__ = ["main"]

@@ -1,0 +1,138 @@
+"""Reading a batch input file: native items, or the vendor batch format
+(`{custom_id, method, url, body}` lines), converted line by line to native items as the
+service's compat surface converts them (`batchroute/domain/compat.py`, `read_row`):
+
+- `url` `/v1/chat/completions` or `/v1/responses` -> operation `responses`, `/v1/embeddings`
+  -> `embeddings`; any other url is refused, naming the line;
+- `custom_id` -> `customer_item_id` (1-256 characters), `method` must be `POST`;
+- `body.model` -> `model`, the rest of `body` -> `input`.
+
+A line is a vendor row when it has `custom_id`, `url` or `method`; any other JSON object is
+passed on as a native item (the service's preflight checks its fields). The converted items
+are written to a JSONL file, so a large input is never held in memory."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+ENDPOINT_OPERATIONS = {
+    "/v1/chat/completions": "responses",
+    "/v1/responses": "responses",
+    "/v1/embeddings": "embeddings",
+}
+MAX_CUSTOMER_ITEM_ID = 256
+MAX_SHOWN_PROBLEMS = 5
+VENDOR_FIELDS = ("custom_id", "url", "method")
+
+
+class InputError(Exception):
+    """The input file cannot be used (a usage error, exit 2); the message names the lines."""
+
+
+@dataclass
+class Converted:
+    items: int = 0
+    vendor_rows: int = 0
+    bytes: int = 0
+    models: set[str] = field(default_factory=set)
+    problems: list[str] = field(default_factory=list)
+    problem_count: int = 0
+
+    @property
+    def format(self) -> str:
+        if self.vendor_rows == 0:
+            return "native"
+        return "vendor" if self.vendor_rows == self.items else "mixed"
+
+
+def vendor_item(row: dict[str, Any]) -> dict[str, Any]:
+    """One vendor row as a native item; ValueError names the field at fault."""
+    custom_id = row.get("custom_id")
+    if not isinstance(custom_id, str) or not custom_id or len(custom_id) > MAX_CUSTOMER_ITEM_ID:
+        raise ValueError(f"custom_id must be a string of 1-{MAX_CUSTOMER_ITEM_ID} characters")
+    if row.get("method") != "POST":
+        raise ValueError("method must be POST")
+    url = row.get("url")
+    operation = ENDPOINT_OPERATIONS.get(url) if isinstance(url, str) else None
+    if operation is None:
+        raise ValueError(f"url {url!r} is not supported: use one of {', '.join(ENDPOINT_OPERATIONS)}")
+    body = row.get("body")
+    if not isinstance(body, dict):
+        raise ValueError("body must be a JSON object")
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise ValueError("body.model must name a model")
+    return {
+        "customer_item_id": custom_id,
+        "operation": operation,
+        "model": model,
+        "input": {key: value for key, value in body.items() if key != "model"},
+    }
+
+
+def _lines(path: Path) -> Iterator[tuple[int, bytes]]:
+    try:
+        handle = path.open("rb")
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror}") from exc
+    with handle:
+        for number, line in enumerate(handle, start=1):
+            if number == 1 and line.startswith(b"\xef\xbb\xbf"):
+                line = line[3:]
+            yield number, line
+
+
+def convert(path: Path, out: IO[bytes]) -> Converted:
+    """Write every line of `path` as a native item (compact JSON) to `out`; raise InputError
+    listing the first bad lines if any line is not usable."""
+    summary = Converted()
+    for number, line in _lines(path):
+        if not line.strip():
+            continue
+        try:
+            parsed = json.loads(line)
+        except (UnicodeDecodeError, ValueError) as exc:
+            summary.problem_count += 1
+            _note(summary, f"{path.name}:{number}: not JSON ({exc})")
+            continue
+        if not isinstance(parsed, dict):
+            summary.problem_count += 1
+            _note(summary, f"{path.name}:{number}: a line must be a JSON object")
+            continue
+        if any(name in parsed for name in VENDOR_FIELDS):
+            try:
+                parsed = vendor_item(parsed)
+            except ValueError as exc:
+                summary.problem_count += 1
+                _note(summary, f"{path.name}:{number}: {exc}")
+                continue
+            summary.vendor_rows += 1
+        summary.items += 1
+        if isinstance(parsed.get("model"), str):
+            summary.models.add(parsed["model"])
+        encoded = json.dumps(parsed, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
+        summary.bytes += len(encoded)
+        out.write(encoded)
+    if summary.problem_count:
+        more = summary.problem_count - len(summary.problems)
+        tail = f"\n... and {more} more" if more else ""
+        raise InputError(
+            f"{path.name}: {summary.problem_count} unusable line(s):\n" + "\n".join(summary.problems) + tail
+        )
+    if summary.items == 0:
+        raise InputError(f"{path.name} has no items")
+    return summary
+
+
+def _note(summary: Converted, problem: str) -> None:
+    if len(summary.problems) < MAX_SHOWN_PROBLEMS:
+        summary.problems.append(problem)
+
+
+def read_items(out: IO[bytes]) -> list[dict[str, Any]]:
+    out.seek(0)
+    return [json.loads(line) for line in out if line.strip()]

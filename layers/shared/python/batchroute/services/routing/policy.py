@@ -1,0 +1,164 @@
+"""Route policy use cases: read (the default until the first save), a version-checked update
+that writes its history entry in the same transaction, the history (cursor-paginated), and
+`PolicyReader`, the read every routing path uses.
+
+Authorization happens here (`routing:read` for reads, `routing:manage` for updates), so the
+service is safe whoever calls it. docs/routing-policy.md has the long form.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any, Protocol
+
+from batchroute.clock import Clock, isoformat
+from batchroute.domain.access import Principal, authorize
+from batchroute.domain.catalog import Catalog
+from batchroute.domain.route_policy import (
+    ACTION_UPDATE,
+    PolicyChange,
+    PolicyVersionMismatch,
+    RoutePolicy,
+    apply_update,
+    diff,
+    parse_update,
+)
+from batchroute.errors import InvalidRequest
+from batchroute.ids import has_prefix, new_id
+
+MAX_PAGE = 200
+# How long a process may route with a policy it read (direct chat only; see PolicyReader).
+CACHE_SECONDS = 30.0
+
+
+class PolicyRecords(Protocol):
+    def policy(self, org_id: str, *, consistent: bool = True) -> RoutePolicy | None: ...
+
+    def save_policy(self, policy: RoutePolicy, *, expected_version: int, entry: PolicyChange) -> None: ...
+
+    def history(
+        self, org_id: str, *, limit: int, starting_after: str | None = None
+    ) -> tuple[list[PolicyChange], bool]: ...
+
+
+class PolicyReader:
+    """The policy as routing reads it: `current` is one GetItem (quotes, batch create, compat,
+    queued chat: off the hot path, always fresh); `cached` serves direct chat from a
+    per-process copy at most CACHE_SECONDS old (by the injected clock), so a warm direct
+    request spends no AWS round trip on it. A save in this process refreshes its copy at
+    once; other processes see a change within CACHE_SECONDS."""
+
+    def __init__(self, records: PolicyRecords, clock: Clock, *, cache_seconds: float = CACHE_SECONDS) -> None:
+        self.records = records
+        self.clock = clock
+        self.cache_seconds = cache_seconds
+        self._cache: dict[str, tuple[float, RoutePolicy | None]] = {}
+        self._lock = threading.Lock()
+
+    def current(self, org_id: str) -> RoutePolicy | None:
+        """The org's stored policy (None before its first save): one strongly consistent GetItem."""
+        policy = self.records.policy(org_id)
+        self.remember(org_id, policy)
+        return policy
+
+    def cached(self, org_id: str) -> RoutePolicy | None:
+        now = self.clock.now().timestamp()
+        with self._lock:
+            hit = self._cache.get(org_id)
+        if hit is not None and 0 <= now - hit[0] < self.cache_seconds:
+            return hit[1]
+        return self.current(org_id)
+
+    def remember(self, org_id: str, policy: RoutePolicy | None) -> None:
+        with self._lock:
+            self._cache[org_id] = (self.clock.now().timestamp(), policy)
+
+
+class RoutePolicyService:
+    def __init__(self, records: PolicyRecords, catalog: Catalog, clock: Clock, reader: PolicyReader) -> None:
+        self.records = records
+        self.catalog = catalog
+        self.clock = clock
+        self.reader = reader
+
+    def get(self, principal: Principal) -> RoutePolicy:
+        authorize(principal, "routing:read")
+        return self.records.policy(principal.org_id) or RoutePolicy(org_id=principal.org_id)
+
+    def update(
+        self,
+        principal: Principal,
+        body: Any,
+        *,
+        if_match: str | None = None,
+        ip_address: str | None = None,
+    ) -> RoutePolicy:
+        """Apply a partial update (only the given fields change; null resets one). With a
+        version (`If-Match` or the body's `version`) the save is refused with 409
+        `policy_version_mismatch` unless that is still the stored version."""
+        authorize(principal, "routing:manage")
+        changes = parse_update(body, self.catalog)
+        expected = _expected_version(if_match, body)
+        current = self.records.policy(principal.org_id) or RoutePolicy(org_id=principal.org_id)
+        if expected is not None and expected != current.version:
+            raise PolicyVersionMismatch(
+                f"The route policy is at version {current.version}, not {expected}; read it again.",
+                details={"expected_version": expected, "current_version": current.version},
+            )
+        updated = apply_update(current, changes)
+        before, after = diff(current, updated)
+        if not before and current.configured:
+            return current
+        now = isoformat(self.clock.now())
+        saved = replace(
+            updated,
+            configured=True,
+            version=current.version + 1,
+            created_at=current.created_at or now,
+            updated_at=now,
+            updated_by=principal.user_id or principal.key_id,
+        )
+        entry = PolicyChange(
+            id=new_id("aud", at=self.clock.now()),
+            org_id=principal.org_id,
+            version=saved.version,
+            actor_user_id=principal.user_id,
+            actor_key_id=principal.key_id if principal.via == "api_key" else None,
+            actor_role=principal.role,
+            action=ACTION_UPDATE,
+            before=before,
+            after=after,
+            ip_address=ip_address,
+            created_at=now,
+        )
+        self.records.save_policy(saved, expected_version=current.version, entry=entry)
+        self.reader.remember(principal.org_id, saved)
+        return saved
+
+    def history(self, principal: Principal, *, limit: int = 50, cursor: str | None = None) -> dict[str, Any]:
+        authorize(principal, "routing:read")
+        if cursor is not None and not has_prefix(cursor, "aud"):
+            raise InvalidRequest(
+                "cursor must be the next_cursor of a previous page.", details={"field": "cursor"}
+            )
+        limit = max(1, min(MAX_PAGE, limit))
+        entries, more = self.records.history(principal.org_id, limit=limit, starting_after=cursor)
+        return {
+            "data": [entry.to_api() for entry in entries],
+            "next_cursor": entries[-1].id if more and entries else None,
+        }
+
+
+def _expected_version(if_match: str | None, body: Any) -> int | None:
+    if if_match is not None:
+        text = if_match.strip().removeprefix("W/").strip('"')
+        if not text.isdigit():
+            raise InvalidRequest(
+                'If-Match must be the policy\'s version, e.g. "3".', details={"field": "If-Match"}
+            )
+        return int(text)
+    if isinstance(body, Mapping) and body.get("version") is not None:
+        return int(body["version"])
+    return None

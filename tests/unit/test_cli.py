@@ -1,0 +1,567 @@
+"""The `batchroute` CLI run in-process (`main(argv, runtime)`) against a scripted API on
+`httpx.MockTransport`: the vendor JSONL conversion (the same items the service's compat surface
+makes), submit --wait --out with one Idempotency-Key across retries, the signed upload, the exit
+codes (0, 1, 2, 3, 4, 130), `--json` output, the 0600 config and the masked key. An injected
+sleeper records the waits; nothing really sleeps."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import stat
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from batchroute_client.cli import main
+from batchroute_client.cli.config import mask
+from batchroute_client.cli.inputs import InputError, convert
+from batchroute_client.cli.runtime import Runtime
+
+from batchroute.domain.compat import Row, read_row
+from tests.unit.test_client_files import file_row, signed
+from tests.unit.test_client_sdk import _chunk, batch, error
+
+BASE = "https://api.test"
+KEY = "sk-live-0123456789abcdef"
+LLAMA = "meta-llama/Llama-3.3-70B-Instruct"
+Handler = Callable[[httpx.Request], httpx.Response]
+
+VENDOR_ROWS = [
+    {
+        "custom_id": "chat-1",
+        "method": "POST",
+        "url": "/v1/chat/completions",
+        "body": {"model": LLAMA, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 8},
+    },
+    {"custom_id": "emb-1", "method": "POST", "url": "/v1/embeddings", "body": {"model": "e5", "input": "a"}},
+    {
+        "custom_id": "resp-1",
+        "method": "POST",
+        "url": "/v1/responses",
+        "body": {"model": "gpt-4o-mini", "input": "Hello"},
+    },
+]
+NATIVE = {
+    "customer_item_id": "n-1",
+    "operation": "responses",
+    "model": LLAMA,
+    "input": {"messages": [{"role": "user", "content": "Hi"}]},
+}
+
+
+def quote_body(item_count: int = 3) -> dict[str, Any]:
+    money = {"currency": "usd", "amount": "0.02"}
+    names = ("provider_subtotal", "service_fee", "customer_discount", "total")
+    return {
+        "quote_id": "qlock_1",
+        "expires_at": "2026-03-01T10:10:00.000Z",
+        "item_count": item_count,
+        "pricing_estimate": dict.fromkeys(names, money),
+        "quote_lanes": [
+            {
+                "lane_id": "l1",
+                "provider": "edge-eu",
+                "model": LLAMA,
+                "selected": True,
+                "item_count": 3,
+                "estimated_provider_cost": money,
+            },
+            {
+                "lane_id": "l2",
+                "provider": "groq",
+                "model": LLAMA,
+                "selected": False,
+                "rejection": {
+                    "code": "tool_support",
+                    "message": "No web_search.",
+                    "details": {},
+                    "reasons": ["tool_support", "capacity_full"],
+                },
+            },
+        ],
+        "customer_explanation": "3 items on edge-eu.",
+    }
+
+
+class FakeAPI:
+    """Answers by `METHOD /path` from queues (the last answer repeats); records requests."""
+
+    def __init__(self, routes: dict[str, list[httpx.Response | Exception | Handler]]) -> None:
+        self.routes = routes
+        self.requests: list[httpx.Request] = []
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        self.requests.append(request)
+        route = f"{request.method} {request.url.path}"
+        queue = self.routes.get(route)
+        if queue is None:
+            return error(404, "not_found")
+        answer = queue.pop(0) if len(queue) > 1 else queue[0]
+        if isinstance(answer, Exception):
+            raise answer
+        if callable(answer) and not isinstance(answer, httpx.Response):
+            return answer(request)
+        return answer
+
+    def sent(self, route: str) -> list[httpx.Request]:
+        return [r for r in self.requests if f"{r.method} {r.url.path}" == route]
+
+
+def run(
+    api: FakeAPI,
+    *argv: str,
+    tmp_path: Path,
+    env: dict[str, str] | None = None,
+    **runtime: Any,
+) -> tuple[int, list[float]]:
+    sleeps: list[float] = runtime.pop("sleeps", [])
+    base_env = {
+        "BATCHROUTE_API_KEY": KEY,
+        "BATCHROUTE_BASE_URL": BASE,
+        "BATCHROUTE_CONFIG": str(tmp_path / "config.toml"),
+    }
+    code = main(
+        list(argv),
+        Runtime(
+            env=base_env if env is None else env,
+            http_client=lambda: httpx.Client(transport=httpx.MockTransport(api)),
+            sleep=runtime.pop("sleep", sleeps.append),
+            bars=runtime.pop("bars", False),
+            **runtime,
+        ),
+    )
+    return code, sleeps
+
+
+def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    return path
+
+
+def results_page(ids: list[str], next_cursor: str | None = None) -> httpx.Response:
+    rows = [{"customer_item_id": i, "status": "completed", "output": {"text": i}, "error": None} for i in ids]
+    return httpx.Response(200, json={"data": rows, "next_cursor": next_cursor})
+
+
+def got_batch(state: str, completed: int = 0, **counts: int) -> httpx.Response:
+    body = batch("batch_1", state, completed)
+    body["counts"].update(counts)
+    return httpx.Response(200, json={"batch": body, "billing_receipt": None})
+
+
+# -- the vendor format ------------------------------------------------------------------------------
+def test_vendor_rows_become_the_items_the_service_compat_surface_makes(tmp_path: Path) -> None:
+    path = write_jsonl(tmp_path / "vendor.jsonl", [*VENDOR_ROWS, NATIVE])
+    out = io.BytesIO()
+    summary = convert(path, out)
+    items = [json.loads(line) for line in out.getvalue().splitlines()]
+    server = [read_row(n, row) for n, row in enumerate(VENDOR_ROWS, start=1)]
+    assert all(isinstance(row, Row) for row in server)
+    assert items[:3] == [row.item for row in server if isinstance(row, Row)]
+    assert [i["operation"] for i in items] == ["responses", "embeddings", "responses", "responses"]
+    assert items[0]["input"] == {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 8}
+    assert items[3] == NATIVE
+    assert (summary.items, summary.vendor_rows, summary.format) == (4, 3, "mixed")
+
+
+def test_unusable_lines_are_refused_naming_each_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = [
+        VENDOR_ROWS[0],
+        {**VENDOR_ROWS[0], "url": "/v1/images/generations"},
+        {**VENDOR_ROWS[0], "method": "GET"},
+    ]
+    path = write_jsonl(tmp_path / "bad.jsonl", bad)
+    with path.open("a", encoding="utf-8") as handle:
+        handle.write("\n[1, 2]\n{not json\n")
+    with pytest.raises(InputError) as raised:
+        convert(path, io.BytesIO())
+    text = str(raised.value)
+    assert "bad.jsonl: 4 unusable line(s)" in text
+    assert "bad.jsonl:2: url '/v1/images/generations' is not supported" in text
+    assert "bad.jsonl:3: method must be POST" in text
+    assert "bad.jsonl:5: a line must be a JSON object" in text and "bad.jsonl:6: not JSON" in text
+
+    api = FakeAPI({})
+    code, _ = run(api, "submit", str(path), tmp_path=tmp_path)
+    assert code == 2 and api.requests == []
+    err = capsys.readouterr().err
+    assert "error: usage_error: bad.jsonl: 4 unusable line(s)" in err and "Traceback" not in err
+
+
+# -- submit -------------------------------------------------------------------------------------------
+def test_submit_wait_out_quotes_creates_once_follows_and_writes_every_result_page(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write_jsonl(tmp_path / "vendor.jsonl", VENDOR_ROWS)
+    api = FakeAPI(
+        {
+            "POST /v1/quotes/model": [httpx.Response(200, json=quote_body())],
+            "POST /v1/batches": [
+                error(503, "unavailable"),
+                httpx.ConnectError("reset"),
+                httpx.Response(202, json={"batch": batch("batch_1", "priced")}),
+            ],
+            "GET /v1/batches/batch_1": [
+                got_batch("running", 1),
+                got_batch("running", 2),
+                got_batch("completed", 3, pending=0),
+            ],
+            "GET /v1/batches/batch_1/results": [
+                results_page(["chat-1", "emb-1"], next_cursor="2"),
+                results_page(["resp-1"]),
+            ],
+        }
+    )
+    code, sleeps = run(
+        api,
+        "submit",
+        str(path),
+        "--wait",
+        "--out",
+        str(tmp_path / "out"),
+        "--poll-interval",
+        "3",
+        tmp_path=tmp_path,
+    )
+    assert code == 0
+    (quoted,) = api.sent("POST /v1/quotes/model")
+    assert [i["customer_item_id"] for i in json.loads(quoted.content)["items"]] == [
+        "chat-1",
+        "emb-1",
+        "resp-1",
+    ]
+    creates = api.sent("POST /v1/batches")
+    assert len(creates) == 3
+    keys = {r.headers["idempotency-key"] for r in creates}
+    assert len(keys) == 1 and next(iter(keys)).startswith("br-cli-")
+    assert {r.content for r in creates} == {b'{"quote_id":"qlock_1"}'}
+    assert sleeps[2:] == [3.0, 3.0]  # two backoff waits, then the polls
+    written = (tmp_path / "out" / "batch_1.results.jsonl").read_text(encoding="utf-8").splitlines()
+    assert [json.loads(line)["customer_item_id"] for line in written] == ["chat-1", "emb-1", "resp-1"]
+    captured = capsys.readouterr()
+    assert "batch_1" in captured.out and "completed" in captured.out
+    assert "3 items (vendor format) quoted 0.02 USD" in captured.err
+    assert "batch_1 running 1/3 items done" in captured.err and "results written to" in captured.err
+
+
+def test_submit_json_prints_one_document_and_a_failed_batch_exits_4(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write_jsonl(tmp_path / "items.jsonl", [NATIVE])
+    api = FakeAPI(
+        {
+            "POST /v1/quotes/model": [httpx.Response(200, json=quote_body(1))],
+            "POST /v1/batches": [httpx.Response(202, json={"batch": batch("batch_1", "priced")})],
+            "GET /v1/batches/batch_1": [got_batch("failed", 0, failed=3, pending=0)],
+        }
+    )
+    code, _ = run(
+        api, "submit", str(path), "--wait", "--json", "--idempotency-key", "my-key-0001", tmp_path=tmp_path
+    )
+    assert code == 4
+    captured = capsys.readouterr()
+    document = json.loads(captured.out)
+    assert document["batch"]["state"] == "failed" and document["idempotency_key"] == "my-key-0001"
+    assert document["input"] == {
+        "format": "native",
+        "items": 1,
+        "bytes": len(json.dumps(NATIVE, separators=(",", ":"))) + 1,
+        "models": [LLAMA],
+        "input_file_id": None,
+    }
+    assert api.sent("POST /v1/batches")[0].headers["idempotency-key"] == "my-key-0001"
+    assert "error: batch_ended: batch_1 ended failed" in captured.err
+
+
+def test_a_file_over_the_inline_limit_is_uploaded_through_the_signed_url_with_a_bar(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write_jsonl(tmp_path / "vendor.jsonl", VENDOR_ROWS)
+    api = FakeAPI(
+        {
+            "POST /v1/files/uploads": [signed(400)],
+            "PUT /uploads/staging/org_1/file_1": [httpx.Response(200)],
+            "POST /v1/files/file_1/complete": [httpx.Response(200, json={"file": file_row(size=400)})],
+            "POST /v1/quotes/model": [httpx.Response(200, json=quote_body())],
+            "POST /v1/batches": [httpx.Response(202, json={"batch": batch("batch_1", "priced")})],
+            "GET /v1/batches/batch_1": [got_batch("running", 1), got_batch("completed", 3, pending=0)],
+        }
+    )
+    code, _ = run(api, "submit", str(path), "--upload", "signed", "--wait", tmp_path=tmp_path, bars=True)
+    assert code == 0
+    (put,) = api.sent("PUT /uploads/staging/org_1/file_1")
+    assert [json.loads(line)["customer_item_id"] for line in put.content.splitlines()] == [
+        "chat-1",
+        "emb-1",
+        "resp-1",
+    ]
+    assert "authorization" not in put.headers
+    (quoted,) = api.sent("POST /v1/quotes/model")
+    assert json.loads(quoted.content) == {"input_file_id": "file_1"}
+    err = capsys.readouterr().err
+    assert "upload vendor.jsonl" in err and "batch_1" in err and "3/3" in err
+
+
+def test_a_wait_past_its_timeout_exits_3(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write_jsonl(tmp_path / "items.jsonl", [NATIVE])
+    api = FakeAPI(
+        {
+            "POST /v1/quotes/model": [httpx.Response(200, json=quote_body(1))],
+            "POST /v1/batches": [httpx.Response(202, json={"batch": batch("batch_1", "priced")})],
+            "GET /v1/batches/batch_1": [got_batch("running", 1)],
+        }
+    )
+    clock = iter(range(0, 1000, 2))
+    code, sleeps = run(
+        api,
+        "submit",
+        str(path),
+        "--wait",
+        "--timeout",
+        "5",
+        "--poll-interval",
+        "2",
+        tmp_path=tmp_path,
+        monotonic=lambda: float(next(clock)),
+    )
+    assert code == 3 and sleeps == [2.0]
+    assert "error: timeout: batch_1 still running after 5.0 s" in capsys.readouterr().err
+
+
+def test_ctrl_c_while_waiting_exits_130_and_says_the_batch_keeps_running(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write_jsonl(tmp_path / "items.jsonl", [NATIVE])
+    api = FakeAPI(
+        {
+            "POST /v1/quotes/model": [httpx.Response(200, json=quote_body(1))],
+            "POST /v1/batches": [httpx.Response(202, json={"batch": batch("batch_1", "priced")})],
+            "GET /v1/batches/batch_1": [got_batch("running", 1)],
+        }
+    )
+
+    def interrupt(_: float) -> None:
+        raise KeyboardInterrupt
+
+    code, _ = run(api, "submit", str(path), "--wait", tmp_path=tmp_path, sleep=interrupt)
+    assert code == 130
+    assert "batch_1 keeps running: batchroute status batch_1" in capsys.readouterr().err
+
+
+# -- errors and exit codes ------------------------------------------------------------------------------
+def test_an_api_error_exits_1_with_its_code_and_preflight_issues_and_no_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    preflight = {
+        "ok": False,
+        "warnings": [],
+        "errors": [
+            {
+                "category": "context_window",
+                "code": "preflight_context_window_exceeded",
+                "path": "items[0].input",
+                "message": "Too long.",
+                "action": "Shorten it.",
+            }
+        ],
+    }
+    path = write_jsonl(tmp_path / "items.jsonl", [NATIVE])
+    api = FakeAPI({"POST /v1/quotes/model": [error(400, "batch_preflight_failed", preflight=preflight)]})
+    code, _ = run(api, "quote", str(path), tmp_path=tmp_path)
+    assert code == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: batch_preflight_failed: batch_preflight_failed happened\n")
+    assert "context_window/preflight_context_window_exceeded (items[0].input): Too long." in err
+    assert "Shorten it." in err and "Traceback" not in err
+
+    api = FakeAPI({"GET /v1/batches/batch_9": [error(401, "invalid_api_key")]})
+    code, _ = run(api, "status", "batch_9", "--json", tmp_path=tmp_path)
+    captured = capsys.readouterr()
+    assert code == 1 and json.loads(captured.out)["error"]["code"] == "invalid_api_key"
+    assert "error: invalid_api_key:" in captured.err and KEY not in captured.err + captured.out
+
+
+def test_network_errors_exit_3_after_the_retries_and_usage_errors_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    api = FakeAPI({"GET /v1/batches/batch_1": [httpx.ConnectError("refused")]})
+    code, sleeps = run(api, "status", "batch_1", tmp_path=tmp_path)
+    assert code == 3 and len(sleeps) == 4 and len(api.requests) == 5
+    assert "error: network_error: GET /v1/batches/batch_1: ConnectError" in capsys.readouterr().err
+
+    path = write_jsonl(tmp_path / "items.jsonl", [NATIVE])
+    assert run(api, "submit", str(path), "--out", str(tmp_path), tmp_path=tmp_path)[0] == 2
+    assert "--out needs --wait" in capsys.readouterr().err
+    assert run(api, "status", tmp_path=tmp_path)[0] == 2
+    assert run(api, "nonsense", tmp_path=tmp_path)[0] == 2
+    assert run(api, "quote", str(tmp_path / "missing.jsonl"), tmp_path=tmp_path)[0] == 2
+    assert "cannot read" in capsys.readouterr().err
+    code, _ = run(
+        api, "status", "batch_1", tmp_path=tmp_path, env={"BATCHROUTE_CONFIG": str(tmp_path / "none")}
+    )
+    assert code == 2 and "no API key: run `batchroute login`" in capsys.readouterr().err
+
+
+# -- configuration --------------------------------------------------------------------------------------
+def test_login_checks_the_key_and_stores_it_0600_and_configure_shows_it_masked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "conf" / "config.toml"
+    env = {"BATCHROUTE_CONFIG": str(config)}
+    account = {"org": {"id": "org_1"}, "plan": "free"}
+    api = FakeAPI(
+        {"GET /v1/auth/account": [error(401, "invalid_api_key"), httpx.Response(200, json=account)]}
+    )
+
+    code, _ = run(
+        api, "login", "--base-url", BASE, tmp_path=tmp_path, env=env, prompt_key=lambda: "sk-bad-key-000000"
+    )
+    assert code == 1 and not config.exists()
+    code, _ = run(api, "login", "--base-url", BASE, tmp_path=tmp_path, env=env, prompt_key=lambda: KEY)
+    assert code == 0 and api.requests[-1].headers["authorization"] == f"Bearer {KEY}"
+    assert (
+        stat.S_IMODE(config.stat().st_mode) == 0o600 and stat.S_IMODE(config.parent.stat().st_mode) == 0o700
+    )
+    assert f'api_key = "{KEY}"' in config.read_text(encoding="utf-8")
+    out = capsys.readouterr().out
+    assert "org_1" in out and KEY not in out and mask(KEY) in out
+
+    code, _ = run(api, "configure", "--base-url", "http://127.0.0.1:9/", "--json", tmp_path=tmp_path, env=env)
+    shown = json.loads(capsys.readouterr().out)
+    assert code == 0 and shown["base_url"] == "http://127.0.0.1:9" and shown["api_key"] == "sk-l…cdef"
+    assert shown["api_key_from"] == "config file"
+    # The environment wins over the file.
+    code, _ = run(
+        api, "configure", "--json", tmp_path=tmp_path, env={**env, "BATCHROUTE_API_KEY": "sk-env-key-999999"}
+    )
+    assert json.loads(capsys.readouterr().out)["api_key_from"] == "environment"
+
+    os.chmod(config, 0o644)
+    code, _ = run(api, "status", "batch_1", tmp_path=tmp_path, env=env)
+    assert code == 2 and f"run `chmod 600 {config}`" in capsys.readouterr().err
+
+
+def test_the_config_path_honours_xdg(tmp_path: Path) -> None:
+    from batchroute_client.cli.config import config_path
+
+    assert config_path({"XDG_CONFIG_HOME": str(tmp_path)}) == tmp_path / "batchroute" / "config.toml"
+    assert config_path({"BATCHROUTE_CONFIG": "/x/y.toml", "XDG_CONFIG_HOME": "/z"}) == Path("/x/y.toml")
+    assert mask("short") == "****" and mask(None) == "(none)"
+
+
+# -- reading ------------------------------------------------------------------------------------------
+def test_reading_commands_page_through_and_print_tables_or_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    listing = {"data": [batch("batch_2", "completed", 3), batch("batch_1", "running")], "next_cursor": None}
+    item = {
+        "sequence_number": 0,
+        "status": "failed",
+        "customer_item_id": "a",
+        "error": {"code": "x", "message": "y"},
+    }
+    receipt = {
+        "batch_id": "batch_1",
+        "settled_at": "2026-03-01T10:05:00.000Z",
+        **{
+            k: {"currency": "usd", "amount": "0.01"}
+            for k in (
+                "final_settled_price",
+                "provider_subtotal",
+                "service_fee",
+                "credit_reserved",
+                "credit_charged",
+                "credit_released",
+            )
+        },
+        "provider_lanes": [
+            {
+                "provider": "edge-eu",
+                "model": LLAMA,
+                "status": "completed",
+                "item_counts": {"completed": 2, "failed": 1, "canceled": 0},
+                "cost": {"currency": "usd", "amount": "0.0001"},
+            }
+        ],
+        "rejected_lanes": [
+            {"provider": "groq", "model": LLAMA, "rejection": {"code": "capacity_full", "message": "Full."}}
+        ],
+    }
+    api = FakeAPI(
+        {
+            "GET /v1/batches": [httpx.Response(200, json=listing)],
+            "GET /v1/batches/batch_1/items": [
+                httpx.Response(200, json={"data": [item], "next_cursor": "1"}),
+                httpx.Response(200, json={"data": [{**item, "sequence_number": 1}], "next_cursor": None}),
+            ],
+            "GET /v1/batches/batch_1/results": [
+                lambda request: (
+                    results_page(["b"]) if request.url.params.get("cursor") else results_page(["a"], "1")
+                )
+            ],
+            "GET /v1/batches/batch_1/billing-receipt": [httpx.Response(200, json=receipt)],
+        }
+    )
+    assert run(api, "list", "--state", "completed", "--json", tmp_path=tmp_path)[0] == 0
+    assert [json.loads(line)["id"] for line in capsys.readouterr().out.splitlines()] == ["batch_2", "batch_1"]
+    assert api.requests[-1].url.params["state"] == "completed"
+
+    assert run(api, "items", "batch_1", "--status", "failed", tmp_path=tmp_path)[0] == 0
+    out = capsys.readouterr().out
+    assert "x: y" in out and api.requests[-1].url.params["status"] == "failed"
+    assert api.requests[-1].url.params["cursor"] == "1"
+
+    assert run(api, "results", "batch_1", tmp_path=tmp_path)[0] == 0
+    assert [json.loads(line)["customer_item_id"] for line in capsys.readouterr().out.splitlines()] == [
+        "a",
+        "b",
+    ]
+    target = tmp_path / "r.jsonl"
+    assert run(api, "results", "batch_1", "--out", str(target), "--json", tmp_path=tmp_path)[0] == 0
+    assert json.loads(capsys.readouterr().out)["rows"] == 2 and len(target.read_text().splitlines()) == 2
+
+    assert run(api, "receipt", "batch_1", tmp_path=tmp_path)[0] == 0
+    out = capsys.readouterr().out
+    assert "Lanes chosen" in out and "edge-eu" in out and "Lanes rejected" in out
+    assert "capacity_full: Full." in out
+
+
+def test_quote_shows_lanes_chosen_and_rejected_with_reasons(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "200")  # rich's width: no wrapped cells
+    path = write_jsonl(tmp_path / "items.jsonl", [NATIVE])
+    api = FakeAPI({"POST /v1/quotes/model": [httpx.Response(200, json=quote_body(1))]})
+    code, _ = run(
+        api, "quote", str(path), "--routing-mode", "cheapest", "--tool", "web_search", tmp_path=tmp_path
+    )
+    assert code == 0
+    body = json.loads(api.requests[0].content)
+    assert body["routing_mode"] == "cheapest" and body["required_tools"] == ["web_search"]
+    out = capsys.readouterr().out
+    assert "qlock_1" in out and "0.02 USD" in out and "edge-eu" in out
+    assert "tool_support: No web_search. (also: capacity_full)" in out
+
+
+def test_chat_streams_the_answer_and_json_prints_the_completion(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    events = [_chunk(None), _chunk("Hel"), _chunk("lo"), _chunk(None, "stop")]
+    sse = "".join(f"data: {json.dumps(e)}\n\n" for e in events) + "data: [DONE]\n\n"
+    api = FakeAPI(
+        {
+            "POST /v1/chat/completions": [
+                httpx.Response(200, text=sse, headers={"content-type": "text/event-stream"})
+            ]
+        }
+    )
+    assert run(api, "chat", LLAMA, "Say hi", "--max-tokens", "5", tmp_path=tmp_path)[0] == 0
+    assert capsys.readouterr().out == "Hello\n"
+    body = json.loads(api.requests[0].content)
+    assert body["stream"] is True and body["max_tokens"] == 5 and body["messages"][-1]["content"] == "Say hi"
