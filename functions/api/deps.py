@@ -28,6 +28,7 @@ from batchroute.services.compat.uploads import CompatUploads
 from batchroute.services.delivery.buckets import BucketDelivery
 from batchroute.services.delivery.targets import DeliveryTargets
 from batchroute.services.feedback.service import FeedbackService
+from batchroute.services.presets.service import Presets
 from batchroute.services.routing.policy import RoutePolicyService
 from batchroute.services.work_orders.service import WorkOrders
 from batchroute.wiring import Wiring, wiring_for
@@ -126,6 +127,10 @@ def _feedback(wiring: WiringDep) -> FeedbackService:
     return wiring.feedback
 
 
+def _presets(wiring: WiringDep) -> Presets:
+    return wiring.presets
+
+
 FilesDep = Annotated[FileService, Depends(_files)]
 QuotesDep = Annotated[QuoteService, Depends(_quotes)]
 BatchesDep = Annotated[BatchService, Depends(_batches)]
@@ -152,3 +157,4 @@ DeliveryTargetsDep = Annotated[DeliveryTargets, Depends(_delivery_targets)]
 BucketDeliveryDep = Annotated[BucketDelivery, Depends(_bucket_delivery)]
 WorkOrdersDep = Annotated[WorkOrders, Depends(_work_orders)]
 FeedbackDep = Annotated[FeedbackService, Depends(_feedback)]
+PresetsDep = Annotated[Presets, Depends(_presets)]

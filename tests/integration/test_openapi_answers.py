@@ -285,4 +285,57 @@ def test_work_order_and_feedback_answers_match_the_document(
         client.get(f"/v1/batches/{batch_id}/items", headers=headers), "get", "/v1/batches/{batch_id}/items"
     )
     assert items["data"][0]["feedback"][0]["rating"] == 1
+
+
+def test_preset_answers_match_the_document(client: TestClient, org: TestOrg, contract: Contract) -> None:
+    headers = org.key_headers()
+    body = {
+        "name": "triage",
+        "model": LLAMA,
+        "system_prompt": "Be brief.",
+        "parameters": {"max_output_tokens": 32, "temperature": 0.2, "stop": "END"},
+        "routing": {"privacy_tier": "standard", "max_price": {"output_per_mtok": "2.5"}},
+        "metadata": {"team": "support"},
+    }
+    base = "/v1/presets"
+    one = f"{base}/{{name}}"
+    contract.check(client.post(base, json=body, headers=headers), "post", base)
+    contract.check(client.patch(f"{base}/triage", json={"description": "v2"}, headers=headers), "patch", one)
+    contract.check(client.put(f"{base}/triage", json=body | {"name": "triage"}, headers=headers), "put", one)
+    contract.check(client.get(base, headers=headers), "get", base)
+    contract.check(client.get(f"{base}/triage", headers=headers), "get", one)
+    contract.check(client.get(f"{base}/triage/versions?limit=2", headers=headers), "get", f"{one}/versions")
+    contract.check(
+        client.get(f"{base}/triage/versions/1", headers=headers), "get", f"{one}/versions/{{version}}"
+    )
+    # A batch, its items and a queued chat job name the preset version they used
+    items = [
+        {
+            "customer_item_id": "t-1",
+            "preset": "triage@1",
+            "input": {"messages": [{"role": "user", "content": "Hi"}]},
+        }
+    ]
+    created = contract.check(
+        client.post(
+            "/v1/batches", json={"items": items}, headers={**headers, "Idempotency-Key": "preset-contract"}
+        ),
+        "post",
+        "/v1/batches",
+    )
+    batch_id = created["batch"]["id"]
+    read = contract.check(
+        client.get(f"/v1/batches/{batch_id}", headers=headers), "get", "/v1/batches/{batch_id}"
+    )
+    assert read["batch"]["presets"] == ["triage@1"]
+    listed = contract.check(
+        client.get(f"/v1/batches/{batch_id}/items", headers=headers), "get", "/v1/batches/{batch_id}/items"
+    )
+    assert listed["data"][0]["preset"] == "triage@1"
+    queued = {"preset": "triage", "messages": [{"role": "user", "content": "Hi"}], "batch": True}
+    job = contract.check(
+        client.post("/v1/chat/completions", json=queued, headers=headers), "post", "/v1/chat/completions"
+    )
+    assert job["preset"] == "triage@3"
+    contract.check(client.delete(f"{base}/triage", headers=headers), "delete", one)
     assert len(contract.checked) == 12

@@ -54,6 +54,8 @@ GUARDED: list[tuple[Permission, str, str, dict[str, Any] | None, bool]] = [
     ("batches:create", "POST", "/v1/work-orders", {"name": "matrix"}, False),
     ("batches:read", "GET", "/v1/feedback", None, False),
     ("batches:read", "GET", "/v1/feedback/summary", None, False),
+    ("batches:read", "GET", "/v1/presets", None, False),
+    ("batches:create", "POST", "/v1/presets", {"name": "matrix", "model": "gpt-4o-mini"}, False),
 ]
 
 

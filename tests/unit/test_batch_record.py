@@ -37,6 +37,7 @@ STORED: dict[str, Any] = {
     "cancel_reason": "no longer needed",
     "retry_of": "batch_0",
     "work_order": {"id": "wo_1", "client_reference": "PO-1"},
+    "presets": ["triage@3", "triage@1"],
     "artifacts": {
         "results_key": "r",
         "errors_key": "e",

@@ -49,6 +49,7 @@ T = TypeVar("T")
 PROVIDER_HEADER = "x-service-provider"
 LANE_HEADER = "x-service-lane"
 BATCH_HEADER = "x-service-batch-id"
+PRESET_HEADER = "x-service-preset"  # the preset version a direct request was expanded from
 
 
 _ERRORS = errors_doc(
@@ -135,6 +136,8 @@ async def create_chat_completion(request: Request) -> Response:
             body = json.loads(await request.body())
         except (ValueError, UnicodeDecodeError):
             raise InvalidRequest("The request body is not valid JSON.", code="invalid_json") from None
+        if isinstance(body, dict) and body.get("preset") is not None:  # docs/presets.md
+            body = await run_in_threadpool(wiring.presets.expander(principal.org_id).chat, body)
         chat = parse_chat_request(body, builtin_catalog())
     except Exception:
         await run_in_threadpool(wiring.rate_limiter.check_caller, principal)  # counted all the same
@@ -144,6 +147,8 @@ async def create_chat_completion(request: Request) -> Response:
         return JSONResponse(job, status_code=202)
     call = await run_in_threadpool(wiring.direct_chat.open, principal, chat)
     headers = {PROVIDER_HEADER: call.provider, LANE_HEADER: call.lane.lane_id, BATCH_HEADER: call.batch_id}
+    if chat.preset_version:
+        headers[PRESET_HEADER] = chat.preset_version
     if chat.stream:
         stream = _Stream(call)
         stream.start()  # the first delta is read while the answer starts

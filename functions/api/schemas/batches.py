@@ -196,6 +196,9 @@ class BatchOut(BaseModel):
     settled_at: str | None
     execution_summary: ExecutionSummary
     cancel_reason: str | Absent = Field(default=None, description="Present when canceled with a reason")
+    presets: list[str] | Absent = Field(
+        default=None, description="The preset versions its items used, `name@version` (docs/presets.md)"
+    )
     details: BatchDetails | Absent = Field(default=None, description="With include_details=true")
     lane_statuses: list[LaneStatusOut] | Absent = Field(
         default=None, description="With include_billing_receipt=true"
@@ -242,6 +245,10 @@ class ItemRow(BaseModel):
     provider: str | None = Field(default=None, description="The provider that answered, once it has")
     feedback: list[FeedbackOut] = Field(
         default_factory=list, description="Feedback given on the item's result (docs/feedback.md)"
+    )
+    preset: str | Absent = Field(
+        default=None,
+        description="The preset version the item was expanded from, `name@version` (docs/presets.md)",
     )
 
 

@@ -14,6 +14,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from batchroute.domain.catalog import PrivacyTier
+from batchroute.domain.presets import REF_PATTERN as PRESET_REF_PATTERN
 from functions.api.schemas.batches import Metadata
 from functions.api.schemas.common import Absent
 from functions.api.schemas.items import ChatMessage, OutputTokens
@@ -60,8 +61,18 @@ class ChatCompletionRequest(BaseModel):
 
     model_config = ConfigDict(extra="allow")
 
-    model: str = Field(min_length=1, description="An exact model id from GET /v1/catalog/models")
+    model: str | None = Field(
+        default=None,
+        min_length=1,
+        description="An exact model id from GET /v1/catalog/models; required unless the preset gives it",
+    )
     messages: Annotated[list[ChatMessage], Field(min_length=1)]
+    preset: str | None = Field(
+        default=None,
+        pattern=PRESET_REF_PATTERN,
+        description="A preset, `name` or `name@version` (docs/presets.md): it fills what the body leaves "
+        "out (model, system prompt, parameters, privacy_tier)",
+    )
     max_tokens: OutputTokens | None = Field(
         default=None, description="The most tokens to generate; else the lane's own output limit"
     )
@@ -158,3 +169,6 @@ class ChatJob(BaseModel):
     result: ChatCompletion | None = Field(description="The chat.completion, once completed")
     error: JobError | None = Field(description="Once failed or cancelled")
     metadata: dict[str, str] | Absent = Field(default=None, description="When the request gave metadata")
+    preset: str | Absent = Field(
+        default=None, description="The preset version the request was expanded from, `name@version`"
+    )

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from batchroute.domain.catalog import HostedTool, Operation
 from batchroute.domain.items import MAX_CUSTOMER_ITEM_ID, MAX_MODEL_ID, MAX_OUTPUT_REQUEST
+from batchroute.domain.presets import REF_PATTERN as PRESET_REF_PATTERN
 
 OutputTokens = Annotated[int, Field(ge=1, le=MAX_OUTPUT_REQUEST)]
 HostedTools = list[HostedTool]
@@ -84,9 +85,21 @@ class BatchItem(BaseModel):
         max_length=MAX_CUSTOMER_ITEM_ID,
         description="Your id for the item, unique within the batch; echoed on its result",
     )
-    operation: Operation
-    model: str = Field(
-        min_length=1, max_length=MAX_MODEL_ID, description="An exact model id from GET /v1/catalog/models"
+    operation: Operation | None = Field(
+        default=None, description="Required unless the item's preset gives it"
+    )
+    model: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_MODEL_ID,
+        description="An exact model id from GET /v1/catalog/models; required unless the item's "
+        "preset gives it",
+    )
+    preset: str | None = Field(
+        default=None,
+        pattern=PRESET_REF_PATTERN,
+        description="A preset, `name` (its latest version) or `name@version`: it fills what the item "
+        "leaves out (docs/presets.md); the item then records `preset_version`",
     )
     input: ItemInput
     required_tools: HostedTools | None = Field(

@@ -78,6 +78,11 @@ class ItemsToQuote(RoutingConstraints):
     webhook: SkipValidation[WebhookTarget | None] = Field(
         default=None, description="Checked by the preflight (category `webhook`)"
     )
+    preset: SkipValidation[str | None] = Field(
+        default=None,
+        description="A preset (`name` or `name@version`, docs/presets.md) for the whole batch: its "
+        "routing settings fill the routing fields left out here, and it expands every item naming none",
+    )
 
 
 class QuoteModelRequest(ItemsToQuote):

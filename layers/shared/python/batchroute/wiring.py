@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from batchroute.adapters.dynamo.ledger import LedgerStore
     from batchroute.adapters.dynamo.limit_checks import SpendingLimitChecks
     from batchroute.adapters.dynamo.payments import PaymentsStore
+    from batchroute.adapters.dynamo.presets import PresetStore
     from batchroute.adapters.dynamo.quotes import QuoteStore
     from batchroute.adapters.dynamo.rate_limits import RateCounterStore
     from batchroute.adapters.dynamo.route_policies import RoutePolicyStore
@@ -94,6 +95,7 @@ if TYPE_CHECKING:
     from batchroute.services.delivery.targets import DeliveryTargets
     from batchroute.services.delivery.webhooks import WebhookDelivery
     from batchroute.services.feedback.service import FeedbackService
+    from batchroute.services.presets.service import Presets
     from batchroute.services.routing.policy import PolicyReader, RoutePolicyService
     from batchroute.services.work_orders.service import WorkOrders
     from batchroute.services.workflow.retention_gc import RetentionCollector
@@ -177,6 +179,12 @@ class Wiring:
         from batchroute.adapters.dynamo.delivery_targets import DeliveryTargetStore
 
         return DeliveryTargetStore(self.settings.table_name("controls"))
+
+    @cached_property
+    def preset_store(self) -> PresetStore:
+        from batchroute.adapters.dynamo.presets import PresetStore
+
+        return PresetStore(self.settings.table_name("controls"))
 
     @cached_property
     def bucket_deliveries(self) -> BucketDeliveries:
@@ -610,7 +618,16 @@ class Wiring:
             guards=self.guards,
             clock=self.clock,
             policies=self.route_policies,
+            presets=self.presets,
         )
+
+    @cached_property
+    def presets(self) -> Presets:
+        """The org's request templates (docs/presets.md); also what quotes, batches, compat
+        rows and chat bodies resolve `preset` through."""
+        from batchroute.services.presets.service import Presets
+
+        return Presets(self.preset_store, catalog=self.catalog, clock=self.clock)
 
     def batches(self, files: FileItems | None = None) -> BatchService:
         from batchroute.adapters.stepfunctions import start_execution

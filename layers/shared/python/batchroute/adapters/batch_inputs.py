@@ -25,6 +25,7 @@ class InputChunkWriter:
         self.chunk_size = chunk_size
         self.count = 0
         self.chunk_models: list[dict[str, int]] = []
+        self.presets: dict[str, None] = {}  # the preset versions the items used, in first-use order
         self._writer: ObjectWriter | None = None
 
     def add(self, item: Mapping[str, Any]) -> None:
@@ -42,6 +43,9 @@ class InputChunkWriter:
         models = self.chunk_models[-1]
         model = str(item.get("model"))
         models[model] = models.get(model, 0) + 1
+        preset = item.get("preset_version")
+        if isinstance(preset, str):
+            self.presets.setdefault(preset)
         self.count += 1
 
     def close(self) -> None:

@@ -155,6 +155,7 @@ class BatchRecord:
     retry_of: str | None = None  # the batch whose failed items this one retries
     # the work order it belongs to: {id, client_reference} (docs/work-orders.md)
     work_order: Mapping[str, Any] | None = None
+    presets: Sequence[str] | None = None  # preset versions its items used, `name@N` (docs/presets.md)
     # -- the end: Finalize, Settle --------------------------------------------------------
     artifacts: ArtifactKeys | None = None
     lane_tallies: Mapping[str, Mapping[str, int]] | None = None  # lane key -> rows and tokens
@@ -238,6 +239,7 @@ class BatchRecord:
             cancel_reason=_str(values.get("cancel_reason")),
             retry_of=_str(values.get("retry_of")),
             work_order=_mapping(values.get("work_order")),
+            presets=_list(values.get("presets"), str),
             artifacts=_artifacts(values.get("artifacts")),
             lane_tallies=_tallies(values.get("lane_tallies")),
             finalized_at=_str(values.get("finalized_at")),
@@ -259,7 +261,7 @@ class BatchRecord:
 
 
 FIELDS: Final[tuple[str, ...]] = tuple(f.name for f in fields(BatchRecord))
-_SEQUENCES: Final = frozenset({"chunk_models", "planned_lanes", "attempts"})
+_SEQUENCES: Final = frozenset({"chunk_models", "planned_lanes", "attempts", "presets"})
 _NESTED: Final = (ExecutionSummary, BatchWebhook, ArtifactKeys, CompatFields, UsageCheckpoint)
 
 

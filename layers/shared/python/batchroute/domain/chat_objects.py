@@ -154,6 +154,8 @@ def chat_job(
         view["error"] = {"code": "cancelled", "message": "The batch behind this job was cancelled."}
     if batch.metadata:
         view["metadata"] = dict(batch.metadata)
+    if batch.presets:
+        view["preset"] = batch.presets[0]
     return view
 
 

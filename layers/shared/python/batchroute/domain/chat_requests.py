@@ -23,7 +23,17 @@ from batchroute.errors import InvalidRequest
 
 # Our fields: never sent to a provider.
 SERVICE_FIELDS: Final = frozenset(
-    {"model", "stream", "stream_options", "provider_preferences", "privacy_tier", "batch", "provider"}
+    {
+        "model",
+        "stream",
+        "stream_options",
+        "provider_preferences",
+        "privacy_tier",
+        "batch",
+        "provider",
+        "preset",  # expanded before the body is read (docs/presets.md)
+        "preset_version",
+    }
 )
 _OUTPUT_LIMITS: Final = ("max_completion_tokens", "max_tokens")
 _BATCH_FIELDS: Final = frozenset({"completion_window", "webhook", "metadata", "work_order_id"})
@@ -62,6 +72,7 @@ class ChatRequest:
     privacy_tier: PrivacyTier = "standard"
     preferences: ProviderPreferences = field(default_factory=ProviderPreferences)
     queue: QueueOptions | None = None
+    preset_version: str | None = None  # the preset version the body was expanded from
 
     def as_item(self) -> dict[str, Any]:
         """The one batch item a queued request becomes."""
@@ -73,6 +84,8 @@ class ChatRequest:
         }
         if self.max_tokens is not None:
             item["max_output_tokens"] = self.max_tokens
+        if self.preset_version is not None:
+            item["preset_version"] = self.preset_version
         return item
 
 
@@ -125,6 +138,7 @@ def parse_chat_request(body: Any, catalog: Catalog) -> ChatRequest:
         privacy_tier=_privacy_tier(body.get("privacy_tier")),
         preferences=_preferences(body.get("provider_preferences"), catalog),
         queue=queue,
+        preset_version=body["preset_version"] if isinstance(body.get("preset_version"), str) else None,
     )
 
 

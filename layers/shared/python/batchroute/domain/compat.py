@@ -84,15 +84,21 @@ def read_row(line: int, parsed: Mapping[str, Any] | LineError) -> Row | RowProbl
     if not isinstance(body, dict):
         return RowProblem(line, "body", "body must be a JSON object.")
     model = body.get("model")
-    if not isinstance(model, str) or not model:
+    preset = body.get("preset")  # a preset may give the model (docs/presets.md)
+    if preset is not None and not isinstance(preset, str):
+        return RowProblem(line, "body.preset", "body.preset must name a preset (name or name@version).")
+    if (not isinstance(model, str) or not model) and (preset is None or model is not None):
         return RowProblem(line, "body.model", "body.model must name a model.")
     assert isinstance(url, str)
-    item = {
+    item: dict[str, Any] = {
         "customer_item_id": custom_id,
         "operation": operation,
-        "model": model,
-        "input": {key: value for key, value in body.items() if key != "model"},
+        "input": {key: value for key, value in body.items() if key not in ("model", "preset")},
     }
+    if model is not None:
+        item["model"] = model
+    if preset is not None:
+        item["preset"] = preset
     return Row(url=url, item=item)
 
 
@@ -107,7 +113,12 @@ def input_param(path: str | None) -> str | None:
     head, dot, tail = rest.partition(".")
     if head == "input":
         return f"body.{tail}" if dot else "body"
-    return {"customer_item_id": "custom_id", "model": "body.model", "operation": "url"}.get(head, rest)
+    return {
+        "customer_item_id": "custom_id",
+        "model": "body.model",
+        "operation": "url",
+        "preset": "body.preset",
+    }.get(head, rest)
 
 
 @dataclass

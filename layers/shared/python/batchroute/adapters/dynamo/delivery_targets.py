@@ -37,37 +37,18 @@ def _count_key(org_id: str) -> dict[str, Any]:
 class DeliveryTargetStore(DynamoStore):
     def create(self, target: DeliveryTarget, *, limit: int) -> bool:
         """Write a new target if the org has fewer than `limit`; False at the limit."""
-        try:
-            self.dynamodb.transact_write_items(
-                TransactItems=[
-                    {
-                        "Update": {
-                            "TableName": self.table_name,
-                            "Key": _count_key(target.org_id),
-                            "UpdateExpression": "SET #count = if_not_exists(#count, :zero) + :one",
-                            "ConditionExpression": "attribute_not_exists(#count) OR #count < :limit",
-                            "ExpressionAttributeNames": {"#count": "count"},
-                            "ExpressionAttributeValues": {
-                                ":zero": to_value(0),
-                                ":one": to_value(1),
-                                ":limit": to_value(limit),
-                            },
-                        }
-                    },
-                    {
-                        "Put": {
-                            "TableName": self.table_name,
-                            "Item": to_item(_target_item(target)),
-                            "ConditionExpression": "attribute_not_exists(pk)",
-                        }
-                    },
-                ]
-            )
-        except ClientError as exc:
-            if is_condition_failure(exc):
-                return False
-            raise
-        return True
+        return self.transact(
+            [
+                self.count_up(_count_key(target.org_id), limit=limit),
+                {
+                    "Put": {
+                        "TableName": self.table_name,
+                        "Item": to_item(_target_item(target)),
+                        "ConditionExpression": "attribute_not_exists(pk)",
+                    }
+                },
+            ]
+        )
 
     def list(self, org_id: str) -> list[DeliveryTarget]:
         """Every target of the org, oldest first (ids are time-sorted)."""
@@ -125,33 +106,18 @@ class DeliveryTargetStore(DynamoStore):
 
     def delete(self, org_id: str, target_id: str) -> bool:
         """Remove the target and lower the count; False when there is no such target."""
-        try:
-            self.dynamodb.transact_write_items(
-                TransactItems=[
-                    {
-                        "Delete": {
-                            "TableName": self.table_name,
-                            "Key": _key(org_id, target_id),
-                            "ConditionExpression": "attribute_exists(pk)",
-                        }
-                    },
-                    {
-                        "Update": {
-                            "TableName": self.table_name,
-                            "Key": _count_key(org_id),
-                            "UpdateExpression": "SET #count = #count - :one",
-                            "ConditionExpression": "#count > :zero",
-                            "ExpressionAttributeNames": {"#count": "count"},
-                            "ExpressionAttributeValues": {":one": to_value(1), ":zero": to_value(0)},
-                        }
-                    },
-                ]
-            )
-        except ClientError as exc:
-            if is_condition_failure(exc):
-                return False
-            raise
-        return True
+        return self.transact(
+            [
+                {
+                    "Delete": {
+                        "TableName": self.table_name,
+                        "Key": _key(org_id, target_id),
+                        "ConditionExpression": "attribute_exists(pk)",
+                    }
+                },
+                self.count_down(_count_key(org_id)),
+            ]
+        )
 
 
 def _target_item(target: DeliveryTarget) -> dict[str, Any]:

@@ -91,7 +91,7 @@ class FeedbackStore(DynamoStore):
                     }
                 }
             )
-        return self.transact_if(items)
+        return self.transact(items)
 
     def page(
         self, org_id: str, *, cursor: str | None, limit: int, filters: Mapping[str, str]

@@ -1,4 +1,6 @@
-"""What every DynamoDB store shares: its table and a client (the cached one unless injected)."""
+"""What every DynamoDB store shares: its table and a client (the cached one unless injected),
+and the pieces of the transactions several stores write: an org's per-kind count kept under a
+limit, and a transaction whose refused condition is an answer, not an error."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from batchroute.adapters.aws import client
-from batchroute.adapters.dynamo.codec import is_condition_failure
+from batchroute.adapters.dynamo.codec import is_condition_failure, to_value
 
 
 class DynamoStore:
@@ -19,7 +21,7 @@ class DynamoStore:
     def dynamodb(self) -> Any:
         return self._dynamodb or client("dynamodb")
 
-    def transact_if(self, items: list[dict[str, Any]]) -> bool:
+    def transact(self, items: list[dict[str, Any]]) -> bool:
         """One TransactWriteItems; False when a condition refused it (any other error raises)."""
         try:
             self.dynamodb.transact_write_items(TransactItems=items)
@@ -28,3 +30,33 @@ class DynamoStore:
                 return False
             raise
         return True
+
+    def count_up(self, key: dict[str, Any], *, limit: int) -> dict[str, Any]:
+        """A transaction item raising the `count` at `key`, refused at `limit`."""
+        return {
+            "Update": {
+                "TableName": self.table_name,
+                "Key": key,
+                "UpdateExpression": "SET #count = if_not_exists(#count, :zero) + :one",
+                "ConditionExpression": "attribute_not_exists(#count) OR #count < :limit",
+                "ExpressionAttributeNames": {"#count": "count"},
+                "ExpressionAttributeValues": {
+                    ":zero": to_value(0),
+                    ":one": to_value(1),
+                    ":limit": to_value(limit),
+                },
+            }
+        }
+
+    def count_down(self, key: dict[str, Any]) -> dict[str, Any]:
+        """A transaction item lowering the `count` at `key`, never below zero."""
+        return {
+            "Update": {
+                "TableName": self.table_name,
+                "Key": key,
+                "UpdateExpression": "SET #count = #count - :one",
+                "ConditionExpression": "#count > :zero",
+                "ExpressionAttributeNames": {"#count": "count"},
+                "ExpressionAttributeValues": {":one": to_value(1), ":zero": to_value(0)},
+            }
+        }

@@ -72,7 +72,7 @@ class WorkOrderStore(DynamoStore):
                     }
                 }
             )
-        return self.transact_if(items)
+        return self.transact(items)
 
     def idempotency_record(self, org_id: str, key: str) -> dict[str, Any] | None:
         response = self.dynamodb.get_item(

@@ -73,6 +73,7 @@ _BATCH_FIELDS = {
     "max_price",
     "completion_window",
     "work_order_id",
+    "preset",
 }
 
 
@@ -203,6 +204,7 @@ class BatchService:
             )
         metadata = parse_metadata(body.get("metadata"))
         work_order = self._work_order(principal, body.get("work_order_id"))
+        body = self.quotes.with_preset(principal, body)
         batch_id = surface.batch_id or new_id("batch", self.clock.now())
         webhook = self._webhook(principal, batch_id, body.get("webhook"))
         writer = InputChunkWriter(self.artifacts, batch_id)
@@ -246,6 +248,7 @@ class BatchService:
             created_by=principal.user_id or principal.key_id,
             webhook=webhook,
             metadata=metadata,
+            presets=list(writer.presets) or None,
             compat=extra.compat,
             chat_model=extra.chat_model,
             chat_job_id=extra.chat_job_id,
@@ -319,7 +322,8 @@ class BatchService:
         if body.get("items") is not None or body.get("input_file_id"):
             _, items = self.quotes.items_source(principal, body)
         elif snapshot["items"]["kind"] == "file":
-            items = self.quotes.files.open_items(principal.org_id, snapshot["items"]["file_id"])
+            opened = self.quotes.files.open_items(principal.org_id, snapshot["items"]["file_id"])
+            items = self.quotes.expand_items(principal, body, opened)
         else:
             items = parse_jsonl(self.artifacts.chunks(snapshot["items"]["s3_key"]))
         for _, item in items:

@@ -20,7 +20,7 @@ from batchroute.config import Settings
 from batchroute.domain.access import Principal, authorize
 from batchroute.domain.catalog import Catalog, LaneLive, WorkflowProduct
 from batchroute.domain.jsonl import LineError
-from batchroute.domain.preflight import Preflight
+from batchroute.domain.preflight import Issue, Preflight
 from batchroute.domain.pricing import PriceBreakdown, estimate_price
 from batchroute.domain.route_policy import (
     Narrowing,
@@ -35,6 +35,7 @@ from batchroute.domain.routing_gates import RouteRequest, RoutingGuards
 from batchroute.errors import Conflict, Forbidden, InvalidRequest, NotFound
 from batchroute.ids import new_id
 from batchroute.money import Money
+from batchroute.services.presets.resolution import PresetExpander, Resolver
 
 QUOTE_TTL = timedelta(minutes=10)
 SNAPSHOT_VERSION = 1
@@ -128,6 +129,7 @@ class QuoteService:
         clock: Clock,
         resolve: Callable[[str, int], list[str]] | None = None,
         policies: OrgPolicies | None = None,
+        presets: Resolver | None = None,
     ) -> None:
         self.catalog = catalog
         self.live = live
@@ -140,6 +142,7 @@ class QuoteService:
         self.clock = clock
         self.resolve = resolve
         self.policies = policies
+        self.presets = presets  # expands items and bodies naming a preset (docs/presets.md)
 
     # -- the pipeline both quotes and batch creation use -------------------------------------
     def plan(
@@ -165,6 +168,10 @@ class QuoteService:
         for index, item in items:
             if isinstance(item, LineError):
                 preflight.add_line_error(item.line_no, item.message, reason=item.code)
+                continue
+            if isinstance(item, Issue):  # an item naming a preset that cannot be resolved
+                preflight.add_issue(item)
+                count += 1
                 continue
             preflight.add_item(count, item, line=index if index != count else None)
             line = digest.add(item)
@@ -207,6 +214,7 @@ class QuoteService:
     # -- POST /v1/quotes/model ----------------------------------------------------------------
     def quote_model(self, principal: Principal, body: Mapping[str, Any]) -> dict[str, Any]:
         authorize(principal, "batches:create")
+        body = self.with_preset(principal, body)
         quote_id = new_id("qlock", self.clock.now())
         source, items = self.items_source(principal, body)
         lines: list[bytes] = []
@@ -326,13 +334,26 @@ class QuoteService:
                     code="invalid_request",
                     details={"field": "input_file_id"},
                 )
-            return {"kind": "file", "file_id": file_id}, self.files.open_items(principal.org_id, file_id)
+            opened = self.files.open_items(principal.org_id, file_id)
+            return {"kind": "file", "file_id": file_id}, self.expand_items(principal, body, opened)
         raw = body["items"]
         if not isinstance(raw, list):
             raise InvalidRequest(
                 "`items` must be a list.", code="invalid_request", details={"field": "items"}
             )
-        return {"kind": "inline"}, enumerate(raw)
+        return {"kind": "inline"}, self.expand_items(principal, body, enumerate(raw))
+
+    def with_preset(self, principal: Principal, body: Mapping[str, Any]) -> Mapping[str, Any]:
+        """A body naming a batch-wide `preset`: its routing settings fill the body's own."""
+        if self.presets is None or body.get("preset") is None:
+            return body
+        return PresetExpander(self.presets, principal.org_id).request(body)
+
+    def expand_items(self, principal: Principal, body: Mapping[str, Any], items: ItemSource) -> ItemSource:
+        """The items with the presets they (or the body) name applied, each loaded once."""
+        if self.presets is None:
+            return items
+        return PresetExpander(self.presets, principal.org_id).items(items, default=body.get("preset"))
 
     def _store(
         self,

@@ -224,6 +224,8 @@ class BatchReads:
                     "error": None,
                     "output_preview": None,
                 }
+                if item.get("preset_version"):
+                    row["preset"] = item["preset_version"]  # the preset version it was expanded from
                 if result is not None:
                     row["status"] = result.get("status", "completed")
                     row["error"] = result.get("error")

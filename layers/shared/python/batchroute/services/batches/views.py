@@ -57,6 +57,8 @@ def batch_summary(batch: BatchRecord, *, sign: Signer | None = None) -> dict[str
                 summary[name] = sign(key)
     if batch.cancel_reason:
         summary["cancel_reason"] = batch.cancel_reason
+    if batch.presets:
+        summary["presets"] = list(batch.presets)
     return summary
 
 

@@ -454,6 +454,7 @@ class DirectChat:
             execution_summary=ExecutionSummary(latest_error=None),
             workflow_steps={},
             created_by=principal.user_id or principal.key_id,
+            presets=[request.preset_version] if request.preset_version else None,
         )
 
 

@@ -1,0 +1,229 @@
+"""Presets in the `controls` table (docs/presets.md).
+
+| Item | pk / sk |
+|---|---|
+| head (the latest version's content, archived or not) | `ORG#<org>` / `PRESET#<name>` |
+| version (immutable) | `ORG#<org>` / `PRESETV#<name>#<version:06d>` |
+| the org's count of active presets | `ORG#<org>` / `PRESETS` (`count`) |
+
+A preset's content is kept as one JSON string (`template`), so numbers such as a
+temperature round-trip exactly. Every write is one transaction: create (count under the
+limit, head, version 1), a new version (head conditional on the version it was read at,
+and not archived; the version item create-once), archive (head, count down) and revive
+(count under the limit, head conditional on archived, the next version). Reads are one
+`GetItem` (the head for `name`, the version item for `name@N`); a list is one `Query` page
+on `begins_with(sk, "PRESET#")` (heads only: versions sort under `PRESETV#`).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from batchroute.adapters.dynamo.codec import from_item, to_item, to_value
+from batchroute.adapters.dynamo.store import DynamoStore
+from batchroute.domain.presets import Preset, PresetVersion
+
+HEAD_PREFIX = "PRESET#"
+VERSION_PREFIX = "PRESETV#"
+COUNT_SK = "PRESETS"
+_ACTIVE = "attribute_exists(pk) AND attribute_not_exists(archived_at)"
+_ACTIVE_AT_SEEN = f"{_ACTIVE} AND latest_version = :seen"
+_ARCHIVED_AT_SEEN = "attribute_exists(archived_at) AND latest_version = :seen"
+
+
+def _pk(org_id: str) -> dict[str, str]:
+    return {"S": f"ORG#{org_id}"}
+
+
+def _head_key(org_id: str, name: str) -> dict[str, Any]:
+    return {"pk": _pk(org_id), "sk": {"S": f"{HEAD_PREFIX}{name}"}}
+
+
+def _count_key(org_id: str) -> dict[str, Any]:
+    return {"pk": _pk(org_id), "sk": {"S": COUNT_SK}}
+
+
+def _version_sk(name: str, version: int) -> str:
+    return f"{VERSION_PREFIX}{name}#{version:06d}"
+
+
+class PresetStore(DynamoStore):
+    def create(self, preset: Preset, *, limit: int) -> str | None:
+        """Write a new preset (head and version 1); None, or why not: `exists`, `limit`."""
+        org_id = preset.latest.org_id
+        written = self.transact(
+            [
+                self.count_up(_count_key(org_id), limit=limit),
+                self._put(_head_item(preset), "attribute_not_exists(pk)"),
+                self._put(_version_item(preset.latest), "attribute_not_exists(pk)"),
+            ]
+        )
+        if written:
+            return None
+        return "exists" if self.head(org_id, preset.name) is not None else "limit"
+
+    def add_version(self, preset: Preset, *, seen_version: int) -> bool:
+        """Write the next version and move the head to it, only if the head is still at
+        `seen_version` and not archived; False otherwise."""
+        return self.transact(self._next_version(preset, _ACTIVE_AT_SEEN, seen_version))
+
+    def revive(self, preset: Preset, *, seen_version: int, limit: int) -> bool:
+        """An archived preset back in use at its next version; False when it changed, or
+        the org is at its limit."""
+        count = self.count_up(_count_key(preset.latest.org_id), limit=limit)
+        return self.transact([count, *self._next_version(preset, _ARCHIVED_AT_SEEN, seen_version)])
+
+    def archive(self, org_id: str, name: str, *, at: str) -> bool:
+        """Mark the preset archived and free its place in the count; False when there is no
+        such active preset."""
+        archive = {
+            "Update": {
+                "TableName": self.table_name,
+                "Key": _head_key(org_id, name),
+                "UpdateExpression": "SET archived_at = :at, updated_at = :at",
+                "ConditionExpression": _ACTIVE,
+                "ExpressionAttributeValues": {":at": to_value(at)},
+            }
+        }
+        return self.transact([archive, self.count_down(_count_key(org_id))])
+
+    def head(self, org_id: str, name: str) -> Preset | None:
+        response = self.dynamodb.get_item(
+            TableName=self.table_name, Key=_head_key(org_id, name), ConsistentRead=True
+        )
+        return _head_from(from_item(response["Item"])) if "Item" in response else None
+
+    def version(self, org_id: str, name: str, version: int) -> PresetVersion | None:
+        response = self.dynamodb.get_item(
+            TableName=self.table_name,
+            Key={"pk": _pk(org_id), "sk": {"S": _version_sk(name, version)}},
+            ConsistentRead=True,
+        )
+        return _version_from(from_item(response["Item"])) if "Item" in response else None
+
+    def heads(self, org_id: str, *, after: str | None, limit: int) -> tuple[list[Preset], str | None]:
+        """One page of the org's presets by name; the name to continue after, or None."""
+        return self._page(org_id, HEAD_PREFIX, after, limit, forward=True, read=_head_from)
+
+    def versions(
+        self, org_id: str, name: str, *, before: int | None, limit: int
+    ) -> tuple[list[PresetVersion], int | None]:
+        """One page of a preset's versions, newest first; the version to continue before."""
+        after = _version_sk(name, before)[len(VERSION_PREFIX) :] if before is not None else None
+        page, last = self._page(
+            org_id,
+            f"{VERSION_PREFIX}{name}#",
+            after,
+            limit,
+            forward=False,
+            read=_version_from,
+            base=VERSION_PREFIX,
+        )
+        return page, (page[-1].version if last is not None and page else None)
+
+    # -- helpers ------------------------------------------------------------------------------
+    def _page(
+        self,
+        org_id: str,
+        prefix: str,
+        after: str | None,
+        limit: int,
+        *,
+        forward: bool,
+        read: Any,
+        base: str = HEAD_PREFIX,
+    ) -> tuple[list[Any], str | None]:
+        kwargs: dict[str, Any] = {
+            "TableName": self.table_name,
+            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :prefix)",
+            "ExpressionAttributeValues": {":pk": _pk(org_id), ":prefix": to_value(prefix)},
+            "ScanIndexForward": forward,
+            "Limit": limit,
+            "ConsistentRead": True,
+        }
+        if after is not None:
+            kwargs["ExclusiveStartKey"] = {"pk": _pk(org_id), "sk": {"S": f"{base}{after}"}}
+        response = self.dynamodb.query(**kwargs)
+        rows = [read(from_item(item)) for item in response.get("Items", [])]
+        last = response.get("LastEvaluatedKey")
+        return rows, (str(last["sk"]["S"])[len(base) :] if last and len(rows) == limit else None)
+
+    def _next_version(self, preset: Preset, condition: str, seen_version: int) -> list[dict[str, Any]]:
+        return [
+            self._put(_head_item(preset), condition, {":seen": to_value(seen_version)}),
+            self._put(_version_item(preset.latest), "attribute_not_exists(pk)"),
+        ]
+
+    def _put(
+        self, item: dict[str, Any], condition: str, values: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        put: dict[str, Any] = {
+            "TableName": self.table_name,
+            "Item": to_item(item),
+            "ConditionExpression": condition,
+        }
+        if values:
+            put["ExpressionAttributeValues"] = values
+        return {"Put": put}
+
+
+def _version_values(version: PresetVersion) -> dict[str, Any]:
+    return {
+        "org_id": version.org_id,
+        "name": version.name,
+        "version": version.version,
+        "template": json.dumps(version.template(), sort_keys=True, separators=(",", ":")),
+        "version_created_at": version.created_at,
+        "created_by": version.created_by,
+    }
+
+
+def _head_item(preset: Preset) -> dict[str, Any]:
+    return {
+        "pk": f"ORG#{preset.latest.org_id}",
+        "sk": f"{HEAD_PREFIX}{preset.name}",
+        "kind": "preset",
+        **_version_values(preset.latest),
+        "latest_version": preset.latest.version,
+        "created_at": preset.created_at,
+        "updated_at": preset.updated_at,
+        "archived_at": preset.archived_at,
+    }
+
+
+def _version_item(version: PresetVersion) -> dict[str, Any]:
+    return {
+        "pk": f"ORG#{version.org_id}",
+        "sk": _version_sk(version.name, version.version),
+        "kind": "preset_version",
+        **_version_values(version),
+    }
+
+
+def _version_from(item: dict[str, Any]) -> PresetVersion:
+    template = json.loads(str(item["template"]))
+    return PresetVersion(
+        org_id=str(item["org_id"]),
+        name=str(item["name"]),
+        version=int(item["version"]),
+        model=template.get("model"),
+        workflow_product=template.get("workflow_product"),
+        operation=template.get("operation"),
+        system_prompt=template.get("system_prompt"),
+        parameters=dict(template.get("parameters") or {}),
+        routing=dict(template.get("routing") or {}),
+        description=template.get("description"),
+        metadata=template.get("metadata"),
+        created_at=str(item.get("version_created_at") or ""),
+        created_by=item.get("created_by"),
+    )
+
+
+def _head_from(item: dict[str, Any]) -> Preset:
+    return Preset(
+        latest=_version_from(item),
+        created_at=str(item.get("created_at") or ""),
+        updated_at=str(item.get("updated_at") or ""),
+        archived_at=item.get("archived_at"),
+    )

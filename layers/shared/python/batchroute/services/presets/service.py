@@ -1,0 +1,264 @@
+"""Presets: create, list, read, edit (a new version every time) and archive an org's
+request templates, and resolve a reference (`name` or `name@3`) to one version
+(docs/presets.md; the rules in domain/presets.py).
+
+Every role may read presets (`batches:read`); the roles that run work may write them
+(`batches:create`: owner, admin, member). Versions are immutable: an edit writes the next
+one and moves the head to it, conditional on the version it was read at, so two concurrent
+edits never both win. Archiving (DELETE) refuses the name to new requests, `name@N`
+included; every version stays readable here, and batches already created keep running
+what they were expanded to.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any, Protocol
+
+from batchroute.clock import Clock, isoformat
+from batchroute.domain.access import Principal, authorize
+from batchroute.domain.catalog import Catalog
+from batchroute.domain.presets import (
+    MAX_PRESETS_PER_ORG,
+    Preset,
+    PresetVersion,
+    check_name,
+    merge_patch,
+    parse_preset,
+    parse_ref,
+)
+from batchroute.errors import Conflict, InvalidRequest, NotFound
+from batchroute.observability import logger
+from batchroute.services.presets.resolution import PresetExpander
+
+
+class PresetRecords(Protocol):
+    def create(self, preset: Preset, *, limit: int) -> str | None: ...
+
+    def add_version(self, preset: Preset, *, seen_version: int) -> bool: ...
+
+    def revive(self, preset: Preset, *, seen_version: int, limit: int) -> bool: ...
+
+    def archive(self, org_id: str, name: str, *, at: str) -> bool: ...
+
+    def head(self, org_id: str, name: str) -> Preset | None: ...
+
+    def version(self, org_id: str, name: str, version: int) -> PresetVersion | None: ...
+
+    def heads(self, org_id: str, *, after: str | None, limit: int) -> tuple[list[Preset], str | None]: ...
+
+    def versions(
+        self, org_id: str, name: str, *, before: int | None, limit: int
+    ) -> tuple[list[PresetVersion], int | None]: ...
+
+
+class Presets:
+    def __init__(
+        self, store: PresetRecords, *, catalog: Catalog, clock: Clock, max_presets: int = MAX_PRESETS_PER_ORG
+    ) -> None:
+        self.store = store
+        self.catalog = catalog
+        self.clock = clock
+        self.max_presets = max_presets
+
+    # -- writing ---------------------------------------------------------------------------
+    def create(self, principal: Principal, body: Any) -> Preset:
+        """Version 1 of a new name; an archived name comes back at its next version."""
+        authorize(principal, "batches:create")
+        values = parse_preset(body, self.catalog, with_name=True)
+        name = str(values.pop("name"))
+        now = isoformat(self.clock.now())
+        archived = self.store.head(principal.org_id, name)
+        if archived is not None and archived.archived_at is not None:
+            return self._revive(principal, archived, values, now)
+        preset = Preset(latest=self._version(principal, name, 1, values, now), created_at=now, updated_at=now)
+        refused = self.store.create(preset, limit=self.max_presets)
+        if refused == "exists":
+            raise Conflict(
+                f"A preset named {name!r} exists; PUT or PATCH /v1/presets/{name} makes a new version.",
+                code="preset_exists",
+                details={"field": "name"},
+            )
+        if refused == "limit":
+            raise self._at_limit()
+        logger.info("preset created", extra={"org_id": principal.org_id, "preset": name})
+        return preset
+
+    def replace(self, principal: Principal, name: str, body: Any) -> Preset:
+        """PUT: the whole template again, as the next version."""
+        authorize(principal, "batches:create")
+        current = self._active(principal, name)
+        _same_name(name, body)
+        values = parse_preset(body, self.catalog, with_name=False)
+        values.pop("name", None)
+        return self._next(principal, current, values)
+
+    def patch(self, principal: Principal, name: str, body: Any) -> Preset:
+        """PATCH: the fields given over the latest version, as the next version."""
+        authorize(principal, "batches:create")
+        current = self._active(principal, name)
+        _same_name(name, body)
+        merged = merge_patch(current.latest, body)
+        values = parse_preset(merged, self.catalog, with_name=False)
+        return self._next(principal, current, values)
+
+    def archive(self, principal: Principal, name: str) -> Preset:
+        authorize(principal, "batches:create")
+        current = self._active(principal, name)
+        now = isoformat(self.clock.now())
+        if not self.store.archive(principal.org_id, name, at=now):
+            raise self._not_found(name)
+        logger.info("preset archived", extra={"org_id": principal.org_id, "preset": name})
+        return replace(current, archived_at=now, updated_at=now)
+
+    # -- reading ---------------------------------------------------------------------------
+    def listing(
+        self, principal: Principal, *, cursor: str | None, limit: int, include_archived: bool
+    ) -> tuple[list[Preset], str | None]:
+        authorize(principal, "batches:read")
+        if cursor is not None:
+            check_name(cursor, field_name="cursor")
+        shown: list[Preset] = []
+        after = cursor
+        while True:  # archived heads are skipped, so a page may take more than one query
+            page, after = self.store.heads(principal.org_id, after=after, limit=limit)
+            for preset in page:
+                if include_archived or preset.archived_at is None:
+                    shown.append(preset)
+                    if len(shown) == limit:
+                        more = preset.name if (after is not None or preset is not page[-1]) else None
+                        return shown, more
+            if after is None:
+                return shown, None
+
+    def get(self, principal: Principal, name: str) -> Preset:
+        authorize(principal, "batches:read")
+        preset = self.store.head(principal.org_id, check_name(name)) if parse_ref(name) else None
+        if preset is None:
+            raise self._not_found(name)
+        return preset
+
+    def version(self, principal: Principal, name: str, version: int) -> PresetVersion:
+        authorize(principal, "batches:read")
+        found = self.store.version(principal.org_id, check_name(name), version) if version > 0 else None
+        if found is None:
+            raise NotFound(f"Preset {name!r} has no version {version}.", code="preset_version_not_found")
+        return found
+
+    def versions(
+        self, principal: Principal, name: str, *, cursor: str | None, limit: int
+    ) -> tuple[list[PresetVersion], str | None]:
+        self.get(principal, name)
+        before: int | None = None
+        if cursor is not None:
+            if not cursor.isdigit() or int(cursor) < 1:
+                raise InvalidRequest("cursor must be a value returned as next_cursor.", code="invalid_cursor")
+            before = int(cursor)
+        page, more = self.store.versions(principal.org_id, name, before=before, limit=limit)
+        return page, (str(more) if more is not None else None)
+
+    # -- resolution ------------------------------------------------------------------------
+    def expander(self, org_id: str) -> PresetExpander:
+        """One request's expansion: each preset it names loaded once."""
+        return PresetExpander(self, org_id)
+
+    def resolve(self, org_id: str, ref: object) -> PresetVersion:
+        """The version a request names; InvalidRequest (`invalid_preset_ref`,
+        `preset_not_found`, `preset_version_not_found`, `preset_archived`) otherwise."""
+        parsed = parse_ref(ref)
+        if parsed is None:
+            raise InvalidRequest(
+                "preset must be a preset name, or name@version (e.g. support-triage@3).",
+                code="invalid_preset_ref",
+            )
+        head = self.store.head(org_id, parsed.name)
+        if head is None:
+            raise InvalidRequest(f"No preset named {parsed.name!r}.", code="preset_not_found")
+        if head.archived_at is not None:
+            raise InvalidRequest(
+                f"Preset {parsed.name!r} was deleted (archived) at {head.archived_at}; "
+                "it takes no new requests.",
+                code="preset_archived",
+            )
+        if parsed.version is None or parsed.version == head.latest.version:
+            return head.latest
+        found = self.store.version(org_id, parsed.name, parsed.version)
+        if found is None:
+            raise InvalidRequest(
+                f"Preset {parsed.name!r} has no version {parsed.version} (latest {head.latest.version}).",
+                code="preset_version_not_found",
+            )
+        return found
+
+    # -- helpers ---------------------------------------------------------------------------
+    def _version(
+        self, principal: Principal, name: str, number: int, values: dict[str, Any], now: str
+    ) -> PresetVersion:
+        return PresetVersion(
+            org_id=principal.org_id,
+            name=name,
+            version=number,
+            created_at=now,
+            created_by=principal.user_id or principal.key_id,
+            **values,
+        )
+
+    def _next(self, principal: Principal, current: Preset, values: dict[str, Any]) -> Preset:
+        now = isoformat(self.clock.now())
+        number = current.latest.version + 1
+        preset = replace(
+            current, latest=self._version(principal, current.name, number, values, now), updated_at=now
+        )
+        if not self.store.add_version(preset, seen_version=current.latest.version):
+            raise Conflict(
+                "The preset changed while this edit was applied; read it again and retry.",
+                code="concurrent_update",
+            )
+        logger.info(
+            "preset versioned", extra={"org_id": principal.org_id, "preset": current.name, "version": number}
+        )
+        return preset
+
+    def _revive(self, principal: Principal, archived: Preset, values: dict[str, Any], now: str) -> Preset:
+        number = archived.latest.version + 1  # never reuse a number: name@N means one thing forever
+        preset = Preset(
+            latest=self._version(principal, archived.name, number, values, now),
+            created_at=archived.created_at,
+            updated_at=now,
+        )
+        if not self.store.revive(preset, seen_version=archived.latest.version, limit=self.max_presets):
+            current = self.store.head(principal.org_id, archived.name)
+            if current is not None and current.archived_at is None:
+                raise Conflict(f"A preset named {archived.name!r} exists.", code="preset_exists")
+            raise self._at_limit()
+        return preset
+
+    def _active(self, principal: Principal, name: str) -> Preset:
+        preset = self.get(principal, name)
+        if preset.archived_at is not None:
+            raise Conflict(
+                f"Preset {name!r} is archived; POST /v1/presets with its name brings it back.",
+                code="preset_archived",
+            )
+        return preset
+
+    def _at_limit(self) -> Conflict:
+        return Conflict(
+            f"An organization may keep at most {self.max_presets} presets; delete one first.",
+            code="preset_limit",
+            details={"limit": self.max_presets},
+        )
+
+    @staticmethod
+    def _not_found(name: str) -> NotFound:
+        return NotFound(f"No preset named {name[:64]!r}.", code="preset_not_found")
+
+
+def _same_name(name: str, body: Any) -> None:
+    """An edit body may carry the preset's own name (a GET answer sent back), no other."""
+    if isinstance(body, dict) and body.get("name", name) != name:
+        raise InvalidRequest(
+            "name cannot change: create a preset under the new name.",
+            code="invalid_preset",
+            details={"field": "name", "errors": [{"field": "name", "message": "name cannot change."}]},
+        )
