@@ -21,6 +21,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from itertools import pairwise
 from typing import Any, Final, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -84,7 +85,7 @@ def parse_expression(raw: object, *, field: str = "expression") -> Expression:
         fires = [walk.get_next(datetime) for _ in range(_SAMPLE_FIRES)]
     except (ValueError, KeyError, CroniterBadCronError, CroniterBadDateError, CroniterNotAlphaError):
         raise _invalid(field, f"Not a valid cron: {text}.") from None
-    if any(later - earlier < MIN_INTERVAL for earlier, later in zip(fires, fires[1:], strict=False)):
+    if any(later - earlier < MIN_INTERVAL for earlier, later in pairwise(fires)):
         raise _invalid(field, f"A schedule fires at most every {_minutes(MIN_INTERVAL)} minutes.")
     return Expression(text, "cron")
 

@@ -38,6 +38,7 @@ from batchroute.domain.billing_controls import BillingControls
 from batchroute.domain.jsonl import LineError, parse_jsonl
 from batchroute.domain.metadata import parse_metadata
 from batchroute.domain.pricing import FeeKind
+from batchroute.domain.routing_gates import GateFailure
 from batchroute.domain.spending_limit import LimitGuard
 from batchroute.domain.webhook_targets import public_url_check, webhook_target_problems
 from batchroute.errors import Conflict, Gone, InvalidRequest, NotFound, Unavailable
@@ -102,6 +103,9 @@ class Surface:
     batch_id: str | None = None
     fields: SurfaceFields | None = None
     transact_items: tuple[Mapping[str, Any], ...] = ()
+    # Lanes a schedule's regression run excluded (docs/schedules.md): the route rejects them
+    # with `regression_failed`.
+    excluded_lanes: Mapping[str, GateFailure] | None = None
 
 
 NATIVE = Surface()
@@ -190,7 +194,9 @@ class BatchService:
         webhook = self._webhook(principal, batch_id, body.get("webhook"))
         writer = InputChunkWriter(self.artifacts, batch_id)
         try:
-            plan, total, fee_kind, quote_id, request = self._price_and_write(principal, body, writer)
+            plan, total, fee_kind, quote_id, request = self._price_and_write(
+                principal, body, writer, excluded_lanes=surface.excluded_lanes
+            )
             writer.close()
         except BaseException:
             writer.abort()
@@ -232,6 +238,8 @@ class BatchService:
             compat=extra.compat,
             chat_model=extra.chat_model,
             chat_job_id=extra.chat_job_id,
+            schedule_id=extra.schedule_id,
+            schedule_version=extra.schedule_version,
         )
         answer_body = json.dumps({"batch": batch_summary(batch)}, separators=(",", ":")).encode()
         submit = _Submit(
@@ -244,7 +252,12 @@ class BatchService:
         return CreateAnswer(202, answer_body)
 
     def _price_and_write(
-        self, principal: Principal, body: Mapping[str, Any], writer: InputChunkWriter
+        self,
+        principal: Principal,
+        body: Mapping[str, Any],
+        writer: InputChunkWriter,
+        *,
+        excluded_lanes: Mapping[str, GateFailure] | None = None,
     ) -> tuple[dict[str, Any], Money, FeeKind, str | None, dict[str, str]]:
         quote_id = body.get("quote_id")
         if quote_id:
@@ -264,7 +277,9 @@ class BatchService:
             return routing, Money(int(snapshot["total_micros"])), fee_kind, quote_id, request
         # No quote: an internal quote, priced the same way, as the items stream to S3.
         _, items = self.quotes.items_source(principal, body)
-        planned = self.quotes.plan(body, items, on_item=lambda item, _line: writer.add(item))
+        planned = self.quotes.plan(
+            body, items, on_item=lambda item, _line: writer.add(item), excluded_lanes=excluded_lanes
+        )
         routing = planned.plan.to_api()
         request = {k: routing[k] for k in ("routing_mode", "sla_tier", "privacy_tier")}
         return routing, planned.price.total, "batch", None, request

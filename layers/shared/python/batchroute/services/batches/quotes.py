@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any, Protocol
 
@@ -23,7 +23,7 @@ from batchroute.domain.jsonl import LineError
 from batchroute.domain.preflight import Preflight
 from batchroute.domain.pricing import PriceBreakdown, estimate_price
 from batchroute.domain.routing import RoutePlan, route
-from batchroute.domain.routing_gates import RouteRequest, RoutingGuards
+from batchroute.domain.routing_gates import GateFailure, RouteRequest, RoutingGuards
 from batchroute.errors import Conflict, Forbidden, InvalidRequest, NotFound
 from batchroute.ids import new_id
 from batchroute.money import Money
@@ -124,10 +124,13 @@ class QuoteService:
         *,
         fee_kind: str = "batch",
         on_item: Callable[[Mapping[str, Any], bytes], None] | None = None,
+        excluded_lanes: Mapping[str, GateFailure] | None = None,
     ) -> PlannedQuote:
         """Preflight every item, route every model group, price the plan; raises the 400
         `batch_preflight_failed` with every issue found."""
         request = RouteRequest.from_api(body)
+        if excluded_lanes:  # a schedule's regression exclusions (docs/schedules.md)
+            request = replace(request, excluded_lanes=dict(excluded_lanes))
         preflight = Preflight(self.catalog, request=request, guards=self.guards)
         digest = _Digest()
         count = 0
