@@ -32,6 +32,7 @@ from functions.api.routes import (
     health,
     quotes,
     retention,
+    schedules,
     sessions,
     usage,
 )
@@ -58,6 +59,7 @@ ROUTERS = (
     chat.router,
     compat_files.router,
     compat_batches.router,
+    schedules.router,
 )
 
 

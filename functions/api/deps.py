@@ -27,6 +27,7 @@ from batchroute.services.compat.files import CompatFiles
 from batchroute.services.compat.uploads import CompatUploads
 from batchroute.services.delivery.buckets import BucketDelivery
 from batchroute.services.delivery.targets import DeliveryTargets
+from batchroute.services.schedules.schedules import Schedules
 from batchroute.wiring import Wiring, wiring_for
 
 _system_clock = SystemClock()
@@ -132,3 +133,10 @@ CompatUploadsDep = Annotated[CompatUploads, Depends(_compat_uploads)]
 CompatBatchesDep = Annotated[CompatBatches, Depends(_compat_batches)]
 DeliveryTargetsDep = Annotated[DeliveryTargets, Depends(_delivery_targets)]
 BucketDeliveryDep = Annotated[BucketDelivery, Depends(_bucket_delivery)]
+
+
+def _schedules(wiring: WiringDep) -> Schedules:
+    return wiring.schedules
+
+
+SchedulesDep = Annotated[Schedules, Depends(_schedules)]

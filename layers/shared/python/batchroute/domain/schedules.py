@@ -229,3 +229,86 @@ def _minutes(delta: timedelta) -> int:
 
 def _invalid(field: str, message: str) -> InvalidRequest:
     return InvalidRequest(message, code="invalid_schedule", details={"field": field})
+
+
+# -- records ---------------------------------------------------------------------------------
+@dataclass(frozen=True, kw_only=True)
+class Schedule:
+    """A schedule as stored: its current version's definition, its state and what the
+    trigger needs. `batch_options.webhook` is stored as {url, secret_sealed}."""
+
+    schedule_id: str
+    org_id: str
+    name: str
+    description: str | None
+    state: ScheduleState
+    version: int
+    expression: str
+    time_zone: str
+    input_source: Mapping[str, Any]
+    batch_options: Mapping[str, Any]
+    golden_set: Mapping[str, Any] | None
+    created_at: str
+    created_by: str
+    updated_at: str
+    updated_by: str
+    anchor_at: str  # rate(...) fires at anchor + k * interval
+    next_fire_at: str | None  # None while paused
+    last_fire_at: str | None = None
+    # lane id -> {score, threshold, version, regression_id, at}: lanes the latest regression
+    # run scored below the threshold; a schedule's batches route around them.
+    exclusions: Mapping[str, Mapping[str, Any]] | None = None
+
+    def definition(self) -> dict[str, Any]:
+        """What a version freezes (the public view of batch_options)."""
+        return {
+            "name": self.name,
+            "description": self.description,
+            "expression": self.expression,
+            "time_zone": self.time_zone,
+            "input_source": dict(self.input_source),
+            "batch_options": public_options(self.batch_options),
+            "golden_set": dict(self.golden_set) if self.golden_set else None,
+        }
+
+    def to_api(self) -> dict[str, Any]:
+        return {
+            "id": self.schedule_id,
+            "object": "schedule",
+            **self.definition(),
+            "state": self.state,
+            "version": self.version,
+            "next_fire_at": self.next_fire_at,
+            "last_fire_at": self.last_fire_at,
+            "excluded_lanes": [
+                {"lane_id": lane_id, **dict(details)}
+                for lane_id, details in sorted((self.exclusions or {}).items())
+            ],
+            "created_at": self.created_at,
+            "created_by": self.created_by,
+            "updated_at": self.updated_at,
+            "updated_by": self.updated_by,
+        }
+
+
+def public_options(options: Mapping[str, Any]) -> dict[str, Any]:
+    """Batch options as shown: a webhook's URL, never its secret."""
+    shown = dict(options)
+    webhook = shown.get("webhook")
+    if isinstance(webhook, Mapping):
+        shown["webhook"] = {"url": webhook.get("url"), "configured": True}
+    return shown
+
+
+def run_view(run: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "object": "schedule.run",
+        "schedule_id": run["schedule_id"],
+        "fire_at": run["fire_at"],
+        "version": int(run["version"]),
+        "state": run["state"],
+        "batch_id": run.get("batch_id"),
+        "error": run.get("error"),
+        "trigger": run.get("trigger", "scheduler"),
+        "created_at": run["created_at"],
+    }
