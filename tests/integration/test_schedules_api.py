@@ -6,7 +6,7 @@ wrongly (`regression_failed` in the next fired batch's plan)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import json
 from datetime import UTC, datetime
 from typing import Any
 
@@ -36,12 +36,12 @@ def clock() -> FixedClock:
 
 
 @pytest.fixture
-def client(local_aws: LocalStack, clock: FixedClock) -> Iterator[TestClient]:
+def client(local_aws: LocalStack, clock: FixedClock) -> TestClient:
     identity_store.cache_clear()
     app = create_app()
     app.dependency_overrides[get_clock] = lambda: clock
     _heartbeat(clock)
-    yield TestClient(app, raise_server_exceptions=False)
+    return TestClient(app, raise_server_exceptions=False)
 
 
 @pytest.fixture
@@ -68,8 +68,6 @@ def _item(n: int, text: str = "Summarize the quarterly report.") -> dict[str, An
 
 
 def _file(client: TestClient, org: TestOrg, lines: int = 2) -> str:
-    import json
-
     body = "".join(json.dumps(_item(n)) + "\n" for n in range(lines)).encode()
     response = client.post(
         "/v1/files", files={"file": ("items.jsonl", body, "application/jsonl")}, headers=org.key_headers()
