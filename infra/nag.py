@@ -14,9 +14,10 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct, IConstruct
 
 from infra.api import Api
-from infra.compute import PROVIDER_CALLERS, SWEEPER, Compute, executions_arn
+from infra.compute import API, PROVIDER_CALLERS, SWEEPER, Compute, executions_arn
 from infra.console import Console
 from infra.providers import BEDROCK_BATCH_PREFIX, Providers
+from infra.schedules import SCHEDULES_IN_GROUP, ScheduleTriggers
 from infra.security import Security
 from infra.storage import Storage
 from infra.workflow import Workflow
@@ -141,6 +142,7 @@ def acknowledge_findings(
     api: Api,
     providers: Providers,
     console: Console,
+    schedule_triggers: ScheduleTriggers | None = None,
 ) -> None:
     """Record each acknowledged finding on the construct of the stack (`scope`) that produces it."""
     tables = [_arn_ref(table) for table in storage.tables.values()]
@@ -192,6 +194,10 @@ def acknowledge_findings(
         if key in PROVIDER_CALLERS and providers.batch_role is not None:
             for finding in _bedrock_findings(scope):
                 _acknowledge(role, finding, BEDROCK_MODELS)
+        if key == API and schedule_triggers is not None:
+            # IAM5 schedule/<group>/*: the customer schedules' EventBridge schedules (docs/schedules.md).
+            arn = _flatten(Stack.of(scope).resolve(schedule_triggers.schedules_arn))
+            _acknowledge(role, f"AwsSolutions-IAM5[Resource::{arn}]", SCHEDULES_IN_GROUP)
         if key == SWEEPER:
             # IAM5 execution:<name>:*: the sweeper stops executions of the batch workflow.
             arn = Stack.of(scope).resolve(executions_arn(scope, workflow.state_machine_name))

@@ -35,6 +35,7 @@ GUARDED: list[tuple[Permission, str, str, dict[str, Any] | None, bool]] = [
     ("billing:read", "GET", "/v1/billing/auto-topup/attempts", None, False),
     ("billing:manage", "PUT", "/v1/billing/auto-topup", {"amount": 30}, False),
     ("account:read", "GET", "/v1/delivery-targets", None, False),
+    ("batches:read", "GET", "/v1/schedules", None, False),
     (
         "delivery:manage",
         "POST",

@@ -381,8 +381,8 @@ class Schedules:
             return
         after = max(datetime.fromisoformat(fired_at), self.clock.now())
         next_at = self._next(schedule, after)
-        if self.store.advance(schedule, fired_at=fired_at, next_fire_at=next_at):
-            self._sync_trigger(replace(schedule, next_fire_at=next_at))
+        # The EventBridge schedule follows the expression itself: nothing to change there.
+        self.store.advance(schedule, fired_at=fired_at, next_fire_at=next_at)
 
     def _next(self, schedule: Schedule, after: datetime) -> str:
         expression = parse_expression(schedule.expression)
