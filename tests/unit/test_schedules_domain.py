@@ -51,6 +51,7 @@ def test_valid_expressions(text: str) -> None:
         None,
         5,
         "rate(5 weeks)",
+        "0 0 1 * mon",
     ],
 )
 def test_invalid_expressions_name_the_field(text: object) -> None:

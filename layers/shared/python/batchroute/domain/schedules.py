@@ -78,6 +78,9 @@ def parse_expression(raw: object, *, field: str = "expression") -> Expression:
     fields = text.split(" ")
     if len(fields) != 5 or not all(_CRON_FIELD.match(f) for f in fields):
         raise _invalid(field, "A cron has 5 fields: minute hour day-of-month month day-of-week.")
+    if fields[2] not in ("*", "?") and fields[4] not in ("*", "?"):
+        # EventBridge Scheduler (the AWS trigger) takes one of the two, never both.
+        raise _invalid(field, "A cron may restrict the day of the month or the day of the week, not both.")
     try:
         if not croniter.is_valid(text):
             raise ValueError(text)
