@@ -10,7 +10,6 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Path, Query
 
 from batchroute.domain.access import Principal
-from batchroute.services.schedules.regression import benchmark_view
 from functions.api.auth import require
 from functions.api.deps import SchedulesDep
 from functions.api.envelope import errors_doc
@@ -164,9 +163,7 @@ def list_benchmarks(
     principal: Reader,
     schedules: SchedulesDep,
 ) -> dict[str, Any]:
-    schedule = schedules.get(principal, schedule_id)
-    runs = schedules.store.benchmarks(schedule.schedule_id, version)
-    return {"object": "list", "data": [benchmark_view(run) for run in runs]}
+    return {"object": "list", "data": schedules.benchmarks(principal, schedule_id, version)}
 
 
 @router.post(

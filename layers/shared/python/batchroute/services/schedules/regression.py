@@ -236,10 +236,3 @@ class RegressionRuns:
                     "at": regression["completed_at"],
                 }
         return exclusions
-
-
-def benchmark_view(regression: Mapping[str, Any]) -> dict[str, Any]:
-    return {
-        "object": "schedule.regression_run",
-        **{k: v for k, v in regression.items() if k not in ("pk", "sk")},
-    }

@@ -146,6 +146,14 @@ class Schedules:
             for v in self.store.versions(schedule.schedule_id)
         ]
 
+    def benchmarks(self, principal: Principal, schedule_id: str, version: int) -> list[dict[str, Any]]:
+        """The regression runs of one version, newest first."""
+        schedule = self.get(principal, schedule_id)
+        return [
+            {"object": "schedule.regression_run", **{k: v for k, v in run.items() if k not in ("pk", "sk")}}
+            for run in self.store.benchmarks(schedule.schedule_id, version)
+        ]
+
     # -- changes -----------------------------------------------------------------------------
     def create(self, principal: Principal, body: Any) -> Schedule:
         authorize(principal, "batches:create")
