@@ -21,7 +21,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from batchroute.adapters.dynamo.codec import from_item, is_condition_failure, to_item, to_value
+from batchroute.adapters.dynamo.codec import from_item, is_condition_failure, set_clause, to_item, to_value
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.domain.schedules import Schedule
 
@@ -260,12 +260,11 @@ class ScheduleStore(DynamoStore):
         return True
 
     def finish_run(self, schedule_id: str, fire_at: str, changes: Mapping[str, Any]) -> None:
-        names = {f"#f{i}": name for i, name in enumerate(changes)}
-        values = {f":f{i}": to_value(value) for i, value in enumerate(changes.values())}
+        expression, names, values = set_clause(dict(changes))
         self.dynamodb.update_item(
             TableName=self.table_name,
             Key={k: to_value(v) for k, v in _run_keys(schedule_id, fire_at).items()},
-            UpdateExpression="SET " + ", ".join(f"#f{i} = :f{i}" for i in range(len(changes))),
+            UpdateExpression=expression,
             ExpressionAttributeNames=names,
             ExpressionAttributeValues=values,
         )
