@@ -15,10 +15,11 @@ from fastapi.testclient import TestClient
 
 from batchroute.adapters.dynamo.lanes import LaneStateStore
 from batchroute.catalog import builtin_catalog
-from batchroute.clock import FixedClock
+from batchroute.clock import Clock, FixedClock, SystemClock
 from batchroute.config import get_settings
 from batchroute.services.catalog.lane_health import SimulatedProviderHealth, refresh_lane_heartbeats
 from batchroute.wiring import Wiring, wiring_for
+from batchroute_tools.local.lambda_runtime import context_for, load_handler
 from batchroute_tools.local.provision import LocalStack
 from functions.api.app import create_app
 from functions.api.auth import identity_store
@@ -49,7 +50,7 @@ def org(client: TestClient) -> TestOrg:
     return new_org(credit_usd="10")
 
 
-def _heartbeat(clock: FixedClock) -> None:
+def _heartbeat(clock: Clock) -> None:
     store = LaneStateStore(get_settings().table_name("controls"))
     refresh_lane_heartbeats(builtin_catalog(), store, SimulatedProviderHealth(), clock)
 
@@ -411,3 +412,20 @@ def test_regression_run_needs_a_golden_set_and_credits(client: TestClient, clock
     assert with_set.status_code == 200  # the version is saved; its run could not be paid
     unpaid = client.post(f"/v1/schedules/{sid}/regression-runs", headers=poor.key_headers())
     assert unpaid.status_code == 402 and _error(unpaid)["code"] == "insufficient_credits"
+
+
+def test_the_eventbridge_trigger_fires_through_the_sweeper_function(client: TestClient, org: TestOrg) -> None:
+    # Given a schedule, and lanes heartbeating now (the deployed function runs on the system clock)
+    sid = _schedule(client, org).json()["id"]
+    _heartbeat(SystemClock())
+    settings = get_settings()
+    handler = load_handler("sweeper")
+    context = context_for("sweeper", prefix=settings.resource_prefix, region=settings.aws_region, account="1")
+    # When EventBridge Scheduler invokes the sweeper function for a fire time, twice
+    event = {"schedule_fire": {"org_id": org.org_id, "schedule_id": sid, "fire_at": "2026-03-08T07:30:00Z"}}
+    first = handler(event, context)
+    second = handler(event, context)
+    # Then one run and one batch
+    assert first["state"] == "created" and first["fire_at"] == "2026-03-08T07:30:00.000Z"
+    assert second["batch_id"] == first["batch_id"]
+    assert [b["id"] for b in _batches(client, org)] == [first["batch_id"]]
