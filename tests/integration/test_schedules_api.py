@@ -7,6 +7,7 @@ wrongly (`regression_failed` in the next fired batch's plan)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -25,6 +26,7 @@ from functions.api.app import create_app
 from functions.api.auth import identity_store
 from functions.api.deps import get_clock
 from tests.integration.batch_pipeline_support import LLAMA
+from tests.integration.customer_bucket import BUCKET, CustomerS3
 from tests.integration.principals import TestOrg, new_org
 
 START = datetime(2026, 3, 7, 12, 0, tzinfo=UTC)
@@ -429,3 +431,53 @@ def test_the_eventbridge_trigger_fires_through_the_sweeper_function(client: Test
     assert first["state"] == "created" and first["fire_at"] == "2026-03-08T07:30:00.000Z"
     assert second["batch_id"] == first["batch_id"]
     assert [b["id"] for b in _batches(client, org)] == [first["batch_id"]]
+
+
+# -- a bucket prefix as the input source -------------------------------------------------------
+@pytest.fixture(scope="module")
+def customer() -> Iterator[CustomerS3]:
+    with CustomerS3.start() as server:
+        yield server
+
+
+def test_a_bucket_prefix_source_reads_every_input_file_under_it(
+    client: TestClient, org: TestOrg, clock: FixedClock, customer: CustomerS3, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given the org's delivery target on a customer's bucket (a loopback S3 endpoint, admitted
+    # outside production) with two JSONL files under `inputs/`, and one elsewhere
+    monkeypatch.setenv("ALLOW_LOOPBACK_WEBHOOKS", "1")
+    get_settings.cache_clear()
+    target = client.post("/v1/delivery-targets", json=customer.target_body(), headers=org.key_headers())
+    assert target.status_code == 201, target.text
+    s3 = customer.client()
+    for key, numbers in (("inputs/a.jsonl", (0, 1)), ("inputs/b.jsonl", (2,)), ("other/c.jsonl", (3,))):
+        body = "".join(json.dumps(_item(n)) + "\n" for n in numbers).encode()
+        s3.put_object(Bucket=BUCKET, Key=key, Body=body)
+    source = {"type": "bucket_prefix", "delivery_target_id": target.json()["id"], "prefix": "inputs/"}
+    created = client.post(
+        "/v1/schedules",
+        json={"name": "from the bucket", "expression": "rate(1 hour)", "input_source": source},
+        headers=org.key_headers(),
+    )
+    assert created.status_code == 201, created.text
+    # When it fires
+    clock.advance(hours=1)
+    _heartbeat(clock)
+    assert _wiring(clock).schedules.fire_due()["created"] == [created.json()["id"]]
+    # Then its batch holds the three items under the prefix, in key order
+    run = client.get(f"/v1/schedules/{created.json()['id']}/runs", headers=org.key_headers()).json()["data"][
+        0
+    ]
+    items = client.get(f"/v1/batches/{run['batch_id']}/items", headers=org.key_headers()).json()["data"]
+    assert [i["customer_item_id"] for i in items] == ["item-0", "item-1", "item-2"]
+    # And an empty prefix makes a failed run, not a batch
+    s3.delete_object(Bucket=BUCKET, Key="inputs/a.jsonl")
+    s3.delete_object(Bucket=BUCKET, Key="inputs/b.jsonl")
+    clock.advance(hours=1)
+    _heartbeat(clock)
+    assert _wiring(clock).schedules.fire_due()["failed"] == [created.json()["id"]]
+    latest = client.get(f"/v1/schedules/{created.json()['id']}/runs", headers=org.key_headers()).json()[
+        "data"
+    ][0]
+    assert latest["error"]["code"] == "schedule_input_empty"
+    get_settings.cache_clear()
