@@ -270,6 +270,7 @@ def test_a_firing_creates_one_batch_even_when_the_trigger_repeats(
     batch_id = runs[0]["batch_id"]
     assert [b["id"] for b in _batches(client, org)] == [batch_id]
     assert _batches(client, org)[0]["metadata"] == {"source": "nightly"}
+    assert _batches(client, org)[0]["schedule"] == {"id": schedule["id"], "version": 1}
     # When EventBridge delivers the same fire again (and the sweeper scans again)
     again = _wiring(clock).schedules.fire(
         org.org_id, schedule["id"], datetime(2026, 3, 8, 7, 30, tzinfo=UTC), trigger="scheduler"
@@ -383,6 +384,7 @@ def test_golden_set_excludes_the_lane_that_answers_wrongly(
         f"/v1/schedules/{schedule['id']}", json={"golden_set": fixed}, headers=org.key_headers()
     )
     assert patched.status_code == 200 and patched.json()["excluded_lanes"] == []
+    clock.advance(seconds=1)  # runs list newest first (their ids sort by time)
     again = client.post(f"/v1/schedules/{schedule['id']}/regression-runs", headers=org.key_headers())
     assert again.status_code == 201 and again.json()["trigger"] == "on_demand"
     v2 = client.get(f"/v1/schedules/{schedule['id']}/versions/2/benchmarks", headers=org.key_headers()).json()

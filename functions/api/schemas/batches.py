@@ -152,6 +152,11 @@ class LaneStatusOut(BaseModel):
     latest_error: str | None
 
 
+class BatchSchedule(BaseModel):
+    id: str = Field(description="sched_...")
+    version: int = Field(description="The schedule version that fired it")
+
+
 class BatchOut(BaseModel):
     """The batch summary. The lifecycle field is `state`, never `status`."""
 
@@ -180,6 +185,9 @@ class BatchOut(BaseModel):
     settled_at: str | None
     execution_summary: ExecutionSummary
     cancel_reason: str | Absent = Field(default=None, description="Present when canceled with a reason")
+    schedule: BatchSchedule | Absent = Field(
+        default=None, description="Present when a recurring schedule fired the batch (docs/schedules.md)"
+    )
     details: BatchDetails | Absent = Field(default=None, description="With include_details=true")
     lane_statuses: list[LaneStatusOut] | Absent = Field(
         default=None, description="With include_billing_receipt=true"
