@@ -17,6 +17,7 @@ from infra.api import Api
 from infra.compute import API, PROVIDER_CALLERS, SWEEPER, Compute, executions_arn
 from infra.console import Console
 from infra.providers import BEDROCK_BATCH_PREFIX, Providers
+from infra.schedules import SCHEDULES_IN_GROUP, ScheduleTriggers
 from infra.security import Security
 from infra.storage import Storage
 from infra.workflow import Workflow
@@ -145,6 +146,7 @@ def acknowledge_findings(
     api: Api,
     providers: Providers,
     console: Console,
+    schedule_triggers: ScheduleTriggers | None = None,
 ) -> None:
     """Record each acknowledged finding on the construct of the stack (`scope`) that produces it."""
     tables = [_arn_ref(table) for table in storage.tables.values()]
@@ -197,6 +199,10 @@ def acknowledge_findings(
         if key in PROVIDER_CALLERS and providers.batch_role is not None:
             for finding in _bedrock_findings(scope):
                 _acknowledge(role, finding, BEDROCK_MODELS)
+        if key == API and schedule_triggers is not None:
+            # IAM5 schedule/<group>/*: the customer schedules' EventBridge schedules (docs/schedules.md).
+            arn = _flatten(Stack.of(scope).resolve(schedule_triggers.schedules_arn))
+            _acknowledge(role, f"AwsSolutions-IAM5[Resource::{arn}]", SCHEDULES_IN_GROUP)
         if key == SWEEPER:
             # IAM5 execution:<name>:*: the sweeper stops executions of the batch workflow.
             arn = Stack.of(scope).resolve(executions_arn(scope, workflow.state_machine_name))

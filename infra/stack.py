@@ -10,13 +10,14 @@ from constructs import Construct
 from batchroute import resources
 from infra import assets
 from infra.api import Api
-from infra.compute import Compute
+from infra.compute import API, SWEEPER, Compute
 from infra.console import Console
 from infra.context import EnvironmentConfig
 from infra.messaging import Messaging
 from infra.monitoring import Monitoring
 from infra.nag import acknowledge_findings
 from infra.providers import Providers
+from infra.schedules import ScheduleTriggers
 from infra.security import Security
 from infra.storage import Storage
 from infra.workflow import Workflow
@@ -70,6 +71,14 @@ class BatchRouteStack(Stack):
             workflow=self.workflow,
             providers=self.providers,
         )
+        self.schedule_triggers = ScheduleTriggers(
+            self,
+            "ScheduleTriggers",
+            prefix=prefix,
+            api=self.compute.functions[API],
+            sweeper=self.compute.functions[SWEEPER],
+            sweeper_name=f"{prefix}-{SWEEPER}",
+        )
         self.api = Api(
             self,
             "Api",
@@ -113,4 +122,5 @@ class BatchRouteStack(Stack):
             api=self.api,
             providers=self.providers,
             console=self.console,
+            schedule_triggers=self.schedule_triggers,
         )

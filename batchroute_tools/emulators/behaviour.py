@@ -20,7 +20,10 @@ Markers, anywhere in a message (the same as the in-process simulator's, plus ven
 - `[simulate:overloaded]`: the vendor's "overloaded" (Anthropic 529, others 503) the first time;
 - `[simulate:reset]`: the connection is reset in the middle of the answer the first time;
 - `[simulate:expire]`: a batch job holding it expires (the other lines finish);
-- `[simulate:malformed]`: its line of a batch results file is not JSON the first time.
+- `[simulate:malformed]`: its line of a batch results file is not JSON the first time;
+- `[simulate:wrong:<provider>]`: that provider answers the fixed text WRONG_ANSWER
+  ("Simulated wrong answer.") instead of its usual one, on every attempt: a lane that
+  answers wrongly, for golden-set regression runs (docs/schedules.md).
 
 "The first time" is per emulator process and per (provider, fault, request content), so a
 retry of the same request succeeds, as with a real vendor's passing fault.
@@ -57,6 +60,7 @@ Finish = Literal["stop", "length"]
 EMBEDDING_DIMENSIONS: Final = 16
 COMPLETION_BASE_TOKENS: Final = 16
 COMPLETION_SPREAD_TOKENS: Final = 64
+WRONG_ANSWER: Final = "Simulated wrong answer."  # [simulate:wrong:<provider>]
 RETRY_AFTER_MS: Final = 200  # what a simulated 429 asks the caller to wait
 _SEEN_LIMIT: Final = 200_000  # first-time faults remembered per process
 
@@ -238,6 +242,8 @@ class Behaviour:
             body[0] = body[0].capitalize()
             body[-1] += "."
         words = (prefix + body)[: min(limit, natural)]
+        if f"[simulate:wrong:{work.provider}]" in work.text:  # a lane made to answer wrongly
+            words = WRONG_ANSWER.split(" ")[: min(limit, natural)]
         pieces = tuple(word if i == 0 else f" {word}" for i, word in enumerate(words))
         finish: Finish = "length" if natural > limit else "stop"
         return Answer(pieces, finish, prompt_tokens(work.messages), len(pieces), (), digest[:12].hex())

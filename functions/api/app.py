@@ -35,6 +35,7 @@ from functions.api.routes import (
     quotes,
     retention,
     routing_policy,
+    schedules,
     sessions,
     usage,
     work_orders,
@@ -66,6 +67,7 @@ ROUTERS = (
     routing_policy.router,
     work_orders.router,
     feedback.router,
+    schedules.router,
 )
 
 

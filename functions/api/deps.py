@@ -30,6 +30,7 @@ from batchroute.services.delivery.targets import DeliveryTargets
 from batchroute.services.feedback.service import FeedbackService
 from batchroute.services.presets.service import Presets
 from batchroute.services.routing.policy import RoutePolicyService
+from batchroute.services.schedules.schedules import Schedules
 from batchroute.services.work_orders.service import WorkOrders
 from batchroute.wiring import Wiring, wiring_for
 
@@ -158,3 +159,10 @@ BucketDeliveryDep = Annotated[BucketDelivery, Depends(_bucket_delivery)]
 WorkOrdersDep = Annotated[WorkOrders, Depends(_work_orders)]
 FeedbackDep = Annotated[FeedbackService, Depends(_feedback)]
 PresetsDep = Annotated[Presets, Depends(_presets)]
+
+
+def _schedules(wiring: WiringDep) -> Schedules:
+    return wiring.schedules
+
+
+SchedulesDep = Annotated[Schedules, Depends(_schedules)]

@@ -38,6 +38,7 @@ GUARDED: list[tuple[Permission, str, str, dict[str, Any] | None, bool]] = [
     ("routing:read", "GET", "/v1/routing/policy", None, False),
     ("routing:read", "GET", "/v1/routing/policy/history", None, False),
     ("routing:manage", "PUT", "/v1/routing/policy", {"chat_fallbacks_allowed": True}, False),
+    ("batches:read", "GET", "/v1/schedules", None, False),
     (
         "delivery:manage",
         "POST",

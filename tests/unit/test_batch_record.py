@@ -68,6 +68,8 @@ STORED: dict[str, Any] = {
     "usage": {"prompt_tokens": 9, "completion_tokens": 4},
     "usage_checkpoint": {"lane_id": "lane_a", "prompt_tokens": 9, "completion_tokens": 4},
     "checkpoint_at": "2026-01-01T00:03:00.000Z",
+    "schedule_id": "sched_1",
+    "schedule_version": 2,
 }
 
 

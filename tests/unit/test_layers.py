@@ -23,6 +23,7 @@ DOMAIN_MAY_IMPORT = (
     "batchroute.ids",
     "batchroute.errors",
     "batchroute.clock",
+    "croniter",  # pure cron arithmetic for domain/schedules.py (no I/O)
 )
 SERVICES_MAY_NOT_IMPORT = ("boto3", "botocore", "fastapi", "starlette", "mangum")
 

@@ -24,6 +24,9 @@ BODILESS: dict[tuple[str, str], str] = {
     ("post", "/v1/compat/v1/batches/{batch_id}/cancel"): "the vendor's cancel takes no body",
     ("post", "/v1/batches/{batch_id}/redeliver"): "redelivers the batch in the path",
     ("post", "/v1/delivery-targets/{target_id}/test"): "tests the target in the path",
+    ("post", "/v1/schedules/{schedule_id}/pause"): "pauses the schedule in the path",
+    ("post", "/v1/schedules/{schedule_id}/resume"): "resumes the schedule in the path",
+    ("post", "/v1/schedules/{schedule_id}/regression-runs"): "runs the path's schedule's golden set",
 }
 # Operations whose body may be left out.
 OPTIONAL_BODY: dict[tuple[str, str], str] = {

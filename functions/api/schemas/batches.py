@@ -168,6 +168,11 @@ class LaneStatusOut(BaseModel):
     latest_error: str | None
 
 
+class BatchSchedule(BaseModel):
+    id: str = Field(description="sched_...")
+    version: int = Field(description="The schedule version that fired it")
+
+
 class BatchOut(BaseModel):
     """The batch summary. The lifecycle field is `state`, never `status`."""
 
@@ -198,6 +203,9 @@ class BatchOut(BaseModel):
     cancel_reason: str | Absent = Field(default=None, description="Present when canceled with a reason")
     presets: list[str] | Absent = Field(
         default=None, description="The preset versions its items used, `name@version` (docs/presets.md)"
+    )
+    schedule: BatchSchedule | Absent = Field(
+        default=None, description="Present when a recurring schedule fired the batch (docs/schedules.md)"
     )
     details: BatchDetails | Absent = Field(default=None, description="With include_details=true")
     lane_statuses: list[LaneStatusOut] | Absent = Field(

@@ -38,6 +38,12 @@ class Settings(BaseModel):
     buckets: dict[str, str] = Field(default_factory=dict)
     state_machine_arn: str = ""
     kms_key_id: str | None = None
+    # Recurring schedules' triggers on AWS (docs/schedules.md): the EventBridge Scheduler
+    # group, the role the scheduler assumes and the function it invokes. Empty (local mode):
+    # the sweeper fires due schedules from the due index alone.
+    schedule_group_name: str = ""
+    schedule_role_arn: str = ""
+    schedule_target_arn: str = ""
 
     # Secret used to key API-key hashes and sign tokens. Production reads it from
     # Secrets Manager (app_secret_arn); local and test may set it directly.

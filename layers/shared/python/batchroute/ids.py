@@ -19,6 +19,8 @@ PREFIXES = (
     "lane",
     "aud",
     "dt",
+    "sched",  # recurring schedules (docs/schedules.md)
+    "regr",  # golden-set regression runs
     "upload",
     "part",
     "topup",

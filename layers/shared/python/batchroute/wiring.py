@@ -16,7 +16,7 @@ of the methods that need them; everything else is a cached attribute. docs/archi
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime, timedelta
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from batchroute.adapters.dynamo.quotes import QuoteStore
     from batchroute.adapters.dynamo.rate_limits import RateCounterStore
     from batchroute.adapters.dynamo.route_policies import RoutePolicyStore
+    from batchroute.adapters.dynamo.schedules import ScheduleStore
     from batchroute.adapters.dynamo.webhook_deliveries import WebhookDeliveries
     from batchroute.adapters.email import SesMailer
     from batchroute.adapters.kms import KmsSealer
@@ -97,6 +98,8 @@ if TYPE_CHECKING:
     from batchroute.services.feedback.service import FeedbackService
     from batchroute.services.presets.service import Presets
     from batchroute.services.routing.policy import PolicyReader, RoutePolicyService
+    from batchroute.services.schedules.regression import RegressionRuns
+    from batchroute.services.schedules.schedules import Schedules
     from batchroute.services.work_orders.service import WorkOrders
     from batchroute.services.workflow.retention_gc import RetentionCollector
     from batchroute.services.workflow.steps import BatchWorkflow, Pipeline
@@ -819,6 +822,77 @@ class Wiring:
             probe_buckets=buckets.for_probes(),
         )
 
+    # -- recurring schedules (docs/schedules.md) ---------------------------------------------
+    @cached_property
+    def schedule_store(self) -> ScheduleStore:
+        from batchroute.adapters.dynamo.schedules import ScheduleStore
+
+        return ScheduleStore(self.settings.table_name("controls"))
+
+    @cached_property
+    def regression_runs(self) -> RegressionRuns:
+        from batchroute.services.schedules.regression import RegressionRuns
+
+        return RegressionRuns(
+            store=self.schedule_store,
+            catalog=self.catalog,
+            providers=self.providers,
+            guards=self.guards,
+            ledger=self.ledger,
+            controls=self.controls,
+            clock=self.clock,
+            watch=self.billing_watch,
+        )
+
+    @cached_property
+    def schedules(self) -> Schedules:
+        from batchroute.services.schedules.schedules import Schedules
+
+        settings = self.settings
+        triggers = None
+        if settings.schedule_group_name and settings.schedule_target_arn:
+            from batchroute.adapters.event_scheduler import EventScheduler
+
+            triggers = EventScheduler(
+                group_name=settings.schedule_group_name,
+                role_arn=settings.schedule_role_arn,
+                target_arn=settings.schedule_target_arn,
+            )
+        service = Schedules(
+            store=self.schedule_store,
+            batches=self.batches,
+            files=self.files,
+            targets=self.delivery_targets,
+            read_prefix=self._read_prefix,
+            sealer=self.sealer,
+            catalog=self.catalog,
+            check_url=self.webhook_url_check(),
+            clock=self.clock,
+            triggers=triggers,
+        )
+        service.regression = self.regression_runs
+        return service
+
+    def _read_prefix(self, org_id: str, target_id: str, prefix: str) -> Iterator[tuple[str, bytes]]:
+        """A schedule's input files: every object under `prefix` in the org's delivery target,
+        read with the target's own credentials (BucketRefused becomes the run's error)."""
+        from batchroute.adapters.customer_buckets import CustomerBucket
+        from batchroute.domain.delivery_targets import BucketRefused
+        from batchroute.errors import InvalidRequest
+        from batchroute.services.schedules.schedules import MAX_SOURCE_BYTES, MAX_SOURCE_FILES
+
+        targets = self.delivery_targets
+        target = targets.get(org_id, target_id)
+        try:
+            bucket = targets.open(target)
+            assert isinstance(bucket, CustomerBucket)
+            for key in bucket.keys(prefix, limit=MAX_SOURCE_FILES):
+                yield key, bucket.read(key, max_bytes=MAX_SOURCE_BYTES)
+        except BucketRefused as refused:
+            raise InvalidRequest(
+                f"The input bucket refused: {refused.message}", code=f"bucket_{refused.code}".lower()[:64]
+            ) from None
+
     @cached_property
     def bucket_delivery(self) -> BucketDelivery:
         from batchroute.adapters.customer_buckets import ArtifactSource
@@ -913,6 +987,7 @@ class Wiring:
             bucket_deliveries=self.bucket_delivery,
             billing_webhooks=self.billing_webhooks,
             watch=self.billing_watch,
+            schedules=self.schedules,
         )
 
     @cached_property
@@ -979,6 +1054,12 @@ def sweeper_handler() -> LambdaHandler:
     @metrics.log_metrics
     @tracer.capture_lambda_handler(capture_response=False)
     def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+        fire = event.get("schedule_fire")
+        if isinstance(fire, dict):  # an EventBridge Scheduler schedule (docs/schedules.md)
+            from batchroute.adapters.event_scheduler import fire_request
+
+            org_id, schedule_id, fire_at = fire_request(fire)
+            return wiring_for().schedules.fire(org_id, schedule_id, fire_at)
         return wiring_for().sweeper.sweep()
 
     return handler

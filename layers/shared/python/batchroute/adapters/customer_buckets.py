@@ -65,6 +65,33 @@ class CustomerBucket:
         except Exception as exc:
             raise refusal(exc) from None
 
+    # -- reads: a schedule's input files under a prefix (docs/schedules.md) ----------------
+    def keys(self, prefix: str, *, limit: int) -> list[str]:
+        """Object keys under `prefix`, in key order, at most `limit`."""
+        found: list[str] = []
+        kwargs: dict[str, Any] = {"Bucket": self.target.bucket, "Prefix": prefix}
+        try:
+            while len(found) < limit:
+                page = self._s3.list_objects_v2(**kwargs, MaxKeys=min(1000, limit - len(found)))
+                found.extend(str(o["Key"]) for o in page.get("Contents", []) if not o["Key"].endswith("/"))
+                if not page.get("IsTruncated"):
+                    break
+                kwargs["ContinuationToken"] = page["NextContinuationToken"]
+        except Exception as exc:
+            raise refusal(exc) from None
+        return found[:limit]
+
+    def read(self, key: str, *, max_bytes: int) -> bytes:
+        """One object's bytes; BucketRefused `object_too_large` past `max_bytes`."""
+        try:
+            response = self._s3.get_object(Bucket=self.target.bucket, Key=key)
+            body: bytes = response["Body"].read(max_bytes + 1)
+        except Exception as exc:
+            raise refusal(exc) from None
+        if len(body) > max_bytes:
+            raise BucketRefused("object_too_large", f"{key} is larger than {max_bytes} bytes")
+        return body
+
 
 class CustomerBuckets:
     """Opens a target's bucket with its (unsealed) secret."""

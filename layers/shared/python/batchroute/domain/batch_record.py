@@ -112,6 +112,8 @@ class SurfaceFields:
     compat: CompatFields | None = None
     chat_model: str | None = None
     chat_job_id: str | None = None
+    schedule_id: str | None = None  # a recurring schedule's firing (docs/schedules.md)
+    schedule_version: int | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -176,6 +178,9 @@ class BatchRecord:
     usage: Mapping[str, int] | None = None
     usage_checkpoint: UsageCheckpoint | None = None
     checkpoint_at: str | None = None
+    # -- a recurring schedule's firing (docs/schedules.md) -----------------------------------
+    schedule_id: str | None = None
+    schedule_version: int | None = None
 
     @property
     def latest_error(self) -> str | None:
@@ -257,6 +262,8 @@ class BatchRecord:
             usage=_ints(values.get("usage")),
             usage_checkpoint=_checkpoint(values.get("usage_checkpoint")),
             checkpoint_at=_str(values.get("checkpoint_at")),
+            schedule_id=_str(values.get("schedule_id")),
+            schedule_version=int(values["schedule_version"]) if values.get("schedule_version") else None,
         )
 
 

@@ -38,6 +38,7 @@ GATE_ORDER: Final[tuple[str, ...]] = (
     "stale_heartbeat",
     "capacity_full",
     "price_cap_exceeded",
+    "regression_failed",  # a schedule's golden set scored the lane below its threshold
 )
 # Given to eligible lanes that passed every gate but lost the ranking.
 OUTRANKED: Final = "outranked"
@@ -88,6 +89,10 @@ class RouteRequest:
     required_tools: frozenset[str] = frozenset()  # merged with each item's own
     regions: tuple[str, ...] = ()  # empty = anywhere; else a provider region must be one of them
     max_price: MaxPrice | None = None
+    # Lanes a schedule's golden-set regression run failed (docs/schedules.md): lane id ->
+    # the failure its receipt shows. Set by the service for a schedule's batches, never
+    # read from a body.
+    excluded_lanes: Mapping[str, GateFailure] = field(default_factory=dict)
 
     @classmethod
     def from_api(cls, body: Mapping[str, Any]) -> RouteRequest:
@@ -291,6 +296,9 @@ def lane_gate_failures(
             )
         )
     failures.extend(_price_failures(lane, group, demand, request.max_price))
+    excluded = request.excluded_lanes.get(lane.lane_id)
+    if excluded is not None:
+        failures.append(excluded)
     return failures
 
 

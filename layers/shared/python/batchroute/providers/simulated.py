@@ -14,6 +14,8 @@ the markers look at the attempt. Markers, anywhere in the request input:
   request's `first_byte_timeout_seconds` and gives up (TransientProviderError
   `first_byte_timeout`), as a real adapter's HTTP read time-out would. A stream whose
   configured time to first token exceeds that time-out gives up the same way.
+- `[simulate:wrong:<slug>]`: that provider answers the fixed WRONG_ANSWER text instead of its
+  usual one (a lane that answers wrongly: golden-set regression, docs/schedules.md).
 
 Usage: prompt tokens are the quote's conservative estimate of the input
 (domain/items.py); completion tokens are min(max_output_tokens, 16 + hash % 64), or the
@@ -66,6 +68,7 @@ MARKER_FAIL: Final = "[simulate:fail]"
 MARKER_TRANSIENT: Final = "[simulate:transient]"
 MARKER_DOWN: Final = "[simulate:down]"
 _MARKER_DOWN_FOR: Final = re.compile(r"\[simulate:down:([A-Za-z0-9_.-]+)\]")
+WRONG_ANSWER: Final = "Simulated wrong answer."  # [simulate:wrong:<slug>]
 _MARKER_5XX_FOR: Final = re.compile(r"\[simulate:5xx:([A-Za-z0-9_.-]+)\]")
 _MARKER_TIMEOUT_FOR: Final = re.compile(r"\[simulate:timeout:([A-Za-z0-9_.-]+)\]")
 
@@ -221,9 +224,11 @@ class Simulator:
         prompt = estimate_prompt_tokens(request)
         if request.operation == "embeddings":
             return self._embedding(request, prompt)
-        return self._message(request, digest, prompt)
+        return self._message(request, digest, prompt, wrong=f"[simulate:wrong:{self.slug}]" in text)
 
-    def _message(self, request: ProviderRequest, digest: bytes, prompt: int) -> _Answer:
+    def _message(
+        self, request: ProviderRequest, digest: bytes, prompt: int, *, wrong: bool = False
+    ) -> _Answer:
         natural = self.config.completion_tokens or (
             COMPLETION_BASE_TOKENS + int.from_bytes(digest[:8], "big") % COMPLETION_SPREAD_TOKENS
         )
@@ -238,6 +243,8 @@ class Simulator:
             body[0] = body[0].capitalize()
             body[-1] += "."
         words = (prefix + body)[:completion]
+        if wrong:  # a lane made to answer wrongly: golden-set regression tests (docs/schedules.md)
+            words = WRONG_ANSWER.split(" ")[:completion]
         pieces = tuple(word if i == 0 else f" {word}" for i, word in enumerate(words))
         content = "".join(pieces)
         usage = Usage(prompt_tokens=prompt, completion_tokens=len(pieces))

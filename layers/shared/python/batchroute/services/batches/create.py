@@ -39,6 +39,7 @@ from batchroute.domain.billing_controls import BillingControls
 from batchroute.domain.jsonl import LineError, parse_jsonl
 from batchroute.domain.metadata import parse_metadata
 from batchroute.domain.pricing import FeeKind
+from batchroute.domain.routing_gates import GateFailure
 from batchroute.domain.spending_limit import LimitGuard
 from batchroute.domain.webhook_targets import public_url_check, webhook_target_problems
 from batchroute.domain.work_orders import WorkOrder, parse_work_order_id
@@ -117,6 +118,9 @@ class Surface:
     batch_id: str | None = None
     fields: SurfaceFields | None = None
     transact_items: tuple[Mapping[str, Any], ...] = ()
+    # Lanes a schedule's regression run excluded (docs/schedules.md): the route rejects them
+    # with `regression_failed`.
+    excluded_lanes: Mapping[str, GateFailure] | None = None
 
 
 NATIVE = Surface()
@@ -209,7 +213,9 @@ class BatchService:
         webhook = self._webhook(principal, batch_id, body.get("webhook"))
         writer = InputChunkWriter(self.artifacts, batch_id)
         try:
-            plan, total, fee_kind, quote_id, request = self._price_and_write(principal, body, writer)
+            plan, total, fee_kind, quote_id, request = self._price_and_write(
+                principal, body, writer, excluded_lanes=surface.excluded_lanes
+            )
             writer.close()
         except BaseException:
             writer.abort()
@@ -253,6 +259,8 @@ class BatchService:
             chat_model=extra.chat_model,
             chat_job_id=extra.chat_job_id,
             work_order=work_order.reference if work_order is not None else None,
+            schedule_id=extra.schedule_id,
+            schedule_version=extra.schedule_version,
         )
         answer_body = json.dumps({"batch": batch_summary(batch)}, separators=(",", ":")).encode()
         joins = self.work_orders.join_items(batch) if work_order is not None and self.work_orders else []
@@ -283,7 +291,12 @@ class BatchService:
         return self.work_orders.joining(principal.org_id, work_order_id)
 
     def _price_and_write(
-        self, principal: Principal, body: Mapping[str, Any], writer: InputChunkWriter
+        self,
+        principal: Principal,
+        body: Mapping[str, Any],
+        writer: InputChunkWriter,
+        *,
+        excluded_lanes: Mapping[str, GateFailure] | None = None,
     ) -> tuple[dict[str, Any], Money, FeeKind, str | None, dict[str, str]]:
         quote_id = body.get("quote_id")
         if quote_id:
@@ -305,7 +318,11 @@ class BatchService:
         # No quote: an internal quote, priced the same way, as the items stream to S3.
         _, items = self.quotes.items_source(principal, body)
         planned = self.quotes.plan(
-            body, items, on_item=lambda item, _line: writer.add(item), org_id=principal.org_id
+            body,
+            items,
+            on_item=lambda item, _line: writer.add(item),
+            org_id=principal.org_id,
+            excluded_lanes=excluded_lanes,
         )
         routing = planned.plan.to_api()
         request = {k: routing[k] for k in ("routing_mode", "sla_tier", "privacy_tier")}

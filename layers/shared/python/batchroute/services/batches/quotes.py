@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Any, Protocol
 
@@ -31,7 +31,7 @@ from batchroute.domain.route_policy import (
     in_force,
 )
 from batchroute.domain.routing import RoutePlan, route
-from batchroute.domain.routing_gates import RouteRequest, RoutingGuards
+from batchroute.domain.routing_gates import GateFailure, RouteRequest, RoutingGuards
 from batchroute.errors import Conflict, Forbidden, InvalidRequest, NotFound
 from batchroute.ids import new_id
 from batchroute.money import Money
@@ -153,14 +153,18 @@ class QuoteService:
         fee_kind: str = "batch",
         on_item: Callable[[Mapping[str, Any], bytes], None] | None = None,
         org_id: str | None = None,
+        excluded_lanes: Mapping[str, GateFailure] | None = None,
     ) -> PlannedQuote:
         """Preflight every item, route every model group, price the plan; raises the 400
         `batch_preflight_failed` with every issue found. With `org_id`, the org's route
-        policy applies (combined with the request's constraints, and as the `policy` gate)."""
+        policy applies (combined with the request's constraints, and as the `policy` gate);
+        `excluded_lanes` are a schedule's regression exclusions (docs/schedules.md)."""
         policy = self.policies.current(org_id) if self.policies is not None and org_id else None
         mode_given = body.get("routing_mode") is not None
         combined = combine(policy, RouteRequest.from_api(body), mode_given=mode_given)
         request = combined.request
+        if excluded_lanes:
+            request = replace(request, excluded_lanes=dict(excluded_lanes))
         guards = guarded(self.guards, policy)
         preflight = Preflight(self.catalog, request=request, guards=guards)
         digest = _Digest()

@@ -59,6 +59,8 @@ def batch_summary(batch: BatchRecord, *, sign: Signer | None = None) -> dict[str
         summary["cancel_reason"] = batch.cancel_reason
     if batch.presets:
         summary["presets"] = list(batch.presets)
+    if batch.schedule_id:  # fired by a recurring schedule (docs/schedules.md)
+        summary["schedule"] = {"id": batch.schedule_id, "version": batch.schedule_version}
     return summary
 
 

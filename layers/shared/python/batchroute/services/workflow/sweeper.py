@@ -190,6 +190,10 @@ class DueBucketDeliveries(Protocol):
     def enqueue_due(self) -> Any: ...
 
 
+class DueSchedules(Protocol):
+    def fire_due(self, *, limit: int = 100) -> dict[str, list[str]]: ...
+
+
 class MoneyWatch(Protocol):
     """services/billing/watch.py:BillingWatch; never raises."""
 
@@ -215,6 +219,7 @@ class Sweeper:
     bucket_deliveries: DueBucketDeliveries | None = None  # docs/delivery-targets.md
     billing_webhooks: DueWebhooks | None = None  # billing alert events (docs/billing-alerts.md)
     watch: MoneyWatch | None = None  # alerts and auto top-up after a stale hold is charged
+    schedules: DueSchedules | None = None  # recurring schedules due by now (docs/schedules.md)
 
     def sweep(self) -> dict[str, Any]:
         lanes = self.refresh_heartbeats()
@@ -252,6 +257,10 @@ class Sweeper:
             reclaimed = self.retention.collect()
             metrics.add_metric(name="BatchesReclaimed", unit=MetricUnit.Count, value=len(reclaimed.reclaimed))
             outcome["retention"] = reclaimed.as_dict()
+        if self.schedules is not None:
+            fired = self.schedules.fire_due()
+            metrics.add_metric(name="SchedulesFired", unit=MetricUnit.Count, value=len(fired["created"]))
+            outcome["schedules"] = fired
         if self.topups is not None:
             topups = self.topups.sweep()
             metrics.add_metric(name="AutoTopupsCharged", unit=MetricUnit.Count, value=len(topups.charged))

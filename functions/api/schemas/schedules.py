@@ -1,0 +1,197 @@
+"""Request and response models: recurring schedules, their runs, versions and golden-set
+regression runs (docs/schedules.md).
+
+The bodies are read by the schedule service, which answers each problem as
+`invalid_schedule` with `details.field` (a path such as `golden_set.items[2].expected`; see
+ServiceValidatedBody). A webhook secret is write-only: it is stored sealed (KMS) and shown as
+`{url, configured: true}`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SkipValidation
+
+from batchroute.domain.golden_sets import MAX_GOLDEN_ITEMS
+from batchroute.domain.schedules import MAX_DESCRIPTION, MAX_NAME, MIN_INTERVAL
+from functions.api.schemas.common import MoneyOut, ServiceValidatedBody, omittable
+
+_MINUTES = int(MIN_INTERVAL.total_seconds() // 60)
+_EXPRESSION = (
+    "A 5-field cron (`30 2 * * *`, read in time_zone) or `rate(N minutes|hours|days)`; "
+    f"fires at most every {_MINUTES} minutes"
+)
+_SOURCE = (
+    'Where each firing reads its items: `{"type": "file", "file_id"}` (a stored input file) or '
+    '`{"type": "bucket_prefix", "delivery_target_id", "prefix", "preset"?}` (every JSONL object '
+    "under the prefix in the org's delivery target; items naming no preset get `preset`)"
+)
+_OPTIONS = (
+    "The batch fields every firing sends, as in POST /v1/batches: webhook {url, secret}, "
+    "routing_mode, privacy_tier, sla_tier, region(s), max_price, required_tools, metadata, "
+    "completion_window (24h)"
+)
+_GOLDEN = (
+    f"A golden set: {{model, items: [{{input, expected}}] (1-{MAX_GOLDEN_ITEMS}), scorer: "
+    "{type: exact|contains|json_field (path)|numeric (tolerance)}, threshold (0-1)}; "
+    "null: none"
+)
+
+
+class ScheduleCreate(ServiceValidatedBody):
+    """A recurring schedule. Unknown fields are refused."""
+
+    model_config = ConfigDict(
+        json_schema_extra={"additionalProperties": False, "required": ["name", "expression", "input_source"]}
+    )
+
+    name: SkipValidation[str] = omittable(f"1-{MAX_NAME} characters")
+    description: SkipValidation[str | None] = omittable(f"At most {MAX_DESCRIPTION} characters")
+    expression: SkipValidation[str] = omittable(_EXPRESSION)
+    time_zone: SkipValidation[str] = omittable("An IANA time zone; default UTC")
+    input_source: SkipValidation[dict[str, Any]] = omittable(_SOURCE)
+    batch_options: SkipValidation[dict[str, Any]] = omittable(_OPTIONS)
+    golden_set: SkipValidation[dict[str, Any] | None] = omittable(_GOLDEN)
+    state: SkipValidation[Literal["active", "paused"]] = omittable("Default active")
+
+
+class ScheduleUpdate(ServiceValidatedBody):
+    """The fields to change; a change makes a new version. Unknown fields are refused."""
+
+    model_config = ConfigDict(json_schema_extra={"additionalProperties": False})
+
+    name: SkipValidation[str] = omittable(f"1-{MAX_NAME} characters")
+    description: SkipValidation[str | None] = omittable(f"At most {MAX_DESCRIPTION} characters")
+    expression: SkipValidation[str] = omittable(_EXPRESSION)
+    time_zone: SkipValidation[str] = omittable("An IANA time zone")
+    input_source: SkipValidation[dict[str, Any]] = omittable(_SOURCE)
+    batch_options: SkipValidation[dict[str, Any]] = omittable(
+        _OPTIONS + "; a webhook given without its secret keeps the stored one when the URL is unchanged"
+    )
+    golden_set: SkipValidation[dict[str, Any] | None] = omittable(_GOLDEN)
+
+
+class ExcludedLane(BaseModel):
+    lane_id: str
+    score: float = Field(description="The lane's latest golden-set score (0-1)")
+    threshold: float
+    version: int = Field(description="The schedule version the failing run benchmarked")
+    regression_id: str
+    at: str
+
+
+class ScheduleOut(BaseModel):
+    id: str = Field(description="sched_...")
+    object: Literal["schedule"]
+    name: str
+    description: str | None
+    expression: str
+    time_zone: str
+    input_source: dict[str, Any]
+    batch_options: dict[str, Any] = Field(description="A webhook shows {url, configured: true}")
+    golden_set: dict[str, Any] | None
+    state: Literal["active", "paused"]
+    version: int
+    next_fire_at: str | None = Field(description="The next fire (UTC); null while paused")
+    last_fire_at: str | None
+    excluded_lanes: list[ExcludedLane] = Field(
+        description="Lanes the latest regression run scored below the threshold: the schedule's "
+        "batches route around them (`regression_failed`)"
+    )
+    created_at: str
+    created_by: str = Field(description="The user (or key) that created the schedule")
+    updated_at: str
+    updated_by: str
+
+
+class ScheduleList(BaseModel):
+    object: Literal["list"]
+    data: list[ScheduleOut]
+    next_cursor: str | None
+
+
+class ScheduleDeleted(BaseModel):
+    id: str
+    object: Literal["schedule"]
+    deleted: Literal[True]
+
+
+class RunError(BaseModel):
+    code: str
+    message: str
+
+
+class ScheduleRun(BaseModel):
+    object: Literal["schedule.run"]
+    schedule_id: str
+    fire_at: str = Field(description="The fire time this run is for (UTC)")
+    version: int
+    state: Literal["firing", "created", "failed", "skipped"]
+    batch_id: str | None = Field(description="The batch the firing created")
+    error: RunError | None = Field(description="Why no batch was created (e.g. insufficient_credits)")
+    trigger: str = Field(description="scheduler (EventBridge), sweeper (the due index)")
+    created_at: str
+
+
+class ScheduleRunList(BaseModel):
+    object: Literal["list"]
+    data: list[ScheduleRun]
+    next_cursor: str | None
+
+
+class ScheduleVersion(BaseModel):
+    object: Literal["schedule.version"]
+    schedule_id: str
+    version: int
+    name: str
+    description: str | None
+    expression: str
+    time_zone: str
+    input_source: dict[str, Any]
+    batch_options: dict[str, Any]
+    golden_set: dict[str, Any] | None
+    created_at: str
+    created_by: str
+
+
+class ScheduleVersionList(BaseModel):
+    object: Literal["list"]
+    data: list[ScheduleVersion]
+
+
+class TokenCounts(BaseModel):
+    prompt_tokens: int
+    completion_tokens: int
+
+
+class LaneBenchmark(BaseModel):
+    lane_id: str
+    provider: str
+    model: str
+    score: float = Field(description="Share of golden items that passed (0-1)")
+    passed: bool = Field(description="score >= threshold")
+    items_passed: int
+    items_total: int
+    errors: list[dict[str, str]] = Field(description="Items the lane could not answer: index, code")
+    usage: TokenCounts
+    cost: MoneyOut
+
+
+class RegressionRun(BaseModel):
+    object: Literal["schedule.regression_run"]
+    regression_id: str
+    schedule_id: str
+    version: int
+    trigger: Literal["version_change", "on_demand"]
+    scorer: dict[str, Any]
+    threshold: float
+    created_at: str
+    completed_at: str
+    lanes: list[LaneBenchmark]
+    charged: MoneyOut = Field(description="Charged to the wallet at direct prices")
+
+
+class RegressionRunList(BaseModel):
+    object: Literal["list"]
+    data: list[RegressionRun]

@@ -1,0 +1,342 @@
+"""Recurring schedules in the `controls` table (docs/schedules.md).
+
+| Item | pk / sk |
+|---|---|
+| schedule (current version, state, exclusions) | `ORG#<org>` / `SCHEDULE#<id>` |
+| version (frozen definition) | `SCHEDULE#<id>` / `VERSION#<v, 6 digits>` |
+| run (one firing) | `SCHEDULE#<id>` / `RUN#<fire time>` |
+| regression run (golden set, per lane) | `SCHEDULE#<id>` / `BENCH#<v, 6 digits>#<regression id>` |
+
+An active schedule sits on the sparse due index `gsi1` (`SCHEDULE#DUE` / `<next_fire_at>#<id>`);
+a paused one drops off it. A schedule and its version are written in one transaction; a
+change is conditional on the version read (`version = :seen`), so two edits cannot both win.
+A run is created once per fire time (`attribute_not_exists`), so a duplicated trigger finds it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from decimal import Decimal
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from batchroute.adapters.dynamo.codec import from_item, is_condition_failure, set_clause, to_item, to_value
+from batchroute.adapters.dynamo.store import DynamoStore
+from batchroute.domain.schedules import Schedule
+
+DUE = "SCHEDULE#DUE"
+_PREFIX = "SCHEDULE#"
+_RECORD_FIELDS = tuple(Schedule.__dataclass_fields__)
+
+
+def _key(org_id: str, schedule_id: str) -> dict[str, Any]:
+    return {"pk": {"S": f"ORG#{org_id}"}, "sk": {"S": f"{_PREFIX}{schedule_id}"}}
+
+
+def _history_key(schedule_id: str, sk: str) -> dict[str, Any]:
+    return {"pk": {"S": f"{_PREFIX}{schedule_id}"}, "sk": {"S": sk}}
+
+
+def version_sk(version: int) -> str:
+    return f"VERSION#{version:06d}"
+
+
+def _item(schedule: Schedule) -> dict[str, Any]:
+    values: dict[str, Any] = {
+        "pk": f"ORG#{schedule.org_id}",
+        "sk": f"{_PREFIX}{schedule.schedule_id}",
+        "kind": "schedule",
+        **{name: getattr(schedule, name) for name in _RECORD_FIELDS},
+        "input_source": dict(schedule.input_source),
+        "batch_options": dict(schedule.batch_options),
+        "exclusions": {k: dict(v) for k, v in (schedule.exclusions or {}).items()},
+    }
+    if schedule.state == "active" and schedule.next_fire_at:
+        values["gsi1pk"] = DUE
+        values["gsi1sk"] = f"{schedule.next_fire_at}#{schedule.schedule_id}"
+    return dict(_decimals(values))
+
+
+def schedule_from_item(item: Mapping[str, Any]) -> Schedule:
+    values: dict[str, Any] = {name: item.get(name) for name in _RECORD_FIELDS}
+    values["version"] = int(item["version"])
+    values["input_source"] = _plain(item.get("input_source") or {})
+    values["batch_options"] = _plain(item.get("batch_options") or {})
+    values["golden_set"] = _plain(item["golden_set"]) if item.get("golden_set") else None
+    values["exclusions"] = _plain(item.get("exclusions") or {})
+    return Schedule(**values)
+
+
+def _decimals(value: Any) -> Any:
+    """Floats (a threshold, a score, a tolerance) as Decimal: DynamoDB takes no float."""
+    if isinstance(value, float):
+        return Decimal(str(value))
+    if isinstance(value, Mapping):
+        return {str(k): _decimals(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_decimals(v) for v in value]
+    return value
+
+
+def _plain(value: Any) -> Any:
+    """DynamoDB numbers back as int or float (a golden set's threshold, a tolerance)."""
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+class ScheduleStore(DynamoStore):
+    # -- schedules -------------------------------------------------------------------------
+    def create(self, schedule: Schedule) -> None:
+        self.dynamodb.transact_write_items(
+            TransactItems=[
+                {
+                    "Put": {
+                        "TableName": self.table_name,
+                        "Item": to_item(_item(schedule)),
+                        "ConditionExpression": "attribute_not_exists(pk)",
+                    }
+                },
+                self._version_put(schedule),
+            ]
+        )
+
+    def replace(self, schedule: Schedule, *, seen_version: int, new_version: bool) -> bool:
+        """Overwrite the schedule if its version is still `seen_version` (with a new
+        version's snapshot when `new_version`); False when someone changed it meanwhile."""
+        put = {
+            "Put": {
+                "TableName": self.table_name,
+                "Item": to_item(_item(schedule)),
+                "ConditionExpression": "attribute_exists(pk) AND version = :seen",
+                "ExpressionAttributeValues": {":seen": to_value(seen_version)},
+            }
+        }
+        items = [put, self._version_put(schedule)] if new_version else [put]
+        try:
+            self.dynamodb.transact_write_items(TransactItems=items)
+        except ClientError as exc:
+            if is_condition_failure(exc):
+                return False
+            raise
+        return True
+
+    def _version_put(self, schedule: Schedule) -> dict[str, Any]:
+        return {
+            "Put": {
+                "TableName": self.table_name,
+                "Item": to_item(
+                    {
+                        "pk": f"{_PREFIX}{schedule.schedule_id}",
+                        "sk": version_sk(schedule.version),
+                        "version": schedule.version,
+                        "definition": _decimals(schedule.definition()),
+                        "created_at": schedule.updated_at,
+                        "created_by": schedule.updated_by,
+                    }
+                ),
+                "ConditionExpression": "attribute_not_exists(pk)",
+            }
+        }
+
+    def get(self, org_id: str, schedule_id: str) -> Schedule | None:
+        response = self.dynamodb.get_item(
+            TableName=self.table_name, Key=_key(org_id, schedule_id), ConsistentRead=True
+        )
+        return schedule_from_item(from_item(response["Item"])) if "Item" in response else None
+
+    def for_org(
+        self, org_id: str, *, limit: int, start_after: str | None
+    ) -> tuple[list[Schedule], str | None]:
+        """An org's schedules, oldest first (ids sort by time); the cursor is the last id."""
+        kwargs: dict[str, Any] = {
+            "TableName": self.table_name,
+            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :prefix)",
+            "ExpressionAttributeValues": {":pk": to_value(f"ORG#{org_id}"), ":prefix": to_value(_PREFIX)},
+            "Limit": limit + 1,
+        }
+        if start_after:
+            kwargs["ExclusiveStartKey"] = _key(org_id, start_after)
+        found: list[Schedule] = []
+        while len(found) <= limit:
+            response = self.dynamodb.query(**kwargs)
+            found.extend(schedule_from_item(from_item(i)) for i in response.get("Items", []))
+            if "LastEvaluatedKey" not in response:
+                break
+            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        page = found[:limit]
+        return page, (page[-1].schedule_id if len(found) > limit else None)
+
+    def delete(self, org_id: str, schedule_id: str) -> bool:
+        try:
+            self.dynamodb.delete_item(
+                TableName=self.table_name,
+                Key=_key(org_id, schedule_id),
+                ConditionExpression="attribute_exists(pk)",
+            )
+        except ClientError as exc:
+            if is_condition_failure(exc):
+                return False
+            raise
+        return True
+
+    def advance(self, schedule: Schedule, *, fired_at: str, next_fire_at: str | None) -> bool:
+        """Move an active schedule past a fire (conditional on the fire it was due for)."""
+        changes: dict[str, Any] = {":last": to_value(fired_at), ":seen": to_value(schedule.next_fire_at)}
+        expression = "SET last_fire_at = :last"
+        if next_fire_at is None:
+            expression += ", next_fire_at = :none REMOVE gsi1pk, gsi1sk"
+            changes[":none"] = {"NULL": True}
+        else:
+            expression += ", next_fire_at = :next, gsi1pk = :due, gsi1sk = :sort"
+            changes[":next"] = to_value(next_fire_at)
+            changes[":due"] = to_value(DUE)
+            changes[":sort"] = to_value(f"{next_fire_at}#{schedule.schedule_id}")
+        try:
+            self.dynamodb.update_item(
+                TableName=self.table_name,
+                Key=_key(schedule.org_id, schedule.schedule_id),
+                UpdateExpression=expression,
+                ConditionExpression="attribute_exists(pk) AND next_fire_at = :seen",
+                ExpressionAttributeValues=changes,
+            )
+        except ClientError as exc:
+            if is_condition_failure(exc):
+                return False
+            raise
+        return True
+
+    def set_exclusions(self, schedule: Schedule, exclusions: Mapping[str, Mapping[str, Any]]) -> None:
+        try:
+            self.dynamodb.update_item(
+                TableName=self.table_name,
+                Key=_key(schedule.org_id, schedule.schedule_id),
+                UpdateExpression="SET exclusions = :e",
+                ConditionExpression="attribute_exists(pk)",
+                ExpressionAttributeValues={":e": to_value(_decimals(exclusions))},
+            )
+        except ClientError as exc:
+            if not is_condition_failure(exc):
+                raise
+
+    def due(self, now_iso: str, *, limit: int = 100) -> list[Schedule]:
+        """Active schedules whose next fire is at or before `now_iso`, earliest first."""
+        response = self.dynamodb.query(
+            TableName=self.table_name,
+            IndexName="gsi1",
+            KeyConditionExpression="gsi1pk = :due AND gsi1sk <= :now",
+            ExpressionAttributeValues={":due": to_value(DUE), ":now": to_value(f"{now_iso}#~")},
+            Limit=limit,
+        )
+        return [schedule_from_item(from_item(i)) for i in response.get("Items", [])]
+
+    # -- history -------------------------------------------------------------------------------
+    def versions(self, schedule_id: str) -> list[dict[str, Any]]:
+        return self._history(schedule_id, "VERSION#", newest_first=True, limit=1000)[0]
+
+    def version(self, schedule_id: str, version: int) -> dict[str, Any] | None:
+        response = self.dynamodb.get_item(
+            TableName=self.table_name, Key=_history_key(schedule_id, version_sk(version)), ConsistentRead=True
+        )
+        return _plain(from_item(response["Item"])) if "Item" in response else None
+
+    def create_run(self, run: Mapping[str, Any]) -> bool:
+        """Record a firing once; False when this fire time already has its run."""
+        try:
+            self.dynamodb.put_item(
+                TableName=self.table_name,
+                Item=to_item({**_run_keys(run["schedule_id"], run["fire_at"]), **run}),
+                ConditionExpression="attribute_not_exists(pk)",
+            )
+        except ClientError as exc:
+            if is_condition_failure(exc):
+                return False
+            raise
+        return True
+
+    def finish_run(self, schedule_id: str, fire_at: str, changes: Mapping[str, Any]) -> None:
+        expression, names, values = set_clause(dict(changes))
+        self.dynamodb.update_item(
+            TableName=self.table_name,
+            Key={k: to_value(v) for k, v in _run_keys(schedule_id, fire_at).items()},
+            UpdateExpression=expression,
+            ExpressionAttributeNames=names,
+            ExpressionAttributeValues=values,
+        )
+
+    def run(self, schedule_id: str, fire_at: str) -> dict[str, Any] | None:
+        response = self.dynamodb.get_item(
+            TableName=self.table_name,
+            Key={k: to_value(v) for k, v in _run_keys(schedule_id, fire_at).items()},
+            ConsistentRead=True,
+        )
+        return _plain(from_item(response["Item"])) if "Item" in response else None
+
+    def runs(
+        self, schedule_id: str, *, limit: int, start_after: str | None
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        """Runs newest first; the cursor is the last fire time."""
+        return self._history(schedule_id, "RUN#", newest_first=True, limit=limit, start_after=start_after)
+
+    def put_benchmark(self, schedule_id: str, regression: Mapping[str, Any]) -> None:
+        sk = f"BENCH#{int(regression['version']):06d}#{regression['regression_id']}"
+        self.dynamodb.put_item(
+            TableName=self.table_name,
+            Item=to_item(_decimals({"pk": f"{_PREFIX}{schedule_id}", "sk": sk, **regression})),
+        )
+
+    def benchmarks(self, schedule_id: str, version: int) -> list[dict[str, Any]]:
+        return self._history(schedule_id, f"BENCH#{version:06d}#", newest_first=True, limit=1000)[0]
+
+    def delete_history(self, schedule_id: str) -> None:
+        kwargs: dict[str, Any] = {
+            "TableName": self.table_name,
+            "KeyConditionExpression": "pk = :pk",
+            "ExpressionAttributeValues": {":pk": to_value(f"{_PREFIX}{schedule_id}")},
+            "ProjectionExpression": "pk, sk",
+        }
+        while True:
+            response = self.dynamodb.query(**kwargs)
+            for item in response.get("Items", []):
+                self.dynamodb.delete_item(TableName=self.table_name, Key={"pk": item["pk"], "sk": item["sk"]})
+            if "LastEvaluatedKey" not in response:
+                return
+            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
+    def _history(
+        self, schedule_id: str, prefix: str, *, newest_first: bool, limit: int, start_after: str | None = None
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        kwargs: dict[str, Any] = {
+            "TableName": self.table_name,
+            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :prefix)",
+            "ExpressionAttributeValues": {
+                ":pk": to_value(f"{_PREFIX}{schedule_id}"),
+                ":prefix": to_value(prefix),
+            },
+            "ScanIndexForward": not newest_first,
+            "ConsistentRead": True,
+        }
+        if start_after:
+            kwargs["ExclusiveStartKey"] = {
+                "pk": to_value(f"{_PREFIX}{schedule_id}"),
+                "sk": to_value(f"{prefix}{start_after}"),
+            }
+        found: list[dict[str, Any]] = []
+        while len(found) <= limit:
+            response = self.dynamodb.query(**kwargs, Limit=limit + 1)
+            found.extend(_plain(from_item(i)) for i in response.get("Items", []))
+            if "LastEvaluatedKey" not in response:
+                break
+            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        page = found[:limit]
+        cursor = str(page[-1]["sk"])[len(prefix) :] if len(found) > limit else None
+        return page, cursor
+
+
+def _run_keys(schedule_id: str, fire_at: str) -> dict[str, str]:
+    return {"pk": f"{_PREFIX}{schedule_id}", "sk": f"RUN#{fire_at}"}

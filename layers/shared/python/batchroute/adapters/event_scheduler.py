@@ -1,0 +1,106 @@
+"""The triggers of recurring schedules on AWS: one EventBridge Scheduler schedule per active
+schedule, in the service's schedule group, managed by the API (docs/schedules.md).
+
+Each EventBridge schedule carries the schedule's own expression and time zone
+(`cron(m h dom mon dow *)` / `rate(...)`, `ScheduleExpressionTimezone`) and invokes the
+sweeper function with `{"schedule_fire": {org_id, schedule_id, fire_at}}`, where `fire_at`
+is the scheduler's `<aws.scheduler.scheduled-time>`; the handler calls the same
+`Schedules.fire` as the sweeper's scan of the due index. A paused or deleted schedule's
+EventBridge schedule is deleted. The scheduler's own retries (and the sweeper's catch-up)
+may deliver a fire twice: `fire` is idempotent per fire time.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from batchroute.adapters.aws import client
+from batchroute.domain.schedules import Schedule
+
+SCHEDULED_TIME = "<aws.scheduler.scheduled-time>"
+
+
+def scheduler_expression(expression: str) -> str:
+    """Ours (`30 2 * * *`, `rate(5 minutes)`) as EventBridge Scheduler's: a cron there has
+    six fields and one of day-of-month / day-of-week must be `?`."""
+    if expression.startswith("rate("):
+        return expression
+    minute, hour, dom, month, dow = expression.split(" ")
+    if dow in ("*", "?"):
+        dow = "?"
+    elif dom in ("*", "?"):
+        dom = "?"
+    return f"cron({minute} {hour} {dom} {month} {dow} *)"
+
+
+def schedule_name(schedule_id: str) -> str:
+    return schedule_id[:64]
+
+
+def target_input(schedule: Schedule) -> str:
+    return json.dumps(
+        {
+            "schedule_fire": {
+                "org_id": schedule.org_id,
+                "schedule_id": schedule.schedule_id,
+                "fire_at": SCHEDULED_TIME,
+            }
+        }
+    )
+
+
+def fire_request(event: dict[str, Any]) -> tuple[str, str, datetime]:
+    """The (org, schedule, fire time) of a scheduler invocation."""
+    fire_at = datetime.fromisoformat(str(event["fire_at"]).replace("Z", "+00:00"))
+    return str(event["org_id"]), str(event["schedule_id"]), fire_at
+
+
+class EventScheduler:
+    def __init__(
+        self, *, group_name: str, role_arn: str, target_arn: str, scheduler: Any | None = None
+    ) -> None:
+        self.group_name = group_name
+        self.role_arn = role_arn
+        self.target_arn = target_arn
+        self._scheduler = scheduler
+
+    @property
+    def scheduler(self) -> Any:
+        return self._scheduler or client("scheduler")
+
+    def put(self, schedule: Schedule) -> None:
+        """Create or update the schedule's trigger (an update replaces every field)."""
+        request: dict[str, Any] = {
+            "Name": schedule_name(schedule.schedule_id),
+            "GroupName": self.group_name,
+            "ScheduleExpression": scheduler_expression(schedule.expression),
+            "ScheduleExpressionTimezone": schedule.time_zone,
+            "FlexibleTimeWindow": {"Mode": "OFF"},
+            "State": "ENABLED",
+            "Target": {
+                "Arn": self.target_arn,
+                "RoleArn": self.role_arn,
+                "Input": target_input(schedule),
+                "RetryPolicy": {"MaximumEventAgeInSeconds": 3600, "MaximumRetryAttempts": 3},
+            },
+            "ActionAfterCompletion": "NONE",
+        }
+        if schedule.expression.startswith("rate("):
+            request["StartDate"] = datetime.fromisoformat(schedule.anchor_at)
+        try:
+            self.scheduler.update_schedule(**request)
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") != "ResourceNotFoundException":
+                raise
+            self.scheduler.create_schedule(**request)
+
+    def remove(self, schedule_id: str) -> None:
+        try:
+            self.scheduler.delete_schedule(Name=schedule_name(schedule_id), GroupName=self.group_name)
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") != "ResourceNotFoundException":
+                raise

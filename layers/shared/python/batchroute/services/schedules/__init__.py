@@ -1,0 +1,1 @@
+"""Recurring schedules and their golden-set regression runs (docs/schedules.md)."""

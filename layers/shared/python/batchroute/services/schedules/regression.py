@@ -1,0 +1,238 @@
+"""Golden-set regression runs: answer a schedule's golden set on every candidate lane of its
+model, score each lane, record a benchmark per lane and schedule version, and exclude the
+lanes below the threshold from the schedule's batches (docs/schedules.md, Golden sets).
+
+It is paid work, charged like direct chat: the estimate (every item on every lane, at the
+lanes' direct prices, at most GOLDEN_MAX_OUTPUT output tokens each) is held from the wallet
+first (402 `insufficient_credits` when it does not fit), then the tokens actually used are
+charged at direct prices and the rest released, in one settlement that also moves the
+usage counters (per model and provider, as chat requests).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from decimal import Decimal
+from typing import Any, Final, Protocol
+
+from batchroute.adapters.dynamo.ledger import LedgerStore
+from batchroute.adapters.dynamo.schedules import ScheduleStore
+from batchroute.clock import Clock, isoformat
+from batchroute.domain import tokens
+from batchroute.domain.access import Principal
+from batchroute.domain.billing_controls import BillingControls
+from batchroute.domain.catalog import Catalog, Lane
+from batchroute.domain.golden_sets import GoldenSet, golden_set_from_api, lane_score, score
+from batchroute.domain.ledger import period_keys
+from batchroute.domain.pricing import token_cost
+from batchroute.domain.routing_gates import RoutingGuards
+from batchroute.domain.schedules import Schedule
+from batchroute.domain.usage import UsageCharge, UsageLine, usage_day
+from batchroute.errors import Conflict
+from batchroute.ids import new_id
+from batchroute.money import Money
+from batchroute.observability import logger
+from batchroute.providers.base import ProviderRequest, ProviderResult, SyncProvider
+
+GOLDEN_MAX_OUTPUT: Final = 512  # output tokens per golden item
+
+
+class Providers(Protocol):
+    def sync(self, slug: str) -> SyncProvider: ...
+
+
+class ControlsReader(Protocol):
+    def billing_controls(self, org_id: str) -> BillingControls | None: ...
+
+
+class MoneyWatch(Protocol):
+    def moved(self, org_id: str, *, at: Any, controls: BillingControls | None = None) -> None: ...
+
+
+class RegressionRuns:
+    def __init__(
+        self,
+        *,
+        store: ScheduleStore,
+        catalog: Catalog,
+        providers: Providers,
+        guards: RoutingGuards,
+        ledger: LedgerStore,
+        controls: ControlsReader,
+        clock: Clock,
+        watch: MoneyWatch | None = None,
+    ) -> None:
+        self.store = store
+        self.catalog = catalog
+        self.providers = providers
+        self.guards = guards
+        self.ledger = ledger
+        self.controls = controls
+        self.clock = clock
+        self.watch = watch
+
+    def __call__(self, principal: Principal, schedule: Schedule, *, trigger: str) -> dict[str, Any]:
+        if not schedule.golden_set:
+            raise Conflict("The schedule has no golden set.", code="no_golden_set")
+        golden = golden_set_from_api(schedule.golden_set)
+        lanes = self.candidate_lanes(golden.model)
+        if not lanes:
+            raise Conflict(
+                f"No lane can run {golden.model} now.",
+                code="no_candidate_lanes",
+                details={"model": golden.model},
+            )
+        now = self.clock.now()
+        regression_id = new_id("regr", now)
+        hold_id = f"res_{regression_id}"
+        hold = Money.usd_ceil(sum((self._estimate(lane, golden) for lane in lanes), Decimal(0)))
+        org_id = schedule.org_id
+        self.ledger.reserve(
+            org_id, reservation_id=hold_id, amount=hold, at=isoformat(now), purpose="batch", ref=regression_id
+        )
+        results = [self._run_lane(lane, golden) for lane in lanes]
+        cost = sum((r["cost"] for r in results), Decimal(0))
+        controls = self.controls.billing_controls(org_id)
+        zone = controls.limit_timezone if controls else "UTC"
+        done = self.clock.now()
+        settled = self.ledger.settle(
+            org_id,
+            hold_id,
+            charge=min(Money.usd_ceil(cost), hold),
+            at=isoformat(done),
+            period_keys=list(period_keys(done, zone).values()),
+            memo=f"golden-set regression {regression_id} of {schedule.schedule_id}",
+            usage=UsageCharge(
+                day=usage_day(done, zone),
+                lines=tuple(
+                    UsageLine(
+                        model=r["model"],
+                        provider=r["provider"],
+                        cost=r["cost"],
+                        input_tokens=r["usage"]["prompt_tokens"],
+                        output_tokens=r["usage"]["completion_tokens"],
+                        chat_requests=r["total"],
+                    )
+                    for r in results
+                )[:50],
+            ),
+        )
+        if self.watch is not None:
+            self.watch.moved(org_id, at=done, controls=controls)
+        at = isoformat(done)
+        lanes_out = [
+            {
+                "lane_id": r["lane_id"],
+                "provider": r["provider"],
+                "model": r["model"],
+                "score": r["score"],
+                "passed": r["score"] >= golden.threshold,
+                "items_passed": r["items_passed"],
+                "items_total": r["total"],
+                "errors": r["errors"],
+                "usage": r["usage"],
+                "cost": Money.usd_ceil(r["cost"]).to_api(),
+            }
+            for r in results
+        ]
+        regression = {
+            "regression_id": regression_id,
+            "schedule_id": schedule.schedule_id,
+            "version": schedule.version,
+            "trigger": trigger,
+            "scorer": golden.scorer.to_api(),
+            "threshold": golden.threshold,
+            "created_at": isoformat(now),
+            "completed_at": at,
+            "lanes": lanes_out,
+            "charged": settled.charged.to_api(),
+        }
+        self.store.put_benchmark(schedule.schedule_id, regression)
+        self.store.set_exclusions(schedule, self._exclusions(schedule, regression))
+        logger.info(
+            "regression run recorded",
+            extra={
+                "schedule_id": schedule.schedule_id,
+                "regression_id": regression_id,
+                "failed_lanes": [lane["lane_id"] for lane in lanes_out if not lane["passed"]],
+            },
+        )
+        return {"object": "schedule.regression_run", **regression}
+
+    def candidate_lanes(self, model: str) -> list[Lane]:
+        """The model's lanes on providers the service may use (enabled, launched, allowed)."""
+        return sorted(
+            (
+                lane
+                for lane in self.catalog.lanes_for(model)
+                if self.guards.admits(self.catalog.provider(lane.provider))
+                and ("responses" in lane.operations)
+            ),
+            key=lambda lane: lane.lane_id,
+        )
+
+    @staticmethod
+    def _estimate(lane: Lane, golden: GoldenSet) -> Decimal:
+        total = Decimal(0)
+        for item in golden.items:
+            messages = item.input.get("messages") or []
+            prompt = tokens.prompt_tokens(
+                text_bytes=tokens.value_bytes(messages), messages=len(messages), images=0
+            )
+            output = min(lane.max_output_tokens, GOLDEN_MAX_OUTPUT)
+            total += token_cost(prompt, output, lane.price.input_per_mtok, lane.price.output_per_mtok)
+        return total
+
+    def _run_lane(self, lane: Lane, golden: GoldenSet) -> dict[str, Any]:
+        passed, prompt, completion = 0, 0, 0
+        errors: list[dict[str, str]] = []
+        for index, item in enumerate(golden.items):
+            request = ProviderRequest(
+                custom_id=f"golden-{index}",
+                customer_item_id=f"golden-{index}",
+                operation="responses",
+                model=lane.model,
+                provider_model_id=lane.provider_model_id or lane.model,
+                input=item.input,
+                max_output_tokens=min(lane.max_output_tokens, GOLDEN_MAX_OUTPUT),
+            )
+            try:
+                result: ProviderResult = self.providers.sync(lane.provider).complete(request)
+            except Exception as exc:  # a lane that cannot answer scores the item as failed
+                errors.append({"index": str(index), "code": str(getattr(exc, "code", type(exc).__name__))})
+                continue
+            prompt += result.usage.prompt_tokens
+            completion += result.usage.completion_tokens
+            text = (result.output or {}).get("content") if result.status == "completed" else None
+            if score(golden.scorer, text if isinstance(text, str) else None, item.expected):
+                passed += 1
+        cost = token_cost(prompt, completion, lane.price.input_per_mtok, lane.price.output_per_mtok)
+        return {
+            "lane_id": lane.lane_id,
+            "provider": lane.provider,
+            "model": lane.model,
+            "score": lane_score(passed, len(golden.items)),
+            "items_passed": passed,
+            "total": len(golden.items),
+            "errors": errors,
+            "usage": {"prompt_tokens": prompt, "completion_tokens": completion},
+            "cost": cost,
+        }
+
+    @staticmethod
+    def _exclusions(schedule: Schedule, regression: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+        """The latest run decides for each lane it scored: below the threshold excluded,
+        at or above it admitted again; other lanes keep their standing."""
+        exclusions = {k: dict(v) for k, v in (schedule.exclusions or {}).items()}
+        for lane in regression["lanes"]:
+            if lane["passed"]:
+                exclusions.pop(lane["lane_id"], None)
+            else:
+                exclusions[lane["lane_id"]] = {
+                    "score": lane["score"],
+                    "threshold": regression["threshold"],
+                    "version": regression["version"],
+                    "regression_id": regression["regression_id"],
+                    "at": regression["completed_at"],
+                }
+        return exclusions

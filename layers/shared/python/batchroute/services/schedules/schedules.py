@@ -1,0 +1,508 @@
+"""Recurring schedules: create, read, change (a new version), pause, resume, delete, and
+fire (docs/schedules.md; the rules in domain/schedules.py).
+
+A firing creates an ordinary batch through the same `BatchService.create_or_replay` as
+`POST /v1/batches` (funding, hard limits, idempotency) with the Idempotency-Key
+`sched-<id>-<fire time>`, so a duplicated trigger of the same fire time makes one batch.
+The run is recorded once per fire time with its batch or its error; a failed run (say
+`insufficient_credits`) never stops the schedule. Both triggers call `fire`: the AWS
+EventBridge Scheduler schedule the service manages (`Triggers`), and the sweeper's scan of
+the due index (the only trigger locally, and the catch-up for a missed one on AWS).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import replace
+from datetime import datetime, timedelta
+from typing import Any, Protocol
+
+from batchroute.adapters.dynamo.schedules import ScheduleStore
+from batchroute.clock import Clock, isoformat
+from batchroute.domain.access import Principal, authorize
+from batchroute.domain.batch_record import SurfaceFields
+from batchroute.domain.catalog import Catalog
+from batchroute.domain.golden_sets import parse_golden_set
+from batchroute.domain.metadata import parse_metadata
+from batchroute.domain.routing_gates import GateFailure, RouteRequest
+from batchroute.domain.schedules import (
+    Expression,
+    Schedule,
+    fire_key,
+    parse_batch_options,
+    parse_description,
+    parse_expression,
+    parse_input_source,
+    parse_name,
+    parse_time_zone,
+    run_view,
+)
+from batchroute.domain.webhook_targets import webhook_target_problems
+from batchroute.errors import Conflict, InvalidRequest, NotFound, ServiceError
+from batchroute.ids import new_id
+from batchroute.observability import logger
+from batchroute.services.batches.create import BatchService, Surface
+from batchroute.services.batches.files import FileService
+from batchroute.services.delivery.targets import DeliveryTargets
+
+MAX_SCHEDULES_PAGE = 100
+MAX_SOURCE_FILES = 100  # input files read under a bucket prefix per firing
+MAX_SOURCE_BYTES = 50 * 1024 * 1024  # per input file under a bucket prefix
+SAME_FIRE = timedelta(hours=1)
+CATCH_UP_AFTER = timedelta(minutes=10)
+_FIELDS = {"name", "description", "expression", "time_zone", "input_source", "batch_options", "golden_set"}
+
+
+class Sealer(Protocol):
+    def seal(self, plaintext: str, *, context: dict[str, str]) -> str: ...
+
+    def unseal(self, ciphertext: str, *, context: dict[str, str]) -> str: ...
+
+
+class Triggers(Protocol):
+    """The schedule's trigger on AWS (adapters/event_scheduler.py): one EventBridge
+    Scheduler schedule per active schedule; locally None (the sweeper fires them)."""
+
+    def put(self, schedule: Schedule) -> None: ...
+
+    def remove(self, schedule_id: str) -> None: ...
+
+
+class PrefixReader(Protocol):
+    def __call__(self, org_id: str, target_id: str, prefix: str) -> Iterator[tuple[str, bytes]]: ...
+
+
+class RegressionStarter(Protocol):
+    def __call__(self, principal: Principal, schedule: Schedule, *, trigger: str) -> Mapping[str, Any]: ...
+
+
+def _webhook_context(org_id: str, schedule_id: str) -> dict[str, str]:
+    return {"org_id": org_id, "schedule_id": schedule_id, "purpose": "schedule_webhook"}
+
+
+class Schedules:
+    def __init__(
+        self,
+        *,
+        store: ScheduleStore,
+        batches: Callable[[], BatchService],
+        files: FileService,
+        targets: DeliveryTargets,
+        read_prefix: PrefixReader,
+        sealer: Sealer,
+        catalog: Catalog,
+        check_url: Callable[[str], object],
+        clock: Clock,
+        triggers: Triggers | None = None,
+    ) -> None:
+        self.store = store
+        self.batches = batches
+        self.files = files
+        self.targets = targets
+        self.read_prefix = read_prefix
+        self.sealer = sealer
+        self.catalog = catalog
+        self.check_url = check_url
+        self.clock = clock
+        self.triggers = triggers
+        self.regression: RegressionStarter | None = None  # set by the wiring (regression.py)
+
+    # -- reads -----------------------------------------------------------------------------
+    def get(self, principal: Principal, schedule_id: str) -> Schedule:
+        """The caller's schedule; another org's is as unknown as a missing one (404)."""
+        authorize(principal, "batches:read")
+        found = self.store.get(principal.org_id, schedule_id) if schedule_id.startswith("sched_") else None
+        if found is None:
+            raise NotFound("No such schedule.", code="schedule_not_found")
+        return found
+
+    def page(
+        self, principal: Principal, *, cursor: str | None, limit: int
+    ) -> tuple[list[Schedule], str | None]:
+        authorize(principal, "batches:read")
+        if cursor is not None and not cursor.startswith("sched_"):
+            raise InvalidRequest("cursor is not a cursor of this list.", details={"field": "cursor"})
+        return self.store.for_org(principal.org_id, limit=limit, start_after=cursor)
+
+    def runs(
+        self, principal: Principal, schedule_id: str, *, cursor: str | None, limit: int
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        schedule = self.get(principal, schedule_id)
+        found, next_cursor = self.store.runs(schedule.schedule_id, limit=limit, start_after=cursor)
+        return [run_view(run) for run in found], next_cursor
+
+    def versions(self, principal: Principal, schedule_id: str) -> list[dict[str, Any]]:
+        schedule = self.get(principal, schedule_id)
+        return [
+            {
+                "object": "schedule.version",
+                "schedule_id": schedule.schedule_id,
+                "version": int(v["version"]),
+                **v["definition"],
+                "created_at": v["created_at"],
+                "created_by": v["created_by"],
+            }
+            for v in self.store.versions(schedule.schedule_id)
+        ]
+
+    def benchmarks(self, principal: Principal, schedule_id: str, version: int) -> list[dict[str, Any]]:
+        """The regression runs of one version, newest first."""
+        schedule = self.get(principal, schedule_id)
+        return [
+            {"object": "schedule.regression_run", **{k: v for k, v in run.items() if k not in ("pk", "sk")}}
+            for run in self.store.benchmarks(schedule.schedule_id, version)
+        ]
+
+    # -- changes -----------------------------------------------------------------------------
+    def create(self, principal: Principal, body: Any) -> Schedule:
+        authorize(principal, "batches:create")
+        if not isinstance(body, Mapping):
+            raise InvalidRequest("The body must be a JSON object.", details={"field": "body"})
+        _no_unknown(body, _FIELDS | {"state"})
+        for required in ("name", "expression", "input_source"):
+            if body.get(required) is None:
+                raise InvalidRequest(
+                    f"{required} is required.", code="invalid_schedule", details={"field": required}
+                )
+        state = body.get("state", "active")
+        if state not in ("active", "paused"):
+            raise InvalidRequest(
+                "state must be active or paused.", code="invalid_schedule", details={"field": "state"}
+            )
+        now = self.clock.now()
+        schedule_id = new_id("sched", now)
+        actor = _actor(principal)
+        values = self._definition(principal, schedule_id, body, current=None)
+        at = isoformat(now)
+        schedule = Schedule(
+            schedule_id=schedule_id,
+            org_id=principal.org_id,
+            state=state,
+            version=1,
+            created_at=at,
+            created_by=actor,
+            updated_at=at,
+            updated_by=actor,
+            anchor_at=at,
+            next_fire_at=None,
+            **values,
+        )
+        schedule = replace(schedule, next_fire_at=self._next(schedule, now) if state == "active" else None)
+        self.store.create(schedule)
+        self._sync_trigger(schedule)
+        logger.info("schedule created", extra={"org_id": principal.org_id, "schedule_id": schedule_id})
+        self._regress(principal, schedule, "version_change")
+        return self.store.get(principal.org_id, schedule_id) or schedule
+
+    def update(self, principal: Principal, schedule_id: str, body: Any) -> Schedule:
+        """A change of definition makes a new version (the old one stays listed, its runs and
+        benchmarks keep their version number); a regression run follows when it has a golden set."""
+        authorize(principal, "batches:create")
+        if not isinstance(body, Mapping):
+            raise InvalidRequest("The body must be a JSON object.", details={"field": "body"})
+        _no_unknown(body, _FIELDS)
+        current = self.get(principal, schedule_id)
+        merged = {**current.definition(), **body}
+        if "batch_options" not in body:
+            merged["batch_options"] = dict(current.batch_options)  # keep the sealed webhook
+        values = self._definition(principal, schedule_id, merged, current=current)
+        now = self.clock.now()
+        changed = replace(
+            current,
+            **values,
+            version=current.version + 1,
+            updated_at=isoformat(now),
+            updated_by=_actor(principal),
+        )
+        if changed.expression != current.expression or changed.time_zone != current.time_zone:
+            changed = replace(changed, anchor_at=isoformat(now))
+        if changed.state == "active":
+            changed = replace(changed, next_fire_at=self._next(changed, now))
+        if not self.store.replace(changed, seen_version=current.version, new_version=True):
+            raise Conflict(
+                "The schedule changed while this update was applied; retry.", code="concurrent_update"
+            )
+        self._sync_trigger(changed)
+        self._regress(principal, changed, "version_change")
+        return self.store.get(principal.org_id, schedule_id) or changed
+
+    def set_state(self, principal: Principal, schedule_id: str, state: str) -> Schedule:
+        """Pause (off the due index, trigger removed) or resume (next fire from now: the
+        fires missed while paused are not made up)."""
+        authorize(principal, "batches:create")
+        current = self.get(principal, schedule_id)
+        if current.state == state:
+            return current
+        now = self.clock.now()
+        changed = replace(
+            current,
+            state=state,  # type: ignore[arg-type]
+            next_fire_at=self._next(current, now) if state == "active" else None,
+            updated_at=isoformat(now),
+            updated_by=_actor(principal),
+        )
+        if not self.store.replace(changed, seen_version=current.version, new_version=False):
+            raise Conflict(
+                "The schedule changed while this update was applied; retry.", code="concurrent_update"
+            )
+        self._sync_trigger(changed)
+        return changed
+
+    def delete(self, principal: Principal, schedule_id: str) -> None:
+        authorize(principal, "batches:create")
+        schedule = self.get(principal, schedule_id)
+        if not self.store.delete(principal.org_id, schedule.schedule_id):
+            raise NotFound("No such schedule.", code="schedule_not_found")
+        if self.triggers is not None:
+            self.triggers.remove(schedule.schedule_id)
+        self.store.delete_history(schedule.schedule_id)  # batches it made stay, as any batch
+        logger.info("schedule deleted", extra={"org_id": principal.org_id, "schedule_id": schedule_id})
+
+    def regress_now(self, principal: Principal, schedule_id: str) -> Mapping[str, Any]:
+        authorize(principal, "batches:create")
+        schedule = self.get(principal, schedule_id)
+        if not schedule.golden_set:
+            raise Conflict("The schedule has no golden set.", code="no_golden_set")
+        assert self.regression is not None
+        return self.regression(principal, schedule, trigger="on_demand")
+
+    # -- firing ------------------------------------------------------------------------------
+    def fire_due(self, *, limit: int = 100) -> dict[str, list[str]]:
+        """The sweeper's trigger: fire every schedule due by now (earliest first)."""
+        now = self.clock.now()
+        if self.triggers is not None:  # on AWS only a trigger EventBridge missed is caught up
+            now -= CATCH_UP_AFTER
+        fired: dict[str, list[str]] = {"created": [], "failed": [], "skipped": []}
+        for schedule in self.store.due(isoformat(now), limit=limit):
+            if schedule.next_fire_at is None:
+                continue
+            run = self.fire(
+                schedule.org_id,
+                schedule.schedule_id,
+                datetime.fromisoformat(schedule.next_fire_at),
+                trigger="sweeper",
+            )
+            fired[str(run["state"])].append(schedule.schedule_id)
+        return fired
+
+    def fire(
+        self, org_id: str, schedule_id: str, fire_at: datetime, *, trigger: str = "scheduler"
+    ) -> dict[str, Any]:
+        """One firing of `schedule_id` for `fire_at`: its run (created, failed or skipped).
+        Idempotent per (schedule, fire time): a repeat returns the first run, and a repeat
+        racing the first makes no second batch (the batch's Idempotency-Key)."""
+        at = isoformat(fire_at)
+        schedule = self.store.get(org_id, schedule_id)
+        if schedule is None:
+            return {"schedule_id": schedule_id, "fire_at": at, "state": "skipped", "version": 0}
+        if trigger == "scheduler" and schedule.next_fire_at is not None:
+            # EventBridge's own fire time names the same firing as our due index when they
+            # are close (DST rules may differ by the hour): one fire key for both triggers.
+            due = datetime.fromisoformat(schedule.next_fire_at)
+            if abs(due - fire_at) <= SAME_FIRE:
+                at = schedule.next_fire_at
+        existing = self.store.run(schedule_id, at)
+        if existing is not None and existing.get("state") != "firing":
+            self._advance(schedule, at)
+            return existing
+        run: dict[str, Any] = {
+            "schedule_id": schedule_id,
+            "fire_at": at,
+            "version": schedule.version,
+            "state": "firing",
+            "trigger": trigger,
+            "created_at": isoformat(self.clock.now()),
+        }
+        if schedule.state != "active":
+            run["state"] = "skipped"
+            run["error"] = {"code": "schedule_paused", "message": "The schedule was paused."}
+            self.store.create_run(run)
+            return run
+        self.store.create_run(run)  # a concurrent duplicate also goes on: the batch key dedups
+        try:
+            batch_id = self._create_batch(schedule, at)
+        except ServiceError as exc:
+            outcome: dict[str, Any] = {"state": "failed", "error": {"code": exc.code, "message": exc.message}}
+            logger.info(
+                "schedule firing failed",
+                extra={"schedule_id": schedule_id, "fire_at": at, "code": exc.code},
+            )
+        else:
+            outcome = {"state": "created", "batch_id": batch_id}
+        self.store.finish_run(schedule_id, at, outcome)
+        self._advance(schedule, at)
+        return {**run, **outcome}
+
+    def _create_batch(self, schedule: Schedule, fire_at: str) -> str:
+        body = self._batch_body(schedule)
+        principal = Principal(
+            org_id=schedule.org_id, role="member", via="api_key", key_id=schedule.schedule_id
+        )
+        surface = Surface(
+            excluded_lanes=_exclusions(schedule),
+            fields=_surface_fields(schedule),
+        )
+        answer = self.batches().create_or_replay(
+            principal, body, fire_key(schedule.schedule_id, fire_at), surface
+        )
+        return str(json.loads(answer.body)["batch"]["id"])
+
+    def _batch_body(self, schedule: Schedule) -> dict[str, Any]:
+        options = dict(schedule.batch_options)
+        webhook = options.get("webhook")
+        if isinstance(webhook, Mapping):
+            options["webhook"] = {
+                "url": webhook["url"],
+                "secret": self.sealer.unseal(
+                    str(webhook["secret_sealed"]),
+                    context=_webhook_context(schedule.org_id, schedule.schedule_id),
+                ),
+            }
+        source = schedule.input_source
+        if source["type"] == "file":
+            return {**options, "input_file_id": source["file_id"]}
+        preset = source.get("preset")
+        items: list[Any] = []
+        for key, data in self.read_prefix(schedule.org_id, source["delivery_target_id"], source["prefix"]):
+            for number, line in enumerate(data.splitlines(), start=1):
+                if not line.strip():
+                    continue
+                try:
+                    item = json.loads(line)
+                except ValueError:
+                    raise InvalidRequest(
+                        f"{key} line {number} is not JSON.", code="schedule_input_invalid"
+                    ) from None
+                if isinstance(item, dict) and preset and "preset" not in item:
+                    item["preset"] = preset
+                items.append(item)
+        if not items:
+            raise InvalidRequest("No input lines under the prefix.", code="schedule_input_empty")
+        return {**options, "items": items}
+
+    def _advance(self, schedule: Schedule, fired_at: str) -> None:
+        """Move the schedule to its next fire after this one (if it was due for it)."""
+        if schedule.state != "active" or schedule.next_fire_at is None:
+            return
+        if schedule.next_fire_at > fired_at:
+            return
+        after = max(datetime.fromisoformat(fired_at), self.clock.now())
+        next_at = self._next(schedule, after)
+        # The EventBridge schedule follows the expression itself: nothing to change there.
+        self.store.advance(schedule, fired_at=fired_at, next_fire_at=next_at)
+
+    def _next(self, schedule: Schedule, after: datetime) -> str:
+        expression = parse_expression(schedule.expression)
+        zone = parse_time_zone(schedule.time_zone)
+        return isoformat(
+            expression.next_after(after, zone, anchor=datetime.fromisoformat(schedule.anchor_at))
+        )
+
+    def _sync_trigger(self, schedule: Schedule) -> None:
+        if self.triggers is None:
+            return
+        if schedule.state == "active":
+            self.triggers.put(schedule)
+        else:
+            self.triggers.remove(schedule.schedule_id)
+
+    def _regress(self, principal: Principal, schedule: Schedule, trigger: str) -> None:
+        """A new version with a golden set is benchmarked at once; a failure to run it (no
+        credits, say) is logged, not raised: the version is saved either way."""
+        if not schedule.golden_set or self.regression is None:
+            return
+        try:
+            self.regression(principal, schedule, trigger=trigger)
+        except ServiceError as exc:
+            logger.info(
+                "regression run not made", extra={"schedule_id": schedule.schedule_id, "code": exc.code}
+            )
+
+    # -- validation ----------------------------------------------------------------------------
+    def _definition(
+        self, principal: Principal, schedule_id: str, body: Mapping[str, Any], *, current: Schedule | None
+    ) -> dict[str, Any]:
+        expression: Expression = parse_expression(body.get("expression"))
+        zone = parse_time_zone(body.get("time_zone"))
+        source = parse_input_source(body.get("input_source"))
+        if source["type"] == "file":
+            self.files.file(principal.org_id, source["file_id"])
+        else:
+            self.targets.get(principal.org_id, source["delivery_target_id"])
+        options = parse_batch_options(body.get("batch_options"))
+        try:
+            RouteRequest.from_api(options)
+            parse_metadata(options.get("metadata"))
+        except InvalidRequest as exc:
+            field = (exc.details or {}).get("field")
+            raise InvalidRequest(
+                exc.message,
+                code="invalid_schedule",
+                details={"field": f"batch_options.{field}" if field else "batch_options.metadata"},
+            ) from None
+        options = self._sealed_webhook(principal.org_id, schedule_id, options, current)
+        golden = parse_golden_set(body.get("golden_set"))
+        if golden is not None and self.catalog.model(golden.model) is None:
+            raise InvalidRequest(
+                f"Unknown model {golden.model}.",
+                code="invalid_schedule",
+                details={"field": "golden_set.model"},
+            )
+        return {
+            "name": parse_name(body.get("name")),
+            "description": parse_description(body.get("description")),
+            "expression": expression.text,
+            "time_zone": zone.key,
+            "input_source": source,
+            "batch_options": options,
+            "golden_set": golden.to_api() if golden else None,
+        }
+
+    def _sealed_webhook(
+        self, org_id: str, schedule_id: str, options: dict[str, Any], current: Schedule | None
+    ) -> dict[str, Any]:
+        webhook = options.get("webhook")
+        if webhook is None:
+            return options
+        if "secret_sealed" in webhook:  # unchanged from the stored version
+            return options
+        if webhook.get("secret") is None and current is not None:
+            stored = current.batch_options.get("webhook")
+            if isinstance(stored, Mapping) and stored.get("url") == webhook.get("url"):
+                return {**options, "webhook": dict(stored)}
+        problems = webhook_target_problems(webhook, check_url=self.check_url, field="batch_options.webhook")
+        if problems:
+            raise InvalidRequest(
+                problems[0].message, code="invalid_schedule", details={"field": problems[0].path}
+            )
+        sealed = self.sealer.seal(str(webhook["secret"]), context=_webhook_context(org_id, schedule_id))
+        return {**options, "webhook": {"url": webhook["url"], "secret_sealed": sealed}}
+
+
+def _exclusions(schedule: Schedule) -> dict[str, GateFailure]:
+    return {
+        lane_id: GateFailure(
+            "regression_failed",
+            f"The schedule's golden set scored the lane {details.get('score')} "
+            f"(threshold {details.get('threshold')}).",
+            {"schedule_id": schedule.schedule_id, **dict(details)},
+        )
+        for lane_id, details in (schedule.exclusions or {}).items()
+    }
+
+
+def _surface_fields(schedule: Schedule) -> SurfaceFields:
+    return SurfaceFields(schedule_id=schedule.schedule_id, schedule_version=schedule.version)
+
+
+def _actor(principal: Principal) -> str:
+    return principal.acting_user_id or principal.key_id or "unknown"
+
+
+def _no_unknown(body: Mapping[str, Any], allowed: set[str]) -> None:
+    unknown = sorted(set(map(str, body)) - allowed)
+    if unknown:
+        raise InvalidRequest(
+            f"Unknown field(s): {', '.join(unknown)}.", code="invalid_schedule", details={"field": unknown[0]}
+        )

@@ -1,0 +1,485 @@
+"""Recurring schedules over HTTP (docs/schedules.md): CRUD and versions, validation with field
+paths, another org's schedule (404), roles, pause/resume, runs; firing with the injected
+clock (a duplicated trigger makes one batch, a DST change in the schedule's zone, a run that
+fails for lack of credits), and the golden-set regression that excludes a lane answering
+wrongly (`regression_failed` in the next fired batch's plan)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from batchroute.adapters.dynamo.lanes import LaneStateStore
+from batchroute.catalog import builtin_catalog
+from batchroute.clock import Clock, FixedClock, SystemClock
+from batchroute.config import get_settings
+from batchroute.services.catalog.lane_health import SimulatedProviderHealth, refresh_lane_heartbeats
+from batchroute.wiring import Wiring, wiring_for
+from batchroute_tools.local.lambda_runtime import context_for, load_handler
+from batchroute_tools.local.provision import LocalStack
+from functions.api.app import create_app
+from functions.api.auth import identity_store
+from functions.api.deps import get_clock
+from tests.integration.batch_pipeline_support import LLAMA
+from tests.integration.customer_bucket import BUCKET, CustomerS3
+from tests.integration.principals import TestOrg, new_org
+
+START = datetime(2026, 3, 7, 12, 0, tzinfo=UTC)
+WRONG_LANE = f"edge-eu/{LLAMA}"
+
+
+@pytest.fixture
+def clock() -> FixedClock:
+    return FixedClock(START)
+
+
+@pytest.fixture
+def client(local_aws: LocalStack, clock: FixedClock) -> TestClient:
+    identity_store.cache_clear()
+    app = create_app()
+    app.dependency_overrides[get_clock] = lambda: clock
+    _heartbeat(clock)
+    return TestClient(app, raise_server_exceptions=False)
+
+
+@pytest.fixture
+def org(client: TestClient) -> TestOrg:
+    return new_org(credit_usd="10")
+
+
+def _heartbeat(clock: Clock) -> None:
+    store = LaneStateStore(get_settings().table_name("controls"))
+    refresh_lane_heartbeats(builtin_catalog(), store, SimulatedProviderHealth(), clock)
+
+
+def _wiring(clock: FixedClock) -> Wiring:
+    return wiring_for(get_settings(), clock)
+
+
+def _item(n: int, text: str = "Summarize the quarterly report.") -> dict[str, Any]:
+    return {
+        "customer_item_id": f"item-{n}",
+        "operation": "responses",
+        "model": LLAMA,
+        "input": {"messages": [{"role": "user", "content": text}]},
+    }
+
+
+def _file(client: TestClient, org: TestOrg, lines: int = 2) -> str:
+    body = "".join(json.dumps(_item(n)) + "\n" for n in range(lines)).encode()
+    response = client.post(
+        "/v1/files", files={"file": ("items.jsonl", body, "application/jsonl")}, headers=org.key_headers()
+    )
+    assert response.status_code in (200, 201), response.text
+    return str(response.json()["file"]["id"])
+
+
+def _schedule(client: TestClient, org: TestOrg, **fields: Any) -> Any:
+    role = fields.pop("role", "owner")
+    body = {
+        "name": "nightly",
+        "expression": "30 2 * * *",
+        "time_zone": "America/New_York",
+        "input_source": {"type": "file", "file_id": fields.pop("file_id", None) or _file(client, org)},
+        **fields,
+    }
+    return client.post("/v1/schedules", json=body, headers=org.key_headers(role))
+
+
+def _error(response: Any) -> dict[str, Any]:
+    return dict(response.json()["error"])
+
+
+# -- CRUD ------------------------------------------------------------------------------------
+def test_create_read_list_and_versions(client: TestClient, org: TestOrg) -> None:
+    # Given a daily 02:30 schedule in New York, created on 2026-03-07 at noon UTC
+    created = _schedule(client, org, batch_options={"routing_mode": "cheapest", "metadata": {"team": "ops"}})
+    # Then 201, version 1, active, its next fire on the spring-forward day (02:30 skipped)
+    assert created.status_code == 201, created.text
+    schedule = created.json()
+    assert schedule["id"].startswith("sched_") and schedule["version"] == 1
+    assert schedule["state"] == "active"
+    assert schedule["next_fire_at"] == "2026-03-08T07:30:00.000Z"
+    assert schedule["created_by"] in org.key_ids.values()  # who created it (a key here)
+    fetched = client.get(f"/v1/schedules/{schedule['id']}", headers=org.key_headers("member"))
+    assert fetched.status_code == 200 and fetched.json()["name"] == "nightly"
+    # When it is changed: a new version, the old one still listed
+    changed = client.patch(
+        f"/v1/schedules/{schedule['id']}", json={"expression": "rate(6 hours)"}, headers=org.key_headers()
+    )
+    assert changed.status_code == 200, changed.text
+    assert changed.json()["version"] == 2 and changed.json()["expression"] == "rate(6 hours)"
+    versions = client.get(f"/v1/schedules/{schedule['id']}/versions", headers=org.key_headers()).json()[
+        "data"
+    ]
+    assert [(v["version"], v["expression"]) for v in versions] == [(2, "rate(6 hours)"), (1, "30 2 * * *")]
+    # And the list pages with a cursor
+    file_id = _file(client, org)
+    for _ in range(2):
+        assert _schedule(client, org, file_id=file_id).status_code == 201
+    first = client.get("/v1/schedules?limit=2", headers=org.key_headers()).json()
+    assert len(first["data"]) == 2 and first["next_cursor"]
+    rest = client.get(
+        f"/v1/schedules?limit=2&cursor={first['next_cursor']}", headers=org.key_headers()
+    ).json()
+    assert len(rest["data"]) == 1 and rest["next_cursor"] is None
+    assert schedule["id"] in {s["id"] for s in first["data"] + rest["data"]}
+    # When it is deleted, it is gone
+    deleted = client.delete(f"/v1/schedules/{schedule['id']}", headers=org.key_headers())
+    assert deleted.status_code == 200 and deleted.json()["deleted"] is True
+    assert client.get(f"/v1/schedules/{schedule['id']}", headers=org.key_headers()).status_code == 404
+
+
+@pytest.mark.parametrize(
+    ("fields", "field"),
+    [
+        ({"expression": "* * * * *"}, "expression"),
+        ({"expression": "rate(1 minute)"}, "expression"),
+        ({"time_zone": "Mars/Olympus"}, "time_zone"),
+        ({"name": ""}, "name"),
+        ({"batch_options": {"items": []}}, "batch_options.items"),
+        ({"batch_options": {"routing_mode": "fastest"}}, "batch_options.routing_mode"),
+        (
+            {"batch_options": {"webhook": {"url": "http://10.0.0.1/x", "secret": "long-enough"}}},
+            "batch_options.webhook.url",
+        ),
+        ({"golden_set": {"model": LLAMA, "items": [], "scorer": "exact"}}, "golden_set.items"),
+        (
+            {"golden_set": {"model": LLAMA, "items": [{"input": "hi", "expected": 3}], "scorer": "exact"}},
+            "golden_set.items[0].expected",
+        ),
+        (
+            {"golden_set": {"model": "nope", "items": [{"input": "a", "expected": "b"}], "scorer": "exact"}},
+            "golden_set.model",
+        ),
+        ({"surprise": 1}, "surprise"),
+    ],
+)
+def test_validation_errors_name_the_field(
+    client: TestClient, org: TestOrg, fields: dict[str, Any], field: str
+) -> None:
+    response = _schedule(client, org, **fields)
+    assert response.status_code == 400, response.text
+    error = _error(response)
+    assert error["details"]["field"] == field, error
+
+
+def test_sources_must_exist_in_the_org(client: TestClient, org: TestOrg) -> None:
+    missing = client.post(
+        "/v1/schedules",
+        json={
+            "name": "x",
+            "expression": "rate(1 hour)",
+            "input_source": {"type": "file", "file_id": "file_nope"},
+        },
+        headers=org.key_headers(),
+    )
+    assert missing.status_code == 404 and _error(missing)["code"] == "file_not_found"
+    bad_source = client.post(
+        "/v1/schedules",
+        json={"name": "x", "expression": "rate(1 hour)", "input_source": {"type": "ftp"}},
+        headers=org.key_headers(),
+    )
+    assert bad_source.status_code == 400 and _error(bad_source)["details"]["field"] == "input_source.type"
+    no_target = client.post(
+        "/v1/schedules",
+        json={
+            "name": "x",
+            "expression": "rate(1 hour)",
+            "input_source": {"type": "bucket_prefix", "delivery_target_id": "dt_nope", "prefix": "in/"},
+        },
+        headers=org.key_headers(),
+    )
+    assert no_target.status_code == 404 and _error(no_target)["code"] == "delivery_target_not_found"
+
+
+def test_another_orgs_schedule_is_not_found(client: TestClient, org: TestOrg) -> None:
+    schedule = _schedule(client, org).json()
+    other = new_org(credit_usd="10")
+    for method, path in (
+        ("GET", f"/v1/schedules/{schedule['id']}"),
+        ("PATCH", f"/v1/schedules/{schedule['id']}"),
+        ("DELETE", f"/v1/schedules/{schedule['id']}"),
+        ("POST", f"/v1/schedules/{schedule['id']}/pause"),
+        ("GET", f"/v1/schedules/{schedule['id']}/runs"),
+        ("GET", f"/v1/schedules/{schedule['id']}/versions"),
+        ("POST", f"/v1/schedules/{schedule['id']}/regression-runs"),
+    ):
+        body = {"name": "stolen"} if method == "PATCH" else None
+        response = client.request(method, path, json=body, headers=other.key_headers())
+        assert response.status_code == 404, (method, path, response.text)
+        assert _error(response)["code"] == "schedule_not_found"
+    # And another org's file cannot be a source
+    stolen = _schedule(client, other, file_id=schedule["input_source"]["file_id"])
+    assert stolen.status_code == 403
+
+
+def test_roles(client: TestClient, org: TestOrg) -> None:
+    # billing reads batches but may not create them: it reads schedules, never manages them
+    assert _schedule(client, org, role="billing").status_code == 403
+    made = _schedule(client, org, role="member")
+    assert made.status_code == 201
+    sid = made.json()["id"]
+    assert client.get(f"/v1/schedules/{sid}", headers=org.key_headers("billing")).status_code == 200
+    for method, path in (("POST", f"/v1/schedules/{sid}/pause"), ("DELETE", f"/v1/schedules/{sid}")):
+        denied = client.request(method, path, headers=org.key_headers("billing"))
+        assert denied.status_code == 403 and _error(denied)["code"] == "permission_denied"
+    assert client.get("/v1/schedules").status_code == 401
+
+
+def test_pause_and_resume(client: TestClient, org: TestOrg, clock: FixedClock) -> None:
+    sid = _schedule(client, org).json()["id"]
+    paused = client.post(f"/v1/schedules/{sid}/pause", headers=org.key_headers())
+    assert paused.status_code == 200 and paused.json()["state"] == "paused"
+    assert paused.json()["next_fire_at"] is None
+    # Nothing fires while paused, even long past the fire time
+    clock.advance(days=3)
+    _heartbeat(clock)
+    assert _wiring(clock).schedules.fire_due()["created"] == []
+    resumed = client.post(f"/v1/schedules/{sid}/resume", headers=org.key_headers())
+    assert resumed.json()["state"] == "active"
+    assert resumed.json()["next_fire_at"] == "2026-03-11T06:30:00.000Z"  # from now, not made up
+    assert client.get(f"/v1/schedules/{sid}/runs", headers=org.key_headers()).json()["data"] == []
+
+
+# -- firing ----------------------------------------------------------------------------------
+def _batches(client: TestClient, org: TestOrg) -> list[dict[str, Any]]:
+    return list(client.get("/v1/batches?limit=100", headers=org.key_headers()).json()["data"])
+
+
+def test_a_firing_creates_one_batch_even_when_the_trigger_repeats(
+    client: TestClient, org: TestOrg, clock: FixedClock
+) -> None:
+    # Given a daily 02:30 New York schedule
+    schedule = _schedule(client, org, batch_options={"metadata": {"source": "nightly"}}).json()
+    # When the clock passes its first fire (the spring-forward day) and the sweeper looks
+    clock.advance(hours=20)
+    _heartbeat(clock)
+    fired = _wiring(clock).schedules.fire_due()
+    # Then one batch is created and the run records it
+    assert fired["created"] == [schedule["id"]]
+    runs = client.get(f"/v1/schedules/{schedule['id']}/runs", headers=org.key_headers()).json()["data"]
+    assert [(r["fire_at"], r["state"], r["version"]) for r in runs] == [
+        ("2026-03-08T07:30:00.000Z", "created", 1)
+    ]
+    batch_id = runs[0]["batch_id"]
+    assert [b["id"] for b in _batches(client, org)] == [batch_id]
+    assert _batches(client, org)[0]["metadata"] == {"source": "nightly"}
+    assert _batches(client, org)[0]["schedule"] == {"id": schedule["id"], "version": 1}
+    # When EventBridge delivers the same fire again (and the sweeper scans again)
+    again = _wiring(clock).schedules.fire(
+        org.org_id, schedule["id"], datetime(2026, 3, 8, 7, 30, tzinfo=UTC), trigger="scheduler"
+    )
+    assert _wiring(clock).schedules.fire_due()["created"] == []
+    # Then it is the same run and batch: still one batch
+    assert again["batch_id"] == batch_id
+    assert [b["id"] for b in _batches(client, org)] == [batch_id]
+    # And the record says which schedule and version made it
+    record = _wiring(clock).batch_records.get(batch_id)
+    assert record is not None and (record.schedule_id, record.schedule_version) == (schedule["id"], 1)
+    # And the schedule moved on to the next day, 02:30 EDT
+    current = client.get(f"/v1/schedules/{schedule['id']}", headers=org.key_headers()).json()
+    assert current["next_fire_at"] == "2026-03-09T06:30:00.000Z"
+    assert current["last_fire_at"] == "2026-03-08T07:30:00.000Z"
+
+
+def test_fires_across_the_dst_change_in_the_schedules_zone(
+    client: TestClient, org: TestOrg, clock: FixedClock
+) -> None:
+    # Given a 02:30 New York schedule and the sweeper running through 2026-03-07..10
+    sid = _schedule(client, org).json()["id"]
+    for _ in range(3 * 24 * 4):
+        clock.advance(minutes=15)
+        if clock.now().minute == 0:
+            _heartbeat(clock)
+            _wiring(clock).schedules.fire_due()
+    runs = client.get(f"/v1/schedules/{sid}/runs", headers=org.key_headers()).json()["data"]
+    # Then once a day: the skipped 02:30 fires once at 03:30 EDT, then 02:30 EDT
+    assert [r["fire_at"] for r in reversed(runs)] == [
+        "2026-03-08T07:30:00.000Z",
+        "2026-03-09T06:30:00.000Z",
+        "2026-03-10T06:30:00.000Z",
+    ]
+    assert {r["state"] for r in runs} == {"created"}
+    assert len(_batches(client, org)) == 3
+
+
+def test_a_firing_without_credits_fails_and_the_schedule_goes_on(
+    client: TestClient, clock: FixedClock
+) -> None:
+    poor = new_org(credit_usd="0")
+    sid = _schedule(client, poor, expression="rate(1 hour)").json()["id"]
+    clock.advance(hours=1)
+    _heartbeat(clock)
+    fired = _wiring(clock).schedules.fire_due()
+    assert fired["failed"] == [sid]
+    run = client.get(f"/v1/schedules/{sid}/runs", headers=poor.key_headers()).json()["data"][0]
+    assert run["state"] == "failed" and run["error"]["code"] == "insufficient_credits"
+    assert run["batch_id"] is None
+    schedule = client.get(f"/v1/schedules/{sid}", headers=poor.key_headers()).json()
+    assert schedule["next_fire_at"] == "2026-03-07T14:00:00.000Z"
+
+
+def test_the_sweeper_fires_due_schedules(client: TestClient, org: TestOrg, clock: FixedClock) -> None:
+    sid = _schedule(client, org, expression="rate(5 minutes)").json()["id"]
+    clock.advance(minutes=5)
+    outcome = _wiring(clock).sweeper.sweep()
+    assert outcome["schedules"]["created"] == [sid]
+
+
+# -- golden sets -----------------------------------------------------------------------------
+def _golden(threshold: float = 1.0) -> dict[str, Any]:
+    return {
+        "model": LLAMA,
+        "items": [
+            {"input": f"Say something [simulate:wrong:edge-eu] #{n}", "expected": "Simulated answer"}
+            for n in range(3)
+        ],
+        "scorer": {"type": "contains"},
+        "threshold": threshold,
+    }
+
+
+def test_golden_set_excludes_the_lane_that_answers_wrongly(
+    client: TestClient, org: TestOrg, clock: FixedClock
+) -> None:
+    # Given a schedule with a golden set that edge-eu answers wrongly
+    created = _schedule(client, org, expression="rate(1 hour)", golden_set=_golden())
+    assert created.status_code == 201, created.text
+    schedule = created.json()
+    # Then the version's regression run scored every candidate lane, edge-eu at 0
+    benchmarks = client.get(
+        f"/v1/schedules/{schedule['id']}/versions/1/benchmarks", headers=org.key_headers()
+    ).json()["data"]
+    assert len(benchmarks) == 1 and benchmarks[0]["trigger"] == "version_change"
+    scores = {lane["lane_id"]: (lane["score"], lane["passed"]) for lane in benchmarks[0]["lanes"]}
+    assert scores[WRONG_LANE] == (0, False)
+    assert all(passed for lane_id, (_, passed) in scores.items() if lane_id != WRONG_LANE)
+    assert float(benchmarks[0]["charged"]["amount"]) > 0
+    # And edge-eu is excluded from the schedule's routing
+    assert [e["lane_id"] for e in schedule["excluded_lanes"]] == [WRONG_LANE]
+    # When the schedule fires, its batch routes around edge-eu with `regression_failed`
+    clock.advance(hours=1)
+    _heartbeat(clock)
+    assert _wiring(clock).schedules.fire_due()["created"] == [schedule["id"]]
+    run = client.get(f"/v1/schedules/{schedule['id']}/runs", headers=org.key_headers()).json()["data"][0]
+    record = _wiring(clock).batch_records.get(run["batch_id"])
+    assert record is not None and record.plan is not None
+    rejected = {
+        lane["lane_id"]: lane["rejection"]["code"]
+        for group in record.plan["groups"]
+        for lane in group["rejected_lanes"]
+    }
+    assert rejected[WRONG_LANE] == "regression_failed"
+    selected = [lane["lane_id"] for group in record.plan["groups"] for lane in group["selected_lanes"]]
+    assert WRONG_LANE not in selected
+    # When the golden set no longer trips edge-eu, a run on demand admits it again
+    fixed = {**_golden(), "items": [{"input": "Say something", "expected": "Simulated answer"}]}
+    patched = client.patch(
+        f"/v1/schedules/{schedule['id']}", json={"golden_set": fixed}, headers=org.key_headers()
+    )
+    assert patched.status_code == 200 and patched.json()["excluded_lanes"] == []
+    clock.advance(seconds=1)  # runs list newest first (their ids sort by time)
+    again = client.post(f"/v1/schedules/{schedule['id']}/regression-runs", headers=org.key_headers())
+    assert again.status_code == 201 and again.json()["trigger"] == "on_demand"
+    v2 = client.get(f"/v1/schedules/{schedule['id']}/versions/2/benchmarks", headers=org.key_headers()).json()
+    assert [b["trigger"] for b in v2["data"]] == ["on_demand", "version_change"]
+
+
+def test_a_batch_not_made_by_the_schedule_is_not_excluded(client: TestClient, org: TestOrg) -> None:
+    assert _schedule(client, org, golden_set=_golden()).status_code == 201
+    batch = client.post(
+        "/v1/batches",
+        json={"items": [_item(0)]},
+        headers={**org.key_headers(), "Idempotency-Key": "plain-batch-1"},
+    )
+    assert batch.status_code == 202, batch.text
+    record = _wiring(FixedClock(START)).batch_records.get(batch.json()["batch"]["id"])
+    assert record is not None and record.plan is not None
+    codes = {lane["rejection"]["code"] for group in record.plan["groups"] for lane in group["rejected_lanes"]}
+    assert "regression_failed" not in codes
+
+
+def test_regression_run_needs_a_golden_set_and_credits(client: TestClient, clock: FixedClock) -> None:
+    poor = new_org(credit_usd="0")
+    sid = _schedule(client, poor).json()["id"]
+    none = client.post(f"/v1/schedules/{sid}/regression-runs", headers=poor.key_headers())
+    assert none.status_code == 409 and _error(none)["code"] == "no_golden_set"
+    with_set = client.patch(
+        f"/v1/schedules/{sid}", json={"golden_set": _golden()}, headers=poor.key_headers()
+    )
+    assert with_set.status_code == 200  # the version is saved; its run could not be paid
+    unpaid = client.post(f"/v1/schedules/{sid}/regression-runs", headers=poor.key_headers())
+    assert unpaid.status_code == 402 and _error(unpaid)["code"] == "insufficient_credits"
+
+
+def test_the_eventbridge_trigger_fires_through_the_sweeper_function(client: TestClient, org: TestOrg) -> None:
+    # Given a schedule, and lanes heartbeating now (the deployed function runs on the system clock)
+    sid = _schedule(client, org).json()["id"]
+    _heartbeat(SystemClock())
+    settings = get_settings()
+    handler = load_handler("sweeper")
+    context = context_for("sweeper", prefix=settings.resource_prefix, region=settings.aws_region, account="1")
+    # When EventBridge Scheduler invokes the sweeper function for a fire time, twice
+    event = {"schedule_fire": {"org_id": org.org_id, "schedule_id": sid, "fire_at": "2026-03-08T07:30:00Z"}}
+    first = handler(event, context)
+    second = handler(event, context)
+    # Then one run and one batch
+    assert first["state"] == "created" and first["fire_at"] == "2026-03-08T07:30:00.000Z"
+    assert second["batch_id"] == first["batch_id"]
+    assert [b["id"] for b in _batches(client, org)] == [first["batch_id"]]
+
+
+# -- a bucket prefix as the input source -------------------------------------------------------
+@pytest.fixture(scope="module")
+def customer() -> Iterator[CustomerS3]:
+    with CustomerS3.start() as server:
+        yield server
+
+
+def test_a_bucket_prefix_source_reads_every_input_file_under_it(
+    client: TestClient, org: TestOrg, clock: FixedClock, customer: CustomerS3, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given the org's delivery target on a customer's bucket (a loopback S3 endpoint, admitted
+    # outside production) with two JSONL files under `inputs/`, and one elsewhere
+    monkeypatch.setenv("ALLOW_LOOPBACK_WEBHOOKS", "1")
+    get_settings.cache_clear()
+    target = client.post("/v1/delivery-targets", json=customer.target_body(), headers=org.key_headers())
+    assert target.status_code == 201, target.text
+    s3 = customer.client()
+    for key, numbers in (("inputs/a.jsonl", (0, 1)), ("inputs/b.jsonl", (2,)), ("other/c.jsonl", (3,))):
+        body = "".join(json.dumps(_item(n)) + "\n" for n in numbers).encode()
+        s3.put_object(Bucket=BUCKET, Key=key, Body=body)
+    source = {"type": "bucket_prefix", "delivery_target_id": target.json()["id"], "prefix": "inputs/"}
+    created = client.post(
+        "/v1/schedules",
+        json={"name": "from the bucket", "expression": "rate(1 hour)", "input_source": source},
+        headers=org.key_headers(),
+    )
+    assert created.status_code == 201, created.text
+    # When it fires
+    clock.advance(hours=1)
+    _heartbeat(clock)
+    assert _wiring(clock).schedules.fire_due()["created"] == [created.json()["id"]]
+    # Then its batch holds the three items under the prefix, in key order
+    run = client.get(f"/v1/schedules/{created.json()['id']}/runs", headers=org.key_headers()).json()["data"][
+        0
+    ]
+    items = client.get(f"/v1/batches/{run['batch_id']}/items", headers=org.key_headers()).json()["data"]
+    assert [i["customer_item_id"] for i in items] == ["item-0", "item-1", "item-2"]
+    # And an empty prefix makes a failed run, not a batch
+    s3.delete_object(Bucket=BUCKET, Key="inputs/a.jsonl")
+    s3.delete_object(Bucket=BUCKET, Key="inputs/b.jsonl")
+    clock.advance(hours=1)
+    _heartbeat(clock)
+    assert _wiring(clock).schedules.fire_due()["failed"] == [created.json()["id"]]
+    latest = client.get(f"/v1/schedules/{created.json()['id']}/runs", headers=org.key_headers()).json()[
+        "data"
+    ][0]
+    assert latest["error"]["code"] == "schedule_input_empty"
+    get_settings.cache_clear()
