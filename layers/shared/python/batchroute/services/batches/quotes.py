@@ -53,6 +53,8 @@ class ItemSink(Protocol):
 class FileItems(Protocol):
     def open_items(self, org_id: str, file_id: str) -> Iterator[tuple[int, dict[str, Any] | LineError]]: ...
 
+    def file_ready(self, org_id: str, file_id: str) -> object: ...
+
 
 class Balances(Protocol):
     def balance(self, org_id: str) -> Money: ...
@@ -117,16 +119,16 @@ class QuoteService:
         self.resolve = resolve
 
     # -- the pipeline both quotes and batch creation use -------------------------------------
-    def plan(
+    def read_items(
         self,
         body: Mapping[str, Any],
         items: ItemSource,
         *,
-        fee_kind: str = "batch",
         on_item: Callable[[Mapping[str, Any], bytes], None] | None = None,
-    ) -> PlannedQuote:
-        """Preflight every item, route every model group, price the plan; raises the 400
-        `batch_preflight_failed` with every issue found."""
+    ) -> tuple[Preflight, int, str]:
+        """Every item through the preflight, in order: the preflight (not yet routed), the item
+        count and the items digest. Quotes, batch create and the Intake step all read items
+        here, so whatever the preflight applies to an item applies on every path."""
         request = RouteRequest.from_api(body)
         preflight = Preflight(self.catalog, request=request, guards=self.guards)
         digest = _Digest()
@@ -142,6 +144,20 @@ class QuoteService:
             count += 1
         if count == 0:
             raise InvalidRequest("Give at least one item.", code="no_items")
+        return preflight, count, digest.hexdigest()
+
+    def plan(
+        self,
+        body: Mapping[str, Any],
+        items: ItemSource,
+        *,
+        fee_kind: str = "batch",
+        on_item: Callable[[Mapping[str, Any], bytes], None] | None = None,
+    ) -> PlannedQuote:
+        """Preflight every item, route every model group, price the plan; raises the 400
+        `batch_preflight_failed` with every issue found."""
+        request = RouteRequest.from_api(body)
+        preflight, count, items_digest_ = self.read_items(body, items, on_item=on_item)
         if body.get("webhook") is not None:
             preflight.check_webhook(
                 body.get("webhook"),
@@ -161,9 +177,7 @@ class QuoteService:
         result = preflight.result()
         result.raise_if_failed()
         price = estimate_price(plan, self.catalog.fees, fee_kind=fee_kind)  # type: ignore[arg-type]
-        return PlannedQuote(
-            request, plan, price, count, digest.hexdigest(), list(result.to_api()["warnings"])
-        )
+        return PlannedQuote(request, plan, price, count, items_digest_, list(result.to_api()["warnings"]))
 
     # -- POST /v1/quotes/model ----------------------------------------------------------------
     def quote_model(self, principal: Principal, body: Mapping[str, Any]) -> dict[str, Any]:
