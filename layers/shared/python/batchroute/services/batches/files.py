@@ -70,7 +70,7 @@ class FileObjects(Protocol):
 @dataclass(frozen=True)
 class FileLimits:
     max_direct_upload_bytes: int = 4 * 1024 * 1024
-    max_file_bytes: int = 512 * 1024 * 1024
+    max_file_bytes: int = 2 * 1024 * 1024 * 1024  # a 1M-item file of 600-byte lines is ~600 MB
     upload_url_seconds: int = 900
     max_line_bytes: int = MAX_LINE_BYTES
 
