@@ -69,7 +69,12 @@ def missing_reason(batch: BatchRecord) -> tuple[str, str]:
     return "not_run", "The item got no result."
 
 
-def final_counts(tally: MergeTally, *, unrun_canceled: bool) -> dict[str, int]:
+def final_counts(batch: BatchRecord, tally: MergeTally) -> dict[str, int]:
+    return counts_of(tally, unrun_canceled=batch.state in _UNRUN_AS_CANCELED)
+
+
+def counts_of(tally: MergeTally, *, unrun_canceled: bool) -> dict[str, int]:
+    """The final counts from the rows; items that never ran count as canceled or failed."""
     return {
         "total": tally.rows,
         "pending": 0,
@@ -286,7 +291,7 @@ class Finalizer:
         )
         changes: dict[str, Any] = {
             "artifacts": artifacts.to_mapping(),
-            "counts": final_counts(tally, unrun_canceled=bool(cursor["unrun_canceled"])),
+            "counts": counts_of(tally, unrun_canceled=bool(cursor["unrun_canceled"])),
             "lane_tallies": {key: lane.to_dict() for key, lane in tally.lanes.items()},
             "finalized_at": current.finalized_at or now,
         }
