@@ -195,6 +195,8 @@ def test_a_file_that_fails_intake_ends_the_batch_failed_with_the_preflight_and_r
     assert preflight["ok"] is False
     assert [e["code"] for e in preflight["errors"]] == ["unknown_model"]
     assert failed.chunk_count == 0
+    shown = client.get(f"/v1/batches/{batch['id']}", headers=org.key_headers()).json()["batch"]
+    assert shown["state"] == "failed" and shown["execution_summary"]["preflight"] == preflight
     # And nothing is charged: the whole reservation is released, exactly once
     charged, released = _assert_reservation_resolved_once(org.org_id, failed)
     assert charged == Money.zero() and released == reserved
