@@ -6,16 +6,13 @@ in committed slices, exact however often a slice's message is delivered."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
-from batchroute.adapters.batch_artifacts import BatchArtifacts, errors_key, results_key
+from batchroute.adapters.batch_artifacts import errors_key, results_key
 from batchroute.adapters.dynamo.batch_records import BatchRecords
-from batchroute.adapters.dynamo.ledger import LedgerStore
 from batchroute.adapters.s3_objects import S3Objects
 from batchroute.clock import SystemClock
 from batchroute.config import get_settings
@@ -29,33 +26,17 @@ from batchroute.wiring import Wiring
 from batchroute.workflow.tasks import WorkflowTask
 from batchroute_tools.local.provision import LocalStack
 from functions.api.app import create_app
-from functions.api.auth import identity_store
 from tests.integration.batch_pipeline_support import (
     GPT,
     LLAMA,
     create_batch,
-    heartbeat_all_lanes,
     item,
     run_until_done,
 )
 from tests.integration.principals import TestOrg, new_org
+from tests.integration.test_batch_pipeline import _artifacts, _batch, _ledger, _records
+from tests.integration.test_batch_pipeline import stack as stack  # the fixture: no latency, no backoff
 from tests.integration.test_quotes import _item
-
-
-@pytest.fixture
-def stack(local_aws: LocalStack, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[LocalStack]:
-    for name, value in {
-        "SIMULATED_LATENCY_MS": "0",
-        "SIMULATED_BATCH_POLL_SECONDS": "0",
-        "PROVIDER_RETRY_BASE_SECONDS": "0",
-        "LOCAL_OUTBOX_DIR": str(tmp_path / "outbox"),
-    }.items():
-        monkeypatch.setenv(name, value)
-    get_settings.cache_clear()
-    identity_store.cache_clear()
-    heartbeat_all_lanes()
-    yield local_aws
-    get_settings.cache_clear()
 
 
 @pytest.fixture
@@ -66,24 +47,6 @@ def client(stack: LocalStack) -> TestClient:
 @pytest.fixture
 def org(stack: LocalStack) -> TestOrg:
     return new_org(credit_usd="10")
-
-
-def _records() -> BatchRecords:
-    return BatchRecords(get_settings().table_name("batches"))
-
-
-def _ledger() -> LedgerStore:
-    return LedgerStore(get_settings().table_name("ledger"))
-
-
-def _artifacts() -> BatchArtifacts:
-    return BatchArtifacts(S3Objects(get_settings().buckets["artifacts"]))
-
-
-def _batch(batch_id: str) -> BatchRecord:
-    batch = _records().get(batch_id)
-    assert batch is not None
-    return batch
 
 
 def _upload(client: TestClient, org: TestOrg, items: list[dict[str, Any]]) -> str:

@@ -287,11 +287,7 @@ class BatchService:
         options = {k: v for k, v in body.items() if k not in _NOT_INTAKE_OPTIONS}
         quote_id = body.get("quote_id")
         if quote_id:
-            if not isinstance(quote_id, str):
-                raise InvalidRequest(
-                    "quote_id must be a qlock_ id.", code="invalid_request", details={"field": "quote_id"}
-                )
-            snapshot = self.quotes.snapshot(principal, quote_id)
+            snapshot = self._snapshot(principal, quote_id)
             routing = snapshot["routing"]
             request = {k: routing[k] for k in ("routing_mode", "sla_tier", "privacy_tier")}
             fee_kind: FeeKind = "workflow" if snapshot.get("kind") == "workflow" else "batch"
@@ -301,7 +297,7 @@ class BatchService:
                 "item_count": int(snapshot["item_count"]),
                 "options": {**options, **request},
             }
-            return routing, Money(int(snapshot["total_micros"])), fee_kind, quote_id, request, intake
+            return routing, Money(int(snapshot["total_micros"])), fee_kind, str(quote_id), request, intake
         _, items = self.quotes.items_source(principal, body)
         planned = self.quotes.plan(body, items)
         routing = planned.plan.to_api()
@@ -314,16 +310,19 @@ class BatchService:
         }
         return routing, planned.price.total, "batch", None, request, intake
 
+    def _snapshot(self, principal: Principal, quote_id: object) -> dict[str, Any]:
+        if not isinstance(quote_id, str):
+            raise InvalidRequest(
+                "quote_id must be a qlock_ id.", code="invalid_request", details={"field": "quote_id"}
+            )
+        return self.quotes.snapshot(principal, quote_id)
+
     def _price_and_write(
         self, principal: Principal, body: Mapping[str, Any], writer: InputChunkWriter
     ) -> tuple[dict[str, Any], Money, FeeKind, str | None, dict[str, str]]:
         quote_id = body.get("quote_id")
         if quote_id:
-            if not isinstance(quote_id, str):
-                raise InvalidRequest(
-                    "quote_id must be a qlock_ id.", code="invalid_request", details={"field": "quote_id"}
-                )
-            snapshot = self.quotes.snapshot(principal, quote_id)
+            snapshot = self._snapshot(principal, quote_id)
             digest = items_digest(self._stream_quoted_items(principal, body, snapshot, writer))
             if digest != snapshot["items"]["digest"]:
                 raise Conflict(
