@@ -107,7 +107,7 @@ class Finalizer:
         slice_bytes: int = SLICE_BYTES,
         min_part_bytes: int = MIN_PART_BYTES,
         budget: Callable[[], TimeBudget] | None = None,
-        margin_seconds: float = 20.0,
+        margin_seconds: float = 30.0,
     ) -> None:
         self.records = records
         self.artifacts = artifacts
