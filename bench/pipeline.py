@@ -113,11 +113,21 @@ def run_size(count: int, args: argparse.Namespace, folder: Path) -> Run:
             file_id = upload(stack, headers, path, file_bytes)
             upload_seconds = time.monotonic() - started
             after_upload = stack.stats()
+            quote_seconds = 0.0
+            create_body: dict[str, Any] = {"input_file_id": file_id}
+            if not args.no_quote:
+                watch.phase = "quote"
+                quoting = time.monotonic()
+                quoted = stack.api.post("/v1/quotes/model", json={"input_file_id": file_id}, headers=headers)
+                quote_seconds = time.monotonic() - quoting
+                if quoted.status_code != 200:
+                    raise SystemExit(f"quote: {quoted.status_code} {quoted.text[:2000]}")
+                create_body["quote_id"] = quoted.json()["quote_id"]
             watch.phase = "create"
             sent = time.monotonic()
             created = stack.api.post(
                 "/v1/batches",
-                json={"input_file_id": file_id},
+                json=create_body,
                 headers={**headers, "Idempotency-Key": f"bench-{uuid.uuid4().hex}"},
             )
             create_seconds = time.monotonic() - sent
@@ -173,6 +183,9 @@ def run_size(count: int, args: argparse.Namespace, folder: Path) -> Run:
             - baseline.get("moto_process", {}).get("cpu_seconds", 0),
         }
         steps = transitions(stack, execution_arn)
+        money = money_check(stack, org_id, batch_id)
+        step_seconds = step_durations(stack, execution_arn)
+        invocations = final.get("invocations") or []
         batch = stack.api.get(f"/v1/batches/{batch_id}", headers=headers).json()["batch"]
         meta = dynamodb.get_item(
             TableName=table, Key={"pk": {"S": f"BATCH#{batch_id}"}, "sk": {"S": "META"}}
@@ -215,6 +228,15 @@ def run_size(count: int, args: argparse.Namespace, folder: Path) -> Run:
             record_sizes=sizes,
             heap_tops=heap_tops,
         )
+        print(
+            f"{count} items: quote {quote_seconds:.2f} s, create {create_seconds:.2f} s; "
+            f"money: {json.dumps(money)}"
+        )
+        print("  step wall s (task scheduled -> answered, all invocations): " + json.dumps(step_seconds))
+        print("  longest single invocation per (function, step), s: " + json.dumps(longest(invocations)))
+        sys.stdout.flush()
+        if not money["ok"]:
+            raise SystemExit(f"money invariants broken: {money}")
         if state != "completed":
             raise SystemExit(f"batch ended {state}: {json.dumps(batch)[:2000]}\n{stack.log_tail()}")
         return run
@@ -223,6 +245,93 @@ def run_size(count: int, args: argparse.Namespace, folder: Path) -> Run:
         code = stack.stop()
         if code not in (0, None):
             print(f"(the stack exited with {code})", file=sys.stderr)
+
+
+def money_check(stack: Stack, org_id: str, batch_id: str) -> dict[str, Any]:
+    """The batch's reservation read back from the ledger table: reserved = charged + released,
+    settled, and exactly one charge and at most one release entry for it (settled once)."""
+    dynamodb = stack.client("dynamodb")
+    table = stack.describe["tables"]["ledger"]
+    reservation_id = f"res_{batch_id}"
+    res = dynamodb.get_item(
+        TableName=table, Key={"pk": {"S": f"WALLET#{org_id}"}, "sk": {"S": f"RES#{reservation_id}"}}
+    )["Item"]
+    reserved = int(res["amount_micros"]["N"])
+    charged = int(res.get("charged_micros", {"N": "0"})["N"])
+    released = int(res.get("released_micros", {"N": "0"})["N"])
+    kinds: dict[str, int] = {}
+    sums: dict[str, int] = {}
+    query: dict[str, Any] = {
+        "TableName": table,
+        "KeyConditionExpression": "pk = :pk AND begins_with(sk, :e)",
+        "FilterExpression": "reservation_id = :r",
+        "ExpressionAttributeValues": {
+            ":pk": {"S": f"WALLET#{org_id}"},
+            ":e": {"S": "ENTRY#"},
+            ":r": {"S": reservation_id},
+        },
+    }
+    while True:
+        page = dynamodb.query(**query)
+        for entry in page.get("Items", []):
+            kind = entry["entry_type"]["S"]
+            kinds[kind] = kinds.get(kind, 0) + 1
+            sums[kind] = sums.get(kind, 0) + int(entry["amount_micros"]["N"])
+        if "LastEvaluatedKey" not in page:
+            break
+        query["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+    ok = (
+        res["status"]["S"] == "settled"
+        and reserved == charged + released
+        and kinds.get("charge", 0) <= 1
+        and kinds.get("release", 0) <= 1
+        and sums.get("charge", 0) == charged
+        and sums.get("release", 0) == released
+    )
+    return {
+        "ok": ok,
+        "status": res["status"]["S"],
+        "reserved_micros": reserved,
+        "charged_micros": charged,
+        "released_micros": released,
+        "entries": kinds,
+    }
+
+
+def step_durations(stack: Stack, execution_arn: str) -> dict[str, float]:
+    """Per workflow state: seconds from its task being scheduled to its answer (a chunked
+    step's figure spans all its invocations; RunLane: the longest lane)."""
+    sfn = stack.client("stepfunctions")
+    events: list[dict[str, Any]] = []
+    token: str | None = None
+    while True:
+        page = sfn.get_execution_history(
+            executionArn=execution_arn, maxResults=1000, **({"nextToken": token} if token else {})
+        )
+        events.extend(page["events"])
+        token = page.get("nextToken")
+        if not token:
+            break
+    by_id = {e["id"]: e for e in events}
+    entered: dict[int, str] = {}
+    out: dict[str, float] = {}
+    for event in events:
+        if event["type"].endswith("StateEntered"):
+            entered[event["id"]] = event["stateEnteredEventDetails"]["name"]
+        if event["type"] in ("TaskSucceeded", "TaskFailed", "TaskTimedOut"):
+            scheduled = by_id.get(event["previousEventId"])
+            while scheduled is not None and scheduled["type"] != "TaskScheduled":
+                scheduled = by_id.get(scheduled["previousEventId"])
+            state = entered.get(max((i for i in entered if i < event["id"]), default=0), "?")
+            if scheduled is not None:
+                took = (event["timestamp"] - scheduled["timestamp"]).total_seconds()
+                out[state] = round(max(out.get(state, 0.0), took), 2)
+    return out
+
+
+def longest(invocations: list[list[Any]]) -> dict[str, float]:
+    """The stack's handler invocations ([function, step, calls, messages, wall, cpu, max wall])."""
+    return {f"{row[0]}/{row[1]}": round(float(row[6]), 2) for row in invocations if len(row) >= 7}
 
 
 def main() -> int:
@@ -237,6 +346,11 @@ def main() -> int:
         "--poll", type=float, default=1.0, help="seconds between polls of the batch (0.2 s in the first 5 s)"
     )
     parser.add_argument("--credit-usd", default="100000", help="credits granted to the org")
+    parser.add_argument(
+        "--no-quote",
+        action="store_true",
+        help="create from input_file_id alone (an internal quote in create) instead of quote, then create",
+    )
     parser.add_argument("--plain", action="store_true", help="run .venv/bin/batchroute-local uninstrumented")
     parser.add_argument("--profile", action="store_true", help="sample the stack process's threads")
     parser.add_argument("--top", type=int, default=25, help="profile lines")

@@ -1,5 +1,5 @@
-"""Routes batches and runs lanes (the route and lanes queues)."""
+"""Takes in input files, routes batches and runs lanes (the route and lanes queues)."""
 
 from batchroute.wiring import workflow_handler
 
-handler = workflow_handler("route", "run_lane")
+handler = workflow_handler("intake", "route", "run_lane")

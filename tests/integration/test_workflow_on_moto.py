@@ -40,7 +40,7 @@ def test_trivial_execution_runs_end_to_end(local_aws: LocalStack) -> None:
     assert len(output["lanes"]) == 2
     batch = BatchRecords(local_aws.tables["batches"]).get(batch_id)
     assert batch is not None
-    assert set(batch.workflow_steps) == {"route", "run_lane", "finalize", "settle", "deliver"}
+    assert set(batch.workflow_steps) == {"intake", "route", "run_lane", "finalize", "settle", "deliver"}
     assert batch.execution_arn.startswith("arn:aws:states:")
 
 

@@ -272,8 +272,10 @@ def test_a_signed_upload_of_a_zip_fails_preflight_every_time(
 
 def test_declared_sizes_and_types_are_checked_when_the_upload_starts(service: FileService) -> None:
     with pytest.raises(InvalidRequest) as too_big:
-        service.start_upload(ORG, filename="a.jsonl", declared_bytes=512 * 1024 * 1024 + 1)
+        service.start_upload(ORG, filename="a.jsonl", declared_bytes=2 * 1024**3 + 1)
     assert too_big.value.code == "file_too_large"
+    # a 1M-item file of 600-byte lines (~600 MB) and a 1 GB file fit the signed-URL path
+    assert service.start_upload(ORG, filename="big.jsonl", declared_bytes=1024**3).file.bytes == 1024**3
     with pytest.raises(FilePreflightFailed):
         service.start_upload(ORG, filename="a.pdf", declared_bytes=10)
     with pytest.raises(InvalidRequest) as bad_name:

@@ -78,6 +78,11 @@ class BatchCounts(BaseModel):
 
 class ExecutionSummary(BaseModel):
     latest_error: str | None = Field(description="The latest batch-level execution error, if any")
+    preflight: dict[str, Any] | None = Field(
+        default=None,
+        description="When the batch's input file failed intake (read by the workflow after create): "
+        "the preflight's answer, {ok, errors, warnings}, as a 400 batch_preflight_failed carries it",
+    )
 
 
 class WorkOrderGroup(BaseModel):

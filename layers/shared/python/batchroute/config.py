@@ -98,7 +98,7 @@ class Settings(BaseModel):
     # files (up to max_file_bytes) go through a signed S3 upload URL valid for
     # file_upload_url_seconds. Each JSONL line may be at most max_jsonl_line_bytes.
     max_direct_upload_bytes: int = Field(default=4 * 1024 * 1024, ge=1)
-    max_file_bytes: int = Field(default=512 * 1024 * 1024, ge=1, le=5 * 1024**3)
+    max_file_bytes: int = Field(default=2 * 1024**3, ge=1, le=5 * 1024**3)
     file_upload_url_seconds: int = Field(default=900, ge=60, le=12 * 3600)
     # Downloads of stored files larger than this are a redirect to a signed S3 URL valid for
     # file_download_url_seconds: the function never holds (or relays) the bytes.

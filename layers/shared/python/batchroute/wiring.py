@@ -916,13 +916,23 @@ class Wiring:
         from batchroute.providers.retry import RetryPolicy
         from batchroute.services.workflow.execution import LaneExecutor
         from batchroute.services.workflow.finalize import Finalizer
+        from batchroute.services.workflow.intake import Intake
         from batchroute.services.workflow.planning import LanePlanner
         from batchroute.services.workflow.settlement import Settlement
         from batchroute.services.workflow.steps import Pipeline
 
         artifacts = BatchArtifacts(self.artifacts)
         lanes_queue = self.settings.queue_urls.get("lanes")
+        settle_queue = self.settings.queue_urls.get("settle")
         return Pipeline(
+            intake=Intake(
+                records=self.batch_records,
+                reader=self.quotes(),
+                files=self.files,
+                artifacts=self.artifacts,
+                clock=self.clock,
+            ),
+            continuations=TaskQueue(settle_queue) if settle_queue else None,
             planner=LanePlanner(records=self.batch_records, progress=self.batch_progress, clock=self.clock),
             lanes=LaneExecutor(
                 records=self.batch_records,

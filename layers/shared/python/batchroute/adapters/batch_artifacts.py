@@ -2,7 +2,8 @@
 
 - `batches/<id>/input/<chunk:05d>.jsonl`: input chunks (written by batch create);
 - `batches/<id>/results/<lane_key>/<chunk:05d>.jsonl`: one lane's results for one chunk;
-- `batches/<id>/results.jsonl`, `errors.jsonl`, `receipt.json`: the final artifacts;
+- `batches/<id>/results.jsonl`, `errors.jsonl`, `receipt.json`: the final artifacts, and
+  `results.index.json` (each chunk's byte offset in results.jsonl, for results pages);
 - `tmp/batches/<id>/partial/<lane_key>/<chunk:05d>.jsonl`: results of a chunk a lane had
   to leave half done (its invocation ran out of time); the bucket's `tmp/` rule expires them.
 
@@ -40,6 +41,11 @@ def errors_key(batch_id: str) -> str:
     return f"batches/{batch_id}/errors.jsonl"
 
 
+def results_index_key(batch_id: str) -> str:
+    """Byte offset in results.jsonl of each input chunk's first row (written by Finalize)."""
+    return f"batches/{batch_id}/results.index.json"
+
+
 def receipt_key(batch_id: str) -> str:
     return f"batches/{batch_id}/receipt.json"
 
@@ -53,7 +59,7 @@ class CorruptArtifact(PermanentError):
     pass
 
 
-def _line(value: Mapping[str, Any]) -> bytes:
+def jsonl_line(value: Mapping[str, Any]) -> bytes:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=_plain).encode() + b"\n"
 
 
@@ -70,7 +76,7 @@ class JsonlWriter:
         self.lines = 0
 
     def write(self, value: Mapping[str, Any]) -> None:
-        self._writer.write(_line(value))
+        self._writer.write(jsonl_line(value))
         self.lines += 1
 
     def close(self) -> None:

@@ -124,9 +124,11 @@ class S3Objects:
             raise
         return int(head["ContentLength"])
 
-    def chunks(self, key: str, *, chunk_bytes: int = READ_CHUNK_BYTES) -> Iterator[bytes]:
-        """The object's bytes in order, `chunk_bytes` at a time, straight from the response body."""
-        body = self.s3.get_object(Bucket=self.bucket, Key=key)["Body"]
+    def chunks(self, key: str, *, chunk_bytes: int = READ_CHUNK_BYTES, start: int = 0) -> Iterator[bytes]:
+        """The object's bytes in order from byte `start`, `chunk_bytes` at a time, straight from
+        the response body (a ranged GET when `start` > 0)."""
+        extra = {"Range": f"bytes={start}-"} if start > 0 else {}
+        body = self.s3.get_object(Bucket=self.bucket, Key=key, **extra)["Body"]
         try:
             yield from body.iter_chunks(chunk_size=chunk_bytes)
         finally:
@@ -171,6 +173,35 @@ class S3Objects:
 
     def delete(self, key: str) -> None:
         self.s3.delete_object(Bucket=self.bucket, Key=key)
+
+    def put(self, key: str, body: bytes, *, content_type: str) -> None:
+        self.s3.put_object(Bucket=self.bucket, Key=key, Body=body, ContentType=content_type)
+
+    # -- a multipart upload that outlives one invocation (chunked Finalize) -----------------------
+    def start_multipart(self, key: str, *, content_type: str) -> str:
+        started = self.s3.create_multipart_upload(Bucket=self.bucket, Key=key, ContentType=content_type)
+        return str(started["UploadId"])
+
+    def upload_part(self, key: str, upload_id: str, number: int, body: bytes) -> str:
+        """Send part `number` (re-sending the same number replaces it); its ETag."""
+        sent = self.s3.upload_part(
+            Bucket=self.bucket, Key=key, UploadId=upload_id, PartNumber=number, Body=body
+        )
+        return str(sent["ETag"])
+
+    def complete_multipart(self, key: str, upload_id: str, parts: list[dict[str, Any]]) -> None:
+        self.s3.complete_multipart_upload(
+            Bucket=self.bucket, Key=key, UploadId=upload_id, MultipartUpload={"Parts": parts}
+        )
+
+    def abort_multipart(self, key: str, upload_id: str) -> None:
+        """Discard an upload; one already completed or aborted is not an error."""
+        try:
+            self.s3.abort_multipart_upload(Bucket=self.bucket, Key=key, UploadId=upload_id)
+        except Exception as exc:
+            code = (getattr(exc, "response", None) or {}).get("Error", {}).get("Code")
+            if code != "NoSuchUpload":
+                raise
 
     def keys(self, prefix: str) -> Iterator[str]:
         """Every key under `prefix`, a listing page (1,000 keys) at a time."""

@@ -144,6 +144,9 @@ class BatchRecord:
     chunk_count: int = 0
     chunk_models: Sequence[Mapping[str, int]] | None = None  # per chunk: model -> its items
     plan: Mapping[str, Any] | None = None  # the quote snapshot's `routing`, verbatim
+    # an input file still to read (the Intake step): file_id, digest, item_count, options;
+    # `done` once the chunks are written, `error` (with the preflight) when the file failed
+    intake: Mapping[str, Any] | None = None
     # -- money ---------------------------------------------------------------------------
     reservation_id: str | None = None
     reserved_micros: int = 0
@@ -234,6 +237,7 @@ class BatchRecord:
             chunk_count=int(values.get("chunk_count") or 0),
             chunk_models=_chunk_models(values.get("chunk_models")),
             plan=_mapping(values.get("plan")),
+            intake=_mapping(values.get("intake")),
             reservation_id=_str(values.get("reservation_id")),
             reserved_micros=int(values.get("reserved_micros") or 0),
             fee_kind=cast(BatchFeeKind, str(values.get("fee_kind") or "batch")),

@@ -101,6 +101,28 @@ class MergeTally:
         lane = str(line.get("lane_key") or line.get("lane_id") or "")
         self.lanes.setdefault(lane, LaneTally()).add(line)
 
+    def to_dict(self) -> dict[str, Any]:
+        """Plain values, to carry the tally between invocations (chunked Finalize)."""
+        return {
+            "completed": self.completed,
+            "failed": self.failed,
+            "missing": self.missing,
+            "lanes": {key: lane.to_dict() for key, lane in self.lanes.items()},
+        }
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> MergeTally:
+        lanes = {
+            str(key): LaneTally(**{name: int(value) for name, value in lane.items()})
+            for key, lane in (values.get("lanes") or {}).items()
+        }
+        return cls(
+            completed=int(values.get("completed") or 0),
+            failed=int(values.get("failed") or 0),
+            missing=int(values.get("missing") or 0),
+            lanes=lanes,
+        )
+
 
 def merge_chunk(
     inputs: Iterable[tuple[int, Any]],

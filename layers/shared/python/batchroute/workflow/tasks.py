@@ -17,7 +17,7 @@ from batchroute.errors import PermanentError
 
 # `deliver_bucket` is the one message no workflow task waits on (its task_token is empty):
 # a bucket delivery's retry or redeliver (services/delivery/buckets.py); it never answers.
-StepName = Literal["route", "run_lane", "finalize", "settle", "fail", "deliver", "deliver_bucket"]
+StepName = Literal["intake", "route", "run_lane", "finalize", "settle", "fail", "deliver", "deliver_bucket"]
 
 
 class WorkflowTask(BaseModel):

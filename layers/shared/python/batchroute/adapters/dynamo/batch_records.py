@@ -37,7 +37,7 @@ from batchroute.domain.ledger import DuplicateReservation
 
 DEADLINE_PARTITION = "DEADLINE"
 RECLAIM_PARTITION = "RECLAIM"  # retention GC (docs/retention.md): `BATCH#<id>`/`RECLAIM` items
-PLAN_FIELDS = ("plan", "chunk_models")
+PLAN_FIELDS = ("plan", "chunk_models", "intake")
 _CONDITION_FAILED = "ConditionalCheckFailed"
 
 
@@ -438,6 +438,60 @@ class BatchRecords(DynamoStore):
                 UpdateExpression=expression,
                 ConditionExpression="attribute_exists(pk)" + (f" AND ({condition})" if condition else ""),
                 ExpressionAttributeNames=names,
+                ExpressionAttributeValues=values,
+            )
+        except ClientError as exc:
+            if is_condition_failure(exc):
+                return False
+            raise
+        return True
+
+    def update_plan(self, batch_id: str, changes: dict[str, Any]) -> None:
+        """SET fields of the PLAN item (Intake writes the chunk model counts once)."""
+        expression, names, values = set_clause(changes)
+        self.dynamodb.update_item(
+            TableName=self.table_name,
+            Key={"pk": {"S": f"BATCH#{batch_id}"}, "sk": {"S": "PLAN"}},
+            UpdateExpression=expression,
+            ConditionExpression="attribute_exists(pk)",
+            ExpressionAttributeNames=names,
+            ExpressionAttributeValues=values,
+        )
+
+    # -- step cursors: a step that runs over several invocations (`BATCH#<id>`/`CURSOR#<step>`) --
+    def cursor(self, batch_id: str, step: str) -> dict[str, Any] | None:
+        response = self.dynamodb.get_item(
+            TableName=self.table_name,
+            Key={"pk": {"S": f"BATCH#{batch_id}"}, "sk": {"S": f"CURSOR#{step}"}},
+            ConsistentRead=True,
+        )
+        item = response.get("Item")
+        return from_item(item) if item else None
+
+    def start_cursor(self, batch_id: str, step: str, values: dict[str, Any]) -> bool:
+        """Create the cursor once; False when another invocation created it first."""
+        item = {"pk": f"BATCH#{batch_id}", "sk": f"CURSOR#{step}", "kind": "cursor", **values}
+        try:
+            self.dynamodb.put_item(
+                TableName=self.table_name, Item=to_item(item), ConditionExpression="attribute_not_exists(pk)"
+            )
+        except ClientError as exc:
+            if is_condition_failure(exc):
+                return False
+            raise
+        return True
+
+    def advance_cursor(self, batch_id: str, step: str, *, position: int, changes: dict[str, Any]) -> bool:
+        """SET `changes` if the cursor is still at `position` (one writer advances it)."""
+        expression, names, values = set_clause(changes)
+        values[":position"] = to_value(position)
+        try:
+            self.dynamodb.update_item(
+                TableName=self.table_name,
+                Key={"pk": {"S": f"BATCH#{batch_id}"}, "sk": {"S": f"CURSOR#{step}"}},
+                UpdateExpression=expression,
+                ConditionExpression="#position = :position",
+                ExpressionAttributeNames={**names, "#position": "position"},
                 ExpressionAttributeValues=values,
             )
         except ClientError as exc:

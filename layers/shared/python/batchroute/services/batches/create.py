@@ -1,8 +1,10 @@
 """Creating, cancelling and retrying batches.
 
 Create: validate, price (the quote's locked snapshot, or an internal quote), write the items
-to S3 in chunks, then ONE DynamoDB transaction reserves the total from the wallet, writes the
-batch (`priced`) and the idempotency record, so no crash can lose or double-spend credits.
+to S3 in chunks (items sent inline; an input file's items are read and chunked by the
+workflow's Intake step instead, so create never writes them), then ONE DynamoDB transaction
+reserves the total from the wallet, writes the batch (`priced`) and the idempotency record,
+so no crash can lose or double-spend credits.
 The workflow starts afterwards, named after the batch so it can never start twice.
 """
 
@@ -76,6 +78,10 @@ _BATCH_FIELDS = {
     "work_order_id",
     "preset",
 }
+
+
+# Not passed to the Intake step's preflight: the items' source, and what is stored sealed or apart.
+_NOT_INTAKE_OPTIONS = frozenset({"items", "input_file_id", "quote_id", "webhook", "metadata"})
 
 
 class ControlsReader(Protocol):
@@ -212,14 +218,27 @@ class BatchService:
         batch_id = surface.batch_id or new_id("batch", self.clock.now())
         webhook = self._webhook(principal, batch_id, body.get("webhook"))
         writer = InputChunkWriter(self.artifacts, batch_id)
-        try:
-            plan, total, fee_kind, quote_id, request = self._price_and_write(
-                principal, body, writer, excluded_lanes=surface.excluded_lanes
+        intake: dict[str, Any] | None = None
+        # Native batches over a file defer their items to Intake; the compat surface converts
+        # its rows as it reads them and answers a bad row with a 400, so it reads them here.
+        file_id = self._input_file(principal, body) if surface.source == "native" else None
+        if file_id is not None:  # read, checked and chunked by the Intake step
+            plan, total, fee_kind, quote_id, request, intake = self._price_file(
+                principal, body, file_id, excluded_lanes=surface.excluded_lanes
             )
-            writer.close()
-        except BaseException:
-            writer.abort()
-            raise
+            item_count = int(intake["item_count"])
+            chunk_count = -(-item_count // writer.chunk_size)
+            chunk_models: list[dict[str, int]] | None = None
+        else:
+            try:
+                plan, total, fee_kind, quote_id, request = self._price_and_write(
+                    principal, body, writer, excluded_lanes=surface.excluded_lanes
+                )
+                writer.close()
+            except BaseException:
+                writer.abort()
+                raise
+            item_count, chunk_count, chunk_models = writer.count, writer.chunk_count, writer.chunk_models
         now = self.clock.now()
         extra = surface.fields or SurfaceFields()
         batch = BatchRecord(
@@ -234,12 +253,13 @@ class BatchService:
             sla_tier=request["sla_tier"],
             privacy_tier=request["privacy_tier"],
             quote_id=quote_id,
-            item_count=writer.count,
-            chunk_count=writer.chunk_count,
-            chunk_models=writer.chunk_models,
+            item_count=item_count,
+            chunk_count=chunk_count,
+            chunk_models=chunk_models,
+            intake=intake,
             counts={
-                "total": writer.count,
-                "pending": writer.count,
+                "total": item_count,
+                "pending": item_count,
                 "running": 0,
                 "completed": 0,
                 "failed": 0,
@@ -290,6 +310,69 @@ class BatchService:
             )
         return self.work_orders.joining(principal.org_id, work_order_id)
 
+    def _input_file(self, principal: Principal, body: Mapping[str, Any]) -> str | None:
+        """The input file this batch's items come from (`input_file_id`, or the file a quote
+        was made over when no items are sent), None when the items come with the request."""
+        file_id = body.get("input_file_id")
+        if body.get("items") is not None:
+            return None
+        if isinstance(file_id, str) and file_id:
+            return file_id
+        quote_id = body.get("quote_id")
+        if file_id is None and isinstance(quote_id, str) and quote_id:
+            items = self.quotes.snapshot(principal, quote_id)["items"]
+            if items.get("kind") == "file":
+                return str(items["file_id"])
+        return None
+
+    def _price_file(
+        self,
+        principal: Principal,
+        body: Mapping[str, Any],
+        file_id: str,
+        *,
+        excluded_lanes: Mapping[str, GateFailure] | None = None,
+    ) -> tuple[dict[str, Any], Money, FeeKind, str | None, dict[str, str], dict[str, Any]]:
+        """Price a batch over an input file without writing its items: from the quote's
+        snapshot (no item is read: create answers in the same time at any size), or else an
+        internal quote over a streamed preflight (as a quote does). The Intake step reads the
+        file again through the same preflight, writes the chunks and checks the digest."""
+        self.quotes.files.file_ready(principal.org_id, file_id)
+        options = {k: v for k, v in body.items() if k not in _NOT_INTAKE_OPTIONS}
+        quote_id = body.get("quote_id")
+        if quote_id:
+            snapshot = self._snapshot(principal, quote_id)
+            routing = snapshot["routing"]
+            request = {k: routing[k] for k in ("routing_mode", "sla_tier", "privacy_tier")}
+            fee_kind: FeeKind = "workflow" if snapshot.get("kind") == "workflow" else "batch"
+            intake = {
+                "file_id": file_id,
+                "digest": snapshot["items"]["digest"],
+                "item_count": int(snapshot["item_count"]),
+                "options": {**options, **request},
+            }
+            return routing, Money(int(snapshot["total_micros"])), fee_kind, str(quote_id), request, intake
+        _, items = self.quotes.items_source(principal, body)
+        planned = self.quotes.plan(body, items, org_id=principal.org_id, excluded_lanes=excluded_lanes)
+        routing = planned.plan.to_api()
+        request = {k: routing[k] for k in ("routing_mode", "sla_tier", "privacy_tier")}
+        intake = {
+            "file_id": file_id,
+            "digest": planned.items_digest,
+            "item_count": planned.item_count,
+            "options": options,
+        }
+        return routing, planned.price.total, "batch", None, request, intake
+
+    def _snapshot(self, principal: Principal, quote_id: object) -> dict[str, Any]:
+        if not isinstance(quote_id, str):
+            raise InvalidRequest(
+                "quote_id must be a qlock_ id.", code="invalid_request", details={"field": "quote_id"}
+            )
+        snapshot = self.quotes.snapshot(principal, quote_id)
+        self.quotes.check_policy_unchanged(principal, snapshot)
+        return snapshot
+
     def _price_and_write(
         self,
         principal: Principal,
@@ -300,12 +383,7 @@ class BatchService:
     ) -> tuple[dict[str, Any], Money, FeeKind, str | None, dict[str, str]]:
         quote_id = body.get("quote_id")
         if quote_id:
-            if not isinstance(quote_id, str):
-                raise InvalidRequest(
-                    "quote_id must be a qlock_ id.", code="invalid_request", details={"field": "quote_id"}
-                )
-            snapshot = self.quotes.snapshot(principal, quote_id)
-            self.quotes.check_policy_unchanged(principal, snapshot)
+            snapshot = self._snapshot(principal, quote_id)
             digest = items_digest(self._stream_quoted_items(principal, body, snapshot, writer))
             if digest != snapshot["items"]["digest"]:
                 raise Conflict(
@@ -340,7 +418,7 @@ class BatchService:
             _, items = self.quotes.items_source(principal, body)
         elif snapshot["items"]["kind"] == "file":
             opened = self.quotes.files.open_items(principal.org_id, snapshot["items"]["file_id"])
-            items = self.quotes.expand_items(principal, body, opened)
+            items = self.quotes.expand_items(principal.org_id, body, opened)
         else:
             items = parse_jsonl(self.artifacts.chunks(snapshot["items"]["s3_key"]))
         for _, item in items:

@@ -72,7 +72,7 @@ class FileObjects(Protocol):
 @dataclass(frozen=True)
 class FileLimits:
     max_direct_upload_bytes: int = 4 * 1024 * 1024
-    max_file_bytes: int = 512 * 1024 * 1024
+    max_file_bytes: int = 2 * 1024 * 1024 * 1024  # a 1M-item file of 600-byte lines is ~600 MB
     upload_url_seconds: int = 900
     max_line_bytes: int = MAX_LINE_BYTES
     # A download larger than this is answered with a redirect to a signed URL that S3
@@ -369,6 +369,12 @@ class FileService:
         an `uploading` file is a Conflict (`file_not_ready`), an `expired` one Gone, one refused as
         an unsupported type the preflight `file_type` failure. A file with malformed lines (status
         `error`) still streams, so the caller's preflight can report its `jsonl_shape` errors."""
+        record = self.file_ready(org_id, file_id)
+        return parse_jsonl(self.objects.chunks(record.s3_key), max_line_bytes=self.limits.max_line_bytes)
+
+    def file_ready(self, org_id: str, file_id: str) -> FileRecord:
+        """The file's record once its items can be read (the checks of `open_items`, without
+        reading a byte): batch create checks an input file this way before reserving."""
         record = self.file(org_id, file_id)
         if record.status == "expired":
             raise Gone("This file's bytes were reclaimed by retention.", code="file_expired")
@@ -379,7 +385,7 @@ class FileService:
             )
         if record.error and record.error.get("code") == "unsupported_file_type":
             raise FilePreflightFailed(_file_type_issue_of(record))
-        return parse_jsonl(self.objects.chunks(record.s3_key), max_line_bytes=self.limits.max_line_bytes)
+        return record
 
 
 def check_purpose(purpose: str | None) -> Purpose:

@@ -62,6 +62,8 @@ class ItemSink(Protocol):
 class FileItems(Protocol):
     def open_items(self, org_id: str, file_id: str) -> Iterator[tuple[int, dict[str, Any] | LineError]]: ...
 
+    def file_ready(self, org_id: str, file_id: str) -> object: ...
+
 
 class Balances(Protocol):
     def balance(self, org_id: str) -> Money: ...
@@ -145,6 +147,39 @@ class QuoteService:
         self.presets = presets  # expands items and bodies naming a preset (docs/presets.md)
 
     # -- the pipeline both quotes and batch creation use -------------------------------------
+    def read_items(
+        self,
+        body: Mapping[str, Any],
+        items: ItemSource,
+        *,
+        on_item: Callable[[Mapping[str, Any], bytes], None] | None = None,
+        request: RouteRequest | None = None,
+        guards: RoutingGuards | None = None,
+    ) -> tuple[Preflight, int, str]:
+        """Every item through the preflight, in order: the preflight (not yet routed), the item
+        count and the items digest. Quotes, batch create and the Intake step all read items
+        here, so whatever the preflight applies to an item applies on every path."""
+        request = request if request is not None else RouteRequest.from_api(body)
+        preflight = Preflight(self.catalog, request=request, guards=guards or self.guards)
+        digest = _Digest()
+        count = 0
+        for index, item in items:
+            if isinstance(item, LineError):
+                preflight.add_line_error(item.line_no, item.message, reason=item.code)
+                continue
+            if isinstance(item, Issue):  # an item naming a preset that cannot be resolved
+                preflight.add_issue(item)
+                count += 1
+                continue
+            preflight.add_item(count, item, line=index if index != count else None)
+            line = digest.add(item)
+            if on_item is not None and isinstance(item, Mapping):
+                on_item(item, line)  # a non-object item is a preflight error: nothing to keep
+            count += 1
+        if count == 0:
+            raise InvalidRequest("Give at least one item.", code="no_items")
+        return preflight, count, digest.hexdigest()
+
     def plan(
         self,
         body: Mapping[str, Any],
@@ -166,24 +201,9 @@ class QuoteService:
         if excluded_lanes:
             request = replace(request, excluded_lanes=dict(excluded_lanes))
         guards = guarded(self.guards, policy)
-        preflight = Preflight(self.catalog, request=request, guards=guards)
-        digest = _Digest()
-        count = 0
-        for index, item in items:
-            if isinstance(item, LineError):
-                preflight.add_line_error(item.line_no, item.message, reason=item.code)
-                continue
-            if isinstance(item, Issue):  # an item naming a preset that cannot be resolved
-                preflight.add_issue(item)
-                count += 1
-                continue
-            preflight.add_item(count, item, line=index if index != count else None)
-            line = digest.add(item)
-            if on_item is not None and isinstance(item, Mapping):
-                on_item(item, line)  # a non-object item is a preflight error: nothing to keep
-            count += 1
-        if count == 0:
-            raise InvalidRequest("Give at least one item.", code="no_items")
+        preflight, count, items_digest_ = self.read_items(
+            body, items, on_item=on_item, request=request, guards=guards
+        )
         if body.get("webhook") is not None:
             preflight.check_webhook(
                 body.get("webhook"),
@@ -208,7 +228,7 @@ class QuoteService:
             plan,
             price,
             count,
-            digest.hexdigest(),
+            items_digest_,
             list(result.to_api()["warnings"]),
             policy=in_force(policy),
             narrowed=combined.narrowed,
@@ -339,13 +359,13 @@ class QuoteService:
                     details={"field": "input_file_id"},
                 )
             opened = self.files.open_items(principal.org_id, file_id)
-            return {"kind": "file", "file_id": file_id}, self.expand_items(principal, body, opened)
+            return {"kind": "file", "file_id": file_id}, self.expand_items(principal.org_id, body, opened)
         raw = body["items"]
         if not isinstance(raw, list):
             raise InvalidRequest(
                 "`items` must be a list.", code="invalid_request", details={"field": "items"}
             )
-        return {"kind": "inline"}, self.expand_items(principal, body, enumerate(raw))
+        return {"kind": "inline"}, self.expand_items(principal.org_id, body, enumerate(raw))
 
     def with_preset(self, principal: Principal, body: Mapping[str, Any]) -> Mapping[str, Any]:
         """A body naming a batch-wide `preset`: its routing settings fill the body's own."""
@@ -353,11 +373,11 @@ class QuoteService:
             return body
         return PresetExpander(self.presets, principal.org_id).request(body)
 
-    def expand_items(self, principal: Principal, body: Mapping[str, Any], items: ItemSource) -> ItemSource:
+    def expand_items(self, org_id: str, body: Mapping[str, Any], items: ItemSource) -> ItemSource:
         """The items with the presets they (or the body) name applied, each loaded once."""
         if self.presets is None:
             return items
-        return PresetExpander(self.presets, principal.org_id).items(items, default=body.get("preset"))
+        return PresetExpander(self.presets, org_id).items(items, default=body.get("preset"))
 
     def _store(
         self,

@@ -7,11 +7,12 @@ artifact URL answer 410 `results_expired`; its record and receipt stay readable.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from typing import Any, Literal, Protocol
 
-from batchroute.adapters.batch_artifacts import result_chunk_key
+from batchroute.adapters.batch_artifacts import result_chunk_key, results_index_key
 from batchroute.adapters.batch_inputs import CHUNK_SIZE, input_chunk_key
 from batchroute.adapters.dynamo.batch_records import BatchRecords
 from batchroute.adapters.s3_objects import S3Objects
@@ -140,7 +141,8 @@ class BatchReads:
         start = _cursor(cursor)
         rows: list[dict[str, Any]] = []
         next_cursor: str | None = None
-        for index, (_, row) in enumerate(parse_jsonl(self.artifacts.chunks(key))):
+        first, offset = self._results_offset(batch_id, start)
+        for index, (_, row) in enumerate(parse_jsonl(self.artifacts.chunks(key, start=offset)), start=first):
             if index < start or not isinstance(row, dict):
                 continue
             if len(rows) == limit:
@@ -157,6 +159,21 @@ class BatchReads:
                 }
             )
         return {"batch_id": batch_id, "body_format": body_format, "data": rows, "next_cursor": next_cursor}
+
+    def _results_offset(self, batch_id: str, start: int) -> tuple[int, int]:
+        """Where a results page starting at row `start` begins reading: (the row index, the
+        byte offset) of the nearest chunk start at or before it, from Finalize's index
+        (`results.index.json`); the top of the file when there is no index. A page deep into a
+        1M-row file is one ranged GET, not a read of every row before it."""
+        if start <= 0 or self.artifacts.size(results_index_key(batch_id)) is None:
+            return 0, 0
+        index = json.loads(b"".join(self.artifacts.chunks(results_index_key(batch_id))))
+        rows_per_chunk = int(index.get("rows_per_chunk") or CHUNK_SIZE)
+        offsets = [int(o) for o in index.get("offsets") or []]
+        chunk = min(start // rows_per_chunk, len(offsets) - 1)
+        if chunk < 0:
+            return 0, 0
+        return chunk * rows_per_chunk, offsets[chunk]
 
     def artifact_url(self, principal: Principal, batch_id: str) -> dict[str, Any]:
         batch = self.with_content(principal, batch_id)

@@ -44,7 +44,7 @@ def batch_summary(batch: BatchRecord, *, sign: Signer | None = None) -> dict[str
         "error_url": None,
         "receipt_url": None,
         "settled_at": batch.settled_at,
-        "execution_summary": {"latest_error": batch.latest_error},
+        "execution_summary": execution_summary(batch),
     }
     if sign is not None:
         reclaimed = bool(batch.artifacts_reclaimed_at)  # only the receipt outlives retention
@@ -137,3 +137,13 @@ def batch_details(batch: BatchRecord, *, delivery: dict[str, Any] | None = None)
 
 def _micros(micros: int) -> str:
     return str(Money(micros).to_api()["amount"])
+
+
+def execution_summary(batch: BatchRecord) -> dict[str, Any]:
+    """`latest_error`, and `preflight` (the preflight's whole answer, as the 400
+    `batch_preflight_failed` carries it) when the batch's input file failed the Intake step."""
+    summary: dict[str, Any] = {"latest_error": batch.latest_error}
+    error = (batch.intake or {}).get("error")
+    if isinstance(error, dict) and isinstance((error.get("details") or {}).get("preflight"), dict):
+        summary["preflight"] = error["details"]["preflight"]
+    return summary

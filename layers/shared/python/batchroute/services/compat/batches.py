@@ -75,6 +75,9 @@ class CompatFileItems:
             )
         return self._items(self.files.open_items(org_id, file_id))
 
+    def file_ready(self, org_id: str, file_id: str) -> object:
+        return self.files.file_ready(org_id, file_id)
+
     def _items(
         self, lines: Iterator[tuple[int, dict[str, Any] | LineError]]
     ) -> Iterator[tuple[int, dict[str, Any] | LineError]]:

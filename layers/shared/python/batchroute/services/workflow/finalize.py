@@ -6,25 +6,51 @@ count). Every input item gets exactly one row in `results.jsonl`; an item withou
 (canceled, expired, never run) gets a failed row saying why. Failed rows also go to
 `errors.jsonl`. The batch then records the artifacts, its final counts (set absolutely
 from the rows, so they always add up) and what each lane delivered (`lane_tallies`, which
-Settle charges). Rerunning rewrites the same artifacts: the step is idempotent. Last, the
-batch goes on the retention GC's index, due at the end of the grace window
-(docs/retention.md).
+Settle charges). Last, the batch goes on the retention GC's index, due at the end of the
+grace window (docs/retention.md).
+
+Chunked (issue 18): no invocation's work grows with the batch. The artifacts are S3
+multipart uploads that outlive one invocation; a *slice* merges input chunks until it holds
+`slice_bytes` of result rows (one multipart part, >= 5 MiB as S3 requires of every part but
+the last) and the step's cursor item (`BATCH#<id>`/`CURSOR#finalize`: next chunk, part
+ETags, the tally so far, each chunk's byte offset in results.jsonl) advances with a
+conditional write, so a slice is committed once however often its message is delivered.
+Error rows that do not yet fill a part are carried to the next slice in a `tmp/` object
+named after the chunk it starts at. `finalize` returns None when the invocation's time
+budget runs low: the caller re-enqueues the same task and the next invocation resumes at the
+cursor. Part numbers and carry keys follow from the cursor, so a repeated slice re-sends the
+same parts with the same bytes. The offsets go to `results.index.json`, which lets a results
+page start at its cursor with a ranged GET instead of reading the file from the top.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import json
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
-from batchroute.adapters.batch_artifacts import BatchArtifacts, errors_key, results_key
+from batchroute.adapters.batch_artifacts import (
+    JSONL,
+    BatchArtifacts,
+    errors_key,
+    jsonl_line,
+    results_index_key,
+    results_key,
+)
+from batchroute.adapters.batch_inputs import CHUNK_SIZE as CHUNK_ROWS
 from batchroute.adapters.dynamo.batch_records import BatchRecords
 from batchroute.clock import Clock, isoformat
 from batchroute.domain.batch_record import ArtifactKeys, BatchRecord
 from batchroute.domain.batch_results import MergeTally, merge_chunk, missing_row
 from batchroute.domain.batch_states import TERMINAL
+from batchroute.services.workflow.time_budget import TimeBudget
 from batchroute.workflow.tasks import StepOutput
+
+CURSOR = "finalize"
+SLICE_BYTES = 8 * 1024 * 1024  # one results part per slice; S3 parts are >= 5 MiB but the last
+MIN_PART_BYTES = 5 * 1024 * 1024
 
 # Items that never ran count as canceled in a canceled or expired batch, as failed otherwise.
 _UNRUN_AS_CANCELED = frozenset({"canceled", "expired"})
@@ -44,7 +70,11 @@ def missing_reason(batch: BatchRecord) -> tuple[str, str]:
 
 
 def final_counts(batch: BatchRecord, tally: MergeTally) -> dict[str, int]:
-    unrun_canceled = batch.state in _UNRUN_AS_CANCELED
+    return counts_of(tally, unrun_canceled=batch.state in _UNRUN_AS_CANCELED)
+
+
+def counts_of(tally: MergeTally, *, unrun_canceled: bool) -> dict[str, int]:
+    """The final counts from the rows; items that never ran count as canceled or failed."""
     return {
         "total": tally.rows,
         "pending": 0,
@@ -61,6 +91,11 @@ def _tagged(lines: Iterable[dict[str, Any]], lane_key: str) -> Iterator[dict[str
         yield line
 
 
+def carry_key(batch_id: str, chunk: int) -> str:
+    """Error rows carried into the slice that starts at `chunk` (expired by the `tmp/` rule)."""
+    return f"tmp/batches/{batch_id}/finalize/errors-from-{chunk:05d}.jsonl"
+
+
 class Finalizer:
     def __init__(
         self,
@@ -69,64 +104,196 @@ class Finalizer:
         artifacts: BatchArtifacts,
         clock: Clock,
         retention_grace: timedelta = timedelta(hours=72),
+        slice_bytes: int = SLICE_BYTES,
+        min_part_bytes: int = MIN_PART_BYTES,
+        budget: Callable[[], TimeBudget] | None = None,
+        margin_seconds: float = 30.0,
     ) -> None:
         self.records = records
         self.artifacts = artifacts
         self.clock = clock
         self.retention_grace = retention_grace  # the earliest any tier lets the bytes go
+        self.slice_bytes = slice_bytes
+        self.min_part_bytes = min_part_bytes
+        # Without a Lambda context the budget is the settle function's time-out (60 s).
+        self._budget = budget or (lambda: TimeBudget(60.0))
+        self.margin_seconds = margin_seconds
 
-    def finalize(self, batch: BatchRecord) -> StepOutput:
+    @property
+    def objects(self) -> Any:
+        return self.artifacts.objects
+
+    def finalize(self, batch: BatchRecord) -> StepOutput | None:
+        """Merge slices while the invocation has time; the step's output once the artifacts
+        are complete, None when the work continues in another invocation."""
         batch_id = batch.batch_id
-        moment = self.clock.now()
-        now = isoformat(moment)
+        budget = self._budget()
+        cursor = self.records.cursor(batch_id, CURSOR) or self._start(batch)
+        sliced = False
+        while cursor.get("state") != "done":
+            position = int(cursor["position"])
+            if position >= int(cursor["chunk_count"]):
+                self._complete(batch_id, cursor)
+                self.records.advance_cursor(batch_id, CURSOR, position=position, changes={"state": "done"})
+                cursor = {**cursor, "state": "done"}
+                break
+            if sliced and budget.remaining() < self.margin_seconds:
+                return None
+            changes = self._slice(batch_id, cursor)
+            sliced = True
+            if self.records.advance_cursor(batch_id, CURSOR, position=position, changes=changes):
+                cursor = {**cursor, **changes}
+            else:  # another delivery of this message committed the slice first
+                cursor = self.records.cursor(batch_id, CURSOR) or cursor
+        return self._record(batch, cursor)
+
+    def _start(self, batch: BatchRecord) -> dict[str, Any]:
+        batch_id = batch.batch_id
         if batch.state not in TERMINAL:
-            self.records.transition(batch_id, "finalizing", at=now)
+            self.records.transition(batch_id, "finalizing", at=isoformat(self.clock.now()))
         current = self.records.get(batch_id) or batch
-        lanes = self.records.lanes(batch_id)
-        tally = MergeTally()
         code, message = missing_reason(current)
+        values: dict[str, Any] = {
+            "position": 0,
+            "state": "running",
+            "chunk_count": current.chunk_count,
+            "missing_code": code,
+            "missing_message": message,
+            "unrun_canceled": current.state in _UNRUN_AS_CANCELED,
+            "results_upload": self.objects.start_multipart(results_key(batch_id), content_type=JSONL),
+            "errors_upload": self.objects.start_multipart(errors_key(batch_id), content_type=JSONL),
+            "results_parts": [],
+            "errors_parts": [],
+            "results_bytes": 0,
+            "results_lines": 0,
+            "errors_lines": 0,
+            "carry": None,
+            "offsets": [],
+            "tally": MergeTally().to_dict(),
+        }
+        if self.records.start_cursor(batch_id, CURSOR, values):
+            return values
+        # Another delivery started first: drop this one's uploads and follow its cursor.
+        self.objects.abort_multipart(results_key(batch_id), values["results_upload"])
+        self.objects.abort_multipart(errors_key(batch_id), values["errors_upload"])
+        existing = self.records.cursor(batch_id, CURSOR)
+        assert existing is not None
+        return existing
+
+    def _slice(self, batch_id: str, cursor: Mapping[str, Any]) -> dict[str, Any]:
+        """Merge chunks from the cursor until one results part is full; send the parts."""
+        position = int(cursor["position"])
+        chunk_count = int(cursor["chunk_count"])
+        tally = MergeTally.from_dict(cursor["tally"])
+        code, message = str(cursor["missing_code"]), str(cursor["missing_message"])
+        lanes = sorted(self.records.lanes(batch_id), key=lambda lane: str(lane["lane_key"]))
 
         def missing(seq: int, customer_item_id: Any) -> dict[str, Any]:
             return missing_row(seq, customer_item_id, code=code, message=message)
 
-        results = self.artifacts.jsonl_writer(results_key(batch_id))
-        errors = self.artifacts.jsonl_writer(errors_key(batch_id))
-        try:
-            for chunk in range(current.chunk_count):
-                inputs = (
-                    (int(line["seq"]), (line.get("item") or {}).get("customer_item_id"))
-                    for line in self.artifacts.input_lines(batch_id, chunk)
+        results = bytearray()
+        errors = bytearray()
+        if cursor.get("carry"):
+            errors += b"".join(self.objects.chunks(str(cursor["carry"])))
+        offsets: list[int] = []
+        base = int(cursor["results_bytes"])
+        lines = errors_lines = 0
+        chunk = position
+        while chunk < chunk_count and len(results) < self.slice_bytes:
+            offsets.append(base + len(results))
+            inputs = (
+                (int(line["seq"]), (line.get("item") or {}).get("customer_item_id"))
+                for line in self.artifacts.input_lines(batch_id, chunk)
+            )
+            sources = [
+                _tagged(
+                    self.artifacts.result_lines(batch_id, str(lane["lane_key"]), chunk), str(lane["lane_key"])
                 )
-                sources = [
-                    _tagged(
-                        self.artifacts.result_lines(batch_id, str(lane["lane_key"]), chunk),
-                        str(lane["lane_key"]),
-                    )
-                    for lane in sorted(lanes, key=lambda lane: str(lane["lane_key"]))
-                    if chunk in {int(c) for c in lane.get("chunks_done") or []}
-                ]
-                for row in merge_chunk(inputs, sources, missing=missing, tally=tally):
-                    results.write(row)
-                    if row["status"] == "failed":
-                        errors.write(row)
-            results.close()
-            errors.close()
-        except BaseException:
-            results.abort()
-            errors.abort()
-            raise
+                for lane in lanes
+                if chunk in {int(c) for c in lane.get("chunks_done") or []}
+            ]
+            for row in merge_chunk(inputs, sources, missing=missing, tally=tally):
+                line = jsonl_line(row)
+                results += line
+                lines += 1
+                if row["status"] == "failed":
+                    errors += line
+                    errors_lines += 1
+            chunk += 1
+        last = chunk >= chunk_count
+        results_parts = list(cursor["results_parts"])
+        if results:
+            results_parts.append(
+                self._part(results_key(batch_id), cursor["results_upload"], results_parts, results)
+            )
+        errors_parts = list(cursor["errors_parts"])
+        carry: str | None = None
+        if errors and (last or len(errors) >= self.min_part_bytes):
+            errors_parts.append(
+                self._part(errors_key(batch_id), cursor["errors_upload"], errors_parts, errors)
+            )
+        elif errors:
+            carry = carry_key(batch_id, chunk)
+            self.objects.put(carry, bytes(errors), content_type=JSONL)
+        return {
+            "position": chunk,
+            "tally": tally.to_dict(),
+            "results_parts": results_parts,
+            "errors_parts": errors_parts,
+            "results_bytes": base + len(results),
+            "results_lines": int(cursor["results_lines"]) + lines,
+            "errors_lines": int(cursor["errors_lines"]) + errors_lines,
+            "carry": carry,
+            "offsets": [int(o) for o in cursor["offsets"]] + offsets,
+        }
+
+    def _part(self, key: str, upload_id: str, parts: list[Any], body: bytearray) -> dict[str, Any]:
+        number = len(parts) + 1
+        return {"PartNumber": number, "ETag": self.objects.upload_part(key, upload_id, number, bytes(body))}
+
+    def _complete(self, batch_id: str, cursor: Mapping[str, Any]) -> None:
+        for key, upload, parts in (
+            (results_key(batch_id), cursor["results_upload"], cursor["results_parts"]),
+            (errors_key(batch_id), cursor["errors_upload"], cursor["errors_parts"]),
+        ):
+            self._complete_one(key, str(upload), [dict(p, PartNumber=int(p["PartNumber"])) for p in parts])
+        index = {"rows_per_chunk": CHUNK_ROWS, "offsets": [int(o) for o in cursor["offsets"]]}
+        self.objects.put(
+            results_index_key(batch_id), json.dumps(index).encode(), content_type="application/json"
+        )
+
+    def _complete_one(self, key: str, upload_id: str, parts: list[dict[str, Any]]) -> None:
+        if not parts:  # nothing to write: an empty object
+            self.objects.abort_multipart(key, upload_id)
+            self.objects.put(key, b"", content_type=JSONL)
+            return
+        try:
+            self.objects.complete_multipart(key, upload_id, parts)
+        except Exception as exc:
+            code = (getattr(exc, "response", None) or {}).get("Error", {}).get("Code")
+            if code != "NoSuchUpload" or self.objects.size(key) is None:
+                raise  # an upload completed by an earlier delivery is done
+
+    def _record(self, batch: BatchRecord, cursor: Mapping[str, Any]) -> StepOutput:
+        """The finished artifacts on the batch (idempotent: a repeat writes the same values)."""
+        batch_id = batch.batch_id
+        moment = self.clock.now()
+        now = isoformat(moment)
+        current = self.records.get(batch_id) or batch
+        tally = MergeTally.from_dict(cursor["tally"])
+        result_count, error_count = int(cursor["results_lines"]), int(cursor["errors_lines"])
         artifacts = replace(
             current.artifacts or ArtifactKeys(),
             results_key=results_key(batch_id),
             errors_key=errors_key(batch_id),
-            result_count=results.lines,
-            error_count=errors.lines,
+            result_count=result_count,
+            error_count=error_count,
         )
         changes: dict[str, Any] = {
             "artifacts": artifacts.to_mapping(),
-            "counts": final_counts(current, tally),
+            "counts": counts_of(tally, unrun_canceled=bool(cursor["unrun_canceled"])),
             "lane_tallies": {key: lane.to_dict() for key, lane in tally.lanes.items()},
-            "finalized_at": now,
+            "finalized_at": current.finalized_at or now,
         }
         if current.state in TERMINAL and not current.completed_at:
             changes["completed_at"] = current.state_changed_at or now
@@ -135,6 +302,6 @@ class Finalizer:
         return {
             "step": "finalize",
             "batch_id": batch_id,
-            "result_count": results.lines,
-            "error_count": errors.lines,
+            "result_count": result_count,
+            "error_count": error_count,
         }

@@ -3,11 +3,14 @@
 Each step journals itself on the batch (idempotent: a repeated message rewrites the same
 entry), runs its part of the pipeline and returns what the next state needs:
 
+- intake (router): a batch created from an input file reads, checks and chunks it here
+  (`services/workflow/intake.py`); a no-op for a batch whose items create already wrote;
 - route (router): lane records from the quote's plan; the Map gets `{lanes: [{lane_key}]}`
   (`services/workflow/planning.py`);
 - run_lane (router): one lane's chunks through its provider, with failover; None (no
   answer yet) when the lane continues in a re-enqueued message (`services/workflow/execution.py`);
-- finalize (settle): results.jsonl / errors.jsonl in input order (`services/workflow/finalize.py`);
+- finalize (settle): results.jsonl / errors.jsonl in input order, in slices over as many
+  invocations as the batch needs (`services/workflow/finalize.py`);
 - settle (settle): charge actual usage, release the rest, receipt (`services/workflow/settlement.py`);
 - fail (settle, HandleFailure): the batch `failed`, then finalize and settle as far as they
   go, so finished items get artifacts and are charged and the rest is released;
@@ -21,6 +24,7 @@ Every step is idempotent: messages repeat (docs/batches.md, Lifecycle).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -38,6 +42,19 @@ from batchroute.services.workflow.settlement import Settlement
 from batchroute.workflow.tasks import Step, StepOutput, WorkflowTask
 
 
+class Continuations(Protocol):
+    """adapters/task_queue.py:TaskQueue: the settle queue, where a chunked step re-enqueues
+    its own message (same task token) to go on in a fresh invocation."""
+
+    def send(self, body: str, *, delay_seconds: int = 0) -> None: ...
+
+
+class InputIntake(Protocol):
+    """services/workflow/intake.py:Intake"""
+
+    def run(self, batch: BatchRecord) -> StepOutput: ...
+
+
 @dataclass(frozen=True)
 class Pipeline:
     """The services the batch steps run (built in batchroute/wiring.py)."""
@@ -46,6 +63,8 @@ class Pipeline:
     lanes: LaneExecutor
     finalizer: Finalizer
     settlement: Settlement
+    intake: InputIntake | None = None
+    continuations: Continuations | None = None
 
 
 class BatchNotFound(PermanentError):
@@ -133,22 +152,42 @@ class BatchWorkflow:
         self._journal(task)
         return self._pipeline().lanes.run(task, self._batch(task))
 
-    def finalize(self, task: WorkflowTask) -> StepOutput:
+    def intake(self, task: WorkflowTask) -> StepOutput:
         self._journal(task)
-        return self._pipeline().finalizer.finalize(self._batch(task))
+        intake = self._pipeline().intake
+        if intake is None:
+            raise PipelineNotWired("this worker has no intake")
+        return intake.run(self._batch(task))
 
-    def settle(self, task: WorkflowTask) -> StepOutput:
+    def _finalized(self, task: WorkflowTask, batch: BatchRecord) -> StepOutput | None:
+        """Finalize as far as this invocation's time goes; None after re-enqueueing the task
+        (same token) when the work goes on in another invocation."""
+        pipeline = self._pipeline()
+        output = pipeline.finalizer.finalize(batch)
+        if output is None:
+            if pipeline.continuations is None:
+                raise PipelineNotWired("this worker cannot re-enqueue a step (no settle queue configured)")
+            pipeline.continuations.send(json.dumps(task.model_dump(mode="json")))
+        return output
+
+    def finalize(self, task: WorkflowTask) -> StepOutput | None:
+        self._journal(task)
+        return self._finalized(task, self._batch(task))
+
+    def settle(self, task: WorkflowTask) -> StepOutput | None:
         self._journal(task)
         batch = self._batch(task)
         if batch.lane_tallies is None:  # Finalize did not run (or not to the end): do it now
-            self._pipeline().finalizer.finalize(batch)
+            if self._finalized(task, batch) is None:
+                return None
             batch = self._batch(task)
         return self._pipeline().settlement.settle(batch)
 
-    def fail(self, task: WorkflowTask) -> StepOutput:
+    def fail(self, task: WorkflowTask) -> StepOutput | None:
         """The failure path: mark the batch failed with the error that ended the workflow,
         then finalize and settle it, so the items that finished get their artifacts and are
-        charged, and the rest of the reservation is released.
+        charged, and the rest of the reservation is released. Finalize is chunked like the
+        Finalize step: the message is re-enqueued until the artifacts are complete.
 
         Tolerates a missing batch, so a broken start still reaches the end of the failure path."""
         output: StepOutput = {"step": task.step, "batch_id": task.batch_id}
@@ -164,7 +203,8 @@ class BatchWorkflow:
         if self.pipeline is None:
             return output
         try:
-            self.pipeline.finalizer.finalize(self._batch(task))
+            if self._finalized(task, self._batch(task)) is None:
+                return None
         except PermanentError as exc:
             logger.warning("failed batch could not be finalized", extra={"error": str(exc)[:500]})
             output["finalize_error"] = str(exc)[:1000]
@@ -209,7 +249,7 @@ class BatchWorkflow:
             self.buckets.run_due(task.batch_id, now=self.clock.now())
 
     def router_steps(self) -> Mapping[str, Step]:
-        return {"route": self.route, "run_lane": self.run_lane}
+        return {"intake": self.intake, "route": self.route, "run_lane": self.run_lane}
 
     def settle_steps(self) -> Mapping[str, Step]:
         return {"finalize": self.finalize, "settle": self.settle, "fail": self.fail}

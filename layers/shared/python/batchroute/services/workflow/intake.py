@@ -1,0 +1,134 @@
+"""The workflow's Intake step: read, check and chunk a batch's input file (issue 18).
+
+`POST /v1/batches` over an `input_file_id` prices and reserves without writing the items
+(from the quote's snapshot, or an internal quote over a streamed preflight) and records
+what Intake must find: the file, the item count and the items digest (`BatchRecord.intake`).
+Here the file is streamed once more through the same item-reading path as quotes and create
+(`QuoteService.read_items`: `Preflight.add_item` for every item, so whatever a preflight
+applies to an item applies here too), each item goes to its input chunk as it is read
+(`InputChunkWriter`: memory flat in the item count), and the count and digest must match.
+
+A file that fails (preflight errors, items that differ from the ones priced, a file gone)
+ends the batch `failed`: the batch keeps the preflight's answer (`intake.error`), gets no
+chunks (`chunk_count` 0), and the step fails permanently, so the workflow's HandleFailure
+finalizes it (no rows) and settles it (nothing charged: the whole reservation is released).
+A batch whose items create wrote (inline items, compat) has nothing to take in: a no-op.
+Repeated messages rewrite the same chunks; once done the step answers without reading.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any, Protocol
+
+from batchroute.adapters.batch_inputs import InputChunkWriter
+from batchroute.adapters.dynamo.batch_records import BatchRecords
+from batchroute.adapters.s3_objects import S3Objects
+from batchroute.clock import Clock, isoformat
+from batchroute.domain.batch_record import BatchRecord
+from batchroute.domain.jsonl import LineError
+from batchroute.domain.preflight import Preflight
+from batchroute.errors import Conflict, Forbidden, Gone, InvalidRequest, NotFound, PermanentError
+from batchroute.workflow.tasks import StepOutput
+
+
+class ItemReader(Protocol):
+    """services/batches/quotes.py:QuoteService"""
+
+    def read_items(
+        self, body: Mapping[str, Any], items: Any, *, on_item: Any = None
+    ) -> tuple[Preflight, int, str]: ...
+
+    def expand_items(self, org_id: str, body: Mapping[str, Any], items: Any) -> Any: ...
+
+
+class FileItems(Protocol):
+    def open_items(self, org_id: str, file_id: str) -> Iterator[tuple[int, dict[str, Any] | LineError]]: ...
+
+
+class IntakeFailed(PermanentError):
+    pass
+
+
+class Intake:
+    def __init__(
+        self,
+        *,
+        records: BatchRecords,
+        reader: ItemReader,
+        files: FileItems,
+        artifacts: S3Objects,
+        clock: Clock,
+    ) -> None:
+        self.records = records
+        self.reader = reader
+        self.files = files
+        self.artifacts = artifacts
+        self.clock = clock
+
+    def run(self, batch: BatchRecord) -> StepOutput:
+        output: StepOutput = {"step": "intake", "batch_id": batch.batch_id}
+        intake = batch.intake
+        if intake is None or intake.get("done"):
+            return {**output, "item_count": batch.item_count, "chunk_count": batch.chunk_count}
+        if intake.get("error"):
+            raise IntakeFailed(str(intake["error"].get("message") or "the input file failed intake"))
+        writer = InputChunkWriter(self.artifacts, batch.batch_id)
+        try:
+            error = self._read(batch, intake, writer)
+            if error is None:
+                writer.close()
+        except BaseException:
+            writer.abort()
+            raise
+        if error is not None:
+            writer.abort()
+            self._fail(batch, intake, error)
+        self.records.update_plan(
+            batch.batch_id, {"chunk_models": writer.chunk_models, "intake": {**intake, "done": True}}
+        )
+        self.records.update(batch.batch_id, {"chunk_count": writer.chunk_count})
+        return {**output, "item_count": writer.count, "chunk_count": writer.chunk_count}
+
+    def _read(
+        self, batch: BatchRecord, intake: Mapping[str, Any], writer: InputChunkWriter
+    ) -> dict[str, Any] | None:
+        """Stream the file into chunks; the error that fails the batch, or None."""
+        try:
+            options = intake.get("options") or {}
+            opened = self.files.open_items(batch.org_id, str(intake["file_id"]))
+            items = self.reader.expand_items(batch.org_id, options, opened)  # docs/presets.md
+            preflight, count, digest = self.reader.read_items(
+                options, items, on_item=lambda item, _line: writer.add(item)
+            )
+        except (InvalidRequest, NotFound, Gone, Conflict, Forbidden) as exc:  # gone, empty, wrong type
+            return {"code": exc.code, "message": exc.message, "details": exc.details or {}}
+        result = preflight.result()
+        if not result.ok:
+            return {
+                "code": "batch_preflight_failed",
+                "message": "The input file failed the preflight.",
+                "details": {"preflight": result.to_api()},
+            }
+        if count != int(intake["item_count"]) or digest != intake["digest"]:
+            return {
+                "code": "quote_mismatch",
+                "message": "The input file's items differ from the ones priced at create.",
+                "details": {"item_count": count, "priced_item_count": int(intake["item_count"])},
+            }
+        return None
+
+    def _fail(self, batch: BatchRecord, intake: Mapping[str, Any], error: dict[str, Any]) -> None:
+        now = isoformat(self.clock.now())
+        self.records.update_plan(batch.batch_id, {"intake": {**intake, "error": error}})
+        self.records.update(batch.batch_id, {"chunk_count": 0})
+        self.records.transition(
+            batch.batch_id,
+            "failed",
+            at=now,
+            extra={
+                "execution_summary": {"latest_error": f"intake: {error['code']}: {error['message']}"[:1000]},
+                "completed_at": now,
+            },
+        )
+        raise IntakeFailed(f"{error['code']}: {error['message']}")
