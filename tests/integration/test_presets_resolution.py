@@ -214,6 +214,7 @@ def test_an_input_file_and_a_batch_wide_preset(
     # Then every item is expanded, and the preset's privacy tier is the batch's
     assert response.status_code == 202, response.text
     batch_id = response.json()["batch"]["id"]
+    run(local_aws, batch_id)  # a file's items are read and chunked by the Intake step
     assert {i["preset_version"] for i in stored_items(local_aws, batch_id)} == {"private-triage@1"}
     batch = client.get(f"/v1/batches/{batch_id}", headers=org.key_headers()).json()["batch"]
     assert batch["privacy_tier"] == "confidential" and batch["presets"] == ["private-triage@1"]

@@ -70,6 +70,7 @@ STORED: dict[str, Any] = {
     "checkpoint_at": "2026-01-01T00:03:00.000Z",
     "schedule_id": "sched_1",
     "schedule_version": 2,
+    "intake": {"file_id": "file_1", "digest": "d", "item_count": 2, "options": {}},
 }
 
 

@@ -87,7 +87,10 @@ class Intake:
         self.records.update_plan(
             batch.batch_id, {"chunk_models": writer.chunk_models, "intake": {**intake, "done": True}}
         )
-        self.records.update(batch.batch_id, {"chunk_count": writer.chunk_count})
+        done: dict[str, Any] = {"chunk_count": writer.chunk_count}
+        if writer.presets:  # the preset versions its items used (docs/presets.md)
+            done["presets"] = list(writer.presets)
+        self.records.update(batch.batch_id, done)
         return {**output, "item_count": writer.count, "chunk_count": writer.chunk_count}
 
     def _read(
