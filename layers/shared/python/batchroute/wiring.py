@@ -592,6 +592,8 @@ class Wiring:
             max_direct_upload_bytes=settings.max_direct_upload_bytes,
             max_file_bytes=settings.max_file_bytes,
             upload_url_seconds=settings.file_upload_url_seconds,
+            multipart_threshold_bytes=settings.file_multipart_threshold_bytes,
+            part_bytes=settings.file_part_bytes,
             max_line_bytes=settings.max_jsonl_line_bytes,
             download_redirect_bytes=settings.file_download_redirect_bytes,
             download_url_seconds=settings.file_download_url_seconds,
