@@ -602,9 +602,22 @@ class Wiring:
     @cached_property
     def files(self) -> FileService:
         """Also what quotes and batch creation use to read an `input_file_id`."""
-        from batchroute.services.batches.files import FileService
+        from batchroute.adapters.task_queue import TaskQueue
+        from batchroute.services.batches.files import FileService, check_message
 
-        return FileService(self.file_store, self.uploads, self.clock, self.file_limits)
+        # Large signed uploads are checked by the router (a `check_file` message on the route
+        # queue) rather than in the confirm call; without the queue they are checked in it.
+        route_queue = self.settings.queue_urls.get("route")
+        request_check = None
+        if route_queue:
+            queue = TaskQueue(route_queue)
+
+            def request_check(org_id: str, file_id: str) -> None:
+                queue.send(check_message(file_id))
+
+        return FileService(
+            self.file_store, self.uploads, self.clock, self.file_limits, request_check=request_check
+        )
 
     def quotes(self, files: FileItems | None = None) -> QuoteService:
         """`files`: where `input_file_id`s are read from (the compat surface reads the
@@ -975,6 +988,7 @@ class Wiring:
             self.webhook_delivery,
             pipeline=self.pipeline,
             buckets=self.bucket_delivery,
+            files=self.files,
         )
 
     @cached_property

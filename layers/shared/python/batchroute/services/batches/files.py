@@ -7,6 +7,7 @@ never held whole, so memory stays flat whatever the file size. See docs/files.md
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -542,6 +543,18 @@ class FileService:
             self.objects.abort_multipart(staged, record.upload_id)  # a single PUT was used instead
         return settled
 
+    def check_queued(self, file_id: str) -> FileRecord | None:
+        """The worker's side of a queued check (`check_file` on the route queue): the file's
+        own org, from its record. A file gone (TTL) is nothing to do; a refused file type
+        settles the file `error` and is not a failure of the message."""
+        record = self.records.get(file_id)
+        if record is None:
+            return None
+        try:
+            return self.check_upload(record.org_id, file_id)
+        except FilePreflightFailed:
+            return self.records.get(file_id)
+
     def _settle(self, current: FileRecord, updated: FileRecord) -> FileRecord:
         if self.records.replace(updated, expected_status=current.status):
             return updated
@@ -586,6 +599,11 @@ class FileService:
         if record.error and record.error.get("code") == "unsupported_file_type":
             raise FilePreflightFailed(_file_type_issue_of(record))
         return record
+
+
+def check_message(file_id: str) -> str:
+    """The route queue's message asking the router to check a confirmed upload."""
+    return json.dumps({"step": "check_file", "batch_id": "", "task_token": "", "file_id": file_id})
 
 
 def check_purpose(purpose: str | None) -> Purpose:
