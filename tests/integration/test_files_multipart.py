@@ -21,6 +21,7 @@ from functions.api.app import create_app
 from functions.api.auth import identity_store
 from tests.integration.batch_pipeline_support import pollers
 from tests.integration.principals import TestOrg, new_org
+from tests.integration.test_files_api import org as org  # the fixture: a fresh org
 
 MIB = 1024 * 1024
 LINE = {"customer_item_id": "q", "operation": "responses", "model": "m", "input": {"messages": []}}
@@ -39,12 +40,6 @@ def client(local_aws: LocalStack) -> TestClient:
         update={"file_multipart_threshold_bytes": 5 * MIB, "file_part_bytes": 5 * MIB}
     )
     return TestClient(create_app(settings), raise_server_exceptions=False)
-
-
-@pytest.fixture
-def org(local_aws: LocalStack) -> TestOrg:
-    identity_store.cache_clear()
-    return new_org()
 
 
 @pytest.fixture
