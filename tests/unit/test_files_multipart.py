@@ -107,6 +107,8 @@ def test_large_uploads_are_checked_off_the_request_path() -> None:
     service, records, objects = make(queued=queued)
     file_id = service.start_upload(ORG, filename="big.jsonl", declared_bytes=len(BODY)).file.file_id
     parts = send(objects, service, file_id, "up1")
+    # a check message for an upload not confirmed yet does nothing
+    assert service.check_queued(file_id).status == "uploading"  # type: ignore[union-attr]
     # confirm answers `uploaded` and queues the check; nothing was read
     answered = service.complete_upload(ORG, file_id, parts)
     assert answered.status == "uploaded" and answered.line_count == 0 and queued == [(ORG, file_id)]

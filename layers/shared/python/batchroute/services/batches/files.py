@@ -550,6 +550,8 @@ class FileService:
         record = self.records.get(file_id)
         if record is None:
             return None
+        if record.status == "uploading":  # only a confirmed upload is queued; its size not yet checked
+            return record
         try:
             return self.check_upload(record.org_id, file_id)
         except FilePreflightFailed:
