@@ -134,6 +134,8 @@ def upload(stack: Stack, path: Path, size: int) -> Upload:
     put_seconds = time.perf_counter() - started
     started = time.perf_counter()
     record = stack.files.complete_upload(org_id, file_id)
+    if record.status == "uploaded":  # a large file's checks are queued: run them here, as the router does
+        record = stack.files.check_upload(org_id, file_id)
     confirm_seconds = time.perf_counter() - started
     if record.status != "processed":
         raise SystemExit(f"upload not processed: {record.status} {record.error}")

@@ -198,6 +198,10 @@ def upload(stack: Stack, headers: dict[str, str], path: Path, size: int) -> str:
     if put.status_code != 200:
         raise SystemExit(f"PUT to the signed URL: {put.status_code} {put.text[:500]}")
     done = stack.api.post(f"/v1/files/{file_id}/complete", headers=headers)
+    # a large file answers `uploaded` and is checked by the router (docs/files.md): poll
+    while done.status_code == 200 and done.json()["file"]["status"] == "uploaded":
+        time.sleep(0.5)
+        done = stack.api.get(f"/v1/files/{file_id}", headers=headers)
     if done.status_code != 200 or done.json()["file"]["status"] != "processed":
         raise SystemExit(f"complete: {done.status_code} {done.text[:1000]}")
     return str(file_id)

@@ -1,11 +1,13 @@
-"""A large input file through the signed-URL upload path on the local stack, timed.
+"""A large input file through the multipart signed-URL upload on the local stack, timed.
 
 A fresh local stack (`bench.stack.Stack`, moto in its own process); an agent registers; a
-JSONL file of `--gib` GiB (600-byte lines, the pipeline bench's items) goes up as a client
-sends it: `POST /v1/files/uploads` (declared size), one PUT of the bytes to the signed URL,
-`POST /v1/files/{id}/complete` (the service checks the size, streams and scans every line,
-copies the object to the file's key). Prints the time of each part and the service process's
-memory.
+JSONL file of `--gib` GiB (600-byte lines, the pipeline bench's items) goes up as the Python
+client sends it (`batchroute_client.Client.files`): `POST /v1/files/uploads` (declared size:
+a multipart plan of 64 MiB parts), each part PUT to its signed UploadPart URL in turn,
+`POST /v1/files/{id}/complete` with the parts' ETags (joins the parts, checks the size, queues
+the checks and answers `uploaded`), then polls `GET /v1/files/{id}` until the router's
+`check_file` step has scanned every line and the file is `processed`. Prints the time of each
+part and the service process's memory.
 
 Run from the repository root: `.venv/bin/python -m bench.upload [--gib 1.0]`.
 """
@@ -19,9 +21,12 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+import httpx
+from batchroute_client import Client
+
 from bench.items import pipeline_items, write_jsonl
 from bench.machine import describe, load_average, proc_status
-from bench.stack import Stack, register, upload
+from bench.stack import Stack, register
 
 
 def main() -> int:
@@ -42,8 +47,17 @@ def main() -> int:
         stack = Stack(workdir, plain=False, split=True, profile=False, storage=False)
         try:
             _, api_key = register(stack)
+            base = f"http://127.0.0.1:{stack.port}"
+            http = httpx.Client(base_url=base, timeout=600, trust_env=False)
+            files = Client(api_key=api_key, base_url=base, http_client=http, timeout=600).files
             started = time.monotonic()
-            file_id = upload(stack, {"Authorization": f"Bearer {api_key}"}, path, size)
+            signed = files.start_upload(filename=path.name, size=size)
+            assert signed.multipart is not None, "the declared size is over the multipart threshold"
+            etags = files.put_parts(signed.file.id, signed.multipart, path)
+            parts_done = time.monotonic()
+            confirmed = files.complete(signed.file.id, etags)
+            confirm_done = time.monotonic()
+            final = files.wait(signed.file.id, poll_interval=0.5, timeout=1800)
             took = time.monotonic() - started
             hwm = int(proc_status(stack.process.pid).get("VmHWM", 0))
             log = stack.log_file.read_text(encoding="utf-8", errors="replace")
@@ -54,10 +68,19 @@ def main() -> int:
             ]
         finally:
             stack.stop()
-    print(f"{size / 1e9:.2f} GB ({count} lines) uploaded and completed as {file_id} in {took:.1f} s")
-    print(f"of which POST /v1/files/{{id}}/complete: {complete[-1] if complete else float('nan'):.1f} s")
+    plan = signed.multipart
+    print(f"{size / 1e9:.2f} GB ({count} lines): {plan.part_count} parts of {plan.part_bytes // 2**20} MiB")
+    print(f"parts PUT in {parts_done - started:.1f} s")
+    print(
+        f"POST /v1/files/{{id}}/complete answered {confirmed.status!r} in {confirm_done - parts_done:.2f} s"
+        f" (service log: {complete[-1] if complete else float('nan'):.2f} s)"
+    )
+    print(
+        f"{final.status} ({final.line_count} lines) {took - (confirm_done - started):.1f} s after confirm;"
+        f" {took:.1f} s in all"
+    )
     print(f"service process VmHWM {hwm / 1024**2:.0f} MiB; load average after: {load_average()}")
-    return 0
+    return 0 if final.status == "processed" else 1
 
 
 if __name__ == "__main__":

@@ -253,7 +253,10 @@ class Compute(Construct):
             state_machine.grant_start_execution(function)
             self._security.key.grant_encrypt_decrypt(function)
         elif key in WORKERS:
-            buckets["uploads"].grant_read(function)
+            if key == "router":  # checks large signed uploads: copies them out of staging, deletes staging
+                buckets["uploads"].grant_read_write(function)
+            else:
+                buckets["uploads"].grant_read(function)
             state_machine.grant_task_response(function)
         elif key == SWEEPER:
             buckets["uploads"].grant_delete(function)  # retention GC of customer inputs

@@ -7,8 +7,9 @@ execution environment from that snapshot instead of importing again. The hooks c
 stack) it is absent and `install()` does nothing.
 
 - Before the snapshot: finish what the first request would otherwise pay for and that is
-  the same in every copy: the OpenAPI document, and the modules the wiring imports on first
-  use. Nothing that is per copy: no AWS client, connection, credential or secret is created.
+  the same in every copy: the OpenAPI document (which includes every route module, imported
+  on first use otherwise: functions/api/lazy_routes.py), and the modules the wiring imports
+  on first use. Nothing that is per copy: no AWS client, connection, credential or secret is created.
 - After each restore: give the copy its own random sequence (every copy starts from the
   same memory, so `random` would repeat across them; ids and secrets use `os.urandom` and
   `secrets`, which the kernel keeps distinct), and drop any cached AWS client and signing

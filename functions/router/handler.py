@@ -1,5 +1,6 @@
-"""Takes in input files, routes batches and runs lanes (the route and lanes queues)."""
+"""Takes in input files, routes batches and runs lanes (the route and lanes queues), and checks
+confirmed large uploads (`check_file` on the route queue)."""
 
 from batchroute.wiring import workflow_handler
 
-handler = workflow_handler("intake", "route", "run_lane")
+handler = workflow_handler("intake", "route", "run_lane", "check_file")

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 import uuid
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import httpx
 import pytest
+from batchroute_client import Client
 
 from tests.e2e.local_stack import RunningStack
 
@@ -74,3 +76,34 @@ def test_a_large_file_goes_through_a_signed_url(local_stack: RunningStack, api: 
     assert done.json()["file"]["item_count"] == 200
     assert api.post(f"/v1/files/{file['id']}/complete", headers=key).json() == done.json()
     assert api.get(f"/v1/files/{file['id']}", headers=key).json() == done.json()
+
+
+def test_a_file_over_64_mib_goes_up_in_parts_and_is_checked_by_the_router(
+    api: httpx.Client, tmp_path: Path
+) -> None:
+    key = _agent_key(api)
+    # Given a 65 MiB JSONL file: over the multipart threshold, so two parts of 64 MiB and 1 MiB
+    path = tmp_path / "big.jsonl"
+    with path.open("wb") as out:
+        while out.tell() <= 65 * 1024 * 1024:
+            out.write(LINES)
+    size, lines = path.stat().st_size, path.stat().st_size // len(LINES) * 200
+    progress: list[int] = []
+    # When the Python client uploads it (parts to moto, complete, then poll: the local SQS poller
+    # hands the router the `check_file` message)
+    with Client(
+        api_key=key["Authorization"].removeprefix("Bearer "), base_url=str(api.base_url), timeout=60
+    ) as client:
+        signed = client.files.start_upload(filename="big.jsonl", size=size)
+        assert signed.multipart is not None and signed.multipart.part_count == 2
+        client.files.cancel(signed.file.id)  # a plan given up leaves an `error` file
+        assert client.files.get(signed.file.id).error == {
+            "code": "upload_cancelled",
+            "message": "The upload was cancelled.",
+        }
+        file = client.files.upload(
+            path, on_progress=lambda sent, _: progress.append(sent), poll_interval=0.2, timeout=120
+        )
+    # Then it is processed, every line counted, and progress reached the whole size
+    assert file.status == "processed" and file.item_count == lines and file.bytes == size
+    assert progress[-1] == size

@@ -9,11 +9,12 @@ import tracemalloc
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
 from batchroute.clock import FixedClock
-from batchroute.domain.files import FileRecord, FileStatus, final_key, staging_key
+from batchroute.domain.files import FileRecord, FileStatus, PartsRefused, final_key, staging_key
 from batchroute.domain.jsonl import LineError
 from batchroute.errors import Conflict, Forbidden, Gone, InvalidRequest, NotFound
 from batchroute.services.batches.files import FileLimits, FilePreflightFailed, FileService, UploadTooLarge
@@ -66,6 +67,9 @@ class FakeObjects:
     aborted: list[str] = field(default_factory=list)
     copies: list[tuple[str, str]] = field(default_factory=list)
     signed: list[tuple[str, str, int]] = field(default_factory=list)
+    # multipart uploads: upload id -> (key, {part number: bytes}); ids aborted
+    multipart: dict[str, tuple[str, dict[int, bytes]]] = field(default_factory=dict)
+    aborted_uploads: list[str] = field(default_factory=list)
 
     def store(self, key: str, data: bytes) -> None:
         self.sources[key] = (
@@ -92,6 +96,34 @@ class FakeObjects:
 
     def delete(self, key: str) -> None:
         self.sources.pop(key, None)
+
+    def start_multipart(self, key: str, *, content_type: str) -> str:
+        upload_id = f"up{len(self.multipart) + 1}"
+        self.multipart[upload_id] = (key, {})
+        return upload_id
+
+    def presigned_part(self, key: str, upload_id: str, number: int, *, expires_in: int) -> str:
+        return f"https://uploads.example/{key}?uploadId={upload_id}&partNumber={number}&expires={expires_in}"
+
+    def put_part(self, upload_id: str, number: int, data: bytes) -> str:
+        """What a client's PUT to a part URL does; the ETag S3 answers."""
+        self.multipart[upload_id][1][number] = data
+        return f'"{hashlib.md5(data, usedforsecurity=False).hexdigest()}"'
+
+    def complete_multipart(self, key: str, upload_id: str, parts: list[dict[str, Any]]) -> None:
+        if upload_id not in self.multipart:
+            raise PartsRefused("NoSuchUpload")
+        sent = self.multipart[upload_id][1]
+        for part in parts:
+            data = sent.get(part["PartNumber"])
+            if data is None or part["ETag"] != f'"{hashlib.md5(data, usedforsecurity=False).hexdigest()}"':
+                raise PartsRefused("InvalidPart")
+        self.store(key, b"".join(sent[part["PartNumber"]] for part in parts))
+        del self.multipart[upload_id]
+
+    def abort_multipart(self, key: str, upload_id: str) -> None:
+        self.multipart.pop(upload_id, None)
+        self.aborted_uploads.append(upload_id)
 
 
 @pytest.fixture

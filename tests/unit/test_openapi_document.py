@@ -18,7 +18,7 @@ BODY_METHODS = frozenset({"post", "put", "patch"})
 BODILESS: dict[tuple[str, str], str] = {
     ("post", "/v1/auth/verify-email/resend"): "resends to the signed-in user",
     ("post", "/v1/auth/account/api-keys/{key_id}/revoke"): "the key is in the path",
-    ("post", "/v1/files/{file_id}/complete"): "confirms the bytes already PUT to the signed URL",
+    ("post", "/v1/files/{file_id}/cancel"): "cancels the upload in the path",
     ("post", "/v1/batches/{batch_id}/retry"): "retries the batch in the path",
     ("post", "/v1/compat/v1/uploads/{upload_id}/cancel"): "the upload is in the path",
     ("post", "/v1/compat/v1/batches/{batch_id}/cancel"): "the vendor's cancel takes no body",
@@ -31,6 +31,8 @@ BODILESS: dict[tuple[str, str], str] = {
 # Operations whose body may be left out.
 OPTIONAL_BODY: dict[tuple[str, str], str] = {
     ("post", "/v1/batches/{batch_id}/cancel"): "an optional {reason}",
+    ("post", "/v1/files/{file_id}/complete"): "a multipart upload's {parts}; none after one PUT",
+    ("post", "/v1/files/{file_id}/parts"): "an optional {part_numbers}; all parts by default",
 }
 # 2xx answers without a body.
 NO_CONTENT: dict[tuple[str, str], str] = {

@@ -12,11 +12,19 @@ from starlette.concurrency import run_in_threadpool
 
 from batchroute.domain.access import Principal
 from batchroute.domain.files import media_type
-from batchroute.services.batches.files import FileService, too_large
+from batchroute.services.batches.files import FileService, UploadedPart, too_large
 from functions.api.auth import require
 from functions.api.deps import FilesDep
 from functions.api.envelope import errors_doc
-from functions.api.schemas.files import DIRECT_UPLOAD_BODY, FileEnvelope, SignedUploadOut, UploadStart
+from functions.api.schemas.files import (
+    DIRECT_UPLOAD_BODY,
+    CompleteUpload,
+    FileEnvelope,
+    PartsRequest,
+    PlanEnvelope,
+    SignedUploadOut,
+    UploadStart,
+)
 from functions.api.streaming import MAX_FIELD_BYTES, StreamingForm, body_chunks, form_boundary, text
 
 router = APIRouter(tags=["files"])
@@ -31,7 +39,10 @@ def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
         401: "Missing, invalid or revoked credentials",
         403: "The role may not do this, or the file belongs to another organization",
         404: "No such file (`file_not_found`)",
-        409: "`upload_incomplete`: no bytes were PUT to the upload URL yet",
+        400: "`invalid_parts` (a part missing, out of order or with the wrong ETag), `not_multipart`, "
+        "`upload_size_mismatch`, `file_too_large`, or the file type preflight",
+        409: "`upload_incomplete`: no bytes were PUT to the upload URL yet; "
+        "`upload_not_open`: the upload was already completed or cancelled",
         413: "`payload_too_large`: use the signed-URL upload",
     }
     return errors_doc({status: described[status] for status in statuses})
@@ -66,8 +77,9 @@ async def upload_file(
     "/v1/files/uploads",
     status_code=201,
     response_model=SignedUploadOut,
-    responses=_errors(401, 403),
-    summary="Start a large upload: a file in `uploading` and a signed URL to PUT its bytes to",
+    responses=_errors(400, 401, 403),
+    summary="Start a large upload: a file in `uploading`, a signed URL to PUT its bytes to and, "
+    "above 64 MiB, a multipart plan (signed part URLs)",
 )
 def start_upload(body: UploadStart, principal: Creator, service: FilesDep) -> dict[str, Any]:
     signed = service.start_upload(
@@ -83,11 +95,40 @@ def start_upload(body: UploadStart, principal: Creator, service: FilesDep) -> di
 @router.post(
     "/v1/files/{file_id}/complete",
     response_model=FileEnvelope,
-    responses=_errors(401, 403, 404, 409),
-    summary="Confirm a signed upload: checks the bytes and makes the file usable (idempotent)",
+    responses=_errors(400, 401, 403, 404, 409),
+    summary="Confirm a signed upload (a multipart one with its parts' numbers and ETags): small files "
+    "are checked now, large ones answer `uploaded` and are checked by a worker (idempotent)",
 )
-def complete_upload(file_id: str, principal: Creator, service: FilesDep) -> dict[str, Any]:
-    return {"file": service.complete_upload(principal.org_id, file_id).to_api()}
+def complete_upload(
+    file_id: str, principal: Creator, service: FilesDep, body: CompleteUpload | None = None
+) -> dict[str, Any]:
+    parts = None
+    if body is not None and body.parts is not None:
+        parts = [UploadedPart(part.part_number, part.etag) for part in body.parts]
+    return {"file": service.complete_upload(principal.org_id, file_id, parts).to_api()}
+
+
+@router.post(
+    "/v1/files/{file_id}/parts",
+    response_model=PlanEnvelope,
+    responses=_errors(400, 401, 403, 404, 409),
+    summary="Fresh signed URLs for parts of a multipart upload still in progress",
+)
+def part_urls(
+    file_id: str, principal: Creator, service: FilesDep, body: PartsRequest | None = None
+) -> dict[str, Any]:
+    numbers = body.part_numbers if body is not None else None
+    return {"multipart": service.part_urls(principal.org_id, file_id, numbers).to_api()}
+
+
+@router.post(
+    "/v1/files/{file_id}/cancel",
+    response_model=FileEnvelope,
+    responses=_errors(401, 403, 404, 409),
+    summary="Cancel a signed upload in progress: its parts are dropped, the file ends `error` (idempotent)",
+)
+def cancel_upload(file_id: str, principal: Creator, service: FilesDep) -> dict[str, Any]:
+    return {"file": service.cancel_upload(principal.org_id, file_id).to_api()}
 
 
 @router.get(

@@ -42,9 +42,58 @@ class UploadTarget(BaseModel):
     expires_at: str
 
 
+class PartTarget(BaseModel):
+    part_number: int
+    url: str = Field(description="a signed S3 UploadPart URL: PUT this part's bytes to it")
+    offset: int = Field(description="where the part starts in the file")
+    bytes: int = Field(description="the part's size (every part but the last holds part_bytes)")
+
+
+class MultipartPlanOut(BaseModel):
+    method: Literal["PUT"]
+    part_bytes: int
+    part_count: int
+    parts: list[PartTarget]
+    expires_at: str = Field(description="when these part URLs stop working (fresh ones: POST .../parts)")
+
+
 class SignedUploadOut(BaseModel):
     file: FileOut
-    upload: UploadTarget
+    upload: UploadTarget = Field(description="one PUT of the whole file (up to 5 GB)")
+    multipart: MultipartPlanOut | None = Field(
+        default=None,
+        description="above the multipart threshold (64 MiB): the parts to PUT instead, then "
+        "complete with their part numbers and ETags",
+    )
+
+
+class PlanEnvelope(BaseModel):
+    multipart: MultipartPlanOut
+
+
+class PartsRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    part_numbers: list[int] | None = Field(
+        default=None, max_length=10_000, description="the parts to sign again; all by default"
+    )
+
+
+class UploadedPartIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    part_number: int = Field(ge=1, le=10_000)
+    etag: str = Field(min_length=1, max_length=200, description="the ETag header the part's PUT answered")
+
+
+class CompleteUpload(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    parts: list[UploadedPartIn] | None = Field(
+        default=None,
+        max_length=10_000,
+        description="a multipart upload's parts, in order; absent for one PUT",
+    )
 
 
 class UploadStart(BaseModel):

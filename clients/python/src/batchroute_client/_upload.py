@@ -3,7 +3,10 @@ chunks with a progress callback) and the choice between a direct and a signed-UR
 
 The service takes a direct upload (`POST /v1/files`) of at most 4 MiB: a synchronous Lambda
 invocation carries 6 MB and the body arrives base64-encoded (docs/files.md). Anything larger
-goes to the signed URL (`POST /v1/files/uploads`, `PUT`, `complete`), up to 512 MiB."""
+goes to the signed URL (`POST /v1/files/uploads`, `PUT`, `complete`), up to 2 GiB. Above the
+service's multipart threshold (64 MiB) the start answer carries a multipart plan: each part is
+PUT to its own signed URL (retried on its own), and `complete` names the parts and their ETags;
+the service then checks the file off the request path, so the upload waits for `processed`."""
 
 from __future__ import annotations
 
@@ -14,7 +17,8 @@ from pathlib import Path
 from typing import Literal
 
 DIRECT_UPLOAD_MAX_BYTES = 4 * 1024 * 1024
-MAX_FILE_BYTES = 512 * 1024 * 1024
+MAX_FILE_BYTES = 2 * 1024 * 1024 * 1024
+PENDING_STATUSES = frozenset({"uploading", "uploaded"})  # checks not finished yet
 CHUNK_BYTES = 256 * 1024
 JSONL = "application/jsonl"
 
@@ -46,14 +50,36 @@ class UploadSource:
         for chunk in self.chunks(on_progress):
             yield chunk
 
-    def _read(self) -> Iterator[bytes]:
+    def part_chunks(self, offset: int, size: int, on_progress: Progress | None = None) -> Iterator[bytes]:
+        """Bytes [offset, offset + size) in chunks, reporting the whole file's progress (a
+        retried part reports again from its own start)."""
+        sent = offset
+        if on_progress is not None:
+            on_progress(sent, self.size)
+        for chunk in self._read(offset, offset + size):
+            yield chunk
+            sent += len(chunk)
+            if on_progress is not None:
+                on_progress(sent, self.size)
+
+    async def apart_chunks(
+        self, offset: int, size: int, on_progress: Progress | None = None
+    ) -> AsyncIterator[bytes]:
+        for chunk in self.part_chunks(offset, size, on_progress):
+            yield chunk
+
+    def _read(self, start: int = 0, end: int | None = None) -> Iterator[bytes]:
+        stop = self.size if end is None else end
         if self.data is not None:
-            for start in range(0, len(self.data), CHUNK_BYTES):
-                yield self.data[start : start + CHUNK_BYTES]
+            for at in range(start, stop, CHUNK_BYTES):
+                yield self.data[at : min(at + CHUNK_BYTES, stop)]
             return
         assert self.path is not None
         with self.path.open("rb") as handle:
-            while chunk := handle.read(CHUNK_BYTES):
+            handle.seek(start)
+            left = stop - start
+            while left > 0 and (chunk := handle.read(min(CHUNK_BYTES, left))):
+                left -= len(chunk)
                 yield chunk
 
 
@@ -85,3 +111,13 @@ def start_body(filename: str, size: int, content_type: str | None, purpose: str 
     """The body of `POST /v1/files/uploads` (absent fields left out)."""
     body = {"filename": filename, "bytes": size, "content_type": content_type, "purpose": purpose}
     return {k: v for k, v in body.items() if v is not None}
+
+
+def part_headers(size: int) -> dict[str, str]:
+    """A part's PUT: only its length (a part URL signs no content type; never the API key)."""
+    return {"Content-Length": str(size)}
+
+
+def complete_body(etags: dict[int, str]) -> dict[str, object]:
+    """The body of `POST /v1/files/{id}/complete` for a multipart upload: every part, in order."""
+    return {"parts": [{"part_number": number, "etag": etags[number]} for number in sorted(etags)]}

@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json as _json
 import os
 import time
@@ -20,17 +21,25 @@ import httpx
 
 from batchroute_client._retry import Backoff, wait_before_retry
 from batchroute_client._upload import (
+    PENDING_STATUSES,
     Progress,
     Source,
     UploadMethod,
     UploadSource,
+    complete_body,
     direct_headers,
+    part_headers,
     start_body,
     upload_source,
     use_direct,
 )
 from batchroute_client.client import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT, __version__
-from batchroute_client.errors import APIConnectionError, WaitTimeoutError, error_from_response
+from batchroute_client.errors import (
+    APIConnectionError,
+    PermissionDeniedError,
+    WaitTimeoutError,
+    error_from_response,
+)
 from batchroute_client.models import (
     Batch,
     BillingControls,
@@ -40,6 +49,8 @@ from batchroute_client.models import (
     ChatJob,
     File,
     Item,
+    MultipartPlan,
+    PartTarget,
     Quote,
     ResultRow,
     RetriedBatch,
@@ -374,13 +385,83 @@ class AsyncFiles:
         purpose: str | None = None,
         method: UploadMethod = "auto",
         on_progress: Progress | None = None,
+        wait: bool = True,
+        poll_interval: float = 2.0,
+        timeout: float | None = None,
     ) -> File:
         data = upload_source(source, filename)
         if use_direct(method, data.size):
             return await self.create(data, purpose=purpose, on_progress=on_progress)
         signed = await self.start_upload(filename=data.filename, size=data.size, purpose=purpose)
-        await self.put(signed.upload, data, on_progress=on_progress)
-        return await self.complete(signed.file.id)
+        if signed.multipart is None:
+            await self.put(signed.upload, data, on_progress=on_progress)
+            file = await self.complete(signed.file.id)
+        else:
+            try:
+                etags = await self.put_parts(signed.file.id, signed.multipart, data, on_progress=on_progress)
+            except BaseException:
+                with contextlib.suppress(Exception):  # S3 drops the parts sent; the error is the answer
+                    await self.cancel(signed.file.id)
+                raise
+            file = await self.complete(signed.file.id, etags)
+        if not wait or file.status not in PENDING_STATUSES:
+            return file
+        return await self.wait(file.id, poll_interval=poll_interval, timeout=timeout)
+
+    async def put_parts(
+        self,
+        file_id: str,
+        plan: MultipartPlan,
+        source: Source | UploadSource,
+        *,
+        on_progress: Progress | None = None,
+    ) -> dict[int, str]:
+        """PUT every part of a multipart plan in turn (each retried on its own, signed again if
+        its URL expired); the ETag of each part by number, for `complete`."""
+        data = source if isinstance(source, UploadSource) else upload_source(source)
+        etags: dict[int, str] = {}
+        for part in plan.parts:
+            etags[part.part_number] = await self._put_part(file_id, part, data, on_progress)
+        return etags
+
+    async def _put_part(
+        self, file_id: str, part: PartTarget, data: UploadSource, on_progress: Progress | None
+    ) -> str:
+        def body() -> object:
+            return data.apart_chunks(part.offset, part.bytes, on_progress)
+
+        try:
+            response = await self._client.send(
+                "PUT", part.url, content=body, headers=part_headers(part.bytes)
+            )
+        except PermissionDeniedError:  # the URL expired: sign this part again, once
+            fresh = (await self.part_urls(file_id, [part.part_number])).parts[0]
+            response = await self._client.send(
+                "PUT", fresh.url, content=body, headers=part_headers(part.bytes)
+            )
+        return str(response.headers["etag"])
+
+    async def part_urls(self, file_id: str, part_numbers: list[int] | None = None) -> MultipartPlan:
+        """`POST /v1/files/{id}/parts`: fresh signed URLs (all parts by default)."""
+        body = {"part_numbers": part_numbers} if part_numbers is not None else {}
+        answer = await self._client.request("POST", f"/v1/files/{file_id}/parts", json=body)
+        return MultipartPlan.from_dict(answer["multipart"])
+
+    async def cancel(self, file_id: str) -> File:
+        """`POST /v1/files/{id}/cancel`: give up an upload in progress (idempotent)."""
+        return File.from_dict((await self._client.request("POST", f"/v1/files/{file_id}/cancel"))["file"])
+
+    async def wait(self, file_id: str, *, poll_interval: float = 2.0, timeout: float | None = None) -> File:
+        """Poll until the file's checks are done (`processed` or `error`) and return it.
+        Raises `WaitTimeoutError` after `timeout` seconds (None: no limit)."""
+        started = self._client.monotonic()
+        while True:
+            file = await self.get(file_id)
+            if file.status not in PENDING_STATUSES:
+                return file
+            if timeout is not None and self._client.monotonic() - started + poll_interval > timeout:
+                raise WaitTimeoutError(f"{file_id} still {file.status} after {timeout} s")
+            await self._client.sleep(poll_interval)
 
     async def create(
         self,
@@ -417,8 +498,9 @@ class AsyncFiles:
             headers={**upload.headers, "Content-Length": str(data.size)},
         )
 
-    async def complete(self, file_id: str) -> File:
-        answer = await self._client.request("POST", f"/v1/files/{file_id}/complete")
+    async def complete(self, file_id: str, etags: dict[int, str] | None = None) -> File:
+        body = complete_body(etags) if etags is not None else None
+        answer = await self._client.request("POST", f"/v1/files/{file_id}/complete", json=body)
         return File.from_dict(answer["file"])
 
     async def get(self, file_id: str) -> File:

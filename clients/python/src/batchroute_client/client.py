@@ -9,6 +9,7 @@ batch = client.batches.wait(batch.id, on_progress=lambda b: print(b.counts))
 
 from __future__ import annotations
 
+import contextlib
 import json as _json
 import os
 import time
@@ -20,16 +21,24 @@ import httpx
 
 from batchroute_client._retry import Backoff, wait_before_retry
 from batchroute_client._upload import (
+    PENDING_STATUSES,
     Progress,
     Source,
     UploadMethod,
     UploadSource,
+    complete_body,
     direct_headers,
+    part_headers,
     start_body,
     upload_source,
     use_direct,
 )
-from batchroute_client.errors import APIConnectionError, WaitTimeoutError, error_from_response
+from batchroute_client.errors import (
+    APIConnectionError,
+    PermissionDeniedError,
+    WaitTimeoutError,
+    error_from_response,
+)
 from batchroute_client.models import (
     Batch,
     BillingControls,
@@ -39,6 +48,8 @@ from batchroute_client.models import (
     ChatJob,
     File,
     Item,
+    MultipartPlan,
+    PartTarget,
     Quote,
     ResultRow,
     RetriedBatch,
@@ -391,7 +402,8 @@ class Chat:
 
 class Files:
     """Model-input JSONL files (docs/files.md). `upload` picks the way by size: a direct
-    upload up to 4 MiB, else the signed URL (up to 512 MiB), reporting bytes sent to
+    upload up to 4 MiB, else the signed URL (up to 2 GiB; in parts above 64 MiB, then waits
+    for `processed`), reporting bytes sent to
     `on_progress(sent, total)`; a retried attempt reports again from 0."""
 
     def __init__(self, client: Client) -> None:
@@ -405,6 +417,9 @@ class Files:
         purpose: str | None = None,
         method: UploadMethod = "auto",
         on_progress: Progress | None = None,
+        wait: bool = True,
+        poll_interval: float = 2.0,
+        timeout: float | None = None,
     ) -> File:
         """Upload `source` (bytes or a path) and return the checked file (`processed`, or
         `error` with its line errors)."""
@@ -412,8 +427,71 @@ class Files:
         if use_direct(method, data.size):
             return self.create(data, purpose=purpose, on_progress=on_progress)
         signed = self.start_upload(filename=data.filename, size=data.size, purpose=purpose)
-        self.put(signed.upload, data, on_progress=on_progress)
-        return self.complete(signed.file.id)
+        if signed.multipart is None:
+            self.put(signed.upload, data, on_progress=on_progress)
+            file = self.complete(signed.file.id)
+        else:
+            try:
+                etags = self.put_parts(signed.file.id, signed.multipart, data, on_progress=on_progress)
+            except BaseException:
+                with contextlib.suppress(Exception):  # S3 drops the parts sent; the error is the answer
+                    self.cancel(signed.file.id)
+                raise
+            file = self.complete(signed.file.id, etags)
+        if not wait or file.status not in PENDING_STATUSES:
+            return file
+        return self.wait(file.id, poll_interval=poll_interval, timeout=timeout)
+
+    def put_parts(
+        self,
+        file_id: str,
+        plan: MultipartPlan,
+        source: Source | UploadSource,
+        *,
+        on_progress: Progress | None = None,
+    ) -> dict[int, str]:
+        """PUT every part of a multipart plan in turn (each retried on its own, signed again if
+        its URL expired); the ETag of each part by number, for `complete`."""
+        data = source if isinstance(source, UploadSource) else upload_source(source)
+        etags: dict[int, str] = {}
+        for part in plan.parts:
+            etags[part.part_number] = self._put_part(file_id, part, data, on_progress)
+        return etags
+
+    def _put_part(
+        self, file_id: str, part: PartTarget, data: UploadSource, on_progress: Progress | None
+    ) -> str:
+        def body() -> object:
+            return data.part_chunks(part.offset, part.bytes, on_progress)
+
+        try:
+            response = self._client.send("PUT", part.url, content=body, headers=part_headers(part.bytes))
+        except PermissionDeniedError:  # the URL expired: sign this part again, once
+            fresh = (self.part_urls(file_id, [part.part_number])).parts[0]
+            response = self._client.send("PUT", fresh.url, content=body, headers=part_headers(part.bytes))
+        return str(response.headers["etag"])
+
+    def part_urls(self, file_id: str, part_numbers: list[int] | None = None) -> MultipartPlan:
+        """`POST /v1/files/{id}/parts`: fresh signed URLs (all parts by default)."""
+        body = {"part_numbers": part_numbers} if part_numbers is not None else {}
+        answer = self._client.request("POST", f"/v1/files/{file_id}/parts", json=body)
+        return MultipartPlan.from_dict(answer["multipart"])
+
+    def cancel(self, file_id: str) -> File:
+        """`POST /v1/files/{id}/cancel`: give up an upload in progress (idempotent)."""
+        return File.from_dict((self._client.request("POST", f"/v1/files/{file_id}/cancel"))["file"])
+
+    def wait(self, file_id: str, *, poll_interval: float = 2.0, timeout: float | None = None) -> File:
+        """Poll until the file's checks are done (`processed` or `error`) and return it.
+        Raises `WaitTimeoutError` after `timeout` seconds (None: no limit)."""
+        started = self._client.monotonic()
+        while True:
+            file = self.get(file_id)
+            if file.status not in PENDING_STATUSES:
+                return file
+            if timeout is not None and self._client.monotonic() - started + poll_interval > timeout:
+                raise WaitTimeoutError(f"{file_id} still {file.status} after {timeout} s")
+            self._client.sleep(poll_interval)
 
     def create(
         self,
@@ -453,9 +531,13 @@ class Files:
             headers={**upload.headers, "Content-Length": str(data.size)},
         )
 
-    def complete(self, file_id: str) -> File:
-        """`POST /v1/files/{id}/complete`: check the bytes; idempotent."""
-        return File.from_dict(self._client.request("POST", f"/v1/files/{file_id}/complete")["file"])
+    def complete(self, file_id: str, etags: dict[int, str] | None = None) -> File:
+        """`POST /v1/files/{id}/complete` (a multipart upload's parts by number -> ETag):
+        small files come back checked, large ones `uploaded` (see `wait`); idempotent."""
+        body = complete_body(etags) if etags is not None else None
+        return File.from_dict(
+            self._client.request("POST", f"/v1/files/{file_id}/complete", json=body)["file"]
+        )
 
     def get(self, file_id: str) -> File:
         return File.from_dict(self._client.request("GET", f"/v1/files/{file_id}")["file"])

@@ -447,14 +447,57 @@ class UploadTarget:
 
 
 @dataclass(frozen=True)
+class PartTarget:
+    """One part of a multipart upload: PUT bytes [offset, offset + bytes) of the file to `url`."""
+
+    SCHEMA: ClassVar[str] = "PartTarget"
+    part_number: int
+    url: str
+    offset: int
+    bytes: int
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> PartTarget:
+        return cls(int(data["part_number"]), str(data["url"]), int(data["offset"]), int(data["bytes"]))
+
+
+@dataclass(frozen=True)
+class MultipartPlan:
+    """A large signed upload's parts (docs/files.md, Multipart): PUT each, keep its ETag."""
+
+    SCHEMA: ClassVar[str] = "MultipartPlanOut"
+    part_bytes: int
+    part_count: int
+    parts: list[PartTarget]
+    expires_at: str
+    method: str = "PUT"
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> MultipartPlan:
+        return cls(
+            part_bytes=int(data["part_bytes"]),
+            part_count=int(data["part_count"]),
+            parts=[PartTarget.from_dict(part) for part in data.get("parts") or []],
+            expires_at=str(data.get("expires_at") or ""),
+            method=str(data.get("method") or "PUT"),
+        )
+
+
+@dataclass(frozen=True)
 class SignedUpload:
     SCHEMA: ClassVar[str] = "SignedUploadOut"
     file: File
     upload: UploadTarget
+    multipart: MultipartPlan | None = None
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> SignedUpload:
-        return cls(File.from_dict(data["file"]), UploadTarget.from_dict(data["upload"]))
+        plan = data.get("multipart")
+        return cls(
+            File.from_dict(data["file"]),
+            UploadTarget.from_dict(data["upload"]),
+            MultipartPlan.from_dict(plan) if plan else None,
+        )
 
 
 ALL_MODELS: tuple[type, ...] = (
@@ -474,5 +517,7 @@ ALL_MODELS: tuple[type, ...] = (
     ChatCompletionChunk,
     File,
     UploadTarget,
+    PartTarget,
+    MultipartPlan,
     SignedUpload,
 )

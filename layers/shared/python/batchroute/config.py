@@ -100,6 +100,11 @@ class Settings(BaseModel):
     max_direct_upload_bytes: int = Field(default=4 * 1024 * 1024, ge=1)
     max_file_bytes: int = Field(default=2 * 1024**3, ge=1, le=5 * 1024**3)
     file_upload_url_seconds: int = Field(default=900, ge=60, le=12 * 3600)
+    # A signed upload declared above this goes up as an S3 multipart upload in parts of
+    # file_part_bytes (grown when 10,000 parts would not hold it), and its checks run off the
+    # request path (docs/files.md, Multipart).
+    file_multipart_threshold_bytes: int = Field(default=64 * 1024**2, ge=5 * 1024**2)
+    file_part_bytes: int = Field(default=64 * 1024**2, ge=5 * 1024**2, le=5 * 1024**3)
     # Downloads of stored files larger than this are a redirect to a signed S3 URL valid for
     # file_download_url_seconds: the function never holds (or relays) the bytes.
     file_download_redirect_bytes: int = Field(default=4 * 1024 * 1024, ge=0)

@@ -592,6 +592,8 @@ class Wiring:
             max_direct_upload_bytes=settings.max_direct_upload_bytes,
             max_file_bytes=settings.max_file_bytes,
             upload_url_seconds=settings.file_upload_url_seconds,
+            multipart_threshold_bytes=settings.file_multipart_threshold_bytes,
+            part_bytes=settings.file_part_bytes,
             max_line_bytes=settings.max_jsonl_line_bytes,
             download_redirect_bytes=settings.file_download_redirect_bytes,
             download_url_seconds=settings.file_download_url_seconds,
@@ -600,9 +602,22 @@ class Wiring:
     @cached_property
     def files(self) -> FileService:
         """Also what quotes and batch creation use to read an `input_file_id`."""
-        from batchroute.services.batches.files import FileService
+        from batchroute.adapters.task_queue import TaskQueue
+        from batchroute.services.batches.files import FileService, check_message
 
-        return FileService(self.file_store, self.uploads, self.clock, self.file_limits)
+        # Large signed uploads are checked by the router (a `check_file` message on the route
+        # queue) rather than in the confirm call; without the queue they are checked in it.
+        route_queue = self.settings.queue_urls.get("route")
+        request_check = None
+        if route_queue:
+            queue = TaskQueue(route_queue)
+
+            def request_check(org_id: str, file_id: str) -> None:
+                queue.send(check_message(file_id))
+
+        return FileService(
+            self.file_store, self.uploads, self.clock, self.file_limits, request_check=request_check
+        )
 
     def quotes(self, files: FileItems | None = None) -> QuoteService:
         """`files`: where `input_file_id`s are read from (the compat surface reads the
@@ -973,6 +988,7 @@ class Wiring:
             self.webhook_delivery,
             pipeline=self.pipeline,
             buckets=self.bucket_delivery,
+            files=self.files,
         )
 
     @cached_property

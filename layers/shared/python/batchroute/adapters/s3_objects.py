@@ -15,9 +15,12 @@ from botocore.config import Config
 
 from batchroute.adapters.aws import client
 from batchroute.config import get_settings
+from batchroute.domain.files import PartsRefused
 
 PART_BYTES = 8 * 1024 * 1024  # S3 parts must be >= 5 MiB, except the last
 READ_CHUNK_BYTES = 256 * 1024
+# What S3 answers when the part list of a complete call does not match what was uploaded.
+_REFUSED_PARTS = frozenset({"InvalidPart", "InvalidPartOrder", "EntityTooSmall", "NoSuchUpload"})
 
 
 @cache
@@ -147,6 +150,17 @@ class S3Objects:
         )
         return url
 
+    def presigned_part(self, key: str, upload_id: str, number: int, *, expires_in: int) -> str:
+        """A URL that lets its holder PUT part `number` of one multipart upload until it expires."""
+        presigner = self._presigner or presigning_client()
+        url: str = presigner.generate_presigned_url(
+            "upload_part",
+            Params={"Bucket": self.bucket, "Key": key, "UploadId": upload_id, "PartNumber": number},
+            ExpiresIn=expires_in,
+            HttpMethod="PUT",
+        )
+        return url
+
     def presigned_get(self, key: str, *, expires_in: int, filename: str, content_type: str) -> str:
         """A URL that lets its holder GET this one key until it expires, answered with the
         given file name (Content-Disposition) and type: S3 serves the bytes, not the API."""
@@ -190,9 +204,16 @@ class S3Objects:
         return str(sent["ETag"])
 
     def complete_multipart(self, key: str, upload_id: str, parts: list[dict[str, Any]]) -> None:
-        self.s3.complete_multipart_upload(
-            Bucket=self.bucket, Key=key, UploadId=upload_id, MultipartUpload={"Parts": parts}
-        )
+        """Join the parts into the object; PartsRefused when S3 refuses the part list."""
+        try:
+            self.s3.complete_multipart_upload(
+                Bucket=self.bucket, Key=key, UploadId=upload_id, MultipartUpload={"Parts": parts}
+            )
+        except Exception as exc:
+            code = (getattr(exc, "response", None) or {}).get("Error", {}).get("Code")
+            if code in _REFUSED_PARTS:
+                raise PartsRefused(str(code)) from exc
+            raise
 
     def abort_multipart(self, key: str, upload_id: str) -> None:
         """Discard an upload; one already completed or aborted is not an error."""

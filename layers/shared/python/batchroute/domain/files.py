@@ -126,6 +126,41 @@ def unsupported_file_type(message: str) -> dict[str, Any]:
     }
 
 
+MIB: Final = 1024 * 1024
+MULTIPART_THRESHOLD_BYTES: Final = 64 * MIB  # a signed upload above this goes up in parts
+MIN_PART_BYTES: Final = 5 * MIB  # S3: every part but the last holds at least 5 MiB
+MAX_PARTS: Final = 10_000  # S3: at most 10,000 parts in one multipart upload
+
+
+class PartsRefused(Exception):
+    """S3 refused to complete a multipart upload from the parts named (an ETag that is not
+    the part's, a part missing or too small, or no such upload)."""
+
+
+def part_size(total_bytes: int, preferred: int = 64 * MIB) -> int:
+    """The part size for a multipart upload of `total_bytes`: `preferred` (at least S3's
+    5 MiB), grown in whole MiB when `preferred` would need more than 10,000 parts."""
+    if total_bytes < 1:
+        raise ValueError("a multipart upload holds at least one byte")
+    size = max(preferred, MIN_PART_BYTES)
+    if part_count(total_bytes, size) > MAX_PARTS:
+        size = part_count(part_count(total_bytes, MAX_PARTS), MIB) * MIB
+    return size
+
+
+def part_count(total_bytes: int, part_bytes: int) -> int:
+    """How many parts `total_bytes` takes at `part_bytes` each (the last may be shorter)."""
+    return -(-total_bytes // part_bytes)
+
+
+def part_range(number: int, total_bytes: int, part_bytes: int) -> tuple[int, int]:
+    """Part `number` (1-based) as the byte range [start, end) of the file."""
+    if not 1 <= number <= part_count(total_bytes, part_bytes):
+        raise ValueError(f"part {number} is outside 1..{part_count(total_bytes, part_bytes)}")
+    start = (number - 1) * part_bytes
+    return start, min(start + part_bytes, total_bytes)
+
+
 def final_key(org_id: str, file_id: str) -> str:
     """Where a file's bytes live in the uploads bucket once confirmed."""
     return f"files/{org_id}/{file_id}"
@@ -155,6 +190,9 @@ class FileRecord:
     error: dict[str, str] | None = None  # why the whole file is unusable: {code, message}
     sha256: str | None = None
     upload_expires_at: str | None = None  # signed uploads: when the upload URL stops working
+    # multipart signed uploads: S3's upload id (server-side only, never shown) and the part size
+    upload_id: str | None = None
+    part_bytes: int | None = None
 
     @property
     def usable(self) -> bool:

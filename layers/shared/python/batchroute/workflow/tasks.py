@@ -15,9 +15,12 @@ from pydantic import BaseModel, ConfigDict
 
 from batchroute.errors import PermanentError
 
-# `deliver_bucket` is the one message no workflow task waits on (its task_token is empty):
-# a bucket delivery's retry or redeliver (services/delivery/buckets.py); it never answers.
-StepName = Literal["intake", "route", "run_lane", "finalize", "settle", "fail", "deliver", "deliver_bucket"]
+# `deliver_bucket` and `check_file` are the messages no workflow task waits on (their
+# task_token is empty): a bucket delivery's retry or redeliver (services/delivery/buckets.py),
+# and the checks of a confirmed large upload (`file_id`; services/batches/files.py). They never answer.
+StepName = Literal[
+    "intake", "route", "run_lane", "finalize", "settle", "fail", "deliver", "deliver_bucket", "check_file"
+]
 
 
 class WorkflowTask(BaseModel):
@@ -28,6 +31,7 @@ class WorkflowTask(BaseModel):
     task_token: str
     lane: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
+    file_id: str | None = None  # check_file only
 
 
 StepOutput = dict[str, Any]

@@ -78,6 +78,8 @@ def _values(record: FileRecord) -> dict[str, Any]:
         "error": record.error,
         "sha256": record.sha256,
         "upload_expires_at": record.upload_expires_at,
+        "upload_id": record.upload_id,
+        "part_bytes": record.part_bytes,
     }
 
 
@@ -104,4 +106,6 @@ def _record(values: dict[str, Any]) -> FileRecord:
         error={str(k): str(v) for k, v in error.items()} if error else None,
         sha256=values.get("sha256"),
         upload_expires_at=values.get("upload_expires_at"),
+        upload_id=values.get("upload_id"),
+        part_bytes=int(values["part_bytes"]) if values.get("part_bytes") else None,
     )

@@ -7,7 +7,8 @@ never held whole, so memory stays flat whatever the file size. See docs/files.md
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import json
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import timedelta
@@ -22,10 +23,14 @@ from batchroute.domain.files import (
     SNIFF_BYTES,
     FileRecord,
     FileStatus,
+    PartsRefused,
     Purpose,
     file_type_issue,
     final_key,
     media_type,
+    part_count,
+    part_range,
+    part_size,
     staging_key,
     unsupported_file_type,
 )
@@ -68,12 +73,24 @@ class FileObjects(Protocol):
 
     def delete(self, key: str) -> None: ...
 
+    def start_multipart(self, key: str, *, content_type: str) -> str: ...
+
+    def presigned_part(self, key: str, upload_id: str, number: int, *, expires_in: int) -> str: ...
+
+    def complete_multipart(self, key: str, upload_id: str, parts: list[dict[str, Any]]) -> None: ...
+
+    def abort_multipart(self, key: str, upload_id: str) -> None: ...
+
 
 @dataclass(frozen=True)
 class FileLimits:
     max_direct_upload_bytes: int = 4 * 1024 * 1024
     max_file_bytes: int = 2 * 1024 * 1024 * 1024  # a 1M-item file of 600-byte lines is ~600 MB
     upload_url_seconds: int = 900
+    # A signed upload declared above this is a multipart upload (parts of `part_bytes`, grown
+    # when 10,000 would not hold the file) checked off the request path when a checker is wired.
+    multipart_threshold_bytes: int = 64 * 1024 * 1024
+    part_bytes: int = 64 * 1024 * 1024
     max_line_bytes: int = MAX_LINE_BYTES
     # A download larger than this is answered with a redirect to a signed URL that S3
     # serves, valid for `download_url_seconds` (docs/files.md, Downloads).
@@ -106,15 +123,57 @@ def too_large(limit: int) -> UploadTooLarge:
 
 
 @dataclass(frozen=True)
+class PartUrl:
+    number: int
+    url: str
+    start: int  # the part's bytes in the file: [start, end)
+    end: int
+
+    def to_api(self) -> dict[str, Any]:
+        return {
+            "part_number": self.number,
+            "url": self.url,
+            "offset": self.start,
+            "bytes": self.end - self.start,
+        }
+
+
+@dataclass(frozen=True)
+class MultipartPlan:
+    part_bytes: int
+    part_count: int
+    parts: tuple[PartUrl, ...]
+    expires_at: str
+
+    def to_api(self) -> dict[str, Any]:
+        return {
+            "method": "PUT",
+            "part_bytes": self.part_bytes,
+            "part_count": self.part_count,
+            "parts": [part.to_api() for part in self.parts],
+            "expires_at": self.expires_at,
+        }
+
+
+@dataclass(frozen=True)
+class UploadedPart:
+    """One part as the client reports it on complete: its number and the ETag S3 answered."""
+
+    number: int
+    etag: str
+
+
+@dataclass(frozen=True)
 class SignedUpload:
     file: FileRecord
     url: str
     headers: dict[str, str]
     expires_at: str
     method: str = "PUT"
+    multipart: MultipartPlan | None = None
 
     def to_api(self) -> dict[str, Any]:
-        return {
+        answer: dict[str, Any] = {
             "file": self.file.to_api(),
             "upload": {
                 "url": self.url,
@@ -123,6 +182,9 @@ class SignedUpload:
                 "expires_at": self.expires_at,
             },
         }
+        if self.multipart is not None:
+            answer["multipart"] = self.multipart.to_api()
+        return answer
 
 
 class _Intake:
@@ -230,11 +292,22 @@ class DirectUpload:
 
 
 class FileService:
-    def __init__(self, records: FileRecords, objects: FileObjects, clock: Clock, limits: FileLimits) -> None:
+    def __init__(
+        self,
+        records: FileRecords,
+        objects: FileObjects,
+        clock: Clock,
+        limits: FileLimits,
+        *,
+        request_check: Callable[[str, str], None] | None = None,
+    ) -> None:
+        """`request_check(org_id, file_id)`: queues the checks of a confirmed large upload for a
+        worker (which calls `check_upload`); without it every confirm checks in the request."""
         self.records = records
         self.objects = objects
         self.clock = clock
         self.limits = limits
+        self.request_check = request_check
 
     # -- direct upload -------------------------------------------------------------------
 
@@ -274,6 +347,11 @@ class FileService:
         now = self.clock.now()
         file_id = new_id("file", now)
         expires_at = isoformat(now + timedelta(seconds=self.limits.upload_url_seconds))
+        staged = staging_key(org_id, file_id)
+        upload_id = part_bytes = None
+        if declared_bytes > self.limits.multipart_threshold_bytes:
+            part_bytes = part_size(declared_bytes, self.limits.part_bytes)
+            upload_id = self.objects.start_multipart(staged, content_type=kind)
         record = FileRecord(
             file_id=file_id,
             org_id=org_id,
@@ -285,23 +363,129 @@ class FileService:
             created_at=isoformat(now),
             s3_key=final_key(org_id, file_id),
             upload_expires_at=expires_at,
+            upload_id=upload_id,
+            part_bytes=part_bytes,
         )
         self.records.create(record, ttl=int((now + STAGING_LIFETIME).timestamp()))
-        url = self.objects.presigned_put(
-            staging_key(org_id, file_id), content_type=kind, expires_in=self.limits.upload_url_seconds
+        url = self.objects.presigned_put(staged, content_type=kind, expires_in=self.limits.upload_url_seconds)
+        plan = self._plan(record, None) if upload_id is not None else None
+        return SignedUpload(
+            file=record, url=url, headers={"Content-Type": kind}, expires_at=expires_at, multipart=plan
         )
-        return SignedUpload(file=record, url=url, headers={"Content-Type": kind}, expires_at=expires_at)
 
-    def complete_upload(self, org_id: str, file_id: str) -> FileRecord:
-        """Confirm a signed upload: check the bytes landed whole, stream them through the
-        checks, move them to the file's key. Completing again answers the same file."""
+    def part_urls(self, org_id: str, file_id: str, numbers: Sequence[int] | None = None) -> MultipartPlan:
+        """Fresh signed URLs for parts of a multipart upload still `uploading` (all by default),
+        for a client whose first URLs expired or that uploads a range at a time."""
+        record = self.file(org_id, file_id)
+        if record.upload_id is None:
+            raise InvalidRequest("This upload is a single PUT, not a multipart upload.", code="not_multipart")
+        if record.status != "uploading":
+            raise Conflict("This upload was already completed or cancelled.", code="upload_not_open")
+        return self._plan(record, numbers)
+
+    def _plan(self, record: FileRecord, numbers: Sequence[int] | None) -> MultipartPlan:
+        assert record.upload_id is not None and record.part_bytes is not None
+        count = part_count(record.bytes, record.part_bytes)
+        chosen = list(numbers) if numbers is not None else list(range(1, count + 1))
+        if not chosen or any(not 1 <= number <= count for number in chosen):
+            raise InvalidRequest(
+                f"Part numbers run from 1 to {count}.", code="invalid_parts", details={"part_count": count}
+            )
+        seconds = self.limits.upload_url_seconds
+        staged = staging_key(record.org_id, record.file_id)
+        parts = tuple(
+            PartUrl(
+                number,
+                self.objects.presigned_part(staged, record.upload_id, number, expires_in=seconds),
+                *part_range(number, record.bytes, record.part_bytes),
+            )
+            for number in sorted(set(chosen))
+        )
+        expires_at = isoformat(self.clock.now() + timedelta(seconds=seconds))
+        return MultipartPlan(
+            part_bytes=record.part_bytes, part_count=count, parts=parts, expires_at=expires_at
+        )
+
+    def cancel_upload(self, org_id: str, file_id: str) -> FileRecord:
+        """Give up a signed upload still `uploading`: S3 drops the parts sent, the staged bytes
+        are deleted and the file ends `error` (`upload_cancelled`). Cancelling again answers it."""
+        record = self.file(org_id, file_id)
+        if record.status != "uploading":
+            if record.error and record.error.get("code") == "upload_cancelled":
+                return record
+            raise Conflict("Only an upload still in progress can be cancelled.", code="upload_not_open")
+        staged = staging_key(org_id, file_id)
+        if record.upload_id is not None:
+            self.objects.abort_multipart(staged, record.upload_id)
+        self.objects.delete(staged)
+        cancelled = replace(
+            record,
+            status="error",
+            updated_at=isoformat(self.clock.now()),
+            upload_expires_at=None,
+            error={"code": "upload_cancelled", "message": "The upload was cancelled."},
+        )
+        return self._settle(record, cancelled)
+
+    def complete_upload(
+        self, org_id: str, file_id: str, parts: Sequence[UploadedPart] | None = None
+    ) -> FileRecord:
+        """Confirm a signed upload: join its parts (multipart), check the bytes landed whole,
+        then check them, here or (a large upload, when a checker is wired) on a worker, which
+        leaves the file `uploaded` until then. Completing again answers the same file."""
         record = self.file(org_id, file_id)
         if record.status not in ("uploading", "uploaded"):
             if record.error and record.error.get("code") == "unsupported_file_type":
                 raise FilePreflightFailed(_file_type_issue_of(record))
             return record
-        staged = staging_key(org_id, file_id)
-        size = self.objects.size(staged)
+        if record.status == "uploading":
+            staged = staging_key(org_id, file_id)
+            if parts is not None:
+                self._join(record, staged, parts)
+            self._check_size(record, self.objects.size(staged))
+        checked_later = (
+            self.request_check is not None and record.bytes > self.limits.multipart_threshold_bytes
+        )
+        if not checked_later:
+            return self.check_upload(org_id, file_id)
+        if record.status == "uploading":
+            marked = replace(
+                record, status="uploaded", updated_at=isoformat(self.clock.now()), upload_expires_at=None
+            )
+            record = self._settle(record, marked)
+            if record.status != "uploaded":
+                return record
+        assert self.request_check is not None
+        # Again on every call while `uploaded`: a lost message is re-sent; checking twice is harmless.
+        self.request_check(org_id, file_id)
+        return record
+
+    def _join(self, record: FileRecord, staged: str, parts: Sequence[UploadedPart]) -> None:
+        if record.upload_id is None or record.part_bytes is None:
+            raise InvalidRequest(
+                "This upload is a single PUT: complete it without parts.", code="not_multipart"
+            )
+        count = part_count(record.bytes, record.part_bytes)
+        if [part.number for part in parts] != list(range(1, count + 1)):
+            raise InvalidRequest(
+                f"Name every part once, in order: part numbers 1 to {count}, each with its ETag.",
+                code="invalid_parts",
+                details={"part_count": count},
+            )
+        try:
+            self.objects.complete_multipart(
+                staged, record.upload_id, [{"PartNumber": p.number, "ETag": p.etag} for p in parts]
+            )
+        except PartsRefused as refused:
+            if str(refused) == "NoSuchUpload" and self.objects.size(staged) == record.bytes:
+                return  # an earlier complete call joined them
+            raise InvalidRequest(
+                "S3 refused the part list: each part must be uploaded, with the ETag its PUT answered.",
+                code="invalid_parts",
+                details={"part_count": count, "reason": str(refused)},
+            ) from refused
+
+    def _check_size(self, record: FileRecord, size: int | None) -> None:
         if size is None:
             raise Conflict(
                 "No bytes have arrived for this file yet: PUT them to the upload URL, then complete.",
@@ -313,6 +497,17 @@ class FileService:
                 code="upload_size_mismatch",
                 details={"declared_bytes": record.bytes, "received_bytes": size},
             )
+
+    def check_upload(self, org_id: str, file_id: str) -> FileRecord:
+        """Stream a confirmed signed upload's bytes through the checks, move them to the file's
+        key, and settle the file `processed` or `error`. A file already settled answers as is;
+        the queued checks of a large upload run this on a worker."""
+        record = self.file(org_id, file_id)
+        if record.status not in ("uploading", "uploaded"):
+            if record.error and record.error.get("code") == "unsupported_file_type":
+                raise FilePreflightFailed(_file_type_issue_of(record))
+            return record
+        staged = staging_key(org_id, file_id)
         intake = _Intake(
             content_type=record.content_type,
             filename=record.filename,
@@ -344,7 +539,23 @@ class FileService:
             copying.result()
         settled = self._settle(record, _scanned(record, scanned, at=now))
         self.objects.delete(staged)
+        if record.upload_id is not None:
+            self.objects.abort_multipart(staged, record.upload_id)  # a single PUT was used instead
         return settled
+
+    def check_queued(self, file_id: str) -> FileRecord | None:
+        """The worker's side of a queued check (`check_file` on the route queue): the file's
+        own org, from its record. A file gone (TTL) is nothing to do; a refused file type
+        settles the file `error` and is not a failure of the message."""
+        record = self.records.get(file_id)
+        if record is None:
+            return None
+        if record.status == "uploading":  # only a confirmed upload is queued; its size not yet checked
+            return record
+        try:
+            return self.check_upload(record.org_id, file_id)
+        except FilePreflightFailed:
+            return self.records.get(file_id)
 
     def _settle(self, current: FileRecord, updated: FileRecord) -> FileRecord:
         if self.records.replace(updated, expected_status=current.status):
@@ -379,13 +590,22 @@ class FileService:
         if record.status == "expired":
             raise Gone("This file's bytes were reclaimed by retention.", code="file_expired")
         if record.status in ("uploading", "uploaded"):
+            message = (
+                "This file's upload has not been completed (POST /v1/files/{file_id}/complete)."
+                if record.status == "uploading"
+                else "This file is still being checked; retry once GET /v1/files/{file_id} shows processed."
+            )
             raise Conflict(
-                "This file's upload has not been completed (POST /v1/files/{file_id}/complete).",
-                code="file_not_ready",
+                message, code="file_not_ready", details={"file_id": file_id, "status": record.status}
             )
         if record.error and record.error.get("code") == "unsupported_file_type":
             raise FilePreflightFailed(_file_type_issue_of(record))
         return record
+
+
+def check_message(file_id: str) -> str:
+    """The route queue's message asking the router to check a confirmed upload."""
+    return json.dumps({"step": "check_file", "batch_id": "", "task_token": "", "file_id": file_id})
 
 
 def check_purpose(purpose: str | None) -> Purpose:
@@ -446,6 +666,8 @@ __all__ = [
     "FilePreflightFailed",
     "FileService",
     "LineError",
+    "MultipartPlan",
     "SignedUpload",
     "UploadTooLarge",
+    "UploadedPart",
 ]

@@ -17,7 +17,9 @@ entry), runs its part of the pipeline and returns what the next state needs:
 - deliver (webhook): the terminal-state webhook, then the push of the artifacts to the org's
   delivery targets (services/delivery/buckets.py);
 - deliver_bucket (webhook): a bucket delivery's retry or redeliver; no workflow task waits
-  on it (empty task token), so it never answers.
+  on it (empty task token), so it never answers;
+- check_file (router): the checks of a confirmed large signed upload (docs/files.md), on the
+  route queue; no workflow task waits on it either.
 
 Every step is idempotent: messages repeat (docs/batches.md, Lifecycle).
 """
@@ -111,6 +113,10 @@ class PipelineNotWired(PermanentError):
     pass
 
 
+class QueuedFileChecks(Protocol):
+    def check_queued(self, file_id: str) -> object: ...
+
+
 class BatchWorkflow:
     def __init__(
         self,
@@ -120,12 +126,14 @@ class BatchWorkflow:
         *,
         pipeline: Pipeline | None = None,
         buckets: BucketEventDelivery | None = None,
+        files: QueuedFileChecks | None = None,
     ) -> None:
         self.records = records
         self.clock = clock
         self.webhooks = webhooks
         self.pipeline = pipeline
         self.buckets = buckets
+        self.files = files
 
     def _pipeline(self) -> Pipeline:
         if self.pipeline is None:
@@ -248,8 +256,20 @@ class BatchWorkflow:
         if self.buckets is not None:
             self.buckets.run_due(task.batch_id, now=self.clock.now())
 
+    def check_file(self, task: WorkflowTask) -> None:
+        """A confirmed large upload's checks (FileService.check_queued). Returns None: no
+        workflow task waits on this message."""
+        if self.files is None or not task.file_id:
+            raise PipelineNotWired("this worker does not check files")
+        self.files.check_queued(task.file_id)
+
     def router_steps(self) -> Mapping[str, Step]:
-        return {"intake": self.intake, "route": self.route, "run_lane": self.run_lane}
+        return {
+            "intake": self.intake,
+            "route": self.route,
+            "run_lane": self.run_lane,
+            "check_file": self.check_file,
+        }
 
     def settle_steps(self) -> Mapping[str, Step]:
         return {"finalize": self.finalize, "settle": self.settle, "fail": self.fail}

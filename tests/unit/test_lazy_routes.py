@@ -1,0 +1,105 @@
+"""Route modules included on the first request of their paths (functions/api/lazy_routes.py):
+every route is reachable through its module's declared prefixes, the app's routes keep the
+order of `ROUTE_MODULES` whatever order they are included in, a request includes only the
+modules its path could reach, and the document includes them all."""
+
+from __future__ import annotations
+
+import pkgutil
+import re
+from typing import Any
+
+from fastapi.routing import APIRoute
+from fastapi.testclient import TestClient
+
+from functions.api import routes as routes_package
+from functions.api.app import create_app
+from functions.api.lazy_routes import ROUTE_MODULES, modules_for, router_of
+
+
+def _api_routes(app_routes: list[Any]) -> list[APIRoute]:
+    """The app's API routes in routing order (an included router stands for its routes)."""
+    flat: list[APIRoute] = []
+    for route in app_routes:
+        if isinstance(route, APIRoute):
+            flat.append(route)
+        elif hasattr(route, "original_router"):
+            flat.extend(_api_routes(route.original_router.routes))
+    return flat
+
+
+def _route_keys(app_routes: list[Any]) -> list[tuple[str, tuple[str, ...]]]:
+    return [(r.path, tuple(sorted(r.methods))) for r in _api_routes(app_routes)]
+
+
+def test_every_route_module_is_listed_once() -> None:
+    listed = [module for module, _ in ROUTE_MODULES]
+    assert len(listed) == len(set(listed))
+    assert set(listed) == {info.name for info in pkgutil.iter_modules(routes_package.__path__)}
+
+
+def test_every_route_starts_with_a_declared_prefix_of_its_module() -> None:
+    for module, prefixes in ROUTE_MODULES:
+        router = router_of(module)
+        assert router.routes, module
+        for route in router.routes:
+            assert isinstance(route, APIRoute)
+            literal = route.path.split("{")[0]  # the router's prefix included
+            assert any(literal.startswith(prefix) for prefix in prefixes), (module, route.path)
+            # and a request to the route's path includes the module
+            assert module in modules_for(route.path)
+
+
+def test_routes_keep_the_declared_order_whatever_order_requests_come_in() -> None:
+    complete = create_app()
+    complete.openapi()  # includes every module
+    expected = _route_keys(complete.routes)
+    assert len(expected) == sum(len(router_of(m).routes) for m, _ in ROUTE_MODULES)
+
+    app = create_app()
+    client = TestClient(app, raise_server_exceptions=False)
+    # the reverse of the declared order, and a path shared by three modules
+    paths = [
+        "/v1/schedules",
+        "/v1/compat/v1/files",
+        "/v1/batches/b1/delivery",
+        "/v1/auth/login",
+        "/v1/health",
+    ]
+    for path in paths:
+        client.get(path)
+    included = _route_keys(app.routes)
+    assert included == [key for key in expected if key in set(included)]
+    assert any(path == "/v1/health" for path, _ in included)
+    assert client.get("/docs").status_code == 200  # FastAPI's own routes stay first
+    document = client.get("/openapi.json")
+    assert document.status_code == 200
+    assert _route_keys(app.routes) == expected
+    documented = {
+        (path, method.upper()) for path, item in document.json()["paths"].items() for method in item
+    }
+    served = {
+        (re.sub(r"\{(\w+):\w+\}", r"{\1}", route.path), method)  # the document drops converters
+        for route in _api_routes(app.routes)
+        if route.include_in_schema
+        for method in route.methods
+    }
+    assert len(served) > 100
+    assert served <= documented
+
+
+def test_a_request_includes_only_the_modules_its_path_can_reach() -> None:
+    app = create_app()
+    client = TestClient(app, raise_server_exceptions=False)
+    assert client.get("/v1/health").status_code == 200
+    paths = {r.path for r in _api_routes(app.routes)}
+    assert paths == {r.path for r in router_of("health").routes}
+    assert client.get("/v1/no-such-area").status_code == 404
+    assert {r.path for r in _api_routes(app.routes)} == paths
+
+
+def test_modules_for_a_path_shared_by_several_modules() -> None:
+    assert modules_for("/v1/batches/b1/webhook") == ["batch_webhooks", "batch_delivery", "batches"]
+    assert modules_for("/v1/batches") == ["batch_webhooks", "batch_delivery", "batches"]
+    assert modules_for("/v1/auth/account/api-keys") == ["auth", "account", "api_keys"]
+    assert modules_for("/openapi.json") == []
