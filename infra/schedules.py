@@ -5,6 +5,8 @@ manage schedules in that group only and to pass that role to the scheduler only.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from aws_cdk import ArnFormat, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
@@ -31,7 +33,7 @@ class ScheduleTriggers(Construct):
         construct_id_: str,
         *,
         prefix: str,
-        api: lambda_.Function,
+        apis: Sequence[lambda_.Function],
         sweeper: lambda_.Function,
         sweeper_name: str,
     ) -> None:
@@ -57,16 +59,17 @@ class ScheduleTriggers(Construct):
             resource_name=f"{self.group_name}/*",
             arn_format=ArnFormat.SLASH_RESOURCE_NAME,
         )
-        api.add_to_role_policy(
-            iam.PolicyStatement(actions=list(SCHEDULE_ACTIONS), resources=[self.schedules_arn])
-        )
-        api.add_to_role_policy(
-            iam.PolicyStatement(
-                actions=["iam:PassRole"],
-                resources=[self.role.role_arn],
-                conditions={"StringEquals": {"iam:PassedToService": "scheduler.amazonaws.com"}},
+        for api in apis:  # the API function and its streaming twin run the same app
+            api.add_to_role_policy(
+                iam.PolicyStatement(actions=list(SCHEDULE_ACTIONS), resources=[self.schedules_arn])
             )
-        )
+            api.add_to_role_policy(
+                iam.PolicyStatement(
+                    actions=["iam:PassRole"],
+                    resources=[self.role.role_arn],
+                    conditions={"StringEquals": {"iam:PassedToService": "scheduler.amazonaws.com"}},
+                )
+            )
         # By name, not by GetAtt: the sweeper's own environment names it (no cycle).
         target_arn = stack.format_arn(
             service="lambda",
@@ -79,6 +82,6 @@ class ScheduleTriggers(Construct):
             "SCHEDULE_ROLE_ARN": self.role.role_arn,
             "SCHEDULE_TARGET_ARN": target_arn,
         }
-        for function in (api, sweeper):
+        for function in (*apis, sweeper):
             for name, value in environment.items():
                 function.add_environment(name, value)

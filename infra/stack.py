@@ -75,7 +75,7 @@ class BatchRouteStack(Stack):
             self,
             "ScheduleTriggers",
             prefix=prefix,
-            api=self.compute.functions[API],
+            apis=(self.compute.functions[API], self.compute.api_stream),
             sweeper=self.compute.functions[SWEEPER],
             sweeper_name=f"{prefix}-{SWEEPER}",
         )

@@ -87,12 +87,15 @@ class LazyRoutes:
             if not missing:
                 return
             routes = self._app.router.routes
+            known = {id(route) for route in self._base}
+            known.update(id(route) for included in self._included.values() for route in included)
+            extra = [route for route in routes if id(route) not in known]  # added to the app later
             for module in missing:
                 before = len(routes)
                 self._app.include_router(router_of(module))
                 self._included[module] = routes[before:]
             ordered = [route for module, _ in ROUTE_MODULES for route in self._included.get(module, ())]
-            routes[:] = self._base + ordered
+            routes[:] = self._base + ordered + extra
             self._app.router._mark_routes_changed()  # what include_router does after a change
 
     def include_all(self) -> None:

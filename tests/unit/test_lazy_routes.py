@@ -103,3 +103,21 @@ def test_modules_for_a_path_shared_by_several_modules() -> None:
     assert modules_for("/v1/batches") == ["batch_webhooks", "batch_delivery", "batches"]
     assert modules_for("/v1/auth/account/api-keys") == ["auth", "account", "api_keys"]
     assert modules_for("/openapi.json") == []
+
+
+def test_a_route_added_to_the_app_later_survives_lazy_includes() -> None:
+    # Given an app with a route added after it was built (the local runner mounts the console so)
+    app = create_app()
+
+    def page() -> dict[str, str]:
+        return {"page": "console"}
+
+    app.add_api_route("/console/{path:path}", page, methods=["GET"], include_in_schema=False)
+    client = TestClient(app, raise_server_exceptions=False)
+
+    # When requests include route modules on demand
+    assert client.get("/v1/health").status_code == 200
+    client.get("/v1/batches")
+
+    # Then the later route is still served
+    assert client.get("/console/batches/b1").json() == {"page": "console"}
