@@ -1,6 +1,9 @@
 """Golden-set regression runs: answer a schedule's golden set on every candidate lane of its
 model, score each lane, record a benchmark per lane and schedule version, and exclude the
 lanes below the threshold from the schedule's batches (docs/schedules.md, Golden sets).
+A preset version's golden set runs through the same code (`for_preset`: the preset applied
+to each input, the benchmark under the preset version; docs/presets.md, Golden sets), and a
+schedule without its own golden set uses its input source's preset's.
 
 It is paid work, charged like direct chat: the estimate (every item on every lane, at the
 lanes' direct prices, at most GOLDEN_MAX_OUTPUT output tokens each) is held from the wallet
