@@ -646,7 +646,7 @@ class Wiring:
         from batchroute.services.presets.service import Presets
 
         service = Presets(self.preset_store, catalog=self.catalog, clock=self.clock)
-        service.regression = self.regression_runs  # golden-set runs of a preset version
+        service.regression = lambda: self.regression_runs  # golden-set runs, built when first asked
         return service
 
     def batches(self, files: FileItems | None = None) -> BatchService:

@@ -12,6 +12,7 @@ what they were expanded to.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, Protocol
 
@@ -69,7 +70,8 @@ class Presets:
         self.catalog = catalog
         self.clock = clock
         self.max_presets = max_presets
-        self.regression: PresetRegression | None = None  # set by the wiring (schedules/regression.py)
+        # set by the wiring: builds the runner (schedules/regression.py) only when a run is asked
+        self.regression: Callable[[], PresetRegression] | None = None
 
     # -- writing ---------------------------------------------------------------------------
     def create(self, principal: Principal, body: Any) -> Preset:
@@ -177,7 +179,7 @@ class Presets:
         if not found.golden_set:
             raise Conflict(f"Preset {found.ref} has no golden set.", code="no_golden_set")
         assert self.regression is not None
-        return self.regression.for_preset(found, trigger="on_demand")
+        return self.regression().for_preset(found, trigger="on_demand")
 
     def benchmarks(self, principal: Principal, name: str, version: int) -> list[dict[str, Any]]:
         """A version's regression runs, newest first."""
