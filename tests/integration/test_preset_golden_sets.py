@@ -129,6 +129,12 @@ def test_a_new_version_without_a_golden_set_has_none_to_run(client: TestClient, 
     assert client.get(f"{PATH}/triage/versions/2/benchmarks", headers=org.key_headers()).json()["data"] == []
     missing = client.post(f"{PATH}/triage/regression-runs?version=9", headers=org.key_headers())
     assert missing.status_code == 404 and missing.json()["error"]["code"] == "preset_version_not_found"
+    # An archived preset runs nothing new; its benchmarks stay readable
+    assert client.delete(f"{PATH}/triage", headers=org.key_headers()).status_code == 200
+    archived = client.post(f"{PATH}/triage/regression-runs?version=1", headers=org.key_headers())
+    assert archived.status_code == 409 and archived.json()["error"]["code"] == "preset_archived"
+    kept = client.get(f"{PATH}/triage/versions/1/benchmarks", headers=org.key_headers()).json()["data"]
+    assert [b["regression_id"] for b in kept] == [v1.json()["regression_id"]]
 
 
 @pytest.mark.parametrize(

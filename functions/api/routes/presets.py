@@ -162,8 +162,8 @@ _VERSION_ERRORS = {**_ERRORS, **errors_doc({404: "No such preset or version (`pr
         **errors_doc(
             {
                 402: "The estimate does not fit the wallet (`insufficient_credits`)",
-                409: "The version has no golden set (`no_golden_set`) or no lane can run its model "
-                "(`no_candidate_lanes`)",
+                409: "The version has no golden set (`no_golden_set`), no lane can run its model "
+                "(`no_candidate_lanes`), or the preset is archived (`preset_archived`)",
             }
         ),
     },

@@ -174,7 +174,7 @@ class Presets:
         """Run a version's golden set (the latest when `version` is None) on every candidate
         lane of its model, the preset applied to each input; paid as a schedule's run."""
         authorize(principal, "batches:create")
-        head = self.get(principal, name)
+        head = self._active(principal, name)  # an archived preset takes no new work, runs included
         found = head.latest if version is None else self.version(principal, name, version)
         if not found.golden_set:
             raise Conflict(f"Preset {found.ref} has no golden set.", code="no_golden_set")
