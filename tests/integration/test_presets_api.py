@@ -105,6 +105,7 @@ def test_a_created_preset_is_version_1_and_reads_back_the_same(client: TestClien
             "max_price": {"output_per_mtok": 2},
         },
         "metadata": {"team": "support"},
+        "golden_set": None,
         "archived_at": None,
         "created_at": "2026-04-01T09:30:00.000Z",
         "updated_at": "2026-04-01T09:30:00.000Z",

@@ -27,6 +27,7 @@ BODILESS: dict[tuple[str, str], str] = {
     ("post", "/v1/schedules/{schedule_id}/pause"): "pauses the schedule in the path",
     ("post", "/v1/schedules/{schedule_id}/resume"): "resumes the schedule in the path",
     ("post", "/v1/schedules/{schedule_id}/regression-runs"): "runs the path's schedule's golden set",
+    ("post", "/v1/presets/{name}/regression-runs"): "runs the path's preset's golden set (?version=)",
 }
 # Operations whose body may be left out.
 OPTIONAL_BODY: dict[tuple[str, str], str] = {

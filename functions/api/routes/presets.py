@@ -1,6 +1,7 @@
 """Presets: an org's named, versioned request templates (docs/presets.md). Every role may
 read them (`batches:read`); the roles that run work write them (`batches:create`: owner,
-admin, member). Every edit is a new version; DELETE archives the name."""
+admin, member). Every edit is a new version; DELETE archives the name. A version's golden
+set is run on demand (regression-runs, paid as a schedule's) and its benchmarks listed."""
 
 from __future__ import annotations
 
@@ -13,10 +14,13 @@ from batchroute.domain.presets import NAME_PATTERN, VERSION_MAX
 from functions.api.auth import require
 from functions.api.deps import PresetsDep
 from functions.api.envelope import errors_doc
+from functions.api.openapi import documented_as
 from functions.api.schemas.presets import (
     PresetCreate,
     PresetList,
     PresetOut,
+    PresetRegressionRun,
+    PresetRegressionRunList,
     PresetReplace,
     PresetVersionList,
     PresetVersionOut,
@@ -145,15 +149,55 @@ def list_versions(
     return {"object": "list", "name": name, "data": [v.to_api() for v in page], "next_cursor": next_cursor}
 
 
+Version = Annotated[int, Path(ge=1, le=VERSION_MAX)]
+_VERSION_ERRORS = {**_ERRORS, **errors_doc({404: "No such preset or version (`preset_version_not_found`)"})}
+
+
+@router.post(
+    "/v1/presets/{name}/regression-runs",
+    status_code=201,
+    response_model=documented_as(PresetRegressionRun),
+    responses={
+        **_VERSION_ERRORS,
+        **errors_doc(
+            {
+                402: "The estimate does not fit the wallet (`insufficient_credits`)",
+                409: "The version has no golden set (`no_golden_set`), no lane can run its model "
+                "(`no_candidate_lanes`), or the preset is archived (`preset_archived`)",
+            }
+        ),
+    },
+    summary="Run a version's golden set now on every candidate lane, the preset applied to each "
+    "input (paid at direct prices); one benchmark per lane",
+)
+def run_regression(
+    name: Name,
+    principal: Writer,
+    presets: PresetsDep,
+    version: Annotated[int | None, Query(ge=1, le=VERSION_MAX, description="Default: the latest")] = None,
+) -> dict[str, Any]:
+    return presets.regress(principal, name, version)
+
+
+@router.get(
+    "/v1/presets/{name}/versions/{version}/benchmarks",
+    response_model=documented_as(PresetRegressionRunList),
+    responses=_VERSION_ERRORS,
+    summary="The golden-set regression runs of one preset version, newest first, with a score per lane",
+)
+def list_benchmarks(name: Name, version: Version, principal: Reader, presets: PresetsDep) -> dict[str, Any]:
+    return {"object": "list", "data": presets.benchmarks(principal, name, version)}
+
+
 @router.get(
     "/v1/presets/{name}/versions/{version}",
     response_model=PresetVersionOut,
-    responses={**_ERRORS, **errors_doc({404: "No such preset or version (`preset_version_not_found`)"})},
+    responses=_VERSION_ERRORS,
     summary="One version of a preset",
 )
 def get_version(
     name: Name,
-    version: Annotated[int, Path(ge=1, le=VERSION_MAX)],
+    version: Version,
     principal: Reader,
     presets: PresetsDep,
 ) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from batchroute.domain.routing_gates import RoutingMode
 from functions.api.schemas.batches import Metadata
 from functions.api.schemas.common import ServiceValidatedBody, omittable, read_only
 from functions.api.schemas.quotes import MaxPrice
+from functions.api.schemas.schedules import GOLDEN_SET_DOC, RegressionRunFields
 
 
 class PresetParameters(BaseModel):
@@ -70,6 +71,10 @@ class _PresetFields(ServiceValidatedBody):
     parameters: SkipValidation[PresetParameters | None] = omittable()
     routing: SkipValidation[PresetRouting | None] = omittable()
     metadata: SkipValidation[Metadata | None] = omittable()
+    golden_set: SkipValidation[dict[str, Any] | None] = omittable(
+        GOLDEN_SET_DOC + "; model defaults to the preset's (and must be it). "
+        "POST /v1/presets/{name}/regression-runs runs it with the preset applied"
+    )
 
 
 class PresetCreate(_PresetFields):
@@ -144,6 +149,7 @@ class _PresetContent(BaseModel):
     parameters: PresetParametersOut
     routing: PresetRoutingOut
     metadata: dict[str, str] | None
+    golden_set: dict[str, Any] | None = Field(description="The version's golden set, or null")
     created_by: str | None = Field(description="The user or API key that wrote this version")
 
 
@@ -176,3 +182,13 @@ class PresetVersionList(BaseModel):
     name: str
     data: list[PresetVersionOut] = Field(description="Newest first")
     next_cursor: str | None
+
+
+class PresetRegressionRun(RegressionRunFields):
+    object: Literal["preset.regression_run"]
+    preset: str = Field(description="The preset's name; version is the preset version run")
+
+
+class PresetRegressionRunList(BaseModel):
+    object: Literal["list"]
+    data: list[PresetRegressionRun]

@@ -32,7 +32,7 @@ _OPTIONS = (
     "routing_mode, privacy_tier, sla_tier, region(s), max_price, required_tools, metadata, "
     "completion_window (24h)"
 )
-_GOLDEN = (
+GOLDEN_SET_DOC = (
     f"A golden set: {{model, items: [{{input, expected}}] (1-{MAX_GOLDEN_ITEMS}), scorer: "
     "{type: exact|contains|json_field (path)|numeric (tolerance)}, threshold (0-1)}; "
     "null: none"
@@ -52,7 +52,7 @@ class ScheduleCreate(ServiceValidatedBody):
     time_zone: SkipValidation[str] = omittable("An IANA time zone; default UTC")
     input_source: SkipValidation[dict[str, Any]] = omittable(_SOURCE)
     batch_options: SkipValidation[dict[str, Any]] = omittable(_OPTIONS)
-    golden_set: SkipValidation[dict[str, Any] | None] = omittable(_GOLDEN)
+    golden_set: SkipValidation[dict[str, Any] | None] = omittable(GOLDEN_SET_DOC)
     state: SkipValidation[Literal["active", "paused"]] = omittable("Default active")
 
 
@@ -69,7 +69,7 @@ class ScheduleUpdate(ServiceValidatedBody):
     batch_options: SkipValidation[dict[str, Any]] = omittable(
         _OPTIONS + "; a webhook given without its secret keeps the stored one when the URL is unchanged"
     )
-    golden_set: SkipValidation[dict[str, Any] | None] = omittable(_GOLDEN)
+    golden_set: SkipValidation[dict[str, Any] | None] = omittable(GOLDEN_SET_DOC)
 
 
 class ExcludedLane(BaseModel):
@@ -178,10 +178,10 @@ class LaneBenchmark(BaseModel):
     cost: MoneyOut
 
 
-class RegressionRun(BaseModel):
-    object: Literal["schedule.regression_run"]
+class RegressionRunFields(BaseModel):
+    """A golden-set regression run's record, shared by schedules and presets."""
+
     regression_id: str
-    schedule_id: str
     version: int
     trigger: Literal["version_change", "on_demand"]
     scorer: dict[str, Any]
@@ -190,6 +190,11 @@ class RegressionRun(BaseModel):
     completed_at: str
     lanes: list[LaneBenchmark]
     charged: MoneyOut = Field(description="Charged to the wallet at direct prices")
+
+
+class RegressionRun(RegressionRunFields):
+    object: Literal["schedule.regression_run"]
+    schedule_id: str
 
 
 class RegressionRunList(BaseModel):

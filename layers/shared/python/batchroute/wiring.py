@@ -645,7 +645,9 @@ class Wiring:
         rows and chat bodies resolve `preset` through."""
         from batchroute.services.presets.service import Presets
 
-        return Presets(self.preset_store, catalog=self.catalog, clock=self.clock)
+        service = Presets(self.preset_store, catalog=self.catalog, clock=self.clock)
+        service.regression = lambda: self.regression_runs  # golden-set runs, built when first asked
+        return service
 
     def batches(self, files: FileItems | None = None) -> BatchService:
         from batchroute.adapters.stepfunctions import start_execution
@@ -846,6 +848,8 @@ class Wiring:
 
     @cached_property
     def regression_runs(self) -> RegressionRuns:
+        """Golden-set runs of schedules and presets (one implementation, two subjects)."""
+        from batchroute.services.presets.service import Presets
         from batchroute.services.schedules.regression import RegressionRuns
 
         return RegressionRuns(
@@ -857,6 +861,9 @@ class Wiring:
             controls=self.controls,
             clock=self.clock,
             watch=self.billing_watch,
+            # its own resolver over the same store: `presets` holds this runner, no cycle
+            presets=Presets(self.preset_store, catalog=self.catalog, clock=self.clock),
+            preset_benchmarks=self.preset_store,
         )
 
     @cached_property

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from batchroute.domain.catalog import OPERATIONS, Catalog
+from batchroute.domain.golden_sets import parse_golden_set
 from batchroute.domain.items import HOSTED_TOOLS, MAX_OUTPUT_REQUEST
 from batchroute.domain.metadata import parse_metadata
 from batchroute.domain.routing_gates import RouteRequest
@@ -50,6 +51,7 @@ TOP_FIELDS: Final = (
     "parameters",
     "routing",
     "metadata",
+    "golden_set",
 )
 PARAMETER_FIELDS: Final = (
     "max_output_tokens",
@@ -85,6 +87,7 @@ class PresetVersion:
     routing: dict[str, Any] = field(default_factory=dict)
     description: str | None = None
     metadata: dict[str, str] | None = None
+    golden_set: dict[str, Any] | None = None  # domain/golden_sets.py; run by POST .../regression-runs
     created_at: str = ""
     created_by: str | None = None
 
@@ -103,6 +106,7 @@ class PresetVersion:
             "parameters": dict(self.parameters),
             "routing": dict(self.routing),
             "metadata": dict(self.metadata) if self.metadata else None,
+            "golden_set": dict(self.golden_set) if self.golden_set else None,
         }
 
     def to_api(self) -> dict[str, Any]:
@@ -236,6 +240,7 @@ def parse_preset(body: Any, catalog: Catalog, *, with_name: bool) -> dict[str, A
         values["metadata"] = parse_metadata(body.get("metadata"))
     except InvalidRequest as refused:
         problems.append((str((refused.details or {}).get("field", "metadata")), refused.message))
+    values["golden_set"] = _golden_set(body.get("golden_set"), values["model"], catalog, problems)
     if values["workflow_product"] is not None:
         _fill_from_product(values, catalog)
     if problems:
@@ -297,6 +302,29 @@ def _optional_text(
         problems.append((key, f"{key} must be a non-empty string of at most {limit} characters."))
         return None
     return value
+
+
+def _golden_set(
+    raw: object, model: str | None, catalog: Catalog, problems: list[tuple[str, str]]
+) -> dict[str, Any] | None:
+    """The schedule's golden-set parser, its field paths kept (`golden_set.items[0].expected`);
+    `model` defaults to the preset's and, when the preset names one, must be it."""
+    if isinstance(raw, Mapping) and raw.get("model") is None and model is not None:
+        raw = {**raw, "model": model}
+    try:
+        golden = parse_golden_set(raw)
+    except InvalidRequest as refused:
+        problems.append((str((refused.details or {}).get("field", "golden_set")), refused.message))
+        return None
+    if golden is None:
+        return None
+    if catalog.model(golden.model) is None:
+        problems.append(("golden_set.model", f"Unknown model {golden.model!r}: an exact catalog model id."))
+        return None
+    if model is not None and golden.model != model:
+        problems.append(("golden_set.model", f"golden_set.model must be the preset's model ({model})."))
+        return None
+    return golden.to_api()
 
 
 def _number(value: object) -> bool:

@@ -5,6 +5,7 @@
 | head (the latest version's content, archived or not) | `ORG#<org>` / `PRESET#<name>` |
 | version (immutable) | `ORG#<org>` / `PRESETV#<name>#<version:06d>` |
 | the org's count of active presets | `ORG#<org>` / `PRESETS` (`count`) |
+| golden-set regression run (per lane) | `ORG#<org>` / `PRESETB#<name>#<version:06d>#<regression id>` |
 
 A preset's content is kept as one JSON string (`template`), so numbers such as a
 temperature round-trip exactly. Every write is one transaction: create (count under the
@@ -18,14 +19,17 @@ on `begins_with(sk, "PRESET#")` (heads only: versions sort under `PRESETV#`).
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from batchroute.adapters.dynamo.codec import from_item, to_item, to_value
+from batchroute.adapters.dynamo.schedules import _decimals, _plain
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.domain.presets import Preset, PresetVersion
 
 HEAD_PREFIX = "PRESET#"
 VERSION_PREFIX = "PRESETV#"
+BENCH_PREFIX = "PRESETB#"  # not under HEAD_PREFIX: a heads query never sees them
 COUNT_SK = "PRESETS"
 _ACTIVE = "attribute_exists(pk) AND attribute_not_exists(archived_at)"
 _ACTIVE_AT_SEEN = f"{_ACTIVE} AND latest_version = :seen"
@@ -93,6 +97,36 @@ class PresetStore(DynamoStore):
             TableName=self.table_name, Key=_head_key(org_id, name), ConsistentRead=True
         )
         return _head_from(from_item(response["Item"])) if "Item" in response else None
+
+    def put_benchmark(self, org_id: str, name: str, regression: Mapping[str, Any]) -> None:
+        """One golden-set regression run of a preset version (services/schedules/regression.py)."""
+        sk = f"{BENCH_PREFIX}{name}#{int(regression['version']):06d}#{regression['regression_id']}"
+        self.dynamodb.put_item(
+            TableName=self.table_name,
+            Item=to_item(
+                _decimals({"pk": f"ORG#{org_id}", "sk": sk, "kind": "preset_benchmark", **regression})
+            ),
+        )
+
+    def benchmarks(self, org_id: str, name: str, version: int) -> list[dict[str, Any]]:
+        """A version's regression runs, newest first (a version keeps few: each is paid)."""
+        kwargs: dict[str, Any] = {
+            "TableName": self.table_name,
+            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :prefix)",
+            "ExpressionAttributeValues": {
+                ":pk": _pk(org_id),
+                ":prefix": to_value(f"{BENCH_PREFIX}{name}#{version:06d}#"),
+            },
+            "ScanIndexForward": False,
+            "ConsistentRead": True,
+        }
+        found: list[dict[str, Any]] = []
+        while True:
+            response = self.dynamodb.query(**kwargs)
+            found.extend(_plain(from_item(i)) for i in response.get("Items", []))
+            if "LastEvaluatedKey" not in response:
+                return found
+            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
 
     def version(self, org_id: str, name: str, version: int) -> PresetVersion | None:
         response = self.dynamodb.get_item(
@@ -215,6 +249,7 @@ def _version_from(item: dict[str, Any]) -> PresetVersion:
         routing=dict(template.get("routing") or {}),
         description=template.get("description"),
         metadata=template.get("metadata"),
+        golden_set=template.get("golden_set"),
         created_at=str(item.get("version_created_at") or ""),
         created_by=item.get("created_by"),
     )

@@ -12,6 +12,7 @@ what they were expanded to.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, Protocol
 
@@ -51,6 +52,15 @@ class PresetRecords(Protocol):
         self, org_id: str, name: str, *, before: int | None, limit: int
     ) -> tuple[list[PresetVersion], int | None]: ...
 
+    def benchmarks(self, org_id: str, name: str, version: int) -> list[dict[str, Any]]: ...
+
+
+_KEYS = ("pk", "sk", "kind")
+
+
+class PresetRegression(Protocol):
+    def for_preset(self, preset: PresetVersion, *, trigger: str) -> dict[str, Any]: ...
+
 
 class Presets:
     def __init__(
@@ -60,6 +70,8 @@ class Presets:
         self.catalog = catalog
         self.clock = clock
         self.max_presets = max_presets
+        # set by the wiring: builds the runner (schedules/regression.py) only when a run is asked
+        self.regression: Callable[[], PresetRegression] | None = None
 
     # -- writing ---------------------------------------------------------------------------
     def create(self, principal: Principal, body: Any) -> Preset:
@@ -156,6 +168,26 @@ class Presets:
             before = int(cursor)
         page, more = self.store.versions(principal.org_id, name, before=before, limit=limit)
         return page, (str(more) if more is not None else None)
+
+    # -- golden sets -----------------------------------------------------------------------
+    def regress(self, principal: Principal, name: str, version: int | None) -> dict[str, Any]:
+        """Run a version's golden set (the latest when `version` is None) on every candidate
+        lane of its model, the preset applied to each input; paid as a schedule's run."""
+        authorize(principal, "batches:create")
+        head = self._active(principal, name)  # an archived preset takes no new work, runs included
+        found = head.latest if version is None else self.version(principal, name, version)
+        if not found.golden_set:
+            raise Conflict(f"Preset {found.ref} has no golden set.", code="no_golden_set")
+        assert self.regression is not None
+        return self.regression().for_preset(found, trigger="on_demand")
+
+    def benchmarks(self, principal: Principal, name: str, version: int) -> list[dict[str, Any]]:
+        """A version's regression runs, newest first."""
+        found = self.version(principal, name, version)
+        return [
+            {"object": "preset.regression_run", **{k: v for k, v in run.items() if k not in _KEYS}}
+            for run in self.store.benchmarks(principal.org_id, found.name, found.version)
+        ]
 
     # -- resolution ------------------------------------------------------------------------
     def expander(self, org_id: str) -> PresetExpander:

@@ -1,6 +1,9 @@
 """Golden-set regression runs: answer a schedule's golden set on every candidate lane of its
 model, score each lane, record a benchmark per lane and schedule version, and exclude the
 lanes below the threshold from the schedule's batches (docs/schedules.md, Golden sets).
+A preset version's golden set runs through the same code (`for_preset`: the preset applied
+to each input, the benchmark under the preset version; docs/presets.md, Golden sets), and a
+schedule without its own golden set uses its input source's preset's.
 
 It is paid work, charged like direct chat: the estimate (every item on every lane, at the
 lanes' direct prices, at most GOLDEN_MAX_OUTPUT output tokens each) is held from the wallet
@@ -11,7 +14,8 @@ usage counters (per model and provider, as chat requests).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Final, Protocol
 
@@ -24,17 +28,45 @@ from batchroute.domain.billing_controls import BillingControls
 from batchroute.domain.catalog import Catalog, Lane
 from batchroute.domain.golden_sets import GoldenSet, golden_set_from_api, lane_score, score
 from batchroute.domain.ledger import period_keys
+from batchroute.domain.presets import PresetVersion, apply_preset
 from batchroute.domain.pricing import token_cost
 from batchroute.domain.routing_gates import RoutingGuards
 from batchroute.domain.schedules import Schedule
 from batchroute.domain.usage import UsageCharge, UsageLine, usage_day
-from batchroute.errors import Conflict
+from batchroute.errors import Conflict, InvalidRequest
 from batchroute.ids import new_id
 from batchroute.money import Money
 from batchroute.observability import logger
 from batchroute.providers.base import ProviderRequest, ProviderResult, SyncProvider
 
 GOLDEN_MAX_OUTPUT: Final = 512  # output tokens per golden item
+
+Prepare = Callable[[Mapping[str, Any]], Mapping[str, Any]]
+
+
+@dataclass(frozen=True)
+class RegressionSubject:
+    """What a run measures, shared by schedules and presets: its owner's key in the record
+    (`{"schedule_id": ...}` or `{"preset": name}`), version, golden set, and how each golden
+    input is prepared before it is sent (a preset applied), if at all."""
+
+    org_id: str
+    owner: Mapping[str, str]
+    version: int
+    golden_set: Mapping[str, Any] | None
+    label: str  # the ledger memo's
+    prepare: Prepare | None = None
+    no_golden_set: str = "The schedule has no golden set."
+
+
+def _preset_input(preset: PresetVersion) -> Prepare:
+    """A golden input as a batch item naming the preset would be sent (apply_preset)."""
+
+    def prepare(payload: Mapping[str, Any]) -> Mapping[str, Any]:
+        filled = apply_preset({"input": dict(payload)}, preset)["input"]
+        return filled if isinstance(filled, Mapping) else payload
+
+    return prepare
 
 
 class Providers(Protocol):
@@ -49,6 +81,14 @@ class MoneyWatch(Protocol):
     def moved(self, org_id: str, *, at: Any, controls: BillingControls | None = None) -> None: ...
 
 
+class PresetResolver(Protocol):
+    def resolve(self, org_id: str, ref: object) -> PresetVersion: ...
+
+
+class PresetBenchmarks(Protocol):
+    def put_benchmark(self, org_id: str, name: str, regression: Mapping[str, Any]) -> None: ...
+
+
 class RegressionRuns:
     def __init__(
         self,
@@ -61,6 +101,8 @@ class RegressionRuns:
         controls: ControlsReader,
         clock: Clock,
         watch: MoneyWatch | None = None,
+        presets: PresetResolver | None = None,
+        preset_benchmarks: PresetBenchmarks | None = None,
     ) -> None:
         self.store = store
         self.catalog = catalog
@@ -70,11 +112,54 @@ class RegressionRuns:
         self.controls = controls
         self.clock = clock
         self.watch = watch
+        self.presets = presets
+        self.preset_benchmarks = preset_benchmarks
 
     def __call__(self, principal: Principal, schedule: Schedule, *, trigger: str) -> dict[str, Any]:
-        if not schedule.golden_set:
-            raise Conflict("The schedule has no golden set.", code="no_golden_set")
-        golden = golden_set_from_api(schedule.golden_set)
+        """A schedule's run: its own golden set, else its input source's preset's; the
+        benchmark under the schedule and the failing lanes excluded from its batches."""
+        golden_set, prepare = schedule.golden_set, None
+        if not golden_set:
+            preset = self.schedule_preset(schedule)
+            if preset is not None and preset.golden_set:
+                golden_set, prepare = preset.golden_set, _preset_input(preset)
+        subject = RegressionSubject(
+            org_id=schedule.org_id,
+            owner={"schedule_id": schedule.schedule_id},
+            version=schedule.version,
+            golden_set=golden_set,
+            label=schedule.schedule_id,
+            prepare=prepare,
+        )
+        regression = self.measure(subject, trigger=trigger)
+        self.store.put_benchmark(schedule.schedule_id, regression)
+        self.store.set_exclusions(schedule, self._exclusions(schedule, regression))
+        return {"object": "schedule.regression_run", **regression}
+
+    def for_preset(self, preset: PresetVersion, *, trigger: str) -> dict[str, Any]:
+        """A preset version's run: the preset applied to each golden input; the benchmark
+        under the preset version (no exclusions: a preset routes nothing by itself)."""
+        if self.preset_benchmarks is None:
+            raise RuntimeError("RegressionRuns wired without preset benchmarks")
+        subject = RegressionSubject(
+            org_id=preset.org_id,
+            owner={"preset": preset.name},
+            version=preset.version,
+            golden_set=preset.golden_set,
+            label=f"preset {preset.ref}",
+            prepare=_preset_input(preset),
+            no_golden_set=f"Preset {preset.ref} has no golden set.",
+        )
+        regression = self.measure(subject, trigger=trigger)
+        self.preset_benchmarks.put_benchmark(preset.org_id, preset.name, regression)
+        return {"object": "preset.regression_run", **regression}
+
+    def measure(self, subject: RegressionSubject, *, trigger: str) -> dict[str, Any]:
+        """Run the subject's golden set on every candidate lane, hold and charge it, and
+        return the regression record (the caller stores it)."""
+        if not subject.golden_set:
+            raise Conflict(subject.no_golden_set, code="no_golden_set")
+        golden = golden_set_from_api(subject.golden_set)
         lanes = self.candidate_lanes(golden.model)
         if not lanes:
             raise Conflict(
@@ -86,11 +171,11 @@ class RegressionRuns:
         regression_id = new_id("regr", now)
         hold_id = f"res_{regression_id}"
         hold = Money.usd_ceil(sum((self._estimate(lane, golden) for lane in lanes), Decimal(0)))
-        org_id = schedule.org_id
+        org_id = subject.org_id
         self.ledger.reserve(
             org_id, reservation_id=hold_id, amount=hold, at=isoformat(now), purpose="batch", ref=regression_id
         )
-        results = [self._run_lane(lane, golden) for lane in lanes]
+        results = [self._run_lane(lane, golden, subject.prepare) for lane in lanes]
         cost = sum((r["cost"] for r in results), Decimal(0))
         controls = self.controls.billing_controls(org_id)
         zone = controls.limit_timezone if controls else "UTC"
@@ -101,7 +186,7 @@ class RegressionRuns:
             charge=min(Money.usd_ceil(cost), hold),
             at=isoformat(done),
             period_keys=list(period_keys(done, zone).values()),
-            memo=f"golden-set regression {regression_id} of {schedule.schedule_id}",
+            memo=f"golden-set regression {regression_id} of {subject.label}",
             usage=UsageCharge(
                 day=usage_day(done, zone),
                 lines=tuple(
@@ -137,8 +222,8 @@ class RegressionRuns:
         ]
         regression = {
             "regression_id": regression_id,
-            "schedule_id": schedule.schedule_id,
-            "version": schedule.version,
+            **subject.owner,
+            "version": subject.version,
             "trigger": trigger,
             "scorer": golden.scorer.to_api(),
             "threshold": golden.threshold,
@@ -147,17 +232,25 @@ class RegressionRuns:
             "lanes": lanes_out,
             "charged": settled.charged.to_api(),
         }
-        self.store.put_benchmark(schedule.schedule_id, regression)
-        self.store.set_exclusions(schedule, self._exclusions(schedule, regression))
         logger.info(
             "regression run recorded",
             extra={
-                "schedule_id": schedule.schedule_id,
+                **subject.owner,
                 "regression_id": regression_id,
                 "failed_lanes": [lane["lane_id"] for lane in lanes_out if not lane["passed"]],
             },
         )
-        return {"object": "schedule.regression_run", **regression}
+        return regression
+
+    def schedule_preset(self, schedule: Schedule) -> PresetVersion | None:
+        """The preset the schedule's input source names, when it resolves now."""
+        ref = (schedule.input_source or {}).get("preset")
+        if ref is None or self.presets is None:
+            return None
+        try:
+            return self.presets.resolve(schedule.org_id, ref)
+        except InvalidRequest:
+            return None
 
     def candidate_lanes(self, model: str) -> list[Lane]:
         """The model's lanes on providers the service may use (enabled, launched, allowed)."""
@@ -183,7 +276,7 @@ class RegressionRuns:
             total += token_cost(prompt, output, lane.price.input_per_mtok, lane.price.output_per_mtok)
         return total
 
-    def _run_lane(self, lane: Lane, golden: GoldenSet) -> dict[str, Any]:
+    def _run_lane(self, lane: Lane, golden: GoldenSet, prepare: Prepare | None) -> dict[str, Any]:
         passed, prompt, completion = 0, 0, 0
         errors: list[dict[str, str]] = []
         for index, item in enumerate(golden.items):
@@ -193,7 +286,7 @@ class RegressionRuns:
                 operation="responses",
                 model=lane.model,
                 provider_model_id=lane.provider_model_id or lane.model,
-                input=item.input,
+                input=prepare(item.input) if prepare is not None else item.input,
                 max_output_tokens=min(lane.max_output_tokens, GOLDEN_MAX_OUTPUT),
             )
             try:

@@ -262,9 +262,7 @@ class Schedules:
     def regress_now(self, principal: Principal, schedule_id: str) -> Mapping[str, Any]:
         authorize(principal, "batches:create")
         schedule = self.get(principal, schedule_id)
-        if not schedule.golden_set:
-            raise Conflict("The schedule has no golden set.", code="no_golden_set")
-        assert self.regression is not None
+        assert self.regression is not None  # its own golden set, else its preset's (no_golden_set)
         return self.regression(principal, schedule, trigger="on_demand")
 
     # -- firing ------------------------------------------------------------------------------
@@ -410,7 +408,7 @@ class Schedules:
     def _regress(self, principal: Principal, schedule: Schedule, trigger: str) -> None:
         """A new version with a golden set is benchmarked at once; a failure to run it (no
         credits, say) is logged, not raised: the version is saved either way."""
-        if not schedule.golden_set or self.regression is None:
+        if self.regression is None or not (schedule.golden_set or schedule.input_source.get("preset")):
             return
         try:
             self.regression(principal, schedule, trigger=trigger)
