@@ -665,22 +665,26 @@ def _finish(progress: BatchProgress, batch_id: str, lane_key: str, position: int
     )
 
 
+def _gpt_lane(lane_key: str, *, items: int, chunks: list[int]) -> dict[str, Any]:
+    return new_lane_record(
+        lane_key=lane_key,
+        lane_id=f"openai/{GPT}",
+        provider="openai",
+        model=GPT,
+        ordinal_start=0,
+        ordinal_end=items,
+        chunks=chunks,
+        unit_prices={},
+        at="t",
+    )
+
+
 def test_lane_chunks_start_and_finish_exactly_once_in_their_order(stack: LocalStack, org: TestOrg) -> None:
     # Given a batch of 30 items and a lane that owns its three chunks of 10 (chunks 4, 5, 6)
     created = create_batch(org.org_id, [item(n, GPT) for n in range(30)], chunk_size=10)
     batch_id = created.batch_id
     progress = _progress()
-    record = new_lane_record(
-        lane_key="09-openai-gpt",
-        lane_id=f"openai/{GPT}",
-        provider="openai",
-        model=GPT,
-        ordinal_start=0,
-        ordinal_end=30,
-        chunks=[4, 5, 6],
-        unit_prices={},
-        at="t",
-    )
+    record = _gpt_lane("09-openai-gpt", items=30, chunks=[4, 5, 6])
     assert progress.put_lane(batch_id, record)
     before = _counts(_batch(batch_id))
 
@@ -741,17 +745,7 @@ def test_a_lane_record_written_with_chunk_lists_moves_on_by_the_same_watermarks(
     created = create_batch(org.org_id, [item(n, GPT) for n in range(20)], chunk_size=10)
     batch_id = created.batch_id
     progress = _progress()
-    record = new_lane_record(
-        lane_key="01-openai-gpt",
-        lane_id=f"openai/{GPT}",
-        provider="openai",
-        model=GPT,
-        ordinal_start=0,
-        ordinal_end=20,
-        chunks=[0, 1],
-        unit_prices={},
-        at="t",
-    )
+    record = _gpt_lane("01-openai-gpt", items=20, chunks=[0, 1])
     for name in ("chunk_ranges", "chunks_started_n", "chunks_done_n"):
         del record[name]
     assert progress.put_lane(batch_id, {**record, "chunks": [0, 1], "chunks_started": [0], "chunks_done": []})
