@@ -29,11 +29,13 @@ from batchroute.config import get_settings
 from batchroute.domain.batch_record import BatchRecord
 from batchroute.domain.batch_states import BatchState
 from batchroute.domain.billing_controls import AuditEntry, BillingControls
+from batchroute.domain.lane_plan import lane_chunk_done, lane_chunks, lane_done_chunks, new_lane_record
 from batchroute.domain.pricing import LaneUsage, settle_price
 from batchroute.ids import new_id
 from batchroute.money import Money
 from batchroute.providers.registry import provider_registry
 from batchroute.providers.retry import RetryPolicy
+from batchroute.services.batches.views import lane_statuses
 from batchroute.services.workflow.execution import LaneExecutor
 from batchroute.services.workflow.steps import BatchWorkflow, Pipeline
 from batchroute.services.workflow.time_budget import TimeBudget
@@ -115,7 +117,7 @@ def _expected_charge(batch_id: str) -> Money:
     artifacts = _artifacts()
     for lane in _records().lanes(batch_id):
         prompt = completion = 0
-        for chunk in lane.get("chunks_done") or []:
+        for chunk in lane_done_chunks(lane):
             for line in artifacts.result_lines(batch_id, lane["lane_key"], int(chunk)):
                 if line["status"] == "completed":
                     prompt += line["usage"]["prompt_tokens"]
@@ -254,7 +256,7 @@ def test_a_mixed_batch_runs_to_completed_and_settles_actual_usage_once(
     llama = lanes["02-edge-eu-meta-llama-llama-3-1-8b-instruct"]
     lines = [
         line
-        for chunk in llama["chunks_done"]
+        for chunk in sorted(lane_done_chunks(llama))
         for line in _artifacts().result_lines(created.batch_id, llama["lane_key"], int(chunk))
     ]
     assert {line["seq"]: line["attempts"] for line in lines}[2] == 2
@@ -463,7 +465,7 @@ def test_a_half_done_chunk_is_kept_across_invocations(stack: LocalStack, org: Te
     assert invocations > 2
     assert answer["completed"] == 4
     (record,) = _records().lanes(created.batch_id)
-    assert [int(c) for c in record["chunks_done"]] == [0] and "partial_chunk" not in record
+    assert lane_done_chunks(record) == {0} and "partial_chunk" not in record
     lines = list(_artifacts().result_lines(created.batch_id, record["lane_key"], 0))
     assert [line["seq"] for line in lines] == [0, 1, 2, 3]
     assert _counts(_batch(created.batch_id))["completed"] == 4
@@ -588,6 +590,8 @@ def test_through_the_api_a_batch_runs_settles_and_retries(stack: LocalStack, org
     detail = client.get(f"/v1/batches/{batch['id']}?include_billing_receipt=true", headers=headers).json()
     assert detail["billing_receipt"]["settled_at"] == receipt["settled_at"]
     assert {lane["status"] for lane in detail["batch"]["lane_statuses"]} == {"completed"}
+    # The lanes view counts the chunks from the ranges and the watermark (public fields unchanged)
+    assert all(lane["chunks_done"] == lane["chunk_count"] >= 1 for lane in detail["batch"]["lane_statuses"])
     assert (
         client.get(f"/v1/batches/{batch['id']}/artifact-url", headers=headers)
         .json()["url"]
@@ -640,3 +644,120 @@ def test_a_vendor_job_with_no_results_yet_writes_no_partial_file(
     assert run_workflow(stack, created.batch_id)["status"] == "SUCCEEDED"
     assert _counts(_batch(created.batch_id))["completed"] == 4
     assert written and not [key for key in written if "partial" in key]
+
+
+# -- lane progress: watermarks, exactly once ---------------------------------------------------
+
+
+def _progress() -> BatchProgress:
+    return BatchProgress(get_settings().table_name("batches"))
+
+
+def _finish(progress: BatchProgress, batch_id: str, lane_key: str, position: int, **moves: int) -> bool:
+    return progress.finish_chunk(
+        batch_id,
+        lane_key,
+        position,
+        items=moves.get("items", 10),
+        completed=moves.get("completed", 10),
+        failed=0,
+        prompt_tokens=5,
+        completion_tokens=7,
+        at="2026-11-25T00:00:00.000Z",
+    )
+
+
+def _gpt_lane(lane_key: str, *, items: int, chunks: list[int]) -> dict[str, Any]:
+    return new_lane_record(
+        lane_key=lane_key,
+        lane_id=f"openai/{GPT}",
+        provider="openai",
+        model=GPT,
+        ordinal_start=0,
+        ordinal_end=items,
+        chunks=chunks,
+        unit_prices={},
+        at="t",
+    )
+
+
+def test_lane_chunks_start_and_finish_exactly_once_in_their_order(stack: LocalStack, org: TestOrg) -> None:
+    # Given a batch of 30 items and a lane that owns its three chunks of 10 (chunks 4, 5, 6)
+    created = create_batch(org.org_id, [item(n, GPT) for n in range(30)], chunk_size=10)
+    batch_id = created.batch_id
+    progress = _progress()
+    record = _gpt_lane("09-openai-gpt", items=30, chunks=[4, 5, 6])
+    assert progress.put_lane(batch_id, record)
+    before = _counts(_batch(batch_id))
+
+    def moved() -> dict[str, int]:
+        now = _counts(_batch(batch_id))
+        return {k: now.get(k, 0) - before.get(k, 0) for k in ("pending", "running", "completed")}
+
+    # A repeated start moves the counts once
+    assert progress.start_chunk(batch_id, "09-openai-gpt", 0, items=10)
+    assert not progress.start_chunk(batch_id, "09-openai-gpt", 0, items=10)
+    assert moved() == {"pending": -10, "running": 10, "completed": 0}
+    # Out of order: the second chunk can be neither started nor finished before the first one ends
+    assert not progress.start_chunk(batch_id, "09-openai-gpt", 1, items=10)
+    assert not _finish(progress, batch_id, "09-openai-gpt", 1)
+    # A repeated finish moves them once, and adds the lane's usage once
+    assert _finish(progress, batch_id, "09-openai-gpt", 0)
+    assert not _finish(progress, batch_id, "09-openai-gpt", 0)
+    assert moved() == {"pending": -10, "running": 0, "completed": 10}
+    lane = progress.get_lane(batch_id, "09-openai-gpt")
+    assert lane is not None and lane["completed"] == 10 and lane["usage"]["prompt_tokens"] == 5
+    assert lane_done_chunks(lane) == {4} and not lane_chunk_done(lane, 5)
+    # The runner goes on with the second chunk; a duplicate runner that is behind (it still
+    # sees the first chunk as its next one) gets False for every write and moves nothing
+    assert progress.start_chunk(batch_id, "09-openai-gpt", 1, items=10)
+    assert not progress.start_chunk(batch_id, "09-openai-gpt", 0, items=10)
+    assert not _finish(progress, batch_id, "09-openai-gpt", 0)
+    successor = dict(record, lane_key="09f1-other-gpt")
+    assert not progress.hand_over(
+        batch_id,
+        "09-openai-gpt",
+        0,
+        successor,
+        items=10,
+        completed=0,
+        failed=0,
+        prompt_tokens=0,
+        completion_tokens=0,
+        latest_error="down",
+        at="t",
+    )
+    assert progress.get_lane(batch_id, "09f1-other-gpt") is None
+    assert moved() == {"pending": -20, "running": 10, "completed": 10}
+    # A chunk with no item of the lane (all answered before a failover) finishes unstarted
+    assert _finish(progress, batch_id, "09-openai-gpt", 1)
+    assert _finish(progress, batch_id, "09-openai-gpt", 2, items=0, completed=0)
+    assert not progress.start_chunk(batch_id, "09-openai-gpt", 2, items=0)
+    lane = progress.get_lane(batch_id, "09-openai-gpt")
+    assert lane is not None and lane_done_chunks(lane) == {4, 5, 6}
+    assert (lane["chunks_started_n"], lane["chunks_done_n"], lane["completed"]) == (3, 3, 20)
+    assert (lane_statuses([lane])[0]["chunks_done"], lane_statuses([lane])[0]["chunk_count"]) == (3, 3)
+    assert moved() == {"pending": -20, "running": 0, "completed": 20}
+
+
+def test_a_lane_record_written_with_chunk_lists_moves_on_by_the_same_watermarks(
+    stack: LocalStack, org: TestOrg
+) -> None:
+    # Given a lane record as written before the watermarks (lists), its first chunk started
+    created = create_batch(org.org_id, [item(n, GPT) for n in range(20)], chunk_size=10)
+    batch_id = created.batch_id
+    progress = _progress()
+    record = _gpt_lane("01-openai-gpt", items=20, chunks=[0, 1])
+    for name in ("chunk_ranges", "chunks_started_n", "chunks_done_n"):
+        del record[name]
+    assert progress.put_lane(batch_id, {**record, "chunks": [0, 1], "chunks_started": [0], "chunks_done": []})
+    # Then the started chunk is not started again, it finishes once, and the next one runs
+    assert not progress.start_chunk(batch_id, "01-openai-gpt", 0, items=10)
+    assert _finish(progress, batch_id, "01-openai-gpt", 0)
+    assert not _finish(progress, batch_id, "01-openai-gpt", 0)
+    lane = progress.get_lane(batch_id, "01-openai-gpt")
+    assert lane is not None and lane_done_chunks(lane) == {0} and lane_chunks(lane) == [0, 1]
+    assert progress.start_chunk(batch_id, "01-openai-gpt", 1, items=10)
+    assert _finish(progress, batch_id, "01-openai-gpt", 1)
+    lane = progress.get_lane(batch_id, "01-openai-gpt")
+    assert lane is not None and lane_done_chunks(lane) == {0, 1} and lane["completed"] == 20

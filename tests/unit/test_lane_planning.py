@@ -6,17 +6,27 @@ from typing import Any
 
 import pytest
 
+from batchroute.adapters.dynamo.codec import to_item
 from batchroute.domain.lane_plan import (
     PlanMismatch,
+    chunk_ranges,
     chunks_for_range,
     failover_candidates,
     failover_record,
+    lane_chunk_count,
+    lane_chunk_done,
+    lane_chunk_position,
+    lane_chunks,
+    lane_chunks_done_n,
+    lane_done_chunks,
     lane_items,
     lane_key,
     model_offsets,
+    new_lane_record,
     plan_lanes,
     root_number,
 )
+from bench.capacity import item_size
 
 A, B = "model-a", "org/Model-B.1"
 PRICES_1 = {"input_per_mtok": "0.10", "output_per_mtok": "0.20"}
@@ -96,8 +106,8 @@ def test_plan_lanes_split_each_group_in_order_and_number_the_lanes() -> None:
     ]
     record = lanes[1].to_record(at="2026-01-01T00:00:00.000Z")
     assert record["unit_prices"] == PRICES_2 and record["item_count"] == 2
-    assert record["status"] == "pending" and record["chunks_done"] == [] and record["attempts"] == 0
-    assert record["chunks"] == [1, 2] and record["usage"] == {"prompt_tokens": 0, "completion_tokens": 0}
+    assert record["status"] == "pending" and lane_chunks_done_n(record) == 0 and record["attempts"] == 0
+    assert lane_chunks(record) == [1, 2] and record["usage"] == {"prompt_tokens": 0, "completion_tokens": 0}
 
 
 def test_a_plan_that_does_not_add_up_is_refused() -> None:
@@ -151,7 +161,7 @@ def test_a_failover_record_takes_the_unfinished_ordinals_at_the_original_prices(
     assert record["lane_key"] == "01f1-p5-model-a"
     assert (record["ordinal_start"], record["ordinal_end"]) == (0, 3)
     assert record["exclude_seqs"] == [1] and record["item_count"] == 2
-    assert record["chunks"] == [0, 1]
+    assert lane_chunks(record) == [0, 1]
     assert record["unit_prices"] == PRICES_1  # the quoted prices, not the candidate's
     assert record["failover_from"] == "01-p1-model-a" and record["failover_depth"] == 1
     # Failing again in chunk 1 (first ordinal 2): the excluded seqs of chunk 0 no longer matter
@@ -159,5 +169,106 @@ def test_a_failover_record_takes_the_unfinished_ordinals_at_the_original_prices(
         record, candidate, chunk=1, chunk_first_ordinal=2, answered=set(), root_number=1, at="t3"
     )
     assert (again["ordinal_start"], again["ordinal_end"]) == (2, 3)
-    assert again["exclude_seqs"] == [] and again["item_count"] == 1 and again["chunks"] == [1]
+    assert again["exclude_seqs"] == [] and again["item_count"] == 1 and lane_chunks(again) == [1]
     assert again["lane_key"] == "01f2-p5-model-a"
+
+
+# -- a lane's chunks as ranges, its progress as watermarks ---------------------------------------
+
+
+def test_chunk_ranges_are_the_run_length_of_the_list_and_read_back_in_order() -> None:
+    assert chunk_ranges([3, 4, 5, 9, 10, 12]) == [[3, 5], [9, 10], [12, 12]]
+    assert chunk_ranges([]) == []
+    lane = {"chunk_ranges": chunk_ranges([3, 4, 5, 9, 10, 12]), "chunks_done_n": 4}
+    assert lane_chunks(lane) == [3, 4, 5, 9, 10, 12] and lane_chunk_count(lane) == 6
+    assert [lane_chunk_position(lane, c) for c in (3, 5, 9, 12, 6, 2)] == [0, 2, 3, 5, None, None]
+    assert lane_done_chunks(lane) == {3, 4, 5, 9}
+    assert lane_chunk_done(lane, 9) and not lane_chunk_done(lane, 10) and not lane_chunk_done(lane, 7)
+
+
+def test_a_lane_record_written_with_lists_reads_the_same() -> None:
+    legacy = {"chunks": [3, 4, 9], "chunks_started": [3, 4], "chunks_done": [3]}
+    assert lane_chunks(legacy) == [3, 4, 9] and lane_chunks_done_n(legacy) == 1
+    assert lane_chunk_done(legacy, 3) and not lane_chunk_done(legacy, 4)
+    # A watermark once written wins over the list it replaces
+    assert lane_done_chunks({**legacy, "chunks_done_n": 2}) == {3, 4}
+
+
+def _stored_size(record: dict[str, Any]) -> int:
+    """The item's DynamoDB size (names + values) as the lane's transactions rewrite it."""
+    return item_size(
+        to_item(
+            {
+                "pk": "BATCH#batch_01jd0000000000000000000000",
+                "sk": f"LANE#{record['lane_key']}",
+                "kind": "lane",
+                **record,
+            }
+        )
+    )
+
+
+def _lane(chunks: int, items_per_chunk: int = 1000) -> dict[str, Any]:
+    items = chunks * items_per_chunk
+    return new_lane_record(
+        lane_key="01-deepinfra-meta-llama-llama-3-1-8b-instruct",
+        lane_id="deepinfra/meta-llama/Llama-3.1-8B-Instruct",
+        provider="deepinfra",
+        model="meta-llama/Llama-3.1-8B-Instruct",
+        ordinal_start=0,
+        ordinal_end=items,
+        chunks=list(range(chunks)),
+        unit_prices=PRICES_1,
+        at="2026-11-25T00:00:00.000Z",
+    )
+
+
+def _all_done(record: dict[str, Any]) -> dict[str, Any]:
+    """The record once every chunk started and finished (what the progress writes set)."""
+    chunks, items = lane_chunk_count(record), int(record["item_count"])
+    at = "2026-11-25T01:00:00.000Z"
+    return {
+        **record,
+        "status": "completed",
+        "chunks_started_n": chunks,
+        "chunks_done_n": chunks,
+        "attempts": 1,
+        "completed": items,
+        "usage": {"prompt_tokens": items * 40, "completion_tokens": items * 90},
+        "started_at": at,
+        "updated_at": at,
+        "finished_at": at,
+    }
+
+
+def test_the_lane_record_every_chunk_rewrites_does_not_grow_with_the_batch() -> None:
+    # 10 chunks (10k items) against 1,000 chunks (1M items: the lane with all of them)
+    small, large = _all_done(_lane(10)), _all_done(_lane(1000))
+    assert lane_done_chunks(large) == frozenset(range(1000))
+    # Only the digits of its counts differ: the same 1 KB write unit either way
+    assert abs(_stored_size(large) - _stored_size(small)) <= 16
+    assert _stored_size(large) <= 1024
+    # Fresh, too
+    assert abs(_stored_size(_lane(1000)) - _stored_size(_lane(10))) <= 16
+
+
+def test_a_failover_lane_record_is_bounded_by_one_chunk_not_the_batch() -> None:
+    # A lane fails in its third chunk after answering 600 of its 1,000 items there: the
+    # successor excludes those 600 seqs, whatever the number of chunks after it
+    candidate = {"lane_id": "groq/meta-llama/Llama-3.1-8B-Instruct", "provider": "groq"}
+    answered = set(range(2000, 2600))
+
+    def successor(chunks: int) -> dict[str, Any]:
+        return failover_record(
+            _lane(chunks),
+            candidate,
+            chunk=2,
+            chunk_first_ordinal=2000,
+            answered=answered,
+            root_number=1,
+            at="t",
+        )
+
+    small, large = successor(10), successor(1000)
+    assert lane_chunks(large) == list(range(2, 1000)) and large["chunk_ranges"] == [[2, 999]]
+    assert abs(_stored_size(_all_done(large)) - _stored_size(_all_done(small))) <= 16

@@ -105,11 +105,11 @@ def new_lane_record(
         "ordinal_start": ordinal_start,
         "ordinal_end": ordinal_end,
         "item_count": ordinal_end - ordinal_start - len(excluded),
-        "chunks": chunks,
+        "chunk_ranges": chunk_ranges(chunks),
         "unit_prices": unit_prices,
         "status": "pending",
-        "chunks_started": [],
-        "chunks_done": [],
+        "chunks_started_n": 0,
+        "chunks_done_n": 0,
         "running_items": 0,
         "attempts": 0,
         "usage": {"prompt_tokens": 0, "completion_tokens": 0},
@@ -122,6 +122,69 @@ def new_lane_record(
         "failover_depth": failover_depth,
         "created_at": at,
     }
+
+
+# -- a lane's chunks and its progress through them ------------------------------------------------
+# A lane runs its chunks in the order of its list, one invocation at a time, so the record keeps
+# the list as ranges (`chunk_ranges`: `[[first, last], ...]`, run-length) and its progress as two
+# watermarks in that order: the chunks at positions `< chunks_started_n` were started, those at
+# `< chunks_done_n` finished. The record's size does not grow with the batch, and DynamoDB bills
+# every rewrite of it (two per chunk) by its whole size. Records written before the watermarks
+# carry the lists `chunks`, `chunks_started` and `chunks_done`; these helpers read both forms.
+
+
+def chunk_ranges(chunks: Iterable[int]) -> list[list[int]]:
+    """`[3, 4, 5, 9, 10]` -> `[[3, 5], [9, 10]]` (the chunks in their order, run-length)."""
+    ranges: list[list[int]] = []
+    for chunk in chunks:
+        if ranges and chunk == ranges[-1][1] + 1:
+            ranges[-1][1] = chunk
+        else:
+            ranges.append([chunk, chunk])
+    return ranges
+
+
+def _ranges(lane: Mapping[str, Any]) -> list[tuple[int, int]]:
+    if "chunk_ranges" in lane:
+        return [(int(first), int(last)) for first, last in lane.get("chunk_ranges") or []]
+    return [(first, last) for first, last in chunk_ranges(int(c) for c in lane.get("chunks") or [])]
+
+
+def lane_chunks(lane: Mapping[str, Any]) -> list[int]:
+    """The lane's chunks in the order it runs them."""
+    return [chunk for first, last in _ranges(lane) for chunk in range(first, last + 1)]
+
+
+def lane_chunk_count(lane: Mapping[str, Any]) -> int:
+    return sum(last - first + 1 for first, last in _ranges(lane))
+
+
+def lane_chunks_done_n(lane: Mapping[str, Any]) -> int:
+    """How many of the lane's chunks (the first ones of its list) it finished."""
+    if "chunks_done_n" in lane:
+        return int(lane["chunks_done_n"] or 0)
+    return len(lane.get("chunks_done") or [])
+
+
+def lane_chunk_position(lane: Mapping[str, Any], chunk: int) -> int | None:
+    """The chunk's index in the lane's list (None: not the lane's)."""
+    position = 0
+    for first, last in _ranges(lane):
+        if first <= chunk <= last:
+            return position + chunk - first
+        position += last - first + 1
+    return None
+
+
+def lane_chunk_done(lane: Mapping[str, Any], chunk: int) -> bool:
+    """The lane finished `chunk` (its result chunk is written)."""
+    position = lane_chunk_position(lane, chunk)
+    return position is not None and position < lane_chunks_done_n(lane)
+
+
+def lane_done_chunks(lane: Mapping[str, Any]) -> frozenset[int]:
+    """Every chunk the lane finished (for readers that test many chunks)."""
+    return frozenset(lane_chunks(lane)[: lane_chunks_done_n(lane)])
 
 
 def plan_lanes(plan: Mapping[str, Any], chunk_models: Sequence[Mapping[str, Any]]) -> list[LaneAssignment]:
@@ -233,7 +296,7 @@ def failover_record(
     answered there, at the source lane's (quoted) unit prices."""
     start = max(int(source["ordinal_start"]), chunk_first_ordinal)
     excluded = set(answered)
-    source_chunks = [int(c) for c in source.get("chunks") or []]
+    source_chunks = lane_chunks(source)
     if source_chunks and chunk == source_chunks[0]:
         excluded |= {int(s) for s in source.get("exclude_seqs") or []}
     depth = int(source.get("failover_depth") or 0) + 1

@@ -1,12 +1,19 @@
 """Lane progress in the batches table, exactly once per chunk.
 
-A lane record (`BATCH#<id>` / `LANE#<lane_key>`) lists the chunks it started and finished.
-Starting a chunk (counts pending -> running) and finishing it (running -> completed /
-failed / canceled, or back to pending when its items go to a failover lane) are each ONE
-transaction of the lane record, conditioned on the chunk not being in its list yet, with
-the count moves on the batch item: a repeated message (or an invocation that crashed
-after writing) can never move the counts twice. Counts move by `SET x = x + :d`, per
-finished chunk, never per item.
+A lane record (`BATCH#<id>` / `LANE#<lane_key>`) runs its chunks in the order of its list
+(`chunk_ranges`) and keeps its progress as two watermarks in that order, `chunks_started_n`
+and `chunks_done_n` (`domain/lane_plan.py` reads them): the record's size does not grow with
+the batch, and every chunk rewrites it twice, billed by its whole size. Starting the chunk at
+position i (counts pending -> running) is conditioned on `chunks_started_n = i` and
+`chunks_done_n = i` (the chunk before it finished) and sets the first to i + 1; finishing
+it (running -> completed / failed / canceled, or back to pending when its items go to a
+failover lane) is conditioned on `chunks_done_n = i` and sets both to i + 1 (a chunk with
+no item is finished without being started). Each is ONE transaction of the
+lane record with the count moves on the batch item: a repeated message (or an invocation
+that crashed after writing) can never move the counts twice, and a duplicate runner that is
+behind gets False. Counts move by `SET x = x + :d`, per finished chunk, never per item.
+Records written before the watermarks (lists `chunks_started` / `chunks_done`) are moved on
+by the same conditions: a missing watermark counts as the length of its list.
 """
 
 from __future__ import annotations
@@ -24,6 +31,18 @@ COUNT_KEYS = ("pending", "running", "completed", "failed", "canceled")
 
 def lane_item_key(batch_id: str, lane_key: str) -> dict[str, Any]:
     return {"pk": {"S": f"BATCH#{batch_id}"}, "sk": {"S": f"LANE#{lane_key}"}}
+
+
+def _at_position(watermark: str, legacy_list: str) -> str:
+    """The condition "the lane is at position `:position` of its chunks" on one watermark."""
+    return (
+        f"({watermark} = :position OR (attribute_not_exists({watermark}) "
+        f"AND size({legacy_list}) = :position))"
+    )
+
+
+_DONE_AT = _at_position("chunks_done_n", "chunks_done")
+_STARTED_AT = _at_position("chunks_started_n", "chunks_started")
 
 
 def _counts_update(table: str, batch_id: str, deltas: dict[str, int]) -> dict[str, Any] | None:
@@ -174,20 +193,18 @@ class BatchProgress(DynamoStore):
         self._update_lane(batch_id, lane_key, "SET partial_chunk = :chunk", values={":chunk": chunk})
 
     # -- chunks, exactly once ------------------------------------------------------------------
-    def start_chunk(self, batch_id: str, lane_key: str, chunk: int, *, items: int) -> bool:
-        """Counts `items` pending -> running and notes the chunk as started; False (and no
-        change) when it was started before."""
+    def start_chunk(self, batch_id: str, lane_key: str, position: int, *, items: int) -> bool:
+        """Counts `items` pending -> running and notes the lane's chunk at `position` (of
+        its list) as started; False (and no change) when it was started before."""
         lane = {
             "Update": {
                 "TableName": self.table_name,
                 "Key": lane_item_key(batch_id, lane_key),
-                "UpdateExpression": "SET chunks_started = list_append(if_not_exists(chunks_started, :empty), "
-                ":chunks), running_items = :items",
-                "ConditionExpression": "attribute_exists(pk) AND NOT contains(chunks_started, :chunk)",
+                "UpdateExpression": "SET chunks_started_n = :next, running_items = :items",
+                "ConditionExpression": f"attribute_exists(pk) AND {_STARTED_AT} AND {_DONE_AT}",
                 "ExpressionAttributeValues": {
-                    ":empty": to_value([]),
-                    ":chunks": to_value([chunk]),
-                    ":chunk": to_value(chunk),
+                    ":position": to_value(position),
+                    ":next": to_value(position + 1),
                     ":items": to_value(items),
                 },
             }
@@ -200,7 +217,7 @@ class BatchProgress(DynamoStore):
         self,
         batch_id: str,
         lane_key: str,
-        chunk: int,
+        position: int,
         *,
         items: int,
         completed: int,
@@ -213,13 +230,14 @@ class BatchProgress(DynamoStore):
     ) -> bool:
         """The chunk's `items` leave `running`: completed, failed, canceled, or back to
         pending (handed over to a failover lane); the lane adds them and the usage of its
-        completed items. False (and no change) when the chunk was finished before."""
+        completed items. `position` is the chunk's index in the lane's list. False (and no
+        change) when the chunk was finished before."""
         lane = {
             "Update": {
                 "TableName": self.table_name,
                 "Key": lane_item_key(batch_id, lane_key),
-                "UpdateExpression": "SET chunks_done = list_append(if_not_exists(chunks_done, :empty), "
-                ":chunks), running_items = :zero, updated_at = :at, "
+                "UpdateExpression": "SET chunks_done_n = :next, chunks_started_n = :next, "
+                "running_items = :zero, updated_at = :at, "
                 "completed = if_not_exists(completed, :zero) + :completed, "
                 "failed = if_not_exists(failed, :zero) + :failed, "
                 "canceled = if_not_exists(canceled, :zero) + :canceled, "
@@ -227,14 +245,13 @@ class BatchProgress(DynamoStore):
                 "#usage.prompt_tokens = if_not_exists(#usage.prompt_tokens, :zero) + :prompt, "
                 "#usage.completion_tokens = if_not_exists(#usage.completion_tokens, :zero) + :completion "
                 "REMOVE partial_chunk",
-                "ConditionExpression": "attribute_exists(pk) AND NOT contains(chunks_done, :chunk)",
+                "ConditionExpression": f"attribute_exists(pk) AND {_DONE_AT}",
                 "ExpressionAttributeNames": {"#usage": "usage"},
                 "ExpressionAttributeValues": {
                     k: to_value(v)
                     for k, v in {
-                        ":empty": [],
-                        ":chunks": [chunk],
-                        ":chunk": chunk,
+                        ":position": position,
+                        ":next": position + 1,
                         ":zero": 0,
                         ":at": at,
                         ":completed": completed,
@@ -302,7 +319,7 @@ class BatchProgress(DynamoStore):
         self,
         batch_id: str,
         lane_key: str,
-        chunk: int,
+        position: int,
         successor: dict[str, Any],
         *,
         items: int,
@@ -314,7 +331,7 @@ class BatchProgress(DynamoStore):
         at: str,
     ) -> bool:
         """Failover in ONE transaction: the successor lane record is created, this lane
-        finishes `chunk` with what it answered and ends `failed` pointing at the successor,
+        finishes its chunk at `position` with what it answered and ends `failed` pointing at the successor,
         and the chunk's unanswered items go back to pending for the successor. False (and
         no change) when the lane had ended or finished the chunk already."""
         handed = items - completed - failed
@@ -336,8 +353,8 @@ class BatchProgress(DynamoStore):
             "Update": {
                 "TableName": self.table_name,
                 "Key": lane_item_key(batch_id, lane_key),
-                "UpdateExpression": "SET chunks_done = list_append(if_not_exists(chunks_done, :empty), "
-                ":chunks), #status = :failed_status, failover_to = :to, latest_error = :error, "
+                "UpdateExpression": "SET chunks_done_n = :next, chunks_started_n = :next, "
+                "#status = :failed_status, failover_to = :to, latest_error = :error, "
                 "finished_at = :at, updated_at = :at, running_items = :zero, "
                 "completed = if_not_exists(completed, :zero) + :completed, "
                 "failed = if_not_exists(failed, :zero) + :failed, "
@@ -345,15 +362,14 @@ class BatchProgress(DynamoStore):
                 "#usage.prompt_tokens = if_not_exists(#usage.prompt_tokens, :zero) + :prompt, "
                 "#usage.completion_tokens = if_not_exists(#usage.completion_tokens, :zero) + :completion "
                 "REMOVE job, job_chunk, partial_chunk",
-                "ConditionExpression": "attribute_exists(pk) AND NOT contains(chunks_done, :chunk) "
+                "ConditionExpression": f"attribute_exists(pk) AND {_DONE_AT} "
                 "AND #status IN (:pending, :running)",
                 "ExpressionAttributeNames": {"#status": "status", "#usage": "usage"},
                 "ExpressionAttributeValues": {
                     k: to_value(v)
                     for k, v in {
-                        ":empty": [],
-                        ":chunks": [chunk],
-                        ":chunk": chunk,
+                        ":position": position,
+                        ":next": position + 1,
                         ":failed_status": "failed",
                         ":pending": "pending",
                         ":running": "running",

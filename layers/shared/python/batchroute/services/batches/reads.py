@@ -21,6 +21,7 @@ from batchroute.domain.access import Principal, authorize, require_same_org
 from batchroute.domain.batch_record import BatchRecord
 from batchroute.domain.batch_states import NON_TERMINAL
 from batchroute.domain.jsonl import parse_jsonl
+from batchroute.domain.lane_plan import lane_chunk_done, lane_chunk_position
 from batchroute.domain.retention import RetentionSettings, keep_until
 from batchroute.errors import Conflict, Gone, InvalidRequest, NotFound
 from batchroute.services.batches.views import Signer, artifact_files
@@ -221,9 +222,9 @@ class BatchReads:
         for chunk in range(start // CHUNK_SIZE, batch.chunk_count):
             results = self._chunk_results(batch_id, lanes, chunk)
             running = any(
-                chunk in (lane.get("chunks") or [])
-                and lane.get("status") == "running"
-                and chunk not in (lane.get("chunks_done") or [])
+                lane.get("status") == "running"
+                and lane_chunk_position(lane, chunk) is not None
+                and not lane_chunk_done(lane, chunk)
                 for lane in lanes
             )
             for _, line in parse_jsonl(self.artifacts.chunks(input_chunk_key(batch_id, chunk))):
@@ -260,7 +261,7 @@ class BatchReads:
     ) -> dict[int, dict[str, Any]]:
         found: dict[int, dict[str, Any]] = {}
         for lane in lanes:
-            if chunk not in (lane.get("chunks_done") or []):
+            if not lane_chunk_done(lane, chunk):
                 continue
             for _, row in parse_jsonl(
                 self.artifacts.chunks(result_chunk_key(batch_id, lane["lane_key"], chunk))

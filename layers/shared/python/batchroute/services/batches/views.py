@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from batchroute.domain.batch_record import ArtifactKeys, BatchRecord
+from batchroute.domain.lane_plan import lane_chunk_count, lane_chunks_done_n
 from batchroute.money import Money
 
 COUNT_KEYS = ("total", "pending", "running", "completed", "failed", "canceled")
@@ -74,8 +75,8 @@ def lane_statuses(lanes: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "model": lane.get("model"),
             "status": lane.get("status", "pending"),
             "item_count": int(lane.get("item_count", 0)),
-            "chunks_done": len(lane.get("chunks_done") or []),
-            "chunk_count": len(lane.get("chunks") or []),
+            "chunks_done": lane_chunks_done_n(lane),
+            "chunk_count": lane_chunk_count(lane),
             "attempts": int(lane.get("attempts", 0)),
             "failover_from": lane.get("failover_from"),
             "usage": lane.get("usage") or {"prompt_tokens": 0, "completion_tokens": 0},

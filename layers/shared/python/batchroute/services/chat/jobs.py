@@ -29,6 +29,7 @@ from batchroute.domain.chat_objects import (
 )
 from batchroute.domain.chat_requests import ChatRequest
 from batchroute.domain.jsonl import parse_jsonl
+from batchroute.domain.lane_plan import lane_chunk_done
 from batchroute.errors import Forbidden, Gone, NotFound, PaymentRequired
 from batchroute.ids import new_id
 from batchroute.services.batches.create import CreateAnswer, Surface
@@ -135,7 +136,7 @@ class ChatJobs:
         batch_id = batch.batch_id
         found: dict[str, Any] | None = None
         for lane in self.records.lanes(batch_id):
-            if 0 not in [int(c) for c in lane.get("chunks_done") or []]:
+            if not lane_chunk_done(lane, 0):
                 continue
             for _, row in parse_jsonl(
                 self.artifacts.chunks(result_chunk_key(batch_id, str(lane["lane_key"]), 0))

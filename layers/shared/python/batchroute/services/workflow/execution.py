@@ -48,6 +48,10 @@ from batchroute.domain.catalog import Catalog, Lane
 from batchroute.domain.lane_plan import (
     failover_candidates,
     failover_record,
+    lane_chunk_done,
+    lane_chunk_position,
+    lane_chunks,
+    lane_chunks_done_n,
     lane_items,
     model_offsets,
     root_number,
@@ -118,6 +122,7 @@ class _Chunk:
     """One chunk of one lane while it runs."""
 
     number: int
+    position: int  # its index in the lane's chunks: the watermarks count in that order
     first_ordinal: int
     kept: list[tuple[int, Item]]
     results: dict[int, dict[str, Any]] = field(default_factory=dict)
@@ -286,10 +291,10 @@ class LaneExecutor:
     def _run_chunks(self, batch: BatchRecord, lane: dict[str, Any], invocation: _Invocation) -> _ChunkEnd:
         batch_id = batch.batch_id
         offsets = model_offsets(batch.chunk_models or [], str(lane["model"]))
-        done = {int(c) for c in lane.get("chunks_done") or []}
+        done = lane_chunks_done_n(lane)  # the lane runs its chunks in order
         fail_with = _item_error(lane.get("fail_error"))
-        for number in (int(c) for c in lane.get("chunks") or []):
-            if number in done:
+        for position, number in enumerate(lane_chunks(lane)):
+            if position < done:
                 continue
             out_of_time = invocation.budget.remaining() < self.limits.chunk_margin_seconds
             if fail_with is None and invocation.chunks_run > 0 and out_of_time:
@@ -298,7 +303,7 @@ class LaneExecutor:
             if state in TERMINAL:
                 self._cancel_rest(batch, lane, str(state))
                 return _ChunkEnd("done")
-            chunk = self._load_chunk(batch_id, lane, number, offsets[number])
+            chunk = self._load_chunk(batch_id, lane, number, position, offsets[number])
             end = self._run_chunk(batch_id, lane, chunk, invocation, fail_with=fail_with)
             invocation.chunks_run += 1
             if end.kind != "done":
@@ -313,7 +318,9 @@ class LaneExecutor:
         )
         return _ChunkEnd("done")
 
-    def _load_chunk(self, batch_id: str, lane: Mapping[str, Any], number: int, first_ordinal: int) -> _Chunk:
+    def _load_chunk(
+        self, batch_id: str, lane: Mapping[str, Any], number: int, position: int, first_ordinal: int
+    ) -> _Chunk:
         kept = list(
             lane_items(
                 self.artifacts.input_lines(batch_id, number),
@@ -324,7 +331,7 @@ class LaneExecutor:
                 exclude=frozenset(int(s) for s in lane.get("exclude_seqs") or []),
             )
         )
-        chunk = _Chunk(number, first_ordinal, kept)
+        chunk = _Chunk(number, position, first_ordinal, kept)
         if lane.get("partial_chunk") is not None and int(lane["partial_chunk"]) == number:
             chunk.has_partial = True
             wanted = {seq for seq, _ in kept}
@@ -344,7 +351,7 @@ class LaneExecutor:
     ) -> _ChunkEnd:
         lane_key = str(lane["lane_key"])
         if chunk.size:
-            self.progress.start_chunk(batch_id, lane_key, chunk.number, items=chunk.size)
+            self.progress.start_chunk(batch_id, lane_key, chunk.position, items=chunk.size)
         todo = chunk.todo()
         if todo and fail_with is not None:
             for seq, _ in todo:
@@ -381,7 +388,7 @@ class LaneExecutor:
         self.progress.finish_chunk(
             batch_id,
             lane_key,
-            chunk.number,
+            chunk.position,
             items=chunk.size,
             completed=completed,
             failed=failed,
@@ -531,7 +538,7 @@ class LaneExecutor:
         handed = self.progress.hand_over(
             batch_id,
             lane_key,
-            chunk.number,
+            chunk.position,
             successor,
             items=chunk.size,
             completed=completed,
@@ -565,9 +572,10 @@ class LaneExecutor:
             except Exception:  # best effort: the job's results are not needed any more
                 logger.warning("could not cancel the vendor job", extra={"lane_key": lane_key}, exc_info=True)
         partial = lane.get("partial_chunk")
-        if partial is not None and int(partial) not in {int(c) for c in lane.get("chunks_done") or []}:
+        position = lane_chunk_position(lane, int(partial)) if partial is not None else None
+        if partial is not None and position is not None and not lane_chunk_done(lane, int(partial)):
             offsets = model_offsets(batch.chunk_models or [], str(lane["model"]))
-            chunk = self._load_chunk(batch_id, lane, int(partial), offsets[int(partial)])
+            chunk = self._load_chunk(batch_id, lane, int(partial), position, offsets[int(partial)])
             self._finish_chunk(batch_id, lane, chunk, canceled=chunk.size - len(chunk.results))
             lane = self._reload(batch_id, lane)
         accounted = sum(

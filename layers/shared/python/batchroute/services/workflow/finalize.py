@@ -45,6 +45,7 @@ from batchroute.clock import Clock, isoformat
 from batchroute.domain.batch_record import ArtifactKeys, BatchRecord
 from batchroute.domain.batch_results import MergeTally, merge_chunk, missing_row
 from batchroute.domain.batch_states import TERMINAL
+from batchroute.domain.lane_plan import lane_chunk_done
 from batchroute.services.workflow.time_budget import TimeBudget
 from batchroute.workflow.tasks import StepOutput
 
@@ -210,7 +211,7 @@ class Finalizer:
                     self.artifacts.result_lines(batch_id, str(lane["lane_key"]), chunk), str(lane["lane_key"])
                 )
                 for lane in lanes
-                if chunk in {int(c) for c in lane.get("chunks_done") or []}
+                if lane_chunk_done(lane, chunk)
             ]
             for row in merge_chunk(inputs, sources, missing=missing, tally=tally):
                 line = jsonl_line(row)
