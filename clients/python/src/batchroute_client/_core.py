@@ -21,6 +21,7 @@ from typing import Any, BinaryIO, Generic, Literal, TypeVar
 
 import httpx
 
+from batchroute_client import models
 from batchroute_client._retry import Backoff, wait_before_retry
 from batchroute_client._upload import (
     PENDING_STATUSES,
@@ -40,24 +41,6 @@ from batchroute_client.errors import (
     PermissionDeniedError,
     WaitTimeoutError,
     error_from_response,
-)
-from batchroute_client.models import (
-    Batch,
-    BillingControls,
-    BillingReceipt,
-    ChatCompletion,
-    ChatCompletionChunk,
-    ChatJob,
-    File,
-    Item,
-    MultipartPlan,
-    PartTarget,
-    Quote,
-    ResultRow,
-    RetriedBatch,
-    SignedUpload,
-    UploadTarget,
-    Usage,
 )
 
 __version__ = "0.1.0"
@@ -116,7 +99,8 @@ class Emit(Generic[T]):
 
 
 Effect = Send | Open | Read | Sleep | Emit[Any]
-Plan = Generator[Effect, Any, T]
+Plan = Generator[Effect, Any, T]  # a plan whose value is a T
+Stream = Generator[Send | Open | Read | Sleep | Emit[T], Any, None]  # a plan that emits T's
 
 
 def returning(plan: Plan[T]) -> Plan[None]:
@@ -134,21 +118,41 @@ class Runner:
         self._error: BaseException | None = None
 
     def next(self) -> Effect | None:
-        """The plan's next effect, or None when it is done; raises what the plan raises."""
+        """The plan's next effect, or None when it is done; raises what the plan raises. An
+        emitted value is answered with None."""
         error, self._error = self._error, None
         try:
-            return self._plan.throw(error) if error is not None else self._plan.send(self._value)
+            value, self._value = self._value, None
+            return self._plan.throw(error) if error is not None else self._plan.send(value)
         except StopIteration:
             return None
+
+    @contextlib.contextmanager
+    def answering(self) -> Iterator[None]:
+        """Around performing an effect: what it raises is thrown into the plan, which decides."""
+        try:
+            yield
+        except BaseException as exc:
+            self._error = exc
 
     def resolve(self, value: Any) -> None:
         self._value = value
 
-    def fail(self, error: BaseException) -> None:
-        self._error = error
-
     def close(self) -> None:
         self._plan.close()
+
+
+def request_arguments(call: Call, body: Callable[[Any], Any]) -> dict[str, Any]:
+    """The keyword arguments of `build_request` for `call`; `body` adapts a fresh body to the
+    HTTP client (an async client streams async iterators only)."""
+    return {
+        "method": call.method,
+        "url": call.url,
+        "params": call.params,
+        "json": call.json,
+        "content": body(call.content()) if call.content is not None else None,
+        "headers": call.headers,
+    }
 
 
 def iterator_of(content: Any) -> Iterator[bytes] | None:
@@ -220,16 +224,18 @@ def _local(source: Source | UploadSource) -> UploadSource:
 
 
 class Operations:
-    """Every API call of the client as a plan (see the module docstring); the clients' methods
-    run these and document them."""
+    """Every API call of the client as a plan (see the module docstring), with the public
+    signature and documentation: `Client` and `AsyncClient` expose these methods as their own
+    (`_surface`), run by their loops."""
 
     def __init__(self, client: ClientBase) -> None:
         self._client = client
 
     # -- the exchange, with the spec's retries --------------------------------------------
 
-    def send(self, call: Call, *, repeatable: bool = True) -> Plan[httpx.Response]:
-        """One exchange with the spec's retries: the successful response, or the typed error."""
+    def exchange(self, call: Call, *, repeatable: bool = True) -> Plan[httpx.Response]:
+        """One exchange with the spec's retries: the successful response, or the typed error.
+        A request that is not `repeatable` (it may have acted) is retried only on 429."""
         attempt = 0
         while True:
             attempt += 1
@@ -248,6 +254,24 @@ class Operations:
                     raise error_from_response(response)
             yield Sleep(wait)
 
+    def send(
+        self,
+        method: str,
+        url: str,
+        *,
+        params: Mapping[str, Any] | None = None,
+        json: Any = None,
+        content: Callable[[], Any] | None = None,
+        headers: Mapping[str, str] | None = None,
+        repeatable: bool = True,
+    ) -> Plan[httpx.Response]:
+        """One HTTP exchange with the spec's retries; the successful response, or the typed error.
+
+        `content` is a factory of the body (bytes or an iterator of chunks), called again for
+        every attempt, so a streamed upload restarts from its first byte."""
+        call = Call(method, url, params=params, json=json, content=content, headers=headers)
+        return self.exchange(call, repeatable=repeatable)
+
     def request(
         self,
         method: str,
@@ -256,9 +280,14 @@ class Operations:
         params: Mapping[str, Any] | None = None,
         json: Any = None,
         headers: Mapping[str, str] | None = None,
-        repeatable: bool = True,
+        retry_on_network_error: bool = True,
     ) -> Plan[Any]:
-        """An API call: the same headers and body on every attempt; the decoded JSON body."""
+        """Send one API call, retrying per the spec's guidance; return the decoded JSON body.
+
+        Every attempt sends the same headers and body (so an `Idempotency-Key` is reused).
+        `retry_on_network_error=False` (and no 5xx retry) for a POST that is not safe to
+        repeat: only 429, which the service answers before doing any work, is retried then.
+        """
         call = Call(
             method,
             self._client.base_url + path,
@@ -266,13 +295,10 @@ class Operations:
             json=json,
             headers=self._client.headers(headers),
         )
-        response = yield from self.send(call, repeatable=repeatable)
+        response = yield from self.exchange(call, repeatable=retry_on_network_error)
         return response.json() if response.content else None
 
-    def events(self, path: str, json: Any, parse: Callable[[dict[str, Any]], Any] = dict) -> Plan[None]:
-        """POST and emit each server-sent event's JSON data (parsed) until `[DONE]`. Only a 429
-        (answered before any work) is retried: a lost stream is not replayed, it may have been
-        charged."""
+    def _events(self, path: str, json: Any, parse: Callable[[dict[str, Any]], T]) -> Stream[T]:
         call = Call("POST", self._client.base_url + path, json=json, headers=self._client.headers())
         attempt = 0
         while True:
@@ -295,10 +321,12 @@ class Operations:
                 raise error_from_response(response)
             yield Sleep(wait)
 
-    def pages(
-        self, path: str, params: Mapping[str, Any], parse: Callable[[dict[str, Any]], Any] = dict
-    ) -> Plan[None]:
-        """Emit every row of a cursor-paginated listing (parsed), fetching pages as consumed."""
+    def stream_events(self, path: str, json: Any) -> Stream[dict[str, Any]]:
+        """POST and yield each server-sent event's JSON data until `[DONE]`. Only a 429 (answered
+        before any work) is retried: a lost stream is not replayed, it may have been charged."""
+        return self._events(path, json, dict)
+
+    def _pages(self, path: str, params: Mapping[str, Any], parse: Callable[[dict[str, Any]], T]) -> Stream[T]:
         cursor: str | None = None
         while True:
             page = yield from self.request("GET", path, params={**params, "cursor": cursor})
@@ -307,6 +335,10 @@ class Operations:
             cursor = page.get("next_cursor")
             if not cursor:
                 return
+
+    def paginate(self, path: str, params: Mapping[str, Any]) -> Stream[dict[str, Any]]:
+        """Every row of a cursor-paginated listing, fetching the next page as it is consumed."""
+        return self._pages(path, params, dict)
 
     def _poll(
         self,
@@ -329,57 +361,83 @@ class Operations:
 
     # -- account ---------------------------------------------------------------------------
 
-    def usage(self) -> Plan[Usage]:
-        return Usage.from_dict((yield from self.request("GET", "/v1/usage")))
+    def usage(self) -> Plan[models.Usage]:
+        return models.Usage.from_dict((yield from self.request("GET", "/v1/usage")))
 
-    def billing_controls(self) -> Plan[BillingControls]:
-        return BillingControls.from_dict((yield from self.request("GET", "/v1/billing/controls"))["controls"])
+    def billing_controls(self) -> Plan[models.BillingControls]:
+        """`GET /v1/billing/controls` (changing them needs a user session: the console)."""
+        return models.BillingControls.from_dict(
+            (yield from self.request("GET", "/v1/billing/controls"))["controls"]
+        )
 
     # -- quotes ----------------------------------------------------------------------------
 
-    def quote(self, kind: str, body: dict[str, Any]) -> Plan[Quote]:
-        return Quote.from_dict((yield from self.request("POST", f"/v1/quotes/{kind}", json=body)))
+    def quote_model(self, /, items: list[dict[str, Any]] | None = None, **options: Any) -> Plan[models.Quote]:
+        """`POST /v1/quotes/model`: free, reserves nothing; `options` are the routing fields
+        (`routing_mode`, `sla_tier`, `privacy_tier`, `required_tools`, ...), or
+        `input_file_id` instead of `items`."""
+        body = {"items": items, **options} if items is not None else options
+        return models.Quote.from_dict((yield from self.request("POST", "/v1/quotes/model", json=body)))
+
+    def quote_workflow(self, /, **body: Any) -> Plan[models.Quote]:
+        """`POST /v1/quotes/workflow`: the quote of a workflow's steps (free, reserves nothing)."""
+        return models.Quote.from_dict((yield from self.request("POST", "/v1/quotes/workflow", json=body)))
 
     # -- batches ---------------------------------------------------------------------------
 
-    def create_batch(self, idempotency_key: str | None, body: dict[str, Any]) -> Plan[Batch]:
+    def batch_create(self, /, *, idempotency_key: str | None = None, **body: Any) -> Plan[models.Batch]:
+        """`POST /v1/batches` with `quote_id`, `items` (or `input_file_id`), `webhook`, ...
+
+        One `Idempotency-Key` (generated here when not given) is sent on every retry with the
+        same body, so a retried create returns the original batch and never a second one."""
         headers = {"Idempotency-Key": idempotency_key or f"br-{uuid.uuid4().hex}"}
         answer = yield from self.request("POST", "/v1/batches", json=body, headers=headers)
-        return Batch.from_dict(answer["batch"])
+        return models.Batch.from_dict(answer["batch"])
 
-    def get_batch(self, batch_id: str) -> Plan[Batch]:
-        return Batch.from_dict((yield from self.request("GET", f"/v1/batches/{batch_id}"))["batch"])
+    def batch_get(self, batch_id: str) -> Plan[models.Batch]:
+        return models.Batch.from_dict((yield from self.request("GET", f"/v1/batches/{batch_id}"))["batch"])
 
-    def list_batches(self, state: str | None, page_size: int | None) -> Plan[None]:
-        return self.pages("/v1/batches", {"state": state, "limit": page_size}, Batch.from_dict)
+    def batch_list(self, *, state: str | None = None, page_size: int | None = None) -> Stream[models.Batch]:
+        """Every batch (newest first), across all pages."""
+        return self._pages("/v1/batches", {"state": state, "limit": page_size}, models.Batch.from_dict)
 
-    def items(self, batch_id: str, status: str | None, page_size: int | None) -> Plan[None]:
+    def batch_items(
+        self, batch_id: str, *, status: str | None = None, page_size: int | None = None
+    ) -> Stream[models.Item]:
         params = {"status": status, "limit": page_size}
-        return self.pages(f"/v1/batches/{batch_id}/items", params, Item.from_dict)
+        return self._pages(f"/v1/batches/{batch_id}/items", params, models.Item.from_dict)
 
-    def results(self, batch_id: str, body_format: str | None, page_size: int | None) -> Plan[None]:
+    def batch_results(
+        self, batch_id: str, *, body_format: str | None = None, page_size: int | None = None
+    ) -> Stream[models.ResultRow]:
         params = {"body_format": body_format, "limit": page_size}
-        return self.pages(f"/v1/batches/{batch_id}/results", params, ResultRow.from_dict)
+        return self._pages(f"/v1/batches/{batch_id}/results", params, models.ResultRow.from_dict)
 
-    def cancel_batch(self, batch_id: str, reason: str | None) -> Plan[Batch]:
+    def batch_cancel(self, batch_id: str, *, reason: str | None = None) -> Plan[models.Batch]:
         body = {"reason": reason} if reason else None
         answer = yield from self.request("POST", f"/v1/batches/{batch_id}/cancel", json=body)
-        return Batch.from_dict(answer["batch"])
+        return models.Batch.from_dict(answer["batch"])
 
-    def retry_batch(self, batch_id: str) -> Plan[RetriedBatch]:
-        answer = yield from self.request("POST", f"/v1/batches/{batch_id}/retry", repeatable=False)
-        return RetriedBatch.from_dict(answer)
-
-    def artifact_url(self, batch_id: str) -> Plan[str]:
-        return str((yield from self.request("GET", f"/v1/batches/{batch_id}/artifact-url"))["url"])
-
-    def receipt(self, batch_id: str) -> Plan[BillingReceipt]:
-        return BillingReceipt.from_dict(
-            (yield from self.request("GET", f"/v1/batches/{batch_id}/billing-receipt"))
+    def batch_retry(self, batch_id: str) -> Plan[models.RetriedBatch]:
+        """Create a new batch from the failed and canceled items (beta). Not repeated on a
+        network error or 5xx: the first attempt may have created the batch."""
+        path = f"/v1/batches/{batch_id}/retry"
+        return models.RetriedBatch.from_dict(
+            (yield from self.request("POST", path, retry_on_network_error=False))
         )
 
-    def download_artifact(self, batch_id: str, out: BinaryIO) -> Plan[int]:
-        url = yield from self.artifact_url(batch_id)
+    def batch_artifact_url(self, batch_id: str) -> Plan[str]:
+        """A short-lived signed URL of the full results JSONL."""
+        return str((yield from self.request("GET", f"/v1/batches/{batch_id}/artifact-url"))["url"])
+
+    def batch_receipt(self, batch_id: str) -> Plan[models.BillingReceipt]:
+        path = f"/v1/batches/{batch_id}/billing-receipt"
+        return models.BillingReceipt.from_dict((yield from self.request("GET", path)))
+
+    def batch_download_artifact(self, batch_id: str, out: BinaryIO) -> Plan[int]:
+        """Stream the full results artifact (its signed URL) into `out`; return the byte count.
+        Not resumed after a network error: call again (a new URL is signed each time)."""
+        url = yield from self.batch_artifact_url(batch_id)
         written = 0
         try:
             response = yield Open(Call("GET", url))
@@ -393,88 +451,105 @@ class Operations:
             raise APIConnectionError(f"GET artifact of {batch_id}: {type(exc).__name__}: {exc}") from exc
         return written
 
-    def wait_batch(
+    def batch_wait(
         self,
         batch_id: str,
-        poll_interval: float,
-        timeout: float | None,
-        on_progress: Callable[[Batch], None] | None,
-    ) -> Plan[Batch]:
-        def poll() -> Plan[Batch]:
-            batch = yield from self.get_batch(batch_id)
+        *,
+        poll_interval: float = 5.0,
+        timeout: float | None = None,
+        on_progress: Callable[[models.Batch], None] | None = None,
+    ) -> Plan[models.Batch]:
+        """Poll until the batch is terminal and return it; `on_progress` sees every poll.
+        Raises `WaitTimeoutError` after `timeout` seconds (None: no limit)."""
+
+        def poll() -> Plan[models.Batch]:
+            batch = yield from self.batch_get(batch_id)
             if on_progress is not None:
                 on_progress(batch)
             return batch
 
-        def pending(batch: Batch) -> str | None:
+        def pending(batch: models.Batch) -> str | None:
             return None if batch.is_terminal else f"{batch_id} still {batch.state}"
 
         return self._poll(poll, pending, poll_interval, timeout)
 
     # -- chat ------------------------------------------------------------------------------
 
-    def chat(self, body: dict[str, Any]) -> Plan[Any]:
+    def _chat(self, body: dict[str, Any]) -> Plan[Any]:
         """A direct completion or a queued job: charged, so only a 429 is retried."""
-        return self.request("POST", "/v1/chat/completions", json=body, repeatable=False)
+        return self.request("POST", "/v1/chat/completions", json=body, retry_on_network_error=False)
 
-    def chat_completion(
-        self, model: str, messages: list[dict[str, Any]], options: dict[str, Any]
-    ) -> Plan[ChatCompletion]:
+    def chat_create(
+        self, /, model: str, messages: list[dict[str, Any]], **options: Any
+    ) -> Plan[models.ChatCompletion]:
         body = {"model": model, "messages": messages, **options, "stream": False}
-        return ChatCompletion.from_dict((yield from self.chat(body)))
+        return models.ChatCompletion.from_dict((yield from self._chat(body)))
+
+    def chat_stream(
+        self, /, model: str, messages: list[dict[str, Any]], **options: Any
+    ) -> Stream[models.ChatCompletionChunk]:
+        body = {"model": model, "messages": messages, **options, "stream": True}
+        return self._events("/v1/chat/completions", body, models.ChatCompletionChunk.from_dict)
 
     def chat_queue(
-        self, model: str, messages: list[dict[str, Any]], options: dict[str, Any]
-    ) -> Plan[ChatJob]:
+        self, /, model: str, messages: list[dict[str, Any]], **options: Any
+    ) -> Plan[models.ChatJob]:
         body = {"model": model, "messages": messages, "batch": True, **options}
-        return ChatJob.from_dict((yield from self.chat(body)))
+        return models.ChatJob.from_dict((yield from self._chat(body)))
 
-    def chat_stream(self, model: str, messages: list[dict[str, Any]], options: dict[str, Any]) -> Plan[None]:
-        body = {"model": model, "messages": messages, **options, "stream": True}
-        return self.events("/v1/chat/completions", body, ChatCompletionChunk.from_dict)
-
-    def chat_job(self, job_id: str) -> Plan[ChatJob]:
-        return ChatJob.from_dict((yield from self.request("GET", f"/v1/chat/completions/{job_id}")))
+    def chat_job(self, job_id: str) -> Plan[models.ChatJob]:
+        """`GET /v1/chat/completions/{job_id}`: a queued chat job; `result` once completed."""
+        return models.ChatJob.from_dict((yield from self.request("GET", f"/v1/chat/completions/{job_id}")))
 
     # -- files -----------------------------------------------------------------------------
 
-    def upload(
+    def file_upload(
         self,
         source: Source,
-        filename: str | None,
-        purpose: str | None,
-        method: UploadMethod,
-        on_progress: Progress | None,
-        wait: bool,
-        poll_interval: float,
-        timeout: float | None,
-    ) -> Plan[File]:
-        """Direct up to 4 MiB, else the signed URL (in parts above the multipart threshold, a
-        failed multipart upload canceled), then waits for the checks when asked."""
+        *,
+        filename: str | None = None,
+        purpose: str | None = None,
+        method: UploadMethod = "auto",
+        on_progress: Progress | None = None,
+        wait: bool = True,
+        poll_interval: float = 2.0,
+        timeout: float | None = None,
+    ) -> Plan[models.File]:
+        """Upload `source` (bytes or a path) and return the checked file (`processed`, or
+        `error` with its line errors)."""
         data = upload_source(source, filename)
         if use_direct(method, data.size):
-            return (yield from self.create_file(data, purpose, on_progress))
-        signed = yield from self.start_upload(data.filename, data.size, None, purpose)
+            return (yield from self.file_create(data, purpose=purpose, on_progress=on_progress))
+        signed = yield from self.file_start_upload(filename=data.filename, size=data.size, purpose=purpose)
         if signed.multipart is None:
-            yield from self.put(signed.upload, data, on_progress)
-            file = yield from self.complete(signed.file.id, None)
+            yield from self.file_put(signed.upload, data, on_progress=on_progress)
+            file = yield from self.file_complete(signed.file.id)
         else:
             try:
-                etags = yield from self.put_parts(signed.file.id, signed.multipart, data, on_progress)
+                etags = yield from self.file_put_parts(
+                    signed.file.id, signed.multipart, data, on_progress=on_progress
+                )
             except GeneratorExit:
                 raise
             except BaseException:
                 with contextlib.suppress(Exception):  # S3 drops the parts sent; the error is the answer
-                    yield from self.cancel_file(signed.file.id)
+                    yield from self.file_cancel(signed.file.id)
                 raise
-            file = yield from self.complete(signed.file.id, etags)
+            file = yield from self.file_complete(signed.file.id, etags)
         if not wait or file.status not in PENDING_STATUSES:
             return file
-        return (yield from self.wait_file(file.id, poll_interval, timeout))
+        return (yield from self.file_wait(file.id, poll_interval=poll_interval, timeout=timeout))
 
-    def put_parts(
-        self, file_id: str, plan: MultipartPlan, source: Source | UploadSource, on_progress: Progress | None
+    def file_put_parts(
+        self,
+        file_id: str,
+        plan: models.MultipartPlan,
+        source: Source | UploadSource,
+        *,
+        on_progress: Progress | None = None,
     ) -> Plan[dict[int, str]]:
+        """PUT every part of a multipart plan in turn (each retried on its own, signed again if
+        its URL expired); the ETag of each part by number, for `complete`."""
         data = _local(source)
         etags: dict[int, str] = {}
         for part in plan.parts:
@@ -482,36 +557,50 @@ class Operations:
         return etags
 
     def _put_part(
-        self, file_id: str, part: PartTarget, data: UploadSource, on_progress: Progress | None
+        self, file_id: str, part: models.PartTarget, data: UploadSource, on_progress: Progress | None
     ) -> Plan[str]:
         def body() -> Iterator[bytes]:
             return data.part_chunks(part.offset, part.bytes, on_progress)
 
         headers = part_headers(part.bytes)
         try:
-            response = yield from self.send(Call("PUT", part.url, content=body, headers=headers))
+            response = yield from self.exchange(Call("PUT", part.url, content=body, headers=headers))
         except PermissionDeniedError:  # the URL expired: sign this part again, once
-            fresh = (yield from self.part_urls(file_id, [part.part_number])).parts[0]
-            response = yield from self.send(Call("PUT", fresh.url, content=body, headers=headers))
+            fresh = (yield from self.file_part_urls(file_id, [part.part_number])).parts[0]
+            response = yield from self.exchange(Call("PUT", fresh.url, content=body, headers=headers))
         return str(response.headers["etag"])
 
-    def part_urls(self, file_id: str, part_numbers: list[int] | None) -> Plan[MultipartPlan]:
+    def file_part_urls(
+        self, file_id: str, part_numbers: list[int] | None = None
+    ) -> Plan[models.MultipartPlan]:
+        """`POST /v1/files/{id}/parts`: fresh signed URLs (all parts by default)."""
         body = {"part_numbers": part_numbers} if part_numbers is not None else {}
         answer = yield from self.request("POST", f"/v1/files/{file_id}/parts", json=body)
-        return MultipartPlan.from_dict(answer["multipart"])
+        return models.MultipartPlan.from_dict(answer["multipart"])
 
-    def cancel_file(self, file_id: str) -> Plan[File]:
-        return File.from_dict((yield from self.request("POST", f"/v1/files/{file_id}/cancel"))["file"])
+    def file_cancel(self, file_id: str) -> Plan[models.File]:
+        """`POST /v1/files/{id}/cancel`: give up an upload in progress (idempotent)."""
+        return models.File.from_dict((yield from self.request("POST", f"/v1/files/{file_id}/cancel"))["file"])
 
-    def wait_file(self, file_id: str, poll_interval: float, timeout: float | None) -> Plan[File]:
-        def pending(file: File) -> str | None:
+    def file_wait(
+        self, file_id: str, *, poll_interval: float = 2.0, timeout: float | None = None
+    ) -> Plan[models.File]:
+        """Poll until the file's checks are done (`processed` or `error`) and return it.
+        Raises `WaitTimeoutError` after `timeout` seconds (None: no limit)."""
+
+        def pending(file: models.File) -> str | None:
             return f"{file_id} still {file.status}" if file.status in PENDING_STATUSES else None
 
-        return self._poll(lambda: self.get_file(file_id), pending, poll_interval, timeout)
+        return self._poll(lambda: self.file_get(file_id), pending, poll_interval, timeout)
 
-    def create_file(
-        self, source: Source | UploadSource, purpose: str | None, on_progress: Progress | None
-    ) -> Plan[File]:
+    def file_create(
+        self,
+        source: Source | UploadSource,
+        *,
+        purpose: str | None = None,
+        on_progress: Progress | None = None,
+    ) -> Plan[models.File]:
+        """`POST /v1/files`: a direct upload (the raw JSONL body, streamed)."""
         data = _local(source)
         call = Call(
             "POST",
@@ -520,29 +609,37 @@ class Operations:
             content=lambda: data.chunks(on_progress),
             headers=self._client.headers(direct_headers(data)),
         )
-        return File.from_dict((yield from self.send(call)).json()["file"])
+        return models.File.from_dict((yield from self.exchange(call)).json()["file"])
 
-    def start_upload(
-        self, filename: str, size: int, content_type: str | None, purpose: str | None
-    ) -> Plan[SignedUpload]:
+    def file_start_upload(
+        self, *, filename: str, size: int, content_type: str | None = None, purpose: str | None = None
+    ) -> Plan[models.SignedUpload]:
+        """`POST /v1/files/uploads`: a file in `uploading` and the signed URL to PUT it to."""
         body = start_body(filename, size, content_type, purpose)
-        return SignedUpload.from_dict((yield from self.request("POST", "/v1/files/uploads", json=body)))
+        return models.SignedUpload.from_dict(
+            (yield from self.request("POST", "/v1/files/uploads", json=body))
+        )
 
-    def put(
-        self, upload: UploadTarget, source: Source | UploadSource, on_progress: Progress | None
+    def file_put(
+        self,
+        upload: models.UploadTarget,
+        source: Source | UploadSource,
+        *,
+        on_progress: Progress | None = None,
     ) -> Plan[None]:
         """PUT the bytes to the signed URL with exactly its headers (never the API key)."""
         data = _local(source)
         headers = {**upload.headers, "Content-Length": str(data.size)}
-        yield from self.send(
+        yield from self.exchange(
             Call(upload.method, upload.url, content=lambda: data.chunks(on_progress), headers=headers)
         )
 
-    def complete(self, file_id: str, etags: dict[int, str] | None) -> Plan[File]:
+    def file_complete(self, file_id: str, etags: dict[int, str] | None = None) -> Plan[models.File]:
+        """`POST /v1/files/{id}/complete` (a multipart upload's parts by number -> ETag):
+        small files come back checked, large ones `uploaded` (see `wait`); idempotent."""
         body = complete_body(etags) if etags is not None else None
-        return File.from_dict(
-            (yield from self.request("POST", f"/v1/files/{file_id}/complete", json=body))["file"]
-        )
+        answer = yield from self.request("POST", f"/v1/files/{file_id}/complete", json=body)
+        return models.File.from_dict(answer["file"])
 
-    def get_file(self, file_id: str) -> Plan[File]:
-        return File.from_dict((yield from self.request("GET", f"/v1/files/{file_id}"))["file"])
+    def file_get(self, file_id: str) -> Plan[models.File]:
+        return models.File.from_dict((yield from self.request("GET", f"/v1/files/{file_id}"))["file"])
