@@ -10,6 +10,7 @@ plan's own signature and documentation, typed per mode for the caller.
 from __future__ import annotations
 
 import functools
+import inspect
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
@@ -45,13 +46,23 @@ class Moded(Generic[M]):
     _client: Any
 
 
-def _bound(obj: Moded[Any], op: Callable[..., Any], loop: str) -> Callable[..., Any]:
+def _public_signature(op: Callable[..., Any]) -> inspect.Signature:
+    """The plan's signature as the caller sees it: without `self`, no return annotation."""
+    signature = inspect.signature(op)
+    parameters = list(signature.parameters.values())[1:]
+    return signature.replace(parameters=parameters, return_annotation=inspect.Signature.empty)
+
+
+def _bound(
+    obj: Moded[Any], op: Callable[..., Any], signature: inspect.Signature, loop: str
+) -> Callable[..., Any]:
     client = obj._client
 
     @functools.wraps(op)
     def call(*args: Any, **kwargs: Any) -> Any:
         return getattr(client, loop)(op(client.ops, *args, **kwargs))
 
+    call.__signature__ = signature  # type: ignore[attr-defined]
     return call
 
 
@@ -60,6 +71,7 @@ class Call(Generic[P, T]):
 
     def __init__(self, op: Callable[Concatenate[Operations, P], Plan[T]]) -> None:
         self._op = op
+        self._signature = _public_signature(op)
 
     @overload
     def __get__(self, obj: None, owner: type) -> Call[P, T]: ...
@@ -68,7 +80,7 @@ class Call(Generic[P, T]):
     @overload
     def __get__(self, obj: Moded[Awaiting], owner: type) -> Callable[P, Coroutine[Any, Any, T]]: ...
     def __get__(self, obj: Moded[Any] | None, owner: type) -> Any:
-        return self if obj is None else _bound(obj, self._op, "run")
+        return self if obj is None else _bound(obj, self._op, self._signature, "run")
 
 
 class Listing(Generic[P, T]):
@@ -76,6 +88,7 @@ class Listing(Generic[P, T]):
 
     def __init__(self, op: Callable[Concatenate[Operations, P], Stream[T]]) -> None:
         self._op = op
+        self._signature = _public_signature(op)
 
     @overload
     def __get__(self, obj: None, owner: type) -> Listing[P, T]: ...
@@ -84,7 +97,7 @@ class Listing(Generic[P, T]):
     @overload
     def __get__(self, obj: Moded[Awaiting], owner: type) -> Callable[P, AsyncIterator[T]]: ...
     def __get__(self, obj: Moded[Any] | None, owner: type) -> Any:
-        return self if obj is None else _bound(obj, self._op, "drive")
+        return self if obj is None else _bound(obj, self._op, self._signature, "drive")
 
 
 class Resource(Moded[M]):
