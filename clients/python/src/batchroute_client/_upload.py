@@ -11,7 +11,7 @@ the service then checks the file off the request path, so the upload waits for `
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -46,10 +46,6 @@ class UploadSource:
             if on_progress is not None:
                 on_progress(sent, self.size)
 
-    async def achunks(self, on_progress: Progress | None = None) -> AsyncIterator[bytes]:
-        for chunk in self.chunks(on_progress):
-            yield chunk
-
     def part_chunks(self, offset: int, size: int, on_progress: Progress | None = None) -> Iterator[bytes]:
         """Bytes [offset, offset + size) in chunks, reporting the whole file's progress (a
         retried part reports again from its own start)."""
@@ -61,12 +57,6 @@ class UploadSource:
             sent += len(chunk)
             if on_progress is not None:
                 on_progress(sent, self.size)
-
-    async def apart_chunks(
-        self, offset: int, size: int, on_progress: Progress | None = None
-    ) -> AsyncIterator[bytes]:
-        for chunk in self.part_chunks(offset, size, on_progress):
-            yield chunk
 
     def _read(self, start: int = 0, end: int | None = None) -> Iterator[bytes]:
         stop = self.size if end is None else end

@@ -1,0 +1,645 @@
+"""The sans-IO core of the client: every behaviour of `Client` and `AsyncClient` written once.
+
+An API call is a *plan*: a generator that yields effects (`Send` a request, `Open` a streamed
+one, `Read` from it, `Sleep`, `Emit` a value to the caller) and is sent each effect's result
+back (or has its exception thrown in). The plan builds the requests, decides the retries and
+their backoff (`_retry`), turns answers into models or typed errors (`errors`), pages through
+listings and walks the upload steps (`_upload`); it never touches the network or the clock's
+sleep. `Client` runs plans with a blocking loop on `httpx.Client`, `AsyncClient` with an
+awaiting loop on `httpx.AsyncClient` (docs/client.md, "Structure").
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json as _json
+import os
+import uuid
+from collections.abc import Callable, Generator, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, BinaryIO, Generic, Literal, TypeVar
+
+import httpx
+
+from batchroute_client import models
+from batchroute_client._retry import Backoff, wait_before_retry
+from batchroute_client._upload import (
+    PENDING_STATUSES,
+    Progress,
+    Source,
+    UploadMethod,
+    UploadSource,
+    complete_body,
+    direct_headers,
+    part_headers,
+    start_body,
+    upload_source,
+    use_direct,
+)
+from batchroute_client.errors import (
+    APIConnectionError,
+    PermissionDeniedError,
+    WaitTimeoutError,
+    error_from_response,
+)
+
+__version__ = "0.1.0"
+DEFAULT_TIMEOUT = 60.0
+DEFAULT_MAX_RETRIES = 4
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Call:
+    """One HTTP request, described: `content` is a factory of the body (bytes or an iterator of
+    chunks), called again for every attempt so a streamed upload restarts from its first byte."""
+
+    method: str
+    url: str
+    params: Mapping[str, Any] | None = None
+    json: Any = None
+    content: Callable[[], Any] | None = None
+    headers: Mapping[str, str] | None = None
+
+
+@dataclass(frozen=True)
+class Send:
+    """Send `call` and read its body: the `httpx.Response` (a transport error is thrown in)."""
+
+    call: Call
+
+
+@dataclass(frozen=True)
+class Open:
+    """Send `call` and return the response with its body unread; closed when the plan ends."""
+
+    call: Call
+
+
+@dataclass(frozen=True)
+class Read:
+    """From an opened response: the whole `body` (None back), or its next `line` or `chunk`
+    (None at the end)."""
+
+    response: httpx.Response
+    unit: Literal["body", "line", "chunk"]
+
+
+@dataclass(frozen=True)
+class Sleep:
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Emit(Generic[T]):
+    """Hand `value` to the caller (a row of a listing, a streamed event); None comes back."""
+
+    value: T
+
+
+Effect = Send | Open | Read | Sleep | Emit[Any]
+Plan = Generator[Effect, Any, T]  # a plan whose value is a T
+Stream = Generator[Send | Open | Read | Sleep | Emit[T], Any, None]  # a plan that emits T's
+
+
+def returning(plan: Plan[T]) -> Plan[None]:
+    """The plan with its result emitted last (how a loop runs a plan to its value)."""
+    result = yield from plan
+    yield Emit(result)
+
+
+class Runner:
+    """Steps a plan: what a driver loop asks for the next effect and answers with its outcome."""
+
+    def __init__(self, plan: Plan[Any]) -> None:
+        self._plan = plan
+        self._value: Any = None
+        self._error: BaseException | None = None
+
+    def next(self) -> Effect | None:
+        """The plan's next effect, or None when it is done; raises what the plan raises. An
+        emitted value is answered with None."""
+        error, self._error = self._error, None
+        try:
+            value, self._value = self._value, None
+            return self._plan.throw(error) if error is not None else self._plan.send(value)
+        except StopIteration:
+            return None
+
+    @contextlib.contextmanager
+    def answering(self) -> Iterator[None]:
+        """Around performing an effect: what it raises is thrown into the plan, which decides."""
+        try:
+            yield
+        except BaseException as exc:
+            self._error = exc
+
+    def resolve(self, value: Any) -> None:
+        self._value = value
+
+    def close(self) -> None:
+        self._plan.close()
+
+
+def request_arguments(call: Call, body: Callable[[Any], Any]) -> dict[str, Any]:
+    """The keyword arguments of `build_request` for `call`; `body` adapts a fresh body to the
+    HTTP client (an async client streams async iterators only)."""
+    return {
+        "method": call.method,
+        "url": call.url,
+        "params": call.params,
+        "json": call.json,
+        "content": body(call.content()) if call.content is not None else None,
+        "headers": call.headers,
+    }
+
+
+def iterator_of(content: Any) -> Iterator[bytes] | None:
+    """The body as a sync iterator of chunks, when it is one (bytes and async bodies are not)."""
+    if isinstance(content, bytes | str) or not isinstance(content, Iterator):
+        return None
+    return content
+
+
+class ClientBase:
+    """What both clients hold: the resolved key and URL, the retry policy and the clocks."""
+
+    def __init__(
+        self,
+        api_key: str | None,
+        base_url: str | None,
+        http_base_url: str | None,
+        *,
+        max_retries: int,
+        backoff: Backoff | None,
+        clock: Callable[[], float],
+        monotonic: Callable[[], float],
+    ) -> None:
+        key = api_key or os.environ.get("BATCHROUTE_API_KEY")
+        if not key:
+            raise ValueError("no API key: pass api_key= or set BATCHROUTE_API_KEY")
+        url = base_url or os.environ.get("BATCHROUTE_BASE_URL") or http_base_url
+        if not url:
+            raise ValueError("no base URL: pass base_url= or set BATCHROUTE_BASE_URL")
+        self.base_url = url.rstrip("/")
+        self.max_retries = max(0, max_retries)
+        self._api_key = key
+        self._backoff = backoff or Backoff()
+        self._clock = clock
+        self.monotonic = monotonic
+        self.ops = Operations(self)
+
+    def __repr__(self) -> str:  # never shows the key
+        return f"{type(self).__name__}(base_url={self.base_url!r})"
+
+    def headers(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+        return {
+            "Authorization": f"Bearer {self._api_key}",
+            "Accept": "application/json",
+            "User-Agent": f"batchroute-python/{__version__}",
+            **(extra or {}),
+        }
+
+    def retry_wait(self, attempt: int, response: httpx.Response | None, repeatable: bool) -> float | None:
+        """Seconds before retrying failed attempt `attempt` (None: give up); `response` None is a
+        network error."""
+        if response is None:
+            return wait_before_retry(
+                self._backoff, attempt, self.max_retries, status=None, repeatable=repeatable
+            )
+        return wait_before_retry(
+            self._backoff,
+            attempt,
+            self.max_retries,
+            status=response.status_code,
+            retry_after=response.headers.get("retry-after"),
+            now=self._clock(),
+            repeatable=repeatable,
+        )
+
+
+def _local(source: Source | UploadSource) -> UploadSource:
+    return source if isinstance(source, UploadSource) else upload_source(source)
+
+
+class Operations:
+    """Every API call of the client as a plan (see the module docstring), with the public
+    signature and documentation: `Client` and `AsyncClient` expose these methods as their own
+    (`_surface`), run by their loops."""
+
+    def __init__(self, client: ClientBase) -> None:
+        self._client = client
+
+    # -- the exchange, with the spec's retries --------------------------------------------
+
+    def exchange(self, call: Call, *, repeatable: bool = True) -> Plan[httpx.Response]:
+        """One exchange with the spec's retries: the successful response, or the typed error.
+        A request that is not `repeatable` (it may have acted) is retried only on 429."""
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                response: httpx.Response = yield Send(call)
+            except httpx.TransportError as exc:
+                wait = self._client.retry_wait(attempt, None, repeatable)
+                if wait is None:
+                    label = f"{call.method} {httpx.URL(call.url).path}"
+                    raise APIConnectionError(f"{label}: {type(exc).__name__}: {exc}") from exc
+            else:
+                if response.status_code < 400:
+                    return response
+                wait = self._client.retry_wait(attempt, response, repeatable)
+                if wait is None:
+                    raise error_from_response(response)
+            yield Sleep(wait)
+
+    def send(
+        self,
+        method: str,
+        url: str,
+        *,
+        params: Mapping[str, Any] | None = None,
+        json: Any = None,
+        content: Callable[[], Any] | None = None,
+        headers: Mapping[str, str] | None = None,
+        repeatable: bool = True,
+    ) -> Plan[httpx.Response]:
+        """One HTTP exchange with the spec's retries; the successful response, or the typed error.
+
+        `content` is a factory of the body (bytes or an iterator of chunks), called again for
+        every attempt, so a streamed upload restarts from its first byte."""
+        call = Call(method, url, params=params, json=json, content=content, headers=headers)
+        return self.exchange(call, repeatable=repeatable)
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, Any] | None = None,
+        json: Any = None,
+        headers: Mapping[str, str] | None = None,
+        retry_on_network_error: bool = True,
+    ) -> Plan[Any]:
+        """Send one API call, retrying per the spec's guidance; return the decoded JSON body.
+
+        Every attempt sends the same headers and body (so an `Idempotency-Key` is reused).
+        `retry_on_network_error=False` (and no 5xx retry) for a POST that is not safe to
+        repeat: only 429, which the service answers before doing any work, is retried then.
+        """
+        call = Call(
+            method,
+            self._client.base_url + path,
+            params={k: v for k, v in (params or {}).items() if v is not None},
+            json=json,
+            headers=self._client.headers(headers),
+        )
+        response = yield from self.exchange(call, repeatable=retry_on_network_error)
+        return response.json() if response.content else None
+
+    def _events(self, path: str, json: Any, parse: Callable[[dict[str, Any]], T]) -> Stream[T]:
+        call = Call("POST", self._client.base_url + path, json=json, headers=self._client.headers())
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                response = yield Open(call)
+                if response.status_code < 400:
+                    while (line := (yield Read(response, "line"))) is not None:
+                        data = line[5:].strip() if line.startswith("data:") else None
+                        if data == "[DONE]":
+                            return
+                        if data is not None:
+                            yield Emit(parse(_json.loads(data)))
+                    return
+                yield Read(response, "body")
+            except httpx.TransportError as exc:
+                raise APIConnectionError(f"POST {path}: {type(exc).__name__}: {exc}") from exc
+            wait = self._client.retry_wait(attempt, response, repeatable=False)
+            if wait is None:
+                raise error_from_response(response)
+            yield Sleep(wait)
+
+    def stream_events(self, path: str, json: Any) -> Stream[dict[str, Any]]:
+        """POST and yield each server-sent event's JSON data until `[DONE]`. Only a 429 (answered
+        before any work) is retried: a lost stream is not replayed, it may have been charged."""
+        return self._events(path, json, dict)
+
+    def _pages(self, path: str, params: Mapping[str, Any], parse: Callable[[dict[str, Any]], T]) -> Stream[T]:
+        cursor: str | None = None
+        while True:
+            page = yield from self.request("GET", path, params={**params, "cursor": cursor})
+            for row in page.get("data") or []:
+                yield Emit(parse(row))
+            cursor = page.get("next_cursor")
+            if not cursor:
+                return
+
+    def paginate(self, path: str, params: Mapping[str, Any]) -> Stream[dict[str, Any]]:
+        """Every row of a cursor-paginated listing, fetching the next page as it is consumed."""
+        return self._pages(path, params, dict)
+
+    def _poll(
+        self,
+        get: Callable[[], Plan[T]],
+        pending: Callable[[T], str | None],
+        poll_interval: float,
+        timeout: float | None,
+    ) -> Plan[T]:
+        """Poll until `pending` (what is still waited for, e.g. "batch_1 still running") is None;
+        `WaitTimeoutError` after `timeout` seconds (None: no limit)."""
+        started = self._client.monotonic()
+        while True:
+            value = yield from get()
+            still = pending(value)
+            if still is None:
+                return value
+            if timeout is not None and self._client.monotonic() - started + poll_interval > timeout:
+                raise WaitTimeoutError(f"{still} after {timeout} s")
+            yield Sleep(poll_interval)
+
+    # -- account ---------------------------------------------------------------------------
+
+    def usage(self) -> Plan[models.Usage]:
+        return models.Usage.from_dict((yield from self.request("GET", "/v1/usage")))
+
+    def billing_controls(self) -> Plan[models.BillingControls]:
+        """`GET /v1/billing/controls` (changing them needs a user session: the console)."""
+        return models.BillingControls.from_dict(
+            (yield from self.request("GET", "/v1/billing/controls"))["controls"]
+        )
+
+    # -- quotes ----------------------------------------------------------------------------
+
+    def quote_model(self, /, items: list[dict[str, Any]] | None = None, **options: Any) -> Plan[models.Quote]:
+        """`POST /v1/quotes/model`: free, reserves nothing; `options` are the routing fields
+        (`routing_mode`, `sla_tier`, `privacy_tier`, `required_tools`, ...), or
+        `input_file_id` instead of `items`."""
+        body = {"items": items, **options} if items is not None else options
+        return models.Quote.from_dict((yield from self.request("POST", "/v1/quotes/model", json=body)))
+
+    def quote_workflow(self, /, **body: Any) -> Plan[models.Quote]:
+        """`POST /v1/quotes/workflow`: the quote of a workflow's steps (free, reserves nothing)."""
+        return models.Quote.from_dict((yield from self.request("POST", "/v1/quotes/workflow", json=body)))
+
+    # -- batches ---------------------------------------------------------------------------
+
+    def batch_create(self, /, *, idempotency_key: str | None = None, **body: Any) -> Plan[models.Batch]:
+        """`POST /v1/batches` with `quote_id`, `items` (or `input_file_id`), `webhook`, ...
+
+        One `Idempotency-Key` (generated here when not given) is sent on every retry with the
+        same body, so a retried create returns the original batch and never a second one."""
+        headers = {"Idempotency-Key": idempotency_key or f"br-{uuid.uuid4().hex}"}
+        answer = yield from self.request("POST", "/v1/batches", json=body, headers=headers)
+        return models.Batch.from_dict(answer["batch"])
+
+    def batch_get(self, batch_id: str) -> Plan[models.Batch]:
+        return models.Batch.from_dict((yield from self.request("GET", f"/v1/batches/{batch_id}"))["batch"])
+
+    def batch_list(self, *, state: str | None = None, page_size: int | None = None) -> Stream[models.Batch]:
+        """Every batch (newest first), across all pages."""
+        return self._pages("/v1/batches", {"state": state, "limit": page_size}, models.Batch.from_dict)
+
+    def batch_items(
+        self, batch_id: str, *, status: str | None = None, page_size: int | None = None
+    ) -> Stream[models.Item]:
+        params = {"status": status, "limit": page_size}
+        return self._pages(f"/v1/batches/{batch_id}/items", params, models.Item.from_dict)
+
+    def batch_results(
+        self, batch_id: str, *, body_format: str | None = None, page_size: int | None = None
+    ) -> Stream[models.ResultRow]:
+        params = {"body_format": body_format, "limit": page_size}
+        return self._pages(f"/v1/batches/{batch_id}/results", params, models.ResultRow.from_dict)
+
+    def batch_cancel(self, batch_id: str, *, reason: str | None = None) -> Plan[models.Batch]:
+        body = {"reason": reason} if reason else None
+        answer = yield from self.request("POST", f"/v1/batches/{batch_id}/cancel", json=body)
+        return models.Batch.from_dict(answer["batch"])
+
+    def batch_retry(self, batch_id: str) -> Plan[models.RetriedBatch]:
+        """Create a new batch from the failed and canceled items (beta). Not repeated on a
+        network error or 5xx: the first attempt may have created the batch."""
+        path = f"/v1/batches/{batch_id}/retry"
+        return models.RetriedBatch.from_dict(
+            (yield from self.request("POST", path, retry_on_network_error=False))
+        )
+
+    def batch_artifact_url(self, batch_id: str) -> Plan[str]:
+        """A short-lived signed URL of the full results JSONL."""
+        return str((yield from self.request("GET", f"/v1/batches/{batch_id}/artifact-url"))["url"])
+
+    def batch_receipt(self, batch_id: str) -> Plan[models.BillingReceipt]:
+        path = f"/v1/batches/{batch_id}/billing-receipt"
+        return models.BillingReceipt.from_dict((yield from self.request("GET", path)))
+
+    def batch_download_artifact(self, batch_id: str, out: BinaryIO) -> Plan[int]:
+        """Stream the full results artifact (its signed URL) into `out`; return the byte count.
+        Not resumed after a network error: call again (a new URL is signed each time)."""
+        url = yield from self.batch_artifact_url(batch_id)
+        written = 0
+        try:
+            response = yield Open(Call("GET", url))
+            if response.status_code >= 400:
+                yield Read(response, "body")
+                raise error_from_response(response)
+            while (chunk := (yield Read(response, "chunk"))) is not None:
+                out.write(chunk)
+                written += len(chunk)
+        except httpx.TransportError as exc:
+            raise APIConnectionError(f"GET artifact of {batch_id}: {type(exc).__name__}: {exc}") from exc
+        return written
+
+    def batch_wait(
+        self,
+        batch_id: str,
+        *,
+        poll_interval: float = 5.0,
+        timeout: float | None = None,
+        on_progress: Callable[[models.Batch], None] | None = None,
+    ) -> Plan[models.Batch]:
+        """Poll until the batch is terminal and return it; `on_progress` sees every poll.
+        Raises `WaitTimeoutError` after `timeout` seconds (None: no limit)."""
+
+        def poll() -> Plan[models.Batch]:
+            batch = yield from self.batch_get(batch_id)
+            if on_progress is not None:
+                on_progress(batch)
+            return batch
+
+        def pending(batch: models.Batch) -> str | None:
+            return None if batch.is_terminal else f"{batch_id} still {batch.state}"
+
+        return self._poll(poll, pending, poll_interval, timeout)
+
+    # -- chat ------------------------------------------------------------------------------
+
+    def _chat(self, body: dict[str, Any]) -> Plan[Any]:
+        """A direct completion or a queued job: charged, so only a 429 is retried."""
+        return self.request("POST", "/v1/chat/completions", json=body, retry_on_network_error=False)
+
+    def chat_create(
+        self, /, model: str, messages: list[dict[str, Any]], **options: Any
+    ) -> Plan[models.ChatCompletion]:
+        body = {"model": model, "messages": messages, **options, "stream": False}
+        return models.ChatCompletion.from_dict((yield from self._chat(body)))
+
+    def chat_stream(
+        self, /, model: str, messages: list[dict[str, Any]], **options: Any
+    ) -> Stream[models.ChatCompletionChunk]:
+        body = {"model": model, "messages": messages, **options, "stream": True}
+        return self._events("/v1/chat/completions", body, models.ChatCompletionChunk.from_dict)
+
+    def chat_queue(
+        self, /, model: str, messages: list[dict[str, Any]], **options: Any
+    ) -> Plan[models.ChatJob]:
+        body = {"model": model, "messages": messages, "batch": True, **options}
+        return models.ChatJob.from_dict((yield from self._chat(body)))
+
+    def chat_job(self, job_id: str) -> Plan[models.ChatJob]:
+        """`GET /v1/chat/completions/{job_id}`: a queued chat job; `result` once completed."""
+        return models.ChatJob.from_dict((yield from self.request("GET", f"/v1/chat/completions/{job_id}")))
+
+    # -- files -----------------------------------------------------------------------------
+
+    def file_upload(
+        self,
+        source: Source,
+        *,
+        filename: str | None = None,
+        purpose: str | None = None,
+        method: UploadMethod = "auto",
+        on_progress: Progress | None = None,
+        wait: bool = True,
+        poll_interval: float = 2.0,
+        timeout: float | None = None,
+    ) -> Plan[models.File]:
+        """Upload `source` (bytes or a path) and return the checked file (`processed`, or
+        `error` with its line errors)."""
+        data = upload_source(source, filename)
+        if use_direct(method, data.size):
+            return (yield from self.file_create(data, purpose=purpose, on_progress=on_progress))
+        signed = yield from self.file_start_upload(filename=data.filename, size=data.size, purpose=purpose)
+        if signed.multipart is None:
+            yield from self.file_put(signed.upload, data, on_progress=on_progress)
+            file = yield from self.file_complete(signed.file.id)
+        else:
+            try:
+                etags = yield from self.file_put_parts(
+                    signed.file.id, signed.multipart, data, on_progress=on_progress
+                )
+            except GeneratorExit:
+                raise
+            except BaseException:
+                with contextlib.suppress(Exception):  # S3 drops the parts sent; the error is the answer
+                    yield from self.file_cancel(signed.file.id)
+                raise
+            file = yield from self.file_complete(signed.file.id, etags)
+        if not wait or file.status not in PENDING_STATUSES:
+            return file
+        return (yield from self.file_wait(file.id, poll_interval=poll_interval, timeout=timeout))
+
+    def file_put_parts(
+        self,
+        file_id: str,
+        plan: models.MultipartPlan,
+        source: Source | UploadSource,
+        *,
+        on_progress: Progress | None = None,
+    ) -> Plan[dict[int, str]]:
+        """PUT every part of a multipart plan in turn (each retried on its own, signed again if
+        its URL expired); the ETag of each part by number, for `complete`."""
+        data = _local(source)
+        etags: dict[int, str] = {}
+        for part in plan.parts:
+            etags[part.part_number] = yield from self._put_part(file_id, part, data, on_progress)
+        return etags
+
+    def _put_part(
+        self, file_id: str, part: models.PartTarget, data: UploadSource, on_progress: Progress | None
+    ) -> Plan[str]:
+        def body() -> Iterator[bytes]:
+            return data.part_chunks(part.offset, part.bytes, on_progress)
+
+        headers = part_headers(part.bytes)
+        try:
+            response = yield from self.exchange(Call("PUT", part.url, content=body, headers=headers))
+        except PermissionDeniedError:  # the URL expired: sign this part again, once
+            fresh = (yield from self.file_part_urls(file_id, [part.part_number])).parts[0]
+            response = yield from self.exchange(Call("PUT", fresh.url, content=body, headers=headers))
+        return str(response.headers["etag"])
+
+    def file_part_urls(
+        self, file_id: str, part_numbers: list[int] | None = None
+    ) -> Plan[models.MultipartPlan]:
+        """`POST /v1/files/{id}/parts`: fresh signed URLs (all parts by default)."""
+        body = {"part_numbers": part_numbers} if part_numbers is not None else {}
+        answer = yield from self.request("POST", f"/v1/files/{file_id}/parts", json=body)
+        return models.MultipartPlan.from_dict(answer["multipart"])
+
+    def file_cancel(self, file_id: str) -> Plan[models.File]:
+        """`POST /v1/files/{id}/cancel`: give up an upload in progress (idempotent)."""
+        return models.File.from_dict((yield from self.request("POST", f"/v1/files/{file_id}/cancel"))["file"])
+
+    def file_wait(
+        self, file_id: str, *, poll_interval: float = 2.0, timeout: float | None = None
+    ) -> Plan[models.File]:
+        """Poll until the file's checks are done (`processed` or `error`) and return it.
+        Raises `WaitTimeoutError` after `timeout` seconds (None: no limit)."""
+
+        def pending(file: models.File) -> str | None:
+            return f"{file_id} still {file.status}" if file.status in PENDING_STATUSES else None
+
+        return self._poll(lambda: self.file_get(file_id), pending, poll_interval, timeout)
+
+    def file_create(
+        self,
+        source: Source | UploadSource,
+        *,
+        purpose: str | None = None,
+        on_progress: Progress | None = None,
+    ) -> Plan[models.File]:
+        """`POST /v1/files`: a direct upload (the raw JSONL body, streamed)."""
+        data = _local(source)
+        call = Call(
+            "POST",
+            self._client.base_url + "/v1/files",
+            params={"purpose": purpose} if purpose else None,
+            content=lambda: data.chunks(on_progress),
+            headers=self._client.headers(direct_headers(data)),
+        )
+        return models.File.from_dict((yield from self.exchange(call)).json()["file"])
+
+    def file_start_upload(
+        self, *, filename: str, size: int, content_type: str | None = None, purpose: str | None = None
+    ) -> Plan[models.SignedUpload]:
+        """`POST /v1/files/uploads`: a file in `uploading` and the signed URL to PUT it to."""
+        body = start_body(filename, size, content_type, purpose)
+        return models.SignedUpload.from_dict(
+            (yield from self.request("POST", "/v1/files/uploads", json=body))
+        )
+
+    def file_put(
+        self,
+        upload: models.UploadTarget,
+        source: Source | UploadSource,
+        *,
+        on_progress: Progress | None = None,
+    ) -> Plan[None]:
+        """PUT the bytes to the signed URL with exactly its headers (never the API key)."""
+        data = _local(source)
+        headers = {**upload.headers, "Content-Length": str(data.size)}
+        yield from self.exchange(
+            Call(upload.method, upload.url, content=lambda: data.chunks(on_progress), headers=headers)
+        )
+
+    def file_complete(self, file_id: str, etags: dict[int, str] | None = None) -> Plan[models.File]:
+        """`POST /v1/files/{id}/complete` (a multipart upload's parts by number -> ETag):
+        small files come back checked, large ones `uploaded` (see `wait`); idempotent."""
+        body = complete_body(etags) if etags is not None else None
+        answer = yield from self.request("POST", f"/v1/files/{file_id}/complete", json=body)
+        return models.File.from_dict(answer["file"])
+
+    def file_get(self, file_id: str) -> Plan[models.File]:
+        return models.File.from_dict((yield from self.request("GET", f"/v1/files/{file_id}"))["file"])

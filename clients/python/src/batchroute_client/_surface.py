@@ -1,0 +1,213 @@
+"""The public surface of both clients, declared once over the core's plans.
+
+`Client` and `AsyncClient` differ only in how they run a plan: `Blocking` clients return its
+value (`Iterator` for a listing), `Awaiting` clients a coroutine (`AsyncIterator`). The API
+methods and resources (`quotes`, `batches`, `chat`, `files`) are written here once, as
+descriptors over `Operations`: `Call(Operations.batch_get)` is `Client.batches.get`, with the
+plan's own signature and documentation, typed per mode for the caller.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import time
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
+from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
+
+from batchroute_client._core import (
+    DEFAULT_MAX_RETRIES,
+    DEFAULT_TIMEOUT,
+    ClientBase,
+    Operations,
+    Plan,
+    Stream,
+)
+from batchroute_client._retry import Backoff
+
+P = ParamSpec("P")
+T = TypeVar("T")
+M = TypeVar("M")
+H = TypeVar("H")
+S = TypeVar("S")
+
+
+class Blocking:
+    """The mode of `Client`: a call returns its value."""
+
+
+class Awaiting:
+    """The mode of `AsyncClient`: a call returns a coroutine of its value."""
+
+
+class Moded(Generic[M]):
+    """Something whose API calls run on a client of mode `M` (the client or one of its resources)."""
+
+    _client: Any
+
+
+def _public_signature(op: Callable[..., Any]) -> inspect.Signature:
+    """The plan's signature as the caller sees it: without `self`, no return annotation."""
+    signature = inspect.signature(op)
+    parameters = list(signature.parameters.values())[1:]
+    return signature.replace(parameters=parameters, return_annotation=inspect.Signature.empty)
+
+
+def _bound(
+    obj: Moded[Any], op: Callable[..., Any], signature: inspect.Signature, loop: str
+) -> Callable[..., Any]:
+    client = obj._client
+
+    @functools.wraps(op)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return getattr(client, loop)(op(client.ops, *args, **kwargs))
+
+    call.__signature__ = signature  # type: ignore[attr-defined]
+    return call
+
+
+class Call(Generic[P, T]):
+    """An API call: the plan `op` run by the client's loop to its value."""
+
+    def __init__(self, op: Callable[Concatenate[Operations, P], Plan[T]]) -> None:
+        self._op = op
+        self._signature = _public_signature(op)
+
+    @overload
+    def __get__(self, obj: None, owner: type) -> Call[P, T]: ...
+    @overload
+    def __get__(self, obj: Moded[Blocking], owner: type) -> Callable[P, T]: ...
+    @overload
+    def __get__(self, obj: Moded[Awaiting], owner: type) -> Callable[P, Coroutine[Any, Any, T]]: ...
+    def __get__(self, obj: Moded[Any] | None, owner: type) -> Any:
+        return self if obj is None else _bound(obj, self._op, self._signature, "run")
+
+
+class Listing(Generic[P, T]):
+    """A listing or stream: the plan `op`'s emitted values, produced as they are consumed."""
+
+    def __init__(self, op: Callable[Concatenate[Operations, P], Stream[T]]) -> None:
+        self._op = op
+        self._signature = _public_signature(op)
+
+    @overload
+    def __get__(self, obj: None, owner: type) -> Listing[P, T]: ...
+    @overload
+    def __get__(self, obj: Moded[Blocking], owner: type) -> Callable[P, Iterator[T]]: ...
+    @overload
+    def __get__(self, obj: Moded[Awaiting], owner: type) -> Callable[P, AsyncIterator[T]]: ...
+    def __get__(self, obj: Moded[Any] | None, owner: type) -> Any:
+        return self if obj is None else _bound(obj, self._op, self._signature, "drive")
+
+
+class Resource(Moded[M]):
+    def __init__(self, client: Moded[M]) -> None:
+        self._client = client
+
+
+class Quotes(Resource[M]):
+    model = Call(Operations.quote_model)
+    workflow = Call(Operations.quote_workflow)
+
+
+class Batches(Resource[M]):
+    create = Call(Operations.batch_create)
+    get = Call(Operations.batch_get)
+    list = Listing(Operations.batch_list)
+    items = Listing(Operations.batch_items)
+    results = Listing(Operations.batch_results)
+    cancel = Call(Operations.batch_cancel)
+    retry = Call(Operations.batch_retry)
+    artifact_url = Call(Operations.batch_artifact_url)
+    receipt = Call(Operations.batch_receipt)
+    download_artifact = Call(Operations.batch_download_artifact)
+    wait = Call(Operations.batch_wait)
+
+
+class Chat(Resource[M]):
+    """Chat completions: direct (`create`, `stream`) or queued as a chat job (`queue`).
+
+    A direct request is charged, so it is not repeated after a network error or a 5xx (only
+    a 429 is retried); a queued one is a batch of one item, read with `client.chat_job(id)`."""
+
+    create = Call(Operations.chat_create)
+    stream = Listing(Operations.chat_stream)
+    queue = Call(Operations.chat_queue)
+
+
+class Files(Resource[M]):
+    """Model-input JSONL files (docs/files.md). `upload` picks the way by size: a direct
+    upload up to 4 MiB, else the signed URL (up to 2 GiB; in parts above 64 MiB, then waits
+    for `processed`), reporting bytes sent to `on_progress(sent, total)`; a retried attempt
+    reports again from 0."""
+
+    upload = Call(Operations.file_upload)
+    put_parts = Call(Operations.file_put_parts)
+    part_urls = Call(Operations.file_part_urls)
+    cancel = Call(Operations.file_cancel)
+    wait = Call(Operations.file_wait)
+    create = Call(Operations.file_create)
+    start_upload = Call(Operations.file_start_upload)
+    put = Call(Operations.file_put)
+    complete = Call(Operations.file_complete)
+    get = Call(Operations.file_get)
+
+
+class Surface(ClientBase, Moded[M], Generic[M, H, S]):
+    """A client of mode `M` on an HTTP client `H`, sleeping with `S`. `api_key` defaults to
+    `BATCHROUTE_API_KEY`, `base_url` to `BATCHROUTE_BASE_URL` (or the given `http_client`'s
+    base URL). `sleep`, `clock` (Unix seconds, for `Retry-After` dates) and `monotonic` (for
+    `wait` time-outs) are injectable for tests."""
+
+    _resources: tuple[type[Quotes[Any]], type[Batches[Any]], type[Chat[Any]], type[Files[Any]]]
+
+    def __init__(
+        self,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+        http_client: H | None = None,
+        backoff: Backoff | None = None,
+        sleep: S | None = None,
+        clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        http_url = str(getattr(http_client, "base_url", "")) or None
+        super().__init__(
+            api_key,
+            base_url,
+            http_url,
+            max_retries=max_retries,
+            backoff=backoff,
+            clock=clock,
+            monotonic=monotonic,
+        )
+        self._client = self
+        self._owns_http = http_client is None
+        self._http: H = http_client if http_client is not None else self._new_http(timeout)
+        self._sleep: S = sleep if sleep is not None else self._default_sleep()
+        quotes, batches, chat, files = self._resources
+        self.quotes: Quotes[M] = quotes(self)
+        self.batches: Batches[M] = batches(self)
+        self.chat: Chat[M] = chat(self)
+        self.files: Files[M] = files(self)
+
+    def _new_http(self, timeout: float) -> H:
+        raise NotImplementedError
+
+    def _default_sleep(self) -> S:
+        raise NotImplementedError
+
+    @property
+    def http(self) -> H:
+        return self._http
+
+    usage = Call(Operations.usage)
+    billing_controls = Call(Operations.billing_controls)
+    chat_job = Call(Operations.chat_job)
+    request = Call(Operations.request)
+    send = Call(Operations.send)
+    stream_events = Listing(Operations.stream_events)
+    paginate = Listing(Operations.paginate)
