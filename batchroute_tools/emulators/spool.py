@@ -13,6 +13,7 @@ it. The directory goes when the spool is closed, or at the latest when the proce
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import shutil
 import tempfile
@@ -24,10 +25,25 @@ from pathlib import Path
 class Spool:
     """A temporary directory of files named by the emulator, written once."""
 
+    _live: weakref.WeakSet[Spool] = weakref.WeakSet()
+
     def __init__(self, name: str) -> None:
         self.root = Path(tempfile.mkdtemp(prefix=f"batchroute-emulator-{name}-"))
         self._serial = itertools.count(1)
         self._cleanup = weakref.finalize(self, shutil.rmtree, self.root, ignore_errors=True)
+        Spool._live.add(self)
+
+    @classmethod
+    def held(cls) -> tuple[int, int]:
+        """Files and bytes every spool of this process holds on disk (what the emulators
+        keep, reported by the bench apart from the process's memory)."""
+        files = size = 0
+        for spool in list(cls._live):
+            for path in spool.files():
+                with contextlib.suppress(FileNotFoundError):  # removed meanwhile
+                    size += path.stat().st_size
+                    files += 1
+        return files, size
 
     def path(self, name: str) -> Path:
         """A new file's path (unique in the spool); the caller writes it once."""
@@ -55,7 +71,7 @@ class Spool:
             path.unlink(missing_ok=True)
 
     def files(self) -> list[Path]:
-        return sorted(self.root.iterdir())
+        return sorted(self.root.iterdir()) if self.root.is_dir() else []
 
     def close(self) -> None:
         self._cleanup()
