@@ -164,7 +164,7 @@ class AnthropicEmulator:
         self._lock = threading.Lock()
         self._batches: dict[str, _Batch] = {}
         self.spool = Spool(provider)
-        self.vendor = Vendor(prefix)
+        self.vendor = Vendor(prefix, on_stop=[self.spool.close])
         batch = r"/v1/messages/batches/(?P<batch_id>[\w-]+)"
         for method, pattern, handler in (
             ("POST", "/v1/messages", self.messages),

@@ -112,6 +112,8 @@ class OpenAIEmulator:
         self._jobs: dict[str, _Job] = {}
         self.spool = Spool(provider) if batch else None
         self.vendor = Vendor(prefix)
+        if self.spool is not None:
+            self.vendor.on_stop.append(self.spool.close)
         route = self.vendor.route
         route("POST", "/v1/chat/completions")(self.chat)
         route("POST", "/v1/embeddings")(self.embeddings)

@@ -8,7 +8,8 @@ results for 29 days), so the emulator keeps them too; in memory they would grow 
 that runs the emulators (the local service process) with every job of every batch. Each file
 is written once, line by line as its lines come (never joined in memory), read as lines or
 whole (one job's file: one chunk of a lane, bounded), and removed when the vendor would drop
-it. The directory goes when the spool is closed, or at the latest when the process exits.
+it. The directory goes when the spool is closed (its emulator server stopping: `on_stop`), or
+at the latest when the process exits.
 """
 
 from __future__ import annotations

@@ -131,3 +131,14 @@ def test_the_anthropic_emulator_keeps_message_batches_on_disk(
     results = emulator.spool.files()
     assert len(results) - before == 63
     assert all(path.name.endswith("-results") for path in results)
+
+
+def test_stopping_the_emulators_removes_their_files() -> None:
+    emulator = AnthropicEmulator(Behaviour(EmulatorConfig(batch_seconds=0.0)))
+    server = EmulatorServer([emulator.vendor]).start()
+    endpoint = ProviderEndpoint("anthropic", "anthropic", base_url=server.base_url + "/anthropic")
+    batch = anthropic_provider.make_batch(endpoint, "sk-ant-test")
+    _run_jobs(batch, lambda: _requests("claude", DEFAULT_MODELS[0]), 1)
+    assert len(emulator.spool.files()) == 1
+    server.stop()
+    assert not emulator.spool.root.exists()
