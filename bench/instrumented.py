@@ -32,6 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import parse_qs
 
+from batchroute_tools.emulators.spool import Spool
 from bench.aws_requests import CountingMiddleware
 from bench.capacity import moto_tables
 from bench.machine import proc_status
@@ -195,6 +196,8 @@ def _service_stats(
         return document
     tables = TALLY.snapshot()
     document["invocations"] = tables["invocations"]
+    files, size = Spool.held()
+    document["emulator_spool"] = {"files": files, "bytes": size}
     document["sdk"] = tables["sdk"]
     if profiles is not None and "profile_mark" in query:
         profiles.mark()

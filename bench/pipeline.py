@@ -23,7 +23,9 @@ Measured:
   state. The runner holds moto in its own process, so moto's copies of the items (the file,
   the input chunks, the lane results, the results artifact) are in that figure; the stack also
   reports what moto holds. With `--split`, moto runs in a child process (the same MotoServer)
-  and the service process (API, pollers, handlers) and moto are measured apart;
+  and the service process (API, pollers, handlers) and moto are measured apart. The vendor
+  emulators run in the service process, as `make run` runs them: their memory is in its
+  figure, and what they keep on disk (their batch jobs' files) is reported apart;
 - AWS requests, counted at the moto server: the stack wraps moto's WSGI app in a counter keyed
   by service (the SigV4 credential scope), operation (X-Amz-Target, or the S3 method and query)
   and caller (a header the stack's botocore adds from the calling thread: the function whose

@@ -83,6 +83,13 @@ def print_run(run: Run, plain: bool) -> Costs | None:
         f"memory, {who}: VmHWM {run.hwm / MIB:.0f} MiB; RSS before the upload "
         f"{run.baseline_rss / MIB:.0f} MiB; peak RSS (MiB) by batch state: {phases(run.rss_by_phase)}"
     )
+    spool = run.final.get("emulator_spool")
+    if spool is not None:
+        print(
+            "vendor emulators (in the service process, as `make run` runs them): their memory is in "
+            f"the figure above; their batch files on disk at the end: {spool['files']} files, "
+            f"{spool['bytes'] / MIB:.1f} MiB"
+        )
     if run.split:
         print(
             f"memory, moto process: VmHWM {run.moto_hwm / MIB:.0f} MiB; RSS before the upload "

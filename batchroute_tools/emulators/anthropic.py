@@ -31,6 +31,10 @@ Answers, usage and faults come from `behaviour.py`, answered the way Anthropic a
     malformed               (a batch) that results line is not JSON, the first time
 
 Errors have Anthropic's shape: `{"type": "error", "error": {"type", "message"}, "request_id"}`.
+
+A message batch's requests and results are kept on disk (`spool.py`), not in memory: the
+requests are written out when the batch is created and read line by line when it ends, its
+results written line by line as they are made.
 """
 
 from __future__ import annotations
@@ -43,10 +47,12 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, Final
 
 from batchroute_tools.emulators.behaviour import RETRY_AFTER_MS, Answer, Behaviour, Fault, Work
 from batchroute_tools.emulators.server import Handler, Reply, Request, Vendor, sse
+from batchroute_tools.emulators.spool import Spool
 
 Clock = Callable[[], float]  # seconds since the epoch
 
@@ -129,11 +135,11 @@ def rfc3339(seconds: float) -> str:
 class _Batch:
     id: str
     created_at: float
-    requests: list[Mapping[str, Any]]
+    requests: Path  # its requests, one JSON line each, on disk (removed when it ends)
     base_url: str  # where its results_url points (the host the caller reached)
     cancel_initiated_at: float | None = None
     ended_at: float | None = None
-    results: bytes = b""
+    results: Path | None = None  # its JSON Lines results, on disk, once it has ended
     counts: dict[str, int] = field(default_factory=dict)
 
 
@@ -157,7 +163,8 @@ class AnthropicEmulator:
         self.clock = clock
         self._lock = threading.Lock()
         self._batches: dict[str, _Batch] = {}
-        self.vendor = Vendor(prefix)
+        self.spool = Spool(provider)
+        self.vendor = Vendor(prefix, on_stop=[self.spool.close])
         batch = r"/v1/messages/batches/(?P<batch_id>[\w-]+)"
         for method, pattern, handler in (
             ("POST", "/v1/messages", self.messages),
@@ -313,7 +320,12 @@ class AnthropicEmulator:
                 return error_reply(400, "invalid_request_error", f"requests.{index}.params: Field required")
             seen.add(custom_id)
         host = request.headers.get("host", "127.0.0.1")
-        batch = _Batch(f"msgbatch_{uuid.uuid4().hex[:24]}", self.clock(), requests, f"http://{host}")
+        batch_id = f"msgbatch_{uuid.uuid4().hex[:24]}"
+        stored = self.spool.path(f"{batch_id}-requests")
+        with stored.open("wb") as out:
+            for entry in requests:
+                out.write(json.dumps(entry).encode() + b"\n")
+        batch = _Batch(batch_id, self.clock(), stored, f"http://{host}")
         batch.counts = _counts(processing=len(requests))
         with self._lock:
             self._batches[batch.id] = batch
@@ -332,7 +344,7 @@ class AnthropicEmulator:
         if batch.ended_at is None:
             message = f"message batch {batch.id} is still processing: its results are not ready"
             return error_reply(400, "invalid_request_error", message)
-        return Reply.raw(200, batch.results, "application/x-jsonl")
+        return Reply.raw(200, Spool.read(batch.results) if batch.results else b"", "application/x-jsonl")
 
     def _existing(self, handler: Callable[[_Batch], Reply]) -> Handler:
         """A route about one batch: 404 for an id never created, else the batch, advanced
@@ -356,19 +368,23 @@ class AnthropicEmulator:
             if batch.ended_at is not None:
                 return
             now = self.clock()
-            if batch.cancel_initiated_at is not None:
-                results = [(str(r["custom_id"]), {"type": "canceled"}, False) for r in batch.requests]
-            elif now - batch.created_at >= self.behaviour.config.batch_seconds:
-                results = [self._result(r) for r in batch.requests]
-            else:
+            canceled = batch.cancel_initiated_at is not None
+            if not canceled and now - batch.created_at < self.behaviour.config.batch_seconds:
                 return
             batch.counts = _counts()
-            lines: list[bytes] = []
-            for custom_id, result, malformed in results:
-                batch.counts[str(result["type"])] += 1
-                line = json.dumps({"custom_id": custom_id, "result": result}).encode()
-                lines.append((line[: len(line) // 2] if malformed else line) + b"\n")  # cut: not JSON
-            batch.results = b"".join(lines)
+            results = self.spool.path(f"{batch.id}-results")
+            with results.open("wb") as out:
+                for raw in Spool.lines(batch.requests):
+                    entry = json.loads(raw)
+                    if canceled:
+                        custom_id, result, malformed = str(entry["custom_id"]), {"type": "canceled"}, False
+                    else:
+                        custom_id, result, malformed = self._result(entry)
+                    batch.counts[str(result["type"])] += 1
+                    line = json.dumps({"custom_id": custom_id, "result": result}).encode()
+                    out.write((line[: len(line) // 2] if malformed else line) + b"\n")  # cut: not JSON
+            Spool.remove(batch.requests)
+            batch.results = results
             batch.ended_at = now
 
     def _result(self, entry: Mapping[str, Any]) -> tuple[str, dict[str, Any], bool]:

@@ -15,6 +15,8 @@ Bodies follow OpenAI's API reference; tests parse every answer with the official
 types (`openai.types`), so the emulator cannot drift from them. Answers, usage and faults
 come from `behaviour.py`. A batch job stays `in_progress` for the configured time (by the
 injected clock), its completed count growing, then writes its output and error files.
+Files live on disk (`spool.py`), not in memory: a job keeps the path of its input file and
+reads it line by line when it runs, writing its output and error lines to files as it goes.
 """
 
 from __future__ import annotations
@@ -27,10 +29,12 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from email.parser import BytesParser
 from email.policy import HTTP
+from pathlib import Path
 from typing import Any
 
 from batchroute_tools.emulators.behaviour import Answer, Behaviour, Fault, Work
 from batchroute_tools.emulators.server import Reply, Request, Vendor, sse
+from batchroute_tools.emulators.spool import Spool
 
 Clock = Callable[[], float]  # seconds since the epoch
 
@@ -69,7 +73,8 @@ class _File:
     id: str
     purpose: str
     filename: str
-    content: bytes
+    path: Path  # the content, on disk
+    size: int
     created_at: int
 
 
@@ -79,7 +84,7 @@ class _Job:
     endpoint: str
     input_file_id: str
     created_at: float
-    lines: list[dict[str, Any]]
+    input_path: Path  # the job's own name for its input file (removed when the job ends)
     cancelled_at: float | None = None
     output_file_id: str | None = None
     error_file_id: str | None = None
@@ -105,7 +110,10 @@ class OpenAIEmulator:
         self._lock = threading.Lock()
         self._files: dict[str, _File] = {}
         self._jobs: dict[str, _Job] = {}
+        self.spool = Spool(provider) if batch else None
         self.vendor = Vendor(prefix)
+        if self.spool is not None:
+            self.vendor.on_stop.append(self.spool.close)
         route = self.vendor.route
         route("POST", "/v1/chat/completions")(self.chat)
         route("POST", "/v1/embeddings")(self.embeddings)
@@ -250,9 +258,7 @@ class OpenAIEmulator:
         if "file" not in fields or fields.get("purpose", (None, b""))[1] != b"batch":
             return error_reply(400, "file and purpose=batch are required", kind="invalid_request_error")
         filename, content = fields["file"]
-        record = _File(
-            f"file-{uuid.uuid4().hex[:24]}", "batch", filename or "batch.jsonl", content, int(self.clock())
-        )
+        record = self._store("batch", filename or "batch.jsonl", content)
         with self._lock:
             self._files[record.id] = record
         return Reply.json(200, _file_object(record))
@@ -268,13 +274,14 @@ class OpenAIEmulator:
             record = self._files.pop(request.params["file_id"], None)
         if record is None:
             return error_reply(404, "No such File object", kind="invalid_request_error")
+        Spool.remove(record.path)
         return Reply.json(200, {"id": record.id, "object": "file", "deleted": True})
 
     def file_content(self, request: Request) -> Reply:
         record = self._files.get(request.params["file_id"])
         if record is None:
             return error_reply(404, "No such File object", kind="invalid_request_error")
-        return Reply.raw(200, record.content, "application/octet-stream")
+        return Reply.raw(200, Spool.read(record.path), "application/octet-stream")
 
     # -- batches ------------------------------------------------------------------------
     def create_batch(self, request: Request) -> Reply:
@@ -288,12 +295,20 @@ class OpenAIEmulator:
             return error_reply(400, "endpoint is not supported", kind="invalid_request_error")
         if body.get("completion_window") != "24h":
             return error_reply(400, "completion_window must be 24h", kind="invalid_request_error")
+        total = 0
         try:
-            lines = [json.loads(line) for line in source.content.splitlines() if line.strip()]
+            for line in Spool.lines(source.path):
+                if line.strip():
+                    json.loads(line)
+                    total += 1
         except ValueError:
             return error_reply(400, "the input file is not JSON Lines", kind="invalid_request_error")
-        job = _Job(f"batch_{uuid.uuid4().hex[:24]}", str(body["endpoint"]), source.id, self.clock(), lines)
-        job.counts["total"] = len(lines)
+        assert self.spool is not None  # the batch routes exist only with a spool
+        job_id = f"batch_{uuid.uuid4().hex[:24]}"
+        job = _Job(
+            job_id, str(body["endpoint"]), source.id, self.clock(), self.spool.link(source.path, job_id)
+        )
+        job.counts["total"] = total
         with self._lock:
             self._jobs[job.id] = job
         return Reply.json(200, self._batch_object(job))
@@ -313,6 +328,7 @@ class OpenAIEmulator:
             if job.finished is None:
                 job.cancelled_at = self.clock()
                 job.finished = "cancelled"
+                Spool.remove(job.input_path)
         return Reply.json(200, self._batch_object(job))
 
     def _advance(self, job: _Job) -> None:
@@ -326,21 +342,35 @@ class OpenAIEmulator:
             if elapsed < duration:
                 job.counts["completed"] = int(total * elapsed / duration) if duration else total
                 return
-            outputs: list[bytes] = []
-            errors: list[bytes] = []
+            assert self.spool is not None
+            names = {"ok": f"{job.id}-output", "error": f"{job.id}-errors"}
+            paths = {kind: self.spool.path(name) for kind, name in names.items()}
+            counts = {"ok": 0, "error": 0}
             expired = False
-            for line in job.lines:
-                row = self._run_line(line)
-                if row is None:
-                    expired = True
+            with paths["ok"].open("wb") as ok, paths["error"].open("wb") as error:
+                out = {"ok": ok, "error": error}
+                for line in Spool.lines(job.input_path):
+                    if not line.strip():
+                        continue
+                    row = self._run_line(json.loads(line))
+                    if row is None:
+                        expired = True
+                        continue
+                    out[row[0]].write(row[1])
+                    counts[row[0]] += 1
+            job.counts = {"total": total, "completed": counts["ok"], "failed": counts["error"]}
+            for kind, path in paths.items():
+                if not counts[kind]:
+                    Spool.remove(path)
                     continue
-                (outputs if row[0] == "ok" else errors).append(row[1])
-            job.counts = {"total": total, "completed": len(outputs), "failed": len(errors)}
-            if outputs:
-                job.output_file_id = self._result_file(job, b"".join(outputs))
-            if errors:
-                job.error_file_id = self._result_file(job, b"".join(errors))
+                record = self._file_at(path, "batch_output", f"{job.id}_output.jsonl")
+                self._files[record.id] = record
+                if kind == "ok":
+                    job.output_file_id = record.id
+                else:
+                    job.error_file_id = record.id
             job.finished = "expired" if expired else "completed"
+            Spool.remove(job.input_path)
 
     def _run_line(self, line: Mapping[str, Any]) -> tuple[str, bytes] | None:
         """One input line's output (or error) line; None when the job expires before it."""
@@ -378,16 +408,15 @@ class OpenAIEmulator:
         }
         return "ok", (json.dumps(row) + "\n").encode()
 
-    def _result_file(self, job: _Job, content: bytes) -> str:
-        record = _File(
-            f"file-{uuid.uuid4().hex[:24]}",
-            "batch_output",
-            f"{job.id}_output.jsonl",
-            content,
-            int(self.clock()),
-        )
-        self._files[record.id] = record
-        return record.id
+    def _store(self, purpose: str, filename: str, content: bytes) -> _File:
+        assert self.spool is not None
+        path = self.spool.path("upload")
+        path.write_bytes(content)
+        return self._file_at(path, purpose, filename)
+
+    def _file_at(self, path: Path, purpose: str, filename: str) -> _File:
+        file_id = f"file-{uuid.uuid4().hex[:24]}"
+        return _File(file_id, purpose, filename, path, path.stat().st_size, int(self.clock()))
 
     def _batch_object(self, job: _Job) -> dict[str, Any]:
         created = int(job.created_at)
@@ -429,7 +458,7 @@ def _file_object(record: _File) -> dict[str, Any]:
     return {
         "id": record.id,
         "object": "file",
-        "bytes": len(record.content),
+        "bytes": record.size,
         "created_at": record.created_at,
         "filename": record.filename,
         "purpose": record.purpose,

@@ -86,6 +86,7 @@ class Vendor:
 
     prefix: str  # e.g. "/openai"
     routes: list[tuple[str, re.Pattern[str], Handler]] = field(default_factory=list)
+    on_stop: list[Callable[[], None]] = field(default_factory=list)  # e.g. remove its files
 
     def route(self, method: str, pattern: str) -> Callable[[Handler], Handler]:
         def register(handler: Handler) -> Handler:
@@ -133,6 +134,9 @@ class EmulatorServer:
     def stop(self) -> None:
         self._server.shutdown()
         self._server.server_close()
+        for vendor in self.vendors:
+            for release in vendor.on_stop:
+                release()
 
     def dispatch(self, request: Request) -> Reply:
         for vendor in self.vendors:
