@@ -19,6 +19,7 @@ from batchroute.adapters.dynamo.controls import ControlsStore
 from batchroute.adapters.dynamo.lanes import LaneStateStore
 from batchroute.adapters.dynamo.ledger import LedgerStore
 from batchroute.adapters.dynamo.rate_limits import RateCounterStore, attribute_name
+from batchroute.adapters.dynamo.route_policies import RoutePolicyStore
 from batchroute.catalog import builtin_catalog
 from batchroute.clock import FixedClock
 from batchroute.config import get_settings
@@ -28,12 +29,13 @@ from batchroute.domain.chat_requests import parse_chat_request
 from batchroute.errors import RateLimited, ServiceError
 from batchroute.ids import new_id
 from batchroute.money import Money
-from batchroute.providers.base import ProviderRequest, StreamEvent
+from batchroute.providers.base import ProviderRequest, StreamEvent, SyncProvider
 from batchroute.providers.simulated import SimulatedSyncProvider
 from batchroute.services.billing.rate_limiting import RateLimiter, RateLimitPolicy
 from batchroute.services.catalog.catalog import guards_for
 from batchroute.services.chat.direct import DirectCall, DirectChat, DirectOptions
 from batchroute.services.chat.state import HoldKeeper, LaneStateCache, LaneStats
+from batchroute.services.routing.policy import CACHE_SECONDS, PolicyReader, RoutePolicyService
 from batchroute_tools.local import moto_transactions
 from batchroute_tools.local.provision import LocalStack
 from functions.api.app import create_app
@@ -59,7 +61,13 @@ def stack(local_aws: LocalStack) -> Iterator[LocalStack]:
         moto_transactions.uninstall()
 
 
-def _direct(clock: FixedClock, policy: RateLimitPolicy) -> tuple[DirectChat, RateLimiter]:
+def _direct(
+    clock: FixedClock,
+    policy: RateLimitPolicy,
+    *,
+    policies: PolicyReader | None = None,
+    providers: Providers | None = None,
+) -> tuple[DirectChat, RateLimiter]:
     settings = get_settings()
     controls = settings.table_name("controls")
     store = ChatHoldStore(
@@ -74,12 +82,13 @@ def _direct(clock: FixedClock, policy: RateLimitPolicy) -> tuple[DirectChat, Rat
         stats=LaneStats(),
         holds=HoldKeeper(store, clock, limiter=limiter),
         store=store,
-        providers=Providers(ScriptedProvider("edge-eu", tokens=3)),
+        providers=providers or Providers(ScriptedProvider("edge-eu", tokens=3)),
         controls=ControlsStore(controls),
         guards=guards_for(settings),
         clock=clock,
         options=DirectOptions(checkpoint_seconds=2),
         limiter=limiter,
+        policies=policies,
     )
     return direct, limiter
 
@@ -285,5 +294,125 @@ def test_concurrent_requests_never_beat_a_hard_limit(stack: LocalStack) -> None:
     assert ledger.state(org.org_id).reserved == Money(hold.micros * 3)
     for call in calls:
         call.finish()
+    assert ledger.state(org.org_id).reserved == Money.zero()
+    assert ledger.violations(org.org_id) == []
+
+
+# -- the route policy on the hot path ---------------------------------------------------------
+
+
+class CountingProviders(Providers):
+    """Notes how many AWS calls had been made when each provider call started."""
+
+    def __init__(self, calls: list[str]) -> None:
+        super().__init__(ScriptedProvider("any", tokens=3))
+        self.calls = calls
+        self.at_provider: list[int] = []
+
+    def sync(self, slug: str) -> SyncProvider:
+        self.at_provider.append(len(self.calls))
+        return super().sync(slug)
+
+
+def _policy_setup(
+    org: TestOrg,
+) -> tuple[FixedClock, DirectChat, CountingProviders, list[str], RoutePolicyService]:
+    """A direct chat with its own policy reader (this process) and a policy service with
+    another reader (another process, where the policy is saved)."""
+    clock = FixedClock(HALF_WAY)
+    store = RoutePolicyStore(get_settings().table_name("controls"))
+    calls: list[str] = []
+    providers = CountingProviders(calls)
+    direct, _ = _direct(
+        clock,
+        RateLimitPolicy(window_seconds=WINDOW, per_key=1000, per_account=1000),
+        policies=PolicyReader(store, clock),
+        providers=providers,
+    )
+    elsewhere = RoutePolicyService(store, builtin_catalog(), clock, PolicyReader(store, clock))
+    return clock, direct, providers, calls, elsewhere
+
+
+def _served(direct: DirectChat, org: TestOrg) -> DirectCall:
+    call = direct.open(_principal(org), _request())
+    while call.next_event() is not None:
+        pass
+    call.finish()
+    return call
+
+
+def _owner(org: TestOrg) -> Principal:
+    return Principal(org_id=org.org_id, role="owner", via="session", user_id="user_owner")
+
+
+def test_a_direct_chat_long_after_the_policy_was_read_makes_no_third_call(stack: LocalStack) -> None:
+    # Given an org with a route policy, and a process that has served it once (warm)
+    org = new_org(credit_usd="5")
+    clock, direct, providers, calls, elsewhere = _policy_setup(org)
+    elsewhere.update(_owner(org), {"provider_deny": ["edge-eu"]})
+    _served(direct, org)
+    events = aws_client("dynamodb").meta.events
+
+    def count(event_name: str, **_: Any) -> None:
+        calls.append(event_name.split(".")[-1])
+
+    events.register("before-call.dynamodb", count)
+    try:
+        for _ in range(2):
+            # When the next request comes well past the policy cache's age (injected clock)
+            clock.advance(seconds=CACHE_SECONDS * 4)
+            calls.clear()
+            call = _served(direct, org)
+            # Then the hold is the only AWS call before the provider (the key lookup, the
+            # other one, happens in auth): no policy read before the first byte
+            assert calls[: providers.at_provider[-1]] == ["TransactWriteItems"], calls
+            # and the stale copy was re-read after the answer, not before it
+            assert "GetItem" in calls[providers.at_provider[-1] :]
+            # and the policy was obeyed
+            assert call.lane.lane.provider != "edge-eu"
+    finally:
+        events.unregister("before-call.dynamodb", count)
+    ledger = LedgerStore(get_settings().table_name("ledger"))
+    assert ledger.state(org.org_id).reserved == Money.zero()
+    assert ledger.violations(org.org_id) == []
+
+
+def test_a_policy_changed_elsewhere_applies_to_the_next_request(stack: LocalStack) -> None:
+    # Given a warm process whose copy of the policy (deny edge-eu) is fresh
+    org = new_org(credit_usd="5")
+    clock, direct, providers, calls, elsewhere = _policy_setup(org)
+    elsewhere.update(_owner(org), {"provider_deny": ["edge-eu"]})
+    first = _served(direct, org).lane.lane.provider
+    assert first != "edge-eu"
+    # When another process saves a policy that also denies the lane that served it, and the
+    # next request comes at once (well within the copy's CACHE_SECONDS)
+    elsewhere.update(_owner(org), {"provider_deny": ["edge-eu", first]})
+    clock.advance(seconds=1)
+    events = aws_client("dynamodb").meta.events
+
+    def count(event_name: str, **_: Any) -> None:
+        calls.append(event_name.split(".")[-1])
+
+    events.register("before-call.dynamodb", count)
+    try:
+        calls.clear()
+        call = _served(direct, org)
+        before = calls[: providers.at_provider[-1]]
+        calls.clear()
+        # and once more, now that this process holds the new version
+        again = _served(direct, org)
+        warm = calls[: providers.at_provider[-1]]
+    finally:
+        events.unregister("before-call.dynamodb", count)
+    # Then the new policy applied to that very request (bound: 0 seconds): the hold's
+    # version check refused the stale copy, the policy was read and the request re-planned
+    assert call.lane.lane.provider not in ("edge-eu", first)
+    assert before == ["TransactWriteItems", "GetItem", "TransactWriteItems"], before
+    assert call.rejected and {r["lane_id"].split("/")[0] for r in call.rejected} >= {first}
+    # and the next request is back to the one call
+    assert again.lane.lane.provider not in ("edge-eu", first)
+    assert warm == ["TransactWriteItems"], warm
+    # And the refused attempt left nothing behind: each request held and settled once
+    ledger = LedgerStore(get_settings().table_name("ledger"))
     assert ledger.state(org.org_id).reserved == Money.zero()
     assert ledger.violations(org.org_id) == []

@@ -27,7 +27,7 @@ from batchroute.domain.route_policy import (
 from batchroute.domain.routing import route
 from batchroute.domain.routing_gates import GATE_ORDER, MaxPrice, RouteRequest, RoutingGuards
 from batchroute.errors import InvalidRequest
-from batchroute.services.routing.policy import CACHE_SECONDS, PolicyReader, RoutePolicyService
+from batchroute.services.routing.policy import CACHE_SECONDS, PolicyReader, RoutePolicyService, policy_version
 from tests.unit.catalog_fixtures import NOW, catalog, chat_group, lane, live, provider
 
 PROVIDERS = [
@@ -381,25 +381,33 @@ class CountingRecords:
         return [], False
 
 
-def test_direct_chat_reads_the_policy_once_per_ttl_and_sees_a_change_within_it() -> None:
+def test_direct_chat_reads_the_policy_once_and_refreshes_it_after_answers_once_stale() -> None:
     # Given a reader with the injected clock and an org with a saved policy
     clock = FixedClock(NOW)
     records = CountingRecords()
     records.stored["org_1"] = policy(provider_deny=("cheap",))
     reader = PolicyReader(records, clock)
-    # When warm direct requests ask for it within the TTL
+    # When warm direct requests ask for it, however long after the copy was read
     first = reader.cached("org_1")
-    clock.advance(seconds=CACHE_SECONDS - 1)
+    clock.advance(seconds=CACHE_SECONDS * 10)
     again = reader.cached("org_1")
-    # Then only the first cost a read
+    # Then only the first cost a read (the hold's version check guards the copy)
     assert first == again and records.reads == 1
-    # And a change saved by another process is seen once the TTL has passed, not before
+    # And a change saved by another process is picked up by the refresh after an answer
+    # once the copy is CACHE_SECONDS old, not before
     records.stored["org_1"] = policy(provider_deny=("euro",))
-    assert reader.cached("org_1") == first and records.reads == 1
-    clock.advance(seconds=1)
+    reader.refresh_if_stale("org_1")
     assert reader.cached("org_1") == records.stored["org_1"] and records.reads == 2
+    records.stored["org_1"] = policy(provider_deny=("cheap", "euro"))
+    clock.advance(seconds=CACHE_SECONDS - 1)
+    reader.refresh_if_stale("org_1")
+    assert reader.cached("org_1") == policy(provider_deny=("euro",)) and records.reads == 2
+    clock.advance(seconds=1)
+    reader.refresh_if_stale("org_1")
+    assert reader.cached("org_1") == records.stored["org_1"] and records.reads == 3
     # And batch paths always read afresh
-    assert reader.current("org_1") == records.stored["org_1"] and records.reads == 3
+    assert reader.current("org_1") == records.stored["org_1"] and records.reads == 4
+    assert policy_version(None) == 0 and policy_version(records.stored["org_1"]) == 1
 
 
 def test_a_save_in_this_process_refreshes_its_cached_copy_at_once() -> None:

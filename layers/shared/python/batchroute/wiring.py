@@ -69,7 +69,7 @@ if TYPE_CHECKING:
     from batchroute.services.accounts.settings import AccountSettings
     from batchroute.services.accounts.verification import EmailVerification, Mailer
     from batchroute.services.batches.create import BatchService
-    from batchroute.services.batches.files import FileLimits, FileService
+    from batchroute.services.batches.files import FileCheckResender, FileLimits, FileService
     from batchroute.services.batches.quotes import FileItems, QuoteService
     from batchroute.services.batches.reads import BatchReads
     from batchroute.services.billing.auto_topup import AutoTopupService, Notifier
@@ -1021,7 +1021,14 @@ class Wiring:
             billing_webhooks=self.billing_webhooks,
             watch=self.billing_watch,
             schedules=self.schedules,
+            file_checks=self.file_check_resender,
         )
+
+    @cached_property
+    def file_check_resender(self) -> FileCheckResender:
+        from batchroute.services.batches.files import FileCheckResender
+
+        return FileCheckResender(self.files, self.file_store)
 
     @cached_property
     def retention_gc(self) -> RetentionCollector:

@@ -10,6 +10,10 @@
   "still the version the limit was read at"; with a hard limit also a ConditionCheck that
   the period's spend counter has not grown past what was read.
 
+- controls, when the request was planned under the org's route policy (`policy_version`): a
+  ConditionCheck that the policy is still that version (0: none stored), so a cached copy
+  never routes a request after the policy changed (`policy_changed`: re-read and re-plan).
+
 - controls, when the caller's rate limit is folded in (`rate`): the per-key and per-account
   counter update of `RateCounterStore.gated_hit`, conditioned on the room the limit leaves
   (docs/rate-limits.md, "Folded into the chat hold"). Last in the transaction.
@@ -38,6 +42,7 @@ from batchroute.adapters.dynamo.ledger import (
 )
 from batchroute.adapters.dynamo.limit_checks import SpendingLimitChecks
 from batchroute.adapters.dynamo.rate_limits import RateCounterStore
+from batchroute.adapters.dynamo.route_policies import unchanged_check
 from batchroute.domain.batch_record import BatchRecord
 from batchroute.domain.billing_controls import BillingControls
 from batchroute.domain.ledger import SettlementResult, WalletState
@@ -52,7 +57,7 @@ if TYPE_CHECKING:
 
 # Positions in the open transaction: the three reserve items, then ours.
 _WALLET_AT, _RESERVATION_AT, _RECORD_AT, _CONTROLS_AT, _SPEND_AT = 0, 1, 3, 4, 5
-Refusal = Literal["funds", "controls_changed", "spend_moved", "conflict", "rate_limit"]
+Refusal = Literal["funds", "controls_changed", "spend_moved", "conflict", "rate_limit", "policy_changed"]
 
 
 class HoldRefused(Exception):
@@ -97,9 +102,11 @@ class ChatHoldStore:
         record: BatchRecord,
         guard: LimitGuard,
         rate: CallerGate | None = None,
+        policy_version: int | None = None,
     ) -> None:
-        """The hold, the request record, the limit check (and the caller's rate-limit count,
-        `rate`) in one transaction; HoldRefused names the condition that failed."""
+        """The hold, the request record, the limit check (the route policy's version check,
+        `policy_version`, and the caller's rate-limit count, `rate`) in one transaction;
+        HoldRefused names the condition that failed."""
         items: list[TransactItem] = [
             *self.ledger.reserve_items(
                 org_id,
@@ -114,6 +121,9 @@ class ChatHoldStore:
             self._record_put(record),
             *self.limit_checks.items(org_id, guard),
         ]
+        policy_at = len(items)
+        if policy_version is not None:
+            items.append(unchanged_check(self.controls_table, org_id, policy_version))
         if rate is not None:
             items.append(self.rate_counters.gated_hit(rate))
         try:
@@ -125,6 +135,8 @@ class ChatHoldStore:
                 if last.get("Code") == "ConditionalCheckFailed":
                     counts = self.rate_counters.refused_counts(rate, last.get("Item") or {})
                     raise HoldRefused("rate_limit", counts) from exc
+            if policy_version is not None and _failed_at(exc, policy_at):
+                raise HoldRefused("policy_changed") from exc
             raise HoldRefused(_reason(exc)) from exc
 
     def limit_inputs(
@@ -222,6 +234,11 @@ class ChatHoldStore:
                 "ExpressionAttributeValues": values,
             }
         }
+
+
+def _failed_at(exc: ClientError, at: int) -> bool:
+    codes = cancellation_codes(exc)
+    return len(codes) > at and codes[at] == "ConditionalCheckFailed"
 
 
 def _reason(exc: ClientError) -> Refusal:

@@ -3,6 +3,12 @@
 
 A record still `uploading` carries a TTL (the staging object's lifetime), so an upload that
 is never confirmed leaves nothing behind; confirming rewrites the record without it.
+
+A file `uploaded` (a confirmed large upload whose `check_file` message the router has not
+yet handled) is on the sparse `gsi2` (`FILECHECK` / `<since>#<file_id>`, keys only; the
+same index as the SLA sweep's `DEADLINE` and retention's `RECLAIM`): the sweeper re-sends
+the check of a file there too long (docs/files.md, "A lost check"). Any write that moves the
+file on (`processed`, `error`, `expired`) drops it from the index.
 """
 
 from __future__ import annotations
@@ -14,6 +20,8 @@ from batchroute.adapters.dynamo.codec import from_item, is_condition_failure, to
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.domain.files import FileRecord, FileStatus
 from batchroute.domain.jsonl import LineError
+
+CHECK_PARTITION = "FILECHECK"
 
 
 def _key(file_id: str) -> dict[str, Any]:
@@ -50,9 +58,41 @@ class FileStore(DynamoStore):
             raise
         return True
 
+    def awaiting_check(self, before: str, *, limit: int = 100) -> list[str]:
+        """Ids of files `uploaded` since before `before` (ISO time), oldest first (sparse gsi2)."""
+        response = self.dynamodb.query(
+            TableName=self.table_name,
+            IndexName="gsi2",
+            KeyConditionExpression="gsi2pk = :p AND gsi2sk < :before",
+            ExpressionAttributeValues={":p": {"S": CHECK_PARTITION}, ":before": {"S": before}},
+            Limit=limit,
+        )
+        return [str(item["gsi2sk"]["S"]).rsplit("#", 1)[1] for item in response.get("Items", [])]
+
+    def check_sent(self, file_id: str, at: str) -> bool:
+        """Move a file still `uploaded` to `at` on the index (its check was just re-sent);
+        False if it has moved on meanwhile."""
+        try:
+            self.dynamodb.update_item(
+                TableName=self.table_name,
+                Key=_key(file_id),
+                UpdateExpression="SET gsi2sk = :sk",
+                ConditionExpression="#status = :uploaded",
+                ExpressionAttributeNames={"#status": "status"},
+                ExpressionAttributeValues={":sk": {"S": f"{at}#{file_id}"}, ":uploaded": {"S": "uploaded"}},
+            )
+        except Exception as exc:
+            if is_condition_failure(exc):
+                return False
+            raise
+        return True
+
 
 def _values(record: FileRecord) -> dict[str, Any]:
+    awaiting = record.status == "uploaded"
     return {
+        "gsi2pk": CHECK_PARTITION if awaiting else None,
+        "gsi2sk": f"{record.updated_at or record.created_at}#{record.file_id}" if awaiting else None,
         "pk": f"FILE#{record.file_id}",
         "sk": "META",
         "kind": "file",

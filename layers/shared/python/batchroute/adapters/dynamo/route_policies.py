@@ -4,7 +4,8 @@ Items: the policy `ORG#<org>`/`POLICY` (version-checked: a save is conditional o
 version it read); its history `ORG#<org>`/`POLICYLOG#<ulid>` (newest first with
 ScanIndexForward=false; the prefix keeps them apart from the billing audit's `AUDIT#`).
 A save and its history entry are one TransactWriteItems: no change without its entry.
-Reading the policy is one GetItem.
+Reading the policy is one GetItem. `unchanged_check` is the ConditionCheck a direct chat's
+hold carries: "the policy is still the version this request was planned under".
 """
 
 from __future__ import annotations
@@ -26,6 +27,21 @@ HISTORY_PREFIX = "POLICYLOG#"
 
 def _org_pk(org_id: str) -> str:
     return f"ORG#{org_id}"
+
+
+def unchanged_check(table_name: str, org_id: str, version: int) -> dict[str, Any]:
+    """A TransactWriteItems ConditionCheck: the org's stored policy is still at `version`
+    (0: none stored yet). Fails when the policy was saved since it was read."""
+    check: dict[str, Any] = {
+        "TableName": table_name,
+        "Key": {"pk": to_value(_org_pk(org_id)), "sk": to_value(POLICY_SK)},
+    }
+    if version:
+        check["ConditionExpression"] = "version = :version"
+        check["ExpressionAttributeValues"] = {":version": to_value(version)}
+    else:
+        check["ConditionExpression"] = "attribute_not_exists(pk)"
+    return {"ConditionCheck": check}
 
 
 class RoutePolicyStore(ControlsStore):

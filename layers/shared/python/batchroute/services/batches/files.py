@@ -37,6 +37,7 @@ from batchroute.domain.files import (
 from batchroute.domain.jsonl import MAX_LINE_BYTES, JsonlScan, LineError, ParsedLine, ScanResult, parse_jsonl
 from batchroute.errors import Conflict, Forbidden, Gone, InvalidRequest, NotFound, PayloadTooLarge
 from batchroute.ids import has_prefix, new_id
+from batchroute.observability import logger
 
 STAGING_LIFETIME = timedelta(days=2)  # the uploads bucket's `staging/` expiry (resources.py)
 DEFAULT_FILENAME = "upload.jsonl"
@@ -601,6 +602,51 @@ class FileService:
         if record.error and record.error.get("code") == "unsupported_file_type":
             raise FilePreflightFailed(_file_type_issue_of(record))
         return record
+
+
+# A file `uploaded` this long without its check having settled it gets the check again
+# (docs/files.md, "A lost check"): beyond the route queue's own redeliveries (visibility
+# 360 s), so a slow first check is rarely doubled, and doubling is harmless.
+CHECK_RESEND_SECONDS = 900
+
+
+class AwaitingChecks(Protocol):
+    """adapters/dynamo/files.py:FileStore's sparse index of files awaiting their check."""
+
+    def awaiting_check(self, before: str, *, limit: int = 100) -> list[str]: ...
+
+    def check_sent(self, file_id: str, at: str) -> bool: ...
+
+
+@dataclass
+class FileCheckResender:
+    """The sweeper's part: re-send the check of every file `uploaded` for longer than
+    `resend_after_seconds` (by the injected clock), then move it on the index so it is
+    re-sent again only after as long. Without a queue the check runs here."""
+
+    files: FileService
+    index: AwaitingChecks
+    resend_after_seconds: float = CHECK_RESEND_SECONDS
+
+    def resend_due(self, *, limit: int = 100) -> list[str]:
+        now = self.files.clock.now()
+        before = isoformat(now - timedelta(seconds=self.resend_after_seconds))
+        sent: list[str] = []
+        for file_id in self.index.awaiting_check(before, limit=limit):
+            record = self.files.records.get(file_id)
+            if record is None or record.status != "uploaded":
+                continue
+            try:
+                if self.files.request_check is not None:
+                    self.files.request_check(record.org_id, file_id)
+                else:
+                    self.files.check_queued(file_id)
+            except Exception:  # the next sweep tries again
+                logger.warning("file check re-send failed", extra={"file_id": file_id}, exc_info=True)
+                continue
+            self.index.check_sent(file_id, isoformat(now))
+            sent.append(file_id)
+        return sent
 
 
 def check_message(file_id: str) -> str:

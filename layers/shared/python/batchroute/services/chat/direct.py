@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from batchroute.adapters.dynamo.chat_holds import ChatHoldStore
+from batchroute.adapters.dynamo.chat_holds import ChatHoldStore, HoldRefused
 from batchroute.clock import Clock, isoformat
 from batchroute.domain.access import Principal, authorize
 from batchroute.domain.batch_record import BatchRecord, ExecutionSummary
@@ -37,7 +37,7 @@ from batchroute.domain.pricing import token_cost
 from batchroute.domain.route_policy import RoutePolicy
 from batchroute.domain.routing_gates import RoutingGuards
 from batchroute.domain.usage import UsageCharge, UsageLine, usage_day
-from batchroute.errors import InvalidRequest, Unavailable
+from batchroute.errors import InvalidRequest, TransientError, Unavailable
 from batchroute.ids import new_id
 from batchroute.money import Money
 from batchroute.observability import logger
@@ -54,6 +54,7 @@ from batchroute.providers.base import (
 )
 from batchroute.services.billing.rate_limiting import CallerGate, RateLimiter
 from batchroute.services.chat.state import HoldKeeper, LaneStateCache, LaneStats
+from batchroute.services.routing.policy import policy_version
 
 SLA = timedelta(hours=24)
 
@@ -70,6 +71,10 @@ class OrgPolicies(Protocol):
     """services/routing/policy.py:PolicyReader; `cached` costs no AWS call while warm."""
 
     def cached(self, org_id: str) -> RoutePolicy | None: ...
+
+    def current(self, org_id: str) -> RoutePolicy | None: ...
+
+    def refresh_if_stale(self, org_id: str) -> None: ...
 
 
 class MoneyWatch(Protocol):
@@ -233,7 +238,20 @@ class DirectChat:
     # -- before the first byte ---------------------------------------------------------------
     def plan(self, request: ChatRequest, org_id: str | None = None) -> DirectPlan:
         """With `org_id`, the org's route policy applies (the per-process cached copy)."""
-        policy = self.policies.cached(org_id) if self.policies is not None and org_id else None
+        return self._route(request, org_id, fresh=False)[0]
+
+    def _route(
+        self, request: ChatRequest, org_id: str | None, *, fresh: bool
+    ) -> tuple[DirectPlan, int | None]:
+        """The plan and the route policy version it was made under (None: no policy applied):
+        the per-process cached copy, or with `fresh` the stored one (after the hold found the
+        copy out of date)."""
+        if self.policies is None or not org_id:
+            return self._plan(request, None), None
+        policy = self.policies.current(org_id) if fresh else self.policies.cached(org_id)
+        return self._plan(request, policy), policy_version(policy)
+
+    def _plan(self, request: ChatRequest, policy: RoutePolicy | None) -> DirectPlan:
         return plan_direct(
             request,
             self.catalog,
@@ -247,23 +265,29 @@ class DirectChat:
     def open(self, principal: Principal, request: ChatRequest) -> DirectCall:
         authorize(principal, "batches:create")
         gate = self.limiter.caller_gate(principal) if self.limiter is not None else None
-        try:
-            plan = self.plan(request, principal.org_id)
-        except Exception:
-            if self.limiter is not None:  # no hold to count it in: counted (or refused) alone
-                self.limiter.check_caller(principal)
-            raise
+        plan, version = self._planned(principal, request, fresh=False)
         now = self.clock.now()
         batch_id = new_id("batch", now)
         hold_id = f"hold_{batch_id}"
+        for attempt in range(2):
+            try:
+                self.holds.open(
+                    org_id=principal.org_id,
+                    hold_id=hold_id,
+                    amount=plan.hold,
+                    record=self._record(principal, request, plan, batch_id, hold_id, plan.hold, now),
+                    rate=gate,
+                    policy_version=version,
+                )
+                break
+            except HoldRefused as refused:
+                if refused.reason != "policy_changed":
+                    raise
+                if attempt:
+                    raise TransientError("the route policy kept changing under a chat hold") from None
+                # The policy was saved since this process's copy: route under the stored one.
+                plan, version = self._planned(principal, request, fresh=True)
         amount = plan.hold
-        self.holds.open(
-            org_id=principal.org_id,
-            hold_id=hold_id,
-            amount=amount,
-            record=self._record(principal, request, plan, batch_id, hold_id, amount, now),
-            rate=gate,
-        )
         call = DirectCall(
             principal=principal,
             request=request,
@@ -287,6 +311,16 @@ class DirectChat:
             self._after_answer(call)
             raise
         return call
+
+    def _planned(
+        self, principal: Principal, request: ChatRequest, *, fresh: bool
+    ) -> tuple[DirectPlan, int | None]:
+        try:
+            return self._route(request, principal.org_id, fresh=fresh)
+        except Exception:
+            if self.limiter is not None:  # no hold to count it in: counted (or refused) alone
+                self.limiter.check_caller(principal)
+            raise
 
     def _first_byte(self, call: DirectCall, plan: DirectPlan) -> None:
         for lane in plan.lanes:
@@ -366,10 +400,11 @@ class DirectChat:
         the hold's check had to assume them."""
         self.lanes.refresh_if_due()
         if self.policies is not None:
-            # re-read once the copy is stale, so the org's next request finds it fresh
+            # re-read once the copy is CACHE_SECONDS old, so a change saved elsewhere reaches
+            # this process without a request paying for it (the hold's check stays exact)
             try:
-                self.policies.cached(call.principal.org_id)
-            except Exception:  # the next request reads it (before its hold) instead
+                self.policies.refresh_if_stale(call.principal.org_id)
+            except Exception:  # the old copy stays; the hold's version check guards it
                 logger.warning("route policy refresh failed", exc_info=True)
         if call.rate is not None and self.limiter is not None:
             self.limiter.learn(call.rate)

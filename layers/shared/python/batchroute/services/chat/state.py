@@ -126,11 +126,14 @@ class HoldKeeper:
         amount: Money,
         record: BatchRecord,
         rate: CallerGate | None = None,
+        policy_version: int | None = None,
     ) -> LimitGuard:
         """Hold `amount` and write the request record, or raise 402 `insufficient_funds` /
         403 `spending_limit_reached`; with `rate`, count the request against the caller's
-        rate limits in the same transaction, or raise 429 `rate_limited`. Returns the limit
-        guard the hold passed."""
+        rate limits in the same transaction, or raise 429 `rate_limited`; with
+        `policy_version`, assert the org's route policy is still that version, or raise
+        `HoldRefused("policy_changed")` (the caller re-plans). Returns the limit guard the
+        hold passed."""
         now = self.clock.now()
         guard, fresh = self._cached(org_id, now), False
         for _ in range(_HOLD_ATTEMPTS):
@@ -149,9 +152,12 @@ class HoldKeeper:
                     record=record,
                     guard=guard,
                     rate=rate,
+                    policy_version=policy_version,
                 )
                 return guard
             except HoldRefused as refused:
+                if refused.reason == "policy_changed":
+                    raise
                 if refused.reason == "rate_limit" and rate is not None and self.limiter is not None:
                     # Raises 429 when the exact counts refuse it; else the exact gate.
                     rate = self.limiter.recheck(rate, refused.rate_counts or {})

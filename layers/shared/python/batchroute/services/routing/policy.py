@@ -9,6 +9,7 @@ service is safe whoever calls it. docs/routing-policy.md has the long form.
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any, Protocol
@@ -29,8 +30,9 @@ from batchroute.errors import InvalidRequest
 from batchroute.ids import has_prefix, new_id
 
 MAX_PAGE = 200
-# How long a process may route with a policy it read (direct chat only; see PolicyReader).
+# After an answer, direct chat re-reads a copy older than this (see PolicyReader).
 CACHE_SECONDS = 30.0
+_MAX_CACHED_ORGS = 10_000
 
 
 class PolicyRecords(Protocol):
@@ -43,18 +45,29 @@ class PolicyRecords(Protocol):
     ) -> tuple[list[PolicyChange], bool]: ...
 
 
+def policy_version(policy: RoutePolicy | None) -> int:
+    """The version a hold asserts: the stored policy's, 0 when none is stored."""
+    return policy.version if policy is not None else 0
+
+
 class PolicyReader:
-    """The policy as routing reads it: `current` is one GetItem (quotes, batch create, compat,
-    queued chat: off the hot path, always fresh); `cached` serves direct chat from a
-    per-process copy at most CACHE_SECONDS old (by the injected clock), so a warm direct
-    request spends no AWS round trip on it. A save in this process refreshes its copy at
-    once; other processes see a change within CACHE_SECONDS."""
+    """The policy as routing reads it.
+
+    `current` is one strongly consistent GetItem (quotes, batch create, compat, queued chat:
+    off the hot path, always fresh). `cached` serves direct chat from a per-process copy of
+    any age, so a warm direct request spends no AWS round trip on it; its correctness does
+    not rest on the copy's age: the chat hold's transaction asserts the stored policy is
+    still the copy's version (`policy_version`), and a refusal makes the caller re-read
+    (`current`) and re-plan. `refresh_if_stale` runs after an answer (never before one) and
+    re-reads a copy older than `cache_seconds` (by the injected clock), so a change saved in
+    another process reaches this one within `cache_seconds` of traffic without costing a
+    request anything. A save in this process refreshes its copy at once."""
 
     def __init__(self, records: PolicyRecords, clock: Clock, *, cache_seconds: float = CACHE_SECONDS) -> None:
         self.records = records
         self.clock = clock
         self.cache_seconds = cache_seconds
-        self._cache: dict[str, tuple[float, RoutePolicy | None]] = {}
+        self._cache: OrderedDict[str, tuple[float, RoutePolicy | None]] = OrderedDict()
         self._lock = threading.Lock()
 
     def current(self, org_id: str) -> RoutePolicy | None:
@@ -64,16 +77,29 @@ class PolicyReader:
         return policy
 
     def cached(self, org_id: str) -> RoutePolicy | None:
+        """The copy this process holds, whatever its age; read only when there is none."""
+        with self._lock:
+            hit = self._cache.get(org_id)
+        if hit is not None:
+            return hit[1]
+        return self.current(org_id)
+
+    def refresh_if_stale(self, org_id: str) -> None:
+        """After an answer: re-read the org's copy once it is `cache_seconds` old (or from a
+        clock that went back). May raise; the caller logs it and keeps the old copy."""
         now = self.clock.now().timestamp()
         with self._lock:
             hit = self._cache.get(org_id)
         if hit is not None and 0 <= now - hit[0] < self.cache_seconds:
-            return hit[1]
-        return self.current(org_id)
+            return
+        self.current(org_id)
 
     def remember(self, org_id: str, policy: RoutePolicy | None) -> None:
         with self._lock:
             self._cache[org_id] = (self.clock.now().timestamp(), policy)
+            self._cache.move_to_end(org_id)
+            while len(self._cache) > _MAX_CACHED_ORGS:
+                self._cache.popitem(last=False)
 
 
 class RoutePolicyService:

@@ -194,6 +194,10 @@ class DueSchedules(Protocol):
     def fire_due(self, *, limit: int = 100) -> dict[str, list[str]]: ...
 
 
+class LostFileChecks(Protocol):
+    def resend_due(self, *, limit: int = 100) -> list[str]: ...
+
+
 class MoneyWatch(Protocol):
     """services/billing/watch.py:BillingWatch; never raises."""
 
@@ -204,7 +208,8 @@ class MoneyWatch(Protocol):
 class Sweeper:
     """One scheduled sweep (EventBridge, once a minute): refresh lane heartbeats, expire
     batches past their SLA deadline, settle stale chat holds, retry webhooks that are due,
-    reclaim result bytes whose retention window passed (one bounded page)."""
+    reclaim result bytes whose retention window passed (one bounded page), re-send the
+    check of uploads left `uploaded` too long (a lost `check_file` message)."""
 
     refresh_heartbeats: LaneHeartbeatRefresh  # docs/catalog.md
     batches: ExpiryRecords
@@ -220,6 +225,7 @@ class Sweeper:
     billing_webhooks: DueWebhooks | None = None  # billing alert events (docs/billing-alerts.md)
     watch: MoneyWatch | None = None  # alerts and auto top-up after a stale hold is charged
     schedules: DueSchedules | None = None  # recurring schedules due by now (docs/schedules.md)
+    file_checks: LostFileChecks | None = None  # uploads still waiting for their check (docs/files.md)
 
     def sweep(self) -> dict[str, Any]:
         lanes = self.refresh_heartbeats()
@@ -261,6 +267,10 @@ class Sweeper:
             fired = self.schedules.fire_due()
             metrics.add_metric(name="SchedulesFired", unit=MetricUnit.Count, value=len(fired["created"]))
             outcome["schedules"] = fired
+        if self.file_checks is not None:
+            resent = self.file_checks.resend_due()
+            metrics.add_metric(name="FileChecksResent", unit=MetricUnit.Count, value=len(resent))
+            outcome["file_checks_resent"] = resent
         if self.topups is not None:
             topups = self.topups.sweep()
             metrics.add_metric(name="AutoTopupsCharged", unit=MetricUnit.Count, value=len(topups.charged))
