@@ -27,7 +27,7 @@ from batchroute.adapters.dynamo.lanes import LaneStateStore
 from batchroute.adapters.dynamo.ledger import LedgerStore
 from batchroute.adapters.s3_objects import S3Objects
 from batchroute.catalog import builtin_catalog
-from batchroute.clock import SystemClock, isoformat
+from batchroute.clock import Clock, SystemClock, isoformat
 from batchroute.config import get_settings
 from batchroute.domain.batch_record import BatchRecord
 from batchroute.domain.preflight import Preflight
@@ -57,9 +57,10 @@ def item(n: int, model: str = LLAMA, text: str = "") -> dict[str, Any]:
     }
 
 
-def heartbeat_all_lanes() -> None:
+def heartbeat_all_lanes(clock: Clock | None = None) -> None:
+    """Every lane's heartbeat, fresh at `clock`'s time (now by default)."""
     store = LaneStateStore(get_settings().table_name("controls"))
-    refresh_lane_heartbeats(builtin_catalog(), store, SimulatedProviderHealth(), SystemClock())
+    refresh_lane_heartbeats(builtin_catalog(), store, SimulatedProviderHealth(), clock or SystemClock())
 
 
 @dataclass(frozen=True)

@@ -4,13 +4,26 @@ an org with its owner and wallet, then API keys and user sessions of any role.
     org = new_org()
     client.get("/v1/billing/controls", headers=org.key_headers("billing"))
     client.put("/v1/billing/controls", json={...}, headers=org.session_headers("billing"))
+
+And the fixtures API test modules share (import them by name, `org as org`): `org`, a funded
+org with its keys; `stack` + `client` for a module that runs batches on the fast local
+pipeline and instant chat (`pipeline_stack`, `pipeline_client`); `clock` + `client` for one
+that runs at a fixed, injected time with every lane's heartbeat fresh (`fixed_clock`,
+`clocked_client`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
 
 from batchroute.adapters.dynamo.ledger import LedgerStore
+from batchroute.clock import FixedClock
 from batchroute.config import get_settings
 from batchroute.domain.access import Role
 from batchroute.domain.accounts import ApiKey, Org, Session, User
@@ -19,9 +32,14 @@ from batchroute.ids import new_id
 from batchroute.money import Money
 from batchroute.services.accounts.app_secret import app_secret
 from batchroute.services.accounts.authentication import SESSION_COOKIE
+from batchroute_tools.local.provision import LocalStack
+from functions.api.app import create_app
 from functions.api.auth import identity_store
+from functions.api.deps import get_clock
+from tests.integration.batch_pipeline_support import fast_pipeline, heartbeat_all_lanes, instant_chat_app
 
 CREATED_AT = "2026-01-01T00:00:00.000Z"
+START = datetime(2026, 3, 7, 12, 0, tzinfo=UTC)  # `fixed_clock`'s time
 EXPIRES_AT = "2999-01-01T00:00:00.000Z"
 
 
@@ -105,3 +123,41 @@ def _user(user_id: str, org_id: str, role: Role) -> User:
         role=role,
         created_at=CREATED_AT,
     )
+
+
+# -- fixtures shared by API test modules -------------------------------------------------------
+@pytest.fixture
+def org(client: TestClient) -> TestOrg:
+    """An org with $10 of credit, its owner and its keys (made once the module's client is up)."""
+    return new_org(credit_usd="10")
+
+
+@pytest.fixture(name="stack")
+def pipeline_stack(
+    local_aws: LocalStack, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> Iterator[LocalStack]:
+    """The local stack with the fast pipeline (no latency, no backoff, an outbox for webhooks)."""
+    with fast_pipeline(monkeypatch, tmp_path / "outbox"):
+        yield local_aws
+
+
+@pytest.fixture(name="client")
+def pipeline_client(stack: LocalStack) -> Iterator[TestClient]:
+    """The API whose chat completions answer at once, over `pipeline_stack`."""
+    with TestClient(instant_chat_app(), raise_server_exceptions=False) as test_client:
+        yield test_client
+
+
+@pytest.fixture(name="clock")
+def fixed_clock() -> FixedClock:
+    return FixedClock(START)
+
+
+@pytest.fixture(name="client")
+def clocked_client(local_aws: LocalStack, clock: FixedClock) -> TestClient:
+    """The API on the injected `clock`, every lane's heartbeat fresh at its time."""
+    identity_store.cache_clear()
+    app = create_app()
+    app.dependency_overrides[get_clock] = lambda: clock
+    heartbeat_all_lanes(clock)
+    return TestClient(app, raise_server_exceptions=False)

@@ -6,11 +6,13 @@ in committed slices, exact however often a slice's message is delivered."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
+from batchroute.adapters.aws import client as aws_client
 from batchroute.adapters.batch_artifacts import errors_key, results_key
 from batchroute.adapters.dynamo.batch_records import BatchRecords
 from batchroute.adapters.s3_objects import S3Objects
@@ -129,6 +131,44 @@ def test_create_over_a_quoted_file_reads_no_item_and_intake_chunks_it(
     assert {k: int(v) for k, v in (done.counts or {}).items()}["total"] == 5
     assert [r["sequence_number"] for r in _artifacts().lines(results_key(done.batch_id))] == [0, 1, 2, 3, 4]
     _assert_reservation_resolved_once(org.org_id, done)
+
+
+def _count_get_items(marker: str) -> tuple[list[str], Callable[..., None]]:
+    """GetItem calls on DynamoDB whose key names `marker` (botocore's event hook)."""
+    seen: list[str] = []
+
+    def count(params: Mapping[str, Any], **_: Any) -> None:
+        key = json.dumps(params.get("Key", {}), sort_keys=True)
+        if marker in key:
+            seen.append(key)
+
+    return seen, count
+
+
+def test_create_from_a_quote_alone_over_a_file_reads_the_quote_once_and_checks_its_policy_once(
+    client: TestClient, org: TestOrg
+) -> None:
+    # Given a quoted input file, and a batch created naming only the quote (no input_file_id)
+    file_id = _upload(client, org, [_item(n) for n in range(3)])
+    quote = _quote(client, org, file_id)
+    quotes, count_quotes = _count_get_items(f"QUOTE#{quote['quote_id']}")
+    policies, count_policies = _count_get_items('"POLICY"')
+    events = aws_client("dynamodb").meta.events
+    events.register("before-parameter-build.dynamodb.GetItem", count_quotes)
+    events.register("before-parameter-build.dynamodb.GetItem", count_policies)
+    try:
+        batch = _create(client, org, {"quote_id": quote["quote_id"]}, "intake-quote-only-1")
+    finally:
+        events.unregister("before-parameter-build.dynamodb.GetItem", count_quotes)
+        events.unregister("before-parameter-build.dynamodb.GetItem", count_policies)
+    # Then the quote's snapshot was read exactly once, and the route policy checked once
+    assert len(quotes) == 1, quotes
+    assert len(policies) == 1, policies
+    # And the batch is over the quoted file, at the quoted price
+    record = _batch(batch["id"])
+    assert record.intake is not None and record.intake["file_id"] == file_id
+    assert record.quote_id == quote["quote_id"] and batch["counts"]["total"] == 3
+    assert Money(record.reserved_micros) == Money.usd(quote["pricing_estimate"]["total"]["amount"])
 
 
 # -- intake failure --------------------------------------------------------------------------------

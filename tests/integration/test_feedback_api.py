@@ -5,8 +5,6 @@ summary from counters; validation with field paths, another org, roles."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,31 +15,15 @@ from batchroute.config import get_settings
 from batchroute_tools.local.provision import LocalStack
 from tests.integration.batch_pipeline_support import (
     LLAMA,
-    fast_pipeline,
-    instant_chat_app,
     item,
     run_until_done,
 )
 from tests.integration.principals import TestOrg, new_org
+from tests.integration.principals import org as org  # the fixtures
+from tests.integration.principals import pipeline_client as pipeline_client
+from tests.integration.principals import pipeline_stack as pipeline_stack
 
 PATH = "/v1/feedback"
-
-
-@pytest.fixture
-def stack(local_aws: LocalStack, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[LocalStack]:
-    with fast_pipeline(monkeypatch, tmp_path / "outbox"):
-        yield local_aws
-
-
-@pytest.fixture
-def client(stack: LocalStack) -> Iterator[TestClient]:
-    with TestClient(instant_chat_app(), raise_server_exceptions=False) as test_client:
-        yield test_client
-
-
-@pytest.fixture
-def org(client: TestClient) -> TestOrg:
-    return new_org(credit_usd="10")
 
 
 @pytest.fixture

@@ -8,59 +8,29 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
-from batchroute.adapters.dynamo.lanes import LaneStateStore
-from batchroute.catalog import builtin_catalog
-from batchroute.clock import Clock, FixedClock
+from batchroute.clock import FixedClock
 from batchroute.config import get_settings
-from batchroute.services.catalog.lane_health import SimulatedProviderHealth, refresh_lane_heartbeats
-from batchroute.wiring import wiring_for
-from batchroute_tools.local.provision import LocalStack
-from functions.api.app import create_app
-from functions.api.auth import identity_store
-from functions.api.deps import get_clock
 from tests.integration.batch_pipeline_support import LLAMA
 from tests.integration.customer_bucket import BUCKET, CustomerS3
 from tests.integration.principals import TestOrg, new_org
+from tests.integration.principals import clocked_client as clocked_client  # the fixtures
+from tests.integration.principals import fixed_clock as fixed_clock
+from tests.integration.principals import org as org
+from tests.integration.test_schedules_api import fire_in_an_hour
 
-START = datetime(2026, 3, 7, 12, 0, tzinfo=UTC)
 WRONG_LANE = f"edge-eu/{LLAMA}"
 PATH = "/v1/presets"
-
-
-@pytest.fixture
-def clock() -> FixedClock:
-    return FixedClock(START)
-
-
-@pytest.fixture
-def client(local_aws: LocalStack, clock: FixedClock) -> TestClient:
-    identity_store.cache_clear()
-    app = create_app()
-    app.dependency_overrides[get_clock] = lambda: clock
-    _heartbeat(clock)
-    return TestClient(app, raise_server_exceptions=False)
-
-
-@pytest.fixture
-def org(client: TestClient) -> TestOrg:
-    return new_org(credit_usd="10")
 
 
 @pytest.fixture(scope="module")
 def customer() -> Iterator[CustomerS3]:
     with CustomerS3.start() as server:
         yield server
-
-
-def _heartbeat(clock: Clock) -> None:
-    store = LaneStateStore(get_settings().table_name("controls"))
-    refresh_lane_heartbeats(builtin_catalog(), store, SimulatedProviderHealth(), clock)
 
 
 def _golden(**overrides: Any) -> dict[str, Any]:
@@ -219,18 +189,7 @@ def test_a_schedule_through_the_preset_uses_its_golden_set(
     again = client.post(f"/v1/schedules/{schedule['id']}/regression-runs", headers=org.key_headers())
     assert again.status_code == 201, again.text
     # When the schedule fires, its batch routes around edge-eu with `regression_failed`
-    clock.advance(hours=1)
-    _heartbeat(clock)
-    wiring = wiring_for(get_settings(), clock)
-    assert wiring.schedules.fire_due()["created"] == [schedule["id"]]
-    run = client.get(f"/v1/schedules/{schedule['id']}/runs", headers=org.key_headers()).json()["data"][0]
-    record = wiring.batch_records.get(run["batch_id"])
-    assert record is not None and record.plan is not None
-    rejected = {
-        lane["lane_id"]: lane["rejection"]["code"]
-        for group in record.plan["groups"]
-        for lane in group["rejected_lanes"]
-    }
+    _, rejected = fire_in_an_hour(client, org, clock, schedule["id"])
     assert rejected[WRONG_LANE] == "regression_failed"
     get_settings.cache_clear()
 

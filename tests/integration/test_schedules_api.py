@@ -14,47 +14,37 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from batchroute.adapters.dynamo.lanes import LaneStateStore
-from batchroute.catalog import builtin_catalog
-from batchroute.clock import Clock, FixedClock, SystemClock
+from batchroute.clock import FixedClock
 from batchroute.config import get_settings
-from batchroute.services.catalog.lane_health import SimulatedProviderHealth, refresh_lane_heartbeats
+from batchroute.domain.batch_record import BatchRecord
 from batchroute.wiring import Wiring, wiring_for
 from batchroute_tools.local.lambda_runtime import context_for, load_handler
-from batchroute_tools.local.provision import LocalStack
-from functions.api.app import create_app
-from functions.api.auth import identity_store
-from functions.api.deps import get_clock
-from tests.integration.batch_pipeline_support import LLAMA
+from tests.integration.batch_pipeline_support import LLAMA, heartbeat_all_lanes
 from tests.integration.customer_bucket import BUCKET, CustomerS3
-from tests.integration.principals import TestOrg, new_org
+from tests.integration.principals import START, TestOrg, new_org
+from tests.integration.principals import clocked_client as clocked_client  # the fixtures
+from tests.integration.principals import fixed_clock as fixed_clock
+from tests.integration.principals import org as org
 
-START = datetime(2026, 3, 7, 12, 0, tzinfo=UTC)
 WRONG_LANE = f"edge-eu/{LLAMA}"
 
 
-@pytest.fixture
-def clock() -> FixedClock:
-    return FixedClock(START)
-
-
-@pytest.fixture
-def client(local_aws: LocalStack, clock: FixedClock) -> TestClient:
-    identity_store.cache_clear()
-    app = create_app()
-    app.dependency_overrides[get_clock] = lambda: clock
-    _heartbeat(clock)
-    return TestClient(app, raise_server_exceptions=False)
-
-
-@pytest.fixture
-def org(client: TestClient) -> TestOrg:
-    return new_org(credit_usd="10")
-
-
-def _heartbeat(clock: Clock) -> None:
-    store = LaneStateStore(get_settings().table_name("controls"))
-    refresh_lane_heartbeats(builtin_catalog(), store, SimulatedProviderHealth(), clock)
+def fire_in_an_hour(
+    client: TestClient, org: TestOrg, clock: FixedClock, schedule_id: str
+) -> tuple[BatchRecord, dict[str, str]]:
+    """An hour on, the due schedule fires: its batch, and the code of each lane its plan rejected."""
+    clock.advance(hours=1)
+    heartbeat_all_lanes(clock)
+    assert _wiring(clock).schedules.fire_due()["created"] == [schedule_id]
+    run = client.get(f"/v1/schedules/{schedule_id}/runs", headers=org.key_headers()).json()["data"][0]
+    record = _wiring(clock).batch_records.get(run["batch_id"])
+    assert record is not None and record.plan is not None
+    rejected = {
+        lane["lane_id"]: lane["rejection"]["code"]
+        for group in record.plan["groups"]
+        for lane in group["rejected_lanes"]
+    }
+    return record, rejected
 
 
 def _wiring(clock: FixedClock) -> Wiring:
@@ -239,7 +229,7 @@ def test_pause_and_resume(client: TestClient, org: TestOrg, clock: FixedClock) -
     assert paused.json()["next_fire_at"] is None
     # Nothing fires while paused, even long past the fire time
     clock.advance(days=3)
-    _heartbeat(clock)
+    heartbeat_all_lanes(clock)
     assert _wiring(clock).schedules.fire_due()["created"] == []
     resumed = client.post(f"/v1/schedules/{sid}/resume", headers=org.key_headers())
     assert resumed.json()["state"] == "active"
@@ -259,7 +249,7 @@ def test_a_firing_creates_one_batch_even_when_the_trigger_repeats(
     schedule = _schedule(client, org, batch_options={"metadata": {"source": "nightly"}}).json()
     # When the clock passes its first fire (the spring-forward day) and the sweeper looks
     clock.advance(hours=20)
-    _heartbeat(clock)
+    heartbeat_all_lanes(clock)
     fired = _wiring(clock).schedules.fire_due()
     # Then one batch is created and the run records it
     assert fired["created"] == [schedule["id"]]
@@ -296,7 +286,7 @@ def test_fires_across_the_dst_change_in_the_schedules_zone(
     for _ in range(3 * 24 * 4):
         clock.advance(minutes=15)
         if clock.now().minute == 0:
-            _heartbeat(clock)
+            heartbeat_all_lanes(clock)
             _wiring(clock).schedules.fire_due()
     runs = client.get(f"/v1/schedules/{sid}/runs", headers=org.key_headers()).json()["data"]
     # Then once a day: the skipped 02:30 fires once at 03:30 EDT, then 02:30 EDT
@@ -315,7 +305,7 @@ def test_a_firing_without_credits_fails_and_the_schedule_goes_on(
     poor = new_org(credit_usd="0")
     sid = _schedule(client, poor, expression="rate(1 hour)").json()["id"]
     clock.advance(hours=1)
-    _heartbeat(clock)
+    heartbeat_all_lanes(clock)
     fired = _wiring(clock).schedules.fire_due()
     assert fired["failed"] == [sid]
     run = client.get(f"/v1/schedules/{sid}/runs", headers=poor.key_headers()).json()["data"][0]
@@ -364,17 +354,7 @@ def test_golden_set_excludes_the_lane_that_answers_wrongly(
     # And edge-eu is excluded from the schedule's routing
     assert [e["lane_id"] for e in schedule["excluded_lanes"]] == [WRONG_LANE]
     # When the schedule fires, its batch routes around edge-eu with `regression_failed`
-    clock.advance(hours=1)
-    _heartbeat(clock)
-    assert _wiring(clock).schedules.fire_due()["created"] == [schedule["id"]]
-    run = client.get(f"/v1/schedules/{schedule['id']}/runs", headers=org.key_headers()).json()["data"][0]
-    record = _wiring(clock).batch_records.get(run["batch_id"])
-    assert record is not None and record.plan is not None
-    rejected = {
-        lane["lane_id"]: lane["rejection"]["code"]
-        for group in record.plan["groups"]
-        for lane in group["rejected_lanes"]
-    }
+    record, rejected = fire_in_an_hour(client, org, clock, schedule["id"])
     assert rejected[WRONG_LANE] == "regression_failed"
     selected = [lane["lane_id"] for group in record.plan["groups"] for lane in group["selected_lanes"]]
     assert WRONG_LANE not in selected
@@ -421,7 +401,7 @@ def test_regression_run_needs_a_golden_set_and_credits(client: TestClient, clock
 def test_the_eventbridge_trigger_fires_through_the_sweeper_function(client: TestClient, org: TestOrg) -> None:
     # Given a schedule, and lanes heartbeating now (the deployed function runs on the system clock)
     sid = _schedule(client, org).json()["id"]
-    _heartbeat(SystemClock())
+    heartbeat_all_lanes()
     settings = get_settings()
     handler = load_handler("sweeper")
     context = context_for("sweeper", prefix=settings.resource_prefix, region=settings.aws_region, account="1")
@@ -464,7 +444,7 @@ def test_a_bucket_prefix_source_reads_every_input_file_under_it(
     assert created.status_code == 201, created.text
     # When it fires
     clock.advance(hours=1)
-    _heartbeat(clock)
+    heartbeat_all_lanes(clock)
     assert _wiring(clock).schedules.fire_due()["created"] == [created.json()["id"]]
     # Then its batch holds the three items under the prefix, in key order
     run = client.get(f"/v1/schedules/{created.json()['id']}/runs", headers=org.key_headers()).json()["data"][
@@ -476,7 +456,7 @@ def test_a_bucket_prefix_source_reads_every_input_file_under_it(
     s3.delete_object(Bucket=BUCKET, Key="inputs/a.jsonl")
     s3.delete_object(Bucket=BUCKET, Key="inputs/b.jsonl")
     clock.advance(hours=1)
-    _heartbeat(clock)
+    heartbeat_all_lanes(clock)
     assert _wiring(clock).schedules.fire_due()["failed"] == [created.json()["id"]]
     latest = client.get(f"/v1/schedules/{created.json()['id']}/runs", headers=org.key_headers()).json()[
         "data"

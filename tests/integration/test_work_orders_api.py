@@ -7,46 +7,33 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from pathlib import Path
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
+from batchroute.adapters.aws import client as aws_client
 from batchroute.adapters.dynamo.batch_records import BatchRecords
 from batchroute.adapters.dynamo.ledger import LedgerStore
 from batchroute.adapters.dynamo.work_orders import WorkOrderStore
+from batchroute.clock import SystemClock
 from batchroute.config import get_settings
 from batchroute.money import Money
 from batchroute.services.work_orders.service import WorkOrders
+from batchroute.wiring import Wiring
 from batchroute_tools.local.provision import LocalStack
 from tests.integration.batch_pipeline_support import (
     LLAMA,
-    fast_pipeline,
-    instant_chat_app,
     item,
     run_until_done,
 )
 from tests.integration.principals import TestOrg, new_org
+from tests.integration.principals import org as org  # the fixtures
+from tests.integration.principals import pipeline_client as pipeline_client
+from tests.integration.principals import pipeline_stack as pipeline_stack
 
 PATH = "/v1/work-orders"
-
-
-@pytest.fixture
-def stack(local_aws: LocalStack, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[LocalStack]:
-    with fast_pipeline(monkeypatch, tmp_path / "outbox"):
-        yield local_aws
-
-
-@pytest.fixture
-def client(stack: LocalStack) -> Iterator[TestClient]:
-    with TestClient(instant_chat_app(), raise_server_exceptions=False) as test_client:
-        yield test_client
-
-
-@pytest.fixture
-def org(client: TestClient) -> TestOrg:
-    return new_org(credit_usd="10")
 
 
 def _create(
@@ -200,6 +187,80 @@ def test_a_repeated_settle_counts_a_member_once(client: TestClient, org: TestOrg
     again = client.get(f"{PATH}/{wo}", headers=org.key_headers()).json()
     assert again["members"] == first["members"] and again["items"] == first["items"]
     assert again["cost"] == first["cost"] and again["status"] == "completed"
+
+
+@contextmanager
+def _counting_reads(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """What is read meanwhile: the batch record (`BatchRecords.get`) and work-order items
+    (GetItem or Query naming `WORKORDER#`/`WOMEMBER#`, counted with botocore's event hook)."""
+    reads: list[str] = []
+    real_get = BatchRecords.get
+
+    def counting_get(self: BatchRecords, batch_id: str) -> Any:
+        reads.append(f"batch {batch_id}")
+        return real_get(self, batch_id)
+
+    def count(params: dict[str, Any], event_name: str, **_: Any) -> None:
+        named = json.dumps([params.get("Key"), params.get("ExpressionAttributeValues")])
+        if "WORKORDER#" in named or "WOMEMBER#" in named:
+            reads.append(f"{event_name.split('.')[-1]} {named}")
+
+    monkeypatch.setattr(BatchRecords, "get", counting_get)
+    events = aws_client("dynamodb").meta.events
+    names = [f"before-parameter-build.dynamodb.{call}" for call in ("GetItem", "Query")]
+    for name in names:
+        events.register(name, count)
+    try:
+        yield reads
+    finally:
+        for name in names:
+            events.unregister(name, count)
+        monkeypatch.setattr(BatchRecords, "get", real_get)
+
+
+def test_settling_a_batch_in_no_work_order_reads_nothing_back(
+    client: TestClient, org: TestOrg, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a batch in no work order, read as the Settle step is given it
+    batch_id = _batch(client, org, [item(0)], "wo-none-0001").json()["batch"]["id"]
+    record = BatchRecords(get_settings().table_name("batches")).get(batch_id)
+    assert record is not None and record.work_order is None
+    settlement = Wiring(get_settings(), SystemClock()).pipeline.settlement
+    # When it settles
+    with _counting_reads(monkeypatch) as reads:
+        settlement.settle(record)
+    # Then Settle read neither the batch back nor any work-order item
+    assert reads == []
+    settled = BatchRecords(get_settings().table_name("batches")).get(batch_id)
+    assert settled is not None and settled.settled_at is not None
+
+
+def test_a_batch_attached_while_it_settles_is_counted_once(
+    client: TestClient, org: TestOrg, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a batch read by Settle before it joined any work order
+    wo = _create(client, org, {}).json()["id"]
+    batch_id = _batch(client, org, [item(0)], "wo-race-settle-1").json()["batch"]["id"]
+    stale = BatchRecords(get_settings().table_name("batches")).get(batch_id)
+    assert stale is not None and stale.work_order is None
+    # And attached to the work order before Settle writes `settled_at`
+    added = client.post(f"{PATH}/{wo}/members", json={"batch_id": batch_id}, headers=org.key_headers())
+    assert added.status_code == 200, added.text
+    assert added.json()["work_order"]["members"]["in_progress"] == 1
+    # When Settle finishes on the record it read, and again (a redelivered message)
+    settlement = Wiring(get_settings(), SystemClock()).pipeline.settlement
+    settlement.settle(stale)
+    once = client.get(f"{PATH}/{wo}", headers=org.key_headers()).json()
+    settled = BatchRecords(get_settings().table_name("batches")).get(batch_id)
+    assert settled is not None
+    settlement.settle(settled)
+    # Then the member is counted settled exactly once
+    again = client.get(f"{PATH}/{wo}", headers=org.key_headers()).json()
+    assert once["members"]["total"] == 1 and once["members"]["in_progress"] == 0
+    settled_members = sum(once["members"][k] for k in ("completed", "failed", "canceled", "expired"))
+    assert settled_members == 1 and Money.usd(once["cost"]["reserved"]["amount"]) == Money.zero()
+    assert once["status"] != "in_progress"
+    assert again == once
 
 
 def test_attach_an_existing_batch_running_or_settled_and_close(

@@ -446,6 +446,23 @@ class BatchRecords(DynamoStore):
             raise
         return True
 
+    def update_seeing_work_order(self, batch_id: str, changes: dict[str, Any]) -> Mapping[str, Any] | None:
+        """SET the given fields and answer the batch's `work_order` as it stands after them, in
+        the same UpdateItem (Settle writes `settled_at` so: an attach committed before is seen,
+        one after is refused by its `settled_at` condition; docs/work-orders.md)."""
+        expression, names, values = set_clause(changes)
+        response = self.dynamodb.update_item(
+            TableName=self.table_name,
+            Key=batch_key(batch_id),
+            UpdateExpression=expression,
+            ConditionExpression="attribute_exists(pk)",
+            ExpressionAttributeNames=names,
+            ExpressionAttributeValues=values,
+            ReturnValues="ALL_NEW",
+        )
+        work_order = from_item(response.get("Attributes", {})).get("work_order")
+        return work_order if isinstance(work_order, Mapping) and work_order else None
+
     def update_plan(self, batch_id: str, changes: dict[str, Any]) -> None:
         """SET fields of the PLAN item (Intake writes the chunk model counts once)."""
         expression, names, values = set_clause(changes)

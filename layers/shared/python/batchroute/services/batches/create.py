@@ -221,10 +221,11 @@ class BatchService:
         intake: dict[str, Any] | None = None
         # Native batches over a file defer their items to Intake; the compat surface converts
         # its rows as it reads them and answers a bad row with a 400, so it reads them here.
-        file_id = self._input_file(principal, body) if surface.source == "native" else None
+        # The quote's snapshot is read once (`_input_file` reads it to find its file) and handed on.
+        file_id, snapshot = self._input_file(principal, body) if surface.source == "native" else (None, None)
         if file_id is not None:  # read, checked and chunked by the Intake step
             plan, total, fee_kind, quote_id, request, intake = self._price_file(
-                principal, body, file_id, excluded_lanes=surface.excluded_lanes
+                principal, body, file_id, snapshot, excluded_lanes=surface.excluded_lanes
             )
             item_count = int(intake["item_count"])
             chunk_count = -(-item_count // writer.chunk_size)
@@ -232,7 +233,7 @@ class BatchService:
         else:
             try:
                 plan, total, fee_kind, quote_id, request = self._price_and_write(
-                    principal, body, writer, excluded_lanes=surface.excluded_lanes
+                    principal, body, writer, snapshot, excluded_lanes=surface.excluded_lanes
                 )
                 writer.close()
             except BaseException:
@@ -310,26 +311,31 @@ class BatchService:
             )
         return self.work_orders.joining(principal.org_id, work_order_id)
 
-    def _input_file(self, principal: Principal, body: Mapping[str, Any]) -> str | None:
+    def _input_file(
+        self, principal: Principal, body: Mapping[str, Any]
+    ) -> tuple[str | None, dict[str, Any] | None]:
         """The input file this batch's items come from (`input_file_id`, or the file a quote
-        was made over when no items are sent), None when the items come with the request."""
+        was made over when no items are sent), None when the items come with the request;
+        and the quote's snapshot when it had to be read to know, so pricing does not read it
+        again."""
         file_id = body.get("input_file_id")
         if body.get("items") is not None:
-            return None
+            return None, None
         if isinstance(file_id, str) and file_id:
-            return file_id
+            return file_id, None
         quote_id = body.get("quote_id")
         if file_id is None and isinstance(quote_id, str) and quote_id:
-            items = self.quotes.snapshot(principal, quote_id)["items"]
-            if items.get("kind") == "file":
-                return str(items["file_id"])
-        return None
+            snapshot = self.quotes.snapshot(principal, quote_id)
+            items = snapshot["items"]
+            return (str(items["file_id"]) if items.get("kind") == "file" else None), snapshot
+        return None, None
 
     def _price_file(
         self,
         principal: Principal,
         body: Mapping[str, Any],
         file_id: str,
+        read: dict[str, Any] | None = None,
         *,
         excluded_lanes: Mapping[str, GateFailure] | None = None,
     ) -> tuple[dict[str, Any], Money, FeeKind, str | None, dict[str, str], dict[str, Any]]:
@@ -341,7 +347,7 @@ class BatchService:
         options = {k: v for k, v in body.items() if k not in _NOT_INTAKE_OPTIONS}
         quote_id = body.get("quote_id")
         if quote_id:
-            snapshot = self._snapshot(principal, quote_id)
+            snapshot = self._snapshot(principal, quote_id, read)
             routing = snapshot["routing"]
             request = {k: routing[k] for k in ("routing_mode", "sla_tier", "privacy_tier")}
             fee_kind: FeeKind = "workflow" if snapshot.get("kind") == "workflow" else "batch"
@@ -364,12 +370,16 @@ class BatchService:
         }
         return routing, planned.price.total, "batch", None, request, intake
 
-    def _snapshot(self, principal: Principal, quote_id: object) -> dict[str, Any]:
+    def _snapshot(
+        self, principal: Principal, quote_id: object, read: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """The quote's snapshot (`read` when `_input_file` already read it), checked against
+        the route policy in force: once per create."""
         if not isinstance(quote_id, str):
             raise InvalidRequest(
                 "quote_id must be a qlock_ id.", code="invalid_request", details={"field": "quote_id"}
             )
-        snapshot = self.quotes.snapshot(principal, quote_id)
+        snapshot = read if read is not None else self.quotes.snapshot(principal, quote_id)
         self.quotes.check_policy_unchanged(principal, snapshot)
         return snapshot
 
@@ -378,12 +388,13 @@ class BatchService:
         principal: Principal,
         body: Mapping[str, Any],
         writer: InputChunkWriter,
+        read: dict[str, Any] | None = None,
         *,
         excluded_lanes: Mapping[str, GateFailure] | None = None,
     ) -> tuple[dict[str, Any], Money, FeeKind, str | None, dict[str, str]]:
         quote_id = body.get("quote_id")
         if quote_id:
-            snapshot = self._snapshot(principal, quote_id)
+            snapshot = self._snapshot(principal, quote_id, read)
             digest = items_digest(self._stream_quoted_items(principal, body, snapshot, writer))
             if digest != snapshot["items"]["digest"]:
                 raise Conflict(

@@ -145,7 +145,7 @@ class Settlement:
             billing = {k: v for k, v in receipt.items() if k not in ("provider_lanes", "rejected_lanes")}
             billing["lists_in"] = key
         settled_at = str(credits["settled_at"])
-        self.records.update(
+        work_order = self.records.update_seeing_work_order(
             batch_id,
             {
                 "billing": billing,
@@ -156,7 +156,8 @@ class Settlement:
         if batch.state not in TERMINAL:
             at = isoformat(now)
             self.records.transition(batch_id, "completed", at=at, extra={"completed_at": at})
-        self._count_in_work_order(batch_id, result)
+        if work_order is not None:
+            self._count_in_work_order(batch_id, result)
         if self.watch is not None and result is not None and org_id:
             self.watch.moved(org_id, at=_parse(settled_at), controls=controls)
         return {
@@ -168,9 +169,11 @@ class Settlement:
         }
 
     def _count_in_work_order(self, batch_id: str, result: SettlementResult | None) -> None:
-        """The work order's counters move once per member (docs/work-orders.md). The batch is
-        read again after `settled_at` was written: an attach racing this Settle either landed
-        before (its `work_order` is seen here) or is refused by its `settled_at` condition."""
+        """The work order's counters move once per member (docs/work-orders.md). Called only for
+        a member: the write of `settled_at` answered the batch's `work_order` as it stood then
+        (an attach racing this Settle either landed before, and is seen, or is refused by its
+        `settled_at` condition), so a batch in no work order costs no read here. The member is
+        read again for its state and counts after the transition above."""
         if self.work_orders is None:
             return
         settled = self.records.get(batch_id)
