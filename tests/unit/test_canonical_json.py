@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from batchroute.domain.canonical_json import canonical_line
 from batchroute.services.batches.quotes import items_digest
+from tests.unit.json_strategies import json_values
 
 
 def reference(item: Any) -> bytes:
@@ -88,20 +89,10 @@ def test_floats_of_every_magnitude_are_written_as_repr_writes_them() -> None:
         assert canonical_line(item) == reference(item)
 
 
-json_values = st.recursive(
-    st.none()
-    | st.booleans()
-    | st.integers(min_value=-(2**70), max_value=2**70)
-    | st.floats(allow_nan=True, allow_infinity=True)
-    | st.text(),
-    lambda children: (
-        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=4), children, max_size=4)
-    ),
-    max_leaves=20,
-)
+JSON_VALUES = json_values(non_finite=True)
 
 
 @settings(max_examples=400, deadline=None)
-@given(st.dictionaries(st.text(max_size=6), json_values, max_size=6))
+@given(st.dictionaries(st.text(max_size=6), JSON_VALUES, max_size=6))
 def test_any_item_has_the_bytes_json_dumps_writes(item: dict[str, Any]) -> None:
     assert canonical_line(item) == reference(item)

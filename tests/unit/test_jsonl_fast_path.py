@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from batchroute.domain.jsonl import LineError, _parse, _parse_with_json, parse_jsonl
+from tests.unit.json_strategies import json_values
 
 LINES = [
     b"",  # line 1 is blank: the BOM below is inside the file, not at its start
@@ -69,21 +70,11 @@ def test_values_and_messages_are_the_json_modules_where_the_parsers_differ() -> 
     assert type(dict(lines)[16]["big"]) is int  # type: ignore[index]
 
 
-json_values = st.recursive(
-    st.none()
-    | st.booleans()
-    | st.integers(min_value=-(2**80), max_value=2**80)
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(),
-    lambda children: (
-        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=4), children, max_size=4)
-    ),
-    max_leaves=20,
-)
+JSON_VALUES = json_values(non_finite=False)
 
 
 @settings(max_examples=400, deadline=None)
-@given(json_values, st.booleans())
+@given(JSON_VALUES, st.booleans())
 def test_any_json_line_parses_as_the_json_module_parses_it(value: Any, ascii_only: bool) -> None:
     raw = json.dumps(value, ensure_ascii=ascii_only).encode("utf-8", "surrogatepass")
     assert shown(_parse(1, raw)) == shown(_parse_with_json(1, raw))
