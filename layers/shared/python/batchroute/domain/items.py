@@ -198,10 +198,10 @@ def _read_chat_input(payload: dict[str, object], problems: list[ItemProblem]) ->
             problems.append(_shape("invalid_field", where, "messages must be a non-empty list."))
         else:
             for position, message in enumerate(conversation):
-                counted = _read_message(message, f"{where}[{position}]", problems)
+                counted = _read_message(message, where, position, problems)
                 text_bytes += counted[0]
                 images += counted[1]
-                messages += 1
+            messages += len(conversation)
     for key in ("instructions", "system"):
         extra = payload.get(key)
         if isinstance(extra, str):
@@ -225,8 +225,19 @@ def _read_chat_input(payload: dict[str, object], problems: list[ItemProblem]) ->
     return found
 
 
-def _read_message(message: object, where: str, problems: list[ItemProblem]) -> tuple[int, int]:
-    """(text bytes, image parts) of one message."""
+def _read_message(
+    message: object, conversation: str, position: int, problems: list[ItemProblem]
+) -> tuple[int, int]:
+    """(text bytes, image parts) of one message. Its path (`input.messages[2]`) is only
+    formatted when a problem or a list of parts needs it: most messages have neither."""
+    if (  # the common {role, content} text message
+        type(message) is dict
+        and len(message) == 2
+        and type(content := message.get("content")) is str
+        and isinstance(message.get("role"), str)
+    ):
+        return utf8_len(content), 0
+    where = f"{conversation}[{position}]"
     if not isinstance(message, dict):
         problems.append(_shape("invalid_field", where, "A message must be a JSON object."))
         return 0, 0
@@ -346,9 +357,12 @@ def _infer_tool(tool: object, where: str, found: _Estimate, problems: list[ItemP
 def _read_output_format(payload: dict[str, object], found: _Estimate, problems: list[ItemProblem]) -> int:
     """A structured-output schema (chat `response_format` or Responses `text.format`) needs a
     lane with json_schema support and is sent to the model, so it counts as prompt text."""
+    response_format = payload.get("response_format")
     text = payload.get("text")
+    if response_format is None and text is None:
+        return 0  # most items: no structured output (a hot path of a 1M-item quote)
     candidates = (
-        ("input.response_format", payload.get("response_format"), "json_schema"),
+        ("input.response_format", response_format, "json_schema"),
         ("input.text.format", text.get("format") if isinstance(text, dict) else None, None),
     )
     counted = 0

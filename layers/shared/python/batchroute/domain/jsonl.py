@@ -14,6 +14,12 @@ Rules (docs/files.md):
 Chunks may split a line, a `\\r\\n` or a multi-byte UTF-8 character anywhere: lines are cut
 on the newline byte (which never occurs inside a multi-byte UTF-8 sequence) and decoded
 only once whole.
+
+Lines are parsed by orjson (about 3x faster than the json module on a 600-byte item: it is
+the largest share of a 1M-item quote after the item checks) with the json module as the
+referee: whatever orjson refuses or might read differently goes to the json module, which
+decides and words the error, so every value and message is the json module's
+(docs/quote-speed.md).
 """
 
 from __future__ import annotations
@@ -22,7 +28,9 @@ import hashlib
 import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Final, Literal
+
+import orjson
 
 from batchroute.domain.json_limits import MAX_JSON_DEPTH, nests_deeper_than
 
@@ -54,6 +62,12 @@ def _refuse_constant(name: str) -> Any:
 
 # One decoder for every line: json.loads with options would build a new one per call.
 _DECODER = json.JSONDecoder(parse_constant=_refuse_constant)
+# orjson reads an integer beyond 64 bits as a float where the json module keeps an int:
+# a line with 19 digits in a row (anywhere, strings included) is left to the json module.
+# Found by mapping digits to "9" and the rest to a space, then one substring search: about
+# 3x faster than the regular expression `\d{19}` on a 600-byte line.
+_DIGITS_ONLY: Final = bytes(0x39 if 0x30 <= b <= 0x39 else 0x20 for b in range(256))
+_LONG_DIGITS: Final = b"9" * 19
 
 
 class JsonlReader:
@@ -121,6 +135,21 @@ class JsonlReader:
 
 
 def _parse(number: int, raw: bytes) -> dict[str, Any] | LineError:
+    """The line's object, or its error. The fast path takes a line orjson reads as an object
+    the json module would read the same (valid UTF-8 and JSON: orjson checks both; no long
+    integer; no NaN or Infinity: orjson refuses them) and that is not nested too deep."""
+    if _LONG_DIGITS not in raw.translate(_DIGITS_ONLY):
+        try:
+            value = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            pass  # the json module words the error (or reads what orjson refuses: lone surrogates)
+        else:
+            if type(value) is dict and not nests_deeper_than(raw):
+                return value
+    return _parse_with_json(number, raw)
+
+
+def _parse_with_json(number: int, raw: bytes) -> dict[str, Any] | LineError:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 from batchroute.clock import Clock, isoformat
 from batchroute.config import Settings
 from batchroute.domain.access import Principal, authorize
+from batchroute.domain.canonical_json import canonical_line
 from batchroute.domain.catalog import Catalog, LaneLive, WorkflowProduct
 from batchroute.domain.jsonl import LineError
 from batchroute.domain.preflight import Issue, Preflight
@@ -101,7 +102,7 @@ class _Digest:
         self._hash = hashlib.sha256()
 
     def add(self, item: Mapping[str, Any]) -> bytes:
-        line = json.dumps(item, sort_keys=True, separators=(",", ":")).encode() + b"\n"
+        line = canonical_line(item)
         self._hash.update(line)
         return line
 
