@@ -66,7 +66,9 @@ test-e2e: setup console browser
 	$(VENV)/bin/pytest tests/e2e
 
 test: lint typecheck build console browser
-	$(VENV)/bin/pytest tests/unit tests/integration tests/infra tests/e2e
+	# unit and integration tests are isolated per process (moto in-process): two workers
+	$(VENV)/bin/pytest -n 2 tests/unit tests/integration
+	$(VENV)/bin/pytest tests/infra tests/e2e
 
 bench: setup build
 	$(PY) -m bench.coldstart
