@@ -147,10 +147,13 @@ def _unit(value: object) -> bool:
 # -- batch jobs ----------------------------------------------------------------------------
 @dataclass
 class _Output:
-    """One input file of a job and the records its `.out` file gets."""
+    """One input file of a job: its object and how many records it holds. The records are
+    read from S3 when the job runs, not kept: a job holds no item in memory (issue 18: the
+    local service process, which runs the emulators, stays flat in the batch's size)."""
 
+    bucket: str
     key: str  # the input object's key
-    records: list[dict[str, Any]]
+    count: int
 
 
 @dataclass
@@ -351,7 +354,7 @@ class BedrockEmulator:
             job.inputs = self._read_inputs(source)
         except Exception as exc:  # a missing object or bucket (botocore's ClientError), bad JSON
             job.status, job.ended, job.message = "Failed", job.submitted, f"Could not read the input: {exc}"
-        job.counts["total"] = sum(len(i.records) for i in job.inputs)
+        job.counts["total"] = sum(i.count for i in job.inputs)
         with self._lock:
             self._jobs[job.id] = job
         return Reply.json(200, {"jobArn": job.arn})
@@ -395,14 +398,22 @@ class BedrockEmulator:
             keys = sorted(o["Key"] for o in listed.get("Contents") or [] if o["Key"].endswith(".jsonl"))
         inputs = []
         for name in keys:
-            text = self.s3.get_object(Bucket=bucket, Key=name)["Body"].read().decode()
-            records = [json.loads(line) for line in text.splitlines() if line.strip()]
-            if not all(isinstance(r, dict) for r in records):
-                raise ValueError(f"{name} has a line that is not a JSON object")
-            inputs.append(_Output(name, records))
+            count = sum(1 for _ in self._records(bucket, name))  # checks every line now
+            inputs.append(_Output(bucket, name, count))
         if not inputs:
             raise ValueError(f"no .jsonl file at {uri}")
         return inputs
+
+    def _records(self, bucket: str, key: str) -> Iterator[dict[str, Any]]:
+        """The input file's records, one line at a time."""
+        body = self.s3.get_object(Bucket=bucket, Key=key)["Body"]
+        for raw in body.iter_lines():
+            if not raw.strip():
+                continue
+            record = json.loads(raw)
+            if not isinstance(record, dict):
+                raise ValueError(f"{key} has a line that is not a JSON object")
+            yield record
 
     def _advance(self, job: _Job) -> None:
         """Run the job as far as the clock says: done once the batch time has passed."""
@@ -423,7 +434,7 @@ class BedrockEmulator:
             counts = {"total": total, "processed": 0, "success": 0, "error": 0}
             for source in job.inputs:
                 lines: list[bytes] = []
-                for record in source.records:
+                for record in self._records(source.bucket, source.key):
                     row = self._run_record(job, record, tokens)
                     if row is None:
                         expired = True

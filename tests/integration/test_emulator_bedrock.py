@@ -17,8 +17,11 @@ emulator and the adapter both reach moto's in-process S3.
 from __future__ import annotations
 
 import base64
+import gc
 import http.client
 import json
+import tracemalloc
+import uuid
 from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
@@ -628,3 +631,46 @@ def test_an_exception_event_mid_stream(sync: BedrockConverse, monkeypatch: pytes
         next(events)
     assert raised.value.code == "rate_limited"
     assert "Too many tokens" in raised.value.message
+
+
+# -- (c) memory ---------------------------------------------------------------------------------
+def _emulator_heap() -> int:
+    """Bytes of live Python heap allocated under the Bedrock emulator's code, leaving out what
+    moto stores (the S3 objects the jobs read and write live in moto here, in S3 on AWS)."""
+    snapshot = tracemalloc.take_snapshot().filter_traces(
+        [
+            tracemalloc.Filter(True, "*/emulators/bedrock.py", all_frames=True),
+            tracemalloc.Filter(False, "*/moto/*", all_frames=True),
+        ]
+    )
+    return sum(trace.size for trace in snapshot.traces)
+
+
+def test_a_finished_batch_job_keeps_no_record_in_memory(batch: BedrockBatch, clock: Clock) -> None:
+    """Bedrock reads a job's input from S3 when it runs; so does the emulator, which keeps only
+    each input's key and count (issue 18: the local service process, which runs the
+    emulators, stays flat in the batch's size). Before, every job kept its parsed records."""
+    records, prompt = 20, "x" * 2_000
+
+    def run(jobs: int) -> None:
+        for _ in range(jobs):
+            job = batch.submit(
+                [request(f"{prompt} #{uuid.uuid4().hex}", custom_id=f"seq-{n}") for n in range(records)]
+            )
+            clock.now += BATCH_SECONDS
+            assert batch.poll(job).state == "completed"
+
+    run(2)  # clients, connections, lazy imports
+    tracemalloc.start(30)
+    try:
+        run(5)
+        gc.collect()
+        after_5 = _emulator_heap()
+        run(20)
+        gc.collect()
+        after_25 = _emulator_heap()
+    finally:
+        tracemalloc.stop()
+    per_job = (after_25 - after_5) / 20
+    job_bytes = records * len(prompt)
+    assert per_job < job_bytes / 8, f"{per_job:.0f} bytes kept per job of {job_bytes} bytes"
