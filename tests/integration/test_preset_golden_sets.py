@@ -147,15 +147,24 @@ def test_another_orgs_preset_is_404_and_readers_may_not_run(client: TestClient, 
     assert client.post(f"{PATH}/triage/regression-runs").status_code == 401
 
 
-def test_a_schedule_through_the_preset_uses_its_golden_set(
-    client: TestClient, org: TestOrg, clock: FixedClock, customer: CustomerS3, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # Given a preset with a golden set edge-eu fails, and a bucket prefix of items naming no preset
+def _preset_with_golden_set_and_target(
+    client: TestClient, org: TestOrg, customer: CustomerS3, monkeypatch: pytest.MonkeyPatch
+) -> str:
+    """The preset with a golden set edge-eu fails, and a delivery target on the customer's
+    bucket: the id of the target."""
     monkeypatch.setenv("ALLOW_LOOPBACK_WEBHOOKS", "1")
     get_settings.cache_clear()
     assert _preset(client, org, golden_set=_golden()).status_code == 201
     target = client.post("/v1/delivery-targets", json=customer.target_body(), headers=org.key_headers())
     assert target.status_code == 201, target.text
+    return str(target.json()["id"])
+
+
+def test_a_schedule_through_the_preset_uses_its_golden_set(
+    client: TestClient, org: TestOrg, clock: FixedClock, customer: CustomerS3, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a preset with a golden set edge-eu fails, and a bucket prefix of items naming no preset
+    target_id = _preset_with_golden_set_and_target(client, org, customer, monkeypatch)
     item = {
         "customer_item_id": "item-0",
         "operation": "responses",
@@ -164,7 +173,7 @@ def test_a_schedule_through_the_preset_uses_its_golden_set(
     customer.client().put_object(Bucket=BUCKET, Key="golden/a.jsonl", Body=(json.dumps(item) + "\n").encode())
     source = {
         "type": "bucket_prefix",
-        "delivery_target_id": target.json()["id"],
+        "delivery_target_id": target_id,
         "prefix": "golden/",
         "preset": "triage",
     }
@@ -198,12 +207,8 @@ def test_a_schedule_with_its_own_golden_set_keeps_it(
     client: TestClient, org: TestOrg, customer: CustomerS3, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Given a preset whose golden set edge-eu fails, and a schedule with its own that all pass
-    monkeypatch.setenv("ALLOW_LOOPBACK_WEBHOOKS", "1")
-    get_settings.cache_clear()
-    assert _preset(client, org, golden_set=_golden()).status_code == 201
-    target = client.post("/v1/delivery-targets", json=customer.target_body(), headers=org.key_headers())
-    assert target.status_code == 201, target.text
-    source = {"type": "bucket_prefix", "delivery_target_id": target.json()["id"], "prefix": "own/"}
+    target_id = _preset_with_golden_set_and_target(client, org, customer, monkeypatch)
+    source = {"type": "bucket_prefix", "delivery_target_id": target_id, "prefix": "own/"}
     own = {
         "model": LLAMA,
         "items": [{"input": "Say something", "expected": "Simulated answer"}],
