@@ -950,7 +950,6 @@ class Wiring:
             intake=Intake(
                 records=self.batch_records,
                 reader=self.quotes(),
-                files=self.files,
                 artifacts=self.artifacts,
                 clock=self.clock,
             ),

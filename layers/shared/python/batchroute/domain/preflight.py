@@ -1,10 +1,12 @@
 """Preflight: every check a batch must pass before it is priced, collected, not first-fail.
 
 Streaming: feed items one at a time (`add_item`) and unparseable file lines as they are
-met (`add_line_error`); memory is one ModelGroup per model plus the set of
-customer_item_ids seen (O(items) strings: uniqueness across a batch cannot be checked in
-less without a second pass). Then route `groups`, hand the plan back (`add_route_plan`,
-which turns groups no lane can take into `routing` errors) and read `result()`.
+met (`add_line_error`); memory is one ModelGroup per model plus what checks
+`customer_item_id` uniqueness: the ids seen (a dict, ~130 B an item), or with
+`compact_ids=True` only their hashes (domain/item_ids.py, 8 B an item), for a source the
+caller can read a second time when `ids_may_repeat()`. Then route `groups`, hand the plan
+back (`add_route_plan`, which turns groups no lane can take into `routing` errors) and read
+`result()`.
 
 Categories and codes are listed in docs/routing.md. Issue paths: `items[<i>].<field>` with
 `i` the 0-based index of the item in the batch (for a file: among its parsed lines), plus
@@ -23,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal, get_args
 
 from batchroute.domain.catalog import Catalog, Lane
+from batchroute.domain.item_ids import IdHashes
 from batchroute.domain.items import ItemFacts, ModelGroup, read_item
 from batchroute.domain.network import Resolver
 from batchroute.domain.routing import RoutePlan
@@ -159,6 +162,7 @@ class Preflight:
         request: RouteRequest | None = None,
         guards: RoutingGuards | None = None,
         max_listed: int = MAX_LISTED_ISSUES,
+        compact_ids: bool = False,
     ) -> None:
         self.catalog = catalog
         self.request = request or RouteRequest()
@@ -170,6 +174,7 @@ class Preflight:
         self._lower_ids = {model.id.lower(): model.id for model in catalog.models}
         self._groups: dict[str, ModelGroup] = {}
         self._ids: dict[str, int] = {}
+        self._id_hashes = IdHashes() if compact_ids else None
         self._errors: list[Issue] = []
         self._warnings: list[Issue] = []
         self._counts: Counter[tuple[bool, str, str]] = Counter()  # (is_error, category, code)
@@ -189,7 +194,9 @@ class Preflight:
             path = f"{where}.{problem.field}" if problem.field else where
             self._error(problem.category, problem.code, problem.message, path, line)
         customer_item_id = item.get("customer_item_id") if isinstance(item, dict) else None
-        if isinstance(customer_item_id, str):
+        if isinstance(customer_item_id, str) and self._id_hashes is not None:
+            self._id_hashes.add(customer_item_id)  # repeats are found after the last item
+        elif isinstance(customer_item_id, str):
             first = self._ids.setdefault(customer_item_id, index)
             if first != index:
                 self._error(
@@ -209,6 +216,12 @@ class Preflight:
                 group = self._groups[facts.model] = ModelGroup(model=facts.model, first_index=index)
             group.add(index, facts)
         return facts
+
+    def ids_may_repeat(self) -> bool:
+        """With `compact_ids`: whether two items may share a `customer_item_id` (then read the
+        items again without `compact_ids` to find and name them). Always False otherwise: the
+        exact check already reported every repeat."""
+        return self._id_hashes is not None and self._id_hashes.may_repeat()
 
     def add_line_error(self, line: int, message: str, *, reason: str | None = None) -> None:
         """A file line that is not a JSON object (domain.jsonl.LineError: pass its line_no,

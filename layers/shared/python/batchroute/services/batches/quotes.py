@@ -44,6 +44,21 @@ SNAPSHOT_VERSION = 1
 ItemSource = Iterable[tuple[int, Mapping[str, Any] | LineError]]
 
 
+class Reopenable:
+    """Items that can be read again: the first iteration gives the source opened already
+    (so a missing file is reported where it always was), a later one opens it anew. The
+    preflight checks `customer_item_id` uniqueness of such a source by hashes only (8 B an
+    item, domain/item_ids.py) and reads it a second time only if an id may repeat."""
+
+    def __init__(self, opened: ItemSource, reopen: Callable[[], ItemSource]) -> None:
+        self._opened: ItemSource | None = opened
+        self._reopen = reopen
+
+    def __iter__(self) -> Iterator[tuple[int, Mapping[str, Any] | LineError]]:
+        opened, self._opened = self._opened, None
+        return iter(opened if opened is not None else self._reopen())
+
+
 class LiveStates(Protocol):
     def live_states(self, *, consistent: bool = False) -> dict[str, LaneLive]: ...
 
@@ -159,9 +174,31 @@ class QuoteService:
     ) -> tuple[Preflight, int, str]:
         """Every item through the preflight, in order: the preflight (not yet routed), the item
         count and the items digest. Quotes, batch create and the Intake step all read items
-        here, so whatever the preflight applies to an item applies on every path."""
+        here, so whatever the preflight applies to an item applies on every path.
+
+        A `Reopenable` source (an input file) is read with compact id checks; when an id may
+        repeat it is read once more, with the exact check and without `on_item` (which saw
+        every item in the first pass), so the duplicates are named as for any source."""
         request = request if request is not None else RouteRequest.from_api(body)
-        preflight = Preflight(self.catalog, request=request, guards=guards or self.guards)
+        guards = guards or self.guards
+        compact = isinstance(items, Reopenable)
+        preflight, count, digest = self._read(request, guards, items, on_item, compact_ids=compact)
+        if preflight.ids_may_repeat():
+            preflight, _, _ = self._read(request, guards, items, None, compact_ids=False)
+        if count == 0:
+            raise InvalidRequest("Give at least one item.", code="no_items")
+        return preflight, count, digest
+
+    def _read(
+        self,
+        request: RouteRequest,
+        guards: RoutingGuards,
+        items: ItemSource,
+        on_item: Callable[[Mapping[str, Any], bytes], None] | None,
+        *,
+        compact_ids: bool,
+    ) -> tuple[Preflight, int, str]:
+        preflight = Preflight(self.catalog, request=request, guards=guards, compact_ids=compact_ids)
         digest = _Digest()
         count = 0
         for index, item in items:
@@ -177,8 +214,6 @@ class QuoteService:
             if on_item is not None and isinstance(item, Mapping):
                 on_item(item, line)  # a non-object item is a preflight error: nothing to keep
             count += 1
-        if count == 0:
-            raise InvalidRequest("Give at least one item.", code="no_items")
         return preflight, count, digest.hexdigest()
 
     def plan(
@@ -359,8 +394,7 @@ class QuoteService:
                     code="invalid_request",
                     details={"field": "input_file_id"},
                 )
-            opened = self.files.open_items(principal.org_id, file_id)
-            return {"kind": "file", "file_id": file_id}, self.expand_items(principal.org_id, body, opened)
+            return {"kind": "file", "file_id": file_id}, self.file_items(principal.org_id, body, file_id)
         raw = body["items"]
         if not isinstance(raw, list):
             raise InvalidRequest(
@@ -373,6 +407,14 @@ class QuoteService:
         if self.presets is None or body.get("preset") is None:
             return body
         return PresetExpander(self.presets, principal.org_id).request(body)
+
+    def file_items(self, org_id: str, body: Mapping[str, Any], file_id: str) -> Reopenable:
+        """An input file's items, presets applied, opened now and again on demand."""
+
+        def opened() -> ItemSource:
+            return self.expand_items(org_id, body, self.files.open_items(org_id, file_id))
+
+        return Reopenable(opened(), opened)
 
     def expand_items(self, org_id: str, body: Mapping[str, Any], items: ItemSource) -> ItemSource:
         """The items with the presets they (or the body) name applied, each loaded once."""

@@ -18,7 +18,7 @@ Repeated messages rewrite the same chunks; once done the step answers without re
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 from batchroute.adapters.batch_inputs import InputChunkWriter
@@ -26,7 +26,6 @@ from batchroute.adapters.dynamo.batch_records import BatchRecords
 from batchroute.adapters.s3_objects import S3Objects
 from batchroute.clock import Clock, isoformat
 from batchroute.domain.batch_record import BatchRecord
-from batchroute.domain.jsonl import LineError
 from batchroute.domain.preflight import Preflight
 from batchroute.errors import Conflict, Forbidden, Gone, InvalidRequest, NotFound, PermanentError
 from batchroute.workflow.tasks import StepOutput
@@ -39,11 +38,7 @@ class ItemReader(Protocol):
         self, body: Mapping[str, Any], items: Any, *, on_item: Any = None
     ) -> tuple[Preflight, int, str]: ...
 
-    def expand_items(self, org_id: str, body: Mapping[str, Any], items: Any) -> Any: ...
-
-
-class FileItems(Protocol):
-    def open_items(self, org_id: str, file_id: str) -> Iterator[tuple[int, dict[str, Any] | LineError]]: ...
+    def file_items(self, org_id: str, body: Mapping[str, Any], file_id: str) -> Any: ...
 
 
 class IntakeFailed(PermanentError):
@@ -56,13 +51,11 @@ class Intake:
         *,
         records: BatchRecords,
         reader: ItemReader,
-        files: FileItems,
         artifacts: S3Objects,
         clock: Clock,
     ) -> None:
         self.records = records
         self.reader = reader
-        self.files = files
         self.artifacts = artifacts
         self.clock = clock
 
@@ -99,8 +92,7 @@ class Intake:
         """Stream the file into chunks; the error that fails the batch, or None."""
         try:
             options = intake.get("options") or {}
-            opened = self.files.open_items(batch.org_id, str(intake["file_id"]))
-            items = self.reader.expand_items(batch.org_id, options, opened)  # docs/presets.md
+            items = self.reader.file_items(batch.org_id, options, str(intake["file_id"]))  # presets applied
             preflight, count, digest = self.reader.read_items(
                 options, items, on_item=lambda item, _line: writer.add(item)
             )
