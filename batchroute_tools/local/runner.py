@@ -24,7 +24,7 @@ from batchroute import resources
 from batchroute.config import Settings
 from batchroute_tools.emulators import build_emulators
 from batchroute_tools.emulators.server import EmulatorServer
-from batchroute_tools.local import environment
+from batchroute_tools.local import environment, memory
 from batchroute_tools.local.console import mount_console
 from batchroute_tools.local.lambda_runtime import context_for, load_handler
 from batchroute_tools.local.moto_server import MotoServer
@@ -61,6 +61,7 @@ def run(
     if stop.is_set():
         return 0
     environment.use_fake_credentials(LOCAL_REGION)
+    memory.limit_arenas()  # before any thread starts (batchroute_tools/local/memory.py)
 
     moto = MotoServer(host=HOST, port=moto_port)
     moto.start()
@@ -91,8 +92,8 @@ def run(
             f"in {time.monotonic() - started:.1f}s; Ctrl-C stops it",
             flush=True,
         )
-        while not stop.wait(0.5):
-            pass
+        while not stop.wait(memory.TRIM_EVERY_SECONDS):
+            memory.trim()  # what one phase freed is not kept for the next (memory.py)
         log.info("stopping the local stack")
         return 0
     finally:
