@@ -144,11 +144,12 @@ def _counted(org: TestOrg, counter: str, index: int) -> int:
     return int(item[attribute_name(counter, index)]["N"])
 
 
-def test_warm_direct_chat_makes_two_aws_calls_before_the_provider(
+def test_warm_direct_chat_makes_one_aws_call_before_the_provider(
     stack: LocalStack, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Key lookup, then the hold with the rate limit in it. The lane-state TTL is 0 here,
-    so every request finds the view due: it is re-read after the answer, not before."""
+    """The hold, with the rate limit and the key's confirmation in it (the key comes from the
+    process's copy). The lane-state TTL is 0 here, so every request finds the view due: it is
+    re-read after the answer, not before."""
     settings = get_settings().model_copy(
         update={"simulated_ttft_ms": 0, "simulated_inter_token_ms": 0, "chat_lane_state_ttl_seconds": 0}
     )
@@ -178,9 +179,9 @@ def test_warm_direct_chat_makes_two_aws_calls_before_the_provider(
                 response = test_client.post("/v1/chat/completions", json=body, headers=headers)
                 assert response.status_code == 200
                 assert response.text.rstrip().endswith("data: [DONE]")
-                # At most two calls before the provider: the key and the one transaction
-                assert at_provider[-1] == 2, calls
-                assert calls[:2] == ["GetItem", "TransactWriteItems"]
+                # One call before the provider: the transaction (hold, rate limit, key check)
+                assert at_provider[-1] == 1, calls
+                assert calls[:1] == ["TransactWriteItems"]
                 # and the lane view, due every time here, was read after the answer
                 assert "Query" in calls[2:]
         finally:

@@ -27,17 +27,17 @@ from starlette.concurrency import run_in_threadpool
 from starlette.types import Receive, Scope, Send
 
 from batchroute.catalog import builtin_catalog
-from batchroute.clock import Clock
 from batchroute.config import get_settings
-from batchroute.domain.access import Principal, authorize
+from batchroute.domain.access import Principal, authorize, may
 from batchroute.domain.chat_objects import DONE_EVENT, chat_completion, chunk, sse, usage_object
 from batchroute.domain.chat_requests import ChatRequest, parse_chat_request
 from batchroute.errors import InvalidRequest
 from batchroute.observability import logger
 from batchroute.providers.base import StreamDelta, StreamEnd
+from batchroute.services.accounts.authentication import Authenticator, KeyUnconfirmed
 from batchroute.services.chat.direct import DirectCall
 from batchroute.wiring import Wiring, wiring_for
-from functions.api.auth import current_principal, get_authenticator, require
+from functions.api.auth import current_principal, require
 from functions.api.deps import WiringDep, get_clock
 from functions.api.envelope import errors_doc
 from functions.api.openapi import documented_as, schema_ref
@@ -76,14 +76,47 @@ def _provided(request: Request, dependency: Callable[[], T]) -> T:
     return provider()
 
 
-def _creator(request: Request, clock: Clock) -> Principal:
-    """What `require("batches:create")` does, but the rate limit: the key (or session) and the
-    role. The caller's rate limit is counted by the route: in the hold's transaction for a
-    direct request (one AWS call fewer before the provider), on its own otherwise."""
-    request.state.rate_limit_checked = True  # counted below, not by current_principal
-    principal = current_principal(request, get_authenticator(clock))
-    authorize(principal, "batches:create")
-    return principal
+class _Caller:
+    """Who asks, as `require("batches:create")` finds it but for the rate limit (counted by
+    the route: in the hold's transaction for a direct request, on its own otherwise). A bearer
+    key may come from the process's copy (services/accounts/authentication.py): then
+    `key_hash` is set, the direct hold confirms it, and any other answer `confirm()`s it first
+    (a revoked key gets its 401, never a 400 or a queued job)."""
+
+    def __init__(self, request: Request, authenticator: Authenticator) -> None:
+        request.state.rate_limit_checked = True  # counted below, not by current_principal
+        self.authenticator = authenticator
+        scheme, _, value = (request.headers.get("authorization") or "").partition(" ")
+        self.key = value.strip() if scheme.lower() == "bearer" else ""
+        self.key_hash: str | None = None
+        if self.key:
+            self.principal, self.key_hash = self.authenticator.from_api_key_copy(self.key)
+            request.state.principal = self.principal
+        else:
+            self.principal = current_principal(request, self.authenticator)
+        if self.key_hash is not None and not may(self.principal, "batches:create"):
+            self.confirm()
+        authorize(self.principal, "batches:create")
+
+    def confirm(self) -> None:
+        """Read the key now (401 when revoked or gone); nothing left to confirm after."""
+        if self.key_hash is not None:
+            self.authenticator.forget(self.key_hash)
+            self.principal = self.authenticator.from_api_key(self.key)
+            self.key_hash = None
+
+
+def _open(wiring: Wiring, caller: _Caller, chat: ChatRequest) -> DirectCall:
+    """The direct call, its hold confirming a key taken from the process's copy. A refused
+    confirmation reads the key (its 401); any other refusal confirms it before answering."""
+    try:
+        return wiring.direct_chat.open(caller.principal, chat, key_hash=caller.key_hash)
+    except KeyUnconfirmed:
+        caller.confirm()  # raises the key's 401; were it valid after all, hold as usual
+        return wiring.direct_chat.open(caller.principal, chat)
+    except Exception:
+        caller.confirm()
+        raise
 
 
 def _queue(wiring: Wiring, principal: Principal, chat: ChatRequest) -> dict[str, Any]:
@@ -130,7 +163,8 @@ async def create_chat_completion(request: Request) -> Response:
     # role), one for everything up to the provider's first byte (the rate limit is counted in
     # the hold's transaction: two AWS calls in all before the provider, docs/chat.md).
     wiring = wiring_for(_provided(request, get_settings), _provided(request, get_clock))
-    principal = await run_in_threadpool(_creator, request, wiring.clock)
+    caller = await run_in_threadpool(_Caller, request, wiring.authenticator)
+    principal = caller.principal
     try:
         try:
             body = json.loads(await request.body())
@@ -140,12 +174,14 @@ async def create_chat_completion(request: Request) -> Response:
             body = await run_in_threadpool(wiring.presets.expander(principal.org_id).chat, body)
         chat = parse_chat_request(body, builtin_catalog())
     except Exception:
+        await run_in_threadpool(caller.confirm)  # a revoked key: 401, not this error
         await run_in_threadpool(wiring.rate_limiter.check_caller, principal)  # counted all the same
         raise
     if chat.queue is not None:
+        await run_in_threadpool(caller.confirm)
         job = await run_in_threadpool(_queue, wiring, principal, chat)
         return JSONResponse(job, status_code=202)
-    call = await run_in_threadpool(wiring.direct_chat.open, principal, chat)
+    call = await run_in_threadpool(_open, wiring, caller, chat)
     headers = {PROVIDER_HEADER: call.provider, LANE_HEADER: call.lane.lane_id, BATCH_HEADER: call.batch_id}
     if chat.preset_version:
         headers[PRESET_HEADER] = chat.preset_version

@@ -224,6 +224,7 @@ class Wiring:
             ledger=self.ledger,
             batches_table=self.settings.table_name("batches"),
             controls_table=self.settings.table_name("controls"),
+            identity_table=self.settings.table_name("identity"),
             rate_counters=self.rate_counters,
         )
 

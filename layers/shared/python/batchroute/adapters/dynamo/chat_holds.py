@@ -14,6 +14,10 @@
   ConditionCheck that the policy is still that version (0: none stored), so a cached copy
   never routes a request after the policy changed (`policy_changed`: re-read and re-plan).
 
+- identity, when the caller's API key came from the process's copy (`key_hash`): a
+  ConditionCheck that the key still exists, unrevoked (`key_unconfirmed`: read it and answer
+  401 as any request would; services/accounts/authentication.py).
+
 - controls, when the caller's rate limit is folded in (`rate`): the per-key and per-account
   counter update of `RateCounterStore.gated_hit`, conditioned on the room the limit leaves
   (docs/rate-limits.md, "Folded into the chat hold"). Last in the transaction.
@@ -34,6 +38,7 @@ from botocore.exceptions import ClientError
 
 from batchroute.adapters.dynamo.batch_records import batch_from_items, batch_key, batch_values
 from batchroute.adapters.dynamo.codec import from_item, is_condition_failure, set_clause, to_item, to_value
+from batchroute.adapters.dynamo.identity import key_unrevoked_check
 from batchroute.adapters.dynamo.ledger import (
     LedgerStore,
     TransactItem,
@@ -57,7 +62,9 @@ if TYPE_CHECKING:
 
 # Positions in the open transaction: the three reserve items, then ours.
 _WALLET_AT, _RESERVATION_AT, _RECORD_AT, _CONTROLS_AT, _SPEND_AT = 0, 1, 3, 4, 5
-Refusal = Literal["funds", "controls_changed", "spend_moved", "conflict", "rate_limit", "policy_changed"]
+Refusal = Literal[
+    "funds", "controls_changed", "spend_moved", "conflict", "rate_limit", "policy_changed", "key_unconfirmed"
+]
 
 
 class HoldRefused(Exception):
@@ -77,10 +84,12 @@ class ChatHoldStore:
         ledger: LedgerStore,
         batches_table: str,
         controls_table: str,
+        identity_table: str | None = None,
         dynamodb: Any | None = None,
         rate_counters: RateCounterStore | None = None,
     ) -> None:
         self.ledger = ledger
+        self.identity_table = identity_table
         self.rate_counters = rate_counters or RateCounterStore(controls_table, dynamodb)
         self.batches_table = batches_table
         self.controls_table = controls_table
@@ -103,10 +112,11 @@ class ChatHoldStore:
         guard: LimitGuard,
         rate: CallerGate | None = None,
         policy_version: int | None = None,
+        key_hash: str | None = None,
     ) -> None:
         """The hold, the request record, the limit check (the route policy's version check,
-        `policy_version`, and the caller's rate-limit count, `rate`) in one transaction;
-        HoldRefused names the condition that failed."""
+        `policy_version`, the API key's confirmation, `key_hash`, and the caller's rate-limit
+        count, `rate`) in one transaction; HoldRefused names the condition that failed."""
         items: list[TransactItem] = [
             *self.ledger.reserve_items(
                 org_id,
@@ -124,11 +134,18 @@ class ChatHoldStore:
         policy_at = len(items)
         if policy_version is not None:
             items.append(unchanged_check(self.controls_table, org_id, policy_version))
+        key_at = len(items)
+        if key_hash is not None:
+            if self.identity_table is None:
+                raise ValueError("confirming an API key needs the identity table")
+            items.append(key_unrevoked_check(self.identity_table, key_hash))
         if rate is not None:
             items.append(self.rate_counters.gated_hit(rate))
         try:
             self.dynamodb.transact_write_items(TransactItems=items)
         except ClientError as exc:
+            if key_hash is not None and _failed_at(exc, key_at):  # first: a revoked key learns nothing
+                raise HoldRefused("key_unconfirmed") from exc
             if rate is not None:
                 reasons = exc.response.get("CancellationReasons") or []
                 last = reasons[len(items) - 1] if len(reasons) == len(items) else {}

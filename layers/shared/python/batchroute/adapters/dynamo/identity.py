@@ -29,6 +29,18 @@ def _epoch(iso: str) -> int:
     return int(datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp())
 
 
+def key_unrevoked_check(table_name: str, key_hash: str) -> dict[str, Any]:
+    """A TransactWriteItems ConditionCheck: the API key behind `key_hash` still exists and is
+    not revoked (a direct chat hold confirms a key read from the process's copy with it)."""
+    return {
+        "ConditionCheck": {
+            "TableName": table_name,
+            "Key": {"pk": {"S": f"KEY#{key_hash}"}, "sk": {"S": "META"}},
+            "ConditionExpression": "attribute_exists(pk) AND attribute_not_exists(revoked_at)",
+        }
+    }
+
+
 class IdentityStore(DynamoStore):
     # -- items ---------------------------------------------------------------------------
     def _put(self, values: dict[str, Any], *, condition: str | None = None) -> TransactItem:

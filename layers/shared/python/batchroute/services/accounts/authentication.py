@@ -1,9 +1,19 @@
-"""Turns a bearer API key or a session cookie into a Principal, or refuses it (401)."""
+"""Turns a bearer API key or a session cookie into a Principal, or refuses it (401).
+
+Direct chat (docs/chat.md, "One AWS call before the first byte") may take the caller's key
+from this process's copy, up to `KEY_COPY_SECONDS` old, instead of reading it: the caller then
+gets the key's hash back and MUST confirm it in the write that spends (the hold's transaction
+checks the key record still exists, unrevoked), so a revoked key spends nothing and reads
+nothing. Every other path reads the key on every request.
+"""
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Callable
-from typing import Protocol
+from datetime import datetime, timedelta
+from typing import Final, Protocol
 
 from batchroute.clock import Clock, isoformat
 from batchroute.domain.access import Principal
@@ -12,6 +22,16 @@ from batchroute.domain.credentials import key_belongs_to, keyed_hash, same_hash
 from batchroute.errors import Unauthenticated
 
 SESSION_COOKIE = "service_ui_session"
+KEY_COPY_SECONDS: Final = 60
+KEY_COPIES_KEPT: Final = 4096
+
+
+class KeyUnconfirmed(Unauthenticated):
+    """A key taken from the process's copy failed its confirmation (revoked or gone since)."""
+
+    def __init__(self, key_hash: str) -> None:
+        super().__init__("This API key is no longer valid.", code="invalid_api_key")
+        self.key_hash = key_hash
 
 
 class CredentialStore(Protocol):
@@ -30,17 +50,51 @@ class Authenticator:
         self.environment = environment
         self.secret = secret
         self.clock = clock
+        self._copies: OrderedDict[str, tuple[ApiKey, datetime]] = OrderedDict()
+        self._copies_lock = threading.Lock()
 
     def from_api_key(self, value: str) -> Principal:
+        return self._principal(self._read_key(self._key_hash(value)))
+
+    def from_api_key_copy(self, value: str) -> tuple[Principal, str | None]:
+        """The key's principal from this process's copy when one is younger than
+        KEY_COPY_SECONDS, with the key's hash, which the caller must confirm in its write
+        (`forget` it when that fails); else read now, with None: nothing to confirm."""
+        wanted = self._key_hash(value)
+        now = self.clock.now()
+        with self._copies_lock:
+            copy = self._copies.get(wanted)
+        if copy is not None and timedelta(0) <= now - copy[1] < timedelta(seconds=KEY_COPY_SECONDS):
+            return self._principal(copy[0]), wanted
+        key = self._read_key(wanted)
+        with self._copies_lock:
+            self._copies[wanted] = (key, now)
+            self._copies.move_to_end(wanted)
+            while len(self._copies) > KEY_COPIES_KEPT:
+                self._copies.popitem(last=False)
+        return self._principal(key), None
+
+    def forget(self, key_hash: str) -> None:
+        """Drop a copy its confirmation refused (the key was revoked or deleted)."""
+        with self._copies_lock:
+            self._copies.pop(key_hash, None)
+
+    def _key_hash(self, value: str) -> str:
         # Another environment's key (or garbage) is refused before any lookup.
         if not key_belongs_to(self.environment, value):
             raise Unauthenticated("Invalid API key.", code="invalid_api_key")
-        wanted = keyed_hash(self.secret(), value)
+        return keyed_hash(self.secret(), value)
+
+    def _read_key(self, wanted: str) -> ApiKey:
         key = self.store.key_by_hash(wanted)
         if key is None or not same_hash(key.key_hash, wanted):
             raise Unauthenticated("Invalid API key.", code="invalid_api_key")
         if key.revoked_at:
             raise Unauthenticated("This API key has been revoked.", code="api_key_revoked")
+        return key
+
+    @staticmethod
+    def _principal(key: ApiKey) -> Principal:
         # A key acts for its org with its role, never as a signed-in user: user-session-only
         # actions refuse it. It may belong to a user (its creator), for that user's own profile.
         return Principal(

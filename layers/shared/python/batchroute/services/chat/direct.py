@@ -52,6 +52,7 @@ from batchroute.providers.base import (
     SyncProvider,
     Usage,
 )
+from batchroute.services.accounts.authentication import KeyUnconfirmed
 from batchroute.services.billing.rate_limiting import CallerGate, RateLimiter
 from batchroute.services.chat.state import HoldKeeper, LaneStateCache, LaneStats
 from batchroute.services.routing.policy import policy_version
@@ -262,7 +263,10 @@ class DirectChat:
             policy=policy,
         )
 
-    def open(self, principal: Principal, request: ChatRequest) -> DirectCall:
+    def open(self, principal: Principal, request: ChatRequest, *, key_hash: str | None = None) -> DirectCall:
+        """Route, hold (one transaction) and call the provider up to its first byte. With
+        `key_hash` (the caller's key came from the process's copy) the hold confirms the key
+        unrevoked, or raises KeyUnconfirmed and holds nothing."""
         authorize(principal, "batches:create")
         gate = self.limiter.caller_gate(principal) if self.limiter is not None else None
         plan, version = self._planned(principal, request, fresh=False)
@@ -278,9 +282,12 @@ class DirectChat:
                     record=self._record(principal, request, plan, batch_id, hold_id, plan.hold, now),
                     rate=gate,
                     policy_version=version,
+                    key_hash=key_hash,
                 )
                 break
             except HoldRefused as refused:
+                if refused.reason == "key_unconfirmed" and key_hash is not None:
+                    raise KeyUnconfirmed(key_hash) from None
                 if refused.reason != "policy_changed":
                     raise
                 if attempt:

@@ -127,13 +127,15 @@ class HoldKeeper:
         record: BatchRecord,
         rate: CallerGate | None = None,
         policy_version: int | None = None,
+        key_hash: str | None = None,
     ) -> LimitGuard:
         """Hold `amount` and write the request record, or raise 402 `insufficient_funds` /
         403 `spending_limit_reached`; with `rate`, count the request against the caller's
         rate limits in the same transaction, or raise 429 `rate_limited`; with
         `policy_version`, assert the org's route policy is still that version, or raise
-        `HoldRefused("policy_changed")` (the caller re-plans). Returns the limit guard the
-        hold passed."""
+        `HoldRefused("policy_changed")` (the caller re-plans); with `key_hash`, confirm the
+        caller's API key is still unrevoked, or raise `HoldRefused("key_unconfirmed")`.
+        Returns the limit guard the hold passed."""
         now = self.clock.now()
         guard, fresh = self._cached(org_id, now), False
         for _ in range(_HOLD_ATTEMPTS):
@@ -153,10 +155,11 @@ class HoldKeeper:
                     guard=guard,
                     rate=rate,
                     policy_version=policy_version,
+                    key_hash=key_hash,
                 )
                 return guard
             except HoldRefused as refused:
-                if refused.reason == "policy_changed":
+                if refused.reason in ("policy_changed", "key_unconfirmed"):
                     raise
                 if refused.reason == "rate_limit" and rate is not None and self.limiter is not None:
                     # Raises 429 when the exact counts refuse it; else the exact gate.
