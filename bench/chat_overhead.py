@@ -28,7 +28,7 @@ AWS calls a direct request makes before its first byte. One run measures both:
    hot path before the first byte.
 
 Run from the repository root with `.venv/bin/python -m bench.chat_overhead [--rounds 200]
-[--warmup 20]`. Exits 1 when a goal is missed: at most 3 AWS calls before the first byte; p50
+[--warmup 20]`. Exits 1 when a goal is missed: at most 2 AWS calls before the first byte; p50
 added TTFB and total <= 24 ms (2 x LiteLLM's published 12 ms overhead).
 """
 
