@@ -193,6 +193,8 @@ class FileRecord:
     # multipart signed uploads: S3's upload id (server-side only, never shown) and the part size
     upload_id: str | None = None
     part_bytes: int | None = None
+    # the item profile computed by the checks (domain/item_profile.py, JSON text; server-side only)
+    item_profile: str | None = None
 
     @property
     def usable(self) -> bool:
