@@ -20,22 +20,14 @@ from batchroute.domain.item_profile import ItemProfile
 from batchroute.money import Money
 from batchroute.services.batches.files import FileService
 from batchroute_tools.local.provision import LocalStack
-from functions.api.app import create_app
 from tests.integration.batch_pipeline_support import GPT, run_until_done
-from tests.integration.principals import TestOrg, new_org
+from tests.integration.principals import TestOrg
+from tests.integration.test_batch_intake import _create, _upload
+from tests.integration.test_batch_intake import client as client  # the fixtures
+from tests.integration.test_batch_intake import org as org
 from tests.integration.test_batch_pipeline import _batch, _ledger
 from tests.integration.test_batch_pipeline import stack as stack  # the fixture: no latency, no backoff
 from tests.integration.test_quotes import _item
-
-
-@pytest.fixture
-def client(stack: LocalStack) -> TestClient:
-    return TestClient(create_app(), raise_server_exceptions=False)
-
-
-@pytest.fixture
-def org(stack: LocalStack) -> TestOrg:
-    return new_org(credit_usd="10")
 
 
 @pytest.fixture
@@ -57,15 +49,6 @@ def _items() -> list[dict[str, Any]]:
     return [_item(n) for n in range(6)] + [_item(6, GPT), _item(7, text=long_text)]
 
 
-def _upload(client: TestClient, org: TestOrg, items: list[dict[str, Any]]) -> str:
-    body = b"".join(json.dumps(i).encode() + b"\n" for i in items)
-    answer = client.post(
-        "/v1/files", content=body, headers={**org.key_headers(), "Content-Type": "application/jsonl"}
-    )
-    assert answer.status_code == 201, answer.text
-    return str(answer.json()["file"]["id"])
-
-
 def _store() -> FileStore:
     return FileStore(get_settings().table_name("batches"))
 
@@ -84,12 +67,6 @@ def _ageless(value: Any) -> Any:
     if isinstance(value, list):
         return [_ageless(v) for v in value]
     return value
-
-
-def _create(client: TestClient, org: TestOrg, body: dict[str, Any], key: str) -> dict[str, Any]:
-    answer = client.post("/v1/batches", json=body, headers={**org.key_headers(), "Idempotency-Key": key})
-    assert answer.status_code == 202, answer.text
-    return dict(answer.json()["batch"])
 
 
 def _run_and_check_settled(stack: LocalStack, org: TestOrg, batch_id: str) -> None:

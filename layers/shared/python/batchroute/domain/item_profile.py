@@ -55,6 +55,19 @@ MAX_FRONTIER: Final = 256  # points per model
 MAX_PROFILE_BYTES: Final = 64 * 1024
 
 
+# The ModelGroup fields a profile keeps as they are (all ints but the model id).
+_GROUP_FIELDS: Final = (
+    "model",
+    "first_index",
+    "item_count",
+    "prompt_tokens",
+    "max_prompt_tokens",
+    "output_tokens",
+    "max_output_tokens",
+    "max_item_tokens",
+)
+
+
 @dataclass(frozen=True)
 class ModelProfile:
     """One model's items: the preflight's ModelGroup (as plain values) and the frontier."""
@@ -72,17 +85,20 @@ class ModelProfile:
     capabilities: Mapping[str, int]
     frontier: tuple[tuple[int, int], ...]  # (prompt_tokens, output_tokens), prompt ascending
 
+    @classmethod
+    def of(cls, group: ModelGroup, frontier: tuple[tuple[int, int], ...]) -> ModelProfile:
+        return cls(
+            **{name: getattr(group, name) for name in _GROUP_FIELDS},
+            operations=frozenset(group.operations),
+            tools=dict(group.tools),
+            capabilities=dict(group.capabilities),
+            frontier=frontier,
+        )
+
     def group(self) -> ModelGroup:
         """A fresh ModelGroup equal to the one the streamed preflight builds."""
         return ModelGroup(
-            model=self.model,
-            first_index=self.first_index,
-            item_count=self.item_count,
-            prompt_tokens=self.prompt_tokens,
-            max_prompt_tokens=self.max_prompt_tokens,
-            output_tokens=self.output_tokens,
-            max_output_tokens=self.max_output_tokens,
-            max_item_tokens=self.max_item_tokens,
+            **{name: getattr(self, name) for name in _GROUP_FIELDS},
             operations=set(self.operations),
             tools=dict(self.tools),
             capabilities=dict(self.capabilities),
@@ -90,14 +106,7 @@ class ModelProfile:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "model": self.model,
-            "first_index": self.first_index,
-            "item_count": self.item_count,
-            "prompt_tokens": self.prompt_tokens,
-            "max_prompt_tokens": self.max_prompt_tokens,
-            "output_tokens": self.output_tokens,
-            "max_output_tokens": self.max_output_tokens,
-            "max_item_tokens": self.max_item_tokens,
+            **{name: getattr(self, name) for name in _GROUP_FIELDS},
             "operations": sorted(self.operations),
             "tools": dict(sorted(self.tools.items())),
             "capabilities": dict(sorted(self.capabilities.items())),
@@ -106,15 +115,10 @@ class ModelProfile:
 
     @classmethod
     def from_json(cls, value: Mapping[str, Any]) -> ModelProfile:
+        numbers: dict[str, Any] = {name: int(value[name]) for name in _GROUP_FIELDS if name != "model"}
         return cls(
             model=str(value["model"]),
-            first_index=int(value["first_index"]),
-            item_count=int(value["item_count"]),
-            prompt_tokens=int(value["prompt_tokens"]),
-            max_prompt_tokens=int(value["max_prompt_tokens"]),
-            output_tokens=int(value["output_tokens"]),
-            max_output_tokens=int(value["max_output_tokens"]),
-            max_item_tokens=int(value["max_item_tokens"]),
+            **numbers,
             operations=frozenset(str(op) for op in value["operations"]),
             tools={str(k): int(v) for k, v in value["tools"].items()},
             capabilities={str(k): int(v) for k, v in value["capabilities"].items()},
@@ -295,20 +299,7 @@ class ItemProfileBuilder:
         if self._count == 0:
             return ItemProfile(usable=False, reason="empty")
         models = tuple(
-            ModelProfile(
-                model=group.model,
-                first_index=group.first_index,
-                item_count=group.item_count,
-                prompt_tokens=group.prompt_tokens,
-                max_prompt_tokens=group.max_prompt_tokens,
-                output_tokens=group.output_tokens,
-                max_output_tokens=group.max_output_tokens,
-                max_item_tokens=group.max_item_tokens,
-                operations=frozenset(group.operations),
-                tools=dict(group.tools),
-                capabilities=dict(group.capabilities),
-                frontier=self._frontiers[model].points(),
-            )
+            ModelProfile.of(group, self._frontiers[model].points())
             for model, group in sorted(self._groups.items())
         )
         digest = self._digest.hexdigest()
