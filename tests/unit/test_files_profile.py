@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from datetime import UTC, datetime
 
 import pytest
 
+from batchroute.clock import FixedClock
 from batchroute.domain.files import staging_key
 from batchroute.domain.item_profile import ItemProfile
 from batchroute.errors import Conflict
-from batchroute.services.batches.files import FileService
+from batchroute.services.batches.files import FileLimits, FileService
 from batchroute.services.batches.quotes import items_digest
 from tests.unit.catalog_fixtures import item
 from tests.unit.test_files_service import ORG, FakeObjects, FakeRecords, upload
@@ -64,3 +66,25 @@ def test_a_file_checked_before_profiles_has_none(service: FileService, records: 
     record = upload(service, DATA)
     records.replace(replace(record, item_profile=None), expected_status="processed")
     assert service.item_profile(ORG, record.file_id) is None
+
+
+def test_a_large_upload_checked_by_the_router_gets_its_profile(
+    records: FakeRecords, objects: FakeObjects
+) -> None:
+    # Given a file service whose large uploads are checked by a worker (`check_file`)
+    queued: list[str] = []
+    limits = FileLimits(multipart_threshold_bytes=len(DATA) - 1)
+    clock = FixedClock(datetime(2026, 3, 1, tzinfo=UTC))
+    service = FileService(
+        records, objects, clock, limits, request_check=lambda _org, file_id: queued.append(file_id)
+    )
+    signed = service.start_upload(ORG, filename="items.jsonl", declared_bytes=len(DATA))
+    objects.store(staging_key(ORG, signed.file.file_id), DATA)
+    # When it is confirmed, then checked by the router's step
+    confirmed = service.complete_upload(ORG, signed.file.file_id)
+    assert confirmed.status == "uploaded" and confirmed.item_profile is None and queued == [confirmed.file_id]
+    checked = service.check_queued(confirmed.file_id)
+    # Then the checked file carries its profile
+    assert checked is not None and checked.status == "processed"
+    profile = service.item_profile(ORG, checked.file_id)
+    assert profile is not None and profile.digest == items_digest(ITEMS)
