@@ -32,7 +32,6 @@ Pure: no I/O.
 from __future__ import annotations
 
 import json
-from array import array
 from bisect import bisect_left
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -40,6 +39,7 @@ from typing import Any, Final
 
 from batchroute.domain import tokens
 from batchroute.domain.canonical_json import ItemsDigest
+from batchroute.domain.item_ids import IdHashes
 from batchroute.domain.items import ModelGroup, read_item
 from batchroute.domain.jsonl import LineError
 
@@ -196,46 +196,6 @@ class _Frontier:
         return len(self.prompts)
 
 
-class _IdHashes:
-    """The customer_item_ids seen, as their 64-bit hashes in an open-addressing table (linear
-    probing, at most half full): 8-16 bytes an item, where a set of the strings takes about
-    100. Two equal ids always have equal hashes, so a real duplicate is never missed; two
-    different ids with one hash (about 1 in 10^7 for a 1M-item file) only cost the profile."""
-
-    __slots__ = ("_count", "_mask", "_slots")
-
-    def __init__(self) -> None:
-        self._slots = array("q", bytes(8 * 1024))
-        self._mask = 1023
-        self._count = 0
-
-    def add(self, value: str) -> bool:
-        """Remember `value`; False when it (or its hash) was already there."""
-        wanted = hash(value) or 1  # 0 marks an empty slot
-        slots, mask = self._slots, self._mask
-        at = wanted & mask
-        while (found := slots[at]) != 0:
-            if found == wanted:
-                return False
-            at = (at + 1) & mask
-        slots[at] = wanted
-        self._count += 1
-        if self._count * 2 > mask:
-            self._grow()
-        return True
-
-    def _grow(self) -> None:
-        old = self._slots
-        self._mask = mask = self._mask * 2 + 1
-        self._slots = slots = array("q", bytes(8 * (mask + 1)))
-        for wanted in old:
-            if wanted:
-                at = wanted & mask
-                while slots[at] != 0:
-                    at = (at + 1) & mask
-                slots[at] = wanted
-
-
 class ItemProfileBuilder:
     """Fed every parsed line of a file in order (`add_lines`), then `finish()`. Stops working
     at the first thing that makes the profile unusable."""
@@ -246,7 +206,9 @@ class ItemProfileBuilder:
         self._digest = ItemsDigest()
         self._groups: dict[str, ModelGroup] = {}
         self._frontiers: dict[str, _Frontier] = {}
-        self._ids = _IdHashes()
+        # customer_item_ids as their hashes, 8 B an item (domain/item_ids.py, as the preflight
+        # of a file keeps them): a repeat, or rarely a collision, only costs the profile
+        self._ids = IdHashes()
 
     @property
     def usable(self) -> bool:
@@ -273,9 +235,7 @@ class ItemProfileBuilder:
         if facts is None:
             self._reason = "item_problem"
             return
-        if not self._ids.add(facts.customer_item_id):
-            self._reason = "duplicate_customer_item_id"
-            return
+        self._ids.add(facts.customer_item_id)
         index = self._count
         group = self._groups.get(facts.model)
         if group is None:
@@ -298,6 +258,8 @@ class ItemProfileBuilder:
             return ItemProfile(usable=False, reason=self._reason)
         if self._count == 0:
             return ItemProfile(usable=False, reason="empty")
+        if self._ids.may_repeat():
+            return ItemProfile(usable=False, reason="duplicate_customer_item_id")
         models = tuple(
             ModelProfile.of(group, self._frontiers[model].points())
             for model, group in sorted(self._groups.items())
