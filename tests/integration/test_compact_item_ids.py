@@ -13,7 +13,6 @@ from fastapi.testclient import TestClient
 from batchroute.adapters.batch_artifacts import results_key
 from batchroute.domain import item_ids
 from batchroute.money import Money
-from batchroute.services.batches.files import FileService
 from batchroute_tools.local.provision import LocalStack
 from tests.integration.principals import TestOrg
 from tests.integration.test_batch_intake import (
@@ -28,21 +27,8 @@ from tests.integration.test_batch_intake import org as org
 from tests.integration.test_batch_intake import stack as stack
 from tests.integration.test_batch_pipeline import _artifacts, _batch, _ledger
 from tests.integration.test_file_profile import _forget_profile
+from tests.integration.test_file_profile import opened as opened  # the fixture
 from tests.integration.test_quotes import _item
-
-
-@pytest.fixture
-def opened(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The file ids whose item stream was opened, in order."""
-    seen: list[str] = []
-    real_open = FileService.open_items
-
-    def counting_open(self: FileService, org_id: str, file_id: str) -> Any:
-        seen.append(file_id)
-        return real_open(self, org_id, file_id)
-
-    monkeypatch.setattr(FileService, "open_items", counting_open)
-    return seen
 
 
 @pytest.fixture
