@@ -12,8 +12,8 @@ from datetime import UTC, datetime
 import pytest
 
 from batchroute.clock import FixedClock
-from batchroute.domain.files import staging_key
-from batchroute.domain.item_profile import ItemProfile
+from batchroute.domain.files import profile_key, staging_key
+from batchroute.domain.item_profile import ItemProfile, profile_items
 from batchroute.errors import Conflict
 from batchroute.services.batches.files import FileLimits, FileService
 from batchroute.services.batches.quotes import items_digest
@@ -88,3 +88,26 @@ def test_a_large_upload_checked_by_the_router_gets_its_profile(
     assert checked is not None and checked.status == "processed"
     profile = service.item_profile(ORG, checked.file_id)
     assert profile is not None and profile.digest == items_digest(ITEMS)
+
+
+def test_a_profile_too_large_for_the_record_is_kept_next_to_the_file(
+    records: FakeRecords, objects: FakeObjects
+) -> None:
+    # Given a service that keeps profiles over 200 bytes apart from the record
+    clock = FixedClock(datetime(2026, 3, 1, tzinfo=UTC))
+    service = FileService(records, objects, clock, FileLimits(record_profile_bytes=200))
+    # When a file whose profile is larger is uploaded (directly, then by a signed URL)
+    direct = upload(service, DATA)
+    signed = service.start_upload(ORG, filename="items.jsonl", declared_bytes=len(DATA))
+    objects.store(staging_key(ORG, signed.file.file_id), DATA)
+    confirmed = service.complete_upload(ORG, signed.file.file_id)
+    for record in (direct, confirmed):
+        # Then the record says where it is: next to the file's bytes, named by their checksum
+        assert record.sha256 is not None
+        key = profile_key(ORG, record.file_id, record.sha256)
+        assert record.item_profile == json.dumps({"apart": key}, separators=(",", ":"))
+        stored = b"".join(objects.chunks(key)).decode()
+        assert len(stored) > 200
+        # And it is read from there, equal to the profile of the items
+        assert service.item_profile(ORG, record.file_id) == ItemProfile.from_json(stored)
+        assert service.item_profile(ORG, record.file_id) == profile_items(ITEMS)

@@ -154,7 +154,15 @@ def test_the_profile_survives_its_stored_form() -> None:
 
 @pytest.mark.parametrize(
     "stored",
-    [None, "", "not json", "[]", '{"v": 99}', json.dumps({"v": 1, "facts": "0:other", "usable": True})],
+    [
+        None,
+        "",
+        "not json",
+        "[]",
+        '{"v": 99}',
+        '{"apart":"files/o/f.item-profile.x.json"}',  # where it is, not the profile itself
+        json.dumps({"v": 1, "facts": "0:other", "usable": True}),
+    ],
 )
 def test_a_profile_this_code_cannot_trust_is_none(stored: str | None) -> None:
     assert ItemProfile.from_json(stored) is None

@@ -166,6 +166,12 @@ def final_key(org_id: str, file_id: str) -> str:
     return f"files/{org_id}/{file_id}"
 
 
+def profile_key(org_id: str, file_id: str, sha256: str) -> str:
+    """Where a file's item profile too large for its record lives (domain/item_profile.py),
+    next to the file's bytes and named by their checksum."""
+    return f"files/{org_id}/{file_id}.item-profile.{sha256}.json"
+
+
 def staging_key(org_id: str, file_id: str) -> str:
     """Where a signed upload lands; the bucket's lifecycle rule expires `staging/` after 2 days."""
     return f"staging/{org_id}/{file_id}"

@@ -51,8 +51,12 @@ FACTS: Final = (
 )
 MAX_MODELS: Final = 32
 MAX_FRONTIER: Final = 256  # points per model
-# The profile rides on the file's DynamoDB record (400 KB at most): kept well under it.
-MAX_PROFILE_BYTES: Final = 64 * 1024
+# A profile this large or smaller rides on the file's DynamoDB record (400 KB at most, and
+# every read of the record pays for its size); a larger one is an S3 object next to the
+# file, the record holding where (`stored_apart`). 32 models of 256 points stay far below 1 MiB.
+RECORD_PROFILE_BYTES: Final = 16 * 1024
+MAX_PROFILE_BYTES: Final = 1024 * 1024
+_APART: Final = '{"apart":'
 
 
 # The ModelGroup fields a profile keeps as they are (all ints but the model id).
@@ -269,6 +273,22 @@ class ItemProfileBuilder:
         if len(profile.to_json()) > MAX_PROFILE_BYTES:
             return ItemProfile(usable=False, reason="too_large")
         return profile
+
+
+def stored_apart(key: str) -> str:
+    """What the file record holds for a profile kept as the S3 object `key`."""
+    return json.dumps({"apart": key}, separators=(",", ":"))
+
+
+def apart_key(stored: str | None) -> str | None:
+    """The S3 key of a profile kept apart from the file record, None for one on the record."""
+    if not stored or not stored.startswith(_APART):
+        return None
+    try:
+        key = json.loads(stored)["apart"]
+    except (ValueError, KeyError, TypeError):
+        return None
+    return key if isinstance(key, str) else None
 
 
 def profile_items(items: Iterable[Mapping[str, Any] | LineError]) -> ItemProfile:

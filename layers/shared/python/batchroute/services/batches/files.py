@@ -31,10 +31,17 @@ from batchroute.domain.files import (
     part_count,
     part_range,
     part_size,
+    profile_key,
     staging_key,
     unsupported_file_type,
 )
-from batchroute.domain.item_profile import ItemProfile, ItemProfileBuilder
+from batchroute.domain.item_profile import (
+    RECORD_PROFILE_BYTES,
+    ItemProfile,
+    ItemProfileBuilder,
+    apart_key,
+    stored_apart,
+)
 from batchroute.domain.jsonl import MAX_LINE_BYTES, JsonlScan, LineError, ParsedLine, ScanResult, parse_jsonl
 from batchroute.errors import Conflict, Forbidden, Gone, InvalidRequest, NotFound, PayloadTooLarge
 from batchroute.ids import has_prefix, new_id
@@ -98,6 +105,8 @@ class FileLimits:
     # serves, valid for `download_url_seconds` (docs/files.md, Downloads).
     download_redirect_bytes: int = 4 * 1024 * 1024
     download_url_seconds: int = 300
+    # An item profile larger than this is an S3 object next to the file, not on its record.
+    record_profile_bytes: int = RECORD_PROFILE_BYTES
 
 
 class FilePreflightFailed(InvalidRequest):
@@ -294,7 +303,9 @@ class DirectUpload:
             ),
             scanned,
             at=now,
-            profile=self._intake.profile() if chosen == DEFAULT_PURPOSE else None,
+            profile=self._service.keep_profile(self.org_id, self.file_id, scanned.sha256, self._intake)
+            if chosen == DEFAULT_PURPOSE
+            else None,
         )
         self._service.records.create(record)
         return record
@@ -550,7 +561,8 @@ class FileService:
                 )
                 raise
             copying.result()
-        settled = self._settle(record, _scanned(record, scanned, at=now, profile=intake.profile()))
+        profile = self.keep_profile(org_id, file_id, scanned.sha256, intake)
+        settled = self._settle(record, _scanned(record, scanned, at=now, profile=profile))
         self.objects.delete(staged)
         if record.upload_id is not None:
             self.objects.abort_multipart(staged, record.upload_id)  # a single PUT was used instead
@@ -601,8 +613,25 @@ class FileService:
         record), None when it has none: checked before profiles existed, or not clean
         (docs/files.md, Item profile)."""
         record = self.file_ready(org_id, file_id)
-        profile = ItemProfile.from_json(record.item_profile) if record.usable else None
+        if not record.usable:
+            return None
+        stored, key = record.item_profile, apart_key(record.item_profile)
+        if key is not None:  # a large profile, kept apart: one GET
+            stored = b"".join(self.objects.chunks(key)).decode()
+        profile = ItemProfile.from_json(stored)
         return profile if profile is not None and profile.usable else None
+
+    def keep_profile(self, org_id: str, file_id: str, sha256: str, intake: _Intake) -> str | None:
+        """What the file record keeps of the profile `intake` built: its JSON text, or where
+        it was written when larger than `record_profile_bytes`."""
+        text = intake.profile()
+        if text is None or len(text) <= self.limits.record_profile_bytes:
+            return text
+        key = profile_key(org_id, file_id, sha256)
+        sink = self.objects.writer(key, content_type="application/json")
+        sink.write(text.encode())
+        sink.close()
+        return stored_apart(key)
 
     def file_ready(self, org_id: str, file_id: str) -> FileRecord:
         """The file's record once its items can be read (the checks of `open_items`, without
