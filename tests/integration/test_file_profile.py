@@ -16,10 +16,12 @@ from fastapi.testclient import TestClient
 
 from batchroute.adapters.dynamo.files import FileStore
 from batchroute.config import get_settings
+from batchroute.domain.files import profile_key
 from batchroute.domain.item_profile import ItemProfile
 from batchroute.money import Money
 from batchroute.services.batches.files import FileService
 from batchroute_tools.local.provision import LocalStack
+from functions.api.deps import get_clock, get_wiring
 from tests.integration.batch_pipeline_support import GPT, run_until_done
 from tests.integration.principals import TestOrg
 from tests.integration.test_batch_intake import _create, _upload
@@ -184,3 +186,31 @@ def test_a_body_preset_sends_the_quote_down_the_streamed_path(
     plain = client.post("/v1/quotes/model", json={"input_file_id": file_id}, headers=headers).json()
     assert opened == [file_id]
     assert answer.json()["pricing_estimate"] != plain["pricing_estimate"]
+
+
+def test_a_profile_kept_apart_from_the_record_stands_in_the_same_way(
+    client: TestClient, org: TestOrg, monkeypatch: pytest.MonkeyPatch, opened: list[str]
+) -> None:
+    # Given one file whose profile is on its record, and one whose profile the checks kept
+    # as an S3 object next to the file (as a profile over 16 KiB is)
+    on_record = _upload(client, org, _items())
+    files = get_wiring(get_settings(), get_clock()).files  # the API's own FileService
+    monkeypatch.setattr(files, "limits", replace(files.limits, record_profile_bytes=100))
+    apart = _upload(client, org, _items())
+    record = _store().get(apart)
+    assert record is not None and record.sha256 is not None
+    assert record.item_profile == json.dumps(
+        {"apart": profile_key(org.org_id, apart, record.sha256)}, separators=(",", ":")
+    )
+    # When a batch is created over each without a quote
+    first = _create(client, org, {"input_file_id": on_record}, "profile-apart-1")
+    second = _create(client, org, {"input_file_id": apart}, "profile-apart-2")
+    # Then neither read an item, and both reserved the same for the same count and digest
+    assert opened == []
+    one, other = _batch(first["id"]), _batch(second["id"])
+    assert one.reserved_micros == other.reserved_micros > 0
+    assert one.intake is not None and other.intake is not None
+    assert (one.intake["item_count"], one.intake["digest"]) == (
+        other.intake["item_count"],
+        other.intake["digest"],
+    )
