@@ -10,6 +10,10 @@ it streams the file too). Then `QuoteService.quote_model(principal, {"input_file
 wired as the API wires it, is timed end to end (streaming read from S3, preflight, routing,
 pricing, snapshot): one warm-up quote of one inline item first, then `--runs` runs.
 
+The quote streams the file: the file's item profile (docs/files.md, Item profile), which
+would let the quote skip reading it, is removed from the record after the upload, as for a
+file checked before profiles existed; `--profiled` keeps it (then the quote reads no item).
+
 Memory: one more quote under tracemalloc. moto keeps the object in-process and answers
 `get_object` with the whole object as one bytes value (the real S3 streams it over the
 network), so the traced peak includes moto's copy. The quote path's own memory is sampled
@@ -34,7 +38,7 @@ import tempfile
 import time
 import tracemalloc
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +64,7 @@ os.environ.pop("AWS_ENDPOINT_URL", None)  # moto in-process, never a server
 from moto import mock_aws  # noqa: E402
 
 from batchroute.adapters.aws import client, reset_clients  # noqa: E402
+from batchroute.adapters.dynamo.files import FileStore  # noqa: E402
 from batchroute.adapters.dynamo.lanes import LaneStateStore  # noqa: E402
 from batchroute.catalog import builtin_catalog  # noqa: E402
 from batchroute.clock import SystemClock  # noqa: E402
@@ -240,7 +245,24 @@ class Result:
         return statistics.median(self.seconds)
 
 
-def bench_size(stack: Stack, count: int, item_bytes: int, runs: int, *, memory: bool, folder: Path) -> Result:
+def forget_profile(file_id: str) -> None:
+    """The file as one checked before item profiles existed: its quotes stream it."""
+    store = FileStore(get_settings().table_name("batches"))
+    record = store.get(file_id)
+    if record is not None and record.item_profile is not None:
+        store.replace(replace(record, item_profile=None), expected_status=record.status)
+
+
+def bench_size(
+    stack: Stack,
+    count: int,
+    item_bytes: int,
+    runs: int,
+    *,
+    memory: bool,
+    folder: Path,
+    profiled: bool = False,
+) -> Result:
     path = folder / f"items-{count}.jsonl"
     size = write_jsonl(path, quote_items(count, item_bytes))
     try:
@@ -249,6 +271,8 @@ def bench_size(stack: Stack, count: int, item_bytes: int, runs: int, *, memory: 
         path.unlink()
     if uploaded.item_count != count:
         raise SystemExit(f"the file holds {uploaded.item_count} items, not {count}")
+    if not profiled:
+        forget_profile(uploaded.file_id)
     seconds = [quote_once(stack, uploaded.file_id, count) for _ in range(runs)]
     measured = measure_memory(stack, uploaded.file_id, count) if memory else None
     return Result(count, size, uploaded, seconds, measured)
@@ -275,6 +299,7 @@ def main() -> int:
     parser.add_argument("--goal", type=float, default=GOAL_SECONDS, help="seconds for the --items quote")
     parser.add_argument("--no-memory", action="store_true", help="skip the tracemalloc runs")
     parser.add_argument("--profile", type=int, default=0, metavar="N", help="cProfile one quote, top N")
+    parser.add_argument("--profiled", action="store_true", help="keep the file's item profile (no item read)")
     args = parser.parse_args()
 
     print(f"machine: {describe()}")
@@ -288,7 +313,13 @@ def main() -> int:
         stack.quotes.quote_model(stack.principal, warm)
         for count in sizes:
             result = bench_size(
-                stack, count, args.item_bytes, args.runs, memory=not args.no_memory, folder=Path(folder)
+                stack,
+                count,
+                args.item_bytes,
+                args.runs,
+                memory=not args.no_memory,
+                folder=Path(folder),
+                profiled=args.profiled,
             )
             results.append(result)
             if args.profile and count == args.items:

@@ -13,7 +13,6 @@ from fastapi.testclient import TestClient
 from batchroute.adapters.batch_artifacts import results_key
 from batchroute.domain import item_ids
 from batchroute.money import Money
-from batchroute.services.batches.files import FileService
 from batchroute_tools.local.provision import LocalStack
 from tests.integration.principals import TestOrg
 from tests.integration.test_batch_intake import (
@@ -27,21 +26,9 @@ from tests.integration.test_batch_intake import client as client  # the fixtures
 from tests.integration.test_batch_intake import org as org
 from tests.integration.test_batch_intake import stack as stack
 from tests.integration.test_batch_pipeline import _artifacts, _batch, _ledger
+from tests.integration.test_file_profile import _forget_profile
+from tests.integration.test_file_profile import opened as opened  # the fixture
 from tests.integration.test_quotes import _item
-
-
-@pytest.fixture
-def opened(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The file ids whose item stream was opened, in order."""
-    seen: list[str] = []
-    real_open = FileService.open_items
-
-    def counting_open(self: FileService, org_id: str, file_id: str) -> Any:
-        seen.append(file_id)
-        return real_open(self, org_id, file_id)
-
-    monkeypatch.setattr(FileService, "open_items", counting_open)
-    return seen
 
 
 @pytest.fixture
@@ -59,9 +46,17 @@ def _duplicate_error(answer: Any) -> dict[str, Any]:
     return dict(issues[0])
 
 
+def _upload_unprofiled(client: TestClient, org: TestOrg, items: list[dict[str, Any]]) -> str:
+    """A file quotes stream (no item profile: docs/files.md, Item profile), whose ids the
+    preflight checks by hash."""
+    file_id = _upload(client, org, items)
+    _forget_profile(file_id)
+    return file_id
+
+
 def test_a_clean_file_is_read_once_by_a_quote(client: TestClient, org: TestOrg, opened: list[str]) -> None:
-    # Given a file of distinct ids
-    file_id = _upload(client, org, [_item(n) for n in range(5)])
+    # Given a file of distinct ids, streamed by its quotes
+    file_id = _upload_unprofiled(client, org, [_item(n) for n in range(5)])
     # When it is quoted
     _quote(client, org, file_id)
     # Then its items were read once
@@ -97,8 +92,8 @@ def test_inline_items_keep_the_exact_check(client: TestClient, org: TestOrg) -> 
 def test_a_hash_collision_without_a_repeat_prices_as_usual(
     client: TestClient, org: TestOrg, opened: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Given a clean file, quoted once with real hashes
-    file_id = _upload(client, org, [_item(n) for n in range(4)])
+    # Given a clean file streamed by its quotes, quoted once with real hashes
+    file_id = _upload_unprofiled(client, org, [_item(n) for n in range(4)])
     plain = _quote(client, org, file_id)
     # When it is quoted again while every id hashes alike
     monkeypatch.setattr(item_ids, "hash", lambda _value: 7, raising=False)

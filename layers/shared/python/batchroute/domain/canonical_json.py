@@ -24,6 +24,7 @@ quote, so the line is written by orjson (about 2 us) and brought to the same byt
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Mapping
@@ -57,3 +58,20 @@ def _escape(match: re.Match[str]) -> str:
     unit (so an astral character is a surrogate pair), lowercase hex. Done on the run's
     UTF-16 bytes in C rather than per character in Python: CJK text is all such runs."""
     return _HEX_UNIT.sub(r"\\u\1", match.group().encode("utf-16-be").hex())
+
+
+class ItemsDigest:
+    """Order-sensitive digest of the items (sha256 of their canonical lines), so a batch can
+    prove it runs what was quoted; a file's item profile (domain/item_profile.py) holds the
+    same digest."""
+
+    def __init__(self) -> None:
+        self._hash = hashlib.sha256()
+
+    def add(self, item: Mapping[str, Any]) -> bytes:
+        line = canonical_line(item)
+        self._hash.update(line)
+        return line
+
+    def hexdigest(self) -> str:
+        return self._hash.hexdigest()

@@ -166,6 +166,12 @@ def final_key(org_id: str, file_id: str) -> str:
     return f"files/{org_id}/{file_id}"
 
 
+def profile_key(org_id: str, file_id: str, sha256: str) -> str:
+    """Where a file's item profile too large for its record lives (domain/item_profile.py),
+    next to the file's bytes and named by their checksum."""
+    return f"files/{org_id}/{file_id}.item-profile.{sha256}.json"
+
+
 def staging_key(org_id: str, file_id: str) -> str:
     """Where a signed upload lands; the bucket's lifecycle rule expires `staging/` after 2 days."""
     return f"staging/{org_id}/{file_id}"
@@ -193,6 +199,8 @@ class FileRecord:
     # multipart signed uploads: S3's upload id (server-side only, never shown) and the part size
     upload_id: str | None = None
     part_bytes: int | None = None
+    # the item profile computed by the checks (domain/item_profile.py, JSON text; server-side only)
+    item_profile: str | None = None
 
     @property
     def usable(self) -> bool:

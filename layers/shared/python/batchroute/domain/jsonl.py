@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
@@ -189,8 +189,15 @@ class ScanResult:
 class JsonlScan:
     """Size, checksum and line checks of one file while its bytes stream past."""
 
-    def __init__(self, *, max_line_bytes: int = MAX_LINE_BYTES) -> None:
+    def __init__(
+        self,
+        *,
+        max_line_bytes: int = MAX_LINE_BYTES,
+        on_lines: Callable[[list[ParsedLine]], None] | None = None,
+    ) -> None:
+        """`on_lines`: handed each chunk's parsed lines, in order (the item profile's builder)."""
         self._reader = JsonlReader(max_line_bytes=max_line_bytes)
+        self._on_lines = on_lines
         self._digest = hashlib.sha256()
         self._bytes = 0
         self._lines = 0
@@ -219,6 +226,8 @@ class JsonlScan:
         )
 
     def _count(self, lines: list[ParsedLine]) -> None:
+        if self._on_lines is not None:
+            self._on_lines(lines)
         for _, parsed in lines:
             self._lines += 1
             if isinstance(parsed, LineError):

@@ -26,6 +26,7 @@ from typing import Any, Final, Literal, get_args
 
 from batchroute.domain.catalog import Catalog, Lane
 from batchroute.domain.item_ids import IdHashes
+from batchroute.domain.item_profile import ItemProfile
 from batchroute.domain.items import ItemFacts, ModelGroup, read_item
 from batchroute.domain.network import Resolver
 from batchroute.domain.routing import RoutePlan
@@ -153,6 +154,10 @@ class _ModelLanes:
     fits: tuple[tuple[int, int], ...]  # (context_window, max_output_tokens) per lane
     largest_window: int
 
+    def admits(self, prompt: int, wanted: int) -> bool:
+        """An item of this size fits some lane's context window (as `_lanes_ok` checks it)."""
+        return any(prompt + min(wanted, cap) <= window for window, cap in self.fits)
+
 
 class Preflight:
     def __init__(
@@ -180,6 +185,36 @@ class Preflight:
         self._counts: Counter[tuple[bool, str, str]] = Counter()  # (is_error, category, code)
         self._failed_models: set[str] = set()
         self._finished = False
+
+    @classmethod
+    def from_profile(
+        cls,
+        profile: ItemProfile,
+        catalog: Catalog,
+        *,
+        request: RouteRequest | None = None,
+        guards: RoutingGuards | None = None,
+    ) -> Preflight | None:
+        """The preflight a checked file's items would give, built from its item profile
+        (domain/item_profile.py) without reading them; None when the profile cannot stand in
+        for them: not usable, or some item would fail a lane check here (unknown model,
+        operation not run, no context window fits a frontier point). The caller then streams
+        the file, which reports each failing item with its line."""
+        if not profile.usable or profile.item_count <= 0:
+            return None
+        preflight = cls(catalog, request=request, guards=guards)
+        for model in profile.models:
+            lanes = preflight._model_lanes(model.model)
+            if lanes is None:
+                return None
+            if lanes.lanes and not (
+                model.operations <= lanes.operations
+                and all(lanes.admits(prompt, wanted) for prompt, wanted in model.frontier)
+            ):
+                return None
+            preflight._groups[model.model] = model.group()
+        preflight.item_count = profile.item_count
+        return preflight
 
     # -- feeding -------------------------------------------------------------------------
 

@@ -120,6 +120,7 @@ def _values(record: FileRecord) -> dict[str, Any]:
         "upload_expires_at": record.upload_expires_at,
         "upload_id": record.upload_id,
         "part_bytes": record.part_bytes,
+        "item_profile": record.item_profile,
     }
 
 
@@ -148,4 +149,5 @@ def _record(values: dict[str, Any]) -> FileRecord:
         upload_expires_at=values.get("upload_expires_at"),
         upload_id=values.get("upload_id"),
         part_bytes=int(values["part_bytes"]) if values.get("part_bytes") else None,
+        item_profile=values.get("item_profile"),
     )

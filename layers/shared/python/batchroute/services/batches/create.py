@@ -341,12 +341,14 @@ class BatchService:
     ) -> tuple[dict[str, Any], Money, FeeKind, str | None, dict[str, str], dict[str, Any]]:
         """Price a batch over an input file without writing its items: from the quote's
         snapshot (no item is read: create answers in the same time at any size), or else an
-        internal quote over a streamed preflight (as a quote does). The Intake step reads the
-        file again through the same preflight, writes the chunks and checks the digest."""
-        self.quotes.files.file_ready(principal.org_id, file_id)
+        internal quote, as a quote does: from the file's item profile when it can stand in for
+        the items (no item is read either), else over a streamed preflight. The Intake step
+        reads the file again through the same preflight, writes the chunks and checks the
+        count and digest (docs/files.md, Item profile)."""
         options = {k: v for k, v in body.items() if k not in _NOT_INTAKE_OPTIONS}
         quote_id = body.get("quote_id")
         if quote_id:
+            self.quotes.files.file_ready(principal.org_id, file_id)
             snapshot = self._snapshot(principal, quote_id, read)
             routing = snapshot["routing"]
             request = {k: routing[k] for k in ("routing_mode", "sla_tier", "privacy_tier")}
@@ -358,8 +360,11 @@ class BatchService:
                 "options": {**options, **request},
             }
             return routing, Money(int(snapshot["total_micros"])), fee_kind, str(quote_id), request, intake
-        _, items = self.quotes.items_source(principal, body)
-        planned = self.quotes.plan(body, items, org_id=principal.org_id, excluded_lanes=excluded_lanes)
+        profile = self.quotes.file_profile(principal, body)  # checks the file is ready
+        _, items = self.quotes.items_source(principal, body, open_now=profile is None)
+        planned = self.quotes.plan(
+            body, items, org_id=principal.org_id, excluded_lanes=excluded_lanes, profile=profile
+        )
         routing = planned.plan.to_api()
         request = {k: routing[k] for k in ("routing_mode", "sla_tier", "privacy_tier")}
         intake = {

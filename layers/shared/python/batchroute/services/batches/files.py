@@ -31,8 +31,16 @@ from batchroute.domain.files import (
     part_count,
     part_range,
     part_size,
+    profile_key,
     staging_key,
     unsupported_file_type,
+)
+from batchroute.domain.item_profile import (
+    RECORD_PROFILE_BYTES,
+    ItemProfile,
+    ItemProfileBuilder,
+    apart_key,
+    stored_apart,
 )
 from batchroute.domain.jsonl import MAX_LINE_BYTES, JsonlScan, LineError, ParsedLine, ScanResult, parse_jsonl
 from batchroute.errors import Conflict, Forbidden, Gone, InvalidRequest, NotFound, PayloadTooLarge
@@ -97,6 +105,8 @@ class FileLimits:
     # serves, valid for `download_url_seconds` (docs/files.md, Downloads).
     download_redirect_bytes: int = 4 * 1024 * 1024
     download_url_seconds: int = 300
+    # An item profile larger than this is an S3 object next to the file, not on its record.
+    record_profile_bytes: int = RECORD_PROFILE_BYTES
 
 
 class FilePreflightFailed(InvalidRequest):
@@ -190,7 +200,8 @@ class SignedUpload:
 
 class _Intake:
     """One file's bytes in order: the first SNIFF_BYTES are held until the file type is
-    checked, then every chunk is scanned and handed on to `sink` (if any)."""
+    checked, then every chunk is scanned and handed on to `sink` (if any). With `profile`,
+    the parsed lines also build the file's item profile (docs/files.md, Item profile)."""
 
     def __init__(
         self,
@@ -200,13 +211,20 @@ class _Intake:
         max_line_bytes: int,
         max_bytes: int | None = None,
         sink: ObjectSink | None = None,
+        profile: bool = False,
     ) -> None:
         self._content_type = content_type
         self._filename = filename
         self._max_bytes = max_bytes
         self._sink = sink
         self._head: bytearray | None = bytearray()
-        self._scan = JsonlScan(max_line_bytes=max_line_bytes)
+        self._profile = ItemProfileBuilder() if profile else None
+        on_lines = self._profile.add_lines if self._profile is not None else None
+        self._scan = JsonlScan(max_line_bytes=max_line_bytes, on_lines=on_lines)
+
+    def profile(self) -> str | None:
+        """The item profile's JSON text once finished, None when not built."""
+        return self._profile.finish().to_json() if self._profile is not None else None
 
     def feed(self, chunk: bytes) -> None:
         if not chunk:
@@ -260,6 +278,7 @@ class DirectUpload:
             max_line_bytes=service.limits.max_line_bytes,
             max_bytes=service.limits.max_direct_upload_bytes,
             sink=self._sink,
+            profile=True,  # the purpose comes last (a form field): kept for `batch_input` only
         )
 
     def write(self, chunk: bytes) -> None:
@@ -284,6 +303,9 @@ class DirectUpload:
             ),
             scanned,
             at=now,
+            profile=self._service.keep_profile(self.org_id, self.file_id, scanned.sha256, self._intake)
+            if chosen == DEFAULT_PURPOSE
+            else None,
         )
         self._service.records.create(record)
         return record
@@ -513,6 +535,7 @@ class FileService:
             content_type=record.content_type,
             filename=record.filename,
             max_line_bytes=self.limits.max_line_bytes,
+            profile=record.purpose == DEFAULT_PURPOSE,  # compat files are converted at create
         )
         now = isoformat(self.clock.now())
         # The server-side copy to the file's key runs while the bytes are scanned: on a large
@@ -538,7 +561,8 @@ class FileService:
                 )
                 raise
             copying.result()
-        settled = self._settle(record, _scanned(record, scanned, at=now))
+        profile = self.keep_profile(org_id, file_id, scanned.sha256, intake)
+        settled = self._settle(record, _scanned(record, scanned, at=now, profile=profile))
         self.objects.delete(staged)
         if record.upload_id is not None:
             self.objects.abort_multipart(staged, record.upload_id)  # a single PUT was used instead
@@ -583,6 +607,31 @@ class FileService:
         `error`) still streams, so the caller's preflight can report its `jsonl_shape` errors."""
         record = self.file_ready(org_id, file_id)
         return parse_jsonl(self.objects.chunks(record.s3_key), max_line_bytes=self.limits.max_line_bytes)
+
+    def item_profile(self, org_id: str, file_id: str) -> ItemProfile | None:
+        """The usable item profile of a ready file (the checks of `file_ready`, one read of the
+        record), None when it has none: checked before profiles existed, or not clean
+        (docs/files.md, Item profile)."""
+        record = self.file_ready(org_id, file_id)
+        if not record.usable:
+            return None
+        stored, key = record.item_profile, apart_key(record.item_profile)
+        if key is not None:  # a large profile, kept apart: one GET
+            stored = b"".join(self.objects.chunks(key)).decode()
+        profile = ItemProfile.from_json(stored)
+        return profile if profile is not None and profile.usable else None
+
+    def keep_profile(self, org_id: str, file_id: str, sha256: str, intake: _Intake) -> str | None:
+        """What the file record keeps of the profile `intake` built: its JSON text, or where
+        it was written when larger than `record_profile_bytes`."""
+        text = intake.profile()
+        if text is None or len(text) <= self.limits.record_profile_bytes:
+            return text
+        key = profile_key(org_id, file_id, sha256)
+        sink = self.objects.writer(key, content_type="application/json")
+        sink.write(text.encode())
+        sink.close()
+        return stored_apart(key)
 
     def file_ready(self, org_id: str, file_id: str) -> FileRecord:
         """The file's record once its items can be read (the checks of `open_items`, without
@@ -676,8 +725,9 @@ def check_filename(filename: str) -> str:
     return name
 
 
-def _scanned(record: FileRecord, scanned: ScanResult, *, at: str) -> FileRecord:
-    """The record once its bytes were checked: `processed`, or `error` with the reasons."""
+def _scanned(record: FileRecord, scanned: ScanResult, *, at: str, profile: str | None = None) -> FileRecord:
+    """The record once its bytes were checked: `processed`, or `error` with the reasons;
+    `profile` the item profile's JSON text when one was built."""
     error = None
     if scanned.error_count:
         error = {
@@ -699,6 +749,7 @@ def _scanned(record: FileRecord, scanned: ScanResult, *, at: str) -> FileRecord:
         error=error,
         updated_at=at,
         upload_expires_at=None,
+        item_profile=profile,
     )
 
 

@@ -8,7 +8,6 @@ memory that does not grow with the item count.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
@@ -18,8 +17,9 @@ from typing import Any, Protocol
 from batchroute.clock import Clock, isoformat
 from batchroute.config import Settings
 from batchroute.domain.access import Principal, authorize
-from batchroute.domain.canonical_json import canonical_line
+from batchroute.domain.canonical_json import ItemsDigest
 from batchroute.domain.catalog import Catalog, LaneLive, WorkflowProduct
+from batchroute.domain.item_profile import ItemProfile
 from batchroute.domain.jsonl import LineError
 from batchroute.domain.preflight import Issue, Preflight
 from batchroute.domain.pricing import PriceBreakdown, estimate_price
@@ -46,11 +46,12 @@ ItemSource = Iterable[tuple[int, Mapping[str, Any] | LineError]]
 
 class Reopenable:
     """Items that can be read again: the first iteration gives the source opened already
-    (so a missing file is reported where it always was), a later one opens it anew. The
+    (so a missing file is reported where it always was; None: opened on that first read, for
+    a file whose item profile may spare reading it), a later one opens it anew. The
     preflight checks `customer_item_id` uniqueness of such a source by hashes only (8 B an
     item, domain/item_ids.py) and reads it a second time only if an id may repeat."""
 
-    def __init__(self, opened: ItemSource, reopen: Callable[[], ItemSource]) -> None:
+    def __init__(self, opened: ItemSource | None, reopen: Callable[[], ItemSource]) -> None:
         self._opened: ItemSource | None = opened
         self._reopen = reopen
 
@@ -79,6 +80,8 @@ class FileItems(Protocol):
     def open_items(self, org_id: str, file_id: str) -> Iterator[tuple[int, dict[str, Any] | LineError]]: ...
 
     def file_ready(self, org_id: str, file_id: str) -> object: ...
+
+    def item_profile(self, org_id: str, file_id: str) -> ItemProfile | None: ...
 
 
 class Balances(Protocol):
@@ -110,23 +113,8 @@ class PlannedQuote:
         return {"version": self.policy.version, "narrowed": [n.to_api() for n in self.narrowed]}
 
 
-class _Digest:
-    """Order-sensitive digest of the items, so a batch can prove it runs what was quoted."""
-
-    def __init__(self) -> None:
-        self._hash = hashlib.sha256()
-
-    def add(self, item: Mapping[str, Any]) -> bytes:
-        line = canonical_line(item)
-        self._hash.update(line)
-        return line
-
-    def hexdigest(self) -> str:
-        return self._hash.hexdigest()
-
-
 def items_digest(items: Iterable[Mapping[str, Any]]) -> str:
-    digest = _Digest()
+    digest = ItemsDigest()
     for item in items:
         digest.add(item)
     return digest.hexdigest()
@@ -199,7 +187,7 @@ class QuoteService:
         compact_ids: bool,
     ) -> tuple[Preflight, int, str]:
         preflight = Preflight(self.catalog, request=request, guards=guards, compact_ids=compact_ids)
-        digest = _Digest()
+        digest = ItemsDigest()
         count = 0
         for index, item in items:
             if isinstance(item, LineError):
@@ -225,11 +213,14 @@ class QuoteService:
         on_item: Callable[[Mapping[str, Any], bytes], None] | None = None,
         org_id: str | None = None,
         excluded_lanes: Mapping[str, GateFailure] | None = None,
+        profile: ItemProfile | None = None,
     ) -> PlannedQuote:
         """Preflight every item, route every model group, price the plan; raises the 400
         `batch_preflight_failed` with every issue found. With `org_id`, the org's route
         policy applies (combined with the request's constraints, and as the `policy` gate);
-        `excluded_lanes` are a schedule's regression exclusions (docs/schedules.md)."""
+        `excluded_lanes` are a schedule's regression exclusions (docs/schedules.md).
+        `profile` (`file_profile`): the input file's item profile, which stands in for reading
+        `items` when every item would pass its lane checks (`Preflight.from_profile`)."""
         policy = self.policies.current(org_id) if self.policies is not None and org_id else None
         mode_given = body.get("routing_mode") is not None
         combined = combine(policy, RouteRequest.from_api(body), mode_given=mode_given)
@@ -237,9 +228,17 @@ class QuoteService:
         if excluded_lanes:
             request = replace(request, excluded_lanes=dict(excluded_lanes))
         guards = guarded(self.guards, policy)
-        preflight, count, items_digest_ = self.read_items(
-            body, items, on_item=on_item, request=request, guards=guards
+        profiled = (
+            Preflight.from_profile(profile, self.catalog, request=request, guards=guards)
+            if profile is not None and on_item is None
+            else None
         )
+        if profiled is not None and profile is not None:  # no item read: docs/files.md, Item profile
+            preflight, count, items_digest_ = profiled, profile.item_count, profile.digest
+        else:
+            preflight, count, items_digest_ = self.read_items(
+                body, items, on_item=on_item, request=request, guards=guards
+            )
         if body.get("webhook") is not None:
             preflight.check_webhook(
                 body.get("webhook"),
@@ -276,10 +275,11 @@ class QuoteService:
         authorize(principal, "batches:create")
         body = self.with_preset(principal, body)
         quote_id = new_id("qlock", self.clock.now())
-        source, items = self.items_source(principal, body)
+        profile = self.file_profile(principal, body)
+        source, items = self.items_source(principal, body, open_now=profile is None)
         lines: list[bytes] = []
         keep = _collector(lines) if source["kind"] == "inline" else None
-        planned = self.plan(body, items, on_item=keep, org_id=principal.org_id)
+        planned = self.plan(body, items, on_item=keep, org_id=principal.org_id, profile=profile)
         if source["kind"] == "inline":
             source["s3_key"] = self.item_sink.save(quote_id, iter(lines))
         source["digest"] = planned.items_digest
@@ -378,8 +378,10 @@ class QuoteService:
 
     # -- helpers -------------------------------------------------------------------------------
     def items_source(
-        self, principal: Principal, body: Mapping[str, Any]
+        self, principal: Principal, body: Mapping[str, Any], *, open_now: bool = True
     ) -> tuple[dict[str, Any], ItemSource]:
+        """The body's items, or its input file's (`open_now=False`: a file whose item profile
+        may spare reading it is opened on its first read, not here)."""
         has_items, file_id = body.get("items") is not None, body.get("input_file_id")
         if has_items == bool(file_id):
             raise InvalidRequest(
@@ -394,7 +396,8 @@ class QuoteService:
                     code="invalid_request",
                     details={"field": "input_file_id"},
                 )
-            return {"kind": "file", "file_id": file_id}, self.file_items(principal.org_id, body, file_id)
+            items = self.file_items(principal.org_id, body, file_id, open_now=open_now)
+            return {"kind": "file", "file_id": file_id}, items
         raw = body["items"]
         if not isinstance(raw, list):
             raise InvalidRequest(
@@ -402,19 +405,32 @@ class QuoteService:
             )
         return {"kind": "inline"}, self.expand_items(principal.org_id, body, enumerate(raw))
 
+    def file_profile(self, principal: Principal, body: Mapping[str, Any]) -> ItemProfile | None:
+        """The item profile of the body's input file (checked ready, as reading it would), when
+        it may stand in for the file's items: nothing in the body rewrites them (a batch-wide
+        `preset` fills every item), and the file has a usable profile (docs/files.md)."""
+        file_id = body.get("input_file_id")
+        if body.get("items") is not None or not isinstance(file_id, str) or not file_id:
+            return None
+        profile = self.files.item_profile(principal.org_id, file_id)
+        return profile if body.get("preset") is None else None
+
     def with_preset(self, principal: Principal, body: Mapping[str, Any]) -> Mapping[str, Any]:
         """A body naming a batch-wide `preset`: its routing settings fill the body's own."""
         if self.presets is None or body.get("preset") is None:
             return body
         return PresetExpander(self.presets, principal.org_id).request(body)
 
-    def file_items(self, org_id: str, body: Mapping[str, Any], file_id: str) -> Reopenable:
-        """An input file's items, presets applied, opened now and again on demand."""
+    def file_items(
+        self, org_id: str, body: Mapping[str, Any], file_id: str, *, open_now: bool = True
+    ) -> Reopenable:
+        """An input file's items, presets applied, opened now (or, `open_now=False`, on the
+        first read) and again on demand."""
 
         def opened() -> ItemSource:
             return self.expand_items(org_id, body, self.files.open_items(org_id, file_id))
 
-        return Reopenable(opened(), opened)
+        return Reopenable(opened() if open_now else None, opened)
 
     def expand_items(self, org_id: str, body: Mapping[str, Any], items: ItemSource) -> ItemSource:
         """The items with the presets they (or the body) name applied, each loaded once."""

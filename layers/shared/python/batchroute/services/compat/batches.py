@@ -28,6 +28,7 @@ from batchroute.domain.compat import (
     input_param,
     read_row,
 )
+from batchroute.domain.item_profile import ItemProfile
 from batchroute.domain.jsonl import LineError
 from batchroute.domain.metadata import parse_metadata
 from batchroute.errors import Conflict, InvalidRequest, NotFound
@@ -77,6 +78,11 @@ class CompatFileItems:
 
     def file_ready(self, org_id: str, file_id: str) -> object:
         return self.files.file_ready(org_id, file_id)
+
+    def item_profile(self, org_id: str, file_id: str) -> ItemProfile | None:
+        """Never: rows are converted as they are read, so they are always streamed."""
+        self.files.file_ready(org_id, file_id)
+        return None
 
     def _items(
         self, lines: Iterator[tuple[int, dict[str, Any] | LineError]]
