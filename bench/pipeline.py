@@ -124,7 +124,8 @@ def run_size(count: int, args: argparse.Namespace, folder: Path) -> Run:
                 quote_seconds = time.monotonic() - quoting
                 if quoted.status_code != 200:
                     raise SystemExit(f"quote: {quoted.status_code} {quoted.text[:2000]}")
-                create_body["quote_id"] = quoted.json()["quote_id"]
+                if not args.create_without_quote_id:
+                    create_body["quote_id"] = quoted.json()["quote_id"]
             watch.phase = "create"
             sent = time.monotonic()
             created = stack.api.post(
@@ -352,6 +353,11 @@ def main() -> int:
         "--no-quote",
         action="store_true",
         help="create from input_file_id alone (an internal quote in create) instead of quote, then create",
+    )
+    parser.add_argument(
+        "--create-without-quote-id",
+        action="store_true",
+        help="time the quote, but create from input_file_id alone (create prices the file itself)",
     )
     parser.add_argument("--plain", action="store_true", help="run .venv/bin/batchroute-local uninstrumented")
     parser.add_argument("--profile", action="store_true", help="sample the stack process's threads")
