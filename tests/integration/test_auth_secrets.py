@@ -70,6 +70,7 @@ def test_no_password_key_or_token_in_clear_at_rest_or_in_logs(
     assert [s for s in secrets if s in logged] == []
 
 
+@pytest.mark.usefixtures("serializable_transactions")  # DynamoDB isolates them; moto in-process does not
 def test_concurrent_registrations_of_one_address_create_one_account(local_aws: LocalStack) -> None:
     # Given the registration service on the real tables, and eight callers at a barrier
     settings = get_settings()
@@ -121,6 +122,7 @@ def test_concurrent_registrations_of_one_address_create_one_account(local_aws: L
     assert len(outbox.messages) == 1
 
 
+@pytest.mark.usefixtures("serializable_transactions")
 def test_concurrent_http_registrations_answer_one_200_and_409s(local_aws: LocalStack) -> None:
     harness: Harness = make_harness()
     barrier = threading.Barrier(4)
