@@ -159,9 +159,10 @@ _EVENT_STREAM = {
 async def create_chat_completion(request: Request) -> Response:
     # The hot path takes no FastAPI dependencies: with the app's dependency overrides (the
     # settings) FastAPI rebuilds every dependency's signature on every request, and each sync
-    # dependency is a trip through the thread pool. Here: one trip for the caller (key lookup,
-    # role), one for everything up to the provider's first byte (the rate limit is counted in
-    # the hold's transaction: two AWS calls in all before the provider, docs/chat.md).
+    # dependency is a trip through the thread pool. Here: one trip for the caller (the key from
+    # the process's copy, or its lookup once a minute; the role), one for everything up to the
+    # provider's first byte (the hold's transaction counts the rate limit and confirms a copied
+    # key: one AWS call before the provider, docs/chat.md).
     wiring = wiring_for(_provided(request, get_settings), _provided(request, get_clock))
     caller = await run_in_threadpool(_Caller, request, wiring.authenticator)
     principal = caller.principal

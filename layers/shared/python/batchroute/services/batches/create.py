@@ -360,7 +360,7 @@ class BatchService:
                 "options": {**options, **request},
             }
             return routing, Money(int(snapshot["total_micros"])), fee_kind, str(quote_id), request, intake
-        profile = self.quotes.file_profile(principal, body)  # checks the file is ready
+        profile = self.quotes.file_profile(principal, body)  # file checked here, or opened below
         _, items = self.quotes.items_source(principal, body, open_now=profile is None)
         planned = self.quotes.plan(
             body, items, org_id=principal.org_id, excluded_lanes=excluded_lanes, profile=profile

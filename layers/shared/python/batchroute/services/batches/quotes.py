@@ -410,10 +410,11 @@ class QuoteService:
         it may stand in for the file's items: nothing in the body rewrites them (a batch-wide
         `preset` fills every item), and the file has a usable profile (docs/files.md)."""
         file_id = body.get("input_file_id")
-        if body.get("items") is not None or not isinstance(file_id, str) or not file_id:
+        if body.get("items") is not None or body.get("preset") is not None:
+            return None  # the items are read (and the file checked) as they always were
+        if not isinstance(file_id, str) or not file_id:
             return None
-        profile = self.files.item_profile(principal.org_id, file_id)
-        return profile if body.get("preset") is None else None
+        return self.files.item_profile(principal.org_id, file_id)
 
     def with_preset(self, principal: Principal, body: Mapping[str, Any]) -> Mapping[str, Any]:
         """A body naming a batch-wide `preset`: its routing settings fill the body's own."""
