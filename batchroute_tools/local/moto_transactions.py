@@ -11,7 +11,11 @@ the rollback: before the transaction, the items it names (at most 100) are copie
 fails they are put back as they were (or removed, if they did not exist), and moto's
 whole-table copies are skipped. A transaction only writes the items it names, so putting
 those back restores exactly what the table copy would have. Transactions also run one at
-a time, as DynamoDB isolates them (moto's threaded server would otherwise interleave two).
+a time, as DynamoDB isolates them (moto's threaded server would otherwise interleave two),
+and so do single-item writes (`PutItem`, `UpdateItem`, `DeleteItem`, and `BatchWriteItem`'s
+through them): DynamoDB makes each atomic and isolates transactions from them. Without it a
+write landing between a failing transaction's save and its rollback was undone by the
+rollback (a batch's `settled_at` and `completed_at` lost this way were seen in an e2e run).
 
 Only the local stack's moto server installs it (`MotoServer`); the test suites' in-process
 moto is left as moto ships it.
@@ -34,6 +38,8 @@ _OPERATIONS = ("ConditionCheck", "Put", "Delete", "Update")
 _lock = threading.RLock()
 _inside = threading.local()
 _installed: list[Callable[..., None]] = []
+_SINGLE_ITEM_WRITES = ("put_item", "update_item", "delete_item")
+_originals: dict[str, Callable[..., Any]] = {}
 
 
 class _CopyWithoutTables:
@@ -142,6 +148,17 @@ def install() -> None:
     DynamoDBBackend.transact_write_items = transact_write_items  # type: ignore[method-assign]
     setattr(dynamodb_models, "copy", _CopyWithoutTables())  # noqa: B010 (the module's `copy`)
     _installed.append(original)
+    for name in _SINGLE_ITEM_WRITES:
+        _originals[name] = getattr(DynamoDBBackend, name)
+        setattr(DynamoDBBackend, name, _isolated(_originals[name]))
+
+
+def _isolated(write: Callable[..., Any]) -> Callable[..., Any]:
+    def isolated(self: DynamoDBBackend, *args: Any, **kwargs: Any) -> Any:
+        with _lock:
+            return write(self, *args, **kwargs)
+
+    return isolated
 
 
 def uninstall() -> None:
@@ -149,4 +166,7 @@ def uninstall() -> None:
     if not _installed:
         return
     DynamoDBBackend.transact_write_items = _installed.pop()  # type: ignore[method-assign]
+    for name, write in _originals.items():
+        setattr(DynamoDBBackend, name, write)
+    _originals.clear()
     setattr(dynamodb_models, "copy", copy)  # noqa: B010

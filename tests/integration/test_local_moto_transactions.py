@@ -4,6 +4,7 @@ every table a transaction names, which grows with the table; see moto_transactio
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -133,3 +134,58 @@ def test_successful_transaction_commits_every_write(dynamodb: Any) -> None:
     assert _item(dynamodb, "ranged", _key("a")) == {**_key("a"), "v": {"N": "2"}}
     assert _item(dynamodb, "hashed", _key("h", None)) == {**_key("h", None), "v": {"N": "3"}}
     assert all(_tables()[name] is table for name, table in tables.items())
+
+
+def test_a_write_during_a_failing_transaction_is_not_undone_by_its_rollback(
+    dynamodb: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given an item, and a transaction on it held between saving what it names and running
+    dynamodb.put_item(TableName="hashed", Item={**_key("a", None), "v": {"N": "1"}})
+    saved, go = threading.Event(), threading.Event()
+    real_save = moto_transactions._save
+
+    def held_save(backend: Any, items: list[dict[str, Any]]) -> Any:
+        kept = real_save(backend, items)
+        saved.set()
+        go.wait(timeout=30)
+        return kept
+
+    monkeypatch.setattr(moto_transactions, "_save", held_save)
+    failing = {
+        "Update": {
+            "TableName": "hashed",
+            "Key": _key("a", None),
+            "UpdateExpression": "SET v = :nine",
+            "ConditionExpression": "v = :zero",
+            "ExpressionAttributeValues": {":nine": {"N": "9"}, ":zero": {"N": "0"}},
+        }
+    }
+    refused: list[BaseException] = []
+
+    def transact() -> None:
+        try:
+            dynamodb.transact_write_items(TransactItems=[failing])
+        except ClientError as exc:
+            refused.append(exc)
+
+    transaction = threading.Thread(target=transact)
+    transaction.start()
+    assert saved.wait(timeout=30)
+    # When another caller updates the item meanwhile, then the transaction fails its condition
+    writer = threading.Thread(
+        target=dynamodb.update_item,
+        kwargs={
+            "TableName": "hashed",
+            "Key": _key("a", None),
+            "UpdateExpression": "SET w = :one",
+            "ExpressionAttributeValues": {":one": {"N": "1"}},
+        },
+    )
+    writer.start()
+    writer.join(timeout=0.5)  # on DynamoDB it waits for the transaction; unpatched moto does not
+    go.set()
+    transaction.join(timeout=30)
+    writer.join(timeout=30)
+    # Then the transaction was refused and the other write is kept, not rolled back with it
+    assert len(refused) == 1
+    assert _item(dynamodb, "hashed", _key("a", None)) == {**_key("a", None), "v": {"N": "1"}, "w": {"N": "1"}}
