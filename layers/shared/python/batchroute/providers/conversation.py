@@ -2,21 +2,97 @@
 
 Items come in two chat dialects (domain/items.py): chat-completions (`messages`, with
 `system` / `instructions` beside them) and the Responses API (`input`: a string or a list
-of turns whose parts are `input_text` / `input_image`). `conversation(input)` turns either
-into a `Conversation`: the system text apart, the turns as chat-completions messages whose
-content is a string or a list of `text` / `image_url` parts, and the generation options the
-item set (temperature, top_p, stop, tools, tool_choice, a structured-output format). Pure:
-no I/O, no vendor names.
+of input items). `conversation(input)` turns either into a `Conversation`:
+
+- `system`: the system and developer text, joined;
+- `messages`: chat-completions messages (roles `user`, `assistant`, `tool`; no system
+  role) whose content is a string or a list of `text` / `image_url` parts. An assistant's
+  tool calls are `tool_calls: [{id, type: "function", function: {name, arguments}}]` (the
+  Responses API's `function_call` items become them) and a tool's answer is a `tool`
+  message with `tool_call_id` (from a `function_call_output` item);
+- `functions`: the function tools, whichever dialect declared them;
+- `hosted_tools`: the hosted tools the item uses, by the service's own names
+  (`web_search`, `python_execution`, `file_search`, ...: domain/catalog.py `HostedTool`),
+  with the settings the item gave them;
+- `tool_choice`: `ToolChoice` (auto, none, required, one function, one hosted tool);
+- `options`: the sampling options (temperature, top_p, seed; `stop` as a list);
+- `response_format`: a structured-output request in chat-completions form.
+
+The preflight (domain/items.py `read_item`) accepts only what this form can say, so a
+transform never meets an input it would have to drop. Pure: no I/O, no vendor names.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, Literal
 
-# Generation options carried over to every vendor that has them (each transform maps names).
-OPTIONS: Final = ("temperature", "top_p", "stop", "seed", "tools", "tool_choice")
+# Sampling options carried over to every vendor that has them (each transform maps names).
+OPTIONS: Final = ("temperature", "top_p", "stop", "seed")
+
+# Tool `type`s of chat and Responses bodies -> the service's hosted tool names.
+HOSTED_TOOL_TYPES: Final[dict[str, str]] = {
+    "web_search": "web_search",
+    "web_search_preview": "web_search",
+    "code_interpreter": "python_execution",
+    "python_execution": "python_execution",
+    "file_search": "file_search",
+    "retrieval": "retrieval",
+    "calculator": "calculator",
+    "time": "time",
+}
+FUNCTION_TOOL_TYPE: Final = "function"
+TEXT_PARTS: Final = frozenset({"text", "input_text", "output_text"})
+IMAGE_PARTS: Final = frozenset({"image_url", "input_image"})
+
+
+def hosted_tool_name(tool_type: str) -> str | None:
+    """The service's name of a hosted tool `type` (dated variants included:
+    `web_search_preview_2025_03_11`), or None for a type that names no hosted tool."""
+    if tool_type.startswith("web_search"):
+        return "web_search"
+    return HOSTED_TOOL_TYPES.get(tool_type)
+
+
+@dataclass(frozen=True)
+class FunctionTool:
+    name: str
+    description: str | None = None
+    parameters: Mapping[str, Any] | None = None  # a JSON Schema
+    strict: bool | None = None
+
+    def chat(self) -> dict[str, Any]:
+        """As Chat Completions declares it: `{type: function, function: {...}}`."""
+        function: dict[str, Any] = {"name": self.name}
+        if self.description is not None:
+            function["description"] = self.description
+        if self.parameters is not None:
+            function["parameters"] = dict(self.parameters)
+        if self.strict is not None:
+            function["strict"] = self.strict
+        return {"type": "function", "function": function}
+
+
+@dataclass(frozen=True)
+class HostedToolUse:
+    name: str  # the service's hosted tool name (domain/catalog.py HostedTool)
+    config: Mapping[str, Any] = field(default_factory=dict)  # the item's settings, `type` left out
+
+
+@dataclass(frozen=True)
+class ToolChoice:
+    mode: Literal["auto", "none", "required", "function", "hosted"]
+    name: str | None = None  # the function's name, or the hosted tool's service name
+
+    def chat(self) -> str | dict[str, Any]:
+        """As Chat Completions writes it (a hosted choice has no chat form: "required")."""
+        if self.mode == "function":
+            return {"type": "function", "function": {"name": self.name}}
+        if self.mode == "hosted":
+            return "required"
+        return self.mode
 
 
 @dataclass(frozen=True)
@@ -27,6 +103,9 @@ class Conversation:
     # A structured-output request as chat-completions writes it: {"type": "json_schema",
     # "json_schema": {...}} or {"type": "json_object"}; None for free text.
     response_format: dict[str, Any] | None = None
+    functions: tuple[FunctionTool, ...] = ()
+    hosted_tools: tuple[HostedToolUse, ...] = ()
+    tool_choice: ToolChoice | None = None
 
     @property
     def has_images(self) -> bool:
@@ -34,6 +113,10 @@ class Conversation:
             isinstance(m.get("content"), list) and any(p.get("type") == "image_url" for p in m["content"])
             for m in self.messages
         )
+
+    def chat_tools(self) -> list[dict[str, Any]]:
+        """The function tools as Chat Completions declares them."""
+        return [f.chat() for f in self.functions]
 
 
 def conversation(payload: Mapping[str, Any]) -> Conversation:
@@ -52,31 +135,141 @@ def conversation(payload: Mapping[str, Any]) -> Conversation:
     for turn in raw if isinstance(raw, list) else []:
         if not isinstance(turn, Mapping):
             continue
+        kind = turn.get("type")
+        if kind == "function_call":
+            _add_call(turns, turn)
+            continue
+        if kind == "function_call_output":
+            output = turn.get("output")
+            turns.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": str(turn.get("call_id") or ""),
+                    "content": output if isinstance(output, str) else _text_of(_content(output)),
+                }
+            )
+            continue
         role = str(turn.get("role") or "user")
         content = _content(turn.get("content"))
         if role in ("system", "developer"):
-            text = content if isinstance(content, str) else " ".join(p.get("text", "") for p in content)
-            system_parts.append(text)
+            system_parts.append(_text_of(content))
             continue
         message: dict[str, Any] = {"role": role, "content": content}
-        for key in ("name", "tool_calls", "tool_call_id"):
-            if key in turn:
-                message[key] = turn[key]
+        if role == "tool":
+            message["tool_call_id"] = str(turn.get("tool_call_id") or "")
+            message["content"] = content if isinstance(content, str) else _text_of(content)
+        if role == "assistant" and isinstance(turn.get("tool_calls"), list):
+            message["tool_calls"] = [_chat_call(c) for c in turn["tool_calls"] if isinstance(c, Mapping)]
+            if not content:
+                message["content"] = None
+        if isinstance(turn.get("name"), str) and role in ("user", "assistant"):
+            message["name"] = turn["name"]
         turns.append(message)
+    functions, hosted = _tools(payload.get("tools"))
     options = {key: payload[key] for key in OPTIONS if payload.get(key) is not None}
+    if isinstance(options.get("stop"), str):
+        options["stop"] = [options["stop"]]
     return Conversation(
-        system="\n\n".join(system_parts) or None,
+        system="\n\n".join(p for p in system_parts if p) or None,
         messages=tuple(turns),
         options=options,
         response_format=_response_format(payload),
+        functions=functions,
+        hosted_tools=hosted,
+        tool_choice=_tool_choice(payload.get("tool_choice")),
     )
 
 
-def plain_text(content: str | list[dict[str, Any]]) -> str:
+def plain_text(content: str | list[dict[str, Any]] | None) -> str:
     """The text of a message's content (image parts left out)."""
+    if content is None:
+        return ""
     if isinstance(content, str):
         return content
     return "".join(str(part.get("text", "")) for part in content if part.get("type") == "text")
+
+
+def _text_of(content: str | list[dict[str, Any]]) -> str:
+    return content if isinstance(content, str) else " ".join(p.get("text", "") for p in content if "text" in p)
+
+
+def _add_call(turns: list[dict[str, Any]], item: Mapping[str, Any]) -> None:
+    """A Responses `function_call` item as a chat tool call; consecutive calls share one
+    assistant message, as Chat Completions writes parallel calls."""
+    call = {
+        "id": str(item.get("call_id") or item.get("id") or ""),
+        "type": "function",
+        "function": {"name": str(item.get("name") or ""), "arguments": _arguments(item.get("arguments"))},
+    }
+    last = turns[-1] if turns else None
+    if last is not None and last.get("role") == "assistant" and "tool_calls" in last:
+        last["tool_calls"].append(call)
+        return
+    turns.append({"role": "assistant", "content": None, "tool_calls": [call]})
+
+
+def _chat_call(call: Mapping[str, Any]) -> dict[str, Any]:
+    function = call.get("function")
+    function = function if isinstance(function, Mapping) else {}
+    return {
+        **call,  # vendor extras ride along (Gemini's thought signature); each transform picks
+        "id": str(call.get("id") or ""),
+        "type": "function",
+        "function": {
+            "name": str(function.get("name") or ""),
+            "arguments": _arguments(function.get("arguments")),
+        },
+    }
+
+
+def _arguments(value: object) -> str:
+    if isinstance(value, str):
+        return value
+    return json.dumps(value if value is not None else {}, separators=(",", ":"))
+
+
+def _tools(value: object) -> tuple[tuple[FunctionTool, ...], tuple[HostedToolUse, ...]]:
+    functions: list[FunctionTool] = []
+    hosted: list[HostedToolUse] = []
+    for tool in value if isinstance(value, list) else []:
+        if not isinstance(tool, Mapping):
+            continue
+        kind = str(tool.get("type") or "")
+        if kind == FUNCTION_TOOL_TYPE:
+            nested = tool.get("function")
+            spec = nested if isinstance(nested, Mapping) else tool  # chat nests, Responses is flat
+            parameters = spec.get("parameters")
+            strict = spec.get("strict")
+            description = spec.get("description")
+            functions.append(
+                FunctionTool(
+                    name=str(spec.get("name") or ""),
+                    description=description if isinstance(description, str) else None,
+                    parameters=parameters if isinstance(parameters, Mapping) else None,
+                    strict=strict if isinstance(strict, bool) else None,
+                )
+            )
+            continue
+        name = hosted_tool_name(kind)
+        if name is not None and all(h.name != name for h in hosted):
+            hosted.append(HostedToolUse(name, {k: v for k, v in tool.items() if k != "type"}))
+    return tuple(functions), tuple(hosted)
+
+
+def _tool_choice(value: object) -> ToolChoice | None:
+    if value in ("auto", "none", "required"):
+        return ToolChoice(value)  # type: ignore[arg-type]
+    if not isinstance(value, Mapping):
+        return None
+    kind = str(value.get("type") or "")
+    if kind in ("auto", "none", "required"):
+        return ToolChoice(kind)  # type: ignore[arg-type]
+    if kind == FUNCTION_TOOL_TYPE:
+        nested = value.get("function")
+        spec = nested if isinstance(nested, Mapping) else value
+        return ToolChoice("function", str(spec.get("name") or ""))
+    name = hosted_tool_name(kind)
+    return ToolChoice("hosted", name) if name is not None else None
 
 
 def _content(value: object) -> str | list[dict[str, Any]]:
@@ -92,21 +285,20 @@ def _content(value: object) -> str | list[dict[str, Any]]:
         if not isinstance(part, Mapping):
             continue
         kind = part.get("type")
-        if kind in ("text", "input_text", "output_text"):
+        if kind in TEXT_PARTS:
             parts.append({"type": "text", "text": str(part.get("text", ""))})
-        elif kind == "image_url":
+        elif kind == "refusal":
+            parts.append({"type": "text", "text": str(part.get("refusal", ""))})
+        elif kind in IMAGE_PARTS:
             image = part.get("image_url")
             url = image.get("url") if isinstance(image, Mapping) else image
-            detail = image.get("detail") if isinstance(image, Mapping) else None
+            detail = image.get("detail") if isinstance(image, Mapping) else part.get("detail")
             parts.append(
                 {
                     "type": "image_url",
                     "image_url": {"url": str(url), **({"detail": detail} if detail else {})},
                 }
             )
-        elif kind == "input_image":
-            url = part.get("image_url") or part.get("url")
-            parts.append({"type": "image_url", "image_url": {"url": str(url)}})
     return parts
 
 

@@ -115,11 +115,13 @@ def messages_body(
     stops = stop_sequences(options.get("stop"))
     if stops:
         body["stop_sequences"] = stops
-    tools = [tool(t) for t in options.get("tools") or []]
+    if talk.hosted_tools:
+        tool({"type": talk.hosted_tools[0].name})  # refused: no server tools mapped yet
+    tools = [tool(t) for t in talk.chat_tools()]
     if tools:
         body["tools"] = tools
-        if "tool_choice" in options:
-            body["tool_choice"] = tool_choice(options["tool_choice"])
+        if talk.tool_choice is not None:
+            body["tool_choice"] = tool_choice(talk.tool_choice.chat())
     if talk.response_format is not None:
         body["output_config"] = {"format": output_format(talk.response_format)}
     if stream:

@@ -279,9 +279,11 @@ class _Tools:
     choice: str | None  # auto | any | tool:<name> | None (the model's default)
 
 
-def _tools(options: Mapping[str, Any], turns: Sequence[tuple[str, list[_Block]]]) -> _Tools | None:
+def _tools(talk: Conversation, turns: Sequence[tuple[str, list[_Block]]]) -> _Tools | None:
     specs: list[tuple[str, str, dict[str, Any]]] = []
-    for tool in options.get("tools") or []:
+    if talk.hosted_tools:
+        raise PermanentProviderError("Bedrock takes function tools only", code="unsupported_tool")
+    for tool in talk.chat_tools():
         if not isinstance(tool, Mapping) or tool.get("type", "function") != "function":
             raise PermanentProviderError("Bedrock takes function tools only", code="unsupported_tool")
         function = _function(tool)
@@ -295,7 +297,7 @@ def _tools(options: Mapping[str, Any], turns: Sequence[tuple[str, list[_Block]]]
         )
     if not specs:
         return None
-    given = options.get("tool_choice")
+    given = talk.tool_choice.chat() if talk.tool_choice is not None else None
     uses_tools = any(block.kind in ("tool_use", "tool_result") for _, blocks in turns for block in blocks)
     if given == "none":
         # Bedrock has no "none"; without tools the model cannot call one. A conversation that
@@ -344,7 +346,7 @@ def converse_request(request: ProviderRequest) -> dict[str, Any]:
     config = _inference_config(request, talk)
     if config:
         kwargs["inferenceConfig"] = config
-    tools = _tools(talk.options, turns)
+    tools = _tools(talk, turns)
     if tools is not None:
         kwargs["toolConfig"] = _converse_tools(tools)
     output = _output_config(talk.response_format)
@@ -604,7 +606,7 @@ def anthropic_body(request: ProviderRequest, talk: Conversation) -> dict[str, An
     stops = _stop_sequences(talk.options.get("stop"))
     if stops:
         body["stop_sequences"] = stops
-    tools = _tools(talk.options, turns)
+    tools = _tools(talk, turns)
     if tools is not None:
         body["tools"] = [
             {"name": name, **({"description": text} if text else {}), "input_schema": schema}
@@ -633,7 +635,7 @@ def _anthropic_block(block: _Block) -> dict[str, Any]:
 def llama_body(request: ProviderRequest, talk: Conversation) -> dict[str, Any]:
     """Meta Llama 3's InvokeModel body: the chat as one prompt in Llama 3's template."""
     turns = _turns(talk.messages)
-    if talk.options.get("tools"):
+    if talk.functions:
         raise PermanentProviderError("Llama models on Bedrock batch take no tools", code="unsupported_tool")
     prompt = ["<|begin_of_text|>"]
     if talk.system:

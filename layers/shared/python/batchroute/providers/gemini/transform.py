@@ -160,10 +160,10 @@ def generate_body(request: ProviderRequest) -> dict[str, Any]:
     body: dict[str, Any] = {"contents": contents}
     if talk.system:
         body["systemInstruction"] = {"parts": [{"text": talk.system}]}
-    tools, declared = _tools(talk.options.get("tools"))
+    tools, declared = _tools(talk.chat_tools() + [{"type": h.name} for h in talk.hosted_tools])
     if tools:
         body["tools"] = tools
-    choice = talk.options.get("tool_choice")
+    choice = talk.tool_choice.chat() if talk.tool_choice is not None else None
     if declared and choice is not None:
         body["toolConfig"] = {"functionCallingConfig": _calling_config(choice)}
     config = _generation_config(request, talk)

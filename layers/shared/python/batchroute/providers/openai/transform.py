@@ -61,6 +61,10 @@ def chat_body(
         messages.append({"role": "system", "content": talk.system})
     messages.extend(talk.messages)
     body: dict[str, Any] = {"model": request.provider_model_id, "messages": messages, **talk.options}
+    if talk.functions:
+        body["tools"] = talk.chat_tools()
+        if talk.tool_choice is not None:
+            body["tool_choice"] = talk.tool_choice.chat()
     if request.max_output_tokens > 0:
         body[token_field] = request.max_output_tokens
     if talk.response_format is not None:
