@@ -190,7 +190,9 @@ def plain_text(content: str | list[dict[str, Any]] | None) -> str:
 
 
 def _text_of(content: str | list[dict[str, Any]]) -> str:
-    return content if isinstance(content, str) else " ".join(p.get("text", "") for p in content if "text" in p)
+    if isinstance(content, str):
+        return content
+    return " ".join(p.get("text", "") for p in content if "text" in p)
 
 
 def _add_call(turns: list[dict[str, Any]], item: Mapping[str, Any]) -> None:
