@@ -81,9 +81,18 @@ def test_unfiltered_list_has_every_model_the_pricing_date_and_provider_count() -
         (ModelFilters(runtime_capability="audio"), {"gemini-2.0-flash", "gemini-1.5-flash"}),
         (ModelFilters(runtime_capability="reasoning"), {"claude-sonnet-4"}),
         (ModelFilters(hosted_tool="file_search"), {"gpt-4o-mini", "gpt-4.1-mini"}),
+        # No adapter runs a calculator (catalog/data/hosted_tools.toml): no lane offers one
+        (ModelFilters(hosted_tool="calculator"), set()),
         (
-            ModelFilters(hosted_tool="calculator"),
-            {LLAMA_70B, "meta-llama/Llama-3.1-8B-Instruct", "Qwen/Qwen2.5-72B-Instruct"},
+            ModelFilters(hosted_tool="python_execution"),
+            {
+                "gpt-4o-mini",
+                "gpt-4.1-mini",
+                "claude-3-5-haiku",
+                "claude-sonnet-4",
+                "gemini-2.0-flash",
+                "gemini-1.5-flash",
+            },
         ),
         (ModelFilters(hosted_tool="retrieval"), set()),
     ],
@@ -107,8 +116,12 @@ def test_every_sla_tier_is_served_as_standard(tier: str) -> None:
 def test_filters_combine_with_and_on_one_lane() -> None:
     # Groq serves Llama, and other hosts serve Llama with json_schema, but no Groq lane has it
     assert ids(ModelFilters(provider="groq", runtime_capability="json_schema")) == set()
-    # Llama 70B has an edge-eu lane and a Together lane with a calculator, never both in one lane
-    assert ids(ModelFilters(provider="edge-eu", hosted_tool="calculator")) == set()
+    # Claude Haiku has a Bedrock lane and an Anthropic lane with web search, never both in one lane
+    assert ids(ModelFilters(provider="bedrock", hosted_tool="web_search")) == set()
+    assert ids(ModelFilters(provider="anthropic", hosted_tool="web_search")) == {
+        "claude-3-5-haiku",
+        "claude-sonnet-4",
+    }
     assert ids(ModelFilters(operation="vision", privacy_tier="confidential")) == {
         "gpt-4o-mini",
         "gpt-4.1-mini",

@@ -21,6 +21,7 @@ from batchroute.catalog.datafile import DataError, Row, read_toml
 from batchroute.catalog.loader import EXECUTION_MODES, PRIVACY_TIERS, data_folder
 from batchroute.domain.catalog import Catalog, Lane, Provider
 from batchroute.providers.endpoints import AdapterKind, Credentials, ProviderEndpoint
+from batchroute.providers.hosted_tools import runnable
 
 ENVIRONMENTS = ("production", "test", "local")
 ADAPTERS: tuple[AdapterKind, ...] = get_args(AdapterKind)
@@ -86,6 +87,7 @@ def load_deployment(
     if strangers:
         raise DataError(f"{name}: unknown provider(s) {', '.join(strangers)} (not in providers.toml)")
     lanes = _lanes(document, catalog.lanes, name) if document.has("lanes") else catalog.lanes
+    lanes = tuple(_runnable_tools(lane, endpoints.get(lane.provider)) for lane in lanes)
     document.close()
     changed = replace(catalog, providers=tuple(providers), lanes=lanes, _by_model={})
     return Deployment(environment, endpoints, changed)
@@ -133,6 +135,17 @@ def _provider(
         options={str(k): str(fill(str(v), f"options.{k}")) for k, v in options.items()},
     )
     return changed, endpoint
+
+
+def _runnable_tools(lane: Lane, endpoint: ProviderEndpoint | None) -> Lane:
+    """The lane offering only the hosted tools its provider's adapter here can run (an
+    operator may point a provider at another adapter): a lane is never offered for a tool
+    that nothing would run."""
+    if not lane.hosted_tools or endpoint is None:
+        return lane
+    can = runnable(endpoint.adapter)
+    kept = tuple(tool for tool in lane.hosted_tools if tool in can)
+    return lane if kept == lane.hosted_tools else replace(lane, hosted_tools=kept)
 
 
 def _lanes(document: Row, lanes: tuple[Lane, ...], name: str) -> tuple[Lane, ...]:
