@@ -53,6 +53,9 @@ class ProviderRequest:
     # The direct chat path's wait for the first byte: an adapter gives up after it
     # (TransientProviderError `first_byte_timeout`), so the next lane can be tried.
     first_byte_timeout_seconds: float | None = None
+    # Whether the model takes sampling parameters (temperature, top_p): catalog data per
+    # model; a transform leaves them out for a model that refuses them.
+    sampling: bool = True
 
     def next_attempt(self) -> ProviderRequest:
         return replace(self, attempt=self.attempt + 1)
@@ -62,14 +65,27 @@ class ProviderRequest:
 class Usage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    # Hosted tool calls the vendor bills, by the service's tool name: {"web_search": 2}.
+    tool_uses: tuple[tuple[str, int], ...] = ()
 
     def __add__(self, other: Usage) -> Usage:
+        counts = dict(self.tool_uses)
+        for name, count in other.tool_uses:
+            counts[name] = counts.get(name, 0) + count
         return Usage(
-            self.prompt_tokens + other.prompt_tokens, self.completion_tokens + other.completion_tokens
+            self.prompt_tokens + other.prompt_tokens,
+            self.completion_tokens + other.completion_tokens,
+            tuple(sorted(counts.items())),
         )
 
-    def to_dict(self) -> dict[str, int]:
-        return {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens}
+    def to_dict(self) -> dict[str, Any]:
+        usage: dict[str, Any] = {
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+        }
+        if self.tool_uses:
+            usage["tool_uses"] = dict(self.tool_uses)
+        return usage
 
 
 ZERO_USAGE = Usage()
@@ -158,6 +174,9 @@ class JobStatus:
     total: int = 0
     completed_count: int = 0
     failed_count: int = 0
+    # Why the vendor failed the whole job (e.g. OpenAI's `errors.data`): every item of a
+    # failed job carries them, and so does the receipt.
+    errors: tuple[ItemError, ...] = ()
 
     @property
     def terminal(self) -> bool:

@@ -260,7 +260,7 @@ def _tools(value: object) -> tuple[tuple[FunctionTool, ...], tuple[HostedToolUse
 
 def _tool_choice(value: object) -> ToolChoice | None:
     if value in ("auto", "none", "required"):
-        return ToolChoice(value)  # type: ignore[arg-type]
+        return ToolChoice(value)
     if not isinstance(value, Mapping):
         return None
     kind = str(value.get("type") or "")
