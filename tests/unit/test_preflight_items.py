@@ -105,3 +105,167 @@ def test_a_group_context_need_is_exact_when_no_item_exceeds_the_cap() -> None:
 def test_an_empty_group_has_no_demand() -> None:
     group = ModelGroup(model="m", first_index=0)
     assert (group.output_tokens_on(100), group.context_tokens_on(100), group.item_count) == (0, 0, 0)
+
+
+# -- what every lane's vendor can be sent (issue 26): refused here, never dropped later -------------
+def problems_of(input_: dict[str, Any], *, operation: str = "responses") -> list[tuple[str, str]]:
+    facts, problems = read_item(item(0, operation=operation, input=input_))
+    assert (facts is None) == bool(problems)
+    return [(p.code, p.field) for p in problems]
+
+
+WEATHER_FLAT = {"type": "function", "name": "get_weather", "parameters": {"type": "object", "properties": {}}}
+WEATHER_CHAT = {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}
+
+
+@pytest.mark.parametrize(
+    "accepted",
+    [
+        chat_input(stop=["a", "b", "c", "d"], temperature=2, top_p=0.5, seed=7),
+        chat_input(stop="END"),
+        chat_input(tools=[WEATHER_FLAT], tool_choice={"type": "function", "name": "get_weather"}),
+        chat_input(
+            tools=[WEATHER_CHAT], tool_choice={"type": "function", "function": {"name": "get_weather"}}
+        ),
+        chat_input(tools=[WEATHER_CHAT], tool_choice="required"),
+        chat_input(tools=[{"type": "web_search_preview"}], tool_choice={"type": "web_search_preview"}),
+        chat_input(user="u-1", n=1, stream=False, store=False, metadata={"k": "v"}, model="x"),
+        {
+            "input": [
+                {"role": "user", "content": "Weather in Paris?"},
+                {"type": "function_call", "call_id": "c1", "name": "get_weather", "arguments": "{}"},
+                {"type": "function_call_output", "call_id": "c1", "output": "sunny"},
+                {
+                    "type": "message",
+                    "role": "assistant",
+                    "content": [{"type": "output_text", "text": "Sunny."}],
+                },
+            ],
+            "tools": [WEATHER_FLAT],
+        },
+        {
+            "messages": [
+                {"role": "developer", "content": "Be brief."},
+                {"role": "user", "content": "Weather?", "name": "ann"},
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "id": "c1",
+                            "type": "function",
+                            "function": {"name": "get_weather", "arguments": "{}"},
+                        }
+                    ],
+                },
+                {"role": "tool", "tool_call_id": "c1", "content": "sunny"},
+            ],
+            "tools": [WEATHER_CHAT],
+        },
+        {
+            "messages": [
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "text", "text": "what?"},
+                        {"type": "image_url", "image_url": {"url": "https://e.com/a.png", "detail": "low"}},
+                        {"type": "input_image", "image_url": "data:image/png;base64,iVBORw0KGgo="},
+                    ],
+                }
+            ]
+        },
+    ],
+)
+def test_what_every_vendor_can_be_sent_is_accepted(accepted: dict[str, Any]) -> None:
+    assert problems_of(accepted) == []
+
+
+@pytest.mark.parametrize(
+    ("refused", "expected"),
+    [
+        # OpenAI takes at most 4 stop sequences (and Bedrock's Converse too)
+        (chat_input(stop=["a", "b", "c", "d", "e"]), ("invalid_field", "input.stop")),
+        (chat_input(temperature=2.5), ("invalid_field", "input.temperature")),
+        (chat_input(top_p=-0.1), ("invalid_field", "input.top_p")),
+        # a key no lane can honour is refused, not dropped
+        (chat_input(frequency_penalty=0.5), ("unsupported_parameter", "input.frequency_penalty")),
+        (chat_input(n=2), ("unsupported_parameter", "input.n")),
+        (chat_input(stream=True), ("unsupported_parameter", "input.stream")),
+        # custom (free-form) tools and unknown tool settings
+        (chat_input(tools=[{"type": "custom", "name": "x"}]), ("tool_not_supported", "input.tools[0].type")),
+        (
+            chat_input(tools=[{"type": "web_search", "search_context_size": "high"}]),
+            ("unsupported_parameter", "input.tools[0].search_context_size"),
+        ),
+        (chat_input(tools=[{"type": "file_search"}]), ("missing_field", "input.tools[0].vector_store_ids")),
+        (
+            chat_input(tools=[{"type": "function", "function": {"name": "bad name!"}}]),
+            ("invalid_field", "input.tools[0]"),
+        ),
+        (chat_input(tools=[{**WEATHER_FLAT, "extra": 1}]), ("invalid_field", "input.tools[0]")),
+        # tool_choice must name a declared function
+        (
+            chat_input(tools=[WEATHER_FLAT], tool_choice={"type": "function", "name": "other"}),
+            ("invalid_field", "input.tool_choice"),
+        ),
+        (chat_input(tool_choice={"type": "allowed_tools"}), ("unsupported_parameter", "input.tool_choice")),
+        # Responses items the vendors do not all take
+        (
+            {"input": [{"type": "reasoning", "summary": []}]},
+            ("unsupported_parameter", "input.input[0].type"),
+        ),
+        ({"input": [{"type": "function_call", "name": "f"}]}, ("invalid_field", "input.input[0]")),
+        # content parts
+        (
+            {"messages": [{"role": "user", "content": [{"type": "input_file", "file_id": "f"}]}]},
+            ("unsupported_parameter", "input.messages[0].content[0].type"),
+        ),
+        (
+            {"messages": [{"role": "user", "content": [{"type": "input_image", "file_id": "file-1"}]}]},
+            ("invalid_field", "input.messages[0].content[0]"),
+        ),
+        (
+            {
+                "messages": [
+                    {"role": "user", "content": [{"type": "image_url", "image_url": {"url": "ftp://x"}}]}
+                ]
+            },
+            ("invalid_field", "input.messages[0].content[0]"),
+        ),
+        ({"messages": [{"role": "function", "content": "x"}]}, ("invalid_field", "input.messages[0].role")),
+        (
+            {"messages": [{"role": "user", "content": "x", "audio": {}}]},
+            ("unsupported_parameter", "input.messages[0].audio"),
+        ),
+        (
+            {"messages": [{"role": "tool", "content": "x"}]},
+            ("missing_field", "input.messages[0].tool_call_id"),
+        ),
+        ({"messages": [{"role": "user", "content": None}]}, ("invalid_field", "input.messages[0].content")),
+        (
+            {"messages": [{"role": "assistant", "tool_calls": [{"id": "c", "function": {"name": "f"}}]}]},
+            ("invalid_field", "input.messages[0].tool_calls[0]"),
+        ),
+        ({"messages": [{"role": "user", "content": "x"}], "input": "y"}, ("invalid_field", "input.input")),
+    ],
+)
+def test_what_some_vendor_would_refuse_or_lose_is_refused_at_preflight(
+    refused: dict[str, Any], expected: tuple[str, str]
+) -> None:
+    assert expected in problems_of(refused)
+
+
+@pytest.mark.parametrize(
+    ("input_", "expected"),
+    [
+        ({"input": ""}, ("invalid_field", "input.input")),
+        ({"input": ["a", ""]}, ("invalid_field", "input.input")),
+        ({"input": ["a"] * 2049}, ("invalid_field", "input.input")),
+        ({"input": "a", "dimensions": 0}, ("invalid_field", "input.dimensions")),
+        ({"input": "a", "encoding_format": "base64"}, ("unsupported_parameter", "input.encoding_format")),
+        ({"input": "a", "truncate": True}, ("unsupported_parameter", "input.truncate")),
+    ],
+)
+def test_embeddings_inputs_every_vendor_takes(input_: dict[str, Any], expected: tuple[str, str]) -> None:
+    assert expected in problems_of(input_, operation="embeddings")
+    assert problems_of({"input": [[1, 2], [3]], "dimensions": 8}, operation="embeddings") == []

@@ -15,6 +15,7 @@ the preflight prefixes it with `items[<index>]`.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Final, NamedTuple, get_args
 
@@ -33,20 +34,84 @@ MAX_MODEL_ID = 256
 MAX_OUTPUT_REQUEST = 1_000_000
 MAX_SCHEMA_DEPTH = 32
 
-# Tool `type`s in chat and Responses bodies that name a hosted tool the lane must run.
+# Tool `type`s of chat and Responses bodies that name a hosted tool the lane must run, by
+# the service's names (and each hosted tool's own name).
 _TOOL_TYPE_ALIASES: Final[dict[str, str]] = {
     "web_search_preview": "web_search",
     "code_interpreter": "python_execution",
+    **{name: name for name in HOSTED_TOOLS},
 }
-# Custom functions are answered by the model with a tool call, which needs tool calling.
-_FUNCTION_TOOL_TYPES: Final = frozenset({"function", "custom"})
+# Function tools are answered by the model with a tool call, which needs tool calling.
+_FUNCTION_TOOL_TYPE: Final = "function"
 _TEXT_PARTS: Final = frozenset({"text", "input_text", "output_text"})
-_IMAGE_PARTS: Final = frozenset({"image_url", "input_image", "image"})
+_IMAGE_PARTS: Final = frozenset({"image_url", "input_image"})
+_ROLES: Final = frozenset({"system", "developer", "user", "assistant", "tool"})
+# What every lane's vendor can be sent (docs/batches.md, "Item input"): the input keys a
+# chat item may carry. `model`, `user`, `metadata`, `store`, `n: 1`, `stream: false` and
+# `parallel_tool_calls: true` are accepted and not forwarded (they change nothing); any
+# other key is refused, never dropped silently.
+_CHAT_KEYS: Final = frozenset(
+    {
+        "messages",
+        "input",
+        "system",
+        "instructions",
+        "tools",
+        "tool_choice",
+        "response_format",
+        "text",
+        "temperature",
+        "top_p",
+        "stop",
+        "seed",
+        "max_output_tokens",
+        "max_completion_tokens",
+        "max_tokens",
+    }
+)
+_EMBEDDING_KEYS: Final = frozenset({"input", "text", "dimensions", "encoding_format"})
+_INERT_KEYS: Final[dict[str, object]] = {
+    "model": None,
+    "user": None,
+    "metadata": None,
+    "store": None,
+    "n": 1,
+    "stream": False,
+    "parallel_tool_calls": True,
+}
+_MESSAGE_KEYS: Final[dict[str, frozenset[str]]] = {
+    "system": frozenset({"role", "content", "name", "type"}),
+    "developer": frozenset({"role", "content", "name", "type"}),
+    "user": frozenset({"role", "content", "name", "type"}),
+    "assistant": frozenset({"role", "content", "name", "type", "tool_calls", "refusal"}),
+    "tool": frozenset({"role", "content", "tool_call_id"}),
+}
+_CALL_ITEM_KEYS: Final = frozenset({"type", "call_id", "name", "arguments", "id", "status"})
+_CALL_OUTPUT_KEYS: Final = frozenset({"type", "call_id", "output", "id", "status"})
+_FUNCTION_KEYS: Final = frozenset({"name", "description", "parameters", "strict"})
+_FUNCTION_NAME: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
+# The settings a hosted tool declaration may carry, whatever lane runs it: its type, and
+# what the tool cannot run without (file_search's vector stores; the code interpreter's
+# automatic container, which every vendor's code execution has).
+_HOSTED_TOOL_KEYS: Final[dict[str, frozenset[str]]] = {
+    "file_search": frozenset({"type", "vector_store_ids"}),
+    "python_execution": frozenset({"type", "container"}),
+}
+MAX_EMBEDDING_INPUTS = 2048  # OpenAI's limit of inputs per embeddings request
+MAX_STOP_SEQUENCES = 4  # the fewest any vendor takes (OpenAI, Bedrock Converse)
 _SCHEMA_TYPES: Final = frozenset({"object", "array", "string", "number", "integer", "boolean", "null"})
 _OUTPUT_LIMIT_KEYS: Final = ("max_output_tokens", "max_completion_tokens", "max_tokens")
 _NO_PROBLEMS: Final[tuple[ItemProblem, ...]] = ()
 _NOTHING: Final[frozenset[str]] = frozenset()
 _OPERATIONS: Final[dict[str, Operation]] = {name: name for name in OPERATIONS}
+
+
+def hosted_tool_name(tool_type: str) -> str | None:
+    """The service's name of a hosted tool `type` (dated variants included:
+    `web_search_preview_2025_03_11`), or None for a type that names no hosted tool."""
+    if tool_type.startswith("web_search"):
+        return "web_search"
+    return _TOOL_TYPE_ALIASES.get(tool_type)
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,6 +249,8 @@ def _read_chat_input(payload: dict[str, object], problems: list[ItemProblem]) ->
     messages = 0
     images = 0
     found = _Estimate(prompt_tokens=0)
+    if not payload.keys() <= _CHAT_KEYS:
+        _check_extra_keys(payload, _CHAT_KEYS, problems)
     conversation = payload.get("messages")
     where = "input.messages"
     if conversation is None and payload.get("input") is not None:
@@ -191,6 +258,8 @@ def _read_chat_input(payload: dict[str, object], problems: list[ItemProblem]) ->
         if isinstance(conversation, str):  # Responses API: a bare string is one user message
             text_bytes += utf8_len(conversation)
             messages += 1
+    elif conversation is not None and payload.get("input") is not None:
+        problems.append(_shape("invalid_field", "input.input", "Give messages or input, not both."))
     if conversation is None:
         problems.append(_shape("missing_field", where, "A chat-style input needs messages."))
     elif not isinstance(conversation, str):
@@ -207,17 +276,22 @@ def _read_chat_input(payload: dict[str, object], problems: list[ItemProblem]) ->
         if isinstance(extra, str):
             text_bytes += utf8_len(extra)
             messages += 1
+        elif extra is not None:
+            problems.append(_shape("invalid_field", f"input.{key}", f"{key} must be a string."))
+    functions: set[str] = set()
     tool_list = payload.get("tools")
     if tool_list is not None:
         if isinstance(tool_list, list):
             for position, tool in enumerate(tool_list):
-                _infer_tool(tool, f"input.tools[{position}]", found, problems)
+                _infer_tool(tool, f"input.tools[{position}]", found, problems, functions)
             text_bytes += value_bytes(tool_list)  # tool definitions reach the model as text
         else:
             problems.append(_shape("invalid_field", "input.tools", "tools must be a list."))
     choice = payload.get("tool_choice")
-    if isinstance(choice, dict):
-        _infer_tool(choice, "input.tool_choice", found, problems)
+    if choice is not None:
+        _read_tool_choice(choice, functions, found, problems)
+    if len(payload) > 1:  # sampling options are rare: most items are {messages} alone
+        _read_sampling(payload, problems)
     text_bytes += _read_output_format(payload, found, problems)
     if images:
         found.capabilities.add("vision")
@@ -225,93 +299,282 @@ def _read_chat_input(payload: dict[str, object], problems: list[ItemProblem]) ->
     return found
 
 
+def _check_extra_keys(payload: dict[str, object], known: frozenset[str], problems: list[ItemProblem]) -> None:
+    """Keys outside `known`: an inert one with an inert value is accepted (and not sent);
+    any other is refused, so nothing an item says is dropped silently."""
+    for key in sorted(payload.keys() - known):
+        if key in _INERT_KEYS:
+            required = _INERT_KEYS[key]
+            if required is None or payload[key] == required:
+                continue
+            problems.append(
+                _unsupported(f"input.{key}", f"input.{key} may only be {_json_word(required)} here.")
+            )
+            continue
+        problems.append(
+            _unsupported(
+                f"input.{key}",
+                f"input.{key} is not supported: not every lane's provider can honour it, and it is "
+                "never dropped silently. Remove it (docs/batches.md, Item input).",
+            )
+        )
+
+
+def _read_sampling(payload: dict[str, object], problems: list[ItemProblem]) -> None:
+    for key, high in (("temperature", 2), ("top_p", 1)):
+        value = payload.get(key)
+        if value is not None and not (
+            isinstance(value, int | float) and _is_number(value) and 0 <= value <= high
+        ):
+            problems.append(
+                _shape("invalid_field", f"input.{key}", f"{key} must be a number from 0 to {high}.")
+            )
+    seed = payload.get("seed")
+    if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
+        problems.append(_shape("invalid_field", "input.seed", "seed must be a whole number."))
+    stop = payload.get("stop")
+    if stop is None or (isinstance(stop, str) and stop):
+        return
+    if not (
+        isinstance(stop, list)
+        and 1 <= len(stop) <= MAX_STOP_SEQUENCES
+        and all(isinstance(entry, str) and entry for entry in stop)
+    ):
+        problems.append(
+            _shape(
+                "invalid_field",
+                "input.stop",
+                f"stop must be a non-empty string or a list of 1-{MAX_STOP_SEQUENCES} non-empty strings.",
+            )
+        )
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
 def _read_message(
     message: object, conversation: str, position: int, problems: list[ItemProblem]
 ) -> tuple[int, int]:
-    """(text bytes, image parts) of one message. Its path (`input.messages[2]`) is only
-    formatted when a problem or a list of parts needs it: most messages have neither."""
+    """(text bytes, image parts) of one message or Responses input item. Its path
+    (`input.messages[2]`) is only formatted when a problem or a list of parts needs it: most
+    messages have neither."""
     if (  # the common {role, content} text message
         type(message) is dict
         and len(message) == 2
         and type(content := message.get("content")) is str
-        and isinstance(message.get("role"), str)
+        and message.get("role") in _ROLES
+        and message["role"] != "tool"
     ):
         return utf8_len(content), 0
     where = f"{conversation}[{position}]"
     if not isinstance(message, dict):
         problems.append(_shape("invalid_field", where, "A message must be a JSON object."))
         return 0, 0
+    kind = message.get("type")
+    if kind == "function_call":
+        return _read_call_item(message, where, problems), 0
+    if kind == "function_call_output":
+        return _read_call_output(message, where, problems), 0
+    if kind not in (None, "message"):
+        problems.append(
+            _unsupported(
+                f"{where}.type",
+                f"The input item type {kind!r} is not supported; items are messages, function_call "
+                "and function_call_output.",
+            )
+        )
+        return 0, 0
     role = message.get("role")
-    if not isinstance(role, str) and not isinstance(message.get("type"), str):
-        problems.append(_shape("invalid_field", f"{where}.role", "A message needs a role string."))
+    if role not in _ROLES:
+        problems.append(
+            _shape("invalid_field", f"{where}.role", f"role must be one of {', '.join(sorted(_ROLES))}.")
+        )
+        return 0, 0
+    for key in sorted(message.keys() - _MESSAGE_KEYS[str(role)]):
+        problems.append(_unsupported(f"{where}.{key}", f"A {role} message does not take {key!r}."))
     text_bytes = 0
     images = 0
     content = message.get("content")
+    calls = message.get("tool_calls")
     if isinstance(content, str):
         text_bytes += utf8_len(content)
-    elif isinstance(content, list):
-        for position, part in enumerate(content):
-            counted = _read_part(part, f"{where}.content[{position}]", problems)
+    elif isinstance(content, list) and content:
+        for index, part in enumerate(content):
+            counted = _read_part(part, f"{where}.content[{index}]", role == "assistant", problems)
             text_bytes += counted[0]
             images += counted[1]
-    elif content is not None:
+        if images and role != "user":
+            problems.append(
+                _shape("invalid_field", f"{where}.content", "Only user messages may hold images.")
+            )
+    elif not (content is None and role == "assistant" and calls):
         problems.append(
-            _shape("invalid_field", f"{where}.content", "content must be a string or a list of parts.")
+            _shape(
+                "invalid_field",
+                f"{where}.content",
+                "content must be a string or a non-empty list of parts.",
+            )
         )
-    if len(message) > 2:  # tool calls, names, function outputs: counted as text
-        for key, value in message.items():
-            if key not in ("role", "content"):
-                text_bytes += value_bytes(value)
+    if role == "tool" and not _nonempty_string(message.get("tool_call_id")):
+        problems.append(
+            _shape(
+                "missing_field", f"{where}.tool_call_id", "A tool message needs the tool_call_id it answers."
+            )
+        )
+    if calls is not None:
+        text_bytes += _read_tool_calls(calls, f"{where}.tool_calls", problems)
+    if isinstance(message.get("name"), str):
+        text_bytes += utf8_len(message["name"])
+    elif message.get("name") is not None:
+        problems.append(_shape("invalid_field", f"{where}.name", "name must be a string."))
     return text_bytes, images
 
 
-def _read_part(part: object, where: str, problems: list[ItemProblem]) -> tuple[int, int]:
-    if isinstance(part, str):
-        return utf8_len(part), 0
+def _read_tool_calls(calls: object, where: str, problems: list[ItemProblem]) -> int:
+    if not isinstance(calls, list) or not calls:
+        problems.append(_shape("invalid_field", where, "tool_calls must be a non-empty list."))
+        return 0
+    for index, call in enumerate(calls):
+        function = call.get("function") if isinstance(call, dict) else None
+        if not (
+            isinstance(call, dict)
+            and _nonempty_string(call.get("id"))
+            and call.get("type", "function") == "function"
+            and isinstance(function, dict)
+            and _function_name(function.get("name"))
+            and isinstance(function.get("arguments"), str)
+            and call.keys() <= {"id", "type", "function", "extra_content"}
+        ):
+            problems.append(
+                _shape(
+                    "invalid_field",
+                    f"{where}[{index}]",
+                    "A tool call is {id, type: function, function: {name, arguments: a JSON string}}.",
+                )
+            )
+    return value_bytes(calls)
+
+
+def _read_call_item(item: dict[str, object], where: str, problems: list[ItemProblem]) -> int:
+    if not (
+        _nonempty_string(item.get("call_id"))
+        and _function_name(item.get("name"))
+        and isinstance(item.get("arguments"), str)
+        and item.keys() <= _CALL_ITEM_KEYS
+    ):
+        problems.append(
+            _shape(
+                "invalid_field",
+                where,
+                "A function_call item is {type, call_id, name, arguments: a JSON string}.",
+            )
+        )
+    return value_bytes(item)
+
+
+def _read_call_output(item: dict[str, object], where: str, problems: list[ItemProblem]) -> int:
+    if not (
+        _nonempty_string(item.get("call_id"))
+        and isinstance(item.get("output"), str)
+        and item.keys() <= _CALL_OUTPUT_KEYS
+    ):
+        problems.append(
+            _shape(
+                "invalid_field",
+                where,
+                "A function_call_output item is {type, call_id, output: a string}.",
+            )
+        )
+    return value_bytes(item)
+
+
+def _read_part(part: object, where: str, assistant: bool, problems: list[ItemProblem]) -> tuple[int, int]:
     if not isinstance(part, dict):
         problems.append(_shape("invalid_field", where, "A content part must be an object."))
         return 0, 0
     kind = part.get("type")
-    if kind in _TEXT_PARTS:
-        text = part.get("text")
-        if isinstance(text, str):
+    if kind in _TEXT_PARTS or (kind == "refusal" and assistant):
+        key = "refusal" if kind == "refusal" else "text"
+        text = part.get(key)
+        if isinstance(text, str) and part.keys() <= {"type", key, "annotations"}:
             return utf8_len(text), 0
-        problems.append(_shape("invalid_field", f"{where}.text", "A text part needs a text string."))
+        problems.append(
+            _shape("invalid_field", f"{where}.{key}", f"A {kind} part is {{type, {key}: a string}}.")
+        )
         return 0, 0
     if kind in _IMAGE_PARTS:
         # Images are priced by pixels, not by the bytes of a data URL: a fixed charge each.
-        if not _image_reference(part):
-            problems.append(
-                _shape("invalid_field", where, "An image part needs image_url.url, image_url or file_id.")
-            )
+        reason = _image_defect(part)
+        if reason:
+            problems.append(_shape("invalid_field", where, reason))
         return 0, 1
-    return value_bytes(part), 0
+    problems.append(
+        _unsupported(
+            f"{where}.type",
+            f"The content part type {kind!r} is not supported; parts are text "
+            "(text, input_text, output_text) and images by URL (image_url, input_image).",
+        )
+    )
+    return 0, 0
 
 
-def _image_reference(part: dict[str, object]) -> bool:
+_IMAGE_URL: Final = re.compile(r"(https?://\S+|data:image/[A-Za-z0-9.+-]+;base64,[A-Za-z0-9+/=\s]+)", re.S)
+_DETAILS: Final = frozenset({"auto", "low", "high"})
+
+
+def _image_defect(part: dict[str, object]) -> str | None:
+    """Why an image part cannot be sent to every vision lane, or None. Images are given by
+    URL (http(s) or a base64 `data:image/...` URL); file ids are one vendor's own."""
     image = part.get("image_url")
+    detail = part.get("detail")
+    keys = {"type", "image_url", "detail"}
     if isinstance(image, dict):
+        detail = image.get("detail")
+        if not image.keys() <= {"url", "detail"}:
+            return "image_url is {url, detail?}."
         image = image.get("url")
-    return (isinstance(image, str) and bool(image)) or isinstance(part.get("file_id"), str)
+    if "file_id" in part:
+        return "Images are given by URL (http(s) or a base64 data: URL); file ids are not supported."
+    if not part.keys() <= keys:
+        return f"An image part is {{type, image_url, detail?}}; {sorted(part.keys() - keys)} not supported."
+    if not isinstance(image, str) or not _IMAGE_URL.fullmatch(image):
+        return "An image part needs image_url: an http(s) URL or a base64 data:image/... URL."
+    if detail is not None and detail not in _DETAILS:
+        return "detail must be auto, low or high."
+    return None
 
 
 def _read_embedding_input(payload: dict[str, object], problems: list[ItemProblem]) -> _Estimate:
     """embeddings: `{input: str | [str] | [int] | [[int]]}`, or `{text: ...}`; token-id arrays
     count one token per id."""
+    if not payload.keys() <= _EMBEDDING_KEYS:
+        _check_extra_keys(payload, _EMBEDDING_KEYS, problems)
+    dimensions = payload.get("dimensions")
+    if dimensions is not None and not (
+        isinstance(dimensions, int) and not isinstance(dimensions, bool) and dimensions >= 1
+    ):
+        problems.append(
+            _shape("invalid_field", "input.dimensions", "dimensions must be a whole number of at least 1.")
+        )
+    if payload.get("encoding_format", "float") != "float":
+        problems.append(
+            _unsupported("input.encoding_format", "Embeddings come back as floats: encoding_format is float.")
+        )
     key = "input" if "input" in payload else "text"
     value = payload.get(key)
     text_bytes = 0
     given_tokens = 0
     valid = True
-    if isinstance(value, str):
+    if isinstance(value, str) and value:
         text_bytes = utf8_len(value)
-    elif isinstance(value, list) and value:
+    elif isinstance(value, list) and 0 < len(value) <= MAX_EMBEDDING_INPUTS:
         for entry in value:
-            if isinstance(entry, str):
+            if isinstance(entry, str) and entry:
                 text_bytes += utf8_len(entry)
-            elif isinstance(entry, int) and not isinstance(entry, bool):
+            elif _token_id(entry):
                 given_tokens += 1
-            elif isinstance(entry, list) and all(isinstance(t, int) for t in entry):
+            elif isinstance(entry, list) and entry and all(_token_id(t) for t in entry):
                 given_tokens += len(entry)
             else:
                 valid = False
@@ -321,35 +584,125 @@ def _read_embedding_input(payload: dict[str, object], problems: list[ItemProblem
     if not valid:
         code = "missing_field" if value is None else "invalid_field"
         problems.append(
-            _shape(code, f"input.{key}", "Embeddings need input: a string or a non-empty list of strings.")
+            _shape(
+                code,
+                f"input.{key}",
+                f"Embeddings need input: a non-empty string, or a list of 1-{MAX_EMBEDDING_INPUTS} "
+                "non-empty strings or token arrays.",
+            )
         )
     return _Estimate(prompt_tokens=prompt_tokens(text_bytes=text_bytes, messages=0, images=0) + given_tokens)
 
 
-def _infer_tool(tool: object, where: str, found: _Estimate, problems: list[ItemProblem]) -> None:
-    """A hosted tool declared in the input is a requirement on the lane."""
+def _infer_tool(
+    tool: object, where: str, found: _Estimate, problems: list[ItemProblem], functions: set[str]
+) -> None:
+    """A function tool needs tool calling; a hosted tool declared in the input is a
+    requirement on the lane."""
     kind = tool.get("type") if isinstance(tool, dict) else None
-    if not isinstance(kind, str):
+    if not isinstance(kind, str) or not isinstance(tool, dict):
         problems.append(_shape("invalid_field", f"{where}.type", "A tool needs a type string."))
         return
-    if kind in _FUNCTION_TOOL_TYPES:
+    if kind == _FUNCTION_TOOL_TYPE:
+        nested = tool.get("function")
+        if isinstance(nested, dict):  # chat nests the function; Responses writes it flat
+            spec, outside = nested, tool.keys() - {"type", "function"}
+        else:
+            spec, outside = {k: v for k, v in tool.items() if k != "type"}, set()
+        reason = _function_defect(spec, outside)
+        if reason:
+            problems.append(_shape("invalid_field", where, reason))
+            return
+        functions.add(str(spec["name"]))
         found.capabilities.add("tool_calling")
         return
-    hosted = _TOOL_TYPE_ALIASES.get(kind, kind)
-    if hosted.startswith("web_search"):  # dated variants: web_search_preview_2025_03_11
-        hosted = "web_search"
-    if hosted in HOSTED_TOOLS:
+    hosted = hosted_tool_name(kind)
+    if hosted is None:
+        problems.append(
+            ItemProblem(
+                category="tool_support",
+                code="tool_not_supported",
+                field=f"{where}.type",
+                message=(
+                    f"The tool type {kind!r} is not offered by any lane; hosted tools are "
+                    f"{', '.join(sorted(HOSTED_TOOLS))}, and custom tools use type 'function'."
+                ),
+            )
+        )
+        return
+    allowed = _HOSTED_TOOL_KEYS.get(hosted, frozenset({"type"}))
+    extra = sorted(tool.keys() - allowed)
+    if extra:
+        problems.append(
+            _unsupported(
+                f"{where}.{extra[0]}",
+                f"The {kind} tool takes no settings here ({', '.join(extra)}): every lane that runs "
+                "it runs it with the vendor's defaults.",
+            )
+        )
+    elif hosted == "file_search" and not _string_list(tool.get("vector_store_ids")):
+        problems.append(
+            _shape("missing_field", f"{where}.vector_store_ids", "file_search needs vector_store_ids.")
+        )
+    elif hosted == "python_execution" and tool.get("container", {"type": "auto"}) != {"type": "auto"}:
+        problems.append(
+            _unsupported(
+                f"{where}.container", 'The code interpreter runs in {"type": "auto"} containers only.'
+            )
+        )
+    found.tools.add(hosted)
+
+
+def _function_defect(spec: dict[str, object], outside: set[str]) -> str | None:
+    if outside or not spec.keys() <= _FUNCTION_KEYS:
+        extra = sorted(outside | (spec.keys() - _FUNCTION_KEYS))
+        return f"A function tool is {{name, description?, parameters?, strict?}}; {extra} not supported."
+    if not _function_name(spec.get("name")):
+        return "A function's name is 1-64 letters, digits, underscores or dashes."
+    description = spec.get("description")
+    if description is not None and not isinstance(description, str):
+        return "A function's description is a string."
+    strict = spec.get("strict")
+    if strict is not None and not isinstance(strict, bool):
+        return "strict is true or false."
+    parameters = spec.get("parameters")
+    if parameters is not None:
+        reason = schema_defect(parameters)
+        if reason is not None:
+            return f"The function's parameters are not a JSON Schema: {reason}."
+        if not isinstance(parameters, dict) or parameters.get("type", "object") != "object":
+            return "A function's parameters are an object schema."
+    return None
+
+
+def _read_tool_choice(
+    choice: object, functions: set[str], found: _Estimate, problems: list[ItemProblem]
+) -> None:
+    """auto / none / required, one declared function (either dialect), or one hosted tool."""
+    if choice in ("auto", "none", "required"):
+        return
+    kind = choice.get("type") if isinstance(choice, dict) else None
+    if isinstance(choice, dict) and kind == _FUNCTION_TOOL_TYPE:
+        nested = choice.get("function")
+        name = nested.get("name") if isinstance(nested, dict) else choice.get("name")
+        if name in functions:
+            return
+        problems.append(
+            _shape(
+                "invalid_field",
+                "input.tool_choice",
+                f"tool_choice names the function {name!r}, which the item's tools do not declare.",
+            )
+        )
+        return
+    hosted = hosted_tool_name(kind) if isinstance(kind, str) else None
+    if hosted is not None and isinstance(choice, dict) and choice.keys() == {"type"}:
         found.tools.add(hosted)
         return
     problems.append(
-        ItemProblem(
-            category="tool_support",
-            code="tool_not_supported",
-            field=f"{where}.type",
-            message=(
-                f"The tool type {kind!r} is not offered by any lane; hosted tools are "
-                f"{', '.join(sorted(HOSTED_TOOLS))}, and custom tools use type 'function'."
-            ),
+        _unsupported(
+            "input.tool_choice",
+            "tool_choice is auto, none, required, one declared function, or one hosted tool {type}.",
         )
     )
 
@@ -495,6 +848,32 @@ def _output_limit(
         return value
     problems.append(_shape("invalid_field", where, f"{where} must be a whole number of at least 1."))
     return None
+
+
+def _token_id(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _nonempty_string(value: object) -> bool:
+    return isinstance(value, str) and bool(value)
+
+
+def _function_name(value: object) -> bool:
+    return isinstance(value, str) and _FUNCTION_NAME.fullmatch(value) is not None
+
+
+def _string_list(value: object) -> bool:
+    return isinstance(value, list) and bool(value) and all(_nonempty_string(v) for v in value)
+
+
+def _json_word(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _unsupported(where: str, message: str) -> ItemProblem:
+    return ItemProblem(category="jsonl_shape", code="unsupported_parameter", field=where, message=message)
 
 
 def _shape(code: str, where: str, message: str) -> ItemProblem:

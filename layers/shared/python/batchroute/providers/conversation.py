@@ -29,31 +29,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
+from batchroute.domain.items import hosted_tool_name
+
 # Sampling options carried over to every vendor that has them (each transform maps names).
 OPTIONS: Final = ("temperature", "top_p", "stop", "seed")
 
-# Tool `type`s of chat and Responses bodies -> the service's hosted tool names.
-HOSTED_TOOL_TYPES: Final[dict[str, str]] = {
-    "web_search": "web_search",
-    "web_search_preview": "web_search",
-    "code_interpreter": "python_execution",
-    "python_execution": "python_execution",
-    "file_search": "file_search",
-    "retrieval": "retrieval",
-    "calculator": "calculator",
-    "time": "time",
-}
 FUNCTION_TOOL_TYPE: Final = "function"
 TEXT_PARTS: Final = frozenset({"text", "input_text", "output_text"})
 IMAGE_PARTS: Final = frozenset({"image_url", "input_image"})
-
-
-def hosted_tool_name(tool_type: str) -> str | None:
-    """The service's name of a hosted tool `type` (dated variants included:
-    `web_search_preview_2025_03_11`), or None for a type that names no hosted tool."""
-    if tool_type.startswith("web_search"):
-        return "web_search"
-    return HOSTED_TOOL_TYPES.get(tool_type)
 
 
 @dataclass(frozen=True)
