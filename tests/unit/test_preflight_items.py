@@ -121,7 +121,7 @@ WEATHER_CHAT = {"type": "function", "function": {"name": "get_weather", "paramet
 @pytest.mark.parametrize(
     "accepted",
     [
-        chat_input(stop=["a", "b", "c", "d"], temperature=2, top_p=0.5, seed=7),
+        chat_input(stop=["a", "b", "c", "d"], temperature=2, top_p=0.5),
         chat_input(stop="END"),
         chat_input(tools=[WEATHER_FLAT], tool_choice={"type": "function", "name": "get_weather"}),
         chat_input(
@@ -146,7 +146,7 @@ WEATHER_CHAT = {"type": "function", "function": {"name": "get_weather", "paramet
         {
             "messages": [
                 {"role": "developer", "content": "Be brief."},
-                {"role": "user", "content": "Weather?", "name": "ann"},
+                {"role": "user", "content": "Weather?"},
                 {
                     "role": "assistant",
                     "content": None,
@@ -190,6 +190,14 @@ def test_what_every_vendor_can_be_sent_is_accepted(accepted: dict[str, Any]) -> 
         # a key no lane can honour is refused, not dropped
         (chat_input(frequency_penalty=0.5), ("unsupported_parameter", "input.frequency_penalty")),
         (chat_input(n=2), ("unsupported_parameter", "input.n")),
+        # neither Anthropic, Bedrock nor OpenAI's Responses API takes a seed or a message name
+        (chat_input(seed=7), ("unsupported_parameter", "input.seed")),
+        (
+            {"messages": [{"role": "user", "content": "x", "name": "ann"}]},
+            ("unsupported_parameter", "input.messages[0].name"),
+        ),
+        # the Responses API, which runs OpenAI's hosted tools, has no stop sequences
+        (chat_input(stop="END", tools=[{"type": "web_search"}]), ("unsupported_parameter", "input.stop")),
         (chat_input(stream=True), ("unsupported_parameter", "input.stream")),
         # custom (free-form) tools and unknown tool settings
         (chat_input(tools=[{"type": "custom", "name": "x"}]), ("tool_not_supported", "input.tools[0].type")),

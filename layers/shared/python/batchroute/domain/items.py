@@ -63,7 +63,6 @@ _CHAT_KEYS: Final = frozenset(
         "temperature",
         "top_p",
         "stop",
-        "seed",
         "max_output_tokens",
         "max_completion_tokens",
         "max_tokens",
@@ -80,10 +79,10 @@ _INERT_KEYS: Final[dict[str, object]] = {
     "parallel_tool_calls": True,
 }
 _MESSAGE_KEYS: Final[dict[str, frozenset[str]]] = {
-    "system": frozenset({"role", "content", "name", "type"}),
-    "developer": frozenset({"role", "content", "name", "type"}),
-    "user": frozenset({"role", "content", "name", "type"}),
-    "assistant": frozenset({"role", "content", "name", "type", "tool_calls", "refusal"}),
+    "system": frozenset({"role", "content", "type"}),
+    "developer": frozenset({"role", "content", "type"}),
+    "user": frozenset({"role", "content", "type"}),
+    "assistant": frozenset({"role", "content", "type", "tool_calls"}),
     "tool": frozenset({"role", "content", "tool_call_id"}),
 }
 _CALL_ITEM_KEYS: Final = frozenset({"type", "call_id", "name", "arguments", "id", "status"})
@@ -292,6 +291,14 @@ def _read_chat_input(payload: dict[str, object], problems: list[ItemProblem]) ->
         _read_tool_choice(choice, functions, found, problems)
     if len(payload) > 1:  # sampling options are rare: most items are {messages} alone
         _read_sampling(payload, problems)
+        if found.tools and payload.get("stop") is not None:
+            problems.append(
+                _unsupported(
+                    "input.stop",
+                    "stop cannot be combined with hosted tools: OpenAI's Responses API, which runs "
+                    "them on OpenAI's lanes, has no stop sequences.",
+                )
+            )
     text_bytes += _read_output_format(payload, found, problems)
     if images:
         found.capabilities.add("vision")
@@ -329,9 +336,6 @@ def _read_sampling(payload: dict[str, object], problems: list[ItemProblem]) -> N
             problems.append(
                 _shape("invalid_field", f"input.{key}", f"{key} must be a number from 0 to {high}.")
             )
-    seed = payload.get("seed")
-    if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
-        problems.append(_shape("invalid_field", "input.seed", "seed must be a whole number."))
     stop = payload.get("stop")
     if stop is None or (isinstance(stop, str) and stop):
         return
@@ -424,10 +428,6 @@ def _read_message(
         )
     if calls is not None:
         text_bytes += _read_tool_calls(calls, f"{where}.tool_calls", problems)
-    if isinstance(message.get("name"), str):
-        text_bytes += utf8_len(message["name"])
-    elif message.get("name") is not None:
-        problems.append(_shape("invalid_field", f"{where}.name", "name must be a string."))
     return text_bytes, images
 
 
