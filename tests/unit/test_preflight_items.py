@@ -39,9 +39,13 @@ def test_hosted_tools_declared_in_the_input_are_inferred(tool: dict[str, Any], h
     assert facts.capabilities == frozenset()
 
 
-def test_tool_choice_names_a_tool_too() -> None:
-    facts = facts_of(item(0, input=chat_input(tool_choice={"type": "web_search"})))
+def test_tool_choice_names_a_declared_tool() -> None:
+    facts = facts_of(
+        item(0, input=chat_input(tools=[{"type": "web_search"}], tool_choice={"type": "web_search"}))
+    )
     assert facts.tools == frozenset({"web_search"})
+    _, problems = read_item(item(0, input=chat_input(tool_choice={"type": "web_search"})))
+    assert [(p.code, p.field) for p in problems] == [("invalid_field", "input.tool_choice")]
 
 
 def test_declared_and_inferred_tools_are_merged() -> None:
@@ -66,6 +70,7 @@ def test_responses_api_message_lists_and_tool_outputs_are_read() -> None:
     body = {
         "input": [
             {"role": "user", "content": "look this up"},
+            {"type": "function_call", "call_id": "c1", "name": "lookup", "arguments": "{}"},
             {"type": "function_call_output", "call_id": "c1", "output": "42"},
         ]
     }
@@ -216,7 +221,56 @@ def test_what_every_vendor_can_be_sent_is_accepted(accepted: dict[str, Any]) -> 
             chat_input(tools=[WEATHER_FLAT], tool_choice={"type": "function", "name": "other"}),
             ("invalid_field", "input.tool_choice"),
         ),
-        (chat_input(tool_choice={"type": "allowed_tools"}), ("unsupported_parameter", "input.tool_choice")),
+        (
+            chat_input(tools=[WEATHER_FLAT], tool_choice={"type": "allowed_tools"}),
+            ("unsupported_parameter", "input.tool_choice"),
+        ),
+        (chat_input(tool_choice="required"), ("invalid_field", "input.tool_choice")),
+        (
+            chat_input(tools=[WEATHER_FLAT], tool_choice={"type": "web_search"}),
+            ("invalid_field", "input.tool_choice"),
+        ),
+        # a function named as a vendor names its hosted tool, beside that hosted tool
+        (
+            chat_input(tools=[{"type": "web_search"}, {**WEATHER_FLAT, "name": "web_search"}]),
+            ("invalid_field", "input.tools"),
+        ),
+        # every vendor wants blank-free stops, the user first, and each tool call answered next
+        (chat_input(stop=["ok", "  "]), ("invalid_field", "input.stop")),
+        ({"messages": [{"role": "assistant", "content": "Hi"}]}, ("invalid_field", "input.messages")),
+        (
+            {
+                "input": [
+                    {"role": "user", "content": "x"},
+                    {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"},
+                    {"role": "user", "content": "y"},
+                ]
+            },
+            ("invalid_field", "input.input[2]"),
+        ),
+        (
+            {
+                "input": [
+                    {"role": "user", "content": "x"},
+                    {"type": "function_call_output", "call_id": "c9", "output": "1"},
+                ]
+            },
+            ("invalid_field", "input.input[1]"),
+        ),
+        (
+            {
+                "messages": [
+                    {"role": "user", "content": "x"},
+                    {
+                        "role": "assistant",
+                        "tool_calls": [
+                            {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+                        ],
+                    },
+                ]
+            },
+            ("invalid_field", "input.messages"),
+        ),
         # Responses items the vendors do not all take
         (
             {"input": [{"type": "reasoning", "summary": []}]},

@@ -96,6 +96,10 @@ _HOSTED_TOOL_KEYS: Final[dict[str, frozenset[str]]] = {
     "file_search": frozenset({"type", "vector_store_ids"}),
     "python_execution": frozenset({"type", "container"}),
 }
+# The vendors' own names of their hosted tools: a function may not take one beside them.
+_VENDOR_TOOL_NAMES: Final = frozenset(
+    {"web_search", "code_execution", "code_interpreter", "file_search", "google_search"}
+)
 MAX_EMBEDDING_INPUTS = 2048  # OpenAI's limit of inputs per embeddings request
 MAX_STOP_SEQUENCES = 4  # the fewest any vendor takes (OpenAI, Bedrock Converse)
 _SCHEMA_TYPES: Final = frozenset({"object", "array", "string", "number", "integer", "boolean", "null"})
@@ -265,11 +269,17 @@ def _read_chat_input(payload: dict[str, object], problems: list[ItemProblem]) ->
         if not isinstance(conversation, list) or not conversation:
             problems.append(_shape("invalid_field", where, "messages must be a non-empty list."))
         else:
+            turns_with_tools = False
             for position, message in enumerate(conversation):
                 counted = _read_message(message, where, position, problems)
                 text_bytes += counted[0]
                 images += counted[1]
+                turns_with_tools = turns_with_tools or not (
+                    type(message) is dict and len(message) == 2 and "content" in message
+                )  # a plain {role, content} turn holds no tool call or answer
             messages += len(conversation)
+            if not problems:
+                _check_turn_order(conversation, where, turns_with_tools, problems)
     for key in ("instructions", "system"):
         extra = payload.get(key)
         if isinstance(extra, str):
@@ -289,6 +299,15 @@ def _read_chat_input(payload: dict[str, object], problems: list[ItemProblem]) ->
     choice = payload.get("tool_choice")
     if choice is not None:
         _read_tool_choice(choice, functions, found, problems)
+    if functions and found.tools:
+        for name in sorted(functions & _VENDOR_TOOL_NAMES):
+            problems.append(
+                _shape(
+                    "invalid_field",
+                    "input.tools",
+                    f"A function named {name!r} would clash with a hosted tool's own name; rename it.",
+                )
+            )
     if len(payload) > 1:  # sampling options are rare: most items are {messages} alone
         _read_sampling(payload, problems)
         if found.tools and payload.get("stop") is not None:
@@ -337,18 +356,19 @@ def _read_sampling(payload: dict[str, object], problems: list[ItemProblem]) -> N
                 _shape("invalid_field", f"input.{key}", f"{key} must be a number from 0 to {high}.")
             )
     stop = payload.get("stop")
-    if stop is None or (isinstance(stop, str) and stop):
+    if stop is None or (isinstance(stop, str) and stop.strip()):
         return
     if not (
         isinstance(stop, list)
         and 1 <= len(stop) <= MAX_STOP_SEQUENCES
-        and all(isinstance(entry, str) and entry for entry in stop)
+        and all(isinstance(entry, str) and entry.strip() for entry in stop)
     ):
         problems.append(
             _shape(
                 "invalid_field",
                 "input.stop",
-                f"stop must be a non-empty string or a list of 1-{MAX_STOP_SEQUENCES} non-empty strings.",
+                f"stop must be a string or a list of 1-{MAX_STOP_SEQUENCES} strings, each with some "
+                "non-blank text.",
             )
         )
 
@@ -456,6 +476,75 @@ def _read_tool_calls(calls: object, where: str, problems: list[ItemProblem]) -> 
     return value_bytes(calls)
 
 
+def _check_turn_order(
+    conversation: list[object], where: str, with_tools: bool, problems: list[ItemProblem]
+) -> None:
+    """The first turn after the system text is a user's, and every tool call is answered by
+    the turns right after it (a tool message or function_call_output per call id) and every
+    answer answers a call, as every vendor requires."""
+    first = next((m for m in conversation if _role_of(m) not in ("system", "developer")), None)
+    if first is not None and _role_of(first) != "user":
+        problems.append(
+            _shape("invalid_field", where, "The first message after the system text must be the user's.")
+        )
+    if not with_tools:
+        return
+    pending: list[str] = []  # call ids awaiting their answers
+    phase = "free"  # or "calling" (function_call items so far), "answering"
+    for position, message in enumerate(conversation):
+        assert isinstance(message, dict)  # _read_message refused anything else
+        here = f"{where}[{position}]"
+        answer = _answer_id(message)
+        if answer is not None:
+            if phase == "free" or answer not in pending:
+                problems.append(_shape("invalid_field", here, f"{answer!r} answers no tool call before it."))
+                return
+            pending.remove(answer)
+            phase = "answering"
+            continue
+        if pending and not (message.get("type") == "function_call" and phase == "calling"):
+            problems.append(
+                _shape("invalid_field", here, f"The tool call {pending[0]!r} must be answered first.")
+            )
+            return
+        pending.extend(_call_ids(message))
+        # consecutive function_call items are one assistant turn
+        calling = message.get("type") == "function_call"
+        phase = "calling" if calling else "answering" if pending else "free"
+    if pending:
+        problems.append(
+            _shape("invalid_field", where, f"The tool call {pending[0]!r} has no answer in the conversation.")
+        )
+
+
+def _role_of(message: object) -> str:
+    if not isinstance(message, dict):
+        return ""
+    kind = message.get("type")
+    if kind == "function_call":
+        return "assistant"
+    if kind == "function_call_output":
+        return "tool"
+    return str(message.get("role") or "")
+
+
+def _call_ids(message: dict[str, object]) -> list[str]:
+    if message.get("type") == "function_call":
+        return [str(message.get("call_id"))]
+    calls = message.get("tool_calls")
+    if isinstance(calls, list):
+        return [str(call.get("id")) for call in calls if isinstance(call, dict)]
+    return []
+
+
+def _answer_id(message: dict[str, object]) -> str | None:
+    if message.get("type") == "function_call_output":
+        return str(message.get("call_id"))
+    if message.get("role") == "tool":
+        return str(message.get("tool_call_id"))
+    return None
+
+
 def _read_call_item(item: dict[str, object], where: str, problems: list[ItemProblem]) -> int:
     if not (
         _nonempty_string(item.get("call_id"))
@@ -519,7 +608,10 @@ def _read_part(part: object, where: str, assistant: bool, problems: list[ItemPro
     return 0, 0
 
 
-_IMAGE_URL: Final = re.compile(r"(https?://\S+|data:image/[A-Za-z0-9.+-]+;base64,[A-Za-z0-9+/=\s]+)", re.S)
+# Data URLs of the image types every vision vendor takes (Anthropic, Gemini, Bedrock, OpenAI).
+_IMAGE_URL: Final = re.compile(
+    r"(https?://\S+|data:image/(jpeg|png|gif|webp);base64,[A-Za-z0-9+/=\s]+)", re.S
+)
 _DETAILS: Final = frozenset({"auto", "low", "high"})
 
 
@@ -539,7 +631,10 @@ def _image_defect(part: dict[str, object]) -> str | None:
     if not part.keys() <= keys:
         return f"An image part is {{type, image_url, detail?}}; {sorted(part.keys() - keys)} not supported."
     if not isinstance(image, str) or not _IMAGE_URL.fullmatch(image):
-        return "An image part needs image_url: an http(s) URL or a base64 data:image/... URL."
+        return (
+            "An image part needs image_url: an http(s) URL or a base64 data URL of a JPEG, PNG, GIF or "
+            "WebP image (data:image/png;base64,...)."
+        )
     if detail is not None and detail not in _DETAILS:
         return "detail must be auto, low or high."
     return None
@@ -679,7 +774,14 @@ def _read_tool_choice(
     choice: object, functions: set[str], found: _Estimate, problems: list[ItemProblem]
 ) -> None:
     """auto / none / required, one declared function (either dialect), or one hosted tool."""
-    if choice in ("auto", "none", "required"):
+    if choice in ("auto", "none"):
+        return
+    if not functions and not found.tools:
+        problems.append(
+            _shape("invalid_field", "input.tool_choice", "tool_choice needs the tools it chooses from.")
+        )
+        return
+    if choice == "required":
         return
     kind = choice.get("type") if isinstance(choice, dict) else None
     if isinstance(choice, dict) and kind == _FUNCTION_TOOL_TYPE:
@@ -697,7 +799,14 @@ def _read_tool_choice(
         return
     hosted = hosted_tool_name(kind) if isinstance(kind, str) else None
     if hosted is not None and isinstance(choice, dict) and choice.keys() == {"type"}:
-        found.tools.add(hosted)
+        if hosted not in found.tools:
+            problems.append(
+                _shape(
+                    "invalid_field",
+                    "input.tool_choice",
+                    f"tool_choice names the hosted tool {kind!r}, which the item's tools do not declare.",
+                )
+            )
         return
     problems.append(
         _unsupported(
