@@ -44,9 +44,20 @@ import re
 import types
 from collections.abc import Iterator, Mapping
 from functools import cache
-from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, NotRequired, Required, Union
+from typing import (
+    TYPE_CHECKING,
+    Annotated,
+    Any,
+    Final,
+    Literal,
+    NotRequired,
+    Required,
+    Union,
+    get_args,
+    get_origin,
+)
 
-from typing_extensions import get_args, get_origin, get_type_hints, is_typeddict
+from typing_extensions import get_type_hints, is_typeddict  # the SDK's TypedDicts are its own
 
 if TYPE_CHECKING:
     from pydantic import TypeAdapter, ValidationError
@@ -161,9 +172,8 @@ def _consumed(value: object, path: str) -> Iterator[str]:
         for index, item in enumerate(value):
             yield from _consumed(item, f"{path}[{index}]")
     elif isinstance(value, collections.abc.Iterator):  # pydantic's ValidatorIterator
-        index = 0
         try:
-            for index, item in enumerate(value):  # noqa: B007 - the index names a failed item
+            for index, item in enumerate(value):
                 yield from _consumed(item, f"{path}[{index}]")
         except ValidationError as exc:
             yield from _described(exc, path)
@@ -201,7 +211,8 @@ def _described(exc: ValidationError, path: str) -> list[str]:
         matched = members - {member for member, where, _ in found if where in selectors}
         chosen = matched if 1 <= len(matched) <= 2 else members if len(members) <= 2 else set()
         if not chosen:
-            lines.append(f"{group}: is none of the {len(members)} forms the SDK's types allow here{given.get(group, '')}")
+            forms = f"is none of the {len(members)} forms the SDK's types allow here"
+            lines.append(f"{group}: {forms}{given.get(group, '')}")
             continue
         lines.extend(dict.fromkeys(f"{where}: {msg}" for member, where, msg in found if member in chosen))
     return lines
@@ -240,16 +251,16 @@ def _extra(kind: Any, value: object, path: str) -> list[str] | None:
     if origin is not None and args and (origin in (list, tuple) or _is_sequence(origin)):
         if not isinstance(value, list):
             return None
-        found: list[str] = []
+        keys: list[str] = []
         for index, item in enumerate(value):
             inner = _extra(args[0], item, f"{path}[{index}]")
             if inner is None:
                 return None
-            found.extend(inner)
-        return found
+            keys.extend(inner)
+        return keys
     if kind in (str, int, float, bool, type(None)):
-        fits = isinstance(value, kind) and not (kind is int and isinstance(value, bool))
-        return [] if fits or (kind is float and isinstance(value, int)) else None
+        same = isinstance(value, kind) and not (kind is int and isinstance(value, bool))
+        return [] if same or (kind is float and isinstance(value, int)) else None
     return []  # anything else (file inputs and the like): no keys to check
 
 
@@ -375,7 +386,8 @@ def _turn_problems(messages: list[dict[str, Any]], where: str) -> list[str]:
                     "block in the previous message."
                 )
         elif role == "assistant" and position + 1 < len(turns):
-            answered = {b.get("tool_use_id") for b in turns[position + 1][2] if b.get("type") == "tool_result"}
+            following = turns[position + 1][2]
+            answered = {b.get("tool_use_id") for b in following if b.get("type") == "tool_result"}
             missing = sorted(_tool_use_ids(blocks) - answered)
             if missing:
                 found.append(
@@ -404,7 +416,7 @@ def _tool_problems(body: Mapping[str, Any], path: str) -> list[str]:
             found.append(f"{path}.tools[{index}].input_schema.type: should be 'object'")
         if str(tool.get("type", "")).startswith("web_search"):
             if tool.get("allowed_domains") is not None and tool.get("blocked_domains") is not None:
-                found.append(f"{path}.tools[{index}]: use either allowed_domains or blocked_domains, not both")
+                found.append(f"{path}.tools[{index}]: allowed_domains or blocked_domains, not both")
             uses = tool.get("max_uses")
             if uses is not None and uses < 1:
                 found.append(f"{path}.tools[{index}].max_uses: should be at least 1")
