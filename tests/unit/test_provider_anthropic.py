@@ -486,6 +486,7 @@ def test_tools_and_tool_choice() -> None:
             "name": "get_weather",
             "description": "The weather at a place.",
             "input_schema": {"type": "object", "properties": {"location": {"type": "string"}}},
+            "strict": True,
         }
     ]
     assert body["tool_choice"] == {"type": "any"}
@@ -503,12 +504,66 @@ def test_tools_and_tool_choice() -> None:
     assert "tool_choice" not in body_of({"input": "Hi", "tool_choice": "auto"})  # no tools: no choice
 
 
-def test_non_function_tools_and_unknown_choices_are_refused() -> None:
-    with pytest.raises(base.PermanentProviderError) as raised:
-        body_of({"input": "Search", "tools": [{"type": "web_search_preview"}]})
-    assert raised.value.code == "unsupported_parameter"
+def test_tools_anthropic_cannot_run_and_unknown_choices_are_refused() -> None:
+    refused = [
+        {"input": "Search", "tools": [{"type": "file_search", "vector_store_ids": ["vs_1"]}]},
+        {"input": "Search", "tools": [{"type": "web_search", "search_context_size": "high"}]},
+        {"input": "Search", "tools": [{"type": "web_search", "user_location": {"type": "exact"}}]},
+        {"input": "Run", "tools": [{"type": "code_interpreter", "container": {"type": "auto", "file_ids": ["f"]}}]},
+        {"input": "Run", "tools": [{"type": "code_interpreter", "container": "cntr_123"}]},
+        {"input": "Hi", "tools": [{**WEATHER, "function": {"name": "web_search"}}, {"type": "web_search"}]},
+        {"input": "Hi", "tools": [{"type": "function", "name": "f", "parameters": {"type": "array"}}]},
+    ]
+    for payload in refused:
+        with pytest.raises(base.PermanentProviderError) as raised:
+            body_of(payload)
+        assert raised.value.code == "unsupported_parameter", payload
+    undeclared = [
+        {"input": "Hi", "tools": [WEATHER], "tool_choice": {"type": "function", "name": "other"}},
+        {"input": "Hi", "tools": [WEATHER], "tool_choice": {"type": "web_search_preview"}},
+        {"input": "Hi", "tool_choice": "required"},
+    ]
+    for payload in undeclared:
+        with pytest.raises(base.PermanentProviderError) as raised:
+            body_of(payload)
+        assert raised.value.code == "invalid_item", payload
     with pytest.raises(base.PermanentProviderError):
         t.tool_choice("sometimes")
+
+
+def test_hosted_tools_become_server_tools_with_their_settings() -> None:
+    body = body_of(
+        {
+            "input": "Search and compute",
+            "tools": [
+                WEATHER,
+                {
+                    "type": "web_search_preview",
+                    "filters": {"allowed_domains": ["example.com"]},
+                    "user_location": {"type": "approximate", "city": "Paris", "country": "FR", "region": None},
+                },
+                {"type": "code_interpreter", "container": {"type": "auto"}},
+            ],
+            "tool_choice": {"type": "web_search_preview"},
+        }
+    )
+    assert body["tools"][1:] == [
+        {
+            "type": "web_search_20250305",
+            "name": "web_search",
+            "allowed_domains": ["example.com"],
+            "user_location": {"type": "approximate", "city": "Paris", "country": "FR"},
+        },
+        {"type": "code_execution_20250522", "name": "code_execution"},
+    ]
+    assert body["tool_choice"] == {"type": "tool", "name": "web_search"}
+    native = body_of({"input": "Hi", "tools": [{"type": "web_search", "max_uses": 2, "blocked_domains": ["x.io"]}]})
+    assert native["tools"] == [
+        {"type": "web_search_20250305", "name": "web_search", "max_uses": 2, "blocked_domains": ["x.io"]}
+    ]
+    assert body_of({"input": "Hi", "tools": [{"type": "code_interpreter"}], "tool_choice": "required"})[
+        "tool_choice"
+    ] == {"type": "any"}
 
 
 def test_tool_history_becomes_tool_use_and_tool_result_blocks() -> None:
@@ -544,10 +599,51 @@ def test_tool_history_becomes_tool_use_and_tool_result_blocks() -> None:
 
 
 def test_sampling_options_and_stop_sequences() -> None:
-    body = body_of({"input": "Hi", "temperature": 0.2, "top_p": 0.9, "stop": "END", "seed": 7})
+    body = body_of({"input": "Hi", "temperature": 0.2, "top_p": 0.9, "stop": "END"})
     assert (body["temperature"], body["top_p"], body["stop_sequences"]) == (0.2, 0.9, ["END"])
-    assert "seed" not in body
-    assert body_of({"input": "Hi", "stop": ["a", "", "b"]})["stop_sequences"] == ["a", "b"]
+    fixed = body_of({"input": "Hi", "temperature": 0.2, "top_p": 0.9}, sampling=False)
+    assert "temperature" not in fixed and "top_p" not in fixed  # a model that takes none
+    assert body_of({"input": "Hi", "temperature": 1})["temperature"] == 1
+    for payload in (
+        {"input": "Hi", "seed": 7},  # Anthropic has no seed
+        {"input": "Hi", "temperature": 1.5},  # Anthropic's range ends at 1
+        {"input": "Hi", "stop": ["a", " ", "b"]},  # blank stop sequences are refused
+        {"messages": [{"role": "user", "content": "Hi", "name": "ann"}]},  # no participant names
+        {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": "data:image/bmp;base64,Qk0="}]}]},
+    ):
+        with pytest.raises(base.PermanentProviderError) as raised:
+            body_of(payload)
+        assert raised.value.code == "unsupported_parameter", payload
+
+
+def test_turns_the_api_refuses_are_mended_or_refused() -> None:
+    call = {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}
+    reordered = body_of(
+        {
+            "messages": [
+                {"role": "user", "content": "Weather?"},
+                {"role": "assistant", "content": None, "tool_calls": [call]},
+                {"role": "user", "content": "Quick please"},
+                {"role": "tool", "tool_call_id": "call_1", "content": "Sunny"},
+                {"role": "assistant", "content": "It is sunny.  "},
+            ],
+            "tools": [WEATHER],
+        }
+    )
+    assert [b["type"] for b in reordered["messages"][2]["content"]] == ["tool_result", "text"]
+    assert reordered["messages"][3] == {"role": "assistant", "content": "It is sunny."}
+    for messages in (
+        [{"role": "assistant", "content": "I open."}, {"role": "user", "content": "Hi"}],
+        [
+            {"role": "user", "content": "Weather?"},
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "user", "content": "No result given"},
+        ],
+        [{"role": "user", "content": "Hi"}, {"role": "tool", "tool_call_id": "call_9", "content": "stray"}],
+    ):
+        with pytest.raises(base.PermanentProviderError) as raised:
+            body_of({"messages": messages, "tools": [WEATHER]})
+        assert raised.value.code in ("unsupported_parameter", "invalid_item"), messages
 
 
 def test_max_tokens_comes_from_the_request_else_the_lane() -> None:
