@@ -509,7 +509,10 @@ def test_tools_anthropic_cannot_run_and_unknown_choices_are_refused() -> None:
         {"input": "Search", "tools": [{"type": "file_search", "vector_store_ids": ["vs_1"]}]},
         {"input": "Search", "tools": [{"type": "web_search", "search_context_size": "high"}]},
         {"input": "Search", "tools": [{"type": "web_search", "user_location": {"type": "exact"}}]},
-        {"input": "Run", "tools": [{"type": "code_interpreter", "container": {"type": "auto", "file_ids": ["f"]}}]},
+        {
+            "input": "Run",
+            "tools": [{"type": "code_interpreter", "container": {"type": "auto", "file_ids": ["f"]}}],
+        },
         {"input": "Run", "tools": [{"type": "code_interpreter", "container": "cntr_123"}]},
         {"input": "Hi", "tools": [{**WEATHER, "function": {"name": "web_search"}}, {"type": "web_search"}]},
         {"input": "Hi", "tools": [{"type": "function", "name": "f", "parameters": {"type": "array"}}]},
@@ -540,7 +543,12 @@ def test_hosted_tools_become_server_tools_with_their_settings() -> None:
                 {
                     "type": "web_search_preview",
                     "filters": {"allowed_domains": ["example.com"]},
-                    "user_location": {"type": "approximate", "city": "Paris", "country": "FR", "region": None},
+                    "user_location": {
+                        "type": "approximate",
+                        "city": "Paris",
+                        "country": "FR",
+                        "region": None,
+                    },
                 },
                 {"type": "code_interpreter", "container": {"type": "auto"}},
             ],
@@ -557,7 +565,9 @@ def test_hosted_tools_become_server_tools_with_their_settings() -> None:
         {"type": "code_execution_20250522", "name": "code_execution"},
     ]
     assert body["tool_choice"] == {"type": "tool", "name": "web_search"}
-    native = body_of({"input": "Hi", "tools": [{"type": "web_search", "max_uses": 2, "blocked_domains": ["x.io"]}]})
+    native = body_of(
+        {"input": "Hi", "tools": [{"type": "web_search", "max_uses": 2, "blocked_domains": ["x.io"]}]}
+    )
     assert native["tools"] == [
         {"type": "web_search_20250305", "name": "web_search", "max_uses": 2, "blocked_domains": ["x.io"]}
     ]
@@ -609,7 +619,14 @@ def test_sampling_options_and_stop_sequences() -> None:
         {"input": "Hi", "temperature": 1.5},  # Anthropic's range ends at 1
         {"input": "Hi", "stop": ["a", " ", "b"]},  # blank stop sequences are refused
         {"messages": [{"role": "user", "content": "Hi", "name": "ann"}]},  # no participant names
-        {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": "data:image/bmp;base64,Qk0="}]}]},
+        {
+            "messages": [
+                {
+                    "role": "user",
+                    "content": [{"type": "image_url", "image_url": "data:image/bmp;base64,Qk0="}],
+                }
+            ]
+        },
     ):
         with pytest.raises(base.PermanentProviderError) as raised:
             body_of(payload)
