@@ -353,7 +353,10 @@ BASE: dict[str, Any] = {"model": MODEL, "max_tokens": 5, "messages": user("hi")}
         ({**BASE, "tools": [{"type": "web_search_preview"}]}, "(type 'web_search_preview')"),
         ({**BASE, "tools": [{"type": "function", "function": {"name": "f"}}]}, "(type 'function')"),
         ({**BASE, "tools": [{**WEATHER_TOOL, "parameters": {}}]}, "$.tools[0].parameters: unknown field"),
-        ({**BASE, "tools": [WEATHER_TOOL], "tool_choice": "required"}, "$.tool_choice: is none of the 4 forms"),
+        (
+            {**BASE, "tools": [WEATHER_TOOL], "tool_choice": "required"},
+            "$.tool_choice: is none of the 4 forms",
+        ),
         ({**BASE, "tools": [WEATHER_TOOL], "tool_choice": {"type": "tool", "name": "x"}}, "names no tool"),
         (
             {**BASE, "messages": [{"role": "user", "content": [{"type": "text", "text": "x", "cache": 1}]}]},
@@ -718,3 +721,68 @@ def test_the_lane_runner_drives_a_batch_to_the_end(batches: AnthropicBatches) ->
         3: ("completed", None, 2),  # its line was not JSON: missing, resubmitted, answered
         4: ("completed", None, 2),  # overloaded_error, then answered
     }
+
+
+# -- server tools, end to end ------------------------------------------------------------------
+SEARCH_AND_RUN = {
+    "messages": [{"role": "user", "content": "Find the population of Paris, then halve it."}],
+    "tools": [{"type": "web_search_preview"}, {"type": "code_interpreter", "container": {"type": "auto"}}],
+}
+
+
+def test_sdk_parses_server_tool_answers(sdk: anthropic.Anthropic, wire: httpx.Client) -> None:
+    tools: Any = [
+        {"type": "web_search_20250305", "name": "web_search"},
+        {"type": "code_execution_20250522", "name": "code_execution"},
+    ]
+    beta = {"anthropic-beta": "code-execution-2025-05-22"}
+    body = {"model": MODEL, "max_tokens": 100, "messages": user("Search it"), "tools": tools}
+    message = strict(Message, wire.post("/v1/messages", json=body, headers=beta).json())
+    assert [b.type for b in message.content] == [
+        "server_tool_use",
+        "web_search_tool_result",
+        "server_tool_use",
+        "code_execution_tool_result",
+        "text",
+    ]
+    assert (
+        message.usage.server_tool_use is not None and message.usage.server_tool_use.web_search_requests == 1
+    )
+    with connect_sse(wire, "POST", "/v1/messages", json={**body, "stream": True}, headers=beta) as source:
+        for event in source.iter_sse():
+            if event.event != "ping":
+                strict(RawMessageStreamEvent, event.json())
+    with sdk.messages.stream(
+        model=MODEL, max_tokens=100, messages=user("Search it"), tools=tools, extra_headers=beta
+    ) as stream:
+        final = stream.get_final_message()
+    assert [b.model_dump() for b in final.content] == [b.model_dump() for b in message.content]
+    assert final.usage.server_tool_use == message.usage.server_tool_use
+    chosen = {**body, "tool_choice": {"type": "none"}}
+    assert [b["type"] for b in wire.post("/v1/messages", json=chosen, headers=beta).json()["content"]] == [
+        "text"
+    ]
+
+
+def test_server_tools_whole_streamed_and_in_a_batch(
+    sync: AnthropicMessages, batches: AnthropicBatches
+) -> None:
+    request = ask("", input=SEARCH_AND_RUN)
+    whole = sync.complete(request)
+    assert whole.status == "completed" and whole.output is not None
+    assert whole.output["content"].startswith(f"Simulated answer from anthropic/{MODEL}:")
+    assert "tool_calls" not in whole.output  # server tools ran at the vendor: nothing for the caller
+    assert whole.usage.tool_uses == (("python_execution", 1), ("web_search", 1))
+    events = list(sync.stream(request))
+    end = events[-1]
+    assert isinstance(end, base.StreamEnd)
+    assert end.result.output == whole.output and end.usage == whole.usage
+    assert "".join(e.text for e in events if isinstance(e, base.StreamDelta)) == whole.output["content"]
+    only_search = ask("", input={**SEARCH_AND_RUN, "tool_choice": {"type": "web_search_preview"}})
+    assert sync.complete(only_search).usage.tool_uses == (("web_search", 1),)
+    job = batches.submit([ask("", input=SEARCH_AND_RUN, custom_id="seq-0"), ask("Plain", custom_id="seq-1")])
+    assert poll_until_done(batches, job) == "completed"
+    results = {r.custom_id: r for r in batches.results(job)}
+    assert results["seq-0"].usage.tool_uses == (("python_execution", 1), ("web_search", 1))
+    assert results["seq-1"].usage.tool_uses == ()
+    assert results["seq-0"].usage.to_dict()["tool_uses"] == {"python_execution": 1, "web_search": 1}

@@ -34,6 +34,7 @@ REPLAYED = {
     "message.json",
     "message_tool_use.json",
     "message_max_tokens.json",
+    "message_server_tools.json",
     "stream_text.json",
     "stream_tool_use.json",
     "stream_error_overloaded.json",
@@ -128,6 +129,54 @@ def test_message_maps_text_usage_and_raw() -> None:
     assert result.raw == body
 
 
+def test_message_with_server_tools_counts_their_use() -> None:
+    body = fixture("message_server_tools.json")["body"]
+    result = t.message_result("seq-0", body)
+    assert result.output == {
+        "type": "message",
+        "role": "assistant",
+        "content": "I'll search for that. Paris has about 2.1 million people; half is 1,051,325.",
+        "finish_reason": "stop",
+    }
+    # web search as the usage bills it; code execution (billed by time) by its calls
+    assert result.usage == base.Usage(6039, 931, (("python_execution", 1), ("web_search", 1)))
+    billed_twice = {**body, "usage": {**body["usage"], "server_tool_use": {"web_search_requests": 2}}}
+    assert dict(t.message_result("seq-0", billed_twice).usage.tool_uses)["web_search"] == 2
+    unused = {
+        **body,
+        "usage": {**body["usage"], "server_tool_use": {"web_search_requests": 0}},
+        "content": [],
+    }
+    assert t.message_result("seq-0", unused).usage.tool_uses == ()
+
+
+def test_stream_with_server_tools_adds_up_to_the_message() -> None:
+    body = fixture("message_server_tools.json")["body"]
+    acc = t.StreamAccumulator("seq-0")
+    start = {**body, "content": [], "usage": {"input_tokens": 6039, "output_tokens": 1}}
+    texts = [acc.add({"type": "message_start", "message": start})]
+    for index, block in enumerate(body["content"]):
+        opened = {**block, "input": {}} if block["type"] == "server_tool_use" else block
+        if block["type"] == "text":
+            opened = {"type": "text", "text": ""}
+        texts.append(acc.add({"type": "content_block_start", "index": index, "content_block": opened}))
+        if block["type"] == "server_tool_use":
+            delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
+            acc.add({"type": "content_block_delta", "index": index, "delta": delta})
+        if block["type"] == "text":
+            delta = {"type": "text_delta", "text": block["text"]}
+            texts.append(acc.add({"type": "content_block_delta", "index": index, "delta": delta}))
+        acc.add({"type": "content_block_stop", "index": index})
+    usage = {"output_tokens": 931, "server_tool_use": {"web_search_requests": 1, "web_fetch_requests": 0}}
+    acc.add({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": usage})
+    acc.add({"type": "message_stop"})
+    result = acc.result()
+    whole = t.message_result("seq-0", body)
+    assert "".join(texts) == whole.output["content"] == result.output["content"]  # type: ignore[index]
+    assert result.usage == whole.usage
+    assert [b.get("input") for b in result.raw["content"]] == [b.get("input") for b in body["content"]]  # type: ignore[index]
+
+
 def test_message_with_tool_use_gives_openai_style_tool_calls() -> None:
     result = t.message_result("seq-0", fixture("message_tool_use.json")["body"])
     assert result.output is not None
@@ -158,6 +207,7 @@ def test_complete_over_http_sends_key_version_and_body() -> None:
     assert (call.method, str(call.url)) == ("POST", f"{DEFAULT_BASE_URL}/v1/messages")
     assert call.headers["x-api-key"] == "sk-ant-test"
     assert call.headers["anthropic-version"] == API_VERSION == "2023-06-01"
+    assert call.headers["anthropic-beta"] == "code-execution-2025-05-22"  # the code execution tool's
     assert call.headers["content-type"] == "application/json"
     assert vendor.body() == {
         "model": "claude-sonnet-4-20250514",
