@@ -62,6 +62,7 @@ from typing_extensions import get_type_hints, is_typeddict  # the SDK's TypedDic
 if TYPE_CHECKING:
     from pydantic import TypeAdapter, ValidationError
 
+    from batchroute.providers.anthropic.client import AnthropicBatches, AnthropicMessages
     from batchroute.providers.base import ProviderRequest
     from batchroute.providers.endpoints import ProviderEndpoint
 
@@ -126,20 +127,33 @@ def outgoing(
     call, the streamed call and the batch of that one request. A request the adapter refuses
     raises its PermanentProviderError (with the code an item fails with), as the adapter does
     before sending anything."""
+    sync, batches = _adapters(endpoint, request.model, lane_max_output_tokens)
+    return [
+        ("messages", sync.body(request)),
+        ("messages", sync.body(request, stream=True)),
+        ("messages.batches", batches.batch_body([request])),
+    ]
+
+
+def _adapters(
+    endpoint: ProviderEndpoint, model: str, limit: int
+) -> tuple[AnthropicMessages, AnthropicBatches]:
+    """The adapters `make_sync` / `make_batch` build from `endpoint` with the lane's limit,
+    kept by the endpoint's description (building one opens an HTTP client; no call is ever
+    made through it here)."""
     from batchroute.providers.anthropic import make_batch, make_sync
 
-    limits = {request.model: lane_max_output_tokens}
-    sync = make_sync(endpoint, None, output_limits=limits)
-    batches = make_batch(endpoint, None, output_limits=limits)
-    try:
-        return [
-            ("messages", sync.body(request)),
-            ("messages", sync.body(request, stream=True)),
-            ("messages.batches", batches.batch_body([request])),
-        ]
-    finally:
-        sync.http.close()
-        batches.http.close()
+    key = (repr(endpoint), model, limit)
+    if key not in _ADAPTERS:
+        limits = {model: limit}
+        _ADAPTERS[key] = (
+            make_sync(endpoint, None, output_limits=limits),
+            make_batch(endpoint, None, output_limits=limits),
+        )
+    return _ADAPTERS[key]
+
+
+_ADAPTERS: dict[tuple[str, str, int], tuple[AnthropicMessages, AnthropicBatches]] = {}
 
 
 # -- the SDK's types ---------------------------------------------------------------------------
@@ -267,7 +281,7 @@ def _extra(kind: Any, value: object, path: str) -> list[str] | None:
 def _extra_keys(kind: Any, value: object, path: str) -> list[str] | None:
     if not isinstance(value, dict) or not kind.__required_keys__ <= value.keys():
         return None
-    hints = get_type_hints(kind, include_extras=True)
+    hints = _hints(kind)
     extra_allowed = (getattr(kind, "__pydantic_config__", None) or {}).get("extra") == "allow"
     found = [] if extra_allowed else [f"{path}.{k}: unknown field" for k in value if k not in hints]
     for key, item in value.items():
@@ -277,6 +291,11 @@ def _extra_keys(kind: Any, value: object, path: str) -> list[str] | None:
                 return None
             found.extend(inner)
     return found
+
+
+@cache
+def _hints(kind: Any) -> dict[str, Any]:
+    return get_type_hints(kind, include_extras=True)
 
 
 def _is_model(kind: type) -> bool:
