@@ -14,9 +14,18 @@ Routes (under the vendor's prefix, `/anthropic` by default):
     POST /v1/messages/batches/{id}/cancel    canceling; ended on the next look, every request canceled
 
 Bodies follow Anthropic's API reference; tests parse every answer with the official SDK's
-types (`anthropic.types`), so the emulator cannot drift from them. Requests are checked as
-the API checks them: the `anthropic-version` header; model, max_tokens and messages
-required; roles user and assistant, alternating, the first a user's; known fields only.
+types (`anthropic.types`), so the emulator cannot drift from them. Every request is checked
+as the API checks it, with the same contract the adapter's bodies are tested against
+(batchroute_tools/contracts/anthropic.py: the SDK's request types, strictly, and the API's
+rules; a batch's every request at creation): a violation is the API's 400
+`invalid_request_error` naming it; a server tool without its `anthropic-beta` too; an
+unknown model 404 `not_found_error`; no `anthropic-version` header 400.
+
+Server tools run deterministically, once each, before the answer's text (whole, streamed
+or in a batch): `web_search_20250305` -> a `server_tool_use` block and a
+`web_search_tool_result` with one result, counted in `usage.server_tool_use`;
+`code_execution_20250522` -> a `server_tool_use` block and a `code_execution_tool_result`
+(one line printed). `tool_choice` `none` runs none; `{type: tool, name}` only that one.
 
 Answers, usage and faults come from `behaviour.py`, answered the way Anthropic answers:
 
