@@ -70,6 +70,9 @@ DEFAULT_MODELS: Final = ("claude-3-5-haiku-20241022", "claude-sonnet-4-20250514"
 BATCH_EXPIRY_SECONDS: Final = 86_400
 # Server tools the emulator runs (deterministically): Anthropic's tool name -> its tool types.
 SERVER_TOOLS: Final[dict[str, str]] = {"web_search": "web_search_", "code_execution": "code_execution_"}
+# The content types Anthropic answers with: a stream's, and a batch's results file's.
+STREAM_CONTENT_TYPE: Final = "text/event-stream; charset=utf-8"
+RESULTS_CONTENT_TYPE: Final = "application/binary"
 _STREAM_RESET_AFTER: Final = 4  # message_start, content_block_start, ping, one delta: then the reset
 # A fault met in a batch -> the error type of its `errored` result.
 _BATCH_ERRORS: Final[dict[str, str]] = {
@@ -81,12 +84,12 @@ _BATCH_ERRORS: Final[dict[str, str]] = {
 }
 
 
+def request_id() -> str:
+    return f"req_{uuid.uuid4().hex[:24]}"
+
+
 def error_body(kind: str, message: str) -> dict[str, Any]:
-    return {
-        "type": "error",
-        "error": {"type": kind, "message": message},
-        "request_id": f"req_{uuid.uuid4().hex[:24]}",
-    }
+    return {"type": "error", "error": {"type": kind, "message": message}, "request_id": request_id()}
 
 
 def error_reply(status: int, kind: str, message: str, headers: Mapping[str, str] | None = None) -> Reply:
@@ -208,14 +211,17 @@ class AnthropicEmulator:
         reset = fault is not None and fault.kind == "reset"
         if work.stream:
             return Reply.stream(
-                self._events(work, answer, tools), reset_after=_STREAM_RESET_AFTER if reset else None
+                self._events(work, answer, tools),
+                content_type=STREAM_CONTENT_TYPE,
+                headers={"request-id": request_id()},
+                reset_after=_STREAM_RESET_AFTER if reset else None,
             )
         time.sleep(self.behaviour.config.latency_seconds)
         if reset:  # the answer begins, then the connection breaks
             whole = json.dumps(self.message(work, answer, tools=tools)).encode()
             pieces = [(0.0, whole[: len(whole) // 2]), (0.0, whole[len(whole) // 2 :])]
             return Reply.stream(pieces, content_type="application/json", reset_after=1)
-        return Reply.json(200, self.message(work, answer, tools=tools))
+        return Reply.json(200, self.message(work, answer, tools=tools), {"request-id": request_id()})
 
     def _refusal(self, operation: str, body: Any, request: Request) -> Reply | None:
         """The API's 400 for a body its contract refuses (contracts/anthropic.py), or for a
@@ -355,7 +361,7 @@ class AnthropicEmulator:
         if batch.ended_at is None:
             message = f"message batch {batch.id} is still processing: its results are not ready"
             return error_reply(400, "invalid_request_error", message)
-        return Reply.raw(200, Spool.read(batch.results) if batch.results else b"", "application/x-jsonl")
+        return Reply.raw(200, Spool.read(batch.results) if batch.results else b"", RESULTS_CONTENT_TYPE)
 
     def _existing(self, handler: Callable[[_Batch], Reply]) -> Handler:
         """A route about one batch: 404 for an id never created, else the batch, advanced

@@ -183,6 +183,7 @@ def test_sdk_parses_a_message(sdk: anthropic.Anthropic, wire: httpx.Client) -> N
     assert message.stop_reason == "end_turn" and message.usage.output_tokens > 0
     raw = wire.post("/v1/messages", json={"model": MODEL, "max_tokens": 3, "messages": user("Hello")})
     assert raw.status_code == 200 and raw.headers["content-type"] == "application/json"
+    assert raw.headers["request-id"].startswith("req_")
     cut = strict(Message, raw.json())
     assert cut.stop_reason == "max_tokens" and cut.usage.output_tokens == 3
 
@@ -191,7 +192,7 @@ def test_sdk_parses_every_stream_event(sdk: anthropic.Anthropic, wire: httpx.Cli
     body = {"model": MODEL, "max_tokens": 200, "messages": user("Stream it"), "stream": True}
     names: list[str] = []
     with connect_sse(wire, "POST", "/v1/messages", json=body) as source:
-        assert source.response.headers["content-type"].startswith("text/event-stream")
+        assert source.response.headers["content-type"] == "text/event-stream; charset=utf-8"
         for event in source.iter_sse():
             names.append(event.event)
             data = event.json()
@@ -265,7 +266,9 @@ def test_sdk_runs_a_message_batch(sdk: anthropic.Anthropic, wire: httpx.Client) 
     counts = ended.request_counts
     assert (counts.processing, counts.succeeded, counts.errored, counts.expired) == (0, 2, 2, 1)
     assert ended.results_url is not None and ended.ended_at is not None
-    lines = wire.get(ended.results_url).text.splitlines()
+    fetched = wire.get(ended.results_url)
+    assert fetched.headers["content-type"] == "application/binary"  # as Anthropic serves the file
+    lines = fetched.text.splitlines()
     kinds = {}
     for line in lines:
         parsed = strict(MessageBatchIndividualResponse, json.loads(line))
