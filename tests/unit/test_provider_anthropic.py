@@ -559,6 +559,11 @@ def test_tools_anthropic_cannot_run_and_unknown_choices_are_refused() -> None:
         {"input": "Search", "tools": [{"type": "file_search", "vector_store_ids": ["vs_1"]}]},
         {"input": "Search", "tools": [{"type": "web_search", "search_context_size": "high"}]},
         {"input": "Search", "tools": [{"type": "web_search", "user_location": {"type": "exact"}}]},
+        {"input": "Search", "tools": [{"type": "web_search", "max_uses": 0}]},
+        {
+            "input": "Search",
+            "tools": [{"type": "web_search", "allowed_domains": ["a"], "blocked_domains": ["b"]}],
+        },
         {
             "input": "Run",
             "tools": [{"type": "code_interpreter", "container": {"type": "auto", "file_ids": ["f"]}}],

@@ -387,12 +387,24 @@ def _web_search_settings(config: dict[str, Any]) -> dict[str, Any]:
         if config.get(key) is not None:
             settings[key] = config.pop(key)
         config.pop(key, None)
+    for key in ("allowed_domains", "blocked_domains"):
+        domains = settings.get(key)
+        if domains is not None and not (
+            isinstance(domains, list) and all(isinstance(d, str) for d in domains)
+        ):
+            raise _unsettable("web_search", f"{key} {domains!r} (a list of domains)")
+    if "allowed_domains" in settings and "blocked_domains" in settings:
+        raise _unsettable("web_search", "allowed_domains with blocked_domains (one or the other)")
+    uses = settings.get("max_uses")
+    if uses is not None and (isinstance(uses, bool) or not isinstance(uses, int) or uses < 1):
+        raise _unsettable("web_search", f"max_uses {uses!r} (a whole number of at least 1)")
     location = config.pop("user_location", None)
     if location is not None:
         location = {k: v for k, v in _mapping(location).items() if v is not None}
         extra = sorted(set(location) - USER_LOCATION_FIELDS)
-        if location.get("type", "approximate") != "approximate" or extra:
-            raise _unsettable("web_search", f"user_location {extra or location.get('type')!r}")
+        strings = all(isinstance(v, str) for v in location.values())
+        if location.get("type", "approximate") != "approximate" or extra or not strings:
+            raise _unsettable("web_search", f"user_location {extra or location!r}")
         settings["user_location"] = {"type": "approximate", **location}
     if config:
         raise _unsettable("web_search", ", ".join(sorted(config)))
