@@ -112,6 +112,15 @@ def message_violations(body: Any, path: str = "$", *, in_batch: bool = False) ->
     return found or _message_rules(body, path)
 
 
+def warm() -> None:
+    """Import the SDK and build the TypeAdapters now (about two seconds), so the first
+    check is as quick as the rest (the emulator calls it in the background at start)."""
+    message_violations(
+        {"model": "m", "max_tokens": 1, "messages": [{"role": "user", "content": "warm"}], "stream": True}
+    )
+    message_violations({"model": "m", "max_tokens": 1, "messages": [{"role": "user", "content": "warm"}]})
+
+
 def required_betas(body: Mapping[str, Any]) -> set[str]:
     """The `anthropic-beta` values a Messages body needs (its server tools')."""
     tools = body.get("tools")

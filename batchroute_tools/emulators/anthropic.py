@@ -59,7 +59,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
-from batchroute_tools.contracts.anthropic import request_violations, required_betas
+from batchroute_tools.contracts.anthropic import request_violations, required_betas, warm
 from batchroute_tools.emulators.behaviour import RETRY_AFTER_MS, Answer, Behaviour, Fault, Work
 from batchroute_tools.emulators.server import Handler, Reply, Request, Vendor, sse
 from batchroute_tools.emulators.spool import Spool
@@ -151,6 +151,7 @@ class AnthropicEmulator:
         self._lock = threading.Lock()
         self._batches: dict[str, _Batch] = {}
         self.spool = Spool(provider)
+        threading.Thread(target=warm, name="anthropic-contract-warm", daemon=True).start()
         self.vendor = Vendor(prefix, on_stop=[self.spool.close])
         batch = r"/v1/messages/batches/(?P<batch_id>[\w-]+)"
         for method, pattern, handler in (
