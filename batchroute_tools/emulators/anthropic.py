@@ -14,9 +14,18 @@ Routes (under the vendor's prefix, `/anthropic` by default):
     POST /v1/messages/batches/{id}/cancel    canceling; ended on the next look, every request canceled
 
 Bodies follow Anthropic's API reference; tests parse every answer with the official SDK's
-types (`anthropic.types`), so the emulator cannot drift from them. Requests are checked as
-the API checks them: the `anthropic-version` header; model, max_tokens and messages
-required; roles user and assistant, alternating, the first a user's; known fields only.
+types (`anthropic.types`), so the emulator cannot drift from them. Every request is checked
+as the API checks it, with the same contract the adapter's bodies are tested against
+(batchroute_tools/contracts/anthropic.py: the SDK's request types, strictly, and the API's
+rules; a batch's every request at creation): a violation is the API's 400
+`invalid_request_error` naming it; a server tool without its `anthropic-beta` too; an
+unknown model 404 `not_found_error`; no `anthropic-version` header 400.
+
+Server tools run deterministically, once each, before the answer's text (whole, streamed
+or in a batch): `web_search_20250305` -> a `server_tool_use` block and a
+`web_search_tool_result` with one result, counted in `usage.server_tool_use`;
+`code_execution_20250522` -> a `server_tool_use` block and a `code_execution_tool_result`
+(one line printed). `tool_choice` `none` runs none; `{type: tool, name}` only that one.
 
 Answers, usage and faults come from `behaviour.py`, answered the way Anthropic answers:
 
@@ -50,6 +59,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
+from batchroute_tools.contracts.anthropic import request_violations, required_betas, warm
 from batchroute_tools.emulators.behaviour import RETRY_AFTER_MS, Answer, Behaviour, Fault, Work
 from batchroute_tools.emulators.server import Handler, Reply, Request, Vendor, sse
 from batchroute_tools.emulators.spool import Spool
@@ -58,34 +68,11 @@ Clock = Callable[[], float]  # seconds since the epoch
 
 DEFAULT_MODELS: Final = ("claude-3-5-haiku-20241022", "claude-sonnet-4-20250514")
 BATCH_EXPIRY_SECONDS: Final = 86_400
-# The request fields the Messages API (anthropic-version 2023-06-01) accepts; any other is
-# refused, as the API refuses it ("Extra inputs are not permitted").
-MESSAGE_FIELDS: Final = frozenset(
-    {
-        "model",
-        "messages",
-        "max_tokens",
-        "system",
-        "metadata",
-        "stop_sequences",
-        "stream",
-        "temperature",
-        "top_p",
-        "top_k",
-        "tools",
-        "tool_choice",
-        "thinking",
-        "output_config",
-        "service_tier",
-        "container",
-        "cache_control",
-        "inference_geo",
-    }
-)
-BLOCK_TYPES: Final = frozenset(
-    {"text", "image", "document", "tool_use", "tool_result", "thinking", "redacted_thinking", "search_result"}
-)
-IMAGE_MEDIA_TYPES: Final = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
+# Server tools the emulator runs (deterministically): Anthropic's tool name -> its tool types.
+SERVER_TOOLS: Final[dict[str, str]] = {"web_search": "web_search_", "code_execution": "code_execution_"}
+# The content types Anthropic answers with: a stream's, and a batch's results file's.
+STREAM_CONTENT_TYPE: Final = "text/event-stream; charset=utf-8"
+RESULTS_CONTENT_TYPE: Final = "application/binary"
 _STREAM_RESET_AFTER: Final = 4  # message_start, content_block_start, ping, one delta: then the reset
 # A fault met in a batch -> the error type of its `errored` result.
 _BATCH_ERRORS: Final[dict[str, str]] = {
@@ -97,12 +84,12 @@ _BATCH_ERRORS: Final[dict[str, str]] = {
 }
 
 
+def request_id() -> str:
+    return f"req_{uuid.uuid4().hex[:24]}"
+
+
 def error_body(kind: str, message: str) -> dict[str, Any]:
-    return {
-        "type": "error",
-        "error": {"type": kind, "message": message},
-        "request_id": f"req_{uuid.uuid4().hex[:24]}",
-    }
+    return {"type": "error", "error": {"type": kind, "message": message}, "request_id": request_id()}
 
 
 def error_reply(status: int, kind: str, message: str, headers: Mapping[str, str] | None = None) -> Reply:
@@ -164,6 +151,7 @@ class AnthropicEmulator:
         self._lock = threading.Lock()
         self._batches: dict[str, _Batch] = {}
         self.spool = Spool(provider)
+        threading.Thread(target=warm, name="anthropic-contract-warm", daemon=True).start()
         self.vendor = Vendor(prefix, on_stop=[self.spool.close])
         batch = r"/v1/messages/batches/(?P<batch_id>[\w-]+)"
         for method, pattern, handler in (
@@ -210,7 +198,7 @@ class AnthropicEmulator:
             body = request.json()
         except ValueError:
             return error_reply(400, "invalid_request_error", "the body is not valid JSON")
-        refusal = self._refusal(body)
+        refusal = self._refusal("messages", body, request)
         if refusal is not None:
             return refusal
         work = self.work(body)
@@ -220,62 +208,100 @@ class AnthropicEmulator:
         if fault is not None and (refused := fault_reply(fault)) is not None:
             return refused
         answer = self.behaviour.answer(work)
+        tools = server_tools(body)
         reset = fault is not None and fault.kind == "reset"
         if work.stream:
             return Reply.stream(
-                self._events(work, answer), reset_after=_STREAM_RESET_AFTER if reset else None
+                self._events(work, answer, tools),
+                content_type=STREAM_CONTENT_TYPE,
+                headers={"request-id": request_id()},
+                reset_after=_STREAM_RESET_AFTER if reset else None,
             )
         time.sleep(self.behaviour.config.latency_seconds)
         if reset:  # the answer begins, then the connection breaks
-            whole = json.dumps(self.message(work, answer)).encode()
+            whole = json.dumps(self.message(work, answer, tools=tools)).encode()
             pieces = [(0.0, whole[: len(whole) // 2]), (0.0, whole[len(whole) // 2 :])]
             return Reply.stream(pieces, content_type="application/json", reset_after=1)
-        return Reply.json(200, self.message(work, answer))
+        return Reply.json(200, self.message(work, answer, tools=tools), {"request-id": request_id()})
 
-    def _refusal(self, body: object) -> Reply | None:
-        problem = invalid_params(body)
-        if problem is not None:
-            return error_reply(400, "invalid_request_error", problem)
-        model = str(body.get("model")) if isinstance(body, dict) else ""
-        if self.models and model not in self.models:
-            return error_reply(404, "not_found_error", f"model: {model}")
+    def _refusal(self, operation: str, body: Any, request: Request) -> Reply | None:
+        """The API's 400 for a body its contract refuses (contracts/anthropic.py), or for a
+        server tool used without its beta; its 404 for a model it does not serve."""
+        problems = request_violations(operation, body)
+        if problems:
+            return error_reply(400, "invalid_request_error", "; ".join(problems[:5]))
+        bodies = [e["params"] for e in body["requests"]] if operation == "messages.batches" else [body]
+        given = {b.strip() for b in request.headers.get("anthropic-beta", "").split(",") if b.strip()}
+        for params in bodies:
+            missing = sorted(required_betas(params) - given)
+            if missing:
+                message = f"this request's tools need the anthropic-beta header: {', '.join(missing)}"
+                return error_reply(400, "invalid_request_error", message)
+            model = str(params.get("model"))
+            if operation == "messages" and self.models and model not in self.models:
+                return error_reply(404, "not_found_error", f"model: {model}")
         return None
 
-    def message(self, work: Work, answer: Answer, *, tier: str = "standard") -> dict[str, Any]:
+    def message(
+        self, work: Work, answer: Answer, *, tier: str = "standard", tools: tuple[str, ...] = ()
+    ) -> dict[str, Any]:
+        """The `message` of an answer; `tools`: the server tools it runs first (each once,
+        in order, deterministically), their blocks before the answer's text."""
+        usage: dict[str, Any] = {
+            "input_tokens": answer.prompt_tokens,
+            "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": 0,
+            "output_tokens": answer.completion_tokens,
+            "service_tier": tier,
+        }
+        if "web_search" in tools:
+            usage["server_tool_use"] = {"web_search_requests": 1, "web_fetch_requests": 0}
         return {
             "id": f"msg_{answer.ident}",
             "type": "message",
             "role": "assistant",
             "model": work.model,
-            "content": [{"type": "text", "text": answer.content}],
+            "content": [*server_tool_blocks(work, answer, tools), {"type": "text", "text": answer.content}],
             "stop_reason": "max_tokens" if answer.finish == "length" else "end_turn",
             "stop_sequence": None,
-            "usage": {
-                "input_tokens": answer.prompt_tokens,
-                "cache_creation_input_tokens": 0,
-                "cache_read_input_tokens": 0,
-                "output_tokens": answer.completion_tokens,
-                "service_tier": tier,
-            },
+            "usage": usage,
         }
 
-    def _events(self, work: Work, answer: Answer) -> Iterator[tuple[float, bytes]]:
+    def _events(
+        self, work: Work, answer: Answer, tools: tuple[str, ...] = ()
+    ) -> Iterator[tuple[float, bytes]]:
+        """The stream of `message(work, answer, tools=tools)`: a server tool call's input
+        comes as one input_json_delta, a tool result whole in its content_block_start, the
+        text as text_deltas."""
         config = self.behaviour.config
-        whole = self.message(work, answer)
+        whole = self.message(work, answer, tools=tools)
         start = {**whole, "content": [], "stop_reason": None, "usage": {**whole["usage"], "output_tokens": 1}}
+        start["usage"].pop("server_tool_use", None)
         yield config.ttft_seconds, sse("message_start", {"type": "message_start", "message": start})
-        block = {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}
-        yield 0.0, sse("content_block_start", block)
+        *used, _text = whole["content"]
+        for index, block in enumerate(used):
+            opened = {**block, "input": {}} if block["type"] == "server_tool_use" else block
+            start_event = {"type": "content_block_start", "index": index, "content_block": opened}
+            yield 0.0, sse("content_block_start", start_event)
+            if block["type"] == "server_tool_use":
+                delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
+                event = {"type": "content_block_delta", "index": index, "delta": delta}
+                yield 0.0, sse("content_block_delta", event)
+            yield 0.0, sse("content_block_stop", {"type": "content_block_stop", "index": index})
+        text_at = len(used)
+        text_block = {"type": "text", "text": ""}
+        opening = {"type": "content_block_start", "index": text_at, "content_block": text_block}
+        yield 0.0, sse("content_block_start", opening)
         yield 0.0, sse("ping", {"type": "ping"})
         for piece in answer.pieces:
             delta = {"type": "text_delta", "text": piece}
-            yield (
-                config.inter_token_seconds,
-                sse("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": delta}),
-            )
-        yield 0.0, sse("content_block_stop", {"type": "content_block_stop", "index": 0})
+            event = {"type": "content_block_delta", "index": text_at, "delta": delta}
+            yield config.inter_token_seconds, sse("content_block_delta", event)
+        yield 0.0, sse("content_block_stop", {"type": "content_block_stop", "index": text_at})
         finish = {"stop_reason": whole["stop_reason"], "stop_sequence": None}
         usage = {"output_tokens": answer.completion_tokens}
+        if "server_tool_use" in whole["usage"]:
+            usage["server_tool_use"] = whole["usage"]["server_tool_use"]
         yield 0.0, sse("message_delta", {"type": "message_delta", "delta": finish, "usage": usage})
         yield 0.0, sse("message_stop", {"type": "message_stop"})
 
@@ -307,18 +333,10 @@ class AnthropicEmulator:
             body = request.json()
         except ValueError:
             return error_reply(400, "invalid_request_error", "the body is not valid JSON")
-        requests = body.get("requests") if isinstance(body, dict) else None
-        if not isinstance(requests, list) or not requests:
-            return error_reply(400, "invalid_request_error", "requests: Field required (a non-empty list)")
-        seen: set[str] = set()
-        for index, entry in enumerate(requests):
-            custom_id = entry.get("custom_id") if isinstance(entry, dict) else None
-            if not isinstance(custom_id, str) or not _valid_custom_id(custom_id) or custom_id in seen:
-                message = f"requests.{index}.custom_id: 1 to 64 of [a-zA-Z0-9_-], unique in the batch"
-                return error_reply(400, "invalid_request_error", message)
-            if not isinstance(entry.get("params"), dict):
-                return error_reply(400, "invalid_request_error", f"requests.{index}.params: Field required")
-            seen.add(custom_id)
+        refusal = self._refusal("messages.batches", body, request)
+        if refusal is not None:
+            return refusal
+        requests = body["requests"]
         host = request.headers.get("host", "127.0.0.1")
         batch_id = f"msgbatch_{uuid.uuid4().hex[:24]}"
         stored = self.spool.path(f"{batch_id}-requests")
@@ -344,7 +362,7 @@ class AnthropicEmulator:
         if batch.ended_at is None:
             message = f"message batch {batch.id} is still processing: its results are not ready"
             return error_reply(400, "invalid_request_error", message)
-        return Reply.raw(200, Spool.read(batch.results) if batch.results else b"", "application/x-jsonl")
+        return Reply.raw(200, Spool.read(batch.results) if batch.results else b"", RESULTS_CONTENT_TYPE)
 
     def _existing(self, handler: Callable[[_Batch], Reply]) -> Handler:
         """A route about one batch: 404 for an id never created, else the batch, advanced
@@ -391,18 +409,15 @@ class AnthropicEmulator:
         """One request's (custom_id, result, whether its line comes out malformed); the result
         is {type: succeeded, message} | {type: errored, error} | {type: expired}."""
         custom_id, params = str(entry["custom_id"]), entry["params"]
-        problem = invalid_params(params, in_batch=True)
-        if problem is None and self.models and params.get("model") not in self.models:
-            problem = f"model: {params.get('model')}"
-        if problem is not None:
-            return custom_id, _errored("invalid_request_error", problem), False
+        if self.models and params.get("model") not in self.models:
+            return custom_id, _errored("not_found_error", f"model: {params.get('model')}"), False
         work = self.work(params)
         fault = self.behaviour.fault(work, in_batch=True)
         if fault is not None and fault.kind == "expire":
             return custom_id, {"type": "expired"}, False
         if fault is not None and fault.kind in _BATCH_ERRORS:
             return custom_id, _errored(_BATCH_ERRORS[fault.kind], fault.message), False
-        message = self.message(work, self.behaviour.answer(work), tier="batch")
+        message = self.message(work, self.behaviour.answer(work), tier="batch", tools=server_tools(params))
         malformed = fault is not None and fault.kind == "malformed"
         return custom_id, {"type": "succeeded", "message": message}, malformed
 
@@ -439,109 +454,76 @@ def display_name(model: str) -> str:
     return " ".join(words)
 
 
-def invalid_params(body: object, *, in_batch: bool = False) -> str | None:
-    """Why the Messages API would refuse this body (a 400's message), or None."""
-    if not isinstance(body, dict):
-        return "the body must be a JSON object"
-    extra = sorted(set(body) - MESSAGE_FIELDS)
-    if extra:
-        return f"{extra[0]}: Extra inputs are not permitted"
-    if not isinstance(body.get("model"), str) or not body["model"]:
-        return "model: Field required"
-    limit = body.get("max_tokens")
-    if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
-        return "max_tokens: Field required (an integer of at least 1)"
-    if in_batch and body.get("stream"):
-        return "stream: a batch request cannot stream"
-    system = body.get("system")
-    if system is not None and not isinstance(system, str):
-        problem = _blocks_problem(system, "system")
-        if problem is not None:
-            return problem
-    stops = body.get("stop_sequences")
-    if stops is not None and not (isinstance(stops, list) and all(isinstance(s, str) for s in stops)):
-        return "stop_sequences: Input should be a list of strings"
-    return _messages_problem(body.get("messages")) or _tools_problem(body)
+def server_tools(body: Mapping[str, Any]) -> tuple[str, ...]:
+    """The server tools a Messages body declares that the emulator runs (none when the
+    body's tool_choice is `none`, only the chosen one when it names one)."""
+    choice = body.get("tool_choice")
+    kind = choice.get("type") if isinstance(choice, Mapping) else None
+    if kind == "none":
+        return ()
+    declared = [
+        name
+        for t in body.get("tools") or []
+        if isinstance(t, Mapping)
+        and (name := str(t.get("name"))) in SERVER_TOOLS
+        and str(t.get("type", "")).startswith(SERVER_TOOLS[name])
+    ]
+    if kind == "tool" and isinstance(choice, Mapping):
+        return tuple(n for n in declared if n == choice.get("name"))
+    return tuple(declared)
 
 
-def _messages_problem(messages: object) -> str | None:
-    if not isinstance(messages, list) or not messages:
-        return "messages: Field required (a non-empty list)"
-    previous = None
-    for index, message in enumerate(messages):
-        role = message.get("role") if isinstance(message, dict) else None
-        if role not in ("user", "assistant"):
-            return f"messages.{index}.role: Input should be 'user' or 'assistant'"
-        if index == 0 and role != "user":
-            return 'messages: first message must use the "user" role'
-        if role == previous:
-            return (
-                f'messages: roles must alternate between "user" and "assistant", found two "{role}" in a row'
-            )
-        previous = role
+def server_tool_blocks(work: Work, answer: Answer, tools: tuple[str, ...]) -> list[dict[str, Any]]:
+    """Each server tool's call and result blocks, as Anthropic's answer carries them:
+    `server_tool_use`, then `web_search_tool_result` (one result) or
+    `code_execution_tool_result` (a run that printed one line)."""
+    asked = _first_user_text(work)[:80] or "the question"
+    blocks: list[dict[str, Any]] = []
+    for number, name in enumerate(tools):
+        tool_id = f"srvtoolu_{answer.ident[:16]}{number:02d}"
+        if name == "web_search":
+            call = {"query": asked}
+            result: dict[str, Any] = {
+                "type": "web_search_tool_result",
+                "tool_use_id": tool_id,
+                "content": [
+                    {
+                        "type": "web_search_result",
+                        "url": f"https://search.example/{answer.ident[:12]}",
+                        "title": f"Simulated result for {asked}",
+                        "encrypted_content": f"enc_{answer.ident}",
+                        "page_age": "January 1, 2026",
+                    }
+                ],
+            }
+        else:
+            call = {"code": f"print({len(asked)})"}
+            result = {
+                "type": "code_execution_tool_result",
+                "tool_use_id": tool_id,
+                "content": {
+                    "type": "code_execution_result",
+                    "stdout": f"{len(asked)}\n",
+                    "stderr": "",
+                    "return_code": 0,
+                    "content": [],
+                },
+            }
+        blocks += [{"type": "server_tool_use", "id": tool_id, "name": name, "input": call}, result]
+    return blocks
+
+
+def _first_user_text(work: Work) -> str:
+    for message in work.messages:
+        if message.get("role") != "user":
+            continue
         content = message.get("content")
         if isinstance(content, str):
-            final_assistant = role == "assistant" and index == len(messages) - 1
-            if not content.strip() and not final_assistant:
-                return f"messages.{index}: all messages must have non-empty content"
-            continue
-        problem = _blocks_problem(content, f"messages.{index}.content")
-        if problem is not None:
-            return problem
-    return None
-
-
-def _blocks_problem(blocks: object, where: str) -> str | None:
-    if not isinstance(blocks, list) or not blocks:
-        return f"{where}: Input should be a string or a non-empty list of content blocks"
-    for index, block in enumerate(blocks):
-        kind = block.get("type") if isinstance(block, dict) else None
-        if kind not in BLOCK_TYPES:
-            return f"{where}.{index}.type: Input tag {kind!r} does not match any of the expected tags"
-        if kind == "text" and not (isinstance(block.get("text"), str) and block["text"].strip()):
-            return f"{where}.{index}: text content blocks must contain non-whitespace text"
-        if kind == "image":
-            problem = _image_problem(block.get("source"))
-            if problem is not None:
-                return f"{where}.{index}.source: {problem}"
-        if kind == "tool_use" and not (isinstance(block.get("input"), dict) and block.get("id")):
-            return f"{where}.{index}: a tool_use block needs an id, a name and an input object"
-        if kind == "tool_result" and not block.get("tool_use_id"):
-            return f"{where}.{index}.tool_use_id: Field required"
-    return None
-
-
-def _image_problem(source: object) -> str | None:
-    if not isinstance(source, dict):
-        return "Field required"
-    if source.get("type") == "base64":
-        if source.get("media_type") not in IMAGE_MEDIA_TYPES:
-            return "media_type: Input should be 'image/jpeg', 'image/png', 'image/gif' or 'image/webp'"
-        return None if isinstance(source.get("data"), str) and source["data"] else "data: Field required"
-    if source.get("type") == "url":
-        return None if isinstance(source.get("url"), str) and source["url"] else "url: Field required"
-    return f"type: Input tag {source.get('type')!r} does not match 'base64', 'url' or 'file'"
-
-
-def _tools_problem(body: Mapping[str, Any]) -> str | None:
-    tools = body.get("tools")
-    if tools is not None:
-        for index, tool in enumerate(tools if isinstance(tools, list) else [None]):
-            schema = tool.get("input_schema") if isinstance(tool, dict) else None
-            if not isinstance(tool, dict) or not tool.get("name") or not isinstance(schema, dict):
-                return f"tools.{index}: a tool needs a name and an input_schema"
-            if schema.get("type") != "object":
-                return f"tools.{index}.input_schema.type: Input should be 'object'"
-    choice = body.get("tool_choice")
-    if choice is not None:
-        kind = choice.get("type") if isinstance(choice, dict) else None
-        if kind not in ("auto", "any", "tool", "none") or (kind == "tool" and not choice.get("name")):
-            return "tool_choice: Input should be {type: auto | any | none} or {type: tool, name}"
-    return None
-
-
-def _valid_custom_id(custom_id: str) -> bool:
-    return 1 <= len(custom_id) <= 64 and all(c.isascii() and (c.isalnum() or c in "_-") for c in custom_id)
+            return content
+        for block in content if isinstance(content, list) else []:
+            if isinstance(block, Mapping) and block.get("type") == "text":
+                return str(block.get("text"))
+    return ""
 
 
 def _counts(processing: int = 0) -> dict[str, int]:

@@ -4,10 +4,12 @@
     batches and their results lines, every error) is parsed with the SDK's own client and
     validated with the SDK's types (`anthropic.types`): a field the SDK requires and the
     emulator leaves out fails, and so does a field the emulator invents.
-(b) Every request body the adapter sends is checked against the SDK's request parameter types
-    (`MessageCreateParams`, `batch_create_params.Request`): pydantic's TypeAdapter over the
-    TypedDict, and every key, at every depth, must be one the TypedDict declares.
-(c) The adapter is driven over HTTP against the emulator: complete, stream, the vendor's
+(b) Every request body the adapter sends is checked with the Anthropic contract
+    (batchroute_tools/contracts/anthropic.py: the SDK's request types, strictly, and the API's
+    rules), the same check the emulator makes of every request, which answers the API's 400
+    for what the API refuses.
+(c) The adapter is driven over HTTP against the emulator: complete, stream, server tools
+    (web search, code execution: whole, streamed, in a batch, counted in usage), the vendor's
     faults (429 with retry-after, 529, 500, a reset mid-stream, a dropped connection, a 400,
     silence before the first byte) and a message batch end to end, by hand and through the
     lane runner.
@@ -15,31 +17,24 @@
 
 from __future__ import annotations
 
-import collections.abc
 import functools
 import json
 import time
-import types
 import uuid
 from collections.abc import Iterator
-from typing import Annotated, Any, Literal, NotRequired, Required, Union, get_args, get_origin
+from typing import Any
 
 import anthropic
 import httpx
 import pytest
 from anthropic.types import Message, MessageParam, ModelInfo, RawMessageStreamEvent
-from anthropic.types.message_create_params import (
-    MessageCreateParamsBase,
-    MessageCreateParamsNonStreaming,
-    MessageCreateParamsStreaming,
-)
+from anthropic.types.message_create_params import MessageCreateParamsBase
 from anthropic.types.messages import MessageBatch, MessageBatchIndividualResponse
-from anthropic.types.messages.batch_create_params import BatchCreateParams
 from anthropic.types.messages.batch_create_params import Request as BatchRequest
 from anthropic.types.shared.error_response import ErrorResponse
 from httpx_sse import connect_sse
 from pydantic import BaseModel, TypeAdapter
-from typing_extensions import get_type_hints, is_typeddict  # the SDK's TypedDicts are its own
+from typing_extensions import get_type_hints  # the SDK's TypedDicts are its own
 
 from batchroute.catalog import builtin_catalog
 from batchroute.providers import base
@@ -48,16 +43,13 @@ from batchroute.providers.anthropic.client import AnthropicBatches, AnthropicMes
 from batchroute.providers.endpoints import ProviderEndpoint
 from batchroute.providers.retry import RetryPolicy
 from batchroute.services.workflow.runner import run_lane_batch_job
-from batchroute_tools.emulators.anthropic import MESSAGE_FIELDS, AnthropicEmulator
+from batchroute_tools.contracts.anthropic import PINNED_ONLY, request_violations
+from batchroute_tools.emulators.anthropic import AnthropicEmulator
 from batchroute_tools.emulators.behaviour import Behaviour, EmulatorConfig
 from batchroute_tools.emulators.server import EmulatorServer, Reply, Request
 
 MODEL = "claude-sonnet-4-20250514"
 BATCH_SECONDS = 0.2
-# Sampling parameters of the API version the adapter pins (2023-06-01) that the SDK's own
-# newer API version no longer declares: their types are checked here, and they are left out
-# of the SDK-type check (test_the_sampling_exemption_is_still_needed says when to drop this).
-PINNED_ONLY: dict[str, Any] = {"temperature": float, "top_p": float, "top_k": int}
 
 
 @pytest.fixture(scope="module")
@@ -168,100 +160,18 @@ def _extras(value: object, path: str) -> Iterator[str]:
             yield from _extras(item, f"{path}[{index}]")
 
 
-def check_params(kind: Any, body: dict[str, Any]) -> None:
-    """A request body against the SDK's request TypedDict: pydantic validates it (lazily
-    validated iterables consumed), and every key at every depth is declared."""
-    _consume(adapter(kind).validate_python(body))
-    problems = _undeclared(kind, body, "$")
-    assert problems == [], problems
-
-
-def _consume(value: object) -> None:
-    if isinstance(value, dict):
-        for item in value.values():
-            _consume(item)
-    elif isinstance(value, list | tuple):
-        for item in value:
-            _consume(item)
-    elif isinstance(value, collections.abc.Iterator):  # pydantic's ValidatorIterator
-        _consume(list(value))
-
-
-def _undeclared(kind: Any, value: object, path: str) -> list[str] | None:
-    """The keys of `value` that `kind` does not declare, at every depth; None when `value`
-    does not have the shape of `kind` at all (a union tries each of its members)."""
-    origin, args = get_origin(kind), get_args(kind)
-    if origin in (Annotated, Required, NotRequired):
-        return _undeclared(args[0], value, path)
-    if origin in (Union, types.UnionType):
-        fits = [found for arm in args if (found := _undeclared(arm, value, path)) is not None]
-        return min(fits, key=len) if fits else None
-    if origin is Literal:
-        return [] if value in args else None
-    if is_typeddict(kind):
-        return _undeclared_keys(kind, value, path)
-    if isinstance(kind, type) and issubclass(kind, BaseModel):
-        return None  # a response model inside a request union: never what a request sends
-    if origin in (dict, collections.abc.Mapping) or kind in (dict, object, Any):
-        return [] if kind in (object, Any) or isinstance(value, dict) else None
-    if origin is not None and args and (origin in (list, tuple) or _iterable(origin)):
-        if not isinstance(value, list):
-            return None
-        found: list[str] = []
-        for index, item in enumerate(value):
-            inner = _undeclared(args[0], item, f"{path}[{index}]")
-            if inner is None:
-                return None
-            found.extend(inner)
-        return found
-    if kind in (str, int, float, bool, type(None)):
-        fits = isinstance(value, kind) and not (kind is int and isinstance(value, bool))
-        return [] if fits or (kind is float and isinstance(value, int)) else None
-    return []  # anything else (file inputs and the like): no keys to check
-
-
-def _undeclared_keys(kind: Any, value: object, path: str) -> list[str] | None:
-    if not isinstance(value, dict) or not kind.__required_keys__ <= value.keys():
-        return None
-    hints = get_type_hints(kind, include_extras=True)
-    if kind in (MessageCreateParamsBase, MessageCreateParamsNonStreaming, MessageCreateParamsStreaming):
-        hints = {**PINNED_ONLY, **hints}
-    extra_allowed = (getattr(kind, "__pydantic_config__", None) or {}).get("extra") == "allow"
-    found = [] if extra_allowed else [f"{path}.{k}: not in {kind.__name__}" for k in value if k not in hints]
-    for key, item in value.items():
-        if key in hints:
-            inner = _undeclared(hints[key], item, f"{path}.{key}")
-            if inner is None:
-                return None
-            found.extend(inner)
-    return found
-
-
-def _iterable(origin: object) -> bool:
-    named = getattr(origin, "__name__", "")
-    return named == "SequenceNotStr" or origin in (collections.abc.Iterable, collections.abc.Sequence)
-
-
 def test_the_strict_checks_catch_what_they_should() -> None:
-    good = {"model": MODEL, "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]}
-    check_params(MessageCreateParamsNonStreaming, good)
-    with pytest.raises(AssertionError):  # an undeclared key deep inside
-        check_params(
-            MessageCreateParamsNonStreaming,
-            {**good, "messages": [{"role": "user", "content": [{"type": "text", "text": "x", "bogus": 1}]}]},
-        )
-    with pytest.raises(Exception, match="max_tokens"):  # a required key missing
-        check_params(MessageCreateParamsNonStreaming, {"model": MODEL, "messages": good["messages"]})
     model = {"type": "model", "id": "m", "display_name": "M", "created_at": "2025-01-01T00:00:00Z"}
+    strict(ModelInfo, {**model, "lifecycle": "active"})
     with pytest.raises(AssertionError):  # an invented answer field
         strict(ModelInfo, {**model, "lifecycle": "active", "invented": True})
 
 
 def test_the_sampling_exemption_is_still_needed() -> None:
+    """The contract exempts the pinned API version's sampling parameters from the SDK-type
+    check: once the SDK declares them again, the exemption goes."""
     declared = get_type_hints(MessageCreateParamsBase)
     assert not PINNED_ONLY.keys() & declared.keys(), "the SDK declares them again: drop PINNED_ONLY"
-    assert PINNED_ONLY.keys() <= MESSAGE_FIELDS
-    assert MESSAGE_FIELDS - PINNED_ONLY.keys() <= declared.keys() | {"stream"}
 
 
 # -- (a) every answer, parsed by the SDK ------------------------------------------------------
@@ -273,6 +183,7 @@ def test_sdk_parses_a_message(sdk: anthropic.Anthropic, wire: httpx.Client) -> N
     assert message.stop_reason == "end_turn" and message.usage.output_tokens > 0
     raw = wire.post("/v1/messages", json={"model": MODEL, "max_tokens": 3, "messages": user("Hello")})
     assert raw.status_code == 200 and raw.headers["content-type"] == "application/json"
+    assert raw.headers["request-id"].startswith("req_")
     cut = strict(Message, raw.json())
     assert cut.stop_reason == "max_tokens" and cut.usage.output_tokens == 3
 
@@ -281,7 +192,7 @@ def test_sdk_parses_every_stream_event(sdk: anthropic.Anthropic, wire: httpx.Cli
     body = {"model": MODEL, "max_tokens": 200, "messages": user("Stream it"), "stream": True}
     names: list[str] = []
     with connect_sse(wire, "POST", "/v1/messages", json=body) as source:
-        assert source.response.headers["content-type"].startswith("text/event-stream")
+        assert source.response.headers["content-type"] == "text/event-stream; charset=utf-8"
         for event in source.iter_sse():
             names.append(event.event)
             data = event.json()
@@ -355,7 +266,9 @@ def test_sdk_runs_a_message_batch(sdk: anthropic.Anthropic, wire: httpx.Client) 
     counts = ended.request_counts
     assert (counts.processing, counts.succeeded, counts.errored, counts.expired) == (0, 2, 2, 1)
     assert ended.results_url is not None and ended.ended_at is not None
-    lines = wire.get(ended.results_url).text.splitlines()
+    fetched = wire.get(ended.results_url)
+    assert fetched.headers["content-type"] == "application/binary"  # as Anthropic serves the file
+    lines = fetched.text.splitlines()
     kinds = {}
     for line in lines:
         parsed = strict(MessageBatchIndividualResponse, json.loads(line))
@@ -413,34 +326,140 @@ def test_sdk_sees_a_dropped_connection(sdk: anthropic.Anthropic) -> None:
         sdk.messages.create(model=MODEL, max_tokens=20, messages=user("[simulate:down]"))
 
 
+WEATHER_TOOL = {
+    "name": "get_weather",
+    "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}},
+}
+BASE: dict[str, Any] = {"model": MODEL, "max_tokens": 5, "messages": user("hi")}
+
+
 @pytest.mark.parametrize(
     ("body", "message"),
     [
-        ({"model": MODEL, "messages": [{"role": "user", "content": "hi"}]}, "max_tokens"),
-        ({"model": MODEL, "max_tokens": 5, "messages": []}, "messages"),
+        ({"model": MODEL, "messages": user("hi")}, "max_tokens: Field required"),
+        ({**BASE, "messages": []}, "at least one message"),
+        ({**BASE, "messages": [{"role": "assistant", "content": "a"}, *user("b")]}, "first message"),
+        ({**BASE, "seed": 3}, "$.seed: unknown field"),
+        ({**BASE, "temperature": 1.5}, "$.temperature: should be at least 0 and 1"),
+        ({**BASE, "stop_sequences": ["END", "  "]}, "stop_sequences[1]"),
+        # a hosted tool passed as a function tool, and tools in OpenAI's own forms
         (
-            {"model": MODEL, "max_tokens": 5, "messages": [*user("a"), *user("b")]},
-            "roles must alternate",
+            {
+                **BASE,
+                "tools": [
+                    {"name": "web_search", "input_schema": {"type": "object"}},
+                    {"type": "web_search_20250305", "name": "web_search"},
+                ],
+            },
+            "tool names must be unique",
         ),
-        ({"model": MODEL, "max_tokens": 5, "messages": [{"role": "assistant", "content": "a"}]}, "first"),
-        ({"model": MODEL, "max_tokens": 5, "messages": user("hi"), "seed": 3}, "seed: Extra inputs"),
-        ({"model": "claude-unknown", "max_tokens": 5, "messages": user("hi")}, "model: claude-unknown"),
+        ({**BASE, "tools": [{"type": "web_search_preview"}]}, "(type 'web_search_preview')"),
+        ({**BASE, "tools": [{"type": "function", "function": {"name": "f"}}]}, "(type 'function')"),
+        ({**BASE, "tools": [{**WEATHER_TOOL, "parameters": {}}]}, "$.tools[0].parameters: unknown field"),
+        (
+            {**BASE, "tools": [WEATHER_TOOL], "tool_choice": "required"},
+            "$.tool_choice: is none of the 4 forms",
+        ),
+        ({**BASE, "tools": [WEATHER_TOOL], "tool_choice": {"type": "tool", "name": "x"}}, "names no tool"),
+        (
+            {**BASE, "messages": [{"role": "user", "content": [{"type": "text", "text": "x", "cache": 1}]}]},
+            "$.messages[0].content[0].cache: unknown field",
+        ),
+        (
+            {
+                **BASE,
+                "messages": [
+                    *user("a"),
+                    {
+                        "role": "user",
+                        "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "x"}],
+                    },
+                ],
+            },
+            "unexpected tool_use_id",
+        ),
+        (
+            {**BASE, "tools": [{"type": "code_execution_20250522", "name": "code_execution"}]},
+            "anthropic-beta",
+        ),
+        ({**BASE, "model": "claude-unknown"}, "model: claude-unknown"),
     ],
 )
 def test_the_emulator_refuses_what_the_api_refuses(
     wire: httpx.Client, body: dict[str, Any], message: str
 ) -> None:
     answer = wire.post("/v1/messages", json=body)
-    assert answer.status_code in (400, 404)
-    assert message in strict(ErrorResponse, answer.json()).error.message
+    assert answer.status_code == (404 if message.startswith("model:") else 400)
+    error = strict(ErrorResponse, answer.json())
+    assert error.error.type == ("not_found_error" if answer.status_code == 404 else "invalid_request_error")
+    assert message in error.error.message
+    assert error.request_id == answer.headers["request-id"]
     url = str(wire.base_url).rstrip("/") + "/v1/messages"
     unversioned = httpx.post(url, json=body, headers={"x-api-key": "k"})
     assert unversioned.status_code == 400 and "anthropic-version" in unversioned.json()["error"]["message"]
 
 
+def test_the_emulator_takes_what_the_api_takes(wire: httpx.Client) -> None:
+    """Five stop sequences (Anthropic has no limit of four), consecutive user turns (the API
+    merges them), a tool round trip, server tools with their beta."""
+    round_trip = [
+        *user("Weather in Paris?"),
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Paris"}}
+            ],
+        },
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "Sunny"}]},
+        *user("And tomorrow?"),
+    ]
+    server = [
+        {"type": "web_search_20250305", "name": "web_search", "max_uses": 2},
+        {"type": "code_execution_20250522", "name": "code_execution"},
+    ]
+    for body in (
+        {**BASE, "stop_sequences": ["a", "b", "c", "d", "e"], "temperature": 0.5, "top_p": 0.9},
+        {**BASE, "messages": round_trip, "tools": [WEATHER_TOOL], "tool_choice": {"type": "any"}},
+        {**BASE, "tools": server, "tool_choice": {"type": "tool", "name": "web_search"}},
+    ):
+        beta = {"anthropic-beta": "code-execution-2025-05-22"}
+        answer = wire.post("/v1/messages", json=body, headers=beta)
+        assert answer.status_code == 200, answer.text
+        strict(Message, answer.json())
+
+
+def test_a_batch_the_api_refuses(wire: httpx.Client) -> None:
+    good = {"custom_id": "a", "params": BASE}
+    for body, message in (
+        ({"requests": []}, "1 to 100000 requests"),
+        ({"requests": [good, good]}, "is not unique"),
+        ({"requests": [{**good, "custom_id": "has space"}]}, "custom_id"),
+        ({"requests": [{**good, "params": {**BASE, "stream": True}}]}, "params.stream"),
+        ({"requests": [{**good, "params": {**BASE, "seed": 1}}]}, "$.requests[0].params.seed: unknown field"),
+        ({"requests": [good], "betas": ["x"]}, "$.betas: unknown field"),
+    ):
+        answer = wire.post("/v1/messages/batches", json=body)
+        assert answer.status_code == 400
+        assert message in strict(ErrorResponse, answer.json()).error.message
+
+
 # -- (b) every request body the adapter sends, against the SDK's request types -----------------
 RICH_INPUTS: list[dict[str, Any]] = [
     {"input": "Plain text, Responses style"},
+    {
+        "input": [{"role": "user", "content": [{"type": "input_text", "text": "Search, then compute."}]}],
+        "tools": [
+            {"type": "web_search", "filters": {"allowed_domains": ["example.com"]}},
+            {"type": "code_interpreter", "container": {"type": "auto"}},
+            {"type": "function", "name": "lookup", "parameters": {"type": "object", "properties": {}}},
+        ],
+        "tool_choice": "auto",
+    },
+    {
+        "messages": [{"role": "user", "content": "Search the news."}],
+        "tools": [{"type": "web_search_preview", "user_location": {"type": "approximate", "country": "FR"}}],
+        "tool_choice": {"type": "web_search_preview"},
+    },
     {
         "system": "Be brief.",
         "instructions": "Answer in English.",
@@ -454,7 +473,6 @@ RICH_INPUTS: list[dict[str, Any]] = [
         "temperature": 0.3,
         "top_p": 0.9,
         "stop": ["END", "STOP"],
-        "seed": 42,
     },
     {
         "messages": [
@@ -531,16 +549,15 @@ def test_every_body_the_adapter_sends_fits_the_sdk_types(
     for call in calls:
         assert call.headers["x-api-key"] == "sk-ant-test"
         assert call.headers["anthropic-version"] == "2023-06-01"
+        assert call.headers["anthropic-beta"] == "code-execution-2025-05-22"
         assert call.headers["content-type"] == "application/json"
     for call in calls[:-1]:
         body = call.json()
-        streaming = body.get("stream") is True
-        check_params(MessageCreateParamsStreaming if streaming else MessageCreateParamsNonStreaming, body)
+        assert request_violations("messages", body) == []
         assert body["max_tokens"] == 64_000  # the lane's limit: the requests set none
-    batch_body = calls[-1].json()
-    check_params(BatchCreateParams, batch_body)
-    for entry in batch_body["requests"]:
-        check_params(BatchRequest, entry)
+    assert request_violations("messages.batches", calls[-1].json()) == []
+    for entry in calls[-1].json()["requests"]:
+        adapter(BatchRequest).validate_python(entry)
     assert poll_until_done(batches, job) == "completed"
     refused = [r.error for r in batches.results(job) if r.error is not None]
     assert refused == []  # the emulator, checking as the API checks, took every line
@@ -707,3 +724,68 @@ def test_the_lane_runner_drives_a_batch_to_the_end(batches: AnthropicBatches) ->
         3: ("completed", None, 2),  # its line was not JSON: missing, resubmitted, answered
         4: ("completed", None, 2),  # overloaded_error, then answered
     }
+
+
+# -- server tools, end to end ------------------------------------------------------------------
+SEARCH_AND_RUN = {
+    "messages": [{"role": "user", "content": "Find the population of Paris, then halve it."}],
+    "tools": [{"type": "web_search_preview"}, {"type": "code_interpreter", "container": {"type": "auto"}}],
+}
+
+
+def test_sdk_parses_server_tool_answers(sdk: anthropic.Anthropic, wire: httpx.Client) -> None:
+    tools: Any = [
+        {"type": "web_search_20250305", "name": "web_search"},
+        {"type": "code_execution_20250522", "name": "code_execution"},
+    ]
+    beta = {"anthropic-beta": "code-execution-2025-05-22"}
+    body = {"model": MODEL, "max_tokens": 100, "messages": user("Search it"), "tools": tools}
+    message = strict(Message, wire.post("/v1/messages", json=body, headers=beta).json())
+    assert [b.type for b in message.content] == [
+        "server_tool_use",
+        "web_search_tool_result",
+        "server_tool_use",
+        "code_execution_tool_result",
+        "text",
+    ]
+    assert (
+        message.usage.server_tool_use is not None and message.usage.server_tool_use.web_search_requests == 1
+    )
+    with connect_sse(wire, "POST", "/v1/messages", json={**body, "stream": True}, headers=beta) as source:
+        for event in source.iter_sse():
+            if event.event != "ping":
+                strict(RawMessageStreamEvent, event.json())
+    with sdk.messages.stream(
+        model=MODEL, max_tokens=100, messages=user("Search it"), tools=tools, extra_headers=beta
+    ) as stream:
+        final = stream.get_final_message()
+    assert [b.model_dump() for b in final.content] == [b.model_dump() for b in message.content]
+    assert final.usage.server_tool_use == message.usage.server_tool_use
+    chosen = {**body, "tool_choice": {"type": "none"}}
+    assert [b["type"] for b in wire.post("/v1/messages", json=chosen, headers=beta).json()["content"]] == [
+        "text"
+    ]
+
+
+def test_server_tools_whole_streamed_and_in_a_batch(
+    sync: AnthropicMessages, batches: AnthropicBatches
+) -> None:
+    request = ask("", input=SEARCH_AND_RUN)
+    whole = sync.complete(request)
+    assert whole.status == "completed" and whole.output is not None
+    assert whole.output["content"].startswith(f"Simulated answer from anthropic/{MODEL}:")
+    assert "tool_calls" not in whole.output  # server tools ran at the vendor: nothing for the caller
+    assert whole.usage.tool_uses == (("python_execution", 1), ("web_search", 1))
+    events = list(sync.stream(request))
+    end = events[-1]
+    assert isinstance(end, base.StreamEnd)
+    assert end.result.output == whole.output and end.usage == whole.usage
+    assert "".join(e.text for e in events if isinstance(e, base.StreamDelta)) == whole.output["content"]
+    only_search = ask("", input={**SEARCH_AND_RUN, "tool_choice": {"type": "web_search_preview"}})
+    assert sync.complete(only_search).usage.tool_uses == (("web_search", 1),)
+    job = batches.submit([ask("", input=SEARCH_AND_RUN, custom_id="seq-0"), ask("Plain", custom_id="seq-1")])
+    assert poll_until_done(batches, job) == "completed"
+    results = {r.custom_id: r for r in batches.results(job)}
+    assert results["seq-0"].usage.tool_uses == (("python_execution", 1), ("web_search", 1))
+    assert results["seq-1"].usage.tool_uses == ()
+    assert results["seq-0"].usage.to_dict()["tool_uses"] == {"python_execution": 1, "web_search": 1}

@@ -34,6 +34,7 @@ REPLAYED = {
     "message.json",
     "message_tool_use.json",
     "message_max_tokens.json",
+    "message_server_tools.json",
     "stream_text.json",
     "stream_tool_use.json",
     "stream_error_overloaded.json",
@@ -128,6 +129,54 @@ def test_message_maps_text_usage_and_raw() -> None:
     assert result.raw == body
 
 
+def test_message_with_server_tools_counts_their_use() -> None:
+    body = fixture("message_server_tools.json")["body"]
+    result = t.message_result("seq-0", body)
+    assert result.output == {
+        "type": "message",
+        "role": "assistant",
+        "content": "I'll search for that. Paris has about 2.1 million people; half is 1,051,325.",
+        "finish_reason": "stop",
+    }
+    # web search as the usage bills it; code execution (billed by time) by its calls
+    assert result.usage == base.Usage(6039, 931, (("python_execution", 1), ("web_search", 1)))
+    billed_twice = {**body, "usage": {**body["usage"], "server_tool_use": {"web_search_requests": 2}}}
+    assert dict(t.message_result("seq-0", billed_twice).usage.tool_uses)["web_search"] == 2
+    unused = {
+        **body,
+        "usage": {**body["usage"], "server_tool_use": {"web_search_requests": 0}},
+        "content": [],
+    }
+    assert t.message_result("seq-0", unused).usage.tool_uses == ()
+
+
+def test_stream_with_server_tools_adds_up_to_the_message() -> None:
+    body = fixture("message_server_tools.json")["body"]
+    acc = t.StreamAccumulator("seq-0")
+    start = {**body, "content": [], "usage": {"input_tokens": 6039, "output_tokens": 1}}
+    texts = [acc.add({"type": "message_start", "message": start})]
+    for index, block in enumerate(body["content"]):
+        opened = {**block, "input": {}} if block["type"] == "server_tool_use" else block
+        if block["type"] == "text":
+            opened = {"type": "text", "text": ""}
+        texts.append(acc.add({"type": "content_block_start", "index": index, "content_block": opened}))
+        if block["type"] == "server_tool_use":
+            delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
+            acc.add({"type": "content_block_delta", "index": index, "delta": delta})
+        if block["type"] == "text":
+            delta = {"type": "text_delta", "text": block["text"]}
+            texts.append(acc.add({"type": "content_block_delta", "index": index, "delta": delta}))
+        acc.add({"type": "content_block_stop", "index": index})
+    usage = {"output_tokens": 931, "server_tool_use": {"web_search_requests": 1, "web_fetch_requests": 0}}
+    acc.add({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": usage})
+    acc.add({"type": "message_stop"})
+    result = acc.result()
+    whole = t.message_result("seq-0", body)
+    assert "".join(texts) == whole.output["content"] == result.output["content"]  # type: ignore[index]
+    assert result.usage == whole.usage
+    assert [b.get("input") for b in result.raw["content"]] == [b.get("input") for b in body["content"]]  # type: ignore[index]
+
+
 def test_message_with_tool_use_gives_openai_style_tool_calls() -> None:
     result = t.message_result("seq-0", fixture("message_tool_use.json")["body"])
     assert result.output is not None
@@ -158,6 +207,7 @@ def test_complete_over_http_sends_key_version_and_body() -> None:
     assert (call.method, str(call.url)) == ("POST", f"{DEFAULT_BASE_URL}/v1/messages")
     assert call.headers["x-api-key"] == "sk-ant-test"
     assert call.headers["anthropic-version"] == API_VERSION == "2023-06-01"
+    assert call.headers["anthropic-beta"] == "code-execution-2025-05-22"  # the code execution tool's
     assert call.headers["content-type"] == "application/json"
     assert vendor.body() == {
         "model": "claude-sonnet-4-20250514",
@@ -486,6 +536,7 @@ def test_tools_and_tool_choice() -> None:
             "name": "get_weather",
             "description": "The weather at a place.",
             "input_schema": {"type": "object", "properties": {"location": {"type": "string"}}},
+            "strict": True,
         }
     ]
     assert body["tool_choice"] == {"type": "any"}
@@ -503,12 +554,81 @@ def test_tools_and_tool_choice() -> None:
     assert "tool_choice" not in body_of({"input": "Hi", "tool_choice": "auto"})  # no tools: no choice
 
 
-def test_non_function_tools_and_unknown_choices_are_refused() -> None:
-    with pytest.raises(base.PermanentProviderError) as raised:
-        body_of({"input": "Search", "tools": [{"type": "web_search_preview"}]})
-    assert raised.value.code == "unsupported_parameter"
+def test_tools_anthropic_cannot_run_and_unknown_choices_are_refused() -> None:
+    refused = [
+        {"input": "Search", "tools": [{"type": "file_search", "vector_store_ids": ["vs_1"]}]},
+        {"input": "Search", "tools": [{"type": "web_search", "search_context_size": "high"}]},
+        {"input": "Search", "tools": [{"type": "web_search", "user_location": {"type": "exact"}}]},
+        {"input": "Search", "tools": [{"type": "web_search", "max_uses": 0}]},
+        {
+            "input": "Search",
+            "tools": [{"type": "web_search", "allowed_domains": ["a"], "blocked_domains": ["b"]}],
+        },
+        {
+            "input": "Run",
+            "tools": [{"type": "code_interpreter", "container": {"type": "auto", "file_ids": ["f"]}}],
+        },
+        {"input": "Run", "tools": [{"type": "code_interpreter", "container": "cntr_123"}]},
+        {"input": "Hi", "tools": [{**WEATHER, "function": {"name": "web_search"}}, {"type": "web_search"}]},
+        {"input": "Hi", "tools": [{"type": "function", "name": "f", "parameters": {"type": "array"}}]},
+    ]
+    for payload in refused:
+        with pytest.raises(base.PermanentProviderError) as raised:
+            body_of(payload)
+        assert raised.value.code == "unsupported_parameter", payload
+    undeclared = [
+        {"input": "Hi", "tools": [WEATHER], "tool_choice": {"type": "function", "name": "other"}},
+        {"input": "Hi", "tools": [WEATHER], "tool_choice": {"type": "web_search_preview"}},
+        {"input": "Hi", "tool_choice": "required"},
+    ]
+    for payload in undeclared:
+        with pytest.raises(base.PermanentProviderError) as raised:
+            body_of(payload)
+        assert raised.value.code == "invalid_item", payload
     with pytest.raises(base.PermanentProviderError):
         t.tool_choice("sometimes")
+
+
+def test_hosted_tools_become_server_tools_with_their_settings() -> None:
+    body = body_of(
+        {
+            "input": "Search and compute",
+            "tools": [
+                WEATHER,
+                {
+                    "type": "web_search_preview",
+                    "filters": {"allowed_domains": ["example.com"]},
+                    "user_location": {
+                        "type": "approximate",
+                        "city": "Paris",
+                        "country": "FR",
+                        "region": None,
+                    },
+                },
+                {"type": "code_interpreter", "container": {"type": "auto"}},
+            ],
+            "tool_choice": {"type": "web_search_preview"},
+        }
+    )
+    assert body["tools"][1:] == [
+        {
+            "type": "web_search_20250305",
+            "name": "web_search",
+            "allowed_domains": ["example.com"],
+            "user_location": {"type": "approximate", "city": "Paris", "country": "FR"},
+        },
+        {"type": "code_execution_20250522", "name": "code_execution"},
+    ]
+    assert body["tool_choice"] == {"type": "tool", "name": "web_search"}
+    native = body_of(
+        {"input": "Hi", "tools": [{"type": "web_search", "max_uses": 2, "blocked_domains": ["x.io"]}]}
+    )
+    assert native["tools"] == [
+        {"type": "web_search_20250305", "name": "web_search", "max_uses": 2, "blocked_domains": ["x.io"]}
+    ]
+    assert body_of({"input": "Hi", "tools": [{"type": "code_interpreter"}], "tool_choice": "required"})[
+        "tool_choice"
+    ] == {"type": "any"}
 
 
 def test_tool_history_becomes_tool_use_and_tool_result_blocks() -> None:
@@ -544,10 +664,58 @@ def test_tool_history_becomes_tool_use_and_tool_result_blocks() -> None:
 
 
 def test_sampling_options_and_stop_sequences() -> None:
-    body = body_of({"input": "Hi", "temperature": 0.2, "top_p": 0.9, "stop": "END", "seed": 7})
+    body = body_of({"input": "Hi", "temperature": 0.2, "top_p": 0.9, "stop": "END"})
     assert (body["temperature"], body["top_p"], body["stop_sequences"]) == (0.2, 0.9, ["END"])
-    assert "seed" not in body
-    assert body_of({"input": "Hi", "stop": ["a", "", "b"]})["stop_sequences"] == ["a", "b"]
+    fixed = body_of({"input": "Hi", "temperature": 0.2, "top_p": 0.9}, sampling=False)
+    assert "temperature" not in fixed and "top_p" not in fixed  # a model that takes none
+    assert body_of({"input": "Hi", "temperature": 1})["temperature"] == 1
+    for payload in (
+        {"input": "Hi", "seed": 7},  # Anthropic has no seed
+        {"input": "Hi", "temperature": 1.5},  # Anthropic's range ends at 1
+        {"input": "Hi", "stop": ["a", " ", "b"]},  # blank stop sequences are refused
+        {"messages": [{"role": "user", "content": "Hi", "name": "ann"}]},  # no participant names
+        {
+            "messages": [
+                {
+                    "role": "user",
+                    "content": [{"type": "image_url", "image_url": "data:image/bmp;base64,Qk0="}],
+                }
+            ]
+        },
+    ):
+        with pytest.raises(base.PermanentProviderError) as raised:
+            body_of(payload)
+        assert raised.value.code == "unsupported_parameter", payload
+
+
+def test_turns_the_api_refuses_are_mended_or_refused() -> None:
+    call = {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}
+    reordered = body_of(
+        {
+            "messages": [
+                {"role": "user", "content": "Weather?"},
+                {"role": "assistant", "content": None, "tool_calls": [call]},
+                {"role": "user", "content": "Quick please"},
+                {"role": "tool", "tool_call_id": "call_1", "content": "Sunny"},
+                {"role": "assistant", "content": "It is sunny.  "},
+            ],
+            "tools": [WEATHER],
+        }
+    )
+    assert [b["type"] for b in reordered["messages"][2]["content"]] == ["tool_result", "text"]
+    assert reordered["messages"][3] == {"role": "assistant", "content": "It is sunny."}
+    for messages in (
+        [{"role": "assistant", "content": "I open."}, {"role": "user", "content": "Hi"}],
+        [
+            {"role": "user", "content": "Weather?"},
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "user", "content": "No result given"},
+        ],
+        [{"role": "user", "content": "Hi"}, {"role": "tool", "tool_call_id": "call_9", "content": "stray"}],
+    ):
+        with pytest.raises(base.PermanentProviderError) as raised:
+            body_of({"messages": messages, "tools": [WEATHER]})
+        assert raised.value.code in ("unsupported_parameter", "invalid_item"), messages
 
 
 def test_max_tokens_comes_from_the_request_else_the_lane() -> None:

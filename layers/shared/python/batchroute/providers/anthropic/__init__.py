@@ -4,9 +4,10 @@ batch lanes.
 
 The endpoint's base URL is the API root without `/v1` (https://api.anthropic.com by default;
 the local emulator's is http://127.0.0.1:<port>/anthropic): the adapters' paths start with
-/v1. Every call carries the operator's key (`x-api-key`, from the provider's secret) and the
-pinned API version. A request without an output limit is sent with its lane's
-`max_output_tokens`, read from the built-in catalog when the adapter is built.
+/v1. Every call carries the operator's key (`x-api-key`, from the provider's secret), the
+pinned API version and the betas the adapter's server tools need (BETAS). A request without
+an output limit is sent with its lane's `max_output_tokens`, read from the built-in catalog
+when the adapter is built.
 """
 
 from __future__ import annotations
@@ -22,6 +23,10 @@ from batchroute.providers.http import VendorHttp
 
 DEFAULT_BASE_URL: Final = "https://api.anthropic.com"
 API_VERSION: Final = "2023-06-01"  # the Messages API version these adapters are written for
+# The betas every call opts into: the code execution server tool (code_execution_20250522)
+# runs only with its beta. Sent on every call, so a body that uses it (whole, streamed or in
+# a batch) always has it; a beta a call does not use changes nothing.
+BETAS: Final = ("code-execution-2025-05-22",)
 
 
 def vendor_http(
@@ -29,7 +34,11 @@ def vendor_http(
 ) -> VendorHttp:
     """The endpoint's HTTP: its base URL, the key and the API version on every call
     (`transport`: a test's stand-in for the network)."""
-    headers = {"anthropic-version": API_VERSION, "content-type": "application/json"}
+    headers = {
+        "anthropic-version": API_VERSION,
+        "anthropic-beta": ",".join(BETAS),
+        "content-type": "application/json",
+    }
     if api_key:
         headers["x-api-key"] = api_key
     return VendorHttp(

@@ -14,7 +14,8 @@ Calls (paths under the base URL, https://api.anthropic.com by default):
     AnthropicBatches.results     GET  the batch's results_url (JSON Lines, read as it arrives)
     AnthropicBatches.cancel      POST /v1/messages/batches/{id}/cancel
 
-Every call carries `x-api-key` and `anthropic-version` (`__init__.py` sets them).
+Every call carries `x-api-key`, `anthropic-version` and `anthropic-beta` (`__init__.py` sets
+them).
 """
 
 from __future__ import annotations
@@ -51,16 +52,20 @@ class _Adapter:
 class AnthropicMessages(_Adapter):
     """The per-item adapter (SyncProvider): one Messages call per request."""
 
+    def body(self, request: base.ProviderRequest, *, stream: bool = False) -> dict[str, Any]:
+        """The Messages body this adapter sends for `request` (refused ones raise)."""
+        return transform.messages_body(
+            request, default_max_tokens=self.default_max_tokens(request), stream=stream
+        )
+
     def complete(self, request: base.ProviderRequest) -> base.ProviderResult:
-        body = transform.messages_body(request, default_max_tokens=self.default_max_tokens(request))
+        body = self.body(request)
         answer = self.http.request_json("POST", transform.MESSAGES_PATH, json_body=body)
         return transform.message_result(request.custom_id, answer)
 
     def stream(self, request: base.ProviderRequest) -> Iterator[base.StreamEvent]:
         # Built now, so a refused request raises from this call, before any byte is awaited.
-        body = transform.messages_body(
-            request, default_max_tokens=self.default_max_tokens(request), stream=True
-        )
+        body = self.body(request, stream=True)
         return self._events(request, body)
 
     def _events(self, request: base.ProviderRequest, body: dict[str, Any]) -> Iterator[base.StreamEvent]:
@@ -91,11 +96,15 @@ class AnthropicMessages(_Adapter):
 class AnthropicBatches(_Adapter):
     """The vendor batch adapter (BatchApiProvider) over the Message Batches API."""
 
-    def submit(self, requests: Iterable[base.ProviderRequest]) -> str:
+    def batch_body(self, requests: Iterable[base.ProviderRequest]) -> dict[str, Any]:
+        """The Message Batches body this adapter sends for `requests` (refused ones raise)."""
         lines = [transform.batch_request(r, default_max_tokens=self.default_max_tokens(r)) for r in requests]
         if not lines:
             raise base.PermanentProviderError("a batch job needs at least one request", code="invalid_item")
-        created = self.http.request_json("POST", transform.BATCHES_PATH, json_body={"requests": lines})
+        return {"requests": lines}
+
+    def submit(self, requests: Iterable[base.ProviderRequest]) -> str:
+        created = self.http.request_json("POST", transform.BATCHES_PATH, json_body=self.batch_body(requests))
         return str(created["id"])
 
     def poll(self, job_id: str) -> base.JobStatus:

@@ -6,33 +6,53 @@ Written against the Messages API of `anthropic-version: 2023-06-01`. The split f
 LiteLLM's: this module only translates, `client.py` does the HTTP; a change of the vendor's
 format is a change here, tested by replaying recorded answers (tests/fixtures/vendors/).
 
-Field map, ours (an item's input in its normal form, providers/conversation.py) -> Anthropic:
+Field map, ours (an item's input in its normal form, providers/conversation.py) -> Anthropic.
+What Anthropic cannot take is refused with PermanentProviderError `unsupported_parameter`
+(or `invalid_item` where no vendor would take it), never dropped:
 
     provider_model_id                     -> model
     max_output_tokens (0: the lane's)     -> max_tokens (the API requires it)
     system / instructions / system turns  -> system (one string)
     user, assistant turns                 -> messages[{role, content}], consecutive same-role
-                                             turns merged into one (the roles must alternate)
+                                             turns merged into one, tool results first; the
+                                             first turn must be a user's (else refused); a
+                                             final assistant turn loses trailing whitespace
     tool turn {tool_call_id, content}     -> a user turn's {type: tool_result, tool_use_id, content}
     assistant tool_calls                  -> {type: tool_use, id, name, input: the parsed arguments}
+                                             (a call without its result in the next turn, or
+                                             a result without its call: invalid_item)
+    message `name`                        -> refused (Anthropic has no participant names)
     text part                             -> {type: text, text} (whitespace-only parts dropped)
     image_url part, a data: URL           -> {type: image, source: {type: base64, media_type, data}}
+                                             (JPEG, PNG, GIF, WebP; other types refused)
     image_url part, any other URL         -> {type: image, source: {type: url, url}}
-    temperature, top_p                    -> temperature, top_p
-    stop (a string or a list)             -> stop_sequences (a list)
-    seed                                  -> dropped (Anthropic has none)
-    tools [{type: function, function}]    -> tools [{name, description, input_schema}]
+    image detail                          -> nothing: Anthropic sizes every image itself
+    temperature (0..1), top_p             -> temperature, top_p, when the model takes sampling
+                                             (ProviderRequest.sampling); a temperature over 1
+                                             (OpenAI's range ends at 2) is refused
+    stop (a string or a list)             -> stop_sequences (whitespace-only ones refused)
+    seed                                  -> refused (Anthropic has none)
+    tools [{type: function, function}]    -> tools [{name, description, input_schema, strict}]
+                                             (an input schema that is not an object: refused)
+    hosted tools (web_search,             -> server tools, as catalog/data/hosted_tools.toml
+      python_execution)                      declares them (web_search_20250305,
+                                             code_execution_20250522), with web search's
+                                             filters.allowed_domains -> allowed_domains,
+                                             user_location, max_uses, allowed_domains,
+                                             blocked_domains; any other setting refused
     tool_choice auto | required | none    -> {type: auto} | {type: any} | {type: none}
-    tool_choice {function: {name}}        -> {type: tool, name}
+                                             (auto / none without tools: left out)
+    tool_choice {function: {name}}        -> {type: tool, name} (a declared function only)
+    tool_choice a hosted tool             -> {type: tool, name: its server tool's name}
     a json_schema output format           -> output_config.format {type: json_schema, schema}
-    a json_object output format           -> refused: PermanentProviderError unsupported_parameter
-                                             (Anthropic takes a schema or nothing)
-    operation embeddings                  -> refused: PermanentProviderError unsupported_operation
+    a json_object output format           -> refused (Anthropic takes a schema or nothing)
+    operation embeddings                  -> refused: unsupported_operation
                                              (Anthropic has no embeddings API)
 
 Anthropic -> ours (the normalized output, providers/base.py):
 
-    content text blocks (joined)          -> output.content
+    content text blocks (joined)          -> output.content (server tool blocks,
+                                             server_tool_use and *_tool_result, add no text)
     content tool_use blocks               -> output.tool_calls [{id, type: function,
                                              function: {name, arguments: JSON text}}]
     stop_reason max_tokens, or
@@ -40,6 +60,9 @@ Anthropic -> ours (the normalized output, providers/base.py):
     usage.input_tokens (+ cache reads
       and writes, when any)               -> usage.prompt_tokens
     usage.output_tokens                   -> usage.completion_tokens
+    usage.server_tool_use                 -> usage.tool_uses by the service's tool name
+      .web_search_requests                   (web_search); code execution, which the usage
+                                             does not count, by its server_tool_use blocks
     the message itself                    -> raw
     an error's type                       -> ERROR_TYPES: our code, and whether it is transient
 
@@ -69,7 +92,14 @@ from batchroute.providers.base import (
     TransientProviderError,
     Usage,
 )
-from batchroute.providers.conversation import conversation, data_url_parts
+from batchroute.providers.conversation import (
+    Conversation,
+    HostedToolUse,
+    ToolChoice,
+    conversation,
+    data_url_parts,
+)
+from batchroute.providers.hosted_tools import runnable, vendor_tool
 
 MESSAGES_PATH: Final = "/v1/messages"
 BATCHES_PATH: Final = "/v1/messages/batches"
@@ -89,6 +119,10 @@ ERROR_TYPES: Final[dict[str, tuple[str, bool]]] = {
     "overloaded_error": ("overloaded", True),
 }
 _LENGTH_STOPS: Final = frozenset({"max_tokens", "model_context_window_exceeded"})
+ADAPTER: Final = "anthropic"  # this adapter's rows of catalog/data/hosted_tools.toml
+MAX_TEMPERATURE: Final = 1.0
+IMAGE_MEDIA_TYPES: Final = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
+USER_LOCATION_FIELDS: Final = frozenset({"type", "city", "region", "country", "timezone"})
 _TOOL_CHOICES: Final[dict[str, str]] = {"auto": "auto", "required": "any", "any": "any", "none": "none"}
 
 
@@ -97,10 +131,12 @@ def messages_body(
     request: ProviderRequest, *, default_max_tokens: int, stream: bool = False
 ) -> dict[str, Any]:
     """The Messages API body of a `responses` / `vision` request. `default_max_tokens` (the
-    lane's output limit) stands in when the request sets none: Anthropic requires one."""
+    lane's output limit) stands in when the request sets none: Anthropic requires one.
+    What Anthropic cannot take is refused (PermanentProviderError), never dropped."""
     if request.operation == "embeddings":
         raise PermanentProviderError("Anthropic has no embeddings API", code="unsupported_operation")
     talk = conversation(request.input)
+    _refuse_unsayable(talk)
     messages = merged_turns(talk.messages)
     if not messages:
         raise PermanentProviderError("the item has no user or assistant message", code="invalid_item")
@@ -108,25 +144,51 @@ def messages_body(
     body: dict[str, Any] = {"model": request.provider_model_id, "max_tokens": limit, "messages": messages}
     if talk.system:
         body["system"] = talk.system
-    options = talk.options
-    for name in ("temperature", "top_p"):
-        if name in options:
-            body[name] = options[name]
-    stops = stop_sequences(options.get("stop"))
+    if request.sampling:
+        body.update(sampling(talk.options))
+    stops = stop_sequences(talk.options.get("stop"))
     if stops:
         body["stop_sequences"] = stops
-    if talk.hosted_tools:
-        tool({"type": talk.hosted_tools[0].name})  # refused: no server tools mapped yet
-    tools = [tool(t) for t in talk.chat_tools()]
+    tools = [tool(f.chat()) for f in talk.functions] + [server_tool(h) for h in talk.hosted_tools]
+    _unique_names(tools)
     if tools:
         body["tools"] = tools
-        if talk.tool_choice is not None:
-            body["tool_choice"] = tool_choice(talk.tool_choice.chat())
+    if talk.tool_choice is not None:
+        choice = _choice(talk.tool_choice, tools)
+        if choice is not None:
+            body["tool_choice"] = choice
     if talk.response_format is not None:
         body["output_config"] = {"format": output_format(talk.response_format)}
     if stream:
         body["stream"] = True
     return body
+
+
+def _refuse_unsayable(talk: Conversation) -> None:
+    """What the normal form can say and Anthropic cannot: refused, with the reason."""
+    if "seed" in talk.options:
+        raise PermanentProviderError(
+            "Anthropic has no seed: an item that sets one cannot run on an Anthropic lane",
+            code="unsupported_parameter",
+        )
+    for message in talk.messages:
+        if "name" in message:
+            raise PermanentProviderError(
+                "Anthropic's messages carry no participant name (`name`)", code="unsupported_parameter"
+            )
+
+
+def sampling(options: Mapping[str, Any]) -> dict[str, Any]:
+    """temperature and top_p as they are: Anthropic's range is 0 to 1 for both; a temperature
+    over 1 (OpenAI's range goes to 2) has no Anthropic equivalent and is refused."""
+    given = {name: options[name] for name in ("temperature", "top_p") if name in options}
+    temperature = given.get("temperature")
+    if isinstance(temperature, int | float) and temperature > MAX_TEMPERATURE:
+        raise PermanentProviderError(
+            f"Anthropic's temperature goes from 0 to {MAX_TEMPERATURE:g}; the item asks for {temperature:g}",
+            code="unsupported_parameter",
+        )
+    return given
 
 
 def batch_request(request: ProviderRequest, *, default_max_tokens: int) -> dict[str, Any]:
@@ -139,8 +201,11 @@ def batch_request(request: ProviderRequest, *, default_max_tokens: int) -> dict[
 
 def merged_turns(messages: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Chat-completions turns as Anthropic messages: tool results become user turns, and
-    consecutive turns of one role become one turn (the API wants the roles to alternate).
-    A turn of a single text block is sent as a plain string."""
+    consecutive turns of one role become one turn (the API wants the roles to alternate),
+    tool results first in theirs. A turn of a single text block is sent as a plain string;
+    a final assistant turn (a prefill) loses its trailing whitespace, which the API refuses.
+    A conversation the API cannot take (opening with the assistant, a tool call without its
+    result or a result without its call) is refused."""
     turns: list[tuple[str, list[dict[str, Any]]]] = []
     for message in messages:
         role, blocks = _turn(message)
@@ -150,7 +215,40 @@ def merged_turns(messages: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
             turns[-1][1].extend(blocks)
         else:
             turns.append((role, blocks))
-    return [{"role": role, "content": _compact(blocks)} for role, blocks in turns]
+    if turns and turns[0][0] != "user":
+        raise PermanentProviderError(
+            "Anthropic wants the conversation to open with a user turn, not the assistant's",
+            code="unsupported_parameter",
+        )
+    for position, (role, blocks) in enumerate(turns):
+        if role == "user":
+            blocks.sort(key=lambda b: b["type"] != "tool_result")  # stable: results first
+        asked = _ids(turns[position - 1][1], "tool_use", "id") if position else set()
+        answered = _ids(blocks, "tool_result", "tool_use_id")
+        following = turns[position + 1][1] if position + 1 < len(turns) else None
+        unanswered = _ids(blocks, "tool_use", "id") - _ids(following or [], "tool_result", "tool_use_id")
+        if answered - asked or (following is not None and unanswered):
+            raise PermanentProviderError(
+                "every tool call needs its result in the next turn, and every result a call in the "
+                f"turn before: {', '.join(sorted((answered - asked) | unanswered))}",
+                code="invalid_item",
+            )
+    if turns and turns[-1][0] == "assistant":
+        _trim_end(turns[-1][1])
+    return [{"role": role, "content": _compact(blocks)} for role, blocks in turns if blocks]
+
+
+def _ids(blocks: list[dict[str, Any]], kind: str, key: str) -> set[str]:
+    return {str(b[key]) for b in blocks if b["type"] == kind}
+
+
+def _trim_end(blocks: list[dict[str, Any]]) -> None:
+    if blocks and blocks[-1]["type"] == "text":
+        text = str(blocks[-1]["text"]).rstrip()
+        if text:
+            blocks[-1] = {**blocks[-1], "text": text}
+        else:
+            blocks.pop()
 
 
 def _turn(message: Mapping[str, Any]) -> tuple[str, list[dict[str, Any]]]:
@@ -187,10 +285,17 @@ def content_blocks(content: object) -> list[dict[str, Any]]:
 
 
 def image_block(url: str) -> dict[str, Any]:
+    """An image part as an image block: a `data:` URL inline (base64), any other URL by
+    reference. An image part's `detail` has no Anthropic form: Anthropic sizes every image
+    itself (docs/providers.md, Anthropic)."""
     inline = data_url_parts(url)
     if inline is None:
         return {"type": "image", "source": {"type": "url", "url": url}}
     media_type, data = inline
+    if media_type not in IMAGE_MEDIA_TYPES:
+        raise PermanentProviderError(
+            f"Anthropic takes JPEG, PNG, GIF and WebP images, not {media_type}", code="unsupported_parameter"
+        )
     return {"type": "image", "source": {"type": "base64", "media_type": media_type, "data": data}}
 
 
@@ -230,12 +335,131 @@ def tool(definition: object) -> dict[str, Any]:
             f"Anthropic takes function tools only, not {given.get('type')!r}", code="unsupported_parameter"
         )
     schema = function.get("parameters")
+    if isinstance(schema, Mapping) and schema.get("type", "object") != "object":
+        raise PermanentProviderError(
+            f"Anthropic's tools take an object as input; {function['name']!r} declares "
+            f"{schema.get('type')!r}",
+            code="unsupported_parameter",
+        )
     mapped: dict[str, Any] = {
         "name": str(function["name"]),
-        "input_schema": dict(schema) if isinstance(schema, Mapping) else {"type": "object", "properties": {}},
+        "input_schema": {"type": "object", **(schema if isinstance(schema, Mapping) else {"properties": {}})},
     }
     if function.get("description"):
         mapped["description"] = str(function["description"])
+    if function.get("strict") is True:  # false is Anthropic's default: nothing to say
+        mapped["strict"] = True
+    return mapped
+
+
+def server_tool(hosted: HostedToolUse) -> dict[str, Any]:
+    """A hosted tool as Anthropic's server tool (catalog/data/hosted_tools.toml), with the
+    item's settings translated; a setting Anthropic has no place for is refused."""
+    declared = vendor_tool(ADAPTER, hosted.name)
+    if declared is None:
+        raise PermanentProviderError(f"Anthropic runs no {hosted.name} tool", code="unsupported_parameter")
+    config = dict(hosted.config)
+    if hosted.name == "web_search":
+        declared.update(_web_search_settings(config))
+    elif hosted.name == "python_execution":
+        _code_execution_settings(config)
+    elif config:
+        raise PermanentProviderError(
+            f"Anthropic's {hosted.name} takes no settings ({', '.join(sorted(config))})",
+            code="unsupported_parameter",
+        )
+    return declared
+
+
+def _web_search_settings(config: dict[str, Any]) -> dict[str, Any]:
+    """OpenAI's web search settings as Anthropic's: `filters.allowed_domains` ->
+    `allowed_domains`, `user_location` (approximate) as it is; Anthropic's own `max_uses`,
+    `allowed_domains`, `blocked_domains` as they are."""
+    settings: dict[str, Any] = {}
+    filters = config.pop("filters", None)
+    if filters is not None:
+        extra = sorted(set(_mapping(filters)) - {"allowed_domains"})
+        if not isinstance(filters, Mapping) or extra:
+            raise _unsettable("web_search", f"filters {extra or filters!r}")
+        if filters.get("allowed_domains") is not None:
+            settings["allowed_domains"] = list(filters["allowed_domains"])
+    for key in ("allowed_domains", "blocked_domains", "max_uses"):
+        if config.get(key) is not None:
+            settings[key] = config.pop(key)
+        config.pop(key, None)
+    for key in ("allowed_domains", "blocked_domains"):
+        domains = settings.get(key)
+        if domains is not None and not (
+            isinstance(domains, list) and all(isinstance(d, str) for d in domains)
+        ):
+            raise _unsettable("web_search", f"{key} {domains!r} (a list of domains)")
+    if "allowed_domains" in settings and "blocked_domains" in settings:
+        raise _unsettable("web_search", "allowed_domains with blocked_domains (one or the other)")
+    uses = settings.get("max_uses")
+    if uses is not None and (isinstance(uses, bool) or not isinstance(uses, int) or uses < 1):
+        raise _unsettable("web_search", f"max_uses {uses!r} (a whole number of at least 1)")
+    location = config.pop("user_location", None)
+    if location is not None:
+        location = {k: v for k, v in _mapping(location).items() if v is not None}
+        extra = sorted(set(location) - USER_LOCATION_FIELDS)
+        strings = all(isinstance(v, str) for v in location.values())
+        if location.get("type", "approximate") != "approximate" or extra or not strings:
+            raise _unsettable("web_search", f"user_location {extra or location!r}")
+        settings["user_location"] = {"type": "approximate", **location}
+    if config:
+        raise _unsettable("web_search", ", ".join(sorted(config)))
+    return settings
+
+
+def _code_execution_settings(config: dict[str, Any]) -> None:
+    """OpenAI's code interpreter runs in a `container`: `{type: auto}` is what Anthropic's
+    code execution does anyway; files, a memory limit or a named container it cannot take."""
+    container = config.pop("container", None)
+    if container is not None and dict(_mapping(container)) != {"type": "auto"}:
+        raise _unsettable("python_execution", f"container {container!r}")
+    if config:
+        raise _unsettable("python_execution", ", ".join(sorted(config)))
+
+
+def _unsettable(tool_name: str, what: str) -> PermanentProviderError:
+    return PermanentProviderError(
+        f"Anthropic's {tool_name} tool has no such setting: {what}", code="unsupported_parameter"
+    )
+
+
+def _unique_names(tools: list[dict[str, Any]]) -> None:
+    names = [t["name"] for t in tools]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise PermanentProviderError(
+            f"Anthropic wants unique tool names; {', '.join(twice)} is declared twice (a function "
+            "may not share a server tool's name)",
+            code="unsupported_parameter",
+        )
+
+
+def _choice(choice: ToolChoice, tools: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The item's tool_choice as Anthropic's; a hosted tool is chosen by its server tool's
+    name. Without tools, `auto` and `none` say nothing and are left out."""
+    if not tools:
+        if choice.mode in ("auto", "none"):
+            return None
+        raise PermanentProviderError(f"tool_choice {choice.mode!r} without any tool", code="invalid_item")
+    if choice.mode == "hosted":
+        declared = vendor_tool(ADAPTER, str(choice.name))
+        name = str(declared["name"]) if declared else None
+        if name is None or all(t["name"] != name for t in tools):
+            raise PermanentProviderError(
+                f"tool_choice names the hosted tool {choice.name!r}, which the item does not declare",
+                code="invalid_item",
+            )
+        return {"type": "tool", "name": name}
+    mapped = tool_choice(choice.chat())
+    if mapped["type"] == "tool" and all(t["name"] != mapped["name"] for t in tools):
+        raise PermanentProviderError(
+            f"tool_choice names the function {mapped['name']!r}, which the item does not declare",
+            code="invalid_item",
+        )
     return mapped
 
 
@@ -252,8 +476,14 @@ def tool_choice(choice: object) -> dict[str, Any]:
 
 
 def stop_sequences(stop: object) -> list[str]:
+    """The item's stop strings; Anthropic refuses one without non-whitespace text."""
     values = [stop] if isinstance(stop, str) else stop if isinstance(stop, list) else []
-    return [str(v) for v in values if isinstance(v, str) and v.strip()]
+    stops = [str(v) for v in values]
+    if any(not v.strip() for v in stops):
+        raise PermanentProviderError(
+            "Anthropic's stop sequences must contain non-whitespace text", code="unsupported_parameter"
+        )
+    return stops
 
 
 def output_format(response_format: Mapping[str, Any]) -> dict[str, Any]:
@@ -273,14 +503,42 @@ def finish_reason(stop_reason: object) -> FinishReason:
     return "length" if stop_reason in _LENGTH_STOPS else "stop"
 
 
-def message_usage(usage: object) -> Usage:
-    """Anthropic counts cached input apart from `input_tokens`; all of it was input."""
+def message_usage(usage: object, content: Iterable[Mapping[str, Any]] = ()) -> Usage:
+    """Anthropic counts cached input apart from `input_tokens`; all of it was input. Server
+    tool calls: as `usage.server_tool_use` bills them (`web_search_requests`), else (code
+    execution, billed by container time) as the message's `server_tool_use` blocks count."""
     given = _mapping(usage)
     prompt = sum(
         int(given.get(key) or 0)
         for key in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
     )
-    return Usage(prompt, int(given.get("output_tokens") or 0))
+    return Usage(prompt, int(given.get("output_tokens") or 0), tool_uses(given, content))
+
+
+def tool_uses(usage: Mapping[str, Any], content: Iterable[Mapping[str, Any]]) -> tuple[tuple[str, int], ...]:
+    """The service's hosted tool name -> how many times the message used it."""
+    services = _services()
+    counts: dict[str, int] = {}
+    billed = _mapping(usage.get("server_tool_use"))
+    for key, value in billed.items():
+        server = key.removesuffix("_requests")
+        if key.endswith("_requests") and server in services:
+            counts[services[server]] = int(value or 0)
+    for block in content:
+        name = str(block.get("name"))
+        if block.get("type") == "server_tool_use" and name in services and f"{name}_requests" not in billed:
+            counts[services[name]] = counts.get(services[name], 0) + 1
+    return tuple(sorted((name, n) for name, n in counts.items() if n > 0))
+
+
+def _services() -> dict[str, str]:
+    """Anthropic's server tool name -> the service's hosted tool name (the hosted tools table)."""
+    found: dict[str, str] = {}
+    for service in runnable(ADAPTER):
+        declared = vendor_tool(ADAPTER, service)
+        if declared is not None:
+            found[str(declared["name"])] = service
+    return found
 
 
 def message_result(custom_id: str, message: Mapping[str, Any]) -> ProviderResult:
@@ -303,9 +561,8 @@ def message_result(custom_id: str, message: Mapping[str, Any]) -> ProviderResult
     ]
     if calls:
         output["tool_calls"] = calls
-    return ProviderResult(
-        custom_id, "completed", output=output, raw=dict(message), usage=message_usage(message.get("usage"))
-    )
+    usage = message_usage(message.get("usage"), blocks)
+    return ProviderResult(custom_id, "completed", output=output, raw=dict(message), usage=usage)
 
 
 def item_error(body: Mapping[str, Any]) -> ItemError:
@@ -351,7 +608,7 @@ class StreamAccumulator:
         elif kind == "content_block_start":
             block = dict(_mapping(event.get("content_block")))
             self.blocks[index] = block
-            if block.get("type") == "tool_use":
+            if block.get("type") in ("tool_use", "server_tool_use"):
                 self.tool_json[index] = []
             return str(block.get("text") or "") if block.get("type") == "text" else ""
         elif kind == "content_block_delta":
