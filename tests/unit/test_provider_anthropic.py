@@ -669,9 +669,10 @@ def test_sampling_options_and_stop_sequences() -> None:
     fixed = body_of({"input": "Hi", "temperature": 0.2, "top_p": 0.9}, sampling=False)
     assert "temperature" not in fixed and "top_p" not in fixed  # a model that takes none
     assert body_of({"input": "Hi", "temperature": 1})["temperature"] == 1
+    # OpenAI's temperatures go to 2, Anthropic's to 1: a higher one is sent as Anthropic's highest
+    assert body_of({"input": "Hi", "temperature": 1.5})["temperature"] == 1
     for payload in (
         {"input": "Hi", "seed": 7},  # Anthropic has no seed
-        {"input": "Hi", "temperature": 1.5},  # Anthropic's range ends at 1
         {"input": "Hi", "stop": ["a", " ", "b"]},  # blank stop sequences are refused
         {"messages": [{"role": "user", "content": "Hi", "name": "ann"}]},  # no participant names
         {
@@ -733,9 +734,12 @@ def test_structured_output_as_a_json_schema() -> None:
     given = {"type": "json_schema", "json_schema": {"name": "label", "schema": schema, "strict": True}}
     body = body_of({"input": "Classify", "response_format": given})
     assert body["output_config"] == {"format": {"type": "json_schema", "schema": schema}}
-    with pytest.raises(base.PermanentProviderError) as raised:
-        body_of({"input": "Classify", "response_format": {"type": "json_object"}})
-    assert raised.value.code == "unsupported_parameter"
+    # JSON mode without a schema has no Anthropic form: it is asked for in the system prompt
+    body = body_of(
+        {"input": "Classify", "instructions": "Be brief.", "response_format": {"type": "json_object"}}
+    )
+    assert "output_config" not in body
+    assert body["system"] == "Be brief.\n\nAnswer with one valid JSON object and nothing else."
 
 
 def test_embeddings_and_empty_items_are_refused_without_a_call() -> None:

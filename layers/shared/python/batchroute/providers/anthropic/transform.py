@@ -29,7 +29,8 @@ What Anthropic cannot take is refused with PermanentProviderError `unsupported_p
     image detail                          -> nothing: Anthropic sizes every image itself
     temperature (0..1), top_p             -> temperature, top_p, when the model takes sampling
                                              (ProviderRequest.sampling); a temperature over 1
-                                             (OpenAI's range ends at 2) is refused
+                                             (OpenAI's range ends at 2) is sent as 1, the
+                                             most varied Anthropic samples
     stop (a string or a list)             -> stop_sequences (whitespace-only ones refused)
     seed                                  -> refused (Anthropic has none)
     tools [{type: function, function}]    -> tools [{name, description, input_schema, strict}]
@@ -45,7 +46,8 @@ What Anthropic cannot take is refused with PermanentProviderError `unsupported_p
     tool_choice {function: {name}}        -> {type: tool, name} (a declared function only)
     tool_choice a hosted tool             -> {type: tool, name: its server tool's name}
     a json_schema output format           -> output_config.format {type: json_schema, schema}
-    a json_object output format           -> refused (Anthropic takes a schema or nothing)
+    a json_object output format           -> an instruction joining the system prompt (Anthropic
+                                             takes a schema or nothing)
     operation embeddings                  -> refused: unsupported_operation
                                              (Anthropic has no embeddings API)
 
@@ -121,6 +123,9 @@ ERROR_TYPES: Final[dict[str, tuple[str, bool]]] = {
 _LENGTH_STOPS: Final = frozenset({"max_tokens", "model_context_window_exceeded"})
 ADAPTER: Final = "anthropic"  # this adapter's rows of catalog/data/hosted_tools.toml
 MAX_TEMPERATURE: Final = 1.0
+# JSON mode without a schema (`json_object`) has no Anthropic form: the instruction it
+# stands for joins the system prompt, as on Bedrock.
+JSON_OBJECT_INSTRUCTION: Final = "Answer with one valid JSON object and nothing else."
 IMAGE_MEDIA_TYPES: Final = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
 USER_LOCATION_FIELDS: Final = frozenset({"type", "city", "region", "country", "timezone"})
 _TOOL_CHOICES: Final[dict[str, str]] = {"auto": "auto", "required": "any", "any": "any", "none": "none"}
@@ -142,8 +147,10 @@ def messages_body(
         raise PermanentProviderError("the item has no user or assistant message", code="invalid_item")
     limit = request.max_output_tokens if request.max_output_tokens > 0 else default_max_tokens
     body: dict[str, Any] = {"model": request.provider_model_id, "max_tokens": limit, "messages": messages}
-    if talk.system:
-        body["system"] = talk.system
+    json_object = talk.response_format is not None and talk.response_format.get("type") == "json_object"
+    system = "\n\n".join(t for t in (talk.system, JSON_OBJECT_INSTRUCTION if json_object else None) if t)
+    if system:
+        body["system"] = system
     if request.sampling:
         body.update(sampling(talk.options))
     stops = stop_sequences(talk.options.get("stop"))
@@ -157,7 +164,7 @@ def messages_body(
         choice = _choice(talk.tool_choice, tools)
         if choice is not None:
             body["tool_choice"] = choice
-    if talk.response_format is not None:
+    if talk.response_format is not None and not json_object:
         body["output_config"] = {"format": output_format(talk.response_format)}
     if stream:
         body["stream"] = True
@@ -179,15 +186,13 @@ def _refuse_unsayable(talk: Conversation) -> None:
 
 
 def sampling(options: Mapping[str, Any]) -> dict[str, Any]:
-    """temperature and top_p as they are: Anthropic's range is 0 to 1 for both; a temperature
-    over 1 (OpenAI's range goes to 2) has no Anthropic equivalent and is refused."""
+    """temperature and top_p: Anthropic's range is 0 to 1 for both. The preflight takes
+    OpenAI's temperatures up to 2; one over 1 is translated to 1, Anthropic's most varied
+    sampling (docs/providers.md, Anthropic)."""
     given = {name: options[name] for name in ("temperature", "top_p") if name in options}
     temperature = given.get("temperature")
     if isinstance(temperature, int | float) and temperature > MAX_TEMPERATURE:
-        raise PermanentProviderError(
-            f"Anthropic's temperature goes from 0 to {MAX_TEMPERATURE:g}; the item asks for {temperature:g}",
-            code="unsupported_parameter",
-        )
+        given["temperature"] = MAX_TEMPERATURE
     return given
 
 
