@@ -29,7 +29,7 @@ violation (its path, then why). The checks:
   only with mode ANY (or VALIDATED) and naming declared functions; a function call turn
   follows a user turn, and a function response turn answers the call turn just before it with
   as many responses as it has calls; embedding requests 1-100 per batch, one model;
-  a batch's displayName and inputConfig, inlined requests 20 MB at most.
+  a batch's inputConfig, inlined requests 20 MB at most.
 
 `outgoing(request, endpoint, lane_max_output_tokens=...)` is every (operation, body) the
 Gemini adapters send for a request, built by the transform functions the client calls.
@@ -252,8 +252,8 @@ def _batch_generate(body: Any, path: str, out: Violations) -> None:
     where = _at(path, "batch")
     if not _object(batch, where, out, BATCH_FIELDS, "GenerateContentBatch"):
         return
-    if not isinstance(batch.get("displayName"), str) or not batch["displayName"]:
-        out.append(f"{_at(where, 'displayName')}: displayName is required (a non-empty string)")
+    if "displayName" in batch and not isinstance(batch["displayName"], str):
+        out.append(f"{_at(where, 'displayName')}: a string is required")
     if "model" in batch and not (isinstance(batch["model"], str) and MODEL_NAME.fullmatch(batch["model"])):
         out.append(f"{_at(where, 'model')}: a model resource name (models/<id>) is required here")
     if "priority" in batch and not isinstance(batch["priority"], int | str):
