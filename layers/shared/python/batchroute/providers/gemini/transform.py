@@ -8,8 +8,10 @@ Field map, requests (ours -> Gemini, REST JSON of API version v1beta):
 
     system / instructions / system turns  -> systemInstruction {parts: [{text}]}
     messages / input turns               -> contents [{role: user | model, parts}]
-      user text, assistant text          -> {text}   (role assistant -> model)
-      image_url  data:<type>;base64,...  -> {inlineData: {mimeType, data}}
+      user text, assistant text          -> {text}   (role assistant -> model; consecutive
+                                            assistant turns -> one model turn)
+      image_url  data:<type>;base64,...  -> {inlineData: {mimeType, data}} (other data: URLs
+                                            base64-encoded)
       image_url  any other URL           -> {fileData: {fileUri, mimeType when the name says}}
       assistant tool_calls               -> {functionCall: {id, name, args}} (+ thoughtSignature
                                             from tool_call.extra_content.google, as Google's
@@ -17,14 +19,22 @@ Field map, requests (ours -> Gemini, REST JSON of API version v1beta):
       tool / function turns              -> role user, {functionResponse: {id, name, response}}
     max_output_tokens                    -> generationConfig.maxOutputTokens
     temperature, top_p, stop, seed       -> generationConfig.temperature, topP, stopSequences, seed
+                                            (temperature, top_p only when request.sampling)
     response_format json_object          -> generationConfig.responseMimeType application/json
     response_format json_schema          -> + responseSchema (Gemini's OpenAPI subset, converted)
                                             or responseJsonSchema (as given) when the schema
                                             uses anything the subset cannot say
     tools [{type: function}]             -> tools [{functionDeclarations: [{name, description,
-                                            parameters | parametersJsonSchema}]}]
-    tools web_search*, code_interpreter  -> tools [{googleSearch: {}}], [{codeExecution: {}}]
-    tool_choice auto/none/required/named -> toolConfig.functionCallingConfig AUTO/NONE/ANY(+names)
+                                            parameters | parametersJsonSchema}]}] (no
+                                            parameters for an object without properties)
+    hosted tools (web_search, python_execution)
+                                         -> vendor_tool("gemini", name): [{googleSearch: {}}],
+                                            [{codeExecution: {}}] (catalog/data/hosted_tools.toml)
+    tool_choice auto/none/required/named -> toolConfig.functionCallingConfig AUTO/NONE/ANY(+names),
+                                            only beside function declarations
+    tool_choice a hosted tool            -> the tool declared, NONE for the functions (Gemini
+                                            cannot force a built-in tool); `none` leaves the
+                                            hosted tools out
     embeddings input (string | [strings])-> embedContent {content} | batchEmbedContents
                                             {requests: [{model, content}]}; dimensions ->
                                             outputDimensionality
@@ -41,12 +51,18 @@ Field map, answers (Gemini -> ours):
     usageMetadata promptTokenCount (+ toolUsePromptTokenCount)   -> usage.prompt_tokens
     usageMetadata candidatesTokenCount (+ thoughtsTokenCount)    -> usage.completion_tokens
                                             (Google bills thinking tokens as output)
+    groundingMetadata.webSearchQueries   -> usage.tool_uses web_search 1 (per grounded prompt)
+    executableCode parts                 -> usage.tool_uses python_execution, one per part
     embedding.values / embeddings[].values -> output.embedding / output.embeddings
     metadata.state BATCH_STATE_* (the SDK's JOB_STATE_* accepted too) -> JobStatus.state
     metadata.batchStats                  -> JobStatus counts
     inlinedResponses[] {response | error, metadata.key} -> one ProviderResult per custom_id
     `raw`                                -> the vendor's body as sent (a GenerateContentResponse,
                                             {"embedding"}); {"embeddings"} of every call, in order
+
+Refused before sending (PermanentProviderError), never dropped: participant names, a
+conversation opening with tool calls, unpaired tool calls and results, non-object tool
+arguments, seeds outside int32, hosted tool settings, token-id embedding inputs.
 
 Embeddings carry no token usage on the Gemini API: prompt tokens are estimated from the text
 with the quote's conservative rule (domain/tokens.py: ceil(UTF-8 bytes / 3) + 3), the same
