@@ -212,7 +212,7 @@ def _embed(body: Any, path: str, out: Violations, *, batched: bool = False) -> N
     else:
         _content(body["content"], _at(path, "content"), out, system=True)
     task = body.get("taskType")
-    if "taskType" in body and task not in TASK_TYPES:
+    if "taskType" in body and not _among(task, TASK_TYPES):
         out.append(f"{_at(path, 'taskType')}: {task!r} is not a TaskType ({', '.join(sorted(TASK_TYPES))})")
     if "title" in body:
         if not isinstance(body["title"], str):
@@ -239,7 +239,7 @@ def _batch_embed(body: Any, path: str, out: Violations) -> None:
         out.append(f"{_at(path, 'requests')}: at most {MAX_EMBED_REQUESTS} requests, not {len(requests)}")
     for index, request in enumerate(requests):
         _embed(request, _at(path, f"requests[{index}]"), out, batched=True)
-    models = {r.get("model") for r in requests if isinstance(r, Mapping)}
+    models = {json.dumps(r.get("model"), default=str) for r in requests if isinstance(r, Mapping)}
     if len(models) > 1:
         out.append(f"{_at(path, 'requests')}: every request must name the same model")
 
@@ -306,7 +306,7 @@ def _content(value: Any, path: str, out: Violations, *, system: bool = False) ->
     if not _typed(_sdk().Content, value, path, out):
         return
     role = value.get("role")
-    if "role" in value and role not in ROLES and not system:
+    if "role" in value and not _among(role, ROLES) and not system:
         out.append(f"{_at(path, 'role')}: {role!r} is not a role; please use a valid role: user, model")
     parts = value.get("parts")
     if not isinstance(parts, list) or not parts:
@@ -342,7 +342,7 @@ def _turns(contents: list[Any], path: str, out: Violations) -> None:
     before: Mapping[str, Any] = {}
     for index, content in enumerate(contents):
         found = content if isinstance(content, Mapping) else {}
-        parts = [p for p in found.get("parts") or [] if isinstance(p, Mapping)]
+        parts = [p for p in _list(found.get("parts")) if isinstance(p, Mapping)]
         calls = sum("functionCall" in p for p in parts)
         answers = sum("functionResponse" in p for p in parts)
         role = found.get("role", "user")
@@ -357,7 +357,7 @@ def _turns(contents: list[Any], path: str, out: Violations) -> None:
                 "response turn"
             )
         if answers:
-            asked = sum("functionCall" in p for p in before.get("parts") or [] if isinstance(p, Mapping))
+            asked = sum("functionCall" in p for p in _list(before.get("parts")) if isinstance(p, Mapping))
             if not asked:
                 out.append(f"{where}: a function response turn comes immediately after a function call turn")
             elif asked != answers:
@@ -380,7 +380,7 @@ def _tools(value: Any, path: str, out: Violations) -> set[str]:
             continue
         if not tool:
             out.append(f"{where}: a Tool names one kind of tool at least")
-        for number, declaration in enumerate(tool.get("functionDeclarations") or []):
+        for number, declaration in enumerate(_list(tool.get("functionDeclarations"))):
             if not isinstance(declaration, Mapping):
                 continue
             at = f"{where}.functionDeclarations[{number}]"
@@ -418,7 +418,7 @@ def _tool_config(value: Any, names: set[str] | None, path: str, out: Violations)
         if calling.get("mode") not in ("ANY", "VALIDATED"):
             out.append(f"{where}.allowedFunctionNames: only with mode ANY (or VALIDATED)")
         for name in allowed if isinstance(allowed, list) else []:
-            if names and name not in names:
+            if names and not _among(name, names):
                 out.append(f"{where}.allowedFunctionNames: {name!r} is not a declared function")
 
 
@@ -442,11 +442,14 @@ def _generation_config(value: Any, path: str, out: Violations) -> None:
     if not isinstance(value, Mapping):
         out.append(f"{path}: a GenerationConfig object is required")
         return
-    for key in sorted(set(value) - CONFIG_FIELDS):
+    for key in sorted(set(value) - CONFIG_FIELDS, key=str):
         out.append(f'{path}.{key}: Unknown name "{key}" in GenerationConfig: Cannot find field')
     known = {k: v for k, v in value.items() if k in CONFIG_FIELDS}
-    if not _typed(_sdk().GenerationConfig, known, path, out):
-        return
+    # imageConfig is the REST GenerationConfig's, the SDK's GenerateContentConfig's (not in
+    # its GenerationConfig type): checked as its own type
+    _typed(_sdk().GenerationConfig, {k: v for k, v in known.items() if k != "imageConfig"}, path, out)
+    if "imageConfig" in known:
+        _typed(_sdk().ImageConfig, known["imageConfig"], f"{path}.imageConfig", out)
     ranges: dict[str, tuple[float, float]] = {"temperature": (0.0, 2.0), "topP": (0.0, 1.0)}
     for key, (low, high) in ranges.items():
         number = known.get(key)
@@ -471,14 +474,14 @@ def _generation_config(value: Any, path: str, out: Violations) -> None:
         if any(isinstance(s, str) and not s for s in stops):
             out.append(f"{path}.stopSequences: a stop sequence is not empty")
     mime = known.get("responseMimeType")
-    if "responseMimeType" in known and mime not in RESPONSE_MIME_TYPES:
+    if "responseMimeType" in known and not _among(mime, RESPONSE_MIME_TYPES):
         out.append(
             f"{path}.responseMimeType: {mime!r} is not one of {', '.join(sorted(RESPONSE_MIME_TYPES))}"
         )
     schemas = [k for k in ("responseSchema", "responseJsonSchema") if k in known]
     if len(schemas) == 2:
         out.append(f"{path}: responseSchema and responseJsonSchema cannot both be set")
-    if schemas and mime not in SCHEMA_MIME_TYPES:
+    if schemas and not _among(mime, SCHEMA_MIME_TYPES):
         out.append(
             f"{path}.{schemas[0]}: a response schema needs responseMimeType application/json or text/x.enum"
         )
@@ -497,7 +500,7 @@ def _schema_rules(schema: Mapping[str, Any], path: str, out: Violations) -> None
             _schema_rules(inner, f"{path}.properties.{key}", out)
     if isinstance(schema.get("items"), Mapping):
         _schema_rules(schema["items"], f"{path}.items", out)
-    for index, inner in enumerate(schema.get("anyOf") or []):
+    for index, inner in enumerate(_list(schema.get("anyOf"))):
         if isinstance(inner, Mapping):
             _schema_rules(inner, f"{path}.anyOf[{index}]", out)
 
@@ -641,6 +644,14 @@ def _integer(value: Any, path: str, out: Violations, *, low: int, high: int | No
         out.append(f"{path}: an integer is required, not {_kind(value)}")
     elif value < low or (high is not None and value > high):
         out.append(f"{path}: {value} is out of range [{low}, {high if high is not None else '...'}]")
+
+
+def _list(value: object) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _among(value: object, options: frozenset[str] | set[str]) -> bool:
+    return isinstance(value, str) and value in options
 
 
 def _at(path: str, key: str) -> str:
