@@ -556,7 +556,7 @@ def _value(annotation: Any, value: Any, path: str, out: Violations) -> None:
     origin = get_origin(annotation)
     if origin in (Union, pytypes.UnionType):
         options = [a for a in get_args(annotation) if a is not type(None)]
-        if value is None:
+        if value is None and options != [Any]:  # a free value (google.protobuf.Value) may be null
             out.append(f"{path}: null is not a value here (leave the field out)")
         elif len(options) == 1:
             _value(options[0], value, path, out)
