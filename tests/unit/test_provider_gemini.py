@@ -960,6 +960,8 @@ def test_the_contract_of_embeddings_and_batches() -> None:
         "Cannot find field"
     ]
     assert contract.request_violations("chat", GOOD) != []
+    free = {"responseMimeType": "application/json", "responseSchema": {"type": "STRING", "default": None}}
+    assert contract.request_violations("generateContent", {**GOOD, "generationConfig": free}) == []
 
 
 def test_sampling_left_out_where_the_model_takes_none() -> None:
@@ -1034,6 +1036,7 @@ def test_hosted_tool_choices_translated(
             "not a JSON object",
         ),
         ({"input": "x", "seed": 2**31}, "unsupported_parameter", "32-bit"),
+        ({"input": "x", "tools": [{"type": "function", "name": "1st"}]}, "unsupported_parameter", "'1st'"),
         (
             {"input": "x", "tools": [{"type": "file_search", "vector_store_ids": ["v"]}]},
             "tool_not_supported",

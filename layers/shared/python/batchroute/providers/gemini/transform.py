@@ -61,8 +61,9 @@ Field map, answers (Gemini -> ours):
                                             {"embedding"}); {"embeddings"} of every call, in order
 
 Refused before sending (PermanentProviderError), never dropped: participant names, a
-conversation opening with tool calls, unpaired tool calls and results, non-object tool
-arguments, seeds outside int32, hosted tool settings, token-id embedding inputs.
+conversation opening with tool calls, function names starting with a digit or a dash,
+unpaired tool calls and results, non-object tool arguments, seeds outside int32, hosted tool
+settings, token-id embedding inputs.
 
 Embeddings carry no token usage on the Gemini API: prompt tokens are estimated from the text
 with the quote's conservative rule (domain/tokens.py: ceil(UTF-8 bytes / 3) + 3), the same
@@ -157,6 +158,7 @@ ADAPTER: Final = "gemini"  # this adapter's table in catalog/data/hosted_tools.t
 # interpreter's fresh container ({type: auto}) is how Gemini's code execution always runs.
 _IMPLIED_SETTINGS: Final[dict[str, dict[str, Any]]] = {"python_execution": {"container": {"type": "auto"}}}
 SEED_RANGE: Final = (-(2**31), 2**31 - 1)  # Gemini's seed is an int32
+FUNCTION_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_.:-]{0,63}")  # Gemini's function names
 _BATCH_NAME: Final = re.compile(r"(batches/)?[A-Za-z0-9_-]{1,128}")
 _DURATION: Final = re.compile(r"\s*(\d+(?:\.\d+)?)s\s*")
 _MESSAGE_CHARS: Final = 300
@@ -420,7 +422,13 @@ def _hosted_tool(hosted: HostedToolUse) -> dict[str, Any]:
 def _declaration(function: Mapping[str, Any]) -> dict[str, Any]:
     """A function declaration; an object schema without properties (a function of no
     arguments) declares no parameters, as Gemini wants it."""
-    declaration: dict[str, Any] = {"name": str(function.get("name") or "")}
+    name = str(function.get("name") or "")
+    if not FUNCTION_NAME.fullmatch(name):
+        raise PermanentProviderError(
+            f"Gemini's function names start with a letter or an underscore; {name!r} does not",
+            code="unsupported_parameter",
+        )
+    declaration: dict[str, Any] = {"name": name}
     if function.get("description"):
         declaration["description"] = str(function["description"])
     parameters = function.get("parameters")
