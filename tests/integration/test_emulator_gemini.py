@@ -306,6 +306,7 @@ GENERATE_FIXTURES = (
     "generate_function_call",
     "generate_prompt_blocked",
     "generate_safety_finish",
+    "generate_grounded_code",
 )
 
 

@@ -67,6 +67,7 @@ def test_every_fixture_is_replayed_here() -> None:
         "generate_function_call",
         "generate_prompt_blocked",
         "generate_safety_finish",
+        "generate_grounded_code",
         "stream_chunks",
         "embed_content",
         "batch_embed_contents",
@@ -1097,48 +1098,28 @@ def test_percent_encoded_data_urls_go_inline_as_base64() -> None:
     ]
 
 
-GROUNDED = {
-    "candidates": [
-        {
-            "content": {
-                "role": "model",
-                "parts": [
-                    {"executableCode": {"language": "PYTHON", "code": "print(1)"}},
-                    {"codeExecutionResult": {"outcome": "OUTCOME_OK", "output": "1\n"}},
-                    {"executableCode": {"language": "PYTHON", "code": "print(2)"}},
-                    {"codeExecutionResult": {"outcome": "OUTCOME_OK", "output": "2\n"}},
-                    {"text": "Two runs."},
-                ],
-            },
-            "finishReason": "STOP",
-            "groundingMetadata": {"webSearchQueries": ["a", "b"], "groundingChunks": []},
-        }
-    ],
-    "usageMetadata": {"promptTokenCount": 5, "candidatesTokenCount": 2, "toolUsePromptTokenCount": 3},
-}
-
-
 def test_hosted_tool_uses_are_counted() -> None:
-    result = transform.generate_result("seq-0", GROUNDED)
+    grounded = fixture("generate_grounded_code")
+    result = transform.generate_result("seq-0", grounded)
     assert result.output is not None
-    assert result.output["content"] == "Two runs."
+    assert result.output["content"] == "Spain won Euro 2024, beating England 2-1 in the final in Berlin."
     # one grounded prompt (Google bills per prompt, whatever the queries), two code runs
-    assert result.usage == Usage(8, 2, (("python_execution", 2), ("web_search", 1)))
+    assert result.usage == Usage(14 + 71, 58, (("python_execution", 2), ("web_search", 1)))
     assert result.usage.to_dict()["tool_uses"] == {"python_execution": 2, "web_search": 1}
-    ungrounded = {**GROUNDED, "candidates": [{"content": {"parts": [{"text": "x"}]}, "finishReason": "STOP"}]}
+    ungrounded = {**grounded, "candidates": [{"content": {"parts": [{"text": "x"}]}, "finishReason": "STOP"}]}
     assert transform.generate_result("seq-0", ungrounded).usage.tool_uses == ()
 
 
 def test_stream_keeps_the_tools_parts_and_grounding() -> None:
-    parts = GROUNDED["candidates"][0]["content"]["parts"]  # type: ignore[index]
+    grounded = fixture("generate_grounded_code")
+    candidate = grounded["candidates"][0]
+    parts = candidate["content"]["parts"]
     first = {"candidates": [{"content": {"role": "model", "parts": parts[:2]}}]}
-    last = {"candidates": [{**GROUNDED["candidates"][0], "content": {"role": "model", "parts": parts[2:]}}]}  # type: ignore[index]
+    last = {**grounded, "candidates": [{**candidate, "content": {"role": "model", "parts": parts[2:]}}]}
     acc = transform.StreamAccumulator("seq-0")
-    assert [acc.add(first), acc.add({**last, "usageMetadata": GROUNDED["usageMetadata"]})] == [
-        "",
-        "Two runs.",
-    ]
+    assert [acc.add(first), acc.add(last)] == ["", parts[-1]["text"]]
     result = acc.result()
     assert result.usage.tool_uses == (("python_execution", 2), ("web_search", 1))
     assert result.raw is not None
-    assert result.raw["candidates"][0]["groundingMetadata"]["webSearchQueries"] == ["a", "b"]
+    assert result.raw["candidates"][0]["groundingMetadata"] == candidate["groundingMetadata"]
+    assert result.raw["candidates"][0]["content"]["parts"] == [parts[-1], *parts[:-1]]
