@@ -1,7 +1,7 @@
 """Google's Gemini API request contract: what `generateContent` / `streamGenerateContent`,
 `embedContent`, `batchEmbedContents` and `batchGenerateContent` (a batch with inlined
 requests) accept, checked against the official google-genai SDK's request types (the
-version installed, `SDK_VERSION`; REST JSON of API version v1beta) and the rules the API
+version pinned in pyproject.toml's dev extras, 3.6.1; REST JSON of API version v1beta) and the rules the API
 enforces beyond the types (docs/providers.md, Google Gemini).
 
 `request_violations(operation, body)` is [] for a body Google takes, else one string per
@@ -57,7 +57,6 @@ if TYPE_CHECKING:
     from batchroute.providers.base import ProviderRequest
     from batchroute.providers.endpoints import ProviderEndpoint
 
-SDK: Final = "google-genai"
 OPERATIONS: Final = ("generateContent", "embedContent", "batchEmbedContents", "batchGenerateContent")
 
 GENERATE_FIELDS: Final = frozenset(
@@ -511,12 +510,6 @@ def _sdk() -> Any:
     from google.genai import types
 
     return types
-
-
-def sdk_version() -> str:
-    from google.genai import version
-
-    return str(version.__version__)
 
 
 @cache
