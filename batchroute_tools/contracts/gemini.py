@@ -19,8 +19,8 @@ violation (its path, then why). The checks:
   `retrieval`, a SafetySetting's `method`, ...) and GenerationConfig fields that are not the
   REST GenerationConfig's are violations, as are Schema keywords outside the Gemini API's
   OpenAPI subset (`additionalProperties`, `$ref`, `$defs`: they go in the *JsonSchema fields);
-- the API's own rules: a Part holds exactly one datum (text, inlineData, ...); roles are
-  `user` or `model`; no empty `parts`; temperature 0-2, topP 0-1, candidateCount 1-8,
+- the API's own rules: a Part holds exactly one datum (text, inlineData, ...), and no empty
+  text; roles are `user` or `model`; no empty `parts`; temperature 0-2, topP 0-1, candidateCount 1-8,
   maxOutputTokens >= 1, at most 5 stop sequences, seed an int32; responseSchema and
   responseJsonSchema (parameters and parametersJsonSchema) not both, and a schema only with a
   JSON (or enum) response type; an OBJECT Schema names its properties; function names are
@@ -318,6 +318,8 @@ def _content(value: Any, path: str, out: Violations, *, system: bool = False) ->
         if len(data) != 1:
             found = ", ".join(data) or "none"
             out.append(f"{_at(path, f'parts[{index}]')}: a Part holds exactly one datum ({found})")
+        if part.get("text") == "":
+            out.append(f"{_at(path, f'parts[{index}].text')}: an empty text parameter; add a value")
         if "inlineData" in part:
             _required(part["inlineData"], ("mimeType", "data"), _at(path, f"parts[{index}].inlineData"), out)
         if "fileData" in part:

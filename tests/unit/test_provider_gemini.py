@@ -911,6 +911,7 @@ GOOD = {"contents": [{"role": "user", "parts": [{"text": "x"}]}]}
         ),
         ({"contents": [{"role": "assistant", "parts": [{"text": "x"}]}]}, "please use a valid role"),
         ({"contents": [{"role": "user", "parts": []}]}, "parts must not be empty"),
+        ({"contents": [{"role": "user", "parts": [{"text": ""}]}]}, "an empty text parameter"),
         ({"contents": [{"role": "user", "parts": [{"text": "x", "inlineData": {}}]}]}, "exactly one datum"),
         ({"contents": [{"parts": [{"thought_signature": "c2ln"}]}]}, "the REST name is 'thoughtSignature'"),
         ({"contents": [{"parts": [{"inlineData": {"mimeType": "image/png", "data": "%%"}}]}]}, "base64"),
