@@ -506,6 +506,12 @@ def _schema_rules(schema: Mapping[str, Any], path: str, out: Violations) -> None
             _schema_rules(inner, f"{path}.anyOf[{index}]", out)
 
 
+def warm() -> None:
+    """Import the SDK now (about a second), so the first check is as quick as the rest (the
+    emulator calls it in the background at start)."""
+    request_violations("generateContent", {"contents": [{"role": "user", "parts": [{"text": "warm"}]}]})
+
+
 # -- the SDK's types, walked by their REST names ------------------------------------------------
 @cache
 def _sdk() -> Any:

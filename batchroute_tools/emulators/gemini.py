@@ -69,7 +69,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from batchroute_tools.contracts.gemini import request_violations
+from batchroute_tools.contracts.gemini import request_violations, warm
 from batchroute_tools.emulators.behaviour import RETRY_AFTER_MS, Answer, Behaviour, Fault, Work
 from batchroute_tools.emulators.server import Handler, Reply, Request, Vendor, sse
 
@@ -253,6 +253,7 @@ class GeminiEmulator:
         ]
         for method, pattern, handler in routes:
             self.vendor.route(method, pattern)(self._keyed(handler))
+        threading.Thread(target=warm, name="gemini-contract-warm", daemon=True).start()
 
     def _keyed(self, handler: Handler) -> Handler:
         def checked(request: Request) -> Reply:
