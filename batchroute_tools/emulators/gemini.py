@@ -16,8 +16,23 @@ Routes (under the vendor's prefix, `/google` by default; `<m>` is a model id):
   and `response`), `POST /v1beta/batches/<id>:cancel`, `DELETE /v1beta/batches/<id>`.
 
 Every call needs a key (`x-goog-api-key`, or `?key=`): without one, 403 PERMISSION_DENIED.
-Errors have Google's shape, `{"error": {"code", "message", "status"}}`; a request body with a
-field GenerateContentRequest lacks is refused as Google refuses it (400 "Unknown name").
+Errors have Google's shape, `{"error": {"code", "message", "status"}}`. Every request body is
+checked against the contract the adapter's bodies are checked against
+(batchroute_tools/contracts/gemini.py `request_violations`: the google-genai SDK's request
+types and the API's own rules): a body Google would refuse (an unknown field, a sixth stop
+sequence, an OpenAI-style `{"type": ...}` tool, a call turn without its answers...) gets
+Google's 400 INVALID_ARGUMENT, every violation in the message and as a google.rpc.BadRequest's
+`fieldViolations`. JSON answers are `application/json; charset=UTF-8`, and leave out what
+Google's proto JSON leaves out (a candidate's `index` 0, zero batch counts, `done` before the
+batch is done).
+
+Built-in tools run deterministically: a request declaring `googleSearch` is answered grounded
+(the candidate's `groundingMetadata`: the search query, one web source, its support of the
+text), one declaring `codeExecution` with an `executableCode` part and its
+`codeExecutionResult` before the text (in a stream: the code in the first chunk, the
+grounding with the finish reason in the last). A batch cancel ends the batch
+BATCH_STATE_CANCELLED at once: Gemini's batch states have no cancelling one (the SDK's
+JOB_STATE_CANCELLING is Vertex AI's).
 
 Answers, usage and faults come from `behaviour.py`, written the way Google answers:
 
@@ -54,6 +69,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final
 
+from batchroute_tools.contracts.gemini import request_violations, warm
 from batchroute_tools.emulators.behaviour import RETRY_AFTER_MS, Answer, Behaviour, Fault, Work
 from batchroute_tools.emulators.server import Handler, Reply, Request, Vendor, sse
 
@@ -71,44 +87,7 @@ MAX_EMBED_BATCH: Final = 100
 _MODEL: Final = r"(?P<model>[A-Za-z0-9._-]+)"
 _BATCH: Final = r"(?P<batch>[A-Za-z0-9_-]+)"
 _TYPES: Final = "type.googleapis.com/google.ai.generativelanguage.v1beta."
-# GenerateContentRequest's fields, and GenerationConfig's: anything else is refused.
-_REQUEST_FIELDS: Final = frozenset(
-    {
-        "model",
-        "contents",
-        "systemInstruction",
-        "tools",
-        "toolConfig",
-        "safetySettings",
-        "generationConfig",
-        "cachedContent",
-    }
-)
-_CONFIG_FIELDS: Final = frozenset(
-    {
-        "stopSequences",
-        "responseMimeType",
-        "responseSchema",
-        "responseJsonSchema",
-        "responseModalities",
-        "candidateCount",
-        "maxOutputTokens",
-        "temperature",
-        "topP",
-        "topK",
-        "seed",
-        "presencePenalty",
-        "frequencyPenalty",
-        "responseLogprobs",
-        "logprobs",
-        "enableEnhancedCivicAnswers",
-        "speechConfig",
-        "thinkingConfig",
-        "mediaResolution",
-        "imageConfig",
-    }
-)
-_EMBED_FIELDS: Final = frozenset({"model", "content", "taskType", "title", "outputDimensionality"})
+JSON_TYPE: Final = "application/json; charset=UTF-8"  # as Google labels its JSON
 # Fault -> (google.rpc.Code, its name) of a failed inlined batch response.
 _BATCH_ERRORS: Final[dict[str, tuple[int, str]]] = {
     "fail": (3, "INVALID_ARGUMENT"),
@@ -120,8 +99,28 @@ _BATCH_ERRORS: Final[dict[str, tuple[int, str]]] = {
 }
 
 
+def reply(status: int, body: Any, headers: Mapping[str, str] | None = None) -> Reply:
+    """A JSON answer, labelled as Google labels it."""
+    return Reply.json(status, body, {"content-type": JSON_TYPE, **(headers or {})})
+
+
 def error_reply(code: int, message: str, status: str, *, headers: Mapping[str, str] | None = None) -> Reply:
-    return Reply.json(code, {"error": {"code": code, "message": message, "status": status}}, headers)
+    return reply(code, {"error": {"code": code, "message": message, "status": status}}, headers)
+
+
+def invalid_reply(violations: list[str]) -> Reply:
+    """Google's 400 for a request it refuses: INVALID_ARGUMENT, the violations in the message
+    and as a google.rpc.BadRequest's fieldViolations."""
+    fields = [
+        {"field": found.split(": ", 1)[0], "description": found.split(": ", 1)[-1]} for found in violations
+    ]
+    error = {
+        "code": 400,
+        "message": "Invalid JSON payload received. " + "\n".join(f"* {v}" for v in violations),
+        "status": "INVALID_ARGUMENT",
+        "details": [{"@type": "type.googleapis.com/google.rpc.BadRequest", "fieldViolations": fields}],
+    }
+    return reply(400, {"error": error})
 
 
 def fault_reply(fault: Fault | None) -> Reply | None:
@@ -150,10 +149,64 @@ def fault_reply(fault: Fault | None) -> Reply | None:
                 "details": [retry],
             }
         }
-        return Reply.json(429, body, {"retry-after": "1"})
+        return reply(429, body, {"retry-after": "1"})
     if fault.kind == "overloaded":
         return error_reply(503, f"The model is overloaded. {fault.message}", "UNAVAILABLE")
     return None
+
+
+@dataclass(frozen=True)
+class HostedTools:
+    """The built-in tools a request declares, run deterministically: Google Search grounds
+    the answer (groundingMetadata: the query, one web source, the support of the answer's
+    text), code execution runs one snippet (an executableCode part, then its
+    codeExecutionResult)."""
+
+    grounding: bool = False
+    code: bool = False
+    query: str = ""
+
+    @classmethod
+    def of(cls, body: Mapping[str, Any], work: Work) -> HostedTools:
+        tools = [_mapping(t) for t in body.get("tools") or []]
+        users = [m for m in work.messages if m.get("role") == "user"]
+        last: Mapping[str, Any] = users[-1] if users else {}
+        content = last.get("content")
+        text = (
+            content
+            if isinstance(content, str)
+            else " ".join(str(p.get("text", "")) for p in content or [] if isinstance(p, Mapping))
+        )
+        return cls(
+            grounding=any("googleSearch" in t for t in tools),
+            code=any("codeExecution" in t for t in tools),
+            query=" ".join(text.split()[:8]) or "search",
+        )
+
+    def code_parts(self) -> list[dict[str, Any]]:
+        if not self.code:
+            return []
+        return [
+            {"executableCode": {"language": "PYTHON", "code": f"print(len({self.query!r}))"}},
+            {"codeExecutionResult": {"outcome": "OUTCOME_OK", "output": f"{len(self.query)}\n"}},
+        ]
+
+    def grounding_metadata(self, text: str) -> dict[str, Any]:
+        slug = "-".join(self.query.lower().split()[:4]) or "search"
+        return {
+            "searchEntryPoint": {"renderedContent": f'<div class="container">{self.query}</div>'},
+            "groundingChunks": [
+                {"web": {"uri": f"https://example.com/search/{slug}", "title": "example.com"}}
+            ],
+            "groundingSupports": [
+                {
+                    "segment": {"endIndex": len(text.encode()), "text": text},
+                    "groundingChunkIndices": [0],
+                    "confidenceScores": [0.9],
+                }
+            ],
+            "webSearchQueries": [self.query],
+        }
 
 
 @dataclass
@@ -200,6 +253,7 @@ class GeminiEmulator:
         ]
         for method, pattern, handler in routes:
             self.vendor.route(method, pattern)(self._keyed(handler))
+        threading.Thread(target=warm, name="gemini-contract-warm", daemon=True).start()
 
     def _keyed(self, handler: Handler) -> Handler:
         def checked(request: Request) -> Reply:
@@ -226,6 +280,8 @@ class GeminiEmulator:
 
     # -- generateContent ----------------------------------------------------------------
     def work(self, model: str, body: Mapping[str, Any], *, stream: bool = False) -> Work:
+        """What behaviour.py answers: the request's turns as chat messages (the system
+        instruction first) and its output limit."""
         messages: list[dict[str, Any]] = []
         system = _mapping(body.get("systemInstruction"))
         if system:
@@ -245,45 +301,54 @@ class GeminiEmulator:
                 400, "this emulator streams server-sent events only: add alt=sse", "INVALID_ARGUMENT"
             )
         body = _json(request)
-        invalid = invalid_generate(body)
-        if invalid:
-            return error_reply(400, invalid, "INVALID_ARGUMENT")
+        violations = request_violations("generateContent", body)
+        if violations:
+            return invalid_reply(violations)
         work = self.work(request.params["model"], body, stream=stream)
         fault = self.behaviour.fault(work)
         refusal = fault_reply(fault)
         if refusal is not None:
             return refusal
         answer = self.behaviour.answer(work)
+        tools = HostedTools.of(body, work)
         if not stream:
             time.sleep(self.behaviour.config.latency_seconds)
-            return Reply.json(200, self.response(work, answer))
+            return reply(200, self.response(work, answer, tools))
         reset = 2 if fault is not None and fault.kind == "reset" else None
-        return Reply.stream(self._chunks(work, answer), reset_after=reset)
+        return Reply.stream(self._chunks(work, answer, tools), reset_after=reset)
 
     @staticmethod
-    def response(work: Work, answer: Answer) -> dict[str, Any]:
-        """A GenerateContentResponse."""
+    def response(work: Work, answer: Answer, tools: HostedTools | None = None) -> dict[str, Any]:
+        """A GenerateContentResponse: the code execution's parts before the answer's text,
+        the search grounding's metadata on the candidate (zero values left out, as Google's
+        proto JSON leaves them out: no candidate `index` 0)."""
+        ran = tools or HostedTools()
+        candidate: dict[str, Any] = {
+            "content": {"parts": [*ran.code_parts(), {"text": answer.content}], "role": "model"},
+            "finishReason": _finish(answer),
+        }
+        if ran.grounding:
+            candidate["groundingMetadata"] = ran.grounding_metadata(answer.content)
         return {
-            "candidates": [
-                {
-                    "content": {"parts": [{"text": answer.content}], "role": "model"},
-                    "finishReason": _finish(answer),
-                    "index": 0,
-                }
-            ],
+            "candidates": [candidate],
             "usageMetadata": _usage(answer),
             "modelVersion": work.model,
             "responseId": answer.ident,
         }
 
-    def _chunks(self, work: Work, answer: Answer) -> Iterator[tuple[float, bytes]]:
+    def _chunks(self, work: Work, answer: Answer, tools: HostedTools) -> Iterator[tuple[float, bytes]]:
+        """The stream: the code execution's parts in the first chunk, the grounding metadata
+        with the finish reason in the last."""
         config = self.behaviour.config
         last = len(answer.pieces) - 1
         for i, piece in enumerate(answer.pieces):
-            candidate: dict[str, Any] = {"content": {"parts": [{"text": piece}], "role": "model"}, "index": 0}
+            parts = [*(tools.code_parts() if i == 0 else []), {"text": piece}]
+            candidate: dict[str, Any] = {"content": {"parts": parts, "role": "model"}}
             usage = {"promptTokenCount": answer.prompt_tokens, "totalTokenCount": answer.prompt_tokens}
             if i == last:
                 candidate["finishReason"] = _finish(answer)
+                if tools.grounding:
+                    candidate["groundingMetadata"] = tools.grounding_metadata(answer.content)
                 usage = _usage(answer)
             chunk = {
                 "candidates": [candidate],
@@ -298,10 +363,16 @@ class GeminiEmulator:
         body = _json(request)
         model = request.params["model"]
         single = request.path.endswith(":embedContent")
+        violations = request_violations("embedContent" if single else "batchEmbedContents", body)
         entries = [body] if single else _mapping(body).get("requests")
-        invalid = invalid_embed(entries, model=model, single=single)
-        if invalid:
-            return error_reply(400, invalid, "INVALID_ARGUMENT")
+        if not violations and not single:
+            violations = [
+                f"requests[{i}].model: the model in the request must be models/{model}, as the URL says"
+                for i, entry in enumerate(entries or [])
+                if entry.get("model") != f"models/{model}"
+            ]
+        if violations:
+            return invalid_reply(violations)
         texts = tuple(_message_content(e["content"]["parts"]) for e in entries or [])
         work = Work(self.provider, model, "embeddings", inputs=tuple(str(t) for t in texts))
         refusal = fault_reply(self.behaviour.fault(work))
@@ -313,28 +384,26 @@ class GeminiEmulator:
             {"values": list(vector[: _int(entry.get("outputDimensionality")) or None])}
             for entry, vector in zip(entries or [], answer.vectors, strict=True)
         ]
-        return Reply.json(200, {"embedding": vectors[0]} if single else {"embeddings": vectors})
+        return reply(200, {"embedding": vectors[0]} if single else {"embeddings": vectors})
 
     # -- models -------------------------------------------------------------------------
     def list_models(self, request: Request) -> Reply:
-        return Reply.json(200, {"models": [_model_object(m) for m in self.models]})
+        return reply(200, {"models": [_model_object(m) for m in self.models]})
 
     def get_model(self, request: Request) -> Reply:
-        return Reply.json(200, _model_object(request.params["model"]))
+        return reply(200, _model_object(request.params["model"]))
 
     # -- batch mode ---------------------------------------------------------------------
     def create_batch(self, request: Request) -> Reply:
-        batch = _mapping(_mapping(_json(request)).get("batch"))
+        body = _json(request)
+        violations = request_violations("batchGenerateContent", body)
+        if violations:
+            return invalid_reply(violations)
+        batch = _mapping(body.get("batch"))
         source = _mapping(batch.get("inputConfig"))
         if "fileName" in source:
             return error_reply(400, "this emulator takes inlined requests only", "INVALID_ARGUMENT")
-        entries = _mapping(source.get("requests")).get("requests")
-        if not isinstance(entries, list) or not entries:
-            return error_reply(400, "batch.inputConfig.requests.requests is required", "INVALID_ARGUMENT")
-        for index, entry in enumerate(entries):
-            invalid = invalid_generate(_mapping(entry).get("request"))
-            if invalid:
-                return error_reply(400, f"requests[{index}]: {invalid}", "INVALID_ARGUMENT")
+        entries = _mapping(source.get("requests")).get("requests") or []
         job = _Job(
             f"batches/{uuid.uuid4().hex[:20]}",
             f"models/{request.params['model']}",
@@ -344,11 +413,11 @@ class GeminiEmulator:
         )
         with self._lock:
             self._jobs[job.name] = job
-        return Reply.json(200, self._operation(job))
+        return reply(200, self._operation(job))
 
     def get_batch(self, request: Request) -> Reply:
         job = self._job(request)
-        return _no_batch(request) if job is None else Reply.json(200, self._operation(job))
+        return _no_batch(request) if job is None else reply(200, self._operation(job))
 
     def cancel_batch(self, request: Request) -> Reply:
         job = self._job(request)
@@ -359,12 +428,12 @@ class GeminiEmulator:
                 return error_reply(400, f"{job.name} has already finished", "FAILED_PRECONDITION")
             if job.finished is None:
                 job.finished, job.ended_at = "CANCELLED", self.clock()
-        return Reply.json(200, {})
+        return reply(200, {})
 
     def delete_batch(self, request: Request) -> Reply:
         with self._lock:
             job = self._jobs.pop(f"batches/{request.params['batch']}", None)
-        return _no_batch(request) if job is None else Reply.json(200, {})
+        return _no_batch(request) if job is None else reply(200, {})
 
     def _job(self, request: Request) -> _Job | None:
         """The batch a request names, run as far as the clock says; None for an unknown one."""
@@ -411,7 +480,10 @@ class GeminiEmulator:
         if fault is not None and fault.kind in _BATCH_ERRORS:
             code, _ = _BATCH_ERRORS[fault.kind]
             return {"error": {"code": code, "message": fault.message}, "metadata": dict(metadata)}
-        return {"response": self.response(work, self.behaviour.answer(work)), "metadata": dict(metadata)}
+        request = _mapping(entry.get("request"))
+        answer = self.behaviour.answer(work)
+        response = self.response(work, answer, HostedTools.of(request, work))
+        return {"response": response, "metadata": dict(metadata)}
 
     def _operation(self, job: _Job) -> dict[str, Any]:
         """The batch's long-running operation, as create and get answer it."""
@@ -425,16 +497,18 @@ class GeminiEmulator:
             "displayName": job.display_name,
             "createTime": _timestamp(job.created_at),
             "updateTime": _timestamp(job.ended_at or now),
-            "batchStats": {
-                "requestCount": str(total),
-                "successfulRequestCount": str(ok),
-                "failedRequestCount": str(job.counts["failed"]),
-                "pendingRequestCount": str(max(0, total - ok - job.counts["failed"])),
-            },
+            "batchStats": _counts(
+                requestCount=total,
+                successfulRequestCount=ok,
+                failedRequestCount=job.counts["failed"],
+                pendingRequestCount=max(0, total - ok - job.counts["failed"]),
+            ),
             "state": f"BATCH_STATE_{state}",
             "name": job.name,
         }
-        operation: dict[str, Any] = {"name": job.name, "metadata": metadata, "done": job.finished is not None}
+        operation: dict[str, Any] = {"name": job.name, "metadata": metadata}
+        if job.finished is not None:  # Google leaves `done` out until it is true
+            operation["done"] = True
         if job.ended_at is not None:
             metadata["endTime"] = _timestamp(job.ended_at)
         if job.finished in ("SUCCEEDED", "EXPIRED"):
@@ -442,46 +516,6 @@ class GeminiEmulator:
             metadata["output"] = output
             operation["response"] = {"@type": _TYPES + "GenerateContentBatchOutput", **output}
         return operation
-
-
-def invalid_generate(body: object) -> str | None:
-    """Why Google would refuse this GenerateContentRequest, or None."""
-    if not isinstance(body, Mapping):
-        return "the body must be a GenerateContentRequest object"
-    unknown = sorted(set(body) - _REQUEST_FIELDS) or sorted(
-        set(_mapping(body.get("generationConfig"))) - _CONFIG_FIELDS
-    )
-    if unknown:
-        return f'Invalid JSON payload received. Unknown name "{unknown[0]}": Cannot find field.'
-    contents = body.get("contents")
-    if not isinstance(contents, list) or not contents:
-        return "* GenerateContentRequest.contents: contents is not specified"
-    for content in contents:
-        found = _mapping(content)
-        if found.get("role", "user") not in ("user", "model"):
-            return "Please use a valid role: user, model."
-        if not isinstance(found.get("parts"), list) or not found["parts"]:
-            return "* GenerateContentRequest.contents.parts: contents.parts must not be empty."
-    return None
-
-
-def invalid_embed(entries: object, *, model: str, single: bool) -> str | None:
-    """Why Google would refuse these EmbedContentRequests, or None."""
-    if not isinstance(entries, list) or not entries:
-        return "* BatchEmbedContentsRequest.requests: requests is not specified"
-    if len(entries) > MAX_EMBED_BATCH:
-        return f"* BatchEmbedContentsRequest.requests: at most {MAX_EMBED_BATCH} requests can be in one batch"
-    for entry in entries:
-        found = _mapping(entry)
-        unknown = sorted(set(found) - _EMBED_FIELDS)
-        if unknown:
-            return f'Invalid JSON payload received. Unknown name "{unknown[0]}": Cannot find field.'
-        if not single and found.get("model") != f"models/{model}":
-            return f"Model name in the request must be models/{model}"
-        parts = _mapping(found.get("content")).get("parts")
-        if not isinstance(parts, list) or not parts:
-            return "* EmbedContentRequest.content: content is not specified"
-    return None
 
 
 def _message_content(parts: object) -> str | list[dict[str, Any]]:
@@ -519,6 +553,11 @@ def _model_object(model: str) -> dict[str, Any]:
     if not embedding:
         found.update({"temperature": 1.0, "topP": 0.95, "topK": 40, "maxTemperature": 2.0})
     return found
+
+
+def _counts(**counts: int) -> dict[str, str]:
+    """BatchStats: int64 counts as JSON strings, the zero ones left out (proto JSON)."""
+    return {name: str(count) for name, count in counts.items() if count}
 
 
 def _finish(answer: Answer) -> str:

@@ -306,6 +306,7 @@ GENERATE_FIXTURES = (
     "generate_function_call",
     "generate_prompt_blocked",
     "generate_safety_finish",
+    "generate_grounded_code",
 )
 
 
@@ -696,3 +697,143 @@ def test_down_provider_refuses_the_submit(stack: Stack) -> None:
             make_sync(endpoint, "k").check()
     finally:
         server.stop()
+
+
+# -- (d) as strict as Google: bad bodies refused, hosted tools run -----------------------------
+PLAIN = {"contents": [{"role": "user", "parts": [{"text": "x"}]}]}
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({**PLAIN, "maxTokens": 5}, "maxTokens"),
+        (
+            {**PLAIN, "generationConfig": {"stopSequences": ["1", "2", "3", "4", "5", "6"]}},
+            "generationConfig.stopSequences",
+        ),
+        ({**PLAIN, "tools": [{"type": "web_search_preview"}]}, "tools[0].type"),
+        (
+            {**PLAIN, "tools": [{"type": "function", "name": "f", "parameters": {"type": "object"}}]},
+            "tools[0].type",
+        ),
+        ({"contents": [{"role": "assistant", "parts": [{"text": "x"}]}]}, "contents[0].role"),
+    ],
+)
+def test_bad_bodies_get_googles_400(stack: Stack, body: dict[str, Any], field: str) -> None:
+    for method in ("generateContent", "streamGenerateContent?alt=sse"):
+        answer = stack.raw("POST", f"/v1beta/models/{MODEL}:{method}", body)
+        assert answer.status_code == 400
+        assert answer.headers["content-type"] == "application/json; charset=UTF-8"
+        error = answer.json()["error"]
+        assert (error["code"], error["status"]) == (400, "INVALID_ARGUMENT")
+        (details,) = error["details"]
+        assert details["@type"] == "type.googleapis.com/google.rpc.BadRequest"
+        assert field in [v["field"] for v in details["fieldViolations"]]
+        parsed = sdk_errors.APIError(400, answer.json())
+        assert (parsed.code, parsed.status) == (400, "INVALID_ARGUMENT")
+
+
+def test_the_sdk_meets_the_400_too(stack: Stack) -> None:
+    config = types.GenerateContentConfig(stop_sequences=["1", "2", "3", "4", "5", "6"])
+    with pytest.raises(sdk_errors.ClientError) as raised:
+        stack.sdk().models.generate_content(model=MODEL, contents="x", config=config)
+    assert (raised.value.code, raised.value.status) == (400, "INVALID_ARGUMENT")
+    assert raised.value.message is not None
+    assert "at most 5 stop sequences" in raised.value.message
+
+
+def test_bad_batch_and_embedding_bodies_get_googles_400(stack: Stack) -> None:
+    inlined = {"requests": {"requests": [{"request": {**PLAIN, "stop": ["x"]}, "metadata": {"key": "a"}}]}}
+    created = stack.raw(
+        "POST", f"/v1beta/models/{MODEL}:batchGenerateContent", {"batch": {"inputConfig": inlined}}
+    )
+    assert created.status_code == 400
+    assert "requests[0].request.stop" in created.json()["error"]["message"]
+    assert stack.emulator._jobs == {}
+    other = {"requests": [{"model": "models/another", "content": {"parts": [{"text": "x"}]}}]}
+    embedded = stack.raw("POST", f"/v1beta/models/{EMBEDDER}:batchEmbedContents", other)
+    assert embedded.status_code == 400
+    assert embedded.json()["error"]["status"] == "INVALID_ARGUMENT"
+    sized = {"content": {"parts": [{"text": "x"}]}, "outputDimensionality": 0}
+    assert stack.raw("POST", f"/v1beta/models/{EMBEDDER}:embedContent", sized).status_code == 400
+
+
+def test_answers_leave_out_what_google_leaves_out(stack: Stack) -> None:
+    answer = stack.raw("POST", f"/v1beta/models/{MODEL}:generateContent", PLAIN)
+    assert answer.headers["content-type"] == "application/json; charset=UTF-8"
+    assert "index" not in answer.json()["candidates"][0]
+    assert "groundingMetadata" not in answer.json()["candidates"][0]
+    inlined = {"requests": {"requests": [{"request": PLAIN, "metadata": {"key": "a"}}]}}
+    created = stack.raw(
+        "POST", f"/v1beta/models/{MODEL}:batchGenerateContent", {"batch": {"inputConfig": inlined}}
+    )
+    pending = created.json()
+    assert "done" not in pending
+    assert pending["metadata"]["batchStats"] == {"requestCount": "1", "pendingRequestCount": "1"}
+    types.BatchJob.model_validate(sdk_batches._BatchJob_from_mldev(pending))
+    stack.clock[0] += BATCH_SECONDS
+    done = stack.raw("GET", f"/v1beta/{pending['name']}").json()
+    assert done["done"] is True
+    assert done["metadata"]["batchStats"] == {"requestCount": "1", "successfulRequestCount": "1"}
+
+
+HOSTED = {
+    "input": "Who won the 2022 World Cup? Check the score with code.",
+    "tools": [{"type": "web_search"}, {"type": "code_interpreter", "container": {"type": "auto"}}],
+}
+BILLED = (("python_execution", 1), ("web_search", 1))
+
+
+def test_hosted_tools_whole_and_streamed(stack: Stack) -> None:
+    whole = stack.sync().complete(item(HOSTED))
+    assert whole.status == "completed"
+    assert whole.usage.tool_uses == BILLED
+    assert whole.output is not None
+    assert whole.output["content"].startswith("Simulated answer")  # the code's parts are not text
+    assert whole.raw is not None
+    response = types.GenerateContentResponse.model_validate(whole.raw)
+    assert response.candidates is not None
+    grounding = response.candidates[0].grounding_metadata
+    assert grounding is not None
+    assert grounding.web_search_queries == ["Who won the 2022 World Cup? Check the"]  # 8 words
+    assert response.executable_code == "print(len('Who won the 2022 World Cup? Check the'))"
+    assert response.code_execution_result == "37\n"
+    sent = stack.sent[-1][1]
+    assert sent["tools"] == [{"googleSearch": {}}, {"codeExecution": {}}]
+    events = list(stack.sync().stream(item(HOSTED)))
+    end = events[-1]
+    assert isinstance(end, StreamEnd)
+    assert end.usage.tool_uses == BILLED
+    assert end.result.output is not None
+    assert end.result.output["content"] == whole.output["content"]
+    assert "".join(e.text for e in events if isinstance(e, StreamDelta)) == whole.output["content"]
+
+
+def test_hosted_tools_in_a_batch_job(stack: Stack) -> None:
+    batches = stack.batches()
+    job = batches.submit([item(HOSTED, custom_id="seq-0"), item({"input": "Plain."}, custom_id="seq-1")])
+    stack.clock[0] += BATCH_SECONDS
+    results = by_id(batches.results(job))
+    assert results["seq-0"].usage.tool_uses == BILLED
+    assert results["seq-1"].usage.tool_uses == ()
+    assert results["seq-0"].raw is not None
+    types.GenerateContentResponse.model_validate(results["seq-0"].raw)
+
+
+def test_the_sdk_reads_grounded_and_code_answers(stack: Stack) -> None:
+    config = types.GenerateContentConfig(
+        tools=[
+            types.Tool(google_search=types.GoogleSearch()),
+            types.Tool(code_execution=types.ToolCodeExecution()),
+        ]
+    )
+    answer = stack.sdk().models.generate_content(model=MODEL, contents="Search and run.", config=config)
+    assert answer.candidates is not None
+    assert answer.candidates[0].grounding_metadata is not None
+    assert answer.executable_code is not None
+    chunks = list(
+        stack.sdk().models.generate_content_stream(model=MODEL, contents="Search and run.", config=config)
+    )
+    assert chunks[0].executable_code == answer.executable_code
+    assert chunks[-1].candidates is not None
+    assert chunks[-1].candidates[0].grounding_metadata == answer.candidates[0].grounding_metadata

@@ -4,8 +4,10 @@ bodies it builds, and the client over an in-memory transport."""
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +30,7 @@ from batchroute.providers.endpoints import ProviderEndpoint
 from batchroute.providers.gemini import DEFAULT_BASE_URL, make_batch, make_sync, transform
 from batchroute.providers.gemini.client import GeminiBatches, GeminiModels
 from batchroute.providers.http import VendorHttp
+from batchroute_tools.contracts import gemini as contract
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures/vendors/gemini"
 MODEL = "gemini-2.0-flash-001"
@@ -64,6 +67,7 @@ def test_every_fixture_is_replayed_here() -> None:
         "generate_function_call",
         "generate_prompt_blocked",
         "generate_safety_finish",
+        "generate_grounded_code",
         "stream_chunks",
         "embed_content",
         "batch_embed_contents",
@@ -529,7 +533,7 @@ def test_tools_and_tool_choice() -> None:
     assert [d["name"] for d in declarations] == ["lookup", "flat", "bare", "refs"]
     assert declarations[0]["description"] == "Find"
     assert declarations[0]["parameters"]["type"] == "OBJECT"
-    assert declarations[1]["parameters"] == {"type": "OBJECT", "properties": {}}
+    assert "parameters" not in declarations[1]  # no arguments: Gemini's OBJECT names properties
     assert "parameters" not in declarations[2]
     assert declarations[3]["parametersJsonSchema"] == {"$ref": "#/x"}
     assert body["tools"][1:] == [{"googleSearch": {}}, {"codeExecution": {}}]
@@ -754,3 +758,369 @@ def test_check_lists_model_ids() -> None:
         return httpx.Response(200, json=fixture("models_list"))
 
     assert GeminiModels("google", http(route)).check() == [MODEL, "text-embedding-004"]
+
+
+# -- vendor fidelity: the contract, and the transform's bodies against it ----------------------
+CALL = {"id": "call_0", "type": "function", "function": {"name": "lookup", "arguments": '{"q": "cats"}'}}
+LOOKUP = {"type": "function", "function": {"name": "lookup", "parameters": SIMPLE_SCHEMA}}
+VARIED_INPUTS: list[dict[str, Any]] = [
+    {"input": "Hello"},
+    {
+        "system": "Be brief.",
+        "instructions": "Answer in French.",
+        "messages": [{"role": "user", "content": "Hi"}],
+    },
+    {
+        "messages": [
+            {"role": "developer", "content": "Rules."},
+            {"role": "user", "content": [{"type": "text", "text": "What is this?"}]},
+            {"role": "assistant", "content": "A cat."},
+            {"role": "assistant", "content": "Let me look.", "tool_calls": [CALL]},
+            {"role": "tool", "tool_call_id": "call_0", "content": "[1, 2]"},
+            {"role": "user", "content": "Thanks"},
+        ],
+        "tools": [LOOKUP, {"type": "web_search"}],
+        "tool_choice": "auto",
+    },
+    {
+        "input": [
+            {"role": "user", "content": [{"type": "input_text", "text": "Look"}]},
+            {"type": "function_call", "call_id": "c1", "name": "lookup", "arguments": "{}"},
+            {"type": "function_call", "call_id": "c2", "name": "lookup", "arguments": '{"q": 1}'},
+            {"type": "function_call_output", "call_id": "c1", "output": "one"},
+            {"type": "function_call_output", "call_id": "c2", "output": '{"two": 2}'},
+        ],
+        "tools": [{"type": "function", "name": "lookup", "parameters": {"type": "object", "properties": {}}}],
+        "tool_choice": {"type": "function", "name": "lookup"},
+    },
+    {
+        "input": [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "input_text", "text": "Compare"},
+                    {
+                        "type": "input_image",
+                        "image_url": "data:image/png;base64,iVBORw0KGgo",
+                        "detail": "low",
+                    },
+                    {"type": "input_image", "image_url": "https://example.com/a.webp"},
+                    {"type": "image_url", "image_url": {"url": "data:image/svg+xml,%3Csvg%3E%3C/svg%3E"}},
+                ],
+            }
+        ]
+    },
+    {"input": "x", "temperature": 2, "top_p": 0, "seed": -(2**31), "stop": ["a", "b", "c", "d"]},
+    {"input": "x", "response_format": {"type": "json_object"}},
+    {
+        "input": "x",
+        "response_format": {"type": "json_schema", "json_schema": {"name": "s", "schema": SIMPLE_SCHEMA}},
+    },
+    {"input": "x", "text": {"format": {"type": "json_schema", "name": "o", "schema": {"type": "object"}}}},
+    {"input": "x", "text": {"format": {"type": "json_schema", "name": "r", "schema": {"$ref": "#/$defs/a"}}}},
+    {
+        "input": "x",
+        "tools": [
+            {
+                "type": "function",
+                "name": "deep",
+                "parameters": {"type": "object", "properties": {"o": {"type": "object"}}},
+            },
+            {"type": "function", "function": {"name": "bare", "description": "No arguments"}},
+        ],
+        "tool_choice": "required",
+    },
+    {
+        "input": "x",
+        "tools": [
+            {"type": "web_search_preview"},
+            {"type": "code_interpreter", "container": {"type": "auto"}},
+        ],
+    },
+    {"input": "x", "tools": [{"type": "web_search"}], "tool_choice": "required"},
+    {
+        "input": "x",
+        "tools": [LOOKUP, {"type": "code_interpreter"}],
+        "tool_choice": {"type": "code_interpreter"},
+    },
+    {"input": "x", "tools": [LOOKUP, {"type": "web_search"}], "tool_choice": "none"},
+]
+
+
+@pytest.mark.parametrize("payload", VARIED_INPUTS)
+@pytest.mark.parametrize("sampling", [True, False])
+def test_every_body_the_adapter_sends_fits_the_contract(payload: dict[str, Any], sampling: bool) -> None:
+    endpoint = ProviderEndpoint("google", "gemini")
+    item = replace(request(payload, max_output_tokens=0), sampling=sampling)
+    sent = contract.outgoing(item, endpoint, lane_max_output_tokens=8192)
+    assert [operation for operation, _ in sent] == [
+        "generateContent",
+        "generateContent",
+        "batchGenerateContent",
+    ]
+    for operation, body in sent:
+        assert contract.request_violations(operation, body) == []
+    assert sent[0][1]["generationConfig"]["maxOutputTokens"] == 8192  # the lane's limit stands in
+
+
+@pytest.mark.parametrize("value", ["one text", ["a", "b"], [f"t{i}" for i in range(150)]])
+def test_every_embedding_body_fits_the_contract(value: object) -> None:
+    item = request({"input": value, "dimensions": 8}, operation="embeddings", model="text-embedding-004")
+    sent = contract.outgoing(item, ProviderEndpoint("google", "gemini"), lane_max_output_tokens=0)
+    assert [op for op, _ in sent] == (
+        ["embedContent"] if isinstance(value, str) else ["batchEmbedContents"] * (1 + len(value) // 101)
+    )
+    for operation, body in sent:
+        assert contract.request_violations(operation, body) == []
+
+
+GOOD = {"contents": [{"role": "user", "parts": [{"text": "x"}]}]}
+
+
+@pytest.mark.parametrize(
+    ("body", "says"),
+    [
+        ({**GOOD, "temperature": 1}, 'Unknown name "temperature" in GenerateContentRequest'),
+        ({**GOOD, "generationConfig": {"stopSequences": list("abcdef")}}, "at most 5 stop sequences"),
+        ({**GOOD, "generationConfig": {"top_p": 0.5}}, 'Unknown name "top_p"'),
+        ({**GOOD, "generationConfig": {"temperature": 2.5}}, "temperature: 2.5 is out of range"),
+        ({**GOOD, "generationConfig": {"topP": 1.5}}, "topP: 1.5 is out of range"),
+        ({**GOOD, "generationConfig": {"seed": 2**31}}, "seed: 2147483648 is out of range"),
+        ({**GOOD, "generationConfig": {"maxOutputTokens": "5"}}, "an integer is required"),
+        ({**GOOD, "generationConfig": {"responseSchema": {"type": "STRING"}}}, "needs responseMimeType"),
+        ({**GOOD, "generationConfig": {"routingConfig": {}}}, 'Unknown name "routingConfig"'),
+        ({**GOOD, "tools": [{"type": "web_search"}]}, 'tools[0].type: Unknown name "type" in Tool'),
+        ({**GOOD, "tools": [{"retrieval": {}}]}, "Vertex AI only"),
+        ({**GOOD, "tools": [{"functionDeclarations": [{"name": "9x"}]}]}, "is not a function name"),
+        (
+            {**GOOD, "tools": [{"functionDeclarations": [{"name": "f", "parameters": {"type": "OBJECT"}}]}]},
+            "should be non-empty for OBJECT type",
+        ),
+        (
+            {**GOOD, "tools": [{"functionDeclarations": [{"name": "f", "parameters": {"type": "object"}}]}]},
+            "'object' is not a Type",
+        ),
+        ({**GOOD, "toolConfig": {"functionCallingConfig": {"mode": "ANY"}}}, "without function declarations"),
+        (
+            {
+                **GOOD,
+                "tools": [{"functionDeclarations": [{"name": "f"}]}],
+                "toolConfig": {"functionCallingConfig": {"mode": "AUTO", "allowedFunctionNames": ["f"]}},
+            },
+            "only with mode ANY",
+        ),
+        ({"contents": [{"role": "assistant", "parts": [{"text": "x"}]}]}, "please use a valid role"),
+        ({"contents": [{"role": "user", "parts": []}]}, "parts must not be empty"),
+        ({"contents": [{"role": "user", "parts": [{"text": ""}]}]}, "an empty text parameter"),
+        ({"contents": [{"role": "user", "parts": [{"text": "x", "inlineData": {}}]}]}, "exactly one datum"),
+        ({"contents": [{"parts": [{"thought_signature": "c2ln"}]}]}, "the REST name is 'thoughtSignature'"),
+        ({"contents": [{"parts": [{"inlineData": {"mimeType": "image/png", "data": "%%"}}]}]}, "base64"),
+        ({"contents": [{"parts": [{"text": None}]}]}, "null is not a value here"),
+        ({"contents": []}, "contents is not specified"),
+        (
+            {"contents": [{"role": "model", "parts": [{"functionCall": {"name": "f"}}]}]},
+            "a function call turn comes immediately after a user turn",
+        ),
+        (
+            {
+                "contents": [
+                    {"role": "user", "parts": [{"text": "x"}]},
+                    {
+                        "role": "model",
+                        "parts": [{"functionCall": {"name": "f"}}, {"functionCall": {"name": "g"}}],
+                    },
+                    {"role": "user", "parts": [{"functionResponse": {"name": "f", "response": {}}}]},
+                ]
+            },
+            "1 function response parts answer 2 function call parts",
+        ),
+        (
+            {**GOOD, "safetySettings": [{"category": "HARM_CATEGORY_NOPE", "threshold": "OFF"}]},
+            "not a HarmCategory",
+        ),
+    ],
+)
+def test_the_contract_refuses_what_google_refuses(body: dict[str, Any], says: str) -> None:
+    found = contract.request_violations("generateContent", body)
+    assert any(says in v for v in found), found
+
+
+def test_the_contract_of_embeddings_and_batches() -> None:
+    one = {"content": {"parts": [{"text": "x"}]}}
+    assert contract.request_violations("embedContent", one) == []
+    assert contract.request_violations("embedContent", {**one, "dimensions": 8}) != []
+    assert contract.request_violations("embedContent", {**one, "title": "t"}) != []  # RETRIEVAL_DOCUMENT only
+    many = {"requests": [{"model": "models/e", **one}] * 101}
+    assert any("at most 100" in v for v in contract.request_violations("batchEmbedContents", many))
+    assert contract.request_violations("batchEmbedContents", {"requests": [one]}) != []  # model required
+    inlined = {"requests": {"requests": [{"request": GOOD, "metadata": {"key": "a"}}]}}
+    assert contract.request_violations("batchGenerateContent", {"batch": {"inputConfig": inlined}}) == []
+    bad = {"requests": {"requests": [{"request": {**GOOD, "stop": ["x"]}, "metadata": {"key": "a"}}]}}
+    found = contract.request_violations("batchGenerateContent", {"batch": {"inputConfig": bad}})
+    assert found == [
+        'batch.inputConfig.requests.requests[0].request.stop: Unknown name "stop" in GenerateContentRequest: '
+        "Cannot find field"
+    ]
+    assert contract.request_violations("chat", GOOD) != []
+    free = {"responseMimeType": "application/json", "responseSchema": {"type": "STRING", "default": None}}
+    assert contract.request_violations("generateContent", {**GOOD, "generationConfig": free}) == []
+
+
+def test_sampling_left_out_where_the_model_takes_none() -> None:
+    payload = {"input": "x", "temperature": 0.3, "top_p": 0.9, "seed": 1}
+    body = transform.generate_body(replace(request(payload, max_output_tokens=0), sampling=False))
+    assert body["generationConfig"] == {"seed": 1}
+
+
+@pytest.mark.parametrize(
+    ("tools", "choice", "sent_tools", "config"),
+    [
+        # a hosted tool cannot be forced: declared, and no function is called instead
+        ([LOOKUP, {"type": "web_search"}], {"type": "web_search"}, ["fn", "googleSearch"], {"mode": "NONE"}),
+        ([{"type": "code_interpreter"}], {"type": "code_interpreter"}, ["codeExecution"], None),
+        ([], {"type": "web_search_preview"}, ["googleSearch"], None),
+        # `required` with only hosted tools: Gemini cannot force them, the model is free
+        ([{"type": "web_search"}], "required", ["googleSearch"], None),
+        # `none`: the functions are kept from being called, the hosted tools left out
+        ([LOOKUP, {"type": "web_search"}], "none", ["fn"], {"mode": "NONE"}),
+        ([{"type": "code_interpreter"}], "none", [], None),
+    ],
+)
+def test_hosted_tool_choices_translated(
+    tools: list[Any], choice: object, sent_tools: list[str], config: dict[str, Any] | None
+) -> None:
+    body = transform.generate_body(request({"input": "x", "tools": tools, "tool_choice": choice}))
+    kinds = ["fn" if "functionDeclarations" in t else next(iter(t)) for t in body.get("tools", [])]
+    assert kinds == sent_tools
+    assert body.get("toolConfig") == ({"functionCallingConfig": config} if config else None)
+
+
+@pytest.mark.parametrize(
+    ("payload", "code", "says"),
+    [
+        ({"messages": [{"role": "user", "content": "x", "name": "ann"}]}, "unsupported_parameter", "name"),
+        (
+            {
+                "messages": [
+                    {"role": "assistant", "tool_calls": [CALL]},
+                    {"role": "tool", "tool_call_id": "call_0", "content": "r"},
+                ]
+            },
+            "unsupported_parameter",
+            "user turn before",
+        ),
+        (
+            {"messages": [{"role": "user", "content": "x"}, {"role": "assistant", "tool_calls": [CALL]}]},
+            "invalid_item",
+            "call_0",
+        ),
+        (
+            {
+                "messages": [
+                    {"role": "user", "content": "x"},
+                    {"role": "tool", "tool_call_id": "c9", "content": "r"},
+                ]
+            },
+            "invalid_item",
+            "answer the tool calls",
+        ),
+        (
+            {
+                "messages": [
+                    {"role": "user", "content": "x"},
+                    {
+                        "role": "assistant",
+                        "tool_calls": [{**CALL, "function": {"name": "f", "arguments": "[1]"}}],
+                    },
+                ]
+            },
+            "invalid_item",
+            "not a JSON object",
+        ),
+        ({"input": "x", "seed": 2**31}, "unsupported_parameter", "32-bit"),
+        ({"input": "x", "tools": [{"type": "function", "name": "1st"}]}, "unsupported_parameter", "'1st'"),
+        (
+            {"input": "x", "tools": [{"type": "file_search", "vector_store_ids": ["v"]}]},
+            "tool_not_supported",
+            "file_search",
+        ),
+        (
+            {"input": "x", "tools": [{"type": "code_interpreter", "container": {"type": "x"}}]},
+            "unsupported_parameter",
+            "container",
+        ),
+        (
+            {
+                "input": [
+                    {
+                        "role": "user",
+                        "content": [{"type": "input_image", "image_url": "data:image/png;base64,%%%"}],
+                    }
+                ]
+            },
+            "invalid_item",
+            "not base64",
+        ),
+    ],
+)
+def test_what_gemini_cannot_take_is_refused_not_dropped(
+    payload: dict[str, Any], code: str, says: str
+) -> None:
+    with pytest.raises(PermanentProviderError) as raised:
+        transform.generate_body(request(payload))
+    assert raised.value.code == code
+    assert says in raised.value.message
+
+
+def test_token_id_embeddings_are_unsupported() -> None:
+    with pytest.raises(PermanentProviderError) as raised:
+        transform.embed_inputs(request({"input": [[1, 2], [3]]}, operation="embeddings"))
+    assert raised.value.code == "unsupported_parameter"
+
+
+def test_consecutive_assistant_turns_are_one_model_turn() -> None:
+    messages = [
+        {"role": "user", "content": "x"},
+        {"role": "assistant", "content": "Looking."},
+        {"role": "assistant", "content": None, "tool_calls": [CALL]},
+        {"role": "tool", "tool_call_id": "call_0", "content": "r"},
+    ]
+    contents = transform.generate_body(request({"messages": messages}))["contents"]
+    assert [c["role"] for c in contents] == ["user", "model", "user"]
+    assert contents[1]["parts"][0] == {"text": "Looking."}
+    assert contents[1]["parts"][1]["functionCall"]["name"] == "lookup"
+
+
+def test_percent_encoded_data_urls_go_inline_as_base64() -> None:
+    image = {"type": "image_url", "image_url": {"url": "data:image/svg+xml;charset=utf-8,%3Csvg%2F%3E"}}
+    body = transform.generate_body(request({"messages": [{"role": "user", "content": [image]}]}))
+    assert body["contents"][0]["parts"] == [
+        {"inlineData": {"mimeType": "image/svg+xml", "data": base64.b64encode(b"<svg/>").decode()}}
+    ]
+
+
+def test_hosted_tool_uses_are_counted() -> None:
+    grounded = fixture("generate_grounded_code")
+    result = transform.generate_result("seq-0", grounded)
+    assert result.output is not None
+    assert result.output["content"] == "Spain won Euro 2024, beating England 2-1 in the final in Berlin."
+    # one grounded prompt (Google bills per prompt, whatever the queries), two code runs
+    assert result.usage == Usage(14 + 71, 58, (("python_execution", 2), ("web_search", 1)))
+    assert result.usage.to_dict()["tool_uses"] == {"python_execution": 2, "web_search": 1}
+    ungrounded = {**grounded, "candidates": [{"content": {"parts": [{"text": "x"}]}, "finishReason": "STOP"}]}
+    assert transform.generate_result("seq-0", ungrounded).usage.tool_uses == ()
+
+
+def test_stream_keeps_the_tools_parts_and_grounding() -> None:
+    grounded = fixture("generate_grounded_code")
+    candidate = grounded["candidates"][0]
+    parts = candidate["content"]["parts"]
+    first = {"candidates": [{"content": {"role": "model", "parts": parts[:2]}}]}
+    last = {**grounded, "candidates": [{**candidate, "content": {"role": "model", "parts": parts[2:]}}]}
+    acc = transform.StreamAccumulator("seq-0")
+    assert [acc.add(first), acc.add(last)] == ["", parts[-1]["text"]]
+    result = acc.result()
+    assert result.usage.tool_uses == (("python_execution", 2), ("web_search", 1))
+    assert result.raw is not None
+    assert result.raw["candidates"][0]["groundingMetadata"] == candidate["groundingMetadata"]
+    assert result.raw["candidates"][0]["content"]["parts"] == [parts[-1], *parts[:-1]]

@@ -8,8 +8,10 @@ Field map, requests (ours -> Gemini, REST JSON of API version v1beta):
 
     system / instructions / system turns  -> systemInstruction {parts: [{text}]}
     messages / input turns               -> contents [{role: user | model, parts}]
-      user text, assistant text          -> {text}   (role assistant -> model)
-      image_url  data:<type>;base64,...  -> {inlineData: {mimeType, data}}
+      user text, assistant text          -> {text}   (role assistant -> model; consecutive
+                                            assistant turns -> one model turn)
+      image_url  data:<type>;base64,...  -> {inlineData: {mimeType, data}} (other data: URLs
+                                            base64-encoded)
       image_url  any other URL           -> {fileData: {fileUri, mimeType when the name says}}
       assistant tool_calls               -> {functionCall: {id, name, args}} (+ thoughtSignature
                                             from tool_call.extra_content.google, as Google's
@@ -17,14 +19,22 @@ Field map, requests (ours -> Gemini, REST JSON of API version v1beta):
       tool / function turns              -> role user, {functionResponse: {id, name, response}}
     max_output_tokens                    -> generationConfig.maxOutputTokens
     temperature, top_p, stop, seed       -> generationConfig.temperature, topP, stopSequences, seed
+                                            (temperature, top_p only when request.sampling)
     response_format json_object          -> generationConfig.responseMimeType application/json
     response_format json_schema          -> + responseSchema (Gemini's OpenAPI subset, converted)
                                             or responseJsonSchema (as given) when the schema
                                             uses anything the subset cannot say
     tools [{type: function}]             -> tools [{functionDeclarations: [{name, description,
-                                            parameters | parametersJsonSchema}]}]
-    tools web_search*, code_interpreter  -> tools [{googleSearch: {}}], [{codeExecution: {}}]
-    tool_choice auto/none/required/named -> toolConfig.functionCallingConfig AUTO/NONE/ANY(+names)
+                                            parameters | parametersJsonSchema}]}] (no
+                                            parameters for an object without properties)
+    hosted tools (web_search, python_execution)
+                                         -> vendor_tool("gemini", name): [{googleSearch: {}}],
+                                            [{codeExecution: {}}] (catalog/data/hosted_tools.toml)
+    tool_choice auto/none/required/named -> toolConfig.functionCallingConfig AUTO/NONE/ANY(+names),
+                                            only beside function declarations
+    tool_choice a hosted tool            -> the tool declared, NONE for the functions (Gemini
+                                            cannot force a built-in tool); `none` leaves the
+                                            hosted tools out
     embeddings input (string | [strings])-> embedContent {content} | batchEmbedContents
                                             {requests: [{model, content}]}; dimensions ->
                                             outputDimensionality
@@ -41,12 +51,19 @@ Field map, answers (Gemini -> ours):
     usageMetadata promptTokenCount (+ toolUsePromptTokenCount)   -> usage.prompt_tokens
     usageMetadata candidatesTokenCount (+ thoughtsTokenCount)    -> usage.completion_tokens
                                             (Google bills thinking tokens as output)
+    groundingMetadata.webSearchQueries   -> usage.tool_uses web_search 1 (per grounded prompt)
+    executableCode parts                 -> usage.tool_uses python_execution, one per part
     embedding.values / embeddings[].values -> output.embedding / output.embeddings
     metadata.state BATCH_STATE_* (the SDK's JOB_STATE_* accepted too) -> JobStatus.state
     metadata.batchStats                  -> JobStatus counts
     inlinedResponses[] {response | error, metadata.key} -> one ProviderResult per custom_id
     `raw`                                -> the vendor's body as sent (a GenerateContentResponse,
                                             {"embedding"}); {"embeddings"} of every call, in order
+
+Refused before sending (PermanentProviderError), never dropped: participant names, a
+conversation opening with tool calls, function names starting with a digit or a dash,
+unpaired tool calls and results, non-object tool arguments, seeds outside int32, hosted tool
+settings, token-id embedding inputs.
 
 Embeddings carry no token usage on the Gemini API: prompt tokens are estimated from the text
 with the quote's conservative rule (domain/tokens.py: ceil(UTF-8 bytes / 3) + 3), the same
@@ -55,9 +72,12 @@ figure the quote held; a body that does report `usageMetadata.promptTokenCount` 
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import mimetypes
 import re
+import urllib.parse
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -76,10 +96,18 @@ from batchroute.providers.base import (
     TransientProviderError,
     Usage,
 )
-from batchroute.providers.conversation import Conversation, conversation, data_url_parts
+from batchroute.providers.conversation import (
+    Conversation,
+    HostedToolUse,
+    ToolChoice,
+    conversation,
+    data_url_parts,
+)
+from batchroute.providers.hosted_tools import vendor_tool
 from batchroute.providers.http import error_for_status, retry_after_seconds, vendor_message
 
-API_ROOT: Final = "/v1beta"
+API_VERSION: Final = "v1beta"
+API_ROOT: Final = f"/{API_VERSION}"
 MODELS_PATH: Final = f"{API_ROOT}/models"
 MAX_EMBED_BATCH: Final = 100  # batchEmbedContents takes at most 100 requests per call
 MAX_INLINE_BYTES = 20 * 1024 * 1024  # batch mode takes at most 20 MB of inlined requests
@@ -125,7 +153,12 @@ RPC_CODES: Final[dict[int, tuple[str, bool]]] = {
     15: ("provider_5xx", True),
     16: ("provider_auth_failed", False),
 }
-_HOSTED_TOOLS: Final = {"code_interpreter": "codeExecution", "python_execution": "codeExecution"}
+ADAPTER: Final = "gemini"  # this adapter's table in catalog/data/hosted_tools.toml
+# The hosted tools' settings an item may give that the Gemini tool already means: the code
+# interpreter's fresh container ({type: auto}) is how Gemini's code execution always runs.
+_IMPLIED_SETTINGS: Final[dict[str, dict[str, Any]]] = {"python_execution": {"container": {"type": "auto"}}}
+SEED_RANGE: Final = (-(2**31), 2**31 - 1)  # Gemini's seed is an int32
+FUNCTION_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_.:-]{0,63}")  # Gemini's function names
 _BATCH_NAME: Final = re.compile(r"(batches/)?[A-Za-z0-9_-]{1,128}")
 _DURATION: Final = re.compile(r"\s*(\d+(?:\.\d+)?)s\s*")
 _MESSAGE_CHARS: Final = 300
@@ -152,7 +185,9 @@ def batch_name(job_id: str) -> str | None:
 
 # -- requests ------------------------------------------------------------------------------
 def generate_body(request: ProviderRequest) -> dict[str, Any]:
-    """A `generateContent` / `streamGenerateContent` request body (GenerateContentRequest)."""
+    """A `generateContent` / `streamGenerateContent` request body (GenerateContentRequest).
+    Raises PermanentProviderError (`unsupported_parameter`, `invalid_item`) for what Gemini
+    cannot be sent as the item says it: nothing is dropped on the way."""
     talk = conversation(request.input)
     contents = _contents(talk)
     if not contents:
@@ -160,26 +195,31 @@ def generate_body(request: ProviderRequest) -> dict[str, Any]:
     body: dict[str, Any] = {"contents": contents}
     if talk.system:
         body["systemInstruction"] = {"parts": [{"text": talk.system}]}
-    tools, declared = _tools(talk.chat_tools() + [{"type": h.name} for h in talk.hosted_tools])
+    tools, config = _tools(talk)
     if tools:
         body["tools"] = tools
-    choice = talk.tool_choice.chat() if talk.tool_choice is not None else None
-    if declared and choice is not None:
-        body["toolConfig"] = {"functionCallingConfig": _calling_config(choice)}
-    config = _generation_config(request, talk)
-    if config:
-        body["generationConfig"] = config
+    if config is not None:
+        body["toolConfig"] = {"functionCallingConfig": config}
+    generation = _generation_config(request, talk)
+    if generation:
+        body["generationConfig"] = generation
     return body
 
 
 def _contents(talk: Conversation) -> list[dict[str, Any]]:
+    """The turns as Gemini's contents: consecutive assistant turns become one model turn (a
+    text then its tool calls), a tool turn's answers one user turn of functionResponses."""
     names: dict[str, str] = {}  # tool_call id -> function name, for the answers that follow
     contents: list[dict[str, Any]] = []
     for message in talk.messages:
         role = message.get("role")
+        if isinstance(message.get("name"), str):
+            raise PermanentProviderError(
+                "Gemini's turns carry no participant name (`name`)", code="unsupported_parameter"
+            )
+        last = contents[-1] if contents else None
         if role in ("tool", "function"):
             part = _function_response(message, names)
-            last = contents[-1] if contents else None
             if last is not None and last["role"] == "user" and "functionResponse" in last["parts"][-1]:
                 last["parts"].append(part)  # one turn answers all the calls of the one before
             else:
@@ -190,9 +230,48 @@ def _contents(talk: Conversation) -> list[dict[str, Any]]:
             for call in message.get("tool_calls") or []:
                 if isinstance(call, Mapping):
                     parts.append(_function_call(call, names))
-        if parts:
-            contents.append({"role": "model" if role == "assistant" else "user", "parts": parts})
+        if not parts:
+            continue
+        gemini_role = "model" if role == "assistant" else "user"
+        if gemini_role == "model" and last is not None and last["role"] == "model":
+            last["parts"].extend(parts)
+        else:
+            contents.append({"role": gemini_role, "parts": parts})
+    _check_turns(contents)
     return contents
+
+
+def _check_turns(contents: Sequence[Mapping[str, Any]]) -> None:
+    """Gemini's turn rules for tool calls: a call turn follows a user turn, and the turn after
+    it answers every call (and only those)."""
+    for index, content in enumerate(contents):
+        calls = [p["functionCall"] for p in content["parts"] if "functionCall" in p]
+        if not calls:
+            if content["role"] == "user" and "functionResponse" in content["parts"][0]:
+                before = contents[index - 1] if index else None
+                if before is None or not any("functionCall" in p for p in before["parts"]):
+                    raise PermanentProviderError(
+                        "a tool result must answer the tool calls of the turn just before it",
+                        code="invalid_item",
+                    )
+            continue
+        if index == 0 or contents[index - 1]["role"] != "user":
+            raise PermanentProviderError(
+                "Gemini wants a user turn before the assistant's tool calls; the conversation opens "
+                "with them",
+                code="unsupported_parameter",
+            )
+        after = contents[index + 1]["parts"] if index + 1 < len(contents) else []
+        answers = [p["functionResponse"] for p in after if "functionResponse" in p]
+        asked = {str(c.get("id") or c.get("name")) for c in calls}
+        answered = {str(a.get("id") or a.get("name")) for a in answers}
+        if len(answers) != len(calls) or asked != answered:
+            missing = sorted((asked - answered) | (answered - asked)) or sorted(asked)
+            raise PermanentProviderError(
+                "every tool call needs its result in the next turn, and every result a call in the "
+                f"turn before: {', '.join(missing)}",
+                code="invalid_item",
+            )
 
 
 def _parts(content: object) -> list[dict[str, Any]]:
@@ -208,12 +287,29 @@ def _parts(content: object) -> list[dict[str, Any]]:
 
 
 def _image(url: str) -> dict[str, Any]:
+    """An image by URL: a `data:` URL's bytes inline (base64, the media type without its
+    parameters), any other URL as file data for Google to fetch."""
     inline = data_url_parts(url)
     if inline is not None:
-        return {"inlineData": {"mimeType": inline[0], "data": inline[1]}}
+        media_type = inline[0].split(";", 1)[0].strip() or "image/png"
+        return {"inlineData": {"mimeType": media_type, "data": _base64_data(inline[1], url)}}
+    if url.startswith("data:"):  # a data URL without ;base64: its bytes, percent-encoded
+        head, _, data = url[5:].partition(",")
+        encoded = base64.b64encode(urllib.parse.unquote_to_bytes(data)).decode("ascii")
+        return {"inlineData": {"mimeType": head.split(";", 1)[0] or "image/png", "data": encoded}}
     guessed, _ = mimetypes.guess_type(url.split("?", 1)[0])
     file_data = {"fileUri": url, **({"mimeType": guessed} if guessed else {})}
     return {"fileData": file_data}
+
+
+def _base64_data(data: str, url: str) -> str:
+    try:
+        base64.b64decode(data + "=" * (-len(data) % 4), validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise PermanentProviderError(
+            f"the image data URL is not base64 ({url[:40]}...)", code="invalid_item"
+        ) from exc
+    return data
 
 
 def _function_call(call: Mapping[str, Any], names: dict[str, str]) -> dict[str, Any]:
@@ -226,8 +322,14 @@ def _function_call(call: Mapping[str, Any], names: dict[str, str]) -> dict[str, 
         raise PermanentProviderError(
             f"the arguments of tool call {name!r} are not JSON", code="invalid_item"
         ) from exc
+    if args is None:
+        args = {}
+    if not isinstance(args, Mapping):
+        raise PermanentProviderError(
+            f"the arguments of tool call {name!r} are not a JSON object", code="invalid_item"
+        )
     ident = call.get("id")
-    piece: dict[str, Any] = {"name": name, "args": args if isinstance(args, Mapping) else {}}
+    piece: dict[str, Any] = {"name": name, "args": dict(args)}
     if isinstance(ident, str) and ident:
         piece["id"] = ident
         names[ident] = name
@@ -260,16 +362,22 @@ def _generation_config(request: ProviderRequest, talk: Conversation) -> dict[str
     config: dict[str, Any] = {}
     if request.max_output_tokens > 0:
         config["maxOutputTokens"] = request.max_output_tokens
-    if "temperature" in options:
+    if request.sampling and "temperature" in options:
         config["temperature"] = options["temperature"]
-    if "top_p" in options:
+    if request.sampling and "top_p" in options:
         config["topP"] = options["top_p"]
     stop = options.get("stop")
     stops = [s for s in (stop if isinstance(stop, list) else [stop]) if isinstance(s, str) and s]
     if stops:
         config["stopSequences"] = stops
     if "seed" in options:
-        config["seed"] = options["seed"]
+        seed = options["seed"]
+        if not SEED_RANGE[0] <= seed <= SEED_RANGE[1]:
+            raise PermanentProviderError(
+                f"Gemini's seed is a 32-bit integer; the item's seed {seed} is out of its range",
+                code="unsupported_parameter",
+            )
+        config["seed"] = seed
     fmt = talk.response_format
     if fmt is not None:
         config["responseMimeType"] = JSON_MIME
@@ -280,41 +388,71 @@ def _generation_config(request: ProviderRequest, talk: Conversation) -> dict[str
     return config
 
 
-def _tools(given: object) -> tuple[list[dict[str, Any]], bool]:
-    """Gemini's `tools` and whether any function is declared."""
-    declarations: list[dict[str, Any]] = []
-    hosted: list[dict[str, Any]] = []
-    for tool in given if isinstance(given, list) else []:
-        kind = str(_mapping(tool).get("type") or "")
-        if kind == "function":
-            declarations.append(_declaration(_mapping(tool.get("function")) or tool))
-        elif kind.startswith("web_search"):
-            hosted.append({"googleSearch": {}})
-        elif kind in _HOSTED_TOOLS:
-            hosted.append({_HOSTED_TOOLS[kind]: {}})
-        else:
-            raise PermanentProviderError(f"Gemini has no tool of type {kind!r}", code="tool_not_supported")
-    tools = [{"functionDeclarations": declarations}] if declarations else []
-    return tools + hosted, bool(declarations)
+def _tools(talk: Conversation) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """Gemini's `tools` and functionCallingConfig. Gemini cannot force a built-in tool, nor
+    keep a declared one from being used: a tool_choice naming a hosted tool declares it and
+    keeps the functions from being called (NONE), `required` without functions leaves the
+    model free, and `none` leaves the hosted tools out (docs/providers.md, Google Gemini)."""
+    choice = talk.tool_choice
+    hosted = list(talk.hosted_tools)
+    if choice is not None and choice.mode == "hosted" and all(h.name != choice.name for h in hosted):
+        hosted.append(HostedToolUse(str(choice.name)))
+    if choice is not None and choice.mode == "none":
+        hosted = []
+    declarations = [_declaration(f.chat()["function"]) for f in talk.functions]
+    tools: list[dict[str, Any]] = [{"functionDeclarations": declarations}] if declarations else []
+    tools.extend(_hosted_tool(h) for h in hosted)
+    config = _calling_config(choice) if declarations and choice is not None else None
+    return tools, config
+
+
+def _hosted_tool(hosted: HostedToolUse) -> dict[str, Any]:
+    declared = vendor_tool(ADAPTER, hosted.name)
+    if declared is None:
+        raise PermanentProviderError(f"Gemini runs no {hosted.name} tool", code="tool_not_supported")
+    implied = _IMPLIED_SETTINGS.get(hosted.name, {})
+    extra = sorted(k for k, v in hosted.config.items() if implied.get(k) != v)
+    if extra:
+        raise PermanentProviderError(
+            f"Gemini's {hosted.name} takes no settings ({', '.join(extra)})", code="unsupported_parameter"
+        )
+    return declared
 
 
 def _declaration(function: Mapping[str, Any]) -> dict[str, Any]:
-    declaration: dict[str, Any] = {"name": str(function.get("name") or "")}
+    """A function declaration; an object schema without properties (a function of no
+    arguments) declares no parameters, as Gemini wants it."""
+    name = str(function.get("name") or "")
+    if not FUNCTION_NAME.fullmatch(name):
+        raise PermanentProviderError(
+            f"Gemini's function names start with a letter or an underscore; {name!r} does not",
+            code="unsupported_parameter",
+        )
+    declaration: dict[str, Any] = {"name": name}
     if function.get("description"):
         declaration["description"] = str(function["description"])
     parameters = function.get("parameters")
-    if isinstance(parameters, Mapping) and parameters:
+    if isinstance(parameters, Mapping) and parameters and not _no_arguments(parameters):
         key, value = schema_field(parameters, subset_key="parameters", json_key="parametersJsonSchema")
         declaration[key] = value
     return declaration
 
 
-def _calling_config(choice: object) -> dict[str, Any]:
-    named = _mapping(choice)
-    name = _mapping(named.get("function")).get("name") or named.get("name")
-    if name:  # one function, by name (chat-completions or Responses form)
-        return {"mode": "ANY", "allowedFunctionNames": [str(name)]}
-    return {"mode": {"none": "NONE", "required": "ANY"}.get(str(choice), "AUTO")}
+def _no_arguments(schema: Mapping[str, Any]) -> bool:
+    """{type: object} with no properties (and nothing else that says more)."""
+    said = {k for k, v in schema.items() if k not in ("$schema", "description", "title")}
+    said -= {"additionalProperties"} if schema.get("additionalProperties") is False else set()
+    said -= {"properties"} if schema.get("properties") == {} else set()
+    said -= {"required"} if schema.get("required") == [] else set()
+    return schema.get("type") == "object" and said == {"type"}
+
+
+def _calling_config(choice: ToolChoice) -> dict[str, Any]:
+    if choice.mode == "function":
+        return {"mode": "ANY", "allowedFunctionNames": [str(choice.name)]}
+    if choice.mode == "hosted":  # the hosted tool, not a function
+        return {"mode": "NONE"}
+    return {"mode": {"none": "NONE", "required": "ANY"}.get(choice.mode, "AUTO")}
 
 
 # Gemini's Schema (an OpenAPI 3.0 subset): the keywords a JSON Schema may use to go as-is.
@@ -339,7 +477,12 @@ _SCHEMA_WORDS: Final = frozenset(
         "example",
     }
 )
+_SCHEMA_TYPES: Final = frozenset({"STRING", "NUMBER", "INTEGER", "BOOLEAN", "ARRAY", "OBJECT"})
 _SCHEMA_FORMATS: Final = frozenset({"date-time", "enum", "float", "double", "int32", "int64"})
+_SCHEMA_TEXT: Final = frozenset({"description", "title", "pattern"})
+_SCHEMA_COUNTS: Final = frozenset(
+    {"maxItems", "minItems", "maxLength", "minLength", "maxProperties", "minProperties"}
+)
 
 
 def schema_field(schema: Mapping[str, Any], *, subset_key: str, json_key: str) -> tuple[str, Any]:
@@ -365,6 +508,8 @@ def gemini_schema(node: object) -> dict[str, Any] | None:
             if len(named) != 1 or not isinstance(named[0], str):
                 return None
             out["type"] = named[0].upper()
+            if out["type"] not in _SCHEMA_TYPES:
+                return None
             if len(named) < len(kinds):
                 out["nullable"] = True
         elif key == "properties" and isinstance(value, Mapping):
@@ -383,26 +528,41 @@ def gemini_schema(node: object) -> dict[str, Any] | None:
             out[key] = value
         else:
             return None
+    if out.get("type") == "OBJECT" and not out.get("properties"):
+        return None  # Gemini's OBJECT names its properties; JSON Schema says the rest
     return out
 
 
 def _subset_word(key: str, value: object) -> bool:
+    """A JSON Schema keyword Gemini's Schema has, with a value of the type it takes."""
     if key == "enum":  # Gemini's enums are strings
         return isinstance(value, list) and all(isinstance(v, str) for v in value)
     if key == "format":
         return value in _SCHEMA_FORMATS
+    if key in _SCHEMA_TEXT:
+        return isinstance(value, str)
+    if key in _SCHEMA_COUNTS:
+        return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    if key in ("minimum", "maximum"):
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if key in ("required", "propertyOrdering"):
+        return isinstance(value, list) and all(isinstance(v, str) for v in value)
+    if key == "nullable":
+        return isinstance(value, bool)
     return key in _SCHEMA_WORDS
 
 
 def embed_inputs(request: ProviderRequest) -> tuple[list[str], bool]:
-    """The texts of an embeddings item and whether it gave one string (not a list)."""
+    """The texts of an embeddings item and whether it gave one string (not a list). Token-id
+    arrays have no Gemini form (Gemini embeds text): refused, `unsupported_parameter`."""
     value = request.input.get("input", request.input.get("text"))
     if isinstance(value, str):
         return [value], True
     if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
         return list(value), False
     raise PermanentProviderError(
-        "Gemini embeds text: input must be a string or a list of strings", code="invalid_item"
+        "Gemini embeds text: input must be a string or a list of strings, not token ids",
+        code="unsupported_parameter",
     )
 
 
@@ -458,12 +618,28 @@ def finish_reason(value: object) -> FinishReason:
     return "length" if value == "MAX_TOKENS" else "stop"
 
 
-def usage(meta: object) -> Usage:
-    """Gemini's usageMetadata as ours (tool-use prompt tokens are input, thinking is output)."""
+def usage(meta: object, tools: Mapping[str, int] | None = None) -> Usage:
+    """Gemini's usageMetadata as ours (tool-use prompt tokens are input, thinking is output),
+    with the hosted tool uses Google bills (`tool_uses`)."""
     found = _mapping(meta)
     prompt = _int(found.get("promptTokenCount")) + _int(found.get("toolUsePromptTokenCount"))
     completion = _int(found.get("candidatesTokenCount")) + _int(found.get("thoughtsTokenCount"))
-    return Usage(prompt, completion)
+    return Usage(prompt, completion, tuple(sorted((tools or {}).items())))
+
+
+def tool_uses(candidate: Mapping[str, Any]) -> dict[str, int]:
+    """The hosted tools an answer used, by the service's names: `web_search` once when the
+    answer was grounded with Google Search (groundingMetadata names its searches: Google bills
+    per grounded prompt), `python_execution` once per executableCode part."""
+    counts: dict[str, int] = {}
+    grounding = _mapping(candidate.get("groundingMetadata"))
+    if grounding.get("webSearchQueries"):
+        counts["web_search"] = 1
+    parts = _mapping(candidate.get("content")).get("parts") or []
+    runs = sum(1 for p in parts if isinstance(p, Mapping) and "executableCode" in p)
+    if runs:
+        counts["python_execution"] = runs
+    return counts
 
 
 def blocked(body: Mapping[str, Any]) -> ItemError | None:
@@ -530,9 +706,8 @@ def generate_result(custom_id: str, body: Mapping[str, Any]) -> ProviderResult:
     calls = tool_calls(parts)
     if calls:
         output["tool_calls"] = calls
-    return ProviderResult(
-        custom_id, "completed", output=output, raw=dict(body), usage=usage(body.get("usageMetadata"))
-    )
+    billed = usage(body.get("usageMetadata"), tool_uses(candidate))
+    return ProviderResult(custom_id, "completed", output=output, raw=dict(body), usage=billed)
 
 
 @dataclass
@@ -544,7 +719,9 @@ class StreamAccumulator:
 
     custom_id: str
     pieces: list[str] = field(default_factory=list)
-    calls: list[dict[str, Any]] = field(default_factory=list)  # functionCall parts as sent
+    # the other parts as sent (functionCall, executableCode, codeExecutionResult), in order
+    calls: list[dict[str, Any]] = field(default_factory=list)
+    grounding: dict[str, Any] = field(default_factory=dict)  # the candidate's groundingMetadata
     finish: str | None = None
     meta: dict[str, Any] = field(default_factory=dict)
     model_version: str = ""
@@ -567,7 +744,9 @@ class StreamAccumulator:
             found = _mapping(candidate)
             parts = _mapping(found.get("content")).get("parts") or []
             text += answer_text(parts)
-            self.calls.extend(dict(p) for p in parts if isinstance(p, Mapping) and "functionCall" in p)
+            self.calls.extend(dict(p) for p in parts if isinstance(p, Mapping) and _tool_part(p))
+            if isinstance(found.get("groundingMetadata"), Mapping):
+                self.grounding = dict(found["groundingMetadata"])
             if found.get("finishReason"):
                 self.finish = str(found["finishReason"])
         if text:
@@ -581,19 +760,23 @@ class StreamAccumulator:
     def result(self) -> ProviderResult:
         content = "".join(self.pieces)
         parts: list[dict[str, Any]] = [{"text": content}] if content else []
+        candidate: dict[str, Any] = {
+            "content": {"role": "model", "parts": parts + self.calls},
+            "finishReason": self.finish or "STOP",
+        }
+        if self.grounding:
+            candidate["groundingMetadata"] = self.grounding
         raw: dict[str, Any] = {
-            "candidates": [
-                {
-                    "content": {"role": "model", "parts": parts + self.calls},
-                    "finishReason": self.finish or "STOP",
-                    "index": 0,
-                }
-            ],
+            "candidates": [candidate],
             "usageMetadata": self.meta,
             "modelVersion": self.model_version,
             "responseId": self.response_id,
         }
         return generate_result(self.custom_id, raw)
+
+
+def _tool_part(part: Mapping[str, Any]) -> bool:
+    return any(key in part for key in ("functionCall", "executableCode", "codeExecutionResult"))
 
 
 def embeddings_result(
