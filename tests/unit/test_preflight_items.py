@@ -304,6 +304,20 @@ def test_what_every_vendor_can_be_sent_is_accepted(accepted: dict[str, Any]) -> 
             ("missing_field", "input.messages[0].tool_call_id"),
         ),
         ({"messages": [{"role": "user", "content": None}]}, ("invalid_field", "input.messages[0].content")),
+        # Gemini and Anthropic refuse blank text; Gemini a function name led by a digit
+        ({"messages": [{"role": "user", "content": " "}]}, ("invalid_field", "input.messages[0].content")),
+        (
+            {"messages": [{"role": "user", "content": [{"type": "text", "text": ""}]}]},
+            ("invalid_field", "input.messages[0].content[0].text"),
+        ),
+        (chat_input(tools=[{**WEATHER_FLAT, "name": "2fast"}]), ("invalid_field", "input.tools[0]")),
+        ({"messages": [{"role": "system", "content": "Be brief."}]}, ("invalid_field", "input.messages")),
+        (
+            chat_input(
+                response_format={"type": "json_schema", "json_schema": {"schema": {"type": "object"}}}
+            ),
+            ("json_schema_invalid", "input.response_format.json_schema.name"),
+        ),
         (
             {"messages": [{"role": "assistant", "tool_calls": [{"id": "c", "function": {"name": "f"}}]}]},
             ("invalid_field", "input.messages[0].tool_calls[0]"),

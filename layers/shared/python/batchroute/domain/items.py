@@ -88,7 +88,9 @@ _MESSAGE_KEYS: Final[dict[str, frozenset[str]]] = {
 _CALL_ITEM_KEYS: Final = frozenset({"type", "call_id", "name", "arguments", "id", "status"})
 _CALL_OUTPUT_KEYS: Final = frozenset({"type", "call_id", "output", "id", "status"})
 _FUNCTION_KEYS: Final = frozenset({"name", "description", "parameters", "strict"})
-_FUNCTION_NAME: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
+# Gemini wants a letter or an underscore first; every vendor takes the rest.
+_FUNCTION_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,63}")
+_CALL_ID: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
 # The settings a hosted tool declaration may carry, whatever lane runs it: its type, and
 # what the tool cannot run without (file_search's vector stores; the code interpreter's
 # automatic container, which every vendor's code execution has).
@@ -387,6 +389,8 @@ def _read_message(
         type(message) is dict
         and len(message) == 2
         and type(content := message.get("content")) is str
+        and content
+        and not content.isspace()
         and message.get("role") in _ROLES
         and message["role"] != "tool"
     ):
@@ -421,7 +425,7 @@ def _read_message(
     images = 0
     content = message.get("content")
     calls = message.get("tool_calls")
-    if isinstance(content, str):
+    if isinstance(content, str) and (content.strip() or (role == "assistant" and calls)):
         text_bytes += utf8_len(content)
     elif isinstance(content, list) and content:
         for index, part in enumerate(content):
@@ -437,13 +441,15 @@ def _read_message(
             _shape(
                 "invalid_field",
                 f"{where}.content",
-                "content must be a string or a non-empty list of parts.",
+                "content must be some text (not blank) or a non-empty list of parts.",
             )
         )
-    if role == "tool" and not _nonempty_string(message.get("tool_call_id")):
+    if role == "tool" and not _call_id(message.get("tool_call_id")):
         problems.append(
             _shape(
-                "missing_field", f"{where}.tool_call_id", "A tool message needs the tool_call_id it answers."
+                "missing_field",
+                f"{where}.tool_call_id",
+                "A tool message needs the tool_call_id it answers (1-64 letters, digits, _ or -).",
             )
         )
     if calls is not None:
@@ -459,7 +465,7 @@ def _read_tool_calls(calls: object, where: str, problems: list[ItemProblem]) -> 
         function = call.get("function") if isinstance(call, dict) else None
         if not (
             isinstance(call, dict)
-            and _nonempty_string(call.get("id"))
+            and _call_id(call.get("id"))
             and call.get("type", "function") == "function"
             and isinstance(function, dict)
             and _function_name(function.get("name"))
@@ -470,7 +476,8 @@ def _read_tool_calls(calls: object, where: str, problems: list[ItemProblem]) -> 
                 _shape(
                     "invalid_field",
                     f"{where}[{index}]",
-                    "A tool call is {id, type: function, function: {name, arguments: a JSON string}}.",
+                    "A tool call is {id (1-64 letters, digits, _ or -), type: function, "
+                    "function: {name, arguments: a JSON string}}.",
                 )
             )
     return value_bytes(calls)
@@ -483,7 +490,7 @@ def _check_turn_order(
     the turns right after it (a tool message or function_call_output per call id) and every
     answer answers a call, as every vendor requires."""
     first = next((m for m in conversation if _role_of(m) not in ("system", "developer")), None)
-    if first is not None and _role_of(first) != "user":
+    if first is None or _role_of(first) != "user":
         problems.append(
             _shape("invalid_field", where, "The first message after the system text must be the user's.")
         )
@@ -547,7 +554,7 @@ def _answer_id(message: dict[str, object]) -> str | None:
 
 def _read_call_item(item: dict[str, object], where: str, problems: list[ItemProblem]) -> int:
     if not (
-        _nonempty_string(item.get("call_id"))
+        _call_id(item.get("call_id"))
         and _function_name(item.get("name"))
         and isinstance(item.get("arguments"), str)
         and item.keys() <= _CALL_ITEM_KEYS
@@ -564,7 +571,7 @@ def _read_call_item(item: dict[str, object], where: str, problems: list[ItemProb
 
 def _read_call_output(item: dict[str, object], where: str, problems: list[ItemProblem]) -> int:
     if not (
-        _nonempty_string(item.get("call_id"))
+        _call_id(item.get("call_id"))
         and isinstance(item.get("output"), str)
         and item.keys() <= _CALL_OUTPUT_KEYS
     ):
@@ -586,10 +593,12 @@ def _read_part(part: object, where: str, assistant: bool, problems: list[ItemPro
     if kind in _TEXT_PARTS or (kind == "refusal" and assistant):
         key = "refusal" if kind == "refusal" else "text"
         text = part.get(key)
-        if isinstance(text, str) and part.keys() <= {"type", key, "annotations"}:
+        if isinstance(text, str) and text.strip() and part.keys() <= {"type", key, "annotations"}:
             return utf8_len(text), 0
         problems.append(
-            _shape("invalid_field", f"{where}.{key}", f"A {kind} part is {{type, {key}: a string}}.")
+            _shape(
+                "invalid_field", f"{where}.{key}", f"A {kind} part is {{type, {key}: some text, not blank}}."
+            )
         )
         return 0, 0
     if kind in _IMAGE_PARTS:
@@ -753,7 +762,7 @@ def _function_defect(spec: dict[str, object], outside: set[str]) -> str | None:
         extra = sorted(outside | (spec.keys() - _FUNCTION_KEYS))
         return f"A function tool is {{name, description?, parameters?, strict?}}; {extra} not supported."
     if not _function_name(spec.get("name")):
-        return "A function's name is 1-64 letters, digits, underscores or dashes."
+        return "A function's name is 1-64 letters, digits, _ or -, starting with a letter or _."
     description = spec.get("description")
     if description is not None and not isinstance(description, str):
         return "A function's description is a string."
@@ -842,6 +851,10 @@ def _read_output_format(payload: dict[str, object], found: _Estimate, problems: 
             continue
         holder = spec.get(nested) if nested else spec  # chat nests it under `json_schema`
         schema = holder.get("schema") if isinstance(holder, dict) else None
+        if not isinstance(holder, dict) or not _function_name(holder.get("name")):
+            name_where = f"{where}.{nested}.name" if nested else f"{where}.name"
+            problems.append(_schema_problem(name_where, "name must be 1-64 letters, digits, _ or -"))
+            continue
         schema_where = f"{where}.{nested}.schema" if nested else f"{where}.schema"
         reason = schema_defect(schema)
         if reason is not None:
@@ -969,6 +982,10 @@ def _nonempty_string(value: object) -> bool:
 
 def _function_name(value: object) -> bool:
     return isinstance(value, str) and _FUNCTION_NAME.fullmatch(value) is not None
+
+
+def _call_id(value: object) -> bool:
+    return isinstance(value, str) and _CALL_ID.fullmatch(value) is not None
 
 
 def _string_list(value: object) -> bool:
