@@ -63,7 +63,7 @@ _SCHEMA = {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type"
 @st.composite
 def an_item(draw: st.DrawFn, n: int) -> dict[str, Any]:
     kind = draw(st.sampled_from(["chat", "chat", "embed", "vision"]))
-    text = "w " * draw(st.integers(0, 3_000))
+    text = "w " * draw(st.integers(0, 3_000)) + "w"  # never blank: the preflight refuses blank text
     if kind == "embed":
         return {
             "customer_item_id": f"id-{n}",
@@ -233,7 +233,9 @@ def test_too_many_models_or_frontier_points_leave_no_usable_profile() -> None:
     models = [item(n, model=f"m-{n}") for n in range(MAX_MODELS + 1)]
     assert profile_items(models).reason == "too_many_models"
     # an antichain: each item has a larger prompt and a smaller output than the one before
-    spread = [item(n, text="w " * (10 * n), max_output_tokens=10_000 - n) for n in range(MAX_FRONTIER + 1)]
+    spread = [
+        item(n, text="w " * (10 * n) + "w", max_output_tokens=10_000 - n) for n in range(MAX_FRONTIER + 1)
+    ]
     assert profile_items(spread).reason == "frontier_too_large"
     assert profile_items(spread[:MAX_FRONTIER]).usable
 
