@@ -31,6 +31,19 @@ ExecutionMode = Literal["batch_api", "sync"]
 
 
 @dataclass(frozen=True)
+class BatchLimits:
+    """The most one vendor batch job may hold (the vendor's published limits): requests,
+    and bytes of the serialized requests (its input file, or its inline request body).
+    None: no limit of that kind."""
+
+    max_requests: int | None = None
+    max_bytes: int | None = None
+
+
+NO_BATCH_LIMITS = BatchLimits()
+
+
+@dataclass(frozen=True)
 class Provider:
     slug: str
     display_name: str
@@ -43,6 +56,12 @@ class Provider:
     launched: bool = True  # the launch-provider guard keeps unlaunched providers out of routing
     website: str = ""
     max_concurrency: int = 16
+    # The vendor API version this service speaks to it, pinned (docs/providers.md): an
+    # `anthropic-version` date, Gemini's `v1beta`, OpenAI's `v1`, Bedrock's runtime API
+    # version; `control_api_version` is Bedrock's control plane (batch jobs), else "".
+    api_version: str = ""
+    control_api_version: str = ""
+    batch_limits: BatchLimits = NO_BATCH_LIMITS
 
 
 @dataclass(frozen=True)
@@ -85,6 +104,9 @@ class Model:
     runtime_capabilities: tuple[RuntimeCapability, ...]
     open_weight: bool
     family: str
+    # Whether the model takes sampling parameters (temperature, top_p); a reasoning model
+    # that refuses them says false (models.toml `sampling_parameters`).
+    sampling_parameters: bool = True
 
 
 @dataclass(frozen=True)
