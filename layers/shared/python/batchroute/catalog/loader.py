@@ -223,6 +223,7 @@ def _lane(row: Row, provider: str, defaults: LaneDefaults, model: Model) -> Lane
         daily_capacity_items=row.integer("daily_capacity_items", minimum=1),
         reliability=_fraction(row, "reliability", defaults.reliability),
         provider_model_id=row.text("provider_model_id"),
+        sampling_parameters=model.sampling_parameters,
     )
 
 

@@ -87,6 +87,7 @@ class Lane:
     daily_capacity_items: int = 1_000_000  # planned capacity; live remaining capacity is in LaneLive
     reliability: Decimal = Decimal("0.99")  # observed success rate prior, used to rank direct lanes
     provider_model_id: str = ""  # the provider's own name for the model
+    sampling_parameters: bool = True  # the model's: whether requests may carry temperature/top_p
 
     @property
     def lane_id(self) -> str:

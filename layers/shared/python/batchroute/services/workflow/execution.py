@@ -497,6 +497,7 @@ class LaneExecutor:
             sleeper=self.sleeper,
             should_stop=should_stop,
             clock=self.clock,
+            limits=self.registry.provider(slug).batch_limits,
         )
 
     # -- failover --------------------------------------------------------------------------------
