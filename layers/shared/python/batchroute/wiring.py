@@ -966,6 +966,7 @@ class Wiring:
                 clock=self.clock,
                 continuations=TaskQueue(lanes_queue) if lanes_queue else None,
                 capacity=self.lane_states,
+                availability=self.lane_states,
             ),
             finalizer=Finalizer(
                 records=self.batch_records,

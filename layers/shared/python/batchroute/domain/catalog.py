@@ -117,6 +117,9 @@ class LaneLive:
     lane_id: str
     remaining_capacity_items: int
     last_heartbeat_at: str  # ISO 8601
+    # Why the service marked the lane unavailable (e.g. the vendor account is out of credit);
+    # "" when it did not. A marked lane has no heartbeat until `unavailable_until`.
+    unavailable_reason: str = ""
 
 
 @dataclass(frozen=True)

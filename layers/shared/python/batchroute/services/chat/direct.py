@@ -341,6 +341,7 @@ class DirectChat:
                 input=call.request.provider_input,
                 max_output_tokens=lane.max_output_tokens,
                 first_byte_timeout_seconds=self.options.first_byte_timeout_seconds,
+                sampling=lane.lane.sampling_parameters,
             )
             try:
                 events = self.providers.sync(lane.lane.provider).stream(provider_request)

@@ -21,6 +21,12 @@ chunk's unanswered items back to pending. The new lane runs in the same invocati
 no lane left, the lane records the error and fails its remaining items with it (and the
 batch's `execution_summary.latest_error` says so).
 
+A lane whose vendor account cannot serve (`insufficient_quota`: out of credit; waiting
+does not clear it) is also marked unavailable in the lane live state, with every other lane
+of its provider (the account is theirs too): routing leaves them until
+`LaneLimits.unavailable_seconds` have passed, and the operator is told (an error log and the
+`LanesMarkedUnavailable` metric, which raises an alarm).
+
 Time budget: a new chunk starts only while the invocation has `chunk_margin_seconds`
 left; inside a chunk a sync lane stops taking items at `stop_margin_seconds`, and a vendor
 job is polled in this invocation for at most `batch_inline_wait_seconds`. Then the chunk's
@@ -35,7 +41,10 @@ import json
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from datetime import datetime, timedelta
+from typing import Any, Final, Literal, Protocol
+
+from aws_lambda_powertools.metrics import MetricUnit
 
 from batchroute.adapters.batch_artifacts import BatchArtifacts, partial_chunk_key, result_chunk_key
 from batchroute.adapters.dynamo.batch_progress import BatchProgress
@@ -57,7 +66,7 @@ from batchroute.domain.lane_plan import (
     root_number,
 )
 from batchroute.errors import PermanentError
-from batchroute.observability import logger
+from batchroute.observability import logger, metrics
 from batchroute.providers.base import ItemError, ProviderResult
 from batchroute.providers.registry import ProviderRegistry
 from batchroute.providers.retry import RetryPolicy
@@ -72,6 +81,8 @@ from batchroute.services.workflow.time_budget import TimeBudget
 from batchroute.workflow.tasks import StepOutput, WorkflowTask
 
 FINAL_LANE_STATUSES = frozenset({"completed", "failed", "canceled"})
+# Failover codes that mean the provider's account cannot serve any lane until a human acts.
+ACCOUNT_DOWN_CODES: Final = frozenset({"insufficient_quota"})
 _NO_RESULT = ItemError("no_result", "the provider returned no result for this item")
 Item = Mapping[str, Any]
 
@@ -86,12 +97,19 @@ class Capacity(Protocol):
     def consume_capacity(self, lane_id: str, items: int, *, at: str | None = None) -> bool: ...
 
 
+class LaneAvailability(Protocol):
+    """adapters/dynamo/lanes.py:LaneStateStore"""
+
+    def mark_unavailable(self, lane_id: str, *, code: str, reason: str, until: str, at: str) -> None: ...
+
+
 @dataclass(frozen=True)
 class LaneLimits:
     chunk_margin_seconds: float = 120.0  # start another chunk only with this much time left
     stop_margin_seconds: float = 45.0  # a sync lane stops taking items with this much left
     fallback_seconds: float = 300.0  # the budget without a Lambda context (router time-out)
     batch_inline_wait_seconds: float = 120.0  # poll a vendor job this long per invocation
+    unavailable_seconds: float = 3600.0  # a lane marked unavailable stays out of routing this long
 
 
 def result_line(
@@ -189,6 +207,7 @@ class LaneExecutor:
         monotonic: Callable[[], float] = time.monotonic,
         budget: Callable[[], TimeBudget] | None = None,
         capacity: Capacity | None = None,
+        availability: LaneAvailability | None = None,
     ) -> None:
         self.records = records
         self.progress = progress
@@ -203,6 +222,7 @@ class LaneExecutor:
         self.monotonic = monotonic
         self._budget = budget or (lambda: TimeBudget(self.limits.fallback_seconds))
         self.capacity = capacity
+        self.availability = availability
 
     def _now(self) -> str:
         return isoformat(self.clock.now())
@@ -231,6 +251,8 @@ class LaneExecutor:
                 return None
             if end.kind == "unavailable":
                 assert end.chunk is not None and end.error is not None
+                if end.error.code in ACCOUNT_DOWN_CODES:
+                    self._mark_provider_unavailable(str(lane["provider"]), end.error)
                 self._fail_over(batch, lane, end.chunk, end.error)
             lane = self._reload(batch_id, lane)
         return self._answer(batch_id, root_key)
@@ -556,6 +578,16 @@ class LaneExecutor:
             extra={"lane_key": lane_key, "to": successor["lane_key"], "written": handed, "error": error.code},
         )
 
+    def _mark_provider_unavailable(self, provider: str, error: ItemError) -> None:
+        mark_account_down(
+            self.catalog,
+            self.availability,
+            provider,
+            error,
+            now=self.clock.now(),
+            seconds=self.limits.unavailable_seconds,
+        )
+
     # -- cancel / expiry -------------------------------------------------------------------------
     def _cancel_rest(self, batch: BatchRecord, lane: dict[str, Any], state: str) -> None:
         """The batch ended while this lane had work left: a half-done chunk keeps its results
@@ -592,6 +624,44 @@ class LaneExecutor:
             at=self._now(),
             reason=f"the batch was {state}",
         )
+
+
+def mark_account_down(
+    catalog: Catalog,
+    availability: LaneAvailability | None,
+    provider: str,
+    error: ItemError,
+    *,
+    now: datetime,
+    seconds: float,
+) -> list[str]:
+    """Every lane of `provider` out of routing for `seconds`, and the operator told (an
+    error log and the `LanesMarkedUnavailable` metric, which the stack alarms on): the
+    vendor account cannot serve until someone acts (adds credit). Returns the lane ids."""
+    lane_ids = [lane.lane_id for lane in catalog.lanes if lane.provider == provider]
+    until = isoformat(now + timedelta(seconds=seconds))
+    if availability is not None:
+        for lane_id in lane_ids:
+            try:
+                availability.mark_unavailable(
+                    lane_id, code=error.code, reason=error.describe(), until=until, at=isoformat(now)
+                )
+            except Exception:  # the failover goes on; the alert below still goes out
+                logger.warning(
+                    "could not mark the lane unavailable", extra={"lane_id": lane_id}, exc_info=True
+                )
+    logger.error(
+        "provider account cannot serve: its lanes are marked unavailable; operator action needed",
+        extra={
+            "provider": provider,
+            "code": error.code,
+            "error": error.message,
+            "lanes": lane_ids,
+            "until": until,
+        },
+    )
+    metrics.add_metric(name="LanesMarkedUnavailable", unit=MetricUnit.Count, value=len(lane_ids))
+    return lane_ids
 
 
 def _item_error(value: Any) -> ItemError | None:
