@@ -14,11 +14,13 @@ that fails wholesale (no item has succeeded and `wholesale_failure_threshold` it
 up their retries, or every attempted item did) counts as unavailable too: those items are
 not reported, so they fail over instead of failing.
 
-Vendor batch providers (`run_lane_batch_job`, `poll_lane_job`): all items go in one job;
+Vendor batch providers (`run_lane_batch_job`, `poll_lane_job`): the items go in one job;
 the job is stored on the lane record (`on_job`) and polled until done, in this invocation
 or a later one (`should_stop` lets a Lambda return `pending_job` and be invoked again).
 Results with a transient error are resubmitted in a follow-up job (attempt + 1) until
-max_attempts. A job the vendor fails wholesale makes the lane unavailable.
+max_attempts. Items more than one vendor job may hold (the provider's `BatchLimits`:
+requests and estimated bytes) run as several jobs, one after the other. A job the vendor
+fails wholesale makes the lane unavailable, its error carrying the vendor's own errors.
 
 The rule for the caller, both kinds: an item that got no `on_result` call has no result
 yet. After `unavailable` it goes to the next lane; with no lane left the caller fails it
