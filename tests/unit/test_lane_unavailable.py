@@ -13,7 +13,7 @@ from batchroute.catalog import builtin_catalog
 from batchroute.domain.catalog import LaneLive
 from batchroute.observability import metrics
 from batchroute.providers.base import ItemError
-from batchroute.services.workflow.execution import ACCOUNT_DOWN_CODES, mark_account_down
+from batchroute.services.catalog.lane_health import ACCOUNT_DOWN_CODES, mark_account_down
 from tests.unit.catalog_fixtures import NOW, lane, provider
 from tests.unit.test_routing import only_group, plan_for, rejected
 

@@ -765,6 +765,7 @@ class Wiring:
             ),
             watch=self.billing_watch,
             limiter=self.rate_limiter,
+            availability=self.lane_states,
         )
 
     @cached_property

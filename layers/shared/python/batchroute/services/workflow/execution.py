@@ -41,10 +41,7 @@ import json
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
-from typing import Any, Final, Literal, Protocol
-
-from aws_lambda_powertools.metrics import MetricUnit
+from typing import Any, Literal, Protocol
 
 from batchroute.adapters.batch_artifacts import BatchArtifacts, partial_chunk_key, result_chunk_key
 from batchroute.adapters.dynamo.batch_progress import BatchProgress
@@ -66,10 +63,15 @@ from batchroute.domain.lane_plan import (
     root_number,
 )
 from batchroute.errors import PermanentError
-from batchroute.observability import logger, metrics
+from batchroute.observability import logger
 from batchroute.providers.base import ItemError, ProviderResult
 from batchroute.providers.registry import ProviderRegistry
 from batchroute.providers.retry import RetryPolicy
+from batchroute.services.catalog.lane_health import (
+    ACCOUNT_DOWN_CODES,
+    LaneAvailability,
+    mark_account_down,
+)
 from batchroute.services.workflow.runner import (
     LaneOutcome,
     SubmittedJob,
@@ -81,8 +83,7 @@ from batchroute.services.workflow.time_budget import TimeBudget
 from batchroute.workflow.tasks import StepOutput, WorkflowTask
 
 FINAL_LANE_STATUSES = frozenset({"completed", "failed", "canceled"})
-# Failover codes that mean the provider's account cannot serve any lane until a human acts.
-ACCOUNT_DOWN_CODES: Final = frozenset({"insufficient_quota"})
+
 _NO_RESULT = ItemError("no_result", "the provider returned no result for this item")
 Item = Mapping[str, Any]
 
@@ -95,12 +96,6 @@ class Capacity(Protocol):
     """adapters/dynamo/lanes.py:LaneStateStore"""
 
     def consume_capacity(self, lane_id: str, items: int, *, at: str | None = None) -> bool: ...
-
-
-class LaneAvailability(Protocol):
-    """adapters/dynamo/lanes.py:LaneStateStore"""
-
-    def mark_unavailable(self, lane_id: str, *, code: str, reason: str, until: str, at: str) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -624,44 +619,6 @@ class LaneExecutor:
             at=self._now(),
             reason=f"the batch was {state}",
         )
-
-
-def mark_account_down(
-    catalog: Catalog,
-    availability: LaneAvailability | None,
-    provider: str,
-    error: ItemError,
-    *,
-    now: datetime,
-    seconds: float,
-) -> list[str]:
-    """Every lane of `provider` out of routing for `seconds`, and the operator told (an
-    error log and the `LanesMarkedUnavailable` metric, which the stack alarms on): the
-    vendor account cannot serve until someone acts (adds credit). Returns the lane ids."""
-    lane_ids = [lane.lane_id for lane in catalog.lanes if lane.provider == provider]
-    until = isoformat(now + timedelta(seconds=seconds))
-    if availability is not None:
-        for lane_id in lane_ids:
-            try:
-                availability.mark_unavailable(
-                    lane_id, code=error.code, reason=error.describe(), until=until, at=isoformat(now)
-                )
-            except Exception:  # the failover goes on; the alert below still goes out
-                logger.warning(
-                    "could not mark the lane unavailable", extra={"lane_id": lane_id}, exc_info=True
-                )
-    logger.error(
-        "provider account cannot serve: its lanes are marked unavailable; operator action needed",
-        extra={
-            "provider": provider,
-            "code": error.code,
-            "error": error.message,
-            "lanes": lane_ids,
-            "until": until,
-        },
-    )
-    metrics.add_metric(name="LanesMarkedUnavailable", unit=MetricUnit.Count, value=len(lane_ids))
-    return lane_ids
 
 
 def _item_error(value: Any) -> ItemError | None:

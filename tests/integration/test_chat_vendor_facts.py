@@ -1,6 +1,7 @@
-"""The direct chat path tells the provider whether the model takes sampling parameters
-(models.toml `sampling_parameters`, on each of its lanes): a transform leaves temperature and
-top_p out for a model that refuses them."""
+"""The direct chat path and vendor facts: it tells the provider whether the model takes
+sampling parameters (models.toml `sampling_parameters`, on each of its lanes: a transform
+leaves temperature and top_p out for a model that refuses them), and a lane whose account is
+out of credit marks its provider's lanes unavailable while the next lane answers."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from batchroute.clock import SystemClock
 from batchroute.config import get_settings
 from batchroute.domain.catalog import Catalog
 from batchroute.domain.chat_requests import parse_chat_request
-from batchroute.providers.base import ProviderRequest, StreamEvent
+from batchroute.providers.base import ProviderRequest, ProviderUnavailable, StreamEvent
 from batchroute.services.catalog.catalog import guards_for
 from batchroute.services.chat.direct import DirectChat, DirectOptions
 from batchroute.services.chat.state import HoldKeeper, LaneStateCache, LaneStats
@@ -97,3 +98,41 @@ def test_the_direct_path_says_whether_the_model_takes_sampling_parameters(
     call.finish()
     # Then the provider request says so
     assert [request.sampling for request in provider.requests] == [sampling]
+
+
+class OutOfQuotaFirst(Recording):
+    """The first lane tried answers OpenAI's 429 insufficient_quota; the next one streams."""
+
+    def stream(self, request: ProviderRequest) -> Iterator[StreamEvent]:
+        self.requests.append(request)
+        if len(self.requests) == 1:
+            raise ProviderUnavailable(
+                "openai answered 429: You exceeded your quota", code="insufficient_quota"
+            )
+        return ScriptedProvider.stream(self, request)
+
+
+def test_a_direct_lane_out_of_quota_marks_its_provider_s_lanes_and_the_next_lane_answers(
+    stack: LocalStack,
+) -> None:
+    # Given a first lane whose account is out of credit
+    org = new_org(credit_usd="1")
+    provider = OutOfQuotaFirst()
+    catalog = builtin_catalog()
+    direct = _direct(catalog, provider)
+    store = LaneStateStore(get_settings().table_name("controls"))
+    direct.availability = store
+    request = parse_chat_request(
+        {"model": LLAMA, "messages": [{"role": "user", "content": "hi"}], "stream": True}, catalog
+    )
+    # When a chat request is answered
+    call = direct.open(_principal(org), request)
+    call.finish()
+    # Then the next lane answered, and every lane of the first lane's provider is marked
+    first, answered = call.attempts[0], call.attempts[1]
+    assert first["error"] == "insufficient_quota" and answered["error"] is None
+    down = first["provider"]
+    states = store.live_states(consistent=True)
+    marked = {lane_id for lane_id, live in states.items() if live.unavailable_reason}
+    assert marked == {lane.lane_id for lane in catalog.lanes if lane.provider == down}
+    assert all(states[lane_id].last_heartbeat_at == "" for lane_id in marked)
