@@ -74,7 +74,9 @@ def test_every_endpoint_carries_its_provider_s_api_version(environment: str) -> 
 
 def test_the_vendor_batch_limits_are_the_published_ones() -> None:
     limits = {p.slug: p.batch_limits for p in builtin_catalog().providers}
-    assert limits["openai"] == BatchLimits(max_requests=50_000, max_bytes=200_000_000)
+    assert limits["openai"] == BatchLimits(
+        max_requests=50_000, max_bytes=200_000_000, max_embedding_inputs=50_000
+    )
     assert limits["anthropic"] == BatchLimits(max_requests=100_000, max_bytes=256_000_000)
     assert limits["google"] == BatchLimits(max_requests=None, max_bytes=20_000_000)
     assert limits["bedrock"] == BatchLimits(max_requests=50_000, max_bytes=1_000_000_000)
@@ -87,7 +89,7 @@ def test_a_batch_limit_must_be_a_positive_integer(tmp_path: Path) -> None:
     folder = _data_copy(tmp_path)
     _replace_once(
         folder / "providers.toml",
-        "batch_limits = { max_requests = 50_000, max_bytes = 200_000_000 }",
+        "batch_limits = { max_requests = 50_000, max_bytes = 200_000_000, max_embedding_inputs = 50_000 }",
         'batch_limits = { max_requests = 0, max_bytes = "200 MB" }',
     )
     with pytest.raises(DataError) as raised:

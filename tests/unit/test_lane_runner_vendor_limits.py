@@ -12,7 +12,7 @@ from typing import Any
 
 from batchroute.clock import FixedClock
 from batchroute.domain.catalog import BatchLimits
-from batchroute.domain.lane_plan import estimated_request_bytes, job_parts
+from batchroute.domain.lane_plan import embedding_inputs, estimated_request_bytes, job_parts
 from batchroute.providers.base import (
     ItemError,
     JobStatus,
@@ -83,6 +83,27 @@ def test_an_item_over_the_byte_limit_is_a_part_of_its_own_and_no_limit_is_one_pa
     assert [[seq for seq, _ in part] for part in parts] == [[0], [1], [2]]
     assert job_parts(pairs, BatchLimits()) == [pairs]
     assert job_parts([], BatchLimits(max_requests=1)) == []
+
+
+def _embedding(seq: int, value: Any) -> dict[str, Any]:
+    return {"operation": "embeddings", "model": "e", "input": {"input": value}}
+
+
+def test_embedding_inputs_count_each_entry_of_a_list() -> None:
+    assert embedding_inputs(_embedding(0, "one text")) == 1
+    assert embedding_inputs(_embedding(0, [1, 2, 3])) == 1  # one token array
+    assert embedding_inputs(_embedding(0, ["a", "b", "c"])) == 3
+    assert embedding_inputs(_embedding(0, [[1, 2], [3]])) == 2
+    assert embedding_inputs({"operation": "embeddings", "input": {"text": ["a", "b"]}}) == 2
+    assert embedding_inputs(item(0, "chat")) == 0
+
+
+def test_job_parts_keep_every_part_under_the_embedding_input_limit() -> None:
+    # Given embedding items of 3, 3, 1 and 4 inputs, and a vendor taking 6 inputs per job
+    pairs = [(n, _embedding(n, ["x"] * k)) for n, k in enumerate([3, 3, 1, 4])]
+    # When they are split / Then no part is over 6 inputs
+    parts = job_parts(pairs, BatchLimits(max_embedding_inputs=6))
+    assert [[seq for seq, _ in part] for part in parts] == [[0, 1], [2, 3]]
 
 
 # -- a chunk bigger than one job -----------------------------------------------------------------

@@ -132,13 +132,17 @@ def load_providers(folder: Traversable) -> dict[str, tuple[Provider, LaneDefault
 
 
 def _batch_limits(row: Row) -> BatchLimits:
-    """`batch_limits = { max_requests = n, max_bytes = n }`: what one vendor job may hold."""
+    """`batch_limits = { max_requests, max_bytes, max_embedding_inputs }`, each optional:
+    what one vendor job may hold."""
     if not row.has("batch_limits"):
         return NO_BATCH_LIMITS
     limits = row.table("batch_limits")
     found = BatchLimits(
         max_requests=limits.integer("max_requests", minimum=1) if limits.has("max_requests") else None,
         max_bytes=limits.integer("max_bytes", minimum=1) if limits.has("max_bytes") else None,
+        max_embedding_inputs=(
+            limits.integer("max_embedding_inputs", minimum=1) if limits.has("max_embedding_inputs") else None
+        ),
     )
     limits.close()
     return found

@@ -33,11 +33,14 @@ ExecutionMode = Literal["batch_api", "sync"]
 @dataclass(frozen=True)
 class BatchLimits:
     """The most one vendor batch job may hold (the vendor's published limits): requests,
-    and bytes of the serialized requests (its input file, or its inline request body).
-    None: no limit of that kind."""
+    bytes of the serialized requests (its input file, or its inline request body), and
+    embedding inputs. None: no limit of that kind."""
 
     max_requests: int | None = None
     max_bytes: int | None = None
+    # Embedding inputs across all requests of one job (OpenAI: 50,000), a list input counting
+    # each of its entries.
+    max_embedding_inputs: int | None = None
 
 
 NO_BATCH_LIMITS = BatchLimits()
