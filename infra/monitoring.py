@@ -1,4 +1,5 @@
-"""Alarms on what needs a human: dead letters, API server errors, failed workflows."""
+"""Alarms on what needs a human: dead letters, API server errors, failed workflows, lanes
+marked unavailable because a vendor account cannot serve (out of credit)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,13 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
+from batchroute import resources
 from infra.context import EnvironmentConfig
 from infra.naming import construct_id
+
+# The application's own metrics (batchroute/observability.py: powertools Metrics, namespace
+# BatchRoute, dimensions service and environment).
+APP_NAMESPACE = "BatchRoute"
 
 
 class Monitoring(Construct):
@@ -75,6 +81,23 @@ class Monitoring(Construct):
             name="workflow-executions-timed-out",
             description="A batch workflow execution timed out.",
             metric=state_machine.metric_timed_out(period=Duration.minutes(5), statistic="Sum"),
+            threshold=1,
+        )
+
+        # The lane runner marks a provider's lanes unavailable when its account cannot serve
+        # (services/workflow/execution.py, mark_account_down): someone must add credit.
+        self._alarm(
+            "LanesMarkedUnavailableAlarm",
+            name="lanes-marked-unavailable",
+            description="A vendor account cannot serve (e.g. out of credit): its lanes were marked "
+            "unavailable. Check the provider account; the lanes come back by themselves an hour later.",
+            metric=cloudwatch.Metric(
+                namespace=APP_NAMESPACE,
+                metric_name="LanesMarkedUnavailable",
+                dimensions_map={"service": resources.SERVICE, "environment": config.name},
+                period=Duration.minutes(5),
+                statistic="Sum",
+            ),
             threshold=1,
         )
 

@@ -79,3 +79,18 @@ def test_every_alarm_notifies_the_encrypted_tls_only_alarm_topic(cfn: Cfn) -> No
         s["Effect"] == "Deny" and s.get("Condition", {}).get("Bool") == {"aws:SecureTransport": "false"}
         for s in policy["PolicyDocument"]["Statement"]
     )
+
+
+def test_lanes_marked_unavailable_raise_an_alarm(cfn: Cfn, config: EnvironmentConfig) -> None:
+    # Given / When: the metric the lane runner emits when a vendor account cannot serve
+    (alarm,) = _alarms(cfn, "LanesMarkedUnavailable")
+
+    # Then it alarms on the first one, in this environment
+    assert alarm["Namespace"] == "BatchRoute"
+    assert alarm["Statistic"] == "Sum"
+    assert alarm["Threshold"] == 1
+    assert alarm["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
+    assert {d["Name"]: d["Value"] for d in alarm["Dimensions"]} == {
+        "service": resources.SERVICE,
+        "environment": config.name,
+    }

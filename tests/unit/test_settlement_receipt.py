@@ -112,3 +112,17 @@ def test_receipt_credits_add_up_and_the_charge_never_exceeds_the_reservation() -
         assert Money.usd(receipt["absorbed"]["amount"]) == price.total - charged
         assert receipt["settled_total"] == price.to_api()["total"]
         assert receipt["item_counts"] == {"total": 5, "completed": 3, "failed": 2, "canceled": 0}
+
+
+def test_the_receipt_says_why_a_lane_failed_over() -> None:
+    # Given a lane whose vendor failed its job wholesale, and the lane that took over
+    why = "lane a/m unavailable: batch_job_failed: the a batch job failed: invalid_request: line 3: bad model"
+    lanes = [
+        _lane("01-a-m", "a/m", "failed", failover_to="01f1-b-m", latest_error=why),
+        _lane("01f1-b-m", "b/m", "completed", failover_from="01-a-m"),
+    ]
+    # When the receipt lists them
+    failed_lane, taker = provider_lanes(lanes, TALLIES, PLAN)
+    # Then the failed lane carries the vendor's reason, the other none
+    assert failed_lane["latest_error"] == why
+    assert taker["latest_error"] is None

@@ -44,6 +44,11 @@ class ProviderLaneReceipt(BaseModel):
     cost: MoneyOut
     proof: LaneProof | None = Field(description="The quote-time data/privacy proof")
     failover_from: str | None = Field(description="The lane this one took over from")
+    latest_error: str | None = Field(
+        default=None,
+        description="Why the lane failed or failed over (e.g. the vendor's own errors for a batch job "
+        "it failed wholesale); null when it did not",
+    )
 
 
 class RejectedLaneReceipt(BaseModel):

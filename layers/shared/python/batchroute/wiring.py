@@ -765,6 +765,7 @@ class Wiring:
             ),
             watch=self.billing_watch,
             limiter=self.rate_limiter,
+            availability=self.lane_states,
         )
 
     @cached_property
@@ -966,6 +967,7 @@ class Wiring:
                 clock=self.clock,
                 continuations=TaskQueue(lanes_queue) if lanes_queue else None,
                 capacity=self.lane_states,
+                availability=self.lane_states,
             ),
             finalizer=Finalizer(
                 records=self.batch_records,

@@ -22,6 +22,7 @@ from batchroute.catalog.loader import EXECUTION_MODES, PRIVACY_TIERS, data_folde
 from batchroute.domain.catalog import Catalog, Lane, Provider
 from batchroute.providers.endpoints import AdapterKind, Credentials, ProviderEndpoint
 from batchroute.providers.hosted_tools import runnable
+from batchroute.providers.http import Timeouts
 
 ENVIRONMENTS = ("production", "test", "local")
 ADAPTERS: tuple[AdapterKind, ...] = get_args(AdapterKind)
@@ -108,6 +109,8 @@ def _provider(
     base_url = row.text("base_url", "") or None
     region = row.text("region", "") or None
     options = row.raw("options") if row.has("options") else {}
+    api_version = row.text("api_version", provider.api_version)
+    timeouts = _timeouts(row)
     changed = replace(
         provider,
         enabled=enabled and provider.enabled,
@@ -133,8 +136,29 @@ def _provider(
         batch_api=changed.execution_mode == "batch_api",
         credentials=credentials,
         options={str(k): str(fill(str(v), f"options.{k}")) for k, v in options.items()},
+        timeouts=timeouts,
+        api_version=api_version,
+        control_api_version=provider.control_api_version,
     )
     return changed, endpoint
+
+
+_TIMEOUT_KEYS = ("connect", "read", "first_byte", "idle")
+
+
+def _timeouts(row: Row) -> Timeouts:
+    """`timeouts = { connect, read, first_byte, idle }` in whole seconds, each optional (the
+    defaults of `Timeouts` otherwise)."""
+    if not row.has("timeouts"):
+        return Timeouts()
+    table = row.table("timeouts")
+    defaults = Timeouts()
+    values = {
+        key: float(table.integer(key, minimum=1, default=int(getattr(defaults, key))))
+        for key in _TIMEOUT_KEYS
+    }
+    table.close()
+    return Timeouts(**values)
 
 
 def _runnable_tools(lane: Lane, endpoint: ProviderEndpoint | None) -> Lane:

@@ -21,7 +21,9 @@ from typing import TYPE_CHECKING, get_args
 
 from batchroute.catalog.datafile import DataError, Row, read_json, read_toml
 from batchroute.domain.catalog import (
+    NO_BATCH_LIMITS,
     OPERATIONS,
+    BatchLimits,
     Catalog,
     ExecutionMode,
     FeeSchedule,
@@ -109,6 +111,9 @@ def load_providers(folder: Traversable) -> dict[str, tuple[Provider, LaneDefault
                 launched=row.flag("launched", True),
                 website=row.text("website", ""),
                 max_concurrency=row.integer("max_concurrency", minimum=1),
+                api_version=row.text("api_version"),
+                control_api_version=row.text("control_api_version", ""),
+                batch_limits=_batch_limits(row),
             ),
             LaneDefaults(
                 reliability=_fraction(defaults, "reliability"),
@@ -124,6 +129,23 @@ def load_providers(folder: Traversable) -> dict[str, tuple[Provider, LaneDefault
         row.close()
     top.close()
     return providers
+
+
+def _batch_limits(row: Row) -> BatchLimits:
+    """`batch_limits = { max_requests, max_bytes, max_embedding_inputs }`, each optional:
+    what one vendor job may hold."""
+    if not row.has("batch_limits"):
+        return NO_BATCH_LIMITS
+    limits = row.table("batch_limits")
+    found = BatchLimits(
+        max_requests=limits.integer("max_requests", minimum=1) if limits.has("max_requests") else None,
+        max_bytes=limits.integer("max_bytes", minimum=1) if limits.has("max_bytes") else None,
+        max_embedding_inputs=(
+            limits.integer("max_embedding_inputs", minimum=1) if limits.has("max_embedding_inputs") else None
+        ),
+    )
+    limits.close()
+    return found
 
 
 def load_models(folder: Traversable) -> dict[str, Model]:
@@ -142,6 +164,7 @@ def load_models(folder: Traversable) -> dict[str, Model]:
             runtime_capabilities=row.choices("runtime_capabilities", RUNTIME_CAPABILITIES),
             open_weight=row.flag("open_weight"),
             family=row.text("family"),
+            sampling_parameters=row.flag("sampling_parameters", True),
         )
         row.close()
     top.close()
@@ -204,6 +227,7 @@ def _lane(row: Row, provider: str, defaults: LaneDefaults, model: Model) -> Lane
         daily_capacity_items=row.integer("daily_capacity_items", minimum=1),
         reliability=_fraction(row, "reliability", defaults.reliability),
         provider_model_id=row.text("provider_model_id"),
+        sampling_parameters=model.sampling_parameters,
     )
 
 

@@ -31,6 +31,22 @@ ExecutionMode = Literal["batch_api", "sync"]
 
 
 @dataclass(frozen=True)
+class BatchLimits:
+    """The most one vendor batch job may hold (the vendor's published limits): requests,
+    bytes of the serialized requests (its input file, or its inline request body), and
+    embedding inputs. None: no limit of that kind."""
+
+    max_requests: int | None = None
+    max_bytes: int | None = None
+    # Embedding inputs across all requests of one job (OpenAI: 50,000), a list input counting
+    # each of its entries.
+    max_embedding_inputs: int | None = None
+
+
+NO_BATCH_LIMITS = BatchLimits()
+
+
+@dataclass(frozen=True)
 class Provider:
     slug: str
     display_name: str
@@ -43,6 +59,12 @@ class Provider:
     launched: bool = True  # the launch-provider guard keeps unlaunched providers out of routing
     website: str = ""
     max_concurrency: int = 16
+    # The vendor API version this service speaks to it, pinned (docs/providers.md): an
+    # `anthropic-version` date, Gemini's `v1beta`, OpenAI's `v1`, Bedrock's runtime API
+    # version; `control_api_version` is Bedrock's control plane (batch jobs), else "".
+    api_version: str = ""
+    control_api_version: str = ""
+    batch_limits: BatchLimits = NO_BATCH_LIMITS
 
 
 @dataclass(frozen=True)
@@ -68,6 +90,7 @@ class Lane:
     daily_capacity_items: int = 1_000_000  # planned capacity; live remaining capacity is in LaneLive
     reliability: Decimal = Decimal("0.99")  # observed success rate prior, used to rank direct lanes
     provider_model_id: str = ""  # the provider's own name for the model
+    sampling_parameters: bool = True  # the model's: whether requests may carry temperature/top_p
 
     @property
     def lane_id(self) -> str:
@@ -85,6 +108,9 @@ class Model:
     runtime_capabilities: tuple[RuntimeCapability, ...]
     open_weight: bool
     family: str
+    # Whether the model takes sampling parameters (temperature, top_p); a reasoning model
+    # that refuses them says false (models.toml `sampling_parameters`).
+    sampling_parameters: bool = True
 
 
 @dataclass(frozen=True)
@@ -94,6 +120,9 @@ class LaneLive:
     lane_id: str
     remaining_capacity_items: int
     last_heartbeat_at: str  # ISO 8601
+    # Why the service marked the lane unavailable (e.g. the vendor account is out of credit);
+    # "" when it did not. A marked lane has no heartbeat until `unavailable_until`.
+    unavailable_reason: str = ""
 
 
 @dataclass(frozen=True)

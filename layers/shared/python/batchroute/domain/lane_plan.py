@@ -9,13 +9,21 @@ exactly the chunks whose ordinal spans overlap that range. docs/batches.md is th
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
-from typing import Any
+from typing import Any, Final
+
+from batchroute.domain.catalog import BatchLimits
 
 OUTRANKED = "outranked"
+# A vendor request is estimated at twice the item's compact ASCII JSON (a transform adds
+# per-message wrappers; ASCII escaping is already the widest form of a character) plus what
+# the line itself adds (custom id, method, URL, model, output limit).
+REQUEST_SIZE_FACTOR: Final = 2
+REQUEST_OVERHEAD_BYTES: Final = 1024
 
 
 class PlanMismatch(ValueError):
@@ -239,6 +247,59 @@ def lane_items(
         ordinal += 1
         if ordinal >= end:
             return
+
+
+# -- vendor batch jobs ----------------------------------------------------------------------------
+
+
+def estimated_request_bytes(item: Mapping[str, Any]) -> int:
+    """A conservative estimate of the bytes one item takes in a vendor batch job: never
+    less than the serialized request a transform builds from it."""
+    compact = json.dumps(item, ensure_ascii=True, separators=(",", ":"), default=str)
+    return REQUEST_SIZE_FACTOR * len(compact) + REQUEST_OVERHEAD_BYTES
+
+
+def embedding_inputs(item: Mapping[str, Any]) -> int:
+    """How many embedding inputs an item sends: one for a string or a token array, each
+    entry for a list of strings or of token arrays; 0 for an item of another operation."""
+    if item.get("operation") != "embeddings":
+        return 0
+    payload = item.get("input")
+    value = None
+    if isinstance(payload, Mapping):
+        value = payload.get("input") if "input" in payload else payload.get("text")
+    if isinstance(value, list) and value and not all(isinstance(v, int) for v in value):
+        return len(value)
+    return 1
+
+
+def job_parts(
+    items: Iterable[tuple[int, Mapping[str, Any]]], limits: BatchLimits
+) -> list[list[tuple[int, Mapping[str, Any]]]]:
+    """The items split, in order, into consecutive parts that each fit one vendor batch job:
+    at most `limits.max_requests` items, `limits.max_bytes` estimated bytes and
+    `limits.max_embedding_inputs` embedding inputs. An item over a limit alone is a part of
+    its own (the vendor decides)."""
+    parts: list[list[tuple[int, Mapping[str, Any]]]] = []
+    current: list[tuple[int, Mapping[str, Any]]] = []
+    size = inputs = 0
+    for seq, item in items:
+        item_bytes = estimated_request_bytes(item) if limits.max_bytes is not None else 0
+        item_inputs = embedding_inputs(item) if limits.max_embedding_inputs is not None else 0
+        full = limits.max_requests is not None and len(current) >= limits.max_requests
+        too_big = limits.max_bytes is not None and size + item_bytes > limits.max_bytes
+        too_many = (
+            limits.max_embedding_inputs is not None and inputs + item_inputs > limits.max_embedding_inputs
+        )
+        if current and (full or too_big or too_many):
+            parts.append(current)
+            current, size, inputs = [], 0, 0
+        current.append((seq, item))
+        size += item_bytes
+        inputs += item_inputs
+    if current:
+        parts.append(current)
+    return parts
 
 
 def _estimated_cost(entry: Mapping[str, Any]) -> Decimal:

@@ -273,19 +273,19 @@ def lane_gate_failures(
         )
     age = heartbeat_age_seconds(live, now)
     if age is None or age > guards.heartbeat_ttl_seconds:
-        failures.append(
-            GateFailure(
-                "stale_heartbeat",
-                "The lane has not reported a heartbeat."
-                if age is None
-                else f"The lane's last heartbeat is {age} s old (limit {guards.heartbeat_ttl_seconds} s).",
-                {
-                    "last_heartbeat_at": live.last_heartbeat_at if live else None,
-                    "heartbeat_age_seconds": age,
-                    "ttl_seconds": guards.heartbeat_ttl_seconds,
-                },
-            )
-        )
+        details: dict[str, Any] = {
+            "last_heartbeat_at": live.last_heartbeat_at if live else None,
+            "heartbeat_age_seconds": age,
+            "ttl_seconds": guards.heartbeat_ttl_seconds,
+        }
+        if live is not None and live.unavailable_reason:
+            message = f"The lane was marked unavailable: {live.unavailable_reason}"
+            details["unavailable_reason"] = live.unavailable_reason
+        elif age is None:
+            message = "The lane has not reported a heartbeat."
+        else:
+            message = f"The lane's last heartbeat is {age} s old (limit {guards.heartbeat_ttl_seconds} s)."
+        failures.append(GateFailure("stale_heartbeat", message, details))
     if item_count is not None and live is not None and live.remaining_capacity_items < item_count:
         failures.append(
             GateFailure(

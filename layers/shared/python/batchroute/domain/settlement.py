@@ -88,6 +88,9 @@ def provider_lanes(
                 "cost": Money.usd_ceil(usage.cost).to_api(),
                 "proof": entry.get("proof"),
                 "failover_from": lane.get("failover_from"),
+                # Why the lane failed or handed its items over (a vendor job's own errors
+                # included), else None.
+                "latest_error": lane.get("latest_error"),
             }
         )
     return shown

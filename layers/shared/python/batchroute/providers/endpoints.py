@@ -3,8 +3,9 @@
 The catalog says what a provider sells; the endpoint says how this deployment talks to it:
 which adapter speaks its API, the base URL (an OpenAI-compatible host or an operator's own
 vLLM box), the AWS region (Bedrock), whether its lanes run through the vendor's batch API,
-and how it authenticates (an API key from Secrets Manager, the function's IAM role, or
-nothing for a private endpoint). Endpoints come from the environment's data file
+how it authenticates (an API key from Secrets Manager, the function's IAM role, or
+nothing for a private endpoint), how long its calls may wait (`Timeouts`) and which API
+version it is spoken to in. Endpoints come from the environment's data file
 (catalog/data/environments/<env>.toml, docs/providers.md); every vendor package builds its
 adapters from one with `make_sync(endpoint, api_key)` / `make_batch(endpoint, api_key)`.
 """
@@ -32,6 +33,11 @@ class ProviderEndpoint:
     # Adapter-specific settings: Bedrock's batch role and bucket, a host's model list path...
     options: Mapping[str, str] = field(default_factory=dict)
     timeouts: Timeouts = field(default_factory=Timeouts)
+    # The vendor API version spoken to it, pinned in data (providers.toml `api_version`, an
+    # environment may override): "v1", "2023-06-01", "v1beta", "2023-09-30"...; Bedrock's
+    # control plane (batch jobs) has its own, `control_api_version`.
+    api_version: str = ""
+    control_api_version: str = ""
 
     def option(self, name: str, default: str = "") -> str:
         return self.options.get(name, default)

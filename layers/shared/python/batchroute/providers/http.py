@@ -3,15 +3,22 @@ vendor's answers and network failures turned into the provider errors, Retry-Aft
 
 How a failure maps (docs/providers.md, Errors):
 
-- 429, or a vendor's "overloaded" (529): TransientProviderError `rate_limited` / `overloaded`
-  with the vendor's `retry-after-ms` / `retry-after`: the item is retried, not sooner;
+- 429 whose error code or type is `insufficient_quota` (OpenAI: the account is out of
+  credit; waiting does not clear it): ProviderUnavailable `insufficient_quota`: the lane is
+  unusable, fail over (the lane runner also marks the lane unavailable and tells the operator);
+- any other 429: TransientProviderError `rate_limited` with the vendor's `retry-after-ms` /
+  `retry-after`: the item is retried, not sooner;
+- 529, or a 5xx that says "overloaded" (Anthropic's `overloaded_error`): TransientProviderError
+  `overloaded`, retried. A 4xx that merely mentions "overloaded" is not transient;
 - 408, 5xx: TransientProviderError `provider_timeout` / `provider_5xx`: retried with backoff;
 - 401, 403 (a bad or missing key): ProviderUnavailable `provider_auth_failed`: the whole
   lane is unusable, fail over;
 - other 4xx (validation, content policy, unknown model): PermanentProviderError
   `provider_rejected`: the item fails;
 - connection refused, DNS, TLS: ProviderUnavailable `provider_unreachable`: fail over;
-- a time-out reading the answer: TransientProviderError `provider_timeout`: retried;
+- a time-out reading the answer: TransientProviderError `provider_timeout`: retried (a
+  stream's wait for its first byte and its wait between two chunks are separate time-outs,
+  `Timeouts.first_byte` and `Timeouts.idle`);
 - a connection reset mid-answer: TransientProviderError `stream_interrupted`: retried (a
   stream ends there: after its first byte there is no failover).
 
@@ -43,15 +50,28 @@ from batchroute.providers.base import (
 _MESSAGE_CHARS: Final = 300
 _MAX_RETRY_AFTER: Final = 900.0  # a vendor asking for longer is not waited on in one call
 CONNECT_SECONDS: Final = 5.0
+# The codes a vendor puts on a 429 that waiting does not clear (OpenAI: out of credit).
+QUOTA_EXHAUSTED_CODES: Final = frozenset({"insufficient_quota"})
 
 
 @dataclass(frozen=True)
 class Timeouts:
-    """How long a call may take: to connect, and to read (the whole answer, or between two
-    stream events)."""
+    """How long a call may wait, in seconds (an endpoint's `timeouts` in the environment
+    file, docs/providers.md):
+
+    - `connect`: to open the connection;
+    - `read`: for each read of a whole (not streamed) answer;
+    - `first_byte`: for a stream's answer to begin (its status and headers);
+    - `idle`: between two chunks of a stream once it began."""
 
     connect: float = CONNECT_SECONDS
     read: float = 120.0
+    first_byte: float = 60.0
+    idle: float = 60.0
+
+    def __post_init__(self) -> None:
+        if min(self.connect, self.read, self.first_byte, self.idle) <= 0:
+            raise ValueError("every time-out must be positive")
 
     def httpx(self, read: float | None = None) -> httpx.Timeout:
         return httpx.Timeout(connect=self.connect, read=read or self.read, write=self.read, pool=self.connect)
@@ -99,6 +119,23 @@ def vendor_message(body: bytes | str | None) -> str:
     return text.strip()[:_MESSAGE_CHARS]
 
 
+def vendor_error_codes(body: bytes | str | None) -> frozenset[str]:
+    """The machine-readable `code` and `type` of a vendor's error body (`{error: {code,
+    type}}` as OpenAI and Anthropic send it, `{type}` at the top as well), lower-cased."""
+    text = body.decode("utf-8", "replace") if isinstance(body, bytes) else (body or "")
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        return frozenset()
+    if not isinstance(parsed, dict):
+        return frozenset()
+    error = parsed.get("error")
+    found = {parsed.get("type")}
+    if isinstance(error, dict):
+        found |= {error.get("code"), error.get("type"), error.get("status")}
+    return frozenset(value.lower() for value in found if isinstance(value, str) and value)
+
+
 def error_for_status(
     status: int, headers: Mapping[str, str], body: bytes | str | None, *, vendor: str
 ) -> ProviderError:
@@ -106,8 +143,10 @@ def error_for_status(
     message = f"{vendor} answered {status}: {vendor_message(body)}"
     retry_after = retry_after_seconds(headers)
     if status == 429:
+        if vendor_error_codes(body) & QUOTA_EXHAUSTED_CODES:
+            return ProviderUnavailable(message, code="insufficient_quota")
         return TransientProviderError(message, code="rate_limited", retry_after_seconds=retry_after)
-    if status == 529 or "overloaded" in message.lower():
+    if status == 529 or (status >= 500 and "overloaded" in message.lower()):
         return TransientProviderError(message, code="overloaded", retry_after_seconds=retry_after)
     if status == 408:
         return TransientProviderError(message, code="provider_timeout", retry_after_seconds=retry_after)
@@ -231,22 +270,29 @@ class VendorHttp:
         path: str,
         *,
         json_body: Any,
-        read_timeout: float | None = None,
+        first_byte_timeout: float | None = None,
         params: Mapping[str, str] | None = None,
+        read_timeout: float | None = None,
     ) -> Iterator[EventSource]:
         """A server-sent-event stream (httpx-sse parses it). A failure to connect, a dropped
         connection or a non-2xx answer raises on entry, before the first byte; a failure
-        while reading the events raises from the iteration."""
-        timeout = self.timeouts.httpx(read_timeout)
+        while reading the events raises from the iteration.
+
+        Two waits, each a `provider_timeout` when it runs out: for the answer to begin,
+        `first_byte_timeout` (a request's own, e.g. the direct chat path's; `read_timeout` is
+        its former name) else the endpoint's `Timeouts.first_byte`; then between two chunks,
+        the endpoint's `Timeouts.idle`."""
+        first_byte = first_byte_timeout or read_timeout or self.timeouts.first_byte
         opened = self._client.stream(
             "POST",
             path,
             json=json_body,
             params=params,
-            timeout=timeout,
+            timeout=self.timeouts.httpx(first_byte),
             headers={"accept": "text/event-stream"},
         )
         with self._open(opened) as response:
+            _read_body_within(response, self.timeouts.idle)
             yield EventSource(response)
 
     @contextmanager
@@ -324,6 +370,17 @@ class VendorHttp:
                 response.status_code, response.headers, response.content, vendor=self.vendor
             )
         return response
+
+
+def _read_body_within(response: httpx.Response, seconds: float) -> None:
+    """From now on each wait for the next chunk of `response` is at most `seconds`. The
+    transport reads the request's read time-out when the body starts to be read (after the
+    status and headers came within the first-byte time-out), so changing it here makes the
+    body's reads use the idle time-out."""
+    timeout = response.request.extensions.get("timeout")
+    changed = dict(timeout) if isinstance(timeout, Mapping) else {}
+    changed["read"] = seconds
+    response.request.extensions["timeout"] = changed
 
 
 def _guarded(lines: Iterator[str], vendor: str) -> Iterator[str]:

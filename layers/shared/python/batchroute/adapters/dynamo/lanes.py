@@ -1,10 +1,15 @@
-"""Lane live state in the `controls` table: remaining capacity and the last heartbeat.
+"""Lane live state in the `controls` table: remaining capacity, the last heartbeat, and
+whether the service marked the lane unavailable.
 
 Every lane's item sits in ONE partition, `LANES` / `LANE#<provider>#<model>`, so the whole
 live state of the catalog (a few dozen small items) is one Query. Writes are small
 UpdateItems: a heartbeat every sweep per lane, and a conditional decrement when a batch
 takes capacity. A heartbeat never moves `last_heartbeat_at` backward, so a late writer
 cannot make a lane look older than it is.
+
+A lane marked unavailable (`mark_unavailable`: its vendor account is out of credit) loses
+its heartbeat at once, so routing leaves it (`stale_heartbeat`, with the reason), and takes
+no heartbeat before `unavailable_until`; the first one after it clears the mark.
 """
 
 from __future__ import annotations
@@ -20,7 +25,11 @@ from batchroute.domain.catalog import LaneLive
 PARTITION = "LANES"
 SK_PREFIX = "LANE#"
 _KIND = "lane_live"
-_NOT_BACKWARD = "(attribute_not_exists(last_heartbeat_at) OR last_heartbeat_at <= :at)"
+_NOT_BACKWARD = (
+    "(attribute_not_exists(last_heartbeat_at) OR last_heartbeat_at <= :at) "
+    "AND (attribute_not_exists(unavailable_until) OR unavailable_until <= :at)"
+)
+_CLEAR_MARK = " REMOVE unavailable_code, unavailable_reason, unavailable_until"
 
 
 def lane_key(lane_id: str) -> dict[str, Any]:
@@ -49,6 +58,7 @@ class LaneStateStore(DynamoStore):
                     lane_id=item["lane_id"],
                     remaining_capacity_items=int(item.get("remaining_capacity_items", 0)),
                     last_heartbeat_at=item.get("last_heartbeat_at", ""),
+                    unavailable_reason=str(item.get("unavailable_reason") or ""),
                 )
             if "LastEvaluatedKey" not in response:
                 return states
@@ -60,7 +70,7 @@ class LaneStateStore(DynamoStore):
         return self._update(
             lane_id,
             "SET lane_id = :lane, #kind = :kind, remaining_capacity_items = :remaining, "
-            "last_heartbeat_at = :at, updated_at = :at",
+            "last_heartbeat_at = :at, updated_at = :at" + _CLEAR_MARK,
             {":remaining": to_value(max(0, remaining_capacity_items))},
             condition=_NOT_BACKWARD,
             at=at,
@@ -75,7 +85,7 @@ class LaneStateStore(DynamoStore):
         reset = self._update(
             lane_id,
             "SET lane_id = :lane, #kind = :kind, remaining_capacity_items = :daily, capacity_day = :day, "
-            "last_heartbeat_at = :at, updated_at = :at",
+            "last_heartbeat_at = :at, updated_at = :at" + _CLEAR_MARK,
             {":daily": to_value(daily_capacity_items), ":day": to_value(day)},
             condition=f"(attribute_not_exists(capacity_day) OR capacity_day <> :day) AND {_NOT_BACKWARD}",
             at=at,
@@ -83,13 +93,37 @@ class LaneStateStore(DynamoStore):
         if not reset:
             self._update(
                 lane_id,
-                "SET last_heartbeat_at = :at, updated_at = :at",
+                "SET last_heartbeat_at = :at, updated_at = :at" + _CLEAR_MARK,
                 {},
                 condition=f"attribute_exists(pk) AND {_NOT_BACKWARD}",
                 at=at,
                 with_identity=False,
             )
         return reset
+
+    def mark_unavailable(self, lane_id: str, *, code: str, reason: str, until: str, at: str) -> None:
+        """The lane cannot serve (e.g. its vendor account is out of credit): its heartbeat is
+        removed now, so routing stops choosing it, and no heartbeat is taken before `until`."""
+        self.dynamodb.update_item(
+            TableName=self.table_name,
+            Key=lane_key(lane_id),
+            UpdateExpression=(
+                "SET lane_id = :lane, #kind = :kind, unavailable_code = :code, unavailable_reason = :reason, "
+                "unavailable_until = :until, updated_at = :at, "
+                "remaining_capacity_items = if_not_exists(remaining_capacity_items, :zero) "
+                "REMOVE last_heartbeat_at"
+            ),
+            ExpressionAttributeNames={"#kind": "kind"},
+            ExpressionAttributeValues={
+                ":lane": to_value(lane_id),
+                ":kind": to_value(_KIND),
+                ":code": to_value(code),
+                ":reason": to_value(reason[:500]),
+                ":until": to_value(until),
+                ":at": to_value(at),
+                ":zero": to_value(0),
+            },
+        )
 
     def consume_capacity(self, lane_id: str, items: int, *, at: str | None = None) -> bool:
         """Take `items` of today's capacity: all or nothing, never below zero. False when the

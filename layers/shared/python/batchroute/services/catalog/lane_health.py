@@ -1,5 +1,6 @@
 """Lane health: each sweep asks every enabled provider whether it is up and refreshes the
-heartbeats of the lanes of those that answered.
+heartbeats of the lanes of those that answered; a provider whose account cannot serve
+(`mark_account_down`) has its lanes marked unavailable and the operator told.
 
 A provider that is down, or that cannot be checked, gets no heartbeat: its lanes turn
 `stale_heartbeat` once the TTL passes, which is the honest answer. Deployed, each provider's
@@ -12,14 +13,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from typing import Any, Protocol
+from datetime import UTC, datetime, timedelta
+from typing import Any, Final, Protocol
+
+from aws_lambda_powertools.metrics import MetricUnit
 
 from batchroute.clock import Clock, isoformat
 from batchroute.config import Settings
 from batchroute.domain.catalog import Catalog, Lane, Provider
 from batchroute.errors import PermanentError, TransientError
-from batchroute.observability import logger
+from batchroute.observability import logger, metrics
 
 
 @dataclass(frozen=True)
@@ -140,3 +143,66 @@ def refresh_lane_heartbeats(
             "providers down: their lanes get no heartbeat", extra={"providers": report.providers_down}
         )
     return report
+
+
+# -- a provider account that cannot serve -------------------------------------------------------
+
+# Failover codes that mean the provider's account cannot serve any lane until a human acts
+# (OpenAI's `insufficient_quota`: out of credit; waiting does not clear it).
+ACCOUNT_DOWN_CODES: Final = frozenset({"insufficient_quota"})
+DEFAULT_UNAVAILABLE_SECONDS: Final = 3600.0
+
+
+class LaneAvailability(Protocol):
+    """adapters/dynamo/lanes.py:LaneStateStore"""
+
+    def mark_unavailable(self, lane_id: str, *, code: str, reason: str, until: str, at: str) -> None: ...
+
+
+class FailureError(Protocol):
+    """What `mark_account_down` reads of the failure (an ItemError, a provider error)."""
+
+    @property
+    def code(self) -> str: ...
+
+    @property
+    def message(self) -> str: ...
+
+
+def mark_account_down(
+    catalog: Catalog,
+    availability: LaneAvailability | None,
+    provider: str,
+    error: FailureError,
+    *,
+    now: datetime,
+    seconds: float = DEFAULT_UNAVAILABLE_SECONDS,
+) -> list[str]:
+    """Every lane of `provider` out of routing for `seconds`, and the operator told (an
+    error log and the `LanesMarkedUnavailable` metric, which the stack alarms on): the
+    vendor account cannot serve until someone acts (adds credit). Returns the lane ids."""
+    lane_ids = [lane.lane_id for lane in catalog.lanes if lane.provider == provider]
+    until = isoformat(now + timedelta(seconds=seconds))
+    reason = f"{error.code}: {error.message}"
+    if availability is not None:
+        for lane_id in lane_ids:
+            try:
+                availability.mark_unavailable(
+                    lane_id, code=error.code, reason=reason, until=until, at=isoformat(now)
+                )
+            except Exception:  # the failover goes on; the alert below still goes out
+                logger.warning(
+                    "could not mark the lane unavailable", extra={"lane_id": lane_id}, exc_info=True
+                )
+    logger.error(
+        "provider account cannot serve: its lanes are marked unavailable; operator action needed",
+        extra={
+            "provider": provider,
+            "code": error.code,
+            "error": error.message,
+            "lanes": lane_ids,
+            "until": until,
+        },
+    )
+    metrics.add_metric(name="LanesMarkedUnavailable", unit=MetricUnit.Count, value=len(lane_ids))
+    return lane_ids

@@ -43,6 +43,7 @@ from batchroute.money import Money
 from batchroute.observability import logger
 from batchroute.providers.base import (
     PermanentProviderError,
+    ProviderError,
     ProviderRequest,
     ProviderResult,
     StreamDelta,
@@ -54,6 +55,7 @@ from batchroute.providers.base import (
 )
 from batchroute.services.accounts.authentication import KeyUnconfirmed
 from batchroute.services.billing.rate_limiting import CallerGate, RateLimiter
+from batchroute.services.catalog.lane_health import ACCOUNT_DOWN_CODES, LaneAvailability, mark_account_down
 from batchroute.services.chat.state import HoldKeeper, LaneStateCache, LaneStats
 from batchroute.services.routing.policy import policy_version
 
@@ -219,6 +221,7 @@ class DirectChat:
         watch: MoneyWatch | None = None,
         policies: OrgPolicies | None = None,
         limiter: RateLimiter | None = None,
+        availability: LaneAvailability | None = None,
     ) -> None:
         self.catalog = catalog
         self.lanes = lanes
@@ -235,6 +238,8 @@ class DirectChat:
         # The caller's rate limit, counted in the hold's transaction; without it the caller
         # was checked before `open` (auth.current_principal).
         self.limiter = limiter
+        # Where a provider account that cannot serve marks its lanes (lane live state).
+        self.availability = availability
 
     # -- before the first byte ---------------------------------------------------------------
     def plan(self, request: ChatRequest, org_id: str | None = None) -> DirectPlan:
@@ -341,6 +346,7 @@ class DirectChat:
                 input=call.request.provider_input,
                 max_output_tokens=lane.max_output_tokens,
                 first_byte_timeout_seconds=self.options.first_byte_timeout_seconds,
+                sampling=lane.lane.sampling_parameters,
             )
             try:
                 events = self.providers.sync(lane.lane.provider).stream(provider_request)
@@ -354,6 +360,10 @@ class DirectChat:
                 ) from exc
             except Exception as exc:  # connection error, time-out, 5xx, no adapter: next lane
                 code = str(getattr(exc, "code", type(exc).__name__))
+                if isinstance(exc, ProviderError) and code in ACCOUNT_DOWN_CODES:
+                    mark_account_down(
+                        self.catalog, self.availability, lane.lane.provider, exc, now=self.clock.now()
+                    )
                 call.attempts.append(_attempt(lane, code))
                 self.stats.record(lane.lane_id, answered=False)
                 logger.info(

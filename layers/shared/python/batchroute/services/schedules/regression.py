@@ -288,6 +288,7 @@ class RegressionRuns:
                 provider_model_id=lane.provider_model_id or lane.model,
                 input=prepare(item.input) if prepare is not None else item.input,
                 max_output_tokens=min(lane.max_output_tokens, GOLDEN_MAX_OUTPUT),
+                sampling=lane.sampling_parameters,
             )
             try:
                 result: ProviderResult = self.providers.sync(lane.provider).complete(request)

@@ -21,6 +21,12 @@ chunk's unanswered items back to pending. The new lane runs in the same invocati
 no lane left, the lane records the error and fails its remaining items with it (and the
 batch's `execution_summary.latest_error` says so).
 
+A lane whose vendor account cannot serve (`insufficient_quota`: out of credit; waiting
+does not clear it) is also marked unavailable in the lane live state, with every other lane
+of its provider (the account is theirs too): routing leaves them until
+`LaneLimits.unavailable_seconds` have passed, and the operator is told (an error log and the
+`LanesMarkedUnavailable` metric, which raises an alarm).
+
 Time budget: a new chunk starts only while the invocation has `chunk_margin_seconds`
 left; inside a chunk a sync lane stops taking items at `stop_margin_seconds`, and a vendor
 job is polled in this invocation for at most `batch_inline_wait_seconds`. Then the chunk's
@@ -61,6 +67,11 @@ from batchroute.observability import logger
 from batchroute.providers.base import ItemError, ProviderResult
 from batchroute.providers.registry import ProviderRegistry
 from batchroute.providers.retry import RetryPolicy
+from batchroute.services.catalog.lane_health import (
+    ACCOUNT_DOWN_CODES,
+    LaneAvailability,
+    mark_account_down,
+)
 from batchroute.services.workflow.runner import (
     LaneOutcome,
     SubmittedJob,
@@ -72,6 +83,7 @@ from batchroute.services.workflow.time_budget import TimeBudget
 from batchroute.workflow.tasks import StepOutput, WorkflowTask
 
 FINAL_LANE_STATUSES = frozenset({"completed", "failed", "canceled"})
+
 _NO_RESULT = ItemError("no_result", "the provider returned no result for this item")
 Item = Mapping[str, Any]
 
@@ -92,6 +104,7 @@ class LaneLimits:
     stop_margin_seconds: float = 45.0  # a sync lane stops taking items with this much left
     fallback_seconds: float = 300.0  # the budget without a Lambda context (router time-out)
     batch_inline_wait_seconds: float = 120.0  # poll a vendor job this long per invocation
+    unavailable_seconds: float = 3600.0  # a lane marked unavailable stays out of routing this long
 
 
 def result_line(
@@ -189,6 +202,7 @@ class LaneExecutor:
         monotonic: Callable[[], float] = time.monotonic,
         budget: Callable[[], TimeBudget] | None = None,
         capacity: Capacity | None = None,
+        availability: LaneAvailability | None = None,
     ) -> None:
         self.records = records
         self.progress = progress
@@ -203,6 +217,7 @@ class LaneExecutor:
         self.monotonic = monotonic
         self._budget = budget or (lambda: TimeBudget(self.limits.fallback_seconds))
         self.capacity = capacity
+        self.availability = availability
 
     def _now(self) -> str:
         return isoformat(self.clock.now())
@@ -231,6 +246,8 @@ class LaneExecutor:
                 return None
             if end.kind == "unavailable":
                 assert end.chunk is not None and end.error is not None
+                if end.error.code in ACCOUNT_DOWN_CODES:
+                    self._mark_provider_unavailable(str(lane["provider"]), end.error)
                 self._fail_over(batch, lane, end.chunk, end.error)
             lane = self._reload(batch_id, lane)
         return self._answer(batch_id, root_key)
@@ -497,6 +514,7 @@ class LaneExecutor:
             sleeper=self.sleeper,
             should_stop=should_stop,
             clock=self.clock,
+            limits=self.registry.provider(slug).batch_limits,
         )
 
     # -- failover --------------------------------------------------------------------------------
@@ -553,6 +571,16 @@ class LaneExecutor:
         logger.warning(
             "lane failed over",
             extra={"lane_key": lane_key, "to": successor["lane_key"], "written": handed, "error": error.code},
+        )
+
+    def _mark_provider_unavailable(self, provider: str, error: ItemError) -> None:
+        mark_account_down(
+            self.catalog,
+            self.availability,
+            provider,
+            error,
+            now=self.clock.now(),
+            seconds=self.limits.unavailable_seconds,
         )
 
     # -- cancel / expiry -------------------------------------------------------------------------

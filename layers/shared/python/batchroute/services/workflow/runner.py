@@ -14,11 +14,13 @@ that fails wholesale (no item has succeeded and `wholesale_failure_threshold` it
 up their retries, or every attempted item did) counts as unavailable too: those items are
 not reported, so they fail over instead of failing.
 
-Vendor batch providers (`run_lane_batch_job`, `poll_lane_job`): all items go in one job;
+Vendor batch providers (`run_lane_batch_job`, `poll_lane_job`): the items go in one job;
 the job is stored on the lane record (`on_job`) and polled until done, in this invocation
 or a later one (`should_stop` lets a Lambda return `pending_job` and be invoked again).
 Results with a transient error are resubmitted in a follow-up job (attempt + 1) until
-max_attempts. A job the vendor fails wholesale makes the lane unavailable.
+max_attempts. Items more than one vendor job may hold (the provider's `BatchLimits`:
+requests and estimated bytes) run as several jobs, one after the other. A job the vendor
+fails wholesale makes the lane unavailable, its error carrying the vendor's own errors.
 
 The rule for the caller, both kinds: an item that got no `on_result` call has no result
 yet. After `unavailable` it goes to the next lane; with no lane left the caller fails it
@@ -37,7 +39,8 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 from batchroute.clock import Clock, SystemClock, isoformat
-from batchroute.domain.catalog import OPERATIONS, Lane, Operation
+from batchroute.domain.catalog import NO_BATCH_LIMITS, OPERATIONS, BatchLimits, Lane, Operation
+from batchroute.domain.lane_plan import job_parts
 from batchroute.domain.tokens import DEFAULT_OUTPUT_TOKENS
 from batchroute.providers.base import (
     ZERO_USAGE,
@@ -134,6 +137,7 @@ def build_request(seq: int, item: Item, lane: Lane, *, attempt: int = 1) -> Prov
         input=payload,
         max_output_tokens=_output_limit(item, payload, op, lane),
         attempt=attempt,
+        sampling=lane.sampling_parameters,
     )
 
 
@@ -313,9 +317,12 @@ class SubmittedJob:
     # (resubmitted transient failures) list theirs, which stay few.
     seqs: tuple[int, ...] | None = None
     lost_resubmits: int = 0  # resubmits because the provider forgot the job
+    # The lane's items were more than one vendor job holds: after this one (and its
+    # follow-ups), the items not answered yet go in the next job.
+    more: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "job_id": self.job_id,
             "attempt": self.attempt,
             "item_count": self.item_count,
@@ -323,6 +330,9 @@ class SubmittedJob:
             "seqs": list(self.seqs) if self.seqs is not None else None,
             "lost_resubmits": self.lost_resubmits,
         }
+        if self.more:
+            data["more"] = True
+        return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> SubmittedJob:
@@ -334,6 +344,7 @@ class SubmittedJob:
             submitted_at=str(data["submitted_at"]),
             seqs=tuple(int(s) for s in seqs) if seqs is not None else None,
             lost_resubmits=int(data.get("lost_resubmits") or 0),
+            more=bool(data.get("more")),
         )
 
 
@@ -360,6 +371,7 @@ def submit_lane_job(
     seqs: tuple[int, ...] | None = None,
     lost_resubmits: int = 0,
     clock: Clock | None = None,
+    more: bool = False,
 ) -> SubmittedJob | None:
     """Submits the items as one job (None if no item was valid: those are reported failed).
     A transient submit error is retried with backoff; a lane that still refuses the job
@@ -393,6 +405,7 @@ def submit_lane_job(
         submitted_at=isoformat((clock or SystemClock()).now()),
         seqs=seqs,
         lost_resubmits=lost_resubmits,
+        more=more,
     )
 
 
@@ -418,9 +431,7 @@ def poll_lane_job(
     if not status.terminal:
         return JobPoll("running", status)
     if status.state in ("failed", "cancelled"):
-        outcome.fail_over(
-            ItemError("batch_job_failed", f"the {provider.slug} batch job {status.state}", True)
-        )
+        outcome.fail_over(job_failure(provider.slug, status))
         return JobPoll("unavailable", status)
 
     poll = JobPoll("done", status)
@@ -451,6 +462,21 @@ def poll_lane_job(
     return poll
 
 
+_JOB_ERRORS_SHOWN: Final = 5
+
+
+def job_failure(slug: str, status: JobStatus) -> ItemError:
+    """Why a job the vendor failed (or cancelled) wholesale failed, as the error its items
+    carry (when no lane is left to fail over to) and the lane's `latest_error`: the vendor's
+    own errors (`JobStatus.errors`, e.g. OpenAI's `errors.data`), else the bare state."""
+    message = f"the {slug} batch job {status.state}"
+    if status.errors:
+        shown = "; ".join(error.describe() for error in status.errors[:_JOB_ERRORS_SHOWN])
+        more = len(status.errors) - _JOB_ERRORS_SHOWN
+        message += f": {shown}" + (f" (and {more} more)" if more > 0 else "")
+    return ItemError("batch_job_failed", message[:1000], transient=True)
+
+
 def run_lane_batch_job(
     load_items: LoadItems,
     *,
@@ -464,9 +490,12 @@ def run_lane_batch_job(
     sleeper: Callable[[float], None] = time.sleep,
     should_stop: Callable[[], bool] | None = None,
     clock: Clock | None = None,
+    limits: BatchLimits = NO_BATCH_LIMITS,
 ) -> LaneOutcome:
     """Runs a batch-API lane: submits its items as one job (or resumes `job`), polls until
-    it is done, reports results, resubmits transient failures, and returns.
+    it is done, reports results, resubmits transient failures, and returns. Items more than
+    one job of the vendor may hold (`limits`: requests and estimated bytes) run as several
+    jobs, one after the other, each listing its seqs.
 
     `load_items(None)` yields every item of the lane, `load_items(seqs)` only those (the
     caller re-reads its input chunks). `on_job` is told each newly submitted job (store it
@@ -476,34 +505,57 @@ def run_lane_batch_job(
     style; the default polls here every `poll_interval_seconds`."""
     outcome = LaneOutcome()
     note = on_job or (lambda _job: None)
+    reported: set[int] = set()
+
+    def report(seq: int, result: ProviderResult, attempts: int) -> None:
+        reported.add(seq)
+        on_result(seq, result, attempts)
 
     def submit(
-        items: Iterable[tuple[int, Item]], *, attempt: int, seqs: tuple[int, ...] | None, lost: int = 0
+        items: Iterable[tuple[int, Item]],
+        *,
+        attempt: int,
+        seqs: tuple[int, ...] | None,
+        lost: int = 0,
+        more: bool = False,
     ) -> SubmittedJob | None:
         submitted = submit_lane_job(
             items,
             lane=lane,
             provider=provider,
             retry=retry,
-            on_result=on_result,
+            on_result=report,
             outcome=outcome,
             attempt=attempt,
             seqs=seqs,
             lost_resubmits=lost,
             clock=clock,
+            more=more,
         )
         if submitted is not None:
             note(submitted)
         return submitted
 
+    def submit_next_part() -> SubmittedJob | None:
+        """The first job-sized part of the items not answered yet (None: all answered)."""
+        while True:
+            parts = job_parts(((s, i) for s, i in load_items(None) if s not in reported), limits)
+            if not parts:
+                return None
+            more = len(parts) > 1
+            seqs = None if not (more or reported) else tuple(seq for seq, _ in parts[0])
+            submitted = submit(parts[0], attempt=1, seqs=seqs, more=more)
+            if submitted is not None:
+                return submitted  # (else every item of the part failed validation: next part)
+
     try:
-        current = job if job is not None else submit(load_items(None), attempt=1, seqs=None)
+        current = job if job is not None else submit_next_part()
         while current is not None:
             poll = poll_lane_job(
                 current,
                 provider=provider,
                 retry=retry,
-                on_result=on_result,
+                on_result=report,
                 outcome=outcome,
                 load_items=load_items,
             )
@@ -525,10 +577,13 @@ def run_lane_batch_job(
                     attempt=current.attempt,
                     seqs=current.seqs,
                     lost=current.lost_resubmits + 1,
+                    more=current.more,
                 )
             elif poll.retry_seqs:
                 seqs = tuple(poll.retry_seqs)
-                current = submit(load_items(seqs), attempt=current.attempt + 1, seqs=seqs)
+                current = submit(load_items(seqs), attempt=current.attempt + 1, seqs=seqs, more=current.more)
+            elif current.more:
+                current = submit_next_part()
             else:
                 current = None
     except ProviderUnavailable as exc:
