@@ -171,7 +171,7 @@ def _documented(value: Any, shape: Shape, path: str) -> Iterator[str]:
     if kind == "structure":
         if meta.get("document") or not isinstance(value, Mapping):
             return
-        members = shape.members  # type: ignore[attr-defined]
+        members = shape.members
         for name, item in value.items():
             if name in members:
                 yield from _documented(item, members[name], f"{path}.{name}")
@@ -180,17 +180,17 @@ def _documented(value: Any, shape: Shape, path: str) -> Iterator[str]:
             return
         if "max" in meta and len(value) > meta["max"]:
             yield f"{path}: at most {meta['max']} items, not {len(value)}"
-        member = shape.member  # type: ignore[attr-defined]
+        member = shape.member
         for index, item in enumerate(value):
             yield from _documented(item, member, f"{path}[{index}]")
     elif kind == "map":
         if isinstance(value, Mapping):
             for key, item in value.items():
-                yield from _documented(item, shape.value, f"{path}.{key}")  # type: ignore[attr-defined]
+                yield from _documented(item, shape.value, f"{path}.{key}")
     elif kind == "string" and isinstance(value, str):
         if "max" in meta and len(value) > meta["max"]:
             yield f"{path}: at most {meta['max']} characters, not {len(value)}"
-        enum = shape.enum  # type: ignore[attr-defined]
+        enum = shape.enum
         if enum and value not in enum:
             yield f"{path}: {value!r} is not one of {', '.join(enum)}"
         pattern = _pattern(meta.get("pattern"))
@@ -199,9 +199,12 @@ def _documented(value: Any, shape: Shape, path: str) -> Iterator[str]:
     elif kind in ("integer", "long", "float", "double") and _number(value):
         if "max" in meta and value > meta["max"]:
             yield f"{path}: at most {meta['max']}, not {value}"
-    elif kind == "blob" and isinstance(value, bytes | bytearray | str):
-        if "max" in meta and len(value) > meta["max"]:
-            yield f"{path}: at most {meta['max']} bytes"
+    elif (
+        kind == "blob"
+        and isinstance(value, bytes | bytearray | str)
+        and len(value) > meta.get("max", len(value))
+    ):
+        yield f"{path}: at most {meta['max']} bytes"
 
 
 @cache
@@ -248,9 +251,9 @@ def _converse_rules(body: Mapping[str, Any]) -> list[str]:
     found += _tool_rules(body, messages, family)
     config = body.get("inferenceConfig")
     limit = _output_limit(model)
-    if isinstance(config, Mapping) and limit is not None and _number(config.get("maxTokens")):
-        if config["maxTokens"] > limit:
-            found.append(f"$.inferenceConfig.maxTokens: {model} writes at most {limit} tokens")
+    tokens = config.get("maxTokens") if isinstance(config, Mapping) else None
+    if limit is not None and isinstance(tokens, int | float) and tokens > limit:
+        found.append(f"$.inferenceConfig.maxTokens: {model} writes at most {limit} tokens")
     output = body.get("outputConfig")
     if isinstance(output, Mapping) and "textFormat" in output:
         found.append(f"$.outputConfig.textFormat: {model} offers no structured output")
@@ -333,14 +336,22 @@ def _tool_rules(body: Mapping[str, Any], messages: list[Any], family: str) -> li
     uses_tools = False
     asked: set[str] = set()  # the tool uses of the turn before
     for index, message in enumerate(messages):
-        uses = {str(b["toolUse"].get("toolUseId")) for b in _blocks(message) if isinstance(b.get("toolUse"), Mapping)}
+        uses = {
+            str(b["toolUse"].get("toolUseId"))
+            for b in _blocks(message)
+            if isinstance(b.get("toolUse"), Mapping)
+        }
         answers = [
-            str(b["toolResult"].get("toolUseId")) for b in _blocks(message) if isinstance(b.get("toolResult"), Mapping)
+            str(b["toolResult"].get("toolUseId"))
+            for b in _blocks(message)
+            if isinstance(b.get("toolResult"), Mapping)
         ]
         uses_tools = uses_tools or bool(uses or answers)
         for answer in answers:
             if answer not in asked:
-                found.append(f"$.messages[{index}]: toolResult {answer!r} answers no toolUse of the turn before")
+                found.append(
+                    f"$.messages[{index}]: toolResult {answer!r} answers no toolUse of the turn before"
+                )
         missing = asked - set(answers)
         if missing:
             found.append(f"$.messages[{index}]: toolUse {', '.join(sorted(missing))} not answered")
@@ -369,10 +380,10 @@ def llama_record_violations(body: Any) -> list[str]:
         value = body[key]
         if isinstance(value, bool) or not isinstance(value, kind):
             found.append(f"$.{key}: should be {'a string' if kind is str else 'a number'}")
-        elif kind is str:
+        elif isinstance(value, str):
             if not value.strip():
                 found.append(f"$.{key}: blank")
-        elif not least <= value <= most:
+        elif isinstance(value, int | float) and not least <= value <= most:
             found.append(f"$.{key}: between {least} and {most}, not {value}")
     if "max_gen_len" in body and isinstance(body["max_gen_len"], float):
         found.append("$.max_gen_len: a whole number")
@@ -394,7 +405,8 @@ def anthropic_record_violations(body: Any) -> list[str]:
         value = body.get(key)
         if key not in body:
             continue
-        if not _number(value) or value < least or (most is not None and value > most):
+        number = float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+        if number is None or number < least or (most is not None and number > most):
             found.append(f"$.{key}: a number between {least} and {most if most is not None else 'any'}")
     typed = {k: v for k, v in body.items() if k not in BEDROCK_ONLY and k not in ANTHROPIC_SAMPLING}
     typed.pop("stream", None)
@@ -402,7 +414,9 @@ def anthropic_record_violations(body: Any) -> list[str]:
     from anthropic.types.message_create_params import MessageCreateParamsNonStreaming
 
     found += _typed(MessageCreateParamsNonStreaming, typed)
-    found += [line for line in _undeclared(MessageCreateParamsNonStreaming, typed, "$") if "$.model" not in line]
+    found += [
+        line for line in _undeclared(MessageCreateParamsNonStreaming, typed, "$") if "$.model" not in line
+    ]
     if found:
         return found
     return _anthropic_rules(body)
@@ -432,11 +446,8 @@ def _consume(value: object) -> None:
     if isinstance(value, Mapping):
         for item in value.values():
             _consume(item)
-    elif isinstance(value, list | tuple):
+    elif isinstance(value, list | tuple | Iterator):
         for item in value:
-            _consume(item)
-    elif hasattr(value, "__next__"):
-        for item in value:  # type: ignore[attr-defined]
             _consume(item)
 
 
@@ -465,7 +476,9 @@ def _undeclared(kind: Any, value: object, path: str) -> Iterator[str]:
 def _options(kind: Any) -> tuple[list[Any], list[Any]]:
     """The TypedDicts a value of `kind` may be, and the element types of the lists it may be
     (through Union, Optional, Required, NotRequired and Annotated)."""
-    from typing_extensions import get_args, get_origin, is_typeddict
+    from typing import get_args, get_origin
+
+    from typing_extensions import is_typeddict
 
     if is_typeddict(kind):
         return [kind], []
@@ -504,14 +517,14 @@ def _chosen(kinds: list[Any], value: Mapping[str, Any]) -> Any:
         if keyed and all(value[k] in literals[k] for k in keyed):
             return kind
     for kind in kinds:  # one whose discriminating members are all optional and left out
-        literals = [k for k, h in get_type_hints(kind).items() if _literal_values(h)]
-        if literals and not any(k in value or k in kind.__required_keys__ for k in literals):
+        optional = [k for k, h in get_type_hints(kind).items() if _literal_values(h)]
+        if optional and not any(k in value or k in kind.__required_keys__ for k in optional):
             return kind
     return kinds[0] if len(kinds) == 1 else None
 
 
 def _literal_values(hint: Any) -> list[Any]:
-    from typing_extensions import Literal, get_args, get_origin
+    from typing import Literal, get_args, get_origin
 
     if get_origin(hint) is Literal:
         return list(get_args(hint))
@@ -535,7 +548,7 @@ def _anthropic_rules(body: Mapping[str, Any]) -> list[str]:
         previous = role
         content = message.get("content")
         blocks = [b for b in content if isinstance(b, Mapping)] if isinstance(content, list) else []
-        if isinstance(content, str) and not content.strip() or isinstance(content, list) and not content:
+        if (isinstance(content, str) and not content.strip()) or (isinstance(content, list) and not content):
             found.append(f"$.messages[{index}].content: empty")
         for position, block in enumerate(blocks):
             if block.get("type") == "text" and not str(block.get("text") or "").strip():
@@ -543,7 +556,9 @@ def _anthropic_rules(body: Mapping[str, Any]) -> list[str]:
         answers = [str(b.get("tool_use_id")) for b in blocks if b.get("type") == "tool_result"]
         for answer in answers:
             if answer not in asked:
-                found.append(f"$.messages[{index}]: tool_result {answer!r} answers no tool_use of the turn before")
+                found.append(
+                    f"$.messages[{index}]: tool_result {answer!r} answers no tool_use of the turn before"
+                )
         missing = asked - set(answers)
         if missing:
             found.append(f"$.messages[{index}]: tool_use {', '.join(sorted(missing))} not answered")

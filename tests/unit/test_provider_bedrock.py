@@ -23,7 +23,6 @@ from botocore.exceptions import (
     ReadTimeoutError,
 )
 from botocore.parsers import create_parser
-from botocore.validate import ParamValidator
 from urllib3.exceptions import ProtocolError
 
 from batchroute.providers.base import (
@@ -41,6 +40,7 @@ from batchroute.providers.bedrock.client import (
 )
 from batchroute.providers.endpoints import ProviderEndpoint
 from batchroute.providers.http import Timeouts
+from batchroute_tools.contracts.bedrock import request_violations
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "vendors" / "bedrock"
 CLAUDE = "anthropic.claude-3-haiku-20240307-v1:0"
@@ -93,10 +93,9 @@ def request(
     )
 
 
-def assert_valid(operation: str, params: dict[str, Any], service_name: str = "bedrock-runtime") -> None:
-    shape = service(service_name).operation_model(operation).input_shape
-    report = ParamValidator().validate(params, shape)
-    assert not report.has_errors(), report.generate_report()
+def assert_valid(operation: str, params: dict[str, Any]) -> None:
+    """Bedrock's contract (botocore's validator and the service's documented limits)."""
+    assert request_violations(operation, params) == []
 
 
 # -- Converse requests ---------------------------------------------------------------------
@@ -317,31 +316,26 @@ def test_converse_request_refuses_other_tools_and_bad_arguments() -> None:
     assert raised.value.code == "invalid_tool_call"
 
 
-def test_converse_request_structured_output() -> None:
+def test_structured_output_is_refused_and_json_object_becomes_an_instruction() -> None:
     schema = {"type": "object", "properties": {"answer": {"type": "string"}}}
-    kwargs = transform.converse_request(
-        request(
-            {
-                "input": "x",
-                "response_format": {
-                    "type": "json_schema",
-                    "json_schema": {"name": "reply", "schema": schema},
-                },
-            }
-        )
-    )
-    assert kwargs["outputConfig"] == {
-        "textFormat": {
-            "type": "json_schema",
-            "structure": {
-                "jsonSchema": {"schema": json.dumps(schema, separators=(",", ":")), "name": "reply"}
-            },
-        }
+    structured = {
+        "input": "x",
+        "response_format": {"type": "json_schema", "json_schema": {"name": "r", "schema": schema}},
     }
+    for model in (CLAUDE, LLAMA):
+        for build in (transform.converse_request, transform.batch_record):
+            with pytest.raises(PermanentProviderError) as raised:
+                build(request(structured, model=model))
+            assert raised.value.code == "json_schema_unsupported"
+    asked = {"instructions": "Be terse.", "input": "x", "response_format": {"type": "json_object"}}
+    kwargs = transform.converse_request(request(asked))
+    assert kwargs["system"] == [{"text": f"Be terse.\n\n{transform.JSON_OBJECT_INSTRUCTION}"}]
+    assert "outputConfig" not in kwargs
     assert_valid("Converse", kwargs)
-    assert "outputConfig" not in transform.converse_request(
-        request({"input": "x", "response_format": {"type": "json_object"}})
-    )
+    body = transform.batch_record(request(asked))["modelInput"]
+    assert body["system"] == f"Be terse.\n\n{transform.JSON_OBJECT_INSTRUCTION}"
+    prompt = transform.batch_record(request(asked, model=LLAMA))["modelInput"]["prompt"]
+    assert transform.JSON_OBJECT_INSTRUCTION in prompt
 
 
 def test_embeddings_are_refused() -> None:
@@ -712,7 +706,6 @@ def test_llama_batch_record_uses_the_llama3_template() -> None:
                 ],
                 "temperature": 0.4,
                 "top_p": 0.8,
-                "stop": ["x"],
             },
             model=LLAMA,
             custom_id="seq-3",
@@ -754,6 +747,7 @@ def test_llama_batch_record_uses_the_llama3_template() -> None:
             "unsupported_input",
         ),
         ({"input": "hi", "tools": TOOLS}, "unsupported_tool"),
+        ({"input": "hi", "stop": ["END"]}, "unsupported_stop"),
     ],
 )
 def test_llama_batch_record_refuses_images_and_tools(payload: dict[str, Any], code: str) -> None:
