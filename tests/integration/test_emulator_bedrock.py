@@ -47,7 +47,7 @@ from batchroute.providers.base import (
 )
 from batchroute.providers.bedrock import BatchSettings, BedrockBatch, BedrockClients, BedrockConverse
 from batchroute.providers.http import Timeouts
-from batchroute_tools.emulators.bedrock import EVENT_STREAM, BedrockEmulator, stream_exception
+from batchroute_tools.emulators.bedrock import EVENT_STREAM, STOP_SECONDS, BedrockEmulator, stream_exception
 from batchroute_tools.emulators.behaviour import Behaviour, EmulatorConfig
 from batchroute_tools.emulators.server import EmulatorServer
 
@@ -304,7 +304,9 @@ def test_errors_parse_as_the_modelled_exceptions(runtime: Any) -> None:
             messages=[{"role": "user", "content": [{"text": "Hi"}]}],
             inferenceConfig={"temperature": 1.5},  # botocore checks no maximum; Bedrock does
         )
-    assert "between 0 and 1" in refused.value.response["Error"]["Message"]
+    assert refused.value.response["Error"]["Message"] == (
+        "1 validation error detected: $.inferenceConfig.temperature: at most 1, not 1.5"
+    )
     with pytest.raises(runtime.exceptions.ValidationException):
         runtime.converse(
             modelId=CLAUDE,
@@ -395,7 +397,10 @@ def test_control_plane_answers_parse(s3: Any, control: Any, clock: Clock) -> Non
     assert (
         control.stop_model_invocation_job(jobIdentifier=second)["ResponseMetadata"]["HTTPStatusCode"] == 200
     )
-    assert control.get_model_invocation_job(jobIdentifier=second)["status"] == "Stopped"
+    assert control.get_model_invocation_job(jobIdentifier=second)["status"] == "Stopping"
+    clock.now += STOP_SECONDS
+    stopped = control.get_model_invocation_job(jobIdentifier=second)
+    assert stopped["status"] == "Stopped" and isinstance(stopped["endTime"], datetime)
     with pytest.raises(control.exceptions.ResourceNotFoundException):
         control.get_model_invocation_job(jobIdentifier="abcdefghijkl")
     with pytest.raises(control.exceptions.ValidationException):
@@ -564,6 +569,9 @@ def test_llama_batch(batch: BedrockBatch, clock: Clock) -> None:
 def test_cancel_and_unknown_jobs(batch: BedrockBatch, clock: Clock) -> None:
     job_id = batch.submit([request("Stop me")])
     batch.cancel(job_id)
+    assert batch.poll(job_id).state == "in_progress"  # Stopping
+    batch.cancel(job_id)  # still stopping: Bedrock refuses a second stop, the adapter shrugs
+    clock.now += STOP_SECONDS
     assert batch.poll(job_id).state == "cancelled"
     assert list(batch.results(job_id)) == []  # stopped before writing anything
     batch.cancel(job_id)  # already over: nothing to do
