@@ -483,7 +483,9 @@ def converse_request(request: ProviderRequest) -> dict[str, Any]:
     if system:
         kwargs["system"] = [{"text": system}]
     # No limit given: Converse's default is the model's own.
-    config: dict[str, Any] = {"maxTokens": _output_limit(request, traits)} if request.max_output_tokens > 0 else {}
+    config: dict[str, Any] = {}
+    if request.max_output_tokens > 0:
+        config["maxTokens"] = _output_limit(request, traits)
     sampling = _sampling(request, talk)
     for ours, theirs in (("temperature", "temperature"), ("top_p", "topP")):
         if ours in sampling:
