@@ -317,24 +317,25 @@ def test_converse_request_refuses_other_tools_and_bad_arguments() -> None:
     assert raised.value.code == "invalid_tool_call"
 
 
-def test_structured_output_is_refused_and_json_object_becomes_an_instruction() -> None:
+def test_response_formats_become_instructions() -> None:
     schema = {"type": "object", "properties": {"answer": {"type": "string"}}}
     structured = {
+        "instructions": "Be terse.",
         "input": "x",
         "response_format": {"type": "json_schema", "json_schema": {"name": "r", "schema": schema}},
     }
+    wanted = f"Be terse.\n\n{transform.JSON_SCHEMA_INSTRUCTION}{json.dumps(schema, separators=(',', ':'))}"
     for model in (CLAUDE, LLAMA):
-        for build in (transform.converse_request, transform.batch_record):
-            with pytest.raises(PermanentProviderError) as raised:
-                build(request(structured, model=model))
-            assert raised.value.code == "json_schema_unsupported"
-    asked = {"instructions": "Be terse.", "input": "x", "response_format": {"type": "json_object"}}
+        kwargs = transform.converse_request(request(structured, model=model))
+        assert kwargs["system"] == [{"text": wanted}] and "outputConfig" not in kwargs
+        assert_valid("Converse", kwargs)
+    assert transform.batch_record(request(structured))["modelInput"]["system"] == wanted
+    assert wanted in transform.batch_record(request(structured, model=LLAMA))["modelInput"]["prompt"]
+    asked = {"input": "x", "response_format": {"type": "json_object"}}
     kwargs = transform.converse_request(request(asked))
-    assert kwargs["system"] == [{"text": f"Be terse.\n\n{transform.JSON_OBJECT_INSTRUCTION}"}]
-    assert "outputConfig" not in kwargs
+    assert kwargs["system"] == [{"text": transform.JSON_OBJECT_INSTRUCTION}]
     assert_valid("Converse", kwargs)
-    body = transform.batch_record(request(asked))["modelInput"]
-    assert body["system"] == f"Be terse.\n\n{transform.JSON_OBJECT_INSTRUCTION}"
+    assert transform.batch_record(request(asked))["modelInput"]["system"] == transform.JSON_OBJECT_INSTRUCTION
     prompt = transform.batch_record(request(asked, model=LLAMA))["modelInput"]["prompt"]
     assert transform.JSON_OBJECT_INSTRUCTION in prompt
 
@@ -976,6 +977,13 @@ ACCEPTED: dict[str, dict[str, Any]] = {
     "tool choice none": {"input": "Hi", "tools": TOOLS, "tool_choice": "none"},
     "json_object": {"input": "Reply in JSON", "response_format": {"type": "json_object"}},
     "json_object as text.format": {"input": "JSON please", "text": {"format": {"type": "json_object"}}},
+    "json_schema": {
+        "input": "Extract",
+        "response_format": {
+            "type": "json_schema",
+            "json_schema": {"name": "x", "schema": {"type": "object"}},
+        },
+    },
 }
 CLAUDE_ONLY: dict[str, dict[str, Any]] = {
     "stop sequences": {"input": "Count", "stop": ["7", "eight", "IX", "10"]},

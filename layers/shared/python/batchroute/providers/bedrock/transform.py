@@ -3,26 +3,48 @@ ProviderRequest becomes, the ProviderResult of a Converse answer or a ConverseSt
 records of a batch inference job (model-native InvokeModel bodies in, `.out` records back),
 job states, and Bedrock's error codes as provider errors (docs/providers.md, AWS Bedrock).
 
-Converse (sync lanes and direct chat), ours -> Bedrock:
+Converse (sync lanes and direct chat), ours -> Bedrock (checked against botocore's service
+model and the service's documented rules: batchroute_tools/contracts/bedrock.py):
 
     system / instructions / system turns     -> system: [{text}]
     user / assistant turns                   -> messages: [{role, content: [block]}]
                                                 (consecutive turns of one role merged:
-                                                Bedrock wants them alternating)
+                                                Bedrock wants them alternating; blank text
+                                                left out)
       text part                              -> {text}
-      image part, data: URL                  -> {image: {format, source: {bytes}}}
+      image part, data: URL                  -> {image: {format, source: {bytes}}} (models
+                                                that take images only: unsupported_input)
       image part, any other URL              -> refused: unsupported_image_source
       assistant tool_calls                   -> {toolUse: {toolUseId, name, input}}
       tool turn (tool_call_id)               -> user {toolResult: {toolUseId, content: [{text}]}}
-    max_output_tokens                        -> inferenceConfig.maxTokens
-    temperature, top_p (clamped to 0..1)     -> inferenceConfig.temperature, .topP
-    stop (string or list)                    -> inferenceConfig.stopSequences
+      a tool call id Bedrock refuses         -> `call_` + a digest of it, on both sides
+    max_output_tokens                        -> inferenceConfig.maxTokens, at most the model's
+                                                limit (ModelTraits; Llama 3: 2048)
+    temperature, top_p (clamped to 0..1)     -> inferenceConfig.temperature, .topP; left out
+                                                when the model takes no sampling parameters
+                                                (request.sampling False)
+    stop (string or list)                    -> inferenceConfig.stopSequences (Claude: a stop
+                                                of whitespace only is refused, unsupported_stop)
     tools (function tools)                   -> toolConfig.tools[].toolSpec {name, description,
-                                                inputSchema: {json}}
-    tool_choice auto / required / a function -> toolConfig.toolChoice {auto} / {any} / {tool}
-    tool_choice none                         -> no toolConfig (kept when the turns use tools)
-    json_schema response format              -> outputConfig.textFormat (json_object: dropped)
-    seed                                     -> dropped (Converse has none)
+                                                inputSchema: {json}} (an object schema); a tool
+                                                the history calls but the item does not declare
+                                                is declared with an open schema
+    tool_choice auto / required / a function -> toolConfig.toolChoice {auto} / {any} / {tool};
+                                                any and tool only for the models that take them
+                                                (Claude): else unsupported_tool_choice
+    tool_choice none                         -> no toolConfig (kept, without a choice, when the
+                                                turns use tools)
+    hosted tools                             -> refused: unsupported_tool (Bedrock runs none)
+    response_format json_object              -> an instruction in the system prompt
+    response_format json_schema              -> outputConfig.textFormat for a model with
+                                                structured output (none in the catalog); else
+                                                the schema, as an instruction in the system prompt
+    seed                                     -> dropped (no Bedrock body has one; best effort
+                                                at OpenAI too)
+
+A conversation Bedrock cannot take is refused before anything is sent: one that does not
+start with a user's turn or has no text (invalid_conversation), a tool message that answers
+no call of the turn before, or a call the next turn does not answer (invalid_tool_call).
 
 Bedrock -> ours: output.message.content text blocks joined -> output.content; toolUse blocks
 -> output.tool_calls (OpenAI's form); stopReason max_tokens (or
@@ -38,9 +60,11 @@ Batch inference (batch lanes): one JSONL record per request, `{"recordId": <cust
 
     anthropic.*  the Anthropic messages body: anthropic_version "bedrock-2023-05-31",
                  max_tokens, system, messages (text, base64 image, tool_use, tool_result
-                 blocks), temperature, top_p, stop_sequences, tools, tool_choice
+                 blocks), temperature, top_p, stop_sequences, tools, tool_choice (none
+                 included), with the Converse rules above
     meta.*       Llama 3: {prompt (the Llama 3 chat template), max_gen_len (at most 2048),
-                 temperature, top_p}; images and tools are refused
+                 temperature, top_p}; images, tools and stop sequences are refused (the
+                 body has no place for them: unsupported_input / _tool / _stop)
     others       refused: unsupported_model
 
 Output records `{recordId, modelInput, modelOutput}` give the model's own answer (an
@@ -93,6 +117,10 @@ _MESSAGE_CHARS: Final = 300
 _TOOL_ID: Final = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 # json_object has no Bedrock form: the instruction it stands for joins the system prompt.
 JSON_OBJECT_INSTRUCTION: Final = "Answer with one valid JSON object and nothing else."
+# json_schema, for a model without structured output: the schema joins the system prompt.
+JSON_SCHEMA_INSTRUCTION: Final = (
+    "Answer with one valid JSON object and nothing else. It must conform to this JSON Schema: "
+)
 
 
 @dataclass(frozen=True)
@@ -442,16 +470,18 @@ def _output_limit(request: ProviderRequest, traits: ModelTraits) -> int:
 
 def _system(talk: Conversation, traits: ModelTraits) -> str | None:
     """The system prompt, with what a response format asks for that the model's API cannot
-    say: json_object becomes an instruction; json_schema needs structured output."""
+    say as an instruction: json_object, and json_schema (with the schema) for a model
+    without structured output. Prompted, not enforced: docs/providers.md, AWS Bedrock."""
     fmt = talk.response_format
     kind = fmt.get("type") if fmt is not None else None
-    if kind == "json_schema" and not traits.structured_output:
-        raise PermanentProviderError(
-            "this Bedrock model offers no structured output (json_schema)", code="json_schema_unsupported"
-        )
+    instruction = None
     if kind == "json_object":
-        return "\n\n".join(part for part in (talk.system, JSON_OBJECT_INSTRUCTION) if part)
-    return talk.system
+        instruction = JSON_OBJECT_INSTRUCTION
+    elif fmt is not None and kind == "json_schema" and not traits.structured_output:
+        given = fmt.get("json_schema")
+        schema = given.get("schema") if isinstance(given, Mapping) else None
+        instruction = JSON_SCHEMA_INSTRUCTION + json.dumps(schema or {}, separators=(",", ":"))
+    return "\n\n".join(part for part in (talk.system, instruction) if part) or None
 
 
 def _family_of(model_id: str) -> ModelFamily:
