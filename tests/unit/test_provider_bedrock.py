@@ -1278,3 +1278,12 @@ def test_the_contract_reads_the_job_request() -> None:
     assert any("at most 168" in line for line in found) and any("$.jobName" in line for line in found)
     with pytest.raises(ValueError, match="no Bedrock operation"):
         request_violations("InvokeModel", {})
+
+
+def test_a_failed_jobs_message_is_its_error() -> None:
+    failed = transform.job_status({"status": "Failed", "message": "Could not assume the role."})
+    assert [(e.code, e.message, e.transient) for e in failed.errors] == [
+        ("provider_rejected", "Could not assume the role.", False)
+    ]
+    assert transform.job_status({"status": "Completed", "message": "2 records failed."}).errors == ()
+    assert transform.job_status({"status": "Failed"}).errors == ()

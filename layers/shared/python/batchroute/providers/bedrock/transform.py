@@ -72,7 +72,8 @@ Anthropic `message`, or Llama's {generation, stop_reason, prompt_token_count,
 generation_token_count}), kept as `raw`; `{recordId, modelInput, error: {errorCode,
 errorMessage}}` a failed result (429 and 5xx transient). Job status: Submitted, Validating,
 Scheduled -> validating; InProgress, Stopping -> in_progress; Completed, PartiallyCompleted
--> completed; Failed -> failed; Stopped -> cancelled; Expired -> expired.
+-> completed; Failed -> failed (its `message` the job's error); Stopped -> cancelled; Expired
+-> expired.
 
 Embeddings are not offered through Bedrock: PermanentProviderError `unsupported_operation`.
 """
@@ -914,12 +915,20 @@ def record_error(error: Mapping[str, Any]) -> ItemError:
 
 # -- batch jobs ----------------------------------------------------------------------------
 def job_status(job: Mapping[str, Any]) -> JobStatus:
-    """GetModelInvocationJob's answer as our job status."""
+    """GetModelInvocationJob's answer as our job status; a failed job's `message` is its
+    error (Bedrock says why the whole job failed there: an unreadable input, a role it
+    cannot assume)."""
+    state = JOB_STATES.get(str(job.get("status")), "in_progress")
+    message = str(job.get("message") or "")
+    errors = (
+        (ItemError("provider_rejected", message[:_MESSAGE_CHARS]),) if state == "failed" and message else ()
+    )
     return JobStatus(
-        state=JOB_STATES.get(str(job.get("status")), "in_progress"),
+        state=state,
         total=int(job.get("totalRecordCount") or 0),
         completed_count=int(job.get("successRecordCount") or 0),
         failed_count=int(job.get("errorRecordCount") or 0),
+        errors=errors,
     )
 
 
