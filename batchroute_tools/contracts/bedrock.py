@@ -248,6 +248,14 @@ def _converse_rules(body: Mapping[str, Any]) -> list[str]:
         if isinstance(block, Mapping) and isinstance(block.get("text"), str) and not block["text"].strip():
             found.append(f"$.system[{index}].text: blank")
     found += _block_rules(messages, family)
+    last = messages[-1] if isinstance(messages[-1], Mapping) else {}
+    tail = _blocks(last)[-1:] if last.get("role") == "assistant" else []
+    if (
+        family == "anthropic"
+        and tail
+        and str(tail[0].get("text", "x")) != str(tail[0].get("text", "x")).rstrip()
+    ):
+        found.append(f"$.messages[{len(messages) - 1}]: a final assistant turn may not end in whitespace")
     found += _tool_rules(body, messages, family)
     config = body.get("inferenceConfig")
     limit = _output_limit(model)
@@ -453,14 +461,12 @@ def _consume(value: object) -> None:
 
 def _undeclared(kind: Any, value: object, path: str) -> Iterator[str]:
     """Keys the SDK's TypedDicts do not declare (pydantic ignores them), at every depth."""
-    from typing_extensions import get_type_hints, is_typeddict
-
     dicts, items = _options(kind)
     if isinstance(value, Mapping) and dicts:
         chosen = _chosen(dicts, value)
         if chosen is None:
             return
-        hints = get_type_hints(chosen)
+        hints = _hints(chosen)
         for key, item in value.items():
             if key not in hints:
                 yield f"{path}.{key}: unknown parameter"
@@ -470,9 +476,22 @@ def _undeclared(kind: Any, value: object, path: str) -> Iterator[str]:
         element = items[0] if len(items) == 1 else _union(items)
         for index, item in enumerate(value):
             yield from _undeclared(element, item, f"{path}[{index}]")
-    del is_typeddict
 
 
+@cache
+def _hints(kind: Any) -> dict[str, Any]:
+    from typing_extensions import get_type_hints
+
+    return get_type_hints(kind)
+
+
+@cache
+def _literals(kind: Any) -> dict[str, list[Any]]:
+    """A TypedDict's members that are literals (`type`, `role`): their values."""
+    return {key: values for key, hint in _hints(kind).items() if (values := _literal_values(hint))}
+
+
+@cache
 def _options(kind: Any) -> tuple[list[Any], list[Any]]:
     """The TypedDicts a value of `kind` may be, and the element types of the lists it may be
     (through Union, Optional, Required, NotRequired and Annotated)."""
@@ -508,16 +527,15 @@ def _union(kinds: list[Any]) -> Any:
 
 def _chosen(kinds: list[Any], value: Mapping[str, Any]) -> Any:
     """The TypedDict of a union a value is: the one whose literal members (`type`, `role`)
-    the value matches, else the only one."""
-    from typing_extensions import get_type_hints
-
+    the value matches, else one whose literal members are all optional and left out, else
+    the only one."""
     for kind in kinds:
-        literals = {k: _literal_values(h) for k, h in get_type_hints(kind).items()}
-        keyed = [k for k, values in literals.items() if values and k in value]
-        if keyed and all(value[k] in literals[k] for k in keyed):
+        literals = _literals(kind)
+        keyed = [key for key in literals if key in value]
+        if keyed and all(value[key] in literals[key] for key in keyed):
             return kind
-    for kind in kinds:  # one whose discriminating members are all optional and left out
-        optional = [k for k, h in get_type_hints(kind).items() if _literal_values(h)]
+    for kind in kinds:
+        optional = list(_literals(kind))
         if optional and not any(k in value or k in kind.__required_keys__ for k in optional):
             return kind
     return kinds[0] if len(kinds) == 1 else None
@@ -563,6 +581,14 @@ def _anthropic_rules(body: Mapping[str, Any]) -> list[str]:
         if missing:
             found.append(f"$.messages[{index}]: tool_use {', '.join(sorted(missing))} not answered")
         asked = {str(b.get("id")) for b in blocks if b.get("type") == "tool_use"}
+    last = messages[-1]
+    if last.get("role") == "assistant":
+        content = last.get("content")
+        text = content if isinstance(content, str) else None
+        if isinstance(content, list) and content and isinstance(content[-1], Mapping):
+            text = content[-1].get("text") if content[-1].get("type") == "text" else None
+        if isinstance(text, str) and text != text.rstrip():
+            found.append(f"$.messages[{len(messages) - 1}]: a final assistant turn may not end in whitespace")
     for index, stop in enumerate(body.get("stop_sequences") or []):
         if isinstance(stop, str) and not stop.strip():
             found.append(f"$.stop_sequences[{index}]: must contain non-whitespace")

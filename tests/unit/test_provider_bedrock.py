@@ -975,6 +975,10 @@ ACCEPTED: dict[str, dict[str, Any]] = {
         ]
     },
     "tool choice none": {"input": "Hi", "tools": TOOLS, "tool_choice": "none"},
+    "a prefill ending in whitespace, a blank system prompt": {
+        "system": "  ",
+        "messages": [{"role": "user", "content": "List three"}, {"role": "assistant", "content": "1. "}],
+    },
     "json_object": {"input": "Reply in JSON", "response_format": {"type": "json_object"}},
     "json_object as text.format": {"input": "JSON please", "text": {"format": {"type": "json_object"}}},
     "json_schema": {
@@ -1146,6 +1150,15 @@ GOOD_CONVERSE: dict[str, Any] = {
             "does not match the pattern",
         ),
         ({"messages": [{"role": "user", "content": [{"text": " "}]}]}, "blank"),
+        (
+            {
+                "messages": [
+                    {"role": "user", "content": [{"text": "a"}]},
+                    {"role": "assistant", "content": [{"text": "b "}]},
+                ]
+            },
+            "may not end in whitespace",
+        ),
         ({"messages": [{"role": "assistant", "content": [{"text": "a"}]}]}, "start with a user message"),
         (
             {

@@ -86,7 +86,7 @@ import hashlib
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Final, Literal
 
@@ -283,8 +283,25 @@ def _turns(messages: Iterable[Mapping[str, Any]]) -> list[tuple[str, list[_Block
             turns[-1][1].extend(blocks)
         else:
             turns.append((role, blocks))
+    _trim_prefill(turns)
     _check_turns(turns)
     return turns
+
+
+def _trim_prefill(turns: list[tuple[str, list[_Block]]]) -> None:
+    """A final assistant turn (a prefill) may not end in whitespace (Claude refuses it):
+    its trailing whitespace goes, and the turn with it when nothing is left."""
+    if not turns or turns[-1][0] != "assistant":
+        return
+    blocks = turns[-1][1]
+    if blocks and blocks[-1].kind == "text":
+        text = blocks[-1].text.rstrip()
+        if text:
+            blocks[-1] = replace(blocks[-1], text=text)
+        else:
+            blocks.pop()
+    if not blocks:
+        turns.pop()
 
 
 def _check_turns(turns: Sequence[tuple[str, list[_Block]]]) -> None:
@@ -482,7 +499,7 @@ def _system(talk: Conversation, traits: ModelTraits) -> str | None:
         given = fmt.get("json_schema")
         schema = given.get("schema") if isinstance(given, Mapping) else None
         instruction = JSON_SCHEMA_INSTRUCTION + json.dumps(schema or {}, separators=(",", ":"))
-    return "\n\n".join(part for part in (talk.system, instruction) if part) or None
+    return "\n\n".join(part for part in (talk.system, instruction) if part and part.strip()) or None
 
 
 def _family_of(model_id: str) -> ModelFamily:
