@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 import re
 from collections.abc import Iterator, Mapping
 from functools import cache
@@ -431,14 +430,14 @@ def anthropic_record_violations(body: Any) -> list[str]:
 
 
 def _typed(kind: Any, value: object) -> list[str]:
-    from pydantic import TypeAdapter, ValidationError
+    """Pydantic's strict validation against the SDK's type; its lazily validated iterables
+    (the SDK's `Iterable[...]` fields) drained, so their items are checked too."""
+    from pydantic import ValidationError
 
     try:
-        validated = _type_adapter(kind).validate_python(value, strict=True)
+        _consume(_type_adapter(kind).validate_python(value, strict=True))
     except ValidationError as exc:
         return [f"$.{'.'.join(str(p) for p in error['loc'])}: {error['msg']}" for error in exc.errors()]
-    del TypeAdapter
-    _consume(validated)
     return []
 
 
@@ -602,8 +601,3 @@ def _anthropic_rules(body: Mapping[str, Any]) -> list[str]:
     if isinstance(body.get("system"), str) and not body["system"].strip():
         found.append("$.system: blank")
     return found
-
-
-def jsonable(body: Mapping[str, Any]) -> dict[str, Any]:
-    """A Converse body as its wire JSON carries it (blobs as base64), for logs and fixtures."""
-    return json.loads(json.dumps(body, default=lambda b: base64.b64encode(bytes(b)).decode()))  # type: ignore[no-any-return]
