@@ -571,6 +571,8 @@ def _anthropic_rules(body: Mapping[str, Any]) -> list[str]:
             if block.get("type") == "text" and not str(block.get("text") or "").strip():
                 found.append(f"$.messages[{index}].content[{position}].text: blank")
         answers = [str(b.get("tool_use_id")) for b in blocks if b.get("type") == "tool_result"]
+        if answers and any(b.get("type") != "tool_result" for b in blocks[: len(answers)]):
+            found.append(f"$.messages[{index}]: tool_result blocks must come first in their turn")
         for answer in answers:
             if answer not in asked:
                 found.append(

@@ -975,6 +975,15 @@ ACCEPTED: dict[str, dict[str, Any]] = {
         ]
     },
     "tool choice none": {"input": "Hi", "tools": TOOLS, "tool_choice": "none"},
+    "a user's words before the tool's answer": {
+        "messages": [
+            {"role": "user", "content": "Weather?"},
+            {"role": "assistant", "content": "Let me look.", "tool_calls": [CALL]},
+            {"role": "user", "content": "Quickly"},
+            {"role": "tool", "tool_call_id": CALL["id"], "content": "-3 C"},
+        ],
+        "tools": TOOLS,
+    },
     "a prefill ending in whitespace, a blank system prompt": {
         "system": "  ",
         "messages": [{"role": "user", "content": "List three"}, {"role": "assistant", "content": "1. "}],
@@ -1017,6 +1026,7 @@ def provider_request(payload: dict[str, Any], model: str, **kw: Any) -> Provider
 # there, and take Converse only.
 TOOL_CASES = frozenset(
     {
+        "a user's words before the tool's answer",
         "responses items with a function call and its output",
         "tool history, tools undeclared",
         "tool choice none",

@@ -283,6 +283,8 @@ def _turns(messages: Iterable[Mapping[str, Any]]) -> list[tuple[str, list[_Block
             turns[-1][1].extend(blocks)
         else:
             turns.append((role, blocks))
+    for _, blocks in turns:  # Claude wants a turn's tool results before anything else in it
+        blocks.sort(key=lambda block: block.kind != "tool_result")
     _trim_prefill(turns)
     _check_turns(turns)
     return turns
