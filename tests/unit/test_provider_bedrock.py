@@ -1130,6 +1130,27 @@ def test_conversations_bedrock_cannot_take_are_refused(messages: list[dict[str, 
         assert raised.value.code in ("invalid_conversation", "invalid_tool_call")
 
 
+@pytest.mark.parametrize(
+    ("payload", "code"),
+    [
+        ({"input": "Hi", "tool_choice": {"type": "web_search_preview"}}, "unsupported_tool"),
+        (
+            {"input": "Hi", "tools": [{"type": "code_interpreter", "container": {"type": "auto"}}]},
+            "unsupported_tool",
+        ),
+        (
+            {"input": "Hi", "tools": TOOLS, "tool_choice": {"type": "function", "name": "nope"}},
+            "invalid_tool_call",
+        ),
+    ],
+)
+def test_tools_bedrock_cannot_run_are_refused(payload: dict[str, Any], code: str) -> None:
+    for build in (transform.converse_request, transform.batch_record):
+        with pytest.raises(PermanentProviderError) as raised:
+            build(provider_request(payload, HAIKU_35))
+        assert raised.value.code == code
+
+
 def test_claude_takes_no_whitespace_stop_sequence() -> None:
     for build in (transform.converse_request, transform.batch_record):
         with pytest.raises(PermanentProviderError) as raised:

@@ -405,8 +405,11 @@ def _tools(talk: Conversation, turns: Sequence[tuple[str, list[_Block]]]) -> _To
     """The function tools and the choice among them. Turns that used tools need the tools
     declared (Bedrock refuses toolUse blocks without a toolConfig): a tool the history
     names but the item does not declare is declared with an open schema."""
-    if talk.hosted_tools:
-        names = ", ".join(tool.name for tool in talk.hosted_tools)
+    hosted = [tool.name for tool in talk.hosted_tools]
+    if talk.tool_choice is not None and talk.tool_choice.mode == "hosted":
+        hosted.append(str(talk.tool_choice.name))
+    if hosted:
+        names = ", ".join(dict.fromkeys(hosted))
         raise PermanentProviderError(f"Bedrock runs no hosted tools ({names})", code="unsupported_tool")
     specs = [(tool.name, tool.description or "", _object_schema(tool.parameters)) for tool in talk.functions]
     declared = {name for name, _, _ in specs}
@@ -420,8 +423,6 @@ def _tools(talk: Conversation, turns: Sequence[tuple[str, list[_Block]]]) -> _To
             raise PermanentProviderError("a tool message answers no tool call", code="invalid_tool_call")
         return None
     choice = talk.tool_choice
-    if choice is not None and choice.mode == "hosted":
-        raise PermanentProviderError("Bedrock runs no hosted tools", code="unsupported_tool")
     if choice is not None and choice.mode == "none":
         # Without tools the model cannot call one; a conversation that already used tools
         # must still declare them (Claude's batch body then says none; Converse cannot).
@@ -430,6 +431,10 @@ def _tools(talk: Conversation, turns: Sequence[tuple[str, list[_Block]]]) -> _To
         return _Tools(tuple(specs), "auto" if choice is not None else None)
     if choice.mode == "required":
         return _Tools(tuple(specs), "any")
+    if choice.mode == "function" and choice.name not in {name for name, _, _ in specs}:
+        raise PermanentProviderError(
+            f"tool_choice names {choice.name!r}, which the item does not declare", code="invalid_tool_call"
+        )
     return _Tools(tuple(specs), f"tool:{choice.name}")
 
 
