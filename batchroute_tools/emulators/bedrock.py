@@ -23,25 +23,29 @@ event / exception; each as name length, name, type 7 = string, value length, val
 JSON payload, and the CRC32 of everything before it; all integers big-endian.
 
 Errors are AWS's: the status, header `x-amzn-ErrorType: <Code>`, body `{"message": ...}`.
-Faults from behaviour.py: fail -> 400 ValidationException; transient and 5xx -> 500
-InternalServerException; rate_limited -> 429 ThrottlingException; overloaded -> 503
-ServiceUnavailableException; down -> the connection dropped; reset -> the event stream reset
-after its first delta; timeout -> no first byte. The emulator also refuses what Bedrock
-refuses and botocore does not check (temperature above 1, turns not alternating, an unknown
-model), so a request that passes here is a request Bedrock takes.
+Every Converse / ConverseStream request, every CreateModelInvocationJob and every batch
+record is checked against Bedrock's contract (batchroute_tools/contracts/bedrock.py:
+botocore's service model with the limits it documents, the service's own rules, the models'
+native bodies), the same check the adapter's tests run: a request the contract refuses is
+AWS's 400 ValidationException ("N validation errors detected: ..."), a record it refuses an
+error record ({errorCode: 400, errorMessage: "Malformed input request: ..."}). An unknown
+model is refused too. Faults from behaviour.py: fail -> 400 ValidationException; transient
+and 5xx -> 500 InternalServerException; rate_limited -> 429 ThrottlingException; overloaded
+-> 503 ServiceUnavailableException; down -> the connection dropped; reset -> the event
+stream reset after its first delta; timeout -> no first byte.
 
 Batch jobs read their JSONL input from S3 and write `<output>/<job id>/<input name>.out` and
 `manifest.json.out` through the injected S3 client (moto in tests and local mode). A job is
 Submitted, then InProgress for the configured batch time (by the injected clock), then
-Completed. Records take the model's native body (Anthropic messages with
-`anthropic_version`, or a Llama `prompt`) and answer in kind; a record with a fault gets an
+Completed; a stopped job is Stopping for STOP_SECONDS (by the clock), then Stopped. Records
+take the native body of the job's model (Anthropic messages with `anthropic_version`, or a
+Llama `prompt`) and answer in kind; a record with a fault gets an
 `error` record ({errorCode: 400 / 429 / 500 / 503, errorMessage}); a record with the expire
 marker is not written and the job ends Expired; a malformed one is not JSON the first time.
 """
 
 from __future__ import annotations
 
-import itertools
 import json
 import re
 import struct
@@ -55,14 +59,13 @@ from datetime import UTC, datetime
 from typing import Any, Final
 from urllib.parse import unquote
 
+from batchroute_tools.contracts.bedrock import model_family, request_violations
 from batchroute_tools.emulators.behaviour import Answer, Behaviour, Fault, Work
 from batchroute_tools.emulators.server import Reply, Request, Vendor
 
 Clock = Callable[[], float]  # seconds since the epoch
 
 EVENT_STREAM: Final = "application/vnd.amazon.eventstream"
-ANTHROPIC_VERSION: Final = "bedrock-2023-05-31"
-LLAMA_MAX_GEN_LEN: Final = 2048
 DEFAULT_MODELS: Final = (
     "anthropic.claude-3-5-haiku-20241022-v1:0",
     "anthropic.claude-3-haiku-20240307-v1:0",
@@ -73,10 +76,8 @@ _GEO: Final = re.compile(r"^(?:us|eu|apac|us-gov|global|jp|au|ca)\.")
 _JOB_ID: Final = re.compile(
     r"(?:arn:aws(?:-[^:]+)?:bedrock:[a-z0-9-]{1,20}:[0-9]{12}:model-invocation-job/)?([a-z0-9]{12})"
 )
-_JOB_NAME: Final = re.compile(r"[a-zA-Z0-9]{1,63}(-*[a-zA-Z0-9\+\-\.]){0,63}")
-_ROLE_ARN: Final = re.compile(r"arn:aws(-[^:]+)?:iam::([0-9]{12})?:role/.+")
-_IMAGE_FORMATS: Final = ("png", "jpeg", "gif", "webp")
 _PROVIDER_NAMES: Final = {"anthropic": "Anthropic", "meta": "Meta", "amazon": "Amazon", "cohere": "Cohere"}
+STOP_SECONDS: Final = 1.0  # a stopped job is Stopping this long (by the clock), then Stopped
 _FAULT_STATUS: Final = {"fail": 400, "rate_limited": 429, "overloaded": 503}
 
 
@@ -109,6 +110,13 @@ def stream_exception(exception_type: str, message: str) -> bytes:
     return event_frame(headers, json.dumps({"message": message}).encode())
 
 
+def validation_reply(violations: Sequence[str]) -> Reply:
+    """Bedrock's 400 for a request its contract refuses, worded as AWS words it."""
+    count = len(violations)
+    message = f"{count} validation error{'s' if count > 1 else ''} detected: {'; '.join(violations)}"
+    return error_reply(400, "ValidationException", message)
+
+
 def error_reply(status: int, error_type: str, message: str) -> Reply:
     return Reply.json(
         status, {"message": message}, {"x-amzn-ErrorType": error_type, "x-amzn-RequestId": str(uuid.uuid4())}
@@ -138,12 +146,6 @@ def _iso(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
-def _unit(value: object) -> bool:
-    return value is None or (
-        isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value <= 1
-    )
-
-
 # -- batch jobs ----------------------------------------------------------------------------
 @dataclass
 class _Output:
@@ -171,6 +173,7 @@ class _Job:
     submitted: float
     inputs: list[_Output]
     status: str = "Submitted"  # then InProgress, and one of the ends below
+    stop_requested: float | None = None  # StopModelInvocationJob: Stopping, then Stopped
     ended: float | None = None
     message: str | None = None
     counts: dict[str, int] = field(
@@ -235,9 +238,16 @@ class BedrockEmulator:
             body = request.json()
         except ValueError:
             return error_reply(400, "ValidationException", "The request body is not valid JSON.")
-        invalid = self._invalid_model(model) or _invalid_converse(body)
+        invalid = self._invalid_model(model)
         if invalid:
             return error_reply(400, "ValidationException", invalid)
+        if not isinstance(body, dict):
+            return error_reply(400, "ValidationException", "The request body must be a JSON object.")
+        violations = request_violations(
+            "ConverseStream" if stream else "Converse", {"modelId": model, **body}
+        )
+        if violations:
+            return validation_reply(violations)
         work = self.converse_work(model, body, stream=stream)
         fault = self.behaviour.fault(work)
         if fault is not None and fault.kind == "timeout":
@@ -324,7 +334,12 @@ class BedrockEmulator:
             body = request.json()
         except ValueError:
             return error_reply(400, "ValidationException", "The request body is not valid JSON.")
-        invalid = _invalid_job(body) or self._invalid_model(str(body.get("modelId")))
+        if not isinstance(body, dict):
+            return error_reply(400, "ValidationException", "The request body must be a JSON object.")
+        violations = request_violations("CreateModelInvocationJob", body)
+        if violations:
+            return validation_reply(violations)
+        invalid = self._invalid_model(str(body.get("modelId")))
         if invalid:
             return error_reply(400, "ValidationException", invalid)
         token = body.get("clientRequestToken")
@@ -372,11 +387,11 @@ class BedrockEmulator:
             return refusal
         self._advance(job)
         with self._lock:
-            if job.finished:
+            if job.finished or job.status == "Stopping":
                 return error_reply(
                     400, "ValidationException", f"The job is {job.status} and cannot be stopped."
                 )
-            job.status, job.ended = "Stopped", self.clock()
+            job.status, job.stop_requested = "Stopping", self.clock()
         return Reply.json(200, {})
 
     def _find(self, request: Request) -> tuple[_Job | None, Reply]:
@@ -419,6 +434,10 @@ class BedrockEmulator:
         """Run the job as far as the clock says: done once the batch time has passed."""
         with self._lock:
             if job.finished:
+                return
+            if job.stop_requested is not None:
+                if self.clock() - job.stop_requested >= STOP_SECONDS:
+                    job.status, job.ended = "Stopped", job.stop_requested + STOP_SECONDS
                 return
             elapsed = self.clock() - job.submitted
             duration = self.behaviour.config.batch_seconds
@@ -489,21 +508,25 @@ class BedrockEmulator:
         answer = self.behaviour.answer(work)
         tokens[0] += answer.prompt_tokens
         tokens[1] += answer.completion_tokens
-        claude = isinstance(model_input, Mapping) and "anthropic_version" in model_input
+        claude = model_family(job.model) == "anthropic"
         output = _anthropic_output(job.model, answer) if claude else _llama_output(answer)
         return "ok", _line({**head, "modelOutput": output})
 
     def _record_work(self, job: _Job, body: object) -> tuple[Work | None, str]:
-        """The request of a record's native body, or why Bedrock would refuse it."""
-        if not isinstance(body, Mapping):
-            return None, "Malformed input request: modelInput must be an object."
-        if "anthropic_version" in body:
-            if body.get("anthropic_version") != ANTHROPIC_VERSION:
-                return None, f"Malformed input request: anthropic_version must be {ANTHROPIC_VERSION}."
-            if not isinstance(body.get("max_tokens"), int) or not isinstance(body.get("messages"), list):
-                return None, "Malformed input request: max_tokens and messages are required."
-            if not (_unit(body.get("temperature")) and _unit(body.get("top_p"))):
-                return None, "Malformed input request: temperature and top_p lie in 0..1."
+        """The request of a record's native body, or why Bedrock would refuse it (the
+        body the job's model takes: contracts/bedrock.py)."""
+        family = model_family(job.model)
+        if family not in ("anthropic", "meta"):
+            return None, f"Malformed input request: batch inference does not run {job.model} here."
+        violations = request_violations(f"batch_record:{family}", body)
+        if violations or not isinstance(body, Mapping):
+            return (
+                None,
+                f"Malformed input request: {'; '.join(violations)}; please reformat your input and try again."
+                if violations
+                else "Malformed input request: modelInput must be an object.",
+            )
+        if family == "anthropic":
             messages: list[Mapping[str, Any]] = []
             if body.get("system"):
                 messages.append({"role": "system", "content": body["system"]})
@@ -511,13 +534,9 @@ class BedrockEmulator:
             return Work(
                 self.provider, job.model, "chat", messages=tuple(messages), max_tokens=body["max_tokens"]
             ), ""
-        if isinstance(body.get("prompt"), str):
-            limit = body.get("max_gen_len", 512)
-            if not isinstance(limit, int) or not 1 <= limit <= LLAMA_MAX_GEN_LEN:
-                return None, f"Malformed input request: max_gen_len lies in 1..{LLAMA_MAX_GEN_LEN}."
-            prompt = ({"role": "user", "content": body["prompt"]},)
-            return Work(self.provider, job.model, "chat", messages=prompt, max_tokens=limit), ""
-        return None, "Malformed input request: the body does not fit the model."
+        prompt = ({"role": "user", "content": body["prompt"]},)
+        limit = int(body.get("max_gen_len", 512))
+        return Work(self.provider, job.model, "chat", messages=prompt, max_tokens=limit), ""
 
     def _description(self, job: _Job) -> dict[str, Any]:
         """GetModelInvocationJob's answer."""
@@ -549,54 +568,6 @@ class BedrockEmulator:
         return answer
 
 
-# -- request checks Bedrock makes (botocore checks types, required members and minimums) -----
-def _invalid_converse(body: object) -> str | None:
-    if not isinstance(body, Mapping):
-        return "The request body must be a JSON object."
-    messages = body.get("messages")
-    if not isinstance(messages, list) or not messages:
-        return "The messages field is required and must not be empty."
-    roles = [m.get("role") if isinstance(m, Mapping) else None for m in messages]
-    if roles[0] != "user":
-        return "A conversation must start with a user message."
-    if any(a == b for a, b in itertools.pairwise(roles)) or any(
-        r not in ("user", "assistant") for r in roles
-    ):
-        return (
-            "A conversation must alternate between user and assistant roles. Make sure the conversation "
-            "alternates between user and assistant roles and try again."
-        )
-    uses_tools = False
-    for message in messages:
-        content = message.get("content")
-        if not isinstance(content, list) or not content:
-            return "Each message must have at least one content block."
-        for block in content:
-            problem = _invalid_block(block)
-            if problem:
-                return problem
-            uses_tools = uses_tools or "toolUse" in block or "toolResult" in block
-    if uses_tools and not body.get("toolConfig"):
-        return "The toolConfig field must be defined when using toolUse and toolResult content blocks."
-    config = body.get("inferenceConfig") or {}
-    if not (_unit(config.get("temperature")) and _unit(config.get("topP"))):
-        return "The value of temperature and topP must be between 0 and 1."
-    return None
-
-
-def _invalid_block(block: object) -> str | None:
-    if not isinstance(block, Mapping) or len(block) != 1:
-        return "A content block must set exactly one member."
-    if "text" in block and not str(block["text"]).strip():
-        return (
-            "The text field in the ContentBlock object is blank. Add text to the text field, and try again."
-        )
-    image = block.get("image")
-    if isinstance(image, Mapping) and image.get("format") not in _IMAGE_FORMATS:
-        return "The format of the image is not supported."
-    return None
-
-
 def _part(block: Mapping[str, Any]) -> dict[str, Any]:
     """A Converse content block in the OpenAI-like form behaviour.py reads."""
     if "text" in block:
@@ -609,26 +580,6 @@ def _part(block: Mapping[str, Any]) -> dict[str, Any]:
     if "toolResult" in block:
         return {"type": "tool_result", "content": block["toolResult"].get("content")}
     return {"type": next(iter(block), "unknown")}
-
-
-def _invalid_job(body: object) -> str | None:
-    if not isinstance(body, Mapping):
-        return "The request body must be a JSON object."
-    for name in ("jobName", "roleArn", "modelId", "inputDataConfig", "outputDataConfig"):
-        if not body.get(name):
-            return f"{name} is required."
-    if not _JOB_NAME.fullmatch(str(body["jobName"])):
-        return "jobName does not match the pattern of job names."
-    if not _ROLE_ARN.fullmatch(str(body["roleArn"])):
-        return "roleArn is not an IAM role ARN."
-    source = (body["inputDataConfig"].get("s3InputDataConfig") or {}).get("s3Uri")
-    target = (body["outputDataConfig"].get("s3OutputDataConfig") or {}).get("s3Uri")
-    if not str(source or "").startswith("s3://") or not str(target or "").startswith("s3://"):
-        return "The input and output data configs need S3 URIs."
-    hours = body.get("timeoutDurationInHours", 24)
-    if not isinstance(hours, int) or not 24 <= hours <= 168:
-        return "timeoutDurationInHours lies between 24 and 168."
-    return None
 
 
 def _anthropic_output(model: str, answer: Answer) -> dict[str, Any]:

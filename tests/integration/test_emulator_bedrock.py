@@ -47,7 +47,7 @@ from batchroute.providers.base import (
 )
 from batchroute.providers.bedrock import BatchSettings, BedrockBatch, BedrockClients, BedrockConverse
 from batchroute.providers.http import Timeouts
-from batchroute_tools.emulators.bedrock import EVENT_STREAM, BedrockEmulator, stream_exception
+from batchroute_tools.emulators.bedrock import EVENT_STREAM, STOP_SECONDS, BedrockEmulator, stream_exception
 from batchroute_tools.emulators.behaviour import Behaviour, EmulatorConfig
 from batchroute_tools.emulators.server import EmulatorServer
 
@@ -304,7 +304,9 @@ def test_errors_parse_as_the_modelled_exceptions(runtime: Any) -> None:
             messages=[{"role": "user", "content": [{"text": "Hi"}]}],
             inferenceConfig={"temperature": 1.5},  # botocore checks no maximum; Bedrock does
         )
-    assert "between 0 and 1" in refused.value.response["Error"]["Message"]
+    assert refused.value.response["Error"]["Message"] == (
+        "1 validation error detected: $.inferenceConfig.temperature: at most 1, not 1.5"
+    )
     with pytest.raises(runtime.exceptions.ValidationException):
         runtime.converse(
             modelId=CLAUDE,
@@ -395,7 +397,10 @@ def test_control_plane_answers_parse(s3: Any, control: Any, clock: Clock) -> Non
     assert (
         control.stop_model_invocation_job(jobIdentifier=second)["ResponseMetadata"]["HTTPStatusCode"] == 200
     )
-    assert control.get_model_invocation_job(jobIdentifier=second)["status"] == "Stopped"
+    assert control.get_model_invocation_job(jobIdentifier=second)["status"] == "Stopping"
+    clock.now += STOP_SECONDS
+    stopped = control.get_model_invocation_job(jobIdentifier=second)
+    assert stopped["status"] == "Stopped" and isinstance(stopped["endTime"], datetime)
     with pytest.raises(control.exceptions.ResourceNotFoundException):
         control.get_model_invocation_job(jobIdentifier="abcdefghijkl")
     with pytest.raises(control.exceptions.ValidationException):
@@ -564,6 +569,9 @@ def test_llama_batch(batch: BedrockBatch, clock: Clock) -> None:
 def test_cancel_and_unknown_jobs(batch: BedrockBatch, clock: Clock) -> None:
     job_id = batch.submit([request("Stop me")])
     batch.cancel(job_id)
+    assert batch.poll(job_id).state == "in_progress"  # Stopping
+    batch.cancel(job_id)  # still stopping: Bedrock refuses a second stop, the adapter shrugs
+    clock.now += STOP_SECONDS
     assert batch.poll(job_id).state == "cancelled"
     assert list(batch.results(job_id)) == []  # stopped before writing anything
     batch.cancel(job_id)  # already over: nothing to do
@@ -674,3 +682,152 @@ def test_a_finished_batch_job_keeps_no_record_in_memory(batch: BedrockBatch, clo
     per_job = (after_25 - after_5) / 20
     job_bytes = records * len(prompt)
     assert per_job < job_bytes / 8, f"{per_job:.0f} bytes kept per job of {job_bytes} bytes"
+
+
+# -- (c) the emulator refuses what Bedrock refuses, as Bedrock does -----------------------------
+def post_raw(emulator: tuple[BedrockEmulator, EmulatorServer], model: str, body: dict[str, Any]) -> Any:
+    """A Converse request as bytes on the wire (botocore would not serialize unknown members),
+    its answer parsed by botocore's REST-JSON parser as boto3 parses an answer."""
+    from botocore.parsers import create_parser
+
+    bedrock, server = emulator
+    url = urlsplit(bedrock.runtime_url(server.base_url))
+    connection = http.client.HTTPConnection(url.netloc, timeout=10)
+    connection.request(
+        "POST", f"{url.path}/model/{model}/converse", json.dumps(body), {"content-type": "application/json"}
+    )
+    answer = connection.getresponse()
+    headers = {name.lower(): value for name, value in answer.getheaders()}
+    raw = {"status_code": answer.status, "headers": headers, "body": answer.read()}
+    connection.close()
+    assert answer.status == 400
+    assert headers["x-amzn-errortype"] == "ValidationException"
+    assert headers["content-type"].startswith("application/json")
+    assert set(json.loads(raw["body"])) == {"message"}
+    shape = boto3.session.Session().client("bedrock-runtime", region_name=REGION).meta.service_model
+    parsed = create_parser("rest-json").parse(raw, shape.operation_model("Converse").output_shape)
+    return ClientError(parsed, "Converse")
+
+
+HI = [{"role": "user", "content": [{"text": "Hi"}]}]
+
+
+@pytest.mark.parametrize(
+    ("body", "said"),
+    [
+        (
+            {"messages": HI, "inferenceConfig": {"maxTokens": 10, "topK": 5}},
+            "Unknown parameter in inferenceConfig",
+        ),
+        ({"messages": HI, "inferenceConfig": {"stopSequences": ["s"] * 2501}}, "at most 2500 items"),
+        (
+            {"messages": HI, "toolConfig": {"tools": [{"webSearch": {}}]}},
+            'Unknown parameter in toolConfig.tools[0]: "webSearch"',
+        ),
+        (
+            {"messages": HI, "toolConfig": {"tools": [{"type": "web_search"}]}},
+            "Unknown parameter in toolConfig.tools[0]",
+        ),
+        ({"messages": HI, "seed": 7}, 'Unknown parameter in input: "seed"'),
+    ],
+)
+def test_bodies_bedrock_refuses_are_its_400(
+    emulator: tuple[BedrockEmulator, EmulatorServer], body: dict[str, Any], said: str
+) -> None:
+    error = post_raw(emulator, CLAUDE, body)
+    assert error.response["Error"]["Code"] == "ValidationException"
+    assert error.response["ResponseMetadata"]["HTTPStatusCode"] == 400
+    assert said in error.response["Error"]["Message"]
+
+
+def test_botocore_raises_the_refusals_it_cannot_see(runtime: Any) -> None:
+    """Valid for botocore's validator, refused by Bedrock: a ClientError with AWS's code."""
+    tools = {"tools": [{"toolSpec": {"name": "f", "inputSchema": {"json": {"type": "object"}}}}]}
+    with pytest.raises(ClientError) as raised:
+        runtime.converse(modelId=LLAMA, messages=HI, toolConfig={**tools, "toolChoice": {"any": {}}})
+    assert raised.value.response["Error"]["Code"] == "ValidationException"
+    assert "only the auto tool choice" in raised.value.response["Error"]["Message"]
+    with pytest.raises(runtime.exceptions.ValidationException):
+        runtime.converse(modelId=CLAUDE, messages=HI, inferenceConfig={"stopSequences": ["s"] * 2501})
+    with pytest.raises(runtime.exceptions.ValidationException):
+        runtime.converse_stream(
+            modelId=CLAUDE,
+            messages=[
+                *HI,
+                {
+                    "role": "assistant",
+                    "content": [{"toolUse": {"toolUseId": "t1", "name": "f", "input": {}}}],
+                },
+                {"role": "user", "content": [{"text": "no answer to t1"}]},
+            ],
+            toolConfig=tools,
+        )
+
+
+def test_the_adapters_requests_pass(sync: BedrockConverse) -> None:
+    """What the adapter builds for the catalog's lanes is what the emulator takes."""
+    payload = {
+        "instructions": "Use tools.",
+        "input": [
+            {"role": "user", "content": [{"type": "input_text", "text": "Weather?"}]},
+            {"type": "function_call", "call_id": "fc 1", "name": "get_weather", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "fc 1", "output": "sunny"},
+        ],
+        "tools": [{"type": "function", "name": "get_weather", "parameters": {"type": "object"}}],
+        "temperature": 1.5,
+        "response_format": {"type": "json_object"},
+    }
+    for model in (CLAUDE, LLAMA):
+        built = ProviderRequest(
+            custom_id="seq-0",
+            customer_item_id="i",
+            operation="responses",
+            model="m",
+            provider_model_id=model,
+            input=payload,
+            max_output_tokens=9000,
+        )
+        assert sync.complete(built).status == "completed"
+        assert isinstance(drain(sync.stream(built))[-1], StreamEnd)
+
+
+def test_a_batch_record_bedrock_refuses_is_an_error_record(s3: Any, control: Any, clock: Clock) -> None:
+    good = {"prompt": "Hi", "max_gen_len": 16}
+    lines = [
+        {"recordId": "REC0000001", "modelInput": good},
+        {"recordId": "REC0000002", "modelInput": {**good, "stop": ["x"]}},
+        {"recordId": "REC0000003", "modelInput": {**good, "max_gen_len": 9000}},
+    ]
+    s3.put_object(
+        Bucket=BUCKET,
+        Key="in/records.jsonl",
+        Body="".join(json.dumps(line) + "\n" for line in lines).encode(),
+    )
+    arn = control.create_model_invocation_job(
+        jobName="record-check",
+        roleArn=ROLE,
+        modelId=LLAMA,
+        inputDataConfig={"s3InputDataConfig": {"s3Uri": f"s3://{BUCKET}/in/records.jsonl"}},
+        outputDataConfig={"s3OutputDataConfig": {"s3Uri": f"s3://{BUCKET}/out/"}},
+    )["jobArn"]
+    clock.now += BATCH_SECONDS
+    done = control.get_model_invocation_job(jobIdentifier=arn)
+    assert (done["successRecordCount"], done["errorRecordCount"]) == (1, 2)
+    key = f"out/{arn.rsplit('/', 1)[-1]}/records.jsonl.out"
+    out = [json.loads(line) for line in s3.get_object(Bucket=BUCKET, Key=key)["Body"].read().splitlines()]
+    assert "modelOutput" in out[0]
+    assert out[1]["error"]["errorCode"] == 400 and "$.stop: extraneous key" in out[1]["error"]["errorMessage"]
+    assert "max_gen_len" in out[2]["error"]["errorMessage"]
+
+
+def test_a_job_request_bedrock_refuses_is_its_400(control: Any) -> None:
+    with pytest.raises(control.exceptions.ValidationException) as raised:
+        control.create_model_invocation_job(
+            jobName="too-long-a-wait",
+            roleArn=ROLE,
+            modelId=CLAUDE,
+            inputDataConfig={"s3InputDataConfig": {"s3Uri": f"s3://{BUCKET}/in/a.jsonl"}},
+            outputDataConfig={"s3OutputDataConfig": {"s3Uri": f"s3://{BUCKET}/out/"}},
+            timeoutDurationInHours=500,
+        )
+    assert "timeoutDurationInHours: at most 168" in raised.value.response["Error"]["Message"]

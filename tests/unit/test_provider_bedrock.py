@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,6 @@ from botocore.exceptions import (
     ReadTimeoutError,
 )
 from botocore.parsers import create_parser
-from botocore.validate import ParamValidator
 from urllib3.exceptions import ProtocolError
 
 from batchroute.providers.base import (
@@ -41,6 +41,7 @@ from batchroute.providers.bedrock.client import (
 )
 from batchroute.providers.endpoints import ProviderEndpoint
 from batchroute.providers.http import Timeouts
+from batchroute_tools.contracts.bedrock import outgoing, request_violations
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "vendors" / "bedrock"
 CLAUDE = "anthropic.claude-3-haiku-20240307-v1:0"
@@ -93,10 +94,9 @@ def request(
     )
 
 
-def assert_valid(operation: str, params: dict[str, Any], service_name: str = "bedrock-runtime") -> None:
-    shape = service(service_name).operation_model(operation).input_shape
-    report = ParamValidator().validate(params, shape)
-    assert not report.has_errors(), report.generate_report()
+def assert_valid(operation: str, params: dict[str, Any]) -> None:
+    """Bedrock's contract (botocore's validator and the service's documented limits)."""
+    assert request_violations(operation, params) == []
 
 
 # -- Converse requests ---------------------------------------------------------------------
@@ -317,31 +317,27 @@ def test_converse_request_refuses_other_tools_and_bad_arguments() -> None:
     assert raised.value.code == "invalid_tool_call"
 
 
-def test_converse_request_structured_output() -> None:
+def test_response_formats_become_instructions() -> None:
     schema = {"type": "object", "properties": {"answer": {"type": "string"}}}
-    kwargs = transform.converse_request(
-        request(
-            {
-                "input": "x",
-                "response_format": {
-                    "type": "json_schema",
-                    "json_schema": {"name": "reply", "schema": schema},
-                },
-            }
-        )
-    )
-    assert kwargs["outputConfig"] == {
-        "textFormat": {
-            "type": "json_schema",
-            "structure": {
-                "jsonSchema": {"schema": json.dumps(schema, separators=(",", ":")), "name": "reply"}
-            },
-        }
+    structured = {
+        "instructions": "Be terse.",
+        "input": "x",
+        "response_format": {"type": "json_schema", "json_schema": {"name": "r", "schema": schema}},
     }
+    wanted = f"Be terse.\n\n{transform.JSON_SCHEMA_INSTRUCTION}{json.dumps(schema, separators=(',', ':'))}"
+    for model in (CLAUDE, LLAMA):
+        kwargs = transform.converse_request(request(structured, model=model))
+        assert kwargs["system"] == [{"text": wanted}] and "outputConfig" not in kwargs
+        assert_valid("Converse", kwargs)
+    assert transform.batch_record(request(structured))["modelInput"]["system"] == wanted
+    assert wanted in transform.batch_record(request(structured, model=LLAMA))["modelInput"]["prompt"]
+    asked = {"input": "x", "response_format": {"type": "json_object"}}
+    kwargs = transform.converse_request(request(asked))
+    assert kwargs["system"] == [{"text": transform.JSON_OBJECT_INSTRUCTION}]
     assert_valid("Converse", kwargs)
-    assert "outputConfig" not in transform.converse_request(
-        request({"input": "x", "response_format": {"type": "json_object"}})
-    )
+    assert transform.batch_record(request(asked))["modelInput"]["system"] == transform.JSON_OBJECT_INSTRUCTION
+    prompt = transform.batch_record(request(asked, model=LLAMA))["modelInput"]["prompt"]
+    assert transform.JSON_OBJECT_INSTRUCTION in prompt
 
 
 def test_embeddings_are_refused() -> None:
@@ -712,7 +708,6 @@ def test_llama_batch_record_uses_the_llama3_template() -> None:
                 ],
                 "temperature": 0.4,
                 "top_p": 0.8,
-                "stop": ["x"],
             },
             model=LLAMA,
             custom_id="seq-3",
@@ -754,6 +749,7 @@ def test_llama_batch_record_uses_the_llama3_template() -> None:
             "unsupported_input",
         ),
         ({"input": "hi", "tools": TOOLS}, "unsupported_tool"),
+        ({"input": "hi", "stop": ["END"]}, "unsupported_stop"),
     ],
 )
 def test_llama_batch_record_refuses_images_and_tools(payload: dict[str, Any], code: str) -> None:
@@ -927,3 +923,411 @@ def test_submit_refusals_before_any_call() -> None:
     with pytest.raises(ProviderUnavailable) as raised:
         unconfigured.submit([request({"input": "x"})])
     assert raised.value.code == "provider_not_configured"
+
+
+# -- the contract: every body the adapter builds, and what Bedrock refuses ---------------------
+HAIKU_35 = "anthropic.claude-3-5-haiku-20241022-v1:0"  # the catalog's Bedrock lanes
+LLAMA_33 = "meta.llama3-3-70b-instruct-v1:0"
+LANE_ENDPOINT = ProviderEndpoint(slug="bedrock", adapter="bedrock", region="us-east-1")
+CALL = {
+    "id": "call 1/\u00e9",
+    "type": "function",
+    "function": {"name": "get_weather", "arguments": '{"city":"Oslo"}'},
+}
+ACCEPTED: dict[str, dict[str, Any]] = {
+    "a string": {"input": "Hi"},
+    "chat with system, developer and refusal parts": {
+        "messages": [
+            {"role": "system", "content": "Be kind."},
+            {"role": "developer", "content": [{"type": "text", "text": "Be brief."}]},
+            {
+                "role": "user",
+                "content": [{"type": "input_text", "text": "Hi"}, {"type": "text", "text": "  "}],
+            },
+            {"role": "assistant", "content": [{"type": "refusal", "refusal": "No."}]},
+            {"role": "user", "content": "Why?"},
+        ],
+        "temperature": 2,
+        "top_p": 0.5,
+        "seed": 7,
+    },
+    "responses items with a function call and its output": {
+        "instructions": "Use tools.",
+        "input": [
+            {"role": "user", "content": [{"type": "input_text", "text": "Weather?"}]},
+            {
+                "type": "function_call",
+                "call_id": "fc:1",
+                "name": "get_weather",
+                "arguments": '{"city":"Oslo"}',
+            },
+            {"type": "function_call_output", "call_id": "fc:1", "output": ""},
+        ],
+        "tools": [{"type": "function", "name": "get_weather", "parameters": {"properties": {}}}],
+        "tool_choice": "auto",
+    },
+    "tool history, tools undeclared": {
+        "messages": [
+            {"role": "user", "content": "Weather?"},
+            {"role": "assistant", "content": None, "tool_calls": [CALL]},
+            {"role": "tool", "tool_call_id": CALL["id"], "content": "-3 C"},
+            {"role": "user", "content": "Thanks"},
+        ]
+    },
+    "tool choice none": {"input": "Hi", "tools": TOOLS, "tool_choice": "none"},
+    "a user's words before the tool's answer": {
+        "messages": [
+            {"role": "user", "content": "Weather?"},
+            {"role": "assistant", "content": "Let me look.", "tool_calls": [CALL]},
+            {"role": "user", "content": "Quickly"},
+            {"role": "tool", "tool_call_id": CALL["id"], "content": "-3 C"},
+        ],
+        "tools": TOOLS,
+    },
+    "a prefill ending in whitespace, a blank system prompt": {
+        "system": "  ",
+        "messages": [{"role": "user", "content": "List three"}, {"role": "assistant", "content": "1. "}],
+    },
+    "json_object": {"input": "Reply in JSON", "response_format": {"type": "json_object"}},
+    "json_object as text.format": {"input": "JSON please", "text": {"format": {"type": "json_object"}}},
+    "json_schema": {
+        "input": "Extract",
+        "response_format": {
+            "type": "json_schema",
+            "json_schema": {"name": "x", "schema": {"type": "object"}},
+        },
+    },
+}
+CLAUDE_ONLY: dict[str, dict[str, Any]] = {
+    "stop sequences": {"input": "Count", "stop": ["7", "eight", "IX", "10"]},
+    "tool choice required": {"input": "Hi", "tools": TOOLS, "tool_choice": "required"},
+    "one named function": {
+        "input": "Hi",
+        "tools": TOOLS,
+        "tool_choice": {"type": "function", "function": {"name": "get_time"}},
+    },
+}
+
+
+def provider_request(payload: dict[str, Any], model: str, **kw: Any) -> ProviderRequest:
+    return ProviderRequest(
+        custom_id="seq-0",
+        customer_item_id="item",
+        operation="responses",
+        model="catalog-model",
+        provider_model_id=model,
+        input=payload,
+        max_output_tokens=kw.pop("max_output_tokens", 0),
+        **kw,
+    )
+
+
+# Llama's batch body (a prompt) carries no tools and no tool turns: those items are refused
+# there, and take Converse only.
+TOOL_CASES = frozenset(
+    {
+        "a user's words before the tool's answer",
+        "responses items with a function call and its output",
+        "tool history, tools undeclared",
+        "tool choice none",
+    }
+)
+
+
+@pytest.mark.parametrize("model", [HAIKU_35, LLAMA_33, CLAUDE, LLAMA])
+@pytest.mark.parametrize("case", list(ACCEPTED))
+@pytest.mark.parametrize("sampling", [True, False])
+def test_every_body_the_adapter_sends_fits_the_contract(model: str, case: str, sampling: bool) -> None:
+    payload = ACCEPTED[case]
+    built = provider_request(payload, model, sampling=sampling)
+    if model.startswith("meta.") and case in TOOL_CASES:
+        with pytest.raises(PermanentProviderError) as raised:
+            outgoing(built, LANE_ENDPOINT, lane_max_output_tokens=8192)
+        assert raised.value.code in ("unsupported_tool", "unsupported_input")
+        sent = [
+            ("Converse", transform.converse_request(built)),
+            ("ConverseStream", transform.converse_request(built)),
+        ]
+    else:
+        sent = outgoing(built, LANE_ENDPOINT, lane_max_output_tokens=8192)
+        assert [op for op, _ in sent] == [
+            "Converse",
+            "ConverseStream",
+            f"batch_record:{transform.model_family(model)}",
+        ]
+    for operation, body in sent:
+        assert request_violations(operation, body) == [], (operation, body)
+        text = json.dumps(body, default=str)
+        assert ("temperature" in text) == (sampling and "temperature" in payload)
+
+
+@pytest.mark.parametrize("case", list(CLAUDE_ONLY))
+def test_claude_bodies_with_stops_and_forced_tools_fit_the_contract(case: str) -> None:
+    for operation, body in outgoing(
+        provider_request(CLAUDE_ONLY[case], HAIKU_35), LANE_ENDPOINT, lane_max_output_tokens=8192
+    ):
+        assert request_violations(operation, body) == [], (operation, body)
+
+
+@pytest.mark.parametrize(
+    ("payload", "code"),
+    [
+        ({"input": "Hi", "tools": TOOLS, "tool_choice": "required"}, "unsupported_tool_choice"),
+        (
+            {"input": "Hi", "tools": TOOLS, "tool_choice": {"type": "function", "name": "get_time"}},
+            "unsupported_tool_choice",
+        ),
+    ],
+)
+def test_llama_cannot_be_forced_to_call_a_tool(payload: dict[str, Any], code: str) -> None:
+    with pytest.raises(PermanentProviderError) as raised:
+        transform.converse_request(provider_request(payload, LLAMA_33))
+    assert raised.value.code == code
+
+
+def test_llama_output_limit_and_no_sampling() -> None:
+    kwargs = transform.converse_request(
+        provider_request(
+            {"input": "Hi", "temperature": 0.3}, LLAMA_33, max_output_tokens=8192, sampling=False
+        )
+    )
+    assert kwargs["inferenceConfig"] == {"maxTokens": 2048}
+    record = transform.batch_record(provider_request({"input": "Hi", "top_p": 0.3}, LLAMA_33, sampling=False))
+    assert set(record["modelInput"]) == {"prompt", "max_gen_len"}
+
+
+def test_tool_ids_bedrock_refuses_are_replaced_the_same_way_on_both_sides() -> None:
+    kwargs = transform.converse_request(
+        provider_request(ACCEPTED["tool history, tools undeclared"], HAIKU_35)
+    )
+    use = kwargs["messages"][1]["content"][0]["toolUse"]
+    result = kwargs["messages"][2]["content"][0]["toolResult"]
+    assert use["toolUseId"] == result["toolUseId"] != CALL["id"]
+    assert re.fullmatch(r"[a-zA-Z0-9_-]{1,64}", use["toolUseId"])
+    # the undeclared tool the history uses is declared, with an open schema
+    assert kwargs["toolConfig"]["tools"] == [
+        {"toolSpec": {"name": "get_weather", "inputSchema": {"json": {"type": "object", "properties": {}}}}}
+    ]
+
+
+@pytest.mark.parametrize(
+    "messages",
+    [
+        [{"role": "assistant", "content": "I start."}, {"role": "user", "content": "Hi"}],
+        [{"role": "user", "content": "Hi"}, {"role": "tool", "tool_call_id": "nobody", "content": "x"}],
+        [
+            {"role": "user", "content": "Hi"},
+            {"role": "assistant", "content": None, "tool_calls": [CALL]},
+            {"role": "user", "content": "Never mind"},
+        ],
+        [{"role": "user", "content": "   "}],
+    ],
+)
+def test_conversations_bedrock_cannot_take_are_refused(messages: list[dict[str, Any]]) -> None:
+    for build in (transform.converse_request, transform.batch_record):
+        with pytest.raises(PermanentProviderError) as raised:
+            build(provider_request({"messages": messages, "tools": TOOLS}, HAIKU_35))
+        assert raised.value.code in ("invalid_conversation", "invalid_tool_call")
+
+
+@pytest.mark.parametrize(
+    ("payload", "code"),
+    [
+        ({"input": "Hi", "tool_choice": {"type": "web_search_preview"}}, "unsupported_tool"),
+        (
+            {"input": "Hi", "tools": [{"type": "code_interpreter", "container": {"type": "auto"}}]},
+            "unsupported_tool",
+        ),
+        (
+            {"input": "Hi", "tools": TOOLS, "tool_choice": {"type": "function", "name": "nope"}},
+            "invalid_tool_call",
+        ),
+    ],
+)
+def test_tools_bedrock_cannot_run_are_refused(payload: dict[str, Any], code: str) -> None:
+    for build in (transform.converse_request, transform.batch_record):
+        with pytest.raises(PermanentProviderError) as raised:
+            build(provider_request(payload, HAIKU_35))
+        assert raised.value.code == code
+
+
+def test_claude_takes_no_whitespace_stop_sequence() -> None:
+    for build in (transform.converse_request, transform.batch_record):
+        with pytest.raises(PermanentProviderError) as raised:
+            build(provider_request({"input": "Hi", "stop": ["\n"]}, HAIKU_35))
+        assert raised.value.code == "unsupported_stop"
+
+
+GOOD_CONVERSE: dict[str, Any] = {
+    "modelId": HAIKU_35,
+    "messages": [{"role": "user", "content": [{"text": "Hi"}]}],
+    "inferenceConfig": {"maxTokens": 100, "temperature": 0.5, "stopSequences": ["a"]},
+}
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        ({"inferenceConfig": {"maxTokens": 100, "topK": 5}}, 'Unknown parameter in inferenceConfig: "topK"'),
+        ({"inferenceConfig": {"stopSequences": ["s"] * 2501}}, "at most 2500 items"),
+        ({"inferenceConfig": {"maxTokens": 9000}}, "writes at most 8192 tokens"),
+        ({"inferenceConfig": {"topP": 1.5}}, "at most 1, not 1.5"),
+        (
+            {"toolConfig": {"tools": [{"webSearch": {}}]}},
+            'Unknown parameter in toolConfig.tools[0]: "webSearch"',
+        ),
+        (
+            {"toolConfig": {"tools": [{"toolSpec": {"name": "web search", "inputSchema": {"json": {}}}}]}},
+            "does not match the pattern",
+        ),
+        ({"messages": [{"role": "user", "content": [{"text": " "}]}]}, "blank"),
+        (
+            {
+                "messages": [
+                    {"role": "user", "content": [{"text": "a"}]},
+                    {"role": "assistant", "content": [{"text": "b "}]},
+                ]
+            },
+            "may not end in whitespace",
+        ),
+        ({"messages": [{"role": "assistant", "content": [{"text": "a"}]}]}, "start with a user message"),
+        (
+            {
+                "messages": [
+                    {"role": "user", "content": [{"text": "a"}]},
+                    {
+                        "role": "assistant",
+                        "content": [{"toolUse": {"toolUseId": "t", "name": "f", "input": {}}}],
+                    },
+                ]
+            },
+            "toolConfig: required",
+        ),
+        (
+            {
+                "outputConfig": {
+                    "textFormat": {"type": "json_schema", "structure": {"jsonSchema": {"schema": "{}"}}}
+                }
+            },
+            "no structured output",
+        ),
+        (
+            {
+                "modelId": LLAMA_33,
+                "toolConfig": {
+                    "tools": [{"toolSpec": {"name": "f", "inputSchema": {"json": {}}}}],
+                    "toolChoice": {"any": {}},
+                },
+            },
+            "only the auto tool choice",
+        ),
+        (
+            {
+                "modelId": LLAMA_33,
+                "messages": [
+                    {
+                        "role": "user",
+                        "content": [{"image": {"format": "png", "source": {"bytes": b"\x89PNG"}}}],
+                    }
+                ],
+            },
+            "take no images",
+        ),
+    ],
+)
+def test_the_contract_refuses_what_bedrock_refuses(change: dict[str, Any], reason: str) -> None:
+    body = {**GOOD_CONVERSE, **change}
+    assert request_violations("Converse", GOOD_CONVERSE) == []
+    found = request_violations("Converse", body)
+    assert any(reason in line for line in found), found
+
+
+@pytest.mark.parametrize(
+    ("family", "body", "reason"),
+    [
+        ("meta", {"prompt": "x", "stop": ["a"]}, "$.stop: extraneous key"),
+        ("meta", {"prompt": "x", "max_gen_len": 4096}, "between 1 and 2048"),
+        ("meta", {"max_gen_len": 10}, "$.prompt: required"),
+        ("anthropic", {"max_tokens": 5, "messages": [{"role": "user", "content": "x"}]}, "anthropic_version"),
+        (
+            "anthropic",
+            {
+                "anthropic_version": "bedrock-2023-05-31",
+                "model": "m",
+                "max_tokens": 5,
+                "messages": [{"role": "user", "content": "x"}],
+            },
+            "$.model: not permitted",
+        ),
+        (
+            "anthropic",
+            {
+                "anthropic_version": "bedrock-2023-05-31",
+                "max_tokens": 5,
+                "messages": [{"role": "user", "content": [{"type": "text", "text": "x", "color": "red"}]}],
+            },
+            "content[0].color: unknown parameter",
+        ),
+        (
+            "anthropic",
+            {
+                "anthropic_version": "bedrock-2023-05-31",
+                "max_tokens": 5,
+                "temperature": 1.2,
+                "messages": [{"role": "user", "content": "x"}],
+            },
+            "$.temperature",
+        ),
+        (
+            "anthropic",
+            {
+                "anthropic_version": "bedrock-2023-05-31",
+                "max_tokens": "5",
+                "messages": [{"role": "user", "content": "x"}],
+            },
+            "$.max_tokens",
+        ),
+        (
+            "anthropic",
+            {
+                "anthropic_version": "bedrock-2023-05-31",
+                "max_tokens": 5,
+                "messages": [{"role": "user", "content": "x"}],
+                "tools": [{"type": "web_search_20250305", "name": "web_search", "bogus": 1}],
+            },
+            "bogus: unknown parameter",
+        ),
+    ],
+)
+def test_the_contract_refuses_bad_batch_records(family: str, body: dict[str, Any], reason: str) -> None:
+    found = request_violations(f"batch_record:{family}", body)
+    assert any(reason in line for line in found), found
+
+
+def test_the_contract_reads_the_job_request() -> None:
+    job = {
+        "jobName": "batchroute-20250101000000-abcdef012345",
+        "roleArn": "arn:aws:iam::123456789012:role/batch",
+        "modelId": HAIKU_35,
+        "inputDataConfig": {
+            "s3InputDataConfig": {"s3Uri": "s3://bucket/in/a.jsonl", "s3InputFormat": "JSONL"}
+        },
+        "outputDataConfig": {"s3OutputDataConfig": {"s3Uri": "s3://bucket/out/"}},
+        "timeoutDurationInHours": 24,
+    }
+    assert request_violations("CreateModelInvocationJob", job) == []
+    found = request_violations(
+        "CreateModelInvocationJob", {**job, "timeoutDurationInHours": 500, "jobName": "a b"}
+    )
+    assert any("at most 168" in line for line in found) and any("$.jobName" in line for line in found)
+    with pytest.raises(ValueError, match="no Bedrock operation"):
+        request_violations("InvokeModel", {})
+
+
+def test_a_failed_jobs_message_is_its_error() -> None:
+    failed = transform.job_status({"status": "Failed", "message": "Could not assume the role."})
+    assert [(e.code, e.message, e.transient) for e in failed.errors] == [
+        ("provider_rejected", "Could not assume the role.", False)
+    ]
+    assert transform.job_status({"status": "Completed", "message": "2 records failed."}).errors == ()
+    assert transform.job_status({"status": "Failed"}).errors == ()

@@ -3,26 +3,48 @@ ProviderRequest becomes, the ProviderResult of a Converse answer or a ConverseSt
 records of a batch inference job (model-native InvokeModel bodies in, `.out` records back),
 job states, and Bedrock's error codes as provider errors (docs/providers.md, AWS Bedrock).
 
-Converse (sync lanes and direct chat), ours -> Bedrock:
+Converse (sync lanes and direct chat), ours -> Bedrock (checked against botocore's service
+model and the service's documented rules: batchroute_tools/contracts/bedrock.py):
 
     system / instructions / system turns     -> system: [{text}]
     user / assistant turns                   -> messages: [{role, content: [block]}]
                                                 (consecutive turns of one role merged:
-                                                Bedrock wants them alternating)
+                                                Bedrock wants them alternating; blank text
+                                                left out)
       text part                              -> {text}
-      image part, data: URL                  -> {image: {format, source: {bytes}}}
+      image part, data: URL                  -> {image: {format, source: {bytes}}} (models
+                                                that take images only: unsupported_input)
       image part, any other URL              -> refused: unsupported_image_source
       assistant tool_calls                   -> {toolUse: {toolUseId, name, input}}
       tool turn (tool_call_id)               -> user {toolResult: {toolUseId, content: [{text}]}}
-    max_output_tokens                        -> inferenceConfig.maxTokens
-    temperature, top_p (clamped to 0..1)     -> inferenceConfig.temperature, .topP
-    stop (string or list)                    -> inferenceConfig.stopSequences
+      a tool call id Bedrock refuses         -> `call_` + a digest of it, on both sides
+    max_output_tokens                        -> inferenceConfig.maxTokens, at most the model's
+                                                limit (ModelTraits; Llama 3: 2048)
+    temperature, top_p (clamped to 0..1)     -> inferenceConfig.temperature, .topP; left out
+                                                when the model takes no sampling parameters
+                                                (request.sampling False)
+    stop (string or list)                    -> inferenceConfig.stopSequences (Claude: a stop
+                                                of whitespace only is refused, unsupported_stop)
     tools (function tools)                   -> toolConfig.tools[].toolSpec {name, description,
-                                                inputSchema: {json}}
-    tool_choice auto / required / a function -> toolConfig.toolChoice {auto} / {any} / {tool}
-    tool_choice none                         -> no toolConfig (kept when the turns use tools)
-    json_schema response format              -> outputConfig.textFormat (json_object: dropped)
-    seed                                     -> dropped (Converse has none)
+                                                inputSchema: {json}} (an object schema); a tool
+                                                the history calls but the item does not declare
+                                                is declared with an open schema
+    tool_choice auto / required / a function -> toolConfig.toolChoice {auto} / {any} / {tool};
+                                                any and tool only for the models that take them
+                                                (Claude): else unsupported_tool_choice
+    tool_choice none                         -> no toolConfig (kept, without a choice, when the
+                                                turns use tools)
+    hosted tools                             -> refused: unsupported_tool (Bedrock runs none)
+    response_format json_object              -> an instruction in the system prompt
+    response_format json_schema              -> outputConfig.textFormat for a model with
+                                                structured output (none in the catalog); else
+                                                the schema, as an instruction in the system prompt
+    seed                                     -> dropped (no Bedrock body has one; best effort
+                                                at OpenAI too)
+
+A conversation Bedrock cannot take is refused before anything is sent: one that does not
+start with a user's turn or has no text (invalid_conversation), a tool message that answers
+no call of the turn before, or a call the next turn does not answer (invalid_tool_call).
 
 Bedrock -> ours: output.message.content text blocks joined -> output.content; toolUse blocks
 -> output.tool_calls (OpenAI's form); stopReason max_tokens (or
@@ -38,9 +60,11 @@ Batch inference (batch lanes): one JSONL record per request, `{"recordId": <cust
 
     anthropic.*  the Anthropic messages body: anthropic_version "bedrock-2023-05-31",
                  max_tokens, system, messages (text, base64 image, tool_use, tool_result
-                 blocks), temperature, top_p, stop_sequences, tools, tool_choice
+                 blocks), temperature, top_p, stop_sequences, tools, tool_choice (none
+                 included), with the Converse rules above
     meta.*       Llama 3: {prompt (the Llama 3 chat template), max_gen_len (at most 2048),
-                 temperature, top_p}; images and tools are refused
+                 temperature, top_p}; images, tools and stop sequences are refused (the
+                 body has no place for them: unsupported_input / _tool / _stop)
     others       refused: unsupported_model
 
 Output records `{recordId, modelInput, modelOutput}` give the model's own answer (an
@@ -48,7 +72,8 @@ Anthropic `message`, or Llama's {generation, stop_reason, prompt_token_count,
 generation_token_count}), kept as `raw`; `{recordId, modelInput, error: {errorCode,
 errorMessage}}` a failed result (429 and 5xx transient). Job status: Submitted, Validating,
 Scheduled -> validating; InProgress, Stopping -> in_progress; Completed, PartiallyCompleted
--> completed; Failed -> failed; Stopped -> cancelled; Expired -> expired.
+-> completed; Failed -> failed (its `message` the job's error); Stopped -> cancelled; Expired
+-> expired.
 
 Embeddings are not offered through Bedrock: PermanentProviderError `unsupported_operation`.
 """
@@ -57,10 +82,11 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Final, Literal
 
@@ -87,6 +113,48 @@ IMAGE_FORMATS: Final = ("png", "jpeg", "gif", "webp")
 # Cross-region inference profiles put a geography before the model id: us.anthropic....
 GEO_PREFIXES: Final = frozenset({"us", "eu", "apac", "us-gov", "global", "jp", "au", "ca"})
 _MESSAGE_CHARS: Final = 300
+# Bedrock's tool use ids are [a-zA-Z0-9_.:-]{1,64}, Anthropic's [a-zA-Z0-9_-]+: ids outside
+# both are replaced by a digest of themselves (the same for a call and its result).
+_TOOL_ID: Final = re.compile(r"[a-zA-Z0-9_-]{1,64}")
+# json_object has no Bedrock form: the instruction it stands for joins the system prompt.
+JSON_OBJECT_INSTRUCTION: Final = "Answer with one valid JSON object and nothing else."
+# json_schema, for a model without structured output: the schema joins the system prompt.
+JSON_SCHEMA_INSTRUCTION: Final = (
+    "Answer with one valid JSON object and nothing else. It must conform to this JSON Schema: "
+)
+
+
+@dataclass(frozen=True)
+class ModelTraits:
+    """What a Bedrock model takes beyond the common Converse shape (the service model's
+    documentation of ToolChoice, SpecificToolChoice and ContentBlock.image; AWS's model
+    cards for output limits)."""
+
+    max_output_tokens: int | None  # None: unknown, not clamped
+    tool_choices: frozenset[str]  # of auto / any / tool
+    images: bool
+    structured_output: bool = False  # Converse outputConfig.textFormat
+
+
+_ALL_CHOICES: Final = frozenset({"auto", "any", "tool"})
+# Model id prefixes (geography and ARN looked through), most specific first.
+MODEL_TRAITS: Final[tuple[tuple[str, ModelTraits], ...]] = (
+    ("anthropic.claude-3-5-haiku", ModelTraits(8192, _ALL_CHOICES, images=False)),
+    ("anthropic.claude-3-haiku", ModelTraits(4096, _ALL_CHOICES, images=True)),
+    ("anthropic.", ModelTraits(None, _ALL_CHOICES, images=True)),
+    ("meta.llama3", ModelTraits(LLAMA_MAX_GEN_LEN, frozenset({"auto"}), images=False)),
+    ("meta.", ModelTraits(LLAMA_MAX_GEN_LEN, frozenset({"auto"}), images=False)),
+)
+_UNKNOWN_MODEL: Final = ModelTraits(None, frozenset({"auto"}), images=False)
+
+
+def model_traits(model_id: str) -> ModelTraits:
+    name = model_id.rsplit("/", 1)[-1] if model_id.startswith("arn:") else model_id
+    parts = name.split(".", 1)
+    if len(parts) > 1 and parts[0] in GEO_PREFIXES:
+        name = parts[1]
+    return next((traits for prefix, traits in MODEL_TRAITS if name.startswith(prefix)), _UNKNOWN_MODEL)
+
 
 ModelFamily = Literal["anthropic", "meta"]
 
@@ -201,7 +269,7 @@ def _turns(messages: Iterable[Mapping[str, Any]]) -> list[tuple[str, list[_Block
                 _Block(
                     "tool_result",
                     text=plain_text(message.get("content") or ""),
-                    tool_id=str(message.get("tool_call_id") or ""),
+                    tool_id=_tool_id(message.get("tool_call_id")),
                 )
             ]
         else:
@@ -215,15 +283,69 @@ def _turns(messages: Iterable[Mapping[str, Any]]) -> list[tuple[str, list[_Block
             turns[-1][1].extend(blocks)
         else:
             turns.append((role, blocks))
+    for _, blocks in turns:  # Claude wants a turn's tool results before anything else in it
+        blocks.sort(key=lambda block: block.kind != "tool_result")
+    _trim_prefill(turns)
+    _check_turns(turns)
     return turns
+
+
+def _trim_prefill(turns: list[tuple[str, list[_Block]]]) -> None:
+    """A final assistant turn (a prefill) may not end in whitespace (Claude refuses it):
+    its trailing whitespace goes, and the turn with it when nothing is left."""
+    if not turns or turns[-1][0] != "assistant":
+        return
+    blocks = turns[-1][1]
+    if blocks and blocks[-1].kind == "text":
+        text = blocks[-1].text.rstrip()
+        if text:
+            blocks[-1] = replace(blocks[-1], text=text)
+        else:
+            blocks.pop()
+    if not blocks:
+        turns.pop()
+
+
+def _check_turns(turns: Sequence[tuple[str, list[_Block]]]) -> None:
+    """Refuse what Bedrock refuses of a conversation and nothing can translate: one that does
+    not start with a user's turn, a tool result that answers no call of the turn before, a
+    tool call the next turn does not answer."""
+    if not turns:
+        raise PermanentProviderError("the conversation has no text to send", code="invalid_conversation")
+    if turns[0][0] != "user":
+        raise PermanentProviderError(
+            "Bedrock takes conversations that start with a user's message", code="invalid_conversation"
+        )
+    asked: set[str] = set()
+    for _, blocks in turns:
+        answers = {block.tool_id for block in blocks if block.kind == "tool_result"}
+        if answers - asked:
+            raise PermanentProviderError(
+                "a tool message answers no tool call of the assistant message before it",
+                code="invalid_tool_call",
+            )
+        if asked - answers:
+            raise PermanentProviderError(
+                "an assistant's tool call is not answered by the tool messages after it",
+                code="invalid_tool_call",
+            )
+        asked = {block.tool_id for block in blocks if block.kind == "tool_use"}
+
+
+def _tool_id(value: object) -> str:
+    """A tool call's id as Bedrock and Anthropic take it ([a-zA-Z0-9_-], 1 to 64)."""
+    ident = str(value or "")
+    if _TOOL_ID.fullmatch(ident):
+        return ident
+    return "call_" + hashlib.sha256(ident.encode()).hexdigest()[:32]
 
 
 def _content_blocks(content: str | list[dict[str, Any]]) -> list[_Block]:
     if isinstance(content, str):
-        return [_Block("text", text=content)] if content else []
+        return [_Block("text", text=content)] if content.strip() else []
     blocks: list[_Block] = []
     for part in content:
-        if part.get("type") == "text" and part.get("text"):
+        if part.get("type") == "text" and str(part.get("text") or "").strip():
             blocks.append(_Block("text", text=str(part["text"])))
         elif part.get("type") == "image_url":
             blocks.append(_image(str((part.get("image_url") or {}).get("url") or "")))
@@ -263,7 +385,7 @@ def _tool_use(call: Mapping[str, Any]) -> _Block:
             "a tool call's arguments must be a JSON object", code="invalid_tool_call"
         )
     return _Block(
-        "tool_use", tool_id=str(call.get("id") or ""), name=str(function.get("name") or ""), input=parsed
+        "tool_use", tool_id=_tool_id(call.get("id")), name=str(function.get("name") or ""), input=parsed
     )
 
 
@@ -276,43 +398,75 @@ def _function(entry: Mapping[str, Any]) -> Mapping[str, Any]:
 @dataclass(frozen=True)
 class _Tools:
     specs: tuple[tuple[str, str, dict[str, Any]], ...]  # (name, description, JSON schema)
-    choice: str | None  # auto | any | tool:<name> | None (the model's default)
+    choice: str | None  # auto | any | none | tool:<name> | None (the model's default)
 
 
 def _tools(talk: Conversation, turns: Sequence[tuple[str, list[_Block]]]) -> _Tools | None:
-    specs: list[tuple[str, str, dict[str, Any]]] = []
-    if talk.hosted_tools:
-        raise PermanentProviderError("Bedrock takes function tools only", code="unsupported_tool")
-    for tool in talk.chat_tools():
-        if not isinstance(tool, Mapping) or tool.get("type", "function") != "function":
-            raise PermanentProviderError("Bedrock takes function tools only", code="unsupported_tool")
-        function = _function(tool)
-        schema = function.get("parameters")
-        specs.append(
-            (
-                str(function.get("name") or ""),
-                str(function.get("description") or ""),
-                dict(schema) if isinstance(schema, Mapping) else {"type": "object", "properties": {}},
-            )
-        )
+    """The function tools and the choice among them. Turns that used tools need the tools
+    declared (Bedrock refuses toolUse blocks without a toolConfig): a tool the history
+    names but the item does not declare is declared with an open schema."""
+    hosted = [tool.name for tool in talk.hosted_tools]
+    if talk.tool_choice is not None and talk.tool_choice.mode == "hosted":
+        hosted.append(str(talk.tool_choice.name))
+    if hosted:
+        names = ", ".join(dict.fromkeys(hosted))
+        raise PermanentProviderError(f"Bedrock runs no hosted tools ({names})", code="unsupported_tool")
+    specs = [(tool.name, tool.description or "", _object_schema(tool.parameters)) for tool in talk.functions]
+    declared = {name for name, _, _ in specs}
+    used = [block.name for _, blocks in turns for block in blocks if block.kind == "tool_use"]
+    for name in dict.fromkeys(used):
+        if name not in declared:
+            specs.append((name, "", {"type": "object", "properties": {}}))
+    uses_tools = bool(used) or any(block.kind == "tool_result" for _, blocks in turns for block in blocks)
     if not specs:
+        if uses_tools:
+            raise PermanentProviderError("a tool message answers no tool call", code="invalid_tool_call")
         return None
-    given = talk.tool_choice.chat() if talk.tool_choice is not None else None
-    uses_tools = any(block.kind in ("tool_use", "tool_result") for _, blocks in turns for block in blocks)
-    if given == "none":
-        # Bedrock has no "none"; without tools the model cannot call one. A conversation that
-        # already used tools must still declare them.
-        return _Tools(tuple(specs), None) if uses_tools else None
-    choice: str | None = None
-    if given == "auto":
-        choice = "auto"
-    elif given == "required":
-        choice = "any"
-    elif isinstance(given, Mapping):
-        function = _function(given)
-        if function.get("name"):
-            choice = f"tool:{function['name']}"
-    return _Tools(tuple(specs), choice)
+    choice = talk.tool_choice
+    if choice is not None and choice.mode == "none":
+        # Without tools the model cannot call one; a conversation that already used tools
+        # must still declare them (Claude's batch body then says none; Converse cannot).
+        return _Tools(tuple(specs), "none") if uses_tools else None
+    if choice is None or choice.mode == "auto":
+        return _Tools(tuple(specs), "auto" if choice is not None else None)
+    if choice.mode == "required":
+        return _Tools(tuple(specs), "any")
+    if choice.mode == "function" and choice.name not in {name for name, _, _ in specs}:
+        raise PermanentProviderError(
+            f"tool_choice names {choice.name!r}, which the item does not declare", code="invalid_tool_call"
+        )
+    return _Tools(tuple(specs), f"tool:{choice.name}")
+
+
+def _object_schema(schema: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A tool's parameters as an input schema: an object schema (Claude requires `type`)."""
+    if schema is None:
+        return {"type": "object", "properties": {}}
+    return dict(schema) if "type" in schema else {"type": "object", **schema}
+
+
+def _check_choice(tools: _Tools | None, traits: ModelTraits, model_id: str) -> None:
+    choice = (tools.choice or "auto") if tools is not None else "auto"
+    kind = "tool" if choice.startswith("tool:") else choice
+    if kind in ("any", "tool") and kind not in traits.tool_choices:
+        raise PermanentProviderError(
+            f"{model_id} on Bedrock cannot be made to call a tool (tool_choice required or a named "
+            "function): it takes tool_choice auto only",
+            code="unsupported_tool_choice",
+        )
+
+
+def _sampling(request: ProviderRequest, talk: Conversation) -> dict[str, float]:
+    """temperature and top_p, for a model that takes them, in Bedrock's 0..1 (OpenAI's
+    temperature reaches 2: above 1 is Bedrock's 1)."""
+    if not request.sampling:
+        return {}
+    found: dict[str, float] = {}
+    for key in ("temperature", "top_p"):
+        value = _unit_interval(talk.options.get(key))
+        if value is not None:
+            found[key] = value
+    return found
 
 
 def _unit_interval(value: object) -> float | None:
@@ -321,12 +475,45 @@ def _unit_interval(value: object) -> float | None:
     return min(max(float(value), 0.0), 1.0)
 
 
-def _stop_sequences(value: object) -> list[str]:
-    if isinstance(value, str):
-        return [value] if value else []
-    if isinstance(value, list):
-        return [s for s in value if isinstance(s, str) and s]
-    return []
+def _stop_sequences(value: object, *, family: ModelFamily) -> list[str]:
+    """The item's stop sequences (empty strings stop nothing and are left out). Claude
+    refuses a stop sequence of whitespace only, and Llama's native body has none."""
+    given = [value] if isinstance(value, str) else value if isinstance(value, list) else []
+    stops = [s for s in given if isinstance(s, str) and s]
+    if family == "anthropic" and any(not s.strip() for s in stops):
+        raise PermanentProviderError(
+            "Claude on Bedrock takes no stop sequence of whitespace only", code="unsupported_stop"
+        )
+    return stops
+
+
+def _output_limit(request: ProviderRequest, traits: ModelTraits) -> int:
+    """The request's output limit within the model's (the lane runner's default when unset)."""
+    limit = request.max_output_tokens if request.max_output_tokens > 0 else DEFAULT_MAX_TOKENS
+    return min(limit, traits.max_output_tokens) if traits.max_output_tokens else limit
+
+
+def _system(talk: Conversation, traits: ModelTraits) -> str | None:
+    """The system prompt, with what a response format asks for that the model's API cannot
+    say as an instruction: json_object, and json_schema (with the schema) for a model
+    without structured output. Prompted, not enforced: docs/providers.md, AWS Bedrock."""
+    fmt = talk.response_format
+    kind = fmt.get("type") if fmt is not None else None
+    instruction = None
+    if kind == "json_object":
+        instruction = JSON_OBJECT_INSTRUCTION
+    elif fmt is not None and kind == "json_schema" and not traits.structured_output:
+        given = fmt.get("json_schema")
+        schema = given.get("schema") if isinstance(given, Mapping) else None
+        instruction = JSON_SCHEMA_INSTRUCTION + json.dumps(schema or {}, separators=(",", ":"))
+    return "\n\n".join(part for part in (talk.system, instruction) if part and part.strip()) or None
+
+
+def _family_of(model_id: str) -> ModelFamily:
+    try:
+        return model_family(model_id)
+    except PermanentProviderError:
+        return "meta"  # Converse runs other models too: the strictest known rules apply
 
 
 # -- Converse requests ---------------------------------------------------------------------
@@ -334,22 +521,40 @@ def converse_request(request: ProviderRequest) -> dict[str, Any]:
     """The keyword arguments of boto3's `converse` / `converse_stream` for one request."""
     _refuse_embeddings(request)
     talk = conversation(request.input)
+    traits = model_traits(request.provider_model_id)
+    family = _family_of(request.provider_model_id)
     turns = _turns(talk.messages)
+    if not traits.images and any(b.kind == "image" for _, blocks in turns for b in blocks):
+        raise PermanentProviderError(
+            f"{request.provider_model_id} on Bedrock takes no images", code="unsupported_input"
+        )
     kwargs: dict[str, Any] = {
         "modelId": request.provider_model_id,
         "messages": [
             {"role": role, "content": [_converse_block(block) for block in blocks]} for role, blocks in turns
         ],
     }
-    if talk.system:
-        kwargs["system"] = [{"text": talk.system}]
-    config = _inference_config(request, talk)
+    system = _system(talk, traits)
+    if system:
+        kwargs["system"] = [{"text": system}]
+    # No limit given: Converse's default is the model's own.
+    config: dict[str, Any] = {}
+    if request.max_output_tokens > 0:
+        config["maxTokens"] = _output_limit(request, traits)
+    sampling = _sampling(request, talk)
+    for ours, theirs in (("temperature", "temperature"), ("top_p", "topP")):
+        if ours in sampling:
+            config[theirs] = sampling[ours]
+    stops = _stop_sequences(talk.options.get("stop"), family=family)
+    if stops:
+        config["stopSequences"] = stops
     if config:
         kwargs["inferenceConfig"] = config
     tools = _tools(talk, turns)
+    _check_choice(tools, traits, request.provider_model_id)
     if tools is not None:
         kwargs["toolConfig"] = _converse_tools(tools)
-    output = _output_config(talk.response_format)
+    output = _output_config(talk.response_format) if traits.structured_output else None
     if output is not None:
         kwargs["outputConfig"] = output
     return kwargs
@@ -365,24 +570,9 @@ def _converse_block(block: _Block) -> dict[str, Any]:
     if block.kind == "tool_use":
         return {"toolUse": {"toolUseId": block.tool_id, "name": block.name, "input": block.input}}
     if block.kind == "tool_result":
-        return {"toolResult": {"toolUseId": block.tool_id, "content": [{"text": block.text}]}}
+        content = [{"text": block.text}] if block.text.strip() else []
+        return {"toolResult": {"toolUseId": block.tool_id, "content": content}}
     return {"text": block.text}
-
-
-def _inference_config(request: ProviderRequest, talk: Conversation) -> dict[str, Any]:
-    config: dict[str, Any] = {}
-    if request.max_output_tokens > 0:
-        config["maxTokens"] = request.max_output_tokens
-    temperature = _unit_interval(talk.options.get("temperature"))
-    if temperature is not None:
-        config["temperature"] = temperature
-    top_p = _unit_interval(talk.options.get("top_p"))
-    if top_p is not None:
-        config["topP"] = top_p
-    stops = _stop_sequences(talk.options.get("stop"))
-    if stops:
-        config["stopSequences"] = stops
-    return config
 
 
 def _converse_tools(tools: _Tools) -> dict[str, Any]:
@@ -395,7 +585,7 @@ def _converse_tools(tools: _Tools) -> dict[str, Any]:
     config: dict[str, Any] = {"tools": specs}
     if tools.choice in ("auto", "any"):
         config["toolChoice"] = {tools.choice: {}}
-    elif tools.choice is not None:
+    elif tools.choice is not None and tools.choice.startswith("tool:"):
         config["toolChoice"] = {"tool": {"name": tools.choice.removeprefix("tool:")}}
     return config
 
@@ -589,30 +779,34 @@ def batch_record(request: ProviderRequest) -> dict[str, Any]:
 
 def anthropic_body(request: ProviderRequest, talk: Conversation) -> dict[str, Any]:
     """The Anthropic messages body of InvokeModel on Bedrock."""
+    traits = model_traits(request.provider_model_id)
     turns = _turns(talk.messages)
+    if not traits.images and any(b.kind == "image" for _, blocks in turns for b in blocks):
+        raise PermanentProviderError(
+            f"{request.provider_model_id} on Bedrock takes no images", code="unsupported_input"
+        )
     body: dict[str, Any] = {
         "anthropic_version": ANTHROPIC_VERSION,
-        "max_tokens": request.max_output_tokens if request.max_output_tokens > 0 else DEFAULT_MAX_TOKENS,
+        "max_tokens": _output_limit(request, traits),
         "messages": [
             {"role": role, "content": [_anthropic_block(block) for block in blocks]} for role, blocks in turns
         ],
     }
-    if talk.system:
-        body["system"] = talk.system
-    for ours, theirs in (("temperature", "temperature"), ("top_p", "top_p")):
-        value = _unit_interval(talk.options.get(ours))
-        if value is not None:
-            body[theirs] = value
-    stops = _stop_sequences(talk.options.get("stop"))
+    system = _system(talk, traits)
+    if system:
+        body["system"] = system
+    body.update(_sampling(request, talk))
+    stops = _stop_sequences(talk.options.get("stop"), family="anthropic")
     if stops:
         body["stop_sequences"] = stops
     tools = _tools(talk, turns)
+    _check_choice(tools, traits, request.provider_model_id)
     if tools is not None:
         body["tools"] = [
             {"name": name, **({"description": text} if text else {}), "input_schema": schema}
             for name, text, schema in tools.specs
         ]
-        if tools.choice in ("auto", "any"):
+        if tools.choice in ("auto", "any", "none"):
             body["tool_choice"] = {"type": tools.choice}
         elif tools.choice is not None:
             body["tool_choice"] = {"type": "tool", "name": tools.choice.removeprefix("tool:")}
@@ -628,18 +822,29 @@ def _anthropic_block(block: _Block) -> dict[str, Any]:
     if block.kind == "tool_use":
         return {"type": "tool_use", "id": block.tool_id, "name": block.name, "input": block.input}
     if block.kind == "tool_result":
-        return {"type": "tool_result", "tool_use_id": block.tool_id, "content": block.text}
+        result: dict[str, Any] = {"type": "tool_result", "tool_use_id": block.tool_id}
+        if block.text.strip():
+            result["content"] = block.text
+        return result
     return {"type": "text", "text": block.text}
 
 
 def llama_body(request: ProviderRequest, talk: Conversation) -> dict[str, Any]:
-    """Meta Llama 3's InvokeModel body: the chat as one prompt in Llama 3's template."""
-    turns = _turns(talk.messages)
-    if talk.functions:
+    """Meta Llama 3's InvokeModel body: the chat as one prompt in Llama 3's template. The
+    body has no tools and no stop sequences (AWS's Meta Llama model parameters): an item
+    with either is refused, never sent without them."""
+    if talk.functions or talk.hosted_tools:
         raise PermanentProviderError("Llama models on Bedrock batch take no tools", code="unsupported_tool")
+    if _stop_sequences(talk.options.get("stop"), family="meta"):
+        raise PermanentProviderError(
+            "Llama models on Bedrock batch take no stop sequences", code="unsupported_stop"
+        )
+    traits = model_traits(request.provider_model_id)
+    system = _system(talk, traits)
+    turns = _turns(talk.messages)
     prompt = ["<|begin_of_text|>"]
-    if talk.system:
-        prompt.append(_llama_turn("system", talk.system))
+    if system:
+        prompt.append(_llama_turn("system", system))
     for role, blocks in turns:
         if any(block.kind != "text" for block in blocks):
             raise PermanentProviderError(
@@ -650,10 +855,7 @@ def llama_body(request: ProviderRequest, talk: Conversation) -> dict[str, Any]:
     prompt.append("<|start_header_id|>assistant<|end_header_id|>\n\n")
     limit = request.max_output_tokens if request.max_output_tokens > 0 else DEFAULT_MAX_TOKENS
     body: dict[str, Any] = {"prompt": "".join(prompt), "max_gen_len": min(limit, LLAMA_MAX_GEN_LEN)}
-    for key in ("temperature", "top_p"):
-        value = _unit_interval(talk.options.get(key))
-        if value is not None:
-            body[key] = value
+    body.update(_sampling(request, talk))
     return body
 
 
@@ -737,12 +939,20 @@ def record_error(error: Mapping[str, Any]) -> ItemError:
 
 # -- batch jobs ----------------------------------------------------------------------------
 def job_status(job: Mapping[str, Any]) -> JobStatus:
-    """GetModelInvocationJob's answer as our job status."""
+    """GetModelInvocationJob's answer as our job status; a failed job's `message` is its
+    error (Bedrock says why the whole job failed there: an unreadable input, a role it
+    cannot assume)."""
+    state = JOB_STATES.get(str(job.get("status")), "in_progress")
+    message = str(job.get("message") or "")
+    errors = (
+        (ItemError("provider_rejected", message[:_MESSAGE_CHARS]),) if state == "failed" and message else ()
+    )
     return JobStatus(
-        state=JOB_STATES.get(str(job.get("status")), "in_progress"),
+        state=state,
         total=int(job.get("totalRecordCount") or 0),
         completed_count=int(job.get("successRecordCount") or 0),
         failed_count=int(job.get("errorRecordCount") or 0),
+        errors=errors,
     )
 
 
