@@ -151,7 +151,7 @@ def test_workflow_product_detail_and_404(client: TestClient) -> None:
     assert response.status_code == 200
     body = response.json()
     assert body["product"]["route_policy"]["routing_mode"] == "privacy_constrained"
-    assert set(body["provider_capacity"]) == {"bedrock", "fireworks", "edge-eu", "edge-us"}
+    assert set(body["provider_capacity"]) == {"fireworks", "edge-eu", "edge-us"}  # Bedrock: no json_schema
     missing = client.get("/v1/catalog/workflow-products/nope")
     assert missing.status_code == 404
     assert missing.json()["error"]["code"] == "workflow_product_not_found"

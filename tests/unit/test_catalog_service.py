@@ -272,7 +272,7 @@ def test_workflow_products_report_capacity_per_provider_from_live_state() -> Non
     )
     assert body["provider_capacity"]["fireworks"] == 0
     assert body["provider_capacity"]["edge-eu"] == 7 + edge_eu_8b.daily_capacity_items
-    assert set(body["provider_capacity"]) == {"bedrock", "fireworks", "edge-eu", "edge-us"}
+    assert set(body["provider_capacity"]) == {"fireworks", "edge-eu", "edge-us"}  # Bedrock: no json_schema
     assert body["product"]["lanes_available"] < body["product"]["lanes_able"]
     assert body["product"]["fee_pct"] == "11.80"
     assert live.reads == 1

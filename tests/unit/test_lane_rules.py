@@ -107,7 +107,8 @@ def test_workflow_product_fit_checks_capabilities_context_and_policy() -> None:
         }
 
     # PII redaction: confidential + zero retention + json_schema -> Fireworks and the edge pools only
-    assert {lane.split("/")[0] for lane in able(pii.slug)} == {"bedrock", "fireworks", "edge-eu", "edge-us"}
+    # (Bedrock's Llama has no structured output: issue 26)
+    assert {lane.split("/")[0] for lane in able(pii.slug)} == {"fireworks", "edge-eu", "edge-us"}
     # Document summary needs 128k context: the 32k edge and Qwen lanes are out
     summary_lanes = able(summary.slug)
     assert "openai/gpt-4.1-mini" in summary_lanes
