@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from batchroute.providers.credentials import ProviderNotConfigured
 from batchroute.providers.http import Timeouts
 
 AdapterKind = Literal["openai", "openai_compatible", "anthropic", "gemini", "bedrock"]
@@ -41,3 +42,12 @@ class ProviderEndpoint:
 
     def option(self, name: str, default: str = "") -> str:
         return self.options.get(name, default)
+
+    def require_api_version(self, written_for: str) -> None:
+        """An adapter is written for one API version: refuse to build it for an endpoint
+        pinned to another (the pin in data is enforced, not just documented)."""
+        if self.api_version and self.api_version != written_for:
+            raise ProviderNotConfigured(
+                f"provider {self.slug!r} is pinned to API version {self.api_version!r}; its "
+                f"{self.adapter} adapter speaks {written_for!r} (catalog/data/providers.toml)"
+            )

@@ -34,6 +34,7 @@ def vendor_http(
 ) -> VendorHttp:
     """The endpoint's HTTP: its base URL, the key and the API version on every call
     (`transport`: a test's stand-in for the network)."""
+    endpoint.require_api_version(API_VERSION)
     headers = {
         "anthropic-version": API_VERSION,
         "anthropic-beta": ",".join(BETAS),
