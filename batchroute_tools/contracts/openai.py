@@ -118,12 +118,12 @@ def _refs(value: Any) -> Iterator[str]:
 @cache
 def _validators() -> dict[str, Any]:
     from jsonschema import Draft202012Validator
-    from referencing import Registry, Resource
+    from referencing import Registry
     from referencing.jsonschema import DRAFT202012
 
     schemas = _readable(json.loads(SCHEMAS_FILE.read_text(encoding="utf-8")))
     document = {"$id": _URN, "components": {"schemas": schemas}}
-    registry: Registry[Any] = Registry().with_resource(_URN, Resource(document, DRAFT202012))
+    registry: Registry[Any] = Registry().with_resource(_URN, DRAFT202012.create_resource(document))
     return {
         operation: Draft202012Validator(
             {"$ref": f"{_URN}#/components/schemas/{name}", "unevaluatedProperties": False},
@@ -257,9 +257,7 @@ def _shadowed(error: Any, errors: list[Any]) -> bool:
     if error.validator != "unevaluatedProperties":
         return False
     here = list(error.absolute_path)
-    return any(
-        other is not error and list(other.absolute_path)[: len(here)] == here for other in errors
-    )
+    return any(other is not error and list(other.absolute_path)[: len(here)] == here for other in errors)
 
 
 def _violation(error: Any) -> Violation:
@@ -271,7 +269,9 @@ def _violation(error: Any) -> Violation:
         members: dict[Any, list[Any]] = {}
         for e in best.context:
             members.setdefault(e.relative_schema_path[0], []).append(e)
-        fitting = [e for errs in members.values() if not any(_other_kind(x, best) for x in errs) for e in errs]
+        fitting = [
+            e for errs in members.values() if not any(_other_kind(x, best) for x in errs) for e in errs
+        ]
         if not fitting:
             wrong = [e for errs in members.values() for e in errs if _other_kind(e, best)]
             kinds = sorted({str(k) for e in wrong for k in _allowed(e)})

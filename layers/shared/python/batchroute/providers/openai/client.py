@@ -1,11 +1,13 @@
-"""OpenAI over HTTP: Chat Completions (whole and streamed), Embeddings, and the Batch API
-(upload a JSONL file with purpose `batch`, create, poll, download the output and error files,
-delete them, cancel). The bodies come from `transform.py`; the HTTP, the error mapping and
-the SSE parsing from providers/http.py (httpx, httpx-sse).
+"""OpenAI over HTTP: the Responses API or Chat Completions (whole and streamed), Embeddings,
+and the Batch API (upload a JSONL file with purpose `batch`, create, poll, download the output
+and error files, delete them, cancel). Which API an item goes to is the adapter's `Route`
+(transform.py: OpenAI itself sends chat items to the Responses API, the compatible hosts to
+Chat Completions); the bodies come from `transform.py`; the HTTP, the error mapping and the
+SSE parsing from providers/http.py (httpx, httpx-sse).
 
 `OpenAIChat` also serves every OpenAI-compatible host (Together, Groq, Fireworks, DeepInfra,
-an operator's vLLM / llama.cpp / Ollama): a base URL and `token_field="max_tokens"`. A host
-that offers the OpenAI batch format (Together) uses `OpenAIBatch` too.
+an operator's vLLM / llama.cpp / Ollama): a base URL and `transform.HOST_ROUTE`. A host that
+offers the OpenAI batch format (Together) uses `OpenAIBatch` too.
 """
 
 from __future__ import annotations
@@ -27,38 +29,69 @@ from batchroute.providers.base import (
     TransientProviderError,
 )
 from batchroute.providers.http import VendorHttp, event_json
-from batchroute.providers.openai.transform import OPENAI_TOKEN_FIELD, TokenField
+from batchroute.providers.openai.transform import OPENAI_ROUTE, Route, TokenField
+
+
+def _under_base(path: str) -> str:
+    """A Batch API url (`/v1/responses`) as a path under the base URL, which ends in /v1."""
+    return path.removeprefix("/v1")
 
 
 class OpenAIChat:
     """The per-item adapter (SyncProvider): one call per request."""
 
-    def __init__(self, slug: str, http: VendorHttp, *, token_field: TokenField = OPENAI_TOKEN_FIELD) -> None:
+    def __init__(self, slug: str, http: VendorHttp, *, route: Route = OPENAI_ROUTE) -> None:
         self.slug = slug
         self.http = http
-        self.token_field = token_field
+        self.route = route
+
+    @property
+    def token_field(self) -> TokenField:
+        return self.route.token_field
 
     def complete(self, request: ProviderRequest) -> ProviderResult:
+        path = self.route.path(request)
+        body = self.http.request_json("POST", _under_base(path), json_body=self.route.body(request))
         if request.operation == "embeddings":
-            body = self.http.request_json("POST", "/embeddings", json_body=transform.embeddings_body(request))
             return transform.embeddings_result(
                 request.custom_id, body, single=transform.is_single_embedding(request)
             )
-        body = self.http.request_json(
-            "POST", "/chat/completions", json_body=transform.chat_body(request, token_field=self.token_field)
-        )
+        if path == transform.RESPONSES_PATH:
+            return transform.response_result(request.custom_id, body)
         return transform.chat_result(request.custom_id, body)
 
     def stream(self, request: ProviderRequest) -> Iterator[StreamEvent]:
         if request.operation == "embeddings":
             raise PermanentProviderError("embeddings do not stream", code="invalid_item")
-        body = transform.chat_body(request, token_field=self.token_field, stream=True)
+        body = self.route.body(request, stream=True)
+        if self.route.path(request) == transform.RESPONSES_PATH:
+            return self._response_events(request, body)
         return self._events(request, body)
+
+    def _response_events(self, request: ProviderRequest, body: dict[str, Any]) -> Iterator[StreamEvent]:
+        """A Responses API stream: text deltas until `response.completed` (or incomplete)."""
+        acc = transform.ResponseStream(request.custom_id)
+        with self.http.sse(
+            _under_base(transform.RESPONSES_PATH),
+            json_body=body,
+            read_timeout=request.first_byte_timeout_seconds,
+        ) as source:
+            yield StreamStart()
+            for event in source.iter_sse():
+                text = acc.add(event_json(event.data, vendor=self.http.vendor))
+                if text:
+                    yield StreamDelta(text)
+                if acc.result is not None:
+                    yield StreamEnd(acc.result)
+                    return
+        raise TransientProviderError(
+            f"{self.http.vendor} ended the stream before the response completed", code="stream_interrupted"
+        )
 
     def _events(self, request: ProviderRequest, body: dict[str, Any]) -> Iterator[StreamEvent]:
         acc = transform.StreamAccumulator(request.custom_id)
         with self.http.sse(
-            "/chat/completions", json_body=body, read_timeout=request.first_byte_timeout_seconds
+            _under_base(transform.CHAT_PATH), json_body=body, read_timeout=request.first_byte_timeout_seconds
         ) as source:
             yield StreamStart()
             for event in source.iter_sse():
@@ -81,20 +114,28 @@ class OpenAIChat:
 class OpenAIBatch:
     """The vendor batch adapter (BatchApiProvider) over the Batch API."""
 
-    def __init__(self, slug: str, http: VendorHttp, *, token_field: TokenField = OPENAI_TOKEN_FIELD) -> None:
+    def __init__(self, slug: str, http: VendorHttp, *, route: Route = OPENAI_ROUTE) -> None:
         self.slug = slug
         self.http = http
-        self.token_field = token_field
+        self.route = route
+
+    @property
+    def token_field(self) -> TokenField:
+        return self.route.token_field
 
     def submit(self, requests: Iterable[ProviderRequest]) -> str:
         listed = list(requests)
         if not listed:
             raise PermanentProviderError("a batch job needs at least one request", code="invalid_item")
-        endpoint = transform.batch_endpoint(listed[0])
+        endpoints = {self.route.path(r) for r in listed}
+        if len(endpoints) != 1:  # one endpoint per job: the lane runner groups by operation
+            raise PermanentProviderError(
+                f"a batch job takes one endpoint, these requests need {sorted(endpoints)}",
+                code="invalid_item",
+            )
+        endpoint = endpoints.pop()
         lines = b"".join(
-            json.dumps(transform.batch_line(r, token_field=self.token_field), separators=(",", ":")).encode()
-            + b"\n"
-            for r in listed
+            json.dumps(self.route.batch_line(r), separators=(",", ":")).encode() + b"\n" for r in listed
         )
         uploaded = self.http.request_json(
             "POST",
