@@ -30,6 +30,7 @@ line), built by the adapter's own transform functions.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import cache
@@ -59,6 +60,14 @@ BATCH_URLS: Final[dict[str, str]] = {
     "/v1/responses": "responses",
     "/v1/embeddings": "embeddings",
 }
+_CODES: Final = {
+    "unevaluatedProperties": "unknown_parameter",
+    "additionalProperties": "unknown_parameter",
+    "required": "missing_required_parameter",
+    "type": "invalid_type",
+}
+_NAMING: Final = frozenset({"unevaluatedProperties", "additionalProperties", "required"})
+_NAMED_KEY: Final = re.compile(r"'([^']*)'")
 _DROPPED_KEYWORDS: Final = frozenset({"description", "example", "examples", "externalDocs"})
 _URN: Final = "urn:openai-openapi"
 
@@ -67,6 +76,9 @@ _URN: Final = "urn:openai-openapi"
 class Violation:
     param: str  # where, as OpenAI writes it: `messages[0].content`; "" for the body itself
     reason: str
+    # What kind of violation, as OpenAI's error `code` says it: unknown_parameter,
+    # missing_required_parameter, invalid_type or invalid_value.
+    code: str = "invalid_value"
 
     def __str__(self) -> str:
         return f"{self.param or '(body)'}: {self.reason}"
@@ -237,9 +249,9 @@ def _line_violations(line: Any) -> list[Violation]:
         return [Violation("", "a batch input line is a JSON object")]
     found: list[Violation] = []
     for key in sorted(set(line) - {"custom_id", "method", "url", "body"}):
-        found.append(Violation(key, "is not a field of a batch input line"))
+        found.append(Violation(key, "is not a field of a batch input line", "unknown_parameter"))
     if not isinstance(line.get("custom_id"), str) or not line["custom_id"]:
-        found.append(Violation("custom_id", "must be a non-empty string"))
+        found.append(Violation("custom_id", "must be a non-empty string", "missing_required_parameter"))
     if line.get("method") != "POST":
         found.append(Violation("method", "must be 'POST'"))
     operation = BATCH_URLS.get(str(line.get("url")))
@@ -247,7 +259,7 @@ def _line_violations(line: Any) -> list[Violation]:
         found.append(Violation("url", f"must be one of {sorted(BATCH_URLS)}"))
         return found
     for inner in violations(operation, line.get("body")):
-        found.append(Violation(_join("body", inner.param), inner.reason))
+        found.append(Violation(_join("body", inner.param), inner.reason, inner.code))
     return found
 
 
@@ -277,7 +289,12 @@ def _violation(error: Any) -> Violation:
             kinds = sorted({str(k) for e in wrong for k in _allowed(e)})
             return Violation(_param(wrong[0].absolute_path), f"{wrong[0].instance!r} is not one of {kinds}")
         best = min(fitting, key=_telling)
-    return Violation(_param(best.absolute_path), best.message[:300])
+    param = _param(best.absolute_path)
+    code = _CODES.get(best.validator, "invalid_value")
+    named = _NAMED_KEY.search(best.message) if best.validator in _NAMING else None
+    if named is not None:  # OpenAI names the unknown or missing key itself
+        param = _join(param, named.group(1))
+    return Violation(param, best.message[:300], code)
 
 
 def _telling(error: Any) -> tuple[bool, int, bool, bool]:
@@ -313,8 +330,8 @@ def _param(path: Any) -> str:
 
 
 def _join(head: str, tail: str) -> str:
-    if not tail:
-        return head
+    if not head or not tail:
+        return head or tail
     return f"{head}{tail}" if tail.startswith("[") else f"{head}.{tail}"
 
 

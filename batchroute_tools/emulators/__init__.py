@@ -39,7 +39,12 @@ def build_vendors(
     catalog = catalog or builtin_catalog()
     vendors = [
         OpenAIEmulator(
-            behaviour, provider="openai", prefix="/openai", models=_models(catalog, "openai"), clock=clock
+            behaviour,
+            provider="openai",
+            prefix="/openai",
+            models=_models(catalog, "openai"),
+            responses_api=True,
+            clock=clock,
         ).vendor,
         AnthropicEmulator(
             behaviour,

@@ -522,13 +522,32 @@ class StreamAccumulator:
 
 # -- batch jobs ----------------------------------------------------------------------------
 def job_status(batch: Mapping[str, Any]) -> JobStatus:
+    """A `batch` as our job status; a failed batch's `errors.data` as its errors (the input
+    file's line each names, when it does)."""
     counts = _mapping(batch.get("request_counts"))
+    errors = tuple(
+        ItemError(
+            code="provider_rejected",
+            message=_batch_error_message(_mapping(e))[:300],
+            transient=False,
+        )
+        for e in _mapping(batch.get("errors")).get("data") or []
+    )
     return JobStatus(
         state=JOB_STATES.get(str(batch.get("status")), "in_progress"),
         total=int(counts.get("total") or 0),
         completed_count=int(counts.get("completed") or 0),
         failed_count=int(counts.get("failed") or 0),
+        errors=errors if batch.get("status") == "failed" else (),
     )
+
+
+def _batch_error_message(error: Mapping[str, Any]) -> str:
+    message = str(error.get("message") or "the batch failed")
+    where = [f"line {error['line']}"] if error.get("line") is not None else []
+    where += [f"param {error['param']}"] if error.get("param") else []
+    code = f" ({error['code']})" if error.get("code") else ""
+    return f"{message}{code}" + (f" [{', '.join(where)}]" if where else "")
 
 
 def batch_line_result(line: Mapping[str, Any]) -> ProviderResult | None:
