@@ -43,7 +43,6 @@ def build_vendors(
             provider="openai",
             prefix="/openai",
             models=_models(catalog, "openai"),
-            responses_api=True,
             clock=clock,
         ).vendor,
         AnthropicEmulator(
@@ -65,6 +64,7 @@ def build_vendors(
                 prefix=f"/hosts/{slug}",
                 models=_models(catalog, slug),
                 batch=slug in HOSTS_WITH_BATCHES,
+                responses_api=False,  # the hosts speak Chat Completions only
                 clock=clock,
             ).vendor
         )

@@ -5,7 +5,7 @@ Routes (under the vendor's prefix, e.g. `/openai`, `/hosts/groq`):
 - `POST /v1/chat/completions`: a `chat.completion`, or with `stream: true` server-sent
   `chat.completion.chunk` events, the usage chunk when `stream_options.include_usage`, then
   `data: [DONE]`;
-- (with `responses_api=True`, OpenAI itself) `POST /v1/responses`: a `response`
+- (OpenAI itself; a compatible host's instance has `responses_api=False`) `POST /v1/responses`: a `response`
   (openai_responses.py), or with `stream: true` its server-sent events;
 - `POST /v1/embeddings`: a `list` of `embedding` objects;
 - `GET /v1/models`: the models this vendor serves;
@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from batchroute_tools.contracts.openai import Violation, violations
-from batchroute_tools.emulators import openai_responses
+import batchroute_tools.emulators.openai_responses as openai_responses
 from batchroute_tools.emulators.behaviour import Answer, Behaviour, Fault, Work
 from batchroute_tools.emulators.server import Reply, Request, Vendor, sse
 from batchroute_tools.emulators.spool import Spool
@@ -140,7 +140,7 @@ class OpenAIEmulator:
         prefix: str,
         models: tuple[str, ...] = (),
         batch: bool = True,
-        responses_api: bool = False,
+        responses_api: bool = True,
         clock: Clock = time.time,
     ) -> None:
         self.behaviour = behaviour

@@ -56,7 +56,12 @@ def server() -> Iterator[EmulatorServer]:
             behaviour, provider="openai", prefix="/openai", models=(MODEL,), responses_api=True
         ).vendor,
         OpenAIEmulator(
-            behaviour, provider="groq", prefix="/hosts/groq", models=("llama",), batch=False
+            behaviour,
+            provider="groq",
+            prefix="/hosts/groq",
+            models=("llama",),
+            batch=False,
+            responses_api=False,
         ).vendor,
     ]
     emulators = EmulatorServer(vendors).start()
