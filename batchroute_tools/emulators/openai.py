@@ -43,8 +43,8 @@ from email.policy import HTTP
 from pathlib import Path
 from typing import Any
 
-from batchroute_tools.contracts.openai import Violation, violations
 import batchroute_tools.emulators.openai_responses as openai_responses
+from batchroute_tools.contracts.openai import Violation, violations
 from batchroute_tools.emulators.behaviour import Answer, Behaviour, Fault, Work
 from batchroute_tools.emulators.server import Reply, Request, Vendor, sse
 from batchroute_tools.emulators.spool import Spool
@@ -223,7 +223,11 @@ class OpenAIEmulator:
             return whole
         usage = bool((body.get("stream_options") or {}).get("include_usage"))
         reset = 2 if fault is not None and fault.kind == "reset" else None
-        return Reply.stream(self._chunks(work, answer, ident, created, usage), reset_after=reset)
+        return Reply.stream(
+            self._chunks(work, answer, ident, created, usage),
+            content_type="text/event-stream; charset=utf-8",
+            reset_after=reset,
+        )
 
     def responses(self, request: Request) -> Reply:
         body = request.json()
