@@ -245,6 +245,16 @@ def request_violations(operation: str, body: Any) -> list[str]:
 
 
 def _line_violations(line: Any) -> list[Violation]:
+    found = line_shape_violations(line)
+    operation = BATCH_URLS.get(str(line.get("url"))) if isinstance(line, Mapping) else None
+    if operation is not None:
+        for inner in violations(operation, line.get("body")):
+            found.append(Violation(_join("body", inner.param), inner.reason, inner.code))
+    return found
+
+
+def line_shape_violations(line: Any) -> list[Violation]:
+    """What makes `line` no request line of a Batch API input file, its body left unchecked."""
     if not isinstance(line, Mapping):
         return [Violation("", "a batch input line is a JSON object")]
     found: list[Violation] = []
@@ -254,12 +264,10 @@ def _line_violations(line: Any) -> list[Violation]:
         found.append(Violation("custom_id", "must be a non-empty string", "missing_required_parameter"))
     if line.get("method") != "POST":
         found.append(Violation("method", "must be 'POST'"))
-    operation = BATCH_URLS.get(str(line.get("url")))
-    if operation is None:
+    if str(line.get("url")) not in BATCH_URLS:
         found.append(Violation("url", f"must be one of {sorted(BATCH_URLS)}"))
-        return found
-    for inner in violations(operation, line.get("body")):
-        found.append(Violation(_join("body", inner.param), inner.reason, inner.code))
+    if not isinstance(line.get("body"), Mapping):
+        found.append(Violation("body", "must be a JSON object", "invalid_type"))
     return found
 
 

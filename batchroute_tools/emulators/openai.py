@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 import batchroute_tools.emulators.openai_responses as openai_responses
-from batchroute_tools.contracts.openai import Violation, violations
+from batchroute_tools.contracts.openai import BATCH_URLS, Violation, line_shape_violations, violations
 from batchroute_tools.emulators.behaviour import Answer, Behaviour, Fault, Work
 from batchroute_tools.emulators.server import Reply, Request, Vendor, sse
 from batchroute_tools.emulators.spool import Spool
@@ -124,6 +124,7 @@ class _Job:
     created_at: float
     input_path: Path  # the job's own name for its input file (removed when the job ends)
     cancelling_at: float | None = None
+    cancelled_at: float | None = None
     output_file_id: str | None = None
     error_file_id: str | None = None
     finished: str | None = None  # completed | expired | cancelled | failed
@@ -428,7 +429,7 @@ class OpenAIEmulator:
                     )
                 )
                 continue
-            shape = [v for v in violations("batch_line", parsed) if not v.param.startswith("body")]
+            shape = line_shape_violations(parsed)
             if isinstance(parsed, Mapping) and not shape and parsed.get("url") != endpoint:
                 shape = [Violation("url", f"must be the batch's endpoint {endpoint}")]
             custom_id = parsed.get("custom_id") if isinstance(parsed, Mapping) else None
@@ -463,7 +464,7 @@ class OpenAIEmulator:
                 return
             if job.cancelling_at is not None:  # cancelling until the clock moves on
                 if self.clock() > job.cancelling_at:
-                    job.finished = "cancelled"
+                    job.finished, job.cancelled_at = "cancelled", self.clock()
                     Spool.remove(job.input_path)
                 return
             elapsed = self.clock() - job.created_at
@@ -506,15 +507,12 @@ class OpenAIEmulator:
         """One input line's output (or error) line; None when the job expires before it."""
         custom_id, body = line.get("custom_id"), line.get("body") or {}
         request_id = f"req_{uuid.uuid4().hex[:24]}"
-        refused = [v for v in violations("batch_line", line) if v.param.startswith("body")]
+        refused = violations(BATCH_URLS[str(line.get("url"))], body)
         if refused:  # the vendor answers the line's request as it would alone: a 400
-            inner = Violation(
-                refused[0].param.removeprefix("body").lstrip("."), refused[0].reason, refused[0].code
-            )
             row = {
                 "id": f"batch_req_{uuid.uuid4().hex[:24]}",
                 "custom_id": custom_id,
-                "response": {"status_code": 400, "request_id": request_id, "body": invalid_body(inner)},
+                "response": {"status_code": 400, "request_id": request_id, "body": invalid_body(refused[0])},
                 "error": None,
             }
             return "error", (json.dumps(row) + "\n").encode()
@@ -591,7 +589,7 @@ class OpenAIEmulator:
             "completed_at": done_at if state == "completed" else None,
             "expired_at": done_at if state == "expired" else None,
             "cancelling_at": int(job.cancelling_at) if job.cancelling_at is not None else None,
-            "cancelled_at": int(self.clock()) if state == "cancelled" else None,
+            "cancelled_at": int(job.cancelled_at) if job.cancelled_at is not None else None,
         }
         batch.update({k: v for k, v in times.items() if v is not None})
         if job.output_file_id:
