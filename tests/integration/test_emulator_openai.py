@@ -471,3 +471,15 @@ def test_a_reset_halfway_through_a_whole_answer_is_retried(server: EmulatorServe
         chat.complete(probe)
     assert broken.value.code == "stream_interrupted"
     assert chat.complete(probe).status == "completed"
+
+
+def test_a_response_cut_at_the_output_limit_finishes_with_length(server: EmulatorServer) -> None:
+    chat = make_sync(endpoint(server), "sk-local")
+    short = ProviderRequest("seq-0", "i", "responses", "m", MODEL, {"input": "Tell me a long story"}, 4)
+    whole = chat.complete(short)
+    assert whole.raw is not None and whole.raw["status"] == "incomplete"
+    assert whole.raw["max_output_tokens"] == 16  # the Responses API's least
+    assert whole.output is not None and whole.output["finish_reason"] == "length"
+    assert whole.usage.completion_tokens == 16
+    events = list(chat.stream(short))
+    assert isinstance(events[-1], StreamEnd) and events[-1].result.output == whole.output
