@@ -269,7 +269,8 @@ def test_openai_sends_chat_items_to_the_responses_api_and_hosts_to_chat_completi
         (OPENAI, {"input": "hi", "stop": ["x"]}, "no stop"),
         (OPENAI, {"input": "hi", "seed": 3}, "no seed"),
         (OPENAI, {"messages": [{"role": "user", "content": "hi", "name": "ann"}]}, "message `name`"),
-        (GROQ, {"input": "hi", "tool_choice": "required"}, "does not declare"),
+        (GROQ, {"input": "hi", "tool_choice": "required"}, "declares none"),
+        (OPENAI, {"input": "hi", "tool_choice": {"type": "function", "name": "f"}}, "declares none"),
     ],
 )
 def test_what_an_api_cannot_say_is_refused_not_dropped(

@@ -119,7 +119,7 @@ def chat_body(
         if talk.tool_choice is not None:
             body["tool_choice"] = talk.tool_choice.chat()
     elif talk.tool_choice is not None and talk.tool_choice.mode in ("required", "function"):
-        raise Inexpressible("tool_choice names a tool the item does not declare")
+        raise Inexpressible("tool_choice asks for a tool, and the item declares none")
     if request.max_output_tokens > 0:
         body[token_field] = request.max_output_tokens
     if talk.response_format is not None:
@@ -155,7 +155,7 @@ def responses_body(request: ProviderRequest, *, stream: bool = False) -> dict[st
         if talk.tool_choice is not None:
             body["tool_choice"] = responses_tool_choice(talk.tool_choice)
     elif talk.tool_choice is not None and talk.tool_choice.mode not in ("auto", "none"):
-        raise Inexpressible("tool_choice names a tool the item does not declare")
+        raise Inexpressible("tool_choice asks for a tool, and the item declares none")
     if request.max_output_tokens > 0:
         body["max_output_tokens"] = max(request.max_output_tokens, RESPONSES_MIN_OUTPUT_TOKENS)
     if talk.response_format is not None:
