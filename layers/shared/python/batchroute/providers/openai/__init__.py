@@ -1,7 +1,8 @@
 """OpenAI and every OpenAI-compatible host: `make_sync` / `make_batch` build the adapters of
 an endpoint (docs/providers.md, OpenAI and OpenAI-compatible hosts). `route_for(endpoint)` is
-which API each operation goes to: OpenAI itself sends chat items to the Responses API, the
-compatible hosts to Chat Completions (transform.py)."""
+which API each operation goes to: OpenAI itself sends items with hosted tools to the Responses
+API and every other chat item to Chat Completions, the compatible hosts everything to Chat
+Completions (transform.py)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,10 @@
 """OpenAI over HTTP: the Responses API or Chat Completions (whole and streamed), Embeddings,
 and the Batch API (upload a JSONL file with purpose `batch`, create, poll, download the output
 and error files, delete them, cancel). Which API an item goes to is the adapter's `Route`
-(transform.py: OpenAI itself sends chat items to the Responses API, the compatible hosts to
-Chat Completions); the bodies come from `transform.py`; the HTTP, the error mapping and the
-SSE parsing from providers/http.py (httpx, httpx-sse).
+(transform.py: OpenAI itself sends items with hosted tools to the Responses API and the rest
+to Chat Completions, the compatible hosts everything to Chat Completions); the bodies come
+from `transform.py`; the HTTP, the error mapping and the SSE parsing from providers/http.py
+(httpx, httpx-sse).
 
 `OpenAIChat` also serves every OpenAI-compatible host (Together, Groq, Fireworks, DeepInfra,
 an operator's vLLM / llama.cpp / Ollama): a base URL and `transform.HOST_ROUTE`. A host that
@@ -14,12 +15,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator
+from contextlib import suppress
 from typing import Any
 
 import batchroute.providers.openai.transform as transform
 from batchroute.providers.base import (
+    JobState,
     JobStatus,
     PermanentProviderError,
+    ProviderError,
     ProviderRequest,
     ProviderResult,
     StreamDelta,
@@ -27,6 +31,7 @@ from batchroute.providers.base import (
     StreamEvent,
     StreamStart,
     TransientProviderError,
+    UnknownJob,
 )
 from batchroute.providers.http import VendorHttp, event_json
 from batchroute.providers.openai.transform import OPENAI_ROUTE, Route, TokenField
@@ -112,7 +117,14 @@ class OpenAIChat:
 
 
 class OpenAIBatch:
-    """The vendor batch adapter (BatchApiProvider) over the Batch API."""
+    """The vendor batch adapter (BatchApiProvider) over the Batch API.
+
+    A Batch API job takes one endpoint, and a chunk of OpenAI's may hold items for two (those
+    with hosted tools go to the Responses API, the rest to Chat Completions: transform.py).
+    `submit` makes one vendor job per endpoint and answers their ids joined with `+`
+    (`batch_a+batch_b`; one endpoint, one plain id, so a stored job id stays valid); `poll`,
+    `results` and `cancel` take either (`combined_status` says how the parts' statuses add up).
+    """
 
     def __init__(self, slug: str, http: VendorHttp, *, route: Route = OPENAI_ROUTE) -> None:
         self.slug = slug
@@ -124,18 +136,25 @@ class OpenAIBatch:
         return self.route.token_field
 
     def submit(self, requests: Iterable[ProviderRequest]) -> str:
-        listed = list(requests)
-        if not listed:
+        by_endpoint: dict[str, list[ProviderRequest]] = {}
+        for request in requests:
+            by_endpoint.setdefault(self.route.path(request), []).append(request)
+        if not by_endpoint:
             raise PermanentProviderError("a batch job needs at least one request", code="invalid_item")
-        endpoints = {self.route.path(r) for r in listed}
-        if len(endpoints) != 1:  # one endpoint per job: the lane runner groups by operation
-            raise PermanentProviderError(
-                f"a batch job takes one endpoint, these requests need {sorted(endpoints)}",
-                code="invalid_item",
-            )
-        endpoint = endpoints.pop()
+        created: list[str] = []
+        try:
+            for endpoint, listed in by_endpoint.items():
+                created.append(self._submit_part(endpoint, listed))
+        except BaseException:
+            for job_id in created:  # no half-submitted chunk left running (and billed)
+                with suppress(ProviderError):
+                    self.cancel(job_id)
+            raise
+        return JOB_ID_SEPARATOR.join(created)
+
+    def _submit_part(self, endpoint: str, requests: list[ProviderRequest]) -> str:
         lines = b"".join(
-            json.dumps(self.route.batch_line(r), separators=(",", ":")).encode() + b"\n" for r in listed
+            json.dumps(self.route.batch_line(r), separators=(",", ":")).encode() + b"\n" for r in requests
         )
         uploaded = self.http.request_json(
             "POST",
@@ -151,9 +170,13 @@ class OpenAIBatch:
         return str(created["id"])
 
     def poll(self, job_id: str) -> JobStatus:
-        return transform.job_status(self._batch(job_id))
+        return combined_status([transform.job_status(self._batch(part)) for part in job_parts(job_id)])
 
     def results(self, job_id: str) -> Iterator[ProviderResult]:
+        for part in job_parts(job_id):
+            yield from self._part_results(part)
+
+    def _part_results(self, job_id: str) -> Iterator[ProviderResult]:
         batch = self._batch(job_id)
         for key in ("output_file_id", "error_file_id"):
             file_id = batch.get(key)
@@ -169,7 +192,16 @@ class OpenAIBatch:
             self._forget(str(batch["input_file_id"]))
 
     def cancel(self, job_id: str) -> None:
-        self.http.request_json("POST", f"/batches/{job_id}/cancel")
+        """Cancel every part; a part that fails to cancel (or that OpenAI does not know:
+        UnknownJob) does not keep the others running, and its error is raised after."""
+        failure: ProviderError | None = None
+        for part in job_parts(job_id):
+            try:
+                self.http.request_job("POST", f"/batches/{part}/cancel", job_id=part)
+            except ProviderError as exc:
+                failure = failure or exc
+        if failure is not None:
+            raise failure
 
     def _batch(self, job_id: str) -> dict[str, Any]:
         return dict(self.http.request_job("GET", f"/batches/{job_id}", job_id=job_id))
@@ -177,6 +209,44 @@ class OpenAIBatch:
     def _forget(self, file_id: str) -> None:
         """Delete a downloaded file: the vendor would otherwise keep it until deleted."""
         self.http.forget(f"/files/{file_id}")
+
+
+# Joins the vendor batch ids of one chunk's jobs (OpenAI's ids are `batch_` and letters/digits).
+JOB_ID_SEPARATOR = "+"
+# A composite job is done badly in its worst part's way, worst first (`combined_status`).
+_WORST_FIRST: tuple[JobState, ...] = ("failed", "cancelled", "expired")
+
+
+def job_parts(job_id: str) -> list[str]:
+    """The vendor batch ids a (composite) job id joins."""
+    parts = job_id.split(JOB_ID_SEPARATOR)
+    if not all(parts):
+        raise UnknownJob(f"no such batch job {job_id!r}")
+    return parts
+
+
+def combined_status(parts: list[JobStatus]) -> JobStatus:
+    """One job's status from its parts': counts and errors summed; validating while every
+    part is, in progress until every part is terminal; then completed when all completed,
+    else the worst part's state, failed before cancelled before expired. The lane runner
+    (services/workflow/runner.py, poll_lane_job) fails a failed or cancelled job over to the
+    lane's next provider without reading its results (the items of a part that completed run
+    again there: a second charge, never a lost item), and reads an expired job's results and
+    resubmits the items missing from them; so `expired` is said only when no part failed or
+    was cancelled, and then every completed part's results are kept."""
+    if len(parts) == 1:
+        return parts[0]
+    if not all(p.terminal for p in parts):
+        state: JobState = "validating" if all(p.state == "validating" for p in parts) else "in_progress"
+    else:
+        state = next((s for s in _WORST_FIRST if any(p.state == s for p in parts)), "completed")
+    return JobStatus(
+        state=state,
+        total=sum(p.total for p in parts),
+        completed_count=sum(p.completed_count for p in parts),
+        failed_count=sum(p.failed_count for p in parts),
+        errors=tuple(e for p in parts for e in p.errors),
+    )
 
 
 def _line_result(line: str) -> ProviderResult | None:

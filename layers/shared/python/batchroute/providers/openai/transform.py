@@ -5,16 +5,20 @@ ProviderResults from OpenAI's answers, stream events and batch output lines
 (batchroute_tools/contracts/openai.py checks them).
 
 Which API a `Route` speaks:
-- OpenAI itself (`OPENAI_ROUTE`): every `responses` / `vision` item goes to the Responses API
-  (`/v1/responses`, whole, streamed and in batch jobs), the only OpenAI API that runs hosted
-  tools (web search, file search, code interpreter), so one path serves every item and a batch
-  job never mixes endpoints; embeddings go to `/v1/embeddings`.
+- OpenAI itself (`OPENAI_ROUTE`): a `responses` / `vision` item that uses a hosted tool (web
+  search, file search, code interpreter: `uses_hosted_tools`) goes to the Responses API
+  (`/v1/responses`, whole, streamed and in batch jobs), the only OpenAI API that runs them;
+  every other item goes to Chat Completions (`/v1/chat/completions`, `max_completion_tokens`),
+  which honours `stop` (the Responses API has none) and is what the service's own chat surface
+  speaks. A batch job of OpenAI's may thus hold both (client.py splits it by endpoint).
+  Embeddings go to `/v1/embeddings`.
 - every OpenAI-compatible host (Together, Groq, Fireworks, DeepInfra, vLLM, llama.cpp's
-  server, Ollama; `host_route()`): Chat Completions with `max_tokens` (OpenAI's own Chat
+  server, Ollama; `HOST_ROUTE`): Chat Completions with `max_tokens` (OpenAI's own Chat
   Completions takes `max_completion_tokens`: `token_field`). Hosts run no hosted tools.
 
 What an API cannot say is refused (`Inexpressible`, a PermanentProviderError), never dropped:
-a hosted tool on Chat Completions; `stop`, `seed` or a message `name` on the Responses API.
+a hosted tool on Chat Completions (a host's); `stop`, `seed` or a message `name` on the
+Responses API (the preflight refuses them beside hosted tools, so this is a safety net).
 
 Field map, Chat Completions (ours -> OpenAI): the messages (providers/conversation.py) ->
 `messages` with the system text first; `max_output_tokens` -> `max_completion_tokens` /
@@ -49,7 +53,13 @@ from batchroute.providers.base import (
     TransientProviderError,
     Usage,
 )
-from batchroute.providers.conversation import Conversation, ToolChoice, conversation, plain_text
+from batchroute.providers.conversation import (
+    Conversation,
+    ToolChoice,
+    conversation,
+    hosted_tool_name,
+    plain_text,
+)
 from batchroute.providers.hosted_tools import vendor_tool
 
 TokenField = Literal["max_completion_tokens", "max_tokens"]
@@ -277,9 +287,21 @@ def is_single_embedding(request: ProviderRequest) -> bool:
     return not isinstance(request.input.get("input", request.input.get("text")), list)
 
 
+def uses_hosted_tools(request: ProviderRequest) -> bool:
+    """Whether the item offers a hosted tool (a `tools` entry whose type names one, as
+    conversation.py reads it), without building the whole normal form."""
+    tools = request.input.get("tools")
+    return isinstance(tools, list) and any(
+        isinstance(tool, Mapping) and hosted_tool_name(str(tool.get("type") or "")) is not None
+        for tool in tools
+    )
+
+
 @dataclass(frozen=True)
 class Route:
-    """Which OpenAI API an adapter sends each operation to (module doc)."""
+    """Which OpenAI API an adapter sends each operation to (module doc). `responses_api`:
+    items with hosted tools go to the Responses API (OpenAI itself); every other chat item,
+    and every item of a route without it, to Chat Completions."""
 
     responses_api: bool
     token_field: TokenField
@@ -287,7 +309,7 @@ class Route:
     def path(self, request: ProviderRequest) -> str:
         if request.operation == "embeddings":
             return EMBEDDINGS_PATH
-        return RESPONSES_PATH if self.responses_api else CHAT_PATH
+        return RESPONSES_PATH if self.responses_api and uses_hosted_tools(request) else CHAT_PATH
 
     def operation(self, request: ProviderRequest) -> str:
         """The contract's name of the call (batchroute_tools/contracts/openai.py)."""
@@ -296,9 +318,10 @@ class Route:
         ]
 
     def body(self, request: ProviderRequest, *, stream: bool = False) -> dict[str, Any]:
-        if request.operation == "embeddings":
+        path = self.path(request)
+        if path == EMBEDDINGS_PATH:
             return embeddings_body(request)
-        if self.responses_api:
+        if path == RESPONSES_PATH:
             return responses_body(request, stream=stream)
         return chat_body(request, token_field=self.token_field, stream=stream)
 
