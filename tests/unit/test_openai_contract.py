@@ -224,6 +224,13 @@ HOSTED: list[dict[str, Any]] = [
         ],
     },
 ]
+# stop, seed and message names: Chat Completions says them, the Responses API does not (the
+# preflight refuses them beside hosted tools, so they never go there).
+CHAT_ONLY: list[dict[str, Any]] = [
+    {"input": "hi", "stop": ["x", "y"], "seed": 3},
+    {"messages": [{"role": "user", "content": "hi", "name": "ann"}], "stop": "x"},
+]
+WEB_SEARCH = {"type": "web_search"}
 EMBEDDINGS: list[dict[str, Any]] = [
     {"input": "hello"},
     {"input": ["a", "b"], "dimensions": 8},
@@ -237,8 +244,11 @@ def test_every_body_the_adapters_send_fits_the_contract(endpoint: ProviderEndpoi
     cases = [item(i, limit=limit) for i in ITEMS]
     cases += [item(i, operation="vision", limit=limit) for i in ITEMS[2:4]]
     cases += [item(i, operation="embeddings") for i in EMBEDDINGS]
+    cases += [item(i, limit=limit) for i in CHAT_ONLY]
     if endpoint.adapter == "openai":
         cases += [item(i, limit=limit) for i in HOSTED]
+        # every item's messages, tools and formats on the Responses API too (a hosted tool beside)
+        cases += [item({**i, "tools": [*i.get("tools", []), WEB_SEARCH]}, limit=limit) for i in ITEMS]
     for case in cases:
         sent = outgoing(case, endpoint, lane_max_output_tokens=64)
         assert len(sent) == (1 if case.operation == "embeddings" else 2) + (2 if endpoint.batch_api else 0)
@@ -246,13 +256,21 @@ def test_every_body_the_adapters_send_fits_the_contract(endpoint: ProviderEndpoi
             assert request_violations(operation, body) == [], (operation, json.dumps(body))
 
 
-def test_openai_sends_chat_items_to_the_responses_api_and_hosts_to_chat_completions() -> None:
+def test_openai_sends_items_with_hosted_tools_to_the_responses_api_the_rest_to_chat_completions() -> None:
     hosted = item(HOSTED[4], limit=8)
     (whole, body), (_, streamed), (_, line), (_, job) = outgoing(hosted, OPENAI, lane_max_output_tokens=64)
     assert whole == "responses" and line["url"] == job["endpoint"] == "/v1/responses"
     assert [t["type"] for t in body["tools"]] == ["web_search", "file_search", "code_interpreter"]
     assert body["tools"][1]["vector_store_ids"] == ["a"] and body["max_output_tokens"] == 16
     assert streamed["stream"] is True and body["store"] is False
+    (plain, plain_body), (_, plain_streamed), (_, plain_line), (_, plain_job) = outgoing(
+        item(ITEMS[3]), OPENAI, lane_max_output_tokens=64
+    )
+    assert (
+        plain == "chat.completions" and plain_line["url"] == plain_job["endpoint"] == "/v1/chat/completions"
+    )
+    assert plain_body["max_completion_tokens"] == 64 and "max_tokens" not in plain_body
+    assert plain_body["tools"][0]["function"]["name"] == "f" and plain_streamed["stream"] is True
     (host, host_body), *_ = outgoing(item(ITEMS[3]), GROQ, lane_max_output_tokens=64)
     assert host == "chat.completions" and host_body["max_tokens"] == 64
     assert host_body["tools"] == [
@@ -266,9 +284,15 @@ def test_openai_sends_chat_items_to_the_responses_api_and_hosts_to_chat_completi
     [
         (GROQ, HOSTED[0], "runs no hosted tools"),
         (TOGETHER, HOSTED[3], "runs no hosted tools"),
-        (OPENAI, {"input": "hi", "stop": ["x"]}, "no stop"),
-        (OPENAI, {"input": "hi", "seed": 3}, "no seed"),
-        (OPENAI, {"messages": [{"role": "user", "content": "hi", "name": "ann"}]}, "message `name`"),
+        # the Responses API's safety net (the preflight refuses these beside hosted tools)
+        (OPENAI, {"input": "hi", "stop": ["x"], "tools": [WEB_SEARCH]}, "no stop"),
+        (OPENAI, {"input": "hi", "seed": 3, "tools": [WEB_SEARCH]}, "no seed"),
+        (
+            OPENAI,
+            {"messages": [{"role": "user", "content": "hi", "name": "ann"}], "tools": [WEB_SEARCH]},
+            "message `name`",
+        ),
+        (OPENAI, {"input": "hi", "tool_choice": {"type": "web_search"}}, "runs no hosted tools"),
         (GROQ, {"input": "hi", "tool_choice": "required"}, "declares none"),
         (OPENAI, {"input": "hi", "tool_choice": {"type": "function", "name": "f"}}, "declares none"),
     ],
@@ -281,9 +305,15 @@ def test_what_an_api_cannot_say_is_refused_not_dropped(
     assert refused.value.code == "unsupported_by_provider"
 
 
-def test_stop_and_seed_still_reach_the_compatible_hosts() -> None:
-    (_, body), *_ = outgoing(item({"input": "hi", "stop": "x", "seed": 3}), GROQ, lane_max_output_tokens=64)
-    assert body["stop"] == ["x"] and body["seed"] == 3
+@pytest.mark.parametrize("endpoint", [OPENAI, GROQ], ids=lambda e: e.slug)
+def test_stop_seed_and_names_reach_chat_completions(endpoint: ProviderEndpoint) -> None:
+    named = {"messages": [{"role": "user", "content": "hi", "name": "ann"}], "stop": "x", "seed": 3}
+    for operation, body in outgoing(item(named), endpoint, lane_max_output_tokens=64):
+        inner = body.get("body", body)
+        if operation == "batches.create":
+            assert inner["endpoint"] == "/v1/chat/completions"
+            continue
+        assert inner["stop"] == ["x"] and inner["seed"] == 3 and inner["messages"][0]["name"] == "ann"
 
 
 def test_a_model_without_sampling_gets_no_temperature_or_top_p() -> None:

@@ -12,20 +12,28 @@ from typing import Any
 import pytest
 
 from batchroute.providers.base import (
+    ItemError,
+    JobState,
+    JobStatus,
     PermanentProviderError,
     ProviderRequest,
     ProviderUnavailable,
     TransientProviderError,
+    UnknownJob,
     Usage,
 )
 from batchroute.providers.http import error_for_status, retry_after_seconds
 from batchroute.providers.openai import transform
+from batchroute.providers.openai.client import combined_status, job_parts
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures/vendors/openai"
 
 
 def fixture(name: str) -> Any:
     return json.loads((FIXTURES / name).read_text())
+
+
+FUNCTION = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
 
 
 def request(input_: dict[str, Any], *, operation: str = "responses", max_tokens: int = 64) -> ProviderRequest:
@@ -154,6 +162,39 @@ def test_request_bodies() -> None:
     }
 
 
+@pytest.mark.parametrize(
+    ("input_", "path"),
+    [
+        ({"input": "hi"}, transform.CHAT_PATH),
+        ({"messages": [{"role": "user", "content": "hi"}], "tools": [FUNCTION]}, transform.CHAT_PATH),
+        ({"input": "hi", "tools": [{"type": "web_search_preview_2025_03_11"}]}, transform.RESPONSES_PATH),
+        ({"input": "hi", "tools": [FUNCTION, {"type": "code_interpreter"}]}, transform.RESPONSES_PATH),
+        (
+            {"input": "hi", "tools": [{"type": "file_search", "vector_store_ids": ["v"]}]},
+            transform.RESPONSES_PATH,
+        ),
+    ],
+)
+def test_openai_sends_only_items_with_hosted_tools_to_the_responses_api(
+    input_: dict[str, Any], path: str
+) -> None:
+    for operation in ("responses", "vision"):
+        item = request(input_, operation=operation)
+        assert transform.OPENAI_ROUTE.path(item) == transform.OPENAI_ROUTE.batch_line(item)["url"] == path
+        assert ("messages" in transform.OPENAI_ROUTE.body(item)) == (path == transform.CHAT_PATH)
+        assert transform.HOST_ROUTE.path(item) == transform.CHAT_PATH  # hosts: Chat Completions only
+
+
+def test_stop_goes_to_openais_chat_completions_and_is_sent() -> None:
+    item = request({"input": "count to 9", "stop": "5", "seed": 1})
+    assert transform.OPENAI_ROUTE.path(item) == transform.CHAT_PATH
+    for body in (transform.OPENAI_ROUTE.body(item), transform.OPENAI_ROUTE.body(item, stream=True)):
+        assert body["stop"] == ["5"] and body["seed"] == 1 and body["max_completion_tokens"] == 64
+    # beside a hosted tool it would go to the Responses API, which has no stop: refused there
+    with pytest.raises(transform.Inexpressible, match="no stop"):
+        transform.OPENAI_ROUTE.body(request({"input": "x", "stop": "5", "tools": [{"type": "web_search"}]}))
+
+
 def test_a_responses_api_body() -> None:
     item = {
         "instructions": "Be brief.",
@@ -256,6 +297,40 @@ def test_a_failed_batch_carries_its_errors() -> None:
     assert status.errors[0].code == "provider_rejected"
     assert "(invalid_request) [line 2, param url]" in status.errors[0].message
     assert transform.job_status(fixture("batch_completed.json")).errors == ()
+
+
+def status(state: JobState, *, errors: tuple[ItemError, ...] = ()) -> JobStatus:
+    return JobStatus(state, total=3, completed_count=2, failed_count=1, errors=errors)
+
+
+@pytest.mark.parametrize(
+    ("states", "combined"),
+    [
+        (("validating", "validating"), "validating"),
+        (("validating", "in_progress"), "in_progress"),
+        (("completed", "in_progress"), "in_progress"),  # until every part is done
+        (("failed", "validating"), "in_progress"),
+        (("completed", "completed"), "completed"),
+        (("completed", "expired"), "expired"),  # the runner reads it and resubmits what is missing
+        (("expired", "cancelled"), "cancelled"),  # the runner fails these over
+        (("cancelled", "failed"), "failed"),
+        (("completed", "failed"), "failed"),
+    ],
+)
+def test_a_composite_jobs_status_combines_its_parts(states: tuple[JobState, JobState], combined: str) -> None:
+    broken = ItemError("provider_rejected", "bad line", False)
+    parts = [status(states[0]), status(states[1], errors=(broken,))]
+    together = combined_status(parts)
+    assert together.state == combined
+    assert (together.total, together.completed_count, together.failed_count) == (6, 4, 2)
+    assert together.errors == (broken,)
+    assert combined_status([parts[0]]) is parts[0]
+
+
+def test_composite_job_ids() -> None:
+    assert job_parts("batch_a") == ["batch_a"] and job_parts("batch_a+batch_b") == ["batch_a", "batch_b"]
+    with pytest.raises(UnknownJob):
+        job_parts("batch_a+")
 
 
 @pytest.mark.parametrize(
