@@ -2,7 +2,8 @@
 
 Routes (under the vendor's prefix, e.g. `/openai`, `/hosts/groq`):
 
-- `POST /v1/chat/completions`: a `chat.completion`, or with `stream: true` server-sent
+- `POST /v1/chat/completions`: a `chat.completion` (cut before the first `stop` sequence it
+  would contain, as OpenAI does: `stopped`), or with `stream: true` server-sent
   `chat.completion.chunk` events, the usage chunk when `stream_options.include_usage`, then
   `data: [DONE]`;
 - (OpenAI itself; a compatible host's instance has `responses_api=False`) `POST /v1/responses`: a `response`
@@ -37,7 +38,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from email.parser import BytesParser
 from email.policy import HTTP
 from pathlib import Path
@@ -55,6 +56,24 @@ Clock = Callable[[], float]  # seconds since the epoch
 CHAT_URL = "/v1/chat/completions"
 RESPONSES_URL = "/v1/responses"
 EMBEDDINGS_URL = "/v1/embeddings"
+
+
+def stopped(answer: Answer, stop: object) -> Answer:
+    """A chat answer as Chat Completions' `stop` leaves it: cut before the first stop sequence
+    it contains (the sequence itself left out), finish `stop`, its tokens those it kept."""
+    stops = [stop] if isinstance(stop, str) else stop if isinstance(stop, list) else []
+    content = answer.content
+    cut = min((content.find(s) for s in stops if isinstance(s, str) and s and s in content), default=-1)
+    if cut < 0:
+        return answer
+    pieces: list[str] = []
+    left = cut
+    for piece in answer.pieces:
+        if left <= 0:
+            break
+        pieces.append(piece[:left])
+        left -= len(piece)
+    return replace(answer, pieces=tuple(pieces), finish="stop", completion_tokens=len(pieces))
 
 
 def error_body(
@@ -209,7 +228,7 @@ class OpenAIEmulator:
             return Reply(200, {"content-type": "text/event-stream"}, delay_headers=3600.0)
         if fault is not None and (refusal := fault_reply(fault)) is not None:
             return refusal
-        answer = self.behaviour.answer(work)
+        answer = stopped(self.behaviour.answer(work), body.get("stop"))
         ident, created = f"chatcmpl-{answer.ident}", int(self.clock())
         if not work.stream:
             time.sleep(self.behaviour.config.latency_seconds)
@@ -543,6 +562,7 @@ class OpenAIEmulator:
                 body, work, answer, ident=answer.ident, created=int(self.clock())
             )
         else:
+            answer = stopped(answer, body.get("stop"))
             result = self.completion(work, answer, f"chatcmpl-{answer.ident}", int(self.clock()))
         row = {
             "id": f"batch_req_{uuid.uuid4().hex[:24]}",
