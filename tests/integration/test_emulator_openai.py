@@ -38,6 +38,7 @@ from batchroute.providers.base import (
     StreamEnd,
     StreamStart,
     TransientProviderError,
+    UnknownJob,
 )
 from batchroute.providers.endpoints import ProviderEndpoint
 from batchroute.providers.openai import make_batch, make_sync, transform
@@ -214,6 +215,7 @@ def test_errors_are_the_sdks_typed_errors(sdk: openai.OpenAI) -> None:
 
 # -- (b) what OpenAI refuses, the emulator refuses as OpenAI does ----------------------------------
 CHAT_TOOL = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
+WEB_SEARCH = {"type": "web_search"}
 BAD_CHAT_BODIES = [
     pytest.param({"tools": [{"type": "web_search"}]}, "tools[0].type", id="hosted-tool-to-chat"),
     pytest.param(
@@ -323,11 +325,14 @@ def test_adapter_requests_fit_the_sdk_request_types() -> None:
     _check_params(
         EmbeddingCreateParams, transform.embeddings_body(request("x", operation="embeddings", dimensions=8))
     )
-    line = transform.OPENAI_ROUTE.batch_line(item)
-    _check_params(
-        BatchCreateParams, {"input_file_id": "file-1", "endpoint": line["url"], "completion_window": "24h"}
-    )
-    _check_params(ResponseCreateParamsNonStreaming, line["body"])
+    line, hosted_line = transform.OPENAI_ROUTE.batch_line(item), transform.OPENAI_ROUTE.batch_line(hosted)
+    for each in (line, hosted_line):
+        _check_params(
+            BatchCreateParams,
+            {"input_file_id": "file-1", "endpoint": each["url"], "completion_window": "24h"},
+        )
+    _check_params(CompletionCreateParamsNonStreaming, line["body"])
+    _check_params(ResponseCreateParamsNonStreaming, hosted_line["body"])
     _check_params(CompletionCreateParamsNonStreaming, transform.HOST_ROUTE.batch_line(item)["body"])
 
 
@@ -343,7 +348,8 @@ def test_complete_stream_and_embeddings(server: EmulatorServer) -> None:
     assert events[-1].usage == whole.usage
     one = chat.complete(request("hello", operation="embeddings"))
     assert one.output is not None and len(one.output["embedding"]) == 16
-    assert whole.raw is not None and whole.raw["object"] == "response"  # OpenAI: the Responses API
+    # OpenAI, no hosted tool: Chat Completions (test_hosted_tools_run_on_the_responses_api...)
+    assert whole.raw is not None and whole.raw["object"] == "chat.completion"
     host = make_sync(endpoint(server, host=True), None).complete(request("Say hi"))
     assert host.output["content"].startswith("Simulated answer from groq/")  # type: ignore[index]
     assert host.raw is not None and host.raw["object"] == "chat.completion"
@@ -475,7 +481,8 @@ def test_a_reset_halfway_through_a_whole_answer_is_retried(server: EmulatorServe
 
 def test_a_response_cut_at_the_output_limit_finishes_with_length(server: EmulatorServer) -> None:
     chat = make_sync(endpoint(server), "sk-local")
-    short = ProviderRequest("seq-0", "i", "responses", "m", MODEL, {"input": "Tell me a long story"}, 4)
+    story = {"input": "Tell me a long story", "tools": [WEB_SEARCH]}  # a hosted tool: the Responses API
+    short = ProviderRequest("seq-0", "i", "responses", "m", MODEL, story, 4)
     whole = chat.complete(short)
     assert whole.raw is not None and whole.raw["status"] == "incomplete"
     assert whole.raw["max_output_tokens"] == 16  # the Responses API's least
@@ -483,3 +490,109 @@ def test_a_response_cut_at_the_output_limit_finishes_with_length(server: Emulato
     assert whole.usage.completion_tokens == 16
     events = list(chat.stream(short))
     assert isinstance(events[-1], StreamEnd) and events[-1].result.output == whole.output
+
+
+def test_stop_on_openai_goes_to_chat_completions_and_cuts_the_answer(server: EmulatorServer) -> None:
+    chat = make_sync(endpoint(server), "sk-local")
+    stopped = request("Say hi", stop=[" from", "zzz"])
+    whole = chat.complete(stopped)
+    assert whole.raw is not None and whole.raw["object"] == "chat.completion"
+    assert whole.output == {
+        "type": "message",
+        "role": "assistant",
+        "content": "Simulated answer",
+        "finish_reason": "stop",
+    }
+    assert whole.usage.completion_tokens == 2
+    events = list(chat.stream(stopped))
+    assert isinstance(events[-1], StreamEnd) and events[-1].result.output == whole.output
+    assert "".join(e.text for e in events if isinstance(e, StreamDelta)) == "Simulated answer"
+
+
+# -- (e) a chunk of both APIs: one vendor job per endpoint -----------------------------------------
+class ManualClock:
+    def __init__(self) -> None:
+        self.now = 1_700_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clocked() -> Iterator[tuple[EmulatorServer, ManualClock]]:
+    clock = ManualClock()
+    behaviour = Behaviour(EmulatorConfig(batch_seconds=60.0, ttft_seconds=0.0))
+    emulator = OpenAIEmulator(behaviour, provider="openai", prefix="/openai", models=(MODEL,), clock=clock)
+    emulators = EmulatorServer([emulator.vendor]).start()
+    yield emulators, clock
+    emulators.stop()
+
+
+def mixed_chunk(*, expire: str = "") -> list[ProviderRequest]:
+    return [
+        request("plain" + expire, custom_id="seq-0"),
+        request("search", custom_id="seq-1", tools=[WEB_SEARCH]),
+        request("stopped", custom_id="seq-2", stop=" from"),
+        request("look", custom_id="seq-3", tools=[{"type": "code_interpreter"}, CHAT_TOOL]),
+    ]
+
+
+def test_a_chunk_of_both_apis_is_one_vendor_job_per_endpoint(
+    clocked: tuple[EmulatorServer, ManualClock],
+) -> None:
+    server, clock = clocked
+    batch = make_batch(endpoint(server), "sk-local")
+    job = batch.submit(mixed_chunk())
+    parts = job.split("+")
+    assert len(parts) == 2 and all(p.startswith("batch_") for p in parts)
+    base = server.base_url + "/openai/v1/batches/"
+    vendor = [Batch.model_validate(httpx.get(base + p).json()) for p in parts]
+    assert [b.endpoint for b in vendor] == ["/v1/chat/completions", "/v1/responses"]
+    assert [b.request_counts.total for b in vendor if b.request_counts] == [2, 2]
+    running = batch.poll(job)
+    assert running.state == "validating" and running.total == 4  # both parts are
+    clock.now += 61
+    done = batch.poll(job)
+    assert (done.state, done.total, done.completed_count, done.failed_count) == ("completed", 4, 4, 0)
+    results = {r.custom_id: r for r in batch.results(job)}
+    assert sorted(results) == ["seq-0", "seq-1", "seq-2", "seq-3"]
+    assert {k: r.raw["object"] for k, r in results.items() if r.raw} == {
+        "seq-0": "chat.completion",
+        "seq-1": "response",
+        "seq-2": "chat.completion",
+        "seq-3": "response",
+    }
+    assert results["seq-2"].output is not None and results["seq-2"].output["content"] == "Simulated answer"
+    assert results["seq-1"].usage.tool_uses == (("web_search", 1),)
+    # one endpoint, one plain vendor id
+    assert "+" not in batch.submit([request("a", custom_id="seq-9"), request("b", custom_id="seq-8")])
+
+
+def test_a_composite_job_is_cancelled_part_by_part_and_known_only_whole(
+    clocked: tuple[EmulatorServer, ManualClock],
+) -> None:
+    server, clock = clocked
+    batch = make_batch(endpoint(server), "sk-local")
+    job = batch.submit(mixed_chunk())
+    batch.cancel(job)
+    base = server.base_url + "/openai/v1/batches/"
+    assert [httpx.get(base + p).json()["status"] for p in job.split("+")] == ["cancelling"] * 2
+    assert batch.poll(job).state == "in_progress"  # cancelling is still under way
+    clock.now += 1
+    assert batch.poll(job).state == "cancelled"
+    with pytest.raises(UnknownJob):
+        batch.poll(job.split("+")[0] + "+batch_unknown")
+    with pytest.raises(UnknownJob):
+        batch.cancel("batch_unknown+" + job.split("+")[1])
+
+
+def test_a_composite_job_with_an_expired_part_keeps_the_other_parts_results(
+    clocked: tuple[EmulatorServer, ManualClock],
+) -> None:
+    server, clock = clocked
+    batch = make_batch(endpoint(server), "sk-local")
+    job = batch.submit(mixed_chunk(expire=" [simulate:expire]"))
+    clock.now += 61
+    status = batch.poll(job)
+    assert (status.state, status.total, status.completed_count) == ("expired", 4, 3)
+    assert sorted(r.custom_id for r in batch.results(job)) == ["seq-1", "seq-2", "seq-3"]
