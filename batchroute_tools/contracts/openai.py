@@ -24,7 +24,9 @@ two readings of the document made explicit (`_readable`):
 violation; `violations` gives the same as (param, reason) pairs, `param` in OpenAI's
 spelling (`tools[0].type`), for the emulator's 400. `outgoing(request, endpoint, ...)` is
 every body the adapter built from `endpoint` sends for `request` (whole, streamed, batch
-line), built by the adapter's own transform functions.
+line), built by the adapter's own transform functions, on the API the adapter's route picks
+for that item (on OpenAI: the Responses API for an item with hosted tools, else Chat
+Completions).
 """
 
 from __future__ import annotations
@@ -349,7 +351,10 @@ def outgoing(
 ) -> list[tuple[str, Any]]:
     """Every (operation, body) the adapters built from `endpoint` send for `request`: the
     whole call, the streamed one (not for embeddings) and, when the endpoint runs batch jobs,
-    the batch input line and the `batches.create` body of a job holding it."""
+    the batch input line and the `batches.create` body of the job holding it. The operation
+    is the item's route's (`Route.operation`: `responses` for an OpenAI item with hosted tools,
+    `chat.completions` for any other chat item); a batch chunk of both APIs is one job per
+    endpoint (client.py), so the job's endpoint is always the line's `url`."""
     from batchroute.providers.openai import route_for
 
     sized = request if request.max_output_tokens > 0 else _with_limit(request, lane_max_output_tokens)
