@@ -24,7 +24,7 @@ from batchroute.providers.base import (
 )
 from batchroute.providers.http import error_for_status, retry_after_seconds
 from batchroute.providers.openai import transform
-from batchroute.providers.openai.client import combined_status, job_parts
+from batchroute.providers.openai.client import combined_status, vendor_job_ids
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures/vendors/openai"
 
@@ -328,9 +328,10 @@ def test_a_composite_jobs_status_combines_its_parts(states: tuple[JobState, JobS
 
 
 def test_composite_job_ids() -> None:
-    assert job_parts("batch_a") == ["batch_a"] and job_parts("batch_a+batch_b") == ["batch_a", "batch_b"]
+    assert vendor_job_ids("batch_a") == ["batch_a"]
+    assert vendor_job_ids("batch_a+batch_b") == ["batch_a", "batch_b"]
     with pytest.raises(UnknownJob):
-        job_parts("batch_a+")
+        vendor_job_ids("batch_a+")
 
 
 @pytest.mark.parametrize(

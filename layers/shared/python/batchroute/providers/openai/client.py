@@ -170,10 +170,10 @@ class OpenAIBatch:
         return str(created["id"])
 
     def poll(self, job_id: str) -> JobStatus:
-        return combined_status([transform.job_status(self._batch(part)) for part in job_parts(job_id)])
+        return combined_status([transform.job_status(self._batch(part)) for part in vendor_job_ids(job_id)])
 
     def results(self, job_id: str) -> Iterator[ProviderResult]:
-        for part in job_parts(job_id):
+        for part in vendor_job_ids(job_id):
             yield from self._part_results(part)
 
     def _part_results(self, job_id: str) -> Iterator[ProviderResult]:
@@ -195,7 +195,7 @@ class OpenAIBatch:
         """Cancel every part; a part that fails to cancel (or that OpenAI does not know:
         UnknownJob) does not keep the others running, and its error is raised after."""
         failure: ProviderError | None = None
-        for part in job_parts(job_id):
+        for part in vendor_job_ids(job_id):
             try:
                 self.http.request_job("POST", f"/batches/{part}/cancel", job_id=part)
             except ProviderError as exc:
@@ -217,7 +217,7 @@ JOB_ID_SEPARATOR = "+"
 _WORST_FIRST: tuple[JobState, ...] = ("failed", "cancelled", "expired")
 
 
-def job_parts(job_id: str) -> list[str]:
+def vendor_job_ids(job_id: str) -> list[str]:
     """The vendor batch ids a (composite) job id joins."""
     parts = job_id.split(JOB_ID_SEPARATOR)
     if not all(parts):
