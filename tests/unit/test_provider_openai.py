@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from batchroute.providers.base import (
@@ -22,9 +23,9 @@ from batchroute.providers.base import (
     UnknownJob,
     Usage,
 )
-from batchroute.providers.http import error_for_status, retry_after_seconds
+from batchroute.providers.http import VendorHttp, error_for_status, retry_after_seconds
 from batchroute.providers.openai import transform
-from batchroute.providers.openai.client import combined_status, vendor_job_ids
+from batchroute.providers.openai.client import OpenAIBatch, combined_status, vendor_job_ids
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures/vendors/openai"
 
@@ -325,6 +326,28 @@ def test_a_composite_jobs_status_combines_its_parts(states: tuple[JobState, JobS
     assert (together.total, together.completed_count, together.failed_count) == (6, 4, 2)
     assert together.errors == (broken,)
     assert combined_status([parts[0]]) is parts[0]
+
+
+def test_a_part_that_cannot_be_created_cancels_those_already_created() -> None:
+    sent: list[tuple[str, str]] = []
+
+    def vendor(call: httpx.Request) -> httpx.Response:
+        sent.append((call.method, call.url.path))
+        if call.url.path == "/v1/files":
+            return httpx.Response(200, json={"id": f"file-{len(sent)}"})
+        if call.url.path == "/v1/batches":
+            if len([c for c in sent if c == ("POST", "/v1/batches")]) == 2:
+                return httpx.Response(400, json={"error": {"message": "no", "type": "invalid_request_error"}})
+            return httpx.Response(200, json={"id": "batch_1"})
+        return httpx.Response(200, json={"id": "batch_1", "status": "cancelling"})
+
+    batch = OpenAIBatch(
+        "openai", VendorHttp("http://x/v1", vendor="openai", transport=httpx.MockTransport(vendor))
+    )
+    chunk = [request({"input": "plain"}), request({"input": "find", "tools": [{"type": "web_search"}]})]
+    with pytest.raises(PermanentProviderError):
+        batch.submit(chunk)
+    assert sent[-1] == ("POST", "/v1/batches/batch_1/cancel")
 
 
 def test_composite_job_ids() -> None:
