@@ -53,13 +53,7 @@ from batchroute.providers.base import (
     TransientProviderError,
     Usage,
 )
-from batchroute.providers.conversation import (
-    Conversation,
-    ToolChoice,
-    conversation,
-    hosted_tool_name,
-    plain_text,
-)
+from batchroute.providers.conversation import Conversation, ToolChoice, conversation, plain_text
 from batchroute.providers.hosted_tools import vendor_tool
 
 TokenField = Literal["max_completion_tokens", "max_tokens"]
@@ -288,13 +282,9 @@ def is_single_embedding(request: ProviderRequest) -> bool:
 
 
 def uses_hosted_tools(request: ProviderRequest) -> bool:
-    """Whether the item offers a hosted tool (a `tools` entry whose type names one, as
-    conversation.py reads it), without building the whole normal form."""
-    tools = request.input.get("tools")
-    return isinstance(tools, list) and any(
-        isinstance(tool, Mapping) and hosted_tool_name(str(tool.get("type") or "")) is not None
-        for tool in tools
-    )
+    """Whether the item offers a hosted tool, as the normal form reads its `tools`
+    (conversation.py); an item without tools is answered without reading it."""
+    return bool(request.input.get("tools")) and bool(conversation(request.input).hosted_tools)
 
 
 @dataclass(frozen=True)
