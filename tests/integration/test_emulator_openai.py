@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import httpx
@@ -596,3 +597,21 @@ def test_a_composite_job_with_an_expired_part_keeps_the_other_parts_results(
     status = batch.poll(job)
     assert (status.state, status.total, status.completed_count) == ("expired", 4, 3)
     assert sorted(r.custom_id for r in batch.results(job)) == ["seq-1", "seq-2", "seq-3"]
+
+
+def test_a_part_that_fails_fails_the_job_at_once_and_stops_the_others(
+    clocked: tuple[EmulatorServer, ManualClock],
+) -> None:
+    server, clock = clocked
+    batch = make_batch(endpoint(server), "sk-local")
+    chunk = mixed_chunk()
+    # the same custom_id twice: OpenAI fails that part's batch when it validates the file
+    job = batch.submit([*chunk, replace(chunk[1], input={"input": "again", "tools": [WEB_SEARCH]})])
+    chat_part, responses_part = job.split("+")
+    clock.now += 1  # validated; the chat part runs for a minute
+    status = batch.poll(job)
+    assert status.state == "failed" and status.total == 2  # the failed part holds none
+    assert len(status.errors) == 1 and "custom_id" in status.errors[0].message
+    base = server.base_url + "/openai/v1/batches/"
+    assert httpx.get(base + responses_part).json()["status"] == "failed"
+    assert httpx.get(base + chat_part).json()["status"] == "cancelling"  # not left running

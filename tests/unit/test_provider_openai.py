@@ -310,7 +310,9 @@ def status(state: JobState, *, errors: tuple[ItemError, ...] = ()) -> JobStatus:
         (("validating", "validating"), "validating"),
         (("validating", "in_progress"), "in_progress"),
         (("completed", "in_progress"), "in_progress"),  # until every part is done
-        (("failed", "validating"), "in_progress"),
+        (("expired", "in_progress"), "in_progress"),
+        (("failed", "validating"), "failed"),  # failed over at once: the runner reads none of it
+        (("in_progress", "cancelled"), "cancelled"),
         (("completed", "completed"), "completed"),
         (("completed", "expired"), "expired"),  # the runner reads it and resubmits what is missing
         (("expired", "cancelled"), "cancelled"),  # the runner fails these over

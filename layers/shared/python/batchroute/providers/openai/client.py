@@ -170,7 +170,14 @@ class OpenAIBatch:
         return str(created["id"])
 
     def poll(self, job_id: str) -> JobStatus:
-        return combined_status([transform.job_status(self._batch(part)) for part in vendor_job_ids(job_id)])
+        parts = {part: transform.job_status(self._batch(part)) for part in vendor_job_ids(job_id)}
+        status = combined_status(list(parts.values()))
+        if status.state in ABANDONED:  # the runner reads none of it: stop the parts still running
+            for part, state in parts.items():
+                if not state.terminal:
+                    with suppress(ProviderError):
+                        self.http.request_job("POST", f"/batches/{part}/cancel", job_id=part)
+        return status
 
     def results(self, job_id: str) -> Iterator[ProviderResult]:
         for part in vendor_job_ids(job_id):
@@ -215,6 +222,8 @@ class OpenAIBatch:
 JOB_ID_SEPARATOR = "+"
 # A composite job is done badly in its worst part's way, worst first (`combined_status`).
 _WORST_FIRST: tuple[JobState, ...] = ("failed", "cancelled", "expired")
+# A job in one of these states is failed over whole, its results unread (the lane runner).
+ABANDONED: frozenset[JobState] = frozenset({"failed", "cancelled"})
 
 
 def vendor_job_ids(job_id: str) -> list[str]:
@@ -226,18 +235,26 @@ def vendor_job_ids(job_id: str) -> list[str]:
 
 
 def combined_status(parts: list[JobStatus]) -> JobStatus:
-    """One job's status from its parts': counts and errors summed; validating while every
-    part is, in progress until every part is terminal; then completed when all completed,
-    else the worst part's state, failed before cancelled before expired. The lane runner
-    (services/workflow/runner.py, poll_lane_job) fails a failed or cancelled job over to the
-    lane's next provider without reading its results (the items of a part that completed run
-    again there: a second charge, never a lost item), and reads an expired job's results and
-    resubmits the items missing from them; so `expired` is said only when no part failed or
-    was cancelled, and then every completed part's results are kept."""
+    """One job's status from its parts': counts and errors summed. A part that failed or was
+    cancelled fails the job at once (`failed` before `cancelled`), whatever the others are
+    doing; otherwise validating while every part is, in progress until every part is
+    terminal, then completed when all completed, else expired.
+
+    Why (services/workflow/runner.py, poll_lane_job): the lane runner fails a failed or
+    cancelled job over to the lane's next provider without reading its results, so waiting
+    for the other parts (up to OpenAI's 24-hour window) would only delay the failover, and
+    `poll` cancels them instead; the items of a part that completed run again on the next
+    lane (a second charge, never a lost item), and the failed part's errors reach the
+    receipt. An expired job's results are read and its missing items resubmitted, so
+    `expired` is said only when no part failed or was cancelled, once every part is done,
+    and every completed part's results are kept."""
     if len(parts) == 1:
         return parts[0]
-    if not all(p.terminal for p in parts):
-        state: JobState = "validating" if all(p.state == "validating" for p in parts) else "in_progress"
+    state: JobState
+    if any(p.state in ABANDONED for p in parts):
+        state = "failed" if any(p.state == "failed" for p in parts) else "cancelled"
+    elif not all(p.terminal for p in parts):
+        state = "validating" if all(p.state == "validating" for p in parts) else "in_progress"
     else:
         state = next((s for s in _WORST_FIRST if any(p.state == s for p in parts)), "completed")
     return JobStatus(
