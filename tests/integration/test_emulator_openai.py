@@ -2,8 +2,9 @@
 official SDK's own types, every request the adapter sends is checked against the SDK's
 request parameter types, and the emulator refuses what OpenAI's document refuses, with
 OpenAI's 400 naming the param. Then the adapter is driven over HTTP against it: whole and
-streamed answers (the Responses API on OpenAI, Chat Completions on a host), hosted tools,
-embeddings, the Batch API end to end, and each vendor fault."""
+streamed answers (Chat Completions, with stop honoured; the Responses API on OpenAI for items
+with hosted tools), hosted tools, embeddings, the Batch API end to end (a chunk of both APIs
+as one vendor job per endpoint), and each vendor fault."""
 
 from __future__ import annotations
 
