@@ -39,7 +39,11 @@ def build_vendors(
     catalog = catalog or builtin_catalog()
     vendors = [
         OpenAIEmulator(
-            behaviour, provider="openai", prefix="/openai", models=_models(catalog, "openai"), clock=clock
+            behaviour,
+            provider="openai",
+            prefix="/openai",
+            models=_models(catalog, "openai"),
+            clock=clock,
         ).vendor,
         AnthropicEmulator(
             behaviour,
@@ -60,6 +64,7 @@ def build_vendors(
                 prefix=f"/hosts/{slug}",
                 models=_models(catalog, slug),
                 batch=slug in HOSTS_WITH_BATCHES,
+                responses_api=False,  # the hosts speak Chat Completions only
                 clock=clock,
             ).vendor
         )

@@ -2,19 +2,31 @@
 
 Routes (under the vendor's prefix, e.g. `/openai`, `/hosts/groq`):
 
-- `POST /v1/chat/completions`: a `chat.completion`, or with `stream: true` server-sent
+- `POST /v1/chat/completions`: a `chat.completion` (cut before the first `stop` sequence it
+  would contain, as OpenAI does: `stopped`), or with `stream: true` server-sent
   `chat.completion.chunk` events, the usage chunk when `stream_options.include_usage`, then
   `data: [DONE]`;
+- (OpenAI itself; a compatible host's instance has `responses_api=False`) `POST /v1/responses`: a `response`
+  (openai_responses.py), or with `stream: true` its server-sent events;
 - `POST /v1/embeddings`: a `list` of `embedding` objects;
 - `GET /v1/models`: the models this vendor serves;
 - (with `batch=True`) the Files and Batch APIs: `POST /v1/files` (multipart, purpose
   `batch`), `GET /v1/files/{id}`, `GET /v1/files/{id}/content`, `DELETE /v1/files/{id}`,
   `POST /v1/batches`, `GET /v1/batches/{id}`, `POST /v1/batches/{id}/cancel`.
 
-Bodies follow OpenAI's API reference; tests parse every answer with the official SDK's
-types (`openai.types`), so the emulator cannot drift from them. Answers, usage and faults
+Every request body is checked against OpenAI's OpenAPI document, the same check the adapter's
+tests use (batchroute_tools/contracts/openai.py): a body the vendor would refuse gets OpenAI's
+400 `invalid_request_error` naming the `param`. A batch input file is checked when the batch
+is created: a line that is not a request line of the batch's endpoint (not JSON, no
+`custom_id`, a repeated one, another `url`) fails the whole batch (`failed`, with `errors`);
+a line whose body is invalid gets its 400 in the error file, as OpenAI does.
+
+Answers follow OpenAI's document: required fields always (null where it allows), optional
+ones left out when there is nothing to say; tests parse every answer with the official
+SDK's types (`openai.types`), so the emulator cannot drift from them. Answers, usage and faults
 come from `behaviour.py`. A batch job stays `in_progress` for the configured time (by the
-injected clock), its completed count growing, then writes its output and error files.
+injected clock), its completed count growing, then writes its output and error files; a
+cancelled job is `cancelling` until the clock moves on, then `cancelled`.
 Files live on disk (`spool.py`), not in memory: a job keeps the path of its input file and
 reads it line by line when it runs, writing its output and error lines to files as it goes.
 """
@@ -26,12 +38,14 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from email.parser import BytesParser
 from email.policy import HTTP
 from pathlib import Path
 from typing import Any
 
+import batchroute_tools.emulators.openai_responses as openai_responses
+from batchroute_tools.contracts.openai import BATCH_URLS, Violation, line_shape_violations, violations
 from batchroute_tools.emulators.behaviour import Answer, Behaviour, Fault, Work
 from batchroute_tools.emulators.server import Reply, Request, Vendor, sse
 from batchroute_tools.emulators.spool import Spool
@@ -39,12 +53,55 @@ from batchroute_tools.emulators.spool import Spool
 Clock = Callable[[], float]  # seconds since the epoch
 
 
+CHAT_URL = "/v1/chat/completions"
+RESPONSES_URL = "/v1/responses"
+EMBEDDINGS_URL = "/v1/embeddings"
+
+
+def stopped(answer: Answer, stop: object) -> Answer:
+    """A chat answer as Chat Completions' `stop` leaves it: cut before the first stop sequence
+    it contains (the sequence itself left out), finish `stop`, its tokens those it kept."""
+    stops = [stop] if isinstance(stop, str) else stop if isinstance(stop, list) else []
+    content = answer.content
+    cut = min((content.find(s) for s in stops if isinstance(s, str) and s and s in content), default=-1)
+    if cut < 0:
+        return answer
+    pieces: list[str] = []
+    left = cut
+    for piece in answer.pieces:
+        if left <= 0:
+            break
+        pieces.append(piece[:left])
+        left -= len(piece)
+    return replace(answer, pieces=tuple(pieces), finish="stop", completion_tokens=len(pieces))
+
+
+def error_body(
+    message: str, *, kind: str, code: str | None = None, param: str | None = None
+) -> dict[str, Any]:
+    return {"error": {"message": message, "type": kind, "param": param, "code": code}}
+
+
 def error_reply(
-    status: int, message: str, *, kind: str, code: str | None = None, headers: Mapping[str, str] | None = None
+    status: int,
+    message: str,
+    *,
+    kind: str,
+    code: str | None = None,
+    param: str | None = None,
+    headers: Mapping[str, str] | None = None,
 ) -> Reply:
-    return Reply.json(
-        status, {"error": {"message": message, "type": kind, "param": None, "code": code}}, headers
-    )
+    return Reply.json(status, error_body(message, kind=kind, code=code, param=param), headers)
+
+
+def invalid_body(found: Violation) -> dict[str, Any]:
+    """OpenAI's answer to a body its document refuses: the first violation."""
+    message = f"Invalid request: {found.reason}" + (f" (at '{found.param}')" if found.param else "")
+    return error_body(message, kind="invalid_request_error", code=found.code, param=found.param or None)
+
+
+def invalid_reply(found: Violation) -> Reply:
+    return Reply.json(400, invalid_body(found))
 
 
 def fault_reply(fault: Fault) -> Reply | None:
@@ -85,10 +142,12 @@ class _Job:
     input_file_id: str
     created_at: float
     input_path: Path  # the job's own name for its input file (removed when the job ends)
+    cancelling_at: float | None = None
     cancelled_at: float | None = None
     output_file_id: str | None = None
     error_file_id: str | None = None
-    finished: str | None = None  # completed | expired | cancelled
+    finished: str | None = None  # completed | expired | cancelled | failed
+    errors: list[dict[str, Any]] = field(default_factory=list)  # a failed job's BatchErrors
     counts: dict[str, int] = field(default_factory=lambda: {"total": 0, "completed": 0, "failed": 0})
 
 
@@ -101,6 +160,7 @@ class OpenAIEmulator:
         prefix: str,
         models: tuple[str, ...] = (),
         batch: bool = True,
+        responses_api: bool = True,
         clock: Clock = time.time,
     ) -> None:
         self.behaviour = behaviour
@@ -115,7 +175,10 @@ class OpenAIEmulator:
         if self.spool is not None:
             self.vendor.on_stop.append(self.spool.close)
         route = self.vendor.route
+        self.endpoints = {CHAT_URL, EMBEDDINGS_URL} | ({RESPONSES_URL} if responses_api else set())
         route("POST", "/v1/chat/completions")(self.chat)
+        if responses_api:
+            route("POST", "/v1/responses")(self.responses)
         route("POST", "/v1/embeddings")(self.embeddings)
         route("GET", "/v1/models")(self.list_models)
         if batch:
@@ -135,6 +198,15 @@ class OpenAIEmulator:
             return Work(
                 self.provider, str(body.get("model")), "embeddings", inputs=tuple(str(i) for i in inputs)
             )
+        if path.endswith("/responses"):
+            return Work(
+                self.provider,
+                str(body.get("model")),
+                "chat",
+                messages=openai_responses.work_messages(body),
+                max_tokens=int(body.get("max_output_tokens") or 4096),
+                stream=bool(body.get("stream")),
+            )
         limit = body.get("max_completion_tokens") or body.get("max_tokens") or 4096
         return Work(
             self.provider,
@@ -147,16 +219,16 @@ class OpenAIEmulator:
 
     def chat(self, request: Request) -> Reply:
         body = request.json()
-        invalid = _invalid_chat(body)
-        if invalid:
-            return error_reply(400, invalid, kind="invalid_request_error", code="invalid_request")
+        refused = violations("chat.completions", body)
+        if refused:
+            return invalid_reply(refused[0])
         work = self.work(body, path=request.path)
         fault = self.behaviour.fault(work)
         if fault is not None and fault.kind == "timeout":
             return Reply(200, {"content-type": "text/event-stream"}, delay_headers=3600.0)
         if fault is not None and (refusal := fault_reply(fault)) is not None:
             return refusal
-        answer = self.behaviour.answer(work)
+        answer = stopped(self.behaviour.answer(work), body.get("stop"))
         ident, created = f"chatcmpl-{answer.ident}", int(self.clock())
         if not work.stream:
             time.sleep(self.behaviour.config.latency_seconds)
@@ -171,7 +243,44 @@ class OpenAIEmulator:
             return whole
         usage = bool((body.get("stream_options") or {}).get("include_usage"))
         reset = 2 if fault is not None and fault.kind == "reset" else None
-        return Reply.stream(self._chunks(work, answer, ident, created, usage), reset_after=reset)
+        return Reply.stream(
+            self._chunks(work, answer, ident, created, usage),
+            content_type="text/event-stream; charset=utf-8",
+            reset_after=reset,
+        )
+
+    def responses(self, request: Request) -> Reply:
+        body = request.json()
+        refused = violations("responses", body)
+        if refused:
+            return invalid_reply(refused[0])
+        work = self.work(body, path=request.path)
+        fault = self.behaviour.fault(work)
+        if fault is not None and fault.kind == "timeout":
+            return Reply(200, {"content-type": "text/event-stream; charset=utf-8"}, delay_headers=3600.0)
+        if fault is not None and (refusal := fault_reply(fault)) is not None:
+            return refusal
+        answer = self.behaviour.answer(work)
+        created = int(self.clock())
+        if not work.stream:
+            time.sleep(self.behaviour.config.latency_seconds)
+            response = openai_responses.response_object(
+                body, work, answer, ident=answer.ident, created=created
+            )
+            whole = Reply.json(200, response)
+            if fault is not None and fault.kind == "reset":  # reset halfway through the body
+                half = len(whole.body) // 2
+                return Reply.stream(
+                    [(0.0, whole.body[:half]), (0.0, whole.body[half:])],
+                    content_type="application/json",
+                    reset_after=1,
+                )
+            return whole
+        events = openai_responses.stream_events(
+            body, work, answer, ident=answer.ident, created=created, config=self.behaviour.config
+        )
+        reset = 2 if fault is not None and fault.kind == "reset" else None
+        return Reply.stream(events, content_type="text/event-stream; charset=utf-8", reset_after=reset)
 
     def completion(self, work: Work, answer: Answer, ident: str, created: int) -> dict[str, Any]:
         return {
@@ -188,7 +297,6 @@ class OpenAIEmulator:
                 }
             ],
             "usage": _usage(answer),
-            "system_fingerprint": None,
         }
 
     def _chunks(
@@ -202,7 +310,7 @@ class OpenAIEmulator:
                 "object": "chat.completion.chunk",
                 "created": created,
                 "model": work.model,
-                "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
             }
 
         yield config.ttft_seconds, sse(None, chunk({"role": "assistant", "content": ""}))
@@ -216,8 +324,9 @@ class OpenAIEmulator:
 
     def embeddings(self, request: Request) -> Reply:
         body = request.json()
-        if not isinstance(body, dict) or not body.get("model") or body.get("input") in (None, "", []):
-            return error_reply(400, "model and input are required", kind="invalid_request_error")
+        refused = violations("embeddings", body)
+        if refused:
+            return invalid_reply(refused[0])
         work = self.work(body, path=request.path)
         fault = self.behaviour.fault(work)
         if fault is not None and (refusal := fault_reply(fault)) is not None:
@@ -286,32 +395,70 @@ class OpenAIEmulator:
     # -- batches ------------------------------------------------------------------------
     def create_batch(self, request: Request) -> Reply:
         body = request.json()
+        refused = violations("batches.create", body)
+        if refused:
+            return invalid_reply(refused[0])
         source = self._files.get(str(body.get("input_file_id")))
         if source is None:
             return error_reply(
-                400, "input_file_id is not a file of this account", kind="invalid_request_error"
+                400,
+                "input_file_id is not a file of this account",
+                kind="invalid_request_error",
+                code="invalid_value",
+                param="input_file_id",
             )
-        if body.get("endpoint") not in ("/v1/chat/completions", "/v1/embeddings", "/v1/responses"):
-            return error_reply(400, "endpoint is not supported", kind="invalid_request_error")
-        if body.get("completion_window") != "24h":
-            return error_reply(400, "completion_window must be 24h", kind="invalid_request_error")
-        total = 0
-        try:
-            for line in Spool.lines(source.path):
-                if line.strip():
-                    json.loads(line)
-                    total += 1
-        except ValueError:
-            return error_reply(400, "the input file is not JSON Lines", kind="invalid_request_error")
+        if body["endpoint"] not in self.endpoints:
+            return error_reply(
+                400,
+                f"this host's batches take {sorted(self.endpoints)}",
+                kind="invalid_request_error",
+                code="invalid_value",
+                param="endpoint",
+            )
+        total, errors = self._check_input(source.path, str(body["endpoint"]))
         assert self.spool is not None  # the batch routes exist only with a spool
         job_id = f"batch_{uuid.uuid4().hex[:24]}"
         job = _Job(
             job_id, str(body["endpoint"]), source.id, self.clock(), self.spool.link(source.path, job_id)
         )
         job.counts["total"] = total
+        if errors:  # the vendor fails a batch whose input file it cannot read as requests
+            job.finished, job.errors = "failed", errors
+            job.counts["total"] = 0
+            Spool.remove(job.input_path)
         with self._lock:
             self._jobs[job.id] = job
         return Reply.json(200, self._batch_object(job))
+
+    @staticmethod
+    def _check_input(path: Path, endpoint: str) -> tuple[int, list[dict[str, Any]]]:
+        """The request lines of an input file, and the BatchErrors of the lines that are not
+        requests of `endpoint` (their bodies are checked when they run)."""
+        total, errors, seen = 0, [], set()
+        for number, line in enumerate(Spool.lines(path), start=1):
+            if not line.strip():
+                continue
+            total += 1
+            try:
+                parsed = json.loads(line)
+            except ValueError:
+                errors.append(
+                    _batch_error(
+                        "invalid_json_line", "This line is not parseable as valid JSON.", None, number
+                    )
+                )
+                continue
+            shape = line_shape_violations(parsed)
+            if isinstance(parsed, Mapping) and not shape and parsed.get("url") != endpoint:
+                shape = [Violation("url", f"must be the batch's endpoint {endpoint}")]
+            custom_id = parsed.get("custom_id") if isinstance(parsed, Mapping) else None
+            if not shape and custom_id in seen:
+                shape = [Violation("custom_id", f"{custom_id!r} is not unique in the input file")]
+            seen.add(custom_id)
+            errors.extend(
+                _batch_error("invalid_request", v.reason, v.param or None, number) for v in shape[:1]
+            )
+        return total, errors[:1000]
 
     def get_batch(self, request: Request) -> Reply:
         job = self._jobs.get(request.params["batch_id"])
@@ -325,16 +472,19 @@ class OpenAIEmulator:
         if job is None:
             return error_reply(404, "No such Batch object", kind="invalid_request_error")
         with self._lock:
-            if job.finished is None:
-                job.cancelled_at = self.clock()
-                job.finished = "cancelled"
-                Spool.remove(job.input_path)
+            if job.finished is None and job.cancelling_at is None:
+                job.cancelling_at = self.clock()
         return Reply.json(200, self._batch_object(job))
 
     def _advance(self, job: _Job) -> None:
         """Run the job as far as the clock says: done once `batch_seconds` have passed."""
         with self._lock:
             if job.finished is not None:
+                return
+            if job.cancelling_at is not None:  # cancelling until the clock moves on
+                if self.clock() > job.cancelling_at:
+                    job.finished, job.cancelled_at = "cancelled", self.clock()
+                    Spool.remove(job.input_path)
                 return
             elapsed = self.clock() - job.created_at
             total = job.counts["total"]
@@ -375,9 +525,18 @@ class OpenAIEmulator:
     def _run_line(self, line: Mapping[str, Any]) -> tuple[str, bytes] | None:
         """One input line's output (or error) line; None when the job expires before it."""
         custom_id, body = line.get("custom_id"), line.get("body") or {}
+        request_id = f"req_{uuid.uuid4().hex[:24]}"
+        refused = violations(BATCH_URLS[str(line.get("url"))], body)
+        if refused:  # the vendor answers the line's request as it would alone: a 400
+            row = {
+                "id": f"batch_req_{uuid.uuid4().hex[:24]}",
+                "custom_id": custom_id,
+                "response": {"status_code": 400, "request_id": request_id, "body": invalid_body(refused[0])},
+                "error": None,
+            }
+            return "error", (json.dumps(row) + "\n").encode()
         work = self.work(body, path=str(line.get("url") or ""))
         fault = self.behaviour.fault(work, in_batch=True)
-        request_id = f"req_{uuid.uuid4().hex[:24]}"
         if fault is not None and fault.kind == "expire":
             return None
         if fault is not None and fault.kind == "malformed":
@@ -398,7 +557,12 @@ class OpenAIEmulator:
         answer = self.behaviour.answer(work)
         if work.operation == "embeddings":
             result = self.embedding_list(work, answer)
+        elif str(line.get("url")) == RESPONSES_URL:
+            result = openai_responses.response_object(
+                body, work, answer, ident=answer.ident, created=int(self.clock())
+            )
         else:
+            answer = stopped(answer, body.get("stop"))
             result = self.completion(work, answer, f"chatcmpl-{answer.ident}", int(self.clock()))
         row = {
             "id": f"batch_req_{uuid.uuid4().hex[:24]}",
@@ -419,31 +583,46 @@ class OpenAIEmulator:
         return _File(file_id, purpose, filename, path, path.stat().st_size, int(self.clock()))
 
     def _batch_object(self, job: _Job) -> dict[str, Any]:
+        """The `batch` as OpenAI answers it: the times of the states it has passed through,
+        the files it has; nothing for what has not happened."""
         created = int(job.created_at)
-        state = job.finished or ("in_progress" if self.clock() > job.created_at else "validating")
+        started = self.clock() > job.created_at
+        state = job.finished or ("cancelling" if job.cancelling_at is not None else None)
+        if state is None or (state == "failed" and not started):
+            state = "in_progress" if started else "validating"
         done_at = int(job.created_at + self.behaviour.config.batch_seconds)
-        return {
+        batch: dict[str, Any] = {
             "id": job.id,
             "object": "batch",
             "endpoint": job.endpoint,
-            "errors": None,
             "input_file_id": job.input_file_id,
             "completion_window": "24h",
             "status": state,
-            "output_file_id": job.output_file_id,
-            "error_file_id": job.error_file_id,
             "created_at": created,
-            "in_progress_at": created,
             "expires_at": created + 86_400,
-            "finalizing_at": done_at if job.finished == "completed" else None,
-            "completed_at": done_at if job.finished == "completed" else None,
-            "failed_at": None,
-            "expired_at": done_at if job.finished == "expired" else None,
-            "cancelling_at": int(job.cancelled_at) if job.cancelled_at else None,
-            "cancelled_at": int(job.cancelled_at) if job.cancelled_at else None,
             "request_counts": dict(job.counts),
-            "metadata": None,
         }
+        times: dict[str, int | None] = {
+            "in_progress_at": created if state not in ("validating", "failed") else None,
+            "failed_at": created if state == "failed" else None,
+            "finalizing_at": done_at if state in ("completed", "expired") else None,
+            "completed_at": done_at if state == "completed" else None,
+            "expired_at": done_at if state == "expired" else None,
+            "cancelling_at": int(job.cancelling_at) if job.cancelling_at is not None else None,
+            "cancelled_at": int(job.cancelled_at) if job.cancelled_at is not None else None,
+        }
+        batch.update({k: v for k, v in times.items() if v is not None})
+        if job.output_file_id:
+            batch["output_file_id"] = job.output_file_id
+        if job.error_file_id:
+            batch["error_file_id"] = job.error_file_id
+        if state == "failed":
+            batch["errors"] = {"object": "list", "data": job.errors}
+        return batch
+
+
+def _batch_error(code: str, message: str, param: str | None, line: int) -> dict[str, Any]:
+    return {"code": code, "message": message, "param": param, "line": line}
 
 
 def _usage(answer: Answer) -> dict[str, int]:
@@ -463,19 +642,7 @@ def _file_object(record: _File) -> dict[str, Any]:
         "filename": record.filename,
         "purpose": record.purpose,
         "status": "processed",
-        "status_details": None,
     }
-
-
-def _invalid_chat(body: object) -> str | None:
-    if not isinstance(body, dict):
-        return "the body must be a JSON object"
-    if not body.get("model"):
-        return "model is required"
-    messages = body.get("messages")
-    if not isinstance(messages, list) or not messages:
-        return "messages must be a non-empty array"
-    return None
 
 
 def _multipart(request: Request) -> dict[str, tuple[str | None, bytes]]:

@@ -1,12 +1,17 @@
 """The OpenAI emulator cannot drift from OpenAI: every answer it gives is parsed with the
-official SDK's own types, and every request the adapter sends is checked against the SDK's
-request parameter types. Then the adapter is driven over HTTP against it: whole and streamed
-answers, embeddings, the Batch API end to end, and each vendor fault."""
+official SDK's own types, every request the adapter sends is checked against the SDK's
+request parameter types, and the emulator refuses what OpenAI's document refuses, with
+OpenAI's 400 naming the param. Then the adapter is driven over HTTP against it: whole and
+streamed answers (Chat Completions, with stop honoured; the Responses API on OpenAI for items
+with hosted tools), hosted tools, embeddings, the Batch API end to end (a chunk of both APIs
+as one vendor job per endpoint), and each vendor fault."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import httpx
@@ -20,6 +25,11 @@ from openai.types.chat.completion_create_params import (
     CompletionCreateParamsStreaming,
 )
 from openai.types.embedding_create_params import EmbeddingCreateParams
+from openai.types.responses import Response, ResponseStreamEvent
+from openai.types.responses.response_create_params import (
+    ResponseCreateParamsNonStreaming,
+    ResponseCreateParamsStreaming,
+)
 from pydantic import TypeAdapter
 
 from batchroute.providers.base import (
@@ -30,6 +40,7 @@ from batchroute.providers.base import (
     StreamEnd,
     StreamStart,
     TransientProviderError,
+    UnknownJob,
 )
 from batchroute.providers.endpoints import ProviderEndpoint
 from batchroute.providers.openai import make_batch, make_sync, transform
@@ -44,9 +55,16 @@ MODEL = "gpt-4o-mini-2024-07-18"
 def server() -> Iterator[EmulatorServer]:
     behaviour = Behaviour(EmulatorConfig(batch_seconds=0.3, ttft_seconds=0.01))
     vendors = [
-        OpenAIEmulator(behaviour, provider="openai", prefix="/openai", models=(MODEL,)).vendor,
         OpenAIEmulator(
-            behaviour, provider="groq", prefix="/hosts/groq", models=("llama",), batch=False
+            behaviour, provider="openai", prefix="/openai", models=(MODEL,), responses_api=True
+        ).vendor,
+        OpenAIEmulator(
+            behaviour,
+            provider="groq",
+            prefix="/hosts/groq",
+            models=("llama",),
+            batch=False,
+            responses_api=False,
         ).vendor,
     ]
     emulators = EmulatorServer(vendors).start()
@@ -86,6 +104,8 @@ def test_chat_answers_parse_as_the_sdk_types(sdk: openai.OpenAI) -> None:
         model=MODEL, messages=[{"role": "user", "content": "Hi"}]
     )
     ChatCompletion.model_validate(raw.http_response.json(), strict=False)
+    assert "system_fingerprint" not in raw.http_response.json()  # OpenAI leaves it out, not null
+    assert raw.http_response.headers["content-type"] == "application/json"
     chunks = list(
         sdk.chat.completions.create(
             model=MODEL,
@@ -132,12 +152,62 @@ def test_embeddings_files_batches_and_models_parse_as_the_sdk_types(sdk: openai.
             completion_window="24h",
         ).id
     )
-    assert cancelled.status == "cancelled"
+    assert cancelled.status == "cancelling" and cancelled.cancelling_at is not None
+    again = sdk.batches.retrieve(cancelled.id)
+    assert again.status == "cancelled" and again.cancelled_at is not None
+    assert None not in httpx.get(str(sdk.base_url) + f"batches/{batch.id}").json().values()
+
+
+def test_responses_answers_parse_as_the_sdk_types(sdk: openai.OpenAI) -> None:
+    tools: Any = [{"type": "web_search"}, {"type": "code_interpreter", "container": {"type": "auto"}}]
+    whole = sdk.responses.create(model=MODEL, input="Hi", tools=tools, max_output_tokens=16)
+    assert isinstance(whole, Response) and whole.status in ("completed", "incomplete")
+    assert [o.type for o in whole.output] == ["web_search_call", "code_interpreter_call", "message"]
+    assert whole.output_text.startswith("Simulated answer from openai/") and whole.usage is not None
+    raw = httpx.post(str(sdk.base_url) + "responses", json={"model": MODEL, "input": "Hi"}).json()
+    Response.model_validate(raw)
+    events = list(sdk.responses.create(model=MODEL, input="Hi", tools=tools, stream=True))
+    assert events[0].type == "response.created" and events[-1].type == "response.completed"
+    assert [e.sequence_number for e in events] == list(range(len(events)))
+    deltas = "".join(e.delta for e in events if e.type == "response.output_text.delta")
+    assert deltas == events[-1].response.output_text  # type: ignore[union-attr]
+    with httpx.stream(
+        "POST", str(sdk.base_url) + "responses", json={"model": MODEL, "input": "Hi", "stream": True}
+    ) as streamed:
+        assert streamed.headers["content-type"].startswith("text/event-stream")
+        data = [line[6:] for line in streamed.iter_lines() if line.startswith("data: ")]
+    for item in data:
+        TypeAdapter(ResponseStreamEvent).validate_json(item)
+
+
+def test_a_responses_batch_and_a_failed_batch_parse_as_the_sdk_types(sdk: openai.OpenAI) -> None:
+    body = {"model": MODEL, "input": "x", "tools": [{"type": "file_search", "vector_store_ids": ["vs_1"]}]}
+    line = {"custom_id": "r1", "method": "POST", "url": "/v1/responses", "body": body}
+    file = sdk.files.create(file=("in.jsonl", json.dumps(line).encode() + b"\n"), purpose="batch")
+    batch = sdk.batches.create(input_file_id=file.id, endpoint="/v1/responses", completion_window="24h")
+    time.sleep(0.35)
+    done = sdk.batches.retrieve(batch.id)
+    assert done.status == "completed" and done.output_file_id
+    output = json.loads(sdk.files.content(done.output_file_id).text)
+    answer = Response.model_validate(output["response"]["body"])
+    assert [o.type for o in answer.output] == ["file_search_call", "message"]
+    # a line that is no request of the batch's endpoint fails the whole batch, as OpenAI does
+    wrong = {**line, "url": "/v1/chat/completions"}
+    lines = json.dumps(line).encode() + b"\n" + json.dumps(wrong).encode() + b"\n" + b"{not json\n"
+    bad = sdk.files.create(file=("bad.jsonl", lines), purpose="batch")
+    created = sdk.batches.create(input_file_id=bad.id, endpoint="/v1/responses", completion_window="24h")
+    failed = sdk.batches.retrieve(created.id)
+    assert failed.status == "failed" and failed.errors is not None and failed.errors.data is not None
+    assert [(e.line, e.param) for e in failed.errors.data] == [(2, "url"), (3, None)]
+    assert failed.errors.data[1].code == "invalid_json_line"
 
 
 def test_errors_are_the_sdks_typed_errors(sdk: openai.OpenAI) -> None:
     with pytest.raises(openai.BadRequestError):
         sdk.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "[simulate:fail]"}])
+    with pytest.raises(openai.BadRequestError) as invalid:
+        sdk.responses.create(model=MODEL, input="x", temperature=3)
+    assert invalid.value.param == "temperature" and invalid.value.code == "invalid_value"  # type: ignore[attr-defined]
     with pytest.raises(openai.RateLimitError) as limited:
         sdk.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "sdk [simulate:429]"}])
     assert limited.value.response.headers["retry-after-ms"] == "200"
@@ -145,7 +215,90 @@ def test_errors_are_the_sdks_typed_errors(sdk: openai.OpenAI) -> None:
         sdk.batches.retrieve("batch_unknown")
 
 
-# -- (b) every request the adapter sends fits the SDK's request types ----------------------------
+# -- (b) what OpenAI refuses, the emulator refuses as OpenAI does ----------------------------------
+CHAT_TOOL = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
+WEB_SEARCH = {"type": "web_search"}
+BAD_CHAT_BODIES = [
+    pytest.param({"tools": [{"type": "web_search"}]}, "tools[0].type", id="hosted-tool-to-chat"),
+    pytest.param(
+        {"tools": [{"type": "function", "name": "f", "parameters": {"type": "object"}}]},
+        "tools[0].function",
+        id="responses-style-function-tool",
+    ),
+    pytest.param(
+        {"tools": [CHAT_TOOL], "tool_choice": {"type": "function", "name": "f"}},
+        "tool_choice.function",
+        id="responses-style-tool-choice",
+    ),
+    pytest.param({"stop": ["1", "2", "3", "4", "5"]}, "stop", id="five-stop-sequences"),
+]
+
+
+def _refusal(answer: httpx.Response) -> dict[str, Any]:
+    assert answer.status_code == 400 and answer.headers["content-type"] == "application/json"
+    error = answer.json()["error"]
+    assert set(error) == {"message", "type", "param", "code"} and error["type"] == "invalid_request_error"
+    return dict(error)
+
+
+@pytest.mark.parametrize(("extra", "param"), BAD_CHAT_BODIES)
+@pytest.mark.parametrize("prefix", ["/openai", "/hosts/groq"])
+def test_a_body_openai_refuses_gets_openais_400_naming_the_param(
+    server: EmulatorServer, prefix: str, extra: dict[str, Any], param: str
+) -> None:
+    body = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}], **extra}
+    assert (
+        _refusal(httpx.post(server.base_url + prefix + "/v1/chat/completions", json=body))["param"] == param
+    )
+
+
+@pytest.mark.parametrize(("extra", "param"), BAD_CHAT_BODIES)
+def test_the_same_bodies_in_a_batch_line_get_the_400_in_the_error_file(
+    sdk: openai.OpenAI, extra: dict[str, Any], param: str
+) -> None:
+    good = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}]}
+    lines = [
+        {"custom_id": "good", "method": "POST", "url": "/v1/chat/completions", "body": good},
+        {"custom_id": "bad", "method": "POST", "url": "/v1/chat/completions", "body": {**good, **extra}},
+    ]
+    file = sdk.files.create(
+        file=("in.jsonl", b"".join(json.dumps(x).encode() + b"\n" for x in lines)), purpose="batch"
+    )
+    batch = sdk.batches.create(
+        input_file_id=file.id, endpoint="/v1/chat/completions", completion_window="24h"
+    )
+    time.sleep(0.35)
+    done = sdk.batches.retrieve(batch.id)
+    assert done.status == "completed" and done.request_counts is not None
+    assert (done.request_counts.completed, done.request_counts.failed) == (1, 1) and done.error_file_id
+    row = json.loads(sdk.files.content(done.error_file_id).text)
+    assert row["custom_id"] == "bad" and row["response"]["status_code"] == 400
+    assert row["response"]["body"]["error"]["param"] == param
+
+
+def test_responses_and_embeddings_bodies_are_checked_too(server: EmulatorServer) -> None:
+    base = server.base_url + "/openai/v1"
+    flat = {"type": "function", "name": "f", "parameters": None, "strict": True}
+    assert (
+        _refusal(httpx.post(base + "/responses", json={"model": MODEL, "input": "x", "stop": ["a"]}))["param"]
+        == "stop"
+    )
+    chat_style = {"model": MODEL, "input": "x", "tools": [CHAT_TOOL]}
+    assert _refusal(httpx.post(base + "/responses", json=chat_style))["param"] == "tools[0].name"
+    assert (
+        httpx.post(base + "/responses", json={"model": MODEL, "input": "x", "tools": [flat]}).status_code
+        == 200
+    )
+    assert _refusal(httpx.post(base + "/embeddings", json={"model": "m", "input": []}))["param"] == "input"
+    assert (
+        httpx.post(
+            server.base_url + "/hosts/groq/v1/responses", json={"model": "m", "input": "x"}
+        ).status_code
+        == 404
+    )
+
+
+# -- (c) every request the adapter sends fits the SDK's request types ----------------------------
 def _check_params(params_type: Any, body: dict[str, Any]) -> None:
     TypeAdapter(params_type).validate_python(body)
     declared = set().union(
@@ -165,17 +318,27 @@ def test_adapter_requests_fit_the_sdk_request_types() -> None:
     _check_params(CompletionCreateParamsNonStreaming, transform.chat_body(item))
     _check_params(CompletionCreateParamsStreaming, transform.chat_body(item, stream=True))
     _check_params(CompletionCreateParamsNonStreaming, transform.chat_body(item, token_field="max_tokens"))
+    hosted = request(
+        "Find", tools=[{"type": "web_search"}, {"type": "file_search", "vector_store_ids": ["v"]}]
+    )
+    for responses_item in (item, hosted):
+        _check_params(ResponseCreateParamsNonStreaming, transform.responses_body(responses_item))
+        _check_params(ResponseCreateParamsStreaming, transform.responses_body(responses_item, stream=True))
     _check_params(
         EmbeddingCreateParams, transform.embeddings_body(request("x", operation="embeddings", dimensions=8))
     )
-    line = transform.batch_line(item)
-    _check_params(
-        BatchCreateParams, {"input_file_id": "file-1", "endpoint": line["url"], "completion_window": "24h"}
-    )
+    line, hosted_line = transform.OPENAI_ROUTE.batch_line(item), transform.OPENAI_ROUTE.batch_line(hosted)
+    for each in (line, hosted_line):
+        _check_params(
+            BatchCreateParams,
+            {"input_file_id": "file-1", "endpoint": each["url"], "completion_window": "24h"},
+        )
     _check_params(CompletionCreateParamsNonStreaming, line["body"])
+    _check_params(ResponseCreateParamsNonStreaming, hosted_line["body"])
+    _check_params(CompletionCreateParamsNonStreaming, transform.HOST_ROUTE.batch_line(item)["body"])
 
 
-# -- (c) the adapter over HTTP against the emulator ------------------------------------------------
+# -- (d) the adapter over HTTP against the emulator ------------------------------------------------
 def test_complete_stream_and_embeddings(server: EmulatorServer) -> None:
     chat = make_sync(endpoint(server), "sk-local")
     whole = chat.complete(request("Say hi"))
@@ -187,8 +350,35 @@ def test_complete_stream_and_embeddings(server: EmulatorServer) -> None:
     assert events[-1].usage == whole.usage
     one = chat.complete(request("hello", operation="embeddings"))
     assert one.output is not None and len(one.output["embedding"]) == 16
+    # OpenAI, no hosted tool: Chat Completions (test_hosted_tools_run_on_the_responses_api...)
+    assert whole.raw is not None and whole.raw["object"] == "chat.completion"
     host = make_sync(endpoint(server, host=True), None).complete(request("Say hi"))
     assert host.output["content"].startswith("Simulated answer from groq/")  # type: ignore[index]
+    assert host.raw is not None and host.raw["object"] == "chat.completion"
+    host_events = list(make_sync(endpoint(server, host=True), None).stream(request("Say hi")))
+    assert isinstance(host_events[-1], StreamEnd) and host_events[-1].result.output == host.output
+
+
+def test_hosted_tools_run_on_the_responses_api_and_are_counted(server: EmulatorServer) -> None:
+    chat = make_sync(endpoint(server), "sk-local")
+    tools = [{"type": "web_search_preview"}, {"type": "code_interpreter"}]
+    whole = chat.complete(request("Look it up", tools=tools, tool_choice={"type": "web_search_preview"}))
+    assert whole.usage.tool_uses == (("python_execution", 1), ("web_search", 1))
+    events = list(chat.stream(request("Look it up", tools=tools)))
+    assert isinstance(events[-1], StreamEnd) and events[-1].usage.tool_uses == whole.usage.tool_uses
+    batch = make_batch(endpoint(server), "sk-local")
+    job = batch.submit(
+        [
+            request("a", custom_id="seq-0", tools=[{"type": "file_search", "vector_store_ids": ["vs_1"]}]),
+            request("b", custom_id="seq-1", tools=tools),
+        ]
+    )
+    time.sleep(0.35)
+    assert batch.poll(job).state == "completed"
+    results = {r.custom_id: r for r in batch.results(job)}
+    assert results["seq-0"].usage.tool_uses == (("file_search", 1),)
+    assert results["seq-1"].usage.tool_uses == (("python_execution", 1), ("web_search", 1))
+    assert results["seq-1"].output is not None and results["seq-1"].output["content"].startswith("Simulated")
 
 
 @pytest.mark.parametrize(
@@ -289,3 +479,140 @@ def test_a_reset_halfway_through_a_whole_answer_is_retried(server: EmulatorServe
         chat.complete(probe)
     assert broken.value.code == "stream_interrupted"
     assert chat.complete(probe).status == "completed"
+
+
+def test_a_response_cut_at_the_output_limit_finishes_with_length(server: EmulatorServer) -> None:
+    chat = make_sync(endpoint(server), "sk-local")
+    story = {"input": "Tell me a long story", "tools": [WEB_SEARCH]}  # a hosted tool: the Responses API
+    short = ProviderRequest("seq-0", "i", "responses", "m", MODEL, story, 4)
+    whole = chat.complete(short)
+    assert whole.raw is not None and whole.raw["status"] == "incomplete"
+    assert whole.raw["max_output_tokens"] == 16  # the Responses API's least
+    assert whole.output is not None and whole.output["finish_reason"] == "length"
+    assert whole.usage.completion_tokens == 16
+    events = list(chat.stream(short))
+    assert isinstance(events[-1], StreamEnd) and events[-1].result.output == whole.output
+
+
+def test_stop_on_openai_goes_to_chat_completions_and_cuts_the_answer(server: EmulatorServer) -> None:
+    chat = make_sync(endpoint(server), "sk-local")
+    stopped = request("Say hi", stop=[" from", "zzz"])
+    whole = chat.complete(stopped)
+    assert whole.raw is not None and whole.raw["object"] == "chat.completion"
+    assert whole.output == {
+        "type": "message",
+        "role": "assistant",
+        "content": "Simulated answer",
+        "finish_reason": "stop",
+    }
+    assert whole.usage.completion_tokens == 2
+    events = list(chat.stream(stopped))
+    assert isinstance(events[-1], StreamEnd) and events[-1].result.output == whole.output
+    assert "".join(e.text for e in events if isinstance(e, StreamDelta)) == "Simulated answer"
+
+
+# -- (e) a chunk of both APIs: one vendor job per endpoint -----------------------------------------
+class ManualClock:
+    def __init__(self) -> None:
+        self.now = 1_700_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clocked() -> Iterator[tuple[EmulatorServer, ManualClock]]:
+    clock = ManualClock()
+    behaviour = Behaviour(EmulatorConfig(batch_seconds=60.0, ttft_seconds=0.0))
+    emulator = OpenAIEmulator(behaviour, provider="openai", prefix="/openai", models=(MODEL,), clock=clock)
+    emulators = EmulatorServer([emulator.vendor]).start()
+    yield emulators, clock
+    emulators.stop()
+
+
+def mixed_chunk(*, expire: str = "") -> list[ProviderRequest]:
+    return [
+        request("plain" + expire, custom_id="seq-0"),
+        request("search", custom_id="seq-1", tools=[WEB_SEARCH]),
+        request("stopped", custom_id="seq-2", stop=" from"),
+        request("look", custom_id="seq-3", tools=[{"type": "code_interpreter"}, CHAT_TOOL]),
+    ]
+
+
+def test_a_chunk_of_both_apis_is_one_vendor_job_per_endpoint(
+    clocked: tuple[EmulatorServer, ManualClock],
+) -> None:
+    server, clock = clocked
+    batch = make_batch(endpoint(server), "sk-local")
+    job = batch.submit(mixed_chunk())
+    parts = job.split("+")
+    assert len(parts) == 2 and all(p.startswith("batch_") for p in parts)
+    base = server.base_url + "/openai/v1/batches/"
+    vendor = [Batch.model_validate(httpx.get(base + p).json()) for p in parts]
+    assert [b.endpoint for b in vendor] == ["/v1/chat/completions", "/v1/responses"]
+    assert [b.request_counts.total for b in vendor if b.request_counts] == [2, 2]
+    running = batch.poll(job)
+    assert running.state == "validating" and running.total == 4  # both parts are
+    clock.now += 61
+    done = batch.poll(job)
+    assert (done.state, done.total, done.completed_count, done.failed_count) == ("completed", 4, 4, 0)
+    results = {r.custom_id: r for r in batch.results(job)}
+    assert sorted(results) == ["seq-0", "seq-1", "seq-2", "seq-3"]
+    assert {k: r.raw["object"] for k, r in results.items() if r.raw} == {
+        "seq-0": "chat.completion",
+        "seq-1": "response",
+        "seq-2": "chat.completion",
+        "seq-3": "response",
+    }
+    assert results["seq-2"].output is not None and results["seq-2"].output["content"] == "Simulated answer"
+    assert results["seq-1"].usage.tool_uses == (("web_search", 1),)
+    # one endpoint, one plain vendor id
+    assert "+" not in batch.submit([request("a", custom_id="seq-9"), request("b", custom_id="seq-8")])
+
+
+def test_a_composite_job_is_cancelled_part_by_part_and_known_only_whole(
+    clocked: tuple[EmulatorServer, ManualClock],
+) -> None:
+    server, clock = clocked
+    batch = make_batch(endpoint(server), "sk-local")
+    job = batch.submit(mixed_chunk())
+    batch.cancel(job)
+    base = server.base_url + "/openai/v1/batches/"
+    assert [httpx.get(base + p).json()["status"] for p in job.split("+")] == ["cancelling"] * 2
+    assert batch.poll(job).state == "in_progress"  # cancelling is still under way
+    clock.now += 1
+    assert batch.poll(job).state == "cancelled"
+    with pytest.raises(UnknownJob):
+        batch.poll(job.split("+")[0] + "+batch_unknown")
+    with pytest.raises(UnknownJob):
+        batch.cancel("batch_unknown+" + job.split("+")[1])
+
+
+def test_a_composite_job_with_an_expired_part_keeps_the_other_parts_results(
+    clocked: tuple[EmulatorServer, ManualClock],
+) -> None:
+    server, clock = clocked
+    batch = make_batch(endpoint(server), "sk-local")
+    job = batch.submit(mixed_chunk(expire=" [simulate:expire]"))
+    clock.now += 61
+    status = batch.poll(job)
+    assert (status.state, status.total, status.completed_count) == ("expired", 4, 3)
+    assert sorted(r.custom_id for r in batch.results(job)) == ["seq-1", "seq-2", "seq-3"]
+
+
+def test_a_part_that_fails_fails_the_job_at_once_and_stops_the_others(
+    clocked: tuple[EmulatorServer, ManualClock],
+) -> None:
+    server, clock = clocked
+    batch = make_batch(endpoint(server), "sk-local")
+    chunk = mixed_chunk()
+    # the same custom_id twice: OpenAI fails that part's batch when it validates the file
+    job = batch.submit([*chunk, replace(chunk[1], input={"input": "again", "tools": [WEB_SEARCH]})])
+    chat_part, responses_part = job.split("+")
+    clock.now += 1  # validated; the chat part runs for a minute
+    status = batch.poll(job)
+    assert status.state == "failed" and status.total == 2  # the failed part holds none
+    assert len(status.errors) == 1 and "custom_id" in status.errors[0].message
+    base = server.base_url + "/openai/v1/batches/"
+    assert httpx.get(base + responses_part).json()["status"] == "failed"
+    assert httpx.get(base + chat_part).json()["status"] == "cancelling"  # not left running

@@ -1,6 +1,7 @@
 """OpenAI's wire format through the transform, replayed from recorded vendor answers
 (tests/fixtures/vendors/openai/, hand-written from OpenAI's API reference): normalized
-results, usage, finish reasons, tool calls, batch lines and states, and the error mapping."""
+results of Chat Completions and the Responses API, usage (with billed hosted tool calls),
+finish reasons, tool calls, stream events, batch lines and states, and the error mapping."""
 
 from __future__ import annotations
 
@@ -8,22 +9,32 @@ import json
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from batchroute.providers.base import (
+    ItemError,
+    JobState,
+    JobStatus,
     PermanentProviderError,
     ProviderRequest,
     ProviderUnavailable,
     TransientProviderError,
+    UnknownJob,
+    Usage,
 )
-from batchroute.providers.http import error_for_status, retry_after_seconds
+from batchroute.providers.http import VendorHttp, error_for_status, retry_after_seconds
 from batchroute.providers.openai import transform
+from batchroute.providers.openai.client import OpenAIBatch, combined_status, vendor_job_ids
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures/vendors/openai"
 
 
 def fixture(name: str) -> Any:
     return json.loads((FIXTURES / name).read_text())
+
+
+FUNCTION = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
 
 
 def request(input_: dict[str, Any], *, operation: str = "responses", max_tokens: int = 64) -> ProviderRequest:
@@ -95,8 +106,8 @@ def test_batch_states_and_counts() -> None:
 def test_batch_output_and_error_lines() -> None:
     lines = [json.loads(line) for line in (FIXTURES / "batch_output_lines.jsonl").read_text().splitlines()]
     results = [transform.batch_line_result(line) for line in lines]
-    assert [r.custom_id for r in results if r] == ["seq-0", "seq-1", "seq-2", "seq-3", "seq-4"]
-    ok, embedding, invalid, limited, expired = results
+    assert [r.custom_id for r in results if r] == ["seq-0", "seq-1", "seq-2", "seq-3", "seq-4", "seq-5"]
+    ok, embedding, invalid, limited, expired, response = results
     assert ok is not None and ok.output["content"] == "Hello."  # type: ignore[index]
     assert embedding is not None and embedding.output["embedding"] == [0.1, 0.2]  # type: ignore[index]
     assert invalid is not None and invalid.error is not None and not invalid.error.transient
@@ -105,6 +116,9 @@ def test_batch_output_and_error_lines() -> None:
     assert limited is not None and limited.error is not None and limited.error.transient
     assert expired is not None and expired.error is not None and expired.error.transient
     assert transform.batch_line_result({"no": "custom_id"}) is None
+    # a Responses API line: its body is a `response`
+    assert response is not None and response.output is not None and response.output["content"] == "It is 2."
+    assert response.usage == Usage(20, 5, (("python_execution", 1),))
 
 
 def test_request_bodies() -> None:
@@ -140,13 +154,209 @@ def test_request_bodies() -> None:
         request({"messages": [{"role": "user", "content": "x"}]}), token_field="max_tokens", stream=True
     )
     assert hosted["max_tokens"] == 64 and hosted["stream_options"] == {"include_usage": True}
-    line = transform.batch_line(request({"input": "hello"}, operation="embeddings"))
+    line = transform.OPENAI_ROUTE.batch_line(request({"input": "hello"}, operation="embeddings"))
     assert line == {
         "custom_id": "seq-7~single",
         "method": "POST",
         "url": "/v1/embeddings",
         "body": {"model": "gpt-4o-mini-2024-07-18", "input": "hello"},
     }
+
+
+@pytest.mark.parametrize(
+    ("input_", "path"),
+    [
+        ({"input": "hi"}, transform.CHAT_PATH),
+        ({"messages": [{"role": "user", "content": "hi"}], "tools": [FUNCTION]}, transform.CHAT_PATH),
+        ({"input": "hi", "tools": [{"type": "web_search_preview_2025_03_11"}]}, transform.RESPONSES_PATH),
+        ({"input": "hi", "tools": [FUNCTION, {"type": "code_interpreter"}]}, transform.RESPONSES_PATH),
+        (
+            {"input": "hi", "tools": [{"type": "file_search", "vector_store_ids": ["v"]}]},
+            transform.RESPONSES_PATH,
+        ),
+    ],
+)
+def test_openai_sends_only_items_with_hosted_tools_to_the_responses_api(
+    input_: dict[str, Any], path: str
+) -> None:
+    for operation in ("responses", "vision"):
+        item = request(input_, operation=operation)
+        assert transform.OPENAI_ROUTE.path(item) == transform.OPENAI_ROUTE.batch_line(item)["url"] == path
+        assert ("messages" in transform.OPENAI_ROUTE.body(item)) == (path == transform.CHAT_PATH)
+        assert transform.HOST_ROUTE.path(item) == transform.CHAT_PATH  # hosts: Chat Completions only
+
+
+def test_stop_goes_to_openais_chat_completions_and_is_sent() -> None:
+    item = request({"input": "count to 9", "stop": "5", "seed": 1})
+    assert transform.OPENAI_ROUTE.path(item) == transform.CHAT_PATH
+    for body in (transform.OPENAI_ROUTE.body(item), transform.OPENAI_ROUTE.body(item, stream=True)):
+        assert body["stop"] == ["5"] and body["seed"] == 1 and body["max_completion_tokens"] == 64
+    # beside a hosted tool it would go to the Responses API, which has no stop: refused there
+    with pytest.raises(transform.Inexpressible, match="no stop"):
+        transform.OPENAI_ROUTE.body(request({"input": "x", "stop": "5", "tools": [{"type": "web_search"}]}))
+
+
+def test_a_responses_api_body() -> None:
+    item = {
+        "instructions": "Be brief.",
+        "input": [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "input_text", "text": "Hi"},
+                    {"type": "input_image", "image_url": "https://x/y.png"},
+                ],
+            },
+            {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "c1", "output": "42"},
+            {"role": "assistant", "content": "It is 42."},
+        ],
+        "tools": [
+            {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}},
+            {"type": "file_search", "vector_store_ids": ["vs_1"]},
+            {"type": "code_interpreter"},
+        ],
+        "tool_choice": {"type": "file_search"},
+        "temperature": 0.2,
+        "response_format": {
+            "type": "json_schema",
+            "json_schema": {"name": "a", "schema": {"type": "object"}},
+        },
+    }
+    body = transform.responses_body(request(item, max_tokens=8))
+    assert body["instructions"] == "Be brief." and body["max_output_tokens"] == 16  # the API's least
+    assert body["input"] == [
+        {
+            "role": "user",
+            "content": [
+                {"type": "input_text", "text": "Hi"},
+                {"type": "input_image", "image_url": "https://x/y.png", "detail": "auto"},
+            ],
+        },
+        {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c1", "output": "42"},
+        {"role": "assistant", "content": "It is 42."},
+    ]
+    assert body["tools"] == [
+        {"type": "function", "name": "f", "parameters": {"type": "object"}, "strict": False},
+        {"type": "file_search", "vector_store_ids": ["vs_1"]},
+        {"type": "code_interpreter", "container": {"type": "auto"}},
+    ]
+    assert body["tool_choice"] == {
+        "type": "allowed_tools",
+        "mode": "required",
+        "tools": [{"type": "file_search"}],
+    }
+    assert body["text"] == {"format": {"type": "json_schema", "name": "a", "schema": {"type": "object"}}}
+    assert body["temperature"] == 0.2 and body["store"] is False and "stream" not in body
+    assert transform.responses_body(request(item), stream=True)["stream"] is True
+
+
+def test_a_response_becomes_the_normalized_message_with_its_hosted_tool_calls_counted() -> None:
+    result = transform.response_result("seq-1", fixture("response.json"))
+    assert result.output == {
+        "type": "message",
+        "role": "assistant",
+        "content": "In a peaceful grove beneath a silver moon.",
+        "finish_reason": "stop",
+    }
+    assert result.usage == Usage(36, 87, (("file_search", 1), ("web_search", 2)))
+    assert result.raw is not None and result.raw["object"] == "response"
+    cut = transform.response_result("seq-2", fixture("response_function_call_incomplete.json"))
+    assert cut.output is not None and cut.output["finish_reason"] == "length"
+    assert cut.output["tool_calls"] == [
+        {
+            "id": "call_unLAR8MvFNptuiZK6K6HCy5k",
+            "type": "function",
+            "function": {
+                "name": "get_current_weather",
+                "arguments": '{"location":"Boston, MA","unit":"celsius"}',
+            },
+        }
+    ]
+
+
+def test_a_response_stream_gives_its_deltas_then_the_whole_response() -> None:
+    stream = transform.ResponseStream("seq-1")
+    texts = [stream.add(event) for event in fixture("response_stream.json")]
+    assert "".join(texts) == "Hi there!" and stream.result is not None
+    assert stream.result.output is not None and stream.result.output["content"] == "Hi there!"
+    assert stream.result.usage == Usage(37, 11)
+    failing = transform.ResponseStream("seq-2")
+    first, failed = fixture("response_stream_failed.json")
+    assert failing.add(first) == "Hi"
+    with pytest.raises(TransientProviderError) as broken:
+        failing.add(failed)
+    assert broken.value.code == "provider_5xx" and "failed to generate" in broken.value.message
+    with pytest.raises(PermanentProviderError):
+        failing.add({"type": "error", "code": "invalid_prompt", "message": "no", "param": None})
+
+
+def test_a_failed_batch_carries_its_errors() -> None:
+    status = transform.job_status(fixture("batch_failed.json"))
+    assert status.state == "failed" and len(status.errors) == 1
+    assert status.errors[0].code == "provider_rejected"
+    assert "(invalid_request) [line 2, param url]" in status.errors[0].message
+    assert transform.job_status(fixture("batch_completed.json")).errors == ()
+
+
+def status(state: JobState, *, errors: tuple[ItemError, ...] = ()) -> JobStatus:
+    return JobStatus(state, total=3, completed_count=2, failed_count=1, errors=errors)
+
+
+@pytest.mark.parametrize(
+    ("states", "combined"),
+    [
+        (("validating", "validating"), "validating"),
+        (("validating", "in_progress"), "in_progress"),
+        (("completed", "in_progress"), "in_progress"),  # until every part is done
+        (("expired", "in_progress"), "in_progress"),
+        (("failed", "validating"), "failed"),  # failed over at once: the runner reads none of it
+        (("in_progress", "cancelled"), "cancelled"),
+        (("completed", "completed"), "completed"),
+        (("completed", "expired"), "expired"),  # the runner reads it and resubmits what is missing
+        (("expired", "cancelled"), "cancelled"),  # the runner fails these over
+        (("cancelled", "failed"), "failed"),
+        (("completed", "failed"), "failed"),
+    ],
+)
+def test_a_composite_jobs_status_combines_its_parts(states: tuple[JobState, JobState], combined: str) -> None:
+    broken = ItemError("provider_rejected", "bad line", False)
+    parts = [status(states[0]), status(states[1], errors=(broken,))]
+    together = combined_status(parts)
+    assert together.state == combined
+    assert (together.total, together.completed_count, together.failed_count) == (6, 4, 2)
+    assert together.errors == (broken,)
+    assert combined_status([parts[0]]) is parts[0]
+
+
+def test_a_part_that_cannot_be_created_cancels_those_already_created() -> None:
+    sent: list[tuple[str, str]] = []
+
+    def vendor(call: httpx.Request) -> httpx.Response:
+        sent.append((call.method, call.url.path))
+        if call.url.path == "/v1/files":
+            return httpx.Response(200, json={"id": f"file-{len(sent)}"})
+        if call.url.path == "/v1/batches":
+            if len([c for c in sent if c == ("POST", "/v1/batches")]) == 2:
+                return httpx.Response(400, json={"error": {"message": "no", "type": "invalid_request_error"}})
+            return httpx.Response(200, json={"id": "batch_1"})
+        return httpx.Response(200, json={"id": "batch_1", "status": "cancelling"})
+
+    batch = OpenAIBatch(
+        "openai", VendorHttp("http://x/v1", vendor="openai", transport=httpx.MockTransport(vendor))
+    )
+    chunk = [request({"input": "plain"}), request({"input": "find", "tools": [{"type": "web_search"}]})]
+    with pytest.raises(PermanentProviderError):
+        batch.submit(chunk)
+    assert sent[-1] == ("POST", "/v1/batches/batch_1/cancel")
+
+
+def test_composite_job_ids() -> None:
+    assert vendor_job_ids("batch_a") == ["batch_a"]
+    assert vendor_job_ids("batch_a+batch_b") == ["batch_a", "batch_b"]
+    with pytest.raises(UnknownJob):
+        vendor_job_ids("batch_a+")
 
 
 @pytest.mark.parametrize(

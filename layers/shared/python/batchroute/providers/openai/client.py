@@ -1,23 +1,29 @@
-"""OpenAI over HTTP: Chat Completions (whole and streamed), Embeddings, and the Batch API
-(upload a JSONL file with purpose `batch`, create, poll, download the output and error files,
-delete them, cancel). The bodies come from `transform.py`; the HTTP, the error mapping and
-the SSE parsing from providers/http.py (httpx, httpx-sse).
+"""OpenAI over HTTP: the Responses API or Chat Completions (whole and streamed), Embeddings,
+and the Batch API (upload a JSONL file with purpose `batch`, create, poll, download the output
+and error files, delete them, cancel). Which API an item goes to is the adapter's `Route`
+(transform.py: OpenAI itself sends items with hosted tools to the Responses API and the rest
+to Chat Completions, the compatible hosts everything to Chat Completions); the bodies come
+from `transform.py`; the HTTP, the error mapping and the SSE parsing from providers/http.py
+(httpx, httpx-sse).
 
 `OpenAIChat` also serves every OpenAI-compatible host (Together, Groq, Fireworks, DeepInfra,
-an operator's vLLM / llama.cpp / Ollama): a base URL and `token_field="max_tokens"`. A host
-that offers the OpenAI batch format (Together) uses `OpenAIBatch` too.
+an operator's vLLM / llama.cpp / Ollama): a base URL and `transform.HOST_ROUTE`. A host that
+offers the OpenAI batch format (Together) uses `OpenAIBatch` too.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator
+from contextlib import suppress
 from typing import Any
 
 import batchroute.providers.openai.transform as transform
 from batchroute.providers.base import (
+    JobState,
     JobStatus,
     PermanentProviderError,
+    ProviderError,
     ProviderRequest,
     ProviderResult,
     StreamDelta,
@@ -25,40 +31,72 @@ from batchroute.providers.base import (
     StreamEvent,
     StreamStart,
     TransientProviderError,
+    UnknownJob,
 )
 from batchroute.providers.http import VendorHttp, event_json
-from batchroute.providers.openai.transform import OPENAI_TOKEN_FIELD, TokenField
+from batchroute.providers.openai.transform import OPENAI_ROUTE, Route, TokenField
+
+
+def _under_base(path: str) -> str:
+    """A Batch API url (`/v1/responses`) as a path under the base URL, which ends in /v1."""
+    return path.removeprefix("/v1")
 
 
 class OpenAIChat:
     """The per-item adapter (SyncProvider): one call per request."""
 
-    def __init__(self, slug: str, http: VendorHttp, *, token_field: TokenField = OPENAI_TOKEN_FIELD) -> None:
+    def __init__(self, slug: str, http: VendorHttp, *, route: Route = OPENAI_ROUTE) -> None:
         self.slug = slug
         self.http = http
-        self.token_field = token_field
+        self.route = route
+
+    @property
+    def token_field(self) -> TokenField:
+        return self.route.token_field
 
     def complete(self, request: ProviderRequest) -> ProviderResult:
+        path = self.route.path(request)
+        body = self.http.request_json("POST", _under_base(path), json_body=self.route.body(request))
         if request.operation == "embeddings":
-            body = self.http.request_json("POST", "/embeddings", json_body=transform.embeddings_body(request))
             return transform.embeddings_result(
                 request.custom_id, body, single=transform.is_single_embedding(request)
             )
-        body = self.http.request_json(
-            "POST", "/chat/completions", json_body=transform.chat_body(request, token_field=self.token_field)
-        )
+        if path == transform.RESPONSES_PATH:
+            return transform.response_result(request.custom_id, body)
         return transform.chat_result(request.custom_id, body)
 
     def stream(self, request: ProviderRequest) -> Iterator[StreamEvent]:
         if request.operation == "embeddings":
             raise PermanentProviderError("embeddings do not stream", code="invalid_item")
-        body = transform.chat_body(request, token_field=self.token_field, stream=True)
+        body = self.route.body(request, stream=True)
+        if self.route.path(request) == transform.RESPONSES_PATH:
+            return self._response_events(request, body)
         return self._events(request, body)
+
+    def _response_events(self, request: ProviderRequest, body: dict[str, Any]) -> Iterator[StreamEvent]:
+        """A Responses API stream: text deltas until `response.completed` (or incomplete)."""
+        acc = transform.ResponseStream(request.custom_id)
+        with self.http.sse(
+            _under_base(transform.RESPONSES_PATH),
+            json_body=body,
+            read_timeout=request.first_byte_timeout_seconds,
+        ) as source:
+            yield StreamStart()
+            for event in source.iter_sse():
+                text = acc.add(event_json(event.data, vendor=self.http.vendor))
+                if text:
+                    yield StreamDelta(text)
+                if acc.result is not None:
+                    yield StreamEnd(acc.result)
+                    return
+        raise TransientProviderError(
+            f"{self.http.vendor} ended the stream before the response completed", code="stream_interrupted"
+        )
 
     def _events(self, request: ProviderRequest, body: dict[str, Any]) -> Iterator[StreamEvent]:
         acc = transform.StreamAccumulator(request.custom_id)
         with self.http.sse(
-            "/chat/completions", json_body=body, read_timeout=request.first_byte_timeout_seconds
+            _under_base(transform.CHAT_PATH), json_body=body, read_timeout=request.first_byte_timeout_seconds
         ) as source:
             yield StreamStart()
             for event in source.iter_sse():
@@ -79,22 +117,44 @@ class OpenAIChat:
 
 
 class OpenAIBatch:
-    """The vendor batch adapter (BatchApiProvider) over the Batch API."""
+    """The vendor batch adapter (BatchApiProvider) over the Batch API.
 
-    def __init__(self, slug: str, http: VendorHttp, *, token_field: TokenField = OPENAI_TOKEN_FIELD) -> None:
+    A Batch API job takes one endpoint, and a chunk of OpenAI's may hold items for two (those
+    with hosted tools go to the Responses API, the rest to Chat Completions: transform.py).
+    `submit` makes one vendor job per endpoint and answers their ids joined with `+`
+    (`batch_a+batch_b`; one endpoint, one plain id, so a stored job id stays valid); `poll`,
+    `results` and `cancel` take either (`combined_status` says how the parts' statuses add up).
+    """
+
+    def __init__(self, slug: str, http: VendorHttp, *, route: Route = OPENAI_ROUTE) -> None:
         self.slug = slug
         self.http = http
-        self.token_field = token_field
+        self.route = route
+
+    @property
+    def token_field(self) -> TokenField:
+        return self.route.token_field
 
     def submit(self, requests: Iterable[ProviderRequest]) -> str:
-        listed = list(requests)
-        if not listed:
+        by_endpoint: dict[str, list[ProviderRequest]] = {}
+        for request in requests:
+            by_endpoint.setdefault(self.route.path(request), []).append(request)
+        if not by_endpoint:
             raise PermanentProviderError("a batch job needs at least one request", code="invalid_item")
-        endpoint = transform.batch_endpoint(listed[0])
+        created: list[str] = []
+        try:
+            for endpoint, listed in by_endpoint.items():
+                created.append(self._submit_part(endpoint, listed))
+        except BaseException:
+            for job_id in created:  # no half-submitted chunk left running (and billed)
+                with suppress(ProviderError):
+                    self.cancel(job_id)
+            raise
+        return JOB_ID_SEPARATOR.join(created)
+
+    def _submit_part(self, endpoint: str, requests: list[ProviderRequest]) -> str:
         lines = b"".join(
-            json.dumps(transform.batch_line(r, token_field=self.token_field), separators=(",", ":")).encode()
-            + b"\n"
-            for r in listed
+            json.dumps(self.route.batch_line(r), separators=(",", ":")).encode() + b"\n" for r in requests
         )
         uploaded = self.http.request_json(
             "POST",
@@ -110,9 +170,20 @@ class OpenAIBatch:
         return str(created["id"])
 
     def poll(self, job_id: str) -> JobStatus:
-        return transform.job_status(self._batch(job_id))
+        parts = {part: transform.job_status(self._batch(part)) for part in vendor_job_ids(job_id)}
+        status = combined_status(list(parts.values()))
+        if status.state in ABANDONED:  # the runner reads none of it: stop the parts still running
+            for part, state in parts.items():
+                if not state.terminal:
+                    with suppress(ProviderError):
+                        self.http.request_job("POST", f"/batches/{part}/cancel", job_id=part)
+        return status
 
     def results(self, job_id: str) -> Iterator[ProviderResult]:
+        for part in vendor_job_ids(job_id):
+            yield from self._part_results(part)
+
+    def _part_results(self, job_id: str) -> Iterator[ProviderResult]:
         batch = self._batch(job_id)
         for key in ("output_file_id", "error_file_id"):
             file_id = batch.get(key)
@@ -128,7 +199,16 @@ class OpenAIBatch:
             self._forget(str(batch["input_file_id"]))
 
     def cancel(self, job_id: str) -> None:
-        self.http.request_json("POST", f"/batches/{job_id}/cancel")
+        """Cancel every part; a part that fails to cancel (or that OpenAI does not know:
+        UnknownJob) does not keep the others running, and its error is raised after."""
+        failure: ProviderError | None = None
+        for part in vendor_job_ids(job_id):
+            try:
+                self.http.request_job("POST", f"/batches/{part}/cancel", job_id=part)
+            except ProviderError as exc:
+                failure = failure or exc
+        if failure is not None:
+            raise failure
 
     def _batch(self, job_id: str) -> dict[str, Any]:
         return dict(self.http.request_job("GET", f"/batches/{job_id}", job_id=job_id))
@@ -136,6 +216,54 @@ class OpenAIBatch:
     def _forget(self, file_id: str) -> None:
         """Delete a downloaded file: the vendor would otherwise keep it until deleted."""
         self.http.forget(f"/files/{file_id}")
+
+
+# Joins the vendor batch ids of one chunk's jobs (OpenAI's ids are `batch_` and letters/digits).
+JOB_ID_SEPARATOR = "+"
+# A composite job is done badly in its worst part's way, worst first (`combined_status`).
+_WORST_FIRST: tuple[JobState, ...] = ("failed", "cancelled", "expired")
+# A job in one of these states is failed over whole, its results unread (the lane runner).
+ABANDONED: frozenset[JobState] = frozenset({"failed", "cancelled"})
+
+
+def vendor_job_ids(job_id: str) -> list[str]:
+    """The vendor batch ids a (composite) job id joins."""
+    parts = job_id.split(JOB_ID_SEPARATOR)
+    if not all(parts):
+        raise UnknownJob(f"no such batch job {job_id!r}")
+    return parts
+
+
+def combined_status(parts: list[JobStatus]) -> JobStatus:
+    """One job's status from its parts': counts and errors summed. A part that failed or was
+    cancelled fails the job at once (`failed` before `cancelled`), whatever the others are
+    doing; otherwise validating while every part is, in progress until every part is
+    terminal, then completed when all completed, else expired.
+
+    Why (services/workflow/runner.py, poll_lane_job): the lane runner fails a failed or
+    cancelled job over to the lane's next provider without reading its results, so waiting
+    for the other parts (up to OpenAI's 24-hour window) would only delay the failover, and
+    `poll` cancels them instead; the items of a part that completed run again on the next
+    lane (a second charge, never a lost item), and the failed part's errors reach the
+    receipt. An expired job's results are read and its missing items resubmitted, so
+    `expired` is said only when no part failed or was cancelled, once every part is done,
+    and every completed part's results are kept."""
+    if len(parts) == 1:
+        return parts[0]
+    state: JobState
+    if any(p.state in ABANDONED for p in parts):
+        state = "failed" if any(p.state == "failed" for p in parts) else "cancelled"
+    elif not all(p.terminal for p in parts):
+        state = "validating" if all(p.state == "validating" for p in parts) else "in_progress"
+    else:
+        state = next((s for s in _WORST_FIRST if any(p.state == s for p in parts)), "completed")
+    return JobStatus(
+        state=state,
+        total=sum(p.total for p in parts),
+        completed_count=sum(p.completed_count for p in parts),
+        failed_count=sum(p.failed_count for p in parts),
+        errors=tuple(e for p in parts for e in p.errors),
+    )
 
 
 def _line_result(line: str) -> ProviderResult | None:

@@ -1,16 +1,39 @@
 """OpenAI's wire format, both ways, as pure functions (no I/O): the request bodies of Chat
-Completions, Embeddings and Batch API lines from a ProviderRequest, and ProviderResults from
-OpenAI's answers, stream chunks and batch output lines (docs/providers.md, OpenAI).
+Completions, the Responses API, Embeddings and Batch API lines from a ProviderRequest, and
+ProviderResults from OpenAI's answers, stream events and batch output lines
+(docs/providers.md, OpenAI). Every body fits OpenAI's published OpenAPI document
+(batchroute_tools/contracts/openai.py checks them).
 
-The same transform serves every OpenAI-compatible host (Together, Groq, Fireworks, DeepInfra,
-vLLM, llama.cpp's server, Ollama): those take `max_tokens` where OpenAI itself now takes
-`max_completion_tokens`, which is the one difference (`token_field`).
+Which API a `Route` speaks:
+- OpenAI itself (`OPENAI_ROUTE`): a `responses` / `vision` item that uses a hosted tool (web
+  search, file search, code interpreter: `uses_hosted_tools`) goes to the Responses API
+  (`/v1/responses`, whole, streamed and in batch jobs), the only OpenAI API that runs them;
+  every other item goes to Chat Completions (`/v1/chat/completions`, `max_completion_tokens`),
+  which honours `stop` (the Responses API has none) and is what the service's own chat surface
+  speaks. A batch job of OpenAI's may thus hold both (client.py splits it by endpoint).
+  Embeddings go to `/v1/embeddings`.
+- every OpenAI-compatible host (Together, Groq, Fireworks, DeepInfra, vLLM, llama.cpp's
+  server, Ollama; `HOST_ROUTE`): Chat Completions with `max_tokens` (OpenAI's own Chat
+  Completions takes `max_completion_tokens`: `token_field`). Hosts run no hosted tools.
 
-Field map (ours -> OpenAI): the item's messages (chat-completions or Responses-API form,
-providers/conversation.py) -> `messages` with the system text first; `max_output_tokens` ->
-`max_completion_tokens` / `max_tokens`; temperature, top_p, stop, seed, tools, tool_choice ->
-the same names; a structured-output format -> `response_format`. Embeddings: `input` (or
-`text`) -> `input`; `dimensions` when the item sets it.
+What an API cannot say is refused (`Inexpressible`, a PermanentProviderError), never dropped:
+a hosted tool on Chat Completions (a host's); `stop`, `seed` or a message `name` on the
+Responses API (the preflight refuses them beside hosted tools, so this is a safety net).
+
+Field map, Chat Completions (ours -> OpenAI): the messages (providers/conversation.py) ->
+`messages` with the system text first; `max_output_tokens` -> `max_completion_tokens` /
+`max_tokens`; temperature, top_p (when the model samples), stop, seed -> the same names;
+function tools and tool_choice in chat form; a structured-output format -> `response_format`.
+
+Field map, Responses API: the system text -> `instructions`; messages -> `input` items (user
+text and images as `input_text` / `input_image` parts, assistant text as a message, tool calls
+as `function_call` items, tool answers as `function_call_output` items); `max_output_tokens`
+-> `max_output_tokens` (at least 16, the API's minimum); temperature, top_p (when the model
+samples); function tools flat, hosted tools from catalog/data/hosted_tools.toml with the
+item's settings merged; tool_choice in Responses form; a structured-output format ->
+`text.format`; `store: false` (the service keeps no vendor-side state).
+
+Embeddings: `input` (or `text`) -> `input`; `dimensions` when the item sets it.
 """
 
 from __future__ import annotations
@@ -24,16 +47,29 @@ from batchroute.providers.base import (
     ItemError,
     JobState,
     JobStatus,
+    PermanentProviderError,
     ProviderRequest,
     ProviderResult,
+    TransientProviderError,
     Usage,
 )
-from batchroute.providers.conversation import conversation
+from batchroute.providers.conversation import Conversation, ToolChoice, conversation, plain_text
+from batchroute.providers.hosted_tools import vendor_tool
 
 TokenField = Literal["max_completion_tokens", "max_tokens"]
 OPENAI_TOKEN_FIELD: Final[TokenField] = "max_completion_tokens"  # noqa: S105 - a field name
 CHAT_PATH: Final = "/v1/chat/completions"
+RESPONSES_PATH: Final = "/v1/responses"
 EMBEDDINGS_PATH: Final = "/v1/embeddings"
+# The Responses API's least `max_output_tokens` (its OpenAPI document: `minimum: 16`).
+RESPONSES_MIN_OUTPUT_TOKENS: Final = 16
+SAMPLING_OPTIONS: Final = ("temperature", "top_p")
+# Hosted tool call output items of a Response -> the service's tool names (Usage.tool_uses).
+TOOL_CALL_ITEMS: Final[dict[str, str]] = {
+    "web_search_call": "web_search",
+    "file_search_call": "file_search",
+    "code_interpreter_call": "python_execution",
+}
 # A batch line's custom_id is ours, plus this suffix when an embeddings item sent one string
 # (not a list): the answer's shape depends on it and the output line does not say.
 SINGLE_SUFFIX: Final = "~single"
@@ -52,19 +88,42 @@ JOB_STATES: Final[dict[str, JobState]] = {
 
 
 # -- requests ------------------------------------------------------------------------------
+class Inexpressible(PermanentProviderError):
+    """The item asks for something the API it would go to cannot say (refused, not dropped)."""
+
+    default_code = "unsupported_by_provider"
+
+
+def _options(talk: Conversation, request: ProviderRequest) -> dict[str, Any]:
+    if request.sampling:
+        return dict(talk.options)
+    return {k: v for k, v in talk.options.items() if k not in SAMPLING_OPTIONS}
+
+
 def chat_body(
     request: ProviderRequest, *, token_field: TokenField = OPENAI_TOKEN_FIELD, stream: bool = False
 ) -> dict[str, Any]:
     talk = conversation(request.input)
+    if talk.hosted_tools or (talk.tool_choice is not None and talk.tool_choice.mode == "hosted"):
+        names = ", ".join(h.name for h in talk.hosted_tools) or str(
+            talk.tool_choice.name if talk.tool_choice else ""
+        )
+        raise Inexpressible(f"Chat Completions runs no hosted tools ({names})")
     messages: list[dict[str, Any]] = []
     if talk.system:
         messages.append({"role": "system", "content": talk.system})
-    messages.extend(talk.messages)
-    body: dict[str, Any] = {"model": request.provider_model_id, "messages": messages, **talk.options}
+    messages.extend(_chat_message(m) for m in talk.messages)
+    body: dict[str, Any] = {
+        "model": request.provider_model_id,
+        "messages": messages,
+        **_options(talk, request),
+    }
     if talk.functions:
         body["tools"] = talk.chat_tools()
         if talk.tool_choice is not None:
             body["tool_choice"] = talk.tool_choice.chat()
+    elif talk.tool_choice is not None and talk.tool_choice.mode in ("required", "function"):
+        raise Inexpressible("tool_choice asks for a tool, and the item declares none")
     if request.max_output_tokens > 0:
         body[token_field] = request.max_output_tokens
     if talk.response_format is not None:
@@ -73,6 +132,140 @@ def chat_body(
         body["stream"] = True
         body["stream_options"] = {"include_usage": True}
     return body
+
+
+def _chat_message(message: dict[str, Any]) -> dict[str, Any]:
+    """A normal-form message as Chat Completions takes it: tool calls without the extras
+    other vendors carry on them (conversation.py keeps them for Gemini)."""
+    if "tool_calls" not in message:
+        return message
+    calls = [{"id": c["id"], "type": "function", "function": c["function"]} for c in message["tool_calls"]]
+    return {**message, "tool_calls": calls}
+
+
+def responses_body(request: ProviderRequest, *, stream: bool = False) -> dict[str, Any]:
+    """A Responses API request (module doc, "Field map, Responses API")."""
+    talk = conversation(request.input)
+    refused = [k for k in ("stop", "seed") if k in talk.options]
+    if refused:
+        raise Inexpressible(f"OpenAI's Responses API takes no {' or '.join(refused)}")
+    body: dict[str, Any] = {"model": request.provider_model_id, "input": responses_input(talk)}
+    if talk.system:
+        body["instructions"] = talk.system
+    body.update(_options(talk, request))
+    tools = responses_tools(talk)
+    if tools:
+        body["tools"] = tools
+        if talk.tool_choice is not None:
+            body["tool_choice"] = responses_tool_choice(talk.tool_choice)
+    elif talk.tool_choice is not None and talk.tool_choice.mode not in ("auto", "none"):
+        raise Inexpressible("tool_choice asks for a tool, and the item declares none")
+    if request.max_output_tokens > 0:
+        body["max_output_tokens"] = max(request.max_output_tokens, RESPONSES_MIN_OUTPUT_TOKENS)
+    if talk.response_format is not None:
+        body["text"] = {"format": text_format(talk.response_format)}
+    body["store"] = False
+    if stream:
+        body["stream"] = True
+    return body
+
+
+def responses_input(talk: Conversation) -> list[dict[str, Any]]:
+    """The normal form's messages as Responses input items."""
+    items: list[dict[str, Any]] = []
+    for message in talk.messages:
+        if "name" in message:
+            raise Inexpressible("OpenAI's Responses API takes no message `name`")
+        role = message.get("role")
+        content = message.get("content")
+        if role == "tool":
+            output = content if isinstance(content, str) else plain_text(content)
+            items.append(
+                {
+                    "type": "function_call_output",
+                    "call_id": str(message.get("tool_call_id")),
+                    "output": output,
+                }
+            )
+            continue
+        if role == "assistant":
+            text = plain_text(content)
+            if text or not message.get("tool_calls"):
+                items.append({"role": "assistant", "content": text})
+            for call in message.get("tool_calls") or []:
+                function = call.get("function") or {}
+                items.append(
+                    {
+                        "type": "function_call",
+                        "call_id": str(call.get("id")),
+                        "name": str(function.get("name")),
+                        "arguments": str(function.get("arguments")),
+                    }
+                )
+            continue
+        items.append({"role": "user", "content": _input_content(content)})
+    return items
+
+
+def _input_content(content: object) -> str | list[dict[str, Any]]:
+    if not isinstance(content, list):
+        return "" if content is None else str(content)
+    parts: list[dict[str, Any]] = []
+    for part in content:
+        if part.get("type") == "image_url":
+            image = part.get("image_url") or {}
+            parts.append(
+                {
+                    "type": "input_image",
+                    "image_url": str(image.get("url")),
+                    "detail": image.get("detail") or "auto",
+                }
+            )
+        else:
+            parts.append({"type": "input_text", "text": str(part.get("text", ""))})
+    return parts
+
+
+def responses_tools(talk: Conversation) -> list[dict[str, Any]]:
+    """Function tools flat, and hosted tools as hosted_tools.toml declares them for OpenAI
+    with the item's settings merged over."""
+    tools: list[dict[str, Any]] = []
+    for function in talk.functions:
+        tool: dict[str, Any] = {"type": "function", "name": function.name}
+        if function.description is not None:
+            tool["description"] = function.description
+        tool["parameters"] = dict(function.parameters) if function.parameters is not None else None
+        tool["strict"] = bool(function.strict)  # Chat Completions' default; the document wants it said
+        tools.append(tool)
+    for hosted in talk.hosted_tools:
+        declared = vendor_tool("openai", hosted.name)
+        if declared is None:
+            raise Inexpressible(f"OpenAI runs no hosted tool {hosted.name!r}")
+        tools.append({**declared, **hosted.config, "type": declared["type"]})
+    return tools
+
+
+def responses_tool_choice(choice: ToolChoice) -> str | dict[str, Any]:
+    if choice.mode == "function":
+        return {"type": "function", "name": choice.name}
+    if choice.mode == "hosted":
+        declared = vendor_tool("openai", str(choice.name))
+        if declared is None:
+            raise Inexpressible(f"OpenAI runs no hosted tool {choice.name!r}")
+        # ToolChoiceTypes knows no `web_search` (only the preview): name it as allowed instead.
+        return {"type": "allowed_tools", "mode": "required", "tools": [{"type": declared["type"]}]}
+    return choice.mode
+
+
+def text_format(response_format: Mapping[str, Any]) -> dict[str, Any]:
+    """A chat `response_format` as the Responses API's `text.format`."""
+    if response_format.get("type") == "json_schema":
+        spec = _mapping(response_format.get("json_schema"))
+        return {
+            "type": "json_schema",
+            **{k: spec[k] for k in ("name", "schema", "strict", "description") if k in spec},
+        }
+    return {"type": str(response_format.get("type"))}
 
 
 def embeddings_body(request: ProviderRequest) -> dict[str, Any]:
@@ -88,26 +281,56 @@ def is_single_embedding(request: ProviderRequest) -> bool:
     return not isinstance(request.input.get("input", request.input.get("text")), list)
 
 
-def batch_line(request: ProviderRequest, *, token_field: TokenField = OPENAI_TOKEN_FIELD) -> dict[str, Any]:
-    """One line of a Batch API input file."""
-    if request.operation == "embeddings":
-        suffix = SINGLE_SUFFIX if is_single_embedding(request) else ""
+def uses_hosted_tools(request: ProviderRequest) -> bool:
+    """Whether the item offers a hosted tool, as the normal form reads its `tools`
+    (conversation.py); an item without tools is answered without reading it."""
+    return bool(request.input.get("tools")) and bool(conversation(request.input).hosted_tools)
+
+
+@dataclass(frozen=True)
+class Route:
+    """Which OpenAI API an adapter sends each operation to (module doc). `responses_api`:
+    items with hosted tools go to the Responses API (OpenAI itself); every other chat item,
+    and every item of a route without it, to Chat Completions."""
+
+    responses_api: bool
+    token_field: TokenField
+
+    def path(self, request: ProviderRequest) -> str:
+        if request.operation == "embeddings":
+            return EMBEDDINGS_PATH
+        return RESPONSES_PATH if self.responses_api and uses_hosted_tools(request) else CHAT_PATH
+
+    def operation(self, request: ProviderRequest) -> str:
+        """The contract's name of the call (batchroute_tools/contracts/openai.py)."""
+        return {EMBEDDINGS_PATH: "embeddings", RESPONSES_PATH: "responses", CHAT_PATH: "chat.completions"}[
+            self.path(request)
+        ]
+
+    def body(self, request: ProviderRequest, *, stream: bool = False) -> dict[str, Any]:
+        path = self.path(request)
+        if path == EMBEDDINGS_PATH:
+            return embeddings_body(request)
+        if path == RESPONSES_PATH:
+            return responses_body(request, stream=stream)
+        return chat_body(request, token_field=self.token_field, stream=stream)
+
+    def batch_line(self, request: ProviderRequest) -> dict[str, Any]:
+        suffix = SINGLE_SUFFIX if request.operation == "embeddings" and is_single_embedding(request) else ""
         return {
             "custom_id": request.custom_id + suffix,
             "method": "POST",
-            "url": EMBEDDINGS_PATH,
-            "body": embeddings_body(request),
+            "url": self.path(request),
+            "body": self.body(request),
         }
-    return {
-        "custom_id": request.custom_id,
-        "method": "POST",
-        "url": CHAT_PATH,
-        "body": chat_body(request, token_field=token_field),
-    }
 
 
-def batch_endpoint(request: ProviderRequest) -> str:
-    return EMBEDDINGS_PATH if request.operation == "embeddings" else CHAT_PATH
+OPENAI_ROUTE: Final = Route(responses_api=True, token_field=OPENAI_TOKEN_FIELD)
+HOST_ROUTE: Final = Route(responses_api=False, token_field="max_tokens")  # noqa: S106 - a field name
+
+
+def batch_endpoint(request: ProviderRequest, route: Route = OPENAI_ROUTE) -> str:
+    return route.path(request)
 
 
 # -- answers -------------------------------------------------------------------------------
@@ -138,6 +361,98 @@ def chat_result(custom_id: str, body: Mapping[str, Any]) -> ProviderResult:
         output["refusal"] = message["refusal"]
     return ProviderResult(
         custom_id, "completed", output=output, raw=dict(body), usage=chat_usage(body.get("usage"))
+    )
+
+
+def response_result(custom_id: str, body: Mapping[str, Any]) -> ProviderResult:
+    """A Responses API `response` as our normalized message: the output text joined, function
+    calls as chat tool calls, hosted tool calls counted (Usage.tool_uses)."""
+    if body.get("status") == "failed":
+        error = _mapping(body.get("error"))
+        code, transient = _line_error(
+            500 if error.get("code") == "server_error" else 400, str(error.get("code") or "")
+        )
+        message = str(error.get("message") or "the response failed")[:300]
+        return ProviderResult.failure(custom_id, ItemError(code, message, transient), raw=dict(body))
+    texts: list[str] = []
+    refusals: list[str] = []
+    calls: list[dict[str, Any]] = []
+    tools: dict[str, int] = {}
+    for item in body.get("output") or []:
+        item = _mapping(item)
+        kind = item.get("type")
+        if kind == "message":
+            for part in item.get("content") or []:
+                part = _mapping(part)
+                if part.get("type") == "output_text":
+                    texts.append(str(part.get("text") or ""))
+                elif part.get("type") == "refusal":
+                    refusals.append(str(part.get("refusal") or ""))
+        elif kind == "function_call":
+            calls.append(
+                {
+                    "id": str(item.get("call_id") or ""),
+                    "type": "function",
+                    "function": {
+                        "name": str(item.get("name") or ""),
+                        "arguments": str(item.get("arguments") or ""),
+                    },
+                }
+            )
+        elif isinstance(kind, str) and kind in TOOL_CALL_ITEMS:
+            tools[TOOL_CALL_ITEMS[kind]] = tools.get(TOOL_CALL_ITEMS[kind], 0) + 1
+    incomplete = _mapping(body.get("incomplete_details"))
+    length = body.get("status") == "incomplete" and incomplete.get("reason") == "max_output_tokens"
+    output: dict[str, Any] = {
+        "type": "message",
+        "role": "assistant",
+        "content": "".join(texts),
+        "finish_reason": "length" if length else "stop",
+    }
+    if calls:
+        output["tool_calls"] = calls
+    if refusals:
+        output["refusal"] = "".join(refusals)
+    usage = _mapping(body.get("usage"))
+    counted = Usage(
+        int(usage.get("input_tokens") or 0),
+        int(usage.get("output_tokens") or 0),
+        tuple(sorted(tools.items())),
+    )
+    return ProviderResult(custom_id, "completed", output=output, raw=dict(body), usage=counted)
+
+
+@dataclass
+class ResponseStream:
+    """What a Responses API stream has said so far: `add(event)` takes one event and gives the
+    text it adds; the stream ends with `response.completed` / `response.incomplete` (then
+    `result` is the whole answer, parsed from the response the event carries); a
+    `response.failed` or `error` event raises (transient for the vendor's server errors)."""
+
+    custom_id: str
+    result: ProviderResult | None = None
+
+    def add(self, event: Mapping[str, Any]) -> str:
+        kind = event.get("type")
+        if kind == "response.output_text.delta":
+            return str(event.get("delta") or "")
+        if kind in ("response.completed", "response.incomplete"):
+            self.result = response_result(self.custom_id, _mapping(event.get("response")))
+        elif kind == "response.failed":
+            raise _stream_error(_mapping(_mapping(event.get("response")).get("error")))
+        elif kind == "error":
+            raise _stream_error(event)
+        return ""
+
+
+def _stream_error(error: Mapping[str, Any]) -> PermanentProviderError | TransientProviderError:
+    vendor_code = str(error.get("code") or "")
+    message = f"openai failed the response: {str(error.get('message') or vendor_code)[:300]}"
+    code, transient = _line_error(500 if vendor_code in ("server_error", "") else 400, vendor_code)
+    return (
+        TransientProviderError(message, code=code)
+        if transient
+        else PermanentProviderError(message, code=code)
     )
 
 
@@ -220,13 +535,32 @@ class StreamAccumulator:
 
 # -- batch jobs ----------------------------------------------------------------------------
 def job_status(batch: Mapping[str, Any]) -> JobStatus:
+    """A `batch` as our job status; a failed batch's `errors.data` as its errors (the input
+    file's line each names, when it does)."""
     counts = _mapping(batch.get("request_counts"))
+    errors = tuple(
+        ItemError(
+            code="provider_rejected",
+            message=_batch_error_message(_mapping(e))[:300],
+            transient=False,
+        )
+        for e in _mapping(batch.get("errors")).get("data") or []
+    )
     return JobStatus(
         state=JOB_STATES.get(str(batch.get("status")), "in_progress"),
         total=int(counts.get("total") or 0),
         completed_count=int(counts.get("completed") or 0),
         failed_count=int(counts.get("failed") or 0),
+        errors=errors if batch.get("status") == "failed" else (),
     )
+
+
+def _batch_error_message(error: Mapping[str, Any]) -> str:
+    message = str(error.get("message") or "the batch failed")
+    where = [f"line {error['line']}"] if error.get("line") is not None else []
+    where += [f"param {error['param']}"] if error.get("param") else []
+    code = f" ({error['code']})" if error.get("code") else ""
+    return f"{message}{code}" + (f" [{', '.join(where)}]" if where else "")
 
 
 def batch_line_result(line: Mapping[str, Any]) -> ProviderResult | None:
@@ -242,6 +576,8 @@ def batch_line_result(line: Mapping[str, Any]) -> ProviderResult | None:
     if 200 <= status < 300 and body:
         if body.get("object") == "list":
             return embeddings_result(ours, body, single=single)
+        if body.get("object") == "response":
+            return response_result(ours, body)
         return chat_result(ours, body)
     source = _mapping(body.get("error")) or _mapping(line.get("error"))
     vendor_code = str(source.get("code") or source.get("type") or "")
