@@ -64,3 +64,24 @@ def test_a_lane_is_not_offered_a_tool_its_adapter_cannot_run() -> None:
     # Then the environment's catalog offers them no tool
     groq = [lane for lane in deployment.catalog.lanes if lane.provider == "groq"]
     assert groq and all(lane.hosted_tools == () for lane in groq)
+
+
+@pytest.mark.parametrize(
+    ("adapter", "build"), [("openai", "openai"), ("anthropic", "anthropic"), ("gemini", "gemini")]
+)
+def test_an_adapter_refuses_an_endpoint_pinned_to_another_api_version(adapter: str, build: str) -> None:
+    import importlib
+
+    from batchroute.providers.credentials import ProviderNotConfigured
+    from batchroute.providers.endpoints import ProviderEndpoint
+
+    package = importlib.import_module(f"batchroute.providers.{build}")
+    pinned = ProviderEndpoint(
+        slug="x", adapter=adapter, base_url="http://127.0.0.1:9", api_version="v0-other"
+    )  # type: ignore[arg-type]
+    with pytest.raises(ProviderNotConfigured, match="pinned to API version 'v0-other'"):
+        package.make_sync(pinned, "key")
+    deployment = load_deployment(builtin_catalog(), "local")
+    for endpoint in deployment.endpoints.values():  # the data's pins are what the adapters speak
+        if endpoint.adapter == adapter:
+            package.make_sync(endpoint, "key")

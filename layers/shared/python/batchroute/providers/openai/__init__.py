@@ -12,9 +12,11 @@ from batchroute.providers.openai.client import OpenAIBatch, OpenAIChat
 from batchroute.providers.openai.transform import HOST_ROUTE, OPENAI_ROUTE, Route
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
+API_VERSION = "v1"  # the REST API's version: the base URL's last segment (/v1)
 
 
 def _http(endpoint: ProviderEndpoint, api_key: str | None) -> VendorHttp:
+    endpoint.require_api_version(API_VERSION)
     headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
     return VendorHttp(
         endpoint.base_url or DEFAULT_BASE_URL,
