@@ -16,6 +16,7 @@ import pytest
 
 from batchroute.domain import tokens
 from batchroute.providers.base import (
+    ItemError,
     PermanentProviderError,
     ProviderRequest,
     ProviderUnavailable,
@@ -244,6 +245,14 @@ def test_job_states(name: str, state: str, total: int, done: int, failed: int) -
         done,
         failed,
     )
+
+
+def test_a_failed_batch_says_why_on_its_status() -> None:
+    # The operation's google.rpc.Status reaches every item of the job and the receipt
+    assert transform.job_status(fixture("batch_failed")).errors == (
+        ItemError(code="provider_rejected", message="Batch processing failed. (code 13)"),
+    )
+    assert transform.job_status(fixture("batch_succeeded")).errors == ()
 
 
 @pytest.mark.parametrize(

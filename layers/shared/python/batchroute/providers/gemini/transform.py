@@ -829,11 +829,23 @@ def job_status(operation: Mapping[str, Any]) -> JobStatus:
     """A batch's long-running operation (create, get) as our JobStatus."""
     batch = _mapping(operation.get("metadata"))
     stats = _mapping(batch.get("batchStats"))
+    failure = _mapping(operation.get("error"))  # a google.rpc.Status: why the whole batch failed
+    errors = (
+        (
+            ItemError(
+                code="provider_rejected",
+                message=f"{failure.get('message') or 'the batch failed'} (code {failure.get('code')})"[:300],
+            ),
+        )
+        if failure
+        else ()
+    )
     return JobStatus(
         state=job_state(batch.get("state")),
         total=_int(stats.get("requestCount")),
         completed_count=_int(stats.get("successfulRequestCount")),
         failed_count=_int(stats.get("failedRequestCount")),
+        errors=errors,
     )
 
 
