@@ -217,30 +217,43 @@ class OpenAIEmulator:
             stream=bool(body.get("stream")),
         )
 
-    def chat(self, request: Request) -> Reply:
+    def _admit(self, request: Request, operation: str) -> Reply | tuple[dict[str, Any], Work, Fault | None]:
+        """The request's body, work and fault; or the answer that ends it now: OpenAI's 400
+        for a body its contract refuses, a silent host, or a fault answered at once."""
         body = request.json()
-        refused = violations("chat.completions", body)
+        refused = violations(operation, body)
         if refused:
             return invalid_reply(refused[0])
         work = self.work(body, path=request.path)
         fault = self.behaviour.fault(work)
         if fault is not None and fault.kind == "timeout":
-            return Reply(200, {"content-type": "text/event-stream"}, delay_headers=3600.0)
+            return Reply(200, {"content-type": "text/event-stream; charset=utf-8"}, delay_headers=3600.0)
         if fault is not None and (refusal := fault_reply(fault)) is not None:
             return refusal
+        return body, work, fault
+
+    def _whole(self, answer: dict[str, Any], fault: Fault | None) -> Reply:
+        """A whole JSON answer, after the configured latency (reset halfway on a reset fault)."""
+        time.sleep(self.behaviour.config.latency_seconds)
+        whole = Reply.json(200, answer)
+        if fault is not None and fault.kind == "reset":
+            half = len(whole.body) // 2
+            return Reply.stream(
+                [(0.0, whole.body[:half]), (0.0, whole.body[half:])],
+                content_type="application/json",
+                reset_after=1,
+            )
+        return whole
+
+    def chat(self, request: Request) -> Reply:
+        admitted = self._admit(request, "chat.completions")
+        if isinstance(admitted, Reply):
+            return admitted
+        body, work, fault = admitted
         answer = stopped(self.behaviour.answer(work), body.get("stop"))
         ident, created = f"chatcmpl-{answer.ident}", int(self.clock())
         if not work.stream:
-            time.sleep(self.behaviour.config.latency_seconds)
-            whole = Reply.json(200, self.completion(work, answer, ident, created))
-            if fault is not None and fault.kind == "reset":  # reset halfway through the body
-                half = len(whole.body) // 2
-                return Reply.stream(
-                    [(0.0, whole.body[:half]), (0.0, whole.body[half:])],
-                    content_type="application/json",
-                    reset_after=1,
-                )
-            return whole
+            return self._whole(self.completion(work, answer, ident, created), fault)
         usage = bool((body.get("stream_options") or {}).get("include_usage"))
         reset = 2 if fault is not None and fault.kind == "reset" else None
         return Reply.stream(
@@ -250,32 +263,17 @@ class OpenAIEmulator:
         )
 
     def responses(self, request: Request) -> Reply:
-        body = request.json()
-        refused = violations("responses", body)
-        if refused:
-            return invalid_reply(refused[0])
-        work = self.work(body, path=request.path)
-        fault = self.behaviour.fault(work)
-        if fault is not None and fault.kind == "timeout":
-            return Reply(200, {"content-type": "text/event-stream; charset=utf-8"}, delay_headers=3600.0)
-        if fault is not None and (refusal := fault_reply(fault)) is not None:
-            return refusal
+        admitted = self._admit(request, "responses")
+        if isinstance(admitted, Reply):
+            return admitted
+        body, work, fault = admitted
         answer = self.behaviour.answer(work)
         created = int(self.clock())
         if not work.stream:
-            time.sleep(self.behaviour.config.latency_seconds)
             response = openai_responses.response_object(
                 body, work, answer, ident=answer.ident, created=created
             )
-            whole = Reply.json(200, response)
-            if fault is not None and fault.kind == "reset":  # reset halfway through the body
-                half = len(whole.body) // 2
-                return Reply.stream(
-                    [(0.0, whole.body[:half]), (0.0, whole.body[half:])],
-                    content_type="application/json",
-                    reset_after=1,
-                )
-            return whole
+            return self._whole(response, fault)
         events = openai_responses.stream_events(
             body, work, answer, ident=answer.ident, created=created, config=self.behaviour.config
         )
