@@ -277,6 +277,11 @@ def test_what_every_vendor_can_be_sent_is_accepted(accepted: dict[str, Any]) -> 
             ("unsupported_parameter", "input.input[0].type"),
         ),
         ({"input": [{"type": "function_call", "name": "f"}]}, ("invalid_field", "input.input[0]")),
+        # Anthropic, Gemini and Bedrock take a call's arguments as an object
+        (
+            {"input": [{"type": "function_call", "call_id": "c", "name": "f", "arguments": "[1]"}]},
+            ("invalid_field", "input.input[0]"),
+        ),
         # content parts
         (
             {"messages": [{"role": "user", "content": [{"type": "input_file", "file_id": "f"}]}]},

@@ -15,6 +15,7 @@ the preflight prefixes it with `items[<index>]`.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from typing import Final, NamedTuple, get_args
@@ -469,7 +470,7 @@ def _read_tool_calls(calls: object, where: str, problems: list[ItemProblem]) -> 
             and call.get("type", "function") == "function"
             and isinstance(function, dict)
             and _function_name(function.get("name"))
-            and isinstance(function.get("arguments"), str)
+            and _json_object_text(function.get("arguments"))
             and call.keys() <= {"id", "type", "function", "extra_content"}
         ):
             problems.append(
@@ -477,7 +478,7 @@ def _read_tool_calls(calls: object, where: str, problems: list[ItemProblem]) -> 
                     "invalid_field",
                     f"{where}[{index}]",
                     "A tool call is {id (1-64 letters, digits, _ or -), type: function, "
-                    "function: {name, arguments: a JSON string}}.",
+                    "function: {name, arguments: a JSON object as a string}}.",
                 )
             )
     return value_bytes(calls)
@@ -556,14 +557,14 @@ def _read_call_item(item: dict[str, object], where: str, problems: list[ItemProb
     if not (
         _call_id(item.get("call_id"))
         and _function_name(item.get("name"))
-        and isinstance(item.get("arguments"), str)
+        and _json_object_text(item.get("arguments"))
         and item.keys() <= _CALL_ITEM_KEYS
     ):
         problems.append(
             _shape(
                 "invalid_field",
                 where,
-                "A function_call item is {type, call_id, name, arguments: a JSON string}.",
+                "A function_call item is {type, call_id, name, arguments: a JSON object as a string}.",
             )
         )
     return value_bytes(item)
@@ -982,6 +983,16 @@ def _nonempty_string(value: object) -> bool:
 
 def _function_name(value: object) -> bool:
     return isinstance(value, str) and _FUNCTION_NAME.fullmatch(value) is not None
+
+
+def _json_object_text(value: object) -> bool:
+    """A tool call's arguments: every vendor but OpenAI takes them as an object."""
+    if not isinstance(value, str):
+        return False
+    try:
+        return isinstance(json.loads(value), dict)
+    except ValueError:
+        return False
 
 
 def _call_id(value: object) -> bool:
