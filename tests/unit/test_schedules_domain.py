@@ -206,6 +206,16 @@ def test_golden_set_parses_and_names_bad_fields() -> None:
         ({**good, "items": [{"input": "a", "expected": "b"}] * 51}, "golden_set.items"),
         ({**good, "items": [{"input": 5, "expected": "b"}]}, "golden_set.items[0].input"),
         ({**good, "items": [{"input": "a", "expected": 5}]}, "golden_set.items[0].expected"),
+        # a golden item goes to the same lanes as a batch item: the same input rules (issue 26)
+        (
+            {
+                **good,
+                "items": [
+                    {"input": {"messages": [{"role": "user", "content": "a"}], "seed": 1}, "expected": "b"}
+                ],
+            },
+            "golden_set.items[0].input.seed",
+        ),
         ({**good, "threshold": 2}, "golden_set.threshold"),
         ({**good, "extra": 1}, "golden_set.extra"),
     ]

@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
+from batchroute.domain.items import read_item
 from batchroute.errors import InvalidRequest
 
 ScorerKind = Literal["exact", "contains", "json_field", "numeric"]
@@ -166,6 +167,12 @@ def _items(raw: object, scorer: Scorer, field: str) -> tuple[GoldenItem, ...]:
         messages = payload.get("messages") if isinstance(payload, Mapping) else None
         if not isinstance(messages, list) or not messages:
             raise _invalid(f"{where}.input", "input is a prompt (a string) or {messages: [...]}.")
+        # What a batch item's input may hold, a golden item's may: it is sent to the same lanes
+        _, problems = read_item(
+            {"customer_item_id": "golden", "operation": "responses", "model": "golden", "input": payload}
+        )
+        if problems:
+            raise _invalid(f"{where}.{problems[0].field}", problems[0].message)
         expected = entry.get("expected")
         if scorer.kind in ("exact", "contains") and (
             not isinstance(expected, str) or not 1 <= len(expected) <= MAX_EXPECTED_CHARS
