@@ -1328,7 +1328,7 @@ def test_the_contract_refuses_what_bedrock_refuses(change: dict[str, Any], reaso
                 "max_tokens": 5,
                 "messages": [{"role": "user", "content": [{"type": "text", "text": "x", "color": "red"}]}],
             },
-            "content[0].color: unknown parameter",
+            "content[0].color: unknown field",
         ),
         (
             "anthropic",
@@ -1357,7 +1357,46 @@ def test_the_contract_refuses_what_bedrock_refuses(change: dict[str, Any], reaso
                 "messages": [{"role": "user", "content": "x"}],
                 "tools": [{"type": "web_search_20250305", "name": "web_search", "bogus": 1}],
             },
-            "bogus: unknown parameter",
+            "bogus: unknown field",
+        ),
+        (
+            "anthropic",
+            {
+                "anthropic_version": "bedrock-2023-05-31",
+                "max_tokens": 5,
+                "messages": [{"role": "user", "content": "x"}],
+                "metadata": {"user_id": "u"},
+            },
+            "$.metadata: extraneous key",
+        ),
+        (
+            "anthropic",
+            {
+                "anthropic_version": "bedrock-2023-05-31",
+                "max_tokens": 5,
+                "stream": True,
+                "messages": [{"role": "user", "content": "x"}],
+            },
+            "$.stream: not permitted",
+        ),
+        (
+            "anthropic",
+            {
+                "anthropic_version": "bedrock-2023-05-31",
+                "anthropic_beta": "x",
+                "max_tokens": 5,
+                "messages": [{"role": "user", "content": "x"}],
+            },
+            "$.anthropic_beta: should be a list",
+        ),
+        (
+            "anthropic",
+            {
+                "anthropic_version": "bedrock-2023-05-31",
+                "max_tokens": 5,
+                "messages": [{"role": "assistant", "content": "x"}],
+            },
+            "the first message must use the \"user\" role",
         ),
     ],
 )
