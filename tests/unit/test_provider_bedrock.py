@@ -1173,12 +1173,14 @@ def test_tools_bedrock_cannot_run_are_refused(payload: dict[str, Any], code: str
         assert raised.value.code == code
 
 
-def test_a_seed_is_refused_never_dropped() -> None:
-    for model in (HAIKU_35, LLAMA_33):
-        for build in (transform.converse_request, transform.batch_record):
-            with pytest.raises(PermanentProviderError) as raised:
-                build(provider_request({"input": "Hi", "seed": 7}, model))
-            assert raised.value.code == "unsupported_parameter"
+def test_a_seed_or_a_message_name_is_refused_never_dropped() -> None:
+    named = {"messages": [{"role": "user", "content": "Hi", "name": "ann"}]}
+    for payload in ({"input": "Hi", "seed": 7}, named):
+        for model in (HAIKU_35, LLAMA_33):
+            for build in (transform.converse_request, transform.batch_record):
+                with pytest.raises(PermanentProviderError) as raised:
+                    build(provider_request(payload, model))
+                assert raised.value.code == "unsupported_parameter"
 
 
 def test_llama_stop_sequences_go_to_converse_and_stay_with_the_adapter_in_batch() -> None:
@@ -1396,7 +1398,7 @@ def test_the_contract_refuses_what_bedrock_refuses(change: dict[str, Any], reaso
                 "max_tokens": 5,
                 "messages": [{"role": "assistant", "content": "x"}],
             },
-            "the first message must use the \"user\" role",
+            'the first message must use the "user" role',
         ),
     ],
 )

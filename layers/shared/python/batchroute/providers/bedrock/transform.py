@@ -40,8 +40,9 @@ model and the service's documented rules: batchroute_tools/contracts/bedrock.py)
     response_format json_schema              -> outputConfig.textFormat for a model with
                                                 structured output (none in the catalog); else
                                                 the schema, as an instruction in the system prompt
-    seed                                     -> refused: unsupported_parameter (no Bedrock
-                                                body has one; the preflight refuses it first)
+    seed, a message's name                   -> refused: unsupported_parameter (no Bedrock
+                                                body has either; the preflight refuses them
+                                                first)
 
 A conversation Bedrock cannot take is refused before anything is sent: one that does not
 start with a user's turn or has no text (invalid_conversation), a tool message that answers
@@ -274,6 +275,10 @@ def _turns(messages: Iterable[Mapping[str, Any]]) -> list[tuple[str, list[_Block
     """(role, blocks) turns, user and assistant alternating (same-role neighbours merged)."""
     turns: list[tuple[str, list[_Block]]] = []
     for message in messages:
+        if "name" in message:  # the preflight refuses it first
+            raise PermanentProviderError(
+                "Bedrock's messages carry no participant name (`name`)", code="unsupported_parameter"
+            )
         if message.get("role") == "tool":
             role = "user"
             blocks = [
