@@ -37,6 +37,7 @@ from moto import mock_aws
 
 from batchroute.providers.base import (
     PermanentProviderError,
+    ProviderError,
     ProviderRequest,
     ProviderUnavailable,
     StreamDelta,
@@ -591,6 +592,7 @@ def test_llama_batch_answers_are_cut_at_their_stop_sequences(
     )
     keys = [o["Key"] for o in s3.list_objects_v2(Bucket=BUCKET)["Contents"]]
     [stops_key] = [key for key in keys if key.endswith(".stops.json")]
+    assert stops_key.removesuffix(".stops.json") + ".jsonl" in keys  # beside the input
     assert json.loads(s3.get_object(Bucket=BUCKET, Key=stops_key)["Body"].read()) == {
         "stops": {"seq-0": ["never said", "answer"], "seq-2": ["zzz"]}
     }
@@ -618,6 +620,19 @@ def test_a_batch_without_stops_writes_no_stops_file(s3: Any, batch: BedrockBatch
     clock.now += BATCH_SECONDS
     [result] = list(batch.results(job_id))
     assert result.status == "completed"
+
+
+def test_a_stops_job_whose_stops_file_is_gone_answers_nothing_uncut(
+    s3: Any, batch: BedrockBatch, clock: Clock
+) -> None:
+    built = request("Prime?", model=LLAMA)
+    job_id = batch.submit([replace(built, input={**built.input, "stop": ["answer"]})])
+    for listed in s3.list_objects_v2(Bucket=BUCKET)["Contents"]:
+        if listed["Key"].endswith(".stops.json"):
+            s3.delete_object(Bucket=BUCKET, Key=listed["Key"])
+    clock.now += BATCH_SECONDS
+    with pytest.raises(ProviderError):
+        list(batch.results(job_id))
 
 
 def test_cancel_and_unknown_jobs(batch: BedrockBatch, clock: Clock) -> None:

@@ -1209,8 +1209,10 @@ def test_apply_stops_cuts_at_the_first_stop_and_keeps_the_billed_usage() -> None
 
 def test_stops_file_next_to_the_input_and_its_parsing() -> None:
     assert transform.stops_key("lanes/input/job-1.jsonl") == "lanes/input/job-1.stops.json"
-    job = {"inputDataConfig": {"s3InputDataConfig": {"s3Uri": "s3://b/lanes/input/job-1.jsonl"}}}
-    assert transform.stops_location(job) == ("b", "lanes/input/job-1.stops.json")
+    job = {"inputDataConfig": {"s3InputDataConfig": {"s3Uri": "s3://b/lanes/input/job-1-stops.jsonl"}}}
+    assert transform.stops_location(job) == ("b", "lanes/input/job-1-stops.stops.json")
+    plain = {"inputDataConfig": {"s3InputDataConfig": {"s3Uri": "s3://b/lanes/input/job-1.jsonl"}}}
+    assert transform.stops_location(plain) is None  # never looked for
     assert transform.parse_stops(b'{"stops": {"seq-0": ["7", 8, ""], "seq-1": "x"}}') == {"seq-0": ["7"]}
     assert transform.parse_stops(b"not json") == {} == transform.parse_stops(b"[1]")
 

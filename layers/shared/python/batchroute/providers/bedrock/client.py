@@ -10,13 +10,14 @@ turns botocore's failures into the provider errors (docs/providers.md, AWS Bedro
     BedrockConverse.check     -> bedrock ListFoundationModels (a health check)
     BedrockBatch.submit       -> S3 PutObject <bucket>/<prefix>/input/<job name>.jsonl (and,
                                  when a Llama record has stop sequences, <job name>.stops.json
-                                 beside it: record id -> stops), then bedrock
+                                 beside it: record id -> stops; the job name then ends in
+                                 `-stops`), then bedrock
                                  CreateModelInvocationJob (the batch role, output to
                                  <bucket>/<prefix>/output/); the job id is the job's ARN
     BedrockBatch.poll         -> bedrock GetModelInvocationJob
     BedrockBatch.results      -> S3 GetObject <output>/<job id>/<input name>.out, line by line,
                                  each answer cut at its record's stop sequences (S3 GetObject
-                                 <job name>.stops.json, once, when there is one)
+                                 <job name>.stops.json, once, for a `-stops` job)
     BedrockBatch.cancel       -> bedrock StopModelInvocationJob
 
 How a failure maps (as providers/http.py maps HTTP answers):
@@ -377,7 +378,7 @@ class BedrockBatch:
             json.dumps(transform.batch_record(r), separators=(",", ":")).encode() + b"\n" for r in listed
         )
         stops = {r.custom_id: found for r in listed if (found := transform.record_stops(r))}
-        name = self._job_name()
+        name = self._job_name() + (transform.STOPS_MARK if stops else "")
         key = f"{settings.prefix}/input/{name}.jsonl"
         with _mapped(self.slug):
             if stops:  # before the job exists: results() finds it whenever the job has any
@@ -437,15 +438,14 @@ class BedrockBatch:
             body.close()
 
     def _stops(self, job: Mapping[str, Any]) -> dict[str, list[str]]:
-        """The stop sequences submit() kept for the job's records ({} when none had any)."""
-        bucket, key = transform.stops_location(job)
-        try:
-            with _mapped(self.slug):
-                body = self.clients.s3().get_object(Bucket=bucket, Key=key)["Body"]
-        except ProviderError as exc:
-            if _aws_code(exc) == "NoSuchKey":
-                return {}
-            raise
+        """The stop sequences submit() kept for the job's records ({} when none had any). A
+        job named for them whose file is gone fails its results (never answers uncut)."""
+        location = transform.stops_location(job)
+        if location is None:
+            return {}
+        bucket, key = location
+        with _mapped(self.slug):
+            body = self.clients.s3().get_object(Bucket=bucket, Key=key)["Body"]
         try:
             with _mapped(self.slug, before_response=False):
                 return transform.parse_stops(body.read())

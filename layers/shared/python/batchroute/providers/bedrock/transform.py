@@ -112,6 +112,9 @@ from batchroute.providers.conversation import Conversation, conversation, data_u
 from batchroute.providers.http import error_for_status, retry_after_seconds
 
 ANTHROPIC_VERSION: Final = "bedrock-2023-05-31"
+# The end of the name of a batch job (and of its input file) whose records have stop
+# sequences the adapter applies (`stops_location`).
+STOPS_MARK: Final = "-stops"
 LLAMA_MAX_GEN_LEN: Final = 2048  # Bedrock's ceiling for Llama 3 models
 DEFAULT_MAX_TOKENS: Final = 1024  # Anthropic requires max_tokens; the lane runner's default
 IMAGE_FORMATS: Final = ("png", "jpeg", "gif", "webp")
@@ -906,10 +909,14 @@ def stops_key(input_key: str) -> str:
     return input_key.removesuffix(".jsonl") + ".stops.json"
 
 
-def stops_location(job: Mapping[str, Any]) -> tuple[str, str]:
-    """(bucket, key) of the stop sequences of a job (GetModelInvocationJob's answer)."""
+def stops_location(job: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(bucket, key) of the stop sequences of a job (GetModelInvocationJob's answer); None
+    for a job without any: only a job whose name (its input file's) ends in STOPS_MARK has
+    them, so a job without is never looked for (S3 may answer a missing key with 403)."""
     source = _mapping(_mapping(job.get("inputDataConfig")).get("s3InputDataConfig")).get("s3Uri")
     bucket, key = split_s3_uri(str(source))
+    if not key.endswith(f"{STOPS_MARK}.jsonl"):
+        return None
     return bucket, stops_key(key)
 
 
