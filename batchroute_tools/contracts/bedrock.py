@@ -14,8 +14,9 @@ Operations:
     CreateModelInvocationJob    the keyword arguments of `create_model_invocation_job`
     batch_record:anthropic      a batch record's modelInput for Anthropic Claude: the
                                 Messages API body with anthropic_version
-                                "bedrock-2023-05-31", checked with the `anthropic` SDK's
-                                MessageCreateParams types (no `model`, no `stream`)
+                                "bedrock-2023-05-31", checked by the Anthropic contract's
+                                `message_violations` (contracts/anthropic.py: the SDK's
+                                types and the API's rules), without `model` or `stream`
     batch_record:meta           a batch record's modelInput for Meta Llama: {prompt,
                                 max_gen_len, temperature, top_p}
 
@@ -82,15 +83,25 @@ LLAMA_KEYS: Final[dict[str, tuple[type | tuple[type, ...], float, float]]] = {
     "top_p": ((int, float), 0.0, 1.0),
     "max_gen_len": (int, 1, 2048),
 }
-# Bedrock reads the version from the body; the SDK types know nothing of it.
-BEDROCK_ONLY: Final = frozenset({"anthropic_version"})
-# Sampling parameters of the bedrock-2023-05-31 Messages body that the SDK's newer API
-# version no longer declares: (least, most).
-ANTHROPIC_SAMPLING: Final[dict[str, tuple[float, float | None]]] = {
-    "temperature": (0.0, 1.0),
-    "top_p": (0.0, 1.0),
-    "top_k": (0, None),
-}
+# The members of Bedrock's Claude body (AWS's "Anthropic Claude Messages API" page:
+# https://docs.aws.amazon.com/bedrock/latest/userguide/model-parameters-anthropic-claude-messages-request-response.html);
+# the ones Bedrock alone reads are not Messages members, the rest are checked as those.
+CLAUDE_KEYS: Final = frozenset(
+    {
+        "anthropic_version",
+        "anthropic_beta",
+        "max_tokens",
+        "system",
+        "messages",
+        "temperature",
+        "top_p",
+        "top_k",
+        "stop_sequences",
+        "tools",
+        "tool_choice",
+    }
+)
+BEDROCK_ONLY: Final = frozenset({"anthropic_version", "anthropic_beta"})
 _GEO: Final = re.compile(r"^(?:us|eu|apac|us-gov|global|jp|au|ca)\.")
 
 
@@ -398,208 +409,29 @@ def llama_record_violations(body: Any) -> list[str]:
 
 
 def anthropic_record_violations(body: Any) -> list[str]:
-    """Why Bedrock would refuse `body` as a Claude InvokeModel body: the Messages API body
-    (the SDK's MessageCreateParams) with anthropic_version and without model or stream."""
+    """Why Bedrock would refuse `body` as a Claude InvokeModel body: Anthropic's Messages
+    body, checked by the Anthropic contract (`message_violations`, the SDK's types and the
+    API's rules, as a non-streamed request), with what Bedrock's differs in: its
+    `anthropic_version` ("bedrock-2023-05-31") required, an optional `anthropic_beta` list,
+    no `model` (the job's) and no `stream`, and only the members Bedrock's Claude body has."""
     if not isinstance(body, Mapping):
         return ["$: should be a JSON object"]
+    from batchroute_tools.contracts.anthropic import message_violations
+
     found: list[str] = []
     if body.get("anthropic_version") != ANTHROPIC_VERSION:
         found.append(f"$.anthropic_version: must be {ANTHROPIC_VERSION!r}")
+    beta = body.get("anthropic_beta")
+    if "anthropic_beta" in body and not (isinstance(beta, list) and all(isinstance(b, str) for b in beta)):
+        found.append("$.anthropic_beta: should be a list of strings")
     for key in ("model", "stream"):
         if key in body:
             found.append(f"$.{key}: not permitted in a Bedrock body (the model is the job's)")
-    for key, (least, most) in ANTHROPIC_SAMPLING.items():
-        value = body.get(key)
-        if key not in body:
-            continue
-        number = float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
-        if number is None or number < least or (most is not None and number > most):
-            found.append(f"$.{key}: a number between {least} and {most if most is not None else 'any'}")
-    typed = {k: v for k, v in body.items() if k not in BEDROCK_ONLY and k not in ANTHROPIC_SAMPLING}
-    typed.pop("stream", None)
-    typed["model"] = "bedrock"  # the SDK type requires one; Bedrock takes it from the URL
-    from anthropic.types.message_create_params import MessageCreateParamsNonStreaming
-
-    found += _typed(MessageCreateParamsNonStreaming, typed)
     found += [
-        line for line in _undeclared(MessageCreateParamsNonStreaming, typed, "$") if "$.model" not in line
+        f"$.{key}: extraneous key, not permitted in Bedrock's Claude body"
+        for key in body
+        if key not in CLAUDE_KEYS and key not in ("model", "stream")
     ]
-    if found:
-        return found
-    return _anthropic_rules(body)
-
-
-def _typed(kind: Any, value: object) -> list[str]:
-    """Pydantic's strict validation against the SDK's type; its lazily validated iterables
-    (the SDK's `Iterable[...]` fields) drained, so their items are checked too."""
-    from pydantic import ValidationError
-
-    try:
-        _consume(_type_adapter(kind).validate_python(value, strict=True))
-    except ValidationError as exc:
-        return [f"$.{'.'.join(str(p) for p in error['loc'])}: {error['msg']}" for error in exc.errors()]
-    return []
-
-
-@cache
-def _type_adapter(kind: Any) -> Any:
-    from pydantic import TypeAdapter
-
-    return TypeAdapter(kind)
-
-
-def _consume(value: object) -> None:
-    """Pydantic validates the SDK's Iterable fields lazily: drain them so they are checked."""
-    if isinstance(value, Mapping):
-        for item in value.values():
-            _consume(item)
-    elif isinstance(value, list | tuple | Iterator):
-        for item in value:
-            _consume(item)
-
-
-def _undeclared(kind: Any, value: object, path: str) -> Iterator[str]:
-    """Keys the SDK's TypedDicts do not declare (pydantic ignores them), at every depth."""
-    dicts, items = _options(kind)
-    if isinstance(value, Mapping) and dicts:
-        chosen = _chosen(dicts, value)
-        if chosen is None:
-            return
-        hints = _hints(chosen)
-        for key, item in value.items():
-            if key not in hints:
-                yield f"{path}.{key}: unknown parameter"
-            else:
-                yield from _undeclared(hints[key], item, f"{path}.{key}")
-    elif isinstance(value, list | tuple) and items:
-        element = items[0] if len(items) == 1 else _union(items)
-        for index, item in enumerate(value):
-            yield from _undeclared(element, item, f"{path}[{index}]")
-
-
-@cache
-def _hints(kind: Any) -> dict[str, Any]:
-    from typing_extensions import get_type_hints
-
-    return get_type_hints(kind)
-
-
-@cache
-def _literals(kind: Any) -> dict[str, list[Any]]:
-    """A TypedDict's members that are literals (`type`, `role`): their values."""
-    return {key: values for key, hint in _hints(kind).items() if (values := _literal_values(hint))}
-
-
-@cache
-def _options(kind: Any) -> tuple[list[Any], list[Any]]:
-    """The TypedDicts a value of `kind` may be, and the element types of the lists it may be
-    (through Union, Optional, Required, NotRequired and Annotated)."""
-    from typing import get_args, get_origin
-
-    from typing_extensions import is_typeddict
-
-    if is_typeddict(kind):
-        return [kind], []
-    origin = get_origin(kind)
-    args = get_args(kind)
-    if origin is None or not args:
-        return [], []
-    name = getattr(origin, "__name__", str(origin))
-    if name in ("Iterable", "list", "Sequence", "SequenceNotStr"):
-        return [], [args[0]]
-    if name in ("Required", "NotRequired", "Annotated"):
-        return _options(args[0])
-    dicts: list[Any] = []
-    items: list[Any] = []
-    for arg in args:  # a Union
-        more_dicts, more_items = _options(arg)
-        dicts += more_dicts
-        items += more_items
-    return dicts, items
-
-
-def _union(kinds: list[Any]) -> Any:
-    from typing import Union
-
-    return Union[tuple(kinds)]  # noqa: UP007
-
-
-def _chosen(kinds: list[Any], value: Mapping[str, Any]) -> Any:
-    """The TypedDict of a union a value is: the one whose literal members (`type`, `role`)
-    the value matches, else one whose literal members are all optional and left out, else
-    the only one."""
-    for kind in kinds:
-        literals = _literals(kind)
-        keyed = [key for key in literals if key in value]
-        if keyed and all(value[key] in literals[key] for key in keyed):
-            return kind
-    for kind in kinds:
-        optional = list(_literals(kind))
-        if optional and not any(k in value or k in kind.__required_keys__ for k in optional):
-            return kind
-    return kinds[0] if len(kinds) == 1 else None
-
-
-def _literal_values(hint: Any) -> list[Any]:
-    from typing import Literal, get_args, get_origin
-
-    if get_origin(hint) is Literal:
-        return list(get_args(hint))
-    return [v for arg in get_args(hint) for v in _literal_values(arg)]
-
-
-def _anthropic_rules(body: Mapping[str, Any]) -> list[str]:
-    """The Messages API's rules its types cannot say, on the Converse rules' model."""
-    found: list[str] = []
-    messages = body.get("messages")
-    if not isinstance(messages, list) or not messages:
-        return ["$.messages: at least one message"]
-    previous = None
-    asked: set[str] = set()
-    for index, message in enumerate(messages):
-        role = message.get("role")
-        if index == 0 and role != "user":
-            found.append("$.messages[0].role: the first message must be a user's")
-        if role == previous:
-            found.append(f"$.messages[{index}].role: the conversation must alternate user and assistant")
-        previous = role
-        content = message.get("content")
-        blocks = [b for b in content if isinstance(b, Mapping)] if isinstance(content, list) else []
-        if (isinstance(content, str) and not content.strip()) or (isinstance(content, list) and not content):
-            found.append(f"$.messages[{index}].content: empty")
-        for position, block in enumerate(blocks):
-            if block.get("type") == "text" and not str(block.get("text") or "").strip():
-                found.append(f"$.messages[{index}].content[{position}].text: blank")
-        answers = [str(b.get("tool_use_id")) for b in blocks if b.get("type") == "tool_result"]
-        if answers and any(b.get("type") != "tool_result" for b in blocks[: len(answers)]):
-            found.append(f"$.messages[{index}]: tool_result blocks must come first in their turn")
-        for answer in answers:
-            if answer not in asked:
-                found.append(
-                    f"$.messages[{index}]: tool_result {answer!r} answers no tool_use of the turn before"
-                )
-        missing = asked - set(answers)
-        if missing:
-            found.append(f"$.messages[{index}]: tool_use {', '.join(sorted(missing))} not answered")
-        asked = {str(b.get("id")) for b in blocks if b.get("type") == "tool_use"}
-    last = messages[-1]
-    if last.get("role") == "assistant":
-        content = last.get("content")
-        text = content if isinstance(content, str) else None
-        if isinstance(content, list) and content and isinstance(content[-1], Mapping):
-            text = content[-1].get("text") if content[-1].get("type") == "text" else None
-        if isinstance(text, str) and text != text.rstrip():
-            found.append(f"$.messages[{len(messages) - 1}]: a final assistant turn may not end in whitespace")
-    for index, stop in enumerate(body.get("stop_sequences") or []):
-        if isinstance(stop, str) and not stop.strip():
-            found.append(f"$.stop_sequences[{index}]: must contain non-whitespace")
-    tools = [t for t in body.get("tools") or [] if isinstance(t, Mapping)]
-    names = [t.get("name") for t in tools]
-    if len(set(names)) != len(names):
-        found.append("$.tools: tool names must be unique")
-    choice = body.get("tool_choice")
-    if isinstance(choice, Mapping) and choice.get("type") == "tool" and choice.get("name") not in names:
-        found.append(f"$.tool_choice.name: {choice.get('name')!r} is not a declared tool")
-    if isinstance(body.get("system"), str) and not body["system"].strip():
-        found.append("$.system: blank")
-    return found
+    messages = {k: v for k, v in body.items() if k in CLAUDE_KEYS and k not in BEDROCK_ONLY}
+    messages["model"] = "bedrock"  # the Messages API requires one; Bedrock's is the job's
+    return found + message_violations(messages, in_batch=True)

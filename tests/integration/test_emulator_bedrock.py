@@ -23,6 +23,7 @@ import json
 import tracemalloc
 import uuid
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
@@ -36,6 +37,7 @@ from moto import mock_aws
 
 from batchroute.providers.base import (
     PermanentProviderError,
+    ProviderError,
     ProviderRequest,
     ProviderUnavailable,
     StreamDelta,
@@ -480,15 +482,27 @@ def test_validation_exception_is_permanent(sync: BedrockConverse) -> None:
     assert "ValidationException" in raised.value.message
 
 
-def test_server_faults_before_the_first_byte(sync: BedrockConverse) -> None:
+def test_server_faults_before_the_first_byte(
+    sync: BedrockConverse, emulator: tuple[BedrockEmulator, EmulatorServer]
+) -> None:
     with pytest.raises(TransientProviderError) as five:
         next(sync.stream(request("Hm [simulate:5xx:bedrock]")))
     assert five.value.code == "provider_5xx"
     with pytest.raises(TransientProviderError) as overloaded:
         sync.complete(request("Hm [simulate:overloaded]"))
     assert overloaded.value.code == "overloaded"
+    # One read time-out for every read of a stream: the longer of first byte and idle.
+    bedrock, server = emulator
+    quick = BedrockClients(
+        region=REGION,
+        runtime_url=bedrock.runtime_url(server.base_url),
+        timeouts=Timeouts(connect=2.0, read=10.0, first_byte=10.0, idle=0.5),
+    )
+    silent_stream = BedrockConverse("bedrock", quick).stream(
+        request("Hm [simulate:timeout:bedrock]", first_byte_timeout_seconds=0.5)
+    )
     with pytest.raises(TransientProviderError) as silent:
-        next(sync.stream(request("Hm [simulate:timeout:bedrock]", first_byte_timeout_seconds=0.5)))
+        next(silent_stream)
     assert silent.value.code == "provider_timeout"
 
 
@@ -564,6 +578,61 @@ def test_llama_batch(batch: BedrockBatch, clock: Clock) -> None:
         f"Simulated answer from bedrock/{LLAMA}:"
     )
     assert result.usage.completion_tokens == result.raw["generation_token_count"]
+
+
+def test_llama_batch_answers_are_cut_at_their_stop_sequences(
+    s3: Any, batch: BedrockBatch, clock: Clock
+) -> None:
+    def asking(custom_id: str, **extra: Any) -> ProviderRequest:
+        built = request("Prime?", custom_id=custom_id, model=LLAMA)
+        return replace(built, input={**built.input, **extra})
+
+    job_id = batch.submit(
+        [asking("seq-0", stop=["never said", "answer"]), asking("seq-1"), asking("seq-2", stop="zzz")]
+    )
+    keys = [o["Key"] for o in s3.list_objects_v2(Bucket=BUCKET)["Contents"]]
+    [stops_key] = [key for key in keys if key.endswith(".stops.json")]
+    assert stops_key.removesuffix(".stops.json") + ".jsonl" in keys  # beside the input
+    assert json.loads(s3.get_object(Bucket=BUCKET, Key=stops_key)["Body"].read()) == {
+        "stops": {"seq-0": ["never said", "answer"], "seq-2": ["zzz"]}
+    }
+    clock.now += BATCH_SECONDS
+    assert batch.poll(job_id).total == 3  # the stops file is no input of the job
+    results = {r.custom_id: r for r in batch.results(job_id)}
+    cut, whole, unmatched = results["seq-0"], results["seq-1"], results["seq-2"]
+    assert cut.output is not None and cut.output["content"] == "Simulated "
+    assert cut.output["finish_reason"] == "stop"
+    assert cut.raw is not None and cut.raw["generation"].startswith("Simulated answer from")
+    assert cut.usage == whole.usage and cut.usage.completion_tokens == cut.raw["generation_token_count"]
+    assert whole.output is not None and unmatched.output is not None
+    assert whole.output["content"] == unmatched.output["content"] == cut.raw["generation"]
+
+
+def test_llama_converse_takes_stop_sequences(sync: BedrockConverse) -> None:
+    built = request("Prime?", model=LLAMA)
+    result = sync.complete(replace(built, input={**built.input, "stop": ["zzz"]}))
+    assert result.status == "completed"
+
+
+def test_a_batch_without_stops_writes_no_stops_file(s3: Any, batch: BedrockBatch, clock: Clock) -> None:
+    job_id = batch.submit([request("Prime?", model=LLAMA)])
+    assert not [o for o in s3.list_objects_v2(Bucket=BUCKET)["Contents"] if o["Key"].endswith(".json")]
+    clock.now += BATCH_SECONDS
+    [result] = list(batch.results(job_id))
+    assert result.status == "completed"
+
+
+def test_a_stops_job_whose_stops_file_is_gone_answers_nothing_uncut(
+    s3: Any, batch: BedrockBatch, clock: Clock
+) -> None:
+    built = request("Prime?", model=LLAMA)
+    job_id = batch.submit([replace(built, input={**built.input, "stop": ["answer"]})])
+    for listed in s3.list_objects_v2(Bucket=BUCKET)["Contents"]:
+        if listed["Key"].endswith(".stops.json"):
+            s3.delete_object(Bucket=BUCKET, Key=listed["Key"])
+    clock.now += BATCH_SECONDS
+    with pytest.raises(ProviderError):
+        list(batch.results(job_id))
 
 
 def test_cancel_and_unknown_jobs(batch: BedrockBatch, clock: Clock) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+from dataclasses import replace
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -36,9 +37,11 @@ from batchroute.providers.bedrock import BedrockClients, make_batch, make_sync, 
 from batchroute.providers.bedrock.client import (
     BatchSettings,
     BedrockBatch,
+    BedrockConverse,
     error_for_client_error,
     error_for_exception,
 )
+from batchroute.providers.credentials import ProviderNotConfigured
 from batchroute.providers.endpoints import ProviderEndpoint
 from batchroute.providers.http import Timeouts
 from batchroute_tools.contracts.bedrock import outgoing, request_violations
@@ -114,7 +117,6 @@ def test_converse_request_system_messages_and_limits() -> None:
                 "temperature": 0.3,
                 "top_p": 0.9,
                 "stop": "END",
-                "seed": 7,
             }
         )
     )
@@ -749,7 +751,6 @@ def test_llama_batch_record_uses_the_llama3_template() -> None:
             "unsupported_input",
         ),
         ({"input": "hi", "tools": TOOLS}, "unsupported_tool"),
-        ({"input": "hi", "stop": ["END"]}, "unsupported_stop"),
     ],
 )
 def test_llama_batch_record_refuses_images_and_tools(payload: dict[str, Any], code: str) -> None:
@@ -908,6 +909,27 @@ def test_clients_have_no_botocore_retries_and_the_endpoint_timeouts() -> None:
     assert clients.s3().meta.config.retries["total_max_attempts"] > 1  # S3 keeps its retries
 
 
+def test_a_stream_reads_with_the_longer_of_first_byte_and_idle() -> None:
+    clients = BedrockClients(region="us-east-1", timeouts=Timeouts(read=30.0, first_byte=5.0, idle=20.0))
+    converse = BedrockConverse("bedrock", clients)
+    assert converse.stream_read_timeout(request({"input": "x"})) == 20.0
+    assert converse.stream_read_timeout(request({"input": "x"}, first_byte_timeout_seconds=45.0)) == 45.0
+    slow_start = BedrockClients(region="us-east-1", timeouts=Timeouts(first_byte=90.0, idle=15.0))
+    assert BedrockConverse("bedrock", slow_start).stream_read_timeout(request({"input": "x"})) == 90.0
+
+
+def test_the_pinned_api_versions_are_the_installed_service_models() -> None:
+    sync = make_sync(replace(ENDPOINT, api_version="2023-09-30", control_api_version="2023-04-20"), None)
+    assert sync.clients.runtime().meta.service_model.api_version == "2023-09-30"
+    assert sync.clients.control().meta.service_model.api_version == "2023-04-20"
+    for pinned in ({"api_version": "2031-01-01"}, {"control_api_version": "2019-01-01"}):
+        with pytest.raises(ProviderNotConfigured) as raised:
+            make_batch(replace(ENDPOINT, **pinned), None)
+        assert "2031-01-01" in str(raised.value) or "2019-01-01" in str(raised.value)
+    with pytest.raises(ProviderNotConfigured):
+        BedrockClients(region="us-east-1", api_versions={"bedrock-runtime": "1999-12-31"})
+
+
 def test_submit_refusals_before_any_call() -> None:
     clients = BedrockClients(region="us-east-1")
     settings = BatchSettings(bucket="b", role_arn="arn:aws:iam::123456789012:role/r", min_records=2)
@@ -949,7 +971,6 @@ ACCEPTED: dict[str, dict[str, Any]] = {
         ],
         "temperature": 2,
         "top_p": 0.5,
-        "seed": 7,
     },
     "responses items with a function call and its output": {
         "instructions": "Use tools.",
@@ -989,6 +1010,8 @@ ACCEPTED: dict[str, dict[str, Any]] = {
         "messages": [{"role": "user", "content": "List three"}, {"role": "assistant", "content": "1. "}],
     },
     "json_object": {"input": "Reply in JSON", "response_format": {"type": "json_object"}},
+    # Llama's batch body has none: the adapter cuts the answer (BedrockBatch.results).
+    "stop sequences": {"input": "Count", "stop": ["7", "eight", "IX", "10"]},
     "json_object as text.format": {"input": "JSON please", "text": {"format": {"type": "json_object"}}},
     "json_schema": {
         "input": "Extract",
@@ -999,7 +1022,6 @@ ACCEPTED: dict[str, dict[str, Any]] = {
     },
 }
 CLAUDE_ONLY: dict[str, dict[str, Any]] = {
-    "stop sequences": {"input": "Count", "stop": ["7", "eight", "IX", "10"]},
     "tool choice required": {"input": "Hi", "tools": TOOLS, "tool_choice": "required"},
     "one named function": {
         "input": "Hi",
@@ -1151,6 +1173,50 @@ def test_tools_bedrock_cannot_run_are_refused(payload: dict[str, Any], code: str
         assert raised.value.code == code
 
 
+def test_a_seed_or_a_message_name_is_refused_never_dropped() -> None:
+    named = {"messages": [{"role": "user", "content": "Hi", "name": "ann"}]}
+    for payload in ({"input": "Hi", "seed": 7}, named):
+        for model in (HAIKU_35, LLAMA_33):
+            for build in (transform.converse_request, transform.batch_record):
+                with pytest.raises(PermanentProviderError) as raised:
+                    build(provider_request(payload, model))
+                assert raised.value.code == "unsupported_parameter"
+
+
+def test_llama_stop_sequences_go_to_converse_and_stay_with_the_adapter_in_batch() -> None:
+    built = provider_request({"input": "Count", "stop": ["7", "", "eight"]}, LLAMA_33)
+    assert transform.converse_request(built)["inferenceConfig"] == {"stopSequences": ["7", "eight"]}
+    assert set(transform.batch_record(built)["modelInput"]) == {"prompt", "max_gen_len"}
+    assert transform.record_stops(built) == ["7", "eight"]
+    assert transform.record_stops(provider_request({"input": "Count"}, LLAMA_33)) == []
+    # Claude's body says them itself: nothing for the adapter to apply.
+    assert transform.record_stops(provider_request({"input": "Count", "stop": "7"}, HAIKU_35)) == []
+
+
+def test_apply_stops_cuts_at_the_first_stop_and_keeps_the_billed_usage() -> None:
+    answer = {"generation": "one two eight seven 7 nine", "stop_reason": "length"}
+    answer |= {"prompt_token_count": 11, "generation_token_count": 6}
+    result = transform.llama_result("seq-0", answer)
+    cut = transform.apply_stops(result, ["7", "eight"])
+    assert cut.output is not None and cut.output["content"] == "one two "
+    assert cut.output["finish_reason"] == "stop"
+    assert (cut.usage, cut.raw) == (result.usage, result.raw)
+    assert transform.apply_stops(result, ["ten"]) == result
+    assert transform.apply_stops(result, []) == result
+    failed = transform.batch_record_result({"recordId": "seq-1", "error": {"errorCode": 400}})
+    assert failed is not None and transform.apply_stops(failed, ["7"]) == failed
+
+
+def test_stops_file_next_to_the_input_and_its_parsing() -> None:
+    assert transform.stops_key("lanes/input/job-1.jsonl") == "lanes/input/job-1.stops.json"
+    job = {"inputDataConfig": {"s3InputDataConfig": {"s3Uri": "s3://b/lanes/input/job-1-stops.jsonl"}}}
+    assert transform.stops_location(job) == ("b", "lanes/input/job-1-stops.stops.json")
+    plain = {"inputDataConfig": {"s3InputDataConfig": {"s3Uri": "s3://b/lanes/input/job-1.jsonl"}}}
+    assert transform.stops_location(plain) is None  # never looked for
+    assert transform.parse_stops(b'{"stops": {"seq-0": ["7", 8, ""], "seq-1": "x"}}') == {"seq-0": ["7"]}
+    assert transform.parse_stops(b"not json") == {} == transform.parse_stops(b"[1]")
+
+
 def test_claude_takes_no_whitespace_stop_sequence() -> None:
     for build in (transform.converse_request, transform.batch_record):
         with pytest.raises(PermanentProviderError) as raised:
@@ -1266,7 +1332,7 @@ def test_the_contract_refuses_what_bedrock_refuses(change: dict[str, Any], reaso
                 "max_tokens": 5,
                 "messages": [{"role": "user", "content": [{"type": "text", "text": "x", "color": "red"}]}],
             },
-            "content[0].color: unknown parameter",
+            "content[0].color: unknown field",
         ),
         (
             "anthropic",
@@ -1295,7 +1361,46 @@ def test_the_contract_refuses_what_bedrock_refuses(change: dict[str, Any], reaso
                 "messages": [{"role": "user", "content": "x"}],
                 "tools": [{"type": "web_search_20250305", "name": "web_search", "bogus": 1}],
             },
-            "bogus: unknown parameter",
+            "bogus: unknown field",
+        ),
+        (
+            "anthropic",
+            {
+                "anthropic_version": "bedrock-2023-05-31",
+                "max_tokens": 5,
+                "messages": [{"role": "user", "content": "x"}],
+                "metadata": {"user_id": "u"},
+            },
+            "$.metadata: extraneous key",
+        ),
+        (
+            "anthropic",
+            {
+                "anthropic_version": "bedrock-2023-05-31",
+                "max_tokens": 5,
+                "stream": True,
+                "messages": [{"role": "user", "content": "x"}],
+            },
+            "$.stream: not permitted",
+        ),
+        (
+            "anthropic",
+            {
+                "anthropic_version": "bedrock-2023-05-31",
+                "anthropic_beta": "x",
+                "max_tokens": 5,
+                "messages": [{"role": "user", "content": "x"}],
+            },
+            "$.anthropic_beta: should be a list",
+        ),
+        (
+            "anthropic",
+            {
+                "anthropic_version": "bedrock-2023-05-31",
+                "max_tokens": 5,
+                "messages": [{"role": "assistant", "content": "x"}],
+            },
+            'the first message must use the "user" role',
         ),
     ],
 )

@@ -8,14 +8,25 @@ Endpoint -> boto3:
     endpoint.base_url (when set)    -> endpoint_url of bedrock-runtime (the local emulator)
     option control_url              -> endpoint_url of the bedrock control plane (locally)
     option s3_url                   -> endpoint_url of S3 (locally: moto)
-    endpoint.timeouts               -> connect / read time-outs; botocore retries off
+    endpoint.timeouts               -> connect / read time-outs (a stream's: the longer of
+                                       first_byte and idle); botocore retries off
+    endpoint.api_version            -> the bedrock-runtime API version, and
+    endpoint.control_api_version    -> the bedrock one: the installed botocore must carry
+                                       their service models (else ProviderNotConfigured)
     options batch_bucket, batch_role_arn, batch_prefix, batch_kms_key_id,
             batch_timeout_hours, batch_min_records -> BatchSettings (client.py)
 """
 
 from __future__ import annotations
 
-from batchroute.providers.bedrock.client import BatchSettings, BedrockBatch, BedrockClients, BedrockConverse
+from batchroute.providers.bedrock.client import (
+    CONTROL_SERVICE,
+    RUNTIME_SERVICE,
+    BatchSettings,
+    BedrockBatch,
+    BedrockClients,
+    BedrockConverse,
+)
 from batchroute.providers.endpoints import ProviderEndpoint
 
 
@@ -26,6 +37,10 @@ def clients_for(endpoint: ProviderEndpoint) -> BedrockClients:
         control_url=endpoint.option("control_url") or None,
         s3_url=endpoint.option("s3_url") or None,
         timeouts=endpoint.timeouts,
+        api_versions={
+            RUNTIME_SERVICE: endpoint.api_version,
+            CONTROL_SERVICE: endpoint.control_api_version,
+        },
     )
 
 

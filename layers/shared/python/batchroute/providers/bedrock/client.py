@@ -8,11 +8,16 @@ turns botocore's failures into the provider errors (docs/providers.md, AWS Bedro
                                  stream opens, a StreamDelta per text delta, StreamEnd with
                                  the usage of the `metadata` event
     BedrockConverse.check     -> bedrock ListFoundationModels (a health check)
-    BedrockBatch.submit       -> S3 PutObject <bucket>/<prefix>/input/<job name>.jsonl, then
-                                 bedrock CreateModelInvocationJob (the batch role, output to
+    BedrockBatch.submit       -> S3 PutObject <bucket>/<prefix>/input/<job name>.jsonl (and,
+                                 when a Llama record has stop sequences, <job name>.stops.json
+                                 beside it: record id -> stops; the job name then ends in
+                                 `-stops`), then bedrock
+                                 CreateModelInvocationJob (the batch role, output to
                                  <bucket>/<prefix>/output/); the job id is the job's ARN
     BedrockBatch.poll         -> bedrock GetModelInvocationJob
-    BedrockBatch.results      -> S3 GetObject <output>/<job id>/<input name>.out, line by line
+    BedrockBatch.results      -> S3 GetObject <output>/<job id>/<input name>.out, line by line,
+                                 each answer cut at its record's stop sequences (S3 GetObject
+                                 <job name>.stops.json, once, for a `-stops` job)
     BedrockBatch.cancel       -> bedrock StopModelInvocationJob
 
 How a failure maps (as providers/http.py maps HTTP answers):
@@ -31,7 +36,11 @@ How a failure maps (as providers/http.py maps HTTP answers):
 
 botocore's own retries are off for the Bedrock clients (the lane runner retries, with its
 backoff); the S3 client keeps standard retries. botocore validates every request against
-Bedrock's service model before sending it (parameter validation is on).
+Bedrock's service model before sending it (parameter validation is on), the model of the API
+version the endpoint pins (`api_version` for bedrock-runtime, `control_api_version` for
+bedrock): BedrockClients refuses to be built (ProviderNotConfigured) when the installed
+botocore has no model of that version. botocore applies one read time-out to every read, so
+a ConverseStream waits max(first byte, idle) time-outs for each.
 """
 
 from __future__ import annotations
@@ -40,19 +49,23 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import cache
 from typing import Any, Final
 
 import boto3
+import botocore
+import botocore.session
 from botocore.config import Config
 from botocore.eventstream import ParserError
 from botocore.exceptions import (
     BotoCoreError,
     ClientError,
     ConnectionClosedError,
+    DataNotFoundError,
     NoCredentialsError,
     ParamValidationError,
     PartialCredentialsError,
@@ -80,6 +93,7 @@ from batchroute.providers.base import (
     TransientProviderError,
     UnknownJob,
 )
+from batchroute.providers.credentials import ProviderNotConfigured
 from batchroute.providers.endpoints import ProviderEndpoint
 from batchroute.providers.http import Timeouts
 
@@ -92,6 +106,9 @@ DEFAULT_TIMEOUT_HOURS: Final = 24  # the job expires after this (24 to 168)
 MAX_RECORD_BYTES: Final = 64 * 1024 * 1024
 _S3_CONFIG: Final = {"retries": {"mode": "standard", "max_attempts": 3}}
 _CREDENTIAL_ERRORS: Final = (NoCredentialsError, PartialCredentialsError)
+# The Bedrock services whose API version an endpoint pins (api_version, control_api_version).
+RUNTIME_SERVICE: Final = "bedrock-runtime"
+CONTROL_SERVICE: Final = "bedrock"
 
 
 # -- errors ------------------------------------------------------------------------------
@@ -154,9 +171,11 @@ def _aws_code(exc: ProviderError) -> str:
 class BedrockClients:
     """The boto3 clients of one Bedrock endpoint, built on first use and shared by every
     thread (boto3 clients are thread-safe; building one is not): `bedrock-runtime` (one per
-    read time-out: a direct stream waits only its first-byte time-out), the `bedrock`
-    control plane, and S3 for batch files. Tests and local mode point them at the emulator
-    and moto with endpoint URLs."""
+    read time-out: a stream waits its first-byte or idle time-out, whichever is longer), the
+    `bedrock` control plane, and S3 for batch files. Tests and local mode point them at the
+    emulator and moto with endpoint URLs. `api_versions` pins a Bedrock service's API
+    version (service name -> version, from the endpoint): checked against the installed
+    botocore's service models here, and the client built on that model."""
 
     def __init__(
         self,
@@ -168,7 +187,10 @@ class BedrockClients:
         timeouts: Timeouts | None = None,
         session: boto3.session.Session | None = None,
         max_connections: int = 64,
+        api_versions: Mapping[str, str] | None = None,
     ) -> None:
+        self.api_versions = {service: v for service, v in (api_versions or {}).items() if v}
+        check_api_versions(self.api_versions)
         self.region = region
         self.runtime_url = runtime_url
         self.control_url = control_url
@@ -209,10 +231,37 @@ class BedrockClients:
                 if self._session is None:  # one session: its loader caches the service models
                     self._session = boto3.session.Session()
                 client = self._session.client(
-                    service, region_name=self.region, endpoint_url=url, config=config
+                    service,
+                    region_name=self.region,
+                    endpoint_url=url,
+                    config=config,
+                    api_version=self.api_versions.get(service),
                 )
                 self._clients[key] = client
             return client
+
+
+def check_api_versions(pinned: Mapping[str, str]) -> None:
+    """ProviderNotConfigured unless the installed botocore has the service model of every
+    pinned (service, API version): a pinned version is spoken, or nothing is."""
+    for service, version in pinned.items():
+        installed = installed_api_versions(service)
+        if version not in installed:
+            raise ProviderNotConfigured(
+                f"the Bedrock endpoint pins {service} API version {version}, but botocore "
+                f"{botocore.__version__} has {', '.join(installed) or 'no model of it'}: install a "
+                f"botocore with the {version} model, or pin one of those in providers.toml"
+            )
+
+
+@cache
+def installed_api_versions(service: str) -> tuple[str, ...]:
+    """The API versions of `service` whose model the installed botocore carries."""
+    loader = botocore.session.get_session().get_component("data_loader")
+    try:
+        return tuple(loader.list_api_versions(service, "service-2"))
+    except DataNotFoundError:
+        return ()
 
 
 # -- sync ----------------------------------------------------------------------------------
@@ -233,7 +282,7 @@ class BedrockConverse:
         return self._events(request, transform.converse_request(request))
 
     def _events(self, request: ProviderRequest, kwargs: dict[str, Any]) -> Iterator[StreamEvent]:
-        client = self.clients.runtime(request.first_byte_timeout_seconds)
+        client = self.clients.runtime(self.stream_read_timeout(request))
         with _mapped(self.slug):
             response = client.converse_stream(**kwargs)
         events = response["stream"]
@@ -252,6 +301,13 @@ class BedrockConverse:
                 f"{self.slug} ended the stream without messageStop", code="stream_interrupted"
             )
         yield StreamEnd(acc.result())
+
+    def stream_read_timeout(self, request: ProviderRequest) -> float:
+        """botocore has one read time-out for every read of a response, the first and each
+        next one alike: a stream's is the longer of its first-byte time-out (the request's
+        own, e.g. direct chat's, else the endpoint's) and the endpoint's idle one."""
+        timeouts = self.clients.timeouts
+        return max(request.first_byte_timeout_seconds or timeouts.first_byte, timeouts.idle)
 
     def check(self) -> list[str]:
         """The foundation models of the endpoint's region (a health check; raises on failure)."""
@@ -321,9 +377,17 @@ class BedrockBatch:
         body = b"".join(
             json.dumps(transform.batch_record(r), separators=(",", ":")).encode() + b"\n" for r in listed
         )
-        name = self._job_name()
+        stops = {r.custom_id: found for r in listed if (found := transform.record_stops(r))}
+        name = self._job_name() + (transform.STOPS_MARK if stops else "")
         key = f"{settings.prefix}/input/{name}.jsonl"
         with _mapped(self.slug):
+            if stops:  # before the job exists: results() finds it whenever the job has any
+                self.clients.s3().put_object(
+                    Bucket=settings.bucket,
+                    Key=transform.stops_key(key),
+                    Body=json.dumps({"stops": stops}, separators=(",", ":")).encode(),
+                    ContentType="application/json",
+                )
             self.clients.s3().put_object(
                 Bucket=settings.bucket, Key=key, Body=body, ContentType="application/jsonl"
             )
@@ -352,7 +416,9 @@ class BedrockBatch:
         return transform.job_status(self._job(job_id))
 
     def results(self, job_id: str) -> Iterator[ProviderResult]:
-        bucket, key = transform.output_location(self._job(job_id))
+        job = self._job(job_id)
+        bucket, key = transform.output_location(job)
+        stops = self._stops(job)
         try:
             with _mapped(self.slug):
                 body = self.clients.s3().get_object(Bucket=bucket, Key=key)["Body"]
@@ -367,7 +433,22 @@ class BedrockBatch:
                 for _, record in parse_jsonl(body.iter_chunks(), max_line_bytes=MAX_RECORD_BYTES):
                     result = None if isinstance(record, LineError) else transform.batch_record_result(record)
                     if result is not None:
-                        yield result
+                        yield transform.apply_stops(result, stops.get(result.custom_id, ()))
+        finally:
+            body.close()
+
+    def _stops(self, job: Mapping[str, Any]) -> dict[str, list[str]]:
+        """The stop sequences submit() kept for the job's records ({} when none had any). A
+        job named for them whose file is gone fails its results (never answers uncut)."""
+        location = transform.stops_location(job)
+        if location is None:
+            return {}
+        bucket, key = location
+        with _mapped(self.slug):
+            body = self.clients.s3().get_object(Bucket=bucket, Key=key)["Body"]
+        try:
+            with _mapped(self.slug, before_response=False):
+                return transform.parse_stops(body.read())
         finally:
             body.close()
 

@@ -23,8 +23,9 @@ model and the service's documented rules: batchroute_tools/contracts/bedrock.py)
     temperature, top_p (clamped to 0..1)     -> inferenceConfig.temperature, .topP; left out
                                                 when the model takes no sampling parameters
                                                 (request.sampling False)
-    stop (string or list)                    -> inferenceConfig.stopSequences (Claude: a stop
-                                                of whitespace only is refused, unsupported_stop)
+    stop (string or list)                    -> inferenceConfig.stopSequences, for Llama too
+                                                (Claude: a stop of whitespace only is refused,
+                                                unsupported_stop)
     tools (function tools)                   -> toolConfig.tools[].toolSpec {name, description,
                                                 inputSchema: {json}} (an object schema); a tool
                                                 the history calls but the item does not declare
@@ -39,8 +40,9 @@ model and the service's documented rules: batchroute_tools/contracts/bedrock.py)
     response_format json_schema              -> outputConfig.textFormat for a model with
                                                 structured output (none in the catalog); else
                                                 the schema, as an instruction in the system prompt
-    seed                                     -> dropped (no Bedrock body has one; best effort
-                                                at OpenAI too)
+    seed, a message's name                   -> refused: unsupported_parameter (no Bedrock
+                                                body has either; the preflight refuses them
+                                                first)
 
 A conversation Bedrock cannot take is refused before anything is sent: one that does not
 start with a user's turn or has no text (invalid_conversation), a tool message that answers
@@ -63,8 +65,11 @@ Batch inference (batch lanes): one JSONL record per request, `{"recordId": <cust
                  blocks), temperature, top_p, stop_sequences, tools, tool_choice (none
                  included), with the Converse rules above
     meta.*       Llama 3: {prompt (the Llama 3 chat template), max_gen_len (at most 2048),
-                 temperature, top_p}; images, tools and stop sequences are refused (the
-                 body has no place for them: unsupported_input / _tool / _stop)
+                 temperature, top_p}; images and tools are refused (the body has no place
+                 for them: unsupported_input / _tool). Stop sequences, which the body has
+                 no place for either, are applied by the adapter to the answer
+                 (`record_stops` at submit, `apply_stops` to the result: the text cut at
+                 the first stop, finish_reason stop, the billed usage kept)
     others       refused: unsupported_model
 
 Output records `{recordId, modelInput, modelOutput}` give the model's own answer (an
@@ -107,6 +112,9 @@ from batchroute.providers.conversation import Conversation, conversation, data_u
 from batchroute.providers.http import error_for_status, retry_after_seconds
 
 ANTHROPIC_VERSION: Final = "bedrock-2023-05-31"
+# The end of the name of a batch job (and of its input file) whose records have stop
+# sequences the adapter applies (`stops_location`).
+STOPS_MARK: Final = "-stops"
 LLAMA_MAX_GEN_LEN: Final = 2048  # Bedrock's ceiling for Llama 3 models
 DEFAULT_MAX_TOKENS: Final = 1024  # Anthropic requires max_tokens; the lane runner's default
 IMAGE_FORMATS: Final = ("png", "jpeg", "gif", "webp")
@@ -247,6 +255,13 @@ def _refuse_embeddings(request: ProviderRequest) -> None:
         )
 
 
+def _refuse_seed(talk: Conversation) -> None:
+    """No Bedrock body has a seed: one is refused, never dropped (the preflight refuses it
+    before it gets here)."""
+    if talk.options.get("seed") is not None:
+        raise PermanentProviderError("Bedrock takes no seed", code="unsupported_parameter")
+
+
 # -- the conversation, vendor-neutral ----------------------------------------------------
 @dataclass(frozen=True)
 class _Block:
@@ -263,6 +278,10 @@ def _turns(messages: Iterable[Mapping[str, Any]]) -> list[tuple[str, list[_Block
     """(role, blocks) turns, user and assistant alternating (same-role neighbours merged)."""
     turns: list[tuple[str, list[_Block]]] = []
     for message in messages:
+        if "name" in message:  # the preflight refuses it first
+            raise PermanentProviderError(
+                "Bedrock's messages carry no participant name (`name`)", code="unsupported_parameter"
+            )
         if message.get("role") == "tool":
             role = "user"
             blocks = [
@@ -521,6 +540,7 @@ def converse_request(request: ProviderRequest) -> dict[str, Any]:
     """The keyword arguments of boto3's `converse` / `converse_stream` for one request."""
     _refuse_embeddings(request)
     talk = conversation(request.input)
+    _refuse_seed(talk)
     traits = model_traits(request.provider_model_id)
     family = _family_of(request.provider_model_id)
     turns = _turns(talk.messages)
@@ -770,6 +790,7 @@ def batch_record(request: ProviderRequest) -> dict[str, Any]:
     """One line of a batch inference input file."""
     _refuse_embeddings(request)
     talk = conversation(request.input)
+    _refuse_seed(talk)
     if model_family(request.provider_model_id) == "anthropic":
         body = anthropic_body(request, talk)
     else:
@@ -832,13 +853,10 @@ def _anthropic_block(block: _Block) -> dict[str, Any]:
 def llama_body(request: ProviderRequest, talk: Conversation) -> dict[str, Any]:
     """Meta Llama 3's InvokeModel body: the chat as one prompt in Llama 3's template. The
     body has no tools and no stop sequences (AWS's Meta Llama model parameters): an item
-    with either is refused, never sent without them."""
+    with tools is refused, never sent without them; its stop sequences are the adapter's
+    to apply to the answer (`record_stops`, `apply_stops`)."""
     if talk.functions or talk.hosted_tools:
         raise PermanentProviderError("Llama models on Bedrock batch take no tools", code="unsupported_tool")
-    if _stop_sequences(talk.options.get("stop"), family="meta"):
-        raise PermanentProviderError(
-            "Llama models on Bedrock batch take no stop sequences", code="unsupported_stop"
-        )
     traits = model_traits(request.provider_model_id)
     system = _system(talk, traits)
     turns = _turns(talk.messages)
@@ -861,6 +879,61 @@ def llama_body(request: ProviderRequest, talk: Conversation) -> dict[str, Any]:
 
 def _llama_turn(role: str, text: str) -> str:
     return f"<|start_header_id|>{role}<|end_header_id|>\n\n{text}<|eot_id|>"
+
+
+def record_stops(request: ProviderRequest) -> list[str]:
+    """The stop sequences the adapter applies itself to this request's batch answer: a
+    Llama record's (its body has no place for them; [] for Claude, whose body says them)."""
+    if model_family(request.provider_model_id) != "meta":
+        return []
+    return _stop_sequences(conversation(request.input).options.get("stop"), family="meta")
+
+
+def apply_stops(result: ProviderResult, stops: Sequence[str]) -> ProviderResult:
+    """A completed result's text cut at the first occurrence of any of `stops` (the stop
+    itself left out, as a vendor leaves it out), finish_reason `stop`; the usage stays as
+    the vendor billed it and `raw` as the vendor answered. Unchanged when no stop occurs."""
+    output = result.output
+    if result.status != "completed" or output is None or not isinstance(output.get("content"), str):
+        return result
+    content: str = output["content"]
+    found = [index for stop in stops if stop and (index := content.find(stop)) >= 0]
+    if not found:
+        return result
+    return replace(result, output={**output, "content": content[: min(found)], "finish_reason": "stop"})
+
+
+def stops_key(input_key: str) -> str:
+    """The S3 key of a job's stop sequences (its `record_stops`, by record id), next to its
+    input file: `<name>.stops.json` beside `<name>.jsonl` (not a `.jsonl`, so not an input)."""
+    return input_key.removesuffix(".jsonl") + ".stops.json"
+
+
+def stops_location(job: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(bucket, key) of the stop sequences of a job (GetModelInvocationJob's answer); None
+    for a job without any: only a job whose name (its input file's) ends in STOPS_MARK has
+    them, so a job without is never looked for (S3 may answer a missing key with 403)."""
+    source = _mapping(_mapping(job.get("inputDataConfig")).get("s3InputDataConfig")).get("s3Uri")
+    bucket, key = split_s3_uri(str(source))
+    if not key.endswith(f"{STOPS_MARK}.jsonl"):
+        return None
+    return bucket, stops_key(key)
+
+
+def parse_stops(body: bytes) -> dict[str, list[str]]:
+    """A stops file ({"stops": {record id: [stop, ...]}}) as a mapping; {} for anything else."""
+    try:
+        parsed = json.loads(body)
+    except ValueError:
+        return {}
+    stops = parsed.get("stops") if isinstance(parsed, Mapping) else None
+    if not isinstance(stops, Mapping):
+        return {}
+    return {
+        str(key): [s for s in value if isinstance(s, str) and s]
+        for key, value in stops.items()
+        if isinstance(value, list)
+    }
 
 
 def anthropic_result(custom_id: str, body: Mapping[str, Any]) -> ProviderResult:
