@@ -71,7 +71,8 @@ def test_every_alarm_notifies_the_encrypted_tls_only_alarm_topic(cfn: Cfn) -> No
     alarms = cfn.properties("AWS::CloudWatch::Alarm").values()
 
     # Then
-    assert len(alarms) == len(resources.QUEUES) + 3
+    # a DLQ alarm per queue, three service alarms, and the lanes-marked-unavailable one
+    assert len(alarms) == len(resources.QUEUES) + 4
     for alarm in alarms:
         assert alarm["AlarmActions"] == [{"Ref": topic_id}]
     assert cfn.referenced(topic["KmsMasterKeyId"]).startswith("SecurityKey")
