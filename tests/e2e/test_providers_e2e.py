@@ -164,3 +164,67 @@ def test_direct_chat_fails_over_before_the_first_byte(api: httpx.Client, model: 
     )
     assert whole.status_code == 200, whole.text
     assert whole.json()["provider"] != failing
+
+
+def test_hosted_tools_and_tool_histories_run_where_the_catalog_promises_them(api: httpx.Client) -> None:
+    key = _key(api)
+    # Given items with hosted tools on three vendors, a plain item with a stop sequence beside a
+    # hosted-tool item on OpenAI (one chunk, two APIs), and a Responses-style tool history
+    weather = {"type": "function", "name": "get_weather", "parameters": {"type": "object", "properties": {}}}
+    inputs: list[tuple[str, dict[str, Any]]] = [
+        (MINI, {"input": "Latest news?", "tools": [{"type": "web_search_preview"}]}),
+        (MINI, {"messages": [{"role": "user", "content": "Count to ten."}], "stop": ["five"]}),
+        (
+            "claude-sonnet-4",
+            {"messages": [{"role": "user", "content": "Latest news?"}], "tools": [{"type": "web_search"}]},
+        ),
+        (
+            FLASH,
+            {
+                "messages": [{"role": "user", "content": "Compute 2**10."}],
+                "tools": [{"type": "code_interpreter"}],
+            },
+        ),
+        (
+            HAIKU,
+            {
+                "input": [
+                    {"role": "user", "content": "Weather in Paris?"},
+                    {"type": "function_call", "call_id": "call_1", "name": "get_weather", "arguments": "{}"},
+                    {"type": "function_call_output", "call_id": "call_1", "output": "sunny"},
+                ],
+                "tools": [weather],
+            },
+        ),
+    ]
+    items = [
+        {"customer_item_id": f"item-{n}", "operation": "responses", "model": model, "input": payload}
+        for n, (model, payload) in enumerate(inputs)
+    ]
+    created = api.post(
+        "/v1/batches", json={"items": items}, headers={**key, "Idempotency-Key": f"tools-{uuid.uuid4().hex}"}
+    )
+    assert created.status_code == 202, created.text
+    batch_id = created.json()["batch"]["id"]
+
+    # When it runs
+    deadline = time.monotonic() + TIMEOUT_SECONDS
+    while (batch := api.get(f"/v1/batches/{batch_id}", headers=key).json()["batch"])["state"] not in (
+        "completed",
+        "failed",
+    ):
+        assert time.monotonic() < deadline, batch
+        time.sleep(0.5)
+
+    # Then every item completed on the vendor that runs its tools, as that vendor answers
+    assert batch["state"] == "completed" and batch["counts"]["completed"] == len(items), batch
+    rows = api.get(f"/v1/batches/{batch_id}/results", params={"body_format": "raw"}, headers=key).json()[
+        "data"
+    ]
+    raw = [row["output"] for row in rows]
+    assert raw[0]["object"] == "response" and any(o["type"] == "web_search_call" for o in raw[0]["output"])
+    assert raw[1]["object"] == "chat.completion"  # no hosted tool: Chat Completions, where stop works
+    assert raw[2]["usage"]["server_tool_use"]["web_search_requests"] >= 1
+    parts = raw[3]["candidates"][0]["content"]["parts"]
+    assert any("executableCode" in part for part in parts)
+    assert raw[4]["type"] == "message"  # the tool call and its result reached Anthropic as such
