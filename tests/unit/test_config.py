@@ -67,3 +67,29 @@ def test_settings_read_the_environment() -> None:
 def test_bad_values_are_refused_at_cold_start() -> None:
     with pytest.raises(ValidationError):
         Settings.from_environ({"READ_ONLY": "maybe"})
+
+
+@pytest.mark.parametrize("webhook_secret", [None, "", "whsec_emulator"])
+def test_production_refuses_the_public_webhook_secret_however_the_key_is_given(
+    webhook_secret: str | None,
+) -> None:
+    # Given production with its own processor key from the environment but no secret name
+    # (issue 27: an event signed with the emulator's public secret credited $1,000)
+    given = {} if webhook_secret is None else {"stripe_webhook_secret": webhook_secret}
+    with pytest.raises(ValidationError) as caught:
+        Settings(
+            environment="production",
+            app_secret_arn="arn:aws:secretsmanager:us-east-1:1:secret:x",
+            public_base_url="https://api.example.com",
+            stripe_secret_key="sk_live_own",
+            **given,  # type: ignore[arg-type]
+        )
+    assert "STRIPE_WEBHOOK_SECRET" in str(caught.value)
+    # And with its own signing secret it starts
+    Settings(
+        environment="production",
+        app_secret_arn="arn:aws:secretsmanager:us-east-1:1:secret:x",
+        public_base_url="https://api.example.com",
+        stripe_secret_key="sk_live_own",
+        stripe_webhook_secret="whsec_own",  # type: ignore[arg-type]
+    )

@@ -23,6 +23,9 @@ Environment = Literal["production", "test", "local"]
 DEV_APP_SECRET = "local-development-secret-not-for-production"  # noqa: S105
 # The payment emulator's key (docs/payments.md): never Stripe's.
 DEV_STRIPE_KEY = "sk_test_emulator"
+# The payment emulator's webhook signing secret: public, so it must never verify a
+# production event (anyone could sign one with it).
+DEV_WEBHOOK_SECRET = "whsec_emulator"  # noqa: S105 - public by design, refused in production
 
 
 class Settings(BaseModel):
@@ -168,7 +171,7 @@ class Settings(BaseModel):
     payments_secret_name: str | None = None
     payments_api_url: str | None = None
     stripe_secret_key: SecretStr = SecretStr(DEV_STRIPE_KEY)
-    stripe_webhook_secret: SecretStr = SecretStr("whsec_emulator")
+    stripe_webhook_secret: SecretStr = SecretStr(DEV_WEBHOOK_SECRET)
     auto_topup_charge_inline: bool = False
     auto_topup_stuck_seconds: int = Field(default=600, ge=60, le=86_400)
 
@@ -189,6 +192,13 @@ class Settings(BaseModel):
             problems.append("PAYMENTS_API_URL must not be set in production (it talks to Stripe)")
         if not self.payments_secret_name and self.stripe_secret_key.get_secret_value() == DEV_STRIPE_KEY:
             problems.append("production needs PAYMENTS_SECRET_NAME (or its own STRIPE_SECRET_KEY)")
+        if not self.payments_secret_name and self.stripe_webhook_secret.get_secret_value() in (
+            "",
+            DEV_WEBHOOK_SECRET,
+        ):
+            # however the processor key is given: a key from the environment does not bring
+            # the webhook secret with it, and the emulator's public one would verify anything
+            problems.append("production needs PAYMENTS_SECRET_NAME (or its own STRIPE_WEBHOOK_SECRET)")
         if self.allow_loopback_webhooks:
             problems.append("ALLOW_LOOPBACK_WEBHOOKS is never allowed in production")
         if not self.app_secret_arn and self.app_secret.get_secret_value() == DEV_APP_SECRET:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import stripe
 
+from batchroute.config import DEV_WEBHOOK_SECRET
 from batchroute.domain.payments import (
     Charge,
     CheckoutSession,
@@ -79,6 +80,11 @@ class SecretsManagerStripeKeys:
         if not isinstance(value, Mapping) or not value.get("secret_key") or not value.get("webhook_secret"):
             raise PaymentsNotConfigured(
                 f"Payments are not available: the secret {self.name} needs secret_key and webhook_secret."
+            )
+        if value["webhook_secret"] == DEV_WEBHOOK_SECRET:
+            raise PaymentsNotConfigured(
+                f"Payments are not available: the secret {self.name} holds the emulator's public "
+                "webhook secret; put the processor's own signing secret in."
             )
         return StripeKeys(secret_key=str(value["secret_key"]), webhook_secret=str(value["webhook_secret"]))
 
