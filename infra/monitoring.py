@@ -101,6 +101,23 @@ class Monitoring(Construct):
             threshold=1,
         )
 
+        # A signed processor event that does not match what the service sells was refused
+        # (services/billing/payments.py): nothing was credited; someone must look at why.
+        self._alarm(
+            "PaymentEventsRejectedAlarm",
+            name="payment-events-rejected",
+            description="A signed payment event did not match what the service sells (currency, "
+            "amount) and credited nothing. Check the event id in the API's error log.",
+            metric=cloudwatch.Metric(
+                namespace=APP_NAMESPACE,
+                metric_name="PaymentEventsRejected",
+                dimensions_map={"service": resources.SERVICE, "environment": config.name},
+                period=Duration.minutes(5),
+                statistic="Sum",
+            ),
+            threshold=1,
+        )
+
     def _alarm(
         self,
         construct_id_: str,

@@ -71,8 +71,8 @@ def test_every_alarm_notifies_the_encrypted_tls_only_alarm_topic(cfn: Cfn) -> No
     alarms = cfn.properties("AWS::CloudWatch::Alarm").values()
 
     # Then
-    # a DLQ alarm per queue, three service alarms, and the lanes-marked-unavailable one
-    assert len(alarms) == len(resources.QUEUES) + 4
+    # a DLQ alarm per queue, three service alarms, lanes marked unavailable, payment events rejected
+    assert len(alarms) == len(resources.QUEUES) + 5
     for alarm in alarms:
         assert alarm["AlarmActions"] == [{"Ref": topic_id}]
     assert cfn.referenced(topic["KmsMasterKeyId"]).startswith("SecurityKey")
@@ -82,9 +82,11 @@ def test_every_alarm_notifies_the_encrypted_tls_only_alarm_topic(cfn: Cfn) -> No
     )
 
 
-def test_lanes_marked_unavailable_raise_an_alarm(cfn: Cfn, config: EnvironmentConfig) -> None:
-    # Given / When: the metric the lane runner emits when a vendor account cannot serve
-    (alarm,) = _alarms(cfn, "LanesMarkedUnavailable")
+@pytest.mark.parametrize("metric", ["LanesMarkedUnavailable", "PaymentEventsRejected"])
+def test_operator_metrics_raise_an_alarm(cfn: Cfn, config: EnvironmentConfig, metric: str) -> None:
+    # Given / When: the metrics the lane runner (a vendor account cannot serve) and the payment
+    # webhook (a signed event that matches nothing the service sells) emit
+    (alarm,) = _alarms(cfn, metric)
 
     # Then it alarms on the first one, in this environment
     assert alarm["Namespace"] == "BatchRoute"

@@ -181,6 +181,7 @@ def test_an_unpaid_completion_credits_nothing_until_the_payment_succeeds(bench: 
         "mode": "payment",
         "payment_status": "unpaid",
         "amount_total": 3000,
+        "currency": "usd",
         "metadata": {"org_id": bench.org.org_id, "purpose": "credit_purchase"},
         "payment_intent": None,
     }
@@ -211,3 +212,52 @@ def test_events_of_other_kinds_are_acknowledged_and_ignored(bench: Bench) -> Non
     }
     answer = bench.post_event(event)
     assert answer.status_code == 200 and answer.json()["applied"] is False
+
+
+def _signed_completion(bench: Bench, **session: object) -> dict[str, object]:
+    """A checkout.session.completed for the bench's org, as a key holder could sign one."""
+    return {
+        "id": f"evt_{'_'.join(str(v) for v in session.values())}",
+        "object": "event",
+        "type": "checkout.session.completed",
+        "created": int(datetime.now(UTC).timestamp()),
+        "data": {
+            "object": {
+                "id": "cs_test_unknown",
+                "object": "checkout.session",
+                "mode": "payment",
+                "payment_status": "paid",
+                "amount_total": 1000,
+                "currency": "usd",
+                "payment_intent": "pi_does_not_exist",
+                "metadata": {"org_id": bench.org.org_id, "purpose": "credit_purchase"},
+                **session,
+            }
+        },
+    }
+
+
+@pytest.mark.parametrize(
+    "session",
+    [
+        {"currency": "jpy"},  # JPY 1000 once credited $10.00
+        {"amount_total": 10**12},  # once credited $10,000,000,000; checkout sells at most $10,000
+        {"amount_total": 100},  # under checkout's $5
+    ],
+)
+def test_a_signed_event_that_is_not_what_checkout_sells_credits_nothing(
+    bench: Bench, session: dict[str, object]
+) -> None:
+    # Given a correctly signed completion whose currency or amount checkout never sells (issue 27)
+    answer = bench.post_event(_signed_completion(bench, **session))
+    # Then it is acknowledged (no redelivery loop) and credits nothing
+    assert answer.status_code == 200 and answer.json()["applied"] is False
+    assert bench.balance() == Money.zero() and purchases(bench) == []
+
+
+def test_a_paid_session_naming_an_unknown_payment_intent_answers_2xx(bench: Bench) -> None:
+    # Once credited, then answered 500 on every delivery (the processor retries for days)
+    answer = bench.post_event(_signed_completion(bench))
+    again = bench.post_event(_signed_completion(bench))
+    assert answer.status_code == 200 and again.status_code == 200
+    assert again.json()["applied"] is False  # once

@@ -213,10 +213,17 @@ class StripePayments:
         return charge_of(intent.to_dict())
 
     def saved_card(self, payment_intent_id: str) -> PaymentMethod | None:
-        """The card a completed purchase saved for off-session use."""
+        """The card a completed purchase saved for off-session use; None when there is none,
+        or the processor does not know the PaymentIntent (a foreign event: acknowledged, logged
+        by the caller, never a 500 the processor would redeliver for days)."""
+        import stripe
+
         with _transient():
             client = self._client()
-            intent = client.v1.payment_intents.retrieve(payment_intent_id)
+            try:
+                intent = client.v1.payment_intents.retrieve(payment_intent_id)
+            except stripe.InvalidRequestError:
+                return None
             method_id = intent.payment_method
             if not isinstance(method_id, str):
                 return None

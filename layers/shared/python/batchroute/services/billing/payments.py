@@ -15,9 +15,13 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any, Protocol
 
+from aws_lambda_powertools.metrics import MetricUnit
+
 from batchroute.clock import Clock, isoformat
 from batchroute.domain.access import Principal, require_user_session
 from batchroute.domain.payments import (
+    MAX_PAYMENT,
+    MIN_PAYMENT,
     Charge,
     CheckoutSession,
     PaymentMethod,
@@ -28,12 +32,24 @@ from batchroute.domain.payments import (
     to_cents,
 )
 from batchroute.errors import InvalidRequest
-from batchroute.observability import logger
+from batchroute.observability import logger, metrics
 from batchroute.services.billing.auto_topup import AutoTopupService, Credits
 
 CHECKOUT_PURPOSE = "credit_purchase"
 TOPUP_PURPOSE = "auto_topup"
 COMPLETED_EVENTS = ("checkout.session.completed", "checkout.session.async_payment_succeeded")
+
+
+def purchase_mismatch(session: Any, amount: Any) -> str | None:
+    """Why a paid checkout session cannot be what the dashboard's checkout sold (USD, 5..10000
+    in whole cents), or None. A signed event is the processor's word, not a reason to credit
+    whatever it says (issue 27)."""
+    currency = str(session.get("currency") or "").lower()
+    if currency != "usd":
+        return f"currency {currency or 'missing'!r}: checkout sells USD only"
+    if not MIN_PAYMENT <= amount <= MAX_PAYMENT:
+        return f"amount {amount.amount} USD is outside checkout's {MIN_PAYMENT.amount}..{MAX_PAYMENT.amount}"
+    return None
 
 
 class Processor(Protocol):
@@ -148,7 +164,18 @@ class CreditPurchases:
             return False  # an asynchronous method: credited on async_payment_succeeded
         at = self.clock.now()
         amount = from_cents(int(session.get("amount_total") or 0))
-        if amount.micros <= 0:
+        problem = purchase_mismatch(session, amount)
+        if problem is not None:  # checked before anything is written: nothing is credited
+            logger.error(
+                "payment event refused: it does not match what checkout sells",
+                extra={
+                    "event_id": event.event_id,
+                    "session_id": session.get("id"),
+                    "org_id": org_id,
+                    "problem": problem,
+                },
+            )
+            metrics.add_metric(name="PaymentEventsRejected", unit=MetricUnit.Count, value=1)
             return False
         credited = self.ledger.credit(
             org_id,
