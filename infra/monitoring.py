@@ -86,32 +86,34 @@ class Monitoring(Construct):
 
         # The lane runner marks a provider's lanes unavailable when its account cannot serve
         # (services/workflow/execution.py, mark_account_down): someone must add credit.
-        self._alarm(
-            "LanesMarkedUnavailableAlarm",
+        self._app_metric_alarm(
+            "LanesMarkedUnavailable",
             name="lanes-marked-unavailable",
             description="A vendor account cannot serve (e.g. out of credit): its lanes were marked "
             "unavailable. Check the provider account; the lanes come back by themselves an hour later.",
-            metric=cloudwatch.Metric(
-                namespace=APP_NAMESPACE,
-                metric_name="LanesMarkedUnavailable",
-                dimensions_map={"service": resources.SERVICE, "environment": config.name},
-                period=Duration.minutes(5),
-                statistic="Sum",
-            ),
-            threshold=1,
+            environment=config.name,
         )
-
         # A signed processor event that does not match what the service sells was refused
         # (services/billing/payments.py): nothing was credited; someone must look at why.
-        self._alarm(
-            "PaymentEventsRejectedAlarm",
+        self._app_metric_alarm(
+            "PaymentEventsRejected",
             name="payment-events-rejected",
             description="A signed payment event did not match what the service sells (currency, "
             "amount) and credited nothing. Check the event id in the API's error log.",
+            environment=config.name,
+        )
+
+    def _app_metric_alarm(self, metric_name: str, *, name: str, description: str, environment: str) -> None:
+        """An alarm on the first count of one of the service's own metrics (observability.py's
+        namespace and dimensions) in five minutes."""
+        self._alarm(
+            f"{metric_name}Alarm",
+            name=name,
+            description=description,
             metric=cloudwatch.Metric(
                 namespace=APP_NAMESPACE,
-                metric_name="PaymentEventsRejected",
-                dimensions_map={"service": resources.SERVICE, "environment": config.name},
+                metric_name=metric_name,
+                dimensions_map={"service": resources.SERVICE, "environment": environment},
                 period=Duration.minutes(5),
                 statistic="Sum",
             ),

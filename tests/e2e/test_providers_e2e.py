@@ -33,6 +33,18 @@ def _key(api: httpx.Client) -> dict[str, str]:
     return {"Authorization": f"Bearer {created.json()['api_key']}"}
 
 
+def _finished(api: httpx.Client, key: dict[str, str], batch_id: str) -> dict[str, Any]:
+    """The batch once completed or failed (within TIMEOUT_SECONDS)."""
+    deadline = time.monotonic() + TIMEOUT_SECONDS
+    while (batch := api.get(f"/v1/batches/{batch_id}", headers=key).json()["batch"])["state"] not in (
+        "completed",
+        "failed",
+    ):
+        assert time.monotonic() < deadline, batch
+        time.sleep(0.5)
+    return batch
+
+
 def _item(n: int, model: str, text: str) -> dict[str, Any]:
     return {
         "customer_item_id": f"item-{n}",
@@ -63,13 +75,7 @@ def test_a_mixed_batch_runs_through_three_vendor_adapters(api: httpx.Client) -> 
     batch_id = created.json()["batch"]["id"]
 
     # When it runs
-    deadline = time.monotonic() + TIMEOUT_SECONDS
-    while (batch := api.get(f"/v1/batches/{batch_id}", headers=key).json()["batch"])["state"] not in (
-        "completed",
-        "failed",
-    ):
-        assert time.monotonic() < deadline, batch
-        time.sleep(0.5)
+    batch = _finished(api, key, batch_id)
 
     # Then every item completed, in input order
     assert batch["state"] == "completed" and batch["counts"]["completed"] == 9, batch
@@ -208,13 +214,7 @@ def test_hosted_tools_and_tool_histories_run_where_the_catalog_promises_them(api
     batch_id = created.json()["batch"]["id"]
 
     # When it runs
-    deadline = time.monotonic() + TIMEOUT_SECONDS
-    while (batch := api.get(f"/v1/batches/{batch_id}", headers=key).json()["batch"])["state"] not in (
-        "completed",
-        "failed",
-    ):
-        assert time.monotonic() < deadline, batch
-        time.sleep(0.5)
+    batch = _finished(api, key, batch_id)
 
     # Then every item completed on the vendor that runs its tools, as that vendor answers
     assert batch["state"] == "completed" and batch["counts"]["completed"] == len(items), batch

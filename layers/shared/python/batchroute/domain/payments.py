@@ -363,3 +363,15 @@ def charge_of(intent: Mapping[str, Any]) -> Charge:
             metadata=metadata,
         )
     return Charge(processor_ref=str(intent["id"]), status="processing", amount=amount, metadata=metadata)
+
+
+def purchase_mismatch(session: Mapping[str, Any], amount: Money) -> str | None:
+    """Why a paid checkout session cannot be what the dashboard's checkout sold (USD, 5..10000
+    in whole cents), or None. A signed event is the processor's word, not a reason to credit
+    whatever it says (issue 27)."""
+    currency = str(session.get("currency") or "").lower()
+    if currency != "usd":
+        return f"currency {currency or 'missing'!r}: checkout sells USD only"
+    if not MIN_PAYMENT <= amount <= MAX_PAYMENT:
+        return f"amount {amount.amount} USD is outside checkout's {MIN_PAYMENT.amount}..{MAX_PAYMENT.amount}"
+    return None

@@ -20,8 +20,6 @@ from aws_lambda_powertools.metrics import MetricUnit
 from batchroute.clock import Clock, isoformat
 from batchroute.domain.access import Principal, require_user_session
 from batchroute.domain.payments import (
-    MAX_PAYMENT,
-    MIN_PAYMENT,
     Charge,
     CheckoutSession,
     PaymentMethod,
@@ -29,6 +27,7 @@ from batchroute.domain.payments import (
     charge_of,
     from_cents,
     payment_amount,
+    purchase_mismatch,
     to_cents,
 )
 from batchroute.errors import InvalidRequest
@@ -38,18 +37,6 @@ from batchroute.services.billing.auto_topup import AutoTopupService, Credits
 CHECKOUT_PURPOSE = "credit_purchase"
 TOPUP_PURPOSE = "auto_topup"
 COMPLETED_EVENTS = ("checkout.session.completed", "checkout.session.async_payment_succeeded")
-
-
-def purchase_mismatch(session: Any, amount: Any) -> str | None:
-    """Why a paid checkout session cannot be what the dashboard's checkout sold (USD, 5..10000
-    in whole cents), or None. A signed event is the processor's word, not a reason to credit
-    whatever it says (issue 27)."""
-    currency = str(session.get("currency") or "").lower()
-    if currency != "usd":
-        return f"currency {currency or 'missing'!r}: checkout sells USD only"
-    if not MIN_PAYMENT <= amount <= MAX_PAYMENT:
-        return f"amount {amount.amount} USD is outside checkout's {MIN_PAYMENT.amount}..{MAX_PAYMENT.amount}"
-    return None
 
 
 class Processor(Protocol):
