@@ -126,9 +126,13 @@ class Bench:
 
 
 @contextmanager
-def payments_bench(clock: FixedClock, *, secret_name: str | None = None) -> Iterator[Bench]:
+def payments_bench(
+    clock: FixedClock, *, secret_name: str | None = None, confirm_with_processor: bool | None = None
+) -> Iterator[Bench]:
     """Inside a `local_aws` stack: the emulator running, the settings pointed at it (with the
-    keys in the Secrets Manager secret `secret_name` if given, as in AWS)."""
+    keys in the Secrets Manager secret `secret_name` if given, as in AWS; with
+    `confirm_with_processor`, a paid session is confirmed with the emulator as it is with
+    Stripe outside local mode)."""
     holder: dict[str, TestClient] = {}
 
     def deliver(url: str, payload: bytes, headers: dict[str, str]) -> int:
@@ -146,6 +150,8 @@ def payments_bench(clock: FixedClock, *, secret_name: str | None = None) -> Iter
         names.update(STRIPE_SECRET_KEY=SECRET_KEY, STRIPE_WEBHOOK_SECRET=WEBHOOK_SECRET)
     else:
         names.update(PAYMENTS_SECRET_NAME=secret_name)
+    if confirm_with_processor is not None:
+        names["PAYMENTS_CONFIRM_WITH_PROCESSOR"] = str(confirm_with_processor).lower()
     saved = {name: os.environ.get(name) for name in names}
     os.environ.update(names)
     get_settings.cache_clear()

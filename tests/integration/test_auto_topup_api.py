@@ -260,6 +260,7 @@ def test_a_failure_reported_after_the_success_changes_nothing(bench: Bench) -> N
     event = {
         "id": "evt_late",
         "object": "event",
+        "livemode": False,
         "created": 1,
         "type": "payment_intent.payment_failed",
         "data": {"object": intent},
@@ -283,6 +284,7 @@ def test_a_success_reported_after_a_failure_still_credits_once(bench: Bench) -> 
     event = {
         "id": "evt_f",
         "object": "event",
+        "livemode": False,
         "created": 1,
         "type": "payment_intent.payment_failed",
         "data": {"object": failed},

@@ -188,6 +188,7 @@ def test_an_unpaid_completion_credits_nothing_until_the_payment_succeeds(bench: 
     event = {
         "id": "evt_async_1",
         "object": "event",
+        "livemode": False,
         "created": 1,
         "type": "checkout.session.completed",
         "data": {"object": session},
@@ -206,6 +207,7 @@ def test_events_of_other_kinds_are_acknowledged_and_ignored(bench: Bench) -> Non
     event = {
         "id": "evt_other",
         "object": "event",
+        "livemode": False,
         "created": 1,
         "type": "customer.created",
         "data": {"object": {"id": "cus_1"}},
@@ -219,6 +221,7 @@ def _signed_completion(bench: Bench, **session: object) -> dict[str, object]:
     return {
         "id": f"evt_{'_'.join(str(v) for v in session.values())}",
         "object": "event",
+        "livemode": False,
         "type": "checkout.session.completed",
         "created": int(datetime.now(UTC).timestamp()),
         "data": {

@@ -93,3 +93,22 @@ def test_production_refuses_the_public_webhook_secret_however_the_key_is_given(
         stripe_secret_key="sk_live_own",
         stripe_webhook_secret="whsec_own",  # type: ignore[arg-type]
     )
+
+
+def test_a_paid_checkout_is_confirmed_with_the_processor_everywhere_but_local_mode() -> None:
+    # Locally the emulator's events are trusted with the service's record; elsewhere the
+    # processor's own copy of the session decides (docs/payments.md "What credits a wallet")
+    assert Settings(environment="local").confirms_payments_with_processor is False
+    assert Settings(environment="test").confirms_payments_with_processor is True
+    safe = {
+        "environment": "production",
+        "app_secret_arn": "arn:aws:secretsmanager:us-east-1:1:secret:x",
+        "public_base_url": "https://api.example.com",
+        "payments_secret_name": "batchroute-production-payments-stripe",
+    }
+    assert Settings(**safe).confirms_payments_with_processor is True
+    # A test may turn it on locally (against the emulator); production never turns it off
+    on = Settings.from_environ({"PAYMENTS_CONFIRM_WITH_PROCESSOR": "true"})
+    assert on.confirms_payments_with_processor is True
+    with pytest.raises(ValidationError, match="PAYMENTS_CONFIRM_WITH_PROCESSOR"):
+        Settings(**safe, payments_confirm_with_processor=False)

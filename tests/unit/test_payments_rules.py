@@ -10,23 +10,30 @@ from typing import Any, cast
 
 import pytest
 
+from batchroute.adapters.stripe_payments import StripeKeys, StripePayments
 from batchroute.clock import FixedClock
 from batchroute.domain.ledger import Entry, Wallet, WalletState, ledger_violations
 from batchroute.domain.payments import (
     BACKOFF,
     AutoTopup,
+    Charge,
+    CheckoutRecord,
     PaymentMethod,
+    ProcessorEvent,
     TopupAttempt,
     after_failure,
     after_success,
     apply_update,
     charge_of,
     from_cents,
+    livemode_mismatch,
     month_key,
     payment_amount,
+    session_mismatch,
     skip_reason,
     started,
     to_cents,
+    topup_mismatch,
 )
 from batchroute.errors import InvalidRequest
 from batchroute.money import Money
@@ -187,3 +194,82 @@ def test_the_balance_listener_never_raises() -> None:
         clock=FixedClock(AT),
     )
     service.balance_moved("org_1", WalletState(balance=Money.zero(), reserved=Money.zero()), at=AT)
+
+
+# -- what credits a wallet (issue 27) ----------------------------------------------------------
+RECORD = CheckoutRecord("cs_1", "org_1", "user_1", 2500, "usd", "2026-03-01T09:30:00.000Z")
+SESSION = {"id": "cs_1", "amount_total": 2500, "currency": "usd", "metadata": {"org_id": "org_1"}}
+
+
+@pytest.mark.parametrize(
+    ("changes", "problem"),
+    [
+        ({}, None),
+        ({"currency": "USD"}, None),  # the processor's case does not matter
+        ({"metadata": {"org_id": "org_2"}}, "org 'org_2' is not the checkout's 'org_1'"),
+        ({"metadata": None}, "org None is not the checkout's 'org_1'"),
+        ({"amount_total": 2501}, "amount_total 2501 is not the checkout's 2500 cents"),
+        ({"amount_total": True}, "amount_total True is not the checkout's 2500 cents"),
+        ({"currency": "eur"}, "currency 'eur' is not the checkout's 'usd'"),
+        ({"currency": None}, "currency 'missing' is not the checkout's 'usd'"),
+    ],
+)
+def test_a_session_matches_the_record_in_org_amount_and_currency(
+    changes: dict[str, Any], problem: str | None
+) -> None:
+    assert session_mismatch({**SESSION, **changes}, RECORD) == problem
+
+
+def test_an_event_must_come_in_the_mode_of_the_key() -> None:
+    def event(livemode: bool | None) -> ProcessorEvent:
+        return ProcessorEvent("evt_1", "checkout.session.completed", 1, {}, livemode=livemode)
+
+    assert livemode_mismatch(event(False), live_key=False) is None
+    assert livemode_mismatch(event(True), live_key=True) is None
+    assert (
+        livemode_mismatch(event(True), live_key=False) == "livemode True but the processor key is a test key"
+    )
+    assert (
+        livemode_mismatch(event(False), live_key=True) == "livemode False but the processor key is a live key"
+    )
+    assert livemode_mismatch(event(None), live_key=False) is not None  # an event that does not say
+
+
+@pytest.mark.parametrize(
+    ("key", "live"),
+    [("sk_live_abc", True), ("rk_live_abc", True), ("sk_test_abc", False), ("sk_test_emulator", False)],
+)
+def test_the_keys_mode_comes_from_its_prefix(key: str, live: bool) -> None:
+    assert StripePayments(lambda: StripeKeys(secret_key=key, webhook_secret="whsec_x")).live_key() is live
+
+
+PENDING = TopupAttempt("topup_1", "org_1", Money.usd(20), "pending", "2026-03-01", "2026-03-01")
+CHARGED = replace(PENDING, processor_ref="pi_1")
+PAID = Charge(processor_ref="pi_1", status="succeeded", amount=Money.usd(20), currency="usd")
+
+
+@pytest.mark.parametrize(
+    ("attempt", "charge", "problem"),
+    [
+        (PENDING, PAID, None),  # the webhook may come before the charge's answer is recorded
+        (CHARGED, PAID, None),
+        (replace(CHARGED, status="succeeded"), PAID, None),  # a repeat: the ledger's marker says no
+        (replace(CHARGED, status="failed"), PAID, None),  # the money was taken after all
+        (replace(PENDING, status="failed"), PAID, "the attempt failed before any charge was made"),
+        (None, PAID, "no such auto top-up attempt"),
+        (CHARGED, replace(PAID, processor_ref="pi_2"), "PaymentIntent pi_2 is not the attempt's pi_1"),
+        (CHARGED, replace(PAID, amount=Money.usd(21)), "amount 21.00 USD is not the attempt's 20.00 USD"),
+        (CHARGED, replace(PAID, currency="jpy"), "currency 'jpy': auto top-up charges USD only"),
+    ],
+)
+def test_a_top_up_success_must_be_its_attempts(
+    attempt: TopupAttempt | None, charge: Charge, problem: str | None
+) -> None:
+    assert topup_mismatch(attempt, charge) == problem
+
+
+def test_a_payment_intent_reads_with_its_currency() -> None:
+    assert (
+        charge_of({"id": "pi_1", "status": "succeeded", "amount": 100, "currency": "JPY"}).currency == "jpy"
+    )
+    assert charge_of({"id": "pi_1", "status": "succeeded", "amount": 100}).currency == ""

@@ -174,6 +174,10 @@ class Settings(BaseModel):
     stripe_webhook_secret: SecretStr = SecretStr(DEV_WEBHOOK_SECRET)
     auto_topup_charge_inline: bool = False
     auto_topup_stuck_seconds: int = Field(default=600, ge=60, le=86_400)
+    # A paid checkout credits only once the processor's own copy of the session says it is
+    # paid (docs/payments.md "What credits a wallet"); unset: on everywhere but local mode
+    # (the emulator's events are the emulator's word). Never off in production.
+    payments_confirm_with_processor: bool | None = None
 
     @model_validator(mode="after")
     def _simulation_is_local(self) -> Settings:
@@ -199,6 +203,8 @@ class Settings(BaseModel):
             # however the processor key is given: a key from the environment does not bring
             # the webhook secret with it, and the emulator's public one would verify anything
             problems.append("production needs PAYMENTS_SECRET_NAME (or its own STRIPE_WEBHOOK_SECRET)")
+        if self.payments_confirm_with_processor is False:
+            problems.append("PAYMENTS_CONFIRM_WITH_PROCESSOR is never false in production")
         if self.allow_loopback_webhooks:
             problems.append("ALLOW_LOOPBACK_WEBHOOKS is never allowed in production")
         if not self.app_secret_arn and self.app_secret.get_secret_value() == DEV_APP_SECRET:
@@ -215,6 +221,13 @@ class Settings(BaseModel):
         if self.payments_api_url:
             return self.payments_api_url
         return self.vendor_emulator_url.rstrip("/") + "/stripe" if self.environment == "local" else None
+
+    @property
+    def confirms_payments_with_processor(self) -> bool:
+        """Whether a paid checkout is confirmed with the processor before it credits."""
+        if self.payments_confirm_with_processor is not None:
+            return self.payments_confirm_with_processor
+        return self.environment != "local"
 
     @property
     def prefix(self) -> str:

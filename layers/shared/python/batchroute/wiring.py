@@ -576,11 +576,14 @@ class Wiring:
         return CreditPurchases(
             processor=self.payment_processor,
             profiles=self.payments_store,
+            checkouts=self.payments_store,
             ledger=self.ledger,
             topups=self.auto_topup,
             on_moved=self.balance_moved,
             clock=self.clock,
             public_base_url=self.settings.public_base_url,
+            # outside local mode a paid session is confirmed with the processor itself
+            confirm_with_processor=self.settings.confirms_payments_with_processor,
         )
 
     # -- batches ---------------------------------------------------------------------------

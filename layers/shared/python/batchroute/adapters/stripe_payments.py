@@ -246,12 +246,32 @@ class StripePayments:
         except (stripe.SignatureVerificationError, ValueError) as exc:
             raise InvalidRequest("The webhook signature does not verify.", code="invalid_signature") from exc
         body = json.loads(payload)
+        livemode = body.get("livemode")
         return ProcessorEvent(
             event_id=str(body["id"]),
             event_type=str(body["type"]),
             created=int(body.get("created", 0)),
             data=body["data"]["object"],
+            livemode=livemode if isinstance(livemode, bool) else None,
         )
+
+    # -- what credits a wallet (issue 27) ----------------------------------------------------
+    def live_key(self) -> bool:
+        """Whether the configured secret key is a live one (`sk_live_...`, `rk_live_...`): only
+        events with that `livemode` are payments to this service."""
+        return self._keys().secret_key.startswith(("sk_live_", "rk_live_"))
+
+    def checkout_session(self, session_id: str) -> Mapping[str, Any] | None:
+        """The Checkout Session as the processor has it; None when it does not know it."""
+        import stripe
+
+        with _transient():
+            try:
+                session = self._client().v1.checkout.sessions.retrieve(session_id)
+            except stripe.InvalidRequestError:
+                return None
+        found: Mapping[str, Any] = session.to_dict()
+        return found
 
 
 class _transient:

@@ -326,16 +326,19 @@ class Charge:
     failure_code: str | None = None
     failure_reason: str | None = None
     metadata: Mapping[str, str] = field(default_factory=dict)
+    currency: str = "usd"  # the service charges USD only; charge_of reads the processor's
 
 
 @dataclass(frozen=True)
 class ProcessorEvent:
-    """A verified processor webhook event: its id, type and the object it is about."""
+    """A verified processor webhook event: its id, type, the object it is about, and whether
+    the processor sent it in live mode (None when the event does not say)."""
 
     event_id: str
     event_type: str
     created: int
     data: Mapping[str, Any]
+    livemode: bool | None = None
 
 
 # A PaymentIntent in one of these states after an off-session confirm did not take the money.
@@ -346,23 +349,26 @@ def charge_of(intent: Mapping[str, Any]) -> Charge:
     """A PaymentIntent (as a dict) as the service sees a charge."""
     status = str(intent.get("status"))
     error = intent.get("last_payment_error") or {}
-    amount = from_cents(int(intent.get("amount", 0)))
-    metadata = intent.get("metadata") or {}
+    charge = Charge(
+        processor_ref=str(intent["id"]),
+        status="processing",
+        amount=from_cents(int(intent.get("amount", 0))),
+        metadata=intent.get("metadata") or {},
+        currency=str(intent.get("currency") or "").lower(),
+    )
     if status == "succeeded":
-        return Charge(processor_ref=str(intent["id"]), status="succeeded", amount=amount, metadata=metadata)
+        return replace(charge, status="succeeded")
     if status in _NEEDS_CUSTOMER:
         code = error.get("code") or (
             "authentication_required" if status == "requires_action" else "payment_failed"
         )
-        return Charge(
-            processor_ref=str(intent["id"]),
+        return replace(
+            charge,
             status="failed",
-            amount=amount,
             failure_code=str(code),
             failure_reason=str(error.get("message") or "The payment did not go through."),
-            metadata=metadata,
         )
-    return Charge(processor_ref=str(intent["id"]), status="processing", amount=amount, metadata=metadata)
+    return charge
 
 
 def purchase_mismatch(session: Mapping[str, Any], amount: Money) -> str | None:
@@ -374,4 +380,63 @@ def purchase_mismatch(session: Mapping[str, Any], amount: Money) -> str | None:
         return f"currency {currency or 'missing'!r}: checkout sells USD only"
     if not MIN_PAYMENT <= amount <= MAX_PAYMENT:
         return f"amount {amount.amount} USD is outside checkout's {MIN_PAYMENT.amount}..{MAX_PAYMENT.amount}"
+    return None
+
+
+# -- what credits a wallet (issue 27) ----------------------------------------------------------
+CheckoutStatus = Literal["open", "credited"]
+
+
+@dataclass(frozen=True)
+class CheckoutRecord:
+    """A Checkout Session the service opened, as it opened it: the only sessions whose payment
+    credits a wallet, and only for this org, amount and currency."""
+
+    session_id: str
+    org_id: str
+    user_id: str
+    amount_cents: int
+    currency: str
+    created_at: str
+    status: CheckoutStatus = "open"
+
+
+def session_mismatch(session: Mapping[str, Any], record: CheckoutRecord) -> str | None:
+    """How a checkout session (the event's, or the one the processor returns) differs from the
+    service's record of it (org, amount, currency), or None."""
+    org_id = (session.get("metadata") or {}).get("org_id")
+    if org_id != record.org_id:
+        return f"org {org_id!r} is not the checkout's {record.org_id!r}"
+    amount = session.get("amount_total")
+    if isinstance(amount, bool) or amount != record.amount_cents:
+        return f"amount_total {amount!r} is not the checkout's {record.amount_cents} cents"
+    currency = str(session.get("currency") or "").lower()
+    if currency != record.currency:
+        return f"currency {currency or 'missing'!r} is not the checkout's {record.currency!r}"
+    return None
+
+
+def livemode_mismatch(event: ProcessorEvent, *, live_key: bool) -> str | None:
+    """An event from the other mode than the configured key's (a test event against a live
+    key, or a live one locally) is not a payment to this service."""
+    if event.livemode is not live_key:
+        return f"livemode {event.livemode!r} but the processor key is a {'live' if live_key else 'test'} key"
+    return None
+
+
+def topup_mismatch(attempt: TopupAttempt | None, charge: Charge) -> str | None:
+    """Why a succeeded PaymentIntent cannot be the payment of this auto top-up attempt, or
+    None: the attempt must exist, be charged under this PaymentIntent (when it recorded one),
+    for its amount, in USD. A failed attempt still takes a success of its own PaymentIntent
+    (the processor took the money after all); one that failed before any charge takes none."""
+    if attempt is None:
+        return "no such auto top-up attempt"
+    if attempt.processor_ref is not None and charge.processor_ref != attempt.processor_ref:
+        return f"PaymentIntent {charge.processor_ref} is not the attempt's {attempt.processor_ref}"
+    if attempt.status == "failed" and attempt.processor_ref is None:
+        return "the attempt failed before any charge was made"
+    if charge.currency != "usd":
+        return f"currency {charge.currency or 'missing'!r}: auto top-up charges USD only"
+    if charge.amount != attempt.amount:
+        return f"amount {usd_text(charge.amount)} USD is not the attempt's {usd_text(attempt.amount)} USD"
     return None

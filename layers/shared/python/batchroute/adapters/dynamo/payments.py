@@ -9,20 +9,25 @@ table (docs/payments.md). Items (partition `ORG#<org>`):
   recover;
 - `PAYMENT_PROFILE`: the processor's customer id and the card saved for off-session charges.
 
+And one item per Checkout Session the service opened, keyed by the session alone (partition
+`CHECKOUT#<session id>`, sort `CHECKOUT`) so an event naming another org still finds it: the
+org, user, amount in cents, currency and `status` (`open`, then `credited` in the credit's
+transaction, `checkout_credited_item`). A session without one credits nothing (issue 27).
+
 The credit itself is the ledger's (`LedgerStore.credit`); an attempt's success is one of its
 `extra_items` (`succeeded_item`), so the attempt and the credit are written together.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, fields
 from typing import Any
 
 from botocore.exceptions import ClientError
 
 from batchroute.adapters.dynamo.codec import from_item, is_condition_failure, to_item, to_value
 from batchroute.adapters.dynamo.store import DynamoStore
-from batchroute.domain.payments import AutoTopup, PaymentMethod, TopupAttempt
+from batchroute.domain.payments import AutoTopup, CheckoutRecord, PaymentMethod, TopupAttempt
 from batchroute.money import Money
 
 TransactItem = dict[str, Any]
@@ -31,6 +36,8 @@ PENDING_TOPUPS = "TOPUP#PENDING"
 _SETTINGS_SK = "AUTOTOPUP"
 _PROFILE_SK = "PAYMENT_PROFILE"
 _ATTEMPT_PREFIX = "TOPUP#"
+_CHECKOUT_PREFIX = "CHECKOUT#"
+_CHECKOUT_SK = "CHECKOUT"
 
 
 def _pk(org_id: str) -> str:
@@ -281,12 +288,55 @@ class PaymentsStore(DynamoStore):
             },
         )
 
+    # -- the service's own checkout records ------------------------------------------------
+    def record_checkout(self, record: CheckoutRecord) -> None:
+        """Keep the record of a session just opened (a session id is recorded once)."""
+        self.dynamodb.put_item(
+            TableName=self.table_name,
+            Item=to_item(
+                {
+                    "pk": _CHECKOUT_PREFIX + record.session_id,
+                    "sk": _CHECKOUT_SK,
+                    "kind": "checkout",
+                    **asdict(record),
+                }
+            ),
+            ConditionExpression="attribute_not_exists(pk)",
+        )
+
+    def checkout_record(self, session_id: str) -> CheckoutRecord | None:
+        response = self.dynamodb.get_item(
+            TableName=self.table_name, Key=_checkout_key(session_id), ConsistentRead=True
+        )
+        if "Item" not in response:
+            return None
+        item = from_item(response["Item"])
+        values = {f.name: item[f.name] for f in fields(CheckoutRecord)}
+        return CheckoutRecord(**{**values, "amount_cents": int(values["amount_cents"])})
+
+    def checkout_credited_item(self, session_id: str, *, at: str) -> TransactItem:
+        """The record marked credited, for the credit's transaction."""
+        return {
+            "Update": {
+                "TableName": self.table_name,
+                "Key": _checkout_key(session_id),
+                "UpdateExpression": "SET #status = :credited, credited_at = :at",
+                "ConditionExpression": "attribute_exists(pk)",
+                "ExpressionAttributeNames": {"#status": "status"},
+                "ExpressionAttributeValues": {":credited": to_value("credited"), ":at": to_value(at)},
+            }
+        }
+
     # -- helpers ---------------------------------------------------------------------------
     def _get(self, org_id: str, sk: str) -> dict[str, Any] | None:
         response = self.dynamodb.get_item(
             TableName=self.table_name, Key=_key(org_id, sk), ConsistentRead=True
         )
         return from_item(response["Item"]) if "Item" in response else None
+
+
+def _checkout_key(session_id: str) -> dict[str, Any]:
+    return {"pk": {"S": _CHECKOUT_PREFIX + session_id}, "sk": {"S": _CHECKOUT_SK}}
 
 
 def _attempt_values(a: TopupAttempt) -> dict[str, Any]:

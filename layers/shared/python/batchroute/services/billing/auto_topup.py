@@ -33,12 +33,14 @@ from batchroute.domain.payments import (
     skip_reason,
     started,
     to_cents,
+    topup_mismatch,
     usd_text,
 )
 from batchroute.errors import Conflict, InvalidRequest, TransientError, Unavailable
 from batchroute.ids import has_prefix, new_id
 from batchroute.money import Money
 from batchroute.observability import logger
+from batchroute.services.billing.payment_refusals import refuse_payment_event
 
 TransactItem = dict[str, Any]
 _SAVE_ATTEMPTS = 5
@@ -298,16 +300,26 @@ class AutoTopupService:
             return True
         return False
 
-    def succeeded(self, org_id: str, attempt_id: str, charge: Charge, *, at: datetime) -> bool:
+    def succeeded(
+        self, org_id: str, attempt_id: str, charge: Charge, *, at: datetime, event_id: str | None = None
+    ) -> bool:
         """Credit the top-up once per PaymentIntent (the attempt marked succeeded in the same
-        transaction); a repeat changes nothing and returns False."""
+        transaction); a repeat changes nothing and returns False. A charge that is not this
+        attempt's (`topup_mismatch`: no such attempt, another PaymentIntent, another amount or
+        currency) credits nothing and is refused (logged with `event_id`, counted)."""
         attempt = self.store.attempt(org_id, attempt_id)
+        problem = topup_mismatch(attempt, charge)
+        if problem is not None or attempt is None:
+            refuse_payment_event(
+                problem or "no such auto top-up attempt",
+                event_id=event_id,
+                org_id=org_id,
+                attempt_id=attempt_id,
+                processor_ref=charge.processor_ref,
+            )
+            return False
         stamp = isoformat(at)
-        extra = (
-            (self.store.succeeded_item(org_id, attempt_id, processor_ref=charge.processor_ref, at=stamp),)
-            if attempt is not None
-            else ()
-        )
+        extra = (self.store.succeeded_item(org_id, attempt_id, processor_ref=charge.processor_ref, at=stamp),)
         credited = self.ledger.credit(
             org_id,
             charge.amount,
@@ -319,8 +331,7 @@ class AutoTopupService:
         )
         if not credited:
             return False
-        if attempt is not None:
-            self._update_settings(org_id, lambda s: after_success(s, attempt))
+        self._update_settings(org_id, lambda s: after_success(s, attempt))
         logger.info("auto top-up credited", extra={"org_id": org_id, "attempt_id": attempt_id})
         self._notify(
             org_id,
@@ -345,6 +356,13 @@ class AutoTopupService:
         for _ in range(_SAVE_ATTEMPTS):
             attempt = self.store.attempt(org_id, attempt_id)
             if attempt is None or attempt.status != "pending":
+                return False
+            if processor_ref and attempt.processor_ref and processor_ref != attempt.processor_ref:
+                # another PaymentIntent's failure: the attempt's own may yet succeed
+                logger.warning(
+                    "auto top-up failure of another PaymentIntent ignored",
+                    extra={"attempt_id": attempt_id, "processor_ref": processor_ref},
+                )
                 return False
             settings = self.store.auto_topup(org_id)
             new = after_failure(settings, attempt, at=at)

@@ -1,42 +1,49 @@
 """Credit purchase through the payment processor, and the processor's webhook events
 (docs/payments.md).
 
-A purchase is a Checkout Session the billing dashboard opens for a signed-in user; the
-wallet is credited ONLY when the processor's signed `checkout.session.completed` arrives
-(paid), exactly once per session (the ledger's marker), and the card it saved is kept for
-auto top-up. `payment_intent.succeeded` / `payment_intent.payment_failed` of an auto top-up
+A purchase is a Checkout Session the billing dashboard opens for a signed-in user, recorded
+by the service (org, user, amount, currency); the wallet is credited ONLY when the
+processor's signed `checkout.session.completed` arrives (paid) for a recorded session and
+matches the record, and, when `confirm_with_processor` (outside local mode), the processor's
+own copy of the session says it is paid and matches too; exactly once per session (the
+ledger's marker), and the card it saved is kept for auto top-up. Every check passes before
+anything is written; a refused event is logged, counted and acknowledged
+(`payment_refusals`). `payment_intent.succeeded` / `payment_intent.payment_failed` of an auto top-up
 settle its attempt (`AutoTopupService`). Any other event is acknowledged and ignored.
 """
 
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any, Protocol
-
-from aws_lambda_powertools.metrics import MetricUnit
 
 from batchroute.clock import Clock, isoformat
 from batchroute.domain.access import Principal, require_user_session
 from batchroute.domain.payments import (
     Charge,
+    CheckoutRecord,
     CheckoutSession,
     PaymentMethod,
     ProcessorEvent,
     charge_of,
     from_cents,
+    livemode_mismatch,
     payment_amount,
     purchase_mismatch,
+    session_mismatch,
     to_cents,
 )
 from batchroute.errors import InvalidRequest
-from batchroute.observability import logger, metrics
-from batchroute.services.billing.auto_topup import AutoTopupService, Credits
+from batchroute.observability import logger
+from batchroute.services.billing.auto_topup import AutoTopupService, Credits, TransactItem
+from batchroute.services.billing.payment_refusals import refuse_payment_event
 
 CHECKOUT_PURPOSE = "credit_purchase"
 TOPUP_PURPOSE = "auto_topup"
 COMPLETED_EVENTS = ("checkout.session.completed", "checkout.session.async_payment_succeeded")
+TOPUP_EVENTS = ("payment_intent.succeeded", "payment_intent.payment_failed")
 
 
 class Processor(Protocol):
@@ -58,6 +65,10 @@ class Processor(Protocol):
 
     def verify_event(self, payload: bytes, signature: str | None) -> ProcessorEvent: ...
 
+    def live_key(self) -> bool: ...
+
+    def checkout_session(self, session_id: str) -> Mapping[str, Any] | None: ...
+
 
 class Profiles(Protocol):
     def customer_id(self, org_id: str) -> str | None: ...
@@ -67,20 +78,34 @@ class Profiles(Protocol):
     def save_payment_method(self, org_id: str, card: PaymentMethod, *, at: str) -> None: ...
 
 
+class CheckoutRecords(Protocol):
+    """The service's own record of every Checkout Session it opened."""
+
+    def record_checkout(self, record: CheckoutRecord) -> None: ...
+
+    def checkout_record(self, session_id: str) -> CheckoutRecord | None: ...
+
+    def checkout_credited_item(self, session_id: str, *, at: str) -> TransactItem: ...
+
+
 class CreditPurchases:
     def __init__(
         self,
         *,
         processor: Processor,
         profiles: Profiles,
+        checkouts: CheckoutRecords,
         ledger: Credits,
         topups: AutoTopupService,
         on_moved: Callable[[str, datetime], None],
         clock: Clock,
         public_base_url: str,
+        confirm_with_processor: bool,
     ) -> None:
         self.processor = processor
         self.profiles = profiles
+        self.checkouts = checkouts
+        self.confirm_with_processor = confirm_with_processor
         self.ledger = ledger
         self.topups = topups
         self.on_moved = on_moved
@@ -117,6 +142,16 @@ class CreditPurchases:
             cancel_url=f"{console}?checkout=canceled",
             idempotency_key=f"checkout-{secrets.token_hex(12)}",
         )
+        self.checkouts.record_checkout(
+            CheckoutRecord(
+                session_id=session.session_id,
+                org_id=principal.org_id,
+                user_id=principal.user_id or "",
+                amount_cents=to_cents(amount),
+                currency="usd",
+                created_at=at,
+            )
+        )
         logger.info("checkout opened", extra={"org_id": principal.org_id, "session_id": session.session_id})
         return {
             "checkout_url": session.url,
@@ -131,9 +166,13 @@ class CreditPurchases:
         InvalidRequest `invalid_signature` (400, nothing applied) for a forged one."""
         event = self.processor.verify_event(payload, signature)
         applied = False
-        if event.event_type in COMPLETED_EVENTS:
+        if event.event_type in (*COMPLETED_EVENTS, *TOPUP_EVENTS) and (
+            problem := livemode_mismatch(event, live_key=self.processor.live_key())
+        ):
+            refuse_payment_event(problem, event_id=event.event_id, event_type=event.event_type)
+        elif event.event_type in COMPLETED_EVENTS:
             applied = self._purchase_completed(event)
-        elif event.event_type in ("payment_intent.succeeded", "payment_intent.payment_failed"):
+        elif event.event_type in TOPUP_EVENTS:
             applied = self._topup_outcome(event)
         logger.info(
             "processor event",
@@ -149,38 +188,53 @@ class CreditPurchases:
             return False
         if session.get("payment_status") != "paid":
             return False  # an asynchronous method: credited on async_payment_succeeded
-        at = self.clock.now()
-        amount = from_cents(int(session.get("amount_total") or 0))
-        problem = purchase_mismatch(session, amount)
-        if problem is not None:  # checked before anything is written: nothing is credited
-            logger.error(
-                "payment event refused: it does not match what checkout sells",
-                extra={
-                    "event_id": event.event_id,
-                    "session_id": session.get("id"),
-                    "org_id": org_id,
-                    "problem": problem,
-                },
-            )
-            metrics.add_metric(name="PaymentEventsRejected", unit=MetricUnit.Count, value=1)
+        record, confirmed = self._checked(event)
+        if record is None:
             return False
+        at = self.clock.now()
         credited = self.ledger.credit(
-            org_id,
-            amount,
+            record.org_id,
+            from_cents(record.amount_cents),
             kind="purchase",
-            processor_ref=str(session["id"]),
+            processor_ref=record.session_id,
             at=isoformat(at),
-            memo=f"credit purchase {session['id']}",
+            memo=f"credit purchase {record.session_id}",
+            extra_items=(self.checkouts.checkout_credited_item(record.session_id, at=isoformat(at)),),
         )
         if credited:
-            self._moved(org_id, at)
+            self._moved(record.org_id, at)
         # Also on a repeat: a first delivery that failed after crediting saves the card now.
-        intent = session.get("payment_intent")
+        intent = (confirmed or session).get("payment_intent")
         if isinstance(intent, str) and intent:
             card = self.processor.saved_card(intent)
             if card is not None:
-                self.profiles.save_payment_method(org_id, card, at=isoformat(at))
+                self.profiles.save_payment_method(record.org_id, card, at=isoformat(at))
         return credited
+
+    def _checked(self, event: ProcessorEvent) -> tuple[CheckoutRecord | None, Mapping[str, Any] | None]:
+        """The record of the paid session the event names, and the processor's own copy of it
+        (when it is asked), once every check passed; (None, None) after refusing the event."""
+        session = event.data
+        session_id = str(session.get("id") or "")
+        confirmed = None
+        problem = _purchase_problem(session)
+        record = None if problem else self.checkouts.checkout_record(session_id)
+        if record is None:
+            problem = problem or "a checkout session this service never opened"
+        else:
+            problem = session_mismatch(session, record)
+            if problem is None and self.confirm_with_processor:
+                confirmed = self.processor.checkout_session(session_id)
+                problem = _processor_problem(confirmed, record)
+        if problem is not None or record is None:
+            refuse_payment_event(
+                problem or "no checkout record",
+                event_id=event.event_id,
+                session_id=session_id,
+                org_id=(session.get("metadata") or {}).get("org_id"),
+            )
+            return None, None
+        return record, confirmed
 
     def _topup_outcome(self, event: ProcessorEvent) -> bool:
         intent = event.data
@@ -190,7 +244,9 @@ class CreditPurchases:
             return False
         charge: Charge = charge_of(intent)
         if event.event_type == "payment_intent.succeeded" and charge.status == "succeeded":
-            return self.topups.succeeded(org_id, attempt_id, charge, at=self.clock.now())
+            return self.topups.succeeded(
+                org_id, attempt_id, charge, at=self.clock.now(), event_id=event.event_id
+            )
         if event.event_type == "payment_intent.payment_failed":
             return self.topups.failed(
                 org_id,
@@ -207,3 +263,21 @@ class CreditPurchases:
             self.on_moved(org_id, at)
         except Exception:
             logger.exception("balance watch failed", extra={"org_id": org_id})
+
+
+def _purchase_problem(session: Mapping[str, Any]) -> str | None:
+    """What checkout never sells (not USD, outside 5..10,000 USD in whole cents), or None."""
+    total = session.get("amount_total")
+    if not isinstance(total, int) or isinstance(total, bool):
+        return f"amount_total {total!r} is not a whole number of cents"
+    return purchase_mismatch(session, from_cents(total))
+
+
+def _processor_problem(session: Mapping[str, Any] | None, record: CheckoutRecord) -> str | None:
+    """Why the processor's own copy of the session does not show our checkout paid, or None."""
+    if session is None:
+        return "the processor does not know this checkout session"
+    if session.get("payment_status") != "paid":
+        return f"the processor says the session is {session.get('payment_status')!r}, not paid"
+    mismatch = session_mismatch(session, record)
+    return f"the processor's session: {mismatch}" if mismatch else None
