@@ -286,6 +286,18 @@ def test_the_processors_session_must_match_the_record_too(confirming: Bench, ref
     assert refusals.counted == 2
 
 
+def test_a_processor_outage_during_the_confirmation_answers_5xx_and_credits_nothing(
+    confirming: Bench,
+) -> None:
+    # The processor cannot be asked: the event is not refused but left for its redelivery
+    checkout = confirming.checkout(20)
+    confirming.server.stop()
+    answer = confirming.post_event(completion(confirming, checkout, "evt_outage"))
+    assert answer.status_code >= 500 and "error" in answer.json()
+    assert confirming.balance() == Money.zero() and purchases(confirming) == []
+    assert record_status(confirming, checkout["session_id"]) == "open"
+
+
 # -- auto top-up -------------------------------------------------------------------------------
 def charged_attempt(bench: Bench) -> tuple[dict[str, Any], dict[str, Any]]:
     """A purchase of 20 USD, auto top-up of 20 below 10, 15 spent, the top-up charged (its
