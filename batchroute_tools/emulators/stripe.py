@@ -599,7 +599,7 @@ def list_page(
     matching = [
         o
         for o in newest_first
-        if all(test(int(o["created"])) for test in tests)
+        if all(compare(int(o["created"]), bound) for compare, bound in tests)
         and all(str(o.get(name)) == str(query[name]) for name in filters if name in query)
     ]
     if after is not None:
@@ -633,21 +633,20 @@ def _integer(text: Any, param: str) -> int:
         raise _invalid(f"Invalid integer: {text}", param, "parameter_invalid_integer") from exc
 
 
-def _created_tests(created: Any) -> list[Callable[[int], bool]]:
+def _created_tests(created: Any) -> list[tuple[Callable[[int, int], bool], int]]:
+    """`created` as (comparison, bound) pairs an object's `created` must all pass."""
     if created is None:
         return []
     if not isinstance(created, dict):
-        exact = _integer(created, "created")
-        return [lambda value: value == exact]
-    tests: list[Callable[[int], bool]] = []
-    for name, bound_text in created.items():
+        return [(operator.eq, _integer(created, "created"))]
+    tests = []
+    for name, bound in created.items():
         compare = _CREATED_OPERATORS.get(name)
         if compare is None:
             raise _invalid(
                 f"Received unknown parameter: created[{name}]", f"created[{name}]", "parameter_unknown"
             )
-        bound = _integer(bound_text, f"created[{name}]")
-        tests.append(lambda value, compare=compare, bound=bound: compare(value, bound))
+        tests.append((compare, _integer(bound, f"created[{name}]")))
     return tests
 
 

@@ -4,7 +4,8 @@ point 2)."""
 
 from __future__ import annotations
 
-from batchroute.domain.reconciliation import LedgerCredit, ProcessorPayment, reconcile
+from batchroute.domain.ledger import ProcessorCredit
+from batchroute.domain.reconciliation import Difference, LedgerCredit, ProcessorPayment, reconcile
 from batchroute.money import Money
 
 SINCE = "2026-11-01T00:00:00.000Z"
@@ -37,16 +38,16 @@ def credit(
     *,
     org_id: str = "org_a",
     usd: str = "25",
-    kind: str = "purchase",
+    kind: ProcessorCredit = "purchase",
     at: str = "2026-11-10T10:00:05.000Z",
     currency: str = "usd",
 ) -> LedgerCredit:
     amount = Money(Money.usd(usd).micros, currency)
-    return LedgerCredit(org_id=org_id, processor_ref=ref, kind=kind, amount=amount, at=at)  # type: ignore[arg-type]
+    return LedgerCredit(org_id=org_id, processor_ref=ref, kind=kind, amount=amount, at=at)
 
 
-def kinds(report_differences: object) -> list[str]:
-    return [d.kind for d in report_differences]  # type: ignore[attr-defined]
+def kinds(differences: tuple[Difference, ...]) -> list[str]:
+    return [d.kind for d in differences]
 
 
 def test_a_purchase_and_a_top_up_each_credited_once_as_paid_are_no_difference() -> None:
