@@ -9,8 +9,9 @@ protocol and signs its webhooks the same way, with the keys from the settings.
 What the service asks of it: a Customer per org, a Checkout Session for a credit purchase
 (the card saved for later off-session use), an off-session PaymentIntent for an auto top-up
 (idempotency key = the attempt id, so a retried charge never charges twice), a PaymentIntent
-read back (the sweeper's recovery), the card a purchase saved, and the verification of a
-webhook's `Stripe-Signature`.
+read back (the sweeper's recovery), the card a purchase saved, the verification of a
+webhook's `Stripe-Signature`, and the successful payments since a date (the payments
+reconciliation: `successful_payments`).
 """
 
 from __future__ import annotations
