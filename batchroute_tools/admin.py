@@ -4,6 +4,7 @@
     batchroute-admin credits balance --org ORG_ID
     batchroute-admin providers check [--provider SLUG ...] [--environment production|test]
     batchroute-admin payments reconcile [--since YYYY-MM-DD] [--json]
+    batchroute-admin payments index-credits
 
 Targets the running local stack by default (the runner's `.local/stack.json`: moto endpoint,
 table names, fake credentials), or a deployed stack with `--table-prefix batchroute-production`
@@ -208,6 +209,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--payments-api-url",
         help="the processor's API (default: the local payment emulator; Stripe for a deployed stack)",
     )
+    payment_actions.add_parser(
+        "index-credits",
+        parents=[target],
+        help="once, after upgrading: index processor credits written before the reconciliation existed",
+    )
     return parser.parse_args(argv)
 
 
@@ -216,6 +222,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.area == "providers":
         return _providers_check(args)
     try:
+        if args.area == "payments" and args.action == "index-credits":
+            target = resolve_target(args)
+            indexed = LedgerStore(target.ledger_table, dynamodb=target.dynamodb()).index_processor_credits()
+            print(json.dumps({"indexed": indexed}) if args.json else f"indexed {indexed} processor credits")
+            return 0
         if args.area == "payments":
             report = payments_reconcile(args)
             print(json.dumps(report.to_dict()) if args.json else reconciliation_text(report))

@@ -156,3 +156,39 @@ def test_refusals_exit_2_and_a_processor_without_keys_exits_1(
         main(["payments", "reconcile", "--table-prefix", local_aws.prefix, "--region", local_aws.region]) == 1
     )
     assert "payment processor" in capsys.readouterr().err
+
+
+def test_without_since_it_reconciles_the_last_30_days_from_midnight_utc(
+    bench: Bench, target: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    bench.buy(25)
+
+    assert main(["payments", "reconcile", "--json", *target]) == 0
+
+    report = json.loads(capsys.readouterr().out)
+    day = (datetime.now(UTC) - timedelta(days=30)).strftime("%Y-%m-%d")
+    assert report["since"] == f"{day}T00:00:00.000Z"
+    assert (report["credits"], report["matched"]) == (1, 1)
+
+
+def test_credits_from_before_the_index_are_indexed_once_and_then_reconciled(
+    bench: Bench, target: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given a purchase credited by a release before the index: its marker has no index keys
+    session_id = bench.buy(25)
+    ledger = bench.wiring.ledger
+    key = {"pk": {"S": f"WALLET#{bench.org.org_id}"}, "sk": {"S": f"PAYMENT#{session_id}"}}
+    ledger.dynamodb.update_item(
+        TableName=ledger.table_name, Key=key, UpdateExpression="REMOVE gsi1pk, gsi1sk, currency"
+    )
+    assert reconcile(bench, target, "--json") == DIFFERENCES_FOUND  # paid, and the credit unseen
+    capsys.readouterr()
+
+    # When the operator indexes the old credits (twice: the second finds none)
+    assert main(["payments", "index-credits", "--json", *target]) == 0
+    assert json.loads(capsys.readouterr().out) == {"indexed": 1}
+    assert main(["payments", "index-credits", *target]) == 0
+    assert capsys.readouterr().out.strip() == "indexed 0 processor credits"
+
+    # Then the reconciliation sees the credit again
+    assert reconcile(bench, target) == 0

@@ -12,7 +12,9 @@ balance. Items (all in the wallet's partition `WALLET#<org>`):
   (`HOLD#OPEN` / `<created_at>#<org>#<id>`) so stale ones can be found;
 - `SPEND#<period key>`: charged micros per spend period (`D#2026-11-21`, `M#2026-11`);
 - `PAYMENT#<processor ref>`: the exactly-once marker of a processor credit (a Checkout
-  Session or PaymentIntent id), written in the credit's own transaction (docs/payments.md).
+  Session or PaymentIntent id), written in the credit's own transaction (docs/payments.md);
+  its `gsi1` keys (`CREDIT#PROCESSOR` / `<created_at>#<org>#<ref>`) let the payments
+  reconciliation read every org's credits since a date in one Query.
 - `USAGE#D#<yyyy-mm-dd>#<model>#<provider>`: usage counters (charged micros, tokens, requests)
   per local day, model and provider, moved in the charge's own transaction (docs/usage.md).
 
@@ -27,7 +29,7 @@ from typing import Any, Literal
 
 from botocore.exceptions import ClientError
 
-from batchroute.adapters.dynamo.codec import from_item, to_item, to_value
+from batchroute.adapters.dynamo.codec import from_item, is_condition_failure, to_item, to_value
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.domain.ledger import (
     DuplicateReservation,
@@ -240,6 +242,44 @@ class LedgerStore(DynamoStore):
             "ExpressionAttributeValues": {":p": to_value(PROCESSOR_CREDITS), ":since": to_value(since)},
         }
         return [_processor_credit(item) for item in self._query_all(kwargs)]
+
+    def index_processor_credits(self) -> int:
+        """Give the reconciliation's `gsi1` keys to processor credit markers written before they
+        existed: a one-off migration, a paginated Scan of the whole table (filtered to markers
+        without the keys), one conditional update each. Returns how many it indexed; a second
+        run finds none."""
+        kwargs: dict[str, Any] = {
+            "TableName": self.table_name,
+            "FilterExpression": "#kind = :kind AND attribute_not_exists(gsi1pk)",
+            "ExpressionAttributeNames": {"#kind": "kind"},
+            "ExpressionAttributeValues": {":kind": to_value("processor_credit")},
+        }
+        indexed = 0
+        while True:
+            response = self.dynamodb.scan(**kwargs)
+            for item in (from_item(i) for i in response.get("Items", [])):
+                sort_key = f"{item['created_at']}#{item['org_id']}#{item['processor_ref']}"
+                try:
+                    self.dynamodb.update_item(
+                        TableName=self.table_name,
+                        Key=_key(str(item["org_id"]), str(item["sk"])),
+                        UpdateExpression="SET gsi1pk = :p, gsi1sk = :s, "
+                        "currency = if_not_exists(currency, :usd)",
+                        ConditionExpression="attribute_exists(pk) AND attribute_not_exists(gsi1pk)",
+                        ExpressionAttributeValues={
+                            ":p": to_value(PROCESSOR_CREDITS),
+                            ":s": to_value(sort_key),
+                            ":usd": to_value("usd"),
+                        },
+                    )
+                except ClientError as exc:
+                    if not is_condition_failure(exc):
+                        raise
+                    continue  # indexed meanwhile by another run
+                indexed += 1
+            if "LastEvaluatedKey" not in response:
+                return indexed
+            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
 
     def balance(self, org_id: str) -> Money:
         """Spendable credit: the balance less what is reserved for running work."""
