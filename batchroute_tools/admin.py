@@ -3,6 +3,8 @@
     batchroute-admin credits grant --org ORG_ID --usd AMOUNT [--memo TEXT]
     batchroute-admin credits balance --org ORG_ID
     batchroute-admin providers check [--provider SLUG ...] [--environment production|test]
+    batchroute-admin payments reconcile [--since YYYY-MM-DD] [--json]
+    batchroute-admin payments index-credits
 
 Targets the running local stack by default (the runner's `.local/stack.json`: moto endpoint,
 table names, fake credentials), or a deployed stack with `--table-prefix batchroute-production`
@@ -10,8 +12,12 @@ table names, fake credentials), or a deployed stack with `--table-prefix batchro
 
 A grant is followed by the billing watch, as every money movement is (docs/billing-alerts.md).
 
-Exit codes: 0 done, 1 an AWS error, 2 a usage or validation error (bad amount, no such wallet,
-no target).
+`payments reconcile` compares the ledger's purchase and auto top-up credits with the payment
+processor's successful payments (the local stack's payment emulator, or Stripe with the keys of
+the deployed stack's payments secret) and prints every difference (docs/payments.md).
+
+Exit codes: 0 done, 1 an AWS or payment processor error, 2 a usage or validation error (bad
+amount, no such wallet, no target), 3 the reconciliation found differences.
 """
 
 from __future__ import annotations
@@ -19,10 +25,11 @@ from __future__ import annotations
 import argparse
 import getpass
 import json
+import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any, Protocol
@@ -38,15 +45,19 @@ from batchroute.adapters.dynamo.identity import IdentityStore
 from batchroute.adapters.dynamo.ledger import LedgerStore
 from batchroute.adapters.dynamo.webhook_deliveries import ORG_OWNER, WebhookDeliveries
 from batchroute.adapters.email import SesMailer
+from batchroute.adapters.stripe_payments import SecretsManagerStripeKeys, StripeKeys, StripePayments
 from batchroute.catalog import builtin_catalog
 from batchroute.catalog.environments import Placeholders, load_deployment
 from batchroute.clock import SystemClock, isoformat
 from batchroute.config import Settings
 from batchroute.domain.catalog import Catalog
+from batchroute.domain.reconciliation import ReconciliationReport
+from batchroute.errors import ServiceError, TransientError
 from batchroute.money import Money, format_amount
 from batchroute.providers.credentials import ProviderKeys
 from batchroute.providers.registry import ProviderRegistry
 from batchroute.services.billing.alerts import EmailAlerts, WebhookAlerts, owner_emails
+from batchroute.services.billing.reconciliation import SETTLING_TIME, PaymentsReconciliation
 from batchroute.services.billing.watch import BillingWatch
 from batchroute.services.delivery.webhooks import OrgEventWebhooks
 from batchroute_tools.provider_check import ProviderChecker
@@ -55,6 +66,8 @@ DEFAULT_STACK_FILE = Path(".local/stack.json")
 # A typo guard: one grant above this is almost certainly a slip of the keyboard.
 MAX_GRANT_USD = Decimal(1_000_000)
 MAX_DECIMALS = 6
+RECONCILE_DEFAULT_DAYS = 30
+DIFFERENCES_FOUND = 3  # the exit code of a reconciliation that found differences
 # The local stack (moto) takes any credentials; real ones are never needed or read for it.
 _LOCAL_CREDENTIALS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
 
@@ -73,9 +86,34 @@ class Target:
     # a grant is followed by the billing watch (docs/billing-alerts.md).
     controls_table: str | None = None
     identity_table: str | None = None
+    prefix: str | None = None  # a deployed stack's (names its payments secret)
+    emulators_url: str | None = None  # the local stack's vendor emulators (its payment emulator)
 
     def dynamodb(self) -> Any:
         return self._client("dynamodb")
+
+    def payment_processor(self, api_url: str | None) -> StripePayments:
+        """The processor the target's service talks to: locally the stack's payment emulator
+        with the local settings' key; deployed, Stripe (or `api_url`) with the keys of the
+        stack's payments secret, read through the default AWS credential chain."""
+        if self.local:
+            settings = Settings.from_environ(os.environ)  # STRIPE_SECRET_KEY as the stack reads it
+            keys = StripeKeys(
+                secret_key=settings.stripe_secret_key.get_secret_value(),
+                webhook_secret=settings.stripe_webhook_secret.get_secret_value(),
+            )
+            base = api_url or (self.emulators_url.rstrip("/") + "/stripe" if self.emulators_url else None)
+            if base is None:
+                raise UsageError("the stack file names no emulators_url: pass --payments-api-url")
+            return StripePayments(lambda: keys, api_base=base)
+        if self.prefix is None:
+            raise UsageError("--table-prefix is needed to find the stack's payments secret")
+        secret = SecretsManagerStripeKeys(
+            resources.payment_secret_name(self.prefix),
+            secretsmanager=self._client("secretsmanager"),
+            max_age=0,
+        )
+        return StripePayments(secret, api_base=api_url)
 
     def _client(self, service: str) -> Any:
         make_client: Any = boto3.client
@@ -149,6 +187,33 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         choices=["production", "test"],
         help="a deployed environment (its data file, its secrets); default: the local stack",
     )
+
+    payments = areas.add_parser("payments", help="money paid through the payment processor")
+    payment_actions = payments.add_subparsers(dest="action", required=True)
+    reconcile = payment_actions.add_parser(
+        "reconcile",
+        parents=[target],
+        help="compare the ledger's purchase and top-up credits with the processor's successful payments",
+    )
+    reconcile.add_argument(
+        "--since",
+        help=f"first day (UTC) to reconcile, YYYY-MM-DD (default: {RECONCILE_DEFAULT_DAYS} days ago)",
+    )
+    reconcile.add_argument(
+        "--settling-minutes",
+        type=int,
+        default=int(SETTLING_TIME.total_seconds() // 60),
+        help="a payment younger than this is awaiting its credit, not a difference (default: %(default)s)",
+    )
+    reconcile.add_argument(
+        "--payments-api-url",
+        help="the processor's API (default: the local payment emulator; Stripe for a deployed stack)",
+    )
+    payment_actions.add_parser(
+        "index-credits",
+        parents=[target],
+        help="once, after upgrading: index processor credits written before the reconciliation existed",
+    )
     return parser.parse_args(argv)
 
 
@@ -157,6 +222,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.area == "providers":
         return _providers_check(args)
     try:
+        if args.area == "payments" and args.action == "index-credits":
+            target = resolve_target(args)
+            indexed = LedgerStore(target.ledger_table, dynamodb=target.dynamodb()).index_processor_credits()
+            print(json.dumps({"indexed": indexed}) if args.json else f"indexed {indexed} processor credits")
+            return 0
+        if args.area == "payments":
+            report = payments_reconcile(args)
+            print(json.dumps(report.to_dict()) if args.json else reconciliation_text(report))
+            return 0 if report.clean else DIFFERENCES_FOUND
         target = resolve_target(args)
         store = LedgerStore(target.ledger_table, dynamodb=target.dynamodb())
         if args.action == "grant":
@@ -175,6 +249,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except (ClientError, BotoCoreError) as exc:
         print(f"batchroute-admin: AWS error: {exc}", file=sys.stderr)
+        return 1
+    except (ServiceError, TransientError) as exc:  # the processor unreachable, or its keys missing
+        print(f"batchroute-admin: payment processor: {exc}", file=sys.stderr)
         return 1
     print(json.dumps(result) if args.json else _text(result))
     return 0
@@ -197,6 +274,61 @@ def _providers_check(args: argparse.Namespace) -> int:
     else:
         print("\n".join(r.line() for r in results))
     return 0 if all(r.ok for r in results) else 1
+
+
+def payments_reconcile(args: argparse.Namespace) -> ReconciliationReport:
+    """The target's ledger credits since `--since` against its processor's payments."""
+    clock = SystemClock()
+    since = parse_since(args.since, now=clock.now())
+    if args.settling_minutes < 0:
+        raise UsageError("--settling-minutes must be 0 or more")
+    target = resolve_target(args)
+    reconciliation = PaymentsReconciliation(
+        LedgerStore(target.ledger_table, dynamodb=target.dynamodb()),
+        target.payment_processor(args.payments_api_url),
+        clock,
+        settling_time=timedelta(minutes=args.settling_minutes),
+    )
+    return reconciliation.run(since)
+
+
+def parse_since(text: str | None, *, now: datetime) -> datetime:
+    """Midnight UTC of `text` (YYYY-MM-DD), or of the day RECONCILE_DEFAULT_DAYS before `now`."""
+    if text is None:
+        day = (now - timedelta(days=RECONCILE_DEFAULT_DAYS)).date()
+        return datetime(day.year, day.month, day.day, tzinfo=UTC)
+    try:
+        since = datetime.strptime(text, "%Y-%m-%d").replace(tzinfo=UTC)
+    except ValueError as exc:
+        raise UsageError(f"--since {text!r} is not a date (YYYY-MM-DD)") from exc
+    if since > now:
+        raise UsageError("--since is in the future")
+    return since
+
+
+def reconciliation_text(report: ReconciliationReport) -> str:
+    """A heading, one line per difference in columns, and the payments still settling."""
+    lines = [
+        f"payments since {report.since}: {report.credits} credits, {report.payments} payments, "
+        f"{report.matched} matched, {len(report.differences)} differences"
+    ]
+    rows = [("KIND", "ORG", "PROCESSOR REF", "CREDITED", "PAID", "DETAIL")] + [
+        (d.kind, d.org_id or "-", d.processor_ref, d.credited_amount or "-", d.paid or "-", d.detail)
+        for d in report.differences
+    ]
+    if report.differences:
+        widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+        lines += [
+            "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False)) + "  " + row[-1]
+            for row in rows
+        ]
+    else:
+        lines.append("no differences")
+    if report.awaiting_credit:
+        lines.append(
+            f"awaiting their credit (paid after {report.settled_before}): {', '.join(report.awaiting_credit)}"
+        )
+    return "\n".join(lines)
 
 
 def provider_target(args: argparse.Namespace) -> tuple[ProviderRegistry, Catalog, list[str]]:
@@ -252,6 +384,7 @@ def resolve_target(args: argparse.Namespace) -> Target:
             local=False,
             controls_table=resources.table("controls").physical_name(prefix) if prefix else None,
             identity_table=resources.table("identity").physical_name(prefix) if prefix else None,
+            prefix=prefix,
         )
     path = args.stack_file or DEFAULT_STACK_FILE
     try:
@@ -272,6 +405,7 @@ def resolve_target(args: argparse.Namespace) -> Target:
         local=True,
         controls_table=others["controls"],
         identity_table=others["identity"],
+        emulators_url=stack.get("emulators_url") or None,
     )
 
 

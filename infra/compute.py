@@ -114,6 +114,22 @@ class Compute(Construct):
             # The next tick does the same work: no retries to pile up.
             targets=[targets.LambdaFunction(self.functions[SWEEPER], retry_attempts=0)],
         )
+        # The daily payments reconciliation (docs/payments.md): the sweeper function with the
+        # rule's input; alarms on PaymentReconciliationDifferences / ...Failed (monitoring.py).
+        self.reconciliation_schedule = events.Rule(
+            self,
+            "PaymentReconciliationSchedule",
+            rule_name=f"{prefix}-{resources.RECONCILIATION_RULE}",
+            description="daily payments reconciliation: ledger credits against the processor's payments",
+            schedule=events.Schedule.rate(Duration.hours(resources.RECONCILIATION_RATE_HOURS)),
+            targets=[
+                targets.LambdaFunction(
+                    self.functions[SWEEPER],
+                    event=events.RuleTargetInput.from_object(resources.RECONCILIATION_EVENT),
+                    retry_attempts=0,  # a failed run is counted and alarmed; the next day covers it
+                )
+            ],
+        )
 
     def _environment(self, prefix: str) -> dict[str, str]:
         """Variables batchroute.config.Settings reads (uppercase field names) plus Powertools'."""

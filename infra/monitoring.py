@@ -1,5 +1,6 @@
 """Alarms on what needs a human: dead letters, API server errors, failed workflows, lanes
-marked unavailable because a vendor account cannot serve (out of credit)."""
+marked unavailable because a vendor account cannot serve (out of credit), payment events
+refused, and a payments reconciliation that found differences or could not run."""
 
 from __future__ import annotations
 
@@ -100,6 +101,23 @@ class Monitoring(Construct):
             name="payment-events-rejected",
             description="A signed payment event did not match what the service sells (currency, "
             "amount) and credited nothing. Check the event id in the API's error log.",
+            environment=config.name,
+        )
+
+        # The daily payments reconciliation (services/billing/reconciliation.py) found ledger
+        # credits and processor payments that disagree, or could not run (docs/payments.md).
+        self._app_metric_alarm(
+            "PaymentReconciliationDifferences",
+            name="payment-reconciliation-differences",
+            description="The daily payments reconciliation found credits and processor payments that "
+            "disagree. Run `batchroute-admin payments reconcile` and see docs/payments.md.",
+            environment=config.name,
+        )
+        self._app_metric_alarm(
+            "PaymentReconciliationFailed",
+            name="payment-reconciliation-failed",
+            description="The daily payments reconciliation could not run (processor or keys). "
+            "See the sweeper's error log; run `batchroute-admin payments reconcile` by hand.",
             environment=config.name,
         )
 

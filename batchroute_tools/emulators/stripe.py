@@ -12,7 +12,10 @@ Objects: Customers, Checkout Sessions (mode `payment`, `price_data` line items; 
 at the session's `url` with a plain HTML form whose "Pay" marks the session paid, saves the
 card when `setup_future_usage` asks, and sends `payment_intent.succeeded` and
 `checkout.session.completed`), PaymentIntents (off-session confirm of a saved card; sends
-`payment_intent.succeeded` or `payment_intent.payment_failed`) and PaymentMethods.
+`payment_intent.succeeded` or `payment_intent.payment_failed`) and PaymentMethods. PaymentIntents
+and Checkout Sessions are listed as Stripe lists them (`GET /v1/payment_intents`,
+`GET /v1/checkout/sessions`: newest first, `{object: "list", data, has_more, url}`, `limit`,
+`starting_after` / `ending_before`, `created` filters), which the reconciliation reads.
 
 Deterministic test cards (the numbers Stripe's test mode uses for the same behaviour):
 
@@ -37,12 +40,13 @@ import hmac
 import html
 import json
 import logging
+import operator
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import parse_qsl
+from urllib.parse import parse_qsl, urlencode
 
 import httpx
 
@@ -204,7 +208,7 @@ class StripeEmulator:
             ("GET", r"/v1/payment_intents/(?P<id>[^/]+)", self._get(self.intents, "payment_intent")),
             ("GET", r"/v1/payment_methods/(?P<id>[^/]+)", self._get(self.methods, "payment_method")),
         ]
-        for method, pattern, handler in api:
+        for method, pattern, handler in [*api, *self._list_routes()]:
             vendor.route(method, pattern)(self._api(handler))
         vendor.route("GET", r"/checkout/(?P<id>[^/]+)")(self._page)
         vendor.route("POST", r"/checkout/(?P<id>[^/]+)/pay")(self._pay)
@@ -243,6 +247,26 @@ class StripeEmulator:
             if found is None:
                 raise _missing(kind, request.params["id"], "id")
             return _public(found)
+
+        return read
+
+    def _list_routes(self) -> list[tuple[str, str, Callable[[Request], dict[str, Any]]]]:
+        """The list endpoints the reconciliation reads (docs/payments.md), paged as Stripe pages."""
+        return [
+            ("GET", r"/v1/payment_intents", self._lister(self.intents, "payment_intent", ("customer",))),
+            (
+                "GET",
+                r"/v1/checkout/sessions",
+                self._lister(self.sessions, "checkout.session", ("customer", "payment_intent", "status")),
+            ),
+        ]
+
+    def _lister(
+        self, store: dict[str, dict[str, Any]], kind: str, filters: tuple[str, ...]
+    ) -> Callable[[Request], dict[str, Any]]:
+        def read(request: Request) -> dict[str, Any]:
+            query = decode_form(urlencode(request.query).encode())
+            return list_page(request.path, store, kind, query, filters)
 
         return read
 
@@ -544,6 +568,86 @@ class StripeEmulator:
                 self._send(queued)
                 if not queued.delivered and queued.attempts <= len(DELIVERY_BACKOFF_SECONDS):
                     queued.next_at = time.time() + DELIVERY_BACKOFF_SECONDS[queued.attempts - 1]
+
+
+LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX = 10, 100
+_CREATED_OPERATORS: dict[str, Callable[[int, int], bool]] = {
+    "gt": operator.gt,
+    "gte": operator.ge,
+    "lt": operator.lt,
+    "lte": operator.le,
+}
+
+
+def list_page(
+    url: str, store: dict[str, dict[str, Any]], kind: str, query: dict[str, Any], filters: tuple[str, ...]
+) -> dict[str, Any]:
+    """One page of a Stripe list: newest first, `limit` (1..100, default 10) objects after the
+    `starting_after` object or before the `ending_before` one, `created` as an integer or
+    `{gt, gte, lt, lte}`, equality `filters`; `{object: "list", data, has_more, url}`."""
+    unknown = sorted(set(query) - {"limit", "starting_after", "ending_before", "created", *filters})
+    if unknown:
+        raise _invalid(f"Received unknown parameter: {unknown[0]}", unknown[0], "parameter_unknown")
+    limit = _integer(query.get("limit", str(LIST_LIMIT_DEFAULT)), "limit")
+    if not 1 <= limit <= LIST_LIMIT_MAX:
+        raise _invalid(f"This value must be between 1 and {LIST_LIMIT_MAX}.", "limit")
+    after, before = query.get("starting_after"), query.get("ending_before")
+    if after is not None and before is not None:
+        raise _invalid("You may only specify one of these parameters: ending_before, starting_after.")
+    tests = _created_tests(query.get("created"))
+    newest_first = sorted(store.values(), key=_position, reverse=True)
+    matching = [
+        o
+        for o in newest_first
+        if all(compare(int(o["created"]), bound) for compare, bound in tests)
+        and all(str(o.get(name)) == str(query[name]) for name in filters if name in query)
+    ]
+    if after is not None:
+        cursor = _position(_cursor(store, kind, after, "starting_after"))
+        older = [o for o in matching if _position(o) < cursor]
+        page, has_more = older[:limit], len(older) > limit
+    elif before is not None:
+        cursor = _position(_cursor(store, kind, before, "ending_before"))
+        newer = [o for o in matching if _position(o) > cursor]
+        page, has_more = newer[-limit:], len(newer) > limit
+    else:
+        page, has_more = matching[:limit], len(matching) > limit
+    return {"object": "list", "data": [_public(o) for o in page], "has_more": has_more, "url": url}
+
+
+def _position(obj: dict[str, Any]) -> tuple[int, str]:
+    return int(obj["created"]), str(obj["id"])  # the ids are counters: creation order breaks ties
+
+
+def _cursor(store: dict[str, dict[str, Any]], kind: str, ident: str, param: str) -> dict[str, Any]:
+    found = store.get(ident)
+    if found is None:
+        raise _missing(kind, ident, param)
+    return found
+
+
+def _integer(text: Any, param: str) -> int:
+    try:
+        return int(str(text))
+    except ValueError as exc:
+        raise _invalid(f"Invalid integer: {text}", param, "parameter_invalid_integer") from exc
+
+
+def _created_tests(created: Any) -> list[tuple[Callable[[int, int], bool], int]]:
+    """`created` as (comparison, bound) pairs an object's `created` must all pass."""
+    if created is None:
+        return []
+    if not isinstance(created, dict):
+        return [(operator.eq, _integer(created, "created"))]
+    tests = []
+    for name, bound in created.items():
+        compare = _CREATED_OPERATORS.get(name)
+        if compare is None:
+            raise _invalid(
+                f"Received unknown parameter: created[{name}]", f"created[{name}]", "parameter_unknown"
+            )
+        tests.append((compare, _integer(bound, f"created[{name}]")))
+    return tests
 
 
 def _public(obj: dict[str, Any]) -> dict[str, Any]:

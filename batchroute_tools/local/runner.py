@@ -75,6 +75,7 @@ def run(
         stack = _provision_service(moto, api_url=api_url, emulators_url=emulators.base_url)
         threads += _start_consumers(stack, stop)
         threads.append(_sweeper_schedule(stack, sweeper_interval).start(stop))
+        threads.append(reconciliation_schedule(stack).start(stop))
         # Written before the API answers: whoever sees /v1/health up can read the stack file.
         environment.write_stack_file(stack_file, stack, api_url=api_url, emulators_url=emulators.base_url)
         api = _api_server(port)
@@ -155,14 +156,31 @@ def _start_consumers(stack: LocalStack, stop: threading.Event) -> list[threading
     return threads
 
 
-def _sweeper_schedule(stack: LocalStack, interval_seconds: float) -> SweeperSchedule:
+def _sweeper_schedule(
+    stack: LocalStack,
+    interval_seconds: float,
+    *,
+    rule: str = "sweeper",
+    rule_input: dict[str, Any] | None = None,
+) -> SweeperSchedule:
     return SweeperSchedule(
         handler=load_handler("sweeper"),
         context_factory=_context_factory("sweeper", stack),
         interval_seconds=interval_seconds,
-        rule_arn=f"arn:aws:events:{stack.region}:{stack.account}:rule/{stack.prefix}-sweeper",
+        rule_arn=f"arn:aws:events:{stack.region}:{stack.account}:rule/{stack.prefix}-{rule}",
         account=stack.account,
         region=stack.region,
+        rule_input=rule_input,
+    )
+
+
+def reconciliation_schedule(stack: LocalStack) -> SweeperSchedule:
+    """The daily payments reconciliation rule (infra/compute.py): the sweeper with its input."""
+    return _sweeper_schedule(
+        stack,
+        resources.RECONCILIATION_RATE_HOURS * 3600,
+        rule=resources.RECONCILIATION_RULE,
+        rule_input=resources.RECONCILIATION_EVENT,
     )
 
 

@@ -1,7 +1,9 @@
 """The EventBridge schedule that fires the sweeper, played locally by a timer thread.
 
 Like a `rate(N minutes)` rule, the first run comes one interval after start, then
-one every interval. The clock is injected so tests move time instead of sleeping.
+one every interval. The clock is injected so tests move time instead of sleeping. A rule with
+a constant input (the daily payments reconciliation, docs/payments.md) delivers that input as
+the event, as EventBridge does.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -34,6 +36,7 @@ class SweeperSchedule:
         region: str,
         monotonic: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        rule_input: Mapping[str, Any] | None = None,
     ) -> None:
         if interval_seconds <= 0:
             raise ValueError("the sweeper interval must be positive")
@@ -45,6 +48,7 @@ class SweeperSchedule:
         self.region = region
         self._monotonic = monotonic
         self._wall_clock = wall_clock
+        self.rule_input = rule_input
         # EventBridge schedules tick from creation; firing at start also gives lanes their
         # first heartbeat before the first quote.
         self._next_run = monotonic()
@@ -67,6 +71,8 @@ class SweeperSchedule:
 
     def scheduled_event(self) -> dict[str, Any]:
         """The event an EventBridge scheduled rule delivers to its Lambda target."""
+        if self.rule_input is not None:
+            return dict(self.rule_input)
         return {
             "version": "0",
             "id": str(uuid.uuid4()),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -193,6 +194,23 @@ def test_the_sweeper_runs_on_its_schedule(template: Template, cfn: Cfn, prefix: 
             "Targets": [Match.object_like({"Arn": {"Fn::GetAtt": [sweeper_id, "Arn"]}})],
         },
     )
+
+
+def test_the_daily_payments_reconciliation_invokes_the_sweeper_with_its_input(cfn: Cfn, prefix: str) -> None:
+    # Given
+    sweeper_id, _ = _function(cfn, prefix, "sweeper")
+
+    # When: the rules
+    rules = {p["Name"]: p for p in cfn.properties("AWS::Events::Rule").values()}
+
+    # Then a second rule on the sweeper, once a day, whose event is the rule's input, not retried
+    rule = rules[f"{prefix}-{resources.RECONCILIATION_RULE}"]
+    assert (rule["ScheduleExpression"], rule["State"]) == ("rate(1 day)", "ENABLED")
+    (target,) = rule["Targets"]
+    assert target["Arn"] == {"Fn::GetAtt": [sweeper_id, "Arn"]}
+    assert json.loads(target["Input"]) == resources.RECONCILIATION_EVENT
+    assert target["RetryPolicy"] == {"MaximumRetryAttempts": 0}
+    assert resources.RECONCILIATION_RATE_HOURS == 24
 
 
 def test_function_roles_carry_no_aws_managed_policy(cfn: Cfn, prefix: str) -> None:

@@ -71,8 +71,9 @@ def test_every_alarm_notifies_the_encrypted_tls_only_alarm_topic(cfn: Cfn) -> No
     alarms = cfn.properties("AWS::CloudWatch::Alarm").values()
 
     # Then
-    # a DLQ alarm per queue, three service alarms, lanes marked unavailable, payment events rejected
-    assert len(alarms) == len(resources.QUEUES) + 5
+    # a DLQ alarm per queue, three service alarms, lanes marked unavailable, payment events
+    # rejected, payment reconciliation differences and failed runs
+    assert len(alarms) == len(resources.QUEUES) + 7
     for alarm in alarms:
         assert alarm["AlarmActions"] == [{"Ref": topic_id}]
     assert cfn.referenced(topic["KmsMasterKeyId"]).startswith("SecurityKey")
@@ -82,7 +83,15 @@ def test_every_alarm_notifies_the_encrypted_tls_only_alarm_topic(cfn: Cfn) -> No
     )
 
 
-@pytest.mark.parametrize("metric", ["LanesMarkedUnavailable", "PaymentEventsRejected"])
+@pytest.mark.parametrize(
+    "metric",
+    [
+        "LanesMarkedUnavailable",
+        "PaymentEventsRejected",
+        "PaymentReconciliationDifferences",
+        "PaymentReconciliationFailed",
+    ],
+)
 def test_operator_metrics_raise_an_alarm(cfn: Cfn, config: EnvironmentConfig, metric: str) -> None:
     # Given / When: the metrics the lane runner (a vendor account cannot serve) and the payment
     # webhook (a signed event that matches nothing the service sells) emit

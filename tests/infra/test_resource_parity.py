@@ -20,7 +20,8 @@ import pytest
 from moto import mock_aws
 
 from batchroute import resources
-from batchroute_tools.local.provision import LOCAL_ACCOUNT, LOCAL_REGION, provision
+from batchroute_tools.local.provision import LOCAL_ACCOUNT, LOCAL_REGION, LocalStack, provision
+from batchroute_tools.local.runner import reconciliation_schedule
 from infra.compute import API, API_STREAM, STREAM_SCRIPT
 
 LOCAL_PREFIX = resources.resource_prefix("local")
@@ -134,8 +135,8 @@ def test_functions_are_what_the_local_lambda_context_reports(template: dict[str,
     assert deployed == {**expected, API_STREAM: (STREAM_SCRIPT, api.timeout_seconds, api.memory_mb)}
 
 
-def test_sweeper_schedule_is_the_local_timer_rate(template: dict[str, Any]) -> None:
-    rules = [
+def _sweeper_rules(template: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
         props
         for props in _of_type(template, "AWS::Events::Rule").values()
         if any(
@@ -143,10 +144,37 @@ def test_sweeper_schedule_is_the_local_timer_rate(template: dict[str, Any]) -> N
             for target in props.get("Targets", [])
         )
     ]
+
+
+def test_sweeper_schedule_is_the_local_timer_rate(template: dict[str, Any]) -> None:
+    # the minute sweep: the rule without an input (the reconciliation rule has one)
+    rules = [r for r in _sweeper_rules(template) if not any("Input" in t for t in r["Targets"])]
     assert len(rules) == 1
     match = re.fullmatch(r"rate\((\d+) minutes?\)", rules[0]["ScheduleExpression"])
     assert match is not None
     assert int(match.group(1)) == resources.SWEEPER_RATE_MINUTES
+
+
+def test_the_reconciliation_rule_is_the_local_timer_and_its_input(template: dict[str, Any]) -> None:
+    local = reconciliation_schedule(
+        LocalStack(
+            prefix=LOCAL_PREFIX,
+            account=LOCAL_ACCOUNT,
+            region=LOCAL_REGION,
+            endpoint_url=None,
+            tables={},
+            queue_urls={},
+            queue_arns={},
+            dlq_urls={},
+            buckets={},
+            state_machine_arn="",
+            kms_key_id="",
+            email_sender="",
+        )
+    )
+    (rule,) = [r for r in _sweeper_rules(template) if any("Input" in t for t in r["Targets"])]
+    assert rule["ScheduleExpression"] == f"rate({local.interval_seconds // 86400:g} day)"
+    assert [json.loads(t["Input"]) for t in rule["Targets"]] == [local.scheduled_event()]
 
 
 # ----------------------------------------------------------------------------- shapes

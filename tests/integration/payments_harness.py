@@ -174,3 +174,16 @@ def payments_bench(
 
 def stopped(server: EmulatorServer) -> bool:
     return server._server.socket.fileno() == -1  # closed: the processor is "down"
+
+
+def paid_not_credited(bench: Bench, amount: int = 25) -> str:
+    """A purchase paid on the hosted page whose webhooks never reach the service: its session id."""
+    checkout = bench.checkout(amount)
+    assert bench.pay(checkout).status_code == 303
+    bench.emulator.events.clear()
+    return str(checkout["session_id"])
+
+
+def intent_of(bench: Bench, session_id: str) -> str:
+    """The PaymentIntent that paid a Checkout Session at the emulator."""
+    return str(bench.emulator.sessions[session_id]["payment_intent"])

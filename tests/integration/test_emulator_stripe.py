@@ -7,6 +7,7 @@ it unchanged."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 
 import httpx
 import pytest
@@ -228,3 +229,132 @@ def test_the_service_adapter_runs_unchanged_against_the_emulator(
         adapter.verify_event(payload, sign(payload, WEBHOOK_SECRET, 1_000_000_000))  # years old
     with pytest.raises(InvalidRequest):
         adapter.verify_event(payload, None)
+
+
+# -- lists (the reconciliation's reads: issue 27 point 2) ---------------------------------------
+class _Ticking:
+    """The emulator's clock, ten seconds further at each object created."""
+
+    def __init__(self, start: int = 1_790_000_000) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return float(self.now)
+
+
+def create_intents(client: stripe.StripeClient, emulator: StripeEmulator, count: int) -> list[str]:
+    ticking = _Ticking()
+    emulator.clock = ticking
+    ids = []
+    for n in range(count):
+        ticking.now += 10
+        intent = client.v1.payment_intents.create(params={"amount": 1000 + n, "currency": "usd"})
+        ids.append(intent.id)
+    return ids
+
+
+def test_payment_intents_list_pages_newest_first_through_the_sdk_as_stripe_does(
+    client: stripe.StripeClient, emulator: StripeEmulator
+) -> None:
+    # Given five PaymentIntents created ten seconds apart
+    ids = create_intents(client, emulator, 5)
+    newest_first = list(reversed(ids))
+
+    # When the SDK lists them two a page
+    page = client.v1.payment_intents.list(params={"limit": 2})
+
+    # Then it parses a Stripe list: newest first, more to come, the list's url
+    assert isinstance(page, stripe.ListObject)
+    assert all(isinstance(i, stripe.PaymentIntent) for i in page.data)
+    assert [i.id for i in page.data] == newest_first[:2]
+    assert (page.has_more, page.url) == (True, "/v1/payment_intents")
+    # And its auto-paging (starting_after the last id of each page) reaches every one, once
+    assert [i.id for i in page.auto_paging_iter()] == newest_first
+    # And `created` filters as Stripe's range filter does
+    created = [int(client.v1.payment_intents.retrieve(i).created) for i in ids]
+    since = client.v1.payment_intents.list(params={"created": {"gte": created[2]}, "limit": 100})
+    assert [i.id for i in since.data] == newest_first[:3] and since.has_more is False
+    window = client.v1.payment_intents.list(params={"created": {"gt": created[0], "lte": created[3]}})
+    assert [i.id for i in window.data] == [ids[3], ids[2], ids[1]]
+    exact = client.v1.payment_intents.list(params={"created": created[4]})
+    assert [i.id for i in exact.data] == [ids[4]]
+    # And ending_before pages back towards the newest
+    before = client.v1.payment_intents.list(params={"ending_before": ids[1], "limit": 2})
+    assert [i.id for i in before.data] == [ids[3], ids[2]] and before.has_more is True
+
+
+def test_list_parameters_stripe_refuses_are_refused(
+    client: stripe.StripeClient, emulator: StripeEmulator
+) -> None:
+    create_intents(client, emulator, 1)
+    refused = [
+        {"limit": 101},
+        {"limit": 0},
+        {"starting_after": "pi_unknown"},
+        {"starting_after": "pi_a", "ending_before": "pi_b"},
+        {"created": {"after": 1}},
+        {"status": "succeeded"},  # Stripe has no status filter on PaymentIntents
+    ]
+    for params in refused:
+        with pytest.raises(stripe.InvalidRequestError) as caught:
+            client.v1.payment_intents.list(params=params)  # type: ignore[arg-type]
+        assert caught.value.http_status in (400, 404), params
+    with pytest.raises(stripe.InvalidRequestError) as missing:
+        client.v1.payment_intents.list(params={"starting_after": "pi_unknown"})
+    assert missing.value.code == "resource_missing" and missing.value.param == "starting_after"
+
+
+def test_checkout_sessions_list_filters_by_status_and_payment_intent(client: stripe.StripeClient) -> None:
+    # Given two sessions of which one was paid
+    customer = client.v1.customers.create(params={"metadata": {"org_id": "org_1"}})
+    unpaid, paid = open_session(client, customer.id), open_session(client, customer.id, cents=4000)
+    assert pay(str(paid.url)).status_code == 303
+    intent = str(client.v1.checkout.sessions.retrieve(paid.id).payment_intent)
+
+    # When they are listed
+    everything = client.v1.checkout.sessions.list()
+    complete = client.v1.checkout.sessions.list(params={"status": "complete"})
+    by_intent = client.v1.checkout.sessions.list(params={"payment_intent": intent})
+
+    # Then
+    assert [s.id for s in everything.data] == [paid.id, unpaid.id]
+    assert all(isinstance(s, stripe.checkout.Session) for s in everything.data)
+    assert everything.url == "/v1/checkout/sessions"
+    assert [(s.id, s.payment_status) for s in complete.data] == [(paid.id, "paid")]
+    assert [s.id for s in by_intent.data] == [paid.id]
+
+
+def test_the_adapter_lists_successful_payments_with_their_checkout_session(
+    client: stripe.StripeClient, adapter: StripePayments
+) -> None:
+    # Given a paid purchase, an open one and an intent that never succeeded
+    customer = adapter.create_customer(org_id="org_7")
+    opened = [
+        adapter.create_checkout(
+            customer_id=customer,
+            amount_cents=cents,
+            org_id="org_7",
+            user_id="usr_1",
+            success_url="https://console.example/ok",
+            cancel_url="https://console.example/no",
+            idempotency_key=f"checkout-{cents}",
+        )
+        for cents in (2500, 9900)
+    ]
+    assert pay(opened[0].url).status_code == 303
+    client.v1.payment_intents.create(params={"amount": 700, "currency": "usd", "metadata": {"org_id": "x"}})
+
+    # When
+    payments = adapter.successful_payments(datetime.now(UTC) - timedelta(hours=1))
+
+    # Then only the paid purchase, under its intent and its session, for its org and amount
+    (payment,) = payments
+    assert payment.session_id == opened[0].session_id and payment.payment_id.startswith("pi_")
+    assert (payment.org_id, payment.purpose, payment.amount_minor, payment.currency) == (
+        "org_7",
+        "credit_purchase",
+        2500,
+        "usd",
+    )
+    # And nothing created before `since`
+    assert adapter.successful_payments(datetime.now(UTC) + timedelta(hours=1)) == []

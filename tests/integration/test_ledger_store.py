@@ -312,3 +312,28 @@ def test_entries_page_through_long_histories(ledger: LedgerStore) -> None:
         reserve(ledger, org_id, f"r{n}", "0.01")
     assert len(ledger.entries(org_id, limit=5)) == 5
     assert len(ledger.entries(org_id, limit=None)) == 13
+
+
+def test_processor_credits_since_reads_every_orgs_purchases_and_top_ups_from_one_index(
+    ledger: LedgerStore,
+) -> None:
+    # Given processor credits in two orgs before and after a moment, and a grant (not a payment)
+    first, second = funded_org("0"), funded_org("0")
+    ledger.credit(first, Money.usd("25"), kind="purchase", processor_ref="cs_old", at=AT, memo="p")
+    ledger.credit(first, Money.usd("25"), kind="purchase", processor_ref="cs_new", at=LATER, memo="p")
+    ledger.credit(second, Money.usd("50"), kind="topup", processor_ref="pi_new", at=LATER, memo="t")
+    ledger.grant(second, Money.usd("7"), at=LATER, memo="goodwill", actor="operator")
+
+    # When the credits since the moment are read
+    credits = ledger.processor_credits_since("2026-11-21T10:30:00.000Z")
+
+    # Then both orgs' processor credits after it, as recorded, and nothing else
+    mine = sorted(
+        (c.org_id, c.processor_ref, c.kind, c.amount, c.at) for c in credits if c.org_id in (first, second)
+    )
+    assert mine == sorted(
+        [
+            (first, "cs_new", "purchase", Money.usd("25"), LATER),
+            (second, "pi_new", "topup", Money.usd("50"), LATER),
+        ]
+    )

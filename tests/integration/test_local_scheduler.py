@@ -121,3 +121,26 @@ def test_run_returns_when_stopped() -> None:
 def test_interval_must_be_positive() -> None:
     with pytest.raises(ValueError, match="positive"):
         _schedule(RecordingSweeper(), FakeMonotonic(), interval=0)
+
+
+def test_a_rule_with_an_input_delivers_the_input_as_its_event() -> None:
+    # Given the daily reconciliation rule, played locally (its input, not a Scheduled Event)
+    clock, sweeper = FakeMonotonic(), RecordingSweeper()
+    schedule = SweeperSchedule(
+        handler=sweeper,
+        context_factory=object,
+        interval_seconds=resources.RECONCILIATION_RATE_HOURS * 3600,
+        rule_arn=RULE_ARN,
+        account="123456789012",
+        region="us-east-1",
+        monotonic=clock,
+        rule_input=resources.RECONCILIATION_EVENT,
+    )
+    # When it fires at start and a day later
+    assert schedule.tick() is True
+    clock.now += 86_399
+    assert schedule.tick() is False
+    clock.now += 1
+    assert schedule.tick() is True
+    # Then the sweeper got the rule's input each time
+    assert sweeper.events == [resources.RECONCILIATION_EVENT, resources.RECONCILIATION_EVENT]

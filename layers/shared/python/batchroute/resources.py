@@ -210,6 +210,11 @@ FUNCTIONS: tuple[Function, ...] = (
 
 STATE_MACHINE_KEY = "batch-workflow"
 SWEEPER_RATE_MINUTES = 1
+# The daily payments reconciliation (docs/payments.md): a second rule on the sweeper function,
+# whose event is this input (a local timer plays it the same way).
+RECONCILIATION_RULE = "payment-reconciliation"  # the rule's name after the stack prefix
+RECONCILIATION_RATE_HOURS = 24
+RECONCILIATION_EVENT: dict[str, bool] = {"reconcile_payments": True}
 
 # Names the ASL file uses as ${...} placeholders; CDK passes them as definition
 # substitutions, the local provisioner substitutes the same values.

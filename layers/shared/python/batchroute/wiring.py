@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from batchroute.clock import SystemClock
 from batchroute.config import get_settings
+from batchroute.resources import RECONCILIATION_EVENT
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -77,6 +78,7 @@ if TYPE_CHECKING:
     from batchroute.services.billing.events import BillingEventLog
     from batchroute.services.billing.payments import CreditPurchases
     from batchroute.services.billing.rate_limiting import RateLimiter
+    from batchroute.services.billing.reconciliation import ScheduledReconciliation
     from batchroute.services.billing.retention import RetentionService
     from batchroute.services.billing.usage import UsageService
     from batchroute.services.billing.watch import BalanceListener, BillingWatch
@@ -1048,6 +1050,18 @@ class Wiring:
             max_batches=self.settings.retention_sweep_batches,
         )
 
+    @cached_property
+    def payments_reconciliation(self) -> ScheduledReconciliation:
+        """The daily payments reconciliation (docs/payments.md, "Reconciliation")."""
+        from batchroute.services.billing.reconciliation import (
+            PaymentsReconciliation,
+            ScheduledReconciliation,
+        )
+
+        return ScheduledReconciliation(
+            PaymentsReconciliation(self.ledger, self.payment_processor, self.clock), self.clock
+        )
+
 
 _lock = threading.Lock()
 _wirings: dict[tuple[int, int], Wiring] = {}
@@ -1105,6 +1119,8 @@ def sweeper_handler() -> LambdaHandler:
 
             org_id, schedule_id, fire_at = fire_request(fire)
             return wiring_for().schedules.fire(org_id, schedule_id, fire_at)
+        if all(event.get(k) == v for k, v in RECONCILIATION_EVENT.items()):  # docs/payments.md
+            return wiring_for().payments_reconciliation.run()
         return wiring_for().sweeper.sweep()
 
     return handler

@@ -9,8 +9,9 @@ protocol and signs its webhooks the same way, with the keys from the settings.
 What the service asks of it: a Customer per org, a Checkout Session for a credit purchase
 (the card saved for later off-session use), an off-session PaymentIntent for an auto top-up
 (idempotency key = the attempt id, so a retried charge never charges twice), a PaymentIntent
-read back (the sweeper's recovery), the card a purchase saved, and the verification of a
-webhook's `Stripe-Signature`.
+read back (the sweeper's recovery), the card a purchase saved, the verification of a
+webhook's `Stripe-Signature`, and the successful payments since a date (the payments
+reconciliation: `successful_payments`).
 """
 
 from __future__ import annotations
@@ -33,9 +34,12 @@ from batchroute.domain.payments import (
     charge_of,
     from_cents,
 )
+from batchroute.domain.reconciliation import ProcessorPayment
 from batchroute.errors import InvalidRequest, TransientError, Unavailable
 
 PRODUCT_NAME = "BatchRoute credits"
+# A Checkout Session is open for 24 hours: one paid after `since` opened at most this before it.
+SESSION_LOOKBACK_SECONDS = 24 * 3600
 
 
 class PaymentsNotConfigured(Unavailable):
@@ -272,6 +276,46 @@ class StripePayments:
                 return None
         found: Mapping[str, Any] = session.to_dict()
         return found
+
+    # -- reconciliation (docs/payments.md) ---------------------------------------------------
+    def successful_payments(self, since: datetime) -> list[ProcessorPayment]:
+        """Every PaymentIntent created at or after `since` that succeeded, with the Checkout
+        Session that took it (a purchase is credited under the session's id): the processor's
+        list API, auto-paged (100 a page). Sessions are listed from a day earlier, since a
+        session opened before `since` may be paid after it."""
+        created = int(since.timestamp())
+        with _transient():
+            client = self._client()
+            sessions = {
+                str(s.payment_intent): s
+                for s in client.v1.checkout.sessions.list(
+                    params={"created": {"gte": created - SESSION_LOOKBACK_SECONDS}, "limit": 100}
+                ).auto_paging_iter()
+                if isinstance(s.payment_intent, str) and s.payment_status == "paid"
+            }
+            intents = [
+                i.to_dict()
+                for i in client.v1.payment_intents.list(
+                    params={"created": {"gte": created}, "limit": 100}
+                ).auto_paging_iter()
+                if i.status == "succeeded"
+            ]
+        return [_payment_of(intent, sessions.get(str(intent["id"]))) for intent in intents]
+
+
+def _payment_of(intent: Mapping[str, Any], session: Any | None) -> ProcessorPayment:
+    metadata = dict(intent.get("metadata") or {})
+    if session is not None:
+        metadata = {**dict(session.to_dict().get("metadata") or {}), **metadata}
+    return ProcessorPayment(
+        payment_id=str(intent["id"]),
+        session_id=str(session.id) if session is not None else None,
+        org_id=metadata.get("org_id"),
+        amount_minor=int(intent.get("amount_received") or 0),
+        currency=str(intent.get("currency") or ""),
+        purpose=metadata.get("purpose"),
+        created=_iso(int(intent.get("created") or 0)),
+    )
 
 
 class _transient:

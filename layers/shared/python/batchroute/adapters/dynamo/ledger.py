@@ -12,7 +12,9 @@ balance. Items (all in the wallet's partition `WALLET#<org>`):
   (`HOLD#OPEN` / `<created_at>#<org>#<id>`) so stale ones can be found;
 - `SPEND#<period key>`: charged micros per spend period (`D#2026-11-21`, `M#2026-11`);
 - `PAYMENT#<processor ref>`: the exactly-once marker of a processor credit (a Checkout
-  Session or PaymentIntent id), written in the credit's own transaction (docs/payments.md).
+  Session or PaymentIntent id), written in the credit's own transaction (docs/payments.md);
+  its `gsi1` keys (`CREDIT#PROCESSOR` / `<created_at>#<org>#<ref>`) let the payments
+  reconciliation read every org's credits since a date in one Query.
 - `USAGE#D#<yyyy-mm-dd>#<model>#<provider>`: usage counters (charged micros, tokens, requests)
   per local day, model and provider, moved in the charge's own transaction (docs/usage.md).
 
@@ -27,7 +29,7 @@ from typing import Any, Literal
 
 from botocore.exceptions import ClientError
 
-from batchroute.adapters.dynamo.codec import from_item, to_item, to_value
+from batchroute.adapters.dynamo.codec import from_item, is_condition_failure, to_item, to_value
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.domain.ledger import (
     DuplicateReservation,
@@ -42,6 +44,7 @@ from batchroute.domain.ledger import (
     insufficient_credit,
     resolve,
 )
+from batchroute.domain.reconciliation import LedgerCredit
 from batchroute.domain.usage import (
     USAGE_DAY_PREFIX,
     UsageCharge,
@@ -57,6 +60,7 @@ from batchroute.money import Money
 TransactItem = dict[str, Any]
 
 OPEN_HOLDS = "HOLD#OPEN"
+PROCESSOR_CREDITS = "CREDIT#PROCESSOR"  # gsi1 partition of the processor credits' markers
 _RESERVATION_PREFIX = "RES#"
 _ENTRY_PREFIX = "ENTRY#"
 _SPEND_PREFIX = "SPEND#"
@@ -181,7 +185,11 @@ class LedgerStore(DynamoStore):
             "processor_ref": processor_ref,
             "entry_type": kind,
             "amount_micros": amount.micros,
+            "currency": amount.currency,
             "created_at": at,
+            # The reconciliation's index of every processor credit by time (docs/payments.md).
+            "gsi1pk": PROCESSOR_CREDITS,
+            "gsi1sk": f"{at}#{org_id}#{processor_ref}",
         }
         items = [
             self._put(marker),
@@ -222,6 +230,56 @@ class LedgerStore(DynamoStore):
             TableName=self.table_name, Key=_key(org_id, _PAYMENT_PREFIX + processor_ref), ConsistentRead=True
         )
         return "Item" in response
+
+    def processor_credits_since(self, since: str) -> list[LedgerCredit]:
+        """Every processor credit (purchase, auto top-up) made at or after `since` (ISO-8601),
+        in every org: ONE Query of the `gsi1` partition of their markers, paged past 1 MB
+        (docs/payments.md, "Reconciliation"). Eventually consistent, like any index read."""
+        kwargs: dict[str, Any] = {
+            "TableName": self.table_name,
+            "IndexName": "gsi1",
+            "KeyConditionExpression": "gsi1pk = :p AND gsi1sk >= :since",
+            "ExpressionAttributeValues": {":p": to_value(PROCESSOR_CREDITS), ":since": to_value(since)},
+        }
+        return [_processor_credit(item) for item in self._query_all(kwargs)]
+
+    def index_processor_credits(self) -> int:
+        """Give the reconciliation's `gsi1` keys to processor credit markers written before they
+        existed: a one-off migration, a paginated Scan of the whole table (filtered to markers
+        without the keys), one conditional update each. Returns how many it indexed; a second
+        run finds none."""
+        kwargs: dict[str, Any] = {
+            "TableName": self.table_name,
+            "FilterExpression": "#kind = :kind AND attribute_not_exists(gsi1pk)",
+            "ExpressionAttributeNames": {"#kind": "kind"},
+            "ExpressionAttributeValues": {":kind": to_value("processor_credit")},
+        }
+        indexed = 0
+        while True:
+            response = self.dynamodb.scan(**kwargs)
+            for item in (from_item(i) for i in response.get("Items", [])):
+                sort_key = f"{item['created_at']}#{item['org_id']}#{item['processor_ref']}"
+                try:
+                    self.dynamodb.update_item(
+                        TableName=self.table_name,
+                        Key=_key(str(item["org_id"]), str(item["sk"])),
+                        UpdateExpression="SET gsi1pk = :p, gsi1sk = :s, "
+                        "currency = if_not_exists(currency, :usd)",
+                        ConditionExpression="attribute_exists(pk) AND attribute_not_exists(gsi1pk)",
+                        ExpressionAttributeValues={
+                            ":p": to_value(PROCESSOR_CREDITS),
+                            ":s": to_value(sort_key),
+                            ":usd": to_value("usd"),
+                        },
+                    )
+                except ClientError as exc:
+                    if not is_condition_failure(exc):
+                        raise
+                    continue  # indexed meanwhile by another run
+                indexed += 1
+            if "LastEvaluatedKey" not in response:
+                return indexed
+            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
 
     def balance(self, org_id: str) -> Money:
         """Spendable credit: the balance less what is reserved for running work."""
@@ -613,13 +671,7 @@ class LedgerStore(DynamoStore):
             },
             "ConsistentRead": True,
         }
-        found: list[UsageCounter] = []
-        while True:
-            response = self.dynamodb.query(**kwargs)
-            found.extend(_usage_counter(from_item(i)) for i in response.get("Items", []))
-            if "LastEvaluatedKey" not in response:
-                return found
-            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        return [_usage_counter(item) for item in self._query_all(kwargs)]
 
     def _usage_item(self, org_id: str, counter: UsageCounter, at: str) -> TransactItem:
         f = counter.figures
@@ -697,6 +749,16 @@ class LedgerStore(DynamoStore):
             kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
         return found
 
+    def _query_all(self, kwargs: dict[str, Any]) -> list[dict[str, Any]]:
+        """Every item of one Query, page after page (a page ends at 1 MB)."""
+        found: list[dict[str, Any]] = []
+        while True:
+            response = self.dynamodb.query(**kwargs)
+            found.extend(from_item(i) for i in response.get("Items", []))
+            if "LastEvaluatedKey" not in response:
+                return found
+            kwargs = {**kwargs, "ExclusiveStartKey": response["LastEvaluatedKey"]}
+
     def _entry_item(
         self,
         org_id: str,
@@ -768,6 +830,16 @@ def _usage_counter(item: dict[str, Any]) -> UsageCounter:
             batch_items=int(item.get("batch_items", 0)),
             chat_requests=int(item.get("chat_requests", 0)),
         ),
+    )
+
+
+def _processor_credit(item: dict[str, Any]) -> LedgerCredit:
+    return LedgerCredit(
+        org_id=str(item["org_id"]),
+        processor_ref=str(item["processor_ref"]),
+        kind=item["entry_type"],
+        amount=Money(int(item["amount_micros"]), str(item.get("currency", "usd"))),
+        at=str(item["created_at"]),
     )
 
 
