@@ -91,6 +91,12 @@ class Settings(BaseModel):
     rate_limit_password_per_ip: int = Field(default=5, ge=1)
     rate_limit_password_per_email: int = Field(default=5, ge=1)
     rate_limit_password_window_seconds: int = Field(default=3600, ge=1, le=86_400)
+    # Account lockout (docs/rate-limits.md, "Account lockout"): this many failed sign-ins for
+    # one address within the window, from any IPs, lock its password sign-in for
+    # `login_lockout_seconds`; the account's user is emailed once per lockout.
+    login_lockout_failures: int = Field(default=10, ge=1)
+    login_lockout_window_seconds: int = Field(default=900, ge=1, le=86_400)
+    login_lockout_seconds: int = Field(default=900, ge=1, le=86_400)
     retention_grace_hours: int = Field(default=72, ge=1, le=24 * 30)
     # Retention GC (docs/retention.md): at most this many batches reclaimed or rescheduled
     # per sweep (the sweeper runs once a minute).
