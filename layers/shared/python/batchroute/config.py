@@ -91,6 +91,10 @@ class Settings(BaseModel):
     rate_limit_password_per_ip: int = Field(default=5, ge=1)
     rate_limit_password_per_email: int = Field(default=5, ge=1)
     rate_limit_password_window_seconds: int = Field(default=3600, ge=1, le=86_400)
+    # The local server's proxies (docs/rate-limits.md, "The client IP"): X-Forwarded-For is
+    # honoured only from these addresses; by default from none, so the client IP is the
+    # socket peer. On AWS the client IP is API Gateway's sourceIp and this is not read.
+    trusted_proxies: list[str] = Field(default_factory=list)
     # Account lockout (docs/rate-limits.md, "Account lockout"): this many failed sign-ins for
     # one address within the window, from any IPs, lock its password sign-in for
     # `login_lockout_seconds`; the account's user is emailed once per lockout.
