@@ -61,6 +61,7 @@ class Contract:
     def check_events(self, response: httpx.Response, method: str, path: str) -> list[Any]:
         assert response.status_code == 200, response.text
         assert response.headers["content-type"].startswith("text/event-stream")
+        assert response.headers["x-content-type-options"] == "nosniff"  # streams too
         described = self.paths[path][method]["responses"]["200"]["content"]["text/event-stream"]
         validator = self._validator(described["x-event-data"])
         lines = [line.removeprefix("data: ") for line in response.text.split("\n\n") if line]

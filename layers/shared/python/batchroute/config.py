@@ -54,6 +54,10 @@ class Settings(BaseModel):
     app_secret_arn: str | None = None
 
     public_base_url: str = "http://127.0.0.1:8000"
+    # Origins besides PUBLIC_BASE_URL's whose pages may make cookie-authenticated writes (the
+    # console's other names); a write with the session cookie from any other origin is 403
+    # `forbidden_origin` (docs/auth.md, "Cross-site writes").
+    console_origins: list[str] = Field(default_factory=list)
     email_sender: str = "no-reply@batchroute.local"
     local_outbox_dir: str = ".local/outbox"
 
