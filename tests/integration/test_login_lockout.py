@@ -13,7 +13,9 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
+from batchroute.adapters.dynamo.rate_limits import LoginLockStore
 from batchroute.clock import FixedClock
+from batchroute.config import get_settings
 from batchroute.services.accounts.login_lockout import LOCK_SUBJECT
 from batchroute_tools.local.provision import LocalStack
 from tests.integration.accounts_harness import PASSWORD, Harness, make_harness
@@ -116,3 +118,16 @@ def test_a_second_lockout_sends_a_second_email(harness: Harness) -> None:
     assert _login(harness, 80, "ann@example.com", "wrong-password").status_code == 401
     assert _login(harness, 81, "ann@example.com", PASSWORD).status_code == 429
     assert len(_lock_emails(harness, "ann@example.com")) == 2
+
+
+def test_a_lock_is_taken_once_until_it_ends(local_aws: LocalStack) -> None:
+    # The store's conditional put: of concurrent failures reaching the threshold, one takes
+    # the lock (and sends the email); the others find it held
+    locks = LoginLockStore(get_settings().table_name("controls"))
+    assert locks.locked_until("acct") is None
+    assert locks.lock("acct", now=1000, until=1900) is True
+    assert locks.lock("acct", now=1001, until=1901) is False
+    assert locks.locked_until("acct") == 1900
+    # Once it has ended, the next lockout takes it again
+    assert locks.lock("acct", now=1900, until=2800) is True
+    assert locks.locked_until("acct") == 2800

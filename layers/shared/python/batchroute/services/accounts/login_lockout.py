@@ -112,8 +112,8 @@ class LoginLockout:
             f"Sign-in to your account failed {p.failures} times within {_minutes(p.window_seconds)}, "
             f"so signing in with a password is paused for {_minutes(p.lock_seconds)}. "
             "Your API keys keep working.\n\n"
-            "If this was you, wait and try again. If it was not, your password is still safe, but "
-            "choose a new one when you can, from the sign-in page:\n"
+            "If this was you, wait and try again. If it was not, none of these attempts signed in, "
+            "but choose a new password when you can, from the sign-in page:\n"
             f"{self.public_base_url}/console/\n"
         )
         try:
