@@ -6,5 +6,7 @@ export default defineConfig({
   base: "/console/",
   plugins: [react()],
   build: { outDir: "dist", sourcemap: false, chunkSizeWarningLimit: 900 },
-  server: { proxy: { "/v1": "http://127.0.0.1:8000" } },
+  // changeOrigin off (the string shorthand turns it on): the API must see the page's own Host,
+  // which its Origin matches, or it refuses the signed-in writes (docs/auth.md, Cross-site writes).
+  server: { proxy: { "/v1": { target: "http://127.0.0.1:8000", changeOrigin: false } } },
 });

@@ -3,6 +3,8 @@ triggers (SQS event sources, the sweeper schedule) and least-privilege grants.""
 
 from __future__ import annotations
 
+import json
+
 from aws_cdk import ArnFormat, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
@@ -150,7 +152,14 @@ class Compute(Construct):
             "POWERTOOLS_SERVICE_NAME": POWERTOOLS_SERVICE_NAME,
             "POWERTOOLS_METRICS_NAMESPACE": POWERTOOLS_METRICS_NAMESPACE,
             **self._providers.environment(),
+            **self._console_origins(),
         }
+
+    def _console_origins(self) -> dict[str, str]:
+        """The console's names besides PUBLIC_BASE_URL's: their pages' cookie writes are the
+        service's own (docs/auth.md, Cross-site writes). Only set with a console domain."""
+        names = self._config.console_domain_names
+        return {"CONSOLE_ORIGINS": json.dumps([f"https://{name}" for name in names])} if names else {}
 
     def _function(
         self, spec: resources.Function, *, prefix: str, environment: dict[str, str]

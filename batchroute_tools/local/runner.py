@@ -191,11 +191,26 @@ def _context_factory(function_key: str, stack: LocalStack) -> Callable[[], Any]:
 def _api_server(port: int) -> uvicorn.Server:
     app = importlib.import_module("functions.api.app").app
     mount_console(app)
+    return uvicorn.Server(api_config(app, port=port, settings=Settings.from_environ(os.environ)))
+
+
+def api_config(app: Any, *, port: int, settings: Settings) -> uvicorn.Config:
+    """How the local server runs the app. The client IP the rate limits see is the socket
+    peer: uvicorn's default would replace it with X-Forwarded-For from 127.0.0.1 (anyone on
+    the machine could then claim any address), so forwarded headers are honoured only from
+    the proxies TRUSTED_PROXIES names (docs/rate-limits.md, "The client IP")."""
+    trusted = settings.trusted_proxies
     # No uvicorn access log: the app's own middleware logs each request, with its correlation id.
-    config = uvicorn.Config(
-        app, host=HOST, port=port, log_level="info", access_log=False, timeout_graceful_shutdown=2
+    return uvicorn.Config(
+        app,
+        host=HOST,
+        port=port,
+        log_level="info",
+        access_log=False,
+        timeout_graceful_shutdown=2,
+        proxy_headers=bool(trusted),
+        forwarded_allow_ips=list(trusted) if trusted else "",
     )
-    return uvicorn.Server(config)
 
 
 def _wait_until_serving(api: uvicorn.Server, thread: threading.Thread, stop: threading.Event) -> bool:

@@ -62,8 +62,8 @@ def get_registration(
     return wiring.registration(passwords, verification)
 
 
-def get_sessions(wiring: WiringDep, passwords: PasswordsDep) -> Sessions:
-    return wiring.sessions(passwords)
+def get_sessions(wiring: WiringDep, passwords: PasswordsDep, mailer: MailerDep) -> Sessions:
+    return wiring.sessions(passwords, mailer)
 
 
 def get_password_reset(

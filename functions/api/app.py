@@ -14,7 +14,14 @@ from batchroute.config import Settings, get_settings
 from functions.api.envelope import COMMON_ERRORS
 from functions.api.errors import install_error_handlers
 from functions.api.lazy_routes import LazyRoutes, LazyRoutesMiddleware
-from functions.api.middleware import JsonBodyGuard, ReadOnlyMiddleware, RequestContextMiddleware
+from functions.api.middleware import (
+    CookieOriginGuard,
+    JsonBodyGuard,
+    NoSniff,
+    ReadOnlyMiddleware,
+    RequestContextMiddleware,
+    trusted_origins,
+)
 from functions.api.openapi import document
 
 
@@ -37,7 +44,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(LazyRoutesMiddleware, routes=routes)
     app.add_middleware(JsonBodyGuard, max_bytes=lambda: current().max_json_body_bytes)
     app.add_middleware(ReadOnlyMiddleware, enabled=lambda: current().read_only)
+    app.add_middleware(CookieOriginGuard, trusted=lambda: trusted_origins(current()))
     app.add_middleware(RequestContextMiddleware)
+    build_stack = app.build_middleware_stack
+    app.build_middleware_stack = lambda: NoSniff(build_stack())  # type: ignore[method-assign]
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:

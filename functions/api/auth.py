@@ -64,6 +64,9 @@ def require(permission: Permission, *, session_only: bool = False) -> Callable[.
         authorize(principal, permission)
         return principal
 
+    # Read back by route_permissions (docs/roles.md's route table is checked against it).
+    dependency.permission = permission  # type: ignore[attr-defined]
+    dependency.session_only = session_only  # type: ignore[attr-defined]
     return dependency
 
 

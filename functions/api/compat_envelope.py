@@ -85,13 +85,17 @@ def insufficient_quota(message: str) -> JSONResponse:
     )
 
 
-COMPAT_ERRORS: dict[int | str, dict[str, Any]] = {
-    status: {"model": VendorErrorEnvelope, "description": description}
-    for status, description in (
-        (400, "Invalid body, parameters or input rows (the message names the line)"),
-        (401, "Missing or invalid credentials"),
-        (403, "The role may not do this, or the object belongs to another organization"),
-        (404, "No such object"),
-        (429, "Rate limited, or `insufficient_quota`: not enough credits for the batch"),
-    )
-}
+def compat_errors_doc(described: dict[int, str]) -> dict[int | str, dict[str, Any]]:
+    """Error answers for the OpenAPI document: `{status: description}` in the vendor's shape."""
+    return {status: {"model": VendorErrorEnvelope, "description": text} for status, text in described.items()}
+
+
+COMPAT_ERRORS = compat_errors_doc(
+    {
+        400: "Invalid body, parameters or input rows (the message names the line)",
+        401: "Missing or invalid credentials",
+        403: "The role may not do this, or the object belongs to another organization",
+        404: "No such object",
+        429: "Rate limited, or `insufficient_quota`: not enough credits for the batch",
+    }
+)

@@ -1,4 +1,5 @@
-"""Pure ASGI middleware: request ids, access log, read-only maintenance, JSON body limits.
+"""Pure ASGI middleware: request ids, access log, read-only maintenance, JSON body limits,
+cross-site writes with the session cookie, `nosniff`.
 
 Pure ASGI rather than BaseHTTPMiddleware so streamed answers pass through unbuffered.
 """
@@ -10,11 +11,15 @@ import time
 import uuid
 from collections.abc import Callable
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
+from starlette.requests import cookie_parser
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from batchroute.config import Settings
+from batchroute.domain.accounts import SESSION_COOKIE
 from batchroute.domain.json_limits import MAX_JSON_DEPTH, nests_deeper_than
-from batchroute.errors import InvalidRequest, PayloadTooLarge, ServiceError
+from batchroute.errors import Forbidden, InvalidRequest, PayloadTooLarge, ServiceError
 from batchroute.observability import invocation_keys, logger
 from functions.api.compat_envelope import COMPAT_PREFIX
 from functions.api.errors import service_error_response
@@ -201,3 +206,88 @@ def _content_length(scope: Scope) -> int | None:
         return int(raw) if raw is not None else None
     except ValueError:
         return None
+
+
+class CookieOriginGuard:
+    """A state-changing request (POST, PUT, PATCH, DELETE) that the session cookie would
+    authenticate (it carries the cookie and no Authorization header: a bearer key wins over a
+    cookie) must come from the service's own origin: 403 `forbidden_origin` otherwise
+    (docs/auth.md, "Cross-site writes").
+
+    The origin is the `Origin` header, else the `Referer`'s scheme and host. Trusted: the
+    origin of PUBLIC_BASE_URL (the console's), any of CONSOLE_ORIGINS, and the request's own
+    Host (a same-origin request; a browser never lets a page choose the Host it sends). A
+    request with neither header is let through: every current browser sends `Origin` on
+    these methods, so only a non-browser client (which no other site can drive) omits both.
+    """
+
+    def __init__(self, app: ASGIApp, *, trusted: Callable[[], frozenset[str]]) -> None:
+        self.app = app
+        self._trusted = trusted
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if (
+            scope["type"] != "http"
+            or scope["method"] not in MUTATING_METHODS
+            or _header(scope, b"authorization") is not None
+            or SESSION_COOKIE not in cookie_parser((_header(scope, b"cookie") or b"").decode("latin-1"))
+        ):
+            await self.app(scope, receive, send)
+            return
+        origin = request_origin(scope)
+        if origin is None or origin in self._trusted() or origin == _own_origin(scope, origin):
+            await self.app(scope, receive, send)
+            return
+        refusal = Forbidden(
+            "A signed-in session's changes must come from the service's own pages.", code="forbidden_origin"
+        )
+        await service_error_response(str(scope["path"]), refusal)(scope, receive, send)
+
+
+def origin_of(url: str) -> str:
+    """`scheme://host[:port]` of a URL, lower-cased; `null` when it has no host."""
+    parts = urlsplit(url.strip())
+    return f"{parts.scheme}://{parts.netloc}".lower() if parts.scheme and parts.netloc else "null"
+
+
+def request_origin(scope: Scope) -> str | None:
+    origin = _header(scope, b"origin")
+    if origin is not None:
+        return origin_of(origin.decode("latin-1"))
+    referer = _header(scope, b"referer")
+    return origin_of(referer.decode("latin-1")) if referer is not None else None
+
+
+def _own_origin(scope: Scope, origin: str) -> str | None:
+    """The origin a same-origin page would send: the request's Host under the origin's scheme."""
+    host = _header(scope, b"host")
+    return f"{origin.split('://', 1)[0]}://{host.decode('latin-1').lower()}" if host else None
+
+
+def trusted_origins(settings: Settings) -> frozenset[str]:
+    named = {origin_of(settings.public_base_url), *(origin_of(o) for o in settings.console_origins)}
+    return frozenset(named - {"null"})  # an opaque origin is never trusted
+
+
+NOSNIFF = (b"x-content-type-options", b"nosniff")
+
+
+class NoSniff:
+    """`X-Content-Type-Options: nosniff` on every answer: errors, streams, and the 500s that
+    Starlette's outermost error middleware writes (so this wraps the whole stack: app.py)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_nosniff(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = [(k, v) for k, v in message.get("headers", []) if k.lower() != NOSNIFF[0]]
+                message["headers"] = [*headers, NOSNIFF]
+            await send(message)
+
+        await self.app(scope, receive, send_nosniff)

@@ -48,6 +48,25 @@ def _add_referenced(components: dict[str, Any]) -> None:
             raise ValueError(f"two different schemas are named {name} in the OpenAPI document")
 
 
+# What the middleware answers a write before any route runs (functions/api/middleware.py):
+# every POST, PUT, PATCH and DELETE may get these, whatever its route declares.
+WRITE_REFUSALS: dict[str, str] = {
+    "403": "A write with the session cookie from another site's page (`forbidden_origin`)",
+    "413": "The JSON body is over the size limit (`payload_too_large`)",
+}
+WRITE_METHODS = frozenset({"post", "put", "patch", "delete"})
+
+
+def _add_write_refusals(paths: dict[str, Any]) -> None:
+    for path, item in paths.items():
+        envelope = "VendorErrorEnvelope" if path.startswith("/v1/compat/") else "ErrorEnvelope"
+        answer = {"application/json": {"schema": {"$ref": COMPONENT_REF.format(model=envelope)}}}
+        for method, operation in item.items():
+            if method in WRITE_METHODS:
+                for status, description in WRITE_REFUSALS.items():
+                    operation["responses"].setdefault(status, {"description": description, "content": answer})
+
+
 def document(app: FastAPI) -> dict[str, Any]:
     schema = get_openapi(title=app.title, version=app.version, routes=app.routes, openapi_version="3.1.0")
     components = schema.setdefault("components", {}).setdefault("schemas", {})
@@ -57,5 +76,6 @@ def document(app: FastAPI) -> dict[str, Any]:
             operation.get("responses", {}).pop("422", None)
     for name in ("HTTPValidationError", "ValidationError"):
         components.pop(name, None)
+    _add_write_refusals(schema.get("paths", {}))
     _add_referenced(components)
     return schema

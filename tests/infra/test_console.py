@@ -481,6 +481,10 @@ def test_an_own_domain_gets_its_certificate_tls_1_2_and_the_console_url(
         "SslSupportMethod": "sni-only",
     }
     assert template["Outputs"]["ConsoleUrl"]["Value"] == "https://console.test.batchroute.example/console/"
+    # And: the API trusts the console's names for signed-in writes (docs/auth.md, Cross-site writes)
+    _, api = cfn.named("AWS::Lambda::Function", "FunctionName", f"{resources.resource_prefix('test')}-api")
+    origins = api["Properties"]["Environment"]["Variables"]["CONSOLE_ORIGINS"]
+    assert json.loads(origins) == ["https://console.test.batchroute.example"]
 
 
 @pytest.mark.parametrize(

@@ -23,6 +23,12 @@ FORWARDED = {
 }
 
 
+def DEPLOYED(local_aws: LocalStack) -> Settings:
+    """A deployed-mode API (secure cookies) whose PUBLIC_BASE_URL is the distribution, as
+    deploy requires (docs/deploy.md): the console's cookie writes come from that origin."""
+    return Settings(environment="test", resource_prefix=local_aws.prefix, public_base_url=CONSOLE_ORIGIN)
+
+
 def _attributes(set_cookie: str) -> dict[str, str]:
     parts = [p.strip() for p in set_cookie.split(";")]
     attributes = {p.split("=", 1)[0].lower(): (p.split("=", 1)[1] if "=" in p else "") for p in parts[1:]}
@@ -32,7 +38,7 @@ def _attributes(set_cookie: str) -> dict[str, str]:
 
 def test_the_session_cookie_is_host_only_and_works_for_same_origin_writes(local_aws: LocalStack) -> None:
     # Given: a deployed-mode API (secure cookies) and an account
-    harness = make_harness(Settings(environment="test", resource_prefix=local_aws.prefix))
+    harness = make_harness(DEPLOYED(local_aws))
     harness.register("ann@example.com")
     browser = harness.fresh_client()
 
@@ -69,7 +75,7 @@ def test_the_session_cookie_is_host_only_and_works_for_same_origin_writes(local_
 
 def test_another_site_gets_no_cors_grant_to_read_with_the_cookie(local_aws: LocalStack) -> None:
     # Given: a signed-in console session
-    harness = make_harness(Settings(environment="test", resource_prefix=local_aws.prefix))
+    harness = make_harness(DEPLOYED(local_aws))
     harness.register("ann@example.com")
     browser = harness.fresh_client()
     login = browser.post(

@@ -61,6 +61,7 @@ class Contract:
     def check_events(self, response: httpx.Response, method: str, path: str) -> list[Any]:
         assert response.status_code == 200, response.text
         assert response.headers["content-type"].startswith("text/event-stream")
+        assert response.headers["x-content-type-options"] == "nosniff"  # streams too
         described = self.paths[path][method]["responses"]["200"]["content"]["text/event-stream"]
         validator = self._validator(described["x-event-data"])
         lines = [line.removeprefix("data: ") for line in response.text.split("\n\n") if line]
@@ -339,3 +340,24 @@ def test_preset_answers_match_the_document(client: TestClient, org: TestOrg, con
     assert job["preset"] == "triage@3"
     contract.check(client.delete(f"{base}/triage", headers=headers), "delete", one)
     assert len(contract.checked) == 12
+
+
+def test_a_finished_uploads_409_is_in_the_document(
+    client: TestClient, org: TestOrg, contract: Contract
+) -> None:
+    # The gap the issue found: parts and complete on a finished upload answer 409
+    # `upload_not_pending`, which the document did not list.
+    headers = org.key_headers()
+    base = "/v1/compat/v1/uploads"
+    body = {"filename": "in.jsonl", "purpose": "batch", "bytes": 10, "mime_type": "text/jsonl"}
+    upload = client.post(base, json=body, headers=headers).json()
+    assert client.post(f"{base}/{upload['id']}/cancel", headers=headers).status_code == 200
+    one = f"{base}/{upload['id']}"
+    answers = {
+        "parts": client.post(f"{one}/parts", files={"data": b"{}\n"}, headers=headers),
+        "complete": client.post(f"{one}/complete", json={"part_ids": ["part_1"]}, headers=headers),
+    }
+    for action, answer in answers.items():
+        assert answer.status_code == 409, answer.text
+        assert answer.json()["error"]["code"] == "upload_not_pending"
+        assert "409" in contract.paths[f"{base}/{{upload_id}}/{action}"]["post"]["responses"]

@@ -17,6 +17,7 @@ router = APIRouter(tags=["account"])
 _ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"model": ErrorEnvelope, "description": "Missing, invalid or revoked credentials"},
     403: {"model": ErrorEnvelope, "description": "The role may not do this"},
+    404: {"model": ErrorEnvelope, "description": "The account no longer exists (`account_not_found`)"},
 }
 
 Reader = Annotated[Principal, Depends(require("account:read"))]

@@ -29,6 +29,7 @@ Creator = Annotated[Principal, Depends(require("batches:create"))]
             404: "No such batch (`batch_not_found`)",
             409: "`already_delivered`, `delivery_in_progress`, `batch_not_finished`, or no enabled "
             "delivery target (`no_delivery_target`)",
+            410: "The batch's result bytes were reclaimed by retention (`results_expired`)",
         }
     ),
     summary="Re-enqueue a failed delivery to the org's enabled delivery targets",

@@ -11,7 +11,7 @@ from fastapi import APIRouter, Depends, Header, Query
 from batchroute.domain.access import Principal
 from batchroute.services.compat.batches import CompatBatchRequest
 from functions.api.auth import require
-from functions.api.compat_envelope import COMPAT_ERRORS
+from functions.api.compat_envelope import COMPAT_ERRORS, compat_errors_doc
 from functions.api.deps import CompatBatchesDep
 from functions.api.schemas.compat import VendorBatch, VendorBatchCreate, VendorBatchList
 
@@ -22,7 +22,14 @@ Creator = Annotated[Principal, Depends(require("batches:create"))]
 Reader = Annotated[Principal, Depends(require("batches:read"))]
 
 
-@router.post("/batches", response_model=VendorBatch, summary="Create a batch from an uploaded input file")
+@router.post(
+    "/batches",
+    response_model=VendorBatch,
+    responses=compat_errors_doc(
+        {409: "The Idempotency-Key was used with another body (`idempotency_conflict`)"}
+    ),
+    summary="Create a batch from an uploaded input file",
+)
 def create_batch(
     body: VendorBatchCreate,
     principal: Creator,

@@ -17,7 +17,7 @@ from batchroute.ids import new_id
 from batchroute.services.batches.files import UploadTooLarge, too_large
 from batchroute.services.compat.files import COMPAT_PURPOSE, CompatUpload, input_file_object
 from functions.api.auth import require
-from functions.api.compat_envelope import COMPAT_ERRORS
+from functions.api.compat_envelope import COMPAT_ERRORS, compat_errors_doc
 from functions.api.deps import CompatFilesDep, CompatUploadsDep
 from functions.api.schemas.compat import (
     UploadComplete,
@@ -97,6 +97,7 @@ def get_file(file_id: str, principal: Reader, files: CompatFilesDep) -> dict[str
             "from which storage serves the bytes",
             "headers": {"Location": {"schema": {"type": "string", "format": "uri"}}},
         },
+        **compat_errors_doc({409: "The file's upload has not been completed (`file_not_ready`)"}),
         410: {"description": "The bytes were reclaimed by retention"},
     },
     summary="A file's bytes; output and error files in the body format asked for",
@@ -119,6 +120,11 @@ def file_content(
 
 
 # -- uploads -------------------------------------------------------------------------------------
+_NOT_PENDING = compat_errors_doc(
+    {409: "The upload is completed, cancelled or expired: it takes no more parts (`upload_not_pending`)"}
+)
+
+
 @router.post("/uploads", response_model=VendorUpload, summary="Start an upload that takes parts")
 def create_upload(body: UploadCreate, principal: Creator, uploads: CompatUploadsDep) -> dict[str, Any]:
     return uploads.create(
@@ -129,6 +135,7 @@ def create_upload(body: UploadCreate, principal: Creator, uploads: CompatUploads
 @router.post(
     "/uploads/{upload_id}/parts",
     response_model=VendorUploadPart,
+    responses=_NOT_PENDING,
     summary="Add a part (at most one request's worth of bytes)",
     openapi_extra=multipart_body(
         "The part's bytes", {"data": {"type": "string", "format": "binary"}}, ["data"]
@@ -171,7 +178,10 @@ def _part_too_large(limit: int) -> UploadTooLarge:
 
 
 @router.post(
-    "/uploads/{upload_id}/complete", response_model=VendorUpload, summary="Assemble the parts into a File"
+    "/uploads/{upload_id}/complete",
+    response_model=VendorUpload,
+    responses=_NOT_PENDING,
+    summary="Assemble the parts into a File",
 )
 def complete_upload(
     upload_id: str, body: UploadComplete, principal: Creator, uploads: CompatUploadsDep
@@ -179,6 +189,11 @@ def complete_upload(
     return uploads.complete(principal, upload_id, part_ids=body.part_ids, md5=body.md5)
 
 
-@router.post("/uploads/{upload_id}/cancel", response_model=VendorUpload, summary="Cancel an upload")
+@router.post(
+    "/uploads/{upload_id}/cancel",
+    response_model=VendorUpload,
+    responses=_NOT_PENDING,
+    summary="Cancel an upload",
+)
 def cancel_upload(upload_id: str, principal: Creator, uploads: CompatUploadsDep) -> dict[str, Any]:
     return uploads.cancel(principal, upload_id)

@@ -36,6 +36,7 @@ _ERRORS = errors_doc(
     {401: "Missing, invalid or revoked credentials", 403: "The role may not do this (`permission_denied`)"}
 )
 _ONE = {**_ERRORS, **errors_doc({404: "No such schedule in this organization (`schedule_not_found`)"})}
+_RACED = errors_doc({409: "The schedule changed while this one was applied; retry (`concurrent_update`)"})
 _INVALID = errors_doc(
     {
         400: "`invalid_schedule` with details.field (e.g. `expression`, `golden_set.items[0].expected`); "
@@ -107,7 +108,7 @@ def delete_schedule(schedule_id: ScheduleId, principal: Manager, schedules: Sche
 @router.post(
     "/v1/schedules/{schedule_id}/pause",
     response_model=documented_as(ScheduleOut),
-    responses=_ONE,
+    responses={**_ONE, **_RACED},
     summary="Pause: no firing until resumed (idempotent)",
 )
 def pause_schedule(schedule_id: ScheduleId, principal: Manager, schedules: SchedulesDep) -> dict[str, Any]:
@@ -117,7 +118,7 @@ def pause_schedule(schedule_id: ScheduleId, principal: Manager, schedules: Sched
 @router.post(
     "/v1/schedules/{schedule_id}/resume",
     response_model=documented_as(ScheduleOut),
-    responses=_ONE,
+    responses={**_ONE, **_RACED},
     summary="Resume: the next fire is computed from now; fires missed while paused are not made up",
 )
 def resume_schedule(schedule_id: ScheduleId, principal: Manager, schedules: SchedulesDep) -> dict[str, Any]:

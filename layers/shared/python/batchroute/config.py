@@ -54,6 +54,10 @@ class Settings(BaseModel):
     app_secret_arn: str | None = None
 
     public_base_url: str = "http://127.0.0.1:8000"
+    # Origins besides PUBLIC_BASE_URL's whose pages may make cookie-authenticated writes (the
+    # console's other names); a write with the session cookie from any other origin is 403
+    # `forbidden_origin` (docs/auth.md, "Cross-site writes").
+    console_origins: list[str] = Field(default_factory=list)
     email_sender: str = "no-reply@batchroute.local"
     local_outbox_dir: str = ".local/outbox"
 
@@ -91,6 +95,16 @@ class Settings(BaseModel):
     rate_limit_password_per_ip: int = Field(default=5, ge=1)
     rate_limit_password_per_email: int = Field(default=5, ge=1)
     rate_limit_password_window_seconds: int = Field(default=3600, ge=1, le=86_400)
+    # The local server's proxies (docs/rate-limits.md, "The client IP"): X-Forwarded-For is
+    # honoured only from these addresses; by default from none, so the client IP is the
+    # socket peer. On AWS the client IP is API Gateway's sourceIp and this is not read.
+    trusted_proxies: list[str] = Field(default_factory=list)
+    # Account lockout (docs/rate-limits.md, "Account lockout"): this many failed sign-ins for
+    # one address within the window, from any IPs, lock its password sign-in for
+    # `login_lockout_seconds`; the account's user is emailed once per lockout.
+    login_lockout_failures: int = Field(default=10, ge=1)
+    login_lockout_window_seconds: int = Field(default=900, ge=1, le=86_400)
+    login_lockout_seconds: int = Field(default=900, ge=1, le=86_400)
     retention_grace_hours: int = Field(default=72, ge=1, le=24 * 30)
     # Retention GC (docs/retention.md): at most this many batches reclaimed or rescheduled
     # per sweep (the sweeper runs once a minute).

@@ -64,6 +64,7 @@ if TYPE_CHECKING:
     from batchroute.services.accounts.accounts import Registration
     from batchroute.services.accounts.api_keys import ApiKeys
     from batchroute.services.accounts.authentication import Authenticator
+    from batchroute.services.accounts.login_lockout import LoginLockout
     from batchroute.services.accounts.password_reset import PasswordReset, ResponseFloor
     from batchroute.services.accounts.passwords import Argon2Passwords
     from batchroute.services.accounts.sessions import Sessions
@@ -377,7 +378,7 @@ class Wiring:
             clock=self.clock,
         )
 
-    def sessions(self, passwords: Argon2Passwords) -> Sessions:
+    def sessions(self, passwords: Argon2Passwords, mailer: Mailer) -> Sessions:
         from batchroute.services.accounts.app_secret import app_secret
         from batchroute.services.accounts.sessions import Sessions
 
@@ -387,6 +388,22 @@ class Wiring:
             environment=self.settings.environment,
             secret=app_secret,
             clock=self.clock,
+            lockout=self.login_lockout(mailer),
+        )
+
+    def login_lockout(self, mailer: Mailer) -> LoginLockout:
+        from batchroute.adapters.dynamo.rate_limits import LoginLockStore
+        from batchroute.services.accounts.app_secret import app_secret
+        from batchroute.services.accounts.login_lockout import LockoutPolicy, LoginLockout
+
+        return LoginLockout(
+            self.rate_counters,
+            LoginLockStore(self.settings.table_name("controls")),
+            mailer,
+            policy=LockoutPolicy.from_settings(self.settings),
+            secret=app_secret,
+            clock=self.clock,
+            public_base_url=self.settings.public_base_url,
         )
 
     def password_reset(

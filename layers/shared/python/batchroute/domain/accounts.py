@@ -7,6 +7,9 @@ from typing import Any
 
 from batchroute.domain.access import Role
 
+# The console session's cookie (docs/auth.md).
+SESSION_COOKIE = "service_ui_session"
+
 
 def normalize_email(email: str) -> str:
     """One spelling per address: trimmed and lower-cased (the whole address, as providers treat it)."""

@@ -182,3 +182,42 @@ def counts_of(item: dict[str, Any], counters: Sequence[str], index: int) -> dict
 def _number(item: dict[str, Any], name: str) -> int:
     value = item.get(name)
     return int(value["N"]) if value and "N" in value else 0
+
+
+class LoginLockStore(DynamoStore):
+    """Per-account sign-in locks in the `controls` table (docs/rate-limits.md, "Account
+    lockout"): `LOGINLOCK#<address digest>` / `LOCK` with `until` (epoch seconds) and a TTL.
+    Taking a lock is one conditional put, so among concurrent failures exactly one takes it
+    (and sends the one email)."""
+
+    @staticmethod
+    def _key(account: str) -> dict[str, Any]:
+        return {"pk": {"S": f"LOGINLOCK#{account}"}, "sk": {"S": "LOCK"}}
+
+    def lock(self, account: str, *, now: int, until: int) -> bool:
+        """Lock until `until` unless a lock still holds at `now`; True when this call took it."""
+        try:
+            self.dynamodb.put_item(
+                TableName=self.table_name,
+                Item={**self._key(account), "until": to_value(until), "ttl": to_value(until + 60)},
+                ConditionExpression="attribute_not_exists(pk) OR #until <= :now",
+                ExpressionAttributeNames={"#until": "until"},
+                ExpressionAttributeValues={":now": to_value(now)},
+            )
+        except ClientError as exc:
+            if is_condition_failure(exc):
+                return False
+            raise TransientError(f"login lock write failed: {exc}") from exc
+        except BotoCoreError as exc:
+            raise TransientError(f"login lock write failed: {exc}") from exc
+        return True
+
+    def locked_until(self, account: str) -> int | None:
+        """The lock's end (epoch seconds), or None; a lock past its end may still be returned."""
+        try:
+            item = self.dynamodb.get_item(
+                TableName=self.table_name, Key=self._key(account), ConsistentRead=True
+            ).get("Item")
+        except (ClientError, BotoCoreError) as exc:
+            raise TransientError(f"login lock read failed: {exc}") from exc
+        return _number(item, "until") if item else None

@@ -17,11 +17,11 @@ from typing import Final, Protocol
 
 from batchroute.clock import Clock, isoformat
 from batchroute.domain.access import Principal
+from batchroute.domain.accounts import SESSION_COOKIE as SESSION_COOKIE  # re-exported
 from batchroute.domain.accounts import ApiKey, Session, User
 from batchroute.domain.credentials import key_belongs_to, keyed_hash, same_hash
 from batchroute.errors import Unauthenticated
 
-SESSION_COOKIE = "service_ui_session"
 KEY_COPY_SECONDS: Final = 60
 KEY_COPIES_KEPT: Final = 4096
 

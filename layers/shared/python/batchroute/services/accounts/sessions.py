@@ -2,7 +2,9 @@
 revoked by the keyed hash of the cookie value, which is the only form ever stored.
 
 A failed sign-in says the same thing, and costs the same argon2 verification, whether the
-address is unknown or the password is wrong. An unverified address may sign in.
+address is unknown or the password is wrong. An unverified address may sign in. With a
+`LoginLockout`, failures count per address across IPs and lock its password sign-in
+(services/accounts/login_lockout.py).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from batchroute.domain.credentials import keyed_hash, new_opaque_token
 from batchroute.errors import Unauthenticated
 from batchroute.ids import new_id
 from batchroute.services.accounts.authentication import Authenticator
+from batchroute.services.accounts.login_lockout import LoginLockout
 from batchroute.services.accounts.passwords import Argon2Passwords
 
 SESSION_LIFETIME = timedelta(days=14)
@@ -61,18 +64,25 @@ class Sessions:
         environment: str,
         secret: Callable[[], bytes],
         clock: Clock,
+        lockout: LoginLockout | None = None,
     ) -> None:
         self.store = store
         self.passwords = passwords
         self.secret = secret
         self.clock = clock
+        self.lockout = lockout
         self._authenticator = Authenticator(store, environment=environment, secret=secret, clock=clock)
 
     def login(self, email: str, password: str) -> SignedIn:
-        user = self.store.user_by_email(normalize_email(email))
+        address = normalize_email(email)
+        if self.lockout is not None:
+            self.lockout.check(address)  # a locked address is refused before any password work
+        user = self.store.user_by_email(address)
         # Verified against a dummy hash when the user is unknown: same work, same answer.
         matches = self.passwords.verify(user.password_hash if user else None, password)
         if user is None or not matches:
+            if self.lockout is not None:
+                self.lockout.failed(address, user)
             raise Unauthenticated("The email or password is incorrect.", code="invalid_credentials")
         if self.passwords.needs_rehash(user.password_hash):
             self.store.update_user(user.user_id, password_hash=self.passwords.hash(password))

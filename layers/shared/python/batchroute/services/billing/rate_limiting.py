@@ -274,7 +274,12 @@ class RateLimiter:
         raise _refusal(refused)
 
     def _digest(self, email: str) -> str:
-        return keyed_hash(self.secret, normalize_email(email))[:32]
+        return address_digest(self.secret, email)
+
+
+def address_digest(secret: bytes, email: str) -> str:
+    """How counters and locks name an address: a keyed hash, never the address itself."""
+    return keyed_hash(secret, normalize_email(email))[:32]
 
 
 def _refusal(refused: list[tuple[Rule, Decision]]) -> RateLimited:
