@@ -411,3 +411,29 @@ def run_and_check(pipeline: Pipeline, items: list[dict[str, Any]], *, chunk_size
     created = create_batch(pipeline.org_id, items, chunk_size=chunk_size)
     pipeline.run(created)
     return check_end_conditions(pipeline, created)
+
+
+def delivered_twice(pipeline: Pipeline) -> Callable[[Handler, QueuePoller], Handler]:
+    """A consumer wrapper: every message is sent to its queue again after the consumer took
+    it, once (SQS's at-least-once delivery), so each arrives twice, the copy later."""
+    sqs = boto3.client("sqs", region_name=pipeline.stack.region)
+
+    def wrap(handler: Handler, poller: QueuePoller) -> Handler:
+        def twice(event: dict[str, Any], context: Any) -> Any:
+            answer = handler(event, context)
+            for record in event["Records"]:
+                if DUPLICATE not in record["messageAttributes"]:
+                    sqs.send_message(
+                        QueueUrl=poller.queue_url,
+                        MessageBody=record["body"],
+                        MessageAttributes={DUPLICATE: {"DataType": "String", "StringValue": "1"}},
+                    )
+                    pipeline.faults.add(f"sqs:duplicate:{poller.queue.key}")
+            return answer
+
+        return twice
+
+    return wrap
+
+
+DUPLICATE = "fault-duplicate"
