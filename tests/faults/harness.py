@@ -100,7 +100,8 @@ class Faults:
 @dataclass
 class AwsFault:
     """Answer `code` (HTTP `status`) instead of calling AWS, for calls of `service`.`operations`
-    whose parameters `match`, `times` times (every `every`-th matching call)."""
+    whose request `match`es: `times` times, on every `every`-th matching call after the first
+    `after` (every=1: a burst of `times` calls in a row)."""
 
     service: str
     operations: frozenset[str]
@@ -108,6 +109,7 @@ class AwsFault:
     status: int
     times: int
     every: int = 1
+    after: int = 0
     match: Callable[[dict[str, Any]], bool] = lambda request: True
     extra: Callable[[dict[str, Any]], dict[str, Any]] = lambda request: {}
     seen: int = 0
@@ -123,7 +125,7 @@ class AwsFault:
         if not self.match(request):
             return None
         self.seen += 1
-        if self.seen % self.every:
+        if self.seen <= self.after or (self.seen - self.after) % self.every:
             return None
         self.left -= 1
         http = AWSResponse("https://fault.invalid/", self.status, {}, None)
@@ -257,7 +259,7 @@ class Pipeline:
         try:
             description = sfn.describe_execution(executionArn=arn)
             while description["status"] == "RUNNING":
-                assert time.monotonic() < deadline, "the workflow did not finish in time"
+                assert time.monotonic() < deadline, f"the workflow did not finish in time: {stuck(sfn, arn)}"
                 if not any(p.poll_once().received for p in consumers):
                     time.sleep(0.02)
                 description = sfn.describe_execution(executionArn=arn)
@@ -437,3 +439,11 @@ def delivered_twice(pipeline: Pipeline) -> Callable[[Handler, QueuePoller], Hand
 
 
 DUPLICATE = "fault-duplicate"
+
+
+def stuck(sfn: Any, arn: str) -> str:
+    """Where a workflow that did not finish is: its last events and the batch's state."""
+    events = sfn.get_execution_history(executionArn=arn, maxResults=1000, reverseOrder=True)["events"][:6]
+    batch = BatchRecords(get_settings().table_name("batches")).get(arn.rsplit(":", 1)[-1])
+    last = [(e["type"], e.get("stateEnteredEventDetails", {}).get("name")) for e in events]
+    return f"batch {batch.state if batch else None} {batch.counts if batch else ''}, last events {last}"

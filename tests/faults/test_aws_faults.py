@@ -1,0 +1,57 @@
+"""AWS faults injected at the botocore layer (a `before-call` hook on every client, answering
+as AWS answers): DynamoDB throttling and transaction conflicts, S3 refusing writes of the
+batch's artifacts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.faults.harness import AwsFault, Pipeline, json_body, mixed_items, run_and_check
+
+DYNAMO_WRITES = frozenset({"PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems", "BatchWriteItem"})
+
+
+def conflict_reasons(request: dict[str, Any]) -> dict[str, Any]:
+    """TransactionCanceledException's reasons, one per item: the first item in conflict."""
+    count = len(json_body(request).get("TransactItems", [])) or 1
+    reasons = [{"Code": "TransactionConflict", "Message": "Transaction is ongoing for the item"}]
+    return {"CancellationReasons": reasons + [{"Code": "None"}] * (count - 1)}
+
+
+def test_dynamodb_throttling_loses_nothing(pipeline: Pipeline) -> None:
+    # Given bursts of throttling past the SDK's own retries: four DynamoDB reads in a row
+    # throttled after the first 30, four writes in a row over their provisioned throughput
+    # after the first 40 (a step that meets one fails; SQS delivers its message again, and
+    # four failures stay inside the queues' five receives)
+    pipeline.aws.add(
+        AwsFault("dynamodb", frozenset({"GetItem", "Query"}), "ThrottlingException", 400, times=4, after=30)
+    )
+    pipeline.aws.add(
+        AwsFault("dynamodb", DYNAMO_WRITES, "ProvisionedThroughputExceededException", 400, times=4, after=40)
+    )
+    # When the batch runs
+    outcome = run_and_check(pipeline, mixed_items())
+    # Then all eight faults were met, and the batch still ran to its end exactly
+    assert pipeline.faults.counts["dynamodb:ThrottlingException"] == 4
+    assert pipeline.faults.counts["dynamodb:ProvisionedThroughputExceededException"] == 4
+    assert {r["status"] for r in outcome.rows} == {"completed"}
+
+
+def test_dynamodb_transaction_conflicts_lose_nothing(pipeline: Pipeline) -> None:
+    # Given every second DynamoDB transaction cancelled for a conflict, eight times
+    pipeline.aws.add(
+        AwsFault(
+            "dynamodb",
+            frozenset({"TransactWriteItems"}),
+            "TransactionCanceledException",
+            400,
+            times=8,
+            every=2,
+            extra=conflict_reasons,
+        )
+    )
+    # When the batch runs
+    outcome = run_and_check(pipeline, mixed_items())
+    # Then every conflict was met, and still nothing was lost or charged twice
+    assert pipeline.faults.counts["dynamodb:TransactionCanceledException"] == 8
+    assert {r["status"] for r in outcome.rows} == {"completed"}
