@@ -23,11 +23,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
+from urllib.parse import urlsplit
 
 import boto3
 import botocore.session
 from botocore.awsrequest import AWSResponse
 
+from batchroute import wiring as wiring_module
 from batchroute.adapters.aws import reset_clients
 from batchroute.adapters.batch_artifacts import BatchArtifacts, results_key
 from batchroute.adapters.dynamo.batch_records import BatchRecords
@@ -42,6 +44,7 @@ from batchroute.domain.lane_plan import lane_done_chunks
 from batchroute.domain.webhooks import delivery_id_for, event_type_for
 from batchroute.money import Money
 from batchroute_tools.emulators.behaviour import Behaviour
+from batchroute_tools.local.lambda_runtime import context_for, load_handler
 from batchroute_tools.local.poller import QueuePoller
 from batchroute_tools.local.provision import LocalStack
 from tests.integration.batch_pipeline_support import (
@@ -269,6 +272,30 @@ class Pipeline:
         return dict(description)
 
 
+def follow_schedule(
+    pipeline: Pipeline, monkeypatch: Any, next_due: Callable[[], str | None], *, rounds: int = 10
+) -> int:
+    """After the run: the service's clock is the injectable one; jump it to each attempt
+    `next_due` names (an ISO time, None when nothing is owed), run the real sweeper there and
+    let the workers take what it queued. Returns the number of sweeps."""
+    monkeypatch.setattr(wiring_module, "_system_clock", pipeline.clock)
+    sweeper = load_handler("sweeper")
+    stack = pipeline.stack
+    context = context_for("sweeper", prefix=stack.prefix, region=stack.region, account=stack.account)
+    pipeline.aws.armed = True
+    try:
+        for sweeps in range(rounds):
+            due = next_due()
+            if due is None:
+                return sweeps
+            pipeline.clock._now = max(pipeline.clock.now(), due_at(due))
+            sweeper({}, context)
+            drain(pipeline.consumers(), deadline=time.monotonic() + 30, quiet_seconds=0.3)
+    finally:
+        pipeline.aws.armed = False
+    raise AssertionError(f"still owed after {rounds} sweeps")
+
+
 def drain(consumers: list[QueuePoller], deadline: float, quiet_seconds: float = 1.3) -> None:
     """Poll until no queue has had a message for `quiet_seconds` (a message a consumer
     failed comes back after the poller's one-second redelivery delay)."""
@@ -408,10 +435,19 @@ def check_end_conditions(pipeline: Pipeline, created: CreatedBatch) -> Outcome:
     return Outcome(batch, total, lost, double_charges, reservation.charged, rows)
 
 
-def run_and_check(pipeline: Pipeline, items: list[dict[str, Any]], *, chunk_size: int = 4) -> Outcome:
-    """One scenario's batch, made as batch create makes it, run to its end and checked."""
+def run_and_check(
+    pipeline: Pipeline,
+    items: list[dict[str, Any]],
+    *,
+    chunk_size: int = 4,
+    then: Callable[[CreatedBatch], None] | None = None,
+) -> Outcome:
+    """One scenario's batch, made as batch create makes it, run to its end (and `then`, what
+    the scenario does after the workflow: the retry schedule), and checked."""
     created = create_batch(pipeline.org_id, items, chunk_size=chunk_size)
     pipeline.run(created)
+    if then is not None:
+        then(created)
     return check_end_conditions(pipeline, created)
 
 
@@ -447,3 +483,12 @@ def stuck(sfn: Any, arn: str) -> str:
     batch = BatchRecords(get_settings().table_name("batches")).get(arn.rsplit(":", 1)[-1])
     last = [(e["type"], e.get("stateEnteredEventDetails", {}).get("name")) for e in events]
     return f"batch {batch.state if batch else None} {batch.counts if batch else ''}, last events {last}"
+
+
+def due_at(iso: str) -> datetime:
+    return datetime.fromisoformat(iso.replace("Z", "+00:00"))
+
+
+def s3_path(request: dict[str, Any]) -> str:
+    """The path of an S3 call's URL (the bucket in it for path-style endpoints)."""
+    return urlsplit(str(request.get("url", ""))).path

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.faults.harness import AwsFault, Pipeline, json_body, mixed_items, run_and_check
+from tests.faults.harness import AwsFault, Pipeline, json_body, mixed_items, run_and_check, s3_path
 
 DYNAMO_WRITES = frozenset({"PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems", "BatchWriteItem"})
 
@@ -54,4 +54,29 @@ def test_dynamodb_transaction_conflicts_lose_nothing(pipeline: Pipeline) -> None
     outcome = run_and_check(pipeline, mixed_items())
     # Then every conflict was met, and still nothing was lost or charged twice
     assert pipeline.faults.counts["dynamodb:TransactionCanceledException"] == 8
+    assert {r["status"] for r in outcome.rows} == {"completed"}
+
+
+S3_WRITES = frozenset({"PutObject", "CreateMultipartUpload", "UploadPart", "CompleteMultipartUpload"})
+
+
+def writes_to(*names: str) -> Any:
+    return lambda request: s3_path(request).endswith(names)
+
+
+def test_s3_refusing_artifact_writes_loses_nothing(pipeline: Pipeline) -> None:
+    # Given S3 refusing the first three writes of results.jsonl (SlowDown) and the first two of
+    # the receipt (InternalError), and of every lane result file once
+    pipeline.aws.add(AwsFault("s3", S3_WRITES, "SlowDown", 503, times=3, match=writes_to("/results.jsonl")))
+    pipeline.aws.add(
+        AwsFault("s3", S3_WRITES, "InternalError", 500, times=2, match=writes_to("/receipt.json"))
+    )
+    pipeline.aws.add(
+        AwsFault("s3", S3_WRITES, "InternalError", 500, times=2, every=2, match=writes_to(".jsonl"))
+    )
+    # When the batch runs
+    outcome = run_and_check(pipeline, mixed_items())
+    # Then every refusal was met; the artifacts were written in the end, complete
+    assert pipeline.faults.counts["s3:SlowDown"] == 3
+    assert pipeline.faults.counts["s3:InternalError"] == 4
     assert {r["status"] for r in outcome.rows} == {"completed"}
