@@ -492,3 +492,69 @@ def due_at(iso: str) -> datetime:
 def s3_path(request: dict[str, Any]) -> str:
     """The path of an S3 call's URL (the bucket in it for path-style endpoints)."""
     return urlsplit(str(request.get("url", ""))).path
+
+
+def fail_task_once(
+    pipeline: Pipeline, step: str, *, lane_prefix: str = ""
+) -> Callable[[Handler, QueuePoller], Handler]:
+    """A consumer wrapper: the first `step` message (of the lane whose key starts with
+    `lane_prefix`) is not run; its workflow task is failed instead, as a worker that gives up
+    fails it (`SendTaskFailure`)."""
+    sfn = boto3.client("stepfunctions", region_name=pipeline.stack.region)
+    failed: list[str] = []
+
+    def chosen(task: dict[str, Any]) -> bool:
+        lane = str((task.get("lane") or {}).get("lane_key", ""))
+        return not failed and task["step"] == step and lane.startswith(lane_prefix)
+
+    def wrap(handler: Handler, poller: QueuePoller) -> Handler:
+        def failing(event: dict[str, Any], context: Any) -> Any:
+            kept = []
+            for record in event["Records"]:
+                task = json.loads(record["body"])
+                if not chosen(task):
+                    kept.append(record)
+                    continue
+                failed.append(task["task_token"])
+                sfn.send_task_failure(taskToken=task["task_token"], error="InjectedFailure", cause=step)
+                pipeline.faults.add(f"sfn:task_failed:{step}")
+            return handler({**event, "Records": kept}, context) if kept else None
+
+        return failing
+
+    return wrap
+
+
+def hold_step(pipeline: Pipeline, step: str, seconds: float) -> Callable[[Handler, QueuePoller], Handler]:
+    """A consumer wrapper: `step`'s messages are handed back to the queue (a worker that
+    does not get to them) until `seconds` after the first was seen; then they run, late."""
+    first_seen: list[float] = []
+
+    def wrap(handler: Handler, poller: QueuePoller) -> Handler:
+        def holding(event: dict[str, Any], context: Any) -> Any:
+            held, kept = [], []
+            for record in event["Records"]:
+                if json.loads(record["body"])["step"] != step:
+                    kept.append(record)
+                    continue
+                if not first_seen:
+                    first_seen.append(time.monotonic())
+                    pipeline.faults.add(f"sfn:held:{step}")
+                late = time.monotonic() - first_seen[0] >= seconds
+                (kept if late else held).append(record)
+            answer = handler({**event, "Records": kept}, context) if kept else None
+            failures = list((answer or {}).get("batchItemFailures", []))
+            return {"batchItemFailures": failures + [{"itemIdentifier": r["messageId"]} for r in held]}
+
+        return holding
+
+    return wrap
+
+
+def shorten_task_timeout(pipeline: Pipeline, state: str, seconds: int) -> None:
+    """The state machine as deployed, with `state`'s TimeoutSeconds cut to `seconds`."""
+    sfn = boto3.client("stepfunctions", region_name=pipeline.stack.region)
+    arn = pipeline.stack.state_machine_arn
+    definition = json.loads(sfn.describe_state_machine(stateMachineArn=arn)["definition"])
+    definition["States"][state]["TimeoutSeconds"] = seconds
+    sfn.update_state_machine(stateMachineArn=arn, definition=json.dumps(definition))
