@@ -334,7 +334,7 @@ def check_end_conditions(pipeline: Pipeline, created: CreatedBatch) -> Outcome:
     # results.jsonl holds each item once, completed or failed.
     if batch.state not in TERMINAL:
         problems.append(f"batch is {batch.state}, not terminal")
-    counts = {k: int(v) for k, v in batch.counts.items()}
+    counts = {k: int(v) for k, v in (batch.counts or {}).items()}
     if counts["pending"] or counts["running"]:
         problems.append(f"items left pending/running: {counts}")
     if counts["completed"] + counts["failed"] + counts["canceled"] != total:
@@ -532,7 +532,8 @@ def hold_step(pipeline: Pipeline, step: str, seconds: float) -> Callable[[Handle
 
     def wrap(handler: Handler, poller: QueuePoller) -> Handler:
         def holding(event: dict[str, Any], context: Any) -> Any:
-            held, kept = [], []
+            held: list[dict[str, Any]] = []
+            kept: list[dict[str, Any]] = []
             for record in event["Records"]:
                 if json.loads(record["body"])["step"] != step:
                     kept.append(record)

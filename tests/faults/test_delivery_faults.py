@@ -16,7 +16,6 @@ from batchroute.domain.webhooks import delivery_id_for, event_type_for
 from batchroute.wiring import Wiring
 from tests.faults.harness import (
     AwsFault,
-    CreatedBatch,
     Pipeline,
     follow_schedule,
     mixed_items,
@@ -24,6 +23,7 @@ from tests.faults.harness import (
     s3_path,
 )
 from tests.faults.test_aws_faults import S3_WRITES
+from tests.integration.batch_pipeline_support import CreatedBatch
 from tests.integration.customer_bucket import BUCKET, CustomerS3
 
 

@@ -42,5 +42,6 @@ def test_a_finalize_task_that_times_out_takes_the_failure_path_and_loses_nothing
     # and was charged once, and the late Finalize changed nothing
     assert pipeline.faults.counts["sfn:held:finalize"] == 1
     assert outcome.batch.state == "failed"
-    assert "Timeout" in str(outcome.batch.execution_summary.latest_error)
+    summary = outcome.batch.execution_summary
+    assert summary is not None and "Timeout" in str(summary.latest_error)
     assert {r["status"] for r in outcome.rows} == {"completed"}
