@@ -104,7 +104,9 @@ class Faults:
 class AwsFault:
     """Answer `code` (HTTP `status`) instead of calling AWS, for calls of `service`.`operations`
     whose request `match`es: `times` times, on every `every`-th matching call after the first
-    `after` (every=1: a burst of `times` calls in a row)."""
+    `after` (every=1: a burst of `times` calls in a row); with `window_seconds`, every such
+    call from the first fault on, for that long (an outage in time, as throttling is), at
+    most `times`."""
 
     service: str
     operations: frozenset[str]
@@ -113,6 +115,8 @@ class AwsFault:
     times: int
     every: int = 1
     after: int = 0
+    window_seconds: float = 0.0
+    started: float | None = None
     match: Callable[[dict[str, Any]], bool] = lambda request: True
     extra: Callable[[dict[str, Any]], dict[str, Any]] = lambda request: {}
     seen: int = 0
@@ -130,6 +134,10 @@ class AwsFault:
         self.seen += 1
         if self.seen <= self.after or (self.seen - self.after) % self.every:
             return None
+        if self.window_seconds:
+            self.started = self.started or time.monotonic()
+            if time.monotonic() - self.started >= self.window_seconds:
+                return None
         self.left -= 1
         http = AWSResponse("https://fault.invalid/", self.status, {}, None)
         body = {
