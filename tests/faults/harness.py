@@ -327,8 +327,10 @@ class Outcome:
     rows: list[dict[str, Any]]
 
 
-def check_end_conditions(pipeline: Pipeline, created: CreatedBatch) -> Outcome:
-    """What must hold after any fault: asserts it, counts it into the suite's tally."""
+def check_end_conditions(
+    pipeline: Pipeline, created: CreatedBatch, *, tally: SuiteTally | None = TALLY
+) -> Outcome:
+    """What must hold after any fault: asserts it, counts it into the suite's `tally`."""
     settings = get_settings()
     records = BatchRecords(settings.table_name("batches"))
     artifacts = BatchArtifacts(S3Objects(settings.buckets["artifacts"]))
@@ -434,11 +436,12 @@ def check_end_conditions(pipeline: Pipeline, created: CreatedBatch) -> Outcome:
 
     lost = len(missing) + counts["pending"] + counts["running"]
     double_charges = len(answered_twice) + max(0, entries["charge"] - 1)
-    TALLY.scenarios += 1
-    TALLY.items += total
-    TALLY.faults += pipeline.faults_injected
-    TALLY.lost += lost
-    TALLY.double_charges += double_charges
+    if tally is not None:
+        tally.scenarios += 1
+        tally.items += total
+        tally.faults += pipeline.faults_injected
+        tally.lost += lost
+        tally.double_charges += double_charges
     assert not problems, "\n".join(problems)
     return Outcome(batch, total, lost, double_charges, reservation.charged, rows)
 
