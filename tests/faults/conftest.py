@@ -22,6 +22,7 @@ from functions.api.auth import identity_store
 from tests.faults.harness import TALLY, BotocoreFaults, Faults, Pipeline, WebhookOutage
 from tests.integration.batch_pipeline_support import heartbeat_all_lanes
 from tests.integration.conftest import local_aws  # noqa: F401  (the fixture)
+from tests.integration.conftest import serializable_transactions as serializable_transactions
 from tests.integration.principals import new_org
 from tests.integration.test_webhook_delivery import Receiver, set_org_webhook
 from tests.integration.test_webhook_delivery import receiver as receiver

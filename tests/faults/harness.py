@@ -570,3 +570,33 @@ def shorten_task_timeout(pipeline: Pipeline, state: str, seconds: int) -> None:
     definition = json.loads(sfn.describe_state_machine(stateMachineArn=arn)["definition"])
     definition["States"][state]["TimeoutSeconds"] = seconds
     sfn.update_state_machine(stateMachineArn=arn, definition=json.dumps(definition))
+
+
+def delivered_to_two_workers(pipeline: Pipeline) -> Callable[[Handler, QueuePoller], Handler]:
+    """A consumer wrapper: each batch of messages is handed to two invocations at once (two
+    threads), as SQS may when a message's visibility runs out while its first worker still
+    runs. The first invocation's answer settles the messages."""
+
+    def wrap(handler: Handler, poller: QueuePoller) -> Handler:
+        def concurrently(event: dict[str, Any], context: Any) -> Any:
+            answers: list[Any] = [None, None]
+
+            def invoke(n: int) -> None:
+                try:
+                    answers[n] = handler(event, context)
+                except Exception as exc:  # the poller's contract: a raise fails the batch
+                    answers[n] = exc
+
+            threads = [threading.Thread(target=invoke, args=(n,)) for n in range(2)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            pipeline.faults.add(f"sqs:concurrent:{poller.queue.key}", len(event["Records"]))
+            if isinstance(answers[0], Exception):
+                raise answers[0]
+            return answers[0]
+
+        return concurrently
+
+    return wrap

@@ -8,7 +8,13 @@ from typing import Any
 import pytest
 
 from batchroute.adapters.batch_artifacts import BatchArtifacts
-from tests.faults.harness import Pipeline, delivered_twice, mixed_items, run_and_check
+from tests.faults.harness import (
+    Pipeline,
+    delivered_to_two_workers,
+    delivered_twice,
+    mixed_items,
+    run_and_check,
+)
 
 
 def test_every_sqs_message_delivered_twice_runs_and_charges_once(pipeline: Pipeline) -> None:
@@ -48,4 +54,17 @@ def test_a_worker_dying_after_the_vendor_answered_loses_no_answer(
     outcome = run_and_check(pipeline, mixed_items())
     # Then both lanes died once, and still every item has one answer, charged once
     assert len(died) == 2
+    assert {r["status"] for r in outcome.rows} == {"completed"}
+
+
+def test_every_lane_message_run_by_two_workers_at_once_runs_and_charges_once(
+    pipeline: Pipeline, serializable_transactions: None
+) -> None:
+    # Given every RunLane message handed to two workers at the same time
+    pipeline.wrappers["lanes"] = delivered_to_two_workers(pipeline)
+    # When the batch runs
+    outcome = run_and_check(pipeline, mixed_items())
+    # Then the two runners of each lane raced over its chunks, and each chunk started,
+    # finished and counted once: every item answered once, charged once
+    assert pipeline.faults.counts["sqs:concurrent:lanes"] >= 2
     assert {r["status"] for r in outcome.rows} == {"completed"}
