@@ -7,7 +7,7 @@ INSTALLED := $(VENV)/.installed
 export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION := 1
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 
-.PHONY: setup console browser console-screenshots run test test-unit test-integration test-infra test-e2e lint typecheck build synth bench bench-pipeline bench-chat bench-console clean
+.PHONY: setup console browser console-screenshots run test test-unit test-integration test-faults test-infra test-e2e lint typecheck build synth bench bench-pipeline bench-chat bench-console clean
 
 $(INSTALLED): pyproject.toml clients/python/pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -59,6 +59,10 @@ test-unit: setup
 test-integration: setup
 	$(VENV)/bin/pytest tests/integration
 
+## The fault suite alone (docs/reliability.md); `make test` runs it too.
+test-faults: setup
+	$(VENV)/bin/pytest tests/faults
+
 test-infra: build
 	$(VENV)/bin/pytest tests/infra
 
@@ -66,8 +70,8 @@ test-e2e: setup console browser
 	$(VENV)/bin/pytest tests/e2e
 
 test: lint typecheck build console browser
-	# unit and integration tests are isolated per process (moto in-process): two workers
-	$(VENV)/bin/pytest -n 2 tests/unit tests/integration
+	# unit, integration and fault tests are isolated per process (moto in-process): two workers
+	$(VENV)/bin/pytest -n 2 tests/unit tests/integration tests/faults
 	$(VENV)/bin/pytest tests/infra tests/e2e
 
 bench: setup build

@@ -27,6 +27,10 @@ Markers, anywhere in a message (the same as the in-process simulator's, plus ven
 
 "The first time" is per emulator process and per (provider, fault, request content), so a
 retry of the same request succeeds, as with a real vendor's passing fault.
+
+Injected faults (tests, docs/reliability.md): `inject(provider, kind, times)` makes the next
+`times` requests to `provider`, whatever they hold, meet `kind` (a 429 storm, a run of 5xx,
+resets). `answered` counts every fault answered, by kind.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ import json
 import math
 import re
 import threading
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
@@ -184,10 +189,32 @@ class Behaviour:
         self.config = config
         self._lock = threading.Lock()
         self._seen: dict[tuple[str, str, str], None] = {}
+        self._injected: dict[str, list[FaultKind]] = {}
+        self.answered: Counter[FaultKind] = Counter()
 
     # -- faults -------------------------------------------------------------------------
+    def inject(self, provider: str, kind: FaultKind, times: int) -> None:
+        """The next `times` requests to `provider` meet `kind`, whatever they hold."""
+        with self._lock:
+            self._injected.setdefault(provider, []).extend([kind] * times)
+
     def fault(self, work: Work, *, in_batch: bool = False) -> Fault | None:
         """The fault this request meets, if any (first-time faults are remembered)."""
+        found = self._injected_fault(work) or self._marked_fault(work, in_batch=in_batch)
+        if found is not None:
+            with self._lock:
+                self.answered[found.kind] += 1
+        return found
+
+    def _injected_fault(self, work: Work) -> Fault | None:
+        with self._lock:
+            queued = self._injected.get(work.provider)
+            if not queued:
+                return None
+            kind = queued.pop(0)
+        return Fault(kind, f"injected {kind.replace('_', ' ')} of {work.provider}; later requests succeed")
+
+    def _marked_fault(self, work: Work, *, in_batch: bool) -> Fault | None:
         text = work.text
         provider_faults = {kind for kind, slug in _FOR_PROVIDER.findall(text) if slug == work.provider}
         if (

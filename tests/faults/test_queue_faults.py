@@ -1,0 +1,70 @@
+"""Faults between the queues and the workers: every SQS message delivered twice, and a worker
+that dies after the vendor answered but before it wrote the result."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from batchroute.adapters.batch_artifacts import BatchArtifacts
+from tests.faults.harness import (
+    Pipeline,
+    delivered_to_two_workers,
+    delivered_twice,
+    mixed_items,
+    run_and_check,
+)
+
+
+def test_every_sqs_message_delivered_twice_runs_and_charges_once(pipeline: Pipeline) -> None:
+    # Given every queue delivering each message twice (the copy after the first was handled)
+    for queue in ("route", "lanes", "settle", "deliver"):
+        pipeline.wrappers[queue] = delivered_twice(pipeline)
+    # When the batch runs
+    outcome = run_and_check(pipeline, mixed_items())
+    # Then every step met its duplicate, and each item was answered, counted and charged once
+    assert {kind.rsplit(":", 1)[1] for kind in pipeline.faults.counts} == {
+        "route",
+        "lanes",
+        "settle",
+        "deliver",
+    }
+    assert outcome.batch.state == "completed"
+    assert {r["status"] for r in outcome.rows} == {"completed"}
+
+
+def test_a_worker_dying_after_the_vendor_answered_loses_no_answer(
+    pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a worker that dies once per lane between the vendor's answer and writing its result
+    original = BatchArtifacts.write_lines
+    died: set[str] = set()
+
+    def dies_once(self: BatchArtifacts, key: str, lines: Any) -> int:
+        lane = key.split("/results/")[-1].split("/")[0] if "/results/" in key else None
+        if lane is not None and lane not in died:
+            died.add(lane)
+            pipeline.faults.add("worker:died_before_result")
+            raise RuntimeError("injected: the worker died before writing its result")
+        return original(self, key, lines)
+
+    monkeypatch.setattr(BatchArtifacts, "write_lines", dies_once)
+    # When the batch runs (the message comes back and the lane runs the chunk again)
+    outcome = run_and_check(pipeline, mixed_items())
+    # Then both lanes died once, and still every item has one answer, charged once
+    assert len(died) == 2
+    assert {r["status"] for r in outcome.rows} == {"completed"}
+
+
+def test_every_lane_message_run_by_two_workers_at_once_runs_and_charges_once(
+    pipeline: Pipeline, serializable_transactions: None
+) -> None:
+    # Given every RunLane message handed to two workers at the same time
+    pipeline.wrappers["lanes"] = delivered_to_two_workers(pipeline)
+    # When the batch runs
+    outcome = run_and_check(pipeline, mixed_items())
+    # Then the two runners of each lane raced over its chunks, and each chunk started,
+    # finished and counted once: every item answered once, charged once
+    assert pipeline.faults.counts["sqs:concurrent:lanes"] >= 2
+    assert {r["status"] for r in outcome.rows} == {"completed"}
