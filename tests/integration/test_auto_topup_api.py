@@ -6,6 +6,7 @@ sweeper's recovery of a lost webhook, and the attempts listing."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -313,6 +314,24 @@ def test_the_sweeper_recovers_an_attempt_whose_webhook_never_came(bench: Bench, 
     # The webhook arriving late credits nothing more
     bench.emulator.deliver_pending()
     assert bench.balance() == Money.usd(25) and len(topups(bench)) == 1
+
+
+def test_a_recovery_the_attempt_does_not_match_is_left_pending_and_credits_nothing(
+    bench: Bench, clock: FixedClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    armed(bench)
+    bench.moved()
+    bench.wiring.sweeper.sweep()  # charged; the webhook is lost
+    processor = bench.wiring.auto_topup.processor
+    real = processor.payment_intent
+    monkeypatch.setattr(
+        processor, "payment_intent", lambda ref: dataclasses.replace(real(ref), amount=Money.usd(2_000))
+    )
+    before = bench.balance()
+    clock.advance(minutes=11)
+    report = bench.wiring.sweeper.sweep()["auto_topups"]
+    assert report["recovered"] == [] and report["left_pending"] == [bench.attempts()[0]["id"]]
+    assert bench.balance() == before and bench.attempts()[0]["status"] == "pending"
 
 
 def test_an_attempt_the_processor_never_took_expires_instead_of_being_charged_late(

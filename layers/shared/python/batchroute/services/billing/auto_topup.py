@@ -282,12 +282,11 @@ class AutoTopupService:
 
     # -- outcomes ----------------------------------------------------------------------------
     def settle(self, org_id: str, attempt_id: str, charge: Charge) -> bool:
-        """Apply what the processor says of the attempt's PaymentIntent; True when it was
-        final (succeeded or failed)."""
+        """Apply what the processor says of the attempt's PaymentIntent; True when that settled
+        the attempt (credited, or failed)."""
         at = self.clock.now()
-        if charge.status == "succeeded":
-            self.succeeded(org_id, attempt_id, charge, at=at)
-            return True
+        if charge.status == "succeeded":  # False when refused: the attempt stays pending
+            return self.succeeded(org_id, attempt_id, charge, at=at)
         if charge.status == "failed":
             self.failed(
                 org_id,

@@ -274,5 +274,9 @@ class Sweeper:
         if self.topups is not None:
             topups = self.topups.sweep()
             metrics.add_metric(name="AutoTopupsCharged", unit=MetricUnit.Count, value=len(topups.charged))
-            outcome["auto_topups"] = {"charged": topups.charged, "recovered": topups.recovered}
+            outcome["auto_topups"] = {
+                "charged": topups.charged,
+                "recovered": topups.recovered,
+                "left_pending": topups.left_pending,
+            }
         return outcome
