@@ -19,6 +19,7 @@ from functions.api.compat_envelope import (
     vendor_error_response,
 )
 from functions.api.envelope import error_response
+from functions.api.schemas.common import REFUSAL
 
 STATUS_BY_KIND: dict[ErrorKind, int] = {
     "invalid": 400,
@@ -77,8 +78,21 @@ async def _service_error(request: Request, exc: Exception) -> JSONResponse:
     return service_error_response(request.url.path, exc)
 
 
+def refusal_response(exc: RequestValidationError) -> JSONResponse | None:
+    """A body refused in the spec's terms by its request model (functions/api/schemas/common.py
+    `ContractBody`): its code, message and details, as the client has always seen them."""
+    for err in exc.errors():
+        context = err.get("ctx") or {}
+        if context.get(REFUSAL):
+            return error_response(400, err["type"], err["msg"], details=context.get("details"))
+    return None
+
+
 async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
+    refused = refusal_response(exc)
+    if refused is not None and not is_compat(request):
+        return refused
     issues = _validation_issues(exc)
     if is_compat(request):
         first = issues[0] if issues else {"path": "", "message": "The request is invalid."}

@@ -10,7 +10,6 @@ import pytest
 from pydantic import ValidationError
 
 from functions.api.schemas.batches import BatchCreateRequest, CancelRequest
-from functions.api.schemas.billing import ControlsUpdate
 from functions.api.schemas.common import ServiceValidatedBody
 from functions.api.schemas.quotes import QuoteModelRequest, QuoteWorkflowRequest
 from functions.api.schemas.retention import RetentionUpdate
@@ -20,7 +19,6 @@ BODIES: list[type[ServiceValidatedBody]] = [
     CancelRequest,
     QuoteModelRequest,
     QuoteWorkflowRequest,
-    ControlsUpdate,
     RetentionUpdate,
 ]
 # Every documented field of the wrong type, null where null is not allowed, and unknown fields.
