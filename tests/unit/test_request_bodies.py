@@ -12,14 +12,12 @@ from pydantic import ValidationError
 from functions.api.schemas.batches import BatchCreateRequest, CancelRequest
 from functions.api.schemas.common import ServiceValidatedBody
 from functions.api.schemas.quotes import QuoteModelRequest, QuoteWorkflowRequest
-from functions.api.schemas.retention import RetentionUpdate
 
 BODIES: list[type[ServiceValidatedBody]] = [
     BatchCreateRequest,
     CancelRequest,
     QuoteModelRequest,
     QuoteWorkflowRequest,
-    RetentionUpdate,
 ]
 # Every documented field of the wrong type, null where null is not allowed, and unknown fields.
 HOSTILE: dict[str, Any] = {
