@@ -103,7 +103,7 @@ def get_auto_topup(principal: Reader, service: AutoTopupDep) -> dict[str, Any]:
     summary="Update auto top-up settings",
 )
 def update_auto_topup(principal: Manager, service: AutoTopupDep, body: AutoTopupUpdate) -> dict[str, Any]:
-    return {"auto_topup": service.update(principal, body.as_received())}
+    return {"auto_topup": service.update(principal, body.given())}
 
 
 @router.get(

@@ -4,12 +4,28 @@ payment processor's webhook acknowledgement, auto top-up settings and attempts
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, Field, SkipValidation
 
-from batchroute.domain.payments import MAX_PAYMENT, MIN_PAYMENT
-from functions.api.schemas.common import MoneyOut, PartialUpdate, ServiceValidatedBody, omittable, read_only
+from batchroute.domain.payments import (
+    MAX_PAYMENT,
+    MIN_PAYMENT,
+    parse_enabled,
+    parse_monthly_cap,
+    parse_topup_amount,
+    parse_trigger_balance,
+)
+from batchroute.money import Money
+from functions.api.schemas.common import (
+    ContractUpdate,
+    MoneyOut,
+    ServiceValidatedBody,
+    domain_rule,
+    ignored,
+    omittable,
+    read_only,
+)
 
 _MIN, _MAX = float(MIN_PAYMENT.amount), float(MAX_PAYMENT.amount)
 
@@ -77,18 +93,22 @@ class AutoTopupEnvelope(BaseModel):
     auto_topup: AutoTopupOut
 
 
-class AutoTopupUpdate(PartialUpdate):
+class AutoTopupUpdate(ContractUpdate):
     """Only the given fields change. Enabling needs a saved card (400 `payment_method_required`);
     saving clears the failure back-off."""
 
-    enabled: SkipValidation[bool] = omittable()
-    trigger_balance: SkipValidation[Usd] = omittable("0 to 10000 USD")
-    amount: SkipValidation[Usd] = omittable("5 to 10000 USD")
-    monthly_cap: SkipValidation[Usd] = omittable("at least amount, at most 100000 USD")
-    configured: SkipValidation[bool] = read_only()
-    payment_method: SkipValidation[CardOut | None] = read_only()
-    status: SkipValidation[AutoTopupStatusOut] = read_only()
-    created_at: SkipValidation[str | None] = read_only()
+    error_code: ClassVar[str] = "invalid_auto_topup"
+
+    enabled: Annotated[bool, domain_rule(parse_enabled, bool)] = omittable()
+    trigger_balance: Annotated[Money, domain_rule(parse_trigger_balance, Usd)] = omittable("0 to 10000 USD")
+    amount: Annotated[Money, domain_rule(parse_topup_amount, Usd)] = omittable("5 to 10000 USD")
+    monthly_cap: Annotated[Money, domain_rule(parse_monthly_cap, Usd)] = omittable(
+        "at least amount, at most 100000 USD"
+    )
+    configured: Annotated[Any, ignored(bool)] = read_only()
+    payment_method: Annotated[Any, ignored(CardOut | None)] = read_only()
+    status: Annotated[Any, ignored(AutoTopupStatusOut)] = read_only()
+    created_at: Annotated[Any, ignored(str | None)] = read_only()
 
 
 class AttemptOut(BaseModel):
