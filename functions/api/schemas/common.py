@@ -3,7 +3,6 @@ answer, and the bases of the request bodies.
 
 A `ContractBody` (below) is validated here, at the edge, and is the only list of its fields:
 see its docstring. The bodies not yet moved to it (issue 28) are still `ServiceValidatedBody`:
-
 its fields are `SkipValidation[...]`, so the OpenAPI
 document shows their real types, enums and limits while pydantic checks only that the body
 is a JSON object (as `dict` did before: the same 400 `invalid_request`). The route hands the
@@ -31,6 +30,7 @@ from pydantic.json_schema import SkipJsonSchema
 from pydantic_core import CoreSchema, PydanticCustomError, PydanticKnownError, core_schema
 from pydantic_core.core_schema import ValidatorFunctionWrapHandler
 
+from batchroute.domain.request_fields import unknown_fields_error
 from batchroute.errors import InvalidRequest
 
 # A key that is left out rather than null: `x: str | Absent = None` documents a string that
@@ -97,7 +97,7 @@ REFUSAL = "refusal"  # the ctx key that marks an error already in the spec's ter
 
 def refusal(code: str, message: str, details: dict[str, Any] | None) -> PydanticCustomError:
     """A validation error in the spec's terms: functions/api/errors.py answers it as
-    `{code, message, details}` (the message is never a template: no context key is in it)."""
+    `{code, message, details}` (the message is no template: no context key appears in it)."""
     return PydanticCustomError(code, message, {REFUSAL: True, "details": details})
 
 
@@ -129,8 +129,7 @@ class ContractBody(BaseModel):
             known = {field.alias or name for name, field in cls.model_fields.items()}
             unknown = sorted(str(key) for key in data if key not in known)
             if unknown:
-                details = {"field": unknown[0], "unknown": unknown}
-                raise refusal(cls.error_code, f"Unknown field {unknown[0]!r}.", details)
+                raise cls.unknown_fields(unknown)
         try:
             return handler(data)
         except InvalidRequest as exc:
@@ -139,7 +138,15 @@ class ContractBody(BaseModel):
             first = exc.errors()[0]
             field = field_path(first["loc"])
             message = f"{field}: {first['msg']}" if field else first["msg"]
+            if first["type"] == "missing":
+                message = f"{field} is required."
             raise refusal(cls.error_code, message, {"field": field or None}) from exc
+
+    @classmethod
+    def unknown_fields(cls, unknown: list[str]) -> PydanticCustomError:
+        """The refusal of unknown fields (sorted), naming the first."""
+        details = {"field": unknown[0], "unknown": unknown}
+        return refusal(cls.error_code, f"Unknown field {unknown[0]!r}.", details)
 
     def given(self) -> dict[str, Any]:
         """The fields the client sent, validated, but not the read-only ones it sent back."""
@@ -185,3 +192,13 @@ class ContractUpdate(ContractBody):
 
     org_id: Annotated[Any, ignored(str)] = read_only()
     updated_at: Annotated[Any, ignored(str | None)] = read_only()
+
+
+class ResourceBody(ContractBody):
+    """A body of the service's own resources (feedback, ...): problems are `invalid_request`
+    naming the field; unknown fields answer as `batchroute.domain.request_fields` words them."""
+
+    @classmethod
+    def unknown_fields(cls, unknown: list[str]) -> PydanticCustomError:
+        error = unknown_fields_error(unknown)
+        return refusal(error.code, error.message, error.details)
