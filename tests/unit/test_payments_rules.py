@@ -39,7 +39,7 @@ from batchroute.domain.payments import (
 from batchroute.errors import InvalidRequest
 from batchroute.money import Money
 from batchroute.services.billing.auto_topup import AutoTopupService
-from functions.api.schemas.payments import AutoTopupUpdate
+from functions.api.schemas.payments import AutoTopupUpdate, CheckoutRequest
 
 AT = datetime(2026, 3, 31, 23, 30, tzinfo=UTC)
 CARD = PaymentMethod("pm_1", "visa", "4242")
@@ -284,3 +284,25 @@ def test_a_payment_intent_reads_with_its_currency() -> None:
         charge_of({"id": "pi_1", "status": "succeeded", "amount": 100, "currency": "JPY"}).currency == "jpy"
     )
     assert charge_of({"id": "pi_1", "status": "succeeded", "amount": 100}).currency == ""
+
+
+@pytest.mark.parametrize(
+    ("body", "code", "message", "details"),
+    [
+        ({}, "invalid_amount", "amount is required.", {"field": "amount"}),
+        ({"amount": 25, "coupon": "x"}, "invalid_request", "Unknown field 'coupon'.", {"field": "coupon"}),
+        ({"amount": 4}, "invalid_amount", "the domain's words", {"field": "amount"}),
+    ],
+)
+def test_the_checkout_body_is_refused_in_the_spec_terms(
+    body: dict[str, Any], code: str, message: str, details: dict[str, Any]
+) -> None:
+    with pytest.raises(ValidationError) as refused:
+        CheckoutRequest.model_validate(body)
+    [error] = refused.value.errors()
+    if message == "the domain's words":
+        with pytest.raises(InvalidRequest) as domain:
+            payment_amount(body["amount"])
+        message = domain.value.message
+    assert (error["type"], error["msg"], error["ctx"]["details"]) == (code, message, details)
+    assert CheckoutRequest.model_validate({"amount": "25.50"}).amount == Money.usd("25.50")

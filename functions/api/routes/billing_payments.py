@@ -60,7 +60,7 @@ _EVENT_SCHEMA = {
 def create_checkout(
     principal: SessionManager, service: CreditPurchasesDep, body: CheckoutRequest
 ) -> dict[str, Any]:
-    return service.checkout(principal, body.as_received())
+    return service.checkout(principal, body.amount)
 
 
 @router.post(

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, Field, SkipValidation
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic_core import PydanticCustomError
 
 from batchroute.domain.payments import (
     MAX_PAYMENT,
@@ -15,16 +16,18 @@ from batchroute.domain.payments import (
     parse_monthly_cap,
     parse_topup_amount,
     parse_trigger_balance,
+    payment_amount,
 )
 from batchroute.money import Money
 from functions.api.schemas.common import (
+    ContractBody,
     ContractUpdate,
     MoneyOut,
-    ServiceValidatedBody,
     domain_rule,
     ignored,
     omittable,
     read_only,
+    refusal,
 )
 
 _MIN, _MAX = float(MIN_PAYMENT.amount), float(MAX_PAYMENT.amount)
@@ -40,10 +43,19 @@ Usd = Annotated[
 
 
 # -- checkout --------------------------------------------------------------------------------
-class CheckoutRequest(ServiceValidatedBody):
+class CheckoutRequest(ContractBody):
     """Buy credits: the amount in USD; answers the processor's hosted checkout page."""
 
-    amount: SkipValidation[PaymentUsd] = Field(description=f"USD dollars, {_MIN:.0f} to {_MAX:.0f}")
+    model_config = ConfigDict(extra="forbid")
+    error_code: ClassVar[str] = "invalid_amount"
+
+    amount: Annotated[Money, domain_rule(payment_amount, PaymentUsd)] = Field(
+        description=f"USD dollars, {_MIN:.0f} to {_MAX:.0f}"
+    )
+
+    @classmethod
+    def unknown_fields(cls, unknown: list[str]) -> PydanticCustomError:
+        return refusal("invalid_request", f"Unknown field {unknown[0]!r}.", {"field": unknown[0]})
 
 
 class CheckoutOut(BaseModel):
