@@ -63,12 +63,10 @@ SecretAccessKey = Annotated[
 Enabled = Annotated[bool, domain_rule(parse_enabled, bool)]
 
 
-class DeliveryTargetCreate(ContractBody):
-    """A bucket to push batch artifacts to. Unknown fields are refused."""
+class _TargetFields(ContractBody):
+    """A target's fields, each checked by the domain's own rule."""
 
-    model_config = ConfigDict(
-        extra="forbid", json_schema_extra={"required": ["bucket", "access_key_id", "secret_access_key"]}
-    )
+    model_config = ConfigDict(extra="forbid")
     error_code: ClassVar[str] = "invalid_delivery_target"
 
     name: Name = omittable("A label; the bucket name by default")
@@ -81,20 +79,20 @@ class DeliveryTargetCreate(ContractBody):
     enabled: Enabled = omittable("Default true; a disabled target receives nothing")
 
 
-class DeliveryTargetUpdate(ContractBody):
+class DeliveryTargetCreate(_TargetFields):
+    """A bucket to push batch artifacts to. Unknown fields are refused."""
+
+    model_config = ConfigDict(
+        json_schema_extra={"required": ["bucket", "access_key_id", "secret_access_key"]}
+    )
+
+
+class DeliveryTargetUpdate(_TargetFields):
     """Fields to change: only those given change. A new secret_access_key comes with its
     access_key_id. Unknown fields are refused; the read-only fields of a GET are ignored."""
 
-    model_config = ConfigDict(extra="forbid")
-    error_code: ClassVar[str] = "invalid_delivery_target"
-
     name: Name = omittable("A label; null: the bucket name")
-    endpoint_url: EndpointUrl = omittable(_ENDPOINT, format="uri")
-    region: Region = omittable(_REGION)
-    bucket: Bucket = omittable(_BUCKET)
-    prefix: Prefix = omittable(_PREFIX)
     access_key_id: AccessKeyId = omittable("Replaced together with secret_access_key")
-    secret_access_key: SecretAccessKey = omittable(_SECRET, writeOnly=True)
     enabled: Enabled = omittable("false stops deliveries to this target")
     id: Annotated[Any, ignored(str)] = read_only()
     object: Annotated[Any, ignored(str)] = read_only()
