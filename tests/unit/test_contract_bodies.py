@@ -10,10 +10,11 @@ from typing import Annotated, Any, ClassVar
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from batchroute.errors import InvalidRequest
 from functions.api.errors import install_error_handlers
+from functions.api.schemas.batches import CancelRequest
 from functions.api.schemas.common import ContractBody, ContractUpdate, domain_rule, field_path, omittable
 
 
@@ -126,3 +127,12 @@ def test_field_paths_read_as_the_spec_writes_them() -> None:
     assert field_path(("alert_thresholds", 0, "value")) == "alert_thresholds[0].value"
     assert field_path(("items", 3)) == "items[3]"
     assert field_path(()) == ""
+
+
+@pytest.mark.parametrize("reason", [5, "x" * 501, ["why"]])
+def test_a_cancel_reason_is_a_short_string(reason: Any) -> None:
+    with pytest.raises(ValidationError) as refused:
+        CancelRequest.model_validate({"reason": reason})
+    [error] = refused.value.errors()
+    assert (error["type"], error["ctx"]["details"]) == ("invalid_request", {"field": "reason"})
+    assert CancelRequest.model_validate({"reason": "changed my mind", "other": 1}).reason == "changed my mind"
