@@ -18,8 +18,7 @@ from functions.api.compat_envelope import (
     param_of,
     vendor_error_response,
 )
-from functions.api.envelope import error_response
-from functions.api.schemas.common import REFUSAL
+from functions.api.envelope import REFUSAL, error_response
 
 STATUS_BY_KIND: dict[ErrorKind, int] = {
     "invalid": 400,

@@ -32,6 +32,7 @@ from pydantic_core.core_schema import ValidatorFunctionWrapHandler
 
 from batchroute.domain.request_fields import unknown_fields_error
 from batchroute.errors import InvalidRequest
+from functions.api.envelope import REFUSAL
 
 # A key that is left out rather than null: `x: str | Absent = None` documents a string that
 # the answer may not carry at all.
@@ -92,9 +93,6 @@ class PartialUpdate(ServiceValidatedBody):
 
 
 # -- bodies validated here, at the edge (issue 28) -----------------------------------------
-REFUSAL = "refusal"  # the ctx key that marks an error already in the spec's terms
-
-
 def refusal(code: str, message: str, details: dict[str, Any] | None) -> PydanticCustomError:
     """A validation error in the spec's terms: functions/api/errors.py answers it as
     `{code, message, details}` (the message is no template: no context key appears in it)."""
