@@ -79,12 +79,14 @@ async def _service_error(request: Request, exc: Exception) -> JSONResponse:
 
 def refusal_response(exc: RequestValidationError) -> JSONResponse | None:
     """A body refused in the spec's terms by its request model (functions/api/schemas/common.py
-    `ContractBody`): its code, message and details, as the client has always seen them."""
-    for err in exc.errors():
-        context = err.get("ctx") or {}
-        if context.get(REFUSAL):
-            return error_response(400, err["type"], err["msg"], details=context.get("details"))
-    return None
+    `ContractBody`): its code, message and details, as the client has always seen them. Only
+    when the body is the first problem: a bad path, query or header parameter is checked first
+    and answered as it always was (the generic `invalid_request` listing every problem)."""
+    errors = exc.errors()
+    context = (errors[0].get("ctx") or {}) if errors else {}
+    if not context.get(REFUSAL):
+        return None
+    return error_response(400, errors[0]["type"], errors[0]["msg"], details=context.get("details"))
 
 
 async def _validation_error(request: Request, exc: Exception) -> JSONResponse:

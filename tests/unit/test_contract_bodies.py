@@ -136,3 +136,18 @@ def test_a_cancel_reason_is_a_short_string(reason: Any) -> None:
     [error] = refused.value.errors()
     assert (error["type"], error["ctx"]["details"]) == ("invalid_request", {"field": "reason"})
     assert CancelRequest.model_validate({"reason": "changed my mind", "other": 1}).reason == "changed my mind"
+
+
+def test_a_bad_query_parameter_is_answered_first_as_it_always_was() -> None:
+    app = FastAPI()
+    install_error_handlers(app)
+
+    @app.put("/widget")
+    def put_widget(body: Widget, limit: int = 1) -> dict[str, Any]:
+        return {}
+
+    response = TestClient(app).put("/widget?limit=x", json={"name": ""})
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["code"] == "invalid_request"
+    assert [issue["path"] for issue in error["details"]["errors"]] == ["query.limit", "body"]
