@@ -1,6 +1,7 @@
-"""The bodies the services validate themselves reach them exactly as sent: the request models
-document the schema but refuse nothing but a non-object (the same `dict_type` error a `dict`
-body gave), so every other problem is still answered by the service in its own words."""
+"""The bodies the services still validate themselves (not yet `ContractBody`, issue 28) reach
+them exactly as sent: the request models document the schema but refuse nothing but a
+non-object (the same `dict_type` error a `dict` body gave), so every other problem is still
+answered by the service in its own words. The bodies validated at the edge: test_contract_bodies.py."""
 
 from __future__ import annotations
 
