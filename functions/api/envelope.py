@@ -18,6 +18,11 @@ class ErrorEnvelope(BaseModel):
     error: ErrorBody
 
 
+# The ctx key of a validation error already in the spec's terms (a request model's refusal,
+# functions/api/schemas/common.py `refusal`): errors.py answers it with its code and details.
+REFUSAL = "refusal"
+
+
 def error_response(
     status: int,
     code: str,

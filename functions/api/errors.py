@@ -18,7 +18,7 @@ from functions.api.compat_envelope import (
     param_of,
     vendor_error_response,
 )
-from functions.api.envelope import error_response
+from functions.api.envelope import REFUSAL, error_response
 
 STATUS_BY_KIND: dict[ErrorKind, int] = {
     "invalid": 400,
@@ -77,8 +77,23 @@ async def _service_error(request: Request, exc: Exception) -> JSONResponse:
     return service_error_response(request.url.path, exc)
 
 
+def refusal_response(exc: RequestValidationError) -> JSONResponse | None:
+    """A body refused in the spec's terms by its request model (functions/api/schemas/common.py
+    `ContractBody`): its code, message and details, as the client has always seen them. Only
+    when the body is the first problem: a bad path, query or header parameter is checked first
+    and answered as it always was (the generic `invalid_request` listing every problem)."""
+    errors = exc.errors()
+    context = (errors[0].get("ctx") or {}) if errors else {}
+    if not context.get(REFUSAL):
+        return None
+    return error_response(400, errors[0]["type"], errors[0]["msg"], details=context.get("details"))
+
+
 async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
+    refused = refusal_response(exc)
+    if refused is not None and not is_compat(request):
+        return refused
     issues = _validation_issues(exc)
     if is_compat(request):
         first = issues[0] if issues else {"path": "", "message": "The request is invalid."}

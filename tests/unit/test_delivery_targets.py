@@ -15,6 +15,7 @@ import pytest
 from boto3.exceptions import S3UploadFailedError
 from botocore.config import Config
 from botocore.exceptions import ClientError, ConnectTimeoutError, EndpointConnectionError
+from pydantic import ValidationError
 
 from batchroute.adapters.customer_buckets import CustomerBuckets, refusal
 from batchroute.adapters.pinned_s3 import PinnedSender
@@ -34,14 +35,16 @@ from batchroute.domain.delivery_targets import (
     DeliveryTarget,
     apply_update,
     batch_object_keys,
-    parse_create,
-    parse_update,
+    changed_values,
+    new_target_values,
     probe_object_key,
 )
 from batchroute.errors import InvalidRequest
 from batchroute.services.workflow.steps import BatchWorkflow
 from batchroute.services.workflow.sweeper import Sweeper
 from batchroute.workflow.tasks import WorkflowTask
+from functions.api.schemas.common import ContractBody
+from functions.api.schemas.delivery_targets import DeliveryTargetCreate, DeliveryTargetUpdate
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 BODY = {
@@ -50,6 +53,24 @@ BODY = {
     "access_key_id": "AKIAEXAMPLEKEY01",
     "secret_access_key": "secret/key+value-0123456789",
 }
+
+
+def _as_the_client_sees_it(model: type[ContractBody], body: Any) -> dict[str, Any]:
+    """The given fields, or the refusal the API answers, as an InvalidRequest."""
+    try:
+        return model.model_validate(body).given()
+    except ValidationError as exc:
+        [error] = exc.errors()
+        details = (error.get("ctx") or {}).get("details")
+        raise InvalidRequest(error["msg"], code=error["type"], details=details) from exc
+
+
+def parse_create(body: Any) -> dict[str, Any]:
+    return new_target_values(_as_the_client_sees_it(DeliveryTargetCreate, body))
+
+
+def parse_update(body: Any) -> dict[str, Any]:
+    return changed_values(_as_the_client_sees_it(DeliveryTargetUpdate, body))
 
 
 def _target(**changes: Any) -> DeliveryTarget:

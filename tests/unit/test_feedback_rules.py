@@ -4,18 +4,20 @@ the summary of counters, and the body."""
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
 from batchroute.domain.feedback import (
     TOP_LABELS,
     Feedback,
+    FeedbackInput,
     Target,
     counter_moves,
-    parse_feedback,
     summarize,
 )
 from batchroute.errors import InvalidRequest
+from functions.api.schemas.feedback import FeedbackCreate
 
 BASE = Feedback(
     feedback_id="fb_1",
@@ -75,6 +77,11 @@ def test_the_summary_adds_counters_per_model_and_provider() -> None:
     many = {f"label:l{n}": n + 1 for n in range(8)}
     top = summarize([{"model": "m", "provider": "p", "count": 1, **many}])[0].to_api()["top_labels"]
     assert len(top) == TOP_LABELS and top[0] == {"label": "l7", "count": 8}
+
+
+def parse_feedback(body: dict[str, Any]) -> FeedbackInput:
+    """What the request model hands the service."""
+    return FeedbackCreate.model_validate(body).feedback()
 
 
 def test_the_body() -> None:

@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
 import pytest
+from pydantic import ValidationError
 
 from batchroute.adapters.stripe_payments import StripeKeys, StripePayments
 from batchroute.clock import FixedClock
@@ -38,6 +39,7 @@ from batchroute.domain.payments import (
 from batchroute.errors import InvalidRequest
 from batchroute.money import Money
 from batchroute.services.billing.auto_topup import AutoTopupService
+from functions.api.schemas.payments import AutoTopupUpdate, CheckoutRequest
 
 AT = datetime(2026, 3, 31, 23, 30, tzinfo=UTC)
 CARD = PaymentMethod("pm_1", "visa", "4242")
@@ -73,7 +75,7 @@ def test_an_update_changes_only_what_it_gives_and_clears_the_back_off() -> None:
     failing = replace(
         ON, failures=2, retry_after="2026-04-01T00:00:00.000Z", enabled=False, disabled_reason="x"
     )
-    new = apply_update(failing, {"amount": 25}, payment_method=CARD, at=AT)
+    new = apply_update(failing, parse_update({"amount": 25}), payment_method=CARD, at=AT)
     assert new.amount == Money.usd(25) and new.trigger_balance == ON.trigger_balance
     assert (new.failures, new.retry_after, new.disabled_reason) == (0, None, None)
     assert new.updated_at == "2026-03-31T23:30:00.000Z" and new.version == ON.version  # the store bumps it
@@ -90,9 +92,18 @@ def test_an_update_changes_only_what_it_gives_and_clears_the_back_off() -> None:
     ],
 )
 def test_invalid_updates_are_refused(body: object, code: str) -> None:
-    with pytest.raises(InvalidRequest) as refused:
-        apply_update(AutoTopup(org_id="org_1"), body, payment_method=None, at=AT)
-    assert refused.value.code == code
+    with pytest.raises((InvalidRequest, ValidationError)) as refused:
+        apply_update(AutoTopup(org_id="org_1"), parse_update(body), payment_method=None, at=AT)
+    if isinstance(refused.value, InvalidRequest):  # a cross-field rule of the domain
+        assert refused.value.code == code
+    else:  # a field's own rule, answered by the request model (the one [] is not an object)
+        assert isinstance(refused.value, ValidationError)
+        assert [e["type"] for e in refused.value.errors()] == [code if body != [] else "dict_type"]
+
+
+def parse_update(body: object) -> dict[str, Any]:
+    """The changes the request model hands the service: the given fields, in domain values."""
+    return AutoTopupUpdate.model_validate(body).given()
 
 
 def test_a_top_up_starts_only_below_the_trigger_with_room_under_the_cap_and_no_back_off() -> None:
@@ -273,3 +284,25 @@ def test_a_payment_intent_reads_with_its_currency() -> None:
         charge_of({"id": "pi_1", "status": "succeeded", "amount": 100, "currency": "JPY"}).currency == "jpy"
     )
     assert charge_of({"id": "pi_1", "status": "succeeded", "amount": 100}).currency == ""
+
+
+@pytest.mark.parametrize(
+    ("body", "code", "message", "details"),
+    [
+        ({}, "invalid_amount", "amount is required.", {"field": "amount"}),
+        ({"amount": 25, "coupon": "x"}, "invalid_request", "Unknown field 'coupon'.", {"field": "coupon"}),
+        ({"amount": 4}, "invalid_amount", "the domain's words", {"field": "amount"}),
+    ],
+)
+def test_the_checkout_body_is_refused_in_the_spec_terms(
+    body: dict[str, Any], code: str, message: str, details: dict[str, Any]
+) -> None:
+    with pytest.raises(ValidationError) as refused:
+        CheckoutRequest.model_validate(body)
+    [error] = refused.value.errors()
+    if message == "the domain's words":
+        with pytest.raises(InvalidRequest) as domain:
+            payment_amount(body["amount"])
+        message = domain.value.message
+    assert (error["type"], error["msg"], error["ctx"]["details"]) == (code, message, details)
+    assert CheckoutRequest.model_validate({"amount": "25.50"}).amount == Money.usd("25.50")

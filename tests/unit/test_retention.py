@@ -7,15 +7,22 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from batchroute.clock import FixedClock
 from batchroute.domain.billing_controls import ConcurrentUpdate
-from batchroute.domain.retention import RetentionSettings, apply_update, parse_update
+from batchroute.domain.retention import RetentionSettings, apply_update
 from batchroute.errors import InvalidRequest
 from batchroute.services.billing.retention import RetentionService
+from functions.api.schemas.retention import RetentionUpdate
 
 AT = "2026-01-01T00:00:00.000Z"
 ORG = "org_a"
+
+
+def parse_update(body: Any) -> dict[str, Any]:
+    """The changes the request model hands the service: the given fields."""
+    return RetentionUpdate.model_validate(body).given()
 
 
 def applied(current: RetentionSettings, body: dict[str, Any]) -> RetentionSettings:
@@ -102,9 +109,10 @@ def test_never_charge_forces_grace_only() -> None:
     ],
 )
 def test_bad_fields_are_refused_naming_the_field(body: dict[str, Any], field: str) -> None:
-    with pytest.raises(InvalidRequest) as caught:
+    with pytest.raises(ValidationError) as caught:
         parse_update(body)
-    assert caught.value.details is not None and caught.value.details["field"] == field
+    [error] = caught.value.errors()
+    assert error["type"] == "invalid_retention" and error["ctx"]["details"]["field"] == field
 
 
 def test_read_only_fields_sent_back_are_ignored() -> None:
@@ -113,7 +121,7 @@ def test_read_only_fields_sent_back_are_ignored() -> None:
         "extended_days": None,
         "never_charge": False,
     }
-    with pytest.raises(InvalidRequest):
+    with pytest.raises(ValidationError):
         parse_update("grace_only")
 
 
@@ -138,10 +146,10 @@ def test_the_service_saves_with_a_version_and_retries_a_conflict() -> None:
     records = MemoryRecords()
     svc = RetentionService(records, FixedClock(datetime(2026, 1, 1, tzinfo=UTC)))
     assert svc.get(ORG) == DEFAULT
-    saved = svc.update(ORG, {"retention_tier": "until_deleted"})
+    saved = svc.update(ORG, parse_update({"retention_tier": "until_deleted"}))
     assert saved.version == 1 and svc.get(ORG).retention_tier == "until_deleted"
     records.conflicts = 1
-    assert svc.update(ORG, {"never_charge": True}).version == 3
+    assert svc.update(ORG, parse_update({"never_charge": True})).version == 3
     records.conflicts = 5
     with pytest.raises(ConcurrentUpdate):
-        svc.update(ORG, {"never_charge": False})
+        svc.update(ORG, parse_update({"never_charge": False}))

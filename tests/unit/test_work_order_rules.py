@@ -3,9 +3,10 @@ counters, a settled member's items, and the request bodies."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
+from pydantic import ValidationError
 
 from batchroute.domain.work_orders import (
     MAX_MEMBERS,
@@ -14,11 +15,11 @@ from batchroute.domain.work_orders import (
     derive_status,
     member_outcome,
     parse_create,
-    parse_member,
-    parse_update,
     settled_items,
 )
 from batchroute.errors import InvalidRequest
+from functions.api.schemas.common import ContractBody
+from functions.api.schemas.work_orders import WorkOrderMemberAdd, WorkOrderUpdate
 
 
 @pytest.mark.parametrize(
@@ -92,6 +93,27 @@ def test_the_view_shows_pending_items_and_money() -> None:
     assert order.reference == {"id": "wo_1", "client_reference": "PO-1"}
 
 
+M = TypeVar("M", bound=ContractBody)
+
+
+def parse_update(body: dict[str, Any]) -> dict[str, Any]:
+    """The changes the update route hands the service, or the refusal the API answers."""
+    return _as_the_client_sees_it(WorkOrderUpdate, body).changes()
+
+
+def parse_member(body: dict[str, Any]) -> tuple[str, str]:
+    return _as_the_client_sees_it(WorkOrderMemberAdd, body).member()
+
+
+def _as_the_client_sees_it(model: type[M], body: Any) -> M:
+    try:
+        return model.model_validate(body)
+    except ValidationError as exc:
+        [error] = exc.errors()
+        details = (error.get("ctx") or {}).get("details")
+        raise InvalidRequest(error["msg"], code=error["type"], details=details) from exc
+
+
 @pytest.mark.parametrize(
     ("parse", "body", "field"),
     [
@@ -102,6 +124,10 @@ def test_the_view_shows_pending_items_and_money() -> None:
         (parse_update, {"closed": "yes"}, "closed"),
         (parse_member, {"batch_id": "batch_1", "chat_job_id": "chatjob_1"}, "batch_id"),
         (parse_member, {"chat_job_id": "batch_1"}, "chat_job_id"),
+        (parse_member, {"batch_id": 7}, "batch_id"),
+        (parse_member, {"batch_id": "batch_1", "owner": "me"}, "owner"),
+        (parse_update, {"name": " "}, "name"),
+        (parse_update, {"metadata": "x"}, "metadata"),
     ],
 )
 def test_bodies_are_refused_with_the_field(parse: Any, body: dict[str, Any], field: str) -> None:

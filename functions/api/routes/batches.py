@@ -210,10 +210,7 @@ def cancel_batch(
     reads: ReadsDep,
     body: CancelRequest | None = None,
 ) -> dict[str, Any]:
-    reason = body.as_received().get("reason") if body is not None else None
-    if reason is not None and not isinstance(reason, str):
-        raise InvalidRequest("reason must be a string.", code="invalid_request", details={"field": "reason"})
-    batch = batches.cancel(principal, batch_id, reason)
+    batch = batches.cancel(principal, batch_id, body.reason if body is not None else None)
     return {"batch": batch_summary(batch, sign=reads.sign)}
 
 

@@ -60,7 +60,7 @@ _EVENT_SCHEMA = {
 def create_checkout(
     principal: SessionManager, service: CreditPurchasesDep, body: CheckoutRequest
 ) -> dict[str, Any]:
-    return service.checkout(principal, body.as_received())
+    return service.checkout(principal, body.amount)
 
 
 @router.post(
@@ -103,7 +103,7 @@ def get_auto_topup(principal: Reader, service: AutoTopupDep) -> dict[str, Any]:
     summary="Update auto top-up settings",
 )
 def update_auto_topup(principal: Manager, service: AutoTopupDep, body: AutoTopupUpdate) -> dict[str, Any]:
-    return {"auto_topup": service.update(principal, body.as_received())}
+    return {"auto_topup": service.update(principal, body.given())}
 
 
 @router.get(

@@ -64,7 +64,7 @@ def list_targets(principal: Reader, targets: DeliveryTargetsDep) -> dict[str, An
 def create_target(
     principal: Manager, targets: DeliveryTargetsDep, body: DeliveryTargetCreate
 ) -> dict[str, Any]:
-    return targets.create(principal.org_id, body.as_received()).to_api()
+    return targets.create(principal.org_id, body.given()).to_api()
 
 
 @router.get(
@@ -86,7 +86,7 @@ def get_target(target_id: TargetId, principal: Reader, targets: DeliveryTargetsD
 def update_target(
     target_id: TargetId, principal: Manager, targets: DeliveryTargetsDep, body: DeliveryTargetUpdate
 ) -> dict[str, Any]:
-    return targets.update(principal.org_id, target_id, body.as_received()).to_api()
+    return targets.update(principal.org_id, target_id, body.given()).to_api()
 
 
 @router.delete(

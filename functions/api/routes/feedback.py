@@ -44,7 +44,7 @@ _ERRORS = errors_doc(
     summary="Rate a batch item's result or a chat completion (one per target and author)",
 )
 def give_feedback(principal: Writer, feedback: FeedbackDep, body: FeedbackCreate, response: Response) -> Any:
-    saved = feedback.submit(principal, body.as_received())
+    saved = feedback.submit(principal, body.feedback())
     response.status_code = 201 if saved.created else 200
     return saved.feedback.to_api()
 

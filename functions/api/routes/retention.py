@@ -47,5 +47,5 @@ def update_retention(
     settings: SettingsDep,
     body: RetentionUpdate,
 ) -> dict[str, Any]:
-    updated = service.update(principal.org_id, body.as_received())
+    updated = service.update(principal.org_id, body.given())
     return updated.to_api(grace_hours=settings.retention_grace_hours)

@@ -100,7 +100,7 @@ def get_work_order(work_order_id: WorkOrderId, principal: Reader, orders: WorkOr
 def update_work_order(
     work_order_id: WorkOrderId, principal: Writer, orders: WorkOrdersDep, body: WorkOrderUpdate
 ) -> dict[str, Any]:
-    return orders.update(principal, work_order_id, body.as_received()).to_api()
+    return orders.update(principal, work_order_id, body.changes()).to_api()
 
 
 @router.post(
@@ -121,7 +121,7 @@ def update_work_order(
 def add_member(
     work_order_id: WorkOrderId, principal: Writer, orders: WorkOrdersDep, body: WorkOrderMemberAdd
 ) -> dict[str, Any]:
-    return orders.attach(principal, work_order_id, body.as_received())
+    return orders.attach(principal, work_order_id, body.member())
 
 
 @router.get(

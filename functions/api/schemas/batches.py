@@ -17,7 +17,7 @@ from batchroute.domain.catalog import PrivacyTier, SlaTier
 from batchroute.domain.metadata import MAX_KEY_CHARS, MAX_METADATA_PAIRS, MAX_VALUE_CHARS
 from batchroute.domain.routing_gates import RoutingMode
 from batchroute.services.batches.create import MAX_CANCEL_REASON
-from functions.api.schemas.common import Absent, MoneyOut, ServiceValidatedBody
+from functions.api.schemas.common import Absent, ContractBody, MoneyOut
 from functions.api.schemas.delivery_targets import BucketDeliveryOut
 from functions.api.schemas.feedback import FeedbackOut
 from functions.api.schemas.quotes import ItemsToQuote
@@ -60,10 +60,10 @@ class BatchCreateRequest(ItemsToQuote):
     )
 
 
-class CancelRequest(ServiceValidatedBody):
+class CancelRequest(ContractBody):
     """Optional: why the batch is canceled."""
 
-    reason: SkipValidation[Annotated[str, Field(max_length=MAX_CANCEL_REASON)] | None] = None
+    reason: Annotated[str, Field(max_length=MAX_CANCEL_REASON)] | None = None
 
 
 # -- responses ---------------------------------------------------------------------------

@@ -3,9 +3,9 @@ audit trail of their changes (docs/billing-controls.md)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, SkipValidation
+from pydantic import BaseModel, ConfigDict, Field
 
 from batchroute.domain.billing_controls import (
     MAX_THRESHOLDS,
@@ -13,9 +13,24 @@ from batchroute.domain.billing_controls import (
     MAX_USD_DECIMALS,
     Mode,
     Period,
+    Threshold,
     ThresholdType,
+    parse_bool,
+    parse_mode,
+    parse_optional_usd,
+    parse_period,
+    parse_thresholds,
+    parse_timezone,
 )
-from functions.api.schemas.common import MoneyOut, PartialUpdate, omittable, read_only
+from batchroute.money import Money
+from functions.api.schemas.common import (
+    ContractUpdate,
+    MoneyOut,
+    domain_rule,
+    ignored,
+    omittable,
+    read_only,
+)
 
 
 class ThresholdOut(BaseModel):
@@ -89,29 +104,34 @@ class ThresholdIn(BaseModel):
     )
 
 
-class ControlsUpdate(PartialUpdate):
+class ControlsUpdate(ContractUpdate):
     """Billing controls to change: only the fields given change; null clears a nullable field.
     An enabled limit needs limit_period and limit_amount, given now or saved before;
     `{limit_enabled: false}` removes the limit."""
 
-    limit_enabled: SkipValidation[bool] = omittable()
-    limit_period: SkipValidation[Period | None] = omittable()
-    limit_amount: SkipValidation[UsdAmount | None] = omittable("The cap for the period")
-    limit_mode: SkipValidation[Mode] = omittable(
+    error_code: ClassVar[str] = "invalid_controls"
+
+    limit_enabled: Annotated[bool, domain_rule(parse_bool, bool)] = omittable()
+    limit_period: Annotated[Period | None, domain_rule(parse_period, Period | None)] = omittable()
+    limit_amount: Annotated[Money | None, domain_rule(parse_optional_usd, UsdAmount | None)] = omittable(
+        "The cap for the period"
+    )
+    limit_mode: Annotated[Mode, domain_rule(parse_mode, Mode)] = omittable(
         "soft never blocks; hard refuses work that would pass the cap (a new limit starts soft)",
     )
-    limit_timezone: SkipValidation[Annotated[str, Field(max_length=64)]] = omittable(
-        "The IANA time zone of the period boundaries, e.g. Europe/Berlin"
+    limit_timezone: Annotated[str, domain_rule(parse_timezone, Annotated[str, Field(max_length=64)])] = (
+        omittable("The IANA time zone of the period boundaries, e.g. Europe/Berlin")
     )
-    low_balance_amount: SkipValidation[UsdAmount | None] = omittable(
-        "The balance level of the low-balance alert"
+    low_balance_amount: Annotated[Money | None, domain_rule(parse_optional_usd, UsdAmount | None)] = (
+        omittable("The balance level of the low-balance alert")
     )
-    alert_thresholds: SkipValidation[
-        Annotated[list[ThresholdIn], Field(max_length=MAX_THRESHOLDS)] | None
+    alert_thresholds: Annotated[
+        tuple[Threshold, ...],
+        domain_rule(parse_thresholds, Annotated[list[ThresholdIn], Field(max_length=MAX_THRESHOLDS)] | None),
     ] = omittable("Replaces the list; null clears it like []")
-    alert_email_enabled: SkipValidation[bool] = omittable()
-    alert_webhook_enabled: SkipValidation[bool] = omittable(
+    alert_email_enabled: Annotated[bool, domain_rule(parse_bool, bool)] = omittable()
+    alert_webhook_enabled: Annotated[bool, domain_rule(parse_bool, bool)] = omittable(
         "Also deliver alerts to the org's delivery webhook"
     )
-    configured: SkipValidation[bool] = read_only()
-    created_at: SkipValidation[str | None] = read_only()
+    configured: Annotated[Any, ignored(bool)] = read_only()
+    created_at: Annotated[Any, ignored(str | None)] = read_only()

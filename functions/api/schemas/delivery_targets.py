@@ -1,17 +1,16 @@
 """Request and response models: delivery targets (customer buckets reached through the S3
 API) and a batch's delivery to them (docs/delivery-targets.md).
 
-The bodies are read by the delivery target service, which answers each problem in its own
-words (`invalid_delivery_target` with `details.field`, the SSRF guard's `https_required` /
-`unsafe_url`; see ServiceValidatedBody). The secret access key is write-only: no answer
-carries it, not even sealed.
+The bodies are checked here, each field by the domain's own rule (`invalid_delivery_target`
+with `details.field`); the service adds the SSRF guard's `https_required` / `unsafe_url`.
+The secret access key is write-only: no answer carries it, not even sealed.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SkipValidation
+from pydantic import BaseModel, ConfigDict, Field
 
 from batchroute.domain.delivery_targets import (
     ACCESS_KEY_ID_MAX,
@@ -21,8 +20,16 @@ from batchroute.domain.delivery_targets import (
     PREFIX_MAX,
     SECRET_MAX,
     SECRET_MIN,
+    parse_access_key_id,
+    parse_bucket,
+    parse_enabled,
+    parse_endpoint_url,
+    parse_name,
+    parse_prefix,
+    parse_region,
+    parse_secret_access_key,
 )
-from functions.api.schemas.common import ServiceValidatedBody, omittable, read_only
+from functions.api.schemas.common import ContractBody, domain_rule, ignored, omittable, read_only
 
 _ENDPOINT = (
     "An S3-compatible service's origin (https, public: private, loopback and metadata hosts "
@@ -34,63 +41,66 @@ _PREFIX = "A folder in the bucket; objects land under <prefix>/<batch_id>/"
 _SECRET = "Write-only: stored encrypted (KMS), never returned"  # noqa: S105 - a description
 
 
-class DeliveryTargetCreate(ServiceValidatedBody):
+Name = Annotated[
+    str | None, domain_rule(parse_name, Annotated[str, Field(min_length=1, max_length=NAME_MAX)] | None)
+]
+EndpointUrl = Annotated[
+    str | None, domain_rule(parse_endpoint_url, Annotated[str, Field(max_length=ENDPOINT_URL_MAX)] | None)
+]
+Region = Annotated[str | None, domain_rule(parse_region, str | None)]
+Bucket = Annotated[str, domain_rule(parse_bucket, Annotated[str, Field(min_length=3, max_length=63)])]
+Prefix = Annotated[str, domain_rule(parse_prefix, Annotated[str, Field(max_length=PREFIX_MAX)])]
+AccessKeyId = Annotated[
+    str,
+    domain_rule(
+        parse_access_key_id, Annotated[str, Field(min_length=ACCESS_KEY_ID_MIN, max_length=ACCESS_KEY_ID_MAX)]
+    ),
+]
+SecretAccessKey = Annotated[
+    str,
+    domain_rule(parse_secret_access_key, Annotated[str, Field(min_length=SECRET_MIN, max_length=SECRET_MAX)]),
+]
+Enabled = Annotated[bool, domain_rule(parse_enabled, bool)]
+
+
+class _TargetFields(ContractBody):
+    """A target's fields, each checked by the domain's own rule."""
+
+    model_config = ConfigDict(extra="forbid")
+    error_code: ClassVar[str] = "invalid_delivery_target"
+
+    name: Name = omittable("A label; the bucket name by default")
+    endpoint_url: EndpointUrl = omittable(_ENDPOINT, format="uri")
+    region: Region = omittable(_REGION)
+    bucket: Bucket = omittable(_BUCKET)
+    prefix: Prefix = omittable(_PREFIX)
+    access_key_id: AccessKeyId = omittable("The access key id the service writes with")
+    secret_access_key: SecretAccessKey = omittable(_SECRET, writeOnly=True)
+    enabled: Enabled = omittable("Default true; a disabled target receives nothing")
+
+
+class DeliveryTargetCreate(_TargetFields):
     """A bucket to push batch artifacts to. Unknown fields are refused."""
 
     model_config = ConfigDict(
-        json_schema_extra={
-            "additionalProperties": False,
-            "required": ["bucket", "access_key_id", "secret_access_key"],
-        }
+        json_schema_extra={"required": ["bucket", "access_key_id", "secret_access_key"]}
     )
 
-    name: SkipValidation[Annotated[str, Field(min_length=1, max_length=NAME_MAX)] | None] = omittable(
-        "A label; the bucket name by default"
-    )
-    endpoint_url: SkipValidation[Annotated[str, Field(max_length=ENDPOINT_URL_MAX)] | None] = omittable(
-        _ENDPOINT, format="uri"
-    )
-    region: SkipValidation[str | None] = omittable(_REGION)
-    bucket: SkipValidation[Annotated[str, Field(min_length=3, max_length=63)]] = omittable(_BUCKET)
-    prefix: SkipValidation[Annotated[str, Field(max_length=PREFIX_MAX)]] = omittable(_PREFIX)
-    access_key_id: SkipValidation[
-        Annotated[str, Field(min_length=ACCESS_KEY_ID_MIN, max_length=ACCESS_KEY_ID_MAX)]
-    ] = omittable("The access key id the service writes with")
-    secret_access_key: SkipValidation[Annotated[str, Field(min_length=SECRET_MIN, max_length=SECRET_MAX)]] = (
-        omittable(_SECRET, writeOnly=True)
-    )
-    enabled: SkipValidation[bool] = omittable("Default true; a disabled target receives nothing")
 
-
-class DeliveryTargetUpdate(ServiceValidatedBody):
+class DeliveryTargetUpdate(_TargetFields):
     """Fields to change: only those given change. A new secret_access_key comes with its
     access_key_id. Unknown fields are refused; the read-only fields of a GET are ignored."""
 
-    model_config = ConfigDict(json_schema_extra={"additionalProperties": False})
-
-    name: SkipValidation[Annotated[str, Field(min_length=1, max_length=NAME_MAX)] | None] = omittable(
-        "A label; null: the bucket name"
-    )
-    endpoint_url: SkipValidation[Annotated[str, Field(max_length=ENDPOINT_URL_MAX)] | None] = omittable(
-        _ENDPOINT, format="uri"
-    )
-    region: SkipValidation[str | None] = omittable(_REGION)
-    bucket: SkipValidation[Annotated[str, Field(min_length=3, max_length=63)]] = omittable(_BUCKET)
-    prefix: SkipValidation[Annotated[str, Field(max_length=PREFIX_MAX)]] = omittable(_PREFIX)
-    access_key_id: SkipValidation[
-        Annotated[str, Field(min_length=ACCESS_KEY_ID_MIN, max_length=ACCESS_KEY_ID_MAX)]
-    ] = omittable("Replaced together with secret_access_key")
-    secret_access_key: SkipValidation[Annotated[str, Field(min_length=SECRET_MIN, max_length=SECRET_MAX)]] = (
-        omittable(_SECRET, writeOnly=True)
-    )
-    enabled: SkipValidation[bool] = omittable("false stops deliveries to this target")
-    id: SkipValidation[str] = read_only()
-    object: SkipValidation[str] = read_only()
-    access_key_id_last4: SkipValidation[str] = read_only()
-    secret_access_key_set: SkipValidation[bool] = read_only()
-    created_at: SkipValidation[str] = read_only()
-    updated_at: SkipValidation[str] = read_only()
-    last_test: SkipValidation[dict[str, Any] | None] = read_only()
+    name: Name = omittable("A label; null: the bucket name")
+    access_key_id: AccessKeyId = omittable("Replaced together with secret_access_key")
+    enabled: Enabled = omittable("false stops deliveries to this target")
+    id: Annotated[Any, ignored(str)] = read_only()
+    object: Annotated[Any, ignored(str)] = read_only()
+    access_key_id_last4: Annotated[Any, ignored(str)] = read_only()
+    secret_access_key_set: Annotated[Any, ignored(bool)] = read_only()
+    created_at: Annotated[Any, ignored(str)] = read_only()
+    updated_at: Annotated[Any, ignored(str)] = read_only()
+    last_test: Annotated[Any, ignored(dict[str, Any] | None)] = read_only()
 
 
 class BucketErrorOut(BaseModel):

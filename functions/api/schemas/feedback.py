@@ -1,17 +1,27 @@
 """Request and response models: feedback on batch item results and chat completions
-(docs/feedback.md). The body is read by the feedback service, which answers each problem in
-its own words (`invalid_request` with `details.field`, e.g. `target.batch_id`, `labels[2]`)."""
+(docs/feedback.md). The body is checked here (`invalid_request` with `details.field`, e.g.
+`target.batch_id`, `labels[2]`); the domain adds the rules across fields (`feedback_input`)."""
 
 from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SkipValidation
+from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
-from batchroute.domain.feedback import COMMENT_MAX, CUSTOMER_ITEM_ID_MAX, LABELS_MAX
-from functions.api.schemas.common import ServiceValidatedBody, omittable
+from batchroute.domain.feedback import (
+    COMMENT_MAX,
+    CUSTOMER_ITEM_ID_MAX,
+    LABEL_PATTERN,
+    LABELS_MAX,
+    FeedbackInput,
+    RatingScale,
+    Target,
+    feedback_input,
+    parse_target,
+)
+from functions.api.schemas.common import ResourceBody, domain_rule, omittable
 
-Label = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,39}$")]
+Label = Annotated[str, Field(pattern=LABEL_PATTERN.pattern)]
 
 
 class BatchItemTarget(BaseModel):
@@ -29,21 +39,25 @@ class ChatCompletionTarget(BaseModel):
     id: str = Field(description="chatcmpl-... (a direct completion, or a queued job's result)")
 
 
-class FeedbackCreate(ServiceValidatedBody):
+class FeedbackCreate(ResourceBody):
     """Feedback on one result. Sent again by the same author on the same target, it replaces
     the earlier one (200). Unknown fields are refused."""
 
-    model_config = ConfigDict(
-        json_schema_extra={"additionalProperties": False, "required": ["target", "rating"]}
-    )
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"required": ["target", "rating"]})
 
-    target: SkipValidation[BatchItemTarget | ChatCompletionTarget] = omittable("What is rated")
-    rating: SkipValidation[int] = omittable("thumbs: -1 or 1; stars: 1 to 5")
-    rating_scale: SkipValidation[Literal["thumbs", "stars"]] = omittable("Default thumbs")
-    comment: SkipValidation[Annotated[str, Field(max_length=COMMENT_MAX)] | None] = omittable("Free text")
-    labels: SkipValidation[Annotated[list[Label], Field(max_length=LABELS_MAX)]] = omittable(
+    target: Annotated[Target, domain_rule(parse_target, BatchItemTarget | ChatCompletionTarget)] = omittable(
+        "What is rated"
+    )
+    rating: StrictInt = omittable("thumbs: -1 or 1; stars: 1 to 5")
+    rating_scale: RatingScale = omittable("Default thumbs")
+    comment: Annotated[str, Field(max_length=COMMENT_MAX)] | None = omittable("Free text")
+    labels: Annotated[list[Label], Field(max_length=LABELS_MAX)] = omittable(
         f"Up to {LABELS_MAX} slugs (a-z, 0-9, _ and -), e.g. wrong_format"
     )
+
+    def feedback(self) -> FeedbackInput:
+        """What the service saves, after the domain's rules across the fields."""
+        return feedback_input(self.target, self.rating, self.rating_scale, self.comment, self.labels)
 
 
 class FeedbackTargetOut(BaseModel):

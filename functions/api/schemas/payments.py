@@ -4,12 +4,31 @@ payment processor's webhook acknowledgement, auto top-up settings and attempts
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, Field, SkipValidation
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic_core import PydanticCustomError
 
-from batchroute.domain.payments import MAX_PAYMENT, MIN_PAYMENT
-from functions.api.schemas.common import MoneyOut, PartialUpdate, ServiceValidatedBody, omittable, read_only
+from batchroute.domain.payments import (
+    MAX_PAYMENT,
+    MIN_PAYMENT,
+    parse_enabled,
+    parse_monthly_cap,
+    parse_topup_amount,
+    parse_trigger_balance,
+    payment_amount,
+)
+from batchroute.money import Money
+from functions.api.schemas.common import (
+    ContractBody,
+    ContractUpdate,
+    MoneyOut,
+    domain_rule,
+    ignored,
+    omittable,
+    read_only,
+    refusal,
+)
 
 _MIN, _MAX = float(MIN_PAYMENT.amount), float(MAX_PAYMENT.amount)
 
@@ -24,10 +43,19 @@ Usd = Annotated[
 
 
 # -- checkout --------------------------------------------------------------------------------
-class CheckoutRequest(ServiceValidatedBody):
+class CheckoutRequest(ContractBody):
     """Buy credits: the amount in USD; answers the processor's hosted checkout page."""
 
-    amount: SkipValidation[PaymentUsd] = Field(description=f"USD dollars, {_MIN:.0f} to {_MAX:.0f}")
+    model_config = ConfigDict(extra="forbid")
+    error_code: ClassVar[str] = "invalid_amount"
+
+    amount: Annotated[Money, domain_rule(payment_amount, PaymentUsd)] = Field(
+        description=f"USD dollars, {_MIN:.0f} to {_MAX:.0f}"
+    )
+
+    @classmethod
+    def unknown_fields(cls, unknown: list[str]) -> PydanticCustomError:
+        return refusal("invalid_request", f"Unknown field {unknown[0]!r}.", {"field": unknown[0]})
 
 
 class CheckoutOut(BaseModel):
@@ -77,18 +105,22 @@ class AutoTopupEnvelope(BaseModel):
     auto_topup: AutoTopupOut
 
 
-class AutoTopupUpdate(PartialUpdate):
+class AutoTopupUpdate(ContractUpdate):
     """Only the given fields change. Enabling needs a saved card (400 `payment_method_required`);
     saving clears the failure back-off."""
 
-    enabled: SkipValidation[bool] = omittable()
-    trigger_balance: SkipValidation[Usd] = omittable("0 to 10000 USD")
-    amount: SkipValidation[Usd] = omittable("5 to 10000 USD")
-    monthly_cap: SkipValidation[Usd] = omittable("at least amount, at most 100000 USD")
-    configured: SkipValidation[bool] = read_only()
-    payment_method: SkipValidation[CardOut | None] = read_only()
-    status: SkipValidation[AutoTopupStatusOut] = read_only()
-    created_at: SkipValidation[str | None] = read_only()
+    error_code: ClassVar[str] = "invalid_auto_topup"
+
+    enabled: Annotated[bool, domain_rule(parse_enabled, bool)] = omittable()
+    trigger_balance: Annotated[Money, domain_rule(parse_trigger_balance, Usd)] = omittable("0 to 10000 USD")
+    amount: Annotated[Money, domain_rule(parse_topup_amount, Usd)] = omittable("5 to 10000 USD")
+    monthly_cap: Annotated[Money, domain_rule(parse_monthly_cap, Usd)] = omittable(
+        "at least amount, at most 100000 USD"
+    )
+    configured: Annotated[Any, ignored(bool)] = read_only()
+    payment_method: Annotated[Any, ignored(CardOut | None)] = read_only()
+    status: Annotated[Any, ignored(AutoTopupStatusOut)] = read_only()
+    created_at: Annotated[Any, ignored(str | None)] = read_only()
 
 
 class AttemptOut(BaseModel):

@@ -3,12 +3,12 @@ are kept after a batch ends."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any, ClassVar
 
-from pydantic import BaseModel, Field, SkipValidation
+from pydantic import BaseModel, Field, StrictBool, StrictInt
 
 from batchroute.domain.retention import MAX_EXTENDED_DAYS, MIN_EXTENDED_DAYS, RetentionTier
-from functions.api.schemas.common import PartialUpdate, omittable, read_only
+from functions.api.schemas.common import ContractUpdate, ignored, omittable, read_only
 
 
 class RetentionSettingsOut(BaseModel):
@@ -20,16 +20,18 @@ class RetentionSettingsOut(BaseModel):
     updated_at: str | None
 
 
-class RetentionUpdate(PartialUpdate):
+class RetentionUpdate(ContractUpdate):
     """Retention settings to change: only the fields given change. never_charge=true forces
     grace_only."""
 
-    retention_tier: SkipValidation[RetentionTier] = omittable(
+    error_code: ClassVar[str] = "invalid_retention"
+
+    retention_tier: RetentionTier = omittable(
         "grace_only (free: download within the grace window), extended_fixed (kept "
         "extended_days), until_deleted (kept until deleted)",
     )
-    extended_days: SkipValidation[
-        Annotated[int, Field(ge=MIN_EXTENDED_DAYS, le=MAX_EXTENDED_DAYS)] | None
-    ] = omittable("Required for extended_fixed; null otherwise")
-    never_charge: SkipValidation[bool] = omittable("true guarantees zero storage spend and forces grace_only")
-    grace_hours: SkipValidation[int] = read_only()
+    extended_days: Annotated[StrictInt, Field(ge=MIN_EXTENDED_DAYS, le=MAX_EXTENDED_DAYS)] | None = omittable(
+        "Required for extended_fixed; null otherwise"
+    )
+    never_charge: StrictBool = omittable("true guarantees zero storage spend and forces grace_only")
+    grace_hours: Annotated[Any, ignored(int)] = read_only()

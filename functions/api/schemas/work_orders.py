@@ -1,18 +1,29 @@
 """Request and response models: work orders (beta; docs/work-orders.md).
 
-The bodies are read by the work order service, which answers each problem in its own words
-(`invalid_request` with `details.field`; see ServiceValidatedBody).
+The update and attach bodies are checked here, the create body (hashed as sent for its
+Idempotency-Key) by the service; each problem is `invalid_request` with `details.field`.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SkipValidation
 
-from batchroute.domain.work_orders import CLIENT_REFERENCE_MAX, MAX_MEMBERS, NAME_MAX, WorkOrderStatus
+from batchroute.domain.work_orders import (
+    CLIENT_REFERENCE_MAX,
+    MAX_MEMBERS,
+    NAME_MAX,
+    MemberKind,
+    WorkOrderStatus,
+    member_of,
+    parse_closed,
+    parse_metadata_map,
+    parse_name,
+    work_order_changes,
+)
 from functions.api.schemas.batches import Metadata
-from functions.api.schemas.common import MoneyOut, ServiceValidatedBody, omittable
+from functions.api.schemas.common import MoneyOut, ResourceBody, ServiceValidatedBody, domain_rule, omittable
 
 _REFERENCE = "Your own id for the business job (an order number, a ticket); filterable, not unique"
 
@@ -31,26 +42,36 @@ class WorkOrderCreate(ServiceValidatedBody):
     metadata: SkipValidation[Metadata | None] = omittable("Key-value pairs, as on a batch")
 
 
-class WorkOrderUpdate(ServiceValidatedBody):
+class WorkOrderUpdate(ResourceBody):
     """Only the fields given change. Closing is final: no member joins a closed work order."""
 
-    model_config = ConfigDict(json_schema_extra={"additionalProperties": False})
+    model_config = ConfigDict(extra="forbid")
 
-    name: SkipValidation[Annotated[str, Field(min_length=1, max_length=NAME_MAX)] | None] = omittable(
-        "A label; null clears it"
+    name: Annotated[
+        str | None, domain_rule(parse_name, Annotated[str, Field(min_length=1, max_length=NAME_MAX)] | None)
+    ] = omittable("A label; null clears it")
+    metadata: Annotated[dict[str, str], domain_rule(parse_metadata_map, Metadata | None)] = omittable(
+        "Replaces the whole map"
     )
-    metadata: SkipValidation[Metadata | None] = omittable("Replaces the whole map")
-    closed: SkipValidation[Literal[True]] = omittable("true closes the work order")
+    closed: Annotated[Literal[True], domain_rule(parse_closed, Literal[True])] = omittable(
+        "true closes the work order"
+    )
+
+    def changes(self) -> dict[str, Any]:
+        return work_order_changes(self.given())
 
 
-class WorkOrderMemberAdd(ServiceValidatedBody):
+class WorkOrderMemberAdd(ResourceBody):
     """An existing batch or queued chat job of the org, not yet in a work order: exactly one
     of the two ids."""
 
-    model_config = ConfigDict(json_schema_extra={"additionalProperties": False})
+    model_config = ConfigDict(extra="forbid")
 
-    batch_id: SkipValidation[str | None] = omittable("batch_...")
-    chat_job_id: SkipValidation[str | None] = omittable("chatjob_...")
+    batch_id: str | None = omittable("batch_...")
+    chat_job_id: str | None = omittable("chatjob_...")
+
+    def member(self) -> tuple[MemberKind, str]:
+        return member_of(self.batch_id, self.chat_job_id)
 
 
 class WorkOrderMembersCount(BaseModel):

@@ -39,8 +39,6 @@ EDITABLE_FIELDS: tuple[str, ...] = (
     "alert_email_enabled",
     "alert_webhook_enabled",
 )
-# Sent back by clients that PUT what they read: accepted and ignored, never changed.
-READ_ONLY_FIELDS = frozenset({"org_id", "configured", "created_at", "updated_at"})
 
 _ZONE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_+\-]*(/[A-Za-z0-9_+\-]+)*$")
 _NOT_ZONES = frozenset({"localtime", "posixrules", "Factory"})
@@ -138,21 +136,7 @@ class ControlsChange:
     after: dict[str, Any] = field(default_factory=dict)
 
 
-# -- parsing ---------------------------------------------------------------------------------
-def parse_update(body: Any) -> dict[str, Any]:
-    """The given editable fields, parsed into domain values; unknown fields are refused."""
-    if not isinstance(body, Mapping):
-        raise _invalid(None, "The body must be a JSON object.")
-    unknown = sorted(str(k) for k in body if k not in EDITABLE_FIELDS and k not in READ_ONLY_FIELDS)
-    if unknown:
-        raise _invalid(unknown[0], f"Unknown field {unknown[0]!r}.", unknown=unknown)
-    changes: dict[str, Any] = {}
-    for name in EDITABLE_FIELDS:
-        if name in body:
-            changes[name] = _PARSERS[name](body[name], name)
-    return changes
-
-
+# -- parsing: the rules of the request model's fields (functions/api/schemas/billing.py) --
 def parse_usd(value: Any, name: str) -> Money:
     """A plain USD amount (number or decimal string; a Money object is also taken, so what
     GET returns can be sent back): non-negative, at most 6 decimals, at most 1e9."""
@@ -186,17 +170,17 @@ def _decimal(value: Any, name: str) -> Decimal:
     return amount
 
 
-def _bool(value: Any, name: str) -> bool:
+def parse_bool(value: Any, name: str) -> bool:
     if not isinstance(value, bool):
         raise _invalid(name, f"{name} must be true or false.")
     return value
 
 
-def _optional_usd(value: Any, name: str) -> Money | None:
+def parse_optional_usd(value: Any, name: str) -> Money | None:
     return None if value is None else parse_usd(value, name)
 
 
-def _period(value: Any, name: str) -> Period | None:
+def parse_period(value: Any, name: str) -> Period | None:
     if value is None:
         return None
     if value not in PERIODS:
@@ -204,13 +188,13 @@ def _period(value: Any, name: str) -> Period | None:
     return value  # type: ignore[no-any-return]
 
 
-def _mode(value: Any, name: str) -> Mode:
+def parse_mode(value: Any, name: str) -> Mode:
     if value not in MODES:
         raise _invalid(name, f"{name} must be one of {', '.join(MODES)}.")
     return value  # type: ignore[no-any-return]
 
 
-def _timezone(value: Any, name: str) -> str:
+def parse_timezone(value: Any, name: str) -> str:
     if not is_valid_timezone(value):
         raise _invalid(name, f"{name} must be an IANA time zone such as 'UTC' or 'Europe/Berlin'.")
     return str(value)
@@ -226,7 +210,7 @@ def is_valid_timezone(value: Any) -> bool:
     return True
 
 
-def _thresholds(value: Any, name: str) -> tuple[Threshold, ...]:
+def parse_thresholds(value: Any, name: str) -> tuple[Threshold, ...]:
     if value is None:
         return ()  # null clears, like []
     if not isinstance(value, list):
@@ -256,19 +240,6 @@ def _percent(value: Any, name: str) -> int:
     if isinstance(value, bool) or not whole or not 0 <= value <= 100:
         raise _invalid(name, f"{name} must be a whole percent from 0 to 100.")
     return int(value)
-
-
-_PARSERS: dict[str, Any] = {
-    "limit_enabled": _bool,
-    "limit_period": _period,
-    "limit_amount": _optional_usd,
-    "limit_mode": _mode,
-    "limit_timezone": _timezone,
-    "low_balance_amount": _optional_usd,
-    "alert_thresholds": _thresholds,
-    "alert_email_enabled": _bool,
-    "alert_webhook_enabled": _bool,
-}
 
 
 # -- applying --------------------------------------------------------------------------------

@@ -36,29 +36,6 @@ SECRET_MAX: Final = 256
 ENDPOINT_URL_MAX: Final = 2048
 SECRET_PURPOSE: Final = "delivery_target_secret"  # noqa: S105 - a KMS context value
 
-CREATE_FIELDS: Final = (
-    "name",
-    "endpoint_url",
-    "region",
-    "bucket",
-    "prefix",
-    "access_key_id",
-    "secret_access_key",
-    "enabled",
-)
-# Shown by GET: a body copied from a GET answer into PATCH may carry them unchanged.
-READ_ONLY_FIELDS: Final = frozenset(
-    {
-        "id",
-        "object",
-        "access_key_id_last4",
-        "secret_access_key_set",
-        "created_at",
-        "updated_at",
-        "last_test",
-    }
-)
-
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 _BUCKET_RESERVED_PREFIXES = ("xn--", "sthree-", "amzn-s3-demo-")
 _BUCKET_RESERVED_SUFFIXES = ("-s3alias", "--ol-s3", ".mrap", "--x-s3", "--table-s3")
@@ -157,10 +134,12 @@ def probe_object_key(target: DeliveryTarget, at: datetime) -> str:
 
 
 # -- validation ----------------------------------------------------------------------------
-def parse_create(body: Any) -> dict[str, Any]:
-    """The fields of a new target, checked (except the endpoint's SSRF check, which needs
-    a resolver: the service runs it). Missing required fields are refused."""
-    values = _parse_fields(body, allow_read_only=False)
+def new_target_values(given: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields of a new target from the given ones (each checked at the edge by the request
+    model, functions/api/schemas/delivery_targets.py, with the parsers below), with their
+    defaults; missing required fields are refused. The endpoint's SSRF check needs a resolver:
+    the service runs it."""
+    values = dict(given)
     for required in ("bucket", "access_key_id", "secret_access_key"):
         if required not in values:
             raise _invalid(required, f"{required} is required.")
@@ -173,19 +152,18 @@ def parse_create(body: Any) -> dict[str, Any]:
     return values
 
 
-def parse_update(body: Any) -> dict[str, Any]:
-    """The given fields of a partial update, checked; a new secret needs its key id too."""
-    values = _parse_fields(body, allow_read_only=True)
-    if ("secret_access_key" in values) != ("access_key_id" in values):
+def changed_values(given: Mapping[str, Any]) -> dict[str, Any]:
+    """The given fields of a partial update (checked at the edge); a new secret needs its key id too."""
+    if ("secret_access_key" in given) != ("access_key_id" in given):
         raise _invalid(
             "secret_access_key",
             "access_key_id and secret_access_key are replaced together.",
         )
-    return values
+    return dict(given)
 
 
 def apply_update(target: DeliveryTarget, changes: Mapping[str, Any], *, at: str) -> DeliveryTarget:
-    """The target with `changes` (from parse_update) applied; the location is re-checked as a
+    """The target with `changes` (from changed_values) applied; the location is re-checked as a
     whole. The new secret, if any, is sealed by the caller (secret_sealed)."""
     endpoint_url = changes.get("endpoint_url", target.endpoint_url)
     region = changes.get("region", target.region)
@@ -214,40 +192,6 @@ def _location_changed(target: DeliveryTarget, changes: Mapping[str, Any]) -> boo
     )
 
 
-def _parse_fields(body: Any, *, allow_read_only: bool) -> dict[str, Any]:
-    if not isinstance(body, Mapping):
-        raise _invalid(None, "The body must be a JSON object.")
-    unknown = sorted(
-        str(k) for k in body if k not in CREATE_FIELDS and not (allow_read_only and k in READ_ONLY_FIELDS)
-    )
-    if unknown:
-        raise _invalid(unknown[0], f"Unknown field {unknown[0]!r}.", unknown=unknown)
-    values: dict[str, Any] = {}
-    if "name" in body:
-        values["name"] = _name(body["name"])
-    if "endpoint_url" in body:
-        values["endpoint_url"] = _endpoint_url(body["endpoint_url"])
-    if "region" in body:
-        values["region"] = _region(body["region"])
-    if "bucket" in body:
-        values["bucket"] = _bucket(body["bucket"])
-    if "prefix" in body:
-        values["prefix"] = _prefix(body["prefix"])
-    if "access_key_id" in body:
-        values["access_key_id"] = _printable(
-            "access_key_id", body["access_key_id"], ACCESS_KEY_ID_MIN, ACCESS_KEY_ID_MAX, _KEY_ID
-        )
-    if "secret_access_key" in body:
-        values["secret_access_key"] = _printable(
-            "secret_access_key", body["secret_access_key"], SECRET_MIN, SECRET_MAX, _SECRET
-        )
-    if "enabled" in body:
-        if not isinstance(body["enabled"], bool):
-            raise _invalid("enabled", "enabled must be true or false.")
-        values["enabled"] = body["enabled"]
-    return values
-
-
 def _check_location(endpoint_url: str | None, region: str | None) -> None:
     if endpoint_url is None and region is None:
         raise _invalid("region", "Give region (AWS S3) or endpoint_url (an S3-compatible service).")
@@ -255,7 +199,8 @@ def _check_location(endpoint_url: str | None, region: str | None) -> None:
         raise _invalid("region", f"{region!r} is not an AWS region (e.g. us-east-1).")
 
 
-def _name(value: Any) -> str | None:
+# -- the rules of the request models' fields --------------------------------------------------
+def parse_name(value: Any, _name: str = "name") -> str | None:
     if value is None:
         return None
     if not isinstance(value, str) or not 1 <= len(value.strip()) <= NAME_MAX or not value.isprintable():
@@ -263,7 +208,7 @@ def _name(value: Any) -> str | None:
     return value.strip()
 
 
-def _endpoint_url(value: Any) -> str | None:
+def parse_endpoint_url(value: Any, _name: str = "endpoint_url") -> str | None:
     """Shape only: an https origin without path, query, fragment or credentials. Whether its
     host is public is the SSRF guard's call (domain/network.py), made by the service."""
     if value is None:
@@ -288,7 +233,7 @@ def _endpoint_url(value: Any) -> str | None:
     return url
 
 
-def _region(value: Any) -> str | None:
+def parse_region(value: Any, _name: str = "region") -> str | None:
     if value is None:
         return None
     if not isinstance(value, str) or not _SIGNING_REGION.match(value):
@@ -296,7 +241,7 @@ def _region(value: Any) -> str | None:
     return value
 
 
-def _bucket(value: Any) -> str:
+def parse_bucket(value: Any, _name: str = "bucket") -> str:
     """S3's bucket naming rules (general purpose buckets)."""
     if not isinstance(value, str) or not _BUCKET.match(value):
         raise _invalid(
@@ -313,7 +258,7 @@ def _bucket(value: Any) -> str:
     return value
 
 
-def _prefix(value: Any) -> str:
+def parse_prefix(value: Any, _name: str = "prefix") -> str:
     """A relative folder: no leading or trailing slash is kept, no empty, `.` or `..` part."""
     if value is None or value == "":
         return ""
@@ -329,6 +274,20 @@ def _prefix(value: Any) -> str:
     if any(part in ("", ".", "..") for part in trimmed.split("/")):
         raise _invalid("prefix", "prefix must not have empty, '.' or '..' parts.")
     return trimmed
+
+
+def parse_access_key_id(value: Any, name: str = "access_key_id") -> str:
+    return _printable(name, value, ACCESS_KEY_ID_MIN, ACCESS_KEY_ID_MAX, _KEY_ID)
+
+
+def parse_secret_access_key(value: Any, name: str = "secret_access_key") -> str:
+    return _printable(name, value, SECRET_MIN, SECRET_MAX, _SECRET)
+
+
+def parse_enabled(value: Any, name: str = "enabled") -> bool:
+    if not isinstance(value, bool):
+        raise _invalid(name, f"{name} must be true or false.")
+    return value
 
 
 def _printable(name: str, value: Any, low: int, high: int, pattern: re.Pattern[str]) -> str:

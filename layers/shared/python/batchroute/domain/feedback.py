@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from decimal import ROUND_HALF_EVEN, Decimal
 from typing import Any, Final, Literal, get_args
 
-from batchroute.domain.request_fields import invalid, refuse_unknown
+from batchroute.domain.request_fields import invalid
 
 COMMENT_MAX: Final = 4000
 LABELS_MAX: Final = 10
@@ -31,8 +31,6 @@ RatingScale = Literal["thumbs", "stars"]
 RATING_SCALES: Final[tuple[str, ...]] = get_args(RatingScale)
 TargetType = Literal["batch_item", "chat_completion"]
 TARGET_TYPES: Final[tuple[str, ...]] = get_args(TargetType)
-
-_FIELDS: Final = frozenset({"target", "rating", "rating_scale", "comment", "labels"})
 
 
 @dataclass(frozen=True)
@@ -107,23 +105,23 @@ class Feedback:
 
 
 # -- the request ---------------------------------------------------------------------------
-def parse_feedback(body: Mapping[str, Any]) -> FeedbackInput:
-    refuse_unknown(body, _FIELDS)
-    target = _target(body.get("target"))
-    scale = body.get("rating_scale", "thumbs")
-    if scale not in RATING_SCALES:
-        raise invalid("rating_scale", "rating_scale must be thumbs (-1 or 1) or stars (1-5).")
-    rating = body.get("rating")
+def feedback_input(
+    target: Target | None, rating: int | None, scale: RatingScale | None, comment: str | None, labels: Any
+) -> FeedbackInput:
+    """The feedback a body gives, its fields type-checked at the edge (the request model,
+    functions/api/schemas/feedback.py): a target is required, the rating must be on its scale
+    (thumbs by default), an empty comment is none, a repeated label counts once."""
+    if target is None:
+        raise invalid("target", "target must be an object with a type.")
+    scale = scale or "thumbs"
     allowed = (-1, 1) if scale == "thumbs" else (1, 2, 3, 4, 5)
-    if isinstance(rating, bool) or not isinstance(rating, int) or rating not in allowed:
+    if rating is None or rating not in allowed:
         raise invalid("rating", f"rating on the {scale} scale is one of {', '.join(map(str, allowed))}.")
-    comment = body.get("comment")
-    if comment is not None and (not isinstance(comment, str) or len(comment) > COMMENT_MAX):
-        raise invalid("comment", f"comment is a string of at most {COMMENT_MAX} characters.")
-    return FeedbackInput(target, rating, scale, comment or None, _labels(body.get("labels")))
+    return FeedbackInput(target, rating, scale, comment or None, tuple(dict.fromkeys(labels or ())))
 
 
-def _target(value: Any) -> Target:
+def parse_target(value: Any, _name: str = "target") -> Target:
+    """The rated target: a batch item (batch_ id and the item's id) or a chat completion."""
     if not isinstance(value, Mapping):
         raise invalid("target", "target must be an object with a type.")
     kind = value.get("type")
@@ -147,19 +145,6 @@ def _target(value: Any) -> Target:
             raise invalid("target.id", "target.id must be a chatcmpl- id.")
         return Target("chat_completion", completion_id=completion)
     raise invalid("target.type", f"target.type must be one of {', '.join(TARGET_TYPES)}.")
-
-
-def _labels(value: Any) -> tuple[str, ...]:
-    if value is None:
-        return ()
-    if not isinstance(value, list) or len(value) > LABELS_MAX:
-        raise invalid("labels", f"labels is a list of at most {LABELS_MAX} slugs.")
-    for index, label in enumerate(value):
-        if not isinstance(label, str) or not LABEL_PATTERN.match(label):
-            raise invalid(
-                f"labels[{index}]", "a label is a slug: 1-40 of a-z, 0-9, _ and -, starting alphanumeric."
-            )
-    return tuple(dict.fromkeys(value))
 
 
 # -- counters ------------------------------------------------------------------------------

@@ -17,8 +17,13 @@ def refuse_unknown(body: Mapping[str, Any], allowed: frozenset[str]) -> None:
     """400 naming the first unknown field (all of them in `details.fields`)."""
     unknown = sorted(set(body) - allowed)
     if unknown:
-        raise InvalidRequest(
-            f"Unknown field(s): {', '.join(unknown)}.",
-            code="invalid_request",
-            details={"field": unknown[0], "fields": unknown},
-        )
+        raise unknown_fields_error(unknown)
+
+
+def unknown_fields_error(unknown: list[str]) -> InvalidRequest:
+    """The refusal of unknown fields (sorted): the first in `details.field`, all in `fields`."""
+    return InvalidRequest(
+        f"Unknown field(s): {', '.join(unknown)}.",
+        code="invalid_request",
+        details={"field": unknown[0], "fields": unknown},
+    )

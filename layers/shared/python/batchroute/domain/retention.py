@@ -20,8 +20,6 @@ RetentionTier = Literal["grace_only", "extended_fixed", "until_deleted"]
 TIERS: tuple[str, ...] = get_args(RetentionTier)
 MIN_EXTENDED_DAYS = 1
 MAX_EXTENDED_DAYS = 3650
-EDITABLE_FIELDS: tuple[str, ...] = ("retention_tier", "extended_days", "never_charge")
-READ_ONLY_FIELDS = frozenset({"org_id", "grace_hours", "updated_at"})
 # A batch whose bytes are kept (a long window, `until_deleted`, or not finished yet) is looked
 # at again at most this much later, so a shortened window or a move to `grace_only` (or
 # `never_charge`) applies within a day even to batches finished long ago.
@@ -65,39 +63,8 @@ def next_review(until: datetime | None, *, now: datetime) -> datetime:
     return later if until is None else min(until, later)
 
 
-def parse_update(body: Any) -> dict[str, Any]:
-    """The given editable fields, type-checked; unknown fields are refused."""
-    if not isinstance(body, Mapping):
-        raise _invalid(None, "The body must be a JSON object.")
-    unknown = sorted(str(k) for k in body if k not in EDITABLE_FIELDS and k not in READ_ONLY_FIELDS)
-    if unknown:
-        raise _invalid(unknown[0], f"Unknown field {unknown[0]!r}.", unknown=unknown)
-    changes: dict[str, Any] = {}
-    if "retention_tier" in body:
-        if body["retention_tier"] not in TIERS:
-            raise _invalid("retention_tier", f"retention_tier must be one of {', '.join(TIERS)}.")
-        changes["retention_tier"] = body["retention_tier"]
-    if "extended_days" in body:
-        days = body["extended_days"]
-        if days is not None and (
-            isinstance(days, bool)
-            or not isinstance(days, int)
-            or not MIN_EXTENDED_DAYS <= days <= MAX_EXTENDED_DAYS
-        ):
-            raise _invalid(
-                "extended_days",
-                f"extended_days must be a whole number from {MIN_EXTENDED_DAYS} to "
-                f"{MAX_EXTENDED_DAYS} (or null).",
-            )
-        changes["extended_days"] = days
-    if "never_charge" in body:
-        if not isinstance(body["never_charge"], bool):
-            raise _invalid("never_charge", "never_charge must be true or false.")
-        changes["never_charge"] = body["never_charge"]
-    return changes
-
-
 def apply_update(current: RetentionSettings, changes: Mapping[str, Any], *, at: str) -> RetentionSettings:
+    """The settings with `changes` (the given fields, type-checked at the edge) applied."""
     tier = changes.get("retention_tier", current.retention_tier)
     days = changes.get("extended_days", current.extended_days)
     never_charge = changes.get("never_charge", current.never_charge)
@@ -114,5 +81,5 @@ def apply_update(current: RetentionSettings, changes: Mapping[str, Any], *, at: 
     return replace(current, retention_tier=tier, extended_days=days, never_charge=never_charge, updated_at=at)
 
 
-def _invalid(name: str | None, message: str, **extra: Any) -> InvalidRequest:
-    return InvalidRequest(message, code="invalid_retention", details={"field": name, **extra})
+def _invalid(name: str, message: str) -> InvalidRequest:
+    return InvalidRequest(message, code="invalid_retention", details={"field": name})

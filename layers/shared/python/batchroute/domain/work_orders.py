@@ -32,8 +32,6 @@ MEMBER_OUTCOMES: Final[tuple[str, ...]] = get_args(MemberOutcome)
 MemberKind = Literal["batch", "chat_job"]
 
 _CREATE_FIELDS: Final = frozenset({"name", "client_reference", "metadata"})
-_UPDATE_FIELDS: Final = frozenset({"name", "metadata", "closed"})
-_MEMBER_FIELDS: Final = frozenset({"batch_id", "chat_job_id"})
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -194,34 +192,39 @@ def parse_create(body: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def parse_update(body: Mapping[str, Any]) -> dict[str, Any]:
-    """The changes of a PATCH: only the fields given. `closed` may only be `true` (closing is
-    final); `null` name clears it; metadata replaces the whole map."""
-    refuse_unknown(body, _UPDATE_FIELDS)
-    changes: dict[str, Any] = {}
-    if "name" in body:
-        changes["name"] = _text(body, "name", NAME_MAX)
-    if "metadata" in body:
-        changes["metadata"] = parse_metadata(body.get("metadata")) or {}
-    if "closed" in body:
-        if body["closed"] is not True:
-            raise invalid("closed", "closed may only be true: a closed work order stays closed.")
-        changes["closed"] = True
-    if not changes:
+# The rules of the update and attach request models' fields (functions/api/schemas/work_orders.py).
+def parse_name(value: Any, name: str = "name") -> str | None:
+    return _text({name: value}, name, NAME_MAX)
+
+
+def parse_metadata_map(value: Any, name: str = "metadata") -> dict[str, str]:
+    """Metadata replacing the whole map; null clears it."""
+    return parse_metadata(value, field=name) or {}
+
+
+def parse_closed(value: Any, name: str = "closed") -> Literal[True]:
+    if value is not True:
+        raise invalid(name, "closed may only be true: a closed work order stays closed.")
+    return True
+
+
+def work_order_changes(given: Mapping[str, Any]) -> dict[str, Any]:
+    """The changes of a PATCH: only the fields given (each checked at the edge). `closed` may
+    only be `true` (closing is final); `null` name clears it; metadata replaces the whole map."""
+    if not given:
         raise invalid("body", "Give at least one of name, metadata, closed.")
-    return changes
+    return dict(given)
 
 
-def parse_member(body: Mapping[str, Any]) -> tuple[MemberKind, str]:
+def member_of(batch_id: str | None, chat_job_id: str | None) -> tuple[MemberKind, str]:
     """`{batch_id}` or `{chat_job_id}`, exactly one."""
-    refuse_unknown(body, _MEMBER_FIELDS)
-    given = [name for name in ("batch_id", "chat_job_id") if body.get(name) is not None]
+    ids = (("batch_id", batch_id), ("chat_job_id", chat_job_id))
+    given = [(name, value) for name, value in ids if value is not None]
     if len(given) != 1:
         raise invalid("batch_id", "Give exactly one of batch_id, chat_job_id.")
-    name = given[0]
-    value = body[name]
+    name, value = given[0]
     prefix = "batch_" if name == "batch_id" else "chatjob_"
-    if not isinstance(value, str) or not value.startswith(prefix) or len(value) > 64:
+    if not value.startswith(prefix) or len(value) > 64:
         raise invalid(name, f"{name} must be a {prefix} id.")
     return ("batch" if name == "batch_id" else "chat_job"), value
 

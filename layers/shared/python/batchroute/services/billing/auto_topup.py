@@ -14,7 +14,7 @@ failure records the reason, backs off and alerts.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Protocol
@@ -146,11 +146,12 @@ class AutoTopupService:
     def get(self, org_id: str) -> dict[str, Any]:
         return self.store.auto_topup(org_id).to_api(self.store.payment_method(org_id))
 
-    def update(self, principal: Principal, body: Any) -> dict[str, Any]:
+    def update(self, principal: Principal, changes: Mapping[str, Any]) -> dict[str, Any]:
+        """Save the given fields (validated at the edge, functions/api/schemas/payments.py)."""
         card = self.store.payment_method(principal.org_id)
         for _ in range(_SAVE_ATTEMPTS):
             current = self.store.auto_topup(principal.org_id)
-            new = apply_update(current, body, payment_method=card, at=self.clock.now())
+            new = apply_update(current, changes, payment_method=card, at=self.clock.now())
             if self.store.save(new, expected_version=current.version):
                 logger.info("auto top-up saved", extra={"org_id": principal.org_id, "enabled": new.enabled})
                 return self.store.auto_topup(principal.org_id).to_api(card)

@@ -4,6 +4,7 @@ billing:manage from a user session for updates); this module records who acted."
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any, Protocol
 
@@ -15,7 +16,6 @@ from batchroute.domain.billing_controls import (
     BillingControls,
     ConcurrentUpdate,
     apply_update,
-    parse_update,
 )
 from batchroute.ids import new_id
 
@@ -41,9 +41,11 @@ class BillingControlsService:
     def get(self, org_id: str) -> BillingControls:
         return self.records.billing_controls(org_id) or BillingControls(org_id=org_id)
 
-    def update(self, principal: Principal, body: Any, *, ip_address: str | None) -> BillingControls:
-        """Apply a partial update; every save writes one audit entry with what changed."""
-        changes = parse_update(body)
+    def update(
+        self, principal: Principal, changes: Mapping[str, Any], *, ip_address: str | None
+    ) -> BillingControls:
+        """Apply a partial update (the given fields, validated at the edge, in domain values);
+        every save writes one audit entry with what changed."""
         for attempt in range(_SAVE_ATTEMPTS):
             current = self.get(principal.org_id)
             now = self.clock.now()

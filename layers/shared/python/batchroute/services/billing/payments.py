@@ -30,12 +30,11 @@ from batchroute.domain.payments import (
     charge_of,
     from_cents,
     livemode_mismatch,
-    payment_amount,
     purchase_mismatch,
     session_mismatch,
     to_cents,
 )
-from batchroute.errors import InvalidRequest
+from batchroute.money import Money
 from batchroute.observability import logger
 from batchroute.services.billing.auto_topup import AutoTopupService, Credits, TransactItem
 from batchroute.services.billing.payment_refusals import refuse_payment_event
@@ -113,19 +112,10 @@ class CreditPurchases:
         self.public_base_url = public_base_url.rstrip("/")
 
     # -- the dashboard's checkout ------------------------------------------------------------
-    def checkout(self, principal: Principal, body: Any) -> dict[str, Any]:
-        """A Checkout Session for `body.amount` USD (5..10000) for the signed-in user's org."""
+    def checkout(self, principal: Principal, amount: Money) -> dict[str, Any]:
+        """A Checkout Session for `amount` USD (5..10000, checked at the edge by the request
+        model with the domain's `payment_amount`) for the signed-in user's org."""
         require_user_session(principal)
-        if not isinstance(body, dict):
-            raise InvalidRequest("The body must be a JSON object.", code="invalid_amount")
-        unknown = sorted(str(k) for k in body if k != "amount")
-        if unknown:
-            raise InvalidRequest(
-                f"Unknown field {unknown[0]!r}.", code="invalid_request", details={"field": unknown[0]}
-            )
-        if "amount" not in body:
-            raise InvalidRequest("amount is required.", code="invalid_amount", details={"field": "amount"})
-        amount = payment_amount(body["amount"])
         at = isoformat(self.clock.now())
         customer = self.profiles.customer_id(principal.org_id)
         if customer is None:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any, Protocol
 
 from batchroute.clock import Clock, isoformat
 from batchroute.domain.billing_controls import ConcurrentUpdate
-from batchroute.domain.retention import RetentionSettings, apply_update, parse_update
+from batchroute.domain.retention import RetentionSettings, apply_update
 
 _SAVE_ATTEMPTS = 3
 
@@ -26,8 +27,8 @@ class RetentionService:
     def get(self, org_id: str) -> RetentionSettings:
         return self.records.retention(org_id) or RetentionSettings(org_id=org_id)
 
-    def update(self, org_id: str, body: Any) -> RetentionSettings:
-        changes = parse_update(body)
+    def update(self, org_id: str, changes: Mapping[str, Any]) -> RetentionSettings:
+        """Apply the given fields (validated at the edge, functions/api/schemas/retention.py)."""
         for attempt in range(_SAVE_ATTEMPTS):
             current = self.get(org_id)
             updated = apply_update(current, changes, at=isoformat(self.clock.now()))

@@ -10,7 +10,7 @@ again before every connection (`check_url`: the guard with the deployment's loop
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any, Protocol
 
@@ -22,8 +22,8 @@ from batchroute.domain.delivery_targets import (
     LastTest,
     Readable,
     apply_update,
-    parse_create,
-    parse_update,
+    changed_values,
+    new_target_values,
     probe_object_key,
     secret_context,
 )
@@ -83,8 +83,9 @@ class DeliveryTargets:
         self.max_targets = max_targets
 
     # -- registration --------------------------------------------------------------------
-    def create(self, org_id: str, body: Any) -> DeliveryTarget:
-        values = parse_create(body)
+    def create(self, org_id: str, given: Mapping[str, Any]) -> DeliveryTarget:
+        """A new target from the given fields (each checked at the edge)."""
+        values = new_target_values(given)
         self._check_endpoint(values["endpoint_url"])
         now = isoformat(self.clock.now())
         target_id = new_id("dt", self.clock.now())
@@ -128,8 +129,8 @@ class DeliveryTargets:
     def find(self, org_id: str, target_id: str) -> DeliveryTarget | None:
         return self.store.get(org_id, target_id)
 
-    def update(self, org_id: str, target_id: str, body: Any) -> DeliveryTarget:
-        changes = parse_update(body)
+    def update(self, org_id: str, target_id: str, given: Mapping[str, Any]) -> DeliveryTarget:
+        changes = changed_values(given)
         current = self.get(org_id, target_id)
         updated = apply_update(current, changes, at=isoformat(self.clock.now()))
         if updated.endpoint_url != current.endpoint_url:

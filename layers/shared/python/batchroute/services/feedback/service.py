@@ -25,9 +25,9 @@ from batchroute.domain.feedback import (
     TARGET_TYPES,
     CounterKey,
     Feedback,
+    FeedbackInput,
     Target,
     counter_moves,
-    parse_feedback,
     summarize,
 )
 from batchroute.domain.jsonl import parse_jsonl
@@ -87,11 +87,10 @@ class FeedbackService:
         self.artifacts = artifacts
         self.clock = clock
 
-    def submit(self, principal: Principal, body: Mapping[str, Any]) -> Saved:
+    def submit(self, principal: Principal, given: FeedbackInput) -> Saved:
         """Create the caller's feedback on the target, or change it (one per target and
         author: a user, or an API key without a user)."""
         authorize(principal, "batches:create")
-        given = parse_feedback(body)
         model, provider = self._served_by(principal.org_id, given.target)
         author = principal.acting_user_id or principal.key_id or "unknown"
         before = self.store.get(principal.org_id, given.target, author)

@@ -24,8 +24,6 @@ from batchroute.domain.work_orders import (
     WorkOrder,
     member_outcome,
     parse_create,
-    parse_member,
-    parse_update,
     settled_items,
 )
 from batchroute.errors import Conflict, InvalidRequest, NotFound, ServiceError
@@ -224,9 +222,9 @@ class WorkOrders:
                 return found, None
         return found, after
 
-    def update(self, principal: Principal, work_order_id: str, body: Mapping[str, Any]) -> WorkOrder:
+    def update(self, principal: Principal, work_order_id: str, changes: Mapping[str, Any]) -> WorkOrder:
+        """Apply `changes` (the given fields, checked at the edge; see work_order_changes)."""
         authorize(principal, "batches:create")
-        changes = parse_update(body)
         current = self.get(principal, work_order_id)
         at = isoformat(self.clock.now())
         values: dict[str, Any] = {"updated_at": at}
@@ -241,10 +239,13 @@ class WorkOrders:
         return self.get(principal, work_order_id)
 
     # -- members -------------------------------------------------------------------------------
-    def attach(self, principal: Principal, work_order_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
-        """Attach an existing batch or queued chat job of the org (not yet in a work order)."""
+    def attach(
+        self, principal: Principal, work_order_id: str, joining: tuple[MemberKind, str]
+    ) -> dict[str, Any]:
+        """Attach an existing batch or queued chat job of the org (not yet in a work order):
+        `joining` is its kind and id, as the request model gives them (`member_of`)."""
         authorize(principal, "batches:create")
-        kind, given_id = parse_member(body)
+        kind, given_id = joining
         order = self.get(principal, work_order_id)
         batch_id = batch_id_for(given_id) if kind == "chat_job" else given_id
         batch = self.batches.get(batch_id) if batch_id else None
