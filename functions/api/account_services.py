@@ -19,7 +19,8 @@ from batchroute.services.accounts.password_reset import FORGOT_FLOOR_SECONDS, Pa
 from batchroute.services.accounts.passwords import Argon2Passwords
 from batchroute.services.accounts.sessions import Sessions
 from batchroute.services.accounts.settings import AccountSettings
-from batchroute.services.accounts.verification import EmailVerification, Mailer
+from batchroute.services.accounts.verification import EmailVerification
+from batchroute.services.delivery.ports import Mailer
 from functions.api.deps import WiringDep
 
 

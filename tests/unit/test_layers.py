@@ -128,6 +128,23 @@ def test_services_reach_aws_and_http_only_through_adapters() -> None:
     assert {m: names for m, names in offenders.items() if names} == {}
 
 
+def test_services_import_no_concrete_adapter_and_no_settings() -> None:
+    """Services take ports (services/<context>/ports.py) and values through their
+    constructors; only the wiring names adapters and reads `Settings`. Imports under
+    TYPE_CHECKING count too: a service that names an adapter's type is bound to it."""
+    refused = ("batchroute.adapters", "batchroute.config")
+    offenders = {
+        module: sorted(
+            name
+            for name in _imports(module, path)
+            if any(name == layer or name.startswith(layer + ".") for layer in refused)
+        )
+        for module, path in MODULES.items()
+        if module.startswith("batchroute.services")
+    }
+    assert {m: names for m, names in offenders.items() if names} == {}
+
+
 def test_domain_is_pure() -> None:
     stdlib = sys.stdlib_module_names | {"__future__"}
     offenders: dict[str, list[str]] = {}

@@ -69,15 +69,16 @@ if TYPE_CHECKING:
     from batchroute.services.accounts.passwords import Argon2Passwords
     from batchroute.services.accounts.sessions import Sessions
     from batchroute.services.accounts.settings import AccountSettings
-    from batchroute.services.accounts.verification import EmailVerification, Mailer
+    from batchroute.services.accounts.verification import EmailVerification
     from batchroute.services.batches.create import BatchService
     from batchroute.services.batches.files import FileCheckResender, FileLimits, FileService
     from batchroute.services.batches.quotes import FileItems, QuoteService
     from batchroute.services.batches.reads import BatchReads
-    from batchroute.services.billing.auto_topup import AutoTopupService, Notifier
+    from batchroute.services.billing.auto_topup import AutoTopupService
     from batchroute.services.billing.controls import BillingControlsService
     from batchroute.services.billing.events import BillingEventLog
     from batchroute.services.billing.payments import CreditPurchases
+    from batchroute.services.billing.ports import Notifier
     from batchroute.services.billing.rate_limiting import RateLimiter
     from batchroute.services.billing.reconciliation import ScheduledReconciliation
     from batchroute.services.billing.retention import RetentionService
@@ -96,6 +97,7 @@ if TYPE_CHECKING:
     from batchroute.services.compat.files import CompatFiles
     from batchroute.services.compat.uploads import CompatUploads
     from batchroute.services.delivery.buckets import BucketDelivery
+    from batchroute.services.delivery.ports import Mailer
     from batchroute.services.delivery.targets import DeliveryTargets
     from batchroute.services.delivery.webhooks import WebhookDelivery
     from batchroute.services.feedback.service import FeedbackService
@@ -325,7 +327,7 @@ class Wiring:
     # -- accounts --------------------------------------------------------------------------
     @cached_property
     def authenticator(self) -> Authenticator:
-        from batchroute.services.accounts.app_secret import app_secret
+        from batchroute.adapters.app_secret import app_secret
         from batchroute.services.accounts.authentication import Authenticator
 
         return Authenticator(
@@ -334,7 +336,7 @@ class Wiring:
 
     @cached_property
     def rate_limiter(self) -> RateLimiter:
-        from batchroute.services.accounts.app_secret import app_secret
+        from batchroute.adapters.app_secret import app_secret
         from batchroute.services.billing.rate_limiting import RateLimiter, RateLimitPolicy
 
         return RateLimiter(
@@ -343,15 +345,15 @@ class Wiring:
 
     @cached_property
     def api_keys(self) -> ApiKeys:
+        from batchroute.adapters.app_secret import app_secret
         from batchroute.services.accounts.api_keys import ApiKeys
-        from batchroute.services.accounts.app_secret import app_secret
 
         return ApiKeys(
             self.identity, environment=self.settings.environment, secret=app_secret, clock=self.clock
         )
 
     def email_verification(self, mailer: Mailer) -> EmailVerification:
-        from batchroute.services.accounts.app_secret import app_secret
+        from batchroute.adapters.app_secret import app_secret
         from batchroute.services.accounts.verification import EmailVerification
 
         return EmailVerification(
@@ -363,9 +365,9 @@ class Wiring:
         )
 
     def registration(self, passwords: Argon2Passwords, verification: EmailVerification) -> Registration:
+        from batchroute.adapters.app_secret import app_secret
         from batchroute.money import Money
         from batchroute.services.accounts.accounts import Registration
-        from batchroute.services.accounts.app_secret import app_secret
 
         return Registration(
             self.identity,
@@ -379,7 +381,7 @@ class Wiring:
         )
 
     def sessions(self, passwords: Argon2Passwords, mailer: Mailer) -> Sessions:
-        from batchroute.services.accounts.app_secret import app_secret
+        from batchroute.adapters.app_secret import app_secret
         from batchroute.services.accounts.sessions import Sessions
 
         return Sessions(
@@ -392,8 +394,8 @@ class Wiring:
         )
 
     def login_lockout(self, mailer: Mailer) -> LoginLockout:
+        from batchroute.adapters.app_secret import app_secret
         from batchroute.adapters.dynamo.rate_limits import LoginLockStore
-        from batchroute.services.accounts.app_secret import app_secret
         from batchroute.services.accounts.login_lockout import LockoutPolicy, LoginLockout
 
         return LoginLockout(
@@ -409,7 +411,7 @@ class Wiring:
     def password_reset(
         self, mailer: Mailer, passwords: Argon2Passwords, floor: ResponseFloor
     ) -> PasswordReset:
-        from batchroute.services.accounts.app_secret import app_secret
+        from batchroute.adapters.app_secret import app_secret
         from batchroute.services.accounts.password_reset import PasswordReset
 
         return PasswordReset(

@@ -30,12 +30,7 @@ from batchroute.domain.delivery_targets import (
 from batchroute.errors import Conflict, InvalidRequest, NotFound
 from batchroute.ids import new_id
 from batchroute.observability import logger
-
-
-class Sealer(Protocol):
-    def seal(self, plaintext: str, *, context: dict[str, str]) -> str: ...
-
-    def unseal(self, ciphertext: str, *, context: dict[str, str]) -> str: ...
+from batchroute.services.delivery.ports import Sealer
 
 
 class TargetStore(Protocol):

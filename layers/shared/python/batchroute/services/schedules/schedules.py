@@ -18,7 +18,6 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from batchroute.adapters.dynamo.schedules import ScheduleStore
 from batchroute.clock import Clock, isoformat
 from batchroute.domain.access import Principal, authorize
 from batchroute.domain.batch_record import SurfaceFields
@@ -44,7 +43,9 @@ from batchroute.ids import new_id
 from batchroute.observability import logger
 from batchroute.services.batches.create import BatchService, Surface
 from batchroute.services.batches.files import FileService
+from batchroute.services.delivery.ports import Sealer
 from batchroute.services.delivery.targets import DeliveryTargets
+from batchroute.services.schedules.ports import ScheduleRecords
 
 MAX_SCHEDULES_PAGE = 100
 MAX_SOURCE_FILES = 100  # input files read under a bucket prefix per firing
@@ -52,12 +53,6 @@ MAX_SOURCE_BYTES = 50 * 1024 * 1024  # per input file under a bucket prefix
 SAME_FIRE = timedelta(hours=1)
 CATCH_UP_AFTER = timedelta(minutes=10)
 _FIELDS = {"name", "description", "expression", "time_zone", "input_source", "batch_options", "golden_set"}
-
-
-class Sealer(Protocol):
-    def seal(self, plaintext: str, *, context: dict[str, str]) -> str: ...
-
-    def unseal(self, ciphertext: str, *, context: dict[str, str]) -> str: ...
 
 
 class Triggers(Protocol):
@@ -85,7 +80,7 @@ class Schedules:
     def __init__(
         self,
         *,
-        store: ScheduleStore,
+        store: ScheduleRecords,
         batches: Callable[[], BatchService],
         files: FileService,
         targets: DeliveryTargets,
