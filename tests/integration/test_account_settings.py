@@ -17,8 +17,8 @@ from batchroute.domain.network import check_public_https_url
 from batchroute.ids import new_id
 from batchroute.services.accounts.settings import webhook_secret_context
 from batchroute_tools.local.provision import LocalStack
-from functions.api.account_services import get_webhook_url_check
 from functions.api.auth import identity_store
+from functions.api.deps import get_webhook_url_check
 from tests.integration.accounts_harness import Harness, add_member, cookie_jar, make_harness
 
 SECRET = "whsec-0123456789"

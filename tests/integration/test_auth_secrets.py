@@ -21,8 +21,8 @@ from batchroute.services.accounts.authentication import SESSION_COOKIE
 from batchroute.services.accounts.passwords import Argon2Passwords
 from batchroute.services.accounts.verification import EmailVerification
 from batchroute_tools.local.provision import LocalStack
-from functions.api.account_services import get_passwords
 from functions.api.auth import identity_store
+from functions.api.deps import get_passwords
 from tests.integration.accounts_harness import PASSWORD, Harness, make_harness
 
 

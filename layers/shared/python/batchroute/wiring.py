@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     from batchroute.adapters.kms import KmsSealer
     from batchroute.adapters.s3_objects import S3Objects
     from batchroute.adapters.stripe_payments import StripePayments
+    from batchroute.adapters.task_queue import TaskQueue
     from batchroute.adapters.webhook_sender import WebhookSender
     from batchroute.catalog.environments import Deployment
     from batchroute.clock import Clock
@@ -72,7 +73,7 @@ if TYPE_CHECKING:
     from batchroute.services.accounts.verification import EmailVerification
     from batchroute.services.batches.create import BatchService
     from batchroute.services.batches.files import FileCheckResender, FileLimits, FileService
-    from batchroute.services.batches.quotes import FileItems, QuoteService
+    from batchroute.services.batches.quotes import QuoteService
     from batchroute.services.batches.reads import BatchReads
     from batchroute.services.billing.auto_topup import AutoTopupService
     from batchroute.services.billing.controls import BillingControlsService
@@ -120,6 +121,14 @@ class Wiring:
     def __init__(self, settings: Settings, clock: Clock) -> None:
         self.settings = settings
         self.clock = clock
+
+    def queue(self, name: str) -> TaskQueue | None:
+        """The deployment's queue `name` (resources.py), or None where none is configured:
+        the service given None does that work in place (docs/architecture.md)."""
+        from batchroute.adapters.task_queue import TaskQueue
+
+        url = self.settings.queue_urls.get(name)
+        return TaskQueue(url) if url else None
 
     # -- stores ----------------------------------------------------------------------------
     @cached_property
@@ -627,26 +636,20 @@ class Wiring:
     @cached_property
     def files(self) -> FileService:
         """Also what quotes and batch creation use to read an `input_file_id`."""
-        from batchroute.adapters.task_queue import TaskQueue
-        from batchroute.services.batches.files import FileService, check_message
-
-        # Large signed uploads are checked by the router (a `check_file` message on the route
-        # queue) rather than in the confirm call; without the queue they are checked in it.
-        route_queue = self.settings.queue_urls.get("route")
-        request_check = None
-        if route_queue:
-            queue = TaskQueue(route_queue)
-
-            def request_check(org_id: str, file_id: str) -> None:
-                queue.send(check_message(file_id))
+        from batchroute.services.batches.files import FileService, queued_checks
 
         return FileService(
-            self.file_store, self.uploads, self.clock, self.file_limits, request_check=request_check
+            self.file_store,
+            self.uploads,
+            self.clock,
+            self.file_limits,
+            request_check=queued_checks(self.queue("route")),
         )
 
-    def quotes(self, files: FileItems | None = None) -> QuoteService:
-        """`files`: where `input_file_id`s are read from (the compat surface reads the
-        vendor's rows, converted to items); the native file service by default."""
+    @cached_property
+    def quotes(self) -> QuoteService:
+        """Reads `input_file_id`s from the native file service (`QuoteService.reading` for
+        another source)."""
         from batchroute.adapters.quote_items import QuoteItemSink
         from batchroute.services.batches.quotes import QuoteService
 
@@ -655,7 +658,7 @@ class Wiring:
             live=self.lane_states,
             snapshots=self.quote_store,
             item_sink=QuoteItemSink(self.artifacts),
-            files=files or self.files,
+            files=self.files,
             balances=self.ledger,
             settings=self.settings,
             guards=self.guards,
@@ -670,11 +673,15 @@ class Wiring:
         rows and chat bodies resolve `preset` through."""
         from batchroute.services.presets.service import Presets
 
-        service = Presets(self.preset_store, catalog=self.catalog, clock=self.clock)
-        service.regression = lambda: self.regression_runs  # golden-set runs, built when first asked
-        return service
+        return Presets(
+            self.preset_store,
+            catalog=self.catalog,
+            clock=self.clock,
+            regression=lambda: self.regression_runs,  # golden-set runs, built when first asked
+        )
 
-    def batches(self, files: FileItems | None = None) -> BatchService:
+    @cached_property
+    def batches(self) -> BatchService:
         from batchroute.adapters.stepfunctions import start_execution
         from batchroute.domain.batch_record import BatchWebhook
         from batchroute.services.batches.create import BatchService
@@ -695,7 +702,7 @@ class Wiring:
             records=self.batch_records,
             ledger=self.ledger,
             controls=self.controls,
-            quotes=self.quotes(files),
+            quotes=self.quotes,
             artifacts=self.artifacts,
             start_workflow=start,
             seal_webhook=seal,
@@ -796,7 +803,7 @@ class Wiring:
     def chat_jobs(self) -> ChatJobs:
         from batchroute.services.chat.jobs import ChatJobs
 
-        return ChatJobs(batches=self.batches(), records=self.batch_records, artifacts=self.artifacts)
+        return ChatJobs(batches=self.batches, records=self.batch_records, artifacts=self.artifacts)
 
     # -- compat ----------------------------------------------------------------------------
     @cached_property
@@ -818,7 +825,7 @@ class Wiring:
         from batchroute.services.compat.batches import CompatBatches
 
         return CompatBatches(
-            batches_over=self.batches,
+            batches=self.batches,
             files=self.files,
             reads=self.batch_reads,
             records=self.compat_store,
@@ -906,9 +913,9 @@ class Wiring:
                 role_arn=settings.schedule_role_arn,
                 target_arn=settings.schedule_target_arn,
             )
-        service = Schedules(
+        return Schedules(
             store=self.schedule_store,
-            batches=self.batches,
+            batches=lambda: self.batches,  # built when a schedule first fires
             files=self.files,
             targets=self.delivery_targets,
             read_prefix=self._read_prefix,
@@ -917,9 +924,8 @@ class Wiring:
             check_url=self.webhook_url_check(),
             clock=self.clock,
             triggers=triggers,
+            regression=self.regression_runs,
         )
-        service.regression = self.regression_runs
-        return service
 
     def _read_prefix(self, org_id: str, target_id: str, prefix: str) -> Iterator[tuple[str, bytes]]:
         """A schedule's input files: every object under `prefix` in the org's delivery target,
@@ -944,23 +950,20 @@ class Wiring:
     @cached_property
     def bucket_delivery(self) -> BucketDelivery:
         from batchroute.adapters.customer_buckets import ArtifactSource
-        from batchroute.adapters.task_queue import TaskQueue
         from batchroute.services.delivery.buckets import BucketDelivery
 
-        deliver_queue = self.settings.queue_urls.get("deliver")
         return BucketDelivery(
             self.bucket_deliveries,
             self.delivery_targets,
             self.batch_records,
             ArtifactSource(self.artifacts),
             self.clock,
-            queue=TaskQueue(deliver_queue) if deliver_queue else None,
+            queue=self.queue("deliver"),
         )
 
     @cached_property
     def pipeline(self) -> Pipeline:
         from batchroute.adapters.batch_artifacts import BatchArtifacts
-        from batchroute.adapters.task_queue import TaskQueue
         from batchroute.providers.retry import RetryPolicy
         from batchroute.services.workflow.execution import LaneExecutor
         from batchroute.services.workflow.finalize import Finalizer
@@ -970,16 +973,14 @@ class Wiring:
         from batchroute.services.workflow.steps import Pipeline
 
         artifacts = BatchArtifacts(self.artifacts)
-        lanes_queue = self.settings.queue_urls.get("lanes")
-        settle_queue = self.settings.queue_urls.get("settle")
         return Pipeline(
             intake=Intake(
                 records=self.batch_records,
-                reader=self.quotes(),
+                reader=self.quotes,
                 artifacts=self.artifacts,
                 clock=self.clock,
             ),
-            continuations=TaskQueue(settle_queue) if settle_queue else None,
+            continuations=self.queue("settle"),
             planner=LanePlanner(records=self.batch_records, progress=self.batch_progress, clock=self.clock),
             lanes=LaneExecutor(
                 records=self.batch_records,
@@ -989,7 +990,7 @@ class Wiring:
                 retry=RetryPolicy.from_settings(self.settings),
                 catalog=self.catalog,
                 clock=self.clock,
-                continuations=TaskQueue(lanes_queue) if lanes_queue else None,
+                continuations=self.queue("lanes"),
                 capacity=self.lane_states,
                 availability=self.lane_states,
             ),

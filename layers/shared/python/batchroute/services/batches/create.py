@@ -10,6 +10,7 @@ The workflow starts afterwards, named after the batch so it can never start twic
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 from collections.abc import Iterator, Mapping
@@ -46,7 +47,7 @@ from batchroute.money import Money
 from batchroute.observability import logger
 from batchroute.services.batches.input_chunks import InputChunkWriter
 from batchroute.services.batches.ports import BatchStore, LimitChecks, ObjectStore, WebhookUrlRules
-from batchroute.services.batches.quotes import QuoteService, items_digest
+from batchroute.services.batches.quotes import FileItems, QuoteService, items_digest
 from batchroute.services.batches.views import batch_summary
 from batchroute.services.billing.funding import Funding, FundingDecision
 from batchroute.services.billing.ports import ControlsReader, LedgerBook, MoneyWatch
@@ -169,6 +170,12 @@ class BatchService:
         self.seal_webhook = seal_webhook
         self.settings = settings
         self.clock = clock
+
+    def reading(self, files: FileItems) -> BatchService:
+        """The same service whose quotes read `input_file_id`s from `files`."""
+        other = copy.copy(self)
+        other.quotes = self.quotes.reading(files)
+        return other
 
     # -- create --------------------------------------------------------------------------------
     def create(

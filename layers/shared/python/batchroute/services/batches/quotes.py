@@ -8,6 +8,7 @@ memory that does not grow with the item count.
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
@@ -137,6 +138,13 @@ class QuoteService:
         self.resolve = resolve
         self.policies = policies
         self.presets = presets  # expands items and bodies naming a preset (docs/presets.md)
+
+    def reading(self, files: FileItems) -> QuoteService:
+        """The same service reading `input_file_id`s from `files` (the compat surface reads
+        the vendor's rows, converted to items)."""
+        other = copy.copy(self)
+        other.files = files
+        return other
 
     # -- the pipeline both quotes and batch creation use -------------------------------------
     def read_items(

@@ -42,6 +42,7 @@ from batchroute.domain.delivery_targets import BucketRefused, DeliveryTarget, ba
 from batchroute.errors import Conflict, Gone
 from batchroute.observability import logger
 from batchroute.services.delivery.targets import Bucket
+from batchroute.workflow.queues import TaskSender
 
 STEP = "deliver_bucket"  # the deliver worker's message for a retry or a redeliver
 JSONL = "application/jsonl"
@@ -79,10 +80,6 @@ class Batches(Protocol):
 
 class Artifacts(Protocol):
     def open(self, key: str) -> BinaryIO | None: ...
-
-
-class TaskSender(Protocol):
-    def send(self, body: str, *, delay_seconds: int = 0) -> None: ...
 
 
 @dataclass

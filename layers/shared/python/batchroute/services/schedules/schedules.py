@@ -90,6 +90,7 @@ class Schedules:
         check_url: Callable[[str], object],
         clock: Clock,
         triggers: Triggers | None = None,
+        regression: RegressionStarter | None = None,
     ) -> None:
         self.store = store
         self.batches = batches
@@ -101,7 +102,7 @@ class Schedules:
         self.check_url = check_url
         self.clock = clock
         self.triggers = triggers
-        self.regression: RegressionStarter | None = None  # set by the wiring (regression.py)
+        self.regression = regression  # golden-set runs (regression.py)
 
     # -- reads -----------------------------------------------------------------------------
     def get(self, principal: Principal, schedule_id: str) -> Schedule:

@@ -70,7 +70,7 @@ from batchroute.services.catalog.lane_health import (
     LaneAvailability,
     mark_account_down,
 )
-from batchroute.services.workflow.ports import BatchFiles, Continuations, ProgressCounters
+from batchroute.services.workflow.ports import BatchFiles, ProgressCounters
 from batchroute.services.workflow.runner import (
     LaneOutcome,
     SubmittedJob,
@@ -79,6 +79,7 @@ from batchroute.services.workflow.runner import (
     run_lane_items,
 )
 from batchroute.services.workflow.time_budget import TimeBudget
+from batchroute.workflow.queues import TaskSender
 from batchroute.workflow.tasks import StepOutput, WorkflowTask
 
 FINAL_LANE_STATUSES = frozenset({"completed", "failed", "canceled"})
@@ -195,7 +196,7 @@ class LaneExecutor:
         retry: RetryPolicy,
         catalog: Catalog,
         clock: Clock,
-        continuations: Continuations | None,
+        continuations: TaskSender | None,
         limits: LaneLimits | None = None,
         sleeper: Callable[[float], None] = time.sleep,
         monotonic: Callable[[], float] = time.monotonic,

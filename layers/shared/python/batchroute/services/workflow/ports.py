@@ -92,9 +92,3 @@ class ProgressCounters(Protocol):
         latest_error: str,
         at: str,
     ) -> bool: ...
-
-
-class Continuations(Protocol):
-    """adapters/task_queue.py:TaskQueue: the queue a chunked step re-enqueues itself on."""
-
-    def send(self, body: str, *, delay_seconds: int = 0) -> None: ...
