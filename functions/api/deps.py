@@ -1,5 +1,5 @@
 """Dependencies shared by the routers, as Annotated aliases: the settings, the clock, and
-every service, taken from the one wiring (batchroute/wiring.py) of this app's settings and
+every service, taken from the one wiring (batchroute/wiring/) of this app's settings and
 clock, so tests that override `get_settings` or `get_clock` get services built from theirs.
 A service the wiring builds once is `built("<name>")`; the account services, built per
 request from seams tests replace, have their own providers (last section)."""

@@ -53,7 +53,7 @@ class InputIntake(Protocol):
 
 @dataclass(frozen=True)
 class Pipeline:
-    """The services the batch steps run (built in batchroute/wiring.py)."""
+    """The services the batch steps run (built in batchroute/wiring/workflow.py)."""
 
     planner: LanePlanner
     lanes: LaneExecutor
