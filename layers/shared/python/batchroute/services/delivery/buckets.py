@@ -78,7 +78,9 @@ class Batches(Protocol):
     def get(self, batch_id: str) -> BatchRecord | None: ...
 
 
-class Artifacts(Protocol):
+class ArtifactStreams(Protocol):
+    """adapters/customer_buckets.py:ArtifactSource: a batch artifact opened as a stream."""
+
     def open(self, key: str) -> BinaryIO | None: ...
 
 
@@ -98,7 +100,7 @@ class BucketDelivery:
         records: DeliveryStore,
         targets: Targets,
         batches: Batches,
-        artifacts: Artifacts,
+        artifacts: ArtifactStreams,
         clock: Clock,
         *,
         queue: TaskSender | None = None,

@@ -13,7 +13,7 @@ the due index (the only trigger locally, and the catch-up for a missed one on AW
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any, Protocol
@@ -64,10 +64,6 @@ class Triggers(Protocol):
     def remove(self, schedule_id: str) -> None: ...
 
 
-class PrefixReader(Protocol):
-    def __call__(self, org_id: str, target_id: str, prefix: str) -> Iterator[tuple[str, bytes]]: ...
-
-
 class RegressionStarter(Protocol):
     def __call__(self, principal: Principal, schedule: Schedule, *, trigger: str) -> Mapping[str, Any]: ...
 
@@ -84,7 +80,6 @@ class Schedules:
         batches: Callable[[], BatchService],
         files: FileService,
         targets: DeliveryTargets,
-        read_prefix: PrefixReader,
         sealer: Sealer,
         catalog: Catalog,
         check_url: Callable[[str], object],
@@ -96,7 +91,6 @@ class Schedules:
         self.batches = batches
         self.files = files
         self.targets = targets
-        self.read_prefix = read_prefix
         self.sealer = sealer
         self.catalog = catalog
         self.check_url = check_url
@@ -358,7 +352,13 @@ class Schedules:
             return {**options, "input_file_id": source["file_id"]}
         preset = source.get("preset")
         items: list[Any] = []
-        for key, data in self.read_prefix(schedule.org_id, source["delivery_target_id"], source["prefix"]):
+        for key, data in self.targets.read_prefix(
+            schedule.org_id,
+            source["delivery_target_id"],
+            source["prefix"],
+            max_files=MAX_SOURCE_FILES,
+            max_bytes=MAX_SOURCE_BYTES,
+        ):
             for number, line in enumerate(data.splitlines(), start=1):
                 if not line.strip():
                     continue
