@@ -1,15 +1,25 @@
 """Dependencies shared by the routers, as Annotated aliases: the settings, the clock, and
-every service, taken from the one wiring (batchroute/wiring.py) of this app's settings and
-clock, so tests that override `get_settings` or `get_clock` get services built from theirs."""
+every service, taken from the one wiring (batchroute/wiring/) of this app's settings and
+clock, so tests that override `get_settings` or `get_clock` get services built from theirs.
+A service the wiring builds once is `built("<name>")`; the account services, built per
+request from seams tests replace, have their own providers (last section)."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from collections.abc import Callable
+from functools import lru_cache
+from typing import Annotated, Any
 
 from fastapi import Depends
 
 from batchroute.clock import Clock, SystemClock
 from batchroute.config import Settings, get_settings
+from batchroute.services.accounts.accounts import Registration
+from batchroute.services.accounts.password_reset import FORGOT_FLOOR_SECONDS, PasswordReset, ResponseFloor
+from batchroute.services.accounts.passwords import Argon2Passwords
+from batchroute.services.accounts.sessions import Sessions
+from batchroute.services.accounts.settings import AccountSettings
+from batchroute.services.accounts.verification import EmailVerification
 from batchroute.services.batches.create import BatchService
 from batchroute.services.batches.files import FileService
 from batchroute.services.batches.quotes import QuoteService
@@ -26,6 +36,7 @@ from batchroute.services.compat.batches import CompatBatches
 from batchroute.services.compat.files import CompatFiles
 from batchroute.services.compat.uploads import CompatUploads
 from batchroute.services.delivery.buckets import BucketDelivery
+from batchroute.services.delivery.ports import Mailer
 from batchroute.services.delivery.targets import DeliveryTargets
 from batchroute.services.feedback.service import FeedbackService
 from batchroute.services.presets.service import Presets
@@ -52,117 +63,109 @@ def get_wiring(settings: SettingsDep, clock: ClockDep) -> Wiring:
 WiringDep = Annotated[Wiring, Depends(get_wiring)]
 
 
-def _files(wiring: WiringDep) -> FileService:
-    return wiring.files
+def built(name: str) -> Callable[[Wiring], Any]:
+    """The dependency that hands a route the wiring's `name` (a service it built once)."""
+    if not hasattr(Wiring, name):
+        raise AttributeError(f"the wiring builds no {name!r}")
+
+    def dependency(wiring: WiringDep) -> Any:
+        return getattr(wiring, name)
+
+    dependency.__name__ = dependency.__qualname__ = f"wiring_{name}"
+    return dependency
 
 
-def _quotes(wiring: WiringDep) -> QuoteService:
-    return wiring.quotes()
+FilesDep = Annotated[FileService, Depends(built("files"))]
+QuotesDep = Annotated[QuoteService, Depends(built("quotes"))]
+BatchesDep = Annotated[BatchService, Depends(built("batches"))]
+ReadsDep = Annotated[BatchReads, Depends(built("batch_reads"))]
+BillingControlsDep = Annotated[BillingControlsService, Depends(built("billing_controls"))]
 
 
-def _batches(wiring: WiringDep) -> BatchService:
-    return wiring.batches()
+RoutePolicyDep = Annotated[RoutePolicyService, Depends(built("route_policy"))]
+AutoTopupDep = Annotated[AutoTopupService, Depends(built("auto_topup"))]
+CreditPurchasesDep = Annotated[CreditPurchases, Depends(built("credit_purchases"))]
+BillingEventsDep = Annotated[BillingEventLog, Depends(built("billing_event_log"))]
+RetentionDep = Annotated[RetentionService, Depends(built("retention"))]
+UsageDep = Annotated[UsageService, Depends(built("usage"))]
+CatalogDep = Annotated[CatalogService, Depends(built("catalog_service"))]
+ContentDep = Annotated[ContentService, Depends(built("content"))]
+CompatFilesDep = Annotated[CompatFiles, Depends(built("compat_files"))]
+CompatUploadsDep = Annotated[CompatUploads, Depends(built("compat_uploads"))]
+CompatBatchesDep = Annotated[CompatBatches, Depends(built("compat_batches"))]
+DeliveryTargetsDep = Annotated[DeliveryTargets, Depends(built("delivery_targets"))]
+BucketDeliveryDep = Annotated[BucketDelivery, Depends(built("bucket_delivery"))]
+WorkOrdersDep = Annotated[WorkOrders, Depends(built("work_orders"))]
+FeedbackDep = Annotated[FeedbackService, Depends(built("feedback"))]
+PresetsDep = Annotated[Presets, Depends(built("presets"))]
 
 
-def _batch_reads(wiring: WiringDep) -> BatchReads:
-    return wiring.batch_reads
+SchedulesDep = Annotated[Schedules, Depends(built("schedules"))]
 
 
-def _billing_controls(wiring: WiringDep) -> BillingControlsService:
-    return wiring.billing_controls
+# -- accounts: the seams tests override through `app.dependency_overrides` each have a small
+# provider: an in-memory outbox for `get_mailer`, cheap argon2 parameters for
+# `get_passwords`, no minimum duration for `get_forgot_floor`, a permissive URL check for
+# `get_webhook_url_check`.
+@lru_cache(maxsize=1)
+def _production_passwords() -> Argon2Passwords:
+    # One per cold start: it keeps the dummy hash that unknown-user sign-ins verify against.
+    return Argon2Passwords()
 
 
-def _auto_topup(wiring: WiringDep) -> AutoTopupService:
-    return wiring.auto_topup
+def get_passwords() -> Argon2Passwords:
+    return _production_passwords()
 
 
-def _credit_purchases(wiring: WiringDep) -> CreditPurchases:
-    return wiring.credit_purchases
+def get_mailer(wiring: WiringDep) -> Mailer:
+    return wiring.mailer
 
 
-def _billing_events(wiring: WiringDep) -> BillingEventLog:
-    return wiring.billing_event_log
+def get_forgot_floor() -> ResponseFloor:
+    return ResponseFloor(FORGOT_FLOOR_SECONDS)
 
 
-def _retention(wiring: WiringDep) -> RetentionService:
-    return wiring.retention
+def get_webhook_url_check(wiring: WiringDep) -> Callable[[str], object]:
+    return wiring.webhook_url_check()
 
 
-def _usage(wiring: WiringDep) -> UsageService:
-    return wiring.usage
+PasswordsDep = Annotated[Argon2Passwords, Depends(get_passwords)]
+MailerDep = Annotated[Mailer, Depends(get_mailer)]
 
 
-def _catalog(wiring: WiringDep) -> CatalogService:
-    return wiring.catalog_service
+def get_email_verification(wiring: WiringDep, mailer: MailerDep) -> EmailVerification:
+    return wiring.email_verification(mailer)
 
 
-def _content(wiring: WiringDep) -> ContentService:
-    return wiring.content
+EmailVerificationDep = Annotated[EmailVerification, Depends(get_email_verification)]
 
 
-def _compat_files(wiring: WiringDep) -> CompatFiles:
-    return wiring.compat_files
+def get_registration(
+    wiring: WiringDep, passwords: PasswordsDep, verification: EmailVerificationDep
+) -> Registration:
+    return wiring.registration(passwords, verification)
 
 
-def _compat_uploads(wiring: WiringDep) -> CompatUploads:
-    return wiring.compat_uploads
+def get_sessions(wiring: WiringDep, passwords: PasswordsDep, mailer: MailerDep) -> Sessions:
+    return wiring.sessions(passwords, mailer)
 
 
-def _compat_batches(wiring: WiringDep) -> CompatBatches:
-    return wiring.compat_batches
+def get_password_reset(
+    wiring: WiringDep,
+    passwords: PasswordsDep,
+    mailer: MailerDep,
+    floor: Annotated[ResponseFloor, Depends(get_forgot_floor)],
+) -> PasswordReset:
+    return wiring.password_reset(mailer, passwords, floor)
 
 
-def _delivery_targets(wiring: WiringDep) -> DeliveryTargets:
-    return wiring.delivery_targets
+def get_account_settings(
+    wiring: WiringDep, check_url: Annotated[Callable[[str], object], Depends(get_webhook_url_check)]
+) -> AccountSettings:
+    return wiring.account_settings(check_url)
 
 
-def _bucket_delivery(wiring: WiringDep) -> BucketDelivery:
-    return wiring.bucket_delivery
-
-
-def _work_orders(wiring: WiringDep) -> WorkOrders:
-    return wiring.work_orders
-
-
-def _feedback(wiring: WiringDep) -> FeedbackService:
-    return wiring.feedback
-
-
-def _presets(wiring: WiringDep) -> Presets:
-    return wiring.presets
-
-
-FilesDep = Annotated[FileService, Depends(_files)]
-QuotesDep = Annotated[QuoteService, Depends(_quotes)]
-BatchesDep = Annotated[BatchService, Depends(_batches)]
-ReadsDep = Annotated[BatchReads, Depends(_batch_reads)]
-BillingControlsDep = Annotated[BillingControlsService, Depends(_billing_controls)]
-
-
-def _route_policy(wiring: WiringDep) -> RoutePolicyService:
-    return wiring.route_policy
-
-
-RoutePolicyDep = Annotated[RoutePolicyService, Depends(_route_policy)]
-AutoTopupDep = Annotated[AutoTopupService, Depends(_auto_topup)]
-CreditPurchasesDep = Annotated[CreditPurchases, Depends(_credit_purchases)]
-BillingEventsDep = Annotated[BillingEventLog, Depends(_billing_events)]
-RetentionDep = Annotated[RetentionService, Depends(_retention)]
-UsageDep = Annotated[UsageService, Depends(_usage)]
-CatalogDep = Annotated[CatalogService, Depends(_catalog)]
-ContentDep = Annotated[ContentService, Depends(_content)]
-CompatFilesDep = Annotated[CompatFiles, Depends(_compat_files)]
-CompatUploadsDep = Annotated[CompatUploads, Depends(_compat_uploads)]
-CompatBatchesDep = Annotated[CompatBatches, Depends(_compat_batches)]
-DeliveryTargetsDep = Annotated[DeliveryTargets, Depends(_delivery_targets)]
-BucketDeliveryDep = Annotated[BucketDelivery, Depends(_bucket_delivery)]
-WorkOrdersDep = Annotated[WorkOrders, Depends(_work_orders)]
-FeedbackDep = Annotated[FeedbackService, Depends(_feedback)]
-PresetsDep = Annotated[Presets, Depends(_presets)]
-
-
-def _schedules(wiring: WiringDep) -> Schedules:
-    return wiring.schedules
-
-
-SchedulesDep = Annotated[Schedules, Depends(_schedules)]
+RegistrationDep = Annotated[Registration, Depends(get_registration)]
+SessionsDep = Annotated[Sessions, Depends(get_sessions)]
+PasswordResetDep = Annotated[PasswordReset, Depends(get_password_reset)]
+AccountSettingsDep = Annotated[AccountSettings, Depends(get_account_settings)]

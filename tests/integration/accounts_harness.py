@@ -10,20 +10,19 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
+from batchroute.adapters.app_secret import app_secret
 from batchroute.adapters.email import MemoryOutbox
 from batchroute.clock import FixedClock, isoformat
 from batchroute.config import Settings
 from batchroute.domain.accounts import Session, User
 from batchroute.domain.credentials import keyed_hash, new_opaque_token
 from batchroute.ids import new_id
-from batchroute.services.accounts.app_secret import app_secret
 from batchroute.services.accounts.authentication import SESSION_COOKIE
 from batchroute.services.accounts.password_reset import ResponseFloor
 from batchroute.services.accounts.passwords import Argon2Passwords
-from functions.api.account_services import get_forgot_floor, get_mailer, get_passwords
 from functions.api.app import create_app
 from functions.api.auth import identity_store
-from functions.api.deps import get_clock
+from functions.api.deps import get_clock, get_forgot_floor, get_mailer, get_passwords
 
 PASSWORD = "correct horse battery"
 _TOKEN = re.compile(r"token=([A-Za-z0-9_\-]+)")

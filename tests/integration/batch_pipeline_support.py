@@ -21,7 +21,6 @@ from typing import Any
 import boto3
 
 from batchroute import resources
-from batchroute.adapters.batch_inputs import InputChunkWriter
 from batchroute.adapters.dynamo.batch_records import BatchRecords
 from batchroute.adapters.dynamo.lanes import LaneStateStore
 from batchroute.adapters.dynamo.ledger import LedgerStore
@@ -36,6 +35,7 @@ from batchroute.domain.routing import route
 from batchroute.domain.routing_gates import RouteRequest
 from batchroute.ids import new_id
 from batchroute.money import Money
+from batchroute.services.batches.input_chunks import InputChunkWriter
 from batchroute.services.catalog.catalog import guards_for
 from batchroute.services.catalog.lane_health import SimulatedProviderHealth, refresh_lane_heartbeats
 from batchroute_tools.local.lambda_runtime import context_for, load_handler

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
+from batchroute.adapters.app_secret import app_secret
 from batchroute.adapters.dynamo.ledger import LedgerStore
 from batchroute.clock import FixedClock
 from batchroute.config import get_settings
@@ -30,7 +31,6 @@ from batchroute.domain.accounts import ApiKey, Org, Session, User
 from batchroute.domain.credentials import issue_api_key, keyed_hash, new_opaque_token
 from batchroute.ids import new_id
 from batchroute.money import Money
-from batchroute.services.accounts.app_secret import app_secret
 from batchroute.services.accounts.authentication import SESSION_COOKIE
 from batchroute_tools.local.provision import LocalStack
 from functions.api.app import create_app

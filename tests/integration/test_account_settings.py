@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from batchroute.adapters.app_secret import app_secret
 from batchroute.adapters.aws import client
 from batchroute.adapters.kms import KmsSealer
 from batchroute.config import get_settings
@@ -14,11 +15,10 @@ from batchroute.domain.accounts import ApiKey
 from batchroute.domain.credentials import issue_api_key
 from batchroute.domain.network import check_public_https_url
 from batchroute.ids import new_id
-from batchroute.services.accounts.app_secret import app_secret
 from batchroute.services.accounts.settings import webhook_secret_context
 from batchroute_tools.local.provision import LocalStack
-from functions.api.account_services import get_webhook_url_check
 from functions.api.auth import identity_store
+from functions.api.deps import get_webhook_url_check
 from tests.integration.accounts_harness import Harness, add_member, cookie_jar, make_harness
 
 SECRET = "whsec-0123456789"

@@ -14,7 +14,7 @@ from batchroute.adapters.aws import client
 from batchroute.config import get_settings
 from batchroute.services.accounts.authentication import SESSION_COOKIE
 from batchroute_tools.local.provision import LocalStack
-from functions.api.account_services import get_mailer
+from functions.api.deps import get_mailer
 from tests.integration.accounts_harness import PASSWORD, Harness, make_harness
 
 NEW_PASSWORD = "a brand new password"

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from batchroute.adapters.app_secret import app_secret
 from batchroute.adapters.aws import client
 from batchroute.adapters.dynamo.identity import EmailTaken
 from batchroute.adapters.dynamo.ledger import LedgerStore
@@ -16,13 +17,12 @@ from batchroute.clock import SystemClock
 from batchroute.config import get_settings
 from batchroute.money import Money
 from batchroute.services.accounts.accounts import Registration
-from batchroute.services.accounts.app_secret import app_secret
 from batchroute.services.accounts.authentication import SESSION_COOKIE
 from batchroute.services.accounts.passwords import Argon2Passwords
 from batchroute.services.accounts.verification import EmailVerification
 from batchroute_tools.local.provision import LocalStack
-from functions.api.account_services import get_passwords
 from functions.api.auth import identity_store
+from functions.api.deps import get_passwords
 from tests.integration.accounts_harness import PASSWORD, Harness, make_harness
 
 

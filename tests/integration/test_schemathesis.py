@@ -20,9 +20,9 @@ from schemathesis.specs.openapi.checks import status_code_conformance
 from batchroute.config import get_settings
 from batchroute.domain.network import check_public_https_url
 from batchroute_tools.local.provision import LocalStack
-from functions.api.account_services import get_webhook_url_check
 from functions.api.app import create_app
 from functions.api.auth import identity_store
+from functions.api.deps import get_webhook_url_check
 from tests.integration.principals import new_org
 
 EXAMPLES_PER_OPERATION = 8  # ~900 requests, about 30 s

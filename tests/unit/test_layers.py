@@ -110,7 +110,7 @@ def _cycles() -> list[list[str]]:
 
 def test_the_graph_is_read() -> None:
     assert "batchroute.wiring" in MODULES and "functions.api.app" in MODULES
-    assert "batchroute.services.batches.create" in GRAPH["batchroute.wiring"]
+    assert "batchroute.services.batches.create" in GRAPH["batchroute.wiring.batches"]
 
 
 def test_no_import_cycles() -> None:
@@ -121,6 +121,23 @@ def test_services_reach_aws_and_http_only_through_adapters() -> None:
     offenders = {
         module: sorted(
             name for name in _imports(module, path) if name.split(".")[0] in SERVICES_MAY_NOT_IMPORT
+        )
+        for module, path in MODULES.items()
+        if module.startswith("batchroute.services")
+    }
+    assert {m: names for m, names in offenders.items() if names} == {}
+
+
+def test_services_import_no_concrete_adapter_and_no_settings() -> None:
+    """Services take ports (services/<context>/ports.py) and values through their
+    constructors; only the wiring names adapters and reads `Settings`. Imports under
+    TYPE_CHECKING count too: a service that names an adapter's type is bound to it."""
+    refused = ("batchroute.adapters", "batchroute.config")
+    offenders = {
+        module: sorted(
+            name
+            for name in _imports(module, path)
+            if any(name == layer or name.startswith(layer + ".") for layer in refused)
         )
         for module, path in MODULES.items()
         if module.startswith("batchroute.services")
@@ -143,3 +160,23 @@ def test_domain_is_pure() -> None:
         if bad:
             offenders[module] = sorted(set(bad))
     assert offenders == {}
+
+
+def test_the_wiring_is_one_small_module_per_context_and_patches_nothing() -> None:
+    """batchroute/wiring/: a module per services context, each small, and no builder sets an
+    attribute on what it built (a service gets everything through its constructor)."""
+    wiring = LAYER / "batchroute/wiring"
+    contexts = {p.name for p in (LAYER / "batchroute/services").iterdir() if (p / "__init__.py").exists()}
+    assert contexts - {p.stem for p in wiring.glob("*.py")} == set()
+    too_long = {p.name: n for p in wiring.glob("*.py") if (n := len(p.read_text().splitlines())) > 250}
+    assert too_long == {}
+    patched = [
+        f"{path.name}:{node.lineno}"
+        for path in sorted(wiring.glob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign)
+        for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
+        if isinstance(target, ast.Attribute)
+        and not (isinstance(target.value, ast.Name) and target.value.id == "self")
+    ]
+    assert patched == []

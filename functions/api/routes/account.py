@@ -7,8 +7,8 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends
 
 from batchroute.domain.access import Principal
-from functions.api.account_services import AccountSettingsDep
 from functions.api.auth import require
+from functions.api.deps import AccountSettingsDep
 from functions.api.envelope import ErrorEnvelope
 from functions.api.schemas.accounts import AccountOut, DeliveryWebhookBody, DeliveryWebhookOut, ProfileBody
 

@@ -10,14 +10,14 @@ from fastapi import APIRouter, Depends, Query, Response
 from batchroute.services.accounts.sessions import LiveSession
 from batchroute.services.accounts.settings import member_view
 from batchroute.services.accounts.verification import MAX_TOKEN_LENGTH
-from functions.api.account_services import (
+from functions.api.auth import SessionPrincipal
+from functions.api.deps import (
     EmailVerificationDep,
     PasswordResetDep,
     RegistrationDep,
     SessionsDep,
+    SettingsDep,
 )
-from functions.api.auth import SessionPrincipal
-from functions.api.deps import SettingsDep
 from functions.api.envelope import errors_doc
 from functions.api.limits import limit_anonymous
 from functions.api.routes.sessions import set_session_cookie

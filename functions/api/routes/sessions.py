@@ -13,8 +13,7 @@ from fastapi import APIRouter, Cookie, Response
 from batchroute.config import Settings
 from batchroute.services.accounts.authentication import SESSION_COOKIE
 from batchroute.services.accounts.sessions import SESSION_LIFETIME
-from functions.api.account_services import SessionsDep
-from functions.api.deps import SettingsDep
+from functions.api.deps import SessionsDep, SettingsDep
 from functions.api.envelope import ErrorEnvelope
 from functions.api.schemas.accounts import SessionEnvelope, SessionOut
 from functions.api.schemas.common import Ok

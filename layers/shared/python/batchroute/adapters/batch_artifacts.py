@@ -14,60 +14,25 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator, Mapping
-from decimal import Decimal
 from typing import Any
 
-from batchroute.adapters.batch_inputs import input_chunk_key
 from batchroute.adapters.s3_objects import ObjectWriter, S3Objects
+from batchroute.domain.artifact_keys import JSONL as JSONL
+from batchroute.domain.artifact_keys import batch_prefix as batch_prefix
+from batchroute.domain.artifact_keys import errors_key as errors_key
+from batchroute.domain.artifact_keys import input_chunk_key, plain_json
+from batchroute.domain.artifact_keys import jsonl_line as jsonl_line
+from batchroute.domain.artifact_keys import partial_chunk_key as partial_chunk_key
+from batchroute.domain.artifact_keys import receipt_key as receipt_key
+from batchroute.domain.artifact_keys import result_chunk_key as result_chunk_key
+from batchroute.domain.artifact_keys import results_index_key as results_index_key
+from batchroute.domain.artifact_keys import results_key as results_key
 from batchroute.domain.jsonl import LineError, parse_jsonl
 from batchroute.errors import PermanentError
-
-JSONL = "application/jsonl"
-
-
-def result_chunk_key(batch_id: str, lane_key: str, chunk: int) -> str:
-    return f"batches/{batch_id}/results/{lane_key}/{chunk:05d}.jsonl"
-
-
-def partial_chunk_key(batch_id: str, lane_key: str, chunk: int) -> str:
-    return f"tmp/batches/{batch_id}/partial/{lane_key}/{chunk:05d}.jsonl"
-
-
-def results_key(batch_id: str) -> str:
-    return f"batches/{batch_id}/results.jsonl"
-
-
-def errors_key(batch_id: str) -> str:
-    return f"batches/{batch_id}/errors.jsonl"
-
-
-def results_index_key(batch_id: str) -> str:
-    """Byte offset in results.jsonl of each input chunk's first row (written by Finalize)."""
-    return f"batches/{batch_id}/results.index.json"
-
-
-def receipt_key(batch_id: str) -> str:
-    return f"batches/{batch_id}/receipt.json"
-
-
-def batch_prefix(batch_id: str) -> str:
-    """Every object of the batch lives under this prefix (retention GC lists it)."""
-    return f"batches/{batch_id}/"
 
 
 class CorruptArtifact(PermanentError):
     pass
-
-
-def jsonl_line(value: Mapping[str, Any]) -> bytes:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=_plain).encode() + b"\n"
-
-
-def _plain(value: Any) -> Any:
-    """Decimals from DynamoDB (unit prices, counts) as JSON numbers or strings."""
-    if isinstance(value, Decimal):
-        return int(value) if value == value.to_integral_value() else str(value)
-    raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
 
 class JsonlWriter:
@@ -135,7 +100,7 @@ class BatchArtifacts:
 
     def write_json(self, key: str, value: Mapping[str, Any]) -> None:
         writer = self.objects.writer(key, content_type="application/json")
-        writer.write(json.dumps(value, separators=(",", ":"), default=_plain).encode())
+        writer.write(json.dumps(value, separators=(",", ":"), default=plain_json).encode())
         writer.close()
 
     def delete(self, key: str) -> None:

@@ -19,6 +19,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from batchroute.adapters.aws import client
+from batchroute.config import Settings
 from batchroute.domain.schedules import Schedule
 
 SCHEDULED_TIME = "<aws.scheduler.scheduled-time>"
@@ -57,6 +58,18 @@ def fire_request(event: dict[str, Any]) -> tuple[str, str, datetime]:
     """The (org, schedule, fire time) of a scheduler invocation."""
     fire_at = datetime.fromisoformat(str(event["fire_at"]).replace("Z", "+00:00"))
     return str(event["org_id"]), str(event["schedule_id"]), fire_at
+
+
+def scheduler_for(settings: Settings) -> EventScheduler | None:
+    """The deployment's EventBridge Scheduler triggers, or None where no schedule group is
+    configured (locally: the sweeper fires due schedules)."""
+    if not (settings.schedule_group_name and settings.schedule_target_arn):
+        return None
+    return EventScheduler(
+        group_name=settings.schedule_group_name,
+        role_arn=settings.schedule_role_arn,
+        target_arn=settings.schedule_target_arn,
+    )
 
 
 class EventScheduler:

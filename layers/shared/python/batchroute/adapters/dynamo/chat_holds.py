@@ -32,7 +32,7 @@ transaction. docs/chat.md has the reasoning.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
@@ -50,8 +50,9 @@ from batchroute.adapters.dynamo.rate_limits import RateCounterStore
 from batchroute.adapters.dynamo.route_policies import unchanged_check
 from batchroute.domain.batch_record import BatchRecord
 from batchroute.domain.billing_controls import BillingControls
+from batchroute.domain.chat_holds import HoldRefused as HoldRefused
+from batchroute.domain.chat_holds import Refusal as Refusal
 from batchroute.domain.ledger import SettlementResult, WalletState
-from batchroute.domain.rate_limits import WindowCounts
 from batchroute.domain.spending_limit import LimitGuard
 from batchroute.domain.usage import UsageCharge
 from batchroute.errors import TransientError
@@ -62,19 +63,6 @@ if TYPE_CHECKING:
 
 # Positions in the open transaction: the three reserve items, then ours.
 _WALLET_AT, _RESERVATION_AT, _RECORD_AT, _CONTROLS_AT, _SPEND_AT = 0, 1, 3, 4, 5
-Refusal = Literal[
-    "funds", "controls_changed", "spend_moved", "conflict", "rate_limit", "policy_changed", "key_unconfirmed"
-]
-
-
-class HoldRefused(Exception):
-    """The open transaction was refused; `reason` says by which condition (`rate_limit`:
-    the rate counters, whose counts are in `rate_counts`)."""
-
-    def __init__(self, reason: Refusal, rate_counts: dict[str, WindowCounts] | None = None) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.rate_counts = rate_counts
 
 
 class ChatHoldStore:

@@ -17,16 +17,28 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from batchroute.clock import Clock
-from batchroute.config import Settings
 from batchroute.domain.accounts import User
 from batchroute.domain.rate_limits import position, rolling_count
 from batchroute.errors import RateLimited, ServiceError, TransientError
 from batchroute.observability import logger
-from batchroute.services.accounts.verification import Mailer
 from batchroute.services.billing.rate_limiting import RateCounters, address_digest
+from batchroute.services.delivery.ports import Mailer
 
 FAILED = "failed"
 LOCK_SUBJECT = "Sign-in to your account was locked"
+
+
+class LockoutSettings(Protocol):
+    """The lockout numbers of the deployment (config.py:Settings satisfies it)."""
+
+    @property
+    def login_lockout_failures(self) -> int: ...
+
+    @property
+    def login_lockout_window_seconds(self) -> int: ...
+
+    @property
+    def login_lockout_seconds(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -36,7 +48,7 @@ class LockoutPolicy:
     lock_seconds: int = 900
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> LockoutPolicy:
+    def from_settings(cls, settings: LockoutSettings) -> LockoutPolicy:
         return cls(
             failures=settings.login_lockout_failures,
             window_seconds=settings.login_lockout_window_seconds,

@@ -22,7 +22,8 @@ from batchroute.domain.passwords import check_password, checked_email
 from batchroute.errors import Unauthenticated
 from batchroute.observability import logger
 from batchroute.services.accounts.passwords import Argon2Passwords
-from batchroute.services.accounts.verification import MAX_TOKEN_LENGTH, Mailer
+from batchroute.services.accounts.verification import MAX_TOKEN_LENGTH
+from batchroute.services.delivery.ports import Mailer
 
 RESET_PURPOSE = "password_reset"
 RESET_LIFETIME = timedelta(hours=1)

@@ -20,8 +20,9 @@ from batchroute.domain.access import Principal, authorize, no_user, require_user
 from batchroute.domain.accounts import Org, User
 from batchroute.domain.webhook_targets import webhook_target_problems
 from batchroute.errors import InvalidRequest, NotFound
-from batchroute.money import Money
 from batchroute.services.accounts.accounts import clean_display_name, clean_full_name
+from batchroute.services.billing.ports import Balances
+from batchroute.services.delivery.ports import Sealer
 
 _PROBLEM_ORDER = {"invalid_url": 0, "invalid_webhook_secret": 1}
 DELIVERY_WEBHOOK_PURPOSE = "delivery_webhook"
@@ -37,14 +38,6 @@ class SettingsStore(Protocol):
     def update_org(self, org_id: str, **changes: object) -> None: ...
 
     def update_user(self, user_id: str, **changes: object) -> None: ...
-
-
-class Balances(Protocol):
-    def balance(self, org_id: str) -> Money: ...
-
-
-class Sealer(Protocol):
-    def seal(self, plaintext: str, *, context: dict[str, str]) -> str: ...
 
 
 def webhook_secret_context(org_id: str) -> dict[str, str]:

@@ -17,14 +17,11 @@ from batchroute.domain.access import Principal, require_user_session
 from batchroute.domain.accounts import User
 from batchroute.domain.credentials import keyed_hash, new_opaque_token
 from batchroute.errors import InvalidRequest, Unauthenticated
+from batchroute.services.delivery.ports import Mailer
 
 VERIFY_PURPOSE = "verify_email"
 VERIFY_LIFETIME = timedelta(hours=48)
 MAX_TOKEN_LENGTH = 256
-
-
-class Mailer(Protocol):
-    def send(self, to: str, subject: str, text: str) -> None: ...
 
 
 class TokenStore(Protocol):

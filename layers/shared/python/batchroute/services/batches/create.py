@@ -10,21 +10,17 @@ The workflow starts afterwards, named after the batch so it can never start twic
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any, Protocol
 
-from batchroute.adapters.batch_inputs import InputChunkWriter, input_chunk_key
-from batchroute.adapters.dynamo.batch_records import BatchRecords
-from batchroute.adapters.dynamo.ledger import LedgerStore
-from batchroute.adapters.dynamo.limit_checks import SpendingLimitChecks
-from batchroute.adapters.s3_objects import S3Objects
 from batchroute.clock import Clock, isoformat
-from batchroute.config import Settings
 from batchroute.domain.access import Principal, authorize, require_same_org
+from batchroute.domain.artifact_keys import input_chunk_key
 from batchroute.domain.batch_record import (
     BatchRecord,
     BatchSource,
@@ -49,9 +45,12 @@ from batchroute.errors import Conflict, Gone, InvalidRequest, NotFound, Unavaila
 from batchroute.ids import new_id
 from batchroute.money import Money
 from batchroute.observability import logger
-from batchroute.services.batches.quotes import QuoteService, items_digest
+from batchroute.services.batches.input_chunks import InputChunkWriter
+from batchroute.services.batches.ports import BatchStore, LimitChecks, ObjectStore, WebhookUrlRules
+from batchroute.services.batches.quotes import FileItems, QuoteService, items_digest
 from batchroute.services.batches.views import batch_summary
 from batchroute.services.billing.funding import Funding, FundingDecision
+from batchroute.services.billing.ports import ControlsReader, LedgerBook, MoneyWatch
 
 SLA = timedelta(hours=24)
 IDEMPOTENCY_TTL = timedelta(hours=24)
@@ -84,19 +83,8 @@ _BATCH_FIELDS = {
 _NOT_INTAKE_OPTIONS = frozenset({"items", "input_file_id", "quote_id", "webhook", "metadata"})
 
 
-class ControlsReader(Protocol):
-    def billing_controls(self, org_id: str) -> BillingControls | None: ...
-
-
 class WorkflowStarter(Protocol):
     def __call__(self, *, batch_id: str) -> str: ...
-
-
-class MoneyWatch(Protocol):
-    """services/billing/watch.py:BillingWatch: alerts and auto top-up after the reservation;
-    never raises."""
-
-    def moved(self, org_id: str, *, at: datetime, controls: BillingControls | None = None) -> None: ...
 
 
 class WorkOrderJoins(Protocol):
@@ -157,16 +145,16 @@ class BatchService:
     def __init__(
         self,
         *,
-        records: BatchRecords,
-        ledger: LedgerStore,
+        records: BatchStore,
+        ledger: LedgerBook,
         controls: ControlsReader,
         quotes: QuoteService,
-        artifacts: S3Objects,
+        artifacts: ObjectStore,
         start_workflow: WorkflowStarter,
         seal_webhook: WebhookSealer,
-        settings: Settings,
+        settings: WebhookUrlRules,
         clock: Clock,
-        limit_checks: SpendingLimitChecks,
+        limit_checks: LimitChecks,
         watch: MoneyWatch | None = None,
         work_orders: WorkOrderJoins | None = None,
     ) -> None:
@@ -182,6 +170,12 @@ class BatchService:
         self.seal_webhook = seal_webhook
         self.settings = settings
         self.clock = clock
+
+    def reading(self, files: FileItems) -> BatchService:
+        """The same service whose quotes read `input_file_id`s from `files`."""
+        other = copy.copy(self)
+        other.quotes = self.quotes.reading(files)
+        return other
 
     # -- create --------------------------------------------------------------------------------
     def create(

@@ -46,6 +46,7 @@ from batchroute.domain.jsonl import MAX_LINE_BYTES, JsonlScan, LineError, Parsed
 from batchroute.errors import Conflict, Forbidden, Gone, InvalidRequest, NotFound, PayloadTooLarge
 from batchroute.ids import has_prefix, new_id
 from batchroute.observability import logger
+from batchroute.workflow.queues import TaskSender
 
 STAGING_LIFETIME = timedelta(days=2)  # the uploads bucket's `staging/` expiry (resources.py)
 DEFAULT_FILENAME = "upload.jsonl"
@@ -696,6 +697,18 @@ class FileCheckResender:
             self.index.check_sent(file_id, isoformat(now))
             sent.append(file_id)
         return sent
+
+
+def queued_checks(queue: TaskSender | None) -> Callable[[str, str], None] | None:
+    """How a confirmed large upload is checked: with the route queue, by the router (a
+    `check_file` message); without one (None), in the confirm call itself."""
+    if queue is None:
+        return None
+
+    def request_check(org_id: str, file_id: str) -> None:
+        queue.send(check_message(file_id))
+
+    return request_check
 
 
 def check_message(file_id: str) -> str:

@@ -8,6 +8,7 @@ memory that does not grow with the item count.
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
@@ -15,10 +16,9 @@ from datetime import timedelta
 from typing import Any, Protocol
 
 from batchroute.clock import Clock, isoformat
-from batchroute.config import Settings
 from batchroute.domain.access import Principal, authorize
 from batchroute.domain.canonical_json import ItemsDigest
-from batchroute.domain.catalog import Catalog, LaneLive, WorkflowProduct
+from batchroute.domain.catalog import Catalog, WorkflowProduct
 from batchroute.domain.item_profile import ItemProfile
 from batchroute.domain.jsonl import LineError
 from batchroute.domain.preflight import Issue, Preflight
@@ -35,8 +35,11 @@ from batchroute.domain.routing import RoutePlan, route
 from batchroute.domain.routing_gates import GateFailure, RouteRequest, RoutingGuards
 from batchroute.errors import Conflict, Forbidden, InvalidRequest, NotFound
 from batchroute.ids import new_id
-from batchroute.money import Money
+from batchroute.services.batches.ports import WebhookUrlRules
+from batchroute.services.billing.ports import Balances
+from batchroute.services.catalog.ports import LiveStates
 from batchroute.services.presets.resolution import PresetExpander, Resolver
+from batchroute.services.routing.ports import OrgPolicies
 
 QUOTE_TTL = timedelta(minutes=10)
 SNAPSHOT_VERSION = 1
@@ -60,10 +63,6 @@ class Reopenable:
         return iter(opened if opened is not None else self._reopen())
 
 
-class LiveStates(Protocol):
-    def live_states(self, *, consistent: bool = False) -> dict[str, LaneLive]: ...
-
-
 class SnapshotStore(Protocol):
     def put(self, snapshot: dict[str, Any]) -> None: ...
 
@@ -82,16 +81,6 @@ class FileItems(Protocol):
     def file_ready(self, org_id: str, file_id: str) -> object: ...
 
     def item_profile(self, org_id: str, file_id: str) -> ItemProfile | None: ...
-
-
-class Balances(Protocol):
-    def balance(self, org_id: str) -> Money: ...
-
-
-class OrgPolicies(Protocol):
-    """services/routing/policy.py:PolicyReader: the org's route policy, one GetItem."""
-
-    def current(self, org_id: str) -> RoutePolicy | None: ...
 
 
 @dataclass(frozen=True)
@@ -130,7 +119,7 @@ class QuoteService:
         item_sink: ItemSink,
         files: FileItems,
         balances: Balances,
-        settings: Settings,
+        settings: WebhookUrlRules,
         guards: RoutingGuards,
         clock: Clock,
         resolve: Callable[[str, int], list[str]] | None = None,
@@ -149,6 +138,13 @@ class QuoteService:
         self.resolve = resolve
         self.policies = policies
         self.presets = presets  # expands items and bodies naming a preset (docs/presets.md)
+
+    def reading(self, files: FileItems) -> QuoteService:
+        """The same service reading `input_file_id`s from `files` (the compat surface reads
+        the vendor's rows, converted to items)."""
+        other = copy.copy(self)
+        other.files = files
+        return other
 
     # -- the pipeline both quotes and batch creation use -------------------------------------
     def read_items(

@@ -12,18 +12,17 @@ from collections.abc import Iterator
 from datetime import datetime, timedelta
 from typing import Any, Literal, Protocol
 
-from batchroute.adapters.batch_artifacts import result_chunk_key, results_index_key
-from batchroute.adapters.batch_inputs import CHUNK_SIZE, input_chunk_key
-from batchroute.adapters.dynamo.batch_records import BatchRecords
-from batchroute.adapters.s3_objects import S3Objects
 from batchroute.clock import isoformat
 from batchroute.domain.access import Principal, authorize, require_same_org
+from batchroute.domain.artifact_keys import INPUT_CHUNK_ROWS as CHUNK_SIZE
+from batchroute.domain.artifact_keys import input_chunk_key, result_chunk_key, results_index_key
 from batchroute.domain.batch_record import BatchRecord
 from batchroute.domain.batch_states import NON_TERMINAL
 from batchroute.domain.jsonl import parse_jsonl
 from batchroute.domain.lane_plan import lane_chunk_done, lane_chunk_position
 from batchroute.domain.retention import RetentionSettings, keep_until
 from batchroute.errors import Conflict, Gone, InvalidRequest, NotFound
+from batchroute.services.batches.ports import BatchStore, ObjectStore
 from batchroute.services.batches.views import Signer, artifact_files
 
 ITEM_STATUSES = ("pending", "processing", "completed", "failed")
@@ -69,8 +68,8 @@ def results_gone(batch: BatchRecord) -> Gone:
 class BatchReads:
     def __init__(
         self,
-        records: BatchRecords,
-        artifacts: S3Objects,
+        records: BatchStore,
+        artifacts: ObjectStore,
         sign: Signer,
         *,
         retention: RetentionTerms | None = None,

@@ -22,12 +22,9 @@ from batchroute.domain.billing_alerts import (
 )
 from batchroute.domain.billing_controls import BillingControls
 from batchroute.observability import logger
+from batchroute.services.delivery.ports import Mailer
 
 FOOTER = "\n\nManage your alerts and spending limit in your billing settings."
-
-
-class Mailer(Protocol):
-    def send(self, to: str, subject: str, text: str) -> None: ...
 
 
 Recipients = Callable[[str], list[str]]

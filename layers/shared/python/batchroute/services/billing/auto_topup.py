@@ -41,6 +41,7 @@ from batchroute.ids import has_prefix, new_id
 from batchroute.money import Money
 from batchroute.observability import logger
 from batchroute.services.billing.payment_refusals import refuse_payment_event
+from batchroute.services.billing.ports import Notifier
 
 TransactItem = dict[str, Any]
 _SAVE_ATTEMPTS = 5
@@ -99,15 +100,6 @@ class Charger(Protocol):
     ) -> Charge: ...
 
     def payment_intent(self, processor_ref: str) -> Charge: ...
-
-
-class Notifier(Protocol):
-    """The billing watch's `notify` (docs/billing-alerts.md): an event once per `once_key`,
-    sent on the org's alert channels."""
-
-    def notify(
-        self, org_id: str, event_type: str, details: dict[str, Any], *, at: datetime, once_key: str
-    ) -> dict[str, Any] | None: ...
 
 
 OnMoved = Callable[[str, datetime], None]

@@ -6,13 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
-
-class Notifier(Protocol):
-    def notify(
-        self, org_id: str, event_type: str, details: dict[str, Any], *, at: datetime, once_key: str
-    ) -> dict[str, Any] | None: ...
+from batchroute.services.billing.ports import Notifier
 
 
 class DeferredNotifier:

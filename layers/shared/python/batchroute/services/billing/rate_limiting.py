@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from batchroute.clock import Clock
-from batchroute.config import Settings
 from batchroute.domain.access import Principal
 from batchroute.domain.accounts import normalize_email
 from batchroute.domain.credentials import keyed_hash
@@ -50,6 +49,46 @@ class Rule:
     limit: Limit
 
 
+class RateLimitSettings(Protocol):
+    """The rate-limit numbers of the deployment (config.py:Settings satisfies it)."""
+
+    @property
+    def rate_limits_enabled(self) -> bool: ...
+
+    @property
+    def rate_limit_window_seconds(self) -> int: ...
+
+    @property
+    def rate_limit_per_key(self) -> int: ...
+
+    @property
+    def rate_limit_per_account(self) -> int: ...
+
+    @property
+    def rate_limit_register_per_ip(self) -> int: ...
+
+    @property
+    def rate_limit_register_window_seconds(self) -> int: ...
+
+    @property
+    def rate_limit_login_per_ip(self) -> int: ...
+
+    @property
+    def rate_limit_login_per_ip_email(self) -> int: ...
+
+    @property
+    def rate_limit_login_window_seconds(self) -> int: ...
+
+    @property
+    def rate_limit_password_per_ip(self) -> int: ...
+
+    @property
+    def rate_limit_password_per_email(self) -> int: ...
+
+    @property
+    def rate_limit_password_window_seconds(self) -> int: ...
+
+
 @dataclass(frozen=True)
 class RateLimitPolicy:
     enabled: bool = True
@@ -66,7 +105,7 @@ class RateLimitPolicy:
     password_window_seconds: int = 3600
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> RateLimitPolicy:
+    def from_settings(cls, settings: RateLimitSettings) -> RateLimitPolicy:
         return cls(
             enabled=settings.rate_limits_enabled,
             window_seconds=settings.rate_limit_window_seconds,

@@ -25,16 +25,13 @@ from batchroute.domain.usage import (
     summarize,
 )
 from batchroute.errors import InvalidRequest
+from batchroute.services.billing.ports import ControlsReader
 
 
 class UsageLedger(Protocol):
     def state(self, org_id: str) -> WalletState: ...
 
     def usage_between(self, org_id: str, first_day: str, last_day: str) -> list[UsageCounter]: ...
-
-
-class ControlsReader(Protocol):
-    def billing_controls(self, org_id: str) -> BillingControls | None: ...
 
 
 def default_period(controls: BillingControls) -> UsagePeriod:

@@ -34,14 +34,11 @@ from batchroute.domain.ledger import WalletState
 from batchroute.money import Money
 from batchroute.observability import logger
 from batchroute.services.billing.alerts import AlertChannel
+from batchroute.services.billing.ports import ControlsReader
 
 
 class BalanceListener(Protocol):
     def balance_moved(self, org_id: str, wallet: WalletState, *, at: datetime) -> None: ...
-
-
-class ControlsReader(Protocol):
-    def billing_controls(self, org_id: str) -> BillingControls | None: ...
 
 
 class WalletReader(Protocol):

@@ -12,10 +12,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
-from typing import Any, Protocol
+from typing import Any
 
 from batchroute.clock import Clock
-from batchroute.config import Settings
 from batchroute.domain.catalog import (
     Catalog,
     HostedTool,
@@ -39,12 +38,9 @@ from batchroute.domain.lanes import (
 from batchroute.domain.routing_gates import RoutingGuards
 from batchroute.errors import InvalidRequest, NotFound
 from batchroute.money import format_amount
+from batchroute.services.catalog.ports import DeploymentSettings, LiveStates
 
 PRICE_UNIT = "per_million_tokens"
-
-
-class LiveStates(Protocol):
-    def live_states(self, *, consistent: bool = False) -> dict[str, LaneLive]: ...
 
 
 @dataclass(frozen=True)
@@ -77,7 +73,7 @@ class ModelFilters:
         return any(needle in text.casefold() for text in haystack)
 
 
-def guards_for(settings: Settings) -> RoutingGuards:
+def guards_for(settings: DeploymentSettings) -> RoutingGuards:
     return RoutingGuards(
         provider_allowlist=tuple(settings.provider_allowlist),
         # The launch guard never applies in local mode, where every provider is simulated.
@@ -87,7 +83,9 @@ def guards_for(settings: Settings) -> RoutingGuards:
 
 
 class CatalogService:
-    def __init__(self, catalog: Catalog, live: LiveStates, settings: Settings, clock: Clock) -> None:
+    def __init__(
+        self, catalog: Catalog, live: LiveStates, settings: DeploymentSettings, clock: Clock
+    ) -> None:
         self.catalog = catalog
         self.live = live
         self.guards = guards_for(settings)

@@ -19,10 +19,10 @@ from typing import Any, Final, Protocol
 from aws_lambda_powertools.metrics import MetricUnit
 
 from batchroute.clock import Clock, isoformat
-from batchroute.config import Settings
 from batchroute.domain.catalog import Catalog, Lane, Provider
 from batchroute.errors import PermanentError, TransientError
 from batchroute.observability import logger, metrics
+from batchroute.services.catalog.ports import DeploymentSettings
 
 
 @dataclass(frozen=True)
@@ -90,7 +90,7 @@ class ProviderAdapters(Protocol):
     def sync(self, slug: str) -> Any: ...
 
 
-def provider_health_for(settings: Settings, registry: ProviderAdapters) -> ProviderHealth:
+def provider_health_for(settings: DeploymentSettings, registry: ProviderAdapters) -> ProviderHealth:
     """Locally the emulated providers are up unless configured down; deployed, each adapter
     answers for its provider."""
     if settings.environment == "local":

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from batchroute.config import Settings
+from batchroute.services.catalog.ports import DeploymentSettings
 
 
 def _capability(enabled: bool, *, detail: str | None = None) -> dict[str, Any]:
@@ -14,7 +14,7 @@ def _capability(enabled: bool, *, detail: str | None = None) -> dict[str, Any]:
     return status
 
 
-def runtime_info(settings: Settings, *, authenticated: bool) -> dict[str, Any]:
+def runtime_info(settings: DeploymentSettings, *, authenticated: bool) -> dict[str, Any]:
     """Anonymous callers get public-safe data only; provider simulation and routing guards
     are shown to authenticated callers."""
     local = settings.environment == "local"

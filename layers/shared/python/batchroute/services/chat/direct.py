@@ -23,12 +23,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from batchroute.adapters.dynamo.chat_holds import ChatHoldStore, HoldRefused
 from batchroute.clock import Clock, isoformat
 from batchroute.domain.access import Principal, authorize
 from batchroute.domain.batch_record import BatchRecord, ExecutionSummary
-from batchroute.domain.billing_controls import BillingControls
 from batchroute.domain.catalog import Catalog
+from batchroute.domain.chat_holds import HoldRefused
 from batchroute.domain.chat_objects import DIRECT_SOURCE, completion_id
 from batchroute.domain.chat_requests import CHAT_ITEM_ID, ChatRequest
 from batchroute.domain.chat_routing import DirectLane, DirectPlan, plan_direct
@@ -54,37 +53,19 @@ from batchroute.providers.base import (
     Usage,
 )
 from batchroute.services.accounts.authentication import KeyUnconfirmed
+from batchroute.services.billing.ports import ControlsReader, MoneyWatch
 from batchroute.services.billing.rate_limiting import CallerGate, RateLimiter
 from batchroute.services.catalog.lane_health import ACCOUNT_DOWN_CODES, LaneAvailability, mark_account_down
+from batchroute.services.chat.ports import HoldStore
 from batchroute.services.chat.state import HoldKeeper, LaneStateCache, LaneStats
 from batchroute.services.routing.policy import policy_version
+from batchroute.services.routing.ports import OrgPolicies
 
 SLA = timedelta(hours=24)
 
 
 class SyncProviders(Protocol):
     def sync(self, slug: str) -> SyncProvider: ...
-
-
-class ControlsReader(Protocol):
-    def billing_controls(self, org_id: str) -> BillingControls | None: ...
-
-
-class OrgPolicies(Protocol):
-    """services/routing/policy.py:PolicyReader; `cached` costs no AWS call while warm."""
-
-    def cached(self, org_id: str) -> RoutePolicy | None: ...
-
-    def current(self, org_id: str) -> RoutePolicy | None: ...
-
-    def refresh_if_stale(self, org_id: str) -> None: ...
-
-
-class MoneyWatch(Protocol):
-    """services/billing/watch.py:BillingWatch: billing alerts and auto top-up after a charge;
-    never raises."""
-
-    def moved(self, org_id: str, *, at: datetime, controls: BillingControls | None = None) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -212,7 +193,7 @@ class DirectChat:
         lanes: LaneStateCache,
         stats: LaneStats,
         holds: HoldKeeper,
-        store: ChatHoldStore,
+        store: HoldStore,
         providers: SyncProviders,
         controls: ControlsReader,
         guards: RoutingGuards,

@@ -13,10 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from batchroute.adapters.batch_artifacts import result_chunk_key
-from batchroute.adapters.dynamo.batch_records import BatchRecords
-from batchroute.adapters.s3_objects import S3Objects
 from batchroute.domain.access import Principal, authorize, require_same_org
+from batchroute.domain.artifact_keys import result_chunk_key
 from batchroute.domain.batch_record import BatchRecord, SurfaceFields
 from batchroute.domain.chat_objects import (
     CHAT_SOURCE,
@@ -33,6 +31,7 @@ from batchroute.domain.lane_plan import lane_chunk_done
 from batchroute.errors import Forbidden, Gone, NotFound, PaymentRequired
 from batchroute.ids import new_id
 from batchroute.services.batches.create import CreateAnswer, Surface
+from batchroute.services.batches.ports import BatchStore, ObjectStore
 
 
 class BatchCreator(Protocol):
@@ -46,7 +45,7 @@ class BatchCreator(Protocol):
 
 
 class ChatJobs:
-    def __init__(self, *, batches: BatchCreator, records: BatchRecords, artifacts: S3Objects) -> None:
+    def __init__(self, *, batches: BatchCreator, records: BatchStore, artifacts: ObjectStore) -> None:
         self.batches = batches
         self.records = records
         self.artifacts = artifacts

@@ -23,20 +23,21 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
-from batchroute.adapters.dynamo.chat_holds import ChatHoldStore, HoldRefused
 from batchroute.clock import Clock, isoformat
 from batchroute.domain.batch_record import BatchRecord
 from batchroute.domain.billing_controls import BillingControls
 from batchroute.domain.catalog import LaneLive
+from batchroute.domain.chat_holds import HoldRefused
 from batchroute.domain.chat_routing import LaneRecord
 from batchroute.domain.ledger import insufficient_credit, period_keys
 from batchroute.domain.spending_limit import LimitGuard
 from batchroute.errors import TransientError
 from batchroute.money import Money
 from batchroute.observability import logger
-from batchroute.services.batches.quotes import LiveStates
 from batchroute.services.billing.funding import active_limit, limit_refusal
 from batchroute.services.billing.rate_limiting import CallerGate, RateLimiter
+from batchroute.services.catalog.ports import LiveStates
+from batchroute.services.chat.ports import HoldStore
 
 _HOLD_ATTEMPTS = 4
 _MAX_CACHED_ORGS = 10_000
@@ -111,7 +112,7 @@ class _HardLimit:
 
 
 class HoldKeeper:
-    def __init__(self, store: ChatHoldStore, clock: Clock, *, limiter: RateLimiter | None = None) -> None:
+    def __init__(self, store: HoldStore, clock: Clock, *, limiter: RateLimiter | None = None) -> None:
         self.store = store
         self.clock = clock
         self.limiter = limiter  # folds the caller's rate limit into the hold (`open(rate=...)`)

@@ -11,7 +11,7 @@ records that list it and resolve those file ids (adapters/dynamo/compat.py).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -35,7 +35,6 @@ from batchroute.errors import Conflict, InvalidRequest, NotFound
 from batchroute.ids import has_prefix, new_id
 from batchroute.services.batches.create import BatchService, Surface
 from batchroute.services.batches.files import FileService
-from batchroute.services.batches.quotes import FileItems
 from batchroute.services.batches.reads import BatchReads
 from batchroute.services.compat.files import COMPAT_PURPOSE
 
@@ -106,13 +105,13 @@ class CompatBatches:
     def __init__(
         self,
         *,
-        batches_over: Callable[[FileItems], BatchService],
+        batches: BatchService,
         files: FileService,
         reads: BatchReads,
         records: CompatRecords,
         clock: Clock,
     ) -> None:
-        self.batches_over = batches_over  # a BatchService whose quotes read items from the given source
+        self.batches = batches
         self.files = files
         self.reads = reads
         self.records = records
@@ -141,7 +140,7 @@ class CompatBatches:
             body["metadata"] = dict(request.metadata)
             if "work_order_id" in request.metadata:  # joins that work order (docs/work-orders.md)
                 body["work_order_id"] = request.metadata["work_order_id"]
-        service = self.batches_over(CompatFileItems(self.files, request.endpoint))
+        service = self.batches.reading(CompatFileItems(self.files, request.endpoint))
         try:
             answer = service.create_or_replay(
                 principal,
@@ -203,7 +202,7 @@ class CompatBatches:
 
     def cancel(self, principal: Principal, batch_id: str) -> dict[str, Any]:
         self._owned(principal, batch_id)
-        return batch_object(self.batches_over(self.files).cancel(principal, batch_id, None))
+        return batch_object(self.batches.cancel(principal, batch_id, None))
 
     def _owned(self, principal: Principal, batch_id: str) -> BatchRecord:
         if not has_prefix(batch_id, "batch"):

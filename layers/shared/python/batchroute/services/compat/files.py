@@ -15,8 +15,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import replace
 from typing import Any, Protocol
 
-from batchroute.adapters.batch_artifacts import errors_key, results_key
 from batchroute.domain.access import Principal, authorize, require_same_org
+from batchroute.domain.artifact_keys import errors_key, results_key
 from batchroute.domain.batch_record import BatchRecord
 from batchroute.domain.compat import (
     DEFAULT_BODY_FORMAT,
@@ -32,6 +32,7 @@ from batchroute.domain.jsonl import parse_jsonl
 from batchroute.errors import Conflict, Gone, InvalidRequest, NotFound
 from batchroute.ids import has_prefix
 from batchroute.services.batches.files import DirectUpload, FileService
+from batchroute.services.batches.ports import Artifacts
 
 COMPAT_PURPOSE = "batch"
 
@@ -44,12 +45,6 @@ class OutputFileRecords(Protocol):
 
 class BatchLookup(Protocol):
     def get(self, batch_id: str) -> BatchRecord | None: ...
-
-
-class Artifacts(Protocol):
-    def size(self, key: str) -> int | None: ...
-
-    def chunks(self, key: str) -> Iterator[bytes]: ...
 
 
 class InvalidRows(InvalidRequest):

@@ -42,6 +42,7 @@ from batchroute.domain.delivery_targets import BucketRefused, DeliveryTarget, ba
 from batchroute.errors import Conflict, Gone
 from batchroute.observability import logger
 from batchroute.services.delivery.targets import Bucket
+from batchroute.workflow.queues import TaskSender
 
 STEP = "deliver_bucket"  # the deliver worker's message for a retry or a redeliver
 JSONL = "application/jsonl"
@@ -77,12 +78,10 @@ class Batches(Protocol):
     def get(self, batch_id: str) -> BatchRecord | None: ...
 
 
-class Artifacts(Protocol):
+class ArtifactStreams(Protocol):
+    """adapters/customer_buckets.py:ArtifactSource: a batch artifact opened as a stream."""
+
     def open(self, key: str) -> BinaryIO | None: ...
-
-
-class TaskSender(Protocol):
-    def send(self, body: str, *, delay_seconds: int = 0) -> None: ...
 
 
 @dataclass
@@ -101,7 +100,7 @@ class BucketDelivery:
         records: DeliveryStore,
         targets: Targets,
         batches: Batches,
-        artifacts: Artifacts,
+        artifacts: ArtifactStreams,
         clock: Clock,
         *,
         queue: TaskSender | None = None,

@@ -10,7 +10,7 @@ again before every connection (`check_url`: the guard with the deployment's loop
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import replace
 from typing import Any, Protocol
 
@@ -30,12 +30,7 @@ from batchroute.domain.delivery_targets import (
 from batchroute.errors import Conflict, InvalidRequest, NotFound
 from batchroute.ids import new_id
 from batchroute.observability import logger
-
-
-class Sealer(Protocol):
-    def seal(self, plaintext: str, *, context: dict[str, str]) -> str: ...
-
-    def unseal(self, ciphertext: str, *, context: dict[str, str]) -> str: ...
+from batchroute.services.delivery.ports import Sealer
 
 
 class TargetStore(Protocol):
@@ -56,6 +51,10 @@ class Bucket(Protocol):
     def put(self, key: str, body: bytes, *, content_type: str) -> None: ...
 
     def upload(self, key: str, source: Readable, *, content_type: str) -> None: ...
+
+    def keys(self, prefix: str, *, limit: int) -> list[str]: ...
+
+    def read(self, key: str, *, max_bytes: int) -> bytes: ...
 
 
 class Buckets(Protocol):
@@ -125,6 +124,22 @@ class DeliveryTargets:
         if target is None:
             raise NotFound("No such delivery target.", code="delivery_target_not_found")
         return target
+
+    def read_prefix(
+        self, org_id: str, target_id: str, prefix: str, *, max_files: int, max_bytes: int
+    ) -> Iterator[tuple[str, bytes]]:
+        """Every object under `prefix` in the org's target (at most `max_files`, each at most
+        `max_bytes`), read with the target's own credentials: a schedule's input files. The
+        bucket's refusal is the caller's error (`bucket_<code>`)."""
+        target = self.get(org_id, target_id)
+        try:
+            bucket = self.open(target)
+            for key in bucket.keys(prefix, limit=max_files):
+                yield key, bucket.read(key, max_bytes=max_bytes)
+        except BucketRefused as refused:
+            raise InvalidRequest(
+                f"The input bucket refused: {refused.message}", code=f"bucket_{refused.code}".lower()[:64]
+            ) from None
 
     def find(self, org_id: str, target_id: str) -> DeliveryTarget | None:
         return self.store.get(org_id, target_id)

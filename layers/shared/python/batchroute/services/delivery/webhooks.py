@@ -42,6 +42,7 @@ from batchroute.domain.webhooks import (
 from batchroute.ids import new_id
 from batchroute.observability import logger
 from batchroute.services.accounts.settings import webhook_secret_context
+from batchroute.services.delivery.ports import Sealer
 
 BATCH_WEBHOOK_PURPOSE = "batch_webhook"
 # How long a claimed attempt may run before the sweeper treats its worker as gone. Far above
@@ -51,12 +52,6 @@ INTERRUPTED = "attempt interrupted: the worker stopped before recording an outco
 
 SecretSource = Literal["batch", "org"]
 BATCH_SOURCE: SecretSource = "batch"
-
-
-class Sealer(Protocol):
-    def seal(self, plaintext: str, *, context: dict[str, str]) -> str: ...
-
-    def unseal(self, ciphertext: str, *, context: dict[str, str]) -> str: ...
 
 
 class Orgs(Protocol):

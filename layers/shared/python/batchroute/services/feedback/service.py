@@ -10,13 +10,14 @@ its one-row results artifact.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Protocol, cast
 
-from batchroute.adapters.batch_inputs import CHUNK_SIZE, input_chunk_key
 from batchroute.clock import Clock, isoformat
 from batchroute.domain.access import Principal, authorize
+from batchroute.domain.artifact_keys import INPUT_CHUNK_ROWS as CHUNK_SIZE
+from batchroute.domain.artifact_keys import input_chunk_key
 from batchroute.domain.batch_record import BatchRecord
 from batchroute.domain.chat_objects import CHAT_SOURCE
 from batchroute.domain.chat_requests import CHAT_ITEM_ID
@@ -35,6 +36,7 @@ from batchroute.domain.request_fields import invalid
 from batchroute.domain.usage import USAGE_PERIODS, UsagePeriod, period_window
 from batchroute.errors import Conflict, Gone, InvalidRequest, NotFound
 from batchroute.ids import new_id
+from batchroute.services.batches.ports import Artifacts, BatchReader
 
 # The provider recorded for a result no provider served (a failed item).
 UNSERVED = "unserved"
@@ -54,14 +56,6 @@ class FeedbackStore(Protocol):
     def for_batch(self, org_id: str, batch_id: str) -> list[Feedback]: ...
 
     def counters_between(self, org_id: str, first_day: str, last_day: str) -> list[dict[str, Any]]: ...
-
-
-class BatchReader(Protocol):
-    def get(self, batch_id: str) -> BatchRecord | None: ...
-
-
-class Artifacts(Protocol):
-    def chunks(self, key: str) -> Iterator[bytes]: ...
 
 
 @dataclass(frozen=True)

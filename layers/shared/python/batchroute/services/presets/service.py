@@ -64,14 +64,20 @@ class PresetRegression(Protocol):
 
 class Presets:
     def __init__(
-        self, store: PresetRecords, *, catalog: Catalog, clock: Clock, max_presets: int = MAX_PRESETS_PER_ORG
+        self,
+        store: PresetRecords,
+        *,
+        catalog: Catalog,
+        clock: Clock,
+        max_presets: int = MAX_PRESETS_PER_ORG,
+        regression: Callable[[], PresetRegression] | None = None,
     ) -> None:
         self.store = store
         self.catalog = catalog
         self.clock = clock
         self.max_presets = max_presets
-        # set by the wiring: builds the runner (schedules/regression.py) only when a run is asked
-        self.regression: Callable[[], PresetRegression] | None = None
+        # the golden-set runner (schedules/regression.py), built only when a run is asked
+        self.regression = regression
 
     # -- writing ---------------------------------------------------------------------------
     def create(self, principal: Principal, body: Any) -> Preset:

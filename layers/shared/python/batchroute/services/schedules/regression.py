@@ -19,12 +19,9 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Final, Protocol
 
-from batchroute.adapters.dynamo.ledger import LedgerStore
-from batchroute.adapters.dynamo.schedules import ScheduleStore
 from batchroute.clock import Clock, isoformat
 from batchroute.domain import tokens
 from batchroute.domain.access import Principal
-from batchroute.domain.billing_controls import BillingControls
 from batchroute.domain.catalog import Catalog, Lane
 from batchroute.domain.golden_sets import GoldenSet, golden_set_from_api, lane_score, score
 from batchroute.domain.ledger import period_keys
@@ -38,6 +35,8 @@ from batchroute.ids import new_id
 from batchroute.money import Money
 from batchroute.observability import logger
 from batchroute.providers.base import ProviderRequest, ProviderResult, SyncProvider
+from batchroute.services.billing.ports import ControlsReader, LedgerBook, MoneyWatch
+from batchroute.services.schedules.ports import ScheduleRecords
 
 GOLDEN_MAX_OUTPUT: Final = 512  # output tokens per golden item
 
@@ -73,14 +72,6 @@ class Providers(Protocol):
     def sync(self, slug: str) -> SyncProvider: ...
 
 
-class ControlsReader(Protocol):
-    def billing_controls(self, org_id: str) -> BillingControls | None: ...
-
-
-class MoneyWatch(Protocol):
-    def moved(self, org_id: str, *, at: Any, controls: BillingControls | None = None) -> None: ...
-
-
 class PresetResolver(Protocol):
     def resolve(self, org_id: str, ref: object) -> PresetVersion: ...
 
@@ -93,11 +84,11 @@ class RegressionRuns:
     def __init__(
         self,
         *,
-        store: ScheduleStore,
+        store: ScheduleRecords,
         catalog: Catalog,
         providers: Providers,
         guards: RoutingGuards,
-        ledger: LedgerStore,
+        ledger: LedgerBook,
         controls: ControlsReader,
         clock: Clock,
         watch: MoneyWatch | None = None,

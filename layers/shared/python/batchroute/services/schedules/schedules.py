@@ -13,12 +13,11 @@ the due index (the only trigger locally, and the catch-up for a missed one on AW
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from batchroute.adapters.dynamo.schedules import ScheduleStore
 from batchroute.clock import Clock, isoformat
 from batchroute.domain.access import Principal, authorize
 from batchroute.domain.batch_record import SurfaceFields
@@ -44,7 +43,9 @@ from batchroute.ids import new_id
 from batchroute.observability import logger
 from batchroute.services.batches.create import BatchService, Surface
 from batchroute.services.batches.files import FileService
+from batchroute.services.delivery.ports import Sealer
 from batchroute.services.delivery.targets import DeliveryTargets
+from batchroute.services.schedules.ports import ScheduleRecords
 
 MAX_SCHEDULES_PAGE = 100
 MAX_SOURCE_FILES = 100  # input files read under a bucket prefix per firing
@@ -54,12 +55,6 @@ CATCH_UP_AFTER = timedelta(minutes=10)
 _FIELDS = {"name", "description", "expression", "time_zone", "input_source", "batch_options", "golden_set"}
 
 
-class Sealer(Protocol):
-    def seal(self, plaintext: str, *, context: dict[str, str]) -> str: ...
-
-    def unseal(self, ciphertext: str, *, context: dict[str, str]) -> str: ...
-
-
 class Triggers(Protocol):
     """The schedule's trigger on AWS (adapters/event_scheduler.py): one EventBridge
     Scheduler schedule per active schedule; locally None (the sweeper fires them)."""
@@ -67,10 +62,6 @@ class Triggers(Protocol):
     def put(self, schedule: Schedule) -> None: ...
 
     def remove(self, schedule_id: str) -> None: ...
-
-
-class PrefixReader(Protocol):
-    def __call__(self, org_id: str, target_id: str, prefix: str) -> Iterator[tuple[str, bytes]]: ...
 
 
 class RegressionStarter(Protocol):
@@ -85,28 +76,27 @@ class Schedules:
     def __init__(
         self,
         *,
-        store: ScheduleStore,
+        store: ScheduleRecords,
         batches: Callable[[], BatchService],
         files: FileService,
         targets: DeliveryTargets,
-        read_prefix: PrefixReader,
         sealer: Sealer,
         catalog: Catalog,
         check_url: Callable[[str], object],
         clock: Clock,
         triggers: Triggers | None = None,
+        regression: RegressionStarter | None = None,
     ) -> None:
         self.store = store
         self.batches = batches
         self.files = files
         self.targets = targets
-        self.read_prefix = read_prefix
         self.sealer = sealer
         self.catalog = catalog
         self.check_url = check_url
         self.clock = clock
         self.triggers = triggers
-        self.regression: RegressionStarter | None = None  # set by the wiring (regression.py)
+        self.regression = regression  # golden-set runs (regression.py)
 
     # -- reads -----------------------------------------------------------------------------
     def get(self, principal: Principal, schedule_id: str) -> Schedule:
@@ -362,7 +352,13 @@ class Schedules:
             return {**options, "input_file_id": source["file_id"]}
         preset = source.get("preset")
         items: list[Any] = []
-        for key, data in self.read_prefix(schedule.org_id, source["delivery_target_id"], source["prefix"]):
+        for key, data in self.targets.read_prefix(
+            schedule.org_id,
+            source["delivery_target_id"],
+            source["prefix"],
+            max_files=MAX_SOURCE_FILES,
+            max_bytes=MAX_SOURCE_BYTES,
+        ):
             for number, line in enumerate(data.splitlines(), start=1):
                 if not line.strip():
                     continue

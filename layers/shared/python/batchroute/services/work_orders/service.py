@@ -31,6 +31,7 @@ from batchroute.ids import new_id
 from batchroute.money import Money
 from batchroute.observability import logger
 from batchroute.services.batches.create import IDEMPOTENCY_TTL, check_idempotency_key, request_hash
+from batchroute.services.batches.ports import BatchReader
 
 # Pages of the store a filtered listing reads at most per request before it answers with
 # what it found (and a cursor to go on from).
@@ -86,10 +87,6 @@ class WorkOrderStore(Protocol):
     def members(
         self, org_id: str, work_order_id: str, *, start_after: str | None, limit: int
     ) -> tuple[list[dict[str, Any]], str | None]: ...
-
-
-class BatchReader(Protocol):
-    def get(self, batch_id: str) -> BatchRecord | None: ...
 
 
 @dataclass(frozen=True)

@@ -43,11 +43,8 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from batchroute.adapters.batch_artifacts import BatchArtifacts, partial_chunk_key, result_chunk_key
-from batchroute.adapters.dynamo.batch_progress import BatchProgress
-from batchroute.adapters.dynamo.batch_records import BatchRecords
-from batchroute.adapters.task_queue import TaskQueue
 from batchroute.clock import Clock, isoformat
+from batchroute.domain.artifact_keys import partial_chunk_key, result_chunk_key
 from batchroute.domain.batch_record import BatchRecord
 from batchroute.domain.batch_states import TERMINAL
 from batchroute.domain.catalog import Catalog, Lane
@@ -67,11 +64,13 @@ from batchroute.observability import logger
 from batchroute.providers.base import ItemError, ProviderResult
 from batchroute.providers.registry import ProviderRegistry
 from batchroute.providers.retry import RetryPolicy
+from batchroute.services.batches.ports import BatchStore
 from batchroute.services.catalog.lane_health import (
     ACCOUNT_DOWN_CODES,
     LaneAvailability,
     mark_account_down,
 )
+from batchroute.services.workflow.ports import BatchFiles, ProgressCounters
 from batchroute.services.workflow.runner import (
     LaneOutcome,
     SubmittedJob,
@@ -80,6 +79,7 @@ from batchroute.services.workflow.runner import (
     run_lane_items,
 )
 from batchroute.services.workflow.time_budget import TimeBudget
+from batchroute.workflow.queues import TaskSender
 from batchroute.workflow.tasks import StepOutput, WorkflowTask
 
 FINAL_LANE_STATUSES = frozenset({"completed", "failed", "canceled"})
@@ -189,14 +189,14 @@ class LaneExecutor:
     def __init__(
         self,
         *,
-        records: BatchRecords,
-        progress: BatchProgress,
-        artifacts: BatchArtifacts,
+        records: BatchStore,
+        progress: ProgressCounters,
+        artifacts: BatchFiles,
         registry: ProviderRegistry,
         retry: RetryPolicy,
         catalog: Catalog,
         clock: Clock,
-        continuations: TaskQueue | None,
+        continuations: TaskSender | None,
         limits: LaneLimits | None = None,
         sleeper: Callable[[float], None] = time.sleep,
         monotonic: Callable[[], float] = time.monotonic,

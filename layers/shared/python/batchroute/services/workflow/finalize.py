@@ -31,21 +31,15 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
-from batchroute.adapters.batch_artifacts import (
-    JSONL,
-    BatchArtifacts,
-    errors_key,
-    jsonl_line,
-    results_index_key,
-    results_key,
-)
-from batchroute.adapters.batch_inputs import CHUNK_SIZE as CHUNK_ROWS
-from batchroute.adapters.dynamo.batch_records import BatchRecords
 from batchroute.clock import Clock, isoformat
+from batchroute.domain.artifact_keys import INPUT_CHUNK_ROWS as CHUNK_ROWS
+from batchroute.domain.artifact_keys import JSONL, errors_key, jsonl_line, results_index_key, results_key
 from batchroute.domain.batch_record import ArtifactKeys, BatchRecord
 from batchroute.domain.batch_results import MergeTally, merge_chunk, missing_row
 from batchroute.domain.batch_states import TERMINAL
 from batchroute.domain.lane_plan import lane_chunk_done
+from batchroute.services.batches.ports import BatchStore
+from batchroute.services.workflow.ports import BatchFiles
 from batchroute.services.workflow.time_budget import TimeBudget
 from batchroute.workflow.tasks import StepOutput
 
@@ -101,8 +95,8 @@ class Finalizer:
     def __init__(
         self,
         *,
-        records: BatchRecords,
-        artifacts: BatchArtifacts,
+        records: BatchStore,
+        artifacts: BatchFiles,
         clock: Clock,
         retention_grace: timedelta = timedelta(hours=72),
         slice_bytes: int = SLICE_BYTES,

@@ -21,13 +21,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from batchroute.adapters.batch_inputs import InputChunkWriter
-from batchroute.adapters.dynamo.batch_records import BatchRecords
-from batchroute.adapters.s3_objects import S3Objects
 from batchroute.clock import Clock, isoformat
 from batchroute.domain.batch_record import BatchRecord
 from batchroute.domain.preflight import Preflight
 from batchroute.errors import Conflict, Forbidden, Gone, InvalidRequest, NotFound, PermanentError
+from batchroute.services.batches.input_chunks import InputChunkWriter
+from batchroute.services.batches.ports import BatchStore, ObjectStore
 from batchroute.workflow.tasks import StepOutput
 
 
@@ -49,9 +48,9 @@ class Intake:
     def __init__(
         self,
         *,
-        records: BatchRecords,
+        records: BatchStore,
         reader: ItemReader,
-        artifacts: S3Objects,
+        artifacts: ObjectStore,
         clock: Clock,
     ) -> None:
         self.records = records

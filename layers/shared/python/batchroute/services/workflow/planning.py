@@ -9,13 +9,13 @@ repeated Route keeps the first ones. The Map state gets only the lane keys.
 
 from __future__ import annotations
 
-from batchroute.adapters.dynamo.batch_progress import BatchProgress
-from batchroute.adapters.dynamo.batch_records import BatchRecords
 from batchroute.clock import Clock, isoformat
 from batchroute.domain.batch_record import BatchRecord
 from batchroute.domain.batch_states import TERMINAL
 from batchroute.domain.lane_plan import PlanMismatch, plan_lanes
 from batchroute.errors import PermanentError
+from batchroute.services.batches.ports import BatchStore
+from batchroute.services.workflow.ports import ProgressCounters
 from batchroute.workflow.tasks import StepOutput
 
 
@@ -24,7 +24,7 @@ class InvalidPlan(PermanentError):
 
 
 class LanePlanner:
-    def __init__(self, *, records: BatchRecords, progress: BatchProgress, clock: Clock) -> None:
+    def __init__(self, *, records: BatchStore, progress: ProgressCounters, clock: Clock) -> None:
         self.records = records
         self.progress = progress
         self.clock = clock

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Protocol
 
-from batchroute.adapters.batch_artifacts import batch_prefix, receipt_key
 from batchroute.clock import Clock, isoformat
+from batchroute.domain.artifact_keys import batch_prefix, receipt_key
 from batchroute.domain.batch_record import BatchRecord
 from batchroute.domain.batch_states import TERMINAL
 from batchroute.domain.retention import RetentionSettings, keep_until, next_review

@@ -21,9 +21,8 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any, Protocol
 
-from batchroute.adapters.batch_artifacts import BatchArtifacts, receipt_key
-from batchroute.adapters.dynamo.batch_records import BatchRecords
 from batchroute.clock import Clock, isoformat
+from batchroute.domain.artifact_keys import receipt_key
 from batchroute.domain.batch_record import ArtifactKeys, BatchRecord
 from batchroute.domain.batch_states import TERMINAL
 from batchroute.domain.billing_controls import BillingControls
@@ -35,6 +34,9 @@ from batchroute.domain.settlement import build_receipt, charged_usage, provider_
 from batchroute.domain.usage import UsageCharge, batch_usage_lines, usage_day
 from batchroute.errors import PermanentError
 from batchroute.money import Money
+from batchroute.services.batches.ports import BatchStore
+from batchroute.services.billing.ports import ControlsReader, LedgerBook, MoneyWatch
+from batchroute.services.workflow.ports import BatchFiles
 from batchroute.workflow.tasks import StepOutput
 
 # Above this the batch keeps the receipt without its lane lists (receipt.json has them).
@@ -45,34 +47,10 @@ class SettlementFailed(PermanentError):
     pass
 
 
-class ControlsReader(Protocol):
-    def billing_controls(self, org_id: str) -> BillingControls | None: ...
-
-
-class MoneyWatch(Protocol):
-    """services/billing/watch.py:BillingWatch; never raises."""
-
-    def moved(self, org_id: str, *, at: datetime, controls: BillingControls | None = None) -> None: ...
-
-
 class WorkOrderMembers(Protocol):
     """services/work_orders/service.py:WorkOrders: counts a member's settlement once."""
 
     def member_settled(self, batch: BatchRecord, *, charged_micros: int) -> None: ...
-
-
-class Ledger(Protocol):
-    def settle(
-        self,
-        org_id: str,
-        reservation_id: str,
-        *,
-        charge: Money,
-        at: str,
-        period_keys: Any,
-        memo: str = "",
-        usage: UsageCharge | None = None,
-    ) -> SettlementResult: ...
 
 
 def _parse(moment: str) -> datetime:
@@ -83,10 +61,10 @@ class Settlement:
     def __init__(
         self,
         *,
-        records: BatchRecords,
-        ledger: Ledger,
+        records: BatchStore,
+        ledger: LedgerBook,
         controls: ControlsReader,
-        artifacts: BatchArtifacts,
+        artifacts: BatchFiles,
         fees: FeeSchedule,
         clock: Clock,
         watch: MoneyWatch | None = None,

@@ -41,14 +41,8 @@ from batchroute.services.workflow.execution import LaneExecutor
 from batchroute.services.workflow.finalize import Finalizer
 from batchroute.services.workflow.planning import LanePlanner
 from batchroute.services.workflow.settlement import Settlement
+from batchroute.workflow.queues import TaskSender
 from batchroute.workflow.tasks import Step, StepOutput, WorkflowTask
-
-
-class Continuations(Protocol):
-    """adapters/task_queue.py:TaskQueue: the settle queue, where a chunked step re-enqueues
-    its own message (same task token) to go on in a fresh invocation."""
-
-    def send(self, body: str, *, delay_seconds: int = 0) -> None: ...
 
 
 class InputIntake(Protocol):
@@ -59,14 +53,14 @@ class InputIntake(Protocol):
 
 @dataclass(frozen=True)
 class Pipeline:
-    """The services the batch steps run (built in batchroute/wiring.py)."""
+    """The services the batch steps run (built in batchroute/wiring/workflow.py)."""
 
     planner: LanePlanner
     lanes: LaneExecutor
     finalizer: Finalizer
     settlement: Settlement
     intake: InputIntake | None = None
-    continuations: Continuations | None = None
+    continuations: TaskSender | None = None
 
 
 class BatchNotFound(PermanentError):

@@ -6,22 +6,23 @@ bucket delivery retries and retention GC (docs/retention.md)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any, Protocol
 
 from aws_lambda_powertools.metrics import MetricUnit
 
 from batchroute.clock import Clock, isoformat
-from batchroute.domain.batch_record import BatchRecord, UsageCheckpoint
+from batchroute.domain.batch_record import UsageCheckpoint
 from batchroute.domain.batch_states import BatchState
 from batchroute.domain.catalog import Catalog
-from batchroute.domain.ledger import Purpose, Reservation, SettlementResult, period_keys
+from batchroute.domain.ledger import Purpose, Reservation, period_keys
 from batchroute.domain.pricing import token_cost
 from batchroute.domain.usage import UsageCharge, UsageLine, usage_day
 from batchroute.money import Money
 from batchroute.observability import logger, metrics
+from batchroute.services.billing.ports import MoneyWatch
+from batchroute.services.chat.ports import HoldStore
 
 
 class ExpiryRecords(Protocol):
@@ -67,23 +68,6 @@ class OpenHolds(Protocol):
     ) -> list[Reservation]: ...
 
 
-class ChatRecords(Protocol):
-    def record(self, batch_id: str) -> BatchRecord | None: ...
-
-    def settle(
-        self,
-        org_id: str,
-        hold_id: str,
-        *,
-        batch_id: str,
-        charge: Money,
-        at: str,
-        period_keys: Iterable[str],
-        outcome: Mapping[str, Any],
-        usage: UsageCharge | None = None,
-    ) -> SettlementResult: ...
-
-
 @dataclass
 class HoldSweepReport:
     settled: list[str] = field(default_factory=list)  # hold ids
@@ -93,7 +77,7 @@ class HoldSweepReport:
 
 def resolve_stale_chat_holds(
     ledger: OpenHolds,
-    records: ChatRecords,
+    records: HoldStore,
     catalog: Catalog,
     clock: Clock,
     *,
@@ -198,12 +182,6 @@ class LostFileChecks(Protocol):
     def resend_due(self, *, limit: int = 100) -> list[str]: ...
 
 
-class MoneyWatch(Protocol):
-    """services/billing/watch.py:BillingWatch; never raises."""
-
-    def moved(self, org_id: str, *, at: datetime) -> None: ...
-
-
 @dataclass
 class Sweeper:
     """One scheduled sweep (EventBridge, once a minute): refresh lane heartbeats, expire
@@ -214,7 +192,7 @@ class Sweeper:
     refresh_heartbeats: LaneHeartbeatRefresh  # docs/catalog.md
     batches: ExpiryRecords
     ledger: OpenHolds
-    chat_holds: ChatRecords
+    chat_holds: HoldStore
     catalog: Catalog
     webhooks: DueWebhooks  # docs/webhooks.md
     clock: Clock

@@ -1,5 +1,6 @@
-"""A batch's items in S3 as input chunks: `batches/<id>/input/<chunk:05d>.jsonl`, CHUNK_SIZE
-lines `{"seq": n, "item": {...}}` each, written as the items stream in (memory stays flat)."""
+"""A batch's items in S3 as input chunks: `batches/<id>/input/<chunk:05d>.jsonl`,
+INPUT_CHUNK_ROWS lines `{"seq": n, "item": {...}}` each, written as the items stream in
+(memory stays flat). Batch create and the workflow's intake both write them."""
 
 from __future__ import annotations
 
@@ -7,19 +8,16 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from batchroute.adapters.s3_objects import ObjectWriter, S3Objects
+from batchroute.domain.artifact_keys import INPUT_CHUNK_ROWS, input_chunk_key
+from batchroute.services.batches.ports import ObjectStore, ObjectWriter
 
-CHUNK_SIZE = 1000
-
-
-def input_chunk_key(batch_id: str, chunk: int) -> str:
-    return f"batches/{batch_id}/input/{chunk:05d}.jsonl"
+CHUNK_SIZE = INPUT_CHUNK_ROWS
 
 
 class InputChunkWriter:
     """Appends items in input order; tracks how many items of each model every chunk holds."""
 
-    def __init__(self, objects: S3Objects, batch_id: str, *, chunk_size: int = CHUNK_SIZE) -> None:
+    def __init__(self, objects: ObjectStore, batch_id: str, *, chunk_size: int = CHUNK_SIZE) -> None:
         self.objects = objects
         self.batch_id = batch_id
         self.chunk_size = chunk_size

@@ -1,0 +1,65 @@
+"""Where a batch's objects live in the artifacts bucket (docs/batches.md): the key layout
+that batch create, the workflow, the reads and retention share. Pure names; the adapters
+(adapters/batch_artifacts.py, adapters/batch_inputs.py) read and write the bytes.
+
+- `batches/<id>/input/<chunk:05d>.jsonl`: input chunks of INPUT_CHUNK_ROWS items each;
+- `batches/<id>/results/<lane_key>/<chunk:05d>.jsonl`: one lane's results for one chunk;
+- `batches/<id>/results.jsonl`, `errors.jsonl`, `receipt.json`, `results.index.json`;
+- `tmp/batches/<id>/partial/<lane_key>/<chunk:05d>.jsonl`: a chunk a lane left half done.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from decimal import Decimal
+from typing import Any
+
+INPUT_CHUNK_ROWS = 1000
+JSONL = "application/jsonl"
+
+
+def input_chunk_key(batch_id: str, chunk: int) -> str:
+    return f"batches/{batch_id}/input/{chunk:05d}.jsonl"
+
+
+def result_chunk_key(batch_id: str, lane_key: str, chunk: int) -> str:
+    return f"batches/{batch_id}/results/{lane_key}/{chunk:05d}.jsonl"
+
+
+def partial_chunk_key(batch_id: str, lane_key: str, chunk: int) -> str:
+    return f"tmp/batches/{batch_id}/partial/{lane_key}/{chunk:05d}.jsonl"
+
+
+def results_key(batch_id: str) -> str:
+    return f"batches/{batch_id}/results.jsonl"
+
+
+def errors_key(batch_id: str) -> str:
+    return f"batches/{batch_id}/errors.jsonl"
+
+
+def results_index_key(batch_id: str) -> str:
+    """Byte offset in results.jsonl of each input chunk's first row (written by Finalize)."""
+    return f"batches/{batch_id}/results.index.json"
+
+
+def receipt_key(batch_id: str) -> str:
+    return f"batches/{batch_id}/receipt.json"
+
+
+def batch_prefix(batch_id: str) -> str:
+    """Every object of the batch lives under this prefix (retention GC lists it)."""
+    return f"batches/{batch_id}/"
+
+
+def jsonl_line(value: Mapping[str, Any]) -> bytes:
+    """One artifact line: compact JSON, UTF-8, newline-terminated."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=plain_json).encode() + b"\n"
+
+
+def plain_json(value: Any) -> Any:
+    """Decimals from DynamoDB (unit prices, counts) as JSON numbers or strings."""
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else str(value)
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")

@@ -1,0 +1,126 @@
+"""What other contexts read of a batch, declared once: its record and its stored bytes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, Protocol
+
+from batchroute.domain.batch_record import BatchRecord, IdempotencyRecord
+from batchroute.domain.batch_states import BatchState
+from batchroute.domain.spending_limit import LimitGuard
+
+TransactItem = dict[str, Any]
+
+
+class BatchReader(Protocol):
+    """adapters/dynamo/batch_records.py:BatchRecords: one batch by id."""
+
+    def get(self, batch_id: str) -> BatchRecord | None: ...
+
+
+class Artifacts(Protocol):
+    """adapters/s3_objects.py:S3Objects over the artifacts bucket: a stored object's size
+    and its bytes in chunks."""
+
+    def size(self, key: str) -> int | None: ...
+
+    def chunks(self, key: str) -> Iterator[bytes]: ...
+
+
+class ObjectWriter(Protocol):
+    """adapters/s3_objects.py:ObjectWriter: one object written in parts."""
+
+    def write(self, data: bytes) -> None: ...
+
+    def close(self) -> None: ...
+
+    def abort(self) -> None: ...
+
+
+class ObjectStore(Protocol):
+    """adapters/s3_objects.py:S3Objects: a bucket's objects, streamed both ways."""
+
+    def size(self, key: str) -> int | None: ...
+
+    def chunks(self, key: str, *, chunk_bytes: int = ..., start: int = 0) -> Iterator[bytes]: ...
+
+    def writer(self, key: str, *, content_type: str) -> ObjectWriter: ...
+
+
+class BatchStore(Protocol):
+    """adapters/dynamo/batch_records.py:BatchRecords: the batch records table."""
+
+    def get(self, batch_id: str) -> BatchRecord | None: ...
+
+    def state(self, batch_id: str) -> str | None: ...
+
+    def schedule_reclaim(self, batch_id: str, *, review_at: str) -> bool: ...
+
+    def transition(
+        self, batch_id: str, target: BatchState, *, at: str, extra: dict[str, Any] | None = None
+    ) -> bool: ...
+
+    def create(
+        self,
+        batch: BatchRecord,
+        *,
+        reservation: Sequence[TransactItem],
+        extra_items: Sequence[Mapping[str, Any]] = ...,
+        limit_checks: Sequence[TransactItem] = ...,
+        idempotency: IdempotencyRecord | None = None,
+    ) -> None: ...
+
+    def idempotency_record(self, org_id: str, key: str) -> IdempotencyRecord | None: ...
+
+    def list_for_org(
+        self, org_id: str, *, limit: int, start_after: str | None, states: frozenset[str] | None
+    ) -> tuple[list[BatchRecord], str | None]: ...
+
+    def count_for_org(self, org_id: str) -> int: ...
+
+    def update(
+        self,
+        batch_id: str,
+        changes: dict[str, Any],
+        *,
+        condition: str | None = None,
+        condition_values: dict[str, Any] | None = None,
+    ) -> bool: ...
+
+    def update_seeing_work_order(
+        self, batch_id: str, changes: dict[str, Any]
+    ) -> Mapping[str, Any] | None: ...
+
+    def update_plan(self, batch_id: str, changes: dict[str, Any]) -> None: ...
+
+    def cursor(self, batch_id: str, step: str) -> dict[str, Any] | None: ...
+
+    def start_cursor(self, batch_id: str, step: str, values: dict[str, Any]) -> bool: ...
+
+    def advance_cursor(self, batch_id: str, step: str, *, position: int, changes: dict[str, Any]) -> bool: ...
+
+    def put_lane(self, batch_id: str, lane: dict[str, Any]) -> None: ...
+
+    def lanes(self, batch_id: str) -> list[dict[str, Any]]: ...
+
+
+class LimitChecks(Protocol):
+    """adapters/dynamo/limit_checks.py:SpendingLimitChecks: the spending-limit conditions of a
+    reserving transaction."""
+
+    def items(self, org_id: str, guard: LimitGuard) -> list[TransactItem]: ...
+
+    @staticmethod
+    def moved(codes: list[str], offset: int) -> bool: ...
+
+
+class WebhookUrlRules(Protocol):
+    """What decides whether a batch's webhook URL is acceptable (config.py:Settings
+    satisfies it): loopback URLs are refused unless allowed, and `environment` relaxes HTTPS
+    locally."""
+
+    @property
+    def allow_loopback_webhooks(self) -> bool: ...
+
+    @property
+    def environment(self) -> str: ...

@@ -1,0 +1,96 @@
+"""What other contexts need from billing, declared once: the org's billing controls, the
+money watch that runs alerts and auto top-up after money moves, the balance and the alert
+notifier. The billing services and the stores satisfy them; the wiring passes them in."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any, Protocol
+
+from batchroute.domain.billing_controls import BillingControls
+from batchroute.domain.ledger import LedgerSnapshot, Purpose, Reservation, SettlementResult, WalletState
+from batchroute.domain.usage import UsageCharge
+from batchroute.money import Money
+
+TransactItem = dict[str, Any]
+
+
+class ControlsReader(Protocol):
+    """adapters/dynamo/controls.py:ControlsStore: the org's billing controls, if any."""
+
+    def billing_controls(self, org_id: str) -> BillingControls | None: ...
+
+
+class MoneyWatch(Protocol):
+    """services/billing/watch.py:BillingWatch: billing alerts and auto top-up after money
+    moved (a reservation, a charge, a settlement); never raises. `controls` saves a read
+    when the caller already holds them."""
+
+    def moved(self, org_id: str, *, at: datetime, controls: BillingControls | None = None) -> None: ...
+
+
+class Balances(Protocol):
+    """adapters/dynamo/ledger.py:LedgerStore: the org's spendable balance."""
+
+    def balance(self, org_id: str) -> Money: ...
+
+
+class Notifier(Protocol):
+    """The billing watch's `notify` (docs/billing-alerts.md): an event once per `once_key`,
+    sent on the org's alert channels."""
+
+    def notify(
+        self, org_id: str, event_type: str, details: dict[str, Any], *, at: datetime, once_key: str
+    ) -> dict[str, Any] | None: ...
+
+
+class LedgerBook(Protocol):
+    """adapters/dynamo/ledger.py:LedgerStore: the org's wallet: reservations and settlements."""
+
+    def state(self, org_id: str) -> WalletState: ...
+
+    def reserve_items(
+        self,
+        org_id: str,
+        *,
+        reservation_id: str,
+        amount: Money,
+        at: str,
+        purpose: Purpose,
+        ref: str,
+        period_key: str | None = None,
+        expires_at: str | None = None,
+        reserved_at_most: int | None = None,
+    ) -> list[TransactItem]: ...
+
+    def reserve(
+        self,
+        org_id: str,
+        *,
+        reservation_id: str,
+        amount: Money,
+        at: str,
+        purpose: Purpose,
+        ref: str,
+        period_key: str | None = None,
+        expires_at: str | None = None,
+        code: str | None = None,
+    ) -> Reservation: ...
+
+    def settle(
+        self,
+        org_id: str,
+        reservation_id: str,
+        *,
+        charge: Money,
+        at: str,
+        period_keys: Iterable[str],
+        memo: str = "",
+        extra_items: Iterable[TransactItem] = ...,
+        usage: UsageCharge | None = None,
+    ) -> SettlementResult: ...
+
+    def snapshot(self, org_id: str) -> LedgerSnapshot: ...
+
+    def period_spend(self, org_id: str, period_key: str) -> Money: ...

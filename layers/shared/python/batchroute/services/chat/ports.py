@@ -1,0 +1,60 @@
+"""What the chat hot path needs from storage, declared once."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, Protocol
+
+from batchroute.domain.batch_record import BatchRecord
+from batchroute.domain.billing_controls import BillingControls
+from batchroute.domain.ledger import SettlementResult, WalletState
+from batchroute.domain.spending_limit import LimitGuard
+from batchroute.domain.usage import UsageCharge
+from batchroute.money import Money
+from batchroute.services.billing.rate_limiting import CallerGate
+
+
+class HoldStore(Protocol):
+    """adapters/dynamo/chat_holds.py:ChatHoldStore: a chat call's hold, opened and settled in
+    one transaction each."""
+
+    def open(
+        self,
+        *,
+        org_id: str,
+        hold_id: str,
+        amount: Money,
+        at: str,
+        record: BatchRecord,
+        guard: LimitGuard,
+        rate: CallerGate | None = None,
+        policy_version: int | None = None,
+        key_hash: str | None = None,
+    ) -> None: ...
+
+    def limit_inputs(
+        self, org_id: str, period_keys: Iterable[str]
+    ) -> tuple[BillingControls | None, dict[str, int]]: ...
+
+    def wallet(self, org_id: str) -> WalletState: ...
+
+    def checkpoint(self, batch_id: str, usage: Mapping[str, Any], at: str) -> None: ...
+
+    def record(self, batch_id: str) -> BatchRecord | None: ...
+
+    def settle(
+        self,
+        org_id: str,
+        hold_id: str,
+        *,
+        batch_id: str,
+        charge: Money,
+        at: str,
+        period_keys: Iterable[str],
+        outcome: Mapping[str, Any],
+        usage: UsageCharge | None = None,
+    ) -> SettlementResult: ...
+
+    def release(
+        self, org_id: str, hold_id: str, *, batch_id: str, at: str, outcome: Mapping[str, Any]
+    ) -> SettlementResult: ...

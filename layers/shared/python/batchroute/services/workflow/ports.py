@@ -1,0 +1,94 @@
+"""What the workflow's steps need from storage and queues, declared once."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any, Protocol
+
+
+class BatchFiles(Protocol):
+    """adapters/batch_artifacts.py:BatchArtifacts: a batch's JSON Lines objects; `objects`
+    is the bucket beneath (finalize streams multipart uploads on it)."""
+
+    objects: Any
+
+    def input_lines(self, batch_id: str, chunk: int) -> Iterator[dict[str, Any]]: ...
+
+    def result_lines(self, batch_id: str, lane_key: str, chunk: int) -> Iterator[dict[str, Any]]: ...
+
+    def partial_lines(self, batch_id: str, lane_key: str, chunk: int) -> Iterator[dict[str, Any]]: ...
+
+    def write_lines(self, key: str, lines: Iterable[Mapping[str, Any]]) -> int: ...
+
+    def write_json(self, key: str, value: Mapping[str, Any]) -> None: ...
+
+    def delete(self, key: str) -> None: ...
+
+
+class ProgressCounters(Protocol):
+    """adapters/dynamo/batch_progress.py:BatchProgress: each lane's counters and chunk marks."""
+
+    def get_lane(self, batch_id: str, lane_key: str) -> dict[str, Any] | None: ...
+
+    def put_lane(self, batch_id: str, lane: dict[str, Any]) -> bool: ...
+
+    def lane_running(self, batch_id: str, lane_key: str, *, at: str) -> bool: ...
+
+    def lane_first_run(self, batch_id: str, lane_key: str, *, at: str) -> bool: ...
+
+    def lane_finished(
+        self,
+        batch_id: str,
+        lane_key: str,
+        status: str,
+        *,
+        at: str,
+        latest_error: str | None = None,
+        failover_to: str | None = None,
+    ) -> bool: ...
+
+    def set_job(self, batch_id: str, lane_key: str, job: dict[str, Any] | None, *, chunk: int) -> None: ...
+
+    def set_partial(self, batch_id: str, lane_key: str, chunk: int) -> None: ...
+
+    def start_chunk(self, batch_id: str, lane_key: str, position: int, *, items: int) -> bool: ...
+
+    def finish_chunk(
+        self,
+        batch_id: str,
+        lane_key: str,
+        position: int,
+        *,
+        items: int,
+        completed: int,
+        failed: int,
+        canceled: int = 0,
+        handed_over: int = 0,
+        prompt_tokens: int = 0,
+        completion_tokens: int = 0,
+        at: str,
+    ) -> bool: ...
+
+    def cancel_rest(
+        self, batch_id: str, lane_key: str, *, pending: int, running: int, at: str, reason: str
+    ) -> bool: ...
+
+    def set_fail_error(
+        self, batch_id: str, lane_key: str, *, code: str, message: str, summary: str
+    ) -> None: ...
+
+    def hand_over(
+        self,
+        batch_id: str,
+        lane_key: str,
+        position: int,
+        successor: dict[str, Any],
+        *,
+        items: int,
+        completed: int,
+        failed: int,
+        prompt_tokens: int,
+        completion_tokens: int,
+        latest_error: str,
+        at: str,
+    ) -> bool: ...

@@ -1,0 +1,149 @@
+"""The accounts context: authentication, API keys, registration, sessions, lockout,
+password reset, account settings. The seams tests replace (a mailer, password hashing, a
+URL check) are arguments.
+
+One layer of the wiring (batchroute/wiring/__init__.py): it builds on the layers beneath
+it (routing.py) and knows no layer above."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+from batchroute.wiring.routing import RoutingWiring
+
+if TYPE_CHECKING:
+    from batchroute.services.accounts.accounts import Registration
+    from batchroute.services.accounts.api_keys import ApiKeys
+    from batchroute.services.accounts.authentication import Authenticator
+    from batchroute.services.accounts.login_lockout import LoginLockout
+    from batchroute.services.accounts.password_reset import PasswordReset, ResponseFloor
+    from batchroute.services.accounts.passwords import Argon2Passwords
+    from batchroute.services.accounts.sessions import Sessions
+    from batchroute.services.accounts.settings import AccountSettings
+    from batchroute.services.accounts.verification import EmailVerification
+    from batchroute.services.billing.rate_limiting import RateLimiter
+    from batchroute.services.delivery.ports import Mailer
+
+
+class AccountsWiring(RoutingWiring):
+    @cached_property
+    def authenticator(self) -> Authenticator:
+        from batchroute.adapters.app_secret import app_secret
+        from batchroute.services.accounts.authentication import Authenticator
+
+        return Authenticator(
+            self.identity, environment=self.settings.environment, secret=app_secret, clock=self.clock
+        )
+
+    @cached_property
+    def rate_limiter(self) -> RateLimiter:
+        from batchroute.adapters.app_secret import app_secret
+        from batchroute.services.billing.rate_limiting import RateLimiter, RateLimitPolicy
+
+        return RateLimiter(
+            self.rate_counters, self.clock, RateLimitPolicy.from_settings(self.settings), secret=app_secret()
+        )
+
+    @cached_property
+    def api_keys(self) -> ApiKeys:
+        from batchroute.adapters.app_secret import app_secret
+        from batchroute.services.accounts.api_keys import ApiKeys
+
+        return ApiKeys(
+            self.identity, environment=self.settings.environment, secret=app_secret, clock=self.clock
+        )
+
+    def email_verification(self, mailer: Mailer) -> EmailVerification:
+        from batchroute.adapters.app_secret import app_secret
+        from batchroute.services.accounts.verification import EmailVerification
+
+        return EmailVerification(
+            self.identity,
+            mailer,
+            secret=app_secret,
+            clock=self.clock,
+            public_base_url=self.settings.public_base_url,
+        )
+
+    def registration(self, passwords: Argon2Passwords, verification: EmailVerification) -> Registration:
+        from batchroute.adapters.app_secret import app_secret
+        from batchroute.money import Money
+        from batchroute.services.accounts.accounts import Registration
+
+        return Registration(
+            self.identity,
+            self.ledger,
+            passwords,
+            verification,
+            environment=self.settings.environment,
+            secret=app_secret,
+            signup_credit=Money.usd(self.settings.effective_signup_credit_usd),
+            clock=self.clock,
+        )
+
+    def sessions(self, passwords: Argon2Passwords, mailer: Mailer) -> Sessions:
+        from batchroute.adapters.app_secret import app_secret
+        from batchroute.services.accounts.sessions import Sessions
+
+        return Sessions(
+            self.identity,
+            passwords,
+            environment=self.settings.environment,
+            secret=app_secret,
+            clock=self.clock,
+            lockout=self.login_lockout(mailer),
+        )
+
+    def login_lockout(self, mailer: Mailer) -> LoginLockout:
+        from batchroute.adapters.app_secret import app_secret
+        from batchroute.adapters.dynamo.rate_limits import LoginLockStore
+        from batchroute.services.accounts.login_lockout import LockoutPolicy, LoginLockout
+
+        return LoginLockout(
+            self.rate_counters,
+            LoginLockStore(self.settings.table_name("controls")),
+            mailer,
+            policy=LockoutPolicy.from_settings(self.settings),
+            secret=app_secret,
+            clock=self.clock,
+            public_base_url=self.settings.public_base_url,
+        )
+
+    def password_reset(
+        self, mailer: Mailer, passwords: Argon2Passwords, floor: ResponseFloor
+    ) -> PasswordReset:
+        from batchroute.adapters.app_secret import app_secret
+        from batchroute.services.accounts.password_reset import PasswordReset
+
+        return PasswordReset(
+            self.identity,
+            mailer,
+            passwords,
+            secret=app_secret,
+            clock=self.clock,
+            public_base_url=self.settings.public_base_url,
+            floor=floor,
+        )
+
+    def webhook_url_check(self) -> Callable[[str], object]:
+        """Loopback receivers are a local-development convenience, never honoured in production."""
+        from batchroute.domain.network import check_public_https_url
+
+        settings = self.settings
+        allow_loopback = settings.allow_loopback_webhooks and settings.environment != "production"
+
+        def check(url: str) -> object:
+            return check_public_https_url(
+                url, allow_loopback=allow_loopback, environment=settings.environment
+            )
+
+        return check
+
+    def account_settings(self, check_url: Callable[[str], object]) -> AccountSettings:
+        from batchroute.services.accounts.settings import AccountSettings
+
+        return AccountSettings(
+            self.identity, self.ledger, self.sealer, check_webhook_url=check_url, clock=self.clock
+        )

@@ -1,0 +1,136 @@
+"""The batches context: input files, quotes, batch creation and reads.
+
+One layer of the wiring (batchroute/wiring/__init__.py): it builds on the layers beneath
+it (feedback.py) and knows no layer above."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+from batchroute.wiring.feedback import FeedbackWiring
+
+if TYPE_CHECKING:
+    from batchroute.domain.batch_record import BatchWebhook
+    from batchroute.services.batches.create import BatchService
+    from batchroute.services.batches.files import FileCheckResender, FileLimits, FileService
+    from batchroute.services.batches.quotes import QuoteService
+    from batchroute.services.batches.reads import BatchReads
+
+
+ARTIFACT_URL_SECONDS = 900
+
+
+class BatchesWiring(FeedbackWiring):
+    @cached_property
+    def file_limits(self) -> FileLimits:
+        from batchroute.services.batches.files import FileLimits
+
+        settings = self.settings
+        return FileLimits(
+            max_direct_upload_bytes=settings.max_direct_upload_bytes,
+            max_file_bytes=settings.max_file_bytes,
+            upload_url_seconds=settings.file_upload_url_seconds,
+            multipart_threshold_bytes=settings.file_multipart_threshold_bytes,
+            part_bytes=settings.file_part_bytes,
+            max_line_bytes=settings.max_jsonl_line_bytes,
+            download_redirect_bytes=settings.file_download_redirect_bytes,
+            download_url_seconds=settings.file_download_url_seconds,
+        )
+
+    @cached_property
+    def files(self) -> FileService:
+        """Also what quotes and batch creation use to read an `input_file_id`."""
+        from batchroute.services.batches.files import FileService, queued_checks
+
+        return FileService(
+            self.file_store,
+            self.uploads,
+            self.clock,
+            self.file_limits,
+            request_check=queued_checks(self.queue("route")),
+        )
+
+    @cached_property
+    def quotes(self) -> QuoteService:
+        """Reads `input_file_id`s from the native file service (`QuoteService.reading` for
+        another source)."""
+        from batchroute.adapters.quote_items import QuoteItemSink
+        from batchroute.services.batches.quotes import QuoteService
+
+        return QuoteService(
+            catalog=self.catalog,
+            live=self.lane_states,
+            snapshots=self.quote_store,
+            item_sink=QuoteItemSink(self.artifacts),
+            files=self.files,
+            balances=self.ledger,
+            settings=self.settings,
+            guards=self.guards,
+            clock=self.clock,
+            policies=self.route_policies,
+            presets=self.presets,
+        )
+
+    @cached_property
+    def batches(self) -> BatchService:
+        from batchroute.adapters.stepfunctions import start_execution
+        from batchroute.domain.batch_record import BatchWebhook
+        from batchroute.services.batches.create import BatchService
+        from batchroute.services.delivery.webhooks import batch_webhook_config
+
+        settings, sealer = self.settings, self.sealer
+
+        def start(*, batch_id: str) -> str:
+            return start_execution(
+                state_machine_arn=settings.state_machine_arn, name=batch_id, payload={"batch_id": batch_id}
+            )
+
+        def seal(*, org_id: str, batch_id: str, url: str, secret: str) -> BatchWebhook:
+            config = batch_webhook_config(sealer, org_id=org_id, batch_id=batch_id, url=url, secret=secret)
+            return BatchWebhook(url=config["url"], secret_sealed=config["secret_sealed"])
+
+        return BatchService(
+            records=self.batch_records,
+            ledger=self.ledger,
+            controls=self.controls,
+            quotes=self.quotes,
+            artifacts=self.artifacts,
+            start_workflow=start,
+            seal_webhook=seal,
+            settings=settings,
+            clock=self.clock,
+            watch=self.billing_watch,
+            limit_checks=self.limit_checks,
+            work_orders=self.work_orders,
+        )
+
+    @cached_property
+    def batch_reads(self) -> BatchReads:
+        from batchroute.adapters.s3_objects import presigning_client
+        from batchroute.services.batches.reads import BatchReads
+
+        bucket = self.settings.buckets.get("artifacts", "")
+
+        def sign(key: str) -> str:
+            return str(
+                presigning_client().generate_presigned_url(
+                    "get_object", Params={"Bucket": bucket, "Key": key}, ExpiresIn=ARTIFACT_URL_SECONDS
+                )
+            )
+
+        return BatchReads(
+            self.batch_records,
+            self.artifacts,
+            sign,
+            retention=self.retention,
+            grace=timedelta(hours=self.settings.retention_grace_hours),
+            feedback=self.feedback,
+        )
+
+    @cached_property
+    def file_check_resender(self) -> FileCheckResender:
+        from batchroute.services.batches.files import FileCheckResender
+
+        return FileCheckResender(self.files, self.file_store)

@@ -1,0 +1,152 @@
+"""The billing context: controls, retention, usage, the billing watch and its alerts,
+payments, auto top-up and reconciliation (docs/billing-alerts.md, docs/payments.md).
+
+One layer of the wiring (batchroute/wiring/__init__.py): it builds on the layers beneath
+it (delivery.py) and knows no layer above."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+from batchroute.wiring.delivery import DeliveryWiring
+
+if TYPE_CHECKING:
+    from batchroute.adapters.stripe_payments import StripePayments
+    from batchroute.services.billing.auto_topup import AutoTopupService
+    from batchroute.services.billing.controls import BillingControlsService
+    from batchroute.services.billing.events import BillingEventLog
+    from batchroute.services.billing.payments import CreditPurchases
+    from batchroute.services.billing.ports import Notifier
+    from batchroute.services.billing.reconciliation import ScheduledReconciliation
+    from batchroute.services.billing.retention import RetentionService
+    from batchroute.services.billing.usage import UsageService
+    from batchroute.services.billing.watch import BalanceListener, BillingWatch
+
+
+class BillingWiring(DeliveryWiring):
+    @cached_property
+    def billing_controls(self) -> BillingControlsService:
+        from batchroute.services.billing.controls import BillingControlsService
+
+        return BillingControlsService(self.controls, self.clock)
+
+    @cached_property
+    def retention(self) -> RetentionService:
+        from batchroute.services.billing.retention import RetentionService
+
+        return RetentionService(self.controls, self.clock)
+
+    @cached_property
+    def usage(self) -> UsageService:
+        from batchroute.services.billing.usage import UsageService
+
+        return UsageService(ledger=self.ledger, controls=self.controls, clock=self.clock)
+
+    @cached_property
+    def billing_event_log(self) -> BillingEventLog:
+        from batchroute.services.billing.events import BillingEventLog
+
+        return BillingEventLog(self.billing_events, self.billing_webhook_deliveries)
+
+    @cached_property
+    def balance_listeners(self) -> tuple[BalanceListener, ...]:
+        """Who hears every balance movement after the alerts: the auto top-up."""
+        return (self.auto_topup,)
+
+    @cached_property
+    def billing_watch(self) -> BillingWatch:
+        """Called after every money movement: billing alerts, then the balance listeners."""
+        from batchroute.services.billing.alerts import EmailAlerts, WebhookAlerts, owner_emails
+        from batchroute.services.billing.watch import BillingWatch
+        from batchroute.services.delivery.webhooks import OrgEventWebhooks
+
+        return BillingWatch(
+            controls=self.controls,
+            ledger=self.ledger,
+            records=self.billing_events,
+            channels=(
+                EmailAlerts(self.mailer, owner_emails(self.identity)),
+                WebhookAlerts(OrgEventWebhooks(self.billing_webhook_deliveries, self.identity)),
+            ),
+            listeners=self.balance_listeners,
+        )
+
+    @cached_property
+    def payment_processor(self) -> StripePayments:
+        from batchroute.adapters.stripe_payments import SecretsManagerStripeKeys, StripeKeys, StripePayments
+
+        settings = self.settings
+        keys: Callable[[], StripeKeys]
+        if settings.payments_secret_name:
+            from batchroute.adapters.aws import client
+
+            keys = SecretsManagerStripeKeys(
+                settings.payments_secret_name, secretsmanager=client("secretsmanager")
+            )
+        else:
+            local = StripeKeys(
+                secret_key=settings.stripe_secret_key.get_secret_value(),
+                webhook_secret=settings.stripe_webhook_secret.get_secret_value(),
+            )
+
+            def keys() -> StripeKeys:
+                return local
+
+        return StripePayments(keys, api_base=settings.effective_payments_api_url)
+
+    @cached_property
+    def billing_notifier(self) -> Notifier:
+        """Where auto top-up notices go: the billing watch (event, email, signed webhook)."""
+        return self.billing_watch
+
+    def balance_moved(self, org_id: str, at: datetime) -> None:
+        """Called after a processor credit: alerts re-arm, listeners hear it."""
+        self.billing_watch.moved(org_id, at=at)
+
+    @cached_property
+    def auto_topup(self) -> AutoTopupService:
+        from batchroute.services.billing.auto_topup import AutoTopupService
+        from batchroute.services.billing.payment_notices import DeferredNotifier
+
+        return AutoTopupService(
+            store=self.payments_store,
+            ledger=self.ledger,
+            processor=self.payment_processor,
+            notifier=DeferredNotifier(lambda: self.billing_notifier),
+            on_moved=self.balance_moved,
+            clock=self.clock,
+            charge_inline=self.settings.auto_topup_charge_inline,
+            stuck_after=timedelta(seconds=self.settings.auto_topup_stuck_seconds),
+        )
+
+    @cached_property
+    def credit_purchases(self) -> CreditPurchases:
+        from batchroute.services.billing.payments import CreditPurchases
+
+        return CreditPurchases(
+            processor=self.payment_processor,
+            profiles=self.payments_store,
+            checkouts=self.payments_store,
+            ledger=self.ledger,
+            topups=self.auto_topup,
+            on_moved=self.balance_moved,
+            clock=self.clock,
+            public_base_url=self.settings.public_base_url,
+            # outside local mode a paid session is confirmed with the processor itself
+            confirm_with_processor=self.settings.confirms_payments_with_processor,
+        )
+
+    @cached_property
+    def payments_reconciliation(self) -> ScheduledReconciliation:
+        """The daily payments reconciliation (docs/payments.md, "Reconciliation")."""
+        from batchroute.services.billing.reconciliation import (
+            PaymentsReconciliation,
+            ScheduledReconciliation,
+        )
+
+        return ScheduledReconciliation(
+            PaymentsReconciliation(self.ledger, self.payment_processor, self.clock), self.clock
+        )

@@ -1,0 +1,24 @@
+"""The feedback context (docs/feedback.md).
+
+One layer of the wiring (batchroute/wiring/__init__.py): it builds on the layers beneath
+it (work_orders.py) and knows no layer above."""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+from batchroute.wiring.work_orders import WorkOrdersWiring
+
+if TYPE_CHECKING:
+    from batchroute.services.feedback.service import FeedbackService
+
+
+class FeedbackWiring(WorkOrdersWiring):
+    @cached_property
+    def feedback(self) -> FeedbackService:
+        from batchroute.adapters.dynamo.feedback import FeedbackStore
+        from batchroute.services.feedback.service import FeedbackService
+
+        store = FeedbackStore(self.settings.table_name("controls"))
+        return FeedbackService(store, self.batch_records, self.artifacts, self.clock)

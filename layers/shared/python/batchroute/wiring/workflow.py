@@ -1,0 +1,125 @@
+"""The workflow context: the batch pipeline's steps, the workflow and the sweeper.
+
+One layer of the wiring (batchroute/wiring/__init__.py): it builds on the layers beneath
+it (schedules.py) and knows no layer above."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+from batchroute.wiring.schedules import SchedulesWiring
+
+if TYPE_CHECKING:
+    from batchroute.services.catalog.lane_health import (
+        LaneHealthReport,
+    )
+    from batchroute.services.workflow.retention_gc import RetentionCollector
+    from batchroute.services.workflow.steps import BatchWorkflow, Pipeline
+    from batchroute.services.workflow.sweeper import Sweeper
+
+
+class WorkflowWiring(SchedulesWiring):
+    @cached_property
+    def pipeline(self) -> Pipeline:
+        from batchroute.adapters.batch_artifacts import BatchArtifacts
+        from batchroute.providers.retry import RetryPolicy
+        from batchroute.services.workflow.execution import LaneExecutor
+        from batchroute.services.workflow.finalize import Finalizer
+        from batchroute.services.workflow.intake import Intake
+        from batchroute.services.workflow.planning import LanePlanner
+        from batchroute.services.workflow.settlement import Settlement
+        from batchroute.services.workflow.steps import Pipeline
+
+        artifacts = BatchArtifacts(self.artifacts)
+        return Pipeline(
+            intake=Intake(
+                records=self.batch_records,
+                reader=self.quotes,
+                artifacts=self.artifacts,
+                clock=self.clock,
+            ),
+            continuations=self.queue("settle"),
+            planner=LanePlanner(records=self.batch_records, progress=self.batch_progress, clock=self.clock),
+            lanes=LaneExecutor(
+                records=self.batch_records,
+                progress=self.batch_progress,
+                artifacts=artifacts,
+                registry=self.providers,
+                retry=RetryPolicy.from_settings(self.settings),
+                catalog=self.catalog,
+                clock=self.clock,
+                continuations=self.queue("lanes"),
+                capacity=self.lane_states,
+                availability=self.lane_states,
+            ),
+            finalizer=Finalizer(
+                records=self.batch_records,
+                artifacts=artifacts,
+                clock=self.clock,
+                retention_grace=timedelta(hours=self.settings.retention_grace_hours),
+            ),
+            settlement=Settlement(
+                records=self.batch_records,
+                ledger=self.ledger,
+                controls=self.controls,
+                artifacts=artifacts,
+                fees=self.catalog.fees,
+                clock=self.clock,
+                watch=self.billing_watch,
+                work_orders=self.work_orders,
+            ),
+        )
+
+    @cached_property
+    def workflow(self) -> BatchWorkflow:
+        from batchroute.services.workflow.steps import BatchWorkflow
+
+        return BatchWorkflow(
+            self.batch_records,
+            self.clock,
+            self.webhook_delivery,
+            pipeline=self.pipeline,
+            buckets=self.bucket_delivery,
+            files=self.files,
+        )
+
+    @cached_property
+    def sweeper(self) -> Sweeper:
+        from batchroute.services.catalog.lane_health import refresh_lane_heartbeats
+        from batchroute.services.workflow.sweeper import Sweeper
+
+        def refresh_heartbeats() -> LaneHealthReport:
+            return refresh_lane_heartbeats(self.catalog, self.lane_states, self.provider_health, self.clock)
+
+        return Sweeper(
+            refresh_heartbeats=refresh_heartbeats,
+            batches=self.batch_records,
+            ledger=self.ledger,
+            chat_holds=self.chat_holds,
+            catalog=self.catalog,
+            webhooks=self.webhook_delivery,
+            clock=self.clock,
+            stale_hold_seconds=self.settings.chat_hold_stale_seconds,
+            topups=self.auto_topup,
+            retention=self.retention_gc,
+            bucket_deliveries=self.bucket_delivery,
+            billing_webhooks=self.billing_webhooks,
+            watch=self.billing_watch,
+            schedules=self.schedules,
+            file_checks=self.file_check_resender,
+        )
+
+    @cached_property
+    def retention_gc(self) -> RetentionCollector:
+        from batchroute.services.workflow.retention_gc import RetentionCollector
+
+        return RetentionCollector(
+            index=self.batch_records,
+            settings=self.controls,
+            objects=self.artifacts,
+            clock=self.clock,
+            grace=timedelta(hours=self.settings.retention_grace_hours),
+            max_batches=self.settings.retention_sweep_batches,
+        )
