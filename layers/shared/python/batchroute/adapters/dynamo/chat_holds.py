@@ -32,7 +32,7 @@ transaction. docs/chat.md has the reasoning.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from botocore.exceptions import ClientError
 
@@ -51,14 +51,11 @@ from batchroute.adapters.dynamo.route_policies import unchanged_check
 from batchroute.domain.batch_record import BatchRecord
 from batchroute.domain.billing_controls import BillingControls
 from batchroute.domain.ledger import SettlementResult, WalletState
-from batchroute.domain.rate_limits import WindowCounts
+from batchroute.domain.rate_limits import CallerGate, WindowCounts
 from batchroute.domain.spending_limit import LimitGuard
 from batchroute.domain.usage import UsageCharge
 from batchroute.errors import TransientError
 from batchroute.money import Money
-
-if TYPE_CHECKING:
-    from batchroute.services.billing.rate_limiting import CallerGate
 
 # Positions in the open transaction: the three reserve items, then ours.
 _WALLET_AT, _RESERVATION_AT, _RECORD_AT, _CONTROLS_AT, _SPEND_AT = 0, 1, 3, 4, 5

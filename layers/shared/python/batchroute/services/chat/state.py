@@ -30,13 +30,14 @@ from batchroute.domain.billing_controls import BillingControls
 from batchroute.domain.catalog import LaneLive
 from batchroute.domain.chat_routing import LaneRecord
 from batchroute.domain.ledger import insufficient_credit, period_keys
+from batchroute.domain.rate_limits import CallerGate
 from batchroute.domain.spending_limit import LimitGuard
 from batchroute.errors import TransientError
 from batchroute.money import Money
 from batchroute.observability import logger
 from batchroute.services.batches.quotes import LiveStates
 from batchroute.services.billing.funding import active_limit, limit_refusal
-from batchroute.services.billing.rate_limiting import CallerGate, RateLimiter
+from batchroute.services.billing.rate_limiting import RateLimiter
 
 _HOLD_ATTEMPTS = 4
 _MAX_CACHED_ORGS = 10_000
