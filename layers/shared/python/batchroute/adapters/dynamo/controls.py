@@ -12,10 +12,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from botocore.exceptions import ClientError
-
-from batchroute.adapters.dynamo.codec import from_item, is_condition_failure, to_item, to_value
+from batchroute.adapters.dynamo.codec import from_item, to_item, to_value
 from batchroute.adapters.dynamo.store import DynamoStore
+from batchroute.adapters.dynamo.writes import conditional_put, conditional_transaction, put_new
 from batchroute.domain.billing_controls import AuditEntry, BillingControls, ConcurrentUpdate, Threshold
 from batchroute.domain.retention import RetentionSettings
 from batchroute.ids import suffix_of
@@ -40,25 +39,14 @@ class ControlsStore(DynamoStore):
         self, controls: BillingControls, *, expected_version: int, audit: AuditEntry
     ) -> None:
         """Write the controls (at expected_version + 1) and the audit entry, or neither."""
-        try:
-            self.dynamodb.transact_write_items(
-                TransactItems=[
-                    {"Put": self._versioned_put(_controls_item(controls), expected_version)},
-                    {
-                        "Put": {
-                            "TableName": self.table_name,
-                            "Item": to_item(_audit_item(audit)),
-                            "ConditionExpression": "attribute_not_exists(pk)",
-                        }
-                    },
-                ]
-            )
-        except ClientError as exc:
-            if is_condition_failure(exc):
-                raise ConcurrentUpdate(
-                    "The billing controls changed while this update was applied; retry."
-                ) from exc
-            raise
+        if not conditional_transaction(
+            self.dynamodb,
+            TransactItems=[
+                {"Put": self._versioned_put(_controls_item(controls), expected_version)},
+                put_new(self.table_name, _audit_item(audit)),
+            ],
+        ):
+            raise ConcurrentUpdate("The billing controls changed while this update was applied; retry.")
 
     def audit_entries(self, org_id: str, *, limit: int) -> list[AuditEntry]:
         response = self.dynamodb.query(
@@ -97,14 +85,8 @@ class ControlsStore(DynamoStore):
             "updated_at": settings.updated_at,
             "version": settings.version,
         }
-        try:
-            self.dynamodb.put_item(**self._versioned_put(values, expected_version))
-        except ClientError as exc:
-            if is_condition_failure(exc):
-                raise ConcurrentUpdate(
-                    "The retention settings changed while this update was applied; retry."
-                ) from exc
-            raise
+        if not conditional_put(self.dynamodb, **self._versioned_put(values, expected_version)):
+            raise ConcurrentUpdate("The retention settings changed while this update was applied; retry.")
 
     # -- helpers -------------------------------------------------------------------------
     def _get(self, org_id: str, sk: str) -> dict[str, Any] | None:

@@ -14,10 +14,9 @@ import json
 from decimal import Decimal
 from typing import Any
 
-from botocore.exceptions import ClientError
-
-from batchroute.adapters.dynamo.codec import from_item, is_condition_failure, to_item, to_value
+from batchroute.adapters.dynamo.codec import from_item, to_value
 from batchroute.adapters.dynamo.controls import ControlsStore
+from batchroute.adapters.dynamo.writes import conditional_transaction, put_new
 from batchroute.domain.route_policy import PolicyChange, PolicyVersionMismatch, PriceCap, RoutePolicy
 from batchroute.ids import suffix_of
 
@@ -58,27 +57,18 @@ class RoutePolicyStore(ControlsStore):
     def save_policy(self, policy: RoutePolicy, *, expected_version: int, entry: PolicyChange) -> None:
         """Write the policy (its version is expected_version + 1) and its history entry, or neither."""
         put = self._versioned_put(_policy_item(policy), expected_version)
-        try:
-            self.dynamodb.transact_write_items(
-                TransactItems=[
-                    {"Put": put},
-                    {
-                        "Put": {
-                            "TableName": self.table_name,
-                            "Item": to_item(_entry_item(entry)),
-                            "ConditionExpression": "attribute_not_exists(pk)",
-                        }
-                    },
-                ]
+        if not conditional_transaction(
+            self.dynamodb,
+            TransactItems=[
+                {"Put": put},
+                put_new(self.table_name, _entry_item(entry)),
+            ],
+        ):
+            raise PolicyVersionMismatch(
+                "The route policy changed since the version this update is based on; "
+                "read it again and retry.",
+                details={"expected_version": expected_version},
             )
-        except ClientError as exc:
-            if is_condition_failure(exc):
-                raise PolicyVersionMismatch(
-                    "The route policy changed since the version this update is based on; "
-                    "read it again and retry.",
-                    details={"expected_version": expected_version},
-                ) from exc
-            raise
 
     def history(
         self, org_id: str, *, limit: int, starting_after: str | None = None
