@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import asdict, fields
 from typing import Any
 
-from batchroute.adapters.dynamo.codec import from_item, to_item, to_value
+from batchroute.adapters.dynamo.codec import from_item, org_key, org_pk, to_item, to_value
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.adapters.dynamo.writes import conditional_transaction, conditional_update, put_new
 from batchroute.domain.payments import AutoTopup, CheckoutRecord, PaymentMethod, TopupAttempt
@@ -37,14 +37,6 @@ _PROFILE_SK = "PAYMENT_PROFILE"
 _ATTEMPT_PREFIX = "TOPUP#"
 _CHECKOUT_PREFIX = "CHECKOUT#"
 _CHECKOUT_SK = "CHECKOUT"
-
-
-def _pk(org_id: str) -> str:
-    return f"ORG#{org_id}"
-
-
-def _key(org_id: str, sk: str) -> dict[str, Any]:
-    return {"pk": {"S": _pk(org_id)}, "sk": {"S": sk}}
 
 
 class PaymentsStore(DynamoStore):
@@ -75,7 +67,7 @@ class PaymentsStore(DynamoStore):
     def settings_item(self, new: AutoTopup, *, expected_version: int) -> TransactItem:
         """A Put of the whole settings item, refused unless it is still at `expected_version`."""
         values = {
-            "pk": _pk(new.org_id),
+            "pk": org_pk(new.org_id),
             "sk": _SETTINGS_SK,
             "kind": "auto_topup",
             "org_id": new.org_id,
@@ -115,7 +107,7 @@ class PaymentsStore(DynamoStore):
     # -- attempts --------------------------------------------------------------------------
     def new_attempt_item(self, attempt: TopupAttempt) -> TransactItem:
         values = {
-            "pk": _pk(attempt.org_id),
+            "pk": org_pk(attempt.org_id),
             "sk": _ATTEMPT_PREFIX + attempt.attempt_id,
             "kind": "topup_attempt",
             **_attempt_values(attempt),
@@ -133,12 +125,15 @@ class PaymentsStore(DynamoStore):
         kwargs: dict[str, Any] = {
             "TableName": self.table_name,
             "KeyConditionExpression": "pk = :p AND begins_with(sk, :prefix)",
-            "ExpressionAttributeValues": {":p": to_value(_pk(org_id)), ":prefix": to_value(_ATTEMPT_PREFIX)},
+            "ExpressionAttributeValues": {
+                ":p": to_value(org_pk(org_id)),
+                ":prefix": to_value(_ATTEMPT_PREFIX),
+            },
             "ScanIndexForward": False,
             "Limit": limit,
         }
         if after is not None:
-            kwargs["ExclusiveStartKey"] = _key(org_id, _ATTEMPT_PREFIX + after)
+            kwargs["ExclusiveStartKey"] = org_key(org_id, _ATTEMPT_PREFIX + after)
         response = self.dynamodb.query(**kwargs)
         return [_attempt(from_item(i)) for i in response.get("Items", [])]
 
@@ -147,7 +142,7 @@ class PaymentsStore(DynamoStore):
         conditional_update(
             self.dynamodb,
             TableName=self.table_name,
-            Key=_key(org_id, _ATTEMPT_PREFIX + attempt_id),
+            Key=org_key(org_id, _ATTEMPT_PREFIX + attempt_id),
             UpdateExpression="SET processor_ref = :ref, updated_at = :at",
             ConditionExpression="#status = :pending",
             ExpressionAttributeNames={"#status": "status"},
@@ -164,7 +159,7 @@ class PaymentsStore(DynamoStore):
         return {
             "Update": {
                 "TableName": self.table_name,
-                "Key": _key(org_id, _ATTEMPT_PREFIX + attempt_id),
+                "Key": org_key(org_id, _ATTEMPT_PREFIX + attempt_id),
                 "UpdateExpression": "SET #status = :succeeded, processor_ref = :ref, updated_at = :at "
                 "REMOVE gsi1pk, gsi1sk, failure_code, failure_reason",
                 "ConditionExpression": "attribute_exists(pk)",
@@ -196,7 +191,7 @@ class PaymentsStore(DynamoStore):
         return {
             "Update": {
                 "TableName": self.table_name,
-                "Key": _key(org_id, _ATTEMPT_PREFIX + attempt_id),
+                "Key": org_key(org_id, _ATTEMPT_PREFIX + attempt_id),
                 "UpdateExpression": expression + " REMOVE gsi1pk, gsi1sk",
                 "ConditionExpression": "#status = :pending",
                 "ExpressionAttributeNames": {"#status": "status"},
@@ -241,7 +236,7 @@ class PaymentsStore(DynamoStore):
         if conditional_update(
             self.dynamodb,
             TableName=self.table_name,
-            Key=_key(org_id, _PROFILE_SK),
+            Key=org_key(org_id, _PROFILE_SK),
             UpdateExpression="SET customer_id = :c, org_id = :o, #kind = :k, updated_at = :at",
             ConditionExpression="attribute_not_exists(customer_id)",
             ExpressionAttributeNames={"#kind": "kind"},
@@ -258,7 +253,7 @@ class PaymentsStore(DynamoStore):
     def save_payment_method(self, org_id: str, card: PaymentMethod, *, at: str) -> None:
         self.dynamodb.update_item(
             TableName=self.table_name,
-            Key=_key(org_id, _PROFILE_SK),
+            Key=org_key(org_id, _PROFILE_SK),
             UpdateExpression="SET payment_method = :pm, org_id = :o, #kind = :k, updated_at = :at",
             ExpressionAttributeNames={"#kind": "kind"},
             ExpressionAttributeValues={
@@ -311,7 +306,7 @@ class PaymentsStore(DynamoStore):
     # -- helpers ---------------------------------------------------------------------------
     def _get(self, org_id: str, sk: str) -> dict[str, Any] | None:
         response = self.dynamodb.get_item(
-            TableName=self.table_name, Key=_key(org_id, sk), ConsistentRead=True
+            TableName=self.table_name, Key=org_key(org_id, sk), ConsistentRead=True
         )
         return from_item(response["Item"]) if "Item" in response else None
 

@@ -14,7 +14,7 @@ import json
 from decimal import Decimal
 from typing import Any
 
-from batchroute.adapters.dynamo.codec import from_item, to_value
+from batchroute.adapters.dynamo.codec import from_item, org_pk, to_value
 from batchroute.adapters.dynamo.controls import ControlsStore
 from batchroute.adapters.dynamo.writes import conditional_transaction, put_new
 from batchroute.domain.route_policy import PolicyChange, PolicyVersionMismatch, PriceCap, RoutePolicy
@@ -24,16 +24,12 @@ POLICY_SK = "POLICY"
 HISTORY_PREFIX = "POLICYLOG#"
 
 
-def _org_pk(org_id: str) -> str:
-    return f"ORG#{org_id}"
-
-
 def unchanged_check(table_name: str, org_id: str, version: int) -> dict[str, Any]:
     """A TransactWriteItems ConditionCheck: the org's stored policy is still at `version`
     (0: none stored yet). Fails when the policy was saved since it was read."""
     check: dict[str, Any] = {
         "TableName": table_name,
-        "Key": {"pk": to_value(_org_pk(org_id)), "sk": to_value(POLICY_SK)},
+        "Key": {"pk": to_value(org_pk(org_id)), "sk": to_value(POLICY_SK)},
     }
     if version:
         check["ConditionExpression"] = "version = :version"
@@ -49,7 +45,7 @@ class RoutePolicyStore(ControlsStore):
     def policy(self, org_id: str, *, consistent: bool = True) -> RoutePolicy | None:
         response = self.dynamodb.get_item(
             TableName=self.table_name,
-            Key={"pk": to_value(_org_pk(org_id)), "sk": to_value(POLICY_SK)},
+            Key={"pk": to_value(org_pk(org_id)), "sk": to_value(POLICY_SK)},
             ConsistentRead=consistent,
         )
         return policy_from_item(from_item(response["Item"])) if "Item" in response else None
@@ -78,14 +74,14 @@ class RoutePolicyStore(ControlsStore):
         kwargs: dict[str, Any] = {
             "TableName": self.table_name,
             "KeyConditionExpression": "pk = :p AND begins_with(sk, :h)",
-            "ExpressionAttributeValues": {":p": to_value(_org_pk(org_id)), ":h": to_value(HISTORY_PREFIX)},
+            "ExpressionAttributeValues": {":p": to_value(org_pk(org_id)), ":h": to_value(HISTORY_PREFIX)},
             "ScanIndexForward": False,
             "Limit": limit + 1,
             "ConsistentRead": True,
         }
         if starting_after:
             kwargs["ExclusiveStartKey"] = {
-                "pk": to_value(_org_pk(org_id)),
+                "pk": to_value(org_pk(org_id)),
                 "sk": to_value(HISTORY_PREFIX + suffix_of(starting_after)),
             }
         items = [_entry_from_item(from_item(i)) for i in self.dynamodb.query(**kwargs).get("Items", [])]
@@ -94,7 +90,7 @@ class RoutePolicyStore(ControlsStore):
 
 def _policy_item(policy: RoutePolicy) -> dict[str, Any]:
     return {
-        "pk": _org_pk(policy.org_id),
+        "pk": org_pk(policy.org_id),
         "sk": POLICY_SK,
         "kind": "routing_policy",
         "org_id": policy.org_id,
@@ -144,7 +140,7 @@ def policy_from_item(item: dict[str, Any]) -> RoutePolicy:
 def _entry_item(entry: PolicyChange) -> dict[str, Any]:
     # One JSON text keeps the entry exactly as the API shows it (no Decimal round trip).
     return {
-        "pk": _org_pk(entry.org_id),
+        "pk": org_pk(entry.org_id),
         "sk": HISTORY_PREFIX + suffix_of(entry.id),
         "kind": "routing_policy_change",
         "created_at": entry.created_at,

@@ -21,7 +21,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from batchroute.adapters.dynamo.codec import from_item, to_value
+from batchroute.adapters.dynamo.codec import from_item, org_key, org_pk, to_value
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.adapters.dynamo.writes import (
     cancellation_codes,
@@ -39,14 +39,6 @@ TransactItem = dict[str, Any]
 _NOT_SETTLED = "attribute_exists(pk) AND attribute_not_exists(settled_at)"
 
 
-def _pk(org_id: str) -> str:
-    return f"ORG#{org_id}"
-
-
-def _key(org_id: str, sk: str) -> dict[str, Any]:
-    return {"pk": {"S": _pk(org_id)}, "sk": {"S": sk}}
-
-
 class WorkOrderStore(DynamoStore):
     def __init__(self, table_name: str, batches_table: str, dynamodb: Any | None = None) -> None:
         super().__init__(table_name, dynamodb)
@@ -58,20 +50,20 @@ class WorkOrderStore(DynamoStore):
         record exists already (a concurrent request with the same key won)."""
         items: list[TransactItem] = [put_new(self.table_name, _order_item(order))]
         if idempotency is not None:
-            record = {"pk": _pk(order.org_id), "sk": f"{IDEMPOTENCY_PREFIX}{idempotency['key']}"}
+            record = {"pk": org_pk(order.org_id), "sk": f"{IDEMPOTENCY_PREFIX}{idempotency['key']}"}
             record.update({k: v for k, v in idempotency.items() if k != "key"})
             items.append(put_new(self.table_name, record))
         return self.transact(items)
 
     def idempotency_record(self, org_id: str, key: str) -> dict[str, Any] | None:
         response = self.dynamodb.get_item(
-            TableName=self.table_name, Key=_key(org_id, f"{IDEMPOTENCY_PREFIX}{key}"), ConsistentRead=True
+            TableName=self.table_name, Key=org_key(org_id, f"{IDEMPOTENCY_PREFIX}{key}"), ConsistentRead=True
         )
         return from_item(response["Item"]) if "Item" in response else None
 
     def get(self, org_id: str, work_order_id: str) -> WorkOrder | None:
         response = self.dynamodb.get_item(
-            TableName=self.table_name, Key=_key(org_id, f"{PREFIX}{work_order_id}"), ConsistentRead=True
+            TableName=self.table_name, Key=org_key(org_id, f"{PREFIX}{work_order_id}"), ConsistentRead=True
         )
         return order_from_item(from_item(response["Item"])) if "Item" in response else None
 
@@ -83,7 +75,7 @@ class WorkOrderStore(DynamoStore):
         kwargs: dict[str, Any] = {
             "TableName": self.table_name,
             "KeyConditionExpression": "pk = :pk AND begins_with(sk, :prefix)",
-            "ExpressionAttributeValues": {":pk": to_value(_pk(org_id)), ":prefix": to_value(PREFIX)},
+            "ExpressionAttributeValues": {":pk": to_value(org_pk(org_id)), ":prefix": to_value(PREFIX)},
             "ScanIndexForward": False,
             "Limit": limit,
         }
@@ -91,7 +83,7 @@ class WorkOrderStore(DynamoStore):
             kwargs["FilterExpression"] = "client_reference = :ref"
             kwargs["ExpressionAttributeValues"][":ref"] = to_value(client_reference)
         if start_after is not None:
-            kwargs["ExclusiveStartKey"] = _key(org_id, f"{PREFIX}{start_after}")
+            kwargs["ExclusiveStartKey"] = org_key(org_id, f"{PREFIX}{start_after}")
         orders: list[WorkOrder] = []
         while True:
             response = self.dynamodb.query(**kwargs)
@@ -114,7 +106,7 @@ class WorkOrderStore(DynamoStore):
         return conditional_update(
             self.dynamodb,
             TableName=self.table_name,
-            Key=_key(org_id, f"{PREFIX}{work_order_id}"),
+            Key=org_key(org_id, f"{PREFIX}{work_order_id}"),
             UpdateExpression=expression,
             ConditionExpression="attribute_exists(pk)",
             ExpressionAttributeNames=names,
@@ -135,13 +127,13 @@ class WorkOrderStore(DynamoStore):
         the marker (new) and the counters `deltas`, conditional on the work order existing,
         open and under the member limit. Written inside another transaction (batch create)
         or by `attach`."""
-        marker = {"pk": _pk(org_id), "sk": f"{MEMBER_PREFIX}{work_order_id}#{member['batch_id']}"}
+        marker = {"pk": org_pk(org_id), "sk": f"{MEMBER_PREFIX}{work_order_id}#{member['batch_id']}"}
         marker.update(member)
         return [
             put_new(self.table_name, marker),
             _counters_update(
                 self.table_name,
-                _key(org_id, f"{PREFIX}{work_order_id}"),
+                org_key(org_id, f"{PREFIX}{work_order_id}"),
                 deltas,
                 at=at,
                 condition="attribute_exists(pk) AND attribute_not_exists(closed_at) AND members < :max",
@@ -208,7 +200,7 @@ class WorkOrderStore(DynamoStore):
                 {
                     "Update": {
                         "TableName": self.table_name,
-                        "Key": _key(org_id, f"{MEMBER_PREFIX}{work_order_id}#{batch_id}"),
+                        "Key": org_key(org_id, f"{MEMBER_PREFIX}{work_order_id}#{batch_id}"),
                         "UpdateExpression": "SET settled_at = :at, outcome = :outcome",
                         "ConditionExpression": _NOT_SETTLED,
                         "ExpressionAttributeValues": {":at": to_value(at), ":outcome": to_value(outcome)},
@@ -216,7 +208,7 @@ class WorkOrderStore(DynamoStore):
                 },
                 _counters_update(
                     self.table_name,
-                    _key(org_id, f"{PREFIX}{work_order_id}"),
+                    org_key(org_id, f"{PREFIX}{work_order_id}"),
                     deltas,
                     at=at,
                     condition="attribute_exists(pk)",
@@ -232,12 +224,12 @@ class WorkOrderStore(DynamoStore):
         kwargs: dict[str, Any] = {
             "TableName": self.table_name,
             "KeyConditionExpression": "pk = :pk AND begins_with(sk, :prefix)",
-            "ExpressionAttributeValues": {":pk": to_value(_pk(org_id)), ":prefix": to_value(prefix)},
+            "ExpressionAttributeValues": {":pk": to_value(org_pk(org_id)), ":prefix": to_value(prefix)},
             "Limit": limit,
             "ConsistentRead": True,
         }
         if start_after is not None:
-            kwargs["ExclusiveStartKey"] = _key(org_id, f"{prefix}{start_after}")
+            kwargs["ExclusiveStartKey"] = org_key(org_id, f"{prefix}{start_after}")
         response = self.dynamodb.query(**kwargs)
         rows = [from_item(i) for i in response.get("Items", [])]
         more = "LastEvaluatedKey" in response and len(rows) == limit
@@ -275,7 +267,7 @@ def _counters_update(
 
 def _order_item(order: WorkOrder) -> dict[str, Any]:
     values: dict[str, Any] = {
-        "pk": _pk(order.org_id),
+        "pk": org_pk(order.org_id),
         "sk": f"{PREFIX}{order.work_order_id}",
         "kind": "work_order",
         "work_order_id": order.work_order_id,
