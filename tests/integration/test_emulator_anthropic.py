@@ -37,6 +37,7 @@ from pydantic import BaseModel, TypeAdapter
 from typing_extensions import get_type_hints  # the SDK's TypedDicts are its own
 
 from batchroute.catalog import builtin_catalog
+from batchroute.catalog.environments import lane_output_limits
 from batchroute.providers import base
 from batchroute.providers.anthropic import make_batch, make_sync
 from batchroute.providers.anthropic.client import AnthropicBatches, AnthropicMessages
@@ -49,6 +50,7 @@ from batchroute_tools.emulators.behaviour import Behaviour, EmulatorConfig
 from batchroute_tools.emulators.server import EmulatorServer, Reply, Request
 
 MODEL = "claude-sonnet-4-20250514"
+LIMITS = lane_output_limits(builtin_catalog().lanes, "anthropic")  # as a deployment loads them
 BATCH_SECONDS = 0.2
 
 
@@ -99,13 +101,13 @@ def wire(base_url: str) -> Iterator[httpx.Client]:
 
 @pytest.fixture
 def sync(base_url: str) -> AnthropicMessages:
-    endpoint = ProviderEndpoint("anthropic", "anthropic", base_url=base_url)
+    endpoint = ProviderEndpoint("anthropic", "anthropic", base_url=base_url, output_limits=LIMITS)
     return make_sync(endpoint, "sk-ant-test")
 
 
 @pytest.fixture
 def batches(base_url: str) -> AnthropicBatches:
-    endpoint = ProviderEndpoint("anthropic", "anthropic", base_url=base_url)
+    endpoint = ProviderEndpoint("anthropic", "anthropic", base_url=base_url, output_limits=LIMITS)
     return make_batch(endpoint, "sk-ant-test")
 
 

@@ -35,8 +35,9 @@ from moto import mock_aws
 
 from batchroute import resources
 from batchroute.adapters.dynamo.controls import ControlsStore
-from batchroute.adapters.dynamo.ledger import LedgerStore, cancellation_codes
+from batchroute.adapters.dynamo.ledger import LedgerStore
 from batchroute.adapters.dynamo.limit_checks import SpendingLimitChecks
+from batchroute.adapters.dynamo.writes import cancellation_codes
 from batchroute.clock import isoformat
 from batchroute.domain.billing_controls import AuditEntry, BillingControls
 from batchroute.domain.ledger import (

@@ -14,7 +14,8 @@ import pytest
 from botocore.exceptions import ClientError
 
 from batchroute.adapters.dynamo.codec import to_item
-from batchroute.adapters.dynamo.ledger import LedgerStore, cancellation_codes
+from batchroute.adapters.dynamo.ledger import LedgerStore
+from batchroute.adapters.dynamo.writes import cancellation_codes
 from batchroute.config import get_settings
 from batchroute.domain.ledger import DuplicateReservation, Purpose, UnknownReservation
 from batchroute.errors import PaymentRequired

@@ -70,8 +70,8 @@ def _own(name: str) -> str | None:
 GRAPH = {m: {o for i in _imports(m, p) if (o := _own(i)) and o != m} for m, p in MODULES.items()}
 
 
-def _cycles() -> list[list[str]]:
-    """Strongly connected components of more than one module (Tarjan)."""
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one node (Tarjan)."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
@@ -84,7 +84,7 @@ def _cycles() -> list[list[str]]:
         counter[0] += 1
         stack.append(v)
         on_stack.add(v)
-        for w in sorted(GRAPH[v]):
+        for w in sorted(graph.get(v, ())):
             if w not in index:
                 visit(w)
                 low[v] = min(low[v], low[w])
@@ -102,7 +102,7 @@ def _cycles() -> list[list[str]]:
                 found.append(sorted(component))
 
     sys.setrecursionlimit(max(sys.getrecursionlimit(), 10_000))
-    for v in sorted(GRAPH):
+    for v in sorted(graph):
         if v not in index:
             visit(v)
     return found
@@ -113,8 +113,46 @@ def test_the_graph_is_read() -> None:
     assert "batchroute.services.batches.create" in GRAPH["batchroute.wiring.batches"]
 
 
+def _package(module: str, depth: int) -> str:
+    """The package that holds `module` (a package holds itself), cut to `depth` names."""
+    parts = module.split(".")
+    if MODULES[module].name != "__init__.py":
+        parts.pop()
+    return ".".join(parts[:depth])
+
+
+def _package_graph(depth: int) -> dict[str, set[str]]:
+    """Package -> the packages its modules import, packages cut to `depth` names; a package's
+    imports of its own sub- or parent packages are not edges (they nest, they do not meet)."""
+    graph: dict[str, set[str]] = {}
+    for module, imported in GRAPH.items():
+        source = _package(module, depth)
+        for other in imported:
+            target = _package(other, depth)
+            nested = source == target or target.startswith(source + ".") or source.startswith(target + ".")
+            if not nested:
+                graph.setdefault(source, set()).add(target)
+    return graph
+
+
+DEPTHS = range(1, max(len(m.split(".")) for m in MODULES) + 1)
+
+
 def test_no_import_cycles() -> None:
-    assert _cycles() == []
+    assert _cycles(GRAPH) == []
+
+
+def test_no_package_cycles() -> None:
+    """Packages form layers too: `batchroute.catalog` may use `batchroute.providers` or the
+    reverse, never both (at every depth: `services.billing` <-> `services.delivery` too)."""
+    assert {depth: cycles for depth in DEPTHS if (cycles := _cycles(_package_graph(depth)))} == {}
+
+
+def test_package_cycles_are_seen() -> None:
+    """The check sees a cycle that only shows between packages, not between modules."""
+    graph = _package_graph(2)
+    assert "batchroute.providers" in graph["batchroute.catalog"]
+    assert _cycles({**graph, "batchroute.providers": {"batchroute.catalog"}}) != []
 
 
 def test_services_reach_aws_and_http_only_through_adapters() -> None:

@@ -8,18 +8,20 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
+from batchroute.catalog import builtin_catalog
+from batchroute.catalog.environments import lane_output_limits, load_deployment
 from batchroute.domain.tokens import DEFAULT_OUTPUT_TOKENS
 from batchroute.providers import base
 from batchroute.providers.anthropic import (
     API_VERSION,
     DEFAULT_BASE_URL,
-    lane_output_limits,
     make_batch,
     make_sync,
     vendor_http,
@@ -762,9 +764,11 @@ def test_batch_request_line_and_stream_flag() -> None:
 
 
 def test_make_sync_and_make_batch_read_the_lanes_limits() -> None:
-    limits = lane_output_limits("anthropic")
+    deployed = load_deployment(builtin_catalog(), "test").endpoints["anthropic"]
+    limits = dict(deployed.output_limits)
+    assert limits == lane_output_limits(builtin_catalog().lanes, "anthropic")
     assert limits["claude-sonnet-4"] == 64_000 and limits["claude-3-5-haiku"] == 8_192
-    sync = make_sync(ENDPOINT, "sk-ant-test")
+    sync = make_sync(replace(ENDPOINT, output_limits=limits), "sk-ant-test")
     local = ProviderEndpoint("anthropic", "anthropic", base_url="http://127.0.0.1:9/anthropic")
     batch = make_batch(local, None)
     assert sync.output_limits == limits and sync.http.base_url.rstrip("/") == DEFAULT_BASE_URL

@@ -80,7 +80,7 @@ def load_deployment(
         if row is None:
             providers.append(replace(provider, enabled=False))
             continue
-        provider, endpoint = _provider(row, provider, placeholders)
+        provider, endpoint = _provider(row, provider, placeholders, lane_output_limits(catalog.lanes, slug))
         providers.append(provider)
         if provider.enabled:
             endpoints[slug] = endpoint
@@ -100,8 +100,13 @@ def keyed_providers(catalog: Catalog, environment: str) -> list[str]:
     return [slug for slug, endpoint in deployment.endpoints.items() if endpoint.credentials == "api_key"]
 
 
+def lane_output_limits(lanes: tuple[Lane, ...], slug: str) -> dict[str, int]:
+    """Catalog model id -> the output limit of its lane on provider `slug` (0: none)."""
+    return {lane.model: lane.max_output_tokens for lane in lanes if lane.provider == slug}
+
+
 def _provider(
-    row: Row, provider: Provider, placeholders: Placeholders | None
+    row: Row, provider: Provider, placeholders: Placeholders | None, output_limits: dict[str, int]
 ) -> tuple[Provider, ProviderEndpoint]:
     adapter = row.choice("adapter", ADAPTERS)
     enabled = row.flag("enabled", True)
@@ -139,6 +144,7 @@ def _provider(
         timeouts=timeouts,
         api_version=api_version,
         control_api_version=provider.control_api_version,
+        output_limits=output_limits,
     )
     return changed, endpoint
 

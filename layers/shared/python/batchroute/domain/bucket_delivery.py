@@ -94,17 +94,7 @@ class TargetDelivery:
         )
 
     def to_api(self) -> dict[str, Any]:
-        return {
-            "target_id": self.target_id,
-            "name": self.name,
-            "bucket": self.bucket,
-            "prefix": self.prefix,
-            "state": self.state,
-            "last_error": self.last_error.to_api() if self.last_error else None,
-            "delivered_at": self.delivered_at,
-            "objects": list(self.objects),
-            "bytes_delivered": self.bytes_delivered,
-        }
+        return self.to_item()  # the stored shape is the public one
 
 
 @dataclass(frozen=True)

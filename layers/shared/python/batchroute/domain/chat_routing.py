@@ -28,7 +28,7 @@ from decimal import Decimal
 from typing import Any, Final
 
 from batchroute.domain.catalog import Catalog, Lane, LaneLive, Provider
-from batchroute.domain.chat_requests import ChatRequest
+from batchroute.domain.chat_requests import ChatRequest, ProviderPreferences
 from batchroute.domain.items import ModelGroup
 from batchroute.domain.pricing import token_cost
 from batchroute.domain.route_policy import POLICY_GATE, RoutePolicy, combine, guarded, in_force
@@ -145,15 +145,7 @@ def plan_direct(
             rejected.append((lane.lane_id, EXCLUDED_BY_PREFERENCES))
             continue
         eligible.append(_direct_lane(request, lane, provider, observed.get(lane.lane_id)))
-    order = {slug: i for i, slug in enumerate(prefs.order)}
-    eligible.sort(key=lambda d: (order.get(d.lane.provider, len(order)), d.expected_cost, d.lane_id))
-    if eligible and not prefs.allow_fallbacks:
-        rejected.extend((d.lane_id, NOT_FIRST_CHOICE) for d in eligible[1:])
-        eligible = eligible[:1]
-    if eligible and policy is not None and not policy.chat_fallbacks_allowed:
-        rejected.extend((d.lane_id, POLICY_GATE) for d in eligible[1:])
-        rules.update((d.lane_id, "chat_fallbacks_allowed") for d in eligible[1:])
-        eligible = eligible[:1]
+    eligible = _in_order(eligible, prefs, policy, rejected, rules)
     rejected.sort()
     plan = DirectPlan(lanes=tuple(eligible), rejected=tuple(rejected), rules=rules)
     if not plan.lanes:
@@ -163,6 +155,28 @@ def plan_direct(
             details={"model": request.model, **plan.rejection_details()},
         )
     return plan
+
+
+def _in_order(
+    eligible: list[DirectLane],
+    prefs: ProviderPreferences,
+    policy: RoutePolicy | None,
+    rejected: list[tuple[str, str]],
+    rules: dict[str, str],
+) -> list[DirectLane]:
+    """The eligible lanes best first (the caller's provider order, then the expected cost),
+    cut to the first when fallbacks are off (by the request or the policy): the cut ones go
+    to `rejected` (and `rules`)."""
+    order = {slug: i for i, slug in enumerate(prefs.order)}
+    eligible.sort(key=lambda d: (order.get(d.lane.provider, len(order)), d.expected_cost, d.lane_id))
+    if eligible and not prefs.allow_fallbacks:
+        rejected.extend((d.lane_id, NOT_FIRST_CHOICE) for d in eligible[1:])
+        eligible = eligible[:1]
+    if eligible and policy is not None and not policy.chat_fallbacks_allowed:
+        rejected.extend((d.lane_id, POLICY_GATE) for d in eligible[1:])
+        rules.update((d.lane_id, "chat_fallbacks_allowed") for d in eligible[1:])
+        eligible = eligible[:1]
+    return eligible
 
 
 def _direct_lane(

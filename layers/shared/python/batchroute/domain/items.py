@@ -290,27 +290,7 @@ def _read_chat_input(payload: dict[str, object], problems: list[ItemProblem]) ->
             messages += 1
         elif extra is not None:
             problems.append(_shape("invalid_field", f"input.{key}", f"{key} must be a string."))
-    functions: set[str] = set()
-    tool_list = payload.get("tools")
-    if tool_list is not None:
-        if isinstance(tool_list, list):
-            for position, tool in enumerate(tool_list):
-                _infer_tool(tool, f"input.tools[{position}]", found, problems, functions)
-            text_bytes += value_bytes(tool_list)  # tool definitions reach the model as text
-        else:
-            problems.append(_shape("invalid_field", "input.tools", "tools must be a list."))
-    choice = payload.get("tool_choice")
-    if choice is not None:
-        _read_tool_choice(choice, functions, found, problems)
-    if functions and found.tools:
-        for name in sorted(functions & _VENDOR_TOOL_NAMES):
-            problems.append(
-                _shape(
-                    "invalid_field",
-                    "input.tools",
-                    f"A function named {name!r} would clash with a hosted tool's own name; rename it.",
-                )
-            )
+    text_bytes += _read_tools(payload, found, problems)
     if len(payload) > 1:  # sampling options are rare: most items are {messages} alone
         _read_sampling(payload, problems)
         if found.tools and payload.get("stop") is not None:
@@ -380,6 +360,34 @@ def _is_number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
+def _read_tools(payload: dict[str, object], found: _Estimate, problems: list[ItemProblem]) -> int:
+    """`tools` and `tool_choice`: the hosted tools and functions they name (into `found`);
+    returns the bytes of the tool definitions (they reach the model as text)."""
+    text_bytes = 0
+    functions: set[str] = set()
+    tool_list = payload.get("tools")
+    if tool_list is not None:
+        if isinstance(tool_list, list):
+            for position, tool in enumerate(tool_list):
+                _infer_tool(tool, f"input.tools[{position}]", found, problems, functions)
+            text_bytes = value_bytes(tool_list)  # tool definitions reach the model as text
+        else:
+            problems.append(_shape("invalid_field", "input.tools", "tools must be a list."))
+    choice = payload.get("tool_choice")
+    if choice is not None:
+        _read_tool_choice(choice, functions, found, problems)
+    if functions and found.tools:
+        for name in sorted(functions & _VENDOR_TOOL_NAMES):
+            problems.append(
+                _shape(
+                    "invalid_field",
+                    "input.tools",
+                    f"A function named {name!r} would clash with a hosted tool's own name; rename it.",
+                )
+            )
+    return text_bytes
+
+
 def _read_message(
     message: object, conversation: str, position: int, problems: list[ItemProblem]
 ) -> tuple[int, int]:
@@ -422,10 +430,27 @@ def _read_message(
         return 0, 0
     for key in sorted(message.keys() - _MESSAGE_KEYS[str(role)]):
         problems.append(_unsupported(f"{where}.{key}", f"A {role} message does not take {key!r}."))
+    calls = message.get("tool_calls")
+    text_bytes, images = _read_content(message.get("content"), str(role), calls, where, problems)
+    if role == "tool" and not _call_id(message.get("tool_call_id")):
+        problems.append(
+            _shape(
+                "missing_field",
+                f"{where}.tool_call_id",
+                "A tool message needs the tool_call_id it answers (1-64 letters, digits, _ or -).",
+            )
+        )
+    if calls is not None:
+        text_bytes += _read_tool_calls(calls, f"{where}.tool_calls", problems)
+    return text_bytes, images
+
+
+def _read_content(
+    content: object, role: str, calls: object, where: str, problems: list[ItemProblem]
+) -> tuple[int, int]:
+    """(text bytes, image parts) of a message's `content`: text, or a list of parts."""
     text_bytes = 0
     images = 0
-    content = message.get("content")
-    calls = message.get("tool_calls")
     if isinstance(content, str) and (content.strip() or (role == "assistant" and calls)):
         text_bytes += utf8_len(content)
     elif isinstance(content, list) and content:
@@ -445,16 +470,6 @@ def _read_message(
                 "content must be some text (not blank) or a non-empty list of parts.",
             )
         )
-    if role == "tool" and not _call_id(message.get("tool_call_id")):
-        problems.append(
-            _shape(
-                "missing_field",
-                f"{where}.tool_call_id",
-                "A tool message needs the tool_call_id it answers (1-64 letters, digits, _ or -).",
-            )
-        )
-    if calls is not None:
-        text_bytes += _read_tool_calls(calls, f"{where}.tool_calls", problems)
     return text_bytes, images
 
 

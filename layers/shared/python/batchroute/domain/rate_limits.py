@@ -46,6 +46,35 @@ class Decision:
 
 
 @dataclass(frozen=True)
+class Rule:
+    counter: str
+    limit: Limit
+
+
+@dataclass(frozen=True)
+class CallerGate:
+    """A caller's rate-limit check as a condition of another write (the chat hold's
+    transaction): count one request in each counter of `scope` at window `index` if each
+    holds at most `maxima[counter]` now. `exact` says the previous window's counts were
+    known; otherwise they were taken at their largest possible value (the limit itself: a
+    window never keeps more allowed requests than that), which can refuse a request the
+    exact numbers allow, never the reverse; `RateLimiter.recheck` settles such a refusal
+    from the counts the refused write returns."""
+
+    scope: str
+    window_seconds: int
+    index: int
+    fraction: float
+    rules: tuple[Rule, ...]
+    maxima: dict[str, int]
+    exact: bool
+
+    @property
+    def counters(self) -> list[str]:
+        return [rule.counter for rule in self.rules]
+
+
+@dataclass(frozen=True)
 class WindowPosition:
     index: int  # which fixed window: floor(epoch seconds / window_seconds)
     fraction: float  # how far through it, 0 <= fraction < 1

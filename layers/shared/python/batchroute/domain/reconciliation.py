@@ -140,17 +140,7 @@ def reconcile(
     for credit in sorted(in_window, key=lambda c: (c.at, c.processor_ref)):
         payment = by_ref.get(credit.processor_ref)
         if payment is None:
-            differences.append(
-                Difference(
-                    kind="no_payment",
-                    org_id=credit.org_id,
-                    processor_ref=credit.processor_ref,
-                    detail=f"{credit.kind} credited at {credit.at} without a successful payment "
-                    "at the processor",
-                    credited=(credit.processor_ref,),
-                    credited_amount=_money_text(credit.amount),
-                )
-            )
+            differences.append(_no_payment(credit))
         else:
             credited[payment.payment_id].append(credit)
     awaiting: list[str] = []
@@ -163,15 +153,7 @@ def reconcile(
             if payment.created >= settled_before:
                 awaiting.append(payment.payment_id)
                 continue
-            differences.append(
-                Difference(
-                    kind="not_credited",
-                    org_id=payment.org_id,
-                    processor_ref=payment.payment_id,
-                    detail=f"paid at {payment.created} ({payment.purpose}) and never credited",
-                    paid=payment.paid_text(),
-                )
-            )
+            differences.append(_not_credited(payment))
             continue
         problems = _compare(payment, found)
         differences.extend(problems)
@@ -189,6 +171,27 @@ def reconcile(
         awaiting_credit=tuple(awaiting),
         foreign_payments=len(all_payments) - len(ours),
         counts=dict(counts),
+    )
+
+
+def _no_payment(credit: LedgerCredit) -> Difference:
+    return Difference(
+        kind="no_payment",
+        org_id=credit.org_id,
+        processor_ref=credit.processor_ref,
+        detail=f"{credit.kind} credited at {credit.at} without a successful payment at the processor",
+        credited=(credit.processor_ref,),
+        credited_amount=_money_text(credit.amount),
+    )
+
+
+def _not_credited(payment: ProcessorPayment) -> Difference:
+    return Difference(
+        kind="not_credited",
+        org_id=payment.org_id,
+        processor_ref=payment.payment_id,
+        detail=f"paid at {payment.created} ({payment.purpose}) and never credited",
+        paid=payment.paid_text(),
     )
 
 

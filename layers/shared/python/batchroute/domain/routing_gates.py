@@ -204,102 +204,135 @@ def lane_gate_failures(
     failures = _guard_failures(provider, guards)
     if guards.policy is not None:
         failures.extend(guards.policy.lane_failures(lane, provider, group.operations, guards.price_basis))
-    allowed_kinds = _MODE_KINDS.get(request.routing_mode)
-    if allowed_kinds is not None and provider.kind not in allowed_kinds:
-        failures.append(
-            GateFailure(
-                "routing_mode_excluded",
-                f"routing_mode {request.routing_mode} admits only {_names(allowed_kinds)} lanes; "
-                f"this lane is {provider.kind}.",
-                {"routing_mode": request.routing_mode, "provider_kind": provider.kind},
-            )
-        )
-    missing_ops = group.operations.difference(lane.operations)
-    if missing_ops:
-        failures.append(
-            GateFailure(
-                "operation_not_supported",
-                f"The lane does not run {_names(missing_ops)}.",
-                {"required": sorted(group.operations), "offered": list(lane.operations)},
-            )
-        )
+    failures.extend(_present(_mode_gate(provider, request), _operations_gate(lane, group)))
     failures.extend(_privacy_failures(provider, request))
-    if request.regions and not set(request.regions).intersection(provider.regions):
-        failures.append(
-            GateFailure(
-                "region_unavailable",
-                f"The provider runs in {_names(provider.regions)}, not in {_names(request.regions)}.",
-                {"requested": list(request.regions), "offered": list(provider.regions)},
-            )
+    failures.extend(
+        _present(
+            _region_gate(provider, request),
+            _tools_gate(lane, group, request),
+            _capabilities_gate(lane, group),
+            _context_gate(lane, demand),
+            _heartbeat_gate(live, now, guards),
+            _capacity_gate(live, item_count),
         )
-    required_tools = request.required_tools.union(group.tools)
-    missing_tools = required_tools.difference(lane.hosted_tools)
-    if missing_tools:
-        failures.append(
-            GateFailure(
-                "tool_support",
-                f"The lane does not offer {_names(missing_tools)}.",
-                {
-                    "required": sorted(required_tools),
-                    "offered": sorted(lane.hosted_tools),
-                    "missing": sorted(missing_tools),
-                },
-            )
-        )
-    offered_capabilities = set(lane.runtime_capabilities).union(lane.operations)
-    missing_capabilities = {
-        need for need in group.capabilities if not _CAPABILITY_MATCHES[need] & offered_capabilities
-    }
-    if missing_capabilities:
-        failures.append(
-            GateFailure(
-                "capability_missing",
-                f"The lane lacks {_names(missing_capabilities)}.",
-                {
-                    "required": sorted(group.capabilities),
-                    "offered": sorted(lane.runtime_capabilities),
-                    "missing": sorted(missing_capabilities),
-                },
-            )
-        )
-    if demand.context_tokens > lane.context_window:
-        failures.append(
-            GateFailure(
-                "context_window_exceeded",
-                f"The largest item needs about {demand.context_tokens} tokens (prompt + output); "
-                f"the lane's context window is {lane.context_window}.",
-                {"needed_tokens": demand.context_tokens, "context_window": lane.context_window},
-            )
-        )
-    age = heartbeat_age_seconds(live, now)
-    if age is None or age > guards.heartbeat_ttl_seconds:
-        details: dict[str, Any] = {
-            "last_heartbeat_at": live.last_heartbeat_at if live else None,
-            "heartbeat_age_seconds": age,
-            "ttl_seconds": guards.heartbeat_ttl_seconds,
-        }
-        if live is not None and live.unavailable_reason:
-            message = f"The lane was marked unavailable: {live.unavailable_reason}"
-            details["unavailable_reason"] = live.unavailable_reason
-        elif age is None:
-            message = "The lane has not reported a heartbeat."
-        else:
-            message = f"The lane's last heartbeat is {age} s old (limit {guards.heartbeat_ttl_seconds} s)."
-        failures.append(GateFailure("stale_heartbeat", message, details))
-    if item_count is not None and live is not None and live.remaining_capacity_items < item_count:
-        failures.append(
-            GateFailure(
-                "capacity_full",
-                f"The lane has room for {live.remaining_capacity_items} more items today; "
-                f"this group needs {item_count}.",
-                {"remaining_capacity_items": live.remaining_capacity_items, "needed_items": item_count},
-            )
-        )
+    )
     failures.extend(_price_failures(lane, group, demand, request.max_price))
     excluded = request.excluded_lanes.get(lane.lane_id)
     if excluded is not None:
         failures.append(excluded)
     return failures
+
+
+def _present(*gates: GateFailure | None) -> list[GateFailure]:
+    return [failure for failure in gates if failure is not None]
+
+
+def _mode_gate(provider: Provider, request: RouteRequest) -> GateFailure | None:
+    allowed_kinds = _MODE_KINDS.get(request.routing_mode)
+    if allowed_kinds is None or provider.kind in allowed_kinds:
+        return None
+    return GateFailure(
+        "routing_mode_excluded",
+        f"routing_mode {request.routing_mode} admits only {_names(allowed_kinds)} lanes; "
+        f"this lane is {provider.kind}.",
+        {"routing_mode": request.routing_mode, "provider_kind": provider.kind},
+    )
+
+
+def _operations_gate(lane: Lane, group: ModelGroup) -> GateFailure | None:
+    missing_ops = group.operations.difference(lane.operations)
+    if not missing_ops:
+        return None
+    return GateFailure(
+        "operation_not_supported",
+        f"The lane does not run {_names(missing_ops)}.",
+        {"required": sorted(group.operations), "offered": list(lane.operations)},
+    )
+
+
+def _region_gate(provider: Provider, request: RouteRequest) -> GateFailure | None:
+    if not request.regions or set(request.regions).intersection(provider.regions):
+        return None
+    return GateFailure(
+        "region_unavailable",
+        f"The provider runs in {_names(provider.regions)}, not in {_names(request.regions)}.",
+        {"requested": list(request.regions), "offered": list(provider.regions)},
+    )
+
+
+def _tools_gate(lane: Lane, group: ModelGroup, request: RouteRequest) -> GateFailure | None:
+    required_tools = request.required_tools.union(group.tools)
+    missing_tools = required_tools.difference(lane.hosted_tools)
+    if not missing_tools:
+        return None
+    return GateFailure(
+        "tool_support",
+        f"The lane does not offer {_names(missing_tools)}.",
+        {
+            "required": sorted(required_tools),
+            "offered": sorted(lane.hosted_tools),
+            "missing": sorted(missing_tools),
+        },
+    )
+
+
+def _capabilities_gate(lane: Lane, group: ModelGroup) -> GateFailure | None:
+    offered_capabilities = set(lane.runtime_capabilities).union(lane.operations)
+    missing_capabilities = {
+        need for need in group.capabilities if not _CAPABILITY_MATCHES[need] & offered_capabilities
+    }
+    if not missing_capabilities:
+        return None
+    return GateFailure(
+        "capability_missing",
+        f"The lane lacks {_names(missing_capabilities)}.",
+        {
+            "required": sorted(group.capabilities),
+            "offered": sorted(lane.runtime_capabilities),
+            "missing": sorted(missing_capabilities),
+        },
+    )
+
+
+def _context_gate(lane: Lane, demand: LaneDemand) -> GateFailure | None:
+    if demand.context_tokens <= lane.context_window:
+        return None
+    return GateFailure(
+        "context_window_exceeded",
+        f"The largest item needs about {demand.context_tokens} tokens (prompt + output); "
+        f"the lane's context window is {lane.context_window}.",
+        {"needed_tokens": demand.context_tokens, "context_window": lane.context_window},
+    )
+
+
+def _heartbeat_gate(live: LaneLive | None, now: datetime, guards: RoutingGuards) -> GateFailure | None:
+    age = heartbeat_age_seconds(live, now)
+    if age is not None and age <= guards.heartbeat_ttl_seconds:
+        return None
+    details: dict[str, Any] = {
+        "last_heartbeat_at": live.last_heartbeat_at if live else None,
+        "heartbeat_age_seconds": age,
+        "ttl_seconds": guards.heartbeat_ttl_seconds,
+    }
+    if live is not None and live.unavailable_reason:
+        message = f"The lane was marked unavailable: {live.unavailable_reason}"
+        details["unavailable_reason"] = live.unavailable_reason
+    elif age is None:
+        message = "The lane has not reported a heartbeat."
+    else:
+        message = f"The lane's last heartbeat is {age} s old (limit {guards.heartbeat_ttl_seconds} s)."
+    return GateFailure("stale_heartbeat", message, details)
+
+
+def _capacity_gate(live: LaneLive | None, item_count: int | None) -> GateFailure | None:
+    if item_count is None or live is None or live.remaining_capacity_items >= item_count:
+        return None
+    return GateFailure(
+        "capacity_full",
+        f"The lane has room for {live.remaining_capacity_items} more items today; "
+        f"this group needs {item_count}.",
+        {"remaining_capacity_items": live.remaining_capacity_items, "needed_items": item_count},
+    )
 
 
 def _guard_failures(provider: Provider, guards: RoutingGuards) -> list[GateFailure]:

@@ -251,3 +251,20 @@ def parse_retry_after(value: str | None, *, now: datetime) -> int | None:
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
     return max(0, int((moment - now).total_seconds()))
+
+
+def delivery_view(delivery: Mapping[str, Any]) -> dict[str, Any]:
+    """The public view of a delivery: never its secret, ciphertext or payload."""
+    return {
+        "id": delivery["delivery_id"],
+        "event_id": delivery.get("event_id"),
+        "event_type": delivery.get("event_type"),
+        "url": delivery.get("url"),
+        "status": delivery.get("status"),
+        "attempt_count": int(delivery.get("attempt_count") or 0),
+        "last_attempt_at": delivery.get("last_attempt_at"),
+        "next_attempt_at": delivery.get("next_attempt_at"),
+        "last_response_status": delivery.get("last_response_status"),
+        "last_error": delivery.get("last_error"),
+        "created_at": delivery.get("created_at"),
+    }

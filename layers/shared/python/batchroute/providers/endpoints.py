@@ -39,6 +39,9 @@ class ProviderEndpoint:
     # control plane (batch jobs) has its own, `control_api_version`.
     api_version: str = ""
     control_api_version: str = ""
+    # Catalog model id -> the output limit of its lane on this provider (0: none), from the
+    # catalog the environment was loaded with (catalog/environments.py).
+    output_limits: Mapping[str, int] = field(default_factory=dict)
 
     def option(self, name: str, default: str = "") -> str:
         return self.options.get(name, default)

@@ -23,8 +23,9 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from batchroute.adapters.dynamo.batch_records import batch_key
-from batchroute.adapters.dynamo.codec import from_item, is_condition_failure, to_item, to_value
+from batchroute.adapters.dynamo.codec import from_item, to_item, to_value
 from batchroute.adapters.dynamo.store import DynamoStore
+from batchroute.adapters.dynamo.writes import conditional_put, conditional_update, put_new, refused_by
 
 COUNT_KEYS = ("pending", "running", "completed", "failed", "canceled")
 
@@ -68,6 +69,28 @@ def _counts_update(table: str, batch_id: str, deltas: dict[str, int]) -> dict[st
     }
 
 
+def _hand_over_update(table_name: str, key: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
+    """The failing lane's side of a hand-over: its chunk done, `failed`, pointing at its successor."""
+    return {
+        "Update": {
+            "TableName": table_name,
+            "Key": key,
+            "UpdateExpression": "SET chunks_done_n = :next, chunks_started_n = :next, "
+            "#status = :failed_status, failover_to = :to, latest_error = :error, "
+            "finished_at = :at, updated_at = :at, running_items = :zero, "
+            "completed = if_not_exists(completed, :zero) + :completed, "
+            "failed = if_not_exists(failed, :zero) + :failed, "
+            "handed_over = if_not_exists(handed_over, :zero) + :handed, "
+            "#usage.prompt_tokens = if_not_exists(#usage.prompt_tokens, :zero) + :prompt, "
+            "#usage.completion_tokens = if_not_exists(#usage.completion_tokens, :zero) + :completion "
+            "REMOVE job, job_chunk, partial_chunk",
+            "ConditionExpression": f"attribute_exists(pk) AND {_DONE_AT} AND #status IN (:pending, :running)",
+            "ExpressionAttributeNames": {"#status": "status", "#usage": "usage"},
+            "ExpressionAttributeValues": {k: to_value(v) for k, v in values.items()},
+        }
+    }
+
+
 class BatchProgress(DynamoStore):
     def get_lane(self, batch_id: str, lane_key: str) -> dict[str, Any] | None:
         response = self.dynamodb.get_item(
@@ -78,17 +101,12 @@ class BatchProgress(DynamoStore):
     def put_lane(self, batch_id: str, lane: dict[str, Any]) -> bool:
         """Create a lane record once; False when it existed (the first one stays)."""
         values = {"pk": f"BATCH#{batch_id}", "sk": f"LANE#{lane['lane_key']}", "kind": "lane", **lane}
-        try:
-            self.dynamodb.put_item(
-                TableName=self.table_name,
-                Item=to_item(values),
-                ConditionExpression="attribute_not_exists(pk)",
-            )
-        except ClientError as exc:
-            if is_condition_failure(exc):
-                return False
-            raise
-        return True
+        return conditional_put(
+            self.dynamodb,
+            TableName=self.table_name,
+            Item=to_item(values),
+            ConditionExpression="attribute_not_exists(pk)",
+        )
 
     def _update_lane(
         self,
@@ -110,13 +128,7 @@ class BatchProgress(DynamoStore):
             request["ExpressionAttributeNames"] = names
         if values:
             request["ExpressionAttributeValues"] = {k: to_value(v) for k, v in values.items()}
-        try:
-            self.dynamodb.update_item(**request)
-        except ClientError as exc:
-            if is_condition_failure(exc):
-                return False
-            raise
-        return True
+        return conditional_update(self.dynamodb, **request)
 
     # -- lane status ---------------------------------------------------------------------------
     def lane_running(self, batch_id: str, lane_key: str, *, at: str) -> bool:
@@ -335,57 +347,27 @@ class BatchProgress(DynamoStore):
         and the chunk's unanswered items go back to pending for the successor. False (and
         no change) when the lane had ended or finished the chunk already."""
         handed = items - completed - failed
-        put = {
-            "Put": {
-                "TableName": self.table_name,
-                "Item": to_item(
-                    {
-                        "pk": f"BATCH#{batch_id}",
-                        "sk": f"LANE#{successor['lane_key']}",
-                        "kind": "lane",
-                        **successor,
-                    }
-                ),
-                "ConditionExpression": "attribute_not_exists(pk)",
-            }
+        put = put_new(
+            self.table_name,
+            {"pk": f"BATCH#{batch_id}", "sk": f"LANE#{successor['lane_key']}", "kind": "lane", **successor},
+        )
+        values = {
+            ":position": position,
+            ":next": position + 1,
+            ":failed_status": "failed",
+            ":pending": "pending",
+            ":running": "running",
+            ":to": successor["lane_key"],
+            ":error": latest_error,
+            ":at": at,
+            ":zero": 0,
+            ":completed": completed,
+            ":failed": failed,
+            ":handed": handed,
+            ":prompt": prompt_tokens,
+            ":completion": completion_tokens,
         }
-        lane = {
-            "Update": {
-                "TableName": self.table_name,
-                "Key": lane_item_key(batch_id, lane_key),
-                "UpdateExpression": "SET chunks_done_n = :next, chunks_started_n = :next, "
-                "#status = :failed_status, failover_to = :to, latest_error = :error, "
-                "finished_at = :at, updated_at = :at, running_items = :zero, "
-                "completed = if_not_exists(completed, :zero) + :completed, "
-                "failed = if_not_exists(failed, :zero) + :failed, "
-                "handed_over = if_not_exists(handed_over, :zero) + :handed, "
-                "#usage.prompt_tokens = if_not_exists(#usage.prompt_tokens, :zero) + :prompt, "
-                "#usage.completion_tokens = if_not_exists(#usage.completion_tokens, :zero) + :completion "
-                "REMOVE job, job_chunk, partial_chunk",
-                "ConditionExpression": f"attribute_exists(pk) AND {_DONE_AT} "
-                "AND #status IN (:pending, :running)",
-                "ExpressionAttributeNames": {"#status": "status", "#usage": "usage"},
-                "ExpressionAttributeValues": {
-                    k: to_value(v)
-                    for k, v in {
-                        ":position": position,
-                        ":next": position + 1,
-                        ":failed_status": "failed",
-                        ":pending": "pending",
-                        ":running": "running",
-                        ":to": successor["lane_key"],
-                        ":error": latest_error,
-                        ":at": at,
-                        ":zero": 0,
-                        ":completed": completed,
-                        ":failed": failed,
-                        ":handed": handed,
-                        ":prompt": prompt_tokens,
-                        ":completion": completion_tokens,
-                    }.items()
-                },
-            }
-        }
+        lane = _hand_over_update(self.table_name, lane_item_key(batch_id, lane_key), values)
         counts = _counts_update(
             self.table_name,
             batch_id,
@@ -395,8 +377,7 @@ class BatchProgress(DynamoStore):
         try:
             self.dynamodb.transact_write_items(TransactItems=items_)
         except ClientError as exc:
-            reasons = exc.response.get("CancellationReasons") or []
-            if any(r.get("Code") == "ConditionalCheckFailed" for r in reasons[:2]):
+            if refused_by(exc, 0, 1):
                 return False
             raise
         return True
@@ -406,10 +387,7 @@ class BatchProgress(DynamoStore):
         try:
             self.dynamodb.transact_write_items(TransactItems=items)
         except ClientError as exc:
-            reasons = exc.response.get("CancellationReasons") or []
-            if reasons and reasons[0].get("Code") == "ConditionalCheckFailed":
-                return False
-            if is_condition_failure(exc) and not reasons:
+            if refused_by(exc, 0, or_unnamed=True):
                 return False
             raise
         return True

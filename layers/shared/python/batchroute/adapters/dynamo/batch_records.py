@@ -16,15 +16,22 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from batchroute.adapters.dynamo.codec import from_item, is_condition_failure, set_clause, to_item, to_value
+from batchroute.adapters.dynamo.codec import from_item, set_clause, to_item, to_value
 from batchroute.adapters.dynamo.ledger import (
     TransactItem,
-    cancellation_codes,
     is_transaction_conflict,
     reservation_failure,
 )
 from batchroute.adapters.dynamo.limit_checks import SpendingLimitChecks
 from batchroute.adapters.dynamo.store import DynamoStore
+from batchroute.adapters.dynamo.writes import (
+    cancellation_codes,
+    condition_failed_at,
+    conditional_delete,
+    conditional_put,
+    conditional_update,
+    put_new,
+)
 from batchroute.domain.batch_record import (
     BatchRecord,
     DuplicateIdempotencyKey,
@@ -38,7 +45,6 @@ from batchroute.domain.ledger import DuplicateReservation
 DEADLINE_PARTITION = "DEADLINE"
 RECLAIM_PARTITION = "RECLAIM"  # retention GC (docs/retention.md): `BATCH#<id>`/`RECLAIM` items
 PLAN_FIELDS = ("plan", "chunk_models", "intake")
-_CONDITION_FAILED = "ConditionalCheckFailed"
 
 
 def batch_key(batch_id: str) -> dict[str, Any]:
@@ -106,35 +112,25 @@ class BatchRecords(DynamoStore):
 
     def record_step(self, batch_id: str, step: str, at: str) -> bool:
         """Journal a finished workflow step; False when the batch does not exist."""
-        try:
-            self.dynamodb.update_item(
-                TableName=self.table_name,
-                Key=batch_key(batch_id),
-                UpdateExpression="SET workflow_steps.#step = :at",
-                ConditionExpression="attribute_exists(pk) AND attribute_type(workflow_steps, :map)",
-                ExpressionAttributeNames={"#step": step},
-                ExpressionAttributeValues={":at": to_value(at), ":map": to_value("M")},
-            )
-        except ClientError as exc:
-            if not is_condition_failure(exc):
-                raise
-            return self._start_journal(batch_id, step, at)
-        return True
+        return conditional_update(
+            self.dynamodb,
+            TableName=self.table_name,
+            Key=batch_key(batch_id),
+            UpdateExpression="SET workflow_steps.#step = :at",
+            ConditionExpression="attribute_exists(pk) AND attribute_type(workflow_steps, :map)",
+            ExpressionAttributeNames={"#step": step},
+            ExpressionAttributeValues={":at": to_value(at), ":map": to_value("M")},
+        ) or self._start_journal(batch_id, step, at)
 
     def _start_journal(self, batch_id: str, step: str, at: str) -> bool:
-        try:
-            self.dynamodb.update_item(
-                TableName=self.table_name,
-                Key=batch_key(batch_id),
-                UpdateExpression="SET workflow_steps = if_not_exists(workflow_steps, :steps)",
-                ConditionExpression="attribute_exists(pk)",
-                ExpressionAttributeValues={":steps": to_value({step: at})},
-            )
-        except ClientError as exc:
-            if is_condition_failure(exc):
-                return False
-            raise
-        return True
+        return conditional_update(
+            self.dynamodb,
+            TableName=self.table_name,
+            Key=batch_key(batch_id),
+            UpdateExpression="SET workflow_steps = if_not_exists(workflow_steps, :steps)",
+            ConditionExpression="attribute_exists(pk)",
+            ExpressionAttributeValues={":steps": to_value({step: at})},
+        )
 
     def past_deadline(self, now_iso: str, limit: int = 100) -> list[str]:
         """Ids of non-terminal batches whose SLA deadline is before `now_iso` (sparse index gsi2)."""
@@ -156,25 +152,20 @@ class BatchRecords(DynamoStore):
     def schedule_reclaim(self, batch_id: str, *, review_at: str) -> bool:
         """Put the batch on the reclaim index once; False when it is there already (a
         repeated Finalize keeps the first schedule and whatever the sweeper made of it)."""
-        try:
-            self.dynamodb.put_item(
-                TableName=self.table_name,
-                Item=to_item(
-                    {
-                        "pk": f"BATCH#{batch_id}",
-                        "sk": "RECLAIM",
-                        "kind": "reclaim",
-                        "gsi2pk": RECLAIM_PARTITION,
-                        "gsi2sk": f"{review_at}#{batch_id}",
-                    }
-                ),
-                ConditionExpression="attribute_not_exists(pk)",
-            )
-        except ClientError as exc:
-            if is_condition_failure(exc):
-                return False
-            raise
-        return True
+        return conditional_put(
+            self.dynamodb,
+            TableName=self.table_name,
+            Item=to_item(
+                {
+                    "pk": f"BATCH#{batch_id}",
+                    "sk": "RECLAIM",
+                    "kind": "reclaim",
+                    "gsi2pk": RECLAIM_PARTITION,
+                    "gsi2sk": f"{review_at}#{batch_id}",
+                }
+            ),
+            ConditionExpression="attribute_not_exists(pk)",
+        )
 
     def reclaim_due(self, now_iso: str, limit: int) -> list[tuple[str, str]]:
         """`(batch_id, entry)` of the batches whose review time is before `now_iso`, oldest
@@ -193,54 +184,39 @@ class BatchRecords(DynamoStore):
 
     def reschedule_reclaim(self, batch_id: str, *, seen: str, review_at: str) -> bool:
         """Move the entry to `review_at`, only if it is still the `seen` one (concurrent sweeps)."""
-        try:
-            self.dynamodb.update_item(
-                TableName=self.table_name,
-                Key={"pk": {"S": f"BATCH#{batch_id}"}, "sk": {"S": "RECLAIM"}},
-                UpdateExpression="SET gsi2sk = :next",
-                ConditionExpression="gsi2sk = :seen",
-                ExpressionAttributeValues={
-                    ":next": to_value(f"{review_at}#{batch_id}"),
-                    ":seen": to_value(seen),
-                },
-            )
-        except ClientError as exc:
-            if is_condition_failure(exc):
-                return False
-            raise
-        return True
+        return conditional_update(
+            self.dynamodb,
+            TableName=self.table_name,
+            Key={"pk": {"S": f"BATCH#{batch_id}"}, "sk": {"S": "RECLAIM"}},
+            UpdateExpression="SET gsi2sk = :next",
+            ConditionExpression="gsi2sk = :seen",
+            ExpressionAttributeValues={
+                ":next": to_value(f"{review_at}#{batch_id}"),
+                ":seen": to_value(seen),
+            },
+        )
 
     def drop_reclaim(self, batch_id: str, *, seen: str) -> bool:
         """Take the batch off the reclaim index (its bytes are gone), if the entry is `seen`."""
-        try:
-            self.dynamodb.delete_item(
-                TableName=self.table_name,
-                Key={"pk": {"S": f"BATCH#{batch_id}"}, "sk": {"S": "RECLAIM"}},
-                ConditionExpression="gsi2sk = :seen",
-                ExpressionAttributeValues={":seen": to_value(seen)},
-            )
-        except ClientError as exc:
-            if is_condition_failure(exc):
-                return False
-            raise
-        return True
+        return conditional_delete(
+            self.dynamodb,
+            TableName=self.table_name,
+            Key={"pk": {"S": f"BATCH#{batch_id}"}, "sk": {"S": "RECLAIM"}},
+            ConditionExpression="gsi2sk = :seen",
+            ExpressionAttributeValues={":seen": to_value(seen)},
+        )
 
     def mark_reclaimed(self, batch_id: str, *, at: str) -> bool:
         """Record on META that the result bytes are being reclaimed (before any is deleted, so
         every read answers 410 rather than half a file); False when already marked."""
-        try:
-            self.dynamodb.update_item(
-                TableName=self.table_name,
-                Key=batch_key(batch_id),
-                UpdateExpression="SET artifacts_reclaimed_at = :at",
-                ConditionExpression="attribute_exists(pk) AND attribute_not_exists(artifacts_reclaimed_at)",
-                ExpressionAttributeValues={":at": to_value(at)},
-            )
-        except ClientError as exc:
-            if is_condition_failure(exc):
-                return False
-            raise
-        return True
+        return conditional_update(
+            self.dynamodb,
+            TableName=self.table_name,
+            Key=batch_key(batch_id),
+            UpdateExpression="SET artifacts_reclaimed_at = :at",
+            ConditionExpression="attribute_exists(pk) AND attribute_not_exists(artifacts_reclaimed_at)",
+            ExpressionAttributeValues={":at": to_value(at)},
+        )
 
     def transition(
         self, batch_id: str, target: BatchState, *, at: str, extra: dict[str, Any] | None = None
@@ -265,20 +241,15 @@ class BatchRecords(DynamoStore):
         update = "SET " + ", ".join(sets)
         if target in ("completed", "failed", "canceled", "expired"):
             update += " REMOVE gsi2pk, gsi2sk"
-        try:
-            self.dynamodb.update_item(
-                TableName=self.table_name,
-                Key=batch_key(batch_id),
-                UpdateExpression=update,
-                ConditionExpression=f"attribute_exists(pk) AND #state IN ({', '.join(placeholders)})",
-                ExpressionAttributeNames=names,
-                ExpressionAttributeValues=values,
-            )
-        except ClientError as exc:
-            if is_condition_failure(exc):
-                return False
-            raise
-        return True
+        return conditional_update(
+            self.dynamodb,
+            TableName=self.table_name,
+            Key=batch_key(batch_id),
+            UpdateExpression=update,
+            ConditionExpression=f"attribute_exists(pk) AND #state IN ({', '.join(placeholders)})",
+            ExpressionAttributeNames=names,
+            ExpressionAttributeValues=values,
+        )
 
     # -- creation ---------------------------------------------------------------------------
     def create(
@@ -314,7 +285,7 @@ class BatchRecords(DynamoStore):
             codes = cancellation_codes(exc)
             if not codes:
                 raise
-            if idempotency is not None and codes[-1] == _CONDITION_FAILED:
+            if idempotency is not None and condition_failed_at(codes, len(codes) - 1):
                 raise DuplicateIdempotencyKey(idempotency.key) from exc
             refused = reservation_failure(codes)
             if refused == "wallet" or SpendingLimitChecks.moved(codes, checks_at):
@@ -325,18 +296,12 @@ class BatchRecords(DynamoStore):
                 raise DuplicateReservation("A reservation with this id exists already.") from exc
             extra_at = len(reservation) + len(own)
             for index in range(extra_at, extra_at + len(extra_items)):
-                if index < len(codes) and codes[index] == _CONDITION_FAILED:
+                if condition_failed_at(codes, index):
                     raise ExtraItemRefused(index - extra_at) from exc
             raise
 
     def _create_once(self, values: dict[str, Any]) -> TransactItem:
-        return {
-            "Put": {
-                "TableName": self.table_name,
-                "Item": to_item(values),
-                "ConditionExpression": "attribute_not_exists(pk)",
-            }
-        }
+        return put_new(self.table_name, values)
 
     def idempotency_record(self, org_id: str, key: str) -> IdempotencyRecord | None:
         response = self.dynamodb.get_item(
@@ -431,20 +396,15 @@ class BatchRecords(DynamoStore):
         """SET the given fields; False when the (optional) condition does not hold."""
         expression, names, values = set_clause(changes)
         values.update({k: to_value(v) for k, v in (condition_values or {}).items()})
-        try:
-            self.dynamodb.update_item(
-                TableName=self.table_name,
-                Key=batch_key(batch_id),
-                UpdateExpression=expression,
-                ConditionExpression="attribute_exists(pk)" + (f" AND ({condition})" if condition else ""),
-                ExpressionAttributeNames=names,
-                ExpressionAttributeValues=values,
-            )
-        except ClientError as exc:
-            if is_condition_failure(exc):
-                return False
-            raise
-        return True
+        return conditional_update(
+            self.dynamodb,
+            TableName=self.table_name,
+            Key=batch_key(batch_id),
+            UpdateExpression=expression,
+            ConditionExpression="attribute_exists(pk)" + (f" AND ({condition})" if condition else ""),
+            ExpressionAttributeNames=names,
+            ExpressionAttributeValues=values,
+        )
 
     def update_seeing_work_order(self, batch_id: str, changes: dict[str, Any]) -> Mapping[str, Any] | None:
         """SET the given fields and answer the batch's `work_order` as it stands after them, in
@@ -488,48 +448,37 @@ class BatchRecords(DynamoStore):
     def start_cursor(self, batch_id: str, step: str, values: dict[str, Any]) -> bool:
         """Create the cursor once; False when another invocation created it first."""
         item = {"pk": f"BATCH#{batch_id}", "sk": f"CURSOR#{step}", "kind": "cursor", **values}
-        try:
-            self.dynamodb.put_item(
-                TableName=self.table_name, Item=to_item(item), ConditionExpression="attribute_not_exists(pk)"
-            )
-        except ClientError as exc:
-            if is_condition_failure(exc):
-                return False
-            raise
-        return True
+        return conditional_put(
+            self.dynamodb,
+            TableName=self.table_name,
+            Item=to_item(item),
+            ConditionExpression="attribute_not_exists(pk)",
+        )
 
     def advance_cursor(self, batch_id: str, step: str, *, position: int, changes: dict[str, Any]) -> bool:
         """SET `changes` if the cursor is still at `position` (one writer advances it)."""
         expression, names, values = set_clause(changes)
         values[":position"] = to_value(position)
-        try:
-            self.dynamodb.update_item(
-                TableName=self.table_name,
-                Key={"pk": {"S": f"BATCH#{batch_id}"}, "sk": {"S": f"CURSOR#{step}"}},
-                UpdateExpression=expression,
-                ConditionExpression="#position = :position",
-                ExpressionAttributeNames={**names, "#position": "position"},
-                ExpressionAttributeValues=values,
-            )
-        except ClientError as exc:
-            if is_condition_failure(exc):
-                return False
-            raise
-        return True
+        return conditional_update(
+            self.dynamodb,
+            TableName=self.table_name,
+            Key={"pk": {"S": f"BATCH#{batch_id}"}, "sk": {"S": f"CURSOR#{step}"}},
+            UpdateExpression=expression,
+            ConditionExpression="#position = :position",
+            ExpressionAttributeNames={**names, "#position": "position"},
+            ExpressionAttributeValues=values,
+        )
 
     # -- lanes --------------------------------------------------------------------------------
     def put_lane(self, batch_id: str, lane: dict[str, Any]) -> None:
         """Create a lane record once (a repeated Route step keeps the first)."""
         values = {"pk": f"BATCH#{batch_id}", "sk": f"LANE#{lane['lane_key']}", "kind": "lane", **lane}
-        try:
-            self.dynamodb.put_item(
-                TableName=self.table_name,
-                Item=to_item(values),
-                ConditionExpression="attribute_not_exists(pk)",
-            )
-        except ClientError as exc:
-            if not is_condition_failure(exc):
-                raise
+        conditional_put(
+            self.dynamodb,
+            TableName=self.table_name,
+            Item=to_item(values),
+            ConditionExpression="attribute_not_exists(pk)",
+        )
 
     def lanes(self, batch_id: str) -> list[dict[str, Any]]:
         response = self.dynamodb.query(

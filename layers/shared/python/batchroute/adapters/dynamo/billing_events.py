@@ -21,8 +21,9 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from batchroute.adapters.dynamo.codec import from_item, is_condition_failure, to_item, to_value
+from batchroute.adapters.dynamo.codec import from_item, to_item, to_value
 from batchroute.adapters.dynamo.store import DynamoStore
+from batchroute.adapters.dynamo.writes import conditional_update, put_new, refused_by
 from batchroute.clock import isoformat
 from batchroute.ids import new_id
 
@@ -70,13 +71,7 @@ class BillingEvents(DynamoStore):
         try:
             self.dynamodb.transact_write_items(
                 TransactItems=[
-                    {
-                        "Put": {
-                            "TableName": self.table_name,
-                            "Item": to_item(marker),
-                            "ConditionExpression": "attribute_not_exists(pk)",
-                        }
-                    },
+                    put_new(self.table_name, marker),
                     {
                         "Put": {
                             "TableName": self.table_name,
@@ -95,8 +90,7 @@ class BillingEvents(DynamoStore):
                 ]
             )
         except ClientError as exc:
-            reasons = exc.response.get("CancellationReasons") or []
-            if is_condition_failure(exc) and reasons and reasons[0].get("Code") == "ConditionalCheckFailed":
+            if refused_by(exc, 0):
                 return None
             raise
         return event
@@ -159,24 +153,19 @@ class BillingEvents(DynamoStore):
         )
 
     def _update_state(self, org_id: str, update: str, condition: str, values: dict[str, Any]) -> bool:
-        try:
-            self.dynamodb.update_item(
-                TableName=self.table_name,
-                Key={"pk": to_value(f"ORG#{org_id}"), "sk": to_value(LOW_BALANCE_STATE_SK)},
-                UpdateExpression=update + ", org_id = :org, #kind = :kind",
-                ConditionExpression=condition,
-                ExpressionAttributeNames={"#kind": "kind"},
-                ExpressionAttributeValues={
-                    **values,
-                    ":org": to_value(org_id),
-                    ":kind": to_value("low_balance_state"),
-                },
-            )
-        except ClientError as exc:
-            if is_condition_failure(exc):
-                return False
-            raise
-        return True
+        return conditional_update(
+            self.dynamodb,
+            TableName=self.table_name,
+            Key={"pk": to_value(f"ORG#{org_id}"), "sk": to_value(LOW_BALANCE_STATE_SK)},
+            UpdateExpression=update + ", org_id = :org, #kind = :kind",
+            ConditionExpression=condition,
+            ExpressionAttributeNames={"#kind": "kind"},
+            ExpressionAttributeValues={
+                **values,
+                ":org": to_value(org_id),
+                ":kind": to_value("low_balance_state"),
+            },
+        )
 
 
 def _event(item: dict[str, Any]) -> dict[str, Any]:

@@ -18,11 +18,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from botocore.exceptions import ClientError
-
-from batchroute.adapters.dynamo.codec import from_item, is_condition_failure, to_item, to_value
+from batchroute.adapters.dynamo.codec import from_item, to_item, to_value
 from batchroute.adapters.dynamo.leases import claim_attempt, due_items, due_sort_key
 from batchroute.adapters.dynamo.store import DynamoStore
+from batchroute.adapters.dynamo.writes import conditional_put, conditional_update
 from batchroute.domain.bucket_delivery import DeliveryRecord
 
 DUE_PARTITION = "BUCKET#DUE"
@@ -53,13 +52,7 @@ class BucketDeliveries(DynamoStore):
             kwargs["ConditionExpression"] = "#state = :previous"
             kwargs["ExpressionAttributeNames"] = {"#state": "state"}
             kwargs["ExpressionAttributeValues"] = {":previous": to_value(previous_state)}
-        try:
-            self.dynamodb.put_item(**kwargs)
-        except ClientError as exc:
-            if is_condition_failure(exc):
-                return False
-            raise
-        return True
+        return conditional_put(self.dynamodb, **kwargs)
 
     def claim(self, batch_id: str, *, attempt: int, now_iso: str, lease_until_iso: str) -> bool:
         """pending|failed -> delivering for attempt number `attempt` (`leases.claim_attempt`)."""
@@ -115,20 +108,15 @@ class BucketDeliveries(DynamoStore):
         if lease_expired_before is not None:
             condition += " AND lease_until < :stale"
             expression_values[":stale"] = to_value(lease_expired_before)
-        try:
-            self.dynamodb.update_item(
-                TableName=self.table_name,
-                Key=_key(record.batch_id),
-                UpdateExpression=f"SET {', '.join(sets)} REMOVE {', '.join(removes)}",
-                ConditionExpression=condition,
-                ExpressionAttributeNames=names,
-                ExpressionAttributeValues=expression_values,
-            )
-        except ClientError as exc:
-            if is_condition_failure(exc):
-                return False
-            raise
-        return True
+        return conditional_update(
+            self.dynamodb,
+            TableName=self.table_name,
+            Key=_key(record.batch_id),
+            UpdateExpression=f"SET {', '.join(sets)} REMOVE {', '.join(removes)}",
+            ConditionExpression=condition,
+            ExpressionAttributeNames=names,
+            ExpressionAttributeValues=expression_values,
+        )
 
     def due(self, now_iso: str, limit: int = 100) -> list[str]:
         """Batch ids whose delivery owes an attempt (or whose attempt's lease ran out) at or
@@ -142,24 +130,19 @@ class BucketDeliveries(DynamoStore):
         """A retry message is on the deliver queue: look at the delivery again only at
         `recheck_at` (so the next sweep does not queue it twice; a lost message is re-queued
         then). Conditional on the attempt it queued still being owed."""
-        try:
-            self.dynamodb.update_item(
-                TableName=self.table_name,
-                Key=_key(batch_id),
-                UpdateExpression="SET gsi1sk = :sk",
-                ConditionExpression=(
-                    "attribute_exists(gsi1pk) AND #state IN (:pending, :failed) AND next_attempt_at = :next"
-                ),
-                ExpressionAttributeNames={"#state": "state"},
-                ExpressionAttributeValues={
-                    ":sk": to_value(due_sort_key(recheck_at, batch_id)),
-                    ":pending": to_value("pending"),
-                    ":failed": to_value("failed"),
-                    ":next": to_value(next_attempt_at),
-                },
-            )
-        except ClientError as exc:
-            if is_condition_failure(exc):
-                return False
-            raise
-        return True
+        return conditional_update(
+            self.dynamodb,
+            TableName=self.table_name,
+            Key=_key(batch_id),
+            UpdateExpression="SET gsi1sk = :sk",
+            ConditionExpression=(
+                "attribute_exists(gsi1pk) AND #state IN (:pending, :failed) AND next_attempt_at = :next"
+            ),
+            ExpressionAttributeNames={"#state": "state"},
+            ExpressionAttributeValues={
+                ":sk": to_value(due_sort_key(recheck_at, batch_id)),
+                ":pending": to_value("pending"),
+                ":failed": to_value("failed"),
+                ":next": to_value(next_attempt_at),
+            },
+        )

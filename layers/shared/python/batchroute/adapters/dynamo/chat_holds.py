@@ -32,34 +32,39 @@ transaction. docs/chat.md has the reasoning.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from botocore.exceptions import ClientError
 
 from batchroute.adapters.dynamo.batch_records import batch_from_items, batch_key, batch_values
-from batchroute.adapters.dynamo.codec import from_item, is_condition_failure, set_clause, to_item, to_value
+from batchroute.adapters.dynamo.codec import from_item, set_clause, to_value
 from batchroute.adapters.dynamo.identity import key_unrevoked_check
 from batchroute.adapters.dynamo.ledger import (
     LedgerStore,
     TransactItem,
-    cancellation_codes,
     is_transaction_conflict,
 )
 from batchroute.adapters.dynamo.limit_checks import SpendingLimitChecks
 from batchroute.adapters.dynamo.rate_limits import RateCounterStore
 from batchroute.adapters.dynamo.route_policies import unchanged_check
+from batchroute.adapters.dynamo.writes import (
+    CONDITION_FAILED,
+    cancellation_codes,
+    condition_failed_at,
+    conditional_update,
+    put_new,
+    refused_by,
+)
 from batchroute.domain.batch_record import BatchRecord
 from batchroute.domain.billing_controls import BillingControls
 from batchroute.domain.chat_holds import HoldRefused as HoldRefused
 from batchroute.domain.chat_holds import Refusal as Refusal
 from batchroute.domain.ledger import SettlementResult, WalletState
+from batchroute.domain.rate_limits import CallerGate
 from batchroute.domain.spending_limit import LimitGuard
 from batchroute.domain.usage import UsageCharge
 from batchroute.errors import TransientError
 from batchroute.money import Money
-
-if TYPE_CHECKING:
-    from batchroute.services.billing.rate_limiting import CallerGate
 
 # Positions in the open transaction: the three reserve items, then ours.
 _WALLET_AT, _RESERVATION_AT, _RECORD_AT, _CONTROLS_AT, _SPEND_AT = 0, 1, 3, 4, 5
@@ -132,15 +137,15 @@ class ChatHoldStore:
         try:
             self.dynamodb.transact_write_items(TransactItems=items)
         except ClientError as exc:
-            if key_hash is not None and _failed_at(exc, key_at):  # first: a revoked key learns nothing
+            if key_hash is not None and refused_by(exc, key_at):  # first: a revoked key learns nothing
                 raise HoldRefused("key_unconfirmed") from exc
             if rate is not None:
                 reasons = exc.response.get("CancellationReasons") or []
                 last = reasons[len(items) - 1] if len(reasons) == len(items) else {}
-                if last.get("Code") == "ConditionalCheckFailed":
+                if last.get("Code") == CONDITION_FAILED:
                     counts = self.rate_counters.refused_counts(rate, last.get("Item") or {})
                     raise HoldRefused("rate_limit", counts) from exc
-            if policy_version is not None and _failed_at(exc, policy_at):
+            if policy_version is not None and refused_by(exc, policy_at):
                 raise HoldRefused("policy_changed") from exc
             raise HoldRefused(_reason(exc)) from exc
 
@@ -159,18 +164,16 @@ class ChatHoldStore:
         expression, names, values = set_clause({"usage_checkpoint": dict(usage), "checkpoint_at": at})
         names["#state"] = "state"
         values[":running"] = to_value("running")
-        try:
-            self.dynamodb.update_item(
-                TableName=self.batches_table,
-                Key=batch_key(batch_id),
-                UpdateExpression=expression,
-                ConditionExpression="#state = :running",
-                ExpressionAttributeNames=names,
-                ExpressionAttributeValues=values,
-            )
-        except ClientError as exc:
-            if not is_condition_failure(exc):  # a finished request's record keeps its outcome
-                raise
+        # a finished request's record keeps its outcome
+        conditional_update(
+            self.dynamodb,
+            TableName=self.batches_table,
+            Key=batch_key(batch_id),
+            UpdateExpression=expression,
+            ConditionExpression="#state = :running",
+            ExpressionAttributeNames=names,
+            ExpressionAttributeValues=values,
+        )
 
     def record(self, batch_id: str) -> BatchRecord | None:
         response = self.dynamodb.get_item(
@@ -219,13 +222,7 @@ class ChatHoldStore:
         """The request's META item: listed with the org's batches, never on the SLA index
         (a direct request ends within the API's time-out, or the sweeper settles its hold)."""
         values, _ = batch_values(record, deadline_index=False)
-        return {
-            "Put": {
-                "TableName": self.batches_table,
-                "Item": to_item(values),
-                "ConditionExpression": "attribute_not_exists(pk)",
-            }
-        }
+        return put_new(self.batches_table, values)
 
     def _record_update(self, batch_id: str, outcome: Mapping[str, Any]) -> TransactItem:
         expression, names, values = set_clause(dict(outcome))
@@ -241,11 +238,6 @@ class ChatHoldStore:
         }
 
 
-def _failed_at(exc: ClientError, at: int) -> bool:
-    codes = cancellation_codes(exc)
-    return len(codes) > at and codes[at] == "ConditionalCheckFailed"
-
-
 def _reason(exc: ClientError) -> Refusal:
     codes = cancellation_codes(exc)
     if not codes:
@@ -253,15 +245,12 @@ def _reason(exc: ClientError) -> Refusal:
     if is_transaction_conflict(exc):
         return "conflict"
 
-    def failed(at: int) -> bool:
-        return len(codes) > at and codes[at] == "ConditionalCheckFailed"
-
-    if failed(_CONTROLS_AT):
+    if condition_failed_at(codes, _CONTROLS_AT):
         return "controls_changed"
-    if failed(_SPEND_AT):
+    if condition_failed_at(codes, _SPEND_AT):
         return "spend_moved"
-    if failed(_WALLET_AT):
+    if condition_failed_at(codes, _WALLET_AT):
         return "funds"  # or the hard limit's room: the caller reads the wallet to tell
-    if failed(_RESERVATION_AT) or failed(_RECORD_AT):
+    if condition_failed_at(codes, _RESERVATION_AT) or condition_failed_at(codes, _RECORD_AT):
         raise TransientError("a chat hold id was reused") from exc
     raise exc

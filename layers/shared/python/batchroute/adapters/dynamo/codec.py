@@ -35,3 +35,13 @@ def set_clause(changes: dict[str, Any]) -> tuple[str, dict[str, str], dict[str, 
     names = {f"#f{i}": name for i, name in enumerate(changes)}
     values = {f":f{i}": to_value(value) for i, value in enumerate(changes.values())}
     return "SET " + ", ".join(f"#f{i} = :f{i}" for i in range(len(changes))), names, values
+
+
+def org_pk(org_id: str) -> str:
+    """The partition of an org's own items (its controls, payments, work orders...)."""
+    return f"ORG#{org_id}"
+
+
+def org_key(org_id: str, sk: str) -> dict[str, Any]:
+    """The key of the org's item `sk`, as DynamoDB takes it."""
+    return {"pk": {"S": org_pk(org_id)}, "sk": {"S": sk}}

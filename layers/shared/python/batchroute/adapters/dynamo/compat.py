@@ -16,8 +16,9 @@ from __future__ import annotations
 from dataclasses import asdict, fields
 from typing import Any
 
-from batchroute.adapters.dynamo.codec import from_item, is_condition_failure, to_item, to_value
+from batchroute.adapters.dynamo.codec import from_item, to_item, to_value
 from batchroute.adapters.dynamo.store import DynamoStore
+from batchroute.adapters.dynamo.writes import conditional_update, put_new
 from batchroute.domain.compat_uploads import UploadPart, UploadRecord, UploadStatus
 
 
@@ -30,13 +31,7 @@ def _upload_key(upload_id: str) -> dict[str, Any]:
 
 
 def _put(table: str, values: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "Put": {
-            "TableName": table,
-            "Item": to_item(values),
-            "ConditionExpression": "attribute_not_exists(pk)",
-        }
-    }
+    return put_new(table, values)
 
 
 class CompatStore(DynamoStore):
@@ -140,20 +135,15 @@ class CompatStore(DynamoStore):
         values = {":status": to_value(status), ":pending": to_value("pending")}
         if file_id:
             values[":file"] = to_value(file_id)
-        try:
-            self.dynamodb.update_item(
-                TableName=self.table_name,
-                Key=_upload_key(upload_id),
-                UpdateExpression=f"SET {sets}",
-                ConditionExpression="#status = :pending",
-                ExpressionAttributeNames={"#status": "status"},
-                ExpressionAttributeValues=values,
-            )
-        except Exception as exc:
-            if is_condition_failure(exc):
-                return False
-            raise
-        return True
+        return conditional_update(
+            self.dynamodb,
+            TableName=self.table_name,
+            Key=_upload_key(upload_id),
+            UpdateExpression=f"SET {sets}",
+            ConditionExpression="#status = :pending",
+            ExpressionAttributeNames={"#status": "status"},
+            ExpressionAttributeValues=values,
+        )
 
     def add_part(self, part: UploadPart, *, ttl: int) -> None:
         self.dynamodb.put_item(

@@ -12,10 +12,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from botocore.exceptions import ClientError
-
-from batchroute.adapters.dynamo.codec import from_item, is_condition_failure, to_item, to_value
+from batchroute.adapters.dynamo.codec import from_item, org_pk, to_item, to_value
 from batchroute.adapters.dynamo.store import DynamoStore
+from batchroute.adapters.dynamo.writes import conditional_put, conditional_transaction, put_new
 from batchroute.domain.billing_controls import AuditEntry, BillingControls, ConcurrentUpdate, Threshold
 from batchroute.domain.retention import RetentionSettings
 from batchroute.ids import suffix_of
@@ -24,10 +23,6 @@ from batchroute.money import Money
 CONTROLS_SK = "CONTROLS"
 RETENTION_SK = "RETENTION"
 AUDIT_PREFIX = "AUDIT#"
-
-
-def _org_pk(org_id: str) -> str:
-    return f"ORG#{org_id}"
 
 
 class ControlsStore(DynamoStore):
@@ -40,31 +35,20 @@ class ControlsStore(DynamoStore):
         self, controls: BillingControls, *, expected_version: int, audit: AuditEntry
     ) -> None:
         """Write the controls (at expected_version + 1) and the audit entry, or neither."""
-        try:
-            self.dynamodb.transact_write_items(
-                TransactItems=[
-                    {"Put": self._versioned_put(_controls_item(controls), expected_version)},
-                    {
-                        "Put": {
-                            "TableName": self.table_name,
-                            "Item": to_item(_audit_item(audit)),
-                            "ConditionExpression": "attribute_not_exists(pk)",
-                        }
-                    },
-                ]
-            )
-        except ClientError as exc:
-            if is_condition_failure(exc):
-                raise ConcurrentUpdate(
-                    "The billing controls changed while this update was applied; retry."
-                ) from exc
-            raise
+        if not conditional_transaction(
+            self.dynamodb,
+            TransactItems=[
+                {"Put": self._versioned_put(_controls_item(controls), expected_version)},
+                put_new(self.table_name, _audit_item(audit)),
+            ],
+        ):
+            raise ConcurrentUpdate("The billing controls changed while this update was applied; retry.")
 
     def audit_entries(self, org_id: str, *, limit: int) -> list[AuditEntry]:
         response = self.dynamodb.query(
             TableName=self.table_name,
             KeyConditionExpression="pk = :p AND begins_with(sk, :a)",
-            ExpressionAttributeValues={":p": to_value(_org_pk(org_id)), ":a": to_value(AUDIT_PREFIX)},
+            ExpressionAttributeValues={":p": to_value(org_pk(org_id)), ":a": to_value(AUDIT_PREFIX)},
             ScanIndexForward=False,
             Limit=limit,
         )
@@ -87,7 +71,7 @@ class ControlsStore(DynamoStore):
 
     def save_retention(self, settings: RetentionSettings, *, expected_version: int) -> None:
         values = {
-            "pk": _org_pk(settings.org_id),
+            "pk": org_pk(settings.org_id),
             "sk": RETENTION_SK,
             "kind": "retention_settings",
             "org_id": settings.org_id,
@@ -97,20 +81,14 @@ class ControlsStore(DynamoStore):
             "updated_at": settings.updated_at,
             "version": settings.version,
         }
-        try:
-            self.dynamodb.put_item(**self._versioned_put(values, expected_version))
-        except ClientError as exc:
-            if is_condition_failure(exc):
-                raise ConcurrentUpdate(
-                    "The retention settings changed while this update was applied; retry."
-                ) from exc
-            raise
+        if not conditional_put(self.dynamodb, **self._versioned_put(values, expected_version)):
+            raise ConcurrentUpdate("The retention settings changed while this update was applied; retry.")
 
     # -- helpers -------------------------------------------------------------------------
     def _get(self, org_id: str, sk: str) -> dict[str, Any] | None:
         response = self.dynamodb.get_item(
             TableName=self.table_name,
-            Key={"pk": {"S": _org_pk(org_id)}, "sk": {"S": sk}},
+            Key={"pk": {"S": org_pk(org_id)}, "sk": {"S": sk}},
             ConsistentRead=True,
         )
         return from_item(response["Item"]) if "Item" in response else None
@@ -127,7 +105,7 @@ class ControlsStore(DynamoStore):
 
 def _controls_item(controls: BillingControls) -> dict[str, Any]:
     return {
-        "pk": _org_pk(controls.org_id),
+        "pk": org_pk(controls.org_id),
         "sk": CONTROLS_SK,
         "kind": "billing_controls",
         "org_id": controls.org_id,
@@ -183,7 +161,7 @@ def controls_from_item(item: dict[str, Any]) -> BillingControls:
 
 def _audit_item(entry: AuditEntry) -> dict[str, Any]:
     return {
-        "pk": _org_pk(entry.org_id),
+        "pk": org_pk(entry.org_id),
         "sk": AUDIT_PREFIX + suffix_of(entry.id),
         "kind": "audit",
         "id": entry.id,

@@ -16,10 +16,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from botocore.exceptions import ClientError
-
-from batchroute.adapters.dynamo.codec import from_item, is_condition_failure, to_item, to_value
+from batchroute.adapters.dynamo.codec import from_item, to_item, to_value
 from batchroute.adapters.dynamo.store import DynamoStore
+from batchroute.adapters.dynamo.writes import conditional_put, conditional_update, put_new
 from batchroute.domain.delivery_targets import DeliveryTarget, LastTest
 
 TARGET_PREFIX = "TARGET#"
@@ -40,13 +39,7 @@ class DeliveryTargetStore(DynamoStore):
         return self.transact(
             [
                 self.count_up(_count_key(target.org_id), limit=limit),
-                {
-                    "Put": {
-                        "TableName": self.table_name,
-                        "Item": to_item(_target_item(target)),
-                        "ConditionExpression": "attribute_not_exists(pk)",
-                    }
-                },
+                put_new(self.table_name, _target_item(target)),
             ]
         )
 
@@ -77,32 +70,24 @@ class DeliveryTargetStore(DynamoStore):
 
     def replace(self, target: DeliveryTarget, *, expected_updated_at: str) -> bool:
         """Overwrite an existing target, only if nobody changed it since it was read."""
-        try:
-            self.dynamodb.put_item(
-                TableName=self.table_name,
-                Item=to_item(_target_item(target)),
-                ConditionExpression="attribute_exists(pk) AND updated_at = :seen",
-                ExpressionAttributeValues={":seen": to_value(expected_updated_at)},
-            )
-        except ClientError as exc:
-            if is_condition_failure(exc):
-                return False
-            raise
-        return True
+        return conditional_put(
+            self.dynamodb,
+            TableName=self.table_name,
+            Item=to_item(_target_item(target)),
+            ConditionExpression="attribute_exists(pk) AND updated_at = :seen",
+            ExpressionAttributeValues={":seen": to_value(expected_updated_at)},
+        )
 
     def record_test(self, org_id: str, target_id: str, test: LastTest) -> None:
         """Keep the outcome of the latest test on the target (if it still exists)."""
-        try:
-            self.dynamodb.update_item(
-                TableName=self.table_name,
-                Key=_key(org_id, target_id),
-                UpdateExpression="SET last_test = :test",
-                ConditionExpression="attribute_exists(pk)",
-                ExpressionAttributeValues={":test": to_value(_test_item(test))},
-            )
-        except ClientError as exc:
-            if not is_condition_failure(exc):
-                raise
+        conditional_update(
+            self.dynamodb,
+            TableName=self.table_name,
+            Key=_key(org_id, target_id),
+            UpdateExpression="SET last_test = :test",
+            ConditionExpression="attribute_exists(pk)",
+            ExpressionAttributeValues={":test": to_value(_test_item(test))},
+        )
 
     def delete(self, org_id: str, target_id: str) -> bool:
         """Remove the target and lower the count; False when there is no such target."""

@@ -20,7 +20,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from batchroute.adapters.dynamo.codec import from_item, to_item, to_value
+from batchroute.adapters.dynamo.codec import from_item, org_pk, to_item, to_value
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.domain.feedback import CounterKey, Feedback, Target
 
@@ -30,10 +30,6 @@ COUNTER_PREFIX = "FBSUM#D#"
 
 class BadCursor(ValueError):
     pass
-
-
-def _pk(org_id: str) -> str:
-    return f"ORG#{org_id}"
 
 
 def _sk(target: Target, author: str) -> str:
@@ -49,7 +45,7 @@ class FeedbackStore(DynamoStore):
     def get(self, org_id: str, target: Target, author: str) -> Feedback | None:
         response = self.dynamodb.get_item(
             TableName=self.table_name,
-            Key={"pk": {"S": _pk(org_id)}, "sk": {"S": _sk(target, author)}},
+            Key={"pk": {"S": org_pk(org_id)}, "sk": {"S": _sk(target, author)}},
             ConsistentRead=True,
         )
         return feedback_from_item(from_item(response["Item"])) if "Item" in response else None
@@ -78,7 +74,7 @@ class FeedbackStore(DynamoStore):
                 {
                     "Update": {
                         "TableName": self.table_name,
-                        "Key": {"pk": {"S": _pk(feedback.org_id)}, "sk": {"S": _counter_sk(key)}},
+                        "Key": {"pk": {"S": org_pk(feedback.org_id)}, "sk": {"S": _counter_sk(key)}},
                         "UpdateExpression": "SET #day = :day, #model = :model, #provider = :provider ADD "
                         + ", ".join(f"#c{i} :c{i}" for i in range(len(deltas))),
                         "ExpressionAttributeNames": {
@@ -131,7 +127,7 @@ class FeedbackStore(DynamoStore):
         tail = found[-1]
         return found, _encode(
             {
-                "pk": {"S": _pk(org_id)},
+                "pk": {"S": org_pk(org_id)},
                 "sk": {"S": _sk(tail.target, tail.author)},
                 "gsi1pk": {"S": f"FEEDBACK#{org_id}"},
                 "gsi1sk": {"S": _gsi1sk(tail)},
@@ -143,7 +139,7 @@ class FeedbackStore(DynamoStore):
             "TableName": self.table_name,
             "KeyConditionExpression": "pk = :pk AND begins_with(sk, :prefix)",
             "ExpressionAttributeValues": {
-                ":pk": to_value(_pk(org_id)),
+                ":pk": to_value(org_pk(org_id)),
                 ":prefix": to_value(f"{PREFIX}bi#{batch_id}#"),
             },
         }
@@ -154,7 +150,7 @@ class FeedbackStore(DynamoStore):
             "TableName": self.table_name,
             "KeyConditionExpression": "pk = :pk AND sk BETWEEN :first AND :last",
             "ExpressionAttributeValues": {
-                ":pk": to_value(_pk(org_id)),
+                ":pk": to_value(org_pk(org_id)),
                 ":first": to_value(f"{COUNTER_PREFIX}{first_day}"),
                 ":last": to_value(f"{COUNTER_PREFIX}{last_day}$"),
             },
@@ -190,7 +186,7 @@ def _decode(cursor: str, org_id: str) -> dict[str, Any]:
     if not sk.startswith(PREFIX):
         raise BadCursor(cursor)
     return {
-        "pk": {"S": _pk(org_id)},
+        "pk": {"S": org_pk(org_id)},
         "sk": {"S": sk},
         "gsi1pk": {"S": f"FEEDBACK#{org_id}"},
         "gsi1sk": {"S": gsi1sk},
@@ -200,7 +196,7 @@ def _decode(cursor: str, org_id: str) -> dict[str, Any]:
 def _feedback_item(feedback: Feedback) -> dict[str, Any]:
     target = feedback.target
     return {
-        "pk": _pk(feedback.org_id),
+        "pk": org_pk(feedback.org_id),
         "sk": _sk(target, feedback.author),
         "kind": "feedback",
         "gsi1pk": f"FEEDBACK#{feedback.org_id}",

@@ -16,8 +16,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from batchroute.adapters.dynamo.codec import from_item, is_condition_failure, to_item
+from batchroute.adapters.dynamo.codec import from_item, to_item
 from batchroute.adapters.dynamo.store import DynamoStore
+from batchroute.adapters.dynamo.writes import conditional_put, conditional_update
 from batchroute.domain.files import FileRecord, FileStatus
 from batchroute.domain.jsonl import LineError
 
@@ -44,19 +45,14 @@ class FileStore(DynamoStore):
 
     def replace(self, record: FileRecord, *, expected_status: FileStatus) -> bool:
         """Write `record` only if the stored one is still `expected_status`; False if it moved on."""
-        try:
-            self.dynamodb.put_item(
-                TableName=self.table_name,
-                Item=to_item(_values(record)),
-                ConditionExpression="#status = :expected",
-                ExpressionAttributeNames={"#status": "status"},
-                ExpressionAttributeValues={":expected": {"S": expected_status}},
-            )
-        except Exception as exc:
-            if is_condition_failure(exc):
-                return False
-            raise
-        return True
+        return conditional_put(
+            self.dynamodb,
+            TableName=self.table_name,
+            Item=to_item(_values(record)),
+            ConditionExpression="#status = :expected",
+            ExpressionAttributeNames={"#status": "status"},
+            ExpressionAttributeValues={":expected": {"S": expected_status}},
+        )
 
     def awaiting_check(self, before: str, *, limit: int = 100) -> list[str]:
         """Ids of files `uploaded` since before `before` (ISO time), oldest first (sparse gsi2)."""
@@ -72,20 +68,15 @@ class FileStore(DynamoStore):
     def check_sent(self, file_id: str, at: str) -> bool:
         """Move a file still `uploaded` to `at` on the index (its check was just re-sent);
         False if it has moved on meanwhile."""
-        try:
-            self.dynamodb.update_item(
-                TableName=self.table_name,
-                Key=_key(file_id),
-                UpdateExpression="SET gsi2sk = :sk",
-                ConditionExpression="#status = :uploaded",
-                ExpressionAttributeNames={"#status": "status"},
-                ExpressionAttributeValues={":sk": {"S": f"{at}#{file_id}"}, ":uploaded": {"S": "uploaded"}},
-            )
-        except Exception as exc:
-            if is_condition_failure(exc):
-                return False
-            raise
-        return True
+        return conditional_update(
+            self.dynamodb,
+            TableName=self.table_name,
+            Key=_key(file_id),
+            UpdateExpression="SET gsi2sk = :sk",
+            ConditionExpression="#status = :uploaded",
+            ExpressionAttributeNames={"#status": "status"},
+            ExpressionAttributeValues={":sk": {"S": f"{at}#{file_id}"}, ":uploaded": {"S": "uploaded"}},
+        )
 
 
 def _values(record: FileRecord) -> dict[str, Any]:

@@ -13,8 +13,9 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from batchroute.adapters.dynamo.codec import from_item, is_condition_failure, to_item, to_value
+from batchroute.adapters.dynamo.codec import from_item, to_item, to_value
 from batchroute.adapters.dynamo.store import DynamoStore
+from batchroute.adapters.dynamo.writes import conditional_update, refused_by, written
 from batchroute.domain.accounts import ApiKey, Org, Session, User
 from batchroute.errors import Conflict
 
@@ -106,10 +107,7 @@ class IdentityStore(DynamoStore):
         try:
             self.dynamodb.transact_write_items(TransactItems=items)
         except ClientError as exc:
-            reasons = exc.response.get("CancellationReasons") or []
-            if reasons and reasons[0].get("Code") == "ConditionalCheckFailed":
-                raise EmailTaken("An account with this email already exists.") from exc
-            if is_condition_failure(exc) and not reasons:
+            if refused_by(exc, 0, or_unnamed=True):
                 raise EmailTaken("An account with this email already exists.") from exc
             raise
 
@@ -173,19 +171,14 @@ class IdentityStore(DynamoStore):
 
     def revoke_key(self, key_hash: str, at: str) -> bool:
         """False when the key was already revoked."""
-        try:
-            self.dynamodb.update_item(
-                TableName=self.table_name,
-                Key={"pk": {"S": f"KEY#{key_hash}"}, "sk": {"S": "META"}},
-                UpdateExpression="SET revoked_at = :at",
-                ConditionExpression="attribute_exists(pk) AND attribute_not_exists(revoked_at)",
-                ExpressionAttributeValues={":at": to_value(at)},
-            )
-        except ClientError as exc:
-            if is_condition_failure(exc):
-                return False
-            raise
-        return True
+        return conditional_update(
+            self.dynamodb,
+            TableName=self.table_name,
+            Key={"pk": {"S": f"KEY#{key_hash}"}, "sk": {"S": "META"}},
+            UpdateExpression="SET revoked_at = :at",
+            ConditionExpression="attribute_exists(pk) AND attribute_not_exists(revoked_at)",
+            ExpressionAttributeValues={":at": to_value(at)},
+        )
 
     # -- sessions ------------------------------------------------------------------------
     def put_session(self, session: Session) -> None:
@@ -236,22 +229,18 @@ class IdentityStore(DynamoStore):
 
     def consume_token(self, *, purpose: str, token_hash: str, now: str) -> str | None:
         """The token's user id, once: a used, expired or unknown token gives None."""
-        try:
-            response = self.dynamodb.update_item(
-                TableName=self.table_name,
-                Key={"pk": {"S": f"TOKEN#{purpose}#{token_hash}"}, "sk": {"S": "META"}},
-                UpdateExpression="SET used_at = :now",
-                ConditionExpression=(
-                    "attribute_exists(pk) AND attribute_not_exists(used_at) AND expires_at > :now"
-                ),
-                ExpressionAttributeValues={":now": to_value(now)},
-                ReturnValues="ALL_NEW",
-            )
-        except ClientError as exc:
-            if is_condition_failure(exc):
-                return None
-            raise
-        return str(from_item(response["Attributes"])["user_id"])
+        response = written(
+            self.dynamodb.update_item,
+            TableName=self.table_name,
+            Key={"pk": {"S": f"TOKEN#{purpose}#{token_hash}"}, "sk": {"S": "META"}},
+            UpdateExpression="SET used_at = :now",
+            ConditionExpression=(
+                "attribute_exists(pk) AND attribute_not_exists(used_at) AND expires_at > :now"
+            ),
+            ExpressionAttributeValues={":now": to_value(now)},
+            ReturnValues="ALL_NEW",
+        )
+        return None if response is None else str(from_item(response["Attributes"])["user_id"])
 
     # -- helpers -------------------------------------------------------------------------
     def _query_gsi1(self, partition: str, sort_prefix: str) -> list[dict[str, Any]]:

@@ -16,10 +16,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from botocore.exceptions import ClientError
-
-from batchroute.adapters.dynamo.codec import from_item, is_condition_failure, to_value
+from batchroute.adapters.dynamo.codec import from_item, to_value
 from batchroute.adapters.dynamo.store import DynamoStore
+from batchroute.adapters.dynamo.writes import conditional_update
 from batchroute.domain.catalog import LaneLive
 
 PARTITION = "LANES"
@@ -135,19 +134,14 @@ class LaneStateStore(DynamoStore):
         if at is not None:
             expression += ", updated_at = :updated"
             values[":updated"] = to_value(at)
-        try:
-            self.dynamodb.update_item(
-                TableName=self.table_name,
-                Key=lane_key(lane_id),
-                UpdateExpression=expression,
-                ConditionExpression="remaining_capacity_items >= :n",
-                ExpressionAttributeValues=values,
-            )
-        except ClientError as exc:
-            if is_condition_failure(exc):
-                return False
-            raise
-        return True
+        return conditional_update(
+            self.dynamodb,
+            TableName=self.table_name,
+            Key=lane_key(lane_id),
+            UpdateExpression=expression,
+            ConditionExpression="remaining_capacity_items >= :n",
+            ExpressionAttributeValues=values,
+        )
 
     def _update(
         self,
@@ -171,10 +165,4 @@ class LaneStateStore(DynamoStore):
                 {":lane": to_value(lane_id), ":kind": to_value(_KIND)}
             )
             request["ExpressionAttributeNames"] = {"#kind": "kind"}
-        try:
-            self.dynamodb.update_item(**request)
-        except ClientError as exc:
-            if is_condition_failure(exc):
-                return False
-            raise
-        return True
+        return conditional_update(self.dynamodb, **request)

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from botocore.exceptions import ClientError
-
-from batchroute.adapters.dynamo.codec import is_condition_failure, to_value
+from batchroute.adapters.dynamo.codec import to_value
+from batchroute.adapters.dynamo.writes import conditional_update
 
 
 def due_sort_key(when_iso: str, owner_id: str) -> str:
@@ -47,34 +46,29 @@ def claim_attempt(
 ) -> bool:
     """pending|failed -> delivering for attempt number `attempt`, only if it is due and
     nobody claimed it yet; False otherwise (nothing written)."""
-    try:
-        dynamodb.update_item(
-            TableName=table_name,
-            Key=key,
-            UpdateExpression=(
-                f"SET #state = :delivering, {count_field} = :n, last_attempt_at = :now, "
-                "updated_at = :now, lease_until = :lease, gsi1pk = :due, gsi1sk = :due_sk "
-                "REMOVE next_attempt_at"
-            ),
-            ConditionExpression=(
-                f"attribute_exists(pk) AND {count_field} = :prev "
-                "AND #state IN (:pending, :failed) AND next_attempt_at <= :now"
-            ),
-            ExpressionAttributeNames={"#state": state_field},
-            ExpressionAttributeValues={
-                ":delivering": to_value("delivering"),
-                ":pending": to_value("pending"),
-                ":failed": to_value("failed"),
-                ":n": to_value(attempt),
-                ":prev": to_value(attempt - 1),
-                ":now": to_value(now_iso),
-                ":lease": to_value(lease_until_iso),
-                ":due": to_value(partition),
-                ":due_sk": to_value(due_sort_key(lease_until_iso, owner_id)),
-            },
-        )
-    except ClientError as exc:
-        if is_condition_failure(exc):
-            return False
-        raise
-    return True
+    return conditional_update(
+        dynamodb,
+        TableName=table_name,
+        Key=key,
+        UpdateExpression=(
+            f"SET #state = :delivering, {count_field} = :n, last_attempt_at = :now, "
+            "updated_at = :now, lease_until = :lease, gsi1pk = :due, gsi1sk = :due_sk "
+            "REMOVE next_attempt_at"
+        ),
+        ConditionExpression=(
+            f"attribute_exists(pk) AND {count_field} = :prev "
+            "AND #state IN (:pending, :failed) AND next_attempt_at <= :now"
+        ),
+        ExpressionAttributeNames={"#state": state_field},
+        ExpressionAttributeValues={
+            ":delivering": to_value("delivering"),
+            ":pending": to_value("pending"),
+            ":failed": to_value("failed"),
+            ":n": to_value(attempt),
+            ":prev": to_value(attempt - 1),
+            ":now": to_value(now_iso),
+            ":lease": to_value(lease_until_iso),
+            ":due": to_value(partition),
+            ":due_sk": to_value(due_sort_key(lease_until_iso, owner_id)),
+        },
+    )

@@ -29,8 +29,14 @@ from typing import Any, Literal
 
 from botocore.exceptions import ClientError
 
-from batchroute.adapters.dynamo.codec import from_item, is_condition_failure, to_item, to_value
+from batchroute.adapters.dynamo.codec import from_item, to_value
 from batchroute.adapters.dynamo.store import DynamoStore
+from batchroute.adapters.dynamo.writes import (
+    cancellation_codes,
+    condition_failed_at,
+    conditional_update,
+    put_new,
+)
 from batchroute.domain.ledger import (
     DuplicateReservation,
     Entry,
@@ -84,11 +90,24 @@ def _wallet_key(org_id: str) -> dict[str, Any]:
     return _key(org_id, "META")
 
 
-def cancellation_codes(exc: ClientError) -> list[str]:
-    """The per-item reason codes of a cancelled transaction ("None" for the items that were
-    fine), in the order of its TransactItems; empty for any other error."""
-    reasons = exc.response.get("CancellationReasons") or []
-    return [str(reason.get("Code", "None")) for reason in reasons]
+def _credit_marker(
+    org_id: str, amount: Money, *, kind: ProcessorCredit, processor_ref: str, at: str
+) -> dict[str, Any]:
+    """`PAYMENT#<ref>`: a processor credit, applied once, indexed by time for the reconciliation."""
+    return {
+        "pk": _pk(org_id),
+        "sk": _PAYMENT_PREFIX + processor_ref,
+        "kind": "processor_credit",
+        "org_id": org_id,
+        "processor_ref": processor_ref,
+        "entry_type": kind,
+        "amount_micros": amount.micros,
+        "currency": amount.currency,
+        "created_at": at,
+        # The reconciliation's index of every processor credit by time (docs/payments.md).
+        "gsi1pk": PROCESSOR_CREDITS,
+        "gsi1sk": f"{at}#{org_id}#{processor_ref}",
+    }
 
 
 def is_transaction_conflict(exc: ClientError) -> bool:
@@ -100,12 +119,9 @@ def reservation_failure(codes: Sequence[str], *, offset: int = 0) -> Literal["wa
     the wallet's (the available balance, or a hard limit's room) or the reservation's (the
     id is taken); None when neither did."""
 
-    def failed(at: int) -> bool:
-        return len(codes) > offset + at and codes[offset + at] == "ConditionalCheckFailed"
-
-    if failed(_WALLET_AT):
+    if condition_failed_at(codes, offset + _WALLET_AT):
         return "wallet"
-    if failed(_RESERVATION_AT):
+    if condition_failed_at(codes, offset + _RESERVATION_AT):
         return "reservation"
     return None
 
@@ -177,22 +193,8 @@ class LedgerStore(DynamoStore):
         was credited before (a repeated or reordered processor event)."""
         if amount.micros <= 0:
             raise ValueError("a credit must be positive")
-        marker = {
-            "pk": _pk(org_id),
-            "sk": _PAYMENT_PREFIX + processor_ref,
-            "kind": "processor_credit",
-            "org_id": org_id,
-            "processor_ref": processor_ref,
-            "entry_type": kind,
-            "amount_micros": amount.micros,
-            "currency": amount.currency,
-            "created_at": at,
-            # The reconciliation's index of every processor credit by time (docs/payments.md).
-            "gsi1pk": PROCESSOR_CREDITS,
-            "gsi1sk": f"{at}#{org_id}#{processor_ref}",
-        }
         items = [
-            self._put(marker),
+            self._put(_credit_marker(org_id, amount, kind=kind, processor_ref=processor_ref, at=at)),
             self._update(
                 _wallet_key(org_id),
                 "SET balance_micros = balance_micros + :amount, "
@@ -216,7 +218,7 @@ class LedgerStore(DynamoStore):
                 self.dynamodb.transact_write_items(TransactItems=items)
             except ClientError as exc:
                 codes = cancellation_codes(exc)
-                if codes and codes[0] == "ConditionalCheckFailed":
+                if condition_failed_at(codes, 0):
                     return False  # this processor event was applied already
                 if is_transaction_conflict(exc):
                     continue
@@ -259,24 +261,18 @@ class LedgerStore(DynamoStore):
             response = self.dynamodb.scan(**kwargs)
             for item in (from_item(i) for i in response.get("Items", [])):
                 sort_key = f"{item['created_at']}#{item['org_id']}#{item['processor_ref']}"
-                try:
-                    self.dynamodb.update_item(
-                        TableName=self.table_name,
-                        Key=_key(str(item["org_id"]), str(item["sk"])),
-                        UpdateExpression="SET gsi1pk = :p, gsi1sk = :s, "
-                        "currency = if_not_exists(currency, :usd)",
-                        ConditionExpression="attribute_exists(pk) AND attribute_not_exists(gsi1pk)",
-                        ExpressionAttributeValues={
-                            ":p": to_value(PROCESSOR_CREDITS),
-                            ":s": to_value(sort_key),
-                            ":usd": to_value("usd"),
-                        },
-                    )
-                except ClientError as exc:
-                    if not is_condition_failure(exc):
-                        raise
-                    continue  # indexed meanwhile by another run
-                indexed += 1
+                indexed += conditional_update(  # False: indexed meanwhile by another run
+                    self.dynamodb,
+                    TableName=self.table_name,
+                    Key=_key(str(item["org_id"]), str(item["sk"])),
+                    UpdateExpression="SET gsi1pk = :p, gsi1sk = :s, currency = if_not_exists(currency, :usd)",
+                    ConditionExpression="attribute_exists(pk) AND attribute_not_exists(gsi1pk)",
+                    ExpressionAttributeValues={
+                        ":p": to_value(PROCESSOR_CREDITS),
+                        ":s": to_value(sort_key),
+                        ":usd": to_value("usd"),
+                    },
+                )
             if "LastEvaluatedKey" not in response:
                 return indexed
             kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
@@ -330,14 +326,6 @@ class LedgerStore(DynamoStore):
         docs/chat.md)."""
         if amount.micros <= 0:
             raise ValueError("a reservation must be positive")
-        condition = (
-            "(available_micros >= :amount "
-            "OR (attribute_not_exists(available_micros) AND balance_micros >= :amount))"
-        )
-        wallet_values: dict[str, Any] = {":amount": amount.micros}
-        if reserved_at_most is not None:
-            condition += " AND reserved_micros <= :reserved_cap"
-            wallet_values[":reserved_cap"] = reserved_at_most
         reservation = {
             "pk": _pk(org_id),
             "sk": _RESERVATION_PREFIX + reservation_id,
@@ -356,13 +344,7 @@ class LedgerStore(DynamoStore):
             "gsi1sk": f"{at}#{org_id}#{reservation_id}",
         }
         return [
-            self._update(
-                _wallet_key(org_id),
-                "SET reserved_micros = reserved_micros + :amount, "
-                "available_micros = if_not_exists(available_micros, balance_micros) - :amount",
-                condition=condition,
-                values=wallet_values,
-            ),
+            self._take_available(org_id, amount, reserved_at_most),
             self._put(reservation),
             self._entry_item(
                 org_id,
@@ -375,6 +357,25 @@ class LedgerStore(DynamoStore):
                 ref=ref,
             ),
         ]
+
+    def _take_available(self, org_id: str, amount: Money, reserved_at_most: int | None) -> TransactItem:
+        """The wallet's side of a reservation: refused when the available balance does not
+        cover `amount` (or the in-flight credit exceeds `reserved_at_most`)."""
+        condition = (
+            "(available_micros >= :amount "
+            "OR (attribute_not_exists(available_micros) AND balance_micros >= :amount))"
+        )
+        wallet_values: dict[str, Any] = {":amount": amount.micros}
+        if reserved_at_most is not None:
+            condition += " AND reserved_micros <= :reserved_cap"
+            wallet_values[":reserved_cap"] = reserved_at_most
+        return self._update(
+            _wallet_key(org_id),
+            "SET reserved_micros = reserved_micros + :amount, "
+            "available_micros = if_not_exists(available_micros, balance_micros) - :amount",
+            condition=condition,
+            values=wallet_values,
+        )
 
     def reservation_refusal(
         self,
@@ -556,9 +557,9 @@ class LedgerStore(DynamoStore):
                 )
             except ClientError as exc:
                 codes = cancellation_codes(exc)
-                if codes and codes[0] == "ConditionalCheckFailed":
+                if condition_failed_at(codes, 0):
                     continue  # resolved meanwhile by a repeated message: read its outcome
-                if len(codes) > 1 and codes[1] == "ConditionalCheckFailed":
+                if condition_failed_at(codes, 1):
                     raise PermanentError(
                         f"wallet of {org_id} cannot absorb the resolution of {reservation_id}"
                     ) from exc
@@ -788,13 +789,7 @@ class LedgerStore(DynamoStore):
         )
 
     def _put(self, values: dict[str, Any]) -> TransactItem:
-        return {
-            "Put": {
-                "TableName": self.table_name,
-                "Item": to_item(values),
-                "ConditionExpression": "attribute_not_exists(pk)",
-            }
-        }
+        return put_new(self.table_name, values)
 
     def _update(
         self,

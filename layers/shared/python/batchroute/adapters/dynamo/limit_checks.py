@@ -20,6 +20,7 @@ from typing import Any, Final
 
 from batchroute.adapters.dynamo.codec import from_item, to_value
 from batchroute.adapters.dynamo.controls import CONTROLS_SK, controls_from_item
+from batchroute.adapters.dynamo.writes import condition_failed_at
 from batchroute.domain.billing_controls import BillingControls
 from batchroute.domain.spending_limit import LimitGuard
 
@@ -47,7 +48,7 @@ class SpendingLimitChecks:
     @staticmethod
     def moved(codes: list[str], offset: int) -> bool:
         """Did the transaction fail on the checks placed at `offset` (the limit moved)?"""
-        return "ConditionalCheckFailed" in codes[offset : offset + 2]
+        return condition_failed_at(codes, offset) or condition_failed_at(codes, offset + 1)
 
     def read(
         self, dynamodb: Any, org_id: str, period_keys: Iterable[str]

@@ -23,10 +23,9 @@ from __future__ import annotations
 from dataclasses import asdict, fields
 from typing import Any
 
-from botocore.exceptions import ClientError
-
-from batchroute.adapters.dynamo.codec import from_item, is_condition_failure, to_item, to_value
+from batchroute.adapters.dynamo.codec import from_item, org_key, org_pk, to_item, to_value
 from batchroute.adapters.dynamo.store import DynamoStore
+from batchroute.adapters.dynamo.writes import conditional_transaction, conditional_update, put_new
 from batchroute.domain.payments import AutoTopup, CheckoutRecord, PaymentMethod, TopupAttempt
 from batchroute.money import Money
 
@@ -38,14 +37,6 @@ _PROFILE_SK = "PAYMENT_PROFILE"
 _ATTEMPT_PREFIX = "TOPUP#"
 _CHECKOUT_PREFIX = "CHECKOUT#"
 _CHECKOUT_SK = "CHECKOUT"
-
-
-def _pk(org_id: str) -> str:
-    return f"ORG#{org_id}"
-
-
-def _key(org_id: str, sk: str) -> dict[str, Any]:
-    return {"pk": {"S": _pk(org_id)}, "sk": {"S": sk}}
 
 
 class PaymentsStore(DynamoStore):
@@ -76,7 +67,7 @@ class PaymentsStore(DynamoStore):
     def settings_item(self, new: AutoTopup, *, expected_version: int) -> TransactItem:
         """A Put of the whole settings item, refused unless it is still at `expected_version`."""
         values = {
-            "pk": _pk(new.org_id),
+            "pk": org_pk(new.org_id),
             "sk": _SETTINGS_SK,
             "kind": "auto_topup",
             "org_id": new.org_id,
@@ -111,31 +102,19 @@ class PaymentsStore(DynamoStore):
         """Write the settings (with `extra_items` in the same transaction); False when another
         writer moved them past `expected_version` (or an extra item's condition refused)."""
         items = [self.settings_item(new, expected_version=expected_version), *extra_items]
-        try:
-            self.dynamodb.transact_write_items(TransactItems=items)
-        except ClientError as exc:
-            if is_condition_failure(exc):
-                return False
-            raise
-        return True
+        return conditional_transaction(self.dynamodb, TransactItems=items)
 
     # -- attempts --------------------------------------------------------------------------
     def new_attempt_item(self, attempt: TopupAttempt) -> TransactItem:
         values = {
-            "pk": _pk(attempt.org_id),
+            "pk": org_pk(attempt.org_id),
             "sk": _ATTEMPT_PREFIX + attempt.attempt_id,
             "kind": "topup_attempt",
             **_attempt_values(attempt),
             "gsi1pk": PENDING_TOPUPS,
             "gsi1sk": f"{attempt.created_at}#{attempt.org_id}#{attempt.attempt_id}",
         }
-        return {
-            "Put": {
-                "TableName": self.table_name,
-                "Item": to_item(values),
-                "ConditionExpression": "attribute_not_exists(pk)",
-            }
-        }
+        return put_new(self.table_name, values)
 
     def attempt(self, org_id: str, attempt_id: str) -> TopupAttempt | None:
         item = self._get(org_id, _ATTEMPT_PREFIX + attempt_id)
@@ -146,33 +125,33 @@ class PaymentsStore(DynamoStore):
         kwargs: dict[str, Any] = {
             "TableName": self.table_name,
             "KeyConditionExpression": "pk = :p AND begins_with(sk, :prefix)",
-            "ExpressionAttributeValues": {":p": to_value(_pk(org_id)), ":prefix": to_value(_ATTEMPT_PREFIX)},
+            "ExpressionAttributeValues": {
+                ":p": to_value(org_pk(org_id)),
+                ":prefix": to_value(_ATTEMPT_PREFIX),
+            },
             "ScanIndexForward": False,
             "Limit": limit,
         }
         if after is not None:
-            kwargs["ExclusiveStartKey"] = _key(org_id, _ATTEMPT_PREFIX + after)
+            kwargs["ExclusiveStartKey"] = org_key(org_id, _ATTEMPT_PREFIX + after)
         response = self.dynamodb.query(**kwargs)
         return [_attempt(from_item(i)) for i in response.get("Items", [])]
 
     def record_charge(self, org_id: str, attempt_id: str, *, processor_ref: str, at: str) -> None:
         """Note the PaymentIntent of a pending attempt (once the processor answered)."""
-        try:
-            self.dynamodb.update_item(
-                TableName=self.table_name,
-                Key=_key(org_id, _ATTEMPT_PREFIX + attempt_id),
-                UpdateExpression="SET processor_ref = :ref, updated_at = :at",
-                ConditionExpression="#status = :pending",
-                ExpressionAttributeNames={"#status": "status"},
-                ExpressionAttributeValues={
-                    ":ref": to_value(processor_ref),
-                    ":at": to_value(at),
-                    ":pending": to_value("pending"),
-                },
-            )
-        except ClientError as exc:
-            if not is_condition_failure(exc):
-                raise
+        conditional_update(
+            self.dynamodb,
+            TableName=self.table_name,
+            Key=org_key(org_id, _ATTEMPT_PREFIX + attempt_id),
+            UpdateExpression="SET processor_ref = :ref, updated_at = :at",
+            ConditionExpression="#status = :pending",
+            ExpressionAttributeNames={"#status": "status"},
+            ExpressionAttributeValues={
+                ":ref": to_value(processor_ref),
+                ":at": to_value(at),
+                ":pending": to_value("pending"),
+            },
+        )
 
     def succeeded_item(self, org_id: str, attempt_id: str, *, processor_ref: str, at: str) -> TransactItem:
         """The attempt's success, for the credit's transaction (whatever it read before: a
@@ -180,7 +159,7 @@ class PaymentsStore(DynamoStore):
         return {
             "Update": {
                 "TableName": self.table_name,
-                "Key": _key(org_id, _ATTEMPT_PREFIX + attempt_id),
+                "Key": org_key(org_id, _ATTEMPT_PREFIX + attempt_id),
                 "UpdateExpression": "SET #status = :succeeded, processor_ref = :ref, updated_at = :at "
                 "REMOVE gsi1pk, gsi1sk, failure_code, failure_reason",
                 "ConditionExpression": "attribute_exists(pk)",
@@ -212,7 +191,7 @@ class PaymentsStore(DynamoStore):
         return {
             "Update": {
                 "TableName": self.table_name,
-                "Key": _key(org_id, _ATTEMPT_PREFIX + attempt_id),
+                "Key": org_key(org_id, _ATTEMPT_PREFIX + attempt_id),
                 "UpdateExpression": expression + " REMOVE gsi1pk, gsi1sk",
                 "ConditionExpression": "#status = :pending",
                 "ExpressionAttributeNames": {"#status": "status"},
@@ -254,30 +233,27 @@ class PaymentsStore(DynamoStore):
     def claim_customer(self, org_id: str, customer_id: str, *, at: str) -> str:
         """Keep `customer_id` as the org's processor customer unless one is kept already;
         returns the one kept (so two first purchases at once share one customer)."""
-        try:
-            self.dynamodb.update_item(
-                TableName=self.table_name,
-                Key=_key(org_id, _PROFILE_SK),
-                UpdateExpression="SET customer_id = :c, org_id = :o, #kind = :k, updated_at = :at",
-                ConditionExpression="attribute_not_exists(customer_id)",
-                ExpressionAttributeNames={"#kind": "kind"},
-                ExpressionAttributeValues={
-                    ":c": to_value(customer_id),
-                    ":o": to_value(org_id),
-                    ":k": to_value("payment_profile"),
-                    ":at": to_value(at),
-                },
-            )
-        except ClientError as exc:
-            if not is_condition_failure(exc):
-                raise
-            return self.customer_id(org_id) or customer_id
-        return customer_id
+        if conditional_update(
+            self.dynamodb,
+            TableName=self.table_name,
+            Key=org_key(org_id, _PROFILE_SK),
+            UpdateExpression="SET customer_id = :c, org_id = :o, #kind = :k, updated_at = :at",
+            ConditionExpression="attribute_not_exists(customer_id)",
+            ExpressionAttributeNames={"#kind": "kind"},
+            ExpressionAttributeValues={
+                ":c": to_value(customer_id),
+                ":o": to_value(org_id),
+                ":k": to_value("payment_profile"),
+                ":at": to_value(at),
+            },
+        ):
+            return customer_id
+        return self.customer_id(org_id) or customer_id
 
     def save_payment_method(self, org_id: str, card: PaymentMethod, *, at: str) -> None:
         self.dynamodb.update_item(
             TableName=self.table_name,
-            Key=_key(org_id, _PROFILE_SK),
+            Key=org_key(org_id, _PROFILE_SK),
             UpdateExpression="SET payment_method = :pm, org_id = :o, #kind = :k, updated_at = :at",
             ExpressionAttributeNames={"#kind": "kind"},
             ExpressionAttributeValues={
@@ -330,7 +306,7 @@ class PaymentsStore(DynamoStore):
     # -- helpers ---------------------------------------------------------------------------
     def _get(self, org_id: str, sk: str) -> dict[str, Any] | None:
         response = self.dynamodb.get_item(
-            TableName=self.table_name, Key=_key(org_id, sk), ConsistentRead=True
+            TableName=self.table_name, Key=org_key(org_id, sk), ConsistentRead=True
         )
         return from_item(response["Item"]) if "Item" in response else None
 

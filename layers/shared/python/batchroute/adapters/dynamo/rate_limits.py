@@ -17,17 +17,14 @@ process's next write to the scope (any instance that sees them does the same).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from batchroute.adapters.dynamo.codec import is_condition_failure, to_value
 from batchroute.adapters.dynamo.store import DynamoStore
-from batchroute.domain.rate_limits import WindowCounts, expires_at_epoch
+from batchroute.domain.rate_limits import CallerGate, WindowCounts, expires_at_epoch
 from batchroute.errors import TransientError
-
-if TYPE_CHECKING:
-    from batchroute.services.billing.rate_limiting import CallerGate
 
 _MAX_REMEMBERED_SCOPES = 10_000
 

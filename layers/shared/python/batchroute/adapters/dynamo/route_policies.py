@@ -14,10 +14,9 @@ import json
 from decimal import Decimal
 from typing import Any
 
-from botocore.exceptions import ClientError
-
-from batchroute.adapters.dynamo.codec import from_item, is_condition_failure, to_item, to_value
+from batchroute.adapters.dynamo.codec import from_item, org_pk, to_value
 from batchroute.adapters.dynamo.controls import ControlsStore
+from batchroute.adapters.dynamo.writes import conditional_transaction, put_new
 from batchroute.domain.route_policy import PolicyChange, PolicyVersionMismatch, PriceCap, RoutePolicy
 from batchroute.ids import suffix_of
 
@@ -25,16 +24,12 @@ POLICY_SK = "POLICY"
 HISTORY_PREFIX = "POLICYLOG#"
 
 
-def _org_pk(org_id: str) -> str:
-    return f"ORG#{org_id}"
-
-
 def unchanged_check(table_name: str, org_id: str, version: int) -> dict[str, Any]:
     """A TransactWriteItems ConditionCheck: the org's stored policy is still at `version`
     (0: none stored yet). Fails when the policy was saved since it was read."""
     check: dict[str, Any] = {
         "TableName": table_name,
-        "Key": {"pk": to_value(_org_pk(org_id)), "sk": to_value(POLICY_SK)},
+        "Key": {"pk": to_value(org_pk(org_id)), "sk": to_value(POLICY_SK)},
     }
     if version:
         check["ConditionExpression"] = "version = :version"
@@ -50,7 +45,7 @@ class RoutePolicyStore(ControlsStore):
     def policy(self, org_id: str, *, consistent: bool = True) -> RoutePolicy | None:
         response = self.dynamodb.get_item(
             TableName=self.table_name,
-            Key={"pk": to_value(_org_pk(org_id)), "sk": to_value(POLICY_SK)},
+            Key={"pk": to_value(org_pk(org_id)), "sk": to_value(POLICY_SK)},
             ConsistentRead=consistent,
         )
         return policy_from_item(from_item(response["Item"])) if "Item" in response else None
@@ -58,27 +53,18 @@ class RoutePolicyStore(ControlsStore):
     def save_policy(self, policy: RoutePolicy, *, expected_version: int, entry: PolicyChange) -> None:
         """Write the policy (its version is expected_version + 1) and its history entry, or neither."""
         put = self._versioned_put(_policy_item(policy), expected_version)
-        try:
-            self.dynamodb.transact_write_items(
-                TransactItems=[
-                    {"Put": put},
-                    {
-                        "Put": {
-                            "TableName": self.table_name,
-                            "Item": to_item(_entry_item(entry)),
-                            "ConditionExpression": "attribute_not_exists(pk)",
-                        }
-                    },
-                ]
+        if not conditional_transaction(
+            self.dynamodb,
+            TransactItems=[
+                {"Put": put},
+                put_new(self.table_name, _entry_item(entry)),
+            ],
+        ):
+            raise PolicyVersionMismatch(
+                "The route policy changed since the version this update is based on; "
+                "read it again and retry.",
+                details={"expected_version": expected_version},
             )
-        except ClientError as exc:
-            if is_condition_failure(exc):
-                raise PolicyVersionMismatch(
-                    "The route policy changed since the version this update is based on; "
-                    "read it again and retry.",
-                    details={"expected_version": expected_version},
-                ) from exc
-            raise
 
     def history(
         self, org_id: str, *, limit: int, starting_after: str | None = None
@@ -88,14 +74,14 @@ class RoutePolicyStore(ControlsStore):
         kwargs: dict[str, Any] = {
             "TableName": self.table_name,
             "KeyConditionExpression": "pk = :p AND begins_with(sk, :h)",
-            "ExpressionAttributeValues": {":p": to_value(_org_pk(org_id)), ":h": to_value(HISTORY_PREFIX)},
+            "ExpressionAttributeValues": {":p": to_value(org_pk(org_id)), ":h": to_value(HISTORY_PREFIX)},
             "ScanIndexForward": False,
             "Limit": limit + 1,
             "ConsistentRead": True,
         }
         if starting_after:
             kwargs["ExclusiveStartKey"] = {
-                "pk": to_value(_org_pk(org_id)),
+                "pk": to_value(org_pk(org_id)),
                 "sk": to_value(HISTORY_PREFIX + suffix_of(starting_after)),
             }
         items = [_entry_from_item(from_item(i)) for i in self.dynamodb.query(**kwargs).get("Items", [])]
@@ -104,7 +90,7 @@ class RoutePolicyStore(ControlsStore):
 
 def _policy_item(policy: RoutePolicy) -> dict[str, Any]:
     return {
-        "pk": _org_pk(policy.org_id),
+        "pk": org_pk(policy.org_id),
         "sk": POLICY_SK,
         "kind": "routing_policy",
         "org_id": policy.org_id,
@@ -154,7 +140,7 @@ def policy_from_item(item: dict[str, Any]) -> RoutePolicy:
 def _entry_item(entry: PolicyChange) -> dict[str, Any]:
     # One JSON text keeps the entry exactly as the API shows it (no Decimal round trip).
     return {
-        "pk": _org_pk(entry.org_id),
+        "pk": org_pk(entry.org_id),
         "sk": HISTORY_PREFIX + suffix_of(entry.id),
         "kind": "routing_policy_change",
         "created_at": entry.created_at,

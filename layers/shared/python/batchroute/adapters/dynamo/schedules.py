@@ -19,10 +19,15 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
-from botocore.exceptions import ClientError
-
-from batchroute.adapters.dynamo.codec import from_item, is_condition_failure, set_clause, to_item, to_value
+from batchroute.adapters.dynamo.codec import from_item, set_clause, to_item, to_value
 from batchroute.adapters.dynamo.store import DynamoStore
+from batchroute.adapters.dynamo.writes import (
+    conditional_delete,
+    conditional_put,
+    conditional_transaction,
+    conditional_update,
+    put_new,
+)
 from batchroute.domain.schedules import Schedule
 
 DUE = "SCHEDULE#DUE"
@@ -95,13 +100,7 @@ class ScheduleStore(DynamoStore):
     def create(self, schedule: Schedule) -> None:
         self.dynamodb.transact_write_items(
             TransactItems=[
-                {
-                    "Put": {
-                        "TableName": self.table_name,
-                        "Item": to_item(_item(schedule)),
-                        "ConditionExpression": "attribute_not_exists(pk)",
-                    }
-                },
+                put_new(self.table_name, _item(schedule)),
                 self._version_put(schedule),
             ]
         )
@@ -118,13 +117,7 @@ class ScheduleStore(DynamoStore):
             }
         }
         items = [put, self._version_put(schedule)] if new_version else [put]
-        try:
-            self.dynamodb.transact_write_items(TransactItems=items)
-        except ClientError as exc:
-            if is_condition_failure(exc):
-                return False
-            raise
-        return True
+        return conditional_transaction(self.dynamodb, TransactItems=items)
 
     def _version_put(self, schedule: Schedule) -> dict[str, Any]:
         return {
@@ -173,17 +166,12 @@ class ScheduleStore(DynamoStore):
         return page, (page[-1].schedule_id if len(found) > limit else None)
 
     def delete(self, org_id: str, schedule_id: str) -> bool:
-        try:
-            self.dynamodb.delete_item(
-                TableName=self.table_name,
-                Key=_key(org_id, schedule_id),
-                ConditionExpression="attribute_exists(pk)",
-            )
-        except ClientError as exc:
-            if is_condition_failure(exc):
-                return False
-            raise
-        return True
+        return conditional_delete(
+            self.dynamodb,
+            TableName=self.table_name,
+            Key=_key(org_id, schedule_id),
+            ConditionExpression="attribute_exists(pk)",
+        )
 
     def advance(self, schedule: Schedule, *, fired_at: str, next_fire_at: str | None) -> bool:
         """Move an active schedule past a fire (conditional on the fire it was due for)."""
@@ -197,32 +185,24 @@ class ScheduleStore(DynamoStore):
             changes[":next"] = to_value(next_fire_at)
             changes[":due"] = to_value(DUE)
             changes[":sort"] = to_value(f"{next_fire_at}#{schedule.schedule_id}")
-        try:
-            self.dynamodb.update_item(
-                TableName=self.table_name,
-                Key=_key(schedule.org_id, schedule.schedule_id),
-                UpdateExpression=expression,
-                ConditionExpression="attribute_exists(pk) AND next_fire_at = :seen",
-                ExpressionAttributeValues=changes,
-            )
-        except ClientError as exc:
-            if is_condition_failure(exc):
-                return False
-            raise
-        return True
+        return conditional_update(
+            self.dynamodb,
+            TableName=self.table_name,
+            Key=_key(schedule.org_id, schedule.schedule_id),
+            UpdateExpression=expression,
+            ConditionExpression="attribute_exists(pk) AND next_fire_at = :seen",
+            ExpressionAttributeValues=changes,
+        )
 
     def set_exclusions(self, schedule: Schedule, exclusions: Mapping[str, Mapping[str, Any]]) -> None:
-        try:
-            self.dynamodb.update_item(
-                TableName=self.table_name,
-                Key=_key(schedule.org_id, schedule.schedule_id),
-                UpdateExpression="SET exclusions = :e",
-                ConditionExpression="attribute_exists(pk)",
-                ExpressionAttributeValues={":e": to_value(_decimals(exclusions))},
-            )
-        except ClientError as exc:
-            if not is_condition_failure(exc):
-                raise
+        conditional_update(
+            self.dynamodb,
+            TableName=self.table_name,
+            Key=_key(schedule.org_id, schedule.schedule_id),
+            UpdateExpression="SET exclusions = :e",
+            ConditionExpression="attribute_exists(pk)",
+            ExpressionAttributeValues={":e": to_value(_decimals(exclusions))},
+        )
 
     def due(self, now_iso: str, *, limit: int = 100) -> list[Schedule]:
         """Active schedules whose next fire is at or before `now_iso`, earliest first."""
@@ -247,17 +227,12 @@ class ScheduleStore(DynamoStore):
 
     def create_run(self, run: Mapping[str, Any]) -> bool:
         """Record a firing once; False when this fire time already has its run."""
-        try:
-            self.dynamodb.put_item(
-                TableName=self.table_name,
-                Item=to_item({**_run_keys(run["schedule_id"], run["fire_at"]), **run}),
-                ConditionExpression="attribute_not_exists(pk)",
-            )
-        except ClientError as exc:
-            if is_condition_failure(exc):
-                return False
-            raise
-        return True
+        return conditional_put(
+            self.dynamodb,
+            TableName=self.table_name,
+            Item=to_item({**_run_keys(run["schedule_id"], run["fire_at"]), **run}),
+            ConditionExpression="attribute_not_exists(pk)",
+        )
 
     def finish_run(self, schedule_id: str, fire_at: str, changes: Mapping[str, Any]) -> None:
         expression, names, values = set_clause(dict(changes))

@@ -6,10 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from botocore.exceptions import ClientError
-
 from batchroute.adapters.aws import client
-from batchroute.adapters.dynamo.codec import is_condition_failure, to_value
+from batchroute.adapters.dynamo.codec import to_value
+from batchroute.adapters.dynamo.writes import conditional_transaction
 
 
 class DynamoStore:
@@ -23,13 +22,7 @@ class DynamoStore:
 
     def transact(self, items: list[dict[str, Any]]) -> bool:
         """One TransactWriteItems; False when a condition refused it (any other error raises)."""
-        try:
-            self.dynamodb.transact_write_items(TransactItems=items)
-        except ClientError as exc:
-            if is_condition_failure(exc):
-                return False
-            raise
-        return True
+        return conditional_transaction(self.dynamodb, TransactItems=items)
 
     def count_up(self, key: dict[str, Any], *, limit: int) -> dict[str, Any]:
         """A transaction item raising the `count` at `key`, refused at `limit`."""

@@ -29,11 +29,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from botocore.exceptions import ClientError
-
-from batchroute.adapters.dynamo.codec import from_item, is_condition_failure, to_item, to_value
+from batchroute.adapters.dynamo.codec import from_item, to_item, to_value
 from batchroute.adapters.dynamo.leases import claim_attempt, due_items, due_sort_key
 from batchroute.adapters.dynamo.store import DynamoStore
+from batchroute.adapters.dynamo.writes import conditional_put, conditional_transaction, put_new
 
 DUE_PARTITION = "WEBHOOK#DUE"
 _ATTEMPT_MARK = "#ATTEMPT#"
@@ -76,15 +75,12 @@ class WebhookDeliveries(DynamoStore):
             "gsi1pk": to_value(DUE_PARTITION),
             "gsi1sk": to_value(due_sort_key(delivery["next_attempt_at"], delivery["delivery_id"])),
         }
-        try:
-            self.dynamodb.put_item(
-                TableName=self.table_name, Item=item, ConditionExpression="attribute_not_exists(pk)"
-            )
-        except ClientError as exc:
-            if is_condition_failure(exc):
-                return False
-            raise
-        return True
+        return conditional_put(
+            self.dynamodb,
+            TableName=self.table_name,
+            Item=item,
+            ConditionExpression="attribute_not_exists(pk)",
+        )
 
     def get(self, batch_id: str, delivery_id: str) -> dict[str, Any] | None:
         response = self.dynamodb.get_item(
@@ -188,62 +184,65 @@ class WebhookDeliveries(DynamoStore):
             "error": error,
             "duration_ms": duration_ms,
         }
+        attempt_put = put_new(self.table_name, event)  # the attempt's record, under its own key
+        attempt_put["Put"]["Item"].update(self._attempt_key(batch_id, delivery_id, attempt))
         names = {"#status": "status"}
-        values: dict[str, Any] = {
-            ":status": to_value(status),
-            ":delivering": to_value("delivering"),
-            ":n": to_value(attempt),
-            ":at": to_value(at_iso),
-        }
-        sets = ["#status = :status", "updated_at = :at"]
-        removes = ["lease_until"]
-        for name, value in (("last_response_status", response_status), ("last_error", error)):
-            if value is None:
-                removes.append(name)
-            else:
-                values[f":{name}"] = to_value(value)
-                sets.append(f"{name} = :{name}")
-        if next_attempt_at_iso is not None:
-            values[":next"] = to_value(next_attempt_at_iso)
-            values[":due"] = to_value(DUE_PARTITION)
-            values[":due_sk"] = to_value(due_sort_key(next_attempt_at_iso, delivery_id))
-            sets += ["next_attempt_at = :next", "gsi1pk = :due", "gsi1sk = :due_sk"]
-        else:
-            removes += ["next_attempt_at", "gsi1pk", "gsi1sk"]
+        outcome = (status, response_status, error)
+        sets, removes, values = _completion(delivery_id, attempt, at_iso, outcome, next_attempt_at_iso)
         condition = "attribute_exists(pk) AND #status = :delivering AND attempt_count = :n"
         if lease_expired_before is not None:
             condition += " AND lease_until < :stale"
             values[":stale"] = to_value(lease_expired_before)
-        try:
-            self.dynamodb.transact_write_items(
-                TransactItems=[
-                    {
-                        "Put": {
-                            "TableName": self.table_name,
-                            "Item": {
-                                **to_item(event),
-                                **self._attempt_key(batch_id, delivery_id, attempt),
-                            },
-                            "ConditionExpression": "attribute_not_exists(pk)",
-                        }
-                    },
-                    {
-                        "Update": {
-                            "TableName": self.table_name,
-                            "Key": self._key(batch_id, delivery_id),
-                            "UpdateExpression": f"SET {', '.join(sets)} REMOVE {', '.join(removes)}",
-                            "ConditionExpression": condition,
-                            "ExpressionAttributeNames": names,
-                            "ExpressionAttributeValues": values,
-                        }
-                    },
-                ]
-            )
-        except ClientError as exc:
-            if is_condition_failure(exc):
-                return False
-            raise
-        return True
+        return conditional_transaction(
+            self.dynamodb,
+            TransactItems=[
+                attempt_put,
+                {
+                    "Update": {
+                        "TableName": self.table_name,
+                        "Key": self._key(batch_id, delivery_id),
+                        "UpdateExpression": f"SET {', '.join(sets)} REMOVE {', '.join(removes)}",
+                        "ConditionExpression": condition,
+                        "ExpressionAttributeNames": names,
+                        "ExpressionAttributeValues": values,
+                    }
+                },
+            ],
+        )
+
+
+def _completion(
+    delivery_id: str,
+    attempt: int,
+    at_iso: str,
+    outcome: tuple[str, int | None, str | None],
+    next_attempt_at_iso: str | None,
+) -> tuple[list[str], list[str], dict[str, Any]]:
+    """What an attempt's end SETs and REMOVEs on the delivery, and the values they use:
+    its outcome, and the next attempt's due time (on the due index) or none."""
+    status, response_status, error = outcome  # the new status, the HTTP answer, the error
+    values: dict[str, Any] = {
+        ":status": to_value(status),
+        ":delivering": to_value("delivering"),
+        ":n": to_value(attempt),
+        ":at": to_value(at_iso),
+    }
+    sets = ["#status = :status", "updated_at = :at"]
+    removes = ["lease_until"]
+    for name, value in (("last_response_status", response_status), ("last_error", error)):
+        if value is None:
+            removes.append(name)
+        else:
+            values[f":{name}"] = to_value(value)
+            sets.append(f"{name} = :{name}")
+    if next_attempt_at_iso is not None:
+        values[":next"] = to_value(next_attempt_at_iso)
+        values[":due"] = to_value(DUE_PARTITION)
+        values[":due_sk"] = to_value(due_sort_key(next_attempt_at_iso, delivery_id))
+        sets += ["next_attempt_at = :next", "gsi1pk = :due", "gsi1sk = :due_sk"]
+    else:
+        removes += ["next_attempt_at", "gsi1pk", "gsi1sk"]
+    return sets, removes, values
 
 
 def _plain(raw: dict[str, Any]) -> dict[str, Any]:

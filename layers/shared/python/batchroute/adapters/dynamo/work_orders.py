@@ -21,25 +21,22 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from batchroute.adapters.dynamo.codec import from_item, is_condition_failure, to_item, to_value
-from batchroute.adapters.dynamo.ledger import cancellation_codes
+from batchroute.adapters.dynamo.codec import from_item, org_key, org_pk, to_value
 from batchroute.adapters.dynamo.store import DynamoStore
+from batchroute.adapters.dynamo.writes import (
+    cancellation_codes,
+    condition_failed_at,
+    conditional_transaction,
+    conditional_update,
+    put_new,
+)
 from batchroute.domain.work_orders import MAX_MEMBERS, TALLY_NAMES, MemberRefused, Tallies, WorkOrder
 
 PREFIX = "WORKORDER#"
 MEMBER_PREFIX = "WOMEMBER#"
 IDEMPOTENCY_PREFIX = "WOIDEMP#"
-_CONDITION_FAILED = "ConditionalCheckFailed"
 TransactItem = dict[str, Any]
 _NOT_SETTLED = "attribute_exists(pk) AND attribute_not_exists(settled_at)"
-
-
-def _pk(org_id: str) -> str:
-    return f"ORG#{org_id}"
-
-
-def _key(org_id: str, sk: str) -> dict[str, Any]:
-    return {"pk": {"S": _pk(org_id)}, "sk": {"S": sk}}
 
 
 class WorkOrderStore(DynamoStore):
@@ -51,38 +48,22 @@ class WorkOrderStore(DynamoStore):
     def create(self, order: WorkOrder, *, idempotency: Mapping[str, Any] | None = None) -> bool:
         """Write a new work order (and, given, its idempotency record); False when that
         record exists already (a concurrent request with the same key won)."""
-        items: list[TransactItem] = [
-            {
-                "Put": {
-                    "TableName": self.table_name,
-                    "Item": to_item(_order_item(order)),
-                    "ConditionExpression": "attribute_not_exists(pk)",
-                }
-            }
-        ]
+        items: list[TransactItem] = [put_new(self.table_name, _order_item(order))]
         if idempotency is not None:
-            record = {"pk": _pk(order.org_id), "sk": f"{IDEMPOTENCY_PREFIX}{idempotency['key']}"}
+            record = {"pk": org_pk(order.org_id), "sk": f"{IDEMPOTENCY_PREFIX}{idempotency['key']}"}
             record.update({k: v for k, v in idempotency.items() if k != "key"})
-            items.append(
-                {
-                    "Put": {
-                        "TableName": self.table_name,
-                        "Item": to_item(record),
-                        "ConditionExpression": "attribute_not_exists(pk)",
-                    }
-                }
-            )
+            items.append(put_new(self.table_name, record))
         return self.transact(items)
 
     def idempotency_record(self, org_id: str, key: str) -> dict[str, Any] | None:
         response = self.dynamodb.get_item(
-            TableName=self.table_name, Key=_key(org_id, f"{IDEMPOTENCY_PREFIX}{key}"), ConsistentRead=True
+            TableName=self.table_name, Key=org_key(org_id, f"{IDEMPOTENCY_PREFIX}{key}"), ConsistentRead=True
         )
         return from_item(response["Item"]) if "Item" in response else None
 
     def get(self, org_id: str, work_order_id: str) -> WorkOrder | None:
         response = self.dynamodb.get_item(
-            TableName=self.table_name, Key=_key(org_id, f"{PREFIX}{work_order_id}"), ConsistentRead=True
+            TableName=self.table_name, Key=org_key(org_id, f"{PREFIX}{work_order_id}"), ConsistentRead=True
         )
         return order_from_item(from_item(response["Item"])) if "Item" in response else None
 
@@ -94,7 +75,7 @@ class WorkOrderStore(DynamoStore):
         kwargs: dict[str, Any] = {
             "TableName": self.table_name,
             "KeyConditionExpression": "pk = :pk AND begins_with(sk, :prefix)",
-            "ExpressionAttributeValues": {":pk": to_value(_pk(org_id)), ":prefix": to_value(PREFIX)},
+            "ExpressionAttributeValues": {":pk": to_value(org_pk(org_id)), ":prefix": to_value(PREFIX)},
             "ScanIndexForward": False,
             "Limit": limit,
         }
@@ -102,7 +83,7 @@ class WorkOrderStore(DynamoStore):
             kwargs["FilterExpression"] = "client_reference = :ref"
             kwargs["ExpressionAttributeValues"][":ref"] = to_value(client_reference)
         if start_after is not None:
-            kwargs["ExclusiveStartKey"] = _key(org_id, f"{PREFIX}{start_after}")
+            kwargs["ExclusiveStartKey"] = org_key(org_id, f"{PREFIX}{start_after}")
         orders: list[WorkOrder] = []
         while True:
             response = self.dynamodb.query(**kwargs)
@@ -122,20 +103,15 @@ class WorkOrderStore(DynamoStore):
         removes = [f"#f{i}" for i, v in enumerate(changes.values()) if v is None]
         values = {f":f{i}": to_value(v) for i, v in enumerate(changes.values()) if v is not None}
         expression = "SET " + ", ".join(sets) + (" REMOVE " + ", ".join(removes) if removes else "")
-        try:
-            self.dynamodb.update_item(
-                TableName=self.table_name,
-                Key=_key(org_id, f"{PREFIX}{work_order_id}"),
-                UpdateExpression=expression,
-                ConditionExpression="attribute_exists(pk)",
-                ExpressionAttributeNames=names,
-                ExpressionAttributeValues=values,
-            )
-        except ClientError as exc:
-            if is_condition_failure(exc):
-                return False
-            raise
-        return True
+        return conditional_update(
+            self.dynamodb,
+            TableName=self.table_name,
+            Key=org_key(org_id, f"{PREFIX}{work_order_id}"),
+            UpdateExpression=expression,
+            ConditionExpression="attribute_exists(pk)",
+            ExpressionAttributeNames=names,
+            ExpressionAttributeValues=values,
+        )
 
     # -- members -------------------------------------------------------------------------------
     def join_items(
@@ -151,19 +127,13 @@ class WorkOrderStore(DynamoStore):
         the marker (new) and the counters `deltas`, conditional on the work order existing,
         open and under the member limit. Written inside another transaction (batch create)
         or by `attach`."""
-        marker = {"pk": _pk(org_id), "sk": f"{MEMBER_PREFIX}{work_order_id}#{member['batch_id']}"}
+        marker = {"pk": org_pk(org_id), "sk": f"{MEMBER_PREFIX}{work_order_id}#{member['batch_id']}"}
         marker.update(member)
         return [
-            {
-                "Put": {
-                    "TableName": self.table_name,
-                    "Item": to_item(marker),
-                    "ConditionExpression": "attribute_not_exists(pk)",
-                }
-            },
+            put_new(self.table_name, marker),
             _counters_update(
                 self.table_name,
-                _key(org_id, f"{PREFIX}{work_order_id}"),
+                org_key(org_id, f"{PREFIX}{work_order_id}"),
                 deltas,
                 at=at,
                 condition="attribute_exists(pk) AND attribute_not_exists(closed_at) AND members < :max",
@@ -207,7 +177,7 @@ class WorkOrderStore(DynamoStore):
             if not codes:
                 raise
             for index, what in enumerate(("member", "work_order", "batch")):
-                if index < len(codes) and codes[index] == _CONDITION_FAILED:
+                if condition_failed_at(codes, index):
                     raise MemberRefused(what) from exc
             raise
 
@@ -224,32 +194,27 @@ class WorkOrderStore(DynamoStore):
         """Count a member's settlement once: its marker gets `settled_at` (conditional on not
         having it) and the counters move by `deltas`, in one transaction. False when it was
         counted already (a repeated Settle) or is no member."""
-        try:
-            self.dynamodb.transact_write_items(
-                TransactItems=[
-                    {
-                        "Update": {
-                            "TableName": self.table_name,
-                            "Key": _key(org_id, f"{MEMBER_PREFIX}{work_order_id}#{batch_id}"),
-                            "UpdateExpression": "SET settled_at = :at, outcome = :outcome",
-                            "ConditionExpression": _NOT_SETTLED,
-                            "ExpressionAttributeValues": {":at": to_value(at), ":outcome": to_value(outcome)},
-                        }
-                    },
-                    _counters_update(
-                        self.table_name,
-                        _key(org_id, f"{PREFIX}{work_order_id}"),
-                        deltas,
-                        at=at,
-                        condition="attribute_exists(pk)",
-                    ),
-                ]
-            )
-        except ClientError as exc:
-            if is_condition_failure(exc):
-                return False
-            raise
-        return True
+        return conditional_transaction(
+            self.dynamodb,
+            TransactItems=[
+                {
+                    "Update": {
+                        "TableName": self.table_name,
+                        "Key": org_key(org_id, f"{MEMBER_PREFIX}{work_order_id}#{batch_id}"),
+                        "UpdateExpression": "SET settled_at = :at, outcome = :outcome",
+                        "ConditionExpression": _NOT_SETTLED,
+                        "ExpressionAttributeValues": {":at": to_value(at), ":outcome": to_value(outcome)},
+                    }
+                },
+                _counters_update(
+                    self.table_name,
+                    org_key(org_id, f"{PREFIX}{work_order_id}"),
+                    deltas,
+                    at=at,
+                    condition="attribute_exists(pk)",
+                ),
+            ],
+        )
 
     def members(
         self, org_id: str, work_order_id: str, *, start_after: str | None, limit: int
@@ -259,12 +224,12 @@ class WorkOrderStore(DynamoStore):
         kwargs: dict[str, Any] = {
             "TableName": self.table_name,
             "KeyConditionExpression": "pk = :pk AND begins_with(sk, :prefix)",
-            "ExpressionAttributeValues": {":pk": to_value(_pk(org_id)), ":prefix": to_value(prefix)},
+            "ExpressionAttributeValues": {":pk": to_value(org_pk(org_id)), ":prefix": to_value(prefix)},
             "Limit": limit,
             "ConsistentRead": True,
         }
         if start_after is not None:
-            kwargs["ExclusiveStartKey"] = _key(org_id, f"{prefix}{start_after}")
+            kwargs["ExclusiveStartKey"] = org_key(org_id, f"{prefix}{start_after}")
         response = self.dynamodb.query(**kwargs)
         rows = [from_item(i) for i in response.get("Items", [])]
         more = "LastEvaluatedKey" in response and len(rows) == limit
@@ -302,7 +267,7 @@ def _counters_update(
 
 def _order_item(order: WorkOrder) -> dict[str, Any]:
     values: dict[str, Any] = {
-        "pk": _pk(order.org_id),
+        "pk": org_pk(order.org_id),
         "sk": f"{PREFIX}{order.work_order_id}",
         "kind": "work_order",
         "work_order_id": order.work_order_id,

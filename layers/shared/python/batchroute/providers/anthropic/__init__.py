@@ -51,22 +51,15 @@ def vendor_http(
     )
 
 
-def lane_output_limits(slug: str) -> dict[str, int]:
-    """Catalog model id -> the output limit of its lane on this provider (0: none)."""
-    from batchroute.catalog import builtin_catalog  # loaded once per process, on first use
-
-    return {lane.model: lane.max_output_tokens for lane in builtin_catalog().lanes if lane.provider == slug}
-
-
 def make_sync(
     endpoint: ProviderEndpoint, api_key: str | None, *, output_limits: Mapping[str, int] | None = None
 ) -> AnthropicMessages:
-    limits = lane_output_limits(endpoint.slug) if output_limits is None else output_limits
+    limits = endpoint.output_limits if output_limits is None else output_limits
     return AnthropicMessages(endpoint.slug, vendor_http(endpoint, api_key), output_limits=limits)
 
 
 def make_batch(
     endpoint: ProviderEndpoint, api_key: str | None, *, output_limits: Mapping[str, int] | None = None
 ) -> AnthropicBatches:
-    limits = lane_output_limits(endpoint.slug) if output_limits is None else output_limits
+    limits = endpoint.output_limits if output_limits is None else output_limits
     return AnthropicBatches(endpoint.slug, vendor_http(endpoint, api_key), output_limits=limits)

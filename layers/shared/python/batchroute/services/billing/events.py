@@ -7,10 +7,9 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from batchroute.domain.billing_alerts import event_view
-from batchroute.domain.webhooks import delivery_id_for
+from batchroute.domain.webhooks import delivery_id_for, delivery_view
 from batchroute.errors import InvalidRequest
 from batchroute.ids import has_prefix
-from batchroute.services.delivery.webhooks import delivery_view
 
 MAX_PAGE = 200
 

@@ -17,8 +17,10 @@ from batchroute.domain.access import Principal
 from batchroute.domain.accounts import normalize_email
 from batchroute.domain.credentials import keyed_hash
 from batchroute.domain.rate_limits import (
+    CallerGate,
     Decision,
     Limit,
+    Rule,
     WindowCounts,
     decide,
     most_counted_before,
@@ -41,12 +43,6 @@ class RateCounters(Protocol):
     def read(
         self, scope: str, *, window_seconds: int, index: int, counters: Sequence[str]
     ) -> dict[str, WindowCounts]: ...
-
-
-@dataclass(frozen=True)
-class Rule:
-    counter: str
-    limit: Limit
 
 
 class RateLimitSettings(Protocol):
@@ -120,29 +116,6 @@ class RateLimitPolicy:
             password_per_email=settings.rate_limit_password_per_email,
             password_window_seconds=settings.rate_limit_password_window_seconds,
         )
-
-
-@dataclass(frozen=True)
-class CallerGate:
-    """A caller's rate-limit check as a condition of another write (the chat hold's
-    transaction): count one request in each counter of `scope` at window `index` if each
-    holds at most `maxima[counter]` now. `exact` says the previous window's counts were
-    known; otherwise they were taken at their largest possible value (the limit itself: a
-    window never keeps more allowed requests than that), which can refuse a request the
-    exact numbers allow, never the reverse; `RateLimiter.recheck` settles such a refusal
-    from the counts the refused write returns."""
-
-    scope: str
-    window_seconds: int
-    index: int
-    fraction: float
-    rules: tuple[Rule, ...]
-    maxima: dict[str, int]
-    exact: bool
-
-    @property
-    def counters(self) -> list[str]:
-        return [rule.counter for rule in self.rules]
 
 
 class RateLimiter:

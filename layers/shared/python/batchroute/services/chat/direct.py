@@ -33,6 +33,7 @@ from batchroute.domain.chat_requests import CHAT_ITEM_ID, ChatRequest
 from batchroute.domain.chat_routing import DirectLane, DirectPlan, plan_direct
 from batchroute.domain.ledger import SettlementResult, period_keys
 from batchroute.domain.pricing import token_cost
+from batchroute.domain.rate_limits import CallerGate
 from batchroute.domain.route_policy import RoutePolicy
 from batchroute.domain.routing_gates import RoutingGuards
 from batchroute.domain.usage import UsageCharge, UsageLine, usage_day
@@ -54,7 +55,7 @@ from batchroute.providers.base import (
 )
 from batchroute.services.accounts.authentication import KeyUnconfirmed
 from batchroute.services.billing.ports import ControlsReader, MoneyWatch
-from batchroute.services.billing.rate_limiting import CallerGate, RateLimiter
+from batchroute.services.billing.rate_limiting import RateLimiter
 from batchroute.services.catalog.lane_health import ACCOUNT_DOWN_CODES, LaneAvailability, mark_account_down
 from batchroute.services.chat.ports import HoldStore
 from batchroute.services.chat.state import HoldKeeper, LaneStateCache, LaneStats

@@ -8,10 +8,10 @@ from typing import Any, Protocol
 from batchroute.domain.batch_record import BatchRecord
 from batchroute.domain.billing_controls import BillingControls
 from batchroute.domain.ledger import SettlementResult, WalletState
+from batchroute.domain.rate_limits import CallerGate
 from batchroute.domain.spending_limit import LimitGuard
 from batchroute.domain.usage import UsageCharge
 from batchroute.money import Money
-from batchroute.services.billing.rate_limiting import CallerGate
 
 
 class HoldStore(Protocol):

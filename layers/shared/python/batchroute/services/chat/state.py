@@ -30,12 +30,13 @@ from batchroute.domain.catalog import LaneLive
 from batchroute.domain.chat_holds import HoldRefused
 from batchroute.domain.chat_routing import LaneRecord
 from batchroute.domain.ledger import insufficient_credit, period_keys
+from batchroute.domain.rate_limits import CallerGate
 from batchroute.domain.spending_limit import LimitGuard
 from batchroute.errors import TransientError
 from batchroute.money import Money
 from batchroute.observability import logger
 from batchroute.services.billing.funding import active_limit, limit_refusal
-from batchroute.services.billing.rate_limiting import CallerGate, RateLimiter
+from batchroute.services.billing.rate_limiting import RateLimiter
 from batchroute.services.catalog.ports import LiveStates
 from batchroute.services.chat.ports import HoldStore
 

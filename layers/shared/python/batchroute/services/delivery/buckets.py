@@ -195,31 +195,8 @@ class BucketDelivery:
     def redeliver(self, batch: BatchRecord) -> DeliveryRecord:
         """A new round to the targets enabled now, queued at once. 409 unless the batch has
         ended and its delivery failed (or it never had one)."""
-        if batch.state not in TERMINAL:
-            raise Conflict(
-                "The batch has not finished; it is delivered when it ends.",
-                code="batch_not_finished",
-                details={"state": batch.state},
-            )
-        if batch.artifacts_reclaimed_at:
-            raise Gone(
-                "This batch's result bytes were reclaimed by retention; there is nothing to deliver.",
-                code="results_expired",
-                details={"reclaimed_at": batch.artifacts_reclaimed_at},
-            )
         record = self.records.get(batch.batch_id)
-        if record is not None and record.state == "delivered":
-            raise Conflict(
-                "The batch's artifacts are already delivered.",
-                code="already_delivered",
-                details={"delivery_state": record.state, "delivered_at": record.delivered_at},
-            )
-        if record is not None and record.state in ("pending", "delivering"):
-            raise Conflict(
-                "A delivery of this batch is already queued or running.",
-                code="delivery_in_progress",
-                details={"delivery_state": record.state},
-            )
+        _check_redeliverable(batch, record)
         enabled = self.targets.enabled(batch.org_id)
         if not enabled:
             raise Conflict(
@@ -401,3 +378,32 @@ def _snapshot(targets: Iterable[DeliveryTarget]) -> tuple[TargetDelivery, ...]:
 
 def _failed(share: TargetDelivery, code: str, message: str) -> TargetDelivery:
     return replace(share, state="failed", last_error=DeliveryError(code, message, share.target_id))
+
+
+def _check_redeliverable(batch: BatchRecord, record: DeliveryRecord | None) -> None:
+    """409 (410 once reclaimed) unless the batch has ended, its bytes are kept and its
+    delivery failed (or it never had one)."""
+    if batch.state not in TERMINAL:
+        raise Conflict(
+            "The batch has not finished; it is delivered when it ends.",
+            code="batch_not_finished",
+            details={"state": batch.state},
+        )
+    if batch.artifacts_reclaimed_at:
+        raise Gone(
+            "This batch's result bytes were reclaimed by retention; there is nothing to deliver.",
+            code="results_expired",
+            details={"reclaimed_at": batch.artifacts_reclaimed_at},
+        )
+    if record is not None and record.state == "delivered":
+        raise Conflict(
+            "The batch's artifacts are already delivered.",
+            code="already_delivered",
+            details={"delivery_state": record.state, "delivered_at": record.delivered_at},
+        )
+    if record is not None and record.state in ("pending", "delivering"):
+        raise Conflict(
+            "A delivery of this batch is already queued or running.",
+            code="delivery_in_progress",
+            details={"delivery_state": record.state},
+        )

@@ -35,6 +35,7 @@ from batchroute.domain.webhooks import (
     batch_summary,
     decide,
     delivery_id_for,
+    delivery_view,
     event_body,
     event_type_for,
     signature_headers,
@@ -419,23 +420,6 @@ def batch_webhooks_view(deliveries: DeliveryListing, batch_id: str) -> dict[str,
             attempt_view(a)
             for a in sorted(attempts, key=lambda a: (str(a.get("delivery_id")), int(a.get("attempt") or 0)))
         ],
-    }
-
-
-def delivery_view(delivery: Mapping[str, Any]) -> dict[str, Any]:
-    """The public view of a delivery: never its secret, ciphertext or payload."""
-    return {
-        "id": delivery["delivery_id"],
-        "event_id": delivery.get("event_id"),
-        "event_type": delivery.get("event_type"),
-        "url": delivery.get("url"),
-        "status": delivery.get("status"),
-        "attempt_count": int(delivery.get("attempt_count") or 0),
-        "last_attempt_at": delivery.get("last_attempt_at"),
-        "next_attempt_at": delivery.get("next_attempt_at"),
-        "last_response_status": delivery.get("last_response_status"),
-        "last_error": delivery.get("last_error"),
-        "created_at": delivery.get("created_at"),
     }
 
 

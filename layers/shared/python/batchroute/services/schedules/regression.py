@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from decimal import Decimal
 from typing import Any, Final, Protocol
 
@@ -178,39 +179,12 @@ class RegressionRuns:
             at=isoformat(done),
             period_keys=list(period_keys(done, zone).values()),
             memo=f"golden-set regression {regression_id} of {subject.label}",
-            usage=UsageCharge(
-                day=usage_day(done, zone),
-                lines=tuple(
-                    UsageLine(
-                        model=r["model"],
-                        provider=r["provider"],
-                        cost=r["cost"],
-                        input_tokens=r["usage"]["prompt_tokens"],
-                        output_tokens=r["usage"]["completion_tokens"],
-                        chat_requests=r["total"],
-                    )
-                    for r in results
-                )[:50],
-            ),
+            usage=_usage_charge(results, done, zone),
         )
         if self.watch is not None:
             self.watch.moved(org_id, at=done, controls=controls)
         at = isoformat(done)
-        lanes_out = [
-            {
-                "lane_id": r["lane_id"],
-                "provider": r["provider"],
-                "model": r["model"],
-                "score": r["score"],
-                "passed": r["score"] >= golden.threshold,
-                "items_passed": r["items_passed"],
-                "items_total": r["total"],
-                "errors": r["errors"],
-                "usage": r["usage"],
-                "cost": Money.usd_ceil(r["cost"]).to_api(),
-            }
-            for r in results
-        ]
+        lanes_out = [_lane_view(r, golden.threshold) for r in results]
         regression = {
             "regression_id": regression_id,
             **subject.owner,
@@ -321,3 +295,38 @@ class RegressionRuns:
                     "at": regression["completed_at"],
                 }
         return exclusions
+
+
+def _usage_charge(results: list[dict[str, Any]], done: datetime, zone: str) -> UsageCharge:
+    """The run's usage, a line per lane (at most 50), counted on the org's day."""
+    return UsageCharge(
+        day=usage_day(done, zone),
+        lines=tuple(
+            UsageLine(
+                model=r["model"],
+                provider=r["provider"],
+                cost=r["cost"],
+                input_tokens=r["usage"]["prompt_tokens"],
+                output_tokens=r["usage"]["completion_tokens"],
+                chat_requests=r["total"],
+            )
+            for r in results
+        )[:50],
+    )
+
+
+def _lane_view(result: dict[str, Any], threshold: float) -> dict[str, Any]:
+    """A lane's line of the regression record: its score against `threshold`."""
+    r = result
+    return {
+        "lane_id": r["lane_id"],
+        "provider": r["provider"],
+        "model": r["model"],
+        "score": r["score"],
+        "passed": r["score"] >= threshold,
+        "items_passed": r["items_passed"],
+        "items_total": r["total"],
+        "errors": r["errors"],
+        "usage": r["usage"],
+        "cost": Money.usd_ceil(r["cost"]).to_api(),
+    }

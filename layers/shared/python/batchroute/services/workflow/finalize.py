@@ -196,18 +196,7 @@ class Finalizer:
         chunk = position
         while chunk < chunk_count and len(results) < self.slice_bytes:
             offsets.append(base + len(results))
-            inputs = (
-                (int(line["seq"]), (line.get("item") or {}).get("customer_item_id"))
-                for line in self.artifacts.input_lines(batch_id, chunk)
-            )
-            sources = [
-                _tagged(
-                    self.artifacts.result_lines(batch_id, str(lane["lane_key"]), chunk), str(lane["lane_key"])
-                )
-                for lane in lanes
-                if lane_chunk_done(lane, chunk)
-            ]
-            for row in merge_chunk(inputs, sources, missing=missing, tally=tally):
+            for row in self._merged(batch_id, chunk, lanes, missing, tally):
                 line = jsonl_line(row)
                 results += line
                 lines += 1
@@ -241,6 +230,29 @@ class Finalizer:
             "carry": carry,
             "offsets": [int(o) for o in cursor["offsets"]] + offsets,
         }
+
+    def _merged(
+        self,
+        batch_id: str,
+        chunk: int,
+        lanes: list[dict[str, Any]],
+        missing: Callable[[int, Any], dict[str, Any]],
+        tally: MergeTally,
+    ) -> Iterator[dict[str, Any]]:
+        """The rows of `chunk` in input order: each item's answer from the lanes that
+        finished the chunk, or `missing`."""
+        inputs = (
+            (int(line["seq"]), (line.get("item") or {}).get("customer_item_id"))
+            for line in self.artifacts.input_lines(batch_id, chunk)
+        )
+        sources = [
+            _tagged(
+                self.artifacts.result_lines(batch_id, str(lane["lane_key"]), chunk), str(lane["lane_key"])
+            )
+            for lane in lanes
+            if lane_chunk_done(lane, chunk)
+        ]
+        return merge_chunk(inputs, sources, missing=missing, tally=tally)
 
     def _part(self, key: str, upload_id: str, parts: list[Any], body: bytearray) -> dict[str, Any]:
         number = len(parts) + 1

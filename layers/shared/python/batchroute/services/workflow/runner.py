@@ -36,6 +36,7 @@ import time
 from collections.abc import Callable, Collection, Iterable, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Final, Literal
 
 from batchroute.clock import Clock, SystemClock, isoformat
@@ -190,72 +191,8 @@ def run_lane_items(
     outcome = LaneOutcome()
     halt = threading.Event()
     held: list[_Done] = []  # used up their retries while the lane has not yet succeeded once
-
-    def attempt_item(seq: int, item: Item) -> _Done:
-        try:
-            request = build_request(seq, item, lane)
-        except PermanentProviderError as exc:
-            return _Done(seq, "result", ProviderResult.failure(custom_id_for(seq), exc.to_item_error()), 0)
-        while True:
-            if halt.is_set():
-                return _Done(seq, "skipped")
-            retry_after: float | None = None
-            try:
-                result = provider.complete(request)
-            except ProviderUnavailable as exc:
-                return _Done(seq, "unavailable", error=exc.to_item_error())
-            except PermanentProviderError as exc:
-                failure = ProviderResult.failure(request.custom_id, exc.to_item_error())
-                return _Done(seq, "result", failure, request.attempt)
-            except TransientProviderError as exc:
-                error = exc.to_item_error()
-                retry_after = exc.retry_after_seconds
-            except Exception as exc:  # an adapter bug or an unmapped client error: retry it
-                logger.warning("provider %s raised %s", provider.slug, type(exc).__name__, exc_info=True)
-                error = ItemError("provider_error", f"{type(exc).__name__}: {exc}"[:500], transient=True)
-            else:
-                if not result.transient_failure:
-                    return _Done(seq, "result", result, request.attempt)
-                error = result.error or ItemError("provider_error", "transient failure", transient=True)
-            if not retry.can_retry(request.attempt):
-                failure = ProviderResult.failure(request.custom_id, error)
-                return _Done(seq, "result", failure, request.attempt, exhausted=True)
-            retry.wait(request.attempt, retry_after=retry_after)
-            request = request.next_attempt()
-
-    def report(done: _Done) -> None:
-        assert done.result is not None
-        on_result(done.seq, done.result, done.attempts)
-        outcome.record(done.result)
-
-    def settle(done: _Done) -> None:
-        if done.kind == "skipped":
-            return
-        if done.kind == "unavailable":
-            if not outcome.unavailable:
-                outcome.fail_over(
-                    done.error or ItemError("provider_unavailable", "provider unavailable", True)
-                )
-            halt.set()
-            return
-        assert done.result is not None
-        if outcome.unavailable:
-            # Answers that were in flight still count; items out of retries fail over instead.
-            if not done.exhausted:
-                report(done)
-            return
-        if done.exhausted and outcome.completed == 0:
-            held.append(done)
-            outcome.latest_error = done.result.error
-            if len(held) >= wholesale_failure_threshold:
-                _fail_wholesale(outcome, held)
-                halt.set()
-            return
-        report(done)
-        if done.result.status == "completed":
-            while held:
-                report(held.pop(0))
-
+    attempt_item = partial(_attempt_item, lane=lane, provider=provider, retry=retry, halt=halt)
+    settle = _Settle(outcome, halt, held, on_result, wholesale_failure_threshold)
     source = iter(items)
     exhausted = False
     pending: set[Future[_Done]] = set()
@@ -281,16 +218,102 @@ def run_lane_items(
         except BaseException:
             halt.set()
             raise
-    if held and not outcome.unavailable and not outcome.stopped:
-        # (A stopped run leaves held items unreported: the next run tries them again.)
-        if outcome.completed == 0:
-            _fail_wholesale(outcome, held)
-        else:
-            for done in held:
-                report(done)
-    if outcome.unavailable:
-        outcome.stopped = False
+    settle.finish()
     return outcome
+
+
+def _attempt_item(
+    seq: int, item: Item, *, lane: Lane, provider: SyncProvider, retry: RetryPolicy, halt: threading.Event
+) -> _Done:
+    """One item to its answer: retried while transient and retries remain; `skipped` once
+    the lane halts, `unavailable` when the provider is."""
+    try:
+        request = build_request(seq, item, lane)
+    except PermanentProviderError as exc:
+        return _Done(seq, "result", ProviderResult.failure(custom_id_for(seq), exc.to_item_error()), 0)
+    while True:
+        if halt.is_set():
+            return _Done(seq, "skipped")
+        retry_after: float | None = None
+        try:
+            result = provider.complete(request)
+        except ProviderUnavailable as exc:
+            return _Done(seq, "unavailable", error=exc.to_item_error())
+        except PermanentProviderError as exc:
+            failure = ProviderResult.failure(request.custom_id, exc.to_item_error())
+            return _Done(seq, "result", failure, request.attempt)
+        except TransientProviderError as exc:
+            error = exc.to_item_error()
+            retry_after = exc.retry_after_seconds
+        except Exception as exc:  # an adapter bug or an unmapped client error: retry it
+            logger.warning("provider %s raised %s", provider.slug, type(exc).__name__, exc_info=True)
+            error = ItemError("provider_error", f"{type(exc).__name__}: {exc}"[:500], transient=True)
+        else:
+            if not result.transient_failure:
+                return _Done(seq, "result", result, request.attempt)
+            error = result.error or ItemError("provider_error", "transient failure", transient=True)
+        if not retry.can_retry(request.attempt):
+            failure = ProviderResult.failure(request.custom_id, error)
+            return _Done(seq, "result", failure, request.attempt, exhausted=True)
+        retry.wait(request.attempt, retry_after=retry_after)
+        request = request.next_attempt()
+
+
+@dataclass
+class _Settle:
+    """What each finished item means for the lane: reported, held while the lane has not
+    yet succeeded once (until too many fail it wholesale), or a fail-over."""
+
+    outcome: LaneOutcome
+    halt: threading.Event
+    held: list[_Done]
+    on_result: OnResult
+    threshold: int
+
+    def report(self, done: _Done) -> None:
+        assert done.result is not None
+        self.on_result(done.seq, done.result, done.attempts)
+        self.outcome.record(done.result)
+
+    def __call__(self, done: _Done) -> None:
+        if done.kind == "skipped":
+            return
+        if done.kind == "unavailable":
+            if not self.outcome.unavailable:
+                self.outcome.fail_over(
+                    done.error or ItemError("provider_unavailable", "provider unavailable", True)
+                )
+            self.halt.set()
+            return
+        assert done.result is not None
+        if self.outcome.unavailable:
+            # Answers that were in flight still count; items out of retries fail over instead.
+            if not done.exhausted:
+                self.report(done)
+            return
+        if done.exhausted and self.outcome.completed == 0:
+            self.held.append(done)
+            self.outcome.latest_error = done.result.error
+            if len(self.held) >= self.threshold:
+                _fail_wholesale(self.outcome, self.held)
+                self.halt.set()
+            return
+        self.report(done)
+        if done.result.status == "completed":
+            while self.held:
+                self.report(self.held.pop(0))
+
+    def finish(self) -> None:
+        """After the last item: what is still held is reported, or fails the lane."""
+        if self.held and not self.outcome.unavailable and not self.outcome.stopped:
+            # (A stopped run leaves held items unreported: the next run tries them again.)
+            if self.outcome.completed == 0:
+                _fail_wholesale(self.outcome, self.held)
+            else:
+                for done in self.held:
+                    self.report(done)
+        if self.outcome.unavailable:
+            self.outcome.stopped = False
 
 
 def _fail_wholesale(outcome: LaneOutcome, held: list[_Done]) -> None:
@@ -503,15 +526,60 @@ def run_lane_batch_job(
     returning True ends this invocation with `pending_job` set: invoke again with
     `job=pending_job` later. `should_stop=lambda: True` is the one-poll-per-invocation
     style; the default polls here every `poll_interval_seconds`."""
-    outcome = LaneOutcome()
-    note = on_job or (lambda _job: None)
-    reported: set[int] = set()
+    run = _BatchLaneRun(load_items, lane, provider, retry, on_result, on_job, clock, limits)
+    outcome = run.outcome
+    try:
+        current = job if job is not None else run.submit_next_part()
+        while current is not None:
+            poll = poll_lane_job(
+                current,
+                provider=provider,
+                retry=retry,
+                on_result=run.report,
+                outcome=outcome,
+                load_items=load_items,
+            )
+            if poll.state == "running":
+                if should_stop is not None and should_stop():
+                    outcome.pending_job = current
+                    return outcome
+                sleeper(poll_interval_seconds)
+                continue
+            if poll.state == "unavailable" or run.gave_up(current, poll):
+                return outcome
+            current = run.next_job(current, poll)
+    except ProviderUnavailable as exc:
+        outcome.fail_over(exc.to_item_error())
+        return outcome
+    run.note(None)
+    return outcome
 
-    def report(seq: int, result: ProviderResult, attempts: int) -> None:
-        reported.add(seq)
-        on_result(seq, result, attempts)
+
+@dataclass
+class _BatchLaneRun:
+    """One invocation's jobs of a batch-API lane: what it submitted, what was answered."""
+
+    load_items: LoadItems
+    lane: Lane
+    provider: BatchApiProvider
+    retry: RetryPolicy
+    on_result: OnResult
+    on_job: Callable[[SubmittedJob | None], None] | None
+    clock: Clock | None
+    limits: BatchLimits
+    outcome: LaneOutcome = field(default_factory=LaneOutcome)
+    reported: set[int] = field(default_factory=set)
+
+    def note(self, job: SubmittedJob | None) -> None:
+        if self.on_job is not None:
+            self.on_job(job)
+
+    def report(self, seq: int, result: ProviderResult, attempts: int) -> None:
+        self.reported.add(seq)
+        self.on_result(seq, result, attempts)
 
     def submit(
+        self,
         items: Iterable[tuple[int, Item]],
         *,
         attempt: int,
@@ -521,76 +589,62 @@ def run_lane_batch_job(
     ) -> SubmittedJob | None:
         submitted = submit_lane_job(
             items,
-            lane=lane,
-            provider=provider,
-            retry=retry,
-            on_result=report,
-            outcome=outcome,
+            lane=self.lane,
+            provider=self.provider,
+            retry=self.retry,
+            on_result=self.report,
+            outcome=self.outcome,
             attempt=attempt,
             seqs=seqs,
             lost_resubmits=lost,
-            clock=clock,
+            clock=self.clock,
             more=more,
         )
         if submitted is not None:
-            note(submitted)
+            self.note(submitted)
         return submitted
 
-    def submit_next_part() -> SubmittedJob | None:
+    def submit_next_part(self) -> SubmittedJob | None:
         """The first job-sized part of the items not answered yet (None: all answered)."""
         while True:
-            parts = job_parts(((s, i) for s, i in load_items(None) if s not in reported), limits)
+            unanswered = ((s, i) for s, i in self.load_items(None) if s not in self.reported)
+            parts = job_parts(unanswered, self.limits)
             if not parts:
                 return None
             more = len(parts) > 1
-            seqs = None if not (more or reported) else tuple(seq for seq, _ in parts[0])
-            submitted = submit(parts[0], attempt=1, seqs=seqs, more=more)
+            seqs = None if not (more or self.reported) else tuple(seq for seq, _ in parts[0])
+            submitted = self.submit(parts[0], attempt=1, seqs=seqs, more=more)
             if submitted is not None:
                 return submitted  # (else every item of the part failed validation: next part)
 
-    try:
-        current = job if job is not None else submit_next_part()
-        while current is not None:
-            poll = poll_lane_job(
-                current,
-                provider=provider,
-                retry=retry,
-                on_result=report,
-                outcome=outcome,
-                load_items=load_items,
+    def gave_up(self, current: SubmittedJob, poll: JobPoll) -> bool:
+        """The vendor lost the job once too often: the lane fails over."""
+        if poll.state != "lost" or current.lost_resubmits + 1 < self.retry.max_attempts:
+            return False
+        self.outcome.fail_over(
+            ItemError("batch_job_lost", f"{self.provider.slug} keeps losing the job", True)
+        )
+        return True
+
+    def next_job(self, current: SubmittedJob, poll: JobPoll) -> SubmittedJob | None:
+        """After a poll that ended `current`: its items again (lost), its transient failures
+        again, the next part, or None when the lane is done."""
+        if poll.state == "lost":
+            return self.submit(
+                self.load_items(current.seqs),
+                attempt=current.attempt,
+                seqs=current.seqs,
+                lost=current.lost_resubmits + 1,
+                more=current.more,
             )
-            if poll.state == "running":
-                if should_stop is not None and should_stop():
-                    outcome.pending_job = current
-                    return outcome
-                sleeper(poll_interval_seconds)
-            elif poll.state == "unavailable":
-                return outcome
-            elif poll.state == "lost":
-                if current.lost_resubmits + 1 >= retry.max_attempts:
-                    outcome.fail_over(
-                        ItemError("batch_job_lost", f"{provider.slug} keeps losing the job", True)
-                    )
-                    return outcome
-                current = submit(
-                    load_items(current.seqs),
-                    attempt=current.attempt,
-                    seqs=current.seqs,
-                    lost=current.lost_resubmits + 1,
-                    more=current.more,
-                )
-            elif poll.retry_seqs:
-                seqs = tuple(poll.retry_seqs)
-                current = submit(load_items(seqs), attempt=current.attempt + 1, seqs=seqs, more=current.more)
-            elif current.more:
-                current = submit_next_part()
-            else:
-                current = None
-    except ProviderUnavailable as exc:
-        outcome.fail_over(exc.to_item_error())
-        return outcome
-    note(None)
-    return outcome
+        if poll.retry_seqs:
+            seqs = tuple(poll.retry_seqs)
+            return self.submit(
+                self.load_items(seqs), attempt=current.attempt + 1, seqs=seqs, more=current.more
+            )
+        if current.more:
+            return self.submit_next_part()
+        return None
 
 
 def cancel_lane_job(job: SubmittedJob, *, provider: BatchApiProvider) -> None:

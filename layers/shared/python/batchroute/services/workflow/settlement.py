@@ -95,17 +95,8 @@ class Settlement:
             lines=batch_usage_lines(lanes, tallies, chat=batch.source == CHAT_SOURCE),
         )
         result = self._charge(batch, org_id, breakdown.total, controls, now, usage_charge)
-        if result is None:
-            credits: dict[str, Any] = {
-                "credit_reserved": Money.zero().to_api(),
-                "credit_charged": Money.zero().to_api(),
-                "credit_released": Money.zero().to_api(),
-                "settled_at": isoformat(now),
-            }
-            absorbed = Money.zero()
-        else:
-            credits = result.receipt_credits()
-            absorbed = result.absorbed
+        credits = result.receipt_credits() if result is not None else _nothing_charged(now)
+        absorbed = result.absorbed if result is not None else Money.zero()
         plan = batch.plan or {}
         receipt = build_receipt(
             batch_id=batch_id,
@@ -118,10 +109,7 @@ class Settlement:
         )
         key = receipt_key(batch_id)
         self.artifacts.write_json(key, receipt)
-        billing = dict(receipt)
-        if len(json.dumps(receipt, default=str)) > MAX_INLINE_RECEIPT_BYTES:
-            billing = {k: v for k, v in receipt.items() if k not in ("provider_lanes", "rejected_lanes")}
-            billing["lists_in"] = key
+        billing = _inline_billing(receipt, key)
         settled_at = str(credits["settled_at"])
         work_order = self.records.update_seeing_work_order(
             batch_id,
@@ -185,3 +173,23 @@ class Settlement:
             )
         except UnknownReservation as exc:
             raise SettlementFailed(f"batch {batch.batch_id}: reservation {reservation_id} not found") from exc
+
+
+def _nothing_charged(now: datetime) -> dict[str, Any]:
+    """The receipt's credits of a batch that reserved and charged nothing."""
+    return {
+        "credit_reserved": Money.zero().to_api(),
+        "credit_charged": Money.zero().to_api(),
+        "credit_released": Money.zero().to_api(),
+        "settled_at": isoformat(now),
+    }
+
+
+def _inline_billing(receipt: dict[str, Any], key: str) -> dict[str, Any]:
+    """The receipt as the batch record keeps it: whole, or without its lane lists (then
+    `lists_in` names the stored receipt) when it would be too large to inline."""
+    if len(json.dumps(receipt, default=str)) <= MAX_INLINE_RECEIPT_BYTES:
+        return dict(receipt)
+    billing = {k: v for k, v in receipt.items() if k not in ("provider_lanes", "rejected_lanes")}
+    billing["lists_in"] = key
+    return billing

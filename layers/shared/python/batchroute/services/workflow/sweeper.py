@@ -105,25 +105,7 @@ def resolve_stale_chat_holds(
                 token_cost(prompt, completion, lane.price.input_per_mtok, lane.price.output_per_mtok)
             )
         charged = min(charge, hold.amount)
-        message = "the request stopped before it settled; charged the usage last recorded"
-        outcome = {
-            "state": "failed",
-            "state_changed_at": at,
-            "completed_at": at,
-            "settled_at": at,
-            "counts": {"total": 1, "pending": 0, "running": 0, "completed": 0, "failed": 1, "canceled": 0},
-            "usage": {"prompt_tokens": prompt, "completion_tokens": completion},
-            "execution_summary": {"latest_error": message},
-            "billing": {
-                "basis": "direct",
-                "final_settled_price": charged.to_api(),
-                "credit_reserved": hold.amount.to_api(),
-                "credit_charged": charged.to_api(),
-                "credit_released": (hold.amount - charged).to_api(),
-                "settled_at": at,
-                "recovered_by": "sweeper",
-            },
-        }
+        outcome = _swept_outcome(hold.amount, charged, prompt, completion, at)
         result = records.settle(
             hold.org_id,
             hold.reservation_id,
@@ -152,6 +134,29 @@ def resolve_stale_chat_holds(
             if result.charged.micros > 0:
                 report.charged_orgs.add(hold.org_id)
     return report
+
+
+def _swept_outcome(reserved: Money, charged: Money, prompt: int, completion: int, at: str) -> dict[str, Any]:
+    """The failed outcome the sweeper settles a stopped chat request with."""
+    message = "the request stopped before it settled; charged the usage last recorded"
+    return {
+        "state": "failed",
+        "state_changed_at": at,
+        "completed_at": at,
+        "settled_at": at,
+        "counts": {"total": 1, "pending": 0, "running": 0, "completed": 0, "failed": 1, "canceled": 0},
+        "usage": {"prompt_tokens": prompt, "completion_tokens": completion},
+        "execution_summary": {"latest_error": message},
+        "billing": {
+            "basis": "direct",
+            "final_settled_price": charged.to_api(),
+            "credit_reserved": reserved.to_api(),
+            "credit_charged": charged.to_api(),
+            "credit_released": (reserved - charged).to_api(),
+            "settled_at": at,
+            "recovered_by": "sweeper",
+        },
+    }
 
 
 class LaneHeartbeatRefresh(Protocol):

@@ -1,0 +1,88 @@
+"""Conditional writes and what a refused one says: the one place that tells a failed
+condition from any other DynamoDB error.
+
+`conditional_update` / `conditional_put` / `conditional_delete` make one write with its
+`ConditionExpression` and answer False when the condition did not hold (every other error
+raises as it came). A cancelled transaction names, per item in the order of its
+`TransactItems`, why it was cancelled: `cancellation_codes` reads those reasons and
+`condition_failed_at` says whether the item at a position is the one whose condition
+refused it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from batchroute.adapters.dynamo.codec import is_condition_failure, to_item
+
+CONDITION_FAILED = "ConditionalCheckFailed"  # a cancellation reason's code
+
+
+def written(write: Callable[..., Any], **request: Any) -> dict[str, Any] | None:
+    """The response of `write(**request)`; None when its condition failed."""
+    try:
+        return write(**request) or {}
+    except ClientError as exc:
+        if is_condition_failure(exc):
+            return None
+        raise
+
+
+def conditional(write: Callable[..., Any], **request: Any) -> bool:
+    """Make `write(**request)`; False when its condition failed."""
+    return written(write, **request) is not None
+
+
+def conditional_update(dynamodb: Any, **request: Any) -> bool:
+    """UpdateItem under its ConditionExpression; False when the condition failed."""
+    return conditional(dynamodb.update_item, **request)
+
+
+def conditional_put(dynamodb: Any, **request: Any) -> bool:
+    """PutItem under its ConditionExpression; False when the condition failed."""
+    return conditional(dynamodb.put_item, **request)
+
+
+def conditional_delete(dynamodb: Any, **request: Any) -> bool:
+    """DeleteItem under its ConditionExpression; False when the condition failed."""
+    return conditional(dynamodb.delete_item, **request)
+
+
+def cancellation_codes(exc: ClientError) -> list[str]:
+    """The per-item reason codes of a cancelled transaction ("None" for the items that were
+    fine), in the order of its TransactItems; empty for any other error."""
+    reasons = exc.response.get("CancellationReasons") or []
+    return [str(reason.get("Code", "None")) for reason in reasons]
+
+
+def condition_failed_at(codes: Sequence[str], at: int) -> bool:
+    """The transaction item at position `at` was refused by its own condition."""
+    return 0 <= at < len(codes) and codes[at] == CONDITION_FAILED
+
+
+def refused_by(exc: ClientError, *positions: int, or_unnamed: bool = False) -> bool:
+    """The transaction was cancelled by the condition of an item at one of `positions`; with
+    `or_unnamed`, also by a failed condition that names no item (a single write's)."""
+    codes = cancellation_codes(exc)
+    if or_unnamed and not codes and is_condition_failure(exc):
+        return True
+    return any(condition_failed_at(codes, at) for at in positions)
+
+
+def conditional_transaction(dynamodb: Any, TransactItems: list[Any]) -> bool:
+    """One TransactWriteItems; False when a condition refused it."""
+    return conditional(dynamodb.transact_write_items, TransactItems=TransactItems)
+
+
+def put_new(table_name: str, values: dict[str, Any]) -> dict[str, Any]:
+    """A transaction item writing `values` as a new item: refused if its key exists."""
+    return {
+        "Put": {
+            "TableName": table_name,
+            "Item": to_item(values),
+            "ConditionExpression": "attribute_not_exists(pk)",
+        }
+    }
