@@ -14,8 +14,8 @@ from batchroute.config import get_settings
 from batchroute.domain.accounts import ApiKey
 from batchroute.domain.credentials import issue_api_key
 from batchroute.domain.network import check_public_https_url
+from batchroute.domain.webhooks import webhook_secret_context
 from batchroute.ids import new_id
-from batchroute.services.accounts.settings import webhook_secret_context
 from batchroute_tools.local.provision import LocalStack
 from functions.api.auth import identity_store
 from functions.api.deps import get_webhook_url_check

@@ -268,3 +268,11 @@ def delivery_view(delivery: Mapping[str, Any]) -> dict[str, Any]:
         "last_error": delivery.get("last_error"),
         "created_at": delivery.get("created_at"),
     }
+
+
+DELIVERY_WEBHOOK_PURPOSE = "delivery_webhook"
+
+
+def webhook_secret_context(org_id: str) -> dict[str, str]:
+    """The KMS encryption context of an org's delivery-webhook secret (seal and unseal)."""
+    return {"org_id": org_id, "purpose": DELIVERY_WEBHOOK_PURPOSE}

@@ -19,13 +19,13 @@ from batchroute.clock import Clock, isoformat
 from batchroute.domain.access import Principal, authorize, no_user, require_user
 from batchroute.domain.accounts import Org, User
 from batchroute.domain.webhook_targets import webhook_target_problems
+from batchroute.domain.webhooks import webhook_secret_context
 from batchroute.errors import InvalidRequest, NotFound
 from batchroute.services.accounts.accounts import clean_display_name, clean_full_name
 from batchroute.services.billing.ports import Balances
 from batchroute.services.delivery.ports import Sealer
 
 _PROBLEM_ORDER = {"invalid_url": 0, "invalid_webhook_secret": 1}
-DELIVERY_WEBHOOK_PURPOSE = "delivery_webhook"
 
 
 class SettingsStore(Protocol):
@@ -38,11 +38,6 @@ class SettingsStore(Protocol):
     def update_org(self, org_id: str, **changes: object) -> None: ...
 
     def update_user(self, user_id: str, **changes: object) -> None: ...
-
-
-def webhook_secret_context(org_id: str) -> dict[str, str]:
-    """The KMS encryption context of an org's delivery-webhook secret (seal and unseal)."""
-    return {"org_id": org_id, "purpose": DELIVERY_WEBHOOK_PURPOSE}
 
 
 def member_view(user: User) -> dict[str, Any]:

@@ -14,7 +14,7 @@ schedule runs out (`domain/webhooks.py`, `docs/webhooks.md`).
   (docs/billing-alerts.md).
 
 Secrets stay sealed with KMS everywhere but in memory during an attempt. The org default's
-secret is sealed by `services/accounts/settings.py` (context `webhook_secret_context`); a
+secret is sealed by `services/accounts/settings.py` (context `domain/webhooks.py webhook_secret_context`); a
 batch's own secret is sealed at batch creation with `seal_batch_webhook_secret` below.
 """
 
@@ -39,10 +39,10 @@ from batchroute.domain.webhooks import (
     event_body,
     event_type_for,
     signature_headers,
+    webhook_secret_context,
 )
 from batchroute.ids import new_id
 from batchroute.observability import logger
-from batchroute.services.accounts.settings import webhook_secret_context
 from batchroute.services.delivery.ports import Sealer
 
 BATCH_WEBHOOK_PURPOSE = "batch_webhook"
