@@ -206,16 +206,7 @@ class CreditPurchases:
         (when it is asked), once every check passed; (None, None) after refusing the event."""
         session = event.data
         session_id = str(session.get("id") or "")
-        confirmed = None
-        problem = _purchase_problem(session)
-        record = None if problem else self.checkouts.checkout_record(session_id)
-        if record is None:
-            problem = problem or "a checkout session this service never opened"
-        else:
-            problem = session_mismatch(session, record)
-            if problem is None and self.confirm_with_processor:
-                confirmed = self.processor.checkout_session(session_id)
-                problem = _processor_problem(confirmed, record)
+        record, confirmed, problem = self._first_problem(session, session_id)
         if problem is not None or record is None:
             refuse_payment_event(
                 problem or "no checkout record",
@@ -225,6 +216,23 @@ class CreditPurchases:
             )
             return None, None
         return record, confirmed
+
+    def _first_problem(
+        self, session: Mapping[str, Any], session_id: str
+    ) -> tuple[CheckoutRecord | None, Mapping[str, Any] | None, str | None]:
+        """The checks in order (docs/payments.md "What credits a wallet"): what checkout sells,
+        our record, the event against it, then the processor's own copy when it is asked."""
+        if problem := _purchase_problem(session):
+            return None, None, problem
+        record = self.checkouts.checkout_record(session_id)
+        if record is None:
+            return None, None, "a checkout session this service never opened"
+        if problem := session_mismatch(session, record):
+            return record, None, problem
+        if not self.confirm_with_processor:
+            return record, None, None
+        confirmed = self.processor.checkout_session(session_id)
+        return record, confirmed, _processor_problem(confirmed, record)
 
     def _topup_outcome(self, event: ProcessorEvent) -> bool:
         intent = event.data
