@@ -20,12 +20,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from botocore.exceptions import ClientError
-
 from batchroute.adapters.dynamo.batch_records import batch_key
 from batchroute.adapters.dynamo.codec import from_item, to_item, to_value
 from batchroute.adapters.dynamo.store import DynamoStore
-from batchroute.adapters.dynamo.writes import conditional_put, conditional_update, put_new, refused_by
+from batchroute.adapters.dynamo.writes import (
+    conditional_put,
+    conditional_update,
+    put_new,
+    transact_unless_refused,
+)
 
 COUNT_KEYS = ("pending", "running", "completed", "failed", "canceled")
 
@@ -374,20 +377,8 @@ class BatchProgress(DynamoStore):
             {"running": -items, "completed": completed, "failed": failed, "pending": handed},
         )
         items_ = [lane, put] if counts is None else [lane, put, counts]
-        try:
-            self.dynamodb.transact_write_items(TransactItems=items_)
-        except ClientError as exc:
-            if refused_by(exc, 0, 1):
-                return False
-            raise
-        return True
+        return transact_unless_refused(self.dynamodb, items_, 0, 1)
 
     def _transact(self, lane: dict[str, Any], counts: dict[str, Any] | None) -> bool:
         items = [lane] if counts is None else [lane, counts]
-        try:
-            self.dynamodb.transact_write_items(TransactItems=items)
-        except ClientError as exc:
-            if refused_by(exc, 0, or_unnamed=True):
-                return False
-            raise
-        return True
+        return transact_unless_refused(self.dynamodb, items, 0, or_unnamed=True)

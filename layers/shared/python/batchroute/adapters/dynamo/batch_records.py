@@ -23,6 +23,7 @@ from batchroute.adapters.dynamo.ledger import (
     reservation_failure,
 )
 from batchroute.adapters.dynamo.limit_checks import SpendingLimitChecks
+from batchroute.adapters.dynamo.reads import pages
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.adapters.dynamo.writes import (
     cancellation_codes,
@@ -342,21 +343,18 @@ class BatchRecords(DynamoStore):
                 ":p": to_value(f"ORG#{org_id}"),
                 ":after": to_value(f"BATCH#{start_after}"),
             }
-        while len(found) <= limit:
-            response = self.dynamodb.query(**kwargs, Limit=max(limit * 2, 20))
+        for response in pages(self.dynamodb.query, {**kwargs, "Limit": max(limit * 2, 20)}):
             for raw in response.get("Items", []):
                 item = from_item(raw)
                 if states is None or item.get("state") in states:
                     found.append(batch_from_items(item))
-            if "LastEvaluatedKey" not in response:
+            if len(found) > limit:
                 break
-            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
         page = found[:limit]
         next_cursor = page[-1].batch_id if len(found) > limit else None
         return page, next_cursor
 
     def count_for_org(self, org_id: str) -> int:
-        total = 0
         kwargs: dict[str, Any] = {
             "TableName": self.table_name,
             "IndexName": "gsi1",
@@ -364,12 +362,7 @@ class BatchRecords(DynamoStore):
             "ExpressionAttributeValues": {":p": to_value(f"ORG#{org_id}"), ":b": to_value("BATCH#")},
             "Select": "COUNT",
         }
-        while True:
-            response = self.dynamodb.query(**kwargs)
-            total += int(response.get("Count", 0))
-            if "LastEvaluatedKey" not in response:
-                return total
-            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        return sum(int(response.get("Count", 0)) for response in pages(self.dynamodb.query, kwargs))
 
     # -- updates ------------------------------------------------------------------------------
     def add_counts(self, batch_id: str, deltas: dict[str, int]) -> None:

@@ -54,13 +54,7 @@ class DeliveryTargetStore(DynamoStore):
             },
             "ConsistentRead": True,
         }
-        targets: list[DeliveryTarget] = []
-        while True:
-            response = self.dynamodb.query(**kwargs)
-            targets.extend(target_from_item(from_item(i)) for i in response.get("Items", []))
-            if "LastEvaluatedKey" not in response:
-                return targets
-            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        return [target_from_item(item) for item in self.query_all(kwargs)]
 
     def get(self, org_id: str, target_id: str) -> DeliveryTarget | None:
         response = self.dynamodb.get_item(

@@ -22,8 +22,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from batchroute.adapters.dynamo.codec import from_item, to_item, to_value
-from batchroute.adapters.dynamo.schedules import _decimals, _plain
+from batchroute.adapters.dynamo.codec import decimals, from_item, plain, to_item, to_value
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.domain.presets import Preset, PresetVersion
 
@@ -104,7 +103,7 @@ class PresetStore(DynamoStore):
         self.dynamodb.put_item(
             TableName=self.table_name,
             Item=to_item(
-                _decimals({"pk": f"ORG#{org_id}", "sk": sk, "kind": "preset_benchmark", **regression})
+                decimals({"pk": f"ORG#{org_id}", "sk": sk, "kind": "preset_benchmark", **regression})
             ),
         )
 
@@ -120,13 +119,7 @@ class PresetStore(DynamoStore):
             "ScanIndexForward": False,
             "ConsistentRead": True,
         }
-        found: list[dict[str, Any]] = []
-        while True:
-            response = self.dynamodb.query(**kwargs)
-            found.extend(_plain(from_item(i)) for i in response.get("Items", []))
-            if "LastEvaluatedKey" not in response:
-                return found
-            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        return [plain(item) for item in self.query_all(kwargs)]
 
     def version(self, org_id: str, name: str, version: int) -> PresetVersion | None:
         response = self.dynamodb.get_item(

@@ -31,6 +31,7 @@ from typing import Any
 
 from batchroute.adapters.dynamo.codec import from_item, to_item, to_value
 from batchroute.adapters.dynamo.leases import claim_attempt, due_items, due_sort_key
+from batchroute.adapters.dynamo.reads import raw_items
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.adapters.dynamo.writes import conditional_put, conditional_transaction, put_new
 
@@ -121,15 +122,8 @@ class WebhookDeliveries(DynamoStore):
             },
             "ConsistentRead": True,
         }
-        while True:
-            response = self.dynamodb.query(**kwargs)
-            for raw in response.get("Items", []):
-                item = _plain(raw)
-                sk = raw["sk"]["S"]
-                (attempts if _ATTEMPT_MARK in sk else deliveries).append(item)
-            if "LastEvaluatedKey" not in response:
-                break
-            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        for raw in raw_items(self.dynamodb.query, kwargs):
+            (attempts if _ATTEMPT_MARK in raw["sk"]["S"] else deliveries).append(_plain(raw))
         return deliveries, attempts
 
     def due(self, now_iso: str, limit: int = 100) -> list[tuple[str, str]]:

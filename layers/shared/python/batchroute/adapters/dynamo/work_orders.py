@@ -22,12 +22,12 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from batchroute.adapters.dynamo.codec import from_item, org_key, org_pk, to_value
+from batchroute.adapters.dynamo.reads import pages
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.adapters.dynamo.writes import (
-    cancellation_codes,
-    condition_failed_at,
     conditional_transaction,
     conditional_update,
+    first_refused,
     put_new,
 )
 from batchroute.domain.work_orders import MAX_MEMBERS, TALLY_NAMES, MemberRefused, Tallies, WorkOrder
@@ -85,15 +85,11 @@ class WorkOrderStore(DynamoStore):
         if start_after is not None:
             kwargs["ExclusiveStartKey"] = org_key(org_id, f"{PREFIX}{start_after}")
         orders: list[WorkOrder] = []
-        while True:
-            response = self.dynamodb.query(**kwargs)
+        for response in pages(self.dynamodb.query, kwargs):
             orders.extend(order_from_item(from_item(i)) for i in response.get("Items", []))
-            last = response.get("LastEvaluatedKey")
-            if last is None:
-                return orders, False
-            if len(orders) >= limit:
+            if len(orders) >= limit and "LastEvaluatedKey" in response:
                 return orders[:limit], True
-            kwargs["ExclusiveStartKey"] = last
+        return orders, False
 
     def update(self, org_id: str, work_order_id: str, changes: Mapping[str, Any]) -> bool:
         """SET the given plain fields (name, metadata, closed_at, updated_at; a None value is
@@ -173,13 +169,10 @@ class WorkOrderStore(DynamoStore):
         try:
             self.dynamodb.transact_write_items(TransactItems=items)
         except ClientError as exc:
-            codes = cancellation_codes(exc)
-            if not codes:
+            refused = first_refused(exc, ("member", "work_order", "batch"))
+            if refused is None:
                 raise
-            for index, what in enumerate(("member", "work_order", "batch")):
-                if condition_failed_at(codes, index):
-                    raise MemberRefused(what) from exc
-            raise
+            raise MemberRefused(refused) from exc
 
     def settle_member(
         self,

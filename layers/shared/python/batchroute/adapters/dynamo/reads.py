@@ -1,0 +1,35 @@
+"""Reading a Query or a Scan page after page: the one loop that follows `LastEvaluatedKey`.
+
+`pages(read, request)` answers each response of `read(**request)` (the client's `query` or
+`scan`) and asks for the next page only when the caller goes on, so a caller that has read
+enough stops there; `every_item` reads to the last page and answers the items as plain values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from batchroute.adapters.dynamo.codec import from_item
+
+
+def pages(read: Callable[..., Any], request: dict[str, Any]) -> Iterator[Any]:
+    """Each response of one Query or Scan, from the request's own start key on."""
+    request = dict(request)
+    while True:
+        response = read(**request)
+        yield response
+        if "LastEvaluatedKey" not in response:
+            return
+        request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
+
+def raw_items(read: Callable[..., Any], request: dict[str, Any]) -> Iterator[Any]:
+    """Every item of one Query or Scan as DynamoDB answers it, page after page."""
+    for response in pages(read, request):
+        yield from response.get("Items", [])
+
+
+def every_item(read: Callable[..., Any], request: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every item of one Query or Scan as plain values, page after page (a page ends at 1 MB)."""
+    return [from_item(item) for item in raw_items(read, request)]
