@@ -22,7 +22,7 @@ from itertools import islice
 from typing import Any
 
 from batchroute.adapters.dynamo.codec import from_item, org_pk, to_item, to_value
-from batchroute.adapters.dynamo.reads import pages
+from batchroute.adapters.dynamo.reads import pages, prefix_query
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.domain.feedback import CounterKey, Feedback, Target
 
@@ -136,15 +136,8 @@ class FeedbackStore(DynamoStore):
         )
 
     def for_batch(self, org_id: str, batch_id: str) -> list[Feedback]:
-        kwargs: dict[str, Any] = {
-            "TableName": self.table_name,
-            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :prefix)",
-            "ExpressionAttributeValues": {
-                ":pk": to_value(org_pk(org_id)),
-                ":prefix": to_value(f"{PREFIX}bi#{batch_id}#"),
-            },
-        }
-        return [feedback_from_item(item) for item in self.query_all(kwargs)]
+        request = prefix_query(self.table_name, org_pk(org_id), f"{PREFIX}bi#{batch_id}#")
+        return [feedback_from_item(item) for item in self.query_all(request)]
 
     def counters_between(self, org_id: str, first_day: str, last_day: str) -> list[dict[str, Any]]:
         kwargs: dict[str, Any] = {

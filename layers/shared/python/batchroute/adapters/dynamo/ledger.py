@@ -30,7 +30,7 @@ from typing import Any, Literal
 from botocore.exceptions import ClientError
 
 from batchroute.adapters.dynamo.codec import from_item, to_value
-from batchroute.adapters.dynamo.reads import pages, raw_items
+from batchroute.adapters.dynamo.reads import pages, prefix_query, raw_items
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.adapters.dynamo.writes import (
     cancellation_codes,
@@ -727,15 +727,11 @@ class LedgerStore(DynamoStore):
     def _partition(
         self, org_id: str, prefix: str, *, newest_first: bool = False, limit: int | None
     ) -> list[dict[str, Any]]:
-        kwargs: dict[str, Any] = {
-            "TableName": self.table_name,
-            "KeyConditionExpression": "pk = :p AND begins_with(sk, :prefix)",
-            "ExpressionAttributeValues": {":p": to_value(_pk(org_id)), ":prefix": to_value(prefix)},
-            "ScanIndexForward": not newest_first,
-            "ConsistentRead": True,
-        }
+        kwargs = prefix_query(
+            self.table_name, _pk(org_id), prefix, ScanIndexForward=not newest_first, ConsistentRead=True
+        )
         if prefix == "":
-            kwargs["KeyConditionExpression"] = "pk = :p"
+            kwargs["KeyConditionExpression"] = "pk = :pk"
             del kwargs["ExpressionAttributeValues"][":prefix"]
         found: list[dict[str, Any]] = []
         while limit is None or len(found) < limit:

@@ -1,5 +1,6 @@
 """Reading a Query or a Scan page after page: the one loop that follows `LastEvaluatedKey`.
 
+`prefix_query` builds the usual request (a partition's items under a sort-key prefix);
 `pages(read, request)` answers each response of `read(**request)` (the client's `query` or
 `scan`) and asks for the next page only when the caller goes on, so a caller that has read
 enough stops there; `every_item` reads to the last page and answers the items as plain values.
@@ -10,7 +11,23 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from batchroute.adapters.dynamo.codec import from_item
+from batchroute.adapters.dynamo.codec import from_item, to_value
+
+
+def prefix_query(
+    table_name: str, pk: str, prefix: str, *, start_sk: str | None = None, **options: Any
+) -> dict[str, Any]:
+    """The Query of partition `pk`'s items whose sort key begins with `prefix`, from after the
+    item `start_sk` when given; `options` complete it (ScanIndexForward, Limit, ConsistentRead)."""
+    request: dict[str, Any] = {
+        "TableName": table_name,
+        "KeyConditionExpression": "pk = :pk AND begins_with(sk, :prefix)",
+        "ExpressionAttributeValues": {":pk": to_value(pk), ":prefix": to_value(prefix)},
+        **options,
+    }
+    if start_sk is not None:
+        request["ExclusiveStartKey"] = {"pk": to_value(pk), "sk": to_value(start_sk)}
+    return request
 
 
 def pages(read: Callable[..., Any], request: dict[str, Any]) -> Iterator[Any]:

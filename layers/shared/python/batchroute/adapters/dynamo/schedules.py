@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from batchroute.adapters.dynamo.codec import decimals, from_item, plain, set_clause, to_item, to_value
-from batchroute.adapters.dynamo.reads import pages, raw_items
+from batchroute.adapters.dynamo.reads import pages, prefix_query, raw_items
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.adapters.dynamo.writes import (
     conditional_delete,
@@ -125,16 +125,10 @@ class ScheduleStore(DynamoStore):
         self, org_id: str, *, limit: int, start_after: str | None
     ) -> tuple[list[Schedule], str | None]:
         """An org's schedules, oldest first (ids sort by time); the cursor is the last id."""
-        kwargs: dict[str, Any] = {
-            "TableName": self.table_name,
-            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :prefix)",
-            "ExpressionAttributeValues": {":pk": to_value(f"ORG#{org_id}"), ":prefix": to_value(_PREFIX)},
-            "Limit": limit + 1,
-        }
-        if start_after:
-            kwargs["ExclusiveStartKey"] = _key(org_id, start_after)
+        start = f"{_PREFIX}{start_after}" if start_after else None
+        request = prefix_query(self.table_name, f"ORG#{org_id}", _PREFIX, start_sk=start, Limit=limit + 1)
         found: list[Schedule] = []
-        for response in pages(self.dynamodb.query, kwargs):
+        for response in pages(self.dynamodb.query, request):
             found.extend(schedule_from_item(from_item(i)) for i in response.get("Items", []))
             if len(found) > limit:
                 break
@@ -257,23 +251,17 @@ class ScheduleStore(DynamoStore):
     def _history(
         self, schedule_id: str, prefix: str, *, newest_first: bool, limit: int, start_after: str | None = None
     ) -> tuple[list[dict[str, Any]], str | None]:
-        kwargs: dict[str, Any] = {
-            "TableName": self.table_name,
-            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :prefix)",
-            "ExpressionAttributeValues": {
-                ":pk": to_value(f"{_PREFIX}{schedule_id}"),
-                ":prefix": to_value(prefix),
-            },
-            "ScanIndexForward": not newest_first,
-            "ConsistentRead": True,
-        }
-        if start_after:
-            kwargs["ExclusiveStartKey"] = {
-                "pk": to_value(f"{_PREFIX}{schedule_id}"),
-                "sk": to_value(f"{prefix}{start_after}"),
-            }
+        request = prefix_query(
+            self.table_name,
+            f"{_PREFIX}{schedule_id}",
+            prefix,
+            start_sk=f"{prefix}{start_after}" if start_after else None,
+            ScanIndexForward=not newest_first,
+            ConsistentRead=True,
+            Limit=limit + 1,
+        )
         found: list[dict[str, Any]] = []
-        for response in pages(self.dynamodb.query, {**kwargs, "Limit": limit + 1}):
+        for response in pages(self.dynamodb.query, request):
             found.extend(plain(from_item(i)) for i in response.get("Items", []))
             if len(found) > limit:
                 break

@@ -22,7 +22,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from batchroute.adapters.dynamo.codec import from_item, org_key, org_pk, to_value
-from batchroute.adapters.dynamo.reads import pages
+from batchroute.adapters.dynamo.reads import pages, prefix_query
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.adapters.dynamo.writes import (
     conditional_transaction,
@@ -72,18 +72,13 @@ class WorkOrderStore(DynamoStore):
     ) -> tuple[list[WorkOrder], bool]:
         """Up to `limit` work orders newest first after the id `start_after`; True when more
         may follow (the caller pages on from the last id it read)."""
-        kwargs: dict[str, Any] = {
-            "TableName": self.table_name,
-            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :prefix)",
-            "ExpressionAttributeValues": {":pk": to_value(org_pk(org_id)), ":prefix": to_value(PREFIX)},
-            "ScanIndexForward": False,
-            "Limit": limit,
-        }
+        start = None if start_after is None else f"{PREFIX}{start_after}"
+        kwargs = prefix_query(
+            self.table_name, org_pk(org_id), PREFIX, start_sk=start, ScanIndexForward=False, Limit=limit
+        )
         if client_reference is not None:
             kwargs["FilterExpression"] = "client_reference = :ref"
             kwargs["ExpressionAttributeValues"][":ref"] = to_value(client_reference)
-        if start_after is not None:
-            kwargs["ExclusiveStartKey"] = org_key(org_id, f"{PREFIX}{start_after}")
         orders: list[WorkOrder] = []
         for response in pages(self.dynamodb.query, kwargs):
             orders.extend(order_from_item(from_item(i)) for i in response.get("Items", []))
@@ -214,16 +209,11 @@ class WorkOrderStore(DynamoStore):
     ) -> tuple[list[dict[str, Any]], str | None]:
         """The member markers in join... id order (batch ids are time-sorted), a page."""
         prefix = f"{MEMBER_PREFIX}{work_order_id}#"
-        kwargs: dict[str, Any] = {
-            "TableName": self.table_name,
-            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :prefix)",
-            "ExpressionAttributeValues": {":pk": to_value(org_pk(org_id)), ":prefix": to_value(prefix)},
-            "Limit": limit,
-            "ConsistentRead": True,
-        }
-        if start_after is not None:
-            kwargs["ExclusiveStartKey"] = org_key(org_id, f"{prefix}{start_after}")
-        response = self.dynamodb.query(**kwargs)
+        start = None if start_after is None else f"{prefix}{start_after}"
+        request = prefix_query(
+            self.table_name, org_pk(org_id), prefix, start_sk=start, Limit=limit, ConsistentRead=True
+        )
+        response = self.dynamodb.query(**request)
         rows = [from_item(i) for i in response.get("Items", [])]
         more = "LastEvaluatedKey" in response and len(rows) == limit
         return rows, (str(rows[-1]["batch_id"]) if more and rows else None)
