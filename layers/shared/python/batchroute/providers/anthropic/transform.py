@@ -87,6 +87,7 @@ from batchroute.providers.conversation import (
     Conversation,
     HostedToolUse,
     ToolChoice,
+    add_turn,
     conversation,
     data_url_parts,
 )
@@ -202,13 +203,7 @@ def merged_turns(messages: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     result or a result without its call) is refused."""
     turns: list[tuple[str, list[dict[str, Any]]]] = []
     for message in messages:
-        role, blocks = _turn(message)
-        if not blocks:
-            continue
-        if turns and turns[-1][0] == role:
-            turns[-1][1].extend(blocks)
-        else:
-            turns.append((role, blocks))
+        add_turn(turns, *_turn(message))
     if turns and turns[0][0] != "user":
         raise base.PermanentProviderError(
             "Anthropic wants the conversation to open with a user turn, not the assistant's",

@@ -96,7 +96,7 @@ from datetime import datetime
 from typing import Any, Final, Literal
 
 from batchroute.providers import base
-from batchroute.providers.conversation import Conversation, conversation, data_url_parts, plain_text
+from batchroute.providers.conversation import Conversation, add_turn, conversation, data_url_parts, plain_text
 from batchroute.providers.http import error_for_status, retry_after_seconds
 
 ANTHROPIC_VERSION: Final = "bedrock-2023-05-31"
@@ -262,6 +262,18 @@ class _Block:
     input: Any = None
 
 
+def _model_turns(
+    request: base.ProviderRequest, talk: Conversation, traits: ModelTraits
+) -> list[tuple[str, list[_Block]]]:
+    """The conversation's turns, refused when they hold an image the model does not take."""
+    turns = _turns(talk.messages)
+    if not traits.images and any(b.kind == "image" for _, blocks in turns for b in blocks):
+        raise base.PermanentProviderError(
+            f"{request.provider_model_id} on Bedrock takes no images", code="unsupported_input"
+        )
+    return turns
+
+
 def _turns(messages: Iterable[Mapping[str, Any]]) -> list[tuple[str, list[_Block]]]:
     """(role, blocks) turns, user and assistant alternating (same-role neighbours merged)."""
     turns: list[tuple[str, list[_Block]]] = []
@@ -284,12 +296,7 @@ def _turns(messages: Iterable[Mapping[str, Any]]) -> list[tuple[str, list[_Block
             blocks = _content_blocks(message.get("content") or "")
             if role == "assistant":
                 blocks.extend(_tool_use(call) for call in message.get("tool_calls") or [])
-        if not blocks:
-            continue
-        if turns and turns[-1][0] == role:
-            turns[-1][1].extend(blocks)
-        else:
-            turns.append((role, blocks))
+        add_turn(turns, role, blocks)
     for _, blocks in turns:  # Claude wants a turn's tool results before anything else in it
         blocks.sort(key=lambda block: block.kind != "tool_result")
     _trim_prefill(turns)
@@ -531,11 +538,7 @@ def converse_request(request: base.ProviderRequest) -> dict[str, Any]:
     _refuse_seed(talk)
     traits = model_traits(request.provider_model_id)
     family = _family_of(request.provider_model_id)
-    turns = _turns(talk.messages)
-    if not traits.images and any(b.kind == "image" for _, blocks in turns for b in blocks):
-        raise base.PermanentProviderError(
-            f"{request.provider_model_id} on Bedrock takes no images", code="unsupported_input"
-        )
+    turns = _model_turns(request, talk, traits)
     kwargs: dict[str, Any] = {
         "modelId": request.provider_model_id,
         "messages": [
@@ -791,11 +794,7 @@ def batch_record(request: base.ProviderRequest) -> dict[str, Any]:
 def anthropic_body(request: base.ProviderRequest, talk: Conversation) -> dict[str, Any]:
     """The Anthropic messages body of InvokeModel on Bedrock."""
     traits = model_traits(request.provider_model_id)
-    turns = _turns(talk.messages)
-    if not traits.images and any(b.kind == "image" for _, blocks in turns for b in blocks):
-        raise base.PermanentProviderError(
-            f"{request.provider_model_id} on Bedrock takes no images", code="unsupported_input"
-        )
+    turns = _model_turns(request, talk, traits)
     body: dict[str, Any] = {
         "anthropic_version": ANTHROPIC_VERSION,
         "max_tokens": _output_limit(request, traits),

@@ -29,8 +29,9 @@ def _under_base(path: str) -> str:
     return path.removeprefix("/v1")
 
 
-class OpenAIChat:
-    """The per-item adapter (SyncProvider): one call per request."""
+class _RoutedAdapter:
+    """An adapter over one OpenAI-compatible host: its HTTP client and its `Route` (which API
+    an item goes to, and the name of its output-token limit)."""
 
     def __init__(self, slug: str, http: VendorHttp, *, route: Route = OPENAI_ROUTE) -> None:
         self.slug = slug
@@ -40,6 +41,10 @@ class OpenAIChat:
     @property
     def token_field(self) -> TokenField:
         return self.route.token_field
+
+
+class OpenAIChat(_RoutedAdapter):
+    """The per-item adapter (SyncProvider): one call per request."""
 
     def complete(self, request: base.ProviderRequest) -> base.ProviderResult:
         path = self.route.path(request)
@@ -105,7 +110,7 @@ class OpenAIChat:
         return [str(m.get("id")) for m in body.get("data") or [] if isinstance(m, dict)]
 
 
-class OpenAIBatch:
+class OpenAIBatch(_RoutedAdapter):
     """The vendor batch adapter (BatchApiProvider) over the Batch API.
 
     A Batch API job takes one endpoint, and a chunk of OpenAI's may hold items for two (those
@@ -114,15 +119,6 @@ class OpenAIBatch:
     (`batch_a+batch_b`; one endpoint, one plain id, so a stored job id stays valid); `poll`,
     `results` and `cancel` take either (`combined_status` says how the parts' statuses add up).
     """
-
-    def __init__(self, slug: str, http: VendorHttp, *, route: Route = OPENAI_ROUTE) -> None:
-        self.slug = slug
-        self.http = http
-        self.route = route
-
-    @property
-    def token_field(self) -> TokenField:
-        return self.route.token_field
 
     def submit(self, requests: Iterable[base.ProviderRequest]) -> str:
         by_endpoint: dict[str, list[base.ProviderRequest]] = {}
