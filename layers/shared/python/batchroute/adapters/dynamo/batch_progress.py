@@ -20,12 +20,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from batchroute.adapters.dynamo.batch_records import batch_key
-from batchroute.adapters.dynamo.codec import from_item, to_item, to_value
+from batchroute.adapters.dynamo.batch_records import batch_key, lane_values
+from batchroute.adapters.dynamo.codec import from_item, to_value
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.adapters.dynamo.writes import (
-    conditional_put,
     conditional_update,
+    put_if_new,
     put_new,
     transact_unless_refused,
 )
@@ -103,13 +103,7 @@ class BatchProgress(DynamoStore):
 
     def put_lane(self, batch_id: str, lane: dict[str, Any]) -> bool:
         """Create a lane record once; False when it existed (the first one stays)."""
-        values = {"pk": f"BATCH#{batch_id}", "sk": f"LANE#{lane['lane_key']}", "kind": "lane", **lane}
-        return conditional_put(
-            self.dynamodb,
-            TableName=self.table_name,
-            Item=to_item(values),
-            ConditionExpression="attribute_not_exists(pk)",
-        )
+        return put_if_new(self.dynamodb, self.table_name, lane_values(batch_id, lane))
 
     def _update_lane(
         self,

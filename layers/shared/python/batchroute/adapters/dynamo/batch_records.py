@@ -16,7 +16,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from batchroute.adapters.dynamo.codec import from_item, set_clause, to_item, to_value
+from batchroute.adapters.dynamo.codec import from_item, set_clause, to_value
 from batchroute.adapters.dynamo.ledger import (
     TransactItem,
     is_transaction_conflict,
@@ -29,8 +29,8 @@ from batchroute.adapters.dynamo.writes import (
     cancellation_codes,
     condition_failed_at,
     conditional_delete,
-    conditional_put,
     conditional_update,
+    put_if_new,
     put_new,
 )
 from batchroute.domain.batch_record import (
@@ -50,6 +50,11 @@ PLAN_FIELDS = ("plan", "chunk_models", "intake")
 
 def batch_key(batch_id: str) -> dict[str, Any]:
     return {"pk": {"S": f"BATCH#{batch_id}"}, "sk": {"S": "META"}}
+
+
+def lane_values(batch_id: str, lane: dict[str, Any]) -> dict[str, Any]:
+    """A lane record as its item `BATCH#<id>`/`LANE#<lane key>`."""
+    return {"pk": f"BATCH#{batch_id}", "sk": f"LANE#{lane['lane_key']}", "kind": "lane", **lane}
 
 
 def batch_values(batch: BatchRecord, *, deadline_index: bool = True) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -153,20 +158,14 @@ class BatchRecords(DynamoStore):
     def schedule_reclaim(self, batch_id: str, *, review_at: str) -> bool:
         """Put the batch on the reclaim index once; False when it is there already (a
         repeated Finalize keeps the first schedule and whatever the sweeper made of it)."""
-        return conditional_put(
-            self.dynamodb,
-            TableName=self.table_name,
-            Item=to_item(
-                {
-                    "pk": f"BATCH#{batch_id}",
-                    "sk": "RECLAIM",
-                    "kind": "reclaim",
-                    "gsi2pk": RECLAIM_PARTITION,
-                    "gsi2sk": f"{review_at}#{batch_id}",
-                }
-            ),
-            ConditionExpression="attribute_not_exists(pk)",
-        )
+        entry = {
+            "pk": f"BATCH#{batch_id}",
+            "sk": "RECLAIM",
+            "kind": "reclaim",
+            "gsi2pk": RECLAIM_PARTITION,
+            "gsi2sk": f"{review_at}#{batch_id}",
+        }
+        return put_if_new(self.dynamodb, self.table_name, entry)
 
     def reclaim_due(self, now_iso: str, limit: int) -> list[tuple[str, str]]:
         """`(batch_id, entry)` of the batches whose review time is before `now_iso`, oldest
@@ -441,12 +440,7 @@ class BatchRecords(DynamoStore):
     def start_cursor(self, batch_id: str, step: str, values: dict[str, Any]) -> bool:
         """Create the cursor once; False when another invocation created it first."""
         item = {"pk": f"BATCH#{batch_id}", "sk": f"CURSOR#{step}", "kind": "cursor", **values}
-        return conditional_put(
-            self.dynamodb,
-            TableName=self.table_name,
-            Item=to_item(item),
-            ConditionExpression="attribute_not_exists(pk)",
-        )
+        return put_if_new(self.dynamodb, self.table_name, item)
 
     def advance_cursor(self, batch_id: str, step: str, *, position: int, changes: dict[str, Any]) -> bool:
         """SET `changes` if the cursor is still at `position` (one writer advances it)."""
@@ -465,13 +459,7 @@ class BatchRecords(DynamoStore):
     # -- lanes --------------------------------------------------------------------------------
     def put_lane(self, batch_id: str, lane: dict[str, Any]) -> None:
         """Create a lane record once (a repeated Route step keeps the first)."""
-        values = {"pk": f"BATCH#{batch_id}", "sk": f"LANE#{lane['lane_key']}", "kind": "lane", **lane}
-        conditional_put(
-            self.dynamodb,
-            TableName=self.table_name,
-            Item=to_item(values),
-            ConditionExpression="attribute_not_exists(pk)",
-        )
+        put_if_new(self.dynamodb, self.table_name, lane_values(batch_id, lane))
 
     def lanes(self, batch_id: str) -> list[dict[str, Any]]:
         response = self.dynamodb.query(

@@ -23,9 +23,9 @@ from batchroute.adapters.dynamo.reads import pages, prefix_query, raw_items
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.adapters.dynamo.writes import (
     conditional_delete,
-    conditional_put,
     conditional_transaction,
     conditional_update,
+    put_if_new,
     put_new,
 )
 from batchroute.domain.schedules import Schedule
@@ -197,11 +197,8 @@ class ScheduleStore(DynamoStore):
 
     def create_run(self, run: Mapping[str, Any]) -> bool:
         """Record a firing once; False when this fire time already has its run."""
-        return conditional_put(
-            self.dynamodb,
-            TableName=self.table_name,
-            Item=to_item({**_run_keys(run["schedule_id"], run["fire_at"]), **run}),
-            ConditionExpression="attribute_not_exists(pk)",
+        return put_if_new(
+            self.dynamodb, self.table_name, {**_run_keys(run["schedule_id"], run["fire_at"]), **run}
         )
 
     def finish_run(self, schedule_id: str, fire_at: str, changes: Mapping[str, Any]) -> None:

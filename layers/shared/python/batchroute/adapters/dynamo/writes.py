@@ -47,6 +47,13 @@ def conditional_put(dynamodb: Any, **request: Any) -> bool:
     return conditional(dynamodb.put_item, **request)
 
 
+def put_if_new(dynamodb: Any, table_name: str, values: dict[str, Any]) -> bool:
+    """PutItem of `values` as a new item; False when an item with its key exists (it stays)."""
+    return conditional_put(
+        dynamodb, TableName=table_name, Item=to_item(values), ConditionExpression="attribute_not_exists(pk)"
+    )
+
+
 def conditional_delete(dynamodb: Any, **request: Any) -> bool:
     """DeleteItem under its ConditionExpression; False when the condition failed."""
     return conditional(dynamodb.delete_item, **request)
