@@ -23,7 +23,7 @@ from batchroute.adapters.dynamo.ledger import (
     reservation_failure,
 )
 from batchroute.adapters.dynamo.limit_checks import SpendingLimitChecks
-from batchroute.adapters.dynamo.reads import pages
+from batchroute.adapters.dynamo.reads import index_before, pages
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.adapters.dynamo.writes import (
     cancellation_codes,
@@ -141,11 +141,7 @@ class BatchRecords(DynamoStore):
     def past_deadline(self, now_iso: str, limit: int = 100) -> list[str]:
         """Ids of non-terminal batches whose SLA deadline is before `now_iso` (sparse index gsi2)."""
         response = self.dynamodb.query(
-            TableName=self.table_name,
-            IndexName="gsi2",
-            KeyConditionExpression="gsi2pk = :p AND gsi2sk < :now",
-            ExpressionAttributeValues={":p": to_value(DEADLINE_PARTITION), ":now": to_value(now_iso)},
-            Limit=limit,
+            **index_before(self.table_name, "gsi2", DEADLINE_PARTITION, now_iso, Limit=limit)
         )
         # The index projects keys only: the id is the table key's suffix.
         return [item["pk"]["S"].removeprefix("BATCH#") for item in response.get("Items", [])]
@@ -171,11 +167,7 @@ class BatchRecords(DynamoStore):
         """`(batch_id, entry)` of the batches whose review time is before `now_iso`, oldest
         first, at most `limit` (one Query on the keys-only index; `entry` is its sort key)."""
         response = self.dynamodb.query(
-            TableName=self.table_name,
-            IndexName="gsi2",
-            KeyConditionExpression="gsi2pk = :p AND gsi2sk < :now",
-            ExpressionAttributeValues={":p": to_value(RECLAIM_PARTITION), ":now": to_value(now_iso)},
-            Limit=limit,
+            **index_before(self.table_name, "gsi2", RECLAIM_PARTITION, now_iso, Limit=limit)
         )
         return [
             (item["pk"]["S"].removeprefix("BATCH#"), item["gsi2sk"]["S"])

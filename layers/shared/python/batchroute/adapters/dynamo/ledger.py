@@ -30,7 +30,7 @@ from typing import Any, Literal
 from botocore.exceptions import ClientError
 
 from batchroute.adapters.dynamo.codec import from_item, to_value
-from batchroute.adapters.dynamo.reads import pages, prefix_query, raw_items
+from batchroute.adapters.dynamo.reads import index_before, pages, prefix_query, raw_items
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.adapters.dynamo.writes import (
     cancellation_codes,
@@ -460,12 +460,7 @@ class LedgerStore(DynamoStore):
     ) -> list[Reservation]:
         """Pending reservations created before `older_than_iso`, oldest first (sparse gsi1), for
         the sweeper to resolve stale chat holds; `purpose` narrows to one kind."""
-        kwargs: dict[str, Any] = {
-            "TableName": self.table_name,
-            "IndexName": "gsi1",
-            "KeyConditionExpression": "gsi1pk = :p AND gsi1sk < :before",
-            "ExpressionAttributeValues": {":p": to_value(OPEN_HOLDS), ":before": to_value(older_than_iso)},
-        }
+        kwargs = index_before(self.table_name, "gsi1", OPEN_HOLDS, older_than_iso)
         if purpose is not None:
             kwargs["FilterExpression"] = "purpose = :purpose"
             kwargs["ExpressionAttributeValues"][":purpose"] = to_value(purpose)

@@ -24,7 +24,7 @@ from dataclasses import asdict, fields
 from typing import Any
 
 from batchroute.adapters.dynamo.codec import from_item, org_key, org_pk, to_item, to_value
-from batchroute.adapters.dynamo.reads import prefix_query
+from batchroute.adapters.dynamo.reads import index_before, prefix_query
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.adapters.dynamo.writes import conditional_transaction, conditional_update, put_new
 from batchroute.domain.payments import AutoTopup, CheckoutRecord, PaymentMethod, TopupAttempt
@@ -201,11 +201,7 @@ class PaymentsStore(DynamoStore):
     def pending_attempts(self, created_before: str, *, limit: int = 50) -> list[TopupAttempt]:
         """Pending attempts created before `created_before`, oldest first (sparse gsi1)."""
         response = self.dynamodb.query(
-            TableName=self.table_name,
-            IndexName="gsi1",
-            KeyConditionExpression="gsi1pk = :p AND gsi1sk < :before",
-            ExpressionAttributeValues={":p": to_value(PENDING_TOPUPS), ":before": to_value(created_before)},
-            Limit=limit,
+            **index_before(self.table_name, "gsi1", PENDING_TOPUPS, created_before, Limit=limit)
         )
         found = []
         for key in response.get("Items", []):

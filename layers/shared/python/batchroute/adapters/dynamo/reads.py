@@ -1,6 +1,7 @@
 """Reading a Query or a Scan page after page: the one loop that follows `LastEvaluatedKey`.
 
-`prefix_query` builds the usual request (a partition's items under a sort-key prefix);
+`prefix_query` and `index_before` build the usual requests (a partition's items under a
+sort-key prefix; a sparse index's entries due before a time);
 `pages(read, request)` answers each response of `read(**request)` (the client's `query` or
 `scan`) and asks for the next page only when the caller goes on, so a caller that has read
 enough stops there; `every_item` reads to the last page and answers the items as plain values.
@@ -28,6 +29,18 @@ def prefix_query(
     if start_sk is not None:
         request["ExclusiveStartKey"] = {"pk": to_value(pk), "sk": to_value(start_sk)}
     return request
+
+
+def index_before(table_name: str, index: str, partition: str, before: str, **options: Any) -> dict[str, Any]:
+    """The Query of a sparse index's (`gsi1`, `gsi2`) entries in `partition` whose sort key is
+    before `before`, oldest first; `options` complete it (Limit...)."""
+    return {
+        "TableName": table_name,
+        "IndexName": index,
+        "KeyConditionExpression": f"{index}pk = :p AND {index}sk < :before",
+        "ExpressionAttributeValues": {":p": to_value(partition), ":before": to_value(before)},
+        **options,
+    }
 
 
 def pages(read: Callable[..., Any], request: dict[str, Any]) -> Iterator[Any]:
