@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Final, Literal, get_args
 
 from batchroute.domain.metadata import parse_metadata
-from batchroute.domain.request_fields import invalid, refuse_unknown
+from batchroute.domain.request_fields import invalid
 from batchroute.money import Money
 
 MAX_MEMBERS: Final = 1000
@@ -30,8 +30,6 @@ WORK_ORDER_STATUSES: Final[tuple[str, ...]] = get_args(WorkOrderStatus)
 MemberOutcome = Literal["completed", "failed", "canceled", "expired"]
 MEMBER_OUTCOMES: Final[tuple[str, ...]] = get_args(MemberOutcome)
 MemberKind = Literal["batch", "chat_job"]
-
-_CREATE_FIELDS: Final = frozenset({"name", "client_reference", "metadata"})
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -174,8 +172,7 @@ class MemberRefused(Exception):
 
 
 # -- request bodies ------------------------------------------------------------------------
-def _text(body: Mapping[str, Any], name: str, limit: int) -> str | None:
-    value = body.get(name)
+def _text(value: Any, name: str, limit: int) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str) or not value.strip() or len(value) > limit or not value.isprintable():
@@ -183,18 +180,13 @@ def _text(body: Mapping[str, Any], name: str, limit: int) -> str | None:
     return value
 
 
-def parse_create(body: Mapping[str, Any]) -> dict[str, Any]:
-    refuse_unknown(body, _CREATE_FIELDS)
-    return {
-        "name": _text(body, "name", NAME_MAX),
-        "client_reference": _text(body, "client_reference", CLIENT_REFERENCE_MAX),
-        "metadata": parse_metadata(body.get("metadata")) or {},
-    }
-
-
-# The rules of the update and attach request models' fields (functions/api/schemas/work_orders.py).
+# The rules of the request models' fields (functions/api/schemas/work_orders.py).
 def parse_name(value: Any, name: str = "name") -> str | None:
-    return _text({name: value}, name, NAME_MAX)
+    return _text(value, name, NAME_MAX)
+
+
+def parse_client_reference(value: Any, name: str = "client_reference") -> str | None:
+    return _text(value, name, CLIENT_REFERENCE_MAX)
 
 
 def parse_metadata_map(value: Any, name: str = "metadata") -> dict[str, str]:
@@ -208,12 +200,11 @@ def parse_closed(value: Any, name: str = "closed") -> Literal[True]:
     return True
 
 
-def work_order_changes(given: Mapping[str, Any]) -> dict[str, Any]:
-    """The changes of a PATCH: only the fields given (each checked at the edge). `closed` may
-    only be `true` (closing is final); `null` name clears it; metadata replaces the whole map."""
+def require_changes(given: frozenset[str]) -> frozenset[str]:
+    """A PATCH changes at least one field."""
     if not given:
         raise invalid("body", "Give at least one of name, metadata, closed.")
-    return dict(given)
+    return given
 
 
 def member_of(batch_id: str | None, chat_job_id: str | None) -> tuple[MemberKind, str]:

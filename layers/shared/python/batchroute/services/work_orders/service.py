@@ -23,15 +23,15 @@ from batchroute.domain.work_orders import (
     MemberRefused,
     WorkOrder,
     member_outcome,
-    parse_create,
     settled_items,
 )
 from batchroute.errors import Conflict, InvalidRequest, NotFound, ServiceError
 from batchroute.ids import new_id
 from batchroute.money import Money
 from batchroute.observability import logger
-from batchroute.services.batches.create import IDEMPOTENCY_TTL, check_idempotency_key, request_hash
+from batchroute.services.batches.create import IDEMPOTENCY_TTL, check_idempotency_key
 from batchroute.services.batches.ports import BatchReader
+from batchroute.services.work_orders.commands import AddMember, CreateWorkOrder, UpdateWorkOrder
 
 # Pages of the store a filtered listing reads at most per request before it answers with
 # what it found (and a cursor to go on from).
@@ -127,25 +127,24 @@ class WorkOrders:
 
     # -- the resource --------------------------------------------------------------------------
     def create(
-        self, principal: Principal, body: Mapping[str, Any], idempotency_key: str | None
+        self, principal: Principal, command: CreateWorkOrder, idempotency_key: str | None
     ) -> CreatedWorkOrder:
         """A new, empty work order. An Idempotency-Key (optional) is honoured like batch
         create's: the same key and body replay the first answer, another body is 409."""
         authorize(principal, "batches:create")
         key = check_idempotency_key(idempotency_key) if idempotency_key is not None else None
-        fingerprint = request_hash(body)
+        fingerprint = command.request_hash
         if key is not None:
             replay = self._replay(principal.org_id, key, fingerprint)
             if replay is not None:
                 return replay
-        values = parse_create(body)
         now = self.clock.now()
         order = WorkOrder(
             work_order_id=new_id("wo", now),
             org_id=principal.org_id,
-            name=values["name"],
-            client_reference=values["client_reference"],
-            metadata=values["metadata"],
+            name=command.name,
+            client_reference=command.client_reference,
+            metadata=command.metadata,
             created_at=isoformat(now),
             updated_at=isoformat(now),
             created_by=principal.user_id or principal.key_id,
@@ -219,30 +218,27 @@ class WorkOrders:
                 return found, None
         return found, after
 
-    def update(self, principal: Principal, work_order_id: str, changes: Mapping[str, Any]) -> WorkOrder:
-        """Apply `changes` (the given fields, checked at the edge; see work_order_changes)."""
+    def update(self, principal: Principal, work_order_id: str, command: UpdateWorkOrder) -> WorkOrder:
+        """Apply the fields the command gives (each checked at the edge)."""
         authorize(principal, "batches:create")
         current = self.get(principal, work_order_id)
         at = isoformat(self.clock.now())
         values: dict[str, Any] = {"updated_at": at}
-        if "name" in changes:
-            values["name"] = changes["name"]
-        if "metadata" in changes:
-            values["metadata"] = changes["metadata"]
-        if changes.get("closed") and current.closed_at is None:
+        if "name" in command.given:
+            values["name"] = command.name
+        if "metadata" in command.given:
+            values["metadata"] = command.metadata
+        if command.closed and current.closed_at is None:
             values["closed_at"] = at
         if not self.store.update(principal.org_id, work_order_id, values):
             raise not_found()
         return self.get(principal, work_order_id)
 
     # -- members -------------------------------------------------------------------------------
-    def attach(
-        self, principal: Principal, work_order_id: str, joining: tuple[MemberKind, str]
-    ) -> dict[str, Any]:
-        """Attach an existing batch or queued chat job of the org (not yet in a work order):
-        `joining` is its kind and id, as the request model gives them (`member_of`)."""
+    def attach(self, principal: Principal, work_order_id: str, joining: AddMember) -> dict[str, Any]:
+        """Attach an existing batch or queued chat job of the org (not yet in a work order)."""
         authorize(principal, "batches:create")
-        kind, given_id = joining
+        kind, given_id = joining.kind, joining.member_id
         order = self.get(principal, work_order_id)
         batch_id = batch_id_for(given_id) if kind == "chat_job" else given_id
         batch = self.batches.get(batch_id) if batch_id else None
