@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Final
 
 from batchroute.domain.catalog import OPERATIONS, Catalog, WorkflowProduct
@@ -85,44 +85,23 @@ class PresetContent:
     routing: dict[str, Any] = field(default_factory=dict)
     description: str | None = None
     metadata: dict[str, str] | None = None
-    golden_set: dict[str, Any] | None = None
+    golden_set: dict[str, Any] | None = None  # domain/golden_sets.py; run by POST .../regression-runs
 
-    def version(self, org_id: str, name: str, number: int, *, at: str, by: str | None) -> PresetVersion:
+    def as_version(self, org_id: str, name: str, number: int, *, at: str, by: str | None) -> PresetVersion:
         """This content as version `number` of the preset `name`."""
+        content = {item.name: getattr(self, item.name) for item in fields(PresetContent)}
         return PresetVersion(
-            org_id=org_id,
-            name=name,
-            version=number,
-            model=self.model,
-            workflow_product=self.workflow_product,
-            operation=self.operation,
-            system_prompt=self.system_prompt,
-            parameters=self.parameters,
-            routing=self.routing,
-            description=self.description,
-            metadata=self.metadata,
-            golden_set=self.golden_set,
-            created_at=at,
-            created_by=by,
+            org_id=org_id, name=name, version=number, created_at=at, created_by=by, **content
         )
 
 
-@dataclass(frozen=True)
-class PresetVersion:
+@dataclass(frozen=True, kw_only=True)
+class PresetVersion(PresetContent):
     """One immutable version of a preset: what `apply_preset` fills requests from."""
 
     org_id: str
     name: str
     version: int
-    model: str | None = None
-    workflow_product: str | None = None
-    operation: str | None = None
-    system_prompt: str | None = None
-    parameters: dict[str, Any] = field(default_factory=dict)
-    routing: dict[str, Any] = field(default_factory=dict)
-    description: str | None = None
-    metadata: dict[str, str] | None = None
-    golden_set: dict[str, Any] | None = None  # domain/golden_sets.py; run by POST .../regression-runs
     created_at: str = ""
     created_by: str | None = None
 

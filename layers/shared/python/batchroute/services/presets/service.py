@@ -277,4 +277,6 @@ class Presets:
 
 
 def _version(principal: Principal, name: str, number: int, content: PresetContent, now: str) -> PresetVersion:
-    return content.version(principal.org_id, name, number, at=now, by=principal.user_id or principal.key_id)
+    return content.as_version(
+        principal.org_id, name, number, at=now, by=principal.user_id or principal.key_id
+    )
