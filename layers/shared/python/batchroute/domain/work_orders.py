@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, Final, Literal, get_args
 
+from batchroute.domain.chat_objects import job_id_for
 from batchroute.domain.metadata import parse_metadata
 from batchroute.domain.request_fields import invalid
 from batchroute.money import Money
@@ -159,6 +160,57 @@ class WorkOrder:
                 "reserved": Money(max(0, t.reserved_micros)).to_api(),
                 "charged": Money(t.charged_micros).to_api(),
             },
+        }
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class WorkOrderMember:
+    """A batch or queued chat job in a work order, as its member marker holds it."""
+
+    batch_id: str
+    kind: MemberKind
+    joined_at: str
+    items_total: int
+    reserved_micros: int
+    settled_at: str | None = None
+    outcome: MemberOutcome | None = None
+
+    @classmethod
+    def from_item(cls, item: Mapping[str, Any]) -> WorkOrderMember:
+        return cls(
+            batch_id=str(item["batch_id"]),
+            kind="chat_job" if item.get("member_kind") == "chat_job" else "batch",
+            joined_at=str(item.get("joined_at") or ""),
+            items_total=int(item.get("items_total") or 0),
+            reserved_micros=int(item.get("reserved_micros") or 0),
+            settled_at=item.get("settled_at"),
+            outcome=item.get("outcome"),
+        )
+
+    def to_item(self) -> dict[str, Any]:
+        """The marker's attributes (keys added by the store)."""
+        item = {
+            "kind": "work_order_member",
+            "batch_id": self.batch_id,
+            "member_kind": self.kind,
+            "joined_at": self.joined_at,
+            "items_total": self.items_total,
+            "reserved_micros": self.reserved_micros,
+        }
+        if self.settled_at is not None:
+            item.update(settled_at=self.settled_at, outcome=self.outcome)
+        return item
+
+    def to_api(self) -> dict[str, Any]:
+        return {
+            "batch_id": self.batch_id,
+            "kind": self.kind,
+            "chat_job_id": job_id_for(self.batch_id) if self.kind == "chat_job" else None,
+            "joined_at": self.joined_at,
+            "items": self.items_total,
+            "reserved": Money(self.reserved_micros).to_api(),
+            "settled_at": self.settled_at,
+            "outcome": self.outcome,
         }
 
 

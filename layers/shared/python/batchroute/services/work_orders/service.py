@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from batchroute.clock import Clock, isoformat
 from batchroute.domain.access import Principal, authorize, require_same_org
 from batchroute.domain.batch_record import BatchRecord
-from batchroute.domain.chat_objects import CHAT_SOURCE, batch_id_for, job_id_for
+from batchroute.domain.chat_objects import CHAT_SOURCE, batch_id_for
 from batchroute.domain.request_fields import invalid
 from batchroute.domain.work_orders import (
     MAX_MEMBERS,
@@ -22,6 +22,7 @@ from batchroute.domain.work_orders import (
     MemberKind,
     MemberRefused,
     WorkOrder,
+    WorkOrderMember,
     member_outcome,
     settled_items,
 )
@@ -102,21 +103,6 @@ def not_found() -> NotFound:
 
 def _kind(batch: BatchRecord) -> MemberKind:
     return "chat_job" if batch.source == CHAT_SOURCE else "batch"
-
-
-def member_view(row: Mapping[str, Any]) -> dict[str, Any]:
-    kind = str(row.get("member_kind") or "batch")
-    batch_id = str(row["batch_id"])
-    return {
-        "batch_id": batch_id,
-        "kind": kind,
-        "chat_job_id": job_id_for(batch_id) if kind == "chat_job" else None,
-        "joined_at": str(row.get("joined_at") or ""),
-        "items": int(row.get("items_total") or 0),
-        "reserved": Money(int(row.get("reserved_micros") or 0)).to_api(),
-        "settled_at": row.get("settled_at"),
-        "outcome": row.get("outcome"),
-    }
 
 
 class WorkOrders:
@@ -267,13 +253,13 @@ class WorkOrders:
         settled = batch.settled_at is not None
         member = self._member(batch, at)
         if settled:
-            member.update(settled_at=batch.settled_at, outcome=member_outcome(batch.state))
+            member = replace(member, settled_at=batch.settled_at, outcome=member_outcome(batch.state))
         deltas = self._settled_deltas(batch, joining=True) if settled else self._join_deltas(batch)
         try:
             self.store.attach(
                 principal.org_id,
                 work_order_id,
-                member,
+                member.to_item(),
                 deltas,
                 reference=order.reference,
                 settled=settled,
@@ -281,7 +267,7 @@ class WorkOrders:
             )
         except MemberRefused as exc:
             raise self._refusal(principal.org_id, work_order_id, exc.what, field_name) from exc
-        return {"work_order": self.get(principal, work_order_id).to_api(), "member": member_view(member)}
+        return {"work_order": self.get(principal, work_order_id).to_api(), "member": member.to_api()}
 
     def members(
         self, principal: Principal, work_order_id: str, *, cursor: str | None, limit: int
@@ -292,7 +278,11 @@ class WorkOrders:
         rows, next_cursor = self.store.members(
             principal.org_id, work_order_id, start_after=cursor, limit=limit
         )
-        return {"object": "list", "data": [member_view(r) for r in rows], "next_cursor": next_cursor}
+        return {
+            "object": "list",
+            "data": [WorkOrderMember.from_item(r).to_api() for r in rows],
+            "next_cursor": next_cursor,
+        }
 
     # -- hooks of the batch paths --------------------------------------------------------------
     def joining(self, org_id: str, work_order_id: str) -> WorkOrder:
@@ -312,7 +302,7 @@ class WorkOrders:
             return []
         at = batch.created_at
         return self.store.join_items(
-            batch.org_id, work_order_id, self._member(batch, at), self._join_deltas(batch), at=at
+            batch.org_id, work_order_id, self._member(batch, at).to_item(), self._join_deltas(batch), at=at
         )
 
     def refused(self, org_id: str, work_order_id: str) -> ServiceError:
@@ -378,15 +368,14 @@ class WorkOrders:
         )
 
     @staticmethod
-    def _member(batch: BatchRecord, at: str) -> dict[str, Any]:
-        return {
-            "kind": "work_order_member",
-            "batch_id": batch.batch_id,
-            "member_kind": _kind(batch),
-            "joined_at": at,
-            "items_total": batch.item_count,
-            "reserved_micros": batch.reserved_micros,
-        }
+    def _member(batch: BatchRecord, at: str) -> WorkOrderMember:
+        return WorkOrderMember(
+            batch_id=batch.batch_id,
+            kind=_kind(batch),
+            joined_at=at,
+            items_total=batch.item_count,
+            reserved_micros=batch.reserved_micros,
+        )
 
     @staticmethod
     def _join_deltas(batch: BatchRecord) -> dict[str, int]:
