@@ -22,6 +22,7 @@ from batchroute.domain.payments import (
     PaymentMethod,
     ProcessorEvent,
     TopupAttempt,
+    UpdateAutoTopup,
     after_failure,
     after_success,
     apply_update,
@@ -101,9 +102,9 @@ def test_invalid_updates_are_refused(body: object, code: str) -> None:
         assert [e["type"] for e in refused.value.errors()] == [code if body != [] else "dict_type"]
 
 
-def parse_update(body: object) -> dict[str, Any]:
-    """The changes the request model hands the service: the given fields, in domain values."""
-    return AutoTopupUpdate.model_validate(body).given()
+def parse_update(body: object) -> UpdateAutoTopup:
+    """What the request model hands the service: the given fields, in domain values."""
+    return AutoTopupUpdate.model_validate(body).command()
 
 
 def test_a_top_up_starts_only_below_the_trigger_with_room_under_the_cap_and_no_back_off() -> None:

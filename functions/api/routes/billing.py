@@ -55,7 +55,7 @@ def update_controls(
     service: BillingControlsDep,
     body: ControlsUpdate,
 ) -> dict[str, Any]:
-    controls = service.update(principal, body.given(), ip_address=client_ip(request))
+    controls = service.update(principal, body.command(), ip_address=client_ip(request))
     return {"controls": controls.to_api()}
 
 

@@ -125,8 +125,7 @@ def due_alerts(
         observed = _crossed(threshold, wallet=wallet, spent=spent, limit=limit)
         if observed is None:
             continue
-        value = threshold.to_api()["value"]
-        shown = value if threshold.type == "pct_of_limit" else value["amount"]
+        shown = threshold.percent if threshold.amount is None else _usd(threshold.amount)
         details: dict[str, Any] = {
             "threshold": {"type": threshold.type, "value": shown},
             "observed": observed,

@@ -14,7 +14,7 @@ failure records the reason, backs off and alerts.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Protocol
@@ -23,10 +23,13 @@ from batchroute.clock import Clock, isoformat
 from batchroute.domain.access import Principal
 from batchroute.domain.ledger import ProcessorCredit, WalletState
 from batchroute.domain.payments import (
+    AttemptPage,
     AutoTopup,
+    AutoTopupView,
     Charge,
     PaymentMethod,
     TopupAttempt,
+    UpdateAutoTopup,
     after_failure,
     after_success,
     apply_update,
@@ -135,21 +138,21 @@ class AutoTopupService:
         self.stuck_after = stuck_after
 
     # -- settings ----------------------------------------------------------------------------
-    def get(self, org_id: str) -> dict[str, Any]:
+    def get(self, org_id: str) -> AutoTopupView:
         return self.store.auto_topup(org_id).to_api(self.store.payment_method(org_id))
 
-    def update(self, principal: Principal, changes: Mapping[str, Any]) -> dict[str, Any]:
-        """Save the given fields (validated at the edge, functions/api/schemas/payments.py)."""
+    def update(self, principal: Principal, command: UpdateAutoTopup) -> AutoTopupView:
+        """Save the update (validated at the edge, functions/api/schemas/payments.py)."""
         card = self.store.payment_method(principal.org_id)
         for _ in range(_SAVE_ATTEMPTS):
             current = self.store.auto_topup(principal.org_id)
-            new = apply_update(current, changes, payment_method=card, at=self.clock.now())
+            new = apply_update(current, command, payment_method=card, at=self.clock.now())
             if self.store.save(new, expected_version=current.version):
                 logger.info("auto top-up saved", extra={"org_id": principal.org_id, "enabled": new.enabled})
                 return self.store.auto_topup(principal.org_id).to_api(card)
         raise Conflict("The auto top-up settings changed meanwhile; try again.", code="concurrent_update")
 
-    def attempts(self, org_id: str, *, limit: int, cursor: str | None) -> dict[str, Any]:
+    def attempts(self, org_id: str, *, limit: int, cursor: str | None) -> AttemptPage:
         if cursor is not None and not has_prefix(cursor, "topup"):
             raise InvalidRequest("cursor is not a cursor of this listing.", code="invalid_cursor")
         page = self.store.attempts(org_id, limit=limit + 1, after=cursor)

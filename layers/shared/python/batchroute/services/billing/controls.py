@@ -4,9 +4,8 @@ billing:manage from a user session for updates); this module records who acted."
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any, Protocol
+from typing import Protocol
 
 from batchroute.clock import Clock, isoformat
 from batchroute.domain.access import Principal
@@ -15,6 +14,7 @@ from batchroute.domain.billing_controls import (
     AuditEntry,
     BillingControls,
     ConcurrentUpdate,
+    UpdateControls,
     apply_update,
 )
 from batchroute.ids import new_id
@@ -42,14 +42,14 @@ class BillingControlsService:
         return self.records.billing_controls(org_id) or BillingControls(org_id=org_id)
 
     def update(
-        self, principal: Principal, changes: Mapping[str, Any], *, ip_address: str | None
+        self, principal: Principal, command: UpdateControls, *, ip_address: str | None
     ) -> BillingControls:
-        """Apply a partial update (the given fields, validated at the edge, in domain values);
+        """Apply a partial update (validated at the edge, in domain values);
         every save writes one audit entry with what changed."""
         for attempt in range(_SAVE_ATTEMPTS):
             current = self.get(principal.org_id)
             now = self.clock.now()
-            change = apply_update(current, changes, at=isoformat(now))
+            change = apply_update(current, command, at=isoformat(now))
             if not change.needs_save:
                 return current
             saved = replace(change.controls, version=current.version + 1)
@@ -59,8 +59,8 @@ class BillingControlsService:
                 actor_user_id=principal.user_id,
                 actor_role=principal.role,
                 action=ACTION_UPDATE,
-                before=change.before,
-                after=change.after,
+                before=dict(change.before),
+                after=dict(change.after),
                 ip_address=ip_address,
                 created_at=isoformat(now),
             )

@@ -17,7 +17,7 @@ from __future__ import annotations
 import secrets
 from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict
 
 from batchroute.clock import Clock, isoformat
 from batchroute.domain.access import Principal, require_user_session
@@ -34,15 +34,29 @@ from batchroute.domain.payments import (
     session_mismatch,
     to_cents,
 )
-from batchroute.money import Money
+from batchroute.money import MoneyView
 from batchroute.observability import logger
 from batchroute.services.billing.auto_topup import AutoTopupService, Credits, TransactItem
+from batchroute.services.billing.commands import StartCheckout
 from batchroute.services.billing.payment_refusals import refuse_payment_event
 
 CHECKOUT_PURPOSE = "credit_purchase"
 TOPUP_PURPOSE = "auto_topup"
 COMPLETED_EVENTS = ("checkout.session.completed", "checkout.session.async_payment_succeeded")
 TOPUP_EVENTS = ("payment_intent.succeeded", "payment_intent.payment_failed")
+
+
+class CheckoutOpened(TypedDict):
+    checkout_url: str
+    session_id: str
+    expires_at: str
+    amount: MoneyView
+
+
+class WebhookAck(TypedDict):
+    received: bool
+    event_id: str
+    applied: bool
 
 
 class Processor(Protocol):
@@ -112,10 +126,11 @@ class CreditPurchases:
         self.public_base_url = public_base_url.rstrip("/")
 
     # -- the dashboard's checkout ------------------------------------------------------------
-    def checkout(self, principal: Principal, amount: Money) -> dict[str, Any]:
-        """A Checkout Session for `amount` USD (5..10000, checked at the edge by the request
-        model with the domain's `payment_amount`) for the signed-in user's org."""
+    def checkout(self, principal: Principal, command: StartCheckout) -> CheckoutOpened:
+        """A Checkout Session for the command's amount (5..10000 USD, checked at the edge by the
+        request model with the domain's `payment_amount`) for the signed-in user's org."""
         require_user_session(principal)
+        amount = command.amount
         at = isoformat(self.clock.now())
         customer = self.profiles.customer_id(principal.org_id)
         if customer is None:
@@ -151,7 +166,7 @@ class CreditPurchases:
         }
 
     # -- the processor's webhook -------------------------------------------------------------
-    def handle_webhook(self, payload: bytes, signature: str | None) -> dict[str, Any]:
+    def handle_webhook(self, payload: bytes, signature: str | None) -> WebhookAck:
         """Verify and apply one event; the answer says whether it changed anything. Raises
         InvalidRequest `invalid_signature` (400, nothing applied) for a forged one."""
         event = self.processor.verify_event(payload, signature)
