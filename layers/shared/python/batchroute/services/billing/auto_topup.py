@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 from batchroute.clock import Clock, isoformat
 from batchroute.domain.access import Principal
+from batchroute.domain.billing_alerts import AUTO_TOPUP_FAILED, AUTO_TOPUP_SUCCEEDED, Alert
 from batchroute.domain.ledger import ProcessorCredit, WalletState
 from batchroute.domain.payments import (
     AttemptPage,
@@ -330,14 +331,16 @@ class AutoTopupService:
         logger.info("auto top-up credited", extra={"org_id": org_id, "attempt_id": attempt_id})
         self._notify(
             org_id,
-            "billing.auto_topup_succeeded",
-            {
-                "attempt_id": attempt_id,
-                "amount": charge.amount.to_api(),
-                "processor_reference": charge.processor_ref,
-            },
+            Alert(
+                AUTO_TOPUP_SUCCEEDED,
+                f"auto_topup_succeeded:{attempt_id}",
+                {
+                    "attempt_id": attempt_id,
+                    "amount": charge.amount.to_api(),
+                    "processor_reference": charge.processor_ref,
+                },
+            ),
             at=at,
-            once_key=f"auto_topup_succeeded:{attempt_id}",
         )
         self._moved(org_id, at)
         return True
@@ -368,22 +371,7 @@ class AutoTopupService:
                 logger.warning(
                     "auto top-up failed", extra={"org_id": org_id, "attempt_id": attempt_id, "code": code}
                 )
-                self._notify(
-                    org_id,
-                    "billing.auto_topup_failed",
-                    {
-                        "attempt_id": attempt_id,
-                        "amount": attempt.amount.to_api(),
-                        "failure_code": code,
-                        "failure_reason": reason,
-                        "consecutive_failures": new.failures,
-                        "retry_after": new.retry_after,
-                        "auto_topup_disabled": not new.enabled,
-                        "message": f"An auto top-up of {usd_text(attempt.amount)} USD failed: {reason}",
-                    },
-                    at=at,
-                    once_key=f"auto_topup_failed:{attempt_id}",
-                )
+                self._notify(org_id, _failed_alert(attempt, new, code=code, reason=reason), at=at)
                 return True
         raise TransientError(f"recording the failure of {attempt_id} kept colliding")
 
@@ -396,14 +384,12 @@ class AutoTopupService:
                 return
         logger.warning("auto top-up settings kept colliding", extra={"org_id": org_id})
 
-    def _notify(
-        self, org_id: str, event_type: str, details: dict[str, Any], *, at: datetime, once_key: str
-    ) -> None:
+    def _notify(self, org_id: str, alert: Alert, *, at: datetime) -> None:
         try:
-            self.notifier.notify(org_id, event_type, details, at=at, once_key=once_key)
+            self.notifier.notify(org_id, alert, at=at)
         except Exception:
             logger.exception(
-                "billing notification failed", extra={"org_id": org_id, "event_type": event_type}
+                "billing notification failed", extra={"org_id": org_id, "event_type": alert.event_type}
             )
 
     def _moved(self, org_id: str, at: datetime) -> None:
@@ -411,3 +397,21 @@ class AutoTopupService:
             self.on_moved(org_id, at)
         except Exception:
             logger.exception("balance watch failed", extra={"org_id": org_id})
+
+
+def _failed_alert(attempt: TopupAttempt, settings: AutoTopup, *, code: str, reason: str) -> Alert:
+    """The `billing.auto_topup_failed` event of a failed attempt, with the settings it left."""
+    return Alert(
+        AUTO_TOPUP_FAILED,
+        f"auto_topup_failed:{attempt.attempt_id}",
+        {
+            "attempt_id": attempt.attempt_id,
+            "amount": attempt.amount.to_api(),
+            "failure_code": code,
+            "failure_reason": reason,
+            "consecutive_failures": settings.failures,
+            "retry_after": settings.retry_after,
+            "auto_topup_disabled": not settings.enabled,
+            "message": f"An auto top-up of {usd_text(attempt.amount)} USD failed: {reason}",
+        },
+    )
