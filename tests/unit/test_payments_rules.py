@@ -32,6 +32,7 @@ from batchroute.domain.payments import (
     month_key,
     payment_amount,
     session_mismatch,
+    session_of,
     skip_reason,
     started,
     to_cents,
@@ -229,12 +230,12 @@ SESSION = {"id": "cs_1", "amount_total": 2500, "currency": "usd", "metadata": {"
 def test_a_session_matches_the_record_in_org_amount_and_currency(
     changes: dict[str, Any], problem: str | None
 ) -> None:
-    assert session_mismatch({**SESSION, **changes}, RECORD) == problem
+    assert session_mismatch(session_of({**SESSION, **changes}), RECORD) == problem
 
 
 def test_an_event_must_come_in_the_mode_of_the_key() -> None:
     def event(livemode: bool | None) -> ProcessorEvent:
-        return ProcessorEvent("evt_1", "checkout.session.completed", 1, {}, livemode=livemode)
+        return ProcessorEvent("evt_1", "checkout.session.completed", 1, None, livemode=livemode)
 
     assert livemode_mismatch(event(False), live_key=False) is None
     assert livemode_mismatch(event(True), live_key=True) is None

@@ -383,16 +383,46 @@ class Charge:
     currency: str = "usd"  # the service charges USD only; charge_of reads the processor's
 
 
+@dataclass(frozen=True, kw_only=True)
+class ProcessorSession:
+    """A Checkout Session as the processor reports it (an event's object, or its own copy),
+    read by `session_of`. `amount_total` and `payment_status` stay as sent: a refusal names
+    what the processor said."""
+
+    session_id: str
+    mode: str | None = None
+    payment_status: object = None
+    amount_total: object = None
+    currency: str = ""  # lowercase; "" when missing
+    metadata: Mapping[str, str] = field(default_factory=dict)
+    payment_intent: str | None = None
+
+
 @dataclass(frozen=True)
 class ProcessorEvent:
-    """A verified processor webhook event: its id, type, the object it is about, and whether
-    the processor sent it in live mode (None when the event does not say)."""
+    """A verified processor webhook event: its id, type, the object it is about (a Checkout
+    Session, a PaymentIntent as a Charge, or None for other objects), and whether the
+    processor sent it in live mode (None when the event does not say)."""
 
     event_id: str
     event_type: str
     created: int
-    data: Mapping[str, Any]
+    subject: ProcessorSession | Charge | None
     livemode: bool | None = None
+
+
+def session_of(session: Mapping[str, Any]) -> ProcessorSession:
+    """A Checkout Session (as a dict) as the service sees it."""
+    intent = session.get("payment_intent")
+    return ProcessorSession(
+        session_id=str(session.get("id") or ""),
+        mode=session.get("mode"),
+        payment_status=session.get("payment_status"),
+        amount_total=session.get("amount_total"),
+        currency=str(session.get("currency") or "").lower(),
+        metadata=session.get("metadata") or {},
+        payment_intent=intent if isinstance(intent, str) and intent else None,
+    )
 
 
 # A PaymentIntent in one of these states after an off-session confirm did not take the money.
@@ -425,11 +455,11 @@ def charge_of(intent: Mapping[str, Any]) -> Charge:
     return charge
 
 
-def purchase_mismatch(session: Mapping[str, Any], amount: Money) -> str | None:
+def purchase_mismatch(session: ProcessorSession, amount: Money) -> str | None:
     """Why a paid checkout session cannot be what the dashboard's checkout sold (USD, 5..10000
     in whole cents), or None. A signed event is the processor's word, not a reason to credit
     whatever it says (issue 27)."""
-    currency = str(session.get("currency") or "").lower()
+    currency = session.currency
     if currency != "usd":
         return f"currency {currency or 'missing'!r}: checkout sells USD only"
     if not MIN_PAYMENT <= amount <= MAX_PAYMENT:
@@ -455,16 +485,16 @@ class CheckoutRecord:
     status: CheckoutStatus = "open"
 
 
-def session_mismatch(session: Mapping[str, Any], record: CheckoutRecord) -> str | None:
+def session_mismatch(session: ProcessorSession, record: CheckoutRecord) -> str | None:
     """How a checkout session (the event's, or the one the processor returns) differs from the
     service's record of it (org, amount, currency), or None."""
-    org_id = (session.get("metadata") or {}).get("org_id")
+    org_id = session.metadata.get("org_id")
     if org_id != record.org_id:
         return f"org {org_id!r} is not the checkout's {record.org_id!r}"
-    amount = session.get("amount_total")
+    amount = session.amount_total
     if isinstance(amount, bool) or amount != record.amount_cents:
         return f"amount_total {amount!r} is not the checkout's {record.amount_cents} cents"
-    currency = str(session.get("currency") or "").lower()
+    currency = session.currency
     if currency != record.currency:
         return f"currency {currency or 'missing'!r} is not the checkout's {record.currency!r}"
     return None
