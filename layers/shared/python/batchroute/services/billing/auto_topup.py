@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import Protocol
 
 from batchroute.clock import Clock, isoformat
 from batchroute.domain.access import Principal
@@ -45,9 +45,8 @@ from batchroute.ids import has_prefix, new_id
 from batchroute.money import Money
 from batchroute.observability import logger
 from batchroute.services.billing.payment_refusals import refuse_payment_event
-from batchroute.services.billing.ports import Notifier
+from batchroute.services.billing.ports import Notifier, TransactItem
 
-TransactItem = dict[str, Any]
 _SAVE_ATTEMPTS = 5
 # The processor keeps an idempotency key for 24 hours: an attempt still uncharged after this
 # long is failed rather than charged again under a key it may have forgotten.
