@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import zoneinfo
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from decimal import Decimal, InvalidOperation
 from typing import Any, Literal, TypedDict, cast, get_args
 
@@ -28,17 +28,6 @@ ACTION_UPDATE = "billing_controls.update"
 MAX_THRESHOLDS = 20
 MAX_USD = Decimal(1_000_000_000)
 MAX_USD_DECIMALS = 6
-EDITABLE_FIELDS: tuple[str, ...] = (
-    "limit_enabled",
-    "limit_period",
-    "limit_amount",
-    "limit_mode",
-    "limit_timezone",
-    "low_balance_amount",
-    "alert_thresholds",
-    "alert_email_enabled",
-    "alert_webhook_enabled",
-)
 
 _ZONE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_+\-]*(/[A-Za-z0-9_+\-]+)*$")
 _NOT_ZONES = frozenset({"localtime", "posixrules", "Factory"})
@@ -87,10 +76,10 @@ class Threshold:
         return {"type": self.type, "value": value}
 
 
-@dataclass(frozen=True)
-class BillingControls:
-    org_id: str
-    configured: bool = False
+@dataclass(frozen=True, kw_only=True)
+class ControlsSettings:
+    """The editable fields of the billing controls, and their defaults."""
+
     limit_enabled: bool = False
     limit_period: Period | None = None
     limit_amount: Money | None = None
@@ -100,6 +89,15 @@ class BillingControls:
     alert_thresholds: tuple[Threshold, ...] = ()
     alert_email_enabled: bool = True
     alert_webhook_enabled: bool = False
+
+
+EDITABLE_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(ControlsSettings))
+
+
+@dataclass(frozen=True, kw_only=True)
+class BillingControls(ControlsSettings):
+    org_id: str
+    configured: bool = False
     created_at: str | None = None
     updated_at: str | None = None
     version: int = 0  # optimistic concurrency; not part of the API
@@ -156,21 +154,12 @@ class AuditEntry:
         }
 
 
-@dataclass(frozen=True, slots=True)
-class UpdateControls:
+@dataclass(frozen=True, kw_only=True, slots=True)
+class UpdateControls(ControlsSettings):
     """A partial update of the controls, validated at the edge (functions/api/schemas/billing.py):
     only the fields named in `given` change; null clears a nullable one."""
 
     given: frozenset[str]
-    limit_enabled: bool = False
-    limit_period: Period | None = None
-    limit_amount: Money | None = None
-    limit_mode: Mode = "soft"
-    limit_timezone: str = "UTC"
-    low_balance_amount: Money | None = None
-    alert_thresholds: tuple[Threshold, ...] = ()
-    alert_email_enabled: bool = True
-    alert_webhook_enabled: bool = False
 
 
 @dataclass(frozen=True)
