@@ -11,9 +11,9 @@ period's charged spend, then:
 It never raises into the money path: a failure is logged, and the next movement looks again
 (the rules read state, not deltas, so nothing is lost but time).
 
-`notify(org_id, alert, at=)` is the general entry (auto top-up
-events use it too): records the event once per `once_key`, then hands it to the channels
-(email, signed webhook; `services/billing/alerts.py`) per the org's controls.
+`notify(org_id, alert, at=)` is the general entry (auto top-up events use it too): records
+the alert's event once per its `once_key`, then hands the recorded `BillingEvent` to the
+channels (email, signed webhook; `services/billing/alerts.py`) per the org's controls.
 """
 
 from __future__ import annotations
