@@ -22,6 +22,7 @@ from batchroute.adapters.dynamo.ledger import LedgerStore
 from batchroute.adapters.dynamo.webhook_deliveries import ORG_OWNER, WebhookDeliveries
 from batchroute.clock import FixedClock, isoformat
 from batchroute.config import get_settings
+from batchroute.domain.billing_alerts import Alert
 from batchroute.domain.billing_controls import AuditEntry, BillingControls, Threshold
 from batchroute.domain.ledger import period_keys
 from batchroute.domain.webhooks import MAX_ATTEMPTS, delivery_id_for, verify
@@ -458,10 +459,10 @@ def test_notify_records_once_per_key_and_tells_listeners(
     # When an auto top-up event is notified twice under one key
     details = {"amount": "25.00", "attempt_id": "att_1"}
     first = watch.notify(
-        org.org_id, "billing.auto_topup_succeeded", details, at=LATE_EVENING, once_key="topup#att_1"
+        org.org_id, Alert("billing.auto_topup_succeeded", "topup#att_1", details), at=LATE_EVENING
     )
     again = watch.notify(
-        org.org_id, "billing.auto_topup_succeeded", details, at=LATE_EVENING, once_key="topup#att_1"
+        org.org_id, Alert("billing.auto_topup_succeeded", "topup#att_1", details), at=LATE_EVENING
     )
     # Then one event, one email (controls never saved: email on by default)
     assert first is not None and again is None
@@ -486,7 +487,7 @@ def test_a_failing_watch_never_fails_the_movement(wiring: Wiring, org: TestOrg) 
     broken.moved(org.org_id, at=LATE_EVENING)
     half = BillingWatch(controls=Down(), ledger=wiring.ledger, records=wiring.billing_events)
     half.moved(org.org_id, at=LATE_EVENING)
-    assert half.notify(org.org_id, "billing.low_balance", {}, at=LATE_EVENING, once_key="x") is not None
+    assert half.notify(org.org_id, Alert("billing.low_balance", "x", {}), at=LATE_EVENING) is not None
 
 
 # -- the events endpoint -------------------------------------------------------------------------
@@ -498,7 +499,7 @@ def test_events_endpoint_lists_newest_first_with_a_cursor(
     client = TestClient(app, raise_server_exceptions=False)
     for n in range(3):
         wiring.billing_watch.notify(
-            org.org_id, "billing.auto_topup_failed", {"n": n}, at=clock.advance(minutes=1), once_key=f"k{n}"
+            org.org_id, Alert("billing.auto_topup_failed", f"k{n}", {"n": n}), at=clock.advance(minutes=1)
         )
     headers = org.key_headers("billing")
     # When the first page of two is read
@@ -565,8 +566,8 @@ def test_a_low_balance_alert_that_could_not_be_recorded_fires_at_the_next_moveme
 
 def test_notified_details_keep_their_numbers(watch: BillingWatch, org: TestOrg) -> None:
     details = {"amount": "25.00", "attempt": 2, "next_retry_hours": 1.5, "codes": ["card_declined"]}
-    sent = watch.notify(org.org_id, "billing.auto_topup_failed", details, at=LATE_EVENING, once_key="att_2")
-    assert sent is not None and sent["details"] == details
+    sent = watch.notify(org.org_id, Alert("billing.auto_topup_failed", "att_2", details), at=LATE_EVENING)
+    assert sent is not None and sent.details == details
     assert events(org.org_id)[0]["details"] == details
 
 

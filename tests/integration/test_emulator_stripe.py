@@ -14,6 +14,7 @@ import pytest
 import stripe
 
 from batchroute.adapters.stripe_payments import StripeKeys, StripePayments
+from batchroute.domain.payments import ProcessorSession
 from batchroute.errors import InvalidRequest
 from batchroute_tools.emulators.server import EmulatorServer
 from batchroute_tools.emulators.stripe import StripeEmulator, decode_form, sign
@@ -202,12 +203,13 @@ def test_the_service_adapter_runs_unchanged_against_the_emulator(
     emulator.deliver_pending()
     completed = adapter.verify_event(received[-1][1], received[-1][2]["stripe-signature"])
     assert completed.event_type == "checkout.session.completed"
-    assert completed.data["metadata"] == {
+    assert isinstance(completed.subject, ProcessorSession)
+    assert completed.subject.metadata == {
         "org_id": "org_7",
         "user_id": "user_1",
         "purpose": "credit_purchase",
     }
-    card = adapter.saved_card(str(completed.data["payment_intent"]))
+    card = adapter.saved_card(str(completed.subject.payment_intent))
     assert card is not None and (card.brand, card.last4) == ("visa", "0341")
     # Then an off-session charge is a failed Charge with the processor's reason
     charge = adapter.charge_off_session(

@@ -25,6 +25,7 @@ from batchroute.wiring import Wiring, wiring_for
 from batchroute_tools.local.provision import LocalStack
 from functions.api.app import create_app
 from functions.api.auth import identity_store
+from functions.api.schemas.retention import RetentionUpdate
 from tests.integration.batch_pipeline_support import create_batch, heartbeat_all_lanes, item, run_until_done
 from tests.integration.principals import TestOrg, new_org
 
@@ -78,7 +79,7 @@ def finished_batch(wiring: Wiring, stack: LocalStack, org_id: str) -> str:
 
 
 def set_retention(wiring: Wiring, org_id: str, body: dict[str, Any]) -> None:
-    wiring.retention.update(org_id, body)
+    wiring.retention.update(org_id, RetentionUpdate.model_validate(body).command())
 
 
 def reclaimed_at(wiring: Wiring, batch_id: str) -> str | None:

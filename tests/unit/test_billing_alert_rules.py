@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import pytest
@@ -9,9 +10,9 @@ import pytest
 from batchroute.domain.billing_alerts import (
     LIMIT_REACHED,
     THRESHOLD_CROSSED,
+    BillingEvent,
     alert_period,
     due_alerts,
-    event_view,
     low_balance_alert,
     low_balance_step,
     needs_spend,
@@ -135,32 +136,32 @@ def test_low_balance_fires_below_the_level_and_rearms_at_110_percent() -> None:
 
 
 def test_event_view_and_email_text() -> None:
-    event = {
-        "event_id": "evt_1",
-        "org_id": "org_x",
-        "type": "billing.threshold_crossed",
-        "created_at": "2026-11-21T03:00:00.000Z",
-        "details": {
+    event = BillingEvent(
+        event_id="evt_1",
+        org_id="org_x",
+        type="billing.threshold_crossed",
+        created_at="2026-11-21T03:00:00.000Z",
+        details={
             "threshold": {"type": "spend_above", "value": "1.00"},
             "observed": "1.20",
             "period": "daily",
         },
-    }
-    assert event_view(event) == {
+    )
+    assert event.to_api() == {
         "id": "evt_1",
         "object": "billing.event",
         "type": "billing.threshold_crossed",
         "org_id": "org_x",
         "created_at": "2026-11-21T03:00:00.000Z",
-        "data": event["details"],
+        "data": event.details,
     }
     subject, text = email_text(event)
     assert subject == "Billing alert threshold crossed" and "daily spend ($1.20) is above $1.00" in text
-    failed = {
-        **event,
-        "type": "billing.auto_topup_failed",
-        "details": {"amount": "25.00", "failure_reason": "card_declined"},
-    }
+    failed = replace(
+        event,
+        type="billing.auto_topup_failed",
+        details={"amount": "25.00", "failure_reason": "card_declined"},
+    )
     assert email_text(failed) == (
         "Auto top-up failed",
         "An automatic top-up of $25.00 failed: card_declined. "

@@ -21,6 +21,7 @@ from batchroute.domain.billing_controls import (
     BillingControls,
     ConcurrentUpdate,
     Threshold,
+    UpdateControls,
     apply_update,
     is_valid_timezone,
     parse_usd,
@@ -36,8 +37,13 @@ ORG = "org_a"
 
 
 def parse_update(body: Any) -> dict[str, Any]:
-    """The changes the request model hands the service: the given fields, in domain values."""
+    """The fields the request model validated: the given ones, in domain values."""
     return ControlsUpdate.model_validate(body).given()
+
+
+def command(body: Any) -> UpdateControls:
+    """What the request model hands the service."""
+    return ControlsUpdate.model_validate(body).command()
 
 
 def invalid(body: Any) -> dict[str, Any]:
@@ -51,7 +57,7 @@ def invalid(body: Any) -> dict[str, Any]:
 
 
 def applied(current: BillingControls, body: dict[str, Any], at: str = AT) -> BillingControls:
-    return apply_update(current, parse_update(body), at=at).controls
+    return apply_update(current, command(body), at=at).controls
 
 
 # -- defaults and shape ------------------------------------------------------------------
@@ -306,16 +312,16 @@ def test_a_new_limit_starts_soft_unless_told_otherwise() -> None:
 
 def test_the_diff_holds_only_changed_fields_in_api_shape() -> None:
     current = applied(BillingControls(org_id=ORG), {"alert_email_enabled": True})
-    change = apply_update(current, parse_update({"limit_amount": "7.5", "limit_mode": "soft"}), at=LATER)
+    change = apply_update(current, command({"limit_amount": "7.5", "limit_mode": "soft"}), at=LATER)
     assert change.needs_save
     assert change.before == {"limit_amount": None}
     assert change.after == {"limit_amount": {"currency": "usd", "amount": "7.50"}}
 
 
 def test_a_change_to_nothing_is_not_saved_but_a_first_save_is() -> None:
-    first = apply_update(BillingControls(org_id=ORG), {}, at=AT)
+    first = apply_update(BillingControls(org_id=ORG), command({}), at=AT)
     assert first.needs_save and first.controls.configured and (first.before, first.after) == ({}, {})
-    again = apply_update(first.controls, parse_update({"limit_mode": "soft"}), at=LATER)
+    again = apply_update(first.controls, command({"limit_mode": "soft"}), at=LATER)
     assert not again.needs_save and again.controls.updated_at == AT
 
 
@@ -365,11 +371,11 @@ def test_every_save_writes_one_audit_entry_naming_the_actor() -> None:
     # When a billing user sets a limit, then raises it
     svc.update(
         BILLING_USER,
-        parse_update({"limit_enabled": True, "limit_period": "daily", "limit_amount": 10}),
+        command({"limit_enabled": True, "limit_period": "daily", "limit_amount": 10}),
         ip_address="198.51.100.7",
     )
     clock.advance(minutes=5)
-    saved = svc.update(BILLING_USER, parse_update({"limit_amount": 25}), ip_address="198.51.100.7")
+    saved = svc.update(BILLING_USER, command({"limit_amount": 25}), ip_address="198.51.100.7")
     # Then two entries, newest first, holding only what changed
     assert saved.limit_amount == Money.usd(25) and saved.version == 2
     newest, oldest = svc.audit(ORG)
@@ -388,8 +394,8 @@ def test_every_save_writes_one_audit_entry_naming_the_actor() -> None:
 
 def test_a_no_op_update_writes_nothing() -> None:
     svc, records, _ = service()
-    svc.update(BILLING_USER, parse_update({"limit_mode": "hard"}), ip_address=None)
-    svc.update(BILLING_USER, parse_update({"limit_mode": "hard"}), ip_address=None)
+    svc.update(BILLING_USER, command({"limit_mode": "hard"}), ip_address=None)
+    svc.update(BILLING_USER, command({"limit_mode": "hard"}), ip_address=None)
     assert len(records.audit) == 1
 
 
@@ -403,7 +409,7 @@ def test_a_concurrent_save_is_retried_on_fresh_controls() -> None:
     svc, records, _ = service()
     records.conflicts_to_inject = 1
     # When updated / Then the update lands on top of the other save (not over it)
-    saved = svc.update(BILLING_USER, parse_update({"limit_mode": "hard"}), ip_address=None)
+    saved = svc.update(BILLING_USER, command({"limit_mode": "hard"}), ip_address=None)
     assert saved.limit_mode == "hard" and saved.alert_email_enabled is False
     assert len(records.audit) == 1
 
@@ -412,5 +418,5 @@ def test_persistent_conflicts_surface_as_409() -> None:
     svc, records, _ = service()
     records.conflicts_to_inject = 10
     with pytest.raises(ConcurrentUpdate) as caught:
-        svc.update(BILLING_USER, parse_update({"limit_mode": "hard"}), ip_address=None)
+        svc.update(BILLING_USER, command({"limit_mode": "hard"}), ip_address=None)
     assert caught.value.kind == "conflict" and caught.value.code == "concurrent_update"

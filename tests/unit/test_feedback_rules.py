@@ -10,8 +10,9 @@ import pytest
 
 from batchroute.domain.feedback import (
     TOP_LABELS,
+    CreateFeedback,
     Feedback,
-    FeedbackInput,
+    FeedbackCounter,
     Target,
     counter_moves,
     summarize,
@@ -60,10 +61,10 @@ def test_a_scale_change_and_another_counter() -> None:
 
 def test_the_summary_adds_counters_per_model_and_provider() -> None:
     counters = [
-        {"model": "m", "provider": "p", "count": 2, "thumbs_up": 1, "thumbs_down": 1, "label:slow": 2},
-        {"model": "m", "provider": "p", "count": 2, "stars_count": 2, "stars_sum": 7, "label:good": 1},
-        {"model": "n", "provider": "p", "count": 1, "thumbs_up": 1},
-        {"model": "z", "provider": "p", "count": 0, "label:gone": 0},  # emptied by changes
+        FeedbackCounter(model="m", provider="p", count=2, thumbs_up=1, thumbs_down=1, labels={"slow": 2}),
+        FeedbackCounter(model="m", provider="p", count=2, stars_count=2, stars_sum=7, labels={"good": 1}),
+        FeedbackCounter(model="n", provider="p", count=1, thumbs_up=1),
+        FeedbackCounter(model="z", provider="p", count=0, labels={"gone": 0}),  # emptied by changes
     ]
     total, per = summarize(counters)
     assert [(m, p, f.count) for m, p, f in per] == [("m", "p", 4), ("n", "p", 1)]
@@ -74,14 +75,16 @@ def test_the_summary_adds_counters_per_model_and_provider() -> None:
         "top_labels": [{"label": "slow", "count": 2}, {"label": "good", "count": 1}],
     }
     assert total.count == 5 and total.to_api()["stars"]["mean"] == "3.50"
-    many = {f"label:l{n}": n + 1 for n in range(8)}
-    top = summarize([{"model": "m", "provider": "p", "count": 1, **many}])[0].to_api()["top_labels"]
+    many = {f"l{n}": n + 1 for n in range(8)}
+    top = summarize([FeedbackCounter(model="m", provider="p", count=1, labels=many)])[0].to_api()[
+        "top_labels"
+    ]
     assert len(top) == TOP_LABELS and top[0] == {"label": "l7", "count": 8}
 
 
-def parse_feedback(body: dict[str, Any]) -> FeedbackInput:
+def parse_feedback(body: dict[str, Any]) -> CreateFeedback:
     """What the request model hands the service."""
-    return FeedbackCreate.model_validate(body).feedback()
+    return FeedbackCreate.model_validate(body).command()
 
 
 def test_the_body() -> None:

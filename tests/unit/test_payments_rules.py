@@ -4,6 +4,8 @@ charge, and the ledger's processor-credit invariant."""
 
 from __future__ import annotations
 
+import json
+import time
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
@@ -22,6 +24,7 @@ from batchroute.domain.payments import (
     PaymentMethod,
     ProcessorEvent,
     TopupAttempt,
+    UpdateAutoTopup,
     after_failure,
     after_success,
     apply_update,
@@ -31,6 +34,7 @@ from batchroute.domain.payments import (
     month_key,
     payment_amount,
     session_mismatch,
+    session_of,
     skip_reason,
     started,
     to_cents,
@@ -39,6 +43,7 @@ from batchroute.domain.payments import (
 from batchroute.errors import InvalidRequest
 from batchroute.money import Money
 from batchroute.services.billing.auto_topup import AutoTopupService
+from batchroute_tools.emulators.stripe import sign
 from functions.api.schemas.payments import AutoTopupUpdate, CheckoutRequest
 
 AT = datetime(2026, 3, 31, 23, 30, tzinfo=UTC)
@@ -101,9 +106,9 @@ def test_invalid_updates_are_refused(body: object, code: str) -> None:
         assert [e["type"] for e in refused.value.errors()] == [code if body != [] else "dict_type"]
 
 
-def parse_update(body: object) -> dict[str, Any]:
-    """The changes the request model hands the service: the given fields, in domain values."""
-    return AutoTopupUpdate.model_validate(body).given()
+def parse_update(body: object) -> UpdateAutoTopup:
+    """What the request model hands the service: the given fields, in domain values."""
+    return AutoTopupUpdate.model_validate(body).command()
 
 
 def test_a_top_up_starts_only_below_the_trigger_with_room_under_the_cap_and_no_back_off() -> None:
@@ -228,12 +233,12 @@ SESSION = {"id": "cs_1", "amount_total": 2500, "currency": "usd", "metadata": {"
 def test_a_session_matches_the_record_in_org_amount_and_currency(
     changes: dict[str, Any], problem: str | None
 ) -> None:
-    assert session_mismatch({**SESSION, **changes}, RECORD) == problem
+    assert session_mismatch(session_of({**SESSION, **changes}), RECORD) == problem
 
 
 def test_an_event_must_come_in_the_mode_of_the_key() -> None:
     def event(livemode: bool | None) -> ProcessorEvent:
-        return ProcessorEvent("evt_1", "checkout.session.completed", 1, {}, livemode=livemode)
+        return ProcessorEvent("evt_1", "checkout.session.completed", 1, None, livemode=livemode)
 
     assert livemode_mismatch(event(False), live_key=False) is None
     assert livemode_mismatch(event(True), live_key=True) is None
@@ -306,3 +311,24 @@ def test_the_checkout_body_is_refused_in_the_spec_terms(
         message = domain.value.message
     assert (error["type"], error["msg"], error["ctx"]["details"]) == (code, message, details)
     assert CheckoutRequest.model_validate({"amount": "25.50"}).amount == Money.usd("25.50")
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        {"object": {"object": "payment_intent", "amount": 2000, "status": "succeeded"}},  # no id
+        {"object": {"id": "pi_1", "amount": "lots", "status": "succeeded"}},
+        {"object": "pi_1"},
+        {},
+    ],
+)
+def test_a_signed_event_whose_object_cannot_be_read_has_no_subject(data: dict[str, Any]) -> None:
+    # Given a correctly signed payment_intent event whose object is malformed
+    payload = json.dumps(
+        {"id": "evt_1", "type": "payment_intent.succeeded", "created": 1, "livemode": False, "data": data}
+    ).encode()
+    adapter = StripePayments(lambda: StripeKeys("sk_test_x", "whsec_x"))
+    # When it is verified
+    event = adapter.verify_event(payload, sign(payload, "whsec_x", int(time.time())))
+    # Then it is read without an error, and carries nothing that could move money
+    assert (event.event_id, event.subject) == ("evt_1", None)

@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from batchroute.clock import FixedClock
 from batchroute.domain.billing_controls import ConcurrentUpdate
-from batchroute.domain.retention import RetentionSettings, apply_update
+from batchroute.domain.retention import RetentionSettings, UpdateRetention, apply_update
 from batchroute.errors import InvalidRequest
 from batchroute.services.billing.retention import RetentionService
 from functions.api.schemas.retention import RetentionUpdate
@@ -21,17 +21,22 @@ ORG = "org_a"
 
 
 def parse_update(body: Any) -> dict[str, Any]:
-    """The changes the request model hands the service: the given fields."""
+    """The fields the request model validated: the given ones."""
     return RetentionUpdate.model_validate(body).given()
 
 
+def command(body: Any) -> UpdateRetention:
+    """What the request model hands the service."""
+    return RetentionUpdate.model_validate(body).command()
+
+
 def applied(current: RetentionSettings, body: dict[str, Any]) -> RetentionSettings:
-    return apply_update(current, parse_update(body), at=AT)
+    return apply_update(current, command(body), at=AT)
 
 
 def refused(current: RetentionSettings, body: Any) -> InvalidRequest:
     with pytest.raises(InvalidRequest) as caught:
-        apply_update(current, parse_update(body), at=AT)
+        apply_update(current, command(body), at=AT)
     assert caught.value.code == "invalid_retention"
     return caught.value
 
@@ -146,10 +151,10 @@ def test_the_service_saves_with_a_version_and_retries_a_conflict() -> None:
     records = MemoryRecords()
     svc = RetentionService(records, FixedClock(datetime(2026, 1, 1, tzinfo=UTC)))
     assert svc.get(ORG) == DEFAULT
-    saved = svc.update(ORG, parse_update({"retention_tier": "until_deleted"}))
+    saved = svc.update(ORG, command({"retention_tier": "until_deleted"}))
     assert saved.version == 1 and svc.get(ORG).retention_tier == "until_deleted"
     records.conflicts = 1
-    assert svc.update(ORG, parse_update({"never_charge": True})).version == 3
+    assert svc.update(ORG, command({"never_charge": True})).version == 3
     records.conflicts = 5
     with pytest.raises(ConcurrentUpdate):
-        svc.update(ORG, parse_update({"never_charge": False}))
+        svc.update(ORG, command({"never_charge": False}))

@@ -7,6 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query, Request
 
 from batchroute.domain.access import Principal
+from batchroute.domain.billing_controls import ControlsView
 from functions.api.auth import require
 from functions.api.deps import BillingControlsDep
 from functions.api.envelope import ErrorEnvelope
@@ -31,7 +32,7 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
     responses=_ERRORS,
     summary="The org's billing controls (defaults, configured=false, until the first save)",
 )
-def get_controls(principal: Reader, service: BillingControlsDep) -> dict[str, Any]:
+def get_controls(principal: Reader, service: BillingControlsDep) -> dict[str, ControlsView]:
     return {"controls": service.get(principal.org_id).to_api()}
 
 
@@ -54,8 +55,8 @@ def update_controls(
     principal: Manager,
     service: BillingControlsDep,
     body: ControlsUpdate,
-) -> dict[str, Any]:
-    controls = service.update(principal, body.given(), ip_address=client_ip(request))
+) -> dict[str, ControlsView]:
+    controls = service.update(principal, body.command(), ip_address=client_ip(request))
     return {"controls": controls.to_api()}
 
 

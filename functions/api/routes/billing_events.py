@@ -3,11 +3,12 @@ low-balance level and auto top-up raised (docs/billing-alerts.md)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query
 
 from batchroute.domain.access import Principal
+from batchroute.services.billing.events import EventPage
 from functions.api.auth import require
 from functions.api.deps import BillingEventsDep
 from functions.api.envelope import ErrorEnvelope
@@ -33,5 +34,5 @@ def list_billing_events(
     log: BillingEventsDep,
     limit: Annotated[int, Query(ge=1, le=200, description="1-200, default 50")] = 50,
     cursor: Annotated[str | None, Query(description="`next_cursor` of the previous page")] = None,
-) -> dict[str, Any]:
+) -> EventPage:
     return log.list(principal.org_id, limit=limit, cursor=cursor)

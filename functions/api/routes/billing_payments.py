@@ -9,6 +9,8 @@ from fastapi import APIRouter, Depends, Query, Request
 from starlette.concurrency import run_in_threadpool
 
 from batchroute.domain.access import Principal
+from batchroute.domain.payments import AttemptPage, AutoTopupView
+from batchroute.services.billing.payments import CheckoutOpened, WebhookAck
 from functions.api.auth import require
 from functions.api.deps import AutoTopupDep, CreditPurchasesDep
 from functions.api.envelope import ErrorEnvelope
@@ -59,8 +61,8 @@ _EVENT_SCHEMA = {
 )
 def create_checkout(
     principal: SessionManager, service: CreditPurchasesDep, body: CheckoutRequest
-) -> dict[str, Any]:
-    return service.checkout(principal, body.amount)
+) -> CheckoutOpened:
+    return service.checkout(principal, body.command())
 
 
 @router.post(
@@ -73,7 +75,7 @@ def create_checkout(
     },
     summary="The payment processor's webhook (signature-verified; each event applied once)",
 )
-async def processor_webhook(request: Request, service: CreditPurchasesDep) -> dict[str, Any]:
+async def processor_webhook(request: Request, service: CreditPurchasesDep) -> WebhookAck:
     payload = await request.body()
     return await run_in_threadpool(service.handle_webhook, payload, request.headers.get("stripe-signature"))
 
@@ -84,7 +86,7 @@ async def processor_webhook(request: Request, service: CreditPurchasesDep) -> di
     responses=_ERRORS,
     summary="Auto top-up settings (defaults, configured=false, until the first save)",
 )
-def get_auto_topup(principal: Reader, service: AutoTopupDep) -> dict[str, Any]:
+def get_auto_topup(principal: Reader, service: AutoTopupDep) -> dict[str, AutoTopupView]:
     return {"auto_topup": service.get(principal.org_id)}
 
 
@@ -102,8 +104,10 @@ def get_auto_topup(principal: Reader, service: AutoTopupDep) -> dict[str, Any]:
     },
     summary="Update auto top-up settings",
 )
-def update_auto_topup(principal: Manager, service: AutoTopupDep, body: AutoTopupUpdate) -> dict[str, Any]:
-    return {"auto_topup": service.update(principal, body.given())}
+def update_auto_topup(
+    principal: Manager, service: AutoTopupDep, body: AutoTopupUpdate
+) -> dict[str, AutoTopupView]:
+    return {"auto_topup": service.update(principal, body.command())}
 
 
 @router.get(
@@ -117,5 +121,5 @@ def list_auto_topup_attempts(
     service: AutoTopupDep,
     limit: Annotated[int, Query(ge=1, le=100, description="1-100, default 20")] = 20,
     cursor: Annotated[str | None, Query(description="the previous page's next_cursor")] = None,
-) -> dict[str, Any]:
+) -> AttemptPage:
     return service.attempts(principal.org_id, limit=limit, cursor=cursor)

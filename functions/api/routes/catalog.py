@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Query
 
 from batchroute.domain.catalog import HostedTool, Operation, PrivacyTier, RuntimeCapability, SlaTier
+from batchroute.services.catalog import catalog
 from batchroute.services.catalog.catalog import ModelFilters
 from functions.api.deps import CatalogDep
 from functions.api.envelope import errors_doc
@@ -42,7 +43,7 @@ def list_models(
             max_length=200, description="case-insensitive search over title, summary, id, description, tags"
         ),
     ] = None,
-) -> dict[str, Any]:
+) -> catalog.ModelList:
     filters = ModelFilters(
         operation=operation,
         provider=provider,
@@ -61,7 +62,7 @@ def list_models(
     responses=errors_doc({404: "No such model (`model_not_found`)"}),
     summary="One model by its exact id (ids may contain slashes)",
 )
-def get_model(slug: str, service: CatalogDep) -> dict[str, Any]:
+def get_model(slug: str, service: CatalogDep) -> catalog.ModelEnvelope:
     return service.model(slug)
 
 
@@ -70,7 +71,7 @@ def get_model(slug: str, service: CatalogDep) -> dict[str, Any]:
     response_model=WorkflowProductListOut,
     summary="Workflow products, with the remaining capacity per provider able to serve them",
 )
-def list_workflow_products(service: CatalogDep) -> dict[str, Any]:
+def list_workflow_products(service: CatalogDep) -> catalog.ProductList:
     return service.workflow_products()
 
 
@@ -80,12 +81,12 @@ def list_workflow_products(service: CatalogDep) -> dict[str, Any]:
     responses=errors_doc({404: "No such workflow product (`workflow_product_not_found`)"}),
     summary="One workflow product",
 )
-def get_workflow_product(slug: str, service: CatalogDep) -> dict[str, Any]:
+def get_workflow_product(slug: str, service: CatalogDep) -> catalog.ProductEnvelope:
     return service.workflow_product(slug)
 
 
 @router.get("/v1/providers", response_model=ProvidersOut, summary="The provider directory")
-def list_providers(service: CatalogDep) -> dict[str, Any]:
+def list_providers(service: CatalogDep) -> catalog.ProviderList:
     return service.providers()
 
 
@@ -95,7 +96,7 @@ def list_providers(service: CatalogDep) -> dict[str, Any]:
     responses=errors_doc({404: "No such provider (`provider_not_found`)"}),
     summary="One provider",
 )
-def get_provider(slug: str, service: CatalogDep) -> dict[str, Any]:
+def get_provider(slug: str, service: CatalogDep) -> catalog.ProviderEnvelope:
     return service.provider(slug)
 
 
@@ -104,5 +105,5 @@ def get_provider(slug: str, service: CatalogDep) -> dict[str, Any]:
     response_model=FeeScheduleOut,
     summary="The fee schedule quotes and settlement use",
 )
-def get_fees(service: CatalogDep) -> dict[str, Any]:
+def get_fees(service: CatalogDep) -> catalog.FeesView:
     return service.fees()

@@ -6,6 +6,7 @@ from typing import Any
 
 from fastapi import APIRouter
 
+from batchroute.services.catalog import content
 from functions.api.deps import ContentDep
 from functions.api.envelope import ErrorEnvelope
 from functions.api.schemas.content import ChangelogOut, PostEnvelope, PostsOut
@@ -27,7 +28,7 @@ _NOT_FOUND: dict[int | str, dict[str, Any]] = {
     responses=_DISABLED,
     summary="Changelog entries, newest first",
 )
-def get_changelog(service: ContentDep) -> dict[str, Any]:
+def get_changelog(service: ContentDep) -> content.Changelog:
     return service.changelog()
 
 
@@ -37,7 +38,7 @@ def get_changelog(service: ContentDep) -> dict[str, Any]:
     responses=_DISABLED,
     summary="Blog posts, newest first by publish date",
 )
-def list_posts(service: ContentDep) -> dict[str, Any]:
+def list_posts(service: ContentDep) -> content.PostList:
     return service.posts()
 
 
@@ -47,5 +48,5 @@ def list_posts(service: ContentDep) -> dict[str, Any]:
     responses={**_NOT_FOUND, **_DISABLED},
     summary="One blog post",
 )
-def get_post(slug: str, service: ContentDep) -> dict[str, Any]:
+def get_post(slug: str, service: ContentDep) -> content.PostEnvelope:
     return service.post(slug)

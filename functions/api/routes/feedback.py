@@ -10,6 +10,7 @@ from fastapi import APIRouter, Depends, Query, Response
 
 from batchroute.domain.access import Principal
 from batchroute.domain.feedback import LIST_LIMIT_MAX
+from batchroute.services.feedback.service import SummaryView
 from functions.api.auth import require
 from functions.api.deps import FeedbackDep
 from functions.api.envelope import errors_doc
@@ -44,7 +45,7 @@ _ERRORS = errors_doc(
     summary="Rate a batch item's result or a chat completion (one per target and author)",
 )
 def give_feedback(principal: Writer, feedback: FeedbackDep, body: FeedbackCreate, response: Response) -> Any:
-    saved = feedback.submit(principal, body.feedback())
+    saved = feedback.submit(principal, body.command())
     response.status_code = 201 if saved.created else 200
     return saved.feedback.to_api()
 
@@ -87,5 +88,5 @@ def list_feedback(
     responses={**_ERRORS, **errors_doc({400: "period must be daily or monthly"})},
     summary="Feedback per model and provider over the current UTC day or month (from counters)",
 )
-def feedback_summary(principal: Reader, feedback: FeedbackDep, period: str | None = None) -> dict[str, Any]:
+def feedback_summary(principal: Reader, feedback: FeedbackDep, period: str | None = None) -> SummaryView:
     return feedback.summary(principal, period=period)

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter, Response
 
-from batchroute.services.catalog.runtime import runtime_info
+from batchroute.services.catalog.runtime import RuntimeView, runtime_info
 from functions.api.auth import OptionalPrincipal
 from functions.api.deps import SettingsDep
 from functions.api.openapi import documented_as
@@ -35,5 +33,5 @@ def head_health() -> Response:
     response_model=documented_as(RuntimeOut),
     summary="Runtime metadata; anonymous callers get public-safe data only",
 )
-def get_runtime(settings: SettingsDep, principal: OptionalPrincipal) -> dict[str, Any]:
+def get_runtime(settings: SettingsDep, principal: OptionalPrincipal) -> RuntimeView:
     return runtime_info(settings, authenticated=principal is not None)

@@ -7,6 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends
 
 from batchroute.domain.access import Principal
+from batchroute.domain.retention import RetentionView
 from functions.api.auth import require
 from functions.api.deps import RetentionDep, SettingsDep
 from functions.api.envelope import ErrorEnvelope
@@ -31,7 +32,7 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
     responses=_ERRORS,
     summary="The org's result retention settings (grace_only until changed)",
 )
-def get_retention(principal: Reader, service: RetentionDep, settings: SettingsDep) -> dict[str, Any]:
+def get_retention(principal: Reader, service: RetentionDep, settings: SettingsDep) -> RetentionView:
     return service.get(principal.org_id).to_api(grace_hours=settings.retention_grace_hours)
 
 
@@ -46,6 +47,6 @@ def update_retention(
     service: RetentionDep,
     settings: SettingsDep,
     body: RetentionUpdate,
-) -> dict[str, Any]:
-    updated = service.update(principal.org_id, body.given())
+) -> RetentionView:
+    updated = service.update(principal.org_id, body.command())
     return updated.to_api(grace_hours=settings.retention_grace_hours)

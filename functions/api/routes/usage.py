@@ -3,11 +3,12 @@ period, by day, model and provider (docs/usage.md)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Query
 
 from batchroute.domain.access import Principal
+from batchroute.domain.usage import UsageReportView
 from functions.api.auth import require
 from functions.api.deps import UsageDep
 from functions.api.envelope import ErrorEnvelope
@@ -40,5 +41,5 @@ def get_usage(
             "limit_timezone."
         ),
     ] = None,
-) -> dict[str, Any]:
+) -> UsageReportView:
     return service.report(principal, period=period).to_api()

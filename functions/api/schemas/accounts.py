@@ -15,6 +15,7 @@ from batchroute.domain.access import Role
 from batchroute.domain.passwords import MAX_EMAIL_LENGTH, MAX_PASSWORD_LENGTH, MIN_PASSWORD_LENGTH
 from batchroute.services.accounts.accounts import MAX_DISPLAY_NAME, MAX_FULL_NAME
 from batchroute.services.accounts.sessions import LiveSession
+from batchroute.services.accounts.settings import AccountView
 from batchroute.services.accounts.verification import MAX_TOKEN_LENGTH
 from functions.api.schemas.common import MoneyOut
 from functions.api.schemas.webhooks import WebhookTarget
@@ -182,5 +183,5 @@ class AccountOut(BaseModel):
     delivery_webhook: DeliveryWebhookOut | None
 
     @classmethod
-    def of(cls, view: dict[str, Any]) -> AccountOut:
+    def of(cls, view: AccountView) -> AccountOut:
         return cls.model_validate(view)

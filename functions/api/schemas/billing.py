@@ -15,6 +15,7 @@ from batchroute.domain.billing_controls import (
     Period,
     Threshold,
     ThresholdType,
+    UpdateControls,
     parse_bool,
     parse_mode,
     parse_optional_usd,
@@ -135,3 +136,8 @@ class ControlsUpdate(ContractUpdate):
     )
     configured: Annotated[Any, ignored(bool)] = read_only()
     created_at: Annotated[Any, ignored(str | None)] = read_only()
+
+    def command(self) -> UpdateControls:
+        """The update the service applies: the given fields, in domain values."""
+        given = self.given()
+        return UpdateControls(given=frozenset(given), **given)

@@ -1,6 +1,6 @@
 """Request and response models: feedback on batch item results and chat completions
 (docs/feedback.md). The body is checked here (`invalid_request` with `details.field`, e.g.
-`target.batch_id`, `labels[2]`); the domain adds the rules across fields (`feedback_input`)."""
+`target.batch_id`, `labels[2]`); the domain adds the rules across fields (`create_feedback`)."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ from batchroute.domain.feedback import (
     CUSTOMER_ITEM_ID_MAX,
     LABEL_PATTERN,
     LABELS_MAX,
-    FeedbackInput,
+    CreateFeedback,
     RatingScale,
     Target,
-    feedback_input,
+    create_feedback,
     parse_target,
 )
 from functions.api.schemas.common import ResourceBody, domain_rule, omittable
@@ -55,9 +55,9 @@ class FeedbackCreate(ResourceBody):
         f"Up to {LABELS_MAX} slugs (a-z, 0-9, _ and -), e.g. wrong_format"
     )
 
-    def feedback(self) -> FeedbackInput:
+    def command(self) -> CreateFeedback:
         """What the service saves, after the domain's rules across the fields."""
-        return feedback_input(self.target, self.rating, self.rating_scale, self.comment, self.labels)
+        return create_feedback(self.target, self.rating, self.rating_scale, self.comment, self.labels)
 
 
 class FeedbackTargetOut(BaseModel):

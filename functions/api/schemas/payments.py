@@ -12,6 +12,7 @@ from pydantic_core import PydanticCustomError
 from batchroute.domain.payments import (
     MAX_PAYMENT,
     MIN_PAYMENT,
+    UpdateAutoTopup,
     parse_enabled,
     parse_monthly_cap,
     parse_topup_amount,
@@ -19,6 +20,7 @@ from batchroute.domain.payments import (
     payment_amount,
 )
 from batchroute.money import Money
+from batchroute.services.billing.commands import StartCheckout
 from functions.api.schemas.common import (
     ContractBody,
     ContractUpdate,
@@ -56,6 +58,9 @@ class CheckoutRequest(ContractBody):
     @classmethod
     def unknown_fields(cls, unknown: list[str]) -> PydanticCustomError:
         return refusal("invalid_request", f"Unknown field {unknown[0]!r}.", {"field": unknown[0]})
+
+    def command(self) -> StartCheckout:
+        return StartCheckout(amount=self.amount)
 
 
 class CheckoutOut(BaseModel):
@@ -121,6 +126,10 @@ class AutoTopupUpdate(ContractUpdate):
     payment_method: Annotated[Any, ignored(CardOut | None)] = read_only()
     status: Annotated[Any, ignored(AutoTopupStatusOut)] = read_only()
     created_at: Annotated[Any, ignored(str | None)] = read_only()
+
+    def command(self) -> UpdateAutoTopup:
+        given = self.given()
+        return UpdateAutoTopup(given=frozenset(given), **given)
 
 
 class AttemptOut(BaseModel):

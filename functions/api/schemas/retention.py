@@ -7,7 +7,7 @@ from typing import Annotated, Any, ClassVar
 
 from pydantic import BaseModel, Field, StrictBool, StrictInt
 
-from batchroute.domain.retention import MAX_EXTENDED_DAYS, MIN_EXTENDED_DAYS, RetentionTier
+from batchroute.domain.retention import MAX_EXTENDED_DAYS, MIN_EXTENDED_DAYS, RetentionTier, UpdateRetention
 from functions.api.schemas.common import ContractUpdate, ignored, omittable, read_only
 
 
@@ -35,3 +35,7 @@ class RetentionUpdate(ContractUpdate):
     )
     never_charge: StrictBool = omittable("true guarantees zero storage spend and forces grace_only")
     grace_hours: Annotated[Any, ignored(int)] = read_only()
+
+    def command(self) -> UpdateRetention:
+        given = self.given()
+        return UpdateRetention(given=frozenset(given), **given)

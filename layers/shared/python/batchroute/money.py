@@ -4,10 +4,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from decimal import ROUND_HALF_EVEN, ROUND_UP, Decimal
-from typing import Any
+from typing import TypedDict
 
 MICROS_PER_USD = 1_000_000
 _QUANT = Decimal("0.000001")
+
+
+class MoneyView(TypedDict):
+    """Money in the API: a lowercase currency and a decimal-string amount."""
+
+    currency: str
+    amount: str
 
 
 @dataclass(frozen=True, order=True)
@@ -45,7 +52,7 @@ class Money:
         if other.currency != self.currency:
             raise ValueError("currency mismatch")
 
-    def to_api(self) -> dict[str, Any]:
+    def to_api(self) -> MoneyView:
         """The read-model shape: {currency, amount} with a decimal-string amount."""
         return {"currency": self.currency, "amount": format_amount(self.amount)}
 

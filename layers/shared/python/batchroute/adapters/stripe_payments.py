@@ -31,8 +31,10 @@ from batchroute.domain.payments import (
     CheckoutSession,
     PaymentMethod,
     ProcessorEvent,
+    ProcessorSession,
     charge_of,
     from_cents,
+    session_of,
 )
 from batchroute.domain.reconciliation import ProcessorPayment
 from batchroute.errors import InvalidRequest, TransientError, Unavailable
@@ -251,11 +253,12 @@ class StripePayments:
             raise InvalidRequest("The webhook signature does not verify.", code="invalid_signature") from exc
         body = json.loads(payload)
         livemode = body.get("livemode")
+        event_type = str(body["type"])
         return ProcessorEvent(
             event_id=str(body["id"]),
-            event_type=str(body["type"]),
+            event_type=event_type,
             created=int(body.get("created", 0)),
-            data=body["data"]["object"],
+            subject=_subject(event_type, (body.get("data") or {}).get("object")),
             livemode=livemode if isinstance(livemode, bool) else None,
         )
 
@@ -265,7 +268,7 @@ class StripePayments:
         events with that `livemode` are payments to this service."""
         return self._keys().secret_key.startswith(("sk_live_", "rk_live_"))
 
-    def checkout_session(self, session_id: str) -> Mapping[str, Any] | None:
+    def checkout_session(self, session_id: str) -> ProcessorSession | None:
         """The Checkout Session as the processor has it; None when it does not know it."""
         import stripe
 
@@ -274,8 +277,7 @@ class StripePayments:
                 session = self._client().v1.checkout.sessions.retrieve(session_id)
             except stripe.InvalidRequestError:
                 return None
-        found: Mapping[str, Any] = session.to_dict()
-        return found
+        return session_of(session.to_dict())
 
     # -- reconciliation (docs/payments.md) ---------------------------------------------------
     def successful_payments(self, since: datetime) -> list[ProcessorPayment]:
@@ -337,3 +339,19 @@ def _iso(epoch_seconds: int) -> str:
     return (
         datetime.fromtimestamp(epoch_seconds, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
     )
+
+
+def _subject(event_type: str, obj: object) -> ProcessorSession | Charge | None:
+    """The object an event is about, read: a Checkout Session, or a PaymentIntent as a Charge.
+    None when it is neither, or cannot be read (no id, an amount that is not a number): such an
+    event moves no money, and is acknowledged like any other that does not apply."""
+    if not isinstance(obj, dict):
+        return None
+    try:
+        if event_type.startswith("checkout.session."):
+            return session_of(obj)
+        if event_type.startswith("payment_intent."):
+            return charge_of(obj)
+    except (KeyError, TypeError, ValueError):
+        return None
+    return None

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import TypedDict
 
 from batchroute.domain.access import Role
 
@@ -16,6 +16,14 @@ def normalize_email(email: str) -> str:
     return email.strip().lower()
 
 
+class DeliveryWebhookConfig(TypedDict):
+    """The org's default delivery webhook as stored (the secret KMS-sealed)."""
+
+    url: str
+    secret_ciphertext: str
+    updated_at: str
+
+
 @dataclass(frozen=True)
 class Org:
     org_id: str
@@ -23,7 +31,7 @@ class Org:
     plan: str
     owner_user_id: str
     created_at: str
-    delivery_webhook: dict[str, Any] | None = None  # {url, secret_ciphertext, updated_at}
+    delivery_webhook: DeliveryWebhookConfig | None = None
 
 
 @dataclass(frozen=True)
@@ -61,4 +69,3 @@ class Session:
     created_at: str
     expires_at: str
     revoked_at: str | None = None
-    meta: dict[str, Any] = field(default_factory=dict)

@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 from batchroute.domain.billing_controls import BillingControls, Period, Threshold
 from batchroute.domain.ledger import DAILY_PREFIX, WalletState, period_keys
@@ -47,6 +47,13 @@ REARM_PERCENT = 110
 LowBalanceStep = Literal["fire", "rearm"]
 
 
+class PeriodView(TypedDict):
+    period: Period
+    period_key: str
+    period_start: str
+    timezone: str
+
+
 @dataclass(frozen=True)
 class AlertPeriod:
     period: Period
@@ -59,7 +66,7 @@ class AlertPeriod:
         text = self.key.split("#", 1)[1]
         return text if self.key.startswith(DAILY_PREFIX) else f"{text}-01"
 
-    def to_api(self) -> dict[str, Any]:
+    def to_api(self) -> PeriodView:
         return {
             "period": self.period,
             "period_key": self.key,
@@ -70,9 +77,43 @@ class AlertPeriod:
 
 @dataclass(frozen=True)
 class Alert:
+    """An event to record once per `once_key`, with its data (JSON, as the event list and the
+    webhook show it, `BillingEvent.to_api`)."""
+
     event_type: str
     once_key: str  # at most one event per key, ever
     details: dict[str, Any]
+
+
+class BillingEventView(TypedDict):
+    id: str
+    object: Literal["billing.event"]
+    type: str
+    org_id: str
+    created_at: str
+    data: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class BillingEvent:
+    """A recorded alert event."""
+
+    event_id: str
+    org_id: str
+    type: str
+    created_at: str
+    details: dict[str, Any]
+
+    def to_api(self) -> BillingEventView:
+        """The event as the API lists it and the webhook sends it."""
+        return {
+            "id": self.event_id,
+            "object": "billing.event",
+            "type": self.type,
+            "org_id": self.org_id,
+            "created_at": self.created_at,
+            "data": dict(self.details),
+        }
 
 
 def alert_period(controls: BillingControls, at: datetime) -> AlertPeriod:
@@ -125,17 +166,15 @@ def due_alerts(
         observed = _crossed(threshold, wallet=wallet, spent=spent, limit=limit)
         if observed is None:
             continue
-        value = threshold.to_api()["value"]
-        shown = value if threshold.type == "pct_of_limit" else value["amount"]
-        details: dict[str, Any] = {
+        shown = threshold.percent if threshold.amount is None else _usd(threshold.amount)
+        details = {
             "threshold": {"type": threshold.type, "value": shown},
             "observed": observed,
             **period.to_api(),
             "balance": _usd(wallet.balance),
             "spent": _usd(spent),
+            **({"limit": _usd(limit)} if limit is not None else {}),
         }
-        if limit is not None:
-            details["limit"] = _usd(limit)
         alerts.append(Alert(THRESHOLD_CROSSED, f"threshold#{threshold.type}#{shown}#{period.key}", details))
     return alerts
 
@@ -185,19 +224,6 @@ def low_balance_alert(level: Money, wallet: WalletState, *, episode: int) -> Ale
             "rearm_at": _usd(rearm_level(level)),
         },
     )
-
-
-# -- views ---------------------------------------------------------------------------------
-def event_view(event: dict[str, Any]) -> dict[str, Any]:
-    """A recorded event as the API lists it and the webhook sends it."""
-    return {
-        "id": event["event_id"],
-        "object": "billing.event",
-        "type": event["type"],
-        "org_id": event["org_id"],
-        "created_at": event["created_at"],
-        "data": dict(event.get("details") or {}),
-    }
 
 
 def _usd(money: Money) -> str:

@@ -10,12 +10,12 @@ from __future__ import annotations
 import re
 import zoneinfo
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from decimal import Decimal, InvalidOperation
-from typing import Any, Literal, get_args
+from typing import Any, Literal, TypedDict, cast, get_args
 
 from batchroute.errors import Conflict, InvalidRequest
-from batchroute.money import Money
+from batchroute.money import Money, MoneyView
 
 Period = Literal["daily", "monthly"]
 Mode = Literal["soft", "hard"]
@@ -28,17 +28,6 @@ ACTION_UPDATE = "billing_controls.update"
 MAX_THRESHOLDS = 20
 MAX_USD = Decimal(1_000_000_000)
 MAX_USD_DECIMALS = 6
-EDITABLE_FIELDS: tuple[str, ...] = (
-    "limit_enabled",
-    "limit_period",
-    "limit_amount",
-    "limit_mode",
-    "limit_timezone",
-    "low_balance_amount",
-    "alert_thresholds",
-    "alert_email_enabled",
-    "alert_webhook_enabled",
-)
 
 _ZONE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_+\-]*(/[A-Za-z0-9_+\-]+)*$")
 _NOT_ZONES = frozenset({"localtime", "posixrules", "Factory"})
@@ -50,21 +39,47 @@ class ConcurrentUpdate(Conflict):
     default_code = "concurrent_update"
 
 
+class ThresholdView(TypedDict):
+    type: ThresholdType
+    value: MoneyView | int | None  # Money for the USD types, a whole percent for pct_of_limit
+
+
+class ControlsSettingsView(TypedDict, total=False):
+    """The editable fields in their API shape; an audit entry's before/after hold those that changed."""
+
+    limit_enabled: bool
+    limit_period: Period | None
+    limit_amount: MoneyView | None
+    limit_mode: Mode
+    limit_timezone: str
+    low_balance_amount: MoneyView | None
+    alert_thresholds: list[ThresholdView]
+    alert_email_enabled: bool
+    alert_webhook_enabled: bool
+
+
+class ControlsView(ControlsSettingsView):
+    org_id: str
+    configured: bool
+    created_at: str | None
+    updated_at: str | None
+
+
 @dataclass(frozen=True)
 class Threshold:
     type: ThresholdType
     amount: Money | None = None  # balance_below, spend_above
     percent: int | None = None  # pct_of_limit
 
-    def to_api(self) -> dict[str, Any]:
-        value: Any = self.percent if self.type == "pct_of_limit" else _money_api(self.amount)
+    def to_api(self) -> ThresholdView:
+        value = self.percent if self.type == "pct_of_limit" else _money_api(self.amount)
         return {"type": self.type, "value": value}
 
 
-@dataclass(frozen=True)
-class BillingControls:
-    org_id: str
-    configured: bool = False
+@dataclass(frozen=True, kw_only=True)
+class ControlsSettings:
+    """The editable fields of the billing controls, and their defaults."""
+
     limit_enabled: bool = False
     limit_period: Period | None = None
     limit_amount: Money | None = None
@@ -74,11 +89,20 @@ class BillingControls:
     alert_thresholds: tuple[Threshold, ...] = ()
     alert_email_enabled: bool = True
     alert_webhook_enabled: bool = False
+
+
+EDITABLE_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(ControlsSettings))
+
+
+@dataclass(frozen=True, kw_only=True)
+class BillingControls(ControlsSettings):
+    org_id: str
+    configured: bool = False
     created_at: str | None = None
     updated_at: str | None = None
     version: int = 0  # optimistic concurrency; not part of the API
 
-    def to_api(self) -> dict[str, Any]:
+    def to_api(self) -> ControlsView:
         return {
             "org_id": self.org_id,
             "configured": self.configured,
@@ -87,7 +111,7 @@ class BillingControls:
             "updated_at": self.updated_at,
         }
 
-    def settings_api(self) -> dict[str, Any]:
+    def settings_api(self) -> ControlsSettingsView:
         """The editable fields in their API shape (what the audit diff compares)."""
         return {
             "limit_enabled": self.limit_enabled,
@@ -109,6 +133,8 @@ class AuditEntry:
     actor_user_id: str | None
     actor_role: str | None
     action: str
+    # The changed fields as the API showed them, a JSON snapshot kept verbatim (the route
+    # policy's history, domain/route_policy.py PolicyChange, keeps its own the same way).
     before: dict[str, Any]
     after: dict[str, Any]
     ip_address: str | None
@@ -128,12 +154,20 @@ class AuditEntry:
         }
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class UpdateControls(ControlsSettings):
+    """A partial update of the controls, validated at the edge (functions/api/schemas/billing.py):
+    only the fields named in `given` change; null clears a nullable one."""
+
+    given: frozenset[str]
+
+
 @dataclass(frozen=True)
 class ControlsChange:
     controls: BillingControls
     needs_save: bool
-    before: dict[str, Any] = field(default_factory=dict)  # only the fields that changed
-    after: dict[str, Any] = field(default_factory=dict)
+    before: ControlsSettingsView = field(default_factory=lambda: ControlsSettingsView())  # what changed
+    after: ControlsSettingsView = field(default_factory=lambda: ControlsSettingsView())
 
 
 # -- parsing: the rules of the request model's fields (functions/api/schemas/billing.py) --
@@ -243,49 +277,45 @@ def _percent(value: Any, name: str) -> int:
 
 
 # -- applying --------------------------------------------------------------------------------
-def apply_update(current: BillingControls, changes: Mapping[str, Any], *, at: str) -> ControlsChange:
-    """Merge parsed changes into the stored controls and enforce the cross-field rules."""
-    merged: dict[str, Any] = {name: getattr(current, name) for name in EDITABLE_FIELDS}
-    merged.update(changes)
-    if changes.get("limit_enabled") is False:
+def apply_update(current: BillingControls, command: UpdateControls, *, at: str) -> ControlsChange:
+    """Merge the given fields into the stored controls and enforce the cross-field rules."""
+    given = command.given
+    staged = replace(current, **{name: getattr(command, name) for name in EDITABLE_FIELDS if name in given})
+    if "limit_enabled" in given and not command.limit_enabled:
         # "{limit_enabled: false} removes the limit": forget its period and amount too,
         # unless this same request stages new ones.
-        for name in ("limit_period", "limit_amount"):
-            if name not in changes:
-                merged[name] = None
-    if merged["limit_enabled"] and not current.limit_enabled and "limit_mode" not in changes:
-        merged["limit_mode"] = "soft"  # a new limit starts soft unless told otherwise
-    if merged["limit_enabled"]:
-        missing = [name for name in ("limit_period", "limit_amount") if merged[name] is None]
+        staged = replace(
+            staged,
+            limit_period=command.limit_period if "limit_period" in given else None,
+            limit_amount=command.limit_amount if "limit_amount" in given else None,
+        )
+    if staged.limit_enabled and not current.limit_enabled and "limit_mode" not in given:
+        staged = replace(staged, limit_mode="soft")  # a new limit starts soft unless told otherwise
+    if staged.limit_enabled:
+        missing = [name for name in ("limit_period", "limit_amount") if getattr(staged, name) is None]
         if missing:
             raise _invalid(
                 missing[0],
                 "An enabled limit needs both limit_period and limit_amount (given now or saved before).",
                 missing=missing,
             )
-    updated = replace(
-        current,
-        **merged,
-        configured=True,
-        created_at=current.created_at or at,
-        updated_at=at,
-    )
+    updated = replace(staged, configured=True, created_at=current.created_at or at, updated_at=at)
     old, new = current.settings_api(), updated.settings_api()
-    changed = [name for name in EDITABLE_FIELDS if old[name] != new[name]]
+    changed = {name for name, value in old.items() if new.get(name) != value}
     if not changed and current.configured:
         return ControlsChange(controls=current, needs_save=False)
     return ControlsChange(
-        controls=updated,
-        needs_save=True,
-        before={name: old[name] for name in changed},
-        after={name: new[name] for name in changed},
+        controls=updated, needs_save=True, before=_only(old, changed), after=_only(new, changed)
     )
 
 
-def _money_api(money: Money | None) -> dict[str, Any] | None:
+def _only(view: ControlsSettingsView, names: set[str]) -> ControlsSettingsView:
+    return cast(ControlsSettingsView, {name: value for name, value in view.items() if name in names})
+
+
+def _money_api(money: Money | None) -> MoneyView | None:
     return money.to_api() if money is not None else None
 
 
 def _invalid(name: str | None, message: str, **extra: Any) -> InvalidRequest:
-    details: dict[str, Any] = {"field": name, **extra}
-    return InvalidRequest(message, code="invalid_controls", details=details)
+    return InvalidRequest(message, code="invalid_controls", details={"field": name, **extra})

@@ -15,7 +15,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import ROUND_HALF_EVEN, Decimal
-from typing import Any, Final, Literal, get_args
+from typing import Any, Final, Literal, NotRequired, TypedDict, get_args
 
 from batchroute.domain.request_fields import invalid
 
@@ -33,6 +33,28 @@ TargetType = Literal["batch_item", "chat_completion"]
 TARGET_TYPES: Final[tuple[str, ...]] = get_args(TargetType)
 
 
+class TargetView(TypedDict):
+    type: TargetType
+    batch_id: NotRequired[str | None]  # batch_item
+    customer_item_id: NotRequired[str | None]  # batch_item
+    id: NotRequired[str | None]  # chat_completion
+
+
+class FeedbackView(TypedDict):
+    id: str
+    object: Literal["feedback"]
+    target: TargetView
+    rating: int
+    rating_scale: RatingScale
+    comment: str | None
+    labels: list[str]
+    model: str
+    provider: str
+    author: str
+    created_at: str
+    updated_at: str
+
+
 @dataclass(frozen=True)
 class Target:
     type: TargetType
@@ -47,22 +69,17 @@ class Target:
             return f"bi#{self.batch_id}#{self.customer_item_id}"
         return f"cc#{self.completion_id}"
 
-    def to_api(self) -> dict[str, Any]:
+    def to_api(self) -> TargetView:
         if self.type == "batch_item":
             return {"type": self.type, "batch_id": self.batch_id, "customer_item_id": self.customer_item_id}
         return {"type": self.type, "id": self.completion_id}
 
-    @classmethod
-    def from_api(cls, value: Mapping[str, Any]) -> Target:
-        if value.get("type") == "batch_item":
-            return cls(
-                "batch_item", batch_id=str(value["batch_id"]), customer_item_id=str(value["customer_item_id"])
-            )
-        return cls("chat_completion", completion_id=str(value["id"]))
 
+@dataclass(frozen=True, slots=True)
+class CreateFeedback:
+    """Feedback a body gives, validated at the edge (functions/api/schemas/feedback.py) and by
+    the rules across its fields (`create_feedback`)."""
 
-@dataclass(frozen=True)
-class FeedbackInput:
     target: Target
     rating: int
     rating_scale: RatingScale
@@ -87,7 +104,7 @@ class Feedback:
     updated_at: str
     version: int = 1
 
-    def to_api(self) -> dict[str, Any]:
+    def to_api(self) -> FeedbackView:
         return {
             "id": self.feedback_id,
             "object": "feedback",
@@ -105,9 +122,9 @@ class Feedback:
 
 
 # -- the request ---------------------------------------------------------------------------
-def feedback_input(
+def create_feedback(
     target: Target | None, rating: int | None, scale: RatingScale | None, comment: str | None, labels: Any
-) -> FeedbackInput:
+) -> CreateFeedback:
     """The feedback a body gives, its fields type-checked at the edge (the request model,
     functions/api/schemas/feedback.py): a target is required, the rating must be on its scale
     (thumbs by default), an empty comment is none, a repeated label counts once."""
@@ -117,7 +134,7 @@ def feedback_input(
     allowed = (-1, 1) if scale == "thumbs" else (1, 2, 3, 4, 5)
     if rating is None or rating not in allowed:
         raise invalid("rating", f"rating on the {scale} scale is one of {', '.join(map(str, allowed))}.")
-    return FeedbackInput(target, rating, scale, comment or None, tuple(dict.fromkeys(labels or ())))
+    return CreateFeedback(target, rating, scale, comment or None, tuple(dict.fromkeys(labels or ())))
 
 
 def parse_target(value: Any, _name: str = "target") -> Target:
@@ -178,6 +195,47 @@ def counter_moves(before: Feedback | None, after: Feedback) -> dict[CounterKey, 
     return {key: values for key, values in netted.items() if values}
 
 
+@dataclass(frozen=True, kw_only=True)
+class FeedbackCounter:
+    """One daily counter of a model and provider, as stored (the adapter reads its item)."""
+
+    model: str
+    provider: str
+    count: int = 0
+    thumbs_up: int = 0
+    thumbs_down: int = 0
+    stars_count: int = 0
+    stars_sum: int = 0
+    labels: Mapping[str, int] = field(default_factory=dict)  # label -> feedback carrying it
+
+
+class ThumbsView(TypedDict):
+    up: int
+    down: int
+
+
+class StarsView(TypedDict):
+    count: int
+    mean: str | None
+
+
+class LabelCountView(TypedDict):
+    label: str
+    count: int
+
+
+class FiguresView(TypedDict):
+    count: int
+    thumbs: ThumbsView
+    stars: StarsView
+    top_labels: list[LabelCountView]
+
+
+class ModelProviderFiguresView(FiguresView):
+    model: str
+    provider: str
+
+
 @dataclass
 class FeedbackFigures:
     count: int = 0
@@ -187,18 +245,17 @@ class FeedbackFigures:
     stars_sum: int = 0
     labels: dict[str, int] = field(default_factory=dict)
 
-    def add(self, counter: Mapping[str, Any]) -> None:
-        self.count += int(counter.get("count") or 0)
-        self.thumbs_up += int(counter.get("thumbs_up") or 0)
-        self.thumbs_down += int(counter.get("thumbs_down") or 0)
-        self.stars_count += int(counter.get("stars_count") or 0)
-        self.stars_sum += int(counter.get("stars_sum") or 0)
-        for name, value in counter.items():
-            if str(name).startswith(LABEL_PREFIX) and int(value or 0):
-                label = str(name).removeprefix(LABEL_PREFIX)
-                self.labels[label] = self.labels.get(label, 0) + int(value)
+    def add(self, counter: FeedbackCounter) -> None:
+        self.count += counter.count
+        self.thumbs_up += counter.thumbs_up
+        self.thumbs_down += counter.thumbs_down
+        self.stars_count += counter.stars_count
+        self.stars_sum += counter.stars_sum
+        for label, value in counter.labels.items():
+            if value:
+                self.labels[label] = self.labels.get(label, 0) + value
 
-    def to_api(self) -> dict[str, Any]:
+    def to_api(self) -> FiguresView:
         mean = None
         if self.stars_count:
             mean = str(
@@ -216,15 +273,14 @@ class FeedbackFigures:
 
 
 def summarize(
-    counters: Iterable[Mapping[str, Any]],
+    counters: Iterable[FeedbackCounter],
 ) -> tuple[FeedbackFigures, list[tuple[str, str, FeedbackFigures]]]:
     """The total and the figures per model and provider (most feedback first) of the daily
     counters of a period."""
     total = FeedbackFigures()
     per: dict[tuple[str, str], FeedbackFigures] = {}
     for counter in counters:
-        key = (str(counter.get("model") or ""), str(counter.get("provider") or ""))
-        per.setdefault(key, FeedbackFigures()).add(counter)
+        per.setdefault((counter.model, counter.provider), FeedbackFigures()).add(counter)
         total.add(counter)
     ranked = sorted(per.items(), key=lambda pair: (-pair[1].count, pair[0]))
     return total, [(model, provider, figures) for (model, provider), figures in ranked if figures.count > 0]

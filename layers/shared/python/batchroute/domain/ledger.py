@@ -20,10 +20,10 @@ import zoneinfo
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Literal, get_args
+from typing import Literal, TypedDict, get_args
 
 from batchroute.errors import Conflict, NotFound, PaymentRequired
-from batchroute.money import Money, format_amount
+from batchroute.money import Money, MoneyView, format_amount
 
 Purpose = Literal["batch", "chat_hold"]
 ReservationStatus = Literal["pending", "settled", "released"]
@@ -128,6 +128,15 @@ class Reservation:
         return self.status == "pending"
 
 
+class ReceiptCredits(TypedDict):
+    """The credit fields of a billing receipt."""
+
+    credit_reserved: MoneyView
+    credit_charged: MoneyView
+    credit_released: MoneyView
+    settled_at: str
+
+
 @dataclass(frozen=True)
 class SettlementResult:
     """The outcome of resolving a reservation; `replayed` when it had been resolved before
@@ -157,7 +166,7 @@ class SettlementResult:
             replayed=replayed,
         )
 
-    def receipt_credits(self) -> dict[str, object]:
+    def receipt_credits(self) -> ReceiptCredits:
         """The credit fields of a billing receipt."""
         return {
             "credit_reserved": self.reserved.to_api(),

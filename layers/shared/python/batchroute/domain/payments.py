@@ -13,12 +13,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 from batchroute.clock import isoformat
 from batchroute.domain.billing_controls import parse_usd
 from batchroute.errors import InvalidRequest
-from batchroute.money import MICROS_PER_USD, Money
+from batchroute.money import MICROS_PER_USD, Money, MoneyView
 
 # A purchase or top-up: at least 5 USD (below that card fees dominate), at most 10,000 USD.
 MIN_PAYMENT = Money.usd(5)
@@ -87,8 +87,47 @@ class PaymentMethod:
     brand: str
     last4: str
 
-    def to_api(self) -> dict[str, str]:
+    def to_api(self) -> CardView:
         return {"brand": self.brand, "last4": self.last4}
+
+
+class CardView(TypedDict):
+    brand: str
+    last4: str
+
+
+class AutoTopupStatusView(TypedDict):
+    in_flight_attempt_id: str | None
+    consecutive_failures: int
+    retry_after: str | None
+    disabled_reason: str | None
+    month: str | None
+    month_committed: MoneyView
+
+
+class AutoTopupView(TypedDict):
+    org_id: str
+    configured: bool
+    enabled: bool
+    trigger_balance: MoneyView
+    amount: MoneyView
+    monthly_cap: MoneyView
+    payment_method: CardView | None
+    status: AutoTopupStatusView
+    created_at: str | None
+    updated_at: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateAutoTopup:
+    """A partial update of the settings, validated at the edge (functions/api/schemas/payments.py):
+    only the fields named in `given` change."""
+
+    given: frozenset[str]
+    enabled: bool = False
+    trigger_balance: Money = DEFAULTS["trigger_balance"]
+    amount: Money = DEFAULTS["amount"]
+    monthly_cap: Money = DEFAULTS["monthly_cap"]
 
 
 # -- auto top-up settings ----------------------------------------------------------------------
@@ -116,7 +155,7 @@ class AutoTopup:
     def committed_in(self, month: str) -> Money:
         return self.month_committed if self.month == month else Money.zero()
 
-    def to_api(self, payment_method: PaymentMethod | None) -> dict[str, Any]:
+    def to_api(self, payment_method: PaymentMethod | None) -> AutoTopupView:
         return {
             "org_id": self.org_id,
             "configured": self.configured,
@@ -164,12 +203,11 @@ def parse_monthly_cap(value: Any, name: str) -> Money:
 
 
 def apply_update(
-    current: AutoTopup, changes: Mapping[str, Any], *, payment_method: PaymentMethod | None, at: datetime
+    current: AutoTopup, command: UpdateAutoTopup, *, payment_method: PaymentMethod | None, at: datetime
 ) -> AutoTopup:
-    """The settings after a PUT: only the given fields (parsed at the edge) change; saving
-    clears the back-off and a failure switch-off (the user has looked at it). Enabling needs a
-    saved card."""
-    new = replace(current, **changes)
+    """The settings after a PUT: only the given fields change; saving clears the back-off and a
+    failure switch-off (the user has looked at it). Enabling needs a saved card."""
+    new = replace(current, **{name: getattr(command, name) for name in command.given})
     if new.monthly_cap < new.amount:
         raise _invalid("monthly_cap", "monthly_cap must be at least the top-up amount.")
     if new.enabled and payment_method is None:
@@ -276,6 +314,22 @@ def _parse(stamp: str) -> datetime:
 
 
 # -- attempts ----------------------------------------------------------------------------------
+class TopupAttemptView(TypedDict):
+    id: str
+    amount: MoneyView
+    status: AttemptStatus
+    processor_reference: str | None
+    failure_code: str | None
+    failure_reason: str | None
+    created_at: str
+    updated_at: str
+
+
+class AttemptPage(TypedDict):
+    data: list[TopupAttemptView]
+    next_cursor: str | None
+
+
 @dataclass(frozen=True)
 class TopupAttempt:
     attempt_id: str
@@ -288,7 +342,7 @@ class TopupAttempt:
     failure_code: str | None = None
     failure_reason: str | None = None
 
-    def to_api(self) -> dict[str, Any]:
+    def to_api(self) -> TopupAttemptView:
         return {
             "id": self.attempt_id,
             "amount": self.amount.to_api(),
@@ -329,16 +383,46 @@ class Charge:
     currency: str = "usd"  # the service charges USD only; charge_of reads the processor's
 
 
+@dataclass(frozen=True, kw_only=True)
+class ProcessorSession:
+    """A Checkout Session as the processor reports it (an event's object, or its own copy),
+    read by `session_of`. `amount_total` and `payment_status` stay as sent: a refusal names
+    what the processor said."""
+
+    session_id: str
+    mode: str | None = None
+    payment_status: object = None
+    amount_total: object = None
+    currency: str = ""  # lowercase; "" when missing
+    metadata: Mapping[str, str] = field(default_factory=dict)
+    payment_intent: str | None = None
+
+
 @dataclass(frozen=True)
 class ProcessorEvent:
-    """A verified processor webhook event: its id, type, the object it is about, and whether
-    the processor sent it in live mode (None when the event does not say)."""
+    """A verified processor webhook event: its id, type, the object it is about (a Checkout
+    Session, a PaymentIntent as a Charge, or None for other objects), and whether the
+    processor sent it in live mode (None when the event does not say)."""
 
     event_id: str
     event_type: str
     created: int
-    data: Mapping[str, Any]
+    subject: ProcessorSession | Charge | None
     livemode: bool | None = None
+
+
+def session_of(session: Mapping[str, Any]) -> ProcessorSession:
+    """A Checkout Session (as a dict) as the service sees it."""
+    intent = session.get("payment_intent")
+    return ProcessorSession(
+        session_id=str(session.get("id") or ""),
+        mode=session.get("mode"),
+        payment_status=session.get("payment_status"),
+        amount_total=session.get("amount_total"),
+        currency=str(session.get("currency") or "").lower(),
+        metadata=session.get("metadata") or {},
+        payment_intent=intent if isinstance(intent, str) and intent else None,
+    )
 
 
 # A PaymentIntent in one of these states after an off-session confirm did not take the money.
@@ -371,11 +455,11 @@ def charge_of(intent: Mapping[str, Any]) -> Charge:
     return charge
 
 
-def purchase_mismatch(session: Mapping[str, Any], amount: Money) -> str | None:
+def purchase_mismatch(session: ProcessorSession, amount: Money) -> str | None:
     """Why a paid checkout session cannot be what the dashboard's checkout sold (USD, 5..10000
     in whole cents), or None. A signed event is the processor's word, not a reason to credit
     whatever it says (issue 27)."""
-    currency = str(session.get("currency") or "").lower()
+    currency = session.currency
     if currency != "usd":
         return f"currency {currency or 'missing'!r}: checkout sells USD only"
     if not MIN_PAYMENT <= amount <= MAX_PAYMENT:
@@ -401,16 +485,16 @@ class CheckoutRecord:
     status: CheckoutStatus = "open"
 
 
-def session_mismatch(session: Mapping[str, Any], record: CheckoutRecord) -> str | None:
+def session_mismatch(session: ProcessorSession, record: CheckoutRecord) -> str | None:
     """How a checkout session (the event's, or the one the processor returns) differs from the
     service's record of it (org, amount, currency), or None."""
-    org_id = (session.get("metadata") or {}).get("org_id")
+    org_id = session.metadata.get("org_id")
     if org_id != record.org_id:
         return f"org {org_id!r} is not the checkout's {record.org_id!r}"
-    amount = session.get("amount_total")
+    amount = session.amount_total
     if isinstance(amount, bool) or amount != record.amount_cents:
         return f"amount_total {amount!r} is not the checkout's {record.amount_cents} cents"
-    currency = str(session.get("currency") or "").lower()
+    currency = session.currency
     if currency != record.currency:
         return f"currency {currency or 'missing'!r} is not the checkout's {record.currency!r}"
     return None

@@ -11,9 +11,9 @@ each way the two sides disagree. Pure: the caller reads both sides.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from typing import Literal, TypedDict
 
 from batchroute.domain.ledger import ProcessorCredit
 from batchroute.money import Money, format_amount
@@ -67,6 +67,28 @@ class ProcessorPayment:
         return _money_text(Money(_minor_to_micros(self.amount_minor), self.currency.lower()))
 
 
+class DifferenceView(TypedDict):
+    kind: DifferenceKind
+    org_id: str | None
+    processor_ref: str
+    credited_refs: list[str]
+    paid: str | None
+    credited: str | None
+    detail: str
+
+
+class ReportView(TypedDict):
+    since: str
+    settled_before: str
+    credits: int
+    payments: int
+    matched: int
+    foreign_payments: int
+    awaiting_credit: list[str]
+    differences: list[DifferenceView]
+    counts: dict[str, int]
+
+
 @dataclass(frozen=True)
 class Difference:
     kind: DifferenceKind
@@ -77,7 +99,7 @@ class Difference:
     paid: str | None = None  # e.g. "25.00 usd"
     credited_amount: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> DifferenceView:
         return {
             "kind": self.kind,
             "org_id": self.org_id,
@@ -105,7 +127,7 @@ class ReconciliationReport:
     def clean(self) -> bool:
         return not self.differences
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> ReportView:
         return {
             "since": self.since,
             "settled_before": self.settled_before,
@@ -197,51 +219,38 @@ def _not_credited(payment: ProcessorPayment) -> Difference:
 
 def _compare(payment: ProcessorPayment, found: list[LedgerCredit]) -> list[Difference]:
     refs = tuple(c.processor_ref for c in found)
-    common: Mapping[str, Any] = {
-        "processor_ref": payment.payment_id,
-        "credited": refs,
-        "paid": payment.paid_text(),
-    }
     problems: list[Difference] = []
     if len(found) > 1:
         problems.append(
             Difference(
                 kind="credited_twice",
                 org_id=payment.org_id,
+                processor_ref=payment.payment_id,
                 detail=f"one payment credited {len(found)} times (under {', '.join(refs)})",
+                credited=refs,
+                paid=payment.paid_text(),
                 credited_amount=_money_text(_total(found)),
-                **common,
             )
         )
     for credit in found:
-        one = {**common, "credited": (credit.processor_ref,), "credited_amount": _money_text(credit.amount)}
+        one = Difference(
+            kind="org_differs",
+            org_id=credit.org_id,
+            processor_ref=payment.payment_id,
+            detail="",
+            credited=(credit.processor_ref,),
+            paid=payment.paid_text(),
+            credited_amount=_money_text(credit.amount),
+        )
         if credit.org_id != payment.org_id:
-            problems.append(
-                Difference(
-                    kind="org_differs",
-                    org_id=credit.org_id,
-                    detail=f"credited to {credit.org_id}, paid for {payment.org_id or '(no org)'}",
-                    **one,
-                )
-            )
+            detail = f"credited to {credit.org_id}, paid for {payment.org_id or '(no org)'}"
+            problems.append(replace(one, detail=detail))
         if credit.amount.currency.lower() != payment.currency.lower():
-            problems.append(
-                Difference(
-                    kind="currency_differs",
-                    org_id=credit.org_id,
-                    detail=f"credited in {credit.amount.currency}, paid in {payment.currency}",
-                    **one,
-                )
-            )
+            detail = f"credited in {credit.amount.currency}, paid in {payment.currency}"
+            problems.append(replace(one, kind="currency_differs", detail=detail))
         elif credit.amount.micros != _minor_to_micros(payment.amount_minor):
-            problems.append(
-                Difference(
-                    kind="amount_differs",
-                    org_id=credit.org_id,
-                    detail=f"credited {_money_text(credit.amount)}, paid {payment.paid_text()}",
-                    **one,
-                )
-            )
+            detail = f"credited {_money_text(credit.amount)}, paid {payment.paid_text()}"
+            problems.append(replace(one, kind="amount_differs", detail=detail))
     return problems
 
 

@@ -9,10 +9,9 @@ garbage collection applies to a finished batch's result bytes (docs/retention.md
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Any, Literal, get_args
+from typing import Literal, TypedDict, get_args
 
 from batchroute.errors import InvalidRequest
 
@@ -26,6 +25,26 @@ MAX_EXTENDED_DAYS = 3650
 REVIEW_INTERVAL = timedelta(hours=24)
 
 
+class RetentionView(TypedDict):
+    org_id: str
+    retention_tier: RetentionTier
+    extended_days: int | None
+    never_charge: bool
+    grace_hours: int
+    updated_at: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateRetention:
+    """A partial update, validated at the edge (functions/api/schemas/retention.py): only the
+    fields named in `given` change."""
+
+    given: frozenset[str]
+    retention_tier: RetentionTier = "grace_only"
+    extended_days: int | None = None
+    never_charge: bool = False
+
+
 @dataclass(frozen=True)
 class RetentionSettings:
     org_id: str
@@ -35,7 +54,7 @@ class RetentionSettings:
     updated_at: str | None = None
     version: int = 0  # optimistic concurrency; not part of the API
 
-    def to_api(self, *, grace_hours: int) -> dict[str, Any]:
+    def to_api(self, *, grace_hours: int) -> RetentionView:
         return {
             "org_id": self.org_id,
             "retention_tier": self.retention_tier,
@@ -63,12 +82,13 @@ def next_review(until: datetime | None, *, now: datetime) -> datetime:
     return later if until is None else min(until, later)
 
 
-def apply_update(current: RetentionSettings, changes: Mapping[str, Any], *, at: str) -> RetentionSettings:
-    """The settings with `changes` (the given fields, type-checked at the edge) applied."""
-    tier = changes.get("retention_tier", current.retention_tier)
-    days = changes.get("extended_days", current.extended_days)
-    never_charge = changes.get("never_charge", current.never_charge)
-    if "retention_tier" in changes and tier != "extended_fixed" and "extended_days" not in changes:
+def apply_update(current: RetentionSettings, command: UpdateRetention, *, at: str) -> RetentionSettings:
+    """The settings with the command's given fields applied."""
+    given = command.given
+    tier = command.retention_tier if "retention_tier" in given else current.retention_tier
+    days = command.extended_days if "extended_days" in given else current.extended_days
+    never_charge = command.never_charge if "never_charge" in given else current.never_charge
+    if "retention_tier" in given and tier != "extended_fixed" and "extended_days" not in given:
         days = None  # leaving extended_fixed forgets its day count
     if never_charge:
         # "never_charge forces grace_only": coerced, not refused, so the guarantee always holds.

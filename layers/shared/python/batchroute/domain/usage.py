@@ -23,11 +23,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
-from typing import Any, Final, Literal, get_args
+from typing import Any, Final, Literal, TypedDict, get_args
 
 from batchroute.clock import isoformat
 from batchroute.domain.settlement import lane_usage
-from batchroute.money import Money
+from batchroute.money import Money, MoneyView
 
 UsagePeriod = Literal["daily", "monthly"]
 USAGE_PERIODS: tuple[str, ...] = get_args(UsagePeriod)
@@ -64,6 +64,61 @@ class UsageCharge:
     lines: tuple[UsageLine, ...]
 
 
+class TokensView(TypedDict):
+    input: int
+    output: int
+    total: int
+
+
+class RequestsView(TypedDict):
+    batch_items: int
+    chat: int
+    total: int
+
+
+class FiguresView(TypedDict):
+    spend: MoneyView
+    tokens: TokensView
+    requests: RequestsView
+
+
+class ModelFiguresView(FiguresView):
+    model: str
+
+
+class ProviderFiguresView(FiguresView):
+    provider: str
+
+
+class DayView(FiguresView):
+    date: str
+    by_model: list[ModelFiguresView]
+    by_provider: list[ProviderFiguresView]
+
+
+class PeriodUsageView(FiguresView):
+    start_date: str
+    end_date: str
+    starts_at: str
+    ends_at: str
+    by_day: list[DayView]
+    by_model: list[ModelFiguresView]
+    by_provider: list[ProviderFiguresView]
+
+
+class UsageReportView(TypedDict):
+    object: Literal["usage"]
+    org_id: str
+    balance: MoneyView
+    reserved: MoneyView
+    available: MoneyView
+    period: UsagePeriod
+    timezone: str
+    current_period: PeriodUsageView
+    previous_period: PeriodUsageView
+    generated_at: str
+
+
 @dataclass(frozen=True)
 class UsageFigures:
     """Additive figures: one counter's, or a sum of them."""
@@ -87,7 +142,7 @@ class UsageFigures:
     def empty(self) -> bool:
         return self == UsageFigures()
 
-    def to_api(self) -> dict[str, Any]:
+    def to_api(self) -> FiguresView:
         return {
             "spend": Money(self.cost_micros).to_api(),
             "tokens": {
@@ -298,7 +353,7 @@ class PeriodUsage:
     day_models: Mapping[date, Ranked] = field(default_factory=dict)
     day_providers: Mapping[date, Ranked] = field(default_factory=dict)
 
-    def to_api(self) -> dict[str, Any]:
+    def to_api(self) -> PeriodUsageView:
         w = self.window
         return {
             "start_date": w.start.isoformat(),
@@ -380,7 +435,7 @@ class UsageReport:
     def available(self) -> Money:
         return self.balance - self.reserved
 
-    def to_api(self) -> dict[str, Any]:
+    def to_api(self) -> UsageReportView:
         return {
             "object": "usage",
             "org_id": self.org_id,

@@ -22,6 +22,7 @@ from batchroute.adapters.dynamo.codec import decimals, from_item, plain, to_valu
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.adapters.dynamo.writes import conditional_update, put_new, transact_unless_refused
 from batchroute.clock import isoformat
+from batchroute.domain.billing_alerts import Alert, BillingEvent
 from batchroute.ids import new_id
 
 EVENT_PREFIX = "EVENT#"
@@ -36,26 +37,13 @@ class LowBalanceState:
 
 
 class BillingEvents(DynamoStore):
-    def record_once(
-        self,
-        org_id: str,
-        *,
-        once_key: str,
-        event_type: str,
-        details: dict[str, Any],
-        at: datetime,
-    ) -> dict[str, Any] | None:
-        """Record the event unless one was recorded under `once_key` already; returns the
+    def record_once(self, org_id: str, alert: Alert, *, at: datetime) -> BillingEvent | None:
+        """Record the event unless one was recorded under its `once_key` already; returns the
         event, or None when it was debounced."""
+        once_key = alert.once_key
         event_id = new_id("evt", at=at)
-        event = {
-            "event_id": event_id,
-            "org_id": org_id,
-            "type": event_type,
-            "created_at": isoformat(at),
-            "details": details,
-        }
-        stored_details = decimals(details)
+        event = BillingEvent(event_id, org_id, alert.event_type, isoformat(at), alert.details)
+        stored_details = decimals(alert.details)
         marker = {
             "pk": f"ORG#{org_id}",
             "sk": f"{ALERT_PREFIX}{once_key}",
@@ -69,21 +57,39 @@ class BillingEvents(DynamoStore):
             "pk": f"ORG#{org_id}",
             "sk": EVENT_PREFIX + event_id,
             "kind": "billing_event",
-            **event,
+            "event_id": event_id,
+            "org_id": org_id,
+            "type": event.type,
+            "created_at": event.created_at,
             "details": stored_details,
         }
         items = [put_new(self.table_name, marker), put_new(self.table_name, stored_event)]
         return event if transact_unless_refused(self.dynamodb, items, 0) else None
 
     def events(self, org_id: str, *, limit: int = 50) -> list[dict[str, Any]]:
-        """The org's billing events, newest first."""
-        return self.page(org_id, limit=limit)[0]
+        """The org's billing events as stored, newest first (operators and tests)."""
+        return self._items(org_id, limit=limit)[:limit]
 
     def page(
         self, org_id: str, *, limit: int = 50, starting_after: str | None = None
-    ) -> tuple[list[dict[str, Any]], bool]:
+    ) -> tuple[list[BillingEvent], bool]:
         """Up to `limit` events newest first, older than the event `starting_after` when
         given; and whether older ones remain. One Query (limit + 1 items)."""
+        items = self._items(org_id, limit=limit, starting_after=starting_after)
+        events = [
+            BillingEvent(
+                str(item["event_id"]),
+                str(item["org_id"]),
+                str(item["type"]),
+                str(item["created_at"]),
+                dict(item.get("details") or {}),
+            )
+            for item in items[:limit]
+        ]
+        return events, len(items) > limit
+
+    def _items(self, org_id: str, *, limit: int, starting_after: str | None = None) -> list[dict[str, Any]]:
+        """Up to `limit` + 1 stored events newest first, older than `starting_after` if given."""
         kwargs: dict[str, Any] = {
             "TableName": self.table_name,
             "KeyConditionExpression": "pk = :p AND begins_with(sk, :e)",
@@ -97,8 +103,7 @@ class BillingEvents(DynamoStore):
                 "pk": to_value(f"ORG#{org_id}"),
                 "sk": to_value(EVENT_PREFIX + starting_after),
             }
-        items = [_event(item) for item in self.dynamodb.query(**kwargs).get("Items", [])]
-        return items[:limit], len(items) > limit
+        return [_event(item) for item in self.dynamodb.query(**kwargs).get("Items", [])]
 
     # -- the low-balance alert's episodes ------------------------------------------------
     def low_balance_state(self, org_id: str) -> LowBalanceState:

@@ -24,7 +24,7 @@ from typing import Any
 from batchroute.adapters.dynamo.codec import from_item, org_pk, to_item, to_value
 from batchroute.adapters.dynamo.reads import pages, prefix_query
 from batchroute.adapters.dynamo.store import DynamoStore
-from batchroute.domain.feedback import CounterKey, Feedback, Target
+from batchroute.domain.feedback import LABEL_PREFIX, CounterKey, Feedback, FeedbackCounter, Target
 
 PREFIX = "FEEDBACK#"
 COUNTER_PREFIX = "FBSUM#D#"
@@ -139,7 +139,7 @@ class FeedbackStore(DynamoStore):
         request = prefix_query(self.table_name, org_pk(org_id), f"{PREFIX}bi#{batch_id}#")
         return [feedback_from_item(item) for item in self.query_all(request)]
 
-    def counters_between(self, org_id: str, first_day: str, last_day: str) -> list[dict[str, Any]]:
+    def counters_between(self, org_id: str, first_day: str, last_day: str) -> list[FeedbackCounter]:
         kwargs: dict[str, Any] = {
             "TableName": self.table_name,
             "KeyConditionExpression": "pk = :pk AND sk BETWEEN :first AND :last",
@@ -149,7 +149,7 @@ class FeedbackStore(DynamoStore):
                 ":last": to_value(f"{COUNTER_PREFIX}{last_day}$"),
             },
         }
-        return self.query_all(kwargs)
+        return [counter_from_item(item) for item in self.query_all(kwargs)]
 
 
 def _gsi1sk(feedback: Feedback) -> str:
@@ -205,15 +205,32 @@ def _feedback_item(feedback: Feedback) -> dict[str, Any]:
     }
 
 
-def feedback_from_item(item: Mapping[str, Any]) -> Feedback:
-    target = Target.from_api(
-        {
-            "type": item["target_type"],
-            "batch_id": item.get("batch_id"),
-            "customer_item_id": item.get("customer_item_id"),
-            "id": item.get("completion_id"),
-        }
+def counter_from_item(item: Mapping[str, Any]) -> FeedbackCounter:
+    """A daily counter item: its figures, and each label's under `label:<label>`."""
+    labels = {
+        str(name).removeprefix(LABEL_PREFIX): int(value or 0)
+        for name, value in item.items()
+        if str(name).startswith(LABEL_PREFIX)
+    }
+    return FeedbackCounter(
+        model=str(item.get("model") or ""),
+        provider=str(item.get("provider") or ""),
+        count=int(item.get("count") or 0),
+        thumbs_up=int(item.get("thumbs_up") or 0),
+        thumbs_down=int(item.get("thumbs_down") or 0),
+        stars_count=int(item.get("stars_count") or 0),
+        stars_sum=int(item.get("stars_sum") or 0),
+        labels=labels,
     )
+
+
+def feedback_from_item(item: Mapping[str, Any]) -> Feedback:
+    if item["target_type"] == "batch_item":
+        target = Target(
+            "batch_item", batch_id=str(item["batch_id"]), customer_item_id=str(item["customer_item_id"])
+        )
+    else:
+        target = Target("chat_completion", completion_id=str(item["completion_id"]))
     return Feedback(
         feedback_id=str(item["feedback_id"]),
         org_id=str(item["org_id"]),

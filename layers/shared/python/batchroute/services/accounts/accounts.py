@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from batchroute.clock import Clock, isoformat
 from batchroute.domain.accounts import ApiKey, Org, User
@@ -22,13 +22,12 @@ from batchroute.ids import new_id
 from batchroute.money import Money
 from batchroute.observability import logger
 from batchroute.services.accounts.passwords import Argon2Passwords
+from batchroute.services.billing.ports import TransactItem
 
 DEFAULT_PLAN = "prepaid"
 AGENT_KEY_LABEL = "agent"
 MAX_DISPLAY_NAME = 128
 MAX_FULL_NAME = 256
-
-TransactItem = dict[str, Any]
 
 
 class AccountStore(Protocol):

@@ -13,14 +13,15 @@ is never returned; the webhook worker unseals it with the same context to sign d
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Protocol, TypedDict
 
 from batchroute.clock import Clock, isoformat
-from batchroute.domain.access import Principal, authorize, no_user, require_user
-from batchroute.domain.accounts import Org, User
+from batchroute.domain.access import Principal, Role, authorize, no_user, require_user
+from batchroute.domain.accounts import DeliveryWebhookConfig, Org, User
 from batchroute.domain.webhook_targets import webhook_target_problems
 from batchroute.domain.webhooks import webhook_secret_context
 from batchroute.errors import InvalidRequest, NotFound
+from batchroute.money import MoneyView
 from batchroute.services.accounts.accounts import clean_display_name, clean_full_name
 from batchroute.services.billing.ports import Balances
 from batchroute.services.delivery.ports import Sealer
@@ -40,7 +41,39 @@ class SettingsStore(Protocol):
     def update_user(self, user_id: str, **changes: object) -> None: ...
 
 
-def member_view(user: User) -> dict[str, Any]:
+class MemberView(TypedDict):
+    user_id: str
+    email: str
+    role: Role
+    full_name: str | None
+    display_name: str | None
+    email_verified: bool
+    created_at: str
+
+
+class WebhookView(TypedDict):
+    url: str
+    configured: bool
+    updated_at: str | None
+
+
+class OrgView(TypedDict):
+    id: str
+    display_name: str
+    plan: str
+    created_at: str
+
+
+class AccountView(TypedDict):
+    org: OrgView
+    plan: str
+    credit_balance: MoneyView
+    members: list[MemberView]
+    user: MemberView | None
+    delivery_webhook: WebhookView | None
+
+
+def member_view(user: User) -> MemberView:
     return {
         "user_id": user.user_id,
         "email": user.email,
@@ -52,7 +85,7 @@ def member_view(user: User) -> dict[str, Any]:
     }
 
 
-def webhook_view(config: dict[str, Any] | None) -> dict[str, Any] | None:
+def webhook_view(config: DeliveryWebhookConfig | None) -> WebhookView | None:
     if not config or not config.get("url"):
         return None
     # Only what the owner may see again: never the secret, not even its ciphertext.
@@ -75,7 +108,7 @@ class AccountSettings:
         self.check_webhook_url = check_webhook_url
         self.clock = clock
 
-    def view(self, principal: Principal) -> dict[str, Any]:
+    def view(self, principal: Principal) -> AccountView:
         authorize(principal, "account:read")
         org = self._org(principal)
         members = sorted(self.store.members(org.org_id), key=lambda u: (u.created_at, u.user_id))
@@ -97,7 +130,7 @@ class AccountSettings:
 
     def update_profile(
         self, principal: Principal, *, display_name: str | None = None, full_name: str | None = None
-    ) -> dict[str, Any]:
+    ) -> AccountView:
         authorize(principal, "account:read")
         org_name = clean_display_name(display_name)
         if org_name is not None:
@@ -121,7 +154,7 @@ class AccountSettings:
                 raise no_user()
         return user_id
 
-    def set_delivery_webhook(self, principal: Principal, *, url: str, secret: str) -> dict[str, Any]:
+    def set_delivery_webhook(self, principal: Principal, *, url: str, secret: str) -> WebhookView:
         authorize(principal, "delivery:manage")
         url = url.strip()
         problems = webhook_target_problems({"url": url, "secret": secret}, check_url=self.check_webhook_url)
@@ -129,7 +162,7 @@ class AccountSettings:
             first = min(problems, key=lambda p: _PROBLEM_ORDER.get(p.code, len(_PROBLEM_ORDER)))
             raise InvalidRequest(first.message, code=first.code, details=first.details)
         self._org(principal)
-        config = {
+        config: DeliveryWebhookConfig = {
             "url": url,
             "secret_ciphertext": self.sealer.seal(secret, context=webhook_secret_context(principal.org_id)),
             "updated_at": isoformat(self.clock.now()),

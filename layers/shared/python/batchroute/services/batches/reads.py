@@ -18,6 +18,7 @@ from batchroute.domain.artifact_keys import INPUT_CHUNK_ROWS as CHUNK_SIZE
 from batchroute.domain.artifact_keys import input_chunk_key, result_chunk_key, results_index_key
 from batchroute.domain.batch_record import BatchRecord
 from batchroute.domain.batch_states import NON_TERMINAL
+from batchroute.domain.feedback import FeedbackView
 from batchroute.domain.jsonl import parse_jsonl
 from batchroute.domain.lane_plan import lane_chunk_done, lane_chunk_position
 from batchroute.domain.retention import RetentionSettings, keep_until
@@ -50,7 +51,7 @@ def preview(output: Any, limit: int = 200) -> str | None:
 class FeedbackLookup(Protocol):
     """services/feedback/service.py:FeedbackService: a batch's feedback by customer_item_id."""
 
-    def for_batch(self, org_id: str, batch_id: str) -> dict[str, list[dict[str, Any]]]: ...
+    def for_batch(self, org_id: str, batch_id: str) -> dict[str, list[FeedbackView]]: ...
 
 
 class RetentionTerms(Protocol):

@@ -18,7 +18,7 @@ from batchroute.domain.billing_alerts import (
     LIMIT_REACHED,
     LOW_BALANCE,
     THRESHOLD_CROSSED,
-    event_view,
+    BillingEvent,
 )
 from batchroute.domain.billing_controls import BillingControls
 from batchroute.observability import logger
@@ -39,7 +39,7 @@ class OrgWebhooks(Protocol):
 
 
 class AlertChannel(Protocol):
-    def send(self, event: dict[str, Any], controls: BillingControls) -> None: ...
+    def send(self, event: BillingEvent, controls: BillingControls) -> None: ...
 
 
 class EmailAlerts:
@@ -49,11 +49,11 @@ class EmailAlerts:
         self.mailer = mailer
         self.recipients = recipients
 
-    def send(self, event: dict[str, Any], controls: BillingControls) -> None:
+    def send(self, event: BillingEvent, controls: BillingControls) -> None:
         if not controls.alert_email_enabled:
             return
         subject, text = email_text(event)
-        for to in self.recipients(str(event["org_id"])):
+        for to in self.recipients(event.org_id):
             self.mailer.send(to, subject, text + FOOTER)
 
 
@@ -64,21 +64,21 @@ class WebhookAlerts:
     def __init__(self, webhooks: OrgWebhooks) -> None:
         self.webhooks = webhooks
 
-    def send(self, event: dict[str, Any], controls: BillingControls) -> None:
+    def send(self, event: BillingEvent, controls: BillingControls) -> None:
         if not controls.alert_webhook_enabled:
             return
-        raw_body = json.dumps(event_view(event), separators=(",", ":"), ensure_ascii=False)
+        raw_body = json.dumps(event.to_api(), separators=(",", ":"), ensure_ascii=False)
         delivery = self.webhooks.deliver_org_event(
-            str(event["org_id"]),
-            event_id=str(event["event_id"]),
-            event_type=str(event["type"]),
-            created_at=str(event["created_at"]),
+            event.org_id,
+            event_id=event.event_id,
+            event_type=event.type,
+            created_at=event.created_at,
             raw_body=raw_body,
         )
         if delivery is None:
             logger.info(
                 "billing alert webhook wanted but no delivery webhook is set",
-                extra={"org_id": event["org_id"]},
+                extra={"org_id": event.org_id},
             )
 
 
@@ -93,9 +93,9 @@ def owner_emails(identity: Any) -> Recipients:
     return lookup
 
 
-def email_text(event: dict[str, Any]) -> tuple[str, str]:
+def email_text(event: BillingEvent) -> tuple[str, str]:
     """(subject, body) of the alert email of an event."""
-    kind, d = str(event["type"]), dict(event.get("details") or {})
+    kind, d = event.type, event.details
     if kind == LIMIT_REACHED:
         blocked = " New batches are refused until the period ends." if d.get("mode") == "hard" else ""
         return "Spending limit reached", (

@@ -14,19 +14,23 @@ failure records the reason, backs off and alerts.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import Protocol
 
 from batchroute.clock import Clock, isoformat
 from batchroute.domain.access import Principal
+from batchroute.domain.billing_alerts import AUTO_TOPUP_FAILED, AUTO_TOPUP_SUCCEEDED, Alert
 from batchroute.domain.ledger import ProcessorCredit, WalletState
 from batchroute.domain.payments import (
+    AttemptPage,
     AutoTopup,
+    AutoTopupView,
     Charge,
     PaymentMethod,
     TopupAttempt,
+    UpdateAutoTopup,
     after_failure,
     after_success,
     apply_update,
@@ -41,9 +45,8 @@ from batchroute.ids import has_prefix, new_id
 from batchroute.money import Money
 from batchroute.observability import logger
 from batchroute.services.billing.payment_refusals import refuse_payment_event
-from batchroute.services.billing.ports import Notifier
+from batchroute.services.billing.ports import Notifier, TransactItem
 
-TransactItem = dict[str, Any]
 _SAVE_ATTEMPTS = 5
 # The processor keeps an idempotency key for 24 hours: an attempt still uncharged after this
 # long is failed rather than charged again under a key it may have forgotten.
@@ -135,21 +138,21 @@ class AutoTopupService:
         self.stuck_after = stuck_after
 
     # -- settings ----------------------------------------------------------------------------
-    def get(self, org_id: str) -> dict[str, Any]:
+    def get(self, org_id: str) -> AutoTopupView:
         return self.store.auto_topup(org_id).to_api(self.store.payment_method(org_id))
 
-    def update(self, principal: Principal, changes: Mapping[str, Any]) -> dict[str, Any]:
-        """Save the given fields (validated at the edge, functions/api/schemas/payments.py)."""
+    def update(self, principal: Principal, command: UpdateAutoTopup) -> AutoTopupView:
+        """Save the update (validated at the edge, functions/api/schemas/payments.py)."""
         card = self.store.payment_method(principal.org_id)
         for _ in range(_SAVE_ATTEMPTS):
             current = self.store.auto_topup(principal.org_id)
-            new = apply_update(current, changes, payment_method=card, at=self.clock.now())
+            new = apply_update(current, command, payment_method=card, at=self.clock.now())
             if self.store.save(new, expected_version=current.version):
                 logger.info("auto top-up saved", extra={"org_id": principal.org_id, "enabled": new.enabled})
                 return self.store.auto_topup(principal.org_id).to_api(card)
         raise Conflict("The auto top-up settings changed meanwhile; try again.", code="concurrent_update")
 
-    def attempts(self, org_id: str, *, limit: int, cursor: str | None) -> dict[str, Any]:
+    def attempts(self, org_id: str, *, limit: int, cursor: str | None) -> AttemptPage:
         if cursor is not None and not has_prefix(cursor, "topup"):
             raise InvalidRequest("cursor is not a cursor of this listing.", code="invalid_cursor")
         page = self.store.attempts(org_id, limit=limit + 1, after=cursor)
@@ -327,14 +330,16 @@ class AutoTopupService:
         logger.info("auto top-up credited", extra={"org_id": org_id, "attempt_id": attempt_id})
         self._notify(
             org_id,
-            "billing.auto_topup_succeeded",
-            {
-                "attempt_id": attempt_id,
-                "amount": charge.amount.to_api(),
-                "processor_reference": charge.processor_ref,
-            },
+            Alert(
+                AUTO_TOPUP_SUCCEEDED,
+                f"auto_topup_succeeded:{attempt_id}",
+                {
+                    "attempt_id": attempt_id,
+                    "amount": charge.amount.to_api(),
+                    "processor_reference": charge.processor_ref,
+                },
+            ),
             at=at,
-            once_key=f"auto_topup_succeeded:{attempt_id}",
         )
         self._moved(org_id, at)
         return True
@@ -365,22 +370,7 @@ class AutoTopupService:
                 logger.warning(
                     "auto top-up failed", extra={"org_id": org_id, "attempt_id": attempt_id, "code": code}
                 )
-                self._notify(
-                    org_id,
-                    "billing.auto_topup_failed",
-                    {
-                        "attempt_id": attempt_id,
-                        "amount": attempt.amount.to_api(),
-                        "failure_code": code,
-                        "failure_reason": reason,
-                        "consecutive_failures": new.failures,
-                        "retry_after": new.retry_after,
-                        "auto_topup_disabled": not new.enabled,
-                        "message": f"An auto top-up of {usd_text(attempt.amount)} USD failed: {reason}",
-                    },
-                    at=at,
-                    once_key=f"auto_topup_failed:{attempt_id}",
-                )
+                self._notify(org_id, _failed_alert(attempt, new, code=code, reason=reason), at=at)
                 return True
         raise TransientError(f"recording the failure of {attempt_id} kept colliding")
 
@@ -393,14 +383,12 @@ class AutoTopupService:
                 return
         logger.warning("auto top-up settings kept colliding", extra={"org_id": org_id})
 
-    def _notify(
-        self, org_id: str, event_type: str, details: dict[str, Any], *, at: datetime, once_key: str
-    ) -> None:
+    def _notify(self, org_id: str, alert: Alert, *, at: datetime) -> None:
         try:
-            self.notifier.notify(org_id, event_type, details, at=at, once_key=once_key)
+            self.notifier.notify(org_id, alert, at=at)
         except Exception:
             logger.exception(
-                "billing notification failed", extra={"org_id": org_id, "event_type": event_type}
+                "billing notification failed", extra={"org_id": org_id, "event_type": alert.event_type}
             )
 
     def _moved(self, org_id: str, at: datetime) -> None:
@@ -408,3 +396,21 @@ class AutoTopupService:
             self.on_moved(org_id, at)
         except Exception:
             logger.exception("balance watch failed", extra={"org_id": org_id})
+
+
+def _failed_alert(attempt: TopupAttempt, settings: AutoTopup, *, code: str, reason: str) -> Alert:
+    """The `billing.auto_topup_failed` event of a failed attempt, with the settings it left."""
+    return Alert(
+        AUTO_TOPUP_FAILED,
+        f"auto_topup_failed:{attempt.attempt_id}",
+        {
+            "attempt_id": attempt.attempt_id,
+            "amount": attempt.amount.to_api(),
+            "failure_code": code,
+            "failure_reason": reason,
+            "consecutive_failures": settings.failures,
+            "retry_after": settings.retry_after,
+            "auto_topup_disabled": not settings.enabled,
+            "message": f"An auto top-up of {usd_text(attempt.amount)} USD failed: {reason}",
+        },
+    )

@@ -4,9 +4,9 @@ billing:manage from a user session for updates); this module records who acted."
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Any, Protocol
+from typing import Protocol, TypeVar
 
 from batchroute.clock import Clock, isoformat
 from batchroute.domain.access import Principal
@@ -15,12 +15,26 @@ from batchroute.domain.billing_controls import (
     AuditEntry,
     BillingControls,
     ConcurrentUpdate,
+    UpdateControls,
     apply_update,
 )
 from batchroute.ids import new_id
 
 # Concurrent saves are rare (a human edits settings); a few re-reads settle them.
 _SAVE_ATTEMPTS = 3
+Saved = TypeVar("Saved")
+
+
+def saved_with_retries(save_once: Callable[[], Saved]) -> Saved:
+    """Run a read-change-save (a version-checked write) again while someone else's save gets
+    in between (`ConcurrentUpdate`), a few times; the last refusal raises."""
+    for attempt in range(_SAVE_ATTEMPTS):
+        try:
+            return save_once()
+        except ConcurrentUpdate:
+            if attempt == _SAVE_ATTEMPTS - 1:
+                raise
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 class ControlsRecords(Protocol):
@@ -42,36 +56,34 @@ class BillingControlsService:
         return self.records.billing_controls(org_id) or BillingControls(org_id=org_id)
 
     def update(
-        self, principal: Principal, changes: Mapping[str, Any], *, ip_address: str | None
+        self, principal: Principal, command: UpdateControls, *, ip_address: str | None
     ) -> BillingControls:
-        """Apply a partial update (the given fields, validated at the edge, in domain values);
+        """Apply a partial update (validated at the edge, in domain values);
         every save writes one audit entry with what changed."""
-        for attempt in range(_SAVE_ATTEMPTS):
-            current = self.get(principal.org_id)
-            now = self.clock.now()
-            change = apply_update(current, changes, at=isoformat(now))
-            if not change.needs_save:
-                return current
-            saved = replace(change.controls, version=current.version + 1)
-            audit = AuditEntry(
-                id=new_id("aud", at=now),
-                org_id=principal.org_id,
-                actor_user_id=principal.user_id,
-                actor_role=principal.role,
-                action=ACTION_UPDATE,
-                before=change.before,
-                after=change.after,
-                ip_address=ip_address,
-                created_at=isoformat(now),
-            )
-            try:
-                self.records.save_billing_controls(saved, expected_version=current.version, audit=audit)
-            except ConcurrentUpdate:
-                if attempt == _SAVE_ATTEMPTS - 1:
-                    raise
-                continue
-            return saved
-        raise AssertionError("unreachable")  # pragma: no cover
+        return saved_with_retries(lambda: self._save_once(principal, command, ip_address))
+
+    def _save_once(
+        self, principal: Principal, command: UpdateControls, ip_address: str | None
+    ) -> BillingControls:
+        current = self.get(principal.org_id)
+        now = self.clock.now()
+        change = apply_update(current, command, at=isoformat(now))
+        if not change.needs_save:
+            return current
+        saved = replace(change.controls, version=current.version + 1)
+        audit = AuditEntry(
+            id=new_id("aud", at=now),
+            org_id=principal.org_id,
+            actor_user_id=principal.user_id,
+            actor_role=principal.role,
+            action=ACTION_UPDATE,
+            before=dict(change.before),
+            after=dict(change.after),
+            ip_address=ip_address,
+            created_at=isoformat(now),
+        )
+        self.records.save_billing_controls(saved, expected_version=current.version, audit=audit)
+        return saved
 
     def audit(self, org_id: str, *, limit: int = 50) -> list[AuditEntry]:
         return self.records.audit_entries(org_id, limit=limit)

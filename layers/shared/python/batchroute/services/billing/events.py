@@ -4,9 +4,9 @@ none was made). A page's `next_cursor` is the id of its oldest event."""
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict
 
-from batchroute.domain.billing_alerts import event_view
+from batchroute.domain.billing_alerts import BillingEvent, BillingEventView
 from batchroute.domain.webhooks import delivery_id_for, delivery_view
 from batchroute.errors import InvalidRequest
 from batchroute.ids import has_prefix
@@ -14,10 +14,19 @@ from batchroute.ids import has_prefix
 MAX_PAGE = 200
 
 
+class ListedEvent(BillingEventView):
+    webhook: dict[str, Any] | None  # its delivery's public view (domain/webhooks.py delivery_view)
+
+
+class EventPage(TypedDict):
+    data: list[ListedEvent]
+    next_cursor: str | None
+
+
 class EventPages(Protocol):
     def page(
         self, org_id: str, *, limit: int = 50, starting_after: str | None = None
-    ) -> tuple[list[dict[str, Any]], bool]: ...
+    ) -> tuple[list[BillingEvent], bool]: ...
 
 
 class DeliveryLookup(Protocol):
@@ -31,7 +40,7 @@ class BillingEventLog:
         self.records = records
         self.deliveries = deliveries
 
-    def list(self, org_id: str, *, limit: int = 50, cursor: str | None = None) -> dict[str, Any]:
+    def list(self, org_id: str, *, limit: int = 50, cursor: str | None = None) -> EventPage:
         if cursor is not None and not has_prefix(cursor, "evt"):
             raise InvalidRequest(
                 "cursor must be the next_cursor of a previous page.",
@@ -40,10 +49,10 @@ class BillingEventLog:
             )
         limit = max(1, min(MAX_PAGE, limit))
         events, more = self.records.page(org_id, limit=limit, starting_after=cursor)
-        ids = {str(e["event_id"]): delivery_id_for(org_id, str(e["event_id"])) for e in events}
+        ids = {e.event_id: delivery_id_for(org_id, e.event_id) for e in events}
         found = self.deliveries.get_many(org_id, list(ids.values())) if events else {}
-        data = []
+        data: list[ListedEvent] = []
         for event in events:
-            delivery = found.get(ids[str(event["event_id"])])
-            data.append({**event_view(event), "webhook": delivery_view(delivery) if delivery else None})
-        return {"data": data, "next_cursor": events[-1]["event_id"] if more and events else None}
+            delivery = found.get(ids[event.event_id])
+            data.append({**event.to_api(), "webhook": delivery_view(delivery) if delivery else None})
+        return {"data": data, "next_cursor": events[-1].event_id if more and events else None}

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any
 
+from batchroute.domain.billing_alerts import Alert, BillingEvent
 from batchroute.services.billing.ports import Notifier
 
 
@@ -18,7 +18,5 @@ class DeferredNotifier:
     def __init__(self, resolve: Callable[[], Notifier]) -> None:
         self._resolve = resolve
 
-    def notify(
-        self, org_id: str, event_type: str, details: dict[str, Any], *, at: datetime, once_key: str
-    ) -> dict[str, Any] | None:
-        return self._resolve().notify(org_id, event_type, details, at=at, once_key=once_key)
+    def notify(self, org_id: str, alert: Alert, *, at: datetime) -> BillingEvent | None:
+        return self._resolve().notify(org_id, alert, at=at)

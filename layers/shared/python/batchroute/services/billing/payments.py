@@ -15,9 +15,9 @@ settle its attempt (`AutoTopupService`). Any other event is acknowledged and ign
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Protocol, TypedDict
 
 from batchroute.clock import Clock, isoformat
 from batchroute.domain.access import Principal, require_user_session
@@ -27,22 +27,37 @@ from batchroute.domain.payments import (
     CheckoutSession,
     PaymentMethod,
     ProcessorEvent,
-    charge_of,
+    ProcessorSession,
     from_cents,
     livemode_mismatch,
     purchase_mismatch,
     session_mismatch,
     to_cents,
 )
-from batchroute.money import Money
+from batchroute.money import MoneyView
 from batchroute.observability import logger
-from batchroute.services.billing.auto_topup import AutoTopupService, Credits, TransactItem
+from batchroute.services.billing.auto_topup import AutoTopupService, Credits
+from batchroute.services.billing.commands import StartCheckout
 from batchroute.services.billing.payment_refusals import refuse_payment_event
+from batchroute.services.billing.ports import TransactItem
 
 CHECKOUT_PURPOSE = "credit_purchase"
 TOPUP_PURPOSE = "auto_topup"
 COMPLETED_EVENTS = ("checkout.session.completed", "checkout.session.async_payment_succeeded")
 TOPUP_EVENTS = ("payment_intent.succeeded", "payment_intent.payment_failed")
+
+
+class CheckoutOpened(TypedDict):
+    checkout_url: str
+    session_id: str
+    expires_at: str
+    amount: MoneyView
+
+
+class WebhookAck(TypedDict):
+    received: bool
+    event_id: str
+    applied: bool
 
 
 class Processor(Protocol):
@@ -66,7 +81,7 @@ class Processor(Protocol):
 
     def live_key(self) -> bool: ...
 
-    def checkout_session(self, session_id: str) -> Mapping[str, Any] | None: ...
+    def checkout_session(self, session_id: str) -> ProcessorSession | None: ...
 
 
 class Profiles(Protocol):
@@ -112,10 +127,11 @@ class CreditPurchases:
         self.public_base_url = public_base_url.rstrip("/")
 
     # -- the dashboard's checkout ------------------------------------------------------------
-    def checkout(self, principal: Principal, amount: Money) -> dict[str, Any]:
-        """A Checkout Session for `amount` USD (5..10000, checked at the edge by the request
-        model with the domain's `payment_amount`) for the signed-in user's org."""
+    def checkout(self, principal: Principal, command: StartCheckout) -> CheckoutOpened:
+        """A Checkout Session for the command's amount (5..10000 USD, checked at the edge by the
+        request model with the domain's `payment_amount`) for the signed-in user's org."""
         require_user_session(principal)
+        amount = command.amount
         at = isoformat(self.clock.now())
         customer = self.profiles.customer_id(principal.org_id)
         if customer is None:
@@ -151,7 +167,7 @@ class CreditPurchases:
         }
 
     # -- the processor's webhook -------------------------------------------------------------
-    def handle_webhook(self, payload: bytes, signature: str | None) -> dict[str, Any]:
+    def handle_webhook(self, payload: bytes, signature: str | None) -> WebhookAck:
         """Verify and apply one event; the answer says whether it changed anything. Raises
         InvalidRequest `invalid_signature` (400, nothing applied) for a forged one."""
         event = self.processor.verify_event(payload, signature)
@@ -171,14 +187,16 @@ class CreditPurchases:
         return {"received": True, "event_id": event.event_id, "applied": applied}
 
     def _purchase_completed(self, event: ProcessorEvent) -> bool:
-        session = event.data
-        metadata = session.get("metadata") or {}
-        org_id = metadata.get("org_id")
-        if session.get("mode") != "payment" or metadata.get("purpose") != CHECKOUT_PURPOSE or not org_id:
+        session = event.subject
+        if not isinstance(session, ProcessorSession):
             return False
-        if session.get("payment_status") != "paid":
+        metadata = session.metadata
+        org_id = metadata.get("org_id")
+        if session.mode != "payment" or metadata.get("purpose") != CHECKOUT_PURPOSE or not org_id:
+            return False
+        if session.payment_status != "paid":
             return False  # an asynchronous method: credited on async_payment_succeeded
-        record, confirmed = self._checked(event)
+        record, confirmed = self._checked(event, session)
         if record is None:
             return False
         at = self.clock.now()
@@ -194,32 +212,33 @@ class CreditPurchases:
         if credited:
             self._moved(record.org_id, at)
         # Also on a repeat: a first delivery that failed after crediting saves the card now.
-        intent = (confirmed or session).get("payment_intent")
-        if isinstance(intent, str) and intent:
+        intent = (confirmed or session).payment_intent
+        if intent:
             card = self.processor.saved_card(intent)
             if card is not None:
                 self.profiles.save_payment_method(record.org_id, card, at=isoformat(at))
         return credited
 
-    def _checked(self, event: ProcessorEvent) -> tuple[CheckoutRecord | None, Mapping[str, Any] | None]:
+    def _checked(
+        self, event: ProcessorEvent, session: ProcessorSession
+    ) -> tuple[CheckoutRecord | None, ProcessorSession | None]:
         """The record of the paid session the event names, and the processor's own copy of it
         (when it is asked), once every check passed; (None, None) after refusing the event."""
-        session = event.data
-        session_id = str(session.get("id") or "")
+        session_id = session.session_id
         record, confirmed, problem = self._first_problem(session, session_id)
         if problem is not None or record is None:
             refuse_payment_event(
                 problem or "no checkout record",
                 event_id=event.event_id,
                 session_id=session_id,
-                org_id=(session.get("metadata") or {}).get("org_id"),
+                org_id=session.metadata.get("org_id"),
             )
             return None, None
         return record, confirmed
 
     def _first_problem(
-        self, session: Mapping[str, Any], session_id: str
-    ) -> tuple[CheckoutRecord | None, Mapping[str, Any] | None, str | None]:
+        self, session: ProcessorSession, session_id: str
+    ) -> tuple[CheckoutRecord | None, ProcessorSession | None, str | None]:
         """The checks in order (docs/payments.md "What credits a wallet"): what checkout sells,
         our record, the event against it, then the processor's own copy when it is asked."""
         if problem := _purchase_problem(session):
@@ -235,12 +254,13 @@ class CreditPurchases:
         return record, confirmed, _processor_problem(confirmed, record)
 
     def _topup_outcome(self, event: ProcessorEvent) -> bool:
-        intent = event.data
-        metadata = intent.get("metadata") or {}
+        charge = event.subject
+        if not isinstance(charge, Charge):
+            return False
+        metadata = charge.metadata
         org_id, attempt_id = metadata.get("org_id"), metadata.get("attempt_id")
         if metadata.get("purpose") != TOPUP_PURPOSE or not org_id or not attempt_id:
             return False
-        charge: Charge = charge_of(intent)
         if event.event_type == "payment_intent.succeeded" and charge.status == "succeeded":
             return self.topups.succeeded(
                 org_id, attempt_id, charge, at=self.clock.now(), event_id=event.event_id
@@ -263,19 +283,19 @@ class CreditPurchases:
             logger.exception("balance watch failed", extra={"org_id": org_id})
 
 
-def _purchase_problem(session: Mapping[str, Any]) -> str | None:
+def _purchase_problem(session: ProcessorSession) -> str | None:
     """What checkout never sells (not USD, outside 5..10,000 USD in whole cents), or None."""
-    total = session.get("amount_total")
+    total = session.amount_total
     if not isinstance(total, int) or isinstance(total, bool):
         return f"amount_total {total!r} is not a whole number of cents"
     return purchase_mismatch(session, from_cents(total))
 
 
-def _processor_problem(session: Mapping[str, Any] | None, record: CheckoutRecord) -> str | None:
+def _processor_problem(session: ProcessorSession | None, record: CheckoutRecord) -> str | None:
     """Why the processor's own copy of the session does not show our checkout paid, or None."""
     if session is None:
         return "the processor does not know this checkout session"
-    if session.get("payment_status") != "paid":
-        return f"the processor says the session is {session.get('payment_status')!r}, not paid"
+    if session.payment_status != "paid":
+        return f"the processor says the session is {session.payment_status!r}, not paid"
     mismatch = session_mismatch(session, record)
     return f"the processor's session: {mismatch}" if mismatch else None

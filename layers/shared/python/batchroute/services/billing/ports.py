@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any, Protocol
 
+from batchroute.domain.billing_alerts import Alert, BillingEvent
 from batchroute.domain.billing_controls import BillingControls
 from batchroute.domain.ledger import LedgerSnapshot, Purpose, Reservation, SettlementResult, WalletState
 from batchroute.domain.usage import UsageCharge
@@ -40,9 +41,7 @@ class Notifier(Protocol):
     """The billing watch's `notify` (docs/billing-alerts.md): an event once per `once_key`,
     sent on the org's alert channels."""
 
-    def notify(
-        self, org_id: str, event_type: str, details: dict[str, Any], *, at: datetime, once_key: str
-    ) -> dict[str, Any] | None: ...
+    def notify(self, org_id: str, alert: Alert, *, at: datetime) -> BillingEvent | None: ...
 
 
 class LedgerBook(Protocol):

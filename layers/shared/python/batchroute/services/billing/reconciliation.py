@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import Protocol, TypedDict
 
 from aws_lambda_powertools.metrics import MetricUnit
 
@@ -22,6 +22,7 @@ from batchroute.domain.reconciliation import (
     LedgerCredit,
     ProcessorPayment,
     ReconciliationReport,
+    ReportView,
     reconcile,
 )
 from batchroute.observability import logger, metrics
@@ -61,13 +62,22 @@ class PaymentsReconciliation:
         )
 
 
+class RunFailed(TypedDict):
+    reconciled: bool  # False
+    since: str
+
+
+class RunReport(ReportView):
+    reconciled: bool  # True
+
+
 @dataclass
 class ScheduledReconciliation:
     reconciliation: PaymentsReconciliation
     clock: Clock
     window: timedelta = SCHEDULED_WINDOW
 
-    def run(self) -> dict[str, Any]:
+    def run(self) -> RunFailed | RunReport:
         """Reconcile the last `window`: each difference logged as an error, their count as the
         metric `PaymentReconciliationDifferences` (0 when clean). Never raises: a run that
         cannot finish (the processor down) is logged and counted as `PaymentReconciliationFailed`."""

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any, Protocol
+from typing import Protocol
 
 from batchroute.clock import Clock, isoformat
-from batchroute.domain.billing_controls import ConcurrentUpdate
-from batchroute.domain.retention import RetentionSettings, apply_update
-
-_SAVE_ATTEMPTS = 3
+from batchroute.domain.retention import RetentionSettings, UpdateRetention, apply_update
+from batchroute.services.billing.controls import saved_with_retries
 
 
 class RetentionRecords(Protocol):
@@ -27,17 +24,13 @@ class RetentionService:
     def get(self, org_id: str) -> RetentionSettings:
         return self.records.retention(org_id) or RetentionSettings(org_id=org_id)
 
-    def update(self, org_id: str, changes: Mapping[str, Any]) -> RetentionSettings:
-        """Apply the given fields (validated at the edge, functions/api/schemas/retention.py)."""
-        for attempt in range(_SAVE_ATTEMPTS):
-            current = self.get(org_id)
-            updated = apply_update(current, changes, at=isoformat(self.clock.now()))
-            saved = replace(updated, version=current.version + 1)
-            try:
-                self.records.save_retention(saved, expected_version=current.version)
-            except ConcurrentUpdate:
-                if attempt == _SAVE_ATTEMPTS - 1:
-                    raise
-                continue
-            return saved
-        raise AssertionError("unreachable")  # pragma: no cover
+    def update(self, org_id: str, command: UpdateRetention) -> RetentionSettings:
+        """Apply the update (validated at the edge, functions/api/schemas/retention.py)."""
+        return saved_with_retries(lambda: self._save_once(org_id, command))
+
+    def _save_once(self, org_id: str, command: UpdateRetention) -> RetentionSettings:
+        current = self.get(org_id)
+        updated = apply_update(current, command, at=isoformat(self.clock.now()))
+        saved = replace(updated, version=current.version + 1)
+        self.records.save_retention(saved, expected_version=current.version)
+        return saved

@@ -11,18 +11,20 @@ period's charged spend, then:
 It never raises into the money path: a failure is logged, and the next movement looks again
 (the rules read state, not deltas, so nothing is lost but time).
 
-`notify(org_id, event_type, details, at=, once_key=)` is the general entry (auto top-up
-events use it too): records the event once per `once_key`, then hands it to the channels
-(email, signed webhook; `services/billing/alerts.py`) per the org's controls.
+`notify(org_id, alert, at=)` is the general entry (auto top-up events use it too): records
+the alert's event once per its `once_key`, then hands the recorded `BillingEvent` to the
+channels (email, signed webhook; `services/billing/alerts.py`) per the org's controls.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Protocol
 
 from batchroute.domain.billing_alerts import (
+    Alert,
+    BillingEvent,
     alert_period,
     due_alerts,
     low_balance_alert,
@@ -58,9 +60,7 @@ class LowBalance(Protocol):
 class AlertRecords(Protocol):
     """adapters/dynamo/billing_events.py:BillingEvents"""
 
-    def record_once(
-        self, org_id: str, *, once_key: str, event_type: str, details: dict[str, Any], at: datetime
-    ) -> dict[str, Any] | None: ...
+    def record_once(self, org_id: str, alert: Alert, *, at: datetime) -> BillingEvent | None: ...
 
     def low_balance_state(self, org_id: str) -> LowBalance: ...
 
@@ -116,9 +116,7 @@ class BillingWatch:
             period = alert_period(controls, at)
             spent = self.ledger.period_spend(org_id, period.key) if needs_spend(controls) else Money.zero()
             for alert in due_alerts(controls, wallet=wallet, spent=spent, period=period):
-                self.notify(
-                    org_id, alert.event_type, alert.details, at=at, once_key=alert.once_key, controls=controls
-                )
+                self.notify(org_id, alert, at=at, controls=controls)
         self._low_balance(org_id, wallet, controls, at)
 
     def _low_balance(self, org_id: str, wallet: WalletState, controls: BillingControls, at: datetime) -> None:
@@ -132,43 +130,31 @@ class BillingWatch:
             # Concurrent movers may both get here: the once key lets one event through. The
             # episode is marked fired only once its event is on record (recorded now, or
             # before: debounced); a failure to record raises, so the next movement retries.
-            self._record_and_send(org_id, alert.event_type, alert.details, at, alert.once_key, controls)
+            self._record_and_send(org_id, alert, at, controls)
             self.records.mark_low_balance_fired(org_id, episode=state.episode, at=at)
         elif step == "rearm":
             self.records.rearm_low_balance(org_id, episode=state.episode, at=at)
 
     # -- the general entry ---------------------------------------------------------------
     def notify(
-        self,
-        org_id: str,
-        event_type: str,
-        details: dict[str, Any],
-        *,
-        at: datetime,
-        once_key: str,
-        controls: BillingControls | None = None,
-    ) -> dict[str, Any] | None:
+        self, org_id: str, alert: Alert, *, at: datetime, controls: BillingControls | None = None
+    ) -> BillingEvent | None:
         """Record the event once per `once_key` and send it on the org's channels; the event,
         or None when it was recorded before (or could not be recorded: logged)."""
         try:
-            return self._record_and_send(org_id, event_type, details, at, once_key, controls)
+            return self._record_and_send(org_id, alert, at, controls)
         except Exception:
-            logger.exception("billing event not recorded", extra={"org_id": org_id, "event_type": event_type})
+            logger.exception(
+                "billing event not recorded", extra={"org_id": org_id, "event_type": alert.event_type}
+            )
             return None
 
     def _record_and_send(
-        self,
-        org_id: str,
-        event_type: str,
-        details: dict[str, Any],
-        at: datetime,
-        once_key: str,
-        controls: BillingControls | None,
-    ) -> dict[str, Any] | None:
+        self, org_id: str, alert: Alert, at: datetime, controls: BillingControls | None
+    ) -> BillingEvent | None:
         """`notify`, except that a failure to record the event raises."""
-        event = self.records.record_once(
-            org_id, once_key=once_key, event_type=event_type, details=details, at=at
-        )
+        event_type = alert.event_type
+        event = self.records.record_once(org_id, alert, at=at)
         if event is None:
             return None
         logger.info("billing event recorded", extra={"org_id": org_id, "event_type": event_type})

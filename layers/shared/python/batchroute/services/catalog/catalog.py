@@ -3,20 +3,21 @@ providers; the fee schedule; workflow products with the capacity able to serve t
 
 Static data comes from the versioned catalog (batchroute/catalog/); live state (remaining
 capacity, last heartbeat) from one read of the lane store per call. Availability rules are
-in domain/lanes.py. Answers are plain dicts in the API's shape.
+in domain/lanes.py. Answers are in the API's shape, typed below.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
-from typing import Any
+from typing import Literal, TypedDict
 
 from batchroute.clock import Clock
 from batchroute.domain.catalog import (
     Catalog,
+    ExecutionMode,
     HostedTool,
     Lane,
     LaneLive,
@@ -24,6 +25,7 @@ from batchroute.domain.catalog import (
     Operation,
     PrivacyTier,
     Provider,
+    ProviderKind,
     RuntimeCapability,
     SlaTier,
     WorkflowProduct,
@@ -41,6 +43,169 @@ from batchroute.money import format_amount
 from batchroute.services.catalog.ports import DeploymentSettings, LiveStates
 
 PRICE_UNIT = "per_million_tokens"
+
+
+class PricingView(TypedDict):
+    currency: str
+    unit: str
+    input: str
+    output: str
+    batch_input: str
+    batch_output: str
+
+
+class LaneCapacityView(TypedDict):
+    daily_capacity_items: int
+    remaining_capacity_items: int | None
+    last_heartbeat_at: str | None
+
+
+class LaneView(TypedDict):
+    lane_id: str
+    provider: str
+    provider_name: str
+    provider_kind: ProviderKind
+    execution_mode: ExecutionMode
+    provider_model_id: str
+    pricing: PricingView
+    context_window: int
+    max_output_tokens: int
+    operations: Sequence[str]
+    runtime_capabilities: Sequence[str]
+    hosted_tools: Sequence[str]
+    regions: Sequence[str]
+    privacy_tiers: Sequence[str]
+    data_retention_days: int
+    capacity: LaneCapacityView
+    status: LaneStatus
+    eligible: bool
+
+
+class RetentionSpanView(TypedDict):
+    min_data_retention_days: int
+    max_data_retention_days: int
+    zero_data_retention_providers: list[str]
+
+
+class ModelCapacityView(TypedDict):
+    daily_capacity_items: int
+    remaining_capacity_items: int
+
+
+class IneligibleLaneView(TypedDict):
+    lane_id: str
+    provider: str
+    code: LaneStatus
+    message: str
+
+
+class EligibilityView(TypedDict):
+    eligible: bool
+    lanes_available: int
+    reasons: list[IneligibleLaneView]
+
+
+class ModelView(TypedDict):
+    id: str
+    object: Literal["model"]
+    title: str
+    summary: str
+    description: str
+    tags: list[str]
+    family: str
+    open_weight: bool
+    operations: Sequence[str]
+    runtime_capabilities: Sequence[str]
+    hosted_tools: list[str]
+    privacy_tiers: list[str]
+    regions: list[str]
+    context_window: int
+    max_output_tokens: int
+    retention: RetentionSpanView
+    capacity: ModelCapacityView
+    routing_eligibility: EligibilityView
+    providers: list[LaneView]
+
+
+class ModelList(TypedDict):
+    data: list[ModelView]
+    pricing_updated_at: str
+    provider_count: int
+
+
+class ModelEnvelope(TypedDict):
+    model: ModelView
+    pricing_updated_at: str
+
+
+class ProviderView(TypedDict):
+    slug: str
+    display_name: str
+    kind: ProviderKind
+    execution_mode: ExecutionMode
+    enabled: bool
+    status: LaneStatus
+    launched: bool
+    supported_operations: list[str]
+    models: list[str]
+    regions: Sequence[str]
+    privacy_tiers: Sequence[str]
+    data_retention_days: int
+    website: str | None
+
+
+class ProviderList(TypedDict):
+    providers: list[ProviderView]
+
+
+class ProviderEnvelope(TypedDict):
+    provider: ProviderView
+
+
+class LaneFeeView(TypedDict):
+    currency: str
+    amount: str
+
+
+class FeesView(TypedDict):
+    currency: str
+    standard_batch_fee_pct: str
+    workflow_product_fee_pct: str
+    margin_floor_pct: str
+    control_plane_fee_per_lane: LaneFeeView
+    basis: str
+    effective_at: str
+    pricing_updated_at: str
+    catalog_version: str
+
+
+class ProductView(TypedDict):
+    slug: str
+    object: Literal["workflow_product"]
+    title: str
+    summary: str
+    operation: Operation
+    sla_hours: int
+    completion_window: str
+    input_schema: object  # a JSON Schema, as the catalog holds it
+    output_schema: object
+    route_policy: object
+    typical_input_tokens: int
+    typical_output_tokens: int
+    fee_pct: str
+    models: list[str]
+    lanes_able: int
+    lanes_available: int
+
+
+class ProductList(TypedDict):
+    data: list[ProductView]
+    provider_capacity: dict[str, int]
+
+
+class ProductEnvelope(TypedDict):
+    product: ProductView
+    provider_capacity: dict[str, int]
 
 
 @dataclass(frozen=True)
@@ -92,7 +257,7 @@ class CatalogService:
         self.clock = clock
 
     # -- models --------------------------------------------------------------------------
-    def list_models(self, filters: ModelFilters) -> dict[str, Any]:
+    def list_models(self, filters: ModelFilters) -> ModelList:
         if filters.provider is not None and self.catalog.provider(filters.provider) is None:
             raise InvalidRequest(
                 f"Unknown provider {filters.provider!r}.",
@@ -117,7 +282,7 @@ class CatalogService:
             "provider_count": len(providers),
         }
 
-    def model(self, model_id: str) -> dict[str, Any]:
+    def model(self, model_id: str) -> ModelEnvelope:
         model = self.catalog.model(model_id)
         if model is None:
             raise NotFound(f"No model {model_id!r} in the catalog.", code="model_not_found")
@@ -134,7 +299,7 @@ class CatalogService:
         # with a lane; the other lane-level filters must hold on one lane together.
         return any(filters.lane_matches(lane, self._provider(lane)) for lane in lanes)
 
-    def _model_view(self, model: Model, live: dict[str, LaneLive], now: datetime) -> dict[str, Any]:
+    def _model_view(self, model: Model, live: dict[str, LaneLive], now: datetime) -> ModelView:
         lanes = [
             self._lane_view(lane, live.get(lane.lane_id), now) for lane in self.catalog.lanes_for(model.id)
         ]
@@ -187,7 +352,7 @@ class CatalogService:
             "providers": lanes,
         }
 
-    def _lane_view(self, lane: Lane, live: LaneLive | None, now: datetime) -> dict[str, Any]:
+    def _lane_view(self, lane: Lane, live: LaneLive | None, now: datetime) -> LaneView:
         provider = self._provider(lane)
         status = lane_status(provider, live, now, self.guards)
         return {
@@ -223,16 +388,16 @@ class CatalogService:
         }
 
     # -- providers -----------------------------------------------------------------------
-    def providers(self) -> dict[str, Any]:
+    def providers(self) -> ProviderList:
         return {"providers": [self._provider_view(p) for p in self.catalog.providers]}
 
-    def provider(self, slug: str) -> dict[str, Any]:
+    def provider(self, slug: str) -> ProviderEnvelope:
         provider = self.catalog.provider(slug)
         if provider is None:
             raise NotFound(f"No provider {slug!r}.", code="provider_not_found")
         return {"provider": self._provider_view(provider)}
 
-    def _provider_view(self, provider: Provider) -> dict[str, Any]:
+    def _provider_view(self, provider: Provider) -> ProviderView:
         lanes = [lane for lane in self.catalog.lanes if lane.provider == provider.slug]
         status = provider_status(provider, self.guards)
         return {
@@ -254,7 +419,7 @@ class CatalogService:
         }
 
     # -- fees ----------------------------------------------------------------------------
-    def fees(self) -> dict[str, Any]:
+    def fees(self) -> FeesView:
         fees = self.catalog.fees
         return {
             "currency": "usd",
@@ -272,7 +437,7 @@ class CatalogService:
         }
 
     # -- workflow products ---------------------------------------------------------------
-    def workflow_products(self) -> dict[str, Any]:
+    def workflow_products(self) -> ProductList:
         live = self.live.live_states()
         now = self.clock.now()
         serving: dict[str, Lane] = {}
@@ -283,7 +448,7 @@ class CatalogService:
             views.append(self._product_view(product, lanes, live, now))
         return {"data": views, "provider_capacity": self._provider_capacity(serving.values(), live, now)}
 
-    def workflow_product(self, slug: str) -> dict[str, Any]:
+    def workflow_product(self, slug: str) -> ProductEnvelope:
         product = next((p for p in self.catalog.workflow_products if p.slug == slug), None)
         if product is None:
             raise NotFound(f"No workflow product {slug!r}.", code="workflow_product_not_found")
@@ -302,7 +467,7 @@ class CatalogService:
 
     def _product_view(
         self, product: WorkflowProduct, lanes: list[Lane], live: dict[str, LaneLive], now: datetime
-    ) -> dict[str, Any]:
+    ) -> ProductView:
         available = [lane for lane in lanes if self._status(lane, live, now) == "available"]
         return {
             "slug": product.slug,

@@ -4,10 +4,40 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Literal, Protocol, TypedDict
 
 from batchroute.domain.content import ChangelogEntry, Post
 from batchroute.errors import NotFound, Unavailable
+
+
+class ChangelogEntryView(TypedDict):
+    date: str
+    tag: str
+    title: str
+    items: list[str]
+
+
+class Changelog(TypedDict):
+    entries: list[ChangelogEntryView]
+
+
+class PostView(TypedDict):
+    slug: str
+    title: str
+    summary: str
+    body: str
+    body_format: Literal["markdown"]
+    tags: list[str]
+    published_at: str
+    author: str
+
+
+class PostList(TypedDict):
+    posts: list[PostView]
+
+
+class PostEnvelope(TypedDict):
+    post: PostView
 
 
 class ContentStore(Protocol):
@@ -21,7 +51,7 @@ class ContentService:
         self.store = store
         self.enabled = enabled
 
-    def changelog(self) -> dict[str, Any]:
+    def changelog(self) -> Changelog:
         self._require_enabled()
         entries = sorted(self.store.changelog(), key=lambda e: e.released_at, reverse=True)
         return {
@@ -31,12 +61,12 @@ class ContentService:
             ]
         }
 
-    def posts(self) -> dict[str, Any]:
+    def posts(self) -> PostList:
         self._require_enabled()
         posts = sorted(self.store.posts(), key=lambda p: p.published_at, reverse=True)
         return {"posts": [_post_view(p) for p in posts]}
 
-    def post(self, slug: str) -> dict[str, Any]:
+    def post(self, slug: str) -> PostEnvelope:
         self._require_enabled()
         post = next((p for p in self.store.posts() if p.slug == slug), None)
         if post is None:
@@ -48,7 +78,7 @@ class ContentService:
             raise Unavailable("The content store is disabled.", code="content_disabled")
 
 
-def _post_view(post: Post) -> dict[str, Any]:
+def _post_view(post: Post) -> PostView:
     return {
         "slug": post.slug,
         "title": post.title,

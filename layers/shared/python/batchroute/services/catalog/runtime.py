@@ -2,23 +2,50 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Literal, NotRequired, TypedDict
 
 from batchroute.services.catalog.ports import DeploymentSettings
 
 
-def _capability(enabled: bool, *, detail: str | None = None) -> dict[str, Any]:
-    status: dict[str, Any] = {"enabled": enabled, "status": "available" if enabled else "disabled"}
+class CapabilityView(TypedDict):
+    enabled: bool
+    status: Literal["available", "disabled"]
+    detail: NotRequired[str]
+
+
+class CapabilitiesView(TypedDict):
+    challenge_login: CapabilityView
+    email_delivery: CapabilityView
+    billing_checkout: CapabilityView
+    internal_signing: CapabilityView
+    operator_alerts: CapabilityView
+
+
+class RoutingView(TypedDict):
+    provider_allowlist: list[str]
+    launch_provider_guard: bool
+
+
+class RuntimeView(TypedDict):
+    environment: str
+    read_only: bool
+    capabilities: CapabilitiesView
+    provider_simulation: NotRequired[bool]  # authenticated callers only
+    routing: NotRequired[RoutingView]  # authenticated callers only
+
+
+def _capability(enabled: bool, *, detail: str | None = None) -> CapabilityView:
+    status: CapabilityView = {"enabled": enabled, "status": "available" if enabled else "disabled"}
     if detail:
         status["detail"] = detail
     return status
 
 
-def runtime_info(settings: DeploymentSettings, *, authenticated: bool) -> dict[str, Any]:
+def runtime_info(settings: DeploymentSettings, *, authenticated: bool) -> RuntimeView:
     """Anonymous callers get public-safe data only; provider simulation and routing guards
     are shown to authenticated callers."""
     local = settings.environment == "local"
-    info: dict[str, Any] = {
+    info: RuntimeView = {
         "environment": settings.environment,
         "read_only": settings.read_only,
         "capabilities": {

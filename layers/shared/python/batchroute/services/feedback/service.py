@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Protocol, cast
+from typing import Any, Literal, Protocol, TypedDict, cast
 
 from batchroute.clock import Clock, isoformat
 from batchroute.domain.access import Principal, authorize
@@ -25,8 +25,12 @@ from batchroute.domain.feedback import (
     RATING_SCALES,
     TARGET_TYPES,
     CounterKey,
+    CreateFeedback,
     Feedback,
-    FeedbackInput,
+    FeedbackCounter,
+    FeedbackView,
+    FiguresView,
+    ModelProviderFiguresView,
     Target,
     counter_moves,
     summarize,
@@ -55,7 +59,16 @@ class FeedbackStore(Protocol):
 
     def for_batch(self, org_id: str, batch_id: str) -> list[Feedback]: ...
 
-    def counters_between(self, org_id: str, first_day: str, last_day: str) -> list[dict[str, Any]]: ...
+    def counters_between(self, org_id: str, first_day: str, last_day: str) -> list[FeedbackCounter]: ...
+
+
+class SummaryView(TypedDict):
+    object: Literal["feedback_summary"]
+    period: UsagePeriod
+    start: str
+    end: str
+    total: FiguresView
+    by_model_provider: list[ModelProviderFiguresView]
 
 
 @dataclass(frozen=True)
@@ -81,7 +94,7 @@ class FeedbackService:
         self.artifacts = artifacts
         self.clock = clock
 
-    def submit(self, principal: Principal, given: FeedbackInput) -> Saved:
+    def submit(self, principal: Principal, given: CreateFeedback) -> Saved:
         """Create the caller's feedback on the target, or change it (one per target and
         author: a user, or an API key without a user)."""
         authorize(principal, "batches:create")
@@ -129,7 +142,7 @@ class FeedbackService:
                 "cursor must be a value returned as next_cursor.", code="invalid_cursor"
             ) from None
 
-    def summary(self, principal: Principal, *, period: str | None) -> dict[str, Any]:
+    def summary(self, principal: Principal, *, period: str | None) -> SummaryView:
         """The org's feedback per model and provider over the current UTC day or month."""
         authorize(principal, "batches:read")
         if period is not None and period not in USAGE_PERIODS:
@@ -150,9 +163,9 @@ class FeedbackService:
             ],
         }
 
-    def for_batch(self, org_id: str, batch_id: str) -> dict[str, list[dict[str, Any]]]:
+    def for_batch(self, org_id: str, batch_id: str) -> dict[str, list[FeedbackView]]:
         """The batch's feedback by customer_item_id (the batch item view's `feedback`)."""
-        found: dict[str, list[dict[str, Any]]] = {}
+        found: dict[str, list[FeedbackView]] = {}
         for feedback in self.store.for_batch(org_id, batch_id):
             found.setdefault(str(feedback.target.customer_item_id), []).append(feedback.to_api())
         return found
