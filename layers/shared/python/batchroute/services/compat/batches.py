@@ -33,6 +33,7 @@ from batchroute.domain.jsonl import LineError
 from batchroute.domain.metadata import parse_metadata
 from batchroute.errors import Conflict, InvalidRequest, NotFound
 from batchroute.ids import has_prefix, new_id
+from batchroute.services.batches.commands import CreateBatch
 from batchroute.services.batches.create import BatchService, Surface
 from batchroute.services.batches.files import FileService
 from batchroute.services.batches.reads import BatchReads
@@ -144,7 +145,7 @@ class CompatBatches:
         try:
             answer = service.create_or_replay(
                 principal,
-                body,
+                CreateBatch.parse(body),
                 idempotency_key or f"compat-{batch_id}",
                 Surface(
                     "compat",

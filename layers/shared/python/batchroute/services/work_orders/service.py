@@ -30,7 +30,8 @@ from batchroute.errors import Conflict, InvalidRequest, NotFound, ServiceError
 from batchroute.ids import new_id
 from batchroute.money import Money
 from batchroute.observability import logger
-from batchroute.services.batches.create import IDEMPOTENCY_TTL, check_idempotency_key, request_hash
+from batchroute.services.batches.commands import request_hash
+from batchroute.services.batches.create import IDEMPOTENCY_TTL, check_idempotency_key
 from batchroute.services.batches.ports import BatchReader
 
 # Pages of the store a filtered listing reads at most per request before it answers with
