@@ -9,11 +9,11 @@ at: the route's `idempotent_replay` dependency runs first (functions/api/routes/
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
+from pydantic import BaseModel, ConfigDict, Field
 from pydantic_core import PydanticCustomError
-from pydantic_core.core_schema import ValidatorFunctionWrapHandler
 
 from batchroute.domain.batch_states import BatchState
 from batchroute.domain.catalog import PrivacyTier, SlaTier
@@ -24,7 +24,7 @@ from batchroute.services.batches.create import MAX_CANCEL_REASON
 from functions.api.schemas.common import Absent, ContractBody, MoneyOut, refusal
 from functions.api.schemas.delivery_targets import BucketDeliveryOut
 from functions.api.schemas.feedback import FeedbackOut
-from functions.api.schemas.quotes import ItemsToQuote, as_sent, read_command
+from functions.api.schemas.quotes import ItemsToQuote, as_sent
 from functions.api.schemas.receipts import BillingReceipt, TokenUsage
 
 LaneRunStatus = Literal["pending", "running", "completed", "failed", "canceled"]
@@ -62,14 +62,10 @@ class BatchCreateRequest(ItemsToQuote):
     completion_window: Annotated[Any, as_sent(Literal["24h"])] = Field(
         default="24h", description="Every batch has one 24-hour SLA"
     )
-    _command: CreateBatch | None = PrivateAttr(default=None)
 
-    @model_validator(mode="wrap")
     @classmethod
-    def _read(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> Any:
-        body = handler(data)
-        body._command = read_command(CreateBatch.parse, data)
-        return body
+    def reads(cls, body: Mapping[str, Any]) -> CreateBatch:
+        return CreateBatch.parse(body)
 
     @classmethod
     def unknown_fields(cls, unknown: list[str]) -> PydanticCustomError:
@@ -77,7 +73,7 @@ class BatchCreateRequest(ItemsToQuote):
         return refusal(error.code, error.message, error.details)
 
     def command(self) -> CreateBatch:
-        assert self._command is not None
+        assert isinstance(self._command, CreateBatch)
         return self._command
 
 

@@ -90,6 +90,19 @@ class RoutingConstraints(ContractBody):
         default=None, description="Provider regions, any of them (instead of `region`)"
     )
     max_price: Annotated[Any, as_sent(MaxPrice | None)] = None
+    _command: object = PrivateAttr(default=None)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _read(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+        body = handler(data)
+        body._command = read_command(cls.reads, data)
+        return body
+
+    @classmethod
+    def reads(cls, body: Mapping[str, Any]) -> object:
+        """The body's command, by its parser (each body below names its own)."""
+        return None
 
 
 class ItemsToQuote(RoutingConstraints):
@@ -136,17 +149,13 @@ class QuoteModelRequest(ItemsToQuote):
             ]
         }
     )
-    _command: QuoteRequest | None = PrivateAttr(default=None)
 
-    @model_validator(mode="wrap")
     @classmethod
-    def _read(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> Any:
-        body = handler(data)
-        body._command = read_command(QuoteRequest.parse, data)
-        return body
+    def reads(cls, body: Mapping[str, Any]) -> QuoteRequest:
+        return QuoteRequest.parse(body)
 
     def command(self) -> QuoteRequest:
-        assert self._command is not None
+        assert isinstance(self._command, QuoteRequest)
         return self._command
 
 
@@ -178,17 +187,13 @@ class QuoteWorkflowRequest(RoutingConstraints):
     webhook: Annotated[Any, as_sent(WebhookTarget | None)] = Field(
         default=None, description="Checked by the preflight (category `webhook`)"
     )
-    _command: QuoteWorkflow | None = PrivateAttr(default=None)
 
-    @model_validator(mode="wrap")
     @classmethod
-    def _read(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> Any:
-        body = handler(data)
-        body._command = read_command(QuoteWorkflow.parse, data)
-        return body
+    def reads(cls, body: Mapping[str, Any]) -> QuoteWorkflow:
+        return QuoteWorkflow.parse(body)
 
     def command(self) -> QuoteWorkflow:
-        assert self._command is not None
+        assert isinstance(self._command, QuoteWorkflow)
         return self._command
 
 

@@ -36,6 +36,7 @@ from batchroute.domain.billing_controls import BillingControls
 from batchroute.domain.catalog import PrivacyTier, SlaTier
 from batchroute.domain.jsonl import LineError, parse_jsonl
 from batchroute.domain.pricing import FeeKind
+from batchroute.domain.request_fields import invalid
 from batchroute.domain.routing_gates import GateFailure, RoutingMode
 from batchroute.domain.spending_limit import LimitGuard
 from batchroute.domain.webhook_targets import TargetProblem, public_url_check, webhook_target_problems
@@ -256,11 +257,7 @@ class BatchService:
         if work_order_id is None:
             return None
         if self.work_orders is None:
-            raise InvalidRequest(
-                "Work orders are not available here.",
-                code="invalid_request",
-                details={"field": "work_order_id"},
-            )
+            raise invalid("work_order_id", "Work orders are not available here.")
         return self.work_orders.joining(principal.org_id, work_order_id)
 
     def _price(self, principal: Principal, command: CreateBatch, batch_id: str, surface: Surface) -> _Priced:
