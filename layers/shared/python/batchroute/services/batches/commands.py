@@ -17,7 +17,7 @@ from typing import Any, Final
 
 from batchroute.domain.metadata import parse_metadata
 from batchroute.domain.request_fields import invalid
-from batchroute.domain.routing_gates import RouteRequest
+from batchroute.domain.routing_gates import GateFailure, RouteRequest
 from batchroute.domain.work_orders import parse_work_order_id
 from batchroute.errors import InvalidRequest
 
@@ -83,7 +83,7 @@ class Routing:
         }
         return {name: value for name, value in values.items() if name in self.given}
 
-    def excluding(self, excluded_lanes: Mapping[str, Any] | None) -> RouteRequest:
+    def excluding(self, excluded_lanes: Mapping[str, GateFailure] | None) -> RouteRequest:
         """The route request, with a schedule's regression exclusions (docs/schedules.md)."""
         if not excluded_lanes:
             return self.request

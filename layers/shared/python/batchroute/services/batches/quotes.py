@@ -35,6 +35,7 @@ from batchroute.domain.routing import RoutePlan, route
 from batchroute.domain.routing_gates import GateFailure, RouteRequest, RoutingGuards
 from batchroute.errors import Conflict, Forbidden, InvalidRequest, NotFound
 from batchroute.ids import new_id
+from batchroute.money import Money
 from batchroute.services.batches.commands import QuoteRequest, QuoteWorkflow, Routing
 from batchroute.services.batches.ports import WebhookUrlRules
 from batchroute.services.batches.snapshots import QuotedItems, QuoteKind, QuoteSnapshot
@@ -63,6 +64,12 @@ class Reopenable:
     def __iter__(self) -> Iterator[tuple[int, Mapping[str, Any] | LineError]]:
         opened, self._opened = self._opened, None
         return iter(opened if opened is not None else self._reopen())
+
+
+class OnItem(Protocol):
+    """Sees each item that passed into the preflight, with its canonical line (the digest's)."""
+
+    def __call__(self, item: Mapping[str, Any], line: bytes, /) -> None: ...
 
 
 class SnapshotStore(Protocol):
@@ -102,6 +109,20 @@ class PlannedQuote:
         if self.policy is None:
             return None
         return {"version": self.policy.version, "narrowed": [n.to_api() for n in self.narrowed]}
+
+
+@dataclass(frozen=True, slots=True)
+class ModelConsidered:
+    """A model a workflow quote planned: eligible, with its estimated total, or not, and why."""
+
+    model: str
+    estimated_total: Money | None = None
+    reason: str | None = None
+
+    def to_api(self) -> dict[str, object]:
+        if self.estimated_total is None:
+            return {"model": self.model, "eligible": False, "reason": self.reason}
+        return {"model": self.model, "eligible": True, "estimated_total": self.estimated_total.to_api()}
 
 
 def items_digest(items: Iterable[Mapping[str, Any]]) -> str:
@@ -154,7 +175,7 @@ class QuoteService:
         options: Mapping[str, Any],
         items: ItemSource,
         *,
-        on_item: Callable[[Mapping[str, Any], bytes], None] | None = None,
+        on_item: OnItem | None = None,
     ) -> tuple[Preflight, int, str]:
         """The Intake step's reading of an input file, with the routing options stored on
         the batch at create (services/workflow/intake.py)."""
@@ -165,7 +186,7 @@ class QuoteService:
         request: RouteRequest,
         guards: RoutingGuards,
         items: ItemSource,
-        on_item: Callable[[Mapping[str, Any], bytes], None] | None = None,
+        on_item: OnItem | None = None,
     ) -> tuple[Preflight, int, str]:
         """Every item through the preflight, in order: the preflight (not yet routed), the item
         count and the items digest. Quotes, batch create and the Intake step all read items
@@ -187,7 +208,7 @@ class QuoteService:
         request: RouteRequest,
         guards: RoutingGuards,
         items: ItemSource,
-        on_item: Callable[[Mapping[str, Any], bytes], None] | None,
+        on_item: OnItem | None,
         *,
         compact_ids: bool,
     ) -> tuple[Preflight, int, str]:
@@ -214,7 +235,7 @@ class QuoteService:
         principal: Principal,
         quote: QuoteRequest,
         *,
-        on_item: Callable[[Mapping[str, Any], bytes], None] | None = None,
+        on_item: OnItem | None = None,
         excluded_lanes: Mapping[str, GateFailure] | None = None,
     ) -> tuple[QuotedItems, PlannedQuote]:
         """The one pass of a quote and of a batch priced without one: the items (inline, or
@@ -238,7 +259,7 @@ class QuoteService:
         items: ItemSource,
         *,
         fee_kind: FeeKind = "batch",
-        on_item: Callable[[Mapping[str, Any], bytes], None] | None = None,
+        on_item: OnItem | None = None,
         org_id: str | None = None,
         excluded_lanes: Mapping[str, GateFailure] | None = None,
         profile: ItemProfile | None = None,
@@ -321,16 +342,16 @@ class QuoteService:
         workflow = {
             "workflow_product": product.slug,
             "chosen_model": model_id,
-            "models_considered": considered,
+            "models_considered": [model.to_api() for model in considered],
         }
         return self._store(principal, quote_id, "workflow", planned, source, workflow=workflow)
 
     def _cheapest_model(
         self, principal: Principal, product: WorkflowProduct, command: QuoteWorkflow
-    ) -> tuple[tuple[PlannedQuote, str, list[bytes]] | None, list[dict[str, Any]]]:
+    ) -> tuple[tuple[PlannedQuote, str, list[bytes]] | None, list[ModelConsidered]]:
         """Each model able to serve the product, planned; the cheapest eligible one."""
         best: tuple[PlannedQuote, str, list[bytes]] | None = None
-        considered: list[dict[str, Any]] = []
+        considered: list[ModelConsidered] = []
         for model_id in self._models_for(product):
             lines: list[bytes] = []
             items = tuple(workflow_item(product, model_id, i, raw) for i, raw in enumerate(command.inputs))
@@ -345,11 +366,9 @@ class QuoteService:
             except PolicyConflict:
                 raise
             except InvalidRequest as exc:
-                considered.append({"model": model_id, "eligible": False, "reason": exc.message})
+                considered.append(ModelConsidered(model_id, reason=exc.message))
                 continue
-            considered.append(
-                {"model": model_id, "eligible": True, "estimated_total": planned.price.total.to_api()}
-            )
+            considered.append(ModelConsidered(model_id, estimated_total=planned.price.total))
             if best is None or planned.price.total < best[0].price.total:
                 best = (planned, model_id, lines)
         return best, considered
@@ -520,7 +539,7 @@ class QuoteService:
         ]
 
 
-def _no_model_fits(product: WorkflowProduct, considered: list[dict[str, Any]]) -> InvalidRequest:
+def _no_model_fits(product: WorkflowProduct, considered: list[ModelConsidered]) -> InvalidRequest:
     return InvalidRequest(
         f"No model can fulfil the {product.slug} contract under these constraints.",
         code="batch_preflight_failed",
@@ -537,16 +556,13 @@ def _no_model_fits(product: WorkflowProduct, considered: list[dict[str, Any]]) -
                 ],
                 "warnings": [],
             },
-            "models_considered": considered,
+            "models_considered": [model.to_api() for model in considered],
         },
     )
 
 
-def _collector(lines: list[bytes]) -> Callable[[Mapping[str, Any], bytes], None]:
-    def collect(_item: Mapping[str, Any], line: bytes) -> None:
-        lines.append(line)
-
-    return collect
+def _collector(lines: list[bytes]) -> OnItem:
+    return lambda _item, line: lines.append(line)
 
 
 def quote_lanes(plan_api: Mapping[str, Any]) -> list[dict[str, Any]]:
