@@ -26,6 +26,7 @@ from batchroute.config import get_settings
 from batchroute.domain.access import Principal
 from batchroute.domain.billing_controls import AuditEntry, BillingControls
 from batchroute.domain.chat_requests import parse_chat_request
+from batchroute.domain.route_policy import parse_update
 from batchroute.errors import RateLimited, ServiceError
 from batchroute.ids import new_id
 from batchroute.money import Money
@@ -330,7 +331,7 @@ def _policy_setup(
         policies=PolicyReader(store, clock),
         providers=providers,
     )
-    elsewhere = RoutePolicyService(store, builtin_catalog(), clock, PolicyReader(store, clock))
+    elsewhere = RoutePolicyService(store, clock, PolicyReader(store, clock))
     return clock, direct, providers, calls, elsewhere
 
 
@@ -350,7 +351,7 @@ def test_a_direct_chat_long_after_the_policy_was_read_makes_no_third_call(stack:
     # Given an org with a route policy, and a process that has served it once (warm)
     org = new_org(credit_usd="5")
     clock, direct, providers, calls, elsewhere = _policy_setup(org)
-    elsewhere.update(_owner(org), {"provider_deny": ["edge-eu"]})
+    elsewhere.update(_owner(org), parse_update({"provider_deny": ["edge-eu"]}, builtin_catalog()))
     _served(direct, org)
     events = aws_client("dynamodb").meta.events
 
@@ -382,12 +383,12 @@ def test_a_policy_changed_elsewhere_applies_to_the_next_request(stack: LocalStac
     # Given a warm process whose copy of the policy (deny edge-eu) is fresh
     org = new_org(credit_usd="5")
     clock, direct, providers, calls, elsewhere = _policy_setup(org)
-    elsewhere.update(_owner(org), {"provider_deny": ["edge-eu"]})
+    elsewhere.update(_owner(org), parse_update({"provider_deny": ["edge-eu"]}, builtin_catalog()))
     first = _served(direct, org).lane.lane.provider
     assert first != "edge-eu"
     # When another process saves a policy that also denies the lane that served it, and the
     # next request comes at once (well within the copy's CACHE_SECONDS)
-    elsewhere.update(_owner(org), {"provider_deny": ["edge-eu", first]})
+    elsewhere.update(_owner(org), parse_update({"provider_deny": ["edge-eu", first]}, builtin_catalog()))
     clock.advance(seconds=1)
     events = aws_client("dynamodb").meta.events
 

@@ -205,7 +205,7 @@ def test_a_patch_merges_parameters_and_routing_key_by_key() -> None:
     switched = merge_patch(PRESET, {"workflow_product": "ticket-classification"})
     assert "model" not in switched and "operation" not in switched
     values = parse_preset(switched, builtin_catalog(), with_name=False)
-    assert values["workflow_product"] == "ticket-classification" and values["operation"] == "responses"
+    assert values.workflow_product == "ticket-classification" and values.operation == "responses"
 
 
 # -- the expander ------------------------------------------------------------------------------------

@@ -81,12 +81,12 @@ def test_a_full_update_parses_into_domain_values() -> None:
     # When it is parsed
     changes = parse_update(body, CATALOG)
     # Then each is a domain value; a null operation cap is simply absent
-    assert changes["provider_allow"] == ("cheap", "euro")
-    assert changes["allowed_regions"] == ("eu",)
-    assert changes["max_price_per_million_tokens"] == {
+    assert changes.provider_allow == ("cheap", "euro")
+    assert changes.allowed_regions == ("eu",)
+    assert changes.max_price_per_million_tokens == {
         "responses": PriceCap(input=Decimal("0.5"), output=Decimal("1.25"))
     }
-    assert changes["chat_fallbacks_allowed"] is False
+    assert changes.chat_fallbacks_allowed is False
 
 
 def test_every_problem_is_reported_with_its_field_path_and_unknown_names_are_named() -> None:
@@ -414,9 +414,9 @@ def test_a_save_in_this_process_refreshes_its_cached_copy_at_once() -> None:
     clock = FixedClock(NOW)
     records = CountingRecords()
     reader = PolicyReader(records, clock)
-    service = RoutePolicyService(records, CATALOG, clock, reader)
+    service = RoutePolicyService(records, clock, reader)
     owner = Principal(org_id="org_1", role="owner", via="session", user_id="user_1")
     assert reader.cached("org_1") is None
-    saved = service.update(owner, {"provider_deny": ["cheap"]})
+    saved = service.update(owner, parse_update({"provider_deny": ["cheap"]}, CATALOG))
     reads = records.reads
     assert reader.cached("org_1") == saved and records.reads == reads

@@ -14,12 +14,12 @@ from batchroute.domain.work_orders import (
     WorkOrder,
     derive_status,
     member_outcome,
-    parse_create,
     settled_items,
 )
 from batchroute.errors import InvalidRequest
+from batchroute.services.work_orders.commands import AddMember, CreateWorkOrder, UpdateWorkOrder
 from functions.api.schemas.common import ContractBody
-from functions.api.schemas.work_orders import WorkOrderMemberAdd, WorkOrderUpdate
+from functions.api.schemas.work_orders import WorkOrderCreate, WorkOrderMemberAdd, WorkOrderUpdate
 
 
 @pytest.mark.parametrize(
@@ -96,13 +96,18 @@ def test_the_view_shows_pending_items_and_money() -> None:
 M = TypeVar("M", bound=ContractBody)
 
 
-def parse_update(body: dict[str, Any]) -> dict[str, Any]:
-    """The changes the update route hands the service, or the refusal the API answers."""
-    return _as_the_client_sees_it(WorkOrderUpdate, body).changes()
+def parse_create(body: dict[str, Any]) -> CreateWorkOrder:
+    """The command the create route hands the service, or the refusal the API answers."""
+    return _as_the_client_sees_it(WorkOrderCreate, body).command()
 
 
-def parse_member(body: dict[str, Any]) -> tuple[str, str]:
-    return _as_the_client_sees_it(WorkOrderMemberAdd, body).member()
+def parse_update(body: dict[str, Any]) -> UpdateWorkOrder:
+    """The command the update route hands the service, or the refusal the API answers."""
+    return _as_the_client_sees_it(WorkOrderUpdate, body).command()
+
+
+def parse_member(body: dict[str, Any]) -> AddMember:
+    return _as_the_client_sees_it(WorkOrderMemberAdd, body).command()
 
 
 def _as_the_client_sees_it(model: type[M], body: Any) -> M:
@@ -137,10 +142,9 @@ def test_bodies_are_refused_with_the_field(parse: Any, body: dict[str, Any], fie
 
 
 def test_bodies_read_what_is_given() -> None:
-    assert parse_create({"metadata": {"n": 1}}) == {
-        "name": None,
-        "client_reference": None,
-        "metadata": {"n": "1"},
-    }
-    assert parse_update({"name": None, "closed": True}) == {"name": None, "closed": True}
-    assert parse_member({"chat_job_id": "chatjob_1"}) == ("chat_job", "chatjob_1")
+    created = parse_create({"metadata": {"n": 1}})
+    assert (created.name, created.client_reference, created.metadata) == (None, None, {"n": "1"})
+    assert parse_update({"name": None, "closed": True}) == UpdateWorkOrder(
+        given=frozenset({"name", "closed"}), name=None, closed=True
+    )
+    assert parse_member({"chat_job_id": "chatjob_1"}) == AddMember("chat_job", "chatjob_1")

@@ -10,9 +10,10 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Path, Query
 
 from batchroute.domain.access import Principal
+from batchroute.domain.catalog import Catalog
 from batchroute.domain.presets import NAME_PATTERN, VERSION_MAX
 from functions.api.auth import require
-from functions.api.deps import PresetsDep
+from functions.api.deps import PresetsDep, built
 from functions.api.envelope import errors_doc
 from functions.api.openapi import documented_as
 from functions.api.schemas.presets import (
@@ -30,6 +31,7 @@ router = APIRouter(tags=["presets"])
 
 Reader = Annotated[Principal, Depends(require("batches:read"))]
 Writer = Annotated[Principal, Depends(require("batches:create"))]
+DeploymentCatalog = Annotated[Catalog, Depends(built("catalog"))]
 Name = Annotated[str, Path(min_length=1, max_length=64, pattern=NAME_PATTERN)]
 Limit = Annotated[int, Query(ge=1, le=100, description="1-100, default 20")]
 Cursor = Annotated[str | None, Query(max_length=64, description="A previous answer's next_cursor")]
@@ -57,8 +59,10 @@ _INVALID = "`invalid_preset`: details.field names the first problem, details.err
     },
     summary="Create a preset (version 1); an archived name comes back at its next version",
 )
-def create_preset(principal: Writer, presets: PresetsDep, body: PresetCreate) -> dict[str, Any]:
-    return presets.create(principal, body.as_received()).to_api()
+def create_preset(
+    principal: Writer, presets: PresetsDep, body: PresetCreate, catalog: DeploymentCatalog
+) -> dict[str, Any]:
+    return presets.create(principal, body.command(catalog)).to_api()
 
 
 @router.get(
@@ -112,8 +116,10 @@ _EDIT_ERRORS = {
     responses=_EDIT_ERRORS,
     summary="Replace the template: a new version (older versions stay resolvable as name@version)",
 )
-def replace_preset(name: Name, principal: Writer, presets: PresetsDep, body: PresetReplace) -> dict[str, Any]:
-    return presets.replace(principal, name, body.as_received()).to_api()
+def replace_preset(
+    name: Name, principal: Writer, presets: PresetsDep, body: PresetReplace, catalog: DeploymentCatalog
+) -> dict[str, Any]:
+    return presets.replace(principal, name, body.replacement(name, catalog)).to_api()
 
 
 @router.patch(
@@ -123,7 +129,7 @@ def replace_preset(name: Name, principal: Writer, presets: PresetsDep, body: Pre
     summary="Change the fields given: a new version",
 )
 def patch_preset(name: Name, principal: Writer, presets: PresetsDep, body: PresetReplace) -> dict[str, Any]:
-    return presets.patch(principal, name, body.as_received()).to_api()
+    return presets.patch(principal, name, body.patch(name)).to_api()
 
 
 @router.delete(

@@ -8,8 +8,9 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
 
 from batchroute.domain.access import Principal
+from batchroute.domain.catalog import Catalog
 from functions.api.auth import require
-from functions.api.deps import RoutePolicyDep
+from functions.api.deps import RoutePolicyDep, built
 from functions.api.envelope import ErrorEnvelope
 from functions.api.limits import client_ip
 from functions.api.schemas.routing_policy import RoutePolicyEnvelope, RoutePolicyHistory, RoutePolicyUpdate
@@ -18,6 +19,7 @@ router = APIRouter(tags=["routing"])
 
 Reader = Annotated[Principal, Depends(require("routing:read"))]
 Manager = Annotated[Principal, Depends(require("routing:manage"))]
+DeploymentCatalog = Annotated[Catalog, Depends(built("catalog"))]
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"model": ErrorEnvelope, "description": "Missing, invalid or revoked credentials"},
@@ -55,10 +57,13 @@ def update_policy(
     principal: Manager,
     service: RoutePolicyDep,
     body: RoutePolicyUpdate,
+    catalog: DeploymentCatalog,
     response: Response,
     if_match: Annotated[str | None, Header(description='The version you read, e.g. "3"')] = None,
 ) -> dict[str, Any]:
-    policy = service.update(principal, body.as_received(), if_match=if_match, ip_address=client_ip(request))
+    policy = service.update(
+        principal, body.command(catalog), if_match=if_match, ip_address=client_ip(request)
+    )
     response.headers["ETag"] = f'"{policy.version}"'
     return {"policy": policy.to_api()}
 

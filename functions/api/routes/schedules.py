@@ -53,7 +53,7 @@ _INVALID = errors_doc(
     summary="Create a recurring schedule (version 1); a golden set is benchmarked at once",
 )
 def create_schedule(principal: Manager, schedules: SchedulesDep, body: ScheduleCreate) -> dict[str, Any]:
-    return schedules.create(principal, body.as_received()).to_api()
+    return schedules.create(principal, body.command()).to_api()
 
 
 @router.get(
@@ -91,7 +91,7 @@ def get_schedule(schedule_id: ScheduleId, principal: Reader, schedules: Schedule
 def update_schedule(
     schedule_id: ScheduleId, principal: Manager, schedules: SchedulesDep, body: ScheduleUpdate
 ) -> dict[str, Any]:
-    return schedules.update(principal, schedule_id, body.as_received()).to_api()
+    return schedules.update(principal, schedule_id, body.command()).to_api()
 
 
 @router.delete(

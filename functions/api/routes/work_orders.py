@@ -54,7 +54,7 @@ def create_work_order(
     body: WorkOrderCreate,
     idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key")] = None,
 ) -> Response:
-    answer = orders.create(principal, body.as_received(), idempotency_key)
+    answer = orders.create(principal, body.command(), idempotency_key)
     headers = {"Idempotent-Replayed": "true"} if answer.replayed else None
     return Response(
         content=answer.body, status_code=answer.status_code, media_type="application/json", headers=headers
@@ -100,7 +100,7 @@ def get_work_order(work_order_id: WorkOrderId, principal: Reader, orders: WorkOr
 def update_work_order(
     work_order_id: WorkOrderId, principal: Writer, orders: WorkOrdersDep, body: WorkOrderUpdate
 ) -> dict[str, Any]:
-    return orders.update(principal, work_order_id, body.changes()).to_api()
+    return orders.update(principal, work_order_id, body.command()).to_api()
 
 
 @router.post(
@@ -121,7 +121,7 @@ def update_work_order(
 def add_member(
     work_order_id: WorkOrderId, principal: Writer, orders: WorkOrdersDep, body: WorkOrderMemberAdd
 ) -> dict[str, Any]:
-    return orders.attach(principal, work_order_id, body.member())
+    return orders.attach(principal, work_order_id, body.command())
 
 
 @router.get(

@@ -200,3 +200,10 @@ class ResourceBody(ContractBody):
     def unknown_fields(cls, unknown: list[str]) -> PydanticCustomError:
         error = unknown_fields_error(unknown)
         return refusal(error.code, error.message, error.details)
+
+
+def as_sent(documented: Any) -> Any:
+    """A field taken as the client sent it, for a domain reader that judges the whole body at
+    once (every problem with its path, against the deployment's catalog: `command(catalog)`);
+    the OpenAPI document shows `documented`."""
+    return domain_rule(lambda value, _name: value, documented)

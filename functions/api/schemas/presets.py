@@ -1,24 +1,35 @@
 """Request and response models: presets, an org's named and versioned request templates
 (docs/presets.md).
 
-The bodies are read by the preset service (batchroute.domain.presets.parse_preset), which
-answers every problem at once with its field path (`invalid_preset`, `details.field` and
-`details.errors`); see ServiceValidatedBody. A body copied from a GET answer may be sent
-back to PUT or PATCH: its read-only fields are ignored.
+Each body is read once, at the edge, by the domain's reader against the deployment's catalog
+(batchroute.domain.presets.parse_preset: every problem at once with its field path,
+`invalid_preset`, `details.field` and `details.errors`) into the service's command
+(services/presets/commands.py); a PATCH's fields are judged merged over the latest version.
+A body copied from a GET answer may be sent back to PUT or PATCH: its read-only fields are
+ignored.
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SkipValidation
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
+from pydantic_core.core_schema import ValidatorFunctionWrapHandler
 
-from batchroute.domain.catalog import HostedTool, Operation, PrivacyTier
+from batchroute.domain.catalog import Catalog, HostedTool, Operation, PrivacyTier
 from batchroute.domain.items import MAX_OUTPUT_REQUEST
-from batchroute.domain.presets import DESCRIPTION_MAX, NAME_PATTERN, STOP_MAX, SYSTEM_PROMPT_MAX
+from batchroute.domain.presets import (
+    DESCRIPTION_MAX,
+    NAME_PATTERN,
+    STOP_MAX,
+    SYSTEM_PROMPT_MAX,
+    check_same_name,
+    parse_preset,
+)
 from batchroute.domain.routing_gates import RoutingMode
+from batchroute.services.presets.commands import CreatePreset, PatchPreset, ReplacePreset
 from functions.api.schemas.batches import Metadata
-from functions.api.schemas.common import ServiceValidatedBody, omittable, read_only
+from functions.api.schemas.common import ContractBody, as_sent, omittable, read_only
 from functions.api.schemas.quotes import MaxPrice
 from functions.api.schemas.schedules import GOLDEN_SET_DOC, RegressionRunFields
 
@@ -55,26 +66,42 @@ class PresetRouting(BaseModel):
     max_price: MaxPrice | None = None
 
 
-class _PresetFields(ServiceValidatedBody):
-    description: SkipValidation[Annotated[str, Field(min_length=1, max_length=DESCRIPTION_MAX)] | None] = (
-        omittable()
+class _PresetFields(ContractBody):
+    """The template's fields, documented here and read as sent (in the client's order, which a
+    PATCH naming both model and workflow_product keeps) by the domain's reader."""
+
+    model_config = ConfigDict(extra="allow")
+
+    description: Annotated[
+        Any, as_sent(Annotated[str, Field(min_length=1, max_length=DESCRIPTION_MAX)] | None)
+    ] = omittable()
+    model: Annotated[Any, as_sent(str | None)] = omittable(
+        "An exact catalog model id (or workflow_product, not both)"
     )
-    model: SkipValidation[str | None] = omittable("An exact catalog model id (or workflow_product, not both)")
-    workflow_product: SkipValidation[str | None] = omittable(
+    workflow_product: Annotated[Any, as_sent(str | None)] = omittable(
         "A workflow product slug: its operation, instructions and output schema fill the request; "
         "the model comes from the request"
     )
-    operation: SkipValidation[Operation | None] = omittable("responses, embeddings or vision")
-    system_prompt: SkipValidation[
-        Annotated[str, Field(min_length=1, max_length=SYSTEM_PROMPT_MAX)] | None
+    operation: Annotated[Any, as_sent(Operation | None)] = omittable("responses, embeddings or vision")
+    system_prompt: Annotated[
+        Any, as_sent(Annotated[str, Field(min_length=1, max_length=SYSTEM_PROMPT_MAX)] | None)
     ] = omittable("Prepended as a system message unless the request has one")
-    parameters: SkipValidation[PresetParameters | None] = omittable()
-    routing: SkipValidation[PresetRouting | None] = omittable()
-    metadata: SkipValidation[Metadata | None] = omittable()
-    golden_set: SkipValidation[dict[str, Any] | None] = omittable(
+    parameters: Annotated[Any, as_sent(PresetParameters | None)] = omittable()
+    routing: Annotated[Any, as_sent(PresetRouting | None)] = omittable()
+    metadata: Annotated[Any, as_sent(Metadata | None)] = omittable()
+    golden_set: Annotated[Any, as_sent(dict[str, Any] | None)] = omittable(
         GOLDEN_SET_DOC + "; model defaults to the preset's (and must be it). "
         "POST /v1/presets/{name}/regression-runs runs it with the preset applied"
     )
+
+    _sent: dict[str, Any] = PrivateAttr(default_factory=dict)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _as_sent(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+        body = handler(data)  # a JSON object, or the plain invalid_request
+        body._sent = data
+        return body
 
 
 class PresetCreate(_PresetFields):
@@ -98,9 +125,13 @@ class PresetCreate(_PresetFields):
         }
     )
 
-    name: SkipValidation[Annotated[str, Field(pattern=NAME_PATTERN)]] = omittable(
+    name: Annotated[Any, as_sent(Annotated[str, Field(pattern=NAME_PATTERN)])] = omittable(
         "1-64 lowercase letters, digits, '-' or '_'; unique in the organization"
     )
+
+    def command(self, catalog: Catalog) -> CreatePreset:
+        content = parse_preset(self._sent, catalog, with_name=True)
+        return CreatePreset(name=self._sent["name"], content=content)
 
 
 class PresetReplace(_PresetFields):
@@ -110,15 +141,25 @@ class PresetReplace(_PresetFields):
 
     model_config = ConfigDict(json_schema_extra={"additionalProperties": False})
 
-    name: SkipValidation[str] = omittable("If given, the preset's own name: it cannot change")
-    object: SkipValidation[str] = read_only()
-    version: SkipValidation[int] = read_only()
-    latest_version: SkipValidation[int] = read_only()
-    ref: SkipValidation[str] = read_only()
-    archived_at: SkipValidation[str | None] = read_only()
-    created_at: SkipValidation[str] = read_only()
-    updated_at: SkipValidation[str] = read_only()
-    created_by: SkipValidation[str | None] = read_only()
+    name: Annotated[Any, as_sent(str)] = omittable("If given, the preset's own name: it cannot change")
+    object: Annotated[Any, as_sent(str)] = read_only()
+    version: Annotated[Any, as_sent(int)] = read_only()
+    latest_version: Annotated[Any, as_sent(int)] = read_only()
+    ref: Annotated[Any, as_sent(str)] = read_only()
+    archived_at: Annotated[Any, as_sent(str | None)] = read_only()
+    created_at: Annotated[Any, as_sent(str)] = read_only()
+    updated_at: Annotated[Any, as_sent(str)] = read_only()
+    created_by: Annotated[Any, as_sent(str | None)] = read_only()
+
+    def replacement(self, name: str, catalog: Catalog) -> ReplacePreset:
+        """PUT's command: the preset `name`'s whole template."""
+        check_same_name(name, self._sent)
+        return ReplacePreset(parse_preset(self._sent, catalog, with_name=False))
+
+    def patch(self, name: str) -> PatchPreset:
+        """PATCH's command: the fields given, judged once merged over the latest version."""
+        check_same_name(name, self._sent)
+        return PatchPreset(dict(self._sent))
 
 
 class PresetParametersOut(BaseModel):

@@ -1,16 +1,18 @@
 """Request and response models: the org's route policy and its history
-(docs/routing-policy.md). The service validates the update itself (field paths in
-`error.details.errors`); these models document it."""
+(docs/routing-policy.md). The update body is read once, at the edge, by the domain's reader
+against the deployment's catalog (`RoutePolicyUpdate.command`: every problem with its field
+path in `error.details.errors`), and the service takes the typed change."""
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SkipValidation
+from pydantic import BaseModel, ConfigDict, Field
 
-from batchroute.domain.route_policy import MAX_LIST
+from batchroute.domain.catalog import Catalog
+from batchroute.domain.route_policy import MAX_LIST, UpdateRoutePolicy, parse_update
 from functions.api.schemas.billing import AuditEntryOut, UsdAmount
-from functions.api.schemas.common import MoneyOut, PartialUpdate, omittable, read_only
+from functions.api.schemas.common import ContractBody, MoneyOut, as_sent, omittable, read_only
 
 RoutingMode = Literal["cheapest", "sla_aware", "public_only", "edge_only", "hybrid", "privacy_constrained"]
 PrivacyTier = Literal["standard", "confidential", "restricted"]
@@ -55,24 +57,42 @@ class PriceCapIn(BaseModel):
 NameList = Annotated[list[Annotated[str, Field(min_length=1)]], Field(max_length=MAX_LIST)]
 
 
-class RoutePolicyUpdate(PartialUpdate):
+class RoutePolicyUpdate(ContractBody):
     """The policy fields to change: only the fields given change; null resets one to its
-    default (no restriction). `version` (or the `If-Match` header) makes the save conditional."""
+    default (no restriction). `version` (or the `If-Match` header) makes the save conditional.
+    Unknown fields are refused (with the other problems); the read-only fields of a GET are
+    ignored."""
 
-    provider_allow: SkipValidation[NameList | None] = omittable("Catalog provider slugs; replaces the list")
-    provider_deny: SkipValidation[NameList | None] = omittable("Catalog provider slugs; replaces the list")
-    allowed_regions: SkipValidation[NameList | None] = omittable("Catalog regions, e.g. eu")
-    routing_mode: SkipValidation[RoutingMode | None] = omittable()
-    privacy_tier_floor: SkipValidation[PrivacyTier | None] = omittable()
-    max_price_per_million_tokens: SkipValidation[dict[Operation, PriceCapIn | None] | None] = omittable(
-        "Replaces the caps; money as a USD number or a Money object"
+    model_config = ConfigDict(extra="allow", json_schema_extra={"additionalProperties": False})
+
+    provider_allow: Annotated[Any, as_sent(NameList | None)] = omittable(
+        "Catalog provider slugs; replaces the list"
     )
-    chat_fallbacks_allowed: SkipValidation[bool | None] = omittable()
-    version: SkipValidation[int | None] = omittable("The version you read: refused with 409 if it moved")
-    object: SkipValidation[str] = read_only()
-    configured: SkipValidation[bool] = read_only()
-    created_at: SkipValidation[str | None] = read_only()
-    updated_by: SkipValidation[str | None] = read_only()
+    provider_deny: Annotated[Any, as_sent(NameList | None)] = omittable(
+        "Catalog provider slugs; replaces the list"
+    )
+    allowed_regions: Annotated[Any, as_sent(NameList | None)] = omittable("Catalog regions, e.g. eu")
+    routing_mode: Annotated[Any, as_sent(RoutingMode | None)] = omittable()
+    privacy_tier_floor: Annotated[Any, as_sent(PrivacyTier | None)] = omittable()
+    max_price_per_million_tokens: Annotated[Any, as_sent(dict[Operation, PriceCapIn | None] | None)] = (
+        omittable("Replaces the caps; money as a USD number or a Money object")
+    )
+    chat_fallbacks_allowed: Annotated[Any, as_sent(bool | None)] = omittable()
+    version: Annotated[Any, as_sent(int | None)] = omittable(
+        "The version you read: refused with 409 if it moved"
+    )
+    object: Annotated[Any, as_sent(str)] = read_only()
+    org_id: Annotated[Any, as_sent(str)] = read_only()
+    configured: Annotated[Any, as_sent(bool)] = read_only()
+    created_at: Annotated[Any, as_sent(str | None)] = read_only()
+    updated_at: Annotated[Any, as_sent(str | None)] = read_only()
+    updated_by: Annotated[Any, as_sent(str | None)] = read_only()
+
+    def command(self, catalog: Catalog) -> UpdateRoutePolicy:
+        """The change, read by the domain against the deployment's catalog (InvalidRequest
+        listing every problem otherwise)."""
+        sent = {name: getattr(self, name) for name in self.model_fields_set}
+        return parse_update({**sent, **(self.model_extra or {})}, catalog)
 
 
 class RoutePolicyChangeOut(AuditEntryOut):

@@ -1,21 +1,39 @@
 """Request and response models: recurring schedules, their runs, versions and golden-set
 regression runs (docs/schedules.md).
 
-The bodies are read by the schedule service, which answers each problem as
-`invalid_schedule` with `details.field` (a path such as `golden_set.items[2].expected`; see
-ServiceValidatedBody). A webhook secret is write-only: it is stored sealed (KMS) and shown as
-`{url, configured: true}`.
+Each body is checked here, once, by the rules of domain/schedules.py as its fields'
+validators, and becomes the service's command (services/schedules/commands.py); each problem
+is `invalid_schedule` with `details.field` (a path such as `golden_set.items[2].expected`).
+The service then checks what only it can: the source exists, the webhook URL, the golden
+set's model in the catalog. A webhook secret is write-only: it is stored sealed (KMS) and
+shown as `{url, configured: true}`.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SkipValidation
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic_core import PydanticCustomError
 
-from batchroute.domain.golden_sets import MAX_GOLDEN_ITEMS
-from batchroute.domain.schedules import MAX_DESCRIPTION, MAX_NAME, MIN_INTERVAL
-from functions.api.schemas.common import MoneyOut, ServiceValidatedBody, omittable
+from batchroute.domain.golden_sets import MAX_GOLDEN_ITEMS, GoldenSet, parse_golden_set
+from batchroute.domain.schedules import (
+    MAX_DESCRIPTION,
+    MAX_NAME,
+    MIN_INTERVAL,
+    ScheduleDefinition,
+    ScheduleState,
+    parse_description,
+    parse_expression,
+    parse_input_source,
+    parse_name,
+    parse_schedule_options,
+    parse_state,
+    parse_time_zone,
+)
+from batchroute.errors import InvalidRequest
+from batchroute.services.schedules.commands import CreateSchedule, UpdateSchedule
+from functions.api.schemas.common import ContractBody, MoneyOut, domain_rule, omittable, refusal
 
 _MINUTES = int(MIN_INTERVAL.total_seconds() // 60)
 _EXPRESSION = (
@@ -39,37 +57,104 @@ GOLDEN_SET_DOC = (
 )
 
 
-class ScheduleCreate(ServiceValidatedBody):
+def _expression(value: Any, name: str) -> str:
+    return parse_expression(value, field=name).text
+
+
+def _time_zone(value: Any, name: str) -> str:
+    return parse_time_zone(value, field=name).key
+
+
+def _golden_set(value: Any, name: str) -> GoldenSet | None:
+    return parse_golden_set(value, field=name)
+
+
+# The fields in the order their rules run: the first problem is the one answered.
+Expression = Annotated[str, domain_rule(_expression, str)]
+TimeZone = Annotated[str, domain_rule(_time_zone, str)]
+InputSource = Annotated[
+    dict[str, Any], domain_rule(lambda value, _name: parse_input_source(value), dict[str, Any])
+]
+BatchOptions = Annotated[
+    dict[str, Any], domain_rule(lambda value, _name: parse_schedule_options(value), dict[str, Any])
+]
+GoldenSetField = Annotated[GoldenSet | None, domain_rule(_golden_set, dict[str, Any] | None)]
+Name = Annotated[str, domain_rule(lambda value, name: parse_name(value, field=name), str)]
+Description = Annotated[str | None, domain_rule(lambda value, _name: parse_description(value), str | None)]
+
+
+class _ScheduleBody(ContractBody):
+    model_config = ConfigDict(extra="forbid")
+    error_code: ClassVar[str] = "invalid_schedule"
+
+    @classmethod
+    def unknown_fields(cls, unknown: list[str]) -> PydanticCustomError:
+        return refusal(cls.error_code, f"Unknown field(s): {', '.join(unknown)}.", {"field": unknown[0]})
+
+
+class ScheduleCreate(_ScheduleBody):
     """A recurring schedule. Unknown fields are refused."""
 
     model_config = ConfigDict(
         json_schema_extra={"additionalProperties": False, "required": ["name", "expression", "input_source"]}
     )
 
-    name: SkipValidation[str] = omittable(f"1-{MAX_NAME} characters")
-    description: SkipValidation[str | None] = omittable(f"At most {MAX_DESCRIPTION} characters")
-    expression: SkipValidation[str] = omittable(_EXPRESSION)
-    time_zone: SkipValidation[str] = omittable("An IANA time zone; default UTC")
-    input_source: SkipValidation[dict[str, Any]] = omittable(_SOURCE)
-    batch_options: SkipValidation[dict[str, Any]] = omittable(_OPTIONS)
-    golden_set: SkipValidation[dict[str, Any] | None] = omittable(GOLDEN_SET_DOC)
-    state: SkipValidation[Literal["active", "paused"]] = omittable("Default active")
+    expression: Expression = omittable(_EXPRESSION)
+    time_zone: TimeZone = omittable("An IANA time zone; default UTC")
+    input_source: InputSource = omittable(_SOURCE)
+    batch_options: BatchOptions = omittable(_OPTIONS)
+    golden_set: GoldenSetField = omittable(GOLDEN_SET_DOC)
+    name: Name = omittable(f"1-{MAX_NAME} characters")
+    description: Description = omittable(f"At most {MAX_DESCRIPTION} characters")
+    state: Annotated[ScheduleState, domain_rule(lambda value, _name: parse_state(value), ScheduleState)] = (
+        omittable("Default active")
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _required_first(cls, data: Any) -> Any:
+        """The required fields (null is not given), then the state, before any other rule."""
+        for required in ("name", "expression", "input_source"):
+            if data.get(required) is None:
+                raise InvalidRequest(
+                    f"{required} is required.", code="invalid_schedule", details={"field": required}
+                )
+        parse_state(data.get("state", "active"))
+        return data
+
+    def command(self) -> CreateSchedule:
+        return CreateSchedule(
+            ScheduleDefinition(
+                name=self.name,
+                expression=self.expression,
+                input_source=self.input_source,
+                time_zone=self.time_zone or "UTC",
+                description=self.description,
+                batch_options=self.batch_options or {},
+                golden_set=self.golden_set,
+            ),
+            state=self.state or "active",
+        )
 
 
-class ScheduleUpdate(ServiceValidatedBody):
+class ScheduleUpdate(_ScheduleBody):
     """The fields to change; a change makes a new version. Unknown fields are refused."""
 
     model_config = ConfigDict(json_schema_extra={"additionalProperties": False})
 
-    name: SkipValidation[str] = omittable(f"1-{MAX_NAME} characters")
-    description: SkipValidation[str | None] = omittable(f"At most {MAX_DESCRIPTION} characters")
-    expression: SkipValidation[str] = omittable(_EXPRESSION)
-    time_zone: SkipValidation[str] = omittable("An IANA time zone")
-    input_source: SkipValidation[dict[str, Any]] = omittable(_SOURCE)
-    batch_options: SkipValidation[dict[str, Any]] = omittable(
+    expression: Expression = omittable(_EXPRESSION)
+    time_zone: TimeZone = omittable("An IANA time zone")
+    input_source: InputSource = omittable(_SOURCE)
+    batch_options: BatchOptions = omittable(
         _OPTIONS + "; a webhook given without its secret keeps the stored one when the URL is unchanged"
     )
-    golden_set: SkipValidation[dict[str, Any] | None] = omittable(GOLDEN_SET_DOC)
+    golden_set: GoldenSetField = omittable(GOLDEN_SET_DOC)
+    name: Name = omittable(f"1-{MAX_NAME} characters")
+    description: Description = omittable(f"At most {MAX_DESCRIPTION} characters")
+
+    def command(self) -> UpdateSchedule:
+        given = self.given()
+        return UpdateSchedule(frozenset(given), **given)
 
 
 class ExcludedLane(BaseModel):

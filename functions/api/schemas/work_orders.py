@@ -1,45 +1,74 @@
 """Request and response models: work orders (beta; docs/work-orders.md).
 
-The update and attach bodies are checked here, the create body (hashed as sent for its
-Idempotency-Key) by the service; each problem is `invalid_request` with `details.field`.
+Every body is checked here, once, and becomes its command (services/work_orders/commands.py);
+each problem is `invalid_request` with `details.field`. The create body is also hashed as
+sent, for its Idempotency-Key.
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SkipValidation
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
+from pydantic_core.core_schema import ValidatorFunctionWrapHandler
 
 from batchroute.domain.work_orders import (
     CLIENT_REFERENCE_MAX,
     MAX_MEMBERS,
     NAME_MAX,
-    MemberKind,
     WorkOrderStatus,
     member_of,
+    parse_client_reference,
     parse_closed,
     parse_metadata_map,
     parse_name,
-    work_order_changes,
+    require_changes,
 )
+from batchroute.services.batches.commands import request_hash
+from batchroute.services.work_orders.commands import AddMember, CreateWorkOrder, UpdateWorkOrder
 from functions.api.schemas.batches import Metadata
-from functions.api.schemas.common import MoneyOut, ResourceBody, ServiceValidatedBody, domain_rule, omittable
+from functions.api.schemas.common import MoneyOut, ResourceBody, domain_rule, omittable
 
 _REFERENCE = "Your own id for the business job (an order number, a ticket); filterable, not unique"
 
 
-class WorkOrderCreate(ServiceValidatedBody):
+Name = Annotated[
+    str | None, domain_rule(parse_name, Annotated[str, Field(min_length=1, max_length=NAME_MAX)] | None)
+]
+MetadataMap = Annotated[dict[str, str], domain_rule(parse_metadata_map, Metadata | None)]
+
+
+class WorkOrderCreate(ResourceBody):
     """A new, empty work order. Unknown fields are refused."""
 
-    model_config = ConfigDict(json_schema_extra={"additionalProperties": False})
+    model_config = ConfigDict(extra="forbid")
 
-    name: SkipValidation[Annotated[str, Field(min_length=1, max_length=NAME_MAX)] | None] = omittable(
-        "A label"
-    )
-    client_reference: SkipValidation[
-        Annotated[str, Field(min_length=1, max_length=CLIENT_REFERENCE_MAX)] | None
+    name: Name = omittable("A label")
+    client_reference: Annotated[
+        str | None,
+        domain_rule(
+            parse_client_reference,
+            Annotated[str, Field(min_length=1, max_length=CLIENT_REFERENCE_MAX)] | None,
+        ),
     ] = omittable(_REFERENCE)
-    metadata: SkipValidation[Metadata | None] = omittable("Key-value pairs, as on a batch")
+    metadata: MetadataMap = omittable("Key-value pairs, as on a batch")
+
+    _request_hash: str = PrivateAttr("")
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _hashed_as_sent(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+        body = handler(data)
+        body._request_hash = request_hash(data)
+        return body
+
+    def command(self) -> CreateWorkOrder:
+        return CreateWorkOrder(
+            request_hash=self._request_hash,
+            name=self.name,
+            client_reference=self.client_reference,
+            metadata=self.metadata or {},
+        )
 
 
 class WorkOrderUpdate(ResourceBody):
@@ -47,18 +76,19 @@ class WorkOrderUpdate(ResourceBody):
 
     model_config = ConfigDict(extra="forbid")
 
-    name: Annotated[
-        str | None, domain_rule(parse_name, Annotated[str, Field(min_length=1, max_length=NAME_MAX)] | None)
-    ] = omittable("A label; null clears it")
-    metadata: Annotated[dict[str, str], domain_rule(parse_metadata_map, Metadata | None)] = omittable(
-        "Replaces the whole map"
-    )
+    name: Name = omittable("A label; null clears it")
+    metadata: MetadataMap = omittable("Replaces the whole map")
     closed: Annotated[Literal[True], domain_rule(parse_closed, Literal[True])] = omittable(
         "true closes the work order"
     )
 
-    def changes(self) -> dict[str, Any]:
-        return work_order_changes(self.given())
+    def command(self) -> UpdateWorkOrder:
+        return UpdateWorkOrder(
+            given=require_changes(frozenset(self.given())),
+            name=self.name,
+            metadata=self.metadata or {},
+            closed=self.closed is True,
+        )
 
 
 class WorkOrderMemberAdd(ResourceBody):
@@ -70,8 +100,9 @@ class WorkOrderMemberAdd(ResourceBody):
     batch_id: str | None = omittable("batch_...")
     chat_job_id: str | None = omittable("chatjob_...")
 
-    def member(self) -> tuple[MemberKind, str]:
-        return member_of(self.batch_id, self.chat_job_id)
+    def command(self) -> AddMember:
+        kind, member_id = member_of(self.batch_id, self.chat_job_id)
+        return AddMember(kind, member_id)
 
 
 class WorkOrderMembersCount(BaseModel):

@@ -148,11 +148,18 @@ QUEUES: tuple[Queue, ...] = (
     ),
 )
 
+# Multipart uploads left incomplete are dropped after a day; access logs (S3's and
+# CloudFront's) are kept 90 days.
+_ABORT_MULTIPART = LifecycleRule(id="abort-multipart", prefix="", abort_incomplete_multipart_days=1)
+_EXPIRE_LOGS = LifecycleRule(
+    id="expire-logs", prefix="", expiration_days=90, abort_incomplete_multipart_days=None
+)
+
 BUCKETS: tuple[Bucket, ...] = (
     Bucket(
         key="artifacts",
         lifecycle=(
-            LifecycleRule(id="abort-multipart", prefix="", abort_incomplete_multipart_days=1),
+            _ABORT_MULTIPART,
             LifecycleRule(
                 id="expire-tmp", prefix="tmp/", expiration_days=2, abort_incomplete_multipart_days=None
             ),
@@ -163,7 +170,7 @@ BUCKETS: tuple[Bucket, ...] = (
         key="uploads",
         cors=True,
         lifecycle=(
-            LifecycleRule(id="abort-multipart", prefix="", abort_incomplete_multipart_days=1),
+            _ABORT_MULTIPART,
             LifecycleRule(
                 id="expire-staging",
                 prefix="staging/",
@@ -175,11 +182,7 @@ BUCKETS: tuple[Bucket, ...] = (
     ),
     Bucket(
         key="access-logs",
-        lifecycle=(
-            LifecycleRule(
-                id="expire-logs", prefix="", expiration_days=90, abort_incomplete_multipart_days=None
-            ),
-        ),
+        lifecycle=(_EXPIRE_LOGS,),
         purpose="S3 server access logs of the other buckets",
     ),
 )
@@ -191,11 +194,7 @@ CONSOLE_BUCKETS: tuple[Bucket, ...] = (
     Bucket(key="console", purpose="the web console's built files, served through CloudFront only"),
     Bucket(
         key="cdn-logs",
-        lifecycle=(
-            LifecycleRule(
-                id="expire-logs", prefix="", expiration_days=90, abort_incomplete_multipart_days=None
-            ),
-        ),
+        lifecycle=(_EXPIRE_LOGS,),
         purpose="CloudFront standard access logs of the console distribution",
     ),
 )

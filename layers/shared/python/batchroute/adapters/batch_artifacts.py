@@ -16,7 +16,7 @@ import json
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from batchroute.adapters.s3_objects import ObjectWriter, S3Objects
+from batchroute.adapters.s3_objects import ObjectWriter, S3Objects, write_whole
 from batchroute.domain.artifact_keys import JSONL as JSONL
 from batchroute.domain.artifact_keys import batch_prefix as batch_prefix
 from batchroute.domain.artifact_keys import errors_key as errors_key
@@ -89,13 +89,7 @@ class BatchArtifacts:
 
     def write_lines(self, key: str, lines: Iterable[Mapping[str, Any]]) -> int:
         writer = self.jsonl_writer(key)
-        try:
-            for line in lines:
-                writer.write(line)
-            writer.close()
-        except BaseException:
-            writer.abort()
-            raise
+        write_whole(writer, lines)
         return writer.lines
 
     def write_json(self, key: str, value: Mapping[str, Any]) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from batchroute.adapters.s3_objects import S3Objects
+from batchroute.adapters.s3_objects import S3Objects, write_whole
 
 
 class QuoteItemSink:
@@ -14,12 +14,5 @@ class QuoteItemSink:
 
     def save(self, quote_id: str, lines: Iterator[bytes]) -> str:
         key = f"tmp/quotes/{quote_id}/items.jsonl"
-        writer = self.objects.writer(key, content_type="application/jsonl")
-        try:
-            for line in lines:
-                writer.write(line)
-            writer.close()
-        except BaseException:
-            writer.abort()
-            raise
+        write_whole(self.objects.writer(key, content_type="application/jsonl"), lines)
         return key

@@ -6,9 +6,9 @@ keeps at most one multipart part (8 MiB) before sending it.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from functools import cache
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import boto3
 from botocore.config import Config
@@ -41,6 +41,30 @@ def presigning_client() -> Any:
 def _is_missing(exc: Exception) -> bool:
     response = getattr(exc, "response", None) or {}
     return response.get("Error", {}).get("Code") in {"404", "NoSuchKey", "NotFound"}
+
+
+_Value = TypeVar("_Value", contravariant=True)
+
+
+class Sink(Protocol[_Value]):
+    """A write that commits on `close()` and is discarded by `abort()`."""
+
+    def write(self, value: _Value, /) -> None: ...
+
+    def close(self) -> None: ...
+
+    def abort(self) -> None: ...
+
+
+def write_whole(sink: Sink[_Value], values: Iterable[_Value]) -> None:
+    """Write every value and commit; whatever is raised on the way discards the write first."""
+    try:
+        for value in values:
+            sink.write(value)
+        sink.close()
+    except BaseException:
+        sink.abort()
+        raise
 
 
 class ObjectWriter:

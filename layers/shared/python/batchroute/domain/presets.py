@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Final
 
-from batchroute.domain.catalog import OPERATIONS, Catalog
+from batchroute.domain.catalog import OPERATIONS, Catalog, WorkflowProduct
 from batchroute.domain.golden_sets import parse_golden_set
 from batchroute.domain.items import HOSTED_TOOLS, MAX_OUTPUT_REQUEST
 from batchroute.domain.metadata import parse_metadata
@@ -72,13 +72,11 @@ _OUTPUT_LIMITS: Final = ("max_output_tokens", "max_completion_tokens", "max_toke
 _SYSTEM_ROLES: Final = frozenset({"system", "developer"})
 
 
-@dataclass(frozen=True)
-class PresetVersion:
-    """One immutable version of a preset: what `apply_preset` fills requests from."""
+@dataclass(frozen=True, slots=True)
+class PresetContent:
+    """What a preset version holds, as `parse_preset` reads it from a create, replace or
+    (merged) patch body. `parameters` and `routing` are the request defaults it fills."""
 
-    org_id: str
-    name: str
-    version: int
     model: str | None = None
     workflow_product: str | None = None
     operation: str | None = None
@@ -88,6 +86,22 @@ class PresetVersion:
     description: str | None = None
     metadata: dict[str, str] | None = None
     golden_set: dict[str, Any] | None = None  # domain/golden_sets.py; run by POST .../regression-runs
+
+    def as_version(self, org_id: str, name: str, number: int, *, at: str, by: str | None) -> PresetVersion:
+        """This content as version `number` of the preset `name`."""
+        content = {item.name: getattr(self, item.name) for item in fields(PresetContent)}
+        return PresetVersion(
+            org_id=org_id, name=name, version=number, created_at=at, created_by=by, **content
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class PresetVersion(PresetContent):
+    """One immutable version of a preset: what `apply_preset` fills requests from."""
+
+    org_id: str
+    name: str
+    version: int
     created_at: str = ""
     created_by: str | None = None
 
@@ -180,72 +194,89 @@ def check_name(value: object, *, field_name: str = "name") -> str:
 
 
 # -- reading a create / replace / patch body ------------------------------------------------------
-def parse_preset(body: Any, catalog: Catalog, *, with_name: bool) -> dict[str, Any]:
-    """The preset's content from a create (`with_name`) or replace body: every problem found,
-    each with its field path, in one InvalidRequest (`invalid_preset`)."""
+def parse_preset(body: Any, catalog: Catalog, *, with_name: bool) -> PresetContent:
+    """The preset's content from a create (`with_name`: its `name` checked too) or replace body:
+    every problem found, each with its field path, in one InvalidRequest (`invalid_preset`)."""
     if not isinstance(body, Mapping):
         raise _invalid([("body", "The body must be a JSON object.")])
     problems: list[tuple[str, str]] = []
-    allowed = set(TOP_FIELDS) | READ_ONLY_FIELDS | {"ref"}  # a replace body's name: checked by the service
+    allowed = set(TOP_FIELDS) | READ_ONLY_FIELDS | {"ref"}  # a replace body's name: checked at the edge
     problems.extend((key, f"Unknown field {key}.") for key in body if key not in allowed)
-    values: dict[str, Any] = {}
     if with_name:
         name = body.get("name")
         if not isinstance(name, str) or not _NAME.match(name):
-            problems.append(
-                (
-                    "name",
-                    f"name is required: {_NAME_RULE}.",
-                )
-            )
-        values["name"] = name
-    values["description"] = _optional_text(body, "description", DESCRIPTION_MAX, problems)
-    values["system_prompt"] = _optional_text(body, "system_prompt", SYSTEM_PROMPT_MAX, problems)
+            problems.append(("name", f"name is required: {_NAME_RULE}."))
+    description = _optional_text(body, "description", DESCRIPTION_MAX, problems)
+    system_prompt = _optional_text(body, "system_prompt", SYSTEM_PROMPT_MAX, problems)
+    model, product, operation = _what_runs(body, catalog, problems)
+    parameters = _parameters(body.get("parameters"), problems)
+    routing = _routing(body.get("routing"), problems)
+    try:
+        metadata = parse_metadata(body.get("metadata"))
+    except InvalidRequest as refused:
+        metadata = None
+        problems.append((str((refused.details or {}).get("field", "metadata")), refused.message))
+    golden_set = _golden_set(body.get("golden_set"), model, catalog, problems)
+    if product is not None:
+        system_prompt = _fill_from_product(product, system_prompt, parameters)
+    if problems:
+        raise _invalid(problems)
+    return PresetContent(
+        model=model,
+        workflow_product=product.slug if product is not None else None,
+        operation=operation,
+        system_prompt=system_prompt,
+        parameters=parameters,
+        routing=routing,
+        description=description,
+        metadata=metadata,
+        golden_set=golden_set,
+    )
+
+
+def _what_runs(
+    body: Mapping[str, Any], catalog: Catalog, problems: list[tuple[str, str]]
+) -> tuple[str | None, WorkflowProduct | None, str | None]:
+    """The model or the workflow product (not both) and the operation: given, or the model's
+    own (responses where it serves it), or the product's."""
     model, product = body.get("model"), body.get("workflow_product")
-    values["model"] = values["workflow_product"] = None
     operation = body.get("operation")
     if operation is not None and operation not in OPERATIONS:
         problems.append(("operation", f"operation must be one of {', '.join(OPERATIONS)}."))
         operation = None
     if model is not None and product is not None:
         problems.append(("workflow_product", "Give model or workflow_product, not both."))
-    elif model is not None:
+        return None, None, operation
+    if model is not None:
         known = catalog.model(model) if isinstance(model, str) else None
         if known is None:
             problems.append(("model", f"Unknown model {model!r}: an exact id from GET /v1/catalog/models."))
-        else:
-            values["model"] = model
-            if operation is not None and operation not in known.operations:
-                problems.append(("operation", f"{model} does not serve the {operation} operation."))
-            elif operation is None:  # the model's own: responses where it serves it
-                operation = "responses" if "responses" in known.operations else known.operations[0]
-    elif product is not None:
+            return None, None, operation
+        if operation is not None and operation not in known.operations:
+            problems.append(("operation", f"{model} does not serve the {operation} operation."))
+        elif operation is None:
+            operation = "responses" if "responses" in known.operations else known.operations[0]
+        return model, None, operation
+    if product is not None:
         found = next((p for p in catalog.workflow_products if p.slug == product), None)
         if found is None:
-            problems.append(
-                (
-                    "workflow_product",
-                    f"Unknown workflow product {product!r}: see GET /v1/catalog/workflow-products.",
-                )
-            )
-        else:
-            values["workflow_product"] = found.slug
-            if operation is not None and operation != found.operation:
-                problems.append(("operation", f"{found.slug} runs the {found.operation} operation."))
-            operation = found.operation
-    values["operation"] = operation
-    values["parameters"] = _parameters(body.get("parameters"), problems)
-    values["routing"] = _routing(body.get("routing"), problems)
-    try:
-        values["metadata"] = parse_metadata(body.get("metadata"))
-    except InvalidRequest as refused:
-        problems.append((str((refused.details or {}).get("field", "metadata")), refused.message))
-    values["golden_set"] = _golden_set(body.get("golden_set"), values["model"], catalog, problems)
-    if values["workflow_product"] is not None:
-        _fill_from_product(values, catalog)
-    if problems:
-        raise _invalid(problems)
-    return values
+            message = f"Unknown workflow product {product!r}: see GET /v1/catalog/workflow-products."
+            problems.append(("workflow_product", message))
+            return None, None, operation
+        if operation is not None and operation != found.operation:
+            problems.append(("operation", f"{found.slug} runs the {found.operation} operation."))
+        return None, found, found.operation
+    return None, None, operation
+
+
+def check_same_name(name: str, body: Mapping[str, Any]) -> None:
+    """An edit body may carry the preset's own name (a GET answer sent back), no other."""
+    if body.get("name", name) != name:
+        raise InvalidRequest(
+            "name cannot change: create a preset under the new name.",
+            code="invalid_preset",
+            details={"field": "name", "errors": [{"field": "name", "message": "name cannot change."}]},
+        )
 
 
 def merge_patch(current: PresetVersion, body: Any) -> dict[str, Any]:
@@ -273,22 +304,24 @@ def merge_patch(current: PresetVersion, body: Any) -> dict[str, Any]:
     return {k: v for k, v in merged.items() if v is not None}
 
 
-def _fill_from_product(values: dict[str, Any], catalog: Catalog) -> None:
+def _fill_from_product(
+    product: WorkflowProduct, system_prompt: str | None, parameters: dict[str, Any]
+) -> str:
     """A workflow product preset carries the product's contract: its instructions (unless
-    the preset has its own system prompt) and its output schema as the structured format."""
-    product = next(p for p in catalog.workflow_products if p.slug == values["workflow_product"])
-    if values["system_prompt"] is None:
-        values["system_prompt"] = (
-            f"You perform the '{product.title}' workflow. {product.summary} "
-            "Answer with JSON only, matching the output schema."
-        )
-    params = values["parameters"]
-    params.setdefault(
+    the preset has its own system prompt) and its output schema as the structured format;
+    the system prompt is returned, `parameters` filled in place."""
+    parameters.setdefault(
         "response_format",
         {
             "type": "json_schema",
             "json_schema": {"name": product.slug.replace("-", "_"), "schema": product.output_schema},
         },
+    )
+    if system_prompt is not None:
+        return system_prompt
+    return (
+        f"You perform the '{product.title}' workflow. {product.summary} "
+        "Answer with JSON only, matching the output schema."
     )
 
 

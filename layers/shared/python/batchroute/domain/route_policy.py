@@ -90,6 +90,23 @@ class PriceCap:
         }
 
 
+@dataclass(frozen=True, slots=True)
+class UpdateRoutePolicy:
+    """A change of the policy as `parse_update` reads it: only the fields in `given` change
+    (null resets one to its default); lists as given (deduplicated when applied); `version`,
+    when given, the version the client read."""
+
+    given: frozenset[str] = frozenset()
+    provider_allow: tuple[str, ...] = ()
+    provider_deny: tuple[str, ...] = ()
+    allowed_regions: tuple[str, ...] = ()
+    routing_mode: str | None = None
+    privacy_tier_floor: str | None = None
+    max_price_per_million_tokens: Mapping[str, PriceCap] = field(default_factory=dict)
+    chat_fallbacks_allowed: bool = True
+    version: int | None = None
+
+
 @dataclass(frozen=True)
 class RoutePolicy:
     org_id: str
@@ -312,65 +329,50 @@ def guarded(
 
 
 # -- parsing an update -------------------------------------------------------------------------
-def parse_update(body: Any, catalog: Catalog) -> dict[str, Any]:
-    """The given editable fields as domain values. Every problem is collected: InvalidRequest
+def parse_update(body: Any, catalog: Catalog) -> UpdateRoutePolicy:
+    """The change a body asks for, as domain values. Every problem is collected: InvalidRequest
     with `details.field` (the first) and `details.errors` ([{field, message}]). Unknown
     providers and regions are named; `null` resets a field to its default."""
     if not isinstance(body, Mapping):
         raise InvalidRequest("The body must be a JSON object.", details={"field": None, "errors": []})
-    errors: list[dict[str, str]] = []
-    changes: dict[str, Any] = {}
-    for name in sorted(str(k) for k in body):
-        if name not in EDITABLE_FIELDS and name not in READ_ONLY_FIELDS:
-            errors.append({"field": name, "message": f"Unknown field {name!r}."})
+    errors = [
+        {"field": name, "message": f"Unknown field {name!r}."}
+        for name in sorted(str(k) for k in body)
+        if name not in EDITABLE_FIELDS and name not in READ_ONLY_FIELDS
+    ]
     providers = {p.slug for p in catalog.providers}
     regions = {r for p in catalog.providers for r in p.regions}
-    for name in ("provider_allow", "provider_deny"):
-        if name in body:
-            changes[name] = _names(body[name], name, providers, "provider", errors)
-    if "allowed_regions" in body:
-        changes["allowed_regions"] = _names(
-            body["allowed_regions"], "allowed_regions", regions, "region", errors
-        )
-    if "routing_mode" in body:
-        changes["routing_mode"] = _choice(body["routing_mode"], "routing_mode", ROUTING_MODES, errors)
-    if "privacy_tier_floor" in body:
-        changes["privacy_tier_floor"] = _choice(
-            body["privacy_tier_floor"], "privacy_tier_floor", PRIVACY_TIERS, errors
-        )
-    if "max_price_per_million_tokens" in body:
-        changes["max_price_per_million_tokens"] = _price_caps(body["max_price_per_million_tokens"], errors)
-    if "chat_fallbacks_allowed" in body:
-        value = body["chat_fallbacks_allowed"]
-        if value is None:
-            changes["chat_fallbacks_allowed"] = True
-        elif isinstance(value, bool):
-            changes["chat_fallbacks_allowed"] = value
-        else:
-            errors.append({"field": "chat_fallbacks_allowed", "message": "Must be true or false."})
-    version = body.get("version")
-    if version is not None and (not isinstance(version, int) or isinstance(version, bool) or version < 0):
-        errors.append({"field": "version", "message": "Must be the whole-number version you read."})
-    if not errors:
-        both = set(changes.get("provider_allow", ())) & set(changes.get("provider_deny", ()))
-        if both:
-            errors.append(
-                {
-                    "field": "provider_deny",
-                    "message": f"{', '.join(sorted(both))} cannot be both allowed and denied.",
-                }
-            )
+    update = UpdateRoutePolicy(
+        given=frozenset(name for name in EDITABLE_FIELDS if name in body),
+        provider_allow=_names(body.get("provider_allow"), "provider_allow", providers, "provider", errors),
+        provider_deny=_names(body.get("provider_deny"), "provider_deny", providers, "provider", errors),
+        allowed_regions=_names(body.get("allowed_regions"), "allowed_regions", regions, "region", errors),
+        routing_mode=_choice(body.get("routing_mode"), "routing_mode", ROUTING_MODES, errors),
+        privacy_tier_floor=_choice(
+            body.get("privacy_tier_floor"), "privacy_tier_floor", PRIVACY_TIERS, errors
+        ),
+        max_price_per_million_tokens=_price_caps(body.get("max_price_per_million_tokens"), errors),
+        chat_fallbacks_allowed=_flag(body.get("chat_fallbacks_allowed"), errors),
+        version=_version(body.get("version"), errors),
+    )
+    both = set(update.provider_allow) & set(update.provider_deny)
+    if both and not errors:
+        message = f"{', '.join(sorted(both))} cannot be both allowed and denied."
+        errors.append({"field": "provider_deny", "message": message})
     if errors:
         first = errors[0]
         raise InvalidRequest(
             f"{first['field']}: {first['message']}", details={"field": first["field"], "errors": errors}
         )
-    return changes
+    return update
 
 
-def apply_update(current: RoutePolicy, changes: Mapping[str, Any]) -> RoutePolicy:
-    """The policy with the changes; a list pair that now overlaps (allow vs deny) is refused."""
-    updated = replace(current, **changes)
+def apply_update(current: RoutePolicy, update: UpdateRoutePolicy) -> RoutePolicy:
+    """The policy with the given fields changed; a list pair that now overlaps (allow vs deny)
+    is refused."""
+    updated = replace(
+        current, **{name: getattr(update, name) for name in EDITABLE_FIELDS if name in update.given}
+    )
     both = set(updated.provider_allow) & set(updated.provider_deny)
     if both:
         raise InvalidRequest(
@@ -427,6 +429,22 @@ def _choice(value: Any, name: str, allowed: tuple[str, ...], errors: list[dict[s
         errors.append({"field": name, "message": f"Must be one of {', '.join(allowed)}, or null."})
         return None
     return str(value)
+
+
+def _flag(value: Any, errors: list[dict[str, str]]) -> bool:
+    if value is None:
+        return True
+    if not isinstance(value, bool):
+        errors.append({"field": "chat_fallbacks_allowed", "message": "Must be true or false."})
+        return True
+    return value
+
+
+def _version(value: Any, errors: list[dict[str, str]]) -> int | None:
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+        errors.append({"field": "version", "message": "Must be the whole-number version you read."})
+        return None
+    return value
 
 
 def _price_caps(value: Any, errors: list[dict[str, str]]) -> dict[str, PriceCap]:

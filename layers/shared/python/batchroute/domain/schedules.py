@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from itertools import pairwise
 from typing import Any, Final, Literal
@@ -27,6 +27,9 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import CroniterBadCronError, CroniterBadDateError, CroniterNotAlphaError, croniter
 
+from batchroute.domain.golden_sets import GoldenSet, golden_set_from_api
+from batchroute.domain.metadata import parse_metadata
+from batchroute.domain.routing_gates import RouteRequest
 from batchroute.errors import InvalidRequest
 
 ScheduleState = Literal["active", "paused"]
@@ -200,6 +203,27 @@ def parse_batch_options(raw: object) -> dict[str, Any]:
     return {k: v for k, v in raw.items() if v is not None}
 
 
+def parse_schedule_options(raw: object) -> dict[str, Any]:
+    """A schedule's batch options: their shape, then the routing and metadata rules a batch
+    body's get (a problem named at `batch_options.<field>`)."""
+    options = parse_batch_options(raw)
+    try:
+        RouteRequest.from_api(options)
+        parse_metadata(options.get("metadata"))
+    except InvalidRequest as exc:
+        where = (exc.details or {}).get("field")
+        raise _invalid(f"batch_options.{where}" if where else "batch_options.metadata", exc.message) from None
+    return options
+
+
+def parse_state(raw: object) -> ScheduleState:
+    if raw == "paused":
+        return "paused"
+    if raw != "active":
+        raise _invalid("state", "state must be active or paused.")
+    return "active"
+
+
 def parse_name(raw: object, *, field: str = "name") -> str:
     if not isinstance(raw, str) or not 1 <= len(raw.strip()) <= MAX_NAME:
         raise _invalid(field, f"name must be 1-{MAX_NAME} characters.")
@@ -235,6 +259,20 @@ def _invalid(field: str, message: str) -> InvalidRequest:
 
 
 # -- records ---------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class ScheduleDefinition:
+    """What a version of a schedule defines. `input_source` and `batch_options` are the
+    customer's batch settings (the stored options hold a webhook as {url, secret_sealed})."""
+
+    name: str
+    expression: str
+    input_source: Mapping[str, Any]
+    time_zone: str = "UTC"
+    description: str | None = None
+    batch_options: Mapping[str, Any] = field(default_factory=dict)
+    golden_set: GoldenSet | None = None
+
+
 @dataclass(frozen=True, kw_only=True)
 class Schedule:
     """A schedule as stored: its current version's definition, its state and what the
@@ -261,6 +299,31 @@ class Schedule:
     # lane id -> {score, threshold, version, regression_id, at}: lanes the latest regression
     # run scored below the threshold; a schedule's batches route around them.
     exclusions: Mapping[str, Mapping[str, Any]] | None = None
+
+    def defined(self) -> ScheduleDefinition:
+        """The current version's definition, as stored."""
+        return ScheduleDefinition(
+            name=self.name,
+            expression=self.expression,
+            input_source=self.input_source,
+            time_zone=self.time_zone,
+            description=self.description,
+            batch_options=self.batch_options,
+            golden_set=golden_set_from_api(self.golden_set) if self.golden_set else None,
+        )
+
+    def redefined(self, definition: ScheduleDefinition) -> Schedule:
+        """This schedule with another definition (its state, version and times unchanged)."""
+        return replace(
+            self,
+            name=definition.name,
+            description=definition.description,
+            expression=definition.expression,
+            time_zone=definition.time_zone,
+            input_source=dict(definition.input_source),
+            batch_options=dict(definition.batch_options),
+            golden_set=definition.golden_set.to_api() if definition.golden_set else None,
+        )
 
     def definition(self) -> dict[str, Any]:
         """What a version freezes (the public view of batch_options)."""

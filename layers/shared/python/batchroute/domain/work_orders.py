@@ -14,8 +14,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, Final, Literal, get_args
 
+from batchroute.domain.chat_objects import job_id_for
 from batchroute.domain.metadata import parse_metadata
-from batchroute.domain.request_fields import invalid, refuse_unknown
+from batchroute.domain.request_fields import invalid
 from batchroute.money import Money
 
 MAX_MEMBERS: Final = 1000
@@ -30,8 +31,6 @@ WORK_ORDER_STATUSES: Final[tuple[str, ...]] = get_args(WorkOrderStatus)
 MemberOutcome = Literal["completed", "failed", "canceled", "expired"]
 MEMBER_OUTCOMES: Final[tuple[str, ...]] = get_args(MemberOutcome)
 MemberKind = Literal["batch", "chat_job"]
-
-_CREATE_FIELDS: Final = frozenset({"name", "client_reference", "metadata"})
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -164,6 +163,57 @@ class WorkOrder:
         }
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class WorkOrderMember:
+    """A batch or queued chat job in a work order, as its member marker holds it."""
+
+    batch_id: str
+    kind: MemberKind
+    joined_at: str
+    items_total: int
+    reserved_micros: int
+    settled_at: str | None = None
+    outcome: MemberOutcome | None = None
+
+    @classmethod
+    def from_item(cls, item: Mapping[str, Any]) -> WorkOrderMember:
+        return cls(
+            batch_id=str(item["batch_id"]),
+            kind="chat_job" if item.get("member_kind") == "chat_job" else "batch",
+            joined_at=str(item.get("joined_at") or ""),
+            items_total=int(item.get("items_total") or 0),
+            reserved_micros=int(item.get("reserved_micros") or 0),
+            settled_at=item.get("settled_at"),
+            outcome=item.get("outcome"),
+        )
+
+    def to_item(self) -> dict[str, Any]:
+        """The marker's attributes (keys added by the store)."""
+        item = {
+            "kind": "work_order_member",
+            "batch_id": self.batch_id,
+            "member_kind": self.kind,
+            "joined_at": self.joined_at,
+            "items_total": self.items_total,
+            "reserved_micros": self.reserved_micros,
+        }
+        if self.settled_at is not None:
+            item.update(settled_at=self.settled_at, outcome=self.outcome)
+        return item
+
+    def to_api(self) -> dict[str, Any]:
+        return {
+            "batch_id": self.batch_id,
+            "kind": self.kind,
+            "chat_job_id": job_id_for(self.batch_id) if self.kind == "chat_job" else None,
+            "joined_at": self.joined_at,
+            "items": self.items_total,
+            "reserved": Money(self.reserved_micros).to_api(),
+            "settled_at": self.settled_at,
+            "outcome": self.outcome,
+        }
+
+
 class MemberRefused(Exception):
     """An attach refused by its transaction: `what` is `work_order` (gone, closed or full),
     `member` (already a member) or `batch` (in another work order, or settled meanwhile)."""
@@ -174,8 +224,7 @@ class MemberRefused(Exception):
 
 
 # -- request bodies ------------------------------------------------------------------------
-def _text(body: Mapping[str, Any], name: str, limit: int) -> str | None:
-    value = body.get(name)
+def _text(value: Any, name: str, limit: int) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str) or not value.strip() or len(value) > limit or not value.isprintable():
@@ -183,18 +232,13 @@ def _text(body: Mapping[str, Any], name: str, limit: int) -> str | None:
     return value
 
 
-def parse_create(body: Mapping[str, Any]) -> dict[str, Any]:
-    refuse_unknown(body, _CREATE_FIELDS)
-    return {
-        "name": _text(body, "name", NAME_MAX),
-        "client_reference": _text(body, "client_reference", CLIENT_REFERENCE_MAX),
-        "metadata": parse_metadata(body.get("metadata")) or {},
-    }
-
-
-# The rules of the update and attach request models' fields (functions/api/schemas/work_orders.py).
+# The rules of the request models' fields (functions/api/schemas/work_orders.py).
 def parse_name(value: Any, name: str = "name") -> str | None:
-    return _text({name: value}, name, NAME_MAX)
+    return _text(value, name, NAME_MAX)
+
+
+def parse_client_reference(value: Any, name: str = "client_reference") -> str | None:
+    return _text(value, name, CLIENT_REFERENCE_MAX)
 
 
 def parse_metadata_map(value: Any, name: str = "metadata") -> dict[str, str]:
@@ -208,12 +252,11 @@ def parse_closed(value: Any, name: str = "closed") -> Literal[True]:
     return True
 
 
-def work_order_changes(given: Mapping[str, Any]) -> dict[str, Any]:
-    """The changes of a PATCH: only the fields given (each checked at the edge). `closed` may
-    only be `true` (closing is final); `null` name clears it; metadata replaces the whole map."""
+def require_changes(given: frozenset[str]) -> frozenset[str]:
+    """A PATCH changes at least one field."""
     if not given:
         raise invalid("body", "Give at least one of name, metadata, closed.")
-    return dict(given)
+    return given
 
 
 def member_of(batch_id: str | None, chat_job_id: str | None) -> tuple[MemberKind, str]:

@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, TypeVar
 
 from batchroute.domain.items import hosted_tool_name
 
@@ -161,6 +161,21 @@ def conversation(payload: Mapping[str, Any]) -> Conversation:
         hosted_tools=hosted,
         tool_choice=_tool_choice(payload.get("tool_choice")),
     )
+
+
+_Part = TypeVar("_Part")
+
+
+def add_turn(turns: list[tuple[str, list[_Part]]], role: str, parts: list[_Part]) -> None:
+    """Append a (role, parts) turn, merged into the last one when it has the same role: the
+    vendors that want user and assistant turns to alternate (Anthropic, Bedrock). A turn with
+    no parts adds nothing."""
+    if not parts:
+        return
+    if turns and turns[-1][0] == role:
+        turns[-1][1].extend(parts)
+    else:
+        turns.append((role, parts))
 
 
 def plain_text(content: str | list[dict[str, Any]] | None) -> str:

@@ -34,7 +34,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-from typing import Any, Final, Protocol
+from typing import Any, Final, Protocol, TypedDict, Unpack
 
 import httpx
 from httpx_sse import EventSource
@@ -181,6 +181,17 @@ def error_for_exception(exc: httpx.HTTPError, *, vendor: str, before_response: b
     return TransientProviderError(f"{vendor} call failed: {type(exc).__name__}", code="provider_error")
 
 
+class SendOptions(TypedDict, total=False):
+    """What a request may add to its method and path: a JSON body, query parameters, its own
+    read time-out (seconds), or a multipart form (`files`, `data`)."""
+
+    json_body: Any
+    params: Mapping[str, str] | None
+    read_timeout: float | None
+    files: Any
+    data: Mapping[str, str] | None
+
+
 class StatusErrors(Protocol):
     """How a vendor's non-2xx answer becomes a provider error (`error_for_status`, or a
     vendor's own refinement of it that reads more of its error body)."""
@@ -222,27 +233,9 @@ class VendorHttp:
     def base_url(self) -> str:
         return str(self._client.base_url)
 
-    def request_json(
-        self,
-        method: str,
-        path: str,
-        *,
-        json_body: Any = None,
-        params: Mapping[str, str] | None = None,
-        read_timeout: float | None = None,
-        files: Any = None,
-        data: Mapping[str, str] | None = None,
-    ) -> Any:
+    def request_json(self, method: str, path: str, **options: Unpack[SendOptions]) -> Any:
         """The parsed JSON answer of a 2xx, else the mapped provider error."""
-        response = self._send(
-            method,
-            path,
-            json_body=json_body,
-            params=params,
-            read_timeout=read_timeout,
-            files=files,
-            data=data,
-        )
+        response = self._send(method, path, **options)
         try:
             return response.json()
         except ValueError as exc:
@@ -335,25 +328,15 @@ class VendorHttp:
     def close(self) -> None:
         self._client.close()
 
-    def _send(
-        self,
-        method: str,
-        path: str,
-        *,
-        json_body: Any = None,
-        params: Mapping[str, str] | None = None,
-        read_timeout: float | None = None,
-        files: Any = None,
-        data: Mapping[str, str] | None = None,
-    ) -> httpx.Response:
+    def _send(self, method: str, path: str, **options: Unpack[SendOptions]) -> httpx.Response:
         built = self._client.build_request(
             method,
             path,
-            json=json_body,
-            params=params,
-            files=files,
-            data=data,
-            timeout=self.timeouts.httpx(read_timeout),
+            json=options.get("json_body"),
+            params=options.get("params"),
+            files=options.get("files"),
+            data=options.get("data"),
+            timeout=self.timeouts.httpx(options.get("read_timeout")),
         )
         try:
             response = self._client.send(built, stream=True)

@@ -47,22 +47,7 @@ from batchroute.clock import Clock, SystemClock
 from batchroute.config import Settings
 from batchroute.domain import tokens
 from batchroute.domain.items import read_item
-from batchroute.providers.base import (
-    FinishReason,
-    JobStatus,
-    PermanentProviderError,
-    ProviderError,
-    ProviderRequest,
-    ProviderResult,
-    ProviderUnavailable,
-    StreamDelta,
-    StreamEnd,
-    StreamEvent,
-    StreamStart,
-    TransientProviderError,
-    UnknownJob,
-    Usage,
-)
+from batchroute.providers import base
 
 MARKER_FAIL: Final = "[simulate:fail]"
 MARKER_TRANSIENT: Final = "[simulate:transient]"
@@ -175,11 +160,11 @@ class SimulationConfig:
 class _Answer:
     output: dict[str, Any]
     raw: dict[str, Any]
-    usage: Usage
+    usage: base.Usage
     pieces: tuple[str, ...]  # the stream deltas; joined, the message content
 
-    def result(self, custom_id: str) -> ProviderResult:
-        return ProviderResult(
+    def result(self, custom_id: str) -> base.ProviderResult:
+        return base.ProviderResult(
             custom_id=custom_id, status="completed", output=self.output, raw=self.raw, usage=self.usage
         )
 
@@ -195,28 +180,30 @@ class Simulator:
 
     # -- markers ----------------------------------------------------------------------
 
-    def check_down(self, request: ProviderRequest, text: str | None = None) -> None:
+    def check_down(self, request: base.ProviderRequest, text: str | None = None) -> None:
         text = _canonical(request.input) if text is None else text
         if self.slug in self.config.providers_down:
-            raise ProviderUnavailable(f"simulated provider {self.slug} is down (SIMULATED_PROVIDERS_DOWN)")
+            raise base.ProviderUnavailable(
+                f"simulated provider {self.slug} is down (SIMULATED_PROVIDERS_DOWN)"
+            )
         if MARKER_DOWN in text or self.slug in _MARKER_DOWN_FOR.findall(text):
-            raise ProviderUnavailable(f"simulated provider {self.slug} is down ([simulate:down])")
+            raise base.ProviderUnavailable(f"simulated provider {self.slug} is down ([simulate:down])")
 
-    def check_item(self, request: ProviderRequest, text: str | None = None) -> None:
+    def check_item(self, request: base.ProviderRequest, text: str | None = None) -> None:
         text = _canonical(request.input) if text is None else text
         if MARKER_FAIL in text:
-            raise PermanentProviderError(
+            raise base.PermanentProviderError(
                 "simulated permanent failure ([simulate:fail])", code="simulated_failure"
             )
         if MARKER_TRANSIENT in text and request.attempt <= 1:
-            raise TransientProviderError(
+            raise base.TransientProviderError(
                 "simulated transient failure ([simulate:transient]); the retry succeeds",
                 code="simulated_transient",
             )
 
     # -- answers ----------------------------------------------------------------------
 
-    def answer(self, request: ProviderRequest, text: str | None = None) -> _Answer:
+    def answer(self, request: base.ProviderRequest, text: str | None = None) -> _Answer:
         text = _canonical(request.input) if text is None else text
         digest = hashlib.sha256(
             "\n".join((self.slug, request.model, request.operation, text)).encode("utf-8", "surrogatepass")
@@ -227,14 +214,14 @@ class Simulator:
         return self._message(request, digest, prompt, wrong=f"[simulate:wrong:{self.slug}]" in text)
 
     def _message(
-        self, request: ProviderRequest, digest: bytes, prompt: int, *, wrong: bool = False
+        self, request: base.ProviderRequest, digest: bytes, prompt: int, *, wrong: bool = False
     ) -> _Answer:
         natural = self.config.completion_tokens or (
             COMPLETION_BASE_TOKENS + int.from_bytes(digest[:8], "big") % COMPLETION_SPREAD_TOKENS
         )
         limit = max(1, request.max_output_tokens)
         completion = min(limit, natural)
-        finish: FinishReason = "length" if natural > limit else "stop"
+        finish: base.FinishReason = "length" if natural > limit else "stop"
         prefix = ["Simulated", "answer", "from", f"{self.slug}/{request.model}:"]
         body_count = max(0, natural - len(prefix))
         body_bytes = hashlib.shake_256(digest).digest(body_count)
@@ -247,12 +234,12 @@ class Simulator:
             words = WRONG_ANSWER.split(" ")[:completion]
         pieces = tuple(word if i == 0 else f" {word}" for i, word in enumerate(words))
         content = "".join(pieces)
-        usage = Usage(prompt_tokens=prompt, completion_tokens=len(pieces))
+        usage = base.Usage(prompt_tokens=prompt, completion_tokens=len(pieces))
         output = {"type": "message", "role": "assistant", "content": content, "finish_reason": finish}
         raw = self._raw_message(request, digest, content, finish, usage)
         return _Answer(output=output, raw=raw, usage=usage, pieces=pieces)
 
-    def _embedding(self, request: ProviderRequest, prompt: int) -> _Answer:
+    def _embedding(self, request: base.ProviderRequest, prompt: int) -> _Answer:
         value = request.input.get("input")
         single = not isinstance(value, list)
         texts = [value] if single else list(value)  # type: ignore[arg-type]
@@ -262,7 +249,7 @@ class Simulator:
             output["embedding"] = vectors[0]
         else:
             output["embeddings"] = vectors
-        usage = Usage(prompt_tokens=prompt, completion_tokens=0)
+        usage = base.Usage(prompt_tokens=prompt, completion_tokens=0)
         return _Answer(
             output=output, raw=self._raw_embedding(request, vectors, usage), usage=usage, pieces=()
         )
@@ -277,7 +264,12 @@ class Simulator:
     # -- native bodies ------------------------------------------------------------------
 
     def _raw_message(
-        self, request: ProviderRequest, digest: bytes, content: str, finish: FinishReason, usage: Usage
+        self,
+        request: base.ProviderRequest,
+        digest: bytes,
+        content: str,
+        finish: base.FinishReason,
+        usage: base.Usage,
     ) -> dict[str, Any]:
         ident = digest[:12].hex()
         if self.shape == "anthropic":
@@ -328,7 +320,7 @@ class Simulator:
         }
 
     def _raw_embedding(
-        self, request: ProviderRequest, vectors: list[list[float]], usage: Usage
+        self, request: base.ProviderRequest, vectors: list[list[float]], usage: base.Usage
     ) -> dict[str, Any]:
         if self.shape == "gemini":
             if len(vectors) == 1 and not isinstance(request.input.get("input"), list):
@@ -364,7 +356,7 @@ class SimulatedSyncProvider:
         self._lock = threading.Lock()
         self._in_flight = 0
 
-    def complete(self, request: ProviderRequest) -> ProviderResult:
+    def complete(self, request: base.ProviderRequest) -> base.ProviderResult:
         text = _canonical(request.input)
         self.simulator.check_down(request, text)
         self._acquire()
@@ -375,38 +367,40 @@ class SimulatedSyncProvider:
         finally:
             self._release()
 
-    def stream(self, request: ProviderRequest) -> Iterator[StreamEvent]:
+    def stream(self, request: base.ProviderRequest) -> Iterator[base.StreamEvent]:
         text = _canonical(request.input)
         self.simulator.check_down(request, text)
         if request.operation == "embeddings":
-            raise PermanentProviderError("embeddings cannot be streamed", code="stream_not_supported")
+            raise base.PermanentProviderError("embeddings cannot be streamed", code="stream_not_supported")
         self.simulator.check_item(request, text)
         answer = self.simulator.answer(request, text)
         return self._events(request, answer, text)
 
-    def _events(self, request: ProviderRequest, answer: _Answer, text: str) -> Iterator[StreamEvent]:
+    def _events(
+        self, request: base.ProviderRequest, answer: _Answer, text: str
+    ) -> Iterator[base.StreamEvent]:
         self._acquire()
         try:
             timeout = request.first_byte_timeout_seconds
             if self.slug in _MARKER_5XX_FOR.findall(text):
                 self._sleep(self.config.ttft_seconds)
-                raise TransientProviderError(
+                raise base.TransientProviderError(
                     f"simulated provider {self.slug} answered 503 ([simulate:5xx])", code="provider_5xx"
                 )
             never = self.slug in _MARKER_TIMEOUT_FOR.findall(text)
             if timeout is not None and (never or self.config.ttft_seconds > timeout):
                 self._sleep(timeout)
-                raise TransientProviderError(
+                raise base.TransientProviderError(
                     f"simulated provider {self.slug} sent no first byte within {timeout} s",
                     code="first_byte_timeout",
                 )
             self._sleep(self.config.ttft_seconds)
-            yield StreamStart()
+            yield base.StreamStart()
             for i, piece in enumerate(answer.pieces):
                 if i:
                     self._sleep(self.config.inter_token_seconds)
-                yield StreamDelta(piece)
-            yield StreamEnd(answer.result(request.custom_id))
+                yield base.StreamDelta(piece)
+            yield base.StreamEnd(answer.result(request.custom_id))
         finally:
             self._release()
 
@@ -417,7 +411,7 @@ class SimulatedSyncProvider:
     def _acquire(self) -> None:
         with self._lock:
             if self.config.capacity and self._in_flight >= self.config.capacity:
-                raise TransientProviderError(
+                raise base.TransientProviderError(
                     f"simulated provider {self.slug} is at capacity ({self.config.capacity} in flight)",
                     code="rate_limited",
                     retry_after_seconds=max(self.config.latency_seconds, 0.05),
@@ -435,7 +429,7 @@ class SimulatedSyncProvider:
 @dataclass
 class _Job:
     slug: str
-    requests: tuple[ProviderRequest, ...]
+    requests: tuple[base.ProviderRequest, ...]
     submitted_at: datetime
     cancelled: bool = False
     failed_count: int | None = None  # counted once, when the job first reports completed
@@ -461,12 +455,14 @@ class SimulatedBatchApiProvider:
         self.clock = clock or SystemClock()
         self.simulator = Simulator(slug, config, clock=self.clock)
 
-    def submit(self, requests: Iterable[ProviderRequest]) -> str:
+    def submit(self, requests: Iterable[base.ProviderRequest]) -> str:
         batch = tuple(requests)
         if not batch:
-            raise PermanentProviderError("a batch job needs at least one request", code="empty_batch")
+            raise base.PermanentProviderError("a batch job needs at least one request", code="empty_batch")
         if len({r.custom_id for r in batch}) != len(batch):
-            raise PermanentProviderError("custom_id values must be unique within a job", code="duplicate_id")
+            raise base.PermanentProviderError(
+                "custom_id values must be unique within a job", code="duplicate_id"
+            )
         for request in batch:
             self.simulator.check_down(request)
         now = self.clock.now()
@@ -477,30 +473,32 @@ class SimulatedBatchApiProvider:
             _JOBS[job_id] = _Job(slug=self.slug, requests=batch, submitted_at=now)
         return job_id
 
-    def poll(self, job_id: str) -> JobStatus:
+    def poll(self, job_id: str) -> base.JobStatus:
         job = self._job(job_id)
         total = len(job.requests)
         if job.cancelled:
-            return JobStatus(state="cancelled", total=total)
+            return base.JobStatus(state="cancelled", total=total)
         elapsed = (self.clock.now() - job.submitted_at).total_seconds()
         if elapsed < self.config.batch_seconds:
             done = int(total * elapsed / self.config.batch_seconds) if self.config.batch_seconds else total
-            return JobStatus(state="in_progress", total=total, completed_count=done)
+            return base.JobStatus(state="in_progress", total=total, completed_count=done)
         if job.failed_count is None:
             job.failed_count = sum(1 for r in job.requests if self._fails(r))
         failed = job.failed_count
-        return JobStatus(state="completed", total=total, completed_count=total - failed, failed_count=failed)
+        return base.JobStatus(
+            state="completed", total=total, completed_count=total - failed, failed_count=failed
+        )
 
-    def results(self, job_id: str) -> Iterator[ProviderResult]:
+    def results(self, job_id: str) -> Iterator[base.ProviderResult]:
         job = self._job(job_id)
         state = self.poll(job_id).state
         if state == "cancelled":
             return iter(())
         if state != "completed":
-            raise TransientProviderError(f"batch job {job_id} is still {state}", code="job_not_finished")
+            raise base.TransientProviderError(f"batch job {job_id} is still {state}", code="job_not_finished")
         return self._download(job_id, job)
 
-    def _download(self, job_id: str, job: _Job) -> Iterator[ProviderResult]:
+    def _download(self, job_id: str, job: _Job) -> Iterator[base.ProviderResult]:
         """The results, then the job is forgotten: a simulator holding every job's requests
         for `_JOB_MEMORY` grew with the items run (~1.5 KB each). A caller that crashed before
         keeping them finds the job `lost` and resubmits it (the answers are deterministic)."""
@@ -518,29 +516,29 @@ class SimulatedBatchApiProvider:
         with _JOBS_LOCK:
             job = _JOBS.get(job_id)
         if job is None or job.slug != self.slug:
-            raise UnknownJob(f"{self.slug} has no batch job {job_id}")
+            raise base.UnknownJob(f"{self.slug} has no batch job {job_id}")
         return job
 
-    def _fails(self, request: ProviderRequest) -> bool:
+    def _fails(self, request: base.ProviderRequest) -> bool:
         try:
             self.simulator.check_item(request)
-        except ProviderError:
+        except base.ProviderError:
             return True
         return False
 
-    def _result(self, request: ProviderRequest) -> ProviderResult:
+    def _result(self, request: base.ProviderRequest) -> base.ProviderResult:
         text = _canonical(request.input)
         try:
             self.simulator.check_item(request, text)
-        except ProviderError as exc:
-            return ProviderResult.failure(request.custom_id, exc.to_item_error())
+        except base.ProviderError as exc:
+            return base.ProviderResult.failure(request.custom_id, exc.to_item_error())
         return self.simulator.answer(request, text).result(request.custom_id)
 
 
 # -- helpers -------------------------------------------------------------------------------
 
 
-def estimate_prompt_tokens(request: ProviderRequest) -> int:
+def estimate_prompt_tokens(request: base.ProviderRequest) -> int:
     """The quote's conservative estimate of the request input (domain/items.py): what the
     simulated providers report as prompt usage."""
     facts, _problems = read_item(

@@ -26,4 +26,4 @@ class RoutingWiring(CatalogWiring):
     def route_policy(self) -> RoutePolicyService:
         from batchroute.services.routing.policy import RoutePolicyService
 
-        return RoutePolicyService(self.route_policy_store, self.catalog, self.clock, self.route_policies)
+        return RoutePolicyService(self.route_policy_store, self.clock, self.route_policies)

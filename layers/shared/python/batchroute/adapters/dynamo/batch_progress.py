@@ -20,12 +20,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from botocore.exceptions import ClientError
-
-from batchroute.adapters.dynamo.batch_records import batch_key
-from batchroute.adapters.dynamo.codec import from_item, to_item, to_value
+from batchroute.adapters.dynamo.batch_records import batch_key, lane_values
+from batchroute.adapters.dynamo.codec import from_item, to_value
 from batchroute.adapters.dynamo.store import DynamoStore
-from batchroute.adapters.dynamo.writes import conditional_put, conditional_update, put_new, refused_by
+from batchroute.adapters.dynamo.writes import (
+    conditional_update,
+    put_if_new,
+    put_new,
+    transact_unless_refused,
+)
 
 COUNT_KEYS = ("pending", "running", "completed", "failed", "canceled")
 
@@ -100,13 +103,7 @@ class BatchProgress(DynamoStore):
 
     def put_lane(self, batch_id: str, lane: dict[str, Any]) -> bool:
         """Create a lane record once; False when it existed (the first one stays)."""
-        values = {"pk": f"BATCH#{batch_id}", "sk": f"LANE#{lane['lane_key']}", "kind": "lane", **lane}
-        return conditional_put(
-            self.dynamodb,
-            TableName=self.table_name,
-            Item=to_item(values),
-            ConditionExpression="attribute_not_exists(pk)",
-        )
+        return put_if_new(self.dynamodb, self.table_name, lane_values(batch_id, lane))
 
     def _update_lane(
         self,
@@ -374,20 +371,8 @@ class BatchProgress(DynamoStore):
             {"running": -items, "completed": completed, "failed": failed, "pending": handed},
         )
         items_ = [lane, put] if counts is None else [lane, put, counts]
-        try:
-            self.dynamodb.transact_write_items(TransactItems=items_)
-        except ClientError as exc:
-            if refused_by(exc, 0, 1):
-                return False
-            raise
-        return True
+        return transact_unless_refused(self.dynamodb, items_, 0, 1)
 
     def _transact(self, lane: dict[str, Any], counts: dict[str, Any] | None) -> bool:
         items = [lane] if counts is None else [lane, counts]
-        try:
-            self.dynamodb.transact_write_items(TransactItems=items)
-        except ClientError as exc:
-            if refused_by(exc, 0, or_unnamed=True):
-                return False
-            raise
-        return True
+        return transact_unless_refused(self.dynamodb, items, 0, or_unnamed=True)

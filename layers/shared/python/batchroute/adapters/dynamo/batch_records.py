@@ -16,20 +16,21 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from batchroute.adapters.dynamo.codec import from_item, set_clause, to_item, to_value
+from batchroute.adapters.dynamo.codec import from_item, set_clause, to_value
 from batchroute.adapters.dynamo.ledger import (
     TransactItem,
     is_transaction_conflict,
     reservation_failure,
 )
 from batchroute.adapters.dynamo.limit_checks import SpendingLimitChecks
+from batchroute.adapters.dynamo.reads import index_before, pages
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.adapters.dynamo.writes import (
     cancellation_codes,
     condition_failed_at,
     conditional_delete,
-    conditional_put,
     conditional_update,
+    put_if_new,
     put_new,
 )
 from batchroute.domain.batch_record import (
@@ -49,6 +50,11 @@ PLAN_FIELDS = ("plan", "chunk_models", "intake")
 
 def batch_key(batch_id: str) -> dict[str, Any]:
     return {"pk": {"S": f"BATCH#{batch_id}"}, "sk": {"S": "META"}}
+
+
+def lane_values(batch_id: str, lane: dict[str, Any]) -> dict[str, Any]:
+    """A lane record as its item `BATCH#<id>`/`LANE#<lane key>`."""
+    return {"pk": f"BATCH#{batch_id}", "sk": f"LANE#{lane['lane_key']}", "kind": "lane", **lane}
 
 
 def batch_values(batch: BatchRecord, *, deadline_index: bool = True) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -135,11 +141,7 @@ class BatchRecords(DynamoStore):
     def past_deadline(self, now_iso: str, limit: int = 100) -> list[str]:
         """Ids of non-terminal batches whose SLA deadline is before `now_iso` (sparse index gsi2)."""
         response = self.dynamodb.query(
-            TableName=self.table_name,
-            IndexName="gsi2",
-            KeyConditionExpression="gsi2pk = :p AND gsi2sk < :now",
-            ExpressionAttributeValues={":p": to_value(DEADLINE_PARTITION), ":now": to_value(now_iso)},
-            Limit=limit,
+            **index_before(self.table_name, "gsi2", DEADLINE_PARTITION, now_iso, Limit=limit)
         )
         # The index projects keys only: the id is the table key's suffix.
         return [item["pk"]["S"].removeprefix("BATCH#") for item in response.get("Items", [])]
@@ -152,30 +154,20 @@ class BatchRecords(DynamoStore):
     def schedule_reclaim(self, batch_id: str, *, review_at: str) -> bool:
         """Put the batch on the reclaim index once; False when it is there already (a
         repeated Finalize keeps the first schedule and whatever the sweeper made of it)."""
-        return conditional_put(
-            self.dynamodb,
-            TableName=self.table_name,
-            Item=to_item(
-                {
-                    "pk": f"BATCH#{batch_id}",
-                    "sk": "RECLAIM",
-                    "kind": "reclaim",
-                    "gsi2pk": RECLAIM_PARTITION,
-                    "gsi2sk": f"{review_at}#{batch_id}",
-                }
-            ),
-            ConditionExpression="attribute_not_exists(pk)",
-        )
+        entry = {
+            "pk": f"BATCH#{batch_id}",
+            "sk": "RECLAIM",
+            "kind": "reclaim",
+            "gsi2pk": RECLAIM_PARTITION,
+            "gsi2sk": f"{review_at}#{batch_id}",
+        }
+        return put_if_new(self.dynamodb, self.table_name, entry)
 
     def reclaim_due(self, now_iso: str, limit: int) -> list[tuple[str, str]]:
         """`(batch_id, entry)` of the batches whose review time is before `now_iso`, oldest
         first, at most `limit` (one Query on the keys-only index; `entry` is its sort key)."""
         response = self.dynamodb.query(
-            TableName=self.table_name,
-            IndexName="gsi2",
-            KeyConditionExpression="gsi2pk = :p AND gsi2sk < :now",
-            ExpressionAttributeValues={":p": to_value(RECLAIM_PARTITION), ":now": to_value(now_iso)},
-            Limit=limit,
+            **index_before(self.table_name, "gsi2", RECLAIM_PARTITION, now_iso, Limit=limit)
         )
         return [
             (item["pk"]["S"].removeprefix("BATCH#"), item["gsi2sk"]["S"])
@@ -342,21 +334,18 @@ class BatchRecords(DynamoStore):
                 ":p": to_value(f"ORG#{org_id}"),
                 ":after": to_value(f"BATCH#{start_after}"),
             }
-        while len(found) <= limit:
-            response = self.dynamodb.query(**kwargs, Limit=max(limit * 2, 20))
+        for response in pages(self.dynamodb.query, {**kwargs, "Limit": max(limit * 2, 20)}):
             for raw in response.get("Items", []):
                 item = from_item(raw)
                 if states is None or item.get("state") in states:
                     found.append(batch_from_items(item))
-            if "LastEvaluatedKey" not in response:
+            if len(found) > limit:
                 break
-            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
         page = found[:limit]
         next_cursor = page[-1].batch_id if len(found) > limit else None
         return page, next_cursor
 
     def count_for_org(self, org_id: str) -> int:
-        total = 0
         kwargs: dict[str, Any] = {
             "TableName": self.table_name,
             "IndexName": "gsi1",
@@ -364,12 +353,7 @@ class BatchRecords(DynamoStore):
             "ExpressionAttributeValues": {":p": to_value(f"ORG#{org_id}"), ":b": to_value("BATCH#")},
             "Select": "COUNT",
         }
-        while True:
-            response = self.dynamodb.query(**kwargs)
-            total += int(response.get("Count", 0))
-            if "LastEvaluatedKey" not in response:
-                return total
-            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        return sum(int(response.get("Count", 0)) for response in pages(self.dynamodb.query, kwargs))
 
     # -- updates ------------------------------------------------------------------------------
     def add_counts(self, batch_id: str, deltas: dict[str, int]) -> None:
@@ -448,12 +432,7 @@ class BatchRecords(DynamoStore):
     def start_cursor(self, batch_id: str, step: str, values: dict[str, Any]) -> bool:
         """Create the cursor once; False when another invocation created it first."""
         item = {"pk": f"BATCH#{batch_id}", "sk": f"CURSOR#{step}", "kind": "cursor", **values}
-        return conditional_put(
-            self.dynamodb,
-            TableName=self.table_name,
-            Item=to_item(item),
-            ConditionExpression="attribute_not_exists(pk)",
-        )
+        return put_if_new(self.dynamodb, self.table_name, item)
 
     def advance_cursor(self, batch_id: str, step: str, *, position: int, changes: dict[str, Any]) -> bool:
         """SET `changes` if the cursor is still at `position` (one writer advances it)."""
@@ -472,13 +451,7 @@ class BatchRecords(DynamoStore):
     # -- lanes --------------------------------------------------------------------------------
     def put_lane(self, batch_id: str, lane: dict[str, Any]) -> None:
         """Create a lane record once (a repeated Route step keeps the first)."""
-        values = {"pk": f"BATCH#{batch_id}", "sk": f"LANE#{lane['lane_key']}", "kind": "lane", **lane}
-        conditional_put(
-            self.dynamodb,
-            TableName=self.table_name,
-            Item=to_item(values),
-            ConditionExpression="attribute_not_exists(pk)",
-        )
+        put_if_new(self.dynamodb, self.table_name, lane_values(batch_id, lane))
 
     def lanes(self, batch_id: str) -> list[dict[str, Any]]:
         response = self.dynamodb.query(

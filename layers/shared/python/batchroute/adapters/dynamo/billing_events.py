@@ -16,14 +16,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from decimal import Decimal
 from typing import Any
 
-from botocore.exceptions import ClientError
-
-from batchroute.adapters.dynamo.codec import from_item, to_item, to_value
+from batchroute.adapters.dynamo.codec import decimals, from_item, plain, to_value
 from batchroute.adapters.dynamo.store import DynamoStore
-from batchroute.adapters.dynamo.writes import conditional_update, put_new, refused_by
+from batchroute.adapters.dynamo.writes import conditional_update, put_new, transact_unless_refused
 from batchroute.clock import isoformat
 from batchroute.ids import new_id
 
@@ -58,7 +55,7 @@ class BillingEvents(DynamoStore):
             "created_at": isoformat(at),
             "details": details,
         }
-        stored_details = _storable(details)
+        stored_details = decimals(details)
         marker = {
             "pk": f"ORG#{org_id}",
             "sk": f"{ALERT_PREFIX}{once_key}",
@@ -68,32 +65,15 @@ class BillingEvents(DynamoStore):
             "event_id": event_id,
             "created_at": isoformat(at),
         }
-        try:
-            self.dynamodb.transact_write_items(
-                TransactItems=[
-                    put_new(self.table_name, marker),
-                    {
-                        "Put": {
-                            "TableName": self.table_name,
-                            "Item": to_item(
-                                {
-                                    "pk": f"ORG#{org_id}",
-                                    "sk": EVENT_PREFIX + event_id,
-                                    "kind": "billing_event",
-                                    **event,
-                                    "details": stored_details,
-                                }
-                            ),
-                            "ConditionExpression": "attribute_not_exists(pk)",
-                        }
-                    },
-                ]
-            )
-        except ClientError as exc:
-            if refused_by(exc, 0):
-                return None
-            raise
-        return event
+        stored_event = {
+            "pk": f"ORG#{org_id}",
+            "sk": EVENT_PREFIX + event_id,
+            "kind": "billing_event",
+            **event,
+            "details": stored_details,
+        }
+        items = [put_new(self.table_name, marker), put_new(self.table_name, stored_event)]
+        return event if transact_unless_refused(self.dynamodb, items, 0) else None
 
     def events(self, org_id: str, *, limit: int = 50) -> list[dict[str, Any]]:
         """The org's billing events, newest first."""
@@ -172,27 +152,5 @@ def _event(item: dict[str, Any]) -> dict[str, Any]:
     event = from_item(item)
     for name in ("pk", "sk", "kind"):
         event.pop(name, None)
-    plain: dict[str, Any] = _plain(event)
-    return plain
-
-
-def _storable(value: Any) -> Any:
-    """Details as DynamoDB takes them: floats as Decimal (read back as numbers by `_plain`)."""
-    if isinstance(value, float):
-        return Decimal(str(value))
-    if isinstance(value, dict):
-        return {str(k): _storable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_storable(v) for v in value]
-    return value
-
-
-def _plain(value: Any) -> Any:
-    """DynamoDB numbers back to int (whole) or float, so a read event equals the sent one."""
-    if isinstance(value, Decimal):
-        return int(value) if value == value.to_integral_value() else float(value)
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    return value
+    readable: dict[str, Any] = plain(event)
+    return readable

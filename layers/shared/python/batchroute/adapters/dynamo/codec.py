@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from decimal import Decimal
 from typing import Any
 
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
@@ -16,6 +18,30 @@ def to_item(values: dict[str, Any]) -> dict[str, Any]:
 
 def from_item(item: dict[str, Any]) -> dict[str, Any]:
     return {k: _deserializer.deserialize(v) for k, v in item.items()}
+
+
+def decimals(value: Any) -> Any:
+    """Floats (a threshold, a score, an alert's detail) as Decimal, in maps and lists at any
+    depth: DynamoDB takes no float. `plain` reads them back."""
+    if isinstance(value, float):
+        return Decimal(str(value))
+    if isinstance(value, Mapping):
+        return {str(k): decimals(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [decimals(v) for v in value]
+    return value
+
+
+def plain(value: Any) -> Any:
+    """DynamoDB numbers back as int (whole) or float, in maps and lists at any depth, so a value
+    read back equals the one written through `decimals`."""
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, Mapping):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [plain(v) for v in value]
+    return value
 
 
 def to_value(value: Any) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from dataclasses import asdict, fields
 from typing import Any
 
 from batchroute.adapters.dynamo.codec import from_item, to_item, to_value
+from batchroute.adapters.dynamo.reads import pages
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.adapters.dynamo.writes import conditional_update, put_new
 from batchroute.domain.compat_uploads import UploadPart, UploadRecord, UploadStatus
@@ -103,16 +104,14 @@ class CompatStore(DynamoStore):
             "ScanIndexForward": False,
             "ConsistentRead": True,
         }
-        while len(found) <= limit:
-            response = self.dynamodb.query(**kwargs, Limit=limit + 2)
+        for response in pages(self.dynamodb.query, {**kwargs, "Limit": limit + 2}):
             found.extend(
                 str(from_item(item)["batch_id"])
                 for item in response.get("Items", [])
                 if from_item(item)["batch_id"] != after
             )
-            if "LastEvaluatedKey" not in response:
+            if len(found) > limit:
                 break
-            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
         return found[:limit], len(found) > limit
 
     # -- uploads -----------------------------------------------------------------------------------
@@ -166,27 +165,22 @@ class CompatStore(DynamoStore):
 
     def parts(self, upload_id: str) -> dict[str, UploadPart]:
         """Every part of an upload, by id (a few hundred at most: one query page or a few)."""
-        found: dict[str, UploadPart] = {}
         kwargs: dict[str, Any] = {
             "TableName": self.table_name,
             "KeyConditionExpression": "pk = :pk AND begins_with(sk, :p)",
             "ExpressionAttributeValues": {":pk": to_value(f"UPLOAD#{upload_id}"), ":p": to_value("PART#")},
             "ConsistentRead": True,
         }
-        while True:
-            response = self.dynamodb.query(**kwargs)
-            for raw in response.get("Items", []):
-                values = from_item(raw)
-                found[values["part_id"]] = UploadPart(
-                    part_id=values["part_id"],
-                    upload_id=values["upload_id"],
-                    bytes=int(values["bytes"]),
-                    created_at=values["created_at"],
-                    s3_key=values["s3_key"],
-                )
-            if "LastEvaluatedKey" not in response:
-                return found
-            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        return {
+            values["part_id"]: UploadPart(
+                part_id=values["part_id"],
+                upload_id=values["upload_id"],
+                bytes=int(values["bytes"]),
+                created_at=values["created_at"],
+                s3_key=values["s3_key"],
+            )
+            for values in self.query_all(kwargs)
+        }
 
 
 def _upload_values(record: UploadRecord) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from batchroute.adapters.dynamo.codec import from_item, to_item, to_value
+from batchroute.adapters.dynamo.reads import prefix_query
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.adapters.dynamo.writes import conditional_put, conditional_update, put_new
 from batchroute.domain.delivery_targets import DeliveryTarget, LastTest
@@ -45,22 +46,8 @@ class DeliveryTargetStore(DynamoStore):
 
     def list(self, org_id: str) -> list[DeliveryTarget]:
         """Every target of the org, oldest first (ids are time-sorted)."""
-        kwargs: dict[str, Any] = {
-            "TableName": self.table_name,
-            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :prefix)",
-            "ExpressionAttributeValues": {
-                ":pk": to_value(f"ORG#{org_id}"),
-                ":prefix": to_value(TARGET_PREFIX),
-            },
-            "ConsistentRead": True,
-        }
-        targets: list[DeliveryTarget] = []
-        while True:
-            response = self.dynamodb.query(**kwargs)
-            targets.extend(target_from_item(from_item(i)) for i in response.get("Items", []))
-            if "LastEvaluatedKey" not in response:
-                return targets
-            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        request = prefix_query(self.table_name, f"ORG#{org_id}", TARGET_PREFIX, ConsistentRead=True)
+        return [target_from_item(item) for item in self.query_all(request)]
 
     def get(self, org_id: str, target_id: str) -> DeliveryTarget | None:
         response = self.dynamodb.get_item(

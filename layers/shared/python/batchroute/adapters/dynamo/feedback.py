@@ -18,9 +18,11 @@ import base64
 import binascii
 import json
 from collections.abc import Mapping
+from itertools import islice
 from typing import Any
 
 from batchroute.adapters.dynamo.codec import from_item, org_pk, to_item, to_value
+from batchroute.adapters.dynamo.reads import pages, prefix_query
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.domain.feedback import CounterKey, Feedback, Target
 
@@ -112,15 +114,14 @@ class FeedbackStore(DynamoStore):
         if cursor is not None:
             kwargs["ExclusiveStartKey"] = _decode(cursor, org_id)
         found: list[Feedback] = []
-        for _ in range(10):  # a filtered page reads at most ten index pages
-            response = self.dynamodb.query(**kwargs)
+        # a filtered page reads at most ten index pages
+        for response in islice(pages(self.dynamodb.query, kwargs), 10):
             found.extend(feedback_from_item(from_item(i)) for i in response.get("Items", []))
             last = response.get("LastEvaluatedKey")
             if last is None:
                 return found, None
             if len(found) >= limit:
                 break
-            kwargs["ExclusiveStartKey"] = last
         found = found[:limit]
         if not found:
             return found, _encode(last)
@@ -135,15 +136,8 @@ class FeedbackStore(DynamoStore):
         )
 
     def for_batch(self, org_id: str, batch_id: str) -> list[Feedback]:
-        kwargs: dict[str, Any] = {
-            "TableName": self.table_name,
-            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :prefix)",
-            "ExpressionAttributeValues": {
-                ":pk": to_value(org_pk(org_id)),
-                ":prefix": to_value(f"{PREFIX}bi#{batch_id}#"),
-            },
-        }
-        return [feedback_from_item(item) for item in self._query_all(kwargs)]
+        request = prefix_query(self.table_name, org_pk(org_id), f"{PREFIX}bi#{batch_id}#")
+        return [feedback_from_item(item) for item in self.query_all(request)]
 
     def counters_between(self, org_id: str, first_day: str, last_day: str) -> list[dict[str, Any]]:
         kwargs: dict[str, Any] = {
@@ -155,17 +149,7 @@ class FeedbackStore(DynamoStore):
                 ":last": to_value(f"{COUNTER_PREFIX}{last_day}$"),
             },
         }
-        return self._query_all(kwargs)
-
-    def _query_all(self, kwargs: dict[str, Any]) -> list[dict[str, Any]]:
-        """Every item of a query, page after page."""
-        rows: list[dict[str, Any]] = []
-        while True:
-            response = self.dynamodb.query(**kwargs)
-            rows.extend(from_item(i) for i in response.get("Items", []))
-            if "LastEvaluatedKey" not in response:
-                return rows
-            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        return self.query_all(kwargs)
 
 
 def _gsi1sk(feedback: Feedback) -> str:

@@ -17,6 +17,7 @@ import json
 from typing import Any
 
 from batchroute.adapters.dynamo.codec import from_item, to_item
+from batchroute.adapters.dynamo.reads import index_before
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.adapters.dynamo.writes import conditional_put, conditional_update
 from batchroute.domain.files import FileRecord, FileStatus
@@ -57,11 +58,7 @@ class FileStore(DynamoStore):
     def awaiting_check(self, before: str, *, limit: int = 100) -> list[str]:
         """Ids of files `uploaded` since before `before` (ISO time), oldest first (sparse gsi2)."""
         response = self.dynamodb.query(
-            TableName=self.table_name,
-            IndexName="gsi2",
-            KeyConditionExpression="gsi2pk = :p AND gsi2sk < :before",
-            ExpressionAttributeValues={":p": {"S": CHECK_PARTITION}, ":before": {"S": before}},
-            Limit=limit,
+            **index_before(self.table_name, "gsi2", CHECK_PARTITION, before, Limit=limit)
         )
         return [str(item["gsi2sk"]["S"]).rsplit("#", 1)[1] for item in response.get("Items", [])]
 

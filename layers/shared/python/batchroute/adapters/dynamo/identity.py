@@ -11,11 +11,9 @@ from dataclasses import asdict
 from datetime import datetime
 from typing import Any
 
-from botocore.exceptions import ClientError
-
 from batchroute.adapters.dynamo.codec import from_item, to_item, to_value
 from batchroute.adapters.dynamo.store import DynamoStore
-from batchroute.adapters.dynamo.writes import conditional_update, refused_by, written
+from batchroute.adapters.dynamo.writes import conditional_update, transact_unless_refused, written
 from batchroute.domain.accounts import ApiKey, Org, Session, User
 from batchroute.errors import Conflict
 
@@ -104,12 +102,8 @@ class IdentityStore(DynamoStore):
         if api_key is not None:
             items.append(self.key_item(api_key))
         items.extend(extra or [])
-        try:
-            self.dynamodb.transact_write_items(TransactItems=items)
-        except ClientError as exc:
-            if refused_by(exc, 0, or_unnamed=True):
-                raise EmailTaken("An account with this email already exists.") from exc
-            raise
+        if not transact_unless_refused(self.dynamodb, items, 0, or_unnamed=True):
+            raise EmailTaken("An account with this email already exists.")
 
     def user_by_email(self, email: str) -> User | None:
         claim = self._get(f"EMAIL#{email}", "CLAIM")
@@ -244,16 +238,11 @@ class IdentityStore(DynamoStore):
 
     # -- helpers -------------------------------------------------------------------------
     def _query_gsi1(self, partition: str, sort_prefix: str) -> list[dict[str, Any]]:
-        items: list[dict[str, Any]] = []
-        kwargs: dict[str, Any] = {
-            "TableName": self.table_name,
-            "IndexName": "gsi1",
-            "KeyConditionExpression": "gsi1pk = :p AND begins_with(gsi1sk, :s)",
-            "ExpressionAttributeValues": {":p": to_value(partition), ":s": to_value(sort_prefix)},
-        }
-        while True:
-            response = self.dynamodb.query(**kwargs)
-            items.extend(from_item(i) for i in response.get("Items", []))
-            if "LastEvaluatedKey" not in response:
-                return items
-            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        return self.query_all(
+            {
+                "TableName": self.table_name,
+                "IndexName": "gsi1",
+                "KeyConditionExpression": "gsi1pk = :p AND begins_with(gsi1sk, :s)",
+                "ExpressionAttributeValues": {":p": to_value(partition), ":s": to_value(sort_prefix)},
+            }
+        )

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from batchroute.adapters.dynamo.codec import from_item, to_value
+from batchroute.adapters.dynamo.codec import to_value
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.adapters.dynamo.writes import conditional_update
 from batchroute.domain.catalog import LaneLive
@@ -42,26 +42,21 @@ def lane_key(lane_id: str) -> dict[str, Any]:
 class LaneStateStore(DynamoStore):
     def live_states(self, *, consistent: bool = False) -> dict[str, LaneLive]:
         """Every lane's live record, by lane id (one Query; pages only past 1 MB)."""
-        states: dict[str, LaneLive] = {}
         request: dict[str, Any] = {
             "TableName": self.table_name,
             "KeyConditionExpression": "pk = :p AND begins_with(sk, :s)",
             "ExpressionAttributeValues": {":p": to_value(PARTITION), ":s": to_value(SK_PREFIX)},
             "ConsistentRead": consistent,
         }
-        while True:
-            response = self.dynamodb.query(**request)
-            for raw in response.get("Items", []):
-                item = from_item(raw)
-                states[item["lane_id"]] = LaneLive(
-                    lane_id=item["lane_id"],
-                    remaining_capacity_items=int(item.get("remaining_capacity_items", 0)),
-                    last_heartbeat_at=item.get("last_heartbeat_at", ""),
-                    unavailable_reason=str(item.get("unavailable_reason") or ""),
-                )
-            if "LastEvaluatedKey" not in response:
-                return states
-            request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        return {
+            item["lane_id"]: LaneLive(
+                lane_id=item["lane_id"],
+                remaining_capacity_items=int(item.get("remaining_capacity_items", 0)),
+                last_heartbeat_at=item.get("last_heartbeat_at", ""),
+                unavailable_reason=str(item.get("unavailable_reason") or ""),
+            )
+            for item in self.query_all(request)
+        }
 
     def heartbeat(self, lane_id: str, remaining_capacity_items: int, at: str) -> bool:
         """A lane reports itself alive with the capacity it has left. False if a newer

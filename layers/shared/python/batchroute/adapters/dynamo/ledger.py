@@ -30,6 +30,7 @@ from typing import Any, Literal
 from botocore.exceptions import ClientError
 
 from batchroute.adapters.dynamo.codec import from_item, to_value
+from batchroute.adapters.dynamo.reads import index_before, pages, prefix_query, raw_items
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.adapters.dynamo.writes import (
     cancellation_codes,
@@ -243,7 +244,7 @@ class LedgerStore(DynamoStore):
             "KeyConditionExpression": "gsi1pk = :p AND gsi1sk >= :since",
             "ExpressionAttributeValues": {":p": to_value(PROCESSOR_CREDITS), ":since": to_value(since)},
         }
-        return [_processor_credit(item) for item in self._query_all(kwargs)]
+        return [_processor_credit(item) for item in self.query_all(kwargs)]
 
     def index_processor_credits(self) -> int:
         """Give the reconciliation's `gsi1` keys to processor credit markers written before they
@@ -257,25 +258,21 @@ class LedgerStore(DynamoStore):
             "ExpressionAttributeValues": {":kind": to_value("processor_credit")},
         }
         indexed = 0
-        while True:
-            response = self.dynamodb.scan(**kwargs)
-            for item in (from_item(i) for i in response.get("Items", [])):
-                sort_key = f"{item['created_at']}#{item['org_id']}#{item['processor_ref']}"
-                indexed += conditional_update(  # False: indexed meanwhile by another run
-                    self.dynamodb,
-                    TableName=self.table_name,
-                    Key=_key(str(item["org_id"]), str(item["sk"])),
-                    UpdateExpression="SET gsi1pk = :p, gsi1sk = :s, currency = if_not_exists(currency, :usd)",
-                    ConditionExpression="attribute_exists(pk) AND attribute_not_exists(gsi1pk)",
-                    ExpressionAttributeValues={
-                        ":p": to_value(PROCESSOR_CREDITS),
-                        ":s": to_value(sort_key),
-                        ":usd": to_value("usd"),
-                    },
-                )
-            if "LastEvaluatedKey" not in response:
-                return indexed
-            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        for item in (from_item(i) for i in raw_items(self.dynamodb.scan, kwargs)):
+            sort_key = f"{item['created_at']}#{item['org_id']}#{item['processor_ref']}"
+            indexed += conditional_update(  # False: indexed meanwhile by another run
+                self.dynamodb,
+                TableName=self.table_name,
+                Key=_key(str(item["org_id"]), str(item["sk"])),
+                UpdateExpression="SET gsi1pk = :p, gsi1sk = :s, currency = if_not_exists(currency, :usd)",
+                ConditionExpression="attribute_exists(pk) AND attribute_not_exists(gsi1pk)",
+                ExpressionAttributeValues={
+                    ":p": to_value(PROCESSOR_CREDITS),
+                    ":s": to_value(sort_key),
+                    ":usd": to_value("usd"),
+                },
+            )
+        return indexed
 
     def balance(self, org_id: str) -> Money:
         """Spendable credit: the balance less what is reserved for running work."""
@@ -463,22 +460,17 @@ class LedgerStore(DynamoStore):
     ) -> list[Reservation]:
         """Pending reservations created before `older_than_iso`, oldest first (sparse gsi1), for
         the sweeper to resolve stale chat holds; `purpose` narrows to one kind."""
-        kwargs: dict[str, Any] = {
-            "TableName": self.table_name,
-            "IndexName": "gsi1",
-            "KeyConditionExpression": "gsi1pk = :p AND gsi1sk < :before",
-            "ExpressionAttributeValues": {":p": to_value(OPEN_HOLDS), ":before": to_value(older_than_iso)},
-        }
+        kwargs = index_before(self.table_name, "gsi1", OPEN_HOLDS, older_than_iso)
         if purpose is not None:
             kwargs["FilterExpression"] = "purpose = :purpose"
             kwargs["ExpressionAttributeValues"][":purpose"] = to_value(purpose)
         found: list[Reservation] = []
-        while len(found) < limit:
-            response = self.dynamodb.query(**kwargs, Limit=limit)
+        if limit <= 0:
+            return found
+        for response in pages(self.dynamodb.query, {**kwargs, "Limit": limit}):
             found.extend(_reservation(from_item(i)) for i in response.get("Items", []))
-            if "LastEvaluatedKey" not in response:
+            if len(found) >= limit:
                 break
-            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
         return found[:limit]
 
     # -- settlement ----------------------------------------------------------------------------
@@ -672,7 +664,7 @@ class LedgerStore(DynamoStore):
             },
             "ConsistentRead": True,
         }
-        return [_usage_counter(item) for item in self._query_all(kwargs)]
+        return [_usage_counter(item) for item in self.query_all(kwargs)]
 
     def _usage_item(self, org_id: str, counter: UsageCounter, at: str) -> TransactItem:
         f = counter.figures
@@ -730,15 +722,11 @@ class LedgerStore(DynamoStore):
     def _partition(
         self, org_id: str, prefix: str, *, newest_first: bool = False, limit: int | None
     ) -> list[dict[str, Any]]:
-        kwargs: dict[str, Any] = {
-            "TableName": self.table_name,
-            "KeyConditionExpression": "pk = :p AND begins_with(sk, :prefix)",
-            "ExpressionAttributeValues": {":p": to_value(_pk(org_id)), ":prefix": to_value(prefix)},
-            "ScanIndexForward": not newest_first,
-            "ConsistentRead": True,
-        }
+        kwargs = prefix_query(
+            self.table_name, _pk(org_id), prefix, ScanIndexForward=not newest_first, ConsistentRead=True
+        )
         if prefix == "":
-            kwargs["KeyConditionExpression"] = "pk = :p"
+            kwargs["KeyConditionExpression"] = "pk = :pk"
             del kwargs["ExpressionAttributeValues"][":prefix"]
         found: list[dict[str, Any]] = []
         while limit is None or len(found) < limit:
@@ -749,16 +737,6 @@ class LedgerStore(DynamoStore):
                 break
             kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
         return found
-
-    def _query_all(self, kwargs: dict[str, Any]) -> list[dict[str, Any]]:
-        """Every item of one Query, page after page (a page ends at 1 MB)."""
-        found: list[dict[str, Any]] = []
-        while True:
-            response = self.dynamodb.query(**kwargs)
-            found.extend(from_item(i) for i in response.get("Items", []))
-            if "LastEvaluatedKey" not in response:
-                return found
-            kwargs = {**kwargs, "ExclusiveStartKey": response["LastEvaluatedKey"]}
 
     def _entry_item(
         self,

@@ -24,6 +24,7 @@ from dataclasses import asdict, fields
 from typing import Any
 
 from batchroute.adapters.dynamo.codec import from_item, org_key, org_pk, to_item, to_value
+from batchroute.adapters.dynamo.reads import index_before, prefix_query
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.adapters.dynamo.writes import conditional_transaction, conditional_update, put_new
 from batchroute.domain.payments import AutoTopup, CheckoutRecord, PaymentMethod, TopupAttempt
@@ -122,19 +123,17 @@ class PaymentsStore(DynamoStore):
 
     def attempts(self, org_id: str, *, limit: int, after: str | None = None) -> list[TopupAttempt]:
         """Attempts newest first (ids sort by creation), after the attempt id `after`."""
-        kwargs: dict[str, Any] = {
-            "TableName": self.table_name,
-            "KeyConditionExpression": "pk = :p AND begins_with(sk, :prefix)",
-            "ExpressionAttributeValues": {
-                ":p": to_value(org_pk(org_id)),
-                ":prefix": to_value(_ATTEMPT_PREFIX),
-            },
-            "ScanIndexForward": False,
-            "Limit": limit,
-        }
-        if after is not None:
-            kwargs["ExclusiveStartKey"] = org_key(org_id, _ATTEMPT_PREFIX + after)
-        response = self.dynamodb.query(**kwargs)
+        start = None if after is None else _ATTEMPT_PREFIX + after
+        response = self.dynamodb.query(
+            **prefix_query(
+                self.table_name,
+                org_pk(org_id),
+                _ATTEMPT_PREFIX,
+                start_sk=start,
+                ScanIndexForward=False,
+                Limit=limit,
+            )
+        )
         return [_attempt(from_item(i)) for i in response.get("Items", [])]
 
     def record_charge(self, org_id: str, attempt_id: str, *, processor_ref: str, at: str) -> None:
@@ -202,11 +201,7 @@ class PaymentsStore(DynamoStore):
     def pending_attempts(self, created_before: str, *, limit: int = 50) -> list[TopupAttempt]:
         """Pending attempts created before `created_before`, oldest first (sparse gsi1)."""
         response = self.dynamodb.query(
-            TableName=self.table_name,
-            IndexName="gsi1",
-            KeyConditionExpression="gsi1pk = :p AND gsi1sk < :before",
-            ExpressionAttributeValues={":p": to_value(PENDING_TOPUPS), ":before": to_value(created_before)},
-            Limit=limit,
+            **index_before(self.table_name, "gsi1", PENDING_TOPUPS, created_before, Limit=limit)
         )
         found = []
         for key in response.get("Items", []):

@@ -22,8 +22,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from batchroute.adapters.dynamo.codec import from_item, to_item, to_value
-from batchroute.adapters.dynamo.schedules import _decimals, _plain
+from batchroute.adapters.dynamo.codec import decimals, from_item, plain, to_item, to_value
+from batchroute.adapters.dynamo.reads import prefix_query
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.domain.presets import Preset, PresetVersion
 
@@ -104,29 +104,17 @@ class PresetStore(DynamoStore):
         self.dynamodb.put_item(
             TableName=self.table_name,
             Item=to_item(
-                _decimals({"pk": f"ORG#{org_id}", "sk": sk, "kind": "preset_benchmark", **regression})
+                decimals({"pk": f"ORG#{org_id}", "sk": sk, "kind": "preset_benchmark", **regression})
             ),
         )
 
     def benchmarks(self, org_id: str, name: str, version: int) -> list[dict[str, Any]]:
         """A version's regression runs, newest first (a version keeps few: each is paid)."""
-        kwargs: dict[str, Any] = {
-            "TableName": self.table_name,
-            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :prefix)",
-            "ExpressionAttributeValues": {
-                ":pk": _pk(org_id),
-                ":prefix": to_value(f"{BENCH_PREFIX}{name}#{version:06d}#"),
-            },
-            "ScanIndexForward": False,
-            "ConsistentRead": True,
-        }
-        found: list[dict[str, Any]] = []
-        while True:
-            response = self.dynamodb.query(**kwargs)
-            found.extend(_plain(from_item(i)) for i in response.get("Items", []))
-            if "LastEvaluatedKey" not in response:
-                return found
-            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        prefix = f"{BENCH_PREFIX}{name}#{version:06d}#"
+        request = prefix_query(
+            self.table_name, f"ORG#{org_id}", prefix, ScanIndexForward=False, ConsistentRead=True
+        )
+        return [plain(item) for item in self.query_all(request)]
 
     def version(self, org_id: str, name: str, version: int) -> PresetVersion | None:
         response = self.dynamodb.get_item(
@@ -168,17 +156,18 @@ class PresetStore(DynamoStore):
         read: Any,
         base: str = HEAD_PREFIX,
     ) -> tuple[list[Any], str | None]:
-        kwargs: dict[str, Any] = {
-            "TableName": self.table_name,
-            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :prefix)",
-            "ExpressionAttributeValues": {":pk": _pk(org_id), ":prefix": to_value(prefix)},
-            "ScanIndexForward": forward,
-            "Limit": limit,
-            "ConsistentRead": True,
-        }
-        if after is not None:
-            kwargs["ExclusiveStartKey"] = {"pk": _pk(org_id), "sk": {"S": f"{base}{after}"}}
-        response = self.dynamodb.query(**kwargs)
+        start = None if after is None else f"{base}{after}"
+        response = self.dynamodb.query(
+            **prefix_query(
+                self.table_name,
+                f"ORG#{org_id}",
+                prefix,
+                start_sk=start,
+                ScanIndexForward=forward,
+                Limit=limit,
+                ConsistentRead=True,
+            )
+        )
         rows = [read(from_item(item)) for item in response.get("Items", [])]
         last = response.get("LastEvaluatedKey")
         return rows, (str(last["sk"]["S"])[len(base) :] if last and len(rows) == limit else None)

@@ -16,16 +16,16 @@ A run is created once per fire time (`attribute_not_exists`), so a duplicated tr
 from __future__ import annotations
 
 from collections.abc import Mapping
-from decimal import Decimal
 from typing import Any
 
-from batchroute.adapters.dynamo.codec import from_item, set_clause, to_item, to_value
+from batchroute.adapters.dynamo.codec import decimals, from_item, plain, set_clause, to_item, to_value
+from batchroute.adapters.dynamo.reads import pages, prefix_query, raw_items
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.adapters.dynamo.writes import (
     conditional_delete,
-    conditional_put,
     conditional_transaction,
     conditional_update,
+    put_if_new,
     put_new,
 )
 from batchroute.domain.schedules import Schedule
@@ -60,39 +60,17 @@ def _item(schedule: Schedule) -> dict[str, Any]:
     if schedule.state == "active" and schedule.next_fire_at:
         values["gsi1pk"] = DUE
         values["gsi1sk"] = f"{schedule.next_fire_at}#{schedule.schedule_id}"
-    return dict(_decimals(values))
+    return dict(decimals(values))
 
 
 def schedule_from_item(item: Mapping[str, Any]) -> Schedule:
     values: dict[str, Any] = {name: item.get(name) for name in _RECORD_FIELDS}
     values["version"] = int(item["version"])
-    values["input_source"] = _plain(item.get("input_source") or {})
-    values["batch_options"] = _plain(item.get("batch_options") or {})
-    values["golden_set"] = _plain(item["golden_set"]) if item.get("golden_set") else None
-    values["exclusions"] = _plain(item.get("exclusions") or {})
+    values["input_source"] = plain(item.get("input_source") or {})
+    values["batch_options"] = plain(item.get("batch_options") or {})
+    values["golden_set"] = plain(item["golden_set"]) if item.get("golden_set") else None
+    values["exclusions"] = plain(item.get("exclusions") or {})
     return Schedule(**values)
-
-
-def _decimals(value: Any) -> Any:
-    """Floats (a threshold, a score, a tolerance) as Decimal: DynamoDB takes no float."""
-    if isinstance(value, float):
-        return Decimal(str(value))
-    if isinstance(value, Mapping):
-        return {str(k): _decimals(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_decimals(v) for v in value]
-    return value
-
-
-def _plain(value: Any) -> Any:
-    """DynamoDB numbers back as int or float (a golden set's threshold, a tolerance)."""
-    if isinstance(value, Decimal):
-        return int(value) if value == value.to_integral_value() else float(value)
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    return value
 
 
 class ScheduleStore(DynamoStore):
@@ -128,7 +106,7 @@ class ScheduleStore(DynamoStore):
                         "pk": f"{_PREFIX}{schedule.schedule_id}",
                         "sk": version_sk(schedule.version),
                         "version": schedule.version,
-                        "definition": _decimals(schedule.definition()),
+                        "definition": decimals(schedule.definition()),
                         "created_at": schedule.updated_at,
                         "created_by": schedule.updated_by,
                     }
@@ -147,21 +125,13 @@ class ScheduleStore(DynamoStore):
         self, org_id: str, *, limit: int, start_after: str | None
     ) -> tuple[list[Schedule], str | None]:
         """An org's schedules, oldest first (ids sort by time); the cursor is the last id."""
-        kwargs: dict[str, Any] = {
-            "TableName": self.table_name,
-            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :prefix)",
-            "ExpressionAttributeValues": {":pk": to_value(f"ORG#{org_id}"), ":prefix": to_value(_PREFIX)},
-            "Limit": limit + 1,
-        }
-        if start_after:
-            kwargs["ExclusiveStartKey"] = _key(org_id, start_after)
+        start = f"{_PREFIX}{start_after}" if start_after else None
+        request = prefix_query(self.table_name, f"ORG#{org_id}", _PREFIX, start_sk=start, Limit=limit + 1)
         found: list[Schedule] = []
-        while len(found) <= limit:
-            response = self.dynamodb.query(**kwargs)
+        for response in pages(self.dynamodb.query, request):
             found.extend(schedule_from_item(from_item(i)) for i in response.get("Items", []))
-            if "LastEvaluatedKey" not in response:
+            if len(found) > limit:
                 break
-            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
         page = found[:limit]
         return page, (page[-1].schedule_id if len(found) > limit else None)
 
@@ -201,7 +171,7 @@ class ScheduleStore(DynamoStore):
             Key=_key(schedule.org_id, schedule.schedule_id),
             UpdateExpression="SET exclusions = :e",
             ConditionExpression="attribute_exists(pk)",
-            ExpressionAttributeValues={":e": to_value(_decimals(exclusions))},
+            ExpressionAttributeValues={":e": to_value(decimals(exclusions))},
         )
 
     def due(self, now_iso: str, *, limit: int = 100) -> list[Schedule]:
@@ -223,15 +193,12 @@ class ScheduleStore(DynamoStore):
         response = self.dynamodb.get_item(
             TableName=self.table_name, Key=_history_key(schedule_id, version_sk(version)), ConsistentRead=True
         )
-        return _plain(from_item(response["Item"])) if "Item" in response else None
+        return plain(from_item(response["Item"])) if "Item" in response else None
 
     def create_run(self, run: Mapping[str, Any]) -> bool:
         """Record a firing once; False when this fire time already has its run."""
-        return conditional_put(
-            self.dynamodb,
-            TableName=self.table_name,
-            Item=to_item({**_run_keys(run["schedule_id"], run["fire_at"]), **run}),
-            ConditionExpression="attribute_not_exists(pk)",
+        return put_if_new(
+            self.dynamodb, self.table_name, {**_run_keys(run["schedule_id"], run["fire_at"]), **run}
         )
 
     def finish_run(self, schedule_id: str, fire_at: str, changes: Mapping[str, Any]) -> None:
@@ -250,7 +217,7 @@ class ScheduleStore(DynamoStore):
             Key={k: to_value(v) for k, v in _run_keys(schedule_id, fire_at).items()},
             ConsistentRead=True,
         )
-        return _plain(from_item(response["Item"])) if "Item" in response else None
+        return plain(from_item(response["Item"])) if "Item" in response else None
 
     def runs(
         self, schedule_id: str, *, limit: int, start_after: str | None
@@ -262,7 +229,7 @@ class ScheduleStore(DynamoStore):
         sk = f"BENCH#{int(regression['version']):06d}#{regression['regression_id']}"
         self.dynamodb.put_item(
             TableName=self.table_name,
-            Item=to_item(_decimals({"pk": f"{_PREFIX}{schedule_id}", "sk": sk, **regression})),
+            Item=to_item(decimals({"pk": f"{_PREFIX}{schedule_id}", "sk": sk, **regression})),
         )
 
     def benchmarks(self, schedule_id: str, version: int) -> list[dict[str, Any]]:
@@ -275,39 +242,26 @@ class ScheduleStore(DynamoStore):
             "ExpressionAttributeValues": {":pk": to_value(f"{_PREFIX}{schedule_id}")},
             "ProjectionExpression": "pk, sk",
         }
-        while True:
-            response = self.dynamodb.query(**kwargs)
-            for item in response.get("Items", []):
-                self.dynamodb.delete_item(TableName=self.table_name, Key={"pk": item["pk"], "sk": item["sk"]})
-            if "LastEvaluatedKey" not in response:
-                return
-            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        for item in raw_items(self.dynamodb.query, kwargs):
+            self.dynamodb.delete_item(TableName=self.table_name, Key={"pk": item["pk"], "sk": item["sk"]})
 
     def _history(
         self, schedule_id: str, prefix: str, *, newest_first: bool, limit: int, start_after: str | None = None
     ) -> tuple[list[dict[str, Any]], str | None]:
-        kwargs: dict[str, Any] = {
-            "TableName": self.table_name,
-            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :prefix)",
-            "ExpressionAttributeValues": {
-                ":pk": to_value(f"{_PREFIX}{schedule_id}"),
-                ":prefix": to_value(prefix),
-            },
-            "ScanIndexForward": not newest_first,
-            "ConsistentRead": True,
-        }
-        if start_after:
-            kwargs["ExclusiveStartKey"] = {
-                "pk": to_value(f"{_PREFIX}{schedule_id}"),
-                "sk": to_value(f"{prefix}{start_after}"),
-            }
+        request = prefix_query(
+            self.table_name,
+            f"{_PREFIX}{schedule_id}",
+            prefix,
+            start_sk=f"{prefix}{start_after}" if start_after else None,
+            ScanIndexForward=not newest_first,
+            ConsistentRead=True,
+            Limit=limit + 1,
+        )
         found: list[dict[str, Any]] = []
-        while len(found) <= limit:
-            response = self.dynamodb.query(**kwargs, Limit=limit + 1)
-            found.extend(_plain(from_item(i)) for i in response.get("Items", []))
-            if "LastEvaluatedKey" not in response:
+        for response in pages(self.dynamodb.query, request):
+            found.extend(plain(from_item(i)) for i in response.get("Items", []))
+            if len(found) > limit:
                 break
-            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
         page = found[:limit]
         cursor = str(page[-1]["sk"])[len(prefix) :] if len(found) > limit else None
         return page, cursor

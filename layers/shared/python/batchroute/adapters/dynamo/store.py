@@ -8,6 +8,7 @@ from typing import Any
 
 from batchroute.adapters.aws import client
 from batchroute.adapters.dynamo.codec import to_value
+from batchroute.adapters.dynamo.reads import every_item
 from batchroute.adapters.dynamo.writes import conditional_transaction
 
 
@@ -19,6 +20,10 @@ class DynamoStore:
     @property
     def dynamodb(self) -> Any:
         return self._dynamodb or client("dynamodb")
+
+    def query_all(self, request: dict[str, Any]) -> list[dict[str, Any]]:
+        """Every item of one Query as plain values, page after page (a page ends at 1 MB)."""
+        return every_item(self.dynamodb.query, request)
 
     def transact(self, items: list[dict[str, Any]]) -> bool:
         """One TransactWriteItems; False when a condition refused it (any other error raises)."""

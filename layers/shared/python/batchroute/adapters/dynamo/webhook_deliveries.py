@@ -31,6 +31,7 @@ from typing import Any
 
 from batchroute.adapters.dynamo.codec import from_item, to_item, to_value
 from batchroute.adapters.dynamo.leases import claim_attempt, due_items, due_sort_key
+from batchroute.adapters.dynamo.reads import prefix_query, raw_items
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.adapters.dynamo.writes import conditional_put, conditional_transaction, put_new
 
@@ -112,24 +113,11 @@ class WebhookDeliveries(DynamoStore):
         """(deliveries, attempts) of a batch, each in key order (attempts by delivery, then number)."""
         deliveries: list[dict[str, Any]] = []
         attempts: list[dict[str, Any]] = []
-        kwargs: dict[str, Any] = {
-            "TableName": self.table_name,
-            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :prefix)",
-            "ExpressionAttributeValues": {
-                ":pk": to_value(f"{self.owner.prefix}{batch_id}"),
-                ":prefix": to_value("WEBHOOK#"),
-            },
-            "ConsistentRead": True,
-        }
-        while True:
-            response = self.dynamodb.query(**kwargs)
-            for raw in response.get("Items", []):
-                item = _plain(raw)
-                sk = raw["sk"]["S"]
-                (attempts if _ATTEMPT_MARK in sk else deliveries).append(item)
-            if "LastEvaluatedKey" not in response:
-                break
-            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        request = prefix_query(
+            self.table_name, f"{self.owner.prefix}{batch_id}", "WEBHOOK#", ConsistentRead=True
+        )
+        for raw in raw_items(self.dynamodb.query, request):
+            (attempts if _ATTEMPT_MARK in raw["sk"]["S"] else deliveries).append(_plain(raw))
         return deliveries, attempts
 
     def due(self, now_iso: str, limit: int = 100) -> list[tuple[str, str]]:

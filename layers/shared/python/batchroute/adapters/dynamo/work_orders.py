@@ -22,12 +22,12 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from batchroute.adapters.dynamo.codec import from_item, org_key, org_pk, to_value
+from batchroute.adapters.dynamo.reads import pages, prefix_query
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.adapters.dynamo.writes import (
-    cancellation_codes,
-    condition_failed_at,
     conditional_transaction,
     conditional_update,
+    first_refused,
     put_new,
 )
 from batchroute.domain.work_orders import MAX_MEMBERS, TALLY_NAMES, MemberRefused, Tallies, WorkOrder
@@ -72,28 +72,19 @@ class WorkOrderStore(DynamoStore):
     ) -> tuple[list[WorkOrder], bool]:
         """Up to `limit` work orders newest first after the id `start_after`; True when more
         may follow (the caller pages on from the last id it read)."""
-        kwargs: dict[str, Any] = {
-            "TableName": self.table_name,
-            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :prefix)",
-            "ExpressionAttributeValues": {":pk": to_value(org_pk(org_id)), ":prefix": to_value(PREFIX)},
-            "ScanIndexForward": False,
-            "Limit": limit,
-        }
+        start = None if start_after is None else f"{PREFIX}{start_after}"
+        kwargs = prefix_query(
+            self.table_name, org_pk(org_id), PREFIX, start_sk=start, ScanIndexForward=False, Limit=limit
+        )
         if client_reference is not None:
             kwargs["FilterExpression"] = "client_reference = :ref"
             kwargs["ExpressionAttributeValues"][":ref"] = to_value(client_reference)
-        if start_after is not None:
-            kwargs["ExclusiveStartKey"] = org_key(org_id, f"{PREFIX}{start_after}")
         orders: list[WorkOrder] = []
-        while True:
-            response = self.dynamodb.query(**kwargs)
+        for response in pages(self.dynamodb.query, kwargs):
             orders.extend(order_from_item(from_item(i)) for i in response.get("Items", []))
-            last = response.get("LastEvaluatedKey")
-            if last is None:
-                return orders, False
-            if len(orders) >= limit:
+            if len(orders) >= limit and "LastEvaluatedKey" in response:
                 return orders[:limit], True
-            kwargs["ExclusiveStartKey"] = last
+        return orders, False
 
     def update(self, org_id: str, work_order_id: str, changes: Mapping[str, Any]) -> bool:
         """SET the given plain fields (name, metadata, closed_at, updated_at; a None value is
@@ -173,13 +164,10 @@ class WorkOrderStore(DynamoStore):
         try:
             self.dynamodb.transact_write_items(TransactItems=items)
         except ClientError as exc:
-            codes = cancellation_codes(exc)
-            if not codes:
+            refused = first_refused(exc, ("member", "work_order", "batch"))
+            if refused is None:
                 raise
-            for index, what in enumerate(("member", "work_order", "batch")):
-                if condition_failed_at(codes, index):
-                    raise MemberRefused(what) from exc
-            raise
+            raise MemberRefused(refused) from exc
 
     def settle_member(
         self,
@@ -221,16 +209,11 @@ class WorkOrderStore(DynamoStore):
     ) -> tuple[list[dict[str, Any]], str | None]:
         """The member markers in join... id order (batch ids are time-sorted), a page."""
         prefix = f"{MEMBER_PREFIX}{work_order_id}#"
-        kwargs: dict[str, Any] = {
-            "TableName": self.table_name,
-            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :prefix)",
-            "ExpressionAttributeValues": {":pk": to_value(org_pk(org_id)), ":prefix": to_value(prefix)},
-            "Limit": limit,
-            "ConsistentRead": True,
-        }
-        if start_after is not None:
-            kwargs["ExclusiveStartKey"] = org_key(org_id, f"{prefix}{start_after}")
-        response = self.dynamodb.query(**kwargs)
+        start = None if start_after is None else f"{prefix}{start_after}"
+        request = prefix_query(
+            self.table_name, org_pk(org_id), prefix, start_sk=start, Limit=limit, ConsistentRead=True
+        )
+        response = self.dynamodb.query(**request)
         rows = [from_item(i) for i in response.get("Items", [])]
         more = "LastEvaluatedKey" in response and len(rows) == limit
         return rows, (str(rows[-1]["batch_id"]) if more and rows else None)

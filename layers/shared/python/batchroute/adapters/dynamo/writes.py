@@ -6,7 +6,8 @@ condition from any other DynamoDB error.
 raises as it came). A cancelled transaction names, per item in the order of its
 `TransactItems`, why it was cancelled: `cancellation_codes` reads those reasons and
 `condition_failed_at` says whether the item at a position is the one whose condition
-refused it.
+refused it; `transact_unless_refused` writes one and answers False when the item refused at
+one of the given positions.
 """
 
 from __future__ import annotations
@@ -46,6 +47,13 @@ def conditional_put(dynamodb: Any, **request: Any) -> bool:
     return conditional(dynamodb.put_item, **request)
 
 
+def put_if_new(dynamodb: Any, table_name: str, values: dict[str, Any]) -> bool:
+    """PutItem of `values` as a new item; False when an item with its key exists (it stays)."""
+    return conditional_put(
+        dynamodb, TableName=table_name, Item=to_item(values), ConditionExpression="attribute_not_exists(pk)"
+    )
+
+
 def conditional_delete(dynamodb: Any, **request: Any) -> bool:
     """DeleteItem under its ConditionExpression; False when the condition failed."""
     return conditional(dynamodb.delete_item, **request)
@@ -63,6 +71,13 @@ def condition_failed_at(codes: Sequence[str], at: int) -> bool:
     return 0 <= at < len(codes) and codes[at] == CONDITION_FAILED
 
 
+def first_refused(exc: ClientError, names: Sequence[str]) -> str | None:
+    """Of the transaction's first items, named in their order by `names`, the first whose own
+    condition cancelled it; None when none of them did (or it was no cancellation)."""
+    codes = cancellation_codes(exc)
+    return next((name for at, name in enumerate(names) if condition_failed_at(codes, at)), None)
+
+
 def refused_by(exc: ClientError, *positions: int, or_unnamed: bool = False) -> bool:
     """The transaction was cancelled by the condition of an item at one of `positions`; with
     `or_unnamed`, also by a failed condition that names no item (a single write's)."""
@@ -70,6 +85,21 @@ def refused_by(exc: ClientError, *positions: int, or_unnamed: bool = False) -> b
     if or_unnamed and not codes and is_condition_failure(exc):
         return True
     return any(condition_failed_at(codes, at) for at in positions)
+
+
+def transact_unless_refused(
+    dynamodb: Any, items: list[Any], *positions: int, or_unnamed: bool = False
+) -> bool:
+    """One TransactWriteItems; False when the condition of an item at one of `positions` (or,
+    with `or_unnamed`, a failed condition that names no item) cancelled it. Any other refusal
+    or error raises as it came."""
+    try:
+        dynamodb.transact_write_items(TransactItems=items)
+    except ClientError as exc:
+        if refused_by(exc, *positions, or_unnamed=or_unnamed):
+            return False
+        raise
+    return True
 
 
 def conditional_transaction(dynamodb: Any, TransactItems: list[Any]) -> bool:

@@ -82,22 +82,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from batchroute.providers.base import (
-    FinishReason,
-    ItemError,
-    JobState,
-    JobStatus,
-    PermanentProviderError,
-    ProviderError,
-    ProviderRequest,
-    ProviderResult,
-    TransientProviderError,
-    Usage,
-)
+from batchroute.providers import base
 from batchroute.providers.conversation import (
     Conversation,
     HostedToolUse,
     ToolChoice,
+    add_turn,
     conversation,
     data_url_parts,
 )
@@ -133,18 +123,18 @@ _TOOL_CHOICES: Final[dict[str, str]] = {"auto": "auto", "required": "any", "any"
 
 # -- requests ------------------------------------------------------------------------------
 def messages_body(
-    request: ProviderRequest, *, default_max_tokens: int, stream: bool = False
+    request: base.ProviderRequest, *, default_max_tokens: int, stream: bool = False
 ) -> dict[str, Any]:
     """The Messages API body of a `responses` / `vision` request. `default_max_tokens` (the
     lane's output limit) stands in when the request sets none: Anthropic requires one.
     What Anthropic cannot take is refused (PermanentProviderError), never dropped."""
     if request.operation == "embeddings":
-        raise PermanentProviderError("Anthropic has no embeddings API", code="unsupported_operation")
+        raise base.PermanentProviderError("Anthropic has no embeddings API", code="unsupported_operation")
     talk = conversation(request.input)
     _refuse_unsayable(talk)
     messages = merged_turns(talk.messages)
     if not messages:
-        raise PermanentProviderError("the item has no user or assistant message", code="invalid_item")
+        raise base.PermanentProviderError("the item has no user or assistant message", code="invalid_item")
     limit = request.max_output_tokens if request.max_output_tokens > 0 else default_max_tokens
     body: dict[str, Any] = {"model": request.provider_model_id, "max_tokens": limit, "messages": messages}
     json_object = talk.response_format is not None and talk.response_format.get("type") == "json_object"
@@ -174,13 +164,13 @@ def messages_body(
 def _refuse_unsayable(talk: Conversation) -> None:
     """What the normal form can say and Anthropic cannot: refused, with the reason."""
     if "seed" in talk.options:
-        raise PermanentProviderError(
+        raise base.PermanentProviderError(
             "Anthropic has no seed: an item that sets one cannot run on an Anthropic lane",
             code="unsupported_parameter",
         )
     for message in talk.messages:
         if "name" in message:
-            raise PermanentProviderError(
+            raise base.PermanentProviderError(
                 "Anthropic's messages carry no participant name (`name`)", code="unsupported_parameter"
             )
 
@@ -196,7 +186,7 @@ def sampling(options: Mapping[str, Any]) -> dict[str, Any]:
     return given
 
 
-def batch_request(request: ProviderRequest, *, default_max_tokens: int) -> dict[str, Any]:
+def batch_request(request: base.ProviderRequest, *, default_max_tokens: int) -> dict[str, Any]:
     """One entry of a Message Batch's `requests`."""
     return {
         "custom_id": request.custom_id,
@@ -213,15 +203,9 @@ def merged_turns(messages: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     result or a result without its call) is refused."""
     turns: list[tuple[str, list[dict[str, Any]]]] = []
     for message in messages:
-        role, blocks = _turn(message)
-        if not blocks:
-            continue
-        if turns and turns[-1][0] == role:
-            turns[-1][1].extend(blocks)
-        else:
-            turns.append((role, blocks))
+        add_turn(turns, *_turn(message))
     if turns and turns[0][0] != "user":
-        raise PermanentProviderError(
+        raise base.PermanentProviderError(
             "Anthropic wants the conversation to open with a user turn, not the assistant's",
             code="unsupported_parameter",
         )
@@ -233,7 +217,7 @@ def merged_turns(messages: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
         following = turns[position + 1][1] if position + 1 < len(turns) else None
         unanswered = _ids(blocks, "tool_use", "id") - _ids(following or [], "tool_result", "tool_use_id")
         if answered - asked or (following is not None and unanswered):
-            raise PermanentProviderError(
+            raise base.PermanentProviderError(
                 "every tool call needs its result in the next turn, and every result a call in the "
                 f"turn before: {', '.join(sorted((answered - asked) | unanswered))}",
                 code="invalid_item",
@@ -298,7 +282,7 @@ def image_block(url: str) -> dict[str, Any]:
         return {"type": "image", "source": {"type": "url", "url": url}}
     media_type, data = inline
     if media_type not in IMAGE_MEDIA_TYPES:
-        raise PermanentProviderError(
+        raise base.PermanentProviderError(
             f"Anthropic takes JPEG, PNG, GIF and WebP images, not {media_type}", code="unsupported_parameter"
         )
     return {"type": "image", "source": {"type": "base64", "media_type": media_type, "data": data}}
@@ -319,7 +303,7 @@ def tool_use(call: Mapping[str, Any]) -> dict[str, Any]:
     except ValueError:
         parsed = None
     if not isinstance(parsed, dict):
-        raise PermanentProviderError(
+        raise base.PermanentProviderError(
             f"the arguments of tool call {call.get('id')!r} are not a JSON object", code="invalid_item"
         )
     return {
@@ -336,12 +320,12 @@ def tool(definition: object) -> dict[str, Any]:
     given = _mapping(definition)
     function = _mapping(given.get("function")) or given
     if given.get("type") != "function" or not function.get("name"):
-        raise PermanentProviderError(
+        raise base.PermanentProviderError(
             f"Anthropic takes function tools only, not {given.get('type')!r}", code="unsupported_parameter"
         )
     schema = function.get("parameters")
     if isinstance(schema, Mapping) and schema.get("type", "object") != "object":
-        raise PermanentProviderError(
+        raise base.PermanentProviderError(
             f"Anthropic's tools take an object as input; {function['name']!r} declares "
             f"{schema.get('type')!r}",
             code="unsupported_parameter",
@@ -362,14 +346,16 @@ def server_tool(hosted: HostedToolUse) -> dict[str, Any]:
     item's settings translated; a setting Anthropic has no place for is refused."""
     declared = vendor_tool(ADAPTER, hosted.name)
     if declared is None:
-        raise PermanentProviderError(f"Anthropic runs no {hosted.name} tool", code="unsupported_parameter")
+        raise base.PermanentProviderError(
+            f"Anthropic runs no {hosted.name} tool", code="unsupported_parameter"
+        )
     config = dict(hosted.config)
     if hosted.name == "web_search":
         declared.update(_web_search_settings(config))
     elif hosted.name == "python_execution":
         _code_execution_settings(config)
     elif config:
-        raise PermanentProviderError(
+        raise base.PermanentProviderError(
             f"Anthropic's {hosted.name} takes no settings ({', '.join(sorted(config))})",
             code="unsupported_parameter",
         )
@@ -426,8 +412,8 @@ def _code_execution_settings(config: dict[str, Any]) -> None:
         raise _unsettable("python_execution", ", ".join(sorted(config)))
 
 
-def _unsettable(tool_name: str, what: str) -> PermanentProviderError:
-    return PermanentProviderError(
+def _unsettable(tool_name: str, what: str) -> base.PermanentProviderError:
+    return base.PermanentProviderError(
         f"Anthropic's {tool_name} tool has no such setting: {what}", code="unsupported_parameter"
     )
 
@@ -436,7 +422,7 @@ def _unique_names(tools: list[dict[str, Any]]) -> None:
     names = [t["name"] for t in tools]
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
-        raise PermanentProviderError(
+        raise base.PermanentProviderError(
             f"Anthropic wants unique tool names; {', '.join(twice)} is declared twice (a function "
             "may not share a server tool's name)",
             code="unsupported_parameter",
@@ -449,19 +435,21 @@ def _choice(choice: ToolChoice, tools: list[dict[str, Any]]) -> dict[str, Any] |
     if not tools:
         if choice.mode in ("auto", "none"):
             return None
-        raise PermanentProviderError(f"tool_choice {choice.mode!r} without any tool", code="invalid_item")
+        raise base.PermanentProviderError(
+            f"tool_choice {choice.mode!r} without any tool", code="invalid_item"
+        )
     if choice.mode == "hosted":
         declared = vendor_tool(ADAPTER, str(choice.name))
         name = str(declared["name"]) if declared else None
         if name is None or all(t["name"] != name for t in tools):
-            raise PermanentProviderError(
+            raise base.PermanentProviderError(
                 f"tool_choice names the hosted tool {choice.name!r}, which the item does not declare",
                 code="invalid_item",
             )
         return {"type": "tool", "name": name}
     mapped = tool_choice(choice.chat())
     if mapped["type"] == "tool" and all(t["name"] != mapped["name"] for t in tools):
-        raise PermanentProviderError(
+        raise base.PermanentProviderError(
             f"tool_choice names the function {mapped['name']!r}, which the item does not declare",
             code="invalid_item",
         )
@@ -475,7 +463,7 @@ def tool_choice(choice: object) -> dict[str, Any]:
     name = _mapping(given.get("function")).get("name") or given.get("name")
     if given.get("type") == "function" and name:
         return {"type": "tool", "name": str(name)}
-    raise PermanentProviderError(
+    raise base.PermanentProviderError(
         f"tool_choice {choice!r} has no Anthropic form", code="unsupported_parameter"
     )
 
@@ -485,7 +473,7 @@ def stop_sequences(stop: object) -> list[str]:
     values = [stop] if isinstance(stop, str) else stop if isinstance(stop, list) else []
     stops = [str(v) for v in values]
     if any(not v.strip() for v in stops):
-        raise PermanentProviderError(
+        raise base.PermanentProviderError(
             "Anthropic's stop sequences must contain non-whitespace text", code="unsupported_parameter"
         )
     return stops
@@ -496,7 +484,7 @@ def output_format(response_format: Mapping[str, Any]) -> dict[str, Any]:
     (`output_config.format`); free-form JSON without a schema has no equivalent."""
     schema = _mapping(response_format.get("json_schema")).get("schema")
     if response_format.get("type") != "json_schema" or not isinstance(schema, Mapping):
-        raise PermanentProviderError(
+        raise base.PermanentProviderError(
             "Anthropic takes structured output as a JSON schema only (json_schema with a schema)",
             code="unsupported_parameter",
         )
@@ -504,11 +492,11 @@ def output_format(response_format: Mapping[str, Any]) -> dict[str, Any]:
 
 
 # -- answers -------------------------------------------------------------------------------
-def finish_reason(stop_reason: object) -> FinishReason:
+def finish_reason(stop_reason: object) -> base.FinishReason:
     return "length" if stop_reason in _LENGTH_STOPS else "stop"
 
 
-def message_usage(usage: object, content: Iterable[Mapping[str, Any]] = ()) -> Usage:
+def message_usage(usage: object, content: Iterable[Mapping[str, Any]] = ()) -> base.Usage:
     """Anthropic counts cached input apart from `input_tokens`; all of it was input. Server
     tool calls: as `usage.server_tool_use` bills them (`web_search_requests`), else (code
     execution, billed by container time) as the message's `server_tool_use` blocks count."""
@@ -517,7 +505,7 @@ def message_usage(usage: object, content: Iterable[Mapping[str, Any]] = ()) -> U
         int(given.get(key) or 0)
         for key in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
     )
-    return Usage(prompt, int(given.get("output_tokens") or 0), tool_uses(given, content))
+    return base.Usage(prompt, int(given.get("output_tokens") or 0), tool_uses(given, content))
 
 
 def tool_uses(usage: Mapping[str, Any], content: Iterable[Mapping[str, Any]]) -> tuple[tuple[str, int], ...]:
@@ -546,7 +534,7 @@ def _services() -> dict[str, str]:
     return found
 
 
-def message_result(custom_id: str, message: Mapping[str, Any]) -> ProviderResult:
+def message_result(custom_id: str, message: Mapping[str, Any]) -> base.ProviderResult:
     """A `message` as our normalized message."""
     blocks = [b for b in message.get("content") or [] if isinstance(b, Mapping)]
     output: dict[str, Any] = {
@@ -567,24 +555,24 @@ def message_result(custom_id: str, message: Mapping[str, Any]) -> ProviderResult
     if calls:
         output["tool_calls"] = calls
     usage = message_usage(message.get("usage"), blocks)
-    return ProviderResult(custom_id, "completed", output=output, raw=dict(message), usage=usage)
+    return base.ProviderResult(custom_id, "completed", output=output, raw=dict(message), usage=usage)
 
 
-def item_error(body: Mapping[str, Any]) -> ItemError:
+def item_error(body: Mapping[str, Any]) -> base.ItemError:
     """Our error for an Anthropic error body, `{type: error, error: {type, message}}`."""
     error = _mapping(body.get("error"))
     kind = str(error.get("type") or "api_error")
     code, transient = ERROR_TYPES.get(kind, (kind, False))
-    return ItemError(code, f"{kind}: {str(error.get('message') or 'no message')[:300]}", transient)
+    return base.ItemError(code, f"{kind}: {str(error.get('message') or 'no message')[:300]}", transient)
 
 
-def stream_error(event: Mapping[str, Any]) -> ProviderError:
+def stream_error(event: Mapping[str, Any]) -> base.ProviderError:
     """What a stream's `error` event raises: an `overloaded_error` is transient, as over HTTP."""
     error = item_error(event)
     message = f"Anthropic broke off the stream: {error.message}"
     if error.transient:
-        return TransientProviderError(message, code=error.code)
-    return PermanentProviderError(message, code=error.code)
+        return base.TransientProviderError(message, code=error.code)
+    return base.PermanentProviderError(message, code=error.code)
 
 
 @dataclass
@@ -642,7 +630,7 @@ class StreamAccumulator:
             self.tool_json.setdefault(index, []).append(str(delta.get("partial_json") or ""))
         return ""  # thinking, signature and citation deltas add no answer text
 
-    def result(self) -> ProviderResult:
+    def result(self) -> base.ProviderResult:
         body = {
             **self.message,
             "content": [self.blocks[i] for i in sorted(self.blocks)],
@@ -665,14 +653,14 @@ def event_data(data: str) -> dict[str, Any]:
     try:
         parsed = json.loads(data)
     except ValueError as exc:
-        raise TransientProviderError(
+        raise base.TransientProviderError(
             "Anthropic sent a stream event that is not JSON", code="provider_bad_response"
         ) from exc
     return parsed if isinstance(parsed, dict) else {}
 
 
 # -- batch jobs ----------------------------------------------------------------------------
-def job_status(batch: Mapping[str, Any]) -> JobStatus:
+def job_status(batch: Mapping[str, Any]) -> base.JobStatus:
     """A `message_batch` as our JobStatus. While processing, every request counts as
     `processing`; the outcome counts are filled in when the batch ends."""
     counts = {k: int(v or 0) for k, v in _mapping(batch.get("request_counts")).items()}
@@ -680,16 +668,16 @@ def job_status(batch: Mapping[str, Any]) -> JobStatus:
     done = counts.get("succeeded", 0)
     failed = counts.get("errored", 0) + counts.get("canceled", 0) + counts.get("expired", 0)
     if batch.get("processing_status") != "ended":
-        return JobStatus("in_progress", total, done, failed)  # canceling too: not ended yet
-    state: JobState = "completed"
+        return base.JobStatus("in_progress", total, done, failed)  # canceling too: not ended yet
+    state: base.JobState = "completed"
     if total and counts.get("expired", 0) == total:
         state = "expired"
     elif total and counts.get("canceled", 0) == total:
         state = "cancelled"
-    return JobStatus(state, total, done, failed)
+    return base.JobStatus(state, total, done, failed)
 
 
-def batch_line_result(line: Mapping[str, Any]) -> ProviderResult | None:
+def batch_line_result(line: Mapping[str, Any]) -> base.ProviderResult | None:
     """One results line (`{custom_id, result: {type, ...}}`) as a result; None when it names
     no request."""
     custom_id = line.get("custom_id")
@@ -701,9 +689,11 @@ def batch_line_result(line: Mapping[str, Any]) -> ProviderResult | None:
         return message_result(custom_id, _mapping(result.get("message")))
     if kind in ("expired", "canceled"):
         message = f"Anthropic {kind} this request before processing it"
-        return ProviderResult.failure(custom_id, ItemError(f"batch_request_{kind}", message, transient=True))
+        return base.ProviderResult.failure(
+            custom_id, base.ItemError(f"batch_request_{kind}", message, transient=True)
+        )
     body = _mapping(result.get("error"))  # errored: an error body, as an HTTP answer's
-    return ProviderResult.failure(custom_id, item_error(body), raw=dict(body) if body else None)
+    return base.ProviderResult.failure(custom_id, item_error(body), raw=dict(body) if body else None)
 
 
 def _mapping(value: object) -> Mapping[str, Any]:

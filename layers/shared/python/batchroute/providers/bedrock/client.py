@@ -79,20 +79,7 @@ from urllib3.exceptions import ReadTimeoutError as Urllib3ReadTimeout
 
 import batchroute.providers.bedrock.transform as transform
 from batchroute.domain.jsonl import LineError, parse_jsonl
-from batchroute.providers.base import (
-    JobStatus,
-    PermanentProviderError,
-    ProviderError,
-    ProviderRequest,
-    ProviderResult,
-    ProviderUnavailable,
-    StreamDelta,
-    StreamEnd,
-    StreamEvent,
-    StreamStart,
-    TransientProviderError,
-    UnknownJob,
-)
+from batchroute.providers import base
 from batchroute.providers.credentials import ProviderNotConfigured
 from batchroute.providers.endpoints import ProviderEndpoint
 from batchroute.providers.http import Timeouts
@@ -112,7 +99,7 @@ CONTROL_SERVICE: Final = "bedrock"
 
 
 # -- errors ------------------------------------------------------------------------------
-def error_for_client_error(exc: ClientError, *, vendor: str) -> ProviderError:
+def error_for_client_error(exc: ClientError, *, vendor: str) -> base.ProviderError:
     """The provider error for an AWS error answer (or a stream's exception event)."""
     error = exc.response.get("Error") or {}
     metadata = exc.response.get("ResponseMetadata") or {}
@@ -125,41 +112,45 @@ def error_for_client_error(exc: ClientError, *, vendor: str) -> ProviderError:
     )
 
 
-def error_for_exception(exc: Exception, *, vendor: str, before_response: bool = False) -> ProviderError:
+def error_for_exception(exc: Exception, *, vendor: str, before_response: bool = False) -> base.ProviderError:
     """The provider error for a failure of the call itself (no AWS answer to read)."""
     name = type(exc).__name__
     if isinstance(exc, ClientError):
         return error_for_client_error(exc, vendor=vendor)
     if isinstance(exc, BotoConnectionError):  # EndpointConnectionError, ConnectTimeoutError, TLS
-        return ProviderUnavailable(f"{vendor} is unreachable: {name}", code="provider_unreachable")
+        return base.ProviderUnavailable(f"{vendor} is unreachable: {name}", code="provider_unreachable")
     if isinstance(exc, _CREDENTIAL_ERRORS):
-        return ProviderUnavailable(f"{vendor}: no AWS credentials ({name})", code="provider_auth_failed")
+        return base.ProviderUnavailable(f"{vendor}: no AWS credentials ({name})", code="provider_auth_failed")
     if isinstance(exc, ParamValidationError):
-        return PermanentProviderError(f"the request does not fit Bedrock's API: {exc}", code="invalid_item")
+        return base.PermanentProviderError(
+            f"the request does not fit Bedrock's API: {exc}", code="invalid_item"
+        )
     if isinstance(exc, ReadTimeoutError | Urllib3ReadTimeout):
-        return TransientProviderError(f"{vendor} did not answer in time", code="provider_timeout")
+        return base.TransientProviderError(f"{vendor} did not answer in time", code="provider_timeout")
     if isinstance(exc, ConnectionClosedError) and before_response:
-        return ProviderUnavailable(
+        return base.ProviderUnavailable(
             f"{vendor} closed the connection without answering: {name}", code="provider_unreachable"
         )
     if isinstance(exc, BotoCoreError | Urllib3Error | ParserError | OSError):
         if before_response:
-            return TransientProviderError(f"{vendor} call failed: {name}", code="provider_error")
-        return TransientProviderError(f"the connection to {vendor} broke: {name}", code="stream_interrupted")
-    return TransientProviderError(f"{vendor} call failed: {name}", code="provider_error")
+            return base.TransientProviderError(f"{vendor} call failed: {name}", code="provider_error")
+        return base.TransientProviderError(
+            f"the connection to {vendor} broke: {name}", code="stream_interrupted"
+        )
+    return base.TransientProviderError(f"{vendor} call failed: {name}", code="provider_error")
 
 
 @contextmanager
 def _mapped(vendor: str, *, before_response: bool = True) -> Iterator[None]:
     try:
         yield
-    except ProviderError:
+    except base.ProviderError:
         raise
     except (BotoCoreError, ClientError, Urllib3Error, ParserError, OSError) as exc:
         raise error_for_exception(exc, vendor=vendor, before_response=before_response) from exc
 
 
-def _aws_code(exc: ProviderError) -> str:
+def _aws_code(exc: base.ProviderError) -> str:
     """The AWS error code behind a mapped provider error ("" when there was no AWS answer)."""
     cause = exc.__cause__
     return (
@@ -272,37 +263,37 @@ class BedrockConverse:
         self.slug = slug
         self.clients = clients
 
-    def complete(self, request: ProviderRequest) -> ProviderResult:
+    def complete(self, request: base.ProviderRequest) -> base.ProviderResult:
         kwargs = transform.converse_request(request)
         with _mapped(self.slug):
             response = self.clients.runtime().converse(**kwargs)
         return transform.converse_result(request.custom_id, response)
 
-    def stream(self, request: ProviderRequest) -> Iterator[StreamEvent]:
+    def stream(self, request: base.ProviderRequest) -> Iterator[base.StreamEvent]:
         return self._events(request, transform.converse_request(request))
 
-    def _events(self, request: ProviderRequest, kwargs: dict[str, Any]) -> Iterator[StreamEvent]:
+    def _events(self, request: base.ProviderRequest, kwargs: dict[str, Any]) -> Iterator[base.StreamEvent]:
         client = self.clients.runtime(self.stream_read_timeout(request))
         with _mapped(self.slug):
             response = client.converse_stream(**kwargs)
         events = response["stream"]
         acc = transform.StreamAccumulator(request.custom_id, vendor=self.slug)
         try:
-            yield StreamStart()
+            yield base.StreamStart()
             with _mapped(self.slug, before_response=False):
                 for event in events:
                     text = acc.add(event)
                     if text:
-                        yield StreamDelta(text)
+                        yield base.StreamDelta(text)
         finally:
             events.close()
         if not acc.finished:
-            raise TransientProviderError(
+            raise base.TransientProviderError(
                 f"{self.slug} ended the stream without messageStop", code="stream_interrupted"
             )
-        yield StreamEnd(acc.result())
+        yield base.StreamEnd(acc.result())
 
-    def stream_read_timeout(self, request: ProviderRequest) -> float:
+    def stream_read_timeout(self, request: base.ProviderRequest) -> float:
         """botocore has one read time-out for every read of a response, the first and each
         next one alike: a stream's is the longer of its first-byte time-out (the request's
         own, e.g. direct chat's, else the endpoint's) and the endpoint's idle one."""
@@ -356,24 +347,24 @@ class BedrockBatch:
         self.settings = settings
         self.clock = clock
 
-    def submit(self, requests: Iterable[ProviderRequest]) -> str:
+    def submit(self, requests: Iterable[base.ProviderRequest]) -> str:
         settings = self.settings
         if not settings.bucket or not settings.role_arn:
-            raise ProviderUnavailable(
+            raise base.ProviderUnavailable(
                 f"{self.slug} batch lanes need the batch_bucket and batch_role_arn options",
                 code="provider_not_configured",
             )
         listed = list(requests)
         if not listed:
-            raise PermanentProviderError("a batch job needs at least one request", code="invalid_item")
+            raise base.PermanentProviderError("a batch job needs at least one request", code="invalid_item")
         if len(listed) < settings.min_records:
-            raise ProviderUnavailable(
+            raise base.ProviderUnavailable(
                 f"{self.slug} runs batch jobs of at least {settings.min_records} records, not {len(listed)}",
                 code="batch_too_small",
             )
         model = listed[0].provider_model_id
         if any(r.provider_model_id != model for r in listed):
-            raise PermanentProviderError("a Bedrock batch job runs one model", code="invalid_item")
+            raise base.PermanentProviderError("a Bedrock batch job runs one model", code="invalid_item")
         body = b"".join(
             json.dumps(transform.batch_record(r), separators=(",", ":")).encode() + b"\n" for r in listed
         )
@@ -412,17 +403,17 @@ class BedrockBatch:
             )
         return str(created["jobArn"])
 
-    def poll(self, job_id: str) -> JobStatus:
+    def poll(self, job_id: str) -> base.JobStatus:
         return transform.job_status(self._job(job_id))
 
-    def results(self, job_id: str) -> Iterator[ProviderResult]:
+    def results(self, job_id: str) -> Iterator[base.ProviderResult]:
         job = self._job(job_id)
         bucket, key = transform.output_location(job)
         stops = self._stops(job)
         try:
             with _mapped(self.slug):
                 body = self.clients.s3().get_object(Bucket=bucket, Key=key)["Body"]
-        except ProviderError as exc:
+        except base.ProviderError as exc:
             if _aws_code(exc) == "NoSuchKey":
                 return  # the job wrote nothing (failed or stopped before any record)
             raise
@@ -456,9 +447,9 @@ class BedrockBatch:
         try:
             with _mapped(self.slug):
                 self.clients.control().stop_model_invocation_job(jobIdentifier=job_id)
-        except ProviderError as exc:
+        except base.ProviderError as exc:
             if _aws_code(exc) == "ResourceNotFoundException":
-                raise UnknownJob(f"{self.slug} does not know batch job {job_id}") from exc
+                raise base.UnknownJob(f"{self.slug} does not know batch job {job_id}") from exc
             if _aws_code(exc) not in ("ConflictException", "ValidationException"):
                 raise
             # else the job has already ended: nothing to stop
@@ -467,9 +458,9 @@ class BedrockBatch:
         try:
             with _mapped(self.slug):
                 return dict(self.clients.control().get_model_invocation_job(jobIdentifier=job_id))
-        except ProviderError as exc:
+        except base.ProviderError as exc:
             if _aws_code(exc) in ("ResourceNotFoundException", "ValidationException"):
-                raise UnknownJob(f"{self.slug} does not know batch job {job_id}") from exc
+                raise base.UnknownJob(f"{self.slug} does not know batch job {job_id}") from exc
             raise
 
     def _job_name(self) -> str:

@@ -95,20 +95,8 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Final, Literal
 
-from batchroute.providers.base import (
-    FinishReason,
-    ItemError,
-    JobState,
-    JobStatus,
-    PermanentProviderError,
-    ProviderError,
-    ProviderRequest,
-    ProviderResult,
-    ProviderUnavailable,
-    TransientProviderError,
-    Usage,
-)
-from batchroute.providers.conversation import Conversation, conversation, data_url_parts, plain_text
+from batchroute.providers import base
+from batchroute.providers.conversation import Conversation, add_turn, conversation, data_url_parts, plain_text
 from batchroute.providers.http import error_for_status, retry_after_seconds
 
 ANTHROPIC_VERSION: Final = "bedrock-2023-05-31"
@@ -166,7 +154,7 @@ def model_traits(model_id: str) -> ModelTraits:
 
 ModelFamily = Literal["anthropic", "meta"]
 
-JOB_STATES: Final[dict[str, JobState]] = {
+JOB_STATES: Final[dict[str, base.JobState]] = {
     "Submitted": "validating",
     "Validating": "validating",
     "Scheduled": "validating",
@@ -226,31 +214,31 @@ def aws_error(
     vendor: str,
     status: int = 0,
     headers: Mapping[str, str] | None = None,
-) -> ProviderError:
+) -> base.ProviderError:
     """The provider error for Bedrock's error `code` (an answer's or a stream event's)."""
     name = code[:1].upper() + code[1:]  # stream exception events are camelCase
     text = f"{vendor} answered {name}: {message[:_MESSAGE_CHARS] or 'no message'}"
     retry_after = retry_after_seconds(headers or {})
     if name in _THROTTLED:
-        return TransientProviderError(text, code="rate_limited", retry_after_seconds=retry_after)
+        return base.TransientProviderError(text, code="rate_limited", retry_after_seconds=retry_after)
     if name in _TRANSIENT:
-        return TransientProviderError(text, code=_TRANSIENT[name], retry_after_seconds=retry_after)
+        return base.TransientProviderError(text, code=_TRANSIENT[name], retry_after_seconds=retry_after)
     if name == "AccessDeniedException":
         if _MODEL_ACCESS.search(message):
-            return PermanentProviderError(text, code="model_not_enabled")
-        return ProviderUnavailable(text, code="provider_auth_failed")
+            return base.PermanentProviderError(text, code="model_not_enabled")
+        return base.ProviderUnavailable(text, code="provider_auth_failed")
     if name in _AUTH:
-        return ProviderUnavailable(text, code="provider_auth_failed")
+        return base.ProviderUnavailable(text, code="provider_auth_failed")
     if name in _PERMANENT:
-        return PermanentProviderError(text, code=_PERMANENT[name])
+        return base.PermanentProviderError(text, code=_PERMANENT[name])
     if status:
         return error_for_status(status, headers or {}, json.dumps({"message": message}), vendor=vendor)
-    return TransientProviderError(text, code="provider_error")
+    return base.TransientProviderError(text, code="provider_error")
 
 
-def _refuse_embeddings(request: ProviderRequest) -> None:
+def _refuse_embeddings(request: base.ProviderRequest) -> None:
     if request.operation == "embeddings":
-        raise PermanentProviderError(
+        raise base.PermanentProviderError(
             "embeddings are not offered through Bedrock by this service", code="unsupported_operation"
         )
 
@@ -259,7 +247,7 @@ def _refuse_seed(talk: Conversation) -> None:
     """No Bedrock body has a seed: one is refused, never dropped (the preflight refuses it
     before it gets here)."""
     if talk.options.get("seed") is not None:
-        raise PermanentProviderError("Bedrock takes no seed", code="unsupported_parameter")
+        raise base.PermanentProviderError("Bedrock takes no seed", code="unsupported_parameter")
 
 
 # -- the conversation, vendor-neutral ----------------------------------------------------
@@ -274,12 +262,24 @@ class _Block:
     input: Any = None
 
 
+def _model_turns(
+    request: base.ProviderRequest, talk: Conversation, traits: ModelTraits
+) -> list[tuple[str, list[_Block]]]:
+    """The conversation's turns, refused when they hold an image the model does not take."""
+    turns = _turns(talk.messages)
+    if not traits.images and any(b.kind == "image" for _, blocks in turns for b in blocks):
+        raise base.PermanentProviderError(
+            f"{request.provider_model_id} on Bedrock takes no images", code="unsupported_input"
+        )
+    return turns
+
+
 def _turns(messages: Iterable[Mapping[str, Any]]) -> list[tuple[str, list[_Block]]]:
     """(role, blocks) turns, user and assistant alternating (same-role neighbours merged)."""
     turns: list[tuple[str, list[_Block]]] = []
     for message in messages:
         if "name" in message:  # the preflight refuses it first
-            raise PermanentProviderError(
+            raise base.PermanentProviderError(
                 "Bedrock's messages carry no participant name (`name`)", code="unsupported_parameter"
             )
         if message.get("role") == "tool":
@@ -296,12 +296,7 @@ def _turns(messages: Iterable[Mapping[str, Any]]) -> list[tuple[str, list[_Block
             blocks = _content_blocks(message.get("content") or "")
             if role == "assistant":
                 blocks.extend(_tool_use(call) for call in message.get("tool_calls") or [])
-        if not blocks:
-            continue
-        if turns and turns[-1][0] == role:
-            turns[-1][1].extend(blocks)
-        else:
-            turns.append((role, blocks))
+        add_turn(turns, role, blocks)
     for _, blocks in turns:  # Claude wants a turn's tool results before anything else in it
         blocks.sort(key=lambda block: block.kind != "tool_result")
     _trim_prefill(turns)
@@ -330,21 +325,21 @@ def _check_turns(turns: Sequence[tuple[str, list[_Block]]]) -> None:
     not start with a user's turn, a tool result that answers no call of the turn before, a
     tool call the next turn does not answer."""
     if not turns:
-        raise PermanentProviderError("the conversation has no text to send", code="invalid_conversation")
+        raise base.PermanentProviderError("the conversation has no text to send", code="invalid_conversation")
     if turns[0][0] != "user":
-        raise PermanentProviderError(
+        raise base.PermanentProviderError(
             "Bedrock takes conversations that start with a user's message", code="invalid_conversation"
         )
     asked: set[str] = set()
     for _, blocks in turns:
         answers = {block.tool_id for block in blocks if block.kind == "tool_result"}
         if answers - asked:
-            raise PermanentProviderError(
+            raise base.PermanentProviderError(
                 "a tool message answers no tool call of the assistant message before it",
                 code="invalid_tool_call",
             )
         if asked - answers:
-            raise PermanentProviderError(
+            raise base.PermanentProviderError(
                 "an assistant's tool call is not answered by the tool messages after it",
                 code="invalid_tool_call",
             )
@@ -374,12 +369,12 @@ def _content_blocks(content: str | list[dict[str, Any]]) -> list[_Block]:
 def _image(url: str) -> _Block:
     parts = data_url_parts(url)
     if parts is None:
-        raise PermanentProviderError(
+        raise base.PermanentProviderError(
             "Bedrock takes images as data: URLs (base64) only", code="unsupported_image_source"
         )
     media_type, data = parts
     if _image_format(media_type) not in IMAGE_FORMATS:
-        raise PermanentProviderError(
+        raise base.PermanentProviderError(
             f"Bedrock takes png, jpeg, gif and webp images, not {media_type}", code="unsupported_image_format"
         )
     return _Block("image", media_type=media_type, data=data)
@@ -396,11 +391,11 @@ def _tool_use(call: Mapping[str, Any]) -> _Block:
     try:
         parsed = json.loads(arguments) if isinstance(arguments, str) else (arguments or {})
     except ValueError as exc:
-        raise PermanentProviderError(
+        raise base.PermanentProviderError(
             "a tool call's arguments are not JSON", code="invalid_tool_call"
         ) from exc
     if not isinstance(parsed, dict):
-        raise PermanentProviderError(
+        raise base.PermanentProviderError(
             "a tool call's arguments must be a JSON object", code="invalid_tool_call"
         )
     return _Block(
@@ -429,7 +424,7 @@ def _tools(talk: Conversation, turns: Sequence[tuple[str, list[_Block]]]) -> _To
         hosted.append(str(talk.tool_choice.name))
     if hosted:
         names = ", ".join(dict.fromkeys(hosted))
-        raise PermanentProviderError(f"Bedrock runs no hosted tools ({names})", code="unsupported_tool")
+        raise base.PermanentProviderError(f"Bedrock runs no hosted tools ({names})", code="unsupported_tool")
     specs = [(tool.name, tool.description or "", _object_schema(tool.parameters)) for tool in talk.functions]
     declared = {name for name, _, _ in specs}
     used = [block.name for _, blocks in turns for block in blocks if block.kind == "tool_use"]
@@ -439,7 +434,7 @@ def _tools(talk: Conversation, turns: Sequence[tuple[str, list[_Block]]]) -> _To
     uses_tools = bool(used) or any(block.kind == "tool_result" for _, blocks in turns for block in blocks)
     if not specs:
         if uses_tools:
-            raise PermanentProviderError("a tool message answers no tool call", code="invalid_tool_call")
+            raise base.PermanentProviderError("a tool message answers no tool call", code="invalid_tool_call")
         return None
     choice = talk.tool_choice
     if choice is not None and choice.mode == "none":
@@ -451,7 +446,7 @@ def _tools(talk: Conversation, turns: Sequence[tuple[str, list[_Block]]]) -> _To
     if choice.mode == "required":
         return _Tools(tuple(specs), "any")
     if choice.mode == "function" and choice.name not in {name for name, _, _ in specs}:
-        raise PermanentProviderError(
+        raise base.PermanentProviderError(
             f"tool_choice names {choice.name!r}, which the item does not declare", code="invalid_tool_call"
         )
     return _Tools(tuple(specs), f"tool:{choice.name}")
@@ -468,14 +463,14 @@ def _check_choice(tools: _Tools | None, traits: ModelTraits, model_id: str) -> N
     choice = (tools.choice or "auto") if tools is not None else "auto"
     kind = "tool" if choice.startswith("tool:") else choice
     if kind in ("any", "tool") and kind not in traits.tool_choices:
-        raise PermanentProviderError(
+        raise base.PermanentProviderError(
             f"{model_id} on Bedrock cannot be made to call a tool (tool_choice required or a named "
             "function): it takes tool_choice auto only",
             code="unsupported_tool_choice",
         )
 
 
-def _sampling(request: ProviderRequest, talk: Conversation) -> dict[str, float]:
+def _sampling(request: base.ProviderRequest, talk: Conversation) -> dict[str, float]:
     """temperature and top_p, for a model that takes them, in Bedrock's 0..1 (OpenAI's
     temperature reaches 2: above 1 is Bedrock's 1)."""
     if not request.sampling:
@@ -500,13 +495,13 @@ def _stop_sequences(value: object, *, family: ModelFamily) -> list[str]:
     given = [value] if isinstance(value, str) else value if isinstance(value, list) else []
     stops = [s for s in given if isinstance(s, str) and s]
     if family == "anthropic" and any(not s.strip() for s in stops):
-        raise PermanentProviderError(
+        raise base.PermanentProviderError(
             "Claude on Bedrock takes no stop sequence of whitespace only", code="unsupported_stop"
         )
     return stops
 
 
-def _output_limit(request: ProviderRequest, traits: ModelTraits) -> int:
+def _output_limit(request: base.ProviderRequest, traits: ModelTraits) -> int:
     """The request's output limit within the model's (the lane runner's default when unset)."""
     limit = request.max_output_tokens if request.max_output_tokens > 0 else DEFAULT_MAX_TOKENS
     return min(limit, traits.max_output_tokens) if traits.max_output_tokens else limit
@@ -531,23 +526,19 @@ def _system(talk: Conversation, traits: ModelTraits) -> str | None:
 def _family_of(model_id: str) -> ModelFamily:
     try:
         return model_family(model_id)
-    except PermanentProviderError:
+    except base.PermanentProviderError:
         return "meta"  # Converse runs other models too: the strictest known rules apply
 
 
 # -- Converse requests ---------------------------------------------------------------------
-def converse_request(request: ProviderRequest) -> dict[str, Any]:
+def converse_request(request: base.ProviderRequest) -> dict[str, Any]:
     """The keyword arguments of boto3's `converse` / `converse_stream` for one request."""
     _refuse_embeddings(request)
     talk = conversation(request.input)
     _refuse_seed(talk)
     traits = model_traits(request.provider_model_id)
     family = _family_of(request.provider_model_id)
-    turns = _turns(talk.messages)
-    if not traits.images and any(b.kind == "image" for _, blocks in turns for b in blocks):
-        raise PermanentProviderError(
-            f"{request.provider_model_id} on Bedrock takes no images", code="unsupported_input"
-        )
+    turns = _model_turns(request, talk, traits)
     kwargs: dict[str, Any] = {
         "modelId": request.provider_model_id,
         "messages": [
@@ -585,7 +576,9 @@ def _converse_block(block: _Block) -> dict[str, Any]:
         try:
             raw = base64.b64decode(block.data, validate=True)
         except (binascii.Error, ValueError) as exc:
-            raise PermanentProviderError("an image's base64 data is invalid", code="invalid_image") from exc
+            raise base.PermanentProviderError(
+                "an image's base64 data is invalid", code="invalid_image"
+            ) from exc
         return {"image": {"format": _image_format(block.media_type), "source": {"bytes": raw}}}
     if block.kind == "tool_use":
         return {"toolUse": {"toolUseId": block.tool_id, "name": block.name, "input": block.input}}
@@ -623,17 +616,17 @@ def _output_config(response_format: Mapping[str, Any] | None) -> dict[str, Any] 
 
 
 # -- Converse answers ----------------------------------------------------------------------
-def finish_reason(stop_reason: object) -> FinishReason:
+def finish_reason(stop_reason: object) -> base.FinishReason:
     return "length" if stop_reason in ("max_tokens", "model_context_window_exceeded") else "stop"
 
 
-def converse_usage(usage: object) -> Usage:
+def converse_usage(usage: object) -> base.Usage:
     if not isinstance(usage, Mapping):
-        return Usage()
-    return Usage(int(usage.get("inputTokens") or 0), int(usage.get("outputTokens") or 0))
+        return base.Usage()
+    return base.Usage(int(usage.get("inputTokens") or 0), int(usage.get("outputTokens") or 0))
 
 
-def converse_result(custom_id: str, response: Mapping[str, Any]) -> ProviderResult:
+def converse_result(custom_id: str, response: Mapping[str, Any]) -> base.ProviderResult:
     """A Converse answer as our normalized message."""
     raw = jsonable({k: v for k, v in response.items() if k != "ResponseMetadata"})
     message = _mapping(_mapping(response.get("output")).get("message"))
@@ -648,12 +641,12 @@ def converse_result(custom_id: str, response: Mapping[str, Any]) -> ProviderResu
         if isinstance(use, Mapping):
             calls.append(_tool_call(use.get("toolUseId"), use.get("name"), use.get("input")))
     output = _message("".join(texts), finish_reason(response.get("stopReason")), calls)
-    return ProviderResult(
+    return base.ProviderResult(
         custom_id, "completed", output=output, raw=raw, usage=converse_usage(response.get("usage"))
     )
 
 
-def _message(content: str, finish: FinishReason, calls: list[dict[str, Any]]) -> dict[str, Any]:
+def _message(content: str, finish: base.FinishReason, calls: list[dict[str, Any]]) -> dict[str, Any]:
     output: dict[str, Any] = {
         "type": "message",
         "role": "assistant",
@@ -696,7 +689,7 @@ class StreamAccumulator:
     pieces: list[str] = field(default_factory=list)
     tools: dict[int, dict[str, Any]] = field(default_factory=dict)  # block index -> tool use
     stop_reason: str | None = None
-    usage: Usage = field(default_factory=Usage)
+    usage: base.Usage = field(default_factory=base.Usage)
     metrics: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -740,7 +733,7 @@ class StreamAccumulator:
             self.pieces.append(text)
         return text
 
-    def result(self) -> ProviderResult:
+    def result(self) -> base.ProviderResult:
         content = "".join(self.pieces)
         blocks: list[dict[str, Any]] = [{"text": content}] if content else []
         calls = []
@@ -765,7 +758,7 @@ class StreamAccumulator:
             "metrics": jsonable(self.metrics),
         }
         output = _message(content, finish_reason(stop), calls)
-        return ProviderResult(self.custom_id, "completed", output=output, raw=raw, usage=self.usage)
+        return base.ProviderResult(self.custom_id, "completed", output=output, raw=raw, usage=self.usage)
 
 
 # -- batch inference records ---------------------------------------------------------------
@@ -780,13 +773,13 @@ def model_family(model_id: str) -> ModelFamily:
         return "anthropic"
     if parts[0] == "meta":
         return "meta"
-    raise PermanentProviderError(
+    raise base.PermanentProviderError(
         f"Bedrock batch inference here takes Anthropic and Meta Llama models, not {model_id}",
         code="unsupported_model",
     )
 
 
-def batch_record(request: ProviderRequest) -> dict[str, Any]:
+def batch_record(request: base.ProviderRequest) -> dict[str, Any]:
     """One line of a batch inference input file."""
     _refuse_embeddings(request)
     talk = conversation(request.input)
@@ -798,14 +791,10 @@ def batch_record(request: ProviderRequest) -> dict[str, Any]:
     return {"recordId": request.custom_id, "modelInput": body}
 
 
-def anthropic_body(request: ProviderRequest, talk: Conversation) -> dict[str, Any]:
+def anthropic_body(request: base.ProviderRequest, talk: Conversation) -> dict[str, Any]:
     """The Anthropic messages body of InvokeModel on Bedrock."""
     traits = model_traits(request.provider_model_id)
-    turns = _turns(talk.messages)
-    if not traits.images and any(b.kind == "image" for _, blocks in turns for b in blocks):
-        raise PermanentProviderError(
-            f"{request.provider_model_id} on Bedrock takes no images", code="unsupported_input"
-        )
+    turns = _model_turns(request, talk, traits)
     body: dict[str, Any] = {
         "anthropic_version": ANTHROPIC_VERSION,
         "max_tokens": _output_limit(request, traits),
@@ -850,13 +839,15 @@ def _anthropic_block(block: _Block) -> dict[str, Any]:
     return {"type": "text", "text": block.text}
 
 
-def llama_body(request: ProviderRequest, talk: Conversation) -> dict[str, Any]:
+def llama_body(request: base.ProviderRequest, talk: Conversation) -> dict[str, Any]:
     """Meta Llama 3's InvokeModel body: the chat as one prompt in Llama 3's template. The
     body has no tools and no stop sequences (AWS's Meta Llama model parameters): an item
     with tools is refused, never sent without them; its stop sequences are the adapter's
     to apply to the answer (`record_stops`, `apply_stops`)."""
     if talk.functions or talk.hosted_tools:
-        raise PermanentProviderError("Llama models on Bedrock batch take no tools", code="unsupported_tool")
+        raise base.PermanentProviderError(
+            "Llama models on Bedrock batch take no tools", code="unsupported_tool"
+        )
     traits = model_traits(request.provider_model_id)
     system = _system(talk, traits)
     turns = _turns(talk.messages)
@@ -865,7 +856,7 @@ def llama_body(request: ProviderRequest, talk: Conversation) -> dict[str, Any]:
         prompt.append(_llama_turn("system", system))
     for role, blocks in turns:
         if any(block.kind != "text" for block in blocks):
-            raise PermanentProviderError(
+            raise base.PermanentProviderError(
                 "Llama models on Bedrock batch take text only (no images or tool turns)",
                 code="unsupported_input",
             )
@@ -881,7 +872,7 @@ def _llama_turn(role: str, text: str) -> str:
     return f"<|start_header_id|>{role}<|end_header_id|>\n\n{text}<|eot_id|>"
 
 
-def record_stops(request: ProviderRequest) -> list[str]:
+def record_stops(request: base.ProviderRequest) -> list[str]:
     """The stop sequences the adapter applies itself to this request's batch answer: a
     Llama record's (its body has no place for them; [] for Claude, whose body says them)."""
     if model_family(request.provider_model_id) != "meta":
@@ -889,7 +880,7 @@ def record_stops(request: ProviderRequest) -> list[str]:
     return _stop_sequences(conversation(request.input).options.get("stop"), family="meta")
 
 
-def apply_stops(result: ProviderResult, stops: Sequence[str]) -> ProviderResult:
+def apply_stops(result: base.ProviderResult, stops: Sequence[str]) -> base.ProviderResult:
     """A completed result's text cut at the first occurrence of any of `stops` (the stop
     itself left out, as a vendor leaves it out), finish_reason `stop`; the usage stays as
     the vendor billed it and `raw` as the vendor answered. Unchanged when no stop occurs."""
@@ -936,7 +927,7 @@ def parse_stops(body: bytes) -> dict[str, list[str]]:
     }
 
 
-def anthropic_result(custom_id: str, body: Mapping[str, Any]) -> ProviderResult:
+def anthropic_result(custom_id: str, body: Mapping[str, Any]) -> base.ProviderResult:
     """An Anthropic `message` (a batch record's modelOutput) as our normalized message."""
     texts: list[str] = []
     calls: list[dict[str, Any]] = []
@@ -948,49 +939,51 @@ def anthropic_result(custom_id: str, body: Mapping[str, Any]) -> ProviderResult:
         elif block.get("type") == "tool_use":
             calls.append(_tool_call(block.get("id"), block.get("name"), block.get("input")))
     usage = _mapping(body.get("usage"))
-    return ProviderResult(
+    return base.ProviderResult(
         custom_id,
         "completed",
         output=_message("".join(texts), finish_reason(body.get("stop_reason")), calls),
         raw=dict(body),
-        usage=Usage(int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0)),
+        usage=base.Usage(int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0)),
     )
 
 
-def llama_result(custom_id: str, body: Mapping[str, Any]) -> ProviderResult:
+def llama_result(custom_id: str, body: Mapping[str, Any]) -> base.ProviderResult:
     """Llama's {generation, stop_reason, ...} (a batch record's modelOutput) as our message."""
-    finish: FinishReason = "length" if body.get("stop_reason") == "length" else "stop"
-    return ProviderResult(
+    finish: base.FinishReason = "length" if body.get("stop_reason") == "length" else "stop"
+    return base.ProviderResult(
         custom_id,
         "completed",
         output=_message(str(body.get("generation") or ""), finish, []),
         raw=dict(body),
-        usage=Usage(int(body.get("prompt_token_count") or 0), int(body.get("generation_token_count") or 0)),
+        usage=base.Usage(
+            int(body.get("prompt_token_count") or 0), int(body.get("generation_token_count") or 0)
+        ),
     )
 
 
-def batch_record_result(record: Mapping[str, Any]) -> ProviderResult | None:
+def batch_record_result(record: Mapping[str, Any]) -> base.ProviderResult | None:
     """One record of a batch `.out` file as a result; None when it names no request."""
     record_id = record.get("recordId")
     if not isinstance(record_id, str) or not record_id:
         return None
     error = record.get("error")
     if isinstance(error, Mapping):
-        return ProviderResult.failure(record_id, record_error(error), raw={"error": dict(error)})
+        return base.ProviderResult.failure(record_id, record_error(error), raw={"error": dict(error)})
     output = record.get("modelOutput")
     if isinstance(output, Mapping) and "generation" in output:
         return llama_result(record_id, output)
     if isinstance(output, Mapping) and isinstance(output.get("content"), list):
         return anthropic_result(record_id, output)
-    return ProviderResult.failure(
+    return base.ProviderResult.failure(
         record_id,
-        ItemError(
+        base.ItemError(
             "provider_bad_response", "the batch record has neither modelOutput nor error", transient=True
         ),
     )
 
 
-def record_error(error: Mapping[str, Any]) -> ItemError:
+def record_error(error: Mapping[str, Any]) -> base.ItemError:
     """A batch record's {errorCode, errorMessage}: an HTTP status (429 and 5xx transient) or
     an AWS error code."""
     code = error.get("errorCode")
@@ -998,29 +991,31 @@ def record_error(error: Mapping[str, Any]) -> ItemError:
     status = int(code) if isinstance(code, int) or (isinstance(code, str) and code.isdigit()) else 0
     if status:
         if status == 429:
-            return ItemError("rate_limited", message, transient=True)
+            return base.ItemError("rate_limited", message, transient=True)
         if status == 408:
-            return ItemError("provider_timeout", message, transient=True)
+            return base.ItemError("provider_timeout", message, transient=True)
         if status >= 500:
-            return ItemError("provider_5xx", message, transient=True)
-        return ItemError("provider_rejected", message)
+            return base.ItemError("provider_5xx", message, transient=True)
+        return base.ItemError("provider_rejected", message)
     mapped = aws_error(str(code or "ValidationException"), message, vendor="bedrock")
-    if isinstance(mapped, ProviderUnavailable):  # in a record, one item's failure
-        return ItemError(mapped.code, message, transient=True)
-    return ItemError(mapped.code, message, transient=mapped.transient)
+    if isinstance(mapped, base.ProviderUnavailable):  # in a record, one item's failure
+        return base.ItemError(mapped.code, message, transient=True)
+    return base.ItemError(mapped.code, message, transient=mapped.transient)
 
 
 # -- batch jobs ----------------------------------------------------------------------------
-def job_status(job: Mapping[str, Any]) -> JobStatus:
+def job_status(job: Mapping[str, Any]) -> base.JobStatus:
     """GetModelInvocationJob's answer as our job status; a failed job's `message` is its
     error (Bedrock says why the whole job failed there: an unreadable input, a role it
     cannot assume)."""
     state = JOB_STATES.get(str(job.get("status")), "in_progress")
     message = str(job.get("message") or "")
     errors = (
-        (ItemError("provider_rejected", message[:_MESSAGE_CHARS]),) if state == "failed" and message else ()
+        (base.ItemError("provider_rejected", message[:_MESSAGE_CHARS]),)
+        if state == "failed" and message
+        else ()
     )
-    return JobStatus(
+    return base.JobStatus(
         state=state,
         total=int(job.get("totalRecordCount") or 0),
         completed_count=int(job.get("successRecordCount") or 0),

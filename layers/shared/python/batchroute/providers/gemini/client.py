@@ -15,19 +15,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 import batchroute.providers.gemini.transform as transform
-from batchroute.providers.base import (
-    JobStatus,
-    PermanentProviderError,
-    ProviderRequest,
-    ProviderResult,
-    ProviderUnavailable,
-    StreamDelta,
-    StreamEnd,
-    StreamEvent,
-    StreamStart,
-    TransientProviderError,
-    UnknownJob,
-)
+from batchroute.providers import base
 from batchroute.providers.http import VendorHttp, event_json
 
 
@@ -38,7 +26,7 @@ class GeminiModels:
         self.slug = slug
         self.http = http
 
-    def complete(self, request: ProviderRequest) -> ProviderResult:
+    def complete(self, request: base.ProviderRequest) -> base.ProviderResult:
         if request.operation == "embeddings":
             return self._embed(request)
         body = self.http.request_json(
@@ -48,7 +36,7 @@ class GeminiModels:
         )
         return transform.generate_result(request.custom_id, body)
 
-    def _embed(self, request: ProviderRequest) -> ProviderResult:
+    def _embed(self, request: base.ProviderRequest) -> base.ProviderResult:
         texts, single = transform.embed_inputs(request)
         if single:
             path = transform.model_path(request.provider_model_id, "embedContent")
@@ -62,12 +50,12 @@ class GeminiModels:
             ]
         return transform.embeddings_result(request.custom_id, texts, answers, single=single)
 
-    def stream(self, request: ProviderRequest) -> Iterator[StreamEvent]:
+    def stream(self, request: base.ProviderRequest) -> Iterator[base.StreamEvent]:
         if request.operation == "embeddings":
-            raise PermanentProviderError("embeddings do not stream", code="invalid_item")
+            raise base.PermanentProviderError("embeddings do not stream", code="invalid_item")
         return self._events(request, transform.generate_body(request))
 
-    def _events(self, request: ProviderRequest, body: dict[str, Any]) -> Iterator[StreamEvent]:
+    def _events(self, request: base.ProviderRequest, body: dict[str, Any]) -> Iterator[base.StreamEvent]:
         acc = transform.StreamAccumulator(request.custom_id)
         with self.http.sse(
             transform.model_path(request.provider_model_id, "streamGenerateContent"),
@@ -75,17 +63,17 @@ class GeminiModels:
             params={"alt": "sse"},
             read_timeout=request.first_byte_timeout_seconds,
         ) as source:
-            yield StreamStart()
+            yield base.StreamStart()
             for event in source.iter_sse():
                 chunk = event_json(event.data, vendor=self.http.vendor)
                 text = acc.add(chunk, vendor=self.http.vendor)
                 if text:
-                    yield StreamDelta(text)
+                    yield base.StreamDelta(text)
         if not acc.finished:  # Gemini ends a stream by closing it: the last chunk says why
-            raise TransientProviderError(
+            raise base.TransientProviderError(
                 f"{self.http.vendor} ended the stream without a finish reason", code="stream_interrupted"
             )
-        yield StreamEnd(acc.result())
+        yield base.StreamEnd(acc.result())
 
     def check(self) -> list[str]:
         """The model ids the key may use (a health check; raises on failure)."""
@@ -105,10 +93,10 @@ class GeminiBatches:
         self.slug = slug
         self.http = http
 
-    def submit(self, requests: Iterable[ProviderRequest]) -> str:
+    def submit(self, requests: Iterable[base.ProviderRequest]) -> str:
         listed = list(requests)
         if len({transform.model_name(r.provider_model_id) for r in listed}) != 1:  # none, or several
-            raise PermanentProviderError(
+            raise base.PermanentProviderError(
                 "a Gemini batch job runs one model, for one request or more", code="invalid_item"
             )
         created = self.http.request_json(
@@ -118,15 +106,15 @@ class GeminiBatches:
         )
         name = created.get("name") if isinstance(created, dict) else None
         if not isinstance(name, str) or transform.batch_name(name) is None:
-            raise TransientProviderError(
+            raise base.TransientProviderError(
                 f"{self.http.vendor} created a batch without a name", code="provider_bad_response"
             )
         return name
 
-    def poll(self, job_id: str) -> JobStatus:
+    def poll(self, job_id: str) -> base.JobStatus:
         return transform.job_status(self._operation(job_id))
 
-    def results(self, job_id: str) -> Iterator[ProviderResult]:
+    def results(self, job_id: str) -> Iterator[base.ProviderResult]:
         operation = self._operation(job_id)
         yield from transform.job_results(operation)
         if transform.job_status(operation).terminal:  # Google would keep the answers until deleted
@@ -135,7 +123,7 @@ class GeminiBatches:
     def cancel(self, job_id: str) -> None:
         try:
             self.http.request_json("POST", f"{transform.API_ROOT}/{self._name(job_id)}:cancel")
-        except ProviderUnavailable as exc:
+        except base.ProviderUnavailable as exc:
             if exc.code != "provider_precondition_failed":  # a job already done: nothing to stop
                 raise
 
@@ -146,5 +134,5 @@ class GeminiBatches:
     def _name(self, job_id: str) -> str:
         name = transform.batch_name(job_id)
         if name is None:
-            raise UnknownJob(f"{job_id!r} is not a Gemini batch name")
+            raise base.UnknownJob(f"{job_id!r} is not a Gemini batch name")
         return name

@@ -83,19 +83,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from batchroute.domain import tokens
-from batchroute.providers.base import (
-    FinishReason,
-    ItemError,
-    JobState,
-    JobStatus,
-    PermanentProviderError,
-    ProviderError,
-    ProviderRequest,
-    ProviderResult,
-    ProviderUnavailable,
-    TransientProviderError,
-    Usage,
-)
+from batchroute.providers import base
 from batchroute.providers.conversation import (
     Conversation,
     HostedToolUse,
@@ -114,7 +102,7 @@ MAX_INLINE_BYTES = 20 * 1024 * 1024  # batch mode takes at most 20 MB of inlined
 JSON_MIME: Final = "application/json"
 
 # Batch mode's wire states (GenerateContentBatch.state) and the SDK's names for them.
-JOB_STATES: Final[dict[str, JobState]] = {
+JOB_STATES: Final[dict[str, base.JobState]] = {
     "PENDING": "validating",
     "RUNNING": "in_progress",
     "SUCCEEDED": "completed",
@@ -184,14 +172,14 @@ def batch_name(job_id: str) -> str | None:
 
 
 # -- requests ------------------------------------------------------------------------------
-def generate_body(request: ProviderRequest) -> dict[str, Any]:
+def generate_body(request: base.ProviderRequest) -> dict[str, Any]:
     """A `generateContent` / `streamGenerateContent` request body (GenerateContentRequest).
     Raises PermanentProviderError (`unsupported_parameter`, `invalid_item`) for what Gemini
     cannot be sent as the item says it: nothing is dropped on the way."""
     talk = conversation(request.input)
     contents = _contents(talk)
     if not contents:
-        raise PermanentProviderError("the item has no message to send", code="invalid_item")
+        raise base.PermanentProviderError("the item has no message to send", code="invalid_item")
     body: dict[str, Any] = {"contents": contents}
     if talk.system:
         body["systemInstruction"] = {"parts": [{"text": talk.system}]}
@@ -214,7 +202,7 @@ def _contents(talk: Conversation) -> list[dict[str, Any]]:
     for message in talk.messages:
         role = message.get("role")
         if isinstance(message.get("name"), str):
-            raise PermanentProviderError(
+            raise base.PermanentProviderError(
                 "Gemini's turns carry no participant name (`name`)", code="unsupported_parameter"
             )
         last = contents[-1] if contents else None
@@ -250,13 +238,13 @@ def _check_turns(contents: Sequence[Mapping[str, Any]]) -> None:
             if content["role"] == "user" and "functionResponse" in content["parts"][0]:
                 before = contents[index - 1] if index else None
                 if before is None or not any("functionCall" in p for p in before["parts"]):
-                    raise PermanentProviderError(
+                    raise base.PermanentProviderError(
                         "a tool result must answer the tool calls of the turn just before it",
                         code="invalid_item",
                     )
             continue
         if index == 0 or contents[index - 1]["role"] != "user":
-            raise PermanentProviderError(
+            raise base.PermanentProviderError(
                 "Gemini wants a user turn before the assistant's tool calls; the conversation opens "
                 "with them",
                 code="unsupported_parameter",
@@ -267,7 +255,7 @@ def _check_turns(contents: Sequence[Mapping[str, Any]]) -> None:
         answered = {str(a.get("id") or a.get("name")) for a in answers}
         if len(answers) != len(calls) or asked != answered:
             missing = sorted((asked - answered) | (answered - asked)) or sorted(asked)
-            raise PermanentProviderError(
+            raise base.PermanentProviderError(
                 "every tool call needs its result in the next turn, and every result a call in the "
                 f"turn before: {', '.join(missing)}",
                 code="invalid_item",
@@ -306,7 +294,7 @@ def _base64_data(data: str, url: str) -> str:
     try:
         base64.b64decode(data + "=" * (-len(data) % 4), validate=True)
     except (binascii.Error, ValueError) as exc:
-        raise PermanentProviderError(
+        raise base.PermanentProviderError(
             f"the image data URL is not base64 ({url[:40]}...)", code="invalid_item"
         ) from exc
     return data
@@ -319,13 +307,13 @@ def _function_call(call: Mapping[str, Any], names: dict[str, str]) -> dict[str, 
     try:
         args = json.loads(arguments) if isinstance(arguments, str) and arguments else arguments
     except ValueError as exc:
-        raise PermanentProviderError(
+        raise base.PermanentProviderError(
             f"the arguments of tool call {name!r} are not JSON", code="invalid_item"
         ) from exc
     if args is None:
         args = {}
     if not isinstance(args, Mapping):
-        raise PermanentProviderError(
+        raise base.PermanentProviderError(
             f"the arguments of tool call {name!r} are not a JSON object", code="invalid_item"
         )
     ident = call.get("id")
@@ -357,7 +345,7 @@ def _function_response(message: Mapping[str, Any], names: Mapping[str, str]) -> 
     return {"functionResponse": piece}
 
 
-def _generation_config(request: ProviderRequest, talk: Conversation) -> dict[str, Any]:
+def _generation_config(request: base.ProviderRequest, talk: Conversation) -> dict[str, Any]:
     options = talk.options
     config: dict[str, Any] = {}
     if request.max_output_tokens > 0:
@@ -373,7 +361,7 @@ def _generation_config(request: ProviderRequest, talk: Conversation) -> dict[str
     if "seed" in options:
         seed = options["seed"]
         if not SEED_RANGE[0] <= seed <= SEED_RANGE[1]:
-            raise PermanentProviderError(
+            raise base.PermanentProviderError(
                 f"Gemini's seed is a 32-bit integer; the item's seed {seed} is out of its range",
                 code="unsupported_parameter",
             )
@@ -409,11 +397,11 @@ def _tools(talk: Conversation) -> tuple[list[dict[str, Any]], dict[str, Any] | N
 def _hosted_tool(hosted: HostedToolUse) -> dict[str, Any]:
     declared = vendor_tool(ADAPTER, hosted.name)
     if declared is None:
-        raise PermanentProviderError(f"Gemini runs no {hosted.name} tool", code="tool_not_supported")
+        raise base.PermanentProviderError(f"Gemini runs no {hosted.name} tool", code="tool_not_supported")
     implied = _IMPLIED_SETTINGS.get(hosted.name, {})
     extra = sorted(k for k, v in hosted.config.items() if implied.get(k) != v)
     if extra:
-        raise PermanentProviderError(
+        raise base.PermanentProviderError(
             f"Gemini's {hosted.name} takes no settings ({', '.join(extra)})", code="unsupported_parameter"
         )
     return declared
@@ -424,7 +412,7 @@ def _declaration(function: Mapping[str, Any]) -> dict[str, Any]:
     arguments) declares no parameters, as Gemini wants it."""
     name = str(function.get("name") or "")
     if not FUNCTION_NAME.fullmatch(name):
-        raise PermanentProviderError(
+        raise base.PermanentProviderError(
             f"Gemini's function names start with a letter or an underscore; {name!r} does not",
             code="unsupported_parameter",
         )
@@ -552,7 +540,7 @@ def _subset_word(key: str, value: object) -> bool:
     return key in _SCHEMA_WORDS
 
 
-def embed_inputs(request: ProviderRequest) -> tuple[list[str], bool]:
+def embed_inputs(request: base.ProviderRequest) -> tuple[list[str], bool]:
     """The texts of an embeddings item and whether it gave one string (not a list). Token-id
     arrays have no Gemini form (Gemini embeds text): refused, `unsupported_parameter`."""
     value = request.input.get("input", request.input.get("text"))
@@ -560,13 +548,13 @@ def embed_inputs(request: ProviderRequest) -> tuple[list[str], bool]:
         return [value], True
     if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
         return list(value), False
-    raise PermanentProviderError(
+    raise base.PermanentProviderError(
         "Gemini embeds text: input must be a string or a list of strings, not token ids",
         code="unsupported_parameter",
     )
 
 
-def embed_body(request: ProviderRequest, text: str) -> dict[str, Any]:
+def embed_body(request: base.ProviderRequest, text: str) -> dict[str, Any]:
     """An `embedContent` request (EmbedContentRequest); also one of `batchEmbedContents`."""
     body: dict[str, Any] = {
         "model": model_name(request.provider_model_id),
@@ -578,7 +566,7 @@ def embed_body(request: ProviderRequest, text: str) -> dict[str, Any]:
     return body
 
 
-def batch_embed_bodies(request: ProviderRequest, texts: Sequence[str]) -> list[dict[str, Any]]:
+def batch_embed_bodies(request: base.ProviderRequest, texts: Sequence[str]) -> list[dict[str, Any]]:
     """`batchEmbedContents` bodies, at most MAX_EMBED_BATCH texts each, in input order."""
     return [
         {"requests": [embed_body(request, text) for text in texts[start : start + MAX_EMBED_BATCH]]}
@@ -586,13 +574,13 @@ def batch_embed_bodies(request: ProviderRequest, texts: Sequence[str]) -> list[d
     ]
 
 
-def batch_body(requests: Sequence[ProviderRequest]) -> dict[str, Any]:
+def batch_body(requests: Sequence[base.ProviderRequest]) -> dict[str, Any]:
     """A `batchGenerateContent` body: every request inlined, keyed by its custom_id (at most
     MAX_INLINE_BYTES in all: a larger job is refused, `batch_too_large`)."""
     inlined = []
     for request in requests:
         if request.operation == "embeddings":
-            raise PermanentProviderError(
+            raise base.PermanentProviderError(
                 "Gemini batch mode runs generateContent requests here; embeddings go one by one",
                 code="invalid_item",
             )
@@ -605,7 +593,7 @@ def batch_body(requests: Sequence[ProviderRequest]) -> dict[str, Any]:
     }
     size = len(json.dumps(body, separators=(",", ":")).encode())
     if size > MAX_INLINE_BYTES:  # refused here rather than after uploading it
-        raise PermanentProviderError(
+        raise base.PermanentProviderError(
             f"the job's inlined requests are {size} bytes; Gemini batch mode takes at most "
             f"{MAX_INLINE_BYTES} inline",
             code="batch_too_large",
@@ -614,17 +602,17 @@ def batch_body(requests: Sequence[ProviderRequest]) -> dict[str, Any]:
 
 
 # -- answers -------------------------------------------------------------------------------
-def finish_reason(value: object) -> FinishReason:
+def finish_reason(value: object) -> base.FinishReason:
     return "length" if value == "MAX_TOKENS" else "stop"
 
 
-def usage(meta: object, tools: Mapping[str, int] | None = None) -> Usage:
+def usage(meta: object, tools: Mapping[str, int] | None = None) -> base.Usage:
     """Gemini's usageMetadata as ours (tool-use prompt tokens are input, thinking is output),
     with the hosted tool uses Google bills (`tool_uses`)."""
     found = _mapping(meta)
     prompt = _int(found.get("promptTokenCount")) + _int(found.get("toolUsePromptTokenCount"))
     completion = _int(found.get("candidatesTokenCount")) + _int(found.get("thoughtsTokenCount"))
-    return Usage(prompt, completion, tuple(sorted((tools or {}).items())))
+    return base.Usage(prompt, completion, tuple(sorted((tools or {}).items())))
 
 
 def tool_uses(candidate: Mapping[str, Any]) -> dict[str, int]:
@@ -642,17 +630,19 @@ def tool_uses(candidate: Mapping[str, Any]) -> dict[str, int]:
     return counts
 
 
-def blocked(body: Mapping[str, Any]) -> ItemError | None:
+def blocked(body: Mapping[str, Any]) -> base.ItemError | None:
     """The content filter's refusal in a GenerateContentResponse, if any."""
     feedback = _mapping(body.get("promptFeedback"))
     reason = feedback.get("blockReason")
     if reason:
         why = f": {feedback['blockReasonMessage']}" if feedback.get("blockReasonMessage") else ""
-        return ItemError("content_blocked", f"Gemini blocked the prompt ({reason}){why}"[:_MESSAGE_CHARS])
+        return base.ItemError(
+            "content_blocked", f"Gemini blocked the prompt ({reason}){why}"[:_MESSAGE_CHARS]
+        )
     for candidate in body.get("candidates") or []:
         finish = _mapping(candidate).get("finishReason")
         if finish in BLOCKED_FINISHES:
-            return ItemError("content_blocked", f"Gemini stopped the answer ({finish})")
+            return base.ItemError("content_blocked", f"Gemini stopped the answer ({finish})")
     return None
 
 
@@ -686,15 +676,15 @@ def answer_text(parts: Sequence[object]) -> str:
     )
 
 
-def generate_result(custom_id: str, body: Mapping[str, Any]) -> ProviderResult:
+def generate_result(custom_id: str, body: Mapping[str, Any]) -> base.ProviderResult:
     """A GenerateContentResponse as our normalized message (or a failed result)."""
     refusal = blocked(body)
     if refusal is not None:
-        return ProviderResult.failure(custom_id, refusal, raw=dict(body))
+        return base.ProviderResult.failure(custom_id, refusal, raw=dict(body))
     candidates = body.get("candidates") or []
     if not candidates:
-        error = ItemError("provider_bad_response", "Gemini answered without a candidate", transient=True)
-        return ProviderResult.failure(custom_id, error, raw=dict(body))
+        error = base.ItemError("provider_bad_response", "Gemini answered without a candidate", transient=True)
+        return base.ProviderResult.failure(custom_id, error, raw=dict(body))
     candidate = _mapping(candidates[0])
     parts = _mapping(candidate.get("content")).get("parts") or []
     output: dict[str, Any] = {
@@ -707,7 +697,7 @@ def generate_result(custom_id: str, body: Mapping[str, Any]) -> ProviderResult:
     if calls:
         output["tool_calls"] = calls
     billed = usage(body.get("usageMetadata"), tool_uses(candidate))
-    return ProviderResult(custom_id, "completed", output=output, raw=dict(body), usage=billed)
+    return base.ProviderResult(custom_id, "completed", output=output, raw=dict(body), usage=billed)
 
 
 @dataclass
@@ -734,7 +724,7 @@ class StreamAccumulator:
             raise stream_error(chunk["error"], vendor=vendor)
         refusal = blocked(chunk)
         if refusal is not None:
-            raise PermanentProviderError(refusal.message, code=refusal.code)
+            raise base.PermanentProviderError(refusal.message, code=refusal.code)
         self.model_version = str(chunk.get("modelVersion") or self.model_version)
         self.response_id = str(chunk.get("responseId") or self.response_id)
         if isinstance(chunk.get("usageMetadata"), Mapping):
@@ -757,7 +747,7 @@ class StreamAccumulator:
     def finished(self) -> bool:
         return self.finish is not None
 
-    def result(self) -> ProviderResult:
+    def result(self) -> base.ProviderResult:
         content = "".join(self.pieces)
         parts: list[dict[str, Any]] = [{"text": content}] if content else []
         candidate: dict[str, Any] = {
@@ -781,7 +771,7 @@ def _tool_part(part: Mapping[str, Any]) -> bool:
 
 def embeddings_result(
     custom_id: str, texts: Sequence[str], answers: Sequence[Mapping[str, Any]], *, single: bool
-) -> ProviderResult:
+) -> base.ProviderResult:
     """`embedContent` ({embedding}) or `batchEmbedContents` ({embeddings}) answers, in input
     order, as our normalized embedding(s)."""
     vectors: list[list[float]] = []
@@ -790,12 +780,12 @@ def embeddings_result(
             vectors.append(list(answer["embedding"].get("values") or []))
         vectors.extend(list(_mapping(e).get("values") or []) for e in answer.get("embeddings") or [])
     if len(vectors) != len(texts):
-        error = ItemError(
+        error = base.ItemError(
             "provider_bad_response",
             f"Gemini answered {len(vectors)} embeddings for {len(texts)} inputs",
             transient=True,
         )
-        return ProviderResult.failure(custom_id, error)
+        return base.ProviderResult.failure(custom_id, error)
     output: dict[str, Any] = {"type": "embedding", "dimensions": len(vectors[0]) if vectors else 0}
     if single:
         output["embedding"] = vectors[0]
@@ -803,8 +793,8 @@ def embeddings_result(
     else:
         output["embeddings"] = vectors
         raw = {"embeddings": [{"values": v} for v in vectors]}
-    return ProviderResult(
-        custom_id, "completed", output=output, raw=raw, usage=Usage(_embedding_tokens(texts, answers), 0)
+    return base.ProviderResult(
+        custom_id, "completed", output=output, raw=raw, usage=base.Usage(_embedding_tokens(texts, answers), 0)
     )
 
 
@@ -817,7 +807,7 @@ def _embedding_tokens(texts: Sequence[str], answers: Sequence[Mapping[str, Any]]
 
 
 # -- batch jobs ----------------------------------------------------------------------------
-def job_state(value: object) -> JobState:
+def job_state(value: object) -> base.JobState:
     """GenerateContentBatch.state (`BATCH_STATE_RUNNING`) or the SDK's `JOB_STATE_RUNNING`."""
     name = str(value or "")
     for prefix in ("BATCH_STATE_", "JOB_STATE_"):
@@ -825,14 +815,14 @@ def job_state(value: object) -> JobState:
     return JOB_STATES.get(name, "in_progress")
 
 
-def job_status(operation: Mapping[str, Any]) -> JobStatus:
+def job_status(operation: Mapping[str, Any]) -> base.JobStatus:
     """A batch's long-running operation (create, get) as our JobStatus."""
     batch = _mapping(operation.get("metadata"))
     stats = _mapping(batch.get("batchStats"))
     failure = _mapping(operation.get("error"))  # a google.rpc.Status: why the whole batch failed
     errors = (
         (
-            ItemError(
+            base.ItemError(
                 code="provider_rejected",
                 message=f"{failure.get('message') or 'the batch failed'} (code {failure.get('code')})"[:300],
             ),
@@ -840,7 +830,7 @@ def job_status(operation: Mapping[str, Any]) -> JobStatus:
         if failure
         else ()
     )
-    return JobStatus(
+    return base.JobStatus(
         state=job_state(batch.get("state")),
         total=_int(stats.get("requestCount")),
         completed_count=_int(stats.get("successfulRequestCount")),
@@ -849,7 +839,7 @@ def job_status(operation: Mapping[str, Any]) -> JobStatus:
     )
 
 
-def job_results(operation: Mapping[str, Any]) -> Iterator[ProviderResult]:
+def job_results(operation: Mapping[str, Any]) -> Iterator[base.ProviderResult]:
     """One result per inlined response that names its request (metadata.key)."""
     output = _mapping(_mapping(operation.get("metadata")).get("output")) or _mapping(
         operation.get("response")
@@ -860,7 +850,7 @@ def job_results(operation: Mapping[str, Any]) -> Iterator[ProviderResult]:
             yield result
 
 
-def inlined_result(entry: Mapping[str, Any]) -> ProviderResult | None:
+def inlined_result(entry: Mapping[str, Any]) -> base.ProviderResult | None:
     """One InlinedResponse: a GenerateContentResponse, or the google.rpc.Status it failed with."""
     key = _mapping(entry.get("metadata")).get("key")
     if not isinstance(key, str) or not key:
@@ -870,15 +860,17 @@ def inlined_result(entry: Mapping[str, Any]) -> ProviderResult | None:
     status = _mapping(entry.get("error"))
     code, transient = RPC_CODES.get(_int(status.get("code")), ("provider_rejected", False))
     message = str(status.get("message") or "the batch request failed")[:_MESSAGE_CHARS]
-    return ProviderResult.failure(
-        key, ItemError(code, message, transient=transient), raw={"error": dict(status)} if status else None
+    return base.ProviderResult.failure(
+        key,
+        base.ItemError(code, message, transient=transient),
+        raw={"error": dict(status)} if status else None,
     )
 
 
 # -- errors --------------------------------------------------------------------------------
 def status_error(
     status: int, headers: Mapping[str, str], body: bytes | str | None, *, vendor: str
-) -> ProviderError:
+) -> base.ProviderError:
     """A non-2xx answer (`{"error": {code, message, status, details}}`) as a provider error:
     the shared mapping (providers/http.py), refined by what Google's body says. A bad key
     is a 400 with reason API_KEY_INVALID and a region Gemini does not serve a 400
@@ -890,21 +882,21 @@ def status_error(
     message = f"{vendor} answered {status}: {vendor_message(body)}"
     reasons = {str(d.get("reason")) for d in details if d.get("reason")}
     if "API_KEY_INVALID" in reasons or rpc_status in ("UNAUTHENTICATED", "PERMISSION_DENIED"):
-        return ProviderUnavailable(message, code="provider_auth_failed")
+        return base.ProviderUnavailable(message, code="provider_auth_failed")
     if rpc_status == "FAILED_PRECONDITION":
-        return ProviderUnavailable(message, code="provider_precondition_failed")
+        return base.ProviderUnavailable(message, code="provider_precondition_failed")
     delay = _retry_delay(details)
     if delay is None:
         delay = retry_after_seconds(headers)
     if rpc_status == "DEADLINE_EXCEEDED":
-        return TransientProviderError(message, code="provider_timeout", retry_after_seconds=delay)
+        return base.TransientProviderError(message, code="provider_timeout", retry_after_seconds=delay)
     mapped = error_for_status(status, headers, body, vendor=vendor)
-    if isinstance(mapped, TransientProviderError):
+    if isinstance(mapped, base.TransientProviderError):
         mapped.retry_after_seconds = delay
     return mapped
 
 
-def stream_error(error: Mapping[str, Any], *, vendor: str) -> ProviderError:
+def stream_error(error: Mapping[str, Any], *, vendor: str) -> base.ProviderError:
     """An error event inside a stream (`data: {"error": {...}}`): its code is an HTTP status."""
     status = _int(error.get("code")) or 500
     return status_error(status, {}, json.dumps({"error": dict(error)}), vendor=vendor)

@@ -19,20 +19,7 @@ from contextlib import suppress
 from typing import Any
 
 import batchroute.providers.openai.transform as transform
-from batchroute.providers.base import (
-    JobState,
-    JobStatus,
-    PermanentProviderError,
-    ProviderError,
-    ProviderRequest,
-    ProviderResult,
-    StreamDelta,
-    StreamEnd,
-    StreamEvent,
-    StreamStart,
-    TransientProviderError,
-    UnknownJob,
-)
+from batchroute.providers import base
 from batchroute.providers.http import VendorHttp, event_json
 from batchroute.providers.openai.transform import OPENAI_ROUTE, Route, TokenField
 
@@ -42,8 +29,9 @@ def _under_base(path: str) -> str:
     return path.removeprefix("/v1")
 
 
-class OpenAIChat:
-    """The per-item adapter (SyncProvider): one call per request."""
+class _RoutedAdapter:
+    """An adapter over one OpenAI-compatible host: its HTTP client and its `Route` (which API
+    an item goes to, and the name of its output-token limit)."""
 
     def __init__(self, slug: str, http: VendorHttp, *, route: Route = OPENAI_ROUTE) -> None:
         self.slug = slug
@@ -54,7 +42,11 @@ class OpenAIChat:
     def token_field(self) -> TokenField:
         return self.route.token_field
 
-    def complete(self, request: ProviderRequest) -> ProviderResult:
+
+class OpenAIChat(_RoutedAdapter):
+    """The per-item adapter (SyncProvider): one call per request."""
+
+    def complete(self, request: base.ProviderRequest) -> base.ProviderResult:
         path = self.route.path(request)
         body = self.http.request_json("POST", _under_base(path), json_body=self.route.body(request))
         if request.operation == "embeddings":
@@ -65,15 +57,17 @@ class OpenAIChat:
             return transform.response_result(request.custom_id, body)
         return transform.chat_result(request.custom_id, body)
 
-    def stream(self, request: ProviderRequest) -> Iterator[StreamEvent]:
+    def stream(self, request: base.ProviderRequest) -> Iterator[base.StreamEvent]:
         if request.operation == "embeddings":
-            raise PermanentProviderError("embeddings do not stream", code="invalid_item")
+            raise base.PermanentProviderError("embeddings do not stream", code="invalid_item")
         body = self.route.body(request, stream=True)
         if self.route.path(request) == transform.RESPONSES_PATH:
             return self._response_events(request, body)
         return self._events(request, body)
 
-    def _response_events(self, request: ProviderRequest, body: dict[str, Any]) -> Iterator[StreamEvent]:
+    def _response_events(
+        self, request: base.ProviderRequest, body: dict[str, Any]
+    ) -> Iterator[base.StreamEvent]:
         """A Responses API stream: text deltas until `response.completed` (or incomplete)."""
         acc = transform.ResponseStream(request.custom_id)
         with self.http.sse(
@@ -81,32 +75,32 @@ class OpenAIChat:
             json_body=body,
             read_timeout=request.first_byte_timeout_seconds,
         ) as source:
-            yield StreamStart()
+            yield base.StreamStart()
             for event in source.iter_sse():
                 text = acc.add(event_json(event.data, vendor=self.http.vendor))
                 if text:
-                    yield StreamDelta(text)
+                    yield base.StreamDelta(text)
                 if acc.result is not None:
-                    yield StreamEnd(acc.result)
+                    yield base.StreamEnd(acc.result)
                     return
-        raise TransientProviderError(
+        raise base.TransientProviderError(
             f"{self.http.vendor} ended the stream before the response completed", code="stream_interrupted"
         )
 
-    def _events(self, request: ProviderRequest, body: dict[str, Any]) -> Iterator[StreamEvent]:
+    def _events(self, request: base.ProviderRequest, body: dict[str, Any]) -> Iterator[base.StreamEvent]:
         acc = transform.StreamAccumulator(request.custom_id)
         with self.http.sse(
             _under_base(transform.CHAT_PATH), json_body=body, read_timeout=request.first_byte_timeout_seconds
         ) as source:
-            yield StreamStart()
+            yield base.StreamStart()
             for event in source.iter_sse():
                 if event.data == "[DONE]":
-                    yield StreamEnd(acc.result())
+                    yield base.StreamEnd(acc.result())
                     return
                 text = acc.add(event_json(event.data, vendor=self.http.vendor))
                 if text:
-                    yield StreamDelta(text)
-        raise TransientProviderError(
+                    yield base.StreamDelta(text)
+        raise base.TransientProviderError(
             f"{self.http.vendor} ended the stream without [DONE]", code="stream_interrupted"
         )
 
@@ -116,7 +110,7 @@ class OpenAIChat:
         return [str(m.get("id")) for m in body.get("data") or [] if isinstance(m, dict)]
 
 
-class OpenAIBatch:
+class OpenAIBatch(_RoutedAdapter):
     """The vendor batch adapter (BatchApiProvider) over the Batch API.
 
     A Batch API job takes one endpoint, and a chunk of OpenAI's may hold items for two (those
@@ -126,33 +120,24 @@ class OpenAIBatch:
     `results` and `cancel` take either (`combined_status` says how the parts' statuses add up).
     """
 
-    def __init__(self, slug: str, http: VendorHttp, *, route: Route = OPENAI_ROUTE) -> None:
-        self.slug = slug
-        self.http = http
-        self.route = route
-
-    @property
-    def token_field(self) -> TokenField:
-        return self.route.token_field
-
-    def submit(self, requests: Iterable[ProviderRequest]) -> str:
-        by_endpoint: dict[str, list[ProviderRequest]] = {}
+    def submit(self, requests: Iterable[base.ProviderRequest]) -> str:
+        by_endpoint: dict[str, list[base.ProviderRequest]] = {}
         for request in requests:
             by_endpoint.setdefault(self.route.path(request), []).append(request)
         if not by_endpoint:
-            raise PermanentProviderError("a batch job needs at least one request", code="invalid_item")
+            raise base.PermanentProviderError("a batch job needs at least one request", code="invalid_item")
         created: list[str] = []
         try:
             for endpoint, listed in by_endpoint.items():
                 created.append(self._submit_part(endpoint, listed))
         except BaseException:
             for job_id in created:  # no half-submitted chunk left running (and billed)
-                with suppress(ProviderError):
+                with suppress(base.ProviderError):
                     self.cancel(job_id)
             raise
         return JOB_ID_SEPARATOR.join(created)
 
-    def _submit_part(self, endpoint: str, requests: list[ProviderRequest]) -> str:
+    def _submit_part(self, endpoint: str, requests: list[base.ProviderRequest]) -> str:
         lines = b"".join(
             json.dumps(self.route.batch_line(r), separators=(",", ":")).encode() + b"\n" for r in requests
         )
@@ -169,21 +154,21 @@ class OpenAIBatch:
         )
         return str(created["id"])
 
-    def poll(self, job_id: str) -> JobStatus:
+    def poll(self, job_id: str) -> base.JobStatus:
         parts = {part: transform.job_status(self._batch(part)) for part in vendor_job_ids(job_id)}
         status = combined_status(list(parts.values()))
         if status.state in ABANDONED:  # the runner reads none of it: stop the parts still running
             for part, state in parts.items():
                 if not state.terminal:
-                    with suppress(ProviderError):
+                    with suppress(base.ProviderError):
                         self.http.request_job("POST", f"/batches/{part}/cancel", job_id=part)
         return status
 
-    def results(self, job_id: str) -> Iterator[ProviderResult]:
+    def results(self, job_id: str) -> Iterator[base.ProviderResult]:
         for part in vendor_job_ids(job_id):
             yield from self._part_results(part)
 
-    def _part_results(self, job_id: str) -> Iterator[ProviderResult]:
+    def _part_results(self, job_id: str) -> Iterator[base.ProviderResult]:
         batch = self._batch(job_id)
         for key in ("output_file_id", "error_file_id"):
             file_id = batch.get(key)
@@ -201,11 +186,11 @@ class OpenAIBatch:
     def cancel(self, job_id: str) -> None:
         """Cancel every part; a part that fails to cancel (or that OpenAI does not know:
         UnknownJob) does not keep the others running, and its error is raised after."""
-        failure: ProviderError | None = None
+        failure: base.ProviderError | None = None
         for part in vendor_job_ids(job_id):
             try:
                 self.http.request_job("POST", f"/batches/{part}/cancel", job_id=part)
-            except ProviderError as exc:
+            except base.ProviderError as exc:
                 failure = failure or exc
         if failure is not None:
             raise failure
@@ -221,20 +206,20 @@ class OpenAIBatch:
 # Joins the vendor batch ids of one chunk's jobs (OpenAI's ids are `batch_` and letters/digits).
 JOB_ID_SEPARATOR = "+"
 # A composite job is done badly in its worst part's way, worst first (`combined_status`).
-_WORST_FIRST: tuple[JobState, ...] = ("failed", "cancelled", "expired")
+_WORST_FIRST: tuple[base.JobState, ...] = ("failed", "cancelled", "expired")
 # A job in one of these states is failed over whole, its results unread (the lane runner).
-ABANDONED: frozenset[JobState] = frozenset({"failed", "cancelled"})
+ABANDONED: frozenset[base.JobState] = frozenset({"failed", "cancelled"})
 
 
 def vendor_job_ids(job_id: str) -> list[str]:
     """The vendor batch ids a (composite) job id joins."""
     parts = job_id.split(JOB_ID_SEPARATOR)
     if not all(parts):
-        raise UnknownJob(f"no such batch job {job_id!r}")
+        raise base.UnknownJob(f"no such batch job {job_id!r}")
     return parts
 
 
-def combined_status(parts: list[JobStatus]) -> JobStatus:
+def combined_status(parts: list[base.JobStatus]) -> base.JobStatus:
     """One job's status from its parts': counts and errors summed. A part that failed or was
     cancelled fails the job at once (`failed` before `cancelled`), whatever the others are
     doing; otherwise validating while every part is, in progress until every part is
@@ -250,14 +235,14 @@ def combined_status(parts: list[JobStatus]) -> JobStatus:
     and every completed part's results are kept."""
     if len(parts) == 1:
         return parts[0]
-    state: JobState
+    state: base.JobState
     if any(p.state in ABANDONED for p in parts):
         state = "failed" if any(p.state == "failed" for p in parts) else "cancelled"
     elif not all(p.terminal for p in parts):
         state = "validating" if all(p.state == "validating" for p in parts) else "in_progress"
     else:
         state = next((s for s in _WORST_FIRST if any(p.state == s for p in parts)), "completed")
-    return JobStatus(
+    return base.JobStatus(
         state=state,
         total=sum(p.total for p in parts),
         completed_count=sum(p.completed_count for p in parts),
@@ -266,7 +251,7 @@ def combined_status(parts: list[JobStatus]) -> JobStatus:
     )
 
 
-def _line_result(line: str) -> ProviderResult | None:
+def _line_result(line: str) -> base.ProviderResult | None:
     """A results-file line; a line that is not JSON is skipped (its request is then missing
     from the results, and the lane runner resubmits it)."""
     if not line.strip():

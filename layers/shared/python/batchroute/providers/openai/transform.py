@@ -42,17 +42,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
-from batchroute.providers.base import (
-    FinishReason,
-    ItemError,
-    JobState,
-    JobStatus,
-    PermanentProviderError,
-    ProviderRequest,
-    ProviderResult,
-    TransientProviderError,
-    Usage,
-)
+from batchroute.providers import base
 from batchroute.providers.conversation import Conversation, ToolChoice, conversation, plain_text
 from batchroute.providers.hosted_tools import vendor_tool
 
@@ -75,7 +65,7 @@ TOOL_CALL_ITEMS: Final[dict[str, str]] = {
 SINGLE_SUFFIX: Final = "~single"
 
 # Batch API status -> ours. finalizing and cancelling are still in progress.
-JOB_STATES: Final[dict[str, JobState]] = {
+JOB_STATES: Final[dict[str, base.JobState]] = {
     "validating": "validating",
     "in_progress": "in_progress",
     "finalizing": "in_progress",
@@ -88,20 +78,20 @@ JOB_STATES: Final[dict[str, JobState]] = {
 
 
 # -- requests ------------------------------------------------------------------------------
-class Inexpressible(PermanentProviderError):
+class Inexpressible(base.PermanentProviderError):
     """The item asks for something the API it would go to cannot say (refused, not dropped)."""
 
     default_code = "unsupported_by_provider"
 
 
-def _options(talk: Conversation, request: ProviderRequest) -> dict[str, Any]:
+def _options(talk: Conversation, request: base.ProviderRequest) -> dict[str, Any]:
     if request.sampling:
         return dict(talk.options)
     return {k: v for k, v in talk.options.items() if k not in SAMPLING_OPTIONS}
 
 
 def chat_body(
-    request: ProviderRequest, *, token_field: TokenField = OPENAI_TOKEN_FIELD, stream: bool = False
+    request: base.ProviderRequest, *, token_field: TokenField = OPENAI_TOKEN_FIELD, stream: bool = False
 ) -> dict[str, Any]:
     talk = conversation(request.input)
     if talk.hosted_tools or (talk.tool_choice is not None and talk.tool_choice.mode == "hosted"):
@@ -143,7 +133,7 @@ def _chat_message(message: dict[str, Any]) -> dict[str, Any]:
     return {**message, "tool_calls": calls}
 
 
-def responses_body(request: ProviderRequest, *, stream: bool = False) -> dict[str, Any]:
+def responses_body(request: base.ProviderRequest, *, stream: bool = False) -> dict[str, Any]:
     """A Responses API request (module doc, "Field map, Responses API")."""
     talk = conversation(request.input)
     refused = [k for k in ("stop", "seed") if k in talk.options]
@@ -268,7 +258,7 @@ def text_format(response_format: Mapping[str, Any]) -> dict[str, Any]:
     return {"type": str(response_format.get("type"))}
 
 
-def embeddings_body(request: ProviderRequest) -> dict[str, Any]:
+def embeddings_body(request: base.ProviderRequest) -> dict[str, Any]:
     value = request.input.get("input", request.input.get("text"))
     body: dict[str, Any] = {"model": request.provider_model_id, "input": value}
     dimensions = request.input.get("dimensions")
@@ -277,11 +267,11 @@ def embeddings_body(request: ProviderRequest) -> dict[str, Any]:
     return body
 
 
-def is_single_embedding(request: ProviderRequest) -> bool:
+def is_single_embedding(request: base.ProviderRequest) -> bool:
     return not isinstance(request.input.get("input", request.input.get("text")), list)
 
 
-def uses_hosted_tools(request: ProviderRequest) -> bool:
+def uses_hosted_tools(request: base.ProviderRequest) -> bool:
     """Whether the item offers a hosted tool, as the normal form reads its `tools`
     (conversation.py); an item without tools is answered without reading it."""
     return bool(request.input.get("tools")) and bool(conversation(request.input).hosted_tools)
@@ -296,18 +286,18 @@ class Route:
     responses_api: bool
     token_field: TokenField
 
-    def path(self, request: ProviderRequest) -> str:
+    def path(self, request: base.ProviderRequest) -> str:
         if request.operation == "embeddings":
             return EMBEDDINGS_PATH
         return RESPONSES_PATH if self.responses_api and uses_hosted_tools(request) else CHAT_PATH
 
-    def operation(self, request: ProviderRequest) -> str:
+    def operation(self, request: base.ProviderRequest) -> str:
         """The contract's name of the call (batchroute_tools/contracts/openai.py)."""
         return {EMBEDDINGS_PATH: "embeddings", RESPONSES_PATH: "responses", CHAT_PATH: "chat.completions"}[
             self.path(request)
         ]
 
-    def body(self, request: ProviderRequest, *, stream: bool = False) -> dict[str, Any]:
+    def body(self, request: base.ProviderRequest, *, stream: bool = False) -> dict[str, Any]:
         path = self.path(request)
         if path == EMBEDDINGS_PATH:
             return embeddings_body(request)
@@ -315,7 +305,7 @@ class Route:
             return responses_body(request, stream=stream)
         return chat_body(request, token_field=self.token_field, stream=stream)
 
-    def batch_line(self, request: ProviderRequest) -> dict[str, Any]:
+    def batch_line(self, request: base.ProviderRequest) -> dict[str, Any]:
         suffix = SINGLE_SUFFIX if request.operation == "embeddings" and is_single_embedding(request) else ""
         return {
             "custom_id": request.custom_id + suffix,
@@ -329,22 +319,22 @@ OPENAI_ROUTE: Final = Route(responses_api=True, token_field=OPENAI_TOKEN_FIELD)
 HOST_ROUTE: Final = Route(responses_api=False, token_field="max_tokens")  # noqa: S106 - a field name
 
 
-def batch_endpoint(request: ProviderRequest, route: Route = OPENAI_ROUTE) -> str:
+def batch_endpoint(request: base.ProviderRequest, route: Route = OPENAI_ROUTE) -> str:
     return route.path(request)
 
 
 # -- answers -------------------------------------------------------------------------------
-def finish_reason(value: object) -> FinishReason:
+def finish_reason(value: object) -> base.FinishReason:
     return "length" if value == "length" else "stop"
 
 
-def chat_usage(usage: object) -> Usage:
+def chat_usage(usage: object) -> base.Usage:
     if not isinstance(usage, Mapping):
-        return Usage()
-    return Usage(int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0))
+        return base.Usage()
+    return base.Usage(int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0))
 
 
-def chat_result(custom_id: str, body: Mapping[str, Any]) -> ProviderResult:
+def chat_result(custom_id: str, body: Mapping[str, Any]) -> base.ProviderResult:
     """A `chat.completion` as our normalized message."""
     choices = body.get("choices") or []
     choice = _mapping(choices[0] if choices else None)
@@ -359,12 +349,12 @@ def chat_result(custom_id: str, body: Mapping[str, Any]) -> ProviderResult:
         output["tool_calls"] = message["tool_calls"]
     if message.get("refusal"):
         output["refusal"] = message["refusal"]
-    return ProviderResult(
+    return base.ProviderResult(
         custom_id, "completed", output=output, raw=dict(body), usage=chat_usage(body.get("usage"))
     )
 
 
-def response_result(custom_id: str, body: Mapping[str, Any]) -> ProviderResult:
+def response_result(custom_id: str, body: Mapping[str, Any]) -> base.ProviderResult:
     """A Responses API `response` as our normalized message: the output text joined, function
     calls as chat tool calls, hosted tool calls counted (Usage.tool_uses)."""
     if body.get("status") == "failed":
@@ -373,7 +363,9 @@ def response_result(custom_id: str, body: Mapping[str, Any]) -> ProviderResult:
             500 if error.get("code") == "server_error" else 400, str(error.get("code") or "")
         )
         message = str(error.get("message") or "the response failed")[:300]
-        return ProviderResult.failure(custom_id, ItemError(code, message, transient), raw=dict(body))
+        return base.ProviderResult.failure(
+            custom_id, base.ItemError(code, message, transient), raw=dict(body)
+        )
     texts: list[str] = []
     refusals: list[str] = []
     calls: list[dict[str, Any]] = []
@@ -414,12 +406,12 @@ def response_result(custom_id: str, body: Mapping[str, Any]) -> ProviderResult:
     if refusals:
         output["refusal"] = "".join(refusals)
     usage = _mapping(body.get("usage"))
-    counted = Usage(
+    counted = base.Usage(
         int(usage.get("input_tokens") or 0),
         int(usage.get("output_tokens") or 0),
         tuple(sorted(tools.items())),
     )
-    return ProviderResult(custom_id, "completed", output=output, raw=dict(body), usage=counted)
+    return base.ProviderResult(custom_id, "completed", output=output, raw=dict(body), usage=counted)
 
 
 @dataclass
@@ -430,7 +422,7 @@ class ResponseStream:
     `response.failed` or `error` event raises (transient for the vendor's server errors)."""
 
     custom_id: str
-    result: ProviderResult | None = None
+    result: base.ProviderResult | None = None
 
     def add(self, event: Mapping[str, Any]) -> str:
         kind = event.get("type")
@@ -445,18 +437,18 @@ class ResponseStream:
         return ""
 
 
-def _stream_error(error: Mapping[str, Any]) -> PermanentProviderError | TransientProviderError:
+def _stream_error(error: Mapping[str, Any]) -> base.PermanentProviderError | base.TransientProviderError:
     vendor_code = str(error.get("code") or "")
     message = f"openai failed the response: {str(error.get('message') or vendor_code)[:300]}"
     code, transient = _line_error(500 if vendor_code in ("server_error", "") else 400, vendor_code)
     return (
-        TransientProviderError(message, code=code)
+        base.TransientProviderError(message, code=code)
         if transient
-        else PermanentProviderError(message, code=code)
+        else base.PermanentProviderError(message, code=code)
     )
 
 
-def embeddings_result(custom_id: str, body: Mapping[str, Any], *, single: bool) -> ProviderResult:
+def embeddings_result(custom_id: str, body: Mapping[str, Any], *, single: bool) -> base.ProviderResult:
     """An embeddings `list` as our normalized embedding(s), in input order."""
     data = sorted(
         (d for d in body.get("data") or [] if isinstance(d, Mapping)), key=lambda d: int(d.get("index") or 0)
@@ -468,12 +460,12 @@ def embeddings_result(custom_id: str, body: Mapping[str, Any], *, single: bool) 
     else:
         output["embeddings"] = vectors
     usage = _mapping(body.get("usage"))
-    return ProviderResult(
+    return base.ProviderResult(
         custom_id,
         "completed",
         output=output,
         raw=dict(body),
-        usage=Usage(int(usage.get("prompt_tokens") or 0), 0),
+        usage=base.Usage(int(usage.get("prompt_tokens") or 0), 0),
     )
 
 
@@ -485,8 +477,8 @@ class StreamAccumulator:
 
     custom_id: str
     pieces: list[str] = field(default_factory=list)
-    finish: FinishReason = "stop"
-    usage: Usage = field(default_factory=Usage)
+    finish: base.FinishReason = "stop"
+    usage: base.Usage = field(default_factory=base.Usage)
     ident: str = ""
     model: str = ""
     created: int = 0
@@ -509,7 +501,7 @@ class StreamAccumulator:
             self.pieces.append(text)
         return text
 
-    def result(self) -> ProviderResult:
+    def result(self) -> base.ProviderResult:
         content = "".join(self.pieces)
         raw = {
             "id": self.ident,
@@ -530,23 +522,23 @@ class StreamAccumulator:
             },
         }
         output = {"type": "message", "role": "assistant", "content": content, "finish_reason": self.finish}
-        return ProviderResult(self.custom_id, "completed", output=output, raw=raw, usage=self.usage)
+        return base.ProviderResult(self.custom_id, "completed", output=output, raw=raw, usage=self.usage)
 
 
 # -- batch jobs ----------------------------------------------------------------------------
-def job_status(batch: Mapping[str, Any]) -> JobStatus:
+def job_status(batch: Mapping[str, Any]) -> base.JobStatus:
     """A `batch` as our job status; a failed batch's `errors.data` as its errors (the input
     file's line each names, when it does)."""
     counts = _mapping(batch.get("request_counts"))
     errors = tuple(
-        ItemError(
+        base.ItemError(
             code="provider_rejected",
             message=_batch_error_message(_mapping(e))[:300],
             transient=False,
         )
         for e in _mapping(batch.get("errors")).get("data") or []
     )
-    return JobStatus(
+    return base.JobStatus(
         state=JOB_STATES.get(str(batch.get("status")), "in_progress"),
         total=int(counts.get("total") or 0),
         completed_count=int(counts.get("completed") or 0),
@@ -563,7 +555,7 @@ def _batch_error_message(error: Mapping[str, Any]) -> str:
     return f"{message}{code}" + (f" [{', '.join(where)}]" if where else "")
 
 
-def batch_line_result(line: Mapping[str, Any]) -> ProviderResult | None:
+def batch_line_result(line: Mapping[str, Any]) -> base.ProviderResult | None:
     """One line of a batch output or error file as a result; None when it names no request."""
     custom_id = line.get("custom_id")
     if not isinstance(custom_id, str):
@@ -584,8 +576,8 @@ def batch_line_result(line: Mapping[str, Any]) -> ProviderResult | None:
     message = str(source.get("message") or f"the batch line failed with status {status}")[:300]
     code, transient = _line_error(status, vendor_code)
     detail = f"{message} ({vendor_code})" if vendor_code and vendor_code not in message else message
-    error = ItemError(code=code, message=detail[:300], transient=transient)
-    return ProviderResult.failure(ours, error, raw=dict(body) if body else None)
+    error = base.ItemError(code=code, message=detail[:300], transient=transient)
+    return base.ProviderResult.failure(ours, error, raw=dict(body) if body else None)
 
 
 def _line_error(status: int, vendor_code: str) -> tuple[str, bool]:

@@ -22,6 +22,7 @@ from batchroute.domain.catalog import Catalog
 from batchroute.domain.presets import (
     MAX_PRESETS_PER_ORG,
     Preset,
+    PresetContent,
     PresetVersion,
     check_name,
     merge_patch,
@@ -30,6 +31,7 @@ from batchroute.domain.presets import (
 )
 from batchroute.errors import Conflict, InvalidRequest, NotFound
 from batchroute.observability import logger
+from batchroute.services.presets.commands import CreatePreset, PatchPreset, ReplacePreset
 from batchroute.services.presets.resolution import PresetExpander
 
 
@@ -80,16 +82,15 @@ class Presets:
         self.regression = regression
 
     # -- writing ---------------------------------------------------------------------------
-    def create(self, principal: Principal, body: Any) -> Preset:
+    def create(self, principal: Principal, command: CreatePreset) -> Preset:
         """Version 1 of a new name; an archived name comes back at its next version."""
         authorize(principal, "batches:create")
-        values = parse_preset(body, self.catalog, with_name=True)
-        name = str(values.pop("name"))
+        name, content = command.name, command.content
         now = isoformat(self.clock.now())
         archived = self.store.head(principal.org_id, name)
         if archived is not None and archived.archived_at is not None:
-            return self._revive(principal, archived, values, now)
-        preset = Preset(latest=self._version(principal, name, 1, values, now), created_at=now, updated_at=now)
+            return self._revive(principal, archived, content, now)
+        preset = Preset(latest=_version(principal, name, 1, content, now), created_at=now, updated_at=now)
         refused = self.store.create(preset, limit=self.max_presets)
         if refused == "exists":
             raise Conflict(
@@ -102,23 +103,18 @@ class Presets:
         logger.info("preset created", extra={"org_id": principal.org_id, "preset": name})
         return preset
 
-    def replace(self, principal: Principal, name: str, body: Any) -> Preset:
+    def replace(self, principal: Principal, name: str, command: ReplacePreset) -> Preset:
         """PUT: the whole template again, as the next version."""
         authorize(principal, "batches:create")
         current = self._active(principal, name)
-        _same_name(name, body)
-        values = parse_preset(body, self.catalog, with_name=False)
-        values.pop("name", None)
-        return self._next(principal, current, values)
+        return self._next(principal, current, command.content)
 
-    def patch(self, principal: Principal, name: str, body: Any) -> Preset:
+    def patch(self, principal: Principal, name: str, command: PatchPreset) -> Preset:
         """PATCH: the fields given over the latest version, as the next version."""
         authorize(principal, "batches:create")
         current = self._active(principal, name)
-        _same_name(name, body)
-        merged = merge_patch(current.latest, body)
-        values = parse_preset(merged, self.catalog, with_name=False)
-        return self._next(principal, current, values)
+        merged = merge_patch(current.latest, command.fields)
+        return self._next(principal, current, parse_preset(merged, self.catalog, with_name=False))
 
     def archive(self, principal: Principal, name: str) -> Preset:
         authorize(principal, "batches:create")
@@ -229,23 +225,11 @@ class Presets:
         return found
 
     # -- helpers ---------------------------------------------------------------------------
-    def _version(
-        self, principal: Principal, name: str, number: int, values: dict[str, Any], now: str
-    ) -> PresetVersion:
-        return PresetVersion(
-            org_id=principal.org_id,
-            name=name,
-            version=number,
-            created_at=now,
-            created_by=principal.user_id or principal.key_id,
-            **values,
-        )
-
-    def _next(self, principal: Principal, current: Preset, values: dict[str, Any]) -> Preset:
+    def _next(self, principal: Principal, current: Preset, content: PresetContent) -> Preset:
         now = isoformat(self.clock.now())
         number = current.latest.version + 1
         preset = replace(
-            current, latest=self._version(principal, current.name, number, values, now), updated_at=now
+            current, latest=_version(principal, current.name, number, content, now), updated_at=now
         )
         if not self.store.add_version(preset, seen_version=current.latest.version):
             raise Conflict(
@@ -257,10 +241,10 @@ class Presets:
         )
         return preset
 
-    def _revive(self, principal: Principal, archived: Preset, values: dict[str, Any], now: str) -> Preset:
+    def _revive(self, principal: Principal, archived: Preset, content: PresetContent, now: str) -> Preset:
         number = archived.latest.version + 1  # never reuse a number: name@N means one thing forever
         preset = Preset(
-            latest=self._version(principal, archived.name, number, values, now),
+            latest=_version(principal, archived.name, number, content, now),
             created_at=archived.created_at,
             updated_at=now,
         )
@@ -292,11 +276,7 @@ class Presets:
         return NotFound(f"No preset named {name[:64]!r}.", code="preset_not_found")
 
 
-def _same_name(name: str, body: Any) -> None:
-    """An edit body may carry the preset's own name (a GET answer sent back), no other."""
-    if isinstance(body, dict) and body.get("name", name) != name:
-        raise InvalidRequest(
-            "name cannot change: create a preset under the new name.",
-            code="invalid_preset",
-            details={"field": "name", "errors": [{"field": "name", "message": "name cannot change."}]},
-        )
+def _version(principal: Principal, name: str, number: int, content: PresetContent, now: str) -> PresetVersion:
+    return content.as_version(
+        principal.org_id, name, number, at=now, by=principal.user_id or principal.key_id
+    )

@@ -10,21 +10,19 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any, Protocol
 
 from batchroute.clock import Clock, isoformat
 from batchroute.domain.access import Principal, authorize
-from batchroute.domain.catalog import Catalog
 from batchroute.domain.route_policy import (
     ACTION_UPDATE,
     PolicyChange,
     PolicyVersionMismatch,
     RoutePolicy,
+    UpdateRoutePolicy,
     apply_update,
     diff,
-    parse_update,
 )
 from batchroute.errors import InvalidRequest
 from batchroute.ids import has_prefix, new_id
@@ -103,9 +101,8 @@ class PolicyReader:
 
 
 class RoutePolicyService:
-    def __init__(self, records: PolicyRecords, catalog: Catalog, clock: Clock, reader: PolicyReader) -> None:
+    def __init__(self, records: PolicyRecords, clock: Clock, reader: PolicyReader) -> None:
         self.records = records
-        self.catalog = catalog
         self.clock = clock
         self.reader = reader
 
@@ -116,7 +113,7 @@ class RoutePolicyService:
     def update(
         self,
         principal: Principal,
-        body: Any,
+        update: UpdateRoutePolicy,
         *,
         if_match: str | None = None,
         ip_address: str | None = None,
@@ -125,15 +122,14 @@ class RoutePolicyService:
         version (`If-Match` or the body's `version`) the save is refused with 409
         `policy_version_mismatch` unless that is still the stored version."""
         authorize(principal, "routing:manage")
-        changes = parse_update(body, self.catalog)
-        expected = _expected_version(if_match, body)
+        expected = _expected_version(if_match, update.version)
         current = self.records.policy(principal.org_id) or RoutePolicy(org_id=principal.org_id)
         if expected is not None and expected != current.version:
             raise PolicyVersionMismatch(
                 f"The route policy is at version {current.version}, not {expected}; read it again.",
                 details={"expected_version": expected, "current_version": current.version},
             )
-        updated = apply_update(current, changes)
+        updated = apply_update(current, update)
         before, after = diff(current, updated)
         if not before and current.configured:
             return current
@@ -177,7 +173,7 @@ class RoutePolicyService:
         }
 
 
-def _expected_version(if_match: str | None, body: Any) -> int | None:
+def _expected_version(if_match: str | None, version: int | None) -> int | None:
     if if_match is not None:
         text = if_match.strip().removeprefix("W/").strip('"')
         if not text.isdigit():
@@ -185,6 +181,4 @@ def _expected_version(if_match: str | None, body: Any) -> int | None:
                 'If-Match must be the policy\'s version, e.g. "3".', details={"field": "If-Match"}
             )
         return int(text)
-    if isinstance(body, Mapping) and body.get("version") is not None:
-        return int(body["version"])
-    return None
+    return version

@@ -168,7 +168,7 @@ class RegressionRuns:
             org_id, reservation_id=hold_id, amount=hold, at=isoformat(now), purpose="batch", ref=regression_id
         )
         results = [self._run_lane(lane, golden, subject.prepare) for lane in lanes]
-        cost = sum((r["cost"] for r in results), Decimal(0))
+        cost = sum((r.cost for r in results), Decimal(0))
         controls = self.controls.billing_controls(org_id)
         zone = controls.limit_timezone if controls else "UTC"
         done = self.clock.now()
@@ -184,7 +184,7 @@ class RegressionRuns:
         if self.watch is not None:
             self.watch.moved(org_id, at=done, controls=controls)
         at = isoformat(done)
-        lanes_out = [_lane_view(r, golden.threshold) for r in results]
+        lanes_out = [r.to_api(golden.threshold) for r in results]
         regression = {
             "regression_id": regression_id,
             **subject.owner,
@@ -241,7 +241,7 @@ class RegressionRuns:
             total += token_cost(prompt, output, lane.price.input_per_mtok, lane.price.output_per_mtok)
         return total
 
-    def _run_lane(self, lane: Lane, golden: GoldenSet, prepare: Prepare | None) -> dict[str, Any]:
+    def _run_lane(self, lane: Lane, golden: GoldenSet, prepare: Prepare | None) -> LaneResult:
         passed, prompt, completion = 0, 0, 0
         errors: list[dict[str, str]] = []
         for index, item in enumerate(golden.items):
@@ -266,17 +266,16 @@ class RegressionRuns:
             if score(golden.scorer, text if isinstance(text, str) else None, item.expected):
                 passed += 1
         cost = token_cost(prompt, completion, lane.price.input_per_mtok, lane.price.output_per_mtok)
-        return {
-            "lane_id": lane.lane_id,
-            "provider": lane.provider,
-            "model": lane.model,
-            "score": lane_score(passed, len(golden.items)),
-            "items_passed": passed,
-            "total": len(golden.items),
-            "errors": errors,
-            "usage": {"prompt_tokens": prompt, "completion_tokens": completion},
-            "cost": cost,
-        }
+        return LaneResult(
+            lane=lane,
+            score=lane_score(passed, len(golden.items)),
+            items_passed=passed,
+            items_total=len(golden.items),
+            errors=tuple(errors),
+            prompt_tokens=prompt,
+            completion_tokens=completion,
+            cost=cost,
+        )
 
     @staticmethod
     def _exclusions(schedule: Schedule, regression: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
@@ -297,36 +296,48 @@ class RegressionRuns:
         return exclusions
 
 
-def _usage_charge(results: list[dict[str, Any]], done: datetime, zone: str) -> UsageCharge:
+@dataclass(frozen=True, slots=True)
+class LaneResult:
+    """What one lane did with the golden set: its score, usage and cost."""
+
+    lane: Lane
+    score: float
+    items_passed: int
+    items_total: int
+    errors: tuple[dict[str, str], ...]
+    prompt_tokens: int
+    completion_tokens: int
+    cost: Decimal
+
+    def to_api(self, threshold: float) -> dict[str, Any]:
+        """The lane's line of the regression record: its score against `threshold`."""
+        return {
+            "lane_id": self.lane.lane_id,
+            "provider": self.lane.provider,
+            "model": self.lane.model,
+            "score": self.score,
+            "passed": self.score >= threshold,
+            "items_passed": self.items_passed,
+            "items_total": self.items_total,
+            "errors": list(self.errors),
+            "usage": {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens},
+            "cost": Money.usd_ceil(self.cost).to_api(),
+        }
+
+
+def _usage_charge(results: list[LaneResult], done: datetime, zone: str) -> UsageCharge:
     """The run's usage, a line per lane (at most 50), counted on the org's day."""
     return UsageCharge(
         day=usage_day(done, zone),
         lines=tuple(
             UsageLine(
-                model=r["model"],
-                provider=r["provider"],
-                cost=r["cost"],
-                input_tokens=r["usage"]["prompt_tokens"],
-                output_tokens=r["usage"]["completion_tokens"],
-                chat_requests=r["total"],
+                model=r.lane.model,
+                provider=r.lane.provider,
+                cost=r.cost,
+                input_tokens=r.prompt_tokens,
+                output_tokens=r.completion_tokens,
+                chat_requests=r.items_total,
             )
             for r in results
         )[:50],
     )
-
-
-def _lane_view(result: dict[str, Any], threshold: float) -> dict[str, Any]:
-    """A lane's line of the regression record: its score against `threshold`."""
-    r = result
-    return {
-        "lane_id": r["lane_id"],
-        "provider": r["provider"],
-        "model": r["model"],
-        "score": r["score"],
-        "passed": r["score"] >= threshold,
-        "items_passed": r["items_passed"],
-        "items_total": r["total"],
-        "errors": r["errors"],
-        "usage": r["usage"],
-        "cost": Money.usd_ceil(r["cost"]).to_api(),
-    }

@@ -22,18 +22,12 @@ from batchroute.clock import Clock, isoformat
 from batchroute.domain.access import Principal, authorize
 from batchroute.domain.batch_record import SurfaceFields
 from batchroute.domain.catalog import Catalog
-from batchroute.domain.golden_sets import parse_golden_set
-from batchroute.domain.metadata import parse_metadata
-from batchroute.domain.routing_gates import GateFailure, RouteRequest
+from batchroute.domain.routing_gates import GateFailure
 from batchroute.domain.schedules import (
-    Expression,
     Schedule,
+    ScheduleDefinition,
     fire_key,
-    parse_batch_options,
-    parse_description,
     parse_expression,
-    parse_input_source,
-    parse_name,
     parse_time_zone,
     run_view,
 )
@@ -46,6 +40,7 @@ from batchroute.services.batches.create import BatchService, Surface
 from batchroute.services.batches.files import FileService
 from batchroute.services.delivery.ports import Sealer
 from batchroute.services.delivery.targets import DeliveryTargets
+from batchroute.services.schedules.commands import CreateSchedule, UpdateSchedule
 from batchroute.services.schedules.ports import ScheduleRecords
 
 MAX_SCHEDULES_PAGE = 100
@@ -53,7 +48,6 @@ MAX_SOURCE_FILES = 100  # input files read under a bucket prefix per firing
 MAX_SOURCE_BYTES = 50 * 1024 * 1024  # per input file under a bucket prefix
 SAME_FIRE = timedelta(hours=1)
 CATCH_UP_AFTER = timedelta(minutes=10)
-_FIELDS = {"name", "description", "expression", "time_zone", "input_source", "batch_options", "golden_set"}
 
 
 class Triggers(Protocol):
@@ -146,25 +140,13 @@ class Schedules:
         ]
 
     # -- changes -----------------------------------------------------------------------------
-    def create(self, principal: Principal, body: Any) -> Schedule:
+    def create(self, principal: Principal, command: CreateSchedule) -> Schedule:
         authorize(principal, "batches:create")
-        if not isinstance(body, Mapping):
-            raise InvalidRequest("The body must be a JSON object.", details={"field": "body"})
-        _no_unknown(body, _FIELDS | {"state"})
-        for required in ("name", "expression", "input_source"):
-            if body.get(required) is None:
-                raise InvalidRequest(
-                    f"{required} is required.", code="invalid_schedule", details={"field": required}
-                )
-        state = body.get("state", "active")
-        if state not in ("active", "paused"):
-            raise InvalidRequest(
-                "state must be active or paused.", code="invalid_schedule", details={"field": "state"}
-            )
+        state = command.state
         now = self.clock.now()
         schedule_id = new_id("sched", now)
         actor = _actor(principal)
-        values = self._definition(principal, schedule_id, body, current=None)
+        definition = self._checked(principal, schedule_id, command.definition, current=None)
         at = isoformat(now)
         schedule = Schedule(
             schedule_id=schedule_id,
@@ -177,8 +159,14 @@ class Schedules:
             updated_by=actor,
             anchor_at=at,
             next_fire_at=None,
-            **values,
-        )
+            name=definition.name,
+            description=definition.description,
+            expression=definition.expression,
+            time_zone=definition.time_zone,
+            input_source={},
+            batch_options={},
+            golden_set=None,
+        ).redefined(definition)
         schedule = replace(schedule, next_fire_at=self._next(schedule, now) if state == "active" else None)
         self.store.create(schedule)
         self._sync_trigger(schedule)
@@ -186,22 +174,16 @@ class Schedules:
         self._regress(principal, schedule, "version_change")
         return self.store.get(principal.org_id, schedule_id) or schedule
 
-    def update(self, principal: Principal, schedule_id: str, body: Any) -> Schedule:
+    def update(self, principal: Principal, schedule_id: str, command: UpdateSchedule) -> Schedule:
         """A change of definition makes a new version (the old one stays listed, its runs and
         benchmarks keep their version number); a regression run follows when it has a golden set."""
         authorize(principal, "batches:create")
-        if not isinstance(body, Mapping):
-            raise InvalidRequest("The body must be a JSON object.", details={"field": "body"})
-        _no_unknown(body, _FIELDS)
         current = self.get(principal, schedule_id)
-        merged = {**current.definition(), **body}
-        if "batch_options" not in body:
-            merged["batch_options"] = dict(current.batch_options)  # keep the sealed webhook
-        values = self._definition(principal, schedule_id, merged, current=current)
+        merged = command.over(current.defined())  # batch_options not given: the sealed webhook kept
+        definition = self._checked(principal, schedule_id, merged, current=current)
         now = self.clock.now()
         changed = replace(
-            current,
-            **values,
+            current.redefined(definition),
             version=current.version + 1,
             updated_at=isoformat(now),
             updated_by=_actor(principal),
@@ -414,45 +396,32 @@ class Schedules:
                 "regression run not made", extra={"schedule_id": schedule.schedule_id, "code": exc.code}
             )
 
-    # -- validation ----------------------------------------------------------------------------
-    def _definition(
-        self, principal: Principal, schedule_id: str, body: Mapping[str, Any], *, current: Schedule | None
-    ) -> dict[str, Any]:
-        expression: Expression = parse_expression(body.get("expression"))
-        zone = parse_time_zone(body.get("time_zone"))
-        source = parse_input_source(body.get("input_source"))
+    # -- checks against the org's resources ------------------------------------------------------
+    def _checked(
+        self,
+        principal: Principal,
+        schedule_id: str,
+        definition: ScheduleDefinition,
+        *,
+        current: Schedule | None,
+    ) -> ScheduleDefinition:
+        """The definition (its fields checked at the edge) once its source, webhook and golden
+        set's model are checked against what the org and the catalog hold; the webhook's
+        secret sealed."""
+        source = definition.input_source
         if source["type"] == "file":
             self.files.file(principal.org_id, source["file_id"])
         else:
             self.targets.get(principal.org_id, source["delivery_target_id"])
-        options = parse_batch_options(body.get("batch_options"))
-        try:
-            RouteRequest.from_api(options)
-            parse_metadata(options.get("metadata"))
-        except InvalidRequest as exc:
-            field = (exc.details or {}).get("field")
-            raise InvalidRequest(
-                exc.message,
-                code="invalid_schedule",
-                details={"field": f"batch_options.{field}" if field else "batch_options.metadata"},
-            ) from None
-        options = self._sealed_webhook(principal.org_id, schedule_id, options, current)
-        golden = parse_golden_set(body.get("golden_set"))
+        options = self._sealed_webhook(principal.org_id, schedule_id, dict(definition.batch_options), current)
+        golden = definition.golden_set
         if golden is not None and self.catalog.model(golden.model) is None:
             raise InvalidRequest(
                 f"Unknown model {golden.model}.",
                 code="invalid_schedule",
                 details={"field": "golden_set.model"},
             )
-        return {
-            "name": parse_name(body.get("name")),
-            "description": parse_description(body.get("description")),
-            "expression": expression.text,
-            "time_zone": zone.key,
-            "input_source": source,
-            "batch_options": options,
-            "golden_set": golden.to_api() if golden else None,
-        }
+        return replace(definition, batch_options=options)
 
     def _sealed_webhook(
         self, org_id: str, schedule_id: str, options: dict[str, Any], current: Schedule | None
@@ -493,11 +462,3 @@ def _surface_fields(schedule: Schedule) -> SurfaceFields:
 
 def _actor(principal: Principal) -> str:
     return principal.acting_user_id or principal.key_id or "unknown"
-
-
-def _no_unknown(body: Mapping[str, Any], allowed: set[str]) -> None:
-    unknown = sorted(set(map(str, body)) - allowed)
-    if unknown:
-        raise InvalidRequest(
-            f"Unknown field(s): {', '.join(unknown)}.", code="invalid_schedule", details={"field": unknown[0]}
-        )

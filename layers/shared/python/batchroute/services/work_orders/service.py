@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from batchroute.clock import Clock, isoformat
 from batchroute.domain.access import Principal, authorize, require_same_org
 from batchroute.domain.batch_record import BatchRecord
-from batchroute.domain.chat_objects import CHAT_SOURCE, batch_id_for, job_id_for
+from batchroute.domain.chat_objects import CHAT_SOURCE, batch_id_for
 from batchroute.domain.request_fields import invalid
 from batchroute.domain.work_orders import (
     MAX_MEMBERS,
@@ -22,17 +22,17 @@ from batchroute.domain.work_orders import (
     MemberKind,
     MemberRefused,
     WorkOrder,
+    WorkOrderMember,
     member_outcome,
-    parse_create,
     settled_items,
 )
 from batchroute.errors import Conflict, InvalidRequest, NotFound, ServiceError
 from batchroute.ids import new_id
 from batchroute.money import Money
 from batchroute.observability import logger
-from batchroute.services.batches.commands import request_hash
 from batchroute.services.batches.create import IDEMPOTENCY_TTL, check_idempotency_key
 from batchroute.services.batches.ports import BatchReader
+from batchroute.services.work_orders.commands import AddMember, CreateWorkOrder, UpdateWorkOrder
 
 # Pages of the store a filtered listing reads at most per request before it answers with
 # what it found (and a cursor to go on from).
@@ -105,21 +105,6 @@ def _kind(batch: BatchRecord) -> MemberKind:
     return "chat_job" if batch.source == CHAT_SOURCE else "batch"
 
 
-def member_view(row: Mapping[str, Any]) -> dict[str, Any]:
-    kind = str(row.get("member_kind") or "batch")
-    batch_id = str(row["batch_id"])
-    return {
-        "batch_id": batch_id,
-        "kind": kind,
-        "chat_job_id": job_id_for(batch_id) if kind == "chat_job" else None,
-        "joined_at": str(row.get("joined_at") or ""),
-        "items": int(row.get("items_total") or 0),
-        "reserved": Money(int(row.get("reserved_micros") or 0)).to_api(),
-        "settled_at": row.get("settled_at"),
-        "outcome": row.get("outcome"),
-    }
-
-
 class WorkOrders:
     def __init__(self, store: WorkOrderStore, batches: BatchReader, clock: Clock) -> None:
         self.store = store
@@ -128,25 +113,24 @@ class WorkOrders:
 
     # -- the resource --------------------------------------------------------------------------
     def create(
-        self, principal: Principal, body: Mapping[str, Any], idempotency_key: str | None
+        self, principal: Principal, command: CreateWorkOrder, idempotency_key: str | None
     ) -> CreatedWorkOrder:
         """A new, empty work order. An Idempotency-Key (optional) is honoured like batch
         create's: the same key and body replay the first answer, another body is 409."""
         authorize(principal, "batches:create")
         key = check_idempotency_key(idempotency_key) if idempotency_key is not None else None
-        fingerprint = request_hash(body)
+        fingerprint = command.request_hash
         if key is not None:
             replay = self._replay(principal.org_id, key, fingerprint)
             if replay is not None:
                 return replay
-        values = parse_create(body)
         now = self.clock.now()
         order = WorkOrder(
             work_order_id=new_id("wo", now),
             org_id=principal.org_id,
-            name=values["name"],
-            client_reference=values["client_reference"],
-            metadata=values["metadata"],
+            name=command.name,
+            client_reference=command.client_reference,
+            metadata=command.metadata,
             created_at=isoformat(now),
             updated_at=isoformat(now),
             created_by=principal.user_id or principal.key_id,
@@ -220,30 +204,27 @@ class WorkOrders:
                 return found, None
         return found, after
 
-    def update(self, principal: Principal, work_order_id: str, changes: Mapping[str, Any]) -> WorkOrder:
-        """Apply `changes` (the given fields, checked at the edge; see work_order_changes)."""
+    def update(self, principal: Principal, work_order_id: str, command: UpdateWorkOrder) -> WorkOrder:
+        """Apply the fields the command gives (each checked at the edge)."""
         authorize(principal, "batches:create")
         current = self.get(principal, work_order_id)
         at = isoformat(self.clock.now())
         values: dict[str, Any] = {"updated_at": at}
-        if "name" in changes:
-            values["name"] = changes["name"]
-        if "metadata" in changes:
-            values["metadata"] = changes["metadata"]
-        if changes.get("closed") and current.closed_at is None:
+        if "name" in command.given:
+            values["name"] = command.name
+        if "metadata" in command.given:
+            values["metadata"] = command.metadata
+        if command.closed and current.closed_at is None:
             values["closed_at"] = at
         if not self.store.update(principal.org_id, work_order_id, values):
             raise not_found()
         return self.get(principal, work_order_id)
 
     # -- members -------------------------------------------------------------------------------
-    def attach(
-        self, principal: Principal, work_order_id: str, joining: tuple[MemberKind, str]
-    ) -> dict[str, Any]:
-        """Attach an existing batch or queued chat job of the org (not yet in a work order):
-        `joining` is its kind and id, as the request model gives them (`member_of`)."""
+    def attach(self, principal: Principal, work_order_id: str, joining: AddMember) -> dict[str, Any]:
+        """Attach an existing batch or queued chat job of the org (not yet in a work order)."""
         authorize(principal, "batches:create")
-        kind, given_id = joining
+        kind, given_id = joining.kind, joining.member_id
         order = self.get(principal, work_order_id)
         batch_id = batch_id_for(given_id) if kind == "chat_job" else given_id
         batch = self.batches.get(batch_id) if batch_id else None
@@ -272,13 +253,13 @@ class WorkOrders:
         settled = batch.settled_at is not None
         member = self._member(batch, at)
         if settled:
-            member.update(settled_at=batch.settled_at, outcome=member_outcome(batch.state))
+            member = replace(member, settled_at=batch.settled_at, outcome=member_outcome(batch.state))
         deltas = self._settled_deltas(batch, joining=True) if settled else self._join_deltas(batch)
         try:
             self.store.attach(
                 principal.org_id,
                 work_order_id,
-                member,
+                member.to_item(),
                 deltas,
                 reference=order.reference,
                 settled=settled,
@@ -286,7 +267,7 @@ class WorkOrders:
             )
         except MemberRefused as exc:
             raise self._refusal(principal.org_id, work_order_id, exc.what, field_name) from exc
-        return {"work_order": self.get(principal, work_order_id).to_api(), "member": member_view(member)}
+        return {"work_order": self.get(principal, work_order_id).to_api(), "member": member.to_api()}
 
     def members(
         self, principal: Principal, work_order_id: str, *, cursor: str | None, limit: int
@@ -297,7 +278,11 @@ class WorkOrders:
         rows, next_cursor = self.store.members(
             principal.org_id, work_order_id, start_after=cursor, limit=limit
         )
-        return {"object": "list", "data": [member_view(r) for r in rows], "next_cursor": next_cursor}
+        return {
+            "object": "list",
+            "data": [WorkOrderMember.from_item(r).to_api() for r in rows],
+            "next_cursor": next_cursor,
+        }
 
     # -- hooks of the batch paths --------------------------------------------------------------
     def joining(self, org_id: str, work_order_id: str) -> WorkOrder:
@@ -317,7 +302,7 @@ class WorkOrders:
             return []
         at = batch.created_at
         return self.store.join_items(
-            batch.org_id, work_order_id, self._member(batch, at), self._join_deltas(batch), at=at
+            batch.org_id, work_order_id, self._member(batch, at).to_item(), self._join_deltas(batch), at=at
         )
 
     def refused(self, org_id: str, work_order_id: str) -> ServiceError:
@@ -383,15 +368,14 @@ class WorkOrders:
         )
 
     @staticmethod
-    def _member(batch: BatchRecord, at: str) -> dict[str, Any]:
-        return {
-            "kind": "work_order_member",
-            "batch_id": batch.batch_id,
-            "member_kind": _kind(batch),
-            "joined_at": at,
-            "items_total": batch.item_count,
-            "reserved_micros": batch.reserved_micros,
-        }
+    def _member(batch: BatchRecord, at: str) -> WorkOrderMember:
+        return WorkOrderMember(
+            batch_id=batch.batch_id,
+            kind=_kind(batch),
+            joined_at=at,
+            items_total=batch.item_count,
+            reserved_micros=batch.reserved_micros,
+        )
 
     @staticmethod
     def _join_deltas(batch: BatchRecord) -> dict[str, int]:

@@ -1,0 +1,37 @@
+"""What a client asks of schedules, as the request models build it (functions/api/schemas/
+schedules.py checks each field once, at the edge, with the rules of domain/schedules.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from batchroute.domain.golden_sets import GoldenSet
+from batchroute.domain.schedules import ScheduleDefinition, ScheduleState
+
+
+@dataclass(frozen=True, slots=True)
+class CreateSchedule:
+    """A recurring schedule, at version 1."""
+
+    definition: ScheduleDefinition
+    state: ScheduleState = "active"
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateSchedule:
+    """A change of definition (a new version): only the fields named in `given` change."""
+
+    given: frozenset[str]
+    name: str = ""
+    description: str | None = None
+    expression: str = ""
+    time_zone: str = "UTC"
+    input_source: Mapping[str, Any] = field(default_factory=dict)
+    batch_options: Mapping[str, Any] = field(default_factory=dict)
+    golden_set: GoldenSet | None = None
+
+    def over(self, current: ScheduleDefinition) -> ScheduleDefinition:
+        """The definition with the given fields changed."""
+        return replace(current, **{name: getattr(self, name) for name in self.given})
