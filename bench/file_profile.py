@@ -34,6 +34,7 @@ from batchroute.adapters.aws import reset_clients
 from batchroute.adapters.dynamo.files import FileStore
 from batchroute.config import get_settings
 from batchroute.services.batches import files as files_module
+from batchroute.services.batches.commands import CreateBatch
 from batchroute.services.batches.create import BatchService
 from batchroute.wiring import wiring_for
 from bench.items import quote_items, write_jsonl
@@ -61,7 +62,7 @@ def create_once(
 ) -> tuple[float, dict[str, Any]]:
     heartbeat_lanes()
     started = time.perf_counter()
-    answer = batches.create(stack.principal, body, key)
+    answer = batches.create(stack.principal, CreateBatch.parse(body), key)
     seconds = time.perf_counter() - started
     if answer.status_code != 202:
         raise SystemExit(f"create: {answer.status_code} {answer.body[:2000]!r}")

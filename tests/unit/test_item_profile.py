@@ -30,6 +30,7 @@ from batchroute.domain.jsonl import LineError
 from batchroute.domain.preflight import Preflight
 from batchroute.domain.routing_gates import RoutingGuards
 from batchroute.errors import InvalidRequest
+from batchroute.services.batches.commands import QuoteRequest, Routing
 from batchroute.services.batches.quotes import QuoteService, items_digest, quote_lanes
 from tests.unit.catalog_fixtures import CHAT, EMBED, NOW, catalog, item, lane, live, provider
 
@@ -305,10 +306,10 @@ def test_a_quote_from_the_profile_is_the_streamed_quote(body: dict[str, Any]) ->
     items = [item(n) for n in range(6)] + [item(6, text="w " * 9_000, max_output_tokens=500)]
     items += [item(n, model=EMBED, operation="embeddings", input={"input": "x"}) for n in range(7, 9)]
     service = quotes(SMALL)
-    want = _answer(service.plan(body, enumerate(items)))
+    want = _answer(service.plan(QuoteRequest(Routing.parse(body)), enumerate(items)))
     assert [w["code"] for w in want["warnings"]] == ["context_window_lanes_excluded"]
     # When the same body is quoted from the file's profile, without reading an item
-    got = _answer(service.plan(body, _Unread(), profile=profile_items(items)))
+    got = _answer(service.plan(QuoteRequest(Routing.parse(body)), _Unread(), profile=profile_items(items)))
     # Then the answer is the same, field for field
     assert got == want
 
@@ -320,7 +321,7 @@ def test_a_profile_whose_frontier_fails_a_window_falls_back_to_the_same_400() ->
     assert profile.usable and Preflight.from_profile(profile, SMALL) is None
     service = quotes(SMALL)
     with pytest.raises(InvalidRequest) as streamed_answer:
-        service.plan({}, enumerate(items))
+        service.plan(QuoteRequest(), enumerate(items))
     # When it is quoted with its profile, then the items are streamed and the 400 is the same
     read: list[int] = []
 
@@ -330,7 +331,7 @@ def test_a_profile_whose_frontier_fails_a_window_falls_back_to_the_same_400() ->
             yield index, raw
 
     with pytest.raises(InvalidRequest) as answer:
-        service.plan({}, reading(), profile=profile)
+        service.plan(QuoteRequest(), reading(), profile=profile)
     assert read == [0, 1, 2]
     assert (answer.value.code, answer.value.details) == (
         streamed_answer.value.code,

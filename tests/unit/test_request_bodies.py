@@ -1,20 +1,20 @@
-"""The bodies the services still validate themselves (not yet `ContractBody`, issue 28) reach
-them exactly as sent: the request models document the schema but refuse nothing but a
-non-object (the same `dict_type` error a `dict` body gave), so every other problem is still
-answered by the service in its own words. The bodies validated at the edge: test_contract_bodies.py."""
+"""The quote and batch bodies are validated once, at the edge, by their command's parser
+(services/batches/commands.py), in the words the quote and batch services used to answer them
+in: a non-object is the same `dict_type` error a `dict` body gave, every other problem the
+spec's code naming the field. The other bodies validated at the edge: test_contract_bodies.py."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
+from batchroute.services.batches.commands import BATCH_FIELDS, CreateBatch, QuoteRequest, QuoteWorkflow
 from functions.api.schemas.batches import BatchCreateRequest
-from functions.api.schemas.common import ServiceValidatedBody
 from functions.api.schemas.quotes import QuoteModelRequest, QuoteWorkflowRequest
 
-BODIES: list[type[ServiceValidatedBody]] = [
+BODIES: list[type[BaseModel]] = [
     BatchCreateRequest,
     QuoteModelRequest,
     QuoteWorkflowRequest,
@@ -44,19 +44,35 @@ HOSTILE: dict[str, Any] = {
 }
 
 
-@pytest.mark.parametrize("model", BODIES, ids=lambda model: model.__name__)
-def test_the_service_gets_the_body_as_sent(model: type[ServiceValidatedBody]) -> None:
-    body = dict(HOSTILE)
-    received = model.model_validate(body).as_received()
-    assert received is body
-    assert received == HOSTILE
+def refusal_of(model: type[BaseModel], body: Any) -> tuple[str, str, dict[str, Any] | None]:
+    with pytest.raises(ValidationError) as raised:
+        model.model_validate(body)
+    error = raised.value.errors()[0]
+    return error["type"], error["msg"], (error.get("ctx") or {}).get("details")
+
+
+@pytest.mark.parametrize(
+    ("model", "field"),
+    [(QuoteModelRequest, "items"), (QuoteWorkflowRequest, "inputs")],
+    ids=lambda value: getattr(value, "__name__", value),
+)
+def test_a_hostile_body_is_refused_at_the_edge_naming_the_field(model: type[BaseModel], field: str) -> None:
+    code, _, details = refusal_of(model, dict(HOSTILE))
+    assert code == "invalid_request"
+    assert details == {"field": field}
+
+
+def test_a_hostile_batch_body_names_its_unknown_fields_first() -> None:
+    code, message, details = refusal_of(BatchCreateRequest, dict(HOSTILE))
+    unknown = sorted(set(HOSTILE) - BATCH_FIELDS)
+    assert code == "invalid_request"
+    assert message == f"Unknown field(s): {', '.join(unknown)}."
+    assert details == {"fields": unknown}
 
 
 @pytest.mark.parametrize("model", BODIES, ids=lambda model: model.__name__)
 @pytest.mark.parametrize("value", [[], [{}], "text", 1, None, True, b"{}"], ids=repr)
-def test_only_a_non_object_is_refused_as_a_dict_body_was(
-    model: type[ServiceValidatedBody], value: Any
-) -> None:
+def test_only_a_non_object_is_refused_as_a_dict_body_was(model: type[BaseModel], value: Any) -> None:
     with pytest.raises(ValidationError) as raised:
         model.model_validate(value)
     errors = raised.value.errors()
@@ -65,5 +81,26 @@ def test_only_a_non_object_is_refused_as_a_dict_body_was(
     ]
 
 
-def test_an_empty_object_is_taken() -> None:
-    assert QuoteModelRequest.model_validate({}).as_received() == {}
+def test_an_empty_quote_body_asks_for_its_items() -> None:
+    code, message, details = refusal_of(QuoteModelRequest, {})
+    assert (code, message, details) == (
+        "invalid_request",
+        "Give exactly one of `items` or `input_file_id`.",
+        {"field": "items"},
+    )
+
+
+def test_the_model_documents_the_fields_the_command_reads() -> None:
+    assert set(BatchCreateRequest.model_fields) == BATCH_FIELDS
+
+
+def test_the_route_gets_the_command() -> None:
+    item = {"customer_item_id": "a", "model": "m", "operation": "responses", "input": {}}
+    body = {"items": [item], "routing_mode": "sla_aware", "metadata": {"n": 1}}
+    batch = BatchCreateRequest.model_validate(body).command()
+    assert batch == CreateBatch.parse(body)
+    assert batch.metadata == {"n": "1"} and batch.quote.items == (item,)
+    assert batch.quote.routing.request.routing_mode == "sla_aware"
+    assert QuoteModelRequest.model_validate(body).command() == QuoteRequest.parse(body)
+    workflow = {"product": "p", "inputs": [{"x": 1}]}
+    assert QuoteWorkflowRequest.model_validate(workflow).command() == QuoteWorkflow.parse(workflow)

@@ -5,11 +5,13 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, Header, Query, Response
+from fastapi import APIRouter, Depends, Header, Query, Request, Response
 
 from batchroute.domain.access import Principal
 from batchroute.domain.batch_states import ALL_STATES
 from batchroute.errors import Conflict, InvalidRequest
+from batchroute.services.batches.commands import request_hash
+from batchroute.services.batches.create import CreateAnswer, check_idempotency_key
 from batchroute.services.batches.views import batch_details, batch_summary, lane_statuses
 from functions.api.auth import require
 from functions.api.deps import BatchesDep, BucketDeliveryDep, ReadsDep
@@ -58,6 +60,25 @@ Creator = Annotated[Principal, Depends(require("batches:create"))]
 Reader = Annotated[Principal, Depends(require("batches:read"))]
 
 
+async def _sent(request: Request) -> Any:
+    """The body as sent (FastAPI refused it already if it is not JSON)."""
+    return await request.json()
+
+
+def _replayed(
+    principal: Creator,
+    batches: BatchesDep,
+    sent: Annotated[Any, Depends(_sent)],
+    idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key")] = None,
+) -> CreateAnswer | None:
+    """The Idempotency-Key is checked, and a replay answered (or refused, 409 with another
+    body), before the body is validated, as the spec orders them; a body that is not an
+    object is refused first, by its model."""
+    if not isinstance(sent, dict):
+        return None
+    return batches.replay(principal.org_id, check_idempotency_key(idempotency_key), request_hash(sent))
+
+
 @router.post(
     "/v1/batches",
     status_code=202,
@@ -84,10 +105,11 @@ Reader = Annotated[Principal, Depends(require("batches:read"))]
 def create_batch(
     principal: Creator,
     batches: BatchesDep,
+    replayed: Annotated[CreateAnswer | None, Depends(_replayed)],
     body: BatchCreateRequest,
     idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key")] = None,
 ) -> Response:
-    answer = batches.create_or_replay(principal, body.as_received(), idempotency_key)
+    answer = replayed or batches.create_or_replay(principal, body.command(), idempotency_key)
     headers = {"Idempotent-Replayed": "true"} if answer.replayed else None
     return Response(
         content=answer.body, status_code=answer.status_code, media_type="application/json", headers=headers

@@ -42,7 +42,7 @@ def quote_model(
     quotes: QuotesDep,
     body: QuoteModelRequest,
 ) -> dict[str, Any]:
-    return quotes.quote_model(principal, body.as_received())
+    return quotes.quote_model(principal, body.command())
 
 
 @router.post(
@@ -56,4 +56,4 @@ def quote_workflow(
     quotes: QuotesDep,
     body: QuoteWorkflowRequest,
 ) -> dict[str, Any]:
-    return quotes.quote_workflow(principal, body.as_received())
+    return quotes.quote_workflow(principal, body.command())

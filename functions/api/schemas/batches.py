@@ -1,26 +1,30 @@
 """Request and response models: batches. Create (202, already priced, credits reserved from
 the quote), list, read, items, results, the artifact link, cancel and retry (docs/batches.md).
 
-The create and cancel bodies are read by the batch service, which answers each problem in its
-own words (see ServiceValidatedBody): an Idempotency-Key replay is answered before the body is
-looked at, so no field may be refused by pydantic first.
+The create body is validated here, once, by its command's parser (`CreateBatch`,
+services/batches/commands.py, also the reader of the bodies schedules and the vendor-compatible
+surface create batches from). An Idempotency-Key replay is answered before the body is looked
+at: the route's `idempotent_replay` dependency runs first (functions/api/routes/batches.py).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SkipValidation
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic_core import PydanticCustomError
 
 from batchroute.domain.batch_states import BatchState
 from batchroute.domain.catalog import PrivacyTier, SlaTier
 from batchroute.domain.metadata import MAX_KEY_CHARS, MAX_METADATA_PAIRS, MAX_VALUE_CHARS
 from batchroute.domain.routing_gates import RoutingMode
+from batchroute.services.batches.commands import CreateBatch, unknown_batch_fields
 from batchroute.services.batches.create import MAX_CANCEL_REASON
-from functions.api.schemas.common import Absent, ContractBody, MoneyOut
+from functions.api.schemas.common import Absent, ContractBody, MoneyOut, refusal
 from functions.api.schemas.delivery_targets import BucketDeliveryOut
 from functions.api.schemas.feedback import FeedbackOut
-from functions.api.schemas.quotes import ItemsToQuote
+from functions.api.schemas.quotes import ItemsToQuote, as_sent
 from functions.api.schemas.receipts import BillingReceipt, TokenUsage
 
 LaneRunStatus = Literal["pending", "running", "completed", "failed", "canceled"]
@@ -45,19 +49,32 @@ class BatchCreateRequest(ItemsToQuote):
     now from `items` or `input_file_id`. Needs the Idempotency-Key header; unknown fields are
     refused."""
 
-    model_config = ConfigDict(json_schema_extra={"additionalProperties": False})
+    model_config = ConfigDict(extra="forbid")
 
-    quote_id: SkipValidation[str | None] = Field(
+    quote_id: Annotated[Any, as_sent(str | None)] = Field(
         default=None, description="A quote (`qlock_...`) not yet expired, of the same items"
     )
-    metadata: SkipValidation[Metadata | None] = None
-    work_order_id: SkipValidation[str | None] = Field(
+    metadata: Annotated[Any, as_sent(Metadata | None)] = None
+    work_order_id: Annotated[Any, as_sent(str | None)] = Field(
         default=None,
         description="(beta) An open work order (`wo_...`) of the org the batch joins (docs/work-orders.md)",
     )
-    completion_window: SkipValidation[Literal["24h"]] = Field(
+    completion_window: Annotated[Any, as_sent(Literal["24h"])] = Field(
         default="24h", description="Every batch has one 24-hour SLA"
     )
+
+    @classmethod
+    def reads(cls, body: Mapping[str, Any]) -> CreateBatch:
+        return CreateBatch.parse(body)
+
+    @classmethod
+    def unknown_fields(cls, unknown: list[str]) -> PydanticCustomError:
+        error = unknown_batch_fields(unknown)
+        return refusal(error.code, error.message, error.details)
+
+    def command(self) -> CreateBatch:
+        assert isinstance(self._command, CreateBatch)
+        return self._command
 
 
 class CancelRequest(ContractBody):

@@ -3,20 +3,24 @@ nothing. A model quote prices items (inline or an uploaded file); a workflow quo
 workflow product's inputs with model-agnostic lanes that satisfy its contract. The routing
 constraints here are also those of a batch.
 
-The bodies are read by the quote service (batchroute.domain.routing_gates.RouteRequest,
-the preflight), which answers each problem in its own words: see ServiceValidatedBody.
+Each body is validated here, once, by its command's parser (services/batches/commands.py:
+`QuoteRequest`, `QuoteWorkflow`), in the spec's words; the quote service takes the command.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from collections.abc import Callable, Mapping
+from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, SkipValidation
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
+from pydantic_core.core_schema import ValidatorFunctionWrapHandler
 
 from batchroute.domain.catalog import PrivacyTier, SlaTier
 from batchroute.domain.preflight import Category
 from batchroute.domain.routing_gates import REJECTION_CODES, RoutingMode
-from functions.api.schemas.common import Absent, MoneyOut, ServiceValidatedBody, omittable
+from batchroute.errors import InvalidRequest
+from batchroute.services.batches.commands import QuoteRequest, QuoteWorkflow
+from functions.api.schemas.common import Absent, ContractBody, MoneyOut, domain_rule, omittable, refusal
 from functions.api.schemas.items import BatchItem, HostedTools
 from functions.api.schemas.webhooks import WebhookTarget
 
@@ -41,44 +45,78 @@ class MaxPrice(BaseModel):
     )
 
 
-class RoutingConstraints(ServiceValidatedBody):
-    routing_mode: SkipValidation[RoutingMode | None] = Field(
+C = TypeVar("C")
+
+
+def read_command(parse: Callable[[Mapping[str, Any]], C], data: Mapping[str, Any]) -> C:
+    """The body's command, or its first problem as the spec words it (functions/api/errors.py)."""
+    try:
+        return parse(data)
+    except InvalidRequest as exc:
+        raise refusal(exc.code, exc.message, exc.details) from exc
+
+
+def as_sent(documented: Any) -> domain_rule:
+    """A field the body's command parser reads (services/batches/commands.py), in the spec's
+    words; the OpenAPI document shows `documented`."""
+    return domain_rule(lambda value, _name: value, documented)
+
+
+class RoutingConstraints(ContractBody):
+    """The routing constraints of a quote or batch body. The body is validated once, here, by
+    its command's parser (`command()`), the same that reads the bodies of schedules and of the
+    vendor-compatible surface."""
+
+    routing_mode: Annotated[Any, as_sent(RoutingMode | None)] = Field(
         default="cheapest",
         description="cheapest (default), sla_aware, public_only (vendor batch APIs and public hosts), "
         "edge_only, hybrid, privacy_constrained (adds the zero-data-retention check)",
     )
-    privacy_tier: SkipValidation[PrivacyTier | None] = Field(
+    privacy_tier: Annotated[Any, as_sent(PrivacyTier | None)] = Field(
         default="standard",
         description="standard (default); confidential: providers that declare the tier (not a "
         "zero-data-retention guarantee); restricted: providers declaring it (no built-in provider does)",
     )
-    sla_tier: SkipValidation[SlaTier | None] = Field(
+    sla_tier: Annotated[Any, as_sent(SlaTier | None)] = Field(
         default="standard", description="Every batch has one 24-hour SLA: all three are treated as standard"
     )
-    required_tools: SkipValidation[HostedTools | None] = Field(
+    required_tools: Annotated[Any, as_sent(HostedTools | None)] = Field(
         default=None, description="Hosted tools every lane must offer, merged with each item's own"
     )
-    region: SkipValidation[Region | None] = Field(
+    region: Annotated[Any, as_sent(Region | None)] = Field(
         default=None, description="A provider region the lane must serve from"
     )
-    regions: SkipValidation[list[Region] | None] = Field(
+    regions: Annotated[Any, as_sent(list[Region] | None)] = Field(
         default=None, description="Provider regions, any of them (instead of `region`)"
     )
-    max_price: SkipValidation[MaxPrice | None] = None
+    max_price: Annotated[Any, as_sent(MaxPrice | None)] = None
+    _command: object = PrivateAttr(default=None)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _read(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+        body = handler(data)
+        body._command = read_command(cls.reads, data)
+        return body
+
+    @classmethod
+    def reads(cls, body: Mapping[str, Any]) -> object:
+        """The body's command, by its parser (each body below names its own)."""
+        return None
 
 
 class ItemsToQuote(RoutingConstraints):
-    items: SkipValidation[Annotated[list[BatchItem], Field(min_length=1)] | None] = Field(
+    items: Annotated[Any, as_sent(Annotated[list[BatchItem], Field(min_length=1)] | None)] = Field(
         default=None, description="The items, inline. Give exactly one of `items` and `input_file_id`"
     )
-    input_file_id: SkipValidation[str | None] = Field(
+    input_file_id: Annotated[Any, as_sent(str | None)] = Field(
         default=None,
         description="An uploaded file (POST /v1/files, `file_...`) whose JSONL lines are the items",
     )
-    webhook: SkipValidation[WebhookTarget | None] = Field(
+    webhook: Annotated[Any, as_sent(WebhookTarget | None)] = Field(
         default=None, description="Checked by the preflight (category `webhook`)"
     )
-    preset: SkipValidation[str | None] = Field(
+    preset: Annotated[Any, as_sent(str | None)] = Field(
         default=None,
         description="A preset (`name` or `name@version`, docs/presets.md) for the whole batch: its "
         "routing settings fill the routing fields left out here, and it expands every item naming none",
@@ -112,6 +150,14 @@ class QuoteModelRequest(ItemsToQuote):
         }
     )
 
+    @classmethod
+    def reads(cls, body: Mapping[str, Any]) -> QuoteRequest:
+        return QuoteRequest.parse(body)
+
+    def command(self) -> QuoteRequest:
+        assert isinstance(self._command, QuoteRequest)
+        return self._command
+
 
 class QuoteWorkflowRequest(RoutingConstraints):
     """A workflow product's inputs to quote: each model able to serve the product is priced and
@@ -131,14 +177,24 @@ class QuoteWorkflowRequest(RoutingConstraints):
         }
     )
 
-    product: SkipValidation[str] = omittable("A workflow product slug (GET /v1/catalog/workflow-products)")
-    inputs: SkipValidation[Annotated[list[dict[str, Any]], Field(min_length=1)]] = omittable(
+    product: Annotated[Any, as_sent(str)] = omittable(
+        "A workflow product slug (GET /v1/catalog/workflow-products)"
+    )
+    inputs: Annotated[Any, as_sent(Annotated[list[dict[str, Any]], Field(min_length=1)])] = omittable(
         "The product's inputs: objects with the properties its input_schema requires; "
         "an input's string `id` becomes its customer_item_id",
     )
-    webhook: SkipValidation[WebhookTarget | None] = Field(
+    webhook: Annotated[Any, as_sent(WebhookTarget | None)] = Field(
         default=None, description="Checked by the preflight (category `webhook`)"
     )
+
+    @classmethod
+    def reads(cls, body: Mapping[str, Any]) -> QuoteWorkflow:
+        return QuoteWorkflow.parse(body)
+
+    def command(self) -> QuoteWorkflow:
+        assert isinstance(self._command, QuoteWorkflow)
+        return self._command
 
 
 # -- responses ---------------------------------------------------------------------------

@@ -24,7 +24,7 @@ from batchroute.domain.work_orders import (
     parse_name,
     require_changes,
 )
-from batchroute.services.batches.create import request_hash
+from batchroute.services.batches.commands import request_hash
 from batchroute.services.work_orders.commands import AddMember, CreateWorkOrder, UpdateWorkOrder
 from functions.api.schemas.batches import Metadata
 from functions.api.schemas.common import MoneyOut, ResourceBody, domain_rule, omittable

@@ -11,10 +11,9 @@ The workflow starts afterwards, named after the batch so it can never start twic
 from __future__ import annotations
 
 import copy
-import hashlib
 import json
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any, Protocol
 
@@ -34,20 +33,23 @@ from batchroute.domain.batch_record import (
 )
 from batchroute.domain.batch_states import is_terminal
 from batchroute.domain.billing_controls import BillingControls
+from batchroute.domain.catalog import PrivacyTier, SlaTier
 from batchroute.domain.jsonl import LineError, parse_jsonl
-from batchroute.domain.metadata import parse_metadata
 from batchroute.domain.pricing import FeeKind
-from batchroute.domain.routing_gates import GateFailure
+from batchroute.domain.request_fields import invalid
+from batchroute.domain.routing_gates import GateFailure, RoutingMode
 from batchroute.domain.spending_limit import LimitGuard
-from batchroute.domain.webhook_targets import public_url_check, webhook_target_problems
-from batchroute.domain.work_orders import WorkOrder, parse_work_order_id
+from batchroute.domain.webhook_targets import TargetProblem, public_url_check, webhook_target_problems
+from batchroute.domain.work_orders import WorkOrder
 from batchroute.errors import Conflict, Gone, InvalidRequest, NotFound, Unavailable
 from batchroute.ids import new_id
 from batchroute.money import Money
 from batchroute.observability import logger
-from batchroute.services.batches.input_chunks import InputChunkWriter
+from batchroute.services.batches.commands import CreateBatch, request_hash
+from batchroute.services.batches.input_chunks import CHUNK_SIZE, InputChunkWriter
 from batchroute.services.batches.ports import BatchStore, LimitChecks, ObjectStore, WebhookUrlRules
-from batchroute.services.batches.quotes import FileItems, QuoteService, items_digest
+from batchroute.services.batches.quotes import FileItems, ItemSource, PlannedQuote, QuoteService, items_digest
+from batchroute.services.batches.snapshots import QuoteSnapshot
 from batchroute.services.batches.views import batch_summary
 from batchroute.services.billing.funding import Funding, FundingDecision
 from batchroute.services.billing.ports import ControlsReader, LedgerBook, MoneyWatch
@@ -60,27 +62,6 @@ MAX_CANCEL_REASON = 500
 # each retry follows someone's progress: under a hard limit a submit may lose once per
 # competitor that fits, hence room for many before answering 503 `funding_contended`.
 _FUNDING_ATTEMPTS = 24
-_BATCH_FIELDS = {
-    "quote_id",
-    "items",
-    "input_file_id",
-    "sla_tier",
-    "routing_mode",
-    "privacy_tier",
-    "webhook",
-    "metadata",
-    "required_tools",
-    "region",
-    "regions",
-    "max_price",
-    "completion_window",
-    "work_order_id",
-    "preset",
-}
-
-
-# Not passed to the Intake step's preflight: the items' source, and what is stored sealed or apart.
-_NOT_INTAKE_OPTIONS = frozenset({"items", "input_file_id", "quote_id", "webhook", "metadata"})
 
 
 class WorkflowStarter(Protocol):
@@ -125,10 +106,6 @@ class CreateAnswer:
     status_code: int
     body: bytes  # the exact bytes of the first answer, replayed byte for byte
     replayed: bool = False
-
-
-def request_hash(body: Mapping[str, Any]) -> str:
-    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
 def check_idempotency_key(key: str | None) -> str:
@@ -181,7 +158,7 @@ class BatchService:
     def create(
         self,
         principal: Principal,
-        body: Mapping[str, Any],
+        command: CreateBatch,
         idempotency_key: str | None,
         surface: Surface = NATIVE,
     ) -> CreateAnswer:
@@ -189,98 +166,25 @@ class BatchService:
         ordinary batch that carries its own records atomically (`Surface`)."""
         authorize(principal, "batches:create")
         key = check_idempotency_key(idempotency_key)
-        fingerprint = request_hash(body)
-        replay = self._replay(principal.org_id, key, fingerprint)
+        replay = self.replay(principal.org_id, key, command.fingerprint)
         if replay is not None:
             return replay
-        unknown = sorted(set(body) - _BATCH_FIELDS)
-        if unknown:
-            raise InvalidRequest(
-                f"Unknown field(s): {', '.join(unknown)}.",
-                code="invalid_request",
-                details={"fields": unknown},
-            )
-        if body.get("completion_window", "24h") != "24h":
-            raise InvalidRequest(
-                "completion_window must be 24h.",
-                code="invalid_request",
-                details={"field": "completion_window"},
-            )
-        metadata = parse_metadata(body.get("metadata"))
-        work_order = self._work_order(principal, body.get("work_order_id"))
-        body = self.quotes.with_preset(principal, body)
+        work_order = self._work_order(principal, command.work_order_id)
+        command = command.with_quote(self.quotes.with_preset(principal, command.quote))
         batch_id = surface.batch_id or new_id("batch", self.clock.now())
-        webhook = self._webhook(principal, batch_id, body.get("webhook"))
-        writer = InputChunkWriter(self.artifacts, batch_id)
-        intake: dict[str, Any] | None = None
-        # Native batches over a file defer their items to Intake; the compat surface converts
-        # its rows as it reads them and answers a bad row with a 400, so it reads them here.
-        # The quote's snapshot is read once (`_input_file` reads it to find its file) and handed on.
-        file_id, snapshot = self._input_file(principal, body) if surface.source == "native" else (None, None)
-        if file_id is not None:  # read, checked and chunked by the Intake step
-            plan, total, fee_kind, quote_id, request, intake = self._price_file(
-                principal, body, file_id, snapshot, excluded_lanes=surface.excluded_lanes
-            )
-            item_count = int(intake["item_count"])
-            chunk_count = -(-item_count // writer.chunk_size)
-            chunk_models: list[dict[str, int]] | None = None
-        else:
-            try:
-                plan, total, fee_kind, quote_id, request = self._price_and_write(
-                    principal, body, writer, snapshot, excluded_lanes=surface.excluded_lanes
-                )
-                writer.close()
-            except BaseException:
-                writer.abort()
-                raise
-            item_count, chunk_count, chunk_models = writer.count, writer.chunk_count, writer.chunk_models
-        now = self.clock.now()
-        extra = surface.fields or SurfaceFields()
-        batch = BatchRecord(
-            batch_id=batch_id,
-            org_id=principal.org_id,
-            state="priced",
-            source=surface.source,
-            created_at=isoformat(now),
-            deadline_at=isoformat(now + SLA),
-            state_changed_at=isoformat(now),
-            routing_mode=request["routing_mode"],
-            sla_tier=request["sla_tier"],
-            privacy_tier=request["privacy_tier"],
-            quote_id=quote_id,
-            item_count=item_count,
-            chunk_count=chunk_count,
-            chunk_models=chunk_models,
-            intake=intake,
-            counts={
-                "total": item_count,
-                "pending": item_count,
-                "running": 0,
-                "completed": 0,
-                "failed": 0,
-                "canceled": 0,
-            },
-            plan=plan,
-            reservation_id=f"res_{batch_id}",
-            reserved_micros=total.micros,
-            fee_kind=fee_kind,
-            execution_summary=ExecutionSummary(latest_error=None),
-            workflow_steps={},
-            created_by=principal.user_id or principal.key_id,
-            webhook=webhook,
-            metadata=metadata,
-            presets=list(writer.presets) or None,
-            compat=extra.compat,
-            chat_model=extra.chat_model,
-            chat_job_id=extra.chat_job_id,
-            work_order=work_order.reference if work_order is not None else None,
-            schedule_id=extra.schedule_id,
-            schedule_version=extra.schedule_version,
-        )
+        webhook = self._webhook(principal, batch_id, command.quote.webhook)
+        priced = self._price(principal, command, batch_id, surface)
+        batch = self._record(principal, command, priced, batch_id, surface, webhook, work_order)
         answer_body = json.dumps({"batch": batch_summary(batch)}, separators=(",", ":")).encode()
         joins = self.work_orders.join_items(batch) if work_order is not None and self.work_orders else []
         submit = _Submit(
-            principal, key, fingerprint, batch, total, answer_body, (*surface.transact_items, *joins)
+            principal,
+            key,
+            command.fingerprint,
+            batch,
+            priced.total,
+            answer_body,
+            (*surface.transact_items, *joins),
         )
         try:
             controls, _ = self._fund(submit)
@@ -290,156 +194,154 @@ class BatchService:
             raise self.work_orders.refused(principal.org_id, work_order.work_order_id) from None
         self._start(batch_id)
         if self.watch is not None:  # a soft limit reached at submit is reported here
-            self.watch.moved(principal.org_id, at=now, controls=controls)
+            self.watch.moved(principal.org_id, at=self.clock.now(), controls=controls)
         return CreateAnswer(202, answer_body)
 
-    def _work_order(self, principal: Principal, value: Any) -> WorkOrder | None:
-        work_order_id = parse_work_order_id(value)
+    def _record(
+        self,
+        principal: Principal,
+        command: CreateBatch,
+        priced: _Priced,
+        batch_id: str,
+        surface: Surface,
+        webhook: BatchWebhook | None,
+        work_order: WorkOrder | None,
+    ) -> BatchRecord:
+        """The batch as its create transaction writes it: `priced`."""
+        now = self.clock.now()
+        extra = surface.fields or SurfaceFields()
+        count = priced.item_count
+        return BatchRecord(
+            batch_id=batch_id,
+            org_id=principal.org_id,
+            state="priced",
+            source=surface.source,
+            created_at=isoformat(now),
+            deadline_at=isoformat(now + SLA),
+            state_changed_at=isoformat(now),
+            routing_mode=priced.routing_mode,
+            sla_tier=priced.sla_tier,
+            privacy_tier=priced.privacy_tier,
+            quote_id=command.quote_id,
+            item_count=count,
+            chunk_count=priced.chunk_count,
+            chunk_models=priced.chunk_models,
+            intake=priced.intake,
+            counts={
+                "total": count,
+                "pending": count,
+                "running": 0,
+                "completed": 0,
+                "failed": 0,
+                "canceled": 0,
+            },
+            plan=priced.plan,
+            reservation_id=f"res_{batch_id}",
+            reserved_micros=priced.total.micros,
+            fee_kind=priced.fee_kind,
+            execution_summary=ExecutionSummary(latest_error=None),
+            workflow_steps={},
+            created_by=principal.user_id or principal.key_id,
+            webhook=webhook,
+            metadata=command.metadata,
+            presets=list(priced.presets) or None,
+            compat=extra.compat,
+            chat_model=extra.chat_model,
+            chat_job_id=extra.chat_job_id,
+            work_order=work_order.reference if work_order is not None else None,
+            schedule_id=extra.schedule_id,
+            schedule_version=extra.schedule_version,
+        )
+
+    def _work_order(self, principal: Principal, work_order_id: str | None) -> WorkOrder | None:
         if work_order_id is None:
             return None
         if self.work_orders is None:
-            raise InvalidRequest(
-                "Work orders are not available here.",
-                code="invalid_request",
-                details={"field": "work_order_id"},
-            )
+            raise invalid("work_order_id", "Work orders are not available here.")
         return self.work_orders.joining(principal.org_id, work_order_id)
 
-    def _input_file(
-        self, principal: Principal, body: Mapping[str, Any]
-    ) -> tuple[str | None, dict[str, Any] | None]:
-        """The input file this batch's items come from (`input_file_id`, or the file a quote
-        was made over when no items are sent), None when the items come with the request;
-        and the quote's snapshot when it had to be read to know, so pricing does not read it
-        again."""
-        file_id = body.get("input_file_id")
-        if body.get("items") is not None:
-            return None, None
-        if isinstance(file_id, str) and file_id:
-            return file_id, None
-        quote_id = body.get("quote_id")
-        if file_id is None and isinstance(quote_id, str) and quote_id:
-            snapshot = self.quotes.snapshot(principal, quote_id)
-            items = snapshot["items"]
-            return (str(items["file_id"]) if items.get("kind") == "file" else None), snapshot
-        return None, None
+    def _price(self, principal: Principal, command: CreateBatch, batch_id: str, surface: Surface) -> _Priced:
+        """The one pricing pass of a batch: from its quote's locked snapshot (read once), or
+        an internal quote priced the same way as a quote is. Native batches over a file defer
+        their items to Intake; the compat surface converts its rows as it reads them and
+        answers a bad row with a 400, so it reads them here, as inline items are."""
+        quote = command.quote
+        snapshot = self.quotes.quoted(principal, command.quote_id) if command.quote_id else None
+        file_id = quote.input_file_id if quote.items is None else None
+        if snapshot is not None and quote.items is None and not file_id and snapshot.items.kind == "file":
+            file_id = snapshot.items.file_id
+        if file_id is not None and surface.source == "native":
+            return self._price_file(principal, command, file_id, snapshot, surface.excluded_lanes)
+        writer = InputChunkWriter(self.artifacts, batch_id)
+        try:
+            priced = self._price_and_write(principal, command, writer, snapshot, surface.excluded_lanes)
+            writer.close()
+        except BaseException:
+            writer.abort()
+            raise
+        return replace(
+            priced,
+            item_count=writer.count,
+            chunk_count=writer.chunk_count,
+            chunk_models=writer.chunk_models,
+            presets=tuple(writer.presets),
+        )
 
     def _price_file(
         self,
         principal: Principal,
-        body: Mapping[str, Any],
+        command: CreateBatch,
         file_id: str,
-        read: dict[str, Any] | None = None,
-        *,
-        excluded_lanes: Mapping[str, GateFailure] | None = None,
-    ) -> tuple[dict[str, Any], Money, FeeKind, str | None, dict[str, str], dict[str, Any]]:
+        snapshot: QuoteSnapshot | None,
+        excluded_lanes: Mapping[str, GateFailure] | None,
+    ) -> _Priced:
         """Price a batch over an input file without writing its items: from the quote's
         snapshot (no item is read: create answers in the same time at any size), or else an
         internal quote, as a quote does: from the file's item profile when it can stand in for
         the items (no item is read either), else over a streamed preflight. The Intake step
         reads the file again through the same preflight, writes the chunks and checks the
         count and digest (docs/files.md, Item profile)."""
-        options = {k: v for k, v in body.items() if k not in _NOT_INTAKE_OPTIONS}
-        quote_id = body.get("quote_id")
-        if quote_id:
+        options = command.intake_options()
+        if snapshot is not None:
             self.quotes.files.file_ready(principal.org_id, file_id)
-            snapshot = self._snapshot(principal, quote_id, read)
-            routing = snapshot["routing"]
-            request = {k: routing[k] for k in ("routing_mode", "sla_tier", "privacy_tier")}
-            fee_kind: FeeKind = "workflow" if snapshot.get("kind") == "workflow" else "batch"
-            intake = {
-                "file_id": file_id,
-                "digest": snapshot["items"]["digest"],
-                "item_count": int(snapshot["item_count"]),
-                "options": {**options, **request},
-            }
-            return routing, Money(int(snapshot["total_micros"])), fee_kind, str(quote_id), request, intake
-        profile = self.quotes.file_profile(principal, body)  # file checked here, or opened below
-        _, items = self.quotes.items_source(principal, body, open_now=profile is None)
-        planned = self.quotes.plan(
-            body, items, org_id=principal.org_id, excluded_lanes=excluded_lanes, profile=profile
-        )
-        routing = planned.plan.to_api()
-        request = {k: routing[k] for k in ("routing_mode", "sla_tier", "privacy_tier")}
-        intake = {
-            "file_id": file_id,
-            "digest": planned.items_digest,
-            "item_count": planned.item_count,
-            "options": options,
-        }
-        return routing, planned.price.total, "batch", None, request, intake
-
-    def _snapshot(
-        self, principal: Principal, quote_id: object, read: dict[str, Any] | None = None
-    ) -> dict[str, Any]:
-        """The quote's snapshot (`read` when `_input_file` already read it), checked against
-        the route policy in force: once per create."""
-        if not isinstance(quote_id, str):
-            raise InvalidRequest(
-                "quote_id must be a qlock_ id.", code="invalid_request", details={"field": "quote_id"}
-            )
-        snapshot = read if read is not None else self.quotes.snapshot(principal, quote_id)
-        self.quotes.check_policy_unchanged(principal, snapshot)
-        return snapshot
+            priced = _Priced.quoted(snapshot)
+            options.update(priced.tiers())
+            digest = snapshot.items.digest
+        else:
+            _, planned = self.quotes.price(principal, command.quote, excluded_lanes=excluded_lanes)
+            priced, digest = _Priced.planned(planned), planned.items_digest
+        intake = {"file_id": file_id, "digest": digest, "item_count": priced.item_count, "options": options}
+        chunks = -(-priced.item_count // CHUNK_SIZE)
+        return replace(priced, intake=intake, chunk_count=chunks)
 
     def _price_and_write(
         self,
         principal: Principal,
-        body: Mapping[str, Any],
+        command: CreateBatch,
         writer: InputChunkWriter,
-        read: dict[str, Any] | None = None,
-        *,
-        excluded_lanes: Mapping[str, GateFailure] | None = None,
-    ) -> tuple[dict[str, Any], Money, FeeKind, str | None, dict[str, str]]:
-        quote_id = body.get("quote_id")
-        if quote_id:
-            snapshot = self._snapshot(principal, quote_id, read)
-            digest = items_digest(self._stream_quoted_items(principal, body, snapshot, writer))
-            if digest != snapshot["items"]["digest"]:
-                raise Conflict(
-                    "The items differ from the quoted ones; quote them again.", code="quote_mismatch"
-                )
-            routing = snapshot["routing"]
-            request = {k: routing[k] for k in ("routing_mode", "sla_tier", "privacy_tier")}
-            fee_kind: FeeKind = "workflow" if snapshot.get("kind") == "workflow" else "batch"
-            return routing, Money(int(snapshot["total_micros"])), fee_kind, quote_id, request
-        # No quote: an internal quote, priced the same way, as the items stream to S3.
-        _, items = self.quotes.items_source(principal, body)
-        planned = self.quotes.plan(
-            body,
-            items,
-            on_item=lambda item, _line: writer.add(item),
-            org_id=principal.org_id,
-            excluded_lanes=excluded_lanes,
-        )
-        routing = planned.plan.to_api()
-        request = {k: routing[k] for k in ("routing_mode", "sla_tier", "privacy_tier")}
-        return routing, planned.price.total, "batch", None, request
-
-    def _stream_quoted_items(
-        self,
-        principal: Principal,
-        body: Mapping[str, Any],
-        snapshot: dict[str, Any],
-        writer: InputChunkWriter,
-    ) -> Iterator[Mapping[str, Any]]:
-        """The items of a quoted batch: those sent now, or else the quote's own."""
-        if body.get("items") is not None or body.get("input_file_id"):
-            _, items = self.quotes.items_source(principal, body)
-        elif snapshot["items"]["kind"] == "file":
-            opened = self.quotes.files.open_items(principal.org_id, snapshot["items"]["file_id"])
-            items = self.quotes.expand_items(principal.org_id, body, opened)
+        snapshot: QuoteSnapshot | None,
+        excluded_lanes: Mapping[str, GateFailure] | None,
+    ) -> _Priced:
+        """Price a batch whose items create writes to S3 as they stream: the quoted items
+        (their digest must match the quote's), or an internal quote."""
+        if snapshot is None:
+            _, planned = self.quotes.price(
+                principal,
+                command.quote,
+                on_item=lambda item, _line: writer.add(item),
+                excluded_lanes=excluded_lanes,
+            )
+            return _Priced.planned(planned)
+        quote = command.quote
+        if quote.items is None and not quote.input_file_id and snapshot.items.kind == "inline":
+            items: ItemSource = parse_jsonl(self.artifacts.chunks(str(snapshot.items.s3_key)))
         else:
-            items = parse_jsonl(self.artifacts.chunks(snapshot["items"]["s3_key"]))
-        for _, item in items:
-            if isinstance(item, LineError) or not isinstance(item, Mapping):
-                raise Conflict(
-                    "The quoted items can no longer be read; quote them again.", code="quote_mismatch"
-                )
-            writer.add(item)
-            yield item
+            items = self.quotes.quoted_items(principal, quote, snapshot)
+        if items_digest(_kept(items, writer)) != snapshot.items.digest:
+            raise Conflict("The items differ from the quoted ones; quote them again.", code="quote_mismatch")
+        return _Priced.quoted(snapshot)
 
-    def _webhook(self, principal: Principal, batch_id: str, webhook: Any) -> BatchWebhook | None:
+    def _webhook(self, principal: Principal, batch_id: str, webhook: object) -> BatchWebhook | None:
         """The batch's webhook, checked once (domain/webhook_targets.py) and sealed."""
         if webhook is None:
             return None
@@ -447,7 +349,7 @@ class BatchService:
             allow_loopback=self.settings.allow_loopback_webhooks, environment=self.settings.environment
         )
         problems = webhook_target_problems(webhook, check_url=check)
-        if problems:
+        if problems or not isinstance(webhook, Mapping):
             raise InvalidRequest(
                 "The webhook is not acceptable.",
                 code="batch_preflight_failed",
@@ -455,16 +357,7 @@ class BatchService:
                     "preflight": {
                         "ok": False,
                         "warnings": [],
-                        "errors": [
-                            {
-                                "category": "webhook",
-                                "code": problem.code,
-                                "message": problem.message,
-                                "path": problem.path,
-                                "action": "Use a public https URL and a secret of 8-256 characters.",
-                            }
-                            for problem in problems
-                        ],
+                        "errors": [_webhook_issue(p) for p in problems],
                     }
                 },
             )
@@ -528,7 +421,8 @@ class BatchService:
             return False  # the funds, the limit's room, its spend or its controls moved
         return True
 
-    def _replay(self, org_id: str, key: str, fingerprint: str) -> CreateAnswer | None:
+    def replay(self, org_id: str, key: str, fingerprint: str) -> CreateAnswer | None:
+        """The first answer to this Idempotency-Key (409 when it came with another body), or None."""
         record = self.records.idempotency_record(org_id, key)
         if record is None:
             return None
@@ -541,14 +435,14 @@ class BatchService:
     def create_or_replay(
         self,
         principal: Principal,
-        body: Mapping[str, Any],
+        command: CreateBatch,
         idempotency_key: str | None,
         surface: Surface = NATIVE,
     ) -> CreateAnswer:
         try:
-            return self.create(principal, body, idempotency_key, surface)
+            return self.create(principal, command, idempotency_key, surface)
         except DuplicateIdempotencyKey:
-            replay = self._replay(principal.org_id, str(idempotency_key), request_hash(body))
+            replay = self.replay(principal.org_id, str(idempotency_key), command.fingerprint)
             if replay is None:
                 raise Conflict(
                     "A request with this Idempotency-Key is still being processed; retry shortly.",
@@ -630,7 +524,7 @@ class BatchService:
             "sla_tier": source.sla_tier or "standard",
         }
         key = f"retry-{batch_id}-{request_hash(body)[:32]}"
-        answer = self.create_or_replay(principal, body, key)
+        answer = self.create_or_replay(principal, CreateBatch.parse(body), key)
         created = json.loads(answer.body)["batch"]
         self.records.update(created["id"], {"retry_of": batch_id})
         return created, len(items)
@@ -653,3 +547,73 @@ class _Submit:
     total: Money
     body: bytes  # the answer, stored with the idempotency record
     extra_items: tuple[Mapping[str, Any], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class _Priced:
+    """A batch priced: its plan as stored (RoutePlan.to_api), total, fee kind and tiers; its
+    items' count and chunks; for a batch over an input file, what the Intake step reads."""
+
+    plan: dict[str, Any]
+    total: Money
+    fee_kind: FeeKind
+    routing_mode: RoutingMode
+    sla_tier: SlaTier
+    privacy_tier: PrivacyTier
+    item_count: int
+    chunk_count: int = 0
+    chunk_models: list[dict[str, int]] | None = None
+    intake: dict[str, Any] | None = None
+    presets: tuple[str, ...] = ()
+
+    @classmethod
+    def quoted(cls, snapshot: QuoteSnapshot) -> _Priced:
+        plan = snapshot.routing
+        return cls(
+            plan,
+            Money(snapshot.total_micros),
+            snapshot.fee_kind,
+            plan["routing_mode"],
+            plan["sla_tier"],
+            plan["privacy_tier"],
+            snapshot.item_count,
+        )
+
+    @classmethod
+    def planned(cls, planned: PlannedQuote) -> _Priced:
+        request = planned.request
+        return cls(
+            planned.plan.to_api(),
+            planned.price.total,
+            "batch",
+            request.routing_mode,
+            request.sla_tier,
+            request.privacy_tier,
+            planned.item_count,
+        )
+
+    def tiers(self) -> dict[str, str]:
+        return {
+            "routing_mode": self.routing_mode,
+            "sla_tier": self.sla_tier,
+            "privacy_tier": self.privacy_tier,
+        }
+
+
+def _kept(items: ItemSource, writer: InputChunkWriter) -> Iterator[Mapping[str, Any]]:
+    """The quoted items, each written as it is read; an item that no longer reads is a 409."""
+    for _, item in items:
+        if isinstance(item, LineError) or not isinstance(item, Mapping):
+            raise Conflict("The quoted items can no longer be read; quote them again.", code="quote_mismatch")
+        writer.add(item)
+        yield item
+
+
+def _webhook_issue(problem: TargetProblem) -> dict[str, str]:
+    return {
+        "category": "webhook",
+        "code": problem.code,
+        "message": problem.message,
+        "path": problem.path,
+        "action": "Use a public https URL and a secret of 8-256 characters.",
+    }

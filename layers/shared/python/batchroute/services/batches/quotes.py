@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Any, Protocol
@@ -22,7 +22,7 @@ from batchroute.domain.catalog import Catalog, WorkflowProduct
 from batchroute.domain.item_profile import ItemProfile
 from batchroute.domain.jsonl import LineError
 from batchroute.domain.preflight import Issue, Preflight
-from batchroute.domain.pricing import PriceBreakdown, estimate_price
+from batchroute.domain.pricing import FeeKind, PriceBreakdown, estimate_price
 from batchroute.domain.route_policy import (
     Narrowing,
     PolicyConflict,
@@ -35,7 +35,10 @@ from batchroute.domain.routing import RoutePlan, route
 from batchroute.domain.routing_gates import GateFailure, RouteRequest, RoutingGuards
 from batchroute.errors import Conflict, Forbidden, InvalidRequest, NotFound
 from batchroute.ids import new_id
+from batchroute.money import Money
+from batchroute.services.batches.commands import QuoteRequest, QuoteWorkflow, Routing
 from batchroute.services.batches.ports import WebhookUrlRules
+from batchroute.services.batches.snapshots import QuotedItems, QuoteKind, QuoteSnapshot
 from batchroute.services.billing.ports import Balances
 from batchroute.services.catalog.ports import LiveStates
 from batchroute.services.presets.resolution import PresetExpander, Resolver
@@ -61,6 +64,12 @@ class Reopenable:
     def __iter__(self) -> Iterator[tuple[int, Mapping[str, Any] | LineError]]:
         opened, self._opened = self._opened, None
         return iter(opened if opened is not None else self._reopen())
+
+
+class OnItem(Protocol):
+    """Sees each item that passed into the preflight, with its canonical line (the digest's)."""
+
+    def __call__(self, item: Mapping[str, Any], line: bytes, /) -> None: ...
 
 
 class SnapshotStore(Protocol):
@@ -100,6 +109,20 @@ class PlannedQuote:
         if self.policy is None:
             return None
         return {"version": self.policy.version, "narrowed": [n.to_api() for n in self.narrowed]}
+
+
+@dataclass(frozen=True, slots=True)
+class ModelConsidered:
+    """A model a workflow quote planned: eligible, with its estimated total, or not, and why."""
+
+    model: str
+    estimated_total: Money | None = None
+    reason: str | None = None
+
+    def to_api(self) -> dict[str, object]:
+        if self.estimated_total is None:
+            return {"model": self.model, "eligible": False, "reason": self.reason}
+        return {"model": self.model, "eligible": True, "estimated_total": self.estimated_total.to_api()}
 
 
 def items_digest(items: Iterable[Mapping[str, Any]]) -> str:
@@ -146,15 +169,24 @@ class QuoteService:
         other.files = files
         return other
 
-    # -- the pipeline both quotes and batch creation use -------------------------------------
+    # -- the one preflight step of quotes, batch create and the Intake step ----------------
     def read_items(
         self,
-        body: Mapping[str, Any],
+        options: Mapping[str, Any],
         items: ItemSource,
         *,
-        on_item: Callable[[Mapping[str, Any], bytes], None] | None = None,
-        request: RouteRequest | None = None,
-        guards: RoutingGuards | None = None,
+        on_item: OnItem | None = None,
+    ) -> tuple[Preflight, int, str]:
+        """The Intake step's reading of an input file, with the routing options stored on
+        the batch at create (services/workflow/intake.py)."""
+        return self.preflight_items(RouteRequest.from_api(options), self.guards, items, on_item)
+
+    def preflight_items(
+        self,
+        request: RouteRequest,
+        guards: RoutingGuards,
+        items: ItemSource,
+        on_item: OnItem | None = None,
     ) -> tuple[Preflight, int, str]:
         """Every item through the preflight, in order: the preflight (not yet routed), the item
         count and the items digest. Quotes, batch create and the Intake step all read items
@@ -163,8 +195,6 @@ class QuoteService:
         A `Reopenable` source (an input file) is read with compact id checks; when an id may
         repeat it is read once more, with the exact check and without `on_item` (which saw
         every item in the first pass), so the duplicates are named as for any source."""
-        request = request if request is not None else RouteRequest.from_api(body)
-        guards = guards or self.guards
         compact = isinstance(items, Reopenable)
         preflight, count, digest = self._read(request, guards, items, on_item, compact_ids=compact)
         if preflight.ids_may_repeat():
@@ -178,7 +208,7 @@ class QuoteService:
         request: RouteRequest,
         guards: RoutingGuards,
         items: ItemSource,
-        on_item: Callable[[Mapping[str, Any], bytes], None] | None,
+        on_item: OnItem | None,
         *,
         compact_ids: bool,
     ) -> tuple[Preflight, int, str]:
@@ -200,13 +230,36 @@ class QuoteService:
             count += 1
         return preflight, count, digest.hexdigest()
 
+    def price(
+        self,
+        principal: Principal,
+        quote: QuoteRequest,
+        *,
+        on_item: OnItem | None = None,
+        excluded_lanes: Mapping[str, GateFailure] | None = None,
+    ) -> tuple[QuotedItems, PlannedQuote]:
+        """The one pass of a quote and of a batch priced without one: the items (inline, or
+        the input file's, from its item profile when it may stand in for them), through the
+        preflight, routed and priced. `quote` has its batch-wide preset applied already."""
+        profile = self.file_profile(principal, quote) if on_item is None else None
+        source, items = self.items_source(principal, quote, open_now=profile is None)
+        planned = self.plan(
+            quote,
+            items,
+            on_item=on_item,
+            org_id=principal.org_id,
+            excluded_lanes=excluded_lanes,
+            profile=profile,
+        )
+        return replace(source, digest=planned.items_digest), planned
+
     def plan(
         self,
-        body: Mapping[str, Any],
+        quote: QuoteRequest,
         items: ItemSource,
         *,
-        fee_kind: str = "batch",
-        on_item: Callable[[Mapping[str, Any], bytes], None] | None = None,
+        fee_kind: FeeKind = "batch",
+        on_item: OnItem | None = None,
         org_id: str | None = None,
         excluded_lanes: Mapping[str, GateFailure] | None = None,
         profile: ItemProfile | None = None,
@@ -218,26 +271,21 @@ class QuoteService:
         `profile` (`file_profile`): the input file's item profile, which stands in for reading
         `items` when every item would pass its lane checks (`Preflight.from_profile`)."""
         policy = self.policies.current(org_id) if self.policies is not None and org_id else None
-        mode_given = body.get("routing_mode") is not None
-        combined = combine(policy, RouteRequest.from_api(body), mode_given=mode_given)
-        request = combined.request
-        if excluded_lanes:
-            request = replace(request, excluded_lanes=dict(excluded_lanes))
-        guards = guarded(self.guards, policy)
+        routing = quote.routing
+        combined = combine(policy, routing.excluding(excluded_lanes), mode_given=routing.mode_given)
+        request, guards = combined.request, guarded(self.guards, policy)
         profiled = (
             Preflight.from_profile(profile, self.catalog, request=request, guards=guards)
             if profile is not None and on_item is None
             else None
         )
         if profiled is not None and profile is not None:  # no item read: docs/files.md, Item profile
-            preflight, count, items_digest_ = profiled, profile.item_count, profile.digest
+            preflight, count, digest = profiled, profile.item_count, profile.digest
         else:
-            preflight, count, items_digest_ = self.read_items(
-                body, items, on_item=on_item, request=request, guards=guards
-            )
-        if body.get("webhook") is not None:
+            preflight, count, digest = self.preflight_items(request, guards, items, on_item)
+        if quote.webhook is not None:
             preflight.check_webhook(
-                body.get("webhook"),
+                quote.webhook,
                 resolve=self.resolve,
                 allow_loopback=self.settings.allow_loopback_webhooks,
                 environment=self.settings.environment,
@@ -253,13 +301,13 @@ class QuoteService:
         preflight.add_route_plan(plan)
         result = preflight.result()
         result.raise_if_failed()
-        price = estimate_price(plan, self.catalog.fees, fee_kind=fee_kind)  # type: ignore[arg-type]
+        price = estimate_price(plan, self.catalog.fees, fee_kind=fee_kind)
         return PlannedQuote(
             request,
             plan,
             price,
             count,
-            items_digest_,
+            digest,
             list(result.to_api()["warnings"]),
             policy=in_force(policy),
             narrowed=combined.narrowed,
@@ -267,212 +315,199 @@ class QuoteService:
         )
 
     # -- POST /v1/quotes/model ----------------------------------------------------------------
-    def quote_model(self, principal: Principal, body: Mapping[str, Any]) -> dict[str, Any]:
+    def quote_model(self, principal: Principal, quote: QuoteRequest) -> dict[str, Any]:
         authorize(principal, "batches:create")
-        body = self.with_preset(principal, body)
+        quote = self.with_preset(principal, quote)
         quote_id = new_id("qlock", self.clock.now())
-        profile = self.file_profile(principal, body)
-        source, items = self.items_source(principal, body, open_now=profile is None)
         lines: list[bytes] = []
-        keep = _collector(lines) if source["kind"] == "inline" else None
-        planned = self.plan(body, items, on_item=keep, org_id=principal.org_id, profile=profile)
-        if source["kind"] == "inline":
-            source["s3_key"] = self.item_sink.save(quote_id, iter(lines))
-        source["digest"] = planned.items_digest
-        return self._store(principal, quote_id, "model", planned, source, extra={})
+        keep = _collector(lines) if quote.items is not None else None
+        source, planned = self.price(principal, quote, on_item=keep)
+        if source.kind == "inline":
+            source = replace(source, s3_key=self.item_sink.save(quote_id, iter(lines)))
+        return self._store(principal, quote_id, "model", planned, source, workflow={})
 
     # -- POST /v1/quotes/workflow -------------------------------------------------------------
-    def quote_workflow(self, principal: Principal, body: Mapping[str, Any]) -> dict[str, Any]:
+    def quote_workflow(self, principal: Principal, command: QuoteWorkflow) -> dict[str, Any]:
         authorize(principal, "batches:create")
-        product = self._product(body.get("product"))
-        inputs = body.get("inputs")
-        if not isinstance(inputs, list) or not inputs:
-            raise InvalidRequest(
-                "`inputs` must be a non-empty list of product inputs.",
-                code="invalid_request",
-                details={"field": "inputs"},
-            )
-        check_workflow_inputs(product, inputs)
+        product = self._product(command.product)
+        check_workflow_inputs(product, command.inputs)
         quote_id = new_id("qlock", self.clock.now())
+        best, considered = self._cheapest_model(principal, product, command)
+        if best is None:
+            raise _no_model_fits(product, considered)
+        planned, model_id, lines = best
+        source = QuotedItems(
+            "inline", planned.items_digest, s3_key=self.item_sink.save(quote_id, iter(lines))
+        )
+        workflow = {
+            "workflow_product": product.slug,
+            "chosen_model": model_id,
+            "models_considered": [model.to_api() for model in considered],
+        }
+        return self._store(principal, quote_id, "workflow", planned, source, workflow=workflow)
+
+    def _cheapest_model(
+        self, principal: Principal, product: WorkflowProduct, command: QuoteWorkflow
+    ) -> tuple[tuple[PlannedQuote, str, list[bytes]] | None, list[ModelConsidered]]:
+        """Each model able to serve the product, planned; the cheapest eligible one."""
         best: tuple[PlannedQuote, str, list[bytes]] | None = None
-        considered: list[dict[str, Any]] = []
+        considered: list[ModelConsidered] = []
         for model_id in self._models_for(product):
             lines: list[bytes] = []
-            items = ((i, workflow_item(product, model_id, i, raw)) for i, raw in enumerate(inputs))
+            items = tuple(workflow_item(product, model_id, i, raw) for i, raw in enumerate(command.inputs))
             try:
                 planned = self.plan(
-                    body, items, fee_kind="workflow", on_item=_collector(lines), org_id=principal.org_id
+                    command.as_quote(items),
+                    enumerate(items),
+                    fee_kind="workflow",
+                    on_item=_collector(lines),
+                    org_id=principal.org_id,
                 )
             except PolicyConflict:
                 raise
             except InvalidRequest as exc:
-                considered.append({"model": model_id, "eligible": False, "reason": exc.message})
+                considered.append(ModelConsidered(model_id, reason=exc.message))
                 continue
-            considered.append(
-                {"model": model_id, "eligible": True, "estimated_total": planned.price.total.to_api()}
-            )
+            considered.append(ModelConsidered(model_id, estimated_total=planned.price.total))
             if best is None or planned.price.total < best[0].price.total:
                 best = (planned, model_id, lines)
-        if best is None:
-            raise InvalidRequest(
-                f"No model can fulfil the {product.slug} contract under these constraints.",
-                code="batch_preflight_failed",
-                details={
-                    "preflight": {
-                        "ok": False,
-                        "errors": [
-                            {
-                                "category": "routing",
-                                "code": "no_eligible_lane",
-                                "message": "No lane of any model satisfies the workflow's route policy.",
-                                "action": "Relax routing_mode, privacy_tier or required_tools.",
-                            }
-                        ],
-                        "warnings": [],
-                    },
-                    "models_considered": considered,
-                },
-            )
-        planned, model_id, lines = best
-        source = {
-            "kind": "inline",
-            "s3_key": self.item_sink.save(quote_id, iter(lines)),
-            "digest": planned.items_digest,
-        }
-        extra = {"workflow_product": product.slug, "chosen_model": model_id, "models_considered": considered}
-        return self._store(principal, quote_id, "workflow", planned, source, extra=extra)
+        return best, considered
 
     # -- batch creation reads quotes back ------------------------------------------------------
-    def snapshot(self, principal: Principal, quote_id: str) -> dict[str, Any]:
-        snapshot = self.snapshots.get(quote_id)
-        if snapshot is None:
+    def quoted(self, principal: Principal, quote_id: str) -> QuoteSnapshot:
+        """The quote a batch is created from: the org's, not expired, and made under the route
+        policy in force (a batch from it is refused, 409 `quote_policy_changed`, once the
+        policy moved on)."""
+        snapshot = self.snapshot(principal, quote_id)
+        self._check_policy_unchanged(principal, snapshot)
+        return snapshot
+
+    def snapshot(self, principal: Principal, quote_id: str) -> QuoteSnapshot:
+        item = self.snapshots.get(quote_id)
+        if item is None:
             raise NotFound("No such quote.", code="quote_not_found")
-        if snapshot["org_id"] != principal.org_id:
+        snapshot = QuoteSnapshot.from_item(item)
+        if snapshot.org_id != principal.org_id:
             raise Forbidden("This quote belongs to another organization.", code="forbidden")
-        if snapshot["expires_at"] <= isoformat(self.clock.now()):
+        if snapshot.expires_at <= isoformat(self.clock.now()):
             raise Conflict(
                 "The quote has expired; request a new one.",
                 code="quote_expired",
-                details={"expired_at": snapshot["expires_at"]},
+                details={"expired_at": snapshot.expires_at},
             )
         return snapshot
 
-    def check_policy_unchanged(self, principal: Principal, snapshot: Mapping[str, Any]) -> None:
-        """A quote is honoured only under the route policy it was made under: a batch created
-        from a quote after the policy changed is refused (409 `quote_policy_changed`)."""
+    def _check_policy_unchanged(self, principal: Principal, snapshot: QuoteSnapshot) -> None:
         if self.policies is None:
             return
         policy = self.policies.current(principal.org_id)
         current = policy.version if policy else 0
-        quoted = int(snapshot.get("policy_version") or 0)
-        if quoted != current:
+        if snapshot.policy_version != current:
             raise Conflict(
                 "The org's route policy changed since this quote; quote again.",
                 code="quote_policy_changed",
-                details={"quoted_policy_version": quoted, "policy_version": current},
+                details={"quoted_policy_version": snapshot.policy_version, "policy_version": current},
             )
+
+    def quoted_items(self, principal: Principal, quote: QuoteRequest, snapshot: QuoteSnapshot) -> ItemSource:
+        """The items of a batch from a quote: those sent now, or else the quote's own file's
+        (its inline items are kept in S3, read by batch create)."""
+        if quote.items is not None or quote.input_file_id:
+            return self.items_source(principal, quote)[1]
+        if snapshot.items.kind == "file":
+            opened = self.files.open_items(principal.org_id, str(snapshot.items.file_id))
+            return self.expand_items(principal.org_id, quote.preset, opened)
+        raise AssertionError("the quote's inline items are read by batch create")
 
     # -- helpers -------------------------------------------------------------------------------
     def items_source(
-        self, principal: Principal, body: Mapping[str, Any], *, open_now: bool = True
-    ) -> tuple[dict[str, Any], ItemSource]:
-        """The body's items, or its input file's (`open_now=False`: a file whose item profile
+        self, principal: Principal, quote: QuoteRequest, *, open_now: bool = True
+    ) -> tuple[QuotedItems, ItemSource]:
+        """The request's items, or its input file's (`open_now=False`: a file whose item profile
         may spare reading it is opened on its first read, not here)."""
-        has_items, file_id = body.get("items") is not None, body.get("input_file_id")
-        if has_items == bool(file_id):
-            raise InvalidRequest(
-                "Give exactly one of `items` or `input_file_id`.",
-                code="invalid_request",
-                details={"field": "items"},
-            )
-        if file_id:
-            if not isinstance(file_id, str):
-                raise InvalidRequest(
-                    "`input_file_id` must be a file id.",
-                    code="invalid_request",
-                    details={"field": "input_file_id"},
-                )
-            items = self.file_items(principal.org_id, body, file_id, open_now=open_now)
-            return {"kind": "file", "file_id": file_id}, items
-        raw = body["items"]
-        if not isinstance(raw, list):
-            raise InvalidRequest(
-                "`items` must be a list.", code="invalid_request", details={"field": "items"}
-            )
-        return {"kind": "inline"}, self.expand_items(principal.org_id, body, enumerate(raw))
+        if quote.input_file_id:
+            file_id = quote.input_file_id
+            items = self._file_items(principal.org_id, quote.preset, file_id, open_now=open_now)
+            return QuotedItems("file", file_id=file_id), items
+        return QuotedItems("inline"), self.expand_items(
+            principal.org_id, quote.preset, enumerate(quote.items or ())
+        )
 
-    def file_profile(self, principal: Principal, body: Mapping[str, Any]) -> ItemProfile | None:
-        """The item profile of the body's input file (checked ready, as reading it would), when
-        it may stand in for the file's items: nothing in the body rewrites them (a batch-wide
-        `preset` fills every item), and the file has a usable profile (docs/files.md)."""
-        file_id = body.get("input_file_id")
-        if body.get("items") is not None or body.get("preset") is not None:
+    def file_profile(self, principal: Principal, quote: QuoteRequest) -> ItemProfile | None:
+        """The item profile of the request's input file (checked ready, as reading it would),
+        when it may stand in for the file's items: nothing in the request rewrites them (a
+        batch-wide `preset` fills every item), and the file has a usable profile (docs/files.md)."""
+        if quote.items is not None or quote.preset is not None or not quote.input_file_id:
             return None  # the items are read (and the file checked) as they always were
-        if not isinstance(file_id, str) or not file_id:
-            return None
-        return self.files.item_profile(principal.org_id, file_id)
+        return self.files.item_profile(principal.org_id, quote.input_file_id)
 
-    def with_preset(self, principal: Principal, body: Mapping[str, Any]) -> Mapping[str, Any]:
-        """A body naming a batch-wide `preset`: its routing settings fill the body's own."""
-        if self.presets is None or body.get("preset") is None:
-            return body
-        return PresetExpander(self.presets, principal.org_id).request(body)
+    def with_preset(self, principal: Principal, quote: QuoteRequest) -> QuoteRequest:
+        """A request naming a batch-wide `preset`: its routing settings fill the request's own."""
+        if self.presets is None or quote.preset is None:
+            return quote
+        filled = PresetExpander(self.presets, principal.org_id).request(quote.preset_fields())
+        return quote.with_routing(Routing.parse(filled))
 
-    def file_items(
-        self, org_id: str, body: Mapping[str, Any], file_id: str, *, open_now: bool = True
-    ) -> Reopenable:
+    def file_items(self, org_id: str, options: Mapping[str, Any], file_id: str) -> Reopenable:
+        """The Intake step's input file, with the preset its stored options name."""
+        return self._file_items(org_id, options.get("preset"), file_id)
+
+    def _file_items(self, org_id: str, preset: object, file_id: str, *, open_now: bool = True) -> Reopenable:
         """An input file's items, presets applied, opened now (or, `open_now=False`, on the
         first read) and again on demand."""
 
         def opened() -> ItemSource:
-            return self.expand_items(org_id, body, self.files.open_items(org_id, file_id))
+            return self.expand_items(org_id, preset, self.files.open_items(org_id, file_id))
 
         return Reopenable(opened() if open_now else None, opened)
 
-    def expand_items(self, org_id: str, body: Mapping[str, Any], items: ItemSource) -> ItemSource:
-        """The items with the presets they (or the body) name applied, each loaded once."""
+    def expand_items(self, org_id: str, preset: object, items: ItemSource) -> ItemSource:
+        """The items with the presets they (or the request's `preset`) name applied, each loaded once."""
         if self.presets is None:
             return items
-        return PresetExpander(self.presets, org_id).items(items, default=body.get("preset"))
+        return PresetExpander(self.presets, org_id).items(items, default=preset)
 
     def _store(
         self,
         principal: Principal,
         quote_id: str,
-        kind: str,
+        kind: QuoteKind,
         planned: PlannedQuote,
-        source: dict[str, Any],
+        source: QuotedItems,
         *,
-        extra: dict[str, Any],
+        workflow: dict[str, Any],
     ) -> dict[str, Any]:
         now = self.clock.now()
-        plan_api = planned.plan.to_api()
-        snapshot = {
-            "quote_id": quote_id,
-            "org_id": principal.org_id,
-            "version": SNAPSHOT_VERSION,
-            "kind": kind,
-            "created_at": isoformat(now),
-            "expires_at": isoformat(now + QUOTE_TTL),
-            "catalog_version": self.catalog.version,
-            "pricing_updated_at": self.catalog.pricing_updated_at,
-            "item_count": planned.item_count,
-            "items": source,
-            "routing": plan_api,
-            "pricing_estimate": planned.price.to_api(),
-            "total_micros": planned.price.total.micros,
-            "policy_version": planned.policy_version,
-            **extra,
-        }
-        self.snapshots.put(snapshot)
+        snapshot = QuoteSnapshot(
+            quote_id=quote_id,
+            org_id=principal.org_id,
+            version=SNAPSHOT_VERSION,
+            kind=kind,
+            created_at=isoformat(now),
+            expires_at=isoformat(now + QUOTE_TTL),
+            catalog_version=self.catalog.version,
+            pricing_updated_at=self.catalog.pricing_updated_at,
+            item_count=planned.item_count,
+            items=source,
+            routing=planned.plan.to_api(),
+            pricing_estimate=planned.price.to_api(),
+            total_micros=planned.price.total.micros,
+            policy_version=planned.policy_version,
+            workflow=workflow,
+        )
+        self.snapshots.put(snapshot.to_item())
+        return self._answer(principal, snapshot, planned)
+
+    def _answer(self, principal: Principal, snapshot: QuoteSnapshot, planned: PlannedQuote) -> dict[str, Any]:
+        """The quote as the API shows it."""
         available = self.balances.balance(principal.org_id)
         return {
-            "quote_id": quote_id,
+            "quote_id": snapshot.quote_id,
             "object": "quote",
             "version": SNAPSHOT_VERSION,
-            "kind": kind,
-            "created_at": snapshot["created_at"],
-            "expires_at": snapshot["expires_at"],
+            "kind": snapshot.kind,
+            "created_at": snapshot.created_at,
+            "expires_at": snapshot.expires_at,
             "item_count": planned.item_count,
             "routing_mode": planned.request.routing_mode,
             "sla_tier": planned.request.sla_tier,
@@ -480,13 +515,13 @@ class QuoteService:
             "privacy_tier": planned.request.privacy_tier,
             "catalog_version": self.catalog.version,
             "pricing_updated_at": self.catalog.pricing_updated_at,
-            "pricing_estimate": planned.price.to_api(),
-            "quote_lanes": quote_lanes(plan_api),
+            "pricing_estimate": snapshot.pricing_estimate,
+            "quote_lanes": quote_lanes(snapshot.routing),
             "customer_explanation": planned.plan.explanation(),
             "funding": {"available": available.to_api(), "sufficient": available >= planned.price.total},
             "preflight": {"ok": True, "errors": [], "warnings": planned.warnings},
             "route_policy": planned.route_policy_api(),
-            **extra,
+            **snapshot.workflow,
         }
 
     def _product(self, slug: object) -> WorkflowProduct:
@@ -504,11 +539,30 @@ class QuoteService:
         ]
 
 
-def _collector(lines: list[bytes]) -> Callable[[Mapping[str, Any], bytes], None]:
-    def collect(_item: Mapping[str, Any], line: bytes) -> None:
-        lines.append(line)
+def _no_model_fits(product: WorkflowProduct, considered: list[ModelConsidered]) -> InvalidRequest:
+    return InvalidRequest(
+        f"No model can fulfil the {product.slug} contract under these constraints.",
+        code="batch_preflight_failed",
+        details={
+            "preflight": {
+                "ok": False,
+                "errors": [
+                    {
+                        "category": "routing",
+                        "code": "no_eligible_lane",
+                        "message": "No lane of any model satisfies the workflow's route policy.",
+                        "action": "Relax routing_mode, privacy_tier or required_tools.",
+                    }
+                ],
+                "warnings": [],
+            },
+            "models_considered": [model.to_api() for model in considered],
+        },
+    )
 
-    return collect
+
+def _collector(lines: list[bytes]) -> OnItem:
+    return lambda _item, line: lines.append(line)
 
 
 def quote_lanes(plan_api: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -546,7 +600,7 @@ def workflow_item(product: WorkflowProduct, model_id: str, index: int, raw: obje
     }
 
 
-def check_workflow_inputs(product: WorkflowProduct, inputs: list[Any]) -> None:
+def check_workflow_inputs(product: WorkflowProduct, inputs: Sequence[Any]) -> None:
     """Each input must be an object carrying the properties the product's input schema requires."""
     listed = product.input_schema.get("required")
     required = [str(name) for name in listed] if isinstance(listed, list) else []

@@ -131,14 +131,7 @@ class BatchReads:
     def results(
         self, principal: Principal, batch_id: str, *, cursor: str | None, limit: int, body_format: BodyFormat
     ) -> dict[str, Any]:
-        batch = self.with_content(principal, batch_id)
-        key = batch.results_key
-        if not key:
-            raise Conflict(
-                "Results are ready once the batch is finalized.",
-                code="results_not_ready",
-                details={"state": batch.state},
-            )
+        key = self._results_key(principal, batch_id, "Results are ready once the batch is finalized.")
         start = _cursor(cursor)
         rows: list[dict[str, Any]] = []
         next_cursor: str | None = None
@@ -177,15 +170,15 @@ class BatchReads:
         return chunk * rows_per_chunk, offsets[chunk]
 
     def artifact_url(self, principal: Principal, batch_id: str) -> dict[str, Any]:
-        batch = self.with_content(principal, batch_id)
-        key = batch.results_key
-        if not key:
-            raise Conflict(
-                "The artifact exists once the batch is finalized.",
-                code="results_not_ready",
-                details={"state": batch.state},
-            )
+        key = self._results_key(principal, batch_id, "The artifact exists once the batch is finalized.")
         return {"batch_id": batch_id, "url": self.sign(key), "expires_in": 900}
+
+    def _results_key(self, principal: Principal, batch_id: str, not_yet: str) -> str:
+        """The batch's results artifact; 409 `results_not_ready` (`not_yet`) before Finalize."""
+        batch = self.with_content(principal, batch_id)
+        if not batch.results_key:
+            raise Conflict(not_yet, code="results_not_ready", details={"state": batch.state})
+        return batch.results_key
 
     # -- items -----------------------------------------------------------------------------------
     def items(

@@ -10,7 +10,6 @@ provider) from the lane's result chunk; once retention reclaimed it, 410 `result
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any, Protocol
 
 from batchroute.domain.access import Principal, authorize, require_same_org
@@ -30,6 +29,7 @@ from batchroute.domain.jsonl import parse_jsonl
 from batchroute.domain.lane_plan import lane_chunk_done
 from batchroute.errors import Forbidden, Gone, NotFound, PaymentRequired
 from batchroute.ids import new_id
+from batchroute.services.batches.commands import CreateBatch
 from batchroute.services.batches.create import CreateAnswer, Surface
 from batchroute.services.batches.ports import BatchStore, ObjectStore
 
@@ -38,7 +38,7 @@ class BatchCreator(Protocol):
     def create(
         self,
         principal: Principal,
-        body: Mapping[str, Any],
+        command: CreateBatch,
         idempotency_key: str | None,
         surface: Surface = ...,
     ) -> CreateAnswer: ...
@@ -70,7 +70,7 @@ class ChatJobs:
         try:
             self.batches.create(
                 principal,
-                body,
+                CreateBatch.parse(body),
                 f"chat-{job_id}",  # one request, one batch: the key only satisfies batch create
                 Surface(
                     CHAT_SOURCE,

@@ -33,6 +33,7 @@ from batchroute.domain.jsonl import LineError
 from batchroute.domain.metadata import parse_metadata
 from batchroute.errors import Conflict, InvalidRequest, NotFound
 from batchroute.ids import has_prefix, new_id
+from batchroute.services.batches.commands import CreateBatch
 from batchroute.services.batches.create import BatchService, Surface
 from batchroute.services.batches.files import FileService
 from batchroute.services.batches.reads import BatchReads
@@ -132,34 +133,13 @@ class CompatBatches:
             output_file_id=new_id("file", now),
             error_file_id=new_id("file", now),
         )
-        body: dict[str, Any] = {
-            "input_file_id": request.input_file_id,
-            "completion_window": request.completion_window,
-        }
-        if request.metadata:
-            body["metadata"] = dict(request.metadata)
-            if "work_order_id" in request.metadata:  # joins that work order (docs/work-orders.md)
-                body["work_order_id"] = request.metadata["work_order_id"]
         service = self.batches.reading(CompatFileItems(self.files, request.endpoint))
         try:
             answer = service.create_or_replay(
                 principal,
-                body,
+                _command(request),
                 idempotency_key or f"compat-{batch_id}",
-                Surface(
-                    "compat",
-                    batch_id=batch_id,
-                    fields=SurfaceFields(compat=compat),
-                    transact_items=tuple(
-                        self.records.batch_items(
-                            org_id=principal.org_id,
-                            batch_id=batch_id,
-                            output_file_id=str(compat.output_file_id),
-                            error_file_id=str(compat.error_file_id),
-                            created_at=isoformat(now),
-                        )
-                    ),
-                ),
+                self._surface(principal.org_id, batch_id, compat, isoformat(now)),
             )
         except InvalidRequest as exc:
             if exc.code == "batch_preflight_failed":
@@ -167,17 +147,22 @@ class CompatBatches:
             raise
         created = self.reads.owned(principal, str(json.loads(answer.body)["batch"]["id"]))
         if answer.replayed:
-            stored = created.compat or CompatFields()
-            if (stored.endpoint, stored.input_file_id, stored.body_format) != (
-                compat.endpoint,
-                compat.input_file_id,
-                compat.body_format,
-            ):
-                raise Conflict(
-                    "This Idempotency-Key was used with a different request body.",
-                    code="idempotency_conflict",
-                )
+            _check_same_request(created, compat)
         return batch_object(created)
+
+    def _surface(self, org_id: str, batch_id: str, compat: CompatFields, created_at: str) -> Surface:
+        """A compat batch carries its `compat` fields and the records that list it and resolve
+        its output and error file ids, written in its create transaction."""
+        items = self.records.batch_items(
+            org_id=org_id,
+            batch_id=batch_id,
+            output_file_id=str(compat.output_file_id),
+            error_file_id=str(compat.error_file_id),
+            created_at=created_at,
+        )
+        return Surface(
+            "compat", batch_id=batch_id, fields=SurfaceFields(compat=compat), transact_items=tuple(items)
+        )
 
     def get(self, principal: Principal, batch_id: str) -> dict[str, Any]:
         return batch_object(self._owned(principal, batch_id))
@@ -217,6 +202,33 @@ class CompatBatches:
                 details={"param": "batch_id"},
             )
         return batch
+
+
+def _command(request: CompatBatchRequest) -> CreateBatch:
+    """The native batch a compat request is: its input file, window and metadata (a
+    `work_order_id` there joins that work order, docs/work-orders.md), read as any batch body."""
+    body: dict[str, Any] = {
+        "input_file_id": request.input_file_id,
+        "completion_window": request.completion_window,
+    }
+    if request.metadata:
+        body["metadata"] = dict(request.metadata)
+        if "work_order_id" in request.metadata:
+            body["work_order_id"] = request.metadata["work_order_id"]
+    return CreateBatch.parse(body)
+
+
+def _check_same_request(created: BatchRecord, compat: CompatFields) -> None:
+    """A replayed Idempotency-Key must name the same endpoint, input file and body format."""
+    stored = created.compat or CompatFields()
+    if (stored.endpoint, stored.input_file_id, stored.body_format) != (
+        compat.endpoint,
+        compat.input_file_id,
+        compat.body_format,
+    ):
+        raise Conflict(
+            "This Idempotency-Key was used with a different request body.", code="idempotency_conflict"
+        )
 
 
 def _check(request: CompatBatchRequest) -> None:

@@ -35,6 +35,7 @@ from batchroute.domain.webhook_targets import webhook_target_problems
 from batchroute.errors import Conflict, InvalidRequest, NotFound, ServiceError
 from batchroute.ids import new_id
 from batchroute.observability import logger
+from batchroute.services.batches.commands import CreateBatch
 from batchroute.services.batches.create import BatchService, Surface
 from batchroute.services.batches.files import FileService
 from batchroute.services.delivery.ports import Sealer
@@ -314,7 +315,7 @@ class Schedules:
             fields=_surface_fields(schedule),
         )
         answer = self.batches().create_or_replay(
-            principal, body, fire_key(schedule.schedule_id, fire_at), surface
+            principal, CreateBatch.parse(body), fire_key(schedule.schedule_id, fire_at), surface
         )
         return str(json.loads(answer.body)["batch"]["id"])
 
