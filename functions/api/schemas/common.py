@@ -1,13 +1,10 @@
 """What every area of the API shares: money as the read models show it, the plain `{ok: true}`
 answer, and the bases of the request bodies.
 
-A `ContractBody` (below) is validated here, at the edge, and is the only list of its fields:
-see its docstring. The bodies not yet moved to it (issue 28) are still `ServiceValidatedBody`:
-its fields are `SkipValidation[...]`, so the OpenAPI
-document shows their real types, enums and limits while pydantic checks only that the body
-is a JSON object (as `dict` did before: the same 400 `invalid_request`). The route hands the
-service `body.as_received()`, the very dict the client sent, and the service answers each
-problem in its own words (`batch_preflight_failed`, `invalid_controls`, `details.field`, ...).
+A request body's model is its contract (issue 28): a `ContractBody` (below) is validated here,
+at the edge, and is the only list of its fields; the route hands the service the typed command
+the model builds (`body.command()`), never the dict the client sent. Each problem is answered in
+the spec's terms (`refusal`: `{code, message, details}`, functions/api/errors.py).
 """
 
 from __future__ import annotations
@@ -20,8 +17,6 @@ from pydantic import (
     ConfigDict,
     Field,
     GetCoreSchemaHandler,
-    PrivateAttr,
-    SkipValidation,
     ValidationError,
     ValidationInfo,
     model_validator,
@@ -50,46 +45,15 @@ class Ok(BaseModel):
     ok: bool = True
 
 
-class ServiceValidatedBody(BaseModel):
-    """A JSON object whose fields the service checks (see the module docstring)."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    _received: dict[str, Any] = PrivateAttr(default_factory=dict)
-
-    @model_validator(mode="wrap")
-    @classmethod
-    def _json_object(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> Any:
-        if not isinstance(data, dict):
-            raise PydanticKnownError("dict_type")  # what a `dict` body answered: "a valid dictionary"
-        body = handler(data)
-        body._received = data
-        return body
-
-    def as_received(self) -> dict[str, Any]:
-        """The body exactly as the client sent it: every key, no value converted."""
-        return self._received
-
-
 def omittable(description: str | None = None, **schema: Any) -> Any:
-    """A field of a ServiceValidatedBody that may be left out: absent is not null (a partial
-    update leaves it unchanged), so no default is documented; the service reads what is given."""
+    """A field that may be left out: absent is not null (a partial update leaves it unchanged),
+    so no default is documented; the command carries which fields were given."""
     return Field(default=None, description=description, json_schema_extra=schema or None)
 
 
 def read_only() -> Any:
     """A field that GET shows and PUT accepts (so the read object can be sent back) and ignores."""
     return omittable("read-only: accepted and ignored", readOnly=True)
-
-
-class PartialUpdate(ServiceValidatedBody):
-    """The body of a PUT that changes only the fields it gives (null clears a nullable field);
-    unknown fields are refused."""
-
-    model_config = ConfigDict(json_schema_extra={"additionalProperties": False})
-
-    org_id: SkipValidation[str] = read_only()
-    updated_at: SkipValidation[str | None] = read_only()
 
 
 # -- bodies validated here, at the edge (issue 28) -----------------------------------------
