@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from batchroute_client.errors import APIError
+from batchroute_client.errors import APIError, UnexpectedResponse
 from batchroute_client.models import Batch, BillingReceipt, Item, Money, Quote, Usage
 
 STATE_STYLES = {"completed": "green", "failed": "red", "expired": "red", "canceled": "yellow"}
@@ -67,26 +67,80 @@ def counts_text(batch: Batch) -> str:
 
 
 def error_line(exc: APIError) -> str:
-    """`error: <code>: <message>`, then the details a person needs (preflight issues, fields)."""
+    """`error: <code>: <message>`, then the details a person needs: preflight issues, the
+    issues of a refused request (`path: message`), the field refused, other scalar details and
+    the request id. The API never echoes input back, so nothing here repeats a secret."""
     lines = [f"error: {exc.code}: {exc.message}"]
-    preflight = exc.details.get("preflight") if isinstance(exc.details, dict) else None
+    details = exc.details if isinstance(exc.details, dict) else {}
+    preflight = details.get("preflight")
     if isinstance(preflight, dict):
-        for issue in preflight.get("errors") or []:
-            where = f" ({issue.get('path')})" if issue.get("path") else ""
-            lines.append(f"  - {issue.get('category')}/{issue.get('code')}{where}: {issue.get('message')}")
-            if issue.get("action"):
-                lines.append(f"    {issue['action']}")
-    elif exc.details:
-        shown = ", ".join(f"{k}={v}" for k, v in exc.details.items() if not isinstance(v, (dict, list)))
-        if shown:
-            lines.append(f"  details: {shown}")
+        lines.extend(_preflight_lines(preflight))
+    else:
+        lines.extend(_detail_lines(details))
     if exc.request_id:
         lines.append(f"  request id: {exc.request_id}")
     return "\n".join(lines)
 
 
+def _preflight_lines(preflight: Mapping[str, Any]) -> list[str]:
+    lines = []
+    for issue in preflight.get("errors") or []:
+        where = f" ({issue.get('path')})" if issue.get("path") else ""
+        lines.append(f"  - {issue.get('category')}/{issue.get('code')}{where}: {issue.get('message')}")
+        if issue.get("action"):
+            lines.append(f"    {issue['action']}")
+    return lines
+
+
+def _detail_lines(details: Mapping[str, Any]) -> list[str]:
+    """A request's issues (`errors` or `issues`: one `path: message` line each), the `field`
+    refused (and the `unknown` fields), then the other scalar details as `k=v`."""
+    lines = []
+    for name in ("errors", "issues"):
+        issues = details.get(name)
+        if isinstance(issues, list):
+            lines.extend(_issue_line(issue) for issue in issues)
+    if details.get("field"):
+        lines.append(f"  field: {details['field']}")
+    unknown = details.get("unknown")
+    if isinstance(unknown, list) and unknown:
+        lines.append(f"  unknown fields: {', '.join(str(name) for name in unknown)}")
+    shown = ", ".join(
+        f"{k}={v}"
+        for k, v in details.items()
+        if k not in ("errors", "issues", "field", "unknown") and not isinstance(v, (dict, list))
+    )
+    if shown:
+        lines.append(f"  details: {shown}")
+    return lines
+
+
+def _issue_line(issue: Any) -> str:
+    if not isinstance(issue, Mapping):
+        return f"  - {issue}"
+    where = issue.get("path") or issue.get("field")
+    if not where and issue.get("line") is not None:
+        where = f"line {issue['line']}"
+    message = issue.get("message") or issue.get("code") or "invalid"
+    return f"  - {where}: {message}" if where else f"  - {message}"
+
+
 def error_document(exc: APIError) -> dict[str, Any]:
     return {"error": {"status": exc.status, "code": exc.code, "message": exc.message, "details": exc.details}}
+
+
+def unexpected_document(exc: UnexpectedResponse) -> dict[str, Any]:
+    """The `--json` error document of an answer that is not the API's JSON, shaped as an API
+    error's: code `unexpected_response`, the URL and content type in `details`."""
+    details = {"method": exc.method, "url": exc.url, "content_type": exc.content_type}
+    return {
+        "error": {
+            "status": exc.status,
+            "code": "unexpected_response",
+            "message": str(exc),
+            "details": details,
+        }
+    }
 
 
 def fields_table(rows: Iterable[tuple[str, Any]], title: str | None = None) -> Table:
