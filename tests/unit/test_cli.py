@@ -408,6 +408,70 @@ def test_network_errors_exit_3_after_the_retries_and_usage_errors_exit_2(
     assert code == 2 and "no API key: run `batchroute login`" in capsys.readouterr().err
 
 
+def test_an_answer_that_is_not_the_apis_json_is_one_error_line_exit_1_never_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    html = httpx.Response(200, text="<!doctype html><p>Console</p>", headers={"content-type": "text/html"})
+    api = FakeAPI({"GET /console/v1/batches/batch_1": [html], "POST /console/v1/quotes/model": [html]})
+    code, _ = run(api, "--base-url", f"{BASE}/console", "status", "batch_1", tmp_path=tmp_path)
+    err = capsys.readouterr().err
+    assert code == 1 and "Traceback" not in err and "JSONDecodeError" not in err
+    assert err == (
+        f"error: unexpected_response: GET {BASE}/console/v1/batches/batch_1 answered HTTP 200 (text/html):"
+        " not the API's JSON; is the base URL the API's?\n"
+    )
+    path = write_jsonl(tmp_path / "items.jsonl", [NATIVE])
+    code, _ = run(api, "--base-url", f"{BASE}/console", "quote", str(path), "--json", tmp_path=tmp_path)
+    captured = capsys.readouterr()
+    document = json.loads(captured.out)["error"]
+    assert code == 1 and document["code"] == "unexpected_response" and document["status"] == 200
+    assert document["details"] == {
+        "method": "POST",
+        "url": f"{BASE}/console/v1/quotes/model",
+        "content_type": "text/html",
+    }
+    assert captured.err.startswith("error: unexpected_response: POST ")
+
+    # A proxy's non-JSON 5xx (after the retries), JSON that is not the envelope, an empty body.
+    proxy = httpx.Response(502, text="Bad Gateway", headers={"content-type": "text/plain"})
+    api = FakeAPI(
+        {
+            "GET /v1/batches/batch_1": [proxy],
+            "GET /v1/usage": [httpx.Response(200, json={"status": "ok"})],
+            "GET /v1/batches": [httpx.Response(200)],
+        }
+    )
+    code, sleeps = run(api, "status", "batch_1", tmp_path=tmp_path)
+    err = capsys.readouterr().err
+    assert code == 1 and len(sleeps) == 4
+    where = f"GET {BASE}/v1/batches/batch_1"
+    assert err == f"error: http_502: HTTP 502 from {where} (text/plain), not the API's JSON error\n"
+    code, _ = run(api, "usage", tmp_path=tmp_path)
+    err = capsys.readouterr().err
+    assert code == 1 and f"GET {BASE}/v1/usage answered HTTP 200 (application/json): JSON that is not" in err
+    code, _ = run(api, "list", tmp_path=tmp_path)
+    err = capsys.readouterr().err
+    assert (
+        code == 1 and "answered HTTP 200 (no content type): an empty body" in err and "Traceback" not in err
+    )
+
+
+def test_login_against_a_page_that_is_not_the_api_stores_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "conf" / "config.toml"
+    page = httpx.Response(200, text="<html></html>", headers={"content-type": "text/html"})
+    api = FakeAPI(
+        {"GET /console/v1/auth/account": [page], "GET /v1/auth/account": [httpx.Response(200, json=[])]}
+    )
+    env = {"BATCHROUTE_CONFIG": str(config)}
+    for url in (f"{BASE}/console", BASE):
+        code, _ = run(api, "login", "--base-url", url, tmp_path=tmp_path, env=env, prompt_key=lambda: KEY)
+        err = capsys.readouterr().err
+        assert code == 1 and err.startswith("error: unexpected_response: GET ") and not config.exists()
+        assert KEY not in err
+
+
 # -- configuration --------------------------------------------------------------------------------------
 def test_login_checks_the_key_and_stores_it_0600_and_configure_shows_it_masked(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
