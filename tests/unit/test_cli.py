@@ -408,6 +408,67 @@ def test_network_errors_exit_3_after_the_retries_and_usage_errors_exit_2(
     assert code == 2 and "no API key: run `batchroute login`" in capsys.readouterr().err
 
 
+def envelope(status: int, code: str, message: str, details: dict[str, Any]) -> httpx.Response:
+    return httpx.Response(status, json={"error": {"code": code, "message": message, "details": details}})
+
+
+def test_a_refused_request_shows_each_issue_and_the_field_and_json_keeps_the_whole_document(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # functions/api/errors.py: a bad query value lists `details.errors` (path, message, type).
+    literal = "Input should be 'pending', 'processing', 'completed' or 'failed'"
+    issues = [{"path": "query.status", "message": literal, "type": "literal_error"}]
+    invalid = envelope(400, "invalid_request", "The request is invalid.", {"errors": issues})
+    state = "state must be a batch state or `active`."
+    api = FakeAPI(
+        {
+            "GET /v1/batches/batch_1/items": [invalid],
+            "GET /v1/batches": [envelope(400, "invalid_request", state, {"field": "state"})],
+            "POST /v1/batches/batch_1/cancel": [
+                envelope(
+                    400, "invalid_request", "Unknown field 'why'.", {"field": "why", "unknown": ["why", "x"]}
+                )
+            ],
+            "GET /v1/batches/batch_2/items": [
+                envelope(
+                    400,
+                    "invalid_request",
+                    "Bad lines.",
+                    {"issues": [{"line": 3, "message": "No model."}, "odd"]},
+                )
+            ],
+            "GET /v1/usage": [
+                envelope(402, "hard_limit_reached", "Limit.", {"limit": "10.00", "period": "month"})
+            ],
+        }
+    )
+    code, _ = run(api, "items", "batch_1", "--status", "canceled", tmp_path=tmp_path)
+    assert code == 1
+    assert capsys.readouterr().err == (
+        f"error: invalid_request: The request is invalid.\n  - query.status: {literal}\n"
+    )
+    code, _ = run(api, "items", "batch_1", "--status", "canceled", "--json", tmp_path=tmp_path)
+    captured = capsys.readouterr()
+    assert code == 1 and json.loads(captured.out) == {
+        "error": {
+            "status": 400,
+            "code": "invalid_request",
+            "message": "The request is invalid.",
+            "details": {"errors": issues},
+        }
+    }
+    assert f"  - query.status: {literal}" in captured.err
+
+    assert run(api, "list", "--state", "bogus", tmp_path=tmp_path)[0] == 1
+    assert capsys.readouterr().err == f"error: invalid_request: {state}\n  field: state\n"
+    assert run(api, "cancel", "batch_1", tmp_path=tmp_path)[0] == 1
+    assert capsys.readouterr().err.endswith("\n  field: why\n  unknown fields: why, x\n")
+    assert run(api, "items", "batch_2", tmp_path=tmp_path)[0] == 1
+    assert capsys.readouterr().err.endswith("Bad lines.\n  - line 3: No model.\n  - odd\n")
+    assert run(api, "usage", tmp_path=tmp_path)[0] == 1
+    assert capsys.readouterr().err.endswith("Limit.\n  details: limit=10.00, period=month\n")
+
+
 def test_an_answer_that_is_not_the_apis_json_is_one_error_line_exit_1_never_a_traceback(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
