@@ -658,13 +658,20 @@ def test_reading_commands_page_through_and_print_tables_or_json(
 
 
 def test_quote_shows_lanes_chosen_and_rejected_with_reasons(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setenv("COLUMNS", "200")  # rich's width: no wrapped cells
     path = write_jsonl(tmp_path / "items.jsonl", [NATIVE])
     api = FakeAPI({"POST /v1/quotes/model": [httpx.Response(200, json=quote_body(1))]})
-    code, _ = run(
-        api, "quote", str(path), "--routing-mode", "cheapest", "--tool", "web_search", tmp_path=tmp_path
+    code, _ = run(  # 200 columns: no wrapped cells
+        api,
+        "quote",
+        str(path),
+        "--routing-mode",
+        "cheapest",
+        "--tool",
+        "web_search",
+        tmp_path=tmp_path,
+        width=200,
     )
     assert code == 0
     body = json.loads(api.requests[0].content)

@@ -106,7 +106,7 @@ def _json(ctx: typer.Context, flag: bool) -> bool:
 
 
 def _show(*renderables: Any) -> None:
-    render.out().print(Group(*renderables))
+    render.out(rt.CURRENT.columns()).print(Group(*renderables))
 
 
 def _answer(ctx: typer.Context, json_flag: bool, document: Any, *renderables: Any) -> None:
