@@ -697,3 +697,161 @@ def test_chat_streams_the_answer_and_json_prints_the_completion(
     assert capsys.readouterr().out == "Hello\n"
     body = json.loads(api.requests[0].content)
     assert body["stream"] is True and body["max_tokens"] == 5 and body["messages"][-1]["content"] == "Say hi"
+
+
+# -- tables at 80 columns ---------------------------------------------------------------------------
+BATCH_ID = "batch_01m8jv6f0mkhx4mqtkrkjgz53g"
+QUOTE_ID = "qlock_01m8jv6f0mkhx4mqtkrkjgz53h"
+ORG_ID = "org_01m8jv6f0mkhx4mqtkrkjgz53j"
+REASON = "The provider has no capacity left in this window for the items."
+
+
+def assert_readable(out: str, width: int, *whole: str, words: tuple[str, ...] = ()) -> None:
+    """No line wider than `width`, every `whole` text (ids, models) on one line, and every word
+    of `words` (prose cells) unsplit."""
+    lines = out.splitlines()
+    assert lines and max(len(line.rstrip()) for line in lines) <= width
+    for text in whole:
+        assert any(text in line for line in lines), f"{text!r} is cut or wrapped"
+    for text in words:
+        for word in text.split():
+            assert any(word in line for line in lines), f"{word!r} is split"
+
+
+def test_every_table_stays_readable_at_80_columns_when_piped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    listed = [
+        {**batch(BATCH_ID, "processing"), "counts": {**batch(BATCH_ID, "processing")["counts"], "failed": 2}}
+    ]
+    error_text = "provider_error: The provider refused the request"
+    item = {
+        "sequence_number": 1200,
+        "status": "processing",
+        "customer_item_id": "request-000001",
+        "model": LLAMA,
+        "provider": "together-ai",
+        "error": {"code": "provider_error", "message": "The provider refused the request"},
+    }
+    quote = quote_body(3)
+    quote["quote_id"] = QUOTE_ID
+    quote["quote_lanes"][1]["provider"] = "fireworks-ai"
+    cost = {"currency": "usd", "amount": "0.02149"}
+    receipt = {
+        "batch_id": BATCH_ID,
+        "settled_at": "2026-03-01T10:05:00.000Z",
+        **dict.fromkeys(
+            (
+                "final_settled_price",
+                "provider_subtotal",
+                "service_fee",
+                "credit_reserved",
+                "credit_charged",
+                "credit_released",
+            ),
+            cost,
+        ),
+        "provider_lanes": [
+            {
+                "provider": "edge-eu",
+                "model": LLAMA,
+                "status": "completed",
+                "item_counts": {"completed": 1498, "failed": 1, "canceled": 1},
+                "cost": cost,
+                "failover_from": "groq",
+            }
+        ],
+        "rejected_lanes": [
+            {"provider": "groq", "model": LLAMA, "rejection": {"code": "capacity_full", "message": REASON}}
+        ],
+    }
+    period = {
+        "start_date": "2026-03-01",
+        "end_date": "2026-03-31",
+        "spend": {"currency": "usd", "amount": "12.34"},
+        "tokens": {"total": 123456789},
+        "requests": {"total": 12345},
+    }
+    usage = {
+        "org_id": ORG_ID,
+        **{key: {"currency": "usd", "amount": "124.95"} for key in ("balance", "reserved", "available")},
+        "period": "month",
+        "timezone": "Europe/Amsterdam",
+        "current_period": period,
+        "previous_period": period,
+        "generated_at": "2026-03-02T00:00:00.000Z",
+    }
+    api = FakeAPI(
+        {
+            "GET /v1/batches": [httpx.Response(200, json={"data": listed, "next_cursor": None})],
+            f"GET /v1/batches/{BATCH_ID}": [httpx.Response(200, json={"batch": listed[0]})],
+            f"GET /v1/batches/{BATCH_ID}/items": [
+                httpx.Response(200, json={"data": [item], "next_cursor": None})
+            ],
+            f"GET /v1/batches/{BATCH_ID}/billing-receipt": [httpx.Response(200, json=receipt)],
+            "POST /v1/quotes/model": [httpx.Response(200, json=quote)],
+            "GET /v1/usage": [httpx.Response(200, json=usage)],
+        }
+    )
+    # Piped (stdout is not a terminal here) and no COLUMNS: 80 columns.
+    assert run(api, "list", tmp_path=tmp_path)[0] == 0
+    out = capsys.readouterr().out
+    assert_readable(out, 80, BATCH_ID, "processing", "done/total")
+    assert "not shown at this width: created (see --json)" in out
+
+    assert run(api, "status", BATCH_ID, tmp_path=tmp_path)[0] == 0
+    assert_readable(
+        capsys.readouterr().out, 80, BATCH_ID, words=("done: 0 completed, 2 failed, 0 canceled,",)
+    )
+
+    assert run(api, "items", BATCH_ID, tmp_path=tmp_path)[0] == 0
+    out = capsys.readouterr().out
+    assert_readable(out, 80, "request-000001", "processing", "together-ai", words=(error_text,))
+    assert "not shown at this width: model (see --json)" in out
+
+    path = write_jsonl(tmp_path / "items.jsonl", [NATIVE])
+    assert run(api, "quote", str(path), tmp_path=tmp_path)[0] == 0
+    out = capsys.readouterr().out
+    assert_readable(
+        out,
+        80,
+        QUOTE_ID,
+        LLAMA,
+        "fireworks-ai",
+        "0.02 USD",
+        words=("tool_support: No web_search. (also: capacity_full)",),
+    )
+    assert "not shown at this width: items, estimated cost (see --json)" in out
+
+    assert run(api, "receipt", BATCH_ID, tmp_path=tmp_path)[0] == 0
+    out = capsys.readouterr().out
+    assert_readable(
+        out, 80, BATCH_ID, LLAMA, "0.02149 USD", words=("1498 completed, 1 failed, 1 canceled", REASON)
+    )
+
+    assert run(api, "usage", tmp_path=tmp_path)[0] == 0
+    assert_readable(
+        capsys.readouterr().out, 80, ORG_ID, "2026-03-01 .. 2026-03-31", "123456789", "124.95 USD"
+    )
+
+    assert run(api, "configure", tmp_path=tmp_path)[0] == 0
+    assert_readable(capsys.readouterr().out, 80, BASE, mask(KEY), "environment")
+
+    # Wider (COLUMNS when piped, or a terminal's width): every column, still whole.
+    env = {"BATCHROUTE_API_KEY": KEY, "BATCHROUTE_BASE_URL": BASE, "COLUMNS": "160"}
+    assert run(api, "items", BATCH_ID, tmp_path=tmp_path, env=env)[0] == 0
+    out = capsys.readouterr().out
+    assert_readable(out, 160, LLAMA, "together-ai", words=(error_text,)) and "not shown" not in out
+    assert run(api, "receipt", BATCH_ID, tmp_path=tmp_path, width=120)[0] == 0
+    out = capsys.readouterr().out
+    assert_readable(out, 120, LLAMA, "groq", words=(REASON,)) and "not shown" not in out
+
+
+def test_the_table_width_is_the_terminals_else_columns_else_80() -> None:
+    assert Runtime(width=100, is_terminal=lambda: True).columns() == 100
+    assert (
+        Runtime(env={"COLUMNS": "100"}, is_terminal=lambda: True).columns() is None
+    )  # rich asks the terminal
+    assert Runtime(env={"COLUMNS": "132"}, is_terminal=lambda: False).columns() == 132
+    assert Runtime(env={"COLUMNS": "wide"}, is_terminal=lambda: False).columns() == 80
+    assert Runtime(env={}, is_terminal=lambda: False).columns() == 80
