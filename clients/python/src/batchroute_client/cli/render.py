@@ -99,7 +99,7 @@ def _preflight_lines(preflight: Mapping[str, Any]) -> list[str]:
 def _detail_lines(details: Mapping[str, Any]) -> list[str]:
     """A request's issues (`errors` or `issues`: one `path: message` line each), the `field`
     refused (and the `unknown` fields), then the other scalar details as `k=v`."""
-    lines = []
+    lines: list[str] = []
     for name in ("errors", "issues"):
         issues = details.get(name)
         if isinstance(issues, list):
@@ -207,11 +207,9 @@ class Grid:
             table = Table(title=self.title, title_justify="left", caption=caption, caption_justify="left")
         for i in shown:
             column = self.columns[i]
-            cells = (
-                [column.header] + [row[i] for row in self.rows]
-                if not self.plain
-                else [row[i] for row in self.rows]
-            )
+            cells: list[Cell] = [row[i] for row in self.rows]
+            if not self.plain:
+                cells.append(column.header)
             table.add_column(
                 column.header,
                 style=column.style,
