@@ -6,6 +6,7 @@ sleeper records the waits; nothing really sleeps."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import os
@@ -20,6 +21,7 @@ from batchroute_client.cli import main
 from batchroute_client.cli.config import mask
 from batchroute_client.cli.inputs import InputError, convert
 from batchroute_client.cli.runtime import Runtime
+from batchroute_client.models import BillingReceipt
 
 from batchroute.domain.compat import Row, read_row
 from tests.unit.test_client_files import file_row, signed
@@ -135,6 +137,35 @@ def run(
         ),
     )
     return code, sleeps
+
+
+def receipt_body(
+    batch_id: str, amount: str, counts: dict[str, int], cost: str, rejected_because: str, **lane: Any
+) -> dict[str, Any]:
+    """A billing receipt: every amount `amount` USD, one lane chosen (edge-eu, `counts` items
+    costing `cost` USD, plus `lane`), groq rejected for capacity_full."""
+    names = [f.name for f in dataclasses.fields(BillingReceipt) if f.type == "Money"]
+    chosen = {
+        "provider": "edge-eu",
+        "model": LLAMA,
+        "status": "completed",
+        "item_counts": counts,
+        "cost": {"currency": "usd", "amount": cost},
+        **lane,
+    }
+    return {
+        "batch_id": batch_id,
+        "settled_at": "2026-03-01T10:05:00.000Z",
+        **{name: {"currency": "usd", "amount": amount} for name in names},
+        "provider_lanes": [chosen],
+        "rejected_lanes": [
+            {
+                "provider": "groq",
+                "model": LLAMA,
+                "rejection": {"code": "capacity_full", "message": rejected_because},
+            }
+        ],
+    }
 
 
 def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
@@ -591,33 +622,7 @@ def test_reading_commands_page_through_and_print_tables_or_json(
         "customer_item_id": "a",
         "error": {"code": "x", "message": "y"},
     }
-    receipt = {
-        "batch_id": "batch_1",
-        "settled_at": "2026-03-01T10:05:00.000Z",
-        **{
-            k: {"currency": "usd", "amount": "0.01"}
-            for k in (
-                "final_settled_price",
-                "provider_subtotal",
-                "service_fee",
-                "credit_reserved",
-                "credit_charged",
-                "credit_released",
-            )
-        },
-        "provider_lanes": [
-            {
-                "provider": "edge-eu",
-                "model": LLAMA,
-                "status": "completed",
-                "item_counts": {"completed": 2, "failed": 1, "canceled": 0},
-                "cost": {"currency": "usd", "amount": "0.0001"},
-            }
-        ],
-        "rejected_lanes": [
-            {"provider": "groq", "model": LLAMA, "rejection": {"code": "capacity_full", "message": "Full."}}
-        ],
-    }
+    receipt = receipt_body("batch_1", "0.01", {"completed": 2, "failed": 1, "canceled": 0}, "0.0001", "Full.")
     api = FakeAPI(
         {
             "GET /v1/batches": [httpx.Response(200, json=listing)],
@@ -736,35 +741,8 @@ def test_every_table_stays_readable_at_80_columns_when_piped(
     quote = quote_body(3)
     quote["quote_id"] = QUOTE_ID
     quote["quote_lanes"][1]["provider"] = "fireworks-ai"
-    cost = {"currency": "usd", "amount": "0.02149"}
-    receipt = {
-        "batch_id": BATCH_ID,
-        "settled_at": "2026-03-01T10:05:00.000Z",
-        **dict.fromkeys(
-            (
-                "final_settled_price",
-                "provider_subtotal",
-                "service_fee",
-                "credit_reserved",
-                "credit_charged",
-                "credit_released",
-            ),
-            cost,
-        ),
-        "provider_lanes": [
-            {
-                "provider": "edge-eu",
-                "model": LLAMA,
-                "status": "completed",
-                "item_counts": {"completed": 1498, "failed": 1, "canceled": 1},
-                "cost": cost,
-                "failover_from": "groq",
-            }
-        ],
-        "rejected_lanes": [
-            {"provider": "groq", "model": LLAMA, "rejection": {"code": "capacity_full", "message": REASON}}
-        ],
-    }
+    counts = {"completed": 1498, "failed": 1, "canceled": 1}
+    receipt = receipt_body(BATCH_ID, "0.02149", counts, "0.02149", REASON, failover_from="groq")
     period = {
         "start_date": "2026-03-01",
         "end_date": "2026-03-31",
