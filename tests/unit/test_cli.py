@@ -548,6 +548,19 @@ def test_an_answer_that_is_not_the_apis_json_is_one_error_line_exit_1_never_a_tr
     )
 
 
+def test_an_out_path_that_cannot_be_written_exits_2_without_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    api = FakeAPI({"GET /v1/batches/batch_1/results": [results_page(["a"])]})
+    (tmp_path / "taken").write_text("a file, not a folder", encoding="utf-8")
+    target = tmp_path / "taken" / "r.jsonl"
+    code, _ = run(api, "results", "batch_1", "--out", str(target), "--json", tmp_path=tmp_path)
+    captured = capsys.readouterr()
+    assert code == 2 and "Traceback" not in captured.err
+    assert captured.err == f"error: file_error: cannot write {target.parent}: File exists\n"
+    assert json.loads(captured.out)["error"]["code"] == "file_error"
+
+
 def test_login_against_a_page_that_is_not_the_api_stores_nothing(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

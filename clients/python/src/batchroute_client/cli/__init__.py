@@ -72,6 +72,9 @@ def main(argv: Sequence[str] | None = None, runtime: rt.Runtime | None = None) -
     except BatchrouteError as exc:
         _fail(json_mode, "client_error", str(exc))
         return EXIT_API
+    except OSError as exc:  # an --out path that cannot be written: the command line's to fix
+        _fail(json_mode, "file_error", f"cannot write {exc.filename or ''}: {exc.strerror or exc}")
+        return EXIT_USAGE
     finally:
         rt.CURRENT = previous
 
