@@ -1,7 +1,8 @@
 """The `batchroute` CLI against the local stack (`make run`'s code), run as a process
 (`python -m batchroute_client.cli`, what the `batchroute` script runs): a vendor batch JSONL
 file submitted with --wait --out, results, receipt, status/list/items, retry, the signed-URL
-upload, a bad key (exit 1, no traceback), streamed chat, and login storing a checked key."""
+upload, a bad key, the console's URL as the base URL and an invalid query value (exit 1, no
+traceback, the API's details shown), streamed chat, and login storing a checked key."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import pytest
 from batchroute_client.cli import main
 from batchroute_client.cli.runtime import Runtime
 
+from batchroute_tools.local.console import CONSOLE_DIST
 from tests.e2e.test_batches_e2e import LLAMA, MINI, _agent_key
 
 pytestmark = pytest.mark.e2e
@@ -143,6 +145,20 @@ def test_errors_exit_with_clear_codes_and_no_traceback(cli: Cli, tmp_path: Path)
     assert bad_file.returncode == 2 and "bad.jsonl:1: url '/v1/images' is not supported" in bad_file.stderr
     unreachable = cli("--base-url", "http://127.0.0.1:9", "usage")
     assert unreachable.returncode == 3 and "network_error" in unreachable.stderr
+    # The console's URL as the base URL: its index.html (200, text/html), one error line.
+    console = f"{cli.env['BATCHROUTE_BASE_URL']}/console"
+    html = cli("--base-url", console, "usage")
+    assert html.returncode == 1 and "Traceback" not in html.stderr and "JSONDecodeError" not in html.stderr
+    if (CONSOLE_DIST / "index.html").is_file():
+        assert html.stderr.startswith(
+            f"error: unexpected_response: GET {console}/v1/usage answered HTTP 200 (text/html"
+        )
+    # An invalid query value: the API's explanation, not only "The request is invalid."
+    invalid = cli("items", "batch_01nothing", "--status", "canceled")
+    assert invalid.returncode == 1 and invalid.stderr.startswith(
+        "error: invalid_request: The request is invalid.\n"
+    )
+    assert "  - query.status: " in invalid.stderr
 
 
 def test_chat_streams_the_answer(cli: Cli) -> None:

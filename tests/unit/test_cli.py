@@ -6,6 +6,7 @@ sleeper records the waits; nothing really sleeps."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import os
@@ -20,6 +21,7 @@ from batchroute_client.cli import main
 from batchroute_client.cli.config import mask
 from batchroute_client.cli.inputs import InputError, convert
 from batchroute_client.cli.runtime import Runtime
+from batchroute_client.models import BillingReceipt
 
 from batchroute.domain.compat import Row, read_row
 from tests.unit.test_client_files import file_row, signed
@@ -135,6 +137,35 @@ def run(
         ),
     )
     return code, sleeps
+
+
+def receipt_body(
+    batch_id: str, amount: str, counts: dict[str, int], cost: str, rejected_because: str, **lane: Any
+) -> dict[str, Any]:
+    """A billing receipt: every amount `amount` USD, one lane chosen (edge-eu, `counts` items
+    costing `cost` USD, plus `lane`), groq rejected for capacity_full."""
+    names = [f.name for f in dataclasses.fields(BillingReceipt) if f.type == "Money"]
+    chosen = {
+        "provider": "edge-eu",
+        "model": LLAMA,
+        "status": "completed",
+        "item_counts": counts,
+        "cost": {"currency": "usd", "amount": cost},
+        **lane,
+    }
+    return {
+        "batch_id": batch_id,
+        "settled_at": "2026-03-01T10:05:00.000Z",
+        **{name: {"currency": "usd", "amount": amount} for name in names},
+        "provider_lanes": [chosen],
+        "rejected_lanes": [
+            {
+                "provider": "groq",
+                "model": LLAMA,
+                "rejection": {"code": "capacity_full", "message": rejected_because},
+            }
+        ],
+    }
 
 
 def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
@@ -408,6 +439,144 @@ def test_network_errors_exit_3_after_the_retries_and_usage_errors_exit_2(
     assert code == 2 and "no API key: run `batchroute login`" in capsys.readouterr().err
 
 
+def envelope(status: int, code: str, message: str, details: dict[str, Any]) -> httpx.Response:
+    return httpx.Response(status, json={"error": {"code": code, "message": message, "details": details}})
+
+
+def test_a_refused_request_shows_each_issue_and_the_field_and_json_keeps_the_whole_document(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # functions/api/errors.py: a bad query value lists `details.errors` (path, message, type).
+    literal = "Input should be 'pending', 'processing', 'completed' or 'failed'"
+    issues = [{"path": "query.status", "message": literal, "type": "literal_error"}]
+    invalid = envelope(400, "invalid_request", "The request is invalid.", {"errors": issues})
+    state = "state must be a batch state or `active`."
+    api = FakeAPI(
+        {
+            "GET /v1/batches/batch_1/items": [invalid],
+            "GET /v1/batches": [envelope(400, "invalid_request", state, {"field": "state"})],
+            "POST /v1/batches/batch_1/cancel": [
+                envelope(
+                    400, "invalid_request", "Unknown field 'why'.", {"field": "why", "unknown": ["why", "x"]}
+                )
+            ],
+            "GET /v1/batches/batch_2/items": [
+                envelope(
+                    400,
+                    "invalid_request",
+                    "Bad lines.",
+                    {"issues": [{"line": 3, "message": "No model."}, "odd"]},
+                )
+            ],
+            "GET /v1/usage": [
+                envelope(402, "hard_limit_reached", "Limit.", {"limit": "10.00", "period": "month"})
+            ],
+        }
+    )
+    code, _ = run(api, "items", "batch_1", "--status", "canceled", tmp_path=tmp_path)
+    assert code == 1
+    assert capsys.readouterr().err == (
+        f"error: invalid_request: The request is invalid.\n  - query.status: {literal}\n"
+    )
+    code, _ = run(api, "items", "batch_1", "--status", "canceled", "--json", tmp_path=tmp_path)
+    captured = capsys.readouterr()
+    assert code == 1 and json.loads(captured.out) == {
+        "error": {
+            "status": 400,
+            "code": "invalid_request",
+            "message": "The request is invalid.",
+            "details": {"errors": issues},
+        }
+    }
+    assert f"  - query.status: {literal}" in captured.err
+
+    assert run(api, "list", "--state", "bogus", tmp_path=tmp_path)[0] == 1
+    assert capsys.readouterr().err == f"error: invalid_request: {state}\n  field: state\n"
+    assert run(api, "cancel", "batch_1", tmp_path=tmp_path)[0] == 1
+    assert capsys.readouterr().err.endswith("\n  field: why\n  unknown fields: why, x\n")
+    assert run(api, "items", "batch_2", tmp_path=tmp_path)[0] == 1
+    assert capsys.readouterr().err.endswith("Bad lines.\n  - line 3: No model.\n  - odd\n")
+    assert run(api, "usage", tmp_path=tmp_path)[0] == 1
+    assert capsys.readouterr().err.endswith("Limit.\n  details: limit=10.00, period=month\n")
+
+
+def test_an_answer_that_is_not_the_apis_json_is_one_error_line_exit_1_never_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    html = httpx.Response(200, text="<!doctype html><p>Console</p>", headers={"content-type": "text/html"})
+    api = FakeAPI({"GET /console/v1/batches/batch_1": [html], "POST /console/v1/quotes/model": [html]})
+    code, _ = run(api, "--base-url", f"{BASE}/console", "status", "batch_1", tmp_path=tmp_path)
+    err = capsys.readouterr().err
+    assert code == 1 and "Traceback" not in err and "JSONDecodeError" not in err
+    assert err == (
+        f"error: unexpected_response: GET {BASE}/console/v1/batches/batch_1 answered HTTP 200 (text/html):"
+        " not the API's JSON; is the base URL the API's?\n"
+    )
+    path = write_jsonl(tmp_path / "items.jsonl", [NATIVE])
+    code, _ = run(api, "--base-url", f"{BASE}/console", "quote", str(path), "--json", tmp_path=tmp_path)
+    captured = capsys.readouterr()
+    document = json.loads(captured.out)["error"]
+    assert code == 1 and document["code"] == "unexpected_response" and document["status"] == 200
+    assert document["details"] == {
+        "method": "POST",
+        "url": f"{BASE}/console/v1/quotes/model",
+        "content_type": "text/html",
+    }
+    assert captured.err.startswith("error: unexpected_response: POST ")
+
+    # A proxy's non-JSON 5xx (after the retries), JSON that is not the envelope, an empty body.
+    proxy = httpx.Response(502, text="Bad Gateway", headers={"content-type": "text/plain"})
+    api = FakeAPI(
+        {
+            "GET /v1/batches/batch_1": [proxy],
+            "GET /v1/usage": [httpx.Response(200, json={"status": "ok"})],
+            "GET /v1/batches": [httpx.Response(200)],
+        }
+    )
+    code, sleeps = run(api, "status", "batch_1", tmp_path=tmp_path)
+    err = capsys.readouterr().err
+    assert code == 1 and len(sleeps) == 4
+    where = f"GET {BASE}/v1/batches/batch_1"
+    assert err == f"error: http_502: HTTP 502 from {where} (text/plain), not the API's JSON error\n"
+    code, _ = run(api, "usage", tmp_path=tmp_path)
+    err = capsys.readouterr().err
+    assert code == 1 and f"GET {BASE}/v1/usage answered HTTP 200 (application/json): JSON that is not" in err
+    code, _ = run(api, "list", tmp_path=tmp_path)
+    err = capsys.readouterr().err
+    assert (
+        code == 1 and "answered HTTP 200 (no content type): an empty body" in err and "Traceback" not in err
+    )
+
+
+def test_an_out_path_that_cannot_be_written_exits_2_without_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    api = FakeAPI({"GET /v1/batches/batch_1/results": [results_page(["a"])]})
+    (tmp_path / "taken").write_text("a file, not a folder", encoding="utf-8")
+    target = tmp_path / "taken" / "r.jsonl"
+    code, _ = run(api, "results", "batch_1", "--out", str(target), "--json", tmp_path=tmp_path)
+    captured = capsys.readouterr()
+    assert code == 2 and "Traceback" not in captured.err
+    assert captured.err == f"error: file_error: cannot write {target.parent}: File exists\n"
+    assert json.loads(captured.out)["error"]["code"] == "file_error"
+
+
+def test_login_against_a_page_that_is_not_the_api_stores_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "conf" / "config.toml"
+    page = httpx.Response(200, text="<html></html>", headers={"content-type": "text/html"})
+    api = FakeAPI(
+        {"GET /console/v1/auth/account": [page], "GET /v1/auth/account": [httpx.Response(200, json=[])]}
+    )
+    env = {"BATCHROUTE_CONFIG": str(config)}
+    for url in (f"{BASE}/console", BASE):
+        code, _ = run(api, "login", "--base-url", url, tmp_path=tmp_path, env=env, prompt_key=lambda: KEY)
+        err = capsys.readouterr().err
+        assert code == 1 and err.startswith("error: unexpected_response: GET ") and not config.exists()
+        assert KEY not in err
+
+
 # -- configuration --------------------------------------------------------------------------------------
 def test_login_checks_the_key_and_stores_it_0600_and_configure_shows_it_masked(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
@@ -466,33 +635,7 @@ def test_reading_commands_page_through_and_print_tables_or_json(
         "customer_item_id": "a",
         "error": {"code": "x", "message": "y"},
     }
-    receipt = {
-        "batch_id": "batch_1",
-        "settled_at": "2026-03-01T10:05:00.000Z",
-        **{
-            k: {"currency": "usd", "amount": "0.01"}
-            for k in (
-                "final_settled_price",
-                "provider_subtotal",
-                "service_fee",
-                "credit_reserved",
-                "credit_charged",
-                "credit_released",
-            )
-        },
-        "provider_lanes": [
-            {
-                "provider": "edge-eu",
-                "model": LLAMA,
-                "status": "completed",
-                "item_counts": {"completed": 2, "failed": 1, "canceled": 0},
-                "cost": {"currency": "usd", "amount": "0.0001"},
-            }
-        ],
-        "rejected_lanes": [
-            {"provider": "groq", "model": LLAMA, "rejection": {"code": "capacity_full", "message": "Full."}}
-        ],
-    }
+    receipt = receipt_body("batch_1", "0.01", {"completed": 2, "failed": 1, "canceled": 0}, "0.0001", "Full.")
     api = FakeAPI(
         {
             "GET /v1/batches": [httpx.Response(200, json=listing)],
@@ -533,13 +676,20 @@ def test_reading_commands_page_through_and_print_tables_or_json(
 
 
 def test_quote_shows_lanes_chosen_and_rejected_with_reasons(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setenv("COLUMNS", "200")  # rich's width: no wrapped cells
     path = write_jsonl(tmp_path / "items.jsonl", [NATIVE])
     api = FakeAPI({"POST /v1/quotes/model": [httpx.Response(200, json=quote_body(1))]})
-    code, _ = run(
-        api, "quote", str(path), "--routing-mode", "cheapest", "--tool", "web_search", tmp_path=tmp_path
+    code, _ = run(  # 200 columns: no wrapped cells
+        api,
+        "quote",
+        str(path),
+        "--routing-mode",
+        "cheapest",
+        "--tool",
+        "web_search",
+        tmp_path=tmp_path,
+        width=200,
     )
     assert code == 0
     body = json.loads(api.requests[0].content)
@@ -565,3 +715,134 @@ def test_chat_streams_the_answer_and_json_prints_the_completion(
     assert capsys.readouterr().out == "Hello\n"
     body = json.loads(api.requests[0].content)
     assert body["stream"] is True and body["max_tokens"] == 5 and body["messages"][-1]["content"] == "Say hi"
+
+
+# -- tables at 80 columns ---------------------------------------------------------------------------
+BATCH_ID = "batch_01m8jv6f0mkhx4mqtkrkjgz53g"
+QUOTE_ID = "qlock_01m8jv6f0mkhx4mqtkrkjgz53h"
+ORG_ID = "org_01m8jv6f0mkhx4mqtkrkjgz53j"
+REASON = "The provider has no capacity left in this window for the items."
+
+
+def assert_readable(out: str, width: int, *whole: str, words: tuple[str, ...] = ()) -> None:
+    """No line wider than `width`, every `whole` text (ids, models) on one line, and every word
+    of `words` (prose cells) unsplit."""
+    lines = out.splitlines()
+    assert lines and max(len(line.rstrip()) for line in lines) <= width
+    for text in whole:
+        assert any(text in line for line in lines), f"{text!r} is cut or wrapped"
+    for text in words:
+        for word in text.split():
+            assert any(word in line for line in lines), f"{word!r} is split"
+
+
+def test_every_table_stays_readable_at_80_columns_when_piped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    listed = [
+        {**batch(BATCH_ID, "processing"), "counts": {**batch(BATCH_ID, "processing")["counts"], "failed": 2}}
+    ]
+    error_text = "provider_error: The provider refused the request"
+    item = {
+        "sequence_number": 1200,
+        "status": "processing",
+        "customer_item_id": "request-000001",
+        "model": LLAMA,
+        "provider": "together-ai",
+        "error": {"code": "provider_error", "message": "The provider refused the request"},
+    }
+    quote = quote_body(3)
+    quote["quote_id"] = QUOTE_ID
+    quote["quote_lanes"][1]["provider"] = "fireworks-ai"
+    counts = {"completed": 1498, "failed": 1, "canceled": 1}
+    receipt = receipt_body(BATCH_ID, "0.02149", counts, "0.02149", REASON, failover_from="groq")
+    period = {
+        "start_date": "2026-03-01",
+        "end_date": "2026-03-31",
+        "spend": {"currency": "usd", "amount": "12.34"},
+        "tokens": {"total": 123456789},
+        "requests": {"total": 12345},
+    }
+    usage = {
+        "org_id": ORG_ID,
+        **{key: {"currency": "usd", "amount": "124.95"} for key in ("balance", "reserved", "available")},
+        "period": "month",
+        "timezone": "Europe/Amsterdam",
+        "current_period": period,
+        "previous_period": period,
+        "generated_at": "2026-03-02T00:00:00.000Z",
+    }
+    api = FakeAPI(
+        {
+            "GET /v1/batches": [httpx.Response(200, json={"data": listed, "next_cursor": None})],
+            f"GET /v1/batches/{BATCH_ID}": [httpx.Response(200, json={"batch": listed[0]})],
+            f"GET /v1/batches/{BATCH_ID}/items": [
+                httpx.Response(200, json={"data": [item], "next_cursor": None})
+            ],
+            f"GET /v1/batches/{BATCH_ID}/billing-receipt": [httpx.Response(200, json=receipt)],
+            "POST /v1/quotes/model": [httpx.Response(200, json=quote)],
+            "GET /v1/usage": [httpx.Response(200, json=usage)],
+        }
+    )
+    # Piped (stdout is not a terminal here) and no COLUMNS: 80 columns.
+    assert run(api, "list", tmp_path=tmp_path)[0] == 0
+    out = capsys.readouterr().out
+    assert_readable(out, 80, BATCH_ID, "processing", "done/total")
+    assert "not shown at this width: created (see --json)" in out
+
+    assert run(api, "status", BATCH_ID, tmp_path=tmp_path)[0] == 0
+    assert_readable(
+        capsys.readouterr().out, 80, BATCH_ID, words=("done: 0 completed, 2 failed, 0 canceled,",)
+    )
+
+    assert run(api, "items", BATCH_ID, tmp_path=tmp_path)[0] == 0
+    out = capsys.readouterr().out
+    assert_readable(out, 80, "request-000001", "processing", "together-ai", words=(error_text,))
+    assert "not shown at this width: model (see --json)" in out
+
+    path = write_jsonl(tmp_path / "items.jsonl", [NATIVE])
+    assert run(api, "quote", str(path), tmp_path=tmp_path)[0] == 0
+    out = capsys.readouterr().out
+    assert_readable(
+        out,
+        80,
+        QUOTE_ID,
+        LLAMA,
+        "fireworks-ai",
+        "0.02 USD",
+        words=("tool_support: No web_search. (also: capacity_full)",),
+    )
+    assert "not shown at this width: items, estimated cost (see --json)" in out
+
+    assert run(api, "receipt", BATCH_ID, tmp_path=tmp_path)[0] == 0
+    out = capsys.readouterr().out
+    assert_readable(
+        out, 80, BATCH_ID, LLAMA, "0.02149 USD", words=("1498 completed, 1 failed, 1 canceled", REASON)
+    )
+
+    assert run(api, "usage", tmp_path=tmp_path)[0] == 0
+    assert_readable(
+        capsys.readouterr().out, 80, ORG_ID, "2026-03-01 .. 2026-03-31", "123456789", "124.95 USD"
+    )
+
+    assert run(api, "configure", tmp_path=tmp_path)[0] == 0
+    assert_readable(capsys.readouterr().out, 80, BASE, mask(KEY), "environment")
+
+    # Wider (COLUMNS when piped, or a terminal's width): every column, still whole.
+    env = {"BATCHROUTE_API_KEY": KEY, "BATCHROUTE_BASE_URL": BASE, "COLUMNS": "160"}
+    assert run(api, "items", BATCH_ID, tmp_path=tmp_path, env=env)[0] == 0
+    out = capsys.readouterr().out
+    assert_readable(out, 160, LLAMA, "together-ai", words=(error_text,)) and "not shown" not in out
+    assert run(api, "receipt", BATCH_ID, tmp_path=tmp_path, width=120)[0] == 0
+    out = capsys.readouterr().out
+    assert_readable(out, 120, LLAMA, "groq", words=(REASON,)) and "not shown" not in out
+
+
+def test_the_table_width_is_the_terminals_else_columns_else_80() -> None:
+    assert Runtime(width=100, is_terminal=lambda: True).columns() == 100
+    assert (
+        Runtime(env={"COLUMNS": "100"}, is_terminal=lambda: True).columns() is None
+    )  # rich asks the terminal
+    assert Runtime(env={"COLUMNS": "132"}, is_terminal=lambda: False).columns() == 132
+    assert Runtime(env={"COLUMNS": "wide"}, is_terminal=lambda: False).columns() == 80
+    assert Runtime(env={}, is_terminal=lambda: False).columns() == 80

@@ -9,7 +9,13 @@ from typing import Any
 
 import httpx
 import pytest
-from batchroute_client import APIConnectionError, AsyncClient, ConflictError, InternalServerError
+from batchroute_client import (
+    APIConnectionError,
+    AsyncClient,
+    ConflictError,
+    InternalServerError,
+    UnexpectedResponse,
+)
 from batchroute_client._retry import Backoff
 
 from tests.unit.test_client_sdk import BASE, Recorder, _chunk, batch, error
@@ -103,3 +109,16 @@ def test_async_chat_stream_and_create_retry_only_a_429() -> None:
     with pytest.raises(InternalServerError):
         asyncio.run(make(recorder, []).chat.create("m", [{"role": "user", "content": "hi"}]))
     assert len(recorder.requests) == 1
+
+
+def test_an_html_page_raises_unexpected_response_not_a_json_error() -> None:
+    page = httpx.Response(200, text="<html></html>", headers={"content-type": "text/html"})
+
+    async def scenario() -> None:
+        async with make(Recorder(page), []) as client:
+            await client.batches.get("batch_1")
+
+    with pytest.raises(
+        UnexpectedResponse, match=r"GET https://api.test/v1/batches/batch_1 answered HTTP 200"
+    ):
+        asyncio.run(scenario())

@@ -5,6 +5,7 @@ An injected sleeper records the waits; nothing really sleeps."""
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Callable
 from typing import Any
@@ -22,6 +23,7 @@ from batchroute_client import (
     NotFoundError,
     PermissionDeniedError,
     RateLimitError,
+    UnexpectedResponse,
     WaitTimeoutError,
 )
 from batchroute_client._retry import Backoff
@@ -397,3 +399,77 @@ def test_chat_create_and_queue_are_not_repeated_after_a_network_error() -> None:
     queued = make(recorder, []).chat.queue("m", [{"role": "user", "content": "hi"}])
     assert (queued.id, queued.status) == ("chatjob_1", "queued")
     assert json.loads(recorder.requests[0].content)["batch"] is True
+
+
+# -- answers that are not the API's JSON ------------------------------------------------------------
+HTML = httpx.Response(
+    200, text="<!doctype html><title>Console</title>", headers={"content-type": "text/html"}
+)
+
+
+def test_an_answer_that_is_not_the_apis_json_raises_unexpected_response_naming_what_answered() -> None:
+    console = Client(
+        api_key="sk-test-secret",
+        base_url=BASE + "/console",
+        http_client=httpx.Client(transport=httpx.MockTransport(Recorder(HTML))),
+    )
+    with pytest.raises(UnexpectedResponse) as raised:
+        console.batches.get("batch_1")
+    got = raised.value
+    assert (got.method, got.url, got.status, got.content_type) == (
+        "GET",
+        f"{BASE}/console/v1/batches/batch_1",
+        200,
+        "text/html",
+    )
+    assert str(got).startswith(f"GET {BASE}/console/v1/batches/batch_1 answered HTTP 200 (text/html): ")
+    assert "not the API's JSON" in str(got) and "sk-test-secret" not in str(got)
+    # The raw request, the listings and the account read the same way.
+    for call in (lambda: console.request("GET", "/v1/usage"), lambda: list(console.batches.list())):
+        with pytest.raises(UnexpectedResponse):
+            call()
+
+    # JSON that is not the document, and an empty body where one is needed.
+    client = make(Recorder(httpx.Response(200, json={"hello": "world"})), [])
+    with pytest.raises(
+        UnexpectedResponse, match=r"JSON that is not the API's document \(KeyError: 'batch'\)"
+    ):
+        client.batches.get("batch_1")
+    with pytest.raises(UnexpectedResponse, match="JSON that is not the API's document"):
+        make(Recorder(httpx.Response(200, json=["a"])), []).account()
+    with pytest.raises(UnexpectedResponse, match=r"answered HTTP 200 \(no content type\): an empty body"):
+        make(Recorder(httpx.Response(200)), []).usage()
+    # An empty body is still fine where the API may send none.
+    assert make(Recorder(httpx.Response(204)), []).request("POST", "/v1/x") is None
+
+
+def test_a_proxy_error_page_keeps_its_status_class_and_names_the_url_status_and_content_type() -> None:
+    page = httpx.Response(502, text="<html>Bad Gateway</html>", headers={"content-type": "text/html"})
+    sleeps: list[float] = []
+    with pytest.raises(InternalServerError) as raised:
+        make(Recorder(page), sleeps, max_retries=1).usage()
+    assert raised.value.code == "http_502" and len(sleeps) == 1
+    assert raised.value.message == f"HTTP 502 from GET {BASE}/v1/usage (text/html), not the API's JSON error"
+    # A signed URL's query (its signature) never reaches the message.
+    signed = "https://bucket.test/results.jsonl?X-Amz-Signature=s3cr3t"
+    recorder = Recorder(
+        lambda request: (
+            httpx.Response(200, json={"url": signed})
+            if request.url.host == "api.test"
+            else httpx.Response(403, text="<Error/>", headers={"content-type": "application/xml"})
+        )
+    )
+    with pytest.raises(PermissionDeniedError) as denied:
+        make(recorder, []).batches.download_artifact("batch_1", io.BytesIO())
+    assert denied.value.message == (
+        "HTTP 403 from GET https://bucket.test/results.jsonl (application/xml), not the API's JSON error"
+    )
+
+
+def test_a_stream_that_is_not_the_apis_event_stream_raises_unexpected_response() -> None:
+    client = make(Recorder(HTML), [])
+    with pytest.raises(UnexpectedResponse, match="not the API's event stream"):
+        list(client.chat.stream("m", [{"role": "user", "content": "hi"}]))
+    broken = httpx.Response(200, text="data: {not json\n\n", headers={"content-type": "text/event-stream"})
+    with pytest.raises(UnexpectedResponse, match="an event that is not the API's JSON"):
+        list(make(Recorder(broken), []).chat.stream("m", [{"role": "user", "content": "hi"}]))

@@ -15,6 +15,7 @@ from batchroute_client.errors import (
     NotFoundError,
     PermissionDeniedError,
     RateLimitError,
+    UnexpectedResponse,
     WaitTimeoutError,
 )
 from batchroute_client.models import (
@@ -79,6 +80,7 @@ __all__ = [
     "ResultRow",
     "RetriedBatch",
     "SignedUpload",
+    "UnexpectedResponse",
     "UploadTarget",
     "Usage",
     "WaitTimeoutError",

@@ -41,6 +41,7 @@ from batchroute_client.errors import (
     PermissionDeniedError,
     WaitTimeoutError,
     error_from_response,
+    unexpected,
 )
 
 __version__ = "0.1.0"
@@ -155,6 +156,32 @@ def request_arguments(call: Call, body: Callable[[Any], Any]) -> dict[str, Any]:
     }
 
 
+def decoded(call: Call, response: httpx.Response) -> Any:
+    """The JSON body of a successful answer to `call` (None when it is empty), or
+    `UnexpectedResponse` when the body is not JSON (an HTML page, a proxy's text)."""
+    if not response.content:
+        return None
+    try:
+        return response.json()
+    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
+        raise unexpected(call.method, call.url, response, "not the API's JSON") from exc
+
+
+def read_model(call: Call, response: httpx.Response, build: Callable[[Any], T]) -> T:
+    """`build` applied to the JSON body of a successful answer to `call`; `UnexpectedResponse`
+    when the body is empty, not JSON or not the document `build` reads."""
+    body = decoded(call, response)
+    try:
+        return build(body)
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
+        problem = (
+            "an empty body where the API sends a JSON document"
+            if body is None
+            else f"JSON that is not the API's document ({type(exc).__name__}: {exc})"
+        )
+        raise unexpected(call.method, call.url, response, problem) from exc
+
+
 def iterator_of(content: Any) -> Iterator[bytes] | None:
     """The body as a sync iterator of chunks, when it is one (bytes and async bodies are not)."""
     if isinstance(content, bytes | str) or not isinstance(content, Iterator):
@@ -219,6 +246,20 @@ class ClientBase:
         )
 
 
+def _batch_of(body: Any) -> models.Batch:
+    return models.Batch.from_dict(body["batch"])
+
+
+def _file_of(body: Any) -> models.File:
+    return models.File.from_dict(body["file"])
+
+
+def _account_of(body: Any) -> dict[str, Any]:
+    if not isinstance(body["org"], dict):
+        raise TypeError("org is not an object")
+    return dict(body)
+
+
 def _local(source: Source | UploadSource) -> UploadSource:
     return source if isinstance(source, UploadSource) else upload_source(source)
 
@@ -251,7 +292,7 @@ class Operations:
                     return response
                 wait = self._client.retry_wait(attempt, response, repeatable)
                 if wait is None:
-                    raise error_from_response(response)
+                    raise error_from_response(response, call.method, call.url)
             yield Sleep(wait)
 
     def send(
@@ -287,16 +328,42 @@ class Operations:
         Every attempt sends the same headers and body (so an `Idempotency-Key` is reused).
         `retry_on_network_error=False` (and no 5xx retry) for a POST that is not safe to
         repeat: only 429, which the service answers before doing any work, is retried then.
+        A body that is not JSON raises `UnexpectedResponse`.
         """
-        call = Call(
+        call = self._api_call(method, path, params, json, headers)
+        return decoded(call, (yield from self.exchange(call, repeatable=retry_on_network_error)))
+
+    def _api_call(
+        self,
+        method: str,
+        path: str,
+        params: Mapping[str, Any] | None,
+        json: Any,
+        headers: Mapping[str, str] | None,
+    ) -> Call:
+        return Call(
             method,
             self._client.base_url + path,
             params={k: v for k, v in (params or {}).items() if v is not None},
             json=json,
             headers=self._client.headers(headers),
         )
-        response = yield from self.exchange(call, repeatable=retry_on_network_error)
-        return response.json() if response.content else None
+
+    def _fetch(
+        self,
+        method: str,
+        path: str,
+        build: Callable[[Any], T],
+        *,
+        params: Mapping[str, Any] | None = None,
+        json: Any = None,
+        headers: Mapping[str, str] | None = None,
+        repeatable: bool = True,
+    ) -> Plan[T]:
+        """`request`, with the body read by `build` (a model's `from_dict`, its envelope
+        unwrapped): an answer that is not that document raises `UnexpectedResponse`."""
+        call = self._api_call(method, path, params, json, headers)
+        return read_model(call, (yield from self.exchange(call, repeatable=repeatable)), build)
 
     def _events(self, path: str, json: Any, parse: Callable[[dict[str, Any]], T]) -> Stream[T]:
         call = Call("POST", self._client.base_url + path, json=json, headers=self._client.headers())
@@ -306,20 +373,36 @@ class Operations:
             try:
                 response = yield Open(call)
                 if response.status_code < 400:
-                    while (line := (yield Read(response, "line"))) is not None:
-                        data = line[5:].strip() if line.startswith("data:") else None
-                        if data == "[DONE]":
-                            return
-                        if data is not None:
-                            yield Emit(parse(_json.loads(data)))
+                    yield from self._read_events(call, response, parse)
                     return
                 yield Read(response, "body")
             except httpx.TransportError as exc:
                 raise APIConnectionError(f"POST {path}: {type(exc).__name__}: {exc}") from exc
             wait = self._client.retry_wait(attempt, response, repeatable=False)
             if wait is None:
-                raise error_from_response(response)
+                raise error_from_response(response, call.method, call.url)
             yield Sleep(wait)
+
+    def _read_events(
+        self, call: Call, response: httpx.Response, parse: Callable[[dict[str, Any]], T]
+    ) -> Stream[T]:
+        """Emit each event's data until `[DONE]`; an answer that is not an event stream of the
+        API's JSON (an HTML page, a JSON document) raises `UnexpectedResponse`."""
+        kind = (response.headers.get("content-type") or "").split(";")[0].strip().lower()
+        if kind not in ("", "text/event-stream", "text/plain"):
+            yield Read(response, "body")
+            raise unexpected(call.method, call.url, response, "not the API's event stream")
+        while (line := (yield Read(response, "line"))) is not None:
+            data = line[5:].strip() if line.startswith("data:") else None
+            if data == "[DONE]":
+                return
+            if data is not None:
+                try:
+                    event = parse(_json.loads(data))
+                except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
+                    problem = f"an event that is not the API's JSON ({type(exc).__name__}: {exc})"
+                    raise unexpected(call.method, call.url, response, problem) from exc
+                yield Emit(event)
 
     def stream_events(self, path: str, json: Any) -> Stream[dict[str, Any]]:
         """POST and yield each server-sent event's JSON data until `[DONE]`. Only a 429 (answered
@@ -327,12 +410,14 @@ class Operations:
         return self._events(path, json, dict)
 
     def _pages(self, path: str, params: Mapping[str, Any], parse: Callable[[dict[str, Any]], T]) -> Stream[T]:
+        def page_of(body: Any) -> tuple[list[T], str | None]:
+            return [parse(row) for row in body.get("data") or []], body.get("next_cursor")
+
         cursor: str | None = None
         while True:
-            page = yield from self.request("GET", path, params={**params, "cursor": cursor})
-            for row in page.get("data") or []:
-                yield Emit(parse(row))
-            cursor = page.get("next_cursor")
+            rows, cursor = yield from self._fetch("GET", path, page_of, params={**params, "cursor": cursor})
+            for row in rows:
+                yield Emit(row)
             if not cursor:
                 return
 
@@ -361,13 +446,19 @@ class Operations:
 
     # -- account ---------------------------------------------------------------------------
 
+    def account(self) -> Plan[dict[str, Any]]:
+        """`GET /v1/auth/account`: the key's organization (`org`) and plan, as sent."""
+        return (yield from self._fetch("GET", "/v1/auth/account", _account_of))
+
     def usage(self) -> Plan[models.Usage]:
-        return models.Usage.from_dict((yield from self.request("GET", "/v1/usage")))
+        return (yield from self._fetch("GET", "/v1/usage", models.Usage.from_dict))
 
     def billing_controls(self) -> Plan[models.BillingControls]:
         """`GET /v1/billing/controls` (changing them needs a user session: the console)."""
-        return models.BillingControls.from_dict(
-            (yield from self.request("GET", "/v1/billing/controls"))["controls"]
+        return (
+            yield from self._fetch(
+                "GET", "/v1/billing/controls", lambda body: models.BillingControls.from_dict(body["controls"])
+            )
         )
 
     # -- quotes ----------------------------------------------------------------------------
@@ -377,11 +468,11 @@ class Operations:
         (`routing_mode`, `sla_tier`, `privacy_tier`, `required_tools`, ...), or
         `input_file_id` instead of `items`."""
         body = {"items": items, **options} if items is not None else options
-        return models.Quote.from_dict((yield from self.request("POST", "/v1/quotes/model", json=body)))
+        return (yield from self._fetch("POST", "/v1/quotes/model", models.Quote.from_dict, json=body))
 
     def quote_workflow(self, /, **body: Any) -> Plan[models.Quote]:
         """`POST /v1/quotes/workflow`: the quote of a workflow's steps (free, reserves nothing)."""
-        return models.Quote.from_dict((yield from self.request("POST", "/v1/quotes/workflow", json=body)))
+        return (yield from self._fetch("POST", "/v1/quotes/workflow", models.Quote.from_dict, json=body))
 
     # -- batches ---------------------------------------------------------------------------
 
@@ -391,11 +482,10 @@ class Operations:
         One `Idempotency-Key` (generated here when not given) is sent on every retry with the
         same body, so a retried create returns the original batch and never a second one."""
         headers = {"Idempotency-Key": idempotency_key or f"br-{uuid.uuid4().hex}"}
-        answer = yield from self.request("POST", "/v1/batches", json=body, headers=headers)
-        return models.Batch.from_dict(answer["batch"])
+        return (yield from self._fetch("POST", "/v1/batches", _batch_of, json=body, headers=headers))
 
     def batch_get(self, batch_id: str) -> Plan[models.Batch]:
-        return models.Batch.from_dict((yield from self.request("GET", f"/v1/batches/{batch_id}"))["batch"])
+        return (yield from self._fetch("GET", f"/v1/batches/{batch_id}", _batch_of))
 
     def batch_list(self, *, state: str | None = None, page_size: int | None = None) -> Stream[models.Batch]:
         """Every batch (newest first), across all pages."""
@@ -415,24 +505,25 @@ class Operations:
 
     def batch_cancel(self, batch_id: str, *, reason: str | None = None) -> Plan[models.Batch]:
         body = {"reason": reason} if reason else None
-        answer = yield from self.request("POST", f"/v1/batches/{batch_id}/cancel", json=body)
-        return models.Batch.from_dict(answer["batch"])
+        return (yield from self._fetch("POST", f"/v1/batches/{batch_id}/cancel", _batch_of, json=body))
 
     def batch_retry(self, batch_id: str) -> Plan[models.RetriedBatch]:
         """Create a new batch from the failed and canceled items (beta). Not repeated on a
         network error or 5xx: the first attempt may have created the batch."""
         path = f"/v1/batches/{batch_id}/retry"
-        return models.RetriedBatch.from_dict(
-            (yield from self.request("POST", path, retry_on_network_error=False))
-        )
+        return (yield from self._fetch("POST", path, models.RetriedBatch.from_dict, repeatable=False))
 
     def batch_artifact_url(self, batch_id: str) -> Plan[str]:
         """A short-lived signed URL of the full results JSONL."""
-        return str((yield from self.request("GET", f"/v1/batches/{batch_id}/artifact-url"))["url"])
+        return (
+            yield from self._fetch(
+                "GET", f"/v1/batches/{batch_id}/artifact-url", lambda body: str(body["url"])
+            )
+        )
 
     def batch_receipt(self, batch_id: str) -> Plan[models.BillingReceipt]:
         path = f"/v1/batches/{batch_id}/billing-receipt"
-        return models.BillingReceipt.from_dict((yield from self.request("GET", path)))
+        return (yield from self._fetch("GET", path, models.BillingReceipt.from_dict))
 
     def batch_download_artifact(self, batch_id: str, out: BinaryIO) -> Plan[int]:
         """Stream the full results artifact (its signed URL) into `out`; return the byte count.
@@ -443,7 +534,7 @@ class Operations:
             response = yield Open(Call("GET", url))
             if response.status_code >= 400:
                 yield Read(response, "body")
-                raise error_from_response(response)
+                raise error_from_response(response, "GET", url)
             while (chunk := (yield Read(response, "chunk"))) is not None:
                 out.write(chunk)
                 written += len(chunk)
@@ -475,15 +566,15 @@ class Operations:
 
     # -- chat ------------------------------------------------------------------------------
 
-    def _chat(self, body: dict[str, Any]) -> Plan[Any]:
+    def _chat(self, body: dict[str, Any], build: Callable[[Any], T]) -> Plan[T]:
         """A direct completion or a queued job: charged, so only a 429 is retried."""
-        return self.request("POST", "/v1/chat/completions", json=body, retry_on_network_error=False)
+        return self._fetch("POST", "/v1/chat/completions", build, json=body, repeatable=False)
 
     def chat_create(
         self, /, model: str, messages: list[dict[str, Any]], **options: Any
     ) -> Plan[models.ChatCompletion]:
         body = {"model": model, "messages": messages, **options, "stream": False}
-        return models.ChatCompletion.from_dict((yield from self._chat(body)))
+        return (yield from self._chat(body, models.ChatCompletion.from_dict))
 
     def chat_stream(
         self, /, model: str, messages: list[dict[str, Any]], **options: Any
@@ -495,11 +586,11 @@ class Operations:
         self, /, model: str, messages: list[dict[str, Any]], **options: Any
     ) -> Plan[models.ChatJob]:
         body = {"model": model, "messages": messages, "batch": True, **options}
-        return models.ChatJob.from_dict((yield from self._chat(body)))
+        return (yield from self._chat(body, models.ChatJob.from_dict))
 
     def chat_job(self, job_id: str) -> Plan[models.ChatJob]:
         """`GET /v1/chat/completions/{job_id}`: a queued chat job; `result` once completed."""
-        return models.ChatJob.from_dict((yield from self.request("GET", f"/v1/chat/completions/{job_id}")))
+        return (yield from self._fetch("GET", f"/v1/chat/completions/{job_id}", models.ChatJob.from_dict))
 
     # -- files -----------------------------------------------------------------------------
 
@@ -563,24 +654,35 @@ class Operations:
             return data.part_chunks(part.offset, part.bytes, on_progress)
 
         headers = part_headers(part.bytes)
+        call = Call("PUT", part.url, content=body, headers=headers)
         try:
-            response = yield from self.exchange(Call("PUT", part.url, content=body, headers=headers))
+            response = yield from self.exchange(call)
         except PermissionDeniedError:  # the URL expired: sign this part again, once
             fresh = (yield from self.file_part_urls(file_id, [part.part_number])).parts[0]
-            response = yield from self.exchange(Call("PUT", fresh.url, content=body, headers=headers))
-        return str(response.headers["etag"])
+            call = Call("PUT", fresh.url, content=body, headers=headers)
+            response = yield from self.exchange(call)
+        etag = response.headers.get("etag")
+        if not etag:
+            raise unexpected(call.method, call.url, response, "no ETag header on an uploaded part")
+        return str(etag)
 
     def file_part_urls(
         self, file_id: str, part_numbers: list[int] | None = None
     ) -> Plan[models.MultipartPlan]:
         """`POST /v1/files/{id}/parts`: fresh signed URLs (all parts by default)."""
         body = {"part_numbers": part_numbers} if part_numbers is not None else {}
-        answer = yield from self.request("POST", f"/v1/files/{file_id}/parts", json=body)
-        return models.MultipartPlan.from_dict(answer["multipart"])
+        return (
+            yield from self._fetch(
+                "POST",
+                f"/v1/files/{file_id}/parts",
+                lambda answer: models.MultipartPlan.from_dict(answer["multipart"]),
+                json=body,
+            )
+        )
 
     def file_cancel(self, file_id: str) -> Plan[models.File]:
         """`POST /v1/files/{id}/cancel`: give up an upload in progress (idempotent)."""
-        return models.File.from_dict((yield from self.request("POST", f"/v1/files/{file_id}/cancel"))["file"])
+        return (yield from self._fetch("POST", f"/v1/files/{file_id}/cancel", _file_of))
 
     def file_wait(
         self, file_id: str, *, poll_interval: float = 2.0, timeout: float | None = None
@@ -609,16 +711,14 @@ class Operations:
             content=lambda: data.chunks(on_progress),
             headers=self._client.headers(direct_headers(data)),
         )
-        return models.File.from_dict((yield from self.exchange(call)).json()["file"])
+        return read_model(call, (yield from self.exchange(call)), _file_of)
 
     def file_start_upload(
         self, *, filename: str, size: int, content_type: str | None = None, purpose: str | None = None
     ) -> Plan[models.SignedUpload]:
         """`POST /v1/files/uploads`: a file in `uploading` and the signed URL to PUT it to."""
         body = start_body(filename, size, content_type, purpose)
-        return models.SignedUpload.from_dict(
-            (yield from self.request("POST", "/v1/files/uploads", json=body))
-        )
+        return (yield from self._fetch("POST", "/v1/files/uploads", models.SignedUpload.from_dict, json=body))
 
     def file_put(
         self,
@@ -638,8 +738,7 @@ class Operations:
         """`POST /v1/files/{id}/complete` (a multipart upload's parts by number -> ETag):
         small files come back checked, large ones `uploaded` (see `wait`); idempotent."""
         body = complete_body(etags) if etags is not None else None
-        answer = yield from self.request("POST", f"/v1/files/{file_id}/complete", json=body)
-        return models.File.from_dict(answer["file"])
+        return (yield from self._fetch("POST", f"/v1/files/{file_id}/complete", _file_of, json=body))
 
     def file_get(self, file_id: str) -> Plan[models.File]:
-        return models.File.from_dict((yield from self.request("GET", f"/v1/files/{file_id}"))["file"])
+        return (yield from self._fetch("GET", f"/v1/files/{file_id}", _file_of))

@@ -204,6 +204,7 @@ class Surface(ClientBase, Moded[M], Generic[M, H, S]):
     def http(self) -> H:
         return self._http
 
+    account = Call(Operations.account)
     usage = Call(Operations.usage)
     billing_controls = Call(Operations.billing_controls)
     chat_job = Call(Operations.chat_job)

@@ -19,6 +19,38 @@ class WaitTimeoutError(BatchrouteError):
     """`batches.wait` gave up before the batch reached a terminal state."""
 
 
+class UnexpectedResponse(BatchrouteError):
+    """The base URL answered, but not with the API's JSON: an HTML page (a base URL that is the
+    console's, not the API's), a proxy's page, an empty body or JSON that is not the document
+    the spec describes. Carries the `method`, the `url` (without its query: a signed URL's
+    signature stays out of messages), the `status` and the `content_type` of the answer."""
+
+    def __init__(self, method: str, url: str, status: int, content_type: str | None, problem: str) -> None:
+        shown = content_type or "no content type"
+        super().__init__(
+            f"{method} {url} answered HTTP {status} ({shown}): {problem}; is the base URL the API's?"
+        )
+        self.method = method
+        self.url = url
+        self.status = status
+        self.content_type = content_type
+        self.problem = problem
+
+
+def plain_url(url: str | httpx.URL) -> str:
+    """`url` without its query and fragment (a signed URL's signature is a credential)."""
+    return str(httpx.URL(url).copy_with(query=None, fragment=None))
+
+
+def unexpected(
+    method: str, url: str | httpx.URL, response: httpx.Response, problem: str
+) -> UnexpectedResponse:
+    """The `UnexpectedResponse` of `response` to `method url`."""
+    return UnexpectedResponse(
+        method, plain_url(url), response.status_code, response.headers.get("content-type"), problem
+    )
+
+
 class APIError(BatchrouteError):
     """The service answered with an error. Branch on `code` (stable); `message` may change."""
 
@@ -86,21 +118,29 @@ _BY_STATUS: dict[int, type[APIError]] = {
 }
 
 
-def error_for(status: int, body: Any, request_id: str | None = None) -> APIError:
-    """Build the typed error of a non-2xx answer from its envelope (tolerating a bare body)."""
+def error_for(status: int, body: Any, request_id: str | None = None, foreign: str | None = None) -> APIError:
+    """Build the typed error of a non-2xx answer from its envelope (tolerating a bare body:
+    code `http_<status>`, and as message `foreign`, what answered, else `HTTP <status>`)."""
     error = body.get("error") if isinstance(body, dict) else None
     if not isinstance(error, dict):
         error = {}
     code = str(error.get("code") or f"http_{status}")
-    message = str(error.get("message") or f"HTTP {status}")
+    message = str(error.get("message") or foreign or f"HTTP {status}")
     details = error.get("details") if isinstance(error.get("details"), dict) else None
     cls = _BY_STATUS.get(status, InternalServerError if status >= 500 else APIError)
     return cls(status, code, message, details, request_id)
 
 
-def error_from_response(response: httpx.Response) -> APIError:
+def error_from_response(response: httpx.Response, method: str, url: str | httpx.URL) -> APIError:
+    """The typed error of the non-2xx `response` to `method url`. An answer that is not the
+    API's error envelope (a proxy's HTML page, an empty body) keeps its status's class and the
+    code `http_<status>`; its message names the URL, the status and the content type."""
     try:
         body = response.json()
     except ValueError:
         body = None
-    return error_for(response.status_code, body, response.headers.get("x-request-id"))
+    shown = response.headers.get("content-type") or "no content type"
+    foreign = (
+        f"HTTP {response.status_code} from {method} {plain_url(url)} ({shown}), not the API's JSON error"
+    )
+    return error_for(response.status_code, body, response.headers.get("x-request-id"), foreign)

@@ -1,6 +1,7 @@
 """The `batchroute` command line (docs/cli.md): `main(argv)` runs one command and returns its
-exit code. 0 ok, 1 API error, 2 usage error, 3 network error or time-out, 4 a batch followed
-with `--wait` ended failed, expired or canceled, 130 interrupted. API errors print
+exit code. 0 ok, 1 API error (or an answer that is not the API's JSON), 2 usage error, 3
+network error or time-out, 4 a batch followed with `--wait` ended failed, expired or
+canceled, 130 interrupted. API errors print
 `error: <code>: <message>` on stderr, never a traceback; with `--json` the error document also
 goes to stdout."""
 
@@ -16,7 +17,13 @@ from batchroute_client.cli import runtime as rt
 from batchroute_client.cli.app import BatchEnded, app
 from batchroute_client.cli.config import ConfigError
 from batchroute_client.cli.inputs import InputError
-from batchroute_client.errors import APIConnectionError, APIError, BatchrouteError, WaitTimeoutError
+from batchroute_client.errors import (
+    APIConnectionError,
+    APIError,
+    BatchrouteError,
+    UnexpectedResponse,
+    WaitTimeoutError,
+)
 
 EXIT_OK, EXIT_API, EXIT_USAGE, EXIT_NETWORK, EXIT_BATCH_ENDED, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
 
@@ -50,6 +57,11 @@ def main(argv: Sequence[str] | None = None, runtime: rt.Runtime | None = None) -
         if json_mode:
             render.emit_json(render.error_document(exc))
         return EXIT_API
+    except UnexpectedResponse as exc:  # e.g. a base URL that is the console's: exit 1, as an API error
+        sys.stderr.write(f"error: unexpected_response: {exc}\n")
+        if json_mode:
+            render.emit_json(render.unexpected_document(exc))
+        return EXIT_API
     except (APIConnectionError, WaitTimeoutError) as exc:
         code = "timeout" if isinstance(exc, WaitTimeoutError) else "network_error"
         _fail(json_mode, code, str(exc))
@@ -60,6 +72,9 @@ def main(argv: Sequence[str] | None = None, runtime: rt.Runtime | None = None) -
     except BatchrouteError as exc:
         _fail(json_mode, "client_error", str(exc))
         return EXIT_API
+    except OSError as exc:  # an --out path that cannot be written: the command line's to fix
+        _fail(json_mode, "file_error", f"cannot write {exc.filename or ''}: {exc.strerror or exc}")
+        return EXIT_USAGE
     finally:
         rt.CURRENT = previous
 

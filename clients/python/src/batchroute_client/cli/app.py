@@ -106,7 +106,7 @@ def _json(ctx: typer.Context, flag: bool) -> bool:
 
 
 def _show(*renderables: Any) -> None:
-    render.out().print(Group(*renderables))
+    render.out(rt.CURRENT.columns()).print(Group(*renderables))
 
 
 def _answer(ctx: typer.Context, json_flag: bool, document: Any, *renderables: Any) -> None:
@@ -131,10 +131,10 @@ def login(
     if not key:
         raise ConfigError("no API key given")
     with rt.CURRENT.client(key, url) as client:
-        account = client.request("GET", "/v1/auth/account")
+        account = client.account()
     stored = load(settings.path)
     save(settings.path, {**stored, "api_key": key, "base_url": url})
-    org = (account or {}).get("org") or {}
+    org = account["org"]
     summary = {"base_url": url, "org_id": org.get("id") or org.get("org_id"), "api_key": mask(key)}
     if _json(ctx, json_mode):
         render.emit_json({**summary, "config": str(settings.path)})

@@ -6,21 +6,25 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from rich.console import Console
+from rich.cells import cell_len
+from rich.console import Console, ConsoleOptions, JustifyMethod, RenderResult
+from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
-from batchroute_client.errors import APIError
+from batchroute_client.errors import APIError, UnexpectedResponse
 from batchroute_client.models import Batch, BillingReceipt, Item, Money, Quote, Usage
 
 STATE_STYLES = {"completed": "green", "failed": "red", "expired": "red", "canceled": "yellow"}
 
 
-def out() -> Console:
-    return Console(soft_wrap=False, highlight=False)
+def out(width: int | None = None) -> Console:
+    """stdout; `width` None: the terminal's (see `Runtime.columns` for a pipe)."""
+    return Console(soft_wrap=False, highlight=False, width=width)
 
 
 def err() -> Console:
@@ -67,38 +71,185 @@ def counts_text(batch: Batch) -> str:
 
 
 def error_line(exc: APIError) -> str:
-    """`error: <code>: <message>`, then the details a person needs (preflight issues, fields)."""
+    """`error: <code>: <message>`, then the details a person needs: preflight issues, the
+    issues of a refused request (`path: message`), the field refused, other scalar details and
+    the request id. The API never echoes input back, so nothing here repeats a secret."""
     lines = [f"error: {exc.code}: {exc.message}"]
-    preflight = exc.details.get("preflight") if isinstance(exc.details, dict) else None
+    details = exc.details if isinstance(exc.details, dict) else {}
+    preflight = details.get("preflight")
     if isinstance(preflight, dict):
-        for issue in preflight.get("errors") or []:
-            where = f" ({issue.get('path')})" if issue.get("path") else ""
-            lines.append(f"  - {issue.get('category')}/{issue.get('code')}{where}: {issue.get('message')}")
-            if issue.get("action"):
-                lines.append(f"    {issue['action']}")
-    elif exc.details:
-        shown = ", ".join(f"{k}={v}" for k, v in exc.details.items() if not isinstance(v, (dict, list)))
-        if shown:
-            lines.append(f"  details: {shown}")
+        lines.extend(_preflight_lines(preflight))
+    else:
+        lines.extend(_detail_lines(details))
     if exc.request_id:
         lines.append(f"  request id: {exc.request_id}")
     return "\n".join(lines)
+
+
+def _preflight_lines(preflight: Mapping[str, Any]) -> list[str]:
+    lines = []
+    for issue in preflight.get("errors") or []:
+        where = f" ({issue.get('path')})" if issue.get("path") else ""
+        lines.append(f"  - {issue.get('category')}/{issue.get('code')}{where}: {issue.get('message')}")
+        if issue.get("action"):
+            lines.append(f"    {issue['action']}")
+    return lines
+
+
+def _detail_lines(details: Mapping[str, Any]) -> list[str]:
+    """A request's issues (`errors` or `issues`: one `path: message` line each), the `field`
+    refused (and the `unknown` fields), then the other scalar details as `k=v`."""
+    lines: list[str] = []
+    for name in ("errors", "issues"):
+        issues = details.get(name)
+        if isinstance(issues, list):
+            lines.extend(_issue_line(issue) for issue in issues)
+    if details.get("field"):
+        lines.append(f"  field: {details['field']}")
+    unknown = details.get("unknown")
+    if isinstance(unknown, list) and unknown:
+        lines.append(f"  unknown fields: {', '.join(str(name) for name in unknown)}")
+    shown = ", ".join(
+        f"{k}={v}"
+        for k, v in details.items()
+        if k not in ("errors", "issues", "field", "unknown") and not isinstance(v, (dict, list))
+    )
+    if shown:
+        lines.append(f"  details: {shown}")
+    return lines
+
+
+def _issue_line(issue: Any) -> str:
+    if not isinstance(issue, Mapping):
+        return f"  - {issue}"
+    where = issue.get("path") or issue.get("field")
+    if not where and issue.get("line") is not None:
+        where = f"line {issue['line']}"
+    message = issue.get("message") or issue.get("code") or "invalid"
+    return f"  - {where}: {message}" if where else f"  - {message}"
 
 
 def error_document(exc: APIError) -> dict[str, Any]:
     return {"error": {"status": exc.status, "code": exc.code, "message": exc.message, "details": exc.details}}
 
 
-def fields_table(rows: Iterable[tuple[str, Any]], title: str | None = None) -> Table:
-    table = Table(show_header=False, box=None, title=title, title_justify="left", pad_edge=False)
-    table.add_column(style="bold")
-    table.add_column()
-    for name, value in rows:
-        table.add_row(name, value if isinstance(value, Text) else str(value if value is not None else "-"))
-    return table
+def unexpected_document(exc: UnexpectedResponse) -> dict[str, Any]:
+    """The `--json` error document of an answer that is not the API's JSON, shaped as an API
+    error's: code `unexpected_response`, the URL and content type in `details`."""
+    details = {"method": exc.method, "url": exc.url, "content_type": exc.content_type}
+    return {
+        "error": {
+            "status": exc.status,
+            "code": "unexpected_response",
+            "message": str(exc),
+            "details": details,
+        }
+    }
 
 
-def batch_view(batch: Batch) -> Table:
+# -- tables that fit ------------------------------------------------------------------------------
+# The narrow-table rule (docs/cli.md, "Tables at any width"): a column is either `flex` (prose:
+# wrapped between words, at least its longest word, capped at FLEX_MIN_CAP) or kept on one line
+# (ids, states, models, numbers, money, times: never wrapped, never cut). When the columns do not
+# fit the width, the least important ones (highest `drop`) are left out and the caption names
+# them; `--json` always has every field.
+FLEX_MIN_CAP = 20
+
+
+@dataclass(frozen=True)
+class Col:
+    header: str
+    flex: bool = False  # prose that may wrap between words
+    drop: int = 0  # 0: always shown; else left out at narrow widths, highest first
+    style: str | None = None
+    justify: JustifyMethod = "left"
+
+
+Cell = str | Text
+
+
+class Grid:
+    """A table that fits the width it is drawn at by leaving out its least important columns."""
+
+    def __init__(
+        self,
+        columns: Sequence[Col],
+        rows: Sequence[Sequence[Cell]],
+        title: str | None = None,
+        plain: bool = False,
+    ) -> None:
+        self.columns = list(columns)
+        self.rows = [list(row) for row in rows]
+        self.title = title
+        self.plain = plain  # a fields list: no box, no header
+
+    def table(self, console: Console, width: int) -> Table:
+        """The table with as many columns as fit `width` (the least important left out first),
+        the left-out ones named below it."""
+        everything = list(range(len(self.columns)))
+        table = self._table(everything)
+        if _minimum(console, table) <= width:
+            return table
+        shown = [i for i in everything if not self.columns[i].drop]
+        for candidate in sorted(
+            (i for i in everything if self.columns[i].drop), key=lambda i: self.columns[i].drop
+        ):
+            if _minimum(console, self._table(sorted([*shown, candidate]))) <= width:
+                shown = sorted([*shown, candidate])
+        return self._table(shown)
+
+    def _table(self, shown: list[int]) -> Table:
+        hidden = [column.header for i, column in enumerate(self.columns) if i not in shown]
+        caption = f"not shown at this width: {', '.join(hidden)} (see --json)" if hidden else None
+        if self.plain:
+            table = Table(show_header=False, box=None, title=self.title, title_justify="left", pad_edge=False)
+        else:
+            table = Table(title=self.title, title_justify="left", caption=caption, caption_justify="left")
+        for i in shown:
+            column = self.columns[i]
+            cells: list[Cell] = [row[i] for row in self.rows]
+            if not self.plain:
+                cells.append(column.header)
+            table.add_column(
+                column.header,
+                style=column.style,
+                justify=column.justify,
+                no_wrap=not column.flex,
+                overflow="fold",
+                min_width=_least(cells, column.flex),
+            )
+        for row in self.rows:
+            table.add_row(*(row[i] for i in shown))
+        return table
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield self.table(console, options.max_width)
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        return Measurement.get(console, options, self.table(console, options.max_width))
+
+
+def _least(cells: Iterable[Cell], flex: bool) -> int:
+    """The narrowest a column may be: its longest word (capped) when it wraps, else its longest line."""
+    texts = [cell.plain if isinstance(cell, Text) else cell for cell in cells]
+    if flex:
+        return min(FLEX_MIN_CAP, max((cell_len(word) for text in texts for word in text.split()), default=1))
+    return max((cell_len(line) for text in texts for line in text.splitlines() or [""]), default=1) or 1
+
+
+def _minimum(console: Console, table: Table) -> int:
+    return Measurement.get(console, console.options.update_width(10_000), table).minimum
+
+
+def fields_table(rows: Iterable[tuple[str, Any]], title: str | None = None) -> Grid:
+    listed = [
+        (name, value if isinstance(value, Text) else str(value if value is not None else "-"))
+        for name, value in rows
+    ]
+    return Grid([Col("field", style="bold"), Col("value", flex=True)], listed, title=title, plain=True)
+
+
+def batch_view(batch: Batch) -> Grid:
     return fields_table(
         [
             ("batch", batch.id),
@@ -113,34 +264,53 @@ def batch_view(batch: Batch) -> Table:
     )
 
 
-def batches_table(batches: Iterable[Batch]) -> Table:
-    table = Table(title="Batches", title_justify="left")
-    table.add_column("id", no_wrap=True)
-    for name in ("state", "done/total", "failed", "created"):
-        table.add_column(name)
+def batches_table(batches: Iterable[Batch]) -> Grid:
+    columns = [Col("id"), Col("state"), Col("done/total"), Col("failed", drop=2), Col("created", drop=1)]
+    rows: list[list[Cell]] = []
     for batch in batches:
         c = batch.counts
-        table.add_row(batch.id, state(batch.state), f"{c.done}/{c.total}", str(c.failed), batch.created_at)
-    return table
+        rows.append(
+            [batch.id, state(batch.state), f"{c.done}/{c.total}", str(c.failed), batch.created_at or "-"]
+        )
+    return Grid(columns, rows, title="Batches")
 
 
-def items_table(items: Iterable[Item]) -> Table:
-    table = Table(title="Items", title_justify="left")
-    for name in ("#", "customer_item_id", "status", "model", "provider", "output / error"):
-        table.add_column(name, overflow="fold")
+def items_table(items: Iterable[Item]) -> Grid:
+    columns = [
+        Col("#", justify="right"),
+        Col("customer_item_id"),
+        Col("status"),
+        Col("model", drop=2),
+        Col("provider", drop=1),
+        Col("output / error", flex=True),
+    ]
+    rows: list[list[Cell]] = []
     for item in items:
         detail = item.output_preview or ""
         if item.error:
             detail = f"{item.error.get('code', '')}: {item.error.get('message', '')}"
-        table.add_row(
-            str(item.sequence_number),
-            item.customer_item_id or "-",
-            state(item.status),
-            item.model or "-",
-            item.provider or "-",
-            detail[:60],
+        rows.append(
+            [
+                str(item.sequence_number),
+                item.customer_item_id or "-",
+                state(item.status),
+                item.model or "-",
+                item.provider or "-",
+                shorten(detail, 60),
+            ]
         )
-    return table
+    return Grid(columns, rows, title="Items")
+
+
+def shorten(text: str, limit: int) -> str:
+    """`text` on one line, at most `limit` characters, cut between words with an ellipsis."""
+    flat = " ".join(text.split())
+    if len(flat) <= limit:
+        return flat
+    cut = flat[: limit - 1]
+    if " " in cut:
+        cut = cut[: cut.rindex(" ")]
+    return cut.rstrip() + "…"
 
 
 def quote_view(quote: Quote) -> list[Any]:
@@ -156,20 +326,28 @@ def quote_view(quote: Quote) -> list[Any]:
             ("total", Text(money(price.total), style="bold")),
         ]
     )
-    lanes = Table(title="Lanes", title_justify="left")
-    for name in ("", "provider", "model", "items", "estimated cost", "rejected because"):
-        lanes.add_column(name, overflow="fold")
+    columns = [
+        Col(""),
+        Col("provider"),
+        Col("model"),
+        Col("items", drop=2, justify="right"),
+        Col("estimated cost", drop=1),
+        Col("rejected because", flex=True),
+    ]
+    rows: list[list[Cell]] = []
     for lane in quote.quote_lanes:
         rejection = lane.get("rejection") or {}
-        lanes.add_row(
-            Text("✓", style="green") if lane.get("selected") else Text("✗", style="red"),
-            str(lane.get("provider") or "-"),
-            str(lane.get("model") or "-"),
-            str(lane.get("item_count") or ("-" if not lane.get("selected") else 0)),
-            money(lane.get("estimated_provider_cost")) if lane.get("selected") else "-",
-            _rejection(rejection),
+        rows.append(
+            [
+                Text("✓", style="green") if lane.get("selected") else Text("✗", style="red"),
+                str(lane.get("provider") or "-"),
+                str(lane.get("model") or "-"),
+                str(lane.get("item_count") or ("-" if not lane.get("selected") else 0)),
+                money(lane.get("estimated_provider_cost")) if lane.get("selected") else "-",
+                _rejection(rejection),
+            ]
         )
-    return [summary, lanes, Text(quote.customer_explanation)]
+    return [summary, Grid(columns, rows, title="Lanes"), Text(quote.customer_explanation)]
 
 
 def _rejection(rejection: Mapping[str, Any]) -> str:
@@ -196,31 +374,47 @@ def receipt_view(receipt: BillingReceipt) -> list[Any]:
             ("credit released", money(receipt.credit_released)),
         ]
     )
-    chosen = Table(title="Lanes chosen", title_justify="left")
-    for name in ("provider", "model", "status", "completed", "failed", "canceled", "cost", "failover from"):
-        chosen.add_column(name, overflow="fold")
+    chosen_columns = [
+        Col("provider"),
+        Col("model"),
+        Col("status", drop=1),
+        Col("items", flex=True),
+        Col("cost"),
+        Col("failover from", drop=2),
+    ]
+    chosen: list[list[Cell]] = []
     for lane in receipt.provider_lanes:
-        counts = lane.get("item_counts") or {}
-        chosen.add_row(
-            str(lane.get("provider") or "-"),
-            str(lane.get("model") or "-"),
-            str(lane.get("status") or "-"),
-            str(counts.get("completed", 0)),
-            str(counts.get("failed", 0)),
-            str(counts.get("canceled", 0)),
-            money(lane.get("cost")),
-            str(lane.get("failover_from") or ""),
+        chosen.append(
+            [
+                str(lane.get("provider") or "-"),
+                str(lane.get("model") or "-"),
+                str(lane.get("status") or "-"),
+                _lane_counts(lane.get("item_counts") or {}),
+                money(lane.get("cost")),
+                str(lane.get("failover_from") or ""),
+            ]
         )
-    rejected = Table(title="Lanes rejected", title_justify="left")
-    for name in ("provider", "model", "reason"):
-        rejected.add_column(name, overflow="fold")
-    for lane in receipt.rejected_lanes:
-        rejected.add_row(
+    rejected = [
+        [
             str(lane.get("provider") or "-"),
             str(lane.get("model") or "-"),
             _rejection(lane.get("rejection") or {}),
-        )
-    return [summary, chosen, rejected]
+        ]
+        for lane in receipt.rejected_lanes
+    ]
+    return [
+        summary,
+        Grid(chosen_columns, chosen, title="Lanes chosen"),
+        Grid([Col("provider"), Col("model"), Col("reason", flex=True)], rejected, title="Lanes rejected"),
+    ]
+
+
+def _lane_counts(counts: Mapping[str, Any]) -> str:
+    """`2 completed, 1 failed` (the counts that are not zero), or `0`."""
+    shown = [
+        f"{counts.get(name, 0)} {name}" for name in ("completed", "failed", "canceled") if counts.get(name)
+    ]
+    return ", ".join(shown) or "0"
 
 
 def usage_view(usage: Usage) -> list[Any]:
@@ -233,17 +427,24 @@ def usage_view(usage: Usage) -> list[Any]:
             ("period", f"{usage.period} ({usage.timezone})"),
         ]
     )
-    periods = Table(title="Spend", title_justify="left")
-    for name in ("period", "dates", "spend", "tokens", "requests"):
-        periods.add_column(name)
+    columns = [
+        Col("period"),
+        Col("dates", drop=1),
+        Col("spend"),
+        Col("tokens", drop=2),
+        Col("requests", drop=3),
+    ]
+    rows: list[list[Cell]] = []
     for name, period in (("current", usage.current_period), ("previous", usage.previous_period)):
         tokens = period.get("tokens") or {}
         requests = period.get("requests") or {}
-        periods.add_row(
-            name,
-            f"{period.get('start_date', '-')} .. {period.get('end_date', '-')}",
-            money(period.get("spend")),
-            str(tokens.get("total", 0)),
-            str(requests.get("total", 0)),
+        rows.append(
+            [
+                name,
+                f"{period.get('start_date', '-')} .. {period.get('end_date', '-')}",
+                money(period.get("spend")),
+                str(tokens.get("total", 0)),
+                str(requests.get("total", 0)),
+            ]
         )
-    return [summary, periods]
+    return [summary, Grid(columns, rows, title="Spend")]

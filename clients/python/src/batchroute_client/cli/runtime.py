@@ -1,6 +1,6 @@
 """What a CLI run depends on, injectable for tests: the environment, the HTTP client (a mock
 transport in unit tests), the sleeper and clock of `batches.wait`, whether bars are drawn,
-and how the key is prompted for."""
+the width tables fit and how the key is prompted for."""
 
 from __future__ import annotations
 
@@ -16,6 +16,8 @@ import typer
 from batchroute_client.cli.config import Settings, resolve
 from batchroute_client.client import Client
 
+PIPED_WIDTH = 80
+
 
 def _prompt_key() -> str:
     return str(typer.prompt("API key", hide_input=True))
@@ -30,6 +32,8 @@ class Runtime:
     bars: bool | None = None  # None: when stdout is a terminal
     prompt_key: Callable[[], str] = _prompt_key
     timeout: float = 60.0
+    width: int | None = None  # tables' width; None: `columns()`
+    is_terminal: Callable[[], bool] = field(default=lambda: sys.stdout.isatty())
 
     def settings(self, base_url: str | None) -> Settings:
         return resolve(self.env, base_url)
@@ -43,6 +47,16 @@ class Runtime:
             sleep=self.sleep,
             monotonic=self.monotonic,
         )
+
+    def columns(self) -> int | None:
+        """The width tables fit: `width` when set; a terminal's own (None); when stdout is not a
+        terminal (a pipe, a file), `COLUMNS` when it is a positive number, else 80."""
+        if self.width is not None:
+            return self.width
+        if self.is_terminal():
+            return None
+        columns = self.env.get("COLUMNS", "")
+        return int(columns) if columns.isdigit() and int(columns) > 0 else PIPED_WIDTH
 
     def show_bars(self, json_mode: bool) -> bool:
         if json_mode:
