@@ -20,6 +20,9 @@ from batchroute.domain.delivery_targets import (
     PREFIX_MAX,
     SECRET_MAX,
     SECRET_MIN,
+    CreateTarget,
+    UpdateTarget,
+    missing_field,
     parse_access_key_id,
     parse_bucket,
     parse_enabled,
@@ -79,12 +82,29 @@ class _TargetFields(ContractBody):
     enabled: Enabled = omittable("Default true; a disabled target receives nothing")
 
 
+_REQUIRED = ("bucket", "access_key_id", "secret_access_key")
+
+
 class DeliveryTargetCreate(_TargetFields):
     """A bucket to push batch artifacts to. Unknown fields are refused."""
 
-    model_config = ConfigDict(
-        json_schema_extra={"required": ["bucket", "access_key_id", "secret_access_key"]}
-    )
+    model_config = ConfigDict(json_schema_extra={"required": list(_REQUIRED)})
+
+    def command(self) -> CreateTarget:
+        """The new target, with its defaults; a required field left out is refused."""
+        for name in _REQUIRED:
+            if getattr(self, name) is None:
+                raise missing_field(name)
+        return CreateTarget(
+            bucket=self.bucket,
+            access_key_id=self.access_key_id,
+            secret_access_key=self.secret_access_key,
+            name=self.name,
+            endpoint_url=self.endpoint_url,
+            region=self.region,
+            prefix=self.prefix or "",
+            enabled=True if self.enabled is None else self.enabled,
+        )
 
 
 class DeliveryTargetUpdate(_TargetFields):
@@ -101,6 +121,11 @@ class DeliveryTargetUpdate(_TargetFields):
     created_at: Annotated[Any, ignored(str)] = read_only()
     updated_at: Annotated[Any, ignored(str)] = read_only()
     last_test: Annotated[Any, ignored(dict[str, Any] | None)] = read_only()
+
+    def command(self) -> UpdateTarget:
+        """The fields given (not the read-only ones sent back), and only those."""
+        given = self.given()
+        return UpdateTarget(given=frozenset(given), **given)
 
 
 class BucketErrorOut(BaseModel):
