@@ -87,7 +87,7 @@ def test_the_webhook_receiver_down_for_an_hour_gets_the_event_once_it_is_back(
     def owed(batch_id: str) -> str | None:
         delivery = deliveries.get(batch_id, delivery_id_for(batch_id, str(event_type_for("completed"))))
         assert delivery is not None
-        return None if delivery["status"] == "succeeded" else str(delivery["next_attempt_at"])
+        return None if delivery.status == "succeeded" else str(delivery.next_attempt_at)
 
     def retried(created: CreatedBatch) -> None:
         follow_schedule(pipeline, monkeypatch, lambda: owed(created.batch_id))

@@ -23,15 +23,50 @@ StepName = Literal[
 ]
 
 
+class LaneRef(BaseModel):
+    """The lane a RunLane task runs: the Map's item, one of the lanes Route answered."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    lane_key: str = ""
+
+
+class TaskError(BaseModel):
+    """What a `Catch` put on the failure path (`ResultPath: $.error`): Step Functions' own
+    `{Error, Cause}`; any other key is kept, so a re-enqueued message carries it on."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    Error: str | None = None
+    Cause: str | None = None
+
+    def describe(self) -> str:
+        """One line for the batch's `execution_summary.latest_error`."""
+        if not self.model_fields_set and not self.model_extra:
+            return "workflow failed"
+        name = self.Error or "WorkflowError"
+        cause = (self.Cause or "").strip()
+        return f"{name}: {cause}"[:1000] if cause else name
+
+
 class WorkflowTask(BaseModel):
+    """The task message, parsed once at the handler's edge (batchroute/worker.py)."""
+
     model_config = ConfigDict(extra="ignore", frozen=True)
 
     step: StepName
     batch_id: str
     task_token: str
-    lane: dict[str, Any] | None = None
-    error: dict[str, Any] | None = None
+    lane: LaneRef | None = None  # run_lane only
+    error: TaskError | None = None  # fail only
     file_id: str | None = None  # check_file only
+
+    def lane_key(self) -> str:
+        return self.lane.lane_key if self.lane is not None else ""
+
+    def failure(self) -> str:
+        """The error that ended the workflow, as `latest_error` says it."""
+        return self.error.describe() if self.error is not None else "workflow failed"
 
 
 StepOutput = dict[str, Any]

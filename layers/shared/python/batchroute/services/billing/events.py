@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from batchroute.domain.billing_alerts import event_view
-from batchroute.domain.webhooks import delivery_id_for, delivery_view
+from batchroute.domain.webhooks import WebhookDeliveryRecord, delivery_id_for
 from batchroute.errors import InvalidRequest
 from batchroute.ids import has_prefix
 
@@ -23,7 +23,7 @@ class EventPages(Protocol):
 class DeliveryLookup(Protocol):
     """adapters/dynamo/webhook_deliveries.py over the org-keyed store."""
 
-    def get_many(self, owner_id: str, delivery_ids: list[str]) -> dict[str, dict[str, Any]]: ...
+    def get_many(self, owner_id: str, delivery_ids: list[str]) -> dict[str, WebhookDeliveryRecord]: ...
 
 
 class BillingEventLog:
@@ -45,5 +45,5 @@ class BillingEventLog:
         data = []
         for event in events:
             delivery = found.get(ids[str(event["event_id"])])
-            data.append({**event_view(event), "webhook": delivery_view(delivery) if delivery else None})
+            data.append({**event_view(event), "webhook": delivery.to_api() if delivery else None})
         return {"data": data, "next_cursor": events[-1]["event_id"] if more and events else None}

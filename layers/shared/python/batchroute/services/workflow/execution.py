@@ -227,7 +227,7 @@ class LaneExecutor:
         """Run the lane of `task.lane` (and the lanes it fails over to) until done; None when
         the work continues in a re-enqueued message (the task is answered later)."""
         batch_id = task.batch_id
-        root_key = str((task.lane or {}).get("lane_key") or "")
+        root_key = task.lane_key()
         lane = self.progress.get_lane(batch_id, root_key) if root_key else None
         if lane is None:
             raise UnknownLane(f"batch {batch_id} has no lane {root_key!r}")
@@ -301,7 +301,7 @@ class LaneExecutor:
         self.continuations.send(json.dumps(task.model_dump(mode="json")), delay_seconds=delay_seconds)
         logger.info(
             "lane continues in a new message",
-            extra={"lane_key": (task.lane or {}).get("lane_key"), "delay_seconds": delay_seconds},
+            extra={"lane_key": task.lane_key() or None, "delay_seconds": delay_seconds},
         )
 
     # -- chunks ----------------------------------------------------------------------------------

@@ -30,11 +30,12 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Protocol
 
 from batchroute.clock import Clock, isoformat
 from batchroute.domain.batch_record import BatchRecord
 from batchroute.domain.batch_states import TERMINAL, BatchState
+from batchroute.domain.webhooks import WebhookDeliveryRecord
 from batchroute.errors import PermanentError
 from batchroute.observability import logger
 from batchroute.services.workflow.execution import LaneExecutor
@@ -82,7 +83,7 @@ class BatchEventDelivery(Protocol):
 
     def deliver_batch_event(
         self, batch: BatchRecord, *, now: datetime | None = None
-    ) -> dict[str, Any] | None: ...
+    ) -> WebhookDeliveryRecord | None: ...
 
 
 class BucketEventDelivery(Protocol):
@@ -200,7 +201,7 @@ class BatchWorkflow:
             task.batch_id,
             "failed",
             at=now,
-            extra={"execution_summary": {"latest_error": describe_error(task.error)}, "completed_at": now},
+            extra={"execution_summary": {"latest_error": task.failure()}, "completed_at": now},
         )
         if self.pipeline is None:
             return output
@@ -234,9 +235,9 @@ class BatchWorkflow:
             delivery = self.webhooks.deliver_batch_event(batch, now=self.clock.now())
             if delivery is not None:
                 output["webhook"] = {
-                    "delivery_id": delivery["delivery_id"],
-                    "status": delivery["status"],
-                    "attempt_count": delivery["attempt_count"],
+                    "delivery_id": delivery.delivery_id,
+                    "status": delivery.status,
+                    "attempt_count": delivery.attempt_count,
                 }
         if self.buckets is not None:
             pushed = self.buckets.deliver_batch(batch, now=self.clock.now())
@@ -270,12 +271,3 @@ class BatchWorkflow:
 
     def deliver_steps(self) -> Mapping[str, Step]:
         return {"deliver": self.deliver, "deliver_bucket": self.deliver_bucket}
-
-
-def describe_error(error: dict[str, object] | None) -> str:
-    """A Step Functions catch result ({Error, Cause}) as one line for `latest_error`."""
-    if not error:
-        return "workflow failed"
-    name = str(error.get("Error") or "WorkflowError")
-    cause = str(error.get("Cause") or "").strip()
-    return f"{name}: {cause}"[:1000] if cause else name
