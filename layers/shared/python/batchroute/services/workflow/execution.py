@@ -397,11 +397,7 @@ class LaneExecutor:
         self, batch_id: str, lane: Mapping[str, Any], chunk: _Chunk, *, canceled: int = 0
     ) -> None:
         lane_key = str(lane["lane_key"])
-        if chunk.results:
-            self.artifacts.write_lines(
-                result_chunk_key(batch_id, lane_key, chunk.number), chunk.sorted_lines()
-            )
-        completed, failed, prompt, completion = chunk.tally()
+        completed, failed, prompt, completion = self._write_results(batch_id, lane_key, chunk)
         self.progress.finish_chunk(
             batch_id,
             lane_key,
@@ -414,6 +410,18 @@ class LaneExecutor:
             completion_tokens=completion,
             at=self._now(),
         )
+        self._drop_partial(batch_id, lane_key, chunk)
+
+    def _write_results(self, batch_id: str, lane_key: str, chunk: _Chunk) -> tuple[int, int, int, int]:
+        """The chunk's answered items to its result file; its tally (completed, failed, tokens)."""
+        if chunk.results:
+            self.artifacts.write_lines(
+                result_chunk_key(batch_id, lane_key, chunk.number), chunk.sorted_lines()
+            )
+        return chunk.tally()
+
+    def _drop_partial(self, batch_id: str, lane_key: str, chunk: _Chunk) -> None:
+        """The partial file of a chunk now written whole."""
         if chunk.has_partial:
             self.artifacts.delete(partial_chunk_key(batch_id, lane_key, chunk.number))
 
@@ -548,11 +556,7 @@ class LaneExecutor:
             root_number=root_number(lane_key),
             at=self._now(),
         )
-        if chunk.results:
-            self.artifacts.write_lines(
-                result_chunk_key(batch_id, lane_key, chunk.number), chunk.sorted_lines()
-            )
-        completed, failed, prompt, completion = chunk.tally()
+        completed, failed, prompt, completion = self._write_results(batch_id, lane_key, chunk)
         handed = self.progress.hand_over(
             batch_id,
             lane_key,
@@ -566,8 +570,7 @@ class LaneExecutor:
             latest_error=message,
             at=self._now(),
         )
-        if chunk.has_partial:
-            self.artifacts.delete(partial_chunk_key(batch_id, lane_key, chunk.number))
+        self._drop_partial(batch_id, lane_key, chunk)
         logger.warning(
             "lane failed over",
             extra={"lane_key": lane_key, "to": successor["lane_key"], "written": handed, "error": error.code},
