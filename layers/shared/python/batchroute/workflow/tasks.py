@@ -9,7 +9,7 @@ token that was already answered counts as done.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, Literal, Protocol
+from typing import Literal, NotRequired, Protocol, TypedDict
 
 from pydantic import BaseModel, ConfigDict
 
@@ -69,7 +69,92 @@ class WorkflowTask(BaseModel):
         return self.error.describe() if self.error is not None else "workflow failed"
 
 
-StepOutput = dict[str, Any]
+# -- what a step answers: the JSON the next state reads (the ASL's ResultPath) -------------------
+class LaneKey(TypedDict):
+    lane_key: str
+
+
+class RouteOutput(TypedDict):
+    """Route: the lanes the Map runs, one RunLane each."""
+
+    lanes: list[LaneKey]
+
+
+class LaneOutput(TypedDict):
+    """RunLane: the lane's item counts, the lanes it failed over to included."""
+
+    lane_key: str
+    completed: int
+    failed: int
+    canceled: int
+
+
+class IntakeOutput(TypedDict):
+    step: str
+    batch_id: str
+    item_count: int
+    chunk_count: int
+
+
+class FinalizeOutput(TypedDict):
+    step: str
+    batch_id: str
+    result_count: int
+    error_count: int
+
+
+class MoneyJson(TypedDict):
+    currency: str
+    amount: str
+
+
+class SettleOutput(TypedDict):
+    step: str
+    batch_id: str
+    charged: MoneyJson
+    released: MoneyJson
+    replayed: bool
+
+
+class FailOutput(TypedDict):
+    """HandleFailure: what finalizing and settling the failed batch came to."""
+
+    step: str
+    batch_id: str
+    finalize_error: NotRequired[str]
+    settle_error: NotRequired[str]
+    charged: NotRequired[MoneyJson]
+    released: NotRequired[MoneyJson]
+
+
+class WebhookSent(TypedDict):
+    delivery_id: str
+    status: str
+    attempt_count: int
+
+
+class BucketsPushed(TypedDict):
+    state: str
+    attempts: int
+
+
+class DeliverOutput(TypedDict):
+    step: str
+    batch_id: str
+    webhook: NotRequired[WebhookSent]
+    bucket_delivery: NotRequired[BucketsPushed]
+
+
+StepOutput = (
+    RouteOutput | LaneOutput | IntakeOutput | FinalizeOutput | SettleOutput | FailOutput | DeliverOutput
+)
+
+
+def money_json(api: Mapping[str, str]) -> MoneyJson:
+    """Money as a step's output carries it (`Money.to_api()`)."""
+    return {"currency": api["currency"], "amount": api["amount"]}
+
+
 # A step that returns None handed its work on (RunLane re-enqueued itself): no answer yet.
 Step = Callable[[WorkflowTask], StepOutput | None]
 

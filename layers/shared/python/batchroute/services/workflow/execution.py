@@ -80,7 +80,7 @@ from batchroute.services.workflow.runner import (
 )
 from batchroute.services.workflow.time_budget import TimeBudget
 from batchroute.workflow.queues import TaskSender
-from batchroute.workflow.tasks import StepOutput, WorkflowTask
+from batchroute.workflow.tasks import LaneOutput, WorkflowTask
 
 FINAL_LANE_STATUSES = frozenset({"completed", "failed", "canceled"})
 
@@ -223,7 +223,7 @@ class LaneExecutor:
         return isoformat(self.clock.now())
 
     # -- the step --------------------------------------------------------------------------------
-    def run(self, task: WorkflowTask, batch: BatchRecord) -> StepOutput | None:
+    def run(self, task: WorkflowTask, batch: BatchRecord) -> LaneOutput | None:
         """Run the lane of `task.lane` (and the lanes it fails over to) until done; None when
         the work continues in a re-enqueued message (the task is answered later)."""
         batch_id = task.batch_id
@@ -280,7 +280,7 @@ class LaneExecutor:
             lane = found
         return lane
 
-    def _answer(self, batch_id: str, root_key: str) -> StepOutput:
+    def _answer(self, batch_id: str, root_key: str) -> LaneOutput:
         """The lane's outcome, its failover lanes included."""
         totals = {"completed": 0, "failed": 0, "canceled": 0}
         key: str | None = root_key
@@ -293,7 +293,12 @@ class LaneExecutor:
             for name in totals:
                 totals[name] += int(lane.get(name) or 0)
             key = lane.get("failover_to")
-        return {"lane_key": root_key, **totals}
+        return {
+            "lane_key": root_key,
+            "completed": totals["completed"],
+            "failed": totals["failed"],
+            "canceled": totals["canceled"],
+        }
 
     def _continue(self, task: WorkflowTask, delay_seconds: int) -> None:
         if self.continuations is None:

@@ -41,7 +41,7 @@ from batchroute.domain.lane_plan import lane_chunk_done
 from batchroute.services.batches.ports import BatchStore
 from batchroute.services.workflow.ports import BatchFiles
 from batchroute.services.workflow.time_budget import TimeBudget
-from batchroute.workflow.tasks import StepOutput
+from batchroute.workflow.tasks import FinalizeOutput
 
 CURSOR = "finalize"
 SLICE_BYTES = 8 * 1024 * 1024  # one results part per slice; S3 parts are >= 5 MiB but the last
@@ -118,7 +118,7 @@ class Finalizer:
     def objects(self) -> Any:
         return self.artifacts.objects
 
-    def finalize(self, batch: BatchRecord) -> StepOutput | None:
+    def finalize(self, batch: BatchRecord) -> FinalizeOutput | None:
         """Merge slices while the invocation has time; the step's output once the artifacts
         are complete, None when the work continues in another invocation."""
         batch_id = batch.batch_id
@@ -281,7 +281,7 @@ class Finalizer:
             if code != "NoSuchUpload" or self.objects.size(key) is None:
                 raise  # an upload completed by an earlier delivery is done
 
-    def _record(self, batch: BatchRecord, cursor: Mapping[str, Any]) -> StepOutput:
+    def _record(self, batch: BatchRecord, cursor: Mapping[str, Any]) -> FinalizeOutput:
         """The finished artifacts on the batch (idempotent: a repeat writes the same values)."""
         batch_id = batch.batch_id
         moment = self.clock.now()

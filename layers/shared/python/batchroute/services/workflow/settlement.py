@@ -37,7 +37,7 @@ from batchroute.money import Money
 from batchroute.services.batches.ports import BatchStore
 from batchroute.services.billing.ports import ControlsReader, LedgerBook, MoneyWatch
 from batchroute.services.workflow.ports import BatchFiles
-from batchroute.workflow.tasks import StepOutput
+from batchroute.workflow.tasks import SettleOutput, money_json
 
 # Above this the batch keeps the receipt without its lane lists (receipt.json has them).
 MAX_INLINE_RECEIPT_BYTES = 100_000
@@ -79,7 +79,7 @@ class Settlement:
         self.clock = clock
         self.watch = watch
 
-    def settle(self, batch: BatchRecord) -> StepOutput:
+    def settle(self, batch: BatchRecord) -> SettleOutput:
         batch_id = batch.batch_id
         org_id = batch.org_id
         tallies: Mapping[str, Mapping[str, Any]] = batch.lane_tallies or {}
@@ -129,8 +129,8 @@ class Settlement:
         return {
             "step": "settle",
             "batch_id": batch_id,
-            "charged": credits["credit_charged"],
-            "released": credits["credit_released"],
+            "charged": money_json((result.charged if result is not None else Money.zero()).to_api()),
+            "released": money_json((result.released if result is not None else Money.zero()).to_api()),
             "replayed": bool(result.replayed) if result is not None else False,
         }
 

@@ -16,6 +16,7 @@ from batchroute.clock import Clock, isoformat
 from batchroute.domain.batch_record import UsageCheckpoint
 from batchroute.domain.batch_states import BatchState
 from batchroute.domain.catalog import Catalog
+from batchroute.domain.chat_holds import ChatOutcome
 from batchroute.domain.ledger import Purpose, Reservation, period_keys
 from batchroute.domain.pricing import token_cost
 from batchroute.domain.usage import UsageCharge, UsageLine, usage_day
@@ -136,18 +137,15 @@ def resolve_stale_chat_holds(
     return report
 
 
-def _swept_outcome(reserved: Money, charged: Money, prompt: int, completion: int, at: str) -> dict[str, Any]:
+def _swept_outcome(reserved: Money, charged: Money, prompt: int, completion: int, at: str) -> ChatOutcome:
     """The failed outcome the sweeper settles a stopped chat request with."""
-    message = "the request stopped before it settled; charged the usage last recorded"
-    return {
-        "state": "failed",
-        "state_changed_at": at,
-        "completed_at": at,
-        "settled_at": at,
-        "counts": {"total": 1, "pending": 0, "running": 0, "completed": 0, "failed": 1, "canceled": 0},
-        "usage": {"prompt_tokens": prompt, "completion_tokens": completion},
-        "execution_summary": {"latest_error": message},
-        "billing": {
+    return ChatOutcome(
+        completed=False,
+        at=at,
+        prompt_tokens=prompt,
+        completion_tokens=completion,
+        latest_error="the request stopped before it settled; charged the usage last recorded",
+        billing={
             "basis": "direct",
             "final_settled_price": charged.to_api(),
             "credit_reserved": reserved.to_api(),
@@ -156,7 +154,7 @@ def _swept_outcome(reserved: Money, charged: Money, prompt: int, completion: int
             "settled_at": at,
             "recovered_by": "sweeper",
         },
-    }
+    )
 
 
 class LaneHeartbeatRefresh(Protocol):
