@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, Protocol
+from typing import Any, NotRequired, Protocol, TypedDict
 
 from aws_lambda_powertools.metrics import MetricUnit
 
@@ -24,6 +24,7 @@ from batchroute.money import Money
 from batchroute.observability import logger, metrics
 from batchroute.services.billing.ports import MoneyWatch
 from batchroute.services.chat.ports import HoldStore
+from batchroute.services.workflow.retention_gc import ReclaimSummary
 
 
 class ExpiryRecords(Protocol):
@@ -157,6 +158,21 @@ def _swept_outcome(reserved: Money, charged: Money, prompt: int, completion: int
     )
 
 
+class SweepOutcome(TypedDict):
+    """What one sweep did (the sweeper function's answer)."""
+
+    expired: list[str]
+    skipped: list[str]
+    chat_holds_settled: list[str]
+    webhooks: dict[str, list[str]]
+    billing_webhooks: NotRequired[dict[str, list[str]]]
+    bucket_deliveries: NotRequired[dict[str, list[str]]]
+    retention: NotRequired[ReclaimSummary]
+    schedules: NotRequired[dict[str, list[str]]]
+    file_checks_resent: NotRequired[list[str]]
+    auto_topups: NotRequired[dict[str, list[str]]]
+
+
 class LaneHeartbeatRefresh(Protocol):
     def __call__(self) -> Any: ...
 
@@ -208,7 +224,7 @@ class Sweeper:
     schedules: DueSchedules | None = None  # recurring schedules due by now (docs/schedules.md)
     file_checks: LostFileChecks | None = None  # uploads still waiting for their check (docs/files.md)
 
-    def sweep(self) -> dict[str, Any]:
+    def sweep(self) -> SweepOutcome:
         lanes = self.refresh_heartbeats()
         metrics.add_metric(name="LaneHeartbeats", unit=MetricUnit.Count, value=len(lanes.refreshed))
         report = expire_overdue_batches(self.batches, self.clock)
@@ -224,7 +240,7 @@ class Sweeper:
                 self.watch.moved(org_id, at=now)
         retried = self.webhooks.retry_due()
         metrics.add_metric(name="WebhookRetries", unit=MetricUnit.Count, value=len(retried.attempted))
-        outcome: dict[str, Any] = {
+        outcome: SweepOutcome = {
             "expired": report.expired,
             "skipped": report.skipped,
             "chat_holds_settled": holds.settled,
