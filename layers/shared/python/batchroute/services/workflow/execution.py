@@ -46,6 +46,7 @@ from typing import Any, Literal, Protocol
 from batchroute.clock import Clock, isoformat
 from batchroute.domain.artifact_keys import partial_chunk_key, result_chunk_key
 from batchroute.domain.batch_record import BatchRecord
+from batchroute.domain.batch_results import LineError, LineUsage, ResultLine
 from batchroute.domain.batch_states import TERMINAL
 from batchroute.domain.catalog import Catalog, Lane
 from batchroute.domain.lane_plan import (
@@ -109,12 +110,29 @@ class LaneLimits:
 
 def result_line(
     seq: int, customer_item_id: Any, result: ProviderResult, attempts: int, lane: Mapping[str, Any]
-) -> dict[str, Any]:
+) -> ResultLine:
     """One line of a lane's result chunk (docs/batches.md)."""
+    usage: LineUsage = {
+        "prompt_tokens": result.usage.prompt_tokens,
+        "completion_tokens": result.usage.completion_tokens,
+    }
+    if result.usage.tool_uses:
+        usage["tool_uses"] = dict(result.usage.tool_uses)
+    error: LineError | None = None
+    if result.error is not None:
+        error = {
+            "code": result.error.code,
+            "message": result.error.message,
+            "transient": result.error.transient,
+        }
     return {
         "seq": seq,
         "customer_item_id": customer_item_id,
-        **result.to_dict(),
+        "status": result.status,
+        "output": result.output,
+        "error": error,
+        "raw": result.raw,
+        "usage": usage,
         "model": lane["model"],
         "provider": lane["provider"],
         "lane_id": lane["lane_id"],
@@ -122,7 +140,7 @@ def result_line(
     }
 
 
-def failed_line(seq: int, customer_item_id: Any, error: ItemError, lane: Mapping[str, Any]) -> dict[str, Any]:
+def failed_line(seq: int, customer_item_id: Any, error: ItemError, lane: Mapping[str, Any]) -> ResultLine:
     return result_line(seq, customer_item_id, ProviderResult.failure(f"seq-{seq}", error), 0, lane)
 
 
@@ -138,7 +156,7 @@ class _Chunk:
     position: int  # its index in the lane's chunks: the watermarks count in that order
     first_ordinal: int
     kept: list[tuple[int, Item]]
-    results: dict[int, dict[str, Any]] = field(default_factory=dict)
+    results: dict[int, ResultLine] = field(default_factory=dict)
     has_partial: bool = False  # a partial file exists: delete it once the chunk is done
 
     @property
@@ -167,7 +185,7 @@ class _Chunk:
                 failed += 1
         return completed, failed, prompt, completion
 
-    def sorted_lines(self) -> list[dict[str, Any]]:
+    def sorted_lines(self) -> list[ResultLine]:
         return [self.results[seq] for seq in sorted(self.results)]
 
 

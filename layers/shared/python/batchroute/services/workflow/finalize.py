@@ -35,7 +35,7 @@ from batchroute.clock import Clock, isoformat
 from batchroute.domain.artifact_keys import INPUT_CHUNK_ROWS as CHUNK_ROWS
 from batchroute.domain.artifact_keys import JSONL, errors_key, jsonl_line, results_index_key, results_key
 from batchroute.domain.batch_record import ArtifactKeys, BatchRecord
-from batchroute.domain.batch_results import MergeTally, merge_chunk, missing_row
+from batchroute.domain.batch_results import ArtifactRow, MergeTally, ResultLine, merge_chunk, missing_row
 from batchroute.domain.batch_states import TERMINAL
 from batchroute.domain.lane_plan import lane_chunk_done
 from batchroute.services.batches.ports import BatchStore
@@ -80,7 +80,7 @@ def counts_of(tally: MergeTally, *, unrun_canceled: bool) -> dict[str, int]:
     }
 
 
-def _tagged(lines: Iterable[dict[str, Any]], lane_key: str) -> Iterator[dict[str, Any]]:
+def _tagged(lines: Iterable[ResultLine], lane_key: str) -> Iterator[ResultLine]:
     for line in lines:
         line["lane_key"] = lane_key
         yield line
@@ -275,7 +275,7 @@ class Finalizer:
         code, message = cursor.missing_code, cursor.missing_message
         lanes = sorted(self.records.lanes(batch_id), key=lambda lane: str(lane["lane_key"]))
 
-        def missing(seq: int, customer_item_id: Any) -> dict[str, Any]:
+        def missing(seq: int, customer_item_id: Any) -> ArtifactRow:
             return missing_row(seq, customer_item_id, code=code, message=message)
 
         results = bytearray()
@@ -327,9 +327,9 @@ class Finalizer:
         batch_id: str,
         chunk: int,
         lanes: list[dict[str, Any]],
-        missing: Callable[[int, Any], dict[str, Any]],
+        missing: Callable[[int, Any], ArtifactRow],
         tally: MergeTally,
-    ) -> Iterator[dict[str, Any]]:
+    ) -> Iterator[ArtifactRow]:
         """The rows of `chunk` in input order: each item's answer from the lanes that
         finished the chunk, or `missing`."""
         inputs = (
