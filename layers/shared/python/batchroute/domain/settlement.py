@@ -116,7 +116,7 @@ def _price(unit_prices: Mapping[str, Any], name: str) -> Decimal:
     return Decimal(str(value)) if value is not None else Decimal(0)
 
 
-def lane_usage(lane: Mapping[str, Any], tally: Mapping[str, Any]) -> LaneUsage:
+def lane_usage(lane: Mapping[str, Any], tally: Mapping[str, int]) -> LaneUsage:
     prices = lane.get("unit_prices") or {}
     return LaneUsage(
         lane_id=str(lane["lane_id"]),
@@ -128,7 +128,7 @@ def lane_usage(lane: Mapping[str, Any], tally: Mapping[str, Any]) -> LaneUsage:
 
 
 def charged_usage(
-    lanes: Iterable[Mapping[str, Any]], tallies: Mapping[str, Mapping[str, Any]]
+    lanes: Iterable[Mapping[str, Any]], tallies: Mapping[str, Mapping[str, int]]
 ) -> list[LaneUsage]:
     """One LaneUsage per lane record that delivered completed rows (only those are charged,
     and only those count for the per-lane control-plane fee)."""
@@ -140,14 +140,14 @@ def charged_usage(
     return usages
 
 
-def lane_ran(lane: Mapping[str, Any], tally: Mapping[str, Any]) -> bool:
+def lane_ran(lane: Mapping[str, Any], tally: Mapping[str, int]) -> bool:
     rows = int(tally.get("completed") or 0) + int(tally.get("failed") or 0)
     return rows > 0 or lane.get("status", "pending") != "pending"
 
 
 def provider_lanes(
     lanes: Iterable[Mapping[str, Any]],
-    tallies: Mapping[str, Mapping[str, Any]],
+    tallies: Mapping[str, Mapping[str, int]],
     plan: Mapping[str, Any],
 ) -> list[ReceiptLane]:
     """The receipt's lanes that ran, each with what it delivered, its usage (completed rows),

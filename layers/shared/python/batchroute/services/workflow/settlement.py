@@ -89,7 +89,7 @@ class Settlement:
     def settle(self, batch: BatchRecord) -> SettleOutput:
         batch_id = batch.batch_id
         org_id = batch.org_id
-        tallies: Mapping[str, Mapping[str, Any]] = batch.lane_tallies or {}
+        tallies: Mapping[str, Mapping[str, int]] = batch.lane_tallies or {}
         lanes = self.records.lanes(batch_id)
         usage = charged_usage(lanes, tallies)
         fee_kind: FeeKind = "workflow" if batch.fee_kind == "workflow" else "batch"
