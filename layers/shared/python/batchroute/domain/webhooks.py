@@ -289,56 +289,35 @@ class WebhookDeliveryRecord:
 
     @classmethod
     def from_item(cls, item: Mapping[str, Any]) -> WebhookDeliveryRecord:
-        """A stored delivery (plain values: whole numbers as int)."""
-        return cls(
-            delivery_id=str(item["delivery_id"]),
-            org_id=str(item["org_id"]),
-            event_id=str(item["event_id"]),
-            event_type=str(item["event_type"]),
-            url=str(item["url"]),
-            status=str(item["status"]),
-            attempt_count=int(item.get("attempt_count") or 0),
-            created_at=str(item["created_at"]),
-            updated_at=str(item.get("updated_at") or item["created_at"]),
-            payload=str(item["payload"]),
-            secret_source=str(item["secret_source"]),
-            secret_sealed=str(item["secret_sealed"]),
-            next_attempt_at=item.get("next_attempt_at"),
-            batch_id=item.get("batch_id"),
-            last_attempt_at=item.get("last_attempt_at"),
-            last_response_status=item.get("last_response_status"),
-            last_error=item.get("last_error"),
-            lease_until=item.get("lease_until"),
-        )
+        """A stored delivery (the store's plain values: whole numbers as int); keys that are
+        not fields (the store's own) are left out."""
+        return cls(**{f.name: item[f.name] for f in fields(cls) if item.get(f.name) is not None})
 
     def log_ids(self) -> dict[str, str | None]:
-        return {
-            "batch_id": self.batch_id,
-            "org_id": self.org_id,
-            "delivery_id": self.delivery_id,
-            "event_id": self.event_id,
-        }
+        return {name: getattr(self, name) for name in ("batch_id", "org_id", "delivery_id", "event_id")}
 
     def to_api(self) -> dict[str, Any]:
         """The public view of a delivery: never its secret, ciphertext or payload."""
-        return {
-            "id": self.delivery_id,
-            "event_id": self.event_id,
-            "event_type": self.event_type,
-            "url": self.url,
-            "status": self.status,
-            "attempt_count": self.attempt_count,
-            "last_attempt_at": self.last_attempt_at,
-            "next_attempt_at": self.next_attempt_at,
-            "last_response_status": self.last_response_status,
-            "last_error": self.last_error,
-            "created_at": self.created_at,
-        }
+        return {"id": self.delivery_id, **{name: getattr(self, name) for name in _PUBLIC_DELIVERY_FIELDS}}
+
+
+_PUBLIC_DELIVERY_FIELDS = (
+    "event_id",
+    "event_type",
+    "url",
+    "status",
+    "attempt_count",
+    "last_attempt_at",
+    "next_attempt_at",
+    "last_response_status",
+    "last_error",
+    "created_at",
+)
 
 
 @dataclass(frozen=True, slots=True)
 class WebhookAttempt:
-    """One attempt of a delivery, as stored beside it."""
+    """One attempt of a delivery, as stored beside it (the store's plain values)."""
 
     delivery_id: str
     attempt: int
@@ -349,24 +328,10 @@ class WebhookAttempt:
 
     @classmethod
     def from_item(cls, item: Mapping[str, Any]) -> WebhookAttempt:
-        return cls(
-            delivery_id=str(item.get("delivery_id")),
-            attempt=int(item.get("attempt") or 0),
-            at=item.get("at"),
-            status_code=item.get("status_code"),
-            error=item.get("error"),
-            duration_ms=int(item.get("duration_ms") or 0),
-        )
+        return cls(**{f.name: item[f.name] for f in fields(cls) if item.get(f.name) is not None})
 
     def to_api(self) -> dict[str, Any]:
-        return {
-            "delivery_id": self.delivery_id,
-            "attempt": self.attempt,
-            "at": self.at,
-            "status_code": self.status_code,
-            "error": self.error,
-            "duration_ms": self.duration_ms,
-        }
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
 DELIVERY_WEBHOOK_PURPOSE = "delivery_webhook"

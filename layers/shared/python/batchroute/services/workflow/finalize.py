@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from datetime import timedelta
 from typing import Any
 
@@ -129,47 +129,32 @@ class FinalizeCursor:
         return {name: item[name] for name in _SLICE_FIELDS}
 
     def to_item(self) -> dict[str, Any]:
-        return {
-            "position": self.position,
-            "state": self.state,
-            "chunk_count": self.chunk_count,
-            "missing_code": self.missing_code,
-            "missing_message": self.missing_message,
-            "unrun_canceled": self.unrun_canceled,
-            "results_upload": self.results_upload,
-            "errors_upload": self.errors_upload,
-            "results_parts": [part.to_s3() for part in self.results_parts],
-            "errors_parts": [part.to_s3() for part in self.errors_parts],
-            "results_bytes": self.results_bytes,
-            "results_lines": self.results_lines,
-            "errors_lines": self.errors_lines,
-            "carry": self.carry,
-            "offsets": list(self.offsets),
-            "tally": self.tally.to_dict(),
-        }
+        item = {f.name: getattr(self, f.name) for f in fields(self)}
+        item.update(
+            results_parts=[part.to_s3() for part in self.results_parts],
+            errors_parts=[part.to_s3() for part in self.errors_parts],
+            offsets=list(self.offsets),
+            tally=self.tally.to_dict(),
+        )
+        return item
 
     @classmethod
     def from_item(cls, item: Mapping[str, Any]) -> FinalizeCursor:
+        """The stored cursor (numbers may be Decimals)."""
+        values = {f.name: item[f.name] for f in fields(cls) if item.get(f.name) is not None}
+        values.update({name: int(values[name]) for name in _COUNTERS if name in values})
         return cls(
-            chunk_count=int(item["chunk_count"]),
-            missing_code=str(item["missing_code"]),
-            missing_message=str(item["missing_message"]),
-            unrun_canceled=bool(item["unrun_canceled"]),
-            results_upload=str(item["results_upload"]),
-            errors_upload=str(item["errors_upload"]),
-            position=int(item["position"]),
-            state=str(item.get("state") or "running"),
-            results_parts=_parts(item["results_parts"]),
-            errors_parts=_parts(item["errors_parts"]),
-            results_bytes=int(item["results_bytes"]),
-            results_lines=int(item["results_lines"]),
-            errors_lines=int(item["errors_lines"]),
-            carry=str(item["carry"]) if item.get("carry") else None,
-            offsets=tuple(int(o) for o in item["offsets"]),
-            tally=MergeTally.from_dict(item["tally"]),
+            **values
+            | {
+                "results_parts": _parts(item["results_parts"]),
+                "errors_parts": _parts(item["errors_parts"]),
+                "offsets": tuple(int(o) for o in item["offsets"]),
+                "tally": MergeTally.from_dict(item["tally"]),
+            }
         )
 
 
+_COUNTERS = ("chunk_count", "position", "results_bytes", "results_lines", "errors_lines")
 _SLICE_FIELDS = (
     "position",
     "tally",
