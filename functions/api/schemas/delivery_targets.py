@@ -8,6 +8,7 @@ The secret access key is write-only: no answer carries it, not even sealed.
 
 from __future__ import annotations
 
+from dataclasses import fields
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -95,16 +96,9 @@ class DeliveryTargetCreate(_TargetFields):
         for name in _REQUIRED:
             if getattr(self, name) is None:
                 raise missing_field(name)
-        return CreateTarget(
-            bucket=self.bucket,
-            access_key_id=self.access_key_id,
-            secret_access_key=self.secret_access_key,
-            name=self.name,
-            endpoint_url=self.endpoint_url,
-            region=self.region,
-            prefix=self.prefix or "",
-            enabled=True if self.enabled is None else self.enabled,
-        )
+        # a field left out (None: no field takes null but the defaulted ones) keeps its default
+        given = {f.name: getattr(self, f.name) for f in fields(CreateTarget)}
+        return CreateTarget(**{name: value for name, value in given.items() if value is not None})
 
 
 class DeliveryTargetUpdate(_TargetFields):

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from datetime import datetime
 from typing import Any, Final, Protocol
 from urllib.parse import urlsplit
@@ -158,6 +158,12 @@ class CreateTarget:
     region: str | None = None
     prefix: str = ""
     enabled: bool = True
+
+    def target(self, *, target_id: str, org_id: str, sealed: str, at: str) -> DeliveryTarget:
+        """The new target: these fields (the name defaults to the bucket), the secret sealed."""
+        given = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "secret_access_key"}
+        given["name"] = self.name or self.bucket
+        return DeliveryTarget(target_id, org_id, secret_sealed=sealed, created_at=at, updated_at=at, **given)
 
 
 @dataclass(frozen=True, slots=True)

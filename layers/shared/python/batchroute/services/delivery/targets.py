@@ -91,22 +91,8 @@ class DeliveryTargets:
         self._check_endpoint(command.endpoint_url)
         now = isoformat(self.clock.now())
         target_id = new_id("dt", self.clock.now())
-        target = DeliveryTarget(
-            target_id=target_id,
-            org_id=org_id,
-            name=command.name or command.bucket,
-            bucket=command.bucket,
-            access_key_id=command.access_key_id,
-            secret_sealed=self.sealer.seal(
-                command.secret_access_key, context=secret_context(org_id, target_id)
-            ),
-            endpoint_url=command.endpoint_url,
-            region=command.region,
-            prefix=command.prefix,
-            enabled=command.enabled,
-            created_at=now,
-            updated_at=now,
-        )
+        sealed = self.sealer.seal(command.secret_access_key, context=secret_context(org_id, target_id))
+        target = command.target(target_id=target_id, org_id=org_id, sealed=sealed, at=now)
         if not self.store.create(target, limit=self.max_targets):
             raise Conflict(
                 f"An organization may register at most {self.max_targets} delivery targets.",
