@@ -36,17 +36,22 @@ class PublicError(TypedDict):
     message: str
 
 
-class ResultLine(TypedDict):
-    """One line of a lane's result chunk (`results/<lane_key>/<chunk>.jsonl`, docs/batches.md):
-    the item's provider result, the lane that ran it, and (once Finalize reads it) its lane
-    key. `output` and `raw` are the vendor's answer, JSON by nature."""
+class _ItemAnswer(TypedDict):
+    """What a result line and an artifact row both say of an item: `output` and `raw` are the
+    vendor's answer, JSON by nature."""
 
-    seq: int
     customer_item_id: Any
     status: str
     output: dict[str, Any] | None
-    error: LineError | None
     raw: dict[str, Any] | None
+
+
+class ResultLine(_ItemAnswer):
+    """One line of a lane's result chunk (`results/<lane_key>/<chunk>.jsonl`, docs/batches.md):
+    the item's provider result, the lane that ran it, and (once Finalize reads it) its lane key."""
+
+    seq: int
+    error: LineError | None
     usage: LineUsage
     model: str
     provider: str
@@ -55,15 +60,11 @@ class ResultLine(TypedDict):
     lane_key: NotRequired[str]
 
 
-class ArtifactRow(TypedDict):
+class ArtifactRow(_ItemAnswer):
     """One row of results.jsonl / errors.jsonl (docs/batches.md, Results)."""
 
-    customer_item_id: Any
     sequence_number: int
-    status: str
-    output: dict[str, Any] | None
     error: PublicError | None
-    raw: dict[str, Any] | None
     model: NotRequired[str | None]
     provider: NotRequired[str | None]
     usage: NotRequired[LineUsage | None]

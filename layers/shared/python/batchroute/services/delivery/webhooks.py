@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, Literal, Protocol
 
@@ -216,27 +216,11 @@ class WebhookDelivery:
                 return None
             created_at = isoformat(now)
             event_id = new_id("evt", at=now)
-            delivery = WebhookDeliveryRecord(
-                delivery_id=delivery_id,
-                batch_id=batch_id,
-                org_id=batch.org_id,
-                event_id=event_id,
-                event_type=event_type,
-                url=hook.url,
-                status="pending",
-                attempt_count=0,
-                next_attempt_at=created_at,
-                created_at=created_at,
-                updated_at=created_at,
-                payload=event_body(
-                    event_id=event_id,
-                    event_type=event_type,
-                    created_at=created_at,
-                    batch=batch_summary(batch),
-                ),
-                secret_source=hook.secret_source,
-                secret_sealed=hook.secret_sealed,
+            body = event_body(
+                event_id=event_id, event_type=event_type, created_at=created_at, batch=batch_summary(batch)
             )
+            delivery = _pending(delivery_id, batch.org_id, hook, (event_id, event_type, created_at), body)
+            delivery = replace(delivery, batch_id=batch_id)
             if not self.deliveries.create(delivery):
                 delivery = self.deliveries.get(batch_id, delivery_id)  # a concurrent step won
                 if delivery is None:
@@ -386,24 +370,33 @@ class OrgEventWebhooks:
         if not default or not default.get("url") or not default.get("secret_ciphertext"):
             return None
         delivery_id = delivery_id_for(org_id, event_id)
-        delivery = WebhookDeliveryRecord(
-            delivery_id=delivery_id,
-            org_id=org_id,
-            event_id=event_id,
-            event_type=event_type,
-            url=str(default["url"]),
-            status="pending",
-            attempt_count=0,
-            next_attempt_at=created_at,
-            created_at=created_at,
-            updated_at=created_at,
-            payload=raw_body,
-            secret_source=ORG_SOURCE,
-            secret_sealed=str(default["secret_ciphertext"]),
-        )
+        hook = ResolvedWebhook(str(default["url"]), str(default["secret_ciphertext"]), ORG_SOURCE)
+        delivery = _pending(delivery_id, org_id, hook, (event_id, event_type, created_at), raw_body)
         if not self.deliveries.create(delivery):
             return self.deliveries.get(org_id, delivery_id)
         return delivery
+
+
+def _pending(
+    delivery_id: str, org_id: str, hook: ResolvedWebhook, event: tuple[str, str, str], payload: str
+) -> WebhookDeliveryRecord:
+    """A new delivery of `event` (id, type, time) to `hook`, its first attempt due at once."""
+    event_id, event_type, created_at = event
+    return WebhookDeliveryRecord(
+        delivery_id=delivery_id,
+        org_id=org_id,
+        event_id=event_id,
+        event_type=event_type,
+        url=hook.url,
+        status="pending",
+        attempt_count=0,
+        next_attempt_at=created_at,
+        created_at=created_at,
+        updated_at=created_at,
+        payload=payload,
+        secret_source=hook.secret_source,
+        secret_sealed=hook.secret_sealed,
+    )
 
 
 class DeliveryListing(Protocol):
