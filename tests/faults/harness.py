@@ -429,10 +429,10 @@ def check_end_conditions(
         problems.append("no webhook delivery was made")
     else:
         ids = {event["id"] for event in pipeline.webhooks.events(created.batch_id)}
-        if ids != {delivery["event_id"]}:
-            problems.append(f"webhook event ids {ids}, the delivery's {delivery['event_id']}")
-        if delivery["status"] != "succeeded":  # the receiver accepted it
-            problems.append(f"webhook delivery is {delivery['status']}")
+        if ids != {delivery.event_id}:
+            problems.append(f"webhook event ids {ids}, the delivery's {delivery.event_id}")
+        if delivery.status != "succeeded":  # the receiver accepted it
+            problems.append(f"webhook delivery is {delivery.status}")
 
     lost = len(missing) + counts["pending"] + counts["running"]
     double_charges = len(answered_twice) + max(0, entries["charge"] - 1)

@@ -14,6 +14,7 @@ from batchroute.adapters.dynamo.webhook_deliveries import WebhookDeliveries
 from batchroute.config import get_settings
 from batchroute.domain.webhooks import delivery_id_for, event_type_for
 from batchroute.wiring import Wiring
+from functions.api.schemas.delivery_targets import DeliveryTargetCreate
 from tests.faults.harness import (
     AwsFault,
     Pipeline,
@@ -39,7 +40,8 @@ def test_the_customers_bucket_refusing_writes_is_retried_until_delivered(
     # Given a delivery target whose bucket refuses the first two attempts' writes
     wiring = Wiring(get_settings(), pipeline.clock)
     prefix = f"deliveries/{pipeline.org_id}"
-    wiring.delivery_targets.create(pipeline.org_id, customer.target_body(prefix=prefix))
+    body = DeliveryTargetCreate.model_validate(customer.target_body(prefix=prefix))
+    wiring.delivery_targets.create(pipeline.org_id, body.command())
     in_customer_bucket = f"/{BUCKET}/{prefix}/"
     pipeline.aws.add(
         AwsFault(
@@ -85,7 +87,7 @@ def test_the_webhook_receiver_down_for_an_hour_gets_the_event_once_it_is_back(
     def owed(batch_id: str) -> str | None:
         delivery = deliveries.get(batch_id, delivery_id_for(batch_id, str(event_type_for("completed"))))
         assert delivery is not None
-        return None if delivery["status"] == "succeeded" else str(delivery["next_attempt_at"])
+        return None if delivery.status == "succeeded" else str(delivery.next_attempt_at)
 
     def retried(created: CreatedBatch) -> None:
         follow_schedule(pipeline, monkeypatch, lambda: owed(created.batch_id))

@@ -364,10 +364,10 @@ def test_alert_webhook_is_signed_retried_and_dead_lettered_like_batch_webhooks(
     (event,) = events(org.org_id)
     delivery_id = delivery_id_for(org.org_id, event["event_id"])
     pending = billing_deliveries().get(org.org_id, delivery_id)
-    assert pending is not None and pending["status"] == "pending" and receiver.received == []
+    assert pending is not None and pending.status == "pending" and receiver.received == []
     # Then the sweeper's run makes the first attempt (failed: retried 5 s later), then the next
     assert wiring.sweeper.sweep()["billing_webhooks"]["attempted"] == [delivery_id]
-    assert billing_deliveries().get(org.org_id, delivery_id)["status"] == "failed"  # type: ignore[index]
+    assert billing_deliveries().get(org.org_id, delivery_id).status == "failed"  # type: ignore[union-attr]
     clock.advance(seconds=4)
     assert wiring.billing_webhooks.retry_due().attempted == []
     clock.advance(seconds=1)
@@ -401,9 +401,9 @@ def test_alert_webhook_is_signed_retried_and_dead_lettered_like_batch_webhooks(
     for _ in range(MAX_ATTEMPTS):
         due = billing_deliveries().get(org.org_id, failing)
         assert due is not None
-        clock._now = datetime.fromisoformat(str(due["next_attempt_at"]).replace("Z", "+00:00"))
+        clock._now = datetime.fromisoformat(str(due.next_attempt_at).replace("Z", "+00:00"))
         wiring.billing_webhooks.retry_due()
-        statuses.append(billing_deliveries().get(org.org_id, failing)["status"])  # type: ignore[index]
+        statuses.append(billing_deliveries().get(org.org_id, failing).status)  # type: ignore[union-attr]
     assert statuses == ["failed"] * (MAX_ATTEMPTS - 1) + ["dead_lettered"]
     # And the event list shows each event's delivery, the dead letter included
     listed = wiring.billing_event_log.list(org.org_id)["data"]

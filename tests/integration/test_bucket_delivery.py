@@ -41,6 +41,7 @@ from batchroute_tools.local.provision import LocalStack
 from functions.api.app import create_app
 from functions.api.auth import identity_store
 from functions.api.deps import get_clock
+from functions.api.schemas.delivery_targets import DeliveryTargetCreate, DeliveryTargetUpdate
 from tests.integration.batch_pipeline_support import (
     create_batch,
     heartbeat_all_lanes,
@@ -95,7 +96,7 @@ def org(settings: Settings) -> TestOrg:
 
 def register(targets: DeliveryTargets, org: TestOrg, customer: CustomerS3, **changes: Any) -> str:
     body = customer.target_body(**{"prefix": f"deliveries/{org.org_id}", **changes})
-    return targets.create(org.org_id, body).target_id
+    return targets.create(org.org_id, DeliveryTargetCreate.model_validate(body).command()).target_id
 
 
 def finished_batch(
@@ -277,7 +278,9 @@ def test_a_failed_delivery_is_retried_on_its_schedule_via_the_deliver_queue(
     wiring.delivery_targets.update(
         org.org_id,
         target_id,
-        {"access_key_id": customer.access_key_id, "secret_access_key": customer.secret_access_key},
+        DeliveryTargetUpdate.model_validate(
+            {"access_key_id": customer.access_key_id, "secret_access_key": customer.secret_access_key}
+        ).command(),
     )
     workflow = wiring.workflow
     assert workflow.deliver_steps()[STEP](_task("batch_retry")) is None  # no task token: no answer
@@ -319,7 +322,9 @@ def test_the_schedule_ends_and_redeliver_starts_a_new_round(
     clock.advance(days=3)
     assert service.enqueue_due().attempted == []
     # A redeliver starts a new round with a full schedule; the fixed target is delivered
-    wiring.delivery_targets.update(org.org_id, target_id, {"bucket": BUCKET})
+    wiring.delivery_targets.update(
+        org.org_id, target_id, DeliveryTargetUpdate.model_validate({"bucket": BUCKET}).command()
+    )
     fresh = service.redeliver(batch)
     assert (fresh.state, fresh.round_start, fresh.redeliveries) == ("pending", MAX_ATTEMPTS, 1)
     assert fresh.to_api()["max_attempts"] == 2 * MAX_ATTEMPTS
@@ -415,7 +420,8 @@ def test_only_enabled_targets_receive_and_each_records_its_own_outcome(
     # The retry pushes only to the target still owed
     clock = wiring.clock
     assert isinstance(clock, FixedClock) and record.next_attempt_at is not None
-    targets.update(org.org_id, bad, {"bucket": BUCKET, "prefix": f"deliveries/{org.org_id}/second"})
+    second = {"bucket": BUCKET, "prefix": f"deliveries/{org.org_id}/second"}
+    targets.update(org.org_id, bad, DeliveryTargetUpdate.model_validate(second).command())
     clock._now = _at(record.next_attempt_at)
     again = wiring.bucket_delivery.run_due("batch_two")
     assert again is not None and again.state == "delivered"

@@ -130,8 +130,8 @@ def test_a_direct_lane_out_of_quota_marks_its_provider_s_lanes_and_the_next_lane
     call.finish()
     # Then the next lane answered, and every lane of the first lane's provider is marked
     first, answered = call.attempts[0], call.attempts[1]
-    assert first["error"] == "insufficient_quota" and answered["error"] is None
-    down = first["provider"]
+    assert first.error == "insufficient_quota" and answered.error is None
+    down = first.provider
     states = store.live_states(consistent=True)
     marked = {lane_id for lane_id, live in states.items() if live.unavailable_reason}
     assert marked == {lane.lane_id for lane in catalog.lanes if lane.provider == down}

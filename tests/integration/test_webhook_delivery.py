@@ -186,16 +186,16 @@ def drive_retries(service: WebhookDelivery, clock: FixedClock, batch_id: str, de
     for _ in range(20):
         delivery = deliveries().get(batch_id, delivery_id)
         assert delivery is not None
-        if delivery["status"] in ("succeeded", "dead_lettered"):
+        if delivery.status in ("succeeded", "dead_lettered"):
             break
-        due = datetime.fromisoformat(delivery["next_attempt_at"].replace("Z", "+00:00"))
+        due = datetime.fromisoformat(delivery.next_attempt_at.replace("Z", "+00:00"))
         # A moment early, nothing is due
         clock._now = due - timedelta(milliseconds=1)
         assert service.retry_due().attempted == []
         clock._now = due
         report = service.retry_due()
         assert report.attempted == [delivery_id]
-        statuses.append(deliveries().get(batch_id, delivery_id)["status"])  # type: ignore[index]
+        statuses.append(deliveries().get(batch_id, delivery_id).status)  # type: ignore[union-attr]
     return statuses
 
 
@@ -228,17 +228,17 @@ def test_a_completed_batch_is_posted_signed_to_the_org_webhook(
     assert ORG_SECRET not in hit.body.decode() and "webhook" not in body["batch"]
     # And the delivery succeeded on its first attempt
     assert delivery is not None
-    assert (delivery["status"], delivery["attempt_count"], delivery["last_response_status"]) == (
+    assert (delivery.status, delivery.attempt_count, delivery.last_response_status) == (
         "succeeded",
         1,
         200,
     )
-    assert delivery["event_id"] == body["id"] and delivery["secret_source"] == "org"
-    assert "next_attempt_at" not in delivery and ORG_SECRET not in json.dumps(delivery)
+    assert delivery.event_id == body["id"] and delivery.secret_source == "org"
+    assert delivery.next_attempt_at is None and ORG_SECRET not in json.dumps(delivery.to_item())
     # And a repeated Deliver step (SQS redelivery) sends nothing more
     clock.advance(minutes=5)
     again = service.deliver_batch_event(batch)
-    assert again is not None and again["attempt_count"] == 1
+    assert again is not None and again.attempt_count == 1
     assert len(receiver.received) == 1
     assert service.retry_due().attempted == []
 
@@ -268,8 +268,8 @@ def test_per_batch_webhook_overrides_the_org_default(
     ts, sig = hit.headers["x-service-timestamp"], hit.headers["x-service-signature"]
     assert verify(BATCH_SECRET.encode(), ts, hit.body, sig, now=clock.now())
     assert not verify(ORG_SECRET.encode(), ts, hit.body, sig, now=clock.now())
-    assert delivery is not None and delivery["secret_source"] == "batch"
-    assert delivery["url"] == receiver.url("/hooks/batch")
+    assert delivery is not None and delivery.secret_source == "batch"
+    assert delivery.url == receiver.url("/hooks/batch")
 
 
 def test_a_batch_secret_sealed_for_another_batch_does_not_sign(
@@ -280,8 +280,8 @@ def test_a_batch_secret_sealed_for_another_batch_does_not_sign(
         sealer(), org_id=org.org_id, batch_id="batch_src", url=receiver.url(), secret=BATCH_SECRET
     )
     delivery = service.deliver_batch_event(put_batch(org.org_id, "batch_dst", webhook=copied))
-    assert delivery is not None and delivery["status"] == "failed"
-    assert delivery["last_error"] == "signing secret unavailable"
+    assert delivery is not None and delivery.status == "failed"
+    assert delivery.last_error == "signing secret unavailable"
     assert receiver.received == []
 
 
@@ -295,21 +295,21 @@ def test_a_failing_receiver_is_retried_on_schedule_until_dead_lettered(
     # When the Deliver step runs, the first attempt fails and the next is scheduled 5 s later
     first = service.deliver_batch_event(batch)
     assert first is not None
-    assert (first["status"], first["attempt_count"], first["last_response_status"]) == ("failed", 1, 500)
-    assert first["next_attempt_at"] == isoformat(START + timedelta(seconds=5))
-    assert first["last_error"] == "receiver answered 500"
+    assert (first.status, first.attempt_count, first.last_response_status) == ("failed", 1, 500)
+    assert first.next_attempt_at == isoformat(START + timedelta(seconds=5))
+    assert first.last_error == "receiver answered 500"
     # And the sweeper, run at each due time, makes attempts 2..8, then dead-letters
-    statuses = drive_retries(service, clock, "batch_dead", first["delivery_id"])
+    statuses = drive_retries(service, clock, "batch_dead", first.delivery_id)
     assert statuses == ["failed"] * 6 + ["dead_lettered"]
     assert clock.now() - START == timedelta(seconds=sum(RETRY_DELAYS_SECONDS))
-    final = deliveries().get("batch_dead", first["delivery_id"])
+    final = deliveries().get("batch_dead", first.delivery_id)
     assert final is not None
-    assert (final["status"], final["attempt_count"]) == ("dead_lettered", 8)
-    assert "next_attempt_at" not in final and "gsi1pk" not in final
+    assert (final.status, final.attempt_count) == ("dead_lettered", 8)
+    assert final.next_attempt_at is None and "gsi1pk" not in final.to_item()
     # And the receiver saw 8 POSTs of identical bytes with the same event id, each signed afresh
     assert len(receiver.received) == 8
     assert len({r.body for r in receiver.received}) == 1
-    assert {json.loads(r.body)["id"] for r in receiver.received} == {first["event_id"]}
+    assert {json.loads(r.body)["id"] for r in receiver.received} == {first.event_id}
     assert all(r.headers["x-service-event"] == "batch.expired" for r in receiver.received)
     timestamps = [int(r.headers["x-service-timestamp"]) for r in receiver.received]
     assert timestamps == sorted(timestamps) and len(set(timestamps)) == 8
@@ -334,19 +334,19 @@ def test_a_receiver_that_recovers_succeeds_on_a_retry(
     receiver.extra_headers["Retry-After"] = "600"  # honoured on the 429 as the minimum wait
     set_org_webhook(org.org_id, receiver.url())
     first = service.deliver_batch_event(put_batch(org.org_id, "batch_later", state="canceled"))
-    assert first is not None and first["status"] == "failed"
+    assert first is not None and first.status == "failed"
     # attempt 2 (after 5 s) gets 429 Retry-After: 600 -> attempt 3 waits 600 s, not 300 s
     clock._now = START + timedelta(seconds=5)
     service.retry_due()
-    second = deliveries().get("batch_later", first["delivery_id"])
-    assert second is not None and second["last_response_status"] == 429
-    assert second["next_attempt_at"] == isoformat(clock.now() + timedelta(seconds=600))
-    statuses = drive_retries(service, clock, "batch_later", first["delivery_id"])
+    second = deliveries().get("batch_later", first.delivery_id)
+    assert second is not None and second.last_response_status == 429
+    assert second.next_attempt_at == isoformat(clock.now() + timedelta(seconds=600))
+    statuses = drive_retries(service, clock, "batch_later", first.delivery_id)
     assert statuses == ["succeeded"]
-    done = deliveries().get("batch_later", first["delivery_id"])
+    done = deliveries().get("batch_later", first.delivery_id)
     assert done is not None
-    assert (done["status"], done["attempt_count"], done["last_response_status"]) == ("succeeded", 3, 200)
-    assert "last_error" not in done and "gsi1pk" not in done
+    assert (done.status, done.attempt_count, done.last_response_status) == ("succeeded", 3, 200)
+    assert done.last_error is None and "gsi1pk" not in done.to_item()
     assert len(receiver.received) == 3
 
 
@@ -357,17 +357,17 @@ def test_a_redirect_is_a_failure_and_is_not_followed(
     set_org_webhook(org.org_id, receiver.url("/moved"))
     delivery = service.deliver_batch_event(put_batch(org.org_id, "batch_redirect"))
     assert delivery is not None
-    assert (delivery["status"], delivery["last_response_status"]) == ("failed", 302)
-    assert "redirect" in delivery["last_error"]
+    assert (delivery.status, delivery.last_response_status) == ("failed", 302)
+    assert "redirect" in delivery.last_error
     assert [r.path for r in receiver.received] == ["/moved"]  # never /redirected
 
 
 def test_an_unreachable_receiver_is_a_connection_failure(service: WebhookDelivery, org: TestOrg) -> None:
     set_org_webhook(org.org_id, "http://127.0.0.1:9/closed")  # discard port: nothing listens
     delivery = service.deliver_batch_event(put_batch(org.org_id, "batch_unreachable"))
-    assert delivery is not None and delivery["status"] == "failed"
-    assert delivery["last_error"].startswith("could not connect to 127.0.0.1")
-    assert "last_response_status" not in delivery
+    assert delivery is not None and delivery.status == "failed"
+    assert delivery.last_error.startswith("could not connect to 127.0.0.1")
+    assert delivery.last_response_status is None
 
 
 def test_no_webhook_means_polling_and_non_terminal_batches_send_nothing(
@@ -397,7 +397,7 @@ def test_a_claimed_attempt_is_sent_once_and_an_abandoned_one_is_recovered(
     # Then nobody else can claim attempt 2 (a repeated message or a second sweeper)
     assert not store.claim("batch_crash", delivery_id, attempt=2, now_iso=now, lease_until_iso=lease)
     assert service.retry_due().attempted == []
-    assert service.deliver_batch_event(batch)["attempt_count"] == 2  # type: ignore[index]
+    assert service.deliver_batch_event(batch).attempt_count == 2  # type: ignore[union-attr]
     assert len(receiver.received) == 1
     # When the lease runs out, the sweeper records attempt 2 as interrupted and reschedules
     clock.advance(seconds=121)
@@ -405,7 +405,7 @@ def test_a_claimed_attempt_is_sent_once_and_an_abandoned_one_is_recovered(
     assert report.recovered == [delivery_id]
     recovered = store.get("batch_crash", delivery_id)
     assert recovered is not None
-    assert (recovered["status"], recovered["attempt_count"], recovered["last_error"]) == (
+    assert (recovered.status, recovered.attempt_count, recovered.last_error) == (
         "failed",
         2,
         INTERRUPTED,

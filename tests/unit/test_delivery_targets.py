@@ -5,9 +5,9 @@ bucket delivery (services/workflow)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 import boto3
 import httpx
@@ -33,10 +33,11 @@ from batchroute.domain.bucket_delivery import (
 from batchroute.domain.delivery_targets import (
     BucketRefused,
     DeliveryTarget,
+    UpdateTarget,
     apply_update,
     batch_object_keys,
-    changed_values,
-    new_target_values,
+    check_new,
+    check_update,
     probe_object_key,
 )
 from batchroute.errors import InvalidRequest
@@ -47,6 +48,7 @@ from functions.api.schemas.common import ContractBody
 from functions.api.schemas.delivery_targets import DeliveryTargetCreate, DeliveryTargetUpdate
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
+_Body = TypeVar("_Body", bound=ContractBody)
 BODY = {
     "bucket": "acme-results",
     "region": "us-east-2",
@@ -55,10 +57,10 @@ BODY = {
 }
 
 
-def _as_the_client_sees_it(model: type[ContractBody], body: Any) -> dict[str, Any]:
-    """The given fields, or the refusal the API answers, as an InvalidRequest."""
+def _as_the_client_sees_it(model: type[_Body], body: Any) -> _Body:
+    """The validated body, or the refusal the API answers, as an InvalidRequest."""
     try:
-        return model.model_validate(body).given()
+        return model.model_validate(body)
     except ValidationError as exc:
         [error] = exc.errors()
         details = (error.get("ctx") or {}).get("details")
@@ -66,11 +68,21 @@ def _as_the_client_sees_it(model: type[ContractBody], body: Any) -> dict[str, An
 
 
 def parse_create(body: Any) -> dict[str, Any]:
-    return new_target_values(_as_the_client_sees_it(DeliveryTargetCreate, body))
+    """The new target's fields as the service takes them (the command, checked)."""
+    command = _as_the_client_sees_it(DeliveryTargetCreate, body).command()
+    check_new(command)
+    return asdict(command)
 
 
 def parse_update(body: Any) -> dict[str, Any]:
-    return changed_values(_as_the_client_sees_it(DeliveryTargetUpdate, body))
+    """The given fields of an update as the service takes them (the command, checked)."""
+    command = _as_the_client_sees_it(DeliveryTargetUpdate, body).command()
+    check_update(command)
+    return {name: getattr(command, name) for name in command.given}
+
+
+def _changes(**given: Any) -> UpdateTarget:
+    return UpdateTarget(given=frozenset(given), **given)
 
 
 def _target(**changes: Any) -> DeliveryTarget:
@@ -238,19 +250,19 @@ def test_read_only_fields_of_a_get_answer_are_ignored_on_update() -> None:
 def test_an_update_rechecks_the_location_as_a_whole() -> None:
     target = _target()
     with pytest.raises(InvalidRequest) as refused:
-        apply_update(target, parse_update({"region": None}), at="t")
+        apply_update(target, _changes(**parse_update({"region": None})), at="t")
     assert refused.value.details == {"field": "region"}
     moved = apply_update(
-        target, parse_update({"endpoint_url": "https://s3.example.com", "region": None}), at="t"
+        target, _changes(**parse_update({"endpoint_url": "https://s3.example.com", "region": None})), at="t"
     )
     assert (moved.endpoint_url, moved.region, moved.updated_at) == ("https://s3.example.com", None, "t")
 
 
 def test_the_default_name_follows_the_bucket_but_a_chosen_one_stays() -> None:
-    assert apply_update(_target(), {"bucket": "new-bucket"}, at="t").name == "new-bucket"
+    assert apply_update(_target(), _changes(bucket="new-bucket"), at="t").name == "new-bucket"
     named = _target(name="Exports")
-    assert apply_update(named, {"bucket": "new-bucket"}, at="t").name == "Exports"
-    assert apply_update(named, {"name": None}, at="t").name == "acme-results"
+    assert apply_update(named, _changes(bucket="new-bucket"), at="t").name == "Exports"
+    assert apply_update(named, _changes(name=None), at="t").name == "acme-results"
 
 
 # -- the delivery's outcome and schedule ---------------------------------------------------

@@ -8,7 +8,13 @@ from typing import Any
 from batchroute.catalog import builtin_catalog
 from batchroute.domain.ledger import Reservation, SettlementResult, resolve
 from batchroute.domain.pricing import settle_price
-from batchroute.domain.settlement import build_receipt, charged_usage, provider_lanes, rejected_lanes
+from batchroute.domain.settlement import (
+    ReceiptCredits,
+    build_receipt,
+    charged_usage,
+    provider_lanes,
+    rejected_lanes,
+)
 from batchroute.money import Money
 
 PLAN = {
@@ -98,7 +104,7 @@ def test_receipt_credits_add_up_and_the_charge_never_exceeds_the_reservation() -
         receipt = build_receipt(
             batch_id="batch_1",
             breakdown_api=price.to_api(),
-            credits=result.receipt_credits(),
+            credits=ReceiptCredits.of(result),
             absorbed=result.absorbed,
             counts={"total": 5, "completed": 3, "failed": 2, "canceled": 0},
             lanes=provider_lanes(LANES, TALLIES, PLAN),

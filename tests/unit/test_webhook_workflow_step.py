@@ -10,6 +10,7 @@ import pytest
 from batchroute.clock import FixedClock
 from batchroute.domain.batch_record import BatchRecord
 from batchroute.domain.batch_states import BatchState
+from batchroute.domain.webhooks import WebhookDeliveryRecord
 from batchroute.services.workflow.steps import BatchWorkflow
 from batchroute.workflow.tasks import WorkflowTask
 
@@ -33,19 +34,32 @@ class Records:
 
 
 class Webhooks:
-    def __init__(self, answer: dict[str, Any] | None) -> None:
+    def __init__(self, answer: WebhookDeliveryRecord | None) -> None:
         self.answer = answer
         self.calls: list[tuple[BatchRecord, datetime | None]] = []
 
     def deliver_batch_event(
         self, batch: BatchRecord, *, now: datetime | None = None
-    ) -> dict[str, Any] | None:
+    ) -> WebhookDeliveryRecord | None:
         self.calls.append((batch, now))
         return self.answer
 
 
 TASK = WorkflowTask(step="deliver", batch_id="batch_1", task_token="tok")
-DELIVERY = {"delivery_id": "whd_1", "status": "failed", "attempt_count": 1, "payload": "{}"}
+DELIVERY = WebhookDeliveryRecord(
+    delivery_id="whd_1",
+    org_id="org_1",
+    event_id="evt_1",
+    event_type="batch.completed",
+    url="https://hooks.example.com",
+    status="failed",
+    attempt_count=1,
+    created_at="2026-01-01T00:00:00Z",
+    updated_at="2026-01-01T00:00:00Z",
+    payload="{}",
+    secret_source="org",
+    secret_sealed="c2VhbGVk",
+)
 
 
 def _batch(state: Any) -> BatchRecord:

@@ -64,7 +64,7 @@ def list_targets(principal: Reader, targets: DeliveryTargetsDep) -> dict[str, An
 def create_target(
     principal: Manager, targets: DeliveryTargetsDep, body: DeliveryTargetCreate
 ) -> dict[str, Any]:
-    return targets.create(principal.org_id, body.given()).to_api()
+    return targets.create(principal.org_id, body.command()).to_api()
 
 
 @router.get(
@@ -86,7 +86,7 @@ def get_target(target_id: TargetId, principal: Reader, targets: DeliveryTargetsD
 def update_target(
     target_id: TargetId, principal: Manager, targets: DeliveryTargetsDep, body: DeliveryTargetUpdate
 ) -> dict[str, Any]:
-    return targets.update(principal.org_id, target_id, body.given()).to_api()
+    return targets.update(principal.org_id, target_id, body.command()).to_api()
 
 
 @router.delete(
@@ -107,4 +107,4 @@ def delete_target(target_id: TargetId, principal: Manager, targets: DeliveryTarg
     summary="Write a small sample object with the target's credentials; 200 with ok true or false",
 )
 def test_target(target_id: TargetId, principal: Manager, targets: DeliveryTargetsDep) -> dict[str, Any]:
-    return targets.test(principal.org_id, target_id)
+    return targets.test(principal.org_id, target_id).to_api()

@@ -8,6 +8,7 @@ The secret access key is write-only: no answer carries it, not even sealed.
 
 from __future__ import annotations
 
+from dataclasses import fields
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -20,6 +21,9 @@ from batchroute.domain.delivery_targets import (
     PREFIX_MAX,
     SECRET_MAX,
     SECRET_MIN,
+    CreateTarget,
+    UpdateTarget,
+    missing_field,
     parse_access_key_id,
     parse_bucket,
     parse_enabled,
@@ -79,12 +83,22 @@ class _TargetFields(ContractBody):
     enabled: Enabled = omittable("Default true; a disabled target receives nothing")
 
 
+_REQUIRED = ("bucket", "access_key_id", "secret_access_key")
+
+
 class DeliveryTargetCreate(_TargetFields):
     """A bucket to push batch artifacts to. Unknown fields are refused."""
 
-    model_config = ConfigDict(
-        json_schema_extra={"required": ["bucket", "access_key_id", "secret_access_key"]}
-    )
+    model_config = ConfigDict(json_schema_extra={"required": list(_REQUIRED)})
+
+    def command(self) -> CreateTarget:
+        """The new target, with its defaults; a required field left out is refused."""
+        for name in _REQUIRED:
+            if getattr(self, name) is None:
+                raise missing_field(name)
+        # a field left out (None: no field takes null but the defaulted ones) keeps its default
+        given = {f.name: getattr(self, f.name) for f in fields(CreateTarget)}
+        return CreateTarget(**{name: value for name, value in given.items() if value is not None})
 
 
 class DeliveryTargetUpdate(_TargetFields):
@@ -101,6 +115,11 @@ class DeliveryTargetUpdate(_TargetFields):
     created_at: Annotated[Any, ignored(str)] = read_only()
     updated_at: Annotated[Any, ignored(str)] = read_only()
     last_test: Annotated[Any, ignored(dict[str, Any] | None)] = read_only()
+
+    def command(self) -> UpdateTarget:
+        """The fields given (not the read-only ones sent back), and only those."""
+        given = self.given()
+        return UpdateTarget(given=frozenset(given), **given)
 
 
 class BucketErrorOut(BaseModel):

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any
+from typing import Any, cast
 
 from batchroute.adapters.s3_objects import ObjectWriter, S3Objects, write_whole
 from batchroute.domain.artifact_keys import JSONL as JSONL
@@ -27,6 +27,7 @@ from batchroute.domain.artifact_keys import receipt_key as receipt_key
 from batchroute.domain.artifact_keys import result_chunk_key as result_chunk_key
 from batchroute.domain.artifact_keys import results_index_key as results_index_key
 from batchroute.domain.artifact_keys import results_key as results_key
+from batchroute.domain.batch_results import ResultLine
 from batchroute.domain.jsonl import LineError, parse_jsonl
 from batchroute.errors import PermanentError
 
@@ -70,11 +71,16 @@ class BatchArtifacts:
         """`{"seq", "item"}` lines of an input chunk, in seq order."""
         return self.lines(input_chunk_key(batch_id, chunk))
 
-    def result_lines(self, batch_id: str, lane_key: str, chunk: int) -> Iterator[dict[str, Any]]:
-        return self.lines(result_chunk_key(batch_id, lane_key, chunk), missing_ok=True)
+    def result_lines(self, batch_id: str, lane_key: str, chunk: int) -> Iterator[ResultLine]:
+        """A lane's result chunk, as the lane runner wrote it (`ResultLine`s)."""
+        return cast(
+            "Iterator[ResultLine]", self.lines(result_chunk_key(batch_id, lane_key, chunk), missing_ok=True)
+        )
 
-    def partial_lines(self, batch_id: str, lane_key: str, chunk: int) -> Iterator[dict[str, Any]]:
-        return self.lines(partial_chunk_key(batch_id, lane_key, chunk), missing_ok=True)
+    def partial_lines(self, batch_id: str, lane_key: str, chunk: int) -> Iterator[ResultLine]:
+        return cast(
+            "Iterator[ResultLine]", self.lines(partial_chunk_key(batch_id, lane_key, chunk), missing_ok=True)
+        )
 
     def read_json(self, key: str) -> dict[str, Any] | None:
         if self.objects.size(key) is None:

@@ -9,6 +9,7 @@ from botocore.exceptions import ClientError
 
 from batchroute.adapters.aws import client
 from batchroute.observability import logger
+from batchroute.workflow.tasks import StepOutput
 
 # A token that was already answered (a repeated message) or whose task timed out.
 _SETTLED_TOKEN_ERRORS = frozenset({"TaskTimedOut", "InvalidToken", "TaskDoesNotExist"})
@@ -22,7 +23,7 @@ class StepFunctionsCallbacks:
     def sfn(self) -> Any:
         return self._sfn or client("stepfunctions")
 
-    def succeed(self, task_token: str, output: dict[str, Any]) -> None:
+    def succeed(self, task_token: str, output: StepOutput) -> None:
         self._answer(self.sfn.send_task_success, taskToken=task_token, output=json.dumps(output))
 
     def fail(self, task_token: str, *, error: str, cause: str) -> None:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Final, Literal, TypeVar, cast
 
 from batchroute.domain.batch_states import BatchState
+from batchroute.domain.chat_holds import LaneAttempt
 
 BatchSource = Literal["native", "compat", "chat", "chat_direct"]
 BatchFeeKind = Literal["batch", "workflow", "direct"]
@@ -177,7 +178,7 @@ class BatchRecord:
     planned_lanes: Sequence[str] | None = None
     lane_id: str | None = None  # the lane that served a direct request
     provider: str | None = None
-    attempts: Sequence[Mapping[str, Any]] | None = None  # per lane tried: lane_id, provider, error
+    attempts: tuple[LaneAttempt, ...] | None = None  # per lane tried: lane_id, provider, error
     usage: Mapping[str, int] | None = None
     usage_checkpoint: UsageCheckpoint | None = None
     checkpoint_at: str | None = None
@@ -207,6 +208,8 @@ class BatchRecord:
                 continue
             if isinstance(value, _NESTED):
                 value = value.to_mapping()
+            elif name == "attempts":
+                value = [attempt.to_item() for attempt in value]
             elif name in _SEQUENCES:
                 value = [dict(v) if isinstance(v, Mapping) else v for v in value]
             elif isinstance(value, Mapping):
@@ -262,7 +265,7 @@ class BatchRecord:
             planned_lanes=_list(values.get("planned_lanes"), str),
             lane_id=_str(values.get("lane_id")),
             provider=_str(values.get("provider")),
-            attempts=_list(values.get("attempts"), dict),
+            attempts=_attempts(values.get("attempts")),
             usage=_ints(values.get("usage")),
             usage_checkpoint=_checkpoint(values.get("usage_checkpoint")),
             checkpoint_at=_str(values.get("checkpoint_at")),
@@ -272,7 +275,7 @@ class BatchRecord:
 
 
 FIELDS: Final[tuple[str, ...]] = tuple(f.name for f in fields(BatchRecord))
-_SEQUENCES: Final = frozenset({"chunk_models", "planned_lanes", "attempts", "presets"})
+_SEQUENCES: Final = frozenset({"chunk_models", "planned_lanes", "presets"})
 _NESTED: Final = (ExecutionSummary, BatchWebhook, ArtifactKeys, CompatFields, UsageCheckpoint)
 
 
@@ -313,6 +316,17 @@ class FundingMoved(Exception):
 # -- reading stored values ---------------------------------------------------------------------
 def _present(**values: Any) -> dict[str, Any]:
     return {k: v for k, v in values.items() if v is not None}
+
+
+def _attempts(value: Any) -> tuple[LaneAttempt, ...] | None:
+    """A direct chat request's lanes tried, as stored (`LaneAttempt.to_item`)."""
+    if not isinstance(value, list):
+        return None
+    return tuple(
+        LaneAttempt(str(a.get("lane_id")), str(a.get("provider")), _str(a.get("error")))
+        for a in value
+        if isinstance(a, Mapping)
+    )
 
 
 def _str(value: Any) -> str | None:

@@ -11,25 +11,79 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
-
-ZERO_USAGE: dict[str, int] = {"prompt_tokens": 0, "completion_tokens": 0}
+from typing import Any, NotRequired, TypedDict
 
 
-def public_error(error: Mapping[str, Any] | None) -> dict[str, Any] | None:
+class LineUsage(TypedDict):
+    prompt_tokens: int
+    completion_tokens: int
+    tool_uses: NotRequired[dict[str, int]]
+
+
+ZERO_USAGE: LineUsage = {"prompt_tokens": 0, "completion_tokens": 0}
+
+
+class LineError(TypedDict):
+    """An item's error in a result line (`ItemError.to_dict()`)."""
+
+    code: str
+    message: str
+    transient: NotRequired[bool]
+
+
+class PublicError(TypedDict):
+    code: str
+    message: str
+
+
+class _ItemAnswer(TypedDict):
+    """What a result line and an artifact row both say of an item: `output` and `raw` are the
+    vendor's answer, JSON by nature."""
+
+    customer_item_id: Any
+    status: str
+    output: dict[str, Any] | None
+    raw: dict[str, Any] | None
+
+
+class ResultLine(_ItemAnswer):
+    """One line of a lane's result chunk (`results/<lane_key>/<chunk>.jsonl`, docs/batches.md):
+    the item's provider result, the lane that ran it, and (once Finalize reads it) its lane key."""
+
+    seq: int
+    error: LineError | None
+    usage: LineUsage
+    model: str
+    provider: str
+    lane_id: str
+    attempts: int
+    lane_key: NotRequired[str]
+
+
+class ArtifactRow(_ItemAnswer):
+    """One row of results.jsonl / errors.jsonl (docs/batches.md, Results)."""
+
+    sequence_number: int
+    error: PublicError | None
+    model: NotRequired[str | None]
+    provider: NotRequired[str | None]
+    usage: NotRequired[LineUsage | None]
+
+
+def public_error(error: LineError | None) -> PublicError | None:
     """An item error as the result row shows it: `{code, message}`."""
     if not error:
         return None
     return {"code": str(error.get("code") or "error"), "message": str(error.get("message") or "")}
 
 
-def artifact_row(line: Mapping[str, Any]) -> dict[str, Any]:
+def artifact_row(line: ResultLine) -> ArtifactRow:
     """The results.jsonl row of one result line: the native result row (`customer_item_id`,
     `status`, `output`, `error`) plus `sequence_number`, `raw` (kept for body_format=raw),
     and for a completed row the `model`, `provider` and `usage` that answered it (the
     vendor-compatible output needs them); the read API shows only the native fields."""
     completed = line.get("status") == "completed"
-    row = {
+    row: ArtifactRow = {
         "customer_item_id": line.get("customer_item_id"),
         "sequence_number": int(line["seq"]),
         "status": "completed" if completed else "failed",
@@ -38,11 +92,13 @@ def artifact_row(line: Mapping[str, Any]) -> dict[str, Any]:
         "raw": line.get("raw"),
     }
     if completed:
-        row.update(model=line.get("model"), provider=line.get("provider"), usage=line.get("usage"))
+        row["model"] = line.get("model")
+        row["provider"] = line.get("provider")
+        row["usage"] = line.get("usage")
     return row
 
 
-def missing_row(seq: int, customer_item_id: Any, *, code: str, message: str) -> dict[str, Any]:
+def missing_row(seq: int, customer_item_id: Any, *, code: str, message: str) -> ArtifactRow:
     """The row of an item that got no result (cancelled, expired, never run)."""
     return {
         "customer_item_id": customer_item_id,
@@ -64,7 +120,7 @@ class LaneTally:
     prompt_tokens: int = 0
     completion_tokens: int = 0
 
-    def add(self, line: Mapping[str, Any]) -> None:
+    def add(self, line: ResultLine) -> None:
         if line.get("status") == "completed":
             usage = line.get("usage") or ZERO_USAGE
             self.completed += 1
@@ -93,7 +149,7 @@ class MergeTally:
     def rows(self) -> int:
         return self.completed + self.failed + self.missing
 
-    def add(self, line: Mapping[str, Any]) -> None:
+    def add(self, line: ResultLine) -> None:
         if line.get("status") == "completed":
             self.completed += 1
         else:
@@ -126,11 +182,11 @@ class MergeTally:
 
 def merge_chunk(
     inputs: Iterable[tuple[int, Any]],
-    lane_results: Iterable[Iterable[Mapping[str, Any]]],
+    lane_results: Iterable[Iterable[ResultLine]],
     *,
-    missing: Callable[[int, Any], dict[str, Any]],
+    missing: Callable[[int, Any], ArtifactRow],
     tally: MergeTally,
-) -> Iterator[dict[str, Any]]:
+) -> Iterator[ArtifactRow]:
     """One artifact row per input `(seq, customer_item_id)`, in input order.
 
     `lane_results` are the chunk's result files, each sorted by seq; a seq answered twice

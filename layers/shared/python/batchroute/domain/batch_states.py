@@ -23,16 +23,8 @@ BatchState = Literal[
     "expired",
 ]
 
-PROGRESSION: tuple[BatchState, ...] = (
-    "received",
-    "validated",
-    "priced",
-    "queued",
-    "dispatching",
-    "running",
-    "finalizing",
-    "completed",
-)
+# The forward path: the states in the order above, up to `completed`.
+PROGRESSION: tuple[BatchState, ...] = get_args(BatchState)[: get_args(BatchState).index("completed") + 1]
 TERMINAL: frozenset[BatchState] = frozenset({"completed", "failed", "canceled", "expired"})
 NON_TERMINAL: frozenset[BatchState] = frozenset(s for s in get_args(BatchState) if s not in TERMINAL)
 ALL_STATES: frozenset[BatchState] = frozenset(get_args(BatchState))

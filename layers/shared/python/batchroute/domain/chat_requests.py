@@ -196,11 +196,7 @@ def _privacy_tier(value: object) -> PrivacyTier:
 def _preferences(value: object, catalog: Catalog) -> ProviderPreferences:
     if value is None:
         return ProviderPreferences()
-    if not isinstance(value, Mapping):
-        raise _invalid("provider_preferences", "provider_preferences must be an object.")
-    unknown = sorted(set(value) - _PREFERENCE_FIELDS)
-    if unknown:
-        raise _invalid("provider_preferences", f"provider_preferences does not take {', '.join(unknown)}.")
+    value = _object_of(value, "provider_preferences", _PREFERENCE_FIELDS, "must be an object.")
     known = {p.slug for p in catalog.providers}
     only = value.get("only")
     order = value.get("order") or []
@@ -220,16 +216,24 @@ def _preferences(value: object, catalog: Catalog) -> ProviderPreferences:
     )
 
 
+def _object_of(value: object, name: str, fields: frozenset[str], must: str) -> Mapping[str, Any]:
+    """`value`, the request's JSON object `name` of the given fields only (else `name must ...`)."""
+    if not isinstance(value, Mapping):
+        raise _invalid(name, f"{name} {must}")
+    unknown = sorted(set(value) - fields)
+    if unknown:
+        raise _invalid(name, f"{name} does not take {', '.join(unknown)}.")
+    return value
+
+
 def _queue(value: object) -> QueueOptions | None:
     if value is None or value is False:
         return None
     if value is True:
         return QueueOptions()
-    if not isinstance(value, Mapping):
-        raise _invalid("batch", "batch must be true or an object {completion_window, webhook, metadata}.")
-    unknown = sorted(set(value) - _BATCH_FIELDS)
-    if unknown:
-        raise _invalid("batch", f"batch does not take {', '.join(unknown)}.")
+    value = _object_of(
+        value, "batch", _BATCH_FIELDS, "must be true or an object {completion_window, webhook, metadata}."
+    )
     window = value.get("completion_window", "24h")
     if window != "24h":
         raise _invalid("batch.completion_window", "completion_window must be 24h.")

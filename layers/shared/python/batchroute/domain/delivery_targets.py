@@ -18,8 +18,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from datetime import datetime
 from typing import Any, Final, Protocol
 from urllib.parse import urlsplit
@@ -57,6 +56,18 @@ class LastTest:
     def to_api(self) -> dict[str, Any]:
         error = {"code": self.error_code, "message": self.error_message} if not self.ok else None
         return {"ok": self.ok, "at": self.at, "key": self.key, "error": error}
+
+
+@dataclass(frozen=True, slots=True)
+class TargetTest:
+    """The answer of a target's test: the sample object's outcome, kept as its `last_test`."""
+
+    target_id: str
+    bucket: str
+    test: LastTest
+
+    def to_api(self) -> dict[str, Any]:
+        return {"target_id": self.target_id, "bucket": self.bucket, **self.test.to_api()}
 
 
 @dataclass(frozen=True)
@@ -133,62 +144,94 @@ def probe_object_key(target: DeliveryTarget, at: datetime) -> str:
     return target.object_key(f"batchroute-test-{at.strftime('%Y%m%dT%H%M%S%fZ')}.json")
 
 
-# -- validation ----------------------------------------------------------------------------
-def new_target_values(given: Mapping[str, Any]) -> dict[str, Any]:
-    """The fields of a new target from the given ones (each checked at the edge by the request
-    model, functions/api/schemas/delivery_targets.py, with the parsers below), with their
-    defaults; missing required fields are refused. The endpoint's SSRF check needs a resolver:
-    the service runs it."""
-    values = dict(given)
-    for required in ("bucket", "access_key_id", "secret_access_key"):
-        if required not in values:
-            raise _invalid(required, f"{required} is required.")
-    values.setdefault("enabled", True)
-    values.setdefault("prefix", "")
-    values.setdefault("endpoint_url", None)
-    values.setdefault("region", None)
-    values.setdefault("name", None)
-    _check_location(values.get("endpoint_url"), values.get("region"))
-    return values
+# -- the commands ----------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class CreateTarget:
+    """A new target's fields, each checked at the edge by the request model
+    (functions/api/schemas/delivery_targets.py, with the parsers below), with their defaults."""
+
+    bucket: str
+    access_key_id: str
+    secret_access_key: str = field(repr=False)
+    name: str | None = None
+    endpoint_url: str | None = None
+    region: str | None = None
+    prefix: str = ""
+    enabled: bool = True
+
+    def target(self, *, target_id: str, org_id: str, sealed: str, at: str) -> DeliveryTarget:
+        """The new target: these fields (the name defaults to the bucket), the secret sealed."""
+        given = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "secret_access_key"}
+        given["name"] = self.name or self.bucket
+        return DeliveryTarget(target_id, org_id, secret_sealed=sealed, created_at=at, updated_at=at, **given)
 
 
-def changed_values(given: Mapping[str, Any]) -> dict[str, Any]:
-    """The given fields of a partial update (checked at the edge); a new secret needs its key id too."""
-    if ("secret_access_key" in given) != ("access_key_id" in given):
+@dataclass(frozen=True, slots=True)
+class UpdateTarget:
+    """A partial update: only the fields named in `given` change (each checked at the edge)."""
+
+    given: frozenset[str]
+    name: str | None = None
+    endpoint_url: str | None = None
+    region: str | None = None
+    bucket: str | None = None
+    prefix: str | None = None
+    access_key_id: str | None = None
+    secret_access_key: str | None = field(default=None, repr=False)
+    enabled: bool | None = None
+
+    def pick(self, name: str, current: Any) -> Any:
+        """The given value of `name`, or `current` when it was not given."""
+        return getattr(self, name) if name in self.given else current
+
+
+def missing_field(name: str) -> InvalidRequest:
+    """A required field of a new target left out."""
+    return _invalid(name, f"{name} is required.")
+
+
+def check_new(command: CreateTarget) -> None:
+    """A new target's location as a whole. The endpoint's SSRF check needs a resolver: the
+    service runs it."""
+    _check_location(command.endpoint_url, command.region)
+
+
+def check_update(changes: UpdateTarget) -> None:
+    """A partial update's own rule: a new secret needs its key id too."""
+    if ("secret_access_key" in changes.given) != ("access_key_id" in changes.given):
         raise _invalid(
             "secret_access_key",
             "access_key_id and secret_access_key are replaced together.",
         )
-    return dict(given)
 
 
-def apply_update(target: DeliveryTarget, changes: Mapping[str, Any], *, at: str) -> DeliveryTarget:
-    """The target with `changes` (from changed_values) applied; the location is re-checked as a
-    whole. The new secret, if any, is sealed by the caller (secret_sealed)."""
-    endpoint_url = changes.get("endpoint_url", target.endpoint_url)
-    region = changes.get("region", target.region)
+def apply_update(target: DeliveryTarget, changes: UpdateTarget, *, at: str) -> DeliveryTarget:
+    """The target with `changes` applied; the location is re-checked as a whole. The new
+    secret, if any, is sealed by the caller (secret_sealed)."""
+    endpoint_url = changes.pick("endpoint_url", target.endpoint_url)
+    region = changes.pick("region", target.region)
     _check_location(endpoint_url, region)
-    bucket = changes.get("bucket", target.bucket)
-    name = changes.get("name", target.name if target.name != target.bucket else None) or bucket
+    bucket = changes.pick("bucket", target.bucket)
+    name = changes.pick("name", target.name if target.name != target.bucket else None) or bucket
     return replace(
         target,
         name=name,
         endpoint_url=endpoint_url,
         region=region,
         bucket=bucket,
-        prefix=changes.get("prefix", target.prefix),
-        access_key_id=changes.get("access_key_id", target.access_key_id),
-        enabled=changes.get("enabled", target.enabled),
+        prefix=changes.pick("prefix", target.prefix),
+        access_key_id=changes.pick("access_key_id", target.access_key_id),
+        enabled=changes.pick("enabled", target.enabled),
         updated_at=at,
         last_test=None if _location_changed(target, changes) else target.last_test,
     )
 
 
-def _location_changed(target: DeliveryTarget, changes: Mapping[str, Any]) -> bool:
+def _location_changed(target: DeliveryTarget, changes: UpdateTarget) -> bool:
     """A test's outcome holds for the location and credentials it was made with."""
     watched = ("endpoint_url", "region", "bucket", "prefix", "access_key_id")
-    return "secret_access_key" in changes or any(
-        name in changes and changes[name] != getattr(target, name) for name in watched
+    return "secret_access_key" in changes.given or any(
+        name in changes.given and getattr(changes, name) != getattr(target, name) for name in watched
     )
 
 

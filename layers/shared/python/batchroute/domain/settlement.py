@@ -10,14 +10,102 @@ reserved (docs/ledger.md: the service absorbs the rest).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
+from typing import Any, TypedDict
 
 from batchroute.domain.lane_plan import plan_lane_entry
+from batchroute.domain.ledger import SettlementResult
 from batchroute.domain.pricing import LaneUsage
-from batchroute.money import Money
+from batchroute.money import Money, MoneyView
 
 RECEIPT_VERSION = 1
+
+
+class ItemCounts(TypedDict):
+    completed: int
+    failed: int
+    canceled: int
+
+
+class TokenUsage(TypedDict):
+    prompt_tokens: int
+    completion_tokens: int
+
+
+class ReceiptLane(TypedDict):
+    """A lane that ran: what it delivered, at its locked prices, with the quote's proof
+    (`proof` is the plan's own JSON, copied as planned)."""
+
+    lane_key: str
+    lane_id: str
+    provider: str | None
+    model: str | None
+    status: str | None
+    item_counts: ItemCounts
+    usage: TokenUsage
+    unit_prices: dict[str, str]
+    cost: MoneyView
+    proof: Mapping[str, Any] | None
+    failover_from: str | None
+    latest_error: str | None
+
+
+class RejectedLane(TypedDict):
+    """A lane the quote rejected, with its rejection receipt (the plan's JSON, as planned)."""
+
+    lane_id: str | None
+    provider: str | None
+    model: str | None
+    rejection: Mapping[str, Any] | None
+    proof: Mapping[str, Any] | None
+
+
+class BatchCounts(TypedDict):
+    total: int
+    completed: int
+    failed: int
+    canceled: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReceiptCredits:
+    """What the wallet did: reserved, charged (capped at the reservation), released."""
+
+    reserved: Money
+    charged: Money
+    released: Money
+    settled_at: str
+
+    @classmethod
+    def of(cls, result: SettlementResult) -> ReceiptCredits:
+        return cls(result.reserved, result.charged, result.released, result.settled_at)
+
+    @classmethod
+    def nothing(cls, at: str) -> ReceiptCredits:
+        """A batch that reserved and charged nothing."""
+        return cls(Money.zero(), Money.zero(), Money.zero(), at)
+
+
+class BillingReceipt(TypedDict):
+    """The billing receipt (interface spec "Billing receipt")."""
+
+    object: str
+    version: int
+    batch_id: str
+    final_settled_price: MoneyView
+    provider_subtotal: MoneyView
+    service_fee: MoneyView
+    customer_discount: MoneyView
+    settled_total: MoneyView
+    absorbed: MoneyView
+    credit_reserved: MoneyView
+    credit_charged: MoneyView
+    credit_released: MoneyView
+    settled_at: str
+    item_counts: BatchCounts
+    provider_lanes: list[ReceiptLane]
+    rejected_lanes: list[RejectedLane]
 
 
 def _price(unit_prices: Mapping[str, Any], name: str) -> Decimal:
@@ -25,7 +113,7 @@ def _price(unit_prices: Mapping[str, Any], name: str) -> Decimal:
     return Decimal(str(value)) if value is not None else Decimal(0)
 
 
-def lane_usage(lane: Mapping[str, Any], tally: Mapping[str, Any]) -> LaneUsage:
+def lane_usage(lane: Mapping[str, Any], tally: Mapping[str, int]) -> LaneUsage:
     prices = lane.get("unit_prices") or {}
     return LaneUsage(
         lane_id=str(lane["lane_id"]),
@@ -37,7 +125,7 @@ def lane_usage(lane: Mapping[str, Any], tally: Mapping[str, Any]) -> LaneUsage:
 
 
 def charged_usage(
-    lanes: Iterable[Mapping[str, Any]], tallies: Mapping[str, Mapping[str, Any]]
+    lanes: Iterable[Mapping[str, Any]], tallies: Mapping[str, Mapping[str, int]]
 ) -> list[LaneUsage]:
     """One LaneUsage per lane record that delivered completed rows (only those are charged,
     and only those count for the per-lane control-plane fee)."""
@@ -49,19 +137,19 @@ def charged_usage(
     return usages
 
 
-def lane_ran(lane: Mapping[str, Any], tally: Mapping[str, Any]) -> bool:
+def lane_ran(lane: Mapping[str, Any], tally: Mapping[str, int]) -> bool:
     rows = int(tally.get("completed") or 0) + int(tally.get("failed") or 0)
     return rows > 0 or lane.get("status", "pending") != "pending"
 
 
 def provider_lanes(
     lanes: Iterable[Mapping[str, Any]],
-    tallies: Mapping[str, Mapping[str, Any]],
+    tallies: Mapping[str, Mapping[str, int]],
     plan: Mapping[str, Any],
-) -> list[dict[str, Any]]:
+) -> list[ReceiptLane]:
     """The receipt's lanes that ran, each with what it delivered, its usage (completed rows),
     locked unit prices, provider cost and the quote-time data/privacy proof."""
-    shown = []
+    shown: list[ReceiptLane] = []
     for lane in sorted(lanes, key=lambda lane: str(lane["lane_key"])):
         tally = tallies.get(str(lane["lane_key"])) or {}
         if not lane_ran(lane, tally):
@@ -96,7 +184,7 @@ def provider_lanes(
     return shown
 
 
-def rejected_lanes(plan: Mapping[str, Any]) -> list[dict[str, Any]]:
+def rejected_lanes(plan: Mapping[str, Any]) -> list[RejectedLane]:
     """The quote's rejected lanes with their rejection receipts, as planned."""
     return [
         {
@@ -114,13 +202,13 @@ def rejected_lanes(plan: Mapping[str, Any]) -> list[dict[str, Any]]:
 def build_receipt(
     *,
     batch_id: str,
-    breakdown_api: Mapping[str, Any],
-    credits: Mapping[str, Any],
+    breakdown_api: Mapping[str, MoneyView],
+    credits: ReceiptCredits,
     absorbed: Money,
-    counts: Mapping[str, Any],
-    lanes: list[dict[str, Any]],
-    rejected: list[dict[str, Any]],
-) -> dict[str, Any]:
+    counts: Mapping[str, int],
+    lanes: list[ReceiptLane],
+    rejected: list[RejectedLane],
+) -> BillingReceipt:
     """The billing receipt (interface spec "Billing receipt"); Money as {currency, amount}.
 
     `final_settled_price` is what the wallet was charged (`credit_charged`): the settled
@@ -129,18 +217,21 @@ def build_receipt(
         "object": "billing_receipt",
         "version": RECEIPT_VERSION,
         "batch_id": batch_id,
-        "final_settled_price": credits["credit_charged"],
+        "final_settled_price": credits.charged.to_api(),
         "provider_subtotal": breakdown_api["provider_subtotal"],
         "service_fee": breakdown_api["service_fee"],
         "customer_discount": breakdown_api["customer_discount"],
         "settled_total": breakdown_api["total"],
         "absorbed": absorbed.to_api(),
-        "credit_reserved": credits["credit_reserved"],
-        "credit_charged": credits["credit_charged"],
-        "credit_released": credits["credit_released"],
-        "settled_at": credits["settled_at"],
+        "credit_reserved": credits.reserved.to_api(),
+        "credit_charged": credits.charged.to_api(),
+        "credit_released": credits.released.to_api(),
+        "settled_at": credits.settled_at,
         "item_counts": {
-            key: int(counts.get(key) or 0) for key in ("total", "completed", "failed", "canceled")
+            "total": int(counts.get("total") or 0),
+            "completed": int(counts.get("completed") or 0),
+            "failed": int(counts.get("failed") or 0),
+            "canceled": int(counts.get("canceled") or 0),
         },
         "provider_lanes": lanes,
         "rejected_lanes": rejected,

@@ -19,7 +19,7 @@ import hashlib
 import hmac
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from email.utils import parsedate_to_datetime
@@ -253,21 +253,85 @@ def parse_retry_after(value: str | None, *, now: datetime) -> int | None:
     return max(0, int((moment - now).total_seconds()))
 
 
-def delivery_view(delivery: Mapping[str, Any]) -> dict[str, Any]:
-    """The public view of a delivery: never its secret, ciphertext or payload."""
-    return {
-        "id": delivery["delivery_id"],
-        "event_id": delivery.get("event_id"),
-        "event_type": delivery.get("event_type"),
-        "url": delivery.get("url"),
-        "status": delivery.get("status"),
-        "attempt_count": int(delivery.get("attempt_count") or 0),
-        "last_attempt_at": delivery.get("last_attempt_at"),
-        "next_attempt_at": delivery.get("next_attempt_at"),
-        "last_response_status": delivery.get("last_response_status"),
-        "last_error": delivery.get("last_error"),
-        "created_at": delivery.get("created_at"),
-    }
+# -- the records -------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class WebhookDeliveryRecord:
+    """One event's delivery to a webhook, as stored (adapters/dynamo/webhook_deliveries.py):
+    `payload` is the exact raw body (every retry sends the same bytes), `secret_sealed` the
+    KMS ciphertext of the signing secret (never the secret). A batch event's delivery has
+    `batch_id`; an org event's (a billing alert) has none."""
+
+    delivery_id: str
+    org_id: str
+    event_id: str
+    event_type: str
+    url: str
+    status: str
+    attempt_count: int
+    created_at: str
+    updated_at: str
+    payload: str = field(repr=False)
+    secret_source: str
+    secret_sealed: str = field(repr=False)
+    next_attempt_at: str | None = None
+    batch_id: str | None = None
+    last_attempt_at: str | None = None
+    last_response_status: int | None = None
+    last_error: str | None = None
+    lease_until: str | None = None
+
+    def owner_id(self, owner_field: str) -> str:
+        """What the store keys it by: its batch (`batch_id`) or its org (`org_id`)."""
+        return str(self.batch_id if owner_field == "batch_id" else self.org_id)
+
+    def to_item(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def from_item(cls, item: Mapping[str, Any]) -> WebhookDeliveryRecord:
+        """A stored delivery (the store's plain values: whole numbers as int); keys that are
+        not fields (the store's own) are left out."""
+        return cls(**{f.name: item[f.name] for f in fields(cls) if item.get(f.name) is not None})
+
+    def log_ids(self) -> dict[str, str | None]:
+        return {name: getattr(self, name) for name in ("batch_id", "org_id", "delivery_id", "event_id")}
+
+    def to_api(self) -> dict[str, Any]:
+        """The public view of a delivery: never its secret, ciphertext or payload."""
+        return {"id": self.delivery_id, **{name: getattr(self, name) for name in _PUBLIC_DELIVERY_FIELDS}}
+
+
+_PUBLIC_DELIVERY_FIELDS = (
+    "event_id",
+    "event_type",
+    "url",
+    "status",
+    "attempt_count",
+    "last_attempt_at",
+    "next_attempt_at",
+    "last_response_status",
+    "last_error",
+    "created_at",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class WebhookAttempt:
+    """One attempt of a delivery, as stored beside it (the store's plain values)."""
+
+    delivery_id: str
+    attempt: int
+    at: str | None = None
+    status_code: int | None = None
+    error: str | None = None
+    duration_ms: int = 0
+
+    @classmethod
+    def from_item(cls, item: Mapping[str, Any]) -> WebhookAttempt:
+        return cls(**{f.name: item[f.name] for f in fields(cls) if item.get(f.name) is not None})
+
+    def to_api(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
 DELIVERY_WEBHOOK_PURPOSE = "delivery_webhook"

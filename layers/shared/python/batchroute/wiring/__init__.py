@@ -104,6 +104,6 @@ def sweeper_handler() -> LambdaHandler:
             return wiring_for().schedules.fire(org_id, schedule_id, fire_at)
         if all(event.get(k) == v for k, v in RECONCILIATION_EVENT.items()):  # docs/payments.md
             return dict(wiring_for().payments_reconciliation.run())
-        return wiring_for().sweeper.sweep()
+        return dict(wiring_for().sweeper.sweep())
 
     return handler

@@ -57,6 +57,7 @@ from batchroute.adapters.dynamo.writes import (
 )
 from batchroute.domain.batch_record import BatchRecord
 from batchroute.domain.billing_controls import BillingControls
+from batchroute.domain.chat_holds import ChatOutcome
 from batchroute.domain.chat_holds import HoldRefused as HoldRefused
 from batchroute.domain.chat_holds import Refusal as Refusal
 from batchroute.domain.ledger import SettlementResult, WalletState
@@ -190,7 +191,7 @@ class ChatHoldStore:
         charge: Money,
         at: str,
         period_keys: Iterable[str],
-        outcome: Mapping[str, Any],
+        outcome: ChatOutcome,
         usage: UsageCharge | None = None,
     ) -> SettlementResult:
         """Charge `charge` (capped at the hold), release the rest, and write the record's
@@ -207,7 +208,7 @@ class ChatHoldStore:
         )
 
     def release(
-        self, org_id: str, hold_id: str, *, batch_id: str, at: str, outcome: Mapping[str, Any]
+        self, org_id: str, hold_id: str, *, batch_id: str, at: str, outcome: ChatOutcome
     ) -> SettlementResult:
         """Nothing charged (no lane answered): the whole hold released, with the outcome."""
         return self.ledger.release(
@@ -224,8 +225,8 @@ class ChatHoldStore:
         values, _ = batch_values(record, deadline_index=False)
         return put_new(self.batches_table, values)
 
-    def _record_update(self, batch_id: str, outcome: Mapping[str, Any]) -> TransactItem:
-        expression, names, values = set_clause(dict(outcome))
+    def _record_update(self, batch_id: str, outcome: ChatOutcome) -> TransactItem:
+        expression, names, values = set_clause(outcome.to_changes())
         return {
             "Update": {
                 "TableName": self.batches_table,

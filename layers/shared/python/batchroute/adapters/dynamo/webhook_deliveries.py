@@ -34,6 +34,7 @@ from batchroute.adapters.dynamo.leases import claim_attempt, due_items, due_sort
 from batchroute.adapters.dynamo.reads import prefix_query, raw_items
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.adapters.dynamo.writes import conditional_put, conditional_transaction, put_new
+from batchroute.domain.webhooks import WebhookAttempt, WebhookDeliveryRecord
 
 DUE_PARTITION = "WEBHOOK#DUE"
 _ATTEMPT_MARK = "#ATTEMPT#"
@@ -67,14 +68,14 @@ class WebhookDeliveries(DynamoStore):
             "sk": {"S": f"WEBHOOK#{delivery_id}{_ATTEMPT_MARK}{attempt:02d}"},
         }
 
-    def create(self, delivery: dict[str, Any]) -> bool:
+    def create(self, delivery: WebhookDeliveryRecord) -> bool:
         """Write a new delivery (status pending, first attempt due at `next_attempt_at`);
         False when it already exists (a repeated deliver step)."""
         item = {
-            **to_item(delivery),
-            **self._key(delivery[self.owner.field], delivery["delivery_id"]),
+            **to_item(delivery.to_item()),
+            **self._key(delivery.owner_id(self.owner.field), delivery.delivery_id),
             "gsi1pk": to_value(DUE_PARTITION),
-            "gsi1sk": to_value(due_sort_key(delivery["next_attempt_at"], delivery["delivery_id"])),
+            "gsi1sk": to_value(due_sort_key(str(delivery.next_attempt_at), delivery.delivery_id)),
         }
         return conditional_put(
             self.dynamodb,
@@ -83,16 +84,16 @@ class WebhookDeliveries(DynamoStore):
             ConditionExpression="attribute_not_exists(pk)",
         )
 
-    def get(self, batch_id: str, delivery_id: str) -> dict[str, Any] | None:
+    def get(self, batch_id: str, delivery_id: str) -> WebhookDeliveryRecord | None:
         response = self.dynamodb.get_item(
             TableName=self.table_name, Key=self._key(batch_id, delivery_id), ConsistentRead=True
         )
-        return _plain(response["Item"]) if "Item" in response else None
+        return WebhookDeliveryRecord.from_item(_plain(response["Item"])) if "Item" in response else None
 
-    def get_many(self, owner_id: str, delivery_ids: list[str]) -> dict[str, dict[str, Any]]:
+    def get_many(self, owner_id: str, delivery_ids: list[str]) -> dict[str, WebhookDeliveryRecord]:
         """The deliveries of `owner_id` among `delivery_ids` that exist, by id (BatchGetItem,
         100 keys a call)."""
-        found: dict[str, dict[str, Any]] = {}
+        found: dict[str, WebhookDeliveryRecord] = {}
         unique = list(dict.fromkeys(delivery_ids))
         for start in range(0, len(unique), 100):
             request: dict[str, Any] = {
@@ -104,20 +105,24 @@ class WebhookDeliveries(DynamoStore):
             while request:
                 response = self.dynamodb.batch_get_item(RequestItems=request)
                 for raw in response.get("Responses", {}).get(self.table_name, []):
-                    item = _plain(raw)
-                    found[str(item["delivery_id"])] = item
+                    delivery = WebhookDeliveryRecord.from_item(_plain(raw))
+                    found[delivery.delivery_id] = delivery
                 request = response.get("UnprocessedKeys") or {}
         return found
 
-    def list_for_batch(self, batch_id: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    def list_for_batch(self, batch_id: str) -> tuple[list[WebhookDeliveryRecord], list[WebhookAttempt]]:
         """(deliveries, attempts) of a batch, each in key order (attempts by delivery, then number)."""
-        deliveries: list[dict[str, Any]] = []
-        attempts: list[dict[str, Any]] = []
+        deliveries: list[WebhookDeliveryRecord] = []
+        attempts: list[WebhookAttempt] = []
         request = prefix_query(
             self.table_name, f"{self.owner.prefix}{batch_id}", "WEBHOOK#", ConsistentRead=True
         )
         for raw in raw_items(self.dynamodb.query, request):
-            (attempts if _ATTEMPT_MARK in raw["sk"]["S"] else deliveries).append(_plain(raw))
+            item = _plain(raw)
+            if _ATTEMPT_MARK in raw["sk"]["S"]:
+                attempts.append(WebhookAttempt.from_item(item))
+            else:
+                deliveries.append(WebhookDeliveryRecord.from_item(item))
         return deliveries, attempts
 
     def due(self, now_iso: str, limit: int = 100) -> list[tuple[str, str]]:

@@ -21,6 +21,7 @@ from batchroute.domain.billing_alerts import (
     BillingEvent,
 )
 from batchroute.domain.billing_controls import BillingControls
+from batchroute.domain.webhooks import WebhookDeliveryRecord
 from batchroute.observability import logger
 from batchroute.services.delivery.ports import Mailer
 
@@ -35,7 +36,7 @@ class OrgWebhooks(Protocol):
 
     def deliver_org_event(
         self, org_id: str, *, event_id: str, event_type: str, created_at: str, raw_body: str
-    ) -> dict[str, Any] | None: ...
+    ) -> WebhookDeliveryRecord | None: ...
 
 
 class AlertChannel(Protocol):

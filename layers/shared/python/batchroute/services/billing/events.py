@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any, Protocol, TypedDict
 
 from batchroute.domain.billing_alerts import BillingEvent, BillingEventView
-from batchroute.domain.webhooks import delivery_id_for, delivery_view
+from batchroute.domain.webhooks import WebhookDeliveryRecord, delivery_id_for
 from batchroute.errors import InvalidRequest
 from batchroute.ids import has_prefix
 
@@ -32,7 +32,7 @@ class EventPages(Protocol):
 class DeliveryLookup(Protocol):
     """adapters/dynamo/webhook_deliveries.py over the org-keyed store."""
 
-    def get_many(self, owner_id: str, delivery_ids: list[str]) -> dict[str, dict[str, Any]]: ...
+    def get_many(self, owner_id: str, delivery_ids: list[str]) -> dict[str, WebhookDeliveryRecord]: ...
 
 
 class BillingEventLog:
@@ -54,5 +54,5 @@ class BillingEventLog:
         data: list[ListedEvent] = []
         for event in events:
             delivery = found.get(ids[event.event_id])
-            data.append({**event.to_api(), "webhook": delivery_view(delivery) if delivery else None})
+            data.append({**event.to_api(), "webhook": delivery.to_api() if delivery else None})
         return {"data": data, "next_cursor": events[-1].event_id if more and events else None}

@@ -27,7 +27,7 @@ from batchroute.clock import Clock, isoformat
 from batchroute.domain.access import Principal, authorize
 from batchroute.domain.batch_record import BatchRecord, ExecutionSummary
 from batchroute.domain.catalog import Catalog
-from batchroute.domain.chat_holds import HoldRefused
+from batchroute.domain.chat_holds import ChatOutcome, HoldRefused, LaneAttempt, LanesTried
 from batchroute.domain.chat_objects import DIRECT_SOURCE, completion_id
 from batchroute.domain.chat_requests import CHAT_ITEM_ID, ChatRequest
 from batchroute.domain.chat_routing import DirectLane, DirectPlan, plan_direct
@@ -85,7 +85,7 @@ class DirectCall:
     hold_id: str
     hold: Money
     lane: DirectLane
-    attempts: list[dict[str, Any]]
+    attempts: list[LaneAttempt]
     created: int
     settle: Callable[[DirectCall, str | None], SettlementResult]
     checkpoint: Callable[[DirectCall], None]
@@ -361,7 +361,7 @@ class DirectChat:
         raise Unavailable(
             "No provider answered this request; nothing was charged. Retry shortly.",
             code="provider_unavailable",
-            details={"attempts": call.attempts},
+            details={"attempts": [a.to_item() for a in call.attempts]},
             retry_after_seconds=1,
         )
 
@@ -428,31 +428,21 @@ class DirectChat:
 
     def _outcome(
         self, call: DirectCall, at: str, usage: Usage, charge: Money, *, completed: bool, error: str | None
-    ) -> dict[str, Any]:
+    ) -> ChatOutcome:
         charged = min(charge, call.hold)
-        return {
-            "state": "completed" if completed else "failed",
-            "state_changed_at": at,
-            "completed_at": at,
-            "settled_at": at,
-            "counts": {
-                "total": 1,
-                "pending": 0,
-                "running": 0,
-                "completed": int(completed),
-                "failed": int(not completed),
-                "canceled": 0,
-            },
-            "provider": call.provider if call.attempts and call.attempts[-1]["error"] is None else None,
-            "lane_id": call.lane.lane_id,
-            "attempts": call.attempts,
-            "usage": usage.to_dict(),
-            "execution_summary": {"latest_error": error},
-            "billing": {
+        return ChatOutcome(
+            completed=completed,
+            at=at,
+            prompt_tokens=usage.prompt_tokens,
+            completion_tokens=usage.completion_tokens,
+            tool_uses=usage.tool_uses,
+            latest_error=error,
+            billing={
                 **direct_receipt(call.batch_id, call.lane, usage, charged, call.hold, at),
                 "rejected_lanes": call.rejected,
             },
-        }
+            lanes=LanesTried(call.lane.lane_id, tuple(call.attempts)),
+        )
 
     def _record(
         self,
@@ -544,8 +534,8 @@ def direct_receipt(
     }
 
 
-def _attempt(lane: DirectLane, error: str | None) -> dict[str, Any]:
-    return {"lane_id": lane.lane_id, "provider": lane.lane.provider, "error": error}
+def _attempt(lane: DirectLane, error: str | None) -> LaneAttempt:
+    return LaneAttempt(lane.lane_id, lane.lane.provider, error)
 
 
 def _prepend(first: StreamEvent, rest: Iterator[StreamEvent]) -> Iterator[StreamEvent]:

@@ -10,11 +10,12 @@ provider) from the lane's result chunk; once retention reclaimed it, 410 `result
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from batchroute.domain.access import Principal, authorize, require_same_org
 from batchroute.domain.artifact_keys import result_chunk_key
 from batchroute.domain.batch_record import BatchRecord, SurfaceFields
+from batchroute.domain.batch_results import ResultLine
 from batchroute.domain.chat_objects import (
     CHAT_SOURCE,
     batch_id_for,
@@ -110,12 +111,10 @@ class ChatJobs:
             return chat_job(batch, error={"code": batch.state, "message": str(latest or batch.state)})
         status = str(line.get("status"))
         if status != "completed":
-            error = line.get("error") or {}
-            return chat_job(
-                batch,
-                item_status=status,
-                error={"code": str(error.get("code", "failed")), "message": str(error.get("message", ""))},
-            )
+            error = line.get("error")
+            code = str(error.get("code", "failed")) if error else "failed"
+            message = str(error.get("message", "")) if error else ""
+            return chat_job(batch, item_status=status, error={"code": code, "message": message})
         output = line.get("output") or {}
         usage = line.get("usage") or {}
         result = chat_completion(
@@ -130,10 +129,10 @@ class ChatJobs:
         )
         return chat_job(batch, result=result, item_status=status)
 
-    def _result_line(self, batch: BatchRecord) -> dict[str, Any] | None:
+    def _result_line(self, batch: BatchRecord) -> ResultLine | None:
         """The one item's result line: the first lane that finished chunk 0 and answered it."""
         batch_id = batch.batch_id
-        found: dict[str, Any] | None = None
+        found: ResultLine | None = None
         for lane in self.records.lanes(batch_id):
             if not lane_chunk_done(lane, 0):
                 continue
@@ -143,7 +142,7 @@ class ChatJobs:
                 if not isinstance(row, dict) or int(row.get("seq", -1)) != 0:
                     continue
                 if found is None or row.get("status") == "completed":
-                    found = row
+                    found = cast(ResultLine, row)
         return found
 
 

@@ -7,6 +7,7 @@ from typing import Any, Protocol
 
 from batchroute.domain.batch_record import BatchRecord
 from batchroute.domain.billing_controls import BillingControls
+from batchroute.domain.chat_holds import ChatOutcome
 from batchroute.domain.ledger import SettlementResult, WalletState
 from batchroute.domain.rate_limits import CallerGate
 from batchroute.domain.spending_limit import LimitGuard
@@ -51,10 +52,10 @@ class HoldStore(Protocol):
         charge: Money,
         at: str,
         period_keys: Iterable[str],
-        outcome: Mapping[str, Any],
+        outcome: ChatOutcome,
         usage: UsageCharge | None = None,
     ) -> SettlementResult: ...
 
     def release(
-        self, org_id: str, hold_id: str, *, batch_id: str, at: str, outcome: Mapping[str, Any]
+        self, org_id: str, hold_id: str, *, batch_id: str, at: str, outcome: ChatOutcome
     ) -> SettlementResult: ...

@@ -10,20 +10,23 @@ again before every connection (`check_url`: the guard with the deployment's loop
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from dataclasses import replace
-from typing import Any, Protocol
+from typing import Protocol
 
 from batchroute.clock import Clock, isoformat
 from batchroute.domain.delivery_targets import (
     MAX_TARGETS_PER_ORG,
     BucketRefused,
+    CreateTarget,
     DeliveryTarget,
     LastTest,
     Readable,
+    TargetTest,
+    UpdateTarget,
     apply_update,
-    changed_values,
-    new_target_values,
+    check_new,
+    check_update,
     probe_object_key,
     secret_context,
 )
@@ -82,28 +85,14 @@ class DeliveryTargets:
         self.max_targets = max_targets
 
     # -- registration --------------------------------------------------------------------
-    def create(self, org_id: str, given: Mapping[str, Any]) -> DeliveryTarget:
+    def create(self, org_id: str, command: CreateTarget) -> DeliveryTarget:
         """A new target from the given fields (each checked at the edge)."""
-        values = new_target_values(given)
-        self._check_endpoint(values["endpoint_url"])
+        check_new(command)
+        self._check_endpoint(command.endpoint_url)
         now = isoformat(self.clock.now())
         target_id = new_id("dt", self.clock.now())
-        target = DeliveryTarget(
-            target_id=target_id,
-            org_id=org_id,
-            name=values["name"] or values["bucket"],
-            bucket=values["bucket"],
-            access_key_id=values["access_key_id"],
-            secret_sealed=self.sealer.seal(
-                values["secret_access_key"], context=secret_context(org_id, target_id)
-            ),
-            endpoint_url=values["endpoint_url"],
-            region=values["region"],
-            prefix=values["prefix"],
-            enabled=values["enabled"],
-            created_at=now,
-            updated_at=now,
-        )
+        sealed = self.sealer.seal(command.secret_access_key, context=secret_context(org_id, target_id))
+        target = command.target(target_id=target_id, org_id=org_id, sealed=sealed, at=now)
         if not self.store.create(target, limit=self.max_targets):
             raise Conflict(
                 f"An organization may register at most {self.max_targets} delivery targets.",
@@ -144,17 +133,17 @@ class DeliveryTargets:
     def find(self, org_id: str, target_id: str) -> DeliveryTarget | None:
         return self.store.get(org_id, target_id)
 
-    def update(self, org_id: str, target_id: str, given: Mapping[str, Any]) -> DeliveryTarget:
-        changes = changed_values(given)
+    def update(self, org_id: str, target_id: str, changes: UpdateTarget) -> DeliveryTarget:
+        check_update(changes)
         current = self.get(org_id, target_id)
         updated = apply_update(current, changes, at=isoformat(self.clock.now()))
         if updated.endpoint_url != current.endpoint_url:
             self._check_endpoint(updated.endpoint_url)
-        if "secret_access_key" in changes:
+        if changes.secret_access_key is not None:
             updated = replace(
                 updated,
                 secret_sealed=self.sealer.seal(
-                    changes["secret_access_key"], context=secret_context(org_id, target_id)
+                    changes.secret_access_key, context=secret_context(org_id, target_id)
                 ),
             )
         if not self.store.replace(updated, expected_updated_at=current.updated_at):
@@ -192,7 +181,7 @@ class DeliveryTargets:
             raise BucketRefused("secret_unavailable", "the stored secret could not be unsealed") from None
         return (self.probe_buckets if probe else self.buckets).open(target, secret)
 
-    def test(self, org_id: str, target_id: str) -> dict[str, Any]:
+    def test(self, org_id: str, target_id: str) -> TargetTest:
         """Write a small sample object with the target's credentials; the outcome, kept on
         the target as `last_test`. A refusal is an answer (`ok: false`), not an error."""
         target = self.get(org_id, target_id)
@@ -217,7 +206,7 @@ class DeliveryTargets:
             "delivery target tested",
             extra={"org_id": org_id, "target_id": target_id, "ok": test.ok, "error_code": test.error_code},
         )
-        return {"target_id": target_id, "bucket": target.bucket, **test.to_api()}
+        return TargetTest(target_id, target.bucket, test)
 
     def _check_endpoint(self, endpoint_url: str | None) -> None:
         if endpoint_url is None:

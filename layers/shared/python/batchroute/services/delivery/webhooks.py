@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, Literal, Protocol
 
@@ -32,10 +32,11 @@ from batchroute.domain.batch_record import BatchRecord
 from batchroute.domain.webhooks import (
     MAX_ATTEMPTS,
     AttemptOutcome,
+    WebhookAttempt,
+    WebhookDeliveryRecord,
     batch_summary,
     decide,
     delivery_id_for,
-    delivery_view,
     event_body,
     event_type_for,
     signature_headers,
@@ -53,6 +54,7 @@ INTERRUPTED = "attempt interrupted: the worker stopped before recording an outco
 
 SecretSource = Literal["batch", "org"]
 BATCH_SOURCE: SecretSource = "batch"
+ORG_SOURCE: SecretSource = "org"
 
 
 class Orgs(Protocol):
@@ -64,11 +66,11 @@ class Sender(Protocol):
 
 
 class DeliveryRecords(Protocol):
-    def create(self, delivery: dict[str, Any]) -> bool: ...
+    def create(self, delivery: WebhookDeliveryRecord) -> bool: ...
 
-    def get(self, batch_id: str, delivery_id: str) -> dict[str, Any] | None: ...
+    def get(self, batch_id: str, delivery_id: str) -> WebhookDeliveryRecord | None: ...
 
-    def list_for_batch(self, batch_id: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]: ...
+    def list_for_batch(self, batch_id: str) -> tuple[list[WebhookDeliveryRecord], list[WebhookAttempt]]: ...
 
     def due(self, now_iso: str, limit: int = 100) -> list[tuple[str, str]]: ...
 
@@ -180,14 +182,13 @@ class WebhookDelivery:
             return ResolvedWebhook(str(default["url"]), str(default["secret_ciphertext"]), "org")
         return None
 
-    def _secret(self, delivery: Mapping[str, Any]) -> bytes:
-        org_id = str(delivery["org_id"])
-        source: str = delivery["secret_source"]
-        if source == BATCH_SOURCE:
-            context = batch_webhook_secret_context(org_id, str(delivery["batch_id"]))
+    def _secret(self, delivery: WebhookDeliveryRecord) -> bytes:
+        org_id = delivery.org_id
+        if delivery.secret_source == BATCH_SOURCE:
+            context = batch_webhook_secret_context(org_id, str(delivery.batch_id))
         else:
             context = webhook_secret_context(org_id)
-        return self.sealer.unseal(str(delivery["secret_sealed"]), context=context).encode("utf-8")
+        return self.sealer.unseal(delivery.secret_sealed, context=context).encode("utf-8")
 
     # -- the Deliver step ----------------------------------------------------------------
     def deliver_batch_event(
@@ -195,8 +196,7 @@ class WebhookDelivery:
         batch: BatchRecord,
         *,
         now: datetime | None = None,
-        summary: Mapping[str, Any] | None = None,
-    ) -> dict[str, Any] | None:
+    ) -> WebhookDeliveryRecord | None:
         """Create the batch's terminal-state delivery (once) and make its first attempt.
 
         Returns the delivery as stored after the attempt, or None when the batch is not
@@ -216,40 +216,24 @@ class WebhookDelivery:
                 return None
             created_at = isoformat(now)
             event_id = new_id("evt", at=now)
-            delivery = {
-                "delivery_id": delivery_id,
-                "batch_id": batch_id,
-                "org_id": batch.org_id,
-                "event_id": event_id,
-                "event_type": event_type,
-                "url": hook.url,
-                "status": "pending",
-                "attempt_count": 0,
-                "next_attempt_at": created_at,
-                "created_at": created_at,
-                "updated_at": created_at,
-                "payload": event_body(
-                    event_id=event_id,
-                    event_type=event_type,
-                    created_at=created_at,
-                    batch=summary if summary is not None else batch_summary(batch),
-                ),
-                "secret_source": hook.secret_source,
-                "secret_sealed": hook.secret_sealed,
-            }
+            body = event_body(
+                event_id=event_id, event_type=event_type, created_at=created_at, batch=batch_summary(batch)
+            )
+            delivery = _pending(delivery_id, batch.org_id, hook, (event_id, event_type, created_at), body)
+            delivery = replace(delivery, batch_id=batch_id)
             if not self.deliveries.create(delivery):
                 delivery = self.deliveries.get(batch_id, delivery_id)  # a concurrent step won
                 if delivery is None:
                     return None
-        if delivery["status"] == "pending":
+        if delivery.status == "pending":
             return self._attempt(delivery, now) or self.deliveries.get(batch_id, delivery_id)
         return delivery
 
     # -- attempts ------------------------------------------------------------------------
-    def _attempt(self, delivery: Mapping[str, Any], now: datetime) -> dict[str, Any] | None:
+    def _attempt(self, delivery: WebhookDeliveryRecord, now: datetime) -> WebhookDeliveryRecord | None:
         """Claim the next attempt, send, record. None when another worker holds the attempt."""
-        batch_id, delivery_id = str(delivery[self.owner_field]), str(delivery["delivery_id"])
-        attempt = int(delivery["attempt_count"]) + 1
+        batch_id, delivery_id = delivery.owner_id(self.owner_field), delivery.delivery_id
+        attempt = delivery.attempt_count + 1
         if attempt > MAX_ATTEMPTS:
             return None
         now_iso = isoformat(now)
@@ -262,23 +246,23 @@ class WebhookDelivery:
         self._record(delivery, attempt, outcome, now)
         return self.deliveries.get(batch_id, delivery_id)
 
-    def _send(self, delivery: Mapping[str, Any], now: datetime) -> AttemptOutcome:
+    def _send(self, delivery: WebhookDeliveryRecord, now: datetime) -> AttemptOutcome:
         try:
             secret = self._secret(delivery)
         except Exception:
-            logger.exception("webhook secret could not be unsealed", extra=_ids(delivery))
+            logger.exception("webhook secret could not be unsealed", extra=delivery.log_ids())
             return AttemptOutcome(None, "signing secret unavailable", 0)
-        raw_body = str(delivery["payload"]).encode("utf-8")
-        headers = signature_headers(secret, int(now.timestamp()), raw_body, str(delivery["event_type"]))
+        raw_body = delivery.payload.encode("utf-8")
+        headers = signature_headers(secret, int(now.timestamp()), raw_body, delivery.event_type)
         try:
-            return self.sender.send(str(delivery["url"]), raw_body, headers)
+            return self.sender.send(delivery.url, raw_body, headers)
         except Exception:
-            logger.exception("webhook send failed unexpectedly", extra=_ids(delivery))
+            logger.exception("webhook send failed unexpectedly", extra=delivery.log_ids())
             return AttemptOutcome(None, "internal error while sending", 0)
 
     def _record(
         self,
-        delivery: Mapping[str, Any],
+        delivery: WebhookDeliveryRecord,
         attempt: int,
         outcome: AttemptOutcome,
         now: datetime,
@@ -287,8 +271,8 @@ class WebhookDelivery:
     ) -> bool:
         decision = decide(attempt, outcome, now=now)
         recorded = self.deliveries.complete(
-            str(delivery[self.owner_field]),
-            str(delivery["delivery_id"]),
+            delivery.owner_id(self.owner_field),
+            delivery.delivery_id,
             attempt=attempt,
             status=decision.status,
             at_iso=isoformat(now),
@@ -302,7 +286,7 @@ class WebhookDelivery:
         log(
             "webhook attempt recorded",
             extra={
-                **_ids(delivery),
+                **delivery.log_ids(),
                 "attempt": attempt,
                 "status": decision.status,
                 "response_status": outcome.status_code,
@@ -342,21 +326,21 @@ class WebhookDelivery:
             if delivery is None:
                 return "skipped", None
             now_iso = isoformat(now)
-            status = delivery["status"]
+            status = delivery.status
             if status == "delivering":
-                lease = delivery.get("lease_until")
-                if not lease or str(lease) >= now_iso:
+                lease = delivery.lease_until
+                if not lease or lease >= now_iso:
                     return "skipped", None  # a live attempt
-                attempt = int(delivery["attempt_count"])
+                attempt = delivery.attempt_count
                 interrupted = AttemptOutcome(None, INTERRUPTED, 0)
                 if not self._record(delivery, attempt, interrupted, now, lease_expired_before=now_iso):
                     return "skipped", None
                 return "recovered", decide(attempt, interrupted, now=now).status
-            if status in ("pending", "failed") and str(delivery.get("next_attempt_at") or "~") <= now_iso:
+            if status in ("pending", "failed") and (delivery.next_attempt_at or "~") <= now_iso:
                 updated = self._attempt(delivery, now)
                 if updated is None:
                     return "skipped", None
-                return "attempted", str(updated["status"])
+                return "attempted", updated.status
         except Exception:
             # One broken delivery must not stop the sweep; it stays due and is tried again.
             logger.exception("webhook retry failed", extra={"batch_id": batch_id, "delivery_id": delivery_id})
@@ -377,7 +361,7 @@ class OrgEventWebhooks:
 
     def deliver_org_event(
         self, org_id: str, *, event_id: str, event_type: str, created_at: str, raw_body: str
-    ) -> dict[str, Any] | None:
+    ) -> WebhookDeliveryRecord | None:
         """Create the delivery of an org event to the org's delivery webhook, pending and due
         at `created_at` (the sweeper's next run makes the first attempt). One delivery per
         event id; None when the org has no delivery webhook."""
@@ -386,28 +370,37 @@ class OrgEventWebhooks:
         if not default or not default.get("url") or not default.get("secret_ciphertext"):
             return None
         delivery_id = delivery_id_for(org_id, event_id)
-        delivery = {
-            "delivery_id": delivery_id,
-            "org_id": org_id,
-            "event_id": event_id,
-            "event_type": event_type,
-            "url": str(default["url"]),
-            "status": "pending",
-            "attempt_count": 0,
-            "next_attempt_at": created_at,
-            "created_at": created_at,
-            "updated_at": created_at,
-            "payload": raw_body,
-            "secret_source": "org",
-            "secret_sealed": str(default["secret_ciphertext"]),
-        }
+        hook = ResolvedWebhook(str(default["url"]), str(default["secret_ciphertext"]), ORG_SOURCE)
+        delivery = _pending(delivery_id, org_id, hook, (event_id, event_type, created_at), raw_body)
         if not self.deliveries.create(delivery):
             return self.deliveries.get(org_id, delivery_id)
         return delivery
 
 
+def _pending(
+    delivery_id: str, org_id: str, hook: ResolvedWebhook, event: tuple[str, str, str], payload: str
+) -> WebhookDeliveryRecord:
+    """A new delivery of `event` (id, type, time) to `hook`, its first attempt due at once."""
+    event_id, event_type, created_at = event
+    return WebhookDeliveryRecord(
+        delivery_id=delivery_id,
+        org_id=org_id,
+        event_id=event_id,
+        event_type=event_type,
+        url=hook.url,
+        status="pending",
+        attempt_count=0,
+        next_attempt_at=created_at,
+        created_at=created_at,
+        updated_at=created_at,
+        payload=payload,
+        secret_source=hook.secret_source,
+        secret_sealed=hook.secret_sealed,
+    )
+
+
 class DeliveryListing(Protocol):
-    def list_for_batch(self, batch_id: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]: ...
+    def list_for_batch(self, batch_id: str) -> tuple[list[WebhookDeliveryRecord], list[WebhookAttempt]]: ...
 
 
 def batch_webhooks_view(deliveries: DeliveryListing, batch_id: str) -> dict[str, Any]:
@@ -415,29 +408,6 @@ def batch_webhooks_view(deliveries: DeliveryListing, batch_id: str) -> dict[str,
     records, attempts = deliveries.list_for_batch(batch_id)
     return {
         "batch_id": batch_id,
-        "data": [delivery_view(d) for d in sorted(records, key=lambda d: str(d.get("created_at")))],
-        "events": [
-            attempt_view(a)
-            for a in sorted(attempts, key=lambda a: (str(a.get("delivery_id")), int(a.get("attempt") or 0)))
-        ],
-    }
-
-
-def attempt_view(attempt: Mapping[str, Any]) -> dict[str, Any]:
-    return {
-        "delivery_id": attempt.get("delivery_id"),
-        "attempt": int(attempt.get("attempt") or 0),
-        "at": attempt.get("at"),
-        "status_code": attempt.get("status_code"),
-        "error": attempt.get("error"),
-        "duration_ms": int(attempt.get("duration_ms") or 0),
-    }
-
-
-def _ids(delivery: Mapping[str, Any]) -> dict[str, Any]:
-    return {
-        "batch_id": delivery.get("batch_id"),
-        "org_id": delivery.get("org_id"),
-        "delivery_id": delivery.get("delivery_id"),
-        "event_id": delivery.get("event_id"),
+        "data": [d.to_api() for d in sorted(records, key=lambda d: d.created_at)],
+        "events": [a.to_api() for a in sorted(attempts, key=lambda a: (a.delivery_id, a.attempt))],
     }

@@ -46,6 +46,7 @@ from typing import Any, Literal, Protocol
 from batchroute.clock import Clock, isoformat
 from batchroute.domain.artifact_keys import partial_chunk_key, result_chunk_key
 from batchroute.domain.batch_record import BatchRecord
+from batchroute.domain.batch_results import LineError, LineUsage, ResultLine
 from batchroute.domain.batch_states import TERMINAL
 from batchroute.domain.catalog import Catalog, Lane
 from batchroute.domain.lane_plan import (
@@ -80,7 +81,7 @@ from batchroute.services.workflow.runner import (
 )
 from batchroute.services.workflow.time_budget import TimeBudget
 from batchroute.workflow.queues import TaskSender
-from batchroute.workflow.tasks import StepOutput, WorkflowTask
+from batchroute.workflow.tasks import LaneOutput, WorkflowTask
 
 FINAL_LANE_STATUSES = frozenset({"completed", "failed", "canceled"})
 
@@ -109,12 +110,29 @@ class LaneLimits:
 
 def result_line(
     seq: int, customer_item_id: Any, result: ProviderResult, attempts: int, lane: Mapping[str, Any]
-) -> dict[str, Any]:
+) -> ResultLine:
     """One line of a lane's result chunk (docs/batches.md)."""
+    usage: LineUsage = {
+        "prompt_tokens": result.usage.prompt_tokens,
+        "completion_tokens": result.usage.completion_tokens,
+    }
+    if result.usage.tool_uses:
+        usage["tool_uses"] = dict(result.usage.tool_uses)
+    error: LineError | None = None
+    if result.error is not None:
+        error = {
+            "code": result.error.code,
+            "message": result.error.message,
+            "transient": result.error.transient,
+        }
     return {
         "seq": seq,
         "customer_item_id": customer_item_id,
-        **result.to_dict(),
+        "status": result.status,
+        "output": result.output,
+        "error": error,
+        "raw": result.raw,
+        "usage": usage,
         "model": lane["model"],
         "provider": lane["provider"],
         "lane_id": lane["lane_id"],
@@ -122,7 +140,7 @@ def result_line(
     }
 
 
-def failed_line(seq: int, customer_item_id: Any, error: ItemError, lane: Mapping[str, Any]) -> dict[str, Any]:
+def failed_line(seq: int, customer_item_id: Any, error: ItemError, lane: Mapping[str, Any]) -> ResultLine:
     return result_line(seq, customer_item_id, ProviderResult.failure(f"seq-{seq}", error), 0, lane)
 
 
@@ -138,7 +156,7 @@ class _Chunk:
     position: int  # its index in the lane's chunks: the watermarks count in that order
     first_ordinal: int
     kept: list[tuple[int, Item]]
-    results: dict[int, dict[str, Any]] = field(default_factory=dict)
+    results: dict[int, ResultLine] = field(default_factory=dict)
     has_partial: bool = False  # a partial file exists: delete it once the chunk is done
 
     @property
@@ -167,7 +185,7 @@ class _Chunk:
                 failed += 1
         return completed, failed, prompt, completion
 
-    def sorted_lines(self) -> list[dict[str, Any]]:
+    def sorted_lines(self) -> list[ResultLine]:
         return [self.results[seq] for seq in sorted(self.results)]
 
 
@@ -223,11 +241,11 @@ class LaneExecutor:
         return isoformat(self.clock.now())
 
     # -- the step --------------------------------------------------------------------------------
-    def run(self, task: WorkflowTask, batch: BatchRecord) -> StepOutput | None:
+    def run(self, task: WorkflowTask, batch: BatchRecord) -> LaneOutput | None:
         """Run the lane of `task.lane` (and the lanes it fails over to) until done; None when
         the work continues in a re-enqueued message (the task is answered later)."""
         batch_id = task.batch_id
-        root_key = str((task.lane or {}).get("lane_key") or "")
+        root_key = task.lane_key()
         lane = self.progress.get_lane(batch_id, root_key) if root_key else None
         if lane is None:
             raise UnknownLane(f"batch {batch_id} has no lane {root_key!r}")
@@ -280,7 +298,7 @@ class LaneExecutor:
             lane = found
         return lane
 
-    def _answer(self, batch_id: str, root_key: str) -> StepOutput:
+    def _answer(self, batch_id: str, root_key: str) -> LaneOutput:
         """The lane's outcome, its failover lanes included."""
         totals = {"completed": 0, "failed": 0, "canceled": 0}
         key: str | None = root_key
@@ -293,7 +311,12 @@ class LaneExecutor:
             for name in totals:
                 totals[name] += int(lane.get(name) or 0)
             key = lane.get("failover_to")
-        return {"lane_key": root_key, **totals}
+        return {
+            "lane_key": root_key,
+            "completed": totals["completed"],
+            "failed": totals["failed"],
+            "canceled": totals["canceled"],
+        }
 
     def _continue(self, task: WorkflowTask, delay_seconds: int) -> None:
         if self.continuations is None:
@@ -301,7 +324,7 @@ class LaneExecutor:
         self.continuations.send(json.dumps(task.model_dump(mode="json")), delay_seconds=delay_seconds)
         logger.info(
             "lane continues in a new message",
-            extra={"lane_key": (task.lane or {}).get("lane_key"), "delay_seconds": delay_seconds},
+            extra={"lane_key": task.lane_key() or None, "delay_seconds": delay_seconds},
         )
 
     # -- chunks ----------------------------------------------------------------------------------
@@ -397,11 +420,7 @@ class LaneExecutor:
         self, batch_id: str, lane: Mapping[str, Any], chunk: _Chunk, *, canceled: int = 0
     ) -> None:
         lane_key = str(lane["lane_key"])
-        if chunk.results:
-            self.artifacts.write_lines(
-                result_chunk_key(batch_id, lane_key, chunk.number), chunk.sorted_lines()
-            )
-        completed, failed, prompt, completion = chunk.tally()
+        completed, failed, prompt, completion = self._write_results(batch_id, lane_key, chunk)
         self.progress.finish_chunk(
             batch_id,
             lane_key,
@@ -414,6 +433,18 @@ class LaneExecutor:
             completion_tokens=completion,
             at=self._now(),
         )
+        self._drop_partial(batch_id, lane_key, chunk)
+
+    def _write_results(self, batch_id: str, lane_key: str, chunk: _Chunk) -> tuple[int, int, int, int]:
+        """The chunk's answered items to its result file; its tally (completed, failed, tokens)."""
+        if chunk.results:
+            self.artifacts.write_lines(
+                result_chunk_key(batch_id, lane_key, chunk.number), chunk.sorted_lines()
+            )
+        return chunk.tally()
+
+    def _drop_partial(self, batch_id: str, lane_key: str, chunk: _Chunk) -> None:
+        """The partial file of a chunk now written whole."""
         if chunk.has_partial:
             self.artifacts.delete(partial_chunk_key(batch_id, lane_key, chunk.number))
 
@@ -548,11 +579,7 @@ class LaneExecutor:
             root_number=root_number(lane_key),
             at=self._now(),
         )
-        if chunk.results:
-            self.artifacts.write_lines(
-                result_chunk_key(batch_id, lane_key, chunk.number), chunk.sorted_lines()
-            )
-        completed, failed, prompt, completion = chunk.tally()
+        completed, failed, prompt, completion = self._write_results(batch_id, lane_key, chunk)
         handed = self.progress.hand_over(
             batch_id,
             lane_key,
@@ -566,8 +593,7 @@ class LaneExecutor:
             latest_error=message,
             at=self._now(),
         )
-        if chunk.has_partial:
-            self.artifacts.delete(partial_chunk_key(batch_id, lane_key, chunk.number))
+        self._drop_partial(batch_id, lane_key, chunk)
         logger.warning(
             "lane failed over",
             extra={"lane_key": lane_key, "to": successor["lane_key"], "written": handed, "error": error.code},

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, field, fields, replace
 from datetime import timedelta
 from typing import Any
 
@@ -35,13 +35,13 @@ from batchroute.clock import Clock, isoformat
 from batchroute.domain.artifact_keys import INPUT_CHUNK_ROWS as CHUNK_ROWS
 from batchroute.domain.artifact_keys import JSONL, errors_key, jsonl_line, results_index_key, results_key
 from batchroute.domain.batch_record import ArtifactKeys, BatchRecord
-from batchroute.domain.batch_results import MergeTally, merge_chunk, missing_row
+from batchroute.domain.batch_results import ArtifactRow, MergeTally, ResultLine, merge_chunk, missing_row
 from batchroute.domain.batch_states import TERMINAL
 from batchroute.domain.lane_plan import lane_chunk_done
 from batchroute.services.batches.ports import BatchStore
 from batchroute.services.workflow.ports import BatchFiles
 from batchroute.services.workflow.time_budget import TimeBudget
-from batchroute.workflow.tasks import StepOutput
+from batchroute.workflow.tasks import FinalizeOutput
 
 CURSOR = "finalize"
 SLICE_BYTES = 8 * 1024 * 1024  # one results part per slice; S3 parts are >= 5 MiB but the last
@@ -80,7 +80,7 @@ def counts_of(tally: MergeTally, *, unrun_canceled: bool) -> dict[str, int]:
     }
 
 
-def _tagged(lines: Iterable[dict[str, Any]], lane_key: str) -> Iterator[dict[str, Any]]:
+def _tagged(lines: Iterable[ResultLine], lane_key: str) -> Iterator[ResultLine]:
     for line in lines:
         line["lane_key"] = lane_key
         yield line
@@ -89,6 +89,87 @@ def _tagged(lines: Iterable[dict[str, Any]], lane_key: str) -> Iterator[dict[str
 def carry_key(batch_id: str, chunk: int) -> str:
     """Error rows carried into the slice that starts at `chunk` (expired by the `tmp/` rule)."""
     return f"tmp/batches/{batch_id}/finalize/errors-from-{chunk:05d}.jsonl"
+
+
+@dataclass(frozen=True, slots=True)
+class UploadPart:
+    """One sent part of a multipart upload, as S3 completes it."""
+
+    number: int
+    etag: str
+
+    def to_s3(self) -> dict[str, int | str]:
+        return {"PartNumber": self.number, "ETag": self.etag}
+
+
+@dataclass(frozen=True, slots=True)
+class FinalizeCursor:
+    """The step's cursor item (`CURSOR#finalize`): where the merge stands between invocations."""
+
+    chunk_count: int
+    missing_code: str
+    missing_message: str
+    unrun_canceled: bool
+    results_upload: str
+    errors_upload: str
+    position: int = 0
+    state: str = "running"
+    results_parts: tuple[UploadPart, ...] = ()
+    errors_parts: tuple[UploadPart, ...] = ()
+    results_bytes: int = 0
+    results_lines: int = 0
+    errors_lines: int = 0
+    carry: str | None = None
+    offsets: tuple[int, ...] = ()
+    tally: MergeTally = field(default_factory=MergeTally)
+
+    def slice_changes(self) -> dict[str, Any]:
+        """What a committed slice sets on the stored cursor."""
+        item = self.to_item()
+        return {name: item[name] for name in _SLICE_FIELDS}
+
+    def to_item(self) -> dict[str, Any]:
+        item = {f.name: getattr(self, f.name) for f in fields(self)}
+        item.update(
+            results_parts=[part.to_s3() for part in self.results_parts],
+            errors_parts=[part.to_s3() for part in self.errors_parts],
+            offsets=list(self.offsets),
+            tally=self.tally.to_dict(),
+        )
+        return item
+
+    @classmethod
+    def from_item(cls, item: Mapping[str, Any]) -> FinalizeCursor:
+        """The stored cursor (numbers may be Decimals)."""
+        values = {f.name: item[f.name] for f in fields(cls) if item.get(f.name) is not None}
+        values.update({name: int(values[name]) for name in _COUNTERS if name in values})
+        return cls(
+            **values
+            | {
+                "results_parts": _parts(item["results_parts"]),
+                "errors_parts": _parts(item["errors_parts"]),
+                "offsets": tuple(int(o) for o in item["offsets"]),
+                "tally": MergeTally.from_dict(item["tally"]),
+            }
+        )
+
+
+_COUNTERS = ("chunk_count", "position", "results_bytes", "results_lines", "errors_lines")
+_SLICE_FIELDS = (
+    "position",
+    "tally",
+    "results_parts",
+    "errors_parts",
+    "results_bytes",
+    "results_lines",
+    "errors_lines",
+    "carry",
+    "offsets",
+)
+
+
+def _parts(stored: Iterable[Mapping[str, Any]]) -> tuple[UploadPart, ...]:
+    return tuple(UploadPart(int(p["PartNumber"]), str(p["ETag"])) for p in stored)
 
 
 class Finalizer:
@@ -118,80 +199,76 @@ class Finalizer:
     def objects(self) -> Any:
         return self.artifacts.objects
 
-    def finalize(self, batch: BatchRecord) -> StepOutput | None:
+    def finalize(self, batch: BatchRecord) -> FinalizeOutput | None:
         """Merge slices while the invocation has time; the step's output once the artifacts
         are complete, None when the work continues in another invocation."""
         batch_id = batch.batch_id
         budget = self._budget()
-        cursor = self.records.cursor(batch_id, CURSOR) or self._start(batch)
+        cursor = self._stored(batch_id) or self._start(batch)
         sliced = False
-        while cursor.get("state") != "done":
-            position = int(cursor["position"])
-            if position >= int(cursor["chunk_count"]):
+        while cursor.state != "done":
+            position = cursor.position
+            if position >= cursor.chunk_count:
                 self._complete(batch_id, cursor)
                 self.records.advance_cursor(batch_id, CURSOR, position=position, changes={"state": "done"})
-                cursor = {**cursor, "state": "done"}
+                cursor = replace(cursor, state="done")
                 break
             if sliced and budget.remaining() < self.margin_seconds:
                 return None
-            changes = self._slice(batch_id, cursor)
+            advanced = self._slice(batch_id, cursor)
             sliced = True
-            if self.records.advance_cursor(batch_id, CURSOR, position=position, changes=changes):
-                cursor = {**cursor, **changes}
+            if self.records.advance_cursor(
+                batch_id, CURSOR, position=position, changes=advanced.slice_changes()
+            ):
+                cursor = advanced
             else:  # another delivery of this message committed the slice first
-                cursor = self.records.cursor(batch_id, CURSOR) or cursor
+                cursor = self._stored(batch_id) or cursor
         return self._record(batch, cursor)
 
-    def _start(self, batch: BatchRecord) -> dict[str, Any]:
+    def _stored(self, batch_id: str) -> FinalizeCursor | None:
+        item = self.records.cursor(batch_id, CURSOR)
+        return FinalizeCursor.from_item(item) if item is not None else None
+
+    def _start(self, batch: BatchRecord) -> FinalizeCursor:
         batch_id = batch.batch_id
         if batch.state not in TERMINAL:
             self.records.transition(batch_id, "finalizing", at=isoformat(self.clock.now()))
         current = self.records.get(batch_id) or batch
         code, message = missing_reason(current)
-        values: dict[str, Any] = {
-            "position": 0,
-            "state": "running",
-            "chunk_count": current.chunk_count,
-            "missing_code": code,
-            "missing_message": message,
-            "unrun_canceled": current.state in _UNRUN_AS_CANCELED,
-            "results_upload": self.objects.start_multipart(results_key(batch_id), content_type=JSONL),
-            "errors_upload": self.objects.start_multipart(errors_key(batch_id), content_type=JSONL),
-            "results_parts": [],
-            "errors_parts": [],
-            "results_bytes": 0,
-            "results_lines": 0,
-            "errors_lines": 0,
-            "carry": None,
-            "offsets": [],
-            "tally": MergeTally().to_dict(),
-        }
-        if self.records.start_cursor(batch_id, CURSOR, values):
-            return values
+        cursor = FinalizeCursor(
+            chunk_count=current.chunk_count,
+            missing_code=code,
+            missing_message=message,
+            unrun_canceled=current.state in _UNRUN_AS_CANCELED,
+            results_upload=self.objects.start_multipart(results_key(batch_id), content_type=JSONL),
+            errors_upload=self.objects.start_multipart(errors_key(batch_id), content_type=JSONL),
+        )
+        if self.records.start_cursor(batch_id, CURSOR, cursor.to_item()):
+            return cursor
         # Another delivery started first: drop this one's uploads and follow its cursor.
-        self.objects.abort_multipart(results_key(batch_id), values["results_upload"])
-        self.objects.abort_multipart(errors_key(batch_id), values["errors_upload"])
-        existing = self.records.cursor(batch_id, CURSOR)
+        self.objects.abort_multipart(results_key(batch_id), cursor.results_upload)
+        self.objects.abort_multipart(errors_key(batch_id), cursor.errors_upload)
+        existing = self._stored(batch_id)
         assert existing is not None
         return existing
 
-    def _slice(self, batch_id: str, cursor: Mapping[str, Any]) -> dict[str, Any]:
-        """Merge chunks from the cursor until one results part is full; send the parts."""
-        position = int(cursor["position"])
-        chunk_count = int(cursor["chunk_count"])
-        tally = MergeTally.from_dict(cursor["tally"])
-        code, message = str(cursor["missing_code"]), str(cursor["missing_message"])
+    def _slice(self, batch_id: str, cursor: FinalizeCursor) -> FinalizeCursor:
+        """Merge chunks from the cursor until one results part is full; send the parts. The
+        cursor as this slice leaves it."""
+        position, chunk_count = cursor.position, cursor.chunk_count
+        tally = MergeTally.from_dict(cursor.tally.to_dict())  # this slice's own copy
+        code, message = cursor.missing_code, cursor.missing_message
         lanes = sorted(self.records.lanes(batch_id), key=lambda lane: str(lane["lane_key"]))
 
-        def missing(seq: int, customer_item_id: Any) -> dict[str, Any]:
+        def missing(seq: int, customer_item_id: Any) -> ArtifactRow:
             return missing_row(seq, customer_item_id, code=code, message=message)
 
         results = bytearray()
         errors = bytearray()
-        if cursor.get("carry"):
-            errors += b"".join(self.objects.chunks(str(cursor["carry"])))
+        if cursor.carry:
+            errors += b"".join(self.objects.chunks(cursor.carry))
         offsets: list[int] = []
-        base = int(cursor["results_bytes"])
+        base = cursor.results_bytes
         lines = errors_lines = 0
         chunk = position
         while chunk < chunk_count and len(results) < self.slice_bytes:
@@ -205,40 +282,39 @@ class Finalizer:
                     errors_lines += 1
             chunk += 1
         last = chunk >= chunk_count
-        results_parts = list(cursor["results_parts"])
+        results_parts = cursor.results_parts
         if results:
-            results_parts.append(
-                self._part(results_key(batch_id), cursor["results_upload"], results_parts, results)
+            results_parts += (
+                self._part(results_key(batch_id), cursor.results_upload, results_parts, results),
             )
-        errors_parts = list(cursor["errors_parts"])
+        errors_parts = cursor.errors_parts
         carry: str | None = None
         if errors and (last or len(errors) >= self.min_part_bytes):
-            errors_parts.append(
-                self._part(errors_key(batch_id), cursor["errors_upload"], errors_parts, errors)
-            )
+            errors_parts += (self._part(errors_key(batch_id), cursor.errors_upload, errors_parts, errors),)
         elif errors:
             carry = carry_key(batch_id, chunk)
             self.objects.put(carry, bytes(errors), content_type=JSONL)
-        return {
-            "position": chunk,
-            "tally": tally.to_dict(),
-            "results_parts": results_parts,
-            "errors_parts": errors_parts,
-            "results_bytes": base + len(results),
-            "results_lines": int(cursor["results_lines"]) + lines,
-            "errors_lines": int(cursor["errors_lines"]) + errors_lines,
-            "carry": carry,
-            "offsets": [int(o) for o in cursor["offsets"]] + offsets,
-        }
+        return replace(
+            cursor,
+            position=chunk,
+            tally=tally,
+            results_parts=results_parts,
+            errors_parts=errors_parts,
+            results_bytes=base + len(results),
+            results_lines=cursor.results_lines + lines,
+            errors_lines=cursor.errors_lines + errors_lines,
+            carry=carry,
+            offsets=cursor.offsets + tuple(offsets),
+        )
 
     def _merged(
         self,
         batch_id: str,
         chunk: int,
         lanes: list[dict[str, Any]],
-        missing: Callable[[int, Any], dict[str, Any]],
+        missing: Callable[[int, Any], ArtifactRow],
         tally: MergeTally,
-    ) -> Iterator[dict[str, Any]]:
+    ) -> Iterator[ArtifactRow]:
         """The rows of `chunk` in input order: each item's answer from the lanes that
         finished the chunk, or `missing`."""
         inputs = (
@@ -254,41 +330,41 @@ class Finalizer:
         ]
         return merge_chunk(inputs, sources, missing=missing, tally=tally)
 
-    def _part(self, key: str, upload_id: str, parts: list[Any], body: bytearray) -> dict[str, Any]:
+    def _part(self, key: str, upload_id: str, parts: tuple[UploadPart, ...], body: bytearray) -> UploadPart:
         number = len(parts) + 1
-        return {"PartNumber": number, "ETag": self.objects.upload_part(key, upload_id, number, bytes(body))}
+        return UploadPart(number, str(self.objects.upload_part(key, upload_id, number, bytes(body))))
 
-    def _complete(self, batch_id: str, cursor: Mapping[str, Any]) -> None:
+    def _complete(self, batch_id: str, cursor: FinalizeCursor) -> None:
         for key, upload, parts in (
-            (results_key(batch_id), cursor["results_upload"], cursor["results_parts"]),
-            (errors_key(batch_id), cursor["errors_upload"], cursor["errors_parts"]),
+            (results_key(batch_id), cursor.results_upload, cursor.results_parts),
+            (errors_key(batch_id), cursor.errors_upload, cursor.errors_parts),
         ):
-            self._complete_one(key, str(upload), [dict(p, PartNumber=int(p["PartNumber"])) for p in parts])
-        index = {"rows_per_chunk": CHUNK_ROWS, "offsets": [int(o) for o in cursor["offsets"]]}
+            self._complete_one(key, upload, parts)
+        index = {"rows_per_chunk": CHUNK_ROWS, "offsets": list(cursor.offsets)}
         self.objects.put(
             results_index_key(batch_id), json.dumps(index).encode(), content_type="application/json"
         )
 
-    def _complete_one(self, key: str, upload_id: str, parts: list[dict[str, Any]]) -> None:
+    def _complete_one(self, key: str, upload_id: str, parts: tuple[UploadPart, ...]) -> None:
         if not parts:  # nothing to write: an empty object
             self.objects.abort_multipart(key, upload_id)
             self.objects.put(key, b"", content_type=JSONL)
             return
         try:
-            self.objects.complete_multipart(key, upload_id, parts)
+            self.objects.complete_multipart(key, upload_id, [part.to_s3() for part in parts])
         except Exception as exc:
             code = (getattr(exc, "response", None) or {}).get("Error", {}).get("Code")
             if code != "NoSuchUpload" or self.objects.size(key) is None:
                 raise  # an upload completed by an earlier delivery is done
 
-    def _record(self, batch: BatchRecord, cursor: Mapping[str, Any]) -> StepOutput:
+    def _record(self, batch: BatchRecord, cursor: FinalizeCursor) -> FinalizeOutput:
         """The finished artifacts on the batch (idempotent: a repeat writes the same values)."""
         batch_id = batch.batch_id
         moment = self.clock.now()
         now = isoformat(moment)
         current = self.records.get(batch_id) or batch
-        tally = MergeTally.from_dict(cursor["tally"])
-        result_count, error_count = int(cursor["results_lines"]), int(cursor["errors_lines"])
+        tally = cursor.tally
+        result_count, error_count = cursor.results_lines, cursor.errors_lines
         artifacts = replace(
             current.artifacts or ArtifactKeys(),
             results_key=results_key(batch_id),
@@ -298,7 +374,7 @@ class Finalizer:
         )
         changes: dict[str, Any] = {
             "artifacts": artifacts.to_mapping(),
-            "counts": counts_of(tally, unrun_canceled=bool(cursor["unrun_canceled"])),
+            "counts": counts_of(tally, unrun_canceled=cursor.unrun_canceled),
             "lane_tallies": {key: lane.to_dict() for key, lane in tally.lanes.items()},
             "finalized_at": current.finalized_at or now,
         }

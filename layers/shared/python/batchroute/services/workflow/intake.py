@@ -27,7 +27,7 @@ from batchroute.domain.preflight import Preflight
 from batchroute.errors import Conflict, Forbidden, Gone, InvalidRequest, NotFound, PermanentError
 from batchroute.services.batches.input_chunks import InputChunkWriter
 from batchroute.services.batches.ports import BatchStore, ObjectStore
-from batchroute.workflow.tasks import StepOutput
+from batchroute.workflow.tasks import IntakeOutput
 
 
 class ItemReader(Protocol):
@@ -58,11 +58,10 @@ class Intake:
         self.artifacts = artifacts
         self.clock = clock
 
-    def run(self, batch: BatchRecord) -> StepOutput:
-        output: StepOutput = {"step": "intake", "batch_id": batch.batch_id}
+    def run(self, batch: BatchRecord) -> IntakeOutput:
         intake = batch.intake
         if intake is None or intake.get("done"):
-            return {**output, "item_count": batch.item_count, "chunk_count": batch.chunk_count}
+            return _output(batch.batch_id, batch.item_count, batch.chunk_count)
         if intake.get("error"):
             raise IntakeFailed(str(intake["error"].get("message") or "the input file failed intake"))
         writer = InputChunkWriter(self.artifacts, batch.batch_id)
@@ -83,7 +82,7 @@ class Intake:
         if writer.presets:  # the preset versions its items used (docs/presets.md)
             done["presets"] = list(writer.presets)
         self.records.update(batch.batch_id, done)
-        return {**output, "item_count": writer.count, "chunk_count": writer.chunk_count}
+        return _output(batch.batch_id, writer.count, writer.chunk_count)
 
     def _read(
         self, batch: BatchRecord, intake: Mapping[str, Any], writer: InputChunkWriter
@@ -126,3 +125,7 @@ class Intake:
             },
         )
         raise IntakeFailed(f"{error['code']}: {error['message']}")
+
+
+def _output(batch_id: str, item_count: int, chunk_count: int) -> IntakeOutput:
+    return {"step": "intake", "batch_id": batch_id, "item_count": item_count, "chunk_count": chunk_count}

@@ -16,7 +16,7 @@ from batchroute.domain.lane_plan import PlanMismatch, plan_lanes
 from batchroute.errors import PermanentError
 from batchroute.services.batches.ports import BatchStore
 from batchroute.services.workflow.ports import ProgressCounters
-from batchroute.workflow.tasks import StepOutput
+from batchroute.workflow.tasks import RouteOutput
 
 
 class InvalidPlan(PermanentError):
@@ -29,7 +29,7 @@ class LanePlanner:
         self.progress = progress
         self.clock = clock
 
-    def route(self, batch: BatchRecord) -> StepOutput:
+    def route(self, batch: BatchRecord) -> RouteOutput:
         batch_id = batch.batch_id
         if batch.state in TERMINAL:
             return {"lanes": []}

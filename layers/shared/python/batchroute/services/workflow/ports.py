@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Protocol
 
+from batchroute.domain.batch_results import ResultLine
+
 
 class BatchFiles(Protocol):
     """adapters/batch_artifacts.py:BatchArtifacts: a batch's JSON Lines objects; `objects`
@@ -14,9 +16,9 @@ class BatchFiles(Protocol):
 
     def input_lines(self, batch_id: str, chunk: int) -> Iterator[dict[str, Any]]: ...
 
-    def result_lines(self, batch_id: str, lane_key: str, chunk: int) -> Iterator[dict[str, Any]]: ...
+    def result_lines(self, batch_id: str, lane_key: str, chunk: int) -> Iterator[ResultLine]: ...
 
-    def partial_lines(self, batch_id: str, lane_key: str, chunk: int) -> Iterator[dict[str, Any]]: ...
+    def partial_lines(self, batch_id: str, lane_key: str, chunk: int) -> Iterator[ResultLine]: ...
 
     def write_lines(self, key: str, lines: Iterable[Mapping[str, Any]]) -> int: ...
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Protocol
+from typing import Protocol, TypedDict
 
 from batchroute.clock import Clock, isoformat
 from batchroute.domain.artifact_keys import batch_prefix, receipt_key
@@ -51,13 +51,19 @@ class ArtifactObjects(Protocol):
     def delete_many(self, keys: list[str]) -> None: ...
 
 
+class ReclaimSummary(TypedDict):
+    reclaimed: list[str]
+    deferred: int
+    objects_deleted: int
+
+
 @dataclass
 class ReclaimReport:
     reclaimed: list[str] = field(default_factory=list)  # batch ids whose bytes went this sweep
     deferred: list[str] = field(default_factory=list)  # looked at, kept for now
     objects_deleted: int = 0
 
-    def as_dict(self) -> dict[str, object]:
+    def as_dict(self) -> ReclaimSummary:
         return {
             "reclaimed": self.reclaimed,
             "deferred": len(self.deferred),

@@ -30,14 +30,21 @@ from batchroute.domain.catalog import FeeSchedule
 from batchroute.domain.chat_objects import CHAT_SOURCE
 from batchroute.domain.ledger import SettlementResult, UnknownReservation, period_keys
 from batchroute.domain.pricing import FeeKind, settle_price
-from batchroute.domain.settlement import build_receipt, charged_usage, provider_lanes, rejected_lanes
+from batchroute.domain.settlement import (
+    BillingReceipt,
+    ReceiptCredits,
+    build_receipt,
+    charged_usage,
+    provider_lanes,
+    rejected_lanes,
+)
 from batchroute.domain.usage import UsageCharge, batch_usage_lines, usage_day
 from batchroute.errors import PermanentError
 from batchroute.money import Money
 from batchroute.services.batches.ports import BatchStore
 from batchroute.services.billing.ports import ControlsReader, LedgerBook, MoneyWatch
 from batchroute.services.workflow.ports import BatchFiles
-from batchroute.workflow.tasks import StepOutput
+from batchroute.workflow.tasks import SettleOutput
 
 # Above this the batch keeps the receipt without its lane lists (receipt.json has them).
 MAX_INLINE_RECEIPT_BYTES = 100_000
@@ -79,10 +86,10 @@ class Settlement:
         self.clock = clock
         self.watch = watch
 
-    def settle(self, batch: BatchRecord) -> StepOutput:
+    def settle(self, batch: BatchRecord) -> SettleOutput:
         batch_id = batch.batch_id
         org_id = batch.org_id
-        tallies: Mapping[str, Mapping[str, Any]] = batch.lane_tallies or {}
+        tallies: Mapping[str, Mapping[str, int]] = batch.lane_tallies or {}
         lanes = self.records.lanes(batch_id)
         usage = charged_usage(lanes, tallies)
         fee_kind: FeeKind = "workflow" if batch.fee_kind == "workflow" else "batch"
@@ -95,7 +102,7 @@ class Settlement:
             lines=batch_usage_lines(lanes, tallies, chat=batch.source == CHAT_SOURCE),
         )
         result = self._charge(batch, org_id, breakdown.total, controls, now, usage_charge)
-        credits = result.receipt_credits() if result is not None else _nothing_charged(now)
+        credits = ReceiptCredits.of(result) if result is not None else ReceiptCredits.nothing(isoformat(now))
         absorbed = result.absorbed if result is not None else Money.zero()
         plan = batch.plan or {}
         receipt = build_receipt(
@@ -110,7 +117,7 @@ class Settlement:
         key = receipt_key(batch_id)
         self.artifacts.write_json(key, receipt)
         billing = _inline_billing(receipt, key)
-        settled_at = str(credits["settled_at"])
+        settled_at = credits.settled_at
         work_order = self.records.update_seeing_work_order(
             batch_id,
             {
@@ -129,8 +136,8 @@ class Settlement:
         return {
             "step": "settle",
             "batch_id": batch_id,
-            "charged": credits["credit_charged"],
-            "released": credits["credit_released"],
+            "charged": credits.charged.to_api(),
+            "released": credits.released.to_api(),
             "replayed": bool(result.replayed) if result is not None else False,
         }
 
@@ -175,17 +182,7 @@ class Settlement:
             raise SettlementFailed(f"batch {batch.batch_id}: reservation {reservation_id} not found") from exc
 
 
-def _nothing_charged(now: datetime) -> dict[str, Any]:
-    """The receipt's credits of a batch that reserved and charged nothing."""
-    return {
-        "credit_reserved": Money.zero().to_api(),
-        "credit_charged": Money.zero().to_api(),
-        "credit_released": Money.zero().to_api(),
-        "settled_at": isoformat(now),
-    }
-
-
-def _inline_billing(receipt: dict[str, Any], key: str) -> dict[str, Any]:
+def _inline_billing(receipt: BillingReceipt, key: str) -> dict[str, Any]:
     """The receipt as the batch record keeps it: whole, or without its lane lists (then
     `lists_in` names the stored receipt) when it would be too large to inline."""
     if len(json.dumps(receipt, default=str)) <= MAX_INLINE_RECEIPT_BYTES:

@@ -30,11 +30,12 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Protocol
 
 from batchroute.clock import Clock, isoformat
 from batchroute.domain.batch_record import BatchRecord
 from batchroute.domain.batch_states import TERMINAL, BatchState
+from batchroute.domain.webhooks import WebhookDeliveryRecord
 from batchroute.errors import PermanentError
 from batchroute.observability import logger
 from batchroute.services.workflow.execution import LaneExecutor
@@ -42,13 +43,23 @@ from batchroute.services.workflow.finalize import Finalizer
 from batchroute.services.workflow.planning import LanePlanner
 from batchroute.services.workflow.settlement import Settlement
 from batchroute.workflow.queues import TaskSender
-from batchroute.workflow.tasks import Step, StepOutput, WorkflowTask
+from batchroute.workflow.tasks import (
+    DeliverOutput,
+    FailOutput,
+    FinalizeOutput,
+    IntakeOutput,
+    LaneOutput,
+    RouteOutput,
+    SettleOutput,
+    Step,
+    WorkflowTask,
+)
 
 
 class InputIntake(Protocol):
     """services/workflow/intake.py:Intake"""
 
-    def run(self, batch: BatchRecord) -> StepOutput: ...
+    def run(self, batch: BatchRecord) -> IntakeOutput: ...
 
 
 @dataclass(frozen=True)
@@ -82,7 +93,7 @@ class BatchEventDelivery(Protocol):
 
     def deliver_batch_event(
         self, batch: BatchRecord, *, now: datetime | None = None
-    ) -> dict[str, Any] | None: ...
+    ) -> WebhookDeliveryRecord | None: ...
 
 
 class BucketEventDelivery(Protocol):
@@ -146,22 +157,22 @@ class BatchWorkflow:
             raise BatchNotFound(f"batch {task.batch_id} does not exist")
         return recorded
 
-    def route(self, task: WorkflowTask) -> StepOutput:
+    def route(self, task: WorkflowTask) -> RouteOutput:
         self._journal(task)
         return self._pipeline().planner.route(self._batch(task))
 
-    def run_lane(self, task: WorkflowTask) -> StepOutput | None:
+    def run_lane(self, task: WorkflowTask) -> LaneOutput | None:
         self._journal(task)
         return self._pipeline().lanes.run(task, self._batch(task))
 
-    def intake(self, task: WorkflowTask) -> StepOutput:
+    def intake(self, task: WorkflowTask) -> IntakeOutput:
         self._journal(task)
         intake = self._pipeline().intake
         if intake is None:
             raise PipelineNotWired("this worker has no intake")
         return intake.run(self._batch(task))
 
-    def _finalized(self, task: WorkflowTask, batch: BatchRecord) -> StepOutput | None:
+    def _finalized(self, task: WorkflowTask, batch: BatchRecord) -> FinalizeOutput | None:
         """Finalize as far as this invocation's time goes; None after re-enqueueing the task
         (same token) when the work goes on in another invocation."""
         pipeline = self._pipeline()
@@ -172,11 +183,11 @@ class BatchWorkflow:
             pipeline.continuations.send(json.dumps(task.model_dump(mode="json")))
         return output
 
-    def finalize(self, task: WorkflowTask) -> StepOutput | None:
+    def finalize(self, task: WorkflowTask) -> FinalizeOutput | None:
         self._journal(task)
         return self._finalized(task, self._batch(task))
 
-    def settle(self, task: WorkflowTask) -> StepOutput | None:
+    def settle(self, task: WorkflowTask) -> SettleOutput | None:
         self._journal(task)
         batch = self._batch(task)
         if batch.lane_tallies is None:  # Finalize did not run (or not to the end): do it now
@@ -185,14 +196,14 @@ class BatchWorkflow:
             batch = self._batch(task)
         return self._pipeline().settlement.settle(batch)
 
-    def fail(self, task: WorkflowTask) -> StepOutput | None:
+    def fail(self, task: WorkflowTask) -> FailOutput | None:
         """The failure path: mark the batch failed with the error that ended the workflow,
         then finalize and settle it, so the items that finished get their artifacts and are
         charged, and the rest of the reservation is released. Finalize is chunked like the
         Finalize step: the message is re-enqueued until the artifacts are complete.
 
         Tolerates a missing batch, so a broken start still reaches the end of the failure path."""
-        output: StepOutput = {"step": task.step, "batch_id": task.batch_id}
+        output: FailOutput = {"step": task.step, "batch_id": task.batch_id}
         if not self._journal(task, required=False):
             return output
         now = isoformat(self.clock.now())
@@ -200,7 +211,7 @@ class BatchWorkflow:
             task.batch_id,
             "failed",
             at=now,
-            extra={"execution_summary": {"latest_error": describe_error(task.error)}, "completed_at": now},
+            extra={"execution_summary": {"latest_error": task.failure()}, "completed_at": now},
         )
         if self.pipeline is None:
             return output
@@ -220,12 +231,12 @@ class BatchWorkflow:
             output["released"] = settled["released"]
         return output
 
-    def deliver(self, task: WorkflowTask) -> StepOutput:
+    def deliver(self, task: WorkflowTask) -> DeliverOutput:
         """The terminal-state webhook, then the artifacts to the org's delivery targets: each
         created once, its first attempt made here; failed attempts are retried later (the
         sweeper), so this step never waits on a receiver or a bucket that refuses."""
         self._journal(task, required=False)
-        output: StepOutput = {"step": task.step, "batch_id": task.batch_id}
+        output: DeliverOutput = {"step": task.step, "batch_id": task.batch_id}
         wired = self.webhooks is not None or self.buckets is not None
         batch = self.records.get(task.batch_id) if wired else None
         if batch is None or batch.state not in TERMINAL:
@@ -234,9 +245,9 @@ class BatchWorkflow:
             delivery = self.webhooks.deliver_batch_event(batch, now=self.clock.now())
             if delivery is not None:
                 output["webhook"] = {
-                    "delivery_id": delivery["delivery_id"],
-                    "status": delivery["status"],
-                    "attempt_count": delivery["attempt_count"],
+                    "delivery_id": delivery.delivery_id,
+                    "status": delivery.status,
+                    "attempt_count": delivery.attempt_count,
                 }
         if self.buckets is not None:
             pushed = self.buckets.deliver_batch(batch, now=self.clock.now())
@@ -270,12 +281,3 @@ class BatchWorkflow:
 
     def deliver_steps(self) -> Mapping[str, Step]:
         return {"deliver": self.deliver, "deliver_bucket": self.deliver_bucket}
-
-
-def describe_error(error: dict[str, object] | None) -> str:
-    """A Step Functions catch result ({Error, Cause}) as one line for `latest_error`."""
-    if not error:
-        return "workflow failed"
-    name = str(error.get("Error") or "WorkflowError")
-    cause = str(error.get("Cause") or "").strip()
-    return f"{name}: {cause}"[:1000] if cause else name

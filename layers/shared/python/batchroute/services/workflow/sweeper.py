@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, Protocol
+from typing import Any, NotRequired, Protocol, TypedDict
 
 from aws_lambda_powertools.metrics import MetricUnit
 
@@ -16,6 +16,7 @@ from batchroute.clock import Clock, isoformat
 from batchroute.domain.batch_record import UsageCheckpoint
 from batchroute.domain.batch_states import BatchState
 from batchroute.domain.catalog import Catalog
+from batchroute.domain.chat_holds import ChatOutcome
 from batchroute.domain.ledger import Purpose, Reservation, period_keys
 from batchroute.domain.pricing import token_cost
 from batchroute.domain.usage import UsageCharge, UsageLine, usage_day
@@ -23,6 +24,7 @@ from batchroute.money import Money
 from batchroute.observability import logger, metrics
 from batchroute.services.billing.ports import MoneyWatch
 from batchroute.services.chat.ports import HoldStore
+from batchroute.services.workflow.retention_gc import ReclaimSummary
 
 
 class ExpiryRecords(Protocol):
@@ -136,18 +138,15 @@ def resolve_stale_chat_holds(
     return report
 
 
-def _swept_outcome(reserved: Money, charged: Money, prompt: int, completion: int, at: str) -> dict[str, Any]:
+def _swept_outcome(reserved: Money, charged: Money, prompt: int, completion: int, at: str) -> ChatOutcome:
     """The failed outcome the sweeper settles a stopped chat request with."""
-    message = "the request stopped before it settled; charged the usage last recorded"
-    return {
-        "state": "failed",
-        "state_changed_at": at,
-        "completed_at": at,
-        "settled_at": at,
-        "counts": {"total": 1, "pending": 0, "running": 0, "completed": 0, "failed": 1, "canceled": 0},
-        "usage": {"prompt_tokens": prompt, "completion_tokens": completion},
-        "execution_summary": {"latest_error": message},
-        "billing": {
+    return ChatOutcome(
+        completed=False,
+        at=at,
+        prompt_tokens=prompt,
+        completion_tokens=completion,
+        latest_error="the request stopped before it settled; charged the usage last recorded",
+        billing={
             "basis": "direct",
             "final_settled_price": charged.to_api(),
             "credit_reserved": reserved.to_api(),
@@ -156,7 +155,22 @@ def _swept_outcome(reserved: Money, charged: Money, prompt: int, completion: int
             "settled_at": at,
             "recovered_by": "sweeper",
         },
-    }
+    )
+
+
+class SweepOutcome(TypedDict):
+    """What one sweep did (the sweeper function's answer)."""
+
+    expired: list[str]
+    skipped: list[str]
+    chat_holds_settled: list[str]
+    webhooks: dict[str, list[str]]
+    billing_webhooks: NotRequired[dict[str, list[str]]]
+    bucket_deliveries: NotRequired[dict[str, list[str]]]
+    retention: NotRequired[ReclaimSummary]
+    schedules: NotRequired[dict[str, list[str]]]
+    file_checks_resent: NotRequired[list[str]]
+    auto_topups: NotRequired[dict[str, list[str]]]
 
 
 class LaneHeartbeatRefresh(Protocol):
@@ -210,7 +224,7 @@ class Sweeper:
     schedules: DueSchedules | None = None  # recurring schedules due by now (docs/schedules.md)
     file_checks: LostFileChecks | None = None  # uploads still waiting for their check (docs/files.md)
 
-    def sweep(self) -> dict[str, Any]:
+    def sweep(self) -> SweepOutcome:
         lanes = self.refresh_heartbeats()
         metrics.add_metric(name="LaneHeartbeats", unit=MetricUnit.Count, value=len(lanes.refreshed))
         report = expire_overdue_batches(self.batches, self.clock)
@@ -226,7 +240,7 @@ class Sweeper:
                 self.watch.moved(org_id, at=now)
         retried = self.webhooks.retry_due()
         metrics.add_metric(name="WebhookRetries", unit=MetricUnit.Count, value=len(retried.attempted))
-        outcome: dict[str, Any] = {
+        outcome: SweepOutcome = {
             "expired": report.expired,
             "skipped": report.skipped,
             "chat_holds_settled": holds.settled,
