@@ -50,8 +50,8 @@ from batchroute.catalog import builtin_catalog
 from batchroute.catalog.environments import Placeholders, load_deployment
 from batchroute.clock import SystemClock, isoformat
 from batchroute.config import Settings
-from batchroute.domain.catalog import Catalog
-from batchroute.domain.reconciliation import ReconciliationReport
+from batchroute.domain.billing.reconciliation import ReconciliationReport
+from batchroute.domain.catalog.catalog import Catalog
 from batchroute.errors import ServiceError, TransientError
 from batchroute.money import Money, format_amount
 from batchroute.providers.credentials import ProviderKeys

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from batchroute.domain.catalog import Catalog
+from batchroute.domain.catalog.catalog import Catalog
 from batchroute.errors import PermanentError, TransientError
 from batchroute.providers.registry import ProviderRegistry
 

@@ -69,9 +69,9 @@ from batchroute.adapters.dynamo.lanes import LaneStateStore  # noqa: E402
 from batchroute.catalog import builtin_catalog  # noqa: E402
 from batchroute.clock import SystemClock  # noqa: E402
 from batchroute.config import get_settings  # noqa: E402
-from batchroute.domain.access import Principal  # noqa: E402
-from batchroute.domain.files import staging_key  # noqa: E402
-from batchroute.domain.preflight import Preflight  # noqa: E402
+from batchroute.domain.accounts.access import Principal  # noqa: E402
+from batchroute.domain.batches.files import staging_key  # noqa: E402
+from batchroute.domain.batches.preflight import Preflight  # noqa: E402
 from batchroute.services.batches import quotes as quotes_module  # noqa: E402
 from batchroute.services.batches.files import FileService  # noqa: E402
 from batchroute.services.batches.quotes import QuoteService  # noqa: E402

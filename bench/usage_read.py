@@ -61,8 +61,8 @@ from batchroute.adapters.dynamo.codec import to_item  # noqa: E402
 from batchroute.adapters.dynamo.ledger import LedgerStore  # noqa: E402
 from batchroute.clock import FixedClock  # noqa: E402
 from batchroute.config import get_settings  # noqa: E402
-from batchroute.domain.access import Principal  # noqa: E402
-from batchroute.domain.usage import summarize, usage_sort_key  # noqa: E402
+from batchroute.domain.accounts.access import Principal  # noqa: E402
+from batchroute.domain.billing.usage import summarize, usage_sort_key  # noqa: E402
 from batchroute.ids import new_id  # noqa: E402
 from batchroute.wiring import wiring_for  # noqa: E402
 from bench.capacity import item_size  # noqa: E402

@@ -11,7 +11,7 @@ from typing import Any
 
 from batchroute.catalog import builtin_catalog
 from batchroute.config import Settings
-from batchroute.domain.catalog import Catalog
+from batchroute.domain.catalog.catalog import Catalog
 from batchroute_tools.emulators.anthropic import AnthropicEmulator
 from batchroute_tools.emulators.bedrock import BedrockEmulator
 from batchroute_tools.emulators.behaviour import Behaviour, EmulatorConfig

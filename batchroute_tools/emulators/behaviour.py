@@ -6,7 +6,7 @@ the vendor names it, the messages or embedding inputs, the output limit), asks `
 for a `Fault` or an `Answer`, and writes that in its vendor's format. The answer is a pure
 function of (provider, model, operation, messages): the same request gets the same text on
 every run. Prompt tokens are the quote's conservative estimate of the messages
-(domain/tokens.py), so a local batch settles at about its estimate.
+(domain/catalog/tokens.py), so a local batch settles at about its estimate.
 
 Markers, anywhere in a message (the same as the in-process simulator's, plus vendor faults):
 
@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 from batchroute.config import Settings
-from batchroute.domain import tokens
+from batchroute.domain.catalog import tokens
 
 FaultKind = Literal[
     "fail",
@@ -284,7 +284,7 @@ class Behaviour:
 
 
 def prompt_tokens(messages: Iterable[Mapping[str, Any]]) -> int:
-    """The quote's conservative estimate of chat messages (domain/tokens.py)."""
+    """The quote's conservative estimate of chat messages (domain/catalog/tokens.py)."""
     listed = list(messages)
     images = sum(
         1

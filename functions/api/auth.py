@@ -1,5 +1,5 @@
 """Authentication and authorization as FastAPI dependencies; the rules live in
-batchroute.domain.access and batchroute.services.accounts.authentication."""
+batchroute.domain.accounts.access and batchroute.services.accounts.authentication."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from fastapi import Depends, Request
 from batchroute.adapters.dynamo.identity import IdentityStore
 from batchroute.clock import Clock
 from batchroute.config import get_settings
-from batchroute.domain.access import Permission, Principal, authorize, require_user_session
+from batchroute.domain.accounts.access import Permission, Principal, authorize, require_user_session
 from batchroute.errors import Unauthenticated
 from batchroute.services.accounts.authentication import SESSION_COOKIE, Authenticator
 from batchroute.wiring import wiring_for

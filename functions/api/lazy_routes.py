@@ -1,13 +1,15 @@
 """Route modules imported on the first request of their paths (docs/cold-start.md).
 
-The API function's init imports FastAPI, the middleware and the error mapping, not the 26
-route modules: together with their schemas and the services their dependencies name they are
-most of the import time. `LazyRoutes` knows, for each module, the literal path prefixes its
-routes start with (`ROUTE_MODULES`); a request imports and includes the modules whose
-prefixes its path could match, before routing. The routes already included are kept in the
-order of `ROUTE_MODULES` (the order the app always included them in), and every route that
-could match a path is included before that path is routed, so the route a request reaches,
-and a 404, 405 or slash redirect, are the same as with every module included up front.
+The API function's init imports FastAPI, the middleware and the error mapping, not the route
+modules: together with their schemas and the services their dependencies name they are most
+of the import time. The route modules are found in the folders, one package per context
+(`routes/<context>/<module>.py`, as `services/<context>/`), and what paths each serves is
+read from its source, not imported: the literal part of its router's prefix and of each
+`@router.<method>("...")` path, up to the first `{` (`route_modules()`). A request imports
+and includes the modules whose prefixes its path could match, before routing. No two modules
+serve the same path (tests/unit/test_lazy_routes.py), so the order they are included in does
+not change which route a request reaches; they are kept in one fixed order all the same (by
+name), so a 404, 405 or slash redirect is the same as with every module included up front.
 The OpenAPI document includes every module first (functions/api/app.py), and so does the
 SnapStart before-snapshot hook, through it.
 """
@@ -15,44 +17,38 @@ SnapStart before-snapshot hook, through it.
 from __future__ import annotations
 
 import importlib
+import re
 import threading
+from functools import cache
+from pathlib import Path
 
 from fastapi import APIRouter, FastAPI
 from starlette.routing import BaseRoute
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 PACKAGE = "functions.api.routes"
-
-# (module, the literal prefixes of its routes' paths), in the order the app includes them.
-# tests/unit/test_lazy_routes.py checks every route's path against its module's prefixes.
-ROUTE_MODULES: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("health", ("/v1/health", "/v1/runtime")),
-    ("auth", ("/v1/auth/",)),
-    ("sessions", ("/v1/sessions/",)),
-    ("account", ("/v1/auth/account",)),
-    ("api_keys", ("/v1/auth/account/api-keys",)),
-    ("billing", ("/v1/billing/controls",)),
-    ("billing_payments", ("/v1/billing/auto-topup", "/v1/billing/checkout", "/v1/billing/stripe/")),
-    ("billing_events", ("/v1/billing/events",)),
-    ("retention", ("/v1/retention-settings",)),
-    ("usage", ("/v1/usage",)),
-    ("batch_webhooks", ("/v1/batches/",)),
-    ("batch_delivery", ("/v1/batches/",)),
-    ("delivery_targets", ("/v1/delivery-targets",)),
-    ("presets", ("/v1/presets",)),
-    ("catalog", ("/v1/catalog/", "/v1/pricing/", "/v1/providers")),
-    ("content", ("/v1/content/",)),
-    ("files", ("/v1/files",)),
-    ("quotes", ("/v1/quotes/",)),
-    ("batches", ("/v1/batches",)),
-    ("chat", ("/v1/chat/completions",)),
-    ("compat_files", ("/v1/compat/v1/files", "/v1/compat/v1/uploads")),
-    ("compat_batches", ("/v1/compat/v1/batches",)),
-    ("routing_policy", ("/v1/routing/policy",)),
-    ("work_orders", ("/v1/work-orders",)),
-    ("feedback", ("/v1/feedback",)),
-    ("schedules", ("/v1/schedules",)),
+FOLDER = Path(__file__).resolve().parent / "routes"
+_ROUTER_PREFIX = re.compile(r"^router = APIRouter\([^\n]*?\bprefix=\"([^\"]*)\"", re.M)
+_ROUTE_PATH = re.compile(
+    r"^@router\.(?:get|post|put|patch|delete|head|options|api_route)\(\s*\"([^\"]+)\"", re.M
 )
+
+
+def _prefixes(source: str) -> tuple[str, ...]:
+    """The literal beginnings of the paths a route module's source declares."""
+    found = _ROUTER_PREFIX.search(source)
+    router_prefix = found.group(1) if found else ""
+    return tuple(sorted({(router_prefix + path).split("{")[0] for path in _ROUTE_PATH.findall(source)}))
+
+
+@cache
+def route_modules() -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """(`<context>.<module>`, the literal prefixes of its routes' paths), by name."""
+    return tuple(
+        (f"{path.parent.name}.{path.stem}", _prefixes(path.read_text()))
+        for path in sorted(FOLDER.glob("*/*.py"))
+        if path.stem != "__init__"
+    )
 
 
 def router_of(module: str) -> APIRouter:
@@ -65,7 +61,7 @@ def modules_for(path: str) -> list[str]:
     candidates = {path, path.rstrip("/"), path + "/"}
     return [
         module
-        for module, prefixes in ROUTE_MODULES
+        for module, prefixes in route_modules()
         if any(candidate.startswith(prefix) for candidate in candidates for prefix in prefixes)
     ]
 
@@ -94,12 +90,12 @@ class LazyRoutes:
                 before = len(routes)
                 self._app.include_router(router_of(module))
                 self._included[module] = routes[before:]
-            ordered = [route for module, _ in ROUTE_MODULES for route in self._included.get(module, ())]
+            ordered = [route for module, _ in route_modules() for route in self._included.get(module, ())]
             routes[:] = self._base + ordered + extra
             self._app.router._mark_routes_changed()  # what include_router does after a change
 
     def include_all(self) -> None:
-        self.include([module for module, _ in ROUTE_MODULES])
+        self.include([module for module, _ in route_modules()])
 
     def include_for(self, scope: Scope) -> None:
         path = scope["path"]

@@ -12,7 +12,7 @@ from fastapi import Request
 from starlette.concurrency import run_in_threadpool
 
 from batchroute.config import get_settings
-from batchroute.domain.access import Principal
+from batchroute.domain.accounts.access import Principal
 from batchroute.services.billing.rate_limiting import AnonymousBucket, RateLimiter
 from batchroute.wiring import wiring_for
 from functions.api.deps import get_clock

@@ -17,8 +17,8 @@ from starlette.requests import cookie_parser
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from batchroute.config import Settings
-from batchroute.domain.accounts import SESSION_COOKIE
-from batchroute.domain.json_limits import MAX_JSON_DEPTH, nests_deeper_than
+from batchroute.domain.accounts.accounts import SESSION_COOKIE
+from batchroute.domain.batches.json_limits import MAX_JSON_DEPTH, nests_deeper_than
 from batchroute.errors import Forbidden, InvalidRequest, PayloadTooLarge, ServiceError
 from batchroute.observability import invocation_keys, logger
 from functions.api.compat_envelope import COMPAT_PREFIX

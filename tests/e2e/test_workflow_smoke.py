@@ -38,7 +38,7 @@ def test_a_batch_without_lanes_runs_the_workflow_to_success(local_stack: Running
             "pk": {"S": f"BATCH#{batch_id}"},
             "sk": {"S": "META"},
             "batch_id": {"S": batch_id},
-            # the least a batch record holds (domain/batch_record.py)
+            # the least a batch record holds (domain/batches/record.py)
             "org_id": {"S": "org_e2e_smoke"},
             "state": {"S": "priced"},
             "created_at": {"S": "2026-11-25T00:00:00.000Z"},

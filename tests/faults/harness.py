@@ -38,10 +38,10 @@ from batchroute.adapters.dynamo.webhook_deliveries import WebhookDeliveries
 from batchroute.adapters.s3_objects import S3Objects
 from batchroute.clock import FixedClock
 from batchroute.config import get_settings
-from batchroute.domain.batch_record import BatchRecord
-from batchroute.domain.batch_states import TERMINAL
-from batchroute.domain.lane_plan import lane_done_chunks
-from batchroute.domain.webhooks import delivery_id_for, event_type_for
+from batchroute.domain.batches.record import BatchRecord
+from batchroute.domain.batches.states import TERMINAL
+from batchroute.domain.delivery.webhooks import delivery_id_for, event_type_for
+from batchroute.domain.routing.lane_plan import lane_done_chunks
 from batchroute.money import Money
 from batchroute_tools.emulators.behaviour import Behaviour
 from batchroute_tools.local.lambda_runtime import context_for, load_handler

@@ -9,7 +9,7 @@ import pytest
 from batchroute.adapters.batch_artifacts import result_chunk_key, results_key
 from batchroute.adapters.dynamo.batch_records import BatchRecords
 from batchroute.config import get_settings
-from batchroute.domain.lane_plan import lane_done_chunks
+from batchroute.domain.routing.lane_plan import lane_done_chunks
 from tests.faults.harness import Pipeline, check_end_conditions, mixed_items
 from tests.integration.batch_pipeline_support import CreatedBatch, create_batch
 

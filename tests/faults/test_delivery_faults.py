@@ -12,9 +12,9 @@ import pytest
 
 from batchroute.adapters.dynamo.webhook_deliveries import WebhookDeliveries
 from batchroute.config import get_settings
-from batchroute.domain.webhooks import delivery_id_for, event_type_for
+from batchroute.domain.delivery.webhooks import delivery_id_for, event_type_for
 from batchroute.wiring import Wiring
-from functions.api.schemas.delivery_targets import DeliveryTargetCreate
+from functions.api.schemas.delivery.targets import DeliveryTargetCreate
 from tests.faults.harness import (
     AwsFault,
     Pipeline,

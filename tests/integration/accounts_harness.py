@@ -14,8 +14,8 @@ from batchroute.adapters.app_secret import app_secret
 from batchroute.adapters.email import MemoryOutbox
 from batchroute.clock import FixedClock, isoformat
 from batchroute.config import Settings
-from batchroute.domain.accounts import Session, User
-from batchroute.domain.credentials import keyed_hash, new_opaque_token
+from batchroute.domain.accounts.accounts import Session, User
+from batchroute.domain.accounts.credentials import keyed_hash, new_opaque_token
 from batchroute.ids import new_id
 from batchroute.services.accounts.authentication import SESSION_COOKIE
 from batchroute.services.accounts.password_reset import ResponseFloor

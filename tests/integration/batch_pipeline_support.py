@@ -28,11 +28,11 @@ from batchroute.adapters.s3_objects import S3Objects
 from batchroute.catalog import builtin_catalog
 from batchroute.clock import Clock, SystemClock, isoformat
 from batchroute.config import get_settings
-from batchroute.domain.batch_record import BatchRecord
-from batchroute.domain.preflight import Preflight
-from batchroute.domain.pricing import estimate_price
-from batchroute.domain.routing import route
-from batchroute.domain.routing_gates import RouteRequest
+from batchroute.domain.batches.preflight import Preflight
+from batchroute.domain.batches.record import BatchRecord
+from batchroute.domain.catalog.pricing import estimate_price
+from batchroute.domain.routing.engine import route
+from batchroute.domain.routing.gates import RouteRequest
 from batchroute.ids import new_id
 from batchroute.money import Money
 from batchroute.services.batches.input_chunks import InputChunkWriter

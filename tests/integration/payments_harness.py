@@ -17,7 +17,7 @@ from fastapi.testclient import TestClient
 
 from batchroute.clock import FixedClock, isoformat
 from batchroute.config import get_settings
-from batchroute.domain.ledger import period_keys
+from batchroute.domain.billing.ledger import period_keys
 from batchroute.ids import new_id
 from batchroute.money import Money
 from batchroute.wiring import Wiring, wiring_for

@@ -26,9 +26,9 @@ from batchroute.adapters.app_secret import app_secret
 from batchroute.adapters.dynamo.ledger import LedgerStore
 from batchroute.clock import FixedClock
 from batchroute.config import get_settings
-from batchroute.domain.access import Role
-from batchroute.domain.accounts import ApiKey, Org, Session, User
-from batchroute.domain.credentials import issue_api_key, keyed_hash, new_opaque_token
+from batchroute.domain.accounts.access import Role
+from batchroute.domain.accounts.accounts import ApiKey, Org, Session, User
+from batchroute.domain.accounts.credentials import issue_api_key, keyed_hash, new_opaque_token
 from batchroute.ids import new_id
 from batchroute.money import Money
 from batchroute.services.accounts.authentication import SESSION_COOKIE

@@ -11,10 +11,10 @@ from batchroute.adapters.app_secret import app_secret
 from batchroute.adapters.aws import client
 from batchroute.adapters.kms import KmsSealer
 from batchroute.config import get_settings
-from batchroute.domain.accounts import ApiKey
-from batchroute.domain.credentials import issue_api_key
-from batchroute.domain.network import check_public_https_url
-from batchroute.domain.webhooks import webhook_secret_context
+from batchroute.domain.accounts.accounts import ApiKey
+from batchroute.domain.accounts.credentials import issue_api_key
+from batchroute.domain.delivery.network import check_public_https_url
+from batchroute.domain.delivery.webhooks import webhook_secret_context
 from batchroute.ids import new_id
 from batchroute_tools.local.provision import LocalStack
 from functions.api.auth import identity_store

@@ -8,8 +8,8 @@ from fastapi.testclient import TestClient
 
 from batchroute.adapters.app_secret import app_secret
 from batchroute.config import get_settings
-from batchroute.domain.accounts import ApiKey, Org, Session, User
-from batchroute.domain.credentials import issue_api_key, keyed_hash, new_opaque_token
+from batchroute.domain.accounts.accounts import ApiKey, Org, Session, User
+from batchroute.domain.accounts.credentials import issue_api_key, keyed_hash, new_opaque_token
 from batchroute.ids import new_id
 from batchroute.services.accounts.authentication import SESSION_COOKIE
 from batchroute_tools.local.provision import LocalStack

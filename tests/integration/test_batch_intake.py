@@ -18,7 +18,7 @@ from batchroute.adapters.dynamo.batch_records import BatchRecords
 from batchroute.adapters.s3_objects import S3Objects
 from batchroute.clock import SystemClock
 from batchroute.config import get_settings
-from batchroute.domain.batch_record import BatchRecord
+from batchroute.domain.batches.record import BatchRecord
 from batchroute.money import Money
 from batchroute.services.batches.files import FileService
 from batchroute.services.workflow.finalize import CURSOR, Finalizer

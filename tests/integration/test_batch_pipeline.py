@@ -26,11 +26,17 @@ from batchroute.adapters.task_queue import TaskQueue
 from batchroute.catalog import builtin_catalog
 from batchroute.clock import SystemClock
 from batchroute.config import get_settings
-from batchroute.domain.batch_record import BatchRecord
-from batchroute.domain.batch_states import BatchState
-from batchroute.domain.billing_controls import AuditEntry, BillingControls
-from batchroute.domain.lane_plan import lane_chunk_done, lane_chunks, lane_done_chunks, new_lane_record
-from batchroute.domain.pricing import LaneUsage, settle_price
+from batchroute.domain.accounts.audit import AuditEntry
+from batchroute.domain.batches.record import BatchRecord
+from batchroute.domain.batches.states import BatchState
+from batchroute.domain.billing.controls import BillingControls
+from batchroute.domain.catalog.pricing import LaneUsage, settle_price
+from batchroute.domain.routing.lane_plan import (
+    lane_chunk_done,
+    lane_chunks,
+    lane_done_chunks,
+    new_lane_record,
+)
 from batchroute.ids import new_id
 from batchroute.money import Money
 from batchroute.providers.registry import provider_registry

@@ -22,10 +22,11 @@ from batchroute.adapters.dynamo.ledger import LedgerStore
 from batchroute.adapters.dynamo.webhook_deliveries import ORG_OWNER, WebhookDeliveries
 from batchroute.clock import FixedClock, isoformat
 from batchroute.config import get_settings
-from batchroute.domain.billing_alerts import Alert
-from batchroute.domain.billing_controls import AuditEntry, BillingControls, Threshold
-from batchroute.domain.ledger import period_keys
-from batchroute.domain.webhooks import MAX_ATTEMPTS, delivery_id_for, verify
+from batchroute.domain.accounts.audit import AuditEntry
+from batchroute.domain.billing.alerts import Alert
+from batchroute.domain.billing.controls import BillingControls, Threshold
+from batchroute.domain.billing.ledger import period_keys
+from batchroute.domain.delivery.webhooks import MAX_ATTEMPTS, delivery_id_for, verify
 from batchroute.ids import new_id
 from batchroute.money import Money
 from batchroute.services.billing.watch import BillingWatch

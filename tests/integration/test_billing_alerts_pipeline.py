@@ -16,7 +16,8 @@ from batchroute.adapters.dynamo.billing_events import BillingEvents
 from batchroute.adapters.dynamo.controls import ControlsStore
 from batchroute.adapters.dynamo.ledger import LedgerStore
 from batchroute.config import get_settings
-from batchroute.domain.billing_controls import AuditEntry, BillingControls
+from batchroute.domain.accounts.audit import AuditEntry
+from batchroute.domain.billing.controls import BillingControls
 from batchroute.ids import new_id
 from batchroute.money import Money
 from batchroute_tools.local.provision import LocalStack

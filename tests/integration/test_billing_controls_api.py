@@ -12,7 +12,8 @@ from fastapi.testclient import TestClient
 from batchroute.adapters.dynamo.controls import ControlsStore
 from batchroute.clock import FixedClock
 from batchroute.config import get_settings
-from batchroute.domain.billing_controls import AuditEntry, BillingControls, ConcurrentUpdate
+from batchroute.domain.accounts.audit import AuditEntry
+from batchroute.domain.billing.controls import BillingControls, ConcurrentUpdate
 from batchroute.ids import new_id
 from batchroute_tools.local.provision import LocalStack
 from functions.api.app import create_app

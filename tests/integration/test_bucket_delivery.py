@@ -25,8 +25,8 @@ from batchroute.adapters.dynamo.batch_records import BatchRecords
 from batchroute.adapters.dynamo.codec import to_item
 from batchroute.clock import FixedClock, isoformat
 from batchroute.config import Settings, get_settings
-from batchroute.domain.batch_record import BatchRecord
-from batchroute.domain.bucket_delivery import (
+from batchroute.domain.batches.record import BatchRecord
+from batchroute.domain.delivery.buckets import (
     MAX_ATTEMPTS,
     RETRY_DELAYS_SECONDS,
     DeliveryRecord,
@@ -41,7 +41,7 @@ from batchroute_tools.local.provision import LocalStack
 from functions.api.app import create_app
 from functions.api.auth import identity_store
 from functions.api.deps import get_clock
-from functions.api.schemas.delivery_targets import DeliveryTargetCreate, DeliveryTargetUpdate
+from functions.api.schemas.delivery.targets import DeliveryTargetCreate, DeliveryTargetUpdate
 from tests.integration.batch_pipeline_support import (
     create_batch,
     heartbeat_all_lanes,

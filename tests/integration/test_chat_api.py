@@ -18,7 +18,7 @@ from batchroute.adapters.dynamo.batch_records import BatchRecords
 from batchroute.adapters.dynamo.billing_events import BillingEvents
 from batchroute.adapters.dynamo.ledger import LedgerStore
 from batchroute.config import get_settings
-from batchroute.domain.chat_objects import batch_id_for
+from batchroute.domain.batches.record import batch_id_for
 from batchroute.money import Money
 from batchroute_tools.local.provision import LocalStack
 from functions.api.app import create_app

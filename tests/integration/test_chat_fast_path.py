@@ -23,10 +23,11 @@ from batchroute.adapters.dynamo.route_policies import RoutePolicyStore
 from batchroute.catalog import builtin_catalog
 from batchroute.clock import FixedClock
 from batchroute.config import get_settings
-from batchroute.domain.access import Principal
-from batchroute.domain.billing_controls import AuditEntry, BillingControls
-from batchroute.domain.chat_requests import parse_chat_request
-from batchroute.domain.route_policy import parse_update
+from batchroute.domain.accounts.access import Principal
+from batchroute.domain.accounts.audit import AuditEntry
+from batchroute.domain.billing.controls import BillingControls
+from batchroute.domain.chat.requests import parse_chat_request
+from batchroute.domain.routing.policy import parse_update
 from batchroute.errors import RateLimited, ServiceError
 from batchroute.ids import new_id
 from batchroute.money import Money

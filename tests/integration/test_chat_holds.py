@@ -23,10 +23,10 @@ from batchroute.adapters.dynamo.ledger import LedgerStore
 from batchroute.catalog import builtin_catalog
 from batchroute.clock import FixedClock, SystemClock
 from batchroute.config import get_settings
-from batchroute.domain.access import Principal
-from batchroute.domain.chat_requests import parse_chat_request
-from batchroute.domain.pricing import token_cost
-from batchroute.domain.usage import usage_day
+from batchroute.domain.accounts.access import Principal
+from batchroute.domain.billing.usage import usage_day
+from batchroute.domain.catalog.pricing import token_cost
+from batchroute.domain.chat.requests import parse_chat_request
 from batchroute.money import Money
 from batchroute.providers.base import (
     ProviderRequest,

@@ -15,7 +15,7 @@ from batchroute.adapters.aws import client as aws_client
 from batchroute.adapters.dynamo.ledger import LedgerStore
 from batchroute.clock import FixedClock, isoformat
 from batchroute.config import get_settings
-from batchroute.domain.credentials import keyed_hash
+from batchroute.domain.accounts.credentials import keyed_hash
 from batchroute.money import Money
 from batchroute.services.accounts.authentication import KEY_COPY_SECONDS
 from batchroute_tools.local.provision import LocalStack

@@ -17,8 +17,8 @@ from batchroute.adapters.dynamo.ledger import LedgerStore
 from batchroute.catalog import builtin_catalog
 from batchroute.clock import SystemClock
 from batchroute.config import get_settings
-from batchroute.domain.catalog import Catalog
-from batchroute.domain.chat_requests import parse_chat_request
+from batchroute.domain.catalog.catalog import Catalog
+from batchroute.domain.chat.requests import parse_chat_request
 from batchroute.providers.base import ProviderRequest, ProviderUnavailable, StreamEvent
 from batchroute.services.catalog.catalog import guards_for
 from batchroute.services.chat.direct import DirectChat, DirectOptions

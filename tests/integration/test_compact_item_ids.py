@@ -1,4 +1,4 @@
-"""An input file's `customer_item_id`s are checked by hash (8 B an item, domain/item_ids.py);
+"""An input file's `customer_item_id`s are checked by hash (8 B an item, domain/batches/item_ids.py);
 the file is read a second time, with the exact check, only when an id may repeat (issue #18:
 memory flat in N). The answers are those of the exact check on every path: quote, create
 without a quote, and the Intake step."""
@@ -11,7 +11,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from batchroute.adapters.batch_artifacts import results_key
-from batchroute.domain import item_ids
+from batchroute.domain.batches import item_ids
 from batchroute.money import Money
 from batchroute_tools.local.provision import LocalStack
 from tests.integration.principals import TestOrg

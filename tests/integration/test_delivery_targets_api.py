@@ -18,7 +18,7 @@ from fastapi.testclient import TestClient
 from batchroute.adapters.kms import KmsSealer
 from batchroute.clock import FixedClock
 from batchroute.config import Settings, get_settings
-from batchroute.domain.delivery_targets import MAX_TARGETS_PER_ORG, secret_context
+from batchroute.domain.delivery.targets import MAX_TARGETS_PER_ORG, secret_context
 from batchroute_tools.local.provision import LocalStack
 from functions.api.app import create_app
 from functions.api.auth import identity_store

@@ -14,7 +14,7 @@ import pytest
 import stripe
 
 from batchroute.adapters.stripe_payments import StripeKeys, StripePayments
-from batchroute.domain.payments import ProcessorSession
+from batchroute.domain.billing.payments import ProcessorSession
 from batchroute.errors import InvalidRequest
 from batchroute_tools.emulators.server import EmulatorServer
 from batchroute_tools.emulators.stripe import StripeEmulator, decode_form, sign

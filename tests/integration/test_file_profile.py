@@ -16,8 +16,8 @@ from fastapi.testclient import TestClient
 
 from batchroute.adapters.dynamo.files import FileStore
 from batchroute.config import get_settings
-from batchroute.domain.files import profile_key
-from batchroute.domain.item_profile import ItemProfile
+from batchroute.domain.batches.files import profile_key
+from batchroute.domain.batches.item_profile import ItemProfile
 from batchroute.money import Money
 from batchroute.services.batches.files import FileService
 from batchroute_tools.local.provision import LocalStack

@@ -10,8 +10,8 @@ from batchroute.adapters.aws import client
 from batchroute.adapters.dynamo.files import FileStore
 from batchroute.adapters.s3_objects import PART_BYTES, S3Objects
 from batchroute.config import get_settings
-from batchroute.domain.files import FileRecord
-from batchroute.domain.jsonl import LineError
+from batchroute.domain.batches.files import FileRecord
+from batchroute.domain.batches.jsonl import LineError
 from batchroute_tools.local.provision import LocalStack
 
 

@@ -10,8 +10,8 @@ import pytest
 
 from batchroute.adapters.dynamo.ledger import LedgerStore
 from batchroute.clock import isoformat
-from batchroute.domain.billing_controls import BillingControls
-from batchroute.domain.ledger import period_keys
+from batchroute.domain.billing.controls import BillingControls
+from batchroute.domain.billing.ledger import period_keys
 from batchroute.errors import Forbidden, PaymentRequired
 from batchroute.money import Money
 from batchroute.services.billing.funding import Funding

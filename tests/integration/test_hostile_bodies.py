@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 from batchroute.adapters.dynamo.ledger import LedgerStore
 from batchroute.adapters.s3_objects import S3Objects
 from batchroute.config import get_settings
-from batchroute.domain.json_limits import MAX_JSON_DEPTH
+from batchroute.domain.batches.json_limits import MAX_JSON_DEPTH
 from batchroute.money import Money
 from batchroute_tools.local.provision import LocalStack
 from functions.api.app import create_app

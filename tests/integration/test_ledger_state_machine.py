@@ -39,8 +39,9 @@ from batchroute.adapters.dynamo.ledger import LedgerStore
 from batchroute.adapters.dynamo.limit_checks import SpendingLimitChecks
 from batchroute.adapters.dynamo.writes import cancellation_codes
 from batchroute.clock import isoformat
-from batchroute.domain.billing_controls import AuditEntry, BillingControls
-from batchroute.domain.ledger import (
+from batchroute.domain.accounts.audit import AuditEntry
+from batchroute.domain.billing.controls import BillingControls
+from batchroute.domain.billing.ledger import (
     DuplicateReservation,
     ProcessorCredit,
     Purpose,
@@ -49,7 +50,7 @@ from batchroute.domain.ledger import (
     Wallet,
     period_keys,
 )
-from batchroute.domain.spending_limit import LimitGuard
+from batchroute.domain.billing.spending_limit import LimitGuard
 from batchroute.errors import PaymentRequired
 from batchroute.money import Money
 

@@ -17,7 +17,7 @@ from batchroute.adapters.dynamo.codec import to_item
 from batchroute.adapters.dynamo.ledger import LedgerStore
 from batchroute.adapters.dynamo.writes import cancellation_codes
 from batchroute.config import get_settings
-from batchroute.domain.ledger import DuplicateReservation, Purpose, UnknownReservation
+from batchroute.domain.billing.ledger import DuplicateReservation, Purpose, UnknownReservation
 from batchroute.errors import PaymentRequired
 from batchroute.money import Money
 from batchroute.services.billing.funding import Funding

@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 
 from batchroute.clock import FixedClock
 from batchroute.config import get_settings
-from batchroute.domain.presets import MAX_PRESETS_PER_ORG, SYSTEM_PROMPT_MAX
+from batchroute.domain.presets.presets import MAX_PRESETS_PER_ORG, SYSTEM_PROMPT_MAX
 from batchroute.wiring import wiring_for
 from batchroute_tools.local.provision import LocalStack
 from functions.api.app import create_app

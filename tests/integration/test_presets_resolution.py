@@ -16,8 +16,8 @@ from fastapi.testclient import TestClient
 from batchroute.adapters.aws import client as aws_client
 from batchroute.adapters.dynamo.batch_records import BatchRecords
 from batchroute.config import Settings, get_settings
-from batchroute.domain.artifact_keys import input_chunk_key
-from batchroute.domain.chat_objects import batch_id_for
+from batchroute.domain.batches.artifact_keys import input_chunk_key
+from batchroute.domain.batches.record import batch_id_for
 from batchroute.wiring import wiring_for
 from batchroute_tools.local.provision import LocalStack
 from functions.api.app import create_app

@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 from batchroute.adapters.dynamo.rate_limits import RateCounterStore
 from batchroute.clock import FixedClock
 from batchroute.config import Settings, get_settings
-from batchroute.domain.rate_limits import WindowCounts
+from batchroute.domain.billing.rate_limits import WindowCounts
 from batchroute_tools.local.provision import LocalStack
 from functions.api.app import create_app
 from functions.api.auth import identity_store

@@ -25,7 +25,7 @@ from batchroute.wiring import Wiring, wiring_for
 from batchroute_tools.local.provision import LocalStack
 from functions.api.app import create_app
 from functions.api.auth import identity_store
-from functions.api.schemas.retention import RetentionUpdate
+from functions.api.schemas.billing.retention import RetentionUpdate
 from tests.integration.batch_pipeline_support import create_batch, heartbeat_all_lanes, item, run_until_done
 from tests.integration.principals import TestOrg, new_org
 

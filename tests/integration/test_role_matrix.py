@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from batchroute.domain.access import ROLE_PERMISSIONS, ROLES, Permission, Role
+from batchroute.domain.accounts.access import ROLE_PERMISSIONS, ROLES, Permission, Role
 from batchroute_tools.local.provision import LocalStack
 from functions.api.app import create_app
 from functions.api.auth import identity_store

@@ -17,7 +17,7 @@ from fastapi.testclient import TestClient
 from batchroute.adapters.dynamo.batch_records import BatchRecords
 from batchroute.adapters.dynamo.route_policies import RoutePolicyStore
 from batchroute.config import get_settings
-from batchroute.domain.chat_objects import batch_id_for
+from batchroute.domain.batches.record import batch_id_for
 from batchroute.ids import new_id
 from batchroute_tools.local.provision import LocalStack
 from functions.api.app import create_app

@@ -16,7 +16,7 @@ from fastapi.testclient import TestClient
 
 from batchroute.clock import FixedClock
 from batchroute.config import get_settings
-from batchroute.domain.batch_record import BatchRecord
+from batchroute.domain.batches.record import BatchRecord
 from batchroute.wiring import Wiring, wiring_for
 from batchroute_tools.local.lambda_runtime import context_for, load_handler
 from tests.integration.batch_pipeline_support import LLAMA, heartbeat_all_lanes

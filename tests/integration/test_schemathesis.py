@@ -18,7 +18,7 @@ from schemathesis.core.failures import FailureGroup
 from schemathesis.specs.openapi.checks import status_code_conformance
 
 from batchroute.config import get_settings
-from batchroute.domain.network import check_public_https_url
+from batchroute.domain.delivery.network import check_public_https_url
 from batchroute_tools.local.provision import LocalStack
 from functions.api.app import create_app
 from functions.api.auth import identity_store

@@ -20,7 +20,7 @@ from fastapi.testclient import TestClient
 
 from batchroute.adapters.dynamo.ledger import LedgerStore
 from batchroute.config import get_settings
-from batchroute.domain.ledger import WalletState
+from batchroute.domain.billing.ledger import WalletState
 from batchroute.money import Money
 from batchroute_tools.local.provision import LocalStack
 from functions.api.app import create_app

@@ -20,8 +20,8 @@ from batchroute.adapters.dynamo.ledger import LedgerStore
 from batchroute.catalog import builtin_catalog
 from batchroute.clock import FixedClock
 from batchroute.config import get_settings
-from batchroute.domain.ledger import period_keys
-from batchroute.domain.usage import UsageCharge, UsageLine
+from batchroute.domain.billing.ledger import period_keys
+from batchroute.domain.billing.usage import UsageCharge, UsageLine
 from batchroute.money import Money
 from batchroute.services.catalog.lane_health import SimulatedProviderHealth, refresh_lane_heartbeats
 from batchroute.wiring import wiring_for

@@ -24,8 +24,8 @@ from batchroute.adapters.dynamo.webhook_deliveries import DUE_PARTITION, Webhook
 from batchroute.adapters.kms import KmsSealer
 from batchroute.clock import FixedClock, isoformat
 from batchroute.config import get_settings
-from batchroute.domain.batch_record import BatchRecord
-from batchroute.domain.webhooks import RETRY_DELAYS_SECONDS, delivery_id_for, verify
+from batchroute.domain.batches.record import BatchRecord
+from batchroute.domain.delivery.webhooks import RETRY_DELAYS_SECONDS, delivery_id_for, verify
 from batchroute.services.accounts.settings import webhook_secret_context
 from batchroute.services.delivery.webhooks import (
     INTERRUPTED,

@@ -16,8 +16,8 @@ from batchroute.adapters.dynamo.webhook_deliveries import WebhookDeliveries
 from batchroute.adapters.kms import KmsSealer
 from batchroute.clock import FixedClock, isoformat
 from batchroute.config import get_settings
-from batchroute.domain.batch_record import BatchRecord
-from batchroute.domain.webhooks import AttemptOutcome
+from batchroute.domain.batches.record import BatchRecord
+from batchroute.domain.delivery.webhooks import AttemptOutcome
 from batchroute.services.delivery.webhooks import WebhookDelivery, batch_webhook_config
 from batchroute_tools.local.provision import LocalStack
 from functions.api.app import create_app

@@ -9,7 +9,7 @@ from decimal import Decimal
 from typing import Any
 
 from batchroute.clock import isoformat
-from batchroute.domain.catalog import (
+from batchroute.domain.catalog.catalog import (
     Catalog,
     FeeSchedule,
     HostedTool,
@@ -23,7 +23,7 @@ from batchroute.domain.catalog import (
     ProviderKind,
     RuntimeCapability,
 )
-from batchroute.domain.items import ModelGroup, read_item
+from batchroute.domain.routing.items import ModelGroup, read_item
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 CHAT = "m-chat"

@@ -1,5 +1,5 @@
 """Hypothesis strategies for batch items across everything the preflight accepts
-(domain/items.py `read_item`): both chat dialects (chat-completions `messages`, the
+(domain/routing/items.py `read_item`): both chat dialects (chat-completions `messages`, the
 Responses API's `input` with function_call / function_call_output items), every message
 role and content part, images by URL, function tools and tool_choice in both dialects,
 hosted tools, structured output (`response_format` and `text.format`), stop lists,
@@ -17,7 +17,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from batchroute.domain.items import read_item
+from batchroute.domain.routing.items import read_item
 
 # Text without surrogates (JSON can carry them; no vendor wants them).
 TEXT = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=24).filter(

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from batchroute.domain.access import (
+from batchroute.domain.accounts.access import (
     PERMISSIONS,
     ROLE_PERMISSIONS,
     ROLES,

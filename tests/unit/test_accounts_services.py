@@ -13,9 +13,9 @@ import pytest
 from batchroute.adapters.dynamo.identity import EmailTaken
 from batchroute.adapters.email import MemoryOutbox
 from batchroute.clock import FixedClock, isoformat
-from batchroute.domain.access import Principal
-from batchroute.domain.accounts import ApiKey, Org, Session, User
-from batchroute.domain.credentials import keyed_hash
+from batchroute.domain.accounts.access import Principal
+from batchroute.domain.accounts.accounts import ApiKey, Org, Session, User
+from batchroute.domain.accounts.credentials import keyed_hash
 from batchroute.errors import Forbidden, InvalidRequest, NotFound, Unauthenticated
 from batchroute.money import Money
 from batchroute.services.accounts.accounts import Registration

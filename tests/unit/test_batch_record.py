@@ -5,7 +5,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-from batchroute.domain.batch_record import FIELDS, ArtifactKeys, BatchRecord, CompatFields, UsageCheckpoint
+from batchroute.domain.batches.record import FIELDS, ArtifactKeys, BatchRecord, CompatFields, UsageCheckpoint
 
 STORED: dict[str, Any] = {
     "batch_id": "batch_1",

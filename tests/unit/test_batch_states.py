@@ -3,7 +3,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from batchroute.domain.batch_states import (
+from batchroute.domain.batches.states import (
     ALL_STATES,
     NON_TERMINAL,
     PROGRESSION,

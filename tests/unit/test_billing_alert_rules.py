@@ -1,4 +1,4 @@
-"""The pure billing alert rules (domain/billing_alerts.py) and the alert emails' text."""
+"""The pure billing alert rules (domain/billing/alerts.py) and the alert emails' text."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from batchroute.domain.billing_alerts import (
+from batchroute.domain.billing.alerts import (
     LIMIT_REACHED,
     THRESHOLD_CROSSED,
     BillingEvent,
@@ -18,8 +18,8 @@ from batchroute.domain.billing_alerts import (
     needs_spend,
     rearm_level,
 )
-from batchroute.domain.billing_controls import BillingControls, Threshold
-from batchroute.domain.ledger import WalletState
+from batchroute.domain.billing.controls import BillingControls, Threshold
+from batchroute.domain.billing.ledger import WalletState
 from batchroute.money import Money
 from batchroute.services.billing.alerts import email_text
 

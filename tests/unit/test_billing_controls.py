@@ -14,10 +14,10 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from batchroute.clock import FixedClock
-from batchroute.domain.access import Principal
-from batchroute.domain.billing_controls import (
+from batchroute.domain.accounts.access import Principal
+from batchroute.domain.accounts.audit import AuditEntry
+from batchroute.domain.billing.controls import (
     ACTION_UPDATE,
-    AuditEntry,
     BillingControls,
     ConcurrentUpdate,
     Threshold,
@@ -29,7 +29,7 @@ from batchroute.domain.billing_controls import (
 from batchroute.errors import InvalidRequest
 from batchroute.money import Money
 from batchroute.services.billing.controls import BillingControlsService
-from functions.api.schemas.billing import ControlsUpdate
+from functions.api.schemas.billing.controls import ControlsUpdate
 
 AT = "2026-01-01T00:00:00.000Z"
 LATER = "2026-01-02T00:00:00.000Z"

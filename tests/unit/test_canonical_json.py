@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from batchroute.domain.canonical_json import canonical_line
+from batchroute.domain.batches.canonical_json import canonical_line
 from batchroute.services.batches.quotes import items_digest
 from tests.unit.json_strategies import json_values
 

@@ -10,7 +10,7 @@ import jsonschema  # a test-only dependency (it comes with moto); never imported
 import pytest
 
 from batchroute.catalog import CATALOG_VERSION, PRICING_UPDATED_AT, builtin_catalog
-from batchroute.domain.catalog import OPERATIONS, Catalog
+from batchroute.domain.catalog.catalog import OPERATIONS, Catalog
 
 CATALOG = builtin_catalog()
 
@@ -140,7 +140,7 @@ def test_workflow_product_schemas_are_valid_draft_2020_12(product: object) -> No
 
 
 def test_workflow_products_are_real_contracts_each_served_by_some_lane() -> None:
-    from batchroute.domain.lanes import lane_serves_product
+    from batchroute.domain.routing.lanes import lane_serves_product
 
     assert len(CATALOG.workflow_products) >= 3
     for product in CATALOG.workflow_products:

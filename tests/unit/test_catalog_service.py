@@ -10,7 +10,7 @@ import pytest
 from batchroute.catalog import builtin_catalog
 from batchroute.clock import FixedClock, isoformat
 from batchroute.config import Settings
-from batchroute.domain.catalog import LaneLive
+from batchroute.domain.catalog.catalog import LaneLive
 from batchroute.errors import InvalidRequest, NotFound
 from batchroute.services.catalog.catalog import CatalogService, ModelFilters
 

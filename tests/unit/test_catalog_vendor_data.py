@@ -16,7 +16,7 @@ from batchroute.catalog import environments as environments_module
 from batchroute.catalog.datafile import DataError
 from batchroute.catalog.environments import Placeholders, load_deployment
 from batchroute.catalog.loader import data_folder, load_catalog
-from batchroute.domain.catalog import BatchLimits
+from batchroute.domain.catalog.catalog import BatchLimits
 from batchroute.providers.http import Timeouts
 
 PLACEHOLDERS = Placeholders(

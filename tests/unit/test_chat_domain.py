@@ -11,12 +11,12 @@ import pytest
 
 from batchroute.catalog import builtin_catalog
 from batchroute.clock import FixedClock, isoformat
-from batchroute.domain.batch_record import BatchRecord
-from batchroute.domain.catalog import LaneLive
-from batchroute.domain.chat_objects import batch_id_for, chat_job, chunk, job_id_for, job_status
-from batchroute.domain.chat_requests import ChatRequest, parse_chat_request
-from batchroute.domain.chat_routing import LaneRecord, blended_reliability, plan_direct
-from batchroute.domain.routing_gates import RoutingGuards
+from batchroute.domain.batches.record import BatchRecord, batch_id_for, job_id_for
+from batchroute.domain.catalog.catalog import LaneLive
+from batchroute.domain.chat.objects import chat_job, chunk, job_status
+from batchroute.domain.chat.requests import ChatRequest, parse_chat_request
+from batchroute.domain.chat.routing import LaneRecord, blended_reliability, plan_direct
+from batchroute.domain.routing.gates import RoutingGuards
 from batchroute.errors import InvalidRequest
 from batchroute.money import Money
 from batchroute.providers.base import ProviderRequest, StreamStart, TransientProviderError

@@ -23,7 +23,7 @@ from batchroute_client.cli.inputs import InputError, convert
 from batchroute_client.cli.runtime import Runtime
 from batchroute_client.models import BillingReceipt
 
-from batchroute.domain.compat import Row, read_row
+from batchroute.domain.compat.batches import Row, read_row
 from tests.unit.test_client_files import file_row, signed
 from tests.unit.test_client_sdk import _chunk, batch, error
 

@@ -13,8 +13,9 @@ from openai.types import CreateEmbeddingResponse
 from openai.types.chat import ChatCompletion
 from openai.types.responses import Response
 
-from batchroute.domain.batch_record import BatchRecord
-from batchroute.domain.compat import (
+from batchroute.domain.batches.jsonl import LineError
+from batchroute.domain.batches.record import BatchRecord
+from batchroute.domain.compat.batches import (
     RowCheck,
     RowProblem,
     batch_object,
@@ -25,8 +26,7 @@ from batchroute.domain.compat import (
     unix,
     vendor_status,
 )
-from batchroute.domain.compat_uploads import UploadRecord
-from batchroute.domain.jsonl import LineError
+from batchroute.domain.compat.uploads import UploadRecord
 
 BATCH = "batch_01kb000000000000000000000a"
 CREATED = "2026-01-01T00:00:00.000Z"

@@ -7,7 +7,7 @@ from datetime import date
 import pytest
 
 from batchroute.content import BuiltinContent
-from batchroute.domain.content import display_date
+from batchroute.domain.catalog.content import display_date
 from batchroute.errors import NotFound, Unavailable
 from batchroute.services.catalog.content import ContentService
 

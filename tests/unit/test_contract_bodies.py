@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from batchroute.errors import InvalidRequest
 from functions.api.errors import install_error_handlers
-from functions.api.schemas.batches import CancelRequest
+from functions.api.schemas.batches.batches import CancelRequest
 from functions.api.schemas.common import ContractBody, ContractUpdate, domain_rule, field_path, omittable
 
 
@@ -158,11 +158,11 @@ def test_no_request_body_of_the_app_is_only_documented() -> None:
     none of its fields skips validation (as the bodies the services checked by hand did)."""
     from fastapi.routing import APIRoute
 
-    from functions.api.lazy_routes import ROUTE_MODULES, router_of
+    from functions.api.lazy_routes import route_modules, router_of
 
     annotations = [
         route.body_field.field_info.annotation
-        for module, _ in ROUTE_MODULES
+        for module, _ in route_modules()
         for route in router_of(module).routes
         if isinstance(route, APIRoute) and route.body_field is not None
     ]

@@ -1,5 +1,5 @@
-"""Delivery target rules (domain/delivery_targets.py), the bucket delivery's states and
-schedule (domain/bucket_delivery.py), how the bucket's refusals are named
+"""Delivery target rules (domain/delivery/targets.py), the bucket delivery's states and
+schedule (domain/delivery/buckets.py), how the bucket's refusals are named
 (adapters/customer_buckets.py), and the Deliver step and the sweeper handing work to the
 bucket delivery (services/workflow)."""
 
@@ -20,8 +20,8 @@ from pydantic import ValidationError
 from batchroute.adapters.customer_buckets import CustomerBuckets, refusal
 from batchroute.adapters.pinned_s3 import PinnedSender
 from batchroute.clock import FixedClock
-from batchroute.domain.batch_record import BatchRecord
-from batchroute.domain.bucket_delivery import (
+from batchroute.domain.batches.record import BatchRecord
+from batchroute.domain.delivery.buckets import (
     MAX_ATTEMPTS,
     RETRY_DELAYS_SECONDS,
     DeliveryError,
@@ -30,7 +30,7 @@ from batchroute.domain.bucket_delivery import (
     new_round,
     outcome,
 )
-from batchroute.domain.delivery_targets import (
+from batchroute.domain.delivery.targets import (
     BucketRefused,
     DeliveryTarget,
     UpdateTarget,
@@ -45,7 +45,7 @@ from batchroute.services.workflow.steps import BatchWorkflow
 from batchroute.services.workflow.sweeper import Sweeper
 from batchroute.workflow.tasks import WorkflowTask
 from functions.api.schemas.common import ContractBody
-from functions.api.schemas.delivery_targets import DeliveryTargetCreate, DeliveryTargetUpdate
+from functions.api.schemas.delivery.targets import DeliveryTargetCreate, DeliveryTargetUpdate
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 _Body = TypeVar("_Body", bound=ContractBody)

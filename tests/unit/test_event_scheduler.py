@@ -18,7 +18,7 @@ from batchroute.adapters.event_scheduler import (
     scheduler_expression,
     target_input,
 )
-from batchroute.domain.schedules import Schedule
+from batchroute.domain.schedules.schedules import Schedule
 
 
 def _schedule(expression: str = "30 2 * * *") -> Schedule:

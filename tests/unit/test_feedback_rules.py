@@ -1,4 +1,4 @@
-"""The pure rules of feedback (domain/feedback.py): counter moves of a new or changed feedback,
+"""The pure rules of feedback (domain/feedback/feedback.py): counter moves of a new or changed feedback,
 the summary of counters, and the body."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from batchroute.domain.feedback import (
+from batchroute.domain.feedback.feedback import (
     TOP_LABELS,
     CreateFeedback,
     Feedback,
@@ -18,7 +18,7 @@ from batchroute.domain.feedback import (
     summarize,
 )
 from batchroute.errors import InvalidRequest
-from functions.api.schemas.feedback import FeedbackCreate
+from functions.api.schemas.feedback.feedback import FeedbackCreate
 
 BASE = Feedback(
     feedback_id="fb_1",

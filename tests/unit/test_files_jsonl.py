@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from batchroute.domain.jsonl import (
+from batchroute.domain.batches.jsonl import (
     MAX_LISTED_ERRORS,
     JsonlReader,
     JsonlScan,

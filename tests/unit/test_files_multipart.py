@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 import pytest
 
 from batchroute.clock import FixedClock
-from batchroute.domain.files import MAX_PARTS, MIB, MIN_PART_BYTES, part_count, part_range, part_size
+from batchroute.domain.batches.files import MAX_PARTS, MIB, MIN_PART_BYTES, part_count, part_range, part_size
 from batchroute.errors import Conflict, Forbidden, InvalidRequest
 from batchroute.services.batches.files import FileLimits, FileService, UploadedPart
 from tests.unit.test_files_service import GOOD, ORG, OTHER_ORG, FakeObjects, FakeRecords

@@ -12,8 +12,8 @@ from datetime import UTC, datetime
 import pytest
 
 from batchroute.clock import FixedClock
-from batchroute.domain.files import profile_key, staging_key
-from batchroute.domain.item_profile import ItemProfile, profile_items
+from batchroute.domain.batches.files import profile_key, staging_key
+from batchroute.domain.batches.item_profile import ItemProfile, profile_items
 from batchroute.errors import Conflict
 from batchroute.services.batches.files import FileLimits, FileService
 from batchroute.services.batches.quotes import items_digest

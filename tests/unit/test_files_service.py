@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from batchroute.clock import FixedClock
-from batchroute.domain.files import FileRecord, FileStatus, PartsRefused, final_key, staging_key
-from batchroute.domain.jsonl import LineError
+from batchroute.domain.batches.files import FileRecord, FileStatus, PartsRefused, final_key, staging_key
+from batchroute.domain.batches.jsonl import LineError
 from batchroute.errors import Conflict, Forbidden, Gone, InvalidRequest, NotFound
 from batchroute.services.batches.files import FileLimits, FilePreflightFailed, FileService, UploadTooLarge
 
@@ -401,7 +401,7 @@ def test_confirming_and_reading_a_30_mb_file_keeps_memory_flat(
     # Then every line counts, and the peak stays a small fraction of the file: about two
     # read chunks (256 KiB) and one partial line, whatever the file size; confirming also
     # builds the item profile, whose duplicate-id check keeps one 8-byte hash an item
-    # (domain/item_ids.py: 0.4 MB here, 8 MB at 1M)
+    # (domain/batches/item_ids.py: 0.4 MB here, 8 MB at 1M)
     assert done.status == "processed" and done.item_count == LINE_COUNT == read
     assert done.item_profile is not None and '"usable":true' in done.item_profile
     peaks = f"{confirm_peak / 1e6:.2f} MB confirming, {read_peak / 1e6:.2f} MB reading"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from batchroute.domain.files import SNIFF_BYTES, extension, file_type_issue, media_type, sniff
+from batchroute.domain.batches.files import SNIFF_BYTES, extension, file_type_issue, media_type, sniff
 
 
 @pytest.mark.parametrize(

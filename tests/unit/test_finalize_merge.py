@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from batchroute.domain.batch_record import BatchRecord, ExecutionSummary
-from batchroute.domain.batch_results import MergeTally, artifact_row, merge_chunk, missing_row
+from batchroute.domain.batches.record import BatchRecord, ExecutionSummary
+from batchroute.domain.workflow.results import MergeTally, artifact_row, merge_chunk, missing_row
 from batchroute.services.workflow.finalize import final_counts, missing_reason
 
 

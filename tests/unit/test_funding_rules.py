@@ -9,9 +9,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from batchroute.domain.billing_controls import BillingControls
-from batchroute.domain.ledger import WalletState
-from batchroute.domain.spending_limit import LimitGuard
+from batchroute.domain.billing.controls import BillingControls
+from batchroute.domain.billing.ledger import WalletState
+from batchroute.domain.billing.spending_limit import LimitGuard
 from batchroute.errors import Forbidden, PaymentRequired
 from batchroute.money import Money
 from batchroute.services.billing.funding import Funding, decide

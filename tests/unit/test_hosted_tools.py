@@ -11,7 +11,7 @@ import pytest
 
 from batchroute.catalog import builtin_catalog
 from batchroute.catalog.environments import ENVIRONMENTS, load_deployment
-from batchroute.domain.catalog import HostedTool
+from batchroute.domain.catalog.catalog import HostedTool
 from batchroute.providers.endpoints import AdapterKind
 from batchroute.providers.hosted_tools import runnable, vendor_tool
 

@@ -1,11 +1,11 @@
-"""IdHashes: "could an id repeat?" in 8 bytes an id (domain/item_ids.py)."""
+"""IdHashes: "could an id repeat?" in 8 bytes an id (domain/batches/item_ids.py)."""
 
 from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from batchroute.domain.item_ids import IdHashes
+from batchroute.domain.batches.item_ids import IdHashes
 
 
 def _hashes(ids: list[str]) -> IdHashes:

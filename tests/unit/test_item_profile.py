@@ -1,4 +1,4 @@
-"""A file's item profile (domain/item_profile.py): it holds exactly what the streamed preflight
+"""A file's item profile (domain/batches/item_profile.py): it holds exactly what the streamed preflight
 learns of the items (count, digest, model groups), its frontier decides the per-item context
 window check for every item, anything unusual leaves it unusable, and a quote built from it
 is the streamed quote; when some item would fail a lane check, the profile steps aside and
@@ -17,8 +17,7 @@ from hypothesis import strategies as st
 
 from batchroute.clock import FixedClock
 from batchroute.config import Settings
-from batchroute.domain.catalog import Catalog, LaneLive
-from batchroute.domain.item_profile import (
+from batchroute.domain.batches.item_profile import (
     MAX_FRONTIER,
     MAX_MODELS,
     ItemProfile,
@@ -26,9 +25,10 @@ from batchroute.domain.item_profile import (
     _Frontier,
     profile_items,
 )
-from batchroute.domain.jsonl import LineError
-from batchroute.domain.preflight import Preflight
-from batchroute.domain.routing_gates import RoutingGuards
+from batchroute.domain.batches.jsonl import LineError
+from batchroute.domain.batches.preflight import Preflight
+from batchroute.domain.catalog.catalog import Catalog, LaneLive
+from batchroute.domain.routing.gates import RoutingGuards
 from batchroute.errors import InvalidRequest
 from batchroute.services.batches.commands import QuoteRequest, Routing
 from batchroute.services.batches.quotes import QuoteService, items_digest, quote_lanes

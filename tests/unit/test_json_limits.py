@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from batchroute.domain.json_limits import MAX_JSON_DEPTH, nests_deeper_than
+from batchroute.domain.batches.json_limits import MAX_JSON_DEPTH, nests_deeper_than
 from functions.api.middleware import JsonBodyGuard
 
 

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from batchroute.catalog import builtin_catalog
 from batchroute.clock import FixedClock
 from batchroute.config import Settings
-from batchroute.domain.catalog import Lane, Provider
+from batchroute.domain.catalog.catalog import Lane, Provider
 from batchroute.providers.base import ProviderUnavailable
 from batchroute.providers.credentials import ProviderNotConfigured
 from batchroute.services.catalog.lane_health import (

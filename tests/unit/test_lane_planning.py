@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from batchroute.adapters.dynamo.codec import to_item
-from batchroute.domain.lane_plan import (
+from batchroute.domain.routing.lane_plan import (
     PlanMismatch,
     chunk_ranges,
     chunks_for_range,

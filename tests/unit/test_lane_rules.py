@@ -1,4 +1,4 @@
-"""Lane availability and workflow-product fit (domain/lanes.py), with an injected clock."""
+"""Lane availability and workflow-product fit (domain/routing/lanes.py), with an injected clock."""
 
 from __future__ import annotations
 
@@ -9,14 +9,14 @@ import pytest
 
 from batchroute.catalog import builtin_catalog
 from batchroute.clock import FixedClock, isoformat
-from batchroute.domain.catalog import LaneLive, Provider
-from batchroute.domain.lanes import (
+from batchroute.domain.catalog.catalog import LaneLive, Provider
+from batchroute.domain.routing.gates import RoutingGuards
+from batchroute.domain.routing.lanes import (
     fits_routing_mode,
     heartbeat_is_fresh,
     lane_serves_product,
     lane_status,
 )
-from batchroute.domain.routing_gates import RoutingGuards
 
 CATALOG = builtin_catalog()
 START = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)

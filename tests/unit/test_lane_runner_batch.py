@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from batchroute.clock import FixedClock
-from batchroute.domain.catalog import Lane, LanePrice
+from batchroute.domain.catalog.catalog import Lane, LanePrice
 from batchroute.providers.base import (
     ItemError,
     JobStatus,

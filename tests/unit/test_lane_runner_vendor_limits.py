@@ -11,8 +11,8 @@ from dataclasses import replace
 from typing import Any
 
 from batchroute.clock import FixedClock
-from batchroute.domain.catalog import BatchLimits
-from batchroute.domain.lane_plan import embedding_inputs, estimated_request_bytes, job_parts
+from batchroute.domain.catalog.catalog import BatchLimits
+from batchroute.domain.routing.lane_plan import embedding_inputs, estimated_request_bytes, job_parts
 from batchroute.providers.base import (
     ItemError,
     JobStatus,

@@ -4,7 +4,7 @@ is no view or it is older than `max_age_seconds`."""
 
 from __future__ import annotations
 
-from batchroute.domain.catalog import LaneLive
+from batchroute.domain.catalog.catalog import LaneLive
 from batchroute.services.chat.state import LaneStateCache
 
 

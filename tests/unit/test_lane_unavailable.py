@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from batchroute.catalog import builtin_catalog
-from batchroute.domain.catalog import LaneLive
+from batchroute.domain.catalog.catalog import LaneLive
 from batchroute.observability import metrics
 from batchroute.providers.base import ItemError
 from batchroute.services.catalog.lane_health import ACCOUNT_DOWN_CODES, mark_account_down

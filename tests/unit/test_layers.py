@@ -23,7 +23,7 @@ DOMAIN_MAY_IMPORT = (
     "batchroute.ids",
     "batchroute.errors",
     "batchroute.clock",
-    "croniter",  # pure cron arithmetic for domain/schedules.py (no I/O)
+    "croniter",  # pure cron arithmetic for domain/schedules/schedules.py (no I/O)
     "orjson",  # a pure JSON codec: JSON Lines and canonical item lines (docs/quote-speed.md)
 )
 SERVICES_MAY_NOT_IMPORT = ("boto3", "botocore", "fastapi", "starlette", "mangum")

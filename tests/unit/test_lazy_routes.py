@@ -1,12 +1,13 @@
 """Route modules included on the first request of their paths (functions/api/lazy_routes.py):
-every route is reachable through its module's declared prefixes, the app's routes keep the
-order of `ROUTE_MODULES` whatever order they are included in, a request includes only the
+the route modules are found in the folders (one package per context), every route is reachable
+through the prefixes read from its module's source, no two modules serve the same path, the
+app's routes keep one order whatever order they are included in, a request includes only the
 modules its path could reach, and the document includes them all."""
 
 from __future__ import annotations
 
-import pkgutil
 import re
+from pathlib import Path
 from typing import Any
 
 from fastapi.routing import APIRoute
@@ -14,7 +15,7 @@ from fastapi.testclient import TestClient
 
 from functions.api import routes as routes_package
 from functions.api.app import create_app
-from functions.api.lazy_routes import ROUTE_MODULES, modules_for, router_of
+from functions.api.lazy_routes import modules_for, route_modules, router_of
 
 
 def _api_routes(app_routes: list[Any]) -> list[APIRoute]:
@@ -32,14 +33,36 @@ def _route_keys(app_routes: list[Any]) -> list[tuple[str, tuple[str, ...]]]:
     return [(r.path, tuple(sorted(r.methods))) for r in _api_routes(app_routes)]
 
 
-def test_every_route_module_is_listed_once() -> None:
-    listed = [module for module, _ in ROUTE_MODULES]
-    assert len(listed) == len(set(listed))
-    assert set(listed) == {info.name for info in pkgutil.iter_modules(routes_package.__path__)}
+def test_the_route_modules_are_the_folders_modules() -> None:
+    folder = Path(routes_package.__path__[0])
+    on_disk = {f"{path.parent.name}.{path.stem}" for path in folder.glob("*/*.py") if path.stem != "__init__"}
+    listed = [module for module, _ in route_modules()]
+    assert listed == sorted(on_disk)
+    assert [path.name for path in folder.glob("*.py")] == ["__init__.py"]  # no module outside a context
+    services = Path(__file__).resolve().parents[2] / "layers/shared/python/batchroute/services"
+    contexts = {path.name for path in services.iterdir() if (path / "__init__.py").exists()}
+    assert {module.split(".")[0] for module in listed} <= contexts  # grouped as services/ is
+
+
+def test_no_two_modules_serve_one_path() -> None:
+    """So the order the modules are included in never changes which route answers."""
+    routes = [(module, route) for module, _ in route_modules() for route in router_of(module).routes]
+    for module, route in routes:
+        assert isinstance(route, APIRoute)
+        concrete = re.sub(r"\{[^}]+\}", "x1", route.path)
+        clashes = [
+            (other, other_route.path)
+            for other, other_route in routes
+            if other != module
+            and isinstance(other_route, APIRoute)
+            and other_route.path_regex.match(concrete)
+            and route.methods & other_route.methods
+        ]
+        assert clashes == [], (module, route.path)
 
 
 def test_every_route_starts_with_a_declared_prefix_of_its_module() -> None:
-    for module, prefixes in ROUTE_MODULES:
+    for module, prefixes in route_modules():
         router = router_of(module)
         assert router.routes, module
         for route in router.routes:
@@ -50,11 +73,11 @@ def test_every_route_starts_with_a_declared_prefix_of_its_module() -> None:
             assert module in modules_for(route.path)
 
 
-def test_routes_keep_the_declared_order_whatever_order_requests_come_in() -> None:
+def test_routes_keep_one_order_whatever_order_requests_come_in() -> None:
     complete = create_app()
     complete.openapi()  # includes every module
     expected = _route_keys(complete.routes)
-    assert len(expected) == sum(len(router_of(m).routes) for m, _ in ROUTE_MODULES)
+    assert len(expected) == sum(len(router_of(m).routes) for m, _ in route_modules())
 
     app = create_app()
     client = TestClient(app, raise_server_exceptions=False)
@@ -93,15 +116,19 @@ def test_a_request_includes_only_the_modules_its_path_can_reach() -> None:
     client = TestClient(app, raise_server_exceptions=False)
     assert client.get("/v1/health").status_code == 200
     paths = {r.path for r in _api_routes(app.routes)}
-    assert paths == {r.path for r in router_of("health").routes}
+    assert paths == {r.path for r in router_of("catalog.health").routes}
     assert client.get("/v1/no-such-area").status_code == 404
     assert {r.path for r in _api_routes(app.routes)} == paths
 
 
 def test_modules_for_a_path_shared_by_several_modules() -> None:
-    assert modules_for("/v1/batches/b1/webhook") == ["batch_webhooks", "batch_delivery", "batches"]
-    assert modules_for("/v1/batches") == ["batch_webhooks", "batch_delivery", "batches"]
-    assert modules_for("/v1/auth/account/api-keys") == ["auth", "account", "api_keys"]
+    assert modules_for("/v1/batches/b1/webhook") == [
+        "batches.batches",
+        "delivery.buckets",
+        "delivery.webhooks",
+    ]
+    assert modules_for("/v1/batches") == ["batches.batches", "delivery.buckets", "delivery.webhooks"]
+    assert modules_for("/v1/auth/account/api-keys") == ["accounts.account", "accounts.api_keys"]
     assert modules_for("/openapi.json") == []
 
 

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from batchroute.domain.ledger import (
+from batchroute.domain.billing.ledger import (
     DuplicateReservation,
     Entry,
     Reservation,

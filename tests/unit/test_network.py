@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from batchroute.domain.network import (
+from batchroute.domain.delivery.network import (
     DENIED_V4,
     DENIED_V6,
     ResolvedUrl,

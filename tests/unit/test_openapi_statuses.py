@@ -31,7 +31,7 @@ from batchroute.errors import ServiceError
 from functions.api import auth
 from functions.api.app import create_app
 from functions.api.errors import STATUS_BY_KIND
-from functions.api.lazy_routes import ROUTE_MODULES, router_of
+from functions.api.lazy_routes import route_modules, router_of
 from functions.api.openapi import WRITE_METHODS, WRITE_REFUSALS
 
 
@@ -143,7 +143,7 @@ def implied_by_dependencies(route: APIRoute, method: str) -> set[int]:
 def routes() -> tuple[tuple[str, APIRoute], ...]:
     return tuple(
         (method, route)
-        for module, _ in ROUTE_MODULES
+        for module, _ in route_modules()
         for route in router_of(module).routes
         if isinstance(route, APIRoute)
         for method in sorted(route.methods)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from batchroute.domain.passwords import (
+from batchroute.domain.accounts.passwords import (
     MAX_PASSWORD_LENGTH,
     MIN_PASSWORD_LENGTH,
     check_password,

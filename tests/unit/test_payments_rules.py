@@ -1,4 +1,4 @@
-"""The pure payment rules (domain/payments.py, docs/payments.md): amounts and cents, the auto
+"""The pure payment rules (domain/billing/payments.py, docs/payments.md): amounts and cents, the auto
 top-up update, when a top-up starts, the back-off schedule, how a PaymentIntent reads as a
 charge, and the ledger's processor-credit invariant."""
 
@@ -15,8 +15,8 @@ from pydantic import ValidationError
 
 from batchroute.adapters.stripe_payments import StripeKeys, StripePayments
 from batchroute.clock import FixedClock
-from batchroute.domain.ledger import Entry, Wallet, WalletState, ledger_violations
-from batchroute.domain.payments import (
+from batchroute.domain.billing.ledger import Entry, Wallet, WalletState, ledger_violations
+from batchroute.domain.billing.payments import (
     BACKOFF,
     AutoTopup,
     Charge,
@@ -44,7 +44,7 @@ from batchroute.errors import InvalidRequest
 from batchroute.money import Money
 from batchroute.services.billing.auto_topup import AutoTopupService
 from batchroute_tools.emulators.stripe import sign
-from functions.api.schemas.payments import AutoTopupUpdate, CheckoutRequest
+from functions.api.schemas.billing.payments import AutoTopupUpdate, CheckoutRequest
 
 AT = datetime(2026, 3, 31, 23, 30, tzinfo=UTC)
 CARD = PaymentMethod("pm_1", "visa", "4242")

@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from batchroute.domain.catalog import Catalog
-from batchroute.domain.files import file_type_issue
-from batchroute.domain.preflight import ACTIONS, CATEGORIES, Issue, Preflight, PreflightResult
-from batchroute.domain.routing import route
-from batchroute.domain.routing_gates import RouteRequest, RoutingGuards
+from batchroute.domain.batches.files import file_type_issue
+from batchroute.domain.batches.preflight import ACTIONS, CATEGORIES, Issue, Preflight, PreflightResult
+from batchroute.domain.catalog.catalog import Catalog
+from batchroute.domain.routing.engine import route
+from batchroute.domain.routing.gates import RouteRequest, RoutingGuards
 from batchroute.errors import InvalidRequest
 from tests.unit.catalog_fixtures import CHAT, EMBED, NOW, catalog, item, lane, live, provider
 

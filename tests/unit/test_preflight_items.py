@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from batchroute.domain.items import ItemFacts, ModelGroup, read_item
+from batchroute.domain.routing.items import ItemFacts, ModelGroup, read_item
 from tests.unit.catalog_fixtures import group_of, item
 
 

@@ -1,4 +1,4 @@
-"""The preset rules (batchroute.domain.presets, docs/presets.md): `apply_preset` fills only
+"""The preset rules (batchroute.domain.presets.presets, docs/presets.md): `apply_preset` fills only
 what a batch item or a chat body leaves out and records the version it used, and is pure
 and idempotent; `parse_preset` and `merge_patch` read create, replace and patch bodies; the
 expander loads each distinct reference once and turns a bad one into an issue at its path."""
@@ -11,10 +11,9 @@ from typing import Any
 import pytest
 
 from batchroute.catalog import builtin_catalog
-from batchroute.domain.items import read_item
-from batchroute.domain.jsonl import LineError
-from batchroute.domain.preflight import Issue
-from batchroute.domain.presets import (
+from batchroute.domain.batches.jsonl import LineError
+from batchroute.domain.batches.preflight import Issue
+from batchroute.domain.presets.presets import (
     PresetRef,
     PresetVersion,
     apply_preset,
@@ -23,6 +22,7 @@ from batchroute.domain.presets import (
     parse_preset,
     parse_ref,
 )
+from batchroute.domain.routing.items import read_item
 from batchroute.errors import InvalidRequest
 from batchroute.services.presets.resolution import PresetExpander
 

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from batchroute.domain.pricing import LaneUsage, estimate_price, price_usage, settle_price, token_cost
-from batchroute.domain.routing import route
-from batchroute.domain.routing_gates import RouteRequest
+from batchroute.domain.catalog.pricing import LaneUsage, estimate_price, price_usage, settle_price, token_cost
+from batchroute.domain.routing.engine import route
+from batchroute.domain.routing.gates import RouteRequest
 from batchroute.money import Money
 from tests.unit.catalog_fixtures import FEES, NOW, catalog, chat_group, lane, live, provider
 

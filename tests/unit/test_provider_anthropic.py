@@ -17,7 +17,7 @@ import pytest
 
 from batchroute.catalog import builtin_catalog
 from batchroute.catalog.environments import lane_output_limits, load_deployment
-from batchroute.domain.tokens import DEFAULT_OUTPUT_TOKENS
+from batchroute.domain.catalog.tokens import DEFAULT_OUTPUT_TOKENS
 from batchroute.providers import base
 from batchroute.providers.anthropic import (
     API_VERSION,

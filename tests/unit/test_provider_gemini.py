@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from batchroute.domain import tokens
+from batchroute.domain.catalog import tokens
 from batchroute.providers.base import (
     ItemError,
     PermanentProviderError,

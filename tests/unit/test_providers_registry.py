@@ -9,7 +9,7 @@ import pytest
 from batchroute.catalog import builtin_catalog
 from batchroute.catalog.environments import Placeholders, load_deployment
 from batchroute.config import Settings
-from batchroute.domain.catalog import Provider
+from batchroute.domain.catalog.catalog import Provider
 from batchroute.providers.base import BatchApiProvider, ProviderRequest, SyncProvider
 from batchroute.providers.credentials import ProviderNotConfigured
 from batchroute.providers.endpoints import ProviderEndpoint

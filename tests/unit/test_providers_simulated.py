@@ -8,7 +8,7 @@ import pytest
 
 from batchroute.clock import FixedClock
 from batchroute.config import Settings
-from batchroute.domain.catalog import Operation
+from batchroute.domain.catalog.catalog import Operation
 from batchroute.providers.base import (
     PermanentProviderError,
     ProviderRequest,

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 from batchroute.clock import FixedClock
 from batchroute.config import Settings
-from batchroute.domain.access import Principal
-from batchroute.domain.rate_limits import (
+from batchroute.domain.accounts.access import Principal
+from batchroute.domain.billing.rate_limits import (
     Limit,
     WindowCounts,
     decide,

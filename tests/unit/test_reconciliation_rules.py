@@ -1,11 +1,11 @@
-"""Payments reconciliation (domain/reconciliation.py): every way the ledger's processor credits
+"""Payments reconciliation (domain/billing/reconciliation.py): every way the ledger's processor credits
 and the processor's successful payments can disagree is one listed difference (issue 27
 point 2)."""
 
 from __future__ import annotations
 
-from batchroute.domain.ledger import ProcessorCredit
-from batchroute.domain.reconciliation import Difference, LedgerCredit, ProcessorPayment, reconcile
+from batchroute.domain.billing.ledger import ProcessorCredit
+from batchroute.domain.billing.reconciliation import Difference, LedgerCredit, ProcessorPayment, reconcile
 from batchroute.money import Money
 
 SINCE = "2026-11-01T00:00:00.000Z"

@@ -11,8 +11,8 @@ import pytest
 from pydantic import BaseModel, ValidationError
 
 from batchroute.services.batches.commands import BATCH_FIELDS, CreateBatch, QuoteRequest, QuoteWorkflow
-from functions.api.schemas.batches import BatchCreateRequest
-from functions.api.schemas.quotes import QuoteModelRequest, QuoteWorkflowRequest
+from functions.api.schemas.batches.batches import BatchCreateRequest
+from functions.api.schemas.batches.quotes import QuoteModelRequest, QuoteWorkflowRequest
 
 BODIES: list[type[BaseModel]] = [
     BatchCreateRequest,

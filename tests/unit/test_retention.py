@@ -10,11 +10,11 @@ import pytest
 from pydantic import ValidationError
 
 from batchroute.clock import FixedClock
-from batchroute.domain.billing_controls import ConcurrentUpdate
-from batchroute.domain.retention import RetentionSettings, UpdateRetention, apply_update
+from batchroute.domain.billing.controls import ConcurrentUpdate
+from batchroute.domain.billing.retention import RetentionSettings, UpdateRetention, apply_update
 from batchroute.errors import InvalidRequest
 from batchroute.services.billing.retention import RetentionService
-from functions.api.schemas.retention import RetentionUpdate
+from functions.api.schemas.billing.retention import RetentionUpdate
 
 AT = "2026-01-01T00:00:00.000Z"
 ORG = "org_a"

@@ -9,8 +9,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from batchroute.clock import FixedClock, isoformat
-from batchroute.domain.batch_record import BatchRecord
-from batchroute.domain.retention import REVIEW_INTERVAL, RetentionSettings, keep_until, next_review
+from batchroute.domain.batches.record import BatchRecord
+from batchroute.domain.billing.retention import REVIEW_INTERVAL, RetentionSettings, keep_until, next_review
 from batchroute.services.workflow.retention_gc import RetentionCollector
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)

@@ -13,9 +13,9 @@ from pathlib import Path
 from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute
 
-from batchroute.domain.access import PERMISSIONS
+from batchroute.domain.accounts.access import PERMISSIONS
 from functions.api import auth
-from functions.api.lazy_routes import ROUTE_MODULES, router_of
+from functions.api.lazy_routes import route_modules, router_of
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "roles.md"
 ROW = re.compile(r"^\| (GET|HEAD|POST|PUT|PATCH|DELETE) \| `([^`]+)` \| ([^|]*) \| ([^|]*) \|")
@@ -36,7 +36,7 @@ def _dependants(dependant: Dependant) -> Iterator[Dependant]:
 def route_guards() -> dict[tuple[str, str], Guard]:
     """(method, path) -> its guard, for every route whose dependencies take credentials."""
     guards: dict[tuple[str, str], Guard] = {}
-    for module, _ in ROUTE_MODULES:
+    for module, _ in route_modules():
         for route in router_of(module).routes:
             if not isinstance(route, APIRoute):
                 continue
@@ -53,7 +53,7 @@ def route_guards() -> dict[tuple[str, str], Guard]:
 def all_routes() -> set[tuple[str, str]]:
     return {
         (method, route.path)
-        for module, _ in ROUTE_MODULES
+        for module, _ in route_modules()
         for route in router_of(module).routes
         if isinstance(route, APIRoute)
         for method in route.methods

@@ -10,10 +10,12 @@ from typing import Any
 import pytest
 
 from batchroute.clock import FixedClock
-from batchroute.domain.access import Principal
-from batchroute.domain.chat_requests import ChatRequest, parse_chat_request
-from batchroute.domain.chat_routing import DirectPlan, plan_direct
-from batchroute.domain.route_policy import (
+from batchroute.domain.accounts.access import Principal
+from batchroute.domain.chat.requests import ChatRequest, parse_chat_request
+from batchroute.domain.chat.routing import DirectPlan, plan_direct
+from batchroute.domain.routing.engine import route
+from batchroute.domain.routing.gates import GATE_ORDER, MaxPrice, RouteRequest, RoutingGuards
+from batchroute.domain.routing.policy import (
     PolicyConflict,
     PriceCap,
     RoutePolicy,
@@ -24,8 +26,6 @@ from batchroute.domain.route_policy import (
     in_force,
     parse_update,
 )
-from batchroute.domain.routing import route
-from batchroute.domain.routing_gates import GATE_ORDER, MaxPrice, RouteRequest, RoutingGuards
 from batchroute.errors import InvalidRequest
 from batchroute.services.routing.policy import CACHE_SECONDS, PolicyReader, RoutePolicyService, policy_version
 from tests.unit.catalog_fixtures import NOW, catalog, chat_group, lane, live, provider

@@ -7,16 +7,16 @@ from typing import Any
 
 import pytest
 
-from batchroute.domain.catalog import Lane, LaneLive, Provider
-from batchroute.domain.items import ModelGroup
-from batchroute.domain.routing import GroupRoute, Rejection, RoutePlan, route
-from batchroute.domain.routing_gates import (
+from batchroute.domain.catalog.catalog import Lane, LaneLive, Provider
+from batchroute.domain.routing.engine import GroupRoute, Rejection, RoutePlan, route
+from batchroute.domain.routing.gates import (
     GATE_ORDER,
     REJECTION_CODES,
     MaxPrice,
     RouteRequest,
     RoutingGuards,
 )
+from batchroute.domain.routing.items import ModelGroup
 from batchroute.errors import InvalidRequest
 from tests.unit.catalog_fixtures import (
     CHAT,

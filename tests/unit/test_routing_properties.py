@@ -16,10 +16,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from batchroute.clock import isoformat
-from batchroute.domain.catalog import HostedTool, Lane, LaneLive, Provider, ProviderKind
-from batchroute.domain.items import ModelGroup
-from batchroute.domain.routing import GroupRoute, route
-from batchroute.domain.routing_gates import ROUTING_MODES, MaxPrice, RouteRequest, RoutingGuards
+from batchroute.domain.catalog.catalog import HostedTool, Lane, LaneLive, Provider, ProviderKind
+from batchroute.domain.routing.engine import GroupRoute, route
+from batchroute.domain.routing.gates import ROUTING_MODES, MaxPrice, RouteRequest, RoutingGuards
+from batchroute.domain.routing.items import ModelGroup
 from tests.unit.catalog_fixtures import NOW, catalog, chat_group, lane, provider
 
 TOOLS: tuple[HostedTool, ...] = get_args(HostedTool)

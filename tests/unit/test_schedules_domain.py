@@ -8,8 +8,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from batchroute.domain.golden_sets import Scorer, lane_score, parse_golden_set, score
-from batchroute.domain.schedules import (
+from batchroute.domain.presets.golden_sets import Scorer, lane_score, parse_golden_set, score
+from batchroute.domain.schedules.schedules import (
     fire_key,
     fire_times,
     parse_batch_options,

@@ -6,15 +6,15 @@ from decimal import Decimal
 from typing import Any
 
 from batchroute.catalog import builtin_catalog
-from batchroute.domain.ledger import Reservation, SettlementResult, resolve
-from batchroute.domain.pricing import settle_price
-from batchroute.domain.settlement import (
+from batchroute.domain.billing.ledger import Reservation, SettlementResult, resolve
+from batchroute.domain.billing.settlement import (
     ReceiptCredits,
     build_receipt,
     charged_usage,
     provider_lanes,
     rejected_lanes,
 )
+from batchroute.domain.catalog.pricing import settle_price
 from batchroute.money import Money
 
 PLAN = {

@@ -3,7 +3,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from batchroute.clock import FixedClock
-from batchroute.domain.batch_states import BatchState, can_transition
+from batchroute.domain.batches.states import BatchState, can_transition
 from batchroute.services.workflow.sweeper import expire_overdue_batches
 
 

@@ -7,8 +7,7 @@ import math
 from hypothesis import given
 from hypothesis import strategies as st
 
-from batchroute.domain.items import read_item
-from batchroute.domain.tokens import (
+from batchroute.domain.catalog.tokens import (
     BYTES_PER_TOKEN,
     DEFAULT_OUTPUT_TOKENS,
     TOKENS_PER_IMAGE,
@@ -19,6 +18,7 @@ from batchroute.domain.tokens import (
     utf8_len,
     value_bytes,
 )
+from batchroute.domain.routing.items import read_item
 from tests.unit.catalog_fixtures import item
 
 

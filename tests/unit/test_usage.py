@@ -1,4 +1,4 @@
-"""Usage counters and periods (domain/usage.py): what a charge adds, how the periods fall in a
+"""Usage counters and periods (domain/billing/usage.py): what a charge adds, how the periods fall in a
 zone, and how counters add up into the answer."""
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from batchroute.clock import FixedClock
-from batchroute.domain.access import Principal
-from batchroute.domain.billing_controls import BillingControls
-from batchroute.domain.ledger import WalletState
-from batchroute.domain.usage import (
+from batchroute.domain.accounts.access import Principal
+from batchroute.domain.billing.controls import BillingControls
+from batchroute.domain.billing.ledger import WalletState
+from batchroute.domain.billing.usage import (
     OTHER,
     UNATTRIBUTED,
     PeriodWindow,

@@ -27,9 +27,9 @@ from hypothesis import strategies as st
 
 from batchroute.catalog import builtin_catalog
 from batchroute.catalog.environments import load_deployment
-from batchroute.domain.catalog import Lane, LaneLive
-from batchroute.domain.items import ModelGroup, read_item
-from batchroute.domain.routing_gates import RouteRequest, RoutingGuards, lane_gate_failures
+from batchroute.domain.catalog.catalog import Lane, LaneLive
+from batchroute.domain.routing.gates import RouteRequest, RoutingGuards, lane_gate_failures
+from batchroute.domain.routing.items import ModelGroup, read_item
 from batchroute.providers.base import PermanentProviderError, ProviderRequest
 from batchroute_tools.contracts import contract
 from tests.unit.item_strategies import accepted_items

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from batchroute.clock import FixedClock
-from batchroute.domain.batch_record import BatchRecord
-from batchroute.domain.batch_states import BatchState
-from batchroute.domain.webhooks import WebhookDeliveryRecord
+from batchroute.domain.batches.record import BatchRecord
+from batchroute.domain.batches.states import BatchState
+from batchroute.domain.delivery.webhooks import WebhookDeliveryRecord
 from batchroute.services.workflow.steps import BatchWorkflow
 from batchroute.workflow.tasks import WorkflowTask
 

@@ -11,14 +11,13 @@ from decimal import Decimal
 
 import pytest
 
-from batchroute.domain.batch_record import BatchRecord
-from batchroute.domain.webhooks import (
+from batchroute.domain.batches.record import BatchRecord, batch_summary
+from batchroute.domain.delivery.webhooks import (
     DELIVERY_STATUSES,
     MAX_ATTEMPTS,
     RETRY_DELAYS_SECONDS,
     AttemptOutcome,
     TransitionError,
-    batch_summary,
     can_transition,
     check_transition,
     decide,

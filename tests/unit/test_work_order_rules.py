@@ -1,4 +1,4 @@
-"""The pure rules of work orders (domain/work_orders.py): the status derived from the
+"""The pure rules of work orders (domain/work_orders/work_orders.py): the status derived from the
 counters, a settled member's items, and the request bodies."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 import pytest
 from pydantic import ValidationError
 
-from batchroute.domain.work_orders import (
+from batchroute.domain.work_orders.work_orders import (
     MAX_MEMBERS,
     Tallies,
     WorkOrder,
@@ -19,7 +19,7 @@ from batchroute.domain.work_orders import (
 from batchroute.errors import InvalidRequest
 from batchroute.services.work_orders.commands import AddMember, CreateWorkOrder, UpdateWorkOrder
 from functions.api.schemas.common import ContractBody
-from functions.api.schemas.work_orders import WorkOrderCreate, WorkOrderMemberAdd, WorkOrderUpdate
+from functions.api.schemas.work_orders.work_orders import WorkOrderCreate, WorkOrderMemberAdd, WorkOrderUpdate
 
 
 @pytest.mark.parametrize(

@@ -1,6 +1,6 @@
 """Reading a batch input file: native items, or the vendor batch format
 (`{custom_id, method, url, body}` lines), converted line by line to native items as the
-service's compat surface converts them (`batchroute/domain/compat.py`, `read_row`):
+service's compat surface converts them (`batchroute/domain/compat/batches.py`, `read_row`):
 
 - `url` `/v1/chat/completions` or `/v1/responses` -> operation `responses`, `/v1/embeddings`
   -> `embeddings`; any other url is refused, naming the line;

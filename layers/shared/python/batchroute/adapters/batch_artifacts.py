@@ -17,18 +17,18 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, cast
 
 from batchroute.adapters.s3_objects import ObjectWriter, S3Objects, write_whole
-from batchroute.domain.artifact_keys import JSONL as JSONL
-from batchroute.domain.artifact_keys import batch_prefix as batch_prefix
-from batchroute.domain.artifact_keys import errors_key as errors_key
-from batchroute.domain.artifact_keys import input_chunk_key, plain_json
-from batchroute.domain.artifact_keys import jsonl_line as jsonl_line
-from batchroute.domain.artifact_keys import partial_chunk_key as partial_chunk_key
-from batchroute.domain.artifact_keys import receipt_key as receipt_key
-from batchroute.domain.artifact_keys import result_chunk_key as result_chunk_key
-from batchroute.domain.artifact_keys import results_index_key as results_index_key
-from batchroute.domain.artifact_keys import results_key as results_key
-from batchroute.domain.batch_results import ResultLine
-from batchroute.domain.jsonl import LineError, parse_jsonl
+from batchroute.domain.batches.artifact_keys import JSONL as JSONL
+from batchroute.domain.batches.artifact_keys import batch_prefix as batch_prefix
+from batchroute.domain.batches.artifact_keys import errors_key as errors_key
+from batchroute.domain.batches.artifact_keys import input_chunk_key, plain_json
+from batchroute.domain.batches.artifact_keys import jsonl_line as jsonl_line
+from batchroute.domain.batches.artifact_keys import partial_chunk_key as partial_chunk_key
+from batchroute.domain.batches.artifact_keys import receipt_key as receipt_key
+from batchroute.domain.batches.artifact_keys import result_chunk_key as result_chunk_key
+from batchroute.domain.batches.artifact_keys import results_index_key as results_index_key
+from batchroute.domain.batches.artifact_keys import results_key as results_key
+from batchroute.domain.batches.jsonl import LineError, parse_jsonl
+from batchroute.domain.workflow.results import ResultLine
 from batchroute.errors import PermanentError
 
 

@@ -31,8 +31,8 @@ from botocore.exceptions import (
 
 from batchroute.adapters.pinned_s3 import PinnedSender
 from batchroute.adapters.s3_objects import S3Objects
-from batchroute.domain.delivery_targets import BucketRefused, DeliveryTarget, Readable
-from batchroute.domain.network import Resolver
+from batchroute.domain.delivery.network import Resolver
+from batchroute.domain.delivery.targets import BucketRefused, DeliveryTarget, Readable
 
 PART_BYTES = 8 * 1024 * 1024
 DEFAULT_SIGNING_REGION = "us-east-1"

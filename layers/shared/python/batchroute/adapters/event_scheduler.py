@@ -20,7 +20,7 @@ from botocore.exceptions import ClientError
 
 from batchroute.adapters.aws import client
 from batchroute.config import Settings
-from batchroute.domain.schedules import Schedule
+from batchroute.domain.schedules.schedules import Schedule
 
 SCHEDULED_TIME = "<aws.scheduler.scheduled-time>"
 

@@ -2,7 +2,7 @@
 guard checked an instant before (docs/delivery-targets.md, SSRF rules).
 
 Registered on botocore's `before-send` of a client with a customer `endpoint_url`: for each
-request it resolves the host and checks every address (`domain/network.py`), then connects
+request it resolves the host and checks every address (`domain/delivery/network.py`), then connects
 to a checked address: the URL names the IP, the `Host` header the original name, and TLS
 sends the name as SNI and verifies the certificate against it (httpcore's `sni_hostname`),
 as the webhook sender does. A DNS answer that changes between check and connect (rebinding)
@@ -19,8 +19,8 @@ import httpx
 from botocore.awsrequest import AWSPreparedRequest, AWSResponse
 from botocore.exceptions import ConnectTimeoutError, EndpointConnectionError, ReadTimeoutError
 
-from batchroute.domain.delivery_targets import BucketRefused
-from batchroute.domain.network import Resolver, check_public_https_url
+from batchroute.domain.delivery.network import Resolver, check_public_https_url
+from batchroute.domain.delivery.targets import BucketRefused
 from batchroute.errors import InvalidRequest
 
 MAX_ADDRESSES_TRIED = 3

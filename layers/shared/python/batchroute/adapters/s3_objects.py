@@ -15,7 +15,7 @@ from botocore.config import Config
 
 from batchroute.adapters.aws import client
 from batchroute.config import get_settings
-from batchroute.domain.files import PartsRefused
+from batchroute.domain.batches.files import PartsRefused
 
 PART_BYTES = 8 * 1024 * 1024  # S3 parts must be >= 5 MiB, except the last
 READ_CHUNK_BYTES = 256 * 1024

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     import stripe
 
 from batchroute.config import DEV_WEBHOOK_SECRET
-from batchroute.domain.payments import (
+from batchroute.domain.billing.payments import (
     Charge,
     CheckoutSession,
     PaymentMethod,
@@ -36,7 +36,7 @@ from batchroute.domain.payments import (
     from_cents,
     session_of,
 )
-from batchroute.domain.reconciliation import ProcessorPayment
+from batchroute.domain.billing.reconciliation import ProcessorPayment
 from batchroute.errors import InvalidRequest, TransientError, Unavailable
 
 PRODUCT_NAME = "BatchRoute credits"

@@ -1,6 +1,6 @@
 """Sends one signed webhook POST to a customer URL, through the SSRF guard, pinned.
 
-Every attempt resolves the host and checks every address (`domain/network.py`), then
+Every attempt resolves the host and checks every address (`domain/delivery/network.py`), then
 connects to a checked address itself: the request URL names the IP, the `Host` header the
 original name, and TLS sends the name as SNI and verifies the certificate against it
 (httpcore's `sni_hostname` extension). A DNS answer that changes between check and connect
@@ -19,8 +19,8 @@ from datetime import UTC, datetime
 
 import httpx
 
-from batchroute.domain.network import Resolver, check_public_https_url
-from batchroute.domain.webhooks import AttemptOutcome, parse_retry_after
+from batchroute.domain.delivery.network import Resolver, check_public_https_url
+from batchroute.domain.delivery.webhooks import AttemptOutcome, parse_retry_after
 from batchroute.errors import InvalidRequest
 
 USER_AGENT = "batchroute-webhooks/1.0"

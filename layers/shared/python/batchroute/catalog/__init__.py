@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from batchroute.catalog.lazy import once
 
 if TYPE_CHECKING:
-    from batchroute.domain.catalog import Catalog
+    from batchroute.domain.catalog.catalog import Catalog
 
 
 @once

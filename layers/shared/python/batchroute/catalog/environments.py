@@ -19,7 +19,7 @@ from typing import get_args
 
 from batchroute.catalog.datafile import DataError, Row, read_toml
 from batchroute.catalog.loader import EXECUTION_MODES, PRIVACY_TIERS, data_folder
-from batchroute.domain.catalog import Catalog, Lane, Provider
+from batchroute.domain.catalog.catalog import Catalog, Lane, Provider
 from batchroute.providers.endpoints import AdapterKind, Credentials, ProviderEndpoint
 from batchroute.providers.hosted_tools import runnable
 from batchroute.providers.http import Timeouts

@@ -20,7 +20,7 @@ from importlib.resources import files
 from typing import TYPE_CHECKING, get_args
 
 from batchroute.catalog.datafile import DataError, Row, read_json, read_toml
-from batchroute.domain.catalog import (
+from batchroute.domain.catalog.catalog import (
     NO_BATCH_LIMITS,
     OPERATIONS,
     BatchLimits,
@@ -37,7 +37,7 @@ from batchroute.domain.catalog import (
     RuntimeCapability,
     WorkflowProduct,
 )
-from batchroute.domain.routing_gates import ROUTING_MODES
+from batchroute.domain.routing.gates import ROUTING_MODES
 
 if TYPE_CHECKING:
     from importlib.resources.abc import Traversable

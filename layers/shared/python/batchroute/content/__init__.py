@@ -18,7 +18,7 @@ from batchroute.catalog.lazy import once
 
 if TYPE_CHECKING:
     from batchroute.content.loader import Content
-    from batchroute.domain.content import ChangelogEntry, Post
+    from batchroute.domain.catalog.content import ChangelogEntry, Post
 
 
 @once

@@ -15,7 +15,7 @@ from importlib.resources import files
 from typing import TYPE_CHECKING
 
 from batchroute.catalog.datafile import read_toml
-from batchroute.domain.content import ChangelogEntry, Post
+from batchroute.domain.catalog.content import ChangelogEntry, Post
 
 if TYPE_CHECKING:
     from importlib.resources.abc import Traversable

@@ -25,7 +25,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from batchroute.domain.catalog import Operation
+from batchroute.domain.catalog.catalog import Operation
 from batchroute.errors import PermanentError, TransientError
 
 ResultStatus = Literal["completed", "failed"]

@@ -1,6 +1,6 @@
 """An item's chat input in one normal form, for every vendor transform to start from.
 
-Items come in two chat dialects (domain/items.py): chat-completions (`messages`, with
+Items come in two chat dialects (domain/routing/items.py): chat-completions (`messages`, with
 `system` / `instructions` beside them) and the Responses API (`input`: a string or a list
 of input items). `conversation(input)` turns either into a `Conversation`:
 
@@ -12,13 +12,13 @@ of input items). `conversation(input)` turns either into a `Conversation`:
   message with `tool_call_id` (from a `function_call_output` item);
 - `functions`: the function tools, whichever dialect declared them;
 - `hosted_tools`: the hosted tools the item uses, by the service's own names
-  (`web_search`, `python_execution`, `file_search`, ...: domain/catalog.py `HostedTool`),
+  (`web_search`, `python_execution`, `file_search`, ...: domain/catalog/catalog.py `HostedTool`),
   with the settings the item gave them;
 - `tool_choice`: `ToolChoice` (auto, none, required, one function, one hosted tool);
 - `options`: the sampling options (temperature, top_p, seed; `stop` as a list);
 - `response_format`: a structured-output request in chat-completions form.
 
-The preflight (domain/items.py `read_item`) accepts only what this form can say, so a
+The preflight (domain/routing/items.py `read_item`) accepts only what this form can say, so a
 transform never meets an input it would have to drop. Pure: no I/O, no vendor names.
 """
 
@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, TypeVar
 
-from batchroute.domain.items import hosted_tool_name
+from batchroute.domain.routing.items import hosted_tool_name
 
 # Sampling options carried over to every vendor that has them (each transform maps names).
 OPTIONS: Final = ("temperature", "top_p", "stop", "seed")
@@ -60,7 +60,7 @@ class FunctionTool:
 
 @dataclass(frozen=True)
 class HostedToolUse:
-    name: str  # the service's hosted tool name (domain/catalog.py HostedTool)
+    name: str  # the service's hosted tool name (domain/catalog/catalog.py HostedTool)
     config: Mapping[str, Any] = field(default_factory=dict)  # the item's settings, `type` left out
 
 

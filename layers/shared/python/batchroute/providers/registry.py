@@ -27,7 +27,7 @@ from typing import Any, Final, Protocol, TypeVar
 
 from batchroute.clock import Clock
 from batchroute.config import Settings
-from batchroute.domain.catalog import ExecutionMode, Provider
+from batchroute.domain.catalog.catalog import ExecutionMode, Provider
 from batchroute.providers.base import BatchApiProvider, SyncProvider
 from batchroute.providers.credentials import ProviderKeys, ProviderNotConfigured
 from batchroute.providers.endpoints import AdapterKind, ProviderEndpoint

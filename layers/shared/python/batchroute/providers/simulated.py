@@ -18,7 +18,7 @@ the markers look at the attempt. Markers, anywhere in the request input:
   usual one (a lane that answers wrongly: golden-set regression, docs/schedules.md).
 
 Usage: prompt tokens are the quote's conservative estimate of the input
-(domain/items.py); completion tokens are min(max_output_tokens, 16 + hash % 64), or the
+(domain/routing/items.py); completion tokens are min(max_output_tokens, 16 + hash % 64), or the
 configured fixed number. Embeddings are deterministic unit vectors of
 EMBEDDING_DIMENSIONS floats. `raw` has the provider's native shape: OpenAI-like for OpenAI
 and the open-weight hosts, an Anthropic message for Anthropic, a Gemini response for Google.
@@ -45,8 +45,8 @@ from typing import Any, Final, Literal
 
 from batchroute.clock import Clock, SystemClock
 from batchroute.config import Settings
-from batchroute.domain import tokens
-from batchroute.domain.items import read_item
+from batchroute.domain.catalog import tokens
+from batchroute.domain.routing.items import read_item
 from batchroute.providers import base
 
 MARKER_FAIL: Final = "[simulate:fail]"
@@ -539,7 +539,7 @@ class SimulatedBatchApiProvider:
 
 
 def estimate_prompt_tokens(request: base.ProviderRequest) -> int:
-    """The quote's conservative estimate of the request input (domain/items.py): what the
+    """The quote's conservative estimate of the request input (domain/routing/items.py): what the
     simulated providers report as prompt usage."""
     facts, _problems = read_item(
         {

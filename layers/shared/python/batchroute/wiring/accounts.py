@@ -129,7 +129,7 @@ class AccountsWiring(RoutingWiring):
 
     def webhook_url_check(self) -> Callable[[str], object]:
         """Loopback receivers are a local-development convenience, never honoured in production."""
-        from batchroute.domain.network import check_public_https_url
+        from batchroute.domain.delivery.network import check_public_https_url
 
         settings = self.settings
         allow_loopback = settings.allow_loopback_webhooks and settings.environment != "production"

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from batchroute.wiring.feedback import FeedbackWiring
 
 if TYPE_CHECKING:
-    from batchroute.domain.batch_record import BatchWebhook
+    from batchroute.domain.batches.record import BatchWebhook
     from batchroute.services.batches.create import BatchService
     from batchroute.services.batches.files import FileCheckResender, FileLimits, FileService
     from batchroute.services.batches.quotes import QuoteService
@@ -76,7 +76,7 @@ class BatchesWiring(FeedbackWiring):
     @cached_property
     def batches(self) -> BatchService:
         from batchroute.adapters.stepfunctions import start_execution
-        from batchroute.domain.batch_record import BatchWebhook
+        from batchroute.domain.batches.record import BatchWebhook
         from batchroute.services.batches.create import BatchService
         from batchroute.services.delivery.webhooks import batch_webhook_config
 

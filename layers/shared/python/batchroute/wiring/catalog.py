@@ -13,8 +13,8 @@ from batchroute.wiring.stores import Stores
 
 if TYPE_CHECKING:
     from batchroute.catalog.environments import Deployment
-    from batchroute.domain.catalog import Catalog
-    from batchroute.domain.routing_gates import RoutingGuards
+    from batchroute.domain.catalog.catalog import Catalog
+    from batchroute.domain.routing.gates import RoutingGuards
     from batchroute.providers.credentials import ProviderKeys
     from batchroute.providers.registry import ProviderRegistry
     from batchroute.services.catalog.catalog import CatalogService

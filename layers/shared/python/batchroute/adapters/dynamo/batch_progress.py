@@ -2,7 +2,7 @@
 
 A lane record (`BATCH#<id>` / `LANE#<lane_key>`) runs its chunks in the order of its list
 (`chunk_ranges`) and keeps its progress as two watermarks in that order, `chunks_started_n`
-and `chunks_done_n` (`domain/lane_plan.py` reads them): the record's size does not grow with
+and `chunks_done_n` (`domain/routing/lane_plan.py` reads them): the record's size does not grow with
 the batch, and every chunk rewrites it twice, billed by its whole size. Starting the chunk at
 position i (counts pending -> running) is conditioned on `chunks_started_n = i` and
 `chunks_done_n = i` (the chunk before it finished) and sets the first to i + 1; finishing

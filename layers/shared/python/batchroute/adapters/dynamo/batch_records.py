@@ -1,4 +1,4 @@
-"""The batches table's batch records (`domain/batch_record.py`): the batch's META and PLAN
+"""The batches table's batch records (`domain/batches/record.py`): the batch's META and PLAN
 items, its step journal, its create transaction and its idempotency records.
 
 A batch is two items under `BATCH#<id>`: `META` (state, counts, billing: small, rewritten
@@ -33,15 +33,15 @@ from batchroute.adapters.dynamo.writes import (
     put_if_new,
     put_new,
 )
-from batchroute.domain.batch_record import (
+from batchroute.domain.batches.record import (
     BatchRecord,
     DuplicateIdempotencyKey,
     ExtraItemRefused,
     FundingMoved,
     IdempotencyRecord,
 )
-from batchroute.domain.batch_states import BatchState, allowed_sources
-from batchroute.domain.ledger import DuplicateReservation
+from batchroute.domain.batches.states import BatchState, allowed_sources
+from batchroute.domain.billing.ledger import DuplicateReservation
 
 DEADLINE_PARTITION = "DEADLINE"
 RECLAIM_PARTITION = "RECLAIM"  # retention GC (docs/retention.md): `BATCH#<id>`/`RECLAIM` items

@@ -22,7 +22,7 @@ from batchroute.adapters.dynamo.codec import decimals, from_item, plain, to_valu
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.adapters.dynamo.writes import conditional_update, put_new, transact_unless_refused
 from batchroute.clock import isoformat
-from batchroute.domain.billing_alerts import Alert, BillingEvent
+from batchroute.domain.billing.alerts import Alert, BillingEvent
 from batchroute.ids import new_id
 
 EVENT_PREFIX = "EVENT#"

@@ -22,7 +22,7 @@ from batchroute.adapters.dynamo.codec import from_item, to_item, to_value
 from batchroute.adapters.dynamo.leases import claim_attempt, due_items, due_sort_key
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.adapters.dynamo.writes import conditional_put, conditional_update
-from batchroute.domain.bucket_delivery import DeliveryRecord
+from batchroute.domain.delivery.buckets import DeliveryRecord
 
 DUE_PARTITION = "BUCKET#DUE"
 DELIVERY_SK = "DELIVERY#BUCKET"

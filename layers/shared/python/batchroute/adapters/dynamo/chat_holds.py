@@ -55,15 +55,15 @@ from batchroute.adapters.dynamo.writes import (
     put_new,
     refused_by,
 )
-from batchroute.domain.batch_record import BatchRecord
-from batchroute.domain.billing_controls import BillingControls
-from batchroute.domain.chat_holds import ChatOutcome
-from batchroute.domain.chat_holds import HoldRefused as HoldRefused
-from batchroute.domain.chat_holds import Refusal as Refusal
-from batchroute.domain.ledger import SettlementResult, WalletState
-from batchroute.domain.rate_limits import CallerGate
-from batchroute.domain.spending_limit import LimitGuard
-from batchroute.domain.usage import UsageCharge
+from batchroute.domain.batches.record import BatchRecord
+from batchroute.domain.billing.controls import BillingControls
+from batchroute.domain.billing.ledger import SettlementResult, WalletState
+from batchroute.domain.billing.rate_limits import CallerGate
+from batchroute.domain.billing.spending_limit import LimitGuard
+from batchroute.domain.billing.usage import UsageCharge
+from batchroute.domain.chat.holds import ChatOutcome
+from batchroute.domain.chat.holds import HoldRefused as HoldRefused
+from batchroute.domain.chat.holds import Refusal as Refusal
 from batchroute.errors import TransientError
 from batchroute.money import Money
 

@@ -20,7 +20,7 @@ from batchroute.adapters.dynamo.codec import from_item, to_item, to_value
 from batchroute.adapters.dynamo.reads import pages
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.adapters.dynamo.writes import conditional_update, put_new
-from batchroute.domain.compat_uploads import UploadPart, UploadRecord, UploadStatus
+from batchroute.domain.compat.uploads import UploadPart, UploadRecord, UploadStatus
 
 
 def _file_key(file_id: str) -> dict[str, Any]:

@@ -15,8 +15,9 @@ from typing import Any
 from batchroute.adapters.dynamo.codec import from_item, org_pk, to_item, to_value
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.adapters.dynamo.writes import conditional_put, conditional_transaction, put_new
-from batchroute.domain.billing_controls import AuditEntry, BillingControls, ConcurrentUpdate, Threshold
-from batchroute.domain.retention import RetentionSettings
+from batchroute.domain.accounts.audit import AuditEntry
+from batchroute.domain.billing.controls import BillingControls, ConcurrentUpdate, Threshold
+from batchroute.domain.billing.retention import RetentionSettings
 from batchroute.ids import suffix_of
 from batchroute.money import Money
 

@@ -20,7 +20,7 @@ from batchroute.adapters.dynamo.codec import from_item, to_item, to_value
 from batchroute.adapters.dynamo.reads import prefix_query
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.adapters.dynamo.writes import conditional_put, conditional_update, put_new
-from batchroute.domain.delivery_targets import DeliveryTarget, LastTest
+from batchroute.domain.delivery.targets import DeliveryTarget, LastTest
 
 TARGET_PREFIX = "TARGET#"
 COUNT_SK = "TARGETS"

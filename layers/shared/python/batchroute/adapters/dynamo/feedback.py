@@ -24,7 +24,7 @@ from typing import Any
 from batchroute.adapters.dynamo.codec import from_item, org_pk, to_item, to_value
 from batchroute.adapters.dynamo.reads import pages, prefix_query
 from batchroute.adapters.dynamo.store import DynamoStore
-from batchroute.domain.feedback import LABEL_PREFIX, CounterKey, Feedback, FeedbackCounter, Target
+from batchroute.domain.feedback.feedback import LABEL_PREFIX, CounterKey, Feedback, FeedbackCounter, Target
 
 PREFIX = "FEEDBACK#"
 COUNTER_PREFIX = "FBSUM#D#"

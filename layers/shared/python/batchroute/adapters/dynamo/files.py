@@ -20,8 +20,8 @@ from batchroute.adapters.dynamo.codec import from_item, to_item
 from batchroute.adapters.dynamo.reads import index_before
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.adapters.dynamo.writes import conditional_put, conditional_update
-from batchroute.domain.files import FileRecord, FileStatus
-from batchroute.domain.jsonl import LineError
+from batchroute.domain.batches.files import FileRecord, FileStatus
+from batchroute.domain.batches.jsonl import LineError
 
 CHECK_PARTITION = "FILECHECK"
 

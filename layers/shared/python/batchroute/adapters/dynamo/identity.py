@@ -14,7 +14,7 @@ from typing import Any
 from batchroute.adapters.dynamo.codec import from_item, to_item, to_value
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.adapters.dynamo.writes import conditional_update, transact_unless_refused, written
-from batchroute.domain.accounts import ApiKey, Org, Session, User
+from batchroute.domain.accounts.accounts import ApiKey, Org, Session, User
 from batchroute.errors import Conflict
 
 TransactItem = dict[str, Any]

@@ -19,7 +19,7 @@ from typing import Any
 from batchroute.adapters.dynamo.codec import to_value
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.adapters.dynamo.writes import conditional_update
-from batchroute.domain.catalog import LaneLive
+from batchroute.domain.catalog.catalog import LaneLive
 
 PARTITION = "LANES"
 SK_PREFIX = "LANE#"

@@ -18,7 +18,7 @@ balance. Items (all in the wallet's partition `WALLET#<org>`):
 - `USAGE#D#<yyyy-mm-dd>#<model>#<provider>`: usage counters (charged micros, tokens, requests)
   per local day, model and provider, moved in the charge's own transaction (docs/usage.md).
 
-The rules (split of a settlement, the absorb policy, invariants) live in `domain/ledger.py`;
+The rules (split of a settlement, the absorb policy, invariants) live in `domain/billing/ledger.py`;
 see docs/ledger.md.
 """
 
@@ -38,7 +38,7 @@ from batchroute.adapters.dynamo.writes import (
     conditional_update,
     put_new,
 )
-from batchroute.domain.ledger import (
+from batchroute.domain.billing.ledger import (
     DuplicateReservation,
     Entry,
     LedgerSnapshot,
@@ -51,8 +51,8 @@ from batchroute.domain.ledger import (
     insufficient_credit,
     resolve,
 )
-from batchroute.domain.reconciliation import LedgerCredit
-from batchroute.domain.usage import (
+from batchroute.domain.billing.reconciliation import LedgerCredit
+from batchroute.domain.billing.usage import (
     USAGE_DAY_PREFIX,
     UsageCharge,
     UsageCounter,

@@ -1,4 +1,4 @@
-"""The spending-limit half of a reservation's transaction (domain/spending_limit.py).
+"""The spending-limit half of a reservation's transaction (domain/billing/spending_limit.py).
 
 `items(org_id, guard)` are the ConditionChecks to put in the same TransactWriteItems as
 `LedgerStore.reserve_items(..., reserved_at_most=guard.reserved_cap(amount))`:
@@ -21,8 +21,8 @@ from typing import Any, Final
 from batchroute.adapters.dynamo.codec import from_item, to_value
 from batchroute.adapters.dynamo.controls import CONTROLS_SK, controls_from_item
 from batchroute.adapters.dynamo.writes import condition_failed_at
-from batchroute.domain.billing_controls import BillingControls
-from batchroute.domain.spending_limit import LimitGuard
+from batchroute.domain.billing.controls import BillingControls
+from batchroute.domain.billing.spending_limit import LimitGuard
 
 TransactItem = dict[str, Any]
 

@@ -27,7 +27,7 @@ from batchroute.adapters.dynamo.codec import from_item, org_key, org_pk, to_item
 from batchroute.adapters.dynamo.reads import index_before, prefix_query
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.adapters.dynamo.writes import conditional_transaction, conditional_update, put_new
-from batchroute.domain.payments import AutoTopup, CheckoutRecord, PaymentMethod, TopupAttempt
+from batchroute.domain.billing.payments import AutoTopup, CheckoutRecord, PaymentMethod, TopupAttempt
 from batchroute.money import Money
 
 TransactItem = dict[str, Any]

@@ -25,7 +25,7 @@ from typing import Any
 from batchroute.adapters.dynamo.codec import decimals, from_item, plain, to_item, to_value
 from batchroute.adapters.dynamo.reads import prefix_query
 from batchroute.adapters.dynamo.store import DynamoStore
-from batchroute.domain.presets import Preset, PresetVersion
+from batchroute.domain.presets.presets import Preset, PresetVersion
 
 HEAD_PREFIX = "PRESET#"
 VERSION_PREFIX = "PRESETV#"

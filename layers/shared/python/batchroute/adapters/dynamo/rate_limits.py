@@ -23,7 +23,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from batchroute.adapters.dynamo.codec import is_condition_failure, to_value
 from batchroute.adapters.dynamo.store import DynamoStore
-from batchroute.domain.rate_limits import CallerGate, WindowCounts, expires_at_epoch
+from batchroute.domain.billing.rate_limits import CallerGate, WindowCounts, expires_at_epoch
 from batchroute.errors import TransientError
 
 _MAX_REMEMBERED_SCOPES = 10_000

@@ -17,7 +17,7 @@ from typing import Any
 from batchroute.adapters.dynamo.codec import from_item, org_pk, to_value
 from batchroute.adapters.dynamo.controls import ControlsStore
 from batchroute.adapters.dynamo.writes import conditional_transaction, put_new
-from batchroute.domain.route_policy import PolicyChange, PolicyVersionMismatch, PriceCap, RoutePolicy
+from batchroute.domain.routing.policy import PolicyChange, PolicyVersionMismatch, PriceCap, RoutePolicy
 from batchroute.ids import suffix_of
 
 POLICY_SK = "POLICY"

@@ -28,7 +28,7 @@ from batchroute.adapters.dynamo.writes import (
     put_if_new,
     put_new,
 )
-from batchroute.domain.schedules import Schedule
+from batchroute.domain.schedules.schedules import Schedule
 
 DUE = "SCHEDULE#DUE"
 _PREFIX = "SCHEDULE#"

@@ -34,7 +34,7 @@ from batchroute.adapters.dynamo.leases import claim_attempt, due_items, due_sort
 from batchroute.adapters.dynamo.reads import prefix_query, raw_items
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.adapters.dynamo.writes import conditional_put, conditional_transaction, put_new
-from batchroute.domain.webhooks import WebhookAttempt, WebhookDeliveryRecord
+from batchroute.domain.delivery.webhooks import WebhookAttempt, WebhookDeliveryRecord
 
 DUE_PARTITION = "WEBHOOK#DUE"
 _ATTEMPT_MARK = "#ATTEMPT#"

@@ -30,7 +30,13 @@ from batchroute.adapters.dynamo.writes import (
     first_refused,
     put_new,
 )
-from batchroute.domain.work_orders import MAX_MEMBERS, TALLY_NAMES, MemberRefused, Tallies, WorkOrder
+from batchroute.domain.work_orders.work_orders import (
+    MAX_MEMBERS,
+    TALLY_NAMES,
+    MemberRefused,
+    Tallies,
+    WorkOrder,
+)
 
 PREFIX = "WORKORDER#"
 MEMBER_PREFIX = "WOMEMBER#"

@@ -26,7 +26,7 @@ from typing import Any
 import httpx
 
 import batchroute.providers.anthropic.transform as transform  # not via the package: no cycle
-from batchroute.domain.tokens import DEFAULT_OUTPUT_TOKENS
+from batchroute.domain.catalog.tokens import DEFAULT_OUTPUT_TOKENS
 from batchroute.providers import base
 from batchroute.providers.http import VendorHttp
 

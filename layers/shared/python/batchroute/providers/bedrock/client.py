@@ -78,7 +78,7 @@ from urllib3.exceptions import HTTPError as Urllib3Error
 from urllib3.exceptions import ReadTimeoutError as Urllib3ReadTimeout
 
 import batchroute.providers.bedrock.transform as transform
-from batchroute.domain.jsonl import LineError, parse_jsonl
+from batchroute.domain.batches.jsonl import LineError, parse_jsonl
 from batchroute.providers import base
 from batchroute.providers.credentials import ProviderNotConfigured
 from batchroute.providers.endpoints import ProviderEndpoint

@@ -66,7 +66,7 @@ unpaired tool calls and results, non-object tool arguments, seeds outside int32,
 settings, token-id embedding inputs.
 
 Embeddings carry no token usage on the Gemini API: prompt tokens are estimated from the text
-with the quote's conservative rule (domain/tokens.py: ceil(UTF-8 bytes / 3) + 3), the same
+with the quote's conservative rule (domain/catalog/tokens.py: ceil(UTF-8 bytes / 3) + 3), the same
 figure the quote held; a body that does report `usageMetadata.promptTokenCount` wins.
 """
 
@@ -82,7 +82,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from batchroute.domain import tokens
+from batchroute.domain.catalog import tokens
 from batchroute.providers import base
 from batchroute.providers.conversation import (
     Conversation,

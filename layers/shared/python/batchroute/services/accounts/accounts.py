@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from batchroute.clock import Clock, isoformat
-from batchroute.domain.accounts import ApiKey, Org, User
-from batchroute.domain.credentials import issue_api_key
-from batchroute.domain.passwords import check_password, checked_email
+from batchroute.domain.accounts.accounts import ApiKey, Org, User
+from batchroute.domain.accounts.credentials import issue_api_key
+from batchroute.domain.accounts.passwords import check_password, checked_email
 from batchroute.errors import InvalidRequest
 from batchroute.ids import new_id
 from batchroute.money import Money

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from batchroute.clock import Clock, isoformat
-from batchroute.domain.access import Principal, Role, authorize, require_user_session
-from batchroute.domain.accounts import ApiKey
-from batchroute.domain.credentials import issue_api_key
+from batchroute.domain.accounts.access import Principal, Role, authorize, require_user_session
+from batchroute.domain.accounts.accounts import ApiKey
+from batchroute.domain.accounts.credentials import issue_api_key
 from batchroute.errors import NotFound
 from batchroute.ids import new_id
 

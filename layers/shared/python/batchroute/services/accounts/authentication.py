@@ -16,10 +16,10 @@ from datetime import datetime, timedelta
 from typing import Final, Protocol
 
 from batchroute.clock import Clock, isoformat
-from batchroute.domain.access import Principal
-from batchroute.domain.accounts import SESSION_COOKIE as SESSION_COOKIE  # re-exported
-from batchroute.domain.accounts import ApiKey, Session, User
-from batchroute.domain.credentials import key_belongs_to, keyed_hash, same_hash
+from batchroute.domain.accounts.access import Principal
+from batchroute.domain.accounts.accounts import SESSION_COOKIE as SESSION_COOKIE  # re-exported
+from batchroute.domain.accounts.accounts import ApiKey, Session, User
+from batchroute.domain.accounts.credentials import key_belongs_to, keyed_hash, same_hash
 from batchroute.errors import Unauthenticated
 
 KEY_COPY_SECONDS: Final = 60

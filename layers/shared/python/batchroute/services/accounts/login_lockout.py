@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from batchroute.clock import Clock
-from batchroute.domain.accounts import User
-from batchroute.domain.rate_limits import position, rolling_count
+from batchroute.domain.accounts.accounts import User
+from batchroute.domain.billing.rate_limits import position, rolling_count
 from batchroute.errors import RateLimited, ServiceError, TransientError
 from batchroute.observability import logger
 from batchroute.services.billing.rate_limiting import RateCounters, address_digest

@@ -16,9 +16,9 @@ from typing import Protocol
 from urllib.parse import urlencode
 
 from batchroute.clock import Clock, isoformat
-from batchroute.domain.accounts import User
-from batchroute.domain.credentials import keyed_hash, new_opaque_token
-from batchroute.domain.passwords import check_password, checked_email
+from batchroute.domain.accounts.accounts import User
+from batchroute.domain.accounts.credentials import keyed_hash, new_opaque_token
+from batchroute.domain.accounts.passwords import check_password, checked_email
 from batchroute.errors import Unauthenticated
 from batchroute.observability import logger
 from batchroute.services.accounts.passwords import Argon2Passwords

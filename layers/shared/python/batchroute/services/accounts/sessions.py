@@ -15,8 +15,8 @@ from datetime import timedelta
 from typing import Protocol
 
 from batchroute.clock import Clock, isoformat
-from batchroute.domain.accounts import ApiKey, Session, User, normalize_email
-from batchroute.domain.credentials import keyed_hash, new_opaque_token
+from batchroute.domain.accounts.accounts import ApiKey, Session, User, normalize_email
+from batchroute.domain.accounts.credentials import keyed_hash, new_opaque_token
 from batchroute.errors import Unauthenticated
 from batchroute.ids import new_id
 from batchroute.services.accounts.authentication import Authenticator

@@ -16,10 +16,10 @@ from collections.abc import Callable
 from typing import Protocol, TypedDict
 
 from batchroute.clock import Clock, isoformat
-from batchroute.domain.access import Principal, Role, authorize, no_user, require_user
-from batchroute.domain.accounts import DeliveryWebhookConfig, Org, User
-from batchroute.domain.webhook_targets import webhook_target_problems
-from batchroute.domain.webhooks import webhook_secret_context
+from batchroute.domain.accounts.access import Principal, Role, authorize, no_user, require_user
+from batchroute.domain.accounts.accounts import DeliveryWebhookConfig, Org, User
+from batchroute.domain.delivery.webhook_targets import webhook_target_problems
+from batchroute.domain.delivery.webhooks import webhook_secret_context
 from batchroute.errors import InvalidRequest, NotFound
 from batchroute.money import MoneyView
 from batchroute.services.accounts.accounts import clean_display_name, clean_full_name

@@ -13,9 +13,9 @@ from typing import Protocol
 from urllib.parse import urlencode
 
 from batchroute.clock import Clock, isoformat
-from batchroute.domain.access import Principal, require_user_session
-from batchroute.domain.accounts import User
-from batchroute.domain.credentials import keyed_hash, new_opaque_token
+from batchroute.domain.accounts.access import Principal, require_user_session
+from batchroute.domain.accounts.accounts import User
+from batchroute.domain.accounts.credentials import keyed_hash, new_opaque_token
 from batchroute.errors import InvalidRequest, Unauthenticated
 from batchroute.services.delivery.ports import Mailer
 

@@ -1,6 +1,6 @@
 """The commands the batches context takes: a quote request, a workflow quote, a batch to create.
 
-Each is read from a body here, once: the API's request models (functions/api/schemas/quotes.py,
+Each is read from a body here, once: the API's request models (functions/api/schemas/batches/quotes.py,
 batches.py) call these parsers at the edge, and the callers that create batches from stored or
 vendor-shaped bodies (schedules, the compat surface, retry) call the same ones, so a field is
 checked in one place, in the spec's words (`invalid_request` with `details.field`). The
@@ -15,10 +15,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
-from batchroute.domain.metadata import parse_metadata
+from batchroute.domain.batches.metadata import parse_metadata
 from batchroute.domain.request_fields import invalid
-from batchroute.domain.routing_gates import GateFailure, RouteRequest
-from batchroute.domain.work_orders import parse_work_order_id
+from batchroute.domain.routing.gates import GateFailure, RouteRequest
+from batchroute.domain.work_orders.work_orders import parse_work_order_id
 from batchroute.errors import InvalidRequest
 
 # The routing fields of a quote or batch body (`region` is a one-region `regions`).

@@ -18,9 +18,10 @@ from datetime import timedelta
 from typing import Any, Protocol
 
 from batchroute.clock import Clock, isoformat
-from batchroute.domain.access import Principal, authorize, require_same_org
-from batchroute.domain.artifact_keys import input_chunk_key
-from batchroute.domain.batch_record import (
+from batchroute.domain.accounts.access import Principal, authorize, require_same_org
+from batchroute.domain.batches.artifact_keys import input_chunk_key
+from batchroute.domain.batches.jsonl import LineError, parse_jsonl
+from batchroute.domain.batches.record import (
     BatchRecord,
     BatchSource,
     BatchWebhook,
@@ -31,16 +32,19 @@ from batchroute.domain.batch_record import (
     IdempotencyRecord,
     SurfaceFields,
 )
-from batchroute.domain.batch_states import is_terminal
-from batchroute.domain.billing_controls import BillingControls
-from batchroute.domain.catalog import PrivacyTier, SlaTier
-from batchroute.domain.jsonl import LineError, parse_jsonl
-from batchroute.domain.pricing import FeeKind
+from batchroute.domain.batches.states import is_terminal
+from batchroute.domain.billing.controls import BillingControls
+from batchroute.domain.billing.spending_limit import LimitGuard
+from batchroute.domain.catalog.catalog import PrivacyTier, SlaTier
+from batchroute.domain.catalog.pricing import FeeKind
+from batchroute.domain.delivery.webhook_targets import (
+    TargetProblem,
+    public_url_check,
+    webhook_target_problems,
+)
 from batchroute.domain.request_fields import invalid
-from batchroute.domain.routing_gates import GateFailure, RoutingMode
-from batchroute.domain.spending_limit import LimitGuard
-from batchroute.domain.webhook_targets import TargetProblem, public_url_check, webhook_target_problems
-from batchroute.domain.work_orders import WorkOrder
+from batchroute.domain.routing.gates import GateFailure, RoutingMode
+from batchroute.domain.work_orders.work_orders import WorkOrder
 from batchroute.errors import Conflict, Gone, InvalidRequest, NotFound, Unavailable
 from batchroute.ids import new_id
 from batchroute.money import Money
@@ -342,7 +346,7 @@ class BatchService:
         return _Priced.quoted(snapshot)
 
     def _webhook(self, principal: Principal, batch_id: str, webhook: object) -> BatchWebhook | None:
-        """The batch's webhook, checked once (domain/webhook_targets.py) and sealed."""
+        """The batch's webhook, checked once (domain/delivery/webhook_targets.py) and sealed."""
         if webhook is None:
             return None
         check = public_url_check(

@@ -15,7 +15,7 @@ from datetime import timedelta
 from typing import Any, Protocol
 
 from batchroute.clock import Clock, isoformat
-from batchroute.domain.files import (
+from batchroute.domain.batches.files import (
     DEFAULT_CONTENT_TYPE,
     DEFAULT_PURPOSE,
     MAX_FILENAME_CHARS,
@@ -35,14 +35,21 @@ from batchroute.domain.files import (
     staging_key,
     unsupported_file_type,
 )
-from batchroute.domain.item_profile import (
+from batchroute.domain.batches.item_profile import (
     RECORD_PROFILE_BYTES,
     ItemProfile,
     ItemProfileBuilder,
     apart_key,
     stored_apart,
 )
-from batchroute.domain.jsonl import MAX_LINE_BYTES, JsonlScan, LineError, ParsedLine, ScanResult, parse_jsonl
+from batchroute.domain.batches.jsonl import (
+    MAX_LINE_BYTES,
+    JsonlScan,
+    LineError,
+    ParsedLine,
+    ScanResult,
+    parse_jsonl,
+)
 from batchroute.errors import Conflict, Forbidden, Gone, InvalidRequest, NotFound, PayloadTooLarge
 from batchroute.ids import has_prefix, new_id
 from batchroute.observability import logger

@@ -8,7 +8,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from batchroute.domain.artifact_keys import INPUT_CHUNK_ROWS, input_chunk_key
+from batchroute.domain.batches.artifact_keys import INPUT_CHUNK_ROWS, input_chunk_key
 from batchroute.services.batches.ports import ObjectStore, ObjectWriter
 
 CHUNK_SIZE = INPUT_CHUNK_ROWS

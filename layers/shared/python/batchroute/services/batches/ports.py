@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
-from batchroute.domain.batch_record import BatchRecord, IdempotencyRecord
-from batchroute.domain.batch_states import BatchState
-from batchroute.domain.spending_limit import LimitGuard
+from batchroute.domain.batches.record import BatchRecord, IdempotencyRecord
+from batchroute.domain.batches.states import BatchState
+from batchroute.domain.billing.spending_limit import LimitGuard
 
 TransactItem = dict[str, Any]
 

@@ -16,14 +16,16 @@ from datetime import timedelta
 from typing import Any, Protocol
 
 from batchroute.clock import Clock, isoformat
-from batchroute.domain.access import Principal, authorize
-from batchroute.domain.canonical_json import ItemsDigest
-from batchroute.domain.catalog import Catalog, WorkflowProduct
-from batchroute.domain.item_profile import ItemProfile
-from batchroute.domain.jsonl import LineError
-from batchroute.domain.preflight import Issue, Preflight
-from batchroute.domain.pricing import FeeKind, PriceBreakdown, estimate_price
-from batchroute.domain.route_policy import (
+from batchroute.domain.accounts.access import Principal, authorize
+from batchroute.domain.batches.canonical_json import ItemsDigest
+from batchroute.domain.batches.item_profile import ItemProfile
+from batchroute.domain.batches.jsonl import LineError
+from batchroute.domain.batches.preflight import Issue, Preflight
+from batchroute.domain.catalog.catalog import Catalog, WorkflowProduct
+from batchroute.domain.catalog.pricing import FeeKind, PriceBreakdown, estimate_price
+from batchroute.domain.routing.engine import RoutePlan, route
+from batchroute.domain.routing.gates import GateFailure, RouteRequest, RoutingGuards
+from batchroute.domain.routing.policy import (
     Narrowing,
     PolicyConflict,
     RoutePolicy,
@@ -31,8 +33,6 @@ from batchroute.domain.route_policy import (
     guarded,
     in_force,
 )
-from batchroute.domain.routing import RoutePlan, route
-from batchroute.domain.routing_gates import GateFailure, RouteRequest, RoutingGuards
 from batchroute.errors import Conflict, Forbidden, InvalidRequest, NotFound
 from batchroute.ids import new_id
 from batchroute.money import Money
@@ -55,7 +55,7 @@ class Reopenable:
     (so a missing file is reported where it always was; None: opened on that first read, for
     a file whose item profile may spare reading it), a later one opens it anew. The
     preflight checks `customer_item_id` uniqueness of such a source by hashes only (8 B an
-    item, domain/item_ids.py) and reads it a second time only if an id may repeat."""
+    item, domain/batches/item_ids.py) and reads it a second time only if an id may repeat."""
 
     def __init__(self, opened: ItemSource | None, reopen: Callable[[], ItemSource]) -> None:
         self._opened: ItemSource | None = opened

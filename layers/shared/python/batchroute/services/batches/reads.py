@@ -13,15 +13,15 @@ from datetime import datetime, timedelta
 from typing import Any, Literal, Protocol
 
 from batchroute.clock import isoformat
-from batchroute.domain.access import Principal, authorize, require_same_org
-from batchroute.domain.artifact_keys import INPUT_CHUNK_ROWS as CHUNK_SIZE
-from batchroute.domain.artifact_keys import input_chunk_key, result_chunk_key, results_index_key
-from batchroute.domain.batch_record import BatchRecord
-from batchroute.domain.batch_states import NON_TERMINAL
-from batchroute.domain.feedback import FeedbackView
-from batchroute.domain.jsonl import parse_jsonl
-from batchroute.domain.lane_plan import lane_chunk_done, lane_chunk_position
-from batchroute.domain.retention import RetentionSettings, keep_until
+from batchroute.domain.accounts.access import Principal, authorize, require_same_org
+from batchroute.domain.batches.artifact_keys import INPUT_CHUNK_ROWS as CHUNK_SIZE
+from batchroute.domain.batches.artifact_keys import input_chunk_key, result_chunk_key, results_index_key
+from batchroute.domain.batches.jsonl import parse_jsonl
+from batchroute.domain.batches.record import BatchRecord
+from batchroute.domain.batches.states import NON_TERMINAL
+from batchroute.domain.billing.retention import RetentionSettings, keep_until
+from batchroute.domain.feedback.feedback import FeedbackView
+from batchroute.domain.routing.lane_plan import lane_chunk_done, lane_chunk_position
 from batchroute.errors import Conflict, Gone, InvalidRequest, NotFound
 from batchroute.services.batches.ports import BatchStore, ObjectStore
 from batchroute.services.batches.views import Signer, artifact_files

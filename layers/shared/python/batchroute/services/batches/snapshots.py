@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from batchroute.domain.pricing import FeeKind
+from batchroute.domain.catalog.pricing import FeeKind
 
 QuoteKind = Literal["model", "workflow"]
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from batchroute.domain.batch_record import ArtifactKeys, BatchRecord
-from batchroute.domain.lane_plan import lane_chunk_count, lane_chunks_done_n
+from batchroute.domain.batches.record import ArtifactKeys, BatchRecord
+from batchroute.domain.routing.lane_plan import lane_chunk_count, lane_chunks_done_n
 from batchroute.money import Money
 
 COUNT_KEYS = ("total", "pending", "running", "completed", "failed", "canceled")

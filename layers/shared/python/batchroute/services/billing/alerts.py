@@ -12,7 +12,7 @@ import json
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from batchroute.domain.billing_alerts import (
+from batchroute.domain.billing.alerts import (
     AUTO_TOPUP_FAILED,
     AUTO_TOPUP_SUCCEEDED,
     LIMIT_REACHED,
@@ -20,8 +20,8 @@ from batchroute.domain.billing_alerts import (
     THRESHOLD_CROSSED,
     BillingEvent,
 )
-from batchroute.domain.billing_controls import BillingControls
-from batchroute.domain.webhooks import WebhookDeliveryRecord
+from batchroute.domain.billing.controls import BillingControls
+from batchroute.domain.delivery.webhooks import WebhookDeliveryRecord
 from batchroute.observability import logger
 from batchroute.services.delivery.ports import Mailer
 

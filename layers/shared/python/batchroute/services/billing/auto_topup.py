@@ -20,10 +20,10 @@ from datetime import datetime, timedelta
 from typing import Protocol
 
 from batchroute.clock import Clock, isoformat
-from batchroute.domain.access import Principal
-from batchroute.domain.billing_alerts import AUTO_TOPUP_FAILED, AUTO_TOPUP_SUCCEEDED, Alert
-from batchroute.domain.ledger import ProcessorCredit, WalletState
-from batchroute.domain.payments import (
+from batchroute.domain.accounts.access import Principal
+from batchroute.domain.billing.alerts import AUTO_TOPUP_FAILED, AUTO_TOPUP_SUCCEEDED, Alert
+from batchroute.domain.billing.ledger import ProcessorCredit, WalletState
+from batchroute.domain.billing.payments import (
     AttemptPage,
     AutoTopup,
     AutoTopupView,
@@ -142,7 +142,7 @@ class AutoTopupService:
         return self.store.auto_topup(org_id).to_api(self.store.payment_method(org_id))
 
     def update(self, principal: Principal, command: UpdateAutoTopup) -> AutoTopupView:
-        """Save the update (validated at the edge, functions/api/schemas/payments.py)."""
+        """Save the update (validated at the edge, functions/api/schemas/billing/payments.py)."""
         card = self.store.payment_method(principal.org_id)
         for _ in range(_SAVE_ATTEMPTS):
             current = self.store.auto_topup(principal.org_id)

@@ -1,7 +1,7 @@
 """The billing commands the edge builds from a validated request body (functions/api/schemas/)
 and hands the services. The partial updates of settings the domain rules apply are declared
-next to those rules: `UpdateControls` (domain/billing_controls.py), `UpdateAutoTopup`
-(domain/payments.py), `UpdateRetention` (domain/retention.py)."""
+next to those rules: `UpdateControls` (domain/billing/controls.py), `UpdateAutoTopup`
+(domain/billing/payments.py), `UpdateRetention` (domain/billing/retention.py)."""
 
 from __future__ import annotations
 

@@ -9,10 +9,10 @@ from dataclasses import replace
 from typing import Protocol, TypeVar
 
 from batchroute.clock import Clock, isoformat
-from batchroute.domain.access import Principal
-from batchroute.domain.billing_controls import (
+from batchroute.domain.accounts.access import Principal
+from batchroute.domain.accounts.audit import AuditEntry
+from batchroute.domain.billing.controls import (
     ACTION_UPDATE,
-    AuditEntry,
     BillingControls,
     ConcurrentUpdate,
     UpdateControls,

@@ -15,7 +15,7 @@ the org's spending limit allow it?
    caller can emit `billing.limit_reached`.
 
 Both are read before the write, so neither is the final word: the decision carries a
-`LimitGuard` (domain/spending_limit.py) that the reservation's own transaction asserts, so
+`LimitGuard` (domain/billing/spending_limit.py) that the reservation's own transaction asserts, so
 concurrent submits cannot together pass a hard limit. When that transaction is refused, the
 caller decides again on fresh reads.
 """
@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal, Protocol
 
-from batchroute.domain.billing_controls import BillingControls, Period
-from batchroute.domain.ledger import WalletState, insufficient_credit, period_keys
-from batchroute.domain.spending_limit import LimitGuard
+from batchroute.domain.billing.controls import BillingControls, Period
+from batchroute.domain.billing.ledger import WalletState, insufficient_credit, period_keys
+from batchroute.domain.billing.spending_limit import LimitGuard
 from batchroute.errors import Forbidden, PaymentRequired, ServiceError
 from batchroute.money import Money, format_amount
 

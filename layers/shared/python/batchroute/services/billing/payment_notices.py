@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime
 
-from batchroute.domain.billing_alerts import Alert, BillingEvent
+from batchroute.domain.billing.alerts import Alert, BillingEvent
 from batchroute.services.billing.ports import Notifier
 
 

@@ -20,8 +20,8 @@ from datetime import datetime
 from typing import Protocol, TypedDict
 
 from batchroute.clock import Clock, isoformat
-from batchroute.domain.access import Principal, require_user_session
-from batchroute.domain.payments import (
+from batchroute.domain.accounts.access import Principal, require_user_session
+from batchroute.domain.billing.payments import (
     Charge,
     CheckoutRecord,
     CheckoutSession,

@@ -8,10 +8,16 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any, Protocol
 
-from batchroute.domain.billing_alerts import Alert, BillingEvent
-from batchroute.domain.billing_controls import BillingControls
-from batchroute.domain.ledger import LedgerSnapshot, Purpose, Reservation, SettlementResult, WalletState
-from batchroute.domain.usage import UsageCharge
+from batchroute.domain.billing.alerts import Alert, BillingEvent
+from batchroute.domain.billing.controls import BillingControls
+from batchroute.domain.billing.ledger import (
+    LedgerSnapshot,
+    Purpose,
+    Reservation,
+    SettlementResult,
+    WalletState,
+)
+from batchroute.domain.billing.usage import UsageCharge
 from batchroute.money import Money
 
 TransactItem = dict[str, Any]

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from batchroute.clock import Clock
-from batchroute.domain.access import Principal
-from batchroute.domain.accounts import normalize_email
-from batchroute.domain.credentials import keyed_hash
-from batchroute.domain.rate_limits import (
+from batchroute.domain.accounts.access import Principal
+from batchroute.domain.accounts.accounts import normalize_email
+from batchroute.domain.accounts.credentials import keyed_hash
+from batchroute.domain.billing.rate_limits import (
     CallerGate,
     Decision,
     Limit,

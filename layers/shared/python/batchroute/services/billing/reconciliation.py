@@ -2,7 +2,7 @@
 auto top-up credits against the processor's successful payments.
 
 `PaymentsReconciliation.run(since)` reads both sides and returns every difference
-(`domain/reconciliation.py`); the operator runs it with `batchroute-admin payments reconcile`.
+(`domain/billing/reconciliation.py`); the operator runs it with `batchroute-admin payments reconcile`.
 `ScheduledReconciliation` is the deployed daily run (an EventBridge rule on the sweeper
 function, played locally by a timer like the sweeper's): it reconciles the last two days, logs
 each difference and counts them in the metric `PaymentReconciliationDifferences`, which
@@ -18,7 +18,7 @@ from typing import Protocol, TypedDict
 from aws_lambda_powertools.metrics import MetricUnit
 
 from batchroute.clock import Clock, isoformat
-from batchroute.domain.reconciliation import (
+from batchroute.domain.billing.reconciliation import (
     LedgerCredit,
     ProcessorPayment,
     ReconciliationReport,

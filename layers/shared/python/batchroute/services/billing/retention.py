@@ -6,7 +6,7 @@ from dataclasses import replace
 from typing import Protocol
 
 from batchroute.clock import Clock, isoformat
-from batchroute.domain.retention import RetentionSettings, UpdateRetention, apply_update
+from batchroute.domain.billing.retention import RetentionSettings, UpdateRetention, apply_update
 from batchroute.services.billing.controls import saved_with_retries
 
 
@@ -25,7 +25,7 @@ class RetentionService:
         return self.records.retention(org_id) or RetentionSettings(org_id=org_id)
 
     def update(self, org_id: str, command: UpdateRetention) -> RetentionSettings:
-        """Apply the update (validated at the edge, functions/api/schemas/retention.py)."""
+        """Apply the update (validated at the edge, functions/api/schemas/billing/retention.py)."""
         return saved_with_retries(lambda: self._save_once(org_id, command))
 
     def _save_once(self, org_id: str, command: UpdateRetention) -> RetentionSettings:

@@ -4,7 +4,7 @@ Three reads, none of them over ledger entries: the billing controls (which perio
 zone), the wallet (balance, reserved, available) and ONE range of usage counters covering
 both periods (`LedgerStore.usage_between`). The counters are written with each charge
 (docs/usage.md), so the cost of this read grows with days x models used, never with the
-number of ledger entries. The arithmetic is `domain/usage.py`.
+number of ledger entries. The arithmetic is `domain/billing/usage.py`.
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ import zoneinfo
 from typing import Protocol, cast
 
 from batchroute.clock import Clock
-from batchroute.domain.access import Principal, authorize
-from batchroute.domain.billing_controls import BillingControls
-from batchroute.domain.ledger import WalletState
-from batchroute.domain.usage import (
+from batchroute.domain.accounts.access import Principal, authorize
+from batchroute.domain.billing.controls import BillingControls
+from batchroute.domain.billing.ledger import WalletState
+from batchroute.domain.billing.usage import (
     USAGE_PERIODS,
     UsageCounter,
     UsagePeriod,

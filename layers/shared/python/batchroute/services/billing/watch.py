@@ -5,7 +5,7 @@ listeners (auto top-up) where the wallet stands (docs/billing-alerts.md).
 `moved(org_id, at=)` reads the controls, the wallet and (when a rule needs it) the alert
 period's charged spend, then:
 1. records `billing.limit_reached` and `billing.threshold_crossed` events that hold
-   (`domain/billing_alerts.py:due_alerts`), each once per debounce key;
+   (`domain/billing/alerts.py:due_alerts`), each once per debounce key;
 2. steps the low-balance alert: fire once per episode, re-arm at 110% of the level;
 3. calls every listener's `balance_moved(org_id, wallet, at=)`.
 It never raises into the money path: a failure is logged, and the next movement looks again
@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Protocol
 
-from batchroute.domain.billing_alerts import (
+from batchroute.domain.billing.alerts import (
     Alert,
     BillingEvent,
     alert_period,
@@ -31,8 +31,8 @@ from batchroute.domain.billing_alerts import (
     low_balance_step,
     needs_spend,
 )
-from batchroute.domain.billing_controls import BillingControls
-from batchroute.domain.ledger import WalletState
+from batchroute.domain.billing.controls import BillingControls
+from batchroute.domain.billing.ledger import WalletState
 from batchroute.money import Money
 from batchroute.observability import logger
 from batchroute.services.billing.alerts import AlertChannel

@@ -3,7 +3,7 @@ providers; the fee schedule; workflow products with the capacity able to serve t
 
 Static data comes from the versioned catalog (batchroute/catalog/); live state (remaining
 capacity, last heartbeat) from one read of the lane store per call. Availability rules are
-in domain/lanes.py. Answers are in the API's shape, typed below.
+in domain/routing/lanes.py. Answers are in the API's shape, typed below.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from decimal import Decimal
 from typing import Literal, TypedDict
 
 from batchroute.clock import Clock
-from batchroute.domain.catalog import (
+from batchroute.domain.catalog.catalog import (
     Catalog,
     ExecutionMode,
     HostedTool,
@@ -30,14 +30,14 @@ from batchroute.domain.catalog import (
     SlaTier,
     WorkflowProduct,
 )
-from batchroute.domain.lanes import (
+from batchroute.domain.routing.gates import RoutingGuards
+from batchroute.domain.routing.lanes import (
     STATUS_MESSAGES,
     LaneStatus,
     lane_serves_product,
     lane_status,
     provider_status,
 )
-from batchroute.domain.routing_gates import RoutingGuards
 from batchroute.errors import InvalidRequest, NotFound
 from batchroute.money import format_amount
 from batchroute.services.catalog.ports import DeploymentSettings, LiveStates

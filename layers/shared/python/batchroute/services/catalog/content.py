@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal, Protocol, TypedDict
 
-from batchroute.domain.content import ChangelogEntry, Post
+from batchroute.domain.catalog.content import ChangelogEntry, Post
 from batchroute.errors import NotFound, Unavailable
 
 

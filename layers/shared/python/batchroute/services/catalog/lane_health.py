@@ -19,7 +19,7 @@ from typing import Any, Final, Protocol
 from aws_lambda_powertools.metrics import MetricUnit
 
 from batchroute.clock import Clock, isoformat
-from batchroute.domain.catalog import Catalog, Lane, Provider
+from batchroute.domain.catalog.catalog import Catalog, Lane, Provider
 from batchroute.errors import PermanentError, TransientError
 from batchroute.observability import logger, metrics
 from batchroute.services.catalog.ports import DeploymentSettings

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from batchroute.domain.catalog import LaneLive
+from batchroute.domain.catalog.catalog import LaneLive
 
 
 class LiveStates(Protocol):

@@ -1,7 +1,7 @@
 """Direct chat completions: route, hold, call with failover before the first byte, settle once.
 
 `DirectChat.open(principal, request)` does everything that happens before the first byte:
-plan the lanes (domain/chat_routing.py, over the cached live state), hold the most the
+plan the lanes (domain/chat/routing.py, over the cached live state), hold the most the
 request can cost together with its record, the spending-limit check and the caller's
 rate-limit count (ONE transaction; with the key lookup, two AWS calls before the provider),
 then try the lanes in order until one sends its first byte. A connection error, time-out,
@@ -24,19 +24,20 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from batchroute.clock import Clock, isoformat
-from batchroute.domain.access import Principal, authorize
-from batchroute.domain.batch_record import BatchRecord, ExecutionSummary
-from batchroute.domain.catalog import Catalog
-from batchroute.domain.chat_holds import ChatOutcome, HoldRefused, LaneAttempt, LanesTried
-from batchroute.domain.chat_objects import DIRECT_SOURCE, completion_id
-from batchroute.domain.chat_requests import CHAT_ITEM_ID, ChatRequest
-from batchroute.domain.chat_routing import DirectLane, DirectPlan, plan_direct
-from batchroute.domain.ledger import SettlementResult, period_keys
-from batchroute.domain.pricing import token_cost
-from batchroute.domain.rate_limits import CallerGate
-from batchroute.domain.route_policy import RoutePolicy
-from batchroute.domain.routing_gates import RoutingGuards
-from batchroute.domain.usage import UsageCharge, UsageLine, usage_day
+from batchroute.domain.accounts.access import Principal, authorize
+from batchroute.domain.batches.record import BatchRecord, ExecutionSummary
+from batchroute.domain.billing.ledger import SettlementResult, period_keys
+from batchroute.domain.billing.rate_limits import CallerGate
+from batchroute.domain.billing.usage import UsageCharge, UsageLine, usage_day
+from batchroute.domain.catalog.catalog import Catalog
+from batchroute.domain.catalog.pricing import token_cost
+from batchroute.domain.chat.holds import ChatOutcome, HoldRefused, LanesTried
+from batchroute.domain.chat.objects import DIRECT_SOURCE, completion_id
+from batchroute.domain.chat.requests import CHAT_ITEM_ID, ChatRequest
+from batchroute.domain.chat.routing import DirectLane, DirectPlan, plan_direct
+from batchroute.domain.routing.gates import RoutingGuards
+from batchroute.domain.routing.lanes import LaneAttempt
+from batchroute.domain.routing.policy import RoutePolicy
 from batchroute.errors import InvalidRequest, TransientError, Unavailable
 from batchroute.ids import new_id
 from batchroute.money import Money

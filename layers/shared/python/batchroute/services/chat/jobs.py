@@ -12,22 +12,20 @@ from __future__ import annotations
 
 from typing import Any, Protocol, cast
 
-from batchroute.domain.access import Principal, authorize, require_same_org
-from batchroute.domain.artifact_keys import result_chunk_key
-from batchroute.domain.batch_record import BatchRecord, SurfaceFields
-from batchroute.domain.batch_results import ResultLine
-from batchroute.domain.chat_objects import (
+from batchroute.domain.accounts.access import Principal, authorize, require_same_org
+from batchroute.domain.batches.artifact_keys import result_chunk_key
+from batchroute.domain.batches.jsonl import parse_jsonl
+from batchroute.domain.batches.record import BatchRecord, SurfaceFields, batch_id_for, job_id_for
+from batchroute.domain.chat.objects import (
     CHAT_SOURCE,
-    batch_id_for,
     chat_completion,
     chat_job,
     completion_id,
     epoch_seconds,
-    job_id_for,
 )
-from batchroute.domain.chat_requests import ChatRequest
-from batchroute.domain.jsonl import parse_jsonl
-from batchroute.domain.lane_plan import lane_chunk_done
+from batchroute.domain.chat.requests import ChatRequest
+from batchroute.domain.routing.lane_plan import lane_chunk_done
+from batchroute.domain.workflow.results import ResultLine
 from batchroute.errors import Forbidden, Gone, NotFound, PaymentRequired
 from batchroute.ids import new_id
 from batchroute.services.batches.commands import CreateBatch

@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
-from batchroute.domain.batch_record import BatchRecord
-from batchroute.domain.billing_controls import BillingControls
-from batchroute.domain.chat_holds import ChatOutcome
-from batchroute.domain.ledger import SettlementResult, WalletState
-from batchroute.domain.rate_limits import CallerGate
-from batchroute.domain.spending_limit import LimitGuard
-from batchroute.domain.usage import UsageCharge
+from batchroute.domain.batches.record import BatchRecord
+from batchroute.domain.billing.controls import BillingControls
+from batchroute.domain.billing.ledger import SettlementResult, WalletState
+from batchroute.domain.billing.rate_limits import CallerGate
+from batchroute.domain.billing.spending_limit import LimitGuard
+from batchroute.domain.billing.usage import UsageCharge
+from batchroute.domain.chat.holds import ChatOutcome
 from batchroute.money import Money
 
 

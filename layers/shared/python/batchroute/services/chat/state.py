@@ -24,14 +24,14 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from batchroute.clock import Clock, isoformat
-from batchroute.domain.batch_record import BatchRecord
-from batchroute.domain.billing_controls import BillingControls
-from batchroute.domain.catalog import LaneLive
-from batchroute.domain.chat_holds import HoldRefused
-from batchroute.domain.chat_routing import LaneRecord
-from batchroute.domain.ledger import insufficient_credit, period_keys
-from batchroute.domain.rate_limits import CallerGate
-from batchroute.domain.spending_limit import LimitGuard
+from batchroute.domain.batches.record import BatchRecord
+from batchroute.domain.billing.controls import BillingControls
+from batchroute.domain.billing.ledger import insufficient_credit, period_keys
+from batchroute.domain.billing.rate_limits import CallerGate
+from batchroute.domain.billing.spending_limit import LimitGuard
+from batchroute.domain.catalog.catalog import LaneLive
+from batchroute.domain.chat.holds import HoldRefused
+from batchroute.domain.chat.routing import LaneRecord
 from batchroute.errors import TransientError
 from batchroute.money import Money
 from batchroute.observability import logger

@@ -16,9 +16,12 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from batchroute.clock import Clock, isoformat
-from batchroute.domain.access import Principal, authorize
-from batchroute.domain.batch_record import BatchRecord, CompatFields, SurfaceFields
-from batchroute.domain.compat import (
+from batchroute.domain.accounts.access import Principal, authorize
+from batchroute.domain.batches.item_profile import ItemProfile
+from batchroute.domain.batches.jsonl import LineError
+from batchroute.domain.batches.metadata import parse_metadata
+from batchroute.domain.batches.record import BatchRecord, CompatFields, SurfaceFields
+from batchroute.domain.compat.batches import (
     BODY_FORMATS,
     COMPLETION_WINDOW,
     DEFAULT_BODY_FORMAT,
@@ -28,9 +31,6 @@ from batchroute.domain.compat import (
     input_param,
     read_row,
 )
-from batchroute.domain.item_profile import ItemProfile
-from batchroute.domain.jsonl import LineError
-from batchroute.domain.metadata import parse_metadata
 from batchroute.errors import Conflict, InvalidRequest, NotFound
 from batchroute.ids import has_prefix, new_id
 from batchroute.services.batches.commands import CreateBatch

@@ -15,10 +15,12 @@ from collections.abc import Iterator, Mapping
 from dataclasses import replace
 from typing import Any, Protocol
 
-from batchroute.domain.access import Principal, authorize, require_same_org
-from batchroute.domain.artifact_keys import errors_key, results_key
-from batchroute.domain.batch_record import BatchRecord
-from batchroute.domain.compat import (
+from batchroute.domain.accounts.access import Principal, authorize, require_same_org
+from batchroute.domain.batches.artifact_keys import errors_key, results_key
+from batchroute.domain.batches.files import FileRecord
+from batchroute.domain.batches.jsonl import parse_jsonl
+from batchroute.domain.batches.record import BatchRecord
+from batchroute.domain.compat.batches import (
     DEFAULT_BODY_FORMAT,
     BodyFormat,
     RowCheck,
@@ -27,8 +29,6 @@ from batchroute.domain.compat import (
     output_line,
     unix,
 )
-from batchroute.domain.files import FileRecord
-from batchroute.domain.jsonl import parse_jsonl
 from batchroute.errors import Conflict, Gone, InvalidRequest, NotFound
 from batchroute.ids import has_prefix
 from batchroute.services.batches.files import DirectUpload, FileService

@@ -17,8 +17,8 @@ from datetime import timedelta
 from typing import Any, Protocol
 
 from batchroute.clock import Clock, isoformat
-from batchroute.domain.access import Principal, authorize, require_same_org
-from batchroute.domain.compat_uploads import (
+from batchroute.domain.accounts.access import Principal, authorize, require_same_org
+from batchroute.domain.compat.uploads import (
     MAX_PARTS,
     UPLOAD_LIFETIME,
     UploadPart,

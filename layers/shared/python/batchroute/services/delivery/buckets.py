@@ -1,6 +1,6 @@
 """Bucket delivery: a finished batch's result, error and receipt artifacts pushed to each of
 the org's enabled delivery targets, retried on a schedule, redelivered on request
-(domain/bucket_delivery.py for the states and schedule, docs/delivery-targets.md).
+(domain/delivery/buckets.py for the states and schedule, docs/delivery-targets.md).
 
 - `deliver_batch(batch)` (the workflow's Deliver step): makes the batch's delivery once,
   snapshotting the enabled targets, and makes the first attempt at once;
@@ -26,9 +26,9 @@ from datetime import datetime, timedelta
 from typing import Any, BinaryIO, Protocol
 
 from batchroute.clock import Clock, isoformat
-from batchroute.domain.batch_record import ArtifactKeys, BatchRecord
-from batchroute.domain.batch_states import TERMINAL
-from batchroute.domain.bucket_delivery import (
+from batchroute.domain.batches.record import ArtifactKeys, BatchRecord
+from batchroute.domain.batches.states import TERMINAL
+from batchroute.domain.delivery.buckets import (
     INTERRUPTED,
     LEASE_SECONDS,
     DeliveryError,
@@ -38,7 +38,7 @@ from batchroute.domain.bucket_delivery import (
     outcome,
     pending_view,
 )
-from batchroute.domain.delivery_targets import BucketRefused, DeliveryTarget, batch_object_keys
+from batchroute.domain.delivery.targets import BucketRefused, DeliveryTarget, batch_object_keys
 from batchroute.errors import Conflict, Gone
 from batchroute.observability import logger
 from batchroute.services.delivery.targets import Bucket

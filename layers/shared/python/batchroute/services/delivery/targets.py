@@ -1,5 +1,5 @@
 """Delivery targets: register, list, change, remove and test the buckets an org's batch
-artifacts are pushed to (docs/delivery-targets.md; the rules in domain/delivery_targets.py).
+artifacts are pushed to (docs/delivery-targets.md; the rules in domain/delivery/targets.py).
 
 The secret access key is sealed with KMS (context: org, target, purpose) before anything is
 stored, and unsealed only in memory when a test or a delivery opens the bucket. No answer,
@@ -15,7 +15,7 @@ from dataclasses import replace
 from typing import Protocol
 
 from batchroute.clock import Clock, isoformat
-from batchroute.domain.delivery_targets import (
+from batchroute.domain.delivery.targets import (
     MAX_TARGETS_PER_ORG,
     BucketRefused,
     CreateTarget,

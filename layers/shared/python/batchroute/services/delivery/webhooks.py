@@ -1,5 +1,5 @@
 """Webhook delivery: one signed POST per terminal batch event, retried until it lands or the
-schedule runs out (`domain/webhooks.py`, `docs/webhooks.md`).
+schedule runs out (`domain/delivery/webhooks.py`, `docs/webhooks.md`).
 
 - `deliver_batch_event(batch)` (the workflow's Deliver step): resolves the webhook (the
   batch's own overrides the org default; none means the customer polls), creates the
@@ -14,8 +14,9 @@ schedule runs out (`domain/webhooks.py`, `docs/webhooks.md`).
   (docs/billing-alerts.md).
 
 Secrets stay sealed with KMS everywhere but in memory during an attempt. The org default's
-secret is sealed by `services/accounts/settings.py` (context `domain/webhooks.py webhook_secret_context`); a
-batch's own secret is sealed at batch creation with `seal_batch_webhook_secret` below.
+secret is sealed by `services/accounts/settings.py` (context
+`domain/delivery/webhooks.py webhook_secret_context`); a batch's own secret is sealed at batch
+creation with `seal_batch_webhook_secret` below.
 """
 
 from __future__ import annotations
@@ -27,14 +28,13 @@ from datetime import datetime, timedelta
 from typing import Any, Literal, Protocol
 
 from batchroute.clock import Clock, isoformat
-from batchroute.domain.accounts import Org
-from batchroute.domain.batch_record import BatchRecord
-from batchroute.domain.webhooks import (
+from batchroute.domain.accounts.accounts import Org
+from batchroute.domain.batches.record import BatchRecord, batch_summary
+from batchroute.domain.delivery.webhooks import (
     MAX_ATTEMPTS,
     AttemptOutcome,
     WebhookAttempt,
     WebhookDeliveryRecord,
-    batch_summary,
     decide,
     delivery_id_for,
     event_body,

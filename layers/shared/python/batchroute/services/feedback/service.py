@@ -1,6 +1,6 @@
 """Feedback: rate a batch item's result or a chat completion, list the org's feedback, and
 summarize it per model and provider from counters (docs/feedback.md; the rules in
-domain/feedback.py).
+domain/feedback/feedback.py).
 
 The target must exist in the caller's org (404 otherwise, another org's included). The model
 and provider recorded are those that served it: a batch item's from its row in the results
@@ -15,13 +15,15 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal, Protocol, TypedDict, cast
 
 from batchroute.clock import Clock, isoformat
-from batchroute.domain.access import Principal, authorize
-from batchroute.domain.artifact_keys import INPUT_CHUNK_ROWS as CHUNK_SIZE
-from batchroute.domain.artifact_keys import input_chunk_key
-from batchroute.domain.batch_record import BatchRecord
-from batchroute.domain.chat_objects import CHAT_SOURCE
-from batchroute.domain.chat_requests import CHAT_ITEM_ID
-from batchroute.domain.feedback import (
+from batchroute.domain.accounts.access import Principal, authorize
+from batchroute.domain.batches.artifact_keys import INPUT_CHUNK_ROWS as CHUNK_SIZE
+from batchroute.domain.batches.artifact_keys import input_chunk_key
+from batchroute.domain.batches.jsonl import parse_jsonl
+from batchroute.domain.batches.record import BatchRecord
+from batchroute.domain.billing.usage import USAGE_PERIODS, UsagePeriod, period_window
+from batchroute.domain.chat.objects import CHAT_SOURCE
+from batchroute.domain.chat.requests import CHAT_ITEM_ID
+from batchroute.domain.feedback.feedback import (
     RATING_SCALES,
     TARGET_TYPES,
     CounterKey,
@@ -35,9 +37,7 @@ from batchroute.domain.feedback import (
     counter_moves,
     summarize,
 )
-from batchroute.domain.jsonl import parse_jsonl
 from batchroute.domain.request_fields import invalid
-from batchroute.domain.usage import USAGE_PERIODS, UsagePeriod, period_window
 from batchroute.errors import Conflict, Gone, InvalidRequest, NotFound
 from batchroute.ids import new_id
 from batchroute.services.batches.ports import Artifacts, BatchReader

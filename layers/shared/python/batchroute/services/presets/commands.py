@@ -1,5 +1,5 @@
 """What a client asks of presets, as the request models build it (functions/api/schemas/
-presets.py reads each body once, at the edge, with the domain's rules: domain/presets.py)."""
+presets.py reads each body once, at the edge, with the domain's rules: domain/presets/presets.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from batchroute.domain.presets import PresetContent
+from batchroute.domain.presets.presets import PresetContent
 
 
 @dataclass(frozen=True, slots=True)

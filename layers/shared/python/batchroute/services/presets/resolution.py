@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Protocol
 
-from batchroute.domain.jsonl import LineError
-from batchroute.domain.preflight import Issue
-from batchroute.domain.presets import PresetVersion, apply_preset, apply_preset_to_request
+from batchroute.domain.batches.jsonl import LineError
+from batchroute.domain.batches.preflight import Issue
+from batchroute.domain.presets.presets import PresetVersion, apply_preset, apply_preset_to_request
 from batchroute.errors import InvalidRequest
 
 _ACTION = "Name an existing preset (GET /v1/presets), or name@version for one of its versions."

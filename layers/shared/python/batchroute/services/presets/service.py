@@ -1,6 +1,6 @@
 """Presets: create, list, read, edit (a new version every time) and archive an org's
 request templates, and resolve a reference (`name` or `name@3`) to one version
-(docs/presets.md; the rules in domain/presets.py).
+(docs/presets.md; the rules in domain/presets/presets.py).
 
 Every role may read presets (`batches:read`); the roles that run work may write them
 (`batches:create`: owner, admin, member). Versions are immutable: an edit writes the next
@@ -17,9 +17,9 @@ from dataclasses import replace
 from typing import Any, Protocol
 
 from batchroute.clock import Clock, isoformat
-from batchroute.domain.access import Principal, authorize
-from batchroute.domain.catalog import Catalog
-from batchroute.domain.presets import (
+from batchroute.domain.accounts.access import Principal, authorize
+from batchroute.domain.catalog.catalog import Catalog
+from batchroute.domain.presets.presets import (
     MAX_PRESETS_PER_ORG,
     Preset,
     PresetContent,

@@ -14,8 +14,8 @@ from dataclasses import replace
 from typing import Any, Protocol
 
 from batchroute.clock import Clock, isoformat
-from batchroute.domain.access import Principal, authorize
-from batchroute.domain.route_policy import (
+from batchroute.domain.accounts.access import Principal, authorize
+from batchroute.domain.routing.policy import (
     ACTION_UPDATE,
     PolicyChange,
     PolicyVersionMismatch,

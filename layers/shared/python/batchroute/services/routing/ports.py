@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from batchroute.domain.route_policy import RoutePolicy
+from batchroute.domain.routing.policy import RoutePolicy
 
 
 class OrgPolicies(Protocol):

@@ -1,5 +1,5 @@
 """What a client asks of schedules, as the request models build it (functions/api/schemas/
-schedules.py checks each field once, at the edge, with the rules of domain/schedules.py)."""
+schedules.py checks each field once, at the edge, with the rules of domain/schedules/schedules.py)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from batchroute.domain.golden_sets import GoldenSet
-from batchroute.domain.schedules import ScheduleDefinition, ScheduleState
+from batchroute.domain.presets.golden_sets import GoldenSet
+from batchroute.domain.schedules.schedules import ScheduleDefinition, ScheduleState
 
 
 @dataclass(frozen=True, slots=True)

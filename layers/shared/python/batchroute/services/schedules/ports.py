@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from batchroute.domain.schedules import Schedule
+from batchroute.domain.schedules.schedules import Schedule
 
 
 class ScheduleRecords(Protocol):

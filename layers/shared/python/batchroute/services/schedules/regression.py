@@ -21,16 +21,16 @@ from decimal import Decimal
 from typing import Any, Final, Protocol
 
 from batchroute.clock import Clock, isoformat
-from batchroute.domain import tokens
-from batchroute.domain.access import Principal
-from batchroute.domain.catalog import Catalog, Lane
-from batchroute.domain.golden_sets import GoldenSet, golden_set_from_api, lane_score, score
-from batchroute.domain.ledger import period_keys
-from batchroute.domain.presets import PresetVersion, apply_preset
-from batchroute.domain.pricing import token_cost
-from batchroute.domain.routing_gates import RoutingGuards
-from batchroute.domain.schedules import Schedule
-from batchroute.domain.usage import UsageCharge, UsageLine, usage_day
+from batchroute.domain.accounts.access import Principal
+from batchroute.domain.billing.ledger import period_keys
+from batchroute.domain.billing.usage import UsageCharge, UsageLine, usage_day
+from batchroute.domain.catalog import tokens
+from batchroute.domain.catalog.catalog import Catalog, Lane
+from batchroute.domain.catalog.pricing import token_cost
+from batchroute.domain.presets.golden_sets import GoldenSet, golden_set_from_api, lane_score, score
+from batchroute.domain.presets.presets import PresetVersion, apply_preset
+from batchroute.domain.routing.gates import RoutingGuards
+from batchroute.domain.schedules.schedules import Schedule
 from batchroute.errors import Conflict, InvalidRequest
 from batchroute.ids import new_id
 from batchroute.money import Money

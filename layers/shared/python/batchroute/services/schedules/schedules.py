@@ -1,5 +1,5 @@
 """Recurring schedules: create, read, change (a new version), pause, resume, delete, and
-fire (docs/schedules.md; the rules in domain/schedules.py).
+fire (docs/schedules.md; the rules in domain/schedules/schedules.py).
 
 A firing creates an ordinary batch through the same `BatchService.create_or_replay` as
 `POST /v1/batches` (funding, hard limits, idempotency) with the Idempotency-Key
@@ -19,11 +19,12 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from batchroute.clock import Clock, isoformat
-from batchroute.domain.access import Principal, authorize
-from batchroute.domain.batch_record import SurfaceFields
-from batchroute.domain.catalog import Catalog
-from batchroute.domain.routing_gates import GateFailure
-from batchroute.domain.schedules import (
+from batchroute.domain.accounts.access import Principal, authorize
+from batchroute.domain.batches.record import SurfaceFields
+from batchroute.domain.catalog.catalog import Catalog
+from batchroute.domain.delivery.webhook_targets import webhook_target_problems
+from batchroute.domain.routing.gates import GateFailure
+from batchroute.domain.schedules.schedules import (
     Schedule,
     ScheduleDefinition,
     fire_key,
@@ -31,7 +32,6 @@ from batchroute.domain.schedules import (
     parse_time_zone,
     run_view,
 )
-from batchroute.domain.webhook_targets import webhook_target_problems
 from batchroute.errors import Conflict, InvalidRequest, NotFound, ServiceError
 from batchroute.ids import new_id
 from batchroute.observability import logger

@@ -1,11 +1,11 @@
 """What a client asks of work orders, as the request models build it
-(functions/api/schemas/work_orders.py validates each field once, at the edge)."""
+(functions/api/schemas/work_orders/work_orders.py validates each field once, at the edge)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from batchroute.domain.work_orders import MemberKind
+from batchroute.domain.work_orders.work_orders import MemberKind
 
 
 @dataclass(frozen=True, slots=True)

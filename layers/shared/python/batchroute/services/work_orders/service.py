@@ -1,7 +1,7 @@
 """Work orders (beta): create, list, read, change and close, attach members; and the two hooks
 the batch paths call: `joining` / `join_items` inside batch create (a batch or queued chat job
 naming `work_order_id` joins in its own create transaction) and `member_settled` from the
-workflow's Settle step (docs/work-orders.md; the rules in domain/work_orders.py).
+workflow's Settle step (docs/work-orders.md; the rules in domain/work_orders/work_orders.py).
 """
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from batchroute.clock import Clock, isoformat
-from batchroute.domain.access import Principal, authorize, require_same_org
-from batchroute.domain.batch_record import BatchRecord
-from batchroute.domain.chat_objects import CHAT_SOURCE, batch_id_for
+from batchroute.domain.accounts.access import Principal, authorize, require_same_org
+from batchroute.domain.batches.record import BatchRecord, batch_id_for
+from batchroute.domain.chat.objects import CHAT_SOURCE
 from batchroute.domain.request_fields import invalid
-from batchroute.domain.work_orders import (
+from batchroute.domain.work_orders.work_orders import (
     MAX_MEMBERS,
     WORK_ORDER_STATUSES,
     MemberKind,

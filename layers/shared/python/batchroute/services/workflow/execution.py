@@ -44,12 +44,11 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from batchroute.clock import Clock, isoformat
-from batchroute.domain.artifact_keys import partial_chunk_key, result_chunk_key
-from batchroute.domain.batch_record import BatchRecord
-from batchroute.domain.batch_results import LineError, LineUsage, ResultLine
-from batchroute.domain.batch_states import TERMINAL
-from batchroute.domain.catalog import Catalog, Lane
-from batchroute.domain.lane_plan import (
+from batchroute.domain.batches.artifact_keys import partial_chunk_key, result_chunk_key
+from batchroute.domain.batches.record import BatchRecord
+from batchroute.domain.batches.states import TERMINAL
+from batchroute.domain.catalog.catalog import Catalog, Lane
+from batchroute.domain.routing.lane_plan import (
     failover_candidates,
     failover_record,
     lane_chunk_done,
@@ -60,6 +59,7 @@ from batchroute.domain.lane_plan import (
     model_offsets,
     root_number,
 )
+from batchroute.domain.workflow.results import LineError, LineUsage, ResultLine
 from batchroute.errors import PermanentError
 from batchroute.observability import logger
 from batchroute.providers.base import ItemError, ProviderResult

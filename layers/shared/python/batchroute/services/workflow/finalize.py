@@ -32,12 +32,18 @@ from datetime import timedelta
 from typing import Any
 
 from batchroute.clock import Clock, isoformat
-from batchroute.domain.artifact_keys import INPUT_CHUNK_ROWS as CHUNK_ROWS
-from batchroute.domain.artifact_keys import JSONL, errors_key, jsonl_line, results_index_key, results_key
-from batchroute.domain.batch_record import ArtifactKeys, BatchRecord
-from batchroute.domain.batch_results import ArtifactRow, MergeTally, ResultLine, merge_chunk, missing_row
-from batchroute.domain.batch_states import TERMINAL
-from batchroute.domain.lane_plan import lane_chunk_done
+from batchroute.domain.batches.artifact_keys import INPUT_CHUNK_ROWS as CHUNK_ROWS
+from batchroute.domain.batches.artifact_keys import (
+    JSONL,
+    errors_key,
+    jsonl_line,
+    results_index_key,
+    results_key,
+)
+from batchroute.domain.batches.record import ArtifactKeys, BatchRecord
+from batchroute.domain.batches.states import TERMINAL
+from batchroute.domain.routing.lane_plan import lane_chunk_done
+from batchroute.domain.workflow.results import ArtifactRow, MergeTally, ResultLine, merge_chunk, missing_row
 from batchroute.services.batches.ports import BatchStore
 from batchroute.services.workflow.ports import BatchFiles
 from batchroute.services.workflow.time_budget import TimeBudget

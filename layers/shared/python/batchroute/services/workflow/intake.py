@@ -22,8 +22,8 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from batchroute.clock import Clock, isoformat
-from batchroute.domain.batch_record import BatchRecord
-from batchroute.domain.preflight import Preflight
+from batchroute.domain.batches.preflight import Preflight
+from batchroute.domain.batches.record import BatchRecord
 from batchroute.errors import Conflict, Forbidden, Gone, InvalidRequest, NotFound, PermanentError
 from batchroute.services.batches.input_chunks import InputChunkWriter
 from batchroute.services.batches.ports import BatchStore, ObjectStore

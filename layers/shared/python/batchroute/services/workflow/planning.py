@@ -3,16 +3,16 @@
 The batch moves `priced -> queued -> dispatching` (conditional writes: states already
 passed are skipped, a terminal batch is never moved). Each selected lane of every model
 group gets its ordinal range (the group's items split among its selected lanes in order)
-and the chunks holding them (`domain/lane_plan.py`); lane records are created once, so a
+and the chunks holding them (`domain/routing/lane_plan.py`); lane records are created once, so a
 repeated Route keeps the first ones. The Map state gets only the lane keys.
 """
 
 from __future__ import annotations
 
 from batchroute.clock import Clock, isoformat
-from batchroute.domain.batch_record import BatchRecord
-from batchroute.domain.batch_states import TERMINAL
-from batchroute.domain.lane_plan import PlanMismatch, plan_lanes
+from batchroute.domain.batches.record import BatchRecord
+from batchroute.domain.batches.states import TERMINAL
+from batchroute.domain.routing.lane_plan import PlanMismatch, plan_lanes
 from batchroute.errors import PermanentError
 from batchroute.services.batches.ports import BatchStore
 from batchroute.services.workflow.ports import ProgressCounters

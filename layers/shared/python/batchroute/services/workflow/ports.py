@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Protocol
 
-from batchroute.domain.batch_results import ResultLine
+from batchroute.domain.workflow.results import ResultLine
 
 
 class BatchFiles(Protocol):

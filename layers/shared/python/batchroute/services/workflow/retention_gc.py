@@ -4,7 +4,7 @@ org's retention window has passed (docs/retention.md).
 Finalize puts every batch on a sparse index (`RECLAIM`, sorted by review time) at the end
 of the free grace window, the earliest moment any tier lets bytes go. Each sweep takes at
 most `max_batches` due entries, oldest first, and decides each against the org's CURRENT
-settings (`domain/retention.py`): past its window, the batch is marked reclaimed (every read
+settings (`domain/billing/retention.py`): past its window, the batch is marked reclaimed (every read
 answers 410 from then on), then every object under its prefix except the receipt is deleted,
 then the entry is dropped; otherwise the entry moves to the batch's reclaim time, or a day
 later at most, so a later change of settings is honoured. Every step is idempotent and the
@@ -20,10 +20,10 @@ from datetime import datetime, timedelta
 from typing import Protocol, TypedDict
 
 from batchroute.clock import Clock, isoformat
-from batchroute.domain.artifact_keys import batch_prefix, receipt_key
-from batchroute.domain.batch_record import BatchRecord
-from batchroute.domain.batch_states import TERMINAL
-from batchroute.domain.retention import RetentionSettings, keep_until, next_review
+from batchroute.domain.batches.artifact_keys import batch_prefix, receipt_key
+from batchroute.domain.batches.record import BatchRecord
+from batchroute.domain.batches.states import TERMINAL
+from batchroute.domain.billing.retention import RetentionSettings, keep_until, next_review
 
 DEFAULT_MAX_BATCHES = 50  # per sweep (once a minute): up to 72,000 batches a day
 _DELETE_PAGE = 1000  # S3 DeleteObjects takes at most 1,000 keys

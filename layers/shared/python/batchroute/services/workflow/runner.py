@@ -40,9 +40,9 @@ from functools import partial
 from typing import Any, Final, Literal
 
 from batchroute.clock import Clock, SystemClock, isoformat
-from batchroute.domain.catalog import NO_BATCH_LIMITS, OPERATIONS, BatchLimits, Lane, Operation
-from batchroute.domain.lane_plan import job_parts
-from batchroute.domain.tokens import DEFAULT_OUTPUT_TOKENS
+from batchroute.domain.catalog.catalog import NO_BATCH_LIMITS, OPERATIONS, BatchLimits, Lane, Operation
+from batchroute.domain.catalog.tokens import DEFAULT_OUTPUT_TOKENS
+from batchroute.domain.routing.lane_plan import job_parts
 from batchroute.providers.base import (
     ZERO_USAGE,
     BatchApiProvider,

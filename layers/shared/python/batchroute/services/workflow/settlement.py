@@ -2,7 +2,7 @@
 
 The charge is computed from what Finalize counted per lane (`lane_tallies`: the usage of
 COMPLETED rows only; failed, canceled and never-run items cost nothing) at each lane's
-locked unit prices, priced with the fee schedule (`domain/settlement.py`). The ledger
+locked unit prices, priced with the fee schedule (`domain/billing/settlement.py`). The ledger
 settles the batch's reservation exactly once: a repeated Settle (or the failure path
 settling after it) gets the stored outcome back (`replayed`) and writes the same receipt.
 The receipt goes to `batches/<id>/receipt.json` and onto the batch (`billing`,
@@ -22,15 +22,12 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from batchroute.clock import Clock, isoformat
-from batchroute.domain.artifact_keys import receipt_key
-from batchroute.domain.batch_record import ArtifactKeys, BatchRecord
-from batchroute.domain.batch_states import TERMINAL
-from batchroute.domain.billing_controls import BillingControls
-from batchroute.domain.catalog import FeeSchedule
-from batchroute.domain.chat_objects import CHAT_SOURCE
-from batchroute.domain.ledger import SettlementResult, UnknownReservation, period_keys
-from batchroute.domain.pricing import FeeKind, settle_price
-from batchroute.domain.settlement import (
+from batchroute.domain.batches.artifact_keys import receipt_key
+from batchroute.domain.batches.record import ArtifactKeys, BatchRecord
+from batchroute.domain.batches.states import TERMINAL
+from batchroute.domain.billing.controls import BillingControls
+from batchroute.domain.billing.ledger import SettlementResult, UnknownReservation, period_keys
+from batchroute.domain.billing.settlement import (
     BillingReceipt,
     ReceiptCredits,
     build_receipt,
@@ -38,7 +35,10 @@ from batchroute.domain.settlement import (
     provider_lanes,
     rejected_lanes,
 )
-from batchroute.domain.usage import UsageCharge, batch_usage_lines, usage_day
+from batchroute.domain.billing.usage import UsageCharge, batch_usage_lines, usage_day
+from batchroute.domain.catalog.catalog import FeeSchedule
+from batchroute.domain.catalog.pricing import FeeKind, settle_price
+from batchroute.domain.chat.objects import CHAT_SOURCE
 from batchroute.errors import PermanentError
 from batchroute.money import Money
 from batchroute.services.batches.ports import BatchStore

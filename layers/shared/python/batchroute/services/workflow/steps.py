@@ -33,9 +33,9 @@ from datetime import datetime
 from typing import Protocol
 
 from batchroute.clock import Clock, isoformat
-from batchroute.domain.batch_record import BatchRecord
-from batchroute.domain.batch_states import TERMINAL, BatchState
-from batchroute.domain.webhooks import WebhookDeliveryRecord
+from batchroute.domain.batches.record import BatchRecord
+from batchroute.domain.batches.states import TERMINAL, BatchState
+from batchroute.domain.delivery.webhooks import WebhookDeliveryRecord
 from batchroute.errors import PermanentError
 from batchroute.observability import logger
 from batchroute.services.workflow.execution import LaneExecutor

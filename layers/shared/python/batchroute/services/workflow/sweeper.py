@@ -13,13 +13,13 @@ from typing import Any, NotRequired, Protocol, TypedDict
 from aws_lambda_powertools.metrics import MetricUnit
 
 from batchroute.clock import Clock, isoformat
-from batchroute.domain.batch_record import UsageCheckpoint
-from batchroute.domain.batch_states import BatchState
-from batchroute.domain.catalog import Catalog
-from batchroute.domain.chat_holds import ChatOutcome
-from batchroute.domain.ledger import Purpose, Reservation, period_keys
-from batchroute.domain.pricing import token_cost
-from batchroute.domain.usage import UsageCharge, UsageLine, usage_day
+from batchroute.domain.batches.record import UsageCheckpoint
+from batchroute.domain.batches.states import BatchState
+from batchroute.domain.billing.ledger import Purpose, Reservation, period_keys
+from batchroute.domain.billing.usage import UsageCharge, UsageLine, usage_day
+from batchroute.domain.catalog.catalog import Catalog
+from batchroute.domain.catalog.pricing import token_cost
+from batchroute.domain.chat.holds import ChatOutcome
 from batchroute.money import Money
 from batchroute.observability import logger, metrics
 from batchroute.services.billing.ports import MoneyWatch

@@ -1,0 +1,383 @@
+"""Chat completions: direct (JSON or a server-sent event stream) and queued (a chat job).
+
+Everything before the first byte runs in one worker thread (`DirectChat.open`): plan, hold,
+provider first byte with failover. Only then is the answer started, with the serving
+provider in `x-service-provider` (and `provider` in the body). A stream's provider events
+are read by one thread of their own (`_Pump`), which hands each delta to the event loop as
+it arrives, so the provider is never kept waiting on the loop and each delta is sent at
+once. The answer's response object settles the hold once the answer has ended (the last
+byte is not held back by the settlement), shielded from the cancellation a client
+disconnect brings; a stream that stops early closes the upstream call first.
+docs/chat.md is the long form.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import json
+import threading
+from collections.abc import AsyncIterator, Callable
+from typing import Annotated, Any, TypeVar
+
+import anyio
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from starlette.concurrency import run_in_threadpool
+from starlette.types import Receive, Scope, Send
+
+from batchroute.catalog import builtin_catalog
+from batchroute.config import get_settings
+from batchroute.domain.accounts.access import Principal, authorize, may
+from batchroute.domain.chat.objects import DONE_EVENT, chat_completion, chunk, sse, usage_object
+from batchroute.domain.chat.requests import ChatRequest, parse_chat_request
+from batchroute.errors import InvalidRequest
+from batchroute.observability import logger
+from batchroute.providers.base import StreamDelta, StreamEnd
+from batchroute.services.accounts.authentication import Authenticator, KeyUnconfirmed
+from batchroute.services.chat.direct import DirectCall
+from batchroute.wiring import Wiring, wiring_for
+from functions.api.auth import current_principal, require
+from functions.api.deps import WiringDep, get_clock
+from functions.api.envelope import errors_doc
+from functions.api.openapi import documented_as, schema_ref
+from functions.api.schemas.chat.completions import (
+    ChatCompletion,
+    ChatCompletionChunk,
+    ChatCompletionRequest,
+    ChatJob,
+)
+
+router = APIRouter(tags=["chat"])
+T = TypeVar("T")
+
+PROVIDER_HEADER = "x-service-provider"
+LANE_HEADER = "x-service-lane"
+BATCH_HEADER = "x-service-batch-id"
+PRESET_HEADER = "x-service-preset"  # the preset version a direct request was expanded from
+
+
+_ERRORS = errors_doc(
+    {
+        400: (
+            "Invalid body (`invalid_request`, `model_not_found`), `stream_not_supported_for_batch`, "
+            "`no_direct_lane`, or the provider refused the request (`provider_rejected`)"
+        ),
+        401: "Missing or invalid credentials",
+        402: "`insufficient_funds`: the balance does not cover the hold",
+        403: "`spending_limit_reached` under a hard limit, or a role that may not create work",
+        404: "No such chat job (`chat_job_not_found`)",
+        503: "`provider_unavailable`: no lane answered; nothing was charged",
+    }
+)
+
+
+Reader = Annotated[Principal, Depends(require("batches:read"))]
+
+
+def _provided(request: Request, dependency: Callable[[], T]) -> T:
+    """A dependency's value honouring the app's overrides (create_app(settings), test clocks)."""
+    provider: Callable[[], T] = request.app.dependency_overrides.get(dependency, dependency)
+    return provider()
+
+
+class _Caller:
+    """Who asks, as `require("batches:create")` finds it but for the rate limit (counted by
+    the route: in the hold's transaction for a direct request, on its own otherwise). A bearer
+    key may come from the process's copy (services/accounts/authentication.py): then
+    `key_hash` is set, the direct hold confirms it, and any other answer `confirm()`s it first
+    (a revoked key gets its 401, never a 400 or a queued job)."""
+
+    def __init__(self, request: Request, authenticator: Authenticator) -> None:
+        request.state.rate_limit_checked = True  # counted below, not by current_principal
+        self.authenticator = authenticator
+        scheme, _, value = (request.headers.get("authorization") or "").partition(" ")
+        self.key = value.strip() if scheme.lower() == "bearer" else ""
+        self.key_hash: str | None = None
+        if self.key:
+            self.principal, self.key_hash = self.authenticator.from_api_key_copy(self.key)
+            request.state.principal = self.principal
+        else:
+            self.principal = current_principal(request, self.authenticator)
+        if self.key_hash is not None and not may(self.principal, "batches:create"):
+            self.confirm()
+        authorize(self.principal, "batches:create")
+
+    def confirm(self) -> None:
+        """Read the key now (401 when revoked or gone); nothing left to confirm after."""
+        if self.key_hash is not None:
+            self.authenticator.forget(self.key_hash)
+            self.principal = self.authenticator.from_api_key(self.key)
+            self.key_hash = None
+
+
+def _open(wiring: Wiring, caller: _Caller, chat: ChatRequest) -> DirectCall:
+    """The direct call, its hold confirming a key taken from the process's copy. A refused
+    confirmation reads the key (its 401); any other refusal confirms it before answering."""
+    try:
+        return wiring.direct_chat.open(caller.principal, chat, key_hash=caller.key_hash)
+    except KeyUnconfirmed:
+        caller.confirm()  # raises the key's 401; were it valid after all, hold as usual
+        return wiring.direct_chat.open(caller.principal, chat)
+    except Exception:
+        caller.confirm()
+        raise
+
+
+def _queue(wiring: Wiring, principal: Principal, chat: ChatRequest) -> dict[str, Any]:
+    wiring.rate_limiter.check_caller(principal)
+    return wiring.chat_jobs.queue(principal, chat)
+
+
+# The body is read by the route itself (below), so it is documented by reference.
+_CHAT_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {"application/json": {"schema": schema_ref(ChatCompletionRequest, "validation")}},
+    }
+}
+_EVENT_STREAM = {
+    "schema": {
+        "type": "string",
+        "description": "Server-sent events: `data: <chat.completion.chunk>` per event (x-event-data), "
+        "the last `data: [DONE]`",
+    },
+    "x-event-data": schema_ref(ChatCompletionChunk),
+}
+
+
+@router.post(
+    "/v1/chat/completions",
+    responses={
+        200: {
+            "model": ChatCompletion,
+            "description": "Direct: the `chat.completion` (JSON), or with `stream: true` a "
+            "`text/event-stream` of `chat.completion.chunk` events ending with `data: [DONE]`",
+            "content": {"text/event-stream": _EVENT_STREAM},
+        },
+        202: {"model": ChatJob, "description": "Queued (`batch`): the chat job, `queued`"},
+        **_ERRORS,
+    },
+    summary="A chat completion: direct (optionally streamed) or queued as a one-item batch",
+    openapi_extra=_CHAT_BODY,
+)
+async def create_chat_completion(request: Request) -> Response:
+    # The hot path takes no FastAPI dependencies: with the app's dependency overrides (the
+    # settings) FastAPI rebuilds every dependency's signature on every request, and each sync
+    # dependency is a trip through the thread pool. Here: one trip for the caller (the key from
+    # the process's copy, or its lookup once a minute; the role), one for everything up to the
+    # provider's first byte (the hold's transaction counts the rate limit and confirms a copied
+    # key: one AWS call before the provider, docs/chat.md).
+    wiring = wiring_for(_provided(request, get_settings), _provided(request, get_clock))
+    caller = await run_in_threadpool(_Caller, request, wiring.authenticator)
+    principal = caller.principal
+    try:
+        try:
+            body = json.loads(await request.body())
+        except (ValueError, UnicodeDecodeError):
+            raise InvalidRequest("The request body is not valid JSON.", code="invalid_json") from None
+        if isinstance(body, dict) and body.get("preset") is not None:  # docs/presets.md
+            body = await run_in_threadpool(wiring.presets.expander(principal.org_id).chat, body)
+        chat = parse_chat_request(body, builtin_catalog())
+    except Exception:
+        await run_in_threadpool(caller.confirm)  # a revoked key: 401, not this error
+        await run_in_threadpool(wiring.rate_limiter.check_caller, principal)  # counted all the same
+        raise
+    if chat.queue is not None:
+        await run_in_threadpool(caller.confirm)
+        job = await run_in_threadpool(_queue, wiring, principal, chat)
+        return JSONResponse(job, status_code=202)
+    call = await run_in_threadpool(_open, wiring, caller, chat)
+    headers = {PROVIDER_HEADER: call.provider, LANE_HEADER: call.lane.lane_id, BATCH_HEADER: call.batch_id}
+    if chat.preset_version:
+        headers[PRESET_HEADER] = chat.preset_version
+    if chat.stream:
+        stream = _Stream(call)
+        stream.start()  # the first delta is read while the answer starts
+        return ChatEventStream(_events(stream), stream, headers=headers)
+    try:
+        await run_in_threadpool(_drain, call)
+    except BaseException:
+        with anyio.CancelScope(shield=True):
+            await run_in_threadpool(call.finish)
+        raise
+    usage = call.usage_so_far()
+    completion = chat_completion(
+        completion=call.completion_id,
+        created=call.created,
+        model=chat.model,
+        content=call.content,
+        finish_reason=call.finish_reason,
+        prompt_tokens=usage.prompt_tokens,
+        completion_tokens=usage.completion_tokens,
+        provider=call.provider,
+    )
+    return ChatCompletionResponse(completion, call, headers=headers)
+
+
+@router.get(
+    "/v1/chat/completions/{job_id}",
+    response_model=documented_as(ChatJob),
+    responses={**_ERRORS, **errors_doc({410: "The result was reclaimed by retention (`results_expired`)"})},
+    summary="A queued chat job: `result` is the chat.completion once completed, `error` once failed",
+)
+def get_chat_job(job_id: str, principal: Reader, wiring: WiringDep) -> dict[str, Any]:
+    return wiring.chat_jobs.get(principal, job_id)
+
+
+def _drain(call: DirectCall) -> None:
+    while call.next_event() is not None:
+        pass
+
+
+class _Pump:
+    """Reads the provider's events in a thread of its own and hands each to the event loop
+    as soon as it arrives. The provider keeps its own pace (the loop never stands between
+    two of its deltas) and a delta costs one wake-up of the loop, not a round trip through
+    the thread pool. `stop()` asks it to stop after the event it is waiting for; `join()`
+    waits for that (the call may then be closed: a generator cannot be closed while it runs)."""
+
+    def __init__(self, call: DirectCall) -> None:
+        self._call = call
+        self._loop = asyncio.get_running_loop()
+        self._queue: asyncio.Queue[StreamDelta | StreamEnd | BaseException | None] = asyncio.Queue()
+        self._stop = threading.Event()
+        # The request's log keys (its correlation id) go with the work into the thread.
+        context = contextvars.copy_context()
+        self._thread = threading.Thread(
+            target=context.run, args=(self._run,), name="chat-stream", daemon=True
+        )
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                item = self._call.next_event()
+                self._hand_over(item)
+                if item is None or isinstance(item, StreamEnd):
+                    return
+        except BaseException as exc:  # handed to the loop, which raises it in the answer
+            self._hand_over(exc)
+
+    def _hand_over(self, item: StreamDelta | StreamEnd | BaseException | None) -> None:
+        try:
+            self._loop.call_soon_threadsafe(self._queue.put_nowait, item)
+        except RuntimeError:  # the loop is gone: nobody is reading any more
+            self._stop.set()
+
+    async def next(self) -> StreamDelta | StreamEnd | None:
+        item = await self._queue.get()
+        if isinstance(item, BaseException):
+            raise item
+        return item
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def join(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+class _Stream:
+    """One streamed answer: its call, its pump once started, how it ended."""
+
+    def __init__(self, call: DirectCall) -> None:
+        self.call = call
+        self.pump: _Pump | None = None
+        self.error: str | None = "client_disconnected"
+
+    def start(self) -> _Pump:
+        self.pump = _Pump(self.call)
+        return self.pump
+
+    def finish(self) -> None:
+        """Stop reading the provider, then close it if it is still going and settle, once."""
+        if self.pump is not None:
+            self.pump.join()
+        call = self.call
+        call.finish(error=self.error if not call.finished else None)
+
+
+async def _events(stream: _Stream) -> AsyncIterator[bytes]:
+    """The SSE body: a role chunk at once (the provider's first byte has arrived), one chunk
+    per delta as it comes, the finish chunk, the usage chunk (include_usage), [DONE]."""
+    call = stream.call
+    request = call.request
+    include_usage = request.include_usage
+
+    def event(**fields: Any) -> bytes:
+        return sse(
+            chunk(
+                completion=call.completion_id,
+                created=call.created,
+                model=request.model,
+                provider=call.provider,
+                include_usage=include_usage,
+                **fields,
+            )
+        )
+
+    pump = stream.pump or stream.start()
+    try:
+        yield event(delta={"role": "assistant", "content": ""})
+        while True:
+            item = await pump.next()
+            if isinstance(item, StreamDelta):
+                yield event(delta={"content": item.text})
+            elif isinstance(item, StreamEnd) or item is None:
+                break
+        yield event(delta={}, finish_reason=call.finish_reason)
+        if include_usage:
+            usage = call.usage_so_far()
+            yield event(usage=usage_object(usage.prompt_tokens, usage.completion_tokens))
+        yield DONE_EVENT
+        stream.error = None
+    except Exception:
+        logger.exception("chat stream failed", extra={"batch_id": call.batch_id})
+        stream.error = "stream_failed"
+        raise
+    finally:
+        pump.stop()  # the answer's response settles once it has ended (ChatEventStream)
+
+
+class ChatEventStream(StreamingResponse):
+    """An SSE answer that, however it ends, closes its body generator, stops and closes the
+    upstream call if still going, and settles the hold, after the last byte has been sent."""
+
+    def __init__(self, body: AsyncIterator[bytes], stream: _Stream, *, headers: dict[str, str]) -> None:
+        super().__init__(
+            body,
+            media_type="text/event-stream",
+            headers={**headers, "cache-control": "no-cache", "x-accel-buffering": "no"},
+        )
+        self._body = body
+        self._stream = stream
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            with anyio.CancelScope(shield=True):
+                aclose = getattr(self._body, "aclose", None)
+                try:
+                    if aclose is not None:
+                        await aclose()
+                finally:
+                    await anyio.to_thread.run_sync(self._stream.finish)
+
+
+class ChatCompletionResponse(JSONResponse):
+    """A chat.completion whose hold is settled once the answer has been sent (the usage in
+    it is final: the provider's stream has ended)."""
+
+    def __init__(self, content: dict[str, Any], call: DirectCall, *, headers: dict[str, str]) -> None:
+        super().__init__(content, headers=headers)
+        self._call = call
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(self._call.finish)

@@ -1,0 +1,1 @@
+"""delivery: see docs/architecture.md (Layout)."""

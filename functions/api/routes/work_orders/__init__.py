@@ -1,0 +1,1 @@
+"""work_orders: see docs/architecture.md (Layout)."""

@@ -1,0 +1,45 @@
+"""Request and response models: API keys, listed, created in a user session (the value shown
+once) and revoked there."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from batchroute.domain.accounts.access import Role
+from batchroute.domain.accounts.accounts import ApiKey
+
+
+class ApiKeyCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    label: str = Field(min_length=1, max_length=120)
+    role: Role = "member"
+
+
+class ApiKeyPublic(BaseModel):
+    id: str
+    label: str
+    role: Role
+    prefix: str
+    created_at: str
+    revoked_at: str | None = None
+
+    @classmethod
+    def of(cls, key: ApiKey) -> ApiKeyPublic:
+        return cls(
+            id=key.key_id,
+            label=key.label,
+            role=key.role,
+            prefix=key.display_prefix,
+            created_at=key.created_at,
+            revoked_at=key.revoked_at,
+        )
+
+
+class ApiKeyCreated(BaseModel):
+    key: ApiKeyPublic
+    api_key: str = Field(description="The key value. Shown once: store it now; it cannot be recovered.")
+
+
+class ApiKeyList(BaseModel):
+    data: list[ApiKeyPublic] = Field(description="The org's keys, newest first; values never shown again.")

@@ -1,0 +1,1 @@
+"""batches: see docs/architecture.md (Layout)."""

@@ -1,0 +1,88 @@
+"""Response models: the billing receipt of a settled batch. The final cost is settled from the
+providers' actual token usage (completed items only) at each lane's locked prices, plus the
+fee; what was reserved and not charged is released."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from functions.api.schemas.batches.quotes import LaneProof, LaneRejection, LaneUnitPrices
+from functions.api.schemas.common import Absent, MoneyOut
+
+
+class TokenUsage(BaseModel):
+    prompt_tokens: int
+    completion_tokens: int
+
+
+class ReceiptItemCounts(BaseModel):
+    total: int
+    completed: int
+    failed: int
+    canceled: int
+
+
+class LaneItemCounts(BaseModel):
+    completed: int
+    failed: int
+    canceled: int
+
+
+class ProviderLaneReceipt(BaseModel):
+    """A lane that ran: what it delivered, its usage (completed items), its locked prices and cost."""
+
+    lane_key: str
+    lane_id: str
+    provider: str | None
+    model: str | None
+    status: str | None
+    item_counts: LaneItemCounts
+    usage: TokenUsage
+    unit_prices: LaneUnitPrices
+    cost: MoneyOut
+    proof: LaneProof | None = Field(description="The quote-time data/privacy proof")
+    failover_from: str | None = Field(description="The lane this one took over from")
+    latest_error: str | None = Field(
+        default=None,
+        description="Why the lane failed or failed over (e.g. the vendor's own errors for a batch job "
+        "it failed wholesale); null when it did not",
+    )
+
+
+class RejectedLaneReceipt(BaseModel):
+    lane_id: str | None
+    provider: str | None
+    model: str | None
+    rejection: LaneRejection | None
+    proof: LaneProof | None
+
+
+class BillingReceipt(BaseModel):
+    """Money as {currency, amount}. `final_settled_price` is what the wallet was charged
+    (`credit_charged`): the settled total, capped at the reservation (`absorbed` is the rest)."""
+
+    object: Literal["billing_receipt"]
+    version: int
+    batch_id: str
+    final_settled_price: MoneyOut
+    provider_subtotal: MoneyOut
+    service_fee: MoneyOut
+    customer_discount: MoneyOut
+    settled_total: MoneyOut
+    absorbed: MoneyOut
+    credit_reserved: MoneyOut
+    credit_charged: MoneyOut
+    credit_released: MoneyOut
+    settled_at: str
+    item_counts: ReceiptItemCounts
+    provider_lanes: list[ProviderLaneReceipt] | Absent = Field(
+        default=None, description="The lanes that ran (in receipt.json only when `lists_in` is set)"
+    )
+    rejected_lanes: list[RejectedLaneReceipt] | Absent = Field(
+        default=None, description="The quote's rejected lanes (in receipt.json only when `lists_in` is set)"
+    )
+    lists_in: str | Absent = Field(
+        default=None, description="Set when the lane lists are too large to show here: the receipt file"
+    )

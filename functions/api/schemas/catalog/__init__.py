@@ -1,0 +1,1 @@
+"""catalog: see docs/architecture.md (Layout)."""

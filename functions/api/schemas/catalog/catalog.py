@@ -1,0 +1,169 @@
+"""Response models: the public catalog, its models with their provider lanes, the workflow
+products, the provider directory and the fee schedule."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+
+from batchroute.domain.routing.lanes import LaneStatus
+from functions.api.schemas.common import MoneyOut
+
+
+class LanePricingOut(BaseModel):
+    currency: str
+    unit: str
+    input: str
+    output: str
+    batch_input: str
+    batch_output: str
+
+
+class LaneCapacityOut(BaseModel):
+    daily_capacity_items: int
+    remaining_capacity_items: int | None
+    last_heartbeat_at: str | None
+
+
+class ModelLaneOut(BaseModel):
+    lane_id: str
+    provider: str
+    provider_name: str
+    provider_kind: str
+    execution_mode: str
+    provider_model_id: str
+    pricing: LanePricingOut
+    context_window: int
+    max_output_tokens: int
+    operations: list[str]
+    runtime_capabilities: list[str]
+    hosted_tools: list[str]
+    regions: list[str]
+    privacy_tiers: list[str]
+    data_retention_days: int
+    capacity: LaneCapacityOut
+    status: LaneStatus
+    eligible: bool
+
+
+class DataRetentionOut(BaseModel):
+    min_data_retention_days: int
+    max_data_retention_days: int
+    zero_data_retention_providers: list[str]
+
+
+class CapacityOut(BaseModel):
+    daily_capacity_items: int
+    remaining_capacity_items: int
+
+
+class IneligibleLaneOut(BaseModel):
+    lane_id: str
+    provider: str
+    code: LaneStatus
+    message: str
+
+
+class RoutingEligibilityOut(BaseModel):
+    eligible: bool
+    lanes_available: int
+    reasons: list[IneligibleLaneOut]
+
+
+class ModelOut(BaseModel):
+    id: str
+    object: str
+    title: str
+    summary: str
+    description: str
+    tags: list[str]
+    family: str
+    open_weight: bool
+    operations: list[str]
+    runtime_capabilities: list[str]
+    hosted_tools: list[str]
+    privacy_tiers: list[str]
+    regions: list[str]
+    context_window: int
+    max_output_tokens: int
+    retention: DataRetentionOut
+    capacity: CapacityOut
+    routing_eligibility: RoutingEligibilityOut
+    providers: list[ModelLaneOut]
+
+
+class ModelListOut(BaseModel):
+    data: list[ModelOut]
+    pricing_updated_at: str | None
+    provider_count: int
+
+
+class ModelEnvelope(BaseModel):
+    model: ModelOut
+    pricing_updated_at: str | None
+
+
+class WorkflowProductOut(BaseModel):
+    slug: str
+    object: str
+    title: str
+    summary: str
+    operation: str
+    sla_hours: int
+    completion_window: str
+    input_schema: dict[str, Any]
+    output_schema: dict[str, Any]
+    route_policy: dict[str, Any]
+    typical_input_tokens: int
+    typical_output_tokens: int
+    fee_pct: str
+    models: list[str]
+    lanes_able: int
+    lanes_available: int
+
+
+class WorkflowProductListOut(BaseModel):
+    data: list[WorkflowProductOut]
+    provider_capacity: dict[str, int]
+
+
+class WorkflowProductEnvelope(BaseModel):
+    product: WorkflowProductOut
+    provider_capacity: dict[str, int]
+
+
+class ProviderOut(BaseModel):
+    slug: str
+    display_name: str
+    kind: str
+    execution_mode: str
+    enabled: bool
+    status: LaneStatus
+    launched: bool
+    supported_operations: list[str]
+    models: list[str]
+    regions: list[str]
+    privacy_tiers: list[str]
+    data_retention_days: int
+    website: str | None
+
+
+class ProvidersOut(BaseModel):
+    providers: list[ProviderOut]
+
+
+class ProviderEnvelope(BaseModel):
+    provider: ProviderOut
+
+
+class FeeScheduleOut(BaseModel):
+    currency: str
+    standard_batch_fee_pct: str
+    workflow_product_fee_pct: str
+    margin_floor_pct: str
+    control_plane_fee_per_lane: MoneyOut
+    basis: str
+    effective_at: str
+    pricing_updated_at: str | None
+    catalog_version: str

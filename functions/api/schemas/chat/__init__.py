@@ -1,0 +1,1 @@
+"""chat: see docs/architecture.md (Layout)."""

@@ -1,0 +1,1 @@
+"""accounts: see docs/architecture.md (Layout)."""

@@ -1,0 +1,71 @@
+"""Accounts: organizations, users, API keys and sessions as domain values."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TypedDict
+
+from batchroute.domain.accounts.access import Role
+
+# The console session's cookie (docs/auth.md).
+SESSION_COOKIE = "service_ui_session"
+
+
+def normalize_email(email: str) -> str:
+    """One spelling per address: trimmed and lower-cased (the whole address, as providers treat it)."""
+    return email.strip().lower()
+
+
+class DeliveryWebhookConfig(TypedDict):
+    """The org's default delivery webhook as stored (the secret KMS-sealed)."""
+
+    url: str
+    secret_ciphertext: str
+    updated_at: str
+
+
+@dataclass(frozen=True)
+class Org:
+    org_id: str
+    display_name: str
+    plan: str
+    owner_user_id: str
+    created_at: str
+    delivery_webhook: DeliveryWebhookConfig | None = None
+
+
+@dataclass(frozen=True)
+class User:
+    user_id: str
+    org_id: str
+    email: str
+    password_hash: str
+    role: Role
+    created_at: str
+    full_name: str | None = None
+    display_name: str | None = None
+    email_verified_at: str | None = None
+
+
+@dataclass(frozen=True)
+class ApiKey:
+    key_id: str
+    org_id: str
+    key_hash: str
+    label: str
+    role: Role
+    display_prefix: str
+    created_at: str
+    created_by_user_id: str | None = None
+    revoked_at: str | None = None
+
+
+@dataclass(frozen=True)
+class Session:
+    session_id: str
+    token_hash: str
+    user_id: str
+    org_id: str
+    created_at: str
+    expires_at: str
+    revoked_at: str | None = None

@@ -1,0 +1,35 @@
+"""The audit entry of a change to an org's settings: its billing controls
+(domain/billing/controls.py) and its route policy (domain/routing/policy.py, `PolicyChange`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class AuditEntry:
+    id: str
+    org_id: str
+    actor_user_id: str | None
+    actor_role: str | None
+    action: str
+    # The changed fields as the API showed them, a JSON snapshot kept verbatim (the route
+    # policy's history, domain/routing/policy.py PolicyChange, keeps its own the same way).
+    before: dict[str, Any]
+    after: dict[str, Any]
+    ip_address: str | None
+    created_at: str
+
+    def to_api(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "org_id": self.org_id,
+            "actor_user_id": self.actor_user_id,
+            "actor_role": self.actor_role,
+            "action": self.action,
+            "before": self.before,
+            "after": self.after,
+            "ip_address": self.ip_address,
+            "created_at": self.created_at,
+        }

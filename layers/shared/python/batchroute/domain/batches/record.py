@@ -1,0 +1,442 @@
+"""The batch record: what the batches table keeps about one batch (docs/batches.md, "The batch
+record, exactly"), as one frozen dataclass.
+
+`POST /v1/batches` (and the vendor-compatible and queued-chat surfaces through it) writes the
+record `priced`; the workflow steps and the sweeper update it field by field; a direct chat
+request writes its own (`source = chat_direct`). Money is integer micros, times are the ISO
+8601 strings as stored. A field that only some records carry is Optional (None: absent).
+Nested structures are small dataclasses where their shape is fixed, plain mappings where they
+are free-form (the quote's routing `plan`, the `billing` receipt, `lane_tallies`).
+
+`to_mapping` / `from_mapping` are the record's plain-value form (what the DynamoDB adapter
+stores, `adapters/dynamo/batch_records.py`); values keep the stored key names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from typing import Any, Final, Literal, TypeVar, cast
+
+from batchroute.domain.batches.states import BatchState
+from batchroute.domain.routing.lanes import LaneAttempt
+from batchroute.ids import has_prefix, suffix_of
+
+BatchSource = Literal["native", "compat", "chat", "chat_direct"]
+BatchFeeKind = Literal["batch", "workflow", "direct"]
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutionSummary:
+    latest_error: str | None = None
+
+    def to_mapping(self) -> dict[str, Any]:
+        return {"latest_error": self.latest_error}
+
+
+@dataclass(frozen=True, slots=True)
+class BatchWebhook:
+    """The batch's own webhook: its URL and the KMS-sealed secret (never the secret)."""
+
+    url: str
+    secret_sealed: str
+
+    def to_mapping(self) -> dict[str, Any]:
+        return {"url": self.url, "secret_sealed": self.secret_sealed}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ArtifactKeys:
+    """The S3 keys of the final artifacts (Finalize; the receipt's at Settle) and the number
+    of result and error rows."""
+
+    results_key: str | None = None
+    errors_key: str | None = None
+    result_count: int | None = None
+    error_count: int | None = None
+    receipt_key: str | None = None
+
+    def to_mapping(self) -> dict[str, Any]:
+        return _present(
+            results_key=self.results_key,
+            errors_key=self.errors_key,
+            result_count=self.result_count,
+            error_count=self.error_count,
+            receipt_key=self.receipt_key,
+        )
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CompatFields:
+    """What a batch made on the vendor-compatible surface keeps (docs/compat.md): its endpoint,
+    input file, body format and the ids its output and error files will have."""
+
+    endpoint: str | None = None
+    input_file_id: str | None = None
+    output_file_id: str | None = None
+    error_file_id: str | None = None
+    completion_window: str | None = None
+    body_format: str | None = None
+
+    def to_mapping(self) -> dict[str, Any]:
+        return _present(
+            endpoint=self.endpoint,
+            input_file_id=self.input_file_id,
+            completion_window=self.completion_window,
+            body_format=self.body_format,
+            output_file_id=self.output_file_id,
+            error_file_id=self.error_file_id,
+        )
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class UsageCheckpoint:
+    """A direct chat request's usage streamed so far (what the sweeper charges if it dies)."""
+
+    lane_id: str | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    def to_mapping(self) -> dict[str, Any]:
+        return {
+            **_present(lane_id=self.lane_id),
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+        }
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SurfaceFields:
+    """What the surface that made a batch keeps on its record besides `source`: the
+    vendor-compatible surface its `compat` fields, a queued chat request its model and job."""
+
+    compat: CompatFields | None = None
+    chat_model: str | None = None
+    chat_job_id: str | None = None
+    schedule_id: str | None = None  # a recurring schedule's firing (docs/schedules.md)
+    schedule_version: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class BatchRecord:
+    """One batch as stored. Batch create writes every field of the first two groups; those
+    that are Optional there are None on a record that lacks them (readers apply the defaults
+    the API shows; a webhook event's summary carries only what the record has)."""
+
+    # -- identity and state (every record) --------------------------------------------------
+    batch_id: str
+    org_id: str
+    state: BatchState
+    created_at: str
+    source: BatchSource = "native"
+    deadline_at: str | None = None
+    state_changed_at: str | None = None
+    completed_at: str | None = None  # once terminal
+    # -- the request ---------------------------------------------------------------------
+    routing_mode: str | None = None
+    sla_tier: str | None = None
+    privacy_tier: str | None = None
+    quote_id: str | None = None
+    created_by: str | None = None  # the user or API key id
+    metadata: Mapping[str, str] | None = None
+    webhook: BatchWebhook | None = None
+    # -- the work: items in S3 chunks, and the quote's plan (stored in the PLAN item) ------
+    item_count: int = 0
+    chunk_count: int = 0
+    chunk_models: Sequence[Mapping[str, int]] | None = None  # per chunk: model -> its items
+    plan: Mapping[str, Any] | None = None  # the quote snapshot's `routing`, verbatim
+    # an input file still to read (the Intake step): file_id, digest, item_count, options;
+    # `done` once the chunks are written, `error` (with the preflight) when the file failed
+    intake: Mapping[str, Any] | None = None
+    # -- money ---------------------------------------------------------------------------
+    reservation_id: str | None = None
+    reserved_micros: int = 0
+    fee_kind: BatchFeeKind = "batch"
+    # -- progress ------------------------------------------------------------------------
+    counts: Mapping[str, int] | None = None  # total, pending, running, completed, failed, canceled
+    execution_arn: str | None = None
+    workflow_steps: Mapping[str, str] = field(default_factory=dict)  # step -> when it ran
+    execution_summary: ExecutionSummary | None = None
+    cancel_reason: str | None = None
+    retry_of: str | None = None  # the batch whose failed items this one retries
+    # the work order it belongs to: {id, client_reference} (docs/work-orders.md)
+    work_order: Mapping[str, Any] | None = None
+    presets: Sequence[str] | None = None  # preset versions its items used, `name@N` (docs/presets.md)
+    # -- the end: Finalize, Settle --------------------------------------------------------
+    artifacts: ArtifactKeys | None = None
+    lane_tallies: Mapping[str, Mapping[str, int]] | None = None  # lane key -> rows and tokens
+    finalized_at: str | None = None
+    billing: Mapping[str, Any] | None = None  # the billing receipt (docs/batches.md, Settle)
+    settled_at: str | None = None
+    artifacts_reclaimed_at: str | None = None  # retention took the result bytes (docs/retention.md)
+    # -- the vendor-compatible surface ------------------------------------------------------
+    compat: CompatFields | None = None
+    # -- chat: a queued request (source chat) and a direct one (source chat_direct) ---------
+    chat_model: str | None = None
+    chat_job_id: str | None = None
+    stream: bool | None = None
+    planned_lanes: Sequence[str] | None = None
+    lane_id: str | None = None  # the lane that served a direct request
+    provider: str | None = None
+    attempts: tuple[LaneAttempt, ...] | None = None  # per lane tried: lane_id, provider, error
+    usage: Mapping[str, int] | None = None
+    usage_checkpoint: UsageCheckpoint | None = None
+    checkpoint_at: str | None = None
+    # -- a recurring schedule's firing (docs/schedules.md) -----------------------------------
+    schedule_id: str | None = None
+    schedule_version: int | None = None
+
+    @property
+    def latest_error(self) -> str | None:
+        return self.execution_summary.latest_error if self.execution_summary is not None else None
+
+    @property
+    def work_order_id(self) -> str | None:
+        return str(self.work_order["id"]) if self.work_order and self.work_order.get("id") else None
+
+    @property
+    def results_key(self) -> str | None:
+        """The final results artifact, once Finalize wrote it."""
+        return self.artifacts.results_key if self.artifacts is not None else None
+
+    def to_mapping(self) -> dict[str, Any]:
+        """The record as stored: plain values under the stored names, absent fields left out."""
+        values: dict[str, Any] = {}
+        for name in FIELDS:
+            value = getattr(self, name)
+            if value is None:
+                continue
+            if isinstance(value, _NESTED):
+                value = value.to_mapping()
+            elif name == "attempts":
+                value = [attempt.to_item() for attempt in value]
+            elif name in _SEQUENCES:
+                value = [dict(v) if isinstance(v, Mapping) else v for v in value]
+            elif isinstance(value, Mapping):
+                value = dict(value)
+            values[name] = value
+        return values
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any]) -> BatchRecord:
+        """The record of its stored values (numbers may be Decimals); other keys are ignored."""
+        return cls(
+            batch_id=str(values["batch_id"]),
+            org_id=str(values["org_id"]),
+            state=cast(BatchState, str(values["state"])),
+            created_at=str(values["created_at"]),
+            source=cast(BatchSource, str(values.get("source") or "native")),
+            deadline_at=_str(values.get("deadline_at")),
+            state_changed_at=_str(values.get("state_changed_at")),
+            completed_at=_str(values.get("completed_at")),
+            routing_mode=_str(values.get("routing_mode")),
+            sla_tier=_str(values.get("sla_tier")),
+            privacy_tier=_str(values.get("privacy_tier")),
+            quote_id=_str(values.get("quote_id")),
+            created_by=_str(values.get("created_by")),
+            metadata=_strings(values.get("metadata")),
+            webhook=_webhook(values.get("webhook")),
+            item_count=int(values.get("item_count") or 0),
+            chunk_count=int(values.get("chunk_count") or 0),
+            chunk_models=_chunk_models(values.get("chunk_models")),
+            plan=_mapping(values.get("plan")),
+            intake=_mapping(values.get("intake")),
+            reservation_id=_str(values.get("reservation_id")),
+            reserved_micros=int(values.get("reserved_micros") or 0),
+            fee_kind=cast(BatchFeeKind, str(values.get("fee_kind") or "batch")),
+            counts=_ints(values.get("counts")),
+            execution_arn=_str(values.get("execution_arn")),
+            workflow_steps=_strings(values.get("workflow_steps")) or {},
+            execution_summary=_execution_summary(values.get("execution_summary")),
+            cancel_reason=_str(values.get("cancel_reason")),
+            retry_of=_str(values.get("retry_of")),
+            work_order=_mapping(values.get("work_order")),
+            presets=_list(values.get("presets"), str),
+            artifacts=_artifacts(values.get("artifacts")),
+            lane_tallies=_tallies(values.get("lane_tallies")),
+            finalized_at=_str(values.get("finalized_at")),
+            billing=_mapping(values.get("billing")),
+            settled_at=_str(values.get("settled_at")),
+            artifacts_reclaimed_at=_str(values.get("artifacts_reclaimed_at")),
+            compat=_compat(values.get("compat")),
+            chat_model=_str(values.get("chat_model")),
+            chat_job_id=_str(values.get("chat_job_id")),
+            stream=bool(values["stream"]) if values.get("stream") is not None else None,
+            planned_lanes=_list(values.get("planned_lanes"), str),
+            lane_id=_str(values.get("lane_id")),
+            provider=_str(values.get("provider")),
+            attempts=_attempts(values.get("attempts")),
+            usage=_ints(values.get("usage")),
+            usage_checkpoint=_checkpoint(values.get("usage_checkpoint")),
+            checkpoint_at=_str(values.get("checkpoint_at")),
+            schedule_id=_str(values.get("schedule_id")),
+            schedule_version=int(values["schedule_version"]) if values.get("schedule_version") else None,
+        )
+
+
+FIELDS: Final[tuple[str, ...]] = tuple(f.name for f in fields(BatchRecord))
+_SEQUENCES: Final = frozenset({"chunk_models", "planned_lanes", "presets"})
+_NESTED: Final = (ExecutionSummary, BatchWebhook, ArtifactKeys, CompatFields, UsageCheckpoint)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class IdempotencyRecord:
+    """The first answer to a create request under an Idempotency-Key, replayed byte for byte
+    to a repeat of the same request for 24 h (`ttl`, epoch seconds)."""
+
+    org_id: str
+    key: str
+    request_hash: str
+    status_code: int
+    body: str
+    batch_id: str
+    created_at: str
+    ttl: int
+
+
+# -- what the create transaction can refuse (adapters/dynamo/batch_records.py) -----------------
+class DuplicateIdempotencyKey(Exception):
+    """Another request with the same Idempotency-Key committed first: answer as it did."""
+
+
+class ExtraItemRefused(Exception):
+    """A caller's extra item of the create transaction (`extra_items`) was refused by its
+    condition (a work order closed or full meanwhile: docs/work-orders.md)."""
+
+    def __init__(self, index: int) -> None:
+        super().__init__(f"extra item {index} refused")
+        self.index = index
+
+
+class FundingMoved(Exception):
+    """The wallet, the spending limit's room or its controls moved since they were read (or
+    another transaction collided): decide the funding again on fresh reads."""
+
+
+# -- reading stored values ---------------------------------------------------------------------
+def _present(**values: Any) -> dict[str, Any]:
+    return {k: v for k, v in values.items() if v is not None}
+
+
+def _attempts(value: Any) -> tuple[LaneAttempt, ...] | None:
+    """A direct chat request's lanes tried, as stored (`LaneAttempt.to_item`)."""
+    if not isinstance(value, list):
+        return None
+    return tuple(
+        LaneAttempt(str(a.get("lane_id")), str(a.get("provider")), _str(a.get("error")))
+        for a in value
+        if isinstance(a, Mapping)
+    )
+
+
+def _str(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def _mapping(value: Any) -> Mapping[str, Any] | None:
+    return dict(value) if isinstance(value, Mapping) else None
+
+
+def _strings(value: Any) -> dict[str, str] | None:
+    return {str(k): str(v) for k, v in value.items()} if isinstance(value, Mapping) else None
+
+
+def _ints(value: Any) -> dict[str, int] | None:
+    return {str(k): int(v) for k, v in value.items()} if isinstance(value, Mapping) else None
+
+
+def _list(value: Any, kind: Callable[[Any], T]) -> list[T] | None:
+    return None if value is None else [kind(v) for v in value]
+
+
+def _chunk_models(value: Any) -> list[dict[str, int]] | None:
+    if value is None:
+        return None
+    return [{str(model): int(n) for model, n in chunk.items()} for chunk in value]
+
+
+def _tallies(value: Any) -> dict[str, Mapping[str, int]] | None:
+    if not isinstance(value, Mapping):
+        return None
+    return {str(key): _ints(tally) or {} for key, tally in value.items()}
+
+
+def _webhook(value: Any) -> BatchWebhook | None:
+    if not isinstance(value, Mapping):
+        return None
+    return BatchWebhook(url=str(value.get("url") or ""), secret_sealed=str(value.get("secret_sealed") or ""))
+
+
+def _execution_summary(value: Any) -> ExecutionSummary | None:
+    if not isinstance(value, Mapping):
+        return None
+    return ExecutionSummary(_str(value.get("latest_error")))
+
+
+def _artifacts(value: Any) -> ArtifactKeys | None:
+    if not isinstance(value, Mapping):
+        return None
+    return ArtifactKeys(
+        results_key=_str(value.get("results_key")),
+        errors_key=_str(value.get("errors_key")),
+        result_count=None if value.get("result_count") is None else int(value["result_count"]),
+        error_count=None if value.get("error_count") is None else int(value["error_count"]),
+        receipt_key=_str(value.get("receipt_key")),
+    )
+
+
+def _compat(value: Any) -> CompatFields | None:
+    if not isinstance(value, Mapping):
+        return None
+    return CompatFields(
+        endpoint=_str(value.get("endpoint")),
+        input_file_id=_str(value.get("input_file_id")),
+        output_file_id=_str(value.get("output_file_id")),
+        error_file_id=_str(value.get("error_file_id")),
+        completion_window=_str(value.get("completion_window")),
+        body_format=_str(value.get("body_format")),
+    )
+
+
+def _checkpoint(value: Any) -> UsageCheckpoint | None:
+    if not isinstance(value, Mapping):
+        return None
+    return UsageCheckpoint(
+        lane_id=_str(value.get("lane_id")),
+        prompt_tokens=int(value.get("prompt_tokens") or 0),
+        completion_tokens=int(value.get("completion_tokens") or 0),
+    )
+
+
+_SUMMARY_FIELDS = (
+    "state",
+    "counts",
+    "created_at",
+    "deadline_at",
+    "completed_at",
+    "routing_mode",
+    "sla_tier",
+    "privacy_tier",
+    "execution_summary",
+)
+
+
+def batch_summary(batch: BatchRecord) -> dict[str, Any]:
+    """The `batch` object of an event, from the batch record: id, state and the public
+    summary fields it has, as stored. Never the webhook, its secret or internal bookkeeping."""
+    stored = batch.to_mapping()
+    summary: dict[str, Any] = {"id": batch.batch_id}
+    for name in _SUMMARY_FIELDS:
+        if stored.get(name) is not None:
+            summary[name] = stored[name]
+    return summary
+
+
+def job_id_for(batch_id: str) -> str:
+    return f"chatjob_{suffix_of(batch_id)}"
+
+
+def batch_id_for(job_id: str) -> str | None:
+    """The batch behind a chat job id, or None for anything that is not one."""
+    return f"batch_{suffix_of(job_id)}" if has_prefix(job_id, "chatjob") else None

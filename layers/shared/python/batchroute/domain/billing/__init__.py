@@ -1,0 +1,1 @@
+"""billing: see docs/architecture.md (Layout)."""

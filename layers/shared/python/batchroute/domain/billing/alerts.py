@@ -1,0 +1,230 @@
+"""Billing alert rules: which `billing.*` events a money movement raises, and their debounce
+keys (pure; `docs/billing-alerts.md` is the customer-facing version).
+
+After every movement the watch (`services/billing/watch.py`) observes the wallet and the
+period's charged spend, and asks `due_alerts` what is due:
+
+- `billing.limit_reached`: the period's spend plus the in-flight reservations reached the
+  spending limit (so the next hard-limit submit is refused); once per limit period.
+- `billing.threshold_crossed`: an `alert_thresholds` entry holds: `balance_below` (balance
+  < value), `spend_above` (period spend > value), `pct_of_limit` (period spend >= that
+  percent of an active limit, and > 0); each entry once per alert period.
+- `billing.low_balance`: balance < `low_balance_amount`, once per episode; an episode ends
+  (the alert re-arms) when the balance is back at >= 110% of the level (`low_balance_step`).
+
+The alert period is the controls' `limit_period`, or monthly when none is set, by the local
+date in `limit_timezone`. A debounce key (`once_key`) names the rule and the period, so the
+store records each at most once whatever the number of concurrent movers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+from typing import Any, Literal, TypedDict
+
+from batchroute.domain.billing.controls import BillingControls, Period, Threshold
+from batchroute.domain.billing.ledger import DAILY_PREFIX, WalletState, period_keys
+from batchroute.money import Money, format_amount
+
+LIMIT_REACHED = "billing.limit_reached"
+THRESHOLD_CROSSED = "billing.threshold_crossed"
+LOW_BALANCE = "billing.low_balance"
+AUTO_TOPUP_SUCCEEDED = "billing.auto_topup_succeeded"
+AUTO_TOPUP_FAILED = "billing.auto_topup_failed"
+EVENT_TYPES: tuple[str, ...] = (
+    LIMIT_REACHED,
+    THRESHOLD_CROSSED,
+    LOW_BALANCE,
+    AUTO_TOPUP_SUCCEEDED,
+    AUTO_TOPUP_FAILED,
+)
+DEFAULT_ALERT_PERIOD: Period = "monthly"
+# The low-balance alert re-arms once the balance is back at this percent of the level.
+REARM_PERCENT = 110
+
+LowBalanceStep = Literal["fire", "rearm"]
+
+
+class PeriodView(TypedDict):
+    period: Period
+    period_key: str
+    period_start: str
+    timezone: str
+
+
+@dataclass(frozen=True)
+class AlertPeriod:
+    period: Period
+    key: str  # the ledger's spend-counter key, e.g. "M#2026-11" or "D#2026-11-21"
+    timezone: str
+
+    @property
+    def start(self) -> str:
+        """The period's first local date, e.g. "2026-11-01"."""
+        text = self.key.split("#", 1)[1]
+        return text if self.key.startswith(DAILY_PREFIX) else f"{text}-01"
+
+    def to_api(self) -> PeriodView:
+        return {
+            "period": self.period,
+            "period_key": self.key,
+            "period_start": self.start,
+            "timezone": self.timezone,
+        }
+
+
+@dataclass(frozen=True)
+class Alert:
+    """An event to record once per `once_key`, with its data (JSON, as the event list and the
+    webhook show it, `BillingEvent.to_api`)."""
+
+    event_type: str
+    once_key: str  # at most one event per key, ever
+    details: dict[str, Any]
+
+
+class BillingEventView(TypedDict):
+    id: str
+    object: Literal["billing.event"]
+    type: str
+    org_id: str
+    created_at: str
+    data: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class BillingEvent:
+    """A recorded alert event."""
+
+    event_id: str
+    org_id: str
+    type: str
+    created_at: str
+    details: dict[str, Any]
+
+    def to_api(self) -> BillingEventView:
+        """The event as the API lists it and the webhook sends it."""
+        return {
+            "id": self.event_id,
+            "object": "billing.event",
+            "type": self.type,
+            "org_id": self.org_id,
+            "created_at": self.created_at,
+            "data": dict(self.details),
+        }
+
+
+def alert_period(controls: BillingControls, at: datetime) -> AlertPeriod:
+    """The period thresholds are debounced in (and `spend_above` measured over)."""
+    period: Period = controls.limit_period or DEFAULT_ALERT_PERIOD
+    zone = controls.limit_timezone or "UTC"
+    return AlertPeriod(period=period, key=period_keys(at, zone)[period], timezone=zone)
+
+
+def active_limit(controls: BillingControls) -> Money | None:
+    if controls.limit_enabled and controls.limit_amount is not None and controls.limit_period is not None:
+        return controls.limit_amount
+    return None
+
+
+def needs_spend(controls: BillingControls) -> bool:
+    """Whether any rule reads the period's spend (else the watch skips that read)."""
+    if active_limit(controls) is not None:
+        return True
+    return any(t.type in ("spend_above", "pct_of_limit") for t in controls.alert_thresholds)
+
+
+def due_alerts(
+    controls: BillingControls, *, wallet: WalletState, spent: Money, period: AlertPeriod
+) -> list[Alert]:
+    """The limit and threshold alerts that hold now (the store debounces repeats)."""
+    alerts: list[Alert] = []
+    limit = active_limit(controls)
+    if limit is not None:
+        projected = spent + wallet.reserved
+        if projected >= limit:
+            alerts.append(
+                Alert(
+                    LIMIT_REACHED,
+                    f"limit_reached#{period.key}",
+                    {
+                        "limit": _usd(limit),
+                        "period": period.period,
+                        "period_key": period.key,
+                        "period_start": period.start,
+                        "timezone": period.timezone,
+                        "spent": _usd(spent),
+                        "in_flight": _usd(wallet.reserved),
+                        "projected": _usd(projected),
+                        "mode": controls.limit_mode,
+                    },
+                )
+            )
+    for threshold in controls.alert_thresholds:
+        observed = _crossed(threshold, wallet=wallet, spent=spent, limit=limit)
+        if observed is None:
+            continue
+        shown = threshold.percent if threshold.amount is None else _usd(threshold.amount)
+        details = {
+            "threshold": {"type": threshold.type, "value": shown},
+            "observed": observed,
+            **period.to_api(),
+            "balance": _usd(wallet.balance),
+            "spent": _usd(spent),
+            **({"limit": _usd(limit)} if limit is not None else {}),
+        }
+        alerts.append(Alert(THRESHOLD_CROSSED, f"threshold#{threshold.type}#{shown}#{period.key}", details))
+    return alerts
+
+
+def _crossed(threshold: Threshold, *, wallet: WalletState, spent: Money, limit: Money | None) -> str | None:
+    """The observed figure (decimal string, or whole percent for pct_of_limit) when the
+    threshold holds, else None."""
+    if threshold.type == "balance_below" and threshold.amount is not None:
+        return _usd(wallet.balance) if wallet.balance < threshold.amount else None
+    if threshold.type == "spend_above" and threshold.amount is not None:
+        return _usd(spent) if spent > threshold.amount else None
+    if threshold.type == "pct_of_limit" and threshold.percent is not None and limit is not None:
+        if limit.micros <= 0 or spent.micros <= 0:
+            return None
+        if spent.micros * 100 >= threshold.percent * limit.micros:
+            return format_amount(Decimal(spent.micros * 100) / Decimal(limit.micros))
+    return None
+
+
+# -- low balance ---------------------------------------------------------------------------
+def rearm_level(level: Money) -> Money:
+    """Balance at which a fired low-balance alert re-arms: 110% of the level, rounded up."""
+    return Money(-(-level.micros * REARM_PERCENT // 100))
+
+
+def low_balance_step(level: Money | None, balance: Money, *, fired: bool) -> LowBalanceStep | None:
+    """`fire` when the balance is under the level and this episode has not fired yet;
+    `rearm` when a fired episode's balance recovered to the re-arm level; else None."""
+    if level is None:
+        return None
+    if not fired and balance < level:
+        return "fire"
+    if fired and balance >= rearm_level(level):
+        return "rearm"
+    return None
+
+
+def low_balance_alert(level: Money, wallet: WalletState, *, episode: int) -> Alert:
+    return Alert(
+        LOW_BALANCE,
+        f"low_balance#{episode}",
+        {
+            "level": _usd(level),
+            "balance": _usd(wallet.balance),
+            "available": _usd(wallet.available),
+            "reserved": _usd(wallet.reserved),
+            "rearm_at": _usd(rearm_level(level)),
+        },
+    )
+
+
+def _usd(money: Money) -> str:
+    return format_amount(money.amount)

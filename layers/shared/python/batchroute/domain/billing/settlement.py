@@ -1,0 +1,238 @@
+"""The settled price of a batch and its billing receipt. Pure.
+
+What is charged: for every lane record, the tokens of its COMPLETED rows in the final
+artifact (failed and never-run items are not charged) at that lane's locked unit prices
+(a failover lane keeps the prices of the lane it took over from: the quote's), priced with
+the fee schedule (`domain/pricing.settle_price`). The ledger then charges at most what was
+reserved (docs/ledger.md: the service absorbs the rest).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any, TypedDict
+
+from batchroute.domain.billing.ledger import SettlementResult
+from batchroute.domain.catalog.pricing import LaneUsage
+from batchroute.domain.routing.lane_plan import plan_lane_entry
+from batchroute.money import Money, MoneyView
+
+RECEIPT_VERSION = 1
+
+
+class ItemCounts(TypedDict):
+    completed: int
+    failed: int
+    canceled: int
+
+
+class TokenUsage(TypedDict):
+    prompt_tokens: int
+    completion_tokens: int
+
+
+class ReceiptLane(TypedDict):
+    """A lane that ran: what it delivered, at its locked prices, with the quote's proof
+    (`proof` is the plan's own JSON, copied as planned)."""
+
+    lane_key: str
+    lane_id: str
+    provider: str | None
+    model: str | None
+    status: str | None
+    item_counts: ItemCounts
+    usage: TokenUsage
+    unit_prices: dict[str, str]
+    cost: MoneyView
+    proof: Mapping[str, Any] | None
+    failover_from: str | None
+    latest_error: str | None
+
+
+class RejectedLane(TypedDict):
+    """A lane the quote rejected, with its rejection receipt (the plan's JSON, as planned)."""
+
+    lane_id: str | None
+    provider: str | None
+    model: str | None
+    rejection: Mapping[str, Any] | None
+    proof: Mapping[str, Any] | None
+
+
+class BatchCounts(TypedDict):
+    total: int
+    completed: int
+    failed: int
+    canceled: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReceiptCredits:
+    """What the wallet did: reserved, charged (capped at the reservation), released."""
+
+    reserved: Money
+    charged: Money
+    released: Money
+    settled_at: str
+
+    @classmethod
+    def of(cls, result: SettlementResult) -> ReceiptCredits:
+        return cls(result.reserved, result.charged, result.released, result.settled_at)
+
+    @classmethod
+    def nothing(cls, at: str) -> ReceiptCredits:
+        """A batch that reserved and charged nothing."""
+        return cls(Money.zero(), Money.zero(), Money.zero(), at)
+
+
+class BillingReceipt(TypedDict):
+    """The billing receipt (interface spec "Billing receipt")."""
+
+    object: str
+    version: int
+    batch_id: str
+    final_settled_price: MoneyView
+    provider_subtotal: MoneyView
+    service_fee: MoneyView
+    customer_discount: MoneyView
+    settled_total: MoneyView
+    absorbed: MoneyView
+    credit_reserved: MoneyView
+    credit_charged: MoneyView
+    credit_released: MoneyView
+    settled_at: str
+    item_counts: BatchCounts
+    provider_lanes: list[ReceiptLane]
+    rejected_lanes: list[RejectedLane]
+
+
+def _price(unit_prices: Mapping[str, Any], name: str) -> Decimal:
+    value = unit_prices.get(name)
+    return Decimal(str(value)) if value is not None else Decimal(0)
+
+
+def lane_usage(lane: Mapping[str, Any], tally: Mapping[str, int]) -> LaneUsage:
+    prices = lane.get("unit_prices") or {}
+    return LaneUsage(
+        lane_id=str(lane["lane_id"]),
+        prompt_tokens=int(tally.get("prompt_tokens") or 0),
+        output_tokens=int(tally.get("completion_tokens") or 0),
+        input_per_mtok=_price(prices, "input_per_mtok"),
+        output_per_mtok=_price(prices, "output_per_mtok"),
+    )
+
+
+def charged_usage(
+    lanes: Iterable[Mapping[str, Any]], tallies: Mapping[str, Mapping[str, int]]
+) -> list[LaneUsage]:
+    """One LaneUsage per lane record that delivered completed rows (only those are charged,
+    and only those count for the per-lane control-plane fee)."""
+    usages = []
+    for lane in sorted(lanes, key=lambda lane: str(lane["lane_key"])):
+        tally = tallies.get(str(lane["lane_key"])) or {}
+        if int(tally.get("completed") or 0) > 0:
+            usages.append(lane_usage(lane, tally))
+    return usages
+
+
+def lane_ran(lane: Mapping[str, Any], tally: Mapping[str, int]) -> bool:
+    rows = int(tally.get("completed") or 0) + int(tally.get("failed") or 0)
+    return rows > 0 or lane.get("status", "pending") != "pending"
+
+
+def provider_lanes(
+    lanes: Iterable[Mapping[str, Any]],
+    tallies: Mapping[str, Mapping[str, int]],
+    plan: Mapping[str, Any],
+) -> list[ReceiptLane]:
+    """The receipt's lanes that ran, each with what it delivered, its usage (completed rows),
+    locked unit prices, provider cost and the quote-time data/privacy proof."""
+    shown: list[ReceiptLane] = []
+    for lane in sorted(lanes, key=lambda lane: str(lane["lane_key"])):
+        tally = tallies.get(str(lane["lane_key"])) or {}
+        if not lane_ran(lane, tally):
+            continue
+        usage = lane_usage(lane, tally)
+        entry = plan_lane_entry(plan, str(lane["lane_id"])) or {}
+        shown.append(
+            {
+                "lane_key": lane["lane_key"],
+                "lane_id": lane["lane_id"],
+                "provider": lane.get("provider"),
+                "model": lane.get("model"),
+                "status": lane.get("status"),
+                "item_counts": {
+                    "completed": int(tally.get("completed") or 0),
+                    "failed": int(tally.get("failed") or 0),
+                    "canceled": int(lane.get("canceled") or 0),
+                },
+                "usage": {
+                    "prompt_tokens": usage.prompt_tokens,
+                    "completion_tokens": usage.output_tokens,
+                },
+                "unit_prices": dict(lane.get("unit_prices") or {}),
+                "cost": Money.usd_ceil(usage.cost).to_api(),
+                "proof": entry.get("proof"),
+                "failover_from": lane.get("failover_from"),
+                # Why the lane failed or handed its items over (a vendor job's own errors
+                # included), else None.
+                "latest_error": lane.get("latest_error"),
+            }
+        )
+    return shown
+
+
+def rejected_lanes(plan: Mapping[str, Any]) -> list[RejectedLane]:
+    """The quote's rejected lanes with their rejection receipts, as planned."""
+    return [
+        {
+            "lane_id": entry.get("lane_id"),
+            "provider": entry.get("provider"),
+            "model": entry.get("model"),
+            "rejection": entry.get("rejection"),
+            "proof": entry.get("proof"),
+        }
+        for group in plan.get("groups") or []
+        for entry in group.get("rejected_lanes") or []
+    ]
+
+
+def build_receipt(
+    *,
+    batch_id: str,
+    breakdown_api: Mapping[str, MoneyView],
+    credits: ReceiptCredits,
+    absorbed: Money,
+    counts: Mapping[str, int],
+    lanes: list[ReceiptLane],
+    rejected: list[RejectedLane],
+) -> BillingReceipt:
+    """The billing receipt (interface spec "Billing receipt"); Money as {currency, amount}.
+
+    `final_settled_price` is what the wallet was charged (`credit_charged`): the settled
+    total, capped at the reservation."""
+    return {
+        "object": "billing_receipt",
+        "version": RECEIPT_VERSION,
+        "batch_id": batch_id,
+        "final_settled_price": credits.charged.to_api(),
+        "provider_subtotal": breakdown_api["provider_subtotal"],
+        "service_fee": breakdown_api["service_fee"],
+        "customer_discount": breakdown_api["customer_discount"],
+        "settled_total": breakdown_api["total"],
+        "absorbed": absorbed.to_api(),
+        "credit_reserved": credits.reserved.to_api(),
+        "credit_charged": credits.charged.to_api(),
+        "credit_released": credits.released.to_api(),
+        "settled_at": credits.settled_at,
+        "item_counts": {
+            "total": int(counts.get("total") or 0),
+            "completed": int(counts.get("completed") or 0),
+            "failed": int(counts.get("failed") or 0),
+            "canceled": int(counts.get("canceled") or 0),
+        },
+        "provider_lanes": lanes,
+        "rejected_lanes": rejected,
+    }

@@ -1,0 +1,139 @@
+"""The price of a batch: provider subtotal, service fee, customer discount, total.
+
+    provider subtotal = ceil_µ$( Σ lanes (prompt x input_per_mtok + output x output_per_mtok) / 1e6 )
+    floor fee         = ceil_µ$( subtotal x margin_floor_pct / 100 )
+    service fee       = max( ceil_µ$( subtotal x fee_pct / 100 ) + lanes x control_plane_fee, floor fee )
+    customer discount = min( requested discount, service fee - floor fee )
+    total             = subtotal + service fee - customer discount
+
+The subtotal is summed exactly in Decimal and rounded up once, to the micro-dollar, so a
+quote never under-covers what the providers will charge. The margin floor bounds the fee
+twice: a fee rate configured below it is raised to it, and a discount never takes the
+fee below it. The same function prices a quote (estimated tokens) and a settlement
+(actual tokens at the prices the quote locked).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any, Literal, Protocol
+
+from batchroute.domain.catalog.catalog import FeeSchedule, LanePrice
+from batchroute.money import Money
+
+FeeKind = Literal["batch", "workflow"]
+_MILLION = Decimal(1_000_000)
+_HUNDRED = Decimal(100)
+
+
+@dataclass(frozen=True)
+class LaneUsage:
+    """Tokens on one lane at that lane's locked batch prices (USD per million tokens)."""
+
+    lane_id: str
+    prompt_tokens: int
+    output_tokens: int
+    input_per_mtok: Decimal
+    output_per_mtok: Decimal
+
+    @property
+    def cost(self) -> Decimal:
+        return token_cost(self.prompt_tokens, self.output_tokens, self.input_per_mtok, self.output_per_mtok)
+
+
+@dataclass(frozen=True)
+class PriceBreakdown:
+    provider_subtotal: Money
+    service_fee: Money
+    customer_discount: Money  # the discount applied, which may be less than the one asked
+    total: Money
+    lane_count: int
+    fee_pct: Decimal
+    margin_floor_applied: bool  # the floor, not the rate, set the fee
+
+    def to_api(self) -> dict[str, Any]:
+        """The quote's `pricing_estimate` (and the receipt's settled figures)."""
+        return {
+            "provider_subtotal": self.provider_subtotal.to_api(),
+            "service_fee": self.service_fee.to_api(),
+            "customer_discount": self.customer_discount.to_api(),
+            "total": self.total.to_api(),
+        }
+
+
+def token_cost(
+    prompt_tokens: int, output_tokens: int, input_per_mtok: Decimal, output_per_mtok: Decimal
+) -> Decimal:
+    """Exact USD for the tokens: no rounding here, callers round once at the end."""
+    return (prompt_tokens * input_per_mtok + output_tokens * output_per_mtok) / _MILLION
+
+
+def batch_cost(prompt_tokens: int, output_tokens: int, price: LanePrice) -> Decimal:
+    return token_cost(prompt_tokens, output_tokens, price.batch_input_per_mtok, price.batch_output_per_mtok)
+
+
+def fee_pct_for(fees: FeeSchedule, fee_kind: FeeKind) -> Decimal:
+    return fees.workflow_product_fee_pct if fee_kind == "workflow" else fees.standard_batch_fee_pct
+
+
+def price_usage(
+    usage: Iterable[LaneUsage],
+    fees: FeeSchedule,
+    *,
+    fee_kind: FeeKind = "batch",
+    customer_discount: Money | None = None,
+) -> PriceBreakdown:
+    """Price tokens on lanes: estimated ones for a quote, actual ones for a settlement."""
+    lanes = list(usage)
+    subtotal = Money.usd_ceil(sum((lane.cost for lane in lanes), Decimal(0)))
+    lane_count = len({lane.lane_id for lane in lanes})
+    fee_pct = fee_pct_for(fees, fee_kind)
+    rate_fee = Money.usd_ceil(subtotal.amount * fee_pct / _HUNDRED) + Money.usd_ceil(
+        fees.control_plane_fee_per_lane_usd * lane_count
+    )
+    floor_fee = Money.usd_ceil(subtotal.amount * fees.margin_floor_pct / _HUNDRED)
+    service_fee = max(rate_fee, floor_fee)
+    asked = customer_discount or Money.zero()
+    if asked.micros < 0:
+        raise ValueError("a customer discount cannot be negative")
+    applied = min(asked, service_fee - floor_fee)
+    return PriceBreakdown(
+        provider_subtotal=subtotal,
+        service_fee=service_fee,
+        customer_discount=applied,
+        total=subtotal + service_fee - applied,
+        lane_count=lane_count,
+        fee_pct=fee_pct,
+        margin_floor_applied=floor_fee > rate_fee,
+    )
+
+
+class PlannedUsage(Protocol):
+    """A route plan as pricing sees it: the usage of its selected lanes (domain/routing/engine.py)."""
+
+    def usage(self) -> list[LaneUsage]: ...
+
+
+def estimate_price(
+    plan: PlannedUsage,
+    fees: FeeSchedule,
+    *,
+    fee_kind: FeeKind = "batch",
+    customer_discount: Money | None = None,
+) -> PriceBreakdown:
+    """The quote's pricing estimate: the plan's selected lanes at their locked batch prices."""
+    return price_usage(plan.usage(), fees, fee_kind=fee_kind, customer_discount=customer_discount)
+
+
+def settle_price(
+    actual: Iterable[LaneUsage],
+    fees: FeeSchedule,
+    *,
+    fee_kind: FeeKind = "batch",
+    customer_discount: Money | None = None,
+) -> PriceBreakdown:
+    """The final settled price: actual provider token usage at the quote's locked prices.
+    Pass only the lanes that ran (the control-plane fee is per lane run)."""
+    return price_usage(actual, fees, fee_kind=fee_kind, customer_discount=customer_discount)

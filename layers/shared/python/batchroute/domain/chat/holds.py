@@ -1,0 +1,85 @@
+"""Why opening a chat hold was refused: the hold transaction's conditions, by name
+(adapters/dynamo/chat_holds.py raises it; the chat services turn it into the spec's codes)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from batchroute.domain.billing.rate_limits import WindowCounts
+from batchroute.domain.routing.lanes import LaneAttempt
+
+Refusal = Literal[
+    "funds", "controls_changed", "spend_moved", "conflict", "rate_limit", "policy_changed", "key_unconfirmed"
+]
+
+
+class HoldRefused(Exception):
+    """The open transaction was refused; `reason` says by which condition (`rate_limit`:
+    the rate counters, whose counts are in `rate_counts`)."""
+
+    def __init__(self, reason: Refusal, rate_counts: dict[str, WindowCounts] | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.rate_counts = rate_counts
+
+
+@dataclass(frozen=True, slots=True)
+class LanesTried:
+    """The lanes a direct request tried, in order, ending on the one it ran on."""
+
+    lane_id: str
+    attempts: tuple[LaneAttempt, ...]
+
+    @property
+    def provider(self) -> str | None:
+        """The provider that answered: the last attempt's, when it succeeded."""
+        return self.attempts[-1].provider if self.attempts and self.attempts[-1].error is None else None
+
+
+@dataclass(frozen=True, slots=True)
+class ChatOutcome:
+    """How a direct chat request's record ends, written in the transaction that settles or
+    releases its hold: completed or failed at `at`, its usage, its error, its billing
+    receipt, and (unless the sweeper recovered it) the lanes it tried."""
+
+    completed: bool
+    at: str
+    prompt_tokens: int
+    completion_tokens: int
+    latest_error: str | None
+    billing: Mapping[str, Any]  # the receipt, as GET /v1/batches/{id} shows it
+    tool_uses: tuple[tuple[str, int], ...] = ()
+    lanes: LanesTried | None = None
+
+    def to_changes(self) -> dict[str, Any]:
+        """The record's fields this outcome sets."""
+        usage: dict[str, int | dict[str, int]] = {
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+        }
+        if self.tool_uses:
+            usage["tool_uses"] = dict(self.tool_uses)
+        changes: dict[str, Any] = {
+            "state": "completed" if self.completed else "failed",
+            "state_changed_at": self.at,
+            "completed_at": self.at,
+            "settled_at": self.at,
+            "counts": {
+                "total": 1,
+                "pending": 0,
+                "running": 0,
+                "completed": int(self.completed),
+                "failed": int(not self.completed),
+                "canceled": 0,
+            },
+        }
+        if self.lanes is not None:
+            changes["provider"] = self.lanes.provider
+            changes["lane_id"] = self.lanes.lane_id
+            changes["attempts"] = [a.to_item() for a in self.lanes.attempts]
+        changes["usage"] = usage
+        changes["execution_summary"] = {"latest_error": self.latest_error}
+        changes["billing"] = dict(self.billing)
+        return changes

@@ -1,0 +1,203 @@
+"""Direct chat routing: which lanes may answer one request, in which order, and what to hold.
+
+Pure. Every lane of the exact model passes the routing gates (routing_gates.py: guards,
+operation, privacy tier, tools and capabilities, context window, heartbeat, capacity) as a
+one-item group, then `provider_preferences.only` filters. The survivors are ranked:
+
+1. providers named in `order`, in that order;
+2. then by the expected direct price of a successful call: the request's estimated cost at
+   the lane's DIRECT prices divided by the lane's observed reliability (the catalog prior
+   blended with what this process saw: `blended_reliability`), so a cheap lane that keeps
+   failing loses to a slightly dearer one that answers;
+3. then lane id (stable).
+
+With `allow_fallbacks: false` only the first lane is kept. The org's route policy
+(route_policy.py) applies as the `policy` gate at DIRECT prices, its routing mode and privacy
+floor are combined with the request, and `chat_fallbacks_allowed: false` keeps only the
+first lane (the others are rejected `policy`, rule `chat_fallbacks_allowed`). The hold covers the dearest lane
+that may be tried: prompt estimate at input price + (`max_tokens`, capped by the lane, or
+the lane's own output limit) at output price, rounded up to the micro-dollar.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from decimal import Decimal
+from typing import Any, Final
+
+from batchroute.domain.catalog.catalog import Catalog, Lane, LaneLive, Provider
+from batchroute.domain.catalog.pricing import token_cost
+from batchroute.domain.chat.requests import ChatRequest, ProviderPreferences
+from batchroute.domain.routing.gates import RouteRequest, RoutingGuards, lane_gate_failures
+from batchroute.domain.routing.items import ModelGroup
+from batchroute.domain.routing.policy import POLICY_GATE, RoutePolicy, combine, guarded, in_force
+from batchroute.errors import InvalidRequest
+from batchroute.money import Money
+
+# How many observations the catalog's reliability prior is worth against this process's own.
+PRIOR_WEIGHT: Final = 20
+# Never rank a lane as if it could not succeed at all (division by zero, and a lane recovers).
+MIN_RELIABILITY: Final = Decimal("0.05")
+EXCLUDED_BY_PREFERENCES: Final = "excluded_by_preferences"
+NOT_FIRST_CHOICE: Final = "fallbacks_disallowed"
+
+
+@dataclass(frozen=True)
+class LaneRecord:
+    """What this process observed of a lane on the direct path (before the first byte)."""
+
+    successes: int = 0
+    failures: int = 0
+
+
+def blended_reliability(prior: Decimal, record: LaneRecord | None, *, weight: int = PRIOR_WEIGHT) -> Decimal:
+    """(prior x weight + successes) / (weight + attempts), at least MIN_RELIABILITY."""
+    if record is None:
+        return max(prior, MIN_RELIABILITY)
+    attempts = record.successes + record.failures
+    value = (prior * weight + record.successes) / (weight + attempts)
+    return max(value, MIN_RELIABILITY)
+
+
+@dataclass(frozen=True)
+class DirectLane:
+    lane: Lane
+    provider: Provider
+    max_output_tokens: int  # what the provider is asked for
+    hold: Money  # the most this request can cost on this lane
+    expected_cost: Decimal  # estimated cost / reliability: the ranking key
+    reliability: Decimal
+
+    @property
+    def lane_id(self) -> str:
+        return self.lane.lane_id
+
+    def charge(self, prompt_tokens: int, completion_tokens: int) -> Money:
+        """The actual cost at this lane's direct prices, rounded up to the micro-dollar."""
+        price = self.lane.price
+        return Money.usd_ceil(
+            token_cost(prompt_tokens, completion_tokens, price.input_per_mtok, price.output_per_mtok)
+        )
+
+
+@dataclass(frozen=True)
+class DirectPlan:
+    lanes: tuple[DirectLane, ...]  # in the order they are tried
+    rejected: tuple[tuple[str, str], ...]  # (lane_id, rejection code)
+    rules: Mapping[str, str] = field(default_factory=dict)  # lane_id -> the policy rule, for `policy`
+
+    @property
+    def hold(self) -> Money:
+        """The hold that covers whichever lane ends up answering."""
+        return max((lane.hold for lane in self.lanes), default=Money.zero())
+
+    def rejection_details(self) -> dict[str, Any]:
+        return {"rejected_lanes": [self._entry(lane, code) for lane, code in self.rejected]}
+
+    def _entry(self, lane_id: str, code: str) -> dict[str, str]:
+        rule = self.rules.get(lane_id) if code == POLICY_GATE else None
+        return {"lane_id": lane_id, "code": code, **({"rule": rule} if rule else {})}
+
+
+def plan_direct(
+    request: ChatRequest,
+    catalog: Catalog,
+    *,
+    live: Mapping[str, LaneLive],
+    now: datetime,
+    guards: RoutingGuards,
+    observed: Mapping[str, LaneRecord] | None = None,
+    policy: RoutePolicy | None = None,
+) -> DirectPlan:
+    """The lanes to try, best first; raises InvalidRequest `no_direct_lane` when none may.
+    `policy`: the org's route policy, if any."""
+    group = ModelGroup(model=request.model, first_index=0)
+    group.add(0, request.facts)
+    policy = in_force(policy)
+    route_request = combine(policy, RouteRequest(privacy_tier=request.privacy_tier), mode_given=False).request
+    guards = guarded(guards, policy, basis="direct")
+    rules: dict[str, str] = {}
+    providers = {p.slug: p for p in catalog.providers}
+    observed = observed or {}
+    prefs = request.preferences
+    eligible: list[DirectLane] = []
+    rejected: list[tuple[str, str]] = []
+    for lane in sorted(catalog.lanes_for(request.model), key=lambda lane: lane.lane_id):
+        provider = providers.get(lane.provider)
+        failures = lane_gate_failures(
+            lane,
+            provider,
+            group,
+            request=route_request,
+            guards=guards,
+            live=live.get(lane.lane_id),
+            now=now,
+            item_count=1,
+        )
+        if failures or provider is None:
+            rejected.append((lane.lane_id, failures[0].code if failures else "provider_disabled"))
+            if failures and failures[0].code == POLICY_GATE:
+                rules[lane.lane_id] = str(failures[0].details["rule"])
+            continue
+        if prefs.only is not None and lane.provider not in prefs.only:
+            rejected.append((lane.lane_id, EXCLUDED_BY_PREFERENCES))
+            continue
+        eligible.append(_direct_lane(request, lane, provider, observed.get(lane.lane_id)))
+    eligible = _in_order(eligible, prefs, policy, rejected, rules)
+    rejected.sort()
+    plan = DirectPlan(lanes=tuple(eligible), rejected=tuple(rejected), rules=rules)
+    if not plan.lanes:
+        raise InvalidRequest(
+            f"No provider can answer {request.model} directly under this request's constraints.",
+            code="no_direct_lane",
+            details={"model": request.model, **plan.rejection_details()},
+        )
+    return plan
+
+
+def _in_order(
+    eligible: list[DirectLane],
+    prefs: ProviderPreferences,
+    policy: RoutePolicy | None,
+    rejected: list[tuple[str, str]],
+    rules: dict[str, str],
+) -> list[DirectLane]:
+    """The eligible lanes best first (the caller's provider order, then the expected cost),
+    cut to the first when fallbacks are off (by the request or the policy): the cut ones go
+    to `rejected` (and `rules`)."""
+    order = {slug: i for i, slug in enumerate(prefs.order)}
+    eligible.sort(key=lambda d: (order.get(d.lane.provider, len(order)), d.expected_cost, d.lane_id))
+    if eligible and not prefs.allow_fallbacks:
+        rejected.extend((d.lane_id, NOT_FIRST_CHOICE) for d in eligible[1:])
+        eligible = eligible[:1]
+    if eligible and policy is not None and not policy.chat_fallbacks_allowed:
+        rejected.extend((d.lane_id, POLICY_GATE) for d in eligible[1:])
+        rules.update((d.lane_id, "chat_fallbacks_allowed") for d in eligible[1:])
+        eligible = eligible[:1]
+    return eligible
+
+
+def _direct_lane(
+    request: ChatRequest, lane: Lane, provider: Provider, record: LaneRecord | None
+) -> DirectLane:
+    limit = lane.max_output_tokens
+    asked = request.max_tokens
+    max_output = limit if asked is None else (min(asked, limit) if limit > 0 else asked)
+    prompt = request.facts.prompt_tokens
+    price = lane.price
+    worst = token_cost(prompt, max_output, price.input_per_mtok, price.output_per_mtok)
+    estimate = token_cost(
+        prompt, min(max_output, request.facts.output_tokens), price.input_per_mtok, price.output_per_mtok
+    )
+    reliability = blended_reliability(lane.reliability, record)
+    hold = Money.usd_ceil(worst)
+    return DirectLane(
+        lane=lane,
+        provider=provider,
+        max_output_tokens=max_output,
+        hold=hold if hold.micros > 0 else Money(1),
+        expected_cost=estimate / reliability,
+        reliability=reliability,
+    )

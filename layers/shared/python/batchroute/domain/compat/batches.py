@@ -1,0 +1,378 @@
+"""The vendor-compatible surface's rules (docs/compat.md). Pure: no boto3, no FastAPI.
+
+- Input rows `{custom_id, method, url, body}` become native items: `url` picks the
+  operation, `body.model` the model, the rest of `body` the input.
+- Native batch states map to the vendor's Batch statuses; a terminal status is shown only
+  once the result artifacts exist, so a client that sees it can fetch the files at once.
+- Native result rows become the vendor's output lines
+  `{id, custom_id, response: {status_code, request_id, body}, error}`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Final, Literal, get_args
+
+from batchroute.domain.batches.jsonl import MAX_LINE_BYTES, JsonlReader, LineError, ParsedLine
+from batchroute.domain.batches.record import ArtifactKeys, BatchRecord, CompatFields
+from batchroute.domain.chat.objects import chat_completion
+from batchroute.domain.routing.items import MAX_CUSTOMER_ITEM_ID
+from batchroute.ids import suffix_of
+
+ENDPOINT_OPERATIONS: Final[dict[str, str]] = {
+    "/v1/chat/completions": "responses",
+    "/v1/responses": "responses",
+    "/v1/embeddings": "embeddings",
+}
+ENDPOINTS: Final[tuple[str, ...]] = tuple(ENDPOINT_OPERATIONS)
+COMPLETION_WINDOW: Final = "24h"
+BodyFormat = Literal["normalized", "raw"]
+BODY_FORMATS: Final[tuple[BodyFormat, ...]] = get_args(BodyFormat)
+DEFAULT_BODY_FORMAT: Final[BodyFormat] = "normalized"
+MAX_LISTED_PROBLEMS: Final = 20
+
+VendorStatus = Literal[
+    "validating", "in_progress", "finalizing", "completed", "failed", "expired", "cancelling", "cancelled"
+]
+_NO_COMPAT: Final = CompatFields()
+_NO_ARTIFACTS: Final = ArtifactKeys()
+# Native states before the router has dispatched any work: the vendor's `validating`.
+_VALIDATING: Final = frozenset({"received", "validated", "priced", "queued"})
+_IN_PROGRESS: Final = frozenset({"dispatching", "running"})
+
+
+# -- input rows ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class RowProblem:
+    """Why one input line is not a usable request; `param` names the field (vendor `param`)."""
+
+    line: int
+    param: str | None
+    message: str
+
+    def text(self) -> str:
+        return f"Line {self.line}: {self.message}"
+
+
+@dataclass(frozen=True)
+class Row:
+    url: str
+    item: dict[str, Any]  # the native item
+
+
+def read_row(line: int, parsed: Mapping[str, Any] | LineError) -> Row | RowProblem:
+    """One input line as a native item, or the first problem found in it."""
+    if isinstance(parsed, LineError):
+        # "line 3 is not JSON: ..." -> "not JSON: ...": text() names the line once.
+        return RowProblem(
+            line, None, parsed.message.removeprefix(f"line {line} is ").removeprefix(f"line {line} ")
+        )
+    custom_id = parsed.get("custom_id")
+    if not isinstance(custom_id, str) or not custom_id or len(custom_id) > MAX_CUSTOMER_ITEM_ID:
+        return RowProblem(
+            line, "custom_id", f"custom_id must be a string of 1-{MAX_CUSTOMER_ITEM_ID} characters."
+        )
+    if parsed.get("method") != "POST":
+        return RowProblem(line, "method", "method must be POST.")
+    url = parsed.get("url")
+    operation = ENDPOINT_OPERATIONS.get(url) if isinstance(url, str) else None
+    if operation is None:
+        return RowProblem(line, "url", f"url must be one of {', '.join(ENDPOINTS)}.")
+    body = parsed.get("body")
+    if not isinstance(body, dict):
+        return RowProblem(line, "body", "body must be a JSON object.")
+    model = body.get("model")
+    preset = body.get("preset")  # a preset may give the model (docs/presets.md)
+    if preset is not None and not isinstance(preset, str):
+        return RowProblem(line, "body.preset", "body.preset must name a preset (name or name@version).")
+    if (not isinstance(model, str) or not model) and (preset is None or model is not None):
+        return RowProblem(line, "body.model", "body.model must name a model.")
+    assert isinstance(url, str)
+    item: dict[str, Any] = {
+        "customer_item_id": custom_id,
+        "operation": operation,
+        "input": {key: value for key, value in body.items() if key not in ("model", "preset")},
+    }
+    if model is not None:
+        item["model"] = model
+    if preset is not None:
+        item["preset"] = preset
+    return Row(url=url, item=item)
+
+
+def input_param(path: str | None) -> str | None:
+    """A native preflight path (`items[3].input.messages[0]`) as the vendor row's field
+    (`body.messages[0]`)."""
+    if not path or not path.startswith("items["):
+        return path
+    _, _, rest = path.partition("].")
+    if not rest:
+        return None
+    head, dot, tail = rest.partition(".")
+    if head == "input":
+        return f"body.{tail}" if dot else "body"
+    return {
+        "customer_item_id": "custom_id",
+        "model": "body.model",
+        "operation": "url",
+        "preset": "body.preset",
+    }.get(head, rest)
+
+
+@dataclass
+class RowCheck:
+    """Push check of a file's rows as its bytes stream past: `feed(chunk)`, then `finish()`.
+    Holds one partial line at most; keeps the first problems and counts the rest."""
+
+    max_line_bytes: int = MAX_LINE_BYTES
+    rows: int = 0
+    problem_count: int = 0
+    problems: list[RowProblem] = field(default_factory=list)
+    _reader: JsonlReader | None = None
+
+    def feed(self, chunk: bytes) -> None:
+        self._take(self._lines().feed(chunk))
+
+    def finish(self) -> None:
+        self._take(self._lines().finish())
+
+    def message(self) -> str:
+        first = self.problems[0].text()
+        if self.problem_count == 1:
+            return first
+        return f"{first} ({self.problem_count} invalid lines in all; the first is shown.)"
+
+    def _lines(self) -> JsonlReader:
+        if self._reader is None:
+            self._reader = JsonlReader(max_line_bytes=self.max_line_bytes)
+        return self._reader
+
+    def _take(self, lines: list[ParsedLine]) -> None:
+        for line, parsed in lines:
+            self.rows += 1
+            read = read_row(line, parsed)
+            if isinstance(read, RowProblem):
+                self.problem_count += 1
+                if len(self.problems) < MAX_LISTED_PROBLEMS:
+                    self.problems.append(read)
+
+
+# -- batch statuses and the Batch object -------------------------------------------------------
+def unix(moment: str | None) -> int | None:
+    """An ISO 8601 timestamp as integer Unix seconds (the vendor's time format)."""
+    if not moment:
+        return None
+    return int(datetime.fromisoformat(moment.replace("Z", "+00:00")).timestamp())
+
+
+def finalized(batch: BatchRecord) -> bool:
+    return bool(batch.results_key) and bool(batch.finalized_at)
+
+
+def vendor_status(batch: BatchRecord) -> VendorStatus:
+    """docs/compat.md has the table. A terminal native state whose artifacts are not written
+    yet is `finalizing` (`cancelling` for a cancel), so a terminal vendor status always comes
+    with its output and error files."""
+    state = batch.state
+    done = finalized(batch)
+    if state in _VALIDATING:
+        return "validating"
+    if state in _IN_PROGRESS:
+        return "in_progress"
+    if state == "finalizing":
+        return "finalizing"
+    if state == "completed":
+        return "completed" if done else "finalizing"
+    if state == "canceled":
+        return "cancelled" if done else "cancelling"
+    if state == "failed":
+        return "failed" if done else "finalizing"
+    if state == "expired":
+        return "expired" if done else "finalizing"
+    raise ValueError(f"unknown batch state {state!r}")
+
+
+def request_counts(batch: BatchRecord) -> dict[str, int]:
+    """Canceled items are counted as failed: they are lines of the error file."""
+    counts = batch.counts or {}
+
+    def count(name: str) -> int:
+        return max(0, int(counts.get(name, 0)))
+
+    return {
+        "total": count("total"),
+        "completed": count("completed"),
+        "failed": count("failed") + count("canceled"),
+    }
+
+
+def output_files(batch: BatchRecord) -> tuple[str | None, str | None]:
+    """(output_file_id, error_file_id) as the vendor fills them: once the batch is terminal,
+    the output file when some request succeeded, the error file when some failed."""
+    compat = batch.compat or _NO_COMPAT
+    artifacts = batch.artifacts or _NO_ARTIFACTS
+    if vendor_status(batch) not in ("completed", "failed", "expired", "cancelled"):
+        return None, None
+    results = artifacts.result_count or 0
+    errors = artifacts.error_count or 0
+    output = compat.output_file_id if results > errors else None
+    error = compat.error_file_id if errors > 0 else None
+    return output, error
+
+
+def batch_object(batch: BatchRecord) -> dict[str, Any]:
+    """The vendor's Batch object of a compat batch record."""
+    compat = batch.compat or _NO_COMPAT
+    status = vendor_status(batch)
+    state = batch.state
+    steps = batch.workflow_steps
+    changed = batch.state_changed_at
+    finalized_at = batch.finalized_at
+    output_file_id, error_file_id = output_files(batch)
+    latest_error = batch.latest_error
+    errors = None
+    if state == "failed":
+        errors = {
+            "object": "list",
+            "data": [
+                {
+                    "code": "batch_failed",
+                    "message": str(latest_error or "The batch failed."),
+                    "param": None,
+                    "line": None,
+                }
+            ],
+        }
+    in_progress_at = steps.get("route") or (changed if state in _IN_PROGRESS else None)
+    finalizing_at = changed if state == "finalizing" else finalized_at
+    return {
+        "id": batch.batch_id,
+        "object": "batch",
+        "endpoint": compat.endpoint,
+        "input_file_id": compat.input_file_id,
+        "completion_window": compat.completion_window or COMPLETION_WINDOW,
+        "status": status,
+        "output_file_id": output_file_id,
+        "error_file_id": error_file_id,
+        "errors": errors,
+        "created_at": unix(batch.created_at),
+        "in_progress_at": unix(in_progress_at) if status not in ("validating",) else None,
+        "expires_at": unix(batch.deadline_at),
+        "finalizing_at": unix(finalizing_at)
+        if status in ("finalizing", "completed", "failed", "expired", "cancelled")
+        else None,
+        "completed_at": unix(batch.completed_at) if status == "completed" else None,
+        "failed_at": unix(changed) if state == "failed" else None,
+        "expired_at": unix(changed) if state == "expired" else None,
+        "cancelling_at": unix(changed) if state == "canceled" else None,
+        "cancelled_at": unix(finalized_at) if status == "cancelled" else None,
+        "request_counts": request_counts(batch),
+        "metadata": dict(batch.metadata) if batch.metadata else None,
+        "body_format": compat.body_format or DEFAULT_BODY_FORMAT,
+    }
+
+
+# -- output lines --------------------------------------------------------------------------------
+def request_line_id(batch_id: str, sequence_number: int) -> str:
+    return f"batch_req_{suffix_of(batch_id)}_{sequence_number}"
+
+
+def output_line(
+    batch_id: str,
+    row: Mapping[str, Any],
+    body_format: BodyFormat,
+    *,
+    endpoint: str = "/v1/chat/completions",
+    created: int = 0,
+) -> dict[str, Any]:
+    """One vendor line of a native results.jsonl row: a populated `response` for a completed
+    row (its body in the vendor's shape for `endpoint`, or the provider's raw body), a
+    populated `error` otherwise."""
+    seq = int(row["sequence_number"])
+    line: dict[str, Any] = {
+        "id": request_line_id(batch_id, seq),
+        "custom_id": row.get("customer_item_id"),
+        "response": None,
+        "error": None,
+    }
+    if row.get("status") == "completed":
+        line["response"] = {
+            "status_code": 200,
+            "request_id": f"req_{suffix_of(batch_id)}_{seq}",
+            "body": row.get("raw")
+            if body_format == "raw"
+            else vendor_body(endpoint, row, request_id=f"{suffix_of(batch_id)}_{seq}", created=created),
+        }
+    else:
+        error = row.get("error") or {}
+        line["error"] = {
+            "code": str(error.get("code") or "error"),
+            "message": str(error.get("message") or "The request failed."),
+        }
+    return line
+
+
+def vendor_body(endpoint: str, row: Mapping[str, Any], *, request_id: str, created: int) -> dict[str, Any]:
+    """A completed row's normalized output as the vendor's endpoint answers it, so code that
+    reads `response.body` of a vendor batch works unchanged: a `chat.completion` for
+    `/v1/chat/completions`, a `response` for `/v1/responses`, an embedding `list` for
+    `/v1/embeddings`. Usage and model come from the row (results.jsonl keeps them)."""
+    output = row.get("output") or {}
+    usage = row.get("usage") or {}
+    prompt = int(usage.get("prompt_tokens") or 0)
+    completion = int(usage.get("completion_tokens") or 0)
+    model = str(row.get("model") or "")
+    if endpoint == "/v1/embeddings":
+        vectors = output.get("embeddings") or ([output["embedding"]] if "embedding" in output else [])
+        return {
+            "object": "list",
+            "data": [{"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vectors)],
+            "model": model,
+            "usage": {"prompt_tokens": prompt, "total_tokens": prompt},
+        }
+    content = str(output.get("content") or "")
+    finish_reason = str(output.get("finish_reason") or "stop")
+    if endpoint == "/v1/responses":
+        return {
+            "id": f"resp_{request_id}",
+            "object": "response",
+            "created_at": created,
+            "status": "completed" if finish_reason == "stop" else "incomplete",
+            "model": model,
+            "output": [
+                {
+                    "type": "message",
+                    "id": f"msg_{request_id}",
+                    "status": "completed",
+                    "role": "assistant",
+                    "content": [{"type": "output_text", "text": content, "annotations": []}],
+                }
+            ],
+            "parallel_tool_calls": True,
+            "tool_choice": "auto",
+            "tools": [],
+            "usage": {
+                "input_tokens": prompt,
+                "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+                "output_tokens": completion,
+                "output_tokens_details": {"reasoning_tokens": 0},
+                "total_tokens": prompt + completion,
+            },
+        }
+    return chat_completion(
+        completion=f"chatcmpl-{request_id}",
+        created=created,
+        model=model,
+        content=content,
+        finish_reason=finish_reason,
+        prompt_tokens=prompt,
+        completion_tokens=completion,
+        provider=str(row.get("provider") or ""),
+    )
+
+
+def file_status(native_status: str) -> str:
+    """A native file status as the vendor File object shows it (plus `expired`)."""
+    return {"uploading": "uploaded", "uploaded": "uploaded"}.get(native_status, native_status)

@@ -1,0 +1,1 @@
+"""feedback: see docs/architecture.md (Layout)."""

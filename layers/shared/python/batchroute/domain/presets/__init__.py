@@ -1,0 +1,1 @@
+"""presets: see docs/architecture.md (Layout)."""

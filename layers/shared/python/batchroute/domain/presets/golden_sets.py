@@ -1,0 +1,194 @@
+"""Golden sets: a small list of inputs with their expected outputs, a scorer and a threshold,
+carried by a schedule; a regression run answers every input on each candidate lane and
+scores the lane (docs/schedules.md, Golden sets).
+
+Scorers (pure; an answer is the text of the lane's message):
+- `exact`: the answer, stripped, equals `expected` (a string);
+- `contains`: the answer contains `expected` (a string);
+- `json_field`: the answer parses as JSON and the value at `path` (dots, list indexes as
+  numbers: `result.items.0.name`) equals `expected` (any JSON value);
+- `numeric`: the first number in the answer is within `tolerance` of `expected` (a number).
+
+A lane's score is the share of items that passed (0..1); it passes when score >= threshold.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+
+from batchroute.domain.routing.items import read_item
+from batchroute.errors import InvalidRequest
+
+ScorerKind = Literal["exact", "contains", "json_field", "numeric"]
+SCORERS: Final[tuple[str, ...]] = ("exact", "contains", "json_field", "numeric")
+MAX_GOLDEN_ITEMS: Final = 50
+MAX_EXPECTED_CHARS: Final = 4000
+DEFAULT_THRESHOLD: Final = 1.0
+_NUMBER: Final = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
+
+
+@dataclass(frozen=True)
+class Scorer:
+    kind: ScorerKind
+    path: str | None = None  # json_field
+    tolerance: float = 0.0  # numeric
+
+    def to_api(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"type": self.kind}
+        if self.kind == "json_field":
+            out["path"] = self.path
+        if self.kind == "numeric":
+            out["tolerance"] = self.tolerance
+        return out
+
+
+@dataclass(frozen=True)
+class GoldenItem:
+    input: Mapping[str, Any]  # a chat item's input: {"messages": [...]} (as a batch item's)
+    expected: Any
+
+
+@dataclass(frozen=True)
+class GoldenSet:
+    model: str
+    items: tuple[GoldenItem, ...]
+    scorer: Scorer
+    threshold: float
+
+    def to_api(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "items": [{"input": dict(i.input), "expected": i.expected} for i in self.items],
+            "scorer": self.scorer.to_api(),
+            "threshold": self.threshold,
+        }
+
+
+def score(scorer: Scorer, answer: str | None, expected: Any) -> bool:
+    """Whether one answer passes."""
+    if answer is None:
+        return False
+    if scorer.kind == "exact":
+        return answer.strip() == str(expected).strip()
+    if scorer.kind == "contains":
+        return str(expected) in answer
+    if scorer.kind == "json_field":
+        found, value = _at_path(answer, scorer.path or "")
+        return found and value == expected
+    match = _NUMBER.search(answer)
+    if match is None:
+        return False
+    number = float(match.group(0))
+    return math.isfinite(number) and abs(number - float(expected)) <= scorer.tolerance
+
+
+def lane_score(passed: int, total: int) -> float:
+    return round(passed / total, 4) if total else 0.0
+
+
+def _at_path(answer: str, path: str) -> tuple[bool, Any]:
+    try:
+        value: Any = json.loads(answer)
+    except ValueError:
+        return False, None
+    for part in path.split("."):
+        if isinstance(value, Mapping) and part in value:
+            value = value[part]
+        elif isinstance(value, list) and part.isdigit() and int(part) < len(value):
+            value = value[int(part)]
+        else:
+            return False, None
+    return True, value
+
+
+def parse_golden_set(raw: object, *, field: str = "golden_set") -> GoldenSet | None:
+    """The golden set of a schedule body, or None; InvalidRequest names the field
+    (`golden_set.items[2].expected`)."""
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping):
+        raise _invalid(field, "golden_set must be an object with model, items, scorer, threshold.")
+    unknown = sorted(set(map(str, raw)) - {"model", "items", "scorer", "threshold"})
+    if unknown:
+        raise _invalid(f"{field}.{unknown[0]}", f"golden_set does not take {', '.join(unknown)}.")
+    model = raw.get("model")
+    if not isinstance(model, str) or not 1 <= len(model) <= 200:
+        raise _invalid(f"{field}.model", "golden_set.model must be an exact catalog model id.")
+    scorer = _scorer(raw.get("scorer"), f"{field}.scorer")
+    items = _items(raw.get("items"), scorer, f"{field}.items")
+    threshold = raw.get("threshold", DEFAULT_THRESHOLD)
+    if isinstance(threshold, bool) or not isinstance(threshold, int | float) or not 0 <= threshold <= 1:
+        raise _invalid(f"{field}.threshold", "threshold is the share of items that must pass: 0 to 1.")
+    return GoldenSet(model=model, items=items, scorer=scorer, threshold=float(threshold))
+
+
+def golden_set_from_api(raw: Mapping[str, Any]) -> GoldenSet:
+    """A stored golden set (already validated)."""
+    parsed = parse_golden_set(raw)
+    assert parsed is not None
+    return parsed
+
+
+def _scorer(raw: object, field: str) -> Scorer:
+    if isinstance(raw, str):
+        raw = {"type": raw}
+    if not isinstance(raw, Mapping) or raw.get("type") not in SCORERS:
+        raise _invalid(f"{field}.type", f"scorer.type must be one of {', '.join(SCORERS)}.")
+    kind = raw["type"]
+    if kind == "json_field":
+        path = raw.get("path")
+        if not isinstance(path, str) or not path or len(path) > 200:
+            raise _invalid(f"{field}.path", "A json_field scorer needs a path (a.b.0.c).")
+        return Scorer("json_field", path=path)
+    if kind == "numeric":
+        tolerance = raw.get("tolerance", 0)
+        if isinstance(tolerance, bool) or not isinstance(tolerance, int | float) or tolerance < 0:
+            raise _invalid(f"{field}.tolerance", "tolerance must be a number of at least 0.")
+        return Scorer("numeric", tolerance=float(tolerance))
+    return Scorer(kind)
+
+
+def _items(raw: object, scorer: Scorer, field: str) -> tuple[GoldenItem, ...]:
+    if not isinstance(raw, Sequence) or isinstance(raw, str) or not 1 <= len(raw) <= MAX_GOLDEN_ITEMS:
+        raise _invalid(field, f"A golden set has 1-{MAX_GOLDEN_ITEMS} items.")
+    items = []
+    for index, entry in enumerate(raw):
+        where = f"{field}[{index}]"
+        if not isinstance(entry, Mapping):
+            raise _invalid(where, "Each golden item is an object with input and expected.")
+        payload = entry.get("input")
+        if isinstance(payload, str):
+            payload = {"messages": [{"role": "user", "content": payload}]}
+        messages = payload.get("messages") if isinstance(payload, Mapping) else None
+        if not isinstance(messages, list) or not messages:
+            raise _invalid(f"{where}.input", "input is a prompt (a string) or {messages: [...]}.")
+        # What a batch item's input may hold, a golden item's may: it is sent to the same lanes
+        _, problems = read_item(
+            {"customer_item_id": "golden", "operation": "responses", "model": "golden", "input": payload}
+        )
+        if problems:
+            raise _invalid(f"{where}.{problems[0].field}", problems[0].message)
+        expected = entry.get("expected")
+        if scorer.kind in ("exact", "contains") and (
+            not isinstance(expected, str) or not 1 <= len(expected) <= MAX_EXPECTED_CHARS
+        ):
+            raise _invalid(
+                f"{where}.expected", f"expected must be a text of 1-{MAX_EXPECTED_CHARS} characters."
+            )
+        if scorer.kind == "numeric" and (isinstance(expected, bool) or not isinstance(expected, int | float)):
+            raise _invalid(f"{where}.expected", "expected must be a number for the numeric scorer.")
+        if scorer.kind == "json_field" and len(json.dumps(expected)) > MAX_EXPECTED_CHARS:
+            raise _invalid(
+                f"{where}.expected", f"expected is at most {MAX_EXPECTED_CHARS} characters of JSON."
+            )
+        items.append(GoldenItem(input=dict(payload), expected=expected))  # type: ignore[arg-type]
+    return tuple(items)
+
+
+def _invalid(field: str, message: str) -> InvalidRequest:
+    return InvalidRequest(message, code="invalid_schedule", details={"field": field})

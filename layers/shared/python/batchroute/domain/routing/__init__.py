@@ -1,0 +1,1 @@
+"""routing: see docs/architecture.md (Layout)."""

@@ -1,0 +1,475 @@
+"""The routing engine: for each model group, pick the lane(s) that will run it.
+
+Pure: the catalog, the lanes' live state (remaining capacity, last heartbeat) and the
+clock's `now` come in as arguments. For each group every lane of the model is evaluated,
+in lane_id order, against every gate (routing_gates.py); the lanes that pass are ranked
+by the routing mode and assigned the group's items:
+
+- a group goes to the best-ranked lane that has room for all of it;
+- when no single lane has room, it is split across lanes in rank order, each taking what
+  it has room for (a split costs a control-plane fee per extra lane, hence the preference);
+- `hybrid` fills edge lanes first, then the rest goes to public lanes as above.
+
+Every lane not selected gets a rejection with a code, and every lane a quote-time
+data/privacy proof; both go on the quote and the billing receipt. docs/routing.md defines
+each mode with an example.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from batchroute.domain.catalog.catalog import Catalog, Lane, LaneLive, Provider
+from batchroute.domain.catalog.pricing import LaneUsage, batch_cost
+from batchroute.domain.routing.gates import (
+    OUTRANKED,
+    GateFailure,
+    LaneDemand,
+    RouteRequest,
+    RoutingGuards,
+    heartbeat_age_seconds,
+    lane_gate_failures,
+)
+from batchroute.domain.routing.items import ModelGroup
+from batchroute.money import Money
+
+# Under sla_aware a lane is "roomy" with this many times the group's items left today:
+# room for retries and other customers' load inside the 24 h SLA.
+SLA_HEADROOM_RATIO = 2
+
+
+@dataclass(frozen=True)
+class LaneProof:
+    """The quote-time data/privacy proof of one lane: what the receipt shows it was chosen
+    (or rejected) on."""
+
+    provider: str
+    provider_kind: str
+    execution_mode: str
+    privacy_tiers: tuple[str, ...]
+    data_retention_days: int | None
+    regions: tuple[str, ...]
+    last_heartbeat_at: str | None
+    heartbeat_age_seconds: int | None
+    remaining_capacity_items: int | None
+    catalog_version: str
+    pricing_updated_at: str
+
+    def to_api(self) -> dict[str, Any]:
+        return {
+            "provider": self.provider,
+            "provider_kind": self.provider_kind,
+            "execution_mode": self.execution_mode,
+            "privacy_tiers": list(self.privacy_tiers),
+            "data_retention_days": self.data_retention_days,
+            "zero_data_retention": self.data_retention_days == 0,
+            "regions": list(self.regions),
+            "last_heartbeat_at": self.last_heartbeat_at,
+            "heartbeat_age_seconds": self.heartbeat_age_seconds,
+            "remaining_capacity_items": self.remaining_capacity_items,
+            "catalog_version": self.catalog_version,
+            "pricing_updated_at": self.pricing_updated_at,
+        }
+
+
+@dataclass(frozen=True)
+class SelectedLane:
+    lane_id: str
+    provider: str
+    model: str
+    item_count: int
+    prompt_tokens: int  # estimated, this lane's share
+    output_tokens: int
+    batch_input_per_mtok: Decimal  # locked unit prices, USD per million tokens
+    batch_output_per_mtok: Decimal
+    estimated_cost: Money  # provider cost of this share, rounded up
+    proof: LaneProof
+
+    def usage(self) -> LaneUsage:
+        return LaneUsage(
+            lane_id=self.lane_id,
+            prompt_tokens=self.prompt_tokens,
+            output_tokens=self.output_tokens,
+            input_per_mtok=self.batch_input_per_mtok,
+            output_per_mtok=self.batch_output_per_mtok,
+        )
+
+    def to_api(self) -> dict[str, Any]:
+        return {
+            "lane_id": self.lane_id,
+            "provider": self.provider,
+            "model": self.model,
+            "selected": True,
+            "item_count": self.item_count,
+            "estimated_prompt_tokens": self.prompt_tokens,
+            "estimated_output_tokens": self.output_tokens,
+            "unit_prices": {
+                "currency": "usd",
+                "basis": "batch",
+                "input_per_mtok": format(self.batch_input_per_mtok, "f"),
+                "output_per_mtok": format(self.batch_output_per_mtok, "f"),
+            },
+            "estimated_provider_cost": self.estimated_cost.to_api(),
+            "proof": self.proof.to_api(),
+        }
+
+
+@dataclass(frozen=True)
+class Rejection:
+    lane_id: str
+    provider: str
+    model: str
+    code: str  # the first failing gate in GATE_ORDER, or `outranked`
+    message: str
+    details: dict[str, Any]
+    reasons: tuple[str, ...]  # every failing gate
+    proof: LaneProof
+
+    def to_api(self) -> dict[str, Any]:
+        return {
+            "lane_id": self.lane_id,
+            "provider": self.provider,
+            "model": self.model,
+            "selected": False,
+            "rejection": {
+                "code": self.code,
+                "message": self.message,
+                "details": self.details,
+                "reasons": list(self.reasons),
+            },
+            "proof": self.proof.to_api(),
+        }
+
+
+@dataclass(frozen=True)
+class GroupRoute:
+    model: str
+    item_count: int
+    first_index: int
+    selected: tuple[SelectedLane, ...]
+    rejected: tuple[Rejection, ...]
+    failure: str | None = None  # why no lane could take the group
+
+    @property
+    def ok(self) -> bool:
+        return self.failure is None
+
+    def rejection_counts(self) -> dict[str, int]:
+        return dict(sorted(Counter(r.code for r in self.rejected).items()))
+
+    def to_api(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "item_count": self.item_count,
+            "selected_lanes": [lane.to_api() for lane in self.selected],
+            "rejected_lanes": [lane.to_api() for lane in self.rejected],
+            "failure": self.failure,
+        }
+
+
+@dataclass(frozen=True)
+class RoutePlan:
+    request: RouteRequest
+    catalog_version: str
+    groups: tuple[GroupRoute, ...]
+
+    @property
+    def ok(self) -> bool:
+        return all(group.ok for group in self.groups)
+
+    @property
+    def failures(self) -> tuple[GroupRoute, ...]:
+        return tuple(group for group in self.groups if not group.ok)
+
+    @property
+    def selected(self) -> tuple[SelectedLane, ...]:
+        return tuple(lane for group in self.groups for lane in group.selected)
+
+    @property
+    def rejected(self) -> tuple[Rejection, ...]:
+        return tuple(lane for group in self.groups for lane in group.rejected)
+
+    def usage(self) -> list[LaneUsage]:
+        return [lane.usage() for lane in self.selected]
+
+    def explanation(self) -> str:
+        """The plain-language summary a quote carries as `customer_explanation`."""
+        lines = []
+        for group in self.groups:
+            if not group.ok:
+                lines.append(f"{group.model}: no eligible lane ({group.failure}).")
+                continue
+            placed = "; ".join(
+                f"{lane.item_count} items on {lane.provider} "
+                f"(${format(lane.batch_input_per_mtok, 'f')} in / "
+                f"${format(lane.batch_output_per_mtok, 'f')} out per million tokens)"
+                for lane in group.selected
+            )
+            counts = ", ".join(f"{count} {code}" for code, count in group.rejection_counts().items())
+            others = f"; other lanes: {counts}" if counts else ""
+            lines.append(f"{group.model}: {placed}, by {self.request.routing_mode} routing{others}.")
+        return " ".join(lines)
+
+    def to_api(self) -> dict[str, Any]:
+        return {
+            "routing_mode": self.request.routing_mode,
+            "privacy_tier": self.request.privacy_tier,
+            "sla_tier": self.request.sla_tier,
+            "effective_sla_tier": "standard",
+            "catalog_version": self.catalog_version,
+            "groups": [group.to_api() for group in self.groups],
+        }
+
+
+def route(
+    groups: Iterable[ModelGroup],
+    catalog: Catalog,
+    *,
+    live: Mapping[str, LaneLive],
+    request: RouteRequest,
+    now: datetime,
+    guards: RoutingGuards | None = None,
+) -> RoutePlan:
+    """Route every model group; a group no lane can take carries a `failure`."""
+    router = _Router(catalog, live, request, guards or RoutingGuards(), now)
+    ordered = sorted(groups, key=lambda group: group.model)
+    return RoutePlan(
+        request=request,
+        catalog_version=catalog.version,
+        groups=tuple(router.route_group(group) for group in ordered if group.item_count > 0),
+    )
+
+
+@dataclass(eq=False)
+class _Candidate:
+    lane: Lane
+    provider: Provider
+    demand: LaneDemand
+    remaining: int
+    proof: LaneProof
+    taken: int = 0
+
+
+@dataclass
+class _Router:
+    catalog: Catalog
+    live: Mapping[str, LaneLive]
+    request: RouteRequest
+    guards: RoutingGuards
+    now: datetime
+    providers: dict[str, Provider] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.providers = {provider.slug: provider for provider in self.catalog.providers}
+
+    def route_group(self, group: ModelGroup) -> GroupRoute:
+        rejected: list[Rejection] = []
+        candidates: list[_Candidate] = []
+        for lane in sorted(self.catalog.lanes_for(group.model), key=lambda lane: lane.lane_id):
+            provider = self.providers.get(lane.provider)
+            live = self.live.get(lane.lane_id)
+            proof = self._proof(provider, live)
+            demand = LaneDemand.of(group, lane)
+            failures = lane_gate_failures(
+                lane,
+                provider,
+                group,
+                request=self.request,
+                guards=self.guards,
+                live=live,
+                now=self.now,
+                item_count=group.item_count,
+                demand=demand,
+            )
+            # A lane short of room for the whole group may still take part of a split.
+            if provider is None or live is None or any(f.code != "capacity_full" for f in failures):
+                rejected.append(_rejection(lane, failures, proof))
+            else:
+                candidates.append(_Candidate(lane, provider, demand, live.remaining_capacity_items, proof))
+        candidates.sort(key=self._rank_key(group.item_count))
+        chosen = self._assign(candidates, group.item_count)
+        split = len(chosen) > 1 or any(c.taken < group.item_count for c in chosen)
+        for candidate in candidates:
+            if any(candidate is c for c in chosen):
+                continue
+            could_help = candidate.remaining >= group.item_count or (split and candidate.remaining > 0)
+            if chosen and could_help:
+                why = self._outranked(candidate, chosen)
+            else:
+                why = _capacity_failure(candidate.remaining, group.item_count)
+            rejected.append(_rejection(candidate.lane, [why], candidate.proof))
+        rejected.sort(key=lambda r: r.lane_id)
+        selected = tuple(_selected(candidate, group) for candidate in chosen)
+        failure = None
+        if not selected:
+            failure = _failure_text(group, rejected, candidates)
+        return GroupRoute(
+            model=group.model,
+            item_count=group.item_count,
+            first_index=group.first_index,
+            selected=selected,
+            rejected=tuple(rejected),
+            failure=failure,
+        )
+
+    def _rank_key(self, item_count: int) -> Callable[[_Candidate], tuple[int, Decimal, Decimal, str]]:
+        """Lower sorts first: the mode's preference, then cost, then reliability, then lane_id."""
+        mode = self.request.routing_mode
+
+        def key(c: _Candidate) -> tuple[int, Decimal, Decimal, str]:
+            if mode == "sla_aware":
+                first = 0 if c.remaining >= SLA_HEADROOM_RATIO * item_count else 1
+            elif mode == "hybrid":
+                first = 0 if c.provider.kind == "edge" else 1
+            else:
+                first = 0
+            return (first, c.demand.cost, -c.lane.reliability, c.lane.lane_id)
+
+        return key
+
+    def _assign(self, ranked: list[_Candidate], item_count: int) -> list[_Candidate]:
+        """The lanes that take the group, each with its `taken` count; [] when they cannot."""
+        for candidate in ranked:
+            candidate.taken = 0
+        if self.request.routing_mode == "hybrid":
+            chosen: list[_Candidate] = []
+            left = item_count
+            for candidate in (c for c in ranked if c.provider.kind == "edge"):
+                if left == 0:
+                    break
+                candidate.taken = min(candidate.remaining, left)
+                if candidate.taken:
+                    chosen.append(candidate)
+                    left -= candidate.taken
+            if left == 0:
+                return chosen
+            rest = _fill([c for c in ranked if c.provider.kind != "edge"], left)
+            if not rest:
+                for candidate in chosen:
+                    candidate.taken = 0
+                return []
+            return chosen + rest
+        return _fill(ranked, item_count)
+
+    def _outranked(self, candidate: _Candidate, chosen: list[_Candidate]) -> GateFailure:
+        mode = self.request.routing_mode
+        is_edge = candidate.provider.kind == "edge"
+        peers = chosen
+        if mode == "hybrid":  # compare with the lanes chosen from the same pool (edge or public)
+            peers = [c for c in chosen if (c.provider.kind == "edge") == is_edge]
+        best = (peers or chosen)[0]
+        cost = Money.usd_ceil(candidate.demand.cost).to_api()["amount"]
+        best_cost = Money.usd_ceil(best.demand.cost).to_api()["amount"]
+        if mode == "hybrid" and not is_edge and not peers:
+            basis, why = "edge_first", "hybrid routing fills edge lanes first and they had room"
+        elif mode == "sla_aware":
+            basis, why = "sla_headroom_then_cost", f"{best.lane.lane_id} ranks higher on headroom, then cost"
+        else:
+            basis, why = "cost", f"{best.lane.lane_id} costs ${best_cost} for this group, this lane ${cost}"
+        return GateFailure(
+            OUTRANKED,
+            f"Eligible, but not needed: {why}.",
+            {
+                "rank_basis": basis,
+                "selected": [c.lane.lane_id for c in chosen],
+                "estimated_provider_cost": {"currency": "usd", "amount": cost},
+            },
+        )
+
+    def _proof(self, provider: Provider | None, live: LaneLive | None) -> LaneProof:
+        return LaneProof(
+            provider=provider.slug if provider else "",
+            provider_kind=provider.kind if provider else "",
+            execution_mode=provider.execution_mode if provider else "",
+            privacy_tiers=provider.privacy_tiers if provider else (),
+            data_retention_days=provider.data_retention_days if provider else None,
+            regions=provider.regions if provider else (),
+            last_heartbeat_at=live.last_heartbeat_at if live else None,
+            heartbeat_age_seconds=heartbeat_age_seconds(live, self.now),
+            remaining_capacity_items=live.remaining_capacity_items if live else None,
+            catalog_version=self.catalog.version,
+            pricing_updated_at=self.catalog.pricing_updated_at,
+        )
+
+
+def _fill(ranked: list[_Candidate], item_count: int) -> list[_Candidate]:
+    """One lane with room for all, else a split in rank order; [] when room runs out."""
+    for candidate in ranked:
+        if candidate.remaining >= item_count:
+            candidate.taken = item_count
+            return [candidate]
+    chosen: list[_Candidate] = []
+    left = item_count
+    for candidate in ranked:
+        candidate.taken = min(candidate.remaining, left)
+        if candidate.taken:
+            chosen.append(candidate)
+            left -= candidate.taken
+        if left == 0:
+            return chosen
+    for candidate in chosen:
+        candidate.taken = 0
+    return []
+
+
+def _selected(candidate: _Candidate, group: ModelGroup) -> SelectedLane:
+    """The lane's share of the group: tokens pro rata to its items, rounded up, so the
+    shares of a split never add up to less than the whole."""
+    share = candidate.taken
+    prompt = _pro_rata(candidate.demand.prompt_tokens, share, group.item_count)
+    output = _pro_rata(candidate.demand.output_tokens, share, group.item_count)
+    lane = candidate.lane
+    return SelectedLane(
+        lane_id=lane.lane_id,
+        provider=lane.provider,
+        model=lane.model,
+        item_count=share,
+        prompt_tokens=prompt,
+        output_tokens=output,
+        batch_input_per_mtok=lane.price.batch_input_per_mtok,
+        batch_output_per_mtok=lane.price.batch_output_per_mtok,
+        estimated_cost=Money.usd_ceil(batch_cost(prompt, output, lane.price)),
+        proof=candidate.proof,
+    )
+
+
+def _pro_rata(total: int, share: int, whole: int) -> int:
+    return total if share == whole else -(-total * share // whole)
+
+
+def _capacity_failure(remaining: int, needed: int) -> GateFailure:
+    return GateFailure(
+        "capacity_full",
+        f"The lane has room for {remaining} more items today; this group needs {needed}.",
+        {"remaining_capacity_items": remaining, "needed_items": needed},
+    )
+
+
+def _rejection(lane: Lane, failures: list[GateFailure], proof: LaneProof) -> Rejection:
+    first = failures[0]
+    return Rejection(
+        lane_id=lane.lane_id,
+        provider=lane.provider,
+        model=lane.model,
+        code=first.code,
+        message=first.message,
+        details=first.details,
+        reasons=tuple(dict.fromkeys(f.code for f in failures)),
+        proof=proof,
+    )
+
+
+def _failure_text(group: ModelGroup, rejected: list[Rejection], candidates: list[_Candidate]) -> str:
+    if not rejected:
+        return f"the catalog has no lane for {group.model}"
+    if candidates:
+        room = sum(c.remaining for c in candidates)
+        return f"the eligible lanes have room for {room} of the {group.item_count} items today"
+    counts = Counter(r.code for r in rejected)
+    named = ", ".join(f"{count} {code}" for code, count in sorted(counts.items()))
+    return f"every lane was rejected: {named}"

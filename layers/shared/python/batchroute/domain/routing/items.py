@@ -1,0 +1,1041 @@
+"""Batch items: reading one raw item into the facts routing needs, and a model group's totals.
+
+An item is `{customer_item_id, operation, model, input, required_tools?, max_output_tokens?}`.
+Items are plain dicts from the caller's JSON parser and are read with plain type checks,
+not pydantic models: a 50,000-item batch is read, checked and quoted in about a second.
+
+What the router needs from an item is small (ItemFacts): its model and operation, an
+estimated prompt size, the output it asks for, and what the lane must offer: hosted tools
+(declared in `required_tools`, or inferred from `input.tools` / `input.tool_choice`) and
+runtime capabilities (`json_schema` for a structured-output schema, `tool_calling` for
+custom functions, `vision` for image parts in a `responses` item).
+Problems come back as ItemProblem with a path relative to the item (`input.messages[2]`);
+the preflight prefixes it with `items[<index>]`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Final, NamedTuple, get_args
+
+from batchroute.domain.catalog.catalog import OPERATIONS, HostedTool, Operation
+from batchroute.domain.catalog.tokens import (
+    DEFAULT_OUTPUT_TOKENS,
+    EMBEDDING_OUTPUT_TOKENS,
+    prompt_tokens,
+    utf8_len,
+    value_bytes,
+)
+
+HOSTED_TOOLS: Final[frozenset[str]] = frozenset(get_args(HostedTool))
+MAX_CUSTOMER_ITEM_ID = 256
+MAX_MODEL_ID = 256
+MAX_OUTPUT_REQUEST = 1_000_000
+MAX_SCHEMA_DEPTH = 32
+
+# Tool `type`s of chat and Responses bodies that name a hosted tool the lane must run, by
+# the service's names (and each hosted tool's own name).
+_TOOL_TYPE_ALIASES: Final[dict[str, str]] = {
+    "web_search_preview": "web_search",
+    "code_interpreter": "python_execution",
+    **{name: name for name in HOSTED_TOOLS},
+}
+# Function tools are answered by the model with a tool call, which needs tool calling.
+_FUNCTION_TOOL_TYPE: Final = "function"
+_TEXT_PARTS: Final = frozenset({"text", "input_text", "output_text"})
+_IMAGE_PARTS: Final = frozenset({"image_url", "input_image"})
+_ROLES: Final = frozenset({"system", "developer", "user", "assistant", "tool"})
+# What every lane's vendor can be sent (docs/batches.md, "Item input"): the input keys a
+# chat item may carry. `model`, `user`, `metadata`, `store`, `n: 1`, `stream: false` and
+# `parallel_tool_calls: true` are accepted and not forwarded (they change nothing); any
+# other key is refused, never dropped silently.
+_CHAT_KEYS: Final = frozenset(
+    {
+        "messages",
+        "input",
+        "system",
+        "instructions",
+        "tools",
+        "tool_choice",
+        "response_format",
+        "text",
+        "temperature",
+        "top_p",
+        "stop",
+        "max_output_tokens",
+        "max_completion_tokens",
+        "max_tokens",
+    }
+)
+_EMBEDDING_KEYS: Final = frozenset({"input", "text", "dimensions", "encoding_format"})
+_INERT_KEYS: Final[dict[str, object]] = {
+    "model": None,
+    "user": None,
+    "metadata": None,
+    "store": None,
+    "n": 1,
+    "stream": False,
+    "parallel_tool_calls": True,
+}
+_MESSAGE_KEYS: Final[dict[str, frozenset[str]]] = {
+    "system": frozenset({"role", "content", "type"}),
+    "developer": frozenset({"role", "content", "type"}),
+    "user": frozenset({"role", "content", "type"}),
+    "assistant": frozenset({"role", "content", "type", "tool_calls"}),
+    "tool": frozenset({"role", "content", "tool_call_id"}),
+}
+_CALL_ITEM_KEYS: Final = frozenset({"type", "call_id", "name", "arguments", "id", "status"})
+_CALL_OUTPUT_KEYS: Final = frozenset({"type", "call_id", "output", "id", "status"})
+_FUNCTION_KEYS: Final = frozenset({"name", "description", "parameters", "strict"})
+# Gemini wants a letter or an underscore first; every vendor takes the rest.
+_FUNCTION_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,63}")
+_CALL_ID: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
+# The settings a hosted tool declaration may carry, whatever lane runs it: its type, and
+# what the tool cannot run without (file_search's vector stores; the code interpreter's
+# automatic container, which every vendor's code execution has).
+_HOSTED_TOOL_KEYS: Final[dict[str, frozenset[str]]] = {
+    "file_search": frozenset({"type", "vector_store_ids"}),
+    "python_execution": frozenset({"type", "container"}),
+}
+# The vendors' own names of their hosted tools: a function may not take one beside them.
+_VENDOR_TOOL_NAMES: Final = frozenset(
+    {"web_search", "code_execution", "code_interpreter", "file_search", "google_search"}
+)
+MAX_EMBEDDING_INPUTS = 2048  # OpenAI's limit of inputs per embeddings request
+MAX_STOP_SEQUENCES = 4  # the fewest any vendor takes (OpenAI, Bedrock Converse)
+_SCHEMA_TYPES: Final = frozenset({"object", "array", "string", "number", "integer", "boolean", "null"})
+_OUTPUT_LIMIT_KEYS: Final = ("max_output_tokens", "max_completion_tokens", "max_tokens")
+_NO_PROBLEMS: Final[tuple[ItemProblem, ...]] = ()
+_NOTHING: Final[frozenset[str]] = frozenset()
+_OPERATIONS: Final[dict[str, Operation]] = {name: name for name in OPERATIONS}
+
+
+def hosted_tool_name(tool_type: str) -> str | None:
+    """The service's name of a hosted tool `type` (dated variants included:
+    `web_search_preview_2025_03_11`), or None for a type that names no hosted tool."""
+    if tool_type.startswith("web_search"):
+        return "web_search"
+    return _TOOL_TYPE_ALIASES.get(tool_type)
+
+
+@dataclass(frozen=True, slots=True)
+class ItemProblem:
+    category: str  # a preflight category: jsonl_shape, json_schema, tool_support
+    code: str
+    field: str  # relative to the item; "" for the item itself
+    message: str
+
+
+class ItemFacts(NamedTuple):
+    """Immutable; a NamedTuple because it is built once per item (a frozen dataclass costs
+    a setattr call per field, a measurable share of a 50,000-item preflight)."""
+
+    customer_item_id: str
+    operation: Operation
+    model: str
+    prompt_tokens: int
+    output_tokens: int  # requested, before any lane's max_output_tokens cap
+    tools: frozenset[str]  # hosted tools
+    capabilities: frozenset[str]  # runtime capabilities: json_schema, tool_calling, vision
+
+
+def read_item(raw: object) -> tuple[ItemFacts | None, tuple[ItemProblem, ...]]:
+    """The item's facts, or None with every problem found in it."""
+    if not isinstance(raw, dict):
+        return None, (_shape("invalid_field", "", "An item must be a JSON object."),)
+    problems: list[ItemProblem] = []
+    customer_item_id = _required_string(
+        raw, "customer_item_id", MAX_CUSTOMER_ITEM_ID, problems, "a string of 1-256 characters"
+    )
+    model = _required_string(raw, "model", MAX_MODEL_ID, problems, "an exact catalog model id")
+    given_operation = raw.get("operation")
+    operation = _OPERATIONS.get(given_operation) if isinstance(given_operation, str) else None
+    if given_operation is None:
+        problems.append(_shape("missing_field", "operation", "The item needs an operation."))
+    elif operation is None:
+        problems.append(
+            _shape("invalid_field", "operation", f"operation must be one of {', '.join(OPERATIONS)}.")
+        )
+    payload = raw.get("input")
+    if payload is None:
+        problems.append(_shape("missing_field", "input", "The item needs an input object."))
+    elif not isinstance(payload, dict):
+        problems.append(_shape("invalid_field", "input", "input must be a JSON object."))
+        payload = None
+    tools = _declared_tools(raw.get("required_tools"), problems)
+    output_limit = _output_limit(raw, payload, problems)
+
+    if payload is None or operation is None:
+        return None, tuple(problems)
+    reader = _read_embedding_input if operation == "embeddings" else _read_chat_input
+    estimate = reader(payload, problems)
+    if problems or customer_item_id is None or model is None:
+        return None, tuple(problems)
+    if operation == "embeddings":
+        requested = EMBEDDING_OUTPUT_TOKENS
+    else:
+        requested = DEFAULT_OUTPUT_TOKENS if output_limit is None else output_limit
+    capabilities = estimate.capabilities
+    if operation == "vision":
+        capabilities.discard("vision")  # the operation itself already demands it
+    return (
+        ItemFacts(
+            customer_item_id=customer_item_id,
+            operation=operation,
+            model=model,
+            prompt_tokens=estimate.prompt_tokens,
+            output_tokens=requested,
+            tools=frozenset(tools | estimate.tools) if tools or estimate.tools else _NOTHING,
+            capabilities=frozenset(capabilities) if capabilities else _NOTHING,
+        ),
+        _NO_PROBLEMS,
+    )
+
+
+@dataclass(slots=True)
+class ModelGroup:
+    """What one model's items ask for, in O(1) memory however many items there are.
+
+    Lanes cap each item's output at their own max_output_tokens, which per-item totals
+    would settle exactly; the bounds below are exact whenever no item asks for more than
+    the cap (the common case) and otherwise over-estimate, never under-estimate.
+    """
+
+    model: str
+    first_index: int
+    item_count: int = 0
+    prompt_tokens: int = 0
+    max_prompt_tokens: int = 0
+    output_tokens: int = 0  # requested, uncapped
+    max_output_tokens: int = 0
+    max_item_tokens: int = 0  # the largest prompt + requested output of one item
+    operations: set[str] = field(default_factory=set)
+    tools: dict[str, int] = field(default_factory=dict)  # hosted tool -> first item index needing it
+    capabilities: dict[str, int] = field(default_factory=dict)  # capability -> first item index
+
+    def add(self, index: int, facts: ItemFacts) -> None:
+        self.item_count += 1
+        self.prompt_tokens += facts.prompt_tokens
+        self.output_tokens += facts.output_tokens
+        self.max_prompt_tokens = max(self.max_prompt_tokens, facts.prompt_tokens)
+        self.max_output_tokens = max(self.max_output_tokens, facts.output_tokens)
+        self.max_item_tokens = max(self.max_item_tokens, facts.prompt_tokens + facts.output_tokens)
+        self.operations.add(facts.operation)
+        for tool in facts.tools:
+            self.tools.setdefault(tool, index)
+        for capability in facts.capabilities:
+            self.capabilities.setdefault(capability, index)
+
+    def output_tokens_on(self, lane_max_output_tokens: int) -> int:
+        """Σ min(requested, cap), bounded above by min(Σ requested, count x cap)."""
+        if self.max_output_tokens <= lane_max_output_tokens:
+            return self.output_tokens
+        return min(self.output_tokens, self.item_count * lane_max_output_tokens)
+
+    def context_tokens_on(self, lane_max_output_tokens: int) -> int:
+        """The largest prompt + capped output of one item, bounded above."""
+        return min(self.max_item_tokens, self.max_prompt_tokens + lane_max_output_tokens)
+
+
+# -- reading inputs ---------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Estimate:
+    prompt_tokens: int
+    tools: set[str] = field(default_factory=set)
+    capabilities: set[str] = field(default_factory=set)
+
+
+def _read_chat_input(payload: dict[str, object], problems: list[ItemProblem]) -> _Estimate:
+    """responses / vision: `messages` (chat) or `input` (Responses API), plus what rides along."""
+    text_bytes = 0
+    messages = 0
+    images = 0
+    found = _Estimate(prompt_tokens=0)
+    if not payload.keys() <= _CHAT_KEYS:
+        _check_extra_keys(payload, _CHAT_KEYS, problems)
+    conversation = payload.get("messages")
+    where = "input.messages"
+    if conversation is None and payload.get("input") is not None:
+        conversation, where = payload.get("input"), "input.input"
+        if isinstance(conversation, str):  # Responses API: a bare string is one user message
+            text_bytes += utf8_len(conversation)
+            messages += 1
+    elif conversation is not None and payload.get("input") is not None:
+        problems.append(_shape("invalid_field", "input.input", "Give messages or input, not both."))
+    if conversation is None:
+        problems.append(_shape("missing_field", where, "A chat-style input needs messages."))
+    elif not isinstance(conversation, str):
+        if not isinstance(conversation, list) or not conversation:
+            problems.append(_shape("invalid_field", where, "messages must be a non-empty list."))
+        else:
+            turns_with_tools = False
+            for position, message in enumerate(conversation):
+                counted = _read_message(message, where, position, problems)
+                text_bytes += counted[0]
+                images += counted[1]
+                turns_with_tools = turns_with_tools or not (
+                    type(message) is dict and len(message) == 2 and "content" in message
+                )  # a plain {role, content} turn holds no tool call or answer
+            messages += len(conversation)
+            if not problems:
+                _check_turn_order(conversation, where, turns_with_tools, problems)
+    for key in ("instructions", "system"):
+        extra = payload.get(key)
+        if isinstance(extra, str):
+            text_bytes += utf8_len(extra)
+            messages += 1
+        elif extra is not None:
+            problems.append(_shape("invalid_field", f"input.{key}", f"{key} must be a string."))
+    text_bytes += _read_tools(payload, found, problems)
+    if len(payload) > 1:  # sampling options are rare: most items are {messages} alone
+        _read_sampling(payload, problems)
+        if found.tools and payload.get("stop") is not None:
+            problems.append(
+                _unsupported(
+                    "input.stop",
+                    "stop cannot be combined with hosted tools: OpenAI's Responses API, which runs "
+                    "them on OpenAI's lanes, has no stop sequences.",
+                )
+            )
+    text_bytes += _read_output_format(payload, found, problems)
+    if images:
+        found.capabilities.add("vision")
+    found.prompt_tokens = prompt_tokens(text_bytes=text_bytes, messages=messages, images=images)
+    return found
+
+
+def _check_extra_keys(payload: dict[str, object], known: frozenset[str], problems: list[ItemProblem]) -> None:
+    """Keys outside `known`: an inert one with an inert value is accepted (and not sent);
+    any other is refused, so nothing an item says is dropped silently."""
+    for key in sorted(payload.keys() - known):
+        if key in _INERT_KEYS:
+            required = _INERT_KEYS[key]
+            if required is None or payload[key] == required:
+                continue
+            problems.append(
+                _unsupported(f"input.{key}", f"input.{key} may only be {_json_word(required)} here.")
+            )
+            continue
+        problems.append(
+            _unsupported(
+                f"input.{key}",
+                f"input.{key} is not supported: not every lane's provider can honour it, and it is "
+                "never dropped silently. Remove it (docs/batches.md, Item input).",
+            )
+        )
+
+
+def _read_sampling(payload: dict[str, object], problems: list[ItemProblem]) -> None:
+    for key, high in (("temperature", 2), ("top_p", 1)):
+        value = payload.get(key)
+        if value is not None and not (
+            isinstance(value, int | float) and _is_number(value) and 0 <= value <= high
+        ):
+            problems.append(
+                _shape("invalid_field", f"input.{key}", f"{key} must be a number from 0 to {high}.")
+            )
+    stop = payload.get("stop")
+    if stop is None or (isinstance(stop, str) and stop.strip()):
+        return
+    if not (
+        isinstance(stop, list)
+        and 1 <= len(stop) <= MAX_STOP_SEQUENCES
+        and all(isinstance(entry, str) and entry.strip() for entry in stop)
+    ):
+        problems.append(
+            _shape(
+                "invalid_field",
+                "input.stop",
+                f"stop must be a string or a list of 1-{MAX_STOP_SEQUENCES} strings, each with some "
+                "non-blank text.",
+            )
+        )
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _read_tools(payload: dict[str, object], found: _Estimate, problems: list[ItemProblem]) -> int:
+    """`tools` and `tool_choice`: the hosted tools and functions they name (into `found`);
+    returns the bytes of the tool definitions (they reach the model as text)."""
+    text_bytes = 0
+    functions: set[str] = set()
+    tool_list = payload.get("tools")
+    if tool_list is not None:
+        if isinstance(tool_list, list):
+            for position, tool in enumerate(tool_list):
+                _infer_tool(tool, f"input.tools[{position}]", found, problems, functions)
+            text_bytes = value_bytes(tool_list)  # tool definitions reach the model as text
+        else:
+            problems.append(_shape("invalid_field", "input.tools", "tools must be a list."))
+    choice = payload.get("tool_choice")
+    if choice is not None:
+        _read_tool_choice(choice, functions, found, problems)
+    if functions and found.tools:
+        for name in sorted(functions & _VENDOR_TOOL_NAMES):
+            problems.append(
+                _shape(
+                    "invalid_field",
+                    "input.tools",
+                    f"A function named {name!r} would clash with a hosted tool's own name; rename it.",
+                )
+            )
+    return text_bytes
+
+
+def _read_message(
+    message: object, conversation: str, position: int, problems: list[ItemProblem]
+) -> tuple[int, int]:
+    """(text bytes, image parts) of one message or Responses input item. Its path
+    (`input.messages[2]`) is only formatted when a problem or a list of parts needs it: most
+    messages have neither."""
+    if (  # the common {role, content} text message
+        type(message) is dict
+        and len(message) == 2
+        and type(content := message.get("content")) is str
+        and content
+        and not content.isspace()
+        and message.get("role") in _ROLES
+        and message["role"] != "tool"
+    ):
+        return utf8_len(content), 0
+    where = f"{conversation}[{position}]"
+    if not isinstance(message, dict):
+        problems.append(_shape("invalid_field", where, "A message must be a JSON object."))
+        return 0, 0
+    kind = message.get("type")
+    if kind == "function_call":
+        return _read_call_item(message, where, problems), 0
+    if kind == "function_call_output":
+        return _read_call_output(message, where, problems), 0
+    if kind not in (None, "message"):
+        problems.append(
+            _unsupported(
+                f"{where}.type",
+                f"The input item type {kind!r} is not supported; items are messages, function_call "
+                "and function_call_output.",
+            )
+        )
+        return 0, 0
+    role = message.get("role")
+    if role not in _ROLES:
+        problems.append(
+            _shape("invalid_field", f"{where}.role", f"role must be one of {', '.join(sorted(_ROLES))}.")
+        )
+        return 0, 0
+    for key in sorted(message.keys() - _MESSAGE_KEYS[str(role)]):
+        problems.append(_unsupported(f"{where}.{key}", f"A {role} message does not take {key!r}."))
+    calls = message.get("tool_calls")
+    text_bytes, images = _read_content(message.get("content"), str(role), calls, where, problems)
+    if role == "tool" and not _call_id(message.get("tool_call_id")):
+        problems.append(
+            _shape(
+                "missing_field",
+                f"{where}.tool_call_id",
+                "A tool message needs the tool_call_id it answers (1-64 letters, digits, _ or -).",
+            )
+        )
+    if calls is not None:
+        text_bytes += _read_tool_calls(calls, f"{where}.tool_calls", problems)
+    return text_bytes, images
+
+
+def _read_content(
+    content: object, role: str, calls: object, where: str, problems: list[ItemProblem]
+) -> tuple[int, int]:
+    """(text bytes, image parts) of a message's `content`: text, or a list of parts."""
+    text_bytes = 0
+    images = 0
+    if isinstance(content, str) and (content.strip() or (role == "assistant" and calls)):
+        text_bytes += utf8_len(content)
+    elif isinstance(content, list) and content:
+        for index, part in enumerate(content):
+            counted = _read_part(part, f"{where}.content[{index}]", role == "assistant", problems)
+            text_bytes += counted[0]
+            images += counted[1]
+        if images and role != "user":
+            problems.append(
+                _shape("invalid_field", f"{where}.content", "Only user messages may hold images.")
+            )
+    elif not (content is None and role == "assistant" and calls):
+        problems.append(
+            _shape(
+                "invalid_field",
+                f"{where}.content",
+                "content must be some text (not blank) or a non-empty list of parts.",
+            )
+        )
+    return text_bytes, images
+
+
+def _read_tool_calls(calls: object, where: str, problems: list[ItemProblem]) -> int:
+    if not isinstance(calls, list) or not calls:
+        problems.append(_shape("invalid_field", where, "tool_calls must be a non-empty list."))
+        return 0
+    for index, call in enumerate(calls):
+        function = call.get("function") if isinstance(call, dict) else None
+        if not (
+            isinstance(call, dict)
+            and _call_id(call.get("id"))
+            and call.get("type", "function") == "function"
+            and isinstance(function, dict)
+            and _function_name(function.get("name"))
+            and _json_object_text(function.get("arguments"))
+            and call.keys() <= {"id", "type", "function", "extra_content"}
+        ):
+            problems.append(
+                _shape(
+                    "invalid_field",
+                    f"{where}[{index}]",
+                    "A tool call is {id (1-64 letters, digits, _ or -), type: function, "
+                    "function: {name, arguments: a JSON object as a string}}.",
+                )
+            )
+    return value_bytes(calls)
+
+
+def _check_turn_order(
+    conversation: list[object], where: str, with_tools: bool, problems: list[ItemProblem]
+) -> None:
+    """The first turn after the system text is a user's, and every tool call is answered by
+    the turns right after it (a tool message or function_call_output per call id) and every
+    answer answers a call, as every vendor requires."""
+    first = next((m for m in conversation if _role_of(m) not in ("system", "developer")), None)
+    if first is None or _role_of(first) != "user":
+        problems.append(
+            _shape("invalid_field", where, "The first message after the system text must be the user's.")
+        )
+    if not with_tools:
+        return
+    pending: list[str] = []  # call ids awaiting their answers
+    phase = "free"  # or "calling" (function_call items so far), "answering"
+    for position, message in enumerate(conversation):
+        assert isinstance(message, dict)  # _read_message refused anything else
+        here = f"{where}[{position}]"
+        answer = _answer_id(message)
+        if answer is not None:
+            if phase == "free" or answer not in pending:
+                problems.append(_shape("invalid_field", here, f"{answer!r} answers no tool call before it."))
+                return
+            pending.remove(answer)
+            phase = "answering"
+            continue
+        if pending and not (message.get("type") == "function_call" and phase == "calling"):
+            problems.append(
+                _shape("invalid_field", here, f"The tool call {pending[0]!r} must be answered first.")
+            )
+            return
+        pending.extend(_call_ids(message))
+        # consecutive function_call items are one assistant turn
+        calling = message.get("type") == "function_call"
+        phase = "calling" if calling else "answering" if pending else "free"
+    if pending:
+        problems.append(
+            _shape("invalid_field", where, f"The tool call {pending[0]!r} has no answer in the conversation.")
+        )
+
+
+def _role_of(message: object) -> str:
+    if not isinstance(message, dict):
+        return ""
+    kind = message.get("type")
+    if kind == "function_call":
+        return "assistant"
+    if kind == "function_call_output":
+        return "tool"
+    return str(message.get("role") or "")
+
+
+def _call_ids(message: dict[str, object]) -> list[str]:
+    if message.get("type") == "function_call":
+        return [str(message.get("call_id"))]
+    calls = message.get("tool_calls")
+    if isinstance(calls, list):
+        return [str(call.get("id")) for call in calls if isinstance(call, dict)]
+    return []
+
+
+def _answer_id(message: dict[str, object]) -> str | None:
+    if message.get("type") == "function_call_output":
+        return str(message.get("call_id"))
+    if message.get("role") == "tool":
+        return str(message.get("tool_call_id"))
+    return None
+
+
+def _read_call_item(item: dict[str, object], where: str, problems: list[ItemProblem]) -> int:
+    if not (
+        _call_id(item.get("call_id"))
+        and _function_name(item.get("name"))
+        and _json_object_text(item.get("arguments"))
+        and item.keys() <= _CALL_ITEM_KEYS
+    ):
+        problems.append(
+            _shape(
+                "invalid_field",
+                where,
+                "A function_call item is {type, call_id, name, arguments: a JSON object as a string}.",
+            )
+        )
+    return value_bytes(item)
+
+
+def _read_call_output(item: dict[str, object], where: str, problems: list[ItemProblem]) -> int:
+    if not (
+        _call_id(item.get("call_id"))
+        and isinstance(item.get("output"), str)
+        and item.keys() <= _CALL_OUTPUT_KEYS
+    ):
+        problems.append(
+            _shape(
+                "invalid_field",
+                where,
+                "A function_call_output item is {type, call_id, output: a string}.",
+            )
+        )
+    return value_bytes(item)
+
+
+def _read_part(part: object, where: str, assistant: bool, problems: list[ItemProblem]) -> tuple[int, int]:
+    if not isinstance(part, dict):
+        problems.append(_shape("invalid_field", where, "A content part must be an object."))
+        return 0, 0
+    kind = part.get("type")
+    if kind in _TEXT_PARTS or (kind == "refusal" and assistant):
+        key = "refusal" if kind == "refusal" else "text"
+        text = part.get(key)
+        if isinstance(text, str) and text.strip() and part.keys() <= {"type", key, "annotations"}:
+            return utf8_len(text), 0
+        problems.append(
+            _shape(
+                "invalid_field", f"{where}.{key}", f"A {kind} part is {{type, {key}: some text, not blank}}."
+            )
+        )
+        return 0, 0
+    if kind in _IMAGE_PARTS:
+        # Images are priced by pixels, not by the bytes of a data URL: a fixed charge each.
+        reason = _image_defect(part)
+        if reason:
+            problems.append(_shape("invalid_field", where, reason))
+        return 0, 1
+    problems.append(
+        _unsupported(
+            f"{where}.type",
+            f"The content part type {kind!r} is not supported; parts are text "
+            "(text, input_text, output_text) and images by URL (image_url, input_image).",
+        )
+    )
+    return 0, 0
+
+
+# Data URLs of the image types every vision vendor takes (Anthropic, Gemini, Bedrock, OpenAI).
+_IMAGE_URL: Final = re.compile(
+    r"(https?://\S+|data:image/(jpeg|png|gif|webp);base64,[A-Za-z0-9+/=\s]+)", re.S
+)
+_DETAILS: Final = frozenset({"auto", "low", "high"})
+
+
+def _image_defect(part: dict[str, object]) -> str | None:
+    """Why an image part cannot be sent to every vision lane, or None. Images are given by
+    URL (http(s) or a base64 `data:image/...` URL); file ids are one vendor's own."""
+    image = part.get("image_url")
+    detail = part.get("detail")
+    keys = {"type", "image_url", "detail"}
+    if isinstance(image, dict):
+        detail = image.get("detail")
+        if not image.keys() <= {"url", "detail"}:
+            return "image_url is {url, detail?}."
+        image = image.get("url")
+    if "file_id" in part:
+        return "Images are given by URL (http(s) or a base64 data: URL); file ids are not supported."
+    if not part.keys() <= keys:
+        return f"An image part is {{type, image_url, detail?}}; {sorted(part.keys() - keys)} not supported."
+    if not isinstance(image, str) or not _IMAGE_URL.fullmatch(image):
+        return (
+            "An image part needs image_url: an http(s) URL or a base64 data URL of a JPEG, PNG, GIF or "
+            "WebP image (data:image/png;base64,...)."
+        )
+    if detail is not None and detail not in _DETAILS:
+        return "detail must be auto, low or high."
+    return None
+
+
+def _read_embedding_input(payload: dict[str, object], problems: list[ItemProblem]) -> _Estimate:
+    """embeddings: `{input: str | [str] | [int] | [[int]]}`, or `{text: ...}`; token-id arrays
+    count one token per id."""
+    if not payload.keys() <= _EMBEDDING_KEYS:
+        _check_extra_keys(payload, _EMBEDDING_KEYS, problems)
+    dimensions = payload.get("dimensions")
+    if dimensions is not None and not (
+        isinstance(dimensions, int) and not isinstance(dimensions, bool) and dimensions >= 1
+    ):
+        problems.append(
+            _shape("invalid_field", "input.dimensions", "dimensions must be a whole number of at least 1.")
+        )
+    if payload.get("encoding_format", "float") != "float":
+        problems.append(
+            _unsupported("input.encoding_format", "Embeddings come back as floats: encoding_format is float.")
+        )
+    key = "input" if "input" in payload else "text"
+    value = payload.get(key)
+    text_bytes = 0
+    given_tokens = 0
+    valid = True
+    if isinstance(value, str) and value:
+        text_bytes = utf8_len(value)
+    elif isinstance(value, list) and 0 < len(value) <= MAX_EMBEDDING_INPUTS:
+        for entry in value:
+            if isinstance(entry, str) and entry:
+                text_bytes += utf8_len(entry)
+            elif _token_id(entry):
+                given_tokens += 1
+            elif isinstance(entry, list) and entry and all(_token_id(t) for t in entry):
+                given_tokens += len(entry)
+            else:
+                valid = False
+                break
+    else:
+        valid = False
+    if not valid:
+        code = "missing_field" if value is None else "invalid_field"
+        problems.append(
+            _shape(
+                code,
+                f"input.{key}",
+                f"Embeddings need input: a non-empty string, or a list of 1-{MAX_EMBEDDING_INPUTS} "
+                "non-empty strings or token arrays.",
+            )
+        )
+    return _Estimate(prompt_tokens=prompt_tokens(text_bytes=text_bytes, messages=0, images=0) + given_tokens)
+
+
+def _infer_tool(
+    tool: object, where: str, found: _Estimate, problems: list[ItemProblem], functions: set[str]
+) -> None:
+    """A function tool needs tool calling; a hosted tool declared in the input is a
+    requirement on the lane."""
+    kind = tool.get("type") if isinstance(tool, dict) else None
+    if not isinstance(kind, str) or not isinstance(tool, dict):
+        problems.append(_shape("invalid_field", f"{where}.type", "A tool needs a type string."))
+        return
+    if kind == _FUNCTION_TOOL_TYPE:
+        nested = tool.get("function")
+        if isinstance(nested, dict):  # chat nests the function; Responses writes it flat
+            spec, outside = nested, tool.keys() - {"type", "function"}
+        else:
+            spec, outside = {k: v for k, v in tool.items() if k != "type"}, set()
+        reason = _function_defect(spec, outside)
+        if reason:
+            problems.append(_shape("invalid_field", where, reason))
+            return
+        functions.add(str(spec["name"]))
+        found.capabilities.add("tool_calling")
+        return
+    hosted = hosted_tool_name(kind)
+    if hosted is None:
+        problems.append(
+            ItemProblem(
+                category="tool_support",
+                code="tool_not_supported",
+                field=f"{where}.type",
+                message=(
+                    f"The tool type {kind!r} is not offered by any lane; hosted tools are "
+                    f"{', '.join(sorted(HOSTED_TOOLS))}, and custom tools use type 'function'."
+                ),
+            )
+        )
+        return
+    allowed = _HOSTED_TOOL_KEYS.get(hosted, frozenset({"type"}))
+    extra = sorted(tool.keys() - allowed)
+    if extra:
+        problems.append(
+            _unsupported(
+                f"{where}.{extra[0]}",
+                f"The {kind} tool takes no settings here ({', '.join(extra)}): every lane that runs "
+                "it runs it with the vendor's defaults.",
+            )
+        )
+    elif hosted == "file_search" and not _string_list(tool.get("vector_store_ids")):
+        problems.append(
+            _shape("missing_field", f"{where}.vector_store_ids", "file_search needs vector_store_ids.")
+        )
+    elif hosted == "python_execution" and tool.get("container", {"type": "auto"}) != {"type": "auto"}:
+        problems.append(
+            _unsupported(
+                f"{where}.container", 'The code interpreter runs in {"type": "auto"} containers only.'
+            )
+        )
+    found.tools.add(hosted)
+
+
+def _function_defect(spec: dict[str, object], outside: set[str]) -> str | None:
+    if outside or not spec.keys() <= _FUNCTION_KEYS:
+        extra = sorted(outside | (spec.keys() - _FUNCTION_KEYS))
+        return f"A function tool is {{name, description?, parameters?, strict?}}; {extra} not supported."
+    if not _function_name(spec.get("name")):
+        return "A function's name is 1-64 letters, digits, _ or -, starting with a letter or _."
+    description = spec.get("description")
+    if description is not None and not isinstance(description, str):
+        return "A function's description is a string."
+    strict = spec.get("strict")
+    if strict is not None and not isinstance(strict, bool):
+        return "strict is true or false."
+    parameters = spec.get("parameters")
+    if parameters is not None:
+        reason = schema_defect(parameters)
+        if reason is not None:
+            return f"The function's parameters are not a JSON Schema: {reason}."
+        if not isinstance(parameters, dict) or parameters.get("type", "object") != "object":
+            return "A function's parameters are an object schema."
+    return None
+
+
+def _read_tool_choice(
+    choice: object, functions: set[str], found: _Estimate, problems: list[ItemProblem]
+) -> None:
+    """auto / none / required, one declared function (either dialect), or one hosted tool."""
+    if choice in ("auto", "none"):
+        return
+    if not functions and not found.tools:
+        problems.append(
+            _shape("invalid_field", "input.tool_choice", "tool_choice needs the tools it chooses from.")
+        )
+        return
+    if choice == "required":
+        return
+    kind = choice.get("type") if isinstance(choice, dict) else None
+    if isinstance(choice, dict) and kind == _FUNCTION_TOOL_TYPE:
+        nested = choice.get("function")
+        name = nested.get("name") if isinstance(nested, dict) else choice.get("name")
+        if name in functions:
+            return
+        problems.append(
+            _shape(
+                "invalid_field",
+                "input.tool_choice",
+                f"tool_choice names the function {name!r}, which the item's tools do not declare.",
+            )
+        )
+        return
+    hosted = hosted_tool_name(kind) if isinstance(kind, str) else None
+    if hosted is not None and isinstance(choice, dict) and choice.keys() == {"type"}:
+        if hosted not in found.tools:
+            problems.append(
+                _shape(
+                    "invalid_field",
+                    "input.tool_choice",
+                    f"tool_choice names the hosted tool {kind!r}, which the item's tools do not declare.",
+                )
+            )
+        return
+    problems.append(
+        _unsupported(
+            "input.tool_choice",
+            "tool_choice is auto, none, required, one declared function, or one hosted tool {type}.",
+        )
+    )
+
+
+def _read_output_format(payload: dict[str, object], found: _Estimate, problems: list[ItemProblem]) -> int:
+    """A structured-output schema (chat `response_format` or Responses `text.format`) needs a
+    lane with json_schema support and is sent to the model, so it counts as prompt text."""
+    response_format = payload.get("response_format")
+    text = payload.get("text")
+    if response_format is None and text is None:
+        return 0  # most items: no structured output (a hot path of a 1M-item quote)
+    candidates = (
+        ("input.response_format", response_format, "json_schema"),
+        ("input.text.format", text.get("format") if isinstance(text, dict) else None, None),
+    )
+    counted = 0
+    for where, spec, nested in candidates:
+        if spec is None:
+            continue
+        if not isinstance(spec, dict):
+            problems.append(_schema_problem(where, f"{where} must be an object"))
+            continue
+        kind = spec.get("type")
+        if kind in ("text", "json_object"):
+            continue
+        if kind != "json_schema":
+            problems.append(_schema_problem(f"{where}.type", "type must be text, json_object or json_schema"))
+            continue
+        holder = spec.get(nested) if nested else spec  # chat nests it under `json_schema`
+        schema = holder.get("schema") if isinstance(holder, dict) else None
+        if not isinstance(holder, dict) or not _function_name(holder.get("name")):
+            name_where = f"{where}.{nested}.name" if nested else f"{where}.name"
+            problems.append(_schema_problem(name_where, "name must be 1-64 letters, digits, _ or -"))
+            continue
+        schema_where = f"{where}.{nested}.schema" if nested else f"{where}.schema"
+        reason = schema_defect(schema)
+        if reason is not None:
+            problems.append(_schema_problem(schema_where, reason))
+            continue
+        found.capabilities.add("json_schema")
+        counted += value_bytes(schema)
+    return counted
+
+
+def schema_defect(schema: object) -> str | None:
+    """Why `schema` does not look like a JSON Schema, or None. A shape check, not a full
+    meta-schema validation: the keywords providers read must have the right types."""
+    if not isinstance(schema, dict):
+        return "schema is missing or not a JSON object"
+    stack: list[tuple[object, str, int]] = [(schema, "schema", 0)]
+    while stack:
+        node, at, depth = stack.pop()
+        if isinstance(node, bool):  # `true` / `false` are schemas too
+            continue
+        if not isinstance(node, dict):
+            return f"{at} must be an object or a boolean"
+        if depth > MAX_SCHEMA_DEPTH:
+            return f"schema is nested deeper than {MAX_SCHEMA_DEPTH} levels"
+        declared = node.get("type")
+        if declared is not None:
+            names = declared if isinstance(declared, list) else [declared]
+            if not names or not all(isinstance(n, str) and n in _SCHEMA_TYPES for n in names):
+                return f"{at}.type names an unknown type {declared!r}"
+        required = node.get("required")
+        if required is not None and not (
+            isinstance(required, list) and all(isinstance(n, str) for n in required)
+        ):
+            return f"{at}.required must be a list of property names"
+        enum = node.get("enum")
+        if enum is not None and not (isinstance(enum, list) and enum):
+            return f"{at}.enum must be a non-empty list"
+        if "$ref" in node and not isinstance(node["$ref"], str):
+            return f"{at}.$ref must be a string"
+        for keyword in ("properties", "$defs", "definitions", "patternProperties"):
+            children = node.get(keyword)
+            if children is None:
+                continue
+            if not isinstance(children, dict):
+                return f"{at}.{keyword} must be an object of schemas"
+            stack.extend((child, f"{at}.{keyword}.{name}", depth + 1) for name, child in children.items())
+        for keyword in ("anyOf", "oneOf", "allOf", "prefixItems"):
+            options = node.get(keyword)
+            if options is None:
+                continue
+            if not isinstance(options, list) or not options:
+                return f"{at}.{keyword} must be a non-empty list of schemas"
+            stack.extend((child, f"{at}.{keyword}[{i}]", depth + 1) for i, child in enumerate(options))
+        for keyword in ("items", "additionalProperties", "not", "if", "then", "else", "contains"):
+            child = node.get(keyword)
+            if child is not None:
+                stack.append((child, f"{at}.{keyword}", depth + 1))
+    return None
+
+
+# -- small helpers ----------------------------------------------------------------------------
+
+
+def _required_string(
+    raw: dict[str, object], key: str, limit: int, problems: list[ItemProblem], what: str
+) -> str | None:
+    value = raw.get(key)
+    if value is None:
+        problems.append(_shape("missing_field", key, f"The item needs {key}."))
+        return None
+    if not isinstance(value, str) or not value or len(value) > limit:
+        problems.append(_shape("invalid_field", key, f"{key} must be {what}."))
+        return None
+    return value
+
+
+def _declared_tools(value: object, problems: list[ItemProblem]) -> set[str]:
+    if value is None:
+        return set()
+    if not isinstance(value, list):
+        problems.append(_shape("invalid_field", "required_tools", "required_tools must be a list."))
+        return set()
+    tools: set[str] = set()
+    for position, tool in enumerate(value):
+        if isinstance(tool, str) and tool in HOSTED_TOOLS:
+            tools.add(tool)
+        else:
+            problems.append(
+                _shape(
+                    "invalid_field",
+                    f"required_tools[{position}]",
+                    f"Unknown tool {tool!r}; tools are {', '.join(sorted(HOSTED_TOOLS))}.",
+                )
+            )
+    return tools
+
+
+def _output_limit(
+    raw: dict[str, object], payload: dict[str, object] | None, problems: list[ItemProblem]
+) -> int | None:
+    """The item's max_output_tokens, else the input's own limit (max_output_tokens,
+    max_completion_tokens, max_tokens: whichever the body's API calls it)."""
+    where, value = "max_output_tokens", raw.get("max_output_tokens")
+    if value is None and payload is not None:
+        for key in _OUTPUT_LIMIT_KEYS:
+            value = payload.get(key)
+            if value is not None:
+                where = f"input.{key}"
+                break
+    if value is None:
+        return None
+    if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_OUTPUT_REQUEST:
+        return value
+    problems.append(_shape("invalid_field", where, f"{where} must be a whole number of at least 1."))
+    return None
+
+
+def _token_id(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _nonempty_string(value: object) -> bool:
+    return isinstance(value, str) and bool(value)
+
+
+def _function_name(value: object) -> bool:
+    return isinstance(value, str) and _FUNCTION_NAME.fullmatch(value) is not None
+
+
+def _json_object_text(value: object) -> bool:
+    """A tool call's arguments: every vendor but OpenAI takes them as an object."""
+    if not isinstance(value, str):
+        return False
+    try:
+        return isinstance(json.loads(value), dict)
+    except ValueError:
+        return False
+
+
+def _call_id(value: object) -> bool:
+    return isinstance(value, str) and _CALL_ID.fullmatch(value) is not None
+
+
+def _string_list(value: object) -> bool:
+    return isinstance(value, list) and bool(value) and all(_nonempty_string(v) for v in value)
+
+
+def _json_word(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _unsupported(where: str, message: str) -> ItemProblem:
+    return ItemProblem(category="jsonl_shape", code="unsupported_parameter", field=where, message=message)
+
+
+def _shape(code: str, where: str, message: str) -> ItemProblem:
+    return ItemProblem(category="jsonl_shape", code=code, field=where, message=message)
+
+
+def _schema_problem(where: str, reason: str) -> ItemProblem:
+    return ItemProblem(
+        category="json_schema",
+        code="json_schema_invalid",
+        field=where,
+        message=f"Invalid structured-output schema at {where}: {reason}.",
+    )

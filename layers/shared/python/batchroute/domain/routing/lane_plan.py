@@ -1,0 +1,385 @@
+"""A batch's lane assignments: which lane runs which items, and where a failed lane hands over.
+
+Pure. Items of one model keep their input order across chunks; a model's *ordinal* is the
+index of an item among that model's items. `chunk_models[c]` (written by batch create)
+says how many items of each model chunk `c` holds, so the ordinal of a model's first item
+in every chunk is a running sum, and a lane that owns the ordinals `[start, end)` touches
+exactly the chunks whose ordinal spans overlap that range. docs/batches.md is the contract.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from typing import Any, Final
+
+from batchroute.domain.catalog.catalog import BatchLimits
+
+OUTRANKED = "outranked"
+# A vendor request is estimated at twice the item's compact ASCII JSON (a transform adds
+# per-message wrappers; ASCII escaping is already the widest form of a character) plus what
+# the line itself adds (custom id, method, URL, model, output limit).
+REQUEST_SIZE_FACTOR: Final = 2
+REQUEST_OVERHEAD_BYTES: Final = 1024
+
+
+class PlanMismatch(ValueError):
+    """The plan's lane item counts do not add up to the items the chunks hold."""
+
+
+def model_slug(model: str) -> str:
+    """`meta-llama/Llama-3.1-8B-Instruct` -> `meta-llama-llama-3-1-8b-instruct`."""
+    return re.sub(r"[^a-z0-9]+", "-", model.lower()).strip("-") or "model"
+
+
+def lane_key(number: int, provider: str, model: str, *, failover_depth: int = 0) -> str:
+    """`<nn>-<provider>-<model slug>`; a failover lane of lane nn is `<nn>f<depth>-...`."""
+    head = f"{number:02d}" + (f"f{failover_depth}" if failover_depth else "")
+    return f"{head}-{provider}-{model_slug(model)}"
+
+
+def model_offsets(chunk_models: Sequence[Mapping[str, Any]], model: str) -> list[int]:
+    """The model's ordinal at the start of every chunk, plus its total at the end
+    (`len(chunk_models) + 1` numbers)."""
+    offsets = [0]
+    for counts in chunk_models:
+        offsets.append(offsets[-1] + int(counts.get(model, 0) or 0))
+    return offsets
+
+
+def chunks_for_range(offsets: Sequence[int], start: int, end: int) -> list[int]:
+    """The chunks holding at least one of the ordinals `[start, end)`."""
+    return [
+        chunk
+        for chunk in range(len(offsets) - 1)
+        if offsets[chunk + 1] > offsets[chunk] and offsets[chunk] < end and offsets[chunk + 1] > start
+    ]
+
+
+@dataclass(frozen=True)
+class LaneAssignment:
+    lane_key: str
+    lane_id: str
+    provider: str
+    model: str
+    ordinal_start: int
+    ordinal_end: int
+    chunks: tuple[int, ...]
+    unit_prices: Mapping[str, Any]
+
+    @property
+    def item_count(self) -> int:
+        return self.ordinal_end - self.ordinal_start
+
+    def to_record(self, *, at: str) -> dict[str, Any]:
+        """The lane record Route writes (docs/batches.md)."""
+        return new_lane_record(
+            lane_key=self.lane_key,
+            lane_id=self.lane_id,
+            provider=self.provider,
+            model=self.model,
+            ordinal_start=self.ordinal_start,
+            ordinal_end=self.ordinal_end,
+            chunks=list(self.chunks),
+            unit_prices=dict(self.unit_prices),
+            at=at,
+        )
+
+
+def new_lane_record(
+    *,
+    lane_key: str,
+    lane_id: str,
+    provider: str,
+    model: str,
+    ordinal_start: int,
+    ordinal_end: int,
+    chunks: list[int],
+    unit_prices: dict[str, Any],
+    at: str,
+    exclude_seqs: Iterable[int] = (),
+    failover_from: str | None = None,
+    failover_depth: int = 0,
+) -> dict[str, Any]:
+    excluded = sorted(set(exclude_seqs))
+    return {
+        "lane_key": lane_key,
+        "lane_id": lane_id,
+        "provider": provider,
+        "model": model,
+        "ordinal_start": ordinal_start,
+        "ordinal_end": ordinal_end,
+        "item_count": ordinal_end - ordinal_start - len(excluded),
+        "chunk_ranges": chunk_ranges(chunks),
+        "unit_prices": unit_prices,
+        "status": "pending",
+        "chunks_started_n": 0,
+        "chunks_done_n": 0,
+        "running_items": 0,
+        "attempts": 0,
+        "usage": {"prompt_tokens": 0, "completion_tokens": 0},
+        "completed": 0,
+        "failed": 0,
+        "canceled": 0,
+        "handed_over": 0,
+        "exclude_seqs": excluded,
+        "failover_from": failover_from,
+        "failover_depth": failover_depth,
+        "created_at": at,
+    }
+
+
+# -- a lane's chunks and its progress through them ------------------------------------------------
+# A lane runs its chunks in the order of its list, one invocation at a time, so the record keeps
+# the list as ranges (`chunk_ranges`: `[[first, last], ...]`, run-length) and its progress as two
+# watermarks in that order: the chunks at positions `< chunks_started_n` were started, those at
+# `< chunks_done_n` finished. The record's size does not grow with the batch, and DynamoDB bills
+# every rewrite of it (two per chunk) by its whole size. Records written before the watermarks
+# carry the lists `chunks`, `chunks_started` and `chunks_done`; these helpers read both forms.
+
+
+def chunk_ranges(chunks: Iterable[int]) -> list[list[int]]:
+    """`[3, 4, 5, 9, 10]` -> `[[3, 5], [9, 10]]` (the chunks in their order, run-length)."""
+    ranges: list[list[int]] = []
+    for chunk in chunks:
+        if ranges and chunk == ranges[-1][1] + 1:
+            ranges[-1][1] = chunk
+        else:
+            ranges.append([chunk, chunk])
+    return ranges
+
+
+def _ranges(lane: Mapping[str, Any]) -> list[tuple[int, int]]:
+    if "chunk_ranges" in lane:
+        return [(int(first), int(last)) for first, last in lane.get("chunk_ranges") or []]
+    return [(first, last) for first, last in chunk_ranges(int(c) for c in lane.get("chunks") or [])]
+
+
+def lane_chunks(lane: Mapping[str, Any]) -> list[int]:
+    """The lane's chunks in the order it runs them."""
+    return [chunk for first, last in _ranges(lane) for chunk in range(first, last + 1)]
+
+
+def lane_chunk_count(lane: Mapping[str, Any]) -> int:
+    return sum(last - first + 1 for first, last in _ranges(lane))
+
+
+def lane_chunks_done_n(lane: Mapping[str, Any]) -> int:
+    """How many of the lane's chunks (the first ones of its list) it finished."""
+    if "chunks_done_n" in lane:
+        return int(lane["chunks_done_n"] or 0)
+    return len(lane.get("chunks_done") or [])
+
+
+def lane_chunk_position(lane: Mapping[str, Any], chunk: int) -> int | None:
+    """The chunk's index in the lane's list (None: not the lane's)."""
+    position = 0
+    for first, last in _ranges(lane):
+        if first <= chunk <= last:
+            return position + chunk - first
+        position += last - first + 1
+    return None
+
+
+def lane_chunk_done(lane: Mapping[str, Any], chunk: int) -> bool:
+    """The lane finished `chunk` (its result chunk is written)."""
+    position = lane_chunk_position(lane, chunk)
+    return position is not None and position < lane_chunks_done_n(lane)
+
+
+def lane_done_chunks(lane: Mapping[str, Any]) -> frozenset[int]:
+    """Every chunk the lane finished (for readers that test many chunks)."""
+    return frozenset(lane_chunks(lane)[: lane_chunks_done_n(lane)])
+
+
+def plan_lanes(plan: Mapping[str, Any], chunk_models: Sequence[Mapping[str, Any]]) -> list[LaneAssignment]:
+    """Every selected lane of the plan with its ordinal range and chunks, numbered in plan
+    order: each model's ordinals are split among its group's selected lanes in order."""
+    lanes: list[LaneAssignment] = []
+    for group in plan.get("groups") or []:
+        model = str(group["model"])
+        offsets = model_offsets(chunk_models, model)
+        start = 0
+        for entry in group.get("selected_lanes") or []:
+            end = start + int(entry["item_count"])
+            provider = str(entry["provider"])
+            lanes.append(
+                LaneAssignment(
+                    lane_key=lane_key(len(lanes) + 1, provider, model),
+                    lane_id=str(entry["lane_id"]),
+                    provider=provider,
+                    model=model,
+                    ordinal_start=start,
+                    ordinal_end=end,
+                    chunks=tuple(chunks_for_range(offsets, start, end)),
+                    unit_prices=dict(entry.get("unit_prices") or {}),
+                )
+            )
+            start = end
+        if start != offsets[-1]:
+            raise PlanMismatch(f"the plan places {start} items of {model} but the batch holds {offsets[-1]}")
+    return lanes
+
+
+def lane_items(
+    lines: Iterable[Mapping[str, Any]],
+    *,
+    model: str,
+    first_ordinal: int,
+    start: int,
+    end: int,
+    exclude: frozenset[int] = frozenset(),
+) -> Iterator[tuple[int, Mapping[str, Any]]]:
+    """The `(seq, item)` pairs of one input chunk that a lane owns: items of its model whose
+    ordinal (counted from `first_ordinal`, the model's ordinal at the chunk's start) is in
+    `[start, end)`, less the `exclude`d seqs (answered by the lane it took over from)."""
+    ordinal = first_ordinal
+    for line in lines:
+        item = line["item"]
+        if item.get("model") != model:
+            continue
+        seq = int(line["seq"])
+        if start <= ordinal < end and seq not in exclude:
+            yield seq, item
+        ordinal += 1
+        if ordinal >= end:
+            return
+
+
+# -- vendor batch jobs ----------------------------------------------------------------------------
+
+
+def estimated_request_bytes(item: Mapping[str, Any]) -> int:
+    """A conservative estimate of the bytes one item takes in a vendor batch job: never
+    less than the serialized request a transform builds from it."""
+    compact = json.dumps(item, ensure_ascii=True, separators=(",", ":"), default=str)
+    return REQUEST_SIZE_FACTOR * len(compact) + REQUEST_OVERHEAD_BYTES
+
+
+def embedding_inputs(item: Mapping[str, Any]) -> int:
+    """How many embedding inputs an item sends: one for a string or a token array, each
+    entry for a list of strings or of token arrays; 0 for an item of another operation."""
+    if item.get("operation") != "embeddings":
+        return 0
+    payload = item.get("input")
+    value = None
+    if isinstance(payload, Mapping):
+        value = payload.get("input") if "input" in payload else payload.get("text")
+    if isinstance(value, list) and value and not all(isinstance(v, int) for v in value):
+        return len(value)
+    return 1
+
+
+def job_parts(
+    items: Iterable[tuple[int, Mapping[str, Any]]], limits: BatchLimits
+) -> list[list[tuple[int, Mapping[str, Any]]]]:
+    """The items split, in order, into consecutive parts that each fit one vendor batch job:
+    at most `limits.max_requests` items, `limits.max_bytes` estimated bytes and
+    `limits.max_embedding_inputs` embedding inputs. An item over a limit alone is a part of
+    its own (the vendor decides)."""
+    parts: list[list[tuple[int, Mapping[str, Any]]]] = []
+    current: list[tuple[int, Mapping[str, Any]]] = []
+    size = inputs = 0
+    for seq, item in items:
+        item_bytes = estimated_request_bytes(item) if limits.max_bytes is not None else 0
+        item_inputs = embedding_inputs(item) if limits.max_embedding_inputs is not None else 0
+        full = limits.max_requests is not None and len(current) >= limits.max_requests
+        too_big = limits.max_bytes is not None and size + item_bytes > limits.max_bytes
+        too_many = (
+            limits.max_embedding_inputs is not None and inputs + item_inputs > limits.max_embedding_inputs
+        )
+        if current and (full or too_big or too_many):
+            parts.append(current)
+            current, size, inputs = [], 0, 0
+        current.append((seq, item))
+        size += item_bytes
+        inputs += item_inputs
+    if current:
+        parts.append(current)
+    return parts
+
+
+def _estimated_cost(entry: Mapping[str, Any]) -> Decimal:
+    details = (entry.get("rejection") or {}).get("details") or {}
+    amount = (details.get("estimated_provider_cost") or {}).get("amount")
+    try:
+        return Decimal(str(amount)) if amount is not None else Decimal("Infinity")
+    except InvalidOperation:
+        return Decimal("Infinity")
+
+
+def failover_candidates(
+    plan: Mapping[str, Any], model: str, used_lane_ids: Iterable[str]
+) -> list[Mapping[str, Any]]:
+    """The lanes a failed lane of `model` may hand over to: the quote's rejected lanes with
+    code `outranked` (eligible, only not needed), cheapest first as the quote ranked them
+    (then plan order), less the lanes the batch already used."""
+    used = set(used_lane_ids)
+    found: list[tuple[Decimal, int, Mapping[str, Any]]] = []
+    for group in plan.get("groups") or []:
+        if group.get("model") != model:
+            continue
+        for index, entry in enumerate(group.get("rejected_lanes") or []):
+            code = (entry.get("rejection") or {}).get("code")
+            if code == OUTRANKED and entry.get("lane_id") not in used:
+                found.append((_estimated_cost(entry), index, entry))
+    return [entry for _, _, entry in sorted(found, key=lambda f: (f[0], f[1]))]
+
+
+def plan_lane_entry(plan: Mapping[str, Any], lane_id: str) -> Mapping[str, Any] | None:
+    """The plan's entry (selected or rejected) for a lane: its quote-time proof is there."""
+    for group in plan.get("groups") or []:
+        entries: list[Mapping[str, Any]] = [
+            *(group.get("selected_lanes") or []),
+            *(group.get("rejected_lanes") or []),
+        ]
+        for entry in entries:
+            if entry.get("lane_id") == lane_id:
+                return entry
+    return None
+
+
+def failover_record(
+    source: Mapping[str, Any],
+    candidate: Mapping[str, Any],
+    *,
+    chunk: int,
+    chunk_first_ordinal: int,
+    answered: Iterable[int],
+    root_number: int,
+    at: str,
+) -> dict[str, Any]:
+    """The lane record that takes over `source`'s unfinished items from `chunk` on: the
+    ordinals from the lane's first one in that chunk to its end, less the seqs already
+    answered there, at the source lane's (quoted) unit prices."""
+    start = max(int(source["ordinal_start"]), chunk_first_ordinal)
+    excluded = set(answered)
+    source_chunks = lane_chunks(source)
+    if source_chunks and chunk == source_chunks[0]:
+        excluded |= {int(s) for s in source.get("exclude_seqs") or []}
+    depth = int(source.get("failover_depth") or 0) + 1
+    provider = str(candidate["provider"])
+    model = str(source["model"])
+    return new_lane_record(
+        lane_key=lane_key(root_number, provider, model, failover_depth=depth),
+        lane_id=str(candidate["lane_id"]),
+        provider=provider,
+        model=model,
+        ordinal_start=start,
+        ordinal_end=int(source["ordinal_end"]),
+        chunks=[c for c in source_chunks if c >= chunk],
+        unit_prices=dict(source.get("unit_prices") or {}),
+        at=at,
+        exclude_seqs=excluded,
+        failover_from=str(source["lane_key"]),
+        failover_depth=depth,
+    )
+
+
+def root_number(lane_key_value: str) -> int:
+    """The planned lane number a lane key starts with (`03f2-...` -> 3)."""
+    digits = re.match(r"\d+", lane_key_value)
+    return int(digits.group(0)) if digits else 0

@@ -1,0 +1,1 @@
+"""schedules: see docs/architecture.md (Layout)."""

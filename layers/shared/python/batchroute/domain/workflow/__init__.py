@@ -1,0 +1,1 @@
+"""workflow: see docs/architecture.md (Layout)."""
