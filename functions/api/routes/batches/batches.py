@@ -12,6 +12,7 @@ from batchroute.domain.batches.states import ALL_STATES
 from batchroute.errors import Conflict, InvalidRequest
 from batchroute.services.batches.commands import request_hash
 from batchroute.services.batches.create import CreateAnswer, check_idempotency_key
+from batchroute.services.batches.reads import ArtifactUrlView, ItemsPageView, ResultsPageView
 from batchroute.services.batches.views import batch_details, batch_summary, lane_statuses
 from functions.api.auth import require
 from functions.api.deps import BatchesDep, BucketDeliveryDep, ReadsDep
@@ -184,7 +185,7 @@ def list_items(
     status: Literal["pending", "processing", "completed", "failed"] | None = None,
     cursor: str | None = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
-) -> dict[str, Any]:
+) -> ItemsPageView:
     return reads.items(principal, batch_id, status=status, cursor=cursor, limit=limit)
 
 
@@ -201,7 +202,7 @@ def list_results(
     cursor: str | None = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     body_format: Literal["normalized", "raw"] = "normalized",
-) -> dict[str, Any]:
+) -> ResultsPageView:
     return reads.results(principal, batch_id, cursor=cursor, limit=limit, body_format=body_format)
 
 
@@ -215,7 +216,7 @@ def list_results(
     },
     summary="A short-lived signed URL of the full JSONL results artifact",
 )
-def artifact_url(batch_id: str, principal: Reader, reads: ReadsDep) -> dict[str, Any]:
+def artifact_url(batch_id: str, principal: Reader, reads: ReadsDep) -> ArtifactUrlView:
     return reads.artifact_url(principal, batch_id)
 
 

@@ -22,12 +22,13 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
-from typing import Any
+from typing import Literal, TypedDict
 
 from batchroute.domain.catalog.catalog import Catalog, Lane, LaneLive, Provider
 from batchroute.domain.catalog.pricing import LaneUsage, batch_cost
 from batchroute.domain.routing.gates import (
     OUTRANKED,
+    GateDetail,
     GateFailure,
     LaneDemand,
     RouteRequest,
@@ -36,11 +37,81 @@ from batchroute.domain.routing.gates import (
     lane_gate_failures,
 )
 from batchroute.domain.routing.items import ModelGroup
-from batchroute.money import Money
+from batchroute.money import Money, MoneyView
 
 # Under sla_aware a lane is "roomy" with this many times the group's items left today:
 # room for retries and other customers' load inside the 24 h SLA.
 SLA_HEADROOM_RATIO = 2
+
+
+class LaneProofView(TypedDict):
+    provider: str
+    provider_kind: str
+    execution_mode: str
+    privacy_tiers: list[str]
+    data_retention_days: int | None
+    zero_data_retention: bool
+    regions: list[str]
+    last_heartbeat_at: str | None
+    heartbeat_age_seconds: int | None
+    remaining_capacity_items: int | None
+    catalog_version: str
+    pricing_updated_at: str
+
+
+class UnitPricesView(TypedDict):
+    currency: Literal["usd"]
+    basis: Literal["batch"]
+    input_per_mtok: str
+    output_per_mtok: str
+
+
+class SelectedLaneView(TypedDict):
+    lane_id: str
+    provider: str
+    model: str
+    selected: Literal[True]
+    item_count: int
+    estimated_prompt_tokens: int
+    estimated_output_tokens: int
+    unit_prices: UnitPricesView
+    estimated_provider_cost: MoneyView
+    proof: LaneProofView
+
+
+class RejectionView(TypedDict):
+    code: str
+    message: str
+    details: dict[str, GateDetail]
+    reasons: list[str]
+
+
+class RejectedLaneView(TypedDict):
+    lane_id: str
+    provider: str
+    model: str
+    selected: Literal[False]
+    rejection: RejectionView
+    proof: LaneProofView
+
+
+class GroupRouteView(TypedDict):
+    model: str
+    item_count: int
+    selected_lanes: list[SelectedLaneView]
+    rejected_lanes: list[RejectedLaneView]
+    failure: str | None
+
+
+class RoutePlanView(TypedDict):
+    """The plan as a quote shows it and its snapshot stores it."""
+
+    routing_mode: str
+    privacy_tier: str
+    sla_tier: str
+    effective_sla_tier: Literal["standard"]
+    catalog_version: str
+    groups: list[GroupRouteView]
 
 
 @dataclass(frozen=True)
@@ -60,7 +131,7 @@ class LaneProof:
     catalog_version: str
     pricing_updated_at: str
 
-    def to_api(self) -> dict[str, Any]:
+    def to_api(self) -> LaneProofView:
         return {
             "provider": self.provider,
             "provider_kind": self.provider_kind,
@@ -99,7 +170,7 @@ class SelectedLane:
             output_per_mtok=self.batch_output_per_mtok,
         )
 
-    def to_api(self) -> dict[str, Any]:
+    def to_api(self) -> SelectedLaneView:
         return {
             "lane_id": self.lane_id,
             "provider": self.provider,
@@ -126,11 +197,11 @@ class Rejection:
     model: str
     code: str  # the first failing gate in GATE_ORDER, or `outranked`
     message: str
-    details: dict[str, Any]
+    details: dict[str, GateDetail]
     reasons: tuple[str, ...]  # every failing gate
     proof: LaneProof
 
-    def to_api(self) -> dict[str, Any]:
+    def to_api(self) -> RejectedLaneView:
         return {
             "lane_id": self.lane_id,
             "provider": self.provider,
@@ -162,7 +233,7 @@ class GroupRoute:
     def rejection_counts(self) -> dict[str, int]:
         return dict(sorted(Counter(r.code for r in self.rejected).items()))
 
-    def to_api(self) -> dict[str, Any]:
+    def to_api(self) -> GroupRouteView:
         return {
             "model": self.model,
             "item_count": self.item_count,
@@ -215,7 +286,7 @@ class RoutePlan:
             lines.append(f"{group.model}: {placed}, by {self.request.routing_mode} routing{others}.")
         return " ".join(lines)
 
-    def to_api(self) -> dict[str, Any]:
+    def to_api(self) -> RoutePlanView:
         return {
             "routing_mode": self.request.routing_mode,
             "privacy_tier": self.request.privacy_tier,

@@ -143,11 +143,15 @@ class RoutingGuards:
         return provider is not None and not _guard_failures(provider, self)
 
 
+# A failed gate's details, shown on the lane's rejection: a gate's figures, names and caps.
+GateDetail = str | int | bool | None | list[str] | dict[str, str] | dict[str, dict[str, str]]
+
+
 @dataclass(frozen=True)
 class GateFailure:
     code: str
     message: str
-    details: dict[str, Any] = field(default_factory=dict)
+    details: dict[str, GateDetail] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -309,7 +313,7 @@ def _heartbeat_gate(live: LaneLive | None, now: datetime, guards: RoutingGuards)
     age = heartbeat_age_seconds(live, now)
     if age is not None and age <= guards.heartbeat_ttl_seconds:
         return None
-    details: dict[str, Any] = {
+    details: dict[str, GateDetail] = {
         "last_heartbeat_at": live.last_heartbeat_at if live else None,
         "heartbeat_age_seconds": age,
         "ttl_seconds": guards.heartbeat_ttl_seconds,
@@ -354,7 +358,7 @@ def _guard_failures(provider: Provider, guards: RoutingGuards) -> list[GateFailu
 
 def _privacy_failures(provider: Provider, request: RouteRequest) -> list[GateFailure]:
     zero_retention = request.routing_mode == "privacy_constrained"
-    details = {
+    details: dict[str, GateDetail] = {
         "requested": request.privacy_tier,
         "offered": list(provider.privacy_tiers),
         "data_retention_days": provider.data_retention_days,

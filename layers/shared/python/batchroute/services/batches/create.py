@@ -558,7 +558,7 @@ class _Priced:
     """A batch priced: its plan as stored (RoutePlan.to_api), total, fee kind and tiers; its
     items' count and chunks; for a batch over an input file, what the Intake step reads."""
 
-    plan: dict[str, Any]
+    plan: Mapping[str, Any]
     total: Money
     fee_kind: FeeKind
     routing_mode: RoutingMode

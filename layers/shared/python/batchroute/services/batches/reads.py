@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from datetime import datetime, timedelta
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, NotRequired, Protocol, TypedDict
 
 from batchroute.clock import isoformat
 from batchroute.domain.accounts.access import Principal, authorize, require_same_org
@@ -24,10 +24,54 @@ from batchroute.domain.feedback.feedback import FeedbackView
 from batchroute.domain.routing.lane_plan import lane_chunk_done, lane_chunk_position
 from batchroute.errors import Conflict, Gone, InvalidRequest, NotFound
 from batchroute.services.batches.ports import BatchStore, ObjectStore
-from batchroute.services.batches.views import Signer, artifact_files
+from batchroute.services.batches.views import ArtifactFilesView, Signer, artifact_files
 
 ITEM_STATUSES = ("pending", "processing", "completed", "failed")
 BodyFormat = Literal["normalized", "raw"]
+
+
+class ResultRowView(TypedDict):
+    """One row of a results page; `output` and `error` are the result file's (customer JSON)."""
+
+    customer_item_id: object
+    sequence_number: object
+    status: object
+    output: object
+    error: object
+
+
+class ResultsPageView(TypedDict):
+    batch_id: str
+    body_format: BodyFormat
+    data: list[ResultRowView]
+    next_cursor: str | None
+
+
+class ArtifactUrlView(TypedDict):
+    batch_id: str
+    url: str
+    expires_in: int
+
+
+class ItemRowView(TypedDict):
+    """One item with its live status; `error` a result's error or the batch's end."""
+
+    sequence_number: int
+    customer_item_id: object
+    model: object
+    operation: object
+    status: object
+    error: object
+    output_preview: str | None
+    preset: NotRequired[object]  # the preset version it was expanded from
+    provider: NotRequired[object]
+    feedback: NotRequired[list[FeedbackView]]
+
+
+class ItemsPageView(TypedDict):
+    batch_id: str
+    data: list[ItemRowView]
+    next_cursor: str | None
 
 
 def _cursor(value: str | None) -> int:
@@ -91,7 +135,7 @@ class BatchReads:
             raise results_gone(batch)
         return batch
 
-    def files(self, batch: BatchRecord) -> dict[str, Any]:
+    def files(self, batch: BatchRecord) -> ArtifactFilesView:
         """The detailed view's `artifacts`: each file's status and when its bytes go."""
         expires_at = None
         if self.retention is not None and batch.finalized_at and not batch.artifacts_reclaimed_at:
@@ -130,10 +174,10 @@ class BatchReads:
     # -- results ---------------------------------------------------------------------------------
     def results(
         self, principal: Principal, batch_id: str, *, cursor: str | None, limit: int, body_format: BodyFormat
-    ) -> dict[str, Any]:
+    ) -> ResultsPageView:
         key = self._results_key(principal, batch_id, "Results are ready once the batch is finalized.")
         start = _cursor(cursor)
-        rows: list[dict[str, Any]] = []
+        rows: list[ResultRowView] = []
         next_cursor: str | None = None
         first, offset = self._results_offset(batch_id, start)
         for index, (_, row) in enumerate(parse_jsonl(self.artifacts.chunks(key, start=offset)), start=first):
@@ -169,7 +213,7 @@ class BatchReads:
             return 0, 0
         return chunk * rows_per_chunk, offsets[chunk]
 
-    def artifact_url(self, principal: Principal, batch_id: str) -> dict[str, Any]:
+    def artifact_url(self, principal: Principal, batch_id: str) -> ArtifactUrlView:
         key = self._results_key(principal, batch_id, "The artifact exists once the batch is finalized.")
         return {"batch_id": batch_id, "url": self.sign(key), "expires_in": 900}
 
@@ -183,7 +227,7 @@ class BatchReads:
     # -- items -----------------------------------------------------------------------------------
     def items(
         self, principal: Principal, batch_id: str, *, status: str | None, cursor: str | None, limit: int
-    ) -> dict[str, Any]:
+    ) -> ItemsPageView:
         batch = self.with_content(principal, batch_id)
         if status is not None and status not in ITEM_STATUSES:
             raise InvalidRequest(
@@ -193,7 +237,7 @@ class BatchReads:
             )
         start = _cursor(cursor)
         lanes = self.records.lanes(batch_id)
-        data: list[dict[str, Any]] = []
+        data: list[ItemRowView] = []
         next_cursor: str | None = None
         for row in self._item_rows(batch, lanes, start):
             if status is not None and row["status"] != status:
@@ -210,7 +254,7 @@ class BatchReads:
 
     def _item_rows(
         self, batch: BatchRecord, lanes: list[dict[str, Any]], start: int
-    ) -> Iterator[dict[str, Any]]:
+    ) -> Iterator[ItemRowView]:
         batch_id = batch.batch_id
         for chunk in range(start // CHUNK_SIZE, batch.chunk_count):
             results = self._chunk_results(batch_id, lanes, chunk)
@@ -226,7 +270,7 @@ class BatchReads:
                 seq = int(line["seq"])
                 item = line["item"]
                 result = results.get(seq)
-                row: dict[str, Any] = {
+                row: ItemRowView = {
                     "sequence_number": seq,
                     "customer_item_id": item.get("customer_item_id"),
                     "model": item.get("model"),

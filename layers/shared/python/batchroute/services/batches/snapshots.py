@@ -48,7 +48,7 @@ class QuoteSnapshot:
     pricing_updated_at: str | None
     item_count: int
     items: QuotedItems
-    routing: dict[str, Any]  # the plan as stored and shown (RoutePlan.to_api)
+    routing: Mapping[str, Any]  # the plan as stored and shown (RoutePlan.to_api)
     pricing_estimate: dict[str, Any]  # PriceBreakdown.to_api
     total_micros: int
     policy_version: int = 0

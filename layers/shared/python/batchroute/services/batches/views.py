@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, Literal, NotRequired, TypedDict
 
-from batchroute.domain.batches.record import ArtifactKeys, BatchRecord
+from batchroute.domain.batches.record import ArtifactKeys, BatchFeeKind, BatchRecord, BatchSource
+from batchroute.domain.batches.states import BatchState
 from batchroute.domain.routing.lane_plan import lane_chunk_count, lane_chunks_done_n
-from batchroute.money import Money
+from batchroute.money import Money, MoneyView
 
 COUNT_KEYS = ("total", "pending", "running", "completed", "failed", "canceled")
 
@@ -15,14 +16,113 @@ COUNT_KEYS = ("total", "pending", "running", "completed", "failed", "canceled")
 Signer = Callable[[str], str]
 
 
+class ScheduleRef(TypedDict):
+    id: str
+    version: int | None
+
+
+class ExecutionSummaryView(TypedDict):
+    latest_error: str | None
+    preflight: NotRequired[object]  # the preflight's whole answer, as the 400 carries it
+
+
+class BatchSummaryView(TypedDict):
+    """A batch as the API shows it; `details` and `lane_statuses` only when asked for."""
+
+    id: str
+    object: Literal["batch"]
+    state: BatchState
+    counts: dict[str, int]
+    created_at: str
+    deadline_at: str | None
+    completed_at: str | None
+    routing_mode: str
+    sla_tier: str
+    privacy_tier: str
+    quote_id: str | None
+    source: BatchSource
+    metadata: dict[str, str]
+    output_file_id: None
+    error_file_id: None
+    receipt_file_id: None
+    output_url: str | None
+    error_url: str | None
+    receipt_url: str | None
+    settled_at: str | None
+    execution_summary: ExecutionSummaryView
+    cancel_reason: NotRequired[str]
+    presets: NotRequired[list[str]]
+    schedule: NotRequired[ScheduleRef]
+    details: NotRequired[BatchDetailsView]
+    lane_statuses: NotRequired[list[LaneStatusView]]
+
+
+class LaneStatusView(TypedDict):
+    lane_key: object
+    lane_id: object
+    provider: object
+    model: object
+    status: object
+    item_count: int
+    chunks_done: int
+    chunk_count: int
+    attempts: int
+    failover_from: object
+    usage: object
+    latest_error: object
+
+
+class ArtifactStatus(TypedDict):
+    status: Literal["pending", "available", "expired"]
+    rows: NotRequired[int | None]
+
+
+class ArtifactFilesView(TypedDict):
+    results: ArtifactStatus
+    errors: ArtifactStatus
+    receipt: ArtifactStatus
+    available_since: str | None
+    expires_at: str | None
+    reclaimed_at: str | None
+
+
+class PlanGroupView(TypedDict):
+    model: object
+    item_count: object
+    selected_lanes: list[object]
+
+
+class PlanView(TypedDict):
+    groups: list[PlanGroupView]
+    fee_kind: BatchFeeKind
+    reserved: MoneyView
+
+
+class WebhookView(TypedDict):
+    url: str
+    configured: bool
+
+
+class BatchDetailsView(TypedDict):
+    item_count: int
+    chunk_count: int
+    work_order: dict[str, object] | None
+    plan: PlanView
+    workflow_steps: dict[str, str]
+    webhook: WebhookView | None
+    delivery: Mapping[str, Any] | None  # the bucket delivery's view (services/delivery/buckets.py)
+    state_changed_at: str | None
+    artifacts: NotRequired[ArtifactFilesView]
+
+
 def _counts(batch: BatchRecord) -> dict[str, int]:
     counts = batch.counts or {}
     return {key: max(0, int(counts.get(key, 0))) for key in COUNT_KEYS}
 
 
-def batch_summary(batch: BatchRecord, *, sign: Signer | None = None) -> dict[str, Any]:
+def batch_summary(batch: BatchRecord, *, sign: Signer | None = None) -> BatchSummaryView:
     artifacts = batch.artifacts or ArtifactKeys()
-    summary: dict[str, Any] = {
+    summary: BatchSummaryView = {
         "id": batch.batch_id,
         "object": "batch",
         "state": batch.state,
@@ -49,13 +149,12 @@ def batch_summary(batch: BatchRecord, *, sign: Signer | None = None) -> dict[str
     }
     if sign is not None:
         reclaimed = bool(batch.artifacts_reclaimed_at)  # only the receipt outlives retention
-        for name, key in (
-            ("output_url", None if reclaimed else artifacts.results_key),
-            ("error_url", None if reclaimed else artifacts.errors_key),
-            ("receipt_url", artifacts.receipt_key),
-        ):
-            if key:
-                summary[name] = sign(key)
+        if artifacts.results_key and not reclaimed:
+            summary["output_url"] = sign(artifacts.results_key)
+        if artifacts.errors_key and not reclaimed:
+            summary["error_url"] = sign(artifacts.errors_key)
+        if artifacts.receipt_key:
+            summary["receipt_url"] = sign(artifacts.receipt_key)
     if batch.cancel_reason:
         summary["cancel_reason"] = batch.cancel_reason
     if batch.presets:
@@ -65,7 +164,7 @@ def batch_summary(batch: BatchRecord, *, sign: Signer | None = None) -> dict[str
     return summary
 
 
-def lane_statuses(lanes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def lane_statuses(lanes: list[dict[str, Any]]) -> list[LaneStatusView]:
     """Per-lane status of the internal provider/model executions."""
     return [
         {
@@ -86,13 +185,13 @@ def lane_statuses(lanes: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
-def artifact_files(batch: BatchRecord, *, expires_at: str | None) -> dict[str, Any]:
+def artifact_files(batch: BatchRecord, *, expires_at: str | None) -> ArtifactFilesView:
     """Each artifact's status (docs/retention.md): `pending` until written, `available`, then
     `expired` once retention reclaimed the bytes (the receipt is never reclaimed)."""
     artifacts = batch.artifacts or ArtifactKeys()
     reclaimed = batch.artifacts_reclaimed_at
 
-    def status(key: str | None, *, kept: bool = False) -> str:
+    def status(key: str | None, *, kept: bool = False) -> Literal["pending", "available", "expired"]:
         if not key:
             return "pending"
         return "expired" if reclaimed and not kept else "available"
@@ -107,7 +206,7 @@ def artifact_files(batch: BatchRecord, *, expires_at: str | None) -> dict[str, A
     }
 
 
-def batch_details(batch: BatchRecord, *, delivery: dict[str, Any] | None = None) -> dict[str, Any]:
+def batch_details(batch: BatchRecord, *, delivery: Mapping[str, Any] | None = None) -> BatchDetailsView:
     """The detailed view's extra fields: the work order the batch belongs to (`{id,
     client_reference}` or null: docs/work-orders.md), the plan, and delivery state
     (`delivery`: the bucket delivery's view, services/delivery/buckets.py)."""
@@ -127,7 +226,7 @@ def batch_details(batch: BatchRecord, *, delivery: dict[str, Any] | None = None)
                 for group in plan.get("groups", [])
             ],
             "fee_kind": batch.fee_kind,
-            "reserved": {"currency": "usd", "amount": _micros(batch.reserved_micros)},
+            "reserved": Money(batch.reserved_micros).to_api(),
         },
         "workflow_steps": dict(batch.workflow_steps),
         "webhook": {"url": webhook.url, "configured": True} if webhook is not None and webhook.url else None,
@@ -136,14 +235,10 @@ def batch_details(batch: BatchRecord, *, delivery: dict[str, Any] | None = None)
     }
 
 
-def _micros(micros: int) -> str:
-    return str(Money(micros).to_api()["amount"])
-
-
-def execution_summary(batch: BatchRecord) -> dict[str, Any]:
+def execution_summary(batch: BatchRecord) -> ExecutionSummaryView:
     """`latest_error`, and `preflight` (the preflight's whole answer, as the 400
     `batch_preflight_failed` carries it) when the batch's input file failed the Intake step."""
-    summary: dict[str, Any] = {"latest_error": batch.latest_error}
+    summary: ExecutionSummaryView = {"latest_error": batch.latest_error}
     error = (batch.intake or {}).get("error")
     if isinstance(error, dict) and isinstance((error.get("details") or {}).get("preflight"), dict):
         summary["preflight"] = error["details"]["preflight"]
