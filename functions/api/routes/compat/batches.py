@@ -4,11 +4,12 @@ pagination, cancel."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, Header, Query
 
 from batchroute.domain.accounts.access import Principal
+from batchroute.domain.compat.batches import VendorBatchListView, VendorBatchView
 from batchroute.services.compat.batches import CompatBatchRequest
 from functions.api.auth import require
 from functions.api.compat_envelope import COMPAT_ERRORS, compat_errors_doc
@@ -35,7 +36,7 @@ def create_batch(
     principal: Creator,
     batches: CompatBatchesDep,
     idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key")] = None,
-) -> dict[str, Any]:
+) -> VendorBatchView:
     request = CompatBatchRequest(
         input_file_id=body.input_file_id,
         endpoint=body.endpoint,
@@ -52,15 +53,15 @@ def list_batches(
     batches: CompatBatchesDep,
     after: str | None = None,
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
-) -> dict[str, Any]:
+) -> VendorBatchListView:
     return batches.list(principal, after=after, limit=limit)
 
 
 @router.get("/batches/{batch_id}", response_model=VendorBatch, summary="A Batch object")
-def get_batch(batch_id: str, principal: Reader, batches: CompatBatchesDep) -> dict[str, Any]:
+def get_batch(batch_id: str, principal: Reader, batches: CompatBatchesDep) -> VendorBatchView:
     return batches.get(principal, batch_id)
 
 
 @router.post("/batches/{batch_id}/cancel", response_model=VendorBatch, summary="Cancel (best effort)")
-def cancel_batch(batch_id: str, principal: Creator, batches: CompatBatchesDep) -> dict[str, Any]:
+def cancel_batch(batch_id: str, principal: Creator, batches: CompatBatchesDep) -> VendorBatchView:
     return batches.cancel(principal, batch_id)

@@ -11,7 +11,8 @@ from fastapi.responses import RedirectResponse, Response, StreamingResponse
 from starlette.concurrency import iterate_in_threadpool, run_in_threadpool
 
 from batchroute.domain.accounts.access import Principal
-from batchroute.domain.compat.batches import BodyFormat
+from batchroute.domain.compat.batches import BodyFormat, VendorFileView
+from batchroute.domain.compat.uploads import UploadView
 from batchroute.errors import InvalidRequest
 from batchroute.ids import new_id
 from batchroute.services.batches.files import UploadTooLarge, too_large
@@ -83,7 +84,7 @@ async def upload_file(request: Request, principal: Creator, files: CompatFilesDe
 
 
 @router.get("/files/{file_id}", response_model=VendorFile, summary="A File object (`expired` once reclaimed)")
-def get_file(file_id: str, principal: Reader, files: CompatFilesDep) -> dict[str, Any]:
+def get_file(file_id: str, principal: Reader, files: CompatFilesDep) -> VendorFileView:
     return files.file_object(principal, file_id)
 
 
@@ -126,7 +127,7 @@ _NOT_PENDING = compat_errors_doc(
 
 
 @router.post("/uploads", response_model=VendorUpload, summary="Start an upload that takes parts")
-def create_upload(body: UploadCreate, principal: Creator, uploads: CompatUploadsDep) -> dict[str, Any]:
+def create_upload(body: UploadCreate, principal: Creator, uploads: CompatUploadsDep) -> UploadView:
     return uploads.create(
         principal, filename=body.filename, purpose=body.purpose, bytes_=body.bytes, mime_type=body.mime_type
     )
@@ -185,7 +186,7 @@ def _part_too_large(limit: int) -> UploadTooLarge:
 )
 def complete_upload(
     upload_id: str, body: UploadComplete, principal: Creator, uploads: CompatUploadsDep
-) -> dict[str, Any]:
+) -> UploadView:
     return uploads.complete(principal, upload_id, part_ids=body.part_ids, md5=body.md5)
 
 
@@ -195,5 +196,5 @@ def complete_upload(
     responses=_NOT_PENDING,
     summary="Cancel an upload",
 )
-def cancel_upload(upload_id: str, principal: Creator, uploads: CompatUploadsDep) -> dict[str, Any]:
+def cancel_upload(upload_id: str, principal: Creator, uploads: CompatUploadsDep) -> UploadView:
     return uploads.cancel(principal, upload_id)

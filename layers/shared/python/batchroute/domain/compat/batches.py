@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Final, Literal, get_args
+from typing import Any, Final, Literal, TypedDict, get_args
 
 from batchroute.domain.batches.jsonl import MAX_LINE_BYTES, JsonlReader, LineError, ParsedLine
 from batchroute.domain.batches.record import ArtifactKeys, BatchRecord, CompatFields
@@ -222,7 +222,53 @@ def output_files(batch: BatchRecord) -> tuple[str | None, str | None]:
     return output, error
 
 
-def batch_object(batch: BatchRecord) -> dict[str, Any]:
+class VendorBatchErrorView(TypedDict):
+    code: str
+    message: str
+    param: None
+    line: None
+
+
+class VendorBatchErrorsView(TypedDict):
+    object: Literal["list"]
+    data: list[VendorBatchErrorView]
+
+
+class VendorBatchView(TypedDict):
+    """The vendor's Batch object, as the compat surface answers it."""
+
+    id: str
+    object: Literal["batch"]
+    endpoint: str | None
+    input_file_id: str | None
+    completion_window: str
+    status: VendorStatus
+    output_file_id: str | None
+    error_file_id: str | None
+    errors: VendorBatchErrorsView | None
+    created_at: int | None
+    in_progress_at: int | None
+    expires_at: int | None
+    finalizing_at: int | None
+    completed_at: int | None
+    failed_at: int | None
+    expired_at: int | None
+    cancelling_at: int | None
+    cancelled_at: int | None
+    request_counts: dict[str, int]
+    metadata: dict[str, str] | None
+    body_format: str
+
+
+class VendorBatchListView(TypedDict):
+    object: Literal["list"]
+    data: list[VendorBatchView]
+    first_id: str | None
+    last_id: str | None
+    has_more: bool
+
+
+def batch_object(batch: BatchRecord) -> VendorBatchView:
     """The vendor's Batch object of a compat batch record."""
     compat = batch.compat or _NO_COMPAT
     status = vendor_status(batch)
@@ -232,7 +278,7 @@ def batch_object(batch: BatchRecord) -> dict[str, Any]:
     finalized_at = batch.finalized_at
     output_file_id, error_file_id = output_files(batch)
     latest_error = batch.latest_error
-    errors = None
+    errors: VendorBatchErrorsView | None = None
     if state == "failed":
         errors = {
             "object": "list",
@@ -371,6 +417,20 @@ def vendor_body(endpoint: str, row: Mapping[str, Any], *, request_id: str, creat
         completion_tokens=completion,
         provider=str(row.get("provider") or ""),
     )
+
+
+class VendorFileView(TypedDict):
+    """The vendor's File object: an input file, or a compat batch's output or error file."""
+
+    id: str
+    object: Literal["file"]
+    bytes: int
+    created_at: int | None
+    filename: str
+    purpose: str
+    status: str
+    status_details: str | None
+    expires_at: None
 
 
 def file_status(native_status: str) -> str:

@@ -9,13 +9,34 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Final, Literal
+from typing import Final, Literal, TypedDict
 
-from batchroute.domain.compat.batches import unix
+from batchroute.domain.compat.batches import VendorFileView, unix
 
 UploadStatus = Literal["pending", "completed", "cancelled"]
 UPLOAD_LIFETIME: Final = timedelta(hours=1)  # the vendor's: an upload expires an hour after creation
 MAX_PARTS: Final = 10_000
+
+
+class UploadView(TypedDict):
+    """The vendor's Upload object; `file` the File it made, once completed."""
+
+    id: str
+    object: Literal["upload"]
+    bytes: int
+    created_at: int | None
+    expires_at: int | None
+    filename: str
+    purpose: str
+    status: str
+    file: VendorFileView | None
+
+
+class UploadPartView(TypedDict):
+    id: str
+    object: Literal["upload.part"]
+    created_at: int | None
+    upload_id: str
 
 
 @dataclass(frozen=True)
@@ -37,7 +58,7 @@ class UploadRecord:
             return "expired"
         return self.status
 
-    def to_api(self, now: datetime, file: dict[str, Any] | None = None) -> dict[str, Any]:
+    def to_api(self, now: datetime, file: VendorFileView | None = None) -> UploadView:
         return {
             "id": self.upload_id,
             "object": "upload",
@@ -59,7 +80,7 @@ class UploadPart:
     created_at: str
     s3_key: str
 
-    def to_api(self) -> dict[str, Any]:
+    def to_api(self) -> UploadPartView:
         return {
             "id": self.part_id,
             "object": "upload.part",

@@ -27,6 +27,8 @@ from batchroute.domain.compat.batches import (
     DEFAULT_BODY_FORMAT,
     ENDPOINTS,
     RowProblem,
+    VendorBatchListView,
+    VendorBatchView,
     batch_object,
     input_param,
     read_row,
@@ -120,7 +122,7 @@ class CompatBatches:
 
     def create(
         self, principal: Principal, request: CompatBatchRequest, idempotency_key: str | None = None
-    ) -> dict[str, Any]:
+    ) -> VendorBatchView:
         authorize(principal, "batches:create")
         _check(request)
         now = self.clock.now()
@@ -164,10 +166,10 @@ class CompatBatches:
             "compat", batch_id=batch_id, fields=SurfaceFields(compat=compat), transact_items=tuple(items)
         )
 
-    def get(self, principal: Principal, batch_id: str) -> dict[str, Any]:
+    def get(self, principal: Principal, batch_id: str) -> VendorBatchView:
         return batch_object(self._owned(principal, batch_id))
 
-    def list(self, principal: Principal, *, after: str | None, limit: int) -> dict[str, Any]:
+    def list(self, principal: Principal, *, after: str | None, limit: int) -> VendorBatchListView:
         authorize(principal, "batches:read")
         if after is not None and not has_prefix(after, "batch"):
             raise InvalidRequest(
@@ -185,7 +187,7 @@ class CompatBatches:
             "has_more": has_more,
         }
 
-    def cancel(self, principal: Principal, batch_id: str) -> dict[str, Any]:
+    def cancel(self, principal: Principal, batch_id: str) -> VendorBatchView:
         self._owned(principal, batch_id)
         return batch_object(self.batches.cancel(principal, batch_id, None))
 

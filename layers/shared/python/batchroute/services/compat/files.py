@@ -24,6 +24,7 @@ from batchroute.domain.compat.batches import (
     DEFAULT_BODY_FORMAT,
     BodyFormat,
     RowCheck,
+    VendorFileView,
     file_status,
     output_files,
     output_line,
@@ -122,7 +123,7 @@ class CompatFiles:
         return CompatUpload(upload, max_line_bytes=self.files.limits.max_line_bytes)
 
     # -- the File object -------------------------------------------------------------------------
-    def file_object(self, principal: Principal, file_id: str) -> dict[str, Any]:
+    def file_object(self, principal: Principal, file_id: str) -> VendorFileView:
         authorize(principal, "batches:read")
         record = self.files.records.get(file_id) if has_prefix(file_id, "file") else None
         if record is not None:
@@ -235,7 +236,7 @@ class CompatFiles:
                 yield json.dumps(line, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
 
 
-def input_file_object(record: FileRecord) -> dict[str, Any]:
+def input_file_object(record: FileRecord) -> VendorFileView:
     """The vendor File object of a stored input file."""
     return {
         "id": record.file_id,

@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterator, Sequence
 from datetime import timedelta
-from typing import Any, Protocol
+from typing import Protocol
 
 from batchroute.clock import Clock, isoformat
 from batchroute.domain.accounts.access import Principal, authorize, require_same_org
@@ -22,8 +22,10 @@ from batchroute.domain.compat.uploads import (
     MAX_PARTS,
     UPLOAD_LIFETIME,
     UploadPart,
+    UploadPartView,
     UploadRecord,
     UploadStatus,
+    UploadView,
     part_key,
 )
 from batchroute.errors import Conflict, InvalidRequest, NotFound
@@ -75,7 +77,7 @@ class CompatUploads:
 
     def create(
         self, principal: Principal, *, filename: str, purpose: str, bytes_: int, mime_type: str
-    ) -> dict[str, Any]:
+    ) -> UploadView:
         authorize(principal, "batches:create")
         if purpose != COMPAT_PURPOSE:
             raise InvalidRequest(
@@ -118,7 +120,7 @@ class CompatUploads:
         """Where a part's bytes stream to (one put_object: a part fits in one S3 write part)."""
         return self.objects.writer(self.part_key(record, part_id), content_type="application/octet-stream")
 
-    def add_part(self, record: UploadRecord, *, part_id: str, size: int) -> dict[str, Any]:
+    def add_part(self, record: UploadRecord, *, part_id: str, size: int) -> UploadPartView:
         """Record a part whose bytes are stored (the route streamed them to `part_key`)."""
         now = self.clock.now()
         part = UploadPart(
@@ -133,7 +135,7 @@ class CompatUploads:
 
     def complete(
         self, principal: Principal, upload_id: str, *, part_ids: Sequence[str], md5: str | None = None
-    ) -> dict[str, Any]:
+    ) -> UploadView:
         authorize(principal, "batches:create")
         record = self._owned(principal, upload_id)
         now = self.clock.now()
@@ -176,7 +178,7 @@ class CompatUploads:
             self.objects.delete(part.s3_key)
         return self._answer(self._owned(principal, upload_id))
 
-    def cancel(self, principal: Principal, upload_id: str) -> dict[str, Any]:
+    def cancel(self, principal: Principal, upload_id: str) -> UploadView:
         authorize(principal, "batches:create")
         record = self._owned(principal, upload_id)
         if record.status == "cancelled":
@@ -219,7 +221,7 @@ class CompatUploads:
             )
         return [known[part_id] for part_id in part_ids]
 
-    def _answer(self, record: UploadRecord) -> dict[str, Any]:
+    def _answer(self, record: UploadRecord) -> UploadView:
         file = None
         if record.file_id:
             file = input_file_object(self.files.files.file(record.org_id, record.file_id))
