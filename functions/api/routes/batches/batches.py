@@ -11,7 +11,7 @@ from batchroute.domain.accounts.access import Principal
 from batchroute.domain.batches.states import ALL_STATES
 from batchroute.errors import Conflict, InvalidRequest
 from batchroute.services.batches.commands import request_hash
-from batchroute.services.batches.create import CreateAnswer, check_idempotency_key
+from batchroute.services.batches.create import CreateAnswer, RetriedView, check_idempotency_key
 from batchroute.services.batches.reads import ArtifactUrlView, ItemsPageView, ResultsPageView
 from batchroute.services.batches.views import batch_details, batch_summary, lane_statuses
 from functions.api.auth import require
@@ -244,9 +244,8 @@ def cancel_batch(
     responses={**_READ_ERRORS, **_GONE, **errors_doc({409: "Not finished, or nothing failed or canceled"})},
     summary="(beta) A new batch from the failed and canceled items of a finished one",
 )
-def retry_batch(batch_id: str, principal: Creator, batches: BatchesDep) -> dict[str, Any]:
-    created, count = batches.retry(principal, batch_id)
-    return {"batch": created, "source_batch_id": batch_id, "retry_item_count": count}
+def retry_batch(batch_id: str, principal: Creator, batches: BatchesDep) -> RetriedView:
+    return batches.retry(principal, batch_id)
 
 
 @router.get(

@@ -12,7 +12,7 @@ from starlette.concurrency import run_in_threadpool
 
 from batchroute.domain.accounts.access import Principal
 from batchroute.domain.batches.files import media_type
-from batchroute.services.batches.files import FileService, UploadedPart, too_large
+from batchroute.services.batches.files import FileService, SignedUploadView, UploadedPart, too_large
 from functions.api.auth import require
 from functions.api.deps import FilesDep
 from functions.api.envelope import errors_doc
@@ -81,7 +81,7 @@ async def upload_file(
     summary="Start a large upload: a file in `uploading`, a signed URL to PUT its bytes to and, "
     "above 64 MiB, a multipart plan (signed part URLs)",
 )
-def start_upload(body: UploadStart, principal: Creator, service: FilesDep) -> dict[str, Any]:
+def start_upload(body: UploadStart, principal: Creator, service: FilesDep) -> SignedUploadView:
     signed = service.start_upload(
         principal.org_id,
         filename=body.filename,

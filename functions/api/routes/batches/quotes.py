@@ -7,6 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends
 
 from batchroute.domain.accounts.access import Principal
+from batchroute.services.batches.quotes import QuoteView
 from functions.api.auth import require
 from functions.api.deps import QuotesDep
 from functions.api.envelope import ErrorEnvelope
@@ -46,7 +47,7 @@ def quote_model(
     principal: Creator,
     quotes: QuotesDep,
     body: QuoteModelRequest,
-) -> dict[str, Any]:
+) -> QuoteView:
     return quotes.quote_model(principal, body.command())
 
 
@@ -60,5 +61,5 @@ def quote_workflow(
     principal: Creator,
     quotes: QuotesDep,
     body: QuoteWorkflowRequest,
-) -> dict[str, Any]:
+) -> QuoteView:
     return quotes.quote_workflow(principal, body.command())

@@ -9,9 +9,10 @@ unusable: malformed lines or an unsupported file type), `expired` (bytes reclaim
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal, get_args
+from typing import Final, Literal, TypedDict, get_args
 
-from batchroute.domain.batches.jsonl import LineError
+from batchroute.domain.batches.jsonl import LineError, LineErrorView
+from batchroute.domain.batches.preflight import IssueView
 
 FileStatus = Literal["uploading", "uploaded", "processed", "error", "expired"]
 # `batch_input` for the native API; `batch` is the vendor-compatible surface's purpose.
@@ -96,7 +97,7 @@ def sniff(head: bytes) -> str | None:
 
 def file_type_issue(
     *, content_type: str | None, filename: str | None, head: bytes | None
-) -> dict[str, Any] | None:
+) -> IssueView | None:
     """The preflight `file_type` issue for an upload, or None when it may be JSON Lines.
 
     `head` (the first SNIFF_BYTES) is None when the bytes are not there yet (a signed upload
@@ -115,7 +116,7 @@ def file_type_issue(
     return unsupported_file_type(f"Unsupported file: {problem}.")
 
 
-def unsupported_file_type(message: str) -> dict[str, Any]:
+def unsupported_file_type(message: str) -> IssueView:
     """The preflight issue (error.details.preflight.errors[]) for a refused file."""
     return {
         "category": "file_type",
@@ -177,6 +178,25 @@ def staging_key(org_id: str, file_id: str) -> str:
     return f"staging/{org_id}/{file_id}"
 
 
+class FileView(TypedDict):
+    """A file as the API shows it."""
+
+    id: str
+    object: Literal["file"]
+    filename: str
+    purpose: Purpose
+    content_type: str
+    bytes: int
+    status: FileStatus
+    created_at: str
+    line_count: int
+    item_count: int
+    error_count: int
+    errors: list[LineErrorView]
+    error: dict[str, str] | None
+    sha256: str | None
+
+
 @dataclass(frozen=True)
 class FileRecord:
     file_id: str
@@ -206,7 +226,7 @@ class FileRecord:
     def usable(self) -> bool:
         return self.status == "processed"
 
-    def to_api(self) -> dict[str, Any]:
+    def to_api(self) -> FileView:
         return {
             "id": self.file_id,
             "object": "file",

@@ -28,7 +28,7 @@ import hashlib
 import json
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, TypedDict
 
 import orjson
 
@@ -43,13 +43,19 @@ _WHITESPACE = b" \t\r\n\f\v"
 LineErrorCode = Literal["invalid_json", "not_an_object", "line_too_long", "invalid_encoding"]
 
 
+class LineErrorView(TypedDict):
+    line: int
+    code: LineErrorCode
+    message: str
+
+
 @dataclass(frozen=True)
 class LineError:
     line_no: int  # 1-based, blank lines included
     code: LineErrorCode
     message: str
 
-    def to_api(self) -> dict[str, Any]:
+    def to_api(self) -> LineErrorView:
         return {"line": self.line_no, "code": self.code, "message": self.message}
 
 

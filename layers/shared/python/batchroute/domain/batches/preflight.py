@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final, Literal, get_args
+from typing import Any, Final, Literal, NotRequired, TypedDict, get_args
 
 from batchroute.domain.batches.item_ids import IdHashes
 from batchroute.domain.batches.item_profile import ItemProfile
@@ -80,6 +80,24 @@ ACTIONS: Final[dict[str, str]] = {
 _CAPABILITY_NAMES: Final = {"tool_calling": "tool calling (function tools)", "vision": "image input"}
 
 
+class IssueView(TypedDict):
+    """One issue as `error.details.preflight.errors[]` (and a quote's warnings) show it."""
+
+    category: str
+    code: str
+    message: str
+    action: str
+    path: NotRequired[str]
+    line: NotRequired[int]
+    details: NotRequired[Mapping[str, Any]]  # the check's figures: lanes, limits, counts
+
+
+class PreflightView(TypedDict):
+    ok: bool
+    errors: list[IssueView]
+    warnings: list[IssueView]
+
+
 @dataclass(frozen=True)
 class Issue:
     category: str
@@ -88,23 +106,25 @@ class Issue:
     action: str
     path: str | None = None
     line: int | None = None  # items from a file: the 1-based line
-    details: dict[str, Any] | None = None
+    details: Mapping[str, Any] | None = None
 
-    def to_api(self) -> dict[str, Any]:
-        shown: dict[str, Any] = {
+    def to_api(self) -> IssueView:
+        shown: IssueView = {
             "category": self.category,
             "code": self.code,
             "message": self.message,
             "action": self.action,
         }
-        for name in ("path", "line", "details"):
-            value = getattr(self, name)
-            if value is not None:
-                shown[name] = value
+        if self.path is not None:
+            shown["path"] = self.path
+        if self.line is not None:
+            shown["line"] = self.line
+        if self.details is not None:
+            shown["details"] = self.details
         return shown
 
     @classmethod
-    def from_api(cls, shown: Mapping[str, Any]) -> Issue:
+    def from_api(cls, shown: IssueView) -> Issue:
         """An issue built elsewhere in the same shape, e.g. domain.files.file_type_issue."""
         return cls(
             category=str(shown["category"]),
@@ -128,7 +148,7 @@ class PreflightResult:
     def ok(self) -> bool:
         return self.error_count == 0
 
-    def to_api(self) -> dict[str, Any]:
+    def to_api(self) -> PreflightView:
         """`error.details.preflight` of a 400 `batch_preflight_failed` (and a quote's warnings)."""
         return {
             "ok": self.ok,
@@ -265,7 +285,7 @@ class Preflight:
         details = {"reason": reason} if reason else None
         self._error("jsonl_shape", "malformed_line", message, f"line {line}", line, details)
 
-    def add_issue(self, issue: Issue | Mapping[str, Any], *, warning: bool = False) -> None:
+    def add_issue(self, issue: Issue | IssueView, *, warning: bool = False) -> None:
         """An issue found elsewhere, e.g. the `file_type` check of domain.files."""
         found = issue if isinstance(issue, Issue) else Issue.from_api(issue)
         self._record(found, error=not warning)
@@ -511,12 +531,12 @@ class Preflight:
         message: str,
         path: str | None = None,
         line: int | None = None,
-        details: dict[str, Any] | None = None,
+        details: Mapping[str, Any] | None = None,
     ) -> None:
         self._record(Issue(category, code, message, ACTIONS.get(code, ""), path, line, details), error=True)
 
     def _warning(
-        self, category: str, code: str, message: str, path: str | None, details: dict[str, Any]
+        self, category: str, code: str, message: str, path: str | None, details: Mapping[str, Any]
     ) -> None:
         self._record(Issue(category, code, message, ACTIONS.get(code, ""), path, None, details), error=False)
 

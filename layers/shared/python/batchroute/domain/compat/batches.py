@@ -419,6 +419,30 @@ def vendor_body(endpoint: str, row: Mapping[str, Any], *, request_id: str, creat
     )
 
 
+@dataclass(frozen=True, slots=True)
+class OutputFile:
+    """The record of a compat batch's output or error file: whose it is, which of the two,
+    and its size in each body format once measured."""
+
+    org_id: str
+    batch_id: str
+    role: str  # `output` (the completed rows) or `error`
+    sizes: Mapping[BodyFormat, int] = field(default_factory=dict)  # bytes, once measured
+
+    @property
+    def is_output(self) -> bool:
+        return self.role == "output"
+
+    @classmethod
+    def from_item(cls, item: Mapping[str, Any]) -> OutputFile:
+        sizes = {
+            body_format: int(item[f"bytes_{body_format}"])
+            for body_format in BODY_FORMATS
+            if item.get(f"bytes_{body_format}") is not None
+        }
+        return cls(str(item["org_id"]), str(item["batch_id"]), str(item["role"]), sizes)
+
+
 class VendorFileView(TypedDict):
     """The vendor's File object: an input file, or a compat batch's output or error file."""
 

@@ -13,7 +13,7 @@ import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Final
+from typing import Any, Final, TypedDict
 
 from batchroute.domain.batches.metadata import parse_metadata
 from batchroute.domain.request_fields import invalid
@@ -50,6 +50,19 @@ def unknown_batch_fields(unknown: Sequence[str]) -> InvalidRequest:
     )
 
 
+class RoutingFields(TypedDict, total=False):
+    """The routing fields a body gave, as it carries them, and a batch-wide preset: what a
+    preset fills and what the Intake step reads the input file with."""
+
+    routing_mode: str
+    privacy_tier: str
+    sla_tier: str
+    required_tools: list[str]
+    regions: list[str]
+    max_price: dict[str, str] | None
+    preset: object
+
+
 @dataclass(frozen=True, slots=True)
 class Routing:
     """The routing constraints a body gave (`given`: the fields it set, not null), read once
@@ -70,18 +83,23 @@ class Routing:
     def mode_given(self) -> bool:
         return "routing_mode" in self.given
 
-    def fields(self) -> dict[str, Any]:
+    def fields(self) -> RoutingFields:
         """The given fields as a body carries them (what a preset fills and Intake reads)."""
-        request = self.request
-        values = {
-            "routing_mode": request.routing_mode,
-            "privacy_tier": request.privacy_tier,
-            "sla_tier": request.sla_tier,
-            "required_tools": sorted(request.required_tools),
-            "regions": list(request.regions),
-            "max_price": request.max_price.to_api() if request.max_price is not None else None,
-        }
-        return {name: value for name, value in values.items() if name in self.given}
+        request, given = self.request, self.given
+        fields = RoutingFields()
+        if "routing_mode" in given:
+            fields["routing_mode"] = request.routing_mode
+        if "privacy_tier" in given:
+            fields["privacy_tier"] = request.privacy_tier
+        if "sla_tier" in given:
+            fields["sla_tier"] = request.sla_tier
+        if "required_tools" in given:
+            fields["required_tools"] = sorted(request.required_tools)
+        if "regions" in given:
+            fields["regions"] = list(request.regions)
+        if "max_price" in given:
+            fields["max_price"] = request.max_price.to_api() if request.max_price is not None else None
+        return fields
 
     def excluding(self, excluded_lanes: Mapping[str, GateFailure] | None) -> RouteRequest:
         """The route request, with a schedule's regression exclusions (docs/schedules.md)."""
@@ -124,9 +142,11 @@ class QuoteRequest:
     def with_routing(self, routing: Routing) -> QuoteRequest:
         return replace(self, routing=routing)
 
-    def preset_fields(self) -> dict[str, Any]:
+    def preset_fields(self) -> RoutingFields:
         """What a batch-wide preset fills: the given routing fields and the preset."""
-        return {**self.routing.fields(), "preset": self.preset}
+        fields = self.routing.fields()
+        fields["preset"] = self.preset
+        return fields
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,7 +203,7 @@ class CreateBatch:
     def with_quote(self, quote: QuoteRequest) -> CreateBatch:
         return replace(self, quote=quote)
 
-    def intake_options(self) -> dict[str, Any]:
+    def intake_options(self) -> RoutingFields:
         """What the Intake step reads the input file with: the routing fields and the preset
         (stored on the batch's plan; services/workflow/intake.py)."""
         options = self.quote.routing.fields()

@@ -15,7 +15,7 @@ import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from datetime import timedelta
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict
 
 from batchroute.clock import Clock, isoformat
 from batchroute.domain.accounts.access import Principal, authorize, require_same_org
@@ -49,12 +49,12 @@ from batchroute.errors import Conflict, Gone, InvalidRequest, NotFound, Unavaila
 from batchroute.ids import new_id
 from batchroute.money import Money
 from batchroute.observability import logger
-from batchroute.services.batches.commands import CreateBatch, request_hash
+from batchroute.services.batches.commands import CreateBatch, RoutingFields, request_hash
 from batchroute.services.batches.input_chunks import CHUNK_SIZE, InputChunkWriter
 from batchroute.services.batches.ports import BatchStore, LimitChecks, ObjectStore, WebhookUrlRules
 from batchroute.services.batches.quotes import FileItems, ItemSource, PlannedQuote, QuoteService, items_digest
 from batchroute.services.batches.snapshots import QuoteSnapshot
-from batchroute.services.batches.views import batch_summary
+from batchroute.services.batches.views import BatchSummaryView, batch_summary
 from batchroute.services.billing.funding import Funding, FundingDecision
 from batchroute.services.billing.ports import ControlsReader, LedgerBook, MoneyWatch
 
@@ -309,12 +309,19 @@ class BatchService:
         if snapshot is not None:
             self.quotes.files.file_ready(principal.org_id, file_id)
             priced = _Priced.quoted(snapshot)
-            options.update(priced.tiers())
+            options["routing_mode"] = priced.routing_mode
+            options["sla_tier"] = priced.sla_tier
+            options["privacy_tier"] = priced.privacy_tier
             digest = snapshot.items.digest
         else:
             _, planned = self.quotes.price(principal, command.quote, excluded_lanes=excluded_lanes)
             priced, digest = _Priced.planned(planned), planned.items_digest
-        intake = {"file_id": file_id, "digest": digest, "item_count": priced.item_count, "options": options}
+        intake: IntakeOrder = {
+            "file_id": file_id,
+            "digest": digest,
+            "item_count": priced.item_count,
+            "options": options,
+        }
         chunks = -(-priced.item_count // CHUNK_SIZE)
         return replace(priced, intake=intake, chunk_count=chunks)
 
@@ -496,7 +503,7 @@ class BatchService:
             )
         return self.records.get(batch_id) or batch
 
-    def retry(self, principal: Principal, batch_id: str) -> tuple[dict[str, Any], int]:
+    def retry(self, principal: Principal, batch_id: str) -> RetriedView:
         """A new batch from the failed and canceled items of a finished one (beta)."""
         authorize(principal, "batches:create")
         source = self.get_owned(principal, batch_id)
@@ -529,15 +536,33 @@ class BatchService:
         }
         key = f"retry-{batch_id}-{request_hash(body)[:32]}"
         answer = self.create_or_replay(principal, CreateBatch.parse(body), key)
-        created = json.loads(answer.body)["batch"]
+        created: BatchSummaryView = json.loads(answer.body)["batch"]  # as create answered it
         self.records.update(created["id"], {"retry_of": batch_id})
-        return created, len(items)
+        return {"batch": created, "source_batch_id": batch_id, "retry_item_count": len(items)}
 
     def _input_rows(self, batch: BatchRecord) -> Iterator[dict[str, Any]]:
         for chunk in range(batch.chunk_count):
             for _, row in parse_jsonl(self.artifacts.chunks(input_chunk_key(batch.batch_id, chunk))):
                 if isinstance(row, dict):
                     yield row
+
+
+class IntakeOrder(TypedDict):
+    """What the Intake step reads (stored on the batch's plan): the input file, what create
+    priced of it (count and digest, checked again) and the options it is read with."""
+
+    file_id: str
+    digest: str
+    item_count: int
+    options: RoutingFields
+
+
+class RetriedView(TypedDict):
+    """A retry's answer: the new batch, as its create answered it, and what it retries."""
+
+    batch: BatchSummaryView
+    source_batch_id: str
+    retry_item_count: int
 
 
 @dataclass(frozen=True)
@@ -567,7 +592,7 @@ class _Priced:
     item_count: int
     chunk_count: int = 0
     chunk_models: list[dict[str, int]] | None = None
-    intake: dict[str, Any] | None = None
+    intake: IntakeOrder | None = None
     presets: tuple[str, ...] = ()
 
     @classmethod
@@ -595,13 +620,6 @@ class _Priced:
             request.privacy_tier,
             planned.item_count,
         )
-
-    def tiers(self) -> dict[str, str]:
-        return {
-            "routing_mode": self.routing_mode,
-            "sla_tier": self.sla_tier,
-            "privacy_tier": self.privacy_tier,
-        }
 
 
 def _kept(items: ItemSource, writer: InputChunkWriter) -> Iterator[Mapping[str, Any]]:

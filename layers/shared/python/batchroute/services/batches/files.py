@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import timedelta
-from typing import Any, Protocol
+from typing import Any, Literal, NotRequired, Protocol, TypedDict
 
 from batchroute.clock import Clock, isoformat
 from batchroute.domain.batches.files import (
@@ -23,6 +23,7 @@ from batchroute.domain.batches.files import (
     SNIFF_BYTES,
     FileRecord,
     FileStatus,
+    FileView,
     PartsRefused,
     Purpose,
     file_type_issue,
@@ -50,6 +51,7 @@ from batchroute.domain.batches.jsonl import (
     ScanResult,
     parse_jsonl,
 )
+from batchroute.domain.batches.preflight import IssueView
 from batchroute.errors import Conflict, Forbidden, Gone, InvalidRequest, NotFound, PayloadTooLarge
 from batchroute.ids import has_prefix, new_id
 from batchroute.observability import logger
@@ -122,7 +124,7 @@ class FilePreflightFailed(InvalidRequest):
 
     default_code = "batch_preflight_failed"
 
-    def __init__(self, issue: dict[str, Any]) -> None:
+    def __init__(self, issue: IssueView) -> None:
         super().__init__(
             issue["message"], details={"preflight": {"ok": False, "errors": [issue], "warnings": []}}
         )
@@ -141,6 +143,36 @@ def too_large(limit: int) -> UploadTooLarge:
     )
 
 
+class PartUrlView(TypedDict):
+    part_number: int
+    url: str
+    offset: int
+    bytes: int
+
+
+class MultipartView(TypedDict):
+    method: Literal["PUT"]
+    part_bytes: int
+    part_count: int
+    parts: list[PartUrlView]
+    expires_at: str
+
+
+class UploadTargetView(TypedDict):
+    url: str
+    method: str
+    headers: dict[str, str]
+    expires_at: str
+
+
+class SignedUploadView(TypedDict):
+    """A signed upload's answer: the file, where to PUT its bytes, and the parts' URLs."""
+
+    file: FileView
+    upload: UploadTargetView
+    multipart: NotRequired[MultipartView]
+
+
 @dataclass(frozen=True)
 class PartUrl:
     number: int
@@ -148,7 +180,7 @@ class PartUrl:
     start: int  # the part's bytes in the file: [start, end)
     end: int
 
-    def to_api(self) -> dict[str, Any]:
+    def to_api(self) -> PartUrlView:
         return {
             "part_number": self.number,
             "url": self.url,
@@ -164,7 +196,7 @@ class MultipartPlan:
     parts: tuple[PartUrl, ...]
     expires_at: str
 
-    def to_api(self) -> dict[str, Any]:
+    def to_api(self) -> MultipartView:
         return {
             "method": "PUT",
             "part_bytes": self.part_bytes,
@@ -191,8 +223,8 @@ class SignedUpload:
     method: str = "PUT"
     multipart: MultipartPlan | None = None
 
-    def to_api(self) -> dict[str, Any]:
-        answer: dict[str, Any] = {
+    def to_api(self) -> SignedUploadView:
+        answer: SignedUploadView = {
             "file": self.file.to_api(),
             "upload": {
                 "url": self.url,
@@ -773,7 +805,7 @@ def _scanned(record: FileRecord, scanned: ScanResult, *, at: str, profile: str |
     )
 
 
-def _file_type_issue_of(record: FileRecord) -> dict[str, Any]:
+def _file_type_issue_of(record: FileRecord) -> IssueView:
     return unsupported_file_type((record.error or {}).get("message", "Unsupported file."))
 
 

@@ -13,14 +13,14 @@ import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol, TypedDict
 
 from batchroute.clock import Clock, isoformat
 from batchroute.domain.accounts.access import Principal, authorize
 from batchroute.domain.batches.canonical_json import ItemsDigest
 from batchroute.domain.batches.item_profile import ItemProfile
 from batchroute.domain.batches.jsonl import LineError
-from batchroute.domain.batches.preflight import Issue, Preflight
+from batchroute.domain.batches.preflight import Issue, IssueView, Preflight
 from batchroute.domain.catalog.catalog import Catalog, WorkflowProduct
 from batchroute.domain.catalog.pricing import FeeKind, PriceBreakdown, estimate_price
 from batchroute.domain.routing.engine import RoutePlan, route
@@ -35,10 +35,16 @@ from batchroute.domain.routing.policy import (
 )
 from batchroute.errors import Conflict, Forbidden, InvalidRequest, NotFound
 from batchroute.ids import new_id
-from batchroute.money import Money
+from batchroute.money import Money, MoneyView
 from batchroute.services.batches.commands import QuoteRequest, QuoteWorkflow, Routing
 from batchroute.services.batches.ports import WebhookUrlRules
-from batchroute.services.batches.snapshots import QuotedItems, QuoteKind, QuoteSnapshot
+from batchroute.services.batches.snapshots import (
+    ModelConsideredView,
+    QuotedItems,
+    QuoteKind,
+    QuoteSnapshot,
+    WorkflowChoice,
+)
 from batchroute.services.billing.ports import Balances
 from batchroute.services.catalog.ports import LiveStates
 from batchroute.services.presets.resolution import PresetExpander, Resolver
@@ -99,7 +105,7 @@ class PlannedQuote:
     price: PriceBreakdown
     item_count: int
     items_digest: str
-    warnings: list[dict[str, Any]]
+    warnings: list[IssueView]
     policy: RoutePolicy | None = None  # the policy in force, if it restricts anything
     narrowed: tuple[Narrowing, ...] = field(default_factory=tuple)
     policy_version: int = 0  # the stored policy's version (0: never saved)
@@ -111,6 +117,41 @@ class PlannedQuote:
         return {"version": self.policy.version, "narrowed": [n.to_api() for n in self.narrowed]}
 
 
+class FundingView(TypedDict):
+    available: MoneyView
+    sufficient: bool
+
+
+class QuotePreflightView(TypedDict):
+    ok: Literal[True]
+    errors: list[IssueView]
+    warnings: list[IssueView]
+
+
+class QuoteView(WorkflowChoice):
+    """A quote as the API shows it; a workflow quote adds its product answer."""
+
+    quote_id: str
+    object: Literal["quote"]
+    version: int
+    kind: QuoteKind
+    created_at: str
+    expires_at: str
+    item_count: int
+    routing_mode: str
+    sla_tier: str
+    effective_sla_tier: Literal["standard"]
+    privacy_tier: str
+    catalog_version: str
+    pricing_updated_at: str | None
+    pricing_estimate: Mapping[str, Any]  # PriceBreakdown.to_api
+    quote_lanes: list[Mapping[str, Any]]
+    customer_explanation: str
+    funding: FundingView
+    preflight: QuotePreflightView
+    route_policy: Mapping[str, Any] | None
+
+
 @dataclass(frozen=True, slots=True)
 class ModelConsidered:
     """A model a workflow quote planned: eligible, with its estimated total, or not, and why."""
@@ -119,7 +160,7 @@ class ModelConsidered:
     estimated_total: Money | None = None
     reason: str | None = None
 
-    def to_api(self) -> dict[str, object]:
+    def to_api(self) -> ModelConsideredView:
         if self.estimated_total is None:
             return {"model": self.model, "eligible": False, "reason": self.reason}
         return {"model": self.model, "eligible": True, "estimated_total": self.estimated_total.to_api()}
@@ -315,7 +356,7 @@ class QuoteService:
         )
 
     # -- POST /v1/quotes/model ----------------------------------------------------------------
-    def quote_model(self, principal: Principal, quote: QuoteRequest) -> dict[str, Any]:
+    def quote_model(self, principal: Principal, quote: QuoteRequest) -> QuoteView:
         authorize(principal, "batches:create")
         quote = self.with_preset(principal, quote)
         quote_id = new_id("qlock", self.clock.now())
@@ -327,7 +368,7 @@ class QuoteService:
         return self._store(principal, quote_id, "model", planned, source, workflow={})
 
     # -- POST /v1/quotes/workflow -------------------------------------------------------------
-    def quote_workflow(self, principal: Principal, command: QuoteWorkflow) -> dict[str, Any]:
+    def quote_workflow(self, principal: Principal, command: QuoteWorkflow) -> QuoteView:
         authorize(principal, "batches:create")
         product = self._product(command.product)
         check_workflow_inputs(product, command.inputs)
@@ -339,7 +380,7 @@ class QuoteService:
         source = QuotedItems(
             "inline", planned.items_digest, s3_key=self.item_sink.save(quote_id, iter(lines))
         )
-        workflow = {
+        workflow: WorkflowChoice = {
             "workflow_product": product.slug,
             "chosen_model": model_id,
             "models_considered": [model.to_api() for model in considered],
@@ -475,8 +516,8 @@ class QuoteService:
         planned: PlannedQuote,
         source: QuotedItems,
         *,
-        workflow: dict[str, Any],
-    ) -> dict[str, Any]:
+        workflow: WorkflowChoice,
+    ) -> QuoteView:
         now = self.clock.now()
         snapshot = QuoteSnapshot(
             quote_id=quote_id,
@@ -498,7 +539,7 @@ class QuoteService:
         self.snapshots.put(snapshot.to_item())
         return self._answer(principal, snapshot, planned)
 
-    def _answer(self, principal: Principal, snapshot: QuoteSnapshot, planned: PlannedQuote) -> dict[str, Any]:
+    def _answer(self, principal: Principal, snapshot: QuoteSnapshot, planned: PlannedQuote) -> QuoteView:
         """The quote as the API shows it."""
         available = self.balances.balance(principal.org_id)
         return {
@@ -565,7 +606,7 @@ def _collector(lines: list[bytes]) -> OnItem:
     return lambda _item, line: lines.append(line)
 
 
-def quote_lanes(plan_api: Mapping[str, Any]) -> list[dict[str, Any]]:
+def quote_lanes(plan_api: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     """Every lane considered, flat: selected ones first, then each rejected one with its reason."""
     selected = [lane for group in plan_api["groups"] for lane in group["selected_lanes"]]
     rejected = [lane for group in plan_api["groups"] for lane in group["rejected_lanes"]]

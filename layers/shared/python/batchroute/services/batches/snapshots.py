@@ -6,11 +6,29 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, NotRequired, TypedDict
 
 from batchroute.domain.catalog.pricing import FeeKind
+from batchroute.money import MoneyView
 
 QuoteKind = Literal["model", "workflow"]
+
+
+class ModelConsideredView(TypedDict):
+    """A model a workflow quote planned: eligible with its estimated total, or not and why."""
+
+    model: str
+    eligible: bool
+    estimated_total: NotRequired[MoneyView]
+    reason: NotRequired[str | None]
+
+
+class WorkflowChoice(TypedDict, total=False):
+    """A workflow quote's product answer (empty for a model quote), stored with the snapshot."""
+
+    workflow_product: str
+    chosen_model: str
+    models_considered: list[ModelConsideredView]
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +70,7 @@ class QuoteSnapshot:
     pricing_estimate: dict[str, Any]  # PriceBreakdown.to_api
     total_micros: int
     policy_version: int = 0
-    workflow: dict[str, Any] = field(default_factory=dict)  # a workflow quote's product answer
+    workflow: WorkflowChoice = field(default_factory=lambda: WorkflowChoice())
 
     @property
     def fee_kind(self) -> FeeKind:
@@ -80,9 +98,13 @@ class QuoteSnapshot:
     @classmethod
     def from_item(cls, item: Mapping[str, Any]) -> QuoteSnapshot:
         kind: QuoteKind = "workflow" if item.get("kind") == "workflow" else "model"
-        workflow = {
-            k: item[k] for k in ("workflow_product", "chosen_model", "models_considered") if k in item
-        }
+        workflow = WorkflowChoice()
+        if "workflow_product" in item:
+            workflow["workflow_product"] = str(item["workflow_product"])
+        if "chosen_model" in item:
+            workflow["chosen_model"] = str(item["chosen_model"])
+        if "models_considered" in item:
+            workflow["models_considered"] = [_considered(model) for model in item["models_considered"]]
         return cls(
             quote_id=str(item["quote_id"]),
             org_id=str(item["org_id"]),
@@ -100,3 +122,19 @@ class QuoteSnapshot:
             policy_version=int(item.get("policy_version") or 0),
             workflow=workflow,
         )
+
+
+def _considered(stored: Mapping[str, Any]) -> ModelConsideredView:
+    if stored.get("eligible"):
+        total = stored["estimated_total"]
+        return {
+            "model": str(stored["model"]),
+            "eligible": True,
+            "estimated_total": {"currency": str(total["currency"]), "amount": str(total["amount"])},
+        }
+    reason = stored.get("reason")
+    return {
+        "model": str(stored["model"]),
+        "eligible": False,
+        "reason": None if reason is None else str(reason),
+    }

@@ -11,7 +11,7 @@ for, so neither the upload nor the download ever holds a whole file.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any, Protocol
 
@@ -23,6 +23,7 @@ from batchroute.domain.batches.record import BatchRecord
 from batchroute.domain.compat.batches import (
     DEFAULT_BODY_FORMAT,
     BodyFormat,
+    OutputFile,
     RowCheck,
     VendorFileView,
     file_status,
@@ -132,7 +133,7 @@ class CompatFiles:
         output, batch = self._output(principal, file_id)
         expired = self._reclaimed(output, batch)
         body_format = _default_format(batch)
-        size = output.get(f"bytes_{body_format}")
+        size = output.sizes.get(body_format)
         if size is None and not expired:
             size = sum(len(chunk) for chunk in self._render(output, batch, body_format))
             self.outputs.remember_bytes(file_id, body_format, size)
@@ -141,7 +142,7 @@ class CompatFiles:
             "object": "file",
             "bytes": int(size or 0),
             "created_at": unix(batch.finalized_at),
-            "filename": f"{batch.batch_id}_{output['role']}.jsonl",
+            "filename": f"{batch.batch_id}_{output.role}.jsonl",
             "purpose": "batch_output",
             "status": "expired" if expired else "processed",
             "status_details": None,
@@ -193,15 +194,16 @@ class CompatFiles:
         return self._render(output, batch, chosen), chosen
 
     # -- helpers ---------------------------------------------------------------------------------
-    def _output(self, principal: Principal, file_id: str) -> tuple[dict[str, Any], BatchRecord]:
+    def _output(self, principal: Principal, file_id: str) -> tuple[OutputFile, BatchRecord]:
         """An output or error file of a compat batch, once the batch shows it."""
-        output = self.outputs.output_file(file_id) if has_prefix(file_id, "file") else None
-        if output is None:
+        stored = self.outputs.output_file(file_id) if has_prefix(file_id, "file") else None
+        if stored is None:
             raise NotFound(
                 f"No such file: {file_id[:64]}.", code="file_not_found", details={"param": "file_id"}
             )
-        require_same_org(principal, str(output["org_id"]))
-        batch = self.batches.get(str(output["batch_id"]))
+        output = OutputFile.from_item(stored)
+        require_same_org(principal, output.org_id)
+        batch = self.batches.get(output.batch_id)
         if batch is None or file_id not in output_files(batch):
             # Not written yet: the batch shows the id once it is terminal and finalized.
             raise NotFound(
@@ -209,7 +211,7 @@ class CompatFiles:
             )
         return output, batch
 
-    def _reclaimed(self, output: Mapping[str, Any], batch: BatchRecord) -> bool:
+    def _reclaimed(self, output: OutputFile, batch: BatchRecord) -> bool:
         """Retention marked the batch reclaimed (docs/retention.md), or its artifact is gone."""
         return (
             bool(batch.artifacts_reclaimed_at)
@@ -217,17 +219,15 @@ class CompatFiles:
         )
 
     @staticmethod
-    def _artifact_key(output: Mapping[str, Any], batch: BatchRecord) -> str:
+    def _artifact_key(output: OutputFile, batch: BatchRecord) -> str:
         batch_id = batch.batch_id
-        return results_key(batch_id) if output["role"] == "output" else errors_key(batch_id)
+        return results_key(batch_id) if output.is_output else errors_key(batch_id)
 
-    def _render(
-        self, output: Mapping[str, Any], batch: BatchRecord, body_format: BodyFormat
-    ) -> Iterator[bytes]:
+    def _render(self, output: OutputFile, batch: BatchRecord, body_format: BodyFormat) -> Iterator[bytes]:
         """The vendor lines, streamed: the completed rows of results.jsonl for the output
         file, the rows of errors.jsonl for the error file."""
         batch_id = batch.batch_id
-        wanted = "completed" if output["role"] == "output" else "failed"
+        wanted = "completed" if output.is_output else "failed"
         endpoint = (batch.compat.endpoint if batch.compat else None) or "/v1/chat/completions"
         created = unix(batch.completed_at or batch.created_at) or 0
         for _, row in parse_jsonl(self.artifacts.chunks(self._artifact_key(output, batch))):
