@@ -35,7 +35,7 @@ import json
 from bisect import bisect_left
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final, NotRequired, TypedDict
+from typing import Any, Final
 
 from batchroute.domain.batches.canonical_json import ItemsDigest
 from batchroute.domain.batches.item_ids import IdHashes
@@ -70,35 +70,6 @@ _GROUP_FIELDS: Final = (
     "max_output_tokens",
     "max_item_tokens",
 )
-
-
-class ModelProfileJson(TypedDict):
-    """One model's profile as stored (JSON)."""
-
-    model: str
-    first_index: int
-    item_count: int
-    prompt_tokens: int
-    max_prompt_tokens: int
-    output_tokens: int
-    max_output_tokens: int
-    max_item_tokens: int
-    operations: list[str]
-    tools: dict[str, int]
-    capabilities: dict[str, int]
-    frontier: list[list[int]]
-
-
-class StoredProfile(TypedDict):
-    """A file's profile as stored (JSON): the figures only when it is usable, else why not."""
-
-    v: int
-    facts: str
-    usable: bool
-    items: NotRequired[int]
-    digest: NotRequired[str]
-    models: NotRequired[list[ModelProfileJson]]
-    reason: NotRequired[str | None]
 
 
 @dataclass(frozen=True)
@@ -137,16 +108,9 @@ class ModelProfile:
             capabilities=dict(self.capabilities),
         )
 
-    def to_json(self) -> ModelProfileJson:
+    def to_json(self) -> dict[str, Any]:
         return {
-            "model": self.model,
-            "first_index": self.first_index,
-            "item_count": self.item_count,
-            "prompt_tokens": self.prompt_tokens,
-            "max_prompt_tokens": self.max_prompt_tokens,
-            "output_tokens": self.output_tokens,
-            "max_output_tokens": self.max_output_tokens,
-            "max_item_tokens": self.max_item_tokens,
+            **{name: getattr(self, name) for name in _GROUP_FIELDS},
             "operations": sorted(self.operations),
             "tools": dict(sorted(self.tools.items())),
             "capabilities": dict(sorted(self.capabilities.items())),
@@ -155,15 +119,10 @@ class ModelProfile:
 
     @classmethod
     def from_json(cls, value: Mapping[str, Any]) -> ModelProfile:
+        numbers: dict[str, Any] = {name: int(value[name]) for name in _GROUP_FIELDS if name != "model"}
         return cls(
             model=str(value["model"]),
-            first_index=int(value["first_index"]),
-            item_count=int(value["item_count"]),
-            prompt_tokens=int(value["prompt_tokens"]),
-            max_prompt_tokens=int(value["max_prompt_tokens"]),
-            output_tokens=int(value["output_tokens"]),
-            max_output_tokens=int(value["max_output_tokens"]),
-            max_item_tokens=int(value["max_item_tokens"]),
+            **numbers,
             operations=frozenset(str(op) for op in value["operations"]),
             tools={str(k): int(v) for k, v in value["tools"].items()},
             capabilities={str(k): int(v) for k, v in value["capabilities"].items()},
@@ -184,11 +143,9 @@ class ItemProfile:
 
     def to_json(self) -> str:
         """The compact JSON text stored with the file."""
-        value: StoredProfile = {"v": PROFILE_VERSION, "facts": self.facts, "usable": self.usable}
+        value: dict[str, Any] = {"v": PROFILE_VERSION, "facts": self.facts, "usable": self.usable}
         if self.usable:
-            value["items"] = self.item_count
-            value["digest"] = self.digest
-            value["models"] = [m.to_json() for m in self.models]
+            value.update(items=self.item_count, digest=self.digest, models=[m.to_json() for m in self.models])
         else:
             value["reason"] = self.reason
         return json.dumps(value, separators=(",", ":"), sort_keys=True)
