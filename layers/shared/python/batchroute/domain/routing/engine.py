@@ -22,9 +22,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
-from typing import Literal, TypedDict
+from typing import Any, Final, Literal, TypedDict, get_args
 
-from batchroute.domain.catalog.catalog import Catalog, Lane, LaneLive, Provider
+from batchroute.domain.catalog.catalog import Catalog, Lane, LaneLive, PrivacyTier, Provider, SlaTier
 from batchroute.domain.catalog.pricing import LaneUsage, batch_cost
 from batchroute.domain.routing.gates import (
     OUTRANKED,
@@ -33,6 +33,7 @@ from batchroute.domain.routing.gates import (
     LaneDemand,
     RouteRequest,
     RoutingGuards,
+    RoutingMode,
     heartbeat_age_seconds,
     lane_gate_failures,
 )
@@ -106,9 +107,9 @@ class GroupRouteView(TypedDict):
 class RoutePlanView(TypedDict):
     """The plan as a quote shows it and its snapshot stores it."""
 
-    routing_mode: str
-    privacy_tier: str
-    sla_tier: str
+    routing_mode: RoutingMode
+    privacy_tier: PrivacyTier
+    sla_tier: SlaTier
     effective_sla_tier: Literal["standard"]
     catalog_version: str
     groups: list[GroupRouteView]
@@ -544,3 +545,106 @@ def _failure_text(group: ModelGroup, rejected: list[Rejection], candidates: list
     counts = Counter(r.code for r in rejected)
     named = ", ".join(f"{count} {code}" for code, count in sorted(counts.items()))
     return f"every lane was rejected: {named}"
+
+
+# -- a plan read back from a quote's snapshot (DynamoDB numbers come back as Decimal) ---------
+def stored_plan(item: Mapping[str, Any]) -> RoutePlanView:
+    """A plan as `RoutePlan.to_api` showed it and the quote's snapshot stored it."""
+    return {
+        "routing_mode": _STORED_MODES[str(item["routing_mode"])],
+        "privacy_tier": _STORED_PRIVACY[str(item["privacy_tier"])],
+        "sla_tier": _STORED_SLA[str(item["sla_tier"])],
+        "effective_sla_tier": "standard",
+        "catalog_version": str(item["catalog_version"]),
+        "groups": [_stored_group(group) for group in item["groups"]],
+    }
+
+
+_STORED_MODES: Final[dict[str, RoutingMode]] = {mode: mode for mode in get_args(RoutingMode)}
+_STORED_PRIVACY: Final[dict[str, PrivacyTier]] = {tier: tier for tier in get_args(PrivacyTier)}
+_STORED_SLA: Final[dict[str, SlaTier]] = {tier: tier for tier in get_args(SlaTier)}
+
+
+def _stored_group(group: Mapping[str, Any]) -> GroupRouteView:
+    failure = group.get("failure")
+    return {
+        "model": str(group["model"]),
+        "item_count": int(group["item_count"]),
+        "selected_lanes": [_stored_selected(lane) for lane in group["selected_lanes"]],
+        "rejected_lanes": [_stored_rejected(lane) for lane in group["rejected_lanes"]],
+        "failure": None if failure is None else str(failure),
+    }
+
+
+def _stored_selected(lane: Mapping[str, Any]) -> SelectedLaneView:
+    prices, cost = lane["unit_prices"], lane["estimated_provider_cost"]
+    return {
+        "lane_id": str(lane["lane_id"]),
+        "provider": str(lane["provider"]),
+        "model": str(lane["model"]),
+        "selected": True,
+        "item_count": int(lane["item_count"]),
+        "estimated_prompt_tokens": int(lane["estimated_prompt_tokens"]),
+        "estimated_output_tokens": int(lane["estimated_output_tokens"]),
+        "unit_prices": {
+            "currency": "usd",
+            "basis": "batch",
+            "input_per_mtok": str(prices["input_per_mtok"]),
+            "output_per_mtok": str(prices["output_per_mtok"]),
+        },
+        "estimated_provider_cost": {"currency": str(cost["currency"]), "amount": str(cost["amount"])},
+        "proof": _stored_proof(lane["proof"]),
+    }
+
+
+def _stored_rejected(lane: Mapping[str, Any]) -> RejectedLaneView:
+    rejection = lane["rejection"]
+    return {
+        "lane_id": str(lane["lane_id"]),
+        "provider": str(lane["provider"]),
+        "model": str(lane["model"]),
+        "selected": False,
+        "rejection": {
+            "code": str(rejection["code"]),
+            "message": str(rejection["message"]),
+            "details": {str(name): _stored_detail(value) for name, value in rejection["details"].items()},
+            "reasons": [str(reason) for reason in rejection["reasons"]],
+        },
+        "proof": _stored_proof(lane["proof"]),
+    }
+
+
+def _stored_proof(proof: Mapping[str, Any]) -> LaneProofView:
+    return {
+        "provider": str(proof["provider"]),
+        "provider_kind": str(proof["provider_kind"]),
+        "execution_mode": str(proof["execution_mode"]),
+        "privacy_tiers": [str(tier) for tier in proof["privacy_tiers"]],
+        "data_retention_days": _whole(proof.get("data_retention_days")),
+        "zero_data_retention": bool(proof["zero_data_retention"]),
+        "regions": [str(region) for region in proof["regions"]],
+        "last_heartbeat_at": proof.get("last_heartbeat_at"),
+        "heartbeat_age_seconds": _whole(proof.get("heartbeat_age_seconds")),
+        "remaining_capacity_items": _whole(proof.get("remaining_capacity_items")),
+        "catalog_version": str(proof["catalog_version"]),
+        "pricing_updated_at": str(proof["pricing_updated_at"]),
+    }
+
+
+def _whole(value: Decimal | int | None) -> int | None:
+    return None if value is None else int(value)
+
+
+def _stored_detail(value: object) -> GateDetail:
+    """A rejection's detail as stored: whole numbers as int, others (a score) kept exact."""
+    if isinstance(value, Decimal) and value == value.to_integral_value():
+        return int(value)
+    if isinstance(value, list):
+        return [str(part) for part in value]
+    if isinstance(value, dict):
+        if all(isinstance(part, dict) for part in value.values()):
+            return {str(k): {str(a): str(b) for a, b in part.items()} for k, part in value.items()}
+        return {str(k): str(part) for k, part in value.items()}
+    if value is None or isinstance(value, (str, int, float, Decimal)):  # bool is an int
+        return value
+    return str(value)

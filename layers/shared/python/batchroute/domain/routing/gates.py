@@ -143,8 +143,11 @@ class RoutingGuards:
         return provider is not None and not _guard_failures(provider, self)
 
 
-# A failed gate's details, shown on the lane's rejection: a gate's figures, names and caps.
-GateDetail = str | int | bool | None | list[str] | dict[str, str] | dict[str, dict[str, str]]
+# A failed gate's details, shown on the lane's rejection: a gate's figures, names and caps
+# (a schedule's regression exclusion adds its score, a number as stored).
+GateDetail = (
+    str | int | float | Decimal | bool | None | list[str] | dict[str, str] | dict[str, dict[str, str]]
+)
 
 
 @dataclass(frozen=True)

@@ -43,6 +43,7 @@ from batchroute.domain.delivery.webhook_targets import (
     webhook_target_problems,
 )
 from batchroute.domain.request_fields import invalid
+from batchroute.domain.routing.engine import RoutePlanView
 from batchroute.domain.routing.gates import GateFailure, RoutingMode
 from batchroute.domain.work_orders.work_orders import WorkOrder
 from batchroute.errors import Conflict, Gone, InvalidRequest, NotFound, Unavailable
@@ -583,7 +584,7 @@ class _Priced:
     """A batch priced: its plan as stored (RoutePlan.to_api), total, fee kind and tiers; its
     items' count and chunks; for a batch over an input file, what the Intake step reads."""
 
-    plan: Mapping[str, Any]
+    plan: RoutePlanView
     total: Money
     fee_kind: FeeKind
     routing_mode: RoutingMode

@@ -23,7 +23,13 @@ from batchroute.domain.batches.jsonl import LineError
 from batchroute.domain.batches.preflight import Issue, IssueView, Preflight
 from batchroute.domain.catalog.catalog import Catalog, WorkflowProduct
 from batchroute.domain.catalog.pricing import FeeKind, PriceBreakdown, estimate_price
-from batchroute.domain.routing.engine import RoutePlan, route
+from batchroute.domain.routing.engine import (
+    RejectedLaneView,
+    RoutePlan,
+    RoutePlanView,
+    SelectedLaneView,
+    route,
+)
 from batchroute.domain.routing.gates import GateFailure, RouteRequest, RoutingGuards
 from batchroute.domain.routing.policy import (
     Narrowing,
@@ -145,7 +151,7 @@ class QuoteView(WorkflowChoice):
     catalog_version: str
     pricing_updated_at: str | None
     pricing_estimate: Mapping[str, Any]  # PriceBreakdown.to_api
-    quote_lanes: list[Mapping[str, Any]]
+    quote_lanes: list[SelectedLaneView | RejectedLaneView]
     customer_explanation: str
     funding: FundingView
     preflight: QuotePreflightView
@@ -606,7 +612,7 @@ def _collector(lines: list[bytes]) -> OnItem:
     return lambda _item, line: lines.append(line)
 
 
-def quote_lanes(plan_api: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+def quote_lanes(plan_api: RoutePlanView) -> list[SelectedLaneView | RejectedLaneView]:
     """Every lane considered, flat: selected ones first, then each rejected one with its reason."""
     selected = [lane for group in plan_api["groups"] for lane in group["selected_lanes"]]
     rejected = [lane for group in plan_api["groups"] for lane in group["rejected_lanes"]]

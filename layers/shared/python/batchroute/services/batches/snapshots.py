@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, NotRequired, TypedDict
 
 from batchroute.domain.catalog.pricing import FeeKind
+from batchroute.domain.routing.engine import RoutePlanView, stored_plan
 from batchroute.money import MoneyView
 
 QuoteKind = Literal["model", "workflow"]
@@ -66,7 +67,7 @@ class QuoteSnapshot:
     pricing_updated_at: str | None
     item_count: int
     items: QuotedItems
-    routing: Mapping[str, Any]  # the plan as stored and shown (RoutePlan.to_api)
+    routing: RoutePlanView  # the plan as stored and shown
     pricing_estimate: dict[str, Any]  # PriceBreakdown.to_api
     total_micros: int
     policy_version: int = 0
@@ -116,7 +117,7 @@ class QuoteSnapshot:
             pricing_updated_at=item.get("pricing_updated_at"),
             item_count=int(item["item_count"]),
             items=QuotedItems.from_item(item["items"]),
-            routing=dict(item["routing"]),
+            routing=stored_plan(item["routing"]),
             pricing_estimate=dict(item.get("pricing_estimate") or {}),
             total_micros=int(item["total_micros"]),
             policy_version=int(item.get("policy_version") or 0),
