@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 
 import pytest
 
 from batchroute.adapters.dynamo.codec import to_item
 from batchroute.domain.routing.lane_plan import (
+    LaneRecord,
     PlanMismatch,
     chunk_ranges,
     chunks_for_range,
@@ -17,7 +19,6 @@ from batchroute.domain.routing.lane_plan import (
     lane_chunk_done,
     lane_chunk_position,
     lane_chunks,
-    lane_chunks_done_n,
     lane_done_chunks,
     lane_items,
     lane_key,
@@ -56,6 +57,8 @@ def _rejected(provider: str, model: str, code: str, cost: str | None) -> dict[st
 
 # chunk 0: a a b ; chunk 1: b a a ; chunk 2: a   (a: 5 items, b: 2 items)
 CHUNK_MODELS = [{A: 2, B: 1}, {B: 1, A: 2}, {A: 1}]
+# The fields every stored lane record has, around the chunk fields a test sets
+STORED = {"lane_key": "01-p1-model-a", "lane_id": "p1/model-a", "provider": "p1", "model": A}
 LINES = [
     [{"seq": 0, "item": {"model": A}}, {"seq": 1, "item": {"model": A}}, {"seq": 2, "item": {"model": B}}],
     [{"seq": 3, "item": {"model": B}}, {"seq": 4, "item": {"model": A}}, {"seq": 5, "item": {"model": A}}],
@@ -104,10 +107,11 @@ def test_plan_lanes_split_each_group_in_order_and_number_the_lanes() -> None:
         ("02-p2-model-a", 3, 5, (1, 2)),
         ("03-p1-org-model-b-1", 0, 2, (0, 1)),
     ]
-    record = lanes[1].to_record(at="2026-01-01T00:00:00.000Z")
+    lane = lanes[1].to_record(at="2026-01-01T00:00:00.000Z")
+    record = lane.to_item()
     assert record["unit_prices"] == PRICES_2 and record["item_count"] == 2
-    assert record["status"] == "pending" and lane_chunks_done_n(record) == 0 and record["attempts"] == 0
-    assert lane_chunks(record) == [1, 2] and record["usage"] == {"prompt_tokens": 0, "completion_tokens": 0}
+    assert record["status"] == "pending" and lane.chunks_done_n == 0 and record["attempts"] == 0
+    assert lane_chunks(lane) == [1, 2] and record["usage"] == {"prompt_tokens": 0, "completion_tokens": 0}
 
 
 def test_a_plan_that_does_not_add_up_is_refused() -> None:
@@ -155,21 +159,23 @@ def test_a_failover_record_takes_the_unfinished_ordinals_at_the_original_prices(
     source = plan_lanes(PLAN, CHUNK_MODELS)[0].to_record(at="t")  # ordinals [0, 3), chunks 0 and 1
     candidate = failover_candidates(PLAN, A, ["p1/model-a", "p2/model-a"])[0]
     # The lane failed in chunk 0 (first ordinal 0) after answering seq 1
-    record = failover_record(
+    successor = failover_record(
         source, candidate, chunk=0, chunk_first_ordinal=0, answered={1}, root_number=1, at="t2"
     )
+    record = successor.to_item()
     assert record["lane_key"] == "01f1-p5-model-a"
     assert (record["ordinal_start"], record["ordinal_end"]) == (0, 3)
     assert record["exclude_seqs"] == [1] and record["item_count"] == 2
-    assert lane_chunks(record) == [0, 1]
+    assert lane_chunks(successor) == [0, 1]
     assert record["unit_prices"] == PRICES_1  # the quoted prices, not the candidate's
     assert record["failover_from"] == "01-p1-model-a" and record["failover_depth"] == 1
     # Failing again in chunk 1 (first ordinal 2): the excluded seqs of chunk 0 no longer matter
-    again = failover_record(
-        record, candidate, chunk=1, chunk_first_ordinal=2, answered=set(), root_number=1, at="t3"
+    again_lane = failover_record(
+        successor, candidate, chunk=1, chunk_first_ordinal=2, answered=set(), root_number=1, at="t3"
     )
+    again = again_lane.to_item()
     assert (again["ordinal_start"], again["ordinal_end"]) == (2, 3)
-    assert again["exclude_seqs"] == [] and again["item_count"] == 1 and lane_chunks(again) == [1]
+    assert again["exclude_seqs"] == [] and again["item_count"] == 1 and lane_chunks(again_lane) == [1]
     assert again["lane_key"] == "01f2-p5-model-a"
 
 
@@ -179,7 +185,9 @@ def test_a_failover_record_takes_the_unfinished_ordinals_at_the_original_prices(
 def test_chunk_ranges_are_the_run_length_of_the_list_and_read_back_in_order() -> None:
     assert chunk_ranges([3, 4, 5, 9, 10, 12]) == [[3, 5], [9, 10], [12, 12]]
     assert chunk_ranges([]) == []
-    lane = {"chunk_ranges": chunk_ranges([3, 4, 5, 9, 10, 12]), "chunks_done_n": 4}
+    lane = LaneRecord.from_item(
+        {**STORED, "chunk_ranges": chunk_ranges([3, 4, 5, 9, 10, 12]), "chunks_done_n": Decimal(4)}
+    )
     assert lane_chunks(lane) == [3, 4, 5, 9, 10, 12] and lane_chunk_count(lane) == 6
     assert [lane_chunk_position(lane, c) for c in (3, 5, 9, 12, 6, 2)] == [0, 2, 3, 5, None, None]
     assert lane_done_chunks(lane) == {3, 4, 5, 9}
@@ -187,11 +195,12 @@ def test_chunk_ranges_are_the_run_length_of_the_list_and_read_back_in_order() ->
 
 
 def test_a_lane_record_written_with_lists_reads_the_same() -> None:
-    legacy = {"chunks": [3, 4, 9], "chunks_started": [3, 4], "chunks_done": [3]}
-    assert lane_chunks(legacy) == [3, 4, 9] and lane_chunks_done_n(legacy) == 1
+    written = {**STORED, "chunks": [3, 4, 9], "chunks_started": [3, 4], "chunks_done": [3]}
+    legacy = LaneRecord.from_item(written)
+    assert lane_chunks(legacy) == [3, 4, 9] and legacy.chunks_done_n == 1
     assert lane_chunk_done(legacy, 3) and not lane_chunk_done(legacy, 4)
     # A watermark once written wins over the list it replaces
-    assert lane_done_chunks({**legacy, "chunks_done_n": 2}) == {3, 4}
+    assert lane_done_chunks(LaneRecord.from_item({**written, "chunks_done_n": 2})) == {3, 4}
 
 
 def _stored_size(record: dict[str, Any]) -> int:
@@ -208,7 +217,7 @@ def _stored_size(record: dict[str, Any]) -> int:
     )
 
 
-def _lane(chunks: int, items_per_chunk: int = 1000) -> dict[str, Any]:
+def _lane(chunks: int, items_per_chunk: int = 1000) -> LaneRecord:
     items = chunks * items_per_chunk
     return new_lane_record(
         lane_key="01-deepinfra-meta-llama-llama-3-1-8b-instruct",
@@ -223,12 +232,12 @@ def _lane(chunks: int, items_per_chunk: int = 1000) -> dict[str, Any]:
     )
 
 
-def _all_done(record: dict[str, Any]) -> dict[str, Any]:
+def _all_done(lane: LaneRecord) -> dict[str, Any]:
     """The record once every chunk started and finished (what the progress writes set)."""
-    chunks, items = lane_chunk_count(record), int(record["item_count"])
+    chunks, items = lane_chunk_count(lane), lane.item_count
     at = "2026-11-25T01:00:00.000Z"
     return {
-        **record,
+        **lane.to_item(),
         "status": "completed",
         "chunks_started_n": chunks,
         "chunks_done_n": chunks,
@@ -244,12 +253,12 @@ def _all_done(record: dict[str, Any]) -> dict[str, Any]:
 def test_the_lane_record_every_chunk_rewrites_does_not_grow_with_the_batch() -> None:
     # 10 chunks (10k items) against 1,000 chunks (1M items: the lane with all of them)
     small, large = _all_done(_lane(10)), _all_done(_lane(1000))
-    assert lane_done_chunks(large) == frozenset(range(1000))
+    assert lane_done_chunks(LaneRecord.from_item(large)) == frozenset(range(1000))
     # Only the digits of its counts differ: the same 1 KB write unit either way
     assert abs(_stored_size(large) - _stored_size(small)) <= 16
     assert _stored_size(large) <= 1024
     # Fresh, too
-    assert abs(_stored_size(_lane(1000)) - _stored_size(_lane(10))) <= 16
+    assert abs(_stored_size(_lane(1000).to_item()) - _stored_size(_lane(10).to_item())) <= 16
 
 
 def test_a_failover_lane_record_is_bounded_by_one_chunk_not_the_batch() -> None:
@@ -258,7 +267,7 @@ def test_a_failover_lane_record_is_bounded_by_one_chunk_not_the_batch() -> None:
     candidate = {"lane_id": "groq/meta-llama/Llama-3.1-8B-Instruct", "provider": "groq"}
     answered = set(range(2000, 2600))
 
-    def successor(chunks: int) -> dict[str, Any]:
+    def successor(chunks: int) -> LaneRecord:
         return failover_record(
             _lane(chunks),
             candidate,
@@ -270,5 +279,5 @@ def test_a_failover_lane_record_is_bounded_by_one_chunk_not_the_batch() -> None:
         )
 
     small, large = successor(10), successor(1000)
-    assert lane_chunks(large) == list(range(2, 1000)) and large["chunk_ranges"] == [[2, 999]]
+    assert lane_chunks(large) == list(range(2, 1000)) and large.to_item()["chunk_ranges"] == [[2, 999]]
     assert abs(_stored_size(_all_done(large)) - _stored_size(_all_done(small))) <= 16

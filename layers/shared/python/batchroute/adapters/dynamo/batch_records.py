@@ -42,6 +42,7 @@ from batchroute.domain.batches.record import (
 )
 from batchroute.domain.batches.states import BatchState, allowed_sources
 from batchroute.domain.billing.ledger import DuplicateReservation
+from batchroute.domain.routing.lane_plan import LaneRecord
 
 DEADLINE_PARTITION = "DEADLINE"
 RECLAIM_PARTITION = "RECLAIM"  # retention GC (docs/retention.md): `BATCH#<id>`/`RECLAIM` items
@@ -52,9 +53,9 @@ def batch_key(batch_id: str) -> dict[str, Any]:
     return {"pk": {"S": f"BATCH#{batch_id}"}, "sk": {"S": "META"}}
 
 
-def lane_values(batch_id: str, lane: dict[str, Any]) -> dict[str, Any]:
+def lane_values(batch_id: str, lane: LaneRecord) -> dict[str, Any]:
     """A lane record as its item `BATCH#<id>`/`LANE#<lane key>`."""
-    return {"pk": f"BATCH#{batch_id}", "sk": f"LANE#{lane['lane_key']}", "kind": "lane", **lane}
+    return {"pk": f"BATCH#{batch_id}", "sk": f"LANE#{lane.lane_key}", "kind": "lane", **lane.to_item()}
 
 
 def batch_values(batch: BatchRecord, *, deadline_index: bool = True) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -449,18 +450,18 @@ class BatchRecords(DynamoStore):
         )
 
     # -- lanes --------------------------------------------------------------------------------
-    def put_lane(self, batch_id: str, lane: dict[str, Any]) -> None:
+    def put_lane(self, batch_id: str, lane: LaneRecord) -> None:
         """Create a lane record once (a repeated Route step keeps the first)."""
         put_if_new(self.dynamodb, self.table_name, lane_values(batch_id, lane))
 
-    def lanes(self, batch_id: str) -> list[dict[str, Any]]:
+    def lanes(self, batch_id: str) -> list[LaneRecord]:
         response = self.dynamodb.query(
             TableName=self.table_name,
             KeyConditionExpression="pk = :p AND begins_with(sk, :l)",
             ExpressionAttributeValues={":p": to_value(f"BATCH#{batch_id}"), ":l": to_value("LANE#")},
             ConsistentRead=True,
         )
-        return [from_item(i) for i in response.get("Items", [])]
+        return [LaneRecord.from_item(from_item(i)) for i in response.get("Items", [])]
 
     def update_lane(self, batch_id: str, lane_key: str, changes: dict[str, Any]) -> None:
         expression, names, values = set_clause(changes)

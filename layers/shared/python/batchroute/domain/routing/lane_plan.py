@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
-from typing import Any, Final
+from typing import Any, Final, TypedDict
 
 from batchroute.domain.catalog.catalog import BatchLimits
 
@@ -59,7 +59,7 @@ def chunks_for_range(offsets: Sequence[int], start: int, end: int) -> list[int]:
     ]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class LaneAssignment:
     lane_key: str
     lane_id: str
@@ -68,13 +68,13 @@ class LaneAssignment:
     ordinal_start: int
     ordinal_end: int
     chunks: tuple[int, ...]
-    unit_prices: Mapping[str, Any]
+    unit_prices: Mapping[str, str]
 
     @property
     def item_count(self) -> int:
         return self.ordinal_end - self.ordinal_start
 
-    def to_record(self, *, at: str) -> dict[str, Any]:
+    def to_record(self, *, at: str) -> LaneRecord:
         """The lane record Route writes (docs/batches.md)."""
         return new_lane_record(
             lane_key=self.lane_key,
@@ -89,6 +89,187 @@ class LaneAssignment:
         )
 
 
+class LaneUsageView(TypedDict):
+    prompt_tokens: int
+    completion_tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class LaneFailError:
+    """The first item error a lane keeps for the items it fails (`fail_error`)."""
+
+    code: str
+    message: str
+
+    def to_item(self) -> dict[str, str]:
+        return {"code": self.code, "message": self.message}
+
+
+def _int(value: object) -> int:
+    """A stored count (DynamoDB's Decimal) as int; absent: 0."""
+    return int(value) if isinstance(value, int | Decimal | str) and value != "" else 0
+
+
+def _watermark(item: Mapping[str, Any], count: str, legacy_list: str) -> int:
+    """A watermark, or the length of the list a record written before the watermarks keeps."""
+    return _int(item[count]) if count in item else len(item.get(legacy_list) or [])
+
+
+def _text(value: object) -> str | None:
+    return None if value is None else str(value)
+
+
+@dataclass(frozen=True, slots=True)
+class LaneRecord:
+    """A lane's record `BATCH#<id>`/`LANE#<lane key>` (docs/batches.md): which items it owns,
+    the chunks it runs in order and its progress through them, its tallies. Read from the
+    stored item by `from_item` (numbers come back as Decimal; records written before the
+    watermarks carry the lists `chunks` and `chunks_done`, read here into ranges and a count);
+    written by `to_item`, the same item Route always wrote."""
+
+    lane_key: str
+    lane_id: str
+    provider: str
+    model: str
+    ordinal_start: int
+    ordinal_end: int
+    item_count: int
+    chunk_ranges: tuple[tuple[int, int], ...]
+    unit_prices: Mapping[str, str]
+    created_at: str
+    status: str = "pending"
+    chunks_started_n: int = 0
+    chunks_done_n: int = 0
+    running_items: int = 0
+    attempts: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    completed: int = 0
+    failed: int = 0
+    canceled: int = 0
+    handed_over: int = 0
+    exclude_seqs: tuple[int, ...] = ()
+    failover_from: str | None = None
+    failover_depth: int = 0
+    # set as the lane runs
+    started_at: str | None = None
+    updated_at: str | None = None
+    finished_at: str | None = None
+    latest_error: str | None = None
+    failover_to: str | None = None
+    fail_error: LaneFailError | None = None
+    job: Mapping[str, Any] | None = None  # the vendor batch job in flight (runner.SubmittedJob's form)
+    job_chunk: int | None = None
+    partial_chunk: int | None = None
+
+    @property
+    def usage(self) -> LaneUsageView:
+        return {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens}
+
+    @classmethod
+    def from_item(cls, item: Mapping[str, Any]) -> LaneRecord:
+        if "chunk_ranges" in item:
+            ranges = tuple((int(first), int(last)) for first, last in item.get("chunk_ranges") or [])
+        else:
+            ranges = tuple(
+                (first, last) for first, last in chunk_ranges(int(c) for c in item.get("chunks") or [])
+            )
+        done = _int(item["chunks_done_n"]) if "chunks_done_n" in item else len(item.get("chunks_done") or [])
+        started = (
+            _int(item["chunks_started_n"])
+            if "chunks_started_n" in item
+            else len(item.get("chunks_started") or [])
+        )
+        usage = item.get("usage") or {}
+        fail_error = item.get("fail_error")
+        job = item.get("job")
+        return cls(
+            lane_key=str(item["lane_key"]),
+            lane_id=str(item["lane_id"]),
+            provider=str(item.get("provider") or ""),
+            model=str(item.get("model") or ""),
+            ordinal_start=_int(item.get("ordinal_start")),
+            ordinal_end=_int(item.get("ordinal_end")),
+            item_count=_int(item.get("item_count")),
+            chunk_ranges=ranges,
+            unit_prices={str(k): str(v) for k, v in (item.get("unit_prices") or {}).items()},
+            created_at=str(item.get("created_at") or ""),
+            status=str(item.get("status") or "pending"),
+            chunks_started_n=started,
+            chunks_done_n=done,
+            running_items=_int(item.get("running_items")),
+            attempts=_int(item.get("attempts")),
+            prompt_tokens=_int(usage.get("prompt_tokens")),
+            completion_tokens=_int(usage.get("completion_tokens")),
+            completed=_int(item.get("completed")),
+            failed=_int(item.get("failed")),
+            canceled=_int(item.get("canceled")),
+            handed_over=_int(item.get("handed_over")),
+            exclude_seqs=tuple(int(s) for s in item.get("exclude_seqs") or []),
+            failover_from=_text(item.get("failover_from")),
+            failover_depth=_int(item.get("failover_depth")),
+            started_at=_text(item.get("started_at")),
+            updated_at=_text(item.get("updated_at")),
+            finished_at=_text(item.get("finished_at")),
+            latest_error=_text(item.get("latest_error")),
+            failover_to=_text(item.get("failover_to")) or None,
+            fail_error=(
+                LaneFailError(str(fail_error.get("code")), str(fail_error.get("message") or ""))
+                if isinstance(fail_error, Mapping)
+                else None
+            ),
+            job=dict(job) if isinstance(job, Mapping) and job else None,
+            job_chunk=None if item.get("job_chunk") is None else _int(item["job_chunk"]),
+            partial_chunk=None if item.get("partial_chunk") is None else _int(item["partial_chunk"]),
+        )
+
+    def to_item(self) -> dict[str, Any]:
+        """The stored item's fields (the adapter adds the keys): those of a new record always,
+        those set as the lane runs when they are."""
+        item: dict[str, Any] = {
+            "lane_key": self.lane_key,
+            "lane_id": self.lane_id,
+            "provider": self.provider,
+            "model": self.model,
+            "ordinal_start": self.ordinal_start,
+            "ordinal_end": self.ordinal_end,
+            "item_count": self.item_count,
+            "chunk_ranges": [[first, last] for first, last in self.chunk_ranges],
+            "unit_prices": dict(self.unit_prices),
+            "status": self.status,
+            "chunks_started_n": self.chunks_started_n,
+            "chunks_done_n": self.chunks_done_n,
+            "running_items": self.running_items,
+            "attempts": self.attempts,
+            "usage": dict(self.usage),
+            "completed": self.completed,
+            "failed": self.failed,
+            "canceled": self.canceled,
+            "handed_over": self.handed_over,
+            "exclude_seqs": list(self.exclude_seqs),
+            "failover_from": self.failover_from,
+            "failover_depth": self.failover_depth,
+            "created_at": self.created_at,
+        }
+        optional = {
+            "started_at": self.started_at,
+            "updated_at": self.updated_at,
+            "finished_at": self.finished_at,
+            "latest_error": self.latest_error,
+            "failover_to": self.failover_to,
+            "fail_error": (
+                {"code": self.fail_error.code, "message": self.fail_error.message}
+                if self.fail_error
+                else None
+            ),
+            "job": dict(self.job) if self.job is not None else None,
+            "job_chunk": self.job_chunk,
+            "partial_chunk": self.partial_chunk,
+        }
+        item.update({name: value for name, value in optional.items() if value is not None})
+        return item
+
+
 def new_lane_record(
     *,
     lane_key: str,
@@ -98,38 +279,28 @@ def new_lane_record(
     ordinal_start: int,
     ordinal_end: int,
     chunks: list[int],
-    unit_prices: dict[str, Any],
+    unit_prices: Mapping[str, str],
     at: str,
     exclude_seqs: Iterable[int] = (),
     failover_from: str | None = None,
     failover_depth: int = 0,
-) -> dict[str, Any]:
-    excluded = sorted(set(exclude_seqs))
-    return {
-        "lane_key": lane_key,
-        "lane_id": lane_id,
-        "provider": provider,
-        "model": model,
-        "ordinal_start": ordinal_start,
-        "ordinal_end": ordinal_end,
-        "item_count": ordinal_end - ordinal_start - len(excluded),
-        "chunk_ranges": chunk_ranges(chunks),
-        "unit_prices": unit_prices,
-        "status": "pending",
-        "chunks_started_n": 0,
-        "chunks_done_n": 0,
-        "running_items": 0,
-        "attempts": 0,
-        "usage": {"prompt_tokens": 0, "completion_tokens": 0},
-        "completed": 0,
-        "failed": 0,
-        "canceled": 0,
-        "handed_over": 0,
-        "exclude_seqs": excluded,
-        "failover_from": failover_from,
-        "failover_depth": failover_depth,
-        "created_at": at,
-    }
+) -> LaneRecord:
+    excluded = tuple(sorted(set(exclude_seqs)))
+    return LaneRecord(
+        lane_key=lane_key,
+        lane_id=lane_id,
+        provider=provider,
+        model=model,
+        ordinal_start=ordinal_start,
+        ordinal_end=ordinal_end,
+        item_count=ordinal_end - ordinal_start - len(excluded),
+        chunk_ranges=tuple((first, last) for first, last in chunk_ranges(chunks)),
+        unit_prices=dict(unit_prices),
+        created_at=at,
+        exclude_seqs=excluded,
+        failover_from=failover_from,
+        failover_depth=failover_depth,
+    )
 
 
 # -- a lane's chunks and its progress through them ------------------------------------------------
@@ -152,47 +323,34 @@ def chunk_ranges(chunks: Iterable[int]) -> list[list[int]]:
     return ranges
 
 
-def _ranges(lane: Mapping[str, Any]) -> list[tuple[int, int]]:
-    if "chunk_ranges" in lane:
-        return [(int(first), int(last)) for first, last in lane.get("chunk_ranges") or []]
-    return [(first, last) for first, last in chunk_ranges(int(c) for c in lane.get("chunks") or [])]
-
-
-def lane_chunks(lane: Mapping[str, Any]) -> list[int]:
+def lane_chunks(lane: LaneRecord) -> list[int]:
     """The lane's chunks in the order it runs them."""
-    return [chunk for first, last in _ranges(lane) for chunk in range(first, last + 1)]
+    return [chunk for first, last in lane.chunk_ranges for chunk in range(first, last + 1)]
 
 
-def lane_chunk_count(lane: Mapping[str, Any]) -> int:
-    return sum(last - first + 1 for first, last in _ranges(lane))
+def lane_chunk_count(lane: LaneRecord) -> int:
+    return sum(last - first + 1 for first, last in lane.chunk_ranges)
 
 
-def lane_chunks_done_n(lane: Mapping[str, Any]) -> int:
-    """How many of the lane's chunks (the first ones of its list) it finished."""
-    if "chunks_done_n" in lane:
-        return int(lane["chunks_done_n"] or 0)
-    return len(lane.get("chunks_done") or [])
-
-
-def lane_chunk_position(lane: Mapping[str, Any], chunk: int) -> int | None:
+def lane_chunk_position(lane: LaneRecord, chunk: int) -> int | None:
     """The chunk's index in the lane's list (None: not the lane's)."""
     position = 0
-    for first, last in _ranges(lane):
+    for first, last in lane.chunk_ranges:
         if first <= chunk <= last:
             return position + chunk - first
         position += last - first + 1
     return None
 
 
-def lane_chunk_done(lane: Mapping[str, Any], chunk: int) -> bool:
+def lane_chunk_done(lane: LaneRecord, chunk: int) -> bool:
     """The lane finished `chunk` (its result chunk is written)."""
     position = lane_chunk_position(lane, chunk)
-    return position is not None and position < lane_chunks_done_n(lane)
+    return position is not None and position < lane.chunks_done_n
 
 
-def lane_done_chunks(lane: Mapping[str, Any]) -> frozenset[int]:
+def lane_done_chunks(lane: LaneRecord) -> frozenset[int]:
     """Every chunk the lane finished (for readers that test many chunks)."""
-    return frozenset(lane_chunks(lane)[: lane_chunks_done_n(lane)])
+    return frozenset(lane_chunks(lane)[: lane.chunks_done_n])
 
 
 def plan_lanes(plan: Mapping[str, Any], chunk_models: Sequence[Mapping[str, Any]]) -> list[LaneAssignment]:
@@ -215,7 +373,7 @@ def plan_lanes(plan: Mapping[str, Any], chunk_models: Sequence[Mapping[str, Any]
                     ordinal_start=start,
                     ordinal_end=end,
                     chunks=tuple(chunks_for_range(offsets, start, end)),
-                    unit_prices=dict(entry.get("unit_prices") or {}),
+                    unit_prices={str(k): str(v) for k, v in (entry.get("unit_prices") or {}).items()},
                 )
             )
             start = end
@@ -343,7 +501,7 @@ def plan_lane_entry(plan: Mapping[str, Any], lane_id: str) -> Mapping[str, Any] 
 
 
 def failover_record(
-    source: Mapping[str, Any],
+    source: LaneRecord,
     candidate: Mapping[str, Any],
     *,
     chunk: int,
@@ -351,30 +509,30 @@ def failover_record(
     answered: Iterable[int],
     root_number: int,
     at: str,
-) -> dict[str, Any]:
+) -> LaneRecord:
     """The lane record that takes over `source`'s unfinished items from `chunk` on: the
     ordinals from the lane's first one in that chunk to its end, less the seqs already
     answered there, at the source lane's (quoted) unit prices."""
-    start = max(int(source["ordinal_start"]), chunk_first_ordinal)
+    start = max(source.ordinal_start, chunk_first_ordinal)
     excluded = set(answered)
     source_chunks = lane_chunks(source)
     if source_chunks and chunk == source_chunks[0]:
-        excluded |= {int(s) for s in source.get("exclude_seqs") or []}
-    depth = int(source.get("failover_depth") or 0) + 1
+        excluded |= set(source.exclude_seqs)
+    depth = source.failover_depth + 1
     provider = str(candidate["provider"])
-    model = str(source["model"])
+    model = source.model
     return new_lane_record(
         lane_key=lane_key(root_number, provider, model, failover_depth=depth),
         lane_id=str(candidate["lane_id"]),
         provider=provider,
         model=model,
         ordinal_start=start,
-        ordinal_end=int(source["ordinal_end"]),
+        ordinal_end=source.ordinal_end,
         chunks=[c for c in source_chunks if c >= chunk],
-        unit_prices=dict(source.get("unit_prices") or {}),
+        unit_prices=source.unit_prices,
         at=at,
         exclude_seqs=excluded,
-        failover_from=str(source["lane_key"]),
+        failover_from=source.lane_key,
         failover_depth=depth,
     )
 

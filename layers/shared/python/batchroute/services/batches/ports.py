@@ -8,6 +8,7 @@ from typing import Any, Protocol
 from batchroute.domain.batches.record import BatchRecord, IdempotencyRecord
 from batchroute.domain.batches.states import BatchState
 from batchroute.domain.billing.spending_limit import LimitGuard
+from batchroute.domain.routing.lane_plan import LaneRecord
 
 TransactItem = dict[str, Any]
 
@@ -99,9 +100,9 @@ class BatchStore(Protocol):
 
     def advance_cursor(self, batch_id: str, step: str, *, position: int, changes: dict[str, Any]) -> bool: ...
 
-    def put_lane(self, batch_id: str, lane: dict[str, Any]) -> None: ...
+    def put_lane(self, batch_id: str, lane: LaneRecord) -> None: ...
 
-    def lanes(self, batch_id: str) -> list[dict[str, Any]]: ...
+    def lanes(self, batch_id: str) -> list[LaneRecord]: ...
 
 
 class LimitChecks(Protocol):

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from batchroute.domain.batches.record import ArtifactKeys, BatchRecord
-from batchroute.domain.routing.lane_plan import lane_chunk_count, lane_chunks_done_n
+from batchroute.domain.routing.lane_plan import LaneRecord, lane_chunk_count
 from batchroute.money import Money
 
 COUNT_KEYS = ("total", "pending", "running", "completed", "failed", "canceled")
@@ -65,24 +65,24 @@ def batch_summary(batch: BatchRecord, *, sign: Signer | None = None) -> dict[str
     return summary
 
 
-def lane_statuses(lanes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def lane_statuses(lanes: list[LaneRecord]) -> list[dict[str, Any]]:
     """Per-lane status of the internal provider/model executions."""
     return [
         {
-            "lane_key": lane.get("lane_key"),
-            "lane_id": lane.get("lane_id"),
-            "provider": lane.get("provider"),
-            "model": lane.get("model"),
-            "status": lane.get("status", "pending"),
-            "item_count": int(lane.get("item_count", 0)),
-            "chunks_done": lane_chunks_done_n(lane),
+            "lane_key": lane.lane_key,
+            "lane_id": lane.lane_id,
+            "provider": lane.provider,
+            "model": lane.model,
+            "status": lane.status,
+            "item_count": lane.item_count,
+            "chunks_done": lane.chunks_done_n,
             "chunk_count": lane_chunk_count(lane),
-            "attempts": int(lane.get("attempts", 0)),
-            "failover_from": lane.get("failover_from"),
-            "usage": lane.get("usage") or {"prompt_tokens": 0, "completion_tokens": 0},
-            "latest_error": lane.get("latest_error"),
+            "attempts": lane.attempts,
+            "failover_from": lane.failover_from,
+            "usage": lane.usage,
+            "latest_error": lane.latest_error,
         }
-        for lane in sorted(lanes, key=lambda lane: str(lane.get("lane_key")))
+        for lane in sorted(lanes, key=lambda lane: lane.lane_key)
     ]
 
 

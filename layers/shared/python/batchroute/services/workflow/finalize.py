@@ -42,7 +42,7 @@ from batchroute.domain.batches.artifact_keys import (
 )
 from batchroute.domain.batches.record import ArtifactKeys, BatchRecord
 from batchroute.domain.batches.states import TERMINAL
-from batchroute.domain.routing.lane_plan import lane_chunk_done
+from batchroute.domain.routing.lane_plan import LaneRecord, lane_chunk_done
 from batchroute.domain.workflow.results import ArtifactRow, MergeTally, ResultLine, merge_chunk, missing_row
 from batchroute.services.batches.ports import BatchStore
 from batchroute.services.workflow.ports import BatchFiles
@@ -264,7 +264,7 @@ class Finalizer:
         position, chunk_count = cursor.position, cursor.chunk_count
         tally = MergeTally.from_dict(cursor.tally.to_dict())  # this slice's own copy
         code, message = cursor.missing_code, cursor.missing_message
-        lanes = sorted(self.records.lanes(batch_id), key=lambda lane: str(lane["lane_key"]))
+        lanes = sorted(self.records.lanes(batch_id), key=lambda lane: lane.lane_key)
 
         def missing(seq: int, customer_item_id: Any) -> ArtifactRow:
             return missing_row(seq, customer_item_id, code=code, message=message)
@@ -317,7 +317,7 @@ class Finalizer:
         self,
         batch_id: str,
         chunk: int,
-        lanes: list[dict[str, Any]],
+        lanes: list[LaneRecord],
         missing: Callable[[int, Any], ArtifactRow],
         tally: MergeTally,
     ) -> Iterator[ArtifactRow]:
@@ -328,9 +328,7 @@ class Finalizer:
             for line in self.artifacts.input_lines(batch_id, chunk)
         )
         sources = [
-            _tagged(
-                self.artifacts.result_lines(batch_id, str(lane["lane_key"]), chunk), str(lane["lane_key"])
-            )
+            _tagged(self.artifacts.result_lines(batch_id, lane.lane_key, chunk), lane.lane_key)
             for lane in lanes
             if lane_chunk_done(lane, chunk)
         ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Protocol
 
+from batchroute.domain.routing.lane_plan import LaneRecord
 from batchroute.domain.workflow.results import ResultLine
 
 
@@ -30,9 +31,9 @@ class BatchFiles(Protocol):
 class ProgressCounters(Protocol):
     """adapters/dynamo/batch_progress.py:BatchProgress: each lane's counters and chunk marks."""
 
-    def get_lane(self, batch_id: str, lane_key: str) -> dict[str, Any] | None: ...
+    def get_lane(self, batch_id: str, lane_key: str) -> LaneRecord | None: ...
 
-    def put_lane(self, batch_id: str, lane: dict[str, Any]) -> bool: ...
+    def put_lane(self, batch_id: str, lane: LaneRecord) -> bool: ...
 
     def lane_running(self, batch_id: str, lane_key: str, *, at: str) -> bool: ...
 
@@ -84,7 +85,7 @@ class ProgressCounters(Protocol):
         batch_id: str,
         lane_key: str,
         position: int,
-        successor: dict[str, Any],
+        successor: LaneRecord,
         *,
         items: int,
         completed: int,
