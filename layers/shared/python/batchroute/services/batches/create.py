@@ -22,6 +22,7 @@ from batchroute.domain.accounts.access import Principal, authorize, require_same
 from batchroute.domain.batches.artifact_keys import input_chunk_key
 from batchroute.domain.batches.jsonl import LineError, parse_jsonl
 from batchroute.domain.batches.record import (
+    BatchIntake,
     BatchRecord,
     BatchSource,
     BatchWebhook,
@@ -314,7 +315,7 @@ class BatchService:
         else:
             _, planned = self.quotes.price(principal, command.quote, excluded_lanes=excluded_lanes)
             priced, digest = _Priced.planned(planned), planned.items_digest
-        intake = {"file_id": file_id, "digest": digest, "item_count": priced.item_count, "options": options}
+        intake = BatchIntake(file_id=file_id, digest=digest, item_count=priced.item_count, options=options)
         chunks = -(-priced.item_count // CHUNK_SIZE)
         return replace(priced, intake=intake, chunk_count=chunks)
 
@@ -567,7 +568,7 @@ class _Priced:
     item_count: int
     chunk_count: int = 0
     chunk_models: list[dict[str, int]] | None = None
-    intake: dict[str, Any] | None = None
+    intake: BatchIntake | None = None
     presets: tuple[str, ...] = ()
 
     @classmethod

@@ -144,7 +144,7 @@ def execution_summary(batch: BatchRecord) -> dict[str, Any]:
     """`latest_error`, and `preflight` (the preflight's whole answer, as the 400
     `batch_preflight_failed` carries it) when the batch's input file failed the Intake step."""
     summary: dict[str, Any] = {"latest_error": batch.latest_error}
-    error = (batch.intake or {}).get("error")
-    if isinstance(error, dict) and isinstance((error.get("details") or {}).get("preflight"), dict):
-        summary["preflight"] = error["details"]["preflight"]
+    error = batch.intake.error if batch.intake is not None else None
+    if error is not None and isinstance(error.details.get("preflight"), dict):
+        summary["preflight"] = error.details["preflight"]
     return summary
