@@ -39,6 +39,7 @@ from batchroute.domain.batches.record import (
     ExtraItemRefused,
     FundingMoved,
     IdempotencyRecord,
+    WorkOrderRef,
 )
 from batchroute.domain.batches.states import BatchState, allowed_sources
 from batchroute.domain.billing.ledger import DuplicateReservation
@@ -391,7 +392,7 @@ class BatchRecords(DynamoStore):
             ExpressionAttributeValues=values,
         )
 
-    def update_seeing_work_order(self, batch_id: str, changes: dict[str, Any]) -> Mapping[str, Any] | None:
+    def update_seeing_work_order(self, batch_id: str, changes: dict[str, Any]) -> WorkOrderRef | None:
         """SET the given fields and answer the batch's `work_order` as it stands after them, in
         the same UpdateItem (Settle writes `settled_at` so: an attach committed before is seen,
         one after is refused by its `settled_at` condition; docs/work-orders.md)."""
@@ -406,7 +407,7 @@ class BatchRecords(DynamoStore):
             ReturnValues="ALL_NEW",
         )
         work_order = from_item(response.get("Attributes", {})).get("work_order")
-        return work_order if isinstance(work_order, Mapping) and work_order else None
+        return WorkOrderRef.from_mapping(work_order) if isinstance(work_order, Mapping) else None
 
     def update_plan(self, batch_id: str, changes: dict[str, Any]) -> None:
         """SET fields of the PLAN item (Intake writes the chunk model counts once)."""

@@ -107,6 +107,24 @@ class UsageCheckpoint:
 
 
 @dataclass(frozen=True, slots=True)
+class WorkOrderRef:
+    """The work order a batch belongs to, as its record keeps it (docs/work-orders.md)."""
+
+    id: str
+    client_reference: str | None = None
+
+    def to_mapping(self) -> dict[str, str | None]:
+        return {"id": self.id, "client_reference": self.client_reference}
+
+    @classmethod
+    def from_mapping(cls, value: Mapping[str, Any]) -> WorkOrderRef | None:
+        """None for a stored value without an id."""
+        if not value.get("id"):
+            return None
+        return cls(str(value["id"]), _str(value.get("client_reference")))
+
+
+@dataclass(frozen=True, slots=True)
 class IntakeError:
     """Why the input file failed the Intake step: the API error it ends the batch with
     (`details` is the answer the client sees, the preflight's whole answer included)."""
@@ -220,8 +238,7 @@ class BatchRecord:
     execution_summary: ExecutionSummary | None = None
     cancel_reason: str | None = None
     retry_of: str | None = None  # the batch whose failed items this one retries
-    # the work order it belongs to: {id, client_reference} (docs/work-orders.md)
-    work_order: Mapping[str, Any] | None = None
+    work_order: WorkOrderRef | None = None  # the work order it belongs to (docs/work-orders.md)
     presets: Sequence[str] | None = None  # preset versions its items used, `name@N` (docs/presets.md)
     # -- the end: Finalize, Settle --------------------------------------------------------
     artifacts: ArtifactKeys | None = None
@@ -253,7 +270,7 @@ class BatchRecord:
 
     @property
     def work_order_id(self) -> str | None:
-        return str(self.work_order["id"]) if self.work_order and self.work_order.get("id") else None
+        return self.work_order.id if self.work_order is not None else None
 
     @property
     def results_key(self) -> str | None:
@@ -311,7 +328,7 @@ class BatchRecord:
             execution_summary=_execution_summary(values.get("execution_summary")),
             cancel_reason=_str(values.get("cancel_reason")),
             retry_of=_str(values.get("retry_of")),
-            work_order=_mapping(values.get("work_order")),
+            work_order=_work_order(values.get("work_order")),
             presets=_list(values.get("presets"), str),
             artifacts=_artifacts(values.get("artifacts")),
             lane_tallies=_tallies(values.get("lane_tallies")),
@@ -337,7 +354,15 @@ class BatchRecord:
 
 FIELDS: Final[tuple[str, ...]] = tuple(f.name for f in fields(BatchRecord))
 _SEQUENCES: Final = frozenset({"chunk_models", "planned_lanes", "presets"})
-_NESTED: Final = (ExecutionSummary, BatchWebhook, ArtifactKeys, CompatFields, UsageCheckpoint, BatchIntake)
+_NESTED: Final = (
+    ExecutionSummary,
+    BatchWebhook,
+    ArtifactKeys,
+    CompatFields,
+    UsageCheckpoint,
+    BatchIntake,
+    WorkOrderRef,
+)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -392,6 +417,10 @@ def _attempts(value: Any) -> tuple[LaneAttempt, ...] | None:
 
 def _str(value: Any) -> str | None:
     return None if value is None else str(value)
+
+
+def _work_order(value: Any) -> WorkOrderRef | None:
+    return WorkOrderRef.from_mapping(value) if isinstance(value, Mapping) else None
 
 
 def _intake(value: Any) -> BatchIntake | None:

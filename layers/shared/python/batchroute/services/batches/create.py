@@ -32,6 +32,7 @@ from batchroute.domain.batches.record import (
     FundingMoved,
     IdempotencyRecord,
     SurfaceFields,
+    WorkOrderRef,
 )
 from batchroute.domain.batches.states import is_terminal
 from batchroute.domain.billing.controls import BillingControls
@@ -253,7 +254,9 @@ class BatchService:
             compat=extra.compat,
             chat_model=extra.chat_model,
             chat_job_id=extra.chat_job_id,
-            work_order=work_order.reference if work_order is not None else None,
+            work_order=WorkOrderRef(work_order.work_order_id, work_order.client_reference)
+            if work_order is not None
+            else None,
             schedule_id=extra.schedule_id,
             schedule_version=extra.schedule_version,
         )

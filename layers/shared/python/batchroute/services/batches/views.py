@@ -116,7 +116,7 @@ def batch_details(batch: BatchRecord, *, delivery: dict[str, Any] | None = None)
     return {
         "item_count": batch.item_count,
         "chunk_count": batch.chunk_count,
-        "work_order": dict(batch.work_order) if batch.work_order else None,
+        "work_order": batch.work_order.to_mapping() if batch.work_order else None,
         "plan": {
             "groups": [
                 {
