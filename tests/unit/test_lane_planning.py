@@ -10,6 +10,7 @@ import pytest
 from batchroute.adapters.dynamo.codec import to_item
 from batchroute.domain.routing.lane_plan import (
     LaneRecord,
+    PlanLane,
     PlanMismatch,
     chunk_ranges,
     chunks_for_range,
@@ -24,6 +25,7 @@ from batchroute.domain.routing.lane_plan import (
     lane_key,
     model_offsets,
     new_lane_record,
+    plan_groups,
     plan_lanes,
     root_number,
 )
@@ -101,7 +103,7 @@ def test_chunks_for_range_are_those_holding_the_ordinals() -> None:
 
 
 def test_plan_lanes_split_each_group_in_order_and_number_the_lanes() -> None:
-    lanes = plan_lanes(PLAN, CHUNK_MODELS)
+    lanes = plan_lanes(plan_groups(PLAN), CHUNK_MODELS)
     assert [(lane.lane_key, lane.ordinal_start, lane.ordinal_end, lane.chunks) for lane in lanes] == [
         ("01-p1-model-a", 0, 3, (0, 1)),
         ("02-p2-model-a", 3, 5, (1, 2)),
@@ -116,11 +118,11 @@ def test_plan_lanes_split_each_group_in_order_and_number_the_lanes() -> None:
 
 def test_a_plan_that_does_not_add_up_is_refused() -> None:
     with pytest.raises(PlanMismatch):
-        plan_lanes(PLAN, [{A: 9, B: 2}])
+        plan_lanes(plan_groups(PLAN), [{A: 9, B: 2}])
 
 
 def test_lane_items_keep_the_lanes_ordinals_of_its_model_less_excluded_seqs() -> None:
-    second = plan_lanes(PLAN, CHUNK_MODELS)[1]  # ordinals [3, 5) of model a
+    second = plan_lanes(plan_groups(PLAN), CHUNK_MODELS)[1]  # ordinals [3, 5) of model a
     offsets = model_offsets(CHUNK_MODELS, A)
 
     def seqs(chunk: int, exclude: frozenset[int] = frozenset()) -> list[int]:
@@ -149,15 +151,17 @@ def test_lane_keys() -> None:
 
 
 def test_failover_candidates_are_outranked_lanes_cheapest_first_not_used() -> None:
-    found = failover_candidates(PLAN, A, used_lane_ids=["p1/model-a", "p2/model-a"])
-    assert [c["lane_id"] for c in found] == ["p5/model-a", "p3/model-a"]
-    assert [c["lane_id"] for c in failover_candidates(PLAN, A, ["p5/model-a"])] == ["p3/model-a"]
-    assert failover_candidates(PLAN, B, []) == []
+    found = failover_candidates(plan_groups(PLAN), A, used_lane_ids=["p1/model-a", "p2/model-a"])
+    assert [c.lane_id for c in found] == ["p5/model-a", "p3/model-a"]
+    assert [c.lane_id for c in failover_candidates(plan_groups(PLAN), A, ["p5/model-a"])] == ["p3/model-a"]
+    assert failover_candidates(plan_groups(PLAN), B, []) == []
 
 
 def test_a_failover_record_takes_the_unfinished_ordinals_at_the_original_prices() -> None:
-    source = plan_lanes(PLAN, CHUNK_MODELS)[0].to_record(at="t")  # ordinals [0, 3), chunks 0 and 1
-    candidate = failover_candidates(PLAN, A, ["p1/model-a", "p2/model-a"])[0]
+    source = plan_lanes(plan_groups(PLAN), CHUNK_MODELS)[0].to_record(
+        at="t"
+    )  # ordinals [0, 3), chunks 0 and 1
+    candidate = failover_candidates(plan_groups(PLAN), A, ["p1/model-a", "p2/model-a"])[0]
     # The lane failed in chunk 0 (first ordinal 0) after answering seq 1
     successor = failover_record(
         source, candidate, chunk=0, chunk_first_ordinal=0, answered={1}, root_number=1, at="t2"
@@ -264,7 +268,7 @@ def test_the_lane_record_every_chunk_rewrites_does_not_grow_with_the_batch() -> 
 def test_a_failover_lane_record_is_bounded_by_one_chunk_not_the_batch() -> None:
     # A lane fails in its third chunk after answering 600 of its 1,000 items there: the
     # successor excludes those 600 seqs, whatever the number of chunks after it
-    candidate = {"lane_id": "groq/meta-llama/Llama-3.1-8B-Instruct", "provider": "groq"}
+    candidate = PlanLane.from_plan({"lane_id": "groq/meta-llama/Llama-3.1-8B-Instruct", "provider": "groq"})
     answered = set(range(2000, 2600))
 
     def successor(chunks: int) -> LaneRecord:

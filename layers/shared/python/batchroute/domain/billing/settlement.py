@@ -16,7 +16,7 @@ from typing import Any, TypedDict
 
 from batchroute.domain.billing.ledger import SettlementResult
 from batchroute.domain.catalog.pricing import LaneUsage
-from batchroute.domain.routing.lane_plan import LaneRecord, plan_lane_entry
+from batchroute.domain.routing.lane_plan import LaneRecord, plan_groups, plan_lane_entry
 from batchroute.money import Money, MoneyView
 
 RECEIPT_VERSION = 1
@@ -148,12 +148,13 @@ def provider_lanes(
     """The receipt's lanes that ran, each with what it delivered, its usage (completed rows),
     locked unit prices, provider cost and the quote-time data/privacy proof."""
     shown: list[ReceiptLane] = []
+    groups = plan_groups(plan)
     for lane in sorted(lanes, key=lambda lane: lane.lane_key):
         tally = tallies.get(lane.lane_key) or {}
         if not lane_ran(lane, tally):
             continue
         usage = lane_usage(lane, tally)
-        entry = plan_lane_entry(plan, lane.lane_id) or {}
+        entry = plan_lane_entry(groups, lane.lane_id)
         shown.append(
             {
                 "lane_key": lane.lane_key,
@@ -172,7 +173,7 @@ def provider_lanes(
                 },
                 "unit_prices": dict(lane.unit_prices),
                 "cost": Money.usd_ceil(usage.cost).to_api(),
-                "proof": entry.get("proof"),
+                "proof": entry.proof if entry is not None else None,
                 "failover_from": lane.failover_from,
                 # Why the lane failed or handed its items over (a vendor job's own errors
                 # included), else None.

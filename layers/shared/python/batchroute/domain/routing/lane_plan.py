@@ -41,7 +41,7 @@ def lane_key(number: int, provider: str, model: str, *, failover_depth: int = 0)
     return f"{head}-{provider}-{model_slug(model)}"
 
 
-def model_offsets(chunk_models: Sequence[Mapping[str, Any]], model: str) -> list[int]:
+def model_offsets(chunk_models: Sequence[Mapping[str, int]], model: str) -> list[int]:
     """The model's ordinal at the start of every chunk, plus its total at the end
     (`len(chunk_models) + 1` numbers)."""
     offsets = [0]
@@ -57,6 +57,65 @@ def chunks_for_range(offsets: Sequence[int], start: int, end: int) -> list[int]:
         for chunk in range(len(offsets) - 1)
         if offsets[chunk + 1] > offsets[chunk] and offsets[chunk] < end and offsets[chunk + 1] > start
     ]
+
+
+@dataclass(frozen=True, slots=True)
+class PlanLane:
+    """A lane entry of the quote's plan (a group's `selected_lanes` or `rejected_lanes`), read
+    from the plan the batch keeps verbatim."""
+
+    lane_id: str | None
+    provider: str
+    item_count: int
+    unit_prices: Mapping[str, str]
+    rejection_code: str | None
+    # a rejected lane's estimated provider cost (the order of failover); Infinity when unknown
+    estimated_cost: Decimal
+    proof: Mapping[str, Any] | None  # the quote-time data/privacy proof, shown as planned
+
+    @classmethod
+    def from_plan(cls, entry: Mapping[str, Any]) -> PlanLane:
+        rejection = entry.get("rejection") or {}
+        lane_id, proof = entry.get("lane_id"), entry.get("proof")
+        return cls(
+            lane_id=None if lane_id is None else str(lane_id),
+            provider=str(entry.get("provider") or ""),
+            item_count=int(entry.get("item_count") or 0),
+            unit_prices={str(k): str(v) for k, v in (entry.get("unit_prices") or {}).items()},
+            rejection_code=rejection.get("code"),
+            estimated_cost=_estimated_cost((rejection.get("details") or {}).get("estimated_provider_cost")),
+            proof=proof if isinstance(proof, Mapping) else None,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class PlanGroup:
+    """One model's group of the quote's plan: its selected lanes in order, and the lanes the
+    quote rejected (with why)."""
+
+    model: str
+    selected: tuple[PlanLane, ...]
+    rejected: tuple[PlanLane, ...]
+
+
+def plan_groups(plan: Mapping[str, Any] | None) -> tuple[PlanGroup, ...]:
+    """The groups of the quote's plan (`BatchRecord.plan`, the snapshot's routing as stored)."""
+    return tuple(
+        PlanGroup(
+            model=str(group.get("model")),
+            selected=tuple(PlanLane.from_plan(e) for e in group.get("selected_lanes") or []),
+            rejected=tuple(PlanLane.from_plan(e) for e in group.get("rejected_lanes") or []),
+        )
+        for group in (plan or {}).get("groups") or []
+    )
+
+
+def _estimated_cost(cost: object) -> Decimal:
+    amount = cost.get("amount") if isinstance(cost, Mapping) else None
+    try:
+        return Decimal(str(amount)) if amount is not None else Decimal("Infinity")
+    except InvalidOperation:
+        return Decimal("Infinity")
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,9 +169,11 @@ def _int(value: object) -> int:
     return int(value) if isinstance(value, int | Decimal | str) and value != "" else 0
 
 
-def _watermark(item: Mapping[str, Any], count: str, legacy_list: str) -> int:
+def _watermark(count: object, legacy_list: object) -> int:
     """A watermark, or the length of the list a record written before the watermarks keeps."""
-    return _int(item[count]) if count in item else len(item.get(legacy_list) or [])
+    if count is not None:
+        return _int(count)
+    return len(legacy_list) if isinstance(legacy_list, list) else 0
 
 
 def _text(value: object) -> str | None:
@@ -353,27 +414,29 @@ def lane_done_chunks(lane: LaneRecord) -> frozenset[int]:
     return frozenset(lane_chunks(lane)[: lane.chunks_done_n])
 
 
-def plan_lanes(plan: Mapping[str, Any], chunk_models: Sequence[Mapping[str, Any]]) -> list[LaneAssignment]:
+def plan_lanes(
+    groups: Sequence[PlanGroup], chunk_models: Sequence[Mapping[str, int]]
+) -> list[LaneAssignment]:
     """Every selected lane of the plan with its ordinal range and chunks, numbered in plan
     order: each model's ordinals are split among its group's selected lanes in order."""
     lanes: list[LaneAssignment] = []
-    for group in plan.get("groups") or []:
-        model = str(group["model"])
+    for group in groups:
+        model = group.model
         offsets = model_offsets(chunk_models, model)
         start = 0
-        for entry in group.get("selected_lanes") or []:
-            end = start + int(entry["item_count"])
-            provider = str(entry["provider"])
+        for entry in group.selected:
+            end = start + entry.item_count
+            provider = entry.provider
             lanes.append(
                 LaneAssignment(
                     lane_key=lane_key(len(lanes) + 1, provider, model),
-                    lane_id=str(entry["lane_id"]),
+                    lane_id=str(entry.lane_id),
                     provider=provider,
                     model=model,
                     ordinal_start=start,
                     ordinal_end=end,
                     chunks=tuple(chunks_for_range(offsets, start, end)),
-                    unit_prices={str(k): str(v) for k, v in (entry.get("unit_prices") or {}).items()},
+                    unit_prices=entry.unit_prices,
                 )
             )
             start = end
@@ -460,49 +523,35 @@ def job_parts(
     return parts
 
 
-def _estimated_cost(entry: Mapping[str, Any]) -> Decimal:
-    details = (entry.get("rejection") or {}).get("details") or {}
-    amount = (details.get("estimated_provider_cost") or {}).get("amount")
-    try:
-        return Decimal(str(amount)) if amount is not None else Decimal("Infinity")
-    except InvalidOperation:
-        return Decimal("Infinity")
-
-
 def failover_candidates(
-    plan: Mapping[str, Any], model: str, used_lane_ids: Iterable[str]
-) -> list[Mapping[str, Any]]:
+    groups: Sequence[PlanGroup], model: str, used_lane_ids: Iterable[str]
+) -> list[PlanLane]:
     """The lanes a failed lane of `model` may hand over to: the quote's rejected lanes with
     code `outranked` (eligible, only not needed), cheapest first as the quote ranked them
     (then plan order), less the lanes the batch already used."""
     used = set(used_lane_ids)
-    found: list[tuple[Decimal, int, Mapping[str, Any]]] = []
-    for group in plan.get("groups") or []:
-        if group.get("model") != model:
+    found: list[tuple[Decimal, int, PlanLane]] = []
+    for group in groups:
+        if group.model != model:
             continue
-        for index, entry in enumerate(group.get("rejected_lanes") or []):
-            code = (entry.get("rejection") or {}).get("code")
-            if code == OUTRANKED and entry.get("lane_id") not in used:
-                found.append((_estimated_cost(entry), index, entry))
+        for index, entry in enumerate(group.rejected):
+            if entry.rejection_code == OUTRANKED and entry.lane_id not in used:
+                found.append((entry.estimated_cost, index, entry))
     return [entry for _, _, entry in sorted(found, key=lambda f: (f[0], f[1]))]
 
 
-def plan_lane_entry(plan: Mapping[str, Any], lane_id: str) -> Mapping[str, Any] | None:
+def plan_lane_entry(groups: Sequence[PlanGroup], lane_id: str) -> PlanLane | None:
     """The plan's entry (selected or rejected) for a lane: its quote-time proof is there."""
-    for group in plan.get("groups") or []:
-        entries: list[Mapping[str, Any]] = [
-            *(group.get("selected_lanes") or []),
-            *(group.get("rejected_lanes") or []),
-        ]
-        for entry in entries:
-            if entry.get("lane_id") == lane_id:
+    for group in groups:
+        for entry in (*group.selected, *group.rejected):
+            if entry.lane_id == lane_id:
                 return entry
     return None
 
 
 def failover_record(
     source: LaneRecord,
-    candidate: Mapping[str, Any],
+    candidate: PlanLane,
     *,
     chunk: int,
     chunk_first_ordinal: int,
@@ -519,11 +568,11 @@ def failover_record(
     if source_chunks and chunk == source_chunks[0]:
         excluded |= set(source.exclude_seqs)
     depth = source.failover_depth + 1
-    provider = str(candidate["provider"])
+    provider = candidate.provider
     model = source.model
     return new_lane_record(
         lane_key=lane_key(root_number, provider, model, failover_depth=depth),
-        lane_id=str(candidate["lane_id"]),
+        lane_id=str(candidate.lane_id),
         provider=provider,
         model=model,
         ordinal_start=start,

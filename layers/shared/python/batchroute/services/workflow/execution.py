@@ -58,6 +58,7 @@ from batchroute.domain.routing.lane_plan import (
     lane_chunks,
     lane_items,
     model_offsets,
+    plan_groups,
     root_number,
 )
 from batchroute.domain.workflow.results import LineError, LineUsage, ResultLine
@@ -556,8 +557,8 @@ class LaneExecutor:
         used = {other.lane_id for other in self.records.lanes(batch_id)}
         candidates = [
             c
-            for c in failover_candidates(batch.plan or {}, lane.model, used)
-            if self._catalog_lane(lane.model, c.get("lane_id")) is not None
+            for c in failover_candidates(plan_groups(batch.plan), lane.model, used)
+            if self._catalog_lane(lane.model, c.lane_id) is not None
         ]
         if not candidates:
             # No lane left: this lane fails the rest of its items with the error.

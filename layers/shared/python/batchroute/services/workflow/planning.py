@@ -12,7 +12,7 @@ from __future__ import annotations
 from batchroute.clock import Clock, isoformat
 from batchroute.domain.batches.record import BatchRecord
 from batchroute.domain.batches.states import TERMINAL
-from batchroute.domain.routing.lane_plan import PlanMismatch, plan_lanes
+from batchroute.domain.routing.lane_plan import PlanMismatch, plan_groups, plan_lanes
 from batchroute.errors import PermanentError
 from batchroute.services.batches.ports import BatchStore
 from batchroute.services.workflow.ports import ProgressCounters
@@ -34,7 +34,7 @@ class LanePlanner:
         if batch.state in TERMINAL:
             return {"lanes": []}
         try:
-            lanes = plan_lanes(batch.plan or {}, batch.chunk_models or [])
+            lanes = plan_lanes(plan_groups(batch.plan), batch.chunk_models or [])
         except (PlanMismatch, KeyError, TypeError, ValueError) as exc:
             raise InvalidPlan(f"batch {batch_id} cannot be routed: {exc}") from exc
         now = isoformat(self.clock.now())
