@@ -29,7 +29,7 @@ from batchroute.adapters.dynamo.writes import (
     put_new,
     transact_unless_refused,
 )
-from batchroute.domain.routing.lane_plan import LaneRecord
+from batchroute.domain.routing.lane_plan import LaneRecord, SubmittedJob
 
 COUNT_KEYS = ("pending", "running", "completed", "failed", "canceled")
 
@@ -186,7 +186,7 @@ class BatchProgress(DynamoStore):
             values=values,
         )
 
-    def set_job(self, batch_id: str, lane_key: str, job: dict[str, Any] | None, *, chunk: int) -> None:
+    def set_job(self, batch_id: str, lane_key: str, job: SubmittedJob | None, *, chunk: int) -> None:
         """The vendor batch job running for `chunk` (None: no job running)."""
         if job is None:
             self._update_lane(batch_id, lane_key, "REMOVE job, job_chunk")
@@ -195,7 +195,7 @@ class BatchProgress(DynamoStore):
                 batch_id,
                 lane_key,
                 "SET job = :job, job_chunk = :chunk",
-                values={":job": job, ":chunk": chunk},
+                values={":job": job.to_dict(), ":chunk": chunk},
             )
 
     def set_partial(self, batch_id: str, lane_key: str, chunk: int) -> None:

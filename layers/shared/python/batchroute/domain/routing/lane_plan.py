@@ -181,6 +181,49 @@ def _text(value: object) -> str | None:
 
 
 @dataclass(frozen=True, slots=True)
+class SubmittedJob:
+    """A vendor batch job of the lane: stored on the lane record between invocations."""
+
+    job_id: str
+    attempt: int  # every request in the job is on this attempt
+    item_count: int
+    submitted_at: str  # ISO 8601
+    # The job's item seqs; None = every item of the lane (the first job). Follow-up jobs
+    # (resubmitted transient failures) list theirs, which stay few.
+    seqs: tuple[int, ...] | None = None
+    lost_resubmits: int = 0  # resubmits because the provider forgot the job
+    # The lane's items were more than one vendor job holds: after this one (and its
+    # follow-ups), the items not answered yet go in the next job.
+    more: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "job_id": self.job_id,
+            "attempt": self.attempt,
+            "item_count": self.item_count,
+            "submitted_at": self.submitted_at,
+            "seqs": list(self.seqs) if self.seqs is not None else None,
+            "lost_resubmits": self.lost_resubmits,
+        }
+        if self.more:
+            data["more"] = True
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SubmittedJob:
+        seqs = data.get("seqs")
+        return cls(
+            job_id=str(data["job_id"]),
+            attempt=int(data["attempt"]),
+            item_count=int(data["item_count"]),
+            submitted_at=str(data["submitted_at"]),
+            seqs=tuple(int(s) for s in seqs) if seqs is not None else None,
+            lost_resubmits=int(data.get("lost_resubmits") or 0),
+            more=bool(data.get("more")),
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class LaneRecord:
     """A lane's record `BATCH#<id>`/`LANE#<lane key>` (docs/batches.md): which items it owns,
     the chunks it runs in order and its progress through them, its tallies. Read from the
@@ -219,7 +262,7 @@ class LaneRecord:
     latest_error: str | None = None
     failover_to: str | None = None
     fail_error: LaneFailError | None = None
-    job: Mapping[str, Any] | None = None  # the vendor batch job in flight (runner.SubmittedJob's form)
+    job: SubmittedJob | None = None  # the vendor batch job in flight
     job_chunk: int | None = None
     partial_chunk: int | None = None
 
@@ -279,7 +322,7 @@ class LaneRecord:
                 if isinstance(fail_error, Mapping)
                 else None
             ),
-            job=dict(job) if isinstance(job, Mapping) and job else None,
+            job=SubmittedJob.from_dict(job) if isinstance(job, Mapping) and job else None,
             job_chunk=None if item.get("job_chunk") is None else _int(item["job_chunk"]),
             partial_chunk=None if item.get("partial_chunk") is None else _int(item["partial_chunk"]),
         )
@@ -323,7 +366,7 @@ class LaneRecord:
                 if self.fail_error
                 else None
             ),
-            "job": dict(self.job) if self.job is not None else None,
+            "job": self.job.to_dict() if self.job is not None else None,
             "job_chunk": self.job_chunk,
             "partial_chunk": self.partial_chunk,
         }

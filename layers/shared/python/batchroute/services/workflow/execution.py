@@ -51,6 +51,7 @@ from batchroute.domain.catalog.catalog import Catalog, Lane
 from batchroute.domain.routing.lane_plan import (
     LaneFailError,
     LaneRecord,
+    SubmittedJob,
     failover_candidates,
     failover_record,
     lane_chunk_done,
@@ -76,7 +77,6 @@ from batchroute.services.catalog.lane_health import (
 from batchroute.services.workflow.ports import BatchFiles, ProgressCounters
 from batchroute.services.workflow.runner import (
     LaneOutcome,
-    SubmittedJob,
     cancel_lane_job,
     run_lane_batch_job,
     run_lane_items,
@@ -504,10 +504,7 @@ class LaneExecutor:
         """One vendor job per chunk, stored on the lane record while it runs."""
         lane_key = lane.lane_key
         slug = lane.provider
-        stored = lane.job
-        job = None
-        if stored and lane.job_chunk == chunk.number:
-            job = SubmittedJob.from_dict(stored)
+        job = lane.job if lane.job_chunk == chunk.number else None
 
         def load_items(seqs: Collection[int] | None) -> Iterable[tuple[int, Item]]:
             if seqs is None:
@@ -521,9 +518,7 @@ class LaneExecutor:
                 # results that came before it consistent. (With none yet there is nothing
                 # to keep: an empty partial file would be a PUT and a DELETE for nothing.)
                 self._save_partial(batch_id, lane_key, chunk)
-            self.progress.set_job(
-                batch_id, lane_key, submitted.to_dict() if submitted else None, chunk=chunk.number
-            )
+            self.progress.set_job(batch_id, lane_key, submitted, chunk=chunk.number)
 
         waiting_since = self.monotonic()
 
@@ -618,10 +613,10 @@ class LaneExecutor:
         batch_id = batch.batch_id
         lane_key = lane.lane_key
         lane = self._reload(batch_id, lane)  # the progress this invocation made included
-        if lane.job:
+        if lane.job is not None:
             try:
                 cancel_lane_job(
-                    SubmittedJob.from_dict(lane.job),
+                    lane.job,
                     provider=self.registry.batch_api(lane.provider),
                 )
             except Exception:  # best effort: the job's results are not needed any more

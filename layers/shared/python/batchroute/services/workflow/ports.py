@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Protocol
 
-from batchroute.domain.routing.lane_plan import LaneRecord
+from batchroute.domain.routing.lane_plan import LaneRecord, SubmittedJob
 from batchroute.domain.workflow.results import ResultLine
 
 
@@ -50,7 +50,7 @@ class ProgressCounters(Protocol):
         failover_to: str | None = None,
     ) -> bool: ...
 
-    def set_job(self, batch_id: str, lane_key: str, job: dict[str, Any] | None, *, chunk: int) -> None: ...
+    def set_job(self, batch_id: str, lane_key: str, job: SubmittedJob | None, *, chunk: int) -> None: ...
 
     def set_partial(self, batch_id: str, lane_key: str, chunk: int) -> None: ...
 

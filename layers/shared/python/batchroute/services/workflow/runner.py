@@ -42,7 +42,7 @@ from typing import Any, Final, Literal
 from batchroute.clock import Clock, SystemClock, isoformat
 from batchroute.domain.catalog.catalog import NO_BATCH_LIMITS, OPERATIONS, BatchLimits, Lane, Operation
 from batchroute.domain.catalog.tokens import DEFAULT_OUTPUT_TOKENS
-from batchroute.domain.routing.lane_plan import job_parts
+from batchroute.domain.routing.lane_plan import SubmittedJob, job_parts
 from batchroute.providers.base import (
     ZERO_USAGE,
     BatchApiProvider,
@@ -326,49 +326,6 @@ def _fail_wholesale(outcome: LaneOutcome, held: list[_Done]) -> None:
 
 
 # -- vendor batch providers ----------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class SubmittedJob:
-    """A vendor batch job of the lane: stored on the lane record between invocations."""
-
-    job_id: str
-    attempt: int  # every request in the job is on this attempt
-    item_count: int
-    submitted_at: str  # ISO 8601
-    # The job's item seqs; None = every item of the lane (the first job). Follow-up jobs
-    # (resubmitted transient failures) list theirs, which stay few.
-    seqs: tuple[int, ...] | None = None
-    lost_resubmits: int = 0  # resubmits because the provider forgot the job
-    # The lane's items were more than one vendor job holds: after this one (and its
-    # follow-ups), the items not answered yet go in the next job.
-    more: bool = False
-
-    def to_dict(self) -> dict[str, Any]:
-        data: dict[str, Any] = {
-            "job_id": self.job_id,
-            "attempt": self.attempt,
-            "item_count": self.item_count,
-            "submitted_at": self.submitted_at,
-            "seqs": list(self.seqs) if self.seqs is not None else None,
-            "lost_resubmits": self.lost_resubmits,
-        }
-        if self.more:
-            data["more"] = True
-        return data
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> SubmittedJob:
-        seqs = data.get("seqs")
-        return cls(
-            job_id=str(data["job_id"]),
-            attempt=int(data["attempt"]),
-            item_count=int(data["item_count"]),
-            submitted_at=str(data["submitted_at"]),
-            seqs=tuple(int(s) for s in seqs) if seqs is not None else None,
-            lost_resubmits=int(data.get("lost_resubmits") or 0),
-            more=bool(data.get("more")),
-        )
 
 
 @dataclass
