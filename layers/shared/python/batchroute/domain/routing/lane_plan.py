@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
-from typing import Any, Final, TypedDict
+from typing import Any, Final, NotRequired, TypedDict
 
 from batchroute.domain.catalog.catalog import BatchLimits
 
@@ -180,6 +180,18 @@ def _text(value: object) -> str | None:
     return None if value is None else str(value)
 
 
+class SubmittedJobItem(TypedDict):
+    """A vendor batch job as the lane record stores it (`job`)."""
+
+    job_id: str
+    attempt: int
+    item_count: int
+    submitted_at: str
+    seqs: list[int] | None
+    lost_resubmits: int
+    more: NotRequired[bool]
+
+
 @dataclass(frozen=True, slots=True)
 class SubmittedJob:
     """A vendor batch job of the lane: stored on the lane record between invocations."""
@@ -196,8 +208,8 @@ class SubmittedJob:
     # follow-ups), the items not answered yet go in the next job.
     more: bool = False
 
-    def to_dict(self) -> dict[str, Any]:
-        data: dict[str, Any] = {
+    def to_dict(self) -> SubmittedJobItem:
+        data: SubmittedJobItem = {
             "job_id": self.job_id,
             "attempt": self.attempt,
             "item_count": self.item_count,
@@ -318,7 +330,7 @@ class LaneRecord:
             latest_error=_text(item.get("latest_error")),
             failover_to=_text(item.get("failover_to")) or None,
             fail_error=(
-                LaneFailError(str(fail_error.get("code")), str(fail_error.get("message") or ""))
+                LaneFailError(str(fail_error.get("code") or ""), str(fail_error.get("message") or ""))
                 if isinstance(fail_error, Mapping)
                 else None
             ),
@@ -361,11 +373,7 @@ class LaneRecord:
             "finished_at": self.finished_at,
             "latest_error": self.latest_error,
             "failover_to": self.failover_to,
-            "fail_error": (
-                {"code": self.fail_error.code, "message": self.fail_error.message}
-                if self.fail_error
-                else None
-            ),
+            "fail_error": self.fail_error.to_item() if self.fail_error is not None else None,
             "job": self.job.to_dict() if self.job is not None else None,
             "job_chunk": self.job_chunk,
             "partial_chunk": self.partial_chunk,

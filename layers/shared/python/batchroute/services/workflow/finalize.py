@@ -29,6 +29,7 @@ import json
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, fields, replace
 from datetime import timedelta
+from decimal import Decimal
 from typing import Any
 
 from batchroute.clock import Clock, isoformat
@@ -174,7 +175,7 @@ _SLICE_FIELDS = (
 )
 
 
-def _parts(stored: Iterable[Mapping[str, Any]]) -> tuple[UploadPart, ...]:
+def _parts(stored: Iterable[Mapping[str, str | int | Decimal]]) -> tuple[UploadPart, ...]:
     return tuple(UploadPart(int(p["PartNumber"]), str(p["ETag"])) for p in stored)
 
 

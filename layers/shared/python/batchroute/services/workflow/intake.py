@@ -80,7 +80,7 @@ class Intake:
             batch.batch_id,
             {"chunk_models": writer.chunk_models, "intake": replace(intake, done=True).to_mapping()},
         )
-        done: dict[str, Any] = {"chunk_count": writer.chunk_count}
+        done: dict[str, int | list[str]] = {"chunk_count": writer.chunk_count}
         if writer.presets:  # the preset versions its items used (docs/presets.md)
             done["presets"] = list(writer.presets)
         self.records.update(batch.batch_id, done)
