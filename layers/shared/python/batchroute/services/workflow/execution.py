@@ -88,7 +88,6 @@ from batchroute.workflow.tasks import LaneOutput, WorkflowTask
 FINAL_LANE_STATUSES = frozenset({"completed", "failed", "canceled"})
 
 _NO_RESULT = ItemError("no_result", "the provider returned no result for this item")
-Item = Mapping[str, Any]
 
 
 class UnknownLane(PermanentError):
@@ -157,7 +156,7 @@ class _Chunk:
     number: int
     position: int  # its index in the lane's chunks: the watermarks count in that order
     first_ordinal: int
-    kept: list[tuple[int, Item]]
+    kept: list[tuple[int, Mapping[str, Any]]]
     results: dict[int, ResultLine] = field(default_factory=dict)
     has_partial: bool = False  # a partial file exists: delete it once the chunk is done
 
@@ -171,7 +170,7 @@ class _Chunk:
     def __post_init__(self) -> None:
         self._ids = {seq: item.get("customer_item_id") for seq, item in self.kept}
 
-    def todo(self) -> list[tuple[int, Item]]:
+    def todo(self) -> list[tuple[int, Mapping[str, Any]]]:
         return [(seq, item) for seq, item in self.kept if seq not in self.results]
 
     def tally(self) -> tuple[int, int, int, int]:
@@ -466,7 +465,7 @@ class LaneExecutor:
         batch_id: str,
         lane: LaneRecord,
         chunk: _Chunk,
-        todo: list[tuple[int, Item]],
+        todo: list[tuple[int, Mapping[str, Any]]],
         invocation: _Invocation,
     ) -> LaneOutcome:
         catalog_lane = self._catalog_lane(lane.model, lane.lane_id)
@@ -496,7 +495,7 @@ class LaneExecutor:
         batch_id: str,
         lane: LaneRecord,
         chunk: _Chunk,
-        todo: list[tuple[int, Item]],
+        todo: list[tuple[int, Mapping[str, Any]]],
         catalog_lane: Lane,
         on_result: Callable[[int, ProviderResult, int], None],
         invocation: _Invocation,
@@ -506,7 +505,7 @@ class LaneExecutor:
         slug = lane.provider
         job = lane.job if lane.job_chunk == chunk.number else None
 
-        def load_items(seqs: Collection[int] | None) -> Iterable[tuple[int, Item]]:
+        def load_items(seqs: Collection[int] | None) -> Iterable[tuple[int, Mapping[str, Any]]]:
             if seqs is None:
                 return todo
             wanted = set(seqs)

@@ -61,9 +61,8 @@ from batchroute.providers.retry import RetryPolicy
 
 logger = logging.getLogger(__name__)
 
-Item = Mapping[str, Any]
 OnResult = Callable[[int, ProviderResult, int], None]
-LoadItems = Callable[[Collection[int] | None], Iterable[tuple[int, Item]]]
+LoadItems = Callable[[Collection[int] | None], Iterable[tuple[int, Mapping[str, Any]]]]
 
 DEFAULT_WHOLESALE_FAILURE_THRESHOLD: Final = 25
 _CUSTOM_ID_PREFIX: Final = "seq-"
@@ -115,7 +114,7 @@ def seq_of(custom_id: str) -> int | None:
     return int(digits) if digits.isdigit() else None
 
 
-def build_request(seq: int, item: Item, lane: Lane, *, attempt: int = 1) -> ProviderRequest:
+def build_request(seq: int, item: Mapping[str, Any], lane: Lane, *, attempt: int = 1) -> ProviderRequest:
     """The provider request for one item on this lane; PermanentProviderError for an item
     no provider could answer (the API validates items, so this is a last line)."""
     payload = item.get("input")
@@ -142,7 +141,9 @@ def build_request(seq: int, item: Item, lane: Lane, *, attempt: int = 1) -> Prov
     )
 
 
-def _output_limit(item: Item, payload: Mapping[str, Any], operation: Operation, lane: Lane) -> int:
+def _output_limit(
+    item: Mapping[str, Any], payload: Mapping[str, Any], operation: Operation, lane: Lane
+) -> int:
     if operation == "embeddings":
         return 0
     requested = DEFAULT_OUTPUT_TOKENS
@@ -168,7 +169,7 @@ class _Done:
 
 
 def run_lane_items(
-    items: Iterable[tuple[int, Item]],
+    items: Iterable[tuple[int, Mapping[str, Any]]],
     *,
     lane: Lane,
     provider: SyncProvider,
@@ -223,7 +224,13 @@ def run_lane_items(
 
 
 def _attempt_item(
-    seq: int, item: Item, *, lane: Lane, provider: SyncProvider, retry: RetryPolicy, halt: threading.Event
+    seq: int,
+    item: Mapping[str, Any],
+    *,
+    lane: Lane,
+    provider: SyncProvider,
+    retry: RetryPolicy,
+    halt: threading.Event,
 ) -> _Done:
     """One item to its answer: retried while transient and retries remain; `skipped` once
     the lane halts, `unavailable` when the provider is."""
@@ -340,7 +347,7 @@ class JobPoll:
 
 
 def submit_lane_job(
-    items: Iterable[tuple[int, Item]],
+    items: Iterable[tuple[int, Mapping[str, Any]]],
     *,
     lane: Lane,
     provider: BatchApiProvider,
@@ -537,7 +544,7 @@ class _BatchLaneRun:
 
     def submit(
         self,
-        items: Iterable[tuple[int, Item]],
+        items: Iterable[tuple[int, Mapping[str, Any]]],
         *,
         attempt: int,
         seqs: tuple[int, ...] | None,
