@@ -103,13 +103,15 @@ def test_chunks_for_range_are_those_holding_the_ordinals() -> None:
 
 
 def test_plan_lanes_split_each_group_in_order_and_number_the_lanes() -> None:
-    lanes = plan_lanes(plan_groups(PLAN), CHUNK_MODELS)
-    assert [(lane.lane_key, lane.ordinal_start, lane.ordinal_end, lane.chunks) for lane in lanes] == [
+    lanes = plan_lanes(plan_groups(PLAN), CHUNK_MODELS, at="2026-01-01T00:00:00.000Z")
+    assert [
+        (lane.lane_key, lane.ordinal_start, lane.ordinal_end, tuple(lane_chunks(lane))) for lane in lanes
+    ] == [
         ("01-p1-model-a", 0, 3, (0, 1)),
         ("02-p2-model-a", 3, 5, (1, 2)),
         ("03-p1-org-model-b-1", 0, 2, (0, 1)),
     ]
-    lane = lanes[1].to_record(at="2026-01-01T00:00:00.000Z")
+    lane = lanes[1]
     record = lane.to_item()
     assert record["unit_prices"] == PRICES_2 and record["item_count"] == 2
     assert record["status"] == "pending" and lane.chunks_done_n == 0 and record["attempts"] == 0
@@ -118,11 +120,11 @@ def test_plan_lanes_split_each_group_in_order_and_number_the_lanes() -> None:
 
 def test_a_plan_that_does_not_add_up_is_refused() -> None:
     with pytest.raises(PlanMismatch):
-        plan_lanes(plan_groups(PLAN), [{A: 9, B: 2}])
+        plan_lanes(plan_groups(PLAN), [{A: 9, B: 2}], at="t")
 
 
 def test_lane_items_keep_the_lanes_ordinals_of_its_model_less_excluded_seqs() -> None:
-    second = plan_lanes(plan_groups(PLAN), CHUNK_MODELS)[1]  # ordinals [3, 5) of model a
+    second = plan_lanes(plan_groups(PLAN), CHUNK_MODELS, at="t")[1]  # ordinals [3, 5) of model a
     offsets = model_offsets(CHUNK_MODELS, A)
 
     def seqs(chunk: int, exclude: frozenset[int] = frozenset()) -> list[int]:
@@ -158,9 +160,7 @@ def test_failover_candidates_are_outranked_lanes_cheapest_first_not_used() -> No
 
 
 def test_a_failover_record_takes_the_unfinished_ordinals_at_the_original_prices() -> None:
-    source = plan_lanes(plan_groups(PLAN), CHUNK_MODELS)[0].to_record(
-        at="t"
-    )  # ordinals [0, 3), chunks 0 and 1
+    source = plan_lanes(plan_groups(PLAN), CHUNK_MODELS, at="t")[0]  # ordinals [0, 3), chunks 0 and 1
     candidate = failover_candidates(plan_groups(PLAN), A, ["p1/model-a", "p2/model-a"])[0]
     # The lane failed in chunk 0 (first ordinal 0) after answering seq 1
     successor = failover_record(

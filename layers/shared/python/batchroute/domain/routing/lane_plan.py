@@ -118,36 +118,6 @@ def _estimated_cost(cost: object) -> Decimal:
         return Decimal("Infinity")
 
 
-@dataclass(frozen=True, slots=True)
-class LaneAssignment:
-    lane_key: str
-    lane_id: str
-    provider: str
-    model: str
-    ordinal_start: int
-    ordinal_end: int
-    chunks: tuple[int, ...]
-    unit_prices: Mapping[str, str]
-
-    @property
-    def item_count(self) -> int:
-        return self.ordinal_end - self.ordinal_start
-
-    def to_record(self, *, at: str) -> LaneRecord:
-        """The lane record Route writes (docs/batches.md)."""
-        return new_lane_record(
-            lane_key=self.lane_key,
-            lane_id=self.lane_id,
-            provider=self.provider,
-            model=self.model,
-            ordinal_start=self.ordinal_start,
-            ordinal_end=self.ordinal_end,
-            chunks=list(self.chunks),
-            unit_prices=dict(self.unit_prices),
-            at=at,
-        )
-
-
 class LaneUsageView(TypedDict):
     prompt_tokens: int
     completion_tokens: int
@@ -466,11 +436,12 @@ def lane_done_chunks(lane: LaneRecord) -> frozenset[int]:
 
 
 def plan_lanes(
-    groups: Sequence[PlanGroup], chunk_models: Sequence[Mapping[str, int]]
-) -> list[LaneAssignment]:
-    """Every selected lane of the plan with its ordinal range and chunks, numbered in plan
-    order: each model's ordinals are split among its group's selected lanes in order."""
-    lanes: list[LaneAssignment] = []
+    groups: Sequence[PlanGroup], chunk_models: Sequence[Mapping[str, int]], *, at: str
+) -> list[LaneRecord]:
+    """The lane records Route writes (docs/batches.md): every selected lane of the plan with
+    its ordinal range and chunks, numbered in plan order: each model's ordinals are split
+    among its group's selected lanes in order."""
+    lanes: list[LaneRecord] = []
     for group in groups:
         model = group.model
         offsets = model_offsets(chunk_models, model)
@@ -479,15 +450,16 @@ def plan_lanes(
             end = start + entry.item_count
             provider = entry.provider
             lanes.append(
-                LaneAssignment(
+                new_lane_record(
                     lane_key=lane_key(len(lanes) + 1, provider, model),
                     lane_id=str(entry.lane_id),
                     provider=provider,
                     model=model,
                     ordinal_start=start,
                     ordinal_end=end,
-                    chunks=tuple(chunks_for_range(offsets, start, end)),
+                    chunks=chunks_for_range(offsets, start, end),
                     unit_prices=entry.unit_prices,
+                    at=at,
                 )
             )
             start = end
