@@ -70,8 +70,8 @@ def create_once(
     assert record is not None
     return seconds, {
         "reserved_micros": record.reserved_micros,
-        "item_count": (record.intake or {}).get("item_count"),
-        "digest": (record.intake or {}).get("digest"),
+        "item_count": record.intake.item_count if record.intake else None,
+        "digest": record.intake.digest if record.intake else None,
     }
 
 

@@ -371,18 +371,18 @@ def check_end_conditions(
     for lane in records.lanes(created.batch_id):
         prompt = completion = 0
         for chunk in lane_done_chunks(lane):
-            for line in artifacts.result_lines(created.batch_id, lane["lane_key"], int(chunk)):
+            for line in artifacts.result_lines(created.batch_id, lane.lane_key, int(chunk)):
                 if line["status"] == "completed":
                     completed_lines[int(line["seq"])] += 1
                     prompt += line["usage"]["prompt_tokens"]
                     completion += line["usage"]["completion_tokens"]
-        usage = lane.get("usage") or {}
+        usage = lane.usage
         if (int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0))) != (
             prompt,
             completion,
         ):
             problems.append(
-                f"lane {lane['lane_key']} counted usage {usage}, its lines hold {prompt}/{completion}"
+                f"lane {lane.lane_key} counted usage {usage}, its lines hold {prompt}/{completion}"
             )
     answered_twice = [seq for seq, n in completed_lines.items() if n > 1]
     if answered_twice:

@@ -35,7 +35,7 @@ def drop_a_result_row(created: CreatedBatch) -> None:
 def answer_an_item_twice(created: CreatedBatch) -> None:
     """A second completed lane line for an item (the same answer written by two runners)."""
     lane = BatchRecords(get_settings().table_name("batches")).lanes(created.batch_id)[0]
-    key = result_chunk_key(created.batch_id, lane["lane_key"], int(min(lane_done_chunks(lane))))
+    key = result_chunk_key(created.batch_id, lane.lane_key, int(min(lane_done_chunks(lane))))
     lines = _read(key)
     _write(key, [*lines, lines[0]])
 
@@ -45,7 +45,7 @@ def count_usage_twice(created: CreatedBatch) -> None:
     lane = BatchRecords(get_settings().table_name("batches")).lanes(created.batch_id)[0]
     boto3.client("dynamodb").update_item(
         TableName=get_settings().table_name("batches"),
-        Key={"pk": {"S": f"BATCH#{created.batch_id}"}, "sk": {"S": f"LANE#{lane['lane_key']}"}},
+        Key={"pk": {"S": f"BATCH#{created.batch_id}"}, "sk": {"S": f"LANE#{lane.lane_key}"}},
         UpdateExpression="SET #u.prompt_tokens = #u.prompt_tokens + :n",
         ExpressionAttributeNames={"#u": "usage"},
         ExpressionAttributeValues={":n": {"N": "7"}},

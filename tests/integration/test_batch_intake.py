@@ -119,14 +119,14 @@ def test_create_over_a_quoted_file_reads_no_item_and_intake_chunks_it(
     assert opened == [] and written == []
     assert batch["state"] == "priced" and batch["counts"]["total"] == 5
     record = _batch(batch["id"])
-    assert record.intake is not None and not record.intake.get("done")
+    assert record.intake is not None and not record.intake.done
     assert Money(record.reserved_micros) == Money.usd(quote["pricing_estimate"]["total"]["amount"])
     assert _ledger().state(org.org_id).reserved == Money(record.reserved_micros)
     # And the workflow's Intake step writes the chunks, and the batch completes and settles once
     result = _run(stack, batch["id"])
     assert result["status"] == "SUCCEEDED"
     done = _batch(batch["id"])
-    assert done.state == "completed" and done.intake is not None and done.intake["done"] is True
+    assert done.state == "completed" and done.intake is not None and done.intake.done is True
     assert done.chunk_count == 1 and done.chunk_models == [{_item(0)["model"]: 4, GPT: 1}]
     assert {k: int(v) for k, v in (done.counts or {}).items()}["total"] == 5
     assert [r["sequence_number"] for r in _artifacts().lines(results_key(done.batch_id))] == [0, 1, 2, 3, 4]
@@ -166,7 +166,7 @@ def test_create_from_a_quote_alone_over_a_file_reads_the_quote_once_and_checks_i
     assert len(policies) == 1, policies
     # And the batch is over the quoted file, at the quoted price
     record = _batch(batch["id"])
-    assert record.intake is not None and record.intake["file_id"] == file_id
+    assert record.intake is not None and record.intake.file_id == file_id
     assert record.quote_id == quote["quote_id"] and batch["counts"]["total"] == 3
     assert Money(record.reserved_micros) == Money.usd(quote["pricing_estimate"]["total"]["amount"])
 
@@ -194,7 +194,7 @@ def test_a_file_that_fails_intake_ends_the_batch_failed_with_the_preflight_and_r
         "intake: batch_preflight_failed"
     )
     assert failed.intake is not None
-    preflight = failed.intake["error"]["details"]["preflight"]
+    preflight = failed.intake.error.details["preflight"]
     assert preflight["ok"] is False
     assert [e["code"] for e in preflight["errors"]] == ["unknown_model"]
     assert failed.chunk_count == 0
@@ -219,8 +219,8 @@ def test_a_file_whose_items_differ_from_the_quoted_ones_fails_intake(
     # Then it fails at intake with quote_mismatch and releases everything
     assert result["status"] == "FAILED"
     failed = _batch(batch["id"])
-    assert failed.intake is not None and failed.intake["error"]["code"] == "quote_mismatch"
-    assert failed.intake["error"]["details"] == {"item_count": 3, "priced_item_count": 2}
+    assert failed.intake is not None and failed.intake.error.code == "quote_mismatch"
+    assert failed.intake.error.details == {"item_count": 3, "priced_item_count": 2}
     charged, _ = _assert_reservation_resolved_once(org.org_id, failed)
     assert charged == Money.zero()
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import replace
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -16,11 +17,12 @@ from fastapi.testclient import TestClient
 
 from batchroute.adapters.batch_artifacts import BatchArtifacts, errors_key, receipt_key, results_key
 from batchroute.adapters.dynamo.batch_progress import BatchProgress
-from batchroute.adapters.dynamo.batch_records import BatchRecords
+from batchroute.adapters.dynamo.batch_records import BatchRecords, lane_values
 from batchroute.adapters.dynamo.billing_events import BillingEvents
 from batchroute.adapters.dynamo.controls import ControlsStore
 from batchroute.adapters.dynamo.lanes import LaneStateStore
 from batchroute.adapters.dynamo.ledger import LedgerStore
+from batchroute.adapters.dynamo.writes import put_if_new
 from batchroute.adapters.s3_objects import S3Objects
 from batchroute.adapters.task_queue import TaskQueue
 from batchroute.catalog import builtin_catalog
@@ -32,6 +34,7 @@ from batchroute.domain.batches.states import BatchState
 from batchroute.domain.billing.controls import BillingControls
 from batchroute.domain.catalog.pricing import LaneUsage, settle_price
 from batchroute.domain.routing.lane_plan import (
+    LaneRecord,
     lane_chunk_done,
     lane_chunks,
     lane_done_chunks,
@@ -114,7 +117,8 @@ def _rows(key: str) -> list[dict[str, Any]]:
 
 
 def _lanes(batch_id: str) -> dict[str, dict[str, Any]]:
-    return {lane["lane_key"]: lane for lane in _records().lanes(batch_id)}
+    """Each lane's stored record, by lane key."""
+    return {lane.lane_key: lane.to_item() for lane in _records().lanes(batch_id)}
 
 
 def _expected_charge(batch_id: str) -> Money:
@@ -124,15 +128,15 @@ def _expected_charge(batch_id: str) -> Money:
     for lane in _records().lanes(batch_id):
         prompt = completion = 0
         for chunk in lane_done_chunks(lane):
-            for line in artifacts.result_lines(batch_id, lane["lane_key"], int(chunk)):
+            for line in artifacts.result_lines(batch_id, lane.lane_key, int(chunk)):
                 if line["status"] == "completed":
                     prompt += line["usage"]["prompt_tokens"]
                     completion += line["usage"]["completion_tokens"]
         if prompt or completion:
-            prices = lane["unit_prices"]
+            prices = lane.unit_prices
             usage.append(
                 LaneUsage(
-                    lane["lane_id"],
+                    lane.lane_id,
                     prompt,
                     completion,
                     Decimal(prices["input_per_mtok"]),
@@ -262,7 +266,7 @@ def test_a_mixed_batch_runs_to_completed_and_settles_actual_usage_once(
     llama = lanes["02-edge-eu-meta-llama-llama-3-1-8b-instruct"]
     lines = [
         line
-        for chunk in sorted(lane_done_chunks(llama))
+        for chunk in sorted(lane_done_chunks(LaneRecord.from_item(llama)))
         for line in _artifacts().result_lines(created.batch_id, llama["lane_key"], int(chunk))
     ]
     assert {line["seq"]: line["attempts"] for line in lines}[2] == 2
@@ -471,8 +475,8 @@ def test_a_half_done_chunk_is_kept_across_invocations(stack: LocalStack, org: Te
     assert invocations > 2
     assert answer["completed"] == 4
     (record,) = _records().lanes(created.batch_id)
-    assert lane_done_chunks(record) == {0} and "partial_chunk" not in record
-    lines = list(_artifacts().result_lines(created.batch_id, record["lane_key"], 0))
+    assert lane_done_chunks(record) == {0} and "partial_chunk" not in record.to_item()
+    lines = list(_artifacts().result_lines(created.batch_id, record.lane_key, 0))
     assert [line["seq"] for line in lines] == [0, 1, 2, 3]
     assert _counts(_batch(created.batch_id))["completed"] == 4
 
@@ -673,7 +677,7 @@ def _finish(progress: BatchProgress, batch_id: str, lane_key: str, position: int
     )
 
 
-def _gpt_lane(lane_key: str, *, items: int, chunks: list[int]) -> dict[str, Any]:
+def _gpt_lane(lane_key: str, *, items: int, chunks: list[int]) -> LaneRecord:
     return new_lane_record(
         lane_key=lane_key,
         lane_id=f"openai/{GPT}",
@@ -712,14 +716,14 @@ def test_lane_chunks_start_and_finish_exactly_once_in_their_order(stack: LocalSt
     assert not _finish(progress, batch_id, "09-openai-gpt", 0)
     assert moved() == {"pending": -10, "running": 0, "completed": 10}
     lane = progress.get_lane(batch_id, "09-openai-gpt")
-    assert lane is not None and lane["completed"] == 10 and lane["usage"]["prompt_tokens"] == 5
+    assert lane is not None and lane.completed == 10 and lane.usage["prompt_tokens"] == 5
     assert lane_done_chunks(lane) == {4} and not lane_chunk_done(lane, 5)
     # The runner goes on with the second chunk; a duplicate runner that is behind (it still
     # sees the first chunk as its next one) gets False for every write and moves nothing
     assert progress.start_chunk(batch_id, "09-openai-gpt", 1, items=10)
     assert not progress.start_chunk(batch_id, "09-openai-gpt", 0, items=10)
     assert not _finish(progress, batch_id, "09-openai-gpt", 0)
-    successor = dict(record, lane_key="09f1-other-gpt")
+    successor = replace(record, lane_key="09f1-other-gpt")
     assert not progress.hand_over(
         batch_id,
         "09-openai-gpt",
@@ -741,7 +745,7 @@ def test_lane_chunks_start_and_finish_exactly_once_in_their_order(stack: LocalSt
     assert not progress.start_chunk(batch_id, "09-openai-gpt", 2, items=0)
     lane = progress.get_lane(batch_id, "09-openai-gpt")
     assert lane is not None and lane_done_chunks(lane) == {4, 5, 6}
-    assert (lane["chunks_started_n"], lane["chunks_done_n"], lane["completed"]) == (3, 3, 20)
+    assert (lane.chunks_started_n, lane.chunks_done_n, lane.completed) == (3, 3, 20)
     assert (lane_statuses([lane])[0]["chunks_done"], lane_statuses([lane])[0]["chunk_count"]) == (3, 3)
     assert moved() == {"pending": -20, "running": 0, "completed": 20}
 
@@ -753,10 +757,11 @@ def test_a_lane_record_written_with_chunk_lists_moves_on_by_the_same_watermarks(
     created = create_batch(org.org_id, [item(n, GPT) for n in range(20)], chunk_size=10)
     batch_id = created.batch_id
     progress = _progress()
-    record = _gpt_lane("01-openai-gpt", items=20, chunks=[0, 1])
+    record = lane_values(batch_id, _gpt_lane("01-openai-gpt", items=20, chunks=[0, 1]))
     for name in ("chunk_ranges", "chunks_started_n", "chunks_done_n"):
         del record[name]
-    assert progress.put_lane(batch_id, {**record, "chunks": [0, 1], "chunks_started": [0], "chunks_done": []})
+    legacy = {**record, "chunks": [0, 1], "chunks_started": [0], "chunks_done": []}
+    assert put_if_new(progress.dynamodb, progress.table_name, legacy)
     # Then the started chunk is not started again, it finishes once, and the next one runs
     assert not progress.start_chunk(batch_id, "01-openai-gpt", 0, items=10)
     assert _finish(progress, batch_id, "01-openai-gpt", 0)
@@ -766,4 +771,4 @@ def test_a_lane_record_written_with_chunk_lists_moves_on_by_the_same_watermarks(
     assert progress.start_chunk(batch_id, "01-openai-gpt", 1, items=10)
     assert _finish(progress, batch_id, "01-openai-gpt", 1)
     lane = progress.get_lane(batch_id, "01-openai-gpt")
-    assert lane is not None and lane_done_chunks(lane) == {0, 1} and lane["completed"] == 20
+    assert lane is not None and lane_done_chunks(lane) == {0, 1} and lane.completed == 20

@@ -155,7 +155,7 @@ def test_intake_names_a_repeat_in_a_file_that_differs_from_the_quoted_one(
     assert result["status"] == "FAILED"
     failed = _batch(batch["id"])
     assert failed.intake is not None
-    errors = failed.intake["error"]["details"]["preflight"]["errors"]
+    errors = failed.intake.error.details["preflight"]["errors"]
     assert [(e["code"], e["path"], e["details"]) for e in errors] == [
         ("duplicate_customer_item_id", "items[1].customer_item_id", {"first_index": 0})
     ]

@@ -76,7 +76,7 @@ def _run_and_check_settled(stack: LocalStack, org: TestOrg, batch_id: str) -> No
     assert arn is not None
     assert run_until_done(stack, arn, budget_seconds=60)["status"] == "SUCCEEDED"
     done = _batch(batch_id)
-    assert done.state == "completed" and done.intake is not None and done.intake["done"] is True
+    assert done.state == "completed" and done.intake is not None and done.intake.done is True
     reservation = _ledger().reservation(org.org_id, str(done.reservation_id))
     assert reservation is not None and reservation.status == "settled"
     assert reservation.charged + reservation.released == reservation.amount
@@ -111,8 +111,8 @@ def test_create_without_a_quote_over_a_profiled_file_reads_no_item_and_reserves_
     fast_record, slow_record = _batch(fast["id"]), _batch(slow["id"])
     assert fast_record.reserved_micros == slow_record.reserved_micros > 0
     assert fast_record.intake is not None and slow_record.intake is not None
-    assert fast_record.intake["digest"] == slow_record.intake["digest"]
-    assert fast_record.intake["item_count"] == slow_record.intake["item_count"] == 8
+    assert fast_record.intake.digest == slow_record.intake.digest
+    assert fast_record.intake.item_count == slow_record.intake.item_count == 8
     assert _ageless(fast_record.plan) == _ageless(slow_record.plan)
     assert _ledger().state(org.org_id).reserved == Money(
         fast_record.reserved_micros + slow_record.reserved_micros
@@ -210,7 +210,7 @@ def test_a_profile_kept_apart_from_the_record_stands_in_the_same_way(
     one, other = _batch(first["id"]), _batch(second["id"])
     assert one.reserved_micros == other.reserved_micros > 0
     assert one.intake is not None and other.intake is not None
-    assert (one.intake["item_count"], one.intake["digest"]) == (
-        other.intake["item_count"],
-        other.intake["digest"],
+    assert (one.intake.item_count, one.intake.digest) == (
+        other.intake.item_count,
+        other.intake.digest,
     )

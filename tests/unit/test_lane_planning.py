@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 
 import pytest
 
 from batchroute.adapters.dynamo.codec import to_item
 from batchroute.domain.routing.lane_plan import (
+    LaneRecord,
+    PlanLane,
     PlanMismatch,
     chunk_ranges,
     chunks_for_range,
@@ -17,12 +20,12 @@ from batchroute.domain.routing.lane_plan import (
     lane_chunk_done,
     lane_chunk_position,
     lane_chunks,
-    lane_chunks_done_n,
     lane_done_chunks,
     lane_items,
     lane_key,
     model_offsets,
     new_lane_record,
+    plan_groups,
     plan_lanes,
     root_number,
 )
@@ -56,6 +59,8 @@ def _rejected(provider: str, model: str, code: str, cost: str | None) -> dict[st
 
 # chunk 0: a a b ; chunk 1: b a a ; chunk 2: a   (a: 5 items, b: 2 items)
 CHUNK_MODELS = [{A: 2, B: 1}, {B: 1, A: 2}, {A: 1}]
+# The fields every stored lane record has, around the chunk fields a test sets
+STORED = {"lane_key": "01-p1-model-a", "lane_id": "p1/model-a", "provider": "p1", "model": A}
 LINES = [
     [{"seq": 0, "item": {"model": A}}, {"seq": 1, "item": {"model": A}}, {"seq": 2, "item": {"model": B}}],
     [{"seq": 3, "item": {"model": B}}, {"seq": 4, "item": {"model": A}}, {"seq": 5, "item": {"model": A}}],
@@ -98,25 +103,28 @@ def test_chunks_for_range_are_those_holding_the_ordinals() -> None:
 
 
 def test_plan_lanes_split_each_group_in_order_and_number_the_lanes() -> None:
-    lanes = plan_lanes(PLAN, CHUNK_MODELS)
-    assert [(lane.lane_key, lane.ordinal_start, lane.ordinal_end, lane.chunks) for lane in lanes] == [
+    lanes = plan_lanes(plan_groups(PLAN), CHUNK_MODELS, at="2026-01-01T00:00:00.000Z")
+    assert [
+        (lane.lane_key, lane.ordinal_start, lane.ordinal_end, tuple(lane_chunks(lane))) for lane in lanes
+    ] == [
         ("01-p1-model-a", 0, 3, (0, 1)),
         ("02-p2-model-a", 3, 5, (1, 2)),
         ("03-p1-org-model-b-1", 0, 2, (0, 1)),
     ]
-    record = lanes[1].to_record(at="2026-01-01T00:00:00.000Z")
+    lane = lanes[1]
+    record = lane.to_item()
     assert record["unit_prices"] == PRICES_2 and record["item_count"] == 2
-    assert record["status"] == "pending" and lane_chunks_done_n(record) == 0 and record["attempts"] == 0
-    assert lane_chunks(record) == [1, 2] and record["usage"] == {"prompt_tokens": 0, "completion_tokens": 0}
+    assert record["status"] == "pending" and lane.chunks_done_n == 0 and record["attempts"] == 0
+    assert lane_chunks(lane) == [1, 2] and record["usage"] == {"prompt_tokens": 0, "completion_tokens": 0}
 
 
 def test_a_plan_that_does_not_add_up_is_refused() -> None:
     with pytest.raises(PlanMismatch):
-        plan_lanes(PLAN, [{A: 9, B: 2}])
+        plan_lanes(plan_groups(PLAN), [{A: 9, B: 2}], at="t")
 
 
 def test_lane_items_keep_the_lanes_ordinals_of_its_model_less_excluded_seqs() -> None:
-    second = plan_lanes(PLAN, CHUNK_MODELS)[1]  # ordinals [3, 5) of model a
+    second = plan_lanes(plan_groups(PLAN), CHUNK_MODELS, at="t")[1]  # ordinals [3, 5) of model a
     offsets = model_offsets(CHUNK_MODELS, A)
 
     def seqs(chunk: int, exclude: frozenset[int] = frozenset()) -> list[int]:
@@ -145,31 +153,33 @@ def test_lane_keys() -> None:
 
 
 def test_failover_candidates_are_outranked_lanes_cheapest_first_not_used() -> None:
-    found = failover_candidates(PLAN, A, used_lane_ids=["p1/model-a", "p2/model-a"])
-    assert [c["lane_id"] for c in found] == ["p5/model-a", "p3/model-a"]
-    assert [c["lane_id"] for c in failover_candidates(PLAN, A, ["p5/model-a"])] == ["p3/model-a"]
-    assert failover_candidates(PLAN, B, []) == []
+    found = failover_candidates(plan_groups(PLAN), A, used_lane_ids=["p1/model-a", "p2/model-a"])
+    assert [c.lane_id for c in found] == ["p5/model-a", "p3/model-a"]
+    assert [c.lane_id for c in failover_candidates(plan_groups(PLAN), A, ["p5/model-a"])] == ["p3/model-a"]
+    assert failover_candidates(plan_groups(PLAN), B, []) == []
 
 
 def test_a_failover_record_takes_the_unfinished_ordinals_at_the_original_prices() -> None:
-    source = plan_lanes(PLAN, CHUNK_MODELS)[0].to_record(at="t")  # ordinals [0, 3), chunks 0 and 1
-    candidate = failover_candidates(PLAN, A, ["p1/model-a", "p2/model-a"])[0]
+    source = plan_lanes(plan_groups(PLAN), CHUNK_MODELS, at="t")[0]  # ordinals [0, 3), chunks 0 and 1
+    candidate = failover_candidates(plan_groups(PLAN), A, ["p1/model-a", "p2/model-a"])[0]
     # The lane failed in chunk 0 (first ordinal 0) after answering seq 1
-    record = failover_record(
+    successor = failover_record(
         source, candidate, chunk=0, chunk_first_ordinal=0, answered={1}, root_number=1, at="t2"
     )
+    record = successor.to_item()
     assert record["lane_key"] == "01f1-p5-model-a"
     assert (record["ordinal_start"], record["ordinal_end"]) == (0, 3)
     assert record["exclude_seqs"] == [1] and record["item_count"] == 2
-    assert lane_chunks(record) == [0, 1]
+    assert lane_chunks(successor) == [0, 1]
     assert record["unit_prices"] == PRICES_1  # the quoted prices, not the candidate's
     assert record["failover_from"] == "01-p1-model-a" and record["failover_depth"] == 1
     # Failing again in chunk 1 (first ordinal 2): the excluded seqs of chunk 0 no longer matter
-    again = failover_record(
-        record, candidate, chunk=1, chunk_first_ordinal=2, answered=set(), root_number=1, at="t3"
+    again_lane = failover_record(
+        successor, candidate, chunk=1, chunk_first_ordinal=2, answered=set(), root_number=1, at="t3"
     )
+    again = again_lane.to_item()
     assert (again["ordinal_start"], again["ordinal_end"]) == (2, 3)
-    assert again["exclude_seqs"] == [] and again["item_count"] == 1 and lane_chunks(again) == [1]
+    assert again["exclude_seqs"] == [] and again["item_count"] == 1 and lane_chunks(again_lane) == [1]
     assert again["lane_key"] == "01f2-p5-model-a"
 
 
@@ -179,7 +189,9 @@ def test_a_failover_record_takes_the_unfinished_ordinals_at_the_original_prices(
 def test_chunk_ranges_are_the_run_length_of_the_list_and_read_back_in_order() -> None:
     assert chunk_ranges([3, 4, 5, 9, 10, 12]) == [[3, 5], [9, 10], [12, 12]]
     assert chunk_ranges([]) == []
-    lane = {"chunk_ranges": chunk_ranges([3, 4, 5, 9, 10, 12]), "chunks_done_n": 4}
+    lane = LaneRecord.from_item(
+        {**STORED, "chunk_ranges": chunk_ranges([3, 4, 5, 9, 10, 12]), "chunks_done_n": Decimal(4)}
+    )
     assert lane_chunks(lane) == [3, 4, 5, 9, 10, 12] and lane_chunk_count(lane) == 6
     assert [lane_chunk_position(lane, c) for c in (3, 5, 9, 12, 6, 2)] == [0, 2, 3, 5, None, None]
     assert lane_done_chunks(lane) == {3, 4, 5, 9}
@@ -187,11 +199,12 @@ def test_chunk_ranges_are_the_run_length_of_the_list_and_read_back_in_order() ->
 
 
 def test_a_lane_record_written_with_lists_reads_the_same() -> None:
-    legacy = {"chunks": [3, 4, 9], "chunks_started": [3, 4], "chunks_done": [3]}
-    assert lane_chunks(legacy) == [3, 4, 9] and lane_chunks_done_n(legacy) == 1
+    written = {**STORED, "chunks": [3, 4, 9], "chunks_started": [3, 4], "chunks_done": [3]}
+    legacy = LaneRecord.from_item(written)
+    assert lane_chunks(legacy) == [3, 4, 9] and legacy.chunks_done_n == 1
     assert lane_chunk_done(legacy, 3) and not lane_chunk_done(legacy, 4)
     # A watermark once written wins over the list it replaces
-    assert lane_done_chunks({**legacy, "chunks_done_n": 2}) == {3, 4}
+    assert lane_done_chunks(LaneRecord.from_item({**written, "chunks_done_n": 2})) == {3, 4}
 
 
 def _stored_size(record: dict[str, Any]) -> int:
@@ -208,7 +221,7 @@ def _stored_size(record: dict[str, Any]) -> int:
     )
 
 
-def _lane(chunks: int, items_per_chunk: int = 1000) -> dict[str, Any]:
+def _lane(chunks: int, items_per_chunk: int = 1000) -> LaneRecord:
     items = chunks * items_per_chunk
     return new_lane_record(
         lane_key="01-deepinfra-meta-llama-llama-3-1-8b-instruct",
@@ -223,12 +236,12 @@ def _lane(chunks: int, items_per_chunk: int = 1000) -> dict[str, Any]:
     )
 
 
-def _all_done(record: dict[str, Any]) -> dict[str, Any]:
+def _all_done(lane: LaneRecord) -> dict[str, Any]:
     """The record once every chunk started and finished (what the progress writes set)."""
-    chunks, items = lane_chunk_count(record), int(record["item_count"])
+    chunks, items = lane_chunk_count(lane), lane.item_count
     at = "2026-11-25T01:00:00.000Z"
     return {
-        **record,
+        **lane.to_item(),
         "status": "completed",
         "chunks_started_n": chunks,
         "chunks_done_n": chunks,
@@ -244,21 +257,21 @@ def _all_done(record: dict[str, Any]) -> dict[str, Any]:
 def test_the_lane_record_every_chunk_rewrites_does_not_grow_with_the_batch() -> None:
     # 10 chunks (10k items) against 1,000 chunks (1M items: the lane with all of them)
     small, large = _all_done(_lane(10)), _all_done(_lane(1000))
-    assert lane_done_chunks(large) == frozenset(range(1000))
+    assert lane_done_chunks(LaneRecord.from_item(large)) == frozenset(range(1000))
     # Only the digits of its counts differ: the same 1 KB write unit either way
     assert abs(_stored_size(large) - _stored_size(small)) <= 16
     assert _stored_size(large) <= 1024
     # Fresh, too
-    assert abs(_stored_size(_lane(1000)) - _stored_size(_lane(10))) <= 16
+    assert abs(_stored_size(_lane(1000).to_item()) - _stored_size(_lane(10).to_item())) <= 16
 
 
 def test_a_failover_lane_record_is_bounded_by_one_chunk_not_the_batch() -> None:
     # A lane fails in its third chunk after answering 600 of its 1,000 items there: the
     # successor excludes those 600 seqs, whatever the number of chunks after it
-    candidate = {"lane_id": "groq/meta-llama/Llama-3.1-8B-Instruct", "provider": "groq"}
+    candidate = PlanLane.from_plan({"lane_id": "groq/meta-llama/Llama-3.1-8B-Instruct", "provider": "groq"})
     answered = set(range(2000, 2600))
 
-    def successor(chunks: int) -> dict[str, Any]:
+    def successor(chunks: int) -> LaneRecord:
         return failover_record(
             _lane(chunks),
             candidate,
@@ -270,5 +283,5 @@ def test_a_failover_lane_record_is_bounded_by_one_chunk_not_the_batch() -> None:
         )
 
     small, large = successor(10), successor(1000)
-    assert lane_chunks(large) == list(range(2, 1000)) and large["chunk_ranges"] == [[2, 999]]
+    assert lane_chunks(large) == list(range(2, 1000)) and large.to_item()["chunk_ranges"] == [[2, 999]]
     assert abs(_stored_size(_all_done(large)) - _stored_size(_all_done(small))) <= 16

@@ -8,6 +8,7 @@ import pytest
 
 from batchroute.clock import FixedClock
 from batchroute.domain.catalog.catalog import Lane, LanePrice
+from batchroute.domain.routing.lane_plan import SubmittedJob
 from batchroute.providers.base import (
     ItemError,
     JobStatus,
@@ -24,7 +25,6 @@ from batchroute.providers.simulated import (
 )
 from batchroute.services.workflow.runner import (
     LaneOutcome,
-    SubmittedJob,
     build_request,
     cancel_lane_job,
     poll_lane_job,

@@ -12,7 +12,12 @@ from typing import Any
 
 from batchroute.clock import FixedClock
 from batchroute.domain.catalog.catalog import BatchLimits
-from batchroute.domain.routing.lane_plan import embedding_inputs, estimated_request_bytes, job_parts
+from batchroute.domain.routing.lane_plan import (
+    SubmittedJob,
+    embedding_inputs,
+    estimated_request_bytes,
+    job_parts,
+)
 from batchroute.providers.base import (
     ItemError,
     JobStatus,
@@ -22,7 +27,6 @@ from batchroute.providers.base import (
 )
 from batchroute.providers.http import error_for_status
 from batchroute.services.workflow.runner import (
-    SubmittedJob,
     build_request,
     job_failure,
     run_lane_batch_job,

@@ -15,6 +15,7 @@ from batchroute.domain.billing.settlement import (
     rejected_lanes,
 )
 from batchroute.domain.catalog.pricing import settle_price
+from batchroute.domain.routing.lane_plan import LaneRecord
 from batchroute.money import Money
 
 PLAN = {
@@ -44,16 +45,18 @@ PLAN = {
 PRICES = {"input_per_mtok": "2.00", "output_per_mtok": "10.00"}
 
 
-def _lane(key: str, lane_id: str, status: str, **extra: Any) -> dict[str, Any]:
-    return {
-        "lane_key": key,
-        "lane_id": lane_id,
-        "provider": lane_id.split("/")[0],
-        "model": "m",
-        "status": status,
-        "unit_prices": PRICES,
-        **extra,
-    }
+def _lane(key: str, lane_id: str, status: str, **extra: Any) -> LaneRecord:
+    return LaneRecord.from_item(
+        {
+            "lane_key": key,
+            "lane_id": lane_id,
+            "provider": lane_id.split("/")[0],
+            "model": "m",
+            "status": status,
+            "unit_prices": PRICES,
+            **extra,
+        }
+    )
 
 
 LANES = [

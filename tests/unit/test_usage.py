@@ -30,6 +30,7 @@ from batchroute.domain.billing.usage import (
     usage_day,
     usage_sort_key,
 )
+from batchroute.domain.routing.lane_plan import LaneRecord
 from batchroute.errors import Forbidden, InvalidRequest
 from batchroute.money import Money
 from batchroute.services.billing.usage import UsageService
@@ -119,14 +120,18 @@ def test_counters_always_add_up_to_the_charge(costs: list[int], charged: int, ca
 
 def test_batch_lines_take_the_completed_lanes_only() -> None:
     lanes = [
-        {
-            "lane_key": "a",
-            "lane_id": "l1",
-            "model": "m",
-            "provider": "p1",
-            "unit_prices": {"input_per_mtok": "1"},
-        },
-        {"lane_key": "b", "lane_id": "l2", "model": "m", "provider": "p2", "unit_prices": {}},
+        LaneRecord.from_item(
+            {
+                "lane_key": "a",
+                "lane_id": "l1",
+                "model": "m",
+                "provider": "p1",
+                "unit_prices": {"input_per_mtok": "1"},
+            }
+        ),
+        LaneRecord.from_item(
+            {"lane_key": "b", "lane_id": "l2", "model": "m", "provider": "p2", "unit_prices": {}}
+        ),
     ]
     tallies = {"a": {"completed": 3, "prompt_tokens": 30, "completion_tokens": 9}, "b": {"failed": 2}}
     (line,) = batch_usage_lines(lanes, tallies)

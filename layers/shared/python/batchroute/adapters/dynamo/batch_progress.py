@@ -29,6 +29,7 @@ from batchroute.adapters.dynamo.writes import (
     put_new,
     transact_unless_refused,
 )
+from batchroute.domain.routing.lane_plan import LaneRecord, SubmittedJob
 
 COUNT_KEYS = ("pending", "running", "completed", "failed", "canceled")
 
@@ -95,13 +96,13 @@ def _hand_over_update(table_name: str, key: dict[str, Any], values: dict[str, An
 
 
 class BatchProgress(DynamoStore):
-    def get_lane(self, batch_id: str, lane_key: str) -> dict[str, Any] | None:
+    def get_lane(self, batch_id: str, lane_key: str) -> LaneRecord | None:
         response = self.dynamodb.get_item(
             TableName=self.table_name, Key=lane_item_key(batch_id, lane_key), ConsistentRead=True
         )
-        return from_item(response["Item"]) if "Item" in response else None
+        return LaneRecord.from_item(from_item(response["Item"])) if "Item" in response else None
 
-    def put_lane(self, batch_id: str, lane: dict[str, Any]) -> bool:
+    def put_lane(self, batch_id: str, lane: LaneRecord) -> bool:
         """Create a lane record once; False when it existed (the first one stays)."""
         return put_if_new(self.dynamodb, self.table_name, lane_values(batch_id, lane))
 
@@ -185,7 +186,7 @@ class BatchProgress(DynamoStore):
             values=values,
         )
 
-    def set_job(self, batch_id: str, lane_key: str, job: dict[str, Any] | None, *, chunk: int) -> None:
+    def set_job(self, batch_id: str, lane_key: str, job: SubmittedJob | None, *, chunk: int) -> None:
         """The vendor batch job running for `chunk` (None: no job running)."""
         if job is None:
             self._update_lane(batch_id, lane_key, "REMOVE job, job_chunk")
@@ -194,7 +195,7 @@ class BatchProgress(DynamoStore):
                 batch_id,
                 lane_key,
                 "SET job = :job, job_chunk = :chunk",
-                values={":job": job, ":chunk": chunk},
+                values={":job": job.to_dict(), ":chunk": chunk},
             )
 
     def set_partial(self, batch_id: str, lane_key: str, chunk: int) -> None:
@@ -329,7 +330,7 @@ class BatchProgress(DynamoStore):
         batch_id: str,
         lane_key: str,
         position: int,
-        successor: dict[str, Any],
+        successor: LaneRecord,
         *,
         items: int,
         completed: int,
@@ -346,7 +347,7 @@ class BatchProgress(DynamoStore):
         handed = items - completed - failed
         put = put_new(
             self.table_name,
-            {"pk": f"BATCH#{batch_id}", "sk": f"LANE#{successor['lane_key']}", "kind": "lane", **successor},
+            lane_values(batch_id, successor),
         )
         values = {
             ":position": position,
@@ -354,7 +355,7 @@ class BatchProgress(DynamoStore):
             ":failed_status": "failed",
             ":pending": "pending",
             ":running": "running",
-            ":to": successor["lane_key"],
+            ":to": successor.lane_key,
             ":error": latest_error,
             ":at": at,
             ":zero": 0,

@@ -39,9 +39,11 @@ from batchroute.domain.batches.record import (
     ExtraItemRefused,
     FundingMoved,
     IdempotencyRecord,
+    WorkOrderRef,
 )
 from batchroute.domain.batches.states import BatchState, allowed_sources
 from batchroute.domain.billing.ledger import DuplicateReservation
+from batchroute.domain.routing.lane_plan import LaneRecord
 
 DEADLINE_PARTITION = "DEADLINE"
 RECLAIM_PARTITION = "RECLAIM"  # retention GC (docs/retention.md): `BATCH#<id>`/`RECLAIM` items
@@ -52,9 +54,9 @@ def batch_key(batch_id: str) -> dict[str, Any]:
     return {"pk": {"S": f"BATCH#{batch_id}"}, "sk": {"S": "META"}}
 
 
-def lane_values(batch_id: str, lane: dict[str, Any]) -> dict[str, Any]:
+def lane_values(batch_id: str, lane: LaneRecord) -> dict[str, Any]:
     """A lane record as its item `BATCH#<id>`/`LANE#<lane key>`."""
-    return {"pk": f"BATCH#{batch_id}", "sk": f"LANE#{lane['lane_key']}", "kind": "lane", **lane}
+    return {"pk": f"BATCH#{batch_id}", "sk": f"LANE#{lane.lane_key}", "kind": "lane", **lane.to_item()}
 
 
 def batch_values(batch: BatchRecord, *, deadline_index: bool = True) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -390,7 +392,7 @@ class BatchRecords(DynamoStore):
             ExpressionAttributeValues=values,
         )
 
-    def update_seeing_work_order(self, batch_id: str, changes: dict[str, Any]) -> Mapping[str, Any] | None:
+    def update_seeing_work_order(self, batch_id: str, changes: dict[str, Any]) -> WorkOrderRef | None:
         """SET the given fields and answer the batch's `work_order` as it stands after them, in
         the same UpdateItem (Settle writes `settled_at` so: an attach committed before is seen,
         one after is refused by its `settled_at` condition; docs/work-orders.md)."""
@@ -405,7 +407,7 @@ class BatchRecords(DynamoStore):
             ReturnValues="ALL_NEW",
         )
         work_order = from_item(response.get("Attributes", {})).get("work_order")
-        return work_order if isinstance(work_order, Mapping) and work_order else None
+        return WorkOrderRef.from_mapping(work_order) if isinstance(work_order, Mapping) else None
 
     def update_plan(self, batch_id: str, changes: dict[str, Any]) -> None:
         """SET fields of the PLAN item (Intake writes the chunk model counts once)."""
@@ -449,18 +451,18 @@ class BatchRecords(DynamoStore):
         )
 
     # -- lanes --------------------------------------------------------------------------------
-    def put_lane(self, batch_id: str, lane: dict[str, Any]) -> None:
+    def put_lane(self, batch_id: str, lane: LaneRecord) -> None:
         """Create a lane record once (a repeated Route step keeps the first)."""
         put_if_new(self.dynamodb, self.table_name, lane_values(batch_id, lane))
 
-    def lanes(self, batch_id: str) -> list[dict[str, Any]]:
+    def lanes(self, batch_id: str) -> list[LaneRecord]:
         response = self.dynamodb.query(
             TableName=self.table_name,
             KeyConditionExpression="pk = :p AND begins_with(sk, :l)",
             ExpressionAttributeValues={":p": to_value(f"BATCH#{batch_id}"), ":l": to_value("LANE#")},
             ConsistentRead=True,
         )
-        return [from_item(i) for i in response.get("Items", [])]
+        return [LaneRecord.from_item(from_item(i)) for i in response.get("Items", [])]
 
     def update_lane(self, batch_id: str, lane_key: str, changes: dict[str, Any]) -> None:
         expression, names, values = set_clause(changes)

@@ -106,6 +106,86 @@ class UsageCheckpoint:
         }
 
 
+@dataclass(frozen=True, slots=True)
+class WorkOrderRef:
+    """The work order a batch belongs to, as its record keeps it (docs/work-orders.md)."""
+
+    id: str
+    client_reference: str | None = None
+
+    def to_mapping(self) -> dict[str, str | None]:
+        return {"id": self.id, "client_reference": self.client_reference}
+
+    @classmethod
+    def from_mapping(cls, value: Mapping[str, Any]) -> WorkOrderRef | None:
+        """None for a stored value without an id."""
+        if not value.get("id"):
+            return None
+        return cls(str(value["id"]), _str(value.get("client_reference")))
+
+
+@dataclass(frozen=True, slots=True)
+class IntakeError:
+    """Why the input file failed the Intake step: the API error it ends the batch with
+    (`details` is the answer the client sees, the preflight's whole answer included)."""
+
+    code: str
+    message: str
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_mapping(self) -> dict[str, Any]:
+        return {"code": self.code, "message": self.message, "details": dict(self.details)}
+
+    @classmethod
+    def from_mapping(cls, value: Mapping[str, Any]) -> IntakeError:
+        details = value.get("details")
+        return cls(
+            str(value.get("code") or ""),
+            str(value.get("message") or ""),
+            dict(details) if isinstance(details, Mapping) else {},
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class BatchIntake:
+    """An input file still to read (the Intake step): the file, the item count and digest
+    create priced, and the batch body's options its items are read with (the customer's
+    JSON: presets, defaults, tiers); `done` once the chunks are written, `error` when the
+    file failed."""
+
+    file_id: str
+    digest: str
+    item_count: int
+    options: Mapping[str, Any]
+    done: bool = False
+    error: IntakeError | None = None
+
+    def to_mapping(self) -> dict[str, Any]:
+        values: dict[str, Any] = {
+            "file_id": self.file_id,
+            "digest": self.digest,
+            "item_count": self.item_count,
+            "options": dict(self.options),
+        }
+        if self.done:
+            values["done"] = True
+        if self.error is not None:
+            values["error"] = self.error.to_mapping()
+        return values
+
+    @classmethod
+    def from_mapping(cls, value: Mapping[str, Any]) -> BatchIntake:
+        options, error = value.get("options"), value.get("error")
+        return cls(
+            file_id=str(value.get("file_id") or ""),
+            digest=str(value.get("digest") or ""),
+            item_count=int(value.get("item_count") or 0),
+            options=dict(options) if isinstance(options, Mapping) else {},
+            done=bool(value.get("done")),
+            error=IntakeError.from_mapping(error) if isinstance(error, Mapping) and error else None,
+        )
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class SurfaceFields:
     """What the surface that made a batch keeps on its record besides `source`: the
@@ -146,9 +226,7 @@ class BatchRecord:
     chunk_count: int = 0
     chunk_models: Sequence[Mapping[str, int]] | None = None  # per chunk: model -> its items
     plan: Mapping[str, Any] | None = None  # the quote snapshot's `routing`, verbatim
-    # an input file still to read (the Intake step): file_id, digest, item_count, options;
-    # `done` once the chunks are written, `error` (with the preflight) when the file failed
-    intake: Mapping[str, Any] | None = None
+    intake: BatchIntake | None = None  # an input file still to read (the Intake step)
     # -- money ---------------------------------------------------------------------------
     reservation_id: str | None = None
     reserved_micros: int = 0
@@ -160,8 +238,7 @@ class BatchRecord:
     execution_summary: ExecutionSummary | None = None
     cancel_reason: str | None = None
     retry_of: str | None = None  # the batch whose failed items this one retries
-    # the work order it belongs to: {id, client_reference} (docs/work-orders.md)
-    work_order: Mapping[str, Any] | None = None
+    work_order: WorkOrderRef | None = None  # the work order it belongs to (docs/work-orders.md)
     presets: Sequence[str] | None = None  # preset versions its items used, `name@N` (docs/presets.md)
     # -- the end: Finalize, Settle --------------------------------------------------------
     artifacts: ArtifactKeys | None = None
@@ -193,7 +270,7 @@ class BatchRecord:
 
     @property
     def work_order_id(self) -> str | None:
-        return str(self.work_order["id"]) if self.work_order and self.work_order.get("id") else None
+        return self.work_order.id if self.work_order is not None else None
 
     @property
     def results_key(self) -> str | None:
@@ -241,7 +318,7 @@ class BatchRecord:
             chunk_count=int(values.get("chunk_count") or 0),
             chunk_models=_chunk_models(values.get("chunk_models")),
             plan=_mapping(values.get("plan")),
-            intake=_mapping(values.get("intake")),
+            intake=_intake(values.get("intake")),
             reservation_id=_str(values.get("reservation_id")),
             reserved_micros=int(values.get("reserved_micros") or 0),
             fee_kind=cast(BatchFeeKind, str(values.get("fee_kind") or "batch")),
@@ -251,7 +328,7 @@ class BatchRecord:
             execution_summary=_execution_summary(values.get("execution_summary")),
             cancel_reason=_str(values.get("cancel_reason")),
             retry_of=_str(values.get("retry_of")),
-            work_order=_mapping(values.get("work_order")),
+            work_order=_work_order(values.get("work_order")),
             presets=_list(values.get("presets"), str),
             artifacts=_artifacts(values.get("artifacts")),
             lane_tallies=_tallies(values.get("lane_tallies")),
@@ -277,7 +354,15 @@ class BatchRecord:
 
 FIELDS: Final[tuple[str, ...]] = tuple(f.name for f in fields(BatchRecord))
 _SEQUENCES: Final = frozenset({"chunk_models", "planned_lanes", "presets"})
-_NESTED: Final = (ExecutionSummary, BatchWebhook, ArtifactKeys, CompatFields, UsageCheckpoint)
+_NESTED: Final = (
+    ExecutionSummary,
+    BatchWebhook,
+    ArtifactKeys,
+    CompatFields,
+    UsageCheckpoint,
+    BatchIntake,
+    WorkOrderRef,
+)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -332,6 +417,14 @@ def _attempts(value: Any) -> tuple[LaneAttempt, ...] | None:
 
 def _str(value: Any) -> str | None:
     return None if value is None else str(value)
+
+
+def _work_order(value: Any) -> WorkOrderRef | None:
+    return WorkOrderRef.from_mapping(value) if isinstance(value, Mapping) else None
+
+
+def _intake(value: Any) -> BatchIntake | None:
+    return BatchIntake.from_mapping(value) if isinstance(value, Mapping) else None
 
 
 def _mapping(value: Any) -> Mapping[str, Any] | None:

@@ -16,7 +16,7 @@ from typing import Any, TypedDict
 
 from batchroute.domain.billing.ledger import SettlementResult
 from batchroute.domain.catalog.pricing import LaneUsage
-from batchroute.domain.routing.lane_plan import plan_lane_entry
+from batchroute.domain.routing.lane_plan import LaneRecord, plan_groups, plan_lane_entry
 from batchroute.money import Money, MoneyView
 
 RECEIPT_VERSION = 1
@@ -108,15 +108,15 @@ class BillingReceipt(TypedDict):
     rejected_lanes: list[RejectedLane]
 
 
-def _price(unit_prices: Mapping[str, Any], name: str) -> Decimal:
+def _price(unit_prices: Mapping[str, str], name: str) -> Decimal:
     value = unit_prices.get(name)
     return Decimal(str(value)) if value is not None else Decimal(0)
 
 
-def lane_usage(lane: Mapping[str, Any], tally: Mapping[str, int]) -> LaneUsage:
-    prices = lane.get("unit_prices") or {}
+def lane_usage(lane: LaneRecord, tally: Mapping[str, int]) -> LaneUsage:
+    prices = lane.unit_prices
     return LaneUsage(
-        lane_id=str(lane["lane_id"]),
+        lane_id=lane.lane_id,
         prompt_tokens=int(tally.get("prompt_tokens") or 0),
         output_tokens=int(tally.get("completion_tokens") or 0),
         input_per_mtok=_price(prices, "input_per_mtok"),
@@ -124,61 +124,60 @@ def lane_usage(lane: Mapping[str, Any], tally: Mapping[str, int]) -> LaneUsage:
     )
 
 
-def charged_usage(
-    lanes: Iterable[Mapping[str, Any]], tallies: Mapping[str, Mapping[str, int]]
-) -> list[LaneUsage]:
+def charged_usage(lanes: Iterable[LaneRecord], tallies: Mapping[str, Mapping[str, int]]) -> list[LaneUsage]:
     """One LaneUsage per lane record that delivered completed rows (only those are charged,
     and only those count for the per-lane control-plane fee)."""
     usages = []
-    for lane in sorted(lanes, key=lambda lane: str(lane["lane_key"])):
-        tally = tallies.get(str(lane["lane_key"])) or {}
+    for lane in sorted(lanes, key=lambda lane: lane.lane_key):
+        tally = tallies.get(lane.lane_key) or {}
         if int(tally.get("completed") or 0) > 0:
             usages.append(lane_usage(lane, tally))
     return usages
 
 
-def lane_ran(lane: Mapping[str, Any], tally: Mapping[str, int]) -> bool:
+def lane_ran(lane: LaneRecord, tally: Mapping[str, int]) -> bool:
     rows = int(tally.get("completed") or 0) + int(tally.get("failed") or 0)
-    return rows > 0 or lane.get("status", "pending") != "pending"
+    return rows > 0 or lane.status != "pending"
 
 
 def provider_lanes(
-    lanes: Iterable[Mapping[str, Any]],
+    lanes: Iterable[LaneRecord],
     tallies: Mapping[str, Mapping[str, int]],
     plan: Mapping[str, Any],
 ) -> list[ReceiptLane]:
     """The receipt's lanes that ran, each with what it delivered, its usage (completed rows),
     locked unit prices, provider cost and the quote-time data/privacy proof."""
     shown: list[ReceiptLane] = []
-    for lane in sorted(lanes, key=lambda lane: str(lane["lane_key"])):
-        tally = tallies.get(str(lane["lane_key"])) or {}
+    groups = plan_groups(plan)
+    for lane in sorted(lanes, key=lambda lane: lane.lane_key):
+        tally = tallies.get(lane.lane_key) or {}
         if not lane_ran(lane, tally):
             continue
         usage = lane_usage(lane, tally)
-        entry = plan_lane_entry(plan, str(lane["lane_id"])) or {}
+        entry = plan_lane_entry(groups, lane.lane_id)
         shown.append(
             {
-                "lane_key": lane["lane_key"],
-                "lane_id": lane["lane_id"],
-                "provider": lane.get("provider"),
-                "model": lane.get("model"),
-                "status": lane.get("status"),
+                "lane_key": lane.lane_key,
+                "lane_id": lane.lane_id,
+                "provider": lane.provider,
+                "model": lane.model,
+                "status": lane.status,
                 "item_counts": {
                     "completed": int(tally.get("completed") or 0),
                     "failed": int(tally.get("failed") or 0),
-                    "canceled": int(lane.get("canceled") or 0),
+                    "canceled": lane.canceled,
                 },
                 "usage": {
                     "prompt_tokens": usage.prompt_tokens,
                     "completion_tokens": usage.output_tokens,
                 },
-                "unit_prices": dict(lane.get("unit_prices") or {}),
+                "unit_prices": dict(lane.unit_prices),
                 "cost": Money.usd_ceil(usage.cost).to_api(),
-                "proof": entry.get("proof"),
-                "failover_from": lane.get("failover_from"),
+                "proof": entry.proof if entry is not None else None,
+                "failover_from": lane.failover_from,
                 # Why the lane failed or handed its items over (a vendor job's own errors
                 # included), else None.
-                "latest_error": lane.get("latest_error"),
+                "latest_error": lane.latest_error,
             }
         )
     return shown

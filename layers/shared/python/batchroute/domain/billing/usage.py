@@ -27,6 +27,7 @@ from typing import Any, Final, Literal, TypedDict, get_args
 
 from batchroute.clock import isoformat
 from batchroute.domain.billing.settlement import lane_usage
+from batchroute.domain.routing.lane_plan import LaneRecord
 from batchroute.money import Money, MoneyView
 
 UsagePeriod = Literal["daily", "monthly"]
@@ -452,22 +453,22 @@ class UsageReport:
 
 # -- what a settlement knows -------------------------------------------------------------
 def batch_usage_lines(
-    lanes: Iterable[Mapping[str, Any]], tallies: Mapping[str, Mapping[str, Any]], *, chat: bool = False
+    lanes: Iterable[LaneRecord], tallies: Mapping[str, Mapping[str, Any]], *, chat: bool = False
 ) -> tuple[UsageLine, ...]:
     """The lines of a batch's charge: one per lane that delivered completed rows (the rows
     that are charged), with its model, provider, tokens and cost at its locked prices. A
     queued chat request (`chat`) counts its completed item as a chat request."""
     lines = []
     for lane in lanes:
-        tally = tallies.get(str(lane["lane_key"])) or {}
+        tally = tallies.get(lane.lane_key) or {}
         completed = int(tally.get("completed") or 0)
         if completed <= 0:
             continue
         usage = lane_usage(lane, tally)
         lines.append(
             UsageLine(
-                model=str(lane.get("model") or UNATTRIBUTED),
-                provider=str(lane.get("provider") or UNATTRIBUTED),
+                model=str(lane.model or UNATTRIBUTED),
+                provider=str(lane.provider or UNATTRIBUTED),
                 cost=usage.cost,
                 input_tokens=usage.prompt_tokens,
                 output_tokens=usage.output_tokens,

@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
-from typing import Any, Final
+from typing import Any, Final, NotRequired, TypedDict
 
 from batchroute.domain.catalog.catalog import BatchLimits
 
@@ -41,7 +41,7 @@ def lane_key(number: int, provider: str, model: str, *, failover_depth: int = 0)
     return f"{head}-{provider}-{model_slug(model)}"
 
 
-def model_offsets(chunk_models: Sequence[Mapping[str, Any]], model: str) -> list[int]:
+def model_offsets(chunk_models: Sequence[Mapping[str, int]], model: str) -> list[int]:
     """The model's ordinal at the start of every chunk, plus its total at the end
     (`len(chunk_models) + 1` numbers)."""
     offsets = [0]
@@ -59,34 +59,297 @@ def chunks_for_range(offsets: Sequence[int], start: int, end: int) -> list[int]:
     ]
 
 
-@dataclass(frozen=True)
-class LaneAssignment:
+@dataclass(frozen=True, slots=True)
+class PlanLane:
+    """A lane entry of the quote's plan (a group's `selected_lanes` or `rejected_lanes`), read
+    from the plan the batch keeps verbatim."""
+
+    lane_id: str | None
+    provider: str
+    item_count: int
+    unit_prices: Mapping[str, str]
+    rejection_code: str | None
+    # a rejected lane's estimated provider cost (the order of failover); Infinity when unknown
+    estimated_cost: Decimal
+    proof: Mapping[str, Any] | None  # the quote-time data/privacy proof, shown as planned
+
+    @classmethod
+    def from_plan(cls, entry: Mapping[str, Any]) -> PlanLane:
+        rejection = entry.get("rejection") or {}
+        lane_id, proof = entry.get("lane_id"), entry.get("proof")
+        return cls(
+            lane_id=None if lane_id is None else str(lane_id),
+            provider=str(entry.get("provider") or ""),
+            item_count=int(entry.get("item_count") or 0),
+            unit_prices={str(k): str(v) for k, v in (entry.get("unit_prices") or {}).items()},
+            rejection_code=rejection.get("code"),
+            estimated_cost=_estimated_cost((rejection.get("details") or {}).get("estimated_provider_cost")),
+            proof=proof if isinstance(proof, Mapping) else None,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class PlanGroup:
+    """One model's group of the quote's plan: its selected lanes in order, and the lanes the
+    quote rejected (with why)."""
+
+    model: str
+    selected: tuple[PlanLane, ...]
+    rejected: tuple[PlanLane, ...]
+
+
+def plan_groups(plan: Mapping[str, Any] | None) -> tuple[PlanGroup, ...]:
+    """The groups of the quote's plan (`BatchRecord.plan`, the snapshot's routing as stored)."""
+    return tuple(
+        PlanGroup(
+            model=str(group.get("model")),
+            selected=tuple(PlanLane.from_plan(e) for e in group.get("selected_lanes") or []),
+            rejected=tuple(PlanLane.from_plan(e) for e in group.get("rejected_lanes") or []),
+        )
+        for group in (plan or {}).get("groups") or []
+    )
+
+
+def _estimated_cost(cost: object) -> Decimal:
+    amount = cost.get("amount") if isinstance(cost, Mapping) else None
+    try:
+        return Decimal(str(amount)) if amount is not None else Decimal("Infinity")
+    except InvalidOperation:
+        return Decimal("Infinity")
+
+
+class LaneUsageView(TypedDict):
+    prompt_tokens: int
+    completion_tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class LaneFailError:
+    """The first item error a lane keeps for the items it fails (`fail_error`)."""
+
+    code: str
+    message: str
+
+    def to_item(self) -> dict[str, str]:
+        return {"code": self.code, "message": self.message}
+
+
+def _int(value: object) -> int:
+    """A stored count (DynamoDB's Decimal) as int; absent: 0."""
+    return int(value) if isinstance(value, int | Decimal | str) and value != "" else 0
+
+
+def _watermark(count: object, legacy_list: object) -> int:
+    """A watermark, or the length of the list a record written before the watermarks keeps."""
+    if count is not None:
+        return _int(count)
+    return len(legacy_list) if isinstance(legacy_list, list) else 0
+
+
+def _text(value: object) -> str | None:
+    return None if value is None else str(value)
+
+
+class SubmittedJobItem(TypedDict):
+    """A vendor batch job as the lane record stores it (`job`)."""
+
+    job_id: str
+    attempt: int
+    item_count: int
+    submitted_at: str
+    seqs: list[int] | None
+    lost_resubmits: int
+    more: NotRequired[bool]
+
+
+@dataclass(frozen=True, slots=True)
+class SubmittedJob:
+    """A vendor batch job of the lane: stored on the lane record between invocations."""
+
+    job_id: str
+    attempt: int  # every request in the job is on this attempt
+    item_count: int
+    submitted_at: str  # ISO 8601
+    # The job's item seqs; None = every item of the lane (the first job). Follow-up jobs
+    # (resubmitted transient failures) list theirs, which stay few.
+    seqs: tuple[int, ...] | None = None
+    lost_resubmits: int = 0  # resubmits because the provider forgot the job
+    # The lane's items were more than one vendor job holds: after this one (and its
+    # follow-ups), the items not answered yet go in the next job.
+    more: bool = False
+
+    def to_dict(self) -> SubmittedJobItem:
+        data: SubmittedJobItem = {
+            "job_id": self.job_id,
+            "attempt": self.attempt,
+            "item_count": self.item_count,
+            "submitted_at": self.submitted_at,
+            "seqs": list(self.seqs) if self.seqs is not None else None,
+            "lost_resubmits": self.lost_resubmits,
+        }
+        if self.more:
+            data["more"] = True
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SubmittedJob:
+        seqs = data.get("seqs")
+        return cls(
+            job_id=str(data["job_id"]),
+            attempt=int(data["attempt"]),
+            item_count=int(data["item_count"]),
+            submitted_at=str(data["submitted_at"]),
+            seqs=tuple(int(s) for s in seqs) if seqs is not None else None,
+            lost_resubmits=int(data.get("lost_resubmits") or 0),
+            more=bool(data.get("more")),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class LaneRecord:
+    """A lane's record `BATCH#<id>`/`LANE#<lane key>` (docs/batches.md): which items it owns,
+    the chunks it runs in order and its progress through them, its tallies. Read from the
+    stored item by `from_item` (numbers come back as Decimal; records written before the
+    watermarks carry the lists `chunks` and `chunks_done`, read here into ranges and a count);
+    written by `to_item`, the same item Route always wrote."""
+
     lane_key: str
     lane_id: str
     provider: str
     model: str
     ordinal_start: int
     ordinal_end: int
-    chunks: tuple[int, ...]
-    unit_prices: Mapping[str, Any]
+    item_count: int
+    chunk_ranges: tuple[tuple[int, int], ...]
+    unit_prices: Mapping[str, str]
+    created_at: str
+    status: str = "pending"
+    chunks_started_n: int = 0
+    chunks_done_n: int = 0
+    running_items: int = 0
+    attempts: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    completed: int = 0
+    failed: int = 0
+    canceled: int = 0
+    handed_over: int = 0
+    exclude_seqs: tuple[int, ...] = ()
+    failover_from: str | None = None
+    failover_depth: int = 0
+    # set as the lane runs
+    started_at: str | None = None
+    updated_at: str | None = None
+    finished_at: str | None = None
+    latest_error: str | None = None
+    failover_to: str | None = None
+    fail_error: LaneFailError | None = None
+    job: SubmittedJob | None = None  # the vendor batch job in flight
+    job_chunk: int | None = None
+    partial_chunk: int | None = None
 
     @property
-    def item_count(self) -> int:
-        return self.ordinal_end - self.ordinal_start
+    def usage(self) -> LaneUsageView:
+        return {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens}
 
-    def to_record(self, *, at: str) -> dict[str, Any]:
-        """The lane record Route writes (docs/batches.md)."""
-        return new_lane_record(
-            lane_key=self.lane_key,
-            lane_id=self.lane_id,
-            provider=self.provider,
-            model=self.model,
-            ordinal_start=self.ordinal_start,
-            ordinal_end=self.ordinal_end,
-            chunks=list(self.chunks),
-            unit_prices=dict(self.unit_prices),
-            at=at,
+    @classmethod
+    def from_item(cls, item: Mapping[str, Any]) -> LaneRecord:
+        if "chunk_ranges" in item:
+            ranges = tuple((int(first), int(last)) for first, last in item.get("chunk_ranges") or [])
+        else:
+            ranges = tuple(
+                (first, last) for first, last in chunk_ranges(int(c) for c in item.get("chunks") or [])
+            )
+        done = _int(item["chunks_done_n"]) if "chunks_done_n" in item else len(item.get("chunks_done") or [])
+        started = (
+            _int(item["chunks_started_n"])
+            if "chunks_started_n" in item
+            else len(item.get("chunks_started") or [])
         )
+        usage = item.get("usage") or {}
+        fail_error = item.get("fail_error")
+        job = item.get("job")
+        return cls(
+            lane_key=str(item["lane_key"]),
+            lane_id=str(item["lane_id"]),
+            provider=str(item.get("provider") or ""),
+            model=str(item.get("model") or ""),
+            ordinal_start=_int(item.get("ordinal_start")),
+            ordinal_end=_int(item.get("ordinal_end")),
+            item_count=_int(item.get("item_count")),
+            chunk_ranges=ranges,
+            unit_prices={str(k): str(v) for k, v in (item.get("unit_prices") or {}).items()},
+            created_at=str(item.get("created_at") or ""),
+            status=str(item.get("status") or "pending"),
+            chunks_started_n=started,
+            chunks_done_n=done,
+            running_items=_int(item.get("running_items")),
+            attempts=_int(item.get("attempts")),
+            prompt_tokens=_int(usage.get("prompt_tokens")),
+            completion_tokens=_int(usage.get("completion_tokens")),
+            completed=_int(item.get("completed")),
+            failed=_int(item.get("failed")),
+            canceled=_int(item.get("canceled")),
+            handed_over=_int(item.get("handed_over")),
+            exclude_seqs=tuple(int(s) for s in item.get("exclude_seqs") or []),
+            failover_from=_text(item.get("failover_from")),
+            failover_depth=_int(item.get("failover_depth")),
+            started_at=_text(item.get("started_at")),
+            updated_at=_text(item.get("updated_at")),
+            finished_at=_text(item.get("finished_at")),
+            latest_error=_text(item.get("latest_error")),
+            failover_to=_text(item.get("failover_to")) or None,
+            fail_error=(
+                LaneFailError(str(fail_error.get("code") or ""), str(fail_error.get("message") or ""))
+                if isinstance(fail_error, Mapping)
+                else None
+            ),
+            job=SubmittedJob.from_dict(job) if isinstance(job, Mapping) and job else None,
+            job_chunk=None if item.get("job_chunk") is None else _int(item["job_chunk"]),
+            partial_chunk=None if item.get("partial_chunk") is None else _int(item["partial_chunk"]),
+        )
+
+    def to_item(self) -> dict[str, Any]:
+        """The stored item's fields (the adapter adds the keys): those of a new record always,
+        those set as the lane runs when they are."""
+        item: dict[str, Any] = {
+            "lane_key": self.lane_key,
+            "lane_id": self.lane_id,
+            "provider": self.provider,
+            "model": self.model,
+            "ordinal_start": self.ordinal_start,
+            "ordinal_end": self.ordinal_end,
+            "item_count": self.item_count,
+            "chunk_ranges": [[first, last] for first, last in self.chunk_ranges],
+            "unit_prices": dict(self.unit_prices),
+            "status": self.status,
+            "chunks_started_n": self.chunks_started_n,
+            "chunks_done_n": self.chunks_done_n,
+            "running_items": self.running_items,
+            "attempts": self.attempts,
+            "usage": dict(self.usage),
+            "completed": self.completed,
+            "failed": self.failed,
+            "canceled": self.canceled,
+            "handed_over": self.handed_over,
+            "exclude_seqs": list(self.exclude_seqs),
+            "failover_from": self.failover_from,
+            "failover_depth": self.failover_depth,
+            "created_at": self.created_at,
+        }
+        optional = {
+            "started_at": self.started_at,
+            "updated_at": self.updated_at,
+            "finished_at": self.finished_at,
+            "latest_error": self.latest_error,
+            "failover_to": self.failover_to,
+            "fail_error": self.fail_error.to_item() if self.fail_error is not None else None,
+            "job": self.job.to_dict() if self.job is not None else None,
+            "job_chunk": self.job_chunk,
+            "partial_chunk": self.partial_chunk,
+        }
+        item.update({name: value for name, value in optional.items() if value is not None})
+        return item
 
 
 def new_lane_record(
@@ -98,38 +361,28 @@ def new_lane_record(
     ordinal_start: int,
     ordinal_end: int,
     chunks: list[int],
-    unit_prices: dict[str, Any],
+    unit_prices: Mapping[str, str],
     at: str,
     exclude_seqs: Iterable[int] = (),
     failover_from: str | None = None,
     failover_depth: int = 0,
-) -> dict[str, Any]:
-    excluded = sorted(set(exclude_seqs))
-    return {
-        "lane_key": lane_key,
-        "lane_id": lane_id,
-        "provider": provider,
-        "model": model,
-        "ordinal_start": ordinal_start,
-        "ordinal_end": ordinal_end,
-        "item_count": ordinal_end - ordinal_start - len(excluded),
-        "chunk_ranges": chunk_ranges(chunks),
-        "unit_prices": unit_prices,
-        "status": "pending",
-        "chunks_started_n": 0,
-        "chunks_done_n": 0,
-        "running_items": 0,
-        "attempts": 0,
-        "usage": {"prompt_tokens": 0, "completion_tokens": 0},
-        "completed": 0,
-        "failed": 0,
-        "canceled": 0,
-        "handed_over": 0,
-        "exclude_seqs": excluded,
-        "failover_from": failover_from,
-        "failover_depth": failover_depth,
-        "created_at": at,
-    }
+) -> LaneRecord:
+    excluded = tuple(sorted(set(exclude_seqs)))
+    return LaneRecord(
+        lane_key=lane_key,
+        lane_id=lane_id,
+        provider=provider,
+        model=model,
+        ordinal_start=ordinal_start,
+        ordinal_end=ordinal_end,
+        item_count=ordinal_end - ordinal_start - len(excluded),
+        chunk_ranges=tuple((first, last) for first, last in chunk_ranges(chunks)),
+        unit_prices=dict(unit_prices),
+        created_at=at,
+        exclude_seqs=excluded,
+        failover_from=failover_from,
+        failover_depth=failover_depth,
+    )
 
 
 # -- a lane's chunks and its progress through them ------------------------------------------------
@@ -152,70 +405,61 @@ def chunk_ranges(chunks: Iterable[int]) -> list[list[int]]:
     return ranges
 
 
-def _ranges(lane: Mapping[str, Any]) -> list[tuple[int, int]]:
-    if "chunk_ranges" in lane:
-        return [(int(first), int(last)) for first, last in lane.get("chunk_ranges") or []]
-    return [(first, last) for first, last in chunk_ranges(int(c) for c in lane.get("chunks") or [])]
-
-
-def lane_chunks(lane: Mapping[str, Any]) -> list[int]:
+def lane_chunks(lane: LaneRecord) -> list[int]:
     """The lane's chunks in the order it runs them."""
-    return [chunk for first, last in _ranges(lane) for chunk in range(first, last + 1)]
+    return [chunk for first, last in lane.chunk_ranges for chunk in range(first, last + 1)]
 
 
-def lane_chunk_count(lane: Mapping[str, Any]) -> int:
-    return sum(last - first + 1 for first, last in _ranges(lane))
+def lane_chunk_count(lane: LaneRecord) -> int:
+    return sum(last - first + 1 for first, last in lane.chunk_ranges)
 
 
-def lane_chunks_done_n(lane: Mapping[str, Any]) -> int:
-    """How many of the lane's chunks (the first ones of its list) it finished."""
-    if "chunks_done_n" in lane:
-        return int(lane["chunks_done_n"] or 0)
-    return len(lane.get("chunks_done") or [])
-
-
-def lane_chunk_position(lane: Mapping[str, Any], chunk: int) -> int | None:
+def lane_chunk_position(lane: LaneRecord, chunk: int) -> int | None:
     """The chunk's index in the lane's list (None: not the lane's)."""
     position = 0
-    for first, last in _ranges(lane):
+    for first, last in lane.chunk_ranges:
         if first <= chunk <= last:
             return position + chunk - first
         position += last - first + 1
     return None
 
 
-def lane_chunk_done(lane: Mapping[str, Any], chunk: int) -> bool:
+def lane_chunk_done(lane: LaneRecord, chunk: int) -> bool:
     """The lane finished `chunk` (its result chunk is written)."""
     position = lane_chunk_position(lane, chunk)
-    return position is not None and position < lane_chunks_done_n(lane)
+    return position is not None and position < lane.chunks_done_n
 
 
-def lane_done_chunks(lane: Mapping[str, Any]) -> frozenset[int]:
+def lane_done_chunks(lane: LaneRecord) -> frozenset[int]:
     """Every chunk the lane finished (for readers that test many chunks)."""
-    return frozenset(lane_chunks(lane)[: lane_chunks_done_n(lane)])
+    return frozenset(lane_chunks(lane)[: lane.chunks_done_n])
 
 
-def plan_lanes(plan: Mapping[str, Any], chunk_models: Sequence[Mapping[str, Any]]) -> list[LaneAssignment]:
-    """Every selected lane of the plan with its ordinal range and chunks, numbered in plan
-    order: each model's ordinals are split among its group's selected lanes in order."""
-    lanes: list[LaneAssignment] = []
-    for group in plan.get("groups") or []:
-        model = str(group["model"])
+def plan_lanes(
+    groups: Sequence[PlanGroup], chunk_models: Sequence[Mapping[str, int]], *, at: str
+) -> list[LaneRecord]:
+    """The lane records Route writes (docs/batches.md): every selected lane of the plan with
+    its ordinal range and chunks, numbered in plan order: each model's ordinals are split
+    among its group's selected lanes in order."""
+    lanes: list[LaneRecord] = []
+    for group in groups:
+        model = group.model
         offsets = model_offsets(chunk_models, model)
         start = 0
-        for entry in group.get("selected_lanes") or []:
-            end = start + int(entry["item_count"])
-            provider = str(entry["provider"])
+        for entry in group.selected:
+            end = start + entry.item_count
+            provider = entry.provider
             lanes.append(
-                LaneAssignment(
+                new_lane_record(
                     lane_key=lane_key(len(lanes) + 1, provider, model),
-                    lane_id=str(entry["lane_id"]),
+                    lane_id=str(entry.lane_id),
                     provider=provider,
                     model=model,
                     ordinal_start=start,
                     ordinal_end=end,
-                    chunks=tuple(chunks_for_range(offsets, start, end)),
-                    unit_prices=dict(entry.get("unit_prices") or {}),
+                    chunks=chunks_for_range(offsets, start, end),
+                    unit_prices=entry.unit_prices,
+                    at=at,
                 )
             )
             start = end
@@ -302,79 +546,65 @@ def job_parts(
     return parts
 
 
-def _estimated_cost(entry: Mapping[str, Any]) -> Decimal:
-    details = (entry.get("rejection") or {}).get("details") or {}
-    amount = (details.get("estimated_provider_cost") or {}).get("amount")
-    try:
-        return Decimal(str(amount)) if amount is not None else Decimal("Infinity")
-    except InvalidOperation:
-        return Decimal("Infinity")
-
-
 def failover_candidates(
-    plan: Mapping[str, Any], model: str, used_lane_ids: Iterable[str]
-) -> list[Mapping[str, Any]]:
+    groups: Sequence[PlanGroup], model: str, used_lane_ids: Iterable[str]
+) -> list[PlanLane]:
     """The lanes a failed lane of `model` may hand over to: the quote's rejected lanes with
     code `outranked` (eligible, only not needed), cheapest first as the quote ranked them
     (then plan order), less the lanes the batch already used."""
     used = set(used_lane_ids)
-    found: list[tuple[Decimal, int, Mapping[str, Any]]] = []
-    for group in plan.get("groups") or []:
-        if group.get("model") != model:
+    found: list[tuple[Decimal, int, PlanLane]] = []
+    for group in groups:
+        if group.model != model:
             continue
-        for index, entry in enumerate(group.get("rejected_lanes") or []):
-            code = (entry.get("rejection") or {}).get("code")
-            if code == OUTRANKED and entry.get("lane_id") not in used:
-                found.append((_estimated_cost(entry), index, entry))
+        for index, entry in enumerate(group.rejected):
+            if entry.rejection_code == OUTRANKED and entry.lane_id not in used:
+                found.append((entry.estimated_cost, index, entry))
     return [entry for _, _, entry in sorted(found, key=lambda f: (f[0], f[1]))]
 
 
-def plan_lane_entry(plan: Mapping[str, Any], lane_id: str) -> Mapping[str, Any] | None:
+def plan_lane_entry(groups: Sequence[PlanGroup], lane_id: str) -> PlanLane | None:
     """The plan's entry (selected or rejected) for a lane: its quote-time proof is there."""
-    for group in plan.get("groups") or []:
-        entries: list[Mapping[str, Any]] = [
-            *(group.get("selected_lanes") or []),
-            *(group.get("rejected_lanes") or []),
-        ]
-        for entry in entries:
-            if entry.get("lane_id") == lane_id:
+    for group in groups:
+        for entry in (*group.selected, *group.rejected):
+            if entry.lane_id == lane_id:
                 return entry
     return None
 
 
 def failover_record(
-    source: Mapping[str, Any],
-    candidate: Mapping[str, Any],
+    source: LaneRecord,
+    candidate: PlanLane,
     *,
     chunk: int,
     chunk_first_ordinal: int,
     answered: Iterable[int],
     root_number: int,
     at: str,
-) -> dict[str, Any]:
+) -> LaneRecord:
     """The lane record that takes over `source`'s unfinished items from `chunk` on: the
     ordinals from the lane's first one in that chunk to its end, less the seqs already
     answered there, at the source lane's (quoted) unit prices."""
-    start = max(int(source["ordinal_start"]), chunk_first_ordinal)
+    start = max(source.ordinal_start, chunk_first_ordinal)
     excluded = set(answered)
     source_chunks = lane_chunks(source)
     if source_chunks and chunk == source_chunks[0]:
-        excluded |= {int(s) for s in source.get("exclude_seqs") or []}
-    depth = int(source.get("failover_depth") or 0) + 1
-    provider = str(candidate["provider"])
-    model = str(source["model"])
+        excluded |= set(source.exclude_seqs)
+    depth = source.failover_depth + 1
+    provider = candidate.provider
+    model = source.model
     return new_lane_record(
         lane_key=lane_key(root_number, provider, model, failover_depth=depth),
-        lane_id=str(candidate["lane_id"]),
+        lane_id=str(candidate.lane_id),
         provider=provider,
         model=model,
         ordinal_start=start,
-        ordinal_end=int(source["ordinal_end"]),
+        ordinal_end=source.ordinal_end,
         chunks=[c for c in source_chunks if c >= chunk],
-        unit_prices=dict(source.get("unit_prices") or {}),
+        unit_prices=source.unit_prices,
         at=at,
         exclude_seqs=excluded,
-        failover_from=str(source["lane_key"]),
+        failover_from=source.lane_key,
         failover_depth=depth,
     )
 

@@ -22,6 +22,7 @@ from batchroute.domain.accounts.access import Principal, authorize, require_same
 from batchroute.domain.batches.artifact_keys import input_chunk_key
 from batchroute.domain.batches.jsonl import LineError, parse_jsonl
 from batchroute.domain.batches.record import (
+    BatchIntake,
     BatchRecord,
     BatchSource,
     BatchWebhook,
@@ -31,6 +32,7 @@ from batchroute.domain.batches.record import (
     FundingMoved,
     IdempotencyRecord,
     SurfaceFields,
+    WorkOrderRef,
 )
 from batchroute.domain.batches.states import is_terminal
 from batchroute.domain.billing.controls import BillingControls
@@ -50,7 +52,7 @@ from batchroute.errors import Conflict, Gone, InvalidRequest, NotFound, Unavaila
 from batchroute.ids import new_id
 from batchroute.money import Money
 from batchroute.observability import logger
-from batchroute.services.batches.commands import CreateBatch, RoutingFields, request_hash
+from batchroute.services.batches.commands import CreateBatch, request_hash
 from batchroute.services.batches.input_chunks import CHUNK_SIZE, InputChunkWriter
 from batchroute.services.batches.ports import BatchStore, LimitChecks, ObjectStore, WebhookUrlRules
 from batchroute.services.batches.quotes import FileItems, ItemSource, PlannedQuote, QuoteService, items_digest
@@ -253,7 +255,9 @@ class BatchService:
             compat=extra.compat,
             chat_model=extra.chat_model,
             chat_job_id=extra.chat_job_id,
-            work_order=work_order.reference if work_order is not None else None,
+            work_order=WorkOrderRef(work_order.work_order_id, work_order.client_reference)
+            if work_order is not None
+            else None,
             schedule_id=extra.schedule_id,
             schedule_version=extra.schedule_version,
         )
@@ -317,12 +321,7 @@ class BatchService:
         else:
             _, planned = self.quotes.price(principal, command.quote, excluded_lanes=excluded_lanes)
             priced, digest = _Priced.planned(planned), planned.items_digest
-        intake: IntakeOrder = {
-            "file_id": file_id,
-            "digest": digest,
-            "item_count": priced.item_count,
-            "options": options,
-        }
+        intake = BatchIntake(file_id=file_id, digest=digest, item_count=priced.item_count, options=options)
         chunks = -(-priced.item_count // CHUNK_SIZE)
         return replace(priced, intake=intake, chunk_count=chunks)
 
@@ -548,16 +547,6 @@ class BatchService:
                     yield row
 
 
-class IntakeOrder(TypedDict):
-    """What the Intake step reads (stored on the batch's plan): the input file, what create
-    priced of it (count and digest, checked again) and the options it is read with."""
-
-    file_id: str
-    digest: str
-    item_count: int
-    options: RoutingFields
-
-
 class RetriedView(TypedDict):
     """A retry's answer: the new batch, as its create answered it, and what it retries."""
 
@@ -593,7 +582,7 @@ class _Priced:
     item_count: int
     chunk_count: int = 0
     chunk_models: list[dict[str, int]] | None = None
-    intake: IntakeOrder | None = None
+    intake: BatchIntake | None = None
     presets: tuple[str, ...] = ()
 
     @classmethod

@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
-from batchroute.domain.batches.record import BatchRecord, IdempotencyRecord
+from batchroute.domain.batches.record import BatchRecord, IdempotencyRecord, WorkOrderRef
 from batchroute.domain.batches.states import BatchState
 from batchroute.domain.billing.spending_limit import LimitGuard
+from batchroute.domain.routing.lane_plan import LaneRecord
 
 TransactItem = dict[str, Any]
 
@@ -87,9 +88,7 @@ class BatchStore(Protocol):
         condition_values: dict[str, Any] | None = None,
     ) -> bool: ...
 
-    def update_seeing_work_order(
-        self, batch_id: str, changes: dict[str, Any]
-    ) -> Mapping[str, Any] | None: ...
+    def update_seeing_work_order(self, batch_id: str, changes: dict[str, Any]) -> WorkOrderRef | None: ...
 
     def update_plan(self, batch_id: str, changes: dict[str, Any]) -> None: ...
 
@@ -99,9 +98,9 @@ class BatchStore(Protocol):
 
     def advance_cursor(self, batch_id: str, step: str, *, position: int, changes: dict[str, Any]) -> bool: ...
 
-    def put_lane(self, batch_id: str, lane: dict[str, Any]) -> None: ...
+    def put_lane(self, batch_id: str, lane: LaneRecord) -> None: ...
 
-    def lanes(self, batch_id: str) -> list[dict[str, Any]]: ...
+    def lanes(self, batch_id: str) -> list[LaneRecord]: ...
 
 
 class LimitChecks(Protocol):

@@ -21,7 +21,7 @@ from batchroute.domain.batches.record import BatchRecord
 from batchroute.domain.batches.states import NON_TERMINAL
 from batchroute.domain.billing.retention import RetentionSettings, keep_until
 from batchroute.domain.feedback.feedback import FeedbackView
-from batchroute.domain.routing.lane_plan import lane_chunk_done, lane_chunk_position
+from batchroute.domain.routing.lane_plan import LaneRecord, lane_chunk_done, lane_chunk_position
 from batchroute.errors import Conflict, Gone, InvalidRequest, NotFound
 from batchroute.services.batches.ports import BatchStore, ObjectStore
 from batchroute.services.batches.views import ArtifactFilesView, Signer, artifact_files
@@ -252,14 +252,12 @@ class BatchReads:
                 row["feedback"] = found.get(str(row["customer_item_id"]), [])
         return {"batch_id": batch_id, "data": data, "next_cursor": next_cursor}
 
-    def _item_rows(
-        self, batch: BatchRecord, lanes: list[dict[str, Any]], start: int
-    ) -> Iterator[ItemRowView]:
+    def _item_rows(self, batch: BatchRecord, lanes: list[LaneRecord], start: int) -> Iterator[ItemRowView]:
         batch_id = batch.batch_id
         for chunk in range(start // CHUNK_SIZE, batch.chunk_count):
             results = self._chunk_results(batch_id, lanes, chunk)
             running = any(
-                lane.get("status") == "running"
+                lane.status == "running"
                 and lane_chunk_position(lane, chunk) is not None
                 and not lane_chunk_done(lane, chunk)
                 for lane in lanes
@@ -293,15 +291,13 @@ class BatchReads:
                     row["error"] = {"code": batch.state, "message": f"The batch was {batch.state}."}
                 yield row
 
-    def _chunk_results(
-        self, batch_id: str, lanes: list[dict[str, Any]], chunk: int
-    ) -> dict[int, dict[str, Any]]:
+    def _chunk_results(self, batch_id: str, lanes: list[LaneRecord], chunk: int) -> dict[int, dict[str, Any]]:
         found: dict[int, dict[str, Any]] = {}
         for lane in lanes:
             if not lane_chunk_done(lane, chunk):
                 continue
             for _, row in parse_jsonl(
-                self.artifacts.chunks(result_chunk_key(batch_id, lane["lane_key"], chunk))
+                self.artifacts.chunks(result_chunk_key(batch_id, lane.lane_key, chunk))
             ):
                 if isinstance(row, dict):
                     found[int(row["seq"])] = row

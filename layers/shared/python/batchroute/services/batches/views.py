@@ -7,7 +7,7 @@ from typing import Any, Literal, NotRequired, TypedDict
 
 from batchroute.domain.batches.record import ArtifactKeys, BatchFeeKind, BatchRecord, BatchSource
 from batchroute.domain.batches.states import BatchState
-from batchroute.domain.routing.lane_plan import lane_chunk_count, lane_chunks_done_n
+from batchroute.domain.routing.lane_plan import LaneRecord, lane_chunk_count
 from batchroute.money import Money, MoneyView
 
 COUNT_KEYS = ("total", "pending", "running", "completed", "failed", "canceled")
@@ -106,7 +106,7 @@ class WebhookView(TypedDict):
 class BatchDetailsView(TypedDict):
     item_count: int
     chunk_count: int
-    work_order: dict[str, object] | None
+    work_order: dict[str, str | None] | None
     plan: PlanView
     workflow_steps: dict[str, str]
     webhook: WebhookView | None
@@ -164,24 +164,24 @@ def batch_summary(batch: BatchRecord, *, sign: Signer | None = None) -> BatchSum
     return summary
 
 
-def lane_statuses(lanes: list[dict[str, Any]]) -> list[LaneStatusView]:
+def lane_statuses(lanes: list[LaneRecord]) -> list[LaneStatusView]:
     """Per-lane status of the internal provider/model executions."""
     return [
         {
-            "lane_key": lane.get("lane_key"),
-            "lane_id": lane.get("lane_id"),
-            "provider": lane.get("provider"),
-            "model": lane.get("model"),
-            "status": lane.get("status", "pending"),
-            "item_count": int(lane.get("item_count", 0)),
-            "chunks_done": lane_chunks_done_n(lane),
+            "lane_key": lane.lane_key,
+            "lane_id": lane.lane_id,
+            "provider": lane.provider,
+            "model": lane.model,
+            "status": lane.status,
+            "item_count": lane.item_count,
+            "chunks_done": lane.chunks_done_n,
             "chunk_count": lane_chunk_count(lane),
-            "attempts": int(lane.get("attempts", 0)),
-            "failover_from": lane.get("failover_from"),
-            "usage": lane.get("usage") or {"prompt_tokens": 0, "completion_tokens": 0},
-            "latest_error": lane.get("latest_error"),
+            "attempts": lane.attempts,
+            "failover_from": lane.failover_from,
+            "usage": lane.usage,
+            "latest_error": lane.latest_error,
         }
-        for lane in sorted(lanes, key=lambda lane: str(lane.get("lane_key")))
+        for lane in sorted(lanes, key=lambda lane: lane.lane_key)
     ]
 
 
@@ -215,7 +215,7 @@ def batch_details(batch: BatchRecord, *, delivery: Mapping[str, Any] | None = No
     return {
         "item_count": batch.item_count,
         "chunk_count": batch.chunk_count,
-        "work_order": dict(batch.work_order) if batch.work_order else None,
+        "work_order": batch.work_order.to_mapping() if batch.work_order else None,
         "plan": {
             "groups": [
                 {
@@ -239,7 +239,7 @@ def execution_summary(batch: BatchRecord) -> ExecutionSummaryView:
     """`latest_error`, and `preflight` (the preflight's whole answer, as the 400
     `batch_preflight_failed` carries it) when the batch's input file failed the Intake step."""
     summary: ExecutionSummaryView = {"latest_error": batch.latest_error}
-    error = (batch.intake or {}).get("error")
-    if isinstance(error, dict) and isinstance((error.get("details") or {}).get("preflight"), dict):
-        summary["preflight"] = error["details"]["preflight"]
+    error = batch.intake.error if batch.intake is not None else None
+    if error is not None and isinstance(error.details.get("preflight"), dict):
+        summary["preflight"] = error.details["preflight"]
     return summary

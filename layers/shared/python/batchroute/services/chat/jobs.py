@@ -134,9 +134,7 @@ class ChatJobs:
         for lane in self.records.lanes(batch_id):
             if not lane_chunk_done(lane, 0):
                 continue
-            for _, row in parse_jsonl(
-                self.artifacts.chunks(result_chunk_key(batch_id, str(lane["lane_key"]), 0))
-            ):
+            for _, row in parse_jsonl(self.artifacts.chunks(result_chunk_key(batch_id, lane.lane_key, 0))):
                 if not isinstance(row, dict) or int(row.get("seq", -1)) != 0:
                     continue
                 if found is None or row.get("status") == "completed":

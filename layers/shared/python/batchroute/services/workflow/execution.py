@@ -49,14 +49,17 @@ from batchroute.domain.batches.record import BatchRecord
 from batchroute.domain.batches.states import TERMINAL
 from batchroute.domain.catalog.catalog import Catalog, Lane
 from batchroute.domain.routing.lane_plan import (
+    LaneFailError,
+    LaneRecord,
+    SubmittedJob,
     failover_candidates,
     failover_record,
     lane_chunk_done,
     lane_chunk_position,
     lane_chunks,
-    lane_chunks_done_n,
     lane_items,
     model_offsets,
+    plan_groups,
     root_number,
 )
 from batchroute.domain.workflow.results import LineError, LineUsage, ResultLine
@@ -74,7 +77,6 @@ from batchroute.services.catalog.lane_health import (
 from batchroute.services.workflow.ports import BatchFiles, ProgressCounters
 from batchroute.services.workflow.runner import (
     LaneOutcome,
-    SubmittedJob,
     cancel_lane_job,
     run_lane_batch_job,
     run_lane_items,
@@ -86,7 +88,6 @@ from batchroute.workflow.tasks import LaneOutput, WorkflowTask
 FINAL_LANE_STATUSES = frozenset({"completed", "failed", "canceled"})
 
 _NO_RESULT = ItemError("no_result", "the provider returned no result for this item")
-Item = Mapping[str, Any]
 
 
 class UnknownLane(PermanentError):
@@ -109,7 +110,7 @@ class LaneLimits:
 
 
 def result_line(
-    seq: int, customer_item_id: Any, result: ProviderResult, attempts: int, lane: Mapping[str, Any]
+    seq: int, customer_item_id: Any, result: ProviderResult, attempts: int, lane: LaneRecord
 ) -> ResultLine:
     """One line of a lane's result chunk (docs/batches.md)."""
     usage: LineUsage = {
@@ -133,19 +134,19 @@ def result_line(
         "error": error,
         "raw": result.raw,
         "usage": usage,
-        "model": lane["model"],
-        "provider": lane["provider"],
-        "lane_id": lane["lane_id"],
+        "model": lane.model,
+        "provider": lane.provider,
+        "lane_id": lane.lane_id,
         "attempts": attempts,
     }
 
 
-def failed_line(seq: int, customer_item_id: Any, error: ItemError, lane: Mapping[str, Any]) -> ResultLine:
+def failed_line(seq: int, customer_item_id: Any, error: ItemError, lane: LaneRecord) -> ResultLine:
     return result_line(seq, customer_item_id, ProviderResult.failure(f"seq-{seq}", error), 0, lane)
 
 
-def lane_failure_message(lane: Mapping[str, Any], error: ItemError) -> str:
-    return f"lane {lane['lane_id']} unavailable: {error.describe()}"[:1000]
+def lane_failure_message(lane: LaneRecord, error: ItemError) -> str:
+    return f"lane {lane.lane_id} unavailable: {error.describe()}"[:1000]
 
 
 @dataclass
@@ -155,7 +156,7 @@ class _Chunk:
     number: int
     position: int  # its index in the lane's chunks: the watermarks count in that order
     first_ordinal: int
-    kept: list[tuple[int, Item]]
+    kept: list[tuple[int, Mapping[str, Any]]]
     results: dict[int, ResultLine] = field(default_factory=dict)
     has_partial: bool = False  # a partial file exists: delete it once the chunk is done
 
@@ -169,7 +170,7 @@ class _Chunk:
     def __post_init__(self) -> None:
         self._ids = {seq: item.get("customer_item_id") for seq, item in self.kept}
 
-    def todo(self) -> list[tuple[int, Item]]:
+    def todo(self) -> list[tuple[int, Mapping[str, Any]]]:
         return [(seq, item) for seq, item in self.kept if seq not in self.results]
 
     def tally(self) -> tuple[int, int, int, int]:
@@ -253,11 +254,11 @@ class LaneExecutor:
         invocation = _Invocation(self._budget())
         while True:
             lane = self._follow_failover(batch_id, lane)
-            if lane["status"] in FINAL_LANE_STATUSES:
+            if lane.status in FINAL_LANE_STATUSES:
                 break
-            if self.progress.lane_first_run(batch_id, lane["lane_key"], at=self._now()):
+            if self.progress.lane_first_run(batch_id, lane.lane_key, at=self._now()):
                 self._take_capacity(lane)
-            self.progress.lane_running(batch_id, lane["lane_key"], at=self._now())
+            self.progress.lane_running(batch_id, lane.lane_key, at=self._now())
             end = self._run_chunks(batch, lane, invocation)
             if end.kind == "continue":
                 self._continue(task, end.delay_seconds)
@@ -265,36 +266,36 @@ class LaneExecutor:
             if end.kind == "unavailable":
                 assert end.chunk is not None and end.error is not None
                 if end.error.code in ACCOUNT_DOWN_CODES:
-                    self._mark_provider_unavailable(str(lane["provider"]), end.error)
+                    self._mark_provider_unavailable(lane.provider, end.error)
                 self._fail_over(batch, lane, end.chunk, end.error)
             lane = self._reload(batch_id, lane)
         return self._answer(batch_id, root_key)
 
-    def _take_capacity(self, lane: Mapping[str, Any]) -> None:
+    def _take_capacity(self, lane: LaneRecord) -> None:
         """The lane's items come off its provider's remaining capacity today, once, when it
         first runs (best effort: a lane short of capacity still runs; routing saw room)."""
-        items = int(lane.get("item_count") or 0)
+        items = lane.item_count
         if self.capacity is None or items <= 0:
             return
-        if not self.capacity.consume_capacity(str(lane["lane_id"]), items, at=self._now()):
+        if not self.capacity.consume_capacity(lane.lane_id, items, at=self._now()):
             logger.warning(
                 "lane capacity ran out since the quote; running anyway",
-                extra={"lane_id": lane["lane_id"], "items": items},
+                extra={"lane_id": lane.lane_id, "items": items},
             )
 
-    def _reload(self, batch_id: str, lane: Mapping[str, Any]) -> dict[str, Any]:
-        fresh = self.progress.get_lane(batch_id, str(lane["lane_key"]))
+    def _reload(self, batch_id: str, lane: LaneRecord) -> LaneRecord:
+        fresh = self.progress.get_lane(batch_id, lane.lane_key)
         if fresh is None:
-            raise UnknownLane(f"lane {lane['lane_key']} of batch {batch_id} disappeared")
+            raise UnknownLane(f"lane {lane.lane_key} of batch {batch_id} disappeared")
         return fresh
 
-    def _follow_failover(self, batch_id: str, lane: dict[str, Any]) -> dict[str, Any]:
-        seen = {lane["lane_key"]}
-        while lane.get("failover_to"):
-            found = self.progress.get_lane(batch_id, str(lane["failover_to"]))
-            if found is None or found["lane_key"] in seen:
-                raise UnknownLane(f"lane {lane['lane_key']} fails over to a missing lane")
-            seen.add(found["lane_key"])
+    def _follow_failover(self, batch_id: str, lane: LaneRecord) -> LaneRecord:
+        seen = {lane.lane_key}
+        while lane.failover_to:
+            found = self.progress.get_lane(batch_id, lane.failover_to)
+            if found is None or found.lane_key in seen:
+                raise UnknownLane(f"lane {lane.lane_key} fails over to a missing lane")
+            seen.add(found.lane_key)
             lane = found
         return lane
 
@@ -308,9 +309,10 @@ class LaneExecutor:
             lane = self.progress.get_lane(batch_id, key)
             if lane is None:
                 break
-            for name in totals:
-                totals[name] += int(lane.get(name) or 0)
-            key = lane.get("failover_to")
+            totals["completed"] += lane.completed
+            totals["failed"] += lane.failed
+            totals["canceled"] += lane.canceled
+            key = lane.failover_to
         return {
             "lane_key": root_key,
             "completed": totals["completed"],
@@ -328,11 +330,11 @@ class LaneExecutor:
         )
 
     # -- chunks ----------------------------------------------------------------------------------
-    def _run_chunks(self, batch: BatchRecord, lane: dict[str, Any], invocation: _Invocation) -> _ChunkEnd:
+    def _run_chunks(self, batch: BatchRecord, lane: LaneRecord, invocation: _Invocation) -> _ChunkEnd:
         batch_id = batch.batch_id
-        offsets = model_offsets(batch.chunk_models or [], str(lane["model"]))
-        done = lane_chunks_done_n(lane)  # the lane runs its chunks in order
-        fail_with = _item_error(lane.get("fail_error"))
+        offsets = model_offsets(batch.chunk_models or [], lane.model)
+        done = lane.chunks_done_n  # the lane runs its chunks in order
+        fail_with = _item_error(lane.fail_error)
         for position, number in enumerate(lane_chunks(lane)):
             if position < done:
                 continue
@@ -351,7 +353,7 @@ class LaneExecutor:
         status = "failed" if fail_with is not None else "completed"
         self.progress.lane_finished(
             batch_id,
-            lane["lane_key"],
+            lane.lane_key,
             status,
             at=self._now(),
             latest_error=lane_failure_message(lane, fail_with) if fail_with else None,
@@ -359,23 +361,23 @@ class LaneExecutor:
         return _ChunkEnd("done")
 
     def _load_chunk(
-        self, batch_id: str, lane: Mapping[str, Any], number: int, position: int, first_ordinal: int
+        self, batch_id: str, lane: LaneRecord, number: int, position: int, first_ordinal: int
     ) -> _Chunk:
         kept = list(
             lane_items(
                 self.artifacts.input_lines(batch_id, number),
-                model=str(lane["model"]),
+                model=lane.model,
                 first_ordinal=first_ordinal,
-                start=int(lane["ordinal_start"]),
-                end=int(lane["ordinal_end"]),
-                exclude=frozenset(int(s) for s in lane.get("exclude_seqs") or []),
+                start=lane.ordinal_start,
+                end=lane.ordinal_end,
+                exclude=frozenset(lane.exclude_seqs),
             )
         )
         chunk = _Chunk(number, position, first_ordinal, kept)
-        if lane.get("partial_chunk") is not None and int(lane["partial_chunk"]) == number:
+        if lane.partial_chunk == number:
             chunk.has_partial = True
             wanted = {seq for seq, _ in kept}
-            for line in self.artifacts.partial_lines(batch_id, str(lane["lane_key"]), number):
+            for line in self.artifacts.partial_lines(batch_id, lane.lane_key, number):
                 if int(line["seq"]) in wanted:
                     chunk.results[int(line["seq"])] = line
         return chunk
@@ -383,13 +385,13 @@ class LaneExecutor:
     def _run_chunk(
         self,
         batch_id: str,
-        lane: dict[str, Any],
+        lane: LaneRecord,
         chunk: _Chunk,
         invocation: _Invocation,
         *,
         fail_with: ItemError | None,
     ) -> _ChunkEnd:
-        lane_key = str(lane["lane_key"])
+        lane_key = lane.lane_key
         if chunk.size:
             self.progress.start_chunk(batch_id, lane_key, chunk.position, items=chunk.size)
         todo = chunk.todo()
@@ -416,10 +418,8 @@ class LaneExecutor:
         self._finish_chunk(batch_id, lane, chunk)
         return _ChunkEnd("done")
 
-    def _finish_chunk(
-        self, batch_id: str, lane: Mapping[str, Any], chunk: _Chunk, *, canceled: int = 0
-    ) -> None:
-        lane_key = str(lane["lane_key"])
+    def _finish_chunk(self, batch_id: str, lane: LaneRecord, chunk: _Chunk, *, canceled: int = 0) -> None:
+        lane_key = lane.lane_key
         completed, failed, prompt, completion = self._write_results(batch_id, lane_key, chunk)
         self.progress.finish_chunk(
             batch_id,
@@ -454,26 +454,26 @@ class LaneExecutor:
         self.progress.set_partial(batch_id, lane_key, chunk.number)
 
     # -- the provider ----------------------------------------------------------------------------
-    def _catalog_lane(self, lane: Mapping[str, Any]) -> Lane | None:
+    def _catalog_lane(self, model: str, lane_id: object) -> Lane | None:
         return next(
-            (c for c in self.catalog.lanes_for(str(lane["model"])) if c.lane_id == lane["lane_id"]),
+            (c for c in self.catalog.lanes_for(model) if c.lane_id == lane_id),
             None,
         )
 
     def _call_provider(
         self,
         batch_id: str,
-        lane: Mapping[str, Any],
+        lane: LaneRecord,
         chunk: _Chunk,
-        todo: list[tuple[int, Item]],
+        todo: list[tuple[int, Mapping[str, Any]]],
         invocation: _Invocation,
     ) -> LaneOutcome:
-        catalog_lane = self._catalog_lane(lane)
+        catalog_lane = self._catalog_lane(lane.model, lane.lane_id)
         if catalog_lane is None:
             outcome = LaneOutcome()
-            outcome.fail_over(ItemError("lane_unknown", f"{lane['lane_id']} is not in the catalog", True))
+            outcome.fail_over(ItemError("lane_unknown", f"{lane.lane_id} is not in the catalog", True))
             return outcome
-        slug = str(lane["provider"])
+        slug = lane.provider
 
         def on_result(seq: int, result: ProviderResult, attempts: int) -> None:
             chunk.results[seq] = result_line(seq, chunk.customer_id(seq), result, attempts, lane)
@@ -493,22 +493,19 @@ class LaneExecutor:
     def _run_batch_job(
         self,
         batch_id: str,
-        lane: Mapping[str, Any],
+        lane: LaneRecord,
         chunk: _Chunk,
-        todo: list[tuple[int, Item]],
+        todo: list[tuple[int, Mapping[str, Any]]],
         catalog_lane: Lane,
         on_result: Callable[[int, ProviderResult, int], None],
         invocation: _Invocation,
     ) -> LaneOutcome:
         """One vendor job per chunk, stored on the lane record while it runs."""
-        lane_key = str(lane["lane_key"])
-        slug = str(lane["provider"])
-        stored = lane.get("job")
-        job = None
-        if stored and lane.get("job_chunk") is not None and int(lane["job_chunk"]) == chunk.number:
-            job = SubmittedJob.from_dict(stored)
+        lane_key = lane.lane_key
+        slug = lane.provider
+        job = lane.job if lane.job_chunk == chunk.number else None
 
-        def load_items(seqs: Collection[int] | None) -> Iterable[tuple[int, Item]]:
+        def load_items(seqs: Collection[int] | None) -> Iterable[tuple[int, Mapping[str, Any]]]:
             if seqs is None:
                 return todo
             wanted = set(seqs)
@@ -520,9 +517,7 @@ class LaneExecutor:
                 # results that came before it consistent. (With none yet there is nothing
                 # to keep: an empty partial file would be a PUT and a DELETE for nothing.)
                 self._save_partial(batch_id, lane_key, chunk)
-            self.progress.set_job(
-                batch_id, lane_key, submitted.to_dict() if submitted else None, chunk=chunk.number
-            )
+            self.progress.set_job(batch_id, lane_key, submitted, chunk=chunk.number)
 
         waiting_since = self.monotonic()
 
@@ -549,15 +544,15 @@ class LaneExecutor:
         )
 
     # -- failover --------------------------------------------------------------------------------
-    def _fail_over(self, batch: BatchRecord, lane: dict[str, Any], chunk: _Chunk, error: ItemError) -> None:
+    def _fail_over(self, batch: BatchRecord, lane: LaneRecord, chunk: _Chunk, error: ItemError) -> None:
         batch_id = batch.batch_id
-        lane_key = str(lane["lane_key"])
+        lane_key = lane.lane_key
         message = lane_failure_message(lane, error)
-        used = {str(other["lane_id"]) for other in self.records.lanes(batch_id)}
+        used = {other.lane_id for other in self.records.lanes(batch_id)}
         candidates = [
             c
-            for c in failover_candidates(batch.plan or {}, str(lane["model"]), used)
-            if self._catalog_lane({"model": lane["model"], "lane_id": c.get("lane_id")}) is not None
+            for c in failover_candidates(plan_groups(batch.plan), lane.model, used)
+            if self._catalog_lane(lane.model, c.lane_id) is not None
         ]
         if not candidates:
             # No lane left: this lane fails the rest of its items with the error.
@@ -596,7 +591,7 @@ class LaneExecutor:
         self._drop_partial(batch_id, lane_key, chunk)
         logger.warning(
             "lane failed over",
-            extra={"lane_key": lane_key, "to": successor["lane_key"], "written": handed, "error": error.code},
+            extra={"lane_key": lane_key, "to": successor.lane_key, "written": handed, "error": error.code},
         )
 
     def _mark_provider_unavailable(self, provider: str, error: ItemError) -> None:
@@ -610,33 +605,31 @@ class LaneExecutor:
         )
 
     # -- cancel / expiry -------------------------------------------------------------------------
-    def _cancel_rest(self, batch: BatchRecord, lane: dict[str, Any], state: str) -> None:
+    def _cancel_rest(self, batch: BatchRecord, lane: LaneRecord, state: str) -> None:
         """The batch ended while this lane had work left: a half-done chunk keeps its results
         (the rest of it is canceled), the items never started count as canceled, a running
         vendor job is cancelled (best effort)."""
         batch_id = batch.batch_id
-        lane_key = str(lane["lane_key"])
+        lane_key = lane.lane_key
         lane = self._reload(batch_id, lane)  # the progress this invocation made included
-        if lane.get("job"):
+        if lane.job is not None:
             try:
                 cancel_lane_job(
-                    SubmittedJob.from_dict(lane["job"]),
-                    provider=self.registry.batch_api(str(lane["provider"])),
+                    lane.job,
+                    provider=self.registry.batch_api(lane.provider),
                 )
             except Exception:  # best effort: the job's results are not needed any more
                 logger.warning("could not cancel the vendor job", extra={"lane_key": lane_key}, exc_info=True)
-        partial = lane.get("partial_chunk")
-        position = lane_chunk_position(lane, int(partial)) if partial is not None else None
-        if partial is not None and position is not None and not lane_chunk_done(lane, int(partial)):
-            offsets = model_offsets(batch.chunk_models or [], str(lane["model"]))
-            chunk = self._load_chunk(batch_id, lane, int(partial), position, offsets[int(partial)])
+        partial = lane.partial_chunk
+        position = lane_chunk_position(lane, partial) if partial is not None else None
+        if partial is not None and position is not None and not lane_chunk_done(lane, partial):
+            offsets = model_offsets(batch.chunk_models or [], lane.model)
+            chunk = self._load_chunk(batch_id, lane, partial, position, offsets[partial])
             self._finish_chunk(batch_id, lane, chunk, canceled=chunk.size - len(chunk.results))
             lane = self._reload(batch_id, lane)
-        accounted = sum(
-            int(lane.get(name) or 0) for name in ("completed", "failed", "canceled", "handed_over")
-        )
-        rest = max(0, int(lane.get("item_count") or 0) - accounted)
-        running = min(rest, int(lane.get("running_items") or 0))
+        accounted = lane.completed + lane.failed + lane.canceled + lane.handed_over
+        rest = max(0, lane.item_count - accounted)
+        running = min(rest, lane.running_items)
         self.progress.cancel_rest(
             batch_id,
             lane_key,
@@ -647,7 +640,7 @@ class LaneExecutor:
         )
 
 
-def _item_error(value: Any) -> ItemError | None:
-    if not isinstance(value, Mapping) or not value.get("code"):
+def _item_error(value: LaneFailError | None) -> ItemError | None:
+    if value is None or not value.code:
         return None
-    return ItemError(str(value["code"]), str(value.get("message") or ""), transient=False)
+    return ItemError(value.code, value.message, transient=False)

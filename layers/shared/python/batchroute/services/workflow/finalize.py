@@ -29,6 +29,7 @@ import json
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, fields, replace
 from datetime import timedelta
+from decimal import Decimal
 from typing import Any
 
 from batchroute.clock import Clock, isoformat
@@ -42,7 +43,7 @@ from batchroute.domain.batches.artifact_keys import (
 )
 from batchroute.domain.batches.record import ArtifactKeys, BatchRecord
 from batchroute.domain.batches.states import TERMINAL
-from batchroute.domain.routing.lane_plan import lane_chunk_done
+from batchroute.domain.routing.lane_plan import LaneRecord, lane_chunk_done
 from batchroute.domain.workflow.results import ArtifactRow, MergeTally, ResultLine, merge_chunk, missing_row
 from batchroute.services.batches.ports import BatchStore
 from batchroute.services.workflow.ports import BatchFiles
@@ -174,7 +175,7 @@ _SLICE_FIELDS = (
 )
 
 
-def _parts(stored: Iterable[Mapping[str, Any]]) -> tuple[UploadPart, ...]:
+def _parts(stored: Iterable[Mapping[str, str | int | Decimal]]) -> tuple[UploadPart, ...]:
     return tuple(UploadPart(int(p["PartNumber"]), str(p["ETag"])) for p in stored)
 
 
@@ -264,7 +265,7 @@ class Finalizer:
         position, chunk_count = cursor.position, cursor.chunk_count
         tally = MergeTally.from_dict(cursor.tally.to_dict())  # this slice's own copy
         code, message = cursor.missing_code, cursor.missing_message
-        lanes = sorted(self.records.lanes(batch_id), key=lambda lane: str(lane["lane_key"]))
+        lanes = sorted(self.records.lanes(batch_id), key=lambda lane: lane.lane_key)
 
         def missing(seq: int, customer_item_id: Any) -> ArtifactRow:
             return missing_row(seq, customer_item_id, code=code, message=message)
@@ -317,7 +318,7 @@ class Finalizer:
         self,
         batch_id: str,
         chunk: int,
-        lanes: list[dict[str, Any]],
+        lanes: list[LaneRecord],
         missing: Callable[[int, Any], ArtifactRow],
         tally: MergeTally,
     ) -> Iterator[ArtifactRow]:
@@ -328,9 +329,7 @@ class Finalizer:
             for line in self.artifacts.input_lines(batch_id, chunk)
         )
         sources = [
-            _tagged(
-                self.artifacts.result_lines(batch_id, str(lane["lane_key"]), chunk), str(lane["lane_key"])
-            )
+            _tagged(self.artifacts.result_lines(batch_id, lane.lane_key, chunk), lane.lane_key)
             for lane in lanes
             if lane_chunk_done(lane, chunk)
         ]

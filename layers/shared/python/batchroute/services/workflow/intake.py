@@ -19,11 +19,12 @@ Repeated messages rewrite the same chunks; once done the step answers without re
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any, Protocol
 
 from batchroute.clock import Clock, isoformat
 from batchroute.domain.batches.preflight import Preflight
-from batchroute.domain.batches.record import BatchRecord
+from batchroute.domain.batches.record import BatchIntake, BatchRecord, IntakeError
 from batchroute.errors import Conflict, Forbidden, Gone, InvalidRequest, NotFound, PermanentError
 from batchroute.services.batches.input_chunks import InputChunkWriter
 from batchroute.services.batches.ports import BatchStore, ObjectStore
@@ -60,10 +61,10 @@ class Intake:
 
     def run(self, batch: BatchRecord) -> IntakeOutput:
         intake = batch.intake
-        if intake is None or intake.get("done"):
+        if intake is None or intake.done:
             return _output(batch.batch_id, batch.item_count, batch.chunk_count)
-        if intake.get("error"):
-            raise IntakeFailed(str(intake["error"].get("message") or "the input file failed intake"))
+        if intake.error is not None:
+            raise IntakeFailed(intake.error.message or "the input file failed intake")
         writer = InputChunkWriter(self.artifacts, batch.batch_id)
         try:
             error = self._read(batch, intake, writer)
@@ -76,55 +77,54 @@ class Intake:
             writer.abort()
             self._fail(batch, intake, error)
         self.records.update_plan(
-            batch.batch_id, {"chunk_models": writer.chunk_models, "intake": {**intake, "done": True}}
+            batch.batch_id,
+            {"chunk_models": writer.chunk_models, "intake": replace(intake, done=True).to_mapping()},
         )
-        done: dict[str, Any] = {"chunk_count": writer.chunk_count}
+        done: dict[str, int | list[str]] = {"chunk_count": writer.chunk_count}
         if writer.presets:  # the preset versions its items used (docs/presets.md)
             done["presets"] = list(writer.presets)
         self.records.update(batch.batch_id, done)
         return _output(batch.batch_id, writer.count, writer.chunk_count)
 
-    def _read(
-        self, batch: BatchRecord, intake: Mapping[str, Any], writer: InputChunkWriter
-    ) -> dict[str, Any] | None:
+    def _read(self, batch: BatchRecord, intake: BatchIntake, writer: InputChunkWriter) -> IntakeError | None:
         """Stream the file into chunks; the error that fails the batch, or None."""
         try:
-            options = intake.get("options") or {}
-            items = self.reader.file_items(batch.org_id, options, str(intake["file_id"]))  # presets applied
+            options = intake.options
+            items = self.reader.file_items(batch.org_id, options, intake.file_id)  # presets applied
             preflight, count, digest = self.reader.read_items(
                 options, items, on_item=lambda item, _line: writer.add(item)
             )
         except (InvalidRequest, NotFound, Gone, Conflict, Forbidden) as exc:  # gone, empty, wrong type
-            return {"code": exc.code, "message": exc.message, "details": exc.details or {}}
+            return IntakeError(exc.code, exc.message, exc.details or {})
         result = preflight.result()
         if not result.ok:
-            return {
-                "code": "batch_preflight_failed",
-                "message": "The input file failed the preflight.",
-                "details": {"preflight": result.to_api()},
-            }
-        if count != int(intake["item_count"]) or digest != intake["digest"]:
-            return {
-                "code": "quote_mismatch",
-                "message": "The input file's items differ from the ones priced at create.",
-                "details": {"item_count": count, "priced_item_count": int(intake["item_count"])},
-            }
+            return IntakeError(
+                "batch_preflight_failed",
+                "The input file failed the preflight.",
+                {"preflight": result.to_api()},
+            )
+        if count != intake.item_count or digest != intake.digest:
+            return IntakeError(
+                "quote_mismatch",
+                "The input file's items differ from the ones priced at create.",
+                {"item_count": count, "priced_item_count": intake.item_count},
+            )
         return None
 
-    def _fail(self, batch: BatchRecord, intake: Mapping[str, Any], error: dict[str, Any]) -> None:
+    def _fail(self, batch: BatchRecord, intake: BatchIntake, error: IntakeError) -> None:
         now = isoformat(self.clock.now())
-        self.records.update_plan(batch.batch_id, {"intake": {**intake, "error": error}})
+        self.records.update_plan(batch.batch_id, {"intake": replace(intake, error=error).to_mapping()})
         self.records.update(batch.batch_id, {"chunk_count": 0})
         self.records.transition(
             batch.batch_id,
             "failed",
             at=now,
             extra={
-                "execution_summary": {"latest_error": f"intake: {error['code']}: {error['message']}"[:1000]},
+                "execution_summary": {"latest_error": f"intake: {error.code}: {error.message}"[:1000]},
                 "completed_at": now,
             },
         )
-        raise IntakeFailed(f"{error['code']}: {error['message']}")
+        raise IntakeFailed(f"{error.code}: {error.message}")
 
 
 def _output(batch_id: str, item_count: int, chunk_count: int) -> IntakeOutput:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from batchroute.clock import Clock, isoformat
 from batchroute.domain.batches.record import BatchRecord
 from batchroute.domain.batches.states import TERMINAL
-from batchroute.domain.routing.lane_plan import PlanMismatch, plan_lanes
+from batchroute.domain.routing.lane_plan import PlanMismatch, plan_groups, plan_lanes
 from batchroute.errors import PermanentError
 from batchroute.services.batches.ports import BatchStore
 from batchroute.services.workflow.ports import ProgressCounters
@@ -33,13 +33,13 @@ class LanePlanner:
         batch_id = batch.batch_id
         if batch.state in TERMINAL:
             return {"lanes": []}
+        now = isoformat(self.clock.now())
         try:
-            lanes = plan_lanes(batch.plan or {}, batch.chunk_models or [])
+            lanes = plan_lanes(plan_groups(batch.plan), batch.chunk_models or [], at=now)
         except (PlanMismatch, KeyError, TypeError, ValueError) as exc:
             raise InvalidPlan(f"batch {batch_id} cannot be routed: {exc}") from exc
-        now = isoformat(self.clock.now())
         self.records.transition(batch_id, "queued", at=now)
         self.records.transition(batch_id, "dispatching", at=now)
         for lane in lanes:
-            self.progress.put_lane(batch_id, lane.to_record(at=now))
+            self.progress.put_lane(batch_id, lane)
         return {"lanes": [{"lane_key": lane.lane_key} for lane in lanes]}

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Protocol
 
+from batchroute.domain.routing.lane_plan import LaneRecord, SubmittedJob
 from batchroute.domain.workflow.results import ResultLine
 
 
@@ -30,9 +31,9 @@ class BatchFiles(Protocol):
 class ProgressCounters(Protocol):
     """adapters/dynamo/batch_progress.py:BatchProgress: each lane's counters and chunk marks."""
 
-    def get_lane(self, batch_id: str, lane_key: str) -> dict[str, Any] | None: ...
+    def get_lane(self, batch_id: str, lane_key: str) -> LaneRecord | None: ...
 
-    def put_lane(self, batch_id: str, lane: dict[str, Any]) -> bool: ...
+    def put_lane(self, batch_id: str, lane: LaneRecord) -> bool: ...
 
     def lane_running(self, batch_id: str, lane_key: str, *, at: str) -> bool: ...
 
@@ -49,7 +50,7 @@ class ProgressCounters(Protocol):
         failover_to: str | None = None,
     ) -> bool: ...
 
-    def set_job(self, batch_id: str, lane_key: str, job: dict[str, Any] | None, *, chunk: int) -> None: ...
+    def set_job(self, batch_id: str, lane_key: str, job: SubmittedJob | None, *, chunk: int) -> None: ...
 
     def set_partial(self, batch_id: str, lane_key: str, chunk: int) -> None: ...
 
@@ -84,7 +85,7 @@ class ProgressCounters(Protocol):
         batch_id: str,
         lane_key: str,
         position: int,
-        successor: dict[str, Any],
+        successor: LaneRecord,
         *,
         items: int,
         completed: int,

@@ -42,7 +42,7 @@ from typing import Any, Final, Literal
 from batchroute.clock import Clock, SystemClock, isoformat
 from batchroute.domain.catalog.catalog import NO_BATCH_LIMITS, OPERATIONS, BatchLimits, Lane, Operation
 from batchroute.domain.catalog.tokens import DEFAULT_OUTPUT_TOKENS
-from batchroute.domain.routing.lane_plan import job_parts
+from batchroute.domain.routing.lane_plan import SubmittedJob, job_parts
 from batchroute.providers.base import (
     ZERO_USAGE,
     BatchApiProvider,
@@ -61,9 +61,8 @@ from batchroute.providers.retry import RetryPolicy
 
 logger = logging.getLogger(__name__)
 
-Item = Mapping[str, Any]
 OnResult = Callable[[int, ProviderResult, int], None]
-LoadItems = Callable[[Collection[int] | None], Iterable[tuple[int, Item]]]
+LoadItems = Callable[[Collection[int] | None], Iterable[tuple[int, Mapping[str, Any]]]]
 
 DEFAULT_WHOLESALE_FAILURE_THRESHOLD: Final = 25
 _CUSTOM_ID_PREFIX: Final = "seq-"
@@ -115,7 +114,7 @@ def seq_of(custom_id: str) -> int | None:
     return int(digits) if digits.isdigit() else None
 
 
-def build_request(seq: int, item: Item, lane: Lane, *, attempt: int = 1) -> ProviderRequest:
+def build_request(seq: int, item: Mapping[str, Any], lane: Lane, *, attempt: int = 1) -> ProviderRequest:
     """The provider request for one item on this lane; PermanentProviderError for an item
     no provider could answer (the API validates items, so this is a last line)."""
     payload = item.get("input")
@@ -142,7 +141,9 @@ def build_request(seq: int, item: Item, lane: Lane, *, attempt: int = 1) -> Prov
     )
 
 
-def _output_limit(item: Item, payload: Mapping[str, Any], operation: Operation, lane: Lane) -> int:
+def _output_limit(
+    item: Mapping[str, Any], payload: Mapping[str, Any], operation: Operation, lane: Lane
+) -> int:
     if operation == "embeddings":
         return 0
     requested = DEFAULT_OUTPUT_TOKENS
@@ -168,7 +169,7 @@ class _Done:
 
 
 def run_lane_items(
-    items: Iterable[tuple[int, Item]],
+    items: Iterable[tuple[int, Mapping[str, Any]]],
     *,
     lane: Lane,
     provider: SyncProvider,
@@ -223,7 +224,13 @@ def run_lane_items(
 
 
 def _attempt_item(
-    seq: int, item: Item, *, lane: Lane, provider: SyncProvider, retry: RetryPolicy, halt: threading.Event
+    seq: int,
+    item: Mapping[str, Any],
+    *,
+    lane: Lane,
+    provider: SyncProvider,
+    retry: RetryPolicy,
+    halt: threading.Event,
 ) -> _Done:
     """One item to its answer: retried while transient and retries remain; `skipped` once
     the lane halts, `unavailable` when the provider is."""
@@ -328,49 +335,6 @@ def _fail_wholesale(outcome: LaneOutcome, held: list[_Done]) -> None:
 # -- vendor batch providers ----------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class SubmittedJob:
-    """A vendor batch job of the lane: stored on the lane record between invocations."""
-
-    job_id: str
-    attempt: int  # every request in the job is on this attempt
-    item_count: int
-    submitted_at: str  # ISO 8601
-    # The job's item seqs; None = every item of the lane (the first job). Follow-up jobs
-    # (resubmitted transient failures) list theirs, which stay few.
-    seqs: tuple[int, ...] | None = None
-    lost_resubmits: int = 0  # resubmits because the provider forgot the job
-    # The lane's items were more than one vendor job holds: after this one (and its
-    # follow-ups), the items not answered yet go in the next job.
-    more: bool = False
-
-    def to_dict(self) -> dict[str, Any]:
-        data: dict[str, Any] = {
-            "job_id": self.job_id,
-            "attempt": self.attempt,
-            "item_count": self.item_count,
-            "submitted_at": self.submitted_at,
-            "seqs": list(self.seqs) if self.seqs is not None else None,
-            "lost_resubmits": self.lost_resubmits,
-        }
-        if self.more:
-            data["more"] = True
-        return data
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> SubmittedJob:
-        seqs = data.get("seqs")
-        return cls(
-            job_id=str(data["job_id"]),
-            attempt=int(data["attempt"]),
-            item_count=int(data["item_count"]),
-            submitted_at=str(data["submitted_at"]),
-            seqs=tuple(int(s) for s in seqs) if seqs is not None else None,
-            lost_resubmits=int(data.get("lost_resubmits") or 0),
-            more=bool(data.get("more")),
-        )
-
-
 @dataclass
 class JobPoll:
     """One look at a job. `running`: poll again later; `done`: every result reported,
@@ -383,7 +347,7 @@ class JobPoll:
 
 
 def submit_lane_job(
-    items: Iterable[tuple[int, Item]],
+    items: Iterable[tuple[int, Mapping[str, Any]]],
     *,
     lane: Lane,
     provider: BatchApiProvider,
@@ -580,7 +544,7 @@ class _BatchLaneRun:
 
     def submit(
         self,
-        items: Iterable[tuple[int, Item]],
+        items: Iterable[tuple[int, Mapping[str, Any]]],
         *,
         attempt: int,
         seqs: tuple[int, ...] | None,
