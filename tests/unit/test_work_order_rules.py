@@ -90,7 +90,7 @@ def test_the_view_shows_pending_items_and_money() -> None:
     view = order.to_api()
     assert view["items"]["pending"] == 5 and view["members"]["limit"] == MAX_MEMBERS
     assert view["cost"]["reserved"] == {"currency": "usd", "amount": "1.50"}
-    assert order.reference == {"id": "wo_1", "client_reference": "PO-1"}
+    assert order.reference.to_mapping() == {"id": "wo_1", "client_reference": "PO-1"}
 
 
 M = TypeVar("M", bound=ContractBody)

@@ -9,7 +9,12 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Header, Path, Query, Response
 
 from batchroute.domain.accounts.access import Principal
-from batchroute.domain.work_orders.work_orders import LIST_LIMIT_MAX
+from batchroute.domain.work_orders.work_orders import (
+    LIST_LIMIT_MAX,
+    MemberAddedView,
+    MemberListView,
+    WorkOrderView,
+)
 from functions.api.auth import require
 from functions.api.deps import WorkOrdersDep
 from functions.api.envelope import errors_doc
@@ -87,7 +92,7 @@ def list_work_orders(
     responses=_ONE,
     summary="(beta) One work order: status and totals from its members",
 )
-def get_work_order(work_order_id: WorkOrderId, principal: Reader, orders: WorkOrdersDep) -> dict[str, Any]:
+def get_work_order(work_order_id: WorkOrderId, principal: Reader, orders: WorkOrdersDep) -> WorkOrderView:
     return orders.get(principal, work_order_id).to_api()
 
 
@@ -99,7 +104,7 @@ def get_work_order(work_order_id: WorkOrderId, principal: Reader, orders: WorkOr
 )
 def update_work_order(
     work_order_id: WorkOrderId, principal: Writer, orders: WorkOrdersDep, body: WorkOrderUpdate
-) -> dict[str, Any]:
+) -> WorkOrderView:
     return orders.update(principal, work_order_id, body.command()).to_api()
 
 
@@ -120,7 +125,7 @@ def update_work_order(
 )
 def add_member(
     work_order_id: WorkOrderId, principal: Writer, orders: WorkOrdersDep, body: WorkOrderMemberAdd
-) -> dict[str, Any]:
+) -> MemberAddedView:
     return orders.attach(principal, work_order_id, body.command())
 
 
@@ -136,5 +141,5 @@ def list_members(
     orders: WorkOrdersDep,
     cursor: str | None = None,
     limit: Annotated[int, Query(ge=1, le=LIST_LIMIT_MAX)] = 20,
-) -> dict[str, Any]:
+) -> MemberListView:
     return orders.members(principal, work_order_id, cursor=cursor, limit=limit)

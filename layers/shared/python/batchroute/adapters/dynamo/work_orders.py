@@ -30,12 +30,14 @@ from batchroute.adapters.dynamo.writes import (
     first_refused,
     put_new,
 )
+from batchroute.domain.batches.record import WorkOrderRef
 from batchroute.domain.work_orders.work_orders import (
     MAX_MEMBERS,
-    TALLY_NAMES,
     MemberRefused,
-    Tallies,
     WorkOrder,
+    WorkOrderChange,
+    WorkOrderIdempotency,
+    WorkOrderMember,
 )
 
 PREFIX = "WORKORDER#"
@@ -51,27 +53,43 @@ class WorkOrderStore(DynamoStore):
         self.batches_table = batches_table
 
     # -- the work order ------------------------------------------------------------------------
-    def create(self, order: WorkOrder, *, idempotency: Mapping[str, Any] | None = None) -> bool:
+    def create(self, order: WorkOrder, *, idempotency: WorkOrderIdempotency | None = None) -> bool:
         """Write a new work order (and, given, its idempotency record); False when that
         record exists already (a concurrent request with the same key won)."""
-        items: list[TransactItem] = [put_new(self.table_name, _order_item(order))]
+        order_item = {"pk": org_pk(order.org_id), "sk": f"{PREFIX}{order.work_order_id}", **order.to_item()}
+        items: list[TransactItem] = [put_new(self.table_name, order_item)]
         if idempotency is not None:
-            record = {"pk": org_pk(order.org_id), "sk": f"{IDEMPOTENCY_PREFIX}{idempotency['key']}"}
-            record.update({k: v for k, v in idempotency.items() if k != "key"})
+            record = {
+                "pk": org_pk(order.org_id),
+                "sk": f"{IDEMPOTENCY_PREFIX}{idempotency.key}",
+                "request_hash": idempotency.request_hash,
+                "body": idempotency.body,
+                "work_order_id": idempotency.work_order_id,
+                "ttl": idempotency.ttl,
+            }
             items.append(put_new(self.table_name, record))
         return self.transact(items)
 
-    def idempotency_record(self, org_id: str, key: str) -> dict[str, Any] | None:
+    def idempotency_record(self, org_id: str, key: str) -> WorkOrderIdempotency | None:
         response = self.dynamodb.get_item(
             TableName=self.table_name, Key=org_key(org_id, f"{IDEMPOTENCY_PREFIX}{key}"), ConsistentRead=True
         )
-        return from_item(response["Item"]) if "Item" in response else None
+        if "Item" not in response:
+            return None
+        item = from_item(response["Item"])
+        return WorkOrderIdempotency(
+            key=key,
+            request_hash=str(item.get("request_hash") or ""),
+            body=str(item["body"]),
+            work_order_id=str(item.get("work_order_id") or ""),
+            ttl=int(item.get("ttl") or 0),
+        )
 
     def get(self, org_id: str, work_order_id: str) -> WorkOrder | None:
         response = self.dynamodb.get_item(
             TableName=self.table_name, Key=org_key(org_id, f"{PREFIX}{work_order_id}"), ConsistentRead=True
         )
-        return order_from_item(from_item(response["Item"])) if "Item" in response else None
+        return WorkOrder.from_item(from_item(response["Item"])) if "Item" in response else None
 
     def page(
         self, org_id: str, *, start_after: str | None, limit: int, client_reference: str | None = None
@@ -87,14 +105,15 @@ class WorkOrderStore(DynamoStore):
             kwargs["ExpressionAttributeValues"][":ref"] = to_value(client_reference)
         orders: list[WorkOrder] = []
         for response in pages(self.dynamodb.query, kwargs):
-            orders.extend(order_from_item(from_item(i)) for i in response.get("Items", []))
+            orders.extend(WorkOrder.from_item(from_item(i)) for i in response.get("Items", []))
             if len(orders) >= limit and "LastEvaluatedKey" in response:
                 return orders[:limit], True
         return orders, False
 
-    def update(self, org_id: str, work_order_id: str, changes: Mapping[str, Any]) -> bool:
+    def update(self, org_id: str, work_order_id: str, change: WorkOrderChange) -> bool:
         """SET the given plain fields (name, metadata, closed_at, updated_at; a None value is
         REMOVEd); False when the work order does not exist."""
+        changes = change.to_item()
         names = {f"#f{i}": name for i, name in enumerate(changes)}
         sets = [f"#f{i} = :f{i}" for i, v in enumerate(changes.values()) if v is not None]
         removes = [f"#f{i}" for i, v in enumerate(changes.values()) if v is None]
@@ -115,7 +134,7 @@ class WorkOrderStore(DynamoStore):
         self,
         org_id: str,
         work_order_id: str,
-        member: Mapping[str, Any],
+        member: WorkOrderMember,
         deltas: Mapping[str, int],
         *,
         at: str,
@@ -124,8 +143,8 @@ class WorkOrderStore(DynamoStore):
         the marker (new) and the counters `deltas`, conditional on the work order existing,
         open and under the member limit. Written inside another transaction (batch create)
         or by `attach`."""
-        marker = {"pk": org_pk(org_id), "sk": f"{MEMBER_PREFIX}{work_order_id}#{member['batch_id']}"}
-        marker.update(member)
+        sk = f"{MEMBER_PREFIX}{work_order_id}#{member.batch_id}"
+        marker = {"pk": org_pk(org_id), "sk": sk, **member.to_item()}
         return [
             put_new(self.table_name, marker),
             _counters_update(
@@ -142,10 +161,10 @@ class WorkOrderStore(DynamoStore):
         self,
         org_id: str,
         work_order_id: str,
-        member: Mapping[str, Any],
+        member: WorkOrderMember,
         deltas: Mapping[str, int],
         *,
-        reference: Mapping[str, Any],
+        reference: WorkOrderRef,
         settled: bool,
         at: str,
     ) -> None:
@@ -160,10 +179,10 @@ class WorkOrderStore(DynamoStore):
             {
                 "Update": {
                     "TableName": self.batches_table,
-                    "Key": {"pk": {"S": f"BATCH#{member['batch_id']}"}, "sk": {"S": "META"}},
+                    "Key": {"pk": {"S": f"BATCH#{member.batch_id}"}, "sk": {"S": "META"}},
                     "UpdateExpression": "SET work_order = :ref",
                     "ConditionExpression": condition,
-                    "ExpressionAttributeValues": {":ref": to_value(dict(reference))},
+                    "ExpressionAttributeValues": {":ref": to_value(reference.to_mapping())},
                 }
             }
         )
@@ -212,7 +231,7 @@ class WorkOrderStore(DynamoStore):
 
     def members(
         self, org_id: str, work_order_id: str, *, start_after: str | None, limit: int
-    ) -> tuple[list[dict[str, Any]], str | None]:
+    ) -> tuple[list[WorkOrderMember], str | None]:
         """The member markers in join... id order (batch ids are time-sorted), a page."""
         prefix = f"{MEMBER_PREFIX}{work_order_id}#"
         start = None if start_after is None else f"{prefix}{start_after}"
@@ -220,9 +239,9 @@ class WorkOrderStore(DynamoStore):
             self.table_name, org_pk(org_id), prefix, start_sk=start, Limit=limit, ConsistentRead=True
         )
         response = self.dynamodb.query(**request)
-        rows = [from_item(i) for i in response.get("Items", [])]
+        rows = [WorkOrderMember.from_item(from_item(i)) for i in response.get("Items", [])]
         more = "LastEvaluatedKey" in response and len(rows) == limit
-        return rows, (str(rows[-1]["batch_id"]) if more and rows else None)
+        return rows, (rows[-1].batch_id if more and rows else None)
 
 
 def _counters_update(
@@ -252,37 +271,3 @@ def _counters_update(
     if names:
         update["ExpressionAttributeNames"] = names
     return {"Update": update}
-
-
-def _order_item(order: WorkOrder) -> dict[str, Any]:
-    values: dict[str, Any] = {
-        "pk": org_pk(order.org_id),
-        "sk": f"{PREFIX}{order.work_order_id}",
-        "kind": "work_order",
-        "work_order_id": order.work_order_id,
-        "org_id": order.org_id,
-        "name": order.name,
-        "client_reference": order.client_reference,
-        "metadata": dict(order.metadata),
-        "created_at": order.created_at,
-        "updated_at": order.updated_at,
-        "created_by": order.created_by,
-        "closed_at": order.closed_at,
-    }
-    values.update({name: getattr(order.tallies, name) for name in TALLY_NAMES})
-    return values
-
-
-def order_from_item(item: Mapping[str, Any]) -> WorkOrder:
-    return WorkOrder(
-        work_order_id=str(item["work_order_id"]),
-        org_id=str(item["org_id"]),
-        name=None if item.get("name") is None else str(item["name"]),
-        client_reference=None if item.get("client_reference") is None else str(item["client_reference"]),
-        metadata={str(k): str(v) for k, v in (item.get("metadata") or {}).items()},
-        created_at=str(item["created_at"]),
-        updated_at=str(item.get("updated_at") or item["created_at"]),
-        created_by=None if item.get("created_by") is None else str(item["created_by"]),
-        closed_at=None if item.get("closed_at") is None else str(item["closed_at"]),
-        tallies=Tallies.from_mapping(item),
-    )

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any, Final, Literal, get_args
+from decimal import Decimal
+from typing import Any, Final, Literal, NotRequired, TypedDict, get_args
 
 from batchroute.domain.batches.metadata import parse_metadata
-from batchroute.domain.batches.record import job_id_for
+from batchroute.domain.batches.record import WorkOrderRef, job_id_for
 from batchroute.domain.request_fields import invalid
-from batchroute.money import Money
+from batchroute.money import Money, MoneyView
 
 MAX_MEMBERS: Final = 1000
 NAME_MAX: Final = 200
@@ -31,6 +32,23 @@ WORK_ORDER_STATUSES: Final[tuple[str, ...]] = get_args(WorkOrderStatus)
 MemberOutcome = Literal["completed", "failed", "canceled", "expired"]
 MEMBER_OUTCOMES: Final[tuple[str, ...]] = get_args(MemberOutcome)
 MemberKind = Literal["batch", "chat_job"]
+
+
+class TalliesItem(TypedDict):
+    """The counters as a stored work order holds them."""
+
+    members: int
+    members_active: int
+    members_completed: int
+    members_failed: int
+    members_canceled: int
+    members_expired: int
+    items_total: int
+    items_completed: int
+    items_failed: int
+    items_canceled: int
+    reserved_micros: int
+    charged_micros: int
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -51,8 +69,25 @@ class Tallies:
     charged_micros: int = 0
 
     @classmethod
-    def from_mapping(cls, values: Mapping[str, Any]) -> Tallies:
-        return cls(**{name: int(values.get(name) or 0) for name in TALLY_NAMES})
+    def from_item(cls, item: Mapping[str, int | Decimal | None]) -> Tallies:
+        """The counters of a stored work order (DynamoDB numbers come back as Decimal)."""
+        return cls(**{name: int(item.get(name) or 0) for name in TALLY_NAMES})
+
+    def to_item(self) -> TalliesItem:
+        return {
+            "members": self.members,
+            "members_active": self.members_active,
+            "members_completed": self.members_completed,
+            "members_failed": self.members_failed,
+            "members_canceled": self.members_canceled,
+            "members_expired": self.members_expired,
+            "items_total": self.items_total,
+            "items_completed": self.items_completed,
+            "items_failed": self.items_failed,
+            "items_canceled": self.items_canceled,
+            "reserved_micros": self.reserved_micros,
+            "charged_micros": self.charged_micros,
+        }
 
     @property
     def items_pending(self) -> int:
@@ -105,6 +140,60 @@ def settled_items(counts: Mapping[str, int] | None, total: int) -> dict[str, int
     }
 
 
+class WorkOrderItem(TalliesItem):
+    """A stored work order's attributes (keys added by the store)."""
+
+    kind: Literal["work_order"]
+    work_order_id: str
+    org_id: str
+    name: str | None
+    client_reference: str | None
+    metadata: dict[str, str]
+    created_at: str
+    updated_at: str
+    created_by: str | None
+    closed_at: str | None
+
+
+class MembersView(TypedDict):
+    total: int
+    in_progress: int
+    completed: int
+    failed: int
+    canceled: int
+    expired: int
+    limit: int
+
+
+class ItemsView(TypedDict):
+    total: int
+    pending: int
+    completed: int
+    failed: int
+    canceled: int
+
+
+class CostView(TypedDict):
+    reserved: MoneyView
+    charged: MoneyView
+
+
+class WorkOrderView(TypedDict):
+    id: str
+    object: Literal["work_order"]
+    name: str | None
+    client_reference: str | None
+    metadata: dict[str, str]
+    status: WorkOrderStatus
+    closed: bool
+    closed_at: str | None
+    created_at: str
+    updated_at: str
+    members: MembersView
+    items: ItemsView
+    cost: CostView
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class WorkOrder:
     work_order_id: str
@@ -123,11 +212,43 @@ class WorkOrder:
         return derive_status(self.tallies)
 
     @property
-    def reference(self) -> dict[str, str | None]:
+    def reference(self) -> WorkOrderRef:
         """What a member batch shows of its work order (the detailed view's `work_order`)."""
-        return {"id": self.work_order_id, "client_reference": self.client_reference}
+        return WorkOrderRef(self.work_order_id, self.client_reference)
 
-    def to_api(self) -> dict[str, Any]:
+    @classmethod
+    def from_item(cls, item: Mapping[str, Any]) -> WorkOrder:
+        """A stored work order (as the store reads it: numbers as Decimal)."""
+        return cls(
+            work_order_id=str(item["work_order_id"]),
+            org_id=str(item["org_id"]),
+            name=_optional(item.get("name")),
+            client_reference=_optional(item.get("client_reference")),
+            metadata={str(k): str(v) for k, v in (item.get("metadata") or {}).items()},
+            created_at=str(item["created_at"]),
+            updated_at=str(item.get("updated_at") or item["created_at"]),
+            created_by=_optional(item.get("created_by")),
+            closed_at=_optional(item.get("closed_at")),
+            tallies=Tallies.from_item(item),
+        )
+
+    def to_item(self) -> WorkOrderItem:
+        """The stored attributes (keys added by the store)."""
+        return {
+            "kind": "work_order",
+            "work_order_id": self.work_order_id,
+            "org_id": self.org_id,
+            "name": self.name,
+            "client_reference": self.client_reference,
+            "metadata": dict(self.metadata),
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+            "created_by": self.created_by,
+            "closed_at": self.closed_at,
+            **self.tallies.to_item(),
+        }
+
+    def to_api(self) -> WorkOrderView:
         t = self.tallies
         return {
             "id": self.work_order_id,
@@ -163,6 +284,79 @@ class WorkOrder:
         }
 
 
+def _optional(value: object) -> str | None:
+    return None if value is None else str(value)
+
+
+class MemberItem(TypedDict):
+    """A member marker's attributes (keys added by the store)."""
+
+    kind: Literal["work_order_member"]
+    batch_id: str
+    member_kind: MemberKind
+    joined_at: str
+    items_total: int
+    reserved_micros: int
+    settled_at: NotRequired[str]
+    outcome: NotRequired[MemberOutcome | None]
+
+
+class MemberView(TypedDict):
+    batch_id: str
+    kind: MemberKind
+    chat_job_id: str | None
+    joined_at: str
+    items: int
+    reserved: MoneyView
+    settled_at: str | None
+    outcome: MemberOutcome | None
+
+
+class MemberListView(TypedDict):
+    object: Literal["list"]
+    data: list[MemberView]
+    next_cursor: str | None
+
+
+class MemberAddedView(TypedDict):
+    work_order: WorkOrderView
+    member: MemberView
+
+
+@dataclass(frozen=True, slots=True)
+class WorkOrderChange:
+    """A PATCH as the store applies it: `updated_at` always, the other fields when set
+    (a None name is removed; `closed_at` only when the work order closes now)."""
+
+    updated_at: str
+    name: str | None = None
+    metadata: dict[str, str] | None = None
+    closed_at: str | None = None
+    renamed: bool = False
+
+    def to_item(self) -> dict[str, str | dict[str, str] | None]:
+        """The fields to SET (a None value is REMOVEd)."""
+        values: dict[str, str | dict[str, str] | None] = {"updated_at": self.updated_at}
+        if self.renamed:
+            values["name"] = self.name
+        if self.metadata is not None:
+            values["metadata"] = self.metadata
+        if self.closed_at is not None:
+            values["closed_at"] = self.closed_at
+        return values
+
+
+@dataclass(frozen=True, slots=True)
+class WorkOrderIdempotency:
+    """The first answer to a create under an Idempotency-Key, replayed for 24 h (`ttl`)."""
+
+    key: str
+    request_hash: str
+    body: str
+    work_order_id: str
+    ttl: int
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class WorkOrderMember:
     """A batch or queued chat job in a work order, as its member marker holds it."""
@@ -187,9 +381,9 @@ class WorkOrderMember:
             outcome=item.get("outcome"),
         )
 
-    def to_item(self) -> dict[str, Any]:
+    def to_item(self) -> MemberItem:
         """The marker's attributes (keys added by the store)."""
-        item = {
+        item: MemberItem = {
             "kind": "work_order_member",
             "batch_id": self.batch_id,
             "member_kind": self.kind,
@@ -198,10 +392,11 @@ class WorkOrderMember:
             "reserved_micros": self.reserved_micros,
         }
         if self.settled_at is not None:
-            item.update(settled_at=self.settled_at, outcome=self.outcome)
+            item["settled_at"] = self.settled_at
+            item["outcome"] = self.outcome
         return item
 
-    def to_api(self) -> dict[str, Any]:
+    def to_api(self) -> MemberView:
         return {
             "batch_id": self.batch_id,
             "kind": self.kind,

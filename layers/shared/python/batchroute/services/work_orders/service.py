@@ -13,15 +13,19 @@ from typing import Any, Protocol
 
 from batchroute.clock import Clock, isoformat
 from batchroute.domain.accounts.access import Principal, authorize, require_same_org
-from batchroute.domain.batches.record import BatchRecord, batch_id_for
+from batchroute.domain.batches.record import BatchRecord, WorkOrderRef, batch_id_for
 from batchroute.domain.chat.objects import CHAT_SOURCE
 from batchroute.domain.request_fields import invalid
 from batchroute.domain.work_orders.work_orders import (
     MAX_MEMBERS,
     WORK_ORDER_STATUSES,
+    MemberAddedView,
     MemberKind,
+    MemberListView,
     MemberRefused,
     WorkOrder,
+    WorkOrderChange,
+    WorkOrderIdempotency,
     WorkOrderMember,
     member_outcome,
     settled_items,
@@ -40,9 +44,9 @@ MAX_PAGES_PER_LISTING = 10
 
 
 class WorkOrderStore(Protocol):
-    def create(self, order: WorkOrder, *, idempotency: Mapping[str, Any] | None = None) -> bool: ...
+    def create(self, order: WorkOrder, *, idempotency: WorkOrderIdempotency | None = None) -> bool: ...
 
-    def idempotency_record(self, org_id: str, key: str) -> dict[str, Any] | None: ...
+    def idempotency_record(self, org_id: str, key: str) -> WorkOrderIdempotency | None: ...
 
     def get(self, org_id: str, work_order_id: str) -> WorkOrder | None: ...
 
@@ -50,13 +54,13 @@ class WorkOrderStore(Protocol):
         self, org_id: str, *, start_after: str | None, limit: int, client_reference: str | None = None
     ) -> tuple[list[WorkOrder], bool]: ...
 
-    def update(self, org_id: str, work_order_id: str, changes: Mapping[str, Any]) -> bool: ...
+    def update(self, org_id: str, work_order_id: str, change: WorkOrderChange) -> bool: ...
 
     def join_items(
         self,
         org_id: str,
         work_order_id: str,
-        member: Mapping[str, Any],
+        member: WorkOrderMember,
         deltas: Mapping[str, int],
         *,
         at: str,
@@ -66,10 +70,10 @@ class WorkOrderStore(Protocol):
         self,
         org_id: str,
         work_order_id: str,
-        member: Mapping[str, Any],
+        member: WorkOrderMember,
         deltas: Mapping[str, int],
         *,
-        reference: Mapping[str, Any],
+        reference: WorkOrderRef,
         settled: bool,
         at: str,
     ) -> None: ...
@@ -87,7 +91,7 @@ class WorkOrderStore(Protocol):
 
     def members(
         self, org_id: str, work_order_id: str, *, start_after: str | None, limit: int
-    ) -> tuple[list[dict[str, Any]], str | None]: ...
+    ) -> tuple[list[WorkOrderMember], str | None]: ...
 
 
 @dataclass(frozen=True)
@@ -138,13 +142,13 @@ class WorkOrders:
         answer = json.dumps(order.to_api(), separators=(",", ":")).encode()
         idempotency = None
         if key is not None:
-            idempotency = {
-                "key": key,
-                "request_hash": fingerprint,
-                "body": answer.decode(),
-                "work_order_id": order.work_order_id,
-                "ttl": int((now + IDEMPOTENCY_TTL).timestamp()),
-            }
+            idempotency = WorkOrderIdempotency(
+                key=key,
+                request_hash=fingerprint,
+                body=answer.decode(),
+                work_order_id=order.work_order_id,
+                ttl=int((now + IDEMPOTENCY_TTL).timestamp()),
+            )
         if not self.store.create(order, idempotency=idempotency):
             replay = self._replay(principal.org_id, str(key), fingerprint) if key is not None else None
             if replay is None:
@@ -159,11 +163,11 @@ class WorkOrders:
         record = self.store.idempotency_record(org_id, key)
         if record is None:
             return None
-        if record.get("request_hash") != fingerprint:
+        if record.request_hash != fingerprint:
             raise Conflict(
                 "This Idempotency-Key was used with a different request body.", code="idempotency_conflict"
             )
-        return CreatedWorkOrder(201, str(record["body"]).encode(), replayed=True)
+        return CreatedWorkOrder(201, record.body.encode(), replayed=True)
 
     def get(self, principal: Principal, work_order_id: str) -> WorkOrder:
         authorize(principal, "batches:read")
@@ -209,19 +213,19 @@ class WorkOrders:
         authorize(principal, "batches:create")
         current = self.get(principal, work_order_id)
         at = isoformat(self.clock.now())
-        values: dict[str, Any] = {"updated_at": at}
-        if "name" in command.given:
-            values["name"] = command.name
-        if "metadata" in command.given:
-            values["metadata"] = command.metadata
-        if command.closed and current.closed_at is None:
-            values["closed_at"] = at
-        if not self.store.update(principal.org_id, work_order_id, values):
+        change = WorkOrderChange(
+            updated_at=at,
+            name=command.name,
+            renamed="name" in command.given,
+            metadata=command.metadata if "metadata" in command.given else None,
+            closed_at=at if command.closed and current.closed_at is None else None,
+        )
+        if not self.store.update(principal.org_id, work_order_id, change):
             raise not_found()
         return self.get(principal, work_order_id)
 
     # -- members -------------------------------------------------------------------------------
-    def attach(self, principal: Principal, work_order_id: str, joining: AddMember) -> dict[str, Any]:
+    def attach(self, principal: Principal, work_order_id: str, joining: AddMember) -> MemberAddedView:
         """Attach an existing batch or queued chat job of the org (not yet in a work order)."""
         authorize(principal, "batches:create")
         kind, given_id = joining.kind, joining.member_id
@@ -259,7 +263,7 @@ class WorkOrders:
             self.store.attach(
                 principal.org_id,
                 work_order_id,
-                member.to_item(),
+                member,
                 deltas,
                 reference=order.reference,
                 settled=settled,
@@ -271,7 +275,7 @@ class WorkOrders:
 
     def members(
         self, principal: Principal, work_order_id: str, *, cursor: str | None, limit: int
-    ) -> dict[str, Any]:
+    ) -> MemberListView:
         self.get(principal, work_order_id)
         if cursor is not None and not cursor.startswith("batch_"):
             raise InvalidRequest("cursor must be a value returned as next_cursor.", code="invalid_cursor")
@@ -280,7 +284,7 @@ class WorkOrders:
         )
         return {
             "object": "list",
-            "data": [WorkOrderMember.from_item(r).to_api() for r in rows],
+            "data": [member.to_api() for member in rows],
             "next_cursor": next_cursor,
         }
 
@@ -302,7 +306,7 @@ class WorkOrders:
             return []
         at = batch.created_at
         return self.store.join_items(
-            batch.org_id, work_order_id, self._member(batch, at).to_item(), self._join_deltas(batch), at=at
+            batch.org_id, work_order_id, self._member(batch, at), self._join_deltas(batch), at=at
         )
 
     def refused(self, org_id: str, work_order_id: str) -> ServiceError:
