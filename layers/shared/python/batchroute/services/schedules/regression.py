@@ -209,7 +209,7 @@ class RegressionRuns:
 
     def schedule_preset(self, schedule: Schedule) -> PresetVersion | None:
         """The preset the schedule's input source names, when it resolves now."""
-        ref = (schedule.input_source or {}).get("preset")
+        ref = schedule.input_source.preset
         if ref is None or self.presets is None:
             return None
         try:
