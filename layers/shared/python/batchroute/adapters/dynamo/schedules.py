@@ -28,7 +28,15 @@ from batchroute.adapters.dynamo.writes import (
     put_if_new,
     put_new,
 )
-from batchroute.domain.schedules.schedules import InputSource, RunItem, Schedule, ScheduleRun
+from batchroute.domain.schedules.schedules import (
+    InputSource,
+    LaneExclusion,
+    RunItem,
+    Schedule,
+    ScheduleRun,
+    ScheduleVersion,
+    VersionItem,
+)
 
 DUE = "SCHEDULE#DUE"
 _PREFIX = "SCHEDULE#"
@@ -98,17 +106,15 @@ class ScheduleStore(DynamoStore):
         return conditional_transaction(self.dynamodb, TransactItems=items)
 
     def _version_put(self, schedule: Schedule) -> dict[str, Any]:
+        version = ScheduleVersion.of(schedule)
         return {
             "Put": {
                 "TableName": self.table_name,
                 "Item": to_item(
                     {
                         "pk": f"{_PREFIX}{schedule.schedule_id}",
-                        "sk": version_sk(schedule.version),
-                        "version": schedule.version,
-                        "definition": decimals(schedule.definition()),
-                        "created_at": schedule.updated_at,
-                        "created_by": schedule.updated_by,
+                        "sk": version_sk(version.version),
+                        **decimals(version.to_item()),
                     }
                 ),
                 "ConditionExpression": "attribute_not_exists(pk)",
@@ -164,7 +170,7 @@ class ScheduleStore(DynamoStore):
             ExpressionAttributeValues=changes,
         )
 
-    def set_exclusions(self, schedule: Schedule, exclusions: Mapping[str, Mapping[str, Any]]) -> None:
+    def set_exclusions(self, schedule: Schedule, exclusions: Mapping[str, LaneExclusion]) -> None:
         conditional_update(
             self.dynamodb,
             TableName=self.table_name,
@@ -186,14 +192,9 @@ class ScheduleStore(DynamoStore):
         return [schedule_from_item(from_item(i)) for i in response.get("Items", [])]
 
     # -- history -------------------------------------------------------------------------------
-    def versions(self, schedule_id: str) -> list[dict[str, Any]]:
-        return self._history(schedule_id, "VERSION#", newest_first=True, limit=1000)[0]
-
-    def version(self, schedule_id: str, version: int) -> dict[str, Any] | None:
-        response = self.dynamodb.get_item(
-            TableName=self.table_name, Key=_history_key(schedule_id, version_sk(version)), ConsistentRead=True
-        )
-        return plain(from_item(response["Item"])) if "Item" in response else None
+    def versions(self, schedule_id: str) -> list[ScheduleVersion]:
+        found = self._history(schedule_id, "VERSION#", newest_first=True, limit=1000)[0]
+        return [ScheduleVersion.from_item(schedule_id, cast(VersionItem, item)) for item in found]
 
     def create_run(self, run: ScheduleRun) -> bool:
         """Record a firing once; False when this fire time already has its run."""

@@ -308,6 +308,28 @@ def _invalid(field: str, message: str) -> InvalidRequest:
 
 
 # -- records ---------------------------------------------------------------------------------
+class LaneExclusion(TypedDict):
+    """A lane the latest regression run scored below the threshold."""
+
+    score: float
+    threshold: float
+    version: int
+    regression_id: str
+    at: str
+
+
+class DefinitionView(TypedDict):
+    """What a version freezes, as stored and shown (the public view of batch_options)."""
+
+    name: str
+    description: str | None
+    expression: str
+    time_zone: str
+    input_source: InputSourceView
+    batch_options: dict[str, Any]  # the customer's batch fields
+    golden_set: dict[str, Any] | None
+
+
 @dataclass(frozen=True, slots=True)
 class ScheduleDefinition:
     """What a version of a schedule defines. `input_source` and `batch_options` are the
@@ -347,7 +369,7 @@ class Schedule:
     last_fire_at: str | None = None
     # lane id -> {score, threshold, version, regression_id, at}: lanes the latest regression
     # run scored below the threshold; a schedule's batches route around them.
-    exclusions: Mapping[str, Mapping[str, Any]] | None = None
+    exclusions: Mapping[str, LaneExclusion] | None = None
 
     def defined(self) -> ScheduleDefinition:
         """The current version's definition, as stored."""
@@ -374,7 +396,7 @@ class Schedule:
             golden_set=definition.golden_set.to_api() if definition.golden_set else None,
         )
 
-    def definition(self) -> dict[str, Any]:
+    def definition(self) -> DefinitionView:
         """What a version freezes (the public view of batch_options)."""
         return {
             "name": self.name,
@@ -396,7 +418,7 @@ class Schedule:
             "next_fire_at": self.next_fire_at,
             "last_fire_at": self.last_fire_at,
             "excluded_lanes": [
-                {"lane_id": lane_id, **dict(details)}
+                {"lane_id": lane_id, **details}
                 for lane_id, details in sorted((self.exclusions or {}).items())
             ],
             "created_at": self.created_at,
@@ -501,4 +523,77 @@ class ScheduleRun:
             "error": self.error,
             "trigger": self.trigger,
             "created_at": self.created_at,
+        }
+
+
+class VersionItem(TypedDict):
+    """A version's stored fields (the adapter adds the keys)."""
+
+    version: int
+    definition: DefinitionView
+    created_at: str
+    created_by: str
+
+
+class VersionView(DefinitionView):
+    """A version as shown: its definition's fields, with who made it and when."""
+
+    object: Literal["schedule.version"]
+    schedule_id: str
+    version: int
+    created_at: str
+    created_by: str
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleVersion:
+    """One version of a schedule: the definition it froze, who made it and when."""
+
+    schedule_id: str
+    version: int
+    definition: DefinitionView
+    created_at: str
+    created_by: str
+
+    @classmethod
+    def of(cls, schedule: Schedule) -> ScheduleVersion:
+        """The version a schedule's current definition makes."""
+        return cls(
+            schedule.schedule_id,
+            schedule.version,
+            schedule.definition(),
+            schedule.updated_at,
+            schedule.updated_by,
+        )
+
+    @classmethod
+    def from_item(cls, schedule_id: str, item: VersionItem) -> ScheduleVersion:
+        """A stored version (its numbers read back as int or float)."""
+        return cls(
+            schedule_id, int(item["version"]), item["definition"], item["created_at"], item["created_by"]
+        )
+
+    def to_item(self) -> VersionItem:
+        return {
+            "version": self.version,
+            "definition": self.definition,
+            "created_at": self.created_at,
+            "created_by": self.created_by,
+        }
+
+    def to_api(self) -> VersionView:
+        definition = self.definition
+        return {
+            "object": "schedule.version",
+            "schedule_id": self.schedule_id,
+            "version": self.version,
+            "name": definition["name"],
+            "description": definition["description"],
+            "expression": definition["expression"],
+            "time_zone": definition["time_zone"],
+            "input_source": definition["input_source"],
+            "batch_options": definition["batch_options"],
+            "golden_set": definition["golden_set"],
+            "created_at": self.created_at,
+            "created_by": self.created_by,
         }

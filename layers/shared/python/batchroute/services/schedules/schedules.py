@@ -29,6 +29,7 @@ from batchroute.domain.schedules.schedules import (
     Schedule,
     ScheduleDefinition,
     ScheduleRun,
+    VersionView,
     fire_key,
     parse_expression,
     parse_time_zone,
@@ -118,19 +119,9 @@ class Schedules:
         found, next_cursor = self.store.runs(schedule.schedule_id, limit=limit, start_after=cursor)
         return [run.to_api() for run in found], next_cursor
 
-    def versions(self, principal: Principal, schedule_id: str) -> list[dict[str, Any]]:
+    def versions(self, principal: Principal, schedule_id: str) -> list[VersionView]:
         schedule = self.get(principal, schedule_id)
-        return [
-            {
-                "object": "schedule.version",
-                "schedule_id": schedule.schedule_id,
-                "version": int(v["version"]),
-                **v["definition"],
-                "created_at": v["created_at"],
-                "created_by": v["created_by"],
-            }
-            for v in self.store.versions(schedule.schedule_id)
-        ]
+        return [version.to_api() for version in self.store.versions(schedule.schedule_id)]
 
     def benchmarks(self, principal: Principal, schedule_id: str, version: int) -> list[dict[str, Any]]:
         """The regression runs of one version, newest first."""
@@ -442,9 +433,16 @@ def _exclusions(schedule: Schedule) -> dict[str, GateFailure]:
     return {
         lane_id: GateFailure(
             "regression_failed",
-            f"The schedule's golden set scored the lane {details.get('score')} "
-            f"(threshold {details.get('threshold')}).",
-            {"schedule_id": schedule.schedule_id, **dict(details)},
+            f"The schedule's golden set scored the lane {details['score']} "
+            f"(threshold {details['threshold']}).",
+            {
+                "schedule_id": schedule.schedule_id,
+                "score": details["score"],
+                "threshold": details["threshold"],
+                "version": details["version"],
+                "regression_id": details["regression_id"],
+                "at": details["at"],
+            },
         )
         for lane_id, details in (schedule.exclusions or {}).items()
     }
