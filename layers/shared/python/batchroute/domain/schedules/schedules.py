@@ -330,6 +330,26 @@ class DefinitionView(TypedDict):
     golden_set: dict[str, Any] | None
 
 
+class ExcludedLaneView(LaneExclusion):
+    lane_id: str
+
+
+class ScheduleView(DefinitionView):
+    """A schedule as shown: its current definition, state, times and excluded lanes."""
+
+    id: str
+    object: Literal["schedule"]
+    state: ScheduleState
+    version: int
+    next_fire_at: str | None
+    last_fire_at: str | None
+    excluded_lanes: list[ExcludedLaneView]
+    created_at: str
+    created_by: str
+    updated_at: str
+    updated_by: str
+
+
 @dataclass(frozen=True, slots=True)
 class ScheduleDefinition:
     """What a version of a schedule defines. `input_source` and `batch_options` are the
@@ -408,17 +428,31 @@ class Schedule:
             "golden_set": dict(self.golden_set) if self.golden_set else None,
         }
 
-    def to_api(self) -> dict[str, Any]:
+    def to_api(self) -> ScheduleView:
+        definition = self.definition()
         return {
             "id": self.schedule_id,
             "object": "schedule",
-            **self.definition(),
+            "name": definition["name"],
+            "description": definition["description"],
+            "expression": definition["expression"],
+            "time_zone": definition["time_zone"],
+            "input_source": definition["input_source"],
+            "batch_options": definition["batch_options"],
+            "golden_set": definition["golden_set"],
             "state": self.state,
             "version": self.version,
             "next_fire_at": self.next_fire_at,
             "last_fire_at": self.last_fire_at,
             "excluded_lanes": [
-                {"lane_id": lane_id, **details}
+                {
+                    "lane_id": lane_id,
+                    "score": details["score"],
+                    "threshold": details["threshold"],
+                    "version": details["version"],
+                    "regression_id": details["regression_id"],
+                    "at": details["at"],
+                }
                 for lane_id, details in sorted((self.exclusions or {}).items())
             ],
             "created_at": self.created_at,
