@@ -429,30 +429,16 @@ class Schedule:
         }
 
     def to_api(self) -> ScheduleView:
-        definition = self.definition()
         return {
             "id": self.schedule_id,
             "object": "schedule",
-            "name": definition["name"],
-            "description": definition["description"],
-            "expression": definition["expression"],
-            "time_zone": definition["time_zone"],
-            "input_source": definition["input_source"],
-            "batch_options": definition["batch_options"],
-            "golden_set": definition["golden_set"],
+            **self.definition(),
             "state": self.state,
             "version": self.version,
             "next_fire_at": self.next_fire_at,
             "last_fire_at": self.last_fire_at,
             "excluded_lanes": [
-                {
-                    "lane_id": lane_id,
-                    "score": details["score"],
-                    "threshold": details["threshold"],
-                    "version": details["version"],
-                    "regression_id": details["regression_id"],
-                    "at": details["at"],
-                }
+                {"lane_id": lane_id, **details}
                 for lane_id, details in sorted((self.exclusions or {}).items())
             ],
             "created_at": self.created_at,
@@ -616,18 +602,11 @@ class ScheduleVersion:
         }
 
     def to_api(self) -> VersionView:
-        definition = self.definition
         return {
             "object": "schedule.version",
             "schedule_id": self.schedule_id,
             "version": self.version,
-            "name": definition["name"],
-            "description": definition["description"],
-            "expression": definition["expression"],
-            "time_zone": definition["time_zone"],
-            "input_source": definition["input_source"],
-            "batch_options": definition["batch_options"],
-            "golden_set": definition["golden_set"],
+            **self.definition,
             "created_at": self.created_at,
             "created_by": self.created_by,
         }
