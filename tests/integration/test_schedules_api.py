@@ -267,7 +267,7 @@ def test_a_firing_creates_one_batch_even_when_the_trigger_repeats(
     )
     assert _wiring(clock).schedules.fire_due()["created"] == []
     # Then it is the same run and batch: still one batch
-    assert again["batch_id"] == batch_id
+    assert again.batch_id == batch_id
     assert [b["id"] for b in _batches(client, org)] == [batch_id]
     # And the record says which schedule and version made it
     record = _wiring(clock).batch_records.get(batch_id)

@@ -18,7 +18,7 @@ from batchroute.adapters.event_scheduler import (
     scheduler_expression,
     target_input,
 )
-from batchroute.domain.schedules.schedules import Schedule
+from batchroute.domain.schedules.schedules import InputSource, Schedule
 
 
 def _schedule(expression: str = "30 2 * * *") -> Schedule:
@@ -31,7 +31,7 @@ def _schedule(expression: str = "30 2 * * *") -> Schedule:
         version=1,
         expression=expression,
         time_zone="America/New_York",
-        input_source={"type": "file", "file_id": "file_1"},
+        input_source=InputSource("file", file_id="file_1"),
         batch_options={},
         golden_set=None,
         created_at="2026-01-01T00:00:00.000Z",

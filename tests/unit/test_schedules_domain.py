@@ -124,9 +124,12 @@ def test_rate_is_elapsed_time_from_the_anchor_whatever_the_zone() -> None:
 
 
 def test_input_sources() -> None:
-    assert parse_input_source({"type": "file", "file_id": "file_1"}) == {"type": "file", "file_id": "file_1"}
+    assert parse_input_source({"type": "file", "file_id": "file_1"}).to_api() == {
+        "type": "file",
+        "file_id": "file_1",
+    }
     bucket = {"type": "bucket_prefix", "delivery_target_id": "dt_1", "prefix": "in/", "preset": "p@2"}
-    assert parse_input_source(bucket) == bucket
+    assert parse_input_source(bucket).to_api() == bucket
     cases = [
         (None, "input_source"),
         ({"type": "ftp"}, "input_source.type"),

@@ -10,6 +10,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Path, Query
 
 from batchroute.domain.accounts.access import Principal
+from batchroute.domain.schedules.schedules import ScheduleView
 from functions.api.auth import require
 from functions.api.deps import SchedulesDep
 from functions.api.envelope import errors_doc
@@ -52,7 +53,7 @@ _INVALID = errors_doc(
     responses={**_ERRORS, **_INVALID},
     summary="Create a recurring schedule (version 1); a golden set is benchmarked at once",
 )
-def create_schedule(principal: Manager, schedules: SchedulesDep, body: ScheduleCreate) -> dict[str, Any]:
+def create_schedule(principal: Manager, schedules: SchedulesDep, body: ScheduleCreate) -> ScheduleView:
     return schedules.create(principal, body.command()).to_api()
 
 
@@ -78,7 +79,7 @@ def list_schedules(
     responses=_ONE,
     summary="One schedule",
 )
-def get_schedule(schedule_id: ScheduleId, principal: Reader, schedules: SchedulesDep) -> dict[str, Any]:
+def get_schedule(schedule_id: ScheduleId, principal: Reader, schedules: SchedulesDep) -> ScheduleView:
     return schedules.get(principal, schedule_id).to_api()
 
 
@@ -90,7 +91,7 @@ def get_schedule(schedule_id: ScheduleId, principal: Reader, schedules: Schedule
 )
 def update_schedule(
     schedule_id: ScheduleId, principal: Manager, schedules: SchedulesDep, body: ScheduleUpdate
-) -> dict[str, Any]:
+) -> ScheduleView:
     return schedules.update(principal, schedule_id, body.command()).to_api()
 
 
@@ -111,7 +112,7 @@ def delete_schedule(schedule_id: ScheduleId, principal: Manager, schedules: Sche
     responses={**_ONE, **_RACED},
     summary="Pause: no firing until resumed (idempotent)",
 )
-def pause_schedule(schedule_id: ScheduleId, principal: Manager, schedules: SchedulesDep) -> dict[str, Any]:
+def pause_schedule(schedule_id: ScheduleId, principal: Manager, schedules: SchedulesDep) -> ScheduleView:
     return schedules.set_state(principal, schedule_id, "paused").to_api()
 
 
@@ -121,7 +122,7 @@ def pause_schedule(schedule_id: ScheduleId, principal: Manager, schedules: Sched
     responses={**_ONE, **_RACED},
     summary="Resume: the next fire is computed from now; fires missed while paused are not made up",
 )
-def resume_schedule(schedule_id: ScheduleId, principal: Manager, schedules: SchedulesDep) -> dict[str, Any]:
+def resume_schedule(schedule_id: ScheduleId, principal: Manager, schedules: SchedulesDep) -> ScheduleView:
     return schedules.set_state(principal, schedule_id, "active").to_api()
 
 

@@ -21,6 +21,7 @@ from batchroute.domain.schedules.schedules import (
     MAX_DESCRIPTION,
     MAX_NAME,
     MIN_INTERVAL,
+    InputSource,
     ScheduleDefinition,
     ScheduleState,
     parse_description,
@@ -72,9 +73,7 @@ def _golden_set(value: Any, name: str) -> GoldenSet | None:
 # The fields in the order their rules run: the first problem is the one answered.
 Expression = Annotated[str, domain_rule(_expression, str)]
 TimeZone = Annotated[str, domain_rule(_time_zone, str)]
-InputSource = Annotated[
-    dict[str, Any], domain_rule(lambda value, _name: parse_input_source(value), dict[str, Any])
-]
+Source = Annotated[InputSource, domain_rule(lambda value, _name: parse_input_source(value), dict[str, Any])]
 BatchOptions = Annotated[
     dict[str, Any], domain_rule(lambda value, _name: parse_schedule_options(value), dict[str, Any])
 ]
@@ -101,7 +100,7 @@ class ScheduleCreate(_ScheduleBody):
 
     expression: Expression = omittable(_EXPRESSION)
     time_zone: TimeZone = omittable("An IANA time zone; default UTC")
-    input_source: InputSource = omittable(_SOURCE)
+    input_source: Source = omittable(_SOURCE)
     batch_options: BatchOptions = omittable(_OPTIONS)
     golden_set: GoldenSetField = omittable(GOLDEN_SET_DOC)
     name: Name = omittable(f"1-{MAX_NAME} characters")
@@ -144,7 +143,7 @@ class ScheduleUpdate(_ScheduleBody):
 
     expression: Expression = omittable(_EXPRESSION)
     time_zone: TimeZone = omittable("An IANA time zone")
-    input_source: InputSource = omittable(_SOURCE)
+    input_source: Source = omittable(_SOURCE)
     batch_options: BatchOptions = omittable(
         _OPTIONS + "; a webhook given without its secret keeps the stored one when the URL is unchanged"
     )

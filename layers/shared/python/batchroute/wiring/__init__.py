@@ -101,7 +101,7 @@ def sweeper_handler() -> LambdaHandler:
             from batchroute.adapters.event_scheduler import fire_request
 
             org_id, schedule_id, fire_at = fire_request(fire)
-            return wiring_for().schedules.fire(org_id, schedule_id, fire_at)
+            return dict(wiring_for().schedules.fire(org_id, schedule_id, fire_at).to_item())
         if all(event.get(k) == v for k, v in RECONCILIATION_EVENT.items()):  # docs/payments.md
             return dict(wiring_for().payments_reconciliation.run())
         return dict(wiring_for().sweeper.sweep())

@@ -16,7 +16,7 @@ A run is created once per fire time (`attribute_not_exists`), so a duplicated tr
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from batchroute.adapters.dynamo.codec import decimals, from_item, plain, set_clause, to_item, to_value
 from batchroute.adapters.dynamo.reads import pages, prefix_query, raw_items
@@ -28,7 +28,15 @@ from batchroute.adapters.dynamo.writes import (
     put_if_new,
     put_new,
 )
-from batchroute.domain.schedules.schedules import Schedule
+from batchroute.domain.schedules.schedules import (
+    InputSource,
+    LaneExclusion,
+    RunItem,
+    Schedule,
+    ScheduleRun,
+    ScheduleVersion,
+    VersionItem,
+)
 
 DUE = "SCHEDULE#DUE"
 _PREFIX = "SCHEDULE#"
@@ -53,7 +61,7 @@ def _item(schedule: Schedule) -> dict[str, Any]:
         "sk": f"{_PREFIX}{schedule.schedule_id}",
         "kind": "schedule",
         **{name: getattr(schedule, name) for name in _RECORD_FIELDS},
-        "input_source": dict(schedule.input_source),
+        "input_source": schedule.input_source.to_api(),
         "batch_options": dict(schedule.batch_options),
         "exclusions": {k: dict(v) for k, v in (schedule.exclusions or {}).items()},
     }
@@ -66,7 +74,7 @@ def _item(schedule: Schedule) -> dict[str, Any]:
 def schedule_from_item(item: Mapping[str, Any]) -> Schedule:
     values: dict[str, Any] = {name: item.get(name) for name in _RECORD_FIELDS}
     values["version"] = int(item["version"])
-    values["input_source"] = plain(item.get("input_source") or {})
+    values["input_source"] = InputSource.from_item(item["input_source"])
     values["batch_options"] = plain(item.get("batch_options") or {})
     values["golden_set"] = plain(item["golden_set"]) if item.get("golden_set") else None
     values["exclusions"] = plain(item.get("exclusions") or {})
@@ -98,17 +106,15 @@ class ScheduleStore(DynamoStore):
         return conditional_transaction(self.dynamodb, TransactItems=items)
 
     def _version_put(self, schedule: Schedule) -> dict[str, Any]:
+        version = ScheduleVersion.of(schedule)
         return {
             "Put": {
                 "TableName": self.table_name,
                 "Item": to_item(
                     {
                         "pk": f"{_PREFIX}{schedule.schedule_id}",
-                        "sk": version_sk(schedule.version),
-                        "version": schedule.version,
-                        "definition": decimals(schedule.definition()),
-                        "created_at": schedule.updated_at,
-                        "created_by": schedule.updated_by,
+                        "sk": version_sk(version.version),
+                        **decimals(version.to_item()),
                     }
                 ),
                 "ConditionExpression": "attribute_not_exists(pk)",
@@ -164,7 +170,7 @@ class ScheduleStore(DynamoStore):
             ExpressionAttributeValues=changes,
         )
 
-    def set_exclusions(self, schedule: Schedule, exclusions: Mapping[str, Mapping[str, Any]]) -> None:
+    def set_exclusions(self, schedule: Schedule, exclusions: Mapping[str, LaneExclusion]) -> None:
         conditional_update(
             self.dynamodb,
             TableName=self.table_name,
@@ -186,44 +192,49 @@ class ScheduleStore(DynamoStore):
         return [schedule_from_item(from_item(i)) for i in response.get("Items", [])]
 
     # -- history -------------------------------------------------------------------------------
-    def versions(self, schedule_id: str) -> list[dict[str, Any]]:
-        return self._history(schedule_id, "VERSION#", newest_first=True, limit=1000)[0]
+    def versions(self, schedule_id: str) -> list[ScheduleVersion]:
+        found = self._history(schedule_id, "VERSION#", newest_first=True, limit=1000)[0]
+        return [ScheduleVersion.from_item(schedule_id, cast(VersionItem, item)) for item in found]
 
-    def version(self, schedule_id: str, version: int) -> dict[str, Any] | None:
-        response = self.dynamodb.get_item(
-            TableName=self.table_name, Key=_history_key(schedule_id, version_sk(version)), ConsistentRead=True
-        )
-        return plain(from_item(response["Item"])) if "Item" in response else None
-
-    def create_run(self, run: Mapping[str, Any]) -> bool:
+    def create_run(self, run: ScheduleRun) -> bool:
         """Record a firing once; False when this fire time already has its run."""
         return put_if_new(
-            self.dynamodb, self.table_name, {**_run_keys(run["schedule_id"], run["fire_at"]), **run}
+            self.dynamodb, self.table_name, {**_run_keys(run.schedule_id, run.fire_at), **run.to_item()}
         )
 
-    def finish_run(self, schedule_id: str, fire_at: str, changes: Mapping[str, Any]) -> None:
-        expression, names, values = set_clause(dict(changes))
+    def finish_run(self, run: ScheduleRun) -> None:
+        """The run's outcome: its state, and its batch or its error."""
+        item = run.to_item()
+        changes: dict[str, Any] = {
+            name: item[name] for name in ("state", "batch_id", "error") if name in item
+        }
+        expression, names, values = set_clause(changes)
         self.dynamodb.update_item(
             TableName=self.table_name,
-            Key={k: to_value(v) for k, v in _run_keys(schedule_id, fire_at).items()},
+            Key={k: to_value(v) for k, v in _run_keys(run.schedule_id, run.fire_at).items()},
             UpdateExpression=expression,
             ExpressionAttributeNames=names,
             ExpressionAttributeValues=values,
         )
 
-    def run(self, schedule_id: str, fire_at: str) -> dict[str, Any] | None:
+    def run(self, schedule_id: str, fire_at: str) -> ScheduleRun | None:
         response = self.dynamodb.get_item(
             TableName=self.table_name,
             Key={k: to_value(v) for k, v in _run_keys(schedule_id, fire_at).items()},
             ConsistentRead=True,
         )
-        return plain(from_item(response["Item"])) if "Item" in response else None
+        return (
+            ScheduleRun.from_item(cast(RunItem, from_item(response["Item"]))) if "Item" in response else None
+        )
 
     def runs(
         self, schedule_id: str, *, limit: int, start_after: str | None
-    ) -> tuple[list[dict[str, Any]], str | None]:
+    ) -> tuple[list[ScheduleRun], str | None]:
         """Runs newest first; the cursor is the last fire time."""
-        return self._history(schedule_id, "RUN#", newest_first=True, limit=limit, start_after=start_after)
+        found, cursor = self._history(
+            schedule_id, "RUN#", newest_first=True, limit=limit, start_after=start_after
+        )
+        return [ScheduleRun.from_item(cast(RunItem, item)) for item in found], cursor
 
     def put_benchmark(self, schedule_id: str, regression: Mapping[str, Any]) -> None:
         sk = f"BENCH#{int(regression['version']):06d}#{regression['regression_id']}"

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from itertools import pairwise
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, NotRequired, TypedDict
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import CroniterBadCronError, CroniterBadDateError, CroniterNotAlphaError, croniter
@@ -33,7 +33,7 @@ from batchroute.domain.routing.gates import RouteRequest
 from batchroute.errors import InvalidRequest
 
 ScheduleState = Literal["active", "paused"]
-RunState = Literal["created", "failed", "skipped"]
+RunState = Literal["firing", "created", "failed", "skipped"]
 
 MIN_INTERVAL: Final = timedelta(minutes=5)
 MAX_NAME: Final = 100
@@ -153,7 +153,59 @@ BATCH_OPTION_FIELDS: Final = frozenset(
 )
 
 
-def parse_input_source(raw: object) -> dict[str, Any]:
+class FileSourceView(TypedDict):
+    type: Literal["file"]
+    file_id: str
+
+
+class BucketSourceView(TypedDict):
+    type: Literal["bucket_prefix"]
+    delivery_target_id: str
+    prefix: str
+    preset: NotRequired[str]
+
+
+InputSourceView = FileSourceView | BucketSourceView
+
+
+@dataclass(frozen=True, slots=True)
+class InputSource:
+    """Where each firing reads its items: a stored input file (`file_id`), or every JSONL
+    object under a `prefix` of the org's delivery target (items naming no preset get
+    `preset`). Stored and shown as its API object."""
+
+    kind: Literal["file", "bucket_prefix"]
+    file_id: str = ""
+    delivery_target_id: str = ""
+    prefix: str = ""
+    preset: str | None = None
+
+    @classmethod
+    def from_item(cls, item: InputSourceView) -> InputSource:
+        """A stored source (checked when it was saved)."""
+        if item["type"] == "file":
+            return cls("file", file_id=item["file_id"])
+        return cls(
+            "bucket_prefix",
+            delivery_target_id=item["delivery_target_id"],
+            prefix=item["prefix"],
+            preset=item.get("preset"),
+        )
+
+    def to_api(self) -> InputSourceView:
+        if self.kind == "file":
+            return {"type": "file", "file_id": self.file_id}
+        view: BucketSourceView = {
+            "type": "bucket_prefix",
+            "delivery_target_id": self.delivery_target_id,
+            "prefix": self.prefix,
+        }
+        if self.preset is not None:
+            view["preset"] = self.preset
+        return view
+
+
+def parse_input_source(raw: object) -> InputSource:
     """`{"type": "file", "file_id"}` or `{"type": "bucket_prefix", "delivery_target_id",
     "prefix", "preset"?}`; InvalidRequest names the field (`input_source.<name>`)."""
     if not isinstance(raw, Mapping):
@@ -166,7 +218,7 @@ def parse_input_source(raw: object) -> dict[str, Any]:
         file_id = raw.get("file_id")
         if not isinstance(file_id, str) or not file_id.startswith("file_"):
             raise _invalid("input_source.file_id", "input_source.file_id must be a file_ id.")
-        return {"type": "file", "file_id": file_id}
+        return InputSource("file", file_id=file_id)
     _only(raw, {"type", "delivery_target_id", "prefix", "preset"}, "input_source")
     target = raw.get("delivery_target_id")
     if not isinstance(target, str) or not target.startswith("dt_"):
@@ -179,10 +231,7 @@ def parse_input_source(raw: object) -> dict[str, Any]:
     preset = raw.get("preset")
     if preset is not None and (not isinstance(preset, str) or not 1 <= len(preset) <= 120):
         raise _invalid("input_source.preset", "input_source.preset must be a preset name (name@version).")
-    source: dict[str, Any] = {"type": "bucket_prefix", "delivery_target_id": target, "prefix": prefix}
-    if preset is not None:
-        source["preset"] = preset
-    return source
+    return InputSource("bucket_prefix", delivery_target_id=target, prefix=prefix, preset=preset)
 
 
 def parse_batch_options(raw: object) -> dict[str, Any]:
@@ -244,7 +293,7 @@ def fire_key(schedule_id: str, fire_at: str) -> str:
     return f"sched-{schedule_id}-{fire_at}"
 
 
-def _only(raw: Mapping[str, Any], allowed: set[str], field: str) -> None:
+def _only(raw: Mapping[object, object], allowed: set[str], field: str) -> None:
     unknown = sorted(set(map(str, raw)) - allowed)
     if unknown:
         raise _invalid(f"{field}.{unknown[0]}", f"{field} does not take {', '.join(unknown)}.")
@@ -259,6 +308,48 @@ def _invalid(field: str, message: str) -> InvalidRequest:
 
 
 # -- records ---------------------------------------------------------------------------------
+class LaneExclusion(TypedDict):
+    """A lane the latest regression run scored below the threshold."""
+
+    score: float
+    threshold: float
+    version: int
+    regression_id: str
+    at: str
+
+
+class DefinitionView(TypedDict):
+    """What a version freezes, as stored and shown (the public view of batch_options)."""
+
+    name: str
+    description: str | None
+    expression: str
+    time_zone: str
+    input_source: InputSourceView
+    batch_options: dict[str, Any]  # the customer's batch fields
+    golden_set: dict[str, Any] | None
+
+
+class ExcludedLaneView(LaneExclusion):
+    lane_id: str
+
+
+class ScheduleView(DefinitionView):
+    """A schedule as shown: its current definition, state, times and excluded lanes."""
+
+    id: str
+    object: Literal["schedule"]
+    state: ScheduleState
+    version: int
+    next_fire_at: str | None
+    last_fire_at: str | None
+    excluded_lanes: list[ExcludedLaneView]
+    created_at: str
+    created_by: str
+    updated_at: str
+    updated_by: str
+
+
 @dataclass(frozen=True, slots=True)
 class ScheduleDefinition:
     """What a version of a schedule defines. `input_source` and `batch_options` are the
@@ -266,7 +357,7 @@ class ScheduleDefinition:
 
     name: str
     expression: str
-    input_source: Mapping[str, Any]
+    input_source: InputSource
     time_zone: str = "UTC"
     description: str | None = None
     batch_options: Mapping[str, Any] = field(default_factory=dict)
@@ -286,7 +377,7 @@ class Schedule:
     version: int
     expression: str
     time_zone: str
-    input_source: Mapping[str, Any]
+    input_source: InputSource
     batch_options: Mapping[str, Any]
     golden_set: Mapping[str, Any] | None
     created_at: str
@@ -298,7 +389,7 @@ class Schedule:
     last_fire_at: str | None = None
     # lane id -> {score, threshold, version, regression_id, at}: lanes the latest regression
     # run scored below the threshold; a schedule's batches route around them.
-    exclusions: Mapping[str, Mapping[str, Any]] | None = None
+    exclusions: Mapping[str, LaneExclusion] | None = None
 
     def defined(self) -> ScheduleDefinition:
         """The current version's definition, as stored."""
@@ -320,24 +411,24 @@ class Schedule:
             description=definition.description,
             expression=definition.expression,
             time_zone=definition.time_zone,
-            input_source=dict(definition.input_source),
+            input_source=definition.input_source,
             batch_options=dict(definition.batch_options),
             golden_set=definition.golden_set.to_api() if definition.golden_set else None,
         )
 
-    def definition(self) -> dict[str, Any]:
+    def definition(self) -> DefinitionView:
         """What a version freezes (the public view of batch_options)."""
         return {
             "name": self.name,
             "description": self.description,
             "expression": self.expression,
             "time_zone": self.time_zone,
-            "input_source": dict(self.input_source),
+            "input_source": self.input_source.to_api(),
             "batch_options": public_options(self.batch_options),
             "golden_set": dict(self.golden_set) if self.golden_set else None,
         }
 
-    def to_api(self) -> dict[str, Any]:
+    def to_api(self) -> ScheduleView:
         return {
             "id": self.schedule_id,
             "object": "schedule",
@@ -347,7 +438,7 @@ class Schedule:
             "next_fire_at": self.next_fire_at,
             "last_fire_at": self.last_fire_at,
             "excluded_lanes": [
-                {"lane_id": lane_id, **dict(details)}
+                {"lane_id": lane_id, **details}
                 for lane_id, details in sorted((self.exclusions or {}).items())
             ],
             "created_at": self.created_at,
@@ -366,15 +457,156 @@ def public_options(options: Mapping[str, Any]) -> dict[str, Any]:
     return shown
 
 
-def run_view(run: Mapping[str, Any]) -> dict[str, Any]:
-    return {
-        "object": "schedule.run",
-        "schedule_id": run["schedule_id"],
-        "fire_at": run["fire_at"],
-        "version": int(run["version"]),
-        "state": run["state"],
-        "batch_id": run.get("batch_id"),
-        "error": run.get("error"),
-        "trigger": run.get("trigger", "scheduler"),
-        "created_at": run["created_at"],
-    }
+class RunError(TypedDict):
+    code: str
+    message: str
+
+
+class RunItem(TypedDict):
+    """A run's stored fields (the adapter adds the keys)."""
+
+    schedule_id: str
+    fire_at: str
+    version: int
+    state: RunState
+    trigger: NotRequired[str]
+    created_at: str
+    batch_id: NotRequired[str]
+    error: NotRequired[RunError]
+
+
+class RunView(TypedDict):
+    object: Literal["schedule.run"]
+    schedule_id: str
+    fire_at: str
+    version: int
+    state: RunState
+    batch_id: str | None
+    error: RunError | None
+    trigger: str
+    created_at: str
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleRun:
+    """One firing of a schedule, recorded once per fire time: `firing` while its batch is
+    made, then `created` (with the batch) or `failed` (with the error); `skipped` when the
+    schedule was paused."""
+
+    schedule_id: str
+    fire_at: str
+    version: int
+    state: RunState
+    created_at: str
+    trigger: str = "scheduler"
+    batch_id: str | None = None
+    error: RunError | None = None
+
+    @classmethod
+    def from_item(cls, item: RunItem) -> ScheduleRun:
+        """A stored run (DynamoDB's numbers come back as Decimal)."""
+        error = item.get("error")
+        return cls(
+            schedule_id=item["schedule_id"],
+            fire_at=item["fire_at"],
+            version=int(item["version"]),
+            state=item["state"],
+            created_at=item["created_at"],
+            trigger=item.get("trigger", "scheduler"),
+            batch_id=item.get("batch_id"),
+            error={"code": error["code"], "message": error["message"]} if error else None,
+        )
+
+    def to_item(self) -> RunItem:
+        item: RunItem = {
+            "schedule_id": self.schedule_id,
+            "fire_at": self.fire_at,
+            "version": self.version,
+            "state": self.state,
+            "trigger": self.trigger,
+            "created_at": self.created_at,
+        }
+        if self.batch_id is not None:
+            item["batch_id"] = self.batch_id
+        if self.error is not None:
+            item["error"] = self.error
+        return item
+
+    def to_api(self) -> RunView:
+        return {
+            "object": "schedule.run",
+            "schedule_id": self.schedule_id,
+            "fire_at": self.fire_at,
+            "version": self.version,
+            "state": self.state,
+            "batch_id": self.batch_id,
+            "error": self.error,
+            "trigger": self.trigger,
+            "created_at": self.created_at,
+        }
+
+
+class VersionItem(TypedDict):
+    """A version's stored fields (the adapter adds the keys)."""
+
+    version: int
+    definition: DefinitionView
+    created_at: str
+    created_by: str
+
+
+class VersionView(DefinitionView):
+    """A version as shown: its definition's fields, with who made it and when."""
+
+    object: Literal["schedule.version"]
+    schedule_id: str
+    version: int
+    created_at: str
+    created_by: str
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleVersion:
+    """One version of a schedule: the definition it froze, who made it and when."""
+
+    schedule_id: str
+    version: int
+    definition: DefinitionView
+    created_at: str
+    created_by: str
+
+    @classmethod
+    def of(cls, schedule: Schedule) -> ScheduleVersion:
+        """The version a schedule's current definition makes."""
+        return cls(
+            schedule.schedule_id,
+            schedule.version,
+            schedule.definition(),
+            schedule.updated_at,
+            schedule.updated_by,
+        )
+
+    @classmethod
+    def from_item(cls, schedule_id: str, item: VersionItem) -> ScheduleVersion:
+        """A stored version (its numbers read back as int or float)."""
+        return cls(
+            schedule_id, int(item["version"]), item["definition"], item["created_at"], item["created_by"]
+        )
+
+    def to_item(self) -> VersionItem:
+        return {
+            "version": self.version,
+            "definition": self.definition,
+            "created_at": self.created_at,
+            "created_by": self.created_by,
+        }
+
+    def to_api(self) -> VersionView:
+        return {
+            "object": "schedule.version",
+            "schedule_id": self.schedule_id,
+            "version": self.version,
+            **self.definition,
+            "created_at": self.created_at,
+            "created_by": self.created_by,
+        }

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from batchroute.domain.presets.golden_sets import GoldenSet
-from batchroute.domain.schedules.schedules import ScheduleDefinition, ScheduleState
+from batchroute.domain.schedules.schedules import InputSource, ScheduleDefinition, ScheduleState
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,7 +28,7 @@ class UpdateSchedule:
     description: str | None = None
     expression: str = ""
     time_zone: str = "UTC"
-    input_source: Mapping[str, Any] = field(default_factory=dict)
+    input_source: InputSource | None = None
     batch_options: Mapping[str, Any] = field(default_factory=dict)
     golden_set: GoldenSet | None = None
 

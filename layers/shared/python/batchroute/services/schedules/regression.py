@@ -30,7 +30,7 @@ from batchroute.domain.catalog.pricing import token_cost
 from batchroute.domain.presets.golden_sets import GoldenSet, golden_set_from_api, lane_score, score
 from batchroute.domain.presets.presets import PresetVersion, apply_preset
 from batchroute.domain.routing.gates import RoutingGuards
-from batchroute.domain.schedules.schedules import Schedule
+from batchroute.domain.schedules.schedules import LaneExclusion, Schedule
 from batchroute.errors import Conflict, InvalidRequest
 from batchroute.ids import new_id
 from batchroute.money import Money
@@ -209,7 +209,7 @@ class RegressionRuns:
 
     def schedule_preset(self, schedule: Schedule) -> PresetVersion | None:
         """The preset the schedule's input source names, when it resolves now."""
-        ref = (schedule.input_source or {}).get("preset")
+        ref = schedule.input_source.preset
         if ref is None or self.presets is None:
             return None
         try:
@@ -278,10 +278,10 @@ class RegressionRuns:
         )
 
     @staticmethod
-    def _exclusions(schedule: Schedule, regression: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    def _exclusions(schedule: Schedule, regression: Mapping[str, Any]) -> dict[str, LaneExclusion]:
         """The latest run decides for each lane it scored: below the threshold excluded,
         at or above it admitted again; other lanes keep their standing."""
-        exclusions = {k: dict(v) for k, v in (schedule.exclusions or {}).items()}
+        exclusions = dict(schedule.exclusions or {})
         for lane in regression["lanes"]:
             if lane["passed"]:
                 exclusions.pop(lane["lane_id"], None)

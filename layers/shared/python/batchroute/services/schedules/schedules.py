@@ -25,12 +25,14 @@ from batchroute.domain.catalog.catalog import Catalog
 from batchroute.domain.delivery.webhook_targets import webhook_target_problems
 from batchroute.domain.routing.gates import GateFailure
 from batchroute.domain.schedules.schedules import (
+    RunView,
     Schedule,
     ScheduleDefinition,
+    ScheduleRun,
+    VersionView,
     fire_key,
     parse_expression,
     parse_time_zone,
-    run_view,
 )
 from batchroute.errors import Conflict, InvalidRequest, NotFound, ServiceError
 from batchroute.ids import new_id
@@ -112,24 +114,14 @@ class Schedules:
 
     def runs(
         self, principal: Principal, schedule_id: str, *, cursor: str | None, limit: int
-    ) -> tuple[list[dict[str, Any]], str | None]:
+    ) -> tuple[list[RunView], str | None]:
         schedule = self.get(principal, schedule_id)
         found, next_cursor = self.store.runs(schedule.schedule_id, limit=limit, start_after=cursor)
-        return [run_view(run) for run in found], next_cursor
+        return [run.to_api() for run in found], next_cursor
 
-    def versions(self, principal: Principal, schedule_id: str) -> list[dict[str, Any]]:
+    def versions(self, principal: Principal, schedule_id: str) -> list[VersionView]:
         schedule = self.get(principal, schedule_id)
-        return [
-            {
-                "object": "schedule.version",
-                "schedule_id": schedule.schedule_id,
-                "version": int(v["version"]),
-                **v["definition"],
-                "created_at": v["created_at"],
-                "created_by": v["created_by"],
-            }
-            for v in self.store.versions(schedule.schedule_id)
-        ]
+        return [version.to_api() for version in self.store.versions(schedule.schedule_id)]
 
     def benchmarks(self, principal: Principal, schedule_id: str, version: int) -> list[dict[str, Any]]:
         """The regression runs of one version, newest first."""
@@ -163,7 +155,7 @@ class Schedules:
             description=definition.description,
             expression=definition.expression,
             time_zone=definition.time_zone,
-            input_source={},
+            input_source=definition.input_source,
             batch_options={},
             golden_set=None,
         ).redefined(definition)
@@ -254,19 +246,20 @@ class Schedules:
                 datetime.fromisoformat(schedule.next_fire_at),
                 trigger="sweeper",
             )
-            fired[str(run["state"])].append(schedule.schedule_id)
+            fired[run.state].append(schedule.schedule_id)
         return fired
 
     def fire(
         self, org_id: str, schedule_id: str, fire_at: datetime, *, trigger: str = "scheduler"
-    ) -> dict[str, Any]:
+    ) -> ScheduleRun:
         """One firing of `schedule_id` for `fire_at`: its run (created, failed or skipped).
         Idempotent per (schedule, fire time): a repeat returns the first run, and a repeat
         racing the first makes no second batch (the batch's Idempotency-Key)."""
         at = isoformat(fire_at)
+        now = isoformat(self.clock.now())
         schedule = self.store.get(org_id, schedule_id)
         if schedule is None:
-            return {"schedule_id": schedule_id, "fire_at": at, "state": "skipped", "version": 0}
+            return ScheduleRun(schedule_id, at, 0, "skipped", created_at=now, trigger=trigger)
         if trigger == "scheduler" and schedule.next_fire_at is not None:
             # EventBridge's own fire time names the same firing as our due index when they
             # are close (DST rules may differ by the hour): one fire key for both triggers.
@@ -274,36 +267,28 @@ class Schedules:
             if abs(due - fire_at) <= SAME_FIRE:
                 at = schedule.next_fire_at
         existing = self.store.run(schedule_id, at)
-        if existing is not None and existing.get("state") != "firing":
+        if existing is not None and existing.state != "firing":
             self._advance(schedule, at)
             return existing
-        run: dict[str, Any] = {
-            "schedule_id": schedule_id,
-            "fire_at": at,
-            "version": schedule.version,
-            "state": "firing",
-            "trigger": trigger,
-            "created_at": isoformat(self.clock.now()),
-        }
+        run = ScheduleRun(schedule_id, at, schedule.version, "firing", created_at=now, trigger=trigger)
         if schedule.state != "active":
-            run["state"] = "skipped"
-            run["error"] = {"code": "schedule_paused", "message": "The schedule was paused."}
+            run = replace(
+                run, state="skipped", error={"code": "schedule_paused", "message": "The schedule was paused."}
+            )
             self.store.create_run(run)
             return run
         self.store.create_run(run)  # a concurrent duplicate also goes on: the batch key dedups
         try:
-            batch_id = self._create_batch(schedule, at)
+            run = replace(run, state="created", batch_id=self._create_batch(schedule, at))
         except ServiceError as exc:
-            outcome: dict[str, Any] = {"state": "failed", "error": {"code": exc.code, "message": exc.message}}
+            run = replace(run, state="failed", error={"code": exc.code, "message": exc.message})
             logger.info(
                 "schedule firing failed",
                 extra={"schedule_id": schedule_id, "fire_at": at, "code": exc.code},
             )
-        else:
-            outcome = {"state": "created", "batch_id": batch_id}
-        self.store.finish_run(schedule_id, at, outcome)
+        self.store.finish_run(run)
         self._advance(schedule, at)
-        return {**run, **outcome}
+        return run
 
     def _create_batch(self, schedule: Schedule, fire_at: str) -> str:
         body = self._batch_body(schedule)
@@ -331,14 +316,14 @@ class Schedules:
                 ),
             }
         source = schedule.input_source
-        if source["type"] == "file":
-            return {**options, "input_file_id": source["file_id"]}
-        preset = source.get("preset")
+        if source.kind == "file":
+            return {**options, "input_file_id": source.file_id}
+        preset = source.preset
         items: list[Any] = []
         for key, data in self.targets.read_prefix(
             schedule.org_id,
-            source["delivery_target_id"],
-            source["prefix"],
+            source.delivery_target_id,
+            source.prefix,
             max_files=MAX_SOURCE_FILES,
             max_bytes=MAX_SOURCE_BYTES,
         ):
@@ -387,7 +372,7 @@ class Schedules:
     def _regress(self, principal: Principal, schedule: Schedule, trigger: str) -> None:
         """A new version with a golden set is benchmarked at once; a failure to run it (no
         credits, say) is logged, not raised: the version is saved either way."""
-        if self.regression is None or not (schedule.golden_set or schedule.input_source.get("preset")):
+        if self.regression is None or not (schedule.golden_set or schedule.input_source.preset):
             return
         try:
             self.regression(principal, schedule, trigger=trigger)
@@ -409,10 +394,10 @@ class Schedules:
         set's model are checked against what the org and the catalog hold; the webhook's
         secret sealed."""
         source = definition.input_source
-        if source["type"] == "file":
-            self.files.file(principal.org_id, source["file_id"])
+        if source.kind == "file":
+            self.files.file(principal.org_id, source.file_id)
         else:
-            self.targets.get(principal.org_id, source["delivery_target_id"])
+            self.targets.get(principal.org_id, source.delivery_target_id)
         options = self._sealed_webhook(principal.org_id, schedule_id, dict(definition.batch_options), current)
         golden = definition.golden_set
         if golden is not None and self.catalog.model(golden.model) is None:
@@ -448,9 +433,16 @@ def _exclusions(schedule: Schedule) -> dict[str, GateFailure]:
     return {
         lane_id: GateFailure(
             "regression_failed",
-            f"The schedule's golden set scored the lane {details.get('score')} "
-            f"(threshold {details.get('threshold')}).",
-            {"schedule_id": schedule.schedule_id, **dict(details)},
+            f"The schedule's golden set scored the lane {details['score']} "
+            f"(threshold {details['threshold']}).",
+            {
+                "schedule_id": schedule.schedule_id,
+                "score": details["score"],
+                "threshold": details["threshold"],
+                "version": details["version"],
+                "regression_id": details["regression_id"],
+                "at": details["at"],
+            },
         )
         for lane_id, details in (schedule.exclusions or {}).items()
     }
