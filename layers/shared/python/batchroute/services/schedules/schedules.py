@@ -156,9 +156,9 @@ class Schedules:
             expression=definition.expression,
             time_zone=definition.time_zone,
             input_source=definition.input_source,
-            batch_options={},
-            golden_set=None,
-        ).redefined(definition)
+            batch_options=dict(definition.batch_options),
+            golden_set=definition.golden_set.to_api() if definition.golden_set else None,
+        )
         schedule = replace(schedule, next_fire_at=self._next(schedule, now) if state == "active" else None)
         self.store.create(schedule)
         self._sync_trigger(schedule)
