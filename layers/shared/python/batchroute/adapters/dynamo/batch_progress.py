@@ -30,6 +30,7 @@ from batchroute.adapters.dynamo.writes import (
     transact_unless_refused,
 )
 from batchroute.domain.routing.lane_plan import LaneRecord, SubmittedJob
+from batchroute.domain.workflow.results import ChunkTally
 
 COUNT_KEYS = ("pending", "running", "completed", "failed", "canceled")
 
@@ -71,6 +72,12 @@ def _counts_update(table: str, batch_id: str, deltas: dict[str, int]) -> dict[st
             "ExpressionAttributeValues": values,
         }
     }
+
+
+def _tally_values(tally: ChunkTally) -> dict[str, int]:
+    """The lane record's additions for a finished chunk."""
+    usage = {":prompt": tally.prompt_tokens, ":completion": tally.completion_tokens}
+    return {":completed": tally.completed, ":failed": tally.failed, ":handed": tally.handed_over, **usage}
 
 
 def _hand_over_update(table_name: str, key: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
@@ -224,24 +231,11 @@ class BatchProgress(DynamoStore):
         )
 
     def finish_chunk(
-        self,
-        batch_id: str,
-        lane_key: str,
-        position: int,
-        *,
-        items: int,
-        completed: int,
-        failed: int,
-        canceled: int = 0,
-        handed_over: int = 0,
-        prompt_tokens: int = 0,
-        completion_tokens: int = 0,
-        at: str,
+        self, batch_id: str, lane_key: str, position: int, tally: ChunkTally, *, at: str
     ) -> bool:
-        """The chunk's `items` leave `running`: completed, failed, canceled, or back to
-        pending (handed over to a failover lane); the lane adds them and the usage of its
-        completed items. `position` is the chunk's index in the lane's list. False (and no
-        change) when the chunk was finished before."""
+        """The chunk's items leave `running` as `tally` says; the lane adds them and the usage
+        of its completed items. `position` is the chunk's index in the lane's list. False (and
+        no change) when the chunk was finished before."""
         lane = {
             "Update": {
                 "TableName": self.table_name,
@@ -264,24 +258,13 @@ class BatchProgress(DynamoStore):
                         ":next": position + 1,
                         ":zero": 0,
                         ":at": at,
-                        ":completed": completed,
-                        ":failed": failed,
-                        ":canceled": canceled,
-                        ":handed": handed_over,
-                        ":prompt": prompt_tokens,
-                        ":completion": completion_tokens,
+                        ":canceled": tally.canceled,
+                        **_tally_values(tally),
                     }.items()
                 },
             }
         }
-        moves = {
-            "running": -items,
-            "completed": completed,
-            "failed": failed,
-            "canceled": canceled,
-            "pending": handed_over,
-        }
-        return self._transact(lane, _counts_update(self.table_name, batch_id, moves))
+        return self._transact(lane, _counts_update(self.table_name, batch_id, tally.count_moves()))
 
     def cancel_rest(
         self, batch_id: str, lane_key: str, *, pending: int, running: int, at: str, reason: str
@@ -331,12 +314,8 @@ class BatchProgress(DynamoStore):
         lane_key: str,
         position: int,
         successor: LaneRecord,
+        tally: ChunkTally,
         *,
-        items: int,
-        completed: int,
-        failed: int,
-        prompt_tokens: int,
-        completion_tokens: int,
         latest_error: str,
         at: str,
     ) -> bool:
@@ -344,7 +323,7 @@ class BatchProgress(DynamoStore):
         finishes its chunk at `position` with what it answered and ends `failed` pointing at the successor,
         and the chunk's unanswered items go back to pending for the successor. False (and
         no change) when the lane had ended or finished the chunk already."""
-        handed = items - completed - failed
+        tally = tally.rest_handed_over()
         put = put_new(
             self.table_name,
             lane_values(batch_id, successor),
@@ -359,18 +338,10 @@ class BatchProgress(DynamoStore):
             ":error": latest_error,
             ":at": at,
             ":zero": 0,
-            ":completed": completed,
-            ":failed": failed,
-            ":handed": handed,
-            ":prompt": prompt_tokens,
-            ":completion": completion_tokens,
+            **_tally_values(tally),
         }
         lane = _hand_over_update(self.table_name, lane_item_key(batch_id, lane_key), values)
-        counts = _counts_update(
-            self.table_name,
-            batch_id,
-            {"running": -items, "completed": completed, "failed": failed, "pending": handed},
-        )
+        counts = _counts_update(self.table_name, batch_id, tally.count_moves())
         items_ = [lane, put] if counts is None else [lane, put, counts]
         return transact_unless_refused(self.dynamodb, items_, 0, 1)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, NotRequired, TypedDict
 
 
@@ -136,6 +136,26 @@ class LaneTally:
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
         }
+
+
+@dataclass
+class ChunkTally(LaneTally):
+    """A lane's chunk as it finishes (`finish_chunk`, `hand_over`): its `items` leave
+    `running` as completed, failed, canceled, or handed over (back to pending, for a failover
+    lane); the lane adds the usage of the completed ones. The counts move by it once."""
+
+    items: int = 0
+    canceled: int = 0
+    handed_over: int = 0
+
+    def count_moves(self) -> dict[str, int]:
+        """How the batch's counts move, by count name."""
+        left = {"completed": self.completed, "failed": self.failed, "canceled": self.canceled}
+        return {"running": -self.items, **left, "pending": self.handed_over}
+
+    def rest_handed_over(self) -> ChunkTally:
+        """The chunk of a lane that fails over: what it did not answer goes to its successor."""
+        return replace(self, canceled=0, handed_over=self.items - self.completed - self.failed)
 
 
 @dataclass

@@ -62,7 +62,7 @@ from batchroute.domain.routing.lane_plan import (
     plan_groups,
     root_number,
 )
-from batchroute.domain.workflow.results import LineError, LineUsage, ResultLine
+from batchroute.domain.workflow.results import ChunkTally, LineError, LineUsage, ResultLine
 from batchroute.errors import PermanentError
 from batchroute.observability import logger
 from batchroute.providers.base import ItemError, ProviderResult
@@ -173,18 +173,12 @@ class _Chunk:
     def todo(self) -> list[tuple[int, Mapping[str, Any]]]:
         return [(seq, item) for seq, item in self.kept if seq not in self.results]
 
-    def tally(self) -> tuple[int, int, int, int]:
-        """completed, failed, prompt tokens and completion tokens of the completed ones."""
-        completed = failed = prompt = completion = 0
+    def tally(self, *, canceled: int = 0) -> ChunkTally:
+        """The chunk's items, its answered ones (completed, failed) and the usage of the completed."""
+        tally = ChunkTally(items=self.size, canceled=canceled)
         for line in self.results.values():
-            if line.get("status") == "completed":
-                completed += 1
-                usage = line.get("usage") or {}
-                prompt += int(usage.get("prompt_tokens") or 0)
-                completion += int(usage.get("completion_tokens") or 0)
-            else:
-                failed += 1
-        return completed, failed, prompt, completion
+            tally.add(line)
+        return tally
 
     def sorted_lines(self) -> list[ResultLine]:
         return [self.results[seq] for seq in sorted(self.results)]
@@ -420,28 +414,18 @@ class LaneExecutor:
 
     def _finish_chunk(self, batch_id: str, lane: LaneRecord, chunk: _Chunk, *, canceled: int = 0) -> None:
         lane_key = lane.lane_key
-        completed, failed, prompt, completion = self._write_results(batch_id, lane_key, chunk)
+        self._write_results(batch_id, lane_key, chunk)
         self.progress.finish_chunk(
-            batch_id,
-            lane_key,
-            chunk.position,
-            items=chunk.size,
-            completed=completed,
-            failed=failed,
-            canceled=canceled,
-            prompt_tokens=prompt,
-            completion_tokens=completion,
-            at=self._now(),
+            batch_id, lane_key, chunk.position, chunk.tally(canceled=canceled), at=self._now()
         )
         self._drop_partial(batch_id, lane_key, chunk)
 
-    def _write_results(self, batch_id: str, lane_key: str, chunk: _Chunk) -> tuple[int, int, int, int]:
-        """The chunk's answered items to its result file; its tally (completed, failed, tokens)."""
+    def _write_results(self, batch_id: str, lane_key: str, chunk: _Chunk) -> None:
+        """The chunk's answered items to its result file."""
         if chunk.results:
             self.artifacts.write_lines(
                 result_chunk_key(batch_id, lane_key, chunk.number), chunk.sorted_lines()
             )
-        return chunk.tally()
 
     def _drop_partial(self, batch_id: str, lane_key: str, chunk: _Chunk) -> None:
         """The partial file of a chunk now written whole."""
@@ -574,19 +558,9 @@ class LaneExecutor:
             root_number=root_number(lane_key),
             at=self._now(),
         )
-        completed, failed, prompt, completion = self._write_results(batch_id, lane_key, chunk)
+        self._write_results(batch_id, lane_key, chunk)
         handed = self.progress.hand_over(
-            batch_id,
-            lane_key,
-            chunk.position,
-            successor,
-            items=chunk.size,
-            completed=completed,
-            failed=failed,
-            prompt_tokens=prompt,
-            completion_tokens=completion,
-            latest_error=message,
-            at=self._now(),
+            batch_id, lane_key, chunk.position, successor, chunk.tally(), latest_error=message, at=self._now()
         )
         self._drop_partial(batch_id, lane_key, chunk)
         logger.warning(

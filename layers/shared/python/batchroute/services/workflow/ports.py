@@ -6,7 +6,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Protocol
 
 from batchroute.domain.routing.lane_plan import LaneRecord, SubmittedJob
-from batchroute.domain.workflow.results import ResultLine
+from batchroute.domain.workflow.results import ChunkTally, ResultLine
 
 
 class BatchFiles(Protocol):
@@ -57,19 +57,7 @@ class ProgressCounters(Protocol):
     def start_chunk(self, batch_id: str, lane_key: str, position: int, *, items: int) -> bool: ...
 
     def finish_chunk(
-        self,
-        batch_id: str,
-        lane_key: str,
-        position: int,
-        *,
-        items: int,
-        completed: int,
-        failed: int,
-        canceled: int = 0,
-        handed_over: int = 0,
-        prompt_tokens: int = 0,
-        completion_tokens: int = 0,
-        at: str,
+        self, batch_id: str, lane_key: str, position: int, tally: ChunkTally, *, at: str
     ) -> bool: ...
 
     def cancel_rest(
@@ -86,12 +74,8 @@ class ProgressCounters(Protocol):
         lane_key: str,
         position: int,
         successor: LaneRecord,
+        tally: ChunkTally,
         *,
-        items: int,
-        completed: int,
-        failed: int,
-        prompt_tokens: int,
-        completion_tokens: int,
         latest_error: str,
         at: str,
     ) -> bool: ...
