@@ -18,7 +18,7 @@ by the same conditions: a missing watermark counts as the length of its list.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from batchroute.adapters.dynamo.batch_records import batch_key, lane_values
 from batchroute.adapters.dynamo.codec import from_item, to_value
@@ -29,7 +29,7 @@ from batchroute.adapters.dynamo.writes import (
     put_new,
     transact_unless_refused,
 )
-from batchroute.domain.routing.lane_plan import LaneRecord, SubmittedJob
+from batchroute.domain.routing.lane_plan import LaneRecord, LaneRecordItem, SubmittedJob
 from batchroute.domain.workflow.results import ChunkTally
 
 COUNT_KEYS = ("pending", "running", "completed", "failed", "canceled")
@@ -107,7 +107,9 @@ class BatchProgress(DynamoStore):
         response = self.dynamodb.get_item(
             TableName=self.table_name, Key=lane_item_key(batch_id, lane_key), ConsistentRead=True
         )
-        return LaneRecord.from_item(from_item(response["Item"])) if "Item" in response else None
+        if "Item" not in response:
+            return None
+        return LaneRecord.from_item(cast(LaneRecordItem, from_item(response["Item"])))
 
     def put_lane(self, batch_id: str, lane: LaneRecord) -> bool:
         """Create a lane record once; False when it existed (the first one stays)."""
