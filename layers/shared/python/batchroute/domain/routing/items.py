@@ -70,7 +70,7 @@ _CHAT_KEYS: Final = frozenset(
     }
 )
 _EMBEDDING_KEYS: Final = frozenset({"input", "text", "dimensions", "encoding_format"})
-_INERT_KEYS: Final[dict[str, object]] = {
+_INERT_KEYS: Final[dict[str, int | bool | None]] = {
     "model": None,
     "user": None,
     "metadata": None,

@@ -9,7 +9,7 @@ exactly one row, the first result found for it, or a failed row made by `missing
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any, NotRequired, TypedDict
 
@@ -158,6 +158,16 @@ class ChunkTally(LaneTally):
         return replace(self, canceled=0, handed_over=self.items - self.completed - self.failed)
 
 
+class MergeTallyItem(TypedDict):
+    """A merge's tally as Finalize's cursor carries it between invocations (`lanes` by lane
+    key, each `LaneTally.to_dict`)."""
+
+    completed: int
+    failed: int
+    missing: int
+    lanes: dict[str, dict[str, int]]
+
+
 @dataclass
 class MergeTally:
     completed: int = 0
@@ -177,7 +187,7 @@ class MergeTally:
         lane = str(line.get("lane_key") or line.get("lane_id") or "")
         self.lanes.setdefault(lane, LaneTally()).add(line)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> MergeTallyItem:
         """Plain values, to carry the tally between invocations (chunked Finalize)."""
         return {
             "completed": self.completed,
@@ -187,7 +197,7 @@ class MergeTally:
         }
 
     @classmethod
-    def from_dict(cls, values: Mapping[str, Any]) -> MergeTally:
+    def from_dict(cls, values: MergeTallyItem) -> MergeTally:
         lanes = {
             str(key): LaneTally(**{name: int(value) for name, value in lane.items()})
             for key, lane in (values.get("lanes") or {}).items()
