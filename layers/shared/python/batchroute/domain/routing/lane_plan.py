@@ -18,6 +18,7 @@ from typing import Any, Final, Literal, NotRequired, TypedDict
 
 from batchroute.domain.catalog.catalog import BatchLimits
 from batchroute.domain.routing.engine import LaneProofView, RejectedLaneView, RejectionView, SelectedLaneView
+from batchroute.domain.routing.items import BatchItem, InputLine
 
 OUTRANKED = "outranked"
 # A vendor request is estimated at twice the item's compact ASCII JSON (a transform adds
@@ -543,14 +544,14 @@ def plan_lanes(
 
 
 def lane_items(
-    lines: Iterable[Mapping[str, Any]],
+    lines: Iterable[InputLine],
     *,
     model: str,
     first_ordinal: int,
     start: int,
     end: int,
     exclude: frozenset[int] = frozenset(),
-) -> Iterator[tuple[int, Mapping[str, Any]]]:
+) -> Iterator[tuple[int, BatchItem]]:
     """The `(seq, item)` pairs of one input chunk that a lane owns: items of its model whose
     ordinal (counted from `first_ordinal`, the model's ordinal at the chunk's start) is in
     `[start, end)`, less the `exclude`d seqs (answered by the lane it took over from)."""
@@ -570,14 +571,14 @@ def lane_items(
 # -- vendor batch jobs ----------------------------------------------------------------------------
 
 
-def estimated_request_bytes(item: Mapping[str, Any]) -> int:
+def estimated_request_bytes(item: BatchItem) -> int:
     """A conservative estimate of the bytes one item takes in a vendor batch job: never
     less than the serialized request a transform builds from it."""
     compact = json.dumps(item, ensure_ascii=True, separators=(",", ":"), default=str)
     return REQUEST_SIZE_FACTOR * len(compact) + REQUEST_OVERHEAD_BYTES
 
 
-def embedding_inputs(item: Mapping[str, Any]) -> int:
+def embedding_inputs(item: BatchItem) -> int:
     """How many embedding inputs an item sends: one for a string or a token array, each
     entry for a list of strings or of token arrays; 0 for an item of another operation."""
     if item.get("operation") != "embeddings":
@@ -592,14 +593,14 @@ def embedding_inputs(item: Mapping[str, Any]) -> int:
 
 
 def job_parts(
-    items: Iterable[tuple[int, Mapping[str, Any]]], limits: BatchLimits
-) -> list[list[tuple[int, Mapping[str, Any]]]]:
+    items: Iterable[tuple[int, BatchItem]], limits: BatchLimits
+) -> list[list[tuple[int, BatchItem]]]:
     """The items split, in order, into consecutive parts that each fit one vendor batch job:
     at most `limits.max_requests` items, `limits.max_bytes` estimated bytes and
     `limits.max_embedding_inputs` embedding inputs. An item over a limit alone is a part of
     its own (the vendor decides)."""
-    parts: list[list[tuple[int, Mapping[str, Any]]]] = []
-    current: list[tuple[int, Mapping[str, Any]]] = []
+    parts: list[list[tuple[int, BatchItem]]] = []
+    current: list[tuple[int, BatchItem]] = []
     size = inputs = 0
     for seq, item in items:
         item_bytes = estimated_request_bytes(item) if limits.max_bytes is not None else 0

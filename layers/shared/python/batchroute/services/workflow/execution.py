@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -48,6 +48,7 @@ from batchroute.domain.batches.artifact_keys import partial_chunk_key, result_ch
 from batchroute.domain.batches.record import BatchRecord
 from batchroute.domain.batches.states import TERMINAL
 from batchroute.domain.catalog.catalog import Catalog, Lane
+from batchroute.domain.routing.items import BatchItem
 from batchroute.domain.routing.lane_plan import (
     LaneFailError,
     LaneRecord,
@@ -156,7 +157,7 @@ class _Chunk:
     number: int
     position: int  # its index in the lane's chunks: the watermarks count in that order
     first_ordinal: int
-    kept: list[tuple[int, Mapping[str, Any]]]
+    kept: list[tuple[int, BatchItem]]
     results: dict[int, ResultLine] = field(default_factory=dict)
     has_partial: bool = False  # a partial file exists: delete it once the chunk is done
 
@@ -170,7 +171,7 @@ class _Chunk:
     def __post_init__(self) -> None:
         self._ids = {seq: item.get("customer_item_id") for seq, item in self.kept}
 
-    def todo(self) -> list[tuple[int, Mapping[str, Any]]]:
+    def todo(self) -> list[tuple[int, BatchItem]]:
         return [(seq, item) for seq, item in self.kept if seq not in self.results]
 
     def tally(self, *, canceled: int = 0) -> ChunkTally:
@@ -449,7 +450,7 @@ class LaneExecutor:
         batch_id: str,
         lane: LaneRecord,
         chunk: _Chunk,
-        todo: list[tuple[int, Mapping[str, Any]]],
+        todo: list[tuple[int, BatchItem]],
         invocation: _Invocation,
     ) -> LaneOutcome:
         catalog_lane = self._catalog_lane(lane.model, lane.lane_id)
@@ -479,7 +480,7 @@ class LaneExecutor:
         batch_id: str,
         lane: LaneRecord,
         chunk: _Chunk,
-        todo: list[tuple[int, Mapping[str, Any]]],
+        todo: list[tuple[int, BatchItem]],
         catalog_lane: Lane,
         on_result: Callable[[int, ProviderResult, int], None],
         invocation: _Invocation,
@@ -489,7 +490,7 @@ class LaneExecutor:
         slug = lane.provider
         job = lane.job if lane.job_chunk == chunk.number else None
 
-        def load_items(seqs: Collection[int] | None) -> Iterable[tuple[int, Mapping[str, Any]]]:
+        def load_items(seqs: Collection[int] | None) -> Iterable[tuple[int, BatchItem]]:
             if seqs is None:
                 return todo
             wanted = set(seqs)

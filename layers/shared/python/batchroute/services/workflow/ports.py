@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Protocol
 
+from batchroute.domain.routing.items import InputLine
 from batchroute.domain.routing.lane_plan import LaneRecord, SubmittedJob
 from batchroute.domain.workflow.results import ChunkTally, ResultLine
 
@@ -15,7 +16,7 @@ class BatchFiles(Protocol):
 
     objects: Any
 
-    def input_lines(self, batch_id: str, chunk: int) -> Iterator[dict[str, Any]]: ...
+    def input_lines(self, batch_id: str, chunk: int) -> Iterator[InputLine]: ...
 
     def result_lines(self, batch_id: str, lane_key: str, chunk: int) -> Iterator[ResultLine]: ...
 

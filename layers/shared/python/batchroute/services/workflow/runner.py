@@ -42,6 +42,7 @@ from typing import Any, Final, Literal
 from batchroute.clock import Clock, SystemClock, isoformat
 from batchroute.domain.catalog.catalog import NO_BATCH_LIMITS, OPERATIONS, BatchLimits, Lane, Operation
 from batchroute.domain.catalog.tokens import DEFAULT_OUTPUT_TOKENS
+from batchroute.domain.routing.items import BatchItem
 from batchroute.domain.routing.lane_plan import SubmittedJob, job_parts
 from batchroute.providers.base import (
     ZERO_USAGE,
@@ -62,7 +63,7 @@ from batchroute.providers.retry import RetryPolicy
 logger = logging.getLogger(__name__)
 
 OnResult = Callable[[int, ProviderResult, int], None]
-LoadItems = Callable[[Collection[int] | None], Iterable[tuple[int, Mapping[str, Any]]]]
+LoadItems = Callable[[Collection[int] | None], Iterable[tuple[int, BatchItem]]]
 
 DEFAULT_WHOLESALE_FAILURE_THRESHOLD: Final = 25
 _CUSTOM_ID_PREFIX: Final = "seq-"
@@ -114,7 +115,7 @@ def seq_of(custom_id: str) -> int | None:
     return int(digits) if digits.isdigit() else None
 
 
-def build_request(seq: int, item: Mapping[str, Any], lane: Lane, *, attempt: int = 1) -> ProviderRequest:
+def build_request(seq: int, item: BatchItem, lane: Lane, *, attempt: int = 1) -> ProviderRequest:
     """The provider request for one item on this lane; PermanentProviderError for an item
     no provider could answer (the API validates items, so this is a last line)."""
     payload = item.get("input")
@@ -141,9 +142,7 @@ def build_request(seq: int, item: Mapping[str, Any], lane: Lane, *, attempt: int
     )
 
 
-def _output_limit(
-    item: Mapping[str, Any], payload: Mapping[str, Any], operation: Operation, lane: Lane
-) -> int:
+def _output_limit(item: BatchItem, payload: Mapping[str, Any], operation: Operation, lane: Lane) -> int:
     if operation == "embeddings":
         return 0
     requested = DEFAULT_OUTPUT_TOKENS
@@ -169,7 +168,7 @@ class _Done:
 
 
 def run_lane_items(
-    items: Iterable[tuple[int, Mapping[str, Any]]],
+    items: Iterable[tuple[int, BatchItem]],
     *,
     lane: Lane,
     provider: SyncProvider,
@@ -225,7 +224,7 @@ def run_lane_items(
 
 def _attempt_item(
     seq: int,
-    item: Mapping[str, Any],
+    item: BatchItem,
     *,
     lane: Lane,
     provider: SyncProvider,
@@ -347,7 +346,7 @@ class JobPoll:
 
 
 def submit_lane_job(
-    items: Iterable[tuple[int, Mapping[str, Any]]],
+    items: Iterable[tuple[int, BatchItem]],
     *,
     lane: Lane,
     provider: BatchApiProvider,
@@ -544,7 +543,7 @@ class _BatchLaneRun:
 
     def submit(
         self,
-        items: Iterable[tuple[int, Mapping[str, Any]]],
+        items: Iterable[tuple[int, BatchItem]],
         *,
         attempt: int,
         seqs: tuple[int, ...] | None,
