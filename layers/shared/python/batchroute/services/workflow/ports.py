@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from typing import Any, Protocol
 
+from batchroute.domain.billing.settlement import BillingReceipt
 from batchroute.domain.routing.items import InputLine
 from batchroute.domain.routing.lane_plan import LaneRecord, SubmittedJob
 from batchroute.domain.workflow.results import ChunkTally, ResultLine
@@ -22,9 +23,9 @@ class BatchFiles(Protocol):
 
     def partial_lines(self, batch_id: str, lane_key: str, chunk: int) -> Iterator[ResultLine]: ...
 
-    def write_lines(self, key: str, lines: Iterable[Mapping[str, Any]]) -> int: ...
+    def write_lines(self, key: str, lines: Iterable[ResultLine]) -> int: ...
 
-    def write_json(self, key: str, value: Mapping[str, Any]) -> None: ...
+    def write_json(self, key: str, value: BillingReceipt) -> None: ...  # the batch's receipt
 
     def delete(self, key: str) -> None: ...
 
