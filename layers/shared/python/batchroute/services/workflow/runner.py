@@ -345,56 +345,6 @@ class JobPoll:
     retry_seqs: list[int] = field(default_factory=list)
 
 
-def submit_lane_job(
-    items: Iterable[tuple[int, BatchItem]],
-    *,
-    lane: Lane,
-    provider: BatchApiProvider,
-    retry: RetryPolicy,
-    on_result: OnResult,
-    outcome: LaneOutcome,
-    attempt: int = 1,
-    seqs: tuple[int, ...] | None = None,
-    lost_resubmits: int = 0,
-    clock: Clock | None = None,
-    more: bool = False,
-) -> SubmittedJob | None:
-    """Submits the items as one job (None if no item was valid: those are reported failed).
-    A transient submit error is retried with backoff; a lane that still refuses the job
-    raises ProviderUnavailable."""
-    requests: list[ProviderRequest] = []
-    for seq, item in items:
-        try:
-            requests.append(build_request(seq, item, lane, attempt=attempt))
-        except PermanentProviderError as exc:
-            failure = ProviderResult.failure(custom_id_for(seq), exc.to_item_error())
-            on_result(seq, failure, 0)
-            outcome.record(failure)
-    if not requests:
-        return None
-    tries = 1
-    while True:
-        try:
-            job_id = provider.submit(requests)
-            break
-        except TransientProviderError as exc:
-            if not retry.can_retry(tries):
-                raise ProviderUnavailable(f"the batch job was not accepted: {exc.message}") from exc
-            retry.wait(tries, retry_after=exc.retry_after_seconds)
-            tries += 1
-        except PermanentProviderError as exc:
-            raise ProviderUnavailable(f"the batch job was refused: {exc.message}", code=exc.code) from exc
-    return SubmittedJob(
-        job_id=job_id,
-        attempt=attempt,
-        item_count=len(requests),
-        submitted_at=isoformat((clock or SystemClock()).now()),
-        seqs=seqs,
-        lost_resubmits=lost_resubmits,
-        more=more,
-    )
-
-
 def poll_lane_job(
     job: SubmittedJob,
     *,
@@ -550,22 +500,44 @@ class _BatchLaneRun:
         lost: int = 0,
         more: bool = False,
     ) -> SubmittedJob | None:
-        submitted = submit_lane_job(
-            items,
-            lane=self.lane,
-            provider=self.provider,
-            retry=self.retry,
-            on_result=self.report,
-            outcome=self.outcome,
+        """Submits the items as one job (None if no item was valid: those are reported failed).
+        A transient submit error is retried with backoff; a lane that still refuses the job
+        raises ProviderUnavailable."""
+        requests: list[ProviderRequest] = []
+        for seq, item in items:
+            try:
+                requests.append(build_request(seq, item, self.lane, attempt=attempt))
+            except PermanentProviderError as exc:
+                failure = ProviderResult.failure(custom_id_for(seq), exc.to_item_error())
+                self.report(seq, failure, 0)
+                self.outcome.record(failure)
+        if not requests:
+            return None
+        submitted = SubmittedJob(
+            job_id=self._send(requests),
             attempt=attempt,
+            item_count=len(requests),
+            submitted_at=isoformat((self.clock or SystemClock()).now()),
             seqs=seqs,
             lost_resubmits=lost,
-            clock=self.clock,
             more=more,
         )
-        if submitted is not None:
-            self.note(submitted)
+        self.note(submitted)
         return submitted
+
+    def _send(self, requests: list[ProviderRequest]) -> str:
+        """The job's id at the vendor, once it accepted the job."""
+        tries = 1
+        while True:
+            try:
+                return self.provider.submit(requests)
+            except TransientProviderError as exc:
+                if not self.retry.can_retry(tries):
+                    raise ProviderUnavailable(f"the batch job was not accepted: {exc.message}") from exc
+                self.retry.wait(tries, retry_after=exc.retry_after_seconds)
+                tries += 1
+            except PermanentProviderError as exc:
+                raise ProviderUnavailable(f"the batch job was refused: {exc.message}", code=exc.code) from exc
 
     def submit_next_part(self) -> SubmittedJob | None:
         """The first job-sized part of the items not answered yet (None: all answered)."""
