@@ -668,8 +668,8 @@ def _finish(progress: BatchProgress, batch_id: str, lane_key: str, position: int
     return progress.finish_chunk(
         batch_id,
         lane_key,
-        position,
         ChunkTally(
+            position=position,
             items=moves.get("items", 10),
             completed=moves.get("completed", 10),
             failed=0,
@@ -730,10 +730,9 @@ def test_lane_chunks_start_and_finish_exactly_once_in_their_order(stack: LocalSt
     assert not progress.hand_over(
         batch_id,
         "09-openai-gpt",
-        0,
         successor,
-        ChunkTally(items=10, completed=0, failed=0),
-        latest_error="down",
+        ChunkTally(position=0, items=10, completed=0, failed=0),
+        error="down",
         at="t",
     )
     assert progress.get_lane(batch_id, "09f1-other-gpt") is None

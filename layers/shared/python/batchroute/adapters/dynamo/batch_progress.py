@@ -232,12 +232,10 @@ class BatchProgress(DynamoStore):
             lane, _counts_update(self.table_name, batch_id, {"pending": -items, "running": items})
         )
 
-    def finish_chunk(
-        self, batch_id: str, lane_key: str, position: int, tally: ChunkTally, *, at: str
-    ) -> bool:
+    def finish_chunk(self, batch_id: str, lane_key: str, tally: ChunkTally, *, at: str) -> bool:
         """The chunk's items leave `running` as `tally` says; the lane adds them and the usage
-        of its completed items. `position` is the chunk's index in the lane's list. False (and
-        no change) when the chunk was finished before."""
+        of its completed items. False (and no change) when the chunk was finished before."""
+        position = tally.position
         lane = {
             "Update": {
                 "TableName": self.table_name,
@@ -311,21 +309,14 @@ class BatchProgress(DynamoStore):
         )
 
     def hand_over(
-        self,
-        batch_id: str,
-        lane_key: str,
-        position: int,
-        successor: LaneRecord,
-        tally: ChunkTally,
-        *,
-        latest_error: str,
-        at: str,
+        self, batch_id: str, lane_key: str, successor: LaneRecord, tally: ChunkTally, *, error: str, at: str
     ) -> bool:
         """Failover in ONE transaction: the successor lane record is created, this lane
-        finishes its chunk at `position` with what it answered and ends `failed` pointing at the successor,
+        finishes its chunk with what it answered and ends `failed` (`error`) pointing at the successor,
         and the chunk's unanswered items go back to pending for the successor. False (and
         no change) when the lane had ended or finished the chunk already."""
         tally = tally.rest_handed_over()
+        position = tally.position
         put = put_new(
             self.table_name,
             lane_values(batch_id, successor),
@@ -337,7 +328,7 @@ class BatchProgress(DynamoStore):
             ":pending": "pending",
             ":running": "running",
             ":to": successor.lane_key,
-            ":error": latest_error,
+            ":error": error,
             ":at": at,
             ":zero": 0,
             **_tally_values(tally),

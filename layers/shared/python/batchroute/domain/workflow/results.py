@@ -142,8 +142,10 @@ class LaneTally:
 class ChunkTally(LaneTally):
     """A lane's chunk as it finishes (`finish_chunk`, `hand_over`): its `items` leave
     `running` as completed, failed, canceled, or handed over (back to pending, for a failover
-    lane); the lane adds the usage of the completed ones. The counts move by it once."""
+    lane); the lane adds the usage of the completed ones. The counts move by it once.
+    `position` is the chunk's index in the lane's list (the watermarks count in that order)."""
 
+    position: int = 0
     items: int = 0
     canceled: int = 0
     handed_over: int = 0

@@ -176,7 +176,7 @@ class _Chunk:
 
     def tally(self, *, canceled: int = 0) -> ChunkTally:
         """The chunk's items, its answered ones (completed, failed) and the usage of the completed."""
-        tally = ChunkTally(items=self.size, canceled=canceled)
+        tally = ChunkTally(position=self.position, items=self.size, canceled=canceled)
         for line in self.results.values():
             tally.add(line)
         return tally
@@ -416,9 +416,7 @@ class LaneExecutor:
     def _finish_chunk(self, batch_id: str, lane: LaneRecord, chunk: _Chunk, *, canceled: int = 0) -> None:
         lane_key = lane.lane_key
         self._write_results(batch_id, lane_key, chunk)
-        self.progress.finish_chunk(
-            batch_id, lane_key, chunk.position, chunk.tally(canceled=canceled), at=self._now()
-        )
+        self.progress.finish_chunk(batch_id, lane_key, chunk.tally(canceled=canceled), at=self._now())
         self._drop_partial(batch_id, lane_key, chunk)
 
     def _write_results(self, batch_id: str, lane_key: str, chunk: _Chunk) -> None:
@@ -561,7 +559,7 @@ class LaneExecutor:
         )
         self._write_results(batch_id, lane_key, chunk)
         handed = self.progress.hand_over(
-            batch_id, lane_key, chunk.position, successor, chunk.tally(), latest_error=message, at=self._now()
+            batch_id, lane_key, successor, chunk.tally(), error=message, at=self._now()
         )
         self._drop_partial(batch_id, lane_key, chunk)
         logger.warning(

@@ -58,9 +58,7 @@ class ProgressCounters(Protocol):
 
     def start_chunk(self, batch_id: str, lane_key: str, position: int, *, items: int) -> bool: ...
 
-    def finish_chunk(
-        self, batch_id: str, lane_key: str, position: int, tally: ChunkTally, *, at: str
-    ) -> bool: ...
+    def finish_chunk(self, batch_id: str, lane_key: str, tally: ChunkTally, *, at: str) -> bool: ...
 
     def cancel_rest(
         self, batch_id: str, lane_key: str, *, pending: int, running: int, at: str, reason: str
@@ -71,13 +69,5 @@ class ProgressCounters(Protocol):
     ) -> None: ...
 
     def hand_over(
-        self,
-        batch_id: str,
-        lane_key: str,
-        position: int,
-        successor: LaneRecord,
-        tally: ChunkTally,
-        *,
-        latest_error: str,
-        at: str,
+        self, batch_id: str, lane_key: str, successor: LaneRecord, tally: ChunkTally, *, error: str, at: str
     ) -> bool: ...
