@@ -163,15 +163,9 @@ class BatchProgress(DynamoStore):
         )
 
     def lane_finished(
-        self,
-        batch_id: str,
-        lane_key: str,
-        status: str,
-        *,
-        at: str,
-        latest_error: str | None = None,
-        failover_to: str | None = None,
+        self, batch_id: str, lane_key: str, status: str, *, at: str, latest_error: str | None = None
     ) -> bool:
+        """The lane ends `completed` or `failed` (a failover ends it in `hand_over`)."""
         sets = ["#status = :status", "finished_at = :at", "updated_at = :at", "running_items = :zero"]
         values: dict[str, Any] = {
             ":status": status,
@@ -183,9 +177,6 @@ class BatchProgress(DynamoStore):
         if latest_error is not None:
             sets.append("latest_error = :error")
             values[":error"] = latest_error
-        if failover_to is not None:
-            sets.append("failover_to = :to")
-            values[":to"] = failover_to
         return self._update_lane(
             batch_id,
             lane_key,

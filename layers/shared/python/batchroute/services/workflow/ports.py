@@ -42,14 +42,7 @@ class ProgressCounters(Protocol):
     def lane_first_run(self, batch_id: str, lane_key: str, *, at: str) -> bool: ...
 
     def lane_finished(
-        self,
-        batch_id: str,
-        lane_key: str,
-        status: str,
-        *,
-        at: str,
-        latest_error: str | None = None,
-        failover_to: str | None = None,
+        self, batch_id: str, lane_key: str, status: str, *, at: str, latest_error: str | None = None
     ) -> bool: ...
 
     def set_job(self, batch_id: str, lane_key: str, job: SubmittedJob | None, *, chunk: int) -> None: ...
