@@ -40,6 +40,7 @@ from batchroute.domain.routing.lane_plan import (
     lane_done_chunks,
     new_lane_record,
 )
+from batchroute.domain.workflow.results import ChunkTally
 from batchroute.ids import new_id
 from batchroute.money import Money
 from batchroute.providers.registry import provider_registry
@@ -667,12 +668,14 @@ def _finish(progress: BatchProgress, batch_id: str, lane_key: str, position: int
     return progress.finish_chunk(
         batch_id,
         lane_key,
-        position,
-        items=moves.get("items", 10),
-        completed=moves.get("completed", 10),
-        failed=0,
-        prompt_tokens=5,
-        completion_tokens=7,
+        ChunkTally(
+            position=position,
+            items=moves.get("items", 10),
+            completed=moves.get("completed", 10),
+            failed=0,
+            prompt_tokens=5,
+            completion_tokens=7,
+        ),
         at="2026-11-25T00:00:00.000Z",
     )
 
@@ -727,14 +730,9 @@ def test_lane_chunks_start_and_finish_exactly_once_in_their_order(stack: LocalSt
     assert not progress.hand_over(
         batch_id,
         "09-openai-gpt",
-        0,
         successor,
-        items=10,
-        completed=0,
-        failed=0,
-        prompt_tokens=0,
-        completion_tokens=0,
-        latest_error="down",
+        ChunkTally(position=0, items=10, completed=0, failed=0),
+        error="down",
         at="t",
     )
     assert progress.get_lane(batch_id, "09f1-other-gpt") is None

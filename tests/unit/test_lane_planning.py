@@ -268,7 +268,9 @@ def test_the_lane_record_every_chunk_rewrites_does_not_grow_with_the_batch() -> 
 def test_a_failover_lane_record_is_bounded_by_one_chunk_not_the_batch() -> None:
     # A lane fails in its third chunk after answering 600 of its 1,000 items there: the
     # successor excludes those 600 seqs, whatever the number of chunks after it
-    candidate = PlanLane.from_plan({"lane_id": "groq/meta-llama/Llama-3.1-8B-Instruct", "provider": "groq"})
+    candidate = PlanLane.from_rejected(
+        {"lane_id": "groq/meta-llama/Llama-3.1-8B-Instruct", "provider": "groq"}
+    )
     answered = set(range(2000, 2600))
 
     def successor(chunks: int) -> LaneRecord:

@@ -28,6 +28,7 @@ from batchroute.domain.batches.artifact_keys import result_chunk_key as result_c
 from batchroute.domain.batches.artifact_keys import results_index_key as results_index_key
 from batchroute.domain.batches.artifact_keys import results_key as results_key
 from batchroute.domain.batches.jsonl import LineError, parse_jsonl
+from batchroute.domain.routing.items import InputLine
 from batchroute.domain.workflow.results import ResultLine
 from batchroute.errors import PermanentError
 
@@ -67,9 +68,10 @@ class BatchArtifacts:
                 raise CorruptArtifact(f"{key} line {line_no}: {parsed.message}")
             yield parsed
 
-    def input_lines(self, batch_id: str, chunk: int) -> Iterator[dict[str, Any]]:
-        """`{"seq", "item"}` lines of an input chunk, in seq order."""
-        return self.lines(input_chunk_key(batch_id, chunk))
+    def input_lines(self, batch_id: str, chunk: int) -> Iterator[InputLine]:
+        """`{"seq", "item"}` lines of an input chunk, in seq order (as batch create or Intake
+        wrote them, items the preflight read)."""
+        return cast("Iterator[InputLine]", self.lines(input_chunk_key(batch_id, chunk)))
 
     def result_lines(self, batch_id: str, lane_key: str, chunk: int) -> Iterator[ResultLine]:
         """A lane's result chunk, as the lane runner wrote it (`ResultLine`s)."""

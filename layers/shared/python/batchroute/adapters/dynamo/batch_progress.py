@@ -18,7 +18,7 @@ by the same conditions: a missing watermark counts as the length of its list.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from batchroute.adapters.dynamo.batch_records import batch_key, lane_values
 from batchroute.adapters.dynamo.codec import from_item, to_value
@@ -29,7 +29,8 @@ from batchroute.adapters.dynamo.writes import (
     put_new,
     transact_unless_refused,
 )
-from batchroute.domain.routing.lane_plan import LaneRecord, SubmittedJob
+from batchroute.domain.routing.lane_plan import LaneRecord, LaneRecordItem, SubmittedJob
+from batchroute.domain.workflow.results import ChunkTally
 
 COUNT_KEYS = ("pending", "running", "completed", "failed", "canceled")
 
@@ -73,6 +74,12 @@ def _counts_update(table: str, batch_id: str, deltas: dict[str, int]) -> dict[st
     }
 
 
+def _tally_values(tally: ChunkTally) -> dict[str, int]:
+    """The lane record's additions for a finished chunk."""
+    usage = {":prompt": tally.prompt_tokens, ":completion": tally.completion_tokens}
+    return {":completed": tally.completed, ":failed": tally.failed, ":handed": tally.handed_over, **usage}
+
+
 def _hand_over_update(table_name: str, key: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
     """The failing lane's side of a hand-over: its chunk done, `failed`, pointing at its successor."""
     return {
@@ -100,7 +107,9 @@ class BatchProgress(DynamoStore):
         response = self.dynamodb.get_item(
             TableName=self.table_name, Key=lane_item_key(batch_id, lane_key), ConsistentRead=True
         )
-        return LaneRecord.from_item(from_item(response["Item"])) if "Item" in response else None
+        if "Item" not in response:
+            return None
+        return LaneRecord.from_item(cast(LaneRecordItem, from_item(response["Item"])))
 
     def put_lane(self, batch_id: str, lane: LaneRecord) -> bool:
         """Create a lane record once; False when it existed (the first one stays)."""
@@ -154,15 +163,9 @@ class BatchProgress(DynamoStore):
         )
 
     def lane_finished(
-        self,
-        batch_id: str,
-        lane_key: str,
-        status: str,
-        *,
-        at: str,
-        latest_error: str | None = None,
-        failover_to: str | None = None,
+        self, batch_id: str, lane_key: str, status: str, *, at: str, latest_error: str | None = None
     ) -> bool:
+        """The lane ends `completed` or `failed` (a failover ends it in `hand_over`)."""
         sets = ["#status = :status", "finished_at = :at", "updated_at = :at", "running_items = :zero"]
         values: dict[str, Any] = {
             ":status": status,
@@ -174,9 +177,6 @@ class BatchProgress(DynamoStore):
         if latest_error is not None:
             sets.append("latest_error = :error")
             values[":error"] = latest_error
-        if failover_to is not None:
-            sets.append("failover_to = :to")
-            values[":to"] = failover_to
         return self._update_lane(
             batch_id,
             lane_key,
@@ -223,25 +223,10 @@ class BatchProgress(DynamoStore):
             lane, _counts_update(self.table_name, batch_id, {"pending": -items, "running": items})
         )
 
-    def finish_chunk(
-        self,
-        batch_id: str,
-        lane_key: str,
-        position: int,
-        *,
-        items: int,
-        completed: int,
-        failed: int,
-        canceled: int = 0,
-        handed_over: int = 0,
-        prompt_tokens: int = 0,
-        completion_tokens: int = 0,
-        at: str,
-    ) -> bool:
-        """The chunk's `items` leave `running`: completed, failed, canceled, or back to
-        pending (handed over to a failover lane); the lane adds them and the usage of its
-        completed items. `position` is the chunk's index in the lane's list. False (and no
-        change) when the chunk was finished before."""
+    def finish_chunk(self, batch_id: str, lane_key: str, tally: ChunkTally, *, at: str) -> bool:
+        """The chunk's items leave `running` as `tally` says; the lane adds them and the usage
+        of its completed items. False (and no change) when the chunk was finished before."""
+        position = tally.position
         lane = {
             "Update": {
                 "TableName": self.table_name,
@@ -264,24 +249,13 @@ class BatchProgress(DynamoStore):
                         ":next": position + 1,
                         ":zero": 0,
                         ":at": at,
-                        ":completed": completed,
-                        ":failed": failed,
-                        ":canceled": canceled,
-                        ":handed": handed_over,
-                        ":prompt": prompt_tokens,
-                        ":completion": completion_tokens,
+                        ":canceled": tally.canceled,
+                        **_tally_values(tally),
                     }.items()
                 },
             }
         }
-        moves = {
-            "running": -items,
-            "completed": completed,
-            "failed": failed,
-            "canceled": canceled,
-            "pending": handed_over,
-        }
-        return self._transact(lane, _counts_update(self.table_name, batch_id, moves))
+        return self._transact(lane, _counts_update(self.table_name, batch_id, tally.count_moves()))
 
     def cancel_rest(
         self, batch_id: str, lane_key: str, *, pending: int, running: int, at: str, reason: str
@@ -326,25 +300,14 @@ class BatchProgress(DynamoStore):
         )
 
     def hand_over(
-        self,
-        batch_id: str,
-        lane_key: str,
-        position: int,
-        successor: LaneRecord,
-        *,
-        items: int,
-        completed: int,
-        failed: int,
-        prompt_tokens: int,
-        completion_tokens: int,
-        latest_error: str,
-        at: str,
+        self, batch_id: str, lane_key: str, successor: LaneRecord, tally: ChunkTally, *, error: str, at: str
     ) -> bool:
         """Failover in ONE transaction: the successor lane record is created, this lane
-        finishes its chunk at `position` with what it answered and ends `failed` pointing at the successor,
+        finishes its chunk with what it answered and ends `failed` (`error`) pointing at the successor,
         and the chunk's unanswered items go back to pending for the successor. False (and
         no change) when the lane had ended or finished the chunk already."""
-        handed = items - completed - failed
+        tally = tally.rest_handed_over()
+        position = tally.position
         put = put_new(
             self.table_name,
             lane_values(batch_id, successor),
@@ -356,21 +319,13 @@ class BatchProgress(DynamoStore):
             ":pending": "pending",
             ":running": "running",
             ":to": successor.lane_key,
-            ":error": latest_error,
+            ":error": error,
             ":at": at,
             ":zero": 0,
-            ":completed": completed,
-            ":failed": failed,
-            ":handed": handed,
-            ":prompt": prompt_tokens,
-            ":completion": completion_tokens,
+            **_tally_values(tally),
         }
         lane = _hand_over_update(self.table_name, lane_item_key(batch_id, lane_key), values)
-        counts = _counts_update(
-            self.table_name,
-            batch_id,
-            {"running": -items, "completed": completed, "failed": failed, "pending": handed},
-        )
+        counts = _counts_update(self.table_name, batch_id, tally.count_moves())
         items_ = [lane, put] if counts is None else [lane, put, counts]
         return transact_unless_refused(self.dynamodb, items_, 0, 1)
 

@@ -12,7 +12,7 @@ apart: see bench/RESULTS.md (pipeline) for what that saves. `batch_values` and
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from botocore.exceptions import ClientError
 
@@ -43,7 +43,7 @@ from batchroute.domain.batches.record import (
 )
 from batchroute.domain.batches.states import BatchState, allowed_sources
 from batchroute.domain.billing.ledger import DuplicateReservation
-from batchroute.domain.routing.lane_plan import LaneRecord
+from batchroute.domain.routing.lane_plan import LaneRecord, LaneRecordItem
 
 DEADLINE_PARTITION = "DEADLINE"
 RECLAIM_PARTITION = "RECLAIM"  # retention GC (docs/retention.md): `BATCH#<id>`/`RECLAIM` items
@@ -462,7 +462,7 @@ class BatchRecords(DynamoStore):
             ExpressionAttributeValues={":p": to_value(f"BATCH#{batch_id}"), ":l": to_value("LANE#")},
             ConsistentRead=True,
         )
-        return [LaneRecord.from_item(from_item(i)) for i in response.get("Items", [])]
+        return [LaneRecord.from_item(cast(LaneRecordItem, from_item(i))) for i in response.get("Items", [])]
 
     def update_lane(self, batch_id: str, lane_key: str, changes: dict[str, Any]) -> None:
         expression, names, values = set_clause(changes)

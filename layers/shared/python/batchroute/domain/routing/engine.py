@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
-from typing import Any, Final, Literal, TypedDict, get_args
+from typing import Final, Literal, TypedDict, get_args
 
 from batchroute.domain.catalog.catalog import Catalog, Lane, LaneLive, PrivacyTier, Provider, SlaTier
 from batchroute.domain.catalog.pricing import LaneUsage, batch_cost
@@ -547,8 +547,10 @@ def _failure_text(group: ModelGroup, rejected: list[Rejection], candidates: list
     return f"every lane was rejected: {named}"
 
 
-# -- a plan read back from a quote's snapshot (DynamoDB numbers come back as Decimal) ---------
-def stored_plan(item: Mapping[str, Any]) -> RoutePlanView:
+# -- a plan read back from a quote's snapshot ----------------------------------------------------
+# The stored plan has the keys `RoutePlan.to_api` gave it, but DynamoDB gives its numbers back
+# as Decimal (and a score detail stays one): these read every value into the view's own type.
+def stored_plan(item: RoutePlanView) -> RoutePlanView:
     """A plan as `RoutePlan.to_api` showed it and the quote's snapshot stored it."""
     return {
         "routing_mode": _STORED_MODES[str(item["routing_mode"])],
@@ -565,7 +567,7 @@ _STORED_PRIVACY: Final[dict[str, PrivacyTier]] = {tier: tier for tier in get_arg
 _STORED_SLA: Final[dict[str, SlaTier]] = {tier: tier for tier in get_args(SlaTier)}
 
 
-def _stored_group(group: Mapping[str, Any]) -> GroupRouteView:
+def _stored_group(group: GroupRouteView) -> GroupRouteView:
     failure = group.get("failure")
     return {
         "model": str(group["model"]),
@@ -576,7 +578,7 @@ def _stored_group(group: Mapping[str, Any]) -> GroupRouteView:
     }
 
 
-def _stored_selected(lane: Mapping[str, Any]) -> SelectedLaneView:
+def _stored_selected(lane: SelectedLaneView) -> SelectedLaneView:
     prices, cost = lane["unit_prices"], lane["estimated_provider_cost"]
     return {
         "lane_id": str(lane["lane_id"]),
@@ -597,7 +599,7 @@ def _stored_selected(lane: Mapping[str, Any]) -> SelectedLaneView:
     }
 
 
-def _stored_rejected(lane: Mapping[str, Any]) -> RejectedLaneView:
+def _stored_rejected(lane: RejectedLaneView) -> RejectedLaneView:
     rejection = lane["rejection"]
     return {
         "lane_id": str(lane["lane_id"]),
@@ -614,7 +616,7 @@ def _stored_rejected(lane: Mapping[str, Any]) -> RejectedLaneView:
     }
 
 
-def _stored_proof(proof: Mapping[str, Any]) -> LaneProofView:
+def _stored_proof(proof: LaneProofView) -> LaneProofView:
     return {
         "provider": str(proof["provider"]),
         "provider_kind": str(proof["provider_kind"]),

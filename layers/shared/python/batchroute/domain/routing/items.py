@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Final, NamedTuple, get_args
+from typing import Any, Final, NamedTuple, NotRequired, TypedDict, get_args
 
 from batchroute.domain.catalog.catalog import OPERATIONS, HostedTool, Operation
 from batchroute.domain.catalog.tokens import (
@@ -70,7 +70,7 @@ _CHAT_KEYS: Final = frozenset(
     }
 )
 _EMBEDDING_KEYS: Final = frozenset({"input", "text", "dimensions", "encoding_format"})
-_INERT_KEYS: Final[dict[str, object]] = {
+_INERT_KEYS: Final[dict[str, int | bool | None]] = {
     "model": None,
     "user": None,
     "metadata": None,
@@ -126,6 +126,26 @@ class ItemProblem:
     code: str
     field: str  # relative to the item; "" for the item itself
     message: str
+
+
+class BatchItem(TypedDict):
+    """An item as a batch keeps it once the preflight read it (each line of its input chunks
+    is `{seq, item}`): the envelope typed, `input` the customer's provider body, JSON by nature."""
+
+    customer_item_id: NotRequired[str]
+    operation: NotRequired[str]
+    model: str
+    input: dict[str, Any]
+    required_tools: NotRequired[list[str]]
+    max_output_tokens: NotRequired[int]
+    preset_version: NotRequired[str]
+
+
+class InputLine(TypedDict):
+    """A line of a batch's input chunk: an item and its place in the batch."""
+
+    seq: int
+    item: BatchItem
 
 
 class ItemFacts(NamedTuple):

@@ -14,9 +14,11 @@ import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
-from typing import Any, Final, NotRequired, TypedDict
+from typing import Any, Final, Literal, NotRequired, TypedDict
 
 from batchroute.domain.catalog.catalog import BatchLimits
+from batchroute.domain.routing.engine import LaneProofView, RejectedLaneView, RejectionView, SelectedLaneView
+from batchroute.domain.routing.items import BatchItem, InputLine
 
 OUTRANKED = "outranked"
 # A vendor request is estimated at twice the item's compact ASCII JSON (a transform adds
@@ -71,19 +73,35 @@ class PlanLane:
     rejection_code: str | None
     # a rejected lane's estimated provider cost (the order of failover); Infinity when unknown
     estimated_cost: Decimal
-    proof: Mapping[str, Any] | None  # the quote-time data/privacy proof, shown as planned
+    proof: LaneProofView | None  # the quote-time data/privacy proof, shown as planned
 
     @classmethod
-    def from_plan(cls, entry: Mapping[str, Any]) -> PlanLane:
-        rejection = entry.get("rejection") or {}
+    def from_selected(cls, entry: SelectedLaneView) -> PlanLane:
+        prices = entry.get("unit_prices") or {}
+        item_count = int(entry.get("item_count") or 0)
+        return cls._of(entry, item_count, {str(k): str(v) for k, v in prices.items()}, None)
+
+    @classmethod
+    def from_rejected(cls, entry: RejectedLaneView) -> PlanLane:
+        return cls._of(entry, 0, {}, entry.get("rejection"))
+
+    @classmethod
+    def _of(
+        cls,
+        entry: SelectedLaneView | RejectedLaneView,
+        item_count: int,
+        unit_prices: dict[str, str],
+        rejection: RejectionView | None,
+    ) -> PlanLane:
         lane_id, proof = entry.get("lane_id"), entry.get("proof")
+        details = (rejection.get("details") if rejection else None) or {}
         return cls(
             lane_id=None if lane_id is None else str(lane_id),
             provider=str(entry.get("provider") or ""),
-            item_count=int(entry.get("item_count") or 0),
-            unit_prices={str(k): str(v) for k, v in (entry.get("unit_prices") or {}).items()},
-            rejection_code=rejection.get("code"),
-            estimated_cost=_estimated_cost((rejection.get("details") or {}).get("estimated_provider_cost")),
+            item_count=item_count,
+            unit_prices=unit_prices,
+            rejection_code=rejection.get("code") if rejection else None,
+            estimated_cost=_estimated_cost(details.get("estimated_provider_cost")),
             proof=proof if isinstance(proof, Mapping) else None,
         )
 
@@ -103,8 +121,8 @@ def plan_groups(plan: Mapping[str, Any] | None) -> tuple[PlanGroup, ...]:
     return tuple(
         PlanGroup(
             model=str(group.get("model")),
-            selected=tuple(PlanLane.from_plan(e) for e in group.get("selected_lanes") or []),
-            rejected=tuple(PlanLane.from_plan(e) for e in group.get("rejected_lanes") or []),
+            selected=tuple(PlanLane.from_selected(e) for e in group.get("selected_lanes") or []),
+            rejected=tuple(PlanLane.from_rejected(e) for e in group.get("rejected_lanes") or []),
         )
         for group in (plan or {}).get("groups") or []
     )
@@ -162,6 +180,51 @@ class SubmittedJobItem(TypedDict):
     more: NotRequired[bool]
 
 
+class LaneRecordItem(TypedDict):
+    """A lane record as its stored item holds it (`LaneRecord.to_item`; the adapter adds the
+    keys). A record written before the watermarks has, instead of each of `chunk_ranges`,
+    `chunks_started_n` and `chunks_done_n`, the list beside it."""
+
+    lane_key: str
+    lane_id: str
+    provider: str
+    model: str
+    # its chunks in order, and its progress through them
+    chunk_ranges: NotRequired[list[list[int]]]
+    chunks: NotRequired[list[int]]
+    chunks_started_n: NotRequired[int]
+    chunks_started: NotRequired[list[int]]
+    chunks_done_n: NotRequired[int]
+    chunks_done: NotRequired[list[int]]
+    # the items it owns, at what prices, and what became of them
+    ordinal_start: int
+    ordinal_end: int
+    item_count: int
+    exclude_seqs: list[int]
+    unit_prices: dict[str, str]
+    status: str
+    running_items: int
+    attempts: int
+    usage: LaneUsageView
+    completed: int
+    failed: int
+    canceled: int
+    handed_over: int
+    failover_from: str | None
+    failover_depth: int
+    created_at: str
+    # set as the lane runs
+    started_at: NotRequired[str]
+    updated_at: NotRequired[str]
+    finished_at: NotRequired[str]
+    latest_error: NotRequired[str]
+    failover_to: NotRequired[str]
+    fail_error: NotRequired[dict[str, str]]
+    job: NotRequired[SubmittedJobItem]
+    job_chunk: NotRequired[int]
+    partial_chunk: NotRequired[int]
+
+
 @dataclass(frozen=True, slots=True)
 class SubmittedJob:
     """A vendor batch job of the lane: stored on the lane record between invocations."""
@@ -192,7 +255,7 @@ class SubmittedJob:
         return data
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> SubmittedJob:
+    def from_dict(cls, data: SubmittedJobItem) -> SubmittedJob:
         seqs = data.get("seqs")
         return cls(
             job_id=str(data["job_id"]),
@@ -203,6 +266,10 @@ class SubmittedJob:
             lost_resubmits=int(data.get("lost_resubmits") or 0),
             more=bool(data.get("more")),
         )
+
+
+# The texts a lane record gets as it runs, stored once set.
+_RunText = Literal["started_at", "updated_at", "finished_at", "latest_error", "failover_to"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,7 +320,7 @@ class LaneRecord:
         return {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens}
 
     @classmethod
-    def from_item(cls, item: Mapping[str, Any]) -> LaneRecord:
+    def from_item(cls, item: LaneRecordItem) -> LaneRecord:
         if "chunk_ranges" in item:
             ranges = tuple((int(first), int(last)) for first, last in item.get("chunk_ranges") or [])
         else:
@@ -309,10 +376,19 @@ class LaneRecord:
             partial_chunk=None if item.get("partial_chunk") is None else _int(item["partial_chunk"]),
         )
 
-    def to_item(self) -> dict[str, Any]:
+    def _run_texts(self) -> tuple[tuple[_RunText, str | None], ...]:
+        return (
+            ("started_at", self.started_at),
+            ("updated_at", self.updated_at),
+            ("finished_at", self.finished_at),
+            ("latest_error", self.latest_error),
+            ("failover_to", self.failover_to),
+        )
+
+    def to_item(self) -> LaneRecordItem:
         """The stored item's fields (the adapter adds the keys): those of a new record always,
         those set as the lane runs when they are."""
-        item: dict[str, Any] = {
+        item: LaneRecordItem = {
             "lane_key": self.lane_key,
             "lane_id": self.lane_id,
             "provider": self.provider,
@@ -327,7 +403,7 @@ class LaneRecord:
             "chunks_done_n": self.chunks_done_n,
             "running_items": self.running_items,
             "attempts": self.attempts,
-            "usage": dict(self.usage),
+            "usage": self.usage,
             "completed": self.completed,
             "failed": self.failed,
             "canceled": self.canceled,
@@ -337,18 +413,17 @@ class LaneRecord:
             "failover_depth": self.failover_depth,
             "created_at": self.created_at,
         }
-        optional = {
-            "started_at": self.started_at,
-            "updated_at": self.updated_at,
-            "finished_at": self.finished_at,
-            "latest_error": self.latest_error,
-            "failover_to": self.failover_to,
-            "fail_error": self.fail_error.to_item() if self.fail_error is not None else None,
-            "job": self.job.to_dict() if self.job is not None else None,
-            "job_chunk": self.job_chunk,
-            "partial_chunk": self.partial_chunk,
-        }
-        item.update({name: value for name, value in optional.items() if value is not None})
+        for name, text in self._run_texts():
+            if text is not None:
+                item[name] = text
+        if self.fail_error is not None:
+            item["fail_error"] = self.fail_error.to_item()
+        if self.job is not None:
+            item["job"] = self.job.to_dict()
+        if self.job_chunk is not None:
+            item["job_chunk"] = self.job_chunk
+        if self.partial_chunk is not None:
+            item["partial_chunk"] = self.partial_chunk
         return item
 
 
@@ -469,14 +544,14 @@ def plan_lanes(
 
 
 def lane_items(
-    lines: Iterable[Mapping[str, Any]],
+    lines: Iterable[InputLine],
     *,
     model: str,
     first_ordinal: int,
     start: int,
     end: int,
     exclude: frozenset[int] = frozenset(),
-) -> Iterator[tuple[int, Mapping[str, Any]]]:
+) -> Iterator[tuple[int, BatchItem]]:
     """The `(seq, item)` pairs of one input chunk that a lane owns: items of its model whose
     ordinal (counted from `first_ordinal`, the model's ordinal at the chunk's start) is in
     `[start, end)`, less the `exclude`d seqs (answered by the lane it took over from)."""
@@ -496,14 +571,14 @@ def lane_items(
 # -- vendor batch jobs ----------------------------------------------------------------------------
 
 
-def estimated_request_bytes(item: Mapping[str, Any]) -> int:
+def estimated_request_bytes(item: BatchItem) -> int:
     """A conservative estimate of the bytes one item takes in a vendor batch job: never
     less than the serialized request a transform builds from it."""
     compact = json.dumps(item, ensure_ascii=True, separators=(",", ":"), default=str)
     return REQUEST_SIZE_FACTOR * len(compact) + REQUEST_OVERHEAD_BYTES
 
 
-def embedding_inputs(item: Mapping[str, Any]) -> int:
+def embedding_inputs(item: BatchItem) -> int:
     """How many embedding inputs an item sends: one for a string or a token array, each
     entry for a list of strings or of token arrays; 0 for an item of another operation."""
     if item.get("operation") != "embeddings":
@@ -518,14 +593,14 @@ def embedding_inputs(item: Mapping[str, Any]) -> int:
 
 
 def job_parts(
-    items: Iterable[tuple[int, Mapping[str, Any]]], limits: BatchLimits
-) -> list[list[tuple[int, Mapping[str, Any]]]]:
+    items: Iterable[tuple[int, BatchItem]], limits: BatchLimits
+) -> list[list[tuple[int, BatchItem]]]:
     """The items split, in order, into consecutive parts that each fit one vendor batch job:
     at most `limits.max_requests` items, `limits.max_bytes` estimated bytes and
     `limits.max_embedding_inputs` embedding inputs. An item over a limit alone is a part of
     its own (the vendor decides)."""
-    parts: list[list[tuple[int, Mapping[str, Any]]]] = []
-    current: list[tuple[int, Mapping[str, Any]]] = []
+    parts: list[list[tuple[int, BatchItem]]] = []
+    current: list[tuple[int, BatchItem]] = []
     size = inputs = 0
     for seq, item in items:
         item_bytes = estimated_request_bytes(item) if limits.max_bytes is not None else 0

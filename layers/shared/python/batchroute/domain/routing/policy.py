@@ -21,19 +21,20 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from decimal import Decimal, InvalidOperation
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, TypedDict, get_args
 
 from batchroute.domain.accounts.audit import AuditEntry
 from batchroute.domain.catalog.catalog import OPERATIONS, Catalog, Lane, Provider
 from batchroute.domain.routing.gates import (
     PRIVACY_TIERS,
     ROUTING_MODES,
+    GateDetail,
     GateFailure,
     RouteRequest,
     RoutingGuards,
 )
 from batchroute.errors import Conflict, InvalidRequest
-from batchroute.money import Money
+from batchroute.money import Money, MoneyView
 
 POLICY_GATE: Final = "policy"
 PriceBasis = Literal["batch", "direct"]
@@ -46,7 +47,8 @@ RULES: Final[tuple[str, ...]] = (
     "max_price_per_million_tokens",
     "chat_fallbacks_allowed",
 )
-EDITABLE_FIELDS: Final[tuple[str, ...]] = (
+# The editable fields, in the order the API shows them.
+PolicyField = Literal[
     "provider_allow",
     "provider_deny",
     "allowed_regions",
@@ -54,7 +56,8 @@ EDITABLE_FIELDS: Final[tuple[str, ...]] = (
     "privacy_tier_floor",
     "max_price_per_million_tokens",
     "chat_fallbacks_allowed",
-)
+]
+EDITABLE_FIELDS: Final[tuple[PolicyField, ...]] = get_args(PolicyField)
 READ_ONLY_FIELDS: Final = frozenset(
     {"object", "org_id", "configured", "version", "created_at", "updated_at", "updated_by"}
 )
@@ -76,6 +79,42 @@ class PolicyConflict(InvalidRequest):
     default_code = "policy_conflict"
 
 
+class PriceCapView(TypedDict):
+    input: MoneyView | None
+    output: MoneyView | None
+
+
+class PolicyFieldsView(TypedDict):
+    """The editable fields of the policy in their API form."""
+
+    provider_allow: list[str]
+    provider_deny: list[str]
+    allowed_regions: list[str]
+    routing_mode: str | None
+    privacy_tier_floor: str | None
+    max_price_per_million_tokens: dict[str, PriceCapView]
+    chat_fallbacks_allowed: bool
+
+
+class RoutePolicyView(PolicyFieldsView):
+    """The policy as `GET /v1/routing/policy` shows it (its fields around the editable ones)."""
+
+    object: Literal["routing_policy"]
+    org_id: str
+    configured: bool
+    version: int
+    created_at: str | None
+    updated_at: str | None
+    updated_by: str | None
+
+
+class NarrowingView(TypedDict):
+    field: str
+    requested: str | list[str] | None
+    effective: str | list[str] | None
+    rule: str
+
+
 @dataclass(frozen=True)
 class PriceCap:
     """USD per million tokens; either bound may be left out."""
@@ -83,7 +122,7 @@ class PriceCap:
     input: Decimal | None = None
     output: Decimal | None = None
 
-    def to_api(self) -> dict[str, Any]:
+    def to_api(self) -> PriceCapView:
         return {
             "input": Money.usd(self.input).to_api() if self.input is not None else None,
             "output": Money.usd(self.output).to_api() if self.output is not None else None,
@@ -128,7 +167,7 @@ class RoutePolicy:
         """False for a policy that changes nothing (the default): routing skips it."""
         return self.editable() != RoutePolicy(self.org_id).editable()
 
-    def editable(self) -> dict[str, Any]:
+    def editable(self) -> PolicyFieldsView:
         """The editable fields in their API form (the audit's before/after)."""
         return {
             "provider_allow": list(self.provider_allow),
@@ -142,7 +181,7 @@ class RoutePolicy:
             "chat_fallbacks_allowed": self.chat_fallbacks_allowed,
         }
 
-    def to_api(self) -> dict[str, Any]:
+    def to_api(self) -> RoutePolicyView:
         return {
             "object": "routing_policy",
             "org_id": self.org_id,
@@ -160,7 +199,7 @@ class RoutePolicy:
     ) -> list[GateFailure]:
         """[] when the policy admits the lane for these operations, else one `policy` failure
         naming the first broken rule (`details.rule`) and every broken one (`details.rules`)."""
-        broken: list[tuple[str, str, dict[str, Any]]] = []
+        broken: list[tuple[str, str, dict[str, GateDetail]]] = []
         if provider.slug in self.provider_deny:
             broken.append(
                 (
@@ -257,11 +296,11 @@ class Narrowing:
     """What `combine` changed in the request, for the quote's `route_policy.narrowed`."""
 
     field: str
-    requested: Any
-    effective: Any
+    requested: str | list[str] | None
+    effective: str | list[str] | None
     rule: str
 
-    def to_api(self) -> dict[str, Any]:
+    def to_api(self) -> NarrowingView:
         return {
             "field": self.field,
             "requested": self.requested,

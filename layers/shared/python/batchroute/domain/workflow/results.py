@@ -9,8 +9,8 @@ exactly one row, the first result found for it, or a failed row made by `missing
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field, replace
 from typing import Any, NotRequired, TypedDict
 
 
@@ -139,6 +139,38 @@ class LaneTally:
 
 
 @dataclass
+class ChunkTally(LaneTally):
+    """A lane's chunk as it finishes (`finish_chunk`, `hand_over`): its `items` leave
+    `running` as completed, failed, canceled, or handed over (back to pending, for a failover
+    lane); the lane adds the usage of the completed ones. The counts move by it once.
+    `position` is the chunk's index in the lane's list (the watermarks count in that order)."""
+
+    position: int = 0
+    items: int = 0
+    canceled: int = 0
+    handed_over: int = 0
+
+    def count_moves(self) -> dict[str, int]:
+        """How the batch's counts move, by count name."""
+        left = {"completed": self.completed, "failed": self.failed, "canceled": self.canceled}
+        return {"running": -self.items, **left, "pending": self.handed_over}
+
+    def rest_handed_over(self) -> ChunkTally:
+        """The chunk of a lane that fails over: what it did not answer goes to its successor."""
+        return replace(self, canceled=0, handed_over=self.items - self.completed - self.failed)
+
+
+class MergeTallyItem(TypedDict):
+    """A merge's tally as Finalize's cursor carries it between invocations (`lanes` by lane
+    key, each `LaneTally.to_dict`)."""
+
+    completed: int
+    failed: int
+    missing: int
+    lanes: dict[str, dict[str, int]]
+
+
+@dataclass
 class MergeTally:
     completed: int = 0
     failed: int = 0  # rows with a provider (or lane) failure
@@ -157,7 +189,7 @@ class MergeTally:
         lane = str(line.get("lane_key") or line.get("lane_id") or "")
         self.lanes.setdefault(lane, LaneTally()).add(line)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> MergeTallyItem:
         """Plain values, to carry the tally between invocations (chunked Finalize)."""
         return {
             "completed": self.completed,
@@ -167,7 +199,7 @@ class MergeTally:
         }
 
     @classmethod
-    def from_dict(cls, values: Mapping[str, Any]) -> MergeTally:
+    def from_dict(cls, values: MergeTallyItem) -> MergeTally:
         lanes = {
             str(key): LaneTally(**{name: int(value) for name, value in lane.items()})
             for key, lane in (values.get("lanes") or {}).items()

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -48,6 +48,7 @@ from batchroute.domain.batches.artifact_keys import partial_chunk_key, result_ch
 from batchroute.domain.batches.record import BatchRecord
 from batchroute.domain.batches.states import TERMINAL
 from batchroute.domain.catalog.catalog import Catalog, Lane
+from batchroute.domain.routing.items import BatchItem
 from batchroute.domain.routing.lane_plan import (
     LaneFailError,
     LaneRecord,
@@ -62,7 +63,7 @@ from batchroute.domain.routing.lane_plan import (
     plan_groups,
     root_number,
 )
-from batchroute.domain.workflow.results import LineError, LineUsage, ResultLine
+from batchroute.domain.workflow.results import ChunkTally, LineError, LineUsage, ResultLine
 from batchroute.errors import PermanentError
 from batchroute.observability import logger
 from batchroute.providers.base import ItemError, ProviderResult
@@ -156,7 +157,7 @@ class _Chunk:
     number: int
     position: int  # its index in the lane's chunks: the watermarks count in that order
     first_ordinal: int
-    kept: list[tuple[int, Mapping[str, Any]]]
+    kept: list[tuple[int, BatchItem]]
     results: dict[int, ResultLine] = field(default_factory=dict)
     has_partial: bool = False  # a partial file exists: delete it once the chunk is done
 
@@ -170,21 +171,15 @@ class _Chunk:
     def __post_init__(self) -> None:
         self._ids = {seq: item.get("customer_item_id") for seq, item in self.kept}
 
-    def todo(self) -> list[tuple[int, Mapping[str, Any]]]:
+    def todo(self) -> list[tuple[int, BatchItem]]:
         return [(seq, item) for seq, item in self.kept if seq not in self.results]
 
-    def tally(self) -> tuple[int, int, int, int]:
-        """completed, failed, prompt tokens and completion tokens of the completed ones."""
-        completed = failed = prompt = completion = 0
+    def tally(self, *, canceled: int = 0) -> ChunkTally:
+        """The chunk's items, its answered ones (completed, failed) and the usage of the completed."""
+        tally = ChunkTally(position=self.position, items=self.size, canceled=canceled)
         for line in self.results.values():
-            if line.get("status") == "completed":
-                completed += 1
-                usage = line.get("usage") or {}
-                prompt += int(usage.get("prompt_tokens") or 0)
-                completion += int(usage.get("completion_tokens") or 0)
-            else:
-                failed += 1
-        return completed, failed, prompt, completion
+            tally.add(line)
+        return tally
 
     def sorted_lines(self) -> list[ResultLine]:
         return [self.results[seq] for seq in sorted(self.results)]
@@ -420,28 +415,16 @@ class LaneExecutor:
 
     def _finish_chunk(self, batch_id: str, lane: LaneRecord, chunk: _Chunk, *, canceled: int = 0) -> None:
         lane_key = lane.lane_key
-        completed, failed, prompt, completion = self._write_results(batch_id, lane_key, chunk)
-        self.progress.finish_chunk(
-            batch_id,
-            lane_key,
-            chunk.position,
-            items=chunk.size,
-            completed=completed,
-            failed=failed,
-            canceled=canceled,
-            prompt_tokens=prompt,
-            completion_tokens=completion,
-            at=self._now(),
-        )
+        self._write_results(batch_id, lane_key, chunk)
+        self.progress.finish_chunk(batch_id, lane_key, chunk.tally(canceled=canceled), at=self._now())
         self._drop_partial(batch_id, lane_key, chunk)
 
-    def _write_results(self, batch_id: str, lane_key: str, chunk: _Chunk) -> tuple[int, int, int, int]:
-        """The chunk's answered items to its result file; its tally (completed, failed, tokens)."""
+    def _write_results(self, batch_id: str, lane_key: str, chunk: _Chunk) -> None:
+        """The chunk's answered items to its result file."""
         if chunk.results:
             self.artifacts.write_lines(
                 result_chunk_key(batch_id, lane_key, chunk.number), chunk.sorted_lines()
             )
-        return chunk.tally()
 
     def _drop_partial(self, batch_id: str, lane_key: str, chunk: _Chunk) -> None:
         """The partial file of a chunk now written whole."""
@@ -465,7 +448,7 @@ class LaneExecutor:
         batch_id: str,
         lane: LaneRecord,
         chunk: _Chunk,
-        todo: list[tuple[int, Mapping[str, Any]]],
+        todo: list[tuple[int, BatchItem]],
         invocation: _Invocation,
     ) -> LaneOutcome:
         catalog_lane = self._catalog_lane(lane.model, lane.lane_id)
@@ -495,7 +478,7 @@ class LaneExecutor:
         batch_id: str,
         lane: LaneRecord,
         chunk: _Chunk,
-        todo: list[tuple[int, Mapping[str, Any]]],
+        todo: list[tuple[int, BatchItem]],
         catalog_lane: Lane,
         on_result: Callable[[int, ProviderResult, int], None],
         invocation: _Invocation,
@@ -505,7 +488,7 @@ class LaneExecutor:
         slug = lane.provider
         job = lane.job if lane.job_chunk == chunk.number else None
 
-        def load_items(seqs: Collection[int] | None) -> Iterable[tuple[int, Mapping[str, Any]]]:
+        def load_items(seqs: Collection[int] | None) -> Iterable[tuple[int, BatchItem]]:
             if seqs is None:
                 return todo
             wanted = set(seqs)
@@ -574,19 +557,9 @@ class LaneExecutor:
             root_number=root_number(lane_key),
             at=self._now(),
         )
-        completed, failed, prompt, completion = self._write_results(batch_id, lane_key, chunk)
+        self._write_results(batch_id, lane_key, chunk)
         handed = self.progress.hand_over(
-            batch_id,
-            lane_key,
-            chunk.position,
-            successor,
-            items=chunk.size,
-            completed=completed,
-            failed=failed,
-            prompt_tokens=prompt,
-            completion_tokens=completion,
-            latest_error=message,
-            at=self._now(),
+            batch_id, lane_key, successor, chunk.tally(), error=message, at=self._now()
         )
         self._drop_partial(batch_id, lane_key, chunk)
         logger.warning(

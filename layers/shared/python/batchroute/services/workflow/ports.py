@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from typing import Any, Protocol
 
+from batchroute.domain.billing.settlement import BillingReceipt
+from batchroute.domain.routing.items import InputLine
 from batchroute.domain.routing.lane_plan import LaneRecord, SubmittedJob
-from batchroute.domain.workflow.results import ResultLine
+from batchroute.domain.workflow.results import ChunkTally, ResultLine
 
 
 class BatchFiles(Protocol):
@@ -15,15 +17,15 @@ class BatchFiles(Protocol):
 
     objects: Any
 
-    def input_lines(self, batch_id: str, chunk: int) -> Iterator[dict[str, Any]]: ...
+    def input_lines(self, batch_id: str, chunk: int) -> Iterator[InputLine]: ...
 
     def result_lines(self, batch_id: str, lane_key: str, chunk: int) -> Iterator[ResultLine]: ...
 
     def partial_lines(self, batch_id: str, lane_key: str, chunk: int) -> Iterator[ResultLine]: ...
 
-    def write_lines(self, key: str, lines: Iterable[Mapping[str, Any]]) -> int: ...
+    def write_lines(self, key: str, lines: Iterable[ResultLine]) -> int: ...
 
-    def write_json(self, key: str, value: Mapping[str, Any]) -> None: ...
+    def write_json(self, key: str, value: BillingReceipt) -> None: ...  # the batch's receipt
 
     def delete(self, key: str) -> None: ...
 
@@ -40,14 +42,7 @@ class ProgressCounters(Protocol):
     def lane_first_run(self, batch_id: str, lane_key: str, *, at: str) -> bool: ...
 
     def lane_finished(
-        self,
-        batch_id: str,
-        lane_key: str,
-        status: str,
-        *,
-        at: str,
-        latest_error: str | None = None,
-        failover_to: str | None = None,
+        self, batch_id: str, lane_key: str, status: str, *, at: str, latest_error: str | None = None
     ) -> bool: ...
 
     def set_job(self, batch_id: str, lane_key: str, job: SubmittedJob | None, *, chunk: int) -> None: ...
@@ -56,21 +51,7 @@ class ProgressCounters(Protocol):
 
     def start_chunk(self, batch_id: str, lane_key: str, position: int, *, items: int) -> bool: ...
 
-    def finish_chunk(
-        self,
-        batch_id: str,
-        lane_key: str,
-        position: int,
-        *,
-        items: int,
-        completed: int,
-        failed: int,
-        canceled: int = 0,
-        handed_over: int = 0,
-        prompt_tokens: int = 0,
-        completion_tokens: int = 0,
-        at: str,
-    ) -> bool: ...
+    def finish_chunk(self, batch_id: str, lane_key: str, tally: ChunkTally, *, at: str) -> bool: ...
 
     def cancel_rest(
         self, batch_id: str, lane_key: str, *, pending: int, running: int, at: str, reason: str
@@ -81,17 +62,5 @@ class ProgressCounters(Protocol):
     ) -> None: ...
 
     def hand_over(
-        self,
-        batch_id: str,
-        lane_key: str,
-        position: int,
-        successor: LaneRecord,
-        *,
-        items: int,
-        completed: int,
-        failed: int,
-        prompt_tokens: int,
-        completion_tokens: int,
-        latest_error: str,
-        at: str,
+        self, batch_id: str, lane_key: str, successor: LaneRecord, tally: ChunkTally, *, error: str, at: str
     ) -> bool: ...

@@ -42,6 +42,7 @@ from typing import Any, Final, Literal
 from batchroute.clock import Clock, SystemClock, isoformat
 from batchroute.domain.catalog.catalog import NO_BATCH_LIMITS, OPERATIONS, BatchLimits, Lane, Operation
 from batchroute.domain.catalog.tokens import DEFAULT_OUTPUT_TOKENS
+from batchroute.domain.routing.items import BatchItem
 from batchroute.domain.routing.lane_plan import SubmittedJob, job_parts
 from batchroute.providers.base import (
     ZERO_USAGE,
@@ -62,7 +63,7 @@ from batchroute.providers.retry import RetryPolicy
 logger = logging.getLogger(__name__)
 
 OnResult = Callable[[int, ProviderResult, int], None]
-LoadItems = Callable[[Collection[int] | None], Iterable[tuple[int, Mapping[str, Any]]]]
+LoadItems = Callable[[Collection[int] | None], Iterable[tuple[int, BatchItem]]]
 
 DEFAULT_WHOLESALE_FAILURE_THRESHOLD: Final = 25
 _CUSTOM_ID_PREFIX: Final = "seq-"
@@ -114,7 +115,7 @@ def seq_of(custom_id: str) -> int | None:
     return int(digits) if digits.isdigit() else None
 
 
-def build_request(seq: int, item: Mapping[str, Any], lane: Lane, *, attempt: int = 1) -> ProviderRequest:
+def build_request(seq: int, item: BatchItem, lane: Lane, *, attempt: int = 1) -> ProviderRequest:
     """The provider request for one item on this lane; PermanentProviderError for an item
     no provider could answer (the API validates items, so this is a last line)."""
     payload = item.get("input")
@@ -141,9 +142,7 @@ def build_request(seq: int, item: Mapping[str, Any], lane: Lane, *, attempt: int
     )
 
 
-def _output_limit(
-    item: Mapping[str, Any], payload: Mapping[str, Any], operation: Operation, lane: Lane
-) -> int:
+def _output_limit(item: BatchItem, payload: Mapping[str, Any], operation: Operation, lane: Lane) -> int:
     if operation == "embeddings":
         return 0
     requested = DEFAULT_OUTPUT_TOKENS
@@ -169,7 +168,7 @@ class _Done:
 
 
 def run_lane_items(
-    items: Iterable[tuple[int, Mapping[str, Any]]],
+    items: Iterable[tuple[int, BatchItem]],
     *,
     lane: Lane,
     provider: SyncProvider,
@@ -225,7 +224,7 @@ def run_lane_items(
 
 def _attempt_item(
     seq: int,
-    item: Mapping[str, Any],
+    item: BatchItem,
     *,
     lane: Lane,
     provider: SyncProvider,
@@ -344,56 +343,6 @@ class JobPoll:
     state: Literal["running", "done", "lost", "unavailable"]
     status: JobStatus | None = None
     retry_seqs: list[int] = field(default_factory=list)
-
-
-def submit_lane_job(
-    items: Iterable[tuple[int, Mapping[str, Any]]],
-    *,
-    lane: Lane,
-    provider: BatchApiProvider,
-    retry: RetryPolicy,
-    on_result: OnResult,
-    outcome: LaneOutcome,
-    attempt: int = 1,
-    seqs: tuple[int, ...] | None = None,
-    lost_resubmits: int = 0,
-    clock: Clock | None = None,
-    more: bool = False,
-) -> SubmittedJob | None:
-    """Submits the items as one job (None if no item was valid: those are reported failed).
-    A transient submit error is retried with backoff; a lane that still refuses the job
-    raises ProviderUnavailable."""
-    requests: list[ProviderRequest] = []
-    for seq, item in items:
-        try:
-            requests.append(build_request(seq, item, lane, attempt=attempt))
-        except PermanentProviderError as exc:
-            failure = ProviderResult.failure(custom_id_for(seq), exc.to_item_error())
-            on_result(seq, failure, 0)
-            outcome.record(failure)
-    if not requests:
-        return None
-    tries = 1
-    while True:
-        try:
-            job_id = provider.submit(requests)
-            break
-        except TransientProviderError as exc:
-            if not retry.can_retry(tries):
-                raise ProviderUnavailable(f"the batch job was not accepted: {exc.message}") from exc
-            retry.wait(tries, retry_after=exc.retry_after_seconds)
-            tries += 1
-        except PermanentProviderError as exc:
-            raise ProviderUnavailable(f"the batch job was refused: {exc.message}", code=exc.code) from exc
-    return SubmittedJob(
-        job_id=job_id,
-        attempt=attempt,
-        item_count=len(requests),
-        submitted_at=isoformat((clock or SystemClock()).now()),
-        seqs=seqs,
-        lost_resubmits=lost_resubmits,
-        more=more,
-    )
 
 
 def poll_lane_job(
@@ -544,29 +493,51 @@ class _BatchLaneRun:
 
     def submit(
         self,
-        items: Iterable[tuple[int, Mapping[str, Any]]],
+        items: Iterable[tuple[int, BatchItem]],
         *,
         attempt: int,
         seqs: tuple[int, ...] | None,
         lost: int = 0,
         more: bool = False,
     ) -> SubmittedJob | None:
-        submitted = submit_lane_job(
-            items,
-            lane=self.lane,
-            provider=self.provider,
-            retry=self.retry,
-            on_result=self.report,
-            outcome=self.outcome,
+        """Submits the items as one job (None if no item was valid: those are reported failed).
+        A transient submit error is retried with backoff; a lane that still refuses the job
+        raises ProviderUnavailable."""
+        requests: list[ProviderRequest] = []
+        for seq, item in items:
+            try:
+                requests.append(build_request(seq, item, self.lane, attempt=attempt))
+            except PermanentProviderError as exc:
+                failure = ProviderResult.failure(custom_id_for(seq), exc.to_item_error())
+                self.report(seq, failure, 0)
+                self.outcome.record(failure)
+        if not requests:
+            return None
+        submitted = SubmittedJob(
+            job_id=self._send(requests),
             attempt=attempt,
+            item_count=len(requests),
+            submitted_at=isoformat((self.clock or SystemClock()).now()),
             seqs=seqs,
             lost_resubmits=lost,
-            clock=self.clock,
             more=more,
         )
-        if submitted is not None:
-            self.note(submitted)
+        self.note(submitted)
         return submitted
+
+    def _send(self, requests: list[ProviderRequest]) -> str:
+        """The job's id at the vendor, once it accepted the job."""
+        tries = 1
+        while True:
+            try:
+                return self.provider.submit(requests)
+            except TransientProviderError as exc:
+                if not self.retry.can_retry(tries):
+                    raise ProviderUnavailable(f"the batch job was not accepted: {exc.message}") from exc
+                self.retry.wait(tries, retry_after=exc.retry_after_seconds)
+                tries += 1
+            except PermanentProviderError as exc:
+                raise ProviderUnavailable(f"the batch job was refused: {exc.message}", code=exc.code) from exc
 
     def submit_next_part(self) -> SubmittedJob | None:
         """The first job-sized part of the items not answered yet (None: all answered)."""
