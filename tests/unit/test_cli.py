@@ -817,7 +817,7 @@ def test_every_table_stays_readable_at_80_columns_when_piped(
     assert run(api, "receipt", BATCH_ID, tmp_path=tmp_path)[0] == 0
     out = capsys.readouterr().out
     assert_readable(
-        out, 80, BATCH_ID, LLAMA, "0.02149 USD", words=("1498 completed, 1 failed, 1 canceled", REASON)
+        out, 80, BATCH_ID, LLAMA, "0.02 USD", words=("1498 completed, 1 failed, 1 canceled", REASON)
     )
 
     assert run(api, "usage", tmp_path=tmp_path)[0] == 0

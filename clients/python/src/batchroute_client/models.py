@@ -9,6 +9,8 @@ from dataclasses import dataclass, field, fields
 from decimal import Decimal
 from typing import Any, ClassVar
 
+from batchroute_client.money import money_text
+
 TERMINAL_STATES = frozenset({"completed", "failed", "canceled", "expired"})
 
 
@@ -28,6 +30,11 @@ class Money:
     @property
     def value(self) -> Decimal:
         return Decimal(self.amount)
+
+    @property
+    def text(self) -> str:
+        """The amount as a person reads it (docs/money.md): `12.50 USD`, `0.0012 USD`."""
+        return money_text(self.amount, self.currency)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Money:

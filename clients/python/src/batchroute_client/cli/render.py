@@ -18,6 +18,7 @@ from rich.text import Text
 
 from batchroute_client.errors import APIError, UnexpectedResponse
 from batchroute_client.models import Batch, BillingReceipt, Item, Money, Quote, Usage
+from batchroute_client.money import money_text
 
 STATE_STYLES = {"completed": "green", "failed": "red", "expired": "red", "canceled": "yellow"}
 
@@ -54,8 +55,8 @@ def money(value: Money | Mapping[str, Any] | None) -> str:
     if value is None:
         return "-"
     if isinstance(value, Money):
-        return f"{value.amount} {value.currency.upper()}"
-    return f"{value.get('amount')} {str(value.get('currency') or '').upper()}"
+        return value.text
+    return money_text(str(value.get("amount")), str(value.get("currency") or ""))
 
 
 def state(name: str) -> Text:
