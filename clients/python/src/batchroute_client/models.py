@@ -45,6 +45,10 @@ def _money(data: Any) -> Money | None:
     return Money.from_dict(data) if isinstance(data, Mapping) else None
 
 
+def _mapping(data: Any) -> dict[str, Any] | None:
+    return dict(data) if isinstance(data, Mapping) else None
+
+
 @dataclass(frozen=True)
 class BatchCounts:
     SCHEMA: ClassVar[str] = "BatchCounts"
@@ -232,6 +236,8 @@ class BillingReceipt:
     settled_at: str
     provider_lanes: list[dict[str, Any]] = field(default_factory=list)
     rejected_lanes: list[dict[str, Any]] = field(default_factory=list)
+    # The fee schedule line behind `service_fee` (`schedule_line`, ...); None on older receipts.
+    service_fee_basis: dict[str, Any] | None = None
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False, metadata=RAW)
 
     @classmethod
@@ -243,6 +249,7 @@ class BillingReceipt:
             settled_at=str(data["settled_at"]),
             provider_lanes=list(data.get("provider_lanes") or []),
             rejected_lanes=list(data.get("rejected_lanes") or []),
+            service_fee_basis=_mapping(data.get("service_fee_basis")),
             raw=dict(data),
             **{name: Money.from_dict(data[name]) for name in money + credit},
         )

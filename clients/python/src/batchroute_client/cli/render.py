@@ -357,8 +357,8 @@ def _rejection(rejection: Mapping[str, Any]) -> str:
     code = str(rejection.get("code") or "")
     reasons = [r for r in rejection.get("reasons") or [] if r != code]
     extra = f" (also: {', '.join(reasons)})" if reasons else ""
-    # `outranked` lanes were eligible: their message only compares prices, shown by --json.
-    message = "" if code == "outranked" else f": {rejection.get('message')}"
+    # An `outranked` lane's message says what beat it: the price, or the tie-break at the same price.
+    message = f": {rejection['message']}" if rejection.get("message") else ""
     return f"{code}{message}{extra}"
 
 
@@ -370,6 +370,7 @@ def receipt_view(receipt: BillingReceipt) -> list[Any]:
             ("final price", Text(money(receipt.final_settled_price), style="bold")),
             ("provider subtotal", money(receipt.provider_subtotal)),
             ("service fee", money(receipt.service_fee)),
+            ("fee basis", (receipt.service_fee_basis or {}).get("schedule_line")),
             ("credit reserved", money(receipt.credit_reserved)),
             ("credit charged", money(receipt.credit_charged)),
             ("credit released", money(receipt.credit_released)),
