@@ -10,9 +10,13 @@ export function money(value: Money | null | undefined): string {
 /** `12.50 USD`, `10,000.00 USD`; under a cent two significant figures (at most 6 decimals):
  * `0.0012 USD`. Never an exponent. Exact: decimal digits, never a float. */
 export function moneyText(amount: string, currency: string): string {
-  const code = currency.toUpperCase();
+  return `${amountText(amount)} ${currency.toUpperCase()}`;
+}
+
+/** The number of `moneyText` alone (a chart's axis and tooltip: `0.0012`, `1,000.00`). */
+export function amountText(amount: string): string {
   const parsed = /^\s*(-?)(\d*)(?:\.(\d*))?(?:[eE]([+-]?\d+))?\s*$/.exec(amount);
-  if (!parsed || `${parsed[2]}${parsed[3] ?? ""}` === "") return `${amount} ${code}`;
+  if (!parsed || `${parsed[2]}${parsed[3] ?? ""}` === "") return amount;
   const fraction = parsed[3] ?? "";
   const units = BigInt(`${parsed[2]}${fraction}` || "0"); // the amount is units x 10^-scale
   const scale = fraction.length - Number(parsed[4] ?? "0");
@@ -23,13 +27,13 @@ export function moneyText(amount: string, currency: string): string {
     const small = roundTo(units, scale, places);
     if (small !== 0n && compareScaled(small, places, 1n, 2) < 0) {
       const digits = small.toString().padStart(places, "0").replace(/0+$/, "");
-      return `${sign}0.${digits} ${code}`;
+      return `${sign}0.${digits}`;
     }
   }
   const cents = roundTo(units, scale, 2).toString().padStart(3, "0");
   const whole = cents.slice(0, -2).replace(/\B(?=(\d{3})+(?!\d))/g, ",");
   const shown = `${whole}.${cents.slice(-2)}`;
-  return `${/[1-9]/.test(shown) ? sign : ""}${shown} ${code}`;
+  return `${/[1-9]/.test(shown) ? sign : ""}${shown}`;
 }
 
 /** `units x 10^-scale` rounded half up to `places` decimals, as units of 10^-places. */
