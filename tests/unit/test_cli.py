@@ -889,6 +889,11 @@ def test_money_reads_one_way_and_the_receipt_says_why_the_fee_and_why_a_lane_los
     # And the fee schedule line behind the fee, and what beat the lane at the same price
     assert "Service fee 0.01 USD: the 5.9% standard batch fee." in out
     assert "outranked: " + tie in out
+    # And piped at 80 columns they wrap between words, amounts whole
+    assert run(api, "receipt", BATCH_ID, tmp_path=tmp_path)[0] == 0
+    assert_readable(
+        capsys.readouterr().out, 80, "10,000.00 USD", "0.0001 USD", words=("Service fee 0.01 USD", tie)
+    )
     assert run(api, "usage", tmp_path=tmp_path, width=160)[0] == 0
     out = capsys.readouterr().out
     assert "124.95 USD" in out and "0.000001 USD" in out and "124.954749" not in out
