@@ -105,6 +105,20 @@ def test_cost_ties_go_to_the_more_reliable_lane_then_to_lane_id() -> None:
     assert " USD for this group)" in later.message
 
 
+def test_costs_read_by_the_money_rule_and_exactly_when_the_rule_would_show_them_equal() -> None:
+    # Given the cheapest lane and one that costs more, then one that costs a hair more
+    dearer = only_group(plan_for([provider("a"), provider("c")], [A, C]))
+    hair = only_group(
+        plan_for([provider("a"), provider("b")], [A, lane("b", batch_in="0.1001", batch_out="0.40")])
+    )
+    # Then the price reads by docs/money.md; two prices it would round alike are given exactly
+    assert (
+        "a/m-chat costs 0.0041 USD for this group, this lane 0.01 USD."
+        in rejected(dearer, "c/m-chat").message
+    )
+    assert "costs 0.004111 USD for this group, this lane 0.004112 USD." in rejected(hair, "b/m-chat").message
+
+
 def test_the_selected_lane_carries_locked_prices_tokens_cost_and_proof() -> None:
     group_in = chat_group(10)
     group = only_group(plan_for(PUBLIC, [A, B, C], [group_in]))
