@@ -1,8 +1,61 @@
 import type { Money } from "./api/client";
 
+// Money as a person reads it: the one rule of docs/money.md, shared with the service's and the
+// CLI's formatters through tests/fixtures/money_format.json (tests/e2e/test_console_money.py).
 export function money(value: Money | null | undefined): string {
   if (!value) return "—";
-  return `${value.amount} ${value.currency.toUpperCase()}`;
+  return moneyText(value.amount, value.currency);
+}
+
+/** `12.50 USD`, `10,000.00 USD`; under a cent two significant figures (at most 6 decimals):
+ * `0.0012 USD`. Never an exponent. Exact: decimal digits, never a float. */
+export function moneyText(amount: string, currency: string): string {
+  return `${amountText(amount)} ${currency.toUpperCase()}`;
+}
+
+/** The number of `moneyText` alone (a chart's axis and tooltip: `0.0012`, `1,000.00`). */
+export function amountText(amount: string): string {
+  const parsed = /^\s*(-?)(\d*)(?:\.(\d*))?(?:[eE]([+-]?\d+))?\s*$/.exec(amount);
+  if (!parsed || `${parsed[2]}${parsed[3] ?? ""}` === "") return amount;
+  const fraction = parsed[3] ?? "";
+  const units = BigInt(`${parsed[2]}${fraction}` || "0"); // the amount is units x 10^-scale
+  const scale = fraction.length - Number(parsed[4] ?? "0");
+  const sign = parsed[1] && units !== 0n ? "-" : "";
+  if (units !== 0n && compareScaled(units, scale, 1n, 2) < 0) {
+    const adjusted = units.toString().length - 1 - scale; // the exponent of the first digit
+    const places = Math.min(6, Math.max(2, 1 - adjusted));
+    const small = roundTo(units, scale, places);
+    if (small !== 0n && compareScaled(small, places, 1n, 2) < 0) {
+      const digits = small.toString().padStart(places, "0").replace(/0+$/, "");
+      return `${sign}0.${digits}`;
+    }
+  }
+  const cents = roundTo(units, scale, 2).toString().padStart(3, "0");
+  const whole = cents.slice(0, -2).replace(/\B(?=(\d{3})+(?!\d))/g, ",");
+  const shown = `${whole}.${cents.slice(-2)}`;
+  return `${/[1-9]/.test(shown) ? sign : ""}${shown}`;
+}
+
+/** `units x 10^-scale` rounded half up to `places` decimals, as units of 10^-places. */
+function roundTo(units: bigint, scale: number, places: number): bigint {
+  if (scale <= places) return units * 10n ** BigInt(places - scale);
+  const divisor = 10n ** BigInt(scale - places);
+  return (units + divisor / 2n) / divisor;
+}
+
+function compareScaled(a: bigint, aScale: number, b: bigint, bScale: number): number {
+  const scale = Math.max(aScale, bScale);
+  const left = a * 10n ** BigInt(scale - aScale);
+  const right = b * 10n ** BigInt(scale - bScale);
+  return left < right ? -1 : left > right ? 1 : 0;
+}
+
+/** An amount typed into a money field: digits with at most `decimals` decimals after one
+ * point, nothing else (no exponent, sign, separators or currency sign). The message when not. */
+export function plainDecimalProblem(text: string, decimals = 6): string | undefined {
+  const value = text.trim();
+  if (new RegExp(`^\\d+(\\.\\d{1,${decimals}})?$`).test(value)) return undefined;
+  return `Plain decimals only, like 1000 or 12.50: no exponent (1e3), commas or signs; at most ${decimals} decimals.`;
 }
 
 export function when(value: string | null | undefined): string {

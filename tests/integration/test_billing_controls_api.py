@@ -188,6 +188,7 @@ def test_what_get_returns_can_be_put_back_unchanged(client: TestClient, org: Tes
         ({"limit_amount": -1}, "limit_amount"),
         ({"limit_amount": "12.3456789"}, "limit_amount"),
         ({"limit_amount": "ten"}, "limit_amount"),
+        ({"limit_amount": "1e3"}, "limit_amount"),
         ({"low_balance_amount": 2e9}, "low_balance_amount"),
         ({"alert_email_enabled": "false"}, "alert_email_enabled"),
         ({"alert_thresholds": [{"type": "pct_of_limit", "value": 120}]}, "alert_thresholds[0].value"),

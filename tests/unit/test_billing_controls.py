@@ -128,6 +128,15 @@ def test_bad_money_inputs_are_refused_naming_the_field(value: Any) -> None:
     assert caught.value.details == {"field": "limit_amount"}
 
 
+@pytest.mark.parametrize("value", ["1e3", "1E+3", "1,000", "$5", "5.", ".5", "0x10", "1_000"])
+def test_amounts_typed_as_text_are_plain_decimals_only(value: str) -> None:
+    # "1e3" was once saved as 1000.00 without a word (issue 29): text is digits and a point
+    with pytest.raises(InvalidRequest) as caught:
+        parse_usd(value, "limit_amount")
+    assert caught.value.details == {"field": "limit_amount"}
+    assert "plain decimal number of USD dollars, like 1000 or 12.50" in caught.value.message
+
+
 @given(st.decimals(min_value=0, max_value=10**9, places=6, allow_nan=False, allow_infinity=False))
 def test_any_amount_with_six_decimals_round_trips(value: Decimal) -> None:
     assert parse_usd(str(value), "x").amount == value.quantize(Decimal("0.000001"))

@@ -817,7 +817,7 @@ def test_every_table_stays_readable_at_80_columns_when_piped(
     assert run(api, "receipt", BATCH_ID, tmp_path=tmp_path)[0] == 0
     out = capsys.readouterr().out
     assert_readable(
-        out, 80, BATCH_ID, LLAMA, "0.02149 USD", words=("1498 completed, 1 failed, 1 canceled", REASON)
+        out, 80, BATCH_ID, LLAMA, "0.02 USD", words=("1498 completed, 1 failed, 1 canceled", REASON)
     )
 
     assert run(api, "usage", tmp_path=tmp_path)[0] == 0
@@ -846,3 +846,54 @@ def test_the_table_width_is_the_terminals_else_columns_else_80() -> None:
     assert Runtime(env={"COLUMNS": "132"}, is_terminal=lambda: False).columns() == 132
     assert Runtime(env={"COLUMNS": "wide"}, is_terminal=lambda: False).columns() == 80
     assert Runtime(env={}, is_terminal=lambda: False).columns() == 80
+
+
+# -- money (docs/money.md) ----------------------------------------------------------------------
+def test_money_reads_one_way_and_the_receipt_says_why_the_fee_and_why_a_lane_lost(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given a receipt of amounts in every range, its fee schedule line and a lane beaten at the same price
+    tie = "Eligible, but not needed: same price (0.0001 USD for this group); groq is more reliable."
+    receipt = receipt_body(BATCH_ID, "0.02149", {"completed": 2, "failed": 0, "canceled": 0}, "0.0001", tie)
+    receipt["rejected_lanes"][0]["rejection"]["code"] = "outranked"
+    receipt.update(
+        provider_subtotal={"currency": "usd", "amount": "0.0001"},
+        credit_reserved={"currency": "usd", "amount": "10000"},
+        credit_released={"currency": "usd", "amount": "0"},
+        service_fee_basis={"schedule_line": "Service fee 0.01 USD: the 5.9% standard batch fee."},
+    )
+    usage = {
+        "org_id": ORG_ID,
+        "balance": {"currency": "usd", "amount": "124.954749"},
+        "reserved": {"currency": "usd", "amount": "0.000001"},
+        "available": {"currency": "usd", "amount": "124.954748"},
+        "period": "month",
+        "timezone": "UTC",
+        "current_period": {},
+        "previous_period": {},
+        "generated_at": "2026-03-02T00:00:00.000Z",
+    }
+    api = FakeAPI(
+        {
+            f"GET /v1/batches/{BATCH_ID}/billing-receipt": [httpx.Response(200, json=receipt)],
+            "GET /v1/usage": [httpx.Response(200, json=usage)],
+        }
+    )
+    # When the CLI shows them
+    assert run(api, "receipt", BATCH_ID, tmp_path=tmp_path, width=160)[0] == 0
+    out = capsys.readouterr().out
+    # Then cents where amounts are cents, two significant figures below a cent, never an exponent
+    for shown in ("0.02 USD", "0.0001 USD", "10,000.00 USD", "0.00 USD"):
+        assert shown in out
+    assert "0.02149" not in out and "E+" not in out
+    # And the fee schedule line behind the fee, and what beat the lane at the same price
+    assert "Service fee 0.01 USD: the 5.9% standard batch fee." in out
+    assert "outranked: " + tie in out
+    # And piped at 80 columns they wrap between words, amounts whole
+    assert run(api, "receipt", BATCH_ID, tmp_path=tmp_path)[0] == 0
+    assert_readable(
+        capsys.readouterr().out, 80, "10,000.00 USD", "0.0001 USD", words=("Service fee 0.01 USD", tie)
+    )
+    assert run(api, "usage", tmp_path=tmp_path, width=160)[0] == 0
+    out = capsys.readouterr().out
+    assert "124.95 USD" in out and "0.000001 USD" in out and "124.954749" not in out

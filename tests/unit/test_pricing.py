@@ -135,3 +135,36 @@ def test_the_total_always_adds_up_and_never_under_covers(
     assert price.total == price.provider_subtotal + price.service_fee - price.customer_discount
     floor = price.provider_subtotal.amount * FEES.margin_floor_pct / 100
     assert (price.service_fee - price.customer_discount).amount >= floor
+
+
+def test_the_fee_basis_shows_the_schedule_line_behind_a_fee_100_times_the_cost() -> None:
+    # Given a tiny batch: 0.0001 USD of provider cost on one lane (issue 29)
+    price = price_usage([usage(1_000, 0, inp="0.10")], FEES)
+    basis = price.fee_basis(FEES)
+    # Then the receipt can say the flat per-lane fee, not the rate, makes the fee
+    assert basis == {
+        "fee": "standard_batch_fee",
+        "fee_pct": "5.9",
+        "control_plane_fee_per_lane": {"currency": "usd", "amount": "0.01"},
+        "lane_count": 1,
+        "margin_floor_pct": "5.9",
+        "margin_floor_applied": False,
+        "schedule_line": "Service fee 0.01 USD: the 5.9% standard batch fee of the provider subtotal "
+        "(0.0001 USD) plus 0.01 USD for each lane run (1 lane).",
+    }
+
+
+def test_the_fee_basis_names_the_margin_floor_and_the_workflow_fee_when_they_apply() -> None:
+    fees = replace(FEES, standard_batch_fee_pct=Decimal("2"), control_plane_fee_per_lane_usd=Decimal(0))
+    floor = price_usage([usage(100_000_000, 0, inp="1")], fees).fee_basis(fees)
+    assert floor["margin_floor_applied"] is True
+    assert floor["schedule_line"] == (
+        "Service fee 5.90 USD: the 5.9% margin floor of the provider subtotal (100.00 USD), more than "
+        "the 2% standard batch fee plus 0.00 USD for each lane run (1 lane)."
+    )
+    two = [usage(10_000_000, 0, lane_id="a/m", inp="1"), usage(1, 0, lane_id="b/m")]
+    workflow = price_usage(two, FEES, fee_kind="workflow").fee_basis(FEES)
+    expected = ("workflow_product_fee", "11.8", 2)
+    assert (workflow["fee"], workflow["fee_pct"], workflow["lane_count"]) == expected
+    assert "11.8% workflow-product fee" in workflow["schedule_line"]
+    assert "(2 lanes)" in workflow["schedule_line"]

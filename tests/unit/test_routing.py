@@ -83,7 +83,8 @@ def test_cheapest_selects_the_lowest_group_cost_and_says_why_the_others_lost() -
         assert receipt.code == "outranked"
         assert receipt.details["rank_basis"] == "cost"
         assert receipt.details["selected"] == ["a/m-chat"]
-        assert "a/m-chat costs $" in receipt.message
+        assert "a/m-chat costs " in receipt.message and " USD for this group, this lane " in receipt.message
+        assert "tie_break" not in receipt.details
     # And rejected lanes are listed in lane_id order
     assert [r.lane_id for r in group.rejected] == ["b/m-chat", "c/m-chat"]
 
@@ -94,6 +95,28 @@ def test_cost_ties_go_to_the_more_reliable_lane_then_to_lane_id() -> None:
     twin = lane("z", reliability="0.999")
     group = only_group(plan_for([provider("x"), provider("y"), provider("z")], [shaky, twin, steady]))
     assert selected_ids(group) == ["y/m-chat"]
+    # And each loser's receipt names the tie-break that decided, not only "outranked" (issue 29)
+    less_reliable, later = rejected(group, "x/m-chat"), rejected(group, "z/m-chat")
+    assert (less_reliable.code, less_reliable.details["tie_break"]) == ("outranked", "reliability")
+    assert "same price (" in less_reliable.message
+    assert "y/m-chat is more reliable (0.999 against 0.95)" in less_reliable.message
+    assert (later.code, later.details["tie_break"]) == ("outranked", "lane_id")
+    assert "same price (" in later.message and "y/m-chat comes first by lane id" in later.message
+    assert " USD for this group)" in later.message
+
+
+def test_costs_read_by_the_money_rule_and_exactly_when_the_rule_would_show_them_equal() -> None:
+    # Given the cheapest lane and one that costs more, then one that costs a hair more
+    dearer = only_group(plan_for([provider("a"), provider("c")], [A, C]))
+    hair = only_group(
+        plan_for([provider("a"), provider("b")], [A, lane("b", batch_in="0.1001", batch_out="0.40")])
+    )
+    # Then the price reads by docs/money.md; two prices it would round alike are given exactly
+    assert (
+        "a/m-chat costs 0.0041 USD for this group, this lane 0.01 USD."
+        in rejected(dearer, "c/m-chat").message
+    )
+    assert "costs 0.004111 USD for this group, this lane 0.004112 USD." in rejected(hair, "b/m-chat").message
 
 
 def test_the_selected_lane_carries_locked_prices_tokens_cost_and_proof() -> None:

@@ -16,7 +16,7 @@ from batchroute.domain.billing.settlement import (
 )
 from batchroute.domain.catalog.pricing import settle_price
 from batchroute.domain.routing.lane_plan import LaneRecord
-from batchroute.money import Money
+from batchroute.money import Money, money_text
 
 PLAN = {
     "groups": [
@@ -112,6 +112,7 @@ def test_receipt_credits_add_up_and_the_charge_never_exceeds_the_reservation() -
             counts={"total": 5, "completed": 3, "failed": 2, "canceled": 0},
             lanes=provider_lanes(LANES, TALLIES, PLAN),
             rejected=rejected_lanes(PLAN),
+            fee_basis=price.fee_basis(builtin_catalog().fees),
         )
         charged = Money.usd(receipt["credit_charged"]["amount"])
         released = Money.usd(receipt["credit_released"]["amount"])
@@ -121,6 +122,11 @@ def test_receipt_credits_add_up_and_the_charge_never_exceeds_the_reservation() -
         assert Money.usd(receipt["absorbed"]["amount"]) == price.total - charged
         assert receipt["settled_total"] == price.to_api()["total"]
         assert receipt["item_counts"] == {"total": 5, "completed": 3, "failed": 2, "canceled": 0}
+        # And the fee schedule line behind the service fee (issue 29)
+        assert receipt["service_fee_basis"] == price.fee_basis(builtin_catalog().fees)
+        assert receipt["service_fee_basis"]["schedule_line"].startswith(
+            f"Service fee {money_text(price.service_fee)}: the "
+        )
 
 
 def test_the_receipt_says_why_a_lane_failed_over() -> None:

@@ -166,7 +166,10 @@ function ReceiptView({ receipt }: { receipt: Receipt }) {
         <dt>Provider subtotal</dt>
         <dd>{money(receipt.provider_subtotal)}</dd>
         <dt>Service fee</dt>
-        <dd>{money(receipt.service_fee)}</dd>
+        <dd>
+          {money(receipt.service_fee)}
+          {receipt.service_fee_basis && <small data-testid="fee-basis">{receipt.service_fee_basis.schedule_line}</small>}
+        </dd>
         <dt>Reserved / charged / released</dt>
         <dd>
           {money(receipt.credit_reserved)} / {money(receipt.credit_charged)} / {money(receipt.credit_released)}

@@ -3,16 +3,29 @@
 import { useEffect, useState, type FormEvent } from "react";
 import { useSearchParams } from "react-router-dom";
 import { ApiError, api, call, type Schemas } from "../api/client";
-import { money, when } from "../format";
+import { money, plainDecimalProblem, when } from "../format";
 import { ErrorLine, Field, Loading, Notice, useLoad } from "../components/ui";
 
 /** The server's message for `field` (or one of its entries, e.g. `alert_thresholds[0].value`). */
 function fieldError(error: unknown, field: string): string | undefined {
-  if (error instanceof ApiError && error.field && (error.field === field || error.field.startsWith(`${field}[`))) {
+  if (error instanceof ApiError && error.field && (error.field === field || error.field.startsWith(`${field}[`) || error.field.startsWith(`${field}.`))) {
     return `${error.code}: ${error.message}`;
   }
   return undefined;
 }
+
+/** Money typed as text is checked before it is sent (the server refuses it the same way,
+ * docs/money.md): the first field that is not a plain decimal, as the error the server would
+ * answer (the form's `code`), shown under that field. */
+function notPlain(code: string, fields: [string, string | null][], decimals: number): ApiError | null {
+  for (const [field, text] of fields) {
+    const problem = text === null ? undefined : plainDecimalProblem(text, decimals);
+    if (problem) return new ApiError(400, code, problem, { field });
+  }
+  return null;
+}
+
+const PLAIN = "A plain decimal, like 1000 or 12.50";
 
 /** An error that no field shows is shown above the form's button instead. */
 function unplaced(error: unknown, fields: string[]): unknown {
@@ -50,6 +63,8 @@ function BuyCredits() {
   }, [outcome, usage.reload]);
   async function submit(event: FormEvent) {
     event.preventDefault();
+    const refused = notPlain("invalid_amount", [["amount", amount]], 2);
+    if (refused) return setError(refused);
     try {
       const checkout = await call(api.POST("/v1/billing/checkout", { body: { amount } }));
       window.location.assign(checkout.checkout_url);
@@ -70,7 +85,7 @@ function BuyCredits() {
       {outcome === "success" && <Notice>Payment received. Credits appear as soon as the processor confirms it.</Notice>}
       {outcome === "canceled" && <Notice>Checkout canceled; nothing was charged.</Notice>}
       <form className="inline" onSubmit={(e) => void submit(e)}>
-        <Field id="buy-amount" label="Amount (USD, 5 to 10,000)" error={fieldError(error, "amount")}>
+        <Field id="buy-amount" label="Amount (USD, 5 to 10,000)" hint={PLAIN} error={fieldError(error, "amount")}>
           <input id="buy-amount" inputMode="decimal" required value={amount} onChange={(e) => setAmount(e.target.value)} />
         </Field>
         <button type="submit">Continue to payment</button>
@@ -120,6 +135,16 @@ function SpendingControls() {
   async function save(event: FormEvent) {
     event.preventDefault();
     setSaved(false);
+    const refused = notPlain(
+      "invalid_controls",
+      [
+        ["limit_amount", enabled ? amount : null],
+        ["low_balance_amount", lowBalance.trim() === "" ? null : lowBalance],
+        ...thresholds.map((t, i): [string, string | null] => [`alert_thresholds[${i}].value`, t.type === "pct_of_limit" ? null : t.value]),
+      ],
+      6,
+    );
+    if (refused) return setError(refused);
     const body = {
       limit_enabled: enabled,
       limit_period: enabled ? period : null,
@@ -151,7 +176,7 @@ function SpendingControls() {
           <label htmlFor="limit-enabled">Limit spending</label>
         </div>
         <div className="row">
-          <Field id="limit-amount" label="Limit (USD)" error={fieldError(error, "limit_amount")}>
+          <Field id="limit-amount" label="Limit (USD)" hint={PLAIN} error={fieldError(error, "limit_amount")}>
             <input id="limit-amount" inputMode="decimal" value={amount} onChange={(e) => setAmount(e.target.value)} disabled={!enabled} />
           </Field>
           <Field id="limit-period" label="Per" error={fieldError(error, "limit_period")}>
@@ -170,7 +195,7 @@ function SpendingControls() {
             <input id="limit-timezone" value={timezone} onChange={(e) => setTimezone(e.target.value)} />
           </Field>
         </div>
-        <Field id="low-balance" label="Low-balance alert below (USD, empty for none)" error={fieldError(error, "low_balance_amount")}>
+        <Field id="low-balance" label="Low-balance alert below (USD, empty for none)" hint={PLAIN} error={fieldError(error, "low_balance_amount")}>
           <input id="low-balance" inputMode="decimal" value={lowBalance} onChange={(e) => setLowBalance(e.target.value)} />
         </Field>
         <fieldset>
@@ -257,6 +282,16 @@ function AutoTopup() {
   async function save(event: FormEvent) {
     event.preventDefault();
     setSaved(false);
+    const refused = notPlain(
+      "invalid_auto_topup",
+      [
+        ["trigger_balance", trigger],
+        ["amount", amount],
+        ["monthly_cap", cap],
+      ],
+      2,
+    );
+    if (refused) return setError(refused);
     const body = { enabled, trigger_balance: trigger, amount, monthly_cap: cap } as unknown as Schemas["AutoTopupUpdate"];
     try {
       loaded.setData(await call(api.PUT("/v1/billing/auto-topup", { body })));
@@ -278,13 +313,13 @@ function AutoTopup() {
           <label htmlFor="topup-enabled">Top up automatically</label>
         </div>
         <div className="row">
-          <Field id="topup-trigger" label="When the balance falls below (USD)" error={fieldError(error, "trigger_balance")}>
+          <Field id="topup-trigger" label="When the balance falls below (USD)" hint={PLAIN} error={fieldError(error, "trigger_balance")}>
             <input id="topup-trigger" inputMode="decimal" value={trigger} onChange={(e) => setTrigger(e.target.value)} />
           </Field>
-          <Field id="topup-amount" label="Add (USD)" error={fieldError(error, "amount")}>
+          <Field id="topup-amount" label="Add (USD)" hint={PLAIN} error={fieldError(error, "amount")}>
             <input id="topup-amount" inputMode="decimal" value={amount} onChange={(e) => setAmount(e.target.value)} />
           </Field>
-          <Field id="topup-cap" label="At most per month (USD)" error={fieldError(error, "monthly_cap")}>
+          <Field id="topup-cap" label="At most per month (USD)" hint={PLAIN} error={fieldError(error, "monthly_cap")}>
             <input id="topup-cap" inputMode="decimal" value={cap} onChange={(e) => setCap(e.target.value)} />
           </Field>
         </div>

@@ -2,7 +2,7 @@
 import { useState } from "react";
 import { Bar, BarChart, CartesianGrid, Legend, ResponsiveContainer, Tooltip, XAxis, YAxis } from "recharts";
 import { api, call, type Schemas } from "../api/client";
-import { money } from "../format";
+import { amountText, money } from "../format";
 import { ErrorLine, Field, Loading, useLoad } from "../components/ui";
 
 const COLORS = ["#1565c0", "#2e7d32", "#ef6c00", "#6a1b9a", "#00838f", "#ad1457", "#4e342e", "#546e7a"];
@@ -58,8 +58,8 @@ export function Usage() {
               <BarChart data={chart.data}>
                 <CartesianGrid strokeDasharray="3 3" />
                 <XAxis dataKey="date" />
-                <YAxis />
-                <Tooltip cursor={{ fill: "rgba(0, 0, 0, 0.05)" }} />
+                <YAxis tickFormatter={(value) => amountText(String(value))} />
+                <Tooltip cursor={{ fill: "rgba(0, 0, 0, 0.05)" }} formatter={(value) => `${amountText(String(value))} USD`} />
                 <Legend />
                 {chart.keys.map((key, index) => (
                   <Bar key={key} dataKey={(row: Record<string, number | string>) => row[key] ?? 0} name={key} stackId="spend" fill={COLORS[index % COLORS.length]} isAnimationActive={false} />

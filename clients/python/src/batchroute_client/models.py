@@ -9,6 +9,8 @@ from dataclasses import dataclass, field, fields
 from decimal import Decimal
 from typing import Any, ClassVar
 
+from batchroute_client.money import money_text
+
 TERMINAL_STATES = frozenset({"completed", "failed", "canceled", "expired"})
 
 
@@ -29,6 +31,11 @@ class Money:
     def value(self) -> Decimal:
         return Decimal(self.amount)
 
+    @property
+    def text(self) -> str:
+        """The amount as a person reads it (docs/money.md): `12.50 USD`, `0.0012 USD`."""
+        return money_text(self.amount, self.currency)
+
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Money:
         return cls(currency=str(data["currency"]), amount=str(data["amount"]))
@@ -36,6 +43,10 @@ class Money:
 
 def _money(data: Any) -> Money | None:
     return Money.from_dict(data) if isinstance(data, Mapping) else None
+
+
+def _mapping(data: Any) -> dict[str, Any] | None:
+    return dict(data) if isinstance(data, Mapping) else None
 
 
 @dataclass(frozen=True)
@@ -225,6 +236,8 @@ class BillingReceipt:
     settled_at: str
     provider_lanes: list[dict[str, Any]] = field(default_factory=list)
     rejected_lanes: list[dict[str, Any]] = field(default_factory=list)
+    # The fee schedule line behind `service_fee` (`schedule_line`, ...); None on older receipts.
+    service_fee_basis: dict[str, Any] | None = None
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False, metadata=RAW)
 
     @classmethod
@@ -236,6 +249,7 @@ class BillingReceipt:
             settled_at=str(data["settled_at"]),
             provider_lanes=list(data.get("provider_lanes") or []),
             rejected_lanes=list(data.get("rejected_lanes") or []),
+            service_fee_basis=_mapping(data.get("service_fee_basis")),
             raw=dict(data),
             **{name: Money.from_dict(data[name]) for name in money + credit},
         )

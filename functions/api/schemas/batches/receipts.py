@@ -59,6 +59,18 @@ class RejectedLaneReceipt(BaseModel):
     proof: LaneProof | None
 
 
+class ServiceFeeBasis(BaseModel):
+    """The fee schedule line behind `service_fee` (GET /v1/pricing/fees has the schedule)."""
+
+    fee: Literal["standard_batch_fee", "workflow_product_fee"]
+    fee_pct: str = Field(description="The fee's percentage of the provider subtotal, a decimal string")
+    control_plane_fee_per_lane: MoneyOut
+    lane_count: int = Field(description="The lanes the batch ran on (the per-lane fee counts each)")
+    margin_floor_pct: str
+    margin_floor_applied: bool = Field(description="The margin floor, not the rate, set the fee")
+    schedule_line: str = Field(description="The same in one sentence, money as docs/money.md shows it")
+
+
 class BillingReceipt(BaseModel):
     """Money as {currency, amount}. `final_settled_price` is what the wallet was charged
     (`credit_charged`): the settled total, capped at the reservation (`absorbed` is the rest)."""
@@ -69,6 +81,9 @@ class BillingReceipt(BaseModel):
     final_settled_price: MoneyOut
     provider_subtotal: MoneyOut
     service_fee: MoneyOut
+    service_fee_basis: ServiceFeeBasis | Absent = Field(
+        default=None, description="How the service fee was reached (receipts settled before it: absent)"
+    )
     customer_discount: MoneyOut
     settled_total: MoneyOut
     absorbed: MoneyOut

@@ -1,13 +1,16 @@
-"""Money: Decimal in code, integer micro-dollars at rest, decimal strings in the API. Never float."""
+"""Money: Decimal in code, integer micro-dollars at rest, decimal strings in the API. Never float.
+
+`money_text` is how an amount reads in a message: the one rule of docs/money.md."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from decimal import ROUND_HALF_EVEN, ROUND_UP, Decimal
+from decimal import ROUND_HALF_EVEN, ROUND_HALF_UP, ROUND_UP, Decimal
 from typing import TypedDict
 
 MICROS_PER_USD = 1_000_000
 _QUANT = Decimal("0.000001")
+_CENT = Decimal("0.01")
 
 
 class MoneyView(TypedDict):
@@ -66,3 +69,18 @@ def format_amount(value: Decimal) -> str:
         elif len(text.split(".")[1]) == 1:
             text += "0"
     return text
+
+
+def money_text(value: Money | Decimal | int, currency: str = "usd") -> str:
+    """An amount as a person reads it (docs/money.md): `12.50 USD`, `10,000.00 USD`; an amount
+    under a cent with two significant figures (at most 6 decimals): `0.0012 USD`. Never an exponent."""
+    if isinstance(value, Money):
+        return money_text(value.amount, value.currency)
+    amount = Decimal(value)
+    if amount and abs(amount) < _CENT:
+        decimals = min(6, max(2, 1 - amount.adjusted()))
+        small = amount.quantize(Decimal(1).scaleb(-decimals), rounding=ROUND_HALF_UP)
+        if small and abs(small) < _CENT:
+            return f"{format(small.normalize(), 'f')} {currency.upper()}"
+    cents = amount.quantize(_CENT, rounding=ROUND_HALF_UP)
+    return f"{format(cents if cents else abs(cents), ',.2f')} {currency.upper()}"

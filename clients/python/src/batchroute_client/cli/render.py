@@ -18,6 +18,7 @@ from rich.text import Text
 
 from batchroute_client.errors import APIError, UnexpectedResponse
 from batchroute_client.models import Batch, BillingReceipt, Item, Money, Quote, Usage
+from batchroute_client.money import money_text
 
 STATE_STYLES = {"completed": "green", "failed": "red", "expired": "red", "canceled": "yellow"}
 
@@ -54,8 +55,8 @@ def money(value: Money | Mapping[str, Any] | None) -> str:
     if value is None:
         return "-"
     if isinstance(value, Money):
-        return f"{value.amount} {value.currency.upper()}"
-    return f"{value.get('amount')} {str(value.get('currency') or '').upper()}"
+        return value.text
+    return money_text(str(value.get("amount")), str(value.get("currency") or ""))
 
 
 def state(name: str) -> Text:
@@ -356,8 +357,8 @@ def _rejection(rejection: Mapping[str, Any]) -> str:
     code = str(rejection.get("code") or "")
     reasons = [r for r in rejection.get("reasons") or [] if r != code]
     extra = f" (also: {', '.join(reasons)})" if reasons else ""
-    # `outranked` lanes were eligible: their message only compares prices, shown by --json.
-    message = "" if code == "outranked" else f": {rejection.get('message')}"
+    # An `outranked` lane's message says what beat it: the price, or the tie-break at the same price.
+    message = f": {rejection['message']}" if rejection.get("message") else ""
     return f"{code}{message}{extra}"
 
 
@@ -369,6 +370,7 @@ def receipt_view(receipt: BillingReceipt) -> list[Any]:
             ("final price", Text(money(receipt.final_settled_price), style="bold")),
             ("provider subtotal", money(receipt.provider_subtotal)),
             ("service fee", money(receipt.service_fee)),
+            ("fee basis", (receipt.service_fee_basis or {}).get("schedule_line")),
             ("credit reserved", money(receipt.credit_reserved)),
             ("credit charged", money(receipt.credit_charged)),
             ("credit released", money(receipt.credit_released)),

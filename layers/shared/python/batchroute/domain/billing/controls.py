@@ -15,7 +15,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any, Literal, TypedDict, cast, get_args
 
 from batchroute.errors import Conflict, InvalidRequest
-from batchroute.money import Money, MoneyView
+from batchroute.money import Money, MoneyView, money_text
 
 Period = Literal["daily", "monthly"]
 Mode = Literal["soft", "hard"]
@@ -29,6 +29,8 @@ MAX_THRESHOLDS = 20
 MAX_USD = Decimal(1_000_000_000)
 MAX_USD_DECIMALS = 6
 
+# Money typed as text: digits, then at most one decimal point and digits (docs/money.md).
+_PLAIN_DECIMAL = re.compile(r"^-?[0-9]+(\.[0-9]+)?$")
 _ZONE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_+\-]*(/[A-Za-z0-9_+\-]+)*$")
 _NOT_ZONES = frozenset({"localtime", "posixrules", "Factory"})
 
@@ -154,7 +156,7 @@ def parse_usd(value: Any, name: str) -> Money:
     if amount < 0:
         raise _invalid(name, f"{name} must not be negative.")
     if amount > MAX_USD:
-        raise _invalid(name, f"{name} must be at most {MAX_USD} USD.")
+        raise _invalid(name, f"{name} must be at most {money_text(Money.usd(MAX_USD))}.")
     exponent = amount.normalize().as_tuple().exponent
     if isinstance(exponent, int) and -exponent > MAX_USD_DECIMALS:
         raise _invalid(name, f"{name} may have at most {MAX_USD_DECIMALS} decimal places.")
@@ -166,6 +168,9 @@ def _decimal(value: Any, name: str) -> Decimal:
         raise _invalid(name, f"{name} must be a number of USD dollars.")
     if isinstance(value, str) and (not value.strip() or len(value) > 40):
         raise _invalid(name, f"{name} must be a number of USD dollars.")
+    if isinstance(value, str) and not _PLAIN_DECIMAL.match(value.strip()):
+        # "1e3" or "1,000" is not what a person means by an amount: refused, never guessed.
+        raise _invalid(name, f"{name} must be a plain decimal number of USD dollars, like 1000 or 12.50.")
     try:
         # str() first: a float becomes its shortest decimal spelling (0.1 -> "0.1").
         amount = Decimal(str(value).strip()) if not isinstance(value, Decimal) else value

@@ -12,13 +12,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
-from decimal import Decimal
 from typing import Any, Literal, TypedDict
 
 from batchroute.clock import isoformat
 from batchroute.domain.billing.controls import parse_usd
 from batchroute.errors import InvalidRequest
-from batchroute.money import MICROS_PER_USD, Money, MoneyView
+from batchroute.money import MICROS_PER_USD, Money, MoneyView, money_text
 
 # A purchase or top-up: at least 5 USD (below that card fees dominate), at most 10,000 USD.
 MIN_PAYMENT = Money.usd(5)
@@ -57,8 +56,7 @@ def payment_amount(value: Any, name: str = "amount", *, code: str = "invalid_amo
     if not MIN_PAYMENT <= amount <= MAX_PAYMENT:
         raise _invalid(
             name,
-            f"{name} must be between {MIN_PAYMENT.amount.normalize()} and "
-            f"{MAX_PAYMENT.amount.normalize()} USD.",
+            f"{name} must be between {money_text(MIN_PAYMENT)} and {money_text(MAX_PAYMENT)}.",
             code=code,
         )
     return amount
@@ -187,7 +185,7 @@ def parse_enabled(value: Any, name: str) -> bool:
 def parse_trigger_balance(value: Any, name: str) -> Money:
     trigger = _usd(value, name, code="invalid_auto_topup")
     if trigger > MAX_TRIGGER:
-        raise _invalid(name, f"{name} must be at most {MAX_TRIGGER.amount:.0f} USD.")
+        raise _invalid(name, f"{name} must be at most {money_text(MAX_TRIGGER)}.")
     return trigger
 
 
@@ -198,7 +196,7 @@ def parse_topup_amount(value: Any, name: str) -> Money:
 def parse_monthly_cap(value: Any, name: str) -> Money:
     cap = _usd(value, name, code="invalid_auto_topup")
     if cap > MAX_MONTHLY_CAP:
-        raise _invalid(name, f"{name} must be at most {MAX_MONTHLY_CAP.amount:.0f} USD.")
+        raise _invalid(name, f"{name} must be at most {money_text(MAX_MONTHLY_CAP)}.")
     return cap
 
 
@@ -355,10 +353,6 @@ class TopupAttempt:
         }
 
 
-def usd_text(amount: Money) -> str:
-    return f"{Decimal(amount.micros) / MICROS_PER_USD:.2f}"
-
-
 # -- what the processor answers ----------------------------------------------------------------
 @dataclass(frozen=True)
 class CheckoutSession:
@@ -463,7 +457,10 @@ def purchase_mismatch(session: ProcessorSession, amount: Money) -> str | None:
     if currency != "usd":
         return f"currency {currency or 'missing'!r}: checkout sells USD only"
     if not MIN_PAYMENT <= amount <= MAX_PAYMENT:
-        return f"amount {amount.amount} USD is outside checkout's {MIN_PAYMENT.amount}..{MAX_PAYMENT.amount}"
+        return (
+            f"amount {money_text(amount)} is outside checkout's "
+            f"{money_text(MIN_PAYMENT)}..{money_text(MAX_PAYMENT)}"
+        )
     return None
 
 
@@ -522,5 +519,5 @@ def topup_mismatch(attempt: TopupAttempt | None, charge: Charge) -> str | None:
     if charge.currency != "usd":
         return f"currency {charge.currency or 'missing'!r}: auto top-up charges USD only"
     if charge.amount != attempt.amount:
-        return f"amount {usd_text(charge.amount)} USD is not the attempt's {usd_text(attempt.amount)} USD"
+        return f"amount {money_text(charge.amount)} is not the attempt's {money_text(attempt.amount)}"
     return None

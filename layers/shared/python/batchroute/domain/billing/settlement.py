@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 from batchroute.domain.billing.ledger import SettlementResult
-from batchroute.domain.catalog.pricing import LaneUsage
+from batchroute.domain.catalog.pricing import FeeBasisView, LaneUsage
 from batchroute.domain.routing.lane_plan import LaneRecord, plan_groups, plan_lane_entry
 from batchroute.money import Money, MoneyView
 
@@ -96,6 +96,7 @@ class BillingReceipt(TypedDict):
     final_settled_price: MoneyView
     provider_subtotal: MoneyView
     service_fee: MoneyView
+    service_fee_basis: NotRequired[FeeBasisView]  # the fee schedule line behind service_fee
     customer_discount: MoneyView
     settled_total: MoneyView
     absorbed: MoneyView
@@ -207,12 +208,13 @@ def build_receipt(
     counts: Mapping[str, int],
     lanes: list[ReceiptLane],
     rejected: list[RejectedLane],
+    fee_basis: FeeBasisView | None = None,
 ) -> BillingReceipt:
     """The billing receipt (interface spec "Billing receipt"); Money as {currency, amount}.
 
     `final_settled_price` is what the wallet was charged (`credit_charged`): the settled
     total, capped at the reservation."""
-    return {
+    receipt: BillingReceipt = {
         "object": "billing_receipt",
         "version": RECEIPT_VERSION,
         "batch_id": batch_id,
@@ -235,3 +237,6 @@ def build_receipt(
         "provider_lanes": lanes,
         "rejected_lanes": rejected,
     }
+    if fee_basis is not None:
+        receipt["service_fee_basis"] = fee_basis
+    return receipt

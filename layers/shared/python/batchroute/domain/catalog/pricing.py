@@ -10,7 +10,8 @@ The subtotal is summed exactly in Decimal and rounded up once, to the micro-doll
 quote never under-covers what the providers will charge. The margin floor bounds the fee
 twice: a fee rate configured below it is raised to it, and a discount never takes the
 fee below it. The same function prices a quote (estimated tokens) and a settlement
-(actual tokens at the prices the quote locked).
+(actual tokens at the prices the quote locked). A receipt shows the schedule line behind
+its fee (`PriceBreakdown.fee_basis`, docs/money.md).
 """
 
 from __future__ import annotations
@@ -18,10 +19,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, TypedDict
 
 from batchroute.domain.catalog.catalog import FeeSchedule, LanePrice
-from batchroute.money import Money
+from batchroute.money import Money, MoneyView, money_text
 
 FeeKind = Literal["batch", "workflow"]
 _MILLION = Decimal(1_000_000)
@@ -52,6 +53,7 @@ class PriceBreakdown:
     lane_count: int
     fee_pct: Decimal
     margin_floor_applied: bool  # the floor, not the rate, set the fee
+    fee_kind: FeeKind = "batch"
 
     def to_api(self) -> dict[str, Any]:
         """The quote's `pricing_estimate` (and the receipt's settled figures)."""
@@ -61,6 +63,47 @@ class PriceBreakdown:
             "customer_discount": self.customer_discount.to_api(),
             "total": self.total.to_api(),
         }
+
+    def fee_basis(self, fees: FeeSchedule) -> FeeBasisView:
+        """The fee schedule line behind the service fee: the receipt's `service_fee_basis`."""
+        name = "workflow-product fee" if self.fee_kind == "workflow" else "standard batch fee"
+        per_lane = Money.usd(fees.control_plane_fee_per_lane_usd)
+        lanes = f"{self.lane_count} lane{'' if self.lane_count == 1 else 's'}"
+        rate = f"{_pct(self.fee_pct)}% {name}"
+        on_subtotal = f"of the provider subtotal ({money_text(self.provider_subtotal)})"
+        per_lanes = f"{money_text(per_lane)} for each lane run ({lanes})"
+        if self.margin_floor_applied:
+            line = (
+                f"Service fee {money_text(self.service_fee)}: the {_pct(fees.margin_floor_pct)}% margin "
+                f"floor {on_subtotal}, more than the {rate} plus {per_lanes}."
+            )
+        else:
+            line = f"Service fee {money_text(self.service_fee)}: the {rate} {on_subtotal} plus {per_lanes}."
+        return {
+            "fee": "workflow_product_fee" if self.fee_kind == "workflow" else "standard_batch_fee",
+            "fee_pct": _pct(self.fee_pct),
+            "control_plane_fee_per_lane": per_lane.to_api(),
+            "lane_count": self.lane_count,
+            "margin_floor_pct": _pct(fees.margin_floor_pct),
+            "margin_floor_applied": self.margin_floor_applied,
+            "schedule_line": line,
+        }
+
+
+class FeeBasisView(TypedDict):
+    """How the service fee was reached, in the terms of the fee schedule (GET /v1/pricing/fees)."""
+
+    fee: Literal["standard_batch_fee", "workflow_product_fee"]
+    fee_pct: str
+    control_plane_fee_per_lane: MoneyView
+    lane_count: int
+    margin_floor_pct: str
+    margin_floor_applied: bool
+    schedule_line: str
+
+
+def _pct(value: Decimal) -> str:
+    return format(value.normalize(), "f")
 
 
 def token_cost(
@@ -107,6 +150,7 @@ def price_usage(
         lane_count=lane_count,
         fee_pct=fee_pct,
         margin_floor_applied=floor_fee > rate_fee,
+        fee_kind=fee_kind,
     )
 
 

@@ -38,7 +38,7 @@ from batchroute.domain.routing.gates import (
     lane_gate_failures,
 )
 from batchroute.domain.routing.items import ModelGroup
-from batchroute.money import Money, MoneyView
+from batchroute.money import Money, MoneyView, money_text
 
 # Under sla_aware a lane is "roomy" with this many times the group's items left today:
 # room for retries and other customers' load inside the 24 h SLA.
@@ -327,6 +327,23 @@ class _Candidate:
     taken: int = 0
 
 
+def _cost_reason(candidate: _Candidate, best: _Candidate) -> tuple[str, dict[str, GateDetail]]:
+    """Why `best` ranks before `candidate` on cost: its price, or at the same price the
+    tie-break that decided (`_Router._rank_key`: reliability, then lane id), as `tie_break`."""
+    costs = Money.usd_ceil(best.demand.cost), Money.usd_ceil(candidate.demand.cost)
+    best_id = best.lane.lane_id
+    if best.demand.cost != candidate.demand.cost:
+        shown = [money_text(cost) for cost in costs]
+        if shown[0] == shown[1]:  # apart by less than the display shows: the exact amounts
+            shown = [f"{cost.to_api()['amount']} USD" for cost in costs]
+        return f"{best_id} costs {shown[0]} for this group, this lane {shown[1]}", {}
+    price = f"same price ({money_text(costs[0])} for this group)"
+    if best.lane.reliability != candidate.lane.reliability:
+        reliabilities = f"{best.lane.reliability} against {candidate.lane.reliability}"
+        return f"{price}; {best_id} is more reliable ({reliabilities})", {"tie_break": "reliability"}
+    return f"{price} and reliability; {best_id} comes first by lane id", {"tie_break": "lane_id"}
+
+
 @dataclass
 class _Router:
     catalog: Catalog
@@ -436,13 +453,13 @@ class _Router:
             peers = [c for c in chosen if (c.provider.kind == "edge") == is_edge]
         best = (peers or chosen)[0]
         cost = Money.usd_ceil(candidate.demand.cost).to_api()["amount"]
-        best_cost = Money.usd_ceil(best.demand.cost).to_api()["amount"]
+        tie: dict[str, GateDetail] = {}
         if mode == "hybrid" and not is_edge and not peers:
             basis, why = "edge_first", "hybrid routing fills edge lanes first and they had room"
         elif mode == "sla_aware":
             basis, why = "sla_headroom_then_cost", f"{best.lane.lane_id} ranks higher on headroom, then cost"
         else:
-            basis, why = "cost", f"{best.lane.lane_id} costs ${best_cost} for this group, this lane ${cost}"
+            basis, why, tie = ("cost", *_cost_reason(candidate, best))
         return GateFailure(
             OUTRANKED,
             f"Eligible, but not needed: {why}.",
@@ -450,6 +467,7 @@ class _Router:
                 "rank_basis": basis,
                 "selected": [c.lane.lane_id for c in chosen],
                 "estimated_provider_cost": {"currency": "usd", "amount": cost},
+                **tie,
             },
         )
 

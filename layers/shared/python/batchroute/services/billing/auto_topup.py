@@ -38,11 +38,10 @@ from batchroute.domain.billing.payments import (
     started,
     to_cents,
     topup_mismatch,
-    usd_text,
 )
 from batchroute.errors import Conflict, InvalidRequest, TransientError, Unavailable
 from batchroute.ids import has_prefix, new_id
-from batchroute.money import Money
+from batchroute.money import Money, money_text
 from batchroute.observability import logger
 from batchroute.services.billing.payment_refusals import refuse_payment_event
 from batchroute.services.billing.ports import Notifier, TransactItem
@@ -411,6 +410,6 @@ def _failed_alert(attempt: TopupAttempt, settings: AutoTopup, *, code: str, reas
             "consecutive_failures": settings.failures,
             "retry_after": settings.retry_after,
             "auto_topup_disabled": not settings.enabled,
-            "message": f"An auto top-up of {usd_text(attempt.amount)} USD failed: {reason}",
+            "message": f"An auto top-up of {money_text(attempt.amount)} failed: {reason}",
         },
     )

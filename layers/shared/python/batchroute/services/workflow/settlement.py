@@ -113,6 +113,7 @@ class Settlement:
             counts=batch.counts or {},
             lanes=provider_lanes(lanes, tallies, plan),
             rejected=rejected_lanes(plan),
+            fee_basis=breakdown.fee_basis(self.fees),
         )
         key = receipt_key(batch_id)
         self.artifacts.write_json(key, receipt)
