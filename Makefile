@@ -30,9 +30,9 @@ browser:
 		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq chromium; }
 
-## Screenshots of every console page at 1280x800 into docs/console/.
+## Screenshots of every console page at 1280x800 (and a few at 390 px) into docs/console/.
 console-screenshots: setup console browser
-	CONSOLE_SCREENSHOTS=docs/console $(VENV)/bin/pytest tests/e2e/test_console_browser.py
+	CONSOLE_SCREENSHOTS=docs/console $(VENV)/bin/pytest tests/e2e/test_console_browser.py tests/e2e/test_console_layout.py
 
 ## The whole service locally, in the foreground (Ctrl-C stops it).
 run: setup console

@@ -9,7 +9,7 @@ Stripe signs them (`Stripe-Signature: t=<unix>,v1=<hex HMAC-SHA256 of "{t}.{payl
 with the whsec_ secret>`).
 
 Objects: Customers, Checkout Sessions (mode `payment`, `price_data` line items; a hosted page
-at the session's `url` with a plain HTML form whose "Pay" marks the session paid, saves the
+at the session's `url`, styled like the console, whose "Pay" marks the session paid, saves the
 card when `setup_future_usage` asks, and sends `payment_intent.succeeded` and
 `checkout.session.completed`), PaymentIntents (off-session confirm of a saved card; sends
 `payment_intent.succeeded` or `payment_intent.payment_failed`) and PaymentMethods. PaymentIntents
@@ -344,7 +344,7 @@ class StripeEmulator:
     def _page(self, request: Request) -> Reply:
         session = self.sessions.get(request.params["id"])
         if session is None:
-            return Reply.raw(404, b"<h1>No such checkout session</h1>", "text/html; charset=utf-8")
+            return _message_page(404, "No such checkout session")
         return Reply.raw(
             200, _page_html(session, self.prefix, error=None).encode(), "text/html; charset=utf-8"
         )
@@ -354,13 +354,11 @@ class StripeEmulator:
         with self._lock:
             session = self.sessions.get(request.params["id"])
             if session is None:
-                return Reply.raw(404, b"<h1>No such checkout session</h1>", "text/html; charset=utf-8")
+                return _message_page(404, "No such checkout session")
             if session["status"] == "open" and self._now() >= session["expires_at"]:
                 session["status"] = "expired"
             if session["status"] != "open":
-                return Reply.raw(
-                    410, f"<h1>This checkout is {session['status']}</h1>".encode(), "text/html; charset=utf-8"
-                )
+                return _message_page(410, f"This checkout is {session['status']}")
             card = CARDS.get(form.get("card", "").replace(" ", ""))
             if card is None or card.checkout != "paid":
                 message = "Unknown test card." if card is None else MESSAGES[card.checkout]
@@ -655,24 +653,69 @@ def _public(obj: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in obj.items() if not k.startswith("_")}
 
 
+# The hosted pages look like the console the customer comes from (console/src/styles.css):
+# its typeface, page colour, card and primary button, and the same phone-width reflow.
+_PAGE_STYLE = """
+:root { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: #1b1f24;
+  background: #f6f7f9; line-height: 1.45; }
+* { box-sizing: border-box; }
+body { margin: 0; }
+a { color: #0b57d0; }
+:focus-visible { outline: 3px solid #f9a825; outline-offset: 2px; }
+header { display: flex; flex-wrap: wrap; align-items: center; gap: 4px 24px; padding: 10px 20px;
+  background: #fff; border-bottom: 1px solid #dde1e6; }
+header span { color: #555; font-size: 0.9rem; }
+main { max-width: 480px; margin: 32px auto; padding: 16px 20px; background: #fff;
+  border: 1px solid #dde1e6; border-radius: 8px; }
+h1 { font-size: 1.5rem; margin: 8px 0 12px; overflow-wrap: anywhere; }
+fieldset { border: 1px solid #dde1e6; border-radius: 6px; margin: 10px 0; }
+label { display: flex; gap: 8px; align-items: center; padding: 4px 0; }
+.actions { display: flex; flex-wrap: wrap; gap: 10px; align-items: center; margin: 12px 0 4px; }
+button { font: inherit; padding: 6px 14px; border-radius: 5px; border: 1px solid #0b57d0;
+  background: #0b57d0; color: #fff; cursor: pointer; }
+.error { color: #b71c1c; background: #fdecea; border: 1px solid #f5c2c0; border-radius: 5px;
+  padding: 6px 10px; }
+@media (max-width: 640px) { header { padding: 8px 10px; } main { margin: 10px; padding: 10px; } }
+"""
+
+
+def _html_page(title: str, body: str) -> str:
+    """A hosted page of the emulator: `body` (HTML) under the emulator's header."""
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{html.escape(title)}</title>
+<style>{_PAGE_STYLE}</style></head>
+<body>
+<header><strong>BatchRoute</strong><span>Payment emulator (test mode)</span></header>
+<main>
+{body}
+</main>
+</body></html>
+"""
+
+
+def _message_page(status: int, message: str) -> Reply:
+    page = _html_page(message, f"<h1>{html.escape(message)}</h1>")
+    return Reply.raw(status, page.encode(), "text/html; charset=utf-8")
+
+
 def _page_html(session: dict[str, Any], prefix: str, *, error: str | None) -> str:
     amount = f"{session['amount_total'] / 100:.2f}"
     options = "\n".join(
         f'<label><input type="radio" name="card" value="{c.number}"{" checked" if i == 0 else ""}> '
-        f"{html.escape(c.label)}</label><br>"
+        f"{html.escape(c.label)}</label>"
         for i, c in enumerate(CARDS.values())
     )
-    notice = f'<p role="alert" style="color:#b00">{html.escape(error)}</p>' if error else ""
-    return f"""<!doctype html>
-<html><head><meta charset="utf-8"><title>Pay {amount} USD (payment emulator)</title></head>
-<body>
-<h1>BatchRoute credits: {amount} USD</h1>
-<p>Payment emulator (test mode): choose a test card.</p>
+    notice = f'<p class="error" role="alert">{html.escape(error)}</p>' if error else ""
+    body = f"""<h1>BatchRoute credits: {amount} USD</h1>
+<p>Choose a test card: nothing is charged.</p>
 {notice}
 <form method="post" action="{prefix}/checkout/{html.escape(session["id"])}/pay">
+<fieldset><legend>Test card</legend>
 {options}
-<button type="submit">Pay</button>
-</form>
-<p><a href="{html.escape(session["cancel_url"])}">Cancel</a></p>
-</body></html>
-"""
+</fieldset>
+<div class="actions"><button type="submit">Pay</button>
+<a href="{html.escape(session["cancel_url"])}">Cancel</a></div>
+</form>"""
+    return _html_page(f"Pay {amount} USD (payment emulator)", body)

@@ -1,7 +1,7 @@
 // The console's entry: routes under /console/, signed-in pages behind the session check.
 import { StrictMode, Suspense, lazy, type ReactNode } from "react";
 import { createRoot } from "react-dom/client";
-import { BrowserRouter, Navigate, Route, Routes, useLocation } from "react-router-dom";
+import { BrowserRouter, Link, Navigate, Route, Routes, useLocation } from "react-router-dom";
 import { Layout } from "./components/Layout";
 import { Loading } from "./components/ui";
 import { ForgotPassword, ResetPassword, SignIn, SignUp } from "./pages/Auth";
@@ -29,8 +29,11 @@ function RequireSession({ children }: { children: ReactNode }) {
 function NotFound() {
   return (
     <>
-      <h1>Not found</h1>
-      <p>This console page does not exist.</p>
+      <h1>Page not found</h1>
+      <p>This console page does not exist: the link may be old or mistyped.</p>
+      <p>
+        <Link to="/">Go to the overview</Link> · <Link to="/batches">Batches</Link>
+      </p>
     </>
   );
 }

@@ -75,6 +75,11 @@ export function useLoad<T>(load: () => Promise<T>, deps: unknown[] = []) {
   return { data, error, loading, reload, setData };
 }
 
+/** What a list shows when it has nothing in it: a sentence (and where to go), never bare headers. */
+export function Empty({ children }: { children: ReactNode }) {
+  return <p className="empty">{children}</p>;
+}
+
 export function Loading({ what }: { what: string }) {
   return <p aria-busy="true">Loading {what}…</p>;
 }

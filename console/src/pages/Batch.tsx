@@ -4,9 +4,9 @@
 import { useEffect, useState } from "react";
 import { Link, useNavigate, useParams } from "react-router-dom";
 import { Bar, BarChart, CartesianGrid, Legend, ResponsiveContainer, Tooltip, XAxis, YAxis } from "recharts";
-import { api, call, type Schemas } from "../api/client";
+import { ApiError, api, call, type Schemas } from "../api/client";
 import { TERMINAL_STATES, money, when } from "../format";
-import { ErrorLine, Field, Loading, ProgressBar, useLoad } from "../components/ui";
+import { Empty, ErrorLine, Field, Loading, ProgressBar, useLoad } from "../components/ui";
 import { POLL_MS } from "./Batches";
 
 type Receipt = Schemas["BillingReceipt"];
@@ -75,7 +75,7 @@ export function Batch() {
   }
 
   if (read.loading) return <Loading what="batch" />;
-  if (!batch) return <ErrorLine error={read.error} />;
+  if (!batch) return <BatchUnavailable error={read.error} />;
   const counts = batch.counts;
   return (
     <>
@@ -94,7 +94,7 @@ export function Batch() {
           </span>
         </dd>
         <dt>Created</dt>
-        <dd>{when(batch.created_at)}</dd>
+        <dd data-testid="batch-created">{when(batch.created_at)}</dd>
         <dt>Deadline</dt>
         <dd>{when(batch.deadline_at)}</dd>
         <dt>Completed</dt>
@@ -142,6 +142,20 @@ export function Batch() {
   );
 }
 
+/** A batch that could not be read (a 404 for an unknown or another org's id): say so, and the way back. */
+function BatchUnavailable({ error }: { error: unknown }) {
+  const missing = error instanceof ApiError && error.status === 404;
+  return (
+    <>
+      <h1>{missing ? "Batch not found" : "The batch could not be loaded"}</h1>
+      <ErrorLine error={error} />
+      <p>
+        <Link to="/batches">Back to batches</Link>
+      </p>
+    </>
+  );
+}
+
 function ReceiptView({ receipt }: { receipt: Receipt }) {
   const selected = receipt.provider_lanes ?? [];
   const rejected = receipt.rejected_lanes ?? [];
@@ -178,7 +192,8 @@ function ReceiptView({ receipt }: { receipt: Receipt }) {
         <dd>{when(receipt.settled_at)}</dd>
       </dl>
       <h3>Lanes that ran</h3>
-      <table>
+      {selected.length === 0 && <Empty>No lane ran: no item was sent to a provider.</Empty>}
+      <table hidden={selected.length === 0}>
         <thead>
           <tr>
             <th scope="col">Provider</th>
@@ -295,7 +310,8 @@ function Items({ batchId, refreshKey }: { batchId: string; refreshKey: string })
         </select>
       </Field>
       <ErrorLine error={items.error} />
-      {items.data && (
+      {items.data && items.data.data.length === 0 && <Empty>{status ? `No ${status} items.` : "No items."}</Empty>}
+      {items.data && items.data.data.length > 0 && (
         <table>
           <thead>
             <tr>

@@ -3,7 +3,7 @@ import { useEffect } from "react";
 import { Link, useSearchParams } from "react-router-dom";
 import { api, call } from "../api/client";
 import { TERMINAL_STATES, when } from "../format";
-import { ErrorLine, Field, Loading, ProgressBar, useLoad } from "../components/ui";
+import { Empty, ErrorLine, Field, Loading, ProgressBar, useLoad } from "../components/ui";
 
 const FILTERS = ["", "active", "completed", "failed", "canceled", "expired"];
 export const POLL_MS = 2000;
@@ -38,7 +38,17 @@ export function Batches() {
       </Field>
       <ErrorLine error={list.error} />
       {list.loading && <Loading what="batches" />}
-      {list.data && list.data.data.length === 0 && <p>No batches{state ? ` in state ${state}` : ""}.</p>}
+      {list.data && list.data.data.length === 0 && (
+        <Empty>
+          {state ? (
+            `No batches in state ${state}.`
+          ) : (
+            <>
+              No batches yet. <Link to="/quotes">Quote your first batch</Link>.
+            </>
+          )}
+        </Empty>
+      )}
       {list.data && list.data.data.length > 0 && (
         <table>
           <thead>

@@ -3,7 +3,7 @@
 import { useState, type FormEvent } from "react";
 import { api, call, type Schemas } from "../api/client";
 import { when } from "../format";
-import { ErrorLine, Field, Loading, useLoad } from "../components/ui";
+import { Empty, ErrorLine, Field, Loading, useLoad } from "../components/ui";
 
 type Role = Schemas["ApiKeyCreate"]["role"];
 
@@ -82,7 +82,8 @@ export function Keys() {
       )}
       <ErrorLine error={keys.error} />
       {keys.loading && <Loading what="keys" />}
-      {keys.data && (
+      {keys.data && keys.data.data.length === 0 && <Empty>No API keys yet. Create one above to call the API.</Empty>}
+      {keys.data && keys.data.data.length > 0 && (
         <table>
           <caption>Keys of this organization</caption>
           <thead>

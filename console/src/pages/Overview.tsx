@@ -2,7 +2,7 @@
 import { Link } from "react-router-dom";
 import { api, call } from "../api/client";
 import { money, when } from "../format";
-import { ErrorLine, Loading, ProgressBar, useLoad } from "../components/ui";
+import { Empty, ErrorLine, Loading, ProgressBar, useLoad } from "../components/ui";
 
 export function Overview() {
   const usage = useLoad(() => call(api.GET("/v1/usage")));
@@ -65,9 +65,9 @@ export function Overview() {
         <h2 id="recent-h">Recent batches</h2>
         <ErrorLine error={batches.error} />
         {batches.data && batches.data.data.length === 0 && (
-          <p>
+          <Empty>
             No batches yet. <Link to="/quotes">Quote your first batch</Link>.
-          </p>
+          </Empty>
         )}
         {batches.data && batches.data.data.length > 0 && (
           <table>
@@ -101,14 +101,16 @@ export function Overview() {
       <section aria-labelledby="alerts-h">
         <h2 id="alerts-h">Recent alerts</h2>
         <ErrorLine error={events.error} />
-        {events.data && events.data.data.length === 0 && <p>No alerts.</p>}
-        <ul className="plain">
-          {events.data?.data.map((event) => (
-            <li key={event.id}>
-              <strong>{event.type}</strong> · {when(event.created_at)}
-            </li>
-          ))}
-        </ul>
+        {events.data && events.data.data.length === 0 && <Empty>No alerts yet.</Empty>}
+        {events.data && events.data.data.length > 0 && (
+          <ul className="plain">
+            {events.data.data.map((event) => (
+              <li key={event.id}>
+                <strong>{event.type}</strong> · {when(event.created_at)}
+              </li>
+            ))}
+          </ul>
+        )}
       </section>
     </>
   );

@@ -32,6 +32,8 @@ export function Quotes() {
   const [file, setFile] = useState<Schemas["FileOut"] | null>(null);
   const [error, setError] = useState<unknown>(null);
   const [busy, setBusy] = useState(false);
+  // Said next to the box by the console itself (not the browser's tooltip) when there is nothing to quote.
+  const [noItems, setNoItems] = useState(false);
 
   async function readUpload(event: ChangeEvent<HTMLInputElement>) {
     const chosen = event.target.files?.[0];
@@ -40,6 +42,8 @@ export function Quotes() {
 
   async function getQuote(event: FormEvent) {
     event.preventDefault();
+    setNoItems(text.trim() === "");
+    if (text.trim() === "") return;
     setBusy(true);
     setQuote(null);
     setError(null);
@@ -96,8 +100,13 @@ export function Quotes() {
         <Field id="jsonl-file" label="Upload a JSONL file">
           <input id="jsonl-file" type="file" accept=".jsonl,.json,.txt,application/jsonl" onChange={(e) => void readUpload(e)} />
         </Field>
-        <Field id="jsonl-text" label="Or paste JSONL" hint={`Example: ${SAMPLE}`}>
-          <textarea id="jsonl-text" rows={8} required value={text} onChange={(e) => setText(e.target.value)} spellCheck={false} />
+        <Field
+          id="jsonl-text"
+          label="Or paste JSONL"
+          hint={`Example: ${SAMPLE}`}
+          error={noItems && text.trim() === "" ? "Paste JSONL or upload a file first: there is nothing to quote." : undefined}
+        >
+          <textarea id="jsonl-text" rows={8} value={text} onChange={(e) => setText(e.target.value)} spellCheck={false} />
         </Field>
         <div className="row">
           <Field id="routing-mode" label="Routing mode">

@@ -3,7 +3,7 @@
 import { useEffect, useState, type FormEvent } from "react";
 import { ApiError, api, call, type Schemas } from "../api/client";
 import { when } from "../format";
-import { ErrorLine, Field, Loading, Notice, useLoad } from "../components/ui";
+import { Empty, ErrorLine, Field, Loading, Notice, useLoad } from "../components/ui";
 
 function onField(error: unknown, field: string): string | undefined {
   if (error instanceof ApiError && error.field === field) return `${error.code}: ${error.message}`;
@@ -175,6 +175,7 @@ function DeliveryTargets() {
       <p>Results, errors and receipts are pushed to these buckets when a batch finalizes.</p>
       <ErrorLine error={targets.error} />
       {targets.loading && <Loading what="delivery targets" />}
+      {targets.data && targets.data.data.length === 0 && <Empty>No delivery targets yet. Results stay here to download.</Empty>}
       {targets.data && targets.data.data.length > 0 && (
         <table>
           <thead>

@@ -1,9 +1,10 @@
 // Usage: spend per day, stacked by model or by provider (GET /v1/usage), drawn with recharts.
 import { useState } from "react";
+import { Link } from "react-router-dom";
 import { Bar, BarChart, CartesianGrid, Legend, ResponsiveContainer, Tooltip, XAxis, YAxis } from "recharts";
 import { api, call, type Schemas } from "../api/client";
 import { amountText, money } from "../format";
-import { ErrorLine, Field, Loading, useLoad } from "../components/ui";
+import { Empty, ErrorLine, Field, Loading, useLoad } from "../components/ui";
 
 const COLORS = ["#1565c0", "#2e7d32", "#ef6c00", "#6a1b9a", "#00838f", "#ad1457", "#4e342e", "#546e7a"];
 
@@ -48,11 +49,18 @@ export function Usage() {
       <ErrorLine error={usage.error} />
       {usage.loading && <Loading what="usage" />}
       {current && chart && (
+        <p>
+          {current.start_date} – {current.end_date}: <strong>{money(current.spend)}</strong>, {current.requests.total} requests,{" "}
+          {current.tokens.total} tokens (previous period {money(usage.data?.previous_period.spend)}).
+        </p>
+      )}
+      {chart && chart.keys.length === 0 && (
+        <Empty>
+          No usage yet this period. <Link to="/quotes">Quote a batch</Link> to see spend per day here.
+        </Empty>
+      )}
+      {current && chart && chart.keys.length > 0 && (
         <>
-          <p>
-            {current.start_date} – {current.end_date}: <strong>{money(current.spend)}</strong>, {current.requests.total} requests,{" "}
-            {current.tokens.total} tokens (previous period {money(usage.data?.previous_period.spend)}).
-          </p>
           <figure aria-label={`Spend per day by ${by}`}>
             <ResponsiveContainer width="100%" height={320}>
               <BarChart data={chart.data}>
