@@ -58,6 +58,7 @@ class BatchesWiring(FeedbackWiring):
         another source)."""
         from batchroute.adapters.quote_items import QuoteItemSink
         from batchroute.services.batches.quotes import QuoteService
+        from batchroute.services.billing.funding import LimitPreview
 
         return QuoteService(
             catalog=self.catalog,
@@ -71,6 +72,7 @@ class BatchesWiring(FeedbackWiring):
             clock=self.clock,
             policies=self.route_policies,
             presets=self.presets,
+            limits=LimitPreview(self.ledger, self.controls, self.clock),
         )
 
     @cached_property
