@@ -2,7 +2,7 @@
 import { Link } from "react-router-dom";
 import { api, call } from "../api/client";
 import { money, when } from "../format";
-import { ErrorLine, Loading, ProgressBar, useLoad } from "../components/ui";
+import { BatchProgress, ErrorLine, Loading, ProgressBar, useLoad } from "../components/ui";
 
 export function Overview() {
   const usage = useLoad(() => call(api.GET("/v1/usage")));
@@ -75,7 +75,7 @@ export function Overview() {
               <tr>
                 <th scope="col">Batch</th>
                 <th scope="col">State</th>
-                <th scope="col">Items</th>
+                <th scope="col">Progress</th>
                 <th scope="col">Created</th>
               </tr>
             </thead>
@@ -89,7 +89,7 @@ export function Overview() {
                     <span className={`state state-${batch.state}`}>{batch.state}</span>
                   </td>
                   <td>
-                    {batch.counts.completed}/{batch.counts.total}
+                    <BatchProgress label={`Progress of ${batch.id}`} counts={batch.counts} />
                   </td>
                   <td>{when(batch.created_at)}</td>
                 </tr>
