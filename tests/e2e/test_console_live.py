@@ -136,6 +136,11 @@ def test_progress_reads_the_same_on_the_overview_the_list_and_the_batch(page: Pa
     page.get_by_role("button", name="Create batch from this quote").click()
     page.wait_for_url(re.compile(r"/console/batches/batch_"))
     batch_id = page.url.rsplit("/", 1)[-1]
+    # When the overview is opened at once / Then it follows the batch to its end without a reload
+    nav(page, "Overview")
+    row = page.get_by_role("row", name=re.compile(batch_id))
+    expect(row.get_by_text("completed", exact=True)).to_be_visible(timeout=BATCH_TIMEOUT_MS)
+    page.get_by_role("link", name=batch_id).click()
     expect(page.get_by_test_id("batch-state")).to_have_text("completed", timeout=BATCH_TIMEOUT_MS)
     expect(page.get_by_text("1 completed · 1 failed")).to_be_visible()
     # Then every page shows the same progress: both items ended
