@@ -224,3 +224,64 @@ def test_member_may_create_billing_may_not(client: TestClient, org: TestOrg) -> 
     headers = {**org.key_headers("billing"), "Idempotency-Key": "key-billing-1"}
     assert client.post("/v1/batches", json={"items": [_item(0)]}, headers=headers).status_code == 403
     assert json.loads(_create(client, org, {"items": [_item(0)]}, key="key-member-1").content)["batch"]
+
+
+# -- a quote warns when its create would pass the hard limit (docs/billing-controls.md) ----
+def _limit(client: TestClient, org: TestOrg, amount: str, mode: str) -> None:
+    controls = {"limit_enabled": True, "limit_period": "daily", "limit_amount": amount, "limit_mode": mode}
+    saved = client.put("/v1/billing/controls", json=controls, headers=org.session_headers())
+    assert saved.status_code == 200, saved.text
+
+
+def _quote(client: TestClient, org: TestOrg) -> dict[str, Any]:
+    body = {"items": [_item(0), _item(1)]}
+    response = client.post("/v1/quotes/model", json=body, headers=org.key_headers())
+    assert response.status_code == 200, response.text
+    quote: dict[str, Any] = response.json()
+    return quote
+
+
+def _limit_warnings(quote: dict[str, Any]) -> list[dict[str, Any]]:
+    return [w for w in quote["preflight"]["warnings"] if w["code"] == "spending_limit_exceeded"]
+
+
+def test_a_quote_past_the_hard_limit_warns_and_the_create_is_then_refused(
+    client: TestClient, org: TestOrg
+) -> None:
+    # Given a hard daily limit far below the batch's estimate
+    _limit(client, org, "0.000001", "hard")
+    # When the batch is quoted
+    quote = _quote(client, org)
+    # Then the quote is given, ok, with one warning in the preflight issue shape and the 402's figures
+    assert quote["preflight"]["ok"] is True and quote["preflight"]["errors"] == []
+    (warning,) = _limit_warnings(quote)
+    assert warning["category"] == "spending_limit"
+    assert "hard spending limit" in warning["message"] and warning["action"]
+    assert warning["details"]["period"] == "daily"
+    assert warning["details"]["limit"] == "0.000001"
+    # And creating it is refused with the same figures
+    created = client.post(
+        "/v1/batches",
+        json={"quote_id": quote["quote_id"]},
+        headers={**org.key_headers(), "Idempotency-Key": "key-limit-warned"},
+    )
+    assert created.status_code == 402
+    error = created.json()["error"]
+    assert error["code"] == "insufficient_credits"
+    assert {k: error["details"][k] for k in ("limit", "period", "spent", "projected")} == warning["details"]
+
+
+def test_no_warning_under_a_soft_limit_or_a_hard_limit_with_room(client: TestClient, org: TestOrg) -> None:
+    # A soft limit never refuses, so it never warns
+    _limit(client, org, "0.000001", "soft")
+    assert _limit_warnings(_quote(client, org)) == []
+    # A hard limit the batch fits under does not warn either, and the create goes through
+    _limit(client, org, "5", "hard")
+    quote = _quote(client, org)
+    assert _limit_warnings(quote) == []
+    created = client.post(
+        "/v1/batches",
+        json={"quote_id": quote["quote_id"]},
+        headers={**org.key_headers(), "Idempotency-Key": "key-limit-room"},
+    )
+    assert created.status_code == 202, created.text

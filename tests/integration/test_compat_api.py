@@ -8,6 +8,7 @@ import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
@@ -574,3 +575,59 @@ def test_upload_refusals(
     # Another org may not touch it
     stranger = new_org().key_headers()
     assert vendor_error(client.post(f"{BASE}/uploads/{upload['id']}/cancel", headers=stranger), 403)
+
+
+# -- vendor lines in a native quote (services/compat/vendor_lines.py) --------------------------
+VENDOR_LINES = Path(__file__).parents[1] / "fixtures" / "vendor_lines.jsonl"
+
+
+def native_upload(client: TestClient, auth: dict[str, str], data: bytes, purpose: str) -> str:
+    """A file through the native `POST /v1/files` (as the console sends a paste)."""
+    response = client.post(
+        "/v1/files",
+        params={"purpose": purpose},
+        content=data,
+        headers={**auth, "Content-Type": "application/jsonl"},
+    )
+    assert response.status_code == 201, response.text
+    file_id: str = response.json()["file"]["id"]
+    return file_id
+
+
+def native_quote(client: TestClient, auth: dict[str, str], file_id: str) -> Any:
+    return client.post("/v1/quotes/model", json={"input_file_id": file_id}, headers=auth)
+
+
+def test_a_batch_file_of_vendor_lines_is_quoted_and_created_natively(
+    client: TestClient, auth: dict[str, str]
+) -> None:
+    # Given the shared fixture (three vendor lines, one native item) uploaded with purpose batch
+    file_id = native_upload(client, auth, VENDOR_LINES.read_bytes(), "batch")
+    # When it is quoted natively / Then every line is an item, the vendor lines converted
+    quote = native_quote(client, auth, file_id)
+    assert quote.status_code == 200, quote.text
+    assert quote.json()["item_count"] == 4
+    # And a batch is created from the quote with the converted items
+    created = client.post(
+        "/v1/batches",
+        json={"quote_id": quote.json()["quote_id"]},
+        headers={**auth, "Idempotency-Key": "key-vendor-lines"},
+    )
+    assert created.status_code == 202, created.text
+    assert created.json()["batch"]["counts"]["total"] == 4
+
+
+def test_a_bad_vendor_line_is_a_preflight_error_on_its_line_and_batch_input_is_unchanged(
+    client: TestClient, auth: dict[str, str]
+) -> None:
+    # A vendor line without a model is an error naming its line and the vendor field
+    bad = jsonl([row(0), {**row(1), "body": {"messages": [{"role": "user", "content": "Hi"}]}}])
+    refused = native_quote(client, auth, native_upload(client, auth, bad, "batch"))
+    assert refused.status_code == 400
+    (issue,) = refused.json()["error"]["details"]["preflight"]["errors"]
+    assert (issue["line"], issue["path"], issue["code"]) == (2, "body.model", "invalid_field")
+    # A batch_input file is read as native items, as before: vendor lines are not items there
+    native = native_quote(client, auth, native_upload(client, auth, VENDOR_LINES.read_bytes(), "batch_input"))
+    assert native.status_code == 400
+    codes = {issue["code"] for issue in native.json()["error"]["details"]["preflight"]["errors"]}
+    assert codes == {"missing_field"}

@@ -15,6 +15,7 @@ from batchroute.clock import FixedClock
 from batchroute.money import Money
 from batchroute_tools.local.provision import LocalStack
 from tests.integration.payments_harness import SECRET_KEY, WEBHOOK_PATH, WEBHOOK_SECRET, Bench, payments_bench
+from tests.integration.principals import new_org
 
 START = datetime(2026, 3, 1, 9, 30, tzinfo=UTC)
 
@@ -122,6 +123,26 @@ def test_paying_credits_the_wallet_once_through_the_signed_webhook(bench: Bench)
     # And the card it saved shows on the auto top-up settings
     card = bench.client.get("/v1/billing/auto-topup", headers=bench.org.key_headers("billing")).json()
     assert card["auto_topup"]["payment_method"] == {"brand": "visa", "last4": "4242"}
+
+
+def test_a_checkout_reads_open_until_its_credit_lands_then_credited(bench: Bench) -> None:
+    # Given a paid checkout whose webhooks are not yet delivered
+    checkout = bench.checkout(25)
+    bench.pay(checkout)
+    path = f"/v1/billing/checkout/{checkout['session_id']}"
+    reader = bench.org.key_headers("billing")
+    # Then it reads open, with its amount
+    opened = bench.client.get(path, headers=reader)
+    assert opened.status_code == 200, opened.text
+    expected = {"session_id": checkout["session_id"], "status": "open", "amount": checkout["amount"]}
+    assert opened.json() == expected
+    # When the processor's events arrive / Then it reads credited
+    bench.emulator.deliver_pending()
+    assert bench.client.get(path, headers=reader).json()["status"] == "credited"
+    # And another org, or an unknown id, finds nothing
+    stranger = new_org().key_headers()
+    assert bench.client.get(path, headers=stranger).json()["error"]["code"] == "checkout_not_found"
+    assert bench.client.get("/v1/billing/checkout/cs_nope", headers=reader).status_code == 404
 
 
 def test_events_in_any_order_credit_once(bench: Bench) -> None:

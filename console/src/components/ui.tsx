@@ -1,6 +1,7 @@
 // Small building blocks every page uses: the error line, a labelled field, a loading state.
 import { cloneElement, isValidElement, useCallback, useEffect, useState, type ReactNode } from "react";
 import { describe } from "../api/client";
+import { itemsEnded, type ItemCounts } from "../format";
 
 /** An API error as the person should read it: `code: message`, announced to screen readers. */
 export function ErrorLine({ error }: { error: unknown }) {
@@ -101,4 +102,9 @@ export function ProgressBar({ done, total, label, text }: ProgressProps) {
       </span>
     </div>
   );
+}
+
+/** A batch's progress bar, the same on every page (`itemsEnded` of all items). */
+export function BatchProgress({ counts, label }: { counts: ItemCounts; label: string }) {
+  return <ProgressBar label={label} done={itemsEnded(counts)} total={counts.total} />;
 }

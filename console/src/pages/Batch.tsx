@@ -6,7 +6,7 @@ import { Link, useNavigate, useParams } from "react-router-dom";
 import { Bar, BarChart, CartesianGrid, Legend, ResponsiveContainer, Tooltip, XAxis, YAxis } from "recharts";
 import { ApiError, api, call, type Schemas } from "../api/client";
 import { TERMINAL_STATES, money, when } from "../format";
-import { Empty, ErrorLine, Field, Loading, ProgressBar, useLoad } from "../components/ui";
+import { BatchProgress, Empty, ErrorLine, Field, Loading, useLoad } from "../components/ui";
 import { POLL_MS } from "./Batches";
 
 type Receipt = Schemas["BillingReceipt"];
@@ -110,7 +110,7 @@ export function Batch() {
           </>
         )}
       </dl>
-      <ProgressBar label="Batch progress" done={counts.completed + counts.failed + counts.canceled} total={counts.total} />
+      <BatchProgress label="Batch progress" counts={counts} />
       <p>
         {counts.completed} completed · {counts.failed} failed · {counts.running} running · {counts.pending} pending ·{" "}
         {counts.canceled} canceled

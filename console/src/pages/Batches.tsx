@@ -3,7 +3,7 @@ import { useEffect } from "react";
 import { Link, useSearchParams } from "react-router-dom";
 import { api, call } from "../api/client";
 import { TERMINAL_STATES, when } from "../format";
-import { Empty, ErrorLine, Field, Loading, ProgressBar, useLoad } from "../components/ui";
+import { BatchProgress, Empty, ErrorLine, Field, Loading, useLoad } from "../components/ui";
 
 const FILTERS = ["", "active", "completed", "failed", "canceled", "expired"];
 export const POLL_MS = 2000;
@@ -70,11 +70,7 @@ export function Batches() {
                   <span className={`state state-${batch.state}`}>{batch.state}</span>
                 </td>
                 <td>
-                  <ProgressBar
-                    label={`Progress of ${batch.id}`}
-                    done={batch.counts.completed + batch.counts.failed + batch.counts.canceled}
-                    total={batch.counts.total}
-                  />
+                  <BatchProgress label={`Progress of ${batch.id}`} counts={batch.counts} />
                 </td>
                 <td>{batch.counts.failed}</td>
                 <td>{when(batch.created_at)}</td>

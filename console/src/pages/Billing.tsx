@@ -33,34 +33,56 @@ function unplaced(error: unknown, fields: string[]): unknown {
   return error;
 }
 
+type AuditPage = Schemas["AuditList"];
+
 export function Billing() {
+  // The audit log is read here so that a save shows in it at once, without a reload.
+  const audit = useLoad(() => call(api.GET("/v1/billing/controls/audit", { params: { query: { limit: 20 } } })));
   return (
     <>
       <h1>Billing</h1>
       <BuyCredits />
-      <SpendingControls />
+      <SpendingControls onSaved={() => void audit.reload()} />
       <AutoTopup />
-      <AuditLog />
+      <AuditLog data={audit.data} error={audit.error} />
     </>
   );
 }
+
+const CHECKOUT_POLL_MS = 1500;
+const CHECKOUT_POLL_FOR_MS = 30000;
 
 function BuyCredits() {
   const [params] = useSearchParams();
   const [amount, setAmount] = useState("25");
   const [error, setError] = useState<unknown>(null);
+  const [credited, setCredited] = useState<Schemas["CheckoutStateOut"] | null>(null);
   const usage = useLoad(() => call(api.GET("/v1/usage")));
   const outcome = params.get("checkout");
-  // The wallet is credited by the processor's webhook, moments after the redirect back.
+  const sessionId = params.get("session_id");
+  // The wallet is credited by the processor's webhook, moments after the redirect back: ask
+  // whether this checkout is credited until it is, then show the credit and the new balance.
   useEffect(() => {
-    if (outcome !== "success") return;
-    const timer = window.setInterval(() => void usage.reload(), 1500);
-    const stop = window.setTimeout(() => window.clearInterval(timer), 30000);
+    if (outcome !== "success" || !sessionId || credited) return;
+    async function look() {
+      try {
+        const state = await call(api.GET("/v1/billing/checkout/{session_id}", { params: { path: { session_id: sessionId! } } }));
+        if (state.status === "credited") {
+          setCredited(state);
+          void usage.reload();
+        }
+      } catch {
+        // not known yet, or a network blip: look again on the next tick
+      }
+    }
+    void look();
+    const timer = window.setInterval(() => void look(), CHECKOUT_POLL_MS);
+    const stop = window.setTimeout(() => window.clearInterval(timer), CHECKOUT_POLL_FOR_MS);
     return () => {
       window.clearInterval(timer);
       window.clearTimeout(stop);
     };
-  }, [outcome, usage.reload]);
+  }, [outcome, sessionId, credited, usage.reload]);
   async function submit(event: FormEvent) {
     event.preventDefault();
     const refused = notPlain("invalid_amount", [["amount", amount]], 2);
@@ -82,7 +104,10 @@ function BuyCredits() {
         </p>
       )}
       <ErrorLine error={usage.error} />
-      {outcome === "success" && <Notice>Payment received. Credits appear as soon as the processor confirms it.</Notice>}
+      {outcome === "success" && !credited && (
+        <Notice>Payment received. Credits appear as soon as the processor confirms it.</Notice>
+      )}
+      {credited && <Notice>{money(credited.amount)} of credits added.</Notice>}
       {outcome === "canceled" && <Notice>Checkout canceled; nothing was charged.</Notice>}
       <form className="inline" onSubmit={(e) => void submit(e)}>
         <Field id="buy-amount" label="Amount (USD, 5 to 10,000)" hint={PLAIN} error={fieldError(error, "amount")}>
@@ -102,7 +127,7 @@ interface ThresholdDraft {
 
 const CONTROL_FIELDS = ["limit_enabled", "limit_period", "limit_amount", "limit_mode", "limit_timezone", "low_balance_amount", "alert_thresholds"];
 
-function SpendingControls() {
+function SpendingControls({ onSaved }: { onSaved: () => void }) {
   const loaded = useLoad(() => call(api.GET("/v1/billing/controls")));
   const [enabled, setEnabled] = useState(false);
   const [period, setPeriod] = useState("monthly");
@@ -160,6 +185,7 @@ function SpendingControls() {
       loaded.setData(await call(api.PUT("/v1/billing/controls", { body })));
       setError(null);
       setSaved(true);
+      onSaved();
     } catch (caught) {
       setError(caught);
     }
@@ -356,15 +382,69 @@ function AutoTopup() {
   );
 }
 
-function AuditLog() {
-  const audit = useLoad(() => call(api.GET("/v1/billing/controls/audit", { params: { query: { limit: 20 } } })));
+const CHANGE_LABELS: Record<string, string> = {
+  configured: "Configured",
+  limit_enabled: "Spending limit",
+  limit_period: "Period",
+  limit_amount: "Limit",
+  limit_mode: "When reached",
+  limit_timezone: "Time zone",
+  low_balance_amount: "Low-balance alert",
+  alert_thresholds: "Alert thresholds",
+  alert_email_enabled: "Email alerts",
+  alert_webhook_enabled: "Webhook alerts",
+};
+
+const THRESHOLD_LABELS: Record<string, string> = {
+  spend_above: "spend above",
+  balance_below: "balance below",
+  pct_of_limit: "percent of the limit",
+};
+
+/** One value of an audit entry's `before` / `after` as a person reads it. */
+function shownValue(value: unknown): string {
+  if (value === null || value === undefined) return "none";
+  if (typeof value === "boolean") return value ? "on" : "off";
+  if (Array.isArray(value)) return value.length === 0 ? "none" : value.map(shownValue).join(", ");
+  if (typeof value === "object") {
+    const entry = value as Record<string, unknown>;
+    if (typeof entry.amount === "string" && typeof entry.currency === "string") {
+      return money({ amount: entry.amount, currency: entry.currency });
+    }
+    if (typeof entry.type === "string" && "value" in entry) {
+      const shown = entry.type === "pct_of_limit" ? `${String(entry.value)}%` : shownValue(entry.value);
+      return `${THRESHOLD_LABELS[entry.type] ?? entry.type} ${shown}`;
+    }
+    return Object.entries(entry)
+      .map(([key, inner]) => `${key} ${shownValue(inner)}`)
+      .join(", ");
+  }
+  return String(value);
+}
+
+/** An entry's change, field by field: `Limit: 250.00 USD → 300.00 USD`. */
+function Change({ before, after }: { before: Record<string, unknown> | null | undefined; after: Record<string, unknown> | null | undefined }) {
+  const fields = [...new Set([...Object.keys(before ?? {}), ...Object.keys(after ?? {})])];
+  if (fields.length === 0) return <>—</>;
+  return (
+    <ul className="plain">
+      {fields.map((field) => (
+        <li key={field}>
+          {CHANGE_LABELS[field] ?? field}: {shownValue(before?.[field])} → {shownValue(after?.[field])}
+        </li>
+      ))}
+    </ul>
+  );
+}
+
+function AuditLog({ data, error }: { data: AuditPage | undefined; error: unknown }) {
   return (
     <section aria-labelledby="audit-h">
       <h2 id="audit-h">Audit log</h2>
-      <ErrorLine error={audit.error} />
-      {audit.data && audit.data.data.length === 0 && <p>No changes yet.</p>}
-      {audit.data && audit.data.data.length > 0 && (
-        <table>
+      <ErrorLine error={error} />
+      {data && data.data.length === 0 && <p>No changes yet.</p>}
+      {data && data.data.length > 0 && (
+        <table data-testid="audit-log">
           <thead>
             <tr>
               <th scope="col">When</th>
@@ -374,13 +454,13 @@ function AuditLog() {
             </tr>
           </thead>
           <tbody>
-            {audit.data.data.map((entry) => (
+            {data.data.map((entry) => (
               <tr key={entry.id}>
                 <td>{when(entry.created_at)}</td>
                 <td>{entry.actor_role ?? "system"}</td>
                 <td>{entry.action}</td>
                 <td>
-                  <code className="wrap">{JSON.stringify(entry.after)}</code>
+                  <Change before={entry.before as Record<string, unknown> | null} after={entry.after as Record<string, unknown> | null} />
                 </td>
               </tr>
             ))}

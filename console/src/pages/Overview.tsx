@@ -1,14 +1,26 @@
 // Overview: balance, reserved, this period's spend against the limit, recent batches, alerts.
+// While a recent batch runs, the wallet and the batches are read again (reservations settle).
+import { useEffect } from "react";
 import { Link } from "react-router-dom";
 import { api, call } from "../api/client";
-import { money, when } from "../format";
-import { Empty, ErrorLine, Loading, ProgressBar, useLoad } from "../components/ui";
+import { TERMINAL_STATES, money, when } from "../format";
+import { BatchProgress, Empty, ErrorLine, Loading, ProgressBar, useLoad } from "../components/ui";
+import { POLL_MS } from "./Batches";
 
 export function Overview() {
   const usage = useLoad(() => call(api.GET("/v1/usage")));
   const controls = useLoad(() => call(api.GET("/v1/billing/controls")));
   const batches = useLoad(() => call(api.GET("/v1/batches", { params: { query: { limit: 5 } } })));
   const events = useLoad(() => call(api.GET("/v1/billing/events", { params: { query: { limit: 5 } } })));
+  const active = batches.data?.data.some((b) => !TERMINAL_STATES.includes(b.state)) ?? false;
+  useEffect(() => {
+    if (!active) return;
+    const timer = window.setInterval(() => {
+      void batches.reload();
+      void usage.reload();
+    }, POLL_MS);
+    return () => window.clearInterval(timer);
+  }, [active, batches.reload, usage.reload]);
   const limit = controls.data?.controls;
   const spent = usage.data?.current_period.spend;
   return (
@@ -75,7 +87,7 @@ export function Overview() {
               <tr>
                 <th scope="col">Batch</th>
                 <th scope="col">State</th>
-                <th scope="col">Items</th>
+                <th scope="col">Progress</th>
                 <th scope="col">Created</th>
               </tr>
             </thead>
@@ -89,7 +101,7 @@ export function Overview() {
                     <span className={`state state-${batch.state}`}>{batch.state}</span>
                   </td>
                   <td>
-                    {batch.counts.completed}/{batch.counts.total}
+                    <BatchProgress label={`Progress of ${batch.id}`} counts={batch.counts} />
                   </td>
                   <td>{when(batch.created_at)}</td>
                 </tr>

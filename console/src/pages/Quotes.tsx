@@ -1,10 +1,12 @@
 // New batch: paste or upload a JSONL file, get the free quote with its lanes, create the batch
-// from it. The file goes through `POST /v1/files`; the quote and batch name it by id.
+// from it. The file goes through `POST /v1/files`; the quote and batch name it by id. Lines in
+// the vendor's batch format ({custom_id, method, url, body}) are sent as a `batch` file, which
+// the service converts by the compat surface's mapping, as the CLI does (docs/compat.md).
 import { useState, type ChangeEvent, type FormEvent } from "react";
 import { useNavigate } from "react-router-dom";
 import { ApiError, api, call, type Schemas } from "../api/client";
 import { money, when } from "../format";
-import { ErrorLine, Field, Notice } from "../components/ui";
+import { ErrorLine, Field } from "../components/ui";
 
 type Quote = Schemas["QuoteOut"];
 type Lane = Quote["quote_lanes"][number];
@@ -16,6 +18,22 @@ const SAMPLE = JSON.stringify({
   model: "gpt-4o-mini",
   input: { messages: [{ role: "user", content: "Say hello." }] },
 });
+
+/** The fields that make a line a vendor batch line (the CLI's and the service's rule). */
+const VENDOR_FIELDS = ["custom_id", "url", "method"];
+
+/** `batch` when any line is a vendor batch line, else `batch_input` (native items). */
+function filePurpose(text: string): "batch" | "batch_input" {
+  const vendor = text.split("\n").some((line) => {
+    try {
+      const parsed: unknown = JSON.parse(line);
+      return typeof parsed === "object" && parsed !== null && VENDOR_FIELDS.some((f) => f in parsed);
+    } catch {
+      return false; // not JSON: the service's checks name the line
+    }
+  });
+  return vendor ? "batch" : "batch_input";
+}
 
 function preflightIssues(error: unknown): Issue[] {
   if (!(error instanceof ApiError)) return [];
@@ -31,6 +49,7 @@ export function Quotes() {
   const [quote, setQuote] = useState<Quote | null>(null);
   const [file, setFile] = useState<Schemas["FileOut"] | null>(null);
   const [error, setError] = useState<unknown>(null);
+  const [createError, setCreateError] = useState<unknown>(null);
   const [busy, setBusy] = useState(false);
   // Said next to the box by the console itself (not the browser's tooltip) when there is nothing to quote.
   const [noItems, setNoItems] = useState(false);
@@ -47,10 +66,11 @@ export function Quotes() {
     setBusy(true);
     setQuote(null);
     setError(null);
+    setCreateError(null);
     try {
       const uploaded = await call(
         api.POST("/v1/files", {
-          params: { query: { purpose: "batch_input" } },
+          params: { query: { purpose: filePurpose(text) } },
           body: text as never,
           bodySerializer: (body: unknown) => body as string,
           headers: { "Content-Type": "application/jsonl" },
@@ -73,6 +93,7 @@ export function Quotes() {
   async function createBatch() {
     if (!quote) return;
     setBusy(true);
+    setCreateError(null);
     try {
       const created = (await call(
         api.POST("/v1/batches", {
@@ -82,7 +103,7 @@ export function Quotes() {
       )) as { batch?: { id?: string } };
       if (created.batch?.id) navigate(`/batches/${created.batch.id}`);
     } catch (caught) {
-      setError(caught);
+      setCreateError(caught); // shown next to the button that caused it
     } finally {
       setBusy(false);
     }
@@ -93,8 +114,9 @@ export function Quotes() {
     <>
       <h1>New batch</h1>
       <p>
-        One item per line: <code>customer_item_id</code>, <code>operation</code>, <code>model</code>, <code>input</code>. A quote is free
-        and reserves nothing; creating the batch reserves its credits.
+        One item per line: <code>customer_item_id</code>, <code>operation</code>, <code>model</code>, <code>input</code>; or the
+        vendor&apos;s batch lines <code>{"{custom_id, method, url, body}"}</code>, as the CLI takes them. A quote is free and
+        reserves nothing; creating the batch reserves its credits.
       </p>
       <form onSubmit={(e) => void getQuote(e)}>
         <Field id="jsonl-file" label="Upload a JSONL file">
@@ -171,7 +193,13 @@ export function Quotes() {
             <dd>{when(quote.expires_at)}</dd>
           </dl>
           {quote.preflight.warnings.length > 0 && (
-            <Notice>{quote.preflight.warnings.map((w) => `${w.code}: ${w.message}`).join(" · ")}</Notice>
+            <ul className="issues" aria-label="Warnings" data-testid="quote-warnings">
+              {quote.preflight.warnings.map((w, index) => (
+                <li key={index}>
+                  <code>{w.code}</code> {w.message} {w.action}
+                </li>
+              ))}
+            </ul>
           )}
           <table>
             <caption>Lanes considered</caption>
@@ -200,9 +228,12 @@ export function Quotes() {
               ))}
             </tbody>
           </table>
-          <button type="button" onClick={() => void createBatch()} disabled={busy}>
+          <button type="button" onClick={() => void createBatch()} disabled={busy} aria-describedby="create-error">
             Create batch from this quote
           </button>
+          <div id="create-error">
+            <ErrorLine error={createError} />
+          </div>
         </section>
       )}
     </>

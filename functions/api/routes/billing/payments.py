@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Depends, Path, Query, Request
 from starlette.concurrency import run_in_threadpool
 
 from batchroute.domain.accounts.access import Principal
 from batchroute.domain.billing.payments import AttemptPage, AutoTopupView
-from batchroute.services.billing.payments import CheckoutOpened, WebhookAck
+from batchroute.services.billing.payments import CheckoutOpened, CheckoutState, WebhookAck
 from functions.api.auth import require
 from functions.api.deps import AutoTopupDep, CreditPurchasesDep
 from functions.api.envelope import ErrorEnvelope
@@ -20,6 +20,7 @@ from functions.api.schemas.billing.payments import (
     AutoTopupUpdate,
     CheckoutOut,
     CheckoutRequest,
+    CheckoutStateOut,
     ProcessorWebhookAck,
 )
 
@@ -28,6 +29,7 @@ router = APIRouter(tags=["billing"])
 Reader = Annotated[Principal, Depends(require("billing:read"))]
 Manager = Annotated[Principal, Depends(require("billing:manage"))]
 SessionManager = Annotated[Principal, Depends(require("billing:manage", session_only=True))]
+SessionId = Annotated[str, Path(min_length=1, max_length=255, description="The processor's cs_... id")]
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"model": ErrorEnvelope, "description": "Missing, invalid or revoked credentials"},
@@ -63,6 +65,16 @@ def create_checkout(
     principal: SessionManager, service: CreditPurchasesDep, body: CheckoutRequest
 ) -> CheckoutOpened:
     return service.checkout(principal, body.command())
+
+
+@router.get(
+    "/v1/billing/checkout/{session_id}",
+    response_model=CheckoutStateOut,
+    responses={**_ERRORS, 404: {"model": ErrorEnvelope, "description": "`checkout_not_found`"}},
+    summary="A credit purchase's state: `credited` once the wallet has the credit",
+)
+def get_checkout(principal: Reader, service: CreditPurchasesDep, session_id: SessionId) -> CheckoutState:
+    return service.checkout_state(principal, session_id)
 
 
 @router.post(

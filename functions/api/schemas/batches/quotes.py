@@ -266,7 +266,9 @@ class Funding(BaseModel):
 
 
 class PreflightIssue(BaseModel):
-    category: Category
+    category: Category | Literal["spending_limit"] = Field(
+        description="the check; `spending_limit` only in a quote's warnings (docs/billing-controls.md)"
+    )
     code: str
     message: str
     action: str

@@ -70,6 +70,14 @@ class CheckoutOut(BaseModel):
     amount: MoneyOut
 
 
+class CheckoutStateOut(BaseModel):
+    session_id: str
+    status: Literal["open", "credited"] = Field(
+        description="`credited` once the processor's webhook has credited the wallet"
+    )
+    amount: MoneyOut
+
+
 class ProcessorWebhookAck(BaseModel):
     received: bool
     event_id: str

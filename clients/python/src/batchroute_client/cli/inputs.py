@@ -5,11 +5,14 @@ service's compat surface converts them (`batchroute/domain/compat/batches.py`, `
 - `url` `/v1/chat/completions` or `/v1/responses` -> operation `responses`, `/v1/embeddings`
   -> `embeddings`; any other url is refused, naming the line;
 - `custom_id` -> `customer_item_id` (1-256 characters), `method` must be `POST`;
-- `body.model` -> `model`, the rest of `body` -> `input`.
+- `body.model` -> `model`, `body.preset` (optional, a preset's name or name@version, which
+  may give the model) -> `preset`, the rest of `body` -> `input`.
 
 A line is a vendor row when it has `custom_id`, `url` or `method`; any other JSON object is
-passed on as a native item (the service's preflight checks its fields). The converted items
-are written to a JSONL file, so a large input is never held in memory."""
+passed on as a native item (the service's preflight checks its fields). The console sends
+the same lines to the service, which converts them by this rule (docs/compat.md, "Vendor
+lines in a native quote"); tests/fixtures/vendor_lines.jsonl checks both give the same items.
+The converted items are written to a JSONL file, so a large input is never held in memory."""
 
 from __future__ import annotations
 
@@ -64,14 +67,21 @@ def vendor_item(row: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise ValueError("body must be a JSON object")
     model = body.get("model")
-    if not isinstance(model, str) or not model:
+    preset = body.get("preset")  # a preset may give the model (docs/presets.md)
+    if preset is not None and not isinstance(preset, str):
+        raise ValueError("body.preset must name a preset (name or name@version)")
+    if (not isinstance(model, str) or not model) and (preset is None or model is not None):
         raise ValueError("body.model must name a model")
-    return {
+    item: dict[str, Any] = {
         "customer_item_id": custom_id,
         "operation": operation,
-        "model": model,
-        "input": {key: value for key, value in body.items() if key != "model"},
+        "input": {key: value for key, value in body.items() if key not in ("model", "preset")},
     }
+    if model is not None:
+        item["model"] = model
+    if preset is not None:
+        item["preset"] = preset
+    return item
 
 
 def _lines(path: Path) -> Iterator[tuple[int, bytes]]:

@@ -54,23 +54,26 @@ class BatchesWiring(FeedbackWiring):
 
     @cached_property
     def quotes(self) -> QuoteService:
-        """Reads `input_file_id`s from the native file service (`QuoteService.reading` for
-        another source)."""
+        """Reads `input_file_id`s from the native file service, a `batch` file's vendor lines
+        converted (`VendorLineFiles`; `QuoteService.reading` for another source)."""
         from batchroute.adapters.quote_items import QuoteItemSink
         from batchroute.services.batches.quotes import QuoteService
+        from batchroute.services.billing.funding import LimitPreview
+        from batchroute.services.compat.vendor_lines import VendorLineFiles
 
         return QuoteService(
             catalog=self.catalog,
             live=self.lane_states,
             snapshots=self.quote_store,
             item_sink=QuoteItemSink(self.artifacts),
-            files=self.files,
+            files=VendorLineFiles(self.files),
             balances=self.ledger,
             settings=self.settings,
             guards=self.guards,
             clock=self.clock,
             policies=self.route_policies,
             presets=self.presets,
+            limits=LimitPreview(self.ledger, self.controls, self.clock),
         )
 
     @cached_property

@@ -96,6 +96,12 @@ class ItemSink(Protocol):
     def save(self, quote_id: str, lines: Iterator[bytes]) -> str: ...
 
 
+class LimitWarnings(Protocol):
+    """services/billing/funding.py:LimitPreview: would creating the batch pass a hard limit?"""
+
+    def limit_warning(self, org_id: str, estimate: Money) -> IssueView | None: ...
+
+
 class FileItems(Protocol):
     def open_items(self, org_id: str, file_id: str) -> Iterator[tuple[int, dict[str, Any] | LineError]]: ...
 
@@ -195,6 +201,7 @@ class QuoteService:
         resolve: Callable[[str, int], list[str]] | None = None,
         policies: OrgPolicies | None = None,
         presets: Resolver | None = None,
+        limits: LimitWarnings | None = None,
     ) -> None:
         self.catalog = catalog
         self.live = live
@@ -208,6 +215,7 @@ class QuoteService:
         self.resolve = resolve
         self.policies = policies
         self.presets = presets  # expands items and bodies naming a preset (docs/presets.md)
+        self.limits = limits  # a preflight warning when the batch would pass a hard limit
 
     def reading(self, files: FileItems) -> QuoteService:
         """The same service reading `input_file_id`s from `files` (the compat surface reads
@@ -548,6 +556,10 @@ class QuoteService:
     def _answer(self, principal: Principal, snapshot: QuoteSnapshot, planned: PlannedQuote) -> QuoteView:
         """The quote as the API shows it."""
         available = self.balances.balance(principal.org_id)
+        warnings = list(planned.warnings)
+        limit = self.limits.limit_warning(principal.org_id, planned.price.total) if self.limits else None
+        if limit is not None:
+            warnings.append(limit)
         return {
             "quote_id": snapshot.quote_id,
             "object": "quote",
@@ -566,7 +578,7 @@ class QuoteService:
             "quote_lanes": quote_lanes(snapshot.routing),
             "customer_explanation": planned.plan.explanation(),
             "funding": {"available": available.to_api(), "sufficient": available >= planned.price.total},
-            "preflight": {"ok": True, "errors": [], "warnings": planned.warnings},
+            "preflight": {"ok": True, "errors": [], "warnings": warnings},
             "route_policy": planned.route_policy_api(),
             **snapshot.workflow,
         }

@@ -18,6 +18,10 @@ Both are read before the write, so neither is the final word: the decision carri
 `LimitGuard` (domain/billing/spending_limit.py) that the reservation's own transaction asserts, so
 concurrent submits cannot together pass a hard limit. When that transaction is refused, the
 caller decides again on fresh reads.
+
+A quote reserves nothing and is never refused for the limit; `LimitPreview` gives it the same
+rule as a preflight warning instead (`spending_limit_exceeded`, docs/billing-controls.md):
+creating the batch now would be refused with the 402 above.
 """
 
 from __future__ import annotations
@@ -26,11 +30,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal, Protocol
 
+from batchroute.clock import Clock
+from batchroute.domain.batches.preflight import IssueView
 from batchroute.domain.billing.controls import BillingControls, Period
 from batchroute.domain.billing.ledger import WalletState, insufficient_credit, period_keys
 from batchroute.domain.billing.spending_limit import LimitGuard
 from batchroute.errors import Forbidden, PaymentRequired, ServiceError
 from batchroute.money import Money, format_amount
+from batchroute.services.billing.ports import ControlsReader
 
 Surface = Literal["batch", "chat"]
 
@@ -157,3 +164,36 @@ class Funding:
             period_key=period_key,
             surface=surface,
         )
+
+
+LIMIT_WARNING_CODE = "spending_limit_exceeded"
+
+
+class LimitPreview:
+    """A quote's look at the hard spending limit: the warning when creating a batch of
+    `estimate` now would be refused (projected > limit in hard mode), else None."""
+
+    def __init__(self, ledger: FundingLedger, controls: ControlsReader, clock: Clock) -> None:
+        self.ledger = ledger
+        self.controls = controls
+        self.clock = clock
+
+    def limit_warning(self, org_id: str, estimate: Money) -> IssueView | None:
+        controls = self.controls.billing_controls(org_id)
+        limit, period = active_limit(controls)
+        if controls is None or controls.limit_mode != "hard" or limit is None or period is None:
+            return None
+        period_key = period_keys(self.clock.now(), controls.limit_timezone)[period]
+        spent = self.ledger.period_spend(org_id, period_key)
+        projected = spent + self.ledger.state(org_id).reserved + estimate
+        if projected.micros <= limit.micros:
+            return None
+        refusal = limit_refusal(limit=limit, period=period, spent=spent, projected=projected, surface="batch")
+        return {
+            "category": "spending_limit",
+            "code": LIMIT_WARNING_CODE,
+            "message": f"Creating this batch now would take {period} spend past the hard spending "
+            "limit, so it would be refused.",
+            "action": "Raise the limit, wait for the next period, or send fewer items.",
+            "details": refusal.details or {},  # the 402's figures: limit, period, spent, projected
+        }

@@ -25,6 +25,7 @@ from batchroute.domain.billing.payments import (
     Charge,
     CheckoutRecord,
     CheckoutSession,
+    CheckoutStatus,
     PaymentMethod,
     ProcessorEvent,
     ProcessorSession,
@@ -34,6 +35,7 @@ from batchroute.domain.billing.payments import (
     session_mismatch,
     to_cents,
 )
+from batchroute.errors import NotFound
 from batchroute.money import MoneyView
 from batchroute.observability import logger
 from batchroute.services.billing.auto_topup import AutoTopupService, Credits
@@ -51,6 +53,12 @@ class CheckoutOpened(TypedDict):
     checkout_url: str
     session_id: str
     expires_at: str
+    amount: MoneyView
+
+
+class CheckoutState(TypedDict):
+    session_id: str
+    status: CheckoutStatus  # `credited` once the processor's webhook credited the wallet
     amount: MoneyView
 
 
@@ -165,6 +173,15 @@ class CreditPurchases:
             "expires_at": session.expires_at,
             "amount": amount.to_api(),
         }
+
+    def checkout_state(self, principal: Principal, session_id: str) -> CheckoutState:
+        """Has this org's checkout been credited yet? The console asks after the processor
+        sends the buyer back, until it has (docs/payments.md)."""
+        record = self.checkouts.checkout_record(session_id)
+        if record is None or record.org_id != principal.org_id:
+            raise NotFound("No checkout with this id in this organization.", code="checkout_not_found")
+        amount = from_cents(record.amount_cents).to_api()
+        return {"session_id": record.session_id, "status": record.status, "amount": amount}
 
     # -- the processor's webhook -------------------------------------------------------------
     def handle_webhook(self, payload: bytes, signature: str | None) -> WebhookAck:
