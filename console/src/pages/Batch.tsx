@@ -7,7 +7,7 @@ import { useEffect, useState } from "react";
 import { Link, useNavigate, useParams } from "react-router-dom";
 import { Bar, BarChart, CartesianGrid, Legend, ResponsiveContainer, Tooltip, XAxis, YAxis } from "recharts";
 import { api, call, type Schemas } from "../api/client";
-import { TERMINAL_STATES, money, when } from "../format";
+import { TERMINAL_STATES, isSettled, money, when } from "../format";
 import { ErrorLine, Field, Loading, ProgressBar, useLoad } from "../components/ui";
 import { POLL_MS } from "./Batches";
 
@@ -28,8 +28,7 @@ export function Batch() {
   const [error, setError] = useState<unknown>(null);
   const batch = read.data?.batch;
   const active = batch ? !TERMINAL_STATES.includes(batch.state) : false;
-  // Settled: terminal, its in-flight work ended, its results and receipt written.
-  const settled = batch ? !active && batch.settled_at != null : false;
+  const settled = batch ? isSettled(batch) : false;
   const following = batch !== undefined && !settled;
   useEffect(() => {
     if (!following) return;
