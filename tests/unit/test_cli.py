@@ -365,6 +365,24 @@ def test_submit_wait_out_on_a_batch_canceled_elsewhere_writes_its_results_once_s
     assert "error: batch_ended: batch_1 ended canceled" in err and "results_not_ready" not in err
 
 
+def test_status_says_whether_a_canceled_batch_has_settled(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    settling = batch("batch_1", "canceled", 1, settled=False)
+    api = FakeAPI(
+        {
+            "GET /v1/batches/batch_1": [
+                httpx.Response(200, json={"batch": settling, "billing_receipt": None}),
+                got_batch("canceled", 1, pending=0, canceled=2),
+            ]
+        }
+    )
+    assert run(api, "status", "batch_1", tmp_path=tmp_path)[0] == 0
+    assert "settled    not yet: the work already dispatched is finishing" in capsys.readouterr().out
+    assert run(api, "status", "batch_1", tmp_path=tmp_path)[0] == 0
+    assert "settled    2026-03-01T10:05:00.000Z" in capsys.readouterr().out
+
+
 def test_a_file_over_the_inline_limit_is_uploaded_through_the_signed_url_with_a_bar(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
