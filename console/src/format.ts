@@ -91,3 +91,10 @@ export interface ItemCounts {
 export function itemsEnded(counts: ItemCounts): number {
   return counts.completed + counts.failed + counts.canceled;
 }
+
+// Settled: terminal and `settled_at` set. A canceled (failed, expired) batch is terminal at
+// once, but the work already dispatched may still run; its results, receipt and retry come
+// once it is settled, so pages follow a batch until then (docs/console.md, "Cancel").
+export function isSettled(batch: { state: string; settled_at?: string | null }): boolean {
+  return TERMINAL_STATES.includes(batch.state) && batch.settled_at != null;
+}

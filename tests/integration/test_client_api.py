@@ -12,9 +12,12 @@ from batchroute_client import AuthenticationError, Client, ConflictError, NotFou
 from batchroute_client.models import ALL_MODELS
 from fastapi.testclient import TestClient
 
+from batchroute.adapters.dynamo.batch_records import BatchRecords
+from batchroute.config import get_settings
 from batchroute_tools.local.provision import LocalStack
 from functions.api.app import create_app
 from functions.api.auth import identity_store
+from tests.integration.batch_pipeline_support import run_until_done
 from tests.integration.principals import TestOrg, new_org
 from tests.integration.test_quotes import _heartbeat_all_lanes, _item
 
@@ -36,7 +39,15 @@ def sdk(http: TestClient, org: TestOrg) -> Client:
     return Client(api_key=org.api_key(), http_client=http, sleep=lambda _: None)
 
 
-def test_quote_create_read_list_cancel_through_the_client(sdk: Client, org: TestOrg) -> None:
+def _run_to_the_end(stack: LocalStack, batch_id: str) -> None:
+    record = BatchRecords(get_settings().table_name("batches")).get(batch_id)
+    assert record is not None and record.execution_arn
+    assert run_until_done(stack, record.execution_arn)["status"] == "SUCCEEDED"
+
+
+def test_quote_create_read_list_cancel_through_the_client(
+    sdk: Client, org: TestOrg, local_aws: LocalStack
+) -> None:
     items = [_item(0), _item(1)]
     quote = sdk.quotes.model(items=items)
     assert quote.quote_id.startswith("qlock_") and quote.item_count == 2
@@ -58,7 +69,18 @@ def test_quote_create_read_list_cancel_through_the_client(sdk: Client, org: Test
 
     canceled = sdk.batches.cancel(batch.id, reason="changed my mind")
     assert canceled.id == batch.id and canceled.state == "canceled" and canceled.is_terminal
-    assert sdk.batches.wait(batch.id, poll_interval=1).state == "canceled"
+    # Canceled at once, but not settled: its results are not written yet
+    assert not canceled.is_settled
+    with pytest.raises(ConflictError) as not_ready:
+        list(sdk.batches.results(batch.id))
+    assert not_ready.value.code == "results_not_ready"
+    # Once the workflow has ended its work, wait returns the settled batch and its results
+    _run_to_the_end(local_aws, batch.id)
+    done = sdk.batches.wait(batch.id, poll_interval=1)
+    assert done.state == "canceled" and done.is_settled
+    assert [(r.status, (r.error or {}).get("code")) for r in sdk.batches.results(batch.id)] == [
+        ("failed", "canceled")
+    ] * 2
 
     usage = sdk.usage()
     assert usage.org_id == org.org_id and usage.balance.currency == "usd"

@@ -310,6 +310,79 @@ def test_submit_json_prints_one_document_and_a_failed_batch_exits_4(
     assert "error: batch_ended: batch_1 ended failed" in captured.err
 
 
+def test_submit_wait_out_on_a_batch_canceled_elsewhere_writes_its_results_once_settled_and_exits_4(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given a batch that another shell cancels while one item runs and one is pending
+    path = write_jsonl(tmp_path / "vendor.jsonl", VENDOR_ROWS)
+
+    def results(request: httpx.Request) -> httpx.Response:
+        # The service answers 409 results_not_ready until the batch is finalized
+        if not settled:
+            return error(409, "results_not_ready", state="canceled")
+        rows = [
+            {"customer_item_id": "chat-1", "status": "completed", "output": {"text": "hi"}, "error": None},
+            *(
+                {"customer_item_id": i, "status": "failed", "output": None, "error": {"code": "canceled"}}
+                for i in ("emb-1", "resp-1")
+            ),
+        ]
+        return httpx.Response(200, json={"data": rows, "next_cursor": None})
+
+    settled = False
+    polls: list[tuple[str, dict[str, int], bool]] = [
+        ("running", {"running": 1, "pending": 1}, False),
+        ("canceled", {"running": 1, "pending": 1}, False),  # canceled at once, not settled
+        ("canceled", {"running": 0, "pending": 0, "canceled": 2}, True),
+    ]
+
+    def poll(request: httpx.Request) -> httpx.Response:
+        nonlocal settled
+        state, counts, settled = polls.pop(0) if len(polls) > 1 else polls[0]
+        body = batch("batch_1", state, 1, settled=settled)
+        body["counts"].update(counts)
+        return httpx.Response(200, json={"batch": body, "billing_receipt": None})
+
+    api = FakeAPI(
+        {
+            "POST /v1/quotes/model": [httpx.Response(200, json=quote_body())],
+            "POST /v1/batches": [httpx.Response(202, json={"batch": batch("batch_1", "priced")})],
+            "GET /v1/batches/batch_1": [poll],
+            "GET /v1/batches/batch_1/results": [results],
+        }
+    )
+    # When submit --wait --out follows it
+    code, sleeps = run(api, "submit", str(path), "--wait", "--out", str(tmp_path / "out"), tmp_path=tmp_path)
+    # Then it waited past `canceled` until the batch settled, wrote every result, and exits 4
+    assert code == 4 and sleeps == [2.0, 2.0]
+    assert len(api.sent("GET /v1/batches/batch_1")) == 3
+    assert len(api.sent("GET /v1/batches/batch_1/results")) == 1  # once, after it settled
+    written = (tmp_path / "out" / "batch_1.results.jsonl").read_text(encoding="utf-8").splitlines()
+    assert [json.loads(line)["status"] for line in written] == ["completed", "failed", "failed"]
+    err = capsys.readouterr().err
+    assert "batch_1 canceled 1/3 items done" in err and "batch_1 canceled 3/3 items done" in err
+    assert "results written to" in err
+    assert "error: batch_ended: batch_1 ended canceled" in err and "results_not_ready" not in err
+
+
+def test_status_says_whether_a_canceled_batch_has_settled(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    settling = batch("batch_1", "canceled", 1, settled=False)
+    api = FakeAPI(
+        {
+            "GET /v1/batches/batch_1": [
+                httpx.Response(200, json={"batch": settling, "billing_receipt": None}),
+                got_batch("canceled", 1, pending=0, canceled=2),
+            ]
+        }
+    )
+    assert run(api, "status", "batch_1", tmp_path=tmp_path)[0] == 0
+    assert "settled    not yet: the work already dispatched is finishing" in capsys.readouterr().out
+    assert run(api, "status", "batch_1", tmp_path=tmp_path)[0] == 0
+    assert "settled    2026-03-01T10:05:00.000Z" in capsys.readouterr().out
+
+
 def test_a_file_over_the_inline_limit_is_uploaded_through_the_signed_url_with_a_bar(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -32,7 +32,13 @@ BASE = "https://api.test"
 Answer = Callable[[httpx.Request], httpx.Response]
 
 
-def batch(batch_id: str = "batch_1", state: str = "running", completed: int = 0) -> dict[str, Any]:
+def batch(
+    batch_id: str = "batch_1", state: str = "running", completed: int = 0, settled: bool | None = None
+) -> dict[str, Any]:
+    """A batch summary; a terminal one is settled (`settled_at`) unless `settled=False`, as the
+    service shows it once its work in flight has ended."""
+    if settled is None:
+        settled = state in ("completed", "failed", "canceled", "expired")
     return {
         "id": batch_id,
         "object": "batch",
@@ -46,6 +52,7 @@ def batch(batch_id: str = "batch_1", state: str = "running", completed: int = 0)
             "canceled": 0,
         },
         "created_at": "2026-03-01T10:00:00.000Z",
+        "settled_at": "2026-03-01T10:05:00.000Z" if settled else None,
     }
 
 
@@ -263,6 +270,51 @@ def test_wait_polls_to_a_terminal_state_reporting_progress() -> None:
     assert done.state == "completed" and done.is_terminal
     assert seen == [("running", 0), ("running", 2), ("completed", 3)]
     assert sleeps == [2.5, 2.5]
+
+
+def canceled(pending: int, running: int, *, settled: bool) -> httpx.Response:
+    """A canceled batch of 3: one item completed, `running` still in flight, `pending` not
+    yet counted canceled; settled once its in-flight work ended."""
+    body = batch(state="canceled", completed=1, settled=settled)
+    body["counts"].update(pending=pending, running=running, canceled=2 - pending - running)
+    return httpx.Response(200, json={"batch": body, "billing_receipt": None})
+
+
+def test_wait_on_a_canceled_batch_returns_once_its_work_in_flight_ended_and_it_settled() -> None:
+    # Given a batch canceled while one item runs and one waits: terminal, not settled
+    recorder = Recorder(
+        canceled(pending=1, running=1, settled=False),
+        canceled(pending=0, running=1, settled=False),
+        canceled(pending=0, running=0, settled=True),
+    )
+    sleeps: list[float] = []
+    seen: list[tuple[int, int, bool]] = []
+    done = make(recorder, sleeps).batches.wait(
+        "batch_1",
+        poll_interval=2,
+        on_progress=lambda b: seen.append((b.counts.running, b.counts.pending, b.is_settled)),
+    )
+    # Then wait kept polling past `canceled` until the batch settled
+    assert seen == [(1, 1, False), (1, 0, False), (0, 0, True)] and sleeps == [2, 2]
+    assert done.state == "canceled" and done.is_terminal and done.is_settled
+    assert done.counts.canceled == 2 and done.settled_at
+
+
+def test_a_wait_that_times_out_on_an_unsettled_canceled_batch_says_so() -> None:
+    now = [0.0]
+
+    def sleep(seconds: float) -> None:
+        now[0] += seconds
+
+    client = Client(
+        api_key="k",
+        base_url=BASE,
+        http_client=httpx.Client(transport=httpx.MockTransport(Recorder(canceled(0, 1, settled=False)))),
+        sleep=sleep,
+        monotonic=lambda: now[0],
+    )
+    with pytest.raises(WaitTimeoutError, match="batch_1 canceled, not settled yet after 5 s"):
+        client.batches.wait("batch_1", poll_interval=2, timeout=5)
 
 
 def test_wait_gives_up_after_its_timeout() -> None:

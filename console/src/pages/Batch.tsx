@@ -1,11 +1,13 @@
 // One batch: live counts, the routing receipt (selected lanes, and every rejected lane with
 // its reason, as a table and a per-lane chart), items with a status filter, downloads,
-// cancel and retry.
+// cancel and retry. The page follows the batch until it is settled, not merely terminal: a
+// canceled batch's dispatched work may still run, and its results, receipt and retry come
+// once that work has ended (docs/console.md, "Cancel").
 import { useEffect, useState } from "react";
 import { Link, useNavigate, useParams } from "react-router-dom";
 import { Bar, BarChart, CartesianGrid, Legend, ResponsiveContainer, Tooltip, XAxis, YAxis } from "recharts";
 import { ApiError, api, call, type Schemas } from "../api/client";
-import { TERMINAL_STATES, money, when } from "../format";
+import { TERMINAL_STATES, isSettled, money, when } from "../format";
 import { BatchProgress, Empty, ErrorLine, Field, Loading, useLoad } from "../components/ui";
 import { POLL_MS } from "./Batches";
 
@@ -26,11 +28,13 @@ export function Batch() {
   const [error, setError] = useState<unknown>(null);
   const batch = read.data?.batch;
   const active = batch ? !TERMINAL_STATES.includes(batch.state) : false;
+  const settled = batch ? isSettled(batch) : false;
+  const following = batch !== undefined && !settled;
   useEffect(() => {
-    if (!active) return;
+    if (!following) return;
     const timer = window.setInterval(() => void read.reload(), POLL_MS);
     return () => window.clearInterval(timer);
-  }, [active, read.reload]);
+  }, [following, read.reload]);
 
   async function cancel() {
     if (!window.confirm("Cancel this batch? Work already dispatched may still finish.")) return;
@@ -111,22 +115,28 @@ export function Batch() {
         )}
       </dl>
       <BatchProgress label="Batch progress" counts={counts} />
-      <p>
+      <p data-testid="batch-counts">
         {counts.completed} completed · {counts.failed} failed · {counts.running} running · {counts.pending} pending ·{" "}
         {counts.canceled} canceled
       </p>
+      {!active && !settled && (
+        <p role="status" data-testid="settling">
+          The batch is {batch.state}; work already dispatched is finishing. Its results, receipt and retry are
+          ready once it settles; this page follows it.
+        </p>
+      )}
       <div className="actions">
         {active && (
           <button type="button" onClick={() => void cancel()}>
             Cancel batch
           </button>
         )}
-        {!active && (counts.failed > 0 || counts.canceled > 0) && (
+        {settled && (counts.failed > 0 || counts.canceled > 0) && (
           <button type="button" onClick={() => void retry()}>
             Retry failed and canceled items
           </button>
         )}
-        {batch.state === "completed" && (
+        {settled && (
           <button type="button" onClick={() => void downloadResults()}>
             Download results (JSONL)
           </button>
@@ -137,7 +147,10 @@ export function Batch() {
       </div>
       <ErrorLine error={error} />
       {read.data?.billing_receipt ? <ReceiptView receipt={read.data.billing_receipt} /> : <p>The receipt is written when the batch settles.</p>}
-      <Items batchId={batchId} refreshKey={`${counts.completed}-${counts.failed}`} />
+      <Items
+        batchId={batchId}
+        refreshKey={`${batch.state}-${counts.completed}-${counts.failed}-${counts.canceled}-${batch.settled_at ?? ""}`}
+      />
     </>
   );
 }

@@ -1,8 +1,9 @@
-// Batches: the list with a state filter and live progress (polled while any is active).
+// Batches: the list with a state filter and live progress (polled while any is not settled:
+// a canceled batch's counts still move while its dispatched work ends).
 import { useEffect } from "react";
 import { Link, useSearchParams } from "react-router-dom";
 import { api, call } from "../api/client";
-import { TERMINAL_STATES, when } from "../format";
+import { isSettled, when } from "../format";
 import { BatchProgress, Empty, ErrorLine, Field, Loading, useLoad } from "../components/ui";
 
 const FILTERS = ["", "active", "completed", "failed", "canceled", "expired"];
@@ -15,12 +16,12 @@ export function Batches() {
     () => call(api.GET("/v1/batches", { params: { query: { limit: 50, ...(state ? { state } : {}) } } })),
     [state],
   );
-  const active = list.data?.data.some((b) => !TERMINAL_STATES.includes(b.state)) ?? false;
+  const following = list.data?.data.some((b) => !isSettled(b)) ?? false;
   useEffect(() => {
-    if (!active) return;
+    if (!following) return;
     const timer = window.setInterval(() => void list.reload(), POLL_MS);
     return () => window.clearInterval(timer);
-  }, [active, list.reload]);
+  }, [following, list.reload]);
   return (
     <>
       <h1>Batches</h1>
@@ -79,7 +80,7 @@ export function Batches() {
           </tbody>
         </table>
       )}
-      {active && <p className="muted">Refreshing every {POLL_MS / 1000} s while batches are active.</p>}
+      {following && <p className="muted">Refreshing every {POLL_MS / 1000} s while batches are active or settling.</p>}
     </>
   );
 }

@@ -3,7 +3,7 @@
 import { useEffect } from "react";
 import { Link } from "react-router-dom";
 import { api, call } from "../api/client";
-import { TERMINAL_STATES, money, when } from "../format";
+import { isSettled, money, when } from "../format";
 import { BatchProgress, Empty, ErrorLine, Loading, ProgressBar, useLoad } from "../components/ui";
 import { POLL_MS } from "./Batches";
 
@@ -12,7 +12,7 @@ export function Overview() {
   const controls = useLoad(() => call(api.GET("/v1/billing/controls")));
   const batches = useLoad(() => call(api.GET("/v1/batches", { params: { query: { limit: 5 } } })));
   const events = useLoad(() => call(api.GET("/v1/billing/events", { params: { query: { limit: 5 } } })));
-  const active = batches.data?.data.some((b) => !TERMINAL_STATES.includes(b.state)) ?? false;
+  const active = batches.data?.data.some((b) => !isSettled(b)) ?? false;
   useEffect(() => {
     if (!active) return;
     const timer = window.setInterval(() => {

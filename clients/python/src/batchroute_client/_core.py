@@ -550,7 +550,8 @@ class Operations:
         timeout: float | None = None,
         on_progress: Callable[[models.Batch], None] | None = None,
     ) -> Plan[models.Batch]:
-        """Poll until the batch is terminal and return it; `on_progress` sees every poll.
+        """Poll until the batch is settled (`Batch.is_settled`: terminal, its work in flight
+        ended, results and receipt written) and return it; `on_progress` sees every poll.
         Raises `WaitTimeoutError` after `timeout` seconds (None: no limit)."""
 
         def poll() -> Plan[models.Batch]:
@@ -560,7 +561,11 @@ class Operations:
             return batch
 
         def pending(batch: models.Batch) -> str | None:
-            return None if batch.is_terminal else f"{batch_id} still {batch.state}"
+            if batch.is_settled:
+                return None
+            if batch.is_terminal:  # canceled, failed or expired: dispatched work still ending
+                return f"{batch_id} {batch.state}, not settled yet"
+            return f"{batch_id} still {batch.state}"
 
         return self._poll(poll, pending, poll_interval, timeout)
 

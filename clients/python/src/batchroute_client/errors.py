@@ -16,7 +16,7 @@ class APIConnectionError(BatchrouteError):
 
 
 class WaitTimeoutError(BatchrouteError):
-    """`batches.wait` gave up before the batch reached a terminal state."""
+    """`batches.wait` gave up before the batch settled."""
 
 
 class UnexpectedResponse(BatchrouteError):

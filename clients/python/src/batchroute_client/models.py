@@ -93,6 +93,13 @@ class Batch:
     def is_terminal(self) -> bool:
         return self.state in TERMINAL_STATES
 
+    @property
+    def is_settled(self) -> bool:
+        """Terminal and settled (`settled_at` set): its work in flight has ended, its results,
+        artifacts and receipt are written. A canceled, failed or expired batch is terminal at
+        once, but work already dispatched may still be running until it settles."""
+        return self.is_terminal and self.settled_at is not None
+
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Batch:
         return cls(

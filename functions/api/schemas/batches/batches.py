@@ -220,7 +220,10 @@ class BatchOut(BaseModel):
     output_url: str | None = Field(description="Short-lived signed URL of the results (JSONL)")
     error_url: str | None = Field(description="Short-lived signed URL of the failed rows (JSONL)")
     receipt_url: str | None = Field(description="Short-lived signed URL of the billing receipt (JSON)")
-    settled_at: str | None
+    settled_at: str | None = Field(
+        description="Set once the batch is settled: its work in flight ended, its results and receipt "
+        "written. A canceled, failed or expired batch is terminal before that (docs/batches.md)"
+    )
     execution_summary: ExecutionSummary
     cancel_reason: str | Absent = Field(default=None, description="Present when canceled with a reason")
     presets: list[str] | Absent = Field(

@@ -251,6 +251,8 @@ def fields_table(rows: Iterable[tuple[str, Any]], title: str | None = None) -> G
 
 
 def batch_view(batch: Batch) -> Grid:
+    # A canceled (failed, expired) batch is terminal at once; it settles once its work ends.
+    settling = "not yet: the work already dispatched is finishing" if batch.is_terminal else None
     return fields_table(
         [
             ("batch", batch.id),
@@ -259,6 +261,7 @@ def batch_view(batch: Batch) -> Grid:
             ("created", batch.created_at),
             ("deadline", batch.deadline_at),
             ("completed", batch.completed_at),
+            ("settled", batch.settled_at or settling),
             ("routing", f"{batch.routing_mode or '-'} / privacy {batch.privacy_tier or '-'}"),
             ("quote", batch.quote_id),
         ]

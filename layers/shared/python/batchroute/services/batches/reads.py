@@ -256,12 +256,7 @@ class BatchReads:
         batch_id = batch.batch_id
         for chunk in range(start // CHUNK_SIZE, batch.chunk_count):
             results = self._chunk_results(batch_id, lanes, chunk)
-            running = any(
-                lane.status == "running"
-                and lane_chunk_position(lane, chunk) is not None
-                and not lane_chunk_done(lane, chunk)
-                for lane in lanes
-            )
+            running = _in_flight(batch, lanes, chunk)
             for _, line in parse_jsonl(self.artifacts.chunks(input_chunk_key(batch_id, chunk))):
                 if not isinstance(line, dict) or int(line["seq"]) < start:
                     continue
@@ -284,7 +279,7 @@ class BatchReads:
                     row["error"] = result.get("error")
                     row["output_preview"] = preview(result.get("output"))
                     row["provider"] = result.get("provider")
-                elif running and batch.state in NON_TERMINAL:
+                elif running:
                     row["status"] = "processing"
                 elif batch.state not in NON_TERMINAL:
                     row["status"] = "failed"
@@ -302,3 +297,19 @@ class BatchReads:
                 if isinstance(row, dict):
                     found[int(row["seq"])] = row
         return found
+
+
+def _in_flight(batch: BatchRecord, lanes: list[LaneRecord], chunk: int) -> bool:
+    """A running lane holds the chunk and has not finished it. Once the batch is terminal
+    (canceled, expired, failed) only a chunk the lane already started is still in flight
+    (it finishes, docs/batches.md RunLane); nothing is once Finalize wrote the results."""
+    if batch.results_key:
+        return False
+    terminal = batch.state not in NON_TERMINAL
+    for lane in lanes:
+        position = lane_chunk_position(lane, chunk)
+        if lane.status != "running" or position is None or lane_chunk_done(lane, chunk):
+            continue
+        if not terminal or position < lane.chunks_started_n:
+            return True
+    return False
