@@ -17,7 +17,7 @@ work orders are one `Query` on `begins_with(sk, "WORKORDER#")`, newest first.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from botocore.exceptions import ClientError
 
@@ -34,6 +34,7 @@ from batchroute.domain.batches.record import WorkOrderRef
 from batchroute.domain.work_orders.work_orders import (
     MAX_MEMBERS,
     CounterMove,
+    MemberItem,
     MemberRefused,
     WorkOrder,
     WorkOrderChange,
@@ -210,7 +211,7 @@ class WorkOrderStore(DynamoStore):
             self.table_name, org_pk(org_id), prefix, start_sk=start, Limit=limit, ConsistentRead=True
         )
         response = self.dynamodb.query(**request)
-        rows = [WorkOrderMember.from_item(from_item(i)) for i in response.get("Items", [])]
+        rows = [WorkOrderMember.from_item(cast(MemberItem, from_item(i))) for i in response.get("Items", [])]
         more = "LastEvaluatedKey" in response and len(rows) == limit
         return rows, (rows[-1].batch_id if more and rows else None)
 

@@ -381,7 +381,8 @@ class WorkOrderMember:
     outcome: MemberOutcome | None = None
 
     @classmethod
-    def from_item(cls, item: Mapping[str, Any]) -> WorkOrderMember:
+    def from_item(cls, item: MemberItem) -> WorkOrderMember:
+        """A stored marker (as the store reads it: numbers as Decimal)."""
         return cls(
             batch_id=str(item["batch_id"]),
             kind="chat_job" if item.get("member_kind") == "chat_job" else "batch",
