@@ -11,7 +11,8 @@ from fastapi import APIRouter, Depends, Path, Query
 
 from batchroute.domain.accounts.access import Principal
 from batchroute.domain.catalog.catalog import Catalog
-from batchroute.domain.presets.presets import NAME_PATTERN, VERSION_MAX
+from batchroute.domain.presets.golden_sets import RegressionRunView
+from batchroute.domain.presets.presets import NAME_PATTERN, VERSION_MAX, PresetVersionView, PresetView
 from functions.api.auth import require
 from functions.api.deps import PresetsDep, built
 from functions.api.envelope import errors_doc
@@ -61,7 +62,7 @@ _INVALID = "`invalid_preset`: details.field names the first problem, details.err
 )
 def create_preset(
     principal: Writer, presets: PresetsDep, body: PresetCreate, catalog: DeploymentCatalog
-) -> dict[str, Any]:
+) -> PresetView:
     return presets.create(principal, body.command(catalog)).to_api()
 
 
@@ -95,7 +96,7 @@ def list_presets(
     responses=_ONE,
     summary="A preset: its latest version (archived ones too, with archived_at)",
 )
-def get_preset(name: Name, principal: Reader, presets: PresetsDep) -> dict[str, Any]:
+def get_preset(name: Name, principal: Reader, presets: PresetsDep) -> PresetView:
     return presets.get(principal, name).to_api()
 
 
@@ -118,7 +119,7 @@ _EDIT_ERRORS = {
 )
 def replace_preset(
     name: Name, principal: Writer, presets: PresetsDep, body: PresetReplace, catalog: DeploymentCatalog
-) -> dict[str, Any]:
+) -> PresetView:
     return presets.replace(principal, name, body.replacement(name, catalog)).to_api()
 
 
@@ -128,7 +129,7 @@ def replace_preset(
     responses=_EDIT_ERRORS,
     summary="Change the fields given: a new version",
 )
-def patch_preset(name: Name, principal: Writer, presets: PresetsDep, body: PresetReplace) -> dict[str, Any]:
+def patch_preset(name: Name, principal: Writer, presets: PresetsDep, body: PresetReplace) -> PresetView:
     return presets.patch(principal, name, body.patch(name)).to_api()
 
 
@@ -138,7 +139,7 @@ def patch_preset(name: Name, principal: Writer, presets: PresetsDep, body: Prese
     responses={**_ONE, **errors_doc({409: "Already archived (`preset_archived`)"})},
     summary="Delete (archive) a preset: the name takes no new requests; its versions stay readable",
 )
-def delete_preset(name: Name, principal: Writer, presets: PresetsDep) -> dict[str, Any]:
+def delete_preset(name: Name, principal: Writer, presets: PresetsDep) -> PresetView:
     return presets.archive(principal, name).to_api()
 
 
@@ -181,7 +182,7 @@ def run_regression(
     principal: Writer,
     presets: PresetsDep,
     version: Annotated[int | None, Query(ge=1, le=VERSION_MAX, description="Default: the latest")] = None,
-) -> dict[str, Any]:
+) -> RegressionRunView:
     return presets.regress(principal, name, version)
 
 
@@ -206,5 +207,5 @@ def get_version(
     version: Version,
     principal: Reader,
     presets: PresetsDep,
-) -> dict[str, Any]:
+) -> PresetVersionView:
     return presets.version(principal, name, version).to_api()

@@ -153,12 +153,12 @@ class PresetReplace(_PresetFields):
 
     def replacement(self, name: str, catalog: Catalog) -> ReplacePreset:
         """PUT's command: the preset `name`'s whole template."""
-        check_same_name(name, self._sent)
+        check_same_name(name, self._sent.get("name", name))
         return ReplacePreset(parse_preset(self._sent, catalog, with_name=False))
 
     def patch(self, name: str) -> PatchPreset:
         """PATCH's command: the fields given, judged once merged over the latest version."""
-        check_same_name(name, self._sent)
+        check_same_name(name, self._sent.get("name", name))
         return PatchPreset(dict(self._sent))
 
 

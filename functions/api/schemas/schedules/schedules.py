@@ -32,6 +32,7 @@ from batchroute.domain.schedules.schedules import (
     parse_state,
     parse_time_zone,
 )
+from batchroute.domain.schedules.schedules import BatchOptions as ScheduleBatchOptions
 from batchroute.errors import InvalidRequest
 from batchroute.services.schedules.commands import CreateSchedule, UpdateSchedule
 from functions.api.schemas.common import ContractBody, MoneyOut, domain_rule, omittable, refusal
@@ -75,7 +76,7 @@ Expression = Annotated[str, domain_rule(_expression, str)]
 TimeZone = Annotated[str, domain_rule(_time_zone, str)]
 Source = Annotated[InputSource, domain_rule(lambda value, _name: parse_input_source(value), dict[str, Any])]
 BatchOptions = Annotated[
-    dict[str, Any], domain_rule(lambda value, _name: parse_schedule_options(value), dict[str, Any])
+    ScheduleBatchOptions, domain_rule(lambda value, _name: parse_schedule_options(value), dict[str, Any])
 ]
 GoldenSetField = Annotated[GoldenSet | None, domain_rule(_golden_set, dict[str, Any] | None)]
 Name = Annotated[str, domain_rule(lambda value, name: parse_name(value, field=name), str)]

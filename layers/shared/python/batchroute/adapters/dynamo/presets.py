@@ -19,18 +19,25 @@ on `begins_with(sk, "PRESET#")` (heads only: versions sort under `PRESETV#`).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from batchroute.adapters.dynamo.codec import decimals, from_item, plain, to_item, to_value
 from batchroute.adapters.dynamo.reads import prefix_query
 from batchroute.adapters.dynamo.store import DynamoStore
-from batchroute.domain.presets.presets import Preset, PresetVersion
+from batchroute.domain.presets.golden_sets import RegressionRecord
+from batchroute.domain.presets.presets import (
+    Preset,
+    PresetParameters,
+    PresetRouting,
+    PresetTemplate,
+    PresetVersion,
+)
 
 HEAD_PREFIX = "PRESET#"
 VERSION_PREFIX = "PRESETV#"
 BENCH_PREFIX = "PRESETB#"  # not under HEAD_PREFIX: a heads query never sees them
 COUNT_SK = "PRESETS"
+_KEYS = ("pk", "sk", "kind")
 _ACTIVE = "attribute_exists(pk) AND attribute_not_exists(archived_at)"
 _ACTIVE_AT_SEEN = f"{_ACTIVE} AND latest_version = :seen"
 _ARCHIVED_AT_SEEN = "attribute_exists(archived_at) AND latest_version = :seen"
@@ -98,7 +105,7 @@ class PresetStore(DynamoStore):
         )
         return _head_from(from_item(response["Item"])) if "Item" in response else None
 
-    def put_benchmark(self, org_id: str, name: str, regression: Mapping[str, Any]) -> None:
+    def put_benchmark(self, org_id: str, name: str, regression: RegressionRecord) -> None:
         """One golden-set regression run of a preset version (services/schedules/regression.py)."""
         sk = f"{BENCH_PREFIX}{name}#{int(regression['version']):06d}#{regression['regression_id']}"
         self.dynamodb.put_item(
@@ -108,13 +115,17 @@ class PresetStore(DynamoStore):
             ),
         )
 
-    def benchmarks(self, org_id: str, name: str, version: int) -> list[dict[str, Any]]:
-        """A version's regression runs, newest first (a version keeps few: each is paid)."""
+    def benchmarks(self, org_id: str, name: str, version: int) -> list[RegressionRecord]:
+        """A version's regression runs, newest first (a version keeps few: each is paid),
+        without their keys."""
         prefix = f"{BENCH_PREFIX}{name}#{version:06d}#"
         request = prefix_query(
             self.table_name, f"ORG#{org_id}", prefix, ScanIndexForward=False, ConsistentRead=True
         )
-        return [plain(item) for item in self.query_all(request)]
+        return [
+            cast(RegressionRecord, {k: v for k, v in plain(item).items() if k not in _KEYS})
+            for item in self.query_all(request)
+        ]
 
     def version(self, org_id: str, name: str, version: int) -> PresetVersion | None:
         response = self.dynamodb.get_item(
@@ -225,7 +236,7 @@ def _version_item(version: PresetVersion) -> dict[str, Any]:
 
 
 def _version_from(item: dict[str, Any]) -> PresetVersion:
-    template = json.loads(str(item["template"]))
+    template = cast(PresetTemplate, json.loads(str(item["template"])))
     return PresetVersion(
         org_id=str(item["org_id"]),
         name=str(item["name"]),
@@ -234,8 +245,8 @@ def _version_from(item: dict[str, Any]) -> PresetVersion:
         workflow_product=template.get("workflow_product"),
         operation=template.get("operation"),
         system_prompt=template.get("system_prompt"),
-        parameters=dict(template.get("parameters") or {}),
-        routing=dict(template.get("routing") or {}),
+        parameters=template.get("parameters") or PresetParameters(),
+        routing=template.get("routing") or PresetRouting(),
         description=template.get("description"),
         metadata=template.get("metadata"),
         golden_set=template.get("golden_set"),

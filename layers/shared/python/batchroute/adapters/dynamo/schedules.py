@@ -28,6 +28,7 @@ from batchroute.adapters.dynamo.writes import (
     put_if_new,
     put_new,
 )
+from batchroute.domain.presets.golden_sets import RegressionRecord
 from batchroute.domain.schedules.schedules import (
     InputSource,
     LaneExclusion,
@@ -236,15 +237,19 @@ class ScheduleStore(DynamoStore):
         )
         return [ScheduleRun.from_item(cast(RunItem, item)) for item in found], cursor
 
-    def put_benchmark(self, schedule_id: str, regression: Mapping[str, Any]) -> None:
+    def put_benchmark(self, schedule_id: str, regression: RegressionRecord) -> None:
         sk = f"BENCH#{int(regression['version']):06d}#{regression['regression_id']}"
         self.dynamodb.put_item(
             TableName=self.table_name,
             Item=to_item(decimals({"pk": f"{_PREFIX}{schedule_id}", "sk": sk, **regression})),
         )
 
-    def benchmarks(self, schedule_id: str, version: int) -> list[dict[str, Any]]:
-        return self._history(schedule_id, f"BENCH#{version:06d}#", newest_first=True, limit=1000)[0]
+    def benchmarks(self, schedule_id: str, version: int) -> list[RegressionRecord]:
+        """One version's regression runs, newest first (without their keys)."""
+        found = self._history(schedule_id, f"BENCH#{version:06d}#", newest_first=True, limit=1000)[0]
+        return [
+            cast(RegressionRecord, {k: v for k, v in run.items() if k not in ("pk", "sk")}) for run in found
+        ]
 
     def delete_history(self, schedule_id: str) -> None:
         kwargs: dict[str, Any] = {

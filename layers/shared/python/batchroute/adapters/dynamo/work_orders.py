@@ -17,7 +17,7 @@ work orders are one `Query` on `begins_with(sk, "WORKORDER#")`, newest first.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from botocore.exceptions import ClientError
 
@@ -33,6 +33,8 @@ from batchroute.adapters.dynamo.writes import (
 from batchroute.domain.batches.record import WorkOrderRef
 from batchroute.domain.work_orders.work_orders import (
     MAX_MEMBERS,
+    CounterMove,
+    MemberItem,
     MemberRefused,
     WorkOrder,
     WorkOrderChange,
@@ -130,49 +132,31 @@ class WorkOrderStore(DynamoStore):
         )
 
     # -- members -------------------------------------------------------------------------------
-    def join_items(
-        self,
-        org_id: str,
-        work_order_id: str,
-        member: WorkOrderMember,
-        deltas: Mapping[str, int],
-        *,
-        at: str,
-    ) -> list[TransactItem]:
+    def join_items(self, move: CounterMove, member: WorkOrderMember) -> list[TransactItem]:
         """The two items that make `member` (its marker's values: batch_id, kind, ...) join:
-        the marker (new) and the counters `deltas`, conditional on the work order existing,
+        the marker (new) and the counters' `move`, conditional on the work order existing,
         open and under the member limit. Written inside another transaction (batch create)
         or by `attach`."""
-        sk = f"{MEMBER_PREFIX}{work_order_id}#{member.batch_id}"
-        marker = {"pk": org_pk(org_id), "sk": sk, **member.to_item()}
+        sk = f"{MEMBER_PREFIX}{move.work_order_id}#{member.batch_id}"
+        marker = {"pk": org_pk(move.org_id), "sk": sk, **member.to_item()}
         return [
             put_new(self.table_name, marker),
             _counters_update(
                 self.table_name,
-                org_key(org_id, f"{PREFIX}{work_order_id}"),
-                deltas,
-                at=at,
+                move,
                 condition="attribute_exists(pk) AND attribute_not_exists(closed_at) AND members < :max",
                 condition_values={":max": to_value(MAX_MEMBERS)},
             ),
         ]
 
     def attach(
-        self,
-        org_id: str,
-        work_order_id: str,
-        member: WorkOrderMember,
-        deltas: Mapping[str, int],
-        *,
-        reference: WorkOrderRef,
-        settled: bool,
-        at: str,
+        self, move: CounterMove, member: WorkOrderMember, *, reference: WorkOrderRef, settled: bool
     ) -> None:
         """Attach an existing batch: the join items and the batch's `work_order` field in one
         transaction, conditional on the batch having no work order yet and on its settlement
         being as read (`settled`), so a member is never counted as running after its Settle
         looked for its work order. Raises MemberRefused."""
-        items = self.join_items(org_id, work_order_id, member, deltas, at=at)
+        items = self.join_items(move, member)
         settlement = "attribute_exists(settled_at)" if settled else "attribute_not_exists(settled_at)"
         condition = f"attribute_exists(pk) AND attribute_not_exists(work_order) AND {settlement}"
         items.append(
@@ -194,38 +178,26 @@ class WorkOrderStore(DynamoStore):
                 raise
             raise MemberRefused(refused) from exc
 
-    def settle_member(
-        self,
-        org_id: str,
-        work_order_id: str,
-        batch_id: str,
-        deltas: Mapping[str, int],
-        *,
-        outcome: str,
-        at: str,
-    ) -> bool:
+    def settle_member(self, move: CounterMove, batch_id: str, *, outcome: str) -> bool:
         """Count a member's settlement once: its marker gets `settled_at` (conditional on not
-        having it) and the counters move by `deltas`, in one transaction. False when it was
-        counted already (a repeated Settle) or is no member."""
+        having it) and the counters `move`, in one transaction. False when it was counted
+        already (a repeated Settle) or is no member."""
         return conditional_transaction(
             self.dynamodb,
             TransactItems=[
                 {
                     "Update": {
                         "TableName": self.table_name,
-                        "Key": org_key(org_id, f"{MEMBER_PREFIX}{work_order_id}#{batch_id}"),
+                        "Key": org_key(move.org_id, f"{MEMBER_PREFIX}{move.work_order_id}#{batch_id}"),
                         "UpdateExpression": "SET settled_at = :at, outcome = :outcome",
                         "ConditionExpression": _NOT_SETTLED,
-                        "ExpressionAttributeValues": {":at": to_value(at), ":outcome": to_value(outcome)},
+                        "ExpressionAttributeValues": {
+                            ":at": to_value(move.at),
+                            ":outcome": to_value(outcome),
+                        },
                     }
                 },
-                _counters_update(
-                    self.table_name,
-                    org_key(org_id, f"{PREFIX}{work_order_id}"),
-                    deltas,
-                    at=at,
-                    condition="attribute_exists(pk)",
-                ),
+                _counters_update(self.table_name, move, condition="attribute_exists(pk)"),
             ],
         )
 
@@ -239,31 +211,30 @@ class WorkOrderStore(DynamoStore):
             self.table_name, org_pk(org_id), prefix, start_sk=start, Limit=limit, ConsistentRead=True
         )
         response = self.dynamodb.query(**request)
-        rows = [WorkOrderMember.from_item(from_item(i)) for i in response.get("Items", [])]
+        rows = [WorkOrderMember.from_item(cast(MemberItem, from_item(i))) for i in response.get("Items", [])]
         more = "LastEvaluatedKey" in response and len(rows) == limit
         return rows, (rows[-1].batch_id if more and rows else None)
 
 
 def _counters_update(
     table: str,
-    key: dict[str, Any],
-    deltas: Mapping[str, int],
+    move: CounterMove,
     *,
-    at: str,
     condition: str,
     condition_values: Mapping[str, Any] | None = None,
 ) -> TransactItem:
-    moved = {name: n for name, n in deltas.items() if n}
+    """The work order's counters moved by `move.deltas` (a zero moves nothing), at `move.at`."""
+    moved = {name: n for name, n in move.deltas.items() if n}
     names = {f"#t{i}": name for i, name in enumerate(moved)}
     values: dict[str, Any] = {f":t{i}": to_value(n) for i, n in enumerate(moved.values())}
-    values[":at"] = to_value(at)
+    values[":at"] = to_value(move.at)
     values.update(condition_values or {})
     expression = "SET updated_at = :at"
     if moved:
         expression += " ADD " + ", ".join(f"#t{i} :t{i}" for i in range(len(moved)))
     update: dict[str, Any] = {
         "TableName": table,
-        "Key": key,
+        "Key": org_key(move.org_id, f"{PREFIX}{move.work_order_id}"),
         "UpdateExpression": expression,
         "ConditionExpression": condition,
         "ExpressionAttributeValues": values,

@@ -19,10 +19,11 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, NotRequired, TypedDict
 
 from batchroute.domain.routing.items import read_item
 from batchroute.errors import InvalidRequest
+from batchroute.money import MoneyView
 
 ScorerKind = Literal["exact", "contains", "json_field", "numeric"]
 SCORERS: Final[tuple[str, ...]] = ("exact", "contains", "json_field", "numeric")
@@ -32,14 +33,89 @@ DEFAULT_THRESHOLD: Final = 1.0
 _NUMBER: Final = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
 
 
+class ScorerView(TypedDict):
+    """A scorer as stored and shown: `path` for json_field, `tolerance` for numeric."""
+
+    type: ScorerKind
+    path: NotRequired[str | None]
+    tolerance: NotRequired[float]
+
+
+class GoldenItemView(TypedDict):
+    input: dict[str, Any]  # the customer's chat input: {"messages": [...]}
+    expected: Any  # any JSON value (json_field), a text or a number
+
+
+class GoldenSetView(TypedDict):
+    """A golden set as stored (in a schedule or a preset version) and shown."""
+
+    model: str
+    items: list[GoldenItemView]
+    scorer: ScorerView
+    threshold: float
+
+
+class LaneUsage(TypedDict):
+    prompt_tokens: int
+    completion_tokens: int
+
+
+class LaneError(TypedDict):
+    index: str
+    code: str
+
+
+class LaneBenchmark(TypedDict):
+    """One lane's line of a regression record: its score against the threshold."""
+
+    lane_id: str
+    provider: str
+    model: str
+    score: float
+    passed: bool
+    items_passed: int
+    items_total: int
+    errors: list[LaneError]
+    usage: LaneUsage
+    cost: MoneyView
+
+
+class RegressionOwner(TypedDict, total=False):
+    """Whose run it is: a schedule's (`schedule_id`) or a preset version's (`preset`)."""
+
+    schedule_id: str
+    preset: str
+
+
+class RegressionRecord(RegressionOwner):
+    """A golden-set regression run as stored (a benchmark, under its owner and version;
+    services/schedules/regression.py makes it)."""
+
+    regression_id: str
+    version: int
+    trigger: str
+    scorer: ScorerView
+    threshold: float
+    created_at: str
+    completed_at: str
+    lanes: list[LaneBenchmark]
+    charged: MoneyView
+
+
+class RegressionRunView(RegressionRecord):
+    """A regression run as shown."""
+
+    object: Literal["schedule.regression_run", "preset.regression_run"]
+
+
 @dataclass(frozen=True)
 class Scorer:
     kind: ScorerKind
     path: str | None = None  # json_field
     tolerance: float = 0.0  # numeric
 
-    def to_api(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"type": self.kind}
+    def to_api(self) -> ScorerView:
+        out: ScorerView = {"type": self.kind}
         if self.kind == "json_field":
             out["path"] = self.path
         if self.kind == "numeric":
@@ -60,7 +136,7 @@ class GoldenSet:
     scorer: Scorer
     threshold: float
 
-    def to_api(self) -> dict[str, Any]:
+    def to_api(self) -> GoldenSetView:
         return {
             "model": self.model,
             "items": [{"input": dict(i.input), "expected": i.expected} for i in self.items],
@@ -127,7 +203,7 @@ def parse_golden_set(raw: object, *, field: str = "golden_set") -> GoldenSet | N
     return GoldenSet(model=model, items=items, scorer=scorer, threshold=float(threshold))
 
 
-def golden_set_from_api(raw: Mapping[str, Any]) -> GoldenSet:
+def golden_set_from_api(raw: GoldenSetView) -> GoldenSet:
     """A stored golden set (already validated)."""
     parsed = parse_golden_set(raw)
     assert parsed is not None

@@ -18,11 +18,11 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any, Final
+from typing import Any, Final, Literal, TypedDict, TypeGuard
 
 from batchroute.domain.batches.metadata import parse_metadata
 from batchroute.domain.catalog.catalog import OPERATIONS, Catalog, WorkflowProduct
-from batchroute.domain.presets.golden_sets import parse_golden_set
+from batchroute.domain.presets.golden_sets import GoldenSetView, parse_golden_set
 from batchroute.domain.routing.gates import RouteRequest
 from batchroute.domain.routing.items import HOSTED_TOOLS, MAX_OUTPUT_REQUEST
 from batchroute.errors import InvalidRequest
@@ -53,7 +53,10 @@ TOP_FIELDS: Final = (
     "metadata",
     "golden_set",
 )
-PARAMETER_FIELDS: Final = (
+ParameterField = Literal[
+    "max_output_tokens", "temperature", "top_p", "response_format", "required_tools", "stop"
+]
+PARAMETER_FIELDS: Final[tuple[ParameterField, ...]] = (
     "max_output_tokens",
     "temperature",
     "top_p",
@@ -61,15 +64,80 @@ PARAMETER_FIELDS: Final = (
     "required_tools",
     "stop",
 )
-ROUTING_FIELDS: Final = ("routing_mode", "privacy_tier", "region", "max_price")
+RoutingField = Literal["routing_mode", "privacy_tier", "region", "max_price"]
+ROUTING_FIELDS: Final[tuple[RoutingField, ...]] = ("routing_mode", "privacy_tier", "region", "max_price")
 # Shown by GET: a body copied from a GET answer into PUT/PATCH may carry them unchanged.
 READ_ONLY_FIELDS: Final = frozenset(
     {"object", "version", "latest_version", "archived_at", "created_at", "updated_at", "created_by"}
 )
 # Generation options that live in an item's input (and a chat body) under the same name.
-_INPUT_OPTIONS: Final = ("temperature", "top_p", "stop")
+_INPUT_OPTIONS: Final[tuple[Literal["temperature", "top_p", "stop"], ...]] = ("temperature", "top_p", "stop")
 _OUTPUT_LIMITS: Final = ("max_output_tokens", "max_completion_tokens", "max_tokens")
 _SYSTEM_ROLES: Final = frozenset({"system", "developer"})
+
+
+class PresetParameters(TypedDict, total=False):
+    """The generation defaults a preset fills (each only where the request gives none)."""
+
+    max_output_tokens: int
+    temperature: float
+    top_p: float
+    response_format: dict[str, Any]  # the customer's format, a JSON schema included
+    required_tools: list[str]
+    stop: str | list[str]
+
+
+class MaxPriceSent(TypedDict, total=False):
+    """A routing max_price as the customer gave it (USD amounts, numbers or strings)."""
+
+    input_per_mtok: float | str | None
+    output_per_mtok: float | str | None
+    per_item_usd: float | str | None
+
+
+class PresetRouting(TypedDict, total=False):
+    """The request-level routing settings a preset fills (a batch or quote body's, and a chat
+    body's `privacy_tier`)."""
+
+    routing_mode: str
+    privacy_tier: str
+    region: str
+    max_price: MaxPriceSent
+
+
+class PresetTemplate(TypedDict):
+    """A version's content, as a create body would give it (stored as one JSON string)."""
+
+    description: str | None
+    model: str | None
+    workflow_product: str | None
+    operation: str | None
+    system_prompt: str | None
+    parameters: PresetParameters
+    routing: PresetRouting
+    metadata: dict[str, str] | None
+    golden_set: GoldenSetView | None
+
+
+class PresetVersionView(PresetTemplate):
+    object: Literal["preset.version"]
+    name: str
+    version: int
+    ref: str
+    created_at: str
+    created_by: str | None
+
+
+class PresetView(PresetTemplate):
+    object: Literal["preset"]
+    name: str
+    version: int
+    latest_version: int
+    ref: str
+    archived_at: str | None
+    created_at: str
+    updated_at: str
+    created_by: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,11 +149,11 @@ class PresetContent:
     workflow_product: str | None = None
     operation: str | None = None
     system_prompt: str | None = None
-    parameters: dict[str, Any] = field(default_factory=dict)
-    routing: dict[str, Any] = field(default_factory=dict)
+    parameters: PresetParameters = field(default_factory=PresetParameters)
+    routing: PresetRouting = field(default_factory=PresetRouting)
     description: str | None = None
     metadata: dict[str, str] | None = None
-    golden_set: dict[str, Any] | None = None  # domain/presets/golden_sets.py; run by POST .../regression-runs
+    golden_set: GoldenSetView | None = None  # domain/presets/golden_sets.py; run by POST .../regression-runs
 
     def as_version(self, org_id: str, name: str, number: int, *, at: str, by: str | None) -> PresetVersion:
         """This content as version `number` of the preset `name`."""
@@ -109,7 +177,7 @@ class PresetVersion(PresetContent):
     def ref(self) -> str:
         return f"{self.name}@{self.version}"
 
-    def template(self) -> dict[str, Any]:
+    def template(self) -> PresetTemplate:
         """The preset's content, as a create body would give it."""
         return {
             "description": self.description,
@@ -117,13 +185,13 @@ class PresetVersion(PresetContent):
             "workflow_product": self.workflow_product,
             "operation": self.operation,
             "system_prompt": self.system_prompt,
-            "parameters": dict(self.parameters),
-            "routing": dict(self.routing),
+            "parameters": self.parameters.copy(),
+            "routing": self.routing.copy(),
             "metadata": dict(self.metadata) if self.metadata else None,
-            "golden_set": dict(self.golden_set) if self.golden_set else None,
+            "golden_set": self.golden_set.copy() if self.golden_set else None,
         }
 
-    def to_api(self) -> dict[str, Any]:
+    def to_api(self) -> PresetVersionView:
         return {
             "object": "preset.version",
             "name": self.name,
@@ -148,7 +216,7 @@ class Preset:
     def name(self) -> str:
         return self.latest.name
 
-    def to_api(self) -> dict[str, Any]:
+    def to_api(self) -> PresetView:
         return {
             "object": "preset",
             "name": self.name,
@@ -206,9 +274,11 @@ def parse_preset(body: Any, catalog: Catalog, *, with_name: bool) -> PresetConte
         name = body.get("name")
         if not isinstance(name, str) or not _NAME.match(name):
             problems.append(("name", f"name is required: {_NAME_RULE}."))
-    description = _optional_text(body, "description", DESCRIPTION_MAX, problems)
-    system_prompt = _optional_text(body, "system_prompt", SYSTEM_PROMPT_MAX, problems)
-    model, product, operation = _what_runs(body, catalog, problems)
+    description = _optional_text(body.get("description"), "description", DESCRIPTION_MAX, problems)
+    system_prompt = _optional_text(body.get("system_prompt"), "system_prompt", SYSTEM_PROMPT_MAX, problems)
+    model, product, operation = _what_runs(
+        body.get("model"), body.get("workflow_product"), body.get("operation"), catalog, problems
+    )
     parameters = _parameters(body.get("parameters"), problems)
     routing = _routing(body.get("routing"), problems)
     try:
@@ -235,12 +305,10 @@ def parse_preset(body: Any, catalog: Catalog, *, with_name: bool) -> PresetConte
 
 
 def _what_runs(
-    body: Mapping[str, Any], catalog: Catalog, problems: list[tuple[str, str]]
+    model: Any, product: Any, operation: Any, catalog: Catalog, problems: list[tuple[str, str]]
 ) -> tuple[str | None, WorkflowProduct | None, str | None]:
     """The model or the workflow product (not both) and the operation: given, or the model's
-    own (responses where it serves it), or the product's."""
-    model, product = body.get("model"), body.get("workflow_product")
-    operation = body.get("operation")
+    own (responses where it serves it), or the product's (each as the body gave it)."""
     if operation is not None and operation not in OPERATIONS:
         problems.append(("operation", f"operation must be one of {', '.join(OPERATIONS)}."))
         operation = None
@@ -269,9 +337,10 @@ def _what_runs(
     return None, None, operation
 
 
-def check_same_name(name: str, body: Mapping[str, Any]) -> None:
-    """An edit body may carry the preset's own name (a GET answer sent back), no other."""
-    if body.get("name", name) != name:
+def check_same_name(name: str, given: object) -> None:
+    """An edit body may carry the preset's own name (a GET answer sent back), no other:
+    `given` is the body's `name`, when it has one."""
+    if given != name:
         raise InvalidRequest(
             "name cannot change: create a preset under the new name.",
             code="invalid_preset",
@@ -279,15 +348,17 @@ def check_same_name(name: str, body: Mapping[str, Any]) -> None:
         )
 
 
-def merge_patch(current: PresetVersion, body: Any) -> dict[str, Any]:
+def merge_patch(current: PresetVersion, body: object) -> dict[str, Any]:
     """A PATCH body over the current version's content: the fields given replace theirs
-    (`parameters` and `routing` merge key by key; null removes a key)."""
+    (`parameters` and `routing` merge key by key; null removes a key). The merged body is
+    the customer's, read again by `parse_preset`."""
     if not isinstance(body, Mapping):
         raise _invalid([("body", "The body must be a JSON object.")])
-    merged = current.template()
+    merged = dict(current.template())
     for key, value in body.items():
         if key in ("parameters", "routing") and isinstance(value, Mapping):
-            inner = dict(merged.get(key) or {})
+            base = merged.get(key)
+            inner = dict(base) if isinstance(base, Mapping) else {}
             for sub, sub_value in value.items():
                 if sub_value is None:
                     inner.pop(sub, None)
@@ -305,7 +376,7 @@ def merge_patch(current: PresetVersion, body: Any) -> dict[str, Any]:
 
 
 def _fill_from_product(
-    product: WorkflowProduct, system_prompt: str | None, parameters: dict[str, Any]
+    product: WorkflowProduct, system_prompt: str | None, parameters: PresetParameters
 ) -> str:
     """A workflow product preset carries the product's contract: its instructions (unless
     the preset has its own system prompt) and its output schema as the structured format;
@@ -325,10 +396,7 @@ def _fill_from_product(
     )
 
 
-def _optional_text(
-    body: Mapping[str, Any], key: str, limit: int, problems: list[tuple[str, str]]
-) -> str | None:
-    value = body.get(key)
+def _optional_text(value: object, key: str, limit: int, problems: list[tuple[str, str]]) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str) or not value.strip() or len(value) > limit:
@@ -339,7 +407,7 @@ def _optional_text(
 
 def _golden_set(
     raw: object, model: str | None, catalog: Catalog, problems: list[tuple[str, str]]
-) -> dict[str, Any] | None:
+) -> GoldenSetView | None:
     """The schedule's golden-set parser, its field paths kept (`golden_set.items[0].expected`);
     `model` defaults to the preset's and, when the preset names one, must be it."""
     if isinstance(raw, Mapping) and raw.get("model") is None and model is not None:
@@ -364,7 +432,15 @@ def _number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def _parameters(value: object, problems: list[tuple[str, str]]) -> dict[str, Any]:
+def _is_parameter(key: object) -> TypeGuard[ParameterField]:
+    return key in PARAMETER_FIELDS
+
+
+def _is_routing(key: object) -> TypeGuard[RoutingField]:
+    return key in ROUTING_FIELDS
+
+
+def _parameters(value: object, problems: list[tuple[str, str]]) -> PresetParameters:
     if value is None:
         return {}
     if not isinstance(value, Mapping):
@@ -375,10 +451,13 @@ def _parameters(value: object, problems: list[tuple[str, str]]) -> dict[str, Any
         if "max_output_tokens" in given:
             problems.append(("parameters.max_tokens", "Give max_output_tokens or max_tokens, not both."))
         given["max_output_tokens"] = given.pop("max_tokens")
-    out: dict[str, Any] = {}
+    out: PresetParameters = {}
     for key, item in given.items():
         where = f"parameters.{key}"
         if item is None:
+            continue
+        if not _is_parameter(key):
+            problems.append((where, f"Unknown parameter {key}: one of {', '.join(PARAMETER_FIELDS)}."))
             continue
         if key == "max_output_tokens":
             if isinstance(item, bool) or not isinstance(item, int) or not 1 <= item <= MAX_OUTPUT_REQUEST:
@@ -411,9 +490,6 @@ def _parameters(value: object, problems: list[tuple[str, str]]) -> dict[str, Any
             ):
                 problems.append((where, f"stop must be a string or a list of 1-{STOP_MAX} strings."))
                 continue
-        else:
-            problems.append((where, f"Unknown parameter {key}: one of {', '.join(PARAMETER_FIELDS)}."))
-            continue
         out[key] = item
     return out
 
@@ -430,15 +506,15 @@ def _response_format_problem(value: object) -> str | None:
     return None
 
 
-def _routing(value: object, problems: list[tuple[str, str]]) -> dict[str, Any]:
+def _routing(value: object, problems: list[tuple[str, str]]) -> PresetRouting:
     if value is None:
         return {}
     if not isinstance(value, Mapping):
         problems.append(("routing", "routing must be an object."))
         return {}
-    out: dict[str, Any] = {}
+    out: PresetRouting = {}
     for key, item in value.items():
-        if key not in ROUTING_FIELDS:
+        if not _is_routing(key):
             problems.append(
                 (f"routing.{key}", f"Unknown routing setting {key}: one of {', '.join(ROUTING_FIELDS)}.")
             )
@@ -447,7 +523,7 @@ def _routing(value: object, problems: list[tuple[str, str]]) -> dict[str, Any]:
     if "region" in out and (not isinstance(out["region"], str) or not 1 <= len(out["region"]) <= 64):
         problems.append(("routing.region", "region must be a region name of 1-64 characters."))
         out.pop("region")
-    for key in list(out):
+    for key in [setting for setting in out if _is_routing(setting)]:  # the settings kept, in order
         try:
             RouteRequest.from_api({key: out[key]})  # the same reading a quote or batch body gets
         except InvalidRequest as refused:

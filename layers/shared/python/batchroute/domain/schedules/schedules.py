@@ -22,13 +22,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from itertools import pairwise
-from typing import Any, Final, Literal, NotRequired, TypedDict
+from typing import Final, Literal, NotRequired, TypedDict, cast
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import CroniterBadCronError, CroniterBadDateError, CroniterNotAlphaError, croniter
 
 from batchroute.domain.batches.metadata import parse_metadata
-from batchroute.domain.presets.golden_sets import GoldenSet, golden_set_from_api
+from batchroute.domain.presets.golden_sets import GoldenSet, GoldenSetView, golden_set_from_api
+from batchroute.domain.presets.presets import MaxPriceSent
 from batchroute.domain.routing.gates import RouteRequest
 from batchroute.errors import InvalidRequest
 
@@ -153,6 +154,32 @@ BATCH_OPTION_FIELDS: Final = frozenset(
 )
 
 
+class WebhookOption(TypedDict, total=False):
+    """batch_options.webhook: {url, secret} as sent, {url, secret_sealed} as stored,
+    {url, configured} as shown."""
+
+    url: str | None
+    secret: str
+    secret_sealed: str
+    configured: bool
+
+
+class BatchOptions(TypedDict, total=False):
+    """The batch fields every firing sends (BATCH_OPTION_FIELDS), as the customer gave them;
+    batch create reads them with the rules of POST /v1/batches."""
+
+    webhook: WebhookOption
+    routing_mode: str
+    privacy_tier: str
+    sla_tier: str
+    region: str
+    regions: list[str]
+    max_price: MaxPriceSent
+    required_tools: list[str]
+    metadata: dict[str, str]
+    completion_window: str
+
+
 class FileSourceView(TypedDict):
     type: Literal["file"]
     file_id: str
@@ -234,7 +261,7 @@ def parse_input_source(raw: object) -> InputSource:
     return InputSource("bucket_prefix", delivery_target_id=target, prefix=prefix, preset=preset)
 
 
-def parse_batch_options(raw: object) -> dict[str, Any]:
+def parse_batch_options(raw: object) -> BatchOptions:
     """The batch fields every firing sends; checked here for shape, and by batch create
     (the same rules as POST /v1/batches) when the schedule is saved."""
     if raw is None:
@@ -249,10 +276,10 @@ def parse_batch_options(raw: object) -> dict[str, Any]:
     webhook = raw.get("webhook")
     if webhook is not None and (not isinstance(webhook, Mapping) or not isinstance(webhook.get("url"), str)):
         raise _invalid("batch_options.webhook", "batch_options.webhook needs a url and a secret.")
-    return {k: v for k, v in raw.items() if v is not None}
+    return cast(BatchOptions, {k: v for k, v in raw.items() if v is not None})  # its fields, checked
 
 
-def parse_schedule_options(raw: object) -> dict[str, Any]:
+def parse_schedule_options(raw: object) -> BatchOptions:
     """A schedule's batch options: their shape, then the routing and metadata rules a batch
     body's get (a problem named at `batch_options.<field>`)."""
     options = parse_batch_options(raw)
@@ -326,8 +353,8 @@ class DefinitionView(TypedDict):
     expression: str
     time_zone: str
     input_source: InputSourceView
-    batch_options: dict[str, Any]  # the customer's batch fields
-    golden_set: dict[str, Any] | None
+    batch_options: BatchOptions
+    golden_set: GoldenSetView | None
 
 
 class ExcludedLaneView(LaneExclusion):
@@ -360,8 +387,31 @@ class ScheduleDefinition:
     input_source: InputSource
     time_zone: str = "UTC"
     description: str | None = None
-    batch_options: Mapping[str, Any] = field(default_factory=dict)
+    batch_options: BatchOptions = field(default_factory=BatchOptions)
     golden_set: GoldenSet | None = None
+
+    def stored(self) -> StoredDefinition:
+        """The definition's fields as a schedule keeps them (its golden set as stored)."""
+        golden_set = self.golden_set.to_api() if self.golden_set else None
+        return {
+            "name": self.name,
+            "batch_options": self.batch_options.copy(),
+            "description": self.description,
+            "expression": self.expression,
+            "golden_set": golden_set,
+            "time_zone": self.time_zone,
+            "input_source": self.input_source,
+        }
+
+
+class StoredDefinition(TypedDict):
+    name: str
+    description: str | None
+    expression: str
+    time_zone: str
+    input_source: InputSource
+    batch_options: BatchOptions
+    golden_set: GoldenSetView | None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -378,8 +428,8 @@ class Schedule:
     expression: str
     time_zone: str
     input_source: InputSource
-    batch_options: Mapping[str, Any]
-    golden_set: Mapping[str, Any] | None
+    batch_options: BatchOptions
+    golden_set: GoldenSetView | None
     created_at: str
     created_by: str
     updated_at: str
@@ -405,16 +455,7 @@ class Schedule:
 
     def redefined(self, definition: ScheduleDefinition) -> Schedule:
         """This schedule with another definition (its state, version and times unchanged)."""
-        return replace(
-            self,
-            name=definition.name,
-            description=definition.description,
-            expression=definition.expression,
-            time_zone=definition.time_zone,
-            input_source=definition.input_source,
-            batch_options=dict(definition.batch_options),
-            golden_set=definition.golden_set.to_api() if definition.golden_set else None,
-        )
+        return replace(self, **definition.stored())
 
     def definition(self) -> DefinitionView:
         """What a version freezes (the public view of batch_options)."""
@@ -425,7 +466,7 @@ class Schedule:
             "time_zone": self.time_zone,
             "input_source": self.input_source.to_api(),
             "batch_options": public_options(self.batch_options),
-            "golden_set": dict(self.golden_set) if self.golden_set else None,
+            "golden_set": self.golden_set.copy() if self.golden_set else None,
         }
 
     def to_api(self) -> ScheduleView:
@@ -448,9 +489,9 @@ class Schedule:
         }
 
 
-def public_options(options: Mapping[str, Any]) -> dict[str, Any]:
+def public_options(options: BatchOptions) -> BatchOptions:
     """Batch options as shown: a webhook's URL, never its secret."""
-    shown = dict(options)
+    shown = options.copy()
     webhook = shown.get("webhook")
     if isinstance(webhook, Mapping):
         shown["webhook"] = {"url": webhook.get("url"), "configured": True}

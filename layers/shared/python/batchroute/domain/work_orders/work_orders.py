@@ -357,6 +357,17 @@ class WorkOrderIdempotency:
     ttl: int
 
 
+@dataclass(frozen=True, slots=True)
+class CounterMove:
+    """A move of one work order's counters by a member: which work order, by how much
+    (`deltas`, by tally name), and when."""
+
+    org_id: str
+    work_order_id: str
+    deltas: Mapping[str, int]
+    at: str
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class WorkOrderMember:
     """A batch or queued chat job in a work order, as its member marker holds it."""
@@ -370,7 +381,8 @@ class WorkOrderMember:
     outcome: MemberOutcome | None = None
 
     @classmethod
-    def from_item(cls, item: Mapping[str, Any]) -> WorkOrderMember:
+    def from_item(cls, item: MemberItem) -> WorkOrderMember:
+        """A stored marker (as the store reads it: numbers as Decimal)."""
         return cls(
             batch_id=str(item["batch_id"]),
             kind="chat_job" if item.get("member_kind") == "chat_job" else "batch",

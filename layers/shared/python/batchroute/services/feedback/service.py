@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Literal, Protocol, TypedDict, cast
+from typing import Literal, Protocol, TypedDict, cast
 
 from batchroute.clock import Clock, isoformat
 from batchroute.domain.accounts.access import Principal, authorize
@@ -38,6 +38,7 @@ from batchroute.domain.feedback.feedback import (
     summarize,
 )
 from batchroute.domain.request_fields import invalid
+from batchroute.domain.workflow.results import ArtifactRow
 from batchroute.errors import Conflict, Gone, InvalidRequest, NotFound
 from batchroute.ids import new_id
 from batchroute.services.batches.ports import Artifacts, BatchReader
@@ -207,7 +208,7 @@ class FeedbackService:
             raise target_not_found(target)
         return batch
 
-    def _result_row(self, batch: BatchRecord, customer_item_id: str, target: Target) -> dict[str, Any]:
+    def _result_row(self, batch: BatchRecord, customer_item_id: str, target: Target) -> ArtifactRow:
         if batch.artifacts_reclaimed_at:
             raise Gone(
                 "This batch's results were reclaimed by retention.",
@@ -223,5 +224,5 @@ class FeedbackService:
             )
         for _, row in parse_jsonl(self.artifacts.chunks(key)):
             if isinstance(row, dict) and row.get("customer_item_id") == customer_item_id:
-                return row
+                return cast(ArtifactRow, row)  # a row of results.jsonl, as Finalize wrote it
         raise target_not_found(target)

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any, Protocol
+from typing import Protocol
 
 from batchroute.clock import Clock, isoformat
 from batchroute.domain.accounts.access import Principal, authorize
 from batchroute.domain.catalog.catalog import Catalog
+from batchroute.domain.presets.golden_sets import RegressionRecord, RegressionRunView
 from batchroute.domain.presets.presets import (
     MAX_PRESETS_PER_ORG,
     Preset,
@@ -54,14 +55,11 @@ class PresetRecords(Protocol):
         self, org_id: str, name: str, *, before: int | None, limit: int
     ) -> tuple[list[PresetVersion], int | None]: ...
 
-    def benchmarks(self, org_id: str, name: str, version: int) -> list[dict[str, Any]]: ...
-
-
-_KEYS = ("pk", "sk", "kind")
+    def benchmarks(self, org_id: str, name: str, version: int) -> list[RegressionRecord]: ...
 
 
 class PresetRegression(Protocol):
-    def for_preset(self, preset: PresetVersion, *, trigger: str) -> dict[str, Any]: ...
+    def for_preset(self, preset: PresetVersion, *, trigger: str) -> RegressionRunView: ...
 
 
 class Presets:
@@ -172,7 +170,7 @@ class Presets:
         return page, (str(more) if more is not None else None)
 
     # -- golden sets -----------------------------------------------------------------------
-    def regress(self, principal: Principal, name: str, version: int | None) -> dict[str, Any]:
+    def regress(self, principal: Principal, name: str, version: int | None) -> RegressionRunView:
         """Run a version's golden set (the latest when `version` is None) on every candidate
         lane of its model, the preset applied to each input; paid as a schedule's run."""
         authorize(principal, "batches:create")
@@ -183,11 +181,11 @@ class Presets:
         assert self.regression is not None
         return self.regression().for_preset(found, trigger="on_demand")
 
-    def benchmarks(self, principal: Principal, name: str, version: int) -> list[dict[str, Any]]:
+    def benchmarks(self, principal: Principal, name: str, version: int) -> list[RegressionRunView]:
         """A version's regression runs, newest first."""
         found = self.version(principal, name, version)
         return [
-            {"object": "preset.regression_run", **{k: v for k, v in run.items() if k not in _KEYS}}
+            {"object": "preset.regression_run", **run}
             for run in self.store.benchmarks(principal.org_id, found.name, found.version)
         ]
 

@@ -3,12 +3,10 @@ schedules.py checks each field once, at the edge, with the rules of domain/sched
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 from batchroute.domain.presets.golden_sets import GoldenSet
-from batchroute.domain.schedules.schedules import InputSource, ScheduleDefinition, ScheduleState
+from batchroute.domain.schedules.schedules import BatchOptions, InputSource, ScheduleDefinition, ScheduleState
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,7 +27,7 @@ class UpdateSchedule:
     expression: str = ""
     time_zone: str = "UTC"
     input_source: InputSource | None = None
-    batch_options: Mapping[str, Any] = field(default_factory=dict)
+    batch_options: BatchOptions = field(default_factory=BatchOptions)
     golden_set: GoldenSet | None = None
 
     def over(self, current: ScheduleDefinition) -> ScheduleDefinition:

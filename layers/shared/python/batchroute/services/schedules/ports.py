@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Protocol
 
+from batchroute.domain.presets.golden_sets import RegressionRecord
 from batchroute.domain.schedules.schedules import LaneExclusion, Schedule, ScheduleRun, ScheduleVersion
 
 
@@ -42,8 +43,8 @@ class ScheduleRecords(Protocol):
         self, schedule_id: str, *, limit: int, start_after: str | None
     ) -> tuple[list[ScheduleRun], str | None]: ...
 
-    def put_benchmark(self, schedule_id: str, regression: Mapping[str, Any]) -> None: ...
+    def put_benchmark(self, schedule_id: str, regression: RegressionRecord) -> None: ...
 
-    def benchmarks(self, schedule_id: str, version: int) -> list[dict[str, Any]]: ...
+    def benchmarks(self, schedule_id: str, version: int) -> list[RegressionRecord]: ...
 
     def delete_history(self, schedule_id: str) -> None: ...

@@ -27,7 +27,18 @@ from batchroute.domain.billing.usage import UsageCharge, UsageLine, usage_day
 from batchroute.domain.catalog import tokens
 from batchroute.domain.catalog.catalog import Catalog, Lane
 from batchroute.domain.catalog.pricing import token_cost
-from batchroute.domain.presets.golden_sets import GoldenSet, golden_set_from_api, lane_score, score
+from batchroute.domain.presets.golden_sets import (
+    GoldenSet,
+    GoldenSetView,
+    LaneBenchmark,
+    LaneError,
+    RegressionOwner,
+    RegressionRecord,
+    RegressionRunView,
+    golden_set_from_api,
+    lane_score,
+    score,
+)
 from batchroute.domain.presets.presets import PresetVersion, apply_preset
 from batchroute.domain.routing.gates import RoutingGuards
 from batchroute.domain.schedules.schedules import LaneExclusion, Schedule
@@ -51,9 +62,9 @@ class RegressionSubject:
     input is prepared before it is sent (a preset applied), if at all."""
 
     org_id: str
-    owner: Mapping[str, str]
+    owner: RegressionOwner
     version: int
-    golden_set: Mapping[str, Any] | None
+    golden_set: GoldenSetView | None
     label: str  # the ledger memo's
     prepare: Prepare | None = None
     no_golden_set: str = "The schedule has no golden set."
@@ -78,7 +89,7 @@ class PresetResolver(Protocol):
 
 
 class PresetBenchmarks(Protocol):
-    def put_benchmark(self, org_id: str, name: str, regression: Mapping[str, Any]) -> None: ...
+    def put_benchmark(self, org_id: str, name: str, regression: RegressionRecord) -> None: ...
 
 
 class RegressionRuns:
@@ -107,7 +118,7 @@ class RegressionRuns:
         self.presets = presets
         self.preset_benchmarks = preset_benchmarks
 
-    def __call__(self, principal: Principal, schedule: Schedule, *, trigger: str) -> dict[str, Any]:
+    def __call__(self, principal: Principal, schedule: Schedule, *, trigger: str) -> RegressionRunView:
         """A schedule's run: its own golden set, else its input source's preset's; the
         benchmark under the schedule and the failing lanes excluded from its batches."""
         golden_set, prepare = schedule.golden_set, None
@@ -128,7 +139,7 @@ class RegressionRuns:
         self.store.set_exclusions(schedule, self._exclusions(schedule, regression))
         return {"object": "schedule.regression_run", **regression}
 
-    def for_preset(self, preset: PresetVersion, *, trigger: str) -> dict[str, Any]:
+    def for_preset(self, preset: PresetVersion, *, trigger: str) -> RegressionRunView:
         """A preset version's run: the preset applied to each golden input; the benchmark
         under the preset version (no exclusions: a preset routes nothing by itself)."""
         if self.preset_benchmarks is None:
@@ -146,7 +157,7 @@ class RegressionRuns:
         self.preset_benchmarks.put_benchmark(preset.org_id, preset.name, regression)
         return {"object": "preset.regression_run", **regression}
 
-    def measure(self, subject: RegressionSubject, *, trigger: str) -> dict[str, Any]:
+    def measure(self, subject: RegressionSubject, *, trigger: str) -> RegressionRecord:
         """Run the subject's golden set on every candidate lane, hold and charge it, and
         return the regression record (the caller stores it)."""
         if not subject.golden_set:
@@ -185,7 +196,7 @@ class RegressionRuns:
             self.watch.moved(org_id, at=done, controls=controls)
         at = isoformat(done)
         lanes_out = [r.to_api(golden.threshold) for r in results]
-        regression = {
+        regression: RegressionRecord = {
             "regression_id": regression_id,
             **subject.owner,
             "version": subject.version,
@@ -243,7 +254,7 @@ class RegressionRuns:
 
     def _run_lane(self, lane: Lane, golden: GoldenSet, prepare: Prepare | None) -> LaneResult:
         passed, prompt, completion = 0, 0, 0
-        errors: list[dict[str, str]] = []
+        errors: list[LaneError] = []
         for index, item in enumerate(golden.items):
             request = ProviderRequest(
                 custom_id=f"golden-{index}",
@@ -278,7 +289,7 @@ class RegressionRuns:
         )
 
     @staticmethod
-    def _exclusions(schedule: Schedule, regression: Mapping[str, Any]) -> dict[str, LaneExclusion]:
+    def _exclusions(schedule: Schedule, regression: RegressionRecord) -> dict[str, LaneExclusion]:
         """The latest run decides for each lane it scored: below the threshold excluded,
         at or above it admitted again; other lanes keep their standing."""
         exclusions = dict(schedule.exclusions or {})
@@ -304,12 +315,12 @@ class LaneResult:
     score: float
     items_passed: int
     items_total: int
-    errors: tuple[dict[str, str], ...]
+    errors: tuple[LaneError, ...]
     prompt_tokens: int
     completion_tokens: int
     cost: Decimal
 
-    def to_api(self, threshold: float) -> dict[str, Any]:
+    def to_api(self, threshold: float) -> LaneBenchmark:
         """The lane's line of the regression record: its score against `threshold`."""
         return {
             "lane_id": self.lane.lane_id,

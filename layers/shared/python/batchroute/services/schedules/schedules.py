@@ -23,8 +23,10 @@ from batchroute.domain.accounts.access import Principal, authorize
 from batchroute.domain.batches.record import SurfaceFields
 from batchroute.domain.catalog.catalog import Catalog
 from batchroute.domain.delivery.webhook_targets import webhook_target_problems
+from batchroute.domain.presets.golden_sets import RegressionRunView
 from batchroute.domain.routing.gates import GateFailure
 from batchroute.domain.schedules.schedules import (
+    BatchOptions,
     RunView,
     Schedule,
     ScheduleDefinition,
@@ -62,7 +64,7 @@ class Triggers(Protocol):
 
 
 class RegressionStarter(Protocol):
-    def __call__(self, principal: Principal, schedule: Schedule, *, trigger: str) -> Mapping[str, Any]: ...
+    def __call__(self, principal: Principal, schedule: Schedule, *, trigger: str) -> RegressionRunView: ...
 
 
 def _webhook_context(org_id: str, schedule_id: str) -> dict[str, str]:
@@ -123,11 +125,11 @@ class Schedules:
         schedule = self.get(principal, schedule_id)
         return [version.to_api() for version in self.store.versions(schedule.schedule_id)]
 
-    def benchmarks(self, principal: Principal, schedule_id: str, version: int) -> list[dict[str, Any]]:
+    def benchmarks(self, principal: Principal, schedule_id: str, version: int) -> list[RegressionRunView]:
         """The regression runs of one version, newest first."""
         schedule = self.get(principal, schedule_id)
         return [
-            {"object": "schedule.regression_run", **{k: v for k, v in run.items() if k not in ("pk", "sk")}}
+            {"object": "schedule.regression_run", **run}
             for run in self.store.benchmarks(schedule.schedule_id, version)
         ]
 
@@ -151,13 +153,7 @@ class Schedules:
             updated_by=actor,
             anchor_at=at,
             next_fire_at=None,
-            name=definition.name,
-            description=definition.description,
-            expression=definition.expression,
-            time_zone=definition.time_zone,
-            input_source=definition.input_source,
-            batch_options=dict(definition.batch_options),
-            golden_set=definition.golden_set.to_api() if definition.golden_set else None,
+            **definition.stored(),
         )
         schedule = replace(schedule, next_fire_at=self._next(schedule, now) if state == "active" else None)
         self.store.create(schedule)
@@ -224,7 +220,7 @@ class Schedules:
         self.store.delete_history(schedule.schedule_id)  # batches it made stay, as any batch
         logger.info("schedule deleted", extra={"org_id": principal.org_id, "schedule_id": schedule_id})
 
-    def regress_now(self, principal: Principal, schedule_id: str) -> Mapping[str, Any]:
+    def regress_now(self, principal: Principal, schedule_id: str) -> RegressionRunView:
         authorize(principal, "batches:create")
         schedule = self.get(principal, schedule_id)
         assert self.regression is not None  # its own golden set, else its preset's (no_golden_set)
@@ -305,7 +301,7 @@ class Schedules:
         return str(json.loads(answer.body)["batch"]["id"])
 
     def _batch_body(self, schedule: Schedule) -> dict[str, Any]:
-        options = dict(schedule.batch_options)
+        options = schedule.batch_options.copy()
         webhook = options.get("webhook")
         if isinstance(webhook, Mapping):
             options["webhook"] = {
@@ -398,7 +394,9 @@ class Schedules:
             self.files.file(principal.org_id, source.file_id)
         else:
             self.targets.get(principal.org_id, source.delivery_target_id)
-        options = self._sealed_webhook(principal.org_id, schedule_id, dict(definition.batch_options), current)
+        options = self._sealed_webhook(
+            principal.org_id, schedule_id, definition.batch_options.copy(), current
+        )
         golden = definition.golden_set
         if golden is not None and self.catalog.model(golden.model) is None:
             raise InvalidRequest(
@@ -409,8 +407,8 @@ class Schedules:
         return replace(definition, batch_options=options)
 
     def _sealed_webhook(
-        self, org_id: str, schedule_id: str, options: dict[str, Any], current: Schedule | None
-    ) -> dict[str, Any]:
+        self, org_id: str, schedule_id: str, options: BatchOptions, current: Schedule | None
+    ) -> BatchOptions:
         webhook = options.get("webhook")
         if webhook is None:
             return options
@@ -419,7 +417,7 @@ class Schedules:
         if webhook.get("secret") is None and current is not None:
             stored = current.batch_options.get("webhook")
             if isinstance(stored, Mapping) and stored.get("url") == webhook.get("url"):
-                return {**options, "webhook": dict(stored)}
+                return {**options, "webhook": stored.copy()}
         problems = webhook_target_problems(webhook, check_url=self.check_url, field="batch_options.webhook")
         if problems:
             raise InvalidRequest(

@@ -7,7 +7,6 @@ workflow's Settle step (docs/work-orders.md; the rules in domain/work_orders/wor
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
@@ -19,6 +18,7 @@ from batchroute.domain.request_fields import invalid
 from batchroute.domain.work_orders.work_orders import (
     MAX_MEMBERS,
     WORK_ORDER_STATUSES,
+    CounterMove,
     MemberAddedView,
     MemberKind,
     MemberListView,
@@ -56,38 +56,13 @@ class WorkOrderStore(Protocol):
 
     def update(self, org_id: str, work_order_id: str, change: WorkOrderChange) -> bool: ...
 
-    def join_items(
-        self,
-        org_id: str,
-        work_order_id: str,
-        member: WorkOrderMember,
-        deltas: Mapping[str, int],
-        *,
-        at: str,
-    ) -> list[dict[str, Any]]: ...
+    def join_items(self, move: CounterMove, member: WorkOrderMember) -> list[dict[str, Any]]: ...
 
     def attach(
-        self,
-        org_id: str,
-        work_order_id: str,
-        member: WorkOrderMember,
-        deltas: Mapping[str, int],
-        *,
-        reference: WorkOrderRef,
-        settled: bool,
-        at: str,
+        self, move: CounterMove, member: WorkOrderMember, *, reference: WorkOrderRef, settled: bool
     ) -> None: ...
 
-    def settle_member(
-        self,
-        org_id: str,
-        work_order_id: str,
-        batch_id: str,
-        deltas: Mapping[str, int],
-        *,
-        outcome: str,
-        at: str,
-    ) -> bool: ...
+    def settle_member(self, move: CounterMove, batch_id: str, *, outcome: str) -> bool: ...
 
     def members(
         self, org_id: str, work_order_id: str, *, start_after: str | None, limit: int
@@ -261,13 +236,10 @@ class WorkOrders:
         deltas = self._settled_deltas(batch, joining=True) if settled else self._join_deltas(batch)
         try:
             self.store.attach(
-                principal.org_id,
-                work_order_id,
+                CounterMove(principal.org_id, work_order_id, deltas, at),
                 member,
-                deltas,
                 reference=order.reference,
                 settled=settled,
-                at=at,
             )
         except MemberRefused as exc:
             raise self._refusal(principal.org_id, work_order_id, exc.what, field_name) from exc
@@ -306,7 +278,7 @@ class WorkOrders:
             return []
         at = batch.created_at
         return self.store.join_items(
-            batch.org_id, work_order_id, self._member(batch, at), self._join_deltas(batch), at=at
+            CounterMove(batch.org_id, work_order_id, self._join_deltas(batch), at), self._member(batch, at)
         )
 
     def refused(self, org_id: str, work_order_id: str) -> ServiceError:
@@ -319,13 +291,11 @@ class WorkOrders:
         if work_order_id is None:
             return
         outcome = member_outcome(batch.state)
+        deltas = self._settled_deltas(batch, joining=False, charged_micros=charged_micros)
         counted = self.store.settle_member(
-            batch.org_id,
-            work_order_id,
+            CounterMove(batch.org_id, work_order_id, deltas, isoformat(self.clock.now())),
             batch.batch_id,
-            self._settled_deltas(batch, joining=False, charged_micros=charged_micros),
             outcome=outcome,
-            at=isoformat(self.clock.now()),
         )
         logger.info(
             "work order member settled",
