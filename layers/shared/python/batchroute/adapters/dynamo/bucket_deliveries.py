@@ -16,13 +16,13 @@ message or a concurrent sweeper never claims (and pushes) the same attempt twice
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from batchroute.adapters.dynamo.codec import from_item, to_item, to_value
 from batchroute.adapters.dynamo.leases import claim_attempt, due_items, due_sort_key
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.adapters.dynamo.writes import conditional_put, conditional_update
-from batchroute.domain.delivery.buckets import DeliveryRecord
+from batchroute.domain.delivery.buckets import DeliveryItem, DeliveryRecord
 
 DUE_PARTITION = "BUCKET#DUE"
 DELIVERY_SK = "DELIVERY#BUCKET"
@@ -35,13 +35,15 @@ def _key(batch_id: str) -> dict[str, Any]:
 class BucketDeliveries(DynamoStore):
     def get(self, batch_id: str) -> DeliveryRecord | None:
         response = self.dynamodb.get_item(TableName=self.table_name, Key=_key(batch_id), ConsistentRead=True)
-        return DeliveryRecord.from_mapping(from_item(response["Item"])) if "Item" in response else None
+        if "Item" not in response:
+            return None
+        return DeliveryRecord.from_mapping(cast(DeliveryItem, from_item(response["Item"])))
 
     def start_round(self, record: DeliveryRecord, *, previous_state: str | None) -> bool:
         """Write the delivery at the start of a round (pending, due at `next_attempt_at`):
         new (`previous_state` None) or replacing one in `previous_state`. False when the
         delivery is not what the caller saw (a concurrent step or redeliver won)."""
-        item = {**to_item(record.to_item()), **_key(record.batch_id)}
+        item = {**to_item({**record.to_item()}), **_key(record.batch_id)}
         if record.next_attempt_at is not None:
             item["gsi1pk"] = to_value(DUE_PARTITION)
             item["gsi1sk"] = to_value(due_sort_key(record.next_attempt_at, record.batch_id))
@@ -76,11 +78,8 @@ class BucketDeliveries(DynamoStore):
         error and next attempt) and leave `delivering`. `lease_expired_before` makes it the
         recovery of an attempt whose worker stopped: it applies only if that attempt's lease
         ran out before then. False when the delivery is no longer in that attempt."""
-        values = record.to_item()
-        values.pop("batch_id")
-        values.pop("org_id")
-        values.pop("attempts")
-        values.pop("lease_until")
+        kept = ("batch_id", "org_id", "attempts", "lease_until")  # the key, the claim's own
+        values = {name: value for name, value in record.to_item().items() if name not in kept}
         sets: list[str] = []
         removes = ["lease_until"]
         names = {"#state": "state"}

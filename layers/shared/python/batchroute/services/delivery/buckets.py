@@ -23,7 +23,7 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import Any, BinaryIO, Protocol
+from typing import BinaryIO, Protocol
 
 from batchroute.clock import Clock, isoformat
 from batchroute.domain.batches.record import ArtifactKeys, BatchRecord
@@ -33,6 +33,7 @@ from batchroute.domain.delivery.buckets import (
     LEASE_SECONDS,
     DeliveryError,
     DeliveryRecord,
+    DeliveryView,
     TargetDelivery,
     new_round,
     outcome,
@@ -235,7 +236,7 @@ class BucketDelivery:
         return fresh
 
     # -- the read model ------------------------------------------------------------------
-    def view(self, batch: BatchRecord) -> dict[str, Any] | None:
+    def view(self, batch: BatchRecord) -> DeliveryView | None:
         """The batch's delivery; before its Deliver step, `pending` to the targets enabled
         now; null when there is none and none is coming."""
         record = self.records.get(batch.batch_id)
