@@ -18,6 +18,7 @@ from batchroute.domain.batches.jsonl import parse_jsonl
 from batchroute.domain.batches.record import BatchRecord, SurfaceFields, batch_id_for, job_id_for
 from batchroute.domain.chat.objects import (
     CHAT_SOURCE,
+    ChatJobView,
     chat_completion,
     chat_job,
     completion_id,
@@ -49,7 +50,7 @@ class ChatJobs:
         self.records = records
         self.artifacts = artifacts
 
-    def queue(self, principal: Principal, request: ChatRequest) -> dict[str, Any]:
+    def queue(self, principal: Principal, request: ChatRequest) -> ChatJobView:
         """Create the one-item batch; the 202 body is the chat job (status `queued`)."""
         authorize(principal, "batches:create")
         assert request.queue is not None
@@ -84,7 +85,7 @@ class ChatJobs:
             raise NotFound("The queued job could not be read back.", code="chat_job_not_found")
         return chat_job(batch)
 
-    def get(self, principal: Principal, job_id: str) -> dict[str, Any]:
+    def get(self, principal: Principal, job_id: str) -> ChatJobView:
         authorize(principal, "batches:read")
         batch_id = batch_id_for(job_id)
         batch = self.records.get(batch_id) if batch_id else None
