@@ -20,6 +20,7 @@ from batchroute.adapters.dynamo.codec import from_item, to_item, to_value
 from batchroute.adapters.dynamo.reads import pages
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.adapters.dynamo.writes import conditional_update, put_new
+from batchroute.domain.compat.batches import BODY_FORMATS, OutputFile
 from batchroute.domain.compat.uploads import UploadPart, UploadRecord, UploadStatus
 
 
@@ -68,11 +69,19 @@ class CompatStore(DynamoStore):
         )
         return [*files, listed]
 
-    def output_file(self, file_id: str) -> dict[str, Any] | None:
+    def output_file(self, file_id: str) -> OutputFile | None:
         response = self.dynamodb.get_item(
             TableName=self.table_name, Key=_file_key(file_id), ConsistentRead=True
         )
-        return from_item(response["Item"]) if "Item" in response else None
+        if "Item" not in response:
+            return None
+        item = from_item(response["Item"])
+        sizes = {
+            body_format: int(item[f"bytes_{body_format}"])
+            for body_format in BODY_FORMATS
+            if item.get(f"bytes_{body_format}") is not None
+        }
+        return OutputFile(str(item["org_id"]), str(item["batch_id"]), str(item["role"]), sizes)
 
     def remember_bytes(self, file_id: str, body_format: str, size: int) -> None:
         """The measured size of an output file in one body format (computed once)."""
