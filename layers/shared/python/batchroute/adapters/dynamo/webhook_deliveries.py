@@ -153,34 +153,30 @@ class WebhookDeliveries(DynamoStore):
     def complete(
         self,
         batch_id: str,
-        delivery_id: str,
+        made: WebhookAttempt,
         *,
-        attempt: int,
         status: str,
-        at_iso: str,
         next_attempt_at_iso: str | None,
-        response_status: int | None,
-        error: str | None,
-        duration_ms: int,
         lease_expired_before: str | None = None,
     ) -> bool:
-        """Record attempt `attempt` and move the delivery out of `delivering`, in one
-        transaction. `lease_expired_before` makes it a recovery of an attempt whose worker
-        stopped: it applies only if that attempt's lease ran out before then. False when the
-        delivery is no longer in that attempt (nothing written)."""
+        """Record the attempt `made` and move the delivery out of `delivering` into `status`,
+        in one transaction. `lease_expired_before` makes it a recovery of an attempt whose
+        worker stopped: it applies only if that attempt's lease ran out before then. False
+        when the delivery is no longer in that attempt (nothing written)."""
+        delivery_id, attempt, at_iso = made.delivery_id, made.attempt, str(made.at)
         event = {
             "delivery_id": delivery_id,
             self.owner.field: batch_id,
             "attempt": attempt,
             "at": at_iso,
-            "status_code": response_status,
-            "error": error,
-            "duration_ms": duration_ms,
+            "status_code": made.status_code,
+            "error": made.error,
+            "duration_ms": made.duration_ms,
         }
         attempt_put = put_new(self.table_name, event)  # the attempt's record, under its own key
         attempt_put["Put"]["Item"].update(self._attempt_key(batch_id, delivery_id, attempt))
         names = {"#status": "status"}
-        outcome = (status, response_status, error)
+        outcome = (status, made.status_code, made.error)
         sets, removes, values = _completion(delivery_id, attempt, at_iso, outcome, next_attempt_at_iso)
         condition = "attribute_exists(pk) AND #status = :delivering AND attempt_count = :n"
         if lease_expired_before is not None:
