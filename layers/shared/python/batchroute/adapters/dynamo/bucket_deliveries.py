@@ -19,8 +19,7 @@ from __future__ import annotations
 from typing import Any, cast
 
 from batchroute.adapters.dynamo.codec import from_item, to_item, to_value
-from batchroute.adapters.dynamo.leases import claim_attempt, due_items, due_sort_key
-from batchroute.adapters.dynamo.store import DynamoStore
+from batchroute.adapters.dynamo.leases import DueIndex, LeasedStore, due_sort_key
 from batchroute.adapters.dynamo.writes import conditional_put, conditional_update
 from batchroute.domain.delivery.buckets import DeliveryItem, DeliveryRecord
 
@@ -32,7 +31,9 @@ def _key(batch_id: str) -> dict[str, Any]:
     return {"pk": {"S": f"BATCH#{batch_id}"}, "sk": {"S": DELIVERY_SK}}
 
 
-class BucketDeliveries(DynamoStore):
+class BucketDeliveries(LeasedStore):
+    due_index = DueIndex(DUE_PARTITION, state_field="state", count_field="attempts")
+
     def get(self, batch_id: str) -> DeliveryRecord | None:
         response = self.dynamodb.get_item(TableName=self.table_name, Key=_key(batch_id), ConsistentRead=True)
         if "Item" not in response:
@@ -57,18 +58,9 @@ class BucketDeliveries(DynamoStore):
         return conditional_put(self.dynamodb, **kwargs)
 
     def claim(self, batch_id: str, *, attempt: int, now_iso: str, lease_until_iso: str) -> bool:
-        """pending|failed -> delivering for attempt number `attempt` (`leases.claim_attempt`)."""
-        return claim_attempt(
-            self.dynamodb,
-            self.table_name,
-            _key(batch_id),
-            state_field="state",
-            count_field="attempts",
-            attempt=attempt,
-            now_iso=now_iso,
-            lease_until_iso=lease_until_iso,
-            partition=DUE_PARTITION,
-            owner_id=batch_id,
+        """pending|failed -> delivering for attempt number `attempt` (`LeasedStore.claim_attempt`)."""
+        return self.claim_attempt(
+            _key(batch_id), batch_id, attempt=attempt, now_iso=now_iso, lease_until_iso=lease_until_iso
         )
 
     def complete(
@@ -120,10 +112,7 @@ class BucketDeliveries(DynamoStore):
     def due(self, now_iso: str, limit: int = 100) -> list[str]:
         """Batch ids whose delivery owes an attempt (or whose attempt's lease ran out) at or
         before `now_iso`, oldest first."""
-        return [
-            str(item["batch_id"]["S"])
-            for item in due_items(self.dynamodb, self.table_name, DUE_PARTITION, now_iso, limit)
-        ]
+        return [str(item["batch_id"]["S"]) for item in self.due_items(now_iso, limit)]
 
     def mark_enqueued(self, batch_id: str, *, next_attempt_at: str, recheck_at: str) -> bool:
         """A retry message is on the deliver queue: look at the delivery again only at

@@ -30,9 +30,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from batchroute.adapters.dynamo.codec import from_item, to_item, to_value
-from batchroute.adapters.dynamo.leases import claim_attempt, due_items, due_sort_key
+from batchroute.adapters.dynamo.leases import DueIndex, LeasedStore, due_sort_key
 from batchroute.adapters.dynamo.reads import prefix_query, raw_items
-from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.adapters.dynamo.writes import conditional_put, conditional_transaction, put_new
 from batchroute.domain.delivery.webhooks import WebhookAttempt, WebhookDeliveryRecord
 
@@ -52,7 +51,9 @@ BATCH_OWNER = DeliveryOwner("BATCH#", "batch_id")
 ORG_OWNER = DeliveryOwner("ORG#", "org_id")
 
 
-class WebhookDeliveries(DynamoStore):
+class WebhookDeliveries(LeasedStore):
+    due_index = DueIndex(DUE_PARTITION, state_field="status", count_field="attempt_count")
+
     def __init__(
         self, table_name: str, dynamodb: Any | None = None, *, owner: DeliveryOwner = BATCH_OWNER
     ) -> None:
@@ -130,24 +131,16 @@ class WebhookDeliveries(DynamoStore):
         oldest first."""
         return [
             (str(item[self.owner.field]["S"]), str(item["delivery_id"]["S"]))
-            for item in due_items(self.dynamodb, self.table_name, DUE_PARTITION, now_iso, limit)
+            for item in self.due_items(now_iso, limit)
         ]
 
     def claim(
         self, batch_id: str, delivery_id: str, *, attempt: int, now_iso: str, lease_until_iso: str
     ) -> bool:
-        """pending|failed -> delivering for attempt number `attempt` (`leases.claim_attempt`)."""
-        return claim_attempt(
-            self.dynamodb,
-            self.table_name,
-            self._key(batch_id, delivery_id),
-            state_field="status",
-            count_field="attempt_count",
-            attempt=attempt,
-            now_iso=now_iso,
-            lease_until_iso=lease_until_iso,
-            partition=DUE_PARTITION,
-            owner_id=delivery_id,
+        """pending|failed -> delivering for attempt number `attempt` (`LeasedStore.claim_attempt`)."""
+        key = self._key(batch_id, delivery_id)
+        return self.claim_attempt(
+            key, delivery_id, attempt=attempt, now_iso=now_iso, lease_until_iso=lease_until_iso
         )
 
     def complete(
