@@ -34,7 +34,7 @@ from batchroute.domain.catalog.pricing import token_cost
 from batchroute.domain.chat.holds import ChatOutcome, HoldRefused, HoldTerms, LanesTried
 from batchroute.domain.chat.objects import DIRECT_SOURCE, completion_id
 from batchroute.domain.chat.requests import CHAT_ITEM_ID, ChatRequest
-from batchroute.domain.chat.routing import DirectLane, DirectPlan, plan_direct
+from batchroute.domain.chat.routing import DirectLane, DirectPlan, LaneRejection, plan_direct
 from batchroute.domain.routing.gates import RoutingGuards
 from batchroute.domain.routing.lanes import LaneAttempt
 from batchroute.domain.routing.policy import RoutePolicy
@@ -93,7 +93,7 @@ class DirectCall:
     clock: Clock
     checkpoint_seconds: float
     events: Iterator[StreamEvent] = field(repr=False, default_factory=lambda: iter(()))
-    rejected: list[dict[str, str]] = field(default_factory=list)  # the plan's rejected lanes
+    rejected: list[LaneRejection] = field(default_factory=list)  # the plan's rejected lanes
     completion_tokens: int = 0
     pieces: list[str] = field(default_factory=list)
     result: ProviderResult | None = None
