@@ -22,6 +22,8 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Final, Literal, TypedDict
 
+from batchroute.clock import isoformat
+
 DeliveryState = Literal["pending", "delivering", "delivered", "failed"]
 TargetState = Literal["pending", "delivered", "failed"]
 
@@ -213,6 +215,25 @@ class DeliveryRecord:
             self.state in ("pending", "failed")
             and self.next_attempt_at is not None
             and (self.next_attempt_at <= now_iso)
+        )
+
+    def after_attempt(
+        self, targets: tuple[TargetDelivery, ...], *, attempts: int, now: datetime
+    ) -> DeliveryRecord:
+        """The delivery once attempt `attempts` ended at `now` with `targets`: delivered, or
+        failed and due again as the round's schedule says (`outcome`); out of its lease."""
+        at = isoformat(now)
+        state, next_at, error = outcome(targets, attempts=attempts, round_start=self.round_start, now=now)
+        return replace(
+            self,
+            state=state,
+            targets=targets,
+            attempts=attempts,
+            updated_at=at,
+            next_attempt_at=isoformat(next_at) if next_at else None,
+            lease_until=None,
+            delivered_at=at if state == "delivered" else None,
+            last_error=error,
         )
 
     def lease_expired(self, now_iso: str) -> bool:
