@@ -36,6 +36,16 @@ def _put(table: str, values: dict[str, Any]) -> dict[str, Any]:
     return put_new(table, values)
 
 
+def _output_file(item: dict[str, Any]) -> OutputFile:
+    """An output file's record: whose, which of the two, its measured `bytes_<format>`."""
+    sizes = {
+        body_format: int(item[f"bytes_{body_format}"])
+        for body_format in BODY_FORMATS
+        if item.get(f"bytes_{body_format}") is not None
+    }
+    return OutputFile(str(item["org_id"]), str(item["batch_id"]), str(item["role"]), sizes)
+
+
 class CompatStore(DynamoStore):
     # -- compat batches: output files and the org's list --------------------------------------------
     def batch_items(
@@ -73,15 +83,7 @@ class CompatStore(DynamoStore):
         response = self.dynamodb.get_item(
             TableName=self.table_name, Key=_file_key(file_id), ConsistentRead=True
         )
-        if "Item" not in response:
-            return None
-        item = from_item(response["Item"])
-        sizes = {
-            body_format: int(item[f"bytes_{body_format}"])
-            for body_format in BODY_FORMATS
-            if item.get(f"bytes_{body_format}") is not None
-        }
-        return OutputFile(str(item["org_id"]), str(item["batch_id"]), str(item["role"]), sizes)
+        return _output_file(from_item(response["Item"])) if "Item" in response else None
 
     def remember_bytes(self, file_id: str, body_format: str, size: int) -> None:
         """The measured size of an output file in one body format (computed once)."""
