@@ -34,6 +34,7 @@ from batchroute.domain.chat.objects import (
     ChatCompletionView,
     ChatJobView,
     DeltaView,
+    ServedBy,
     UsageView,
     chat_completion,
     chunk,
@@ -213,14 +214,11 @@ async def create_chat_completion(request: Request) -> Response:
         raise
     usage = call.usage_so_far()
     completion = chat_completion(
-        completion=call.completion_id,
-        created=call.created,
-        model=chat.model,
+        ServedBy(call.completion_id, call.created, chat.model, call.provider),
         content=call.content,
         finish_reason=call.finish_reason,
         prompt_tokens=usage.prompt_tokens,
         completion_tokens=usage.completion_tokens,
-        provider=call.provider,
     )
     return ChatCompletionResponse(completion, call, headers=headers)
 
@@ -315,21 +313,13 @@ async def _events(stream: _Stream) -> AsyncIterator[bytes]:
     call = stream.call
     request = call.request
     include_usage = request.include_usage
+    served = ServedBy(call.completion_id, call.created, request.model, call.provider)
 
     def event(
         delta: DeltaView | None = None, finish_reason: str | None = None, usage: UsageView | None = None
     ) -> bytes:
         return sse(
-            chunk(
-                completion=call.completion_id,
-                created=call.created,
-                model=request.model,
-                provider=call.provider,
-                delta=delta,
-                finish_reason=finish_reason,
-                usage=usage,
-                include_usage=include_usage,
-            )
+            chunk(served, delta=delta, finish_reason=finish_reason, usage=usage, include_usage=include_usage)
         )
 
     pump = stream.pump or stream.start()

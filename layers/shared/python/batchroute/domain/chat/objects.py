@@ -9,6 +9,7 @@ a queued request: `chatjob_<x>` <-> `batch_<x>`.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Final, Literal, NotRequired, TypedDict
 
@@ -126,22 +127,25 @@ def usage_object(prompt_tokens: int, completion_tokens: int) -> UsageView:
     }
 
 
+@dataclass(frozen=True, slots=True)
+class ServedBy:
+    """Who answered a request, as its completion and each of its chunks say: the completion
+    id, when (Unix seconds), the model asked for and the provider that served it."""
+
+    completion: str
+    created: int
+    model: str
+    provider: str
+
+
 def chat_completion(
-    *,
-    completion: str,
-    created: int,
-    model: str,
-    content: str,
-    finish_reason: str,
-    prompt_tokens: int,
-    completion_tokens: int,
-    provider: str,
+    served: ServedBy, *, content: str, finish_reason: str, prompt_tokens: int, completion_tokens: int
 ) -> ChatCompletionView:
     return {
-        "id": completion,
+        "id": served.completion,
         "object": "chat.completion",
-        "created": created,
-        "model": model,
+        "created": served.created,
+        "model": served.model,
         "choices": [
             {
                 "index": 0,
@@ -151,17 +155,14 @@ def chat_completion(
             }
         ],
         "usage": usage_object(prompt_tokens, completion_tokens),
-        "provider": provider,
+        "provider": served.provider,
         "system_fingerprint": None,
     }
 
 
 def chunk(
+    served: ServedBy,
     *,
-    completion: str,
-    created: int,
-    model: str,
-    provider: str,
     delta: DeltaView | None = None,
     finish_reason: str | None = None,
     usage: UsageView | None = None,
@@ -170,11 +171,11 @@ def chunk(
     """One `chat.completion.chunk`. With include_usage every chunk carries `usage: null`
     except the last, which has no choices and the usage (the reference vendor's shape)."""
     body: ChunkView = {
-        "id": completion,
+        "id": served.completion,
         "object": "chat.completion.chunk",
-        "created": created,
-        "model": model,
-        "provider": provider,
+        "created": served.created,
+        "model": served.model,
+        "provider": served.provider,
         "system_fingerprint": None,
         "choices": []
         if delta is None

@@ -17,7 +17,7 @@ from typing import Any, Final, Literal, TypedDict, get_args
 
 from batchroute.domain.batches.jsonl import MAX_LINE_BYTES, JsonlReader, LineError, ParsedLine
 from batchroute.domain.batches.record import ArtifactKeys, BatchRecord, CompatFields
-from batchroute.domain.chat.objects import ChatCompletionView, chat_completion
+from batchroute.domain.chat.objects import ChatCompletionView, ServedBy, chat_completion
 from batchroute.domain.routing.items import MAX_CUSTOMER_ITEM_ID
 from batchroute.domain.workflow.results import ArtifactRow, LineUsage, PublicError
 from batchroute.ids import suffix_of
@@ -428,15 +428,13 @@ def vendor_body(
                 "total_tokens": prompt + completion,
             },
         }
+    served = ServedBy(f"chatcmpl-{request_id}", created, model, str(row.get("provider") or ""))
     return chat_completion(
-        completion=f"chatcmpl-{request_id}",
-        created=created,
-        model=model,
+        served,
         content=content,
         finish_reason=finish_reason,
         prompt_tokens=prompt,
         completion_tokens=completion,
-        provider=str(row.get("provider") or ""),
     )
 
 

@@ -19,6 +19,7 @@ from batchroute.domain.batches.record import BatchRecord, SurfaceFields, batch_i
 from batchroute.domain.chat.objects import (
     CHAT_SOURCE,
     ChatJobView,
+    ServedBy,
     chat_completion,
     chat_job,
     completion_id,
@@ -116,15 +117,18 @@ class ChatJobs:
             return chat_job(batch, item_status=status, error={"code": code, "message": message})
         output = line.get("output") or {}
         usage = line.get("usage") or {}
+        served = ServedBy(
+            completion_id(batch.batch_id),
+            epoch_seconds(batch.created_at),
+            batch.chat_model or "",
+            str(line.get("provider") or ""),
+        )
         result = chat_completion(
-            completion=completion_id(batch.batch_id),
-            created=epoch_seconds(batch.created_at),
-            model=batch.chat_model or "",
+            served,
             content=str(output.get("content") or ""),
             finish_reason=str(output.get("finish_reason") or "stop"),
             prompt_tokens=int(usage.get("prompt_tokens") or 0),
             completion_tokens=int(usage.get("completion_tokens") or 0),
-            provider=str(line.get("provider") or ""),
         )
         return chat_job(batch, result=result, item_status=status)
 
