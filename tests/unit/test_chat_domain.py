@@ -13,7 +13,7 @@ from batchroute.catalog import builtin_catalog
 from batchroute.clock import FixedClock, isoformat
 from batchroute.domain.batches.record import BatchRecord, batch_id_for, job_id_for
 from batchroute.domain.catalog.catalog import LaneLive
-from batchroute.domain.chat.objects import chat_job, chunk, job_status
+from batchroute.domain.chat.objects import ServedBy, chat_job, chunk, job_status
 from batchroute.domain.chat.requests import ChatRequest, parse_chat_request
 from batchroute.domain.chat.routing import LaneRecord, blended_reliability, plan_direct
 from batchroute.domain.routing.gates import RoutingGuards
@@ -153,10 +153,10 @@ def test_job_ids_share_the_batch_suffix_and_statuses_map() -> None:
 
 
 def test_usage_rides_only_on_the_last_chunk() -> None:
-    common: dict[str, Any] = {"completion": "c", "created": 1, "model": "m", "provider": "p"}
-    assert "usage" not in chunk(**common, delta={"content": "x"})
-    assert chunk(**common, delta={"content": "x"}, include_usage=True)["usage"] is None
-    last = chunk(**common, usage={"prompt_tokens": 1}, include_usage=True)
+    common = ServedBy(completion="c", created=1, model="m", provider="p")
+    assert "usage" not in chunk(common, delta={"content": "x"})
+    assert chunk(common, delta={"content": "x"}, include_usage=True)["usage"] is None
+    last = chunk(common, usage={"prompt_tokens": 1}, include_usage=True)
     assert last["choices"] == [] and last["usage"] == {"prompt_tokens": 1}
 
 

@@ -30,6 +30,7 @@ from batchroute.domain.delivery.buckets import (
     new_round,
     outcome,
 )
+from batchroute.domain.delivery.network import UrlGuard
 from batchroute.domain.delivery.targets import (
     BucketRefused,
     DeliveryTarget,
@@ -483,11 +484,9 @@ def test_requests_go_to_the_checked_address_with_the_name_as_host_and_sni() -> N
         return httpx.Response(200, headers={"ETag": '"abc"'})
 
     sender = PinnedSender(
-        allow_loopback=False,
-        environment="production",
+        UrlGuard(resolve=lambda host, port: ["93.184.215.14"]),
         connect_timeout=1,
         read_timeout=1,
-        resolve=lambda host, port: ["93.184.215.14"],
         transport=httpx.MockTransport(answer),
     )
     _pinned_client(sender).put_object(Bucket="acme-results", Key="a/b.json", Body=b"{}")
@@ -501,7 +500,7 @@ def test_requests_go_to_the_checked_address_with_the_name_as_host_and_sni() -> N
 
 def test_a_name_that_now_resolves_inward_is_refused_before_any_connection() -> None:
     # Public when registered; the name now answers with the metadata address (rebinding)
-    buckets = CustomerBuckets(resolve=lambda host, port: ["169.254.169.254"])
+    buckets = CustomerBuckets(UrlGuard(resolve=lambda host, port: ["169.254.169.254"]))
     target = _target(endpoint_url="https://s3.customer.example", region=None)
     with pytest.raises(BucketRefused) as refused:  # sockets are off: no connection was tried
         buckets.open(target, "secret-value-0123456789").put("k", b"{}", content_type="application/json")

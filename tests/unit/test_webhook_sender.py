@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from batchroute.adapters.webhook_sender import WebhookSender
+from batchroute.domain.delivery.network import UrlGuard
 
 PUBLIC_V4 = "93.184.216.34"
 PUBLIC_V6 = "2606:2800:220:1:248:1893:25c8:1946"
@@ -49,12 +50,13 @@ class Recorder:
         return httpx.Response(answer.status_code, headers=answer.headers, stream=answer.stream)
 
 
-def _sender(recorder: Recorder, *answers: str, **kwargs: object) -> WebhookSender:
+def _sender(
+    recorder: Recorder, *answers: str, allow_loopback: bool = False, environment: str = "production"
+) -> WebhookSender:
     return WebhookSender(
-        resolve=_resolver(*(answers or (PUBLIC_V4,))),
+        UrlGuard(allow_loopback, environment, _resolver(*(answers or (PUBLIC_V4,)))),
         transport=httpx.MockTransport(recorder),
         now=lambda: NOW,
-        **kwargs,  # type: ignore[arg-type]
     )
 
 
@@ -83,7 +85,7 @@ def test_connects_to_the_checked_address_with_host_header_and_sni_of_the_name() 
 def test_resolves_each_time_and_pins_a_non_default_port_and_ipv6() -> None:
     recorder = Recorder(httpx.Response(200))
     resolve = _resolver(PUBLIC_V6)
-    sender = WebhookSender(resolve=resolve, transport=httpx.MockTransport(recorder))
+    sender = WebhookSender(UrlGuard(resolve=resolve), transport=httpx.MockTransport(recorder))
     sender.send("https://Hooks.Example.com:8443/h", BODY, SIGNED)
     sender.send("https://Hooks.Example.com:8443/h", BODY, SIGNED)
     assert resolve.calls == [("hooks.example.com", 8443)] * 2  # type: ignore[attr-defined]

@@ -18,7 +18,7 @@ import contextvars
 import json
 import threading
 from collections.abc import AsyncIterator, Callable
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, TypeVar
 
 import anyio
 from fastapi import APIRouter, Depends, Request
@@ -29,7 +29,18 @@ from starlette.types import Receive, Scope, Send
 from batchroute.catalog import builtin_catalog
 from batchroute.config import get_settings
 from batchroute.domain.accounts.access import Principal, authorize, may
-from batchroute.domain.chat.objects import DONE_EVENT, chat_completion, chunk, sse, usage_object
+from batchroute.domain.chat.objects import (
+    DONE_EVENT,
+    ChatCompletionView,
+    ChatJobView,
+    DeltaView,
+    ServedBy,
+    UsageView,
+    chat_completion,
+    chunk,
+    sse,
+    usage_object,
+)
 from batchroute.domain.chat.requests import ChatRequest, parse_chat_request
 from batchroute.errors import InvalidRequest
 from batchroute.observability import logger
@@ -124,7 +135,7 @@ def _open(wiring: Wiring, caller: _Caller, chat: ChatRequest) -> DirectCall:
         raise
 
 
-def _queue(wiring: Wiring, principal: Principal, chat: ChatRequest) -> dict[str, Any]:
+def _queue(wiring: Wiring, principal: Principal, chat: ChatRequest) -> ChatJobView:
     wiring.rate_limiter.check_caller(principal)
     return wiring.chat_jobs.queue(principal, chat)
 
@@ -203,14 +214,11 @@ async def create_chat_completion(request: Request) -> Response:
         raise
     usage = call.usage_so_far()
     completion = chat_completion(
-        completion=call.completion_id,
-        created=call.created,
-        model=chat.model,
+        ServedBy(call.completion_id, call.created, chat.model, call.provider),
         content=call.content,
         finish_reason=call.finish_reason,
         prompt_tokens=usage.prompt_tokens,
         completion_tokens=usage.completion_tokens,
-        provider=call.provider,
     )
     return ChatCompletionResponse(completion, call, headers=headers)
 
@@ -221,7 +229,7 @@ async def create_chat_completion(request: Request) -> Response:
     responses={**_ERRORS, **errors_doc({410: "The result was reclaimed by retention (`results_expired`)"})},
     summary="A queued chat job: `result` is the chat.completion once completed, `error` once failed",
 )
-def get_chat_job(job_id: str, principal: Reader, wiring: WiringDep) -> dict[str, Any]:
+def get_chat_job(job_id: str, principal: Reader, wiring: WiringDep) -> ChatJobView:
     return wiring.chat_jobs.get(principal, job_id)
 
 
@@ -305,17 +313,13 @@ async def _events(stream: _Stream) -> AsyncIterator[bytes]:
     call = stream.call
     request = call.request
     include_usage = request.include_usage
+    served = ServedBy(call.completion_id, call.created, request.model, call.provider)
 
-    def event(**fields: Any) -> bytes:
+    def event(
+        delta: DeltaView | None = None, finish_reason: str | None = None, usage: UsageView | None = None
+    ) -> bytes:
         return sse(
-            chunk(
-                completion=call.completion_id,
-                created=call.created,
-                model=request.model,
-                provider=call.provider,
-                include_usage=include_usage,
-                **fields,
-            )
+            chunk(served, delta=delta, finish_reason=finish_reason, usage=usage, include_usage=include_usage)
         )
 
     pump = stream.pump or stream.start()
@@ -371,7 +375,7 @@ class ChatCompletionResponse(JSONResponse):
     """A chat.completion whose hold is settled once the answer has been sent (the usage in
     it is final: the provider's stream has ended)."""
 
-    def __init__(self, content: dict[str, Any], call: DirectCall, *, headers: dict[str, str]) -> None:
+    def __init__(self, content: ChatCompletionView, call: DirectCall, *, headers: dict[str, str]) -> None:
         super().__init__(content, headers=headers)
         self._call = call
 

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Path
 
 from batchroute.domain.accounts.access import Principal
+from batchroute.domain.delivery.targets import DeliveryTargetView, TargetTestView
 from functions.api.auth import require
 from functions.api.deps import DeliveryTargetsDep
 from functions.api.envelope import errors_doc
@@ -63,7 +64,7 @@ def list_targets(principal: Reader, targets: DeliveryTargetsDep) -> dict[str, An
 )
 def create_target(
     principal: Manager, targets: DeliveryTargetsDep, body: DeliveryTargetCreate
-) -> dict[str, Any]:
+) -> DeliveryTargetView:
     return targets.create(principal.org_id, body.command()).to_api()
 
 
@@ -73,7 +74,7 @@ def create_target(
     responses=_ONE,
     summary="One delivery target",
 )
-def get_target(target_id: TargetId, principal: Reader, targets: DeliveryTargetsDep) -> dict[str, Any]:
+def get_target(target_id: TargetId, principal: Reader, targets: DeliveryTargetsDep) -> DeliveryTargetView:
     return targets.get(principal.org_id, target_id).to_api()
 
 
@@ -85,7 +86,7 @@ def get_target(target_id: TargetId, principal: Reader, targets: DeliveryTargetsD
 )
 def update_target(
     target_id: TargetId, principal: Manager, targets: DeliveryTargetsDep, body: DeliveryTargetUpdate
-) -> dict[str, Any]:
+) -> DeliveryTargetView:
     return targets.update(principal.org_id, target_id, body.command()).to_api()
 
 
@@ -106,5 +107,5 @@ def delete_target(target_id: TargetId, principal: Manager, targets: DeliveryTarg
     responses=_ONE,
     summary="Write a small sample object with the target's credentials; 200 with ok true or false",
 )
-def test_target(target_id: TargetId, principal: Manager, targets: DeliveryTargetsDep) -> dict[str, Any]:
+def test_target(target_id: TargetId, principal: Manager, targets: DeliveryTargetsDep) -> TargetTestView:
     return targets.test(principal.org_id, target_id).to_api()

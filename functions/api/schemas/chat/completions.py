@@ -14,13 +14,12 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from batchroute.domain.catalog.catalog import PrivacyTier
+from batchroute.domain.chat.objects import JobStatus
 from batchroute.domain.presets.presets import REF_PATTERN as PRESET_REF_PATTERN
 from functions.api.schemas.batches.batches import Metadata
 from functions.api.schemas.common import Absent
 from functions.api.schemas.delivery.webhooks import WebhookTarget
 from functions.api.schemas.routing.items import ChatMessage, OutputTokens
-
-JobStatus = Literal["queued", "in_progress", "completed", "failed", "cancelled"]
 
 
 # -- the request -------------------------------------------------------------------------

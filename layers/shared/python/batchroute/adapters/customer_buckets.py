@@ -31,7 +31,7 @@ from botocore.exceptions import (
 
 from batchroute.adapters.pinned_s3 import PinnedSender
 from batchroute.adapters.s3_objects import S3Objects
-from batchroute.domain.delivery.network import Resolver
+from batchroute.domain.delivery.network import UrlGuard
 from batchroute.domain.delivery.targets import BucketRefused, DeliveryTarget, Readable
 
 PART_BYTES = 8 * 1024 * 1024
@@ -98,32 +98,21 @@ class CustomerBuckets:
 
     def __init__(
         self,
+        guard: UrlGuard = UrlGuard(),
         *,
-        allow_loopback: bool = False,
-        environment: str = "production",
         connect_timeout: float = 5,
         read_timeout: float = 30,
         max_attempts: int = 2,
-        resolve: Resolver | None = None,
     ) -> None:
-        self.allow_loopback = allow_loopback and environment != "production"
-        self.environment = environment
+        self.guard = guard
         self.connect_timeout = connect_timeout
         self.read_timeout = read_timeout
         self.max_attempts = max_attempts
-        self.resolve = resolve
 
     def for_probes(self) -> CustomerBuckets:
         """For `POST /v1/delivery-targets/{id}/test`: one try, short time-outs, so the answer
         comes well inside API Gateway's 29 seconds even from an endpoint that hangs."""
-        return CustomerBuckets(
-            allow_loopback=self.allow_loopback,
-            environment=self.environment,
-            connect_timeout=3,
-            read_timeout=10,
-            max_attempts=1,
-            resolve=self.resolve,
-        )
+        return CustomerBuckets(self.guard, connect_timeout=3, read_timeout=10, max_attempts=1)
 
     def open(self, target: DeliveryTarget, secret_access_key: str) -> CustomerBucket:
         custom = target.endpoint_url is not None
@@ -148,11 +137,7 @@ class CustomerBuckets:
             s3.meta.events.register_first(
                 "before-send.s3",
                 PinnedSender(
-                    allow_loopback=self.allow_loopback,
-                    environment=self.environment,
-                    connect_timeout=self.connect_timeout,
-                    read_timeout=self.read_timeout,
-                    resolve=self.resolve,
+                    self.guard, connect_timeout=self.connect_timeout, read_timeout=self.read_timeout
                 ),
             )
         return CustomerBucket(target, s3)

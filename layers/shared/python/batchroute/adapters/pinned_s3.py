@@ -19,7 +19,7 @@ import httpx
 from botocore.awsrequest import AWSPreparedRequest, AWSResponse
 from botocore.exceptions import ConnectTimeoutError, EndpointConnectionError, ReadTimeoutError
 
-from batchroute.domain.delivery.network import Resolver, check_public_https_url
+from batchroute.domain.delivery.network import UrlGuard
 from batchroute.domain.delivery.targets import BucketRefused
 from batchroute.errors import InvalidRequest
 
@@ -50,17 +50,13 @@ class _Body:
 class PinnedSender:
     def __init__(
         self,
+        guard: UrlGuard,
         *,
-        allow_loopback: bool,
-        environment: str,
         connect_timeout: float,
         read_timeout: float,
-        resolve: Resolver | None = None,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
-        self.allow_loopback = allow_loopback and environment != "production"
-        self.environment = environment
-        self.resolve = resolve
+        self.guard = guard
         self._client = httpx.Client(
             transport=transport
             or httpx.HTTPTransport(
@@ -75,9 +71,7 @@ class PinnedSender:
         url = httpx.URL(request.url)
         origin = f"{url.scheme}://{url.netloc.decode('ascii')}"
         try:
-            checked = check_public_https_url(
-                origin, allow_loopback=self.allow_loopback, environment=self.environment, resolve=self.resolve
-            )
+            checked = self.guard.check(origin)
         except InvalidRequest as refused:
             raise BucketRefused(refused.code, refused.message) from None
         body = request.body

@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 
 import httpx
 
-from batchroute.domain.delivery.network import Resolver, check_public_https_url
+from batchroute.domain.delivery.network import UrlGuard
 from batchroute.domain.delivery.webhooks import AttemptOutcome, parse_retry_after
 from batchroute.errors import InvalidRequest
 
@@ -34,20 +34,15 @@ MAX_ADDRESSES_TRIED = 3
 class WebhookSender:
     def __init__(
         self,
+        guard: UrlGuard = UrlGuard(),
         *,
-        allow_loopback: bool = False,
-        environment: str = "production",
-        resolve: Resolver | None = None,
         transport: httpx.BaseTransport | None = None,
         timeout_seconds: float = TIMEOUT_SECONDS,
         max_response_bytes: int = MAX_RESPONSE_BYTES,
         user_agent: str = USER_AGENT,
         now: Callable[[], datetime] | None = None,
     ) -> None:
-        # Loopback receivers are a local-development convenience, never honoured in production.
-        self.allow_loopback = allow_loopback and environment != "production"
-        self.environment = environment
-        self.resolve = resolve
+        self.guard = guard  # loopback receivers: a local-development convenience, never in production
         self.timeout_seconds = timeout_seconds
         self.max_response_bytes = max_response_bytes
         self.user_agent = user_agent
@@ -77,9 +72,7 @@ class WebhookSender:
             return AttemptOutcome(status, error[:300] if error else None, elapsed, retry_after)
 
         try:
-            checked = check_public_https_url(
-                url, allow_loopback=self.allow_loopback, environment=self.environment, resolve=self.resolve
-            )
+            checked = self.guard.check(url)
         except InvalidRequest as exc:
             return outcome(None, f"{exc.code}: {exc.message}")
         try:

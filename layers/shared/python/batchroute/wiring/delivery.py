@@ -14,6 +14,7 @@ from batchroute.wiring.accounts import AccountsWiring
 if TYPE_CHECKING:
     from batchroute.adapters.dynamo.webhook_deliveries import WebhookDeliveries
     from batchroute.adapters.webhook_sender import WebhookSender
+    from batchroute.domain.delivery.network import UrlGuard
     from batchroute.services.delivery.buckets import BucketDelivery
     from batchroute.services.delivery.targets import DeliveryTargets
     from batchroute.services.delivery.webhooks import WebhookDelivery
@@ -21,15 +22,19 @@ if TYPE_CHECKING:
 
 class DeliveryWiring(AccountsWiring):
     @cached_property
+    def url_guard(self) -> UrlGuard:
+        """Where outbound calls to customers' webhooks and buckets may go: the SSRF guard,
+        loopback receivers only with ALLOW_LOOPBACK_WEBHOOKS outside production."""
+        from batchroute.domain.delivery.network import UrlGuard
+
+        settings = self.settings
+        return UrlGuard(settings.allow_loopback_webhooks, settings.environment)
+
+    @cached_property
     def webhook_sender(self) -> WebhookSender:
         from batchroute.adapters.webhook_sender import WebhookSender
 
-        settings = self.settings
-        return WebhookSender(
-            allow_loopback=settings.allow_loopback_webhooks,
-            environment=settings.environment,
-            now=self.clock.now,
-        )
+        return WebhookSender(self.url_guard, now=self.clock.now)
 
     @cached_property
     def webhook_delivery(self) -> WebhookDelivery:
@@ -68,10 +73,7 @@ class DeliveryWiring(AccountsWiring):
         from batchroute.adapters.customer_buckets import CustomerBuckets
         from batchroute.services.delivery.targets import DeliveryTargets
 
-        settings = self.settings
-        buckets = CustomerBuckets(
-            allow_loopback=settings.allow_loopback_webhooks, environment=settings.environment
-        )
+        buckets = CustomerBuckets(self.url_guard)
         return DeliveryTargets(
             self.delivery_target_store,
             self.sealer,

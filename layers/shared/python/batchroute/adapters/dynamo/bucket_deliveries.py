@@ -16,13 +16,12 @@ message or a concurrent sweeper never claims (and pushes) the same attempt twice
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from batchroute.adapters.dynamo.codec import from_item, to_item, to_value
-from batchroute.adapters.dynamo.leases import claim_attempt, due_items, due_sort_key
-from batchroute.adapters.dynamo.store import DynamoStore
+from batchroute.adapters.dynamo.leases import DueIndex, LeasedStore, due_sort_key
 from batchroute.adapters.dynamo.writes import conditional_put, conditional_update
-from batchroute.domain.delivery.buckets import DeliveryRecord
+from batchroute.domain.delivery.buckets import DeliveryItem, DeliveryRecord
 
 DUE_PARTITION = "BUCKET#DUE"
 DELIVERY_SK = "DELIVERY#BUCKET"
@@ -32,16 +31,20 @@ def _key(batch_id: str) -> dict[str, Any]:
     return {"pk": {"S": f"BATCH#{batch_id}"}, "sk": {"S": DELIVERY_SK}}
 
 
-class BucketDeliveries(DynamoStore):
+class BucketDeliveries(LeasedStore):
+    due_index = DueIndex(DUE_PARTITION, state_field="state", count_field="attempts")
+
     def get(self, batch_id: str) -> DeliveryRecord | None:
         response = self.dynamodb.get_item(TableName=self.table_name, Key=_key(batch_id), ConsistentRead=True)
-        return DeliveryRecord.from_mapping(from_item(response["Item"])) if "Item" in response else None
+        if "Item" not in response:
+            return None
+        return DeliveryRecord.from_mapping(cast(DeliveryItem, from_item(response["Item"])))
 
     def start_round(self, record: DeliveryRecord, *, previous_state: str | None) -> bool:
         """Write the delivery at the start of a round (pending, due at `next_attempt_at`):
         new (`previous_state` None) or replacing one in `previous_state`. False when the
         delivery is not what the caller saw (a concurrent step or redeliver won)."""
-        item = {**to_item(record.to_item()), **_key(record.batch_id)}
+        item = {**to_item({**record.to_item()}), **_key(record.batch_id)}
         if record.next_attempt_at is not None:
             item["gsi1pk"] = to_value(DUE_PARTITION)
             item["gsi1sk"] = to_value(due_sort_key(record.next_attempt_at, record.batch_id))
@@ -55,18 +58,9 @@ class BucketDeliveries(DynamoStore):
         return conditional_put(self.dynamodb, **kwargs)
 
     def claim(self, batch_id: str, *, attempt: int, now_iso: str, lease_until_iso: str) -> bool:
-        """pending|failed -> delivering for attempt number `attempt` (`leases.claim_attempt`)."""
-        return claim_attempt(
-            self.dynamodb,
-            self.table_name,
-            _key(batch_id),
-            state_field="state",
-            count_field="attempts",
-            attempt=attempt,
-            now_iso=now_iso,
-            lease_until_iso=lease_until_iso,
-            partition=DUE_PARTITION,
-            owner_id=batch_id,
+        """pending|failed -> delivering for attempt number `attempt` (`LeasedStore.claim_attempt`)."""
+        return self.claim_attempt(
+            _key(batch_id), batch_id, attempt=attempt, now_iso=now_iso, lease_until_iso=lease_until_iso
         )
 
     def complete(
@@ -76,11 +70,8 @@ class BucketDeliveries(DynamoStore):
         error and next attempt) and leave `delivering`. `lease_expired_before` makes it the
         recovery of an attempt whose worker stopped: it applies only if that attempt's lease
         ran out before then. False when the delivery is no longer in that attempt."""
-        values = record.to_item()
-        values.pop("batch_id")
-        values.pop("org_id")
-        values.pop("attempts")
-        values.pop("lease_until")
+        kept = ("batch_id", "org_id", "attempts", "lease_until")  # the key, the claim's own
+        values = {name: value for name, value in record.to_item().items() if name not in kept}
         sets: list[str] = []
         removes = ["lease_until"]
         names = {"#state": "state"}
@@ -121,10 +112,7 @@ class BucketDeliveries(DynamoStore):
     def due(self, now_iso: str, limit: int = 100) -> list[str]:
         """Batch ids whose delivery owes an attempt (or whose attempt's lease ran out) at or
         before `now_iso`, oldest first."""
-        return [
-            str(item["batch_id"]["S"])
-            for item in due_items(self.dynamodb, self.table_name, DUE_PARTITION, now_iso, limit)
-        ]
+        return [str(item["batch_id"]["S"]) for item in self.due_items(now_iso, limit)]
 
     def mark_enqueued(self, batch_id: str, *, next_attempt_at: str, recheck_at: str) -> bool:
         """A retry message is on the deliver queue: look at the delivery again only at

@@ -58,10 +58,9 @@ from batchroute.adapters.dynamo.writes import (
 from batchroute.domain.batches.record import BatchRecord
 from batchroute.domain.billing.controls import BillingControls
 from batchroute.domain.billing.ledger import SettlementResult, WalletState
-from batchroute.domain.billing.rate_limits import CallerGate
 from batchroute.domain.billing.spending_limit import LimitGuard
 from batchroute.domain.billing.usage import UsageCharge
-from batchroute.domain.chat.holds import ChatOutcome
+from batchroute.domain.chat.holds import ChatOutcome, HoldTerms
 from batchroute.domain.chat.holds import HoldRefused as HoldRefused
 from batchroute.domain.chat.holds import Refusal as Refusal
 from batchroute.errors import TransientError
@@ -95,26 +94,16 @@ class ChatHoldStore:
         return self._dynamodb or self.ledger.dynamodb
 
     # -- before the first byte -----------------------------------------------------------------
-    def open(
-        self,
-        *,
-        org_id: str,
-        hold_id: str,
-        amount: Money,
-        at: str,
-        record: BatchRecord,
-        guard: LimitGuard,
-        rate: CallerGate | None = None,
-        policy_version: int | None = None,
-        key_hash: str | None = None,
-    ) -> None:
+    def open(self, terms: HoldTerms, *, at: str, guard: LimitGuard) -> None:
         """The hold, the request record, the limit check (the route policy's version check,
         `policy_version`, the API key's confirmation, `key_hash`, and the caller's rate-limit
         count, `rate`) in one transaction; HoldRefused names the condition that failed."""
+        org_id, amount, record = terms.org_id, terms.amount, terms.record
+        rate, policy_version, key_hash = terms.rate, terms.policy_version, terms.key_hash
         items: list[TransactItem] = [
             *self.ledger.reserve_items(
                 org_id,
-                reservation_id=hold_id,
+                reservation_id=terms.hold_id,
                 amount=amount,
                 at=at,
                 purpose="chat_hold",

@@ -20,6 +20,7 @@ from batchroute.adapters.dynamo.codec import from_item, to_item, to_value
 from batchroute.adapters.dynamo.reads import pages
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.adapters.dynamo.writes import conditional_update, put_new
+from batchroute.domain.compat.batches import BODY_FORMATS, OutputFile
 from batchroute.domain.compat.uploads import UploadPart, UploadRecord, UploadStatus
 
 
@@ -33,6 +34,16 @@ def _upload_key(upload_id: str) -> dict[str, Any]:
 
 def _put(table: str, values: dict[str, Any]) -> dict[str, Any]:
     return put_new(table, values)
+
+
+def _output_file(item: dict[str, Any]) -> OutputFile:
+    """An output file's record: whose, which of the two, its measured `bytes_<format>`."""
+    sizes = {
+        body_format: int(item[f"bytes_{body_format}"])
+        for body_format in BODY_FORMATS
+        if item.get(f"bytes_{body_format}") is not None
+    }
+    return OutputFile(str(item["org_id"]), str(item["batch_id"]), str(item["role"]), sizes)
 
 
 class CompatStore(DynamoStore):
@@ -68,11 +79,11 @@ class CompatStore(DynamoStore):
         )
         return [*files, listed]
 
-    def output_file(self, file_id: str) -> dict[str, Any] | None:
+    def output_file(self, file_id: str) -> OutputFile | None:
         response = self.dynamodb.get_item(
             TableName=self.table_name, Key=_file_key(file_id), ConsistentRead=True
         )
-        return from_item(response["Item"]) if "Item" in response else None
+        return _output_file(from_item(response["Item"])) if "Item" in response else None
 
     def remember_bytes(self, file_id: str, body_format: str, size: int) -> None:
         """The measured size of an output file in one body format (computed once)."""

@@ -6,9 +6,11 @@ entry to the lease's end so a worker that died is noticed by the next sweep."""
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from batchroute.adapters.dynamo.codec import to_value
+from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.adapters.dynamo.writes import conditional_update
 
 
@@ -16,59 +18,66 @@ def due_sort_key(when_iso: str, owner_id: str) -> str:
     return f"{when_iso}#{owner_id}"
 
 
-def due_items(
-    dynamodb: Any, table_name: str, partition: str, now_iso: str, limit: int
-) -> list[dict[str, Any]]:
-    """Raw index items owing an attempt at or before `now_iso`, oldest first (the index is
-    eventually consistent: claims re-check)."""
-    response = dynamodb.query(
-        TableName=table_name,
-        IndexName="gsi1",
-        KeyConditionExpression="gsi1pk = :p AND gsi1sk <= :upper",
-        ExpressionAttributeValues={":p": to_value(partition), ":upper": to_value(due_sort_key(now_iso, "~"))},
-        Limit=limit,
-    )
-    return list(response.get("Items", []))
+@dataclass(frozen=True, slots=True)
+class DueIndex:
+    """A store's share of the due index: its partition, and what its items call their state
+    and their attempt count."""
+
+    partition: str
+    state_field: str
+    count_field: str
 
 
-def claim_attempt(
-    dynamodb: Any,
-    table_name: str,
-    key: dict[str, Any],
-    *,
-    state_field: str,
-    count_field: str,
-    attempt: int,
-    now_iso: str,
-    lease_until_iso: str,
-    partition: str,
-    owner_id: str,
-) -> bool:
-    """pending|failed -> delivering for attempt number `attempt`, only if it is due and
-    nobody claimed it yet; False otherwise (nothing written)."""
-    return conditional_update(
-        dynamodb,
-        TableName=table_name,
-        Key=key,
-        UpdateExpression=(
-            f"SET #state = :delivering, {count_field} = :n, last_attempt_at = :now, "
-            "updated_at = :now, lease_until = :lease, gsi1pk = :due, gsi1sk = :due_sk "
-            "REMOVE next_attempt_at"
-        ),
-        ConditionExpression=(
-            f"attribute_exists(pk) AND {count_field} = :prev "
-            "AND #state IN (:pending, :failed) AND next_attempt_at <= :now"
-        ),
-        ExpressionAttributeNames={"#state": state_field},
-        ExpressionAttributeValues={
-            ":delivering": to_value("delivering"),
-            ":pending": to_value("pending"),
-            ":failed": to_value("failed"),
-            ":n": to_value(attempt),
-            ":prev": to_value(attempt - 1),
-            ":now": to_value(now_iso),
-            ":lease": to_value(lease_until_iso),
-            ":due": to_value(partition),
-            ":due_sk": to_value(due_sort_key(lease_until_iso, owner_id)),
-        },
-    )
+class LeasedStore(DynamoStore):
+    """A store of deliveries made by attempts under a lease, on the due index `due_index`."""
+
+    due_index: ClassVar[DueIndex]
+
+    def due_items(self, now_iso: str, limit: int) -> list[dict[str, Any]]:
+        """Raw index items owing an attempt at or before `now_iso`, oldest first (the index
+        is eventually consistent: claims re-check)."""
+        response = self.dynamodb.query(
+            TableName=self.table_name,
+            IndexName="gsi1",
+            KeyConditionExpression="gsi1pk = :p AND gsi1sk <= :upper",
+            ExpressionAttributeValues={
+                ":p": to_value(self.due_index.partition),
+                ":upper": to_value(due_sort_key(now_iso, "~")),
+            },
+            Limit=limit,
+        )
+        return list(response.get("Items", []))
+
+    def claim_attempt(
+        self, key: dict[str, Any], owner_id: str, *, attempt: int, now_iso: str, lease_until_iso: str
+    ) -> bool:
+        """pending|failed -> delivering for attempt number `attempt`, only if it is due and
+        nobody claimed it yet; False otherwise (nothing written)."""
+        index = self.due_index
+        count_field = index.count_field
+        return conditional_update(
+            self.dynamodb,
+            TableName=self.table_name,
+            Key=key,
+            UpdateExpression=(
+                f"SET #state = :delivering, {count_field} = :n, last_attempt_at = :now, "
+                "updated_at = :now, lease_until = :lease, gsi1pk = :due, gsi1sk = :due_sk "
+                "REMOVE next_attempt_at"
+            ),
+            ConditionExpression=(
+                f"attribute_exists(pk) AND {count_field} = :prev "
+                "AND #state IN (:pending, :failed) AND next_attempt_at <= :now"
+            ),
+            ExpressionAttributeNames={"#state": index.state_field},
+            ExpressionAttributeValues={
+                ":delivering": to_value("delivering"),
+                ":pending": to_value("pending"),
+                ":failed": to_value("failed"),
+                ":n": to_value(attempt),
+                ":prev": to_value(attempt - 1),
+                ":now": to_value(now_iso),
+                ":lease": to_value(lease_until_iso),
+                ":due": to_value(index.partition),
+                ":due_sk": to_value(due_sort_key(lease_until_iso, owner_id)),
+            },
+        )

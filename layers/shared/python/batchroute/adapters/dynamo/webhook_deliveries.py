@@ -30,9 +30,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from batchroute.adapters.dynamo.codec import from_item, to_item, to_value
-from batchroute.adapters.dynamo.leases import claim_attempt, due_items, due_sort_key
+from batchroute.adapters.dynamo.leases import DueIndex, LeasedStore, due_sort_key
 from batchroute.adapters.dynamo.reads import prefix_query, raw_items
-from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.adapters.dynamo.writes import conditional_put, conditional_transaction, put_new
 from batchroute.domain.delivery.webhooks import WebhookAttempt, WebhookDeliveryRecord
 
@@ -52,7 +51,9 @@ BATCH_OWNER = DeliveryOwner("BATCH#", "batch_id")
 ORG_OWNER = DeliveryOwner("ORG#", "org_id")
 
 
-class WebhookDeliveries(DynamoStore):
+class WebhookDeliveries(LeasedStore):
+    due_index = DueIndex(DUE_PARTITION, state_field="status", count_field="attempt_count")
+
     def __init__(
         self, table_name: str, dynamodb: Any | None = None, *, owner: DeliveryOwner = BATCH_OWNER
     ) -> None:
@@ -130,57 +131,45 @@ class WebhookDeliveries(DynamoStore):
         oldest first."""
         return [
             (str(item[self.owner.field]["S"]), str(item["delivery_id"]["S"]))
-            for item in due_items(self.dynamodb, self.table_name, DUE_PARTITION, now_iso, limit)
+            for item in self.due_items(now_iso, limit)
         ]
 
     def claim(
         self, batch_id: str, delivery_id: str, *, attempt: int, now_iso: str, lease_until_iso: str
     ) -> bool:
-        """pending|failed -> delivering for attempt number `attempt` (`leases.claim_attempt`)."""
-        return claim_attempt(
-            self.dynamodb,
-            self.table_name,
-            self._key(batch_id, delivery_id),
-            state_field="status",
-            count_field="attempt_count",
-            attempt=attempt,
-            now_iso=now_iso,
-            lease_until_iso=lease_until_iso,
-            partition=DUE_PARTITION,
-            owner_id=delivery_id,
+        """pending|failed -> delivering for attempt number `attempt` (`LeasedStore.claim_attempt`)."""
+        key = self._key(batch_id, delivery_id)
+        return self.claim_attempt(
+            key, delivery_id, attempt=attempt, now_iso=now_iso, lease_until_iso=lease_until_iso
         )
 
     def complete(
         self,
         batch_id: str,
-        delivery_id: str,
+        made: WebhookAttempt,
         *,
-        attempt: int,
         status: str,
-        at_iso: str,
         next_attempt_at_iso: str | None,
-        response_status: int | None,
-        error: str | None,
-        duration_ms: int,
         lease_expired_before: str | None = None,
     ) -> bool:
-        """Record attempt `attempt` and move the delivery out of `delivering`, in one
-        transaction. `lease_expired_before` makes it a recovery of an attempt whose worker
-        stopped: it applies only if that attempt's lease ran out before then. False when the
-        delivery is no longer in that attempt (nothing written)."""
+        """Record the attempt `made` and move the delivery out of `delivering` into `status`,
+        in one transaction. `lease_expired_before` makes it a recovery of an attempt whose
+        worker stopped: it applies only if that attempt's lease ran out before then. False
+        when the delivery is no longer in that attempt (nothing written)."""
+        delivery_id, attempt, at_iso = made.delivery_id, made.attempt, str(made.at)
         event = {
             "delivery_id": delivery_id,
             self.owner.field: batch_id,
             "attempt": attempt,
             "at": at_iso,
-            "status_code": response_status,
-            "error": error,
-            "duration_ms": duration_ms,
+            "status_code": made.status_code,
+            "error": made.error,
+            "duration_ms": made.duration_ms,
         }
         attempt_put = put_new(self.table_name, event)  # the attempt's record, under its own key
         attempt_put["Put"]["Item"].update(self._attempt_key(batch_id, delivery_id, attempt))
         names = {"#status": "status"}
-        outcome = (status, response_status, error)
+        outcome = (status, made.status_code, made.error)
         sets, removes, values = _completion(delivery_id, attempt, at_iso, outcome, next_attempt_at_iso)
         condition = "attribute_exists(pk) AND #status = :delivering AND attempt_count = :n"
         if lease_expired_before is not None:

@@ -7,12 +7,40 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from batchroute.domain.billing.rate_limits import WindowCounts
+from batchroute.domain.batches.record import BatchRecord
+from batchroute.domain.billing.rate_limits import CallerGate, WindowCounts
 from batchroute.domain.routing.lanes import LaneAttempt
+from batchroute.money import Money
 
 Refusal = Literal[
     "funds", "controls_changed", "spend_moved", "conflict", "rate_limit", "policy_changed", "key_unconfirmed"
 ]
+
+
+@dataclass(frozen=True, slots=True)
+class HoldTerms:
+    """What opening a chat hold asks for: `amount` held for the request's `record` (which
+    names its org and its hold, `reservation_id`), and what the same transaction checks
+    besides: the caller's rate-limit count (`rate`), the route policy's version
+    (`policy_version`), the API key still unrevoked (`key_hash`)."""
+
+    record: BatchRecord
+    amount: Money
+    rate: CallerGate | None = None
+    policy_version: int | None = None
+    key_hash: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.record.reservation_id:
+            raise ValueError("a chat hold's record names its hold (reservation_id)")
+
+    @property
+    def org_id(self) -> str:
+        return self.record.org_id
+
+    @property
+    def hold_id(self) -> str:
+        return str(self.record.reservation_id)
 
 
 class HoldRefused(Exception):

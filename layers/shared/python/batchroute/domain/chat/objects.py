@@ -9,9 +9,9 @@ a queued request: `chatjob_<x>` <-> `batch_<x>`.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Final
+from typing import Final, Literal, NotRequired, TypedDict
 
 from batchroute.domain.batches.record import BatchRecord, job_id_for
 from batchroute.ids import suffix_of
@@ -20,8 +20,10 @@ DONE_EVENT: Final = b"data: [DONE]\n\n"
 CHAT_SOURCE: Final = "chat"  # a queued request's batch
 DIRECT_SOURCE: Final = "chat_direct"  # the record of a direct request (not cancellable)
 
+JobStatus = Literal["queued", "in_progress", "completed", "failed", "cancelled"]
+
 # Batch state -> chat job status (spec: queued, in_progress, completed, failed, cancelled).
-_JOB_STATUS: Final[dict[str, str]] = {
+_JOB_STATUS: Final[dict[str, JobStatus]] = {
     "received": "queued",
     "validated": "queued",
     "priced": "queued",
@@ -36,11 +38,88 @@ _JOB_STATUS: Final[dict[str, str]] = {
 }
 
 
+class UsageView(TypedDict):
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+
+
+class AssistantMessage(TypedDict):
+    role: Literal["assistant"]
+    content: str
+    refusal: None
+
+
+class ChoiceView(TypedDict):
+    index: int
+    message: AssistantMessage
+    logprobs: None
+    finish_reason: str
+
+
+class DeltaView(TypedDict, total=False):
+    """What a chunk adds: the role first, then the content, piece by piece."""
+
+    role: Literal["assistant"]
+    content: str
+
+
+class ChunkChoiceView(TypedDict):
+    index: int
+    delta: DeltaView
+    logprobs: None
+    finish_reason: str | None
+
+
+class _Served(TypedDict):
+    """What a completion and each of its chunks say of the request that served them."""
+
+    id: str
+    created: int
+    model: str
+    provider: str
+    system_fingerprint: None
+
+
+class ChatCompletionView(_Served):
+    object: Literal["chat.completion"]
+    choices: list[ChoiceView]
+    usage: UsageView
+
+
+class ChunkView(_Served):
+    """A `chat.completion.chunk`; `usage` only with include_usage."""
+
+    object: Literal["chat.completion.chunk"]
+    choices: list[ChunkChoiceView]
+    usage: NotRequired[UsageView | None]
+
+
+class JobError(TypedDict):
+    code: str
+    message: str
+
+
+class ChatJobView(TypedDict):
+    """A queued request's job; `metadata` and `preset` only when the request had them."""
+
+    id: str
+    object: Literal["chat.completion.job"]
+    status: JobStatus
+    model: str | None
+    batch_id: str
+    created: int
+    result: ChatCompletionView | None
+    error: JobError | None
+    metadata: NotRequired[dict[str, str]]
+    preset: NotRequired[str]
+
+
 def completion_id(batch_id: str) -> str:
     return f"chatcmpl-{suffix_of(batch_id)}"
 
 
-def usage_object(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
+def usage_object(prompt_tokens: int, completion_tokens: int) -> UsageView:
     return {
         "prompt_tokens": prompt_tokens,
         "completion_tokens": completion_tokens,
@@ -48,22 +127,25 @@ def usage_object(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
     }
 
 
+@dataclass(frozen=True, slots=True)
+class ServedBy:
+    """Who answered a request, as its completion and each of its chunks say: the completion
+    id, when (Unix seconds), the model asked for and the provider that served it."""
+
+    completion: str
+    created: int
+    model: str
+    provider: str
+
+
 def chat_completion(
-    *,
-    completion: str,
-    created: int,
-    model: str,
-    content: str,
-    finish_reason: str,
-    prompt_tokens: int,
-    completion_tokens: int,
-    provider: str,
-) -> dict[str, Any]:
+    served: ServedBy, *, content: str, finish_reason: str, prompt_tokens: int, completion_tokens: int
+) -> ChatCompletionView:
     return {
-        "id": completion,
+        "id": served.completion,
         "object": "chat.completion",
-        "created": created,
-        "model": model,
+        "created": served.created,
+        "model": served.model,
         "choices": [
             {
                 "index": 0,
@@ -73,45 +155,42 @@ def chat_completion(
             }
         ],
         "usage": usage_object(prompt_tokens, completion_tokens),
-        "provider": provider,
+        "provider": served.provider,
         "system_fingerprint": None,
     }
 
 
 def chunk(
+    served: ServedBy,
     *,
-    completion: str,
-    created: int,
-    model: str,
-    provider: str,
-    delta: Mapping[str, Any] | None = None,
+    delta: DeltaView | None = None,
     finish_reason: str | None = None,
-    usage: Mapping[str, int] | None = None,
+    usage: UsageView | None = None,
     include_usage: bool = False,
-) -> dict[str, Any]:
+) -> ChunkView:
     """One `chat.completion.chunk`. With include_usage every chunk carries `usage: null`
     except the last, which has no choices and the usage (the reference vendor's shape)."""
-    body: dict[str, Any] = {
-        "id": completion,
+    body: ChunkView = {
+        "id": served.completion,
         "object": "chat.completion.chunk",
-        "created": created,
-        "model": model,
-        "provider": provider,
+        "created": served.created,
+        "model": served.model,
+        "provider": served.provider,
         "system_fingerprint": None,
         "choices": []
         if delta is None
-        else [{"index": 0, "delta": dict(delta), "logprobs": None, "finish_reason": finish_reason}],
+        else [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}],
     }
     if include_usage:
-        body["usage"] = dict(usage) if usage is not None else None
+        body["usage"] = usage
     return body
 
 
-def sse(event: Mapping[str, Any]) -> bytes:
+def sse(event: ChunkView) -> bytes:
     return b"data: " + json.dumps(event, separators=(",", ":"), ensure_ascii=False).encode() + b"\n\n"
 
 
-def job_status(batch_state: str, item_status: str | None) -> str:
+def job_status(batch_state: str, item_status: str | None) -> JobStatus:
     """A completed batch whose one item failed is a failed job."""
     status = _JOB_STATUS.get(batch_state, "queued")
     if status == "completed" and item_status != "completed":
@@ -122,25 +201,25 @@ def job_status(batch_state: str, item_status: str | None) -> str:
 def chat_job(
     batch: BatchRecord,
     *,
-    result: Mapping[str, Any] | None = None,
-    error: Mapping[str, Any] | None = None,
+    result: ChatCompletionView | None = None,
+    error: JobError | None = None,
     item_status: str | None = None,
-) -> dict[str, Any]:
+) -> ChatJobView:
     """The chat job view of a queued request's batch."""
     batch_id = batch.batch_id
     status = job_status(batch.state, item_status)
-    view: dict[str, Any] = {
+    view: ChatJobView = {
         "id": job_id_for(batch_id),
         "object": "chat.completion.job",
         "status": status,
         "model": batch.chat_model,
         "batch_id": batch_id,
         "created": epoch_seconds(batch.created_at),
-        "result": dict(result) if status == "completed" and result is not None else None,
+        "result": result if status == "completed" else None,
         "error": None,
     }
     if status == "failed":
-        view["error"] = dict(error) if error else {"code": "job_failed", "message": "The request failed."}
+        view["error"] = error or {"code": "job_failed", "message": "The request failed."}
     elif status == "cancelled":
         view["error"] = {"code": "cancelled", "message": "The batch behind this job was cancelled."}
     if batch.metadata:

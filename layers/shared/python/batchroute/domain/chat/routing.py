@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
-from typing import Any, Final
+from typing import Final, NotRequired, TypedDict
 
 from batchroute.domain.catalog.catalog import Catalog, Lane, LaneLive, Provider
 from batchroute.domain.catalog.pricing import token_cost
@@ -82,6 +82,18 @@ class DirectLane:
         )
 
 
+class LaneRejection(TypedDict):
+    """A lane the plan did not choose, and why (`rule`: the policy rule, for `policy`)."""
+
+    lane_id: str
+    code: str
+    rule: NotRequired[str]
+
+
+class Rejections(TypedDict):
+    rejected_lanes: list[LaneRejection]
+
+
 @dataclass(frozen=True)
 class DirectPlan:
     lanes: tuple[DirectLane, ...]  # in the order they are tried
@@ -93,12 +105,15 @@ class DirectPlan:
         """The hold that covers whichever lane ends up answering."""
         return max((lane.hold for lane in self.lanes), default=Money.zero())
 
-    def rejection_details(self) -> dict[str, Any]:
+    def rejection_details(self) -> Rejections:
         return {"rejected_lanes": [self._entry(lane, code) for lane, code in self.rejected]}
 
-    def _entry(self, lane_id: str, code: str) -> dict[str, str]:
+    def _entry(self, lane_id: str, code: str) -> LaneRejection:
+        entry: LaneRejection = {"lane_id": lane_id, "code": code}
         rule = self.rules.get(lane_id) if code == POLICY_GATE else None
-        return {"lane_id": lane_id, "code": code, **({"rule": rule} if rule else {})}
+        if rule:
+            entry["rule"] = rule
+        return entry
 
 
 def plan_direct(

@@ -17,8 +17,9 @@ from typing import Any, Final, Literal, TypedDict, get_args
 
 from batchroute.domain.batches.jsonl import MAX_LINE_BYTES, JsonlReader, LineError, ParsedLine
 from batchroute.domain.batches.record import ArtifactKeys, BatchRecord, CompatFields
-from batchroute.domain.chat.objects import chat_completion
+from batchroute.domain.chat.objects import ChatCompletionView, ServedBy, chat_completion
 from batchroute.domain.routing.items import MAX_CUSTOMER_ITEM_ID
+from batchroute.domain.workflow.results import ArtifactRow, LineUsage, PublicError
 from batchroute.ids import suffix_of
 
 ENDPOINT_OPERATIONS: Final[dict[str, str]] = {
@@ -321,23 +322,41 @@ def batch_object(batch: BatchRecord) -> VendorBatchView:
 
 
 # -- output lines --------------------------------------------------------------------------------
+class VendorResponse(TypedDict):
+    """A completed line's `response`: its `body` the vendor endpoint's answer (or the
+    provider's raw one), JSON by nature."""
+
+    status_code: int
+    request_id: str
+    body: ChatCompletionView | dict[str, Any] | None
+
+
+class OutputLine(TypedDict):
+    """One line of a compat batch's output or error file."""
+
+    id: str
+    custom_id: object  # the row's custom_id, as the customer gave it
+    response: VendorResponse | None
+    error: PublicError | None
+
+
 def request_line_id(batch_id: str, sequence_number: int) -> str:
     return f"batch_req_{suffix_of(batch_id)}_{sequence_number}"
 
 
 def output_line(
     batch_id: str,
-    row: Mapping[str, Any],
+    row: ArtifactRow,
     body_format: BodyFormat,
     *,
     endpoint: str = "/v1/chat/completions",
     created: int = 0,
-) -> dict[str, Any]:
+) -> OutputLine:
     """One vendor line of a native results.jsonl row: a populated `response` for a completed
     row (its body in the vendor's shape for `endpoint`, or the provider's raw body), a
     populated `error` otherwise."""
     seq = int(row["sequence_number"])
-    line: dict[str, Any] = {
+    line: OutputLine = {
         "id": request_line_id(batch_id, seq),
         "custom_id": row.get("customer_item_id"),
         "response": None,
@@ -352,7 +371,7 @@ def output_line(
             else vendor_body(endpoint, row, request_id=f"{suffix_of(batch_id)}_{seq}", created=created),
         }
     else:
-        error = row.get("error") or {}
+        error: PublicError | dict[str, str] = row.get("error") or {}
         line["error"] = {
             "code": str(error.get("code") or "error"),
             "message": str(error.get("message") or "The request failed."),
@@ -360,13 +379,15 @@ def output_line(
     return line
 
 
-def vendor_body(endpoint: str, row: Mapping[str, Any], *, request_id: str, created: int) -> dict[str, Any]:
+def vendor_body(
+    endpoint: str, row: ArtifactRow, *, request_id: str, created: int
+) -> ChatCompletionView | dict[str, Any]:
     """A completed row's normalized output as the vendor's endpoint answers it, so code that
     reads `response.body` of a vendor batch works unchanged: a `chat.completion` for
     `/v1/chat/completions`, a `response` for `/v1/responses`, an embedding `list` for
     `/v1/embeddings`. Usage and model come from the row (results.jsonl keeps them)."""
     output = row.get("output") or {}
-    usage = row.get("usage") or {}
+    usage: LineUsage | dict[str, int] = row.get("usage") or {}
     prompt = int(usage.get("prompt_tokens") or 0)
     completion = int(usage.get("completion_tokens") or 0)
     model = str(row.get("model") or "")
@@ -407,15 +428,13 @@ def vendor_body(endpoint: str, row: Mapping[str, Any], *, request_id: str, creat
                 "total_tokens": prompt + completion,
             },
         }
+    served = ServedBy(f"chatcmpl-{request_id}", created, model, str(row.get("provider") or ""))
     return chat_completion(
-        completion=f"chatcmpl-{request_id}",
-        created=created,
-        model=model,
+        served,
         content=content,
         finish_reason=finish_reason,
         prompt_tokens=prompt,
         completion_tokens=completion,
-        provider=str(row.get("provider") or ""),
     )
 
 
@@ -432,15 +451,6 @@ class OutputFile:
     @property
     def is_output(self) -> bool:
         return self.role == "output"
-
-    @classmethod
-    def from_item(cls, item: Mapping[str, Any]) -> OutputFile:
-        sizes = {
-            body_format: int(item[f"bytes_{body_format}"])
-            for body_format in BODY_FORMATS
-            if item.get(f"bytes_{body_format}") is not None
-        }
-        return cls(str(item["org_id"]), str(item["batch_id"]), str(item["role"]), sizes)
 
 
 class VendorFileView(TypedDict):

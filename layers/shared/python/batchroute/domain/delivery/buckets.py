@@ -17,10 +17,12 @@ attempt (1 min, 5 min, 30 min, 2 h, 6 h, 12 h: seven attempts over about 20.6 ho
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Any, Final, Literal
+from typing import Final, Literal, TypedDict
+
+from batchroute.clock import isoformat
 
 DeliveryState = Literal["pending", "delivering", "delivered", "failed"]
 TargetState = Literal["pending", "delivered", "failed"]
@@ -33,17 +35,71 @@ LEASE_SECONDS: Final = 300
 INTERRUPTED: Final = "the attempt stopped before it recorded an outcome (worker time-out or crash)"
 
 
+class DeliveryErrorView(TypedDict):
+    code: str
+    message: str
+    target_id: str | None
+
+
+class TargetDeliveryItem(TypedDict):
+    """A target's share, as stored and as shown (the stored shape is the public one)."""
+
+    target_id: str
+    name: str
+    bucket: str
+    prefix: str
+    state: TargetState
+    last_error: DeliveryErrorView | None
+    delivered_at: str | None
+    objects: list[str]
+    bytes_delivered: int
+
+
+class DeliveryItem(TypedDict):
+    """A batch's bucket delivery as stored (read back with care: older items lack fields)."""
+
+    batch_id: str
+    org_id: str
+    state: DeliveryState
+    targets: list[TargetDeliveryItem]
+    created_at: str
+    updated_at: str
+    attempts: int
+    round_start: int
+    redeliveries: int
+    next_attempt_at: str | None
+    last_attempt_at: str | None
+    lease_until: str | None
+    delivered_at: str | None
+    last_error: DeliveryErrorView | None
+
+
+class DeliveryView(TypedDict):
+    """A batch's delivery as shown (`created_at` null while it is only pending)."""
+
+    state: DeliveryState
+    attempts: int
+    max_attempts: int
+    last_error: DeliveryErrorView | None
+    last_attempt_at: str | None
+    next_attempt_at: str | None
+    delivered_at: str | None
+    redeliveries: int
+    created_at: str | None
+    targets: list[TargetDeliveryItem]
+
+
 @dataclass(frozen=True)
 class DeliveryError:
     code: str
     message: str
     target_id: str | None = None
 
-    def to_api(self) -> dict[str, Any]:
+    def to_api(self) -> DeliveryErrorView:
         return {"code": self.code, "message": self.message, "target_id": self.target_id}
 
     @classmethod
-    def from_mapping(cls, raw: Mapping[str, Any] | None) -> DeliveryError | None:
+    def from_mapping(cls, raw: DeliveryErrorView | None) -> DeliveryError | None:
         if not raw:
             return None
         target = raw.get("target_id")
@@ -66,7 +122,7 @@ class TargetDelivery:
     objects: tuple[str, ...] = ()
     bytes_delivered: int = 0
 
-    def to_item(self) -> dict[str, Any]:
+    def to_item(self) -> TargetDeliveryItem:
         return {
             "target_id": self.target_id,
             "name": self.name,
@@ -80,7 +136,7 @@ class TargetDelivery:
         }
 
     @classmethod
-    def from_mapping(cls, raw: Mapping[str, Any]) -> TargetDelivery:
+    def from_mapping(cls, raw: TargetDeliveryItem) -> TargetDelivery:
         return cls(
             target_id=str(raw["target_id"]),
             name=str(raw.get("name") or raw.get("bucket") or ""),
@@ -93,7 +149,7 @@ class TargetDelivery:
             bytes_delivered=int(raw.get("bytes_delivered") or 0),
         )
 
-    def to_api(self) -> dict[str, Any]:
+    def to_api(self) -> TargetDeliveryItem:
         return self.to_item()  # the stored shape is the public one
 
 
@@ -116,7 +172,7 @@ class DeliveryRecord:
     delivered_at: str | None = None
     last_error: DeliveryError | None = None
 
-    def to_item(self) -> dict[str, Any]:
+    def to_item(self) -> DeliveryItem:
         return {
             "batch_id": self.batch_id,
             "org_id": self.org_id,
@@ -135,7 +191,7 @@ class DeliveryRecord:
         }
 
     @classmethod
-    def from_mapping(cls, raw: Mapping[str, Any]) -> DeliveryRecord:
+    def from_mapping(cls, raw: DeliveryItem) -> DeliveryRecord:
         return cls(
             batch_id=str(raw["batch_id"]),
             org_id=str(raw["org_id"]),
@@ -161,10 +217,29 @@ class DeliveryRecord:
             and (self.next_attempt_at <= now_iso)
         )
 
+    def after_attempt(
+        self, targets: tuple[TargetDelivery, ...], *, attempts: int, now: datetime
+    ) -> DeliveryRecord:
+        """The delivery once attempt `attempts` ended at `now` with `targets`: delivered, or
+        failed and due again as the round's schedule says (`outcome`); out of its lease."""
+        at = isoformat(now)
+        state, next_at, error = outcome(targets, attempts=attempts, round_start=self.round_start, now=now)
+        return replace(
+            self,
+            state=state,
+            targets=targets,
+            attempts=attempts,
+            updated_at=at,
+            next_attempt_at=isoformat(next_at) if next_at else None,
+            lease_until=None,
+            delivered_at=at if state == "delivered" else None,
+            last_error=error,
+        )
+
     def lease_expired(self, now_iso: str) -> bool:
         return self.state == "delivering" and (self.lease_until is None or self.lease_until < now_iso)
 
-    def to_api(self) -> dict[str, Any]:
+    def to_api(self) -> DeliveryView:
         return {
             "state": self.state,
             "attempts": self.attempts,
@@ -201,7 +276,7 @@ def outcome(
     return "failed", now + timedelta(seconds=RETRY_DELAYS_SECONDS[made - 1]), error
 
 
-def pending_view(targets: Iterable[TargetDelivery]) -> dict[str, Any]:
+def pending_view(targets: Iterable[TargetDelivery]) -> DeliveryView:
     """What a batch shows before its Deliver step made the delivery: pending to these targets."""
     return {
         "state": "pending",

@@ -80,6 +80,23 @@ class ResolvedUrl:
     addresses: tuple[str, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class UrlGuard:
+    """The guard as one caller applies it: `allow_loopback` (a local-development convenience,
+    never honoured in production), the `environment`, and `resolve` (None: the system
+    resolver; unit tests inject one)."""
+
+    allow_loopback: bool = False
+    environment: str | None = "production"
+    resolve: Resolver | None = None
+
+    def check(self, url: str) -> ResolvedUrl:
+        """`check_public_https_url` under these settings."""
+        return check_public_https_url(
+            url, allow_loopback=self.allow_loopback, environment=self.environment, resolve=self.resolve
+        )
+
+
 def system_resolver(host: str, port: int) -> list[str]:
     """Every address the system resolver gives for host (A and AAAA)."""
     answers = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)

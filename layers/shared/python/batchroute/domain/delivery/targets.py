@@ -20,7 +20,7 @@ import ipaddress
 import re
 from dataclasses import dataclass, field, fields, replace
 from datetime import datetime
-from typing import Any, Final, Protocol
+from typing import Any, Final, Literal, Protocol, TypedDict
 from urllib.parse import urlsplit
 
 from batchroute.errors import InvalidRequest
@@ -45,6 +45,48 @@ _KEY_ID = re.compile(r"^[\x21-\x7e]+$")  # printable ASCII, no spaces
 _SECRET = re.compile(r"^[\x21-\x7e]+$")
 
 
+class BucketErrorView(TypedDict):
+    code: str | None
+    message: str | None
+
+
+class LastTestView(TypedDict):
+    """A target's last test as shown: `error` null when it passed."""
+
+    ok: bool
+    at: str
+    key: str
+    error: BucketErrorView | None
+
+
+class TargetTestView(LastTestView):
+    target_id: str
+    bucket: str
+
+
+class TargetPlace(TypedDict):
+    """Where a target delivers: an S3-compatible endpoint or an AWS region, a bucket, a prefix."""
+
+    endpoint_url: str | None
+    region: str | None
+    bucket: str
+    prefix: str
+
+
+class DeliveryTargetView(TargetPlace):
+    """A target as shown: never the secret, not even sealed; the key id's last four only."""
+
+    id: str
+    object: Literal["delivery_target"]
+    name: str
+    enabled: bool
+    access_key_id_last4: str
+    secret_access_key_set: bool
+    created_at: str
+    updated_at: str
+    last_test: LastTestView | None
+
+
 @dataclass(frozen=True)
 class LastTest:
     ok: bool
@@ -53,8 +95,10 @@ class LastTest:
     error_code: str | None = None
     error_message: str | None = None
 
-    def to_api(self) -> dict[str, Any]:
-        error = {"code": self.error_code, "message": self.error_message} if not self.ok else None
+    def to_api(self) -> LastTestView:
+        error: BucketErrorView | None = (
+            {"code": self.error_code, "message": self.error_message} if not self.ok else None
+        )
         return {"ok": self.ok, "at": self.at, "key": self.key, "error": error}
 
 
@@ -66,7 +110,7 @@ class TargetTest:
     bucket: str
     test: LastTest
 
-    def to_api(self) -> dict[str, Any]:
+    def to_api(self) -> TargetTestView:
         return {"target_id": self.target_id, "bucket": self.bucket, **self.test.to_api()}
 
 
@@ -86,7 +130,7 @@ class DeliveryTarget:
     updated_at: str = ""
     last_test: LastTest | None = None
 
-    def to_api(self) -> dict[str, Any]:
+    def to_api(self) -> DeliveryTargetView:
         """The public view: never the secret, not even sealed; the key id's last four only."""
         return {
             "id": self.target_id,

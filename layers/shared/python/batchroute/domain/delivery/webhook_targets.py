@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from batchroute.domain.delivery.network import Resolver, check_public_https_url
+from batchroute.domain.delivery.network import Resolver, UrlGuard
 from batchroute.errors import InvalidRequest
 
 WEBHOOK_SECRET_MIN: Final = 8
@@ -35,12 +35,7 @@ def public_url_check(
     """The SSRF guard as a check of one URL (raises InvalidRequest); unit tests inject
     `resolve`, None uses the system resolver."""
 
-    def check(url: str) -> object:
-        return check_public_https_url(
-            url, allow_loopback=allow_loopback, environment=environment, resolve=resolve
-        )
-
-    return check
+    return UrlGuard(allow_loopback, environment, resolve).check
 
 
 def webhook_target_problems(

@@ -31,10 +31,10 @@ from batchroute.domain.billing.rate_limits import CallerGate
 from batchroute.domain.billing.usage import UsageCharge, UsageLine, usage_day
 from batchroute.domain.catalog.catalog import Catalog
 from batchroute.domain.catalog.pricing import token_cost
-from batchroute.domain.chat.holds import ChatOutcome, HoldRefused, LanesTried
+from batchroute.domain.chat.holds import ChatOutcome, HoldRefused, HoldTerms, LanesTried
 from batchroute.domain.chat.objects import DIRECT_SOURCE, completion_id
 from batchroute.domain.chat.requests import CHAT_ITEM_ID, ChatRequest
-from batchroute.domain.chat.routing import DirectLane, DirectPlan, plan_direct
+from batchroute.domain.chat.routing import DirectLane, DirectPlan, LaneRejection, plan_direct
 from batchroute.domain.routing.gates import RoutingGuards
 from batchroute.domain.routing.lanes import LaneAttempt
 from batchroute.domain.routing.policy import RoutePolicy
@@ -93,7 +93,7 @@ class DirectCall:
     clock: Clock
     checkpoint_seconds: float
     events: Iterator[StreamEvent] = field(repr=False, default_factory=lambda: iter(()))
-    rejected: list[dict[str, str]] = field(default_factory=list)  # the plan's rejected lanes
+    rejected: list[LaneRejection] = field(default_factory=list)  # the plan's rejected lanes
     completion_tokens: int = 0
     pieces: list[str] = field(default_factory=list)
     result: ProviderResult | None = None
@@ -264,13 +264,13 @@ class DirectChat:
         for attempt in range(2):
             try:
                 self.holds.open(
-                    org_id=principal.org_id,
-                    hold_id=hold_id,
-                    amount=plan.hold,
-                    record=self._record(principal, request, plan, batch_id, hold_id, plan.hold, now),
-                    rate=gate,
-                    policy_version=version,
-                    key_hash=key_hash,
+                    HoldTerms(
+                        record=self._record(principal, request, plan, batch_id, hold_id, plan.hold, now),
+                        amount=plan.hold,
+                        rate=gate,
+                        policy_version=version,
+                        key_hash=key_hash,
+                    )
                 )
                 break
             except HoldRefused as refused:

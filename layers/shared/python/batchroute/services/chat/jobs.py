@@ -18,6 +18,8 @@ from batchroute.domain.batches.jsonl import parse_jsonl
 from batchroute.domain.batches.record import BatchRecord, SurfaceFields, batch_id_for, job_id_for
 from batchroute.domain.chat.objects import (
     CHAT_SOURCE,
+    ChatJobView,
+    ServedBy,
     chat_completion,
     chat_job,
     completion_id,
@@ -49,7 +51,7 @@ class ChatJobs:
         self.records = records
         self.artifacts = artifacts
 
-    def queue(self, principal: Principal, request: ChatRequest) -> dict[str, Any]:
+    def queue(self, principal: Principal, request: ChatRequest) -> ChatJobView:
         """Create the one-item batch; the 202 body is the chat job (status `queued`)."""
         authorize(principal, "batches:create")
         assert request.queue is not None
@@ -84,7 +86,7 @@ class ChatJobs:
             raise NotFound("The queued job could not be read back.", code="chat_job_not_found")
         return chat_job(batch)
 
-    def get(self, principal: Principal, job_id: str) -> dict[str, Any]:
+    def get(self, principal: Principal, job_id: str) -> ChatJobView:
         authorize(principal, "batches:read")
         batch_id = batch_id_for(job_id)
         batch = self.records.get(batch_id) if batch_id else None
@@ -115,15 +117,18 @@ class ChatJobs:
             return chat_job(batch, item_status=status, error={"code": code, "message": message})
         output = line.get("output") or {}
         usage = line.get("usage") or {}
+        served = ServedBy(
+            completion_id(batch.batch_id),
+            epoch_seconds(batch.created_at),
+            batch.chat_model or "",
+            str(line.get("provider") or ""),
+        )
         result = chat_completion(
-            completion=completion_id(batch.batch_id),
-            created=epoch_seconds(batch.created_at),
-            model=batch.chat_model or "",
+            served,
             content=str(output.get("content") or ""),
             finish_reason=str(output.get("finish_reason") or "stop"),
             prompt_tokens=int(usage.get("prompt_tokens") or 0),
             completion_tokens=int(usage.get("completion_tokens") or 0),
-            provider=str(line.get("provider") or ""),
         )
         return chat_job(batch, result=result, item_status=status)
 

@@ -8,10 +8,9 @@ from typing import Any, Protocol
 from batchroute.domain.batches.record import BatchRecord
 from batchroute.domain.billing.controls import BillingControls
 from batchroute.domain.billing.ledger import SettlementResult, WalletState
-from batchroute.domain.billing.rate_limits import CallerGate
 from batchroute.domain.billing.spending_limit import LimitGuard
 from batchroute.domain.billing.usage import UsageCharge
-from batchroute.domain.chat.holds import ChatOutcome
+from batchroute.domain.chat.holds import ChatOutcome, HoldTerms
 from batchroute.money import Money
 
 
@@ -19,19 +18,7 @@ class HoldStore(Protocol):
     """adapters/dynamo/chat_holds.py:ChatHoldStore: a chat call's hold, opened and settled in
     one transaction each."""
 
-    def open(
-        self,
-        *,
-        org_id: str,
-        hold_id: str,
-        amount: Money,
-        at: str,
-        record: BatchRecord,
-        guard: LimitGuard,
-        rate: CallerGate | None = None,
-        policy_version: int | None = None,
-        key_hash: str | None = None,
-    ) -> None: ...
+    def open(self, terms: HoldTerms, *, at: str, guard: LimitGuard) -> None: ...
 
     def limit_inputs(
         self, org_id: str, period_keys: Iterable[str]

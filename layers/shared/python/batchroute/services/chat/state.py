@@ -20,17 +20,15 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from batchroute.clock import Clock, isoformat
-from batchroute.domain.batches.record import BatchRecord
 from batchroute.domain.billing.controls import BillingControls
 from batchroute.domain.billing.ledger import insufficient_credit, period_keys
-from batchroute.domain.billing.rate_limits import CallerGate
 from batchroute.domain.billing.spending_limit import LimitGuard
 from batchroute.domain.catalog.catalog import LaneLive
-from batchroute.domain.chat.holds import HoldRefused
+from batchroute.domain.chat.holds import HoldRefused, HoldTerms
 from batchroute.domain.chat.routing import LaneRecord
 from batchroute.errors import TransientError
 from batchroute.money import Money
@@ -116,21 +114,11 @@ class HoldKeeper:
     def __init__(self, store: HoldStore, clock: Clock, *, limiter: RateLimiter | None = None) -> None:
         self.store = store
         self.clock = clock
-        self.limiter = limiter  # folds the caller's rate limit into the hold (`open(rate=...)`)
+        self.limiter = limiter  # folds the caller's rate limit into the hold (`HoldTerms.rate`)
         self._lock = threading.Lock()
         self._hard: OrderedDict[str, _HardLimit] = OrderedDict()
 
-    def open(
-        self,
-        *,
-        org_id: str,
-        hold_id: str,
-        amount: Money,
-        record: BatchRecord,
-        rate: CallerGate | None = None,
-        policy_version: int | None = None,
-        key_hash: str | None = None,
-    ) -> LimitGuard:
+    def open(self, terms: HoldTerms) -> LimitGuard:
         """Hold `amount` and write the request record, or raise 402 `insufficient_funds` /
         403 `spending_limit_reached`; with `rate`, count the request against the caller's
         rate limits in the same transaction, or raise 429 `rate_limited`; with
@@ -138,6 +126,7 @@ class HoldKeeper:
         `HoldRefused("policy_changed")` (the caller re-plans); with `key_hash`, confirm the
         caller's API key is still unrevoked, or raise `HoldRefused("key_unconfirmed")`.
         Returns the limit guard the hold passed."""
+        org_id, amount = terms.org_id, terms.amount
         now = self.clock.now()
         guard, fresh = self._cached(org_id, now), False
         for _ in range(_HOLD_ATTEMPTS):
@@ -148,24 +137,14 @@ class HoldKeeper:
                     continue
                 raise self._limit_refusal(org_id, guard, amount)
             try:
-                self.store.open(
-                    org_id=org_id,
-                    hold_id=hold_id,
-                    amount=amount,
-                    at=isoformat(now),
-                    record=record,
-                    guard=guard,
-                    rate=rate,
-                    policy_version=policy_version,
-                    key_hash=key_hash,
-                )
+                self.store.open(terms, at=isoformat(now), guard=guard)
                 return guard
             except HoldRefused as refused:
                 if refused.reason in ("policy_changed", "key_unconfirmed"):
                     raise
-                if refused.reason == "rate_limit" and rate is not None and self.limiter is not None:
+                if refused.reason == "rate_limit" and terms.rate is not None and self.limiter is not None:
                     # Raises 429 when the exact counts refuse it; else the exact gate.
-                    rate = self.limiter.recheck(rate, refused.rate_counts or {})
+                    terms = replace(terms, rate=self.limiter.recheck(terms.rate, refused.rate_counts or {}))
                     continue
                 if refused.reason in ("controls_changed", "spend_moved"):
                     guard, fresh = self.refresh(org_id, now), True
@@ -178,7 +157,7 @@ class HoldKeeper:
                     if guard.hard:
                         raise self._limit_refusal(org_id, guard, amount) from None
                 # "conflict" (or a wallet that moved meanwhile): try again
-        raise TransientError(f"the chat hold {hold_id} kept colliding with other writes")
+        raise TransientError(f"the chat hold {terms.hold_id} kept colliding with other writes")
 
     def refresh(self, org_id: str, now: datetime) -> LimitGuard:
         """Read the controls and the period's spend (one BatchGetItem) and cache a hard limit."""

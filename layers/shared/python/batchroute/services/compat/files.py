@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import replace
-from typing import Any, Protocol
+from typing import Protocol, cast
 
 from batchroute.domain.accounts.access import Principal, authorize, require_same_org
 from batchroute.domain.batches.artifact_keys import errors_key, results_key
@@ -31,6 +31,7 @@ from batchroute.domain.compat.batches import (
     output_line,
     unix,
 )
+from batchroute.domain.workflow.results import ArtifactRow
 from batchroute.errors import Conflict, Gone, InvalidRequest, NotFound
 from batchroute.ids import has_prefix
 from batchroute.services.batches.files import DirectUpload, FileService
@@ -40,7 +41,7 @@ COMPAT_PURPOSE = "batch"
 
 
 class OutputFileRecords(Protocol):
-    def output_file(self, file_id: str) -> dict[str, Any] | None: ...
+    def output_file(self, file_id: str) -> OutputFile | None: ...
 
     def remember_bytes(self, file_id: str, body_format: str, size: int) -> None: ...
 
@@ -196,12 +197,11 @@ class CompatFiles:
     # -- helpers ---------------------------------------------------------------------------------
     def _output(self, principal: Principal, file_id: str) -> tuple[OutputFile, BatchRecord]:
         """An output or error file of a compat batch, once the batch shows it."""
-        stored = self.outputs.output_file(file_id) if has_prefix(file_id, "file") else None
-        if stored is None:
+        output = self.outputs.output_file(file_id) if has_prefix(file_id, "file") else None
+        if output is None:
             raise NotFound(
                 f"No such file: {file_id[:64]}.", code="file_not_found", details={"param": "file_id"}
             )
-        output = OutputFile.from_item(stored)
         require_same_org(principal, output.org_id)
         batch = self.batches.get(output.batch_id)
         if batch is None or file_id not in output_files(batch):
@@ -232,7 +232,9 @@ class CompatFiles:
         created = unix(batch.completed_at or batch.created_at) or 0
         for _, row in parse_jsonl(self.artifacts.chunks(self._artifact_key(output, batch))):
             if isinstance(row, dict) and row.get("status") == wanted:
-                line = output_line(batch_id, row, body_format, endpoint=endpoint, created=created)
+                line = output_line(
+                    batch_id, cast(ArtifactRow, row), body_format, endpoint=endpoint, created=created
+                )
                 yield json.dumps(line, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
 
 

@@ -23,7 +23,7 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import Any, BinaryIO, Protocol
+from typing import BinaryIO, Protocol
 
 from batchroute.clock import Clock, isoformat
 from batchroute.domain.batches.record import ArtifactKeys, BatchRecord
@@ -33,9 +33,9 @@ from batchroute.domain.delivery.buckets import (
     LEASE_SECONDS,
     DeliveryError,
     DeliveryRecord,
+    DeliveryView,
     TargetDelivery,
     new_round,
-    outcome,
     pending_view,
 )
 from batchroute.domain.delivery.targets import BucketRefused, DeliveryTarget, batch_object_keys
@@ -235,7 +235,7 @@ class BucketDelivery:
         return fresh
 
     # -- the read model ------------------------------------------------------------------
-    def view(self, batch: BatchRecord) -> dict[str, Any] | None:
+    def view(self, batch: BatchRecord) -> DeliveryView | None:
         """The batch's delivery; before its Deliver step, `pending` to the targets enabled
         now; null when there is none and none is coming."""
         record = self.records.get(batch.batch_id)
@@ -255,29 +255,17 @@ class BucketDelivery:
         if not self.records.claim(batch.batch_id, attempt=attempt, now_iso=at, lease_until_iso=lease_until):
             return None
         targets = tuple(t if t.state == "delivered" else self._push(batch, t, now) for t in record.targets)
-        state, next_at, error = outcome(targets, attempts=attempt, round_start=record.round_start, now=now)
-        done = replace(
-            record,
-            state=state,
-            targets=targets,
-            attempts=attempt,
-            updated_at=at,
-            last_attempt_at=at,
-            next_attempt_at=isoformat(next_at) if next_at else None,
-            lease_until=None,
-            delivered_at=at if state == "delivered" else None,
-            last_error=error,
-        )
+        done = replace(record, last_attempt_at=at).after_attempt(targets, attempts=attempt, now=now)
         recorded = self.records.complete(done, attempt=attempt)
-        log = logger.info if state == "delivered" else logger.warning
+        log = logger.info if done.state == "delivered" else logger.warning
         log(
             "bucket delivery attempt recorded",
             extra={
                 "batch_id": batch.batch_id,
                 "org_id": batch.org_id,
                 "attempt": attempt,
-                "state": state,
-                "error_code": error.code if error else None,
+                "state": done.state,
+                "error_code": done.last_error.code if done.last_error else None,
                 "recorded": recorded,
             },
         )
@@ -338,19 +326,7 @@ class BucketDelivery:
         targets = tuple(
             t if t.state == "delivered" else _failed(t, "interrupted", INTERRUPTED) for t in record.targets
         )
-        state, next_at, error = outcome(
-            targets, attempts=record.attempts, round_start=record.round_start, now=now
-        )
-        done = replace(
-            record,
-            state=state,
-            targets=targets,
-            updated_at=at,
-            next_attempt_at=isoformat(next_at) if next_at else None,
-            lease_until=None,
-            delivered_at=at if state == "delivered" else None,
-            last_error=error,
-        )
+        done = record.after_attempt(targets, attempts=record.attempts, now=now)
         return self.records.complete(done, attempt=record.attempts, lease_expired_before=at)
 
 

@@ -80,16 +80,11 @@ class DeliveryRecords(Protocol):
 
     def complete(
         self,
-        batch_id: str,
-        delivery_id: str,
+        owner_id: str,
+        attempt: WebhookAttempt,
         *,
-        attempt: int,
         status: str,
-        at_iso: str,
         next_attempt_at_iso: str | None,
-        response_status: int | None,
-        error: str | None,
-        duration_ms: int,
         lease_expired_before: str | None = None,
     ) -> bool: ...
 
@@ -270,16 +265,19 @@ class WebhookDelivery:
         lease_expired_before: str | None = None,
     ) -> bool:
         decision = decide(attempt, outcome, now=now)
-        recorded = self.deliveries.complete(
-            delivery.owner_id(self.owner_field),
+        made = WebhookAttempt(
             delivery.delivery_id,
-            attempt=attempt,
-            status=decision.status,
-            at_iso=isoformat(now),
-            next_attempt_at_iso=isoformat(decision.next_attempt_at) if decision.next_attempt_at else None,
-            response_status=outcome.status_code,
+            attempt,
+            at=isoformat(now),
+            status_code=outcome.status_code,
             error=decision.last_error,
             duration_ms=outcome.duration_ms,
+        )
+        recorded = self.deliveries.complete(
+            delivery.owner_id(self.owner_field),
+            made,
+            status=decision.status,
+            next_attempt_at_iso=isoformat(decision.next_attempt_at) if decision.next_attempt_at else None,
             lease_expired_before=lease_expired_before,
         )
         log = logger.info if decision.status in ("succeeded", "failed") else logger.warning
