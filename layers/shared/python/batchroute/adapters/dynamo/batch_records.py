@@ -12,7 +12,7 @@ apart: see bench/RESULTS.md (pipeline) for what that saves. `batch_values` and
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from botocore.exceptions import ClientError
 
@@ -40,6 +40,7 @@ from batchroute.domain.batches.record import (
     FundingMoved,
     IdempotencyRecord,
     WorkOrderRef,
+    WorkOrderRefItem,
 )
 from batchroute.domain.batches.states import BatchState, allowed_sources
 from batchroute.domain.billing.ledger import DuplicateReservation
@@ -407,7 +408,11 @@ class BatchRecords(DynamoStore):
             ReturnValues="ALL_NEW",
         )
         work_order = from_item(response.get("Attributes", {})).get("work_order")
-        return WorkOrderRef.from_mapping(work_order) if isinstance(work_order, Mapping) else None
+        return (
+            WorkOrderRef.from_mapping(cast(WorkOrderRefItem, work_order))
+            if isinstance(work_order, Mapping)
+            else None
+        )
 
     def update_plan(self, batch_id: str, changes: dict[str, Any]) -> None:
         """SET fields of the PLAN item (Intake writes the chunk model counts once)."""
