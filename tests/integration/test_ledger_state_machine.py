@@ -45,6 +45,7 @@ from batchroute.domain.billing.ledger import (
     DuplicateReservation,
     ProcessorCredit,
     Purpose,
+    ReservationTerms,
     SettlementResult,
     UnknownReservation,
     Wallet,
@@ -252,11 +253,10 @@ class LedgerMachine(RuleBasedStateMachine):
     def _store_reserve(self, reservation_id: str, amount: int, purpose: Purpose) -> None:
         self.store.reserve(
             ORG,
-            reservation_id=reservation_id,
-            amount=Money(amount),
+            ReservationTerms(
+                reservation_id=reservation_id, amount=Money(amount), purpose=purpose, ref=reservation_id
+            ),
             at=isoformat(INSTANTS[0]),
-            purpose=purpose,
-            ref=reservation_id,
         )
 
     # -- invariants, read back from DynamoDB after every step -----------------------------
@@ -403,11 +403,13 @@ class HardLimitLedgerMachine(LedgerMachine):
         items = [
             *self.store.reserve_items(
                 ORG,
-                reservation_id=submit.reservation_id,
-                amount=Money(submit.amount),
+                ReservationTerms(
+                    reservation_id=submit.reservation_id,
+                    amount=Money(submit.amount),
+                    purpose="batch",
+                    ref=submit.reservation_id,
+                ),
                 at=isoformat(NOW),
-                purpose="batch",
-                ref=submit.reservation_id,
                 reserved_at_most=cap,
             ),
             *self.checks.items(ORG, submit.guard),

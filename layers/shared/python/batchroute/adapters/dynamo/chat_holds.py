@@ -57,7 +57,7 @@ from batchroute.adapters.dynamo.writes import (
 )
 from batchroute.domain.batches.record import BatchRecord
 from batchroute.domain.billing.controls import BillingControls
-from batchroute.domain.billing.ledger import SettlementResult, WalletState
+from batchroute.domain.billing.ledger import ReservationTerms, SettlementResult, WalletState
 from batchroute.domain.billing.rate_limits import CallerGate
 from batchroute.domain.billing.spending_limit import LimitGuard
 from batchroute.domain.billing.usage import UsageCharge
@@ -114,12 +114,14 @@ class ChatHoldStore:
         items: list[TransactItem] = [
             *self.ledger.reserve_items(
                 org_id,
-                reservation_id=hold_id,
-                amount=amount,
+                ReservationTerms(
+                    reservation_id=hold_id,
+                    amount=amount,
+                    purpose="chat_hold",
+                    ref=record.batch_id,
+                    period_key=guard.period_key,
+                ),
                 at=at,
-                purpose="chat_hold",
-                ref=record.batch_id,
-                period_key=guard.period_key,
                 reserved_at_most=guard.reserved_cap(amount),
             ),
             self._record_put(record),
