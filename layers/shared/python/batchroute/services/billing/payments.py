@@ -25,6 +25,7 @@ from batchroute.domain.billing.payments import (
     Charge,
     CheckoutRecord,
     CheckoutSession,
+    CheckoutTerms,
     PaymentMethod,
     ProcessorEvent,
     ProcessorSession,
@@ -63,17 +64,7 @@ class WebhookAck(TypedDict):
 class Processor(Protocol):
     def create_customer(self, *, org_id: str) -> str: ...
 
-    def create_checkout(
-        self,
-        *,
-        customer_id: str,
-        amount_cents: int,
-        org_id: str,
-        user_id: str,
-        success_url: str,
-        cancel_url: str,
-        idempotency_key: str,
-    ) -> CheckoutSession: ...
+    def create_checkout(self, terms: CheckoutTerms) -> CheckoutSession: ...
 
     def saved_card(self, payment_intent_id: str) -> PaymentMethod | None: ...
 
@@ -139,7 +130,7 @@ class CreditPurchases:
                 principal.org_id, self.processor.create_customer(org_id=principal.org_id), at=at
             )
         console = f"{self.public_base_url}/console/billing"
-        session = self.processor.create_checkout(
+        terms = CheckoutTerms(
             customer_id=customer,
             amount_cents=to_cents(amount),
             org_id=principal.org_id,
@@ -148,6 +139,7 @@ class CreditPurchases:
             cancel_url=f"{console}?checkout=canceled",
             idempotency_key=f"checkout-{secrets.token_hex(12)}",
         )
+        session = self.processor.create_checkout(terms)
         self.checkouts.record_checkout(
             CheckoutRecord(
                 session_id=session.session_id,
