@@ -51,6 +51,7 @@ from batchroute.domain.billing.ledger import (
     Wallet,
     period_keys,
 )
+from batchroute.domain.billing.reconciliation import LedgerCredit
 from batchroute.domain.billing.spending_limit import LimitGuard
 from batchroute.errors import PaymentRequired
 from batchroute.money import Money
@@ -147,7 +148,10 @@ class LedgerMachine(RuleBasedStateMachine):
         self.serial += 1
         ref = f"{'cs' if kind == 'purchase' else 'pi'}_{self.serial:04d}"
         applied = self.store.credit(
-            ORG, Money(amount), kind=kind, processor_ref=ref, at=isoformat(INSTANTS[0]), memo=ref
+            LedgerCredit(
+                org_id=ORG, processor_ref=ref, kind=kind, amount=Money(amount), at=isoformat(INSTANTS[0])
+            ),
+            memo=ref,
         )
         assert applied and self.model.credit(ref, amount, kind=kind)
         return ref, amount, kind
@@ -159,11 +163,13 @@ class LedgerMachine(RuleBasedStateMachine):
         # The same event again (or a tampered one with another amount): nothing changes
         ref, amount, kind = credit
         again = self.store.credit(
-            ORG,
-            Money(amount * (2 if other_amount else 1)),
-            kind=kind,
-            processor_ref=ref,
-            at=isoformat(INSTANTS[1]),
+            LedgerCredit(
+                org_id=ORG,
+                processor_ref=ref,
+                kind=kind,
+                amount=Money(amount * (2 if other_amount else 1)),
+                at=isoformat(INSTANTS[1]),
+            ),
             memo=ref,
         )
         assert not again and not self.model.credit(ref, amount, kind=kind)

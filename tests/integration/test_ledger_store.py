@@ -23,6 +23,7 @@ from batchroute.domain.billing.ledger import (
     ReservationTerms,
     UnknownReservation,
 )
+from batchroute.domain.billing.reconciliation import LedgerCredit
 from batchroute.errors import PaymentRequired
 from batchroute.money import Money
 from batchroute.services.billing.funding import Funding
@@ -332,9 +333,18 @@ def test_processor_credits_since_reads_every_orgs_purchases_and_top_ups_from_one
 ) -> None:
     # Given processor credits in two orgs before and after a moment, and a grant (not a payment)
     first, second = funded_org("0"), funded_org("0")
-    ledger.credit(first, Money.usd("25"), kind="purchase", processor_ref="cs_old", at=AT, memo="p")
-    ledger.credit(first, Money.usd("25"), kind="purchase", processor_ref="cs_new", at=LATER, memo="p")
-    ledger.credit(second, Money.usd("50"), kind="topup", processor_ref="pi_new", at=LATER, memo="t")
+    ledger.credit(
+        LedgerCredit(org_id=first, processor_ref="cs_old", kind="purchase", amount=Money.usd("25"), at=AT),
+        memo="p",
+    )
+    ledger.credit(
+        LedgerCredit(org_id=first, processor_ref="cs_new", kind="purchase", amount=Money.usd("25"), at=LATER),
+        memo="p",
+    )
+    ledger.credit(
+        LedgerCredit(org_id=second, processor_ref="pi_new", kind="topup", amount=Money.usd("50"), at=LATER),
+        memo="t",
+    )
     ledger.grant(second, Money.usd("7"), at=LATER, memo="goodwill", actor="operator")
 
     # When the credits since the moment are read

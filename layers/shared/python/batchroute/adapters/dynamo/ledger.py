@@ -42,7 +42,6 @@ from batchroute.domain.billing.ledger import (
     DuplicateReservation,
     Entry,
     LedgerSnapshot,
-    ProcessorCredit,
     Purpose,
     Reservation,
     ReservationTerms,
@@ -92,23 +91,22 @@ def _wallet_key(org_id: str) -> dict[str, Any]:
     return _key(org_id, "META")
 
 
-def _credit_marker(
-    org_id: str, amount: Money, *, kind: ProcessorCredit, processor_ref: str, at: str
-) -> dict[str, Any]:
+def _credit_marker(credit: LedgerCredit) -> dict[str, Any]:
     """`PAYMENT#<ref>`: a processor credit, applied once, indexed by time for the reconciliation."""
+    org_id, ref = credit.org_id, credit.processor_ref
     return {
         "pk": _pk(org_id),
-        "sk": _PAYMENT_PREFIX + processor_ref,
+        "sk": _PAYMENT_PREFIX + ref,
         "kind": "processor_credit",
         "org_id": org_id,
-        "processor_ref": processor_ref,
-        "entry_type": kind,
-        "amount_micros": amount.micros,
-        "currency": amount.currency,
-        "created_at": at,
+        "processor_ref": ref,
+        "entry_type": credit.kind,
+        "amount_micros": credit.amount.micros,
+        "currency": credit.amount.currency,
+        "created_at": credit.at,
         # The reconciliation's index of every processor credit by time (docs/payments.md).
         "gsi1pk": PROCESSOR_CREDITS,
-        "gsi1sk": f"{at}#{org_id}#{processor_ref}",
+        "gsi1sk": f"{credit.at}#{org_id}#{ref}",
     }
 
 
@@ -177,26 +175,17 @@ class LedgerStore(DynamoStore):
         )
         return self.balance(org_id)
 
-    def credit(
-        self,
-        org_id: str,
-        amount: Money,
-        *,
-        kind: ProcessorCredit,
-        processor_ref: str,
-        at: str,
-        memo: str,
-        extra_items: Iterable[TransactItem] = (),
-    ) -> bool:
+    def credit(self, credit: LedgerCredit, *, memo: str, extra_items: Iterable[TransactItem] = ()) -> bool:
         """Credit money paid through the payment processor (a purchase or an auto top-up)
         EXACTLY ONCE per `processor_ref`: the marker `PAYMENT#<ref>` (conditional on not
         existing), the wallet and the ledger entry are one transaction, with `extra_items`
         (the top-up attempt's outcome). Returns False, writing nothing, when `processor_ref`
         was credited before (a repeated or reordered processor event)."""
+        org_id, amount, at = credit.org_id, credit.amount, credit.at
         if amount.micros <= 0:
             raise ValueError("a credit must be positive")
         items = [
-            self._put(_credit_marker(org_id, amount, kind=kind, processor_ref=processor_ref, at=at)),
+            self._put(_credit_marker(credit)),
             self._update(
                 _wallet_key(org_id),
                 "SET balance_micros = balance_micros + :amount, "
@@ -206,12 +195,12 @@ class LedgerStore(DynamoStore):
             ),
             self._entry_item(
                 org_id,
-                kind=kind,
+                kind=credit.kind,
                 amount=amount,
                 at=at,
                 memo=memo,
                 actor="system",
-                processor_ref=processor_ref,
+                processor_ref=credit.processor_ref,
             ),
             *extra_items,
         ]
@@ -226,7 +215,7 @@ class LedgerStore(DynamoStore):
                     continue
                 raise
             return True
-        raise TransientError(f"crediting {processor_ref} kept colliding with other wallet writes")
+        raise TransientError(f"crediting {credit.processor_ref} kept colliding with other wallet writes")
 
     def credited(self, org_id: str, processor_ref: str) -> bool:
         """Whether the processor credit `processor_ref` was applied."""

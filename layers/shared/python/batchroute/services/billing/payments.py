@@ -35,6 +35,7 @@ from batchroute.domain.billing.payments import (
     session_mismatch,
     to_cents,
 )
+from batchroute.domain.billing.reconciliation import LedgerCredit
 from batchroute.money import MoneyView
 from batchroute.observability import logger
 from batchroute.services.billing.auto_topup import AutoTopupService, Credits
@@ -193,11 +194,13 @@ class CreditPurchases:
             return False
         at = self.clock.now()
         credited = self.ledger.credit(
-            record.org_id,
-            from_cents(record.amount_cents),
-            kind="purchase",
-            processor_ref=record.session_id,
-            at=isoformat(at),
+            LedgerCredit(
+                org_id=record.org_id,
+                processor_ref=record.session_id,
+                kind="purchase",
+                amount=from_cents(record.amount_cents),
+                at=isoformat(at),
+            ),
             memo=f"credit purchase {record.session_id}",
             extra_items=(self.checkouts.checkout_credited_item(record.session_id, at=isoformat(at)),),
         )
