@@ -372,23 +372,15 @@ class BatchRecords(DynamoStore):
             ExpressionAttributeValues=values,
         )
 
-    def update(
-        self,
-        batch_id: str,
-        changes: dict[str, Any],
-        *,
-        condition: str | None = None,
-        condition_values: dict[str, Any] | None = None,
-    ) -> bool:
-        """SET the given fields; False when the (optional) condition does not hold."""
+    def update(self, batch_id: str, changes: dict[str, Any]) -> bool:
+        """SET the given fields; False when there is no such batch."""
         expression, names, values = set_clause(changes)
-        values.update({k: to_value(v) for k, v in (condition_values or {}).items()})
         return conditional_update(
             self.dynamodb,
             TableName=self.table_name,
             Key=batch_key(batch_id),
             UpdateExpression=expression,
-            ConditionExpression="attribute_exists(pk)" + (f" AND ({condition})" if condition else ""),
+            ConditionExpression="attribute_exists(pk)",
             ExpressionAttributeNames=names,
             ExpressionAttributeValues=values,
         )

@@ -79,14 +79,7 @@ class BatchStore(Protocol):
 
     def count_for_org(self, org_id: str) -> int: ...
 
-    def update(
-        self,
-        batch_id: str,
-        changes: dict[str, Any],
-        *,
-        condition: str | None = None,
-        condition_values: dict[str, Any] | None = None,
-    ) -> bool: ...
+    def update(self, batch_id: str, changes: dict[str, Any]) -> bool: ...
 
     def update_seeing_work_order(self, batch_id: str, changes: dict[str, Any]) -> WorkOrderRef | None: ...
 
