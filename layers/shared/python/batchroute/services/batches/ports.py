@@ -9,8 +9,7 @@ from batchroute.domain.batches.record import BatchRecord, IdempotencyRecord, Wor
 from batchroute.domain.batches.states import BatchState
 from batchroute.domain.billing.spending_limit import LimitGuard
 from batchroute.domain.routing.lane_plan import LaneRecord
-
-TransactItem = dict[str, Any]
+from batchroute.services.billing.ports import TransactItem
 
 
 class BatchReader(Protocol):
