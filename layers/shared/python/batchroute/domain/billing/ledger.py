@@ -108,19 +108,6 @@ def split_settlement(reserved: int, cost: int) -> Split:
     return Split(charged=charged, released=reserved - charged, absorbed=cost - charged)
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class ReservationTerms:
-    """What a new reservation takes from the wallet and why: its id, the amount, what for
-    (`purpose`, and `ref`: the batch, chat request or regression it funds) and the spend
-    period it opened in (informational)."""
-
-    reservation_id: str
-    amount: Money
-    purpose: Purpose
-    ref: str
-    period_key: str | None = None
-
-
 @dataclass(frozen=True)
 class Reservation:
     reservation_id: str
@@ -139,6 +126,19 @@ class Reservation:
     @property
     def pending(self) -> bool:
         return self.status == "pending"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ReservationTerms:
+    """What a new reservation takes from the wallet and why: its id, the amount, what for
+    (`purpose`, and `ref`: the batch, chat request or regression it funds) and the spend
+    period it opened in (informational)."""
+
+    reservation_id: str
+    amount: Money
+    purpose: Purpose
+    ref: str
+    period_key: str | None = None
 
 
 class ReceiptCredits(TypedDict):
