@@ -30,6 +30,7 @@ from batchroute.clock import Clock, SystemClock, isoformat
 from batchroute.config import get_settings
 from batchroute.domain.batches.preflight import Preflight
 from batchroute.domain.batches.record import BatchRecord
+from batchroute.domain.billing.ledger import ReservationTerms
 from batchroute.domain.catalog.pricing import estimate_price
 from batchroute.domain.routing.engine import route
 from batchroute.domain.routing.gates import RouteRequest
@@ -136,11 +137,10 @@ def create_batch(
     ledger = LedgerStore(settings.table_name("ledger"))
     reserve = ledger.reserve_items(
         org_id,
-        reservation_id=str(batch.reservation_id),
-        amount=total,
+        ReservationTerms(
+            reservation_id=str(batch.reservation_id), amount=total, purpose="batch", ref=batch_id
+        ),
         at=isoformat(now),
-        purpose="batch",
-        ref=batch_id,
     )
     BatchRecords(settings.table_name("batches")).create(batch, reservation=reserve)
     return CreatedBatch(batch_id=batch_id, org_id=org_id, reserved=total, record=batch)

@@ -17,7 +17,7 @@ from fastapi.testclient import TestClient
 
 from batchroute.clock import FixedClock, isoformat
 from batchroute.config import get_settings
-from batchroute.domain.billing.ledger import period_keys
+from batchroute.domain.billing.ledger import ReservationTerms, period_keys
 from batchroute.ids import new_id
 from batchroute.money import Money
 from batchroute.wiring import Wiring, wiring_for
@@ -56,7 +56,9 @@ class Bench:
         ledger, at = self.wiring.ledger, isoformat(self.clock.now())
         rid = new_id("evt")
         ledger.reserve(
-            self.org.org_id, reservation_id=rid, amount=Money.usd(usd), at=at, purpose="batch", ref=rid
+            self.org.org_id,
+            ReservationTerms(reservation_id=rid, amount=Money.usd(usd), purpose="batch", ref=rid),
+            at=at,
         )
         ledger.settle(
             self.org.org_id,

@@ -14,6 +14,7 @@ import boto3
 import pytest
 
 from batchroute.clock import FixedClock, isoformat
+from batchroute.domain.billing.reconciliation import LedgerCredit
 from batchroute.money import Money
 from batchroute_tools.admin import DIFFERENCES_FOUND, main
 from batchroute_tools.local.provision import LocalStack
@@ -83,10 +84,16 @@ def test_every_difference_is_printed_and_the_exit_code_says_so(
     uncredited = intent_of(bench, paid_not_credited(bench, 30))
     # ... a credit with no payment at the processor (a forged session) ...
     ledger, org, at = bench.wiring.ledger, bench.org.org_id, isoformat(datetime.now(UTC))
-    ledger.credit(org, Money.usd("1000"), kind="purchase", processor_ref="cs_forged", at=at, memo="x")
+    ledger.credit(
+        LedgerCredit(org_id=org, processor_ref="cs_forged", kind="purchase", amount=Money.usd("1000"), at=at),
+        memo="x",
+    )
     # ... and a paid session credited for more than was paid
     inflated = paid_not_credited(bench, 40)
-    ledger.credit(org, Money.usd("4000"), kind="purchase", processor_ref=inflated, at=at, memo="x")
+    ledger.credit(
+        LedgerCredit(org_id=org, processor_ref=inflated, kind="purchase", amount=Money.usd("4000"), at=at),
+        memo="x",
+    )
 
     # When the operator reconciles (the JSON form)
     assert reconcile(bench, target, "--json") == DIFFERENCES_FOUND

@@ -25,7 +25,7 @@ from batchroute.config import get_settings
 from batchroute.domain.accounts.audit import AuditEntry
 from batchroute.domain.billing.alerts import Alert
 from batchroute.domain.billing.controls import BillingControls, Threshold
-from batchroute.domain.billing.ledger import period_keys
+from batchroute.domain.billing.ledger import ReservationTerms, period_keys
 from batchroute.domain.delivery.webhooks import MAX_ATTEMPTS, delivery_id_for, verify
 from batchroute.ids import new_id
 from batchroute.money import Money
@@ -121,11 +121,8 @@ def spend(org_id: str, usd: str, at: datetime, zone: str = "UTC") -> None:
     reservation_id = new_id("batch", at).replace("batch_", "res_")
     ledger().reserve(
         org_id,
-        reservation_id=reservation_id,
-        amount=Money.usd(usd),
+        ReservationTerms(reservation_id=reservation_id, amount=Money.usd(usd), purpose="batch", ref="b"),
         at=isoformat(at),
-        purpose="batch",
-        ref="b",
     )
     ledger().settle(
         org_id,
@@ -243,11 +240,8 @@ def test_limit_reached_counts_in_flight_reservations(watch: BillingWatch, org: T
     spend(org.org_id, "3", LATE_EVENING)
     ledger().reserve(
         org.org_id,
-        reservation_id="res_running",
-        amount=usd("2"),
+        ReservationTerms(reservation_id="res_running", amount=usd("2"), purpose="batch", ref="b"),
         at=isoformat(LATE_EVENING),
-        purpose="batch",
-        ref="b",
     )
     watch.moved(org.org_id, at=LATE_EVENING)
     watch.moved(org.org_id, at=LATE_EVENING)

@@ -14,7 +14,7 @@ import pytest
 import stripe
 
 from batchroute.adapters.stripe_payments import StripeKeys, StripePayments
-from batchroute.domain.billing.payments import ProcessorSession
+from batchroute.domain.billing.payments import CheckoutTerms, ProcessorSession
 from batchroute.errors import InvalidRequest
 from batchroute_tools.emulators.server import EmulatorServer
 from batchroute_tools.emulators.stripe import StripeEmulator, decode_form, sign
@@ -189,13 +189,15 @@ def test_the_service_adapter_runs_unchanged_against_the_emulator(
     # Given a customer and a checkout opened through the adapter
     customer = adapter.create_customer(org_id="org_7")
     session = adapter.create_checkout(
-        customer_id=customer,
-        amount_cents=1000,
-        org_id="org_7",
-        user_id="user_1",
-        success_url="https://x.example/s?id={CHECKOUT_SESSION_ID}",
-        cancel_url="https://x.example/c",
-        idempotency_key="checkout-1",
+        CheckoutTerms(
+            customer_id=customer,
+            amount_cents=1000,
+            org_id="org_7",
+            user_id="user_1",
+            success_url="https://x.example/s?id={CHECKOUT_SESSION_ID}",
+            cancel_url="https://x.example/c",
+            idempotency_key="checkout-1",
+        )
     )
     assert session.session_id.startswith("cs_test_") and session.expires_at.endswith("Z")
     # When the card that declines off-session pays, the adapter sees the saved card
@@ -333,13 +335,15 @@ def test_the_adapter_lists_successful_payments_with_their_checkout_session(
     customer = adapter.create_customer(org_id="org_7")
     opened = [
         adapter.create_checkout(
-            customer_id=customer,
-            amount_cents=cents,
-            org_id="org_7",
-            user_id="usr_1",
-            success_url="https://console.example/ok",
-            cancel_url="https://console.example/no",
-            idempotency_key=f"checkout-{cents}",
+            CheckoutTerms(
+                customer_id=customer,
+                amount_cents=cents,
+                org_id="org_7",
+                user_id="usr_1",
+                success_url="https://console.example/ok",
+                cancel_url="https://console.example/no",
+                idempotency_key=f"checkout-{cents}",
+            )
         )
         for cents in (2500, 9900)
     ]

@@ -11,7 +11,7 @@ import pytest
 from batchroute.adapters.dynamo.ledger import LedgerStore
 from batchroute.clock import isoformat
 from batchroute.domain.billing.controls import BillingControls
-from batchroute.domain.billing.ledger import period_keys
+from batchroute.domain.billing.ledger import ReservationTerms, period_keys
 from batchroute.errors import Forbidden, PaymentRequired
 from batchroute.money import Money
 from batchroute.services.billing.funding import Funding
@@ -46,7 +46,9 @@ def controls(org_id: str, mode: str, amount: str = "50", period: str = "daily") 
 def spend(ledger: LedgerStore, org_id: str, rid: str, usd: str, at: datetime) -> None:
     """Reserve and settle `usd`, counted in the controls' periods of `at`."""
     ledger.reserve(
-        org_id, reservation_id=rid, amount=Money.usd(usd), at=isoformat(at), purpose="batch", ref=rid
+        org_id,
+        ReservationTerms(reservation_id=rid, amount=Money.usd(usd), purpose="batch", ref=rid),
+        at=isoformat(at),
     )
     ledger.settle(
         org_id, rid, charge=Money.usd(usd), at=isoformat(at), period_keys=period_keys(at, ZONE).values()
@@ -58,7 +60,11 @@ def test_hard_limit_counts_local_day_spend_and_in_flight(ledger: LedgerStore) ->
     # and 15 USD in flight
     org_id = new_org(credit_usd="500").org_id
     spend(ledger, org_id, "b1", "30", LATE_ON_21ST)
-    ledger.reserve(org_id, reservation_id="b2", amount=Money.usd("15"), at="t", purpose="batch", ref="b2")
+    ledger.reserve(
+        org_id,
+        ReservationTerms(reservation_id="b2", amount=Money.usd("15"), purpose="batch", ref="b2"),
+        at="t",
+    )
     funding, limit = Funding(ledger), controls(org_id, "hard")
     # When a 5.01 USD batch is submitted the same local day
     with pytest.raises(PaymentRequired) as refused:
@@ -115,7 +121,11 @@ def test_balance_below_the_estimate_is_a_402_without_any_limit(
 ) -> None:
     # Given 20 USD with 12 reserved
     org_id = new_org(credit_usd="20").org_id
-    ledger.reserve(org_id, reservation_id="b1", amount=Money.usd("12"), at="t", purpose="batch", ref="b1")
+    ledger.reserve(
+        org_id,
+        ReservationTerms(reservation_id="b1", amount=Money.usd("12"), purpose="batch", ref="b1"),
+        at="t",
+    )
     # When 8.5 USD is asked for with no controls saved / Then 402 with available and required
     with pytest.raises(PaymentRequired) as refused:
         Funding(ledger).check_funding(

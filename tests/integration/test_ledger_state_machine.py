@@ -45,11 +45,13 @@ from batchroute.domain.billing.ledger import (
     DuplicateReservation,
     ProcessorCredit,
     Purpose,
+    ReservationTerms,
     SettlementResult,
     UnknownReservation,
     Wallet,
     period_keys,
 )
+from batchroute.domain.billing.reconciliation import LedgerCredit
 from batchroute.domain.billing.spending_limit import LimitGuard
 from batchroute.errors import PaymentRequired
 from batchroute.money import Money
@@ -146,7 +148,10 @@ class LedgerMachine(RuleBasedStateMachine):
         self.serial += 1
         ref = f"{'cs' if kind == 'purchase' else 'pi'}_{self.serial:04d}"
         applied = self.store.credit(
-            ORG, Money(amount), kind=kind, processor_ref=ref, at=isoformat(INSTANTS[0]), memo=ref
+            LedgerCredit(
+                org_id=ORG, processor_ref=ref, kind=kind, amount=Money(amount), at=isoformat(INSTANTS[0])
+            ),
+            memo=ref,
         )
         assert applied and self.model.credit(ref, amount, kind=kind)
         return ref, amount, kind
@@ -158,11 +163,13 @@ class LedgerMachine(RuleBasedStateMachine):
         # The same event again (or a tampered one with another amount): nothing changes
         ref, amount, kind = credit
         again = self.store.credit(
-            ORG,
-            Money(amount * (2 if other_amount else 1)),
-            kind=kind,
-            processor_ref=ref,
-            at=isoformat(INSTANTS[1]),
+            LedgerCredit(
+                org_id=ORG,
+                processor_ref=ref,
+                kind=kind,
+                amount=Money(amount * (2 if other_amount else 1)),
+                at=isoformat(INSTANTS[1]),
+            ),
             memo=ref,
         )
         assert not again and not self.model.credit(ref, amount, kind=kind)
@@ -252,11 +259,10 @@ class LedgerMachine(RuleBasedStateMachine):
     def _store_reserve(self, reservation_id: str, amount: int, purpose: Purpose) -> None:
         self.store.reserve(
             ORG,
-            reservation_id=reservation_id,
-            amount=Money(amount),
+            ReservationTerms(
+                reservation_id=reservation_id, amount=Money(amount), purpose=purpose, ref=reservation_id
+            ),
             at=isoformat(INSTANTS[0]),
-            purpose=purpose,
-            ref=reservation_id,
         )
 
     # -- invariants, read back from DynamoDB after every step -----------------------------
@@ -403,11 +409,13 @@ class HardLimitLedgerMachine(LedgerMachine):
         items = [
             *self.store.reserve_items(
                 ORG,
-                reservation_id=submit.reservation_id,
-                amount=Money(submit.amount),
+                ReservationTerms(
+                    reservation_id=submit.reservation_id,
+                    amount=Money(submit.amount),
+                    purpose="batch",
+                    ref=submit.reservation_id,
+                ),
                 at=isoformat(NOW),
-                purpose="batch",
-                ref=submit.reservation_id,
                 reserved_at_most=cap,
             ),
             *self.checks.items(ORG, submit.guard),

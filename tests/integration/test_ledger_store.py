@@ -17,7 +17,13 @@ from batchroute.adapters.dynamo.codec import to_item
 from batchroute.adapters.dynamo.ledger import LedgerStore
 from batchroute.adapters.dynamo.writes import cancellation_codes
 from batchroute.config import get_settings
-from batchroute.domain.billing.ledger import DuplicateReservation, Purpose, UnknownReservation
+from batchroute.domain.billing.ledger import (
+    DuplicateReservation,
+    Purpose,
+    ReservationTerms,
+    UnknownReservation,
+)
+from batchroute.domain.billing.reconciliation import LedgerCredit
 from batchroute.errors import PaymentRequired
 from batchroute.money import Money
 from batchroute.services.billing.funding import Funding
@@ -55,11 +61,8 @@ def batch_put(batch_id: str) -> dict[str, Any]:
 def reserve(ledger: LedgerStore, org_id: str, rid: str, usd: str, purpose: Purpose = "batch") -> None:
     ledger.reserve(
         org_id,
-        reservation_id=rid,
-        amount=Money.usd(usd),
+        ReservationTerms(reservation_id=rid, amount=Money.usd(usd), purpose=purpose, ref=f"ref_{rid}"),
         at=AT,
-        purpose=purpose,
-        ref=f"ref_{rid}",
     )
 
 
@@ -68,7 +71,9 @@ def test_reservation_commits_with_the_batch_in_one_transaction(ledger: LedgerSto
     # Given 25 USD / When the batch create transaction reserves 10 USD with the batch item
     org_id = funded_org("25")
     items = ledger.reserve_items(
-        org_id, reservation_id="batch_1", amount=Money.usd("10"), at=AT, purpose="batch", ref="batch_1"
+        org_id,
+        ReservationTerms(reservation_id="batch_1", amount=Money.usd("10"), purpose="batch", ref="batch_1"),
+        at=AT,
     )
     ledger.dynamodb.transact_write_items(TransactItems=[*items, batch_put("batch_1")])
     # Then the credit is reserved, the reservation is pending and explained by an entry
@@ -92,7 +97,9 @@ def test_insufficient_credit_cancels_the_whole_batch_transaction(ledger: LedgerS
     # Given 5 USD / When a batch create transaction (batch item first) reserves 8 USD
     org_id = funded_org("5")
     items = ledger.reserve_items(
-        org_id, reservation_id="batch_2", amount=Money.usd("8"), at=AT, purpose="batch", ref="batch_2"
+        org_id,
+        ReservationTerms(reservation_id="batch_2", amount=Money.usd("8"), purpose="batch", ref="batch_2"),
+        at=AT,
     )
     with pytest.raises(ClientError) as cancelled:
         ledger.dynamodb.transact_write_items(TransactItems=[batch_put("batch_2"), *items])
@@ -117,7 +124,9 @@ def test_a_refusal_from_the_callers_own_items_is_not_a_ledger_refusal(ledger: Le
     org_id = funded_org("25")
     ledger.dynamodb.transact_write_items(TransactItems=[batch_put("batch_3")])
     items = ledger.reserve_items(
-        org_id, reservation_id="batch_3", amount=Money.usd("1"), at=AT, purpose="batch", ref="batch_3"
+        org_id,
+        ReservationTerms(reservation_id="batch_3", amount=Money.usd("1"), purpose="batch", ref="batch_3"),
+        at=AT,
     )
     # When the create transaction runs / Then only the caller's item failed: no ledger refusal
     with pytest.raises(ClientError) as cancelled:
@@ -226,7 +235,11 @@ def test_open_holds_lists_pending_reservations_older_than_a_moment(ledger: Ledge
         ("b1", "2026-11-21T10:01:00.000Z", "batch"),
     ]
     for rid, at, purpose in holds:
-        ledger.reserve(org_id, reservation_id=rid, amount=Money.usd("1"), at=at, purpose=purpose, ref=rid)
+        ledger.reserve(
+            org_id,
+            ReservationTerms(reservation_id=rid, amount=Money.usd("1"), purpose=purpose, ref=rid),
+            at=at,
+        )
     ledger.release(org_id, "h2", at=LATER)
     # When the sweeper asks for holds older than 10:06 / Then the pending ones, oldest first
     older = "2026-11-21T10:06:00.000Z"
@@ -320,9 +333,18 @@ def test_processor_credits_since_reads_every_orgs_purchases_and_top_ups_from_one
 ) -> None:
     # Given processor credits in two orgs before and after a moment, and a grant (not a payment)
     first, second = funded_org("0"), funded_org("0")
-    ledger.credit(first, Money.usd("25"), kind="purchase", processor_ref="cs_old", at=AT, memo="p")
-    ledger.credit(first, Money.usd("25"), kind="purchase", processor_ref="cs_new", at=LATER, memo="p")
-    ledger.credit(second, Money.usd("50"), kind="topup", processor_ref="pi_new", at=LATER, memo="t")
+    ledger.credit(
+        LedgerCredit(org_id=first, processor_ref="cs_old", kind="purchase", amount=Money.usd("25"), at=AT),
+        memo="p",
+    )
+    ledger.credit(
+        LedgerCredit(org_id=first, processor_ref="cs_new", kind="purchase", amount=Money.usd("25"), at=LATER),
+        memo="p",
+    )
+    ledger.credit(
+        LedgerCredit(org_id=second, processor_ref="pi_new", kind="topup", amount=Money.usd("50"), at=LATER),
+        memo="t",
+    )
     ledger.grant(second, Money.usd("7"), at=LATER, memo="goodwill", actor="operator")
 
     # When the credits since the moment are read

@@ -15,6 +15,7 @@ import pytest
 
 from batchroute import resources
 from batchroute.clock import FixedClock, isoformat
+from batchroute.domain.billing.reconciliation import LedgerCredit
 from batchroute.money import Money
 from batchroute_tools.local.lambda_runtime import context_for, load_handler
 from batchroute_tools.local.provision import LocalStack
@@ -54,7 +55,14 @@ def test_the_scheduled_run_logs_each_difference_and_counts_them_in_the_alarmed_m
     uncredited = intent_of(bench, paid_not_credited(bench, 30))
     at = isoformat(datetime.now(UTC))
     bench.wiring.ledger.credit(
-        bench.org.org_id, Money.usd("1000"), kind="purchase", processor_ref="cs_forged", at=at, memo="x"
+        LedgerCredit(
+            org_id=bench.org.org_id,
+            processor_ref="cs_forged",
+            kind="purchase",
+            amount=Money.usd("1000"),
+            at=at,
+        ),
+        memo="x",
     )
     capsys.readouterr()
 

@@ -20,7 +20,7 @@ from batchroute.adapters.dynamo.ledger import LedgerStore
 from batchroute.catalog import builtin_catalog
 from batchroute.clock import FixedClock
 from batchroute.config import get_settings
-from batchroute.domain.billing.ledger import period_keys
+from batchroute.domain.billing.ledger import ReservationTerms, period_keys
 from batchroute.domain.billing.usage import UsageCharge, UsageLine
 from batchroute.money import Money
 from batchroute.services.catalog.lane_health import SimulatedProviderHealth, refresh_lane_heartbeats
@@ -182,11 +182,8 @@ def test_the_ledger_moves_counters_with_the_charge_only_once(stack: LocalStack) 
     # Given a reservation of 0.5 USD and a charge whose cost exceeds it (the cap applies)
     ledger.reserve(
         org.org_id,
-        reservation_id="res_1",
-        amount=Money.usd("0.5"),
+        ReservationTerms(reservation_id="res_1", amount=Money.usd("0.5"), purpose="batch", ref="batch_1"),
         at="2026-11-21T10:00:00.000Z",
-        purpose="batch",
-        ref="batch_1",
     )
     lines = tuple(
         UsageLine(f"model-{i:03}", "prov", cost=Money.usd("0.01").amount, input_tokens=i, batch_items=1)
@@ -349,11 +346,8 @@ def test_counters_hold_exactly_the_charges_whatever_the_sequence(
         rid = f"res_{n}"
         ledger.reserve(
             org.org_id,
-            reservation_id=rid,
-            amount=Money(reserved),
+            ReservationTerms(reservation_id=rid, amount=Money(reserved), purpose="batch", ref=f"batch_{n}"),
             at=f"{day}T10:00:00.000Z",
-            purpose="batch",
-            ref=f"batch_{n}",
         )
         charge = UsageCharge(
             day,

@@ -29,6 +29,7 @@ from batchroute.config import DEV_WEBHOOK_SECRET
 from batchroute.domain.billing.payments import (
     Charge,
     CheckoutSession,
+    CheckoutTerms,
     PaymentMethod,
     ProcessorEvent,
     ProcessorSession,
@@ -128,40 +129,30 @@ class StripePayments:
             )
         return str(customer.id)
 
-    def create_checkout(
-        self,
-        *,
-        customer_id: str,
-        amount_cents: int,
-        org_id: str,
-        user_id: str,
-        success_url: str,
-        cancel_url: str,
-        idempotency_key: str,
-    ) -> CheckoutSession:
-        metadata = {"org_id": org_id, "user_id": user_id, "purpose": "credit_purchase"}
+    def create_checkout(self, terms: CheckoutTerms) -> CheckoutSession:
+        metadata = {"org_id": terms.org_id, "user_id": terms.user_id, "purpose": "credit_purchase"}
         with _transient():
             session = self._client().v1.checkout.sessions.create(
                 params={
                     "mode": "payment",
-                    "customer": customer_id,
-                    "client_reference_id": org_id,
+                    "customer": terms.customer_id,
+                    "client_reference_id": terms.org_id,
                     "line_items": [
                         {
                             "quantity": 1,
                             "price_data": {
                                 "currency": "usd",
-                                "unit_amount": amount_cents,
+                                "unit_amount": terms.amount_cents,
                                 "product_data": {"name": PRODUCT_NAME},
                             },
                         }
                     ],
                     "payment_intent_data": {"setup_future_usage": "off_session", "metadata": metadata},
                     "metadata": metadata,
-                    "success_url": success_url,
-                    "cancel_url": cancel_url,
+                    "success_url": terms.success_url,
+                    "cancel_url": terms.cancel_url,
                 },
-                options={"idempotency_key": idempotency_key},
+                options={"idempotency_key": terms.idempotency_key},
             )
         return CheckoutSession(
             session_id=str(session.id),

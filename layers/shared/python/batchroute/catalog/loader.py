@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from decimal import Decimal
 from importlib.resources import files
-from typing import TYPE_CHECKING, get_args
+from typing import TYPE_CHECKING, cast, get_args
 
 from batchroute.catalog.datafile import DataError, Row, read_json, read_toml
 from batchroute.domain.catalog.catalog import (
@@ -32,6 +32,7 @@ from batchroute.domain.catalog.catalog import (
     LanePrice,
     Model,
     PrivacyTier,
+    ProductRoutePolicy,
     Provider,
     ProviderKind,
     RuntimeCapability,
@@ -276,7 +277,7 @@ def _workflow_product(row: Row, slugs: set[str]) -> WorkflowProduct:
         input_schema=row.raw("input_schema"),
         output_schema=row.raw("output_schema"),
         sla_hours=row.integer("sla_hours", minimum=1),
-        route_policy=row.raw("route_policy"),  # checked above, served as written
+        route_policy=cast(ProductRoutePolicy, row.raw("route_policy")),  # checked above, served as written
         operation=row.choice("operation", OPERATIONS),
         typical_input_tokens=row.integer("typical_input_tokens", minimum=1),
         typical_output_tokens=row.integer("typical_output_tokens", minimum=1),

@@ -40,6 +40,7 @@ from batchroute.domain.batches.record import (
     FundingMoved,
     IdempotencyRecord,
     WorkOrderRef,
+    WorkOrderRefItem,
 )
 from batchroute.domain.batches.states import BatchState, allowed_sources
 from batchroute.domain.billing.ledger import DuplicateReservation
@@ -371,23 +372,15 @@ class BatchRecords(DynamoStore):
             ExpressionAttributeValues=values,
         )
 
-    def update(
-        self,
-        batch_id: str,
-        changes: dict[str, Any],
-        *,
-        condition: str | None = None,
-        condition_values: dict[str, Any] | None = None,
-    ) -> bool:
-        """SET the given fields; False when the (optional) condition does not hold."""
+    def update(self, batch_id: str, changes: dict[str, Any]) -> bool:
+        """SET the given fields; False when there is no such batch."""
         expression, names, values = set_clause(changes)
-        values.update({k: to_value(v) for k, v in (condition_values or {}).items()})
         return conditional_update(
             self.dynamodb,
             TableName=self.table_name,
             Key=batch_key(batch_id),
             UpdateExpression=expression,
-            ConditionExpression="attribute_exists(pk)" + (f" AND ({condition})" if condition else ""),
+            ConditionExpression="attribute_exists(pk)",
             ExpressionAttributeNames=names,
             ExpressionAttributeValues=values,
         )
@@ -407,7 +400,11 @@ class BatchRecords(DynamoStore):
             ReturnValues="ALL_NEW",
         )
         work_order = from_item(response.get("Attributes", {})).get("work_order")
-        return WorkOrderRef.from_mapping(work_order) if isinstance(work_order, Mapping) else None
+        return (
+            WorkOrderRef.from_mapping(cast(WorkOrderRefItem, work_order))
+            if isinstance(work_order, Mapping)
+            else None
+        )
 
     def update_plan(self, batch_id: str, changes: dict[str, Any]) -> None:
         """SET fields of the PLAN item (Intake writes the chunk model counts once)."""

@@ -57,7 +57,7 @@ from batchroute.adapters.dynamo.writes import (
 )
 from batchroute.domain.batches.record import BatchRecord
 from batchroute.domain.billing.controls import BillingControls
-from batchroute.domain.billing.ledger import SettlementResult, WalletState
+from batchroute.domain.billing.ledger import ReservationTerms, SettlementResult, WalletState
 from batchroute.domain.billing.spending_limit import LimitGuard
 from batchroute.domain.billing.usage import UsageCharge
 from batchroute.domain.chat.holds import ChatOutcome, HoldTerms
@@ -103,12 +103,14 @@ class ChatHoldStore:
         items: list[TransactItem] = [
             *self.ledger.reserve_items(
                 org_id,
-                reservation_id=terms.hold_id,
-                amount=amount,
+                ReservationTerms(
+                    reservation_id=terms.hold_id,
+                    amount=amount,
+                    purpose="chat_hold",
+                    ref=record.batch_id,
+                    period_key=guard.period_key,
+                ),
                 at=at,
-                purpose="chat_hold",
-                ref=record.batch_id,
-                period_key=guard.period_key,
                 reserved_at_most=guard.reserved_cap(amount),
             ),
             self._record_put(record),

@@ -42,9 +42,9 @@ from batchroute.domain.billing.ledger import (
     DuplicateReservation,
     Entry,
     LedgerSnapshot,
-    ProcessorCredit,
     Purpose,
     Reservation,
+    ReservationTerms,
     SettlementResult,
     UnknownReservation,
     WalletState,
@@ -91,23 +91,22 @@ def _wallet_key(org_id: str) -> dict[str, Any]:
     return _key(org_id, "META")
 
 
-def _credit_marker(
-    org_id: str, amount: Money, *, kind: ProcessorCredit, processor_ref: str, at: str
-) -> dict[str, Any]:
+def _credit_marker(credit: LedgerCredit) -> dict[str, Any]:
     """`PAYMENT#<ref>`: a processor credit, applied once, indexed by time for the reconciliation."""
+    org_id, ref = credit.org_id, credit.processor_ref
     return {
         "pk": _pk(org_id),
-        "sk": _PAYMENT_PREFIX + processor_ref,
+        "sk": _PAYMENT_PREFIX + ref,
         "kind": "processor_credit",
         "org_id": org_id,
-        "processor_ref": processor_ref,
-        "entry_type": kind,
-        "amount_micros": amount.micros,
-        "currency": amount.currency,
-        "created_at": at,
+        "processor_ref": ref,
+        "entry_type": credit.kind,
+        "amount_micros": credit.amount.micros,
+        "currency": credit.amount.currency,
+        "created_at": credit.at,
         # The reconciliation's index of every processor credit by time (docs/payments.md).
         "gsi1pk": PROCESSOR_CREDITS,
-        "gsi1sk": f"{at}#{org_id}#{processor_ref}",
+        "gsi1sk": f"{credit.at}#{org_id}#{ref}",
     }
 
 
@@ -176,26 +175,17 @@ class LedgerStore(DynamoStore):
         )
         return self.balance(org_id)
 
-    def credit(
-        self,
-        org_id: str,
-        amount: Money,
-        *,
-        kind: ProcessorCredit,
-        processor_ref: str,
-        at: str,
-        memo: str,
-        extra_items: Iterable[TransactItem] = (),
-    ) -> bool:
+    def credit(self, credit: LedgerCredit, *, memo: str, extra_items: Iterable[TransactItem] = ()) -> bool:
         """Credit money paid through the payment processor (a purchase or an auto top-up)
         EXACTLY ONCE per `processor_ref`: the marker `PAYMENT#<ref>` (conditional on not
         existing), the wallet and the ledger entry are one transaction, with `extra_items`
         (the top-up attempt's outcome). Returns False, writing nothing, when `processor_ref`
         was credited before (a repeated or reordered processor event)."""
+        org_id, amount, at = credit.org_id, credit.amount, credit.at
         if amount.micros <= 0:
             raise ValueError("a credit must be positive")
         items = [
-            self._put(_credit_marker(org_id, amount, kind=kind, processor_ref=processor_ref, at=at)),
+            self._put(_credit_marker(credit)),
             self._update(
                 _wallet_key(org_id),
                 "SET balance_micros = balance_micros + :amount, "
@@ -205,12 +195,12 @@ class LedgerStore(DynamoStore):
             ),
             self._entry_item(
                 org_id,
-                kind=kind,
+                kind=credit.kind,
                 amount=amount,
                 at=at,
                 memo=memo,
                 actor="system",
-                processor_ref=processor_ref,
+                processor_ref=credit.processor_ref,
             ),
             *extra_items,
         ]
@@ -225,7 +215,7 @@ class LedgerStore(DynamoStore):
                     continue
                 raise
             return True
-        raise TransientError(f"crediting {processor_ref} kept colliding with other wallet writes")
+        raise TransientError(f"crediting {credit.processor_ref} kept colliding with other wallet writes")
 
     def credited(self, org_id: str, processor_ref: str) -> bool:
         """Whether the processor credit `processor_ref` was applied."""
@@ -300,27 +290,17 @@ class LedgerStore(DynamoStore):
 
     # -- reservations --------------------------------------------------------------------------
     def reserve_items(
-        self,
-        org_id: str,
-        *,
-        reservation_id: str,
-        amount: Money,
-        at: str,
-        purpose: Purpose,
-        ref: str,
-        period_key: str | None = None,
-        expires_at: str | None = None,
-        reserved_at_most: int | None = None,
+        self, org_id: str, terms: ReservationTerms, *, at: str, reserved_at_most: int | None = None
     ) -> list[TransactItem]:
         """The items of a reservation, for ONE TransactWriteItems with the caller's own items
         (batch create adds the batch and its idempotency record): take `amount` from the
         available balance (refused by the condition when it does not cover it), write the
         pending reservation (refused if the id exists) and its ledger entry. Keep the three
         together and in this order; `reservation_refusal(exc, offset=...)` reads a refusal.
-        `period_key` (the spend period the reservation opened in) is informational.
         `reserved_at_most` also refuses the wallet item when the org's in-flight credit before
         this reservation exceeds it (a hard spending limit checked in the same write:
         docs/chat.md)."""
+        amount, reservation_id = terms.amount, terms.reservation_id
         if amount.micros <= 0:
             raise ValueError("a reservation must be positive")
         reservation = {
@@ -330,13 +310,12 @@ class LedgerStore(DynamoStore):
             "reservation_id": reservation_id,
             "org_id": org_id,
             "status": "pending",
-            "purpose": purpose,
-            "ref": ref,
+            "purpose": terms.purpose,
+            "ref": terms.ref,
             "amount_micros": amount.micros,
             "currency": amount.currency,
             "created_at": at,
-            "expires_at": expires_at,
-            "period_key": period_key,
+            "period_key": terms.period_key,
             "gsi1pk": OPEN_HOLDS,
             "gsi1sk": f"{at}#{org_id}#{reservation_id}",
         }
@@ -348,10 +327,10 @@ class LedgerStore(DynamoStore):
                 kind="reservation",
                 amount=amount,
                 at=at,
-                memo=f"{purpose} {ref}",
+                memo=f"{terms.purpose} {terms.ref}",
                 actor="system",
                 reservation_id=reservation_id,
-                ref=ref,
+                ref=terms.ref,
             ),
         ]
 
@@ -395,53 +374,35 @@ class LedgerStore(DynamoStore):
         return None
 
     def reserve(
-        self,
-        org_id: str,
-        *,
-        reservation_id: str,
-        amount: Money,
-        at: str,
-        purpose: Purpose,
-        ref: str,
-        period_key: str | None = None,
-        expires_at: str | None = None,
-        code: str | None = None,
+        self, org_id: str, terms: ReservationTerms, *, at: str, code: str | None = None
     ) -> Reservation:
         """Reserve on its own (chat holds). Raises PaymentRequired (`insufficient_funds` for a
         chat hold, else `insufficient_credits`, unless `code` is given) when the available
         balance does not cover `amount`; DuplicateReservation for a known id."""
-        items = self.reserve_items(
-            org_id,
-            reservation_id=reservation_id,
-            amount=amount,
-            at=at,
-            purpose=purpose,
-            ref=ref,
-            period_key=period_key,
-            expires_at=expires_at,
+        items = self.reserve_items(org_id, terms, at=at)
+        refusal_code = code or (
+            "insufficient_funds" if terms.purpose == "chat_hold" else "insufficient_credits"
         )
-        refusal_code = code or ("insufficient_funds" if purpose == "chat_hold" else "insufficient_credits")
         for _ in range(_ATTEMPTS):
             try:
                 self.dynamodb.transact_write_items(TransactItems=items)
             except ClientError as exc:
-                refusal = self.reservation_refusal(exc, org_id, amount, code=refusal_code)
+                refusal = self.reservation_refusal(exc, org_id, terms.amount, code=refusal_code)
                 if refusal is not None:
                     raise refusal from exc
                 if is_transaction_conflict(exc):
                     continue
                 raise
             return Reservation(
-                reservation_id=reservation_id,
+                reservation_id=terms.reservation_id,
                 org_id=org_id,
-                purpose=purpose,
-                ref=ref,
-                amount=amount,
+                purpose=terms.purpose,
+                ref=terms.ref,
+                amount=terms.amount,
                 status="pending",
                 created_at=at,
-                expires_at=expires_at,
             )
-        raise TransientError(f"reservation {reservation_id} kept colliding with other wallet writes")
+        raise TransientError(f"reservation {terms.reservation_id} kept colliding with other wallet writes")
 
     def reservation(self, org_id: str, reservation_id: str) -> Reservation | None:
         response = self.dynamodb.get_item(

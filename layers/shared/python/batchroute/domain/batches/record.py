@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any, Final, Literal, TypeVar, cast
+from typing import Any, Final, Literal, NotRequired, TypedDict, TypeVar, cast
 
 from batchroute.domain.batches.states import BatchState
 from batchroute.domain.routing.lanes import LaneAttempt
@@ -27,11 +27,46 @@ BatchFeeKind = Literal["batch", "workflow", "direct"]
 T = TypeVar("T")
 
 
+class ExecutionSummaryItem(TypedDict):
+    latest_error: str | None
+
+
+class BatchWebhookItem(TypedDict):
+    url: str
+    secret_sealed: str
+
+
+class UsageCheckpointItem(TypedDict):
+    lane_id: NotRequired[str]
+    prompt_tokens: int
+    completion_tokens: int
+
+
+class WorkOrderRefItem(TypedDict):
+    id: str
+    client_reference: str | None
+
+
+class IntakeErrorItem(TypedDict):
+    code: str
+    message: str
+    details: dict[str, Any]  # the API error's details: the preflight's whole answer, or counts
+
+
+class BatchIntakeItem(TypedDict):
+    file_id: str
+    digest: str
+    item_count: int
+    options: dict[str, Any]  # the batch body's options: the customer's JSON
+    done: NotRequired[bool]
+    error: NotRequired[IntakeErrorItem]
+
+
 @dataclass(frozen=True, slots=True)
 class ExecutionSummary:
     latest_error: str | None = None
 
-    def to_mapping(self) -> dict[str, Any]:
+    def to_mapping(self) -> ExecutionSummaryItem:
         return {"latest_error": self.latest_error}
 
 
@@ -42,7 +77,7 @@ class BatchWebhook:
     url: str
     secret_sealed: str
 
-    def to_mapping(self) -> dict[str, Any]:
+    def to_mapping(self) -> BatchWebhookItem:
         return {"url": self.url, "secret_sealed": self.secret_sealed}
 
 
@@ -57,7 +92,8 @@ class ArtifactKeys:
     error_count: int | None = None
     receipt_key: str | None = None
 
-    def to_mapping(self) -> dict[str, Any]:
+    def to_mapping(self) -> dict[str, str | int]:
+        """The keys and counts the record has, under their field names."""
         return _present(
             results_key=self.results_key,
             errors_key=self.errors_key,
@@ -79,7 +115,8 @@ class CompatFields:
     completion_window: str | None = None
     body_format: str | None = None
 
-    def to_mapping(self) -> dict[str, Any]:
+    def to_mapping(self) -> dict[str, str | int]:
+        """The fields the record has, under their names (all strings)."""
         return _present(
             endpoint=self.endpoint,
             input_file_id=self.input_file_id,
@@ -98,12 +135,12 @@ class UsageCheckpoint:
     prompt_tokens: int = 0
     completion_tokens: int = 0
 
-    def to_mapping(self) -> dict[str, Any]:
-        return {
-            **_present(lane_id=self.lane_id),
+    def to_mapping(self) -> UsageCheckpointItem:
+        item: UsageCheckpointItem = {
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
         }
+        return {"lane_id": self.lane_id, **item} if self.lane_id is not None else item
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,11 +150,11 @@ class WorkOrderRef:
     id: str
     client_reference: str | None = None
 
-    def to_mapping(self) -> dict[str, str | None]:
+    def to_mapping(self) -> WorkOrderRefItem:
         return {"id": self.id, "client_reference": self.client_reference}
 
     @classmethod
-    def from_mapping(cls, value: Mapping[str, Any]) -> WorkOrderRef | None:
+    def from_mapping(cls, value: WorkOrderRefItem) -> WorkOrderRef | None:
         """None for a stored value without an id."""
         if not value.get("id"):
             return None
@@ -133,11 +170,11 @@ class IntakeError:
     message: str
     details: Mapping[str, Any] = field(default_factory=dict)
 
-    def to_mapping(self) -> dict[str, Any]:
+    def to_mapping(self) -> IntakeErrorItem:
         return {"code": self.code, "message": self.message, "details": dict(self.details)}
 
     @classmethod
-    def from_mapping(cls, value: Mapping[str, Any]) -> IntakeError:
+    def from_mapping(cls, value: IntakeErrorItem) -> IntakeError:
         details = value.get("details")
         return cls(
             str(value.get("code") or ""),
@@ -160,8 +197,8 @@ class BatchIntake:
     done: bool = False
     error: IntakeError | None = None
 
-    def to_mapping(self) -> dict[str, Any]:
-        values: dict[str, Any] = {
+    def to_mapping(self) -> BatchIntakeItem:
+        values: BatchIntakeItem = {
             "file_id": self.file_id,
             "digest": self.digest,
             "item_count": self.item_count,
@@ -174,7 +211,7 @@ class BatchIntake:
         return values
 
     @classmethod
-    def from_mapping(cls, value: Mapping[str, Any]) -> BatchIntake:
+    def from_mapping(cls, value: BatchIntakeItem) -> BatchIntake:
         options, error = value.get("options"), value.get("error")
         return cls(
             file_id=str(value.get("file_id") or ""),
@@ -400,7 +437,7 @@ class FundingMoved(Exception):
 
 
 # -- reading stored values ---------------------------------------------------------------------
-def _present(**values: Any) -> dict[str, Any]:
+def _present(**values: str | int | None) -> dict[str, str | int]:
     return {k: v for k, v in values.items() if v is not None}
 
 
@@ -420,11 +457,11 @@ def _str(value: Any) -> str | None:
 
 
 def _work_order(value: Any) -> WorkOrderRef | None:
-    return WorkOrderRef.from_mapping(value) if isinstance(value, Mapping) else None
+    return WorkOrderRef.from_mapping(cast(WorkOrderRefItem, value)) if isinstance(value, Mapping) else None
 
 
 def _intake(value: Any) -> BatchIntake | None:
-    return BatchIntake.from_mapping(value) if isinstance(value, Mapping) else None
+    return BatchIntake.from_mapping(cast(BatchIntakeItem, value)) if isinstance(value, Mapping) else None
 
 
 def _mapping(value: Any) -> Mapping[str, Any] | None:

@@ -128,6 +128,19 @@ class Reservation:
         return self.status == "pending"
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ReservationTerms:
+    """What a new reservation takes from the wallet and why: its id, the amount, what for
+    (`purpose`, and `ref`: the batch, chat request or regression it funds) and the spend
+    period it opened in (informational)."""
+
+    reservation_id: str
+    amount: Money
+    purpose: Purpose
+    ref: str
+    period_key: str | None = None
+
+
 class ReceiptCredits(TypedDict):
     """The credit fields of a billing receipt."""
 

@@ -353,6 +353,20 @@ class TopupAttempt:
         }
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CheckoutTerms:
+    """What the processor's Checkout Session is opened on: the customer and the amount, the
+    org and user it credits, where the payer returns to, and the request's idempotency key."""
+
+    customer_id: str
+    amount_cents: int
+    org_id: str
+    user_id: str
+    success_url: str
+    cancel_url: str
+    idempotency_key: str
+
+
 # -- what the processor answers ----------------------------------------------------------------
 @dataclass(frozen=True)
 class CheckoutSession:

@@ -15,7 +15,7 @@ from decimal import Decimal
 from typing import Any, NotRequired, TypedDict
 
 from batchroute.domain.billing.ledger import SettlementResult
-from batchroute.domain.catalog.pricing import FeeBasisView, LaneUsage
+from batchroute.domain.catalog.pricing import FeeBasisView, LaneUsage, PriceEstimateView
 from batchroute.domain.routing.lane_plan import LaneRecord, plan_groups, plan_lane_entry
 from batchroute.money import Money, MoneyView
 
@@ -202,7 +202,7 @@ def rejected_lanes(plan: Mapping[str, Any]) -> list[RejectedLane]:
 def build_receipt(
     *,
     batch_id: str,
-    breakdown_api: Mapping[str, MoneyView],
+    breakdown_api: PriceEstimateView,
     credits: ReceiptCredits,
     absorbed: Money,
     counts: Mapping[str, int],

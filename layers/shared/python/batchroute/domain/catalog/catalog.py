@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Literal
+from typing import Literal, TypedDict
 
 Operation = Literal["responses", "embeddings", "vision"]
 OPERATIONS: tuple[Operation, ...] = ("responses", "embeddings", "vision")
@@ -125,6 +125,15 @@ class LaneLive:
     unavailable_reason: str = ""
 
 
+class ProductRoutePolicy(TypedDict, total=False):
+    """A workflow product's route policy, as its catalog row writes it (the loader checks it)."""
+
+    routing_mode: str
+    privacy_tier: str
+    required_capabilities: list[str]
+    min_context_window: int
+
+
 @dataclass(frozen=True)
 class WorkflowProduct:
     slug: str
@@ -133,7 +142,7 @@ class WorkflowProduct:
     input_schema: dict[str, object]
     output_schema: dict[str, object]
     sla_hours: int
-    route_policy: dict[str, object]  # e.g. {routing_mode, required_capabilities, min_context_window}
+    route_policy: ProductRoutePolicy
     operation: Operation = "responses"
     typical_input_tokens: int = 800
     typical_output_tokens: int = 200

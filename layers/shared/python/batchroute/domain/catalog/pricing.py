@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any, Literal, Protocol, TypedDict
+from typing import Literal, Protocol, TypedDict
 
 from batchroute.domain.catalog.catalog import FeeSchedule, LanePrice
 from batchroute.money import Money, MoneyView, money_text
@@ -44,6 +44,15 @@ class LaneUsage:
         return token_cost(self.prompt_tokens, self.output_tokens, self.input_per_mtok, self.output_per_mtok)
 
 
+class PriceEstimateView(TypedDict):
+    """A quote's `pricing_estimate`, as shown and as its snapshot stores it."""
+
+    provider_subtotal: MoneyView
+    service_fee: MoneyView
+    customer_discount: MoneyView
+    total: MoneyView
+
+
 @dataclass(frozen=True)
 class PriceBreakdown:
     provider_subtotal: Money
@@ -55,7 +64,7 @@ class PriceBreakdown:
     margin_floor_applied: bool  # the floor, not the rate, set the fee
     fee_kind: FeeKind = "batch"
 
-    def to_api(self) -> dict[str, Any]:
+    def to_api(self) -> PriceEstimateView:
         """The quote's `pricing_estimate` (and the receipt's settled figures)."""
         return {
             "provider_subtotal": self.provider_subtotal.to_api(),

@@ -36,6 +36,7 @@ from batchroute.domain.batches.record import (
 )
 from batchroute.domain.batches.states import is_terminal
 from batchroute.domain.billing.controls import BillingControls
+from batchroute.domain.billing.ledger import ReservationTerms
 from batchroute.domain.billing.spending_limit import LimitGuard
 from batchroute.domain.catalog.catalog import PrivacyTier, SlaTier
 from batchroute.domain.catalog.pricing import FeeKind
@@ -401,14 +402,11 @@ class BatchService:
         raises DuplicateIdempotencyKey."""
         principal, batch, total = submit.principal, submit.batch, submit.total
         now = self.clock.now()
+        terms = ReservationTerms(
+            reservation_id=str(batch.reservation_id), amount=total, purpose="batch", ref=batch.batch_id
+        )
         reserve = self.ledger.reserve_items(
-            principal.org_id,
-            reservation_id=str(batch.reservation_id),
-            amount=total,
-            at=isoformat(now),
-            purpose="batch",
-            ref=batch.batch_id,
-            reserved_at_most=guard.reserved_cap(total),
+            principal.org_id, terms, at=isoformat(now), reserved_at_most=guard.reserved_cap(total)
         )
         idempotency = IdempotencyRecord(
             org_id=principal.org_id,

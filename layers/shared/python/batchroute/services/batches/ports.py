@@ -9,8 +9,7 @@ from batchroute.domain.batches.record import BatchRecord, IdempotencyRecord, Wor
 from batchroute.domain.batches.states import BatchState
 from batchroute.domain.billing.spending_limit import LimitGuard
 from batchroute.domain.routing.lane_plan import LaneRecord
-
-TransactItem = dict[str, Any]
+from batchroute.services.billing.ports import TransactItem
 
 
 class BatchReader(Protocol):
@@ -79,14 +78,7 @@ class BatchStore(Protocol):
 
     def count_for_org(self, org_id: str) -> int: ...
 
-    def update(
-        self,
-        batch_id: str,
-        changes: dict[str, Any],
-        *,
-        condition: str | None = None,
-        condition_values: dict[str, Any] | None = None,
-    ) -> bool: ...
+    def update(self, batch_id: str, changes: dict[str, Any]) -> bool: ...
 
     def update_seeing_work_order(self, batch_id: str, changes: dict[str, Any]) -> WorkOrderRef | None: ...
 

@@ -22,7 +22,7 @@ from batchroute.domain.batches.item_profile import ItemProfile
 from batchroute.domain.batches.jsonl import LineError
 from batchroute.domain.batches.preflight import Issue, IssueView, Preflight
 from batchroute.domain.catalog.catalog import Catalog, WorkflowProduct
-from batchroute.domain.catalog.pricing import FeeKind, PriceBreakdown, estimate_price
+from batchroute.domain.catalog.pricing import FeeKind, PriceBreakdown, PriceEstimateView, estimate_price
 from batchroute.domain.routing.engine import (
     RejectedLaneView,
     RoutePlan,
@@ -122,11 +122,18 @@ class PlannedQuote:
     narrowed: tuple[Narrowing, ...] = field(default_factory=tuple)
     policy_version: int = 0  # the stored policy's version (0: never saved)
 
-    def route_policy_api(self) -> dict[str, Any] | None:
+    def route_policy_api(self) -> AppliedPolicyView | None:
         """The org's route policy this plan was held to (docs/routing-policy.md), or None."""
         if self.policy is None:
             return None
         return {"version": self.policy.version, "narrowed": [n.to_api() for n in self.narrowed]}
+
+
+class AppliedPolicyView(TypedDict):
+    """The org's route policy a quote was held to: its version and what it narrowed."""
+
+    version: int
+    narrowed: list[dict[str, Any]]  # Narrowing.to_api (domain/routing/policy.py)
 
 
 class FundingView(TypedDict):
@@ -156,12 +163,12 @@ class QuoteView(WorkflowChoice):
     privacy_tier: str
     catalog_version: str
     pricing_updated_at: str | None
-    pricing_estimate: Mapping[str, Any]  # PriceBreakdown.to_api
+    pricing_estimate: PriceEstimateView
     quote_lanes: list[SelectedLaneView | RejectedLaneView]
     customer_explanation: str
     funding: FundingView
     preflight: QuotePreflightView
-    route_policy: Mapping[str, Any] | None
+    route_policy: AppliedPolicyView | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -590,7 +597,7 @@ class QuoteService:
         return product
 
     def _models_for(self, product: WorkflowProduct) -> list[str]:
-        needed = set(product.route_policy.get("required_capabilities", []) or [])  # type: ignore[call-overload]
+        needed = set(product.route_policy.get("required_capabilities", []) or [])
         return [
             model.id
             for model in self.catalog.models

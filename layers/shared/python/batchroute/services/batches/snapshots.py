@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, NotRequired, TypedDict
+from typing import Any, Literal, NotRequired, TypedDict, cast
 
-from batchroute.domain.catalog.pricing import FeeKind
+from batchroute.domain.catalog.pricing import FeeKind, PriceEstimateView
 from batchroute.domain.routing.engine import RoutePlanView, stored_plan
 from batchroute.money import MoneyView
 
@@ -68,7 +68,7 @@ class QuoteSnapshot:
     item_count: int
     items: QuotedItems
     routing: RoutePlanView  # the plan as stored and shown
-    pricing_estimate: dict[str, Any]  # PriceBreakdown.to_api
+    pricing_estimate: PriceEstimateView
     total_micros: int
     policy_version: int = 0
     workflow: WorkflowChoice = field(default_factory=lambda: WorkflowChoice())
@@ -118,7 +118,7 @@ class QuoteSnapshot:
             item_count=int(item["item_count"]),
             items=QuotedItems.from_item(item["items"]),
             routing=stored_plan(item["routing"]),
-            pricing_estimate=dict(item.get("pricing_estimate") or {}),
+            pricing_estimate=cast(PriceEstimateView, dict(item.get("pricing_estimate") or {})),
             total_micros=int(item["total_micros"]),
             policy_version=int(item.get("policy_version") or 0),
             workflow=workflow,

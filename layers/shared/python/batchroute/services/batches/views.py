@@ -5,7 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Literal, NotRequired, TypedDict
 
-from batchroute.domain.batches.record import ArtifactKeys, BatchFeeKind, BatchRecord, BatchSource
+from batchroute.domain.batches.record import (
+    ArtifactKeys,
+    BatchFeeKind,
+    BatchRecord,
+    BatchSource,
+    WorkOrderRefItem,
+)
 from batchroute.domain.batches.states import BatchState
 from batchroute.domain.routing.lane_plan import LaneRecord, lane_chunk_count
 from batchroute.money import Money, MoneyView
@@ -106,7 +112,7 @@ class WebhookView(TypedDict):
 class BatchDetailsView(TypedDict):
     item_count: int
     chunk_count: int
-    work_order: dict[str, str | None] | None
+    work_order: WorkOrderRefItem | None
     plan: PlanView
     workflow_steps: dict[str, str]
     webhook: WebhookView | None

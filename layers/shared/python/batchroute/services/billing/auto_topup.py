@@ -22,7 +22,7 @@ from typing import Protocol
 from batchroute.clock import Clock, isoformat
 from batchroute.domain.accounts.access import Principal
 from batchroute.domain.billing.alerts import AUTO_TOPUP_FAILED, AUTO_TOPUP_SUCCEEDED, Alert
-from batchroute.domain.billing.ledger import ProcessorCredit, WalletState
+from batchroute.domain.billing.ledger import WalletState
 from batchroute.domain.billing.payments import (
     AttemptPage,
     AutoTopup,
@@ -39,6 +39,7 @@ from batchroute.domain.billing.payments import (
     to_cents,
     topup_mismatch,
 )
+from batchroute.domain.billing.reconciliation import LedgerCredit
 from batchroute.errors import Conflict, InvalidRequest, TransientError, Unavailable
 from batchroute.ids import has_prefix, new_id
 from batchroute.money import Money, money_text
@@ -84,15 +85,7 @@ class TopupStore(Protocol):
 
 class Credits(Protocol):
     def credit(
-        self,
-        org_id: str,
-        amount: Money,
-        *,
-        kind: ProcessorCredit,
-        processor_ref: str,
-        at: str,
-        memo: str,
-        extra_items: tuple[TransactItem, ...] = (),
+        self, credit: LedgerCredit, *, memo: str, extra_items: tuple[TransactItem, ...] = ()
     ) -> bool: ...
 
 
@@ -314,15 +307,10 @@ class AutoTopupService:
             return False
         stamp = isoformat(at)
         extra = (self.store.succeeded_item(org_id, attempt_id, processor_ref=charge.processor_ref, at=stamp),)
-        credited = self.ledger.credit(
-            org_id,
-            charge.amount,
-            kind="topup",
-            processor_ref=charge.processor_ref,
-            at=stamp,
-            memo=f"auto top-up {attempt_id}",
-            extra_items=extra,
+        credit = LedgerCredit(
+            org_id=org_id, processor_ref=charge.processor_ref, kind="topup", amount=charge.amount, at=stamp
         )
+        credited = self.ledger.credit(credit, memo=f"auto top-up {attempt_id}", extra_items=extra)
         if not credited:
             return False
         self._update_settings(org_id, lambda s: after_success(s, attempt))

@@ -26,6 +26,7 @@ from batchroute.domain.billing.payments import (
     CheckoutRecord,
     CheckoutSession,
     CheckoutStatus,
+    CheckoutTerms,
     PaymentMethod,
     ProcessorEvent,
     ProcessorSession,
@@ -35,6 +36,7 @@ from batchroute.domain.billing.payments import (
     session_mismatch,
     to_cents,
 )
+from batchroute.domain.billing.reconciliation import LedgerCredit
 from batchroute.errors import NotFound
 from batchroute.money import MoneyView
 from batchroute.observability import logger
@@ -71,17 +73,7 @@ class WebhookAck(TypedDict):
 class Processor(Protocol):
     def create_customer(self, *, org_id: str) -> str: ...
 
-    def create_checkout(
-        self,
-        *,
-        customer_id: str,
-        amount_cents: int,
-        org_id: str,
-        user_id: str,
-        success_url: str,
-        cancel_url: str,
-        idempotency_key: str,
-    ) -> CheckoutSession: ...
+    def create_checkout(self, terms: CheckoutTerms) -> CheckoutSession: ...
 
     def saved_card(self, payment_intent_id: str) -> PaymentMethod | None: ...
 
@@ -147,7 +139,7 @@ class CreditPurchases:
                 principal.org_id, self.processor.create_customer(org_id=principal.org_id), at=at
             )
         console = f"{self.public_base_url}/console/billing"
-        session = self.processor.create_checkout(
+        terms = CheckoutTerms(
             customer_id=customer,
             amount_cents=to_cents(amount),
             org_id=principal.org_id,
@@ -156,6 +148,7 @@ class CreditPurchases:
             cancel_url=f"{console}?checkout=canceled",
             idempotency_key=f"checkout-{secrets.token_hex(12)}",
         )
+        session = self.processor.create_checkout(terms)
         self.checkouts.record_checkout(
             CheckoutRecord(
                 session_id=session.session_id,
@@ -218,11 +211,13 @@ class CreditPurchases:
             return False
         at = self.clock.now()
         credited = self.ledger.credit(
-            record.org_id,
-            from_cents(record.amount_cents),
-            kind="purchase",
-            processor_ref=record.session_id,
-            at=isoformat(at),
+            LedgerCredit(
+                org_id=record.org_id,
+                processor_ref=record.session_id,
+                kind="purchase",
+                amount=from_cents(record.amount_cents),
+                at=isoformat(at),
+            ),
             memo=f"credit purchase {record.session_id}",
             extra_items=(self.checkouts.checkout_credited_item(record.session_id, at=isoformat(at)),),
         )

@@ -12,8 +12,8 @@ from batchroute.domain.billing.alerts import Alert, BillingEvent
 from batchroute.domain.billing.controls import BillingControls
 from batchroute.domain.billing.ledger import (
     LedgerSnapshot,
-    Purpose,
     Reservation,
+    ReservationTerms,
     SettlementResult,
     WalletState,
 )
@@ -56,31 +56,11 @@ class LedgerBook(Protocol):
     def state(self, org_id: str) -> WalletState: ...
 
     def reserve_items(
-        self,
-        org_id: str,
-        *,
-        reservation_id: str,
-        amount: Money,
-        at: str,
-        purpose: Purpose,
-        ref: str,
-        period_key: str | None = None,
-        expires_at: str | None = None,
-        reserved_at_most: int | None = None,
+        self, org_id: str, terms: ReservationTerms, *, at: str, reserved_at_most: int | None = None
     ) -> list[TransactItem]: ...
 
     def reserve(
-        self,
-        org_id: str,
-        *,
-        reservation_id: str,
-        amount: Money,
-        at: str,
-        purpose: Purpose,
-        ref: str,
-        period_key: str | None = None,
-        expires_at: str | None = None,
-        code: str | None = None,
+        self, org_id: str, terms: ReservationTerms, *, at: str, code: str | None = None
     ) -> Reservation: ...
 
     def settle(

@@ -22,7 +22,7 @@ from typing import Any, Final, Protocol
 
 from batchroute.clock import Clock, isoformat
 from batchroute.domain.accounts.access import Principal
-from batchroute.domain.billing.ledger import period_keys
+from batchroute.domain.billing.ledger import ReservationTerms, period_keys
 from batchroute.domain.billing.usage import UsageCharge, UsageLine, usage_day
 from batchroute.domain.catalog import tokens
 from batchroute.domain.catalog.catalog import Catalog, Lane
@@ -175,9 +175,8 @@ class RegressionRuns:
         hold_id = f"res_{regression_id}"
         hold = Money.usd_ceil(sum((self._estimate(lane, golden) for lane in lanes), Decimal(0)))
         org_id = subject.org_id
-        self.ledger.reserve(
-            org_id, reservation_id=hold_id, amount=hold, at=isoformat(now), purpose="batch", ref=regression_id
-        )
+        terms = ReservationTerms(reservation_id=hold_id, amount=hold, purpose="batch", ref=regression_id)
+        self.ledger.reserve(org_id, terms, at=isoformat(now))
         results = [self._run_lane(lane, golden, subject.prepare) for lane in lanes]
         cost = sum((r.cost for r in results), Decimal(0))
         controls = self.controls.billing_controls(org_id)
