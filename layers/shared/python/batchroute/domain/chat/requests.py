@@ -189,8 +189,7 @@ def _privacy_tier(value: object) -> PrivacyTier:
         return "standard"
     if value not in PRIVACY_TIERS:
         raise _invalid("privacy_tier", f"privacy_tier must be one of {', '.join(PRIVACY_TIERS)}.")
-    tier: PrivacyTier = value  # type: ignore[assignment]
-    return tier
+    return value
 
 
 def _preferences(value: object, catalog: Catalog) -> ProviderPreferences:
