@@ -16,7 +16,12 @@ from batchroute.adapters.dynamo.codec import from_item, org_pk, to_item, to_valu
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.adapters.dynamo.writes import conditional_put, conditional_transaction, put_new
 from batchroute.domain.accounts.audit import AuditEntry
-from batchroute.domain.billing.controls import BillingControls, ConcurrentUpdate, Threshold
+from batchroute.domain.billing.controls import (
+    BillingControls,
+    ConcurrentUpdate,
+    ControlsSettingsView,
+    Threshold,
+)
 from batchroute.domain.billing.retention import RetentionSettings
 from batchroute.ids import suffix_of
 from batchroute.money import Money
@@ -33,7 +38,7 @@ class ControlsStore(DynamoStore):
         return controls_from_item(item) if item else None
 
     def save_billing_controls(
-        self, controls: BillingControls, *, expected_version: int, audit: AuditEntry
+        self, controls: BillingControls, *, expected_version: int, audit: AuditEntry[ControlsSettingsView]
     ) -> None:
         """Write the controls (at expected_version + 1) and the audit entry, or neither."""
         if not conditional_transaction(
@@ -45,7 +50,7 @@ class ControlsStore(DynamoStore):
         ):
             raise ConcurrentUpdate("The billing controls changed while this update was applied; retry.")
 
-    def audit_entries(self, org_id: str, *, limit: int) -> list[AuditEntry]:
+    def audit_entries(self, org_id: str, *, limit: int) -> list[AuditEntry[ControlsSettingsView]]:
         response = self.dynamodb.query(
             TableName=self.table_name,
             KeyConditionExpression="pk = :p AND begins_with(sk, :a)",
@@ -160,7 +165,7 @@ def controls_from_item(item: dict[str, Any]) -> BillingControls:
     )
 
 
-def _audit_item(entry: AuditEntry) -> dict[str, Any]:
+def _audit_item(entry: AuditEntry[ControlsSettingsView]) -> dict[str, Any]:
     return {
         "pk": org_pk(entry.org_id),
         "sk": AUDIT_PREFIX + suffix_of(entry.id),
@@ -178,7 +183,7 @@ def _audit_item(entry: AuditEntry) -> dict[str, Any]:
     }
 
 
-def _audit_from_item(item: dict[str, Any]) -> AuditEntry:
+def _audit_from_item(item: dict[str, Any]) -> AuditEntry[ControlsSettingsView]:
     return AuditEntry(
         id=item["id"],
         org_id=item["org_id"],

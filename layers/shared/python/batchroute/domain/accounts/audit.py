@@ -4,11 +4,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
+
+# The changed fields' API shape: billing's ControlsSettingsView, the policy's PolicyFieldsView.
+Changes = TypeVar("Changes")
 
 
 @dataclass(frozen=True)
-class AuditEntry:
+class AuditEntry(Generic[Changes]):
     id: str
     org_id: str
     actor_user_id: str | None
@@ -16,8 +19,8 @@ class AuditEntry:
     action: str
     # The changed fields as the API showed them, a JSON snapshot kept verbatim (the route
     # policy's history, domain/routing/policy.py PolicyChange, keeps its own the same way).
-    before: dict[str, Any]
-    after: dict[str, Any]
+    before: Changes
+    after: Changes
     ip_address: str | None
     created_at: str
 

@@ -17,7 +17,7 @@ from typing import Any, Final
 from batchroute.domain.batches.metadata import parse_metadata
 from batchroute.domain.catalog.catalog import Catalog, PrivacyTier
 from batchroute.domain.routing.gates import PRIVACY_TIERS
-from batchroute.domain.routing.items import ItemFacts, read_item
+from batchroute.domain.routing.items import BatchItem, ItemFacts, read_item
 from batchroute.domain.work_orders.work_orders import parse_work_order_id
 from batchroute.errors import InvalidRequest
 
@@ -74,9 +74,9 @@ class ChatRequest:
     queue: QueueOptions | None = None
     preset_version: str | None = None  # the preset version the body was expanded from
 
-    def as_item(self) -> dict[str, Any]:
+    def as_item(self) -> BatchItem:
         """The one batch item a queued request becomes."""
-        item: dict[str, Any] = {
+        item: BatchItem = {
             "customer_item_id": CHAT_ITEM_ID,
             "operation": self.facts.operation,
             "model": self.model,
@@ -189,8 +189,7 @@ def _privacy_tier(value: object) -> PrivacyTier:
         return "standard"
     if value not in PRIVACY_TIERS:
         raise _invalid("privacy_tier", f"privacy_tier must be one of {', '.join(PRIVACY_TIERS)}.")
-    tier: PrivacyTier = value  # type: ignore[assignment]
-    return tier
+    return value
 
 
 def _preferences(value: object, catalog: Catalog) -> ProviderPreferences:

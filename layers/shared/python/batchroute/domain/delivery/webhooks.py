@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from email.utils import parsedate_to_datetime
-from typing import Any, Literal, get_args
+from typing import Any, Literal, TypedDict, get_args
 
 SIGNATURE_HEADER = "X-Service-Signature"
 TIMESTAMP_HEADER = "X-Service-Timestamp"
@@ -228,6 +228,31 @@ def parse_retry_after(value: str | None, *, now: datetime) -> int | None:
 
 
 # -- the records -------------------------------------------------------------------------
+class WebhookDeliveryView(TypedDict):
+    """A delivery as GET /v1/batches/{id}/webhooks and a billing event's `webhook` show it."""
+
+    id: str
+    event_id: str
+    event_type: str
+    url: str
+    status: str
+    attempt_count: int
+    last_attempt_at: str | None
+    next_attempt_at: str | None
+    last_response_status: int | None
+    last_error: str | None
+    created_at: str
+
+
+class WebhookAttemptView(TypedDict):
+    delivery_id: str
+    attempt: int
+    at: str | None
+    status_code: int | None
+    error: str | None
+    duration_ms: int
+
+
 @dataclass(frozen=True, slots=True)
 class WebhookDeliveryRecord:
     """One event's delivery to a webhook, as stored (adapters/dynamo/webhook_deliveries.py):
@@ -270,23 +295,21 @@ class WebhookDeliveryRecord:
     def log_ids(self) -> dict[str, str | None]:
         return {name: getattr(self, name) for name in ("batch_id", "org_id", "delivery_id", "event_id")}
 
-    def to_api(self) -> dict[str, Any]:
+    def to_api(self) -> WebhookDeliveryView:
         """The public view of a delivery: never its secret, ciphertext or payload."""
-        return {"id": self.delivery_id, **{name: getattr(self, name) for name in _PUBLIC_DELIVERY_FIELDS}}
-
-
-_PUBLIC_DELIVERY_FIELDS = (
-    "event_id",
-    "event_type",
-    "url",
-    "status",
-    "attempt_count",
-    "last_attempt_at",
-    "next_attempt_at",
-    "last_response_status",
-    "last_error",
-    "created_at",
-)
+        return {
+            "id": self.delivery_id,
+            "event_id": self.event_id,
+            "event_type": self.event_type,
+            "url": self.url,
+            "status": self.status,
+            "attempt_count": self.attempt_count,
+            "last_attempt_at": self.last_attempt_at,
+            "next_attempt_at": self.next_attempt_at,
+            "last_response_status": self.last_response_status,
+            "last_error": self.last_error,
+            "created_at": self.created_at,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -304,8 +327,15 @@ class WebhookAttempt:
     def from_item(cls, item: Mapping[str, Any]) -> WebhookAttempt:
         return cls(**{f.name: item[f.name] for f in fields(cls) if item.get(f.name) is not None})
 
-    def to_api(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+    def to_api(self) -> WebhookAttemptView:
+        return {
+            "delivery_id": self.delivery_id,
+            "attempt": self.attempt,
+            "at": self.at,
+            "status_code": self.status_code,
+            "error": self.error,
+            "duration_ms": self.duration_ms,
+        }
 
 
 DELIVERY_WEBHOOK_PURPOSE = "delivery_webhook"

@@ -19,8 +19,8 @@ from batchroute.domain.routing.items import HOSTED_TOOLS, ModelGroup
 from batchroute.errors import InvalidRequest
 
 RoutingMode = Literal["cheapest", "sla_aware", "public_only", "edge_only", "hybrid", "privacy_constrained"]
-ROUTING_MODES: Final[tuple[str, ...]] = get_args(RoutingMode)
-PRIVACY_TIERS: Final[tuple[str, ...]] = get_args(PrivacyTier)
+ROUTING_MODES: Final[tuple[RoutingMode, ...]] = get_args(RoutingMode)
+PRIVACY_TIERS: Final[tuple[PrivacyTier, ...]] = get_args(PrivacyTier)
 SLA_TIERS: Final[tuple[str, ...]] = get_args(SlaTier)
 
 GATE_ORDER: Final[tuple[str, ...]] = (

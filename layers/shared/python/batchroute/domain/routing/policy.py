@@ -21,10 +21,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from decimal import Decimal, InvalidOperation
-from typing import Any, Final, Literal, TypedDict, get_args
+from typing import Any, Final, Literal, TypedDict, TypeVar, cast, get_args
 
 from batchroute.domain.accounts.audit import AuditEntry
-from batchroute.domain.catalog.catalog import OPERATIONS, Catalog, Lane, Provider
+from batchroute.domain.catalog.catalog import OPERATIONS, Catalog, Lane, PrivacyTier, Provider
 from batchroute.domain.routing.gates import (
     PRIVACY_TIERS,
     ROUTING_MODES,
@@ -32,6 +32,7 @@ from batchroute.domain.routing.gates import (
     GateFailure,
     RouteRequest,
     RoutingGuards,
+    RoutingMode,
 )
 from batchroute.errors import Conflict, InvalidRequest
 from batchroute.money import Money, MoneyView
@@ -65,6 +66,7 @@ ACTION_UPDATE: Final = "routing_policy.update"
 MAX_LIST: Final = 50
 # A price cap is a USD amount with at most micro-dollar precision.
 _MICRO: Final = Decimal("0.000001")
+_Choice = TypeVar("_Choice", bound=str)
 
 
 class PolicyVersionMismatch(Conflict):
@@ -84,14 +86,15 @@ class PriceCapView(TypedDict):
     output: MoneyView | None
 
 
-class PolicyFieldsView(TypedDict):
-    """The editable fields of the policy in their API form."""
+class PolicyFieldsView(TypedDict, total=False):
+    """The editable fields of the policy in their API form (all of them in the policy's view);
+    an audit entry's before/after hold those that changed."""
 
     provider_allow: list[str]
     provider_deny: list[str]
     allowed_regions: list[str]
-    routing_mode: str | None
-    privacy_tier_floor: str | None
+    routing_mode: RoutingMode | None
+    privacy_tier_floor: PrivacyTier | None
     max_price_per_million_tokens: dict[str, PriceCapView]
     chat_fallbacks_allowed: bool
 
@@ -139,8 +142,8 @@ class UpdateRoutePolicy:
     provider_allow: tuple[str, ...] = ()
     provider_deny: tuple[str, ...] = ()
     allowed_regions: tuple[str, ...] = ()
-    routing_mode: str | None = None
-    privacy_tier_floor: str | None = None
+    routing_mode: RoutingMode | None = None
+    privacy_tier_floor: PrivacyTier | None = None
     max_price_per_million_tokens: Mapping[str, PriceCap] = field(default_factory=dict)
     chat_fallbacks_allowed: bool = True
     version: int | None = None
@@ -152,8 +155,8 @@ class RoutePolicy:
     provider_allow: tuple[str, ...] = ()  # empty = every provider
     provider_deny: tuple[str, ...] = ()
     allowed_regions: tuple[str, ...] = ()  # empty = anywhere
-    routing_mode: str | None = None  # the default when a request names none
-    privacy_tier_floor: str | None = None
+    routing_mode: RoutingMode | None = None  # the default when a request names none
+    privacy_tier_floor: PrivacyTier | None = None
     max_price_per_million_tokens: Mapping[str, PriceCap] = field(default_factory=dict)
     chat_fallbacks_allowed: bool = True
     configured: bool = False
@@ -275,7 +278,7 @@ class RoutePolicy:
 
 
 @dataclass(frozen=True)
-class PolicyChange(AuditEntry):
+class PolicyChange(AuditEntry[PolicyFieldsView]):
     """One saved change of the policy (its history): an audit entry like the billing
     controls' (who, when, before/after), with the version it produced and the API key
     that made it, for a key."""
@@ -325,13 +328,13 @@ def combine(policy: RoutePolicy | None, request: RouteRequest, *, mode_given: bo
     if policy is None:
         return Combined(request)
     narrowed: list[Narrowing] = []
-    changes: dict[str, Any] = {}
+    effective = request
     if policy.routing_mode and not mode_given and request.routing_mode != policy.routing_mode:
-        changes["routing_mode"] = policy.routing_mode
+        effective = replace(effective, routing_mode=policy.routing_mode)
         narrowed.append(Narrowing("routing_mode", None, policy.routing_mode, "routing_mode"))
     floor = policy.privacy_tier_floor
     if floor and _rank(request.privacy_tier) < _rank(floor):
-        changes["privacy_tier"] = floor
+        effective = replace(effective, privacy_tier=floor)
         narrowed.append(Narrowing("privacy_tier", request.privacy_tier, floor, "privacy_tier_floor"))
     if request.regions and policy.allowed_regions:
         kept = tuple(r for r in request.regions if r in policy.allowed_regions)
@@ -347,9 +350,9 @@ def combine(policy: RoutePolicy | None, request: RouteRequest, *, mode_given: bo
                 },
             )
         if kept != request.regions:
-            changes["regions"] = kept
+            effective = replace(effective, regions=kept)
             narrowed.append(Narrowing("regions", list(request.regions), list(kept), "allowed_regions"))
-    return Combined(replace(request, **changes), tuple(narrowed))
+    return Combined(effective, tuple(narrowed))
 
 
 def in_force(policy: RoutePolicy | None) -> RoutePolicy | None:
@@ -424,11 +427,15 @@ def apply_update(current: RoutePolicy, update: UpdateRoutePolicy) -> RoutePolicy
     return updated
 
 
-def diff(before: RoutePolicy, after: RoutePolicy) -> tuple[dict[str, Any], dict[str, Any]]:
+def diff(before: RoutePolicy, after: RoutePolicy) -> tuple[PolicyFieldsView, PolicyFieldsView]:
     """Only the fields that changed, before and after (the audit entry's payload)."""
     old, new = before.editable(), after.editable()
     changed = [name for name in EDITABLE_FIELDS if old[name] != new[name]]
-    return {n: old[n] for n in changed}, {n: new[n] for n in changed}
+    return _only(old, changed), _only(new, changed)
+
+
+def _only(view: PolicyFieldsView, names: list[PolicyField]) -> PolicyFieldsView:
+    return cast(PolicyFieldsView, {name: view[name] for name in names})
 
 
 def _rank(tier: str) -> int:
@@ -461,13 +468,16 @@ def _names(
     return tuple(dict.fromkeys(value))
 
 
-def _choice(value: Any, name: str, allowed: tuple[str, ...], errors: list[dict[str, str]]) -> str | None:
+def _choice(
+    value: Any, name: str, allowed: tuple[_Choice, ...], errors: list[dict[str, str]]
+) -> _Choice | None:
     if value is None:
         return None
-    if value not in allowed:
-        errors.append({"field": name, "message": f"Must be one of {', '.join(allowed)}, or null."})
-        return None
-    return str(value)
+    for option in allowed:
+        if option == value:
+            return option
+    errors.append({"field": name, "message": f"Must be one of {', '.join(allowed)}, or null."})
+    return None
 
 
 def _flag(value: Any, errors: list[dict[str, str]]) -> bool:

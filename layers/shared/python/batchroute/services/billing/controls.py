@@ -15,6 +15,7 @@ from batchroute.domain.billing.controls import (
     ACTION_UPDATE,
     BillingControls,
     ConcurrentUpdate,
+    ControlsSettingsView,
     UpdateControls,
     apply_update,
 )
@@ -41,10 +42,10 @@ class ControlsRecords(Protocol):
     def billing_controls(self, org_id: str) -> BillingControls | None: ...
 
     def save_billing_controls(
-        self, controls: BillingControls, *, expected_version: int, audit: AuditEntry
+        self, controls: BillingControls, *, expected_version: int, audit: AuditEntry[ControlsSettingsView]
     ) -> None: ...
 
-    def audit_entries(self, org_id: str, *, limit: int) -> list[AuditEntry]: ...
+    def audit_entries(self, org_id: str, *, limit: int) -> list[AuditEntry[ControlsSettingsView]]: ...
 
 
 class BillingControlsService:
@@ -77,13 +78,13 @@ class BillingControlsService:
             actor_user_id=principal.user_id,
             actor_role=principal.role,
             action=ACTION_UPDATE,
-            before=dict(change.before),
-            after=dict(change.after),
+            before=change.before.copy(),
+            after=change.after.copy(),
             ip_address=ip_address,
             created_at=isoformat(now),
         )
         self.records.save_billing_controls(saved, expected_version=current.version, audit=audit)
         return saved
 
-    def audit(self, org_id: str, *, limit: int = 50) -> list[AuditEntry]:
+    def audit(self, org_id: str, *, limit: int = 50) -> list[AuditEntry[ControlsSettingsView]]:
         return self.records.audit_entries(org_id, limit=limit)

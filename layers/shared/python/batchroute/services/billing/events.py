@@ -4,10 +4,10 @@ none was made). A page's `next_cursor` is the id of its oldest event."""
 
 from __future__ import annotations
 
-from typing import Any, Protocol, TypedDict
+from typing import Protocol, TypedDict
 
 from batchroute.domain.billing.alerts import BillingEvent, BillingEventView
-from batchroute.domain.delivery.webhooks import WebhookDeliveryRecord, delivery_id_for
+from batchroute.domain.delivery.webhooks import WebhookDeliveryRecord, WebhookDeliveryView, delivery_id_for
 from batchroute.errors import InvalidRequest
 from batchroute.ids import has_prefix
 
@@ -15,7 +15,7 @@ MAX_PAGE = 200
 
 
 class ListedEvent(BillingEventView):
-    webhook: dict[str, Any] | None  # its delivery's public view (domain/delivery/webhooks.py delivery_view)
+    webhook: WebhookDeliveryView | None  # its delivery's public view
 
 
 class EventPage(TypedDict):

@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol, TypedDict
 
 from batchroute.clock import Clock, isoformat
 from batchroute.domain.accounts.accounts import Org
@@ -34,7 +34,9 @@ from batchroute.domain.delivery.webhooks import (
     MAX_ATTEMPTS,
     AttemptOutcome,
     WebhookAttempt,
+    WebhookAttemptView,
     WebhookDeliveryRecord,
+    WebhookDeliveryView,
     decide,
     delivery_id_for,
     event_body,
@@ -345,7 +347,7 @@ class WebhookDelivery:
         return "skipped", None
 
     # -- the read model ------------------------------------------------------------------
-    def view(self, batch_id: str) -> dict[str, Any]:
+    def view(self, batch_id: str) -> BatchWebhooksView:
         return batch_webhooks_view(self.deliveries, batch_id)
 
 
@@ -401,7 +403,13 @@ class DeliveryListing(Protocol):
     def list_for_batch(self, batch_id: str) -> tuple[list[WebhookDeliveryRecord], list[WebhookAttempt]]: ...
 
 
-def batch_webhooks_view(deliveries: DeliveryListing, batch_id: str) -> dict[str, Any]:
+class BatchWebhooksView(TypedDict):
+    batch_id: str
+    data: list[WebhookDeliveryView]
+    events: list[WebhookAttemptView]
+
+
+def batch_webhooks_view(deliveries: DeliveryListing, batch_id: str) -> BatchWebhooksView:
     """`{batch_id, data: [delivery], events: [attempt]}` for GET /v1/batches/{id}/webhooks."""
     records, attempts = deliveries.list_for_batch(batch_id)
     return {

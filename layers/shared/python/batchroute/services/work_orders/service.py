@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from typing import Protocol
 
 from batchroute.clock import Clock, isoformat
 from batchroute.domain.accounts.access import Principal, authorize, require_same_org
@@ -36,6 +36,7 @@ from batchroute.money import Money
 from batchroute.observability import logger
 from batchroute.services.batches.create import IDEMPOTENCY_TTL, check_idempotency_key
 from batchroute.services.batches.ports import BatchReader
+from batchroute.services.billing.ports import TransactItem
 from batchroute.services.work_orders.commands import AddMember, CreateWorkOrder, UpdateWorkOrder
 
 # Pages of the store a filtered listing reads at most per request before it answers with
@@ -56,7 +57,7 @@ class WorkOrderStore(Protocol):
 
     def update(self, org_id: str, work_order_id: str, change: WorkOrderChange) -> bool: ...
 
-    def join_items(self, move: CounterMove, member: WorkOrderMember) -> list[dict[str, Any]]: ...
+    def join_items(self, move: CounterMove, member: WorkOrderMember) -> list[TransactItem]: ...
 
     def attach(
         self, move: CounterMove, member: WorkOrderMember, *, reference: WorkOrderRef, settled: bool
@@ -271,7 +272,7 @@ class WorkOrders:
         self._check_open(order)
         return order
 
-    def join_items(self, batch: BatchRecord) -> list[dict[str, Any]]:
+    def join_items(self, batch: BatchRecord) -> list[TransactItem]:
         """What batch create writes in its transaction so `batch` joins its work order."""
         work_order_id = batch.work_order_id
         if work_order_id is None:
