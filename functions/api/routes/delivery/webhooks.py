@@ -10,7 +10,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Path
 
 from batchroute.domain.accounts.access import Principal
-from batchroute.services.delivery.webhooks import batch_webhooks_view
+from batchroute.services.delivery.webhooks import BatchWebhooksView, batch_webhooks_view
 from functions.api.auth import require
 from functions.api.deps import ReadsDep, WiringDep
 from functions.api.envelope import ErrorEnvelope
@@ -38,6 +38,6 @@ def list_batch_webhooks(
     principal: Reader,
     reads: ReadsDep,
     wiring: WiringDep,
-) -> dict[str, Any]:
+) -> BatchWebhooksView:
     reads.owned(principal, batch_id)  # 404 batch_not_found, or 403 for another org's batch
     return batch_webhooks_view(wiring.webhook_deliveries, batch_id)
