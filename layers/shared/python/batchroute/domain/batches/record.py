@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Final, Literal, NotRequired, TypedDict, TypeVar, cast
 
 from batchroute.domain.batches.states import BatchState
+from batchroute.domain.billing.settlement import InlineReceipt
 from batchroute.domain.routing.lanes import LaneAttempt
 from batchroute.ids import has_prefix, suffix_of
 
@@ -29,6 +30,32 @@ T = TypeVar("T")
 
 class ExecutionSummaryItem(TypedDict):
     latest_error: str | None
+
+
+class BatchChanges(TypedDict, total=False):
+    """The META attributes the workflow steps, the sweeper and cancel SET on a stored batch
+    (`BatchStore.update`, and a transition's `extra`), under their stored names."""
+
+    completed_at: str
+    cancel_reason: str
+    execution_arn: str
+    retry_of: str
+    execution_summary: ExecutionSummaryItem
+    chunk_count: int
+    presets: list[str]
+    artifacts: dict[str, str | int]  # ArtifactKeys.to_mapping
+    counts: dict[str, int]
+    lane_tallies: dict[str, dict[str, int]]
+    finalized_at: str
+    billing: InlineReceipt
+    settled_at: str
+
+
+class PlanChanges(TypedDict, total=False):
+    """What Intake SETs on the batch's PLAN item: the chunk model counts and the intake."""
+
+    chunk_models: list[dict[str, int]]
+    intake: BatchIntakeItem
 
 
 class BatchWebhookItem(TypedDict):

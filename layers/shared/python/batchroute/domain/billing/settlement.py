@@ -87,8 +87,8 @@ class ReceiptCredits:
         return cls(Money.zero(), Money.zero(), Money.zero(), at)
 
 
-class BillingReceipt(TypedDict):
-    """The billing receipt (interface spec "Billing receipt")."""
+class ReceiptTotals(TypedDict):
+    """The billing receipt without its lane lists (interface spec "Billing receipt")."""
 
     object: str
     version: int
@@ -105,8 +105,22 @@ class BillingReceipt(TypedDict):
     credit_released: MoneyView
     settled_at: str
     item_counts: BatchCounts
+
+
+class BillingReceipt(ReceiptTotals):
+    """The billing receipt (interface spec "Billing receipt")."""
+
     provider_lanes: list[ReceiptLane]
     rejected_lanes: list[RejectedLane]
+
+
+class InlineReceipt(ReceiptTotals, total=False):
+    """The receipt as the batch record keeps it: whole, or without its lane lists when it
+    would be too large to inline (then `lists_in` names the stored receipt)."""
+
+    provider_lanes: list[ReceiptLane]
+    rejected_lanes: list[RejectedLane]
+    lists_in: str
 
 
 def _price(unit_prices: Mapping[str, str], name: str) -> Decimal:

@@ -33,6 +33,7 @@ from batchroute.domain.routing.engine import (
 from batchroute.domain.routing.gates import GateFailure, RouteRequest, RoutingGuards
 from batchroute.domain.routing.policy import (
     Narrowing,
+    NarrowingView,
     PolicyConflict,
     RoutePolicy,
     combine,
@@ -133,7 +134,7 @@ class AppliedPolicyView(TypedDict):
     """The org's route policy a quote was held to: its version and what it narrowed."""
 
     version: int
-    narrowed: list[dict[str, Any]]  # Narrowing.to_api (domain/routing/policy.py)
+    narrowed: list[NarrowingView]
 
 
 class FundingView(TypedDict):
