@@ -20,6 +20,7 @@ from typing import Any, Final, Literal, NotRequired, TypedDict, TypeVar, cast
 
 from batchroute.domain.batches.states import BatchState
 from batchroute.domain.billing.settlement import InlineReceipt
+from batchroute.domain.routing.engine import RoutePlanView
 from batchroute.domain.routing.lanes import LaneAttempt
 from batchroute.ids import has_prefix, suffix_of
 
@@ -289,7 +290,7 @@ class BatchRecord:
     item_count: int = 0
     chunk_count: int = 0
     chunk_models: Sequence[Mapping[str, int]] | None = None  # per chunk: model -> its items
-    plan: Mapping[str, Any] | None = None  # the quote snapshot's `routing`, verbatim
+    plan: RoutePlanView | None = None  # the quote snapshot's `routing`, verbatim
     intake: BatchIntake | None = None  # an input file still to read (the Intake step)
     # -- money ---------------------------------------------------------------------------
     reservation_id: str | None = None
@@ -381,7 +382,7 @@ class BatchRecord:
             item_count=int(values.get("item_count") or 0),
             chunk_count=int(values.get("chunk_count") or 0),
             chunk_models=_chunk_models(values.get("chunk_models")),
-            plan=_mapping(values.get("plan")),
+            plan=_plan(values.get("plan")),
             intake=_intake(values.get("intake")),
             reservation_id=_str(values.get("reservation_id")),
             reserved_micros=int(values.get("reserved_micros") or 0),
@@ -489,6 +490,11 @@ def _work_order(value: Any) -> WorkOrderRef | None:
 
 def _intake(value: Any) -> BatchIntake | None:
     return BatchIntake.from_mapping(cast(BatchIntakeItem, value)) if isinstance(value, Mapping) else None
+
+
+def _plan(value: Any) -> RoutePlanView | None:
+    """The snapshot's routing as the batch keeps it (verbatim: numbers may be Decimals)."""
+    return cast(RoutePlanView, dict(value)) if isinstance(value, Mapping) else None
 
 
 def _mapping(value: Any) -> Mapping[str, Any] | None:

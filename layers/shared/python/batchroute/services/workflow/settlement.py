@@ -105,7 +105,7 @@ class Settlement:
         result = self._charge(batch, org_id, breakdown.total, controls, now, usage_charge)
         credits = ReceiptCredits.of(result) if result is not None else ReceiptCredits.nothing(isoformat(now))
         absorbed = result.absorbed if result is not None else Money.zero()
-        plan = batch.plan or {}
+        plan = batch.plan
         receipt = build_receipt(
             batch_id=batch_id,
             breakdown_api=breakdown.to_api(),
