@@ -572,27 +572,44 @@ def _checkpoint(value: Any) -> UsageCheckpoint | None:
     )
 
 
-_SUMMARY_FIELDS = (
-    "state",
-    "counts",
-    "created_at",
-    "deadline_at",
-    "completed_at",
-    "routing_mode",
-    "sla_tier",
-    "privacy_tier",
-    "execution_summary",
-)
+class BatchEventSummary(TypedDict):
+    """The `batch` object of an event: id, state and the public summary fields the record has."""
+
+    id: str
+    state: BatchState
+    counts: NotRequired[dict[str, int]]
+    created_at: str
+    deadline_at: NotRequired[str]
+    completed_at: NotRequired[str]
+    routing_mode: NotRequired[str]
+    sla_tier: NotRequired[str]
+    privacy_tier: NotRequired[str]
+    execution_summary: NotRequired[ExecutionSummaryItem]
 
 
-def batch_summary(batch: BatchRecord) -> dict[str, Any]:
+_SUMMARY_TEXTS: Final[
+    tuple[Literal["deadline_at", "completed_at", "routing_mode", "sla_tier", "privacy_tier"], ...]
+] = ("deadline_at", "completed_at", "routing_mode", "sla_tier", "privacy_tier")
+
+
+def batch_summary(batch: BatchRecord) -> BatchEventSummary:
     """The `batch` object of an event, from the batch record: id, state and the public
     summary fields it has, as stored. Never the webhook, its secret or internal bookkeeping."""
-    stored = batch.to_mapping()
-    summary: dict[str, Any] = {"id": batch.batch_id}
-    for name in _SUMMARY_FIELDS:
-        if stored.get(name) is not None:
-            summary[name] = stored[name]
+    summary: BatchEventSummary
+    if batch.counts is not None:  # between state and created_at, as the record stores them
+        summary = {
+            "id": batch.batch_id,
+            "state": batch.state,
+            "counts": dict(batch.counts),
+            "created_at": batch.created_at,
+        }
+    else:
+        summary = {"id": batch.batch_id, "state": batch.state, "created_at": batch.created_at}
+    for name in _SUMMARY_TEXTS:
+        if (text := getattr(batch, name)) is not None:
+            summary[name] = text
+    if batch.execution_summary is not None:
+        summary["execution_summary"] = batch.execution_summary.to_mapping()
     return summary
 
 
