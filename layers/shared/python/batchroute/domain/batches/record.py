@@ -5,8 +5,9 @@ record, exactly"), as one frozen dataclass.
 record `priced`; the workflow steps and the sweeper update it field by field; a direct chat
 request writes its own (`source = chat_direct`). Money is integer micros, times are the ISO
 8601 strings as stored. A field that only some records carry is Optional (None: absent).
-Nested structures are small dataclasses where their shape is fixed, plain mappings where they
-are free-form (the quote's routing `plan`, the `billing` receipt, `lane_tallies`).
+Nested structures are small dataclasses where their shape is fixed, the routing context's
+RoutePlanView for the quote's `plan` (kept verbatim), plain mappings where they are free-form
+(the `billing` receipt, `lane_tallies`).
 
 `to_mapping` / `from_mapping` are the record's plain-value form (what the DynamoDB adapter
 stores, `adapters/dynamo/batch_records.py`); values keep the stored key names.
