@@ -34,11 +34,13 @@ from batchroute.adapters.dynamo.writes import (
     put_new,
 )
 from batchroute.domain.batches.record import (
+    BatchChanges,
     BatchRecord,
     DuplicateIdempotencyKey,
     ExtraItemRefused,
     FundingMoved,
     IdempotencyRecord,
+    PlanChanges,
     WorkOrderRef,
     WorkOrderRefItem,
 )
@@ -214,7 +216,7 @@ class BatchRecords(DynamoStore):
         )
 
     def transition(
-        self, batch_id: str, target: BatchState, *, at: str, extra: dict[str, Any] | None = None
+        self, batch_id: str, target: BatchState, *, at: str, extra: BatchChanges | None = None
     ) -> bool:
         """Move the batch to `target` only from a state that may legally precede it.
 
@@ -372,7 +374,7 @@ class BatchRecords(DynamoStore):
             ExpressionAttributeValues=values,
         )
 
-    def update(self, batch_id: str, changes: dict[str, Any]) -> bool:
+    def update(self, batch_id: str, changes: BatchChanges) -> bool:
         """SET the given fields; False when there is no such batch."""
         expression, names, values = set_clause(changes)
         return conditional_update(
@@ -385,7 +387,7 @@ class BatchRecords(DynamoStore):
             ExpressionAttributeValues=values,
         )
 
-    def update_seeing_work_order(self, batch_id: str, changes: dict[str, Any]) -> WorkOrderRef | None:
+    def update_seeing_work_order(self, batch_id: str, changes: BatchChanges) -> WorkOrderRef | None:
         """SET the given fields and answer the batch's `work_order` as it stands after them, in
         the same UpdateItem (Settle writes `settled_at` so: an attach committed before is seen,
         one after is refused by its `settled_at` condition; docs/work-orders.md)."""
@@ -406,7 +408,7 @@ class BatchRecords(DynamoStore):
             else None
         )
 
-    def update_plan(self, batch_id: str, changes: dict[str, Any]) -> None:
+    def update_plan(self, batch_id: str, changes: PlanChanges) -> None:
         """SET fields of the PLAN item (Intake writes the chunk model counts once)."""
         expression, names, values = set_clause(changes)
         self.dynamodb.update_item(

@@ -56,7 +56,7 @@ def is_condition_failure(exc: Exception) -> bool:
     }
 
 
-def set_clause(changes: dict[str, Any]) -> tuple[str, dict[str, str], dict[str, Any]]:
+def set_clause(changes: Mapping[str, object]) -> tuple[str, dict[str, str], dict[str, Any]]:
     """`SET #f0 = :f0, ...` with its names and values, for an UpdateItem of plain fields."""
     names = {f"#f{i}": name for i, name in enumerate(changes)}
     values = {f":f{i}": to_value(value) for i, value in enumerate(changes.values())}

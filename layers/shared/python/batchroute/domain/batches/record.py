@@ -5,8 +5,9 @@ record, exactly"), as one frozen dataclass.
 record `priced`; the workflow steps and the sweeper update it field by field; a direct chat
 request writes its own (`source = chat_direct`). Money is integer micros, times are the ISO
 8601 strings as stored. A field that only some records carry is Optional (None: absent).
-Nested structures are small dataclasses where their shape is fixed, plain mappings where they
-are free-form (the quote's routing `plan`, the `billing` receipt, `lane_tallies`).
+Nested structures are small dataclasses where their shape is fixed, the routing context's
+RoutePlanView for the quote's `plan` (kept verbatim), plain mappings where they are free-form
+(the `billing` receipt, `lane_tallies`).
 
 `to_mapping` / `from_mapping` are the record's plain-value form (what the DynamoDB adapter
 stores, `adapters/dynamo/batch_records.py`); values keep the stored key names.
@@ -19,6 +20,8 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Final, Literal, NotRequired, TypedDict, TypeVar, cast
 
 from batchroute.domain.batches.states import BatchState
+from batchroute.domain.billing.settlement import InlineReceipt
+from batchroute.domain.routing.engine import RoutePlanView
 from batchroute.domain.routing.lanes import LaneAttempt
 from batchroute.ids import has_prefix, suffix_of
 
@@ -29,6 +32,32 @@ T = TypeVar("T")
 
 class ExecutionSummaryItem(TypedDict):
     latest_error: str | None
+
+
+class BatchChanges(TypedDict, total=False):
+    """The META attributes the workflow steps, the sweeper and cancel SET on a stored batch
+    (`BatchStore.update`, and a transition's `extra`), under their stored names."""
+
+    completed_at: str
+    cancel_reason: str
+    execution_arn: str
+    retry_of: str
+    execution_summary: ExecutionSummaryItem
+    chunk_count: int
+    presets: list[str]
+    artifacts: dict[str, str | int]  # ArtifactKeys.to_mapping
+    counts: dict[str, int]
+    lane_tallies: dict[str, dict[str, int]]
+    finalized_at: str
+    billing: InlineReceipt
+    settled_at: str
+
+
+class PlanChanges(TypedDict, total=False):
+    """What Intake SETs on the batch's PLAN item: the chunk model counts and the intake."""
+
+    chunk_models: list[dict[str, int]]
+    intake: BatchIntakeItem
 
 
 class BatchWebhookItem(TypedDict):
@@ -262,7 +291,7 @@ class BatchRecord:
     item_count: int = 0
     chunk_count: int = 0
     chunk_models: Sequence[Mapping[str, int]] | None = None  # per chunk: model -> its items
-    plan: Mapping[str, Any] | None = None  # the quote snapshot's `routing`, verbatim
+    plan: RoutePlanView | None = None  # the quote snapshot's `routing`, verbatim
     intake: BatchIntake | None = None  # an input file still to read (the Intake step)
     # -- money ---------------------------------------------------------------------------
     reservation_id: str | None = None
@@ -354,7 +383,7 @@ class BatchRecord:
             item_count=int(values.get("item_count") or 0),
             chunk_count=int(values.get("chunk_count") or 0),
             chunk_models=_chunk_models(values.get("chunk_models")),
-            plan=_mapping(values.get("plan")),
+            plan=_plan(values.get("plan")),
             intake=_intake(values.get("intake")),
             reservation_id=_str(values.get("reservation_id")),
             reserved_micros=int(values.get("reserved_micros") or 0),
@@ -464,6 +493,11 @@ def _intake(value: Any) -> BatchIntake | None:
     return BatchIntake.from_mapping(cast(BatchIntakeItem, value)) if isinstance(value, Mapping) else None
 
 
+def _plan(value: Any) -> RoutePlanView | None:
+    """The snapshot's routing as the batch keeps it (verbatim: numbers may be Decimals)."""
+    return cast(RoutePlanView, dict(value)) if isinstance(value, Mapping) else None
+
+
 def _mapping(value: Any) -> Mapping[str, Any] | None:
     return dict(value) if isinstance(value, Mapping) else None
 
@@ -539,27 +573,44 @@ def _checkpoint(value: Any) -> UsageCheckpoint | None:
     )
 
 
-_SUMMARY_FIELDS = (
-    "state",
-    "counts",
-    "created_at",
-    "deadline_at",
-    "completed_at",
-    "routing_mode",
-    "sla_tier",
-    "privacy_tier",
-    "execution_summary",
-)
+class BatchEventSummary(TypedDict):
+    """The `batch` object of an event: id, state and the public summary fields the record has."""
+
+    id: str
+    state: BatchState
+    counts: NotRequired[dict[str, int]]
+    created_at: str
+    deadline_at: NotRequired[str]
+    completed_at: NotRequired[str]
+    routing_mode: NotRequired[str]
+    sla_tier: NotRequired[str]
+    privacy_tier: NotRequired[str]
+    execution_summary: NotRequired[ExecutionSummaryItem]
 
 
-def batch_summary(batch: BatchRecord) -> dict[str, Any]:
+_SUMMARY_TEXTS: Final[
+    tuple[Literal["deadline_at", "completed_at", "routing_mode", "sla_tier", "privacy_tier"], ...]
+] = ("deadline_at", "completed_at", "routing_mode", "sla_tier", "privacy_tier")
+
+
+def batch_summary(batch: BatchRecord) -> BatchEventSummary:
     """The `batch` object of an event, from the batch record: id, state and the public
     summary fields it has, as stored. Never the webhook, its secret or internal bookkeeping."""
-    stored = batch.to_mapping()
-    summary: dict[str, Any] = {"id": batch.batch_id}
-    for name in _SUMMARY_FIELDS:
-        if stored.get(name) is not None:
-            summary[name] = stored[name]
+    summary: BatchEventSummary
+    if batch.counts is not None:  # between state and created_at, as the record stores them
+        summary = {
+            "id": batch.batch_id,
+            "state": batch.state,
+            "counts": dict(batch.counts),
+            "created_at": batch.created_at,
+        }
+    else:
+        summary = {"id": batch.batch_id, "state": batch.state, "created_at": batch.created_at}
+    for name in _SUMMARY_TEXTS:
+        if (text := getattr(batch, name)) is not None:
+            summary[name] = text
+    if batch.execution_summary is not None:
+        summary["execution_summary"] = batch.execution_summary.to_mapping()
     return summary
 
 

@@ -12,10 +12,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any, NotRequired, TypedDict
+from typing import NotRequired, TypedDict
 
 from batchroute.domain.billing.ledger import SettlementResult
 from batchroute.domain.catalog.pricing import FeeBasisView, LaneUsage, PriceEstimateView
+from batchroute.domain.routing.engine import LaneProofView, RejectionView, RoutePlanView
 from batchroute.domain.routing.lane_plan import LaneRecord, plan_groups, plan_lane_entry
 from batchroute.money import Money, MoneyView
 
@@ -46,7 +47,7 @@ class ReceiptLane(TypedDict):
     usage: TokenUsage
     unit_prices: dict[str, str]
     cost: MoneyView
-    proof: Mapping[str, Any] | None
+    proof: LaneProofView | None
     failover_from: str | None
     latest_error: str | None
 
@@ -57,8 +58,8 @@ class RejectedLane(TypedDict):
     lane_id: str | None
     provider: str | None
     model: str | None
-    rejection: Mapping[str, Any] | None
-    proof: Mapping[str, Any] | None
+    rejection: RejectionView | None
+    proof: LaneProofView | None
 
 
 class BatchCounts(TypedDict):
@@ -87,8 +88,8 @@ class ReceiptCredits:
         return cls(Money.zero(), Money.zero(), Money.zero(), at)
 
 
-class BillingReceipt(TypedDict):
-    """The billing receipt (interface spec "Billing receipt")."""
+class ReceiptTotals(TypedDict):
+    """The billing receipt without its lane lists (interface spec "Billing receipt")."""
 
     object: str
     version: int
@@ -105,8 +106,22 @@ class BillingReceipt(TypedDict):
     credit_released: MoneyView
     settled_at: str
     item_counts: BatchCounts
+
+
+class BillingReceipt(ReceiptTotals):
+    """The billing receipt (interface spec "Billing receipt")."""
+
     provider_lanes: list[ReceiptLane]
     rejected_lanes: list[RejectedLane]
+
+
+class InlineReceipt(ReceiptTotals, total=False):
+    """The receipt as the batch record keeps it: whole, or without its lane lists when it
+    would be too large to inline (then `lists_in` names the stored receipt)."""
+
+    provider_lanes: list[ReceiptLane]
+    rejected_lanes: list[RejectedLane]
+    lists_in: str
 
 
 def _price(unit_prices: Mapping[str, str], name: str) -> Decimal:
@@ -144,7 +159,7 @@ def lane_ran(lane: LaneRecord, tally: Mapping[str, int]) -> bool:
 def provider_lanes(
     lanes: Iterable[LaneRecord],
     tallies: Mapping[str, Mapping[str, int]],
-    plan: Mapping[str, Any],
+    plan: RoutePlanView | None,
 ) -> list[ReceiptLane]:
     """The receipt's lanes that ran, each with what it delivered, its usage (completed rows),
     locked unit prices, provider cost and the quote-time data/privacy proof."""
@@ -184,7 +199,7 @@ def provider_lanes(
     return shown
 
 
-def rejected_lanes(plan: Mapping[str, Any]) -> list[RejectedLane]:
+def rejected_lanes(plan: RoutePlanView | None) -> list[RejectedLane]:
     """The quote's rejected lanes with their rejection receipts, as planned."""
     return [
         {
@@ -194,7 +209,7 @@ def rejected_lanes(plan: Mapping[str, Any]) -> list[RejectedLane]:
             "rejection": entry.get("rejection"),
             "proof": entry.get("proof"),
         }
-        for group in plan.get("groups") or []
+        for group in (plan.get("groups") if plan is not None else None) or []
         for entry in group.get("rejected_lanes") or []
     ]
 

@@ -14,10 +14,16 @@ import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
-from typing import Any, Final, Literal, NotRequired, TypedDict
+from typing import Final, Literal, NotRequired, TypedDict
 
 from batchroute.domain.catalog.catalog import BatchLimits
-from batchroute.domain.routing.engine import LaneProofView, RejectedLaneView, RejectionView, SelectedLaneView
+from batchroute.domain.routing.engine import (
+    LaneProofView,
+    RejectedLaneView,
+    RejectionView,
+    RoutePlanView,
+    SelectedLaneView,
+)
 from batchroute.domain.routing.items import BatchItem, InputLine
 
 OUTRANKED = "outranked"
@@ -116,7 +122,7 @@ class PlanGroup:
     rejected: tuple[PlanLane, ...]
 
 
-def plan_groups(plan: Mapping[str, Any] | None) -> tuple[PlanGroup, ...]:
+def plan_groups(plan: RoutePlanView | None) -> tuple[PlanGroup, ...]:
     """The groups of the quote's plan (`BatchRecord.plan`, the snapshot's routing as stored)."""
     return tuple(
         PlanGroup(
@@ -124,7 +130,7 @@ def plan_groups(plan: Mapping[str, Any] | None) -> tuple[PlanGroup, ...]:
             selected=tuple(PlanLane.from_selected(e) for e in group.get("selected_lanes") or []),
             rejected=tuple(PlanLane.from_rejected(e) for e in group.get("rejected_lanes") or []),
         )
-        for group in (plan or {}).get("groups") or []
+        for group in (plan.get("groups") if plan is not None else None) or []
     )
 
 

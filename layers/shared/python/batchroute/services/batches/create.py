@@ -22,6 +22,7 @@ from batchroute.domain.accounts.access import Principal, authorize, require_same
 from batchroute.domain.batches.artifact_keys import input_chunk_key
 from batchroute.domain.batches.jsonl import LineError, parse_jsonl
 from batchroute.domain.batches.record import (
+    BatchChanges,
     BatchIntake,
     BatchRecord,
     BatchSource,
@@ -489,7 +490,7 @@ class BatchService:
                 details={"state": batch.state},
             )
         now = isoformat(self.clock.now())
-        extra: dict[str, object] = {"completed_at": now}
+        extra: BatchChanges = {"completed_at": now}
         if reason:
             extra["cancel_reason"] = reason
         if not self.records.transition(batch_id, "canceled", at=now, extra=extra):

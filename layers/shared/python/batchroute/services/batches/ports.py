@@ -5,7 +5,13 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
-from batchroute.domain.batches.record import BatchRecord, IdempotencyRecord, WorkOrderRef
+from batchroute.domain.batches.record import (
+    BatchChanges,
+    BatchRecord,
+    IdempotencyRecord,
+    PlanChanges,
+    WorkOrderRef,
+)
 from batchroute.domain.batches.states import BatchState
 from batchroute.domain.billing.spending_limit import LimitGuard
 from batchroute.domain.routing.lane_plan import LaneRecord
@@ -57,7 +63,7 @@ class BatchStore(Protocol):
     def schedule_reclaim(self, batch_id: str, *, review_at: str) -> bool: ...
 
     def transition(
-        self, batch_id: str, target: BatchState, *, at: str, extra: dict[str, Any] | None = None
+        self, batch_id: str, target: BatchState, *, at: str, extra: BatchChanges | None = None
     ) -> bool: ...
 
     def create(
@@ -78,11 +84,11 @@ class BatchStore(Protocol):
 
     def count_for_org(self, org_id: str) -> int: ...
 
-    def update(self, batch_id: str, changes: dict[str, Any]) -> bool: ...
+    def update(self, batch_id: str, changes: BatchChanges) -> bool: ...
 
-    def update_seeing_work_order(self, batch_id: str, changes: dict[str, Any]) -> WorkOrderRef | None: ...
+    def update_seeing_work_order(self, batch_id: str, changes: BatchChanges) -> WorkOrderRef | None: ...
 
-    def update_plan(self, batch_id: str, changes: dict[str, Any]) -> None: ...
+    def update_plan(self, batch_id: str, changes: PlanChanges) -> None: ...
 
     def cursor(self, batch_id: str, step: str) -> dict[str, Any] | None: ...
 

@@ -217,7 +217,7 @@ def batch_details(batch: BatchRecord, *, delivery: Mapping[str, Any] | None = No
     client_reference}` or null: docs/work-orders.md), the plan, and delivery state
     (`delivery`: the bucket delivery's view, services/delivery/buckets.py)."""
     webhook = batch.webhook
-    plan = batch.plan or {}
+    groups = batch.plan.get("groups", []) if batch.plan else []
     return {
         "item_count": batch.item_count,
         "chunk_count": batch.chunk_count,
@@ -229,7 +229,7 @@ def batch_details(batch: BatchRecord, *, delivery: Mapping[str, Any] | None = No
                     "item_count": group.get("item_count"),
                     "selected_lanes": [lane.get("lane_id") for lane in group.get("selected_lanes", [])],
                 }
-                for group in plan.get("groups", [])
+                for group in groups
             ],
             "fee_kind": batch.fee_kind,
             "reserved": Money(batch.reserved_micros).to_api(),

@@ -41,7 +41,7 @@ from batchroute.domain.batches.artifact_keys import (
     results_index_key,
     results_key,
 )
-from batchroute.domain.batches.record import ArtifactKeys, BatchRecord
+from batchroute.domain.batches.record import ArtifactKeys, BatchChanges, BatchRecord
 from batchroute.domain.batches.states import TERMINAL
 from batchroute.domain.routing.lane_plan import LaneRecord, lane_chunk_done
 from batchroute.domain.workflow.results import ArtifactRow, MergeTally, ResultLine, merge_chunk, missing_row
@@ -377,7 +377,7 @@ class Finalizer:
             result_count=result_count,
             error_count=error_count,
         )
-        changes: dict[str, Any] = {
+        changes: BatchChanges = {
             "artifacts": artifacts.to_mapping(),
             "counts": counts_of(tally, unrun_canceled=cursor.unrun_canceled),
             "lane_tallies": {key: lane.to_dict() for key, lane in tally.lanes.items()},

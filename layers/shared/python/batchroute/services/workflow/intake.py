@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 from batchroute.clock import Clock, isoformat
 from batchroute.domain.batches.preflight import Preflight
-from batchroute.domain.batches.record import BatchIntake, BatchRecord, IntakeError
+from batchroute.domain.batches.record import BatchChanges, BatchIntake, BatchRecord, IntakeError
 from batchroute.errors import Conflict, Forbidden, Gone, InvalidRequest, NotFound, PermanentError
 from batchroute.services.batches.input_chunks import InputChunkWriter
 from batchroute.services.batches.ports import BatchStore, ObjectStore
@@ -80,7 +80,7 @@ class Intake:
             batch.batch_id,
             {"chunk_models": writer.chunk_models, "intake": replace(intake, done=True).to_mapping()},
         )
-        done: dict[str, int | list[str]] = {"chunk_count": writer.chunk_count}
+        done: BatchChanges = {"chunk_count": writer.chunk_count}
         if writer.presets:  # the preset versions its items used (docs/presets.md)
             done["presets"] = list(writer.presets)
         self.records.update(batch.batch_id, done)

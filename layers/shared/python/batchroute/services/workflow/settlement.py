@@ -19,7 +19,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import replace
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Protocol
 
 from batchroute.clock import Clock, isoformat
 from batchroute.domain.batches.artifact_keys import receipt_key
@@ -29,6 +29,7 @@ from batchroute.domain.billing.controls import BillingControls
 from batchroute.domain.billing.ledger import SettlementResult, UnknownReservation, period_keys
 from batchroute.domain.billing.settlement import (
     BillingReceipt,
+    InlineReceipt,
     ReceiptCredits,
     build_receipt,
     charged_usage,
@@ -104,7 +105,7 @@ class Settlement:
         result = self._charge(batch, org_id, breakdown.total, controls, now, usage_charge)
         credits = ReceiptCredits.of(result) if result is not None else ReceiptCredits.nothing(isoformat(now))
         absorbed = result.absorbed if result is not None else Money.zero()
-        plan = batch.plan or {}
+        plan = batch.plan
         receipt = build_receipt(
             batch_id=batch_id,
             breakdown_api=breakdown.to_api(),
@@ -183,11 +184,12 @@ class Settlement:
             raise SettlementFailed(f"batch {batch.batch_id}: reservation {reservation_id} not found") from exc
 
 
-def _inline_billing(receipt: BillingReceipt, key: str) -> dict[str, Any]:
+def _inline_billing(receipt: BillingReceipt, key: str) -> InlineReceipt:
     """The receipt as the batch record keeps it: whole, or without its lane lists (then
     `lists_in` names the stored receipt) when it would be too large to inline."""
+    billing: InlineReceipt = {**receipt, "lists_in": key}
     if len(json.dumps(receipt, default=str)) <= MAX_INLINE_RECEIPT_BYTES:
-        return dict(receipt)
-    billing = {k: v for k, v in receipt.items() if k not in ("provider_lanes", "rejected_lanes")}
-    billing["lists_in"] = key
+        del billing["lists_in"]  # whole
+    else:
+        del billing["provider_lanes"], billing["rejected_lanes"]
     return billing

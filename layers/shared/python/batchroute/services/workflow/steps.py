@@ -33,7 +33,7 @@ from datetime import datetime
 from typing import Protocol
 
 from batchroute.clock import Clock, isoformat
-from batchroute.domain.batches.record import BatchRecord
+from batchroute.domain.batches.record import BatchChanges, BatchRecord
 from batchroute.domain.batches.states import TERMINAL, BatchState
 from batchroute.domain.delivery.webhooks import WebhookDeliveryRecord
 from batchroute.errors import PermanentError
@@ -84,7 +84,7 @@ class WorkflowRecords(Protocol):
     def get(self, batch_id: str) -> BatchRecord | None: ...
 
     def transition(
-        self, batch_id: str, target: BatchState, *, at: str, extra: dict[str, object] | None = None
+        self, batch_id: str, target: BatchState, *, at: str, extra: BatchChanges | None = None
     ) -> bool: ...
 
 

@@ -13,7 +13,7 @@ from typing import Any, NotRequired, Protocol, TypedDict
 from aws_lambda_powertools.metrics import MetricUnit
 
 from batchroute.clock import Clock, isoformat
-from batchroute.domain.batches.record import UsageCheckpoint
+from batchroute.domain.batches.record import BatchChanges, UsageCheckpoint
 from batchroute.domain.batches.states import BatchState
 from batchroute.domain.billing.ledger import Purpose, Reservation, period_keys
 from batchroute.domain.billing.usage import UsageCharge, UsageLine, usage_day
@@ -31,7 +31,7 @@ class ExpiryRecords(Protocol):
     def past_deadline(self, now_iso: str, limit: int = 100) -> list[str]: ...
 
     def transition(
-        self, batch_id: str, target: BatchState, *, at: str, extra: dict[str, object] | None = None
+        self, batch_id: str, target: BatchState, *, at: str, extra: BatchChanges | None = None
     ) -> bool: ...
 
 
