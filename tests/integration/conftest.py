@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from moto import mock_aws
+from moto.core.config import DefaultConfig
 from moto.dynamodb.responses import DynamoHandler
 
 from batchroute import resources
@@ -23,10 +24,18 @@ from batchroute_tools.local.provision import LOCAL_ACCOUNT, LOCAL_REGION, LocalS
 # end-to-end suite runs the whole stack through them as `make run` does.
 os.environ.setdefault("SIMULATED_PROVIDERS", "1")
 
+# moto by default drops boto3's default session on every start, so each test's first clients
+# re-read botocore's service models and endpoint rules from disk (seconds per test); the
+# fake credentials the tests set make keeping it safe.
+MOTO_CONFIG: DefaultConfig = {
+    "core": {"mock_credentials": True, "reset_boto3_session": False},
+    "stepfunctions": {"execute_state_machine": True},
+}
+
 
 @pytest.fixture
 def local_aws() -> Iterator[LocalStack]:
-    with mock_aws(config={"stepfunctions": {"execute_state_machine": True}}):
+    with mock_aws(config=MOTO_CONFIG):
         reset_clients()
         stack = provision(
             prefix=resources.resource_prefix("local"),

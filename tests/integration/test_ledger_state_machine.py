@@ -55,6 +55,7 @@ from batchroute.domain.billing.reconciliation import LedgerCredit
 from batchroute.domain.billing.spending_limit import LimitGuard
 from batchroute.errors import PaymentRequired
 from batchroute.money import Money
+from tests.integration.conftest import MOTO_CONFIG
 
 ORG = "org_machine"
 TABLE = "machine-ledger"
@@ -111,7 +112,7 @@ class LedgerMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         # local_aws is a pytest fixture, out of reach here: each example gets its own moto.
-        self.aws = mock_aws()
+        self.aws = mock_aws(config=MOTO_CONFIG)
         self.aws.start()
         dynamodb = dynamodb_client()
         create_ledger_table(dynamodb, TABLE)

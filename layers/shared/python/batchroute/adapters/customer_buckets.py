@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from typing import Any, BinaryIO
 
-import boto3
 from boto3.s3.transfer import TransferConfig
 from botocore.config import Config
 from botocore.exceptions import (
@@ -29,6 +28,7 @@ from botocore.exceptions import (
     ReadTimeoutError,
 )
 
+from batchroute.adapters.aws import new_client
 from batchroute.adapters.pinned_s3 import PinnedSender
 from batchroute.adapters.s3_objects import S3Objects
 from batchroute.domain.delivery.network import UrlGuard
@@ -124,7 +124,7 @@ class CustomerBuckets:
             request_checksum_calculation="when_required",
             response_checksum_validation="when_required",
         )
-        s3 = boto3.session.Session().client(
+        s3 = new_client(
             "s3",
             region_name=target.region or DEFAULT_SIGNING_REGION,
             endpoint_url=target.endpoint_url,

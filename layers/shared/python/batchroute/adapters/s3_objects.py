@@ -10,10 +10,9 @@ from collections.abc import Iterable, Iterator
 from functools import cache
 from typing import Any, Protocol, TypeVar
 
-import boto3
 from botocore.config import Config
 
-from batchroute.adapters.aws import client
+from batchroute.adapters.aws import client, new_client
 from batchroute.config import get_settings
 from batchroute.domain.batches.files import PartsRefused
 
@@ -30,7 +29,7 @@ def presigning_client() -> Any:
     local: this client never calls AWS."""
     settings = get_settings()
     style = "path" if settings.aws_endpoint_url else "virtual"
-    return boto3.session.Session().client(
+    return new_client(
         "s3",
         region_name=settings.aws_region,
         endpoint_url=settings.aws_endpoint_url,
