@@ -1,5 +1,5 @@
 // Small building blocks every page uses: the error line, a labelled field, a loading state.
-import { cloneElement, isValidElement, useCallback, useEffect, useState, type ReactNode } from "react";
+import { cloneElement, isValidElement, useCallback, useEffect, useRef, useState, type ReactNode } from "react";
 import { describe } from "../api/client";
 import { itemsEnded, type ItemCounts } from "../format";
 
@@ -53,6 +53,9 @@ export function Field({ id, label, error, hint, children }: FieldProps) {
   );
 }
 
+/** How often a page that follows live work (batches running or settling) asks again. */
+export const POLL_MS = 2000;
+
 /** Load something once (and again on `reload`), keeping the error for the page to show. */
 export function useLoad<T>(load: () => Promise<T>, deps: unknown[] = []) {
   const [data, setData] = useState<T | undefined>(undefined);
@@ -60,14 +63,24 @@ export function useLoad<T>(load: () => Promise<T>, deps: unknown[] = []) {
   const [loading, setLoading] = useState(true);
   // `deps` say when `load` must run again (the page's filters), as in useEffect.
   const run = useCallback(load, deps);
+  // An answer is drawn only if no later call's answer was drawn before it: an older one that
+  // lands late (a poll slower than the filter change after it) never covers the newer.
+  const calls = useRef(0);
+  const drawn = useRef(0);
   const reload = useCallback(async () => {
+    const call = ++calls.current;
     try {
-      setData(await run());
+      const answer = await run();
+      if (call < drawn.current) return;
+      drawn.current = call;
+      setData(answer);
       setError(null);
     } catch (caught) {
+      if (call < drawn.current) return;
+      drawn.current = call;
       setError(caught);
     } finally {
-      setLoading(false);
+      if (call >= drawn.current) setLoading(false);
     }
   }, [run]);
   useEffect(() => {

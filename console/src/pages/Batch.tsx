@@ -8,8 +8,7 @@ import { Link, useNavigate, useParams } from "react-router-dom";
 import { Bar, BarChart, CartesianGrid, Legend, ResponsiveContainer, Tooltip, XAxis, YAxis } from "recharts";
 import { ApiError, api, call, type Schemas } from "../api/client";
 import { TERMINAL_STATES, isSettled, money, when } from "../format";
-import { BatchProgress, Empty, ErrorLine, Field, Loading, useLoad } from "../components/ui";
-import { POLL_MS } from "./Batches";
+import { BatchProgress, Empty, ErrorLine, Field, Loading, POLL_MS, useLoad } from "../components/ui";
 
 type Receipt = Schemas["BillingReceipt"];
 

@@ -4,10 +4,9 @@ import { useEffect } from "react";
 import { Link, useSearchParams } from "react-router-dom";
 import { api, call } from "../api/client";
 import { isSettled, when } from "../format";
-import { BatchProgress, Empty, ErrorLine, Field, Loading, useLoad } from "../components/ui";
+import { BatchProgress, Empty, ErrorLine, Field, Loading, POLL_MS, useLoad } from "../components/ui";
 
 const FILTERS = ["", "active", "completed", "failed", "canceled", "expired"];
-export const POLL_MS = 2000;
 
 export function Batches() {
   const [params, setParams] = useSearchParams();

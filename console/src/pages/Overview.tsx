@@ -4,8 +4,7 @@ import { useEffect } from "react";
 import { Link } from "react-router-dom";
 import { api, call } from "../api/client";
 import { isSettled, money, when } from "../format";
-import { BatchProgress, Empty, ErrorLine, Loading, ProgressBar, useLoad } from "../components/ui";
-import { POLL_MS } from "./Batches";
+import { BatchProgress, Empty, ErrorLine, Loading, POLL_MS, ProgressBar, useLoad } from "../components/ui";
 
 export function Overview() {
   const usage = useLoad(() => call(api.GET("/v1/usage")));
