@@ -70,8 +70,9 @@ test-e2e: setup console browser
 	$(VENV)/bin/pytest tests/e2e
 
 test: lint typecheck build console browser
-	# unit, integration and fault tests are isolated per process (moto in-process): two workers
-	$(VENV)/bin/pytest -n 2 tests/unit tests/integration tests/faults
+	# unit, integration and fault tests are isolated per process (moto in-process): two workers,
+	# each stealing from the other when its share runs out (the slow tests do not queue at the end)
+	$(VENV)/bin/pytest -n 2 --dist worksteal tests/unit tests/integration tests/faults
 	$(VENV)/bin/pytest tests/infra tests/e2e
 
 bench: setup build
