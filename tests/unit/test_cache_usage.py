@@ -4,6 +4,9 @@ vendor-shaped answer into `Usage.cached_input_tokens` / `cache_write_input_token
 
 from __future__ import annotations
 
+from batchroute.domain.chat.holds import ChatOutcome
+from batchroute.domain.compat.batches import vendor_body
+from batchroute.domain.workflow.results import ArtifactRow, LineUsage
 from batchroute.providers import base
 from batchroute.providers.anthropic import transform as anthropic
 from batchroute.providers.bedrock import transform as bedrock
@@ -164,3 +167,49 @@ def test_usage_sums_the_cache_counts() -> None:
     total = base.Usage(100, 5, cached_input_tokens=60) + base.Usage(50, 1, cache_write_input_tokens=40)
     assert total == base.Usage(150, 6, cached_input_tokens=60, cache_write_input_tokens=40)
     assert total.fresh_input_tokens == 50
+
+
+# -- the split where token counts are shown ---------------------------------------------------
+
+
+def _row(usage: LineUsage) -> ArtifactRow:
+    return {
+        "customer_item_id": "a",
+        "sequence_number": 0,
+        "status": "completed",
+        "output": {"type": "message", "role": "assistant", "content": "Hi.", "finish_reason": "stop"},
+        "error": None,
+        "raw": None,
+        "model": "gpt-4o-mini",
+        "provider": "openai",
+        "usage": usage,
+    }
+
+
+def test_compat_output_lines_fill_the_vendor_cache_fields_from_the_real_counts() -> None:
+    row = _row({"prompt_tokens": 2000, "completion_tokens": 10, "cached_input_tokens": 1536})
+    chat = vendor_body("/v1/chat/completions", row, request_id="r1", created=1)
+    assert chat["usage"]["prompt_tokens_details"] == {"cached_tokens": 1536}
+    response = vendor_body("/v1/responses", row, request_id="r1", created=1)
+    assert response["usage"]["input_tokens_details"] == {"cached_tokens": 1536, "cache_write_tokens": 0}
+    plain = vendor_body(
+        "/v1/chat/completions", _row({"prompt_tokens": 20, "completion_tokens": 1}), request_id="r", created=1
+    )
+    assert "prompt_tokens_details" not in plain["usage"]
+
+
+def test_a_direct_request_record_keeps_the_cache_counts() -> None:
+    outcome = ChatOutcome(
+        completed=True,
+        at="2026-11-29T12:00:00Z",
+        prompt_tokens=4000,
+        completion_tokens=20,
+        latest_error=None,
+        billing={},
+        cached_input_tokens=3500,
+    )
+    assert outcome.to_changes()["usage"] == {
+        "prompt_tokens": 4000,
+        "completion_tokens": 20,
+        "cached_input_tokens": 3500,
+    }
