@@ -508,6 +508,8 @@ def chat_usage(lane: DirectLane, usage: Usage, *, day: str) -> UsageCharge:
                 ),
                 input_tokens=usage.prompt_tokens,
                 output_tokens=usage.completion_tokens,
+                cached_input_tokens=usage.cached_input_tokens,
+                cache_write_input_tokens=usage.cache_write_input_tokens,
                 chat_requests=1,
             ),
         ),
