@@ -32,7 +32,7 @@ from batchroute.domain.accounts.audit import AuditEntry
 from batchroute.domain.batches.record import BatchRecord
 from batchroute.domain.batches.states import BatchState
 from batchroute.domain.billing.controls import BillingControls
-from batchroute.domain.catalog.pricing import LaneUsage, settle_price
+from batchroute.domain.catalog.pricing import CacheUse, LaneUsage, settle_price
 from batchroute.domain.routing.lane_plan import (
     LaneRecord,
     lane_chunk_done,
@@ -145,9 +145,11 @@ def _expected_charge(batch_id: str) -> Money:
                     completion,
                     Decimal(prices["input_per_mtok"]),
                     Decimal(prices["output_per_mtok"]),
-                    cached_input_tokens=cached,
-                    cached_input_per_mtok=Decimal(
-                        prices.get("cached_input_per_mtok", prices["input_per_mtok"])
+                    cache=CacheUse(
+                        cached_input_tokens=cached,
+                        cached_input_per_mtok=Decimal(
+                            prices.get("cached_input_per_mtok", prices["input_per_mtok"])
+                        ),
                     ),
                 )
             )

@@ -491,8 +491,8 @@ def batch_usage_lines(
                 cost=usage.cost,
                 input_tokens=usage.prompt_tokens,
                 output_tokens=usage.output_tokens,
-                cached_input_tokens=usage.cached_input_tokens,
-                cache_write_input_tokens=usage.cache_write_input_tokens,
+                cached_input_tokens=usage.cache.cached_input_tokens,
+                cache_write_input_tokens=usage.cache.cache_write_input_tokens,
                 batch_items=0 if chat else completed,
                 chat_requests=completed if chat else 0,
             )

@@ -32,22 +32,36 @@ _HUNDRED = Decimal(100)
 
 
 @dataclass(frozen=True)
+class CacheUse:
+    """The prompt-cache part of an input: tokens read from the cache and written to it, each
+    at its price (None: billed at the input price)."""
+
+    cached_input_tokens: int = 0
+    cache_write_input_tokens: int = 0
+    cached_input_per_mtok: Decimal | None = None
+    cache_write_input_per_mtok: Decimal | None = None
+
+    @classmethod
+    def priced(cls, cached: int, written: int, prices: UnitPrices) -> CacheUse:
+        return cls(cached, written, prices.cached_input_per_mtok, prices.cache_write_input_per_mtok)
+
+
+NO_CACHE = CacheUse()
+
+
+@dataclass(frozen=True)
 class LaneUsage:
     """Tokens on one lane at that lane's locked batch prices (USD per million tokens).
 
-    `prompt_tokens` is all input; `cached_input_tokens` and `cache_write_input_tokens` are
-    the parts of it the vendor read from / wrote to its prompt cache, at their own prices
-    (None: the input price)."""
+    `prompt_tokens` is all input; `cache` the parts of it the vendor read from / wrote to
+    its prompt cache, at their own locked prices."""
 
     lane_id: str
     prompt_tokens: int
     output_tokens: int
     input_per_mtok: Decimal
     output_per_mtok: Decimal
-    cached_input_tokens: int = 0
-    cache_write_input_tokens: int = 0
-    cached_input_per_mtok: Decimal | None = None
-    cache_write_input_per_mtok: Decimal | None = None
+    cache: CacheUse = NO_CACHE
 
     @property
     def cost(self) -> Decimal:
@@ -56,12 +70,7 @@ class LaneUsage:
             self.output_tokens,
             self.input_per_mtok,
             self.output_per_mtok,
-            cache=CacheUse(
-                self.cached_input_tokens,
-                self.cache_write_input_tokens,
-                self.cached_input_per_mtok,
-                self.cache_write_input_per_mtok,
-            ),
+            cache=self.cache,
         )
 
 
@@ -134,24 +143,6 @@ class FeeBasisView(TypedDict):
 
 def _pct(value: Decimal) -> str:
     return format(value.normalize(), "f")
-
-
-@dataclass(frozen=True)
-class CacheUse:
-    """The prompt-cache part of an input: tokens read from the cache and written to it, each
-    at its price (None: billed at the input price)."""
-
-    cached_input_tokens: int = 0
-    cache_write_input_tokens: int = 0
-    cached_input_per_mtok: Decimal | None = None
-    cache_write_input_per_mtok: Decimal | None = None
-
-    @classmethod
-    def priced(cls, cached: int, written: int, prices: UnitPrices) -> CacheUse:
-        return cls(cached, written, prices.cached_input_per_mtok, prices.cache_write_input_per_mtok)
-
-
-NO_CACHE = CacheUse()
 
 
 def token_cost(
