@@ -413,16 +413,22 @@ def response_result(custom_id: str, body: Mapping[str, Any]) -> base.ProviderRes
         output["tool_calls"] = calls
     if refusals:
         output["refusal"] = "".join(refusals)
-    usage = _mapping(body.get("usage"))
-    details = _mapping(usage.get("input_tokens_details"))  # cache reads and writes, within input
-    counted = base.Usage(
-        int(usage.get("input_tokens") or 0),
-        int(usage.get("output_tokens") or 0),
+    counted = response_usage(body.get("usage"), tools)
+    return base.ProviderResult(custom_id, "completed", output=output, raw=dict(body), usage=counted)
+
+
+def response_usage(usage: object, tools: Mapping[str, int]) -> base.Usage:
+    """A Response's usage: `input_tokens` counts all input, of which `input_tokens_details`
+    names the cache reads (`cached_tokens`) and writes (`cache_write_tokens`)."""
+    given = _mapping(usage)
+    details = _mapping(given.get("input_tokens_details"))
+    return base.Usage(
+        int(given.get("input_tokens") or 0),
+        int(given.get("output_tokens") or 0),
         tuple(sorted(tools.items())),
         cached_input_tokens=int(details.get("cached_tokens") or 0),
         cache_write_input_tokens=int(details.get("cache_write_tokens") or 0),
     )
-    return base.ProviderResult(custom_id, "completed", output=output, raw=dict(body), usage=counted)
 
 
 @dataclass
