@@ -32,7 +32,7 @@ from batchroute.domain.accounts.audit import AuditEntry
 from batchroute.domain.batches.record import BatchRecord
 from batchroute.domain.batches.states import BatchState
 from batchroute.domain.billing.controls import BillingControls
-from batchroute.domain.catalog.pricing import LaneUsage, settle_price
+from batchroute.domain.catalog.pricing import CacheUse, LaneUsage, settle_price
 from batchroute.domain.routing.lane_plan import (
     LaneRecord,
     lane_chunk_done,
@@ -43,8 +43,10 @@ from batchroute.domain.routing.lane_plan import (
 from batchroute.domain.workflow.results import ChunkTally
 from batchroute.ids import new_id
 from batchroute.money import Money
+from batchroute.providers.base import ProviderRequest
 from batchroute.providers.registry import provider_registry
 from batchroute.providers.retry import RetryPolicy
+from batchroute.providers.simulated import Simulator
 from batchroute.services.batches.views import lane_statuses
 from batchroute.services.workflow.execution import LaneExecutor
 from batchroute.services.workflow.steps import BatchWorkflow, Pipeline
@@ -127,12 +129,13 @@ def _expected_charge(batch_id: str) -> Money:
     usage = []
     artifacts = _artifacts()
     for lane in _records().lanes(batch_id):
-        prompt = completion = 0
+        prompt = completion = cached = 0
         for chunk in lane_done_chunks(lane):
             for line in artifacts.result_lines(batch_id, lane.lane_key, int(chunk)):
                 if line["status"] == "completed":
                     prompt += line["usage"]["prompt_tokens"]
                     completion += line["usage"]["completion_tokens"]
+                    cached += line["usage"].get("cached_input_tokens", 0)
         if prompt or completion:
             prices = lane.unit_prices
             usage.append(
@@ -142,6 +145,12 @@ def _expected_charge(batch_id: str) -> Money:
                     completion,
                     Decimal(prices["input_per_mtok"]),
                     Decimal(prices["output_per_mtok"]),
+                    cache=CacheUse(
+                        cached_input_tokens=cached,
+                        cached_input_per_mtok=Decimal(
+                            prices.get("cached_input_per_mtok", prices["input_per_mtok"])
+                        ),
+                    ),
                 )
             )
     return settle_price(usage, builtin_catalog().fees).total
@@ -316,6 +325,45 @@ def test_a_mixed_batch_runs_to_completed_and_settles_actual_usage_once(
     assert all(a["replayed"] for a in again)
     assert _ledger().snapshot(org.org_id) == before
     assert _artifacts().read_json(receipt_key(created.batch_id)) == receipt
+
+
+def test_a_batch_whose_provider_reported_cached_input_is_charged_less(
+    stack: LocalStack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given two orgs with the same batch of long prompts on the OpenAI batch lane, whose
+    # locked prices include a cached-input price
+    text = " ".join(["shared system prompt words"] * 1500)
+    items = [item(n, GPT, text) for n in range(4)]
+    plain_org, cached_org = new_org(credit_usd="10"), new_org(credit_usd="10")
+    plain = create_batch(plain_org.org_id, items)
+    assert run_workflow(stack, plain.batch_id)["status"] == "SUCCEEDED"
+    # When the vendor reports three quarters of each prompt as read from its cache
+    answer = Simulator.answer
+
+    def cached_answer(self: Simulator, request: ProviderRequest, text: str | None = None) -> Any:
+        given = answer(self, request, text)
+        usage = replace(given.usage, cached_input_tokens=given.usage.prompt_tokens * 3 // 4)
+        return replace(given, usage=usage)
+
+    monkeypatch.setattr(Simulator, "answer", cached_answer)
+    cached = create_batch(cached_org.org_id, items)
+    assert cached.reserved == plain.reserved  # the same quote
+    assert run_workflow(stack, cached.batch_id)["status"] == "SUCCEEDED"
+    # Then the cached batch costs less, by the cached tokens at the cached price, and both keep
+    # reserved = charged + released
+    plain_charged = _assert_settled_exactly(plain_org.org_id, _batch(plain.batch_id), plain.reserved)
+    cached_charged = _assert_settled_exactly(cached_org.org_id, _batch(cached.batch_id), cached.reserved)
+    assert cached_charged < plain_charged
+    assert cached_charged == min(_expected_charge(cached.batch_id), cached.reserved)
+    # And the receipt shows the split next to the locked cache price
+    receipt = _artifacts().read_json(receipt_key(cached.batch_id))
+    assert receipt is not None
+    (lane,) = receipt["provider_lanes"]
+    assert 0 < lane["usage"]["cached_input_tokens"] < lane["usage"]["prompt_tokens"]
+    assert lane["unit_prices"]["cached_input_per_mtok"] == "0.0375"
+    plain_receipt = _artifacts().read_json(receipt_key(plain.batch_id))
+    assert plain_receipt is not None
+    assert "cached_input_tokens" not in plain_receipt["provider_lanes"][0]["usage"]
 
 
 def test_an_unavailable_lane_fails_over_at_the_quoted_prices(stack: LocalStack, org: TestOrg) -> None:

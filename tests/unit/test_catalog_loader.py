@@ -64,8 +64,8 @@ def test_a_float_price_fails_naming_the_file_row_and_key(tmp_path: Path) -> None
     folder = _edited(
         tmp_path,
         "lanes.toml",
-        'price = { input = "0.15", output = "0.60" }',
-        'price = { input = 0.15, output = "0.60" }',
+        'price = { input = "0.15", output = "0.60", cached_input = "0.075" }',
+        'price = { input = 0.15, output = "0.60", cached_input = "0.075" }',
     )
     _fails(folder, "lanes.toml, lanes[0] (openai/gpt-4o-mini): price.input", "decimal string", "float 0.15")
 
@@ -141,8 +141,8 @@ def test_a_float_price_fails_naming_the_file_row_and_key(tmp_path: Path) -> None
         ),
         (
             "catalog.toml",
-            'version = "2026-11-01.1"',
-            'version = "2026-11-01.1"\nversion = "2026-11-02.1"',
+            'version = "2026-11-29.1"',
+            'version = "2026-11-29.1"\nversion = "2026-11-30.1"',
             ("catalog.toml: Cannot overwrite a value (at line 5",),  # TOML's own errors name the line
         ),
         (

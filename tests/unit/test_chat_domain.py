@@ -136,6 +136,16 @@ def test_hold_is_prompt_plus_max_tokens_or_the_lane_limit_on_the_dearest_lane() 
     assert edge.charge(1_000_000, 1_000_000) == Money.usd("0.05")  # direct prices 0.02 + 0.03
 
 
+def test_the_hold_covers_input_billed_as_cache_writes_above_the_input_price() -> None:
+    body = {"model": "claude-sonnet-4", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 10}
+    plan = plan_direct(parse_chat_request(body, CATALOG), CATALOG, live=LIVE, now=NOW, guards=GUARDS)
+    lane = next(lane for lane in plan.lanes if lane.lane.provider == "anthropic")
+    prompt = parse_chat_request(body, CATALOG).facts.prompt_tokens
+    # cache writes at 3.75 per million, above the 3.00 input price
+    assert lane.hold == Money.usd_ceil((Decimal(prompt) * Decimal("3.75") + 10 * Decimal(15)) / 1_000_000)
+    assert lane.charge(prompt, 10, cache_write_input_tokens=prompt) <= lane.hold
+
+
 # -- objects ---------------------------------------------------------------------------------------
 def test_job_ids_share_the_batch_suffix_and_statuses_map() -> None:
     batch_id = "batch_01jabcdefghjkmnpqrstvwxyz0"

@@ -127,7 +127,8 @@ def test_message_maps_text_usage_and_raw() -> None:
         "content": "Hi! My name is Claude. How can I help you today?",
         "finish_reason": "stop",
     }
-    assert result.usage == base.Usage(2095 + 1024, 503)  # cache reads are input too
+    # cache reads are input too, billed at their own price
+    assert result.usage == base.Usage(2095 + 1024, 503, cached_input_tokens=1024)
     assert result.raw == body
 
 

@@ -141,6 +141,32 @@ def test_batch_lines_take_the_completed_lanes_only() -> None:
     assert (chat.batch_items, chat.chat_requests) == (0, 3)
 
 
+def test_the_usage_counters_carry_the_prompt_cache_split_and_its_cheaper_cost() -> None:
+    # Given a lane locked with a cache-read price a tenth of its input price
+    lane = LaneRecord.from_item(
+        {
+            "lane_key": "a",
+            "lane_id": "l1",
+            "model": "m",
+            "provider": "p1",
+            "unit_prices": {"input_per_mtok": "1", "cached_input_per_mtok": "0.1"},
+        }
+    )
+    tally = {"completed": 2, "prompt_tokens": 1_000, "completion_tokens": 0, "cached_input_tokens": 800}
+    (line,) = batch_usage_lines([lane], {"a": tally})
+    # Then the line is priced by kind (200 x 1 + 800 x 0.1) and keeps the split
+    assert line.cost == Decimal("0.00028") and line.cached_input_tokens == 800
+    (counter,) = usage_counters(UsageCharge(DAY, (line, line)), 10)
+    assert counter.figures.cached_input_tokens == 1_600
+    assert counter.figures.to_api()["tokens"] == {
+        "input": 2_000,
+        "output": 0,
+        "total": 2_000,
+        "cached_input": 1_600,
+    }
+    assert "cached_input" not in UsageFigures(input_tokens=5).to_api()["tokens"]
+
+
 # -- periods -------------------------------------------------------------------------------
 def test_the_usage_day_is_the_local_date() -> None:
     at = datetime(2026, 4, 1, 6, 30, tzinfo=UTC)  # 23:30 on March 31 in Los Angeles (PDT)

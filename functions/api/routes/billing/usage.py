@@ -22,6 +22,7 @@ Reader = Annotated[Principal, Depends(require("billing:read"))]
 @router.get(
     "/v1/usage",
     response_model=UsageOut,
+    response_model_exclude_unset=True,  # the prompt-cache token counts appear only when not zero
     responses={
         400: {"model": ErrorEnvelope, "description": "`invalid_request`: an unknown period"},
         401: {"model": ErrorEnvelope, "description": "Missing, invalid or revoked credentials"},

@@ -219,6 +219,7 @@ async def create_chat_completion(request: Request) -> Response:
         finish_reason=call.finish_reason,
         prompt_tokens=usage.prompt_tokens,
         completion_tokens=usage.completion_tokens,
+        cached_tokens=usage.cached_input_tokens,
     )
     return ChatCompletionResponse(completion, call, headers=headers)
 
@@ -334,7 +335,9 @@ async def _events(stream: _Stream) -> AsyncIterator[bytes]:
         yield event(delta={}, finish_reason=call.finish_reason)
         if include_usage:
             usage = call.usage_so_far()
-            yield event(usage=usage_object(usage.prompt_tokens, usage.completion_tokens))
+            yield event(
+                usage=usage_object(usage.prompt_tokens, usage.completion_tokens, usage.cached_input_tokens)
+            )
         yield DONE_EVENT
         stream.error = None
     except Exception:

@@ -216,12 +216,20 @@ class LaneProof(BaseModel):
 
 
 class LaneUnitPrices(BaseModel):
-    """A lane's locked unit prices, USD per million tokens."""
+    """A lane's locked unit prices, USD per million tokens. The prompt-cache prices appear
+    on a lane whose vendor bills cached input apart; without them, cached tokens are billed
+    at `input_per_mtok`."""
 
     currency: str
     basis: Literal["batch"]
     input_per_mtok: str
     output_per_mtok: str
+    cached_input_per_mtok: str | Absent = Field(
+        default=None, description="Input read from the vendor's prompt cache, USD per million tokens."
+    )
+    cache_write_input_per_mtok: str | Absent = Field(
+        default=None, description="Input written to the vendor's prompt cache, USD per million tokens."
+    )
 
 
 class SelectedLaneOut(BaseModel):

@@ -13,8 +13,16 @@ from functions.api.schemas.common import Absent, MoneyOut
 
 
 class TokenUsage(BaseModel):
+    """Tokens of the completed items. `prompt_tokens` is all input; the cache counts (present
+    when the vendor reported any) are the parts of it read from and written to the vendor's
+    prompt cache, each billed at its own unit price."""
+
     prompt_tokens: int
     completion_tokens: int
+    cached_input_tokens: int | Absent = Field(default=None, description="Input read from the prompt cache")
+    cache_write_input_tokens: int | Absent = Field(
+        default=None, description="Input written to the prompt cache"
+    )
 
 
 class ReceiptItemCounts(BaseModel):

@@ -7,13 +7,19 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from functions.api.schemas.common import MoneyOut
+from functions.api.schemas.common import Absent, MoneyOut
 
 
 class UsageTokens(BaseModel):
     input: int = Field(description="prompt tokens of charged work")
     output: int = Field(description="completion tokens of charged work")
     total: int = Field(description="input + output")
+    cached_input: int | Absent = Field(
+        default=None, description="of input, tokens read from the vendor's prompt cache (when any)"
+    )
+    cache_write_input: int | Absent = Field(
+        default=None, description="of input, tokens written to the vendor's prompt cache (when any)"
+    )
 
 
 class UsageRequests(BaseModel):

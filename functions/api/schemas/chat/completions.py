@@ -91,10 +91,17 @@ class ChatCompletionRequest(BaseModel):
 
 
 # -- the answers -------------------------------------------------------------------------
+class PromptTokensDetails(BaseModel):
+    cached_tokens: int = Field(description="Of prompt_tokens, the input read from the vendor's prompt cache")
+
+
 class Usage(BaseModel):
     prompt_tokens: int
     completion_tokens: int
     total_tokens: int
+    prompt_tokens_details: PromptTokensDetails | Absent = Field(
+        default=None, description="Present when the vendor served some input from its prompt cache"
+    )
 
 
 class AssistantMessage(BaseModel):

@@ -233,25 +233,55 @@ def _lane(row: Row, provider: str, defaults: LaneDefaults, model: Model) -> Lane
 
 
 def _price(row: Row, defaults: LaneDefaults) -> LanePrice:
-    """Direct prices from the row; batch prices given, or direct x the batch price factor."""
+    """Direct prices from the row; batch prices given, or direct x the batch price factor.
+    The prompt-cache prices (`cached_input`, `cache_write_input`) are optional: a lane
+    without them bills cached tokens at its input price."""
     price = row.table("price")
     direct_in, direct_out = price.decimal("input"), price.decimal("output")
+    cached, written = _optional(price, "cached_input"), _optional(price, "cache_write_input")
     if price.has("batch_input") or price.has("batch_output"):
         if row.has("batch_price_factor"):
             row.fail("batch_price_factor", "give either batch prices or a batch price factor, not both")
         batch_in, batch_out = price.decimal("batch_input"), price.decimal("batch_output")
+        batch_cached = _batch_cache_price(price, "batch_cached_input", cached)
+        batch_written = _batch_cache_price(price, "batch_cache_write_input", written)
     else:
         factor = _fraction(row, "batch_price_factor", defaults.batch_price_factor)
         batch_in, batch_out = direct_in * factor, direct_out * factor
+        batch_cached = cached * factor if cached is not None else None
+        batch_written = written * factor if written is not None else None
     price.close()
     if batch_in > direct_in or batch_out > direct_out:
         row.fail("price", "a batch price is above the direct price")
+    if cached is not None and cached > direct_in:
+        row.fail("price", "a cached input price is above the input price")
+    if batch_cached is not None and cached is not None and batch_cached > cached:
+        row.fail("price", "a batch cache price is above the direct cache price")
+    if batch_written is not None and written is not None and batch_written > written:
+        row.fail("price", "a batch cache price is above the direct cache price")
     return LanePrice(
         input_per_mtok=direct_in,
         output_per_mtok=direct_out,
         batch_input_per_mtok=batch_in,
         batch_output_per_mtok=batch_out,
+        cached_input_per_mtok=cached,
+        cache_write_input_per_mtok=written,
+        batch_cached_input_per_mtok=batch_cached,
+        batch_cache_write_input_per_mtok=batch_written,
     )
+
+
+def _optional(price: Row, key: str) -> Decimal | None:
+    return price.decimal(key) if price.has(key) else None
+
+
+def _batch_cache_price(price: Row, key: str, direct: Decimal | None) -> Decimal | None:
+    """A batch cache price next to explicit batch prices: required when the direct one is given."""
+    if direct is None:
+        if price.has(key):
+            price.fail(key, "a batch cache price without its direct price")
+        return None
+    return price.decimal(key)
 
 
 def load_workflow_products(folder: Traversable) -> tuple[WorkflowProduct, ...]:

@@ -63,10 +63,21 @@ class ProviderRequest:
 
 @dataclass(frozen=True, slots=True)
 class Usage:
+    """Tokens as the vendor billed them. `prompt_tokens` is ALL input tokens; of those,
+    `cached_input_tokens` were read from the vendor's prompt cache and
+    `cache_write_input_tokens` were written to it (each billed at its own price,
+    docs/ledger.md); the rest (`fresh_input_tokens`) are plain input."""
+
     prompt_tokens: int = 0
     completion_tokens: int = 0
     # Hosted tool calls the vendor bills, by the service's tool name: {"web_search": 2}.
     tool_uses: tuple[tuple[str, int], ...] = ()
+    cached_input_tokens: int = 0
+    cache_write_input_tokens: int = 0
+
+    @property
+    def fresh_input_tokens(self) -> int:
+        return max(0, self.prompt_tokens - self.cached_input_tokens - self.cache_write_input_tokens)
 
     def __add__(self, other: Usage) -> Usage:
         counts = dict(self.tool_uses)
@@ -76,16 +87,29 @@ class Usage:
             self.prompt_tokens + other.prompt_tokens,
             self.completion_tokens + other.completion_tokens,
             tuple(sorted(counts.items())),
+            self.cached_input_tokens + other.cached_input_tokens,
+            self.cache_write_input_tokens + other.cache_write_input_tokens,
         )
 
     def to_dict(self) -> dict[str, Any]:
+        """The result row's usage; the cache counts only when the vendor reported any, so an
+        answer without them keeps its old shape."""
         usage: dict[str, Any] = {
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
         }
+        usage.update(self.cache_counts())
         if self.tool_uses:
             usage["tool_uses"] = dict(self.tool_uses)
         return usage
+
+    def cache_counts(self) -> dict[str, int]:
+        """`cached_input_tokens` / `cache_write_input_tokens`, those that are not zero."""
+        counts = {
+            "cached_input_tokens": self.cached_input_tokens,
+            "cache_write_input_tokens": self.cache_write_input_tokens,
+        }
+        return {name: count for name, count in counts.items() if count}
 
 
 ZERO_USAGE = Usage()

@@ -632,6 +632,7 @@ class LedgerStore(DynamoStore):
         return self._update(
             _key(org_id, usage_sort_key(counter.day, counter.model, counter.provider)),
             "ADD cost_micros :cost, input_tokens :input, output_tokens :output, "
+            "cached_input_tokens :cached, cache_write_input_tokens :written, "
             "batch_items :items, chat_requests :chats "
             "SET #kind = :kind, org_id = :org, #day = :day, #model = :model, #provider = :provider, "
             "updated_at = :at",
@@ -640,6 +641,8 @@ class LedgerStore(DynamoStore):
                 ":cost": f.cost_micros,
                 ":input": f.input_tokens,
                 ":output": f.output_tokens,
+                ":cached": f.cached_input_tokens,
+                ":written": f.cache_write_input_tokens,
                 ":items": f.batch_items,
                 ":chats": f.chat_requests,
                 ":kind": "usage_counter",
@@ -763,6 +766,8 @@ def _usage_counter(item: dict[str, Any]) -> UsageCounter:
             output_tokens=int(item.get("output_tokens", 0)),
             batch_items=int(item.get("batch_items", 0)),
             chat_requests=int(item.get("chat_requests", 0)),
+            cached_input_tokens=int(item.get("cached_input_tokens", 0)),
+            cache_write_input_tokens=int(item.get("cache_write_input_tokens", 0)),
         ),
     )
 

@@ -1,7 +1,9 @@
 """The settled price of a batch and its billing receipt. Pure.
 
 What is charged: for every lane record, the tokens of its COMPLETED rows in the final
-artifact (failed and never-run items are not charged) at that lane's locked unit prices
+artifact (failed and never-run items are not charged) at that lane's locked unit prices,
+each token kind at its own price (fresh input, input read from / written to the vendor's
+prompt cache, output; a lane locked without cache prices bills cached input as input)
 (a failover lane keeps the prices of the lane it took over from: the quote's), priced with
 the fee schedule (`domain/pricing.settle_price`). The ledger then charges at most what was
 reserved (docs/ledger.md: the service absorbs the rest).
@@ -15,7 +17,7 @@ from decimal import Decimal
 from typing import NotRequired, TypedDict
 
 from batchroute.domain.billing.ledger import SettlementResult
-from batchroute.domain.catalog.pricing import FeeBasisView, LaneUsage, PriceEstimateView
+from batchroute.domain.catalog.pricing import CacheUse, FeeBasisView, LaneUsage, PriceEstimateView
 from batchroute.domain.routing.engine import LaneProofView, RejectionView, RoutePlanView
 from batchroute.domain.routing.lane_plan import LaneRecord, plan_groups, plan_lane_entry
 from batchroute.money import Money, MoneyView
@@ -30,8 +32,10 @@ class ItemCounts(TypedDict):
 
 
 class TokenUsage(TypedDict):
-    prompt_tokens: int
+    prompt_tokens: int  # all input
     completion_tokens: int
+    cached_input_tokens: NotRequired[int]  # of the input: read from the prompt cache (when any)
+    cache_write_input_tokens: NotRequired[int]  # of the input: written to it (when any)
 
 
 class ReceiptLane(TypedDict):
@@ -129,6 +133,12 @@ def _price(unit_prices: Mapping[str, str], name: str) -> Decimal:
     return Decimal(str(value)) if value is not None else Decimal(0)
 
 
+def _cache_price(unit_prices: Mapping[str, str], name: str) -> Decimal | None:
+    """A locked prompt-cache price; None (the input price) for a lane locked without one."""
+    value = unit_prices.get(name)
+    return Decimal(str(value)) if value is not None else None
+
+
 def lane_usage(lane: LaneRecord, tally: Mapping[str, int]) -> LaneUsage:
     prices = lane.unit_prices
     return LaneUsage(
@@ -137,7 +147,23 @@ def lane_usage(lane: LaneRecord, tally: Mapping[str, int]) -> LaneUsage:
         output_tokens=int(tally.get("completion_tokens") or 0),
         input_per_mtok=_price(prices, "input_per_mtok"),
         output_per_mtok=_price(prices, "output_per_mtok"),
+        cache=CacheUse(
+            cached_input_tokens=int(tally.get("cached_input_tokens") or 0),
+            cache_write_input_tokens=int(tally.get("cache_write_input_tokens") or 0),
+            cached_input_per_mtok=_cache_price(prices, "cached_input_per_mtok"),
+            cache_write_input_per_mtok=_cache_price(prices, "cache_write_input_per_mtok"),
+        ),
     )
+
+
+def token_usage(usage: LaneUsage) -> TokenUsage:
+    """A lane's usage as the receipt shows it: the cache counts when there are any."""
+    shown: TokenUsage = {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.output_tokens}
+    if usage.cache.cached_input_tokens:
+        shown["cached_input_tokens"] = usage.cache.cached_input_tokens
+    if usage.cache.cache_write_input_tokens:
+        shown["cache_write_input_tokens"] = usage.cache.cache_write_input_tokens
+    return shown
 
 
 def charged_usage(lanes: Iterable[LaneRecord], tallies: Mapping[str, Mapping[str, int]]) -> list[LaneUsage]:
@@ -183,10 +209,7 @@ def provider_lanes(
                     "failed": int(tally.get("failed") or 0),
                     "canceled": lane.canceled,
                 },
-                "usage": {
-                    "prompt_tokens": usage.prompt_tokens,
-                    "completion_tokens": usage.output_tokens,
-                },
+                "usage": token_usage(usage),
                 "unit_prices": dict(lane.unit_prices),
                 "cost": Money.usd_ceil(usage.cost).to_api(),
                 "proof": entry.proof if entry is not None else None,

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
-from typing import Any, Final, Literal, TypedDict, get_args
+from typing import Any, Final, Literal, NotRequired, TypedDict, get_args
 
 from batchroute.clock import isoformat
 from batchroute.domain.billing.settlement import lane_usage
@@ -50,10 +50,13 @@ class UsageLine:
     model: str
     provider: str
     cost: Decimal = Decimal(0)
-    input_tokens: int = 0
+    input_tokens: int = 0  # all input
     output_tokens: int = 0
     batch_items: int = 0  # completed items of a batch
     chat_requests: int = 0  # chat completions (direct or queued)
+    # Of input_tokens, what the vendor read from / wrote to its prompt cache.
+    cached_input_tokens: int = 0
+    cache_write_input_tokens: int = 0
 
 
 @dataclass(frozen=True)
@@ -66,9 +69,12 @@ class UsageCharge:
 
 
 class TokensView(TypedDict):
-    input: int
+    input: int  # all input
     output: int
     total: int
+    # Of the input, what the vendor read from / wrote to its prompt cache (when any).
+    cached_input: NotRequired[int]
+    cache_write_input: NotRequired[int]
 
 
 class RequestsView(TypedDict):
@@ -129,6 +135,8 @@ class UsageFigures:
     output_tokens: int = 0
     batch_items: int = 0
     chat_requests: int = 0
+    cached_input_tokens: int = 0
+    cache_write_input_tokens: int = 0
 
     def __add__(self, other: UsageFigures) -> UsageFigures:
         return UsageFigures(
@@ -137,6 +145,8 @@ class UsageFigures:
             output_tokens=self.output_tokens + other.output_tokens,
             batch_items=self.batch_items + other.batch_items,
             chat_requests=self.chat_requests + other.chat_requests,
+            cached_input_tokens=self.cached_input_tokens + other.cached_input_tokens,
+            cache_write_input_tokens=self.cache_write_input_tokens + other.cache_write_input_tokens,
         )
 
     @property
@@ -144,13 +154,18 @@ class UsageFigures:
         return self == UsageFigures()
 
     def to_api(self) -> FiguresView:
+        tokens: TokensView = {
+            "input": self.input_tokens,
+            "output": self.output_tokens,
+            "total": self.input_tokens + self.output_tokens,
+        }
+        if self.cached_input_tokens:
+            tokens["cached_input"] = self.cached_input_tokens
+        if self.cache_write_input_tokens:
+            tokens["cache_write_input"] = self.cache_write_input_tokens
         return {
             "spend": Money(self.cost_micros).to_api(),
-            "tokens": {
-                "input": self.input_tokens,
-                "output": self.output_tokens,
-                "total": self.input_tokens + self.output_tokens,
-            },
+            "tokens": tokens,
             "requests": {
                 "batch_items": self.batch_items,
                 "chat": self.chat_requests,
@@ -222,6 +237,8 @@ def usage_counters(
                 output_tokens=line.output_tokens,
                 batch_items=line.batch_items,
                 chat_requests=line.chat_requests,
+                cached_input_tokens=line.cached_input_tokens,
+                cache_write_input_tokens=line.cache_write_input_tokens,
             ),
         )
         for line, cost in zip(lines, costs, strict=True)
@@ -252,6 +269,8 @@ def _plus(a: UsageLine | None, b: UsageLine, model: str, provider: str) -> Usage
         output_tokens=a.output_tokens + b.output_tokens,
         batch_items=a.batch_items + b.batch_items,
         chat_requests=a.chat_requests + b.chat_requests,
+        cached_input_tokens=a.cached_input_tokens + b.cached_input_tokens,
+        cache_write_input_tokens=a.cache_write_input_tokens + b.cache_write_input_tokens,
     )
 
 
@@ -472,6 +491,8 @@ def batch_usage_lines(
                 cost=usage.cost,
                 input_tokens=usage.prompt_tokens,
                 output_tokens=usage.output_tokens,
+                cached_input_tokens=usage.cache.cached_input_tokens,
+                cache_write_input_tokens=usage.cache.cache_write_input_tokens,
                 batch_items=0 if chat else completed,
                 chat_requests=completed if chat else 0,
             )

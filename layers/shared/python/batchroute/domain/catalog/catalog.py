@@ -68,13 +68,60 @@ class Provider:
 
 
 @dataclass(frozen=True)
+class UnitPrices:
+    """USD per million tokens of each token kind, on one basis (direct or batch): fresh
+    input, input read from the vendor's prompt cache, input written to it, output."""
+
+    input_per_mtok: Decimal
+    output_per_mtok: Decimal
+    cached_input_per_mtok: Decimal
+    cache_write_input_per_mtok: Decimal
+
+
+@dataclass(frozen=True)
 class LanePrice:
-    """USD per million tokens. `batch_*` are the asynchronous prices the batch API pays."""
+    """USD per million tokens. `batch_*` are the asynchronous prices the batch API pays.
+
+    The prompt-cache prices (cache reads, cache writes) are None on a lane whose vendor
+    publishes none: its cached tokens are billed at its input price."""
 
     input_per_mtok: Decimal
     output_per_mtok: Decimal
     batch_input_per_mtok: Decimal
     batch_output_per_mtok: Decimal
+    cached_input_per_mtok: Decimal | None = None
+    cache_write_input_per_mtok: Decimal | None = None
+    batch_cached_input_per_mtok: Decimal | None = None
+    batch_cache_write_input_per_mtok: Decimal | None = None
+
+    @property
+    def direct(self) -> UnitPrices:
+        return _unit_prices(
+            self.input_per_mtok,
+            self.output_per_mtok,
+            self.cached_input_per_mtok,
+            self.cache_write_input_per_mtok,
+        )
+
+    @property
+    def batch(self) -> UnitPrices:
+        return _unit_prices(
+            self.batch_input_per_mtok,
+            self.batch_output_per_mtok,
+            self.batch_cached_input_per_mtok,
+            self.batch_cache_write_input_per_mtok,
+        )
+
+
+def _unit_prices(
+    input_price: Decimal, output_price: Decimal, cached: Decimal | None, written: Decimal | None
+) -> UnitPrices:
+    return UnitPrices(
+        input_per_mtok=input_price,
+        output_per_mtok=output_price,
+        cached_input_per_mtok=input_price if cached is None else cached,
+        cache_write_input_per_mtok=input_price if written is None else written,
+    )
 
 
 @dataclass(frozen=True)

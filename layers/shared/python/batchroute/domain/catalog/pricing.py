@@ -1,6 +1,8 @@
 """The price of a batch: provider subtotal, service fee, customer discount, total.
 
-    provider subtotal = ceil_µ$( Σ lanes (prompt x input_per_mtok + output x output_per_mtok) / 1e6 )
+    provider subtotal = ceil_µ$( Σ lanes (fresh input x input_per_mtok + cached input x
+                        cached_input_per_mtok + cache-write input x cache_write_input_per_mtok
+                        + output x output_per_mtok) / 1e6 )
     floor fee         = ceil_µ$( subtotal x margin_floor_pct / 100 )
     service fee       = max( ceil_µ$( subtotal x fee_pct / 100 ) + lanes x control_plane_fee, floor fee )
     customer discount = min( requested discount, service fee - floor fee )
@@ -21,7 +23,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Literal, Protocol, TypedDict
 
-from batchroute.domain.catalog.catalog import FeeSchedule, LanePrice
+from batchroute.domain.catalog.catalog import FeeSchedule, LanePrice, UnitPrices
 from batchroute.money import Money, MoneyView, money_text
 
 FeeKind = Literal["batch", "workflow"]
@@ -30,18 +32,46 @@ _HUNDRED = Decimal(100)
 
 
 @dataclass(frozen=True)
+class CacheUse:
+    """The prompt-cache part of an input: tokens read from the cache and written to it, each
+    at its price (None: billed at the input price)."""
+
+    cached_input_tokens: int = 0
+    cache_write_input_tokens: int = 0
+    cached_input_per_mtok: Decimal | None = None
+    cache_write_input_per_mtok: Decimal | None = None
+
+    @classmethod
+    def priced(cls, cached: int, written: int, prices: UnitPrices) -> CacheUse:
+        return cls(cached, written, prices.cached_input_per_mtok, prices.cache_write_input_per_mtok)
+
+
+NO_CACHE = CacheUse()
+
+
+@dataclass(frozen=True)
 class LaneUsage:
-    """Tokens on one lane at that lane's locked batch prices (USD per million tokens)."""
+    """Tokens on one lane at that lane's locked batch prices (USD per million tokens).
+
+    `prompt_tokens` is all input; `cache` the parts of it the vendor read from / wrote to
+    its prompt cache, at their own locked prices."""
 
     lane_id: str
     prompt_tokens: int
     output_tokens: int
     input_per_mtok: Decimal
     output_per_mtok: Decimal
+    cache: CacheUse = NO_CACHE
 
     @property
     def cost(self) -> Decimal:
-        return token_cost(self.prompt_tokens, self.output_tokens, self.input_per_mtok, self.output_per_mtok)
+        return token_cost(
+            self.prompt_tokens,
+            self.output_tokens,
+            self.input_per_mtok,
+            self.output_per_mtok,
+            cache=self.cache,
+        )
 
 
 class PriceEstimateView(TypedDict):
@@ -116,10 +146,42 @@ def _pct(value: Decimal) -> str:
 
 
 def token_cost(
-    prompt_tokens: int, output_tokens: int, input_per_mtok: Decimal, output_per_mtok: Decimal
+    prompt_tokens: int,
+    output_tokens: int,
+    input_per_mtok: Decimal,
+    output_per_mtok: Decimal,
+    *,
+    cache: CacheUse = NO_CACHE,
 ) -> Decimal:
-    """Exact USD for the tokens: no rounding here, callers round once at the end."""
-    return (prompt_tokens * input_per_mtok + output_tokens * output_per_mtok) / _MILLION
+    """Exact USD for the tokens: no rounding here, callers round once at the end. Of the
+    `prompt_tokens` (all input), the cache reads and writes are charged at their own prices
+    and the rest at the input price."""
+    cached, written = cache.cached_input_tokens, cache.cache_write_input_tokens
+    fresh = max(0, prompt_tokens - cached - written)
+    cached_price = input_per_mtok if cache.cached_input_per_mtok is None else cache.cached_input_per_mtok
+    write_price = (
+        input_per_mtok if cache.cache_write_input_per_mtok is None else cache.cache_write_input_per_mtok
+    )
+    input_cost = fresh * input_per_mtok + cached * cached_price + written * write_price
+    return (input_cost + output_tokens * output_per_mtok) / _MILLION
+
+
+def usage_cost(
+    prices: UnitPrices,
+    prompt_tokens: int,
+    output_tokens: int,
+    *,
+    cached_input_tokens: int = 0,
+    cache_write_input_tokens: int = 0,
+) -> Decimal:
+    """Exact USD for the tokens at one basis's unit prices (`LanePrice.direct` / `.batch`)."""
+    return token_cost(
+        prompt_tokens,
+        output_tokens,
+        prices.input_per_mtok,
+        prices.output_per_mtok,
+        cache=CacheUse.priced(cached_input_tokens, cache_write_input_tokens, prices),
+    )
 
 
 def batch_cost(prompt_tokens: int, output_tokens: int, price: LanePrice) -> Decimal:

@@ -80,6 +80,9 @@ class ChatOutcome:
     billing: Mapping[str, Any]  # the receipt, as GET /v1/batches/{id} shows it
     tool_uses: tuple[tuple[str, int], ...] = ()
     lanes: LanesTried | None = None
+    # Of prompt_tokens, what the vendor read from / wrote to its prompt cache.
+    cached_input_tokens: int = 0
+    cache_write_input_tokens: int = 0
 
     def to_changes(self) -> dict[str, Any]:
         """The record's fields this outcome sets."""
@@ -87,6 +90,10 @@ class ChatOutcome:
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
         }
+        if self.cached_input_tokens:
+            usage["cached_input_tokens"] = self.cached_input_tokens
+        if self.cache_write_input_tokens:
+            usage["cache_write_input_tokens"] = self.cache_write_input_tokens
         if self.tool_uses:
             usage["tool_uses"] = dict(self.tool_uses)
         changes: dict[str, Any] = {

@@ -38,10 +38,15 @@ _JOB_STATUS: Final[dict[str, JobStatus]] = {
 }
 
 
+class PromptTokensDetails(TypedDict):
+    cached_tokens: int  # of prompt_tokens, read from the vendor's prompt cache
+
+
 class UsageView(TypedDict):
     prompt_tokens: int
     completion_tokens: int
     total_tokens: int
+    prompt_tokens_details: NotRequired[PromptTokensDetails]  # when the vendor cached any input
 
 
 class AssistantMessage(TypedDict):
@@ -119,12 +124,17 @@ def completion_id(batch_id: str) -> str:
     return f"chatcmpl-{suffix_of(batch_id)}"
 
 
-def usage_object(prompt_tokens: int, completion_tokens: int) -> UsageView:
-    return {
+def usage_object(prompt_tokens: int, completion_tokens: int, cached_tokens: int = 0) -> UsageView:
+    """A chat completion's usage, with `prompt_tokens_details.cached_tokens` as the
+    reference vendor reports it when any input came from the prompt cache."""
+    usage: UsageView = {
         "prompt_tokens": prompt_tokens,
         "completion_tokens": completion_tokens,
         "total_tokens": prompt_tokens + completion_tokens,
     }
+    if cached_tokens:
+        usage["prompt_tokens_details"] = {"cached_tokens": cached_tokens}
+    return usage
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,7 +149,13 @@ class ServedBy:
 
 
 def chat_completion(
-    served: ServedBy, *, content: str, finish_reason: str, prompt_tokens: int, completion_tokens: int
+    served: ServedBy,
+    *,
+    content: str,
+    finish_reason: str,
+    prompt_tokens: int,
+    completion_tokens: int,
+    cached_tokens: int = 0,
 ) -> ChatCompletionView:
     return {
         "id": served.completion,
@@ -154,7 +170,7 @@ def chat_completion(
                 "finish_reason": finish_reason,
             }
         ],
-        "usage": usage_object(prompt_tokens, completion_tokens),
+        "usage": usage_object(prompt_tokens, completion_tokens, cached_tokens),
         "provider": served.provider,
         "system_fingerprint": None,
     }

@@ -28,7 +28,7 @@ from decimal import Decimal
 from typing import Final, NotRequired, TypedDict
 
 from batchroute.domain.catalog.catalog import Catalog, Lane, LaneLive, Provider
-from batchroute.domain.catalog.pricing import token_cost
+from batchroute.domain.catalog.pricing import token_cost, usage_cost
 from batchroute.domain.chat.requests import ChatRequest, ProviderPreferences
 from batchroute.domain.routing.gates import RouteRequest, RoutingGuards, lane_gate_failures
 from batchroute.domain.routing.items import ModelGroup
@@ -74,11 +74,24 @@ class DirectLane:
     def lane_id(self) -> str:
         return self.lane.lane_id
 
-    def charge(self, prompt_tokens: int, completion_tokens: int) -> Money:
-        """The actual cost at this lane's direct prices, rounded up to the micro-dollar."""
-        price = self.lane.price
+    def charge(
+        self,
+        prompt_tokens: int,
+        completion_tokens: int,
+        *,
+        cached_input_tokens: int = 0,
+        cache_write_input_tokens: int = 0,
+    ) -> Money:
+        """The actual cost at this lane's direct prices, each token kind at its own (cache
+        reads and writes within `prompt_tokens`), rounded up to the micro-dollar."""
         return Money.usd_ceil(
-            token_cost(prompt_tokens, completion_tokens, price.input_per_mtok, price.output_per_mtok)
+            usage_cost(
+                self.lane.price.direct,
+                prompt_tokens,
+                completion_tokens,
+                cached_input_tokens=cached_input_tokens,
+                cache_write_input_tokens=cache_write_input_tokens,
+            )
         )
 
 
@@ -202,7 +215,10 @@ def _direct_lane(
     max_output = limit if asked is None else (min(asked, limit) if limit > 0 else asked)
     prompt = request.facts.prompt_tokens
     price = lane.price
-    worst = token_cost(prompt, max_output, price.input_per_mtok, price.output_per_mtok)
+    # The hold covers the dearest way the vendor may bill the input: all of it written to
+    # its prompt cache, where a cache write costs more than fresh input (Anthropic).
+    dearest_input = max(price.input_per_mtok, price.direct.cache_write_input_per_mtok)
+    worst = token_cost(prompt, max_output, dearest_input, price.output_per_mtok)
     estimate = token_cost(
         prompt, min(max_output, request.facts.output_tokens), price.input_per_mtok, price.output_per_mtok
     )

@@ -390,6 +390,8 @@ def vendor_body(
     usage: LineUsage | dict[str, int] = row.get("usage") or {}
     prompt = int(usage.get("prompt_tokens") or 0)
     completion = int(usage.get("completion_tokens") or 0)
+    cached = int(usage.get("cached_input_tokens") or 0)  # the vendor's real cache counts
+    written = int(usage.get("cache_write_input_tokens") or 0)
     model = str(row.get("model") or "")
     if endpoint == "/v1/embeddings":
         vectors = output.get("embeddings") or ([output["embedding"]] if "embedding" in output else [])
@@ -422,7 +424,7 @@ def vendor_body(
             "tools": [],
             "usage": {
                 "input_tokens": prompt,
-                "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+                "input_tokens_details": {"cached_tokens": cached, "cache_write_tokens": written},
                 "output_tokens": completion,
                 "output_tokens_details": {"reasoning_tokens": 0},
                 "total_tokens": prompt + completion,
@@ -435,6 +437,7 @@ def vendor_body(
         finish_reason=finish_reason,
         prompt_tokens=prompt,
         completion_tokens=completion,
+        cached_tokens=cached,
     )
 
 

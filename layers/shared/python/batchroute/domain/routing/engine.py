@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
-from typing import Final, Literal, TypedDict, get_args
+from typing import Final, Literal, NotRequired, TypedDict, get_args
 
 from batchroute.domain.catalog.catalog import Catalog, Lane, LaneLive, PrivacyTier, Provider, SlaTier
 from batchroute.domain.catalog.pricing import LaneUsage, batch_cost
@@ -61,10 +61,26 @@ class LaneProofView(TypedDict):
 
 
 class UnitPricesView(TypedDict):
+    """A lane's locked batch prices; the prompt-cache prices only on a lane that has them
+    (without them, cached tokens are billed at `input_per_mtok`)."""
+
     currency: Literal["usd"]
     basis: Literal["batch"]
     input_per_mtok: str
     output_per_mtok: str
+    cached_input_per_mtok: NotRequired[str]
+    cache_write_input_per_mtok: NotRequired[str]
+
+
+def with_cache_prices(
+    view: UnitPricesView, cached: Decimal | None, written: Decimal | None
+) -> UnitPricesView:
+    """`view` with the prompt-cache prices the lane has."""
+    if cached is not None:
+        view["cached_input_per_mtok"] = format(cached, "f")
+    if written is not None:
+        view["cache_write_input_per_mtok"] = format(written, "f")
+    return view
 
 
 class SelectedLaneView(TypedDict):
@@ -161,6 +177,8 @@ class SelectedLane:
     batch_output_per_mtok: Decimal
     estimated_cost: Money  # provider cost of this share, rounded up
     proof: LaneProof
+    batch_cached_input_per_mtok: Decimal | None = None  # None: the lane has no cache prices
+    batch_cache_write_input_per_mtok: Decimal | None = None
 
     def usage(self) -> LaneUsage:
         return LaneUsage(
@@ -180,12 +198,16 @@ class SelectedLane:
             "item_count": self.item_count,
             "estimated_prompt_tokens": self.prompt_tokens,
             "estimated_output_tokens": self.output_tokens,
-            "unit_prices": {
-                "currency": "usd",
-                "basis": "batch",
-                "input_per_mtok": format(self.batch_input_per_mtok, "f"),
-                "output_per_mtok": format(self.batch_output_per_mtok, "f"),
-            },
+            "unit_prices": with_cache_prices(
+                {
+                    "currency": "usd",
+                    "basis": "batch",
+                    "input_per_mtok": format(self.batch_input_per_mtok, "f"),
+                    "output_per_mtok": format(self.batch_output_per_mtok, "f"),
+                },
+                self.batch_cached_input_per_mtok,
+                self.batch_cache_write_input_per_mtok,
+            ),
             "estimated_provider_cost": self.estimated_cost.to_api(),
             "proof": self.proof.to_api(),
         }
@@ -525,6 +547,8 @@ def _selected(candidate: _Candidate, group: ModelGroup) -> SelectedLane:
         batch_output_per_mtok=lane.price.batch_output_per_mtok,
         estimated_cost=Money.usd_ceil(batch_cost(prompt, output, lane.price)),
         proof=candidate.proof,
+        batch_cached_input_per_mtok=lane.price.batch_cached_input_per_mtok,
+        batch_cache_write_input_per_mtok=lane.price.batch_cache_write_input_per_mtok,
     )
 
 
@@ -606,15 +630,24 @@ def _stored_selected(lane: SelectedLaneView) -> SelectedLaneView:
         "item_count": int(lane["item_count"]),
         "estimated_prompt_tokens": int(lane["estimated_prompt_tokens"]),
         "estimated_output_tokens": int(lane["estimated_output_tokens"]),
-        "unit_prices": {
-            "currency": "usd",
-            "basis": "batch",
-            "input_per_mtok": str(prices["input_per_mtok"]),
-            "output_per_mtok": str(prices["output_per_mtok"]),
-        },
+        "unit_prices": _stored_prices(prices),
         "estimated_provider_cost": {"currency": str(cost["currency"]), "amount": str(cost["amount"])},
         "proof": _stored_proof(lane["proof"]),
     }
+
+
+def _stored_prices(prices: UnitPricesView) -> UnitPricesView:
+    stored: UnitPricesView = {
+        "currency": "usd",
+        "basis": "batch",
+        "input_per_mtok": str(prices["input_per_mtok"]),
+        "output_per_mtok": str(prices["output_per_mtok"]),
+    }
+    if "cached_input_per_mtok" in prices:
+        stored["cached_input_per_mtok"] = str(prices["cached_input_per_mtok"])
+    if "cache_write_input_per_mtok" in prices:
+        stored["cache_write_input_per_mtok"] = str(prices["cache_write_input_per_mtok"])
+    return stored
 
 
 def _stored_rejected(lane: RejectedLaneView) -> RejectedLaneView:

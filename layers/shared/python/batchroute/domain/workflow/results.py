@@ -15,8 +15,11 @@ from typing import Any, NotRequired, TypedDict
 
 
 class LineUsage(TypedDict):
-    prompt_tokens: int
+    prompt_tokens: int  # all input
     completion_tokens: int
+    # Of the input, what the vendor read from / wrote to its prompt cache (when it said so).
+    cached_input_tokens: NotRequired[int]
+    cache_write_input_tokens: NotRequired[int]
     tool_uses: NotRequired[dict[str, int]]
 
 
@@ -119,6 +122,8 @@ class LaneTally:
     failed: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_input_tokens: int = 0
+    cache_write_input_tokens: int = 0
 
     def add(self, line: ResultLine) -> None:
         if line.get("status") == "completed":
@@ -126,16 +131,24 @@ class LaneTally:
             self.completed += 1
             self.prompt_tokens += int(usage.get("prompt_tokens") or 0)
             self.completion_tokens += int(usage.get("completion_tokens") or 0)
+            self.cached_input_tokens += int(usage.get("cached_input_tokens") or 0)
+            self.cache_write_input_tokens += int(usage.get("cache_write_input_tokens") or 0)
         else:
             self.failed += 1
 
     def to_dict(self) -> dict[str, int]:
-        return {
+        """The lane's tally (`lane_tallies`); the cache counts only when there are any."""
+        tally = {
             "completed": self.completed,
             "failed": self.failed,
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
         }
+        if self.cached_input_tokens:
+            tally["cached_input_tokens"] = self.cached_input_tokens
+        if self.cache_write_input_tokens:
+            tally["cache_write_input_tokens"] = self.cache_write_input_tokens
+        return tally
 
 
 @dataclass

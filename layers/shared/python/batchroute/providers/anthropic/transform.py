@@ -61,6 +61,8 @@ Anthropic -> ours (the normalized output, providers/base.py):
       model_context_window_exceeded       -> finish_reason length; any other -> stop
     usage.input_tokens (+ cache reads
       and writes, when any)               -> usage.prompt_tokens
+    usage.cache_read_input_tokens         -> usage.cached_input_tokens
+    usage.cache_creation_input_tokens     -> usage.cache_write_input_tokens
     usage.output_tokens                   -> usage.completion_tokens
     usage.server_tool_use                 -> usage.tool_uses by the service's tool name
       .web_search_requests                   (web_search); code execution, which the usage
@@ -501,11 +503,15 @@ def message_usage(usage: object, content: Iterable[Mapping[str, Any]] = ()) -> b
     tool calls: as `usage.server_tool_use` bills them (`web_search_requests`), else (code
     execution, billed by container time) as the message's `server_tool_use` blocks count."""
     given = _mapping(usage)
-    prompt = sum(
-        int(given.get(key) or 0)
-        for key in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+    read = int(given.get("cache_read_input_tokens") or 0)
+    written = int(given.get("cache_creation_input_tokens") or 0)
+    return base.Usage(
+        int(given.get("input_tokens") or 0) + read + written,
+        int(given.get("output_tokens") or 0),
+        tool_uses(given, content),
+        cached_input_tokens=read,
+        cache_write_input_tokens=written,
     )
-    return base.Usage(prompt, int(given.get("output_tokens") or 0), tool_uses(given, content))
 
 
 def tool_uses(usage: Mapping[str, Any], content: Iterable[Mapping[str, Any]]) -> tuple[tuple[str, int], ...]:

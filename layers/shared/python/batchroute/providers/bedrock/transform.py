@@ -51,7 +51,8 @@ no call of the turn before, or a call the next turn does not answer (invalid_too
 Bedrock -> ours: output.message.content text blocks joined -> output.content; toolUse blocks
 -> output.tool_calls (OpenAI's form); stopReason max_tokens (or
 model_context_window_exceeded) -> finish_reason `length`, anything else `stop`;
-usage.inputTokens / outputTokens -> Usage; `raw` is the Converse response without
+usage.inputTokens (+ cacheReadInputTokens, cacheWriteInputTokens: the cached_input_tokens and
+cache_write_input_tokens) / outputTokens -> Usage; `raw` is the Converse response without
 ResponseMetadata (blobs as base64). A stream's events (messageStart, contentBlockStart,
 contentBlockDelta {delta: {text | toolUse}}, contentBlockStop, messageStop {stopReason},
 metadata {usage, metrics}) rebuild the same result.
@@ -96,6 +97,7 @@ from datetime import datetime
 from typing import Any, Final, Literal
 
 from batchroute.providers import base
+from batchroute.providers.anthropic.transform import message_usage
 from batchroute.providers.conversation import Conversation, add_turn, conversation, data_url_parts, plain_text
 from batchroute.providers.http import error_for_status, retry_after_seconds
 
@@ -621,9 +623,18 @@ def finish_reason(stop_reason: object) -> base.FinishReason:
 
 
 def converse_usage(usage: object) -> base.Usage:
+    """Converse's TokenUsage: `inputTokens` leaves out the cache reads and writes
+    (`cacheReadInputTokens`, `cacheWriteInputTokens`), which were input too."""
     if not isinstance(usage, Mapping):
         return base.Usage()
-    return base.Usage(int(usage.get("inputTokens") or 0), int(usage.get("outputTokens") or 0))
+    read = int(usage.get("cacheReadInputTokens") or 0)
+    written = int(usage.get("cacheWriteInputTokens") or 0)
+    return base.Usage(
+        int(usage.get("inputTokens") or 0) + read + written,
+        int(usage.get("outputTokens") or 0),
+        cached_input_tokens=read,
+        cache_write_input_tokens=written,
+    )
 
 
 def converse_result(custom_id: str, response: Mapping[str, Any]) -> base.ProviderResult:
@@ -750,15 +761,25 @@ class StreamAccumulator:
         raw = {
             "output": {"message": {"role": self.role, "content": blocks}},
             "stopReason": stop,
-            "usage": {
-                "inputTokens": self.usage.prompt_tokens,
-                "outputTokens": self.usage.completion_tokens,
-                "totalTokens": self.usage.prompt_tokens + self.usage.completion_tokens,
-            },
+            "usage": converse_usage_body(self.usage),
             "metrics": jsonable(self.metrics),
         }
         output = _message(content, finish_reason(stop), calls)
         return base.ProviderResult(self.custom_id, "completed", output=output, raw=raw, usage=self.usage)
+
+
+def converse_usage_body(usage: base.Usage) -> dict[str, int]:
+    """Our usage as Converse's TokenUsage (the inverse of `converse_usage`)."""
+    body = {
+        "inputTokens": usage.fresh_input_tokens,
+        "outputTokens": usage.completion_tokens,
+        "totalTokens": usage.prompt_tokens + usage.completion_tokens,
+    }
+    if usage.cached_input_tokens:
+        body["cacheReadInputTokens"] = usage.cached_input_tokens
+    if usage.cache_write_input_tokens:
+        body["cacheWriteInputTokens"] = usage.cache_write_input_tokens
+    return body
 
 
 # -- batch inference records ---------------------------------------------------------------
@@ -944,7 +965,7 @@ def anthropic_result(custom_id: str, body: Mapping[str, Any]) -> base.ProviderRe
         "completed",
         output=_message("".join(texts), finish_reason(body.get("stop_reason")), calls),
         raw=dict(body),
-        usage=base.Usage(int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0)),
+        usage=message_usage(usage),
     )
 
 

@@ -49,6 +49,7 @@ Field map, answers (Gemini -> ours):
     promptFeedback.blockReason, finishReason SAFETY (and the other content filters)
                                          -> a failed result, error `content_blocked`
     usageMetadata promptTokenCount (+ toolUsePromptTokenCount)   -> usage.prompt_tokens
+    usageMetadata cachedContentTokenCount                        -> usage.cached_input_tokens
     usageMetadata candidatesTokenCount (+ thoughtsTokenCount)    -> usage.completion_tokens
                                             (Google bills thinking tokens as output)
     groundingMetadata.webSearchQueries   -> usage.tool_uses web_search 1 (per grounded prompt)
@@ -612,7 +613,8 @@ def usage(meta: object, tools: Mapping[str, int] | None = None) -> base.Usage:
     found = _mapping(meta)
     prompt = _int(found.get("promptTokenCount")) + _int(found.get("toolUsePromptTokenCount"))
     completion = _int(found.get("candidatesTokenCount")) + _int(found.get("thoughtsTokenCount"))
-    return base.Usage(prompt, completion, tuple(sorted((tools or {}).items())))
+    cached = _int(found.get("cachedContentTokenCount"))  # within promptTokenCount
+    return base.Usage(prompt, completion, tuple(sorted((tools or {}).items())), cached_input_tokens=cached)
 
 
 def tool_uses(candidate: Mapping[str, Any]) -> dict[str, int]:

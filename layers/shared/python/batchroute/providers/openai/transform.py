@@ -329,9 +329,17 @@ def finish_reason(value: object) -> base.FinishReason:
 
 
 def chat_usage(usage: object) -> base.Usage:
+    """A chat completion's usage: `prompt_tokens` counts all input, of which
+    `prompt_tokens_details.cached_tokens` came from the prompt cache (compatible hosts that
+    report no details bill it all as fresh input)."""
     if not isinstance(usage, Mapping):
         return base.Usage()
-    return base.Usage(int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0))
+    details = _mapping(usage.get("prompt_tokens_details"))
+    return base.Usage(
+        int(usage.get("prompt_tokens") or 0),
+        int(usage.get("completion_tokens") or 0),
+        cached_input_tokens=int(details.get("cached_tokens") or 0),
+    )
 
 
 def chat_result(custom_id: str, body: Mapping[str, Any]) -> base.ProviderResult:
@@ -405,13 +413,22 @@ def response_result(custom_id: str, body: Mapping[str, Any]) -> base.ProviderRes
         output["tool_calls"] = calls
     if refusals:
         output["refusal"] = "".join(refusals)
-    usage = _mapping(body.get("usage"))
-    counted = base.Usage(
-        int(usage.get("input_tokens") or 0),
-        int(usage.get("output_tokens") or 0),
-        tuple(sorted(tools.items())),
-    )
+    counted = response_usage(body.get("usage"), tools)
     return base.ProviderResult(custom_id, "completed", output=output, raw=dict(body), usage=counted)
+
+
+def response_usage(usage: object, tools: Mapping[str, int]) -> base.Usage:
+    """A Response's usage: `input_tokens` counts all input, of which `input_tokens_details`
+    names the cache reads (`cached_tokens`) and writes (`cache_write_tokens`)."""
+    given = _mapping(usage)
+    details = _mapping(given.get("input_tokens_details"))
+    return base.Usage(
+        int(given.get("input_tokens") or 0),
+        int(given.get("output_tokens") or 0),
+        tuple(sorted(tools.items())),
+        cached_input_tokens=int(details.get("cached_tokens") or 0),
+        cache_write_input_tokens=int(details.get("cache_write_tokens") or 0),
+    )
 
 
 @dataclass
@@ -503,6 +520,13 @@ class StreamAccumulator:
 
     def result(self) -> base.ProviderResult:
         content = "".join(self.pieces)
+        usage: dict[str, Any] = {
+            "prompt_tokens": self.usage.prompt_tokens,
+            "completion_tokens": self.usage.completion_tokens,
+            "total_tokens": self.usage.prompt_tokens + self.usage.completion_tokens,
+        }
+        if self.usage.cached_input_tokens:
+            usage["prompt_tokens_details"] = {"cached_tokens": self.usage.cached_input_tokens}
         raw = {
             "id": self.ident,
             "object": "chat.completion",
@@ -515,11 +539,7 @@ class StreamAccumulator:
                     "finish_reason": self.finish,
                 }
             ],
-            "usage": {
-                "prompt_tokens": self.usage.prompt_tokens,
-                "completion_tokens": self.usage.completion_tokens,
-                "total_tokens": self.usage.prompt_tokens + self.usage.completion_tokens,
-            },
+            "usage": usage,
         }
         output = {"type": "message", "role": "assistant", "content": content, "finish_reason": self.finish}
         return base.ProviderResult(self.custom_id, "completed", output=output, raw=raw, usage=self.usage)

@@ -29,8 +29,8 @@ from batchroute.domain.batches.record import BatchRecord, ExecutionSummary
 from batchroute.domain.billing.ledger import SettlementResult, period_keys
 from batchroute.domain.billing.rate_limits import CallerGate
 from batchroute.domain.billing.usage import UsageCharge, UsageLine, usage_day
-from batchroute.domain.catalog.catalog import Catalog
-from batchroute.domain.catalog.pricing import token_cost
+from batchroute.domain.catalog.catalog import Catalog, LanePrice
+from batchroute.domain.catalog.pricing import usage_cost
 from batchroute.domain.chat.holds import ChatOutcome, HoldRefused, HoldTerms, LanesTried
 from batchroute.domain.chat.objects import DIRECT_SOURCE, completion_id
 from batchroute.domain.chat.requests import CHAT_ITEM_ID, ChatRequest
@@ -371,7 +371,12 @@ class DirectChat:
         now = self.clock.now()
         at = isoformat(now)
         usage = call.usage_so_far()
-        charge = call.lane.charge(usage.prompt_tokens, usage.completion_tokens)
+        charge = call.lane.charge(
+            usage.prompt_tokens,
+            usage.completion_tokens,
+            cached_input_tokens=usage.cached_input_tokens,
+            cache_write_input_tokens=usage.cache_write_input_tokens,
+        )
         completed = call.finished and error is None
         outcome = self._outcome(call, at, usage, charge, completed=completed, error=error)
         org_id = call.principal.org_id
@@ -437,6 +442,8 @@ class DirectChat:
             prompt_tokens=usage.prompt_tokens,
             completion_tokens=usage.completion_tokens,
             tool_uses=usage.tool_uses,
+            cached_input_tokens=usage.cached_input_tokens,
+            cache_write_input_tokens=usage.cache_write_input_tokens,
             latest_error=error,
             billing={
                 **direct_receipt(call.batch_id, call.lane, usage, charged, call.hold, at),
@@ -492,11 +499,17 @@ def chat_usage(lane: DirectLane, usage: Usage, *, day: str) -> UsageCharge:
             UsageLine(
                 model=lane.lane.model,
                 provider=lane.lane.provider,
-                cost=token_cost(
-                    usage.prompt_tokens, usage.completion_tokens, price.input_per_mtok, price.output_per_mtok
+                cost=usage_cost(
+                    price.direct,
+                    usage.prompt_tokens,
+                    usage.completion_tokens,
+                    cached_input_tokens=usage.cached_input_tokens,
+                    cache_write_input_tokens=usage.cache_write_input_tokens,
                 ),
                 input_tokens=usage.prompt_tokens,
                 output_tokens=usage.completion_tokens,
+                cached_input_tokens=usage.cached_input_tokens,
+                cache_write_input_tokens=usage.cache_write_input_tokens,
                 chat_requests=1,
             ),
         ),
@@ -523,16 +536,26 @@ def direct_receipt(
                 "lane_id": lane.lane_id,
                 "provider": lane.lane.provider,
                 "usage": usage.to_dict(),
-                "unit_prices": {
-                    "currency": "usd",
-                    "basis": "direct",
-                    "input_per_mtok": format(price.input_per_mtok, "f"),
-                    "output_per_mtok": format(price.output_per_mtok, "f"),
-                },
+                "unit_prices": direct_unit_prices(price),
             }
         ],
         "rejected_lanes": [],
     }
+
+
+def direct_unit_prices(price: LanePrice) -> dict[str, str]:
+    """A lane's direct prices as a receipt shows them; the prompt-cache prices when it has them."""
+    shown = {
+        "currency": "usd",
+        "basis": "direct",
+        "input_per_mtok": format(price.input_per_mtok, "f"),
+        "output_per_mtok": format(price.output_per_mtok, "f"),
+    }
+    if price.cached_input_per_mtok is not None:
+        shown["cached_input_per_mtok"] = format(price.cached_input_per_mtok, "f")
+    if price.cache_write_input_per_mtok is not None:
+        shown["cache_write_input_per_mtok"] = format(price.cache_write_input_per_mtok, "f")
+    return shown
 
 
 def _attempt(lane: DirectLane, error: str | None) -> LaneAttempt:

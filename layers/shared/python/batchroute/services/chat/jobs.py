@@ -129,6 +129,7 @@ class ChatJobs:
             finish_reason=str(output.get("finish_reason") or "stop"),
             prompt_tokens=int(usage.get("prompt_tokens") or 0),
             completion_tokens=int(usage.get("completion_tokens") or 0),
+            cached_tokens=int(usage.get("cached_input_tokens") or 0),
         )
         return chat_job(batch, result=result, item_status=status)
 

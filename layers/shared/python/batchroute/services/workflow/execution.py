@@ -118,6 +118,10 @@ def result_line(
         "prompt_tokens": result.usage.prompt_tokens,
         "completion_tokens": result.usage.completion_tokens,
     }
+    if result.usage.cached_input_tokens:
+        usage["cached_input_tokens"] = result.usage.cached_input_tokens
+    if result.usage.cache_write_input_tokens:
+        usage["cache_write_input_tokens"] = result.usage.cache_write_input_tokens
     if result.usage.tool_uses:
         usage["tool_uses"] = dict(result.usage.tool_uses)
     error: LineError | None = None
