@@ -59,8 +59,34 @@ class CacheUse:
 # figure; platform.openai.com/docs/guides/prompt-caching).
 OPENAI_CACHE: Final = CacheRule(minimum=1024, lifetime=300.0, increment=128)
 
+# Anthropic: only what `cache_control` marks, for its ttl (5 minutes by default, refreshed
+# on every read; or 1 hour); the minimum cacheable prompt per model, from Anthropic's
+# prompt-caching guide (docs.claude.com/en/docs/build-with-claude/prompt-caching), as of
+# 2026-02: 4,096 for Opus 4.5 and Haiku 4.5, 2,048 for Haiku 3.5 and 3, else 1,024.
+ANTHROPIC_MINIMUMS: Final = (
+    ("claude-opus-4-5", 4096),
+    ("claude-haiku-4-5", 4096),
+    ("claude-3-5-haiku", 2048),
+    ("claude-3-haiku", 2048),
+)
+ANTHROPIC_DEFAULT_MINIMUM: Final = 1024
+
+
+def anthropic_minimum(model: str) -> int:
+    """The fewest tokens a Claude model caches (a Bedrock model id holds the name too)."""
+    return next((least for name, least in ANTHROPIC_MINIMUMS if name in model), ANTHROPIC_DEFAULT_MINIMUM)
+
 
 Prefix = tuple[Mapping[str, Any], ...]  # leading messages, the last one possibly cut
+
+
+@dataclass(frozen=True)
+class Breakpoint:
+    """A prefix a request may read from the cache and writes to it, and how long it then
+    lives unused (seconds)."""
+
+    prefix: Prefix
+    lifetime: float
 
 
 def digest(scope: str, prefix: Prefix) -> bytes:
@@ -89,39 +115,38 @@ class PromptCache:
     def __init__(self, clock: Callable[[], float], *, limit: int = PREFIX_LIMIT) -> None:
         self.clock = clock
         self.limit = limit
-        self._used: OrderedDict[bytes, float] = OrderedDict()
+        self._expires: OrderedDict[bytes, float] = OrderedDict()  # digest -> when it lapses
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
-        return len(self._used)
+        return len(self._expires)
 
     def automatic(self, scope: str, messages: Sequence[Mapping[str, Any]], rule: CacheRule) -> int:
         """The cached tokens of a vendor that caches every long prefix by itself."""
-        use = self.marked(scope, message_prefixes(messages), rule)
+        marks = [Breakpoint(prefix, rule.lifetime) for prefix in message_prefixes(messages)]
+        use = self.marked(scope, marks, rule.minimum)
         return use.read // rule.increment * rule.increment
 
-    def marked(self, scope: str, breakpoints: Sequence[Prefix], rule: CacheRule) -> CacheUse:
-        """Read the longest live prefix of `breakpoints` (each a prefix ending at a cache
-        breakpoint), write every one of at least the rule's minimum; the tokens read, and
-        the tokens written past what was read up to the last breakpoint."""
-        sized = [(digest(scope, p), prompt_tokens(p)) for p in breakpoints]
-        eligible = [(key, size) for key, size in sized if size >= rule.minimum]
+    def marked(self, scope: str, breakpoints: Sequence[Breakpoint], minimum: int) -> CacheUse:
+        """Read the longest live prefix of `breakpoints`, write (or refresh) every one of at
+        least `minimum` tokens; the tokens read, and the tokens written past what was read
+        up to the last breakpoint."""
+        sized = [
+            (digest(scope, mark.prefix), prompt_tokens(mark.prefix), mark.lifetime) for mark in breakpoints
+        ]
+        eligible = [entry for entry in sized if entry[1] >= minimum]
         if not eligible:
             return CacheUse()
         now = self.clock()
         with self._lock:
-            read = max((size for key, size in eligible if self._alive(key, now, rule.lifetime)), default=0)
-            for key, _ in eligible:
-                self._touch(key, now)
-        last = max(size for _, size in eligible)
+            read = max((size for key, size, _ in eligible if self._expires.get(key, now) > now), default=0)
+            for key, _, lifetime in eligible:
+                self._touch(key, now + lifetime)
+        last = max(size for _, size, _ in eligible)
         return CacheUse(read=read, written=max(0, last - read))
 
-    def _alive(self, key: bytes, now: float, lifetime: float) -> bool:
-        used = self._used.get(key)
-        return used is not None and now - used < lifetime
-
-    def _touch(self, key: bytes, now: float) -> None:
-        self._used[key] = now
-        self._used.move_to_end(key)
-        while len(self._used) > self.limit:
-            self._used.popitem(last=False)
+    def _touch(self, key: bytes, expires: float) -> None:
+        self._expires[key] = max(expires, self._expires.get(key, expires))
+        self._expires.move_to_end(key)
+        while len(self._expires) > self.limit:
+            self._expires.popitem(last=False)

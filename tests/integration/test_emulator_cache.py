@@ -5,12 +5,14 @@ the vendor's minimum cacheable length never does."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
 
+from batchroute_tools.emulators.anthropic import AnthropicEmulator
 from batchroute_tools.emulators.behaviour import Behaviour, EmulatorConfig, prompt_tokens
 from batchroute_tools.emulators.openai import OpenAIEmulator
 from batchroute_tools.emulators.server import EmulatorServer
@@ -104,3 +106,119 @@ def test_the_responses_api_reports_cached_input_tokens(openai_server: str, clock
     assert _response(openai_server, LONG, "third")["input_tokens_details"]["cached_tokens"] == 0
     assert _response(openai_server, SHORT, "x")["input_tokens_details"]["cached_tokens"] == 0
     assert _response(openai_server, SHORT, "x")["input_tokens_details"]["cached_tokens"] == 0
+
+
+# -- Anthropic: what cache_control marks -----------------------------------------------------------
+SONNET, HAIKU = "claude-sonnet-4-20250514", "claude-3-5-haiku-20241022"
+MEDIUM = " ".join(f"rule {i}: answer in plain words." for i in range(130))  # 1,024 to 2,048 tokens
+HEADERS = {"anthropic-version": "2023-06-01", "x-api-key": "k"}
+
+
+@pytest.fixture
+def anthropic_server(clock: Clock) -> Iterator[str]:
+    emulator = AnthropicEmulator(Behaviour(EmulatorConfig()), clock=lambda: clock.now)
+    server = EmulatorServer([emulator.vendor]).start()
+    yield server.base_url
+    server.stop()
+
+
+def _marked(system: str, question: str, *, model: str = SONNET, **control: Any) -> dict[str, Any]:
+    block = {"type": "text", "text": system, "cache_control": {"type": "ephemeral", **control}}
+    return {
+        "model": model,
+        "max_tokens": 16,
+        "system": [block],
+        "messages": [{"role": "user", "content": question}],
+    }
+
+
+def _message(base: str, body: dict[str, Any]) -> httpx.Response:
+    return httpx.post(f"{base}/anthropic/v1/messages", json=body, headers=HEADERS, timeout=10)
+
+
+def _usage(base: str, body: dict[str, Any]) -> dict[str, Any]:
+    answer = _message(base, body)
+    assert answer.status_code == 200, answer.text
+    return {k: v for k, v in answer.json()["usage"].items() if k != "service_tier"}
+
+
+def test_anthropic_writes_a_marked_prefix_then_reads_it(anthropic_server: str, clock: Clock) -> None:
+    system = prompt_tokens([{"role": "system", "content": [{"type": "text", "text": LONG}]}])
+    first = _usage(anthropic_server, _marked(LONG, "first question"))
+    assert first["cache_creation_input_tokens"] >= system > 1024 and first["cache_read_input_tokens"] == 0
+    clock.now += 299
+    again = _usage(anthropic_server, _marked(LONG, "second question"))
+    assert again["cache_read_input_tokens"] == first["cache_creation_input_tokens"]
+    assert again["cache_creation_input_tokens"] == 0
+    whole = prompt_tokens([{"role": "system", "content": [{"type": "text", "text": LONG}]}, {"content": "x"}])
+    assert 0 < again["input_tokens"] < whole - again["cache_read_input_tokens"] + 64  # only what follows
+    clock.now += 299  # the read refreshed its five minutes
+    assert _usage(anthropic_server, _marked(LONG, "third"))["cache_read_input_tokens"] > 0
+
+
+def test_anthropic_forgets_after_the_ttl_and_keeps_an_hour_when_asked(
+    anthropic_server: str, clock: Clock
+) -> None:
+    _usage(anthropic_server, _marked(LONG, "q"))
+    clock.now += 300
+    lapsed = _usage(anthropic_server, _marked(LONG, "q"))
+    assert lapsed["cache_read_input_tokens"] == 0 and lapsed["cache_creation_input_tokens"] > 0
+    hour = " ".join(f"hour rule {i}." for i in range(900))
+    _usage(anthropic_server, _marked(hour, "q", ttl="1h"))
+    clock.now += 3599
+    assert _usage(anthropic_server, _marked(hour, "q", ttl="1h"))["cache_read_input_tokens"] > 0
+
+
+def test_anthropic_caches_nothing_unmarked_or_below_the_models_minimum(
+    anthropic_server: str, clock: Clock
+) -> None:
+    plain = {
+        "model": SONNET,
+        "max_tokens": 16,
+        "system": LONG,
+        "messages": [{"role": "user", "content": "q"}],
+    }
+    for _ in range(2):
+        usage = _usage(anthropic_server, plain)
+        assert usage["cache_creation_input_tokens"] == usage["cache_read_input_tokens"] == 0
+        clock.now += 1
+    assert 1024 <= prompt_tokens([{"role": "system", "content": [{"type": "text", "text": MEDIUM}]}]) < 2048
+    assert _usage(anthropic_server, _marked(MEDIUM, "q"))["cache_creation_input_tokens"] > 0  # Sonnet: 1,024
+    for _ in range(2):  # Haiku 3.5: 2,048
+        usage = _usage(anthropic_server, _marked(MEDIUM, "q", model=HAIKU))
+        assert usage["cache_creation_input_tokens"] == usage["cache_read_input_tokens"] == 0
+
+
+def test_anthropic_refuses_a_malformed_cache_control_as_the_api_does(anthropic_server: str) -> None:
+    bad = _marked(LONG, "q")
+    bad["system"][0]["cache_control"] = {"type": "persistent"}
+    answer = _message(anthropic_server, bad)
+    assert answer.status_code == 400 and answer.json()["error"]["type"] == "invalid_request_error"
+    assert _message(anthropic_server, _marked(LONG, "q", ttl="2h")).status_code == 400
+    five = _marked(LONG, "q")
+    five["messages"][0]["content"] = [
+        {"type": "text", "text": f"part {i}", "cache_control": {"type": "ephemeral"}} for i in range(4)
+    ]
+    answer = _message(anthropic_server, five)
+    assert answer.status_code == 400 and "maximum of 4 blocks" in answer.json()["error"]["message"]
+    late = _marked(LONG, "q")
+    late["messages"][0]["content"] = [
+        {"type": "text", "text": "q", "cache_control": {"type": "ephemeral", "ttl": "1h"}}
+    ]
+    assert _message(anthropic_server, late).status_code == 400  # 1h after 5m
+
+
+def test_a_message_batch_reads_what_the_messages_api_wrote(anthropic_server: str, clock: Clock) -> None:
+    _usage(anthropic_server, _marked(LONG, "q"))
+    requests = [{"custom_id": f"r{i}", "params": _marked(LONG, f"item {i}")} for i in range(2)]
+    created = httpx.post(
+        f"{anthropic_server}/anthropic/v1/messages/batches", json={"requests": requests}, headers=HEADERS
+    ).json()
+    results = httpx.get(
+        f"{anthropic_server}/anthropic/v1/messages/batches/{created['id']}/results", headers=HEADERS
+    )
+    lines = [json.loads(line) for line in results.text.splitlines()]
+    assert [line["result"]["message"]["usage"]["cache_read_input_tokens"] > 0 for line in lines] == [
+        True,
+        True,
+    ]
