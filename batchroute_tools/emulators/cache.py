@@ -77,6 +77,23 @@ def anthropic_minimum(model: str) -> int:
     return next((least for name, least in ANTHROPIC_MINIMUMS if name in model), ANTHROPIC_DEFAULT_MINIMUM)
 
 
+# Gemini: implicit caching, automatic for Gemini 2.5 and newer (none for 1.5 and 2.0); the
+# minimum input tokens per model from ai.google.dev/gemini-api/docs/caching (updated
+# 2026-10-13): 2,048 for 2.5 Flash and 2.5 Pro, 4,096 for the newer models. Google documents
+# no lifetime for implicit hits ("send requests with similar prefix in a short amount of
+# time"): the emulator keeps a prefix for 5 minutes of inactivity, as OpenAI does.
+GEMINI_LIFETIME: Final = 300.0
+
+
+def gemini_rule(model: str) -> CacheRule | None:
+    """Gemini's implicit caching of `model`; None for a model without it."""
+    name = model.removeprefix("models/")
+    if name.startswith(("gemini-1.", "gemini-2.0")) or not name.startswith("gemini-"):
+        return None
+    minimum = 2048 if name.startswith("gemini-2.5") else 4096
+    return CacheRule(minimum=minimum, lifetime=GEMINI_LIFETIME)
+
+
 Prefix = tuple[Mapping[str, Any], ...]  # leading messages, the last one possibly cut
 
 

@@ -14,8 +14,9 @@ import pytest
 
 from batchroute_tools.emulators.anthropic import AnthropicEmulator
 from batchroute_tools.emulators.behaviour import Behaviour, EmulatorConfig, prompt_tokens
+from batchroute_tools.emulators.gemini import GeminiEmulator
 from batchroute_tools.emulators.openai import OpenAIEmulator
-from batchroute_tools.emulators.server import EmulatorServer
+from batchroute_tools.emulators.server import EmulatorServer, Vendor
 
 GPT = "gpt-4o-mini-2024-07-18"
 LONG = " ".join(f"rule {i}: answer in plain words." for i in range(600))  # past every minimum
@@ -33,6 +34,14 @@ def clock() -> Clock:
     return Clock([1_700_000_000.0])
 
 
+def _serving(*vendors: Vendor) -> Iterator[str]:
+    server = EmulatorServer(list(vendors)).start()
+    try:
+        yield server.base_url
+    finally:
+        server.stop()
+
+
 @pytest.fixture
 def openai_server(clock: Clock) -> Iterator[str]:
     behaviour = Behaviour(EmulatorConfig())
@@ -42,9 +51,7 @@ def openai_server(clock: Clock) -> Iterator[str]:
     host = OpenAIEmulator(
         behaviour, provider="groq", prefix="/groq", models=("llama",), batch=False, prompt_cache=None
     )
-    server = EmulatorServer([emulator.vendor, host.vendor]).start()
-    yield server.base_url
-    server.stop()
+    yield from _serving(emulator.vendor, host.vendor)
 
 
 def _chat(base: str, system: str, question: str, *, prefix: str = "/openai", model: str = GPT) -> Any:
@@ -117,9 +124,7 @@ HEADERS = {"anthropic-version": "2023-06-01", "x-api-key": "k"}
 @pytest.fixture
 def anthropic_server(clock: Clock) -> Iterator[str]:
     emulator = AnthropicEmulator(Behaviour(EmulatorConfig()), clock=lambda: clock.now)
-    server = EmulatorServer([emulator.vendor]).start()
-    yield server.base_url
-    server.stop()
+    yield from _serving(emulator.vendor)
 
 
 def _marked(system: str, question: str, *, model: str = SONNET, **control: Any) -> dict[str, Any]:
@@ -222,3 +227,44 @@ def test_a_message_batch_reads_what_the_messages_api_wrote(anthropic_server: str
         True,
         True,
     ]
+
+
+# -- Gemini: implicit caching ----------------------------------------------------------------------
+@pytest.fixture
+def gemini_server(clock: Clock) -> Iterator[str]:
+    emulator = GeminiEmulator(Behaviour(EmulatorConfig()), clock=lambda: clock.now)
+    yield from _serving(emulator.vendor)
+
+
+def _generate(base: str, system: str, question: str, model: str = "gemini-2.5-flash") -> dict[str, Any]:
+    body = {
+        "systemInstruction": {"parts": [{"text": system}]},
+        "contents": [{"role": "user", "parts": [{"text": question}]}],
+    }
+    answer = httpx.post(
+        f"{base}/google/v1beta/models/{model}:generateContent",
+        json=body,
+        headers={"x-goog-api-key": "k"},
+        timeout=10,
+    )
+    assert answer.status_code == 200, answer.text
+    usage: dict[str, Any] = answer.json()["usageMetadata"]
+    return usage
+
+
+def test_gemini_reports_implicit_cache_hits_within_the_lifetime(gemini_server: str, clock: Clock) -> None:
+    assert "cachedContentTokenCount" not in _generate(gemini_server, LONG, "first")
+    clock.now += 299
+    again = _generate(gemini_server, LONG, "second")
+    assert 2048 <= again["cachedContentTokenCount"] < again["promptTokenCount"]
+    clock.now += 300
+    assert "cachedContentTokenCount" not in _generate(gemini_server, LONG, "third")
+
+
+def test_gemini_caches_nothing_below_its_minimum_or_on_older_models(gemini_server: str, clock: Clock) -> None:
+    for _ in range(2):
+        assert "cachedContentTokenCount" not in _generate(gemini_server, MEDIUM, "q")  # 2.5: 2,048
+        assert "cachedContentTokenCount" not in _generate(
+            gemini_server, LONG, "q", model="gemini-2.0-flash-001"
+        )
+        clock.now += 1
