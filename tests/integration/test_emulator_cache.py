@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from batchroute_tools.emulators.anthropic import AnthropicEmulator
+from batchroute_tools.emulators.bedrock import BedrockEmulator
 from batchroute_tools.emulators.behaviour import Behaviour, EmulatorConfig, prompt_tokens
 from batchroute_tools.emulators.gemini import GeminiEmulator
 from batchroute_tools.emulators.openai import OpenAIEmulator
@@ -268,3 +269,62 @@ def test_gemini_caches_nothing_below_its_minimum_or_on_older_models(gemini_serve
             gemini_server, LONG, "q", model="gemini-2.0-flash-001"
         )
         clock.now += 1
+
+
+# -- Bedrock Converse: cachePoint blocks ----------------------------------------------------------
+BEDROCK_CLAUDE, LLAMA = "anthropic.claude-3-5-haiku-20241022-v1:0", "meta.llama3-1-70b-instruct-v1:0"
+POINT = {"cachePoint": {"type": "default"}}
+
+
+@pytest.fixture
+def bedrock_server(clock: Clock) -> Iterator[str]:
+    emulator = BedrockEmulator(Behaviour(EmulatorConfig()), s3=None, clock=lambda: clock.now)
+    yield from _serving(emulator.vendor)
+
+
+def _converse(
+    base: str, system: list[dict[str, Any]], question: str, model: str = BEDROCK_CLAUDE
+) -> httpx.Response:
+    body = {"system": system, "messages": [{"role": "user", "content": [{"text": question}]}]}
+    return httpx.post(f"{base}/bedrock/runtime/model/{model}/converse", json=body, timeout=10)
+
+
+def _bedrock_usage(base: str, system: list[dict[str, Any]], question: str) -> dict[str, Any]:
+    answer = _converse(base, system, question)
+    assert answer.status_code == 200, answer.text
+    usage: dict[str, Any] = answer.json()["usage"]
+    return usage
+
+
+def test_bedrock_writes_then_reads_at_a_cache_point(bedrock_server: str, clock: Clock) -> None:
+    marked = [{"text": LONG}, POINT]
+    first = _bedrock_usage(bedrock_server, marked, "first")
+    assert first["cacheWriteInputTokens"] > 2048 and first["cacheReadInputTokens"] == 0
+    assert (
+        first["inputTokens"] + first["cacheWriteInputTokens"] + first["outputTokens"] == first["totalTokens"]
+    )
+    clock.now += 299
+    again = _bedrock_usage(bedrock_server, marked, "second")
+    assert (
+        again["cacheReadInputTokens"] == first["cacheWriteInputTokens"]
+        and again["cacheWriteInputTokens"] == 0
+    )
+    clock.now += 300
+    assert _bedrock_usage(bedrock_server, marked, "third")["cacheReadInputTokens"] == 0
+
+
+def test_bedrock_caches_nothing_unmarked_or_below_the_minimum(bedrock_server: str, clock: Clock) -> None:
+    for _ in range(2):
+        assert "cacheReadInputTokens" not in _bedrock_usage(bedrock_server, [{"text": LONG}], "q")
+        short = _bedrock_usage(bedrock_server, [{"text": MEDIUM}, POINT], "q")  # Claude 3.5 Haiku: 2,048
+        assert short["cacheReadInputTokens"] == short["cacheWriteInputTokens"] == 0
+        clock.now += 1
+
+
+def test_bedrock_refuses_a_bad_cache_point_as_bedrock_does(bedrock_server: str) -> None:
+    bad = _converse(bedrock_server, [{"text": LONG}, {"cachePoint": {"type": "forever"}}], "q")
+    assert bad.status_code == 400 and bad.headers["x-amzn-ErrorType"] == "ValidationException"
+    llama = _converse(bedrock_server, [{"text": LONG}, POINT], "q", model=LLAMA)
+    assert llama.status_code == 400 and "prompt caching" in llama.json()["message"]
+    five = _converse(bedrock_server, [{"text": f"part {i}"} if i % 2 == 0 else POINT for i in range(10)], "q")
+    assert five.status_code == 400 and "Found 5" in five.json()["message"]
