@@ -9,8 +9,14 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+import botocore.session
 import httpx
 import pytest
+from anthropic.types import Usage as AnthropicUsage
+from google.genai.types import GenerateContentResponseUsageMetadata
+from openai.types import CompletionUsage
+from openai.types.responses import ResponseUsage
+from pydantic import BaseModel
 
 from batchroute_tools.emulators.anthropic import AnthropicEmulator
 from batchroute_tools.emulators.bedrock import BedrockEmulator
@@ -62,14 +68,21 @@ def _chat(base: str, system: str, question: str, *, prefix: str = "/openai", mod
     }
     answer = httpx.post(f"{base}{prefix}/v1/chat/completions", json=body, timeout=10)
     assert answer.status_code == 200, answer.text
-    return answer.json()["usage"]
+    return _sdk_typed(CompletionUsage, answer.json()["usage"])
+
+
+def _sdk_typed(kind: type[BaseModel], usage: dict[str, Any]) -> dict[str, Any]:
+    """`usage`, checked with the vendor SDK's type: its every field one the SDK declares."""
+    parsed = kind.model_validate(usage)
+    assert parsed.model_extra in (None, {}), parsed.model_extra
+    return usage
 
 
 def _response(base: str, system: str, question: str) -> Any:
     body = {"model": GPT, "instructions": system, "input": question}
     answer = httpx.post(f"{base}/openai/v1/responses", json=body, timeout=10)
     assert answer.status_code == 200, answer.text
-    return answer.json()["usage"]
+    return _sdk_typed(ResponseUsage, answer.json()["usage"])
 
 
 def test_openai_caches_a_long_shared_prefix_in_128_token_steps(openai_server: str, clock: Clock) -> None:
@@ -145,7 +158,8 @@ def _message(base: str, body: dict[str, Any]) -> httpx.Response:
 def _usage(base: str, body: dict[str, Any]) -> dict[str, Any]:
     answer = _message(base, body)
     assert answer.status_code == 200, answer.text
-    return {k: v for k, v in answer.json()["usage"].items() if k != "service_tier"}
+    usage = _sdk_typed(AnthropicUsage, answer.json()["usage"])
+    return {k: v for k, v in usage.items() if k != "service_tier"}
 
 
 def test_anthropic_writes_a_marked_prefix_then_reads_it(anthropic_server: str, clock: Clock) -> None:
@@ -249,8 +263,7 @@ def _generate(base: str, system: str, question: str, model: str = "gemini-2.5-fl
         timeout=10,
     )
     assert answer.status_code == 200, answer.text
-    usage: dict[str, Any] = answer.json()["usageMetadata"]
-    return usage
+    return _sdk_typed(GenerateContentResponseUsageMetadata, answer.json()["usageMetadata"])
 
 
 def test_gemini_reports_implicit_cache_hits_within_the_lifetime(gemini_server: str, clock: Clock) -> None:
@@ -293,6 +306,10 @@ def _bedrock_usage(base: str, system: list[dict[str, Any]], question: str) -> di
     answer = _converse(base, system, question)
     assert answer.status_code == 200, answer.text
     usage: dict[str, Any] = answer.json()["usage"]
+    members = (
+        botocore.session.get_session().get_service_model("bedrock-runtime").shape_for("TokenUsage").members
+    )
+    assert set(usage) <= set(members)  # botocore's TokenUsage declares every field
     return usage
 
 
