@@ -6,6 +6,7 @@ the vendor's minimum cacheable length never does."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -119,6 +120,46 @@ def test_openai_caches_per_model_and_a_host_without_caching_reports_none(openai_
     assert host["prompt_tokens"] > 1024
 
 
+def test_openai_batch_output_lines_and_a_stream_report_cached_tokens(
+    openai_server: str, clock: Clock
+) -> None:
+    _chat(openai_server, LONG, "warm")
+    lines = [
+        {
+            "custom_id": f"r{i}",
+            "method": "POST",
+            "url": "/v1/chat/completions",
+            "body": {
+                "model": GPT,
+                "messages": [{"role": "system", "content": LONG}, {"role": "user", "content": f"{i}"}],
+            },
+        }
+        for i in range(2)
+    ]
+    content = "".join(json.dumps(line) + "\n" for line in lines).encode()
+    base = f"{openai_server}/openai/v1"
+    uploaded = httpx.post(
+        f"{base}/files", files={"file": ("in.jsonl", content)}, data={"purpose": "batch"}
+    ).json()
+    job = {"input_file_id": uploaded["id"], "endpoint": "/v1/chat/completions", "completion_window": "24h"}
+    created = httpx.post(f"{base}/batches", json=job).json()
+    clock.now += 1
+    done = httpx.get(f"{base}/batches/{created['id']}").json()
+    assert done["status"] == "completed", done
+    output = httpx.get(f"{base}/files/{done['output_file_id']}/content").text.splitlines()
+    usages = [_sdk_typed(CompletionUsage, json.loads(line)["response"]["body"]["usage"]) for line in output]
+    assert [u["prompt_tokens_details"]["cached_tokens"] >= 1024 for u in usages] == [True, True]
+    body = {
+        "model": GPT,
+        "messages": lines[0]["body"]["messages"],
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    events = httpx.post(f"{base}/chat/completions", json=body).text.split("data: ")
+    last = json.loads(next(e for e in reversed(events) if '"usage"' in e))
+    assert _sdk_typed(CompletionUsage, last["usage"])["prompt_tokens_details"]["cached_tokens"] >= 1024
+
+
 def test_the_responses_api_reports_cached_input_tokens(openai_server: str, clock: Clock) -> None:
     assert _response(openai_server, LONG, "first")["input_tokens_details"]["cached_tokens"] == 0
     clock.now += 10
@@ -174,6 +215,14 @@ def test_anthropic_writes_a_marked_prefix_then_reads_it(anthropic_server: str, c
     assert 0 < again["input_tokens"] < whole - again["cache_read_input_tokens"] + 64  # only what follows
     clock.now += 299  # the read refreshed its five minutes
     assert _usage(anthropic_server, _marked(LONG, "third"))["cache_read_input_tokens"] > 0
+
+
+def test_an_anthropic_stream_reports_the_cache_in_message_start(anthropic_server: str) -> None:
+    _usage(anthropic_server, _marked(LONG, "warm"))
+    streamed = _message(anthropic_server, {**_marked(LONG, "streamed"), "stream": True})
+    start = next(json.loads(line[6:]) for line in streamed.text.splitlines() if '"message_start"' in line)
+    usage = _sdk_typed(AnthropicUsage, start["message"]["usage"])
+    assert usage["cache_read_input_tokens"] > 1024 and usage["cache_creation_input_tokens"] == 0
 
 
 def test_anthropic_forgets_after_the_ttl_and_keeps_an_hour_when_asked(
@@ -328,6 +377,25 @@ def test_bedrock_writes_then_reads_at_a_cache_point(bedrock_server: str, clock: 
     )
     clock.now += 300
     assert _bedrock_usage(bedrock_server, marked, "third")["cacheReadInputTokens"] == 0
+
+
+def test_a_bedrock_stream_reports_the_cache_in_its_metadata(bedrock_server: str) -> None:
+    marked = {"system": [{"text": LONG}, POINT], "messages": [{"role": "user", "content": [{"text": "q"}]}]}
+    url = f"{bedrock_server}/bedrock/runtime/model/{BEDROCK_CLAUDE}/converse-stream"
+    first, again = (_stream_usage(httpx.post(url, json=marked, timeout=10).content) for _ in range(2))
+    assert first["cacheWriteInputTokens"] > 2048 and first["cacheReadInputTokens"] == 0
+    assert (
+        again["cacheReadInputTokens"] == first["cacheWriteInputTokens"]
+        and again["cacheWriteInputTokens"] == 0
+    )
+
+
+def _stream_usage(frames: bytes) -> dict[str, Any]:
+    """The usage of a ConverseStream's metadata frame (its JSON payload, read from the frame)."""
+    found = re.search(rb'"usage":(\{[^}]*\})', frames)
+    assert found is not None
+    usage: dict[str, Any] = json.loads(found.group(1))
+    return usage
 
 
 def test_bedrock_caches_nothing_unmarked_or_below_the_minimum(bedrock_server: str, clock: Clock) -> None:
