@@ -27,6 +27,9 @@ unknown keys of a TypedDict), and:
 - tool names are unique; a `tool` choice names a declared tool; a web search takes
   `allowed_domains` or `blocked_domains`, not both, and `max_uses` of at least 1;
 - stop sequences carry non-whitespace text;
+- cache breakpoints (`cache_control` on tools, system and message blocks, and the top-level
+  one): `{type: ephemeral}` with a `ttl` of 5m or 1h, at most four, a 1h one never after a
+  5m one (checked here whatever the typed check saw: it does not reach a message block's);
 - `temperature` and `top_p` in 0..1, `top_k` a whole number of at least 0: the API version
   the adapter pins (2023-06-01) takes them, though the SDK, written for a newer version, no
   longer declares them (PINNED_ONLY);

@@ -27,6 +27,9 @@ or in a batch): `web_search_20250305` -> a `server_tool_use` block and a
 `code_execution_20250522` -> a `server_tool_use` block and a `code_execution_tool_result`
 (one line printed). `tool_choice` `none` runs none; `{type: tool, name}` only that one.
 
+What `cache_control` marks is written to and read from the prompt cache (cache.py), in
+`cache_creation_input_tokens` / `cache_read_input_tokens`, whole, streamed and in batches.
+
 Answers, usage and faults come from `behaviour.py`, answered the way Anthropic answers:
 
     fail                    400 invalid_request_error (a batch: an errored result)

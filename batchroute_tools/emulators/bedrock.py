@@ -29,7 +29,9 @@ botocore's service model with the limits it documents, the service's own rules, 
 native bodies), the same check the adapter's tests run: a request the contract refuses is
 AWS's 400 ValidationException ("N validation errors detected: ..."), a record it refuses an
 error record ({errorCode: 400, errorMessage: "Malformed input request: ..."}). An unknown
-model is refused too. Faults from behaviour.py: fail -> 400 ValidationException; transient
+model is refused too. Converse's `cachePoint` blocks write to and read from the prompt cache
+(cache.py: `cacheReadInputTokens`, `cacheWriteInputTokens`); on a non-Claude model they are
+refused. Faults from behaviour.py: fail -> 400 ValidationException; transient
 and 5xx -> 500 InternalServerException; rate_limited -> 429 ThrottlingException; overloaded
 -> 503 ServiceUnavailableException; down -> the connection dropped; reset -> the event
 stream reset after its first delta; timeout -> no first byte.

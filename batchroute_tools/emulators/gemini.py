@@ -34,6 +34,9 @@ grounding with the finish reason in the last). A batch cancel ends the batch
 BATCH_STATE_CANCELLED at once: Gemini's batch states have no cancelling one (the SDK's
 JOB_STATE_CANCELLING is Vertex AI's).
 
+Implicit caching (cache.py): a prompt prefix seen within the cache lifetime is reported in
+`usageMetadata.cachedContentTokenCount` (Gemini 2.5 and newer).
+
 Answers, usage and faults come from `behaviour.py`, written the way Google answers:
 
     fault          HTTP answer                                 in a batch job

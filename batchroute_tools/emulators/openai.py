@@ -26,7 +26,9 @@ ones left out when there is nothing to say; tests parse every answer with the of
 SDK's types (`openai.types`), so the emulator cannot drift from them. Answers, usage and faults
 come from `behaviour.py`. A batch job stays `in_progress` for the configured time (by the
 injected clock), its completed count growing, then writes its output and error files; a
-cancelled job is `cancelling` until the clock moves on, then `cancelled`.
+cancelled job is `cancelling` until the clock moves on, then `cancelled`. A chat prompt's
+prefix seen within OpenAI's cache lifetime is reported in `cached_tokens` (cache.py; not for
+a host built with `prompt_cache=None`).
 Files live on disk (`spool.py`), not in memory: a job keeps the path of its input file and
 reads it line by line when it runs, writing its output and error lines to files as it goes.
 """
