@@ -27,6 +27,9 @@ unknown keys of a TypedDict), and:
 - tool names are unique; a `tool` choice names a declared tool; a web search takes
   `allowed_domains` or `blocked_domains`, not both, and `max_uses` of at least 1;
 - stop sequences carry non-whitespace text;
+- cache breakpoints (`cache_control` on tools, system and message blocks, and the top-level
+  one): `{type: ephemeral}` with a `ttl` of 5m or 1h, at most four, a 1h one never after a
+  5m one (checked here whatever the typed check saw: it does not reach a message block's);
 - `temperature` and `top_p` in 0..1, `top_k` a whole number of at least 0: the API version
   the adapter pins (2023-06-01) takes them, though the SDK, written for a newer version, no
   longer declares them (PINNED_ONLY);
@@ -40,6 +43,7 @@ is cheap.
 from __future__ import annotations
 
 import collections.abc
+import itertools
 import re
 import types
 from collections.abc import Iterator, Mapping
@@ -351,6 +355,55 @@ def _message_rules(body: Mapping[str, Any], path: str) -> list[str]:
         found.extend(_text_problems(system, f"{path}.system"))
     found.extend(_turn_problems(list(body["messages"]), f"{path}.messages"))
     found.extend(_tool_problems(body, path))
+    found.extend(_cache_control_problems(body, path))
+    return found
+
+
+MAX_CACHE_BREAKPOINTS: Final = 4  # "A maximum of 4 blocks with cache_control may be provided"
+CACHE_TTLS: Final = {"5m": 300.0, "1h": 3600.0}
+
+
+def cache_controls(body: Mapping[str, Any], path: str = "$") -> list[tuple[str, Any]]:
+    """Every `cache_control` of a Messages body, in the cache's prefix order (tools, system,
+    messages, then the top-level one, which marks the last block), with its path."""
+    found: list[tuple[str, Any]] = []
+    for where in ("tools", "system"):
+        blocks = body.get(where)
+        for index, block in enumerate(blocks if isinstance(blocks, list) else []):
+            if isinstance(block, Mapping) and "cache_control" in block:
+                found.append((f"{path}.{where}[{index}].cache_control", block["cache_control"]))
+    for turn, message in enumerate(body.get("messages") or []):
+        content = message.get("content") if isinstance(message, Mapping) else None
+        for index, block in enumerate(content if isinstance(content, list) else []):
+            if isinstance(block, Mapping) and "cache_control" in block:
+                found.append(
+                    (f"{path}.messages[{turn}].content[{index}].cache_control", block["cache_control"])
+                )
+    if "cache_control" in body:
+        found.append((f"{path}.cache_control", body["cache_control"]))
+    return [(where, control) for where, control in found if control is not None]
+
+
+def _cache_control_problems(body: Mapping[str, Any], path: str) -> list[str]:
+    """The API's rules of cache breakpoints: `{type: ephemeral}` with a `ttl` of 5m or 1h,
+    at most four, and a longer ttl never after a shorter one."""
+    controls = cache_controls(body, path)
+    found: list[str] = []
+    for where, control in controls:
+        if not isinstance(control, Mapping) or control.get("type") != "ephemeral":
+            found.append(f"{where}.type: Input should be 'ephemeral'")
+        elif control.get("ttl", "5m") not in CACHE_TTLS:
+            found.append(f"{where}.ttl: Input should be '5m' or '1h'")
+        elif set(control) - {"type", "ttl"}:
+            found.extend(
+                f"{where}.{key}: Extra inputs are not permitted" for key in set(control) - {"type", "ttl"}
+            )
+    if len(controls) > MAX_CACHE_BREAKPOINTS:
+        most = f"A maximum of {MAX_CACHE_BREAKPOINTS} blocks with cache_control may be provided."
+        found.append(f"{most} Found {len(controls)}.")
+    ttls = [CACHE_TTLS.get(str(c.get("ttl", "5m")), 0.0) for _, c in controls if isinstance(c, Mapping)]
+    if any(later > earlier for earlier, later in itertools.pairwise(ttls)):
+        found.append(f"{path}: a cache_control ttl='1h' breakpoint must come before any ttl='5m' one")
     return found
 
 

@@ -66,6 +66,7 @@ def build_vendors(
                 batch=slug in HOSTS_WITH_BATCHES,
                 responses_api=False,  # the hosts speak Chat Completions only
                 clock=clock,
+                prompt_cache=None,  # the hosts' answers report no cached tokens
             ).vendor
         )
     if s3 is not None:  # Bedrock's batch jobs read and write S3

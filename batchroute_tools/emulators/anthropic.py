@@ -27,6 +27,9 @@ or in a batch): `web_search_20250305` -> a `server_tool_use` block and a
 `code_execution_20250522` -> a `server_tool_use` block and a `code_execution_tool_result`
 (one line printed). `tool_choice` `none` runs none; `{type: tool, name}` only that one.
 
+What `cache_control` marks is written to and read from the prompt cache (cache.py), in
+`cache_creation_input_tokens` / `cache_read_input_tokens`, whole, streamed and in batches.
+
 Answers, usage and faults come from `behaviour.py`, answered the way Anthropic answers:
 
     fail                    400 invalid_request_error (a batch: an errored result)
@@ -54,13 +57,14 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
-from batchroute_tools.contracts.anthropic import request_violations, required_betas, warm
+from batchroute_tools.contracts.anthropic import CACHE_TTLS, request_violations, required_betas, warm
 from batchroute_tools.emulators.behaviour import RETRY_AFTER_MS, Answer, Behaviour, Fault, Work
+from batchroute_tools.emulators.cache import Breakpoint, PromptCache, anthropic_minimum, digest
 from batchroute_tools.emulators.server import Handler, Reply, Request, Vendor, sse
 from batchroute_tools.emulators.spool import Spool
 
@@ -118,6 +122,33 @@ def rfc3339(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, UTC).isoformat().replace("+00:00", "Z")
 
 
+def cache_breakpoints(body: Mapping[str, Any], turns: tuple[Mapping[str, Any], ...]) -> list[Breakpoint]:
+    """The prefixes a Messages body marks with `cache_control` (`turns`: its system prompt
+    and messages, as `work` has them), each with its ttl: a marked system or message block
+    ends its prefix there; the top-level `cache_control` marks the last block. A marked tool
+    is part of every prefix's key (`tools_scope`) and counts no tokens of its own here, as
+    the emulator's input tokens count none of the tools."""
+    marks: list[Breakpoint] = []
+    for index, turn in enumerate(turns):
+        content = turn.get("content")
+        blocks: list[Any] = content if isinstance(content, list) else []
+        for cut, block in enumerate(blocks):
+            control = block.get("cache_control") if isinstance(block, Mapping) else None
+            if isinstance(control, Mapping):
+                prefix = (*turns[:index], {**turn, "content": blocks[: cut + 1]})
+                marks.append(Breakpoint(prefix, CACHE_TTLS[str(control.get("ttl", "5m"))]))
+    control = body.get("cache_control")
+    if isinstance(control, Mapping) and turns:
+        marks.append(Breakpoint(turns, CACHE_TTLS[str(control.get("ttl", "5m"))]))
+    return marks
+
+
+def tools_scope(body: Mapping[str, Any]) -> str:
+    """The tools' share of the cache key: they come first in Anthropic's prefix order."""
+    tools = body.get("tools")
+    return digest("tools", tuple(tools) if isinstance(tools, list) else ()).hex()
+
+
 @dataclass
 class _Batch:
     id: str
@@ -148,6 +179,7 @@ class AnthropicEmulator:
         self.prefix = prefix
         self.models = models
         self.clock = clock
+        self.cache = PromptCache(clock)
         self._lock = threading.Lock()
         self._batches: dict[str, _Batch] = {}
         self.spool = Spool(provider)
@@ -193,6 +225,17 @@ class AnthropicEmulator:
             stream=bool(body.get("stream")),
         )
 
+    def answer(self, body: Mapping[str, Any], work: Work) -> Answer:
+        """Behaviour's answer, with what the body's cache breakpoints read from and wrote to
+        the prompt cache (cache.py): prefixes of at least the model's minimum, for their ttl."""
+        answer = self.behaviour.answer(work)
+        marks = cache_breakpoints(body, work.messages)
+        if not marks:
+            return answer
+        scope = f"{self.provider}\n{work.model}\n{tools_scope(body)}"
+        use = self.cache.marked(scope, marks, anthropic_minimum(work.model))
+        return replace(answer, cache_read_tokens=use.read, cache_write_tokens=use.written)
+
     def messages(self, request: Request) -> Reply:
         try:
             body = request.json()
@@ -207,7 +250,7 @@ class AnthropicEmulator:
             return Reply(200, {"content-type": "text/event-stream"}, delay_headers=3600.0)
         if fault is not None and (refused := fault_reply(fault)) is not None:
             return refused
-        answer = self.behaviour.answer(work)
+        answer = self.answer(body, work)
         tools = server_tools(body)
         reset = fault is not None and fault.kind == "reset"
         if work.stream:
@@ -248,9 +291,9 @@ class AnthropicEmulator:
         """The `message` of an answer; `tools`: the server tools it runs first (each once,
         in order, deterministically), their blocks before the answer's text."""
         usage: dict[str, Any] = {
-            "input_tokens": answer.prompt_tokens,
-            "cache_creation_input_tokens": 0,
-            "cache_read_input_tokens": 0,
+            "input_tokens": answer.prompt_tokens - answer.cache_read_tokens - answer.cache_write_tokens,
+            "cache_creation_input_tokens": answer.cache_write_tokens,
+            "cache_read_input_tokens": answer.cache_read_tokens,
             "output_tokens": answer.completion_tokens,
             "service_tier": tier,
         }
@@ -417,7 +460,7 @@ class AnthropicEmulator:
             return custom_id, {"type": "expired"}, False
         if fault is not None and fault.kind in _BATCH_ERRORS:
             return custom_id, _errored(_BATCH_ERRORS[fault.kind], fault.message), False
-        message = self.message(work, self.behaviour.answer(work), tier="batch", tools=server_tools(params))
+        message = self.message(work, self.answer(params, work), tier="batch", tools=server_tools(params))
         malformed = fault is not None and fault.kind == "malformed"
         return custom_id, {"type": "succeeded", "message": message}, malformed
 

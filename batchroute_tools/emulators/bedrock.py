@@ -29,7 +29,9 @@ botocore's service model with the limits it documents, the service's own rules, 
 native bodies), the same check the adapter's tests run: a request the contract refuses is
 AWS's 400 ValidationException ("N validation errors detected: ..."), a record it refuses an
 error record ({errorCode: 400, errorMessage: "Malformed input request: ..."}). An unknown
-model is refused too. Faults from behaviour.py: fail -> 400 ValidationException; transient
+model is refused too. Converse's `cachePoint` blocks write to and read from the prompt cache
+(cache.py: `cacheReadInputTokens`, `cacheWriteInputTokens`); on a non-Claude model they are
+refused. Faults from behaviour.py: fail -> 400 ValidationException; transient
 and 5xx -> 500 InternalServerException; rate_limited -> 429 ThrottlingException; overloaded
 -> 503 ServiceUnavailableException; down -> the connection dropped; reset -> the event
 stream reset after its first delta; timeout -> no first byte.
@@ -54,13 +56,15 @@ import time
 import uuid
 import zlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Final
 from urllib.parse import unquote
 
+from batchroute_tools.contracts.anthropic import CACHE_TTLS, MAX_CACHE_BREAKPOINTS
 from batchroute_tools.contracts.bedrock import model_family, request_violations
 from batchroute_tools.emulators.behaviour import Answer, Behaviour, Fault, Work
+from batchroute_tools.emulators.cache import Breakpoint, PromptCache, anthropic_minimum, digest
 from batchroute_tools.emulators.server import Reply, Request, Vendor
 
 Clock = Callable[[], float]  # seconds since the epoch
@@ -204,6 +208,7 @@ class BedrockEmulator:
         self.s3 = s3
         self.models = tuple(models)
         self.clock = clock
+        self.cache = PromptCache(clock)
         self.region = region
         self.account = account
         self._lock = threading.Lock()
@@ -249,19 +254,35 @@ class BedrockEmulator:
         if violations:
             return validation_reply(violations)
         work = self.converse_work(model, body, stream=stream)
+        marks = cache_points(body, work.messages)
+        refused = _cache_point_refusal(model, body)
+        if refused:
+            return error_reply(400, "ValidationException", refused)
         fault = self.behaviour.fault(work)
         if fault is not None and fault.kind == "timeout":
             return Reply(200, {"content-type": EVENT_STREAM}, delay_headers=3600.0)
         if fault is not None and (refusal := fault_reply(fault)) is not None:
             return refusal
         answer = self.behaviour.answer(work)
+        if marks is not None:
+            tools = ((body.get("toolConfig") or {}).get("tools")) or []
+            scope = f"{self.provider}\n{model}\n{digest('tools', tuple(tools)).hex()}"
+            use = self.cache.marked(scope, marks, anthropic_minimum(model))
+            answer = replace(answer, cache_read_tokens=use.read, cache_write_tokens=use.written)
         headers = {"x-amzn-RequestId": str(uuid.uuid4())}
+        cached = marks is not None
         if not stream:
             time.sleep(self.behaviour.config.latency_seconds)
-            return Reply.json(200, self.converse_response(answer), headers)
+            whole = self.converse_response(answer)
+            if cached:
+                whole["usage"] = _usage(answer, cached=True)
+            return Reply.json(200, whole, headers)
         reset = 2 if fault is not None and fault.kind == "reset" else None
         return Reply.stream(
-            self._events(answer), content_type=EVENT_STREAM, headers=headers, reset_after=reset
+            self._events(answer, cached=True) if cached else self._events(answer),
+            content_type=EVENT_STREAM,
+            headers=headers,
+            reset_after=reset,
         )
 
     def converse_work(self, model: str, body: Mapping[str, Any], *, stream: bool) -> Work:
@@ -286,7 +307,7 @@ class BedrockEmulator:
             "metrics": {"latencyMs": int(self.behaviour.config.latency_seconds * 1000)},
         }
 
-    def _events(self, answer: Answer) -> Iterator[tuple[float, bytes]]:
+    def _events(self, answer: Answer, *, cached: bool = False) -> Iterator[tuple[float, bytes]]:
         config = self.behaviour.config
         yield config.ttft_seconds, stream_event("messageStart", {"role": "assistant"})
         for piece in answer.pieces:
@@ -295,7 +316,12 @@ class BedrockEmulator:
         yield 0.0, stream_event("contentBlockStop", {"contentBlockIndex": 0})
         yield 0.0, stream_event("messageStop", {"stopReason": _stop_reason(answer)})
         latency = int((config.ttft_seconds + config.inter_token_seconds * len(answer.pieces)) * 1000)
-        yield 0.0, stream_event("metadata", {"usage": _usage(answer), "metrics": {"latencyMs": latency}})
+        yield (
+            0.0,
+            stream_event(
+                "metadata", {"usage": _usage(answer, cached=cached), "metrics": {"latencyMs": latency}}
+            ),
+        )
 
     def _invalid_model(self, model: str) -> str | None:
         if self.models and _GEO.sub("", model) not in self.models:
@@ -610,12 +636,70 @@ def _stop_reason(answer: Answer) -> str:
     return "max_tokens" if answer.finish == "length" else "end_turn"
 
 
-def _usage(answer: Answer) -> dict[str, int]:
+def _usage(answer: Answer, *, cached: bool = False) -> dict[str, int]:
+    """Converse's usage; `cached` (the request sent cache points): its cache reads and writes
+    too, `inputTokens` then only what neither read nor wrote."""
+    if cached:
+        return {
+            "inputTokens": answer.prompt_tokens - answer.cache_read_tokens - answer.cache_write_tokens,
+            "outputTokens": answer.completion_tokens,
+            "totalTokens": answer.prompt_tokens + answer.completion_tokens,
+            "cacheReadInputTokens": answer.cache_read_tokens,
+            "cacheWriteInputTokens": answer.cache_write_tokens,
+        }
     return {
         "inputTokens": answer.prompt_tokens,
         "outputTokens": answer.completion_tokens,
         "totalTokens": answer.prompt_tokens + answer.completion_tokens,
     }
+
+
+def cache_points(body: Mapping[str, Any], turns: tuple[Mapping[str, Any], ...]) -> list[Breakpoint] | None:
+    """The prefixes a Converse body's `cachePoint` blocks end (`turns`: its system prompt
+    and messages as `converse_work` has them), each with its ttl; None without cache points.
+    A cache point among the tools makes them part of every prefix's key and counts no
+    tokens of its own, as the emulator's input tokens count none of the tools."""
+    tools = (body.get("toolConfig") or {}).get("tools") or []
+    system = body.get("system") or []
+    found = any("cachePoint" in block for block in [*tools, *system])
+    marks: list[Breakpoint] = []
+    for cut, block in enumerate(system):
+        if "cachePoint" in block:
+            text = "\n\n".join(str(b.get("text")) for b in system[:cut] if b.get("text"))
+            if text:
+                marks.append(Breakpoint(({"role": "system", "content": text},), _ttl(block["cachePoint"])))
+    offset = 1 if turns and turns[0].get("role") == "system" else 0
+    for index, message in enumerate(body.get("messages") or []):
+        for cut, block in enumerate(message.get("content") or []):
+            if "cachePoint" in block:
+                found = True
+                turn = turns[offset + index]
+                prefix = (*turns[: offset + index], {**turn, "content": turn["content"][: cut + 1]})
+                marks.append(Breakpoint(prefix, _ttl(block["cachePoint"])))
+    return marks if found else None
+
+
+def _ttl(point: Mapping[str, Any]) -> float:
+    return CACHE_TTLS[str(point.get("ttl", "5m"))]
+
+
+def _cache_point_refusal(model: str, body: Mapping[str, Any]) -> str | None:
+    """Bedrock's refusal of cache points: on a model without prompt caching (here, every
+    model but Claude), or more than four checkpoints."""
+    blocks = [
+        *((body.get("toolConfig") or {}).get("tools") or []),
+        *(body.get("system") or []),
+        *(block for message in body.get("messages") or [] for block in message.get("content") or []),
+    ]
+    count = sum(1 for block in blocks if "cachePoint" in block)
+    if count and model_family(model) != "anthropic":
+        return (
+            "You invoked an unsupported model or your request did not allow prompt caching."
+            " See the documentation for more information."
+        )
+    if count > MAX_CACHE_BREAKPOINTS:
+        return f"A maximum of {MAX_CACHE_BREAKPOINTS} cache checkpoints may be provided. Found {count}."
+    return None
 
 
 def _line(row: Mapping[str, Any]) -> bytes:

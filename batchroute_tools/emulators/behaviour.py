@@ -176,6 +176,8 @@ class Answer:
     completion_tokens: int
     vectors: tuple[tuple[float, ...], ...] = ()  # embeddings, one per input
     ident: str = ""  # a stable id for the answer (hex)
+    cache_read_tokens: int = 0  # of prompt_tokens, read from the vendor's prompt cache (cache.py)
+    cache_write_tokens: int = 0  # of prompt_tokens, written to it
 
     @property
     def content(self) -> str:

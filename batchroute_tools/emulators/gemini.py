@@ -34,6 +34,9 @@ grounding with the finish reason in the last). A batch cancel ends the batch
 BATCH_STATE_CANCELLED at once: Gemini's batch states have no cancelling one (the SDK's
 JOB_STATE_CANCELLING is Vertex AI's).
 
+Implicit caching (cache.py): a prompt prefix seen within the cache lifetime is reported in
+`usageMetadata.cachedContentTokenCount` (Gemini 2.5 and newer).
+
 Answers, usage and faults come from `behaviour.py`, written the way Google answers:
 
     fault          HTTP answer                                 in a batch job
@@ -65,12 +68,13 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Final
 
 from batchroute_tools.contracts.gemini import request_violations, warm
 from batchroute_tools.emulators.behaviour import RETRY_AFTER_MS, Answer, Behaviour, Fault, Work
+from batchroute_tools.emulators.cache import PromptCache, gemini_rule
 from batchroute_tools.emulators.server import Handler, Reply, Request, Vendor, sse
 
 Clock = Callable[[], float]  # seconds since the epoch
@@ -236,6 +240,7 @@ class GeminiEmulator:
         self.provider = provider
         self.models = models  # () serves any model name
         self.clock = clock
+        self.cache = PromptCache(clock)
         self._lock = threading.Lock()
         self._jobs: dict[str, _Job] = {}
         self.vendor = Vendor(prefix)
@@ -309,13 +314,23 @@ class GeminiEmulator:
         refusal = fault_reply(fault)
         if refusal is not None:
             return refusal
-        answer = self.behaviour.answer(work)
+        answer = self.answer(work)
         tools = HostedTools.of(body, work)
         if not stream:
             time.sleep(self.behaviour.config.latency_seconds)
             return reply(200, self.response(work, answer, tools))
         reset = 2 if fault is not None and fault.kind == "reset" else None
         return Reply.stream(self._chunks(work, answer, tools), reset_after=reset)
+
+    def answer(self, work: Work) -> Answer:
+        """Behaviour's answer, its cached prompt tokens those Gemini's implicit caching would
+        report (cache.py): none for a model without it."""
+        answer = self.behaviour.answer(work)
+        rule = gemini_rule(work.model)
+        if rule is None:
+            return answer
+        scope = f"{self.provider}\n{work.model}"
+        return replace(answer, cache_read_tokens=self.cache.automatic(scope, work.messages, rule))
 
     @staticmethod
     def response(work: Work, answer: Answer, tools: HostedTools | None = None) -> dict[str, Any]:
@@ -481,7 +496,7 @@ class GeminiEmulator:
             code, _ = _BATCH_ERRORS[fault.kind]
             return {"error": {"code": code, "message": fault.message}, "metadata": dict(metadata)}
         request = _mapping(entry.get("request"))
-        answer = self.behaviour.answer(work)
+        answer = self.answer(work)
         response = self.response(work, answer, HostedTools.of(request, work))
         return {"response": response, "metadata": dict(metadata)}
 
@@ -565,8 +580,11 @@ def _finish(answer: Answer) -> str:
 
 
 def _usage(answer: Answer) -> dict[str, int]:
+    """Proto JSON leaves a zero count out: `cachedContentTokenCount` only on a cache hit."""
+    cached = {"cachedContentTokenCount": answer.cache_read_tokens} if answer.cache_read_tokens else {}
     return {
         "promptTokenCount": answer.prompt_tokens,
+        **cached,
         "candidatesTokenCount": answer.completion_tokens,
         "totalTokenCount": answer.prompt_tokens + answer.completion_tokens,
     }

@@ -26,7 +26,9 @@ ones left out when there is nothing to say; tests parse every answer with the of
 SDK's types (`openai.types`), so the emulator cannot drift from them. Answers, usage and faults
 come from `behaviour.py`. A batch job stays `in_progress` for the configured time (by the
 injected clock), its completed count growing, then writes its output and error files; a
-cancelled job is `cancelling` until the clock moves on, then `cancelled`.
+cancelled job is `cancelling` until the clock moves on, then `cancelled`. A chat prompt's
+prefix seen within OpenAI's cache lifetime is reported in `cached_tokens` (cache.py; not for
+a host built with `prompt_cache=None`).
 Files live on disk (`spool.py`), not in memory: a job keeps the path of its input file and
 reads it line by line when it runs, writing its output and error lines to files as it goes.
 """
@@ -47,6 +49,7 @@ from typing import Any
 import batchroute_tools.emulators.openai_responses as openai_responses
 from batchroute_tools.contracts.openai import BATCH_URLS, Violation, line_shape_violations, violations
 from batchroute_tools.emulators.behaviour import Answer, Behaviour, Fault, Work
+from batchroute_tools.emulators.cache import OPENAI_CACHE, CacheRule, PromptCache
 from batchroute_tools.emulators.server import Reply, Request, Vendor, sse
 from batchroute_tools.emulators.spool import Spool
 
@@ -162,11 +165,14 @@ class OpenAIEmulator:
         batch: bool = True,
         responses_api: bool = True,
         clock: Clock = time.time,
+        prompt_cache: CacheRule | None = OPENAI_CACHE,
     ) -> None:
         self.behaviour = behaviour
         self.provider = provider
         self.models = models
         self.clock = clock
+        self.prompt_cache = prompt_cache  # None: a host that reports no cached tokens
+        self.cache = PromptCache(clock)
         self._lock = threading.Lock()
         self._files: dict[str, _File] = {}
         self._jobs: dict[str, _Job] = {}
@@ -250,7 +256,7 @@ class OpenAIEmulator:
         if isinstance(admitted, Reply):
             return admitted
         body, work, fault = admitted
-        answer = stopped(self.behaviour.answer(work), body.get("stop"))
+        answer = stopped(self.answer(work), body.get("stop"))
         ident, created = f"chatcmpl-{answer.ident}", int(self.clock())
         if not work.stream:
             return self._whole(self.completion(work, answer, ident, created), fault)
@@ -267,7 +273,7 @@ class OpenAIEmulator:
         if isinstance(admitted, Reply):
             return admitted
         body, work, fault = admitted
-        answer = self.behaviour.answer(work)
+        answer = self.answer(work)
         created = int(self.clock())
         if not work.stream:
             response = openai_responses.response_object(
@@ -279,6 +285,16 @@ class OpenAIEmulator:
         )
         reset = 2 if fault is not None and fault.kind == "reset" else None
         return Reply.stream(events, content_type="text/event-stream; charset=utf-8", reset_after=reset)
+
+    def answer(self, work: Work) -> Answer:
+        """Behaviour's answer, its cached prompt tokens those OpenAI's automatic caching
+        would report (cache.py): none for embeddings or a host without caching."""
+        answer = self.behaviour.answer(work)
+        if self.prompt_cache is None or work.operation != "chat":
+            return answer
+        scope = f"{self.provider}\n{work.model}"
+        read = self.cache.automatic(scope, work.messages, self.prompt_cache)
+        return replace(answer, cache_read_tokens=read)
 
     def completion(self, work: Work, answer: Answer, ident: str, created: int) -> dict[str, Any]:
         return {
@@ -294,7 +310,7 @@ class OpenAIEmulator:
                     "finish_reason": answer.finish,
                 }
             ],
-            "usage": _usage(answer),
+            "usage": _usage(answer, self.prompt_cache is not None),
         }
 
     def _chunks(
@@ -316,7 +332,7 @@ class OpenAIEmulator:
             yield config.inter_token_seconds, sse(None, chunk({"content": piece}))
         yield 0.0, sse(None, chunk({}, answer.finish))
         if usage:
-            last = {**chunk({}), "choices": [], "usage": _usage(answer)}
+            last = {**chunk({}), "choices": [], "usage": _usage(answer, self.prompt_cache is not None)}
             yield 0.0, sse(None, last)
         yield 0.0, sse(None, "[DONE]")
 
@@ -552,7 +568,7 @@ class OpenAIEmulator:
                 "error": None,
             }
             return "error", (json.dumps(row) + "\n").encode()
-        answer = self.behaviour.answer(work)
+        answer = self.answer(work)
         if work.operation == "embeddings":
             result = self.embedding_list(work, answer)
         elif str(line.get("url")) == RESPONSES_URL:
@@ -623,8 +639,10 @@ def _batch_error(code: str, message: str, param: str | None, line: int) -> dict[
     return {"code": code, "message": message, "param": param, "line": line}
 
 
-def _usage(answer: Answer) -> dict[str, int]:
+def _usage(answer: Answer, cached: bool) -> dict[str, Any]:
+    details = {"prompt_tokens_details": {"cached_tokens": answer.cache_read_tokens}} if cached else {}
     return {
+        **details,
         "prompt_tokens": answer.prompt_tokens,
         "completion_tokens": answer.completion_tokens,
         "total_tokens": answer.prompt_tokens + answer.completion_tokens,

@@ -149,7 +149,7 @@ def response_object(
     if done:
         response["usage"] = {
             "input_tokens": answer.prompt_tokens,
-            "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+            "input_tokens_details": {"cached_tokens": answer.cache_read_tokens, "cache_write_tokens": 0},
             "output_tokens": answer.completion_tokens,
             "output_tokens_details": {"reasoning_tokens": 0},
             "total_tokens": answer.prompt_tokens + answer.completion_tokens,

@@ -329,3 +329,22 @@ def test_every_body_the_adapter_builds_fits_the_contract(
         assert refused.message
     for operation, body in sent:
         assert request_violations(operation, body) == [], (payload, body)
+
+
+def _cached(*controls: Any, top: Any = None) -> dict[str, Any]:
+    """A body whose system blocks carry `controls`, and `top` as the top-level cache_control."""
+    system = [{"type": "text", "text": f"part {i}", "cache_control": c} for i, c in enumerate(controls)]
+    return {**GOOD, "system": system, **({"cache_control": top} if top is not None else {})}
+
+
+def test_cache_breakpoints_as_the_api_takes_and_refuses_them() -> None:
+    ephemeral, hour = {"type": "ephemeral"}, {"type": "ephemeral", "ttl": "1h"}
+    assert request_violations("messages", _cached(hour, ephemeral, {"type": "ephemeral", "ttl": "5m"})) == []
+    assert request_violations("messages", _cached(ephemeral, top=ephemeral)) == []
+    assert (
+        "type: Input should be 'ephemeral'" in request_violations("messages", _cached({"type": "forever"}))[0]
+    )
+    assert "ttl" in request_violations("messages", _cached({"type": "ephemeral", "ttl": "2h"}))[0]
+    five = request_violations("messages", _cached(*[ephemeral] * 4, top=ephemeral))
+    assert five == ["A maximum of 4 blocks with cache_control may be provided. Found 5."]
+    assert "must come before" in request_violations("messages", _cached(ephemeral, hour))[0]
