@@ -144,6 +144,17 @@ def test_a_reservation_id_is_used_once(ledger: LedgerStore) -> None:
     assert ledger.state(org_id).reserved == Money.usd("1")
 
 
+def test_a_reservation_id_reused_on_a_wallet_it_emptied_is_a_duplicate_not_a_402(ledger: LedgerStore) -> None:
+    # Given a wallet whose whole balance the first reservation took
+    org_id = funded_org("1")
+    reserve(ledger, org_id, "r1", "1")
+    # When the same id is reserved again (a retry): both conditions refuse the write
+    # Then the taken id is what the caller hears, not "insufficient credit"
+    with pytest.raises(DuplicateReservation):
+        reserve(ledger, org_id, "r1", "1")
+    assert ledger.state(org_id).reserved == Money.usd("1")
+
+
 def test_chat_hold_refusal_is_insufficient_funds(ledger: LedgerStore) -> None:
     org_id = funded_org("0.5")
     with pytest.raises(PaymentRequired) as refused:

@@ -117,12 +117,13 @@ def is_transaction_conflict(exc: ClientError) -> bool:
 def reservation_failure(codes: Sequence[str], *, offset: int = 0) -> Literal["wallet", "reservation"] | None:
     """Which condition of `reserve_items` (placed at `offset` in a transaction) refused it:
     the wallet's (the available balance, or a hard limit's room) or the reservation's (the
-    id is taken); None when neither did."""
+    id is taken); None when neither did. A taken id wins: a retry of a reservation already
+    made is a duplicate even when the wallet it emptied could not cover it a second time."""
 
-    if condition_failed_at(codes, offset + _WALLET_AT):
-        return "wallet"
     if condition_failed_at(codes, offset + _RESERVATION_AT):
         return "reservation"
+    if condition_failed_at(codes, offset + _WALLET_AT):
+        return "wallet"
     return None
 
 
