@@ -66,6 +66,10 @@ def _dynamodb(stack: dict[str, Any]) -> Any:
     )
 
 
+def _settled_and_ended(batch: dict[str, Any]) -> bool:
+    return batch["settled_at"] is not None and batch["state"] != "finalizing"
+
+
 def _due_now(stack: dict[str, Any], org_id: str, schedule_id: str) -> str:
     """Move the schedule's next fire to now (the due index's key with it)."""
     now = datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
@@ -128,7 +132,8 @@ def test_a_lane_that_fails_the_golden_set_is_routed_around(
     # Then its batch runs to completion without edge-eu
     batch_id = run["batch_id"]
     deadline = time.monotonic() + BATCH_TIMEOUT_SECONDS
-    while (batch := api.get(f"/v1/batches/{batch_id}", headers=key).json()["batch"])["settled_at"] is None:
+    # Settle writes `settled_at`, then moves a finalizing batch to completed: wait for both
+    while not _settled_and_ended(batch := api.get(f"/v1/batches/{batch_id}", headers=key).json()["batch"]):
         assert time.monotonic() < deadline, f"batch not settled: {batch}\n{local_stack.log_tail()}"
         time.sleep(POLL_SECONDS)
     assert batch["state"] == "completed" and batch["counts"]["completed"] == 3, batch
