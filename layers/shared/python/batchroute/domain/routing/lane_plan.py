@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal, InvalidOperation
 from typing import Final, Literal, NotRequired, TypedDict
 
@@ -229,6 +229,11 @@ class LaneRecordItem(TypedDict):
     job: NotRequired[SubmittedJobItem]
     job_chunk: NotRequired[int]
     partial_chunk: NotRequired[int]
+    # deadline rescue (domain/routing/rescue.py): why this lane took over, the lane run after
+    # its chain (a rescue's rest, on the old lane), results its vendor job gave too late
+    handover_reason: NotRequired[str]
+    then_lane: NotRequired[str]
+    late_results: NotRequired[int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -320,6 +325,9 @@ class LaneRecord:
     job: SubmittedJob | None = None  # the vendor batch job in flight
     job_chunk: int | None = None
     partial_chunk: int | None = None
+    handover_reason: str | None = None  # "deadline_rescue" / "deadline_rescue_rest"; else failover
+    then_lane: str | None = None  # run after this lane's chain: a rescue's rest on the old lane
+    late_results: int = 0  # results the lane's vendor job gave after it handed its items over
 
     @property
     def usage(self) -> LaneUsageView:
@@ -380,6 +388,9 @@ class LaneRecord:
             job=SubmittedJob.from_dict(job) if isinstance(job, Mapping) and job else None,
             job_chunk=None if item.get("job_chunk") is None else _int(item["job_chunk"]),
             partial_chunk=None if item.get("partial_chunk") is None else _int(item["partial_chunk"]),
+            handover_reason=_text(item.get("handover_reason")),
+            then_lane=_text(item.get("then_lane")),
+            late_results=_int(item.get("late_results")),
         )
 
     def _run_texts(self) -> tuple[tuple[_RunText, str | None], ...]:
@@ -430,6 +441,12 @@ class LaneRecord:
             item["job_chunk"] = self.job_chunk
         if self.partial_chunk is not None:
             item["partial_chunk"] = self.partial_chunk
+        if self.handover_reason is not None:
+            item["handover_reason"] = self.handover_reason
+        if self.then_lane is not None:
+            item["then_lane"] = self.then_lane
+        if self.late_results:
+            item["late_results"] = self.late_results
         return item
 
 
@@ -674,7 +691,7 @@ def failover_record(
     depth = source.failover_depth + 1
     provider = candidate.provider
     model = source.model
-    return new_lane_record(
+    successor = new_lane_record(
         lane_key=lane_key(root_number, provider, model, failover_depth=depth),
         lane_id=str(candidate.lane_id),
         provider=provider,
@@ -688,6 +705,8 @@ def failover_record(
         failover_from=source.lane_key,
         failover_depth=depth,
     )
+    # A rescue lane that fails over hands on the rest its old lane keeps (rescue.py).
+    return replace(successor, then_lane=source.then_lane) if source.then_lane else successor
 
 
 def root_number(lane_key_value: str) -> int:
