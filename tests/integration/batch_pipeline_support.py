@@ -58,6 +58,21 @@ def item(n: int, model: str = LLAMA, text: str = "") -> dict[str, Any]:
     }
 
 
+def quiet_simulation(monkeypatch: Any, tmp_path: Path) -> None:
+    """No simulated latency, vendor jobs done at once, retries without backoff, emails in
+    tmp; fresh settings and every lane's heartbeat (a pipeline test's stack)."""
+    for name, value in {
+        "SIMULATED_LATENCY_MS": "0",
+        "SIMULATED_BATCH_POLL_SECONDS": "0",
+        "PROVIDER_RETRY_BASE_SECONDS": "0",
+        "LOCAL_OUTBOX_DIR": str(tmp_path / "outbox"),
+    }.items():
+        monkeypatch.setenv(name, value)
+    get_settings.cache_clear()
+    identity_store.cache_clear()
+    heartbeat_all_lanes()
+
+
 def heartbeat_all_lanes(clock: Clock | None = None) -> None:
     """Every lane's heartbeat, fresh at `clock`'s time (now by default)."""
     store = LaneStateStore(get_settings().table_name("controls"))

@@ -55,13 +55,12 @@ from batchroute.wiring import Wiring
 from batchroute.workflow.tasks import WorkflowTask
 from batchroute_tools.local.provision import LocalStack
 from functions.api.app import create_app
-from functions.api.auth import identity_store
 from tests.integration.batch_pipeline_support import (
     GPT,
     LLAMA,
     create_batch,
-    heartbeat_all_lanes,
     item,
+    quiet_simulation,
     run_until_done,
     run_workflow,
     start,
@@ -73,17 +72,7 @@ from tests.integration.test_quotes import _item
 
 @pytest.fixture
 def stack(local_aws: LocalStack, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[LocalStack]:
-    # No simulated latency, vendor jobs done at once, retries without backoff, emails in tmp.
-    for name, value in {
-        "SIMULATED_LATENCY_MS": "0",
-        "SIMULATED_BATCH_POLL_SECONDS": "0",
-        "PROVIDER_RETRY_BASE_SECONDS": "0",
-        "LOCAL_OUTBOX_DIR": str(tmp_path / "outbox"),
-    }.items():
-        monkeypatch.setenv(name, value)
-    get_settings.cache_clear()
-    identity_store.cache_clear()
-    heartbeat_all_lanes()
+    quiet_simulation(monkeypatch, tmp_path)
     yield local_aws
     get_settings.cache_clear()
 

@@ -112,7 +112,7 @@ def test_within_reservation_picks_the_cheapest_lane_that_finishes_in_time_and_ta
     cheap, dear = _option("cheap", 90), _option("dear", 300)
     decision = _decide(RescueSetting(), RescueBudget(Money(0)), dear, cheap)
     assert decision.rescues and decision.option is cheap and decision.items == 100
-    assert decision.extra == Money(0) and decision.overage == Money(0)
+    assert decision.extra == Money(-1_000) and decision.overage == Money(0)  # 10 saved an item
 
 
 def test_within_reservation_takes_only_what_the_headroom_covers_the_rest_stays() -> None:
@@ -123,6 +123,17 @@ def test_within_reservation_takes_only_what_the_headroom_covers_the_rest_stays()
     assert decision.extra <= Money(1_010)
     nothing = _decide(RescueSetting(), RescueBudget(Money(40)), dear)
     assert not nothing.rescues and "budget" in nothing.reason
+
+
+def test_the_lane_fee_counts_unless_the_old_lane_hands_over_everything_before_delivering() -> None:
+    cheap = _option("cheap", 90)  # 10 micros an item under the quoted 100
+    fee = Money(5_000)
+    # the old lane delivered some items already: one more lane costs its fee
+    added = _decide(RescueSetting(), RescueBudget(Money(3_000), lane_fee=fee), cheap)
+    assert not added.rescues
+    # it delivered none and hands over every item: the lane count stays, 1000 micros saved
+    swapped = _decide(RescueSetting(), RescueBudget(Money(0), lane_fee=fee, freed_lane_fee=fee), cheap)
+    assert swapped.items == 100 and swapped.extra == Money(-1_000) and swapped.overage == Money(0)
 
 
 def test_a_lane_too_slow_for_the_deadline_is_not_chosen_even_when_cheaper() -> None:

@@ -16,6 +16,9 @@ the markers look at the attempt. Markers, anywhere in the request input:
   configured time to first token exceeds that time-out gives up the same way.
 - `[simulate:wrong:<slug>]`: that provider answers the fixed WRONG_ANSWER text instead of its
   usual one (a lane that answers wrongly: golden-set regression, docs/schedules.md).
+- `[simulate:stuck_batch]`: a vendor batch job holding it never finishes: it reports
+  `in_progress` with 40 % of its requests done (STUCK_DONE_PERCENT) until it is cancelled
+  (a late vendor: deadline rescue, docs/batches.md).
 
 Usage: prompt tokens are the quote's conservative estimate of the input
 (domain/routing/items.py); completion tokens are min(max_output_tokens, 16 + hash % 64), or the
@@ -52,6 +55,8 @@ from batchroute.providers import base
 MARKER_FAIL: Final = "[simulate:fail]"
 MARKER_TRANSIENT: Final = "[simulate:transient]"
 MARKER_DOWN: Final = "[simulate:down]"
+MARKER_STUCK_BATCH: Final = "[simulate:stuck_batch]"
+STUCK_DONE_PERCENT: Final = 40
 _MARKER_DOWN_FOR: Final = re.compile(r"\[simulate:down:([A-Za-z0-9_.-]+)\]")
 WRONG_ANSWER: Final = "Simulated wrong answer."  # [simulate:wrong:<slug>]
 _MARKER_5XX_FOR: Final = re.compile(r"\[simulate:5xx:([A-Za-z0-9_.-]+)\]")
@@ -433,6 +438,7 @@ class _Job:
     submitted_at: datetime
     cancelled: bool = False
     failed_count: int | None = None  # counted once, when the job first reports completed
+    stuck: bool = False  # [simulate:stuck_batch]: in_progress at STUCK_DONE_PERCENT until cancelled
 
 
 _JOBS: dict[str, _Job] = {}
@@ -470,7 +476,8 @@ class SimulatedBatchApiProvider:
         with _JOBS_LOCK:
             for stale in [k for k, job in _JOBS.items() if now - job.submitted_at > _JOB_MEMORY]:
                 del _JOBS[stale]
-            _JOBS[job_id] = _Job(slug=self.slug, requests=batch, submitted_at=now)
+            stuck = any(MARKER_STUCK_BATCH in _canonical(r.input) for r in batch)
+            _JOBS[job_id] = _Job(slug=self.slug, requests=batch, submitted_at=now, stuck=stuck)
         return job_id
 
     def poll(self, job_id: str) -> base.JobStatus:
@@ -478,6 +485,10 @@ class SimulatedBatchApiProvider:
         total = len(job.requests)
         if job.cancelled:
             return base.JobStatus(state="cancelled", total=total)
+        if job.stuck:
+            return base.JobStatus(
+                state="in_progress", total=total, completed_count=total * STUCK_DONE_PERCENT // 100
+            )
         elapsed = (self.clock.now() - job.submitted_at).total_seconds()
         if elapsed < self.config.batch_seconds:
             done = int(total * elapsed / self.config.batch_seconds) if self.config.batch_seconds else total

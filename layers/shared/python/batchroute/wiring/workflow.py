@@ -29,6 +29,7 @@ class WorkflowWiring(SchedulesWiring):
         from batchroute.services.workflow.finalize import Finalizer
         from batchroute.services.workflow.intake import Intake
         from batchroute.services.workflow.planning import LanePlanner
+        from batchroute.services.workflow.rescue import DeadlineRescue
         from batchroute.services.workflow.settlement import Settlement
         from batchroute.services.workflow.steps import Pipeline
 
@@ -53,6 +54,13 @@ class WorkflowWiring(SchedulesWiring):
                 continuations=self.queue("lanes"),
                 capacity=self.lane_states,
                 availability=self.lane_states,
+                rescue=DeadlineRescue(
+                    records=self.batch_records,
+                    artifacts=artifacts,
+                    registry=self.providers,
+                    catalog=self.catalog,
+                    clock=self.clock,
+                ),
             ),
             finalizer=Finalizer(
                 records=self.batch_records,

@@ -300,18 +300,28 @@ class BatchProgress(DynamoStore):
         )
 
     def hand_over(
-        self, batch_id: str, lane_key: str, successor: LaneRecord, tally: ChunkTally, *, error: str, at: str
+        self,
+        batch_id: str,
+        lane_key: str,
+        successor: LaneRecord,
+        tally: ChunkTally,
+        *,
+        error: str,
+        at: str,
+        rest: LaneRecord | None = None,
     ) -> bool:
         """Failover in ONE transaction: the successor lane record is created, this lane
         finishes its chunk with what it answered and ends `failed` (`error`) pointing at the successor,
         and the chunk's unanswered items go back to pending for the successor. False (and
-        no change) when the lane had ended or finished the chunk already."""
+        no change) when the lane had ended or finished the chunk already. A deadline rescue
+        that takes only some items creates `rest` (the old lane's own) in the same write."""
         tally = tally.rest_handed_over()
         position = tally.position
         put = put_new(
             self.table_name,
             lane_values(batch_id, successor),
         )
+        puts = [put] if rest is None else [put, put_new(self.table_name, lane_values(batch_id, rest))]
         values = {
             ":position": position,
             ":next": position + 1,
@@ -326,8 +336,8 @@ class BatchProgress(DynamoStore):
         }
         lane = _hand_over_update(self.table_name, lane_item_key(batch_id, lane_key), values)
         counts = _counts_update(self.table_name, batch_id, tally.count_moves())
-        items_ = [lane, put] if counts is None else [lane, put, counts]
-        return transact_unless_refused(self.dynamodb, items_, 0, 1)
+        items_ = [lane, *puts] if counts is None else [lane, *puts, counts]
+        return transact_unless_refused(self.dynamodb, items_, *range(len(puts) + 1))
 
     def _transact(self, lane: dict[str, Any], counts: dict[str, Any] | None) -> bool:
         items = [lane] if counts is None else [lane, counts]

@@ -287,6 +287,9 @@ class BatchRecord:
     created_by: str | None = None  # the user or API key id
     metadata: Mapping[str, str] | None = None
     webhook: BatchWebhook | None = None
+    # deadline rescue: {mode, max_overage_micros} (domain/routing/rescue.py:RescueSetting);
+    # absent: within_reservation
+    rescue: Mapping[str, str] | None = None
     # -- the work: items in S3 chunks, and the quote's plan (stored in the PLAN item) ------
     item_count: int = 0
     chunk_count: int = 0
@@ -380,6 +383,7 @@ class BatchRecord:
             created_by=_str(values.get("created_by")),
             metadata=_strings(values.get("metadata")),
             webhook=_webhook(values.get("webhook")),
+            rescue=_strings(values.get("rescue")),
             item_count=int(values.get("item_count") or 0),
             chunk_count=int(values.get("chunk_count") or 0),
             chunk_models=_chunk_models(values.get("chunk_models")),

@@ -201,18 +201,21 @@ class RescueBudget:
     """What the money allows: `headroom` is the reservation less the estimated cost of the
     batch at its quoted prices (actual usage for what is answered); `overage` what
     allow_overage may add (the cap, bounded by the wallet's available credit and the hard
-    spending limit's room); `lane_fee` the control-plane fee of one more lane."""
+    spending limit's room); `lane_fee` the control-plane fee of one more lane, and
+    `freed_lane_fee` the fee the old lane no longer costs when it hands over every item
+    before delivering any (the fee counts the lanes that delivered)."""
 
     headroom: Money
     overage: Money = NO_MONEY
     lane_fee: Money = NO_MONEY
+    freed_lane_fee: Money = NO_MONEY
 
 
 @dataclass(frozen=True, slots=True)
 class RescueDecision:
     option: RescueOption | None
     items: int  # the first `items` unanswered items of the lane (by ordinal) go to the option
-    extra: Money  # their estimated cost over the quoted price (the lane fee included)
+    extra: Money  # their estimated cost over the quoted price, lane fee included (below 0: saved)
     overage: Money  # of which beyond the reservation (allow_overage)
     reason: str
 
@@ -244,23 +247,23 @@ def decide_rescue(
     if not in_time:
         return _none("no eligible sync lane can finish the items before the deadline")
     option = min(enumerate(in_time), key=lambda pair: (pair[1].item_micros, pair[0]))[1]
-    allowance = budget.headroom.micros - budget.lane_fee.micros
+    allowance = budget.headroom.micros
     if setting.mode == "allow_overage":
         allowance += min(budget.overage.micros, setting.max_overage.micros)
-    extra_per_item = max(0, option.item_micros - quoted_item_micros)
-    if allowance < 0:
-        items = 0
-    elif extra_per_item == 0:
-        items = items_left
+    per_item = option.item_micros - quoted_item_micros  # below 0: the rescue lane is cheaper
+    whole = items_left * per_item + budget.lane_fee.micros - budget.freed_lane_fee.micros
+    if whole <= allowance:
+        items, extra = items_left, whole
+    elif per_item > 0:  # only some: the old lane keeps (and still delivers) the rest
+        items = max(0, min(items_left - 1, (allowance - budget.lane_fee.micros) // per_item))
+        extra = items * per_item + budget.lane_fee.micros
     else:
-        items = min(items_left, allowance // extra_per_item)
+        items, extra = 0, 0
     if items <= 0:
         return _none(f"the {setting.mode} budget does not cover one item on {option.lane.lane_id}")
-    extra = Money(items * extra_per_item + budget.lane_fee.micros)
-    overage = Money(max(0, extra.micros - max(0, budget.headroom.micros)))
-    return RescueDecision(
-        option, items, extra, overage, f"{items} of {items_left} items to {option.lane.lane_id}"
-    )
+    overage = Money(max(0, extra - max(0, budget.headroom.micros)))
+    reason = f"{items} of {items_left} items to {option.lane.lane_id}"
+    return RescueDecision(option, items, Money(extra), overage, reason)
 
 
 def item_micros(
@@ -355,3 +358,26 @@ def _split(start: int, end: int, items: int, done: set[int]) -> int:
         if ordinal < split:
             split += 1
     return min(split, end)
+
+
+# -- late results ------------------------------------------------------------------------------
+
+
+def handed_over_rows(lanes: Sequence[LaneRecord]) -> dict[str, tuple[int, frozenset[int]]]:
+    """For each lane that handed its items over (failover or rescue): the chunk it handed
+    over in, and the seqs of that chunk it answered itself (its successors exclude exactly
+    those). Any other row of that chunk in its result file came late (a vendor job that
+    answered after the hand-over) and is not the item's answer: its successor's is."""
+    answered: dict[str, set[int]] = {}
+    for lane in lanes:
+        if lane.failover_from:
+            answered.setdefault(lane.failover_from, set()).update(lane.exclude_seqs)
+    found: dict[str, tuple[int, frozenset[int]]] = {}
+    for lane in lanes:
+        chunks = lane_chunks(lane)
+        if lane.failover_to and 0 < lane.chunks_done_n <= len(chunks):
+            found[lane.lane_key] = (
+                chunks[lane.chunks_done_n - 1],
+                frozenset(answered.get(lane.lane_key, ())),
+            )
+    return found

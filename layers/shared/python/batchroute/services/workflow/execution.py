@@ -66,7 +66,7 @@ from batchroute.domain.routing.lane_plan import (
 from batchroute.domain.workflow.results import ChunkTally, LineError, LineUsage, ResultLine
 from batchroute.errors import PermanentError
 from batchroute.observability import logger
-from batchroute.providers.base import ItemError, ProviderResult
+from batchroute.providers.base import ItemError, JobStatus, ProviderResult
 from batchroute.providers.registry import ProviderRegistry
 from batchroute.providers.retry import RetryPolicy
 from batchroute.services.batches.ports import BatchStore
@@ -76,6 +76,7 @@ from batchroute.services.catalog.lane_health import (
     mark_account_down,
 )
 from batchroute.services.workflow.ports import BatchFiles, ProgressCounters
+from batchroute.services.workflow.rescue import DeadlineRescue, RescuePlan
 from batchroute.services.workflow.runner import (
     LaneOutcome,
     cancel_lane_job,
@@ -191,16 +192,20 @@ class _Chunk:
 
 @dataclass
 class _ChunkEnd:
-    kind: Literal["done", "continue", "unavailable"]
+    kind: Literal["done", "continue", "unavailable", "rescue"]
     delay_seconds: int = 0
     error: ItemError | None = None
     chunk: _Chunk | None = None
+    rescue: RescuePlan | None = None
+    job: SubmittedJob | None = None  # the vendor job a rescue leaves behind
 
 
 @dataclass
 class _Invocation:
     budget: TimeBudget
     chunks_run: int = 0
+    batch: BatchRecord | None = None  # (deadline rescue reads its deadline, plan and money)
+    rescue: RescuePlan | None = None  # the rescue a poll found due
 
 
 class LaneExecutor:
@@ -221,6 +226,7 @@ class LaneExecutor:
         budget: Callable[[], TimeBudget] | None = None,
         capacity: Capacity | None = None,
         availability: LaneAvailability | None = None,
+        rescue: DeadlineRescue | None = None,
     ) -> None:
         self.records = records
         self.progress = progress
@@ -236,6 +242,7 @@ class LaneExecutor:
         self._budget = budget or (lambda: TimeBudget(self.limits.fallback_seconds))
         self.capacity = capacity
         self.availability = availability
+        self.rescue = rescue
 
     def _now(self) -> str:
         return isoformat(self.clock.now())
@@ -250,7 +257,7 @@ class LaneExecutor:
         if lane is None:
             raise UnknownLane(f"batch {batch_id} has no lane {root_key!r}")
         self.records.transition(batch_id, "running", at=self._now())
-        invocation = _Invocation(self._budget())
+        invocation = _Invocation(self._budget(), batch=batch)
         while True:
             lane = self._follow_failover(batch_id, lane)
             if lane.status in FINAL_LANE_STATUSES:
@@ -267,6 +274,8 @@ class LaneExecutor:
                 if end.error.code in ACCOUNT_DOWN_CODES:
                     self._mark_provider_unavailable(lane.provider, end.error)
                 self._fail_over(batch, lane, end.chunk, end.error)
+            if end.kind == "rescue":
+                self._rescue(batch, lane, end)
             lane = self._reload(batch_id, lane)
         return self._answer(batch_id, root_key)
 
@@ -290,8 +299,8 @@ class LaneExecutor:
 
     def _follow_failover(self, batch_id: str, lane: LaneRecord) -> LaneRecord:
         seen = {lane.lane_key}
-        while lane.failover_to:
-            found = self.progress.get_lane(batch_id, lane.failover_to)
+        while next_key := _next_in_chain(lane):
+            found = self.progress.get_lane(batch_id, next_key)
             if found is None or found.lane_key in seen:
                 raise UnknownLane(f"lane {lane.lane_key} fails over to a missing lane")
             seen.add(found.lane_key)
@@ -311,7 +320,7 @@ class LaneExecutor:
             totals["completed"] += lane.completed
             totals["failed"] += lane.failed
             totals["canceled"] += lane.canceled
-            key = lane.failover_to
+            key = lane.failover_to or lane.then_lane
         return {
             "lane_key": root_key,
             "completed": totals["completed"],
@@ -399,6 +408,8 @@ class LaneExecutor:
                 chunk.results[seq] = failed_line(seq, chunk.customer_id(seq), fail_with, lane)
         elif todo:
             outcome = self._call_provider(batch_id, lane, chunk, todo, invocation)
+            if outcome.rescue and invocation.rescue is not None:
+                return _ChunkEnd("rescue", chunk=chunk, rescue=invocation.rescue, job=outcome.pending_job)
             if outcome.unavailable:
                 return _ChunkEnd(
                     "unavailable",
@@ -528,7 +539,19 @@ class LaneExecutor:
             should_stop=should_stop,
             clock=self.clock,
             limits=self.registry.provider(slug).batch_limits,
+            rescue_due=lambda status: self._rescue_due(lane, chunk, status, invocation),
         )
+
+    def _rescue_due(
+        self, lane: LaneRecord, chunk: _Chunk, status: JobStatus | None, invocation: _Invocation
+    ) -> bool:
+        """Asked at each poll of a running vendor job: will the lane miss the deadline, and
+        is there a lane (and the money) to rescue it? (services/workflow/rescue.py)"""
+        if self.rescue is None or invocation.batch is None:
+            return False
+        fresh = self._reload(invocation.batch.batch_id, lane)  # its counts as they stand
+        invocation.rescue = self.rescue.check(invocation.batch, fresh, chunk.position, status)
+        return invocation.rescue is not None
 
     # -- failover --------------------------------------------------------------------------------
     def _fail_over(self, batch: BatchRecord, lane: LaneRecord, chunk: _Chunk, error: ItemError) -> None:
@@ -561,15 +584,47 @@ class LaneExecutor:
             root_number=root_number(lane_key),
             at=self._now(),
         )
-        self._write_results(batch_id, lane_key, chunk)
-        handed = self.progress.hand_over(
-            batch_id, lane_key, successor, chunk.tally(), error=message, at=self._now()
-        )
-        self._drop_partial(batch_id, lane_key, chunk)
+        handed = self._hand_over(batch_id, lane, chunk, successor, message)
         logger.warning(
             "lane failed over",
             extra={"lane_key": lane_key, "to": successor.lane_key, "written": handed, "error": error.code},
         )
+
+    def _hand_over(
+        self,
+        batch_id: str,
+        lane: LaneRecord,
+        chunk: _Chunk,
+        successor: LaneRecord,
+        message: str,
+        rest: LaneRecord | None = None,
+    ) -> bool:
+        """The chunk's answered items written, then ONE transaction moves the rest on."""
+        self._write_results(batch_id, lane.lane_key, chunk)
+        handed = self.progress.hand_over(
+            batch_id, lane.lane_key, successor, chunk.tally(), error=message, at=self._now(), rest=rest
+        )
+        self._drop_partial(batch_id, lane.lane_key, chunk)
+        return handed
+
+    # -- deadline rescue -------------------------------------------------------------------------
+    def _rescue(self, batch: BatchRecord, lane: LaneRecord, end: _ChunkEnd) -> None:
+        """Hand the lane's unfinished items to the rescue lane (and the rest to a new record
+        of this lane) exactly as failover does, then cancel the vendor job (best effort)."""
+        chunk, plan = end.chunk, end.rescue
+        assert self.rescue is not None and chunk is not None and plan is not None
+        made = self.rescue.records_for(
+            batch,
+            lane,
+            plan.decision,
+            chunk=chunk.number,
+            first_ordinal=chunk.first_ordinal,
+            answered=chunk.results.keys(),
+        )
+        if not self._hand_over(batch.batch_id, lane, chunk, made.rescue, plan.message, made.rest):
+            return  # another invocation moved the lane on first
+        self._cancel_job(lane, end.job)
+        self.rescue.started(batch, lane, made, plan)
 
     def _mark_provider_unavailable(self, provider: str, error: ItemError) -> None:
         mark_account_down(
@@ -582,6 +637,17 @@ class LaneExecutor:
         )
 
     # -- cancel / expiry -------------------------------------------------------------------------
+    def _cancel_job(self, lane: LaneRecord, job: SubmittedJob | None) -> None:
+        """Best-effort cancel of the lane's vendor job: its results are not needed any more."""
+        if job is None:
+            return
+        try:
+            cancel_lane_job(job, provider=self.registry.batch_api(lane.provider))
+        except Exception:
+            logger.warning(
+                "could not cancel the vendor job", extra={"lane_key": lane.lane_key}, exc_info=True
+            )
+
     def _cancel_rest(self, batch: BatchRecord, lane: LaneRecord, state: str) -> None:
         """The batch ended while this lane had work left: a half-done chunk keeps its results
         (the rest of it is canceled), the items never started count as canceled, a running
@@ -589,14 +655,7 @@ class LaneExecutor:
         batch_id = batch.batch_id
         lane_key = lane.lane_key
         lane = self._reload(batch_id, lane)  # the progress this invocation made included
-        if lane.job is not None:
-            try:
-                cancel_lane_job(
-                    lane.job,
-                    provider=self.registry.batch_api(lane.provider),
-                )
-            except Exception:  # best effort: the job's results are not needed any more
-                logger.warning("could not cancel the vendor job", extra={"lane_key": lane_key}, exc_info=True)
+        self._cancel_job(lane, lane.job)
         partial = lane.partial_chunk
         position = lane_chunk_position(lane, partial) if partial is not None else None
         if partial is not None and position is not None and not lane_chunk_done(lane, partial):
@@ -615,6 +674,14 @@ class LaneExecutor:
             at=self._now(),
             reason=f"the batch was {state}",
         )
+
+
+def _next_in_chain(lane: LaneRecord) -> str | None:
+    """The lane that carries on after this one: its successor, or once it is done, the rest
+    of a deadline rescue (kept on the old lane)."""
+    if lane.failover_to:
+        return lane.failover_to
+    return lane.then_lane if lane.status in FINAL_LANE_STATUSES else None
 
 
 def _item_error(value: LaneFailError | None) -> ItemError | None:

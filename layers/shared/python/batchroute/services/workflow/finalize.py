@@ -44,7 +44,9 @@ from batchroute.domain.batches.artifact_keys import (
 from batchroute.domain.batches.record import ArtifactKeys, BatchChanges, BatchRecord
 from batchroute.domain.batches.states import TERMINAL
 from batchroute.domain.routing.lane_plan import LaneRecord, lane_chunk_done
+from batchroute.domain.routing.rescue import handed_over_rows
 from batchroute.domain.workflow.results import ArtifactRow, MergeTally, ResultLine, merge_chunk, missing_row
+from batchroute.observability import logger
 from batchroute.services.batches.ports import BatchStore
 from batchroute.services.workflow.ports import BatchFiles
 from batchroute.services.workflow.time_budget import TimeBudget
@@ -91,6 +93,26 @@ def _tagged(lines: Iterable[ResultLine], lane_key: str) -> Iterator[ResultLine]:
     for line in lines:
         line["lane_key"] = lane_key
         yield line
+
+
+def _on_time(
+    lines: Iterable[ResultLine], lane_key: str, chunk: int, handed: Mapping[str, tuple[int, frozenset[int]]]
+) -> Iterator[ResultLine]:
+    """A lane's rows of a chunk, less those that came after it handed the chunk's items over
+    (a late vendor result: its successor's answer is the item's; logged, never delivered
+    or charged)."""
+    at = handed.get(lane_key)
+    if at is None or at[0] != chunk:
+        yield from lines
+        return
+    late = 0
+    for line in lines:
+        if int(line["seq"]) in at[1]:
+            yield line
+        else:
+            late += 1
+    if late:
+        logger.warning("late results ignored", extra={"lane_key": lane_key, "chunk": chunk, "rows": late})
 
 
 def carry_key(batch_id: str, chunk: int) -> str:
@@ -328,8 +350,14 @@ class Finalizer:
             (int(line["seq"]), (line.get("item") or {}).get("customer_item_id"))
             for line in self.artifacts.input_lines(batch_id, chunk)
         )
+        handed = handed_over_rows(lanes)
         sources = [
-            _tagged(self.artifacts.result_lines(batch_id, lane.lane_key, chunk), lane.lane_key)
+            _tagged(
+                _on_time(
+                    self.artifacts.result_lines(batch_id, lane.lane_key, chunk), lane.lane_key, chunk, handed
+                ),
+                lane.lane_key,
+            )
             for lane in lanes
             if lane_chunk_done(lane, chunk)
         ]

@@ -62,5 +62,13 @@ class ProgressCounters(Protocol):
     ) -> None: ...
 
     def hand_over(
-        self, batch_id: str, lane_key: str, successor: LaneRecord, tally: ChunkTally, *, error: str, at: str
+        self,
+        batch_id: str,
+        lane_key: str,
+        successor: LaneRecord,
+        tally: ChunkTally,
+        *,
+        error: str,
+        at: str,
+        rest: LaneRecord | None = None,
     ) -> bool: ...

@@ -82,11 +82,12 @@ class LaneOutcome:
     stopped: bool = False  # should_stop() said so: run the unanswered items again later
     latest_error: ItemError | None = None
     pending_job: SubmittedJob | None = None  # a batch job still running: poll it later
+    rescue: bool = False  # the running job will miss the deadline: hand the items over
 
     @property
     def finished(self) -> bool:
         """Every item of the lane has its result."""
-        return not (self.unavailable or self.stopped or self.pending_job)
+        return not (self.unavailable or self.stopped or self.pending_job or self.rescue)
 
     def record(self, result: ProviderResult) -> None:
         if result.status == "completed":
@@ -427,6 +428,7 @@ def run_lane_batch_job(
     should_stop: Callable[[], bool] | None = None,
     clock: Clock | None = None,
     limits: BatchLimits = NO_BATCH_LIMITS,
+    rescue_due: Callable[[JobStatus | None], bool] | None = None,
 ) -> LaneOutcome:
     """Runs a batch-API lane: submits its items as one job (or resumes `job`), polls until
     it is done, reports results, resubmits transient failures, and returns. Items more than
@@ -438,7 +440,9 @@ def run_lane_batch_job(
     on the lane record) and None once the lane is done. While a job runs, `should_stop()`
     returning True ends this invocation with `pending_job` set: invoke again with
     `job=pending_job` later. `should_stop=lambda: True` is the one-poll-per-invocation
-    style; the default polls here every `poll_interval_seconds`."""
+    style; the default polls here every `poll_interval_seconds`. `rescue_due(status)` is
+    asked at each poll of a running job (deadline rescue): True ends the run with `rescue`
+    set and the job as `pending_job` (the caller hands the items over and cancels it)."""
     run = _BatchLaneRun(load_items, lane, provider, retry, on_result, on_job, clock, limits)
     outcome = run.outcome
     try:
@@ -453,6 +457,9 @@ def run_lane_batch_job(
                 load_items=load_items,
             )
             if poll.state == "running":
+                if rescue_due is not None and rescue_due(poll.status):
+                    outcome.pending_job, outcome.rescue = current, True
+                    return outcome
                 if should_stop is not None and should_stop():
                     outcome.pending_job = current
                     return outcome

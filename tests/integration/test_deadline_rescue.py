@@ -1,0 +1,304 @@
+"""Deadline rescue on moto (issue 31.1; docs/batches.md, "Deadline rescue"): a vendor batch job
+that will miss the batch's deadline hands its unfinished items to a faster lane, exactly once,
+paid from the reservation. The clock is a FixedClock moved by hand: no test sleeps."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+
+from batchroute.adapters.batch_artifacts import BatchArtifacts, results_key
+from batchroute.adapters.dynamo.batch_progress import BatchProgress
+from batchroute.adapters.dynamo.batch_records import BatchRecords
+from batchroute.adapters.dynamo.lanes import LaneStateStore
+from batchroute.adapters.dynamo.ledger import LedgerStore
+from batchroute.adapters.s3_objects import S3Objects
+from batchroute.adapters.task_queue import TaskQueue
+from batchroute.catalog import builtin_catalog
+from batchroute.clock import FixedClock, isoformat
+from batchroute.config import get_settings
+from batchroute.domain.batches.artifact_keys import result_chunk_key
+from batchroute.domain.batches.record import BatchRecord
+from batchroute.domain.routing.lane_plan import lane_chunks
+from batchroute.domain.routing.rescue import DEADLINE_RESCUE, RESCUE_REST, RescueSetting
+from batchroute.domain.workflow.results import ResultLine
+from batchroute.money import Money
+from batchroute.providers.registry import provider_registry
+from batchroute.providers.retry import RetryPolicy
+from batchroute.providers.simulated import MARKER_STUCK_BATCH
+from batchroute.services.workflow.execution import LaneExecutor
+from batchroute.services.workflow.rescue import DeadlineRescue
+from batchroute.services.workflow.steps import BatchWorkflow, Pipeline
+from batchroute.services.workflow.time_budget import TimeBudget
+from batchroute.wiring import Wiring
+from batchroute.workflow.tasks import WorkflowTask
+from batchroute_tools.local.provision import LocalStack
+from tests.integration.batch_pipeline_support import (
+    LLAMA,
+    CreatedBatch,
+    create_batch,
+    heartbeat_all_lanes,
+    quiet_simulation,
+)
+from tests.integration.principals import TestOrg, new_org
+
+BATCH_LANE = "together/meta-llama/Llama-3.1-8B-Instruct"  # a vendor batch-API lane of the model
+SYNC_LANES = tuple(f"{slug}/{LLAMA}" for slug in ("edge-eu", "edge-us", "groq", "deepinfra", "fireworks"))
+
+
+@pytest.fixture
+def stack(local_aws: LocalStack, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[LocalStack]:
+    quiet_simulation(monkeypatch, tmp_path)
+    yield local_aws
+    get_settings.cache_clear()
+
+
+@pytest.fixture
+def org(stack: LocalStack) -> TestOrg:
+    return new_org(credit_usd="10")
+
+
+def _item(n: int, *, stuck: bool = False, max_output_tokens: int = 64) -> dict[str, Any]:
+    text = f"Question {n}." + (f" {MARKER_STUCK_BATCH}" if stuck else "")
+    return {
+        "customer_item_id": f"item-{n}",
+        "operation": "responses",
+        "model": LLAMA,
+        "input": {"messages": [{"role": "user", "content": text}]},
+        "max_output_tokens": max_output_tokens,
+    }
+
+
+def _batch_on_the_vendor_lane(
+    org_id: str,
+    items: list[dict[str, Any]],
+    *,
+    rescuers: tuple[str, ...],
+    rescue: RescueSetting | None = None,
+    **kw: Any,
+) -> CreatedBatch:
+    """A batch the quote placed on the vendor batch lane (every sync lane was full), with
+    `rescuers` the quote's eligible-but-outranked lanes (the others stay rejected) and its
+    `rescue` setting as batch create stores it."""
+    store = LaneStateStore(get_settings().table_name("controls"))
+    now = isoformat(datetime.now().astimezone())
+    for lane_id in SYNC_LANES:
+        store.heartbeat(lane_id, 0, now)
+
+    def outranked(record: dict[str, Any]) -> None:
+        if rescue is not None:
+            record["rescue"] = rescue.to_item()
+        for group in record["plan"]["groups"]:
+            assert [lane["lane_id"] for lane in group["selected_lanes"]] == [BATCH_LANE]
+            for lane in group["rejected_lanes"]:
+                if lane["lane_id"] in {f"{slug}/{LLAMA}" for slug in rescuers}:
+                    lane["rejection"] = {**lane["rejection"], "code": "outranked"}
+
+    created = create_batch(org_id, items, mutate=outranked, **kw)
+    heartbeat_all_lanes()
+    return created
+
+
+class Run:
+    """The router and settle steps with a FixedClock and a hand-driven poll wait."""
+
+    def __init__(self, stack: LocalStack, batch: CreatedBatch) -> None:
+        settings = get_settings()
+        self.stack = stack
+        self.batch = batch
+        self.clock = FixedClock(datetime.fromisoformat(str(batch.record.created_at).replace("Z", "+00:00")))
+        self.records = BatchRecords(settings.table_name("batches"))
+        self.artifacts = BatchArtifacts(S3Objects(settings.buckets["artifacts"]))
+        registry = provider_registry(settings, builtin_catalog().providers)
+        ticks = iter(range(0, 10**9, 1000))  # each look at the time waited: 1000 s later
+        self.rescue = DeadlineRescue(
+            records=self.records,
+            artifacts=self.artifacts,
+            registry=registry,
+            catalog=builtin_catalog(),
+            clock=self.clock,
+        )
+        lanes = LaneExecutor(
+            records=self.records,
+            progress=BatchProgress(settings.table_name("batches")),
+            artifacts=self.artifacts,
+            registry=registry,
+            retry=RetryPolicy.from_settings(settings),
+            catalog=builtin_catalog(),
+            clock=self.clock,
+            continuations=TaskQueue(settings.queue_urls["lanes"]),
+            sleeper=lambda _: None,
+            monotonic=lambda: float(next(ticks)),
+            budget=lambda: TimeBudget(900, remaining_millis=lambda: 900_000),
+            rescue=self.rescue,
+        )
+        pipeline = Wiring(settings, self.clock).pipeline
+        self.workflow = BatchWorkflow(
+            self.records,
+            self.clock,
+            pipeline=Pipeline(pipeline.planner, lanes, pipeline.finalizer, pipeline.settlement),
+        )
+
+    def task(self, step: str, **extra: Any) -> WorkflowTask:
+        return WorkflowTask.model_validate(
+            {"step": step, "batch_id": self.batch.batch_id, "task_token": f"tok-{step}", **extra}
+        )
+
+    def requeued(self) -> WorkflowTask:
+        sqs = boto3.client("sqs", region_name=self.stack.region)
+        url = self.stack.queue_urls["lanes"]
+        got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=0)
+        (message,) = got["Messages"]
+        sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+        return WorkflowTask.model_validate_json(message["Body"])
+
+    def settle(self) -> BatchRecord:
+        self.workflow.finalize(self.task("finalize"))
+        self.workflow.settle(self.task("settle"))
+        batch = self.records.get(self.batch.batch_id)
+        assert batch is not None
+        return batch
+
+
+def _lanes(run: Run) -> dict[str, Any]:
+    return {lane.lane_key: lane for lane in run.records.lanes(run.batch.batch_id)}
+
+
+def _settled_exactly(org_id: str, batch: BatchRecord, reserved: Money) -> Money:
+    billing = batch.billing or {}
+    charged = Money.usd(billing["credit_charged"]["amount"])
+    released = Money.usd(billing["credit_released"]["amount"])
+    assert Money.usd(billing["credit_reserved"]["amount"]) == reserved
+    assert charged + released == reserved
+    assert Money.usd(billing["absorbed"]["amount"]) == Money.zero()  # the reservation paid it all
+    ledger = LedgerStore(get_settings().table_name("ledger"))
+    state = ledger.state(org_id)
+    assert state.balance == Money.usd("10") - charged and state.reserved == Money.zero()
+    assert ledger.violations(org_id) == []
+    return charged
+
+
+def test_a_vendor_batch_stuck_at_40_percent_with_2_hours_left_is_rescued_before_the_deadline(
+    stack: LocalStack, org: TestOrg
+) -> None:
+    # Given a batch on the vendor batch lane whose job gets stuck at 40 %
+    items = [_item(0, stuck=True), *(_item(n) for n in range(1, 10))]
+    created = _batch_on_the_vendor_lane(org.org_id, items, rescuers=("deepinfra", "groq"))
+    run = Run(stack, created)
+    (lane,) = run.workflow.route(run.task("route"))["lanes"]
+    # When RunLane submits the job and polls it: too early to judge, it waits in a new message
+    assert run.workflow.run_lane(run.task("run_lane", lane=lane)) is None
+    (old,) = _lanes(run).values()
+    assert old.job is not None and old.status == "running"
+    # And 22 h later (2 h before the deadline) the job still reports 40 %
+    run.clock.advance(hours=22)
+    answer = run.workflow.run_lane(run.requeued())
+    # Then the items were handed to the cheapest sync lane that finishes in time, and ran there
+    assert answer == {"lane_key": lane["lane_key"], "completed": 10, "failed": 0, "canceled": 0}
+    lanes = _lanes(run)
+    old = lanes[lane["lane_key"]]
+    rescue = lanes[str(old.failover_to)]
+    assert rescue.lane_id == f"deepinfra/{LLAMA}" and rescue.handover_reason == DEADLINE_RESCUE
+    assert rescue.status == "completed" and rescue.completed == 10 and rescue.then_lane is None
+    assert old.status == "failed" and old.handed_over == 10 and old.completed == 0
+    assert old.latest_error is not None and old.latest_error.startswith("deadline rescue:")
+    assert old.job is None  # the vendor job was cancelled
+    # at the rescue lane's own prices (cheaper here than the quoted vendor batch price)
+    deepinfra = next(c for c in builtin_catalog().lanes_for(LLAMA) if c.provider == "deepinfra")
+    assert rescue.unit_prices["input_per_mtok"] == format(deepinfra.price.batch_input_per_mtok, "f")
+    # And the batch completes before its deadline, every item once, from the rescue lane
+    batch = run.settle()
+    assert batch.state == "completed" and batch.deadline_at is not None
+    assert batch.completed_at is not None and batch.completed_at < batch.deadline_at
+    rows = list(run.artifacts.lines(results_key(created.batch_id)))
+    assert [r["customer_item_id"] for r in rows] == [f"item-{n}" for n in range(10)]
+    assert {r["status"] for r in rows} == {"completed"}
+    # And the money is exact: charged + released = reserved, nothing absorbed
+    charged = _settled_exactly(org.org_id, batch, created.reserved)
+    assert Money.zero() < charged < created.reserved
+
+
+def test_a_rescue_the_reservation_cannot_cover_takes_only_what_it_covers(
+    stack: LocalStack, org: TestOrg
+) -> None:
+    # Given a two-chunk batch on the vendor lane whose only eligible sync lane costs more,
+    # and whose second chunk's job gets stuck (its first item carries the marker)
+    items = [_item(n, max_output_tokens=2000, stuck=n == 100) for n in range(200)]
+    created = _batch_on_the_vendor_lane(org.org_id, items, rescuers=("fireworks",), chunk_size=100)
+    run = Run(stack, created)
+    (lane,) = run.workflow.route(run.task("route"))["lanes"]
+    # When the first chunk completes and the second's job is stuck at 40 % 22 h on
+    assert run.workflow.run_lane(run.task("run_lane", lane=lane)) is None
+    run.clock.advance(hours=22)
+    answer = run.workflow.run_lane(run.requeued())
+    assert answer == {"lane_key": lane["lane_key"], "completed": 200, "failed": 0, "canceled": 0}
+    # Then the rescue lane took only some items (what the headroom pays for: the first
+    # chunk's actual usage came in under its estimate), the old lane kept the rest
+    lanes = _lanes(run)
+    old = lanes[lane["lane_key"]]
+    rescue = lanes[str(old.failover_to)]
+    rest = lanes[str(rescue.then_lane)]
+    assert rescue.lane_id == f"fireworks/{LLAMA}" and rest.lane_id == BATCH_LANE
+    assert rest.handover_reason == RESCUE_REST and rest.unit_prices == old.unit_prices
+    assert 0 < rescue.completed < 100 and rescue.completed + rest.completed == 100
+    assert old.completed == 100 and lane_chunks(rescue) == [1] and lane_chunks(rest) == [1]
+    # And the whole batch settles within the reservation: nothing absorbed, money exact
+    batch = run.settle()
+    assert batch.state == "completed"
+    rows = list(run.artifacts.lines(results_key(created.batch_id)))
+    assert len(rows) == 200 and {r["status"] for r in rows} == {"completed"}
+    _settled_exactly(org.org_id, batch, created.reserved)
+
+
+def test_with_rescue_off_the_lane_is_left_alone(stack: LocalStack, org: TestOrg) -> None:
+    items = [_item(0, stuck=True), _item(1)]
+    created = _batch_on_the_vendor_lane(
+        org.org_id, items, rescuers=("deepinfra",), rescue=RescueSetting.from_api({"mode": "off"})
+    )
+    run = Run(stack, created)
+    (lane,) = run.workflow.route(run.task("route"))["lanes"]
+    assert run.workflow.run_lane(run.task("run_lane", lane=lane)) is None
+    run.clock.advance(hours=22)
+    assert run.workflow.run_lane(run.requeued()) is None  # still waiting on its job
+    (old,) = _lanes(run).values()
+    assert old.failover_to is None and old.job is not None
+
+
+def test_a_late_vendor_result_after_the_rescue_is_not_delivered_or_charged(
+    stack: LocalStack, org: TestOrg
+) -> None:
+    # Given a rescued lane (as in the first test)
+    items = [_item(0, stuck=True), *(_item(n) for n in range(1, 4))]
+    created = _batch_on_the_vendor_lane(org.org_id, items, rescuers=("deepinfra",))
+    run = Run(stack, created)
+    (lane,) = run.workflow.route(run.task("route"))["lanes"]
+    assert run.workflow.run_lane(run.task("run_lane", lane=lane)) is None
+    run.clock.advance(hours=22)
+    assert run.workflow.run_lane(run.requeued()) is not None
+    lanes = _lanes(run)
+    old = lanes[lane["lane_key"]]
+    rescue = lanes[str(old.failover_to)]
+    # When the old vendor job's results arrive late anyway (an invocation that polled it
+    # before the hand-over writes them to the old lane's result file of the chunk)
+    late: list[ResultLine] = [
+        {**line, "lane_id": old.lane_id, "provider": old.provider, "output": {"text": "late"}}  # type: ignore[typeddict-item]
+        for line in run.artifacts.result_lines(created.batch_id, rescue.lane_key, 0)
+    ]
+    run.artifacts.write_lines(result_chunk_key(created.batch_id, old.lane_key, 0), late)
+    # Then Finalize keeps the rescue lane's answers only, and Settle charges them once
+    batch = run.settle()
+    rows = list(run.artifacts.lines(results_key(created.batch_id)))
+    assert len(rows) == 4 and all(r["output"] != {"text": "late"} for r in rows)
+    tallies = batch.lane_tallies or {}
+    assert int(tallies[rescue.lane_key]["completed"]) == 4
+    assert int((tallies.get(old.lane_key) or {}).get("completed", 0)) == 0
+    receipt_lanes = {entry["lane_key"]: entry for entry in (batch.billing or {})["provider_lanes"]}
+    assert receipt_lanes[old.lane_key]["item_counts"]["completed"] == 0
+    _settled_exactly(org.org_id, batch, created.reserved)
+    assert json.dumps(rows)  # the artifacts are plain JSON
