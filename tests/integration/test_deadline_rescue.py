@@ -12,6 +12,7 @@ from typing import Any
 
 import boto3
 import pytest
+from fastapi.testclient import TestClient
 
 from batchroute.adapters.batch_artifacts import BatchArtifacts, results_key
 from batchroute.adapters.dynamo.batch_progress import BatchProgress
@@ -39,6 +40,7 @@ from batchroute.services.workflow.time_budget import TimeBudget
 from batchroute.wiring import Wiring
 from batchroute.workflow.tasks import WorkflowTask
 from batchroute_tools.local.provision import LocalStack
+from functions.api.app import create_app
 from tests.integration.batch_pipeline_support import (
     LLAMA,
     CreatedBatch,
@@ -302,3 +304,35 @@ def test_a_late_vendor_result_after_the_rescue_is_not_delivered_or_charged(
     assert receipt_lanes[old.lane_key]["item_counts"]["completed"] == 0
     _settled_exactly(org.org_id, batch, created.reserved)
     assert json.dumps(rows)  # the artifacts are plain JSON
+
+
+def test_the_rescue_setting_is_read_at_the_edge_and_kept_on_the_batch(
+    stack: LocalStack, org: TestOrg
+) -> None:
+    client = TestClient(create_app(), raise_server_exceptions=False)
+    headers = org.key_headers()
+    items = [_item(0), _item(1)]
+    # A body with a bad setting is refused, naming the field
+    for n, bad in enumerate(({"mode": "sometimes"}, {"mode": "allow_overage"}, "off")):
+        refused = client.post(
+            "/v1/batches",
+            json={"items": items, "rescue": bad},
+            headers={**headers, "Idempotency-Key": f"rescue-bad-{n:04d}"},
+        )
+        assert refused.status_code == 400, refused.text
+        assert refused.json()["error"]["code"] == "invalid_request"
+        assert refused.json()["error"]["details"].get("field") == "rescue", refused.text
+    # A good one is stored on the batch as given; without one the record has none (the default)
+    body = {"items": items, "rescue": {"mode": "allow_overage", "max_overage_usd": "2.50"}}
+    created = client.post("/v1/batches", json=body, headers={**headers, "Idempotency-Key": "rescue-ok-0001"})
+    assert created.status_code == 202, created.text
+    batch = BatchRecords(get_settings().table_name("batches")).get(created.json()["batch"]["id"])
+    assert batch is not None and RescueSetting.from_item(batch.rescue) == RescueSetting.from_api(
+        body["rescue"]
+    )
+    plain = client.post(
+        "/v1/batches", json={"items": items}, headers={**headers, "Idempotency-Key": "rescue-ok-0002"}
+    )
+    assert plain.status_code == 202, plain.text
+    record = BatchRecords(get_settings().table_name("batches")).get(plain.json()["batch"]["id"])
+    assert record is not None and record.rescue is None

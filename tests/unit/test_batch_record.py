@@ -22,6 +22,7 @@ STORED: dict[str, Any] = {
     "quote_id": "qlock_1",
     "created_by": "user_1",
     "metadata": {"team": "a"},
+    "rescue": {"mode": "allow_overage", "max_overage_micros": "2500000"},
     "webhook": {"url": "https://hooks.example.com", "secret_sealed": "AQID"},
     "item_count": Decimal(3),
     "chunk_count": Decimal(1),

@@ -44,6 +44,17 @@ Metadata = Annotated[
 
 
 # -- requests ----------------------------------------------------------------------------
+class RescueSettingBody(BaseModel):
+    """A batch's `rescue` setting (read by RescueSetting.from_api: domain/routing/rescue.py)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    mode: Literal["within_reservation", "allow_overage", "off"] = "within_reservation"
+    max_overage_usd: str | None = Field(
+        default=None, description="With allow_overage (required there, only there): the most to add, USD"
+    )
+
+
 class BatchCreateRequest(ItemsToQuote):
     """A batch: from a quote (its locked prices; its own items when none are given) or priced
     now from `items` or `input_file_id`. Needs the Idempotency-Key header; unknown fields are
@@ -61,6 +72,12 @@ class BatchCreateRequest(ItemsToQuote):
     )
     completion_window: Annotated[Any, as_sent(Literal["24h"])] = Field(
         default="24h", description="Every batch has one 24-hour SLA"
+    )
+    rescue: Annotated[Any, as_sent(RescueSettingBody | None)] = Field(
+        default=None,
+        description="Deadline rescue (docs/batches.md): when a lane is projected to miss the deadline, "
+        "its unfinished items move to a faster eligible lane. mode within_reservation (default: only "
+        "what the reservation covers, cheapest lane first), allow_overage (up to max_overage_usd more), off",
     )
 
     @classmethod

@@ -18,6 +18,7 @@ from typing import Any, Final, TypedDict
 from batchroute.domain.batches.metadata import parse_metadata
 from batchroute.domain.request_fields import invalid
 from batchroute.domain.routing.gates import GateFailure, RouteRequest
+from batchroute.domain.routing.rescue import RescueSetting
 from batchroute.domain.work_orders.work_orders import parse_work_order_id
 from batchroute.errors import InvalidRequest
 
@@ -34,7 +35,7 @@ ROUTING_FIELDS: Final = (
 ITEM_FIELDS: Final = ("items", "input_file_id", "webhook", "preset")
 # Every field a batch body takes (an unknown one is refused).
 BATCH_FIELDS: Final = frozenset(
-    (*ROUTING_FIELDS, *ITEM_FIELDS, "quote_id", "metadata", "work_order_id", "completion_window")
+    (*ROUTING_FIELDS, *ITEM_FIELDS, "quote_id", "metadata", "work_order_id", "completion_window", "rescue")
 )
 
 
@@ -184,6 +185,7 @@ class CreateBatch:
     quote_id: str | None = None
     metadata: dict[str, str] | None = None
     work_order_id: str | None = None
+    rescue: RescueSetting | None = None  # deadline rescue (docs/batches.md); None: the default
 
     @classmethod
     def parse(cls, body: Mapping[str, Any]) -> CreateBatch:
@@ -198,7 +200,8 @@ class CreateBatch:
         if quote_id and not isinstance(quote_id, str):
             raise invalid("quote_id", "quote_id must be a qlock_ id.")
         quote = QuoteRequest.parse(body, items_optional=bool(quote_id))
-        return cls(quote, request_hash(body), quote_id or None, metadata, work_order_id)
+        rescue = RescueSetting.from_api(body["rescue"]) if body.get("rescue") is not None else None
+        return cls(quote, request_hash(body), quote_id or None, metadata, work_order_id, rescue)
 
     def with_quote(self, quote: QuoteRequest) -> CreateBatch:
         return replace(self, quote=quote)

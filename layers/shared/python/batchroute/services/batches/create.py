@@ -253,6 +253,7 @@ class BatchService:
             created_by=principal.user_id or principal.key_id,
             webhook=webhook,
             metadata=command.metadata,
+            rescue=command.rescue.to_item() if command.rescue is not None else None,
             presets=list(priced.presets) or None,
             compat=extra.compat,
             chat_model=extra.chat_model,
