@@ -22,7 +22,7 @@ from batchroute.adapters.dynamo.ledger import LedgerStore
 from batchroute.adapters.s3_objects import S3Objects
 from batchroute.adapters.task_queue import TaskQueue
 from batchroute.catalog import builtin_catalog
-from batchroute.clock import FixedClock, isoformat
+from batchroute.clock import FixedClock, SystemClock, isoformat
 from batchroute.config import get_settings
 from batchroute.domain.batches.artifact_keys import result_chunk_key
 from batchroute.domain.batches.record import BatchRecord
@@ -83,6 +83,7 @@ def _batch_on_the_vendor_lane(
     *,
     rescuers: tuple[str, ...],
     rescue: RescueSetting | None = None,
+    webhook: bool = False,
     **kw: Any,
 ) -> CreatedBatch:
     """A batch the quote placed on the vendor batch lane (every sync lane was full), with
@@ -96,6 +97,10 @@ def _batch_on_the_vendor_lane(
     def outranked(record: dict[str, Any]) -> None:
         if rescue is not None:
             record["rescue"] = rescue.to_item()
+        if webhook:
+            delivery = Wiring(get_settings(), SystemClock()).webhook_delivery
+            sealed = delivery.seal_batch_webhook_secret(org_id, record["batch_id"], "whsec_rescue")
+            record["webhook"] = {"url": "https://hooks.example.com/rescue", "secret_sealed": sealed}
         for group in record["plan"]["groups"]:
             assert [lane["lane_id"] for lane in group["selected_lanes"]] == [BATCH_LANE]
             for lane in group["rejected_lanes"]:
@@ -125,6 +130,7 @@ class Run:
             registry=registry,
             catalog=builtin_catalog(),
             clock=self.clock,
+            events=Wiring(settings, self.clock).webhook_delivery,
         )
         lanes = LaneExecutor(
             records=self.records,
@@ -191,7 +197,7 @@ def test_a_vendor_batch_stuck_at_40_percent_with_2_hours_left_is_rescued_before_
 ) -> None:
     # Given a batch on the vendor batch lane whose job gets stuck at 40 %
     items = [_item(0, stuck=True), *(_item(n) for n in range(1, 10))]
-    created = _batch_on_the_vendor_lane(org.org_id, items, rescuers=("deepinfra", "groq"))
+    created = _batch_on_the_vendor_lane(org.org_id, items, rescuers=("deepinfra", "groq"), webhook=True)
     run = Run(stack, created)
     (lane,) = run.workflow.route(run.task("route"))["lanes"]
     # When RunLane submits the job and polls it: too early to judge, it waits in a new message
@@ -224,6 +230,19 @@ def test_a_vendor_batch_stuck_at_40_percent_with_2_hours_left_is_rescued_before_
     # And the money is exact: charged + released = reserved, nothing absorbed
     charged = _settled_exactly(org.org_id, batch, created.reserved)
     assert Money.zero() < charged < created.reserved
+    # And the receipt lists the rescued items by lane, with the reason and the cost difference
+    (rescued,) = (batch.billing or {})["rescues"]
+    assert rescued["lane_key"] == rescue.lane_key and rescued["from_lane_key"] == old.lane_key
+    assert rescued["reason"] == "deadline_rescue" and rescued["item_counts"]["completed"] == 10
+    cost, quoted = (Money.usd(rescued[k]["amount"]) for k in ("cost", "cost_at_quoted_prices"))
+    assert cost < quoted and Money.usd(rescued["cost_difference"]["amount"]) == cost - quoted
+    # And the customer was told: a signed batch.rescue_started event is queued for its webhook
+    deliveries, _ = Wiring(get_settings(), SystemClock()).webhook_deliveries.list_for_batch(created.batch_id)
+    (started,) = [d for d in deliveries if d.event_type == "batch.rescue_started"]
+    event = json.loads(started.payload)
+    assert event["type"] == "batch.rescue_started" and event["batch"]["id"] == created.batch_id
+    assert event["rescue"]["lane_key"] == rescue.lane_key and event["rescue"]["items"] == 10
+    assert event["rescue"]["from_lane_key"] == old.lane_key and started.status == "pending"
 
 
 def test_a_rescue_the_reservation_cannot_cover_takes_only_what_it_covers(
@@ -256,6 +275,11 @@ def test_a_rescue_the_reservation_cannot_cover_takes_only_what_it_covers(
     rows = list(run.artifacts.lines(results_key(created.batch_id)))
     assert len(rows) == 200 and {r["status"] for r in rows} == {"completed"}
     _settled_exactly(org.org_id, batch, created.reserved)
+    shown = {entry["lane_key"]: entry for entry in (batch.billing or {})["rescues"]}
+    assert shown[rescue.lane_key]["reason"] == "deadline_rescue"
+    assert Money.usd(shown[rescue.lane_key]["cost_difference"]["amount"]) > Money.zero()
+    assert shown[rest.lane_key]["reason"] == "deadline_rescue_rest"
+    assert Money.usd(shown[rest.lane_key]["cost_difference"]["amount"]) == Money.zero()
 
 
 def test_with_rescue_off_the_lane_is_left_alone(stack: LocalStack, org: TestOrg) -> None:

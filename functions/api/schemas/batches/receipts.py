@@ -59,6 +59,23 @@ class ProviderLaneReceipt(BaseModel):
     )
 
 
+class RescuedLaneReceipt(BaseModel):
+    """A lane of a deadline rescue (docs/batches.md, "Deadline rescue")."""
+
+    lane_key: str
+    lane_id: str
+    provider: str
+    from_lane_key: str | None = Field(description="The lane whose items it took over")
+    reason: Literal["deadline_rescue", "deadline_rescue_rest"] = Field(
+        description="deadline_rescue: the rescue lane; deadline_rescue_rest: the old lane's own "
+        "record of the items the rescue's money left it"
+    )
+    item_counts: LaneItemCounts
+    cost: MoneyOut = Field(description="Provider cost of its completed items at its own prices")
+    cost_at_quoted_prices: MoneyOut = Field(description="The same tokens at the quoted lane's prices")
+    cost_difference: MoneyOut = Field(description="cost - cost_at_quoted_prices (below 0: the rescue saved)")
+
+
 class RejectedLaneReceipt(BaseModel):
     lane_id: str | None
     provider: str | None
@@ -108,4 +125,7 @@ class BillingReceipt(BaseModel):
     )
     lists_in: str | Absent = Field(
         default=None, description="Set when the lane lists are too large to show here: the receipt file"
+    )
+    rescues: list[RescuedLaneReceipt] | Absent = Field(
+        default=None, description="The lanes of a deadline rescue, when the batch had one (docs/batches.md)"
     )

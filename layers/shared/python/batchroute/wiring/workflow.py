@@ -60,6 +60,7 @@ class WorkflowWiring(SchedulesWiring):
                     registry=self.providers,
                     catalog=self.catalog,
                     clock=self.clock,
+                    events=self.webhook_delivery,
                 ),
             ),
             finalizer=Finalizer(

@@ -12,7 +12,7 @@ reserved (docs/ledger.md: the service absorbs the rest).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import NotRequired, TypedDict
 
@@ -54,6 +54,22 @@ class ReceiptLane(TypedDict):
     proof: LaneProofView | None
     failover_from: str | None
     latest_error: str | None
+
+
+class RescuedLane(TypedDict):
+    """A lane that took items over for a deadline rescue (or, `deadline_rescue_rest`, the old
+    lane's own record of the items the rescue left it): its items, its cost at its own
+    prices, the same tokens at the prices of the lane it took over from, and the difference."""
+
+    lane_key: str
+    lane_id: str
+    provider: str
+    from_lane_key: str | None
+    reason: str
+    item_counts: ItemCounts
+    cost: MoneyView
+    cost_at_quoted_prices: MoneyView
+    cost_difference: MoneyView
 
 
 class RejectedLane(TypedDict):
@@ -113,10 +129,12 @@ class ReceiptTotals(TypedDict):
 
 
 class BillingReceipt(ReceiptTotals):
-    """The billing receipt (interface spec "Billing receipt")."""
+    """The billing receipt (interface spec "Billing receipt"); `rescues` only on a batch that
+    had a deadline rescue (docs/batches.md)."""
 
     provider_lanes: list[ReceiptLane]
     rejected_lanes: list[RejectedLane]
+    rescues: NotRequired[list[RescuedLane]]
 
 
 class InlineReceipt(ReceiptTotals, total=False):
@@ -125,6 +143,7 @@ class InlineReceipt(ReceiptTotals, total=False):
 
     provider_lanes: list[ReceiptLane]
     rejected_lanes: list[RejectedLane]
+    rescues: list[RescuedLane]
     lists_in: str
 
 
@@ -177,6 +196,14 @@ def charged_usage(lanes: Iterable[LaneRecord], tallies: Mapping[str, Mapping[str
     return usages
 
 
+def lane_item_counts(lane: LaneRecord, tally: Mapping[str, int]) -> ItemCounts:
+    return {
+        "completed": int(tally.get("completed") or 0),
+        "failed": int(tally.get("failed") or 0),
+        "canceled": lane.canceled,
+    }
+
+
 def lane_ran(lane: LaneRecord, tally: Mapping[str, int]) -> bool:
     rows = int(tally.get("completed") or 0) + int(tally.get("failed") or 0)
     return rows > 0 or lane.status != "pending"
@@ -204,11 +231,7 @@ def provider_lanes(
                 "provider": lane.provider,
                 "model": lane.model,
                 "status": lane.status,
-                "item_counts": {
-                    "completed": int(tally.get("completed") or 0),
-                    "failed": int(tally.get("failed") or 0),
-                    "canceled": lane.canceled,
-                },
+                "item_counts": lane_item_counts(lane, tally),
                 "usage": token_usage(usage),
                 "unit_prices": dict(lane.unit_prices),
                 "cost": Money.usd_ceil(usage.cost).to_api(),
@@ -217,6 +240,35 @@ def provider_lanes(
                 # Why the lane failed or handed its items over (a vendor job's own errors
                 # included), else None.
                 "latest_error": lane.latest_error,
+            }
+        )
+    return shown
+
+
+def rescued_lanes(lanes: Iterable[LaneRecord], tallies: Mapping[str, Mapping[str, int]]) -> list[RescuedLane]:
+    """The receipt's `rescues`: each lane a deadline rescue made, what it delivered at its own
+    prices and what the same tokens cost at the prices of the lane it took over from."""
+    by_key = {lane.lane_key: lane for lane in lanes}
+    shown: list[RescuedLane] = []
+    for lane in sorted(by_key.values(), key=lambda lane: lane.lane_key):
+        if not lane.handover_reason:
+            continue
+        tally = tallies.get(lane.lane_key) or {}
+        source = by_key.get(lane.failover_from or "")
+        cost = Money.usd_ceil(lane_usage(lane, tally).cost)
+        quoted = lane if source is None else replace(lane, unit_prices=source.unit_prices)
+        quoted_cost = Money.usd_ceil(lane_usage(quoted, tally).cost)
+        shown.append(
+            {
+                "lane_key": lane.lane_key,
+                "lane_id": lane.lane_id,
+                "provider": lane.provider,
+                "from_lane_key": lane.failover_from,
+                "reason": lane.handover_reason,
+                "item_counts": lane_item_counts(lane, tally),
+                "cost": cost.to_api(),
+                "cost_at_quoted_prices": quoted_cost.to_api(),
+                "cost_difference": (cost - quoted_cost).to_api(),
             }
         )
     return shown
@@ -247,6 +299,7 @@ def build_receipt(
     lanes: list[ReceiptLane],
     rejected: list[RejectedLane],
     fee_basis: FeeBasisView | None = None,
+    rescues: list[RescuedLane] | None = None,
 ) -> BillingReceipt:
     """The billing receipt (interface spec "Billing receipt"); Money as {currency, amount}.
 
@@ -277,4 +330,6 @@ def build_receipt(
     }
     if fee_basis is not None:
         receipt["service_fee_basis"] = fee_basis
+    if rescues:
+        receipt["rescues"] = rescues
     return receipt

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from email.utils import parsedate_to_datetime
-from typing import Any, Literal, TypedDict, get_args
+from typing import Any, Final, Literal, TypedDict, get_args
 
 SIGNATURE_HEADER = "X-Service-Signature"
 TIMESTAMP_HEADER = "X-Service-Timestamp"
@@ -46,6 +46,8 @@ TRANSITIONS: dict[DeliveryStatus, frozenset[DeliveryStatus]] = {
 }
 
 EventType = Literal["batch.completed", "batch.failed", "batch.canceled", "batch.expired"]
+# Batch events raised while it runs (not by a terminal state): docs/webhooks.md.
+RESCUE_STARTED: Final = "batch.rescue_started"
 EVENT_TYPE_BY_STATE: dict[str, EventType] = {
     "completed": "batch.completed",
     "failed": "batch.failed",
@@ -120,9 +122,12 @@ def delivery_id_for(batch_id: str, event_type: str) -> str:
     return f"whd_{digest[:26]}"
 
 
-def event_body(*, event_id: str, event_type: str, created_at: str, batch: Mapping[str, Any]) -> str:
-    """The raw JSON body, built once per delivery and stored, so every retry sends the same bytes."""
-    body = {"id": event_id, "type": event_type, "created_at": created_at, "batch": dict(batch)}
+def event_body(
+    *, event_id: str, event_type: str, created_at: str, batch: Mapping[str, Any], **more: object
+) -> str:
+    """The raw JSON body, built once per delivery and stored, so every retry sends the same
+    bytes; `more` adds an event's own top-level fields (`rescue` of batch.rescue_started)."""
+    body = {"id": event_id, "type": event_type, "created_at": created_at, "batch": dict(batch), **more}
     return json.dumps(body, separators=(",", ":"), ensure_ascii=False, default=_json_default)
 
 

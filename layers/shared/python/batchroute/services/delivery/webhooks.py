@@ -226,6 +226,33 @@ class WebhookDelivery:
             return self._attempt(delivery, now) or self.deliveries.get(batch_id, delivery_id)
         return delivery
 
+    def queue_batch_event(
+        self, batch: BatchRecord, *, event_type: str, key: str, details: object
+    ) -> WebhookDeliveryRecord | None:
+        """A batch event raised while it runs (`batch.rescue_started`, `details` its `rescue`):
+        its delivery is created pending, due now, and the sweeper's next run makes the first
+        attempt (as an org event's). One delivery per (batch, event, `key`); None when the
+        batch has no webhook."""
+        hook = self.resolve_webhook(batch)
+        if hook is None:
+            return None
+        batch_id = batch.batch_id
+        delivery_id = delivery_id_for(batch_id, f"{event_type}#{key}")
+        now = self.clock.now()
+        created_at, event_id = isoformat(now), new_id("evt", at=now)
+        body = event_body(
+            event_id=event_id,
+            event_type=event_type,
+            created_at=created_at,
+            batch=batch_summary(batch),
+            rescue=details,
+        )
+        delivery = _pending(delivery_id, batch.org_id, hook, (event_id, event_type, created_at), body)
+        delivery = replace(delivery, batch_id=batch_id)
+        if not self.deliveries.create(delivery):
+            return self.deliveries.get(batch_id, delivery_id)
+        return delivery
+
     # -- attempts ------------------------------------------------------------------------
     def _attempt(self, delivery: WebhookDeliveryRecord, now: datetime) -> WebhookDeliveryRecord | None:
         """Claim the next attempt, send, record. None when another worker holds the attempt."""

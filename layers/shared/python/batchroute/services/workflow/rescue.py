@@ -23,6 +23,7 @@ from batchroute.clock import Clock, isoformat
 from batchroute.domain.batches.record import BatchRecord
 from batchroute.domain.catalog.catalog import Catalog, UnitPrices
 from batchroute.domain.catalog.pricing import fee_pct_for
+from batchroute.domain.delivery.webhooks import RESCUE_STARTED
 from batchroute.domain.routing.lane_plan import (
     LaneRecord,
     failover_candidates,
@@ -53,7 +54,6 @@ from batchroute.providers.registry import ProviderRegistry
 from batchroute.services.batches.ports import BatchStore
 from batchroute.services.workflow.ports import BatchFiles
 
-RESCUE_STARTED = "batch.rescue_started"
 # A lane whose decision was "no rescue" is not asked again for this long (each ask reads
 # every lane record of the batch).
 RECHECK_AFTER = timedelta(minutes=10)

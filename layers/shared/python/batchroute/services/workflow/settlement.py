@@ -35,6 +35,7 @@ from batchroute.domain.billing.settlement import (
     charged_usage,
     provider_lanes,
     rejected_lanes,
+    rescued_lanes,
 )
 from batchroute.domain.billing.usage import UsageCharge, batch_usage_lines, usage_day
 from batchroute.domain.catalog.catalog import FeeSchedule
@@ -115,6 +116,7 @@ class Settlement:
             lanes=provider_lanes(lanes, tallies, plan),
             rejected=rejected_lanes(plan),
             fee_basis=breakdown.fee_basis(self.fees),
+            rescues=rescued_lanes(lanes, tallies),
         )
         key = receipt_key(batch_id)
         self.artifacts.write_json(key, receipt)
