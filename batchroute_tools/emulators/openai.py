@@ -152,6 +152,13 @@ class _Job:
     finished: str | None = None  # completed | expired | cancelled | failed
     errors: list[dict[str, Any]] = field(default_factory=list)  # a failed job's BatchErrors
     counts: dict[str, int] = field(default_factory=lambda: {"total": 0, "completed": 0, "failed": 0})
+    stuck: bool = False  # holds [simulate:stuck_batch]: in_progress at 40 % until cancelled
+
+
+# A batch job holding this stays in_progress with STUCK_PERCENT of its requests done until it
+# is cancelled: a late vendor, for the deadline rescue (docs/batches.md).
+STUCK_MARKER = b"[simulate:stuck_batch]"
+STUCK_PERCENT = 40
 
 
 class OpenAIEmulator:
@@ -436,6 +443,7 @@ class OpenAIEmulator:
             job_id, str(body["endpoint"]), source.id, self.clock(), self.spool.link(source.path, job_id)
         )
         job.counts["total"] = total
+        job.stuck = any(STUCK_MARKER in line for line in Spool.lines(job.input_path))
         if errors:  # the vendor fails a batch whose input file it cannot read as requests
             job.finished, job.errors = "failed", errors
             job.counts["total"] = 0
@@ -500,8 +508,11 @@ class OpenAIEmulator:
                     job.finished, job.cancelled_at = "cancelled", self.clock()
                     Spool.remove(job.input_path)
                 return
-            elapsed = self.clock() - job.created_at
             total = job.counts["total"]
+            if job.stuck:
+                job.counts["completed"] = total * STUCK_PERCENT // 100
+                return
+            elapsed = self.clock() - job.created_at
             duration = self.behaviour.config.batch_seconds
             if elapsed < duration:
                 job.counts["completed"] = int(total * elapsed / duration) if duration else total

@@ -616,3 +616,22 @@ def test_a_part_that_fails_fails_the_job_at_once_and_stops_the_others(
     base = server.base_url + "/openai/v1/batches/"
     assert httpx.get(base + responses_part).json()["status"] == "failed"
     assert httpx.get(base + chat_part).json()["status"] == "cancelling"  # not left running
+
+
+def test_a_stuck_batch_stays_at_40_percent_until_it_is_cancelled(
+    clocked: tuple[EmulatorServer, ManualClock],
+) -> None:
+    # [simulate:stuck_batch]: a late vendor, held back deterministically (deadline rescue)
+    server, clock = clocked
+    batch = make_batch(endpoint(server), "sk-local")
+    items = [
+        request(f"q {n}" + (" [simulate:stuck_batch]" if n == 0 else ""), custom_id=f"seq-{n}")
+        for n in range(5)
+    ]
+    job = batch.submit(items)
+    clock.now += 86_400  # a day on: still running, 2 of 5 done
+    stuck = batch.poll(job)
+    assert (stuck.state, stuck.total, stuck.completed_count) == ("in_progress", 5, 2)
+    batch.cancel(job)
+    clock.now += 1
+    assert batch.poll(job).state == "cancelled"
