@@ -970,3 +970,35 @@ def test_money_reads_one_way_and_the_receipt_says_why_the_fee_and_why_a_lane_los
     assert run(api, "usage", tmp_path=tmp_path, width=160)[0] == 0
     out = capsys.readouterr().out
     assert "124.95 USD" in out and "0.000001 USD" in out and "124.954749" not in out
+
+
+def test_the_receipt_shows_the_items_a_deadline_rescue_moved(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given a receipt whose vendor batch lane was rescued onto a sync lane
+    receipt = receipt_body(BATCH_ID, "0.02", {"completed": 10, "failed": 0, "canceled": 0}, "0.0001", "x")
+    receipt["rescues"] = [
+        {
+            "lane_key": "01f1-deepinfra-llama",
+            "lane_id": "deepinfra/llama",
+            "provider": "deepinfra",
+            "from_lane_key": "01-together-llama",
+            "reason": "deadline_rescue",
+            "item_counts": {"completed": 6, "failed": 0, "canceled": 0},
+            "cost": {"currency": "usd", "amount": "0.03"},
+            "cost_at_quoted_prices": {"currency": "usd", "amount": "0.01"},
+            "cost_difference": {"currency": "usd", "amount": "0.02"},
+        }
+    ]
+    api = FakeAPI({f"GET /v1/batches/{BATCH_ID}/billing-receipt": [httpx.Response(200, json=receipt)]})
+    # When the CLI shows it
+    assert run(api, "receipt", BATCH_ID, tmp_path=tmp_path, width=160)[0] == 0
+    out = capsys.readouterr().out
+    # Then the rescued items by lane, with the reason and the cost over the quoted prices
+    assert "Rescued items" in out and "deepinfra/llama" in out and "01-together-llama" in out
+    assert "deadline rescue" in out and "6 completed" in out and "0.03 USD" in out and "0.02 USD" in out
+    # And a receipt without a rescue shows no such table
+    plain = receipt_body(BATCH_ID, "0.02", {"completed": 1, "failed": 0, "canceled": 0}, "0.0001", "x")
+    api = FakeAPI({f"GET /v1/batches/{BATCH_ID}/billing-receipt": [httpx.Response(200, json=plain)]})
+    assert run(api, "receipt", BATCH_ID, tmp_path=tmp_path, width=160)[0] == 0
+    assert "Rescued items" not in capsys.readouterr().out

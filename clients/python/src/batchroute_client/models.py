@@ -245,6 +245,8 @@ class BillingReceipt:
     rejected_lanes: list[dict[str, Any]] = field(default_factory=list)
     # The fee schedule line behind `service_fee` (`schedule_line`, ...); None on older receipts.
     service_fee_basis: dict[str, Any] | None = None
+    # The lanes of a deadline rescue (docs/batches.md): empty when the batch had none.
+    rescues: list[dict[str, Any]] = field(default_factory=list)
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False, metadata=RAW)
 
     @classmethod
@@ -257,6 +259,7 @@ class BillingReceipt:
             provider_lanes=list(data.get("provider_lanes") or []),
             rejected_lanes=list(data.get("rejected_lanes") or []),
             service_fee_basis=_mapping(data.get("service_fee_basis")),
+            rescues=list(data.get("rescues") or []),
             raw=dict(data),
             **{name: Money.from_dict(data[name]) for name in money + credit},
         )

@@ -407,11 +407,41 @@ def receipt_view(receipt: BillingReceipt) -> list[Any]:
         ]
         for lane in receipt.rejected_lanes
     ]
-    return [
+    views: list[Any] = [
         summary,
         Grid(chosen_columns, chosen, title="Lanes chosen"),
         Grid([Col("provider"), Col("model"), Col("reason", flex=True)], rejected, title="Lanes rejected"),
     ]
+    if receipt.rescues:
+        views.append(_rescues_view(receipt.rescues))
+    return views
+
+
+_RESCUE_REASONS = {"deadline_rescue": "deadline rescue", "deadline_rescue_rest": "kept by the old lane"}
+
+
+def _rescues_view(rescues: list[dict[str, Any]]) -> Grid:
+    """The items a deadline rescue moved, by lane: why, and what it cost over the quoted prices."""
+    rows: list[list[Cell]] = [
+        [
+            str(entry.get("lane_id") or "-"),
+            str(entry.get("from_lane_key") or "-"),
+            _RESCUE_REASONS.get(str(entry.get("reason")), str(entry.get("reason") or "-")),
+            _lane_counts(entry.get("item_counts") or {}),
+            money(entry.get("cost")),
+            money(entry.get("cost_difference")),
+        ]
+        for entry in rescues
+    ]
+    columns = [
+        Col("lane", flex=True),
+        Col("from", drop=2),
+        Col("reason"),
+        Col("items"),
+        Col("cost"),
+        Col("vs quoted", drop=1),
+    ]
+    return Grid(columns, rows, title="Rescued items")
 
 
 def _lane_counts(counts: Mapping[str, Any]) -> str:
