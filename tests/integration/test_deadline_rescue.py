@@ -324,6 +324,7 @@ def test_a_late_vendor_result_after_the_rescue_is_not_delivered_or_charged(
     tallies = batch.lane_tallies or {}
     assert int(tallies[rescue.lane_key]["completed"]) == 4
     assert int((tallies.get(old.lane_key) or {}).get("completed", 0)) == 0
+    assert int(tallies[old.lane_key]["late"]) == 4  # recorded on the old lane's tally
     receipt_lanes = {entry["lane_key"]: entry for entry in (batch.billing or {})["provider_lanes"]}
     assert receipt_lanes[old.lane_key]["item_counts"]["completed"] == 0
     _settled_exactly(org.org_id, batch, created.reserved)

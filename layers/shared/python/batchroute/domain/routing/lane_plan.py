@@ -230,10 +230,9 @@ class LaneRecordItem(TypedDict):
     job_chunk: NotRequired[int]
     partial_chunk: NotRequired[int]
     # deadline rescue (domain/routing/rescue.py): why this lane took over, the lane run after
-    # its chain (a rescue's rest, on the old lane), results its vendor job gave too late
+    # its chain (a rescue's rest, on the old lane)
     handover_reason: NotRequired[str]
     then_lane: NotRequired[str]
-    late_results: NotRequired[int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -327,7 +326,6 @@ class LaneRecord:
     partial_chunk: int | None = None
     handover_reason: str | None = None  # "deadline_rescue" / "deadline_rescue_rest"; else failover
     then_lane: str | None = None  # run after this lane's chain: a rescue's rest on the old lane
-    late_results: int = 0  # results the lane's vendor job gave after it handed its items over
 
     @property
     def usage(self) -> LaneUsageView:
@@ -390,7 +388,6 @@ class LaneRecord:
             partial_chunk=None if item.get("partial_chunk") is None else _int(item["partial_chunk"]),
             handover_reason=_text(item.get("handover_reason")),
             then_lane=_text(item.get("then_lane")),
-            late_results=_int(item.get("late_results")),
         )
 
     def _run_texts(self) -> tuple[tuple[_RunText, str | None], ...]:
@@ -445,8 +442,6 @@ class LaneRecord:
             item["handover_reason"] = self.handover_reason
         if self.then_lane is not None:
             item["then_lane"] = self.then_lane
-        if self.late_results:
-            item["late_results"] = self.late_results
         return item
 
 

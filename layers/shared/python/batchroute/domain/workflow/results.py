@@ -124,6 +124,9 @@ class LaneTally:
     completion_tokens: int = 0
     cached_input_tokens: int = 0
     cache_write_input_tokens: int = 0
+    # rows its vendor job gave after the lane handed those items over (deadline rescue,
+    # failover): recorded, never delivered or charged (docs/batches.md, "A late result")
+    late: int = 0
 
     def add(self, line: ResultLine) -> None:
         if line.get("status") == "completed":
@@ -148,6 +151,8 @@ class LaneTally:
             tally["cached_input_tokens"] = self.cached_input_tokens
         if self.cache_write_input_tokens:
             tally["cache_write_input_tokens"] = self.cache_write_input_tokens
+        if self.late:
+            tally["late"] = self.late
         return tally
 
 
@@ -201,6 +206,10 @@ class MergeTally:
             self.failed += 1
         lane = str(line.get("lane_key") or line.get("lane_id") or "")
         self.lanes.setdefault(lane, LaneTally()).add(line)
+
+    def add_late(self, lane_key: str, rows: int) -> None:
+        """Rows of a handed-over lane that came after its hand-over (not the items' answers)."""
+        self.lanes.setdefault(lane_key, LaneTally()).late += rows
 
     def to_dict(self) -> MergeTallyItem:
         """Plain values, to carry the tally between invocations (chunked Finalize)."""

@@ -96,23 +96,27 @@ def _tagged(lines: Iterable[ResultLine], lane_key: str) -> Iterator[ResultLine]:
 
 
 def _on_time(
-    lines: Iterable[ResultLine], lane_key: str, chunk: int, handed: Mapping[str, tuple[int, frozenset[int]]]
+    lines: Iterable[ResultLine],
+    lane_key: str,
+    chunk: int,
+    handed: Mapping[str, tuple[int, frozenset[int]]],
+    tally: MergeTally,
 ) -> Iterator[ResultLine]:
     """A lane's rows of a chunk, less those that came after it handed the chunk's items over
-    (a late vendor result: its successor's answer is the item's; logged, never delivered
-    or charged)."""
+    (a late vendor result: its successor's answer is the item's; counted in the lane's tally
+    as `late` and logged, never delivered or charged)."""
     at = handed.get(lane_key)
     if at is None or at[0] != chunk:
         yield from lines
         return
-    late = 0
     for line in lines:
         if int(line["seq"]) in at[1]:
             yield line
-        else:
-            late += 1
-    if late:
-        logger.warning("late results ignored", extra={"lane_key": lane_key, "chunk": chunk, "rows": late})
+            continue
+        tally.add_late(lane_key, 1)  # counted as read: the merge may stop before the file ends
+        logger.warning(
+            "late result ignored", extra={"lane_key": lane_key, "chunk": chunk, "seq": line["seq"]}
+        )
 
 
 def carry_key(batch_id: str, chunk: int) -> str:
@@ -354,7 +358,11 @@ class Finalizer:
         sources = [
             _tagged(
                 _on_time(
-                    self.artifacts.result_lines(batch_id, lane.lane_key, chunk), lane.lane_key, chunk, handed
+                    self.artifacts.result_lines(batch_id, lane.lane_key, chunk),
+                    lane.lane_key,
+                    chunk,
+                    handed,
+                    tally,
                 ),
                 lane.lane_key,
             )
