@@ -312,3 +312,24 @@ def test_a_simulated_vendor_forgets_a_job_once_its_results_are_downloaded() -> N
     # ... and a full read drops it: the simulator's memory does not grow with items run
     with pytest.raises(UnknownJob):
         provider.poll(job_id)
+
+
+def test_a_running_job_due_for_a_deadline_rescue_ends_the_run_with_the_job_left_to_cancel() -> None:
+    # Given a stuck job (it stays at 40 %) and a rescue check that says yes on its second poll
+    lane = Lane20(marked={0: "[simulate:stuck_batch]"})
+    provider, clock = vendor()
+    seen: list[tuple[str, int]] = []
+
+    def rescue_due(status: Any) -> bool:
+        seen.append((status.state, status.completed_count))
+        return len(seen) == 2
+
+    outcome = run(lane, provider, clock, rescue_due=rescue_due)
+    # Then the run ended at that poll: nothing reported, the job handed back, the lane not done
+    assert seen == [("in_progress", 8), ("in_progress", 8)]
+    assert outcome.rescue and outcome.pending_job is not None and not outcome.finished
+    assert lane.results == {} and not outcome.unavailable
+    # And the job is still the vendor's until the caller cancels it
+    assert provider.poll(outcome.pending_job.job_id).state == "in_progress"
+    cancel_lane_job(outcome.pending_job, provider=provider)
+    assert provider.poll(outcome.pending_job.job_id).state == "cancelled"

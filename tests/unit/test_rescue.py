@@ -4,6 +4,7 @@ many items under each `rescue` setting, and the records of the hand-over
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
@@ -18,6 +19,7 @@ from batchroute.domain.routing.rescue import (
     RescueOption,
     RescueSetting,
     decide_rescue,
+    handed_over_rows,
     item_micros,
     model_ordinals,
     project,
@@ -235,3 +237,44 @@ def test_the_rescue_lane_takes_the_first_items_at_its_prices_and_the_old_lane_ke
         source, option, items=5, chunk=0, ordinals=ordinals, done=[2], offsets=offsets, root_number=1, at="t"
     )
     assert whole.rest is None and whole.rescue.item_count == 5 and whole.rescue.then_lane is None
+
+
+def test_a_handed_over_lane_keeps_only_its_own_answers_of_its_hand_over_chunk() -> None:
+    # a lane over chunks 0..2 that handed over in chunk 1 (two records took its items: a
+    # rescue and the rest), having answered seqs 10 and 14 there itself
+    old = replace(
+        new_lane_record(
+            lane_key="01-slow-m",
+            lane_id="slow/m",
+            provider="slow",
+            model="m",
+            ordinal_start=0,
+            ordinal_end=30,
+            chunks=[0, 1, 2],
+            unit_prices={},
+            at="t",
+        ),
+        chunks_done_n=2,
+        failover_to="01f1-fast-m",
+    )
+    common = {"provider": "x", "model": "m", "unit_prices": {}, "at": "t", "failover_from": old.lane_key}
+    rescue = new_lane_record(
+        lane_key="01f1-fast-m",
+        lane_id="fast/m",
+        ordinal_start=10,
+        ordinal_end=12,
+        chunks=[1],
+        exclude_seqs=[10],
+        **common,  # type: ignore[arg-type]
+    )
+    rest = new_lane_record(
+        lane_key="01f1-slow-m",
+        lane_id="slow/m",
+        ordinal_start=12,
+        ordinal_end=30,
+        chunks=[1, 2],
+        exclude_seqs=[14],
+        **common,  # type: ignore[arg-type]
+    )
+    finished = replace(old, lane_key="02-other-m", failover_to=None)  # no hand-over: all its rows count
+    assert handed_over_rows([old, rescue, rest, finished]) == {old.lane_key: (1, frozenset({10, 14}))}
