@@ -10,7 +10,7 @@ from decimal import Decimal
 
 import pytest
 
-from batchroute.domain.routing.lane_plan import PlanLane, lane_chunks, new_lane_record
+from batchroute.domain.routing.lane_plan import LaneRecord, PlanLane, lane_chunks, new_lane_record
 from batchroute.domain.routing.rescue import (
     DEADLINE_RESCUE,
     RESCUE_REST,
@@ -199,20 +199,25 @@ def _lines(models: list[str], first_seq: int = 0) -> list[dict[str, object]]:
     return [{"seq": first_seq + n, "item": {"model": m}} for n, m in enumerate(models)]
 
 
-def test_the_rescue_lane_takes_the_first_items_at_its_prices_and_the_old_lane_keeps_the_rest() -> None:
-    # a lane of model m owning ordinals [0, 6) over chunks 0 (4 items of m) and 1 (2 of m)
-    offsets = [0, 4, 6]
-    source = new_lane_record(
+def _slow_lane(end: int, chunks: list[int]) -> LaneRecord:
+    """Lane 01 of model m on the slow vendor lane, owning the ordinals [0, end)."""
+    return new_lane_record(
         lane_key="01-slow-m",
         lane_id="slow/m",
         provider="slow",
         model="m",
         ordinal_start=0,
-        ordinal_end=6,
-        chunks=[0, 1],
+        ordinal_end=end,
+        chunks=chunks,
         unit_prices={"input_per_mtok": "0.09", "output_per_mtok": "0.09"},
         at="t",
     )
+
+
+def test_the_rescue_lane_takes_the_first_items_at_its_prices_and_the_old_lane_keeps_the_rest() -> None:
+    # a lane of model m owning ordinals [0, 6) over chunks 0 (4 items of m) and 1 (2 of m)
+    offsets = [0, 4, 6]
+    source = _slow_lane(6, [0, 1])
     chunk0 = _lines(["m", "x", "m", "m", "m"])  # seqs 0, 2, 3, 4 are m (ordinals 0..3)
     ordinals = model_ordinals(chunk0, "m", 0)  # type: ignore[arg-type]
     assert ordinals == {0: 0, 2: 1, 3: 2, 4: 3}
@@ -242,21 +247,7 @@ def test_the_rescue_lane_takes_the_first_items_at_its_prices_and_the_old_lane_ke
 def test_a_handed_over_lane_keeps_only_its_own_answers_of_its_hand_over_chunk() -> None:
     # a lane over chunks 0..2 that handed over in chunk 1 (two records took its items: a
     # rescue and the rest), having answered seqs 10 and 14 there itself
-    old = replace(
-        new_lane_record(
-            lane_key="01-slow-m",
-            lane_id="slow/m",
-            provider="slow",
-            model="m",
-            ordinal_start=0,
-            ordinal_end=30,
-            chunks=[0, 1, 2],
-            unit_prices={},
-            at="t",
-        ),
-        chunks_done_n=2,
-        failover_to="01f1-fast-m",
-    )
+    old = replace(_slow_lane(30, [0, 1, 2]), chunks_done_n=2, failover_to="01f1-fast-m")
     common = {"provider": "x", "model": "m", "unit_prices": {}, "at": "t", "failover_from": old.lane_key}
     rescue = new_lane_record(
         lane_key="01f1-fast-m",
