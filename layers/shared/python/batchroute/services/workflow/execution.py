@@ -21,6 +21,14 @@ chunk's unanswered items back to pending. The new lane runs in the same invocati
 no lane left, the lane records the error and fails its remaining items with it (and the
 batch's `execution_summary.latest_error` says so).
 
+Deadline rescue: at each poll of a running vendor job, `DeadlineRescue.check`
+(services/workflow/rescue.py) projects the lane's finish; when it misses the deadline less the
+routing mode's margin and the batch's `rescue` setting pays for a faster eligible lane, the
+chunk's answered items are written and ONE transaction hands the rest over as failover does
+(the rescue lane at its own prices, and the items the money does not cover to a new record of
+this lane, `then_lane`, run after it); then the vendor job is cancelled (best effort) and
+`batch.rescue_started` is queued. docs/batches.md, "Deadline rescue".
+
 A lane whose vendor account cannot serve (`insufficient_quota`: out of credit; waiting
 does not clear it) is also marked unavailable in the lane live state, with every other lane
 of its provider (the account is theirs too): routing leaves them until
