@@ -5,7 +5,7 @@ paid from the reservation. The clock is a FixedClock moved by hand: no test slee
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -26,6 +26,13 @@ from batchroute.clock import FixedClock, SystemClock, isoformat
 from batchroute.config import get_settings
 from batchroute.domain.batches.artifact_keys import result_chunk_key
 from batchroute.domain.batches.record import BatchRecord
+from batchroute.domain.delivery.webhooks import (
+    EVENT_HEADER,
+    SIGNATURE_HEADER,
+    TIMESTAMP_HEADER,
+    AttemptOutcome,
+    verify,
+)
 from batchroute.domain.routing.lane_plan import lane_chunks
 from batchroute.domain.routing.rescue import DEADLINE_RESCUE, RESCUE_REST, RescueSetting
 from batchroute.domain.workflow.results import ResultLine
@@ -33,6 +40,7 @@ from batchroute.money import Money
 from batchroute.providers.registry import provider_registry
 from batchroute.providers.retry import RetryPolicy
 from batchroute.providers.simulated import MARKER_STUCK_BATCH
+from batchroute.services.delivery.webhooks import WebhookDelivery
 from batchroute.services.workflow.execution import LaneExecutor
 from batchroute.services.workflow.rescue import DeadlineRescue
 from batchroute.services.workflow.steps import BatchWorkflow, Pipeline
@@ -178,6 +186,23 @@ def _lanes(run: Run) -> dict[str, Any]:
     return {lane.lane_key: lane for lane in run.records.lanes(run.batch.batch_id)}
 
 
+def _sweep_webhooks(now: datetime) -> list[tuple[bytes, Mapping[str, str]]]:
+    """The sweeper's webhook run at `now`, with a receiver that takes every POST (204)."""
+    sent: list[tuple[bytes, Mapping[str, str]]] = []
+
+    class Receiver:
+        def send(self, url: str, raw_body: bytes, headers: Mapping[str, str]) -> AttemptOutcome:
+            sent.append((raw_body, headers))
+            return AttemptOutcome(204, None, 1)
+
+    wiring = Wiring(get_settings(), SystemClock())
+    hooks = WebhookDelivery(
+        wiring.webhook_deliveries, wiring.identity, wiring.sealer, Receiver(), SystemClock()
+    )
+    hooks.retry_due(now)
+    return sent
+
+
 def _settled_exactly(org_id: str, batch: BatchRecord, reserved: Money) -> Money:
     billing = batch.billing or {}
     charged = Money.usd(billing["credit_charged"]["amount"])
@@ -243,6 +268,12 @@ def test_a_vendor_batch_stuck_at_40_percent_with_2_hours_left_is_rescued_before_
     assert event["type"] == "batch.rescue_started" and event["batch"]["id"] == created.batch_id
     assert event["rescue"]["lane_key"] == rescue.lane_key and event["rescue"]["items"] == 10
     assert event["rescue"]["from_lane_key"] == old.lane_key and started.status == "pending"
+    # and the sweeper's run sends it, signed with the batch's webhook secret
+    sent = _sweep_webhooks(run.clock.now())
+    ((raw, headers),) = [(body, h) for body, h in sent if json.loads(body)["type"] == "batch.rescue_started"]
+    assert headers[EVENT_HEADER] == "batch.rescue_started"
+    timestamp = int(headers[TIMESTAMP_HEADER])
+    assert verify(b"whsec_rescue", timestamp, raw, headers[SIGNATURE_HEADER], now=timestamp)
 
 
 def test_a_rescue_the_reservation_cannot_cover_takes_only_what_it_covers(
