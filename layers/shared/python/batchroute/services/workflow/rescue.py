@@ -57,6 +57,7 @@ from batchroute.services.workflow.ports import BatchFiles
 # A lane whose decision was "no rescue" is not asked again for this long (each ask reads
 # every lane record of the batch).
 RECHECK_AFTER = timedelta(minutes=10)
+_ENDED = frozenset({"completed", "failed", "canceled"})
 
 
 class RescueStartedView(TypedDict):
@@ -306,6 +307,8 @@ def _estimated_cost(
     for lane in lanes:
         prompt, output = tokens.get(lane.model, (Decimal(0), Decimal(0)))
         open_items = lane.item_count - lane.completed - lane.failed - lane.canceled - lane.handed_over
+        if lane.status in _ENDED:  # a lane that ended (or handed over) owns no open item
+            open_items = 0
         micros += item_micros(
             Decimal(lane.prompt_tokens), Decimal(lane.completion_tokens), lane.unit_prices, fee_pct
         )
