@@ -33,7 +33,7 @@ from batchroute.domain.delivery.webhooks import (
     AttemptOutcome,
     verify,
 )
-from batchroute.domain.routing.lane_plan import lane_chunks
+from batchroute.domain.routing.lane_plan import LaneRecord, lane_chunks
 from batchroute.domain.routing.rescue import DEADLINE_RESCUE, RESCUE_REST, RescueSetting
 from batchroute.domain.workflow.results import ResultLine
 from batchroute.money import Money
@@ -123,7 +123,7 @@ def _batch_on_the_vendor_lane(
 class Run:
     """The router and settle steps with a FixedClock and a hand-driven poll wait."""
 
-    def __init__(self, stack: LocalStack, batch: CreatedBatch) -> None:
+    def __init__(self, stack: LocalStack, batch: CreatedBatch, *, time_left_ms: int = 900_000) -> None:
         settings = get_settings()
         self.stack = stack
         self.batch = batch
@@ -151,7 +151,7 @@ class Run:
             continuations=TaskQueue(settings.queue_urls["lanes"]),
             sleeper=lambda _: None,
             monotonic=lambda: float(next(ticks)),
-            budget=lambda: TimeBudget(900, remaining_millis=lambda: 900_000),
+            budget=lambda: TimeBudget(900, remaining_millis=lambda: time_left_ms),
             rescue=self.rescue,
         )
         pipeline = Wiring(settings, self.clock).pipeline
@@ -165,6 +165,23 @@ class Run:
         return WorkflowTask.model_validate(
             {"step": step, "batch_id": self.batch.batch_id, "task_token": f"tok-{step}", **extra}
         )
+
+    def first_invocation(self) -> dict[str, Any]:
+        """Route, then RunLane's first invocation (it carries on in a new message): the lane."""
+        (lane,) = self.workflow.route(self.task("route"))["lanes"]
+        assert self.workflow.run_lane(self.task("run_lane", lane=lane)) is None
+        return dict(lane)
+
+    def later(self, hours: float) -> Any:
+        """RunLane's next invocation, `hours` on: its answer (None: it carries on)."""
+        self.clock.advance(hours=hours)
+        return self.workflow.run_lane(self.requeued())
+
+    def handed(self, lane_key: str) -> tuple[LaneRecord, LaneRecord]:
+        """The lane and the lane it handed its items to."""
+        lanes = _lanes(self)
+        old = lanes[lane_key]
+        return old, lanes[str(old.failover_to)]
 
     def requeued(self) -> WorkflowTask:
         sqs = boto3.client("sqs", region_name=self.stack.region)
@@ -224,19 +241,15 @@ def test_a_vendor_batch_stuck_at_40_percent_with_2_hours_left_is_rescued_before_
     items = [_item(0, stuck=True), *(_item(n) for n in range(1, 10))]
     created = _batch_on_the_vendor_lane(org.org_id, items, rescuers=("deepinfra", "groq"), webhook=True)
     run = Run(stack, created)
-    (lane,) = run.workflow.route(run.task("route"))["lanes"]
     # When RunLane submits the job and polls it: too early to judge, it waits in a new message
-    assert run.workflow.run_lane(run.task("run_lane", lane=lane)) is None
+    lane = run.first_invocation()
     (old,) = _lanes(run).values()
     assert old.job is not None and old.status == "running"
     # And 22 h later (2 h before the deadline) the job still reports 40 %
-    run.clock.advance(hours=22)
-    answer = run.workflow.run_lane(run.requeued())
+    answer = run.later(hours=22)
     # Then the items were handed to the cheapest sync lane that finishes in time, and ran there
     assert answer == {"lane_key": lane["lane_key"], "completed": 10, "failed": 0, "canceled": 0}
-    lanes = _lanes(run)
-    old = lanes[lane["lane_key"]]
-    rescue = lanes[str(old.failover_to)]
+    old, rescue = run.handed(lane["lane_key"])
     assert rescue.lane_id == f"deepinfra/{LLAMA}" and rescue.handover_reason == DEADLINE_RESCUE
     assert rescue.status == "completed" and rescue.completed == 10 and rescue.then_lane is None
     assert old.status == "failed" and old.handed_over == 10 and old.completed == 0
@@ -284,18 +297,14 @@ def test_a_rescue_the_reservation_cannot_cover_takes_only_what_it_covers(
     items = [_item(n, max_output_tokens=2000, stuck=n == 100) for n in range(200)]
     created = _batch_on_the_vendor_lane(org.org_id, items, rescuers=("fireworks",), chunk_size=100)
     run = Run(stack, created)
-    (lane,) = run.workflow.route(run.task("route"))["lanes"]
     # When the first chunk completes and the second's job is stuck at 40 % 22 h on
-    assert run.workflow.run_lane(run.task("run_lane", lane=lane)) is None
-    run.clock.advance(hours=22)
-    answer = run.workflow.run_lane(run.requeued())
+    lane = run.first_invocation()
+    answer = run.later(hours=22)
     assert answer == {"lane_key": lane["lane_key"], "completed": 200, "failed": 0, "canceled": 0}
     # Then the rescue lane took only some items (what the headroom pays for: the first
     # chunk's actual usage came in under its estimate), the old lane kept the rest
-    lanes = _lanes(run)
-    old = lanes[lane["lane_key"]]
-    rescue = lanes[str(old.failover_to)]
-    rest = lanes[str(rescue.then_lane)]
+    old, rescue = run.handed(lane["lane_key"])
+    rest = _lanes(run)[str(rescue.then_lane)]
     assert rescue.lane_id == f"fireworks/{LLAMA}" and rest.lane_id == BATCH_LANE
     assert rest.handover_reason == RESCUE_REST and rest.unit_prices == old.unit_prices
     assert 0 < rescue.completed < 100 and rescue.completed + rest.completed == 100
@@ -319,10 +328,8 @@ def test_with_rescue_off_the_lane_is_left_alone(stack: LocalStack, org: TestOrg)
         org.org_id, items, rescuers=("deepinfra",), rescue=RescueSetting.from_api({"mode": "off"})
     )
     run = Run(stack, created)
-    (lane,) = run.workflow.route(run.task("route"))["lanes"]
-    assert run.workflow.run_lane(run.task("run_lane", lane=lane)) is None
-    run.clock.advance(hours=22)
-    assert run.workflow.run_lane(run.requeued()) is None  # still waiting on its job
+    run.first_invocation()
+    assert run.later(hours=22) is None  # still waiting on its job
     (old,) = _lanes(run).values()
     assert old.failover_to is None and old.job is not None
 
@@ -334,13 +341,9 @@ def test_a_late_vendor_result_after_the_rescue_is_not_delivered_or_charged(
     items = [_item(0, stuck=True), *(_item(n) for n in range(1, 4))]
     created = _batch_on_the_vendor_lane(org.org_id, items, rescuers=("deepinfra",))
     run = Run(stack, created)
-    (lane,) = run.workflow.route(run.task("route"))["lanes"]
-    assert run.workflow.run_lane(run.task("run_lane", lane=lane)) is None
-    run.clock.advance(hours=22)
-    assert run.workflow.run_lane(run.requeued()) is not None
-    lanes = _lanes(run)
-    old = lanes[lane["lane_key"]]
-    rescue = lanes[str(old.failover_to)]
+    lane = run.first_invocation()
+    assert run.later(hours=22) is not None
+    old, rescue = run.handed(lane["lane_key"])
     # When the old vendor job's results arrive late anyway (an invocation that polled it
     # before the hand-over writes them to the old lane's result file of the chunk)
     late: list[ResultLine] = [
@@ -392,3 +395,33 @@ def test_the_rescue_setting_is_read_at_the_edge_and_kept_on_the_batch(
     assert plain.status_code == 202, plain.text
     record = BatchRecords(get_settings().table_name("batches")).get(plain.json()["batch"]["id"])
     assert record is not None and record.rescue is None
+
+
+def test_a_slow_sync_lane_is_rescued_between_its_chunks(stack: LocalStack, org: TestOrg) -> None:
+    # Given a batch on a sync lane (the cheapest, edge-eu) over two chunks, run one chunk per
+    # invocation (60 s left each time)
+    items = [_item(n, max_output_tokens=2000) for n in range(400)]
+    created = create_batch(org.org_id, items, chunk_size=200)
+    run = Run(stack, created, time_left_ms=60_000)
+    lane = run.first_invocation()
+    (old,) = _lanes(run).values()
+    assert old.lane_id == f"edge-eu/{LLAMA}" and old.completed == 200
+    # When the next invocation comes 22 h on (200 items in 22 h: the other 200 take 22 h more)
+    answer = run.later(hours=22)
+    # Then before starting its second chunk the lane handed it over, moving no count twice
+    assert answer == {"lane_key": lane["lane_key"], "completed": 400, "failed": 0, "canceled": 0}
+    old, rescue = run.handed(lane["lane_key"])
+    assert rescue.handover_reason == DEADLINE_RESCUE and rescue.lane_id != old.lane_id
+    assert rescue.completed == 200 and lane_chunks(rescue) == [1] and old.handed_over == 0
+    running = run.records.get(created.batch_id)
+    assert running is not None and {k: int(v) for k, v in (running.counts or {}).items()} == {
+        "total": 400,
+        "pending": 0,
+        "running": 0,
+        "completed": 400,
+        "failed": 0,
+        "canceled": 0,
+    }
+    batch = run.settle()
+    assert batch.state == "completed"
+    _settled_exactly(org.org_id, batch, created.reserved)

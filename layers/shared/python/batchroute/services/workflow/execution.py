@@ -361,6 +361,8 @@ class LaneExecutor:
             if state in TERMINAL:
                 self._cancel_rest(batch, lane, str(state))
                 return _ChunkEnd("done")
+            if fail_with is None and (rescue := self._rescue_between(lane, number, position, invocation)):
+                return _ChunkEnd("rescue", chunk=_Chunk(number, position, offsets[number], []), rescue=rescue)
             chunk = self._load_chunk(batch_id, lane, number, position, offsets[number])
             end = self._run_chunk(batch_id, lane, chunk, invocation, fail_with=fail_with)
             invocation.chunks_run += 1
@@ -549,6 +551,22 @@ class LaneExecutor:
             limits=self.registry.provider(slug).batch_limits,
             rescue_due=lambda status: self._rescue_due(lane, chunk, status, invocation),
         )
+
+    def _rescue_between(
+        self, lane: LaneRecord, number: int, position: int, invocation: _Invocation
+    ) -> RescuePlan | None:
+        """Between the chunks of a sync lane (before one it has not started): the rescue due
+        now, if any. Handing over there moves no count (none of the chunk's items ran)."""
+        starting = position > 0 and lane.partial_chunk != number and lane.chunks_started_n == position
+        if self.rescue is None or invocation.batch is None or not starting:
+            return None
+        if self.registry.execution_mode(lane.provider) == "batch_api":
+            return None  # checked at each poll of its job instead
+        fresh = self._reload(invocation.batch.batch_id, lane)
+        if fresh.chunks_started_n != position:
+            return None
+        invocation.rescue = self.rescue.check(invocation.batch, fresh, position, None, sync=True)
+        return invocation.rescue
 
     def _rescue_due(
         self, lane: LaneRecord, chunk: _Chunk, status: JobStatus | None, invocation: _Invocation

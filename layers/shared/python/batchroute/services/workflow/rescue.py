@@ -125,9 +125,16 @@ class DeadlineRescue:
 
     # -- is it due, and what then ------------------------------------------------------------
     def check(
-        self, batch: BatchRecord, lane: LaneRecord, position: int, status: JobStatus | None
+        self,
+        batch: BatchRecord,
+        lane: LaneRecord,
+        position: int,
+        status: JobStatus | None,
+        *,
+        sync: bool = False,
     ) -> RescuePlan | None:
-        """The rescue to make now for this lane's running job, or None."""
+        """The rescue to make now for this lane (at a poll of its running vendor job, or
+        `sync`: before a chunk of a sync lane), or None."""
         setting = RescueSetting.from_item(batch.rescue)
         if setting.mode == "off" or not batch.deadline_at or not lane.started_at:
             return None
@@ -141,7 +148,7 @@ class DeadlineRescue:
             items=lane.item_count,
             done=lane.completed + lane.failed + reported,
             chunks_left=max(0, lane_chunk_count(lane) - position - 1),
-            chunk_turnaround=timedelta(seconds=self.registry.batch_poll_interval_seconds),
+            chunk_turnaround=timedelta(seconds=0 if sync else self.registry.batch_poll_interval_seconds),
         )
         deadline = _parse(batch.deadline_at)
         margin = rescue_margin(batch.routing_mode)
