@@ -21,7 +21,8 @@ chunk's unanswered items back to pending. The new lane runs in the same invocati
 no lane left, the lane records the error and fails its remaining items with it (and the
 batch's `execution_summary.latest_error` says so).
 
-Deadline rescue: at each poll of a running vendor job, `DeadlineRescue.check`
+Deadline rescue: at each poll of a running vendor job (and before each chunk of a sync lane
+but its first), `DeadlineRescue.check`
 (services/workflow/rescue.py) projects the lane's finish; when it misses the deadline less the
 routing mode's margin and the batch's `rescue` setting pays for a faster eligible lane, the
 chunk's answered items are written and ONE transaction hands the rest over as failover does
@@ -562,6 +563,8 @@ class LaneExecutor:
             return None
         if self.registry.execution_mode(lane.provider) == "batch_api":
             return None  # checked at each poll of its job instead
+        if not self.rescue.worth_checking(invocation.batch, lane):
+            return None
         fresh = self._reload(invocation.batch.batch_id, lane)
         if fresh.chunks_started_n != position:
             return None
@@ -574,6 +577,8 @@ class LaneExecutor:
         """Asked at each poll of a running vendor job: will the lane miss the deadline, and
         is there a lane (and the money) to rescue it? (services/workflow/rescue.py)"""
         if self.rescue is None or invocation.batch is None:
+            return False
+        if not self.rescue.worth_checking(invocation.batch, lane):
             return False
         fresh = self._reload(invocation.batch.batch_id, lane)  # its counts as they stand
         invocation.rescue = self.rescue.check(invocation.batch, fresh, chunk.position, status)

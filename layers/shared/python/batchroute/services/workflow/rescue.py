@@ -33,6 +33,7 @@ from batchroute.domain.routing.lane_plan import (
     root_number,
 )
 from batchroute.domain.routing.rescue import (
+    MIN_OBSERVATION_SECONDS,
     LaneProgress,
     RescueBudget,
     RescueDecision,
@@ -124,6 +125,19 @@ class DeadlineRescue:
         self._declined: dict[tuple[str, str], datetime] = {}
 
     # -- is it due, and what then ------------------------------------------------------------
+    def worth_checking(self, batch: BatchRecord, lane: LaneRecord) -> bool:
+        """Whether a check could find a rescue at all, from what the caller holds (no read):
+        rescue on, a deadline, a lane that ran long enough to judge, not declined lately."""
+        if RescueSetting.from_item(batch.rescue).mode == "off" or not batch.deadline_at:
+            return False
+        if not lane.started_at:
+            return False
+        now = self.clock.now()
+        if (now - _parse(lane.started_at)).total_seconds() < MIN_OBSERVATION_SECONDS:
+            return False
+        declined = self._declined.get((batch.batch_id, lane.lane_key))
+        return declined is None or now - declined >= RECHECK_AFTER
+
     def check(
         self,
         batch: BatchRecord,
@@ -135,13 +149,10 @@ class DeadlineRescue:
     ) -> RescuePlan | None:
         """The rescue to make now for this lane (at a poll of its running vendor job, or
         `sync`: before a chunk of a sync lane), or None."""
+        if not self.worth_checking(batch, lane) or not lane.started_at or not batch.deadline_at:
+            return None
         setting = RescueSetting.from_item(batch.rescue)
-        if setting.mode == "off" or not batch.deadline_at or not lane.started_at:
-            return None
         now = self.clock.now()
-        declined = self._declined.get((batch.batch_id, lane.lane_key))
-        if declined is not None and now - declined < RECHECK_AFTER:
-            return None
         reported = (status.completed_count + status.failed_count) if status is not None else 0
         progress = LaneProgress(
             started_at=_parse(lane.started_at),
