@@ -74,15 +74,28 @@ def load_catalog(folder: Traversable | None = None) -> Catalog:
     manifest.close()
     providers = load_providers(folder)
     models = load_models(folder)
+    lanes = load_lanes(folder, providers, models)
+    _check_references(models, lanes)
     return Catalog(
         version=version,
         pricing_updated_at=pricing_updated_at,
         providers=tuple(provider for provider, _ in providers.values()),
         models=tuple(models.values()),
-        lanes=load_lanes(folder, providers, models),
+        lanes=lanes,
         workflow_products=load_workflow_products(folder),
         fees=load_fees(folder),
     )
+
+
+def _check_references(models: dict[str, Model], lanes: tuple[Lane, ...]) -> None:
+    """Every model's reference provider has a lane of it: its prices are the reference."""
+    lane_ids = {lane.lane_id for lane in lanes}
+    for model in models.values():
+        if f"{model.reference_provider}/{model.id}" not in lane_ids:
+            raise DataError(
+                f"models.toml, models.{model.id!r}: reference_provider {model.reference_provider!r} "
+                "has no lane of this model in lanes.toml"
+            )
 
 
 def load_providers(folder: Traversable) -> dict[str, tuple[Provider, LaneDefaults]]:
@@ -166,6 +179,7 @@ def load_models(folder: Traversable) -> dict[str, Model]:
             open_weight=row.flag("open_weight"),
             family=row.text("family"),
             sampling_parameters=row.flag("sampling_parameters", True),
+            reference_provider=row.text("reference_provider"),
         )
         row.close()
     top.close()

@@ -17,6 +17,7 @@ from decimal import Decimal
 from typing import NotRequired, TypedDict
 
 from batchroute.domain.billing.ledger import SettlementResult
+from batchroute.domain.billing.savings import ReceiptSavingsView, References, TokenCounts, receipt_savings
 from batchroute.domain.catalog.pricing import CacheUse, FeeBasisView, LaneUsage, PriceEstimateView
 from batchroute.domain.routing.engine import LaneProofView, RejectionView, RoutePlanView
 from batchroute.domain.routing.lane_plan import LaneRecord, plan_groups, plan_lane_entry
@@ -110,6 +111,10 @@ class ReceiptTotals(TypedDict):
     credit_released: MoneyView
     settled_at: str
     item_counts: BatchCounts
+    # The charge beside the same tokens at the reference vendors' list and batch prices
+    # (domain/billing/savings.py); absent on receipts settled before it, or when a lane's
+    # model has no reference.
+    savings: NotRequired[ReceiptSavingsView]
 
 
 class BillingReceipt(ReceiptTotals):
@@ -247,6 +252,7 @@ def build_receipt(
     lanes: list[ReceiptLane],
     rejected: list[RejectedLane],
     fee_basis: FeeBasisView | None = None,
+    references: References | None = None,
 ) -> BillingReceipt:
     """The billing receipt (interface spec "Billing receipt"); Money as {currency, amount}.
 
@@ -277,4 +283,22 @@ def build_receipt(
     }
     if fee_basis is not None:
         receipt["service_fee_basis"] = fee_basis
+    savings = receipt_savings(references, _lane_tokens(lanes), credits.charged) if references else None
+    if savings is not None:
+        receipt["savings"] = savings
     return receipt
+
+
+def _lane_tokens(lanes: list[ReceiptLane]) -> list[tuple[str | None, TokenCounts]]:
+    return [
+        (
+            lane["model"],
+            TokenCounts(
+                prompt_tokens=lane["usage"]["prompt_tokens"],
+                output_tokens=lane["usage"]["completion_tokens"],
+                cached_input_tokens=lane["usage"].get("cached_input_tokens", 0),
+                cache_write_input_tokens=lane["usage"].get("cache_write_input_tokens", 0),
+            ),
+        )
+        for lane in lanes
+    ]

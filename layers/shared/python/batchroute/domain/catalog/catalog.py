@@ -158,6 +158,9 @@ class Model:
     # Whether the model takes sampling parameters (temperature, top_p); a reasoning model
     # that refuses them says false (models.toml `sampling_parameters`).
     sampling_parameters: bool = True
+    # The provider whose published prices for this model are the yardstick of what routing
+    # saved (models.toml `reference_provider`; docs/routing.md, "What routing saved").
+    reference_provider: str = ""
 
 
 @dataclass(frozen=True)
@@ -230,3 +233,13 @@ class Catalog:
                 grouped.setdefault(lane.model, []).append(lane)
             self._by_model.update({k: tuple(v) for k, v in grouped.items()})
         return self._by_model.get(model_id, ())
+
+    def reference_lane(self, model_id: str) -> Lane | None:
+        """The lane of the model's reference provider: its list and batch prices are the
+        reference prices of what routing saved."""
+        model = self.model(model_id)
+        if model is None:
+            return None
+        return next(
+            (lane for lane in self.lanes_for(model_id) if lane.provider == model.reference_provider), None
+        )

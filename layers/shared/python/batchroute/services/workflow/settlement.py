@@ -27,6 +27,7 @@ from batchroute.domain.batches.record import ArtifactKeys, BatchRecord
 from batchroute.domain.batches.states import TERMINAL
 from batchroute.domain.billing.controls import BillingControls
 from batchroute.domain.billing.ledger import SettlementResult, UnknownReservation, period_keys
+from batchroute.domain.billing.savings import References
 from batchroute.domain.billing.settlement import (
     BillingReceipt,
     InlineReceipt,
@@ -77,8 +78,10 @@ class Settlement:
         clock: Clock,
         watch: MoneyWatch | None = None,
         work_orders: WorkOrderMembers | None = None,
+        references: References | None = None,
     ) -> None:
         self.work_orders = work_orders
+        self.references = references
         self.records = records
         self.ledger = ledger
         self.controls = controls
@@ -115,6 +118,7 @@ class Settlement:
             lanes=provider_lanes(lanes, tallies, plan),
             rejected=rejected_lanes(plan),
             fee_basis=breakdown.fee_basis(self.fees),
+            references=self.references,
         )
         key = receipt_key(batch_id)
         self.artifacts.write_json(key, receipt)
