@@ -1,9 +1,10 @@
 """Money in the console (docs/money.md), in a real browser at 390 px and 1280 px against the
 local stack: amounts read by the one rule (cents, two significant figures under a cent,
 never an exponent), a money field takes plain decimals only and says so (the API refuses
-"1e3" too), and the routing receipt shows the fee schedule line behind its service fee and
-why a lane at the same price lost. The console's formatter (console/src/format.ts) is held
-to the table the service's and the CLI's formatters are tested against."""
+"1e3" too), and the routing receipt shows the fee schedule line behind its service fee,
+why a lane at the same price lost and what routing saved (also on the overview). The
+console's formatter (console/src/format.ts) is held to the table the service's and the
+CLI's formatters are tested against."""
 
 from __future__ import annotations
 
@@ -12,10 +13,12 @@ import re
 import shutil
 import subprocess
 import uuid
+from decimal import Decimal
 
 import pytest
 from playwright.sync_api import Locator, Page, ViewportSize, expect
 
+from batchroute.money import money_text
 from tests.e2e.local_stack import REPO
 from tests.e2e.test_console_browser import (
     BATCH_TIMEOUT_MS,
@@ -158,7 +161,8 @@ def test_the_receipt_shows_the_fee_schedule_line_and_why_a_lane_at_the_same_pric
     )
     assert created.status == 202, created.text()
     # When its page shows the settled receipt
-    page.goto(f"/console/batches/{created.json()['batch']['id']}")
+    batch_id = created.json()["batch"]["id"]
+    page.goto(f"/console/batches/{batch_id}")
     expect(page.get_by_test_id("batch-state")).to_have_text("completed", timeout=BATCH_TIMEOUT_MS)
     receipt = page.get_by_role("region", name="Routing receipt")
     expect(receipt).to_be_visible(timeout=30_000)
@@ -173,6 +177,21 @@ def test_the_receipt_shows_the_fee_schedule_line_and_why_a_lane_at_the_same_pric
     same_price = rejected.get_by_role("row").filter(has_text="same price")
     expect(same_price.first).to_contain_text("outranked")
     expect(same_price.first).to_contain_text(re.compile("comes first by lane id|is more reliable"))
+    # And what routing saved is shown as the API says: the charge beside the same tokens at
+    # the reference vendor's list and batch prices (docs/routing.md)
+    savings = page.request.get(f"/v1/batches/{batch_id}/billing-receipt").json()["savings"]
+    shown_as = {"saved-vs-list": "saved_vs_list_price", "saved-vs-batch": "saved_vs_batch_price"}
+    for test_id, field in shown_as.items():
+        expect(receipt.get_by_test_id(test_id)).to_have_text(money_text(Decimal(savings[field]["amount"])))
+    expect(receipt.get_by_test_id("savings")).to_contain_text(
+        money_text(Decimal(savings["charged"]["amount"]))
+    )
     # And every amount on the receipt reads by the rule
     shown = amounts_in(receipt)
     assert shown and all(SHOWN.match(amount) for amount in shown), shown
+    # And the overview shows the period's savings, as GET /v1/usage says
+    period = page.request.get("/v1/usage").json()["current_period"]["savings"]
+    nav(page, "Overview")
+    expect(page.get_by_test_id("period-saved")).to_have_text(
+        money_text(Decimal(period["saved_vs_list_price"]["amount"]))
+    )

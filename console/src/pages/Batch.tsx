@@ -9,6 +9,7 @@ import { Bar, BarChart, CartesianGrid, Legend, ResponsiveContainer, Tooltip, XAx
 import { ApiError, api, call, type Schemas } from "../api/client";
 import { TERMINAL_STATES, isSettled, money, when } from "../format";
 import { BatchProgress, Empty, ErrorLine, Field, Loading, POLL_MS, useLoad } from "../components/ui";
+import { SavingsFacts } from "../components/Savings";
 
 type Receipt = Schemas["BillingReceipt"];
 
@@ -203,6 +204,12 @@ function ReceiptView({ receipt }: { receipt: Receipt }) {
         <dt>Settled</dt>
         <dd>{when(receipt.settled_at)}</dd>
       </dl>
+      {receipt.savings && (
+        <>
+          <h3>What routing saved</h3>
+          <SavingsFacts savings={receipt.savings} asOf={receipt.savings.prices_as_of} label="What routing saved" />
+        </>
+      )}
       <h3>Lanes that ran</h3>
       {selected.length === 0 && <Empty>No lane ran: no item was sent to a provider.</Empty>}
       <table hidden={selected.length === 0}>

@@ -245,6 +245,9 @@ class BillingReceipt:
     rejected_lanes: list[dict[str, Any]] = field(default_factory=list)
     # The fee schedule line behind `service_fee` (`schedule_line`, ...); None on older receipts.
     service_fee_basis: dict[str, Any] | None = None
+    # What routing saved: the charge beside the same tokens at the reference vendors' list and
+    # batch prices (`saved_vs_list_price`, ...); None on older receipts.
+    savings: dict[str, Any] | None = None
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False, metadata=RAW)
 
     @classmethod
@@ -257,6 +260,7 @@ class BillingReceipt:
             provider_lanes=list(data.get("provider_lanes") or []),
             rejected_lanes=list(data.get("rejected_lanes") or []),
             service_fee_basis=_mapping(data.get("service_fee_basis")),
+            savings=_mapping(data.get("savings")),
             raw=dict(data),
             **{name: Money.from_dict(data[name]) for name in money + credit},
         )

@@ -377,6 +377,7 @@ def receipt_view(receipt: BillingReceipt) -> list[Any]:
             ("credit reserved", money(receipt.credit_reserved)),
             ("credit charged", money(receipt.credit_charged)),
             ("credit released", money(receipt.credit_released)),
+            *_savings_rows(receipt.savings),
         ]
     )
     chosen_columns = [
@@ -411,6 +412,19 @@ def receipt_view(receipt: BillingReceipt) -> list[Any]:
         summary,
         Grid(chosen_columns, chosen, title="Lanes chosen"),
         Grid([Col("provider"), Col("model"), Col("reason", flex=True)], rejected, title="Lanes rejected"),
+    ]
+
+
+def _savings_rows(savings: Mapping[str, Any] | None) -> list[tuple[str, Any]]:
+    """What routing saved (docs/routing.md): the charge beside the reference prices."""
+    if not savings:
+        return []
+    return [
+        ("at reference list", money(savings.get("reference_list_price"))),
+        ("at reference batch", money(savings.get("reference_batch_price"))),
+        ("saved vs list", Text(money(savings.get("saved_vs_list_price")), style="bold")),
+        ("saved vs batch", money(savings.get("saved_vs_batch_price"))),
+        ("reference prices of", str(savings.get("prices_as_of") or "")[:10]),
     ]
 
 
