@@ -23,10 +23,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
-from typing import Any, Final, Literal, NotRequired, TypedDict, get_args
+from typing import Any, Final, Literal, TypedDict, get_args
 
 from batchroute.clock import isoformat
 from batchroute.domain.billing.settlement import lane_usage
+from batchroute.domain.catalog.pricing import CacheTokens, CacheTotals
 from batchroute.domain.routing.lane_plan import LaneRecord
 from batchroute.money import Money, MoneyView
 
@@ -68,13 +69,13 @@ class UsageCharge:
     lines: tuple[UsageLine, ...]
 
 
-class TokensView(TypedDict):
+class TokensView(CacheTotals):
+    """Of the input, what the vendor read from / wrote to its prompt cache (`CacheTotals`,
+    when any)."""
+
     input: int  # all input
     output: int
     total: int
-    # Of the input, what the vendor read from / wrote to its prompt cache (when any).
-    cached_input: NotRequired[int]
-    cache_write_input: NotRequired[int]
 
 
 class RequestsView(TypedDict):
@@ -158,11 +159,8 @@ class UsageFigures:
             "input": self.input_tokens,
             "output": self.output_tokens,
             "total": self.input_tokens + self.output_tokens,
+            **CacheTokens(self.cached_input_tokens, self.cache_write_input_tokens).to_totals(),
         }
-        if self.cached_input_tokens:
-            tokens["cached_input"] = self.cached_input_tokens
-        if self.cache_write_input_tokens:
-            tokens["cache_write_input"] = self.cache_write_input_tokens
         return {
             "spend": Money(self.cost_micros).to_api(),
             "tokens": tokens,

@@ -442,8 +442,7 @@ class DirectChat:
             prompt_tokens=usage.prompt_tokens,
             completion_tokens=usage.completion_tokens,
             tool_uses=usage.tool_uses,
-            cached_input_tokens=usage.cached_input_tokens,
-            cache_write_input_tokens=usage.cache_write_input_tokens,
+            cache=usage.cache,
             latest_error=error,
             billing={
                 **direct_receipt(call.batch_id, call.lane, usage, charged, call.hold, at),
