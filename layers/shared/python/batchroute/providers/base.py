@@ -164,8 +164,13 @@ class StreamStart:
 
 @dataclass(frozen=True, slots=True)
 class StreamDelta:
+    """Text of the answer. `usage`: what the vendor has reported so far, on the deltas after
+    it said so (Anthropic's `message_start` gives the input and its prompt-cache split), so a
+    stream that dies mid-way is charged as billed (docs/chat.md); None when it said nothing."""
+
     text: str
     kind: Literal["delta"] = "delta"
+    usage: Usage | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,7 +27,8 @@ from typing import Any, Final, Literal, TypedDict, get_args
 
 from batchroute.clock import isoformat
 from batchroute.domain.billing.settlement import lane_usage
-from batchroute.domain.catalog.pricing import CacheTokens, CacheTotals
+from batchroute.domain.catalog.catalog import Lane
+from batchroute.domain.catalog.pricing import NO_CACHE_TOKENS, CacheTokens, CacheTotals, usage_cost
 from batchroute.domain.routing.lane_plan import LaneRecord
 from batchroute.money import Money, MoneyView
 
@@ -496,3 +497,26 @@ def batch_usage_lines(
             )
         )
     return tuple(lines)
+
+
+def direct_usage_line(
+    lane: Lane, prompt_tokens: int, completion_tokens: int, cache: CacheTokens = NO_CACHE_TOKENS
+) -> UsageLine:
+    """One direct chat request on `lane`: its tokens, each kind at the lane's direct price
+    (the request's charge is this cost rounded up, at most its hold)."""
+    return UsageLine(
+        model=lane.model,
+        provider=lane.provider,
+        cost=usage_cost(
+            lane.price.direct,
+            prompt_tokens,
+            completion_tokens,
+            cached_input_tokens=cache.cached_input_tokens,
+            cache_write_input_tokens=cache.cache_write_input_tokens,
+        ),
+        input_tokens=prompt_tokens,
+        output_tokens=completion_tokens,
+        cached_input_tokens=cache.cached_input_tokens,
+        cache_write_input_tokens=cache.cache_write_input_tokens,
+        chat_requests=1,
+    )
