@@ -364,6 +364,12 @@ def test_a_batch_whose_provider_reported_cached_input_is_charged_less(
     plain_receipt = _artifacts().read_json(receipt_key(plain.batch_id))
     assert plain_receipt is not None
     assert "cached_input_tokens" not in plain_receipt["provider_lanes"][0]["usage"]
+    # And the lane's live usage (added chunk by chunk as it runs, shown by the batch view's
+    # lanes) carries the same split; a batch without cache counts keeps the old shape
+    (live,) = lane_statuses(_records().lanes(cached.batch_id))
+    assert live["usage"] == lane["usage"]
+    (plain_live,) = lane_statuses(_records().lanes(plain.batch_id))
+    assert set(plain_live["usage"]) == {"prompt_tokens", "completion_tokens"}
 
 
 def test_an_unavailable_lane_fails_over_at_the_quoted_prices(stack: LocalStack, org: TestOrg) -> None:
