@@ -18,7 +18,14 @@ from typing import NotRequired, TypedDict
 
 from batchroute.domain.billing.ledger import SettlementResult
 from batchroute.domain.billing.savings import ReceiptSavingsView, References, TokenCounts, receipt_savings
-from batchroute.domain.catalog.pricing import CacheUse, FeeBasisView, LaneUsage, PriceEstimateView
+from batchroute.domain.catalog.pricing import (
+    CacheFields,
+    CacheTokens,
+    CacheUse,
+    FeeBasisView,
+    LaneUsage,
+    PriceEstimateView,
+)
 from batchroute.domain.routing.engine import LaneProofView, RejectionView, RoutePlanView
 from batchroute.domain.routing.lane_plan import LaneRecord, plan_groups, plan_lane_entry
 from batchroute.money import Money, MoneyView
@@ -32,11 +39,12 @@ class ItemCounts(TypedDict):
     canceled: int
 
 
-class TokenUsage(TypedDict):
+class TokenUsage(CacheFields):
+    """A lane's usage on the receipt; of the input, what was read from / written to the
+    prompt cache (`CacheFields`, when any)."""
+
     prompt_tokens: int  # all input
     completion_tokens: int
-    cached_input_tokens: NotRequired[int]  # of the input: read from the prompt cache (when any)
-    cache_write_input_tokens: NotRequired[int]  # of the input: written to it (when any)
 
 
 class ReceiptLane(TypedDict):
@@ -152,9 +160,8 @@ def lane_usage(lane: LaneRecord, tally: Mapping[str, int]) -> LaneUsage:
         output_tokens=int(tally.get("completion_tokens") or 0),
         input_per_mtok=_price(prices, "input_per_mtok"),
         output_per_mtok=_price(prices, "output_per_mtok"),
-        cache=CacheUse(
-            cached_input_tokens=int(tally.get("cached_input_tokens") or 0),
-            cache_write_input_tokens=int(tally.get("cache_write_input_tokens") or 0),
+        cache=CacheUse.at_prices(
+            CacheTokens.from_fields(tally),
             cached_input_per_mtok=_cache_price(prices, "cached_input_per_mtok"),
             cache_write_input_per_mtok=_cache_price(prices, "cache_write_input_per_mtok"),
         ),
@@ -163,12 +170,11 @@ def lane_usage(lane: LaneRecord, tally: Mapping[str, int]) -> LaneUsage:
 
 def token_usage(usage: LaneUsage) -> TokenUsage:
     """A lane's usage as the receipt shows it: the cache counts when there are any."""
-    shown: TokenUsage = {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.output_tokens}
-    if usage.cache.cached_input_tokens:
-        shown["cached_input_tokens"] = usage.cache.cached_input_tokens
-    if usage.cache.cache_write_input_tokens:
-        shown["cache_write_input_tokens"] = usage.cache.cache_write_input_tokens
-    return shown
+    return {
+        "prompt_tokens": usage.prompt_tokens,
+        "completion_tokens": usage.output_tokens,
+        **usage.cache.tokens.to_fields(),
+    }
 
 
 def charged_usage(lanes: Iterable[LaneRecord], tallies: Mapping[str, Mapping[str, int]]) -> list[LaneUsage]:

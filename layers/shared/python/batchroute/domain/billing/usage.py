@@ -28,6 +28,8 @@ from typing import Any, Final, Literal, NotRequired, TypedDict, get_args
 from batchroute.clock import isoformat
 from batchroute.domain.billing.savings import References, Savings, SavingsView, TokenCounts, counter_savings
 from batchroute.domain.billing.settlement import lane_usage
+from batchroute.domain.catalog.catalog import Lane
+from batchroute.domain.catalog.pricing import NO_CACHE_TOKENS, CacheTokens, CacheTotals, usage_cost
 from batchroute.domain.routing.lane_plan import LaneRecord
 from batchroute.money import Money, MoneyView
 
@@ -69,13 +71,13 @@ class UsageCharge:
     lines: tuple[UsageLine, ...]
 
 
-class TokensView(TypedDict):
+class TokensView(CacheTotals):
+    """Of the input, what the vendor read from / wrote to its prompt cache (`CacheTotals`,
+    when any)."""
+
     input: int  # all input
     output: int
     total: int
-    # Of the input, what the vendor read from / wrote to its prompt cache (when any).
-    cached_input: NotRequired[int]
-    cache_write_input: NotRequired[int]
 
 
 class RequestsView(TypedDict):
@@ -164,11 +166,8 @@ class UsageFigures:
             "input": self.input_tokens,
             "output": self.output_tokens,
             "total": self.input_tokens + self.output_tokens,
+            **CacheTokens(self.cached_input_tokens, self.cache_write_input_tokens).to_totals(),
         }
-        if self.cached_input_tokens:
-            tokens["cached_input"] = self.cached_input_tokens
-        if self.cache_write_input_tokens:
-            tokens["cache_write_input"] = self.cache_write_input_tokens
         return {
             "spend": Money(self.cost_micros).to_api(),
             "tokens": tokens,
@@ -519,3 +518,26 @@ def batch_usage_lines(
             )
         )
     return tuple(lines)
+
+
+def direct_usage_line(
+    lane: Lane, prompt_tokens: int, completion_tokens: int, cache: CacheTokens = NO_CACHE_TOKENS
+) -> UsageLine:
+    """One direct chat request on `lane`: its tokens, each kind at the lane's direct price
+    (the request's charge is this cost rounded up, at most its hold)."""
+    return UsageLine(
+        model=lane.model,
+        provider=lane.provider,
+        cost=usage_cost(
+            lane.price.direct,
+            prompt_tokens,
+            completion_tokens,
+            cached_input_tokens=cache.cached_input_tokens,
+            cache_write_input_tokens=cache.cache_write_input_tokens,
+        ),
+        input_tokens=prompt_tokens,
+        output_tokens=completion_tokens,
+        cached_input_tokens=cache.cached_input_tokens,
+        cache_write_input_tokens=cache.cache_write_input_tokens,
+        chat_requests=1,
+    )

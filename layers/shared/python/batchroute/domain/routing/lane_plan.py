@@ -17,6 +17,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Final, Literal, NotRequired, TypedDict
 
 from batchroute.domain.catalog.catalog import BatchLimits
+from batchroute.domain.catalog.pricing import NO_CACHE_TOKENS, CacheFields, CacheTokens
 from batchroute.domain.routing.engine import (
     LaneProofView,
     RejectedLaneView,
@@ -142,7 +143,10 @@ def _estimated_cost(cost: object) -> Decimal:
         return Decimal("Infinity")
 
 
-class LaneUsageView(TypedDict):
+class LaneUsageView(CacheFields):
+    """A lane's usage so far (its finished chunks' completed items); of the input, what the
+    vendor read from / wrote to its prompt cache (`CacheFields`, when any)."""
+
     prompt_tokens: int
     completion_tokens: int
 
@@ -303,6 +307,7 @@ class LaneRecord:
     attempts: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cache: CacheTokens = NO_CACHE_TOKENS  # of the input, read from / written to the prompt cache
     completed: int = 0
     failed: int = 0
     canceled: int = 0
@@ -323,7 +328,11 @@ class LaneRecord:
 
     @property
     def usage(self) -> LaneUsageView:
-        return {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens}
+        return {
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            **self.cache.to_fields(),
+        }
 
     @classmethod
     def from_item(cls, item: LaneRecordItem) -> LaneRecord:
@@ -360,6 +369,7 @@ class LaneRecord:
             attempts=_int(item.get("attempts")),
             prompt_tokens=_int(usage.get("prompt_tokens")),
             completion_tokens=_int(usage.get("completion_tokens")),
+            cache=CacheTokens.from_fields(usage),
             completed=_int(item.get("completed")),
             failed=_int(item.get("failed")),
             canceled=_int(item.get("canceled")),

@@ -636,6 +636,11 @@ class StreamAccumulator:
             self.tool_json.setdefault(index, []).append(str(delta.get("partial_json") or ""))
         return ""  # thinking, signature and citation deltas add no answer text
 
+    def usage_so_far(self) -> base.Usage | None:
+        """The usage `message_start` and the `message_delta`s reported so far (the input and
+        its prompt-cache split come first); None before any."""
+        return message_usage(self.usage) if self.usage else None
+
     def result(self) -> base.ProviderResult:
         body = {
             **self.message,

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
@@ -28,9 +28,8 @@ from batchroute.domain.accounts.access import Principal, authorize
 from batchroute.domain.batches.record import BatchRecord, ExecutionSummary
 from batchroute.domain.billing.ledger import SettlementResult, period_keys
 from batchroute.domain.billing.rate_limits import CallerGate
-from batchroute.domain.billing.usage import UsageCharge, UsageLine, usage_day
+from batchroute.domain.billing.usage import UsageCharge, direct_usage_line, usage_day
 from batchroute.domain.catalog.catalog import Catalog, LanePrice
-from batchroute.domain.catalog.pricing import usage_cost
 from batchroute.domain.chat.holds import ChatOutcome, HoldRefused, HoldTerms, LanesTried
 from batchroute.domain.chat.objects import DIRECT_SOURCE, completion_id
 from batchroute.domain.chat.requests import CHAT_ITEM_ID, ChatRequest
@@ -95,6 +94,7 @@ class DirectCall:
     events: Iterator[StreamEvent] = field(repr=False, default_factory=lambda: iter(()))
     rejected: list[LaneRejection] = field(default_factory=list)  # the plan's rejected lanes
     completion_tokens: int = 0
+    reported: Usage | None = None  # the vendor's usage so far, when its stream said (StreamDelta.usage)
     pieces: list[str] = field(default_factory=list)
     result: ProviderResult | None = None
     settlement: SettlementResult | None = None
@@ -124,6 +124,8 @@ class DirectCall:
             event = None
         if isinstance(event, StreamDelta):
             self.completion_tokens += 1
+            if event.usage is not None:
+                self.reported = event.usage
             self.pieces.append(event.text)
             self._maybe_checkpoint()
             return event
@@ -140,9 +142,19 @@ class DirectCall:
         return None
 
     def usage_so_far(self) -> Usage:
+        """The answer's usage once it ended; before, the deltas so far and the input as the
+        vendor reported it (with its prompt-cache split), else as estimated."""
         if self.result is not None:
             return self.result.usage
-        return Usage(prompt_tokens=self.request.facts.prompt_tokens, completion_tokens=self.completion_tokens)
+        estimated = self.request.facts.prompt_tokens
+        reported = self.reported
+        if reported is None:
+            return Usage(prompt_tokens=estimated, completion_tokens=self.completion_tokens)
+        return replace(
+            reported,
+            prompt_tokens=reported.prompt_tokens or estimated,
+            completion_tokens=max(reported.completion_tokens, self.completion_tokens),
+        )
 
     @property
     def content(self) -> str:
@@ -442,8 +454,7 @@ class DirectChat:
             prompt_tokens=usage.prompt_tokens,
             completion_tokens=usage.completion_tokens,
             tool_uses=usage.tool_uses,
-            cached_input_tokens=usage.cached_input_tokens,
-            cache_write_input_tokens=usage.cache_write_input_tokens,
+            cache=usage.cache,
             latest_error=error,
             billing={
                 **direct_receipt(call.batch_id, call.lane, usage, charged, call.hold, at),
@@ -492,28 +503,8 @@ class DirectChat:
 
 def chat_usage(lane: DirectLane, usage: Usage, *, day: str) -> UsageCharge:
     """What one direct request adds to the usage counters: one chat request on its lane."""
-    price = lane.lane.price
-    return UsageCharge(
-        day=day,
-        lines=(
-            UsageLine(
-                model=lane.lane.model,
-                provider=lane.lane.provider,
-                cost=usage_cost(
-                    price.direct,
-                    usage.prompt_tokens,
-                    usage.completion_tokens,
-                    cached_input_tokens=usage.cached_input_tokens,
-                    cache_write_input_tokens=usage.cache_write_input_tokens,
-                ),
-                input_tokens=usage.prompt_tokens,
-                output_tokens=usage.completion_tokens,
-                cached_input_tokens=usage.cached_input_tokens,
-                cache_write_input_tokens=usage.cache_write_input_tokens,
-                chat_requests=1,
-            ),
-        ),
-    )
+    line = direct_usage_line(lane.lane, usage.prompt_tokens, usage.completion_tokens, usage.cache)
+    return UsageCharge(day=day, lines=(line,))
 
 
 def direct_receipt(

@@ -114,16 +114,7 @@ def result_line(
     seq: int, customer_item_id: Any, result: ProviderResult, attempts: int, lane: LaneRecord
 ) -> ResultLine:
     """One line of a lane's result chunk (docs/batches.md)."""
-    usage: LineUsage = {
-        "prompt_tokens": result.usage.prompt_tokens,
-        "completion_tokens": result.usage.completion_tokens,
-    }
-    if result.usage.cached_input_tokens:
-        usage["cached_input_tokens"] = result.usage.cached_input_tokens
-    if result.usage.cache_write_input_tokens:
-        usage["cache_write_input_tokens"] = result.usage.cache_write_input_tokens
-    if result.usage.tool_uses:
-        usage["tool_uses"] = dict(result.usage.tool_uses)
+    usage: LineUsage = result.usage.to_dict()
     error: LineError | None = None
     if result.error is not None:
         error = {
