@@ -47,6 +47,7 @@ from batchroute.domain.batches.record import (
 from batchroute.domain.batches.states import BatchState, allowed_sources
 from batchroute.domain.billing.ledger import DuplicateReservation
 from batchroute.domain.routing.lane_plan import LaneRecord, LaneRecordItem
+from batchroute.domain.workflow.finalize_cursor import CursorChanges, FinalizeCursorItem
 
 DEADLINE_PARTITION = "DEADLINE"
 RECLAIM_PARTITION = "RECLAIM"  # retention GC (docs/retention.md): `BATCH#<id>`/`RECLAIM` items
@@ -421,21 +422,21 @@ class BatchRecords(DynamoStore):
         )
 
     # -- step cursors: a step that runs over several invocations (`BATCH#<id>`/`CURSOR#<step>`) --
-    def cursor(self, batch_id: str, step: str) -> dict[str, Any] | None:
+    def cursor(self, batch_id: str, step: str) -> FinalizeCursorItem | None:
         response = self.dynamodb.get_item(
             TableName=self.table_name,
             Key={"pk": {"S": f"BATCH#{batch_id}"}, "sk": {"S": f"CURSOR#{step}"}},
             ConsistentRead=True,
         )
         item = response.get("Item")
-        return from_item(item) if item else None
+        return cast(FinalizeCursorItem, from_item(item)) if item else None
 
-    def start_cursor(self, batch_id: str, step: str, values: dict[str, Any]) -> bool:
+    def start_cursor(self, batch_id: str, step: str, values: FinalizeCursorItem) -> bool:
         """Create the cursor once; False when another invocation created it first."""
         item = {"pk": f"BATCH#{batch_id}", "sk": f"CURSOR#{step}", "kind": "cursor", **values}
         return put_if_new(self.dynamodb, self.table_name, item)
 
-    def advance_cursor(self, batch_id: str, step: str, *, position: int, changes: dict[str, Any]) -> bool:
+    def advance_cursor(self, batch_id: str, step: str, *, position: int, changes: CursorChanges) -> bool:
         """SET `changes` if the cursor is still at `position` (one writer advances it)."""
         expression, names, values = set_clause(changes)
         values[":position"] = to_value(position)
