@@ -12,7 +12,7 @@ _serializer = TypeSerializer()
 _deserializer = TypeDeserializer()
 
 
-def to_item(values: dict[str, Any]) -> dict[str, Any]:
+def to_item(values: Mapping[str, Any]) -> dict[str, Any]:
     return {k: _serializer.serialize(v) for k, v in values.items() if v is not None}
 
 
@@ -61,6 +61,33 @@ def set_clause(changes: Mapping[str, object]) -> tuple[str, dict[str, str], dict
     names = {f"#f{i}": name for i, name in enumerate(changes)}
     values = {f":f{i}": to_value(value) for i, value in enumerate(changes.values())}
     return "SET " + ", ".join(f"#f{i} = :f{i}" for i in range(len(changes))), names, values
+
+
+EXISTS = "attribute_exists(pk)"  # the item is there (an update never creates one)
+
+
+def set_update(
+    table_name: str,
+    key: Mapping[str, Any],
+    changes: Mapping[str, object],
+    *,
+    condition: str | None = EXISTS,
+    names: Mapping[str, str] | None = None,
+    values: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The UpdateItem request (or a transaction's `Update`) that SETs `changes` on the item at
+    `key` under `condition` (None: unconditional); `names` and `values` are the condition's."""
+    expression, set_names, set_values = set_clause(changes)
+    request: dict[str, Any] = {
+        "TableName": table_name,
+        "Key": dict(key),
+        "UpdateExpression": expression,
+        "ExpressionAttributeNames": {**set_names, **(names or {})},
+        "ExpressionAttributeValues": {**set_values, **(values or {})},
+    }
+    if condition is not None:
+        request["ConditionExpression"] = condition
+    return request
 
 
 def org_pk(org_id: str) -> str:
