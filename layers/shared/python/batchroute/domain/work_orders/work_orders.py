@@ -11,8 +11,7 @@ number of members. The status is derived from those counters by `derive_status`.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
-from decimal import Decimal
+from dataclasses import dataclass, field
 from typing import Any, Final, Literal, NotRequired, TypedDict, get_args
 
 from batchroute.domain.batches.metadata import parse_metadata
@@ -69,9 +68,22 @@ class Tallies:
     charged_micros: int = 0
 
     @classmethod
-    def from_item(cls, item: Mapping[str, int | Decimal | None]) -> Tallies:
+    def from_item(cls, item: TalliesItem) -> Tallies:
         """The counters of a stored work order (DynamoDB numbers come back as Decimal)."""
-        return cls(**{name: int(item.get(name) or 0) for name in TALLY_NAMES})
+        return cls(
+            members=int(item.get("members") or 0),
+            members_active=int(item.get("members_active") or 0),
+            members_completed=int(item.get("members_completed") or 0),
+            members_failed=int(item.get("members_failed") or 0),
+            members_canceled=int(item.get("members_canceled") or 0),
+            members_expired=int(item.get("members_expired") or 0),
+            items_total=int(item.get("items_total") or 0),
+            items_completed=int(item.get("items_completed") or 0),
+            items_failed=int(item.get("items_failed") or 0),
+            items_canceled=int(item.get("items_canceled") or 0),
+            reserved_micros=int(item.get("reserved_micros") or 0),
+            charged_micros=int(item.get("charged_micros") or 0),
+        )
 
     def to_item(self) -> TalliesItem:
         return {
@@ -93,9 +105,6 @@ class Tallies:
     def items_pending(self) -> int:
         """Items of members still in progress: not yet completed, failed or canceled."""
         return max(0, self.items_total - self.items_completed - self.items_failed - self.items_canceled)
-
-
-TALLY_NAMES: Final[tuple[str, ...]] = tuple(f.name for f in fields(Tallies))
 
 
 def derive_status(t: Tallies) -> WorkOrderStatus:
@@ -217,7 +226,7 @@ class WorkOrder:
         return WorkOrderRef(self.work_order_id, self.client_reference)
 
     @classmethod
-    def from_item(cls, item: Mapping[str, Any]) -> WorkOrder:
+    def from_item(cls, item: WorkOrderItem) -> WorkOrder:
         """A stored work order (as the store reads it: numbers as Decimal)."""
         return cls(
             work_order_id=str(item["work_order_id"]),
