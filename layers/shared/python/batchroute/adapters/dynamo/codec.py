@@ -58,12 +58,38 @@ def is_condition_failure(exc: Exception) -> bool:
 
 def set_clause(changes: Mapping[str, object]) -> tuple[str, dict[str, str], dict[str, Any]]:
     """`SET #f0 = :f0, ...` with its names and values, for an UpdateItem of plain fields."""
+    expression, names, values = _set_parts(changes)
+    return expression, names, {name: to_value(value) for name, value in values.items()}
+
+
+def _set_parts(changes: Mapping[str, object]) -> tuple[str, dict[str, str], dict[str, object]]:
     names = {f"#f{i}": name for i, name in enumerate(changes)}
-    values = {f":f{i}": to_value(value) for i, value in enumerate(changes.values())}
+    values = {f":f{i}": value for i, value in enumerate(changes.values())}
     return "SET " + ", ".join(f"#f{i} = :f{i}" for i in range(len(changes))), names, values
 
 
 EXISTS = "attribute_exists(pk)"  # the item is there (an update never creates one)
+
+
+def update_request(
+    table_name: str,
+    key: Mapping[str, Any],
+    expression: str,
+    *,
+    condition: str | None = None,
+    names: Mapping[str, str] | None = None,
+    values: Mapping[str, object] | None = None,
+) -> dict[str, Any]:
+    """The one way an UpdateItem request (or a transaction's `Update`) is built: `values`
+    are plain (encoded here), `condition` None for an unconditional write."""
+    request: dict[str, Any] = {"TableName": table_name, "Key": dict(key), "UpdateExpression": expression}
+    if condition is not None:
+        request["ConditionExpression"] = condition
+    if names:
+        request["ExpressionAttributeNames"] = dict(names)
+    if values:
+        request["ExpressionAttributeValues"] = {name: to_value(value) for name, value in values.items()}
+    return request
 
 
 def set_update(
@@ -73,21 +99,19 @@ def set_update(
     *,
     condition: str | None = EXISTS,
     names: Mapping[str, str] | None = None,
-    values: Mapping[str, Any] | None = None,
+    values: Mapping[str, object] | None = None,
 ) -> dict[str, Any]:
-    """The UpdateItem request (or a transaction's `Update`) that SETs `changes` on the item at
-    `key` under `condition` (None: unconditional); `names` and `values` are the condition's."""
-    expression, set_names, set_values = set_clause(changes)
-    request: dict[str, Any] = {
-        "TableName": table_name,
-        "Key": dict(key),
-        "UpdateExpression": expression,
-        "ExpressionAttributeNames": {**set_names, **(names or {})},
-        "ExpressionAttributeValues": {**set_values, **(values or {})},
-    }
-    if condition is not None:
-        request["ConditionExpression"] = condition
-    return request
+    """The update that SETs `changes` on the item at `key` under `condition` (by default:
+    the item exists); `names` and `values` are the condition's own."""
+    expression, set_names, set_values = _set_parts(changes)
+    return update_request(
+        table_name,
+        key,
+        expression,
+        condition=condition,
+        names={**set_names, **(names or {})},
+        values={**set_values, **(values or {})},
+    )
 
 
 def org_pk(org_id: str) -> str:
