@@ -11,8 +11,9 @@ number of members. The status is derived from those counters by `derive_status`.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any, Final, Literal, NotRequired, TypedDict, get_args
+from dataclasses import dataclass, field, fields
+from decimal import Decimal
+from typing import Any, Final, Literal, NotRequired, TypedDict, cast, get_args
 
 from batchroute.domain.batches.metadata import parse_metadata
 from batchroute.domain.batches.record import WorkOrderRef, job_id_for
@@ -70,20 +71,7 @@ class Tallies:
     @classmethod
     def from_item(cls, item: TalliesItem) -> Tallies:
         """The counters of a stored work order (DynamoDB numbers come back as Decimal)."""
-        return cls(
-            members=int(item.get("members") or 0),
-            members_active=int(item.get("members_active") or 0),
-            members_completed=int(item.get("members_completed") or 0),
-            members_failed=int(item.get("members_failed") or 0),
-            members_canceled=int(item.get("members_canceled") or 0),
-            members_expired=int(item.get("members_expired") or 0),
-            items_total=int(item.get("items_total") or 0),
-            items_completed=int(item.get("items_completed") or 0),
-            items_failed=int(item.get("items_failed") or 0),
-            items_canceled=int(item.get("items_canceled") or 0),
-            reserved_micros=int(item.get("reserved_micros") or 0),
-            charged_micros=int(item.get("charged_micros") or 0),
-        )
+        return cls(**{name: _count(value) for name, value in item.items() if name in _TALLY_NAMES})
 
     def to_item(self) -> TalliesItem:
         return {
@@ -105,6 +93,14 @@ class Tallies:
     def items_pending(self) -> int:
         """Items of members still in progress: not yet completed, failed or canceled."""
         return max(0, self.items_total - self.items_completed - self.items_failed - self.items_canceled)
+
+
+_TALLY_NAMES: Final = tuple(f.name for f in fields(Tallies))
+
+
+def _count(value: object) -> int:
+    """A stored counter: an int, or the Decimal DynamoDB reads back; absent or null is 0."""
+    return int(cast(int | Decimal, value or 0))
 
 
 def derive_status(t: Tallies) -> WorkOrderStatus:
