@@ -27,14 +27,14 @@ SHORT_SYSTEM = "You label customer reviews. " * 20  # ~560 bytes: under every ve
 RULE = PromptCacheRule(min_tokens=1024, lifetime_seconds=300, marker="cache_control")
 
 
-def chat(index: int, system: str | None = SYSTEM, **extra: Any) -> dict[str, Any]:
+def chat(index: int, system: str | None = SYSTEM, *, model: str = CHAT, **extra: Any) -> dict[str, Any]:
     messages: list[dict[str, Any]] = [{"role": "user", "content": f"Review {index}: fine."}]
     if system is not None:
         messages.insert(0, {"role": "system", "content": system})
     return {
         "customer_item_id": f"item-{index}",
         "operation": "responses",
-        "model": CHAT,
+        "model": model,
         "input": {"messages": messages, **extra},
     }
 

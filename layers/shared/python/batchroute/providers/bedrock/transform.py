@@ -97,7 +97,7 @@ from datetime import datetime
 from typing import Any, Final, Literal
 
 from batchroute.providers import base
-from batchroute.providers.anthropic.transform import message_usage
+from batchroute.providers.anthropic.transform import mark_cached_prefix, message_usage
 from batchroute.providers.conversation import Conversation, add_turn, conversation, data_url_parts, plain_text
 from batchroute.providers.http import error_for_status, retry_after_seconds
 
@@ -570,7 +570,30 @@ def converse_request(request: base.ProviderRequest) -> dict[str, Any]:
     output = _output_config(talk.response_format) if traits.structured_output else None
     if output is not None:
         kwargs["outputConfig"] = output
+    if request.cache_prefix and family == "anthropic":
+        _cache_point(kwargs)
     return kwargs
+
+
+def _cache_point(kwargs: dict[str, Any]) -> None:
+    """A `cachePoint` after the item's shared prefix (cache-aware routing): after the last
+    message before the final user turn, else after the system prompt; none where the body
+    has its own (Bedrock takes at most four)."""
+    messages: list[dict[str, Any]] = kwargs["messages"]
+    system: list[dict[str, Any]] = kwargs.get("system") or []
+    blocks = [*system, *(block for message in messages for block in message["content"])]
+    if any("cachePoint" in block for block in blocks):
+        return
+    asking = [at for at, m in enumerate(messages) if m["role"] == "user" and _asks(m["content"])]
+    point = {"cachePoint": {"type": "default"}}
+    if asking and asking[-1] > 0:
+        messages[asking[-1] - 1]["content"].append(point)
+    elif system:
+        system.append(point)
+
+
+def _asks(content: list[dict[str, Any]]) -> bool:
+    return any("toolResult" not in block for block in content)
 
 
 def _converse_block(block: _Block) -> dict[str, Any]:
@@ -832,6 +855,8 @@ def anthropic_body(request: base.ProviderRequest, talk: Conversation) -> dict[st
         body["stop_sequences"] = stops
     tools = _tools(talk, turns)
     _check_choice(tools, traits, request.provider_model_id)
+    if request.cache_prefix:
+        mark_cached_prefix(body)
     if tools is not None:
         body["tools"] = [
             {"name": name, **({"description": text} if text else {}), "input_schema": schema}
