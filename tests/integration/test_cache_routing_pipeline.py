@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fastapi.testclient import TestClient
 
 from batchroute.adapters.batch_artifacts import BatchArtifacts, receipt_key
 from batchroute.adapters.dynamo.batch_records import BatchRecords
@@ -25,6 +26,7 @@ from batchroute_tools.emulators import build_vendors
 from batchroute_tools.emulators.behaviour import Behaviour, EmulatorConfig
 from batchroute_tools.emulators.server import EmulatorServer
 from batchroute_tools.local.provision import LocalStack
+from functions.api.app import create_app
 from functions.api.auth import identity_store
 from tests.integration.batch_pipeline_support import (
     CreatedBatch,
@@ -148,3 +150,34 @@ def test_a_shared_system_prompt_is_marked_cached_and_charged_less(
     assert Decimal(cache["saved"]["amount"]) > 0
     plain_receipt = artifacts.read_json(receipt_key(plain.batch_id))
     assert plain_receipt is not None and "prompt_cache" not in plain_receipt["provider_lanes"][0]
+
+
+def test_the_quote_shows_each_lanes_expected_cache_and_prices_the_uncached_bound(
+    local_aws: LocalStack,
+) -> None:
+    # Given items sharing a long system prompt, quoted over HTTP
+    identity_store.cache_clear()
+    client = TestClient(create_app(), raise_server_exceptions=False)
+    heartbeat_all_lanes()
+    org = new_org(credit_usd="10")
+    body = {"items": [review(n) for n in range(ITEMS)]}
+    quote = client.post("/v1/quotes/model", json=body, headers=org.key_headers("member")).json()
+    # Then the selected lane shows its expected cache use, the lane's estimated cost and the
+    # quote's price staying uncached
+    (lane,) = [lane for lane in quote["quote_lanes"] if lane["selected"]]
+    cache = lane["prompt_cache"]
+    assert cache["grouped_items"] == ITEMS and cache["min_prefix_tokens"] == 2048
+    assert cache["expected_cached_input_tokens"] == (ITEMS - 1) * cache["expected_cache_write_input_tokens"]
+    estimated = Decimal(lane["estimated_provider_cost"]["amount"])
+    expected = Decimal(cache["expected_provider_cost"]["amount"])
+    assert expected < estimated
+    assert Decimal(cache["expected_cache_savings"]["amount"]) == estimated - expected
+    assert Decimal(quote["pricing_estimate"]["provider_subtotal"]["amount"]) == estimated
+    # And a batch made from the quote keeps the expectation in its plan (read back from DynamoDB)
+    headers = {**org.key_headers("member"), "Idempotency-Key": "cache-quote-1"}
+    made = client.post("/v1/batches", json={"quote_id": quote["quote_id"]}, headers=headers)
+    assert made.status_code == 202, made.text
+    batch = BatchRecords(get_settings().table_name("batches")).get(made.json()["batch"]["id"])
+    assert batch is not None
+    (planned,) = batch.plan["groups"][0]["selected_lanes"]
+    assert planned["prompt_cache"] == cache
