@@ -10,7 +10,8 @@ items that differ there are not grouped. OpenAI caches the exact leading tokens 
 request (tools included), Anthropic tools, system and messages up to a `cache_control`
 breakpoint, Bedrock up to a `cachePoint`: that prefix is a leading run of each of them.
 
-The prefix is keyed by a digest of its canonical JSON (`prefix_key`), and sized at
+The prefix is keyed by a digest of its parts (`prefix_key`: texts as their bytes, anything
+else as canonical JSON), and sized at
 PREFIX_BYTES_PER_TOKEN bytes a token (the tokenizers' English average, not the prompt
 estimate's conservative 3: a vendor's minimum is only taken as reached when it likely is,
 and a saving is not overstated). Prefixes under MIN_TRACKED_TOKENS (the smallest minimum
@@ -26,10 +27,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Final, NamedTuple, Protocol, TypedDict
+from typing import Final, NamedTuple, Protocol, TypedDict, TypeGuard
 
 from batchroute.domain.catalog.catalog import Lane, PromptCacheRule
 from batchroute.domain.catalog.pricing import CacheUse, batch_cost, token_cost
@@ -40,6 +41,7 @@ MIN_TRACKED_TOKENS: Final = 1024  # the smallest minimum of any vendor (OpenAI, 
 MAX_TRACKED_PREFIXES: Final = 4096  # distinct prefixes one model group follows
 MAX_SHARED_PREFIXES: Final = 32  # the shared prefixes a group keeps (the largest savings)
 _KEY_BYTES: Final = 12
+_KEYS_BYTES: Final = len("role") + len("content")  # a plain message's keys, as value_bytes counts them
 _LEADING_ROLES: Final = frozenset({"system", "developer"})
 
 
@@ -91,17 +93,56 @@ def item_prefix(payload: ChatInput) -> ItemPrefix | None:
     if not leading and tools is None and system is None and instructions is None:
         return None  # most items: one user turn
     size = sum(utf8_len(text) for text in (system, instructions) if isinstance(text, str))
-    size += value_bytes(leading) + (value_bytes(tools) if tools is not None else 0)
+    size += sum(_message_bytes(message) for message in leading)
+    size += value_bytes(tools) if tools is not None else 0
     tokens = -(-size // PREFIX_BYTES_PER_TOKEN) + TOKENS_PER_MESSAGE * len(leading)
     if tokens < MIN_TRACKED_TOKENS:
         return None
-    formats = payload.get("response_format"), payload.get("text")
-    return ItemPrefix(prefix_key([tools, system, instructions, leading, *formats]), tokens)
+    parts = [tools, system, instructions, *leading, payload.get("response_format"), payload.get("text")]
+    return ItemPrefix(prefix_key(parts), tokens)
 
 
-def prefix_key(parts: object) -> str:
-    text = json.dumps(parts, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
-    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=_KEY_BYTES).hexdigest()
+def prefix_key(parts: Iterable[object]) -> str:
+    """A digest of the parts in order: a text or a plain `{role, content}` message fed as its
+    UTF-8 bytes (a long system prompt is hashed, not re-encoded as JSON: most of a quote's
+    time on such items), anything else as its canonical JSON; each part tagged and sized, so
+    no two different part lists feed the same bytes."""
+    digest = hashlib.sha256()
+    for part in parts:
+        if isinstance(part, str):
+            _feed(digest.update, b"s", part)
+        elif _plain(part):
+            _feed(digest.update, b"r", part["role"])
+            _feed(digest.update, b"c", part["content"])
+        elif part is None:
+            digest.update(b"n;")
+        else:
+            canonical = json.dumps(part, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+            _feed(digest.update, b"j", canonical)
+    return digest.hexdigest()[: 2 * _KEY_BYTES]
+
+
+def _feed(update: Callable[[bytes], None], tag: bytes, text: str) -> None:
+    data = text.encode("utf-8", "surrogatepass")
+    update(b"%s%d:" % (tag, len(data)))
+    update(data)
+
+
+def _plain(message: object) -> TypeGuard[dict[str, str]]:
+    """A `{role, content}` message of two texts (most messages)."""
+    return (
+        type(message) is dict
+        and len(message) == 2
+        and isinstance(message.get("role"), str)
+        and isinstance(message.get("content"), str)
+    )
+
+
+def _message_bytes(message: object) -> int:
+    """value_bytes of a message, a plain one without walking it."""
+    if _plain(message):
+        return _KEYS_BYTES + utf8_len(message["role"]) + utf8_len(message["content"])
+    return value_bytes(message)
 
 
 def _leading(conversation: object) -> list[object]:
