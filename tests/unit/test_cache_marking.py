@@ -131,20 +131,35 @@ def test_anthropic_never_adds_a_breakpoint_to_a_body_that_has_its_own() -> None:
     assert sum("cache_control" in block for block in body["system"]) == 1
 
 
-def test_bedrock_marks_a_cache_point_after_the_system_prompt_and_in_batch_records() -> None:
-    bedrock_request = request(chat(0)["input"], model=HAIKU)
-    kwargs = bedrock.converse_request(
-        base.ProviderRequest(
-            **{**_fields(bedrock_request), "provider_model_id": "anthropic.claude-3-5-haiku-20241022-v1:0"}
-        )
+def test_bedrock_marks_a_cache_point_in_converse_and_nothing_in_batch_records() -> None:
+    asked = base.ProviderRequest(
+        **{
+            **_fields(request(chat(0)["input"])),
+            "provider_model_id": "anthropic.claude-3-5-haiku-20241022-v1:0",
+        }
     )
+    kwargs = bedrock.converse_request(asked)
     assert kwargs["system"] == [{"text": SYSTEM}, {"cachePoint": {"type": "default"}}]
-    record = bedrock.batch_record(
-        base.ProviderRequest(
-            **{**_fields(bedrock_request), "provider_model_id": "anthropic.claude-3-5-haiku-20241022-v1:0"}
-        )
+    # a batch inference record carries no marker (caching is not counted on there)
+    assert bedrock.batch_record(asked)["modelInput"]["system"] == SYSTEM
+
+
+def test_the_caching_lane_wins_over_an_equal_one_that_caches_nothing() -> None:
+    items = [chat(i) for i in range(4)]
+    on = haiku_plan(items)["groups"][0]
+    off = haiku_plan(items, cache_aware=False)["groups"][0]
+    assert (
+        on["selected_lanes"][0]["lane_id"]
+        == off["selected_lanes"][0]["lane_id"]
+        == "anthropic/claude-3-5-haiku"
     )
-    assert record["modelInput"]["system"][0]["cache_control"] == {"type": "ephemeral"}
+    (bedrock_on,) = on["rejected_lanes"]
+    (bedrock_off,) = off["rejected_lanes"]
+    # without cache-aware routing the two lanes cost the same and the lane id decides
+    assert bedrock_off["rejection"]["details"].get("tie_break") == "lane_id"
+    # with it the Anthropic lane is cheaper as expected
+    assert "tie_break" not in bedrock_on["rejection"]["details"]
+    assert "anthropic/claude-3-5-haiku costs" in bedrock_on["rejection"]["message"]
 
 
 def _fields(one: base.ProviderRequest) -> dict[str, Any]:

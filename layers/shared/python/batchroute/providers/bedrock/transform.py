@@ -97,7 +97,7 @@ from datetime import datetime
 from typing import Any, Final, Literal
 
 from batchroute.providers import base
-from batchroute.providers.anthropic.transform import mark_cached_prefix, message_usage
+from batchroute.providers.anthropic.transform import message_usage
 from batchroute.providers.conversation import Conversation, add_turn, conversation, data_url_parts, plain_text
 from batchroute.providers.http import error_for_status, retry_after_seconds
 
@@ -855,8 +855,6 @@ def anthropic_body(request: base.ProviderRequest, talk: Conversation) -> dict[st
         body["stop_sequences"] = stops
     tools = _tools(talk, turns)
     _check_choice(tools, traits, request.provider_model_id)
-    if request.cache_prefix:
-        mark_cached_prefix(body)
     if tools is not None:
         body["tools"] = [
             {"name": name, **({"description": text} if text else {}), "input_schema": schema}
