@@ -177,6 +177,10 @@ def test_a_caching_lane_wins_on_cost_when_the_shared_prefix_is_long() -> None:
     )
     assert cache.savings.micros > 0
     assert cache.expected_cost == chosen.estimated_cost - cache.savings
+    assert (
+        "50 of them sharing a cached prompt prefix: expected 0.14 USD instead of 0.20 USD"
+        in plan(group).explanation()
+    )
     # without cache-aware routing the plain lane is cheaper, as before
     (uncached,) = plan(group, cache_aware=False).groups[0].selected
     assert uncached.lane_id == "plain/m-chat" and uncached.prompt_cache is None

@@ -367,7 +367,7 @@ class RoutePlan:
             placed = "; ".join(
                 f"{lane.item_count} items on {lane.provider} "
                 f"(${format(lane.batch_input_per_mtok, 'f')} in / "
-                f"${format(lane.batch_output_per_mtok, 'f')} out per million tokens)"
+                f"${format(lane.batch_output_per_mtok, 'f')} out per million tokens){_cached(lane)}"
                 for lane in group.selected
             )
             counts = ", ".join(f"{count} {code}" for code, count in group.rejection_counts().items())
@@ -384,6 +384,17 @@ class RoutePlan:
             "catalog_version": self.catalog_version,
             "groups": [group.to_api() for group in self.groups],
         }
+
+
+def _cached(lane: SelectedLane) -> str:
+    """What the explanation says of a lane's expected prompt cache, when it expects one."""
+    cache = lane.prompt_cache
+    if cache is None or not cache.expected.grouped_items:
+        return ""
+    return (
+        f", {cache.expected.grouped_items} of them sharing a cached prompt prefix: expected "
+        f"{money_text(cache.expected_cost)} instead of {money_text(lane.estimated_cost)}"
+    )
 
 
 def route(
