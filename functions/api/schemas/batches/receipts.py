@@ -39,6 +39,18 @@ class LaneItemCounts(BaseModel):
     canceled: int
 
 
+class LanePromptCacheReceipt(BaseModel):
+    """What the vendor's prompt cache did on a lane (cache-aware routing, docs/ledger.md)."""
+
+    grouped_items: int = Field(description="Items the quote grouped on a shared prompt prefix on this lane")
+    cached_input_tokens: int = Field(description="Input of the completed items read from the cache")
+    cache_write_input_tokens: int = Field(description="Input of the completed items written to it")
+    saved: MoneyOut = Field(
+        description="cached x (input price - cached price) - written x (write price - input price), "
+        "at the lane's locked prices"
+    )
+
+
 class ProviderLaneReceipt(BaseModel):
     """A lane that ran: what it delivered, its usage (completed items), its locked prices and cost."""
 
@@ -57,6 +69,10 @@ class ProviderLaneReceipt(BaseModel):
         default=None,
         description="Why the lane failed or failed over (e.g. the vendor's own errors for a batch job "
         "it failed wholesale); null when it did not",
+    )
+    prompt_cache: LanePromptCacheReceipt | Absent = Field(
+        default=None,
+        description="On a lane with items grouped on a shared prompt prefix or cache use reported",
     )
 
 

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, cast, get_args
 
 from batchroute.catalog.datafile import DataError, Row, read_json, read_toml
 from batchroute.domain.catalog.catalog import (
+    CACHE_MARKERS,
     NO_BATCH_LIMITS,
     OPERATIONS,
     BatchLimits,
@@ -33,6 +34,7 @@ from batchroute.domain.catalog.catalog import (
     Model,
     PrivacyTier,
     ProductRoutePolicy,
+    PromptCacheRule,
     Provider,
     ProviderKind,
     RuntimeCapability,
@@ -243,7 +245,22 @@ def _lane(row: Row, provider: str, defaults: LaneDefaults, model: Model) -> Lane
         reliability=_fraction(row, "reliability", defaults.reliability),
         provider_model_id=row.text("provider_model_id"),
         sampling_parameters=model.sampling_parameters,
+        prompt_cache=_prompt_cache(row),
     )
+
+
+def _prompt_cache(row: Row) -> PromptCacheRule | None:
+    """The lane's vendor prompt cache (`prompt_cache`), when its vendor caches for it."""
+    if not row.has("prompt_cache"):
+        return None
+    table = row.table("prompt_cache")
+    rule = PromptCacheRule(
+        min_tokens=table.integer("min_tokens", minimum=1),
+        lifetime_seconds=table.integer("lifetime_seconds", minimum=1),
+        marker=table.choice("marker", CACHE_MARKERS),
+    )
+    table.close()
+    return rule
 
 
 def _price(row: Row, defaults: LaneDefaults) -> LanePrice:

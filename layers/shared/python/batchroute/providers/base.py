@@ -58,6 +58,9 @@ class ProviderRequest:
     # Whether the model takes sampling parameters (temperature, top_p): catalog data per
     # model; a transform leaves them out for a model that refuses them.
     sampling: bool = True
+    # Cache-aware routing: the item's prompt prefix is shared by others of its lane, so an
+    # adapter whose vendor caches only what a request marks (Anthropic, Bedrock) marks it.
+    cache_prefix: bool = False
 
     def next_attempt(self) -> ProviderRequest:
         return replace(self, attempt=self.attempt + 1)

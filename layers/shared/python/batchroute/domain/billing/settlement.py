@@ -28,6 +28,7 @@ from batchroute.domain.catalog.pricing import (
 )
 from batchroute.domain.routing.engine import LaneProofView, RejectionView, RoutePlanView
 from batchroute.domain.routing.lane_plan import LaneRecord, plan_groups, plan_lane_entry
+from batchroute.domain.routing.prompt_cache import cache_saving
 from batchroute.money import Money, MoneyView
 
 RECEIPT_VERSION = 1
@@ -47,6 +48,17 @@ class TokenUsage(CacheFields):
     completion_tokens: int
 
 
+class ReceiptPromptCache(TypedDict):
+    """What the vendor's prompt cache did on a lane (cache-aware routing, docs/ledger.md):
+    the items the quote grouped on a shared prefix there, the input read from and written to
+    the cache (completed items), and what that saved against billing it all as input."""
+
+    grouped_items: int
+    cached_input_tokens: int
+    cache_write_input_tokens: int
+    saved: MoneyView
+
+
 class ReceiptLane(TypedDict):
     """A lane that ran: what it delivered, at its locked prices, with the quote's proof
     (`proof` is the plan's own JSON, copied as planned)."""
@@ -63,6 +75,7 @@ class ReceiptLane(TypedDict):
     proof: LaneProofView | None
     failover_from: str | None
     latest_error: str | None
+    prompt_cache: NotRequired[ReceiptPromptCache]  # when grouped or the vendor reported cache use
 
 
 class RejectedLane(TypedDict):
@@ -188,6 +201,25 @@ def charged_usage(lanes: Iterable[LaneRecord], tallies: Mapping[str, Mapping[str
     return usages
 
 
+def prompt_cache_receipt(usage: LaneUsage, grouped_items: int) -> ReceiptPromptCache | None:
+    """The lane's prompt-cache line: saved = cached x (input price - cached price) - write
+    premium (written x (write price - input price)), at the lane's locked prices; None on a
+    lane with no grouped items and no cache use."""
+    cache = usage.cache
+    cached, written = cache.cached_input_tokens, cache.cache_write_input_tokens
+    if not (grouped_items or cached or written):
+        return None
+    saved = cache_saving(
+        cached, written, usage.input_per_mtok, cache.cached_input_per_mtok, cache.cache_write_input_per_mtok
+    )
+    return {
+        "grouped_items": grouped_items,
+        "cached_input_tokens": cached,
+        "cache_write_input_tokens": written,
+        "saved": Money.usd(saved).to_api(),
+    }
+
+
 def lane_ran(lane: LaneRecord, tally: Mapping[str, int]) -> bool:
     rows = int(tally.get("completed") or 0) + int(tally.get("failed") or 0)
     return rows > 0 or lane.status != "pending"
@@ -208,28 +240,30 @@ def provider_lanes(
             continue
         usage = lane_usage(lane, tally)
         entry = plan_lane_entry(groups, lane.lane_id)
-        shown.append(
-            {
-                "lane_key": lane.lane_key,
-                "lane_id": lane.lane_id,
-                "provider": lane.provider,
-                "model": lane.model,
-                "status": lane.status,
-                "item_counts": {
-                    "completed": int(tally.get("completed") or 0),
-                    "failed": int(tally.get("failed") or 0),
-                    "canceled": lane.canceled,
-                },
-                "usage": token_usage(usage),
-                "unit_prices": dict(lane.unit_prices),
-                "cost": Money.usd_ceil(usage.cost).to_api(),
-                "proof": entry.proof if entry is not None else None,
-                "failover_from": lane.failover_from,
-                # Why the lane failed or handed its items over (a vendor job's own errors
-                # included), else None.
-                "latest_error": lane.latest_error,
-            }
-        )
+        receipt_lane: ReceiptLane = {
+            "lane_key": lane.lane_key,
+            "lane_id": lane.lane_id,
+            "provider": lane.provider,
+            "model": lane.model,
+            "status": lane.status,
+            "item_counts": {
+                "completed": int(tally.get("completed") or 0),
+                "failed": int(tally.get("failed") or 0),
+                "canceled": lane.canceled,
+            },
+            "usage": token_usage(usage),
+            "unit_prices": dict(lane.unit_prices),
+            "cost": Money.usd_ceil(usage.cost).to_api(),
+            "proof": entry.proof if entry is not None else None,
+            "failover_from": lane.failover_from,
+            # Why the lane failed or handed its items over (a vendor job's own errors
+            # included), else None.
+            "latest_error": lane.latest_error,
+        }
+        cache = prompt_cache_receipt(usage, entry.grouped_items if entry is not None else 0)
+        if cache is not None:
+            receipt_lane["prompt_cache"] = cache
+        shown.append(receipt_lane)
     return shown
 
 

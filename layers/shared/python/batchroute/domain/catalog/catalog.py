@@ -124,6 +124,23 @@ def _unit_prices(
     )
 
 
+# How a vendor is told what to cache: it caches every long prefix by itself (OpenAI,
+# Gemini's implicit caching), or only up to a breakpoint the request marks (Anthropic's
+# `cache_control`, Bedrock Converse's `cachePoint`).
+CacheMarker = Literal["automatic", "cache_control", "cache_point"]
+CACHE_MARKERS: tuple[CacheMarker, ...] = ("automatic", "cache_control", "cache_point")
+
+
+@dataclass(frozen=True)
+class PromptCacheRule:
+    """A lane's vendor prompt cache (lanes.toml `prompt_cache`): the fewest tokens a cached
+    prefix has, how long an unused one lives, and how a request asks for it."""
+
+    min_tokens: int
+    lifetime_seconds: int
+    marker: CacheMarker
+
+
 @dataclass(frozen=True)
 class Lane:
     provider: str  # Provider.slug
@@ -138,6 +155,7 @@ class Lane:
     reliability: Decimal = Decimal("0.99")  # observed success rate prior, used to rank direct lanes
     provider_model_id: str = ""  # the provider's own name for the model
     sampling_parameters: bool = True  # the model's: whether requests may carry temperature/top_p
+    prompt_cache: PromptCacheRule | None = None  # None: the vendor caches nothing for this lane
 
     @property
     def lane_id(self) -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal, InvalidOperation
 from typing import Final, Literal, NotRequired, TypedDict
 
@@ -28,6 +28,8 @@ from batchroute.domain.routing.engine import (
 from batchroute.domain.routing.items import BatchItem, InputLine
 
 OUTRANKED = "outranked"
+# The vendors that cache only what a request marks: their lanes mark the shared prefixes.
+MARKED_CACHES: Final = frozenset({"cache_control", "cache_point"})
 # A vendor request is estimated at twice the item's compact ASCII JSON (a transform adds
 # per-message wrappers; ASCII escaping is already the widest form of a character) plus what
 # the line itself adds (custom id, method, URL, model, output limit).
@@ -81,12 +83,25 @@ class PlanLane:
     # a rejected lane's estimated provider cost (the order of failover); Infinity when unknown
     estimated_cost: Decimal
     proof: LaneProofView | None  # the quote-time data/privacy proof, shown as planned
+    # cache-aware routing (a selected lane whose vendor caches): items grouped on a shared
+    # prefix, and the shortest prefix the lane marks for caching (None: it marks none)
+    grouped_items: int = 0
+    marks_from_tokens: int | None = None
 
     @classmethod
     def from_selected(cls, entry: SelectedLaneView) -> PlanLane:
         prices = entry.get("unit_prices") or {}
         item_count = int(entry.get("item_count") or 0)
-        return cls._of(entry, item_count, {str(k): str(v) for k, v in prices.items()}, None)
+        lane = cls._of(entry, item_count, {str(k): str(v) for k, v in prices.items()}, None)
+        cache = entry.get("prompt_cache")
+        if cache is None:
+            return lane
+        marked = str(cache.get("marker")) in MARKED_CACHES
+        return replace(
+            lane,
+            grouped_items=int(cache.get("grouped_items") or 0),
+            marks_from_tokens=int(cache.get("min_prefix_tokens") or 0) if marked else None,
+        )
 
     @classmethod
     def from_rejected(cls, entry: RejectedLaneView) -> PlanLane:
@@ -121,6 +136,15 @@ class PlanGroup:
     model: str
     selected: tuple[PlanLane, ...]
     rejected: tuple[PlanLane, ...]
+    shared_prefixes: tuple[tuple[str, int], ...] = ()  # (prefix key, tokens), cache-aware routing
+
+    def cache_prefixes(self, lane: PlanLane) -> tuple[str, ...]:
+        """The shared prefixes a lane marks for its vendor's cache: those of at least its
+        vendor's minimum, on a lane whose vendor needs a marker (docs/routing.md)."""
+        least = lane.marks_from_tokens
+        if least is None:
+            return ()
+        return tuple(key for key, tokens in self.shared_prefixes if tokens >= least)
 
 
 def plan_groups(plan: RoutePlanView | None) -> tuple[PlanGroup, ...]:
@@ -130,6 +154,10 @@ def plan_groups(plan: RoutePlanView | None) -> tuple[PlanGroup, ...]:
             model=str(group.get("model")),
             selected=tuple(PlanLane.from_selected(e) for e in group.get("selected_lanes") or []),
             rejected=tuple(PlanLane.from_rejected(e) for e in group.get("rejected_lanes") or []),
+            shared_prefixes=tuple(
+                (str(shared["prefix"]), int(shared["tokens"]))
+                for shared in group.get("shared_prefixes") or []
+            ),
         )
         for group in (plan.get("groups") if plan is not None else None) or []
     )
@@ -233,6 +261,7 @@ class LaneRecordItem(TypedDict):
     job: NotRequired[SubmittedJobItem]
     job_chunk: NotRequired[int]
     partial_chunk: NotRequired[int]
+    cache_prefixes: NotRequired[list[str]]  # the shared prefixes its requests mark for caching
 
 
 @dataclass(frozen=True, slots=True)
@@ -325,6 +354,7 @@ class LaneRecord:
     job: SubmittedJob | None = None  # the vendor batch job in flight
     job_chunk: int | None = None
     partial_chunk: int | None = None
+    cache_prefixes: tuple[str, ...] = ()  # the shared prefixes its requests mark (cache-aware routing)
 
     @property
     def usage(self) -> LaneUsageView:
@@ -390,6 +420,7 @@ class LaneRecord:
             job=SubmittedJob.from_dict(job) if isinstance(job, Mapping) and job else None,
             job_chunk=None if item.get("job_chunk") is None else _int(item["job_chunk"]),
             partial_chunk=None if item.get("partial_chunk") is None else _int(item["partial_chunk"]),
+            cache_prefixes=tuple(str(key) for key in item.get("cache_prefixes") or ()),
         )
 
     def _run_texts(self) -> tuple[tuple[_RunText, str | None], ...]:
@@ -440,6 +471,8 @@ class LaneRecord:
             item["job_chunk"] = self.job_chunk
         if self.partial_chunk is not None:
             item["partial_chunk"] = self.partial_chunk
+        if self.cache_prefixes:
+            item["cache_prefixes"] = list(self.cache_prefixes)
         return item
 
 
@@ -457,6 +490,7 @@ def new_lane_record(
     exclude_seqs: Iterable[int] = (),
     failover_from: str | None = None,
     failover_depth: int = 0,
+    cache_prefixes: tuple[str, ...] = (),
 ) -> LaneRecord:
     excluded = tuple(sorted(set(exclude_seqs)))
     return LaneRecord(
@@ -473,6 +507,7 @@ def new_lane_record(
         exclude_seqs=excluded,
         failover_from=failover_from,
         failover_depth=failover_depth,
+        cache_prefixes=cache_prefixes,
     )
 
 
@@ -551,6 +586,7 @@ def plan_lanes(
                     chunks=chunks_for_range(offsets, start, end),
                     unit_prices=entry.unit_prices,
                     at=at,
+                    cache_prefixes=group.cache_prefixes(entry),
                 )
             )
             start = end
@@ -697,6 +733,7 @@ def failover_record(
         exclude_seqs=excluded,
         failover_from=source.lane_key,
         failover_depth=depth,
+        cache_prefixes=source.cache_prefixes,
     )
 
 

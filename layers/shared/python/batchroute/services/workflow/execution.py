@@ -465,6 +465,7 @@ class LaneExecutor:
                 concurrency=self.registry.provider(slug).max_concurrency,
                 on_result=on_result,
                 should_stop=lambda: invocation.budget.remaining() < self.limits.stop_margin_seconds,
+                cache_prefixes=frozenset(lane.cache_prefixes),
             )
         return self._run_batch_job(batch_id, lane, chunk, todo, catalog_lane, on_result, invocation)
 
@@ -519,6 +520,7 @@ class LaneExecutor:
             should_stop=should_stop,
             clock=self.clock,
             limits=self.registry.provider(slug).batch_limits,
+            cache_prefixes=frozenset(lane.cache_prefixes),
         )
 
     # -- failover --------------------------------------------------------------------------------
