@@ -176,12 +176,12 @@ def _item_count(table: Any) -> int:
 def _install_service() -> None:
     import anyio.to_thread
 
-    from batchroute.domain import chat_requests
+    from batchroute.domain.chat import requests as chat_requests
     from batchroute.services.accounts import authentication
     from batchroute.services.chat import direct as chat_direct
     from batchroute.services.chat import state as chat_state
     from functions.api import auth, limits
-    from functions.api.routes import chat
+    from functions.api.routes.chat import completions as chat
 
     run_sync = anyio.to_thread.run_sync
 

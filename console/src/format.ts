@@ -58,6 +58,30 @@ export function plainDecimalProblem(text: string, decimals = 6): string | undefi
   return `Plain decimals only, like 1000 or 12.50: no exponent (1e3), commas or signs; at most ${decimals} decimals.`;
 }
 
+// The prompt-cache split of an input (docs/ledger.md, "Prompt caching"): of the input tokens,
+// those the vendor read from its prompt cache and those it wrote to it, each billed at its own
+// price. Shown only when the vendor reported any; a price when the receipt locked one.
+export interface CacheSplit {
+  cachedRead?: number | null;
+  cacheWrite?: number | null;
+  cachedReadPrice?: string | null; // USD per million tokens
+  cacheWritePrice?: string | null;
+}
+
+/** "3000 cached read at 0.0375 USD per million tokens · 200 cache write at 1.00 USD per million
+ * tokens"; "" when both are zero. A price is a rate, shown exactly as the API states it, not by
+ * the money rule (docs/money.md). */
+export function cacheSplitText(split: CacheSplit): string {
+  const part = (tokens: number | null | undefined, what: string, price: string | null | undefined) =>
+    tokens ? `${tokens} ${what}${price ? ` at ${price} USD per million tokens` : ""}` : "";
+  return [
+    part(split.cachedRead, "cached read", split.cachedReadPrice),
+    part(split.cacheWrite, "cache write", split.cacheWritePrice),
+  ]
+    .filter(Boolean)
+    .join(" · ");
+}
+
 // Times: the viewer's own date and time, always followed by the zone they are in
 // ("Nov 29, 2026, 08:01 AM UTC", "Nov 29, 2026, 05:01 PM GMT+9"), never a bare clock time.
 // The API's times are ISO 8601 in UTC; one formatter shows every one of them (docs/console.md).

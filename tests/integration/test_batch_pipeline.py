@@ -32,7 +32,7 @@ from batchroute.domain.accounts.audit import AuditEntry
 from batchroute.domain.batches.record import BatchRecord
 from batchroute.domain.batches.states import BatchState
 from batchroute.domain.billing.controls import BillingControls
-from batchroute.domain.catalog.pricing import CacheUse, LaneUsage, settle_price
+from batchroute.domain.catalog.pricing import CacheTokens, CacheUse, LaneUsage, settle_price
 from batchroute.domain.routing.lane_plan import (
     LaneRecord,
     lane_chunk_done,
@@ -353,6 +353,12 @@ def test_a_batch_whose_provider_reported_cached_input_is_charged_less(
     plain_receipt = _artifacts().read_json(receipt_key(plain.batch_id))
     assert plain_receipt is not None
     assert "cached_input_tokens" not in plain_receipt["provider_lanes"][0]["usage"]
+    # And the lane's live usage (added chunk by chunk as it runs, shown by the batch view's
+    # lanes) carries the same split; a batch without cache counts keeps the old shape
+    (live,) = lane_statuses(_records().lanes(cached.batch_id))
+    assert live["usage"] == lane["usage"]
+    (plain_live,) = lane_statuses(_records().lanes(plain.batch_id))
+    assert set(plain_live["usage"]) == {"prompt_tokens", "completion_tokens"}
 
 
 def test_an_unavailable_lane_fails_over_at_the_quoted_prices(stack: LocalStack, org: TestOrg) -> None:
@@ -787,6 +793,43 @@ def test_lane_chunks_start_and_finish_exactly_once_in_their_order(stack: LocalSt
     assert (lane.chunks_started_n, lane.chunks_done_n, lane.completed) == (3, 3, 20)
     assert (lane_statuses([lane])[0]["chunks_done"], lane_statuses([lane])[0]["chunk_count"]) == (3, 3)
     assert moved() == {"pending": -20, "running": 0, "completed": 20}
+
+
+def test_a_lane_adds_the_cache_split_of_each_chunk_it_ends_even_when_handing_over(
+    stack: LocalStack, org: TestOrg
+) -> None:
+    # Given a lane of two chunks whose vendor reported cached and cache-write input
+    created = create_batch(org.org_id, [item(n, GPT) for n in range(20)], chunk_size=10)
+    batch_id, key = created.batch_id, "07-openai-gpt"
+    progress = _progress()
+    record = _gpt_lane(key, items=20, chunks=[0, 1])
+    assert progress.put_lane(batch_id, record)
+    split = CacheTokens(cached_input_tokens=3000, cache_write_input_tokens=400)
+    # When its first chunk finishes (twice: a repeated message) with the split
+    first = ChunkTally(
+        position=0, items=10, completed=10, prompt_tokens=5000, completion_tokens=70, cache=split
+    )
+    assert progress.start_chunk(batch_id, key, 0, items=10)
+    assert progress.finish_chunk(batch_id, key, first, at="t")
+    assert not progress.finish_chunk(batch_id, key, first, at="t")
+    # Then its live usage carries the split, once
+    lane = progress.get_lane(batch_id, key)
+    assert lane is not None
+    assert lane.usage == {
+        "prompt_tokens": 5000,
+        "completion_tokens": 70,
+        "cached_input_tokens": 3000,
+        "cache_write_input_tokens": 400,
+    }
+    # And when it hands its second chunk over after answering some of it, the split of those adds up
+    assert progress.start_chunk(batch_id, key, 1, items=10)
+    some = ChunkTally(position=1, items=10, completed=4, prompt_tokens=2000, cache=CacheTokens(1200))
+    assert progress.hand_over(
+        batch_id, key, replace(record, lane_key="07f1-other-gpt"), some, error="down", at="t"
+    )
+    lane = progress.get_lane(batch_id, key)
+    assert lane is not None and lane.status == "failed"
+    assert lane.cache == CacheTokens(4200, 400) and lane.prompt_tokens == 7000
 
 
 def test_a_lane_record_written_with_chunk_lists_moves_on_by_the_same_watermarks(

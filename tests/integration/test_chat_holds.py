@@ -25,7 +25,7 @@ from batchroute.clock import FixedClock, SystemClock
 from batchroute.config import get_settings
 from batchroute.domain.accounts.access import Principal
 from batchroute.domain.billing.usage import usage_day
-from batchroute.domain.catalog.pricing import token_cost
+from batchroute.domain.catalog.pricing import token_cost, usage_cost
 from batchroute.domain.chat.requests import parse_chat_request
 from batchroute.money import Money
 from batchroute.providers.base import (
@@ -56,9 +56,10 @@ EDGE = next(lane for lane in builtin_catalog().lanes if lane.lane_id == f"edge-e
 class ScriptedProvider:
     """Streams `tokens` one-word deltas and remembers whether it was closed early."""
 
-    def __init__(self, slug: str, tokens: int = 10) -> None:
+    def __init__(self, slug: str, tokens: int = 10, *, reported: Usage | None = None) -> None:
         self.slug = slug
         self.tokens = tokens
+        self.reported = reported  # the usage the vendor reports on each delta (message_start's)
         self.closed_early = False
         self.sent = 0
 
@@ -71,7 +72,7 @@ class ScriptedProvider:
                 yield StreamStart()
                 for _ in range(self.tokens):
                     self.sent += 1
-                    yield StreamDelta(" word")
+                    yield StreamDelta(" word", usage=self.reported)
                 usage = Usage(prompt_tokens=50, completion_tokens=self.tokens)
                 output = {"type": "message", "role": "assistant", "content": "x", "finish_reason": "stop"}
                 yield StreamEnd(ProviderResult("chat", "completed", output=output, usage=usage))
@@ -186,6 +187,58 @@ def test_sweeper_settles_a_dead_request_at_its_last_checkpoint_exactly_once(stac
     assert ledger.usage_between(org.org_id, day, day) == [counter]
     assert ledger.violations(org.org_id) == []
     assert resolve_stale_chat_holds(ledger, store, builtin_catalog(), clock, stale_seconds=300).settled == []
+
+
+def test_sweeper_charges_a_dead_stream_its_cached_input_at_the_cached_price(stack: LocalStack) -> None:
+    # Given a stream whose vendor reported most of its long input read from its prompt cache
+    # (and some written to it), checkpointed after 5 tokens, then its function died
+    org = new_org(credit_usd="1")
+    clock = FixedClock()
+    content = "lorem " * 4000
+    request = _request(model="claude-3-5-haiku", messages=[{"role": "user", "content": content}], stream=True)
+    prompt = request.facts.prompt_tokens
+    reported = Usage(prompt, 1, cached_input_tokens=prompt * 3 // 4, cache_write_input_tokens=prompt // 8)
+    direct, store = _direct(ScriptedProvider("anthropic", tokens=10, reported=reported), clock)
+    call = direct.open(_principal(org), request)
+    call.next_event()
+    for _ in range(4):
+        clock.advance(seconds=1)
+        call.next_event()
+    # When the sweeper settles it once it is stale
+    clock.advance(seconds=301)
+    ledger = LedgerStore(get_settings().table_name("ledger"))
+    report = resolve_stale_chat_holds(ledger, store, builtin_catalog(), clock, stale_seconds=300)
+    # Then each input kind is charged at the lane's direct price for it, far below fresh input
+    assert report.settled == [call.hold_id]
+    price = call.lane.lane.price
+    cached = usage_cost(
+        price.direct,
+        prompt,
+        5,
+        cached_input_tokens=reported.cached_input_tokens,
+        cache_write_input_tokens=reported.cache_write_input_tokens,
+    )
+    assert report.charged_micros == Money.usd_ceil(cached).micros
+    assert report.charged_micros < Money.usd_ceil(usage_cost(price.direct, prompt, 5)).micros
+    # And the record and the usage counters keep the split
+    record = store.record(call.batch_id)
+    assert record is not None and record.state == "failed"
+    day = usage_day(clock.now(), "UTC")
+    (counter,) = ledger.usage_between(org.org_id, day, day)
+    assert counter.figures.cached_input_tokens == reported.cached_input_tokens
+    assert counter.figures.cache_write_input_tokens == reported.cache_write_input_tokens
+    # And the money adds up: reserved = charged + released, settled exactly once
+    billing = record.billing or {}
+    reserved, charged, released = (
+        Money.usd(Decimal(billing[name]["amount"]))
+        for name in ("credit_reserved", "credit_charged", "credit_released")
+    )
+    assert charged.micros == report.charged_micros and reserved == charged + released
+    assert ledger.state(org.org_id).reserved == Money.zero()
+    assert ledger.violations(org.org_id) == []
+    assert resolve_stale_chat_holds(ledger, store, builtin_catalog(), clock, stale_seconds=300).settled == []
+    late = call.finish()
+    assert late.replayed and late.charged.micros == report.charged_micros
 
 
 def test_hold_covers_the_dearest_lane_that_may_answer(stack: LocalStack) -> None:

@@ -376,3 +376,87 @@ def test_counters_hold_exactly_the_charges_whatever_the_sequence(
         assert in_day == snapshot.spend.get(f"D#{day}", 0)
     assert sum(c.figures.input_tokens for c in counters) == tokens
     assert snapshot.violations() == []
+
+
+# -- what routing saved ------------------------------------------------------------------------
+def _at_reference(model: str, tokens: dict[str, int], *, batch: bool) -> int:
+    """The tokens at the model's reference lane's list or batch price, worked out here from the
+    catalog's rows (the check): each kind at its own price, micro-dollars half-even."""
+    catalog = builtin_catalog()
+    reference = next(m.reference_provider for m in catalog.models if m.id == model)
+    lane = next(lane for lane in catalog.lanes_for(model) if lane.provider == reference)
+    prices = lane.price.batch if batch else lane.price.direct
+    cached, written = tokens.get("cached", 0), tokens.get("written", 0)
+    fresh = tokens["input"] - cached - written
+    usd = (
+        fresh * prices.input_per_mtok
+        + cached * prices.cached_input_per_mtok
+        + written * prices.cache_write_input_per_mtok
+        + tokens["output"] * prices.output_per_mtok
+    ) / 1_000_000
+    return Money.usd(usd).micros
+
+
+def test_receipt_and_usage_show_what_routing_saved_against_the_reference_prices(stack: LocalStack) -> None:
+    heartbeat_all_lanes()
+    client = _app()
+    org = new_org(credit_usd="10")
+    # Given a settled batch on two models (Llama on the cheapest sync lane, GPT on OpenAI's
+    # batch API) and a direct chat request
+    batch = create_batch(org.org_id, [item(0), item(1), item(2, GPT)])
+    assert run_workflow(stack, batch.batch_id)["status"] == "SUCCEEDED"
+    _chat(client, org, {"model": MINI, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 16})
+
+    # When the receipt is read
+    response = client.get(f"/v1/batches/{batch.batch_id}/billing-receipt", headers=org.key_headers())
+    receipt = Contract(client.get("/openapi.json").json()).check(
+        response, "get", "/v1/batches/{batch_id}/billing-receipt"
+    )
+    # Then its savings price the lanes' tokens, model by model, at the reference prices
+    savings = receipt["savings"]
+    assert savings["prices_as_of"] == builtin_catalog().pricing_updated_at
+    per_model: dict[str, dict[str, int]] = {}
+    for lane in receipt["provider_lanes"]:
+        tokens = per_model.setdefault(lane["model"], {"input": 0, "output": 0})
+        tokens["input"] += lane["usage"]["prompt_tokens"]
+        tokens["output"] += lane["usage"]["completion_tokens"]
+    shown = {row["model"]: row for row in savings["by_model"]}
+    assert set(shown) == {LLAMA, GPT}
+    assert shown[GPT]["reference_provider"] == "openai" and shown[LLAMA]["reference_provider"] == "together"
+    for model, tokens in per_model.items():
+        assert _micros(shown[model]["reference_list_price"]) == _at_reference(model, tokens, batch=False)
+        assert _micros(shown[model]["reference_batch_price"]) == _at_reference(model, tokens, batch=True)
+    # And what was charged is the wallet's charge; the difference is what routing saved
+    charged = _micros(receipt["credit_charged"])
+    assert _micros(savings["charged"]) == charged > 0
+    list_total = sum(_micros(row["reference_list_price"]) for row in shown.values())
+    batch_total = sum(_micros(row["reference_batch_price"]) for row in shown.values())
+    assert abs(_micros(savings["reference_list_price"]) - list_total) <= len(shown)  # per-model rounding
+    assert _micros(savings["saved_vs_list_price"]) == _micros(savings["reference_list_price"]) - charged
+    assert _micros(savings["saved_vs_batch_price"]) == _micros(savings["reference_batch_price"]) - charged
+    assert abs(_micros(savings["reference_batch_price"]) - batch_total) <= len(shown)
+
+    # When the org reads its usage
+    usage = _usage(client, org)
+    assert usage["reference_prices_as_of"] == builtin_catalog().pricing_updated_at
+    current = usage["current_period"]
+    # Then each model's savings price that model's tokens beside its spend
+    for row in current["by_model"]:
+        tokens = {"input": row["tokens"]["input"], "output": row["tokens"]["output"]}
+        assert _micros(row["savings"]["reference_list_price"]) == _at_reference(
+            row["model"], tokens, batch=False
+        )
+        assert _micros(row["savings"]["reference_batch_price"]) == _at_reference(
+            row["model"], tokens, batch=True
+        )
+        assert row["savings"]["charged"] == row["spend"]
+    # And the day's and the period's savings are the sum of their models'
+    for figures, parts in (
+        (current, current["by_model"]),
+        (current["by_day"][-1], current["by_day"][-1]["by_model"]),
+    ):
+        for field in ("reference_list_price", "reference_batch_price", "charged", "saved_vs_list_price"):
+            assert _micros(figures["savings"][field]) == sum(_micros(p["savings"][field]) for p in parts), (
+                field
+            )
+    assert _micros(current["savings"]["charged"]) == _charged(org.org_id)

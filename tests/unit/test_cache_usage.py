@@ -4,6 +4,7 @@ vendor-shaped answer into `Usage.cached_input_tokens` / `cache_write_input_token
 
 from __future__ import annotations
 
+from batchroute.domain.catalog.pricing import CacheTokens
 from batchroute.domain.chat.holds import ChatOutcome
 from batchroute.domain.compat.batches import vendor_body
 from batchroute.domain.workflow.results import ArtifactRow, LineUsage
@@ -206,10 +207,20 @@ def test_a_direct_request_record_keeps_the_cache_counts() -> None:
         completion_tokens=20,
         latest_error=None,
         billing={},
-        cached_input_tokens=3500,
+        cache=CacheTokens(cached_input_tokens=3500),
     )
     assert outcome.to_changes()["usage"] == {
         "prompt_tokens": 4000,
         "completion_tokens": 20,
         "cached_input_tokens": 3500,
     }
+
+
+def test_the_cache_split_is_written_and_read_in_one_shape() -> None:
+    split = CacheTokens(cached_input_tokens=700, cache_write_input_tokens=0)
+    assert split.to_fields() == {"cached_input_tokens": 700}
+    assert split.to_totals() == {"cached_input": 700}
+    assert CacheTokens.from_fields(split.to_fields()) == split
+    assert CacheTokens.from_fields({"prompt_tokens": 9}) == CacheTokens()
+    assert CacheTokens().to_fields() == {} and CacheTokens().to_totals() == {}
+    assert split + CacheTokens(1, 2) == CacheTokens(701, 2)

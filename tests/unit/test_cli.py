@@ -1002,3 +1002,38 @@ def test_the_receipt_shows_the_items_a_deadline_rescue_moved(
     api = FakeAPI({f"GET /v1/batches/{BATCH_ID}/billing-receipt": [httpx.Response(200, json=plain)]})
     assert run(api, "receipt", BATCH_ID, tmp_path=tmp_path, width=160)[0] == 0
     assert "Rescued items" not in capsys.readouterr().out
+
+
+def test_the_receipt_shows_what_routing_saved_against_the_reference_prices(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given a receipt whose batch cost less than the reference list price, more than its batch price
+    receipt = receipt_body(BATCH_ID, "0.02", {"completed": 2, "failed": 0, "canceled": 0}, "0.0001", "Full.")
+    receipt["savings"] = {
+        "reference_list_price": {"currency": "usd", "amount": "1.95"},
+        "reference_batch_price": {"currency": "usd", "amount": "0.975"},
+        "charged": {"currency": "usd", "amount": "1.042525"},
+        "saved_vs_list_price": {"currency": "usd", "amount": "0.907475"},
+        "saved_vs_batch_price": {"currency": "usd", "amount": "-0.067525"},
+        "prices_as_of": "2026-11-29T00:00:00Z",
+        "by_model": [],
+    }
+    api = FakeAPI({f"GET /v1/batches/{BATCH_ID}/billing-receipt": [httpx.Response(200, json=receipt)]})
+    # When the CLI shows it
+    assert run(api, "receipt", BATCH_ID, tmp_path=tmp_path, width=160)[0] == 0
+    out = capsys.readouterr().out
+    # Then the reference costs, what was saved against each (a loss as a negative), and their date
+    for label, shown in (
+        ("at reference list", "1.95 USD"),
+        ("at reference batch", "0.98 USD"),
+        ("saved vs list", "0.91 USD"),
+        ("saved vs batch", "-0.07 USD"),
+        ("reference prices of", "2026-11-29"),
+    ):
+        line = next(line for line in out.splitlines() if label in line)
+        assert shown in line, line
+    # And an older receipt without savings shows none of it
+    del receipt["savings"]
+    api = FakeAPI({f"GET /v1/batches/{BATCH_ID}/billing-receipt": [httpx.Response(200, json=receipt)]})
+    assert run(api, "receipt", BATCH_ID, tmp_path=tmp_path, width=160)[0] == 0
+    assert "saved vs list" not in capsys.readouterr().out

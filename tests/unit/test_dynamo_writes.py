@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
+from batchroute.adapters.dynamo.codec import set_update, update_request
 from batchroute.adapters.dynamo.writes import (
     cancellation_codes,
     condition_failed_at,
@@ -109,3 +110,48 @@ def test_refused_by_names_the_item_whose_condition_refused() -> None:
     assert not refused_by(single, 0)
     assert refused_by(single, 0, or_unnamed=True)
     assert not refused_by(_error("ValidationException"), 0, or_unnamed=True)
+
+
+# -- the one UpdateItem builder (adapters/dynamo/codec.py) ---------------------------------------
+def test_an_update_request_encodes_its_plain_values_and_leaves_out_what_it_was_not_given() -> None:
+    key = {"pk": {"S": "BATCH#b1"}, "sk": {"S": "META"}}
+    assert update_request("t", key, "SET a = :a", values={":a": 3}) == {
+        "TableName": "t",
+        "Key": key,
+        "UpdateExpression": "SET a = :a",
+        "ExpressionAttributeValues": {":a": {"N": "3"}},
+    }
+    assert update_request(
+        "t",
+        key,
+        "SET #s = :s",
+        condition="#s = :old",
+        names={"#s": "status"},
+        values={":s": "b", ":old": "a"},
+    ) == {
+        "TableName": "t",
+        "Key": key,
+        "UpdateExpression": "SET #s = :s",
+        "ConditionExpression": "#s = :old",
+        "ExpressionAttributeNames": {"#s": "status"},
+        "ExpressionAttributeValues": {":s": {"S": "b"}, ":old": {"S": "a"}},
+    }
+
+
+def test_a_set_update_sets_each_change_on_an_existing_item_with_the_condition_s_own_names() -> None:
+    key = {"pk": {"S": "BATCH#b1"}, "sk": {"S": "CURSOR#finalize"}}
+    assert set_update("t", key, {"state": "done", "position": 2}) == {
+        "TableName": "t",
+        "Key": key,
+        "UpdateExpression": "SET #f0 = :f0, #f1 = :f1",
+        "ConditionExpression": "attribute_exists(pk)",
+        "ExpressionAttributeNames": {"#f0": "state", "#f1": "position"},
+        "ExpressionAttributeValues": {":f0": {"S": "done"}, ":f1": {"N": "2"}},
+    }
+    advance = set_update(
+        "t", key, {"position": 3}, condition="#p = :p", names={"#p": "position"}, values={":p": 2}
+    )
+    assert advance["ConditionExpression"] == "#p = :p"
+    assert advance["ExpressionAttributeNames"] == {"#f0": "position", "#p": "position"}
+    assert advance["ExpressionAttributeValues"] == {":f0": {"N": "3"}, ":p": {"N": "2"}}
+    assert "ConditionExpression" not in set_update("t", key, {"state": "done"}, condition=None)

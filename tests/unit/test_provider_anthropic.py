@@ -288,10 +288,21 @@ def test_stream_over_http_broken_by_an_error_event() -> None:
     vendor = Vendor(wire(fixture("stream_error_overloaded.json")))
     events = vendor.sync().stream(request({"messages": [{"role": "user", "content": "Hello"}]}))
     assert isinstance(next(events), base.StreamStart)
-    assert next(events) == base.StreamDelta("Once upon")
+    delta = next(events)
+    assert isinstance(delta, base.StreamDelta) and delta.text == "Once upon"
     with pytest.raises(base.TransientProviderError) as raised:
         next(events)
     assert raised.value.code == "overloaded"
+
+
+def test_stream_deltas_carry_the_input_and_its_cache_split_as_message_start_reported_them() -> None:
+    recorded = fixture("stream_text.json")
+    usage = recorded["events"][0]["data"]["message"]["usage"]
+    usage.update(input_tokens=25, cache_read_input_tokens=3000, cache_creation_input_tokens=200)
+    events = Vendor(wire(recorded)).sync().stream(request({"messages": [{"role": "user", "content": "Hi"}]}))
+    deltas = [e for e in events if isinstance(e, base.StreamDelta)]
+    # (a stream that dies after its first delta is charged the cached input as cached)
+    assert deltas[0].usage == base.Usage(3225, 1, cached_input_tokens=3000, cache_write_input_tokens=200)
 
 
 def test_stream_without_message_stop_was_interrupted() -> None:

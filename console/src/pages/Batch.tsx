@@ -7,8 +7,9 @@ import { useEffect, useState } from "react";
 import { Link, useNavigate, useParams } from "react-router-dom";
 import { Bar, BarChart, CartesianGrid, Legend, ResponsiveContainer, Tooltip, XAxis, YAxis } from "recharts";
 import { ApiError, api, call, type Schemas } from "../api/client";
-import { TERMINAL_STATES, isSettled, money, when } from "../format";
+import { TERMINAL_STATES, cacheSplitText, isSettled, money, when } from "../format";
 import { BatchProgress, Empty, ErrorLine, Field, Loading, POLL_MS, useLoad } from "../components/ui";
+import { SavingsFacts } from "../components/Savings";
 
 type Receipt = Schemas["BillingReceipt"];
 
@@ -168,6 +169,18 @@ function BatchUnavailable({ error }: { error: unknown }) {
   );
 }
 
+/** Of a lane's input, what the vendor read from / wrote to its prompt cache, at the lane's
+ * locked prices for them (nothing when it reported none). */
+function LaneCache({ lane }: { lane: Schemas["ProviderLaneReceipt"] }) {
+  const text = cacheSplitText({
+    cachedRead: lane.usage.cached_input_tokens,
+    cacheWrite: lane.usage.cache_write_input_tokens,
+    cachedReadPrice: lane.unit_prices.cached_input_per_mtok,
+    cacheWritePrice: lane.unit_prices.cache_write_input_per_mtok,
+  });
+  return text ? <small data-testid="lane-cache">of the input: {text}</small> : null;
+}
+
 function ReceiptView({ receipt }: { receipt: Receipt }) {
   const selected = receipt.provider_lanes ?? [];
   const rejected = receipt.rejected_lanes ?? [];
@@ -203,6 +216,12 @@ function ReceiptView({ receipt }: { receipt: Receipt }) {
         <dt>Settled</dt>
         <dd>{when(receipt.settled_at)}</dd>
       </dl>
+      {receipt.savings && (
+        <>
+          <h3>What routing saved</h3>
+          <SavingsFacts savings={receipt.savings} asOf={receipt.savings.prices_as_of} label="What routing saved" />
+        </>
+      )}
       <h3>Lanes that ran</h3>
       {selected.length === 0 && <Empty>No lane ran: no item was sent to a provider.</Empty>}
       <table hidden={selected.length === 0}>
@@ -226,6 +245,7 @@ function ReceiptView({ receipt }: { receipt: Receipt }) {
               </td>
               <td>
                 {lane.usage.prompt_tokens} / {lane.usage.completion_tokens}
+                <LaneCache lane={lane} />
               </td>
               <td>{money(lane.cost)}</td>
               <td>{lane.failover_from ?? "—"}</td>

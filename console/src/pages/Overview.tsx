@@ -1,10 +1,11 @@
-// Overview: balance, reserved, this period's spend against the limit, recent batches, alerts.
+// Overview: balance, reserved, this period's spend against the limit and what routing saved, recent batches, alerts.
 // While a recent batch runs, the wallet and the batches are read again (reservations settle).
 import { useEffect } from "react";
 import { Link } from "react-router-dom";
 import { api, call } from "../api/client";
 import { isSettled, money, when } from "../format";
 import { BatchProgress, Empty, ErrorLine, Loading, POLL_MS, ProgressBar, useLoad } from "../components/ui";
+import { SavingsFacts } from "../components/Savings";
 
 export function Overview() {
   const usage = useLoad(() => call(api.GET("/v1/usage")));
@@ -67,6 +68,15 @@ export function Overview() {
                   {limit.limit_mode} limit of {money(limit.limit_amount)} per {limit.limit_period === "daily" ? "day" : "month"}
                 </small>
               )}
+            </div>
+            <div className="card">
+              <span>Saved by routing this period</span>
+              <strong data-testid="period-saved">{money(usage.data.current_period.savings.saved_vs_list_price)}</strong>
+              <SavingsFacts
+                savings={usage.data.current_period.savings}
+                asOf={usage.data.reference_prices_as_of}
+                label="What routing saved this period"
+              />
             </div>
           </>
         )}

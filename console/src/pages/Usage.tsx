@@ -3,7 +3,7 @@ import { useState } from "react";
 import { Link } from "react-router-dom";
 import { Bar, BarChart, CartesianGrid, Legend, ResponsiveContainer, Tooltip, XAxis, YAxis } from "recharts";
 import { api, call, type Schemas } from "../api/client";
-import { amountText, money } from "../format";
+import { amountText, cacheSplitText, money } from "../format";
 import { Empty, ErrorLine, Field, Loading, useLoad } from "../components/ui";
 
 const COLORS = ["#1565c0", "#2e7d32", "#ef6c00", "#6a1b9a", "#00838f", "#ad1457", "#4e342e", "#546e7a"];
@@ -20,6 +20,12 @@ function stacked(period: Period, by: "model" | "provider") {
     return row;
   });
   return { keys, data };
+}
+
+/** Of the input tokens, those read from / written to the vendors' prompt caches (when any). */
+function TokensCache({ tokens }: { tokens: Schemas["UsageTokens"] }) {
+  const text = cacheSplitText({ cachedRead: tokens.cached_input, cacheWrite: tokens.cache_write_input });
+  return text ? <small data-testid="tokens-cache"> (of the input: {text})</small> : null;
 }
 
 export function Usage() {
@@ -51,7 +57,8 @@ export function Usage() {
       {current && chart && (
         <p>
           {current.start_date} – {current.end_date}: <strong>{money(current.spend)}</strong>, {current.requests.total} requests,{" "}
-          {current.tokens.total} tokens (previous period {money(usage.data?.previous_period.spend)}).
+          {current.tokens.total} tokens
+          <TokensCache tokens={current.tokens} /> (previous period {money(usage.data?.previous_period.spend)}).
         </p>
       )}
       {chart && chart.keys.length === 0 && (
@@ -92,7 +99,10 @@ export function Usage() {
                   <td>{row.key}</td>
                   <td>{money(row.spend)}</td>
                   <td>{row.requests.total}</td>
-                  <td>{row.tokens.total}</td>
+                  <td>
+                    {row.tokens.total}
+                    <TokensCache tokens={row.tokens} />
+                  </td>
                 </tr>
               ))}
             </tbody>

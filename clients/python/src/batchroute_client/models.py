@@ -247,6 +247,9 @@ class BillingReceipt:
     service_fee_basis: dict[str, Any] | None = None
     # The lanes of a deadline rescue (docs/batches.md): empty when the batch had none.
     rescues: list[dict[str, Any]] = field(default_factory=list)
+    # What routing saved: the charge beside the same tokens at the reference vendors' list and
+    # batch prices (`saved_vs_list_price`, ...); None on older receipts.
+    savings: dict[str, Any] | None = None
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False, metadata=RAW)
 
     @classmethod
@@ -260,6 +263,7 @@ class BillingReceipt:
             rejected_lanes=list(data.get("rejected_lanes") or []),
             service_fee_basis=_mapping(data.get("service_fee_basis")),
             rescues=list(data.get("rescues") or []),
+            savings=_mapping(data.get("savings")),
             raw=dict(data),
             **{name: Money.from_dict(data[name]) for name in money + credit},
         )

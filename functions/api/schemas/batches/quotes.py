@@ -232,6 +232,28 @@ class LaneUnitPrices(BaseModel):
     )
 
 
+class LanePromptCache(BaseModel):
+    """A selected lane's expected prompt-cache use (cache-aware routing, docs/routing.md):
+    on a lane whose vendor caches prompt prefixes. An expectation only: the lane's
+    `estimated_provider_cost`, the quote's `pricing_estimate` and what a batch reserves stay
+    the uncached estimate."""
+
+    min_prefix_tokens: int = Field(description="The fewest tokens the vendor caches as a prefix")
+    lifetime_seconds: int = Field(description="How long an unused cached prefix lives at the vendor")
+    marker: Literal["automatic", "cache_control", "cache_point"] = Field(
+        description="How requests ask for caching: automatic, or the breakpoint the lane adds"
+    )
+    grouped_items: int = Field(description="Items whose prompt prefix is shared and long enough to cache")
+    expected_cached_input_tokens: int = Field(description="Input expected to be read from the cache")
+    expected_cache_write_input_tokens: int = Field(description="Input expected to be written to it")
+    expected_cache_savings: MoneyOut = Field(
+        description="estimated_provider_cost less expected_provider_cost"
+    )
+    expected_provider_cost: MoneyOut = Field(
+        description="The lane's share at its prices, the cache as expected"
+    )
+
+
 class SelectedLaneOut(BaseModel):
     lane_id: str
     provider: str
@@ -243,6 +265,10 @@ class SelectedLaneOut(BaseModel):
     unit_prices: LaneUnitPrices
     estimated_provider_cost: MoneyOut
     proof: LaneProof
+    prompt_cache: LanePromptCache | Absent = Field(
+        default=None,
+        description="With cache-aware routing, on a lane whose vendor caches: the expected cache use",
+    )
 
 
 class LaneRejection(BaseModel):

@@ -9,6 +9,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from functions.api.schemas.batches.quotes import LaneProof, LaneRejection, LaneUnitPrices
+from functions.api.schemas.billing.usage import SavingsOut
 from functions.api.schemas.common import Absent, MoneyOut
 
 
@@ -38,6 +39,18 @@ class LaneItemCounts(BaseModel):
     canceled: int
 
 
+class LanePromptCacheReceipt(BaseModel):
+    """What the vendor's prompt cache did on a lane (cache-aware routing, docs/ledger.md)."""
+
+    grouped_items: int = Field(description="Items the quote grouped on a shared prompt prefix on this lane")
+    cached_input_tokens: int = Field(description="Input of the completed items read from the cache")
+    cache_write_input_tokens: int = Field(description="Input of the completed items written to it")
+    saved: MoneyOut = Field(
+        description="cached x (input price - cached price) - written x (write price - input price), "
+        "at the lane's locked prices"
+    )
+
+
 class ProviderLaneReceipt(BaseModel):
     """A lane that ran: what it delivered, its usage (completed items), its locked prices and cost."""
 
@@ -56,6 +69,10 @@ class ProviderLaneReceipt(BaseModel):
         default=None,
         description="Why the lane failed or failed over (e.g. the vendor's own errors for a batch job "
         "it failed wholesale); null when it did not",
+    )
+    prompt_cache: LanePromptCacheReceipt | Absent = Field(
+        default=None,
+        description="On a lane with items grouped on a shared prompt prefix or cache use reported",
     )
 
 
@@ -96,6 +113,22 @@ class ServiceFeeBasis(BaseModel):
     schedule_line: str = Field(description="The same in one sentence, money as docs/money.md shows it")
 
 
+class ModelReference(BaseModel):
+    model: str
+    reference_provider: str = Field(description="the vendor whose published prices are the reference")
+    reference_list_price: MoneyOut
+    reference_batch_price: MoneyOut
+
+
+class ReceiptSavings(SavingsOut):
+    """The batch's charge beside the same tokens at each model's reference prices."""
+
+    prices_as_of: str = Field(
+        description="the date of the reference prices (the catalog's pricing_updated_at)"
+    )
+    by_model: list[ModelReference]
+
+
 class BillingReceipt(BaseModel):
     """Money as {currency, amount}. `final_settled_price` is what the wallet was charged
     (`credit_charged`): the settled total, capped at the reservation (`absorbed` is the rest)."""
@@ -117,6 +150,11 @@ class BillingReceipt(BaseModel):
     credit_released: MoneyOut
     settled_at: str
     item_counts: ReceiptItemCounts
+    savings: ReceiptSavings | Absent = Field(
+        default=None,
+        description="What routing saved (absent on receipts settled before it, or when a lane's model "
+        "has no reference)",
+    )
     provider_lanes: list[ProviderLaneReceipt] | Absent = Field(
         default=None, description="The lanes that ran (in receipt.json only when `lists_in` is set)"
     )

@@ -28,10 +28,23 @@ class UsageRequests(BaseModel):
     total: int = Field(description="batch_items + chat")
 
 
+class SavingsOut(BaseModel):
+    """What routing saved: the spend beside the same tokens at the reference vendor's published
+    prices for each model (docs/routing.md, "What routing saved"). Negative savings mean the
+    routed work cost more."""
+
+    reference_list_price: MoneyOut = Field(description="the tokens at the reference vendor's list price")
+    reference_batch_price: MoneyOut = Field(description="the tokens at the reference vendor's batch price")
+    charged: MoneyOut = Field(description="what the wallet was charged for the same work")
+    saved_vs_list_price: MoneyOut = Field(description="reference_list_price - charged")
+    saved_vs_batch_price: MoneyOut = Field(description="reference_batch_price - charged")
+
+
 class UsageFiguresOut(BaseModel):
     spend: MoneyOut = Field(description="what the wallet was charged (fees included, after discounts)")
     tokens: UsageTokens
     requests: UsageRequests
+    savings: SavingsOut
 
 
 class UsageByModel(UsageFiguresOut):
@@ -71,3 +84,6 @@ class UsageOut(BaseModel):
     current_period: UsagePeriodOut
     previous_period: UsagePeriodOut
     generated_at: str
+    reference_prices_as_of: str | Absent = Field(
+        default=None, description="the date of the reference prices `savings` compares with"
+    )

@@ -71,6 +71,9 @@ class Settings(BaseModel):
     # keeps providers not yet launched out of routing outside local mode.
     provider_allowlist: list[str] = Field(default_factory=list)
     launch_provider_guard: bool = True
+    # Cache-aware routing (docs/routing.md): rank lanes on their expected cost with the
+    # batch's shared prompt prefixes cached. Off only to compare (bench/cache_example.py).
+    cache_aware_routing: bool = True
     log_level: str = "INFO"
 
     # Catalog live state (docs/catalog.md): a lane whose last heartbeat is older than the

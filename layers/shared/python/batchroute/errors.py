@@ -37,55 +37,46 @@ class ServiceError(Exception):
         self.details = details
         self.retry_after_seconds = retry_after_seconds
 
-
-class InvalidRequest(ServiceError):
-    kind = "invalid"
-    default_code = "invalid_request"
-
-
-class Unauthenticated(ServiceError):
-    kind = "unauthenticated"
-    default_code = "unauthenticated"
-
-
-class PaymentRequired(ServiceError):
-    kind = "payment_required"
-    default_code = "insufficient_credits"
+    def __init_subclass__(
+        cls, *, kind: ErrorKind | None = None, code: str | None = None, **rest: Any
+    ) -> None:
+        """`class NotFound(ServiceError, kind="not_found", code="not_found")`: a kind's class,
+        its HTTP status mapped from `kind` (functions/api/errors.py), `code` its default."""
+        super().__init_subclass__(**rest)
+        if kind is not None:
+            cls.kind = kind
+        if code is not None:
+            cls.default_code = code
 
 
-class Forbidden(ServiceError):
-    kind = "forbidden"
-    default_code = "forbidden"
+class InvalidRequest(ServiceError, kind="invalid", code="invalid_request"): ...
 
 
-class NotFound(ServiceError):
-    kind = "not_found"
-    default_code = "not_found"
+class Unauthenticated(ServiceError, kind="unauthenticated", code="unauthenticated"): ...
 
 
-class Conflict(ServiceError):
-    kind = "conflict"
-    default_code = "conflict"
+class PaymentRequired(ServiceError, kind="payment_required", code="insufficient_credits"): ...
 
 
-class Gone(ServiceError):
-    kind = "gone"
-    default_code = "gone"
+class Forbidden(ServiceError, kind="forbidden", code="forbidden"): ...
 
 
-class PayloadTooLarge(ServiceError):
-    kind = "too_large"
-    default_code = "payload_too_large"
+class NotFound(ServiceError, kind="not_found", code="not_found"): ...
 
 
-class RateLimited(ServiceError):
-    kind = "rate_limited"
-    default_code = "rate_limited"
+class Conflict(ServiceError, kind="conflict", code="conflict"): ...
 
 
-class Unavailable(ServiceError):
-    kind = "unavailable"
-    default_code = "unavailable"
+class Gone(ServiceError, kind="gone", code="gone"): ...
+
+
+class PayloadTooLarge(ServiceError, kind="too_large", code="payload_too_large"): ...
+
+
+class RateLimited(ServiceError, kind="rate_limited", code="rate_limited"): ...
+
+
+class Unavailable(ServiceError, kind="unavailable", code="unavailable"): ...
 
 
 class TransientError(Exception):

@@ -377,6 +377,7 @@ def receipt_view(receipt: BillingReceipt) -> list[Any]:
             ("credit reserved", money(receipt.credit_reserved)),
             ("credit charged", money(receipt.credit_charged)),
             ("credit released", money(receipt.credit_released)),
+            *_savings_rows(receipt.savings),
         ]
     )
     chosen_columns = [
@@ -442,6 +443,19 @@ def _rescues_view(rescues: list[dict[str, Any]]) -> Grid:
         Col("vs quoted", drop=1),
     ]
     return Grid(columns, rows, title="Rescued items")
+
+
+def _savings_rows(savings: Mapping[str, Any] | None) -> list[tuple[str, Any]]:
+    """What routing saved (docs/routing.md): the charge beside the reference prices."""
+    if not savings:
+        return []
+    return [
+        ("at reference list", money(savings.get("reference_list_price"))),
+        ("at reference batch", money(savings.get("reference_batch_price"))),
+        ("saved vs list", Text(money(savings.get("saved_vs_list_price")), style="bold")),
+        ("saved vs batch", money(savings.get("saved_vs_batch_price"))),
+        ("reference prices of", str(savings.get("prices_as_of") or "")[:10]),
+    ]
 
 
 def _lane_counts(counts: Mapping[str, Any]) -> str:

@@ -14,7 +14,7 @@ from botocore.config import Config
 
 from batchroute.adapters.aws import client, new_client
 from batchroute.config import get_settings
-from batchroute.domain.batches.files import PartsRefused
+from batchroute.domain.batches.files import CompletedPart, PartsRefused
 
 PART_BYTES = 8 * 1024 * 1024  # S3 parts must be >= 5 MiB, except the last
 READ_CHUNK_BYTES = 256 * 1024
@@ -226,7 +226,7 @@ class S3Objects:
         )
         return str(sent["ETag"])
 
-    def complete_multipart(self, key: str, upload_id: str, parts: list[dict[str, Any]]) -> None:
+    def complete_multipart(self, key: str, upload_id: str, parts: list[CompletedPart]) -> None:
         """Join the parts into the object; PartsRefused when S3 refuses the part list."""
         try:
             self.s3.complete_multipart_upload(

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, cast, get_args
 
 from batchroute.catalog.datafile import DataError, Row, read_json, read_toml
 from batchroute.domain.catalog.catalog import (
+    CACHE_MARKERS,
     NO_BATCH_LIMITS,
     OPERATIONS,
     BatchLimits,
@@ -33,6 +34,7 @@ from batchroute.domain.catalog.catalog import (
     Model,
     PrivacyTier,
     ProductRoutePolicy,
+    PromptCacheRule,
     Provider,
     ProviderKind,
     RuntimeCapability,
@@ -74,15 +76,28 @@ def load_catalog(folder: Traversable | None = None) -> Catalog:
     manifest.close()
     providers = load_providers(folder)
     models = load_models(folder)
+    lanes = load_lanes(folder, providers, models)
+    _check_references(models, lanes)
     return Catalog(
         version=version,
         pricing_updated_at=pricing_updated_at,
         providers=tuple(provider for provider, _ in providers.values()),
         models=tuple(models.values()),
-        lanes=load_lanes(folder, providers, models),
+        lanes=lanes,
         workflow_products=load_workflow_products(folder),
         fees=load_fees(folder),
     )
+
+
+def _check_references(models: dict[str, Model], lanes: tuple[Lane, ...]) -> None:
+    """Every model's reference provider has a lane of it: its prices are the reference."""
+    lane_ids = {lane.lane_id for lane in lanes}
+    for model in models.values():
+        if f"{model.reference_provider}/{model.id}" not in lane_ids:
+            raise DataError(
+                f"models.toml, models.{model.id!r}: reference_provider {model.reference_provider!r} "
+                "has no lane of this model in lanes.toml"
+            )
 
 
 def load_providers(folder: Traversable) -> dict[str, tuple[Provider, LaneDefaults]]:
@@ -166,6 +181,7 @@ def load_models(folder: Traversable) -> dict[str, Model]:
             open_weight=row.flag("open_weight"),
             family=row.text("family"),
             sampling_parameters=row.flag("sampling_parameters", True),
+            reference_provider=row.text("reference_provider"),
         )
         row.close()
     top.close()
@@ -229,7 +245,22 @@ def _lane(row: Row, provider: str, defaults: LaneDefaults, model: Model) -> Lane
         reliability=_fraction(row, "reliability", defaults.reliability),
         provider_model_id=row.text("provider_model_id"),
         sampling_parameters=model.sampling_parameters,
+        prompt_cache=_prompt_cache(row),
     )
+
+
+def _prompt_cache(row: Row) -> PromptCacheRule | None:
+    """The lane's vendor prompt cache (`prompt_cache`), when its vendor caches for it."""
+    if not row.has("prompt_cache"):
+        return None
+    table = row.table("prompt_cache")
+    rule = PromptCacheRule(
+        min_tokens=table.integer("min_tokens", minimum=1),
+        lifetime_seconds=table.integer("lifetime_seconds", minimum=1),
+        marker=table.choice("marker", CACHE_MARKERS),
+    )
+    table.close()
+    return rule
 
 
 def _price(row: Row, defaults: LaneDefaults) -> LanePrice:

@@ -26,6 +26,8 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from batchroute.domain.catalog.catalog import Operation
+from batchroute.domain.catalog.pricing import CacheTokens
+from batchroute.domain.workflow.results import LineUsage, line_usage
 from batchroute.errors import PermanentError, TransientError
 
 ResultStatus = Literal["completed", "failed"]
@@ -56,6 +58,9 @@ class ProviderRequest:
     # Whether the model takes sampling parameters (temperature, top_p): catalog data per
     # model; a transform leaves them out for a model that refuses them.
     sampling: bool = True
+    # Cache-aware routing: the item's prompt prefix is shared by others of its lane, so an
+    # adapter whose vendor caches only what a request marks (Anthropic, Bedrock) marks it.
+    cache_prefix: bool = False
 
     def next_attempt(self) -> ProviderRequest:
         return replace(self, attempt=self.attempt + 1)
@@ -91,25 +96,17 @@ class Usage:
             self.cache_write_input_tokens + other.cache_write_input_tokens,
         )
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> LineUsage:
         """The result row's usage; the cache counts only when the vendor reported any, so an
         answer without them keeps its old shape."""
-        usage: dict[str, Any] = {
-            "prompt_tokens": self.prompt_tokens,
-            "completion_tokens": self.completion_tokens,
-        }
-        usage.update(self.cache_counts())
-        if self.tool_uses:
-            usage["tool_uses"] = dict(self.tool_uses)
-        return usage
+        return line_usage(
+            self.prompt_tokens, self.completion_tokens, cache=self.cache, tool_uses=self.tool_uses
+        )
 
-    def cache_counts(self) -> dict[str, int]:
-        """`cached_input_tokens` / `cache_write_input_tokens`, those that are not zero."""
-        counts = {
-            "cached_input_tokens": self.cached_input_tokens,
-            "cache_write_input_tokens": self.cache_write_input_tokens,
-        }
-        return {name: count for name, count in counts.items() if count}
+    @property
+    def cache(self) -> CacheTokens:
+        """Of the input, what the vendor read from / wrote to its prompt cache."""
+        return CacheTokens(self.cached_input_tokens, self.cache_write_input_tokens)
 
 
 ZERO_USAGE = Usage()
@@ -170,8 +167,13 @@ class StreamStart:
 
 @dataclass(frozen=True, slots=True)
 class StreamDelta:
+    """Text of the answer. `usage`: what the vendor has reported so far, on the deltas after
+    it said so (Anthropic's `message_start` gives the input and its prompt-cache split), so a
+    stream that dies mid-way is charged as billed (docs/chat.md); None when it said nothing."""
+
     text: str
     kind: Literal["delta"] = "delta"
+    usage: Usage | None = None
 
 
 @dataclass(frozen=True, slots=True)

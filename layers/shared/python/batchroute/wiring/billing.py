@@ -43,7 +43,9 @@ class BillingWiring(DeliveryWiring):
     def usage(self) -> UsageService:
         from batchroute.services.billing.usage import UsageService
 
-        return UsageService(ledger=self.ledger, controls=self.controls, clock=self.clock)
+        return UsageService(
+            ledger=self.ledger, controls=self.controls, clock=self.clock, references=self.references
+        )
 
     @cached_property
     def billing_event_log(self) -> BillingEventLog:

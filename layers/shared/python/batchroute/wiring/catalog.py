@@ -13,6 +13,7 @@ from batchroute.wiring.stores import Stores
 
 if TYPE_CHECKING:
     from batchroute.catalog.environments import Deployment
+    from batchroute.domain.billing.savings import References
     from batchroute.domain.catalog.catalog import Catalog
     from batchroute.domain.routing.gates import RoutingGuards
     from batchroute.providers.credentials import ProviderKeys
@@ -43,6 +44,15 @@ class CatalogWiring(Stores):
     @cached_property
     def catalog(self) -> Catalog:
         return self.deployment.catalog
+
+    @cached_property
+    def references(self) -> References:
+        """The reference prices of what routing saved: the built-in catalog's, whichever lanes
+        this environment deploys."""
+        from batchroute.catalog import builtin_catalog
+        from batchroute.domain.billing.savings import References
+
+        return References.of(builtin_catalog())
 
     @cached_property
     def guards(self) -> RoutingGuards:

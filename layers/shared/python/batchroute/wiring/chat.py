@@ -40,6 +40,7 @@ class ChatWiring(BatchesWiring):
         """Reused across requests: the lane-state cache, the observed lane records and the
         cached hard limits are what keep the hot path off DynamoDB."""
         from batchroute.services.chat.direct import DirectChat, DirectOptions
+        from batchroute.services.chat.early_start import EarlyStarts
 
         settings = self.settings
         return DirectChat(
@@ -60,6 +61,7 @@ class ChatWiring(BatchesWiring):
             watch=self.billing_watch,
             limiter=self.rate_limiter,
             availability=self.lane_states,
+            early=EarlyStarts(),
         )
 
     @cached_property

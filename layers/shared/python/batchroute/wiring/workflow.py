@@ -78,6 +78,7 @@ class WorkflowWiring(SchedulesWiring):
                 clock=self.clock,
                 watch=self.billing_watch,
                 work_orders=self.work_orders,
+                references=self.references,
             ),
         )
 

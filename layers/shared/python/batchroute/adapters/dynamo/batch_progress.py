@@ -74,13 +74,29 @@ def _counts_update(table: str, batch_id: str, deltas: dict[str, int]) -> dict[st
     }
 
 
+def _usage_counts(tally: ChunkTally) -> dict[str, int]:
+    """The usage a finished chunk adds to its lane record's `usage`, by key: the tokens of its
+    completed items and, when any, the cache split (so the live lane view shows it)."""
+    tokens = {"prompt_tokens": tally.prompt_tokens, "completion_tokens": tally.completion_tokens}
+    return {**tokens, **tally.cache.counts()}
+
+
+def _usage_adds(tally: ChunkTally) -> str:
+    """`SET` clauses adding `_usage_counts` (values `_tally_values`) to the lane's `usage` map."""
+    return ", ".join(
+        f"#usage.{name} = if_not_exists(#usage.{name}, :zero) + :u_{name}" for name in _usage_counts(tally)
+    )
+
+
 def _tally_values(tally: ChunkTally) -> dict[str, int]:
     """The lane record's additions for a finished chunk."""
-    usage = {":prompt": tally.prompt_tokens, ":completion": tally.completion_tokens}
+    usage = {f":u_{name}": count for name, count in _usage_counts(tally).items()}
     return {":completed": tally.completed, ":failed": tally.failed, ":handed": tally.handed_over, **usage}
 
 
-def _hand_over_update(table_name: str, key: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
+def _hand_over_update(
+    table_name: str, key: dict[str, Any], values: dict[str, Any], usage_adds: str
+) -> dict[str, Any]:
     """The failing lane's side of a hand-over: its chunk done, `failed`, pointing at its successor."""
     return {
         "Update": {
@@ -92,9 +108,7 @@ def _hand_over_update(table_name: str, key: dict[str, Any], values: dict[str, An
             "completed = if_not_exists(completed, :zero) + :completed, "
             "failed = if_not_exists(failed, :zero) + :failed, "
             "handed_over = if_not_exists(handed_over, :zero) + :handed, "
-            "#usage.prompt_tokens = if_not_exists(#usage.prompt_tokens, :zero) + :prompt, "
-            "#usage.completion_tokens = if_not_exists(#usage.completion_tokens, :zero) + :completion "
-            "REMOVE job, job_chunk, partial_chunk",
+            f"{usage_adds} REMOVE job, job_chunk, partial_chunk",
             "ConditionExpression": f"attribute_exists(pk) AND {_DONE_AT} AND #status IN (:pending, :running)",
             "ExpressionAttributeNames": {"#status": "status", "#usage": "usage"},
             "ExpressionAttributeValues": {k: to_value(v) for k, v in values.items()},
@@ -237,9 +251,7 @@ class BatchProgress(DynamoStore):
                 "failed = if_not_exists(failed, :zero) + :failed, "
                 "canceled = if_not_exists(canceled, :zero) + :canceled, "
                 "handed_over = if_not_exists(handed_over, :zero) + :handed, "
-                "#usage.prompt_tokens = if_not_exists(#usage.prompt_tokens, :zero) + :prompt, "
-                "#usage.completion_tokens = if_not_exists(#usage.completion_tokens, :zero) + :completion "
-                "REMOVE partial_chunk",
+                f"{_usage_adds(tally)} REMOVE partial_chunk",
                 "ConditionExpression": f"attribute_exists(pk) AND {_DONE_AT}",
                 "ExpressionAttributeNames": {"#usage": "usage"},
                 "ExpressionAttributeValues": {
@@ -334,7 +346,8 @@ class BatchProgress(DynamoStore):
             ":zero": 0,
             **_tally_values(tally),
         }
-        lane = _hand_over_update(self.table_name, lane_item_key(batch_id, lane_key), values)
+        key = lane_item_key(batch_id, lane_key)
+        lane = _hand_over_update(self.table_name, key, values, _usage_adds(tally))
         counts = _counts_update(self.table_name, batch_id, tally.count_moves())
         items_ = [lane, *puts] if counts is None else [lane, *puts, counts]
         return transact_unless_refused(self.dynamodb, items_, *range(len(puts) + 1))

@@ -16,7 +16,7 @@ from typing import Any, cast
 
 from botocore.exceptions import ClientError
 
-from batchroute.adapters.dynamo.codec import from_item, set_clause, to_value
+from batchroute.adapters.dynamo.codec import from_item, set_update, to_value, update_request
 from batchroute.adapters.dynamo.ledger import (
     TransactItem,
     is_transaction_conflict,
@@ -47,6 +47,7 @@ from batchroute.domain.batches.record import (
 from batchroute.domain.batches.states import BatchState, allowed_sources
 from batchroute.domain.billing.ledger import DuplicateReservation
 from batchroute.domain.routing.lane_plan import LaneRecord, LaneRecordItem
+from batchroute.domain.workflow.finalize_cursor import CursorChanges, FinalizeCursorItem
 
 DEADLINE_PARTITION = "DEADLINE"
 RECLAIM_PARTITION = "RECLAIM"  # retention GC (docs/retention.md): `BATCH#<id>`/`RECLAIM` items
@@ -123,25 +124,36 @@ class BatchRecords(DynamoStore):
 
     def record_step(self, batch_id: str, step: str, at: str) -> bool:
         """Journal a finished workflow step; False when the batch does not exist."""
-        return conditional_update(
-            self.dynamodb,
-            TableName=self.table_name,
-            Key=batch_key(batch_id),
-            UpdateExpression="SET workflow_steps.#step = :at",
-            ConditionExpression="attribute_exists(pk) AND attribute_type(workflow_steps, :map)",
-            ExpressionAttributeNames={"#step": step},
-            ExpressionAttributeValues={":at": to_value(at), ":map": to_value("M")},
+        return self._update_meta(
+            batch_id,
+            "SET workflow_steps.#step = :at",
+            "attribute_exists(pk) AND attribute_type(workflow_steps, :map)",
+            {":at": at, ":map": "M"},
+            names={"#step": step},
         ) or self._start_journal(batch_id, step, at)
 
     def _start_journal(self, batch_id: str, step: str, at: str) -> bool:
-        return conditional_update(
-            self.dynamodb,
-            TableName=self.table_name,
-            Key=batch_key(batch_id),
-            UpdateExpression="SET workflow_steps = if_not_exists(workflow_steps, :steps)",
-            ConditionExpression="attribute_exists(pk)",
-            ExpressionAttributeValues={":steps": to_value({step: at})},
+        return self._update_meta(
+            batch_id,
+            "SET workflow_steps = if_not_exists(workflow_steps, :steps)",
+            "attribute_exists(pk)",
+            {":steps": {step: at}},
         )
+
+    def _update_meta(
+        self,
+        batch_id: str,
+        update: str,
+        condition: str,
+        values: dict[str, object],
+        *,
+        names: dict[str, str] | None = None,
+    ) -> bool:
+        """One UpdateItem of the batch's META item; False when `condition` did not hold."""
+        request = update_request(
+            self.table_name, batch_key(batch_id), update, condition=condition, names=names, values=values
+        )
+        return conditional_update(self.dynamodb, **request)
 
     def past_deadline(self, now_iso: str, limit: int = 100) -> list[str]:
         """Ids of non-terminal batches whose SLA deadline is before `now_iso` (sparse index gsi2)."""
@@ -206,13 +218,11 @@ class BatchRecords(DynamoStore):
     def mark_reclaimed(self, batch_id: str, *, at: str) -> bool:
         """Record on META that the result bytes are being reclaimed (before any is deleted, so
         every read answers 410 rather than half a file); False when already marked."""
-        return conditional_update(
-            self.dynamodb,
-            TableName=self.table_name,
-            Key=batch_key(batch_id),
-            UpdateExpression="SET artifacts_reclaimed_at = :at",
-            ConditionExpression="attribute_exists(pk) AND attribute_not_exists(artifacts_reclaimed_at)",
-            ExpressionAttributeValues={":at": to_value(at)},
+        return self._update_meta(
+            batch_id,
+            "SET artifacts_reclaimed_at = :at",
+            "attribute_exists(pk) AND attribute_not_exists(artifacts_reclaimed_at)",
+            {":at": at},
         )
 
     def transition(
@@ -225,28 +235,21 @@ class BatchRecords(DynamoStore):
         """
         sources = sorted(allowed_sources(target))
         names = {"#state": "state"}
-        values: dict[str, Any] = {":target": to_value(target), ":at": to_value(at)}
+        values: dict[str, object] = {":target": target, ":at": at}
         placeholders = []
         for i, source in enumerate(sources):
-            values[f":s{i}"] = to_value(source)
+            values[f":s{i}"] = source
             placeholders.append(f":s{i}")
         sets = ["#state = :target", "state_changed_at = :at"]
         for i, (name, value) in enumerate((extra or {}).items()):
             names[f"#x{i}"] = name
-            values[f":x{i}"] = to_value(value)
+            values[f":x{i}"] = value
             sets.append(f"#x{i} = :x{i}")
         update = "SET " + ", ".join(sets)
         if target in ("completed", "failed", "canceled", "expired"):
             update += " REMOVE gsi2pk, gsi2sk"
-        return conditional_update(
-            self.dynamodb,
-            TableName=self.table_name,
-            Key=batch_key(batch_id),
-            UpdateExpression=update,
-            ConditionExpression=f"attribute_exists(pk) AND #state IN ({', '.join(placeholders)})",
-            ExpressionAttributeNames=names,
-            ExpressionAttributeValues=values,
-        )
+        condition = f"attribute_exists(pk) AND #state IN ({', '.join(placeholders)})"
+        return self._update_meta(batch_id, update, condition, values, names=names)
 
     # -- creation ---------------------------------------------------------------------------
     def create(
@@ -376,30 +379,14 @@ class BatchRecords(DynamoStore):
 
     def update(self, batch_id: str, changes: BatchChanges) -> bool:
         """SET the given fields; False when there is no such batch."""
-        expression, names, values = set_clause(changes)
-        return conditional_update(
-            self.dynamodb,
-            TableName=self.table_name,
-            Key=batch_key(batch_id),
-            UpdateExpression=expression,
-            ConditionExpression="attribute_exists(pk)",
-            ExpressionAttributeNames=names,
-            ExpressionAttributeValues=values,
-        )
+        return conditional_update(self.dynamodb, **set_update(self.table_name, batch_key(batch_id), changes))
 
     def update_seeing_work_order(self, batch_id: str, changes: BatchChanges) -> WorkOrderRef | None:
         """SET the given fields and answer the batch's `work_order` as it stands after them, in
         the same UpdateItem (Settle writes `settled_at` so: an attach committed before is seen,
         one after is refused by its `settled_at` condition; docs/work-orders.md)."""
-        expression, names, values = set_clause(changes)
         response = self.dynamodb.update_item(
-            TableName=self.table_name,
-            Key=batch_key(batch_id),
-            UpdateExpression=expression,
-            ConditionExpression="attribute_exists(pk)",
-            ExpressionAttributeNames=names,
-            ExpressionAttributeValues=values,
-            ReturnValues="ALL_NEW",
+            **set_update(self.table_name, batch_key(batch_id), changes), ReturnValues="ALL_NEW"
         )
         work_order = from_item(response.get("Attributes", {})).get("work_order")
         return (
@@ -410,44 +397,35 @@ class BatchRecords(DynamoStore):
 
     def update_plan(self, batch_id: str, changes: PlanChanges) -> None:
         """SET fields of the PLAN item (Intake writes the chunk model counts once)."""
-        expression, names, values = set_clause(changes)
-        self.dynamodb.update_item(
-            TableName=self.table_name,
-            Key={"pk": {"S": f"BATCH#{batch_id}"}, "sk": {"S": "PLAN"}},
-            UpdateExpression=expression,
-            ConditionExpression="attribute_exists(pk)",
-            ExpressionAttributeNames=names,
-            ExpressionAttributeValues=values,
-        )
+        plan = {"pk": {"S": f"BATCH#{batch_id}"}, "sk": {"S": "PLAN"}}
+        self.dynamodb.update_item(**set_update(self.table_name, plan, changes))
 
     # -- step cursors: a step that runs over several invocations (`BATCH#<id>`/`CURSOR#<step>`) --
-    def cursor(self, batch_id: str, step: str) -> dict[str, Any] | None:
+    def cursor(self, batch_id: str, step: str) -> FinalizeCursorItem | None:
         response = self.dynamodb.get_item(
             TableName=self.table_name,
             Key={"pk": {"S": f"BATCH#{batch_id}"}, "sk": {"S": f"CURSOR#{step}"}},
             ConsistentRead=True,
         )
         item = response.get("Item")
-        return from_item(item) if item else None
+        return cast(FinalizeCursorItem, from_item(item)) if item else None
 
-    def start_cursor(self, batch_id: str, step: str, values: dict[str, Any]) -> bool:
+    def start_cursor(self, batch_id: str, step: str, values: FinalizeCursorItem) -> bool:
         """Create the cursor once; False when another invocation created it first."""
         item = {"pk": f"BATCH#{batch_id}", "sk": f"CURSOR#{step}", "kind": "cursor", **values}
         return put_if_new(self.dynamodb, self.table_name, item)
 
-    def advance_cursor(self, batch_id: str, step: str, *, position: int, changes: dict[str, Any]) -> bool:
+    def advance_cursor(self, batch_id: str, step: str, *, position: int, changes: CursorChanges) -> bool:
         """SET `changes` if the cursor is still at `position` (one writer advances it)."""
-        expression, names, values = set_clause(changes)
-        values[":position"] = to_value(position)
-        return conditional_update(
-            self.dynamodb,
-            TableName=self.table_name,
-            Key={"pk": {"S": f"BATCH#{batch_id}"}, "sk": {"S": f"CURSOR#{step}"}},
-            UpdateExpression=expression,
-            ConditionExpression="#position = :position",
-            ExpressionAttributeNames={**names, "#position": "position"},
-            ExpressionAttributeValues=values,
+        request = set_update(
+            self.table_name,
+            {"pk": {"S": f"BATCH#{batch_id}"}, "sk": {"S": f"CURSOR#{step}"}},
+            changes,
+            condition="#position = :position",
+            names={"#position": "position"},
+            values={":position": position},
         )
+        return conditional_update(self.dynamodb, **request)
 
     # -- lanes --------------------------------------------------------------------------------
     def put_lane(self, batch_id: str, lane: LaneRecord) -> None:
@@ -464,15 +442,8 @@ class BatchRecords(DynamoStore):
         return [LaneRecord.from_item(cast(LaneRecordItem, from_item(i))) for i in response.get("Items", [])]
 
     def update_lane(self, batch_id: str, lane_key: str, changes: dict[str, Any]) -> None:
-        expression, names, values = set_clause(changes)
-        self.dynamodb.update_item(
-            TableName=self.table_name,
-            Key={"pk": {"S": f"BATCH#{batch_id}"}, "sk": {"S": f"LANE#{lane_key}"}},
-            UpdateExpression=expression,
-            ConditionExpression="attribute_exists(pk)",
-            ExpressionAttributeNames=names,
-            ExpressionAttributeValues=values,
-        )
+        lane = {"pk": {"S": f"BATCH#{batch_id}"}, "sk": {"S": f"LANE#{lane_key}"}}
+        self.dynamodb.update_item(**set_update(self.table_name, lane, changes))
 
 
 def _idempotency_values(record: IdempotencyRecord) -> dict[str, Any]:

@@ -16,13 +16,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from batchroute.adapters.dynamo.codec import decimals, from_item, plain, to_value
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.adapters.dynamo.writes import conditional_update, put_new, transact_unless_refused
 from batchroute.clock import isoformat
-from batchroute.domain.billing.alerts import Alert, BillingEvent
+from batchroute.domain.billing.alerts import Alert, AlertData, BillingEvent
 from batchroute.ids import new_id
 
 EVENT_PREFIX = "EVENT#"
@@ -82,7 +82,7 @@ class BillingEvents(DynamoStore):
                 str(item["org_id"]),
                 str(item["type"]),
                 str(item["created_at"]),
-                dict(item.get("details") or {}),
+                cast(AlertData, dict(item.get("details") or {})),
             )
             for item in items[:limit]
         ]

@@ -37,7 +37,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from batchroute.adapters.dynamo.batch_records import batch_from_items, batch_key, batch_values
-from batchroute.adapters.dynamo.codec import from_item, set_clause, to_value
+from batchroute.adapters.dynamo.codec import from_item, set_update
 from batchroute.adapters.dynamo.identity import key_unrevoked_check
 from batchroute.adapters.dynamo.ledger import (
     LedgerStore,
@@ -153,19 +153,15 @@ class ChatHoldStore:
     # -- after it ------------------------------------------------------------------------------
     def checkpoint(self, batch_id: str, usage: Mapping[str, Any], at: str) -> None:
         """The usage streamed so far, for the sweeper should this function die."""
-        expression, names, values = set_clause({"usage_checkpoint": dict(usage), "checkpoint_at": at})
-        names["#state"] = "state"
-        values[":running"] = to_value("running")
-        # a finished request's record keeps its outcome
-        conditional_update(
-            self.dynamodb,
-            TableName=self.batches_table,
-            Key=batch_key(batch_id),
-            UpdateExpression=expression,
-            ConditionExpression="#state = :running",
-            ExpressionAttributeNames=names,
-            ExpressionAttributeValues=values,
+        request = set_update(
+            self.batches_table,
+            batch_key(batch_id),
+            {"usage_checkpoint": dict(usage), "checkpoint_at": at},
+            condition="#state = :running",  # a finished request's record keeps its outcome
+            names={"#state": "state"},
+            values={":running": "running"},
         )
+        conditional_update(self.dynamodb, **request)
 
     def record(self, batch_id: str) -> BatchRecord | None:
         response = self.dynamodb.get_item(
@@ -217,17 +213,7 @@ class ChatHoldStore:
         return put_new(self.batches_table, values)
 
     def _record_update(self, batch_id: str, outcome: ChatOutcome) -> TransactItem:
-        expression, names, values = set_clause(outcome.to_changes())
-        return {
-            "Update": {
-                "TableName": self.batches_table,
-                "Key": batch_key(batch_id),
-                "UpdateExpression": expression,
-                "ConditionExpression": "attribute_exists(pk)",
-                "ExpressionAttributeNames": names,
-                "ExpressionAttributeValues": values,
-            }
-        }
+        return {"Update": set_update(self.batches_table, batch_key(batch_id), outcome.to_changes())}
 
 
 def _reason(exc: ClientError) -> Refusal:

@@ -12,7 +12,7 @@ _serializer = TypeSerializer()
 _deserializer = TypeDeserializer()
 
 
-def to_item(values: dict[str, Any]) -> dict[str, Any]:
+def to_item(values: Mapping[str, Any]) -> dict[str, Any]:
     return {k: _serializer.serialize(v) for k, v in values.items() if v is not None}
 
 
@@ -58,9 +58,60 @@ def is_condition_failure(exc: Exception) -> bool:
 
 def set_clause(changes: Mapping[str, object]) -> tuple[str, dict[str, str], dict[str, Any]]:
     """`SET #f0 = :f0, ...` with its names and values, for an UpdateItem of plain fields."""
+    expression, names, values = _set_parts(changes)
+    return expression, names, {name: to_value(value) for name, value in values.items()}
+
+
+def _set_parts(changes: Mapping[str, object]) -> tuple[str, dict[str, str], dict[str, object]]:
     names = {f"#f{i}": name for i, name in enumerate(changes)}
-    values = {f":f{i}": to_value(value) for i, value in enumerate(changes.values())}
+    values = {f":f{i}": value for i, value in enumerate(changes.values())}
     return "SET " + ", ".join(f"#f{i} = :f{i}" for i in range(len(changes))), names, values
+
+
+EXISTS = "attribute_exists(pk)"  # the item is there (an update never creates one)
+
+
+def update_request(
+    table_name: str,
+    key: Mapping[str, Any],
+    expression: str,
+    *,
+    condition: str | None = None,
+    names: Mapping[str, str] | None = None,
+    values: Mapping[str, object] | None = None,
+) -> dict[str, Any]:
+    """The one way an UpdateItem request (or a transaction's `Update`) is built: `values`
+    are plain (encoded here), `condition` None for an unconditional write."""
+    request: dict[str, Any] = {"TableName": table_name, "Key": dict(key), "UpdateExpression": expression}
+    if condition is not None:
+        request["ConditionExpression"] = condition
+    if names:
+        request["ExpressionAttributeNames"] = dict(names)
+    if values:
+        request["ExpressionAttributeValues"] = {name: to_value(value) for name, value in values.items()}
+    return request
+
+
+def set_update(
+    table_name: str,
+    key: Mapping[str, Any],
+    changes: Mapping[str, object],
+    *,
+    condition: str | None = EXISTS,
+    names: Mapping[str, str] | None = None,
+    values: Mapping[str, object] | None = None,
+) -> dict[str, Any]:
+    """The update that SETs `changes` on the item at `key` under `condition` (by default:
+    the item exists); `names` and `values` are the condition's own."""
+    expression, set_names, set_values = _set_parts(changes)
+    return update_request(
+        table_name,
+        key,
+        expression,
+        condition=condition,
+        names={**set_names, **(names or {})},
+        values={**set_values, **(values or {})},
+    )
 
 
 def org_pk(org_id: str) -> str:

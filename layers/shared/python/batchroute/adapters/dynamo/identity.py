@@ -63,16 +63,7 @@ class IdentityStore(DynamoStore):
         return self._put({"pk": f"ORG#{org.org_id}", "sk": "META", "kind": "org", **asdict(org)})
 
     def user_item(self, user: User) -> TransactItem:
-        return self._put(
-            {
-                "pk": f"USER#{user.user_id}",
-                "sk": "META",
-                "kind": "user",
-                "gsi1pk": f"ORG#{user.org_id}",
-                "gsi1sk": f"USER#{user.user_id}",
-                **asdict(user),
-            }
-        )
+        return self._org_listed(f"USER#{user.user_id}", "user", user, listed_as=f"USER#{user.user_id}")
 
     def email_claim_item(self, user: User) -> TransactItem:
         return self._put(
@@ -81,17 +72,20 @@ class IdentityStore(DynamoStore):
         )
 
     def key_item(self, key: ApiKey) -> TransactItem:
-        return self._put(
-            {
-                "pk": f"KEY#{key.key_hash}",
-                "sk": "META",
-                "kind": "api_key",
-                "gsi1pk": f"ORG#{key.org_id}",
-                "gsi1sk": f"KEY#{key.key_id}",
-                **asdict(key),
-            },
+        return self._org_listed(
+            f"KEY#{key.key_hash}",
+            "api_key",
+            key,
+            listed_as=f"KEY#{key.key_id}",
             condition="attribute_not_exists(pk)",
         )
+
+    def _org_listed(
+        self, pk: str, kind: str, record: User | ApiKey, *, listed_as: str, condition: str | None = None
+    ) -> TransactItem:
+        """A record's META item at `pk`, listed among its org's (gsi1: `ORG#<org>`, `listed_as`)."""
+        values = {"pk": pk, "sk": "META", "kind": kind, "gsi1pk": f"ORG#{record.org_id}", "gsi1sk": listed_as}
+        return self._put({**values, **asdict(record)}, condition=condition)
 
     # -- accounts ------------------------------------------------------------------------
     def create_account(

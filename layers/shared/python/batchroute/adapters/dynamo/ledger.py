@@ -29,7 +29,7 @@ from typing import Any, Literal
 
 from botocore.exceptions import ClientError
 
-from batchroute.adapters.dynamo.codec import from_item, to_value
+from batchroute.adapters.dynamo.codec import from_item, to_value, update_request
 from batchroute.adapters.dynamo.reads import index_before, pages, prefix_query, raw_items
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.adapters.dynamo.writes import (
@@ -162,15 +162,7 @@ class LedgerStore(DynamoStore):
             raise ValueError("a grant must be positive")
         self.dynamodb.transact_write_items(
             TransactItems=[
-                self._update(
-                    _wallet_key(org_id),
-                    # if_not_exists: a wallet opened before `available_micros` existed had
-                    # nothing reserved (reservations came with it), so available = balance.
-                    "SET balance_micros = balance_micros + :amount, "
-                    "available_micros = if_not_exists(available_micros, balance_micros) + :amount",
-                    condition="attribute_exists(pk)",
-                    values={":amount": amount.micros},
-                ),
+                self._wallet_add(org_id, amount),
                 self._entry_item(org_id, kind="grant", amount=amount, at=at, memo=memo, actor=actor),
             ]
         )
@@ -187,13 +179,7 @@ class LedgerStore(DynamoStore):
             raise ValueError("a credit must be positive")
         items = [
             self._put(_credit_marker(credit)),
-            self._update(
-                _wallet_key(org_id),
-                "SET balance_micros = balance_micros + :amount, "
-                "available_micros = if_not_exists(available_micros, balance_micros) + :amount",
-                condition="attribute_exists(pk)",
-                values={":amount": amount.micros},
-            ),
+            self._wallet_add(org_id, amount),
             self._entry_item(
                 org_id,
                 kind=credit.kind,
@@ -734,6 +720,18 @@ class LedgerStore(DynamoStore):
     def _put(self, values: dict[str, Any]) -> TransactItem:
         return put_new(self.table_name, values)
 
+    def _wallet_add(self, org_id: str, amount: Money) -> TransactItem:
+        """`amount` added to an existing wallet's balance and to what it may spend. (A wallet
+        opened before `available_micros` existed had nothing reserved, reservations came with
+        it: its available is its balance, `if_not_exists`.)"""
+        return self._update(
+            _wallet_key(org_id),
+            "SET balance_micros = balance_micros + :amount, "
+            "available_micros = if_not_exists(available_micros, balance_micros) + :amount",
+            condition="attribute_exists(pk)",
+            values={":amount": amount.micros},
+        )
+
     def _update(
         self,
         key: dict[str, Any],
@@ -743,17 +741,11 @@ class LedgerStore(DynamoStore):
         names: dict[str, str] | None = None,
         values: dict[str, Any],
     ) -> TransactItem:
-        update: dict[str, Any] = {
-            "TableName": self.table_name,
-            "Key": key,
-            "UpdateExpression": expression,
-            "ExpressionAttributeValues": {name: to_value(value) for name, value in values.items()},
+        return {
+            "Update": update_request(
+                self.table_name, key, expression, condition=condition, names=names, values=values
+            )
         }
-        if condition is not None:
-            update["ConditionExpression"] = condition
-        if names:
-            update["ExpressionAttributeNames"] = names
-        return {"Update": update}
 
 
 def _usage_counter(item: dict[str, Any]) -> UsageCounter:

@@ -23,7 +23,15 @@ from __future__ import annotations
 from dataclasses import asdict, fields
 from typing import Any
 
-from batchroute.adapters.dynamo.codec import from_item, org_key, org_pk, to_item, to_value
+from batchroute.adapters.dynamo.codec import (
+    EXISTS,
+    from_item,
+    org_key,
+    org_pk,
+    to_item,
+    to_value,
+    update_request,
+)
 from batchroute.adapters.dynamo.reads import index_before, prefix_query
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.adapters.dynamo.writes import conditional_transaction, conditional_update, put_new
@@ -36,6 +44,7 @@ PENDING_TOPUPS = "TOPUP#PENDING"
 _SETTINGS_SK = "AUTOTOPUP"
 _PROFILE_SK = "PAYMENT_PROFILE"
 _ATTEMPT_PREFIX = "TOPUP#"
+_STATUS = {"#status": "status"}  # `status` is a reserved word
 _CHECKOUT_PREFIX = "CHECKOUT#"
 _CHECKOUT_SK = "CHECKOUT"
 
@@ -138,65 +147,55 @@ class PaymentsStore(DynamoStore):
 
     def record_charge(self, org_id: str, attempt_id: str, *, processor_ref: str, at: str) -> None:
         """Note the PaymentIntent of a pending attempt (once the processor answered)."""
-        conditional_update(
-            self.dynamodb,
-            TableName=self.table_name,
-            Key=org_key(org_id, _ATTEMPT_PREFIX + attempt_id),
-            UpdateExpression="SET processor_ref = :ref, updated_at = :at",
-            ConditionExpression="#status = :pending",
-            ExpressionAttributeNames={"#status": "status"},
-            ExpressionAttributeValues={
-                ":ref": to_value(processor_ref),
-                ":at": to_value(at),
-                ":pending": to_value("pending"),
-            },
+        request = update_request(
+            self.table_name,
+            org_key(org_id, _ATTEMPT_PREFIX + attempt_id),
+            "SET processor_ref = :ref, updated_at = :at",
+            condition="#status = :pending",
+            names=_STATUS,
+            values={":ref": processor_ref, ":at": at, ":pending": "pending"},
         )
+        conditional_update(self.dynamodb, **request)
 
     def succeeded_item(self, org_id: str, attempt_id: str, *, processor_ref: str, at: str) -> TransactItem:
         """The attempt's success, for the credit's transaction (whatever it read before: a
         success the processor reports after a failure still means the money was taken)."""
-        return {
-            "Update": {
-                "TableName": self.table_name,
-                "Key": org_key(org_id, _ATTEMPT_PREFIX + attempt_id),
-                "UpdateExpression": "SET #status = :succeeded, processor_ref = :ref, updated_at = :at "
-                "REMOVE gsi1pk, gsi1sk, failure_code, failure_reason",
-                "ConditionExpression": "attribute_exists(pk)",
-                "ExpressionAttributeNames": {"#status": "status"},
-                "ExpressionAttributeValues": {
-                    ":succeeded": to_value("succeeded"),
-                    ":ref": to_value(processor_ref),
-                    ":at": to_value(at),
-                },
-            }
-        }
+        update = update_request(
+            self.table_name,
+            org_key(org_id, _ATTEMPT_PREFIX + attempt_id),
+            "SET #status = :succeeded, processor_ref = :ref, updated_at = :at "
+            "REMOVE gsi1pk, gsi1sk, failure_code, failure_reason",
+            condition=EXISTS,
+            names=_STATUS,
+            values={":succeeded": "succeeded", ":ref": processor_ref, ":at": at},
+        )
+        return {"Update": update}
 
     def failed_item(
         self, org_id: str, attempt_id: str, *, processor_ref: str | None, code: str, reason: str, at: str
     ) -> TransactItem:
         """The attempt's failure, refused unless it is still pending (a failure reported after
         a success changes nothing)."""
-        values: dict[str, Any] = {
-            ":failed": to_value("failed"),
-            ":pending": to_value("pending"),
-            ":code": to_value(code),
-            ":reason": to_value(reason[:500]),
-            ":at": to_value(at),
+        values: dict[str, object] = {
+            ":failed": "failed",
+            ":pending": "pending",
+            ":code": code,
+            ":reason": reason[:500],
+            ":at": at,
         }
         expression = "SET #status = :failed, failure_code = :code, failure_reason = :reason, updated_at = :at"
         if processor_ref:
             expression += ", processor_ref = :ref"
-            values[":ref"] = to_value(processor_ref)
-        return {
-            "Update": {
-                "TableName": self.table_name,
-                "Key": org_key(org_id, _ATTEMPT_PREFIX + attempt_id),
-                "UpdateExpression": expression + " REMOVE gsi1pk, gsi1sk",
-                "ConditionExpression": "#status = :pending",
-                "ExpressionAttributeNames": {"#status": "status"},
-                "ExpressionAttributeValues": values,
-            }
-        }
+            values[":ref"] = processor_ref
+        update = update_request(
+            self.table_name,
+            org_key(org_id, _ATTEMPT_PREFIX + attempt_id),
+            expression + " REMOVE gsi1pk, gsi1sk",
+            condition="#status = :pending",
+            names=_STATUS,
+            values=values,
+        )
+        return {"Update": update}
 
     def pending_attempts(self, created_before: str, *, limit: int = 50) -> list[TopupAttempt]:
         """Pending attempts created before `created_before`, oldest first (sparse gsi1)."""
@@ -228,35 +227,27 @@ class PaymentsStore(DynamoStore):
     def claim_customer(self, org_id: str, customer_id: str, *, at: str) -> str:
         """Keep `customer_id` as the org's processor customer unless one is kept already;
         returns the one kept (so two first purchases at once share one customer)."""
-        if conditional_update(
-            self.dynamodb,
-            TableName=self.table_name,
-            Key=org_key(org_id, _PROFILE_SK),
-            UpdateExpression="SET customer_id = :c, org_id = :o, #kind = :k, updated_at = :at",
-            ConditionExpression="attribute_not_exists(customer_id)",
-            ExpressionAttributeNames={"#kind": "kind"},
-            ExpressionAttributeValues={
-                ":c": to_value(customer_id),
-                ":o": to_value(org_id),
-                ":k": to_value("payment_profile"),
-                ":at": to_value(at),
-            },
-        ):
+        claim = self._profile_update(
+            org_id, "customer_id", customer_id, at=at, condition="attribute_not_exists(customer_id)"
+        )
+        if conditional_update(self.dynamodb, **claim):
             return customer_id
         return self.customer_id(org_id) or customer_id
 
     def save_payment_method(self, org_id: str, card: PaymentMethod, *, at: str) -> None:
-        self.dynamodb.update_item(
-            TableName=self.table_name,
-            Key=org_key(org_id, _PROFILE_SK),
-            UpdateExpression="SET payment_method = :pm, org_id = :o, #kind = :k, updated_at = :at",
-            ExpressionAttributeNames={"#kind": "kind"},
-            ExpressionAttributeValues={
-                ":pm": to_value(asdict(card)),
-                ":o": to_value(org_id),
-                ":k": to_value("payment_profile"),
-                ":at": to_value(at),
-            },
+        self.dynamodb.update_item(**self._profile_update(org_id, "payment_method", asdict(card), at=at))
+
+    def _profile_update(
+        self, org_id: str, name: str, value: object, *, at: str, condition: str | None = None
+    ) -> dict[str, Any]:
+        """SET one field of the org's payment profile (the item made by the first)."""
+        return update_request(
+            self.table_name,
+            org_key(org_id, _PROFILE_SK),
+            f"SET {name} = :v, org_id = :o, #kind = :k, updated_at = :at",
+            condition=condition,
+            names={"#kind": "kind"},
+            values={":v": value, ":o": org_id, ":k": "payment_profile", ":at": at},
         )
 
     # -- the service's own checkout records ------------------------------------------------
@@ -287,16 +278,15 @@ class PaymentsStore(DynamoStore):
 
     def checkout_credited_item(self, session_id: str, *, at: str) -> TransactItem:
         """The record marked credited, for the credit's transaction."""
-        return {
-            "Update": {
-                "TableName": self.table_name,
-                "Key": _checkout_key(session_id),
-                "UpdateExpression": "SET #status = :credited, credited_at = :at",
-                "ConditionExpression": "attribute_exists(pk)",
-                "ExpressionAttributeNames": {"#status": "status"},
-                "ExpressionAttributeValues": {":credited": to_value("credited"), ":at": to_value(at)},
-            }
-        }
+        update = update_request(
+            self.table_name,
+            _checkout_key(session_id),
+            "SET #status = :credited, credited_at = :at",
+            condition=EXISTS,
+            names=_STATUS,
+            values={":credited": "credited", ":at": at},
+        )
+        return {"Update": update}
 
     # -- helpers ---------------------------------------------------------------------------
     def _get(self, org_id: str, sk: str) -> dict[str, Any] | None:

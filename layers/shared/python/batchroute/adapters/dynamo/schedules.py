@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, cast
 
-from batchroute.adapters.dynamo.codec import decimals, from_item, plain, set_clause, to_item, to_value
+from batchroute.adapters.dynamo.codec import decimals, from_item, plain, set_update, to_item, to_value
 from batchroute.adapters.dynamo.reads import pages, prefix_query, raw_items
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.adapters.dynamo.writes import (
@@ -209,14 +209,8 @@ class ScheduleStore(DynamoStore):
         changes: dict[str, Any] = {
             name: item[name] for name in ("state", "batch_id", "error") if name in item
         }
-        expression, names, values = set_clause(changes)
-        self.dynamodb.update_item(
-            TableName=self.table_name,
-            Key={k: to_value(v) for k, v in _run_keys(run.schedule_id, run.fire_at).items()},
-            UpdateExpression=expression,
-            ExpressionAttributeNames=names,
-            ExpressionAttributeValues=values,
-        )
+        key = {k: to_value(v) for k, v in _run_keys(run.schedule_id, run.fire_at).items()}
+        self.dynamodb.update_item(**set_update(self.table_name, key, changes, condition=None))
 
     def run(self, schedule_id: str, fire_at: str) -> ScheduleRun | None:
         response = self.dynamodb.get_item(

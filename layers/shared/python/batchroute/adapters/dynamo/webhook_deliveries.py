@@ -27,13 +27,18 @@ table beside their org (`WebhookDeliveries(table, owner=ORG_OWNER)`): `ORG#<org_
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from batchroute.adapters.dynamo.codec import from_item, to_item, to_value
 from batchroute.adapters.dynamo.leases import DueIndex, LeasedStore, due_sort_key
 from batchroute.adapters.dynamo.reads import prefix_query, raw_items
 from batchroute.adapters.dynamo.writes import conditional_put, conditional_transaction, put_new
-from batchroute.domain.delivery.webhooks import WebhookAttempt, WebhookDeliveryRecord
+from batchroute.domain.delivery.webhooks import (
+    WebhookAttempt,
+    WebhookAttemptItem,
+    WebhookDeliveryItem,
+    WebhookDeliveryRecord,
+)
 
 DUE_PARTITION = "WEBHOOK#DUE"
 _ATTEMPT_MARK = "#ATTEMPT#"
@@ -89,7 +94,7 @@ class WebhookDeliveries(LeasedStore):
         response = self.dynamodb.get_item(
             TableName=self.table_name, Key=self._key(batch_id, delivery_id), ConsistentRead=True
         )
-        return WebhookDeliveryRecord.from_item(_plain(response["Item"])) if "Item" in response else None
+        return _delivery(response["Item"]) if "Item" in response else None
 
     def get_many(self, owner_id: str, delivery_ids: list[str]) -> dict[str, WebhookDeliveryRecord]:
         """The deliveries of `owner_id` among `delivery_ids` that exist, by id (BatchGetItem,
@@ -106,7 +111,7 @@ class WebhookDeliveries(LeasedStore):
             while request:
                 response = self.dynamodb.batch_get_item(RequestItems=request)
                 for raw in response.get("Responses", {}).get(self.table_name, []):
-                    delivery = WebhookDeliveryRecord.from_item(_plain(raw))
+                    delivery = _delivery(raw)
                     found[delivery.delivery_id] = delivery
                 request = response.get("UnprocessedKeys") or {}
         return found
@@ -119,11 +124,10 @@ class WebhookDeliveries(LeasedStore):
             self.table_name, f"{self.owner.prefix}{batch_id}", "WEBHOOK#", ConsistentRead=True
         )
         for raw in raw_items(self.dynamodb.query, request):
-            item = _plain(raw)
             if _ATTEMPT_MARK in raw["sk"]["S"]:
-                attempts.append(WebhookAttempt.from_item(item))
+                attempts.append(WebhookAttempt.from_item(cast(WebhookAttemptItem, _plain(raw))))
             else:
-                deliveries.append(WebhookDeliveryRecord.from_item(item))
+                deliveries.append(_delivery(raw))
         return deliveries, attempts
 
     def due(self, now_iso: str, limit: int = 100) -> list[tuple[str, str]]:
@@ -225,6 +229,10 @@ def _completion(
     else:
         removes += ["next_attempt_at", "gsi1pk", "gsi1sk"]
     return sets, removes, values
+
+
+def _delivery(raw: dict[str, Any]) -> WebhookDeliveryRecord:
+    return WebhookDeliveryRecord.from_item(cast(WebhookDeliveryItem, _plain(raw)))
 
 
 def _plain(raw: dict[str, Any]) -> dict[str, Any]:

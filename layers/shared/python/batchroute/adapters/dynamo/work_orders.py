@@ -39,6 +39,7 @@ from batchroute.domain.work_orders.work_orders import (
     WorkOrder,
     WorkOrderChange,
     WorkOrderIdempotency,
+    WorkOrderItem,
     WorkOrderMember,
 )
 
@@ -91,7 +92,7 @@ class WorkOrderStore(DynamoStore):
         response = self.dynamodb.get_item(
             TableName=self.table_name, Key=org_key(org_id, f"{PREFIX}{work_order_id}"), ConsistentRead=True
         )
-        return WorkOrder.from_item(from_item(response["Item"])) if "Item" in response else None
+        return _work_order(response["Item"]) if "Item" in response else None
 
     def page(
         self, org_id: str, *, start_after: str | None, limit: int, client_reference: str | None = None
@@ -107,7 +108,7 @@ class WorkOrderStore(DynamoStore):
             kwargs["ExpressionAttributeValues"][":ref"] = to_value(client_reference)
         orders: list[WorkOrder] = []
         for response in pages(self.dynamodb.query, kwargs):
-            orders.extend(WorkOrder.from_item(from_item(i)) for i in response.get("Items", []))
+            orders.extend(_work_order(i) for i in response.get("Items", []))
             if len(orders) >= limit and "LastEvaluatedKey" in response:
                 return orders[:limit], True
         return orders, False
@@ -242,3 +243,7 @@ def _counters_update(
     if names:
         update["ExpressionAttributeNames"] = names
     return {"Update": update}
+
+
+def _work_order(raw: dict[str, Any]) -> WorkOrder:
+    return WorkOrder.from_item(cast(WorkOrderItem, from_item(raw)))

@@ -14,6 +14,15 @@ from typing import Final, Literal, TypedDict, get_args
 from batchroute.domain.batches.jsonl import LineError, LineErrorView
 from batchroute.domain.batches.preflight import IssueView
 
+
+class CompletedPart(TypedDict):
+    """One part of a multipart upload as S3 completes it (`CompleteMultipartUpload`): an
+    input file's parts (services/batches/files.py) and Finalize's artifact parts."""
+
+    PartNumber: int
+    ETag: str
+
+
 FileStatus = Literal["uploading", "uploaded", "processed", "error", "expired"]
 # `batch_input` for the native API; `batch` is the vendor-compatible surface's purpose.
 Purpose = Literal["batch_input", "batch"]

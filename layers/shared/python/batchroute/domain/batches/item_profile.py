@@ -42,9 +42,10 @@ from batchroute.domain.batches.item_ids import IdHashes
 from batchroute.domain.batches.jsonl import LineError
 from batchroute.domain.catalog import tokens
 from batchroute.domain.routing.items import ModelGroup, read_item
+from batchroute.domain.routing.prompt_cache import SharedPrefixView, run_views, runs_of
 
 PROFILE_VERSION: Final = 1
-FACTS_REVISION: Final = 1  # bump when read_item's facts of an item change
+FACTS_REVISION: Final = 2  # bump when read_item's facts of an item change
 FACTS: Final = (
     f"{FACTS_REVISION}:{tokens.BYTES_PER_TOKEN}:{tokens.TOKENS_PER_MESSAGE}:{tokens.TOKENS_PER_REQUEST}:"
     f"{tokens.TOKENS_PER_IMAGE}:{tokens.DEFAULT_OUTPUT_TOKENS}:{tokens.EMBEDDING_OUTPUT_TOKENS}"
@@ -88,6 +89,7 @@ class ModelProfile:
     tools: Mapping[str, int]
     capabilities: Mapping[str, int]
     frontier: tuple[tuple[int, int], ...]  # (prompt_tokens, output_tokens), prompt ascending
+    shared_prefixes: tuple[SharedPrefixView, ...] = ()  # ModelGroup.shared_prefixes()
 
     @classmethod
     def of(cls, group: ModelGroup, frontier: tuple[tuple[int, int], ...]) -> ModelProfile:
@@ -97,6 +99,7 @@ class ModelProfile:
             tools=dict(group.tools),
             capabilities=dict(group.capabilities),
             frontier=frontier,
+            shared_prefixes=tuple(group.shared_prefixes()),
         )
 
     def group(self) -> ModelGroup:
@@ -106,6 +109,7 @@ class ModelProfile:
             operations=set(self.operations),
             tools=dict(self.tools),
             capabilities=dict(self.capabilities),
+            prefixes=runs_of(self.shared_prefixes),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -115,6 +119,7 @@ class ModelProfile:
             "tools": dict(sorted(self.tools.items())),
             "capabilities": dict(sorted(self.capabilities.items())),
             "frontier": [list(point) for point in self.frontier],
+            "prefixes": [dict(view) for view in self.shared_prefixes],
         }
 
     @classmethod
@@ -127,6 +132,7 @@ class ModelProfile:
             tools={str(k): int(v) for k, v in value["tools"].items()},
             capabilities={str(k): int(v) for k, v in value["capabilities"].items()},
             frontier=tuple((int(p), int(w)) for p, w in value["frontier"]),
+            shared_prefixes=tuple(run_views(runs_of(value.get("prefixes") or ()).items())),
         )
 
 

@@ -21,6 +21,7 @@ from typing import Any, Final, Literal, NotRequired, TypedDict, TypeVar, cast
 
 from batchroute.domain.batches.states import BatchState
 from batchroute.domain.billing.settlement import InlineReceipt
+from batchroute.domain.catalog.pricing import NO_CACHE_TOKENS, CacheFields, CacheTokens
 from batchroute.domain.routing.engine import RoutePlanView
 from batchroute.domain.routing.lanes import LaneAttempt
 from batchroute.ids import has_prefix, suffix_of
@@ -65,8 +66,11 @@ class BatchWebhookItem(TypedDict):
     secret_sealed: str
 
 
-class UsageCheckpointItem(TypedDict):
-    lane_id: NotRequired[str]
+class _LaneIdField(TypedDict, total=False):
+    lane_id: str
+
+
+class UsageCheckpointItem(CacheFields, _LaneIdField):
     prompt_tokens: int
     completion_tokens: int
 
@@ -163,13 +167,16 @@ class UsageCheckpoint:
     lane_id: str | None = None
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cache: CacheTokens = NO_CACHE_TOKENS  # of the input, what the vendor read from / wrote to its cache
 
     def to_mapping(self) -> UsageCheckpointItem:
-        item: UsageCheckpointItem = {
+        lane: _LaneIdField = {"lane_id": self.lane_id} if self.lane_id is not None else {}
+        return {
+            **lane,
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
+            **self.cache.to_fields(),
         }
-        return {"lane_id": self.lane_id, **item} if self.lane_id is not None else item
 
 
 @dataclass(frozen=True, slots=True)
@@ -574,6 +581,7 @@ def _checkpoint(value: Any) -> UsageCheckpoint | None:
         lane_id=_str(value.get("lane_id")),
         prompt_tokens=int(value.get("prompt_tokens") or 0),
         completion_tokens=int(value.get("completion_tokens") or 0),
+        cache=CacheTokens.from_fields(value),
     )
 
 

@@ -22,11 +22,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
-from typing import Any, Literal, TypedDict
+from typing import Literal, TypedDict
 
-from batchroute.domain.billing.controls import BillingControls, Period, Threshold
+from batchroute.domain.billing.controls import BillingControls, Mode, Period, Threshold, ThresholdType
 from batchroute.domain.billing.ledger import DAILY_PREFIX, WalletState, period_keys
-from batchroute.money import Money, format_amount
+from batchroute.money import Money, MoneyView, format_amount
 
 LIMIT_REACHED = "billing.limit_reached"
 THRESHOLD_CROSSED = "billing.threshold_crossed"
@@ -47,13 +47,6 @@ REARM_PERCENT = 110
 LowBalanceStep = Literal["fire", "rearm"]
 
 
-class PeriodView(TypedDict):
-    period: Period
-    period_key: str
-    period_start: str
-    timezone: str
-
-
 @dataclass(frozen=True)
 class AlertPeriod:
     period: Period
@@ -66,13 +59,54 @@ class AlertPeriod:
         text = self.key.split("#", 1)[1]
         return text if self.key.startswith(DAILY_PREFIX) else f"{text}-01"
 
-    def to_api(self) -> PeriodView:
+    def data(self) -> AlertData:
+        """The period's part of an event's data."""
         return {
             "period": self.period,
             "period_key": self.key,
             "period_start": self.start,
             "timezone": self.timezone,
         }
+
+
+class AlertThreshold(TypedDict):
+    type: ThresholdType
+    value: str | int | None  # a USD amount, or a whole percent for pct_of_limit
+
+
+class AlertData(TypedDict, total=False):
+    """An event's data (docs/billing-alerts.md): each event type fills its own keys. USD
+    amounts are decimal strings, but an auto top-up's `amount` (a Money view)."""
+
+    # billing.limit_reached and billing.threshold_crossed: the period (`AlertPeriod.data`)
+    period: Period
+    period_key: str
+    period_start: str
+    timezone: str
+    limit: str
+    spent: str
+    in_flight: str
+    projected: str
+    mode: Mode
+    threshold: AlertThreshold
+    observed: str
+    # billing.threshold_crossed and billing.low_balance
+    balance: str
+    level: str
+    available: str
+    reserved: str
+    rearm_at: str
+    # billing.auto_topup_succeeded and billing.auto_topup_failed
+    attempt_id: str
+    amount: MoneyView
+    processor_reference: str
+    failure_code: str
+    failure_reason: str
+    reason: str  # what a failure's `failure_reason` was called in events stored before it
+    consecutive_failures: int
+    retry_after: str | None
+    auto_topup_disabled: bool
+    message: str
 
 
 @dataclass(frozen=True)
@@ -82,7 +116,7 @@ class Alert:
 
     event_type: str
     once_key: str  # at most one event per key, ever
-    details: dict[str, Any]
+    details: AlertData
 
 
 class BillingEventView(TypedDict):
@@ -91,7 +125,7 @@ class BillingEventView(TypedDict):
     type: str
     org_id: str
     created_at: str
-    data: dict[str, Any]
+    data: AlertData
 
 
 @dataclass(frozen=True)
@@ -102,7 +136,7 @@ class BillingEvent:
     org_id: str
     type: str
     created_at: str
-    details: dict[str, Any]
+    details: AlertData
 
     def to_api(self) -> BillingEventView:
         """The event as the API lists it and the webhook sends it."""
@@ -112,7 +146,7 @@ class BillingEvent:
             "type": self.type,
             "org_id": self.org_id,
             "created_at": self.created_at,
-            "data": dict(self.details),
+            "data": self.details.copy(),
         }
 
 
@@ -151,10 +185,7 @@ def due_alerts(
                     f"limit_reached#{period.key}",
                     {
                         "limit": _usd(limit),
-                        "period": period.period,
-                        "period_key": period.key,
-                        "period_start": period.start,
-                        "timezone": period.timezone,
+                        **period.data(),
                         "spent": _usd(spent),
                         "in_flight": _usd(wallet.reserved),
                         "projected": _usd(projected),
@@ -167,14 +198,15 @@ def due_alerts(
         if observed is None:
             continue
         shown = threshold.percent if threshold.amount is None else _usd(threshold.amount)
-        details = {
+        details: AlertData = {
             "threshold": {"type": threshold.type, "value": shown},
             "observed": observed,
-            **period.to_api(),
+            **period.data(),
             "balance": _usd(wallet.balance),
             "spent": _usd(spent),
-            **({"limit": _usd(limit)} if limit is not None else {}),
         }
+        if limit is not None:
+            details["limit"] = _usd(limit)
         alerts.append(Alert(THRESHOLD_CROSSED, f"threshold#{threshold.type}#{shown}#{period.key}", details))
     return alerts
 

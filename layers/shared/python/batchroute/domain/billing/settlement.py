@@ -17,9 +17,18 @@ from decimal import Decimal
 from typing import NotRequired, TypedDict
 
 from batchroute.domain.billing.ledger import SettlementResult
-from batchroute.domain.catalog.pricing import CacheUse, FeeBasisView, LaneUsage, PriceEstimateView
+from batchroute.domain.billing.savings import ReceiptSavingsView, References, TokenCounts, receipt_savings
+from batchroute.domain.catalog.pricing import (
+    CacheFields,
+    CacheTokens,
+    CacheUse,
+    FeeBasisView,
+    LaneUsage,
+    PriceEstimateView,
+)
 from batchroute.domain.routing.engine import LaneProofView, RejectionView, RoutePlanView
 from batchroute.domain.routing.lane_plan import LaneRecord, plan_groups, plan_lane_entry
+from batchroute.domain.routing.prompt_cache import cache_saving
 from batchroute.money import Money, MoneyView
 
 RECEIPT_VERSION = 1
@@ -31,11 +40,23 @@ class ItemCounts(TypedDict):
     canceled: int
 
 
-class TokenUsage(TypedDict):
+class TokenUsage(CacheFields):
+    """A lane's usage on the receipt; of the input, what was read from / written to the
+    prompt cache (`CacheFields`, when any)."""
+
     prompt_tokens: int  # all input
     completion_tokens: int
-    cached_input_tokens: NotRequired[int]  # of the input: read from the prompt cache (when any)
-    cache_write_input_tokens: NotRequired[int]  # of the input: written to it (when any)
+
+
+class ReceiptPromptCache(TypedDict):
+    """What the vendor's prompt cache did on a lane (cache-aware routing, docs/ledger.md):
+    the items the quote grouped on a shared prefix there, the input read from and written to
+    the cache (completed items), and what that saved against billing it all as input."""
+
+    grouped_items: int
+    cached_input_tokens: int
+    cache_write_input_tokens: int
+    saved: MoneyView
 
 
 class ReceiptLane(TypedDict):
@@ -54,6 +75,7 @@ class ReceiptLane(TypedDict):
     proof: LaneProofView | None
     failover_from: str | None
     latest_error: str | None
+    prompt_cache: NotRequired[ReceiptPromptCache]  # when grouped or the vendor reported cache use
 
 
 class RescuedLane(TypedDict):
@@ -126,6 +148,10 @@ class ReceiptTotals(TypedDict):
     credit_released: MoneyView
     settled_at: str
     item_counts: BatchCounts
+    # The charge beside the same tokens at the reference vendors' list and batch prices
+    # (domain/billing/savings.py); absent on receipts settled before it, or when a lane's
+    # model has no reference.
+    savings: NotRequired[ReceiptSavingsView]
 
 
 class BillingReceipt(ReceiptTotals):
@@ -166,9 +192,8 @@ def lane_usage(lane: LaneRecord, tally: Mapping[str, int]) -> LaneUsage:
         output_tokens=int(tally.get("completion_tokens") or 0),
         input_per_mtok=_price(prices, "input_per_mtok"),
         output_per_mtok=_price(prices, "output_per_mtok"),
-        cache=CacheUse(
-            cached_input_tokens=int(tally.get("cached_input_tokens") or 0),
-            cache_write_input_tokens=int(tally.get("cache_write_input_tokens") or 0),
+        cache=CacheUse.at_prices(
+            CacheTokens.from_fields(tally),
             cached_input_per_mtok=_cache_price(prices, "cached_input_per_mtok"),
             cache_write_input_per_mtok=_cache_price(prices, "cache_write_input_per_mtok"),
         ),
@@ -177,12 +202,11 @@ def lane_usage(lane: LaneRecord, tally: Mapping[str, int]) -> LaneUsage:
 
 def token_usage(usage: LaneUsage) -> TokenUsage:
     """A lane's usage as the receipt shows it: the cache counts when there are any."""
-    shown: TokenUsage = {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.output_tokens}
-    if usage.cache.cached_input_tokens:
-        shown["cached_input_tokens"] = usage.cache.cached_input_tokens
-    if usage.cache.cache_write_input_tokens:
-        shown["cache_write_input_tokens"] = usage.cache.cache_write_input_tokens
-    return shown
+    return {
+        "prompt_tokens": usage.prompt_tokens,
+        "completion_tokens": usage.output_tokens,
+        **usage.cache.tokens.to_fields(),
+    }
 
 
 def charged_usage(lanes: Iterable[LaneRecord], tallies: Mapping[str, Mapping[str, int]]) -> list[LaneUsage]:
@@ -201,6 +225,25 @@ def lane_item_counts(lane: LaneRecord, tally: Mapping[str, int]) -> ItemCounts:
         "completed": int(tally.get("completed") or 0),
         "failed": int(tally.get("failed") or 0),
         "canceled": lane.canceled,
+    }
+
+
+def prompt_cache_receipt(usage: LaneUsage, grouped_items: int) -> ReceiptPromptCache | None:
+    """The lane's prompt-cache line: saved = cached x (input price - cached price) - write
+    premium (written x (write price - input price)), at the lane's locked prices; None on a
+    lane with no grouped items and no cache use."""
+    cache = usage.cache
+    cached, written = cache.cached_input_tokens, cache.cache_write_input_tokens
+    if not (grouped_items or cached or written):
+        return None
+    saved = cache_saving(
+        cached, written, usage.input_per_mtok, cache.cached_input_per_mtok, cache.cache_write_input_per_mtok
+    )
+    return {
+        "grouped_items": grouped_items,
+        "cached_input_tokens": cached,
+        "cache_write_input_tokens": written,
+        "saved": Money.usd(saved).to_api(),
     }
 
 
@@ -224,24 +267,26 @@ def provider_lanes(
             continue
         usage = lane_usage(lane, tally)
         entry = plan_lane_entry(groups, lane.lane_id)
-        shown.append(
-            {
-                "lane_key": lane.lane_key,
-                "lane_id": lane.lane_id,
-                "provider": lane.provider,
-                "model": lane.model,
-                "status": lane.status,
-                "item_counts": lane_item_counts(lane, tally),
-                "usage": token_usage(usage),
-                "unit_prices": dict(lane.unit_prices),
-                "cost": Money.usd_ceil(usage.cost).to_api(),
-                "proof": entry.proof if entry is not None else None,
-                "failover_from": lane.failover_from,
-                # Why the lane failed or handed its items over (a vendor job's own errors
-                # included), else None.
-                "latest_error": lane.latest_error,
-            }
-        )
+        receipt_lane: ReceiptLane = {
+            "lane_key": lane.lane_key,
+            "lane_id": lane.lane_id,
+            "provider": lane.provider,
+            "model": lane.model,
+            "status": lane.status,
+            "item_counts": lane_item_counts(lane, tally),
+            "usage": token_usage(usage),
+            "unit_prices": dict(lane.unit_prices),
+            "cost": Money.usd_ceil(usage.cost).to_api(),
+            "proof": entry.proof if entry is not None else None,
+            "failover_from": lane.failover_from,
+            # Why the lane failed or handed its items over (a vendor job's own errors
+            # included), else None.
+            "latest_error": lane.latest_error,
+        }
+        cache = prompt_cache_receipt(usage, entry.grouped_items if entry is not None else 0)
+        if cache is not None:
+            receipt_lane["prompt_cache"] = cache
+        shown.append(receipt_lane)
     return shown
 
 
@@ -300,6 +345,7 @@ def build_receipt(
     rejected: list[RejectedLane],
     fee_basis: FeeBasisView | None = None,
     rescues: list[RescuedLane] | None = None,
+    references: References | None = None,
 ) -> BillingReceipt:
     """The billing receipt (interface spec "Billing receipt"); Money as {currency, amount}.
 
@@ -332,4 +378,22 @@ def build_receipt(
         receipt["service_fee_basis"] = fee_basis
     if rescues:
         receipt["rescues"] = rescues
+    savings = receipt_savings(references, _lane_tokens(lanes), credits.charged) if references else None
+    if savings is not None:
+        receipt["savings"] = savings
     return receipt
+
+
+def _lane_tokens(lanes: list[ReceiptLane]) -> list[tuple[str | None, TokenCounts]]:
+    return [
+        (
+            lane["model"],
+            TokenCounts(
+                prompt_tokens=lane["usage"]["prompt_tokens"],
+                output_tokens=lane["usage"]["completion_tokens"],
+                cached_input_tokens=lane["usage"].get("cached_input_tokens", 0),
+                cache_write_input_tokens=lane["usage"].get("cache_write_input_tokens", 0),
+            ),
+        )
+        for lane in lanes
+    ]

@@ -20,13 +20,16 @@ from __future__ import annotations
 
 import zoneinfo
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
 from typing import Any, Final, Literal, NotRequired, TypedDict, get_args
 
 from batchroute.clock import isoformat
+from batchroute.domain.billing.savings import References, Savings, SavingsView, TokenCounts, counter_savings
 from batchroute.domain.billing.settlement import lane_usage
+from batchroute.domain.catalog.catalog import Lane
+from batchroute.domain.catalog.pricing import NO_CACHE_TOKENS, CacheTokens, CacheTotals, usage_cost
 from batchroute.domain.routing.lane_plan import LaneRecord
 from batchroute.money import Money, MoneyView
 
@@ -68,13 +71,13 @@ class UsageCharge:
     lines: tuple[UsageLine, ...]
 
 
-class TokensView(TypedDict):
+class TokensView(CacheTotals):
+    """Of the input, what the vendor read from / wrote to its prompt cache (`CacheTotals`,
+    when any)."""
+
     input: int  # all input
     output: int
     total: int
-    # Of the input, what the vendor read from / wrote to its prompt cache (when any).
-    cached_input: NotRequired[int]
-    cache_write_input: NotRequired[int]
 
 
 class RequestsView(TypedDict):
@@ -87,6 +90,7 @@ class FiguresView(TypedDict):
     spend: MoneyView
     tokens: TokensView
     requests: RequestsView
+    savings: SavingsView  # the spend beside the same tokens at the reference prices
 
 
 class ModelFiguresView(FiguresView):
@@ -124,6 +128,7 @@ class UsageReportView(TypedDict):
     current_period: PeriodUsageView
     previous_period: PeriodUsageView
     generated_at: str
+    reference_prices_as_of: NotRequired[str]  # the date of the prices `savings` compares with
 
 
 @dataclass(frozen=True)
@@ -137,6 +142,8 @@ class UsageFigures:
     chat_requests: int = 0
     cached_input_tokens: int = 0
     cache_write_input_tokens: int = 0
+    # Worked out when the report is read (`UsageCounter.with_savings`), never stored.
+    savings: Savings = field(default_factory=Savings)
 
     def __add__(self, other: UsageFigures) -> UsageFigures:
         return UsageFigures(
@@ -147,6 +154,7 @@ class UsageFigures:
             chat_requests=self.chat_requests + other.chat_requests,
             cached_input_tokens=self.cached_input_tokens + other.cached_input_tokens,
             cache_write_input_tokens=self.cache_write_input_tokens + other.cache_write_input_tokens,
+            savings=self.savings + other.savings,
         )
 
     @property
@@ -158,11 +166,8 @@ class UsageFigures:
             "input": self.input_tokens,
             "output": self.output_tokens,
             "total": self.input_tokens + self.output_tokens,
+            **CacheTokens(self.cached_input_tokens, self.cache_write_input_tokens).to_totals(),
         }
-        if self.cached_input_tokens:
-            tokens["cached_input"] = self.cached_input_tokens
-        if self.cache_write_input_tokens:
-            tokens["cache_write_input"] = self.cache_write_input_tokens
         return {
             "spend": Money(self.cost_micros).to_api(),
             "tokens": tokens,
@@ -171,6 +176,7 @@ class UsageFigures:
                 "chat": self.chat_requests,
                 "total": self.batch_items + self.chat_requests,
             },
+            "savings": self.savings.to_api(),
         }
 
 
@@ -187,6 +193,16 @@ class UsageCounter:
     @property
     def sort_key(self) -> str:
         return usage_sort_key(self.day, self.model, self.provider)
+
+    def with_savings(self, references: References) -> UsageCounter:
+        """The counter with its tokens priced at its model's reference prices beside its spend."""
+        f = self.figures
+        tokens = TokenCounts(
+            f.input_tokens, f.output_tokens, f.cached_input_tokens, f.cache_write_input_tokens
+        )
+        return replace(
+            self, figures=replace(f, savings=counter_savings(references, self.model, tokens, f.cost_micros))
+        )
 
 
 def usage_sort_key(day: str, model: str, provider: str) -> str:
@@ -450,13 +466,14 @@ class UsageReport:
     previous: PeriodUsage
     generated_at: datetime
     period: UsagePeriod = field(default="monthly")
+    reference_prices_as_of: str | None = None
 
     @property
     def available(self) -> Money:
         return self.balance - self.reserved
 
     def to_api(self) -> UsageReportView:
-        return {
+        view: UsageReportView = {
             "object": "usage",
             "org_id": self.org_id,
             "balance": self.balance.to_api(),
@@ -468,6 +485,9 @@ class UsageReport:
             "previous_period": self.previous.to_api(),
             "generated_at": isoformat(self.generated_at),
         }
+        if self.reference_prices_as_of:
+            view["reference_prices_as_of"] = self.reference_prices_as_of
+        return view
 
 
 # -- what a settlement knows -------------------------------------------------------------
@@ -498,3 +518,26 @@ def batch_usage_lines(
             )
         )
     return tuple(lines)
+
+
+def direct_usage_line(
+    lane: Lane, prompt_tokens: int, completion_tokens: int, cache: CacheTokens = NO_CACHE_TOKENS
+) -> UsageLine:
+    """One direct chat request on `lane`: its tokens, each kind at the lane's direct price
+    (the request's charge is this cost rounded up, at most its hold)."""
+    return UsageLine(
+        model=lane.model,
+        provider=lane.provider,
+        cost=usage_cost(
+            lane.price.direct,
+            prompt_tokens,
+            completion_tokens,
+            cached_input_tokens=cache.cached_input_tokens,
+            cache_write_input_tokens=cache.cache_write_input_tokens,
+        ),
+        input_tokens=prompt_tokens,
+        output_tokens=completion_tokens,
+        cached_input_tokens=cache.cached_input_tokens,
+        cache_write_input_tokens=cache.cache_write_input_tokens,
+        chat_requests=1,
+    )

@@ -124,6 +124,23 @@ def _unit_prices(
     )
 
 
+# How a vendor is told what to cache: it caches every long prefix by itself (OpenAI,
+# Gemini's implicit caching), or only up to a breakpoint the request marks (Anthropic's
+# `cache_control`, Bedrock Converse's `cachePoint`).
+CacheMarker = Literal["automatic", "cache_control", "cache_point"]
+CACHE_MARKERS: tuple[CacheMarker, ...] = ("automatic", "cache_control", "cache_point")
+
+
+@dataclass(frozen=True)
+class PromptCacheRule:
+    """A lane's vendor prompt cache (lanes.toml `prompt_cache`): the fewest tokens a cached
+    prefix has, how long an unused one lives, and how a request asks for it."""
+
+    min_tokens: int
+    lifetime_seconds: int
+    marker: CacheMarker
+
+
 @dataclass(frozen=True)
 class Lane:
     provider: str  # Provider.slug
@@ -138,6 +155,7 @@ class Lane:
     reliability: Decimal = Decimal("0.99")  # observed success rate prior, used to rank direct lanes
     provider_model_id: str = ""  # the provider's own name for the model
     sampling_parameters: bool = True  # the model's: whether requests may carry temperature/top_p
+    prompt_cache: PromptCacheRule | None = None  # None: the vendor caches nothing for this lane
 
     @property
     def lane_id(self) -> str:
@@ -158,6 +176,9 @@ class Model:
     # Whether the model takes sampling parameters (temperature, top_p); a reasoning model
     # that refuses them says false (models.toml `sampling_parameters`).
     sampling_parameters: bool = True
+    # The provider whose published prices for this model are the yardstick of what routing
+    # saved (models.toml `reference_provider`; docs/routing.md, "What routing saved").
+    reference_provider: str = ""
 
 
 @dataclass(frozen=True)
@@ -230,3 +251,13 @@ class Catalog:
                 grouped.setdefault(lane.model, []).append(lane)
             self._by_model.update({k: tuple(v) for k, v in grouped.items()})
         return self._by_model.get(model_id, ())
+
+    def reference_lane(self, model_id: str) -> Lane | None:
+        """The lane of the model's reference provider: its list and batch prices are the
+        reference prices of what routing saved."""
+        model = self.model(model_id)
+        if model is None:
+            return None
+        return next(
+            (lane for lane in self.lanes_for(model_id) if lane.provider == model.reference_provider), None
+        )

@@ -18,10 +18,10 @@ its fee (`PriceBreakdown.fee_basis`, docs/money.md).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Literal, Protocol, TypedDict
+from typing import Final, Literal, Protocol, TypedDict, cast
 
 from batchroute.domain.catalog.catalog import FeeSchedule, LanePrice, UnitPrices
 from batchroute.money import Money, MoneyView, money_text
@@ -29,6 +29,66 @@ from batchroute.money import Money, MoneyView, money_text
 FeeKind = Literal["batch", "workflow"]
 _MILLION = Decimal(1_000_000)
 _HUNDRED = Decimal(100)
+
+
+class CacheFields(TypedDict, total=False):
+    """The prompt-cache counts as result lines, tallies, receipts and records keep them: of
+    the input, the tokens read from the vendor's cache and written to it, each key only when
+    not zero (an answer without them keeps its old shape)."""
+
+    cached_input_tokens: int
+    cache_write_input_tokens: int
+
+
+_CACHE_KEYS: Final = ("cached_input_tokens", "cache_write_input_tokens")  # CacheFields' keys
+_TOTAL_KEYS: Final = ("cached_input", "cache_write_input")  # CacheTotals' keys
+
+
+class CacheTotals(TypedDict, total=False):
+    """The same counts as GET /v1/usage's `tokens` names them."""
+
+    cached_input: int
+    cache_write_input: int
+
+
+@dataclass(frozen=True, slots=True)
+class CacheTokens:
+    """Of an input, the tokens the vendor read from its prompt cache and wrote to it: the one
+    place their stored keys are read (`from_fields`) and written (`to_fields`, `to_totals`)."""
+
+    cached_input_tokens: int = 0
+    cache_write_input_tokens: int = 0
+
+    def __add__(self, other: CacheTokens) -> CacheTokens:
+        return CacheTokens(
+            self.cached_input_tokens + other.cached_input_tokens,
+            self.cache_write_input_tokens + other.cache_write_input_tokens,
+        )
+
+    def counts(self) -> dict[str, int]:
+        """The counts by their stored key (`CacheFields`), those that are not zero."""
+        return self._named(_CACHE_KEYS)
+
+    def to_fields(self) -> CacheFields:
+        return cast(CacheFields, self.counts())  # exactly CacheFields' keys, each an int
+
+    def to_totals(self) -> CacheTotals:
+        return cast(CacheTotals, self._named(_TOTAL_KEYS))  # exactly CacheTotals' keys
+
+    def _named(self, names: tuple[str, str]) -> dict[str, int]:
+        named = zip(names, (self.cached_input_tokens, self.cache_write_input_tokens), strict=True)
+        return {name: count for name, count in named if count}
+
+    @classmethod
+    def from_fields(cls, fields: CacheFields | Mapping[str, int]) -> CacheTokens:
+        """The counts a stored usage, tally or checkpoint holds (none: zero)."""
+        return cls(
+            int(fields.get("cached_input_tokens") or 0),
+            int(fields.get("cache_write_input_tokens") or 0),
+        )
+
+
+NO_CACHE_TOKENS = CacheTokens()
 
 
 @dataclass(frozen=True)
@@ -44,6 +104,25 @@ class CacheUse:
     @classmethod
     def priced(cls, cached: int, written: int, prices: UnitPrices) -> CacheUse:
         return cls(cached, written, prices.cached_input_per_mtok, prices.cache_write_input_per_mtok)
+
+    @classmethod
+    def at_prices(
+        cls,
+        tokens: CacheTokens,
+        *,
+        cached_input_per_mtok: Decimal | None,
+        cache_write_input_per_mtok: Decimal | None,
+    ) -> CacheUse:
+        return cls(
+            tokens.cached_input_tokens,
+            tokens.cache_write_input_tokens,
+            cached_input_per_mtok,
+            cache_write_input_per_mtok,
+        )
+
+    @property
+    def tokens(self) -> CacheTokens:
+        return CacheTokens(self.cached_input_tokens, self.cache_write_input_tokens)
 
 
 NO_CACHE = CacheUse()

@@ -9,7 +9,9 @@ from typing import Any, Literal
 
 from batchroute.domain.batches.record import BatchRecord
 from batchroute.domain.billing.rate_limits import CallerGate, WindowCounts
+from batchroute.domain.catalog.pricing import NO_CACHE_TOKENS, CacheTokens
 from batchroute.domain.routing.lanes import LaneAttempt
+from batchroute.domain.workflow.results import line_usage
 from batchroute.money import Money
 
 Refusal = Literal[
@@ -80,22 +82,13 @@ class ChatOutcome:
     billing: Mapping[str, Any]  # the receipt, as GET /v1/batches/{id} shows it
     tool_uses: tuple[tuple[str, int], ...] = ()
     lanes: LanesTried | None = None
-    # Of prompt_tokens, what the vendor read from / wrote to its prompt cache.
-    cached_input_tokens: int = 0
-    cache_write_input_tokens: int = 0
+    cache: CacheTokens = NO_CACHE_TOKENS  # of prompt_tokens, read from / written to the prompt cache
 
     def to_changes(self) -> dict[str, Any]:
         """The record's fields this outcome sets."""
-        usage: dict[str, int | dict[str, int]] = {
-            "prompt_tokens": self.prompt_tokens,
-            "completion_tokens": self.completion_tokens,
-        }
-        if self.cached_input_tokens:
-            usage["cached_input_tokens"] = self.cached_input_tokens
-        if self.cache_write_input_tokens:
-            usage["cache_write_input_tokens"] = self.cache_write_input_tokens
-        if self.tool_uses:
-            usage["tool_uses"] = dict(self.tool_uses)
+        usage = line_usage(
+            self.prompt_tokens, self.completion_tokens, cache=self.cache, tool_uses=self.tool_uses
+        )
         changes: dict[str, Any] = {
             "state": "completed" if self.completed else "failed",
             "state_changed_at": self.at,

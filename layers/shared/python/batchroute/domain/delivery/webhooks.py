@@ -19,11 +19,11 @@ import hashlib
 import hmac
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from email.utils import parsedate_to_datetime
-from typing import Any, Final, Literal, TypedDict, get_args
+from typing import Any, Final, Literal, NotRequired, TypedDict, get_args
 
 SIGNATURE_HEADER = "X-Service-Signature"
 TIMESTAMP_HEADER = "X-Service-Timestamp"
@@ -258,6 +258,41 @@ class WebhookAttemptView(TypedDict):
     duration_ms: int
 
 
+class WebhookDeliveryItem(TypedDict):
+    """A delivery as stored: `WebhookDeliveryRecord`'s fields, whole numbers as int; a null
+    field may be absent."""
+
+    delivery_id: str
+    org_id: str
+    event_id: str
+    event_type: str
+    url: str
+    status: str
+    attempt_count: int
+    created_at: str
+    updated_at: str
+    payload: str
+    secret_source: str
+    secret_sealed: str
+    next_attempt_at: NotRequired[str | None]
+    batch_id: NotRequired[str | None]
+    last_attempt_at: NotRequired[str | None]
+    last_response_status: NotRequired[int | None]
+    last_error: NotRequired[str | None]
+    lease_until: NotRequired[str | None]
+
+
+class WebhookAttemptItem(TypedDict):
+    """An attempt as stored beside its delivery (whole numbers as int; nulls may be absent)."""
+
+    delivery_id: str
+    attempt: int
+    at: NotRequired[str | None]
+    status_code: NotRequired[int | None]
+    error: NotRequired[str | None]
+    duration_ms: NotRequired[int]
+
+
 @dataclass(frozen=True, slots=True)
 class WebhookDeliveryRecord:
     """One event's delivery to a webhook, as stored (adapters/dynamo/webhook_deliveries.py):
@@ -288,14 +323,52 @@ class WebhookDeliveryRecord:
         """What the store keys it by: its batch (`batch_id`) or its org (`org_id`)."""
         return str(self.batch_id if owner_field == "batch_id" else self.org_id)
 
-    def to_item(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+    def to_item(self) -> WebhookDeliveryItem:
+        return {
+            "delivery_id": self.delivery_id,
+            "org_id": self.org_id,
+            "event_id": self.event_id,
+            "event_type": self.event_type,
+            "url": self.url,
+            "status": self.status,
+            "attempt_count": self.attempt_count,
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+            "payload": self.payload,
+            "secret_source": self.secret_source,
+            "secret_sealed": self.secret_sealed,
+            "next_attempt_at": self.next_attempt_at,
+            "batch_id": self.batch_id,
+            "last_attempt_at": self.last_attempt_at,
+            "last_response_status": self.last_response_status,
+            "last_error": self.last_error,
+            "lease_until": self.lease_until,
+        }
 
     @classmethod
-    def from_item(cls, item: Mapping[str, Any]) -> WebhookDeliveryRecord:
+    def from_item(cls, item: WebhookDeliveryItem) -> WebhookDeliveryRecord:
         """A stored delivery (the store's plain values: whole numbers as int); keys that are
         not fields (the store's own) are left out."""
-        return cls(**{f.name: item[f.name] for f in fields(cls) if item.get(f.name) is not None})
+        return cls(
+            delivery_id=item["delivery_id"],
+            org_id=item["org_id"],
+            event_id=item["event_id"],
+            event_type=item["event_type"],
+            url=item["url"],
+            status=item["status"],
+            attempt_count=item["attempt_count"],
+            created_at=item["created_at"],
+            updated_at=item["updated_at"],
+            payload=item["payload"],
+            secret_source=item["secret_source"],
+            secret_sealed=item["secret_sealed"],
+            next_attempt_at=item.get("next_attempt_at"),
+            batch_id=item.get("batch_id"),
+            last_attempt_at=item.get("last_attempt_at"),
+            last_response_status=item.get("last_response_status"),
+            last_error=item.get("last_error"),
+            lease_until=item.get("lease_until"),
+        )
 
     def log_ids(self) -> dict[str, str | None]:
         return {name: getattr(self, name) for name in ("batch_id", "org_id", "delivery_id", "event_id")}
@@ -329,8 +402,15 @@ class WebhookAttempt:
     duration_ms: int = 0
 
     @classmethod
-    def from_item(cls, item: Mapping[str, Any]) -> WebhookAttempt:
-        return cls(**{f.name: item[f.name] for f in fields(cls) if item.get(f.name) is not None})
+    def from_item(cls, item: WebhookAttemptItem) -> WebhookAttempt:
+        return cls(
+            delivery_id=item["delivery_id"],
+            attempt=item["attempt"],
+            at=item.get("at"),
+            status_code=item.get("status_code"),
+            error=item.get("error"),
+            duration_ms=item.get("duration_ms") or 0,
+        )
 
     def to_api(self) -> WebhookAttemptView:
         return {

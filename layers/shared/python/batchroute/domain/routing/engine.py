@@ -38,6 +38,17 @@ from batchroute.domain.routing.gates import (
     lane_gate_failures,
 )
 from batchroute.domain.routing.items import ModelGroup
+from batchroute.domain.routing.prompt_cache import (
+    NO_EXPECTED_CACHE,
+    ExpectedCache,
+    PrefixRun,
+    SharedPrefixView,
+    expected_cache,
+    expected_cost,
+    run_views,
+    runs_of,
+    shared_runs,
+)
 from batchroute.money import Money, MoneyView, money_text
 
 # Under sla_aware a lane is "roomy" with this many times the group's items left today:
@@ -83,6 +94,21 @@ def with_cache_prices(
     return view
 
 
+class LanePromptCacheView(TypedDict):
+    """A selected lane's expected prompt-cache use (docs/routing.md, "Cache-aware routing"):
+    on a lane whose vendor caches, when cache-aware routing is on. An expectation: the
+    estimated cost and the reservation stay uncached."""
+
+    min_prefix_tokens: int
+    lifetime_seconds: int
+    marker: str
+    grouped_items: int
+    expected_cached_input_tokens: int
+    expected_cache_write_input_tokens: int
+    expected_cache_savings: MoneyView
+    expected_provider_cost: MoneyView
+
+
 class SelectedLaneView(TypedDict):
     lane_id: str
     provider: str
@@ -94,6 +120,7 @@ class SelectedLaneView(TypedDict):
     unit_prices: UnitPricesView
     estimated_provider_cost: MoneyView
     proof: LaneProofView
+    prompt_cache: NotRequired[LanePromptCacheView]
 
 
 class RejectionView(TypedDict):
@@ -118,6 +145,8 @@ class GroupRouteView(TypedDict):
     selected_lanes: list[SelectedLaneView]
     rejected_lanes: list[RejectedLaneView]
     failure: str | None
+    # the prompt prefixes its items share (cache-aware routing): what the lanes mark
+    shared_prefixes: NotRequired[list[SharedPrefixView]]
 
 
 class RoutePlanView(TypedDict):
@@ -166,6 +195,30 @@ class LaneProof:
 
 
 @dataclass(frozen=True)
+class LaneCacheExpectation:
+    """A selected lane's expected prompt-cache use and what it does to the lane's cost."""
+
+    min_prefix_tokens: int
+    lifetime_seconds: int
+    marker: str
+    expected: ExpectedCache
+    expected_cost: Money  # the lane's share at its batch prices, the cache as expected
+    savings: Money  # the uncached estimate less `expected_cost`
+
+    def to_api(self) -> LanePromptCacheView:
+        return {
+            "min_prefix_tokens": self.min_prefix_tokens,
+            "lifetime_seconds": self.lifetime_seconds,
+            "marker": self.marker,
+            "grouped_items": self.expected.grouped_items,
+            "expected_cached_input_tokens": self.expected.cached_tokens,
+            "expected_cache_write_input_tokens": self.expected.write_tokens,
+            "expected_cache_savings": self.savings.to_api(),
+            "expected_provider_cost": self.expected_cost.to_api(),
+        }
+
+
+@dataclass(frozen=True)
 class SelectedLane:
     lane_id: str
     provider: str
@@ -179,8 +232,11 @@ class SelectedLane:
     proof: LaneProof
     batch_cached_input_per_mtok: Decimal | None = None  # None: the lane has no cache prices
     batch_cache_write_input_per_mtok: Decimal | None = None
+    prompt_cache: LaneCacheExpectation | None = None  # cache-aware routing on a caching lane
 
     def usage(self) -> LaneUsage:
+        """The lane's estimated usage, uncached: what the quote's price and the batch's
+        reservation cover (the cache's expected savings are never counted on)."""
         return LaneUsage(
             lane_id=self.lane_id,
             prompt_tokens=self.prompt_tokens,
@@ -190,6 +246,12 @@ class SelectedLane:
         )
 
     def to_api(self) -> SelectedLaneView:
+        view = self._view()
+        if self.prompt_cache is not None:
+            view["prompt_cache"] = self.prompt_cache.to_api()
+        return view
+
+    def _view(self) -> SelectedLaneView:
         return {
             "lane_id": self.lane_id,
             "provider": self.provider,
@@ -248,6 +310,7 @@ class GroupRoute:
     selected: tuple[SelectedLane, ...]
     rejected: tuple[Rejection, ...]
     failure: str | None = None  # why no lane could take the group
+    shared_prefixes: tuple[SharedPrefixView, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -257,13 +320,16 @@ class GroupRoute:
         return dict(sorted(Counter(r.code for r in self.rejected).items()))
 
     def to_api(self) -> GroupRouteView:
-        return {
+        view: GroupRouteView = {
             "model": self.model,
             "item_count": self.item_count,
             "selected_lanes": [lane.to_api() for lane in self.selected],
             "rejected_lanes": [lane.to_api() for lane in self.rejected],
             "failure": self.failure,
         }
+        if self.shared_prefixes:
+            view["shared_prefixes"] = list(self.shared_prefixes)
+        return view
 
 
 @dataclass(frozen=True)
@@ -301,7 +367,7 @@ class RoutePlan:
             placed = "; ".join(
                 f"{lane.item_count} items on {lane.provider} "
                 f"(${format(lane.batch_input_per_mtok, 'f')} in / "
-                f"${format(lane.batch_output_per_mtok, 'f')} out per million tokens)"
+                f"${format(lane.batch_output_per_mtok, 'f')} out per million tokens){_cached(lane)}"
                 for lane in group.selected
             )
             counts = ", ".join(f"{count} {code}" for code, count in group.rejection_counts().items())
@@ -318,6 +384,17 @@ class RoutePlan:
             "catalog_version": self.catalog_version,
             "groups": [group.to_api() for group in self.groups],
         }
+
+
+def _cached(lane: SelectedLane) -> str:
+    """What the explanation says of a lane's expected prompt cache, when it expects one."""
+    cache = lane.prompt_cache
+    if cache is None or not cache.expected.grouped_items:
+        return ""
+    return (
+        f", {cache.expected.grouped_items} of them sharing a cached prompt prefix: expected "
+        f"{money_text(cache.expected_cost)} instead of {money_text(lane.estimated_cost)}"
+    )
 
 
 def route(
@@ -346,15 +423,17 @@ class _Candidate:
     demand: LaneDemand
     remaining: int
     proof: LaneProof
+    expected: ExpectedCache = NO_EXPECTED_CACHE  # over the whole group
+    rank_cost: Decimal = Decimal(0)  # the group's cost here, the cache as expected
     taken: int = 0
 
 
 def _cost_reason(candidate: _Candidate, best: _Candidate) -> tuple[str, dict[str, GateDetail]]:
     """Why `best` ranks before `candidate` on cost: its price, or at the same price the
     tie-break that decided (`_Router._rank_key`: reliability, then lane id), as `tie_break`."""
-    costs = Money.usd_ceil(best.demand.cost), Money.usd_ceil(candidate.demand.cost)
+    costs = Money.usd_ceil(best.rank_cost), Money.usd_ceil(candidate.rank_cost)
     best_id = best.lane.lane_id
-    if best.demand.cost != candidate.demand.cost:
+    if best.rank_cost != candidate.rank_cost:
         shown = [money_text(cost) for cost in costs]
         if shown[0] == shown[1]:  # apart by less than the display shows: the exact amounts
             shown = [f"{cost.to_api()['amount']} USD" for cost in costs]
@@ -381,6 +460,8 @@ class _Router:
     def route_group(self, group: ModelGroup) -> GroupRoute:
         rejected: list[Rejection] = []
         candidates: list[_Candidate] = []
+        shared = shared_runs(group.prefixes) if self.guards.cache_aware else []
+        runs = [run for _, run in shared]
         for lane in sorted(self.catalog.lanes_for(group.model), key=lambda lane: lane.lane_id):
             provider = self.providers.get(lane.provider)
             live = self.live.get(lane.lane_id)
@@ -401,10 +482,12 @@ class _Router:
             if provider is None or live is None or any(f.code != "capacity_full" for f in failures):
                 rejected.append(_rejection(lane, failures, proof))
             else:
-                candidates.append(_Candidate(lane, provider, demand, live.remaining_capacity_items, proof))
+                candidates.append(self._candidate(lane, provider, demand, live, proof, runs))
         candidates.sort(key=self._rank_key(group.item_count))
         chosen = self._assign(candidates, group.item_count)
         split = len(chosen) > 1 or any(c.taken < group.item_count for c in chosen)
+        if len(chosen) > 1:
+            _keep_runs_whole(chosen, runs)
         for candidate in candidates:
             if any(candidate is c for c in chosen):
                 continue
@@ -415,7 +498,11 @@ class _Router:
                 why = _capacity_failure(candidate.remaining, group.item_count)
             rejected.append(_rejection(candidate.lane, [why], candidate.proof))
         rejected.sort(key=lambda r: r.lane_id)
-        selected = tuple(_selected(candidate, group) for candidate in chosen)
+        starts = [sum(c.taken for c in chosen[:at]) for at in range(len(chosen))]
+        selected = tuple(
+            _selected(candidate, group, start, runs if self.guards.cache_aware else None)
+            for candidate, start in zip(chosen, starts, strict=True)
+        )
         failure = None
         if not selected:
             failure = _failure_text(group, rejected, candidates)
@@ -426,7 +513,22 @@ class _Router:
             selected=selected,
             rejected=tuple(rejected),
             failure=failure,
+            shared_prefixes=tuple(view for view in group.shared_prefixes() if self.guards.cache_aware),
         )
+
+    def _candidate(
+        self,
+        lane: Lane,
+        provider: Provider,
+        demand: LaneDemand,
+        live: LaneLive,
+        proof: LaneProof,
+        runs: list[PrefixRun],
+    ) -> _Candidate:
+        """A lane that may take (part of) the group, ranked on its expected cost."""
+        expected = expected_cache(runs, lane.prompt_cache)
+        cost = expected_cost(lane, demand.prompt_tokens, demand.output_tokens, expected)
+        return _Candidate(lane, provider, demand, live.remaining_capacity_items, proof, expected, cost)
 
     def _rank_key(self, item_count: int) -> Callable[[_Candidate], tuple[int, Decimal, Decimal, str]]:
         """Lower sorts first: the mode's preference, then cost, then reliability, then lane_id."""
@@ -439,7 +541,7 @@ class _Router:
                 first = 0 if c.provider.kind == "edge" else 1
             else:
                 first = 0
-            return (first, c.demand.cost, -c.lane.reliability, c.lane.lane_id)
+            return (first, c.rank_cost, -c.lane.reliability, c.lane.lane_id)
 
         return key
 
@@ -529,13 +631,45 @@ def _fill(ranked: list[_Candidate], item_count: int) -> list[_Candidate]:
     return []
 
 
-def _selected(candidate: _Candidate, group: ModelGroup) -> SelectedLane:
-    """The lane's share of the group: tokens pro rata to its items, rounded up, so the
-    shares of a split never add up to less than the whole."""
+def _keep_runs_whole(chosen: list[_Candidate], runs: list[PrefixRun]) -> None:
+    """Moves the split points between the chosen lanes (their model ordinals follow in
+    order: lane_plan.plan_lanes) off the contiguous runs of a shared prefix where a lane's
+    room allows: each point to the end of the run its earlier lane then takes, else to the
+    start of the run, its later lane taking the rest. Items stay the same, only their lane
+    changes; a point no lane has room to move stays (docs/routing.md)."""
+    whole = [run for run in runs if run.contiguous]
+    for at in range(len(chosen) - 1):
+        before, after = chosen[at], chosen[at + 1]
+        point = sum(c.taken for c in chosen[: at + 1])
+        run = next((r for r in whole if r.first < point <= r.last), None)
+        if run is None:
+            continue
+        forward, back = run.last + 1 - point, point - run.first
+        if before.taken + forward <= before.remaining and after.taken - forward >= 1:
+            before.taken, after.taken = before.taken + forward, after.taken - forward
+        elif after.taken + back <= after.remaining and before.taken - back >= 1:
+            before.taken, after.taken = before.taken - back, after.taken + back
+
+
+def _selected(
+    candidate: _Candidate, group: ModelGroup, start: int, runs: list[PrefixRun] | None
+) -> SelectedLane:
+    """The lane's share of the group (model ordinals `[start, start + taken)`): tokens pro
+    rata to its items, rounded up, so the shares of a split never add up to less than the
+    whole; with cache-aware routing on (`runs`) and a lane that caches, its expected cache use."""
     share = candidate.taken
     prompt = _pro_rata(candidate.demand.prompt_tokens, share, group.item_count)
     output = _pro_rata(candidate.demand.output_tokens, share, group.item_count)
     lane = candidate.lane
+    estimated = Money.usd_ceil(batch_cost(prompt, output, lane.price))
+    cache = None
+    if runs is not None and lane.prompt_cache is not None:
+        rule = lane.prompt_cache
+        expected = expected_cache(runs, rule, start=start, end=start + share)
+        cost = Money.usd_ceil(expected_cost(lane, prompt, output, expected))
+        cache = LaneCacheExpectation(
+            rule.min_tokens, rule.lifetime_seconds, rule.marker, expected, cost, estimated - cost
+        )
     return SelectedLane(
         lane_id=lane.lane_id,
         provider=lane.provider,
@@ -545,10 +679,11 @@ def _selected(candidate: _Candidate, group: ModelGroup) -> SelectedLane:
         output_tokens=output,
         batch_input_per_mtok=lane.price.batch_input_per_mtok,
         batch_output_per_mtok=lane.price.batch_output_per_mtok,
-        estimated_cost=Money.usd_ceil(batch_cost(prompt, output, lane.price)),
+        estimated_cost=estimated,
         proof=candidate.proof,
         batch_cached_input_per_mtok=lane.price.batch_cached_input_per_mtok,
         batch_cache_write_input_per_mtok=lane.price.batch_cache_write_input_per_mtok,
+        prompt_cache=cache,
     )
 
 
@@ -611,16 +746,44 @@ _STORED_SLA: Final[dict[str, SlaTier]] = {tier: tier for tier in get_args(SlaTie
 
 def _stored_group(group: GroupRouteView) -> GroupRouteView:
     failure = group.get("failure")
-    return {
+    stored: GroupRouteView = {
         "model": str(group["model"]),
         "item_count": int(group["item_count"]),
         "selected_lanes": [_stored_selected(lane) for lane in group["selected_lanes"]],
         "rejected_lanes": [_stored_rejected(lane) for lane in group["rejected_lanes"]],
         "failure": None if failure is None else str(failure),
     }
+    if group.get("shared_prefixes"):
+        stored["shared_prefixes"] = run_views(runs_of(group.get("shared_prefixes") or ()).items())
+    return stored
 
 
 def _stored_selected(lane: SelectedLaneView) -> SelectedLaneView:
+    stored = _stored_selected_lane(lane)
+    cache = lane.get("prompt_cache")
+    if cache is not None:
+        stored["prompt_cache"] = _stored_cache(cache)
+    return stored
+
+
+def _stored_cache(cache: LanePromptCacheView) -> LanePromptCacheView:
+    return {
+        "min_prefix_tokens": int(cache["min_prefix_tokens"]),
+        "lifetime_seconds": int(cache["lifetime_seconds"]),
+        "marker": str(cache["marker"]),
+        "grouped_items": int(cache["grouped_items"]),
+        "expected_cached_input_tokens": int(cache["expected_cached_input_tokens"]),
+        "expected_cache_write_input_tokens": int(cache["expected_cache_write_input_tokens"]),
+        "expected_cache_savings": _stored_money(cache["expected_cache_savings"]),
+        "expected_provider_cost": _stored_money(cache["expected_provider_cost"]),
+    }
+
+
+def _stored_money(money: MoneyView) -> MoneyView:
+    return {"currency": str(money["currency"]), "amount": str(money["amount"])}
+
+
+def _stored_selected_lane(lane: SelectedLaneView) -> SelectedLaneView:
     prices, cost = lane["unit_prices"], lane["estimated_provider_cost"]
     return {
         "lane_id": str(lane["lane_id"]),
@@ -631,7 +794,7 @@ def _stored_selected(lane: SelectedLaneView) -> SelectedLaneView:
         "estimated_prompt_tokens": int(lane["estimated_prompt_tokens"]),
         "estimated_output_tokens": int(lane["estimated_output_tokens"]),
         "unit_prices": _stored_prices(prices),
-        "estimated_provider_cost": {"currency": str(cost["currency"]), "amount": str(cost["amount"])},
+        "estimated_provider_cost": _stored_money(cost),
         "proof": _stored_proof(lane["proof"]),
     }
 

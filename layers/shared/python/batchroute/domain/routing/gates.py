@@ -138,6 +138,10 @@ class RoutingGuards:
     heartbeat_ttl_seconds: int = DEFAULT_HEARTBEAT_TTL_SECONDS
     policy: LanePolicy | None = field(default=None, compare=False)
     price_basis: Literal["batch", "direct"] = "batch"
+    # Cache-aware routing (docs/routing.md): lanes are ranked on their expected cost with the
+    # batch's shared prompt prefixes read from the vendor's cache. A service setting
+    # (CACHE_AWARE_ROUTING), off only to compare (bench/cache_example.py).
+    cache_aware: bool = True
 
     def admits(self, provider: Provider | None) -> bool:
         return provider is not None and not _guard_failures(provider, self)

@@ -28,6 +28,14 @@ from batchroute.domain.catalog.tokens import (
     utf8_len,
     value_bytes,
 )
+from batchroute.domain.routing.prompt_cache import (
+    MAX_TRACKED_PREFIXES,
+    ItemPrefix,
+    PrefixRun,
+    SharedPrefixView,
+    item_prefix,
+    shared_views,
+)
 
 HOSTED_TOOLS: Final[frozenset[str]] = frozenset(get_args(HostedTool))
 MAX_CUSTOMER_ITEM_ID = 256
@@ -159,6 +167,7 @@ class ItemFacts(NamedTuple):
     output_tokens: int  # requested, before any lane's max_output_tokens cap
     tools: frozenset[str]  # hosted tools
     capabilities: frozenset[str]  # runtime capabilities: json_schema, tool_calling, vision
+    prefix: ItemPrefix | None = None  # the cacheable prefix, when long enough (prompt_cache.py)
 
 
 def read_item(raw: object) -> tuple[ItemFacts | None, tuple[ItemProblem, ...]]:
@@ -209,6 +218,7 @@ def read_item(raw: object) -> tuple[ItemFacts | None, tuple[ItemProblem, ...]]:
             output_tokens=requested,
             tools=frozenset(tools | estimate.tools) if tools or estimate.tools else _NOTHING,
             capabilities=frozenset(capabilities) if capabilities else _NOTHING,
+            prefix=None if operation == "embeddings" else item_prefix(payload),
         ),
         _NO_PROBLEMS,
     )
@@ -234,8 +244,13 @@ class ModelGroup:
     operations: set[str] = field(default_factory=set)
     tools: dict[str, int] = field(default_factory=dict)  # hosted tool -> first item index needing it
     capabilities: dict[str, int] = field(default_factory=dict)  # capability -> first item index
+    # cacheable prefix key -> its items (model ordinals), for the first MAX_TRACKED_PREFIXES
+    # prefixes seen; not compared: a profile keeps only the shared ones (`shared_prefixes`)
+    prefixes: dict[str, PrefixRun] = field(default_factory=dict, compare=False)
 
     def add(self, index: int, facts: ItemFacts) -> None:
+        if facts.prefix is not None:
+            self._add_prefix(facts.prefix)
         self.item_count += 1
         self.prompt_tokens += facts.prompt_tokens
         self.output_tokens += facts.output_tokens
@@ -247,6 +262,19 @@ class ModelGroup:
             self.tools.setdefault(tool, index)
         for capability in facts.capabilities:
             self.capabilities.setdefault(capability, index)
+
+    def _add_prefix(self, prefix: ItemPrefix) -> None:
+        ordinal = self.item_count
+        run = self.prefixes.get(prefix.key)
+        if run is not None:
+            run.items += 1
+            run.last = ordinal
+        elif len(self.prefixes) < MAX_TRACKED_PREFIXES:
+            self.prefixes[prefix.key] = PrefixRun(prefix.tokens, 1, ordinal, ordinal)
+
+    def shared_prefixes(self) -> list[SharedPrefixView]:
+        """The prefixes its items share, largest savings first (prompt_cache.shared_runs)."""
+        return shared_views(self.prefixes)
 
     def output_tokens_on(self, lane_max_output_tokens: int) -> int:
         """Σ min(requested, cap), bounded above by min(Σ requested, count x cap)."""

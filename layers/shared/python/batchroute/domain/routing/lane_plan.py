@@ -17,6 +17,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Final, Literal, NotRequired, TypedDict
 
 from batchroute.domain.catalog.catalog import BatchLimits
+from batchroute.domain.catalog.pricing import NO_CACHE_TOKENS, CacheFields, CacheTokens
 from batchroute.domain.routing.engine import (
     LaneProofView,
     RejectedLaneView,
@@ -27,6 +28,8 @@ from batchroute.domain.routing.engine import (
 from batchroute.domain.routing.items import BatchItem, InputLine
 
 OUTRANKED = "outranked"
+# The vendors that cache only what a request marks: their lanes mark the shared prefixes.
+MARKED_CACHES: Final = frozenset({"cache_control", "cache_point"})
 # A vendor request is estimated at twice the item's compact ASCII JSON (a transform adds
 # per-message wrappers; ASCII escaping is already the widest form of a character) plus what
 # the line itself adds (custom id, method, URL, model, output limit).
@@ -80,12 +83,25 @@ class PlanLane:
     # a rejected lane's estimated provider cost (the order of failover); Infinity when unknown
     estimated_cost: Decimal
     proof: LaneProofView | None  # the quote-time data/privacy proof, shown as planned
+    # cache-aware routing (a selected lane whose vendor caches): items grouped on a shared
+    # prefix, and the shortest prefix the lane marks for caching (None: it marks none)
+    grouped_items: int = 0
+    marks_from_tokens: int | None = None
 
     @classmethod
     def from_selected(cls, entry: SelectedLaneView) -> PlanLane:
         prices = entry.get("unit_prices") or {}
         item_count = int(entry.get("item_count") or 0)
-        return cls._of(entry, item_count, {str(k): str(v) for k, v in prices.items()}, None)
+        lane = cls._of(entry, item_count, {str(k): str(v) for k, v in prices.items()}, None)
+        cache = entry.get("prompt_cache")
+        if cache is None:
+            return lane
+        marked = str(cache.get("marker")) in MARKED_CACHES
+        return replace(
+            lane,
+            grouped_items=int(cache.get("grouped_items") or 0),
+            marks_from_tokens=int(cache.get("min_prefix_tokens") or 0) if marked else None,
+        )
 
     @classmethod
     def from_rejected(cls, entry: RejectedLaneView) -> PlanLane:
@@ -120,6 +136,15 @@ class PlanGroup:
     model: str
     selected: tuple[PlanLane, ...]
     rejected: tuple[PlanLane, ...]
+    shared_prefixes: tuple[tuple[str, int], ...] = ()  # (prefix key, tokens), cache-aware routing
+
+    def cache_prefixes(self, lane: PlanLane) -> tuple[str, ...]:
+        """The shared prefixes a lane marks for its vendor's cache: those of at least its
+        vendor's minimum, on a lane whose vendor needs a marker (docs/routing.md)."""
+        least = lane.marks_from_tokens
+        if least is None:
+            return ()
+        return tuple(key for key, tokens in self.shared_prefixes if tokens >= least)
 
 
 def plan_groups(plan: RoutePlanView | None) -> tuple[PlanGroup, ...]:
@@ -129,6 +154,10 @@ def plan_groups(plan: RoutePlanView | None) -> tuple[PlanGroup, ...]:
             model=str(group.get("model")),
             selected=tuple(PlanLane.from_selected(e) for e in group.get("selected_lanes") or []),
             rejected=tuple(PlanLane.from_rejected(e) for e in group.get("rejected_lanes") or []),
+            shared_prefixes=tuple(
+                (str(shared["prefix"]), int(shared["tokens"]))
+                for shared in group.get("shared_prefixes") or []
+            ),
         )
         for group in (plan.get("groups") if plan is not None else None) or []
     )
@@ -142,7 +171,10 @@ def _estimated_cost(cost: object) -> Decimal:
         return Decimal("Infinity")
 
 
-class LaneUsageView(TypedDict):
+class LaneUsageView(CacheFields):
+    """A lane's usage so far (its finished chunks' completed items); of the input, what the
+    vendor read from / wrote to its prompt cache (`CacheFields`, when any)."""
+
     prompt_tokens: int
     completion_tokens: int
 
@@ -233,6 +265,7 @@ class LaneRecordItem(TypedDict):
     # its chain (a rescue's rest, on the old lane)
     handover_reason: NotRequired[str]
     then_lane: NotRequired[str]
+    cache_prefixes: NotRequired[list[str]]  # the shared prefixes its requests mark for caching
 
 
 @dataclass(frozen=True, slots=True)
@@ -307,6 +340,7 @@ class LaneRecord:
     attempts: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cache: CacheTokens = NO_CACHE_TOKENS  # of the input, read from / written to the prompt cache
     completed: int = 0
     failed: int = 0
     canceled: int = 0
@@ -326,10 +360,15 @@ class LaneRecord:
     partial_chunk: int | None = None
     handover_reason: str | None = None  # "deadline_rescue" / "deadline_rescue_rest"; else failover
     then_lane: str | None = None  # run after this lane's chain: a rescue's rest on the old lane
+    cache_prefixes: tuple[str, ...] = ()  # the shared prefixes its requests mark (cache-aware routing)
 
     @property
     def usage(self) -> LaneUsageView:
-        return {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens}
+        return {
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            **self.cache.to_fields(),
+        }
 
     @classmethod
     def from_item(cls, item: LaneRecordItem) -> LaneRecord:
@@ -366,6 +405,7 @@ class LaneRecord:
             attempts=_int(item.get("attempts")),
             prompt_tokens=_int(usage.get("prompt_tokens")),
             completion_tokens=_int(usage.get("completion_tokens")),
+            cache=CacheTokens.from_fields(usage),
             completed=_int(item.get("completed")),
             failed=_int(item.get("failed")),
             canceled=_int(item.get("canceled")),
@@ -388,6 +428,7 @@ class LaneRecord:
             partial_chunk=None if item.get("partial_chunk") is None else _int(item["partial_chunk"]),
             handover_reason=_text(item.get("handover_reason")),
             then_lane=_text(item.get("then_lane")),
+            cache_prefixes=tuple(str(key) for key in item.get("cache_prefixes") or ()),
         )
 
     def _run_texts(self) -> tuple[tuple[_RunText, str | None], ...]:
@@ -442,6 +483,8 @@ class LaneRecord:
             item["handover_reason"] = self.handover_reason
         if self.then_lane is not None:
             item["then_lane"] = self.then_lane
+        if self.cache_prefixes:
+            item["cache_prefixes"] = list(self.cache_prefixes)
         return item
 
 
@@ -459,6 +502,7 @@ def new_lane_record(
     exclude_seqs: Iterable[int] = (),
     failover_from: str | None = None,
     failover_depth: int = 0,
+    cache_prefixes: tuple[str, ...] = (),
 ) -> LaneRecord:
     excluded = tuple(sorted(set(exclude_seqs)))
     return LaneRecord(
@@ -475,6 +519,7 @@ def new_lane_record(
         exclude_seqs=excluded,
         failover_from=failover_from,
         failover_depth=failover_depth,
+        cache_prefixes=cache_prefixes,
     )
 
 
@@ -553,6 +598,7 @@ def plan_lanes(
                     chunks=chunks_for_range(offsets, start, end),
                     unit_prices=entry.unit_prices,
                     at=at,
+                    cache_prefixes=group.cache_prefixes(entry),
                 )
             )
             start = end
@@ -699,6 +745,7 @@ def failover_record(
         exclude_seqs=excluded,
         failover_from=source.lane_key,
         failover_depth=depth,
+        cache_prefixes=source.cache_prefixes,
     )
     # A rescue lane that fails over hands on the rest its old lane keeps (rescue.py).
     return replace(successor, then_lane=source.then_lane) if source.then_lane else successor

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from decimal import Decimal
-from typing import Any, Final, Literal, NotRequired, TypedDict, get_args
+from typing import Any, Final, Literal, NotRequired, TypedDict, cast, get_args
 
 from batchroute.domain.batches.metadata import parse_metadata
 from batchroute.domain.batches.record import WorkOrderRef, job_id_for
@@ -69,9 +69,9 @@ class Tallies:
     charged_micros: int = 0
 
     @classmethod
-    def from_item(cls, item: Mapping[str, int | Decimal | None]) -> Tallies:
+    def from_item(cls, item: TalliesItem) -> Tallies:
         """The counters of a stored work order (DynamoDB numbers come back as Decimal)."""
-        return cls(**{name: int(item.get(name) or 0) for name in TALLY_NAMES})
+        return cls(**{name: _count(value) for name, value in item.items() if name in _TALLY_NAMES})
 
     def to_item(self) -> TalliesItem:
         return {
@@ -95,7 +95,12 @@ class Tallies:
         return max(0, self.items_total - self.items_completed - self.items_failed - self.items_canceled)
 
 
-TALLY_NAMES: Final[tuple[str, ...]] = tuple(f.name for f in fields(Tallies))
+_TALLY_NAMES: Final = tuple(f.name for f in fields(Tallies))
+
+
+def _count(value: object) -> int:
+    """A stored counter: an int, or the Decimal DynamoDB reads back; absent or null is 0."""
+    return int(cast(int | Decimal, value or 0))
 
 
 def derive_status(t: Tallies) -> WorkOrderStatus:
@@ -217,7 +222,7 @@ class WorkOrder:
         return WorkOrderRef(self.work_order_id, self.client_reference)
 
     @classmethod
-    def from_item(cls, item: Mapping[str, Any]) -> WorkOrder:
+    def from_item(cls, item: WorkOrderItem) -> WorkOrder:
         """A stored work order (as the store reads it: numbers as Decimal)."""
         return cls(
             work_order_id=str(item["work_order_id"]),

@@ -9,18 +9,41 @@ exactly one row, the first result found for it, or a failed row made by `missing
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, NotRequired, TypedDict
 
+from batchroute.domain.catalog.pricing import NO_CACHE_TOKENS, CacheFields, CacheTokens
 
-class LineUsage(TypedDict):
+
+class ToolFields(TypedDict, total=False):
+    tool_uses: dict[str, int]  # hosted tool calls the vendor bills, by tool name (when any)
+
+
+class LineUsage(CacheFields, ToolFields):
+    """An item's usage as result lines and chat records keep it; of the input, what the
+    vendor read from / wrote to its prompt cache (`CacheFields`) when it said so."""
+
     prompt_tokens: int  # all input
     completion_tokens: int
-    # Of the input, what the vendor read from / wrote to its prompt cache (when it said so).
-    cached_input_tokens: NotRequired[int]
-    cache_write_input_tokens: NotRequired[int]
-    tool_uses: NotRequired[dict[str, int]]
+
+
+def line_usage(
+    prompt_tokens: int,
+    completion_tokens: int,
+    *,
+    cache: CacheTokens = NO_CACHE_TOKENS,
+    tool_uses: tuple[tuple[str, int], ...] = (),
+) -> LineUsage:
+    """The usage as stored: the cache counts and tool uses only when there are any, so an
+    answer without them keeps its old shape."""
+    tools: ToolFields = {"tool_uses": dict(tool_uses)} if tool_uses else {}
+    return {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        **cache.to_fields(),
+        **tools,
+    }
 
 
 ZERO_USAGE: LineUsage = {"prompt_tokens": 0, "completion_tokens": 0}
@@ -122,8 +145,7 @@ class LaneTally:
     failed: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
-    cached_input_tokens: int = 0
-    cache_write_input_tokens: int = 0
+    cache: CacheTokens = NO_CACHE_TOKENS  # of the input, read from / written to the prompt cache
     # rows its vendor job gave after the lane handed those items over (deadline rescue,
     # failover): recorded, never delivered or charged (docs/batches.md, "A late result")
     late: int = 0
@@ -134,26 +156,31 @@ class LaneTally:
             self.completed += 1
             self.prompt_tokens += int(usage.get("prompt_tokens") or 0)
             self.completion_tokens += int(usage.get("completion_tokens") or 0)
-            self.cached_input_tokens += int(usage.get("cached_input_tokens") or 0)
-            self.cache_write_input_tokens += int(usage.get("cache_write_input_tokens") or 0)
+            self.cache += CacheTokens.from_fields(usage)
         else:
             self.failed += 1
 
     def to_dict(self) -> dict[str, int]:
         """The lane's tally (`lane_tallies`); the cache counts only when there are any."""
-        tally = {
+        return {
             "completed": self.completed,
             "failed": self.failed,
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
+            **self.cache.counts(),
+            **({"late": self.late} if self.late else {}),
         }
-        if self.cached_input_tokens:
-            tally["cached_input_tokens"] = self.cached_input_tokens
-        if self.cache_write_input_tokens:
-            tally["cache_write_input_tokens"] = self.cache_write_input_tokens
-        if self.late:
-            tally["late"] = self.late
-        return tally
+
+    @classmethod
+    def from_dict(cls, tally: Mapping[str, int]) -> LaneTally:
+        return cls(
+            completed=int(tally.get("completed") or 0),
+            failed=int(tally.get("failed") or 0),
+            prompt_tokens=int(tally.get("prompt_tokens") or 0),
+            completion_tokens=int(tally.get("completion_tokens") or 0),
+            cache=CacheTokens.from_fields(tally),
+            late=int(tally.get("late") or 0),
+        )
 
 
 @dataclass
@@ -222,10 +249,7 @@ class MergeTally:
 
     @classmethod
     def from_dict(cls, values: MergeTallyItem) -> MergeTally:
-        lanes = {
-            str(key): LaneTally(**{name: int(value) for name, value in lane.items()})
-            for key, lane in (values.get("lanes") or {}).items()
-        }
+        lanes = {str(key): LaneTally.from_dict(lane) for key, lane in (values.get("lanes") or {}).items()}
         return cls(
             completed=int(values.get("completed") or 0),
             failed=int(values.get("failed") or 0),

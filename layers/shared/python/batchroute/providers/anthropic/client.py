@@ -79,7 +79,7 @@ class AnthropicMessages(_Adapter):
                     continue
                 text = acc.add(transform.event_data(event.data))
                 if text:
-                    yield base.StreamDelta(text)
+                    yield base.StreamDelta(text, usage=acc.usage_so_far())
                 if acc.done:
                     yield base.StreamEnd(acc.result())
                     return

@@ -121,6 +121,9 @@ JSON_OBJECT_INSTRUCTION: Final = "Answer with one valid JSON object and nothing 
 IMAGE_MEDIA_TYPES: Final = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
 USER_LOCATION_FIELDS: Final = frozenset({"type", "city", "region", "country", "timezone"})
 _TOOL_CHOICES: Final[dict[str, str]] = {"auto": "auto", "required": "any", "any": "any", "none": "none"}
+# Prompt caching: what marks a breakpoint (at most four per request; the adapter adds one only
+# to a body that carries none).
+EPHEMERAL: Final = {"type": "ephemeral"}
 
 
 # -- requests ------------------------------------------------------------------------------
@@ -158,9 +161,54 @@ def messages_body(
             body["tool_choice"] = choice
     if talk.response_format is not None and not json_object:
         body["output_config"] = {"format": output_format(talk.response_format)}
+    if request.cache_prefix:
+        mark_cached_prefix(body)
     if stream:
         body["stream"] = True
     return body
+
+
+def mark_cached_prefix(body: dict[str, Any]) -> None:
+    """`cache_control` on the last block of the item's shared prefix (cache-aware routing,
+    docs/routing.md): the last message before the final user turn, else the system prompt,
+    else the last tool. Never where the body carries breakpoints of its own, never past
+    MAX_CACHE_BREAKPOINTS."""
+    if _breakpoints(body):
+        return
+    messages: list[dict[str, Any]] = body["messages"]
+    last_user = max((at for at, m in enumerate(messages) if _asks(m)), default=0)
+    if last_user > 0:
+        turn = messages[last_user - 1]
+        blocks = content_blocks(turn["content"]) if isinstance(turn["content"], str) else turn["content"]
+        if blocks:
+            blocks[-1] = {**blocks[-1], "cache_control": dict(EPHEMERAL)}
+            turn["content"] = blocks
+            return
+    system = body.get("system")
+    if isinstance(system, str) and system:
+        body["system"] = [{"type": "text", "text": system, "cache_control": dict(EPHEMERAL)}]
+    elif body.get("tools"):
+        body["tools"][-1] = {**body["tools"][-1], "cache_control": dict(EPHEMERAL)}
+
+
+def _asks(message: Mapping[str, Any]) -> bool:
+    """A user turn that asks something (not only tool results)."""
+    content = message.get("content")
+    if message.get("role") != "user":
+        return False
+    return not isinstance(content, list) or any(b.get("type") != "tool_result" for b in content)
+
+
+def _breakpoints(body: Mapping[str, Any]) -> int:
+    blocks = [*(body.get("tools") or [])]
+    system = body.get("system")
+    if isinstance(system, list):
+        blocks.extend(system)
+    for message in body.get("messages") or []:
+        content = message.get("content")
+        if isinstance(content, list):
+            blocks.extend(content)
+    return sum(1 for block in blocks if isinstance(block, Mapping) and "cache_control" in block)
 
 
 def _refuse_unsayable(talk: Conversation) -> None:
@@ -635,6 +683,11 @@ class StreamAccumulator:
         if delta.get("type") == "input_json_delta":
             self.tool_json.setdefault(index, []).append(str(delta.get("partial_json") or ""))
         return ""  # thinking, signature and citation deltas add no answer text
+
+    def usage_so_far(self) -> base.Usage | None:
+        """The usage `message_start` and the `message_delta`s reported so far (the input and
+        its prompt-cache split come first); None before any."""
+        return message_usage(self.usage) if self.usage else None
 
     def result(self) -> base.ProviderResult:
         body = {

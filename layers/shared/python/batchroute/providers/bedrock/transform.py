@@ -570,7 +570,30 @@ def converse_request(request: base.ProviderRequest) -> dict[str, Any]:
     output = _output_config(talk.response_format) if traits.structured_output else None
     if output is not None:
         kwargs["outputConfig"] = output
+    if request.cache_prefix and family == "anthropic":
+        _cache_point(kwargs)
     return kwargs
+
+
+def _cache_point(kwargs: dict[str, Any]) -> None:
+    """A `cachePoint` after the item's shared prefix (cache-aware routing): after the last
+    message before the final user turn, else after the system prompt; none where the body
+    has its own (Bedrock takes at most four)."""
+    messages: list[dict[str, Any]] = kwargs["messages"]
+    system: list[dict[str, Any]] = kwargs.get("system") or []
+    blocks = [*system, *(block for message in messages for block in message["content"])]
+    if any("cachePoint" in block for block in blocks):
+        return
+    asking = [at for at, m in enumerate(messages) if m["role"] == "user" and _asks(m["content"])]
+    point = {"cachePoint": {"type": "default"}}
+    if asking and asking[-1] > 0:
+        messages[asking[-1] - 1]["content"].append(point)
+    elif system:
+        system.append(point)
+
+
+def _asks(content: list[dict[str, Any]]) -> bool:
+    return any("toolResult" not in block for block in content)
 
 
 def _converse_block(block: _Block) -> dict[str, Any]:

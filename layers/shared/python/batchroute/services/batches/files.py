@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import timedelta
-from typing import Any, Literal, NotRequired, Protocol, TypedDict
+from typing import Literal, NotRequired, Protocol, TypedDict
 
 from batchroute.clock import Clock, isoformat
 from batchroute.domain.batches.files import (
@@ -21,6 +21,7 @@ from batchroute.domain.batches.files import (
     MAX_FILENAME_CHARS,
     PURPOSES,
     SNIFF_BYTES,
+    CompletedPart,
     FileRecord,
     FileStatus,
     FileView,
@@ -96,7 +97,7 @@ class FileObjects(Protocol):
 
     def presigned_part(self, key: str, upload_id: str, number: int, *, expires_in: int) -> str: ...
 
-    def complete_multipart(self, key: str, upload_id: str, parts: list[dict[str, Any]]) -> None: ...
+    def complete_multipart(self, key: str, upload_id: str, parts: list[CompletedPart]) -> None: ...
 
     def abort_multipart(self, key: str, upload_id: str) -> None: ...
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from datetime import datetime, timedelta
-from typing import Any, Literal, NotRequired, Protocol, TypedDict
+from typing import Any, Literal, NotRequired, Protocol, TypedDict, cast
 
 from batchroute.clock import isoformat
 from batchroute.domain.accounts.access import Principal, authorize, require_same_org
@@ -22,6 +22,7 @@ from batchroute.domain.batches.states import NON_TERMINAL
 from batchroute.domain.billing.retention import RetentionSettings, keep_until
 from batchroute.domain.feedback.feedback import FeedbackView
 from batchroute.domain.routing.lane_plan import LaneRecord, lane_chunk_done, lane_chunk_position
+from batchroute.domain.workflow.results import ResultLine
 from batchroute.errors import Conflict, Gone, InvalidRequest, NotFound
 from batchroute.services.batches.ports import BatchStore, ObjectStore
 from batchroute.services.batches.views import ArtifactFilesView, Signer, artifact_files
@@ -286,16 +287,16 @@ class BatchReads:
                     row["error"] = {"code": batch.state, "message": f"The batch was {batch.state}."}
                 yield row
 
-    def _chunk_results(self, batch_id: str, lanes: list[LaneRecord], chunk: int) -> dict[int, dict[str, Any]]:
-        found: dict[int, dict[str, Any]] = {}
+    def _chunk_results(self, batch_id: str, lanes: list[LaneRecord], chunk: int) -> dict[int, ResultLine]:
+        found: dict[int, ResultLine] = {}
         for lane in lanes:
             if not lane_chunk_done(lane, chunk):
                 continue
             for _, row in parse_jsonl(
                 self.artifacts.chunks(result_chunk_key(batch_id, lane.lane_key, chunk))
             ):
-                if isinstance(row, dict):
-                    found[int(row["seq"])] = row
+                if isinstance(row, dict):  # a lane's result line (domain/workflow/results.py)
+                    found[int(row["seq"])] = cast(ResultLine, row)
         return found
 
 

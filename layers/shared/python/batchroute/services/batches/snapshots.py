@@ -125,7 +125,8 @@ class QuoteSnapshot:
         )
 
 
-def _considered(stored: Mapping[str, Any]) -> ModelConsideredView:
+def _considered(stored: ModelConsideredView) -> ModelConsideredView:
+    """A planned model as stored (the view it was stored as, read back)."""
     if stored.get("eligible"):
         total = stored["estimated_total"]
         return {

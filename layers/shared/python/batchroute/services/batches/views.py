@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any, Literal, NotRequired, TypedDict
+from collections.abc import Callable
+from typing import Literal, NotRequired, TypedDict
 
 from batchroute.domain.batches.record import (
     ArtifactKeys,
@@ -13,6 +13,7 @@ from batchroute.domain.batches.record import (
     WorkOrderRefItem,
 )
 from batchroute.domain.batches.states import BatchState
+from batchroute.domain.delivery.buckets import DeliveryView
 from batchroute.domain.routing.lane_plan import LaneRecord, lane_chunk_count
 from batchroute.money import Money, MoneyView
 
@@ -116,7 +117,7 @@ class BatchDetailsView(TypedDict):
     plan: PlanView
     workflow_steps: dict[str, str]
     webhook: WebhookView | None
-    delivery: Mapping[str, Any] | None  # the bucket delivery's view (services/delivery/buckets.py)
+    delivery: DeliveryView | None  # the bucket delivery's view (services/delivery/buckets.py)
     state_changed_at: str | None
     artifacts: NotRequired[ArtifactFilesView]
 
@@ -212,7 +213,7 @@ def artifact_files(batch: BatchRecord, *, expires_at: str | None) -> ArtifactFil
     }
 
 
-def batch_details(batch: BatchRecord, *, delivery: Mapping[str, Any] | None = None) -> BatchDetailsView:
+def batch_details(batch: BatchRecord, *, delivery: DeliveryView | None = None) -> BatchDetailsView:
     """The detailed view's extra fields: the work order the batch belongs to (`{id,
     client_reference}` or null: docs/work-orders.md), the plan, and delivery state
     (`delivery`: the bucket delivery's view, services/delivery/buckets.py)."""

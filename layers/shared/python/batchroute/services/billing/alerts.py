@@ -105,8 +105,12 @@ def email_text(event: BillingEvent) -> tuple[str, str]:
             "Completed results are not affected."
         )
     if kind == THRESHOLD_CROSSED:
-        threshold = d.get("threshold") or {}
-        value, observed, period = threshold.get("value"), d.get("observed"), d.get("period")
+        threshold = d.get("threshold")
+        value, observed, period = (
+            threshold.get("value") if threshold else None,
+            d.get("observed"),
+            d.get("period"),
+        )
         what = {
             "balance_below": f"your balance (${observed}) is below ${value}",
             "spend_above": f"your {period} spend (${observed}) is above ${value}",
@@ -114,7 +118,7 @@ def email_text(event: BillingEvent) -> tuple[str, str]:
                 f"your {period} spend reached {observed}% of your limit of ${d.get('limit')} "
                 f"(alert at {value}%)"
             ),
-        }.get(str(threshold.get("type")), "an alert threshold was crossed")
+        }.get(str(threshold.get("type") if threshold else None), "an alert threshold was crossed")
         return "Billing alert threshold crossed", f"A billing alert fired: {what}."
     if kind == LOW_BALANCE:
         return "Low credit balance", (

@@ -202,14 +202,7 @@ class AutoTopupService:
         card = self.store.payment_method(attempt.org_id)
         at = self.clock.now()
         if customer is None or card is None:
-            self.failed(
-                attempt.org_id,
-                attempt.attempt_id,
-                processor_ref=None,
-                code="payment_method_missing",
-                reason="No saved card to charge.",
-                at=at,
-            )
+            self._failed(attempt, "payment_method_missing", "No saved card to charge.", at=at)
             return None
         try:
             charge = self.processor.charge_off_session(
@@ -223,19 +216,21 @@ class AutoTopupService:
             logger.warning("auto top-up charge deferred", extra={"attempt_id": attempt.attempt_id})
             return None
         if charge.status == "failed":
-            self.failed(
-                attempt.org_id,
-                attempt.attempt_id,
-                processor_ref=charge.processor_ref or None,
-                code=charge.failure_code or "payment_failed",
-                reason=charge.failure_reason or "The payment did not go through.",
-                at=at,
-            )
+            code = charge.failure_code or "payment_failed"
+            reason = charge.failure_reason or "The payment did not go through."
+            self._failed(attempt, code, reason, at=at, processor_ref=charge.processor_ref or None)
         elif charge.processor_ref:
             self.store.record_charge(
                 attempt.org_id, attempt.attempt_id, processor_ref=charge.processor_ref, at=isoformat(at)
             )
         return charge
+
+    def _failed(
+        self, attempt: TopupAttempt, code: str, reason: str, *, at: datetime, processor_ref: str | None = None
+    ) -> None:
+        self.failed(
+            attempt.org_id, attempt.attempt_id, processor_ref=processor_ref, code=code, reason=reason, at=at
+        )
 
     def sweep(self, *, limit: int = 50) -> TopupSweep:
         """The sweeper's part: charge pending attempts not charged yet, and settle those the
@@ -245,13 +240,8 @@ class AutoTopupService:
         for attempt in self.store.pending_attempts(isoformat(now + timedelta(seconds=1)), limit=limit):
             try:
                 if attempt.processor_ref is None and attempt.created_at <= isoformat(now - UNCHARGED_EXPIRY):
-                    self.failed(
-                        attempt.org_id,
-                        attempt.attempt_id,
-                        processor_ref=None,
-                        code="attempt_expired",
-                        reason="The processor could not be reached in time.",
-                        at=now,
+                    self._failed(
+                        attempt, "attempt_expired", "The processor could not be reached in time.", at=now
                     )
                 elif attempt.processor_ref is None:
                     self.charge(attempt)

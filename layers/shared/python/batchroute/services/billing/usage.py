@@ -16,6 +16,7 @@ from batchroute.clock import Clock
 from batchroute.domain.accounts.access import Principal, authorize
 from batchroute.domain.billing.controls import BillingControls
 from batchroute.domain.billing.ledger import WalletState
+from batchroute.domain.billing.savings import References
 from batchroute.domain.billing.usage import (
     USAGE_PERIODS,
     UsageCounter,
@@ -42,7 +43,15 @@ def default_period(controls: BillingControls) -> UsagePeriod:
 
 
 class UsageService:
-    def __init__(self, *, ledger: UsageLedger, controls: ControlsReader, clock: Clock) -> None:
+    def __init__(
+        self,
+        *,
+        ledger: UsageLedger,
+        controls: ControlsReader,
+        clock: Clock,
+        references: References | None = None,
+    ) -> None:
+        self.references = references
         self.ledger = ledger
         self.controls = controls
         self.clock = clock
@@ -63,6 +72,8 @@ class UsageService:
         current = period_window(kind, now, zone)
         previous = current.previous()
         counters = self.ledger.usage_between(org_id, previous.start.isoformat(), current.end.isoformat())
+        if self.references is not None:
+            counters = [counter.with_savings(self.references) for counter in counters]
         today = now.astimezone(zoneinfo.ZoneInfo(zone)).date()
         wallet = self.ledger.state(org_id)
         return UsageReport(
@@ -73,4 +84,5 @@ class UsageService:
             previous=summarize(counters, previous, today=today),
             generated_at=now,
             period=kind,
+            reference_prices_as_of=self.references.prices_as_of if self.references is not None else None,
         )

@@ -244,6 +244,7 @@ def guards_for(settings: DeploymentSettings) -> RoutingGuards:
         # The launch guard never applies in local mode, where every provider is simulated.
         launch_provider_guard=settings.launch_provider_guard and settings.environment != "local",
         heartbeat_ttl_seconds=settings.lane_heartbeat_ttl_seconds,
+        cache_aware=settings.cache_aware_routing,
     )
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
@@ -28,9 +28,8 @@ from batchroute.domain.accounts.access import Principal, authorize
 from batchroute.domain.batches.record import BatchRecord, ExecutionSummary
 from batchroute.domain.billing.ledger import SettlementResult, period_keys
 from batchroute.domain.billing.rate_limits import CallerGate
-from batchroute.domain.billing.usage import UsageCharge, UsageLine, usage_day
+from batchroute.domain.billing.usage import UsageCharge, direct_usage_line, usage_day
 from batchroute.domain.catalog.catalog import Catalog, LanePrice
-from batchroute.domain.catalog.pricing import usage_cost
 from batchroute.domain.chat.holds import ChatOutcome, HoldRefused, HoldTerms, LanesTried
 from batchroute.domain.chat.objects import DIRECT_SOURCE, completion_id
 from batchroute.domain.chat.requests import CHAT_ITEM_ID, ChatRequest
@@ -58,6 +57,7 @@ from batchroute.services.accounts.authentication import KeyUnconfirmed
 from batchroute.services.billing.ports import ControlsReader, MoneyWatch
 from batchroute.services.billing.rate_limiting import RateLimiter
 from batchroute.services.catalog.lane_health import ACCOUNT_DOWN_CODES, LaneAvailability, mark_account_down
+from batchroute.services.chat.early_start import EarlyStart, EarlyStarts, Opened
 from batchroute.services.chat.ports import HoldStore
 from batchroute.services.chat.state import HoldKeeper, LaneStateCache, LaneStats
 from batchroute.services.routing.policy import policy_version
@@ -95,6 +95,7 @@ class DirectCall:
     events: Iterator[StreamEvent] = field(repr=False, default_factory=lambda: iter(()))
     rejected: list[LaneRejection] = field(default_factory=list)  # the plan's rejected lanes
     completion_tokens: int = 0
+    reported: Usage | None = None  # the vendor's usage so far, when its stream said (StreamDelta.usage)
     pieces: list[str] = field(default_factory=list)
     result: ProviderResult | None = None
     settlement: SettlementResult | None = None
@@ -124,6 +125,8 @@ class DirectCall:
             event = None
         if isinstance(event, StreamDelta):
             self.completion_tokens += 1
+            if event.usage is not None:
+                self.reported = event.usage
             self.pieces.append(event.text)
             self._maybe_checkpoint()
             return event
@@ -140,9 +143,19 @@ class DirectCall:
         return None
 
     def usage_so_far(self) -> Usage:
+        """The answer's usage once it ended; before, the deltas so far and the input as the
+        vendor reported it (with its prompt-cache split), else as estimated."""
         if self.result is not None:
             return self.result.usage
-        return Usage(prompt_tokens=self.request.facts.prompt_tokens, completion_tokens=self.completion_tokens)
+        estimated = self.request.facts.prompt_tokens
+        reported = self.reported
+        if reported is None:
+            return Usage(prompt_tokens=estimated, completion_tokens=self.completion_tokens)
+        return replace(
+            reported,
+            prompt_tokens=reported.prompt_tokens or estimated,
+            completion_tokens=max(reported.completion_tokens, self.completion_tokens),
+        )
 
     @property
     def content(self) -> str:
@@ -205,6 +218,7 @@ class DirectChat:
         policies: OrgPolicies | None = None,
         limiter: RateLimiter | None = None,
         availability: LaneAvailability | None = None,
+        early: EarlyStarts | None = None,
     ) -> None:
         self.catalog = catalog
         self.lanes = lanes
@@ -223,6 +237,8 @@ class DirectChat:
         self.limiter = limiter
         # Where a provider account that cannot serve marks its lanes (lane live state).
         self.availability = availability
+        # Starts the first lane's request while the hold commits; None: hold first, then call.
+        self.early = early
 
     # -- before the first byte ---------------------------------------------------------------
     def plan(self, request: ChatRequest, org_id: str | None = None) -> DirectPlan:
@@ -254,12 +270,59 @@ class DirectChat:
     def open(self, principal: Principal, request: ChatRequest, *, key_hash: str | None = None) -> DirectCall:
         """Route, hold (one transaction) and call the provider up to its first byte. With
         `key_hash` (the caller's key came from the process's copy) the hold confirms the key
-        unrevoked, or raises KeyUnconfirmed and holds nothing."""
+        unrevoked, or raises KeyUnconfirmed and holds nothing. The first lane's request goes
+        out while the hold commits (services/chat/early_start.py); nothing of it is read
+        before the hold has committed."""
         authorize(principal, "batches:create")
         gate = self.limiter.caller_gate(principal) if self.limiter is not None else None
         plan, version = self._planned(principal, request, fresh=False)
         now = self.clock.now()
         batch_id = new_id("batch", now)
+        early = self._start_early(principal, request, plan)
+        try:
+            plan = self._hold(principal, request, (plan, version), batch_id, now, gate, key_hash)
+        except BaseException:
+            if early is not None and self.early is not None:
+                early.abandon()
+                self.early.refused(principal.org_id)
+            raise
+        call = DirectCall(
+            principal=principal,
+            request=request,
+            batch_id=batch_id,
+            hold_id=f"hold_{batch_id}",
+            hold=plan.hold,
+            lane=plan.lanes[0],
+            attempts=[],
+            created=int(now.timestamp()),
+            settle=self._settle,
+            checkpoint=self._checkpoint,
+            clock=self.clock,
+            checkpoint_seconds=self.options.checkpoint_seconds,
+            rejected=plan.rejection_details()["rejected_lanes"],
+            rate=gate,
+        )
+        try:
+            self._first_byte(call, plan, early)
+        except BaseException as exc:
+            self._release(call, _describe(exc))
+            self._after_answer(call)
+            raise
+        return call
+
+    def _hold(
+        self,
+        principal: Principal,
+        request: ChatRequest,
+        planned: tuple[DirectPlan, int | None],
+        batch_id: str,
+        now: datetime,
+        gate: CallerGate | None,
+        key_hash: str | None,
+    ) -> DirectPlan:
+        """Hold the plan's amount; a route policy saved since this process's copy re-plans
+        once under the stored one. Returns the plan the hold was placed for."""
+        plan, version = planned
         hold_id = f"hold_{batch_id}"
         for attempt in range(2):
             try:
@@ -272,7 +335,7 @@ class DirectChat:
                         key_hash=key_hash,
                     )
                 )
-                break
+                return plan
             except HoldRefused as refused:
                 if refused.reason == "key_unconfirmed" and key_hash is not None:
                     raise KeyUnconfirmed(key_hash) from None
@@ -280,32 +343,30 @@ class DirectChat:
                     raise
                 if attempt:
                     raise TransientError("the route policy kept changing under a chat hold") from None
-                # The policy was saved since this process's copy: route under the stored one.
                 plan, version = self._planned(principal, request, fresh=True)
-        amount = plan.hold
-        call = DirectCall(
-            principal=principal,
-            request=request,
-            batch_id=batch_id,
-            hold_id=hold_id,
-            hold=amount,
-            lane=plan.lanes[0],
-            attempts=[],
-            created=int(now.timestamp()),
-            settle=self._settle,
-            checkpoint=self._checkpoint,
-            clock=self.clock,
-            checkpoint_seconds=self.options.checkpoint_seconds,
-            rejected=plan.rejection_details()["rejected_lanes"],
-            rate=gate,
+        raise AssertionError("unreachable: the second attempt returns or raises")
+
+    def _start_early(self, principal: Principal, request: ChatRequest, plan: DirectPlan) -> EarlyStart | None:
+        if self.early is None or not plan.lanes:
+            return None
+        lane = plan.lanes[0]
+        return self.early.start(principal.org_id, lane, lambda: self._open_lane(request, lane))
+
+    def _open_lane(self, request: ChatRequest, lane: DirectLane) -> Opened:
+        """The lane's provider stream and its first event."""
+        provider_request = ProviderRequest(
+            custom_id=CHAT_ITEM_ID,
+            customer_item_id=CHAT_ITEM_ID,
+            operation=request.facts.operation,
+            model=lane.lane.model,
+            provider_model_id=lane.lane.provider_model_id or lane.lane.model,
+            input=request.provider_input,
+            max_output_tokens=lane.max_output_tokens,
+            first_byte_timeout_seconds=self.options.first_byte_timeout_seconds,
+            sampling=lane.lane.sampling_parameters,
         )
-        try:
-            self._first_byte(call, plan)
-        except BaseException as exc:
-            self._release(call, _describe(exc))
-            self._after_answer(call)
-            raise
-        return call
+        events = self.providers.sync(lane.lane.provider).stream(provider_request)
+        return events, next(events)
 
     def _planned(
         self, principal: Principal, request: ChatRequest, *, fresh: bool
@@ -317,23 +378,17 @@ class DirectChat:
                 self.limiter.check_caller(principal)
             raise
 
-    def _first_byte(self, call: DirectCall, plan: DirectPlan) -> None:
+    def _first_byte(self, call: DirectCall, plan: DirectPlan, early: EarlyStart | None = None) -> None:
+        if early is not None and (not plan.lanes or plan.lanes[0] is not early.lane):
+            early.abandon()  # the hold re-planned: the early request was for another plan
+            early = None
         for lane in plan.lanes:
             call.lane = lane
-            provider_request = ProviderRequest(
-                custom_id=CHAT_ITEM_ID,
-                customer_item_id=CHAT_ITEM_ID,
-                operation=call.request.facts.operation,
-                model=lane.lane.model,
-                provider_model_id=lane.lane.provider_model_id or lane.lane.model,
-                input=call.request.provider_input,
-                max_output_tokens=lane.max_output_tokens,
-                first_byte_timeout_seconds=self.options.first_byte_timeout_seconds,
-                sampling=lane.lane.sampling_parameters,
-            )
             try:
-                events = self.providers.sync(lane.lane.provider).stream(provider_request)
-                first = next(events)
+                if early is not None and lane is early.lane:
+                    events, first = early.take(lane)
+                else:
+                    events, first = self._open_lane(call.request, lane)
             except PermanentProviderError as exc:
                 call.attempts.append(_attempt(lane, exc.code))
                 raise InvalidRequest(
@@ -442,8 +497,7 @@ class DirectChat:
             prompt_tokens=usage.prompt_tokens,
             completion_tokens=usage.completion_tokens,
             tool_uses=usage.tool_uses,
-            cached_input_tokens=usage.cached_input_tokens,
-            cache_write_input_tokens=usage.cache_write_input_tokens,
+            cache=usage.cache,
             latest_error=error,
             billing={
                 **direct_receipt(call.batch_id, call.lane, usage, charged, call.hold, at),
@@ -492,28 +546,8 @@ class DirectChat:
 
 def chat_usage(lane: DirectLane, usage: Usage, *, day: str) -> UsageCharge:
     """What one direct request adds to the usage counters: one chat request on its lane."""
-    price = lane.lane.price
-    return UsageCharge(
-        day=day,
-        lines=(
-            UsageLine(
-                model=lane.lane.model,
-                provider=lane.lane.provider,
-                cost=usage_cost(
-                    price.direct,
-                    usage.prompt_tokens,
-                    usage.completion_tokens,
-                    cached_input_tokens=usage.cached_input_tokens,
-                    cache_write_input_tokens=usage.cache_write_input_tokens,
-                ),
-                input_tokens=usage.prompt_tokens,
-                output_tokens=usage.completion_tokens,
-                cached_input_tokens=usage.cached_input_tokens,
-                cache_write_input_tokens=usage.cache_write_input_tokens,
-                chat_requests=1,
-            ),
-        ),
-    )
+    line = direct_usage_line(lane.lane, usage.prompt_tokens, usage.completion_tokens, usage.cache)
+    return UsageCharge(day=day, lines=(line,))
 
 
 def direct_receipt(

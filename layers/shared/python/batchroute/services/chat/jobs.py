@@ -16,6 +16,7 @@ from batchroute.domain.accounts.access import Principal, authorize, require_same
 from batchroute.domain.batches.artifact_keys import result_chunk_key
 from batchroute.domain.batches.jsonl import parse_jsonl
 from batchroute.domain.batches.record import BatchRecord, SurfaceFields, batch_id_for, job_id_for
+from batchroute.domain.catalog.pricing import CacheTokens
 from batchroute.domain.chat.objects import (
     CHAT_SOURCE,
     ChatJobView,
@@ -129,7 +130,7 @@ class ChatJobs:
             finish_reason=str(output.get("finish_reason") or "stop"),
             prompt_tokens=int(usage.get("prompt_tokens") or 0),
             completion_tokens=int(usage.get("completion_tokens") or 0),
-            cached_tokens=int(usage.get("cached_input_tokens") or 0),
+            cached_tokens=CacheTokens.from_fields(usage).cached_input_tokens,
         )
         return chat_job(batch, result=result, item_status=status)
 

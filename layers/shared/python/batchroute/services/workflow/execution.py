@@ -124,16 +124,7 @@ def result_line(
     seq: int, customer_item_id: Any, result: ProviderResult, attempts: int, lane: LaneRecord
 ) -> ResultLine:
     """One line of a lane's result chunk (docs/batches.md)."""
-    usage: LineUsage = {
-        "prompt_tokens": result.usage.prompt_tokens,
-        "completion_tokens": result.usage.completion_tokens,
-    }
-    if result.usage.cached_input_tokens:
-        usage["cached_input_tokens"] = result.usage.cached_input_tokens
-    if result.usage.cache_write_input_tokens:
-        usage["cache_write_input_tokens"] = result.usage.cache_write_input_tokens
-    if result.usage.tool_uses:
-        usage["tool_uses"] = dict(result.usage.tool_uses)
+    usage: LineUsage = result.usage.to_dict()
     error: LineError | None = None
     if result.error is not None:
         error = {
@@ -496,6 +487,7 @@ class LaneExecutor:
                 concurrency=self.registry.provider(slug).max_concurrency,
                 on_result=on_result,
                 should_stop=lambda: invocation.budget.remaining() < self.limits.stop_margin_seconds,
+                cache_prefixes=frozenset(lane.cache_prefixes),
             )
         return self._run_batch_job(batch_id, lane, chunk, todo, catalog_lane, on_result, invocation)
 
@@ -551,6 +543,7 @@ class LaneExecutor:
             clock=self.clock,
             limits=self.registry.provider(slug).batch_limits,
             rescue_due=lambda status: self._rescue_due(lane, chunk, status, invocation),
+            cache_prefixes=frozenset(lane.cache_prefixes),
         )
 
     def _rescue_between(

@@ -27,9 +27,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
-from decimal import Decimal
 from typing import Any
 
 from batchroute.clock import Clock, isoformat
@@ -41,10 +40,12 @@ from batchroute.domain.batches.artifact_keys import (
     results_index_key,
     results_key,
 )
+from batchroute.domain.batches.files import CompletedPart
 from batchroute.domain.batches.record import ArtifactKeys, BatchChanges, BatchRecord
 from batchroute.domain.batches.states import TERMINAL
 from batchroute.domain.routing.lane_plan import LaneRecord, lane_chunk_done
 from batchroute.domain.routing.rescue import handed_over_rows
+from batchroute.domain.workflow.finalize_cursor import CursorChanges, FinalizeCursorItem
 from batchroute.domain.workflow.results import ArtifactRow, MergeTally, ResultLine, merge_chunk, missing_row
 from batchroute.observability import logger
 from batchroute.services.batches.ports import BatchStore
@@ -131,7 +132,7 @@ class UploadPart:
     number: int
     etag: str
 
-    def to_s3(self) -> dict[str, int | str]:
+    def to_s3(self) -> CompletedPart:
         return {"PartNumber": self.number, "ETag": self.etag}
 
 
@@ -156,52 +157,65 @@ class FinalizeCursor:
     offsets: tuple[int, ...] = ()
     tally: MergeTally = field(default_factory=MergeTally)
 
-    def slice_changes(self) -> dict[str, Any]:
+    def slice_changes(self) -> CursorChanges:
         """What a committed slice sets on the stored cursor."""
         item = self.to_item()
-        return {name: item[name] for name in _SLICE_FIELDS}
+        return {
+            "position": item["position"],
+            "tally": item["tally"],
+            "results_parts": item["results_parts"],
+            "errors_parts": item["errors_parts"],
+            "results_bytes": item["results_bytes"],
+            "results_lines": item["results_lines"],
+            "errors_lines": item["errors_lines"],
+            "carry": item.get("carry"),
+            "offsets": item["offsets"],
+        }
 
-    def to_item(self) -> dict[str, Any]:
-        item = {f.name: getattr(self, f.name) for f in fields(self)}
-        item.update(
-            results_parts=[part.to_s3() for part in self.results_parts],
-            errors_parts=[part.to_s3() for part in self.errors_parts],
-            offsets=list(self.offsets),
-            tally=self.tally.to_dict(),
-        )
-        return item
+    def to_item(self) -> FinalizeCursorItem:
+        return {
+            "chunk_count": self.chunk_count,
+            "missing_code": self.missing_code,
+            "missing_message": self.missing_message,
+            "unrun_canceled": self.unrun_canceled,
+            "results_upload": self.results_upload,
+            "errors_upload": self.errors_upload,
+            "position": self.position,
+            "state": self.state,
+            "results_parts": [part.to_s3() for part in self.results_parts],
+            "errors_parts": [part.to_s3() for part in self.errors_parts],
+            "results_bytes": self.results_bytes,
+            "results_lines": self.results_lines,
+            "errors_lines": self.errors_lines,
+            "carry": self.carry,
+            "offsets": list(self.offsets),
+            "tally": self.tally.to_dict(),
+        }
 
     @classmethod
-    def from_item(cls, item: Mapping[str, Any]) -> FinalizeCursor:
+    def from_item(cls, item: FinalizeCursorItem) -> FinalizeCursor:
         """The stored cursor (numbers may be Decimals)."""
-        values = {f.name: item[f.name] for f in fields(cls) if item.get(f.name) is not None}
-        values.update({name: int(values[name]) for name in _COUNTERS if name in values})
         return cls(
-            **values
-            | {
-                "results_parts": _parts(item["results_parts"]),
-                "errors_parts": _parts(item["errors_parts"]),
-                "offsets": tuple(int(o) for o in item["offsets"]),
-                "tally": MergeTally.from_dict(item["tally"]),
-            }
+            chunk_count=int(item["chunk_count"]),
+            missing_code=str(item["missing_code"]),
+            missing_message=str(item["missing_message"]),
+            unrun_canceled=bool(item["unrun_canceled"]),
+            results_upload=str(item["results_upload"]),
+            errors_upload=str(item["errors_upload"]),
+            position=int(item.get("position") or 0),
+            state=str(item.get("state") or "running"),
+            results_parts=_parts(item["results_parts"]),
+            errors_parts=_parts(item["errors_parts"]),
+            results_bytes=int(item.get("results_bytes") or 0),
+            results_lines=int(item.get("results_lines") or 0),
+            errors_lines=int(item.get("errors_lines") or 0),
+            carry=item.get("carry"),
+            offsets=tuple(int(o) for o in item["offsets"]),
+            tally=MergeTally.from_dict(item["tally"]),
         )
 
 
-_COUNTERS = ("chunk_count", "position", "results_bytes", "results_lines", "errors_lines")
-_SLICE_FIELDS = (
-    "position",
-    "tally",
-    "results_parts",
-    "errors_parts",
-    "results_bytes",
-    "results_lines",
-    "errors_lines",
-    "carry",
-    "offsets",
-)
-
-
-def _parts(stored: Iterable[Mapping[str, str | int | Decimal]]) -> tuple[UploadPart, ...]:
+def _parts(stored: Iterable[CompletedPart]) -> tuple[UploadPart, ...]:
     return tuple(UploadPart(int(p["PartNumber"]), str(p["ETag"])) for p in stored)
 
 

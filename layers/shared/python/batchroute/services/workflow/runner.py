@@ -44,6 +44,7 @@ from batchroute.domain.catalog.catalog import NO_BATCH_LIMITS, OPERATIONS, Batch
 from batchroute.domain.catalog.tokens import DEFAULT_OUTPUT_TOKENS
 from batchroute.domain.routing.items import BatchItem
 from batchroute.domain.routing.lane_plan import SubmittedJob, job_parts
+from batchroute.domain.routing.prompt_cache import ChatInput, item_prefix
 from batchroute.providers.base import (
     ZERO_USAGE,
     BatchApiProvider,
@@ -116,9 +117,13 @@ def seq_of(custom_id: str) -> int | None:
     return int(digits) if digits.isdigit() else None
 
 
-def build_request(seq: int, item: BatchItem, lane: Lane, *, attempt: int = 1) -> ProviderRequest:
+def build_request(
+    seq: int, item: BatchItem, lane: Lane, *, attempt: int = 1, cache_prefixes: Collection[str] = ()
+) -> ProviderRequest:
     """The provider request for one item on this lane; PermanentProviderError for an item
-    no provider could answer (the API validates items, so this is a last line)."""
+    no provider could answer (the API validates items, so this is a last line). An item
+    whose prompt prefix is one of `cache_prefixes` (the lane's shared prefixes, cache-aware
+    routing) asks its adapter to mark the prefix for the vendor's cache."""
     payload = item.get("input")
     if not isinstance(payload, Mapping):
         raise PermanentProviderError("the item has no input object", code="invalid_item")
@@ -140,7 +145,15 @@ def build_request(seq: int, item: BatchItem, lane: Lane, *, attempt: int = 1) ->
         max_output_tokens=_output_limit(item, payload, op, lane),
         attempt=attempt,
         sampling=lane.sampling_parameters,
+        cache_prefix=_shared_prefix(payload, cache_prefixes),
     )
+
+
+def _shared_prefix(payload: ChatInput, cache_prefixes: Collection[str]) -> bool:
+    if not cache_prefixes:
+        return False
+    prefix = item_prefix(payload)
+    return prefix is not None and prefix.key in cache_prefixes
 
 
 def _output_limit(item: BatchItem, payload: Mapping[str, Any], operation: Operation, lane: Lane) -> int:
@@ -179,6 +192,7 @@ def run_lane_items(
     window: int | None = None,
     should_stop: Callable[[], bool] | None = None,
     wholesale_failure_threshold: int = DEFAULT_WHOLESALE_FAILURE_THRESHOLD,
+    cache_prefixes: Collection[str] = (),
 ) -> LaneOutcome:
     """Runs a sync lane's items; see the module docstring.
 
@@ -192,7 +206,9 @@ def run_lane_items(
     outcome = LaneOutcome()
     halt = threading.Event()
     held: list[_Done] = []  # used up their retries while the lane has not yet succeeded once
-    attempt_item = partial(_attempt_item, lane=lane, provider=provider, retry=retry, halt=halt)
+    attempt_item = partial(
+        _attempt_item, lane=lane, provider=provider, retry=retry, halt=halt, cache_prefixes=cache_prefixes
+    )
     settle = _Settle(outcome, halt, held, on_result, wholesale_failure_threshold)
     source = iter(items)
     exhausted = False
@@ -231,11 +247,12 @@ def _attempt_item(
     provider: SyncProvider,
     retry: RetryPolicy,
     halt: threading.Event,
+    cache_prefixes: Collection[str] = (),
 ) -> _Done:
     """One item to its answer: retried while transient and retries remain; `skipped` once
     the lane halts, `unavailable` when the provider is."""
     try:
-        request = build_request(seq, item, lane)
+        request = build_request(seq, item, lane, cache_prefixes=cache_prefixes)
     except PermanentProviderError as exc:
         return _Done(seq, "result", ProviderResult.failure(custom_id_for(seq), exc.to_item_error()), 0)
     while True:
@@ -429,6 +446,7 @@ def run_lane_batch_job(
     clock: Clock | None = None,
     limits: BatchLimits = NO_BATCH_LIMITS,
     rescue_due: Callable[[JobStatus | None], bool] | None = None,
+    cache_prefixes: Collection[str] = (),
 ) -> LaneOutcome:
     """Runs a batch-API lane: submits its items as one job (or resumes `job`), polls until
     it is done, reports results, resubmits transient failures, and returns. Items more than
@@ -443,7 +461,7 @@ def run_lane_batch_job(
     style; the default polls here every `poll_interval_seconds`. `rescue_due(status)` is
     asked at each poll of a running job (deadline rescue): True ends the run with `rescue`
     set and the job as `pending_job` (the caller hands the items over and cancels it)."""
-    run = _BatchLaneRun(load_items, lane, provider, retry, on_result, on_job, clock, limits)
+    run = _BatchLaneRun(load_items, lane, provider, retry, on_result, on_job, clock, limits, cache_prefixes)
     outcome = run.outcome
     try:
         current = job if job is not None else run.submit_next_part()
@@ -487,6 +505,7 @@ class _BatchLaneRun:
     on_job: Callable[[SubmittedJob | None], None] | None
     clock: Clock | None
     limits: BatchLimits
+    cache_prefixes: Collection[str] = ()
     outcome: LaneOutcome = field(default_factory=LaneOutcome)
     reported: set[int] = field(default_factory=set)
 
@@ -513,7 +532,9 @@ class _BatchLaneRun:
         requests: list[ProviderRequest] = []
         for seq, item in items:
             try:
-                requests.append(build_request(seq, item, self.lane, attempt=attempt))
+                requests.append(
+                    build_request(seq, item, self.lane, attempt=attempt, cache_prefixes=self.cache_prefixes)
+                )
             except PermanentProviderError as exc:
                 failure = ProviderResult.failure(custom_id_for(seq), exc.to_item_error())
                 self.report(seq, failure, 0)

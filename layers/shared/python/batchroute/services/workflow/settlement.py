@@ -27,6 +27,7 @@ from batchroute.domain.batches.record import ArtifactKeys, BatchRecord
 from batchroute.domain.batches.states import TERMINAL
 from batchroute.domain.billing.controls import BillingControls
 from batchroute.domain.billing.ledger import SettlementResult, UnknownReservation, period_keys
+from batchroute.domain.billing.savings import References
 from batchroute.domain.billing.settlement import (
     BillingReceipt,
     InlineReceipt,
@@ -78,8 +79,10 @@ class Settlement:
         clock: Clock,
         watch: MoneyWatch | None = None,
         work_orders: WorkOrderMembers | None = None,
+        references: References | None = None,
     ) -> None:
         self.work_orders = work_orders
+        self.references = references
         self.records = records
         self.ledger = ledger
         self.controls = controls
@@ -117,6 +120,7 @@ class Settlement:
             rejected=rejected_lanes(plan),
             fee_basis=breakdown.fee_basis(self.fees),
             rescues=rescued_lanes(lanes, tallies),
+            references=self.references,
         )
         key = receipt_key(batch_id)
         self.artifacts.write_json(key, receipt)

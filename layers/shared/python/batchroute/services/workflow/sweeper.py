@@ -16,9 +16,8 @@ from batchroute.clock import Clock, isoformat
 from batchroute.domain.batches.record import BatchChanges, UsageCheckpoint
 from batchroute.domain.batches.states import BatchState
 from batchroute.domain.billing.ledger import Purpose, Reservation, period_keys
-from batchroute.domain.billing.usage import UsageCharge, UsageLine, usage_day
-from batchroute.domain.catalog.catalog import Catalog
-from batchroute.domain.catalog.pricing import token_cost
+from batchroute.domain.billing.usage import UsageCharge, UsageLine, direct_usage_line, usage_day
+from batchroute.domain.catalog.catalog import Catalog, Lane
 from batchroute.domain.chat.holds import ChatOutcome
 from batchroute.money import Money
 from batchroute.observability import logger, metrics
@@ -99,15 +98,10 @@ def resolve_stale_chat_holds(
     ):
         record = records.record(hold.ref)
         checkpoint = (record.usage_checkpoint if record is not None else None) or UsageCheckpoint()
-        prompt, completion = checkpoint.prompt_tokens, checkpoint.completion_tokens
         lane = next((x for x in catalog.lanes if x.lane_id == checkpoint.lane_id), None)
-        charge = Money.zero()
-        if lane is not None:
-            charge = Money.usd_ceil(
-                token_cost(prompt, completion, lane.price.input_per_mtok, lane.price.output_per_mtok)
-            )
-        charged = min(charge, hold.amount)
-        outcome = _swept_outcome(hold.amount, charged, prompt, completion, at)
+        line = _swept_usage(lane, checkpoint, (record and record.chat_model) or "")
+        charge = Money.usd_ceil(line.cost)
+        outcome = _swept_outcome(hold.amount, min(charge, hold.amount), checkpoint, at)
         result = records.settle(
             hold.org_id,
             hold.reservation_id,
@@ -117,18 +111,7 @@ def resolve_stale_chat_holds(
             period_keys=period_keys(now, "UTC").values(),
             outcome=outcome,
             # Counted on its UTC day, as its spend is (the sweeper reads no controls).
-            usage=UsageCharge(
-                day=usage_day(now, "UTC"),
-                lines=(
-                    UsageLine(
-                        model=lane.model if lane is not None else (record and record.chat_model) or "",
-                        provider=lane.provider if lane is not None else "",
-                        input_tokens=prompt,
-                        output_tokens=completion,
-                        chat_requests=1,
-                    ),
-                ),
-            ),
+            usage=UsageCharge(day=usage_day(now, "UTC"), lines=(line,)),
         )
         if not result.replayed:
             report.settled.append(hold.reservation_id)
@@ -138,13 +121,31 @@ def resolve_stale_chat_holds(
     return report
 
 
-def _swept_outcome(reserved: Money, charged: Money, prompt: int, completion: int, at: str) -> ChatOutcome:
+def _swept_usage(lane: Lane | None, checkpoint: UsageCheckpoint, model: str) -> UsageLine:
+    """The usage a stopped chat request last checkpointed: each token kind at its lane's
+    direct price (nothing charged on a lane the catalog no longer has)."""
+    cache = checkpoint.cache
+    if lane is not None:
+        return direct_usage_line(lane, checkpoint.prompt_tokens, checkpoint.completion_tokens, cache)
+    return UsageLine(
+        model=model,
+        provider="",
+        input_tokens=checkpoint.prompt_tokens,
+        output_tokens=checkpoint.completion_tokens,
+        cached_input_tokens=cache.cached_input_tokens,
+        cache_write_input_tokens=cache.cache_write_input_tokens,
+        chat_requests=1,
+    )
+
+
+def _swept_outcome(reserved: Money, charged: Money, checkpoint: UsageCheckpoint, at: str) -> ChatOutcome:
     """The failed outcome the sweeper settles a stopped chat request with."""
     return ChatOutcome(
         completed=False,
         at=at,
-        prompt_tokens=prompt,
-        completion_tokens=completion,
+        prompt_tokens=checkpoint.prompt_tokens,
+        completion_tokens=checkpoint.completion_tokens,
+        cache=checkpoint.cache,
         latest_error="the request stopped before it settled; charged the usage last recorded",
         billing={
             "basis": "direct",

@@ -1,0 +1,249 @@
+"""Cache-aware routing (issue 32): shared prompt prefixes found by the preflight, priced per
+lane on the quote, kept whole on one lane when a group is split; the reservation stays the
+uncached bound."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from decimal import Decimal
+from typing import Any
+
+from batchroute.domain.batches.item_profile import ItemProfile, profile_items
+from batchroute.domain.catalog.catalog import Lane, LanePrice, PromptCacheRule
+from batchroute.domain.catalog.pricing import estimate_price
+from batchroute.domain.routing.engine import RoutePlan, route, stored_plan
+from batchroute.domain.routing.gates import RouteRequest, RoutingGuards
+from batchroute.domain.routing.items import ModelGroup, read_item
+from batchroute.domain.routing.prompt_cache import (
+    MIN_TRACKED_TOKENS,
+    PrefixRun,
+    expected_cache,
+    item_prefix,
+)
+from tests.unit.catalog_fixtures import CHAT, FEES, NOW, catalog, group_of, live, provider
+
+SYSTEM = "You label customer reviews by sentiment and topic. " * 240  # ~12,000 bytes, ~3,000 tokens
+SHORT_SYSTEM = "You label customer reviews. " * 20  # ~560 bytes: under every vendor's minimum
+RULE = PromptCacheRule(min_tokens=1024, lifetime_seconds=300, marker="cache_control")
+
+
+def chat(index: int, system: str | None = SYSTEM, *, model: str = CHAT, **extra: Any) -> dict[str, Any]:
+    messages: list[dict[str, Any]] = [{"role": "user", "content": f"Review {index}: fine."}]
+    if system is not None:
+        messages.insert(0, {"role": "system", "content": system})
+    return {
+        "customer_item_id": f"item-{index}",
+        "operation": "responses",
+        "model": model,
+        "input": {"messages": messages, **extra},
+    }
+
+
+def caching_lane(slug: str, *, batch_in: str, cached: str, write: str | None, rule: PromptCacheRule) -> Lane:
+    return Lane(
+        provider=slug,
+        model=CHAT,
+        price=LanePrice(
+            input_per_mtok=Decimal(batch_in) * 2,
+            output_per_mtok=Decimal("4"),
+            batch_input_per_mtok=Decimal(batch_in),
+            batch_output_per_mtok=Decimal("2"),
+            cached_input_per_mtok=Decimal(cached) * 2,
+            cache_write_input_per_mtok=None if write is None else Decimal(write) * 2,
+            batch_cached_input_per_mtok=Decimal(cached),
+            batch_cache_write_input_per_mtok=None if write is None else Decimal(write),
+        ),
+        context_window=200_000,
+        max_output_tokens=8_192,
+        operations=("responses",),
+        prompt_cache=rule,
+    )
+
+
+def plain_lane(slug: str, *, batch_in: str) -> Lane:
+    return Lane(
+        provider=slug,
+        model=CHAT,
+        price=LanePrice(
+            input_per_mtok=Decimal(batch_in) * 2,
+            output_per_mtok=Decimal("4"),
+            batch_input_per_mtok=Decimal(batch_in),
+            batch_output_per_mtok=Decimal("2"),
+        ),
+        context_window=200_000,
+        max_output_tokens=8_192,
+        operations=("responses",),
+    )
+
+
+# A caching lane a little dearer on input than a plain one: $0.50 against $0.45 a million.
+CACHING = caching_lane("cache", batch_in="0.50", cached="0.05", write="0.625", rule=RULE)
+PLAIN = plain_lane("plain", batch_in="0.45")
+LANES = [CACHING, PLAIN]
+
+
+def plan(
+    group: ModelGroup, *, cache_aware: bool = True, lanes: list[Lane] = LANES, room: int = 10**6
+) -> RoutePlan:
+    return route(
+        [group],
+        catalog([provider(lane.provider) for lane in lanes], lanes),
+        live=live(lanes, capacity=room),
+        request=RouteRequest(),
+        guards=RoutingGuards(cache_aware=cache_aware),
+        now=NOW,
+    )
+
+
+# -- prefix detection -----------------------------------------------------------------------------
+
+
+def test_a_long_system_prompt_is_the_prefix_and_the_user_turn_is_not() -> None:
+    first, second = item_prefix(chat(1)["input"]), item_prefix(chat(2)["input"])
+    assert first is not None and second is not None
+    assert first == second  # the user turns differ, the prefix does not
+    assert 2_900 <= first.tokens <= 3_100  # ~12,000 bytes at 4 bytes a token, + one message
+
+
+def test_short_or_absent_prefixes_are_not_tracked() -> None:
+    assert item_prefix(chat(1, system=SHORT_SYSTEM)["input"]) is None
+    assert item_prefix(chat(1, system=None)["input"]) is None
+    assert item_prefix({"input": "one Responses string"}) is None
+
+
+def test_tools_instructions_and_earlier_turns_are_part_of_the_prefix_key() -> None:
+    base = item_prefix(chat(1)["input"])
+    other_format = item_prefix(chat(1, response_format={"type": "json_object"})["input"])
+    with_instructions = item_prefix({**chat(1, system=None)["input"], "instructions": SYSTEM})
+    assert base is not None and other_format is not None and with_instructions is not None
+    assert other_format.key != base.key  # a different output format: another prefix
+    assert with_instructions.key != base.key
+    few_shot = chat(1)
+    few_shot["input"]["messages"][1:1] = [
+        {"role": "user", "content": "Review 0: bad."},
+        {"role": "assistant", "content": "negative"},
+    ]
+    grown = item_prefix(few_shot["input"])
+    assert grown is not None and grown.key != base.key and grown.tokens > base.tokens
+
+
+def test_the_group_counts_items_per_prefix_with_their_ordinals() -> None:
+    items = [chat(0, system=None), chat(1), chat(2), chat(3, system=SHORT_SYSTEM), chat(4)]
+    group = group_of(items)
+    (shared,) = group.shared_prefixes()
+    assert (shared["items"], shared["first"], shared["last"]) == (3, 1, 4)
+    assert shared["tokens"] >= MIN_TRACKED_TOKENS
+
+
+def test_embeddings_and_single_items_share_nothing() -> None:
+    facts, _ = read_item(
+        {"customer_item_id": "e", "operation": "embeddings", "model": CHAT, "input": {"input": SYSTEM}}
+    )
+    assert facts is not None and facts.prefix is None
+    assert group_of([chat(1)]).shared_prefixes() == []
+
+
+def test_the_item_profile_keeps_the_shared_prefixes_and_stands_in_for_the_items() -> None:
+    items = [chat(i) for i in range(5)] + [chat(9, system=None)]
+    profile = profile_items(items)
+    read_back = ItemProfile.from_json(profile.to_json())
+    assert read_back is not None and read_back.usable
+    (model,) = read_back.models
+    assert model.group().shared_prefixes() == group_of(items).shared_prefixes()
+
+
+# -- pricing and ranking ---------------------------------------------------------------------------
+
+
+def test_expected_cache_is_one_write_and_a_read_per_further_item() -> None:
+    run = PrefixRun(tokens=3_000, items=10, first=0, last=9)
+    whole = expected_cache([run], RULE)
+    assert (whole.grouped_items, whole.cached_tokens, whole.write_tokens) == (10, 27_000, 3_000)
+    half = expected_cache([run], RULE, start=0, end=5)
+    assert (half.grouped_items, half.cached_tokens, half.write_tokens) == (5, 12_000, 3_000)
+    assert expected_cache([run], replace(RULE, min_tokens=4_096)).cached_tokens == 0
+    assert expected_cache([run], None).grouped_items == 0
+
+
+def test_a_caching_lane_wins_on_cost_when_the_shared_prefix_is_long() -> None:
+    group = group_of(chat(i) for i in range(50))
+    (chosen,) = plan(group).groups[0].selected
+    assert chosen.lane_id == "cache/m-chat"
+    cache = chosen.prompt_cache
+    assert cache is not None
+    assert cache.expected.grouped_items == 50
+    assert (
+        cache.expected.write_tokens > 0 and cache.expected.cached_tokens == 49 * cache.expected.write_tokens
+    )
+    assert cache.savings.micros > 0
+    assert cache.expected_cost == chosen.estimated_cost - cache.savings
+    assert (
+        "50 of them sharing a cached prompt prefix: expected 0.14 USD instead of 0.20 USD"
+        in plan(group).explanation()
+    )
+    # without cache-aware routing the plain lane is cheaper, as before
+    (uncached,) = plan(group, cache_aware=False).groups[0].selected
+    assert uncached.lane_id == "plain/m-chat" and uncached.prompt_cache is None
+
+
+def test_below_the_minimum_nothing_changes() -> None:
+    group = group_of(chat(i, system=SHORT_SYSTEM * 4) for i in range(50))  # ~560 tokens at 4 B
+    (chosen,) = plan(group).groups[0].selected
+    assert chosen.lane_id == "plain/m-chat"
+    high_minimum = caching_lane(
+        "cache", batch_in="0.50", cached="0.05", write="0.625", rule=replace(RULE, min_tokens=8_192)
+    )
+    long_group = group_of(chat(i) for i in range(50))
+    (chosen,) = plan(long_group, lanes=[high_minimum, PLAIN]).groups[0].selected
+    assert chosen.lane_id == "plain/m-chat"
+
+
+def test_the_reservation_stays_the_uncached_bound() -> None:
+    group = group_of(chat(i) for i in range(50))
+    cached_plan = plan(group, lanes=[CACHING])
+    uncached_plan = plan(group, lanes=[CACHING], cache_aware=False)
+    (lane,) = cached_plan.groups[0].selected
+    assert lane.prompt_cache is not None and lane.prompt_cache.savings.micros > 0
+    # the quote's price (what a batch reserves) is the uncached estimate either way
+    assert estimate_price(cached_plan, FEES) == estimate_price(uncached_plan, FEES)
+    assert lane.usage() == uncached_plan.groups[0].selected[0].usage()
+
+
+def test_the_cache_expectation_and_shared_prefixes_survive_the_snapshot() -> None:
+    group = group_of(chat(i) for i in range(5))
+    shown = plan(group).to_api()
+    assert stored_plan(shown) == shown
+    assert shown["groups"][0]["shared_prefixes"][0]["items"] == 5
+    assert shown["groups"][0]["selected_lanes"][0]["prompt_cache"]["grouped_items"] == 5
+    assert "shared_prefixes" not in plan(group, cache_aware=False).to_api()["groups"][0]
+
+
+# -- a split keeps a prefix's run on one lane -------------------------------------------------------
+
+
+def test_a_split_moves_its_point_off_a_run_of_a_shared_prefix() -> None:
+    # items 0-3 plain, 4-9 share a prefix; each lane has room for 6: the naive split at 6
+    # would cut the run, so the first lane takes 4 and the second the run
+    items = [chat(i, system=None) for i in range(4)] + [chat(i) for i in range(4, 10)]
+    group = group_of(items)
+    lanes = [CACHING, caching_lane("other", batch_in="0.60", cached="0.06", write="0.75", rule=RULE)]
+    states = live(lanes, overrides={"cache/m-chat": (6, 30), "other/m-chat": (6, 30)})
+    routed = route(
+        [group],
+        catalog([provider(lane.provider) for lane in lanes], lanes),
+        live=states,
+        request=RouteRequest(),
+        guards=RoutingGuards(),
+        now=NOW,
+    )
+    counts = [lane.item_count for lane in routed.groups[0].selected]
+    assert counts == [4, 6]
+    off = route(
+        [group],
+        catalog([provider(lane.provider) for lane in lanes], lanes),
+        live=states,
+        request=RouteRequest(),
+        guards=RoutingGuards(cache_aware=False),
+        now=NOW,
+    )
+    assert [lane.item_count for lane in off.groups[0].selected] == [6, 4]
