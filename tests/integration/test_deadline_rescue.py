@@ -372,7 +372,8 @@ def test_the_rescue_setting_is_read_at_the_edge_and_kept_on_the_batch(
     headers = org.key_headers()
     items = [_item(0), _item(1)]
     # A body with a bad setting is refused, naming the field
-    for n, bad in enumerate(({"mode": "sometimes"}, {"mode": "allow_overage"}, "off")):
+    overage = {"mode": "allow_overage", "max_overage_usd": "2.50"}  # refused until it is funded
+    for n, bad in enumerate(({"mode": "sometimes"}, {"mode": "allow_overage"}, "off", overage)):
         refused = client.post(
             "/v1/batches",
             json={"items": items, "rescue": bad},
@@ -382,7 +383,7 @@ def test_the_rescue_setting_is_read_at_the_edge_and_kept_on_the_batch(
         assert refused.json()["error"]["code"] == "invalid_request"
         assert refused.json()["error"]["details"].get("field") == "rescue", refused.text
     # A good one is stored on the batch as given; without one the record has none (the default)
-    body = {"items": items, "rescue": {"mode": "allow_overage", "max_overage_usd": "2.50"}}
+    body = {"items": items, "rescue": {"mode": "off"}}
     created = client.post("/v1/batches", json=body, headers={**headers, "Idempotency-Key": "rescue-ok-0001"})
     assert created.status_code == 202, created.text
     batch = BatchRecords(get_settings().table_name("batches")).get(created.json()["batch"]["id"])
