@@ -77,7 +77,8 @@ class BatchCreateRequest(ItemsToQuote):
         default=None,
         description="Deadline rescue (docs/batches.md): when a lane is projected to miss the deadline, "
         "its unfinished items move to a faster eligible lane. mode within_reservation (default: only "
-        "what the reservation covers, cheapest lane first), allow_overage (up to max_overage_usd more), off",
+        "what the reservation covers, cheapest lane first) or off; allow_overage (up to max_overage_usd "
+        "more) is refused with 400 until overage funding lands",
     )
 
     @classmethod
