@@ -23,7 +23,9 @@ from typing import Any
 
 import httpx
 import pytest
+from playwright.sync_api import Browser, Page, expect
 
+from batchroute.money import money_text
 from tests.e2e.local_stack import RunningStack, api_client, running_stack
 from tests.e2e.test_batches_e2e import (  # noqa: F401  (receiver: a fixture)
     SECRET,
@@ -36,9 +38,14 @@ from tests.e2e.test_batches_e2e import (  # noqa: F401  (receiver: a fixture)
     receiver,
 )
 from tests.e2e.test_batches_e2e import _item as batch_item
+from tests.e2e.test_console_browser import BATCH_TIMEOUT_MS, VIEWPORT, browser
+from tests.e2e.test_console_money import signed_in
 
 pytestmark = pytest.mark.e2e
 
+__all__ = ["browser"]  # the fixture of test_console_browser.py
+
+POLICY = {"provider_allow": ["together", "fireworks"]}  # a vendor batch API and a sync host
 LLAMA_70B = "meta-llama/Llama-3.3-70B-Instruct"  # together (batch API) and fireworks (sync)
 QWEN = "Qwen/Qwen2.5-72B-Instruct"  # together (batch API): finishes fast, under its estimate
 OBSERVATION_SECONDS = 6
@@ -93,7 +100,7 @@ def test_a_held_back_vendor_batch_lane_is_rescued_onto_a_sync_lane_before_the_de
 ) -> None:
     key = _agent_key(api, "rescue")
     # Given an org whose route policy allows a vendor batch API and a sync host only
-    policy = api.put("/v1/routing/policy", json={"provider_allow": ["together", "fireworks"]}, headers=key)
+    policy = api.put("/v1/routing/policy", json=POLICY, headers=key)
     assert policy.status_code == 200, policy.text
     before = _balance(api, key)
     # And a batch the quote places on the vendor batch lane, the sync lane outranked
@@ -158,3 +165,44 @@ def test_a_held_back_vendor_batch_lane_is_rescued_onto_a_sync_lane_before_the_de
     assert event["batch"]["id"] == batch_id
     assert event["rescue"]["lane_key"] == rescue["lane_key"]
     assert event["rescue"]["from_lane_key"] == old["lane_key"] and event["rescue"]["items"] == 3
+
+
+@pytest.fixture
+def console_page(browser: Browser, rescue_stack: RunningStack) -> Iterator[Page]:
+    """A browser page on this module's stack (the console it serves: `make console` built it)."""
+    context = browser.new_context(viewport=VIEWPORT, base_url=rescue_stack.base_url)
+    context.set_default_timeout(20_000)
+    try:
+        yield context.new_page()
+    finally:
+        context.close()
+
+
+def test_the_console_shows_the_rescue_on_the_batch_receipt(console_page: Page) -> None:
+    page = console_page
+    # Given a signed-in owner whose route policy places the batch on the vendor batch lane
+    signed_in(page, "rescue-console")
+    assert page.request.put("/v1/routing/policy", data=POLICY).ok
+    # When a batch the emulator holds back is rescued, and its page is opened
+    created = page.request.post(
+        "/v1/batches", data={"items": _items()}, headers={"Idempotency-Key": f"rescue-{uuid.uuid4().hex}"}
+    )
+    assert created.status == 202, created.text()
+    batch_id = str(created.json()["batch"]["id"])
+    page.goto(f"/console/batches/{batch_id}")
+    expect(page.get_by_test_id("batch-state")).to_have_text("completed", timeout=BATCH_TIMEOUT_MS)
+    receipt = page.get_by_role("region", name="Routing receipt")
+    expect(receipt).to_be_visible(timeout=30_000)
+    # Then the receipt's rescue table shows the lane, where from, why, its items and money
+    [rescued] = page.request.get(f"/v1/batches/{batch_id}/billing-receipt").json()["rescues"]
+    table = receipt.get_by_test_id("rescues")
+    expect(receipt.get_by_role("heading", name="Deadline rescue")).to_be_visible()
+    row = table.locator("tbody tr")
+    expect(row).to_have_count(1)
+    for text in ("fireworks", rescued["lane_key"], rescued["from_lane_key"], "deadline_rescue", "3 / 0 / 0"):
+        expect(row).to_contain_text(text)
+    expect(row.get_by_test_id("rescue-cost")).to_have_text(money_text(_amount(rescued["cost"])))
+    expect(row.get_by_test_id("rescue-difference")).to_have_text(
+        money_text(_amount(rescued["cost_difference"]))
+    )
+    expect(row).to_contain_text(money_text(_amount(rescued["cost_at_quoted_prices"])))
