@@ -38,8 +38,8 @@ from tests.e2e.test_batches_e2e import (  # noqa: F401  (receiver: a fixture)
     receiver,
 )
 from tests.e2e.test_batches_e2e import _item as batch_item
-from tests.e2e.test_console_browser import BATCH_TIMEOUT_MS, VIEWPORT, browser
-from tests.e2e.test_console_money import signed_in
+from tests.e2e.test_console_browser import VIEWPORT, browser
+from tests.e2e.test_console_money import settled_receipt, signed_in
 
 pytestmark = pytest.mark.e2e
 
@@ -183,16 +183,8 @@ def test_the_console_shows_the_rescue_on_the_batch_receipt(console_page: Page) -
     # Given a signed-in owner whose route policy places the batch on the vendor batch lane
     signed_in(page, "rescue-console")
     assert page.request.put("/v1/routing/policy", data=POLICY).ok
-    # When a batch the emulator holds back is rescued, and its page is opened
-    created = page.request.post(
-        "/v1/batches", data={"items": _items()}, headers={"Idempotency-Key": f"rescue-{uuid.uuid4().hex}"}
-    )
-    assert created.status == 202, created.text()
-    batch_id = str(created.json()["batch"]["id"])
-    page.goto(f"/console/batches/{batch_id}")
-    expect(page.get_by_test_id("batch-state")).to_have_text("completed", timeout=BATCH_TIMEOUT_MS)
-    receipt = page.get_by_role("region", name="Routing receipt")
-    expect(receipt).to_be_visible(timeout=30_000)
+    # When a batch the emulator holds back is rescued, and its page is opened (once settled)
+    batch_id, receipt = settled_receipt(page, _items())
     # Then the receipt's rescue table shows the lane, where from, why, its items and money
     [rescued] = page.request.get(f"/v1/batches/{batch_id}/billing-receipt").json()["rescues"]
     table = receipt.get_by_test_id("rescues")
