@@ -130,6 +130,7 @@ class EmulatorConfig:
     batch_seconds: float = 0.0  # how long a batch job stays in progress
     completion_tokens: int = 0  # fixed completion usage; 0 = derived from the request
     providers_down: frozenset[str] = field(default_factory=frozenset)
+    stuck_percent: int = 40  # of a [simulate:stuck_batch] job's requests, done until cancelled
 
     @classmethod
     def from_settings(cls, settings: Settings) -> EmulatorConfig:
@@ -140,6 +141,7 @@ class EmulatorConfig:
             batch_seconds=settings.simulated_batch_poll_seconds,
             completion_tokens=settings.simulated_completion_tokens,
             providers_down=frozenset(settings.simulated_providers_down),
+            stuck_percent=settings.simulated_stuck_batch_percent,
         )
 
 

@@ -155,10 +155,10 @@ class _Job:
     stuck: bool = False  # holds [simulate:stuck_batch]: in_progress at 40 % until cancelled
 
 
-# A batch job holding this stays in_progress with STUCK_PERCENT of its requests done until it
-# is cancelled: a late vendor, for the deadline rescue (docs/batches.md).
+# A batch job holding this stays in_progress with the configured share of its requests done
+# (`simulated_stuck_batch_percent`, 40 by default) until it is cancelled: a late vendor, for
+# the deadline rescue (docs/batches.md).
 STUCK_MARKER = b"[simulate:stuck_batch]"
-STUCK_PERCENT = 40
 
 
 class OpenAIEmulator:
@@ -510,7 +510,7 @@ class OpenAIEmulator:
                 return
             total = job.counts["total"]
             if job.stuck:
-                job.counts["completed"] = total * STUCK_PERCENT // 100
+                job.counts["completed"] = total * self.behaviour.config.stuck_percent // 100
                 return
             elapsed = self.clock() - job.created_at
             duration = self.behaviour.config.batch_seconds

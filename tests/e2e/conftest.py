@@ -11,20 +11,16 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from tests.e2e.local_stack import RunningStack, start_stack, stop_stack
+from tests.e2e.local_stack import RunningStack, api_client, running_stack
 
 
 @pytest.fixture(scope="session")
 def local_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
-    stack = start_stack(tmp_path_factory.mktemp("local-stack"))
-    try:
+    with running_stack(tmp_path_factory.mktemp("local-stack")) as stack:
         yield stack
-    finally:
-        code, _ = stop_stack(stack)
-        assert code == 0, stack.log_tail()
 
 
 @pytest.fixture
 def api(local_stack: RunningStack) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=local_stack.base_url, timeout=10) as client:
+    with api_client(local_stack) as client:
         yield client

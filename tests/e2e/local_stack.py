@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,8 +49,10 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def start_stack(workdir: Path) -> RunningStack:
-    """Launch the runner and wait until GET /v1/health answers 200."""
+def start_stack(workdir: Path, settings: Mapping[str, str] | None = None) -> RunningStack:
+    """Launch the runner and wait until GET /v1/health answers 200. `settings`: more of the
+    service's settings as environment variables (documented knobs, e.g. the deadline rescue's
+    RESCUE_MIN_OBSERVATION_SECONDS), on top of the suite's own."""
     workdir.mkdir(parents=True, exist_ok=True)
     port = free_port()
     # A developer's shell: settings other tests may have left in os.environ do not leak in.
@@ -68,6 +71,7 @@ def start_stack(workdir: Path) -> RunningStack:
         # The sweeper every 10 s rather than the declared minute: a schedule the tests make
         # due fires within seconds (docs/local.md, --sweeper-interval).
         "SWEEPER_INTERVAL_SECONDS": "10",
+        **(settings or {}),
     }
     log_file = workdir / "stack.log"
     started = time.monotonic()
@@ -83,6 +87,23 @@ def start_stack(workdir: Path) -> RunningStack:
         raise
     stack.ready_seconds = time.monotonic() - started
     return stack
+
+
+@contextlib.contextmanager
+def running_stack(workdir: Path, settings: Mapping[str, str] | None = None) -> Iterator[RunningStack]:
+    """A stack for the block; stopped by SIGTERM after it, which must exit cleanly (code 0)."""
+    stack = start_stack(workdir, settings)
+    try:
+        yield stack
+    finally:
+        code, _ = stop_stack(stack)
+        assert code == 0, stack.log_tail()
+
+
+@contextlib.contextmanager
+def api_client(stack: RunningStack) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=stack.base_url, timeout=10) as client:
+        yield client
 
 
 def _wait_for_health(stack: RunningStack, started: float) -> None:

@@ -123,7 +123,9 @@ def _batch_on_the_vendor_lane(
 class Run:
     """The router and settle steps with a FixedClock and a hand-driven poll wait."""
 
-    def __init__(self, stack: LocalStack, batch: CreatedBatch, *, time_left_ms: int = 900_000) -> None:
+    def __init__(
+        self, stack: LocalStack, batch: CreatedBatch, *, time_left_ms: int = 900_000, inline: bool = False
+    ) -> None:
         settings = get_settings()
         self.stack = stack
         self.batch = batch
@@ -132,6 +134,12 @@ class Run:
         self.artifacts = BatchArtifacts(S3Objects(settings.buckets["artifacts"]))
         registry = provider_registry(settings, builtin_catalog().providers)
         ticks = iter(range(0, 10**9, 1000))  # each look at the time waited: 1000 s later
+        waits = iter(range(30))
+
+        def hour_later(_: float) -> None:  # `inline`: each poll wait of one invocation, 1 h on
+            assert next(waits, None) is not None, "the lane was not rescued in this invocation"
+            self.clock.advance(hours=1)
+
         self.rescue = DeadlineRescue(
             records=self.records,
             artifacts=self.artifacts,
@@ -149,8 +157,8 @@ class Run:
             catalog=builtin_catalog(),
             clock=self.clock,
             continuations=TaskQueue(settings.queue_urls["lanes"]),
-            sleeper=lambda _: None,
-            monotonic=lambda: float(next(ticks)),
+            sleeper=hour_later if inline else lambda _: None,
+            monotonic=(lambda: 0.0) if inline else lambda: float(next(ticks)),
             budget=lambda: TimeBudget(900, remaining_millis=lambda: time_left_ms),
             rescue=self.rescue,
         )
@@ -287,6 +295,21 @@ def test_a_vendor_batch_stuck_at_40_percent_with_2_hours_left_is_rescued_before_
     assert headers[EVENT_HEADER] == "batch.rescue_started"
     timestamp = int(headers[TIMESTAMP_HEADER])
     assert verify(b"whsec_rescue", timestamp, raw, headers[SIGNATURE_HEADER], now=timestamp)
+
+
+def test_a_lane_is_judged_in_the_invocation_that_started_it(stack: LocalStack, org: TestOrg) -> None:
+    # Given a batch on the vendor batch lane whose job gets stuck at 40 %
+    items = [_item(0, stuck=True), *(_item(n) for n in range(1, 10))]
+    created = _batch_on_the_vendor_lane(org.org_id, items, rescuers=("deepinfra",))
+    run = Run(stack, created, inline=True)
+    # When the RunLane invocation that starts the lane polls its job inline, an hour per wait
+    (lane,) = run.workflow.route(run.task("route"))["lanes"]
+    answer = run.workflow.run_lane(run.task("run_lane", lane=lane))
+    # Then that invocation judges the lane by the start it just recorded and rescues it
+    assert answer == {"lane_key": lane["lane_key"], "completed": 10, "failed": 0, "canceled": 0}
+    old, rescue = run.handed(lane["lane_key"])
+    assert rescue.handover_reason == DEADLINE_RESCUE and rescue.status == "completed"
+    assert old.status == "failed" and old.latest_error is not None
 
 
 def test_a_rescue_the_reservation_cannot_cover_takes_only_what_it_covers(

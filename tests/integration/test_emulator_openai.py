@@ -32,6 +32,7 @@ from openai.types.responses.response_create_params import (
 )
 from pydantic import TypeAdapter
 
+from batchroute.config import Settings
 from batchroute.providers.base import (
     PermanentProviderError,
     ProviderRequest,
@@ -635,3 +636,19 @@ def test_a_stuck_batch_stays_at_40_percent_until_it_is_cancelled(
     batch.cancel(job)
     clock.now += 1
     assert batch.poll(job).state == "cancelled"
+
+
+def test_the_share_a_stuck_batch_reports_done_is_a_setting() -> None:
+    # simulated_stuck_batch_percent: 0 is a vendor that answered nothing yet (the e2e rescue)
+    settings = Settings(simulated_stuck_batch_percent=0)
+    behaviour = Behaviour(replace(EmulatorConfig.from_settings(settings), batch_seconds=60.0))
+    emulator = OpenAIEmulator(behaviour, provider="openai", prefix="/openai", models=(MODEL,))
+    server = EmulatorServer([emulator.vendor]).start()
+    try:
+        batch = make_batch(endpoint(server), "sk-local")
+        job = batch.submit([request(f"q {n} [simulate:stuck_batch]", custom_id=f"seq-{n}") for n in range(5)])
+        stuck = batch.poll(job)
+        assert (stuck.state, stuck.total, stuck.completed_count) == ("in_progress", 5, 0)
+        assert Settings().simulated_stuck_batch_percent == 40
+    finally:
+        server.stop()

@@ -10,6 +10,7 @@ from decimal import Decimal
 
 import pytest
 
+from batchroute.config import get_settings
 from batchroute.domain.routing.lane_plan import LaneRecord, PlanLane, lane_chunks, new_lane_record
 from batchroute.domain.routing.rescue import (
     DEADLINE_RESCUE,
@@ -91,6 +92,19 @@ def test_too_short_a_run_is_not_judged_and_nothing_answered_is_no_finish_in_sigh
     assert not rescue_due(project(LaneProgress(START, 10, 1), late), DEADLINE, timedelta(0), late)
     done = project(LaneProgress(START, items=10, done=10), START + timedelta(hours=23))
     assert done is not None and not rescue_due(done, DEADLINE, timedelta(0), START + timedelta(hours=23))
+
+
+def test_the_minimum_observation_time_is_a_setting() -> None:
+    # the default judges no lane before 10 minutes; rescue_min_observation_seconds lowers it
+    # (the local e2e stack: a few seconds), and a lane is never judged at its very start
+    progress = LaneProgress(START, items=10, done=0)
+    assert project(progress, START + timedelta(seconds=5)) is None
+    stalled = project(progress, START + timedelta(seconds=5), min_observation_seconds=3)
+    assert stalled is not None and stalled.finish_at is None
+    assert rescue_due(stalled, DEADLINE, rescue_margin("cheapest"), START + timedelta(seconds=5))
+    assert project(progress, START + timedelta(seconds=2), min_observation_seconds=3) is None
+    assert project(progress, START, min_observation_seconds=0) is None
+    assert get_settings().rescue_min_observation_seconds == 600
 
 
 # -- the decision --------------------------------------------------------------------------------

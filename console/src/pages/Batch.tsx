@@ -1,5 +1,5 @@
-// One batch: live counts, the routing receipt (selected lanes, and every rejected lane with
-// its reason, as a table and a per-lane chart), items with a status filter, downloads,
+// One batch: live counts, the routing receipt (selected lanes, the lanes of a deadline rescue,
+// and every rejected lane with its reason, as a table and a per-lane chart), items with a status filter, downloads,
 // cancel and retry. The page follows the batch until it is settled, not merely terminal: a
 // canceled batch's dispatched work may still run, and its results, receipt and retry come
 // once that work has ended (docs/console.md, "Cancel").
@@ -270,6 +270,7 @@ function ReceiptView({ receipt }: { receipt: Receipt }) {
           <figcaption>Items per lane that ran</figcaption>
         </figure>
       )}
+      {(receipt.rescues ?? []).length > 0 && <RescuesTable rescues={receipt.rescues ?? []} />}
       <h3>Lanes not chosen, and why</h3>
       {reasons.length > 0 && (
         <figure aria-label="Lanes not chosen, by reason">
@@ -312,6 +313,53 @@ function ReceiptView({ receipt }: { receipt: Receipt }) {
         </table>
       )}
     </section>
+  );
+}
+
+const RESCUE_REASONS: Record<Schemas["RescuedLaneReceipt"]["reason"], string> = {
+  deadline_rescue: "deadline rescue: took the items of a lane projected to miss the deadline",
+  deadline_rescue_rest: "deadline rescue, rest: the items the rescue's money left on the old lane",
+};
+
+/** The receipt's `rescues` (docs/batches.md, "Deadline rescue"): per rescue lane and rest
+ * record, the lane it took over from, why, its items, and its cost against the quoted prices. */
+function RescuesTable({ rescues }: { rescues: Schemas["RescuedLaneReceipt"][] }) {
+  return (
+    <>
+      <h3>Deadline rescue</h3>
+      <table data-testid="rescues">
+        <thead>
+          <tr>
+            <th scope="col">Lane</th>
+            <th scope="col">Took items from</th>
+            <th scope="col">Reason</th>
+            <th scope="col">Items done / failed / canceled</th>
+            <th scope="col">Cost</th>
+            <th scope="col">At quoted prices</th>
+            <th scope="col">Difference</th>
+          </tr>
+        </thead>
+        <tbody>
+          {rescues.map((lane) => (
+            <tr key={lane.lane_key}>
+              <td>
+                {lane.provider} <small>{lane.lane_key}</small>
+              </td>
+              <td>{lane.from_lane_key ?? "—"}</td>
+              <td>
+                <code>{lane.reason}</code> <small>{RESCUE_REASONS[lane.reason]}</small>
+              </td>
+              <td>
+                {lane.item_counts.completed} / {lane.item_counts.failed} / {lane.item_counts.canceled}
+              </td>
+              <td data-testid="rescue-cost">{money(lane.cost)}</td>
+              <td>{money(lane.cost_at_quoted_prices)}</td>
+              <td data-testid="rescue-difference">{money(lane.cost_difference)}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </>
   );
 }
 

@@ -144,7 +144,9 @@ class Settings(BaseModel):
     # a whole answer takes `simulated_latency_ms`; a stream waits `simulated_ttft_ms` for its
     # first byte, then `simulated_inter_token_ms` per chunk; a vendor batch job stays in
     # progress for `simulated_batch_poll_seconds`; `simulated_completion_tokens` fixes
-    # completion usage (0 = derived from the request); `simulated_providers_down` (above)
+    # completion usage (0 = derived from the request); a job holding `[simulate:stuck_batch]`
+    # reports `simulated_stuck_batch_percent` of its requests done until it is cancelled
+    # (40; 0: a vendor that answered nothing yet); `simulated_providers_down` (above)
     # drops every connection to those providers. `simulated_providers` (local only) answers
     # from the in-process simulator instead, without HTTP (the in-process test suites, where
     # the adapters have suites of their own); `simulated_capacity` caps its in-flight calls.
@@ -165,6 +167,10 @@ class Settings(BaseModel):
     simulated_batch_poll_seconds: float = Field(default=1.0, ge=0, le=86_400)
     simulated_capacity: int = Field(default=0, ge=0)
     simulated_completion_tokens: int = Field(default=0, ge=0)
+    simulated_stuck_batch_percent: int = Field(default=40, ge=0, le=99)
+    # Deadline rescue (docs/batches.md): no lane is judged before it ran this long (a job
+    # just submitted says nothing). The local e2e stack sets a few seconds.
+    rescue_min_observation_seconds: int = Field(default=600, ge=0, le=86_400)
 
     # Chat completions (docs/chat.md). The direct path keeps the lanes' live state in process
     # for `chat_lane_state_ttl_seconds` (no DynamoDB read before the first byte while warm);

@@ -17,7 +17,8 @@ the markers look at the attempt. Markers, anywhere in the request input:
 - `[simulate:wrong:<slug>]`: that provider answers the fixed WRONG_ANSWER text instead of its
   usual one (a lane that answers wrongly: golden-set regression, docs/schedules.md).
 - `[simulate:stuck_batch]`: a vendor batch job holding it never finishes: it reports
-  `in_progress` with 40 % of its requests done (STUCK_DONE_PERCENT) until it is cancelled
+  `in_progress` with 40 % of its requests done (STUCK_DONE_PERCENT; the setting
+  `simulated_stuck_batch_percent`) until it is cancelled
   (a late vendor: deadline rescue, docs/batches.md).
 
 Usage: prompt tokens are the quote's conservative estimate of the input
@@ -147,6 +148,7 @@ class SimulationConfig:
     capacity: int = 0  # in-flight sync calls per provider; 0 = no cap
     completion_tokens: int = 0  # fixed completion usage; 0 = derived from the input hash
     providers_down: frozenset[str] = field(default_factory=frozenset)
+    stuck_percent: int = STUCK_DONE_PERCENT  # of a [simulate:stuck_batch] job, done until cancelled
 
     @classmethod
     def from_settings(cls, settings: Settings) -> SimulationConfig:
@@ -158,6 +160,7 @@ class SimulationConfig:
             capacity=settings.simulated_capacity,
             completion_tokens=settings.simulated_completion_tokens,
             providers_down=frozenset(settings.simulated_providers_down),
+            stuck_percent=settings.simulated_stuck_batch_percent,
         )
 
 
@@ -487,7 +490,7 @@ class SimulatedBatchApiProvider:
             return base.JobStatus(state="cancelled", total=total)
         if job.stuck:
             return base.JobStatus(
-                state="in_progress", total=total, completed_count=total * STUCK_DONE_PERCENT // 100
+                state="in_progress", total=total, completed_count=total * self.config.stuck_percent // 100
             )
         elapsed = (self.clock.now() - job.submitted_at).total_seconds()
         if elapsed < self.config.batch_seconds:

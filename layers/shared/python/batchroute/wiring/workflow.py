@@ -61,6 +61,7 @@ class WorkflowWiring(SchedulesWiring):
                     catalog=self.catalog,
                     clock=self.clock,
                     events=self.webhook_delivery,
+                    min_observation_seconds=self.settings.rescue_min_observation_seconds,
                 ),
             ),
             finalizer=Finalizer(

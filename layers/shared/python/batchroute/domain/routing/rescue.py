@@ -5,7 +5,8 @@ Pure (the clock's time is passed in). docs/batches.md, "Deadline rescue", is the
 - **Projection.** From a lane's progress (its items, the items answered so far, the vendor
   job's own reported counts included, and when it started) the lane's rate in items per
   minute gives its finish; each chunk still to submit adds one job turnaround. A lane is
-  judged only after `MIN_OBSERVATION_SECONDS` of running: a job just submitted says nothing.
+  judged only after `MIN_OBSERVATION_SECONDS` of running (the setting
+  `rescue_min_observation_seconds`): a job just submitted says nothing.
 - **Due.** The projection misses `deadline_at` minus the routing mode's margin
   (`RESCUE_MARGIN_SECONDS`, data), or no finish is in sight (nothing answered).
 - **Decision.** Among the group's eligible lanes (the quote's `outranked` lanes, as failover)
@@ -53,7 +54,7 @@ RESCUE_MARGIN_SECONDS: Final[Mapping[str, int]] = {
     "privacy_constrained": 3600,
 }
 DEFAULT_RESCUE_MARGIN_SECONDS: Final = 3600
-MIN_OBSERVATION_SECONDS: Final = 600  # judge no lane on less than 10 minutes of its run
+MIN_OBSERVATION_SECONDS: Final = 600  # judge no lane on less than 10 minutes of its run (default)
 # A sync lane's planning figure: one item per concurrent slot every this many seconds.
 SYNC_SECONDS_PER_ITEM: Final = 10.0
 MAX_OVERAGE_USD: Final = Decimal(10_000)
@@ -155,13 +156,16 @@ class Projection:
     finish_at: datetime | None  # None: nothing answered yet, no finish in sight
 
 
-def project(progress: LaneProgress, now: datetime) -> Projection | None:
-    """The lane's projected finish; None while it ran too short a time to judge."""
+def project(
+    progress: LaneProgress, now: datetime, min_observation_seconds: float = MIN_OBSERVATION_SECONDS
+) -> Projection | None:
+    """The lane's projected finish; None while it ran too short a time to judge (less than
+    `min_observation_seconds`)."""
     remaining = max(0, progress.items - progress.done)
     elapsed = (now - progress.started_at).total_seconds()
     if remaining == 0:
         return Projection(0, 0.0, now)
-    if elapsed < MIN_OBSERVATION_SECONDS:
+    if elapsed < min_observation_seconds or elapsed <= 0:
         return None
     rate = progress.done / (elapsed / 60)
     if progress.done <= 0:

@@ -49,7 +49,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Collection, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 
 from batchroute.clock import Clock, isoformat
@@ -262,9 +262,12 @@ class LaneExecutor:
             lane = self._follow_failover(batch_id, lane)
             if lane.status in FINAL_LANE_STATUSES:
                 break
-            if self.progress.lane_first_run(batch_id, lane.lane_key, at=self._now()):
+            now = self._now()
+            if self.progress.lane_first_run(batch_id, lane.lane_key, at=now):
                 self._take_capacity(lane)
-            self.progress.lane_running(batch_id, lane.lane_key, at=self._now())
+            self.progress.lane_running(batch_id, lane.lane_key, at=now)
+            if lane.started_at is None:  # the record's start is now this run's: rescue judges by it
+                lane = replace(lane, started_at=now)
             end = self._run_chunks(batch, lane, invocation)
             if end.kind == "continue":
                 self._continue(task, end.delay_seconds)

@@ -115,7 +115,9 @@ class DeadlineRescue:
         catalog: Catalog,
         clock: Clock,
         events: RescueEvents | None = None,
+        min_observation_seconds: float = MIN_OBSERVATION_SECONDS,
     ) -> None:
+        self.min_observation_seconds = min_observation_seconds  # settings: rescue_min_observation_seconds
         self.records = records
         self.artifacts = artifacts
         self.registry = registry
@@ -133,7 +135,7 @@ class DeadlineRescue:
         if not lane.started_at:
             return False
         now = self.clock.now()
-        if (now - _parse(lane.started_at)).total_seconds() < MIN_OBSERVATION_SECONDS:
+        if (now - _parse(lane.started_at)).total_seconds() < self.min_observation_seconds:
             return False
         declined = self._declined.get((batch.batch_id, lane.lane_key))
         return declined is None or now - declined >= RECHECK_AFTER
@@ -163,7 +165,7 @@ class DeadlineRescue:
         )
         deadline = _parse(batch.deadline_at)
         margin = rescue_margin(batch.routing_mode)
-        projection = project(progress, now)
+        projection = project(progress, now, self.min_observation_seconds)
         if not rescue_due(projection, deadline, margin, now):
             return None
         items_left = lane.item_count - lane.completed - lane.failed
