@@ -55,9 +55,6 @@ from batchroute.providers.registry import ProviderRegistry
 from batchroute.services.batches.ports import BatchStore
 from batchroute.services.workflow.ports import BatchFiles
 
-# A lane whose decision was "no rescue" is not asked again for this long (each ask reads
-# every lane record of the batch).
-RECHECK_AFTER = timedelta(minutes=10)
 _ENDED = frozenset({"completed", "failed", "canceled"})
 
 
@@ -138,7 +135,9 @@ class DeadlineRescue:
         if (now - _parse(lane.started_at)).total_seconds() < self.min_observation_seconds:
             return False
         declined = self._declined.get((batch.batch_id, lane.lane_key))
-        return declined is None or now - declined >= RECHECK_AFTER
+        # A lane whose decision was "no rescue" is asked again only after the minimum
+        # observation time (each ask reads every lane record of the batch).
+        return declined is None or (now - declined).total_seconds() >= self.min_observation_seconds
 
     def check(
         self,
