@@ -5,6 +5,12 @@ the route modules its path reaches (functions/api/lazy_routes.py), and of every 
 
 Each run is a fresh interpreter with the Lambda environment of bench/coldstart.py; the
 figures are the median of the runs, in ms.
+
+Then the first invocation of the handler itself (`GET /v1/health`, an API Gateway REST event):
+what a cold start without SnapStart costs before the first answer, init and the first call
+together, with everything the call does on top of the route modules (Mangum's event loop,
+the settings read, the log keys, the metrics flush, the tracer), wall and CPU time. Anything
+moved off the init onto the first call shows here (docs/cold-start.md).
 """
 
 from __future__ import annotations
@@ -26,6 +32,35 @@ _PROBE = (
     "print((a - t) * 1000, (b - a) * 1000, (c - t) * 1000)"
 )
 PATHS = ("/v1/chat/completions", "/v1/batches", "/v1/health")
+# An unauthenticated GET that makes no AWS call; its log lines go to stdout before the figures.
+_INVOKE_PROBE = (
+    "import time; t = time.perf_counter(); c = time.process_time(); import functions.api.handler as h; "
+    "a = time.perf_counter(); "
+    "ctx = type('Context', (), dict(function_name='bench', memory_limit_in_mb=1024, "
+    "invoked_function_arn='arn:aws:lambda:us-east-1:123456789012:function:bench', aws_request_id='r-1'))(); "
+    "event = dict(resource='/{{proxy+}}', path={path!r}, httpMethod='GET', "
+    "headers={{'Host': 'api.example.com'}}, multiValueHeaders={{'Host': ['api.example.com']}}, "
+    "queryStringParameters=None, "
+    "multiValueQueryStringParameters=None, pathParameters=None, stageVariables=None, body=None, "
+    "isBase64Encoded=False, requestContext=dict(requestId='r-1', stage='live', httpMethod='GET', "
+    "path={path!r}, identity=dict(sourceIp='192.0.2.1'))); "
+    "status = h.handler(event, ctx)['statusCode']; b = time.perf_counter(); "
+    "print((a - t) * 1000, (b - a) * 1000, (time.process_time() - c) * 1000, status)"
+)
+INVOKE_PATH = "/v1/health"
+
+
+def first_invocation(runs: int) -> str:
+    """Init, the first call, and the CPU time of both: medians, one line."""
+    probe(_INVOKE_PROBE.format(path=INVOKE_PATH))  # warm the file cache
+    samples = [probe(_INVOKE_PROBE.format(path=INVOKE_PATH)).split() for _ in range(runs)]
+    if any(sample[3] != "200" for sample in samples):
+        raise SystemExit(f"GET {INVOKE_PATH} did not answer 200: {samples}")
+    init, call, cpu = (statistics.median(float(sample[i]) for sample in samples) for i in range(3))
+    return (
+        f"first invocation, GET {INVOKE_PATH} through the handler: init {init:.0f} + call {call:.0f} "
+        f"= {init + call:.0f} ms (CPU {cpu:.0f} ms)"
+    )
 
 
 def main() -> int:
@@ -40,6 +75,7 @@ def main() -> int:
         runs = [[float(x) for x in probe(_PROBE.format(path=path)).split()] for _ in range(args.runs)]
         init, area, every = (statistics.median(run[i] for run in runs) for i in range(3))
         print(f"{path:<24}{init:>8.0f}{area:>9.0f}{every:>12.0f}")
+    print(first_invocation(args.runs))
     print("load after:", " ".join(f"{x:.2f}" for x in os.getloadavg()))
     return 0
 
