@@ -1,7 +1,7 @@
 """Without SnapStart, what the first request of an area adds to the API's init: the import of
 the route modules its path reaches (functions/api/lazy_routes.py), and of every module.
 
-    .venv/bin/python -m bench.coldstart_first_request [--runs 5] [PATH ...]
+    .venv/bin/python -m bench.coldstart_first_request [--runs 5] [--before <checkout>] [PATH ...]
 
 Each run is a fresh interpreter with the Lambda environment of bench/coldstart.py; the
 figures are the median of the runs, in ms.
@@ -18,8 +18,9 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+from pathlib import Path
 
-from bench.coldstart import probe
+from bench.coldstart import ROOT, probe
 
 _PROBE = (
     "import importlib, time; t = time.perf_counter(); import functions.api.handler; "
@@ -50,22 +51,32 @@ _INVOKE_PROBE = (
 INVOKE_PATH = "/v1/health"
 
 
-def first_invocation(runs: int) -> str:
-    """Init, the first call, and the CPU time of both: medians, one line."""
-    probe(_INVOKE_PROBE.format(path=INVOKE_PATH))  # warm the file cache
-    samples = [probe(_INVOKE_PROBE.format(path=INVOKE_PATH)).split() for _ in range(runs)]
-    if any(sample[3] != "200" for sample in samples):
-        raise SystemExit(f"GET {INVOKE_PATH} did not answer 200: {samples}")
-    init, call, cpu = (statistics.median(float(sample[i]) for sample in samples) for i in range(3))
-    return (
-        f"first invocation, GET {INVOKE_PATH} through the handler: init {init:.0f} + call {call:.0f} "
-        f"= {init + call:.0f} ms (CPU {cpu:.0f} ms)"
-    )
+def first_invocation(runs: int, roots: dict[str, Path]) -> list[str]:
+    """Init, the first call, and the CPU time of both, per checkout (alternated run by run):
+    medians, one line each."""
+    code = _INVOKE_PROBE.format(path=INVOKE_PATH)
+    samples: dict[str, list[list[str]]] = {name: [] for name in roots}
+    for root in roots.values():
+        probe(code, root)  # warm the file cache
+    for _ in range(runs):
+        for name, root in roots.items():
+            samples[name].append(probe(code, root).split())
+    lines = []
+    for name, runs_of in samples.items():
+        if any(sample[3] != "200" for sample in runs_of):
+            raise SystemExit(f"GET {INVOKE_PATH} did not answer 200 in {name}: {runs_of}")
+        init, call, cpu = (statistics.median(float(sample[i]) for sample in runs_of) for i in range(3))
+        lines.append(
+            f"{name}: first invocation, GET {INVOKE_PATH} through the handler: init {init:.0f} + call "
+            f"{call:.0f} = {init + call:.0f} ms (CPU {cpu:.0f} ms)"
+        )
+    return lines
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--before", type=Path, help="also this checkout's first invocation, alternated")
     parser.add_argument("paths", nargs="*", default=list(PATHS))
     args = parser.parse_args()
     print("load before:", " ".join(f"{x:.2f}" for x in os.getloadavg()))
@@ -75,7 +86,9 @@ def main() -> int:
         runs = [[float(x) for x in probe(_PROBE.format(path=path)).split()] for _ in range(args.runs)]
         init, area, every = (statistics.median(run[i] for run in runs) for i in range(3))
         print(f"{path:<24}{init:>8.0f}{area:>9.0f}{every:>12.0f}")
-    print(first_invocation(args.runs))
+    roots = {"before": args.before.resolve()} if args.before else {}
+    roots["after" if args.before else "this checkout"] = ROOT
+    print("\n".join(first_invocation(args.runs, roots)))
     print("load after:", " ".join(f"{x:.2f}" for x in os.getloadavg()))
     return 0
 
