@@ -13,7 +13,6 @@ from typing import Annotated, Any
 from fastapi import Depends
 
 from batchroute.clock import Clock, SystemClock
-from batchroute.config import Settings, get_settings
 from batchroute.services.accounts.accounts import Registration
 from batchroute.services.accounts.password_reset import FORGOT_FLOOR_SECONDS, PasswordReset, ResponseFloor
 from batchroute.services.accounts.passwords import Argon2Passwords
@@ -44,6 +43,7 @@ from batchroute.services.routing.policy import RoutePolicyService
 from batchroute.services.schedules.schedules import Schedules
 from batchroute.services.work_orders.service import WorkOrders
 from batchroute.wiring import Wiring, wiring_for
+from functions.api.settings_dep import SettingsDep as SettingsDep  # re-exported for the routes
 
 _system_clock = SystemClock()
 
@@ -52,7 +52,6 @@ def get_clock() -> Clock:
     return _system_clock
 
 
-SettingsDep = Annotated[Settings, Depends(get_settings)]
 ClockDep = Annotated[Clock, Depends(get_clock)]
 
 

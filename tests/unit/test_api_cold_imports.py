@@ -37,19 +37,24 @@ NOT_AT_INIT = (
 )
 
 _PROBE = (
-    "import json, sys; import functions.api.handler; "
+    "import json, sys; import functions.api.handler; {then}; "
     "print(json.dumps(sorted(m for m in sys.modules if m in set(json.loads(sys.argv[1])))))"
+)
+# The liveness check, a cold start's usual first call: its route module names no service.
+_FIRST_LIVENESS_CALL = (
+    "from starlette.testclient import TestClient; "
+    "assert TestClient(functions.api.handler.app).get('/v1/health').status_code == 200"
 )
 
 
-def _imported_at_init(modules: tuple[str, ...], **env: str) -> list[str]:
+def _imported_at_init(modules: tuple[str, ...], then: str = "pass", **env: str) -> list[str]:
     environment = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_ENDPOINT", "MOTO"))}
     environment.update(env)
     environment["PYTHONPATH"] = os.pathsep.join(
         str(ROOT / part) for part in ("layers/shared/python", ".", "clients/python/src")
     )
     out = subprocess.run(
-        [sys.executable, "-c", _PROBE, json.dumps(modules)],
+        [sys.executable, "-c", _PROBE.format(then=then), json.dumps(modules)],
         capture_output=True,
         text=True,
         check=True,
@@ -60,15 +65,30 @@ def _imported_at_init(modules: tuple[str, ...], **env: str) -> list[str]:
     return imported
 
 
+LAMBDA_ENV = {
+    "LAMBDA_TASK_ROOT": "/var/task",  # the X-Ray SDK takes its Lambda path: tracing on
+    "AWS_LAMBDA_FUNCTION_NAME": "batchroute-production-api",
+    "AWS_REGION": "us-east-1",
+    "AWS_DEFAULT_REGION": "us-east-1",
+    "ENVIRONMENT": "production",
+    # what production's settings require, read by a request (never at init)
+    "APP_SECRET_ARN": "arn:aws:secretsmanager:us-east-1:123456789012:secret:test",
+    "PUBLIC_BASE_URL": "https://api.example.com",
+    "PAYMENTS_SECRET_NAME": "batchroute-production-payments-stripe",
+}
+
+
 def test_the_api_handler_imports_no_heavy_module_at_init() -> None:
-    lambda_env = {
-        "LAMBDA_TASK_ROOT": "/var/task",  # the X-Ray SDK takes its Lambda path: tracing on
-        "AWS_LAMBDA_FUNCTION_NAME": "batchroute-production-api",
-        "AWS_REGION": "us-east-1",
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "ENVIRONMENT": "production",
-    }
-    assert _imported_at_init(NOT_AT_INIT, **lambda_env) == []
+    assert _imported_at_init(NOT_AT_INIT, **LAMBDA_ENV) == []
+
+
+def test_the_first_liveness_call_imports_no_service() -> None:
+    # httpx is the test client's own; the schemas package holds the liveness answer's model.
+    heavy = tuple(m for m in NOT_AT_INIT if m not in ("httpx", "functions.api.schemas"))
+    assert _imported_at_init(heavy, then=_FIRST_LIVENESS_CALL, **LAMBDA_ENV) == []
+    # The same probe after a call that does need them (runtime metadata names the caller).
+    runtime = _FIRST_LIVENESS_CALL.replace("/v1/health", "/v1/runtime")
+    assert "functions.api.deps" in _imported_at_init(heavy, then=runtime, **LAMBDA_ENV)
 
 
 def test_the_probe_sees_a_module_the_handler_does_import() -> None:

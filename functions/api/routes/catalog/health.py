@@ -1,14 +1,12 @@
-"""Operations: health and runtime metadata."""
+"""Operations: liveness. It imports no service, so a cold start's first call here pays for
+this module only (docs/cold-start.md); runtime metadata is in `runtime`."""
 
 from __future__ import annotations
 
 from fastapi import APIRouter, Response
 
-from batchroute.services.catalog.runtime import RuntimeView, runtime_info
-from functions.api.auth import OptionalPrincipal
-from functions.api.deps import SettingsDep
-from functions.api.openapi import documented_as
-from functions.api.schemas.catalog.health import Health, RuntimeOut
+from functions.api.schemas.catalog.health import Health
+from functions.api.settings_dep import SettingsDep
 
 router = APIRouter(tags=["operations"])
 
@@ -26,12 +24,3 @@ def get_health(settings: SettingsDep) -> Health:
 )
 def head_health() -> Response:
     return Response(status_code=200)
-
-
-@router.get(
-    "/v1/runtime",
-    response_model=documented_as(RuntimeOut),
-    summary="Runtime metadata; anonymous callers get public-safe data only",
-)
-def get_runtime(settings: SettingsDep, principal: OptionalPrincipal) -> RuntimeView:
-    return runtime_info(settings, authenticated=principal is not None)
