@@ -13,11 +13,11 @@ Lines, each in $ per 1M items:
   Measured locally under the load noted with the run: two shared cores, moto and the vendor
   emulators in the same machine, so the figure depends on load; and the emulators answer at
   once, so the time a handler waits for a real vendor is not in it;
-- S3 storage: the bytes a batch leaves in the buckets at the end of the run, by kind. Input
-  chunks and results (`batches/<id>/input/`, `results/`, `results.jsonl`, `errors.jsonl`) are
-  reclaimed after the retention window (the default `grace_only`: `retention_grace_hours`,
-  72 h, docs/retention.md); the uploaded input file (`files/`) and the receipt are kept until
-  deleted and are priced for `KEPT_MONTHS` month(s) of keeping;
+- S3 storage: the bytes a batch leaves in the buckets at the end of the run, by kind. All of
+  `batches/<id>/` but the receipt (input chunks, lane results, partial results, the results
+  and errors files and their index) is reclaimed after the retention window (the default
+  `grace_only`: `retention_grace_hours`, 72 h, docs/retention.md); the uploaded input file
+  (`files/`) and the receipt are kept until deleted and are priced for `KEPT_MONTHS` month(s);
 - DynamoDB storage: the bytes the batch's records add to the tables (item size + 100 bytes
   each), kept for good (records, ledger): priced for `KEPT_MONTHS` month(s);
 - data transfer to the vendors: the bytes the handlers send over HTTP (request line, headers,
@@ -61,8 +61,9 @@ GIB = 2**30
 HOURS_PER_MONTH = 730.0  # AWS prices storage per GB-month of 730 hours
 KEPT_MONTHS = 1.0  # what is kept until deleted is priced for this long
 DYNAMODB_ITEM_OVERHEAD = 100  # bytes DynamoDB adds to each item for storage
-# S3 key kinds (bench.instrumented's `_key_class`) reclaimed after the retention window.
-RECLAIMED = {"batches/input", "batches/results", "batches/results.jsonl", "batches/errors.jsonl"}
+# S3 key kinds (bench.instrumented's `_key_class`): the retention GC reclaims every object
+# under `batches/<id>/` but the receipt (docs/retention.md); the rest is kept until deleted.
+RECEIPT = "batches/receipt.json"
 GONE_BY_LIFECYCLE = {"tmp", "staging"}  # expire in 2 days (resources.BUCKETS); empty at the end
 
 
@@ -208,7 +209,7 @@ def storage_bytes(final: dict[str, Any], since: dict[str, Any]) -> tuple[float, 
     reclaimed = kept = 0.0
     for klass, size in grown.items():
         kind = klass.split(":", 1)[-1]
-        if kind in RECLAIMED:
+        if kind.startswith("batches/") and kind != RECEIPT:
             reclaimed += size
         elif kind not in GONE_BY_LIFECYCLE:
             kept += size
@@ -274,6 +275,15 @@ def print_bill(run: Run, usage: Usage, bill: list[Line]) -> None:
         f"biggest line: {top.name} (${top.usd_per_million:.4f}, {100 * top.usd_per_million / dollars:.0f}%)"
     )
     print(f"goal <= ${GOAL_USD_PER_M_ITEMS:.2f} per 1M items all-in: {verdict}")
+    grown = diff_rows(
+        [[k, v] for k, v in ((run.final.get("moto") or {}).get("s3_bytes_by_class") or {}).items()],
+        [[k, v] for k, v in ((run.baseline.get("moto") or {}).get("s3_bytes_by_class") or {}).items()],
+        1,
+    )
+    print(
+        "S3 bytes per item left by kind: "
+        + ", ".join(f"{k[0]} {v[0] / run.items:,.0f}" for k, v in grown.items())
+    )
     egress = diff_rows(run.final.get("egress", []), run.baseline.get("egress", []), 2)
     print(
         "HTTP requests out (caller, host: requests, bytes sent): "
@@ -301,8 +311,9 @@ def main() -> int:
     api_requests = API_REQUESTS + (0 if args.no_quote else 1)
     totals: list[tuple[int, float, str, str]] = []
     with tempfile.TemporaryDirectory(prefix="bench-cost-") as folder:
-        for count in (int(s) for s in args.sizes.split(",") if s.strip()):
-            run = run_size(count, args, Path(folder))
+        for index, count in enumerate(int(s) for s in args.sizes.split(",") if s.strip()):
+            (Path(folder) / str(index)).mkdir()
+            run = run_size(count, args, Path(folder) / str(index))
             usage = usage_of(run, api_requests)
             bill = lines(usage, LIST_PRICES)
             print_bill(run, usage, bill)
