@@ -33,11 +33,12 @@ Run from the repository root: `.venv/bin/python -m bench.cost_model [--sizes 100
 
 from __future__ import annotations
 
+import json
 import signal
 import sys
 import tempfile
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -64,6 +65,10 @@ DYNAMODB_ITEM_OVERHEAD = 100  # bytes DynamoDB adds to each item for storage
 # S3 key kinds (bench.instrumented's `_key_class`): the retention GC reclaims every object
 # under `batches/<id>/` but the receipt (docs/retention.md); the rest is kept until deleted.
 RECEIPT = "batches/receipt.json"
+# Bedrock batch jobs' input and output files (providers/bedrock, `batch_prefix`): the adapter
+# does not delete them; the operator's lifecycle rule expires them "after a few days"
+# (docs/providers.md, Bedrock set-up), priced here as the retention window.
+BEDROCK_BATCH = "bedrock-batch"
 GONE_BY_LIFECYCLE = {"tmp", "staging"}  # expire in 2 days (resources.BUCKETS); empty at the end
 
 
@@ -209,7 +214,7 @@ def storage_bytes(final: dict[str, Any], since: dict[str, Any]) -> tuple[float, 
     reclaimed = kept = 0.0
     for klass, size in grown.items():
         kind = klass.split(":", 1)[-1]
-        if kind.startswith("batches/") and kind != RECEIPT:
+        if (kind.startswith("batches/") and kind != RECEIPT) or kind == BEDROCK_BATCH:
             reclaimed += size
         elif kind not in GONE_BY_LIFECYCLE:
             kept += size
@@ -266,7 +271,7 @@ def print_bill(run: Run, usage: Usage, bill: list[Line]) -> None:
     )
     print(f"{'line':<46}{'units/item':>14}{'unit':>8}{'$ per 1M items':>16}")
     for line in bill:
-        print(f"{line.name:<46}{line.per_item:>14.6f}{line.unit:>8}{line.usd_per_million:>16.4f}")
+        print(f"{line.name:<46}{line.per_item:>14.6g}{line.unit:>8}{line.usd_per_million:>16.4f}")
     top = biggest(bill)
     dollars = total(bill)
     verdict = "met" if dollars <= GOAL_USD_PER_M_ITEMS else "MISSED"
@@ -317,6 +322,7 @@ def main() -> int:
             usage = usage_of(run, api_requests)
             bill = lines(usage, LIST_PRICES)
             print_bill(run, usage, bill)
+            print("usage, batch totals (to price again): " + json.dumps(asdict(usage)))
             totals.append((count, total(bill), biggest(bill).name, load_average()))
             sys.stdout.flush()
     print(f"\nload average after: {load_average()}")

@@ -124,6 +124,7 @@ def test_storage_left_by_a_run_is_split_into_reclaimed_kept_and_dynamodb() -> No
                 "p-artifacts-1:batches/results.jsonl": 600,
                 "p-artifacts-1:batches/errors.jsonl": 7,
                 "p-artifacts-1:batches/partial": 20,  # all of batches/<id>/ but the receipt
+                "p-artifacts-1:bedrock-batch": 3,  # expired by the operator's lifecycle rule
                 "p-artifacts-1:batches/receipt.json": 30,  # kept
                 "p-artifacts-1:tmp": 999,  # expires in 2 days by lifecycle: not counted
             },
@@ -131,7 +132,7 @@ def test_storage_left_by_a_run_is_split_into_reclaimed_kept_and_dynamodb() -> No
         }
     }
     reclaimed, kept, dynamodb = storage_bytes(after, before)
-    assert reclaimed == 400 + 500 + 600 + 7 + 20
+    assert reclaimed == 400 + 500 + 600 + 7 + 20 + 3
     assert kept == 1_000 + 30
     assert dynamodb == (1_000 + 3 * 100) + (50 + 100)  # bytes grown + 100 B an item
 
