@@ -21,7 +21,8 @@ Lines, each in $ per 1M items:
 - DynamoDB storage: the bytes the batch's records add to the tables (item size + 100 bytes
   each), kept for good (records, ledger): priced for `KEPT_MONTHS` month(s);
 - data transfer to the vendors: the bytes the handlers send over HTTP (request line, headers,
-  body), billed by AWS as data transfer out to the internet.
+  body as its Content-Length gives it: a streamed body without one is not counted), billed by
+  AWS as data transfer out to the internet.
 
 Not in the model (not measured here): CloudWatch Logs and X-Ray traces, S3 server access
 logs, the API function's duration (four requests a batch), KMS (the tables and buckets use AWS
