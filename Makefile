@@ -7,7 +7,7 @@ INSTALLED := $(VENV)/.installed
 export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION := 1
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 
-.PHONY: setup console browser console-screenshots run test test-unit test-integration test-faults test-infra test-e2e lint typecheck build synth bench bench-pipeline bench-chat bench-peers bench-console clean
+.PHONY: setup console browser console-screenshots run test test-unit test-integration test-faults test-infra test-e2e lint typecheck build synth bench bench-pipeline bench-cost bench-chat bench-peers bench-console clean
 
 $(INSTALLED): pyproject.toml clients/python/pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -81,6 +81,10 @@ bench: setup build
 ## The batch pipeline end to end (1k, 10k, 100k items) and the chat path's added latency.
 bench-pipeline: setup
 	$(PY) -m bench.pipeline --breakdown
+
+## The whole AWS bill per 1M items (10k, 100k, 1M items: the 1M run takes ~20 min).
+bench-cost: setup
+	$(PY) -m bench.cost_model --split
 
 bench-peers: setup
 	$(PY) -m bench.peers

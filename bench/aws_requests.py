@@ -26,11 +26,15 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs
 
+from batchroute import resources
 from bench.capacity import DynamoSizer, Write
 from bench.stack import BENCH_KEY, STATS_PATH
 from bench.tally import TALLY, diff_rows
 
-# AWS list prices, us-east-1, on demand (USD).
+# AWS list prices, us-east-1, on demand (USD); sources: the AWS pricing pages (Lambda, Step
+# Functions, SQS, S3, DynamoDB, API Gateway, EC2 data transfer), as of PRICES_AS_OF. Storage and
+# transfer are per GiB (2^30 bytes), storage per GiB-month.
+PRICES_AS_OF = "2026-11-29"
 PRICE = {
     "dynamodb_wru": 0.625 / 1e6,  # per write request unit (1 KB; transactional 2x)
     "dynamodb_rru": 0.125 / 1e6,  # per read request unit (4 KB; eventually consistent 0.5)
@@ -41,6 +45,10 @@ PRICE = {
     "lambda_request": 0.20 / 1e6,
     "lambda_gb_second": 0.0000166667,  # x86
     "kms": 0.03 / 1e4,
+    "s3_gb_month": 0.023,  # S3 Standard, first 50 TB
+    "dynamodb_gb_month": 0.25,  # Standard table class, past the first 25 GB
+    "egress_gb": 0.09,  # data transfer out to the internet, first 10 TB a month
+    "api_request": 1.00 / 1e6,  # API Gateway HTTP API, first 300M a month
 }
 
 _CREDENTIAL = re.compile(r"Credential=([^/]+)/\d+/[^/]+/([^/]+)/")
@@ -215,7 +223,8 @@ S3_FREE = {"DeleteObject", "DeleteObjects", "AbortMultipartUpload"}
 # Not per item: the bench's own polling, the sweeper's schedule (one run a minute whatever the
 # load) and the event source mappings' empty receives (idle polling; locally 1 s long polls).
 UNCOUNTED_CALLERS = {"bench", "sweeper"}
-FUNCTION_MEMORY_MB = {"api": 1024, "router": 1024, "settle": 1024, "webhook": 512, "sweeper": 512}
+# Each function's configured memory, as the CDK app deploys it (infra/compute.py reads the same).
+FUNCTION_MEMORY_MB = {function.key: function.memory_mb for function in resources.FUNCTIONS}
 API_REQUESTS = 3  # POST /v1/files/uploads, POST /v1/files/{id}/complete, POST /v1/batches
 
 

@@ -61,6 +61,7 @@ def _moto_storage() -> dict[str, Any]:
     from moto.s3.models import s3_backends
 
     in_memory = on_disk = objects = 0
+    s3_by_class: dict[str, int] = {}
     with contextlib.suppress(Exception):
         for bucket in list(s3_backends[ACCOUNT]["aws"].buckets.values()):
             keys = [k for versions in list(bucket.keys.lists()) for k in versions[1]]
@@ -70,23 +71,39 @@ def _moto_storage() -> dict[str, Any]:
                 buffer = getattr(key, "_value_buffer", None)
                 size = int(getattr(key, "contentsize", 0) or 0)
                 objects += 1
+                klass = f"{bucket.name}:{_key_class(str(getattr(key, 'name', '')))}"
+                s3_by_class[klass] = s3_by_class.get(klass, 0) + size
                 if buffer is not None and getattr(buffer, "_rolled", False):
                     on_disk += size
                 else:
                     in_memory += size
     items = item_bytes = 0
+    dynamodb_by_table: dict[str, list[int]] = {}
     with contextlib.suppress(Exception):
-        for table in list(moto_tables().tables.values()):
+        for name, table in list(moto_tables().tables.items()):
+            row = dynamodb_by_table.setdefault(name, [0, 0])
             for found in list(table.all_items()):
                 items += 1
                 item_bytes += found.size()
+                row[0] += 1
+                row[1] += found.size()
     return {
+        "s3_bytes_by_class": s3_by_class,
+        "dynamodb_by_table": dynamodb_by_table,
         "s3_objects": objects,
         "s3_memory_bytes": in_memory,
         "s3_disk_bytes": on_disk,
         "dynamodb_items": items,
         "dynamodb_bytes": item_bytes,
     }
+
+
+def _key_class(key: str) -> str:
+    """An S3 key's kind: `batches/<id>/input/3.jsonl` -> `batches/input`, `files/<org>/<id>` -> `files`."""
+    parts = key.split("/")
+    if parts[0] == "batches" and len(parts) > 2:
+        return f"batches/{parts[2]}"
+    return parts[0]
 
 
 def _count_moto_requests(stats: Callable[[dict[str, list[str]]], dict[str, Any]]) -> None:
@@ -161,6 +178,7 @@ def _instrument_service() -> None:
         return invoke
 
     setattr(runner, "load_handler", counted_handler)  # noqa: B010
+    _count_egress()
 
     submit = ThreadPoolExecutor.submit
 
@@ -183,6 +201,22 @@ def _instrument_service() -> None:
     ThreadPoolExecutor.submit = tagged_submit  # type: ignore[method-assign]
 
 
+def _count_egress() -> None:
+    """Count the bytes every httpx request sends (the vendors' calls: out to the internet on AWS)."""
+    import httpx
+
+    send = httpx.Client.send
+
+    def counted_send(self: Any, request: Any, **kwargs: Any) -> Any:
+        head = len(request.method) + len(str(request.url)) + 11  # request line
+        head += sum(len(k) + len(v) + 4 for k, v in request.headers.raw)
+        body = int(request.headers.get("content-length") or 0)
+        TALLY.add("egress", (_caller(), request.url.netloc.decode()), 1, head + body)
+        return send(self, request, **kwargs)
+
+    setattr(httpx.Client, "send", counted_send)  # noqa: B010
+
+
 def _service_stats(
     profiles: ThreadProfiles | None, frames: int, query: dict[str, list[str]]
 ) -> dict[str, Any]:
@@ -199,6 +233,7 @@ def _service_stats(
     files, size = Spool.held()
     document["emulator_spool"] = {"files": files, "bytes": size}
     document["sdk"] = tables["sdk"]
+    document["egress"] = tables["egress"]
     if profiles is not None and "profile_mark" in query:
         profiles.mark()
     if profiles is not None and "profile" in query:

@@ -337,11 +337,14 @@ def longest(invocations: list[list[Any]]) -> dict[str, float]:
     return {f"{row[0]}/{row[1]}": round(float(row[6]), 2) for row in invocations if len(row) >= 7}
 
 
-def main() -> int:
+def build_parser(
+    description: str | None = __doc__, sizes: str = "1000,10000,100000"
+) -> argparse.ArgumentParser:
+    """The bench's options (bench.cost_model runs the same sizes with the same options)."""
     parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        description=description, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--sizes", default="1000,10000,100000", help="item counts, comma separated")
+    parser.add_argument("--sizes", default=sizes, help="item counts, comma separated")
     parser.add_argument("--item-bytes", type=int, default=600, help="approximate bytes per JSONL line")
     parser.add_argument("--goal", type=float, default=GOAL_SECONDS, help="seconds allowed for 100,000 items")
     parser.add_argument("--timeout", type=float, default=3600.0, help="give up on one batch after this")
@@ -373,7 +376,11 @@ def main() -> int:
     parser.add_argument(
         "--split", action="store_true", help="moto in its own process: service and moto measured apart"
     )
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> int:
+    args = build_parser().parse_args()
     # A SIGTERM (a `timeout`, say) unwinds like Ctrl-C, so the stack is stopped too.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]

@@ -21,9 +21,10 @@ class Tally:
     invocations  (function, step) -> invocations, messages, wall s, CPU s (pool threads too), longest s
     sdk          (caller, service) -> AWS SDK calls, CPU s in them (client side: serialize, HTTP, parse)
     moto_cpu     (service, operation) -> requests, CPU s moto spent answering them
+    egress       (caller, host) -> HTTP requests, bytes sent (request line, headers, body): to the vendors
     """
 
-    TABLES = ("requests", "dynamodb", "invocations", "sdk", "moto_cpu")
+    TABLES = ("requests", "dynamodb", "invocations", "sdk", "moto_cpu", "egress")
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
