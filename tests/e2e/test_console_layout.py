@@ -170,9 +170,11 @@ def overflow(page: Page) -> int:
 
 
 def settled(page: Page) -> None:
-    """Wait until the page has drawn: its heading is shown and nothing is still loading."""
+    """Wait until the page has drawn: its heading is shown and nothing is still loading (the
+    overview's four reads may take more than expect's 5 s default when make test's e2e suite
+    runs two local stacks on two cores)."""
     expect(page.get_by_role("heading", level=1)).to_be_visible()
-    expect(page.locator("[aria-busy='true']")).to_have_count(0)
+    expect(page.locator("[aria-busy='true']")).to_have_count(0, timeout=20_000)
 
 
 def bare_tables(page: Page) -> int:
