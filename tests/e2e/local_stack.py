@@ -23,6 +23,7 @@ from batchroute.config import Settings
 REPO = Path(__file__).resolve().parents[2]
 RUNNER = REPO / ".venv" / "bin" / "batchroute-local"
 READY_TIMEOUT_SECONDS = 60.0
+MULTIPART_BYTES = 5 * 1024 * 1024  # the suite stack's multipart threshold and part size
 STOP_TIMEOUT_SECONDS = 15.0
 
 
@@ -71,6 +72,10 @@ def start_stack(workdir: Path, settings: Mapping[str, str] | None = None) -> Run
         # The sweeper every 10 s rather than the declared minute: a schedule the tests make
         # due fires within seconds (docs/local.md, --sweeper-interval).
         "SWEEPER_INTERVAL_SECONDS": "10",
+        # Signed uploads go multipart from S3's smallest part (5 MiB) rather than 64 MiB: the
+        # multipart path runs on a 6 MiB file (docs/files.md, Multipart; the setting's floor).
+        "FILE_MULTIPART_THRESHOLD_BYTES": str(MULTIPART_BYTES),
+        "FILE_PART_BYTES": str(MULTIPART_BYTES),
         **(settings or {}),
     }
     log_file = workdir / "stack.log"

@@ -12,7 +12,7 @@ import httpx
 import pytest
 from batchroute_client import Client
 
-from tests.e2e.local_stack import RunningStack
+from tests.e2e.local_stack import MULTIPART_BYTES, RunningStack
 
 pytestmark = pytest.mark.e2e
 
@@ -78,14 +78,15 @@ def test_a_large_file_goes_through_a_signed_url(local_stack: RunningStack, api: 
     assert api.get(f"/v1/files/{file['id']}", headers=key).json() == done.json()
 
 
-def test_a_file_over_64_mib_goes_up_in_parts_and_is_checked_by_the_router(
+def test_a_file_over_the_multipart_threshold_goes_up_in_parts_and_is_checked_by_the_router(
     api: httpx.Client, tmp_path: Path
 ) -> None:
     key = _agent_key(api)
-    # Given a 65 MiB JSONL file: over the multipart threshold, so two parts of 64 MiB and 1 MiB
+    # Given a JSONL file 1 MiB over the suite stack's multipart threshold (5 MiB, S3's smallest
+    # part; 64 MiB by default): two parts, of 5 MiB and 1 MiB
     path = tmp_path / "big.jsonl"
     with path.open("wb") as out:
-        while out.tell() <= 65 * 1024 * 1024:
+        while out.tell() <= MULTIPART_BYTES + 1024 * 1024:
             out.write(LINES)
     size, lines = path.stat().st_size, path.stat().st_size // len(LINES) * 200
     progress: list[int] = []

@@ -14,7 +14,13 @@ import { SavingsFacts } from "../components/Savings";
 type Receipt = Schemas["BillingReceipt"];
 
 export function Batch() {
+  // Keyed by the id: opening another batch (the retry's new one) starts from "Loading", never
+  // from the previous batch's state, counts and filters drawn under the new address.
   const { batchId = "" } = useParams();
+  return <BatchPage key={batchId} batchId={batchId} />;
+}
+
+function BatchPage({ batchId }: { batchId: string }) {
   const navigate = useNavigate();
   const read = useLoad(
     () =>
