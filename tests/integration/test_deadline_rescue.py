@@ -480,10 +480,10 @@ def test_a_slow_sync_lane_is_rescued_between_its_chunks(stack: LocalStack, org: 
 ALLOW_OVERAGE = RescueSetting.from_api({"mode": "allow_overage", "max_overage_usd": "5"})
 
 
-def _dear_rescue(org_id: str, rescue: RescueSetting) -> CreatedBatch:
+def _dear_rescue(org_id: str, rescue: RescueSetting, *, max_output_tokens: int = 2000) -> CreatedBatch:
     """Two chunks on the vendor lane whose only eligible sync lane (fireworks) costs more than
     the quoted price, the second chunk's job stuck: its rescue needs more than the headroom."""
-    items = [_item(n, max_output_tokens=2000, stuck=n == 100) for n in range(200)]
+    items = [_item(n, max_output_tokens=max_output_tokens, stuck=n == 100) for n in range(200)]
     return _batch_on_the_vendor_lane(org_id, items, rescuers=("fireworks",), chunk_size=100, rescue=rescue)
 
 
@@ -539,6 +539,42 @@ def test_allow_overage_holds_what_the_rescue_needs_beyond_the_reservation_and_se
     assert Money.usd(shown["overage_held"]["amount"]) == hold.amount
     assert Money.usd(shown["overage_charged"]["amount"]) == settled.charged
     # And the charge reached the spend counters whole (the spending controls see it)
+    assert sum(_ledger().spend_counters(org.org_id).values(), Money.zero()) == charged + charged
+
+
+def test_a_batch_that_costs_more_than_its_reservation_is_charged_from_the_overage_hold(
+    stack: LocalStack, org: TestOrg
+) -> None:
+    # Given the dear rescue with allow_overage, its items asking as many output tokens as the
+    # simulator answers (16): the estimate is tight, the reservation leaves almost no headroom
+    created = _dear_rescue(org.org_id, ALLOW_OVERAGE, max_output_tokens=16)
+    run = Run(stack, created)
+    lane = run.first_invocation()
+    run.later(hours=22)
+    # When the rescue took every item on an overage hold and the batch settles
+    _old, rescue = run.handed(lane["lane_key"])
+    assert rescue.then_lane is None and rescue.completed == 100
+    (hold,) = _overage_holds(run)
+    batch = run.settle()
+    # Then the reservation is charged in full and the rest of the cost from the hold
+    billing = batch.billing or {}
+    charged = Money.usd(billing["credit_charged"]["amount"])
+    released = Money.usd(billing["credit_released"]["amount"])
+    total = Money.usd(billing["settled_total"]["amount"])
+    main = _ledger().reservation(org.org_id, str(created.record.reservation_id))
+    (settled,) = _overage_holds(run)
+    assert main is not None and main.charged == created.reserved and main.released == Money.zero()
+    assert Money.zero() < settled.charged and main.charged + settled.charged == charged
+    assert charged == min(total, created.reserved + hold.amount)
+    assert charged + released == created.reserved + hold.amount
+    # (what the actual usage cost beyond both holds, if anything, is absorbed, never charged)
+    assert Money.usd(billing["absorbed"]["amount"]) == total - charged
+    (shown,) = billing["rescues"]
+    assert Money.usd(shown["overage_charged"]["amount"]) == settled.charged
+    # And the wallet paid exactly that: the balance never below zero, the ledger consistent
+    state = _ledger().state(org.org_id)
+    assert state.balance == Money.usd("10") - charged and state.reserved == Money.zero()
+    assert _ledger().violations(org.org_id) == []
     assert sum(_ledger().spend_counters(org.org_id).values(), Money.zero()) == charged + charged
 
 
