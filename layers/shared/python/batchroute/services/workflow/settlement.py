@@ -190,7 +190,7 @@ class Settlement:
         main = self._settle(batch, reservation_id, first, keys, now, usage)
         results = [main]
         for n, hold_id in enumerate(holds):
-            rest = total - sum((r.charged for r in results), Money.zero())
+            rest = max(Money.zero(), total - sum((r.charged for r in results), Money.zero()))
             if n < len(holds) - 1:
                 rest = min(rest, self._hold_amount(batch, hold_id))
             results.append(self._settle(batch, hold_id, rest, keys, now, costs_only(usage)))
