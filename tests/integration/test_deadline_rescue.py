@@ -26,6 +26,7 @@ from batchroute.clock import FixedClock, SystemClock, isoformat
 from batchroute.config import get_settings
 from batchroute.domain.batches.artifact_keys import result_chunk_key
 from batchroute.domain.batches.record import BatchRecord
+from batchroute.domain.billing.ledger import Reservation, ReservationTerms
 from batchroute.domain.delivery.webhooks import (
     EVENT_HEADER,
     SIGNATURE_HEADER,
@@ -42,6 +43,7 @@ from batchroute.providers.retry import RetryPolicy
 from batchroute.providers.simulated import MARKER_STUCK_BATCH
 from batchroute.services.delivery.webhooks import WebhookDelivery
 from batchroute.services.workflow.execution import LaneExecutor
+from batchroute.services.workflow.overage import RescueOverage
 from batchroute.services.workflow.rescue import DeadlineRescue
 from batchroute.services.workflow.steps import BatchWorkflow, Pipeline
 from batchroute.services.workflow.time_budget import TimeBudget
@@ -124,7 +126,13 @@ class Run:
     """The router and settle steps with a FixedClock and a hand-driven poll wait."""
 
     def __init__(
-        self, stack: LocalStack, batch: CreatedBatch, *, time_left_ms: int = 900_000, inline: bool = False
+        self,
+        stack: LocalStack,
+        batch: CreatedBatch,
+        *,
+        time_left_ms: int = 900_000,
+        inline: bool = False,
+        overage: RescueOverage | None = None,
     ) -> None:
         settings = get_settings()
         self.stack = stack
@@ -147,6 +155,7 @@ class Run:
             catalog=builtin_catalog(),
             clock=self.clock,
             events=Wiring(settings, self.clock).webhook_delivery,
+            overage=overage or Wiring(settings, self.clock).rescue_overage,
         )
         lanes = LaneExecutor(
             records=self.records,
@@ -228,13 +237,17 @@ def _sweep_webhooks(now: datetime) -> list[tuple[bytes, Mapping[str, str]]]:
     return sent
 
 
-def _settled_exactly(org_id: str, batch: BatchRecord, reserved: Money) -> Money:
+def _settled_exactly(org_id: str, batch: BatchRecord, reserved: Money, held: Money = Money.zero()) -> Money:
+    """The money of a settled batch: what it held (its reservation and the overage hold of a
+    rescue, `held`) = charged + released, the actual cost charged, nothing absorbed, the
+    wallet exact."""
     billing = batch.billing or {}
     charged = Money.usd(billing["credit_charged"]["amount"])
     released = Money.usd(billing["credit_released"]["amount"])
-    assert Money.usd(billing["credit_reserved"]["amount"]) == reserved
-    assert charged + released == reserved
-    assert Money.usd(billing["absorbed"]["amount"]) == Money.zero()  # the reservation paid it all
+    assert Money.usd(billing["credit_reserved"]["amount"]) == reserved + held
+    assert charged + released == reserved + held
+    assert Money.usd(billing["absorbed"]["amount"]) == Money.zero()  # the holds paid it all
+    assert charged == Money.usd(billing["settled_total"]["amount"])  # the actual cost, exactly
     ledger = LedgerStore(get_settings().table_name("ledger"))
     state = ledger.state(org_id)
     assert state.balance == Money.usd("10") - charged and state.reserved == Money.zero()
@@ -395,8 +408,16 @@ def test_the_rescue_setting_is_read_at_the_edge_and_kept_on_the_batch(
     headers = org.key_headers()
     items = [_item(0), _item(1)]
     # A body with a bad setting is refused, naming the field
-    overage = {"mode": "allow_overage", "max_overage_usd": "2.50"}  # refused until it is funded
-    for n, bad in enumerate(({"mode": "sometimes"}, {"mode": "allow_overage"}, "off", overage)):
+    bad_settings = (
+        {"mode": "sometimes"},
+        {"mode": "allow_overage"},  # without its cap
+        {"mode": "within_reservation", "max_overage_usd": "1"},  # a cap without allow_overage
+        {"mode": "allow_overage", "max_overage_usd": "0"},
+        {"mode": "allow_overage", "max_overage_usd": "10000.01"},
+        {"mode": "allow_overage", "max_overage_usd": "0.0000001"},
+        "off",
+    )
+    for n, bad in enumerate(bad_settings):
         refused = client.post(
             "/v1/batches",
             json={"items": items, "rescue": bad},
@@ -406,15 +427,18 @@ def test_the_rescue_setting_is_read_at_the_edge_and_kept_on_the_batch(
         assert refused.json()["error"]["code"] == "invalid_request"
         assert refused.json()["error"]["details"].get("field") == "rescue", refused.text
     # A good one is stored on the batch as given; without one the record has none (the default)
-    body = {"items": items, "rescue": {"mode": "off"}}
-    created = client.post("/v1/batches", json=body, headers={**headers, "Idempotency-Key": "rescue-ok-0001"})
-    assert created.status_code == 202, created.text
-    batch = BatchRecords(get_settings().table_name("batches")).get(created.json()["batch"]["id"])
-    assert batch is not None and RescueSetting.from_item(batch.rescue) == RescueSetting.from_api(
-        body["rescue"]
-    )
+    for n, setting in enumerate(({"mode": "off"}, {"mode": "allow_overage", "max_overage_usd": "2.50"})):
+        body = {"items": items, "rescue": setting}
+        created = client.post(
+            "/v1/batches", json=body, headers={**headers, "Idempotency-Key": f"rescue-ok-{n:04d}"}
+        )
+        assert created.status_code == 202, created.text
+        batch = BatchRecords(get_settings().table_name("batches")).get(created.json()["batch"]["id"])
+        assert batch is not None and RescueSetting.from_item(batch.rescue) == RescueSetting.from_api(setting)
+    # allow_overage is kept with its cap, in micro-dollars
+    assert batch.rescue == {"mode": "allow_overage", "max_overage_micros": "2500000"}
     plain = client.post(
-        "/v1/batches", json={"items": items}, headers={**headers, "Idempotency-Key": "rescue-ok-0002"}
+        "/v1/batches", json={"items": items}, headers={**headers, "Idempotency-Key": "rescue-ok-0009"}
     )
     assert plain.status_code == 202, plain.text
     record = BatchRecords(get_settings().table_name("batches")).get(plain.json()["batch"]["id"])
@@ -449,3 +473,251 @@ def test_a_slow_sync_lane_is_rescued_between_its_chunks(stack: LocalStack, org: 
     batch = run.settle()
     assert batch.state == "completed"
     _settled_exactly(org.org_id, batch, created.reserved)
+
+
+# -- allow_overage: a second hold on the wallet (docs/batches.md, docs/ledger.md) -------------
+
+ALLOW_OVERAGE = RescueSetting.from_api({"mode": "allow_overage", "max_overage_usd": "5"})
+
+
+def _dear_rescue(org_id: str, rescue: RescueSetting, *, max_output_tokens: int = 2000) -> CreatedBatch:
+    """Two chunks on the vendor lane whose only eligible sync lane (fireworks) costs more than
+    the quoted price, the second chunk's job stuck: its rescue needs more than the headroom."""
+    items = [_item(n, max_output_tokens=max_output_tokens, stuck=n == 100) for n in range(200)]
+    return _batch_on_the_vendor_lane(org_id, items, rescuers=("fireworks",), chunk_size=100, rescue=rescue)
+
+
+def _ledger() -> LedgerStore:
+    return LedgerStore(get_settings().table_name("ledger"))
+
+
+def _overage_holds(run: Run) -> list[Reservation]:
+    batch = run.records.get(run.batch.batch_id)
+    assert batch is not None
+    return [r for r in _ledger().reservations(batch.org_id) if r.purpose == "rescue_overage"]
+
+
+def test_allow_overage_holds_what_the_rescue_needs_beyond_the_reservation_and_settle_resolves_it(
+    stack: LocalStack, org: TestOrg
+) -> None:
+    # Given the rescue the reservation cannot cover (above), with allow_overage up to $5
+    created = _dear_rescue(org.org_id, ALLOW_OVERAGE)
+    run = Run(stack, created)
+    lane = run.first_invocation()
+    # When the second chunk's job is stuck at 40 % 22 h on
+    answer = run.later(hours=22)
+    assert answer == {"lane_key": lane["lane_key"], "completed": 200, "failed": 0, "canceled": 0}
+    # Then the rescue lane took every unanswered item: no rest is left on the old lane
+    old, rescue = run.handed(lane["lane_key"])
+    assert rescue.lane_id == f"fireworks/{LLAMA}" and rescue.then_lane is None
+    assert rescue.completed == 100 and old.completed == 100
+    # paid by a second hold on the wallet, taken before the items moved, recorded on the batch
+    (hold,) = _overage_holds(run)
+    assert hold.status == "pending" and hold.ref == created.batch_id
+    assert Money.zero() < hold.amount <= Money.usd("5")
+    running = run.records.get(created.batch_id)
+    assert running is not None and running.overage_hold_ids == [hold.reservation_id]
+    assert running.overage_held_micros == hold.amount.micros
+    in_flight = _ledger().state(org.org_id)
+    assert in_flight.reserved == created.reserved + hold.amount
+    assert in_flight.balance == Money.usd("10")  # held, nothing charged yet
+    # And Settle charges the actual cost across both holds and releases the rest, exactly
+    batch = run.settle()
+    assert batch.state == "completed"
+    rows = list(run.artifacts.lines(results_key(created.batch_id)))
+    assert len(rows) == 200 and {r["status"] for r in rows} == {"completed"}
+    charged = _settled_exactly(org.org_id, batch, created.reserved, hold.amount)
+    (settled,) = _overage_holds(run)
+    assert settled.status == "settled" and settled.charged + settled.released == hold.amount
+    # the batch's reservation is charged first, the overage hold only beyond it
+    main = _ledger().reservation(org.org_id, str(created.record.reservation_id))
+    assert main is not None and main.charged == min(charged, created.reserved)
+    assert settled.charged == charged - main.charged
+    # And the receipt shows the hold on the rescue's row
+    (shown,) = (batch.billing or {})["rescues"]
+    assert shown["reason"] == "deadline_rescue" and shown["from_lane_key"] == old.lane_key
+    assert Money.usd(shown["overage_held"]["amount"]) == hold.amount
+    assert Money.usd(shown["overage_charged"]["amount"]) == settled.charged
+    # And the charge reached the spend counters whole (the spending controls see it)
+    assert sum(_ledger().spend_counters(org.org_id).values(), Money.zero()) == charged + charged
+
+
+def test_a_batch_that_costs_more_than_its_reservation_is_charged_from_the_overage_hold(
+    stack: LocalStack, org: TestOrg
+) -> None:
+    # Given the dear rescue with allow_overage, its items asking as many output tokens as the
+    # simulator answers (16): the estimate is tight, the reservation leaves almost no headroom
+    created = _dear_rescue(org.org_id, ALLOW_OVERAGE, max_output_tokens=16)
+    run = Run(stack, created)
+    lane = run.first_invocation()
+    run.later(hours=22)
+    # When the rescue took every item on an overage hold and the batch settles
+    _old, rescue = run.handed(lane["lane_key"])
+    assert rescue.then_lane is None and rescue.completed == 100
+    (hold,) = _overage_holds(run)
+    batch = run.settle()
+    # Then the reservation is charged in full and the rest of the cost from the hold
+    billing = batch.billing or {}
+    charged = Money.usd(billing["credit_charged"]["amount"])
+    released = Money.usd(billing["credit_released"]["amount"])
+    total = Money.usd(billing["settled_total"]["amount"])
+    main = _ledger().reservation(org.org_id, str(created.record.reservation_id))
+    (settled,) = _overage_holds(run)
+    assert main is not None and main.charged == created.reserved and main.released == Money.zero()
+    assert Money.zero() < settled.charged and main.charged + settled.charged == charged
+    assert charged == min(total, created.reserved + hold.amount)
+    assert charged + released == created.reserved + hold.amount
+    # (what the actual usage cost beyond both holds, if anything, is absorbed, never charged)
+    assert Money.usd(billing["absorbed"]["amount"]) == total - charged
+    (shown,) = billing["rescues"]
+    assert Money.usd(shown["overage_charged"]["amount"]) == settled.charged
+    # And the wallet paid exactly that: the balance never below zero, the ledger consistent
+    state = _ledger().state(org.org_id)
+    assert state.balance == Money.usd("10") - charged and state.reserved == Money.zero()
+    assert _ledger().violations(org.org_id) == []
+    assert sum(_ledger().spend_counters(org.org_id).values(), Money.zero()) == charged + charged
+
+
+def _drain(org_id: str, hold_id: str) -> Money:
+    """Another hold (a chat request's, say) takes every available micro-dollar of the wallet."""
+    available = _ledger().balance(org_id)
+    terms = ReservationTerms(reservation_id=hold_id, amount=available, purpose="chat_hold", ref=hold_id)
+    _ledger().reserve(org_id, terms, at=isoformat(datetime.now().astimezone()))
+    return available
+
+
+def _kept_within_the_reservation(run: Run, lane_key: str) -> None:
+    """The rescue took only what the reservation covers (the old lane kept the rest) and no
+    overage hold is there."""
+    _old, rescue = run.handed(lane_key)
+    rest = _lanes(run)[str(rescue.then_lane)]
+    assert rest.handover_reason == RESCUE_REST and 0 < rescue.completed < 100
+    assert rescue.completed + rest.completed == 100
+    assert _overage_holds(run) == []
+    batch = run.records.get(run.batch.batch_id)
+    assert batch is not None and not batch.overage_hold_ids and not batch.overage_held_micros
+
+
+def test_allow_overage_with_a_wallet_that_cannot_cover_it_stays_within_the_reservation(
+    stack: LocalStack, org: TestOrg
+) -> None:
+    # Given the dear rescue with allow_overage, and a wallet another hold emptied
+    created = _dear_rescue(org.org_id, ALLOW_OVERAGE)
+    run = Run(stack, created)
+    lane = run.first_invocation()
+    _drain(org.org_id, "chat_drain_1")
+    # When the stuck job is judged 22 h on
+    answer = run.later(hours=22)
+    assert answer == {"lane_key": lane["lane_key"], "completed": 200, "failed": 0, "canceled": 0}
+    # Then the rescue kept to the reservation: no overage hold, nothing overdrawn
+    _kept_within_the_reservation(run, lane["lane_key"])
+    assert _ledger().balance(org.org_id) == Money.zero()
+    _ledger().release(org.org_id, "chat_drain_1", at=isoformat(run.clock.now()))
+    batch = run.settle()
+    _settled_exactly(org.org_id, batch, created.reserved)
+    assert "overage_held" not in (batch.billing or {})["rescues"][0]
+
+
+class _DrainedMeanwhile(RescueOverage):
+    """The wallet is emptied by another submit between the hold's reads and its write."""
+
+    def _hold_once(self, batch: BatchRecord, hold_id: str, amount: Money, cap: Money) -> None:
+        original = self.ledger.reserve_items
+
+        def reserve_items(*args: Any, **kwargs: Any) -> list[dict[str, Any]]:
+            items = original(*args, **kwargs)
+            if _ledger().balance(batch.org_id) > Money.zero():
+                _drain(batch.org_id, "chat_race_1")
+            return items
+
+        self.ledger.reserve_items = reserve_items  # type: ignore[method-assign]
+        try:
+            super()._hold_once(batch, hold_id, amount, cap)
+        finally:
+            self.ledger.reserve_items = original  # type: ignore[method-assign]
+
+
+def test_an_overage_hold_refused_by_its_own_write_leaves_the_rescue_within_the_reservation(
+    stack: LocalStack, org: TestOrg
+) -> None:
+    # Given the dear rescue with allow_overage, and a wallet emptied after the hold's checks
+    # read it but before its transaction (a race)
+    created = _dear_rescue(org.org_id, ALLOW_OVERAGE)
+    wiring = Wiring(get_settings(), SystemClock())
+    racing = _DrainedMeanwhile(
+        records=wiring.batch_records,
+        ledger=LedgerStore(get_settings().table_name("ledger")),
+        controls=wiring.controls,
+        limit_checks=wiring.limit_checks,
+        clock=SystemClock(),
+    )
+    run = Run(stack, created, overage=racing)
+    lane = run.first_invocation()
+    # When the stuck job is judged 22 h on
+    run.later(hours=22)
+    # Then the hold's conditional write refused it and the rescue kept to the reservation
+    _kept_within_the_reservation(run, lane["lane_key"])
+    assert _ledger().balance(org.org_id) == Money.zero()
+    assert _ledger().violations(org.org_id) == []
+    _ledger().release(org.org_id, "chat_race_1", at=isoformat(run.clock.now()))
+    _settled_exactly(org.org_id, run.settle(), created.reserved)
+
+
+def test_allow_overage_never_takes_spend_past_a_hard_spending_limit(stack: LocalStack, org: TestOrg) -> None:
+    # Given the dear rescue with allow_overage, and a hard daily limit that leaves the batch
+    # half a cent of room beyond its reservation (its rescue would need about 1.5 cents)
+    created = _dear_rescue(org.org_id, ALLOW_OVERAGE)
+    limit = created.reserved + Money.usd("0.005")
+    client = TestClient(create_app(), raise_server_exceptions=False)
+    saved = client.put(
+        "/v1/billing/controls",
+        json={
+            "limit_enabled": True,
+            "limit_period": "daily",
+            "limit_amount": format(limit.amount, "f"),
+            "limit_mode": "hard",
+        },
+        headers=org.session_headers(),
+    )
+    assert saved.status_code == 200, saved.text
+    run = Run(stack, created)
+    lane = run.first_invocation()
+    # When the stuck job is judged 22 h on
+    run.later(hours=22)
+    # Then the overage hold is capped at the limit's room: spend + in-flight stays within it
+    (hold,) = _overage_holds(run)
+    assert Money.zero() < hold.amount <= Money.usd("0.005")
+    assert _ledger().state(org.org_id).reserved <= limit
+    # and the rescue took only what the reservation and that hold pay for
+    _old, rescue = run.handed(lane["lane_key"])
+    rest = _lanes(run)[str(rescue.then_lane)]
+    assert 0 < rescue.completed < 100 and rescue.completed + rest.completed == 100
+    batch = run.settle()
+    charged = _settled_exactly(org.org_id, batch, created.reserved, hold.amount)
+    assert charged <= limit
+
+
+def test_a_repeated_settle_resolves_the_overage_hold_once(stack: LocalStack, org: TestOrg) -> None:
+    # Given a batch whose rescue took an overage hold, settled
+    created = _dear_rescue(org.org_id, ALLOW_OVERAGE)
+    run = Run(stack, created)
+    run.first_invocation()
+    run.later(hours=22)
+    (hold,) = _overage_holds(run)
+    first = run.settle()
+    entries = _ledger().entries(org.org_id, limit=None)
+    state = _ledger().state(org.org_id)
+    # When Settle runs again (a repeated message)
+    again = run.workflow.settle(run.task("settle"))
+    # Then it replays: nothing is charged or released twice, the receipt is the same
+    assert again["replayed"] is True
+    assert _ledger().entries(org.org_id, limit=None) == entries and _ledger().state(org.org_id) == state
+    releases = [
+        e for e in entries if e["entry_type"] == "release" and e["reservation_id"] == hold.reservation_id
+    ]
+    assert len(releases) == 1 and int(releases[0]["amount_micros"]) == hold.amount.micros - int(
+        (_overage_holds(run)[0]).charged.micros
+    )
+    second = run.records.get(created.batch_id)
+    assert second is not None and second.billing == first.billing
+    _settled_exactly(org.org_id, second, created.reserved, hold.amount)

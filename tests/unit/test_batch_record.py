@@ -30,6 +30,8 @@ STORED: dict[str, Any] = {
     "plan": {"groups": [{"model": "m", "item_count": Decimal(3)}]},
     "reservation_id": "res_batch_1",
     "reserved_micros": Decimal(1500),
+    "overage_hold_ids": ["res_batch_1-overage-01-a-m"],
+    "overage_held_micros": Decimal(700),
     "fee_kind": "batch",
     "counts": {"total": Decimal(3), "pending": 0, "running": 0, "completed": 2, "failed": 1, "canceled": 0},
     "execution_arn": "arn:aws:states:x",

@@ -988,15 +988,19 @@ def test_the_receipt_shows_the_items_a_deadline_rescue_moved(
             "cost": {"currency": "usd", "amount": "0.03"},
             "cost_at_quoted_prices": {"currency": "usd", "amount": "0.01"},
             "cost_difference": {"currency": "usd", "amount": "0.02"},
+            "overage_held": {"currency": "usd", "amount": "0.05"},
+            "overage_charged": {"currency": "usd", "amount": "0.04"},
         }
     ]
     api = FakeAPI({f"GET /v1/batches/{BATCH_ID}/billing-receipt": [httpx.Response(200, json=receipt)]})
     # When the CLI shows it
-    assert run(api, "receipt", BATCH_ID, tmp_path=tmp_path, width=160)[0] == 0
+    assert run(api, "receipt", BATCH_ID, tmp_path=tmp_path, width=200)[0] == 0
     out = capsys.readouterr().out
     # Then the rescued items by lane, with the reason and the cost over the quoted prices
     assert "Rescued items" in out and "deepinfra/llama" in out and "01-together-llama" in out
     assert "deadline rescue" in out and "6 completed" in out and "0.03 USD" in out and "0.02 USD" in out
+    # and the overage hold it took (allow_overage), what was charged of it
+    assert "0.04 USD of 0.05 USD held" in out
     # And a receipt without a rescue shows no such table
     plain = receipt_body(BATCH_ID, "0.02", {"completed": 1, "failed": 0, "canceled": 0}, "0.0001", "x")
     api = FakeAPI({f"GET /v1/batches/{BATCH_ID}/billing-receipt": [httpx.Response(200, json=plain)]})

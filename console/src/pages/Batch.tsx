@@ -328,7 +328,8 @@ const RESCUE_REASONS: Record<Schemas["RescuedLaneReceipt"]["reason"], string> = 
 };
 
 /** The receipt's `rescues` (docs/batches.md, "Deadline rescue"): per rescue lane and rest
- * record, the lane it took over from, why, its items, and its cost against the quoted prices. */
+ * record, the lane it took over from, why, its items, its cost against the quoted prices and,
+ * under allow_overage, the overage hold its rescue took and what was charged of it. */
 function RescuesTable({ rescues }: { rescues: Schemas["RescuedLaneReceipt"][] }) {
   return (
     <>
@@ -343,6 +344,7 @@ function RescuesTable({ rescues }: { rescues: Schemas["RescuedLaneReceipt"][] })
             <th scope="col">Cost</th>
             <th scope="col">At quoted prices</th>
             <th scope="col">Difference</th>
+            <th scope="col">Overage charged / held</th>
           </tr>
         </thead>
         <tbody>
@@ -361,6 +363,9 @@ function RescuesTable({ rescues }: { rescues: Schemas["RescuedLaneReceipt"][] })
               <td data-testid="rescue-cost">{money(lane.cost)}</td>
               <td>{money(lane.cost_at_quoted_prices)}</td>
               <td data-testid="rescue-difference">{money(lane.cost_difference)}</td>
+              <td data-testid="rescue-overage">
+                {lane.overage_held ? `${money(lane.overage_charged)} / ${money(lane.overage_held)}` : "—"}
+              </td>
             </tr>
           ))}
         </tbody>

@@ -51,7 +51,9 @@ class RescueSettingBody(BaseModel):
 
     mode: Literal["within_reservation", "allow_overage", "off"] = "within_reservation"
     max_overage_usd: str | None = Field(
-        default=None, description="With allow_overage (required there, only there): the most to add, USD"
+        default=None,
+        description="With allow_overage (required there, only there): the most the batch's rescues "
+        "may add beyond its reservation, USD (a decimal string above 0, at most 10000)",
     )
 
 
@@ -77,8 +79,9 @@ class BatchCreateRequest(ItemsToQuote):
         default=None,
         description="Deadline rescue (docs/batches.md): when a lane is projected to miss the deadline, "
         "its unfinished items move to a faster eligible lane. mode within_reservation (default: only "
-        "what the reservation covers, cheapest lane first) or off; allow_overage (up to max_overage_usd "
-        "more) is refused with 400 until overage funding lands",
+        "what the reservation covers, cheapest lane first), allow_overage (beyond it, up to "
+        "max_overage_usd more, held on the wallet before the rescue within the available credit and "
+        "the hard spending limit, and settled with the batch) or off",
     )
 
     @classmethod

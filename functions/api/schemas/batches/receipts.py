@@ -91,6 +91,14 @@ class RescuedLaneReceipt(BaseModel):
     cost: MoneyOut = Field(description="Provider cost of its completed items at its own prices")
     cost_at_quoted_prices: MoneyOut = Field(description="The same tokens at the quoted lane's prices")
     cost_difference: MoneyOut = Field(description="cost - cost_at_quoted_prices (below 0: the rescue saved)")
+    overage_held: MoneyOut | Absent = Field(
+        default=None,
+        description="allow_overage: the second hold on the wallet this rescue took beyond the "
+        "batch's reservation (a rescue lane whose rescue needed one)",
+    )
+    overage_charged: MoneyOut | Absent = Field(
+        default=None, description="Of overage_held, what Settle charged (the rest was released)"
+    )
 
 
 class RejectedLaneReceipt(BaseModel):

@@ -422,7 +422,8 @@ _RESCUE_REASONS = {"deadline_rescue": "deadline rescue", "deadline_rescue_rest":
 
 
 def _rescues_view(rescues: list[dict[str, Any]]) -> Grid:
-    """The items a deadline rescue moved, by lane: why, and what it cost over the quoted prices."""
+    """The items a deadline rescue moved, by lane: why, what it cost over the quoted prices and
+    (allow_overage) the overage hold it took."""
     rows: list[list[Cell]] = [
         [
             str(entry.get("lane_id") or "-"),
@@ -431,6 +432,7 @@ def _rescues_view(rescues: list[dict[str, Any]]) -> Grid:
             _lane_counts(entry.get("item_counts") or {}),
             money(entry.get("cost")),
             money(entry.get("cost_difference")),
+            _overage(entry),
         ]
         for entry in rescues
     ]
@@ -441,8 +443,16 @@ def _rescues_view(rescues: list[dict[str, Any]]) -> Grid:
         Col("items"),
         Col("cost"),
         Col("vs quoted", drop=1),
+        Col("overage", drop=3),
     ]
     return Grid(columns, rows, title="Rescued items")
+
+
+def _overage(entry: Mapping[str, Any]) -> str:
+    """allow_overage: the rescue's second hold on the wallet and what was charged of it."""
+    if not entry.get("overage_held"):
+        return "-"
+    return f"{money(entry.get('overage_charged'))} of {money(entry.get('overage_held'))} held"
 
 
 def _savings_rows(savings: Mapping[str, Any] | None) -> list[tuple[str, Any]]:

@@ -15,6 +15,8 @@ if TYPE_CHECKING:
     from batchroute.services.catalog.lane_health import (
         LaneHealthReport,
     )
+    from batchroute.services.workflow.overage import RescueOverage
+    from batchroute.services.workflow.rescue import DeadlineRescue
     from batchroute.services.workflow.retention_gc import RetentionCollector
     from batchroute.services.workflow.steps import BatchWorkflow, Pipeline
     from batchroute.services.workflow.sweeper import Sweeper
@@ -29,7 +31,6 @@ class WorkflowWiring(SchedulesWiring):
         from batchroute.services.workflow.finalize import Finalizer
         from batchroute.services.workflow.intake import Intake
         from batchroute.services.workflow.planning import LanePlanner
-        from batchroute.services.workflow.rescue import DeadlineRescue
         from batchroute.services.workflow.settlement import Settlement
         from batchroute.services.workflow.steps import Pipeline
 
@@ -54,15 +55,7 @@ class WorkflowWiring(SchedulesWiring):
                 continuations=self.queue("lanes"),
                 capacity=self.lane_states,
                 availability=self.lane_states,
-                rescue=DeadlineRescue(
-                    records=self.batch_records,
-                    artifacts=artifacts,
-                    registry=self.providers,
-                    catalog=self.catalog,
-                    clock=self.clock,
-                    events=self.webhook_delivery,
-                    min_observation_seconds=self.settings.rescue_min_observation_seconds,
-                ),
+                rescue=self.deadline_rescue,
             ),
             finalizer=Finalizer(
                 records=self.batch_records,
@@ -81,6 +74,36 @@ class WorkflowWiring(SchedulesWiring):
                 work_orders=self.work_orders,
                 references=self.references,
             ),
+        )
+
+    @cached_property
+    def deadline_rescue(self) -> DeadlineRescue:
+        from batchroute.adapters.batch_artifacts import BatchArtifacts
+        from batchroute.services.workflow.rescue import DeadlineRescue
+
+        return DeadlineRescue(
+            records=self.batch_records,
+            artifacts=BatchArtifacts(self.artifacts),
+            registry=self.providers,
+            catalog=self.catalog,
+            clock=self.clock,
+            events=self.webhook_delivery,
+            min_observation_seconds=self.settings.rescue_min_observation_seconds,
+            overage=self.rescue_overage,
+        )
+
+    @cached_property
+    def rescue_overage(self) -> RescueOverage:
+        """allow_overage's second hold on the wallet (services/workflow/overage.py)."""
+        from batchroute.services.workflow.overage import RescueOverage
+
+        return RescueOverage(
+            records=self.batch_records,
+            ledger=self.ledger,
+            controls=self.controls,
+            limit_checks=self.limit_checks,
+            clock=self.clock,
+            watch=self.billing_watch,
         )
 
     @cached_property

@@ -40,6 +40,7 @@ from batchroute.domain.batches.record import (
     ExtraItemRefused,
     FundingMoved,
     IdempotencyRecord,
+    OverageRefused,
     PlanChanges,
     WorkOrderRef,
     WorkOrderRefItem,
@@ -298,6 +299,59 @@ class BatchRecords(DynamoStore):
             for index in range(extra_at, extra_at + len(extra_items)):
                 if condition_failed_at(codes, index):
                     raise ExtraItemRefused(index - extra_at) from exc
+            raise
+
+    def hold_overage(
+        self,
+        batch_id: str,
+        *,
+        reservation: Sequence[TransactItem],
+        hold_id: str,
+        amount_micros: int,
+        cap_micros: int,
+        limit_checks: Sequence[TransactItem] = (),
+    ) -> None:
+        """A deadline rescue's overage hold (docs/ledger.md, "The overage hold of a rescue") in
+        ONE TransactWriteItems: the `reservation` (`LedgerStore.reserve_items`, bounded by the
+        hard limit's guard), the batch's META (the hold's id appended to `overage_hold_ids`,
+        its amount added to `overage_held_micros`; only while the batch runs, unsettled, and
+        its holds stay within `cap_micros`), then the spending-limit `limit_checks`. Raises
+        FundingMoved (the wallet or the limit refused, or a collision), DuplicateReservation
+        (this hold exists: a repeated rescue) or OverageRefused (the batch's condition)."""
+        meta = {
+            "Update": update_request(
+                self.table_name,
+                batch_key(batch_id),
+                "SET overage_hold_ids = list_append(if_not_exists(overage_hold_ids, :none), :ids) "
+                "ADD overage_held_micros :amount",
+                condition="#state = :running AND attribute_not_exists(settled_at) AND "
+                "(attribute_not_exists(overage_held_micros) OR overage_held_micros <= :room)",
+                names={"#state": "state"},
+                values={
+                    ":none": [],
+                    ":ids": [hold_id],
+                    ":amount": amount_micros,
+                    ":running": "running",
+                    ":room": cap_micros - amount_micros,
+                },
+            )
+        }
+        items = [*reservation, meta, *limit_checks]
+        try:
+            self.dynamodb.transact_write_items(TransactItems=items)
+        except ClientError as exc:
+            codes = cancellation_codes(exc)
+            refused = reservation_failure(codes)
+            if refused == "reservation":
+                raise DuplicateReservation("This overage hold exists already.") from exc
+            if condition_failed_at(codes, len(reservation)):
+                raise OverageRefused(batch_id) from exc
+            if codes and (
+                refused == "wallet"
+                or SpendingLimitChecks.moved(codes, len(reservation) + 1)
+                or is_transaction_conflict(exc)
+            ):
+                raise FundingMoved("the funds, the limit's room, its spend or its controls moved") from exc
             raise
 
     def _create_once(self, values: dict[str, Any]) -> TransactItem:

@@ -306,6 +306,9 @@ class BatchRecord:
     # -- money ---------------------------------------------------------------------------
     reservation_id: str | None = None
     reserved_micros: int = 0
+    # deadline rescue's allow_overage: the second holds taken (ids) and their sum (docs/ledger.md)
+    overage_hold_ids: Sequence[str] | None = None
+    overage_held_micros: int | None = None
     fee_kind: BatchFeeKind = "batch"
     # -- progress ------------------------------------------------------------------------
     counts: Mapping[str, int] | None = None  # total, pending, running, completed, failed, canceled
@@ -398,6 +401,10 @@ class BatchRecord:
             intake=_intake(values.get("intake")),
             reservation_id=_str(values.get("reservation_id")),
             reserved_micros=int(values.get("reserved_micros") or 0),
+            overage_hold_ids=_list(values.get("overage_hold_ids"), str),
+            overage_held_micros=int(values["overage_held_micros"])
+            if values.get("overage_held_micros")
+            else None,
             fee_kind=cast(BatchFeeKind, str(values.get("fee_kind") or "batch")),
             counts=_ints(values.get("counts")),
             execution_arn=_str(values.get("execution_arn")),
@@ -430,7 +437,7 @@ class BatchRecord:
 
 
 FIELDS: Final[tuple[str, ...]] = tuple(f.name for f in fields(BatchRecord))
-_SEQUENCES: Final = frozenset({"chunk_models", "planned_lanes", "presets"})
+_SEQUENCES: Final = frozenset({"chunk_models", "planned_lanes", "presets", "overage_hold_ids"})
 _NESTED: Final = (
     ExecutionSummary,
     BatchWebhook,
@@ -474,6 +481,11 @@ class ExtraItemRefused(Exception):
 class FundingMoved(Exception):
     """The wallet, the spending limit's room or its controls moved since they were read (or
     another transaction collided): decide the funding again on fresh reads."""
+
+
+class OverageRefused(Exception):
+    """An overage hold's batch condition refused it: the batch is no longer running (or was
+    settled), or the hold would take its overage holds past the `allow_overage` cap."""
 
 
 # -- reading stored values ---------------------------------------------------------------------

@@ -17,7 +17,7 @@ model's or one read back from DynamoDB.
 from __future__ import annotations
 
 import zoneinfo
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Literal, TypedDict, get_args
@@ -25,7 +25,9 @@ from typing import Literal, TypedDict, get_args
 from batchroute.errors import Conflict, NotFound, PaymentRequired
 from batchroute.money import Money, MoneyView, format_amount
 
-Purpose = Literal["batch", "chat_hold"]
+# `rescue_overage`: the second hold of a batch whose deadline rescue costs more than its
+# reservation covers (rescue mode allow_overage: docs/batches.md, "Deadline rescue").
+Purpose = Literal["batch", "chat_hold", "rescue_overage"]
 ReservationStatus = Literal["pending", "settled", "released"]
 EntryType = Literal["signup_credit", "grant", "purchase", "topup", "reservation", "charge", "release"]
 # Credits paid through the payment processor: a credit purchase (Checkout) and an auto top-up
@@ -187,6 +189,24 @@ class SettlementResult:
             "credit_released": self.released.to_api(),
             "settled_at": self.settled_at,
         }
+
+
+def combined(results: Sequence[SettlementResult]) -> SettlementResult:
+    """Several reservations of one piece of work settled together (a batch's reservation and
+    the overage holds of its rescues) as one outcome: the first's id and time, the sums of
+    their parts (so reserved = charged + released still), replayed only when all were."""
+
+    def total(part: str) -> Money:
+        return sum((getattr(r, part) for r in results), Money.zero())
+
+    return replace(
+        results[0],
+        reserved=total("reserved"),
+        charged=total("charged"),
+        released=total("released"),
+        absorbed=total("absorbed"),
+        replayed=all(r.replayed for r in results),
+    )
 
 
 def resolve(reservation: Reservation, *, cost: int, at: str, void: bool) -> Reservation:

@@ -92,6 +92,9 @@ class RescuedLane(TypedDict):
     cost: MoneyView
     cost_at_quoted_prices: MoneyView
     cost_difference: MoneyView
+    # allow_overage: the rescue's overage hold on the wallet and what Settle charged of it
+    overage_held: NotRequired[MoneyView]
+    overage_charged: NotRequired[MoneyView]
 
 
 class RejectedLane(TypedDict):
@@ -290,9 +293,16 @@ def provider_lanes(
     return shown
 
 
-def rescued_lanes(lanes: Iterable[LaneRecord], tallies: Mapping[str, Mapping[str, int]]) -> list[RescuedLane]:
+def rescued_lanes(
+    lanes: Iterable[LaneRecord],
+    tallies: Mapping[str, Mapping[str, int]],
+    overage: Mapping[str, tuple[Money, Money]] | None = None,
+) -> list[RescuedLane]:
     """The receipt's `rescues`: each lane a deadline rescue made, what it delivered at its own
-    prices and what the same tokens cost at the prices of the lane it took over from."""
+    prices and what the same tokens cost at the prices of the lane it took over from; a
+    rescue lane whose rescue took an overage hold also that hold's (held, charged), from
+    `overage` by the key of the lane it took over from."""
+    overage = overage or {}
     by_key = {lane.lane_key: lane for lane in lanes}
     shown: list[RescuedLane] = []
     for lane in sorted(by_key.values(), key=lambda lane: lane.lane_key):
@@ -303,19 +313,21 @@ def rescued_lanes(lanes: Iterable[LaneRecord], tallies: Mapping[str, Mapping[str
         cost = Money.usd_ceil(lane_usage(lane, tally).cost)
         quoted = lane if source is None else replace(lane, unit_prices=source.unit_prices)
         quoted_cost = Money.usd_ceil(lane_usage(quoted, tally).cost)
-        shown.append(
-            {
-                "lane_key": lane.lane_key,
-                "lane_id": lane.lane_id,
-                "provider": lane.provider,
-                "from_lane_key": lane.failover_from,
-                "reason": lane.handover_reason,
-                "item_counts": lane_item_counts(lane, tally),
-                "cost": cost.to_api(),
-                "cost_at_quoted_prices": quoted_cost.to_api(),
-                "cost_difference": (cost - quoted_cost).to_api(),
-            }
-        )
+        row: RescuedLane = {
+            "lane_key": lane.lane_key,
+            "lane_id": lane.lane_id,
+            "provider": lane.provider,
+            "from_lane_key": lane.failover_from,
+            "reason": lane.handover_reason,
+            "item_counts": lane_item_counts(lane, tally),
+            "cost": cost.to_api(),
+            "cost_at_quoted_prices": quoted_cost.to_api(),
+            "cost_difference": (cost - quoted_cost).to_api(),
+        }
+        held = overage.get(lane.failover_from or "") if lane.handover_reason == "deadline_rescue" else None
+        if held is not None:
+            row["overage_held"], row["overage_charged"] = held[0].to_api(), held[1].to_api()
+        shown.append(row)
     return shown
 
 

@@ -224,6 +224,18 @@ def usage_day(at: datetime, timezone: str) -> str:
 
 
 # -- what one charge adds ------------------------------------------------------------------
+def costs_only(charge: UsageCharge) -> UsageCharge:
+    """The charge's lines with their costs (the apportioning weights) and no counts: what a
+    further reservation of the same work settles with (a rescue's overage hold), so its
+    charge reaches the cost counters while the tokens and items are counted once."""
+    return UsageCharge(
+        day=charge.day,
+        lines=tuple(
+            UsageLine(model=line.model, provider=line.provider, cost=line.cost) for line in charge.lines
+        ),
+    )
+
+
 def usage_counters(
     charge: UsageCharge, charged_micros: int, *, max_counters: int = MAX_USAGE_COUNTERS
 ) -> list[UsageCounter]:

@@ -270,6 +270,22 @@ def decide_rescue(
     return RescueDecision(option, items, Money(extra), overage, reason)
 
 
+def overage_room(*, cap: Money, held: Money, available: Money, limit_room: Money | None) -> Money:
+    """The most a new overage hold of a batch may take: its `allow_overage` cap less what the
+    batch holds for overages already, at most the wallet's available credit and, under a
+    hard spending limit, the limit's room (limit - period spend - in-flight); never below 0."""
+    room = min(cap.micros - held.micros, available.micros)
+    if limit_room is not None:
+        room = min(room, limit_room.micros)
+    return Money(max(0, room))
+
+
+def overage_hold_id(reservation_id: str, lane_key: str) -> str:
+    """The id of the overage hold of the rescue of `lane_key` (one rescue per lane record):
+    deterministic, so a repeated invocation cannot hold twice for the same rescue."""
+    return f"{reservation_id}-overage-{lane_key}"
+
+
 def item_micros(
     prompt_tokens: Decimal, output_tokens: Decimal, unit_prices: Mapping[str, str], fee_pct: Decimal
 ) -> int:

@@ -201,14 +201,6 @@ class CreateBatch:
             raise invalid("quote_id", "quote_id must be a qlock_ id.")
         quote = QuoteRequest.parse(body, items_optional=bool(quote_id))
         rescue = RescueSetting.from_api(body["rescue"]) if body.get("rescue") is not None else None
-        if rescue is not None and rescue.mode == "allow_overage":
-            # Refused, not taken as within_reservation: an overage needs a second hold on the
-            # wallet that Settle resolves, which is not built (docs/batches.md, Deadline rescue).
-            raise invalid(
-                "rescue",
-                "rescue.mode allow_overage is not available yet: a rescue is paid from the batch's "
-                "reservation only (within_reservation, the default) or is off.",
-            )
         return cls(quote, request_hash(body), quote_id or None, metadata, work_order_id, rescue)
 
     def with_quote(self, quote: QuoteRequest) -> CreateBatch:

@@ -165,6 +165,18 @@ class Funding:
             surface=surface,
         )
 
+    def limit_room(
+        self, org_id: str, controls: BillingControls | None, wallet: WalletState, *, now: datetime
+    ) -> Money | None:
+        """Under a hard spending limit, the most a new reservation may take now: the limit less
+        the period's spend and the in-flight credit, the room `decide` refuses beyond (None
+        without a hard limit: nothing but the wallet bounds it)."""
+        limit, period = active_limit(controls)
+        if controls is None or controls.limit_mode != "hard" or limit is None or period is None:
+            return None
+        spent = self.ledger.period_spend(org_id, period_keys(now, controls.limit_timezone)[period])
+        return limit - spent - wallet.reserved
+
 
 LIMIT_WARNING_CODE = "spending_limit_exceeded"
 

@@ -5,8 +5,10 @@ RunLane asks `DeadlineRescue.check` at each poll of a running job. The projectio
 decision are pure (domain/routing/rescue.py); this module gathers their inputs: the lane's
 progress (its record and the job's reported counts), the eligible lanes of the quote (the
 group's `outranked` lanes, sync ones only, priced at their own batch prices from the
-catalog), and the money (the reservation less the batch's estimated cost at its quoted
-prices, actual usage for what is answered). RunLane then hands the items over in ONE
+catalog), and the money (the reservation, and the overage holds of earlier rescues, less
+the batch's estimated cost at its quoted prices, actual usage for what is answered; under
+`allow_overage` also the room for an overage hold, which services/workflow/overage.py takes
+before the items move). RunLane then hands the items over in ONE
 transaction (as failover does), cancels the vendor job (best effort) and tells the customer
 (`batch.rescue_started`).
 """
@@ -53,6 +55,7 @@ from batchroute.observability import logger
 from batchroute.providers.base import JobStatus
 from batchroute.providers.registry import ProviderRegistry
 from batchroute.services.batches.ports import BatchStore
+from batchroute.services.workflow.overage import RescueOverage
 from batchroute.services.workflow.ports import BatchFiles
 
 _ENDED = frozenset({"completed", "failed", "canceled"})
@@ -113,7 +116,9 @@ class DeadlineRescue:
         clock: Clock,
         events: RescueEvents | None = None,
         min_observation_seconds: float = MIN_OBSERVATION_SECONDS,
+        overage: RescueOverage | None = None,
     ) -> None:
+        self.overage = overage  # allow_overage's second hold; None: no overage is ever held
         self.min_observation_seconds = min_observation_seconds  # settings: rescue_min_observation_seconds
         self.records = records
         self.artifacts = artifacts
@@ -168,7 +173,7 @@ class DeadlineRescue:
         if not rescue_due(projection, deadline, margin, now):
             return None
         items_left = lane.item_count - lane.completed - lane.failed
-        decision = self._decide(batch, lane, setting, items_left, now)
+        decision = self._funded(batch, lane, setting, items_left, now)
         assert projection is not None
         finish = isoformat(projection.finish_at) if projection.finish_at else "never (nothing answered)"
         if not decision.rescues:
@@ -184,8 +189,27 @@ class DeadlineRescue:
         )
         return RescuePlan(decision, message[:1000])
 
-    def _decide(
+    def _funded(
         self, batch: BatchRecord, lane: LaneRecord, setting: RescueSetting, items_left: int, now: datetime
+    ) -> RescueDecision:
+        """The decision, its overage held on the wallet first (allow_overage): when that hold
+        cannot be taken, the decision again with no overage (what the reservation covers)."""
+        if self.overage is None or setting.mode != "allow_overage":
+            return self._decide(batch, lane, setting, items_left, now, Money(0))
+        batch = self.overage.fresh(batch)  # the overage holds as they stand
+        decision = self._decide(batch, lane, setting, items_left, now, self.overage.room(batch, setting))
+        if decision.overage.micros <= 0 or self.overage.hold(batch, lane.lane_key, decision.overage, setting):
+            return decision
+        return self._decide(batch, lane, setting, items_left, now, Money(0))
+
+    def _decide(
+        self,
+        batch: BatchRecord,
+        lane: LaneRecord,
+        setting: RescueSetting,
+        items_left: int,
+        now: datetime,
+        overage_room: Money,
     ) -> RescueDecision:
         lanes = self.records.lanes(batch.batch_id)
         fee_pct = fee_pct_for(self.catalog.fees, "workflow" if batch.fee_kind == "workflow" else "batch")
@@ -196,8 +220,9 @@ class DeadlineRescue:
         lane_fee = Money.usd_ceil(self.catalog.fees.control_plane_fee_per_lane_usd)
         delivered = any(other.completed for other in lanes if other.lane_id == lane.lane_id)
         budget = RescueBudget(
-            headroom=Money(batch.reserved_micros - estimate.micros),
-            overage=self._overage_room(batch, setting),
+            # the batch's holds: its reservation and the overage holds of earlier rescues
+            headroom=Money(batch.reserved_micros + (batch.overage_held_micros or 0) - estimate.micros),
+            overage=overage_room,
             lane_fee=lane_fee,
             freed_lane_fee=Money(0) if delivered else lane_fee,
         )
@@ -211,11 +236,6 @@ class DeadlineRescue:
             deadline_at=_parse(str(batch.deadline_at)),
             margin=rescue_margin(batch.routing_mode),
         )
-
-    def _overage_room(self, batch: BatchRecord, setting: RescueSetting) -> Money:
-        """What allow_overage may add beyond the reservation: nothing until a hold on the
-        wallet can be taken for it (docs/batches.md, "Deadline rescue": not yet)."""
-        return Money(0)
 
     def _options(
         self,

@@ -3,7 +3,8 @@
 The charge is computed from what Finalize counted per lane (`lane_tallies`: the usage of
 COMPLETED rows only; failed, canceled and never-run items cost nothing) at each lane's
 locked unit prices, priced with the fee schedule (`domain/billing/settlement.py`). The ledger
-settles the batch's reservation exactly once: a repeated Settle (or the failure path
+settles the batch's reservation (and the overage holds its deadline rescues took under
+`allow_overage`: docs/ledger.md) exactly once: a repeated Settle (or the failure path
 settling after it) gets the stored outcome back (`replayed`) and writes the same receipt.
 The receipt goes to `batches/<id>/receipt.json` and onto the batch (`billing`,
 `settled_at`); a batch still finalizing becomes `completed`; a terminal one (failed,
@@ -16,8 +17,8 @@ counts twice.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from dataclasses import replace
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Protocol
 
@@ -26,7 +27,7 @@ from batchroute.domain.batches.artifact_keys import receipt_key
 from batchroute.domain.batches.record import ArtifactKeys, BatchRecord
 from batchroute.domain.batches.states import TERMINAL
 from batchroute.domain.billing.controls import BillingControls
-from batchroute.domain.billing.ledger import SettlementResult, UnknownReservation, period_keys
+from batchroute.domain.billing.ledger import SettlementResult, UnknownReservation, combined, period_keys
 from batchroute.domain.billing.savings import References
 from batchroute.domain.billing.settlement import (
     BillingReceipt,
@@ -38,10 +39,12 @@ from batchroute.domain.billing.settlement import (
     rejected_lanes,
     rescued_lanes,
 )
-from batchroute.domain.billing.usage import UsageCharge, batch_usage_lines, usage_day
+from batchroute.domain.billing.usage import UsageCharge, batch_usage_lines, costs_only, usage_day
 from batchroute.domain.catalog.catalog import FeeSchedule
 from batchroute.domain.catalog.pricing import FeeKind, settle_price
 from batchroute.domain.chat.objects import CHAT_SOURCE
+from batchroute.domain.routing.lane_plan import LaneRecord
+from batchroute.domain.routing.rescue import overage_hold_id
 from batchroute.errors import PermanentError
 from batchroute.money import Money
 from batchroute.services.batches.ports import BatchStore
@@ -106,7 +109,8 @@ class Settlement:
             day=usage_day(now, zone),
             lines=batch_usage_lines(lanes, tallies, chat=batch.source == CHAT_SOURCE),
         )
-        result = self._charge(batch, org_id, breakdown.total, controls, now, usage_charge)
+        charged = self._charge(batch, org_id, breakdown.total, controls, now, usage_charge)
+        result = charged.result if charged is not None else None
         credits = ReceiptCredits.of(result) if result is not None else ReceiptCredits.nothing(isoformat(now))
         absorbed = result.absorbed if result is not None else Money.zero()
         plan = batch.plan
@@ -119,7 +123,7 @@ class Settlement:
             lanes=provider_lanes(lanes, tallies, plan),
             rejected=rejected_lanes(plan),
             fee_basis=breakdown.fee_basis(self.fees),
-            rescues=rescued_lanes(lanes, tallies),
+            rescues=rescued_lanes(lanes, tallies, charged.overage_by_lane(batch, lanes) if charged else None),
             references=self.references,
         )
         key = receipt_key(batch_id)
@@ -171,23 +175,74 @@ class Settlement:
         controls: BillingControls,
         now: datetime,
         usage: UsageCharge,
-    ) -> SettlementResult | None:
-        """Settle the batch's reservation (None for a batch without one: nothing to charge)."""
+    ) -> _Charged | None:
+        """Settle the batch's reservation, then the overage holds of its rescues in the order
+        they were taken (None for a batch without a reservation: nothing to charge). Each
+        but the last is charged at most its amount, the last the rest (the absorb policy:
+        capped at it); each is resolved exactly once by its own pending condition, so a
+        repeated Settle replays them all and one that stopped half way resolves the rest."""
         reservation_id = batch.reservation_id
         if not reservation_id:
             return None
+        holds = list(batch.overage_hold_ids or ())
+        keys = tuple(period_keys(now, controls.limit_timezone or "UTC").values())
+        first = total if not holds else min(total, Money(batch.reserved_micros))
+        main = self._settle(batch, reservation_id, first, keys, now, usage)
+        results = [main]
+        for n, hold_id in enumerate(holds):
+            rest = max(Money.zero(), total - sum((r.charged for r in results), Money.zero()))
+            if n < len(holds) - 1:
+                rest = min(rest, self._hold_amount(batch, hold_id))
+            results.append(self._settle(batch, hold_id, rest, keys, now, costs_only(usage)))
+        return _Charged(combined(results), dict(zip(holds, results[1:], strict=True)))
+
+    def _settle(
+        self,
+        batch: BatchRecord,
+        reservation_id: str,
+        charge: Money,
+        keys: tuple[str, ...],
+        now: datetime,
+        usage: UsageCharge,
+    ) -> SettlementResult:
         try:
             return self.ledger.settle(
-                org_id,
+                batch.org_id,
                 reservation_id,
-                charge=total,
+                charge=charge,
                 at=isoformat(now),
-                period_keys=period_keys(now, controls.limit_timezone or "UTC").values(),
+                period_keys=keys,
                 memo=f"batch {batch.batch_id}",
                 usage=usage,
             )
         except UnknownReservation as exc:
             raise SettlementFailed(f"batch {batch.batch_id}: reservation {reservation_id} not found") from exc
+
+    def _hold_amount(self, batch: BatchRecord, hold_id: str) -> Money:
+        hold = self.ledger.reservation(batch.org_id, hold_id)
+        if hold is None:
+            raise SettlementFailed(f"batch {batch.batch_id}: overage hold {hold_id} not found")
+        return hold.amount
+
+
+@dataclass(frozen=True, slots=True)
+class _Charged:
+    """The batch's settlement: its reservation and overage holds as one (`result`), and each
+    overage hold's own outcome by its id."""
+
+    result: SettlementResult
+    holds: dict[str, SettlementResult]
+
+    def overage_by_lane(
+        self, batch: BatchRecord, lanes: Iterable[LaneRecord]
+    ) -> dict[str, tuple[Money, Money]]:
+        """(held, charged) of each rescue's overage hold, by the key of the lane rescued."""
+        found = {}
+        for lane in lanes:
+            hold = self.holds.get(overage_hold_id(str(batch.reservation_id), lane.lane_key))
+            if hold is not None:
+                found[lane.lane_key] = (hold.reserved, hold.charged)
+        return found
 
 
 def _inline_billing(receipt: BillingReceipt, key: str) -> InlineReceipt:
