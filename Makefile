@@ -73,7 +73,8 @@ test: lint typecheck build console browser
 	# unit, integration and fault tests are isolated per process (moto in-process): two workers,
 	# each stealing from the other when its share runs out (the slow tests do not queue at the end)
 	$(VENV)/bin/pytest -n 2 --dist worksteal tests/unit tests/integration tests/faults
-	$(VENV)/bin/pytest tests/infra tests/e2e
+	# infra and e2e: two workers, a file each, each worker with a local stack of its own
+	$(VENV)/bin/pytest -n 2 --dist loadfile tests/infra tests/e2e
 
 bench: setup build
 	$(PY) -m bench.coldstart
