@@ -24,6 +24,7 @@ from batchroute.adapters.task_queue import TaskQueue
 from batchroute.catalog import builtin_catalog
 from batchroute.clock import FixedClock, SystemClock, isoformat
 from batchroute.config import get_settings
+from batchroute.domain.accounts.access import Principal
 from batchroute.domain.batches.artifact_keys import result_chunk_key
 from batchroute.domain.batches.record import BatchRecord
 from batchroute.domain.billing.ledger import Reservation, ReservationTerms
@@ -42,6 +43,7 @@ from batchroute.providers.registry import provider_registry
 from batchroute.providers.retry import RetryPolicy
 from batchroute.providers.simulated import MARKER_STUCK_BATCH
 from batchroute.services.delivery.webhooks import WebhookDelivery
+from batchroute.services.work_orders.commands import AddMember, CreateWorkOrder
 from batchroute.services.workflow.execution import LaneExecutor
 from batchroute.services.workflow.overage import RescueOverage
 from batchroute.services.workflow.rescue import DeadlineRescue
@@ -721,3 +723,51 @@ def test_a_repeated_settle_resolves_the_overage_hold_once(stack: LocalStack, org
     second = run.records.get(created.batch_id)
     assert second is not None and second.billing == first.billing
     _settled_exactly(org.org_id, second, created.reserved, hold.amount)
+
+
+def test_a_work_order_counts_its_members_overage_hold_as_reserved_until_settle(
+    stack: LocalStack, org: TestOrg
+) -> None:
+    # Given the dear rescue with allow_overage, a member of a work order
+    created = _dear_rescue(org.org_id, ALLOW_OVERAGE, max_output_tokens=16)
+    orders = Wiring(get_settings(), SystemClock()).work_orders
+    owner = Principal(org_id=org.org_id, role="owner", via="api_key", key_id="key_rescue")
+    order_id = json.loads(orders.create(owner, CreateWorkOrder(request_hash="h"), None).body)["id"]
+    orders.attach(owner, order_id, AddMember(kind="batch", member_id=created.batch_id))
+    assert orders.get(owner, order_id).tallies.reserved_micros == created.reserved.micros
+    # When its stuck lane is rescued on an overage hold
+    run = Run(stack, created)
+    run.first_invocation()
+    run.later(hours=22)
+    (hold,) = _overage_holds(run)
+    # Then the work order counts the hold as reserved too, as its member does
+    held = created.reserved.micros + hold.amount.micros
+    assert orders.get(owner, order_id).tallies.reserved_micros == held
+    (member,) = orders.members(owner, order_id, cursor=None, limit=10)["data"]
+    assert Money.usd(member["reserved"]["amount"]).micros == held
+    # And once settled nothing is left reserved and it charged what the batch charged
+    batch = run.settle()
+    tallies = orders.get(owner, order_id).tallies
+    charged = Money.usd((batch.billing or {})["credit_charged"]["amount"])
+    assert tallies.reserved_micros == 0 and tallies.charged_micros == charged.micros
+    assert charged > created.reserved  # the hold paid part of it
+
+
+def test_a_batch_holding_an_overage_joins_a_work_order_with_all_it_holds(
+    stack: LocalStack, org: TestOrg
+) -> None:
+    # Given a batch whose rescue took an overage hold, still running
+    created = _dear_rescue(org.org_id, ALLOW_OVERAGE, max_output_tokens=16)
+    run = Run(stack, created)
+    run.first_invocation()
+    run.later(hours=22)
+    (hold,) = _overage_holds(run)
+    # When it is attached to a work order, then settles
+    orders = Wiring(get_settings(), SystemClock()).work_orders
+    owner = Principal(org_id=org.org_id, role="owner", via="api_key", key_id="key_rescue")
+    order_id = json.loads(orders.create(owner, CreateWorkOrder(request_hash="h"), None).body)["id"]
+    orders.attach(owner, order_id, AddMember(kind="batch", member_id=created.batch_id))
+    # Then the work order counted the reservation and the hold, and nothing is left after Settle
+    assert orders.get(owner, order_id).tallies.reserved_micros == created.reserved.micros + hold.amount.micros
+    run.settle()
+    assert orders.get(owner, order_id).tallies.reserved_micros == 0

@@ -104,6 +104,7 @@ class WorkflowWiring(SchedulesWiring):
             limit_checks=self.limit_checks,
             clock=self.clock,
             watch=self.billing_watch,
+            work_orders=self.work_orders,
         )
 
     @cached_property

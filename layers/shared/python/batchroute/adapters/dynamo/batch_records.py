@@ -310,12 +310,15 @@ class BatchRecords(DynamoStore):
         amount_micros: int,
         cap_micros: int,
         limit_checks: Sequence[TransactItem] = (),
+        membership: Sequence[TransactItem] = (),
     ) -> None:
         """A deadline rescue's overage hold (docs/ledger.md, "The overage hold of a rescue") in
         ONE TransactWriteItems: the `reservation` (`LedgerStore.reserve_items`, bounded by the
         hard limit's guard), the batch's META (the hold's id appended to `overage_hold_ids`,
         its amount added to `overage_held_micros`; only while the batch runs, unsettled, and
-        its holds stay within `cap_micros`), then the spending-limit `limit_checks`. Raises
+        its holds stay within `cap_micros`, and its work order is as read: none when
+        `membership` is empty), the spending-limit `limit_checks`, then `membership` (the work
+        order's count of the hold, services/work_orders/service.py:overage_items). Raises
         FundingMoved (the wallet or the limit refused, or a collision), DuplicateReservation
         (this hold exists: a repeated rescue) or OverageRefused (the batch's condition)."""
         meta = {
@@ -325,7 +328,8 @@ class BatchRecords(DynamoStore):
                 "SET overage_hold_ids = list_append(if_not_exists(overage_hold_ids, :none), :ids) "
                 "ADD overage_held_micros :amount",
                 condition="#state = :running AND attribute_not_exists(settled_at) AND "
-                "(attribute_not_exists(overage_held_micros) OR overage_held_micros <= :room)",
+                "(attribute_not_exists(overage_held_micros) OR overage_held_micros <= :room)"
+                + ("" if membership else " AND attribute_not_exists(work_order)"),
                 names={"#state": "state"},
                 values={
                     ":none": [],
@@ -336,7 +340,7 @@ class BatchRecords(DynamoStore):
                 },
             )
         }
-        items = [*reservation, meta, *limit_checks]
+        items = [*reservation, meta, *limit_checks, *membership]
         try:
             self.dynamodb.transact_write_items(TransactItems=items)
         except ClientError as exc:

@@ -151,15 +151,28 @@ class WorkOrderStore(DynamoStore):
         ]
 
     def attach(
-        self, move: CounterMove, member: WorkOrderMember, *, reference: WorkOrderRef, settled: bool
+        self,
+        move: CounterMove,
+        member: WorkOrderMember,
+        *,
+        reference: WorkOrderRef,
+        settled: bool,
+        overage_held_micros: int = 0,
     ) -> None:
         """Attach an existing batch: the join items and the batch's `work_order` field in one
-        transaction, conditional on the batch having no work order yet and on its settlement
+        transaction, conditional on the batch having no work order yet, on its settlement
         being as read (`settled`), so a member is never counted as running after its Settle
-        looked for its work order. Raises MemberRefused."""
+        looked for its work order, and on its rescue overage holds being as read, so the
+        reserved counted is what Settle takes off. Raises MemberRefused."""
         items = self.join_items(move, member)
         settlement = "attribute_exists(settled_at)" if settled else "attribute_not_exists(settled_at)"
-        condition = f"attribute_exists(pk) AND attribute_not_exists(work_order) AND {settlement}"
+        held = "overage_held_micros = :held"
+        if not overage_held_micros:
+            held = "attribute_not_exists(overage_held_micros)"
+        condition = f"attribute_exists(pk) AND attribute_not_exists(work_order) AND {settlement} AND {held}"
+        values = {":ref": to_value(reference.to_mapping())}
+        if overage_held_micros:
+            values[":held"] = to_value(overage_held_micros)
         items.append(
             {
                 "Update": {
@@ -167,7 +180,7 @@ class WorkOrderStore(DynamoStore):
                     "Key": {"pk": {"S": f"BATCH#{member.batch_id}"}, "sk": {"S": "META"}},
                     "UpdateExpression": "SET work_order = :ref",
                     "ConditionExpression": condition,
-                    "ExpressionAttributeValues": {":ref": to_value(reference.to_mapping())},
+                    "ExpressionAttributeValues": values,
                 }
             }
         )
@@ -178,6 +191,20 @@ class WorkOrderStore(DynamoStore):
             if refused is None:
                 raise
             raise MemberRefused(refused) from exc
+
+    def hold_items(self, move: CounterMove, batch_id: str) -> list[TransactItem]:
+        """A member's rescue overage hold (written in the hold's transaction): the counters'
+        `move` and the member marker's `reserved_micros`, while the member is unsettled."""
+        marker = {
+            "Update": {
+                "TableName": self.table_name,
+                "Key": org_key(move.org_id, f"{MEMBER_PREFIX}{move.work_order_id}#{batch_id}"),
+                "UpdateExpression": "ADD reserved_micros :amount",
+                "ConditionExpression": _NOT_SETTLED,
+                "ExpressionAttributeValues": {":amount": to_value(move.deltas["reserved_micros"])},
+            }
+        }
+        return [marker, _counters_update(self.table_name, move, condition="attribute_exists(pk)")]
 
     def settle_member(self, move: CounterMove, batch_id: str, *, outcome: str) -> bool:
         """Count a member's settlement once: its marker gets `settled_at` (conditional on not

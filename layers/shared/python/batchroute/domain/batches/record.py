@@ -348,6 +348,11 @@ class BatchRecord:
         return self.execution_summary.latest_error if self.execution_summary is not None else None
 
     @property
+    def held_micros(self) -> int:
+        """What the batch holds on the wallet: its reservation and any rescue overage holds."""
+        return self.reserved_micros + (self.overage_held_micros or 0)
+
+    @property
     def work_order_id(self) -> str | None:
         return self.work_order.id if self.work_order is not None else None
 

@@ -60,8 +60,16 @@ class WorkOrderStore(Protocol):
     def join_items(self, move: CounterMove, member: WorkOrderMember) -> list[TransactItem]: ...
 
     def attach(
-        self, move: CounterMove, member: WorkOrderMember, *, reference: WorkOrderRef, settled: bool
+        self,
+        move: CounterMove,
+        member: WorkOrderMember,
+        *,
+        reference: WorkOrderRef,
+        settled: bool,
+        overage_held_micros: int = 0,
     ) -> None: ...
+
+    def hold_items(self, move: CounterMove, batch_id: str) -> list[TransactItem]: ...
 
     def settle_member(self, move: CounterMove, batch_id: str, *, outcome: str) -> bool: ...
 
@@ -241,6 +249,7 @@ class WorkOrders:
                 member,
                 reference=order.reference,
                 settled=settled,
+                overage_held_micros=batch.overage_held_micros or 0,
             )
         except MemberRefused as exc:
             raise self._refusal(principal.org_id, work_order_id, exc.what, field_name) from exc
@@ -281,6 +290,17 @@ class WorkOrders:
         return self.store.join_items(
             CounterMove(batch.org_id, work_order_id, self._join_deltas(batch), at), self._member(batch, at)
         )
+
+    def overage_items(self, batch: BatchRecord, amount_micros: int) -> list[TransactItem]:
+        """What a rescue's overage hold writes in its transaction (services/workflow/overage.py)
+        so the batch's work order, if any, counts the hold as reserved until Settle."""
+        work_order_id = batch.work_order_id
+        if work_order_id is None:
+            return []
+        move = CounterMove(
+            batch.org_id, work_order_id, {"reserved_micros": amount_micros}, isoformat(self.clock.now())
+        )
+        return self.store.hold_items(move, batch.batch_id)
 
     def refused(self, org_id: str, work_order_id: str) -> ServiceError:
         """Why a create transaction's join was refused (it closed or filled meanwhile)."""
@@ -349,7 +369,7 @@ class WorkOrders:
             kind=_kind(batch),
             joined_at=at,
             items_total=batch.item_count,
-            reserved_micros=batch.reserved_micros,
+            reserved_micros=batch.held_micros,
         )
 
     @staticmethod
@@ -358,7 +378,7 @@ class WorkOrders:
             "members": 1,
             "members_active": 1,
             "items_total": batch.item_count,
-            "reserved_micros": batch.reserved_micros,
+            "reserved_micros": batch.held_micros,
         }
 
     @staticmethod
@@ -374,5 +394,5 @@ class WorkOrders:
         if joining:
             deltas.update(members=1, items_total=batch.item_count)
         else:
-            deltas.update(members_active=-1, reserved_micros=-batch.reserved_micros)
+            deltas.update(members_active=-1, reserved_micros=-batch.held_micros)
         return deltas

@@ -8,10 +8,10 @@ decision, never above what `room` allows (the batch's cap less what it holds alr
 wallet's available credit, the hard spending limit's room). It is taken with the checks
 batch create's own hold uses (`Funding.check_funding`, then ONE transaction: the wallet's
 conditional update bounded by the limit guard, the reservation, its ledger entry, the
-batch's record of the hold and the limit's ConditionChecks), so a wallet or a limit that
-moved since the reads refuses it. A refused hold leaves the rescue to what the reservation
-covers (`within_reservation`); nothing is ever overdrawn. Settle resolves the hold with the
-batch's reservation (services/workflow/settlement.py).
+batch's record of the hold, the limit's ConditionChecks and its work order's count of it),
+so a wallet or a limit that moved since the reads refuses it. A refused hold leaves the
+rescue to what the reservation covers (`within_reservation`); nothing is ever overdrawn.
+Settle resolves the hold with the batch's reservation (services/workflow/settlement.py).
 """
 
 from __future__ import annotations
@@ -49,7 +49,14 @@ class OverageRecords(Protocol):
         amount_micros: int,
         cap_micros: int,
         limit_checks: Sequence[TransactItem] = (),
+        membership: Sequence[TransactItem] = (),
     ) -> None: ...
+
+
+class OverageMembership(Protocol):
+    """services/work_orders/service.py:WorkOrderService: the work order counts the hold."""
+
+    def overage_items(self, batch: BatchRecord, amount_micros: int) -> list[TransactItem]: ...
 
 
 def overage_held(batch: BatchRecord) -> Money:
@@ -67,8 +74,10 @@ class RescueOverage:
         limit_checks: LimitChecks,
         clock: Clock,
         watch: MoneyWatch | None = None,
+        work_orders: OverageMembership | None = None,
     ) -> None:
         self.records = records
+        self.work_orders = work_orders
         self.ledger = ledger
         self.controls = controls
         self.limit_checks = limit_checks
@@ -133,4 +142,5 @@ class RescueOverage:
             amount_micros=amount.micros,
             cap_micros=cap.micros,
             limit_checks=self.limit_checks.items(org_id, guard),
+            membership=self.work_orders.overage_items(batch, amount.micros) if self.work_orders else (),
         )
