@@ -11,11 +11,12 @@ from typing import Any
 from batchroute.domain.batches.item_profile import ItemProfile, profile_items
 from batchroute.domain.catalog.catalog import Lane, LanePrice, PromptCacheRule
 from batchroute.domain.catalog.pricing import estimate_price
-from batchroute.domain.routing.engine import RoutePlan, route, stored_plan
+from batchroute.domain.routing.engine import GroupRoute, RoutePlan, route, stored_plan
 from batchroute.domain.routing.gates import RouteRequest, RoutingGuards
 from batchroute.domain.routing.items import ModelGroup, read_item
 from batchroute.domain.routing.prompt_cache import (
     MIN_TRACKED_TOKENS,
+    ExpectedCache,
     PrefixRun,
     expected_cache,
     item_prefix,
@@ -221,29 +222,49 @@ def test_the_cache_expectation_and_shared_prefixes_survive_the_snapshot() -> Non
 # -- a split keeps a prefix's run on one lane -------------------------------------------------------
 
 
-def test_a_split_moves_its_point_off_a_run_of_a_shared_prefix() -> None:
-    # items 0-3 plain, 4-9 share a prefix; each lane has room for 6: the naive split at 6
-    # would cut the run, so the first lane takes 4 and the second the run
-    items = [chat(i, system=None) for i in range(4)] + [chat(i) for i in range(4, 10)]
-    group = group_of(items)
+def _two_lanes_of_six(pattern: str, *, cache_aware: bool = True) -> GroupRoute:
+    """Items of prefix A or B in this pattern, on two caching lanes with room for 6 each."""
+    items = [chat(i, SYSTEM if kind == "A" else SYSTEM.upper()) for i, kind in enumerate(pattern)]
     lanes = [CACHING, caching_lane("other", batch_in="0.60", cached="0.06", write="0.75", rule=RULE)]
-    states = live(lanes, overrides={"cache/m-chat": (6, 30), "other/m-chat": (6, 30)})
     routed = route(
-        [group],
+        [group_of(items)],
         catalog([provider(lane.provider) for lane in lanes], lanes),
-        live=states,
+        live=live(lanes, overrides={"cache/m-chat": (6, 30), "other/m-chat": (6, 30)}),
         request=RouteRequest(),
-        guards=RoutingGuards(),
+        guards=RoutingGuards(cache_aware=cache_aware),
         now=NOW,
     )
-    counts = [lane.item_count for lane in routed.groups[0].selected]
-    assert counts == [4, 6]
-    off = route(
-        [group],
-        catalog([provider(lane.provider) for lane in lanes], lanes),
-        live=states,
-        request=RouteRequest(),
-        guards=RoutingGuards(cache_aware=False),
-        now=NOW,
-    )
-    assert [lane.item_count for lane in off.groups[0].selected] == [6, 4]
+    return routed.groups[0]
+
+
+def test_a_split_keeps_each_interleaved_prefix_whole_on_one_lane() -> None:
+    # two prefixes interleaved (A B A B A B A B B B: A 4 items, B 6); each lane has room for
+    # 6. In input order the first lane would take A A A B B B and the second A B B B: both
+    # prefixes cut, each written on both lanes. Grouped, the largest prefix goes whole to
+    # the first lane with room for it, the other to the next
+    group = _two_lanes_of_six("ABABABABBB")
+    first, second = group.selected
+    assert (first.item_count, second.item_count) == (6, 4)
+    # the plan says which lane takes each prefix whole; each lane expects one write of its
+    # prefix and a read for every other item of it, exactly (never pro rata)
+    assert {view["items"]: view.get("lane") for view in group.shared_prefixes} == {6: 0, 4: 1}
+    tokens = group.shared_prefixes[0]["tokens"]
+    assert first.prompt_cache is not None and second.prompt_cache is not None
+    assert first.prompt_cache.expected == ExpectedCache(6, 5 * tokens, tokens)
+    assert second.prompt_cache.expected == ExpectedCache(4, 3 * tokens, tokens)
+    off = _two_lanes_of_six("ABABABABBB", cache_aware=False)
+    assert [lane.item_count for lane in off.selected] == [6, 4]
+    assert "shared_prefixes" not in off.to_api()
+
+
+def test_a_prefix_no_lane_has_room_for_is_cut_and_the_lanes_fill_in_rank_order() -> None:
+    # A has 8 items, more than either lane's room (6): it is cut; B (2) goes whole to the
+    # first lane, which A's first 4 items then fill, the second lane taking A's other 4
+    group = _two_lanes_of_six("AABAAAABAA")
+    first, second = group.selected
+    assert (first.item_count, second.item_count) == (6, 4)
+    assert {view["items"]: view.get("lane") for view in group.shared_prefixes} == {8: None, 2: 0}
+    tokens = group.shared_prefixes[0]["tokens"]
+    assert first.prompt_cache is not None and second.prompt_cache is not None
+    assert first.prompt_cache.expected == ExpectedCache(6, 4 * tokens, 2 * tokens)
+    assert second.prompt_cache.expected == ExpectedCache(4, 3 * tokens, tokens)
