@@ -82,7 +82,9 @@ class Batch:
         return {line["seq"]: line["item"] for chunk in self.chunks for line in chunk}
 
     def lanes(self) -> list[LaneRecord]:
-        return plan_lanes(plan_groups(self.plan.to_api()), self.chunk_models, at="t")
+        """Route's lane records, as they read back from their stored items."""
+        lanes = plan_lanes(plan_groups(self.plan.to_api()), self.chunk_models, at="t")
+        return [LaneRecord.from_item(lane.to_item()) for lane in lanes]
 
     def owned(self, lane: LaneRecord, chunks: Sequence[int] | None = None) -> list[int]:
         """The seqs a lane record runs, in the order it runs them."""

@@ -11,7 +11,7 @@ from typing import Any
 from batchroute.domain.batches.item_profile import ItemProfile, profile_items
 from batchroute.domain.catalog.catalog import Lane, LanePrice, PromptCacheRule
 from batchroute.domain.catalog.pricing import estimate_price
-from batchroute.domain.routing.engine import GroupRoute, RoutePlan, route, stored_plan
+from batchroute.domain.routing.engine import RoutePlan, route, stored_plan
 from batchroute.domain.routing.gates import RouteRequest, RoutingGuards
 from batchroute.domain.routing.items import ModelGroup, read_item
 from batchroute.domain.routing.prompt_cache import (
@@ -222,7 +222,7 @@ def test_the_cache_expectation_and_shared_prefixes_survive_the_snapshot() -> Non
 # -- a split keeps a prefix's run on one lane -------------------------------------------------------
 
 
-def _two_lanes_of_six(pattern: str, *, cache_aware: bool = True) -> GroupRoute:
+def _two_lanes_of_six(pattern: str, *, cache_aware: bool = True) -> RoutePlan:
     """Items of prefix A or B in this pattern, on two caching lanes with room for 6 each."""
     items = [chat(i, SYSTEM if kind == "A" else SYSTEM.upper()) for i, kind in enumerate(pattern)]
     lanes = [CACHING, caching_lane("other", batch_in="0.60", cached="0.06", write="0.75", rule=RULE)]
@@ -234,7 +234,7 @@ def _two_lanes_of_six(pattern: str, *, cache_aware: bool = True) -> GroupRoute:
         guards=RoutingGuards(cache_aware=cache_aware),
         now=NOW,
     )
-    return routed.groups[0]
+    return routed
 
 
 def test_a_split_keeps_each_interleaved_prefix_whole_on_one_lane() -> None:
@@ -242,7 +242,8 @@ def test_a_split_keeps_each_interleaved_prefix_whole_on_one_lane() -> None:
     # 6. In input order the first lane would take A A A B B B and the second A B B B: both
     # prefixes cut, each written on both lanes. Grouped, the largest prefix goes whole to
     # the first lane with room for it, the other to the next
-    group = _two_lanes_of_six("ABABABABBB")
+    routed = _two_lanes_of_six("ABABABABBB")
+    group = routed.groups[0]
     first, second = group.selected
     assert (first.item_count, second.item_count) == (6, 4)
     # the plan says which lane takes each prefix whole; each lane expects one write of its
@@ -252,7 +253,10 @@ def test_a_split_keeps_each_interleaved_prefix_whole_on_one_lane() -> None:
     assert first.prompt_cache is not None and second.prompt_cache is not None
     assert first.prompt_cache.expected == ExpectedCache(6, 5 * tokens, tokens)
     assert second.prompt_cache.expected == ExpectedCache(4, 3 * tokens, tokens)
-    off = _two_lanes_of_six("ABABABABBB", cache_aware=False)
+    # the quote's snapshot keeps where each prefix goes (Route reads it from the batch's plan)
+    stored = stored_plan(routed.to_api())
+    assert [view.get("lane") for view in stored["groups"][0]["shared_prefixes"]] == [0, 1]
+    off = _two_lanes_of_six("ABABABABBB", cache_aware=False).groups[0]
     assert [lane.item_count for lane in off.selected] == [6, 4]
     assert "shared_prefixes" not in off.to_api()
 
@@ -260,7 +264,7 @@ def test_a_split_keeps_each_interleaved_prefix_whole_on_one_lane() -> None:
 def test_a_prefix_no_lane_has_room_for_is_cut_and_the_lanes_fill_in_rank_order() -> None:
     # A has 8 items, more than either lane's room (6): it is cut; B (2) goes whole to the
     # first lane, which A's first 4 items then fill, the second lane taking A's other 4
-    group = _two_lanes_of_six("AABAAAABAA")
+    group = _two_lanes_of_six("AABAAAABAA").groups[0]
     first, second = group.selected
     assert (first.item_count, second.item_count) == (6, 4)
     assert {view["items"]: view.get("lane") for view in group.shared_prefixes} == {8: None, 2: 0}
