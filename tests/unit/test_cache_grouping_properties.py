@@ -14,9 +14,11 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from batchroute.domain.routing import lane_plan
 from batchroute.domain.routing.engine import RoutePlan, route
 from batchroute.domain.routing.gates import RouteRequest, RoutingGuards
 from batchroute.domain.routing.items import InputLine
@@ -32,6 +34,7 @@ from batchroute.domain.routing.lane_plan import (
 )
 from batchroute.domain.routing.prompt_cache import item_prefix_key
 from batchroute.domain.routing.rescue import RescueOption, model_ordinals, rescue_records
+from batchroute.services.batches import input_chunks
 from batchroute.services.batches.input_chunks import InputChunkWriter
 from tests.unit.catalog_fixtures import NOW, catalog, group_of, live, provider
 from tests.unit.test_cache_routing import RULE, SYSTEM, caching_lane, chat
@@ -237,3 +240,37 @@ def test_a_grouped_lane_hands_over_exactly_its_unanswered_items(
         assert sorted(before + done + rescue + rest) == batch.owned(lane)
         assert len(rescue) == made.rescue.item_count
         assert made.rest is None or len(rest) == made.rest.item_count
+
+
+# -- when the prefix counts are not kept, a split group runs in input order -------------------------
+
+SPLIT = [chat(index, PROMPTS[1 + index % 2]) for index in range(10)]  # A B A B ...: 5 each
+
+
+def test_a_split_group_keeps_the_counts_of_its_shared_prefixes_and_runs_them_whole() -> None:
+    batch = created(SPLIT, [6, 6, 0], 3, cache_aware=True)
+    assert any("#" in key for counts in batch.chunk_models for key in counts)
+    runs = ran(batch)
+    for key in {item_prefix_key(item) for item in SPLIT}:
+        assert len({lane for lane, item in runs.values() if item_prefix_key(item) == key}) == 1
+
+
+def test_without_the_counts_a_split_group_is_split_in_input_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    # past the counts a batch keeps (or for a batch from before them) Route splits the group
+    # in input order, as the quote's expectation did not: every item still runs once
+    monkeypatch.setattr(lane_plan, "MAX_PREFIX_COUNTS", 0)
+    batch = created(SPLIT, [6, 6, 0], 3, cache_aware=True)
+    assert not any("#" in key for counts in batch.chunk_models for key in counts)
+    lanes = batch.lanes()
+    assert [(lane.prefixes, lane.ordinal_start, lane.ordinal_end) for lane in lanes] == [
+        (None, 0, 5),
+        (None, 5, 10),
+    ]
+    assert sorted(ran(batch)) == list(range(10))
+
+
+def test_the_writer_stops_counting_prefixes_past_its_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(input_chunks, "MAX_COUNTED_PREFIXES", 3)
+    batch = created(SPLIT, [6, 6, 0], 3, cache_aware=True)  # 4 chunks, 2 prefixes in each
+    assert not any("#" in key for counts in batch.chunk_models for key in counts)
+    assert sorted(ran(batch)) == list(range(10))
