@@ -222,19 +222,25 @@ def test_the_cache_expectation_and_shared_prefixes_survive_the_snapshot() -> Non
 # -- a split keeps a prefix's run on one lane -------------------------------------------------------
 
 
-def _two_lanes_of_six(pattern: str, *, cache_aware: bool = True) -> RoutePlan:
-    """Items of prefix A or B in this pattern, on two caching lanes with room for 6 each."""
+def _two_lanes_of_six(
+    pattern: str,
+    *,
+    cache_aware: bool = True,
+    lanes: tuple[Lane, Lane] | None = None,
+    rooms: tuple[int, int] = (6, 6),
+) -> RoutePlan:
+    """Items of prefix A or B in this pattern, on two lanes (caching ones unless given) with
+    room for 6 each (unless given)."""
     items = [chat(i, SYSTEM if kind == "A" else SYSTEM.upper()) for i, kind in enumerate(pattern)]
-    lanes = [CACHING, caching_lane("other", batch_in="0.60", cached="0.06", write="0.75", rule=RULE)]
-    routed = route(
+    pair = lanes or (CACHING, caching_lane("other", batch_in="0.60", cached="0.06", write="0.75", rule=RULE))
+    return route(
         [group_of(items)],
-        catalog([provider(lane.provider) for lane in lanes], lanes),
-        live=live(lanes, overrides={"cache/m-chat": (6, 30), "other/m-chat": (6, 30)}),
+        catalog([provider(lane.provider) for lane in pair], pair),
+        live=live(pair, overrides={lane.lane_id: (room, 30) for lane, room in zip(pair, rooms, strict=True)}),
         request=RouteRequest(),
         guards=RoutingGuards(cache_aware=cache_aware),
         now=NOW,
     )
-    return routed
 
 
 def test_a_split_keeps_each_interleaved_prefix_whole_on_one_lane() -> None:
@@ -272,3 +278,15 @@ def test_a_prefix_no_lane_has_room_for_is_cut_and_the_lanes_fill_in_rank_order()
     assert first.prompt_cache is not None and second.prompt_cache is not None
     assert first.prompt_cache.expected == ExpectedCache(6, 4 * tokens, 2 * tokens)
     assert second.prompt_cache.expected == ExpectedCache(4, 3 * tokens, tokens)
+
+
+def test_a_split_moves_no_item_for_a_prefix_no_chosen_lane_caches() -> None:
+    # A and B (4 items each) on lanes with room for 6 and 5: kept whole, the first lane
+    # would take 4 (A) and the second 4 (B), 2 items more on the dearer lane. That pays only
+    # when a lane caches them: on lanes that cache nothing the split stays the plain fill
+    caching = _two_lanes_of_six("ABABABAB", rooms=(6, 5)).groups[0]
+    assert [lane.item_count for lane in caching.selected] == [4, 4]
+    plain = (PLAIN, plain_lane("dearer", batch_in="0.60"))
+    uncached = _two_lanes_of_six("ABABABAB", lanes=plain, rooms=(6, 5)).groups[0]
+    assert [lane.item_count for lane in uncached.selected] == [6, 2]
+    assert all("lane" not in view for view in uncached.shared_prefixes)

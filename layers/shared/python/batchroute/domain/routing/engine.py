@@ -646,14 +646,20 @@ class _PrefixSplit:
 def _split_prefixes(
     chosen: list[_Candidate], shared: list[tuple[str, PrefixRun]], total: int
 ) -> _PrefixSplit | None:
-    """With two lanes or more and shared prefixes (cache-aware routing): each prefix whole on
-    one of the chosen lanes where their room allows (prompt_cache.pack_prefixes); the lanes'
-    counts move with them, and a lane left with none drops out. Items stay the same, only
-    their lane changes (docs/routing.md)."""
+    """With two lanes or more and shared prefixes (cache-aware routing): each prefix that
+    one of the chosen lanes caches (at or above its minimum) whole on one of them where their
+    room allows (prompt_cache.pack_prefixes); the lanes' counts move with them, and a lane
+    left with none drops out. A prefix no chosen lane caches moves nothing: no lane pays more
+    for nothing. Items stay the same, only their lane changes (docs/routing.md)."""
     if len(chosen) < 2 or not shared:
         return None
     prefixes = [GroupPrefix(key, run.items, run.first) for key, run in shared]
-    lane_of, counts = pack_prefixes(prefixes, [c.remaining for c in chosen], total)
+    cached = [
+        prefix
+        for prefix, (_, run) in zip(prefixes, shared, strict=True)
+        if any(c.lane.prompt_cache and run.tokens >= c.lane.prompt_cache.min_tokens for c in chosen)
+    ]
+    lane_of, counts = pack_prefixes(cached, [c.remaining for c in chosen], total)
     kept = [at for at, count in enumerate(counts) if count > 0]
     for candidate, count in zip(chosen, counts, strict=True):
         candidate.taken = count

@@ -4,8 +4,8 @@ For each chunk of the lane not yet done, in order:
 
 1. stop if the batch is terminal (canceled, expired, failed): the lane's items that never
    ran count as canceled (a half-done chunk keeps what it has);
-2. read the input chunk, keep the lane's items (its model, ordinals in its range, less the
-   seqs the lane it took over from had answered);
+2. read the input chunk, keep the lane's items (its model and stream, ordinals in its
+   range, less the seqs the lane it took over from had answered);
 3. count them pending -> running (once per chunk: `BatchProgress.start_chunk`);
 4. run them through the provider with the lane runner (sync: `run_lane_items` at the
    provider's concurrency; vendor batch API: one `run_lane_batch_job` job per chunk);
