@@ -130,7 +130,7 @@ def create_batch(
         "quote_id": None,
         "item_count": writer.count,
         "chunk_count": writer.chunk_count,
-        "chunk_models": writer.chunk_models,
+        "chunk_models": writer.chunk_models_for(plan.to_api()),
         "counts": {
             "total": writer.count,
             "pending": writer.count,

@@ -12,11 +12,13 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import boto3
 import pytest
 from fastapi.testclient import TestClient
 
-from batchroute.adapters.batch_artifacts import BatchArtifacts, receipt_key
+from batchroute.adapters.batch_artifacts import BatchArtifacts, receipt_key, results_key
 from batchroute.adapters.dynamo.batch_records import BatchRecords
+from batchroute.adapters.dynamo.lanes import LaneStateStore
 from batchroute.adapters.dynamo.ledger import LedgerStore
 from batchroute.adapters.s3_objects import S3Objects
 from batchroute.config import get_settings
@@ -41,17 +43,15 @@ SYSTEM = "You label customer reviews by sentiment and topic, in one word each. "
 ITEMS = 6
 
 
-def review(index: int) -> dict[str, Any]:
+def review(index: int, system: str | None = SYSTEM) -> dict[str, Any]:
+    messages = [{"role": "user", "content": f"Review {index}: arrived late but works."}]
+    if system is not None:
+        messages.insert(0, {"role": "system", "content": system})
     return {
         "customer_item_id": f"review-{index}",
         "operation": "responses",
         "model": HAIKU,
-        "input": {
-            "messages": [
-                {"role": "system", "content": SYSTEM},
-                {"role": "user", "content": f"Review {index}: arrived late but works."},
-            ]
-        },
+        "input": {"messages": messages},
         "max_output_tokens": 32,
     }
 
@@ -60,7 +60,9 @@ def review(index: int) -> dict[str, Any]:
 def emulated(local_aws: LocalStack, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[LocalStack]:
     """The stack calling the vendor emulators over HTTP (not the in-process simulator), their
     clock standing still: every prefix stays within its cache lifetime."""
-    server = EmulatorServer(build_vendors(Behaviour(EmulatorConfig()), clock=lambda: 1_700_000_000.0)).start()
+    s3 = boto3.client("s3", region_name=local_aws.region)  # Bedrock's batch jobs read and write S3
+    vendors = build_vendors(Behaviour(EmulatorConfig()), s3=s3, clock=lambda: 1_700_000_000.0)
+    server = EmulatorServer(vendors).start()
     for name, value in {
         "SIMULATED_PROVIDERS": "0",
         "VENDOR_EMULATOR_URL": server.base_url,
@@ -99,11 +101,16 @@ def _settled(created: CreatedBatch) -> tuple[Money, Money]:
     return charged, released
 
 
-def _result_usage(batch_id: str) -> list[dict[str, int]]:
+def _result_usage(batch_id: str, lane_id: str | None = None) -> list[dict[str, int]]:
+    return [line["usage"] for ran_on, line in _result_lines(batch_id) if lane_id in (None, ran_on)]
+
+
+def _result_lines(batch_id: str) -> list[tuple[str, dict[str, Any]]]:
+    """(lane id, result line) of every lane record's result files."""
     artifacts = BatchArtifacts(S3Objects(get_settings().buckets["artifacts"]))
     records = BatchRecords(get_settings().table_name("batches"))
     return [
-        line["usage"]
+        (lane.lane_id, line)
         for lane in records.lanes(batch_id)
         for chunk in sorted(lane_done_chunks(lane))
         for line in artifacts.result_lines(batch_id, lane.lane_key, int(chunk))
@@ -181,3 +188,58 @@ def test_the_quote_shows_each_lanes_expected_cache_and_prices_the_uncached_bound
     assert batch is not None
     (planned,) = batch.plan["groups"][0]["selected_lanes"]
     assert planned["prompt_cache"] == cache
+
+
+ANTHROPIC = "anthropic/claude-3-5-haiku"
+BEDROCK = "bedrock/claude-3-5-haiku"
+OTHER_SYSTEM = SYSTEM.replace("sentiment", "urgency")  # another ~3,000-token prompt
+
+
+def test_interleaved_prefixes_of_a_split_batch_are_each_written_once_on_one_lane(
+    emulated: LocalStack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given 12 items, two long system prompts and plain items interleaved (A B - A B - ...),
+    # and an Anthropic lane with room for 8 of them, Bedrock's for 4: the batch splits, and
+    # Bedrock's batch jobs cache nothing. In input order the Anthropic lane would take
+    # A B - A B - A B and Bedrock - A B -
+    prompts = (SYSTEM, OTHER_SYSTEM, None) * 4
+    items = [review(index, system) for index, system in enumerate(prompts)]
+    store = LaneStateStore(get_settings().table_name("controls"))
+    live = store.live_states(consistent=True)
+    for lane_id, room in ((ANTHROPIC, 8), (BEDROCK, 4)):
+        assert store.consume_capacity(lane_id, live[lane_id].remaining_capacity_items - room)
+    monkeypatch.setenv("CACHE_AWARE_ROUTING", "true")
+    get_settings.cache_clear()
+    created = create_batch(new_org(credit_usd="10").org_id, items, chunk_size=5)
+    # Then the plan puts each prompt whole on the Anthropic lane, the plain items on Bedrock
+    group = created.record.plan["groups"][0]
+    assert [(lane["lane_id"], lane["item_count"]) for lane in group["selected_lanes"]] == [
+        (ANTHROPIC, 8),
+        (BEDROCK, 4),
+    ]
+    assert sorted((view["items"], view.get("lane")) for view in group["shared_prefixes"]) == [(4, 0), (4, 0)]
+    # When it runs through the adapters and the emulators
+    assert run_workflow(emulated, created.batch_id)["status"] == "SUCCEEDED"
+    # Then every item of a prompt ran on the Anthropic lane, which wrote each prompt to the
+    # cache once and read it for every other item of it
+    ran_on = {int(line["seq"]): lane_id for lane_id, line in _result_lines(created.batch_id)}
+    assert sorted(ran_on) == list(range(12))
+    assert all(ran_on[seq] == (ANTHROPIC if system else BEDROCK) for seq, system in enumerate(prompts))
+    usages = _result_usage(created.batch_id, ANTHROPIC)
+    assert sum(1 for usage in usages if usage.get("cache_write_input_tokens")) == 2
+    assert sum(1 for usage in usages if usage.get("cached_input_tokens")) == 6
+    assert all("cached_input_tokens" not in usage for usage in _result_usage(created.batch_id, BEDROCK))
+    # And the results come back complete, in input order
+    _settled(created)
+    artifacts = BatchArtifacts(S3Objects(get_settings().buckets["artifacts"]))
+    rows = list(artifacts.lines(results_key(created.batch_id)))
+    assert [row["sequence_number"] for row in rows] == list(range(12))
+    assert [row["customer_item_id"] for row in rows] == [item["customer_item_id"] for item in items]
+    assert all(row["status"] == "completed" for row in rows), [row["error"] for row in rows]
+    # And the receipt counts the 8 grouped items once, with both writes and the 6 reads
+    receipt = artifacts.read_json(receipt_key(created.batch_id))
+    assert receipt is not None
+    cache = [lane["prompt_cache"] for lane in receipt["provider_lanes"] if "prompt_cache" in lane]
+    assert sum(shown["grouped_items"] for shown in cache) == 8
+    written = sum(usage.get("cache_write_input_tokens", 0) for usage in usages)
+    assert sum(shown["cache_write_input_tokens"] for shown in cache) == written > 0

@@ -4,6 +4,7 @@ receipt says what the cache did."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from decimal import Decimal
 from typing import Any
 
@@ -199,3 +200,18 @@ def test_the_receipt_lane_shows_the_grouped_items_of_the_plan() -> None:
     assert shown["prompt_cache"]["grouped_items"] == 4
     assert shown["prompt_cache"]["cached_input_tokens"] == 9_000
     assert Decimal(shown["prompt_cache"]["saved"]["amount"]) > 0
+
+
+def test_a_lane_run_as_two_records_shows_its_grouped_items_once() -> None:
+    # a split group's lane may run as several records (its whole prefixes, a part of the
+    # other items): the receipt counts the plan's grouped items once, on the first
+    items = [chat(i) for i in range(4)]
+    plan = haiku_plan(items)
+    (lane,) = plan_lanes(plan_groups(plan), [{HAIKU: 4}], at="t")
+    second = replace(lane, lane_key="02-" + lane.lane_key[3:])
+    tally = {"completed": 2, "prompt_tokens": 6_000, "completion_tokens": 20, "cached_input_tokens": 3_000}
+    tallies = {lane.lane_key: tally, second.lane_key: tally}
+    first_shown, second_shown = provider_lanes([second, lane], tallies, plan)
+    assert first_shown["lane_key"] == lane.lane_key
+    assert first_shown["prompt_cache"]["grouped_items"] == 4
+    assert second_shown["prompt_cache"]["grouped_items"] == 0

@@ -16,6 +16,7 @@ from batchroute.domain.routing.gates import RouteRequest, RoutingGuards
 from batchroute.domain.routing.items import ModelGroup, read_item
 from batchroute.domain.routing.prompt_cache import (
     MIN_TRACKED_TOKENS,
+    ExpectedCache,
     PrefixRun,
     expected_cache,
     item_prefix,
@@ -221,29 +222,71 @@ def test_the_cache_expectation_and_shared_prefixes_survive_the_snapshot() -> Non
 # -- a split keeps a prefix's run on one lane -------------------------------------------------------
 
 
-def test_a_split_moves_its_point_off_a_run_of_a_shared_prefix() -> None:
-    # items 0-3 plain, 4-9 share a prefix; each lane has room for 6: the naive split at 6
-    # would cut the run, so the first lane takes 4 and the second the run
-    items = [chat(i, system=None) for i in range(4)] + [chat(i) for i in range(4, 10)]
-    group = group_of(items)
-    lanes = [CACHING, caching_lane("other", batch_in="0.60", cached="0.06", write="0.75", rule=RULE)]
-    states = live(lanes, overrides={"cache/m-chat": (6, 30), "other/m-chat": (6, 30)})
-    routed = route(
-        [group],
-        catalog([provider(lane.provider) for lane in lanes], lanes),
-        live=states,
+def _two_lanes_of_six(
+    pattern: str,
+    *,
+    cache_aware: bool = True,
+    lanes: tuple[Lane, Lane] | None = None,
+    rooms: tuple[int, int] = (6, 6),
+) -> RoutePlan:
+    """Items of prefix A or B in this pattern, on two lanes (caching ones unless given) with
+    room for 6 each (unless given)."""
+    items = [chat(i, SYSTEM if kind == "A" else SYSTEM.upper()) for i, kind in enumerate(pattern)]
+    pair = lanes or (CACHING, caching_lane("other", batch_in="0.60", cached="0.06", write="0.75", rule=RULE))
+    return route(
+        [group_of(items)],
+        catalog([provider(lane.provider) for lane in pair], pair),
+        live=live(pair, overrides={lane.lane_id: (room, 30) for lane, room in zip(pair, rooms, strict=True)}),
         request=RouteRequest(),
-        guards=RoutingGuards(),
+        guards=RoutingGuards(cache_aware=cache_aware),
         now=NOW,
     )
-    counts = [lane.item_count for lane in routed.groups[0].selected]
-    assert counts == [4, 6]
-    off = route(
-        [group],
-        catalog([provider(lane.provider) for lane in lanes], lanes),
-        live=states,
-        request=RouteRequest(),
-        guards=RoutingGuards(cache_aware=False),
-        now=NOW,
-    )
-    assert [lane.item_count for lane in off.groups[0].selected] == [6, 4]
+
+
+def test_a_split_keeps_each_interleaved_prefix_whole_on_one_lane() -> None:
+    # two prefixes interleaved (A B A B A B A B B B: A 4 items, B 6); each lane has room for
+    # 6. In input order the first lane would take A A A B B B and the second A B B B: both
+    # prefixes cut, each written on both lanes. Grouped, the largest prefix goes whole to
+    # the first lane with room for it, the other to the next
+    routed = _two_lanes_of_six("ABABABABBB")
+    group = routed.groups[0]
+    first, second = group.selected
+    assert (first.item_count, second.item_count) == (6, 4)
+    # the plan says which lane takes each prefix whole; each lane expects one write of its
+    # prefix and a read for every other item of it, exactly (never pro rata)
+    assert {view["items"]: view.get("lane") for view in group.shared_prefixes} == {6: 0, 4: 1}
+    tokens = group.shared_prefixes[0]["tokens"]
+    assert first.prompt_cache is not None and second.prompt_cache is not None
+    assert first.prompt_cache.expected == ExpectedCache(6, 5 * tokens, tokens)
+    assert second.prompt_cache.expected == ExpectedCache(4, 3 * tokens, tokens)
+    # the quote's snapshot keeps where each prefix goes (Route reads it from the batch's plan)
+    stored = stored_plan(routed.to_api())
+    assert [view.get("lane") for view in stored["groups"][0]["shared_prefixes"]] == [0, 1]
+    off = _two_lanes_of_six("ABABABABBB", cache_aware=False).groups[0]
+    assert [lane.item_count for lane in off.selected] == [6, 4]
+    assert "shared_prefixes" not in off.to_api()
+
+
+def test_a_prefix_no_lane_has_room_for_is_cut_and_the_lanes_fill_in_rank_order() -> None:
+    # A has 8 items, more than either lane's room (6): it is cut; B (2) goes whole to the
+    # first lane, which A's first 4 items then fill, the second lane taking A's other 4
+    group = _two_lanes_of_six("AABAAAABAA").groups[0]
+    first, second = group.selected
+    assert (first.item_count, second.item_count) == (6, 4)
+    assert {view["items"]: view.get("lane") for view in group.shared_prefixes} == {8: None, 2: 0}
+    tokens = group.shared_prefixes[0]["tokens"]
+    assert first.prompt_cache is not None and second.prompt_cache is not None
+    assert first.prompt_cache.expected == ExpectedCache(6, 4 * tokens, 2 * tokens)
+    assert second.prompt_cache.expected == ExpectedCache(4, 3 * tokens, tokens)
+
+
+def test_a_split_moves_no_item_for_a_prefix_no_chosen_lane_caches() -> None:
+    # A and B (4 items each) on lanes with room for 6 and 5: kept whole, the first lane
+    # would take 4 (A) and the second 4 (B), 2 items more on the dearer lane. That pays only
+    # when a lane caches them: on lanes that cache nothing the split stays the plain fill
+    caching = _two_lanes_of_six("ABABABAB", rooms=(6, 5)).groups[0]
+    assert [lane.item_count for lane in caching.selected] == [4, 4]
+    plain = (PLAIN, plain_lane("dearer", batch_in="0.60"))
+    uncached = _two_lanes_of_six("ABABABAB", lanes=plain, rooms=(6, 5)).groups[0]
+    assert [lane.item_count for lane in uncached.selected] == [6, 2]
+    assert all("lane" not in view for view in uncached.shared_prefixes)

@@ -261,9 +261,12 @@ def provider_lanes(
     plan: RoutePlanView | None,
 ) -> list[ReceiptLane]:
     """The receipt's lanes that ran, each with what it delivered, its usage (completed rows),
-    locked unit prices, provider cost and the quote-time data/privacy proof."""
+    locked unit prices, provider cost and the quote-time data/privacy proof. The items the
+    plan grouped on a lane are shown once, on its first record (a split group's lane may run
+    as several: lane_plan.plan_lanes)."""
     shown: list[ReceiptLane] = []
     groups = plan_groups(plan)
+    grouped_shown: set[str] = set()
     for lane in sorted(lanes, key=lambda lane: lane.lane_key):
         tally = tallies.get(lane.lane_key) or {}
         if not lane_ran(lane, tally):
@@ -286,7 +289,9 @@ def provider_lanes(
             # included), else None.
             "latest_error": lane.latest_error,
         }
-        cache = prompt_cache_receipt(usage, entry.grouped_items if entry is not None else 0)
+        grouped = entry.grouped_items if entry is not None and lane.lane_id not in grouped_shown else 0
+        grouped_shown.add(lane.lane_id)
+        cache = prompt_cache_receipt(usage, grouped)
         if cache is not None:
             receipt_lane["prompt_cache"] = cache
         shown.append(receipt_lane)

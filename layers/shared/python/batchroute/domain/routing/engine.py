@@ -40,11 +40,16 @@ from batchroute.domain.routing.gates import (
 from batchroute.domain.routing.items import ModelGroup
 from batchroute.domain.routing.prompt_cache import (
     NO_EXPECTED_CACHE,
+    REST,
     ExpectedCache,
+    GroupPrefix,
     PrefixRun,
+    Share,
     SharedPrefixView,
     expected_cache,
     expected_cost,
+    lane_shares,
+    pack_prefixes,
     run_views,
     runs_of,
     shared_runs,
@@ -485,9 +490,8 @@ class _Router:
                 candidates.append(self._candidate(lane, provider, demand, live, proof, runs))
         candidates.sort(key=self._rank_key(group.item_count))
         chosen = self._assign(candidates, group.item_count)
+        prefixes = _split_prefixes(chosen, shared, group.item_count)
         split = len(chosen) > 1 or any(c.taken < group.item_count for c in chosen)
-        if len(chosen) > 1:
-            _keep_runs_whole(chosen, runs)
         for candidate in candidates:
             if any(candidate is c for c in chosen):
                 continue
@@ -498,10 +502,9 @@ class _Router:
                 why = _capacity_failure(candidate.remaining, group.item_count)
             rejected.append(_rejection(candidate.lane, [why], candidate.proof))
         rejected.sort(key=lambda r: r.lane_id)
-        starts = [sum(c.taken for c in chosen[:at]) for at in range(len(chosen))]
         selected = tuple(
-            _selected(candidate, group, start, runs if self.guards.cache_aware else None)
-            for candidate, start in zip(chosen, starts, strict=True)
+            _selected(candidate, group, _lane_runs(shared, prefixes, at) if self.guards.cache_aware else None)
+            for at, candidate in enumerate(chosen)
         )
         failure = None
         if not selected:
@@ -513,7 +516,7 @@ class _Router:
             selected=selected,
             rejected=tuple(rejected),
             failure=failure,
-            shared_prefixes=tuple(view for view in group.shared_prefixes() if self.guards.cache_aware),
+            shared_prefixes=_shared_views(group, prefixes) if self.guards.cache_aware else (),
         )
 
     def _candidate(
@@ -631,32 +634,73 @@ def _fill(ranked: list[_Candidate], item_count: int) -> list[_Candidate]:
     return []
 
 
-def _keep_runs_whole(chosen: list[_Candidate], runs: list[PrefixRun]) -> None:
-    """Moves the split points between the chosen lanes (their model ordinals follow in
-    order: lane_plan.plan_lanes) off the contiguous runs of a shared prefix where a lane's
-    room allows: each point to the end of the run its earlier lane then takes, else to the
-    start of the run, its later lane taking the rest. Items stay the same, only their lane
-    changes; a point no lane has room to move stays (docs/routing.md)."""
-    whole = [run for run in runs if run.contiguous]
-    for at in range(len(chosen) - 1):
-        before, after = chosen[at], chosen[at + 1]
-        point = sum(c.taken for c in chosen[: at + 1])
-        run = next((r for r in whole if r.first < point <= r.last), None)
-        if run is None:
-            continue
-        forward, back = run.last + 1 - point, point - run.first
-        if before.taken + forward <= before.remaining and after.taken - forward >= 1:
-            before.taken, after.taken = before.taken + forward, after.taken - forward
-        elif after.taken + back <= after.remaining and before.taken - back >= 1:
-            before.taken, after.taken = before.taken - back, after.taken + back
+@dataclass(frozen=True, slots=True)
+class _PrefixSplit:
+    """A split group's shared prefixes: the selected lane taking each whole, and each
+    selected lane's shares (prompt_cache.lane_shares)."""
+
+    lane_of: dict[str, int]
+    shares: list[list[Share]]
 
 
-def _selected(
-    candidate: _Candidate, group: ModelGroup, start: int, runs: list[PrefixRun] | None
-) -> SelectedLane:
-    """The lane's share of the group (model ordinals `[start, start + taken)`): tokens pro
-    rata to its items, rounded up, so the shares of a split never add up to less than the
-    whole; with cache-aware routing on (`runs`) and a lane that caches, its expected cache use."""
+def _split_prefixes(
+    chosen: list[_Candidate], shared: list[tuple[str, PrefixRun]], total: int
+) -> _PrefixSplit | None:
+    """With two lanes or more and shared prefixes (cache-aware routing): each prefix that
+    one of the chosen lanes caches (at or above its minimum) whole on one of them where their
+    room allows (prompt_cache.pack_prefixes); the lanes' counts move with them, and a lane
+    left with none drops out. A prefix no chosen lane caches moves nothing: no lane pays more
+    for nothing. Items stay the same, only their lane changes (docs/routing.md)."""
+    if len(chosen) < 2 or not shared:
+        return None
+    prefixes = [GroupPrefix(key, run.items, run.first) for key, run in shared]
+    cached = [
+        prefix
+        for prefix, (_, run) in zip(prefixes, shared, strict=True)
+        if any(c.lane.prompt_cache and run.tokens >= c.lane.prompt_cache.min_tokens for c in chosen)
+    ]
+    lane_of, counts = pack_prefixes(cached, [c.remaining for c in chosen], total)
+    kept = [at for at, count in enumerate(counts) if count > 0]
+    for candidate, count in zip(chosen, counts, strict=True):
+        candidate.taken = count
+    chosen[:] = [chosen[at] for at in kept]
+    renumber = {old: new for new, old in enumerate(kept)}
+    lane_of = {key: renumber[lane] for key, lane in lane_of.items()}
+    counts = [counts[at] for at in kept]
+    return _PrefixSplit(lane_of, lane_shares(prefixes, lane_of, counts, total))
+
+
+def _lane_runs(
+    shared: list[tuple[str, PrefixRun]], prefixes: _PrefixSplit | None, at: int
+) -> list[PrefixRun]:
+    """The shared prefixes' items the `at`-th selected lane takes (all: no split)."""
+    if prefixes is None:
+        return [run for _, run in shared]
+    tokens = {key: run.tokens for key, run in shared}
+    return [
+        PrefixRun(tokens[share.key], share.end - share.start, share.start, share.end - 1)
+        for share in prefixes.shares[at]
+        if share.key != REST
+    ]
+
+
+def _shared_views(group: ModelGroup, prefixes: _PrefixSplit | None) -> tuple[SharedPrefixView, ...]:
+    """The group's shared prefixes as its plan keeps them: on a split, with the lane taking
+    each whole (lane_plan.plan_lanes places them so)."""
+    views = group.shared_prefixes()
+    if prefixes is not None:
+        for view in views:
+            lane = prefixes.lane_of.get(view["prefix"])
+            if lane is not None:
+                view["lane"] = lane
+    return tuple(views)
+
+
+def _selected(candidate: _Candidate, group: ModelGroup, runs: list[PrefixRun] | None) -> SelectedLane:
+    """The lane's share of the group (`taken` items): tokens pro rata to its items, rounded
+    up, so the shares of a split never add up to less than the whole; with cache-aware
+    routing on and a lane that caches, its expected cache use (`runs`: the shared prefixes'
+    items it takes)."""
     share = candidate.taken
     prompt = _pro_rata(candidate.demand.prompt_tokens, share, group.item_count)
     output = _pro_rata(candidate.demand.output_tokens, share, group.item_count)
@@ -665,7 +709,7 @@ def _selected(
     cache = None
     if runs is not None and lane.prompt_cache is not None:
         rule = lane.prompt_cache
-        expected = expected_cache(runs, rule, start=start, end=start + share)
+        expected = expected_cache(runs, rule)
         cost = Money.usd_ceil(expected_cost(lane, prompt, output, expected))
         cache = LaneCacheExpectation(
             rule.min_tokens, rule.lifetime_seconds, rule.marker, expected, cost, estimated - cost
@@ -754,7 +798,15 @@ def _stored_group(group: GroupRouteView) -> GroupRouteView:
         "failure": None if failure is None else str(failure),
     }
     if group.get("shared_prefixes"):
-        stored["shared_prefixes"] = run_views(runs_of(group.get("shared_prefixes") or ()).items())
+        stored["shared_prefixes"] = _stored_prefixes(group.get("shared_prefixes") or [])
+    return stored
+
+
+def _stored_prefixes(views: list[SharedPrefixView]) -> list[SharedPrefixView]:
+    stored = run_views(runs_of(views).items())
+    for view, kept in zip(views, stored, strict=True):
+        if view.get("lane") is not None:
+            kept["lane"] = int(str(view.get("lane")))
     return stored
 
 

@@ -5,6 +5,14 @@ index of an item among that model's items. `chunk_models[c]` (written by batch c
 says how many items of each model chunk `c` holds, so the ordinal of a model's first item
 in every chunk is a running sum, and a lane that owns the ordinals `[start, end)` touches
 exactly the chunks whose ordinal spans overlap that range. docs/batches.md is the contract.
+
+A lane of a split group with shared prompt prefixes (cache-aware routing) owns a *stream*
+of its model's items instead: those whose prefix is one of some shared prefixes, or none
+of them (`PrefixFilter`), its ordinals counted among that stream's items, in input order.
+`chunk_models[c]` then also counts each shared prefix's items of the chunk
+(`prefix_count_key`), so the stream's ordinal at every chunk is a running sum too and
+everything above holds per stream: every shared prefix stays on one lane, in input order,
+without the items or the chunks changing (docs/routing.md, "Keeping a prefix on one lane").
 """
 
 from __future__ import annotations
@@ -14,7 +22,7 @@ import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from decimal import Decimal, InvalidOperation
-from typing import Final, Literal, NotRequired, TypedDict
+from typing import Final, Literal, NamedTuple, NotRequired, TypedDict
 
 from batchroute.domain.catalog.catalog import BatchLimits
 from batchroute.domain.catalog.pricing import NO_CACHE_TOKENS, CacheFields, CacheTokens
@@ -26,6 +34,7 @@ from batchroute.domain.routing.engine import (
     SelectedLaneView,
 )
 from batchroute.domain.routing.items import BatchItem, InputLine
+from batchroute.domain.routing.prompt_cache import REST, GroupPrefix, Share, item_prefix_key, lane_shares
 
 OUTRANKED = "outranked"
 # The vendors that cache only what a request marks: their lanes mark the shared prefixes.
@@ -35,6 +44,9 @@ MARKED_CACHES: Final = frozenset({"cache_control", "cache_point"})
 # the line itself adds (custom id, method, URL, model, output limit).
 REQUEST_SIZE_FACTOR: Final = 2
 REQUEST_OVERHEAD_BYTES: Final = 1024
+# The shared-prefix counts a batch keeps beside `chunk_models` (its PLAN item stays far under
+# DynamoDB's 400 KB): past this many (chunk, prefix) counts a split group is not grouped.
+MAX_PREFIX_COUNTS: Final = 2048
 
 
 class PlanMismatch(ValueError):
@@ -59,6 +71,56 @@ def model_offsets(chunk_models: Sequence[Mapping[str, int]], model: str) -> list
     for counts in chunk_models:
         offsets.append(offsets[-1] + int(counts.get(model, 0) or 0))
     return offsets
+
+
+def prefix_count_key(model: str, prefix: str) -> str:
+    """The `chunk_models` key counting a chunk's items of `model` whose prefix is `prefix`."""
+    return f"{model}#{prefix}"
+
+
+# A lane's `PrefixFilter` as its record stores it: one of the two lists ("except" is a keyword).
+PrefixFilterItem = TypedDict("PrefixFilterItem", {"only": list[str], "except": list[str]}, total=False)
+
+
+@dataclass(frozen=True, slots=True)
+class PrefixFilter:
+    """The stream of its model's items a lane owns: those whose cacheable prefix is one of
+    `keys` (`only`), or none of them (the items of no shared prefix among them)."""
+
+    only: bool
+    keys: tuple[str, ...]
+
+    def admits(self, item: BatchItem) -> bool:
+        return (item_prefix_key(item) in self.keys) == self.only
+
+    def to_item(self) -> PrefixFilterItem:
+        return {"only": list(self.keys)} if self.only else {"except": list(self.keys)}
+
+    @classmethod
+    def from_item(cls, value: object) -> PrefixFilter | None:
+        if not isinstance(value, Mapping):
+            return None
+        only = "only" in value
+        keys = value.get("only" if only else "except") or []
+        return cls(only, tuple(str(key) for key in keys))
+
+
+def stream_offsets(
+    chunk_models: Sequence[Mapping[str, int]], model: str, prefixes: PrefixFilter | None
+) -> list[int]:
+    """`model_offsets` of the stream a lane owns (`prefixes`; None: every item of the model)."""
+    if prefixes is None:
+        return model_offsets(chunk_models, model)
+    offsets = [0]
+    for counts in chunk_models:
+        shared = sum(int(counts.get(prefix_count_key(model, key), 0) or 0) for key in prefixes.keys)
+        offsets.append(offsets[-1] + (shared if prefixes.only else int(counts.get(model, 0) or 0) - shared))
+    return offsets
+
+
+def lane_offsets(chunk_models: Sequence[Mapping[str, int]], lane: LaneRecord) -> list[int]:
+    """The ordinal of the lane's stream at the start of every chunk, plus its total."""
+    return stream_offsets(chunk_models, lane.model, lane.prefixes)
 
 
 def chunks_for_range(offsets: Sequence[int], start: int, end: int) -> list[int]:
@@ -128,6 +190,17 @@ class PlanLane:
         )
 
 
+class PlanPrefix(NamedTuple):
+    """A shared prefix of a plan's group: its key, its size, its items, the model ordinal
+    of the first, and on a split the selected lane taking it whole (None: cut, or no split)."""
+
+    key: str
+    tokens: int
+    items: int = 0
+    first: int = 0
+    lane: int | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class PlanGroup:
     """One model's group of the quote's plan: its selected lanes in order, and the lanes the
@@ -136,7 +209,7 @@ class PlanGroup:
     model: str
     selected: tuple[PlanLane, ...]
     rejected: tuple[PlanLane, ...]
-    shared_prefixes: tuple[tuple[str, int], ...] = ()  # (prefix key, tokens), cache-aware routing
+    shared_prefixes: tuple[PlanPrefix, ...] = ()  # cache-aware routing
 
     def cache_prefixes(self, lane: PlanLane) -> tuple[str, ...]:
         """The shared prefixes a lane marks for its vendor's cache: those of at least its
@@ -144,7 +217,7 @@ class PlanGroup:
         least = lane.marks_from_tokens
         if least is None:
             return ()
-        return tuple(key for key, tokens in self.shared_prefixes if tokens >= least)
+        return tuple(shared.key for shared in self.shared_prefixes if shared.tokens >= least)
 
 
 def plan_groups(plan: RoutePlanView | None) -> tuple[PlanGroup, ...]:
@@ -155,12 +228,44 @@ def plan_groups(plan: RoutePlanView | None) -> tuple[PlanGroup, ...]:
             selected=tuple(PlanLane.from_selected(e) for e in group.get("selected_lanes") or []),
             rejected=tuple(PlanLane.from_rejected(e) for e in group.get("rejected_lanes") or []),
             shared_prefixes=tuple(
-                (str(shared["prefix"]), int(shared["tokens"]))
+                PlanPrefix(
+                    str(shared["prefix"]),
+                    int(shared["tokens"]),
+                    int(shared.get("items") or 0),
+                    int(shared.get("first") or 0),
+                    None if shared.get("lane") is None else int(str(shared.get("lane"))),
+                )
                 for shared in group.get("shared_prefixes") or []
             ),
         )
         for group in (plan.get("groups") if plan is not None else None) or []
     )
+
+
+def with_prefix_counts(
+    chunk_models: Sequence[Mapping[str, int]],
+    prefix_counts: Sequence[Mapping[tuple[str, str], int]],
+    plan: RoutePlanView | None,
+) -> list[dict[str, int]]:
+    """`chunk_models` as a batch keeps it: with, for each group the plan splits among lanes,
+    each chunk's count of every shared prefix of the group's (`prefix_counts[c]`: (model,
+    prefix) -> items of the chunk), unless that takes more than MAX_PREFIX_COUNTS counts."""
+    shared = {
+        group.model: {prefix.key for prefix in group.shared_prefixes}
+        for group in plan_groups(plan)
+        if len(group.selected) > 1 and group.shared_prefixes
+    }
+    kept = [
+        {
+            prefix_count_key(model, key): count
+            for (model, key), count in counts.items()
+            if key in shared.get(model, ())
+        }
+        for counts in prefix_counts
+    ]
+    if not shared or sum(len(counts) for counts in kept) > MAX_PREFIX_COUNTS:
+        return [dict(models) for models in chunk_models]
+    return [{**models, **counts} for models, counts in zip(chunk_models, kept, strict=True)]
 
 
 def _estimated_cost(cost: object) -> Decimal:
@@ -266,6 +371,7 @@ class LaneRecordItem(TypedDict):
     handover_reason: NotRequired[str]
     then_lane: NotRequired[str]
     cache_prefixes: NotRequired[list[str]]  # the shared prefixes its requests mark for caching
+    prefixes: NotRequired[PrefixFilterItem]  # the stream of its model's items it owns
 
 
 @dataclass(frozen=True, slots=True)
@@ -361,6 +467,7 @@ class LaneRecord:
     handover_reason: str | None = None  # "deadline_rescue" / "deadline_rescue_rest"; else failover
     then_lane: str | None = None  # run after this lane's chain: a rescue's rest on the old lane
     cache_prefixes: tuple[str, ...] = ()  # the shared prefixes its requests mark (cache-aware routing)
+    prefixes: PrefixFilter | None = None  # the stream of its model's items it owns; None: all
 
     @property
     def usage(self) -> LaneUsageView:
@@ -429,6 +536,7 @@ class LaneRecord:
             handover_reason=_text(item.get("handover_reason")),
             then_lane=_text(item.get("then_lane")),
             cache_prefixes=tuple(str(key) for key in item.get("cache_prefixes") or ()),
+            prefixes=PrefixFilter.from_item(item.get("prefixes")),
         )
 
     def _run_texts(self) -> tuple[tuple[_RunText, str | None], ...]:
@@ -485,6 +593,8 @@ class LaneRecord:
             item["then_lane"] = self.then_lane
         if self.cache_prefixes:
             item["cache_prefixes"] = list(self.cache_prefixes)
+        if self.prefixes is not None:
+            item["prefixes"] = self.prefixes.to_item()
         return item
 
 
@@ -503,6 +613,7 @@ def new_lane_record(
     failover_from: str | None = None,
     failover_depth: int = 0,
     cache_prefixes: tuple[str, ...] = (),
+    prefixes: PrefixFilter | None = None,
 ) -> LaneRecord:
     excluded = tuple(sorted(set(exclude_seqs)))
     return LaneRecord(
@@ -520,6 +631,7 @@ def new_lane_record(
         failover_from=failover_from,
         failover_depth=failover_depth,
         cache_prefixes=cache_prefixes,
+        prefixes=prefixes,
     )
 
 
@@ -576,35 +688,89 @@ def lane_done_chunks(lane: LaneRecord) -> frozenset[int]:
 def plan_lanes(
     groups: Sequence[PlanGroup], chunk_models: Sequence[Mapping[str, int]], *, at: str
 ) -> list[LaneRecord]:
-    """The lane records Route writes (docs/batches.md): every selected lane of the plan with
-    its ordinal range and chunks, numbered in plan order: each model's ordinals are split
-    among its group's selected lanes in order."""
+    """The lane records Route writes (docs/batches.md), numbered in plan order: each model's
+    items split among its group's selected lanes in order (`group_shares`), each lane's
+    share a record for each stream it takes part of (its ordinal range and chunks there)."""
     lanes: list[LaneRecord] = []
     for group in groups:
-        model = group.model
-        offsets = model_offsets(chunk_models, model)
-        start = 0
-        for entry in group.selected:
-            end = start + entry.item_count
-            provider = entry.provider
-            lanes.append(
-                new_lane_record(
-                    lane_key=lane_key(len(lanes) + 1, provider, model),
-                    lane_id=str(entry.lane_id),
-                    provider=provider,
-                    model=model,
-                    ordinal_start=start,
-                    ordinal_end=end,
-                    chunks=chunks_for_range(offsets, start, end),
-                    unit_prices=entry.unit_prices,
-                    at=at,
-                    cache_prefixes=group.cache_prefixes(entry),
+        planned = group_shares(group, chunk_models)
+        keys = tuple(dict.fromkeys(share.key for shares in planned for share in shares if share.key != REST))
+        for entry, shares in zip(group.selected, planned, strict=True):
+            for share in _merged(shares, keys):
+                offsets = stream_offsets(chunk_models, group.model, share.prefixes)
+                lanes.append(
+                    new_lane_record(
+                        lane_key=lane_key(len(lanes) + 1, entry.provider, group.model),
+                        lane_id=str(entry.lane_id),
+                        provider=entry.provider,
+                        model=group.model,
+                        ordinal_start=share.start,
+                        ordinal_end=share.end,
+                        chunks=chunks_for_range(offsets, share.start, share.end),
+                        unit_prices=entry.unit_prices,
+                        at=at,
+                        cache_prefixes=group.cache_prefixes(entry),
+                        prefixes=share.prefixes,
+                    )
                 )
-            )
-            start = end
-        if start != offsets[-1]:
-            raise PlanMismatch(f"the plan places {start} items of {model} but the batch holds {offsets[-1]}")
     return lanes
+
+
+def group_shares(group: PlanGroup, chunk_models: Sequence[Mapping[str, int]]) -> list[list[Share]]:
+    """Each selected lane's shares of the group's items. The lanes take the model's items in
+    input order, one range after another, unless the group is split among lanes and has
+    shared prefixes whose counts the batch keeps (cache-aware routing): then each shared
+    prefix the plan places on a lane (`lane`) goes there whole, and the lanes take the rest
+    in order (prompt_cache.lane_shares, as the quote planned them)."""
+    model = group.model
+    total = model_offsets(chunk_models, model)[-1]
+    counts = [entry.item_count for entry in group.selected]
+    shared = [GroupPrefix(prefix.key, prefix.items, prefix.first) for prefix in group.shared_prefixes]
+    if len(counts) < 2 or not all(_counted(chunk_models, model, prefix) for prefix in shared):
+        shared = []  # one stream; or counts not kept (too many, a batch from before them)
+    lane_of = {prefix.key: prefix.lane for prefix in group.shared_prefixes if prefix.lane is not None}
+    try:
+        return lane_shares(shared, lane_of if shared else {}, counts, total)
+    except ValueError as exc:
+        raise PlanMismatch(
+            f"the plan places {sum(counts)} items of {model} but the batch holds {total}"
+        ) from exc
+
+
+def _counted(chunk_models: Sequence[Mapping[str, int]], model: str, prefix: GroupPrefix) -> bool:
+    key = prefix_count_key(model, prefix.key)
+    return sum(int(counts.get(key, 0) or 0) for counts in chunk_models) == prefix.items
+
+
+class _Stream(NamedTuple):
+    """A lane's share as a record runs it: its stream and its ordinals `[start, end)` there."""
+
+    prefixes: PrefixFilter | None
+    start: int
+    end: int
+
+
+def _merged(shares: list[Share], keys: tuple[str, ...]) -> list[_Stream]:
+    """A lane's shares as streams: its whole shares as one (the items of its whole shared
+    prefixes, and of no shared prefix if it takes them all), each part of a stream alone."""
+    wholes = [share for share in shares if share.whole]
+    parts = [_Stream(_stream(share.key, keys), share.start, share.end) for share in shares if not share.whole]
+    if not wholes:
+        return parts
+    size = sum(share.size for share in wholes)
+    own = tuple(share.key for share in wholes if share.key != REST)
+    if len(wholes) == len(own):
+        return [_Stream(PrefixFilter(True, own), 0, size), *parts]
+    others = tuple(key for key in keys if key not in own)
+    return [_Stream(PrefixFilter(False, others) if others else None, 0, size), *parts]
+
+
+def _stream(key: str, keys: tuple[str, ...]) -> PrefixFilter | None:
+    """The stream of one share: a shared prefix's items, or those of none (every item of
+    the model when there is no shared prefix)."""
+    if key != REST:
+        return PrefixFilter(True, (key,))
+    return PrefixFilter(False, keys) if keys else None
 
 
 def lane_items(
@@ -615,14 +781,16 @@ def lane_items(
     start: int,
     end: int,
     exclude: frozenset[int] = frozenset(),
+    prefixes: PrefixFilter | None = None,
 ) -> Iterator[tuple[int, BatchItem]]:
-    """The `(seq, item)` pairs of one input chunk that a lane owns: items of its model whose
-    ordinal (counted from `first_ordinal`, the model's ordinal at the chunk's start) is in
-    `[start, end)`, less the `exclude`d seqs (answered by the lane it took over from)."""
+    """The `(seq, item)` pairs of one input chunk that a lane owns: items of its model (of
+    its stream: `prefixes`) whose ordinal (counted from `first_ordinal`, the stream's ordinal
+    at the chunk's start) is in `[start, end)`, less the `exclude`d seqs (answered by the
+    lane it took over from)."""
     ordinal = first_ordinal
     for line in lines:
         item = line["item"]
-        if item.get("model") != model:
+        if item.get("model") != model or (prefixes is not None and not prefixes.admits(item)):
             continue
         seq = int(line["seq"])
         if start <= ordinal < end and seq not in exclude:
@@ -746,6 +914,7 @@ def failover_record(
         failover_from=source.lane_key,
         failover_depth=depth,
         cache_prefixes=source.cache_prefixes,
+        prefixes=source.prefixes,
     )
     # A rescue lane that fails over hands on the rest its old lane keeps (rescue.py).
     return replace(successor, then_lane=source.then_lane) if source.then_lane else successor

@@ -19,18 +19,21 @@ any vendor caches) are never hashed, so most items cost one size check.
 
 Expected cache use of n items sharing a prefix of t tokens on a lane whose vendor caches
 prefixes of at least `min_tokens`: one write of t tokens and n - 1 reads of t tokens
-(`expected_cache`). Below the minimum nothing changes. An expectation, never a bound: the
-vendor decides what it reads, so the amount a batch reserves stays the uncached estimate.
+(`expected_cache`). A group split among lanes keeps each shared prefix whole on one lane
+where the lanes' room allows (`pack_prefixes`, `lane_shares`), so a lane's share of a
+prefix is known exactly, never pro rata. Below the minimum nothing changes. An
+expectation, never a bound: the vendor decides what it reads, so the amount a batch
+reserves stays the uncached estimate.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Final, NamedTuple, Protocol, TypedDict, TypeGuard
+from typing import Final, NamedTuple, NotRequired, Protocol, TypedDict, TypeGuard
 
 from batchroute.domain.catalog.catalog import Lane, PromptCacheRule
 from batchroute.domain.catalog.pricing import CacheUse, batch_cost, token_cost
@@ -75,12 +78,23 @@ class SharedPrefixView(TypedDict):
     items: int
     first: int
     last: int
+    lane: NotRequired[int]  # a split plan's: the selected lane taking it whole (none: cut)
 
 
 class ChatInput(Protocol):
     """A chat item's `input` object (any mapping of its keys): what the prefix reads of it."""
 
     def get(self, key: str, /) -> object: ...
+
+
+def item_prefix_key(item: ChatInput) -> str | None:
+    """The key of a batch item's cacheable prefix, as the preflight reads it (an
+    embeddings item has none); None when it has none."""
+    payload = item.get("input")
+    if item.get("operation") == "embeddings" or not isinstance(payload, Mapping):
+        return None
+    prefix = item_prefix(payload)
+    return None if prefix is None else prefix.key
 
 
 def item_prefix(payload: ChatInput) -> ItemPrefix | None:
@@ -209,6 +223,90 @@ class ExpectedCache:
 
 
 NO_EXPECTED_CACHE: Final = ExpectedCache()
+
+
+# -- a split group: each shared prefix whole on one lane ------------------------------------------
+REST: Final = ""  # the stream of a split group's items of no shared prefix (no key is empty)
+
+
+class GroupPrefix(NamedTuple):
+    """A shared prefix of a group as a split places it: its key, its items, and the model
+    ordinal of the first (the order of first appearance)."""
+
+    key: str
+    items: int
+    first: int
+
+
+class Share(NamedTuple):
+    """A lane's share of one *stream* of a split group's items (a shared prefix's items, or
+    REST: the items of none), numbered in input order within the stream: `[start, end)` of
+    its `size` items."""
+
+    key: str
+    start: int
+    end: int
+    size: int
+
+    @property
+    def whole(self) -> bool:
+        return self.start == 0 and self.end == self.size
+
+
+def pack_prefixes(
+    shared: Sequence[GroupPrefix], rooms: Sequence[int], total: int
+) -> tuple[dict[str, int], list[int]]:
+    """How a group of `total` items splits among lanes with these `rooms` (in rank order,
+    together room for all): the lane taking each shared prefix whole (largest first, each on
+    the first lane with room left for it; a prefix no lane has room left for is cut), and
+    how many items each lane takes (its whole prefixes, then the other items in rank order)."""
+    free = list(rooms)
+    lane_of: dict[str, int] = {}
+    for prefix in sorted(shared, key=lambda prefix: (-prefix.items, prefix.first)):
+        lane = next((at for at, room in enumerate(free) if room >= prefix.items), None)
+        if lane is not None:
+            lane_of[prefix.key] = lane
+            free[lane] -= prefix.items
+    left = total - sum(prefix.items for prefix in shared if prefix.key in lane_of)
+    counts = [room - room_left for room, room_left in zip(rooms, free, strict=True)]
+    for at, room_left in enumerate(free):
+        step = min(room_left, left)
+        counts[at] += step
+        left -= step
+    return lane_of, counts
+
+
+def lane_shares(
+    shared: Sequence[GroupPrefix], lane_of: Mapping[str, int], counts: Sequence[int], total: int
+) -> list[list[Share]]:
+    """Each lane's shares of a group of `total` items that lanes take `counts` of: the
+    shared prefixes `lane_of` places whole, then, in lane order, the rest in order (the
+    prefixes cut, by first appearance, then the items of no shared prefix). ValueError when
+    the counts do not add up."""
+    ordered = sorted(shared, key=lambda prefix: prefix.first)
+    placed = {key: lane for key, lane in lane_of.items() if 0 <= lane < len(counts)}
+    rest: list[tuple[str, int]] = [(p.key, p.items) for p in ordered if p.key not in placed]
+    others = total - sum(prefix.items for prefix in ordered)
+    if others > 0:
+        rest.append((REST, others))
+    shares: list[list[Share]] = []
+    at = used = 0  # the rest's stream, and its items taken so far
+    for lane, count in enumerate(counts):
+        taken = [Share(p.key, 0, p.items, p.items) for p in ordered if placed.get(p.key) == lane]
+        left = count - sum(share.size for share in taken)
+        while left > 0 and at < len(rest):
+            key, size = rest[at]
+            step = min(left, size - used)
+            taken.append(Share(key, used, used + step, size))
+            left, used = left - step, used + step
+            if used == size:
+                at, used = at + 1, 0
+        if left != 0:
+            raise ValueError(f"lane {lane} is planned {count} items, its shares are {count - left}")
+        shares.append(taken)
+    if at < len(rest):
+        raise ValueError("the lanes' items do not add up to the group's")
+    return shares
 
 
 def expected_cache(

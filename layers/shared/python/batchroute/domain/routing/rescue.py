@@ -31,6 +31,7 @@ from batchroute.domain.routing.items import InputLine
 from batchroute.domain.routing.lane_plan import (
     LaneRecord,
     PlanLane,
+    PrefixFilter,
     chunks_for_range,
     lane_chunks,
     lane_key,
@@ -301,12 +302,16 @@ def item_micros(
 # -- the hand-over records ---------------------------------------------------------------------
 
 
-def model_ordinals(lines: Iterable[InputLine], model: str, first_ordinal: int) -> dict[int, int]:
-    """seq -> the model's ordinal, for one input chunk."""
+def model_ordinals(
+    lines: Iterable[InputLine], model: str, first_ordinal: int, prefixes: PrefixFilter | None = None
+) -> dict[int, int]:
+    """seq -> the ordinal in the model's items (of the lane's stream: `prefixes`), for one
+    input chunk."""
     found: dict[int, int] = {}
     ordinal = first_ordinal
     for line in lines:
-        if line["item"].get("model") == model:
+        item = line["item"]
+        if item.get("model") == model and (prefixes is None or prefixes.admits(item)):
             found[int(line["seq"])] = ordinal
             ordinal += 1
     return found
@@ -356,6 +361,7 @@ def rescue_records(
             exclude_seqs=[s for s in done_here if first <= ordinals[s] < last],
             failover_from=source.lane_key,
             failover_depth=depth,
+            prefixes=source.prefixes,
         )
 
     rest = None

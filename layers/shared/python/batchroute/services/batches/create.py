@@ -295,7 +295,7 @@ class BatchService:
             priced,
             item_count=writer.count,
             chunk_count=writer.chunk_count,
-            chunk_models=writer.chunk_models,
+            chunk_models=writer.chunk_models_for(priced.plan),
             presets=tuple(writer.presets),
         )
 

@@ -1,6 +1,11 @@
 """A batch's items in S3 as input chunks: `batches/<id>/input/<chunk:05d>.jsonl`,
 INPUT_CHUNK_ROWS lines `{"seq": n, "item": {...}}` each, written as the items stream in
-(memory stays flat). Batch create and the workflow's intake both write them."""
+(memory stays flat). Batch create and the workflow's intake both write them.
+
+The writer also counts each chunk's items of every cacheable prompt prefix (at most
+MAX_COUNTED_PREFIXES counts in all: past them it stops, and no group is grouped); the batch
+keeps, beside `chunk_models`, those of the shared prefixes of each group split among lanes
+(`with_prefix_counts`, docs/routing.md "Keeping a prefix on one lane")."""
 
 from __future__ import annotations
 
@@ -9,9 +14,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from batchroute.domain.batches.artifact_keys import INPUT_CHUNK_ROWS, input_chunk_key
+from batchroute.domain.routing.engine import RoutePlanView
+from batchroute.domain.routing.lane_plan import with_prefix_counts
+from batchroute.domain.routing.prompt_cache import ChatInput, item_prefix_key
 from batchroute.services.batches.ports import ObjectStore, ObjectWriter
 
 CHUNK_SIZE = INPUT_CHUNK_ROWS
+MAX_COUNTED_PREFIXES = 65_536  # (chunk, model, prefix) counts held while the items stream in
 
 
 class InputChunkWriter:
@@ -23,6 +32,9 @@ class InputChunkWriter:
         self.chunk_size = chunk_size
         self.count = 0
         self.chunk_models: list[dict[str, int]] = []
+        # per chunk: (model, prefix key) -> its items there; None once past MAX_COUNTED_PREFIXES
+        self.prefix_counts: list[dict[tuple[str, str], int]] | None = []
+        self._counted = 0
         self.presets: dict[str, None] = {}  # the preset versions the items used, in first-use order
         self._writer: ObjectWriter | None = None
 
@@ -34,6 +46,8 @@ class InputChunkWriter:
                 input_chunk_key(self.batch_id, chunk), content_type="application/jsonl"
             )
             self.chunk_models.append({})
+            if self.prefix_counts is not None:
+                self.prefix_counts.append({})
         assert self._writer is not None
         self._writer.write(
             json.dumps({"seq": self.count, "item": item}, separators=(",", ":")).encode() + b"\n"
@@ -41,10 +55,33 @@ class InputChunkWriter:
         models = self.chunk_models[-1]
         model = str(item.get("model"))
         models[model] = models.get(model, 0) + 1
+        self._count_prefix(model, item)
         preset = item.get("preset_version")
         if isinstance(preset, str):
             self.presets.setdefault(preset)
         self.count += 1
+
+    def _count_prefix(self, model: str, item: ChatInput) -> None:
+        if self.prefix_counts is None:
+            return
+        key = item_prefix_key(item)
+        if key is None:
+            return
+        counts = self.prefix_counts[-1]
+        counted = counts.get((model, key), 0)
+        if not counted:
+            self._counted += 1
+            if self._counted > MAX_COUNTED_PREFIXES:
+                self.prefix_counts = None
+                return
+        counts[model, key] = counted + 1
+
+    def chunk_models_for(self, plan: RoutePlanView | None) -> list[dict[str, int]]:
+        """`chunk_models` as the batch keeps it, routed by `plan`: with the shared-prefix
+        counts of the groups it splits among lanes (lane_plan.with_prefix_counts)."""
+        if self.prefix_counts is None:
+            return self.chunk_models
+        return with_prefix_counts(self.chunk_models, self.prefix_counts, plan)
 
     def close(self) -> None:
         self._close_current()

@@ -4,8 +4,8 @@ For each chunk of the lane not yet done, in order:
 
 1. stop if the batch is terminal (canceled, expired, failed): the lane's items that never
    ran count as canceled (a half-done chunk keeps what it has);
-2. read the input chunk, keep the lane's items (its model, ordinals in its range, less the
-   seqs the lane it took over from had answered);
+2. read the input chunk, keep the lane's items (its model and stream, ordinals in its
+   range, less the seqs the lane it took over from had answered);
 3. count them pending -> running (once per chunk: `BatchProgress.start_chunk`);
 4. run them through the provider with the lane runner (sync: `run_lane_items` at the
    provider's concurrency; vendor batch API: one `run_lane_batch_job` job per chunk);
@@ -68,7 +68,7 @@ from batchroute.domain.routing.lane_plan import (
     lane_chunk_position,
     lane_chunks,
     lane_items,
-    model_offsets,
+    lane_offsets,
     plan_groups,
     root_number,
 )
@@ -343,7 +343,7 @@ class LaneExecutor:
     # -- chunks ----------------------------------------------------------------------------------
     def _run_chunks(self, batch: BatchRecord, lane: LaneRecord, invocation: _Invocation) -> _ChunkEnd:
         batch_id = batch.batch_id
-        offsets = model_offsets(batch.chunk_models or [], lane.model)
+        offsets = lane_offsets(batch.chunk_models or [], lane)
         done = lane.chunks_done_n  # the lane runs its chunks in order
         fail_with = _item_error(lane.fail_error)
         for position, number in enumerate(lane_chunks(lane)):
@@ -384,6 +384,7 @@ class LaneExecutor:
                 start=lane.ordinal_start,
                 end=lane.ordinal_end,
                 exclude=frozenset(lane.exclude_seqs),
+                prefixes=lane.prefixes,
             )
         )
         chunk = _Chunk(number, position, first_ordinal, kept)
@@ -686,7 +687,7 @@ class LaneExecutor:
         partial = lane.partial_chunk
         position = lane_chunk_position(lane, partial) if partial is not None else None
         if partial is not None and position is not None and not lane_chunk_done(lane, partial):
-            offsets = model_offsets(batch.chunk_models or [], lane.model)
+            offsets = lane_offsets(batch.chunk_models or [], lane)
             chunk = self._load_chunk(batch_id, lane, partial, position, offsets[partial])
             self._finish_chunk(batch_id, lane, chunk, canceled=chunk.size - len(chunk.results))
             lane = self._reload(batch_id, lane)

@@ -78,7 +78,10 @@ class Intake:
             self._fail(batch, intake, error)
         self.records.update_plan(
             batch.batch_id,
-            {"chunk_models": writer.chunk_models, "intake": replace(intake, done=True).to_mapping()},
+            {
+                "chunk_models": writer.chunk_models_for(batch.plan),
+                "intake": replace(intake, done=True).to_mapping(),
+            },
         )
         done: BatchChanges = {"chunk_count": writer.chunk_count}
         if writer.presets:  # the preset versions its items used (docs/presets.md)

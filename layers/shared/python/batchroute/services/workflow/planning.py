@@ -2,9 +2,11 @@
 
 The batch moves `priced -> queued -> dispatching` (conditional writes: states already
 passed are skipped, a terminal batch is never moved). Each selected lane of every model
-group gets its ordinal range (the group's items split among its selected lanes in order)
-and the chunks holding them (`domain/routing/lane_plan.py`); lane records are created once, so a
-repeated Route keeps the first ones. The Map state gets only the lane keys.
+group gets its ordinal range (the group's items split among its selected lanes in order;
+a split group's shared prompt prefixes each whole on one lane, its records owning streams
+of the model's items) and the chunks holding them (`domain/routing/lane_plan.py`); lane
+records are created once, so a repeated Route keeps the first ones. The Map state gets only
+the lane keys.
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ from batchroute.domain.routing.lane_plan import (
     LaneRecord,
     failover_candidates,
     lane_chunk_count,
-    model_offsets,
+    lane_offsets,
     plan_groups,
     root_number,
 )
@@ -283,10 +283,10 @@ class DeadlineRescue:
             items=decision.items,
             chunk=chunk,
             ordinals=model_ordinals(
-                self.artifacts.input_lines(batch.batch_id, chunk), lane.model, first_ordinal
+                self.artifacts.input_lines(batch.batch_id, chunk), lane.model, first_ordinal, lane.prefixes
             ),
             done=done,
-            offsets=model_offsets(batch.chunk_models or [], lane.model),
+            offsets=lane_offsets(batch.chunk_models or [], lane),
             root_number=root_number(lane.lane_key),
             at=isoformat(self.clock.now()),
         )
