@@ -58,9 +58,9 @@ def item(n: int, model: str = LLAMA, text: str = "") -> dict[str, Any]:
     }
 
 
-def quiet_simulation(monkeypatch: Any, tmp_path: Path) -> None:
+def quiet_simulation(monkeypatch: Any, tmp_path: Path, *, heartbeats: bool = True) -> None:
     """No simulated latency, vendor jobs done at once, retries without backoff, emails in
-    tmp; fresh settings and every lane's heartbeat (a pipeline test's stack)."""
+    tmp; fresh settings and (`heartbeats`) every lane's heartbeat (a pipeline test's stack)."""
     for name, value in {
         "SIMULATED_LATENCY_MS": "0",
         "SIMULATED_BATCH_POLL_SECONDS": "0",
@@ -70,7 +70,8 @@ def quiet_simulation(monkeypatch: Any, tmp_path: Path) -> None:
         monkeypatch.setenv(name, value)
     get_settings.cache_clear()
     identity_store.cache_clear()
-    heartbeat_all_lanes()
+    if heartbeats:
+        heartbeat_all_lanes()
 
 
 def heartbeat_all_lanes(clock: Clock | None = None) -> None:

@@ -7,6 +7,7 @@ import json
 import os
 import threading
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -59,6 +60,17 @@ def local_aws() -> Iterator[LocalStack]:
                     os.environ[name] = value
             get_settings.cache_clear()
             reset_clients()
+
+
+@pytest.fixture
+def stack(local_aws: LocalStack, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[LocalStack]:
+    """A pipeline test's stack: `quiet_simulation` (no latency, jobs done at once, every lane's
+    heartbeat). A module that needs another defines its own `stack`, which overrides this."""
+    from tests.integration.batch_pipeline_support import quiet_simulation
+
+    quiet_simulation(monkeypatch, tmp_path)
+    yield local_aws
+    get_settings.cache_clear()
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ handlers, the simulated providers and the real ledger; batches made as batch cre
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from dataclasses import replace
 from decimal import Decimal
 from pathlib import Path
@@ -60,7 +59,6 @@ from tests.integration.batch_pipeline_support import (
     LLAMA,
     create_batch,
     item,
-    quiet_simulation,
     run_until_done,
     run_workflow,
     start,
@@ -68,13 +66,6 @@ from tests.integration.batch_pipeline_support import (
 )
 from tests.integration.principals import TestOrg, new_org
 from tests.integration.test_quotes import _item
-
-
-@pytest.fixture
-def stack(local_aws: LocalStack, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[LocalStack]:
-    quiet_simulation(monkeypatch, tmp_path)
-    yield local_aws
-    get_settings.cache_clear()
 
 
 @pytest.fixture

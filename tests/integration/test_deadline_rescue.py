@@ -5,9 +5,8 @@ paid from the reservation. The clock is a FixedClock moved by hand: no test slee
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 import boto3
@@ -58,19 +57,11 @@ from tests.integration.batch_pipeline_support import (
     CreatedBatch,
     create_batch,
     heartbeat_all_lanes,
-    quiet_simulation,
 )
 from tests.integration.principals import TestOrg, new_org
 
 BATCH_LANE = "together/meta-llama/Llama-3.1-8B-Instruct"  # a vendor batch-API lane of the model
 SYNC_LANES = tuple(f"{slug}/{LLAMA}" for slug in ("edge-eu", "edge-us", "groq", "deepinfra", "fireworks"))
-
-
-@pytest.fixture
-def stack(local_aws: LocalStack, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[LocalStack]:
-    quiet_simulation(monkeypatch, tmp_path)
-    yield local_aws
-    get_settings.cache_clear()
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -20,8 +19,7 @@ from batchroute.adapters.dynamo.batch_records import BatchRecords
 from batchroute.config import get_settings
 from batchroute_tools.local.provision import LocalStack
 from functions.api.app import create_app
-from functions.api.auth import identity_store
-from tests.integration.batch_pipeline_support import GPT, LLAMA, heartbeat_all_lanes, item, run_until_done
+from tests.integration.batch_pipeline_support import GPT, LLAMA, item, run_until_done
 from tests.integration.principals import TestOrg, new_org
 
 JSON = "application/json"
@@ -71,22 +69,6 @@ class Contract:
             validator.validate(event)
         self.checked.add((method, path, 200))
         return events
-
-
-@pytest.fixture
-def stack(local_aws: LocalStack, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[LocalStack]:
-    for name, value in {
-        "SIMULATED_LATENCY_MS": "0",
-        "SIMULATED_BATCH_POLL_SECONDS": "0",
-        "PROVIDER_RETRY_BASE_SECONDS": "0",
-        "LOCAL_OUTBOX_DIR": str(tmp_path / "outbox"),
-    }.items():
-        monkeypatch.setenv(name, value)
-    get_settings.cache_clear()
-    identity_store.cache_clear()
-    heartbeat_all_lanes()
-    yield local_aws
-    get_settings.cache_clear()
 
 
 @pytest.fixture

@@ -27,7 +27,6 @@ from batchroute.services.catalog.lane_health import SimulatedProviderHealth, ref
 from batchroute.wiring import wiring_for
 from batchroute_tools.local.provision import LocalStack
 from functions.api.app import create_app
-from functions.api.auth import identity_store
 from functions.api.deps import get_clock
 from tests.integration.batch_pipeline_support import (
     GPT,
@@ -35,6 +34,7 @@ from tests.integration.batch_pipeline_support import (
     create_batch,
     heartbeat_all_lanes,
     item,
+    quiet_simulation,
     run_until_done,
     run_workflow,
 )
@@ -51,15 +51,7 @@ def _ledger() -> LedgerStore:
 
 @pytest.fixture
 def stack(local_aws: LocalStack, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[LocalStack]:
-    for name, value in {
-        "SIMULATED_LATENCY_MS": "0",
-        "SIMULATED_BATCH_POLL_SECONDS": "0",
-        "PROVIDER_RETRY_BASE_SECONDS": "0",
-        "LOCAL_OUTBOX_DIR": str(tmp_path / "outbox"),
-    }.items():
-        monkeypatch.setenv(name, value)
-    get_settings.cache_clear()
-    identity_store.cache_clear()
+    quiet_simulation(monkeypatch, tmp_path, heartbeats=False)
     yield local_aws
     get_settings.cache_clear()
 

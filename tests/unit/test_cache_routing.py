@@ -41,6 +41,19 @@ def chat(index: int, system: str | None = SYSTEM, *, model: str = CHAT, **extra:
 
 
 def caching_lane(slug: str, *, batch_in: str, cached: str, write: str | None, rule: PromptCacheRule) -> Lane:
+    cache = None if write is None else Decimal(write)
+    prices = {
+        "cached_input_per_mtok": Decimal(cached) * 2,
+        "cache_write_input_per_mtok": None if cache is None else cache * 2,
+        "batch_cached_input_per_mtok": Decimal(cached),
+        "batch_cache_write_input_per_mtok": cache,
+    }
+    return plain_lane(slug, batch_in=batch_in, prompt_cache=rule, **prices)
+
+
+def plain_lane(
+    slug: str, *, batch_in: str, prompt_cache: PromptCacheRule | None = None, **cache_prices: Decimal | None
+) -> Lane:
     return Lane(
         provider=slug,
         model=CHAT,
@@ -49,31 +62,12 @@ def caching_lane(slug: str, *, batch_in: str, cached: str, write: str | None, ru
             output_per_mtok=Decimal("4"),
             batch_input_per_mtok=Decimal(batch_in),
             batch_output_per_mtok=Decimal("2"),
-            cached_input_per_mtok=Decimal(cached) * 2,
-            cache_write_input_per_mtok=None if write is None else Decimal(write) * 2,
-            batch_cached_input_per_mtok=Decimal(cached),
-            batch_cache_write_input_per_mtok=None if write is None else Decimal(write),
+            **cache_prices,
         ),
         context_window=200_000,
         max_output_tokens=8_192,
         operations=("responses",),
-        prompt_cache=rule,
-    )
-
-
-def plain_lane(slug: str, *, batch_in: str) -> Lane:
-    return Lane(
-        provider=slug,
-        model=CHAT,
-        price=LanePrice(
-            input_per_mtok=Decimal(batch_in) * 2,
-            output_per_mtok=Decimal("4"),
-            batch_input_per_mtok=Decimal(batch_in),
-            batch_output_per_mtok=Decimal("2"),
-        ),
-        context_window=200_000,
-        max_output_tokens=8_192,
-        operations=("responses",),
+        prompt_cache=prompt_cache,
     )
 
 
