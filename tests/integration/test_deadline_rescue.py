@@ -295,6 +295,7 @@ def test_a_vendor_batch_stuck_at_40_percent_with_2_hours_left_is_rescued_before_
     assert event["type"] == "batch.rescue_started" and event["batch"]["id"] == created.batch_id
     assert event["rescue"]["lane_key"] == rescue.lane_key and event["rescue"]["items"] == 10
     assert event["rescue"]["from_lane_key"] == old.lane_key and started.status == "pending"
+    assert Money.usd(event["rescue"]["overage_held"]["amount"]) == Money.zero()  # within_reservation
     # and the sweeper's run sends it, signed with the batch's webhook secret
     sent = _sweep_webhooks(run.clock.now())
     ((raw, headers),) = [(body, h) for body, h in sent if json.loads(body)["type"] == "batch.rescue_started"]
@@ -473,11 +474,15 @@ def test_a_slow_sync_lane_is_rescued_between_its_chunks(stack: LocalStack, org: 
 ALLOW_OVERAGE = RescueSetting.from_api({"mode": "allow_overage", "max_overage_usd": "5"})
 
 
-def _dear_rescue(org_id: str, rescue: RescueSetting, *, max_output_tokens: int = 2000) -> CreatedBatch:
+def _dear_rescue(
+    org_id: str, rescue: RescueSetting, *, max_output_tokens: int = 2000, webhook: bool = False
+) -> CreatedBatch:
     """Two chunks on the vendor lane whose only eligible sync lane (fireworks) costs more than
     the quoted price, the second chunk's job stuck: its rescue needs more than the headroom."""
     items = [_item(n, max_output_tokens=max_output_tokens, stuck=n == 100) for n in range(200)]
-    return _batch_on_the_vendor_lane(org_id, items, rescuers=("fireworks",), chunk_size=100, rescue=rescue)
+    return _batch_on_the_vendor_lane(
+        org_id, items, rescuers=("fireworks",), chunk_size=100, rescue=rescue, webhook=webhook
+    )
 
 
 def _ledger() -> LedgerStore:
@@ -494,7 +499,7 @@ def test_allow_overage_holds_what_the_rescue_needs_beyond_the_reservation_and_se
     stack: LocalStack, org: TestOrg
 ) -> None:
     # Given the rescue the reservation cannot cover (above), with allow_overage up to $5
-    created = _dear_rescue(org.org_id, ALLOW_OVERAGE)
+    created = _dear_rescue(org.org_id, ALLOW_OVERAGE, webhook=True)
     run = Run(stack, created)
     lane = run.first_invocation()
     # When the second chunk's job is stuck at 40 % 22 h on
@@ -514,6 +519,10 @@ def test_allow_overage_holds_what_the_rescue_needs_beyond_the_reservation_and_se
     in_flight = _ledger().state(org.org_id)
     assert in_flight.reserved == created.reserved + hold.amount
     assert in_flight.balance == Money.usd("10")  # held, nothing charged yet
+    # and the customer is told what was held (batch.rescue_started)
+    deliveries, _ = Wiring(get_settings(), SystemClock()).webhook_deliveries.list_for_batch(created.batch_id)
+    (started,) = [json.loads(d.payload) for d in deliveries if d.event_type == "batch.rescue_started"]
+    assert Money.usd(started["rescue"]["overage_held"]["amount"]) == hold.amount
     # And Settle charges the actual cost across both holds and releases the rest, exactly
     batch = run.settle()
     assert batch.state == "completed"

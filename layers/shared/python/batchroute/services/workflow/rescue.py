@@ -73,6 +73,7 @@ class RescueStartedView(TypedDict):
     reason: str
     message: str
     estimated_extra_cost: MoneyView
+    overage_held: MoneyView
     deadline_at: str | None
 
 
@@ -309,6 +310,7 @@ class DeadlineRescue:
             "reason": "deadline_rescue",
             "message": plan.message,
             "estimated_extra_cost": plan.decision.extra.to_api(),
+            "overage_held": plan.decision.overage.to_api(),
             "deadline_at": batch.deadline_at,
         }
         try:
