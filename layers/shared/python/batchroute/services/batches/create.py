@@ -127,35 +127,20 @@ def check_idempotency_key(key: str | None) -> str:
     return key
 
 
+@dataclass(eq=False, kw_only=True)
 class BatchService:
-    def __init__(
-        self,
-        *,
-        records: BatchStore,
-        ledger: LedgerBook,
-        controls: ControlsReader,
-        quotes: QuoteService,
-        artifacts: ObjectStore,
-        start_workflow: WorkflowStarter,
-        seal_webhook: WebhookSealer,
-        settings: WebhookUrlRules,
-        clock: Clock,
-        limit_checks: LimitChecks,
-        watch: MoneyWatch | None = None,
-        work_orders: WorkOrderJoins | None = None,
-    ) -> None:
-        self.work_orders = work_orders
-        self.limit_checks = limit_checks
-        self.watch = watch
-        self.records = records
-        self.ledger = ledger
-        self.controls = controls
-        self.quotes = quotes
-        self.artifacts = artifacts
-        self.start_workflow = start_workflow
-        self.seal_webhook = seal_webhook
-        self.settings = settings
-        self.clock = clock
+    records: BatchStore
+    ledger: LedgerBook
+    controls: ControlsReader
+    quotes: QuoteService
+    artifacts: ObjectStore
+    start_workflow: WorkflowStarter
+    seal_webhook: WebhookSealer
+    settings: WebhookUrlRules
+    clock: Clock
+    limit_checks: LimitChecks
+    watch: MoneyWatch | None = None
+    work_orders: WorkOrderJoins | None = None
 
     def reading(self, files: FileItems) -> BatchService:
         """The same service whose quotes read `input_file_id`s from `files`."""

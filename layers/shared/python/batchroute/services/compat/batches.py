@@ -59,14 +59,14 @@ class CompatBatchRequest:
     metadata: Mapping[str, str] | None = None
 
 
+@dataclass(eq=False)
 class CompatFileItems:
     """A compat input file read as native items (the quote pipeline's FileItems): each row
     converted as it streams; a bad row, or one whose url is not the batch's endpoint, stops
     the batch with a 400 naming the line."""
 
-    def __init__(self, files: FileService, endpoint: str) -> None:
-        self.files = files
-        self.endpoint = endpoint
+    files: FileService
+    endpoint: str
 
     def open_items(self, org_id: str, file_id: str) -> Iterator[tuple[int, dict[str, Any] | LineError]]:
         record = self.files.file(org_id, file_id)
@@ -104,21 +104,13 @@ class CompatFileItems:
             yield line, read.item
 
 
+@dataclass(eq=False, kw_only=True)
 class CompatBatches:
-    def __init__(
-        self,
-        *,
-        batches: BatchService,
-        files: FileService,
-        reads: BatchReads,
-        records: CompatRecords,
-        clock: Clock,
-    ) -> None:
-        self.batches = batches
-        self.files = files
-        self.reads = reads
-        self.records = records
-        self.clock = clock
+    batches: BatchService
+    files: FileService
+    reads: BatchReads
+    records: CompatRecords
+    clock: Clock
 
     def create(
         self, principal: Principal, request: CompatBatchRequest, idempotency_key: str | None = None

@@ -378,13 +378,13 @@ class WebhookDelivery:
         return batch_webhooks_view(self.deliveries, batch_id)
 
 
+@dataclass(eq=False)
 class OrgEventWebhooks:
     """Creates the deliveries of org-level events (billing alerts) to the org's delivery
     webhook; their attempts are made by `WebhookDelivery(..., owner_field="org_id")`."""
 
-    def __init__(self, deliveries: DeliveryRecords, orgs: Orgs) -> None:
-        self.deliveries = deliveries
-        self.orgs = orgs
+    deliveries: DeliveryRecords
+    orgs: Orgs
 
     def deliver_org_event(
         self, org_id: str, *, event_id: str, event_type: str, created_at: str, raw_body: str

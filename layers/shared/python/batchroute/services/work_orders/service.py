@@ -93,11 +93,11 @@ def _kind(batch: BatchRecord) -> MemberKind:
     return "chat_job" if batch.source == CHAT_SOURCE else "batch"
 
 
+@dataclass(eq=False)
 class WorkOrders:
-    def __init__(self, store: WorkOrderStore, batches: BatchReader, clock: Clock) -> None:
-        self.store = store
-        self.batches = batches
-        self.clock = clock
+    store: WorkOrderStore
+    batches: BatchReader
+    clock: Clock
 
     # -- the resource --------------------------------------------------------------------------
     def create(
