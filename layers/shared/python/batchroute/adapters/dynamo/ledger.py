@@ -30,7 +30,7 @@ from typing import Any, Literal
 from botocore.exceptions import ClientError
 
 from batchroute.adapters.dynamo.codec import from_item, to_value, update_request
-from batchroute.adapters.dynamo.reads import index_before, pages, prefix_query, raw_items
+from batchroute.adapters.dynamo.reads import day_range_query, index_before, pages, prefix_query, raw_items
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.adapters.dynamo.writes import (
     cancellation_codes,
@@ -601,18 +601,10 @@ class LedgerStore(DynamoStore):
         """The usage counters of the local days `first_day`..`last_day` (yyyy-mm-dd, inclusive):
         ONE Query over a contiguous key range (paged only past 1 MB), whatever the number of
         ledger entries."""
-        kwargs: dict[str, Any] = {
-            "TableName": self.table_name,
-            "KeyConditionExpression": "pk = :p AND sk BETWEEN :first AND :last",
-            "ExpressionAttributeValues": {
-                ":p": to_value(_pk(org_id)),
-                ":first": to_value(f"{USAGE_DAY_PREFIX}{first_day}"),
-                # "$" sorts right after "#": every counter of the last day, nothing after it.
-                ":last": to_value(f"{USAGE_DAY_PREFIX}{last_day}$"),
-            },
-            "ConsistentRead": True,
-        }
-        return [_usage_counter(item) for item in self.query_all(kwargs)]
+        request = day_range_query(
+            self.table_name, _pk(org_id), USAGE_DAY_PREFIX, first_day, last_day, ConsistentRead=True
+        )
+        return [_usage_counter(item) for item in self.query_all(request)]
 
     def _usage_item(self, org_id: str, counter: UsageCounter, at: str) -> TransactItem:
         f = counter.figures
