@@ -33,10 +33,10 @@ from batchroute.domain.compat.batches import (
     input_param,
     read_row,
 )
-from batchroute.errors import Conflict, InvalidRequest, NotFound
+from batchroute.errors import InvalidRequest, NotFound
 from batchroute.ids import has_prefix, new_id
 from batchroute.services.batches.commands import CreateBatch
-from batchroute.services.batches.create import BatchService, Surface
+from batchroute.services.batches.create import BatchService, Surface, idempotency_conflict
 from batchroute.services.batches.files import FileService
 from batchroute.services.batches.reads import BatchReads
 from batchroute.services.compat.files import COMPAT_PURPOSE
@@ -220,9 +220,7 @@ def _check_same_request(created: BatchRecord, compat: CompatFields) -> None:
         compat.input_file_id,
         compat.body_format,
     ):
-        raise Conflict(
-            "This Idempotency-Key was used with a different request body.", code="idempotency_conflict"
-        )
+        raise idempotency_conflict()
 
 
 def _check(request: CompatBatchRequest) -> None:

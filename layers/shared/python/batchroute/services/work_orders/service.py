@@ -34,7 +34,7 @@ from batchroute.errors import Conflict, InvalidRequest, NotFound, ServiceError
 from batchroute.ids import new_id
 from batchroute.money import Money
 from batchroute.observability import logger
-from batchroute.services.batches.create import IDEMPOTENCY_TTL, check_idempotency_key
+from batchroute.services.batches.create import IDEMPOTENCY_TTL, check_idempotency_key, replayed_body
 from batchroute.services.batches.ports import BatchReader
 from batchroute.services.billing.ports import TransactItem
 from batchroute.services.work_orders.commands import AddMember, CreateWorkOrder, UpdateWorkOrder
@@ -144,14 +144,8 @@ class WorkOrders:
         return CreatedWorkOrder(201, answer)
 
     def _replay(self, org_id: str, key: str, fingerprint: str) -> CreatedWorkOrder | None:
-        record = self.store.idempotency_record(org_id, key)
-        if record is None:
-            return None
-        if record.request_hash != fingerprint:
-            raise Conflict(
-                "This Idempotency-Key was used with a different request body.", code="idempotency_conflict"
-            )
-        return CreatedWorkOrder(201, record.body.encode(), replayed=True)
+        body = replayed_body(self.store.idempotency_record(org_id, key), fingerprint)
+        return None if body is None else CreatedWorkOrder(201, body, replayed=True)
 
     def get(self, principal: Principal, work_order_id: str) -> WorkOrder:
         authorize(principal, "batches:read")
