@@ -362,14 +362,9 @@ class BatchRecords(DynamoStore):
         return put_new(self.table_name, values)
 
     def idempotency_record(self, org_id: str, key: str) -> IdempotencyRecord | None:
-        response = self.dynamodb.get_item(
-            TableName=self.table_name,
-            Key={"pk": {"S": f"IDEMP#{org_id}#{key}"}, "sk": {"S": "META"}},
-            ConsistentRead=True,
-        )
-        if "Item" not in response:
+        stored = self.item_at({"pk": {"S": f"IDEMP#{org_id}#{key}"}, "sk": {"S": "META"}})
+        if stored is None:
             return None
-        stored = from_item(response["Item"])
         return IdempotencyRecord(
             org_id=org_id,
             key=key,
@@ -460,13 +455,8 @@ class BatchRecords(DynamoStore):
 
     # -- step cursors: a step that runs over several invocations (`BATCH#<id>`/`CURSOR#<step>`) --
     def cursor(self, batch_id: str, step: str) -> FinalizeCursorItem | None:
-        response = self.dynamodb.get_item(
-            TableName=self.table_name,
-            Key={"pk": {"S": f"BATCH#{batch_id}"}, "sk": {"S": f"CURSOR#{step}"}},
-            ConsistentRead=True,
-        )
-        item = response.get("Item")
-        return cast(FinalizeCursorItem, from_item(item)) if item else None
+        item = self.item_at({"pk": {"S": f"BATCH#{batch_id}"}, "sk": {"S": f"CURSOR#{step}"}})
+        return cast(FinalizeCursorItem, item) if item else None
 
     def start_cursor(self, batch_id: str, step: str, values: FinalizeCursorItem) -> bool:
         """Create the cursor once; False when another invocation created it first."""

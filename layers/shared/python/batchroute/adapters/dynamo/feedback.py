@@ -45,12 +45,8 @@ def _counter_sk(key: CounterKey) -> str:
 
 class FeedbackStore(DynamoStore):
     def get(self, org_id: str, target: Target, author: str) -> Feedback | None:
-        response = self.dynamodb.get_item(
-            TableName=self.table_name,
-            Key={"pk": {"S": org_pk(org_id)}, "sk": {"S": _sk(target, author)}},
-            ConsistentRead=True,
-        )
-        return feedback_from_item(from_item(response["Item"])) if "Item" in response else None
+        item = self.item_at({"pk": {"S": org_pk(org_id)}, "sk": {"S": _sk(target, author)}})
+        return feedback_from_item(item) if item is not None else None
 
     def save(
         self, feedback: Feedback, moves: Mapping[CounterKey, Mapping[str, int]], *, replaces: int | None

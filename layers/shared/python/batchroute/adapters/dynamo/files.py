@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from batchroute.adapters.dynamo.codec import from_item, to_item
+from batchroute.adapters.dynamo.codec import to_item
 from batchroute.adapters.dynamo.reads import index_before
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.adapters.dynamo.writes import conditional_put, conditional_update
@@ -39,10 +39,8 @@ class FileStore(DynamoStore):
         )
 
     def get(self, file_id: str) -> FileRecord | None:
-        response = self.dynamodb.get_item(TableName=self.table_name, Key=_key(file_id), ConsistentRead=True)
-        if "Item" not in response:
-            return None
-        return _record(from_item(response["Item"]))
+        item = self.item_at(_key(file_id))
+        return _record(item) if item is not None else None
 
     def replace(self, record: FileRecord, *, expected_status: FileStatus) -> bool:
         """Write `record` only if the stored one is still `expected_status`; False if it moved on."""

@@ -49,10 +49,7 @@ class IdentityStore(DynamoStore):
         return {"Put": put}
 
     def _get(self, pk: str, sk: str = "META") -> dict[str, Any] | None:
-        response = self.dynamodb.get_item(
-            TableName=self.table_name, Key={"pk": {"S": pk}, "sk": {"S": sk}}, ConsistentRead=True
-        )
-        return from_item(response["Item"]) if "Item" in response else None
+        return self.item_at({"pk": {"S": pk}, "sk": {"S": sk}})
 
     @staticmethod
     def _fields(item: dict[str, Any], cls: type) -> dict[str, Any]:

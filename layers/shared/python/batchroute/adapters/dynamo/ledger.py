@@ -206,10 +206,7 @@ class LedgerStore(DynamoStore):
 
     def credited(self, org_id: str, processor_ref: str) -> bool:
         """Whether the processor credit `processor_ref` was applied."""
-        response = self.dynamodb.get_item(
-            TableName=self.table_name, Key=_key(org_id, _PAYMENT_PREFIX + processor_ref), ConsistentRead=True
-        )
-        return "Item" in response
+        return self.item_at(_key(org_id, _PAYMENT_PREFIX + processor_ref)) is not None
 
     def processor_credits_since(self, since: str) -> list[LedgerCredit]:
         """Every processor credit (purchase, auto top-up) made at or after `since` (ISO-8601),
@@ -266,10 +263,7 @@ class LedgerStore(DynamoStore):
         )
 
     def wallet(self, org_id: str) -> dict[str, Any] | None:
-        response = self.dynamodb.get_item(
-            TableName=self.table_name, Key=_wallet_key(org_id), ConsistentRead=True
-        )
-        return from_item(response["Item"]) if "Item" in response else None
+        return self.item_at(_wallet_key(org_id))
 
     def entries(self, org_id: str, limit: int | None = 100) -> list[dict[str, Any]]:
         """Ledger entries newest first; `limit=None` reads them all."""
@@ -392,12 +386,8 @@ class LedgerStore(DynamoStore):
         raise TransientError(f"reservation {terms.reservation_id} kept colliding with other wallet writes")
 
     def reservation(self, org_id: str, reservation_id: str) -> Reservation | None:
-        response = self.dynamodb.get_item(
-            TableName=self.table_name,
-            Key=_key(org_id, _RESERVATION_PREFIX + reservation_id),
-            ConsistentRead=True,
-        )
-        return _reservation(from_item(response["Item"])) if "Item" in response else None
+        item = self.item_at(_key(org_id, _RESERVATION_PREFIX + reservation_id))
+        return _reservation(item) if item is not None else None
 
     def reservations(self, org_id: str) -> list[Reservation]:
         """All of an org's reservations (audits and tests)."""
@@ -569,10 +559,7 @@ class LedgerStore(DynamoStore):
     # -- period spend --------------------------------------------------------------------------
     def period_spend(self, org_id: str, period_key: str) -> Money:
         """What was charged in the spend period `period_key` (e.g. `D#2026-11-21`)."""
-        response = self.dynamodb.get_item(
-            TableName=self.table_name, Key=_key(org_id, _SPEND_PREFIX + period_key), ConsistentRead=True
-        )
-        item = from_item(response["Item"]) if "Item" in response else {}
+        item = self.item_at(_key(org_id, _SPEND_PREFIX + period_key)) or {}
         return Money(int(item.get("spent_micros", 0)))
 
     def spend_counters(self, org_id: str) -> dict[str, Money]:

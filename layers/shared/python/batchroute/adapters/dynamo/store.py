@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from batchroute.adapters.aws import client
-from batchroute.adapters.dynamo.codec import to_value
+from batchroute.adapters.dynamo.codec import from_item, to_value
 from batchroute.adapters.dynamo.reads import every_item
 from batchroute.adapters.dynamo.writes import conditional_transaction
 
@@ -20,6 +20,11 @@ class DynamoStore:
     @property
     def dynamodb(self) -> Any:
         return self._dynamodb or client("dynamodb")
+
+    def item_at(self, key: dict[str, Any]) -> dict[str, Any] | None:
+        """The item at `key`, read consistently, as plain values; None when there is none."""
+        response = self.dynamodb.get_item(TableName=self.table_name, Key=key, ConsistentRead=True)
+        return from_item(response["Item"]) if "Item" in response else None
 
     def query_all(self, request: dict[str, Any]) -> list[dict[str, Any]]:
         """Every item of one Query as plain values, page after page (a page ends at 1 MB)."""

@@ -74,12 +74,9 @@ class WorkOrderStore(DynamoStore):
         return self.transact(items)
 
     def idempotency_record(self, org_id: str, key: str) -> WorkOrderIdempotency | None:
-        response = self.dynamodb.get_item(
-            TableName=self.table_name, Key=org_key(org_id, f"{IDEMPOTENCY_PREFIX}{key}"), ConsistentRead=True
-        )
-        if "Item" not in response:
+        item = self.item_at(org_key(org_id, f"{IDEMPOTENCY_PREFIX}{key}"))
+        if item is None:
             return None
-        item = from_item(response["Item"])
         return WorkOrderIdempotency(
             key=key,
             request_hash=str(item.get("request_hash") or ""),
