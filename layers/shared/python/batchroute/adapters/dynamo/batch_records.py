@@ -194,16 +194,11 @@ class BatchRecords(DynamoStore):
 
     def reschedule_reclaim(self, batch_id: str, *, seen: str, review_at: str) -> bool:
         """Move the entry to `review_at`, only if it is still the `seen` one (concurrent sweeps)."""
-        return conditional_update(
-            self.dynamodb,
-            TableName=self.table_name,
-            Key={"pk": {"S": f"BATCH#{batch_id}"}, "sk": {"S": "RECLAIM"}},
-            UpdateExpression="SET gsi2sk = :next",
-            ConditionExpression="gsi2sk = :seen",
-            ExpressionAttributeValues={
-                ":next": to_value(f"{review_at}#{batch_id}"),
-                ":seen": to_value(seen),
-            },
+        return self.update_where(
+            {"pk": {"S": f"BATCH#{batch_id}"}, "sk": {"S": "RECLAIM"}},
+            "SET gsi2sk = :next",
+            condition="gsi2sk = :seen",
+            values={":next": f"{review_at}#{batch_id}", ":seen": seen},
         )
 
     def drop_reclaim(self, batch_id: str, *, seen: str) -> bool:

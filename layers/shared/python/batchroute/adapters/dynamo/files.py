@@ -19,7 +19,7 @@ from typing import Any
 from batchroute.adapters.dynamo.codec import to_item
 from batchroute.adapters.dynamo.reads import index_before
 from batchroute.adapters.dynamo.store import DynamoStore
-from batchroute.adapters.dynamo.writes import conditional_put, conditional_update
+from batchroute.adapters.dynamo.writes import conditional_put
 from batchroute.domain.batches.files import FileRecord, FileStatus
 from batchroute.domain.batches.jsonl import LineError
 
@@ -63,14 +63,12 @@ class FileStore(DynamoStore):
     def check_sent(self, file_id: str, at: str) -> bool:
         """Move a file still `uploaded` to `at` on the index (its check was just re-sent);
         False if it has moved on meanwhile."""
-        return conditional_update(
-            self.dynamodb,
-            TableName=self.table_name,
-            Key=_key(file_id),
-            UpdateExpression="SET gsi2sk = :sk",
-            ConditionExpression="#status = :uploaded",
-            ExpressionAttributeNames={"#status": "status"},
-            ExpressionAttributeValues={":sk": {"S": f"{at}#{file_id}"}, ":uploaded": {"S": "uploaded"}},
+        return self.update_where(
+            _key(file_id),
+            "SET gsi2sk = :sk",
+            condition="#status = :uploaded",
+            names={"#status": "status"},
+            values={":sk": f"{at}#{file_id}", ":uploaded": "uploaded"},
         )
 
 
