@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Any, cast
 
 from batchroute.adapters.dynamo.batch_records import batch_key, lane_values
-from batchroute.adapters.dynamo.codec import from_item, to_value
+from batchroute.adapters.dynamo.codec import to_value
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.adapters.dynamo.writes import (
     conditional_update,
@@ -118,12 +118,8 @@ def _hand_over_update(
 
 class BatchProgress(DynamoStore):
     def get_lane(self, batch_id: str, lane_key: str) -> LaneRecord | None:
-        response = self.dynamodb.get_item(
-            TableName=self.table_name, Key=lane_item_key(batch_id, lane_key), ConsistentRead=True
-        )
-        if "Item" not in response:
-            return None
-        return LaneRecord.from_item(cast(LaneRecordItem, from_item(response["Item"])))
+        item = self.item_at(lane_item_key(batch_id, lane_key))
+        return LaneRecord.from_item(cast(LaneRecordItem, item)) if item is not None else None
 
     def put_lane(self, batch_id: str, lane: LaneRecord) -> bool:
         """Create a lane record once; False when it existed (the first one stays)."""

@@ -194,16 +194,11 @@ class BatchRecords(DynamoStore):
 
     def reschedule_reclaim(self, batch_id: str, *, seen: str, review_at: str) -> bool:
         """Move the entry to `review_at`, only if it is still the `seen` one (concurrent sweeps)."""
-        return conditional_update(
-            self.dynamodb,
-            TableName=self.table_name,
-            Key={"pk": {"S": f"BATCH#{batch_id}"}, "sk": {"S": "RECLAIM"}},
-            UpdateExpression="SET gsi2sk = :next",
-            ConditionExpression="gsi2sk = :seen",
-            ExpressionAttributeValues={
-                ":next": to_value(f"{review_at}#{batch_id}"),
-                ":seen": to_value(seen),
-            },
+        return self.update_where(
+            {"pk": {"S": f"BATCH#{batch_id}"}, "sk": {"S": "RECLAIM"}},
+            "SET gsi2sk = :next",
+            condition="gsi2sk = :seen",
+            values={":next": f"{review_at}#{batch_id}", ":seen": seen},
         )
 
     def drop_reclaim(self, batch_id: str, *, seen: str) -> bool:
@@ -362,14 +357,9 @@ class BatchRecords(DynamoStore):
         return put_new(self.table_name, values)
 
     def idempotency_record(self, org_id: str, key: str) -> IdempotencyRecord | None:
-        response = self.dynamodb.get_item(
-            TableName=self.table_name,
-            Key={"pk": {"S": f"IDEMP#{org_id}#{key}"}, "sk": {"S": "META"}},
-            ConsistentRead=True,
-        )
-        if "Item" not in response:
+        stored = self.item_at({"pk": {"S": f"IDEMP#{org_id}#{key}"}, "sk": {"S": "META"}})
+        if stored is None:
             return None
-        stored = from_item(response["Item"])
         return IdempotencyRecord(
             org_id=org_id,
             key=key,
@@ -460,13 +450,8 @@ class BatchRecords(DynamoStore):
 
     # -- step cursors: a step that runs over several invocations (`BATCH#<id>`/`CURSOR#<step>`) --
     def cursor(self, batch_id: str, step: str) -> FinalizeCursorItem | None:
-        response = self.dynamodb.get_item(
-            TableName=self.table_name,
-            Key={"pk": {"S": f"BATCH#{batch_id}"}, "sk": {"S": f"CURSOR#{step}"}},
-            ConsistentRead=True,
-        )
-        item = response.get("Item")
-        return cast(FinalizeCursorItem, from_item(item)) if item else None
+        item = self.item_at({"pk": {"S": f"BATCH#{batch_id}"}, "sk": {"S": f"CURSOR#{step}"}})
+        return cast(FinalizeCursorItem, item) if item else None
 
     def start_cursor(self, batch_id: str, step: str, values: FinalizeCursorItem) -> bool:
         """Create the cursor once; False when another invocation created it first."""

@@ -107,14 +107,9 @@ class BillingEvents(DynamoStore):
 
     # -- the low-balance alert's episodes ------------------------------------------------
     def low_balance_state(self, org_id: str) -> LowBalanceState:
-        response = self.dynamodb.get_item(
-            TableName=self.table_name,
-            Key={"pk": to_value(f"ORG#{org_id}"), "sk": to_value(LOW_BALANCE_STATE_SK)},
-            ConsistentRead=True,
-        )
-        if "Item" not in response:
+        item = self.item_at({"pk": to_value(f"ORG#{org_id}"), "sk": to_value(LOW_BALANCE_STATE_SK)})
+        if item is None:
             return LowBalanceState()
-        item = from_item(response["Item"])
         episode = int(item.get("episode", 0))
         fired = item.get("fired_episode") is not None and int(item["fired_episode"]) == episode
         return LowBalanceState(episode=episode, fired=fired)

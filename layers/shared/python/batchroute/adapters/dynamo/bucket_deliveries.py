@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from batchroute.adapters.dynamo.codec import from_item, to_item, to_value
+from batchroute.adapters.dynamo.codec import to_item, to_value
 from batchroute.adapters.dynamo.leases import DueIndex, LeasedStore, due_sort_key
 from batchroute.adapters.dynamo.writes import conditional_put, conditional_update
 from batchroute.domain.delivery.buckets import DeliveryItem, DeliveryRecord
@@ -35,10 +35,8 @@ class BucketDeliveries(LeasedStore):
     due_index = DueIndex(DUE_PARTITION, state_field="state", count_field="attempts")
 
     def get(self, batch_id: str) -> DeliveryRecord | None:
-        response = self.dynamodb.get_item(TableName=self.table_name, Key=_key(batch_id), ConsistentRead=True)
-        if "Item" not in response:
-            return None
-        return DeliveryRecord.from_mapping(cast(DeliveryItem, from_item(response["Item"])))
+        item = self.item_at(_key(batch_id))
+        return DeliveryRecord.from_mapping(cast(DeliveryItem, item)) if item is not None else None
 
     def start_round(self, record: DeliveryRecord, *, previous_state: str | None) -> bool:
         """Write the delivery at the start of a round (pending, due at `next_attempt_at`):

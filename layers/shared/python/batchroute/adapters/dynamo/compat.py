@@ -19,7 +19,7 @@ from typing import Any
 from batchroute.adapters.dynamo.codec import from_item, to_item, to_value
 from batchroute.adapters.dynamo.reads import pages
 from batchroute.adapters.dynamo.store import DynamoStore
-from batchroute.adapters.dynamo.writes import conditional_update, put_new
+from batchroute.adapters.dynamo.writes import put_new
 from batchroute.domain.compat.batches import BODY_FORMATS, OutputFile
 from batchroute.domain.compat.uploads import UploadPart, UploadRecord, UploadStatus
 
@@ -142,17 +142,15 @@ class CompatStore(DynamoStore):
     def settle_upload(self, upload_id: str, *, status: UploadStatus, file_id: str | None = None) -> bool:
         """Move a `pending` upload to `status` (with its file); False if it already moved on."""
         sets = "#status = :status" + (", file_id = :file" if file_id else "")
-        values = {":status": to_value(status), ":pending": to_value("pending")}
+        values: dict[str, object] = {":status": status, ":pending": "pending"}
         if file_id:
-            values[":file"] = to_value(file_id)
-        return conditional_update(
-            self.dynamodb,
-            TableName=self.table_name,
-            Key=_upload_key(upload_id),
-            UpdateExpression=f"SET {sets}",
-            ConditionExpression="#status = :pending",
-            ExpressionAttributeNames={"#status": "status"},
-            ExpressionAttributeValues=values,
+            values[":file"] = file_id
+        return self.update_where(
+            _upload_key(upload_id),
+            f"SET {sets}",
+            condition="#status = :pending",
+            names={"#status": "status"},
+            values=values,
         )
 
     def add_part(self, part: UploadPart, *, ttl: int) -> None:

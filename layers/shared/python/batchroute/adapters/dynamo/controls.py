@@ -92,12 +92,7 @@ class ControlsStore(DynamoStore):
 
     # -- helpers -------------------------------------------------------------------------
     def _get(self, org_id: str, sk: str) -> dict[str, Any] | None:
-        response = self.dynamodb.get_item(
-            TableName=self.table_name,
-            Key={"pk": {"S": org_pk(org_id)}, "sk": {"S": sk}},
-            ConsistentRead=True,
-        )
-        return from_item(response["Item"]) if "Item" in response else None
+        return self.item_at({"pk": {"S": org_pk(org_id)}, "sk": {"S": sk}})
 
     def _versioned_put(self, values: dict[str, Any], expected_version: int) -> dict[str, Any]:
         put: dict[str, Any] = {"TableName": self.table_name, "Item": to_item(values)}

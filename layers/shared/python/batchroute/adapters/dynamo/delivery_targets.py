@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from batchroute.adapters.dynamo.codec import from_item, to_item, to_value
+from batchroute.adapters.dynamo.codec import EXISTS, from_item, to_item, to_value
 from batchroute.adapters.dynamo.reads import prefix_query
 from batchroute.adapters.dynamo.store import DynamoStore
-from batchroute.adapters.dynamo.writes import conditional_put, conditional_update, put_new
+from batchroute.adapters.dynamo.writes import conditional_put, put_new
 from batchroute.domain.delivery.targets import DeliveryTarget, LastTest
 
 TARGET_PREFIX = "TARGET#"
@@ -67,13 +67,11 @@ class DeliveryTargetStore(DynamoStore):
 
     def record_test(self, org_id: str, target_id: str, test: LastTest) -> None:
         """Keep the outcome of the latest test on the target (if it still exists)."""
-        conditional_update(
-            self.dynamodb,
-            TableName=self.table_name,
-            Key=_key(org_id, target_id),
-            UpdateExpression="SET last_test = :test",
-            ConditionExpression="attribute_exists(pk)",
-            ExpressionAttributeValues={":test": to_value(_test_item(test))},
+        self.update_where(
+            _key(org_id, target_id),
+            "SET last_test = :test",
+            condition=EXISTS,
+            values={":test": _test_item(test)},
         )
 
     def delete(self, org_id: str, target_id: str) -> bool:

@@ -22,7 +22,7 @@ from itertools import islice
 from typing import Any
 
 from batchroute.adapters.dynamo.codec import from_item, org_pk, to_item, to_value
-from batchroute.adapters.dynamo.reads import pages, prefix_query
+from batchroute.adapters.dynamo.reads import day_range_query, pages, prefix_query
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.domain.feedback.feedback import LABEL_PREFIX, CounterKey, Feedback, FeedbackCounter, Target
 
@@ -45,12 +45,8 @@ def _counter_sk(key: CounterKey) -> str:
 
 class FeedbackStore(DynamoStore):
     def get(self, org_id: str, target: Target, author: str) -> Feedback | None:
-        response = self.dynamodb.get_item(
-            TableName=self.table_name,
-            Key={"pk": {"S": org_pk(org_id)}, "sk": {"S": _sk(target, author)}},
-            ConsistentRead=True,
-        )
-        return feedback_from_item(from_item(response["Item"])) if "Item" in response else None
+        item = self.item_at({"pk": {"S": org_pk(org_id)}, "sk": {"S": _sk(target, author)}})
+        return feedback_from_item(item) if item is not None else None
 
     def save(
         self, feedback: Feedback, moves: Mapping[CounterKey, Mapping[str, int]], *, replaces: int | None
@@ -140,16 +136,8 @@ class FeedbackStore(DynamoStore):
         return [feedback_from_item(item) for item in self.query_all(request)]
 
     def counters_between(self, org_id: str, first_day: str, last_day: str) -> list[FeedbackCounter]:
-        kwargs: dict[str, Any] = {
-            "TableName": self.table_name,
-            "KeyConditionExpression": "pk = :pk AND sk BETWEEN :first AND :last",
-            "ExpressionAttributeValues": {
-                ":pk": to_value(org_pk(org_id)),
-                ":first": to_value(f"{COUNTER_PREFIX}{first_day}"),
-                ":last": to_value(f"{COUNTER_PREFIX}{last_day}$"),
-            },
-        }
-        return [counter_from_item(item) for item in self.query_all(kwargs)]
+        request = day_range_query(self.table_name, org_pk(org_id), COUNTER_PREFIX, first_day, last_day)
+        return [counter_from_item(item) for item in self.query_all(request)]
 
 
 def _gsi1sk(feedback: Feedback) -> str:

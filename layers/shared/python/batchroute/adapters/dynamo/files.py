@@ -16,10 +16,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from batchroute.adapters.dynamo.codec import from_item, to_item
+from batchroute.adapters.dynamo.codec import to_item
 from batchroute.adapters.dynamo.reads import index_before
 from batchroute.adapters.dynamo.store import DynamoStore
-from batchroute.adapters.dynamo.writes import conditional_put, conditional_update
+from batchroute.adapters.dynamo.writes import conditional_put
 from batchroute.domain.batches.files import FileRecord, FileStatus
 from batchroute.domain.batches.jsonl import LineError
 
@@ -39,10 +39,8 @@ class FileStore(DynamoStore):
         )
 
     def get(self, file_id: str) -> FileRecord | None:
-        response = self.dynamodb.get_item(TableName=self.table_name, Key=_key(file_id), ConsistentRead=True)
-        if "Item" not in response:
-            return None
-        return _record(from_item(response["Item"]))
+        item = self.item_at(_key(file_id))
+        return _record(item) if item is not None else None
 
     def replace(self, record: FileRecord, *, expected_status: FileStatus) -> bool:
         """Write `record` only if the stored one is still `expected_status`; False if it moved on."""
@@ -65,14 +63,12 @@ class FileStore(DynamoStore):
     def check_sent(self, file_id: str, at: str) -> bool:
         """Move a file still `uploaded` to `at` on the index (its check was just re-sent);
         False if it has moved on meanwhile."""
-        return conditional_update(
-            self.dynamodb,
-            TableName=self.table_name,
-            Key=_key(file_id),
-            UpdateExpression="SET gsi2sk = :sk",
-            ConditionExpression="#status = :uploaded",
-            ExpressionAttributeNames={"#status": "status"},
-            ExpressionAttributeValues={":sk": {"S": f"{at}#{file_id}"}, ":uploaded": {"S": "uploaded"}},
+        return self.update_where(
+            _key(file_id),
+            "SET gsi2sk = :sk",
+            condition="#status = :uploaded",
+            names={"#status": "status"},
+            values={":sk": f"{at}#{file_id}", ":uploaded": "uploaded"},
         )
 
 

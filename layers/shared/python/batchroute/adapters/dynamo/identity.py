@@ -13,7 +13,7 @@ from typing import Any
 
 from batchroute.adapters.dynamo.codec import from_item, to_item, to_value
 from batchroute.adapters.dynamo.store import DynamoStore
-from batchroute.adapters.dynamo.writes import conditional_update, transact_unless_refused, written
+from batchroute.adapters.dynamo.writes import transact_unless_refused, written
 from batchroute.domain.accounts.accounts import ApiKey, Org, Session, User
 from batchroute.errors import Conflict
 
@@ -49,10 +49,7 @@ class IdentityStore(DynamoStore):
         return {"Put": put}
 
     def _get(self, pk: str, sk: str = "META") -> dict[str, Any] | None:
-        response = self.dynamodb.get_item(
-            TableName=self.table_name, Key={"pk": {"S": pk}, "sk": {"S": sk}}, ConsistentRead=True
-        )
-        return from_item(response["Item"]) if "Item" in response else None
+        return self.item_at({"pk": {"S": pk}, "sk": {"S": sk}})
 
     @staticmethod
     def _fields(item: dict[str, Any], cls: type) -> dict[str, Any]:
@@ -159,13 +156,11 @@ class IdentityStore(DynamoStore):
 
     def revoke_key(self, key_hash: str, at: str) -> bool:
         """False when the key was already revoked."""
-        return conditional_update(
-            self.dynamodb,
-            TableName=self.table_name,
-            Key={"pk": {"S": f"KEY#{key_hash}"}, "sk": {"S": "META"}},
-            UpdateExpression="SET revoked_at = :at",
-            ConditionExpression="attribute_exists(pk) AND attribute_not_exists(revoked_at)",
-            ExpressionAttributeValues={":at": to_value(at)},
+        return self.update_where(
+            {"pk": {"S": f"KEY#{key_hash}"}, "sk": {"S": "META"}},
+            "SET revoked_at = :at",
+            condition="attribute_exists(pk) AND attribute_not_exists(revoked_at)",
+            values={":at": at},
         )
 
     # -- sessions ------------------------------------------------------------------------

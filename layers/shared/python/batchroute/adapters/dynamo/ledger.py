@@ -30,7 +30,7 @@ from typing import Any, Literal
 from botocore.exceptions import ClientError
 
 from batchroute.adapters.dynamo.codec import from_item, to_value, update_request
-from batchroute.adapters.dynamo.reads import index_before, pages, prefix_query, raw_items
+from batchroute.adapters.dynamo.reads import day_range_query, index_before, pages, prefix_query, raw_items
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.adapters.dynamo.writes import (
     cancellation_codes,
@@ -206,10 +206,7 @@ class LedgerStore(DynamoStore):
 
     def credited(self, org_id: str, processor_ref: str) -> bool:
         """Whether the processor credit `processor_ref` was applied."""
-        response = self.dynamodb.get_item(
-            TableName=self.table_name, Key=_key(org_id, _PAYMENT_PREFIX + processor_ref), ConsistentRead=True
-        )
-        return "Item" in response
+        return self.item_at(_key(org_id, _PAYMENT_PREFIX + processor_ref)) is not None
 
     def processor_credits_since(self, since: str) -> list[LedgerCredit]:
         """Every processor credit (purchase, auto top-up) made at or after `since` (ISO-8601),
@@ -266,10 +263,7 @@ class LedgerStore(DynamoStore):
         )
 
     def wallet(self, org_id: str) -> dict[str, Any] | None:
-        response = self.dynamodb.get_item(
-            TableName=self.table_name, Key=_wallet_key(org_id), ConsistentRead=True
-        )
-        return from_item(response["Item"]) if "Item" in response else None
+        return self.item_at(_wallet_key(org_id))
 
     def entries(self, org_id: str, limit: int | None = 100) -> list[dict[str, Any]]:
         """Ledger entries newest first; `limit=None` reads them all."""
@@ -392,12 +386,8 @@ class LedgerStore(DynamoStore):
         raise TransientError(f"reservation {terms.reservation_id} kept colliding with other wallet writes")
 
     def reservation(self, org_id: str, reservation_id: str) -> Reservation | None:
-        response = self.dynamodb.get_item(
-            TableName=self.table_name,
-            Key=_key(org_id, _RESERVATION_PREFIX + reservation_id),
-            ConsistentRead=True,
-        )
-        return _reservation(from_item(response["Item"])) if "Item" in response else None
+        item = self.item_at(_key(org_id, _RESERVATION_PREFIX + reservation_id))
+        return _reservation(item) if item is not None else None
 
     def reservations(self, org_id: str) -> list[Reservation]:
         """All of an org's reservations (audits and tests)."""
@@ -569,10 +559,7 @@ class LedgerStore(DynamoStore):
     # -- period spend --------------------------------------------------------------------------
     def period_spend(self, org_id: str, period_key: str) -> Money:
         """What was charged in the spend period `period_key` (e.g. `D#2026-11-21`)."""
-        response = self.dynamodb.get_item(
-            TableName=self.table_name, Key=_key(org_id, _SPEND_PREFIX + period_key), ConsistentRead=True
-        )
-        item = from_item(response["Item"]) if "Item" in response else {}
+        item = self.item_at(_key(org_id, _SPEND_PREFIX + period_key)) or {}
         return Money(int(item.get("spent_micros", 0)))
 
     def spend_counters(self, org_id: str) -> dict[str, Money]:
@@ -601,18 +588,10 @@ class LedgerStore(DynamoStore):
         """The usage counters of the local days `first_day`..`last_day` (yyyy-mm-dd, inclusive):
         ONE Query over a contiguous key range (paged only past 1 MB), whatever the number of
         ledger entries."""
-        kwargs: dict[str, Any] = {
-            "TableName": self.table_name,
-            "KeyConditionExpression": "pk = :p AND sk BETWEEN :first AND :last",
-            "ExpressionAttributeValues": {
-                ":p": to_value(_pk(org_id)),
-                ":first": to_value(f"{USAGE_DAY_PREFIX}{first_day}"),
-                # "$" sorts right after "#": every counter of the last day, nothing after it.
-                ":last": to_value(f"{USAGE_DAY_PREFIX}{last_day}$"),
-            },
-            "ConsistentRead": True,
-        }
-        return [_usage_counter(item) for item in self.query_all(kwargs)]
+        request = day_range_query(
+            self.table_name, _pk(org_id), USAGE_DAY_PREFIX, first_day, last_day, ConsistentRead=True
+        )
+        return [_usage_counter(item) for item in self.query_all(request)]
 
     def _usage_item(self, org_id: str, counter: UsageCounter, at: str) -> TransactItem:
         f = counter.figures

@@ -267,12 +267,9 @@ class PaymentsStore(DynamoStore):
         )
 
     def checkout_record(self, session_id: str) -> CheckoutRecord | None:
-        response = self.dynamodb.get_item(
-            TableName=self.table_name, Key=_checkout_key(session_id), ConsistentRead=True
-        )
-        if "Item" not in response:
+        item = self.item_at(_checkout_key(session_id))
+        if item is None:
             return None
-        item = from_item(response["Item"])
         values = {f.name: item[f.name] for f in fields(CheckoutRecord)}
         return CheckoutRecord(**{**values, "amount_cents": int(values["amount_cents"])})
 
@@ -290,10 +287,7 @@ class PaymentsStore(DynamoStore):
 
     # -- helpers ---------------------------------------------------------------------------
     def _get(self, org_id: str, sk: str) -> dict[str, Any] | None:
-        response = self.dynamodb.get_item(
-            TableName=self.table_name, Key=org_key(org_id, sk), ConsistentRead=True
-        )
-        return from_item(response["Item"]) if "Item" in response else None
+        return self.item_at(org_key(org_id, sk))
 
 
 def _checkout_key(session_id: str) -> dict[str, Any]:

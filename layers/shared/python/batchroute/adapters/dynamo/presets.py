@@ -100,10 +100,8 @@ class PresetStore(DynamoStore):
         return self.transact([archive, self.count_down(_count_key(org_id))])
 
     def head(self, org_id: str, name: str) -> Preset | None:
-        response = self.dynamodb.get_item(
-            TableName=self.table_name, Key=_head_key(org_id, name), ConsistentRead=True
-        )
-        return _head_from(from_item(response["Item"])) if "Item" in response else None
+        item = self.item_at(_head_key(org_id, name))
+        return _head_from(item) if item is not None else None
 
     def put_benchmark(self, org_id: str, name: str, regression: RegressionRecord) -> None:
         """One golden-set regression run of a preset version (services/schedules/regression.py)."""
@@ -128,12 +126,8 @@ class PresetStore(DynamoStore):
         ]
 
     def version(self, org_id: str, name: str, version: int) -> PresetVersion | None:
-        response = self.dynamodb.get_item(
-            TableName=self.table_name,
-            Key={"pk": _pk(org_id), "sk": {"S": _version_sk(name, version)}},
-            ConsistentRead=True,
-        )
-        return _version_from(from_item(response["Item"])) if "Item" in response else None
+        item = self.item_at({"pk": _pk(org_id), "sk": {"S": _version_sk(name, version)}})
+        return _version_from(item) if item is not None else None
 
     def heads(self, org_id: str, *, after: str | None, limit: int) -> tuple[list[Preset], str | None]:
         """One page of the org's presets by name; the name to continue after, or None."""

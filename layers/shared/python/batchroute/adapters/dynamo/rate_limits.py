@@ -16,13 +16,14 @@ process's next write to the scope (any instance that sees them does the same).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from batchroute.adapters.dynamo.codec import is_condition_failure, to_value
+from batchroute.adapters.dynamo.codec import EXISTS, to_value, update_request
 from batchroute.adapters.dynamo.store import DynamoStore
+from batchroute.adapters.dynamo.writes import conditional
 from batchroute.domain.billing.rate_limits import CallerGate, WindowCounts, expires_at_epoch
 from batchroute.errors import TransientError
 
@@ -35,6 +36,14 @@ def _key(scope: str, window_seconds: int) -> dict[str, Any]:
 
 def attribute_name(counter: str, index: int) -> str:
     return f"{counter}@{index}"
+
+
+def _transient(what: str, call: Callable[..., Any], *args: Any, **request: Any) -> Any:
+    """`call(*args, **request)`; any DynamoDB failure is a TransientError naming `what`."""
+    try:
+        return call(*args, **request)
+    except (ClientError, BotoCoreError) as exc:
+        raise TransientError(f"{what} failed: {exc}") from exc
 
 
 class RateCounterStore(DynamoStore):
@@ -54,20 +63,18 @@ class RateCounterStore(DynamoStore):
             names[f"#c{i}"] = attribute_name(counter, index)
             adds.append(f"#c{i} :one")
         expression = self._expression(scope_key, adds, names)
-        try:
-            response = self.dynamodb.update_item(
-                TableName=self.table_name,
-                Key=_key(scope, window_seconds),
-                UpdateExpression=expression,
-                ExpressionAttributeNames=names,
-                ExpressionAttributeValues={
-                    ":one": to_value(1),
-                    ":ttl": to_value(expires_at_epoch(index, window_seconds)),
-                },
-                ReturnValues="ALL_NEW",
-            )
-        except (ClientError, BotoCoreError) as exc:
-            raise TransientError(f"rate-limit counter update failed: {exc}") from exc
+        response = _transient(
+            "rate-limit counter update",
+            self.dynamodb.update_item,
+            **update_request(
+                self.table_name,
+                _key(scope, window_seconds),
+                expression,
+                names=names,
+                values={":one": 1, ":ttl": expires_at_epoch(index, window_seconds)},
+            ),
+            ReturnValues="ALL_NEW",
+        )
         item = response.get("Attributes", {})
         self._remember_stale(scope_key, item, index)
         return counts_of(item, counters, index)
@@ -76,12 +83,13 @@ class RateCounterStore(DynamoStore):
         self, scope: str, *, window_seconds: int, index: int, counters: Sequence[str]
     ) -> dict[str, WindowCounts]:
         """The counters' current and previous counts (consistent), counting nothing."""
-        try:
-            response = self.dynamodb.get_item(
-                TableName=self.table_name, Key=_key(scope, window_seconds), ConsistentRead=True
-            )
-        except (ClientError, BotoCoreError) as exc:
-            raise TransientError(f"rate-limit counter read failed: {exc}") from exc
+        response = _transient(
+            "rate-limit counter read",
+            self.dynamodb.get_item,
+            TableName=self.table_name,
+            Key=_key(scope, window_seconds),
+            ConsistentRead=True,
+        )
         return counts_of(response.get("Item", {}), counters, index)
 
     def gated_hit(self, gate: CallerGate) -> dict[str, Any]:
@@ -126,21 +134,20 @@ class RateCounterStore(DynamoStore):
     def give_back(self, scope: str, *, window_seconds: int, index: int, counters: Sequence[str]) -> None:
         """Uncount a refused request, so it does not use up the caller's or its account's room."""
         names = {f"#c{i}": attribute_name(counter, index) for i, counter in enumerate(counters)}
-        try:
-            self.dynamodb.update_item(
-                TableName=self.table_name,
-                Key=_key(scope, window_seconds),
-                UpdateExpression="ADD " + ", ".join(f"{name} :minus" for name in names),
-                ConditionExpression="attribute_exists(pk)",
-                ExpressionAttributeNames=names,
-                ExpressionAttributeValues={":minus": to_value(-1)},
-            )
-        except ClientError as exc:
-            if is_condition_failure(exc):
-                return  # the item expired meanwhile: nothing left to give back to
-            raise TransientError(f"rate-limit counter give-back failed: {exc}") from exc
-        except BotoCoreError as exc:
-            raise TransientError(f"rate-limit counter give-back failed: {exc}") from exc
+        # A failed condition: the item expired meanwhile, nothing left to give back to.
+        _transient(
+            "rate-limit counter give-back",
+            conditional,
+            self.dynamodb.update_item,
+            **update_request(
+                self.table_name,
+                _key(scope, window_seconds),
+                "ADD " + ", ".join(f"{name} :minus" for name in names),
+                condition=EXISTS,
+                names=names,
+                values={":minus": -1},
+            ),
+        )
 
     def _expression(self, scope_key: str, adds: list[str], names: dict[str, str]) -> str:
         """`ADD` the counters, refresh the TTL, and `REMOVE` the stale windows last seen."""
@@ -193,28 +200,26 @@ class LoginLockStore(DynamoStore):
 
     def lock(self, account: str, *, now: int, until: int) -> bool:
         """Lock until `until` unless a lock still holds at `now`; True when this call took it."""
-        try:
-            self.dynamodb.put_item(
+        return bool(
+            _transient(
+                "login lock write",
+                conditional,
+                self.dynamodb.put_item,
                 TableName=self.table_name,
                 Item={**self._key(account), "until": to_value(until), "ttl": to_value(until + 60)},
                 ConditionExpression="attribute_not_exists(pk) OR #until <= :now",
                 ExpressionAttributeNames={"#until": "until"},
                 ExpressionAttributeValues={":now": to_value(now)},
             )
-        except ClientError as exc:
-            if is_condition_failure(exc):
-                return False
-            raise TransientError(f"login lock write failed: {exc}") from exc
-        except BotoCoreError as exc:
-            raise TransientError(f"login lock write failed: {exc}") from exc
-        return True
+        )
 
     def locked_until(self, account: str) -> int | None:
         """The lock's end (epoch seconds), or None; a lock past its end may still be returned."""
-        try:
-            item = self.dynamodb.get_item(
-                TableName=self.table_name, Key=self._key(account), ConsistentRead=True
-            ).get("Item")
-        except (ClientError, BotoCoreError) as exc:
-            raise TransientError(f"login lock read failed: {exc}") from exc
+        item = _transient(
+            "login lock read",
+            self.dynamodb.get_item,
+            TableName=self.table_name,
+            Key=self._key(account),
+            ConsistentRead=True,
+        ).get("Item")
         return _number(item, "until") if item else None

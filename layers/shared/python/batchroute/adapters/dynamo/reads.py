@@ -31,6 +31,24 @@ def prefix_query(
     return request
 
 
+def day_range_query(
+    table_name: str, pk: str, prefix: str, first_day: str, last_day: str, **options: Any
+) -> dict[str, Any]:
+    """The Query of partition `pk`'s items keyed `prefix` + a day (yyyy-mm-dd...), from
+    `first_day` to `last_day` inclusive; `options` complete it (ConsistentRead)."""
+    return {
+        "TableName": table_name,
+        "KeyConditionExpression": "pk = :pk AND sk BETWEEN :first AND :last",
+        "ExpressionAttributeValues": {
+            ":pk": to_value(pk),
+            ":first": to_value(f"{prefix}{first_day}"),
+            # "$" sorts right after "#": every item of the last day, nothing after it.
+            ":last": to_value(f"{prefix}{last_day}$"),
+        },
+        **options,
+    }
+
+
 def index_before(table_name: str, index: str, partition: str, before: str, **options: Any) -> dict[str, Any]:
     """The Query of a sparse index's (`gsi1`, `gsi2`) entries in `partition` whose sort key is
     before `before`, oldest first; `options` complete it (Limit...)."""

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, cast
 
-from batchroute.adapters.dynamo.codec import decimals, from_item, plain, set_update, to_item, to_value
+from batchroute.adapters.dynamo.codec import EXISTS, decimals, from_item, plain, set_update, to_item, to_value
 from batchroute.adapters.dynamo.reads import pages, prefix_query, raw_items
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.adapters.dynamo.writes import (
@@ -172,13 +172,11 @@ class ScheduleStore(DynamoStore):
         )
 
     def set_exclusions(self, schedule: Schedule, exclusions: Mapping[str, LaneExclusion]) -> None:
-        conditional_update(
-            self.dynamodb,
-            TableName=self.table_name,
-            Key=_key(schedule.org_id, schedule.schedule_id),
-            UpdateExpression="SET exclusions = :e",
-            ConditionExpression="attribute_exists(pk)",
-            ExpressionAttributeValues={":e": to_value(decimals(exclusions))},
+        self.update_where(
+            _key(schedule.org_id, schedule.schedule_id),
+            "SET exclusions = :e",
+            condition=EXISTS,
+            values={":e": decimals(exclusions)},
         )
 
     def due(self, now_iso: str, *, limit: int = 100) -> list[Schedule]:

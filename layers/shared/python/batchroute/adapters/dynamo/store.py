@@ -4,12 +4,13 @@ limit, and a transaction whose refused condition is an answer, not an error."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from batchroute.adapters.aws import client
-from batchroute.adapters.dynamo.codec import to_value
+from batchroute.adapters.dynamo.codec import from_item, to_value, update_request
 from batchroute.adapters.dynamo.reads import every_item
-from batchroute.adapters.dynamo.writes import conditional_transaction
+from batchroute.adapters.dynamo.writes import conditional_transaction, conditional_update
 
 
 class DynamoStore:
@@ -20,6 +21,27 @@ class DynamoStore:
     @property
     def dynamodb(self) -> Any:
         return self._dynamodb or client("dynamodb")
+
+    def item_at(self, key: dict[str, Any]) -> dict[str, Any] | None:
+        """The item at `key`, read consistently, as plain values; None when there is none."""
+        response = self.dynamodb.get_item(TableName=self.table_name, Key=key, ConsistentRead=True)
+        return from_item(response["Item"]) if "Item" in response else None
+
+    def update_where(
+        self,
+        key: dict[str, Any],
+        expression: str,
+        *,
+        condition: str,
+        names: Mapping[str, str] | None = None,
+        values: Mapping[str, object] | None = None,
+    ) -> bool:
+        """One UpdateItem (`update_request`: `values` plain) under `condition`; False when the
+        condition did not hold."""
+        request = update_request(
+            self.table_name, key, expression, condition=condition, names=names, values=values
+        )
+        return conditional_update(self.dynamodb, **request)
 
     def query_all(self, request: dict[str, Any]) -> list[dict[str, Any]]:
         """Every item of one Query as plain values, page after page (a page ends at 1 MB)."""

@@ -21,12 +21,11 @@ from typing import Any, cast
 
 from botocore.exceptions import ClientError
 
-from batchroute.adapters.dynamo.codec import from_item, org_key, org_pk, to_value
+from batchroute.adapters.dynamo.codec import EXISTS, from_item, org_key, org_pk, to_value
 from batchroute.adapters.dynamo.reads import pages, prefix_query
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.adapters.dynamo.writes import (
     conditional_transaction,
-    conditional_update,
     first_refused,
     put_new,
 )
@@ -74,12 +73,9 @@ class WorkOrderStore(DynamoStore):
         return self.transact(items)
 
     def idempotency_record(self, org_id: str, key: str) -> WorkOrderIdempotency | None:
-        response = self.dynamodb.get_item(
-            TableName=self.table_name, Key=org_key(org_id, f"{IDEMPOTENCY_PREFIX}{key}"), ConsistentRead=True
-        )
-        if "Item" not in response:
+        item = self.item_at(org_key(org_id, f"{IDEMPOTENCY_PREFIX}{key}"))
+        if item is None:
             return None
-        item = from_item(response["Item"])
         return WorkOrderIdempotency(
             key=key,
             request_hash=str(item.get("request_hash") or ""),
@@ -120,16 +116,14 @@ class WorkOrderStore(DynamoStore):
         names = {f"#f{i}": name for i, name in enumerate(changes)}
         sets = [f"#f{i} = :f{i}" for i, v in enumerate(changes.values()) if v is not None]
         removes = [f"#f{i}" for i, v in enumerate(changes.values()) if v is None]
-        values = {f":f{i}": to_value(v) for i, v in enumerate(changes.values()) if v is not None}
+        values = {f":f{i}": v for i, v in enumerate(changes.values()) if v is not None}
         expression = "SET " + ", ".join(sets) + (" REMOVE " + ", ".join(removes) if removes else "")
-        return conditional_update(
-            self.dynamodb,
-            TableName=self.table_name,
-            Key=org_key(org_id, f"{PREFIX}{work_order_id}"),
-            UpdateExpression=expression,
-            ConditionExpression="attribute_exists(pk)",
-            ExpressionAttributeNames=names,
-            ExpressionAttributeValues=values,
+        return self.update_where(
+            org_key(org_id, f"{PREFIX}{work_order_id}"),
+            expression,
+            condition=EXISTS,
+            names=names,
+            values=values,
         )
 
     # -- members -------------------------------------------------------------------------------

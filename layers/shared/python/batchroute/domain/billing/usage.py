@@ -62,6 +62,22 @@ class UsageLine:
     cache_write_input_tokens: int = 0
 
 
+# The whole-number counts a usage line and the usage figures both carry, added field by field.
+COUNT_FIELDS: Final = (
+    "input_tokens",
+    "output_tokens",
+    "batch_items",
+    "chat_requests",
+    "cached_input_tokens",
+    "cache_write_input_tokens",
+)
+
+
+def _counts(*parts: UsageLine | UsageFigures) -> dict[str, int]:
+    """The `COUNT_FIELDS` of `parts`, summed (one part: its own counts)."""
+    return {name: sum(getattr(part, name) for part in parts) for name in COUNT_FIELDS}
+
+
 @dataclass(frozen=True)
 class UsageCharge:
     """What a settlement passes the ledger: the local day the charge counts on (the billing
@@ -148,13 +164,8 @@ class UsageFigures:
     def __add__(self, other: UsageFigures) -> UsageFigures:
         return UsageFigures(
             cost_micros=self.cost_micros + other.cost_micros,
-            input_tokens=self.input_tokens + other.input_tokens,
-            output_tokens=self.output_tokens + other.output_tokens,
-            batch_items=self.batch_items + other.batch_items,
-            chat_requests=self.chat_requests + other.chat_requests,
-            cached_input_tokens=self.cached_input_tokens + other.cached_input_tokens,
-            cache_write_input_tokens=self.cache_write_input_tokens + other.cache_write_input_tokens,
             savings=self.savings + other.savings,
+            **_counts(self, other),
         )
 
     @property
@@ -259,15 +270,7 @@ def usage_counters(
             day=charge.day,
             model=line.model,
             provider=line.provider,
-            figures=UsageFigures(
-                cost_micros=cost,
-                input_tokens=line.input_tokens,
-                output_tokens=line.output_tokens,
-                batch_items=line.batch_items,
-                chat_requests=line.chat_requests,
-                cached_input_tokens=line.cached_input_tokens,
-                cache_write_input_tokens=line.cache_write_input_tokens,
-            ),
+            figures=UsageFigures(cost_micros=cost, savings=Savings(), **_counts(line)),
         )
         for line, cost in zip(lines, costs, strict=True)
         if cost or not _idle(line)
@@ -289,17 +292,7 @@ def _merged(lines: Iterable[UsageLine]) -> list[UsageLine]:
 def _plus(a: UsageLine | None, b: UsageLine, model: str, provider: str) -> UsageLine:
     if a is None:
         a = UsageLine(model=model, provider=provider)
-    return UsageLine(
-        model=model,
-        provider=provider,
-        cost=a.cost + b.cost,
-        input_tokens=a.input_tokens + b.input_tokens,
-        output_tokens=a.output_tokens + b.output_tokens,
-        batch_items=a.batch_items + b.batch_items,
-        chat_requests=a.chat_requests + b.chat_requests,
-        cached_input_tokens=a.cached_input_tokens + b.cached_input_tokens,
-        cache_write_input_tokens=a.cache_write_input_tokens + b.cache_write_input_tokens,
-    )
+    return UsageLine(model=model, provider=provider, cost=a.cost + b.cost, **_counts(a, b))
 
 
 def _bounded(lines: list[UsageLine], max_counters: int) -> list[UsageLine]:

@@ -19,11 +19,11 @@ import hashlib
 import hmac
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from email.utils import parsedate_to_datetime
-from typing import Any, Final, Literal, NotRequired, TypedDict, get_args
+from typing import Any, Final, Literal, NotRequired, TypedDict, cast, get_args
 
 SIGNATURE_HEADER = "X-Service-Signature"
 TIMESTAMP_HEADER = "X-Service-Timestamp"
@@ -324,51 +324,13 @@ class WebhookDeliveryRecord:
         return str(self.batch_id if owner_field == "batch_id" else self.org_id)
 
     def to_item(self) -> WebhookDeliveryItem:
-        return {
-            "delivery_id": self.delivery_id,
-            "org_id": self.org_id,
-            "event_id": self.event_id,
-            "event_type": self.event_type,
-            "url": self.url,
-            "status": self.status,
-            "attempt_count": self.attempt_count,
-            "created_at": self.created_at,
-            "updated_at": self.updated_at,
-            "payload": self.payload,
-            "secret_source": self.secret_source,
-            "secret_sealed": self.secret_sealed,
-            "next_attempt_at": self.next_attempt_at,
-            "batch_id": self.batch_id,
-            "last_attempt_at": self.last_attempt_at,
-            "last_response_status": self.last_response_status,
-            "last_error": self.last_error,
-            "lease_until": self.lease_until,
-        }
+        return cast(WebhookDeliveryItem, {name: getattr(self, name) for name in _DELIVERY_FIELDS})
 
     @classmethod
     def from_item(cls, item: WebhookDeliveryItem) -> WebhookDeliveryRecord:
         """A stored delivery (the store's plain values: whole numbers as int); keys that are
-        not fields (the store's own) are left out."""
-        return cls(
-            delivery_id=item["delivery_id"],
-            org_id=item["org_id"],
-            event_id=item["event_id"],
-            event_type=item["event_type"],
-            url=item["url"],
-            status=item["status"],
-            attempt_count=item["attempt_count"],
-            created_at=item["created_at"],
-            updated_at=item["updated_at"],
-            payload=item["payload"],
-            secret_source=item["secret_source"],
-            secret_sealed=item["secret_sealed"],
-            next_attempt_at=item.get("next_attempt_at"),
-            batch_id=item.get("batch_id"),
-            last_attempt_at=item.get("last_attempt_at"),
-            last_response_status=item.get("last_response_status"),
-            last_error=item.get("last_error"),
-            lease_until=item.get("lease_until"),
-        )
+        not fields (the store's own) are left out, an absent optional field is None."""
+        return cls(**cast(WebhookDeliveryItem, {k: v for k, v in item.items() if k in _DELIVERY_FIELDS}))
 
     def log_ids(self) -> dict[str, str | None]:
         return {name: getattr(self, name) for name in ("batch_id", "org_id", "delivery_id", "event_id")}
@@ -388,6 +350,10 @@ class WebhookDeliveryRecord:
             "last_error": self.last_error,
             "created_at": self.created_at,
         }
+
+
+# A delivery is stored field for field, each under its own name.
+_DELIVERY_FIELDS: Final = tuple(f.name for f in fields(WebhookDeliveryRecord))
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,7 @@ account still exists and the user can ask for a new link.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from typing import Protocol
 
 from batchroute.clock import Clock, isoformat
@@ -83,27 +83,17 @@ def clean_full_name(value: str | None) -> str | None:
     return cleaned or None
 
 
+@dataclass(eq=False)
 class Registration:
-    def __init__(
-        self,
-        store: AccountStore,
-        wallets: Wallets,
-        passwords: Argon2Passwords,
-        verification: VerificationLinks,
-        *,
-        environment: str,
-        secret: Callable[[], bytes],
-        signup_credit: Money,
-        clock: Clock,
-    ) -> None:
-        self.store = store
-        self.wallets = wallets
-        self.passwords = passwords
-        self.verification = verification
-        self.environment = environment
-        self.secret = secret
-        self.signup_credit = signup_credit
-        self.clock = clock
+    store: AccountStore
+    wallets: Wallets
+    passwords: Argon2Passwords
+    verification: VerificationLinks
+    _: KW_ONLY
+    environment: str
+    secret: Callable[[], bytes]
+    signup_credit: Money
+    clock: Clock
 
     def register(
         self, *, email: str, password: str, full_name: str | None = None, display_name: str | None = None

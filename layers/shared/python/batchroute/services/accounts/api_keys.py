@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from typing import Protocol
 
 from batchroute.clock import Clock, isoformat
@@ -28,14 +28,13 @@ class CreatedKey:
     value: str  # shown once
 
 
+@dataclass(eq=False)
 class ApiKeys:
-    def __init__(
-        self, store: KeyStore, *, environment: str, secret: Callable[[], bytes], clock: Clock
-    ) -> None:
-        self.store = store
-        self.environment = environment
-        self.secret = secret
-        self.clock = clock
+    store: KeyStore
+    _: KW_ONLY
+    environment: str
+    secret: Callable[[], bytes]
+    clock: Clock
 
     def create(self, principal: Principal, *, label: str, role: Role) -> CreatedKey:
         require_user_session(principal)

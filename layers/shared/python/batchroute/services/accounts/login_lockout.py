@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from typing import Protocol
 
 from batchroute.clock import Clock
@@ -62,25 +62,19 @@ class LoginLocks(Protocol):
     def locked_until(self, account: str) -> int | None: ...
 
 
+@dataclass(eq=False)
 class LoginLockout:
-    def __init__(
-        self,
-        counters: RateCounters,
-        locks: LoginLocks,
-        mailer: Mailer,
-        *,
-        policy: LockoutPolicy,
-        secret: Callable[[], bytes],
-        clock: Clock,
-        public_base_url: str,
-    ) -> None:
-        self.counters = counters
-        self.locks = locks
-        self.mailer = mailer
-        self.policy = policy
-        self.secret = secret
-        self.clock = clock
-        self.public_base_url = public_base_url.rstrip("/")
+    counters: RateCounters
+    locks: LoginLocks
+    mailer: Mailer
+    _: KW_ONLY
+    policy: LockoutPolicy
+    secret: Callable[[], bytes]
+    clock: Clock
+    public_base_url: str
+
+    def __post_init__(self) -> None:
+        self.public_base_url = self.public_base_url.rstrip("/")
 
     def check(self, email: str) -> None:
         """Raises RateLimited while the address's sign-in is locked (before any password work)."""

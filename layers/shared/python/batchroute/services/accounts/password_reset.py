@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import KW_ONLY, dataclass, field
 from datetime import timedelta
 from types import TracebackType
 from typing import Protocol
@@ -72,25 +73,19 @@ class ResponseFloor:
             self._sleep(remaining)
 
 
+@dataclass(eq=False)
 class PasswordReset:
-    def __init__(
-        self,
-        store: ResetStore,
-        mailer: Mailer,
-        passwords: Argon2Passwords,
-        *,
-        secret: Callable[[], bytes],
-        clock: Clock,
-        public_base_url: str,
-        floor: ResponseFloor | None = None,
-    ) -> None:
-        self.store = store
-        self.mailer = mailer
-        self.passwords = passwords
-        self.secret = secret
-        self.clock = clock
-        self.public_base_url = public_base_url.rstrip("/")
-        self.floor = floor or ResponseFloor(FORGOT_FLOOR_SECONDS)
+    store: ResetStore
+    mailer: Mailer
+    passwords: Argon2Passwords
+    _: KW_ONLY
+    secret: Callable[[], bytes]
+    clock: Clock
+    public_base_url: str
+    floor: ResponseFloor = field(default_factory=lambda: ResponseFloor(FORGOT_FLOOR_SECONDS))
+
+    def __post_init__(self) -> None:
+        self.public_base_url = self.public_base_url.rstrip("/")
 
     def forgot(self, email: str) -> None:
         """Emails a reset link when the address has an account; the same outcome either way."""

@@ -10,7 +10,7 @@ address is unknown or the password is wrong. An unverified address may sign in. 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, InitVar, dataclass, field
 from datetime import timedelta
 from typing import Protocol
 
@@ -55,23 +55,21 @@ class LiveSession:
     user: User
 
 
+@dataclass(eq=False)
 class Sessions:
-    def __init__(
-        self,
-        store: SessionStore,
-        passwords: Argon2Passwords,
-        *,
-        environment: str,
-        secret: Callable[[], bytes],
-        clock: Clock,
-        lockout: LoginLockout | None = None,
-    ) -> None:
-        self.store = store
-        self.passwords = passwords
-        self.secret = secret
-        self.clock = clock
-        self.lockout = lockout
-        self._authenticator = Authenticator(store, environment=environment, secret=secret, clock=clock)
+    store: SessionStore
+    passwords: Argon2Passwords
+    _: KW_ONLY
+    environment: InitVar[str]
+    secret: Callable[[], bytes]
+    clock: Clock
+    lockout: LoginLockout | None = None
+    _authenticator: Authenticator = field(init=False, repr=False)
+
+    def __post_init__(self, environment: str) -> None:
+        self._authenticator = Authenticator(
+            self.store, environment=environment, secret=self.secret, clock=self.clock
+        )
 
     def login(self, email: str, password: str) -> SignedIn:
         address = normalize_email(email)

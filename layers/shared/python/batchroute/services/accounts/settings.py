@@ -13,6 +13,7 @@ is never returned; the webhook worker unseals it with the same context to sign d
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import KW_ONLY, dataclass
 from typing import Protocol, TypedDict
 
 from batchroute.clock import Clock, isoformat
@@ -92,21 +93,14 @@ def webhook_view(config: DeliveryWebhookConfig | None) -> WebhookView | None:
     return {"url": config["url"], "configured": True, "updated_at": config.get("updated_at")}
 
 
+@dataclass(eq=False)
 class AccountSettings:
-    def __init__(
-        self,
-        store: SettingsStore,
-        balances: Balances,
-        sealer: Sealer,
-        *,
-        check_webhook_url: Callable[[str], object],
-        clock: Clock,
-    ) -> None:
-        self.store = store
-        self.balances = balances
-        self.sealer = sealer
-        self.check_webhook_url = check_webhook_url
-        self.clock = clock
+    store: SettingsStore
+    balances: Balances
+    sealer: Sealer
+    _: KW_ONLY
+    check_webhook_url: Callable[[str], object]
+    clock: Clock
 
     def view(self, principal: Principal) -> AccountView:
         authorize(principal, "account:read")

@@ -8,6 +8,7 @@ race. Earlier links stay valid until they expire or are used.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import KW_ONLY, dataclass
 from datetime import timedelta
 from typing import Protocol
 from urllib.parse import urlencode
@@ -34,21 +35,17 @@ class TokenStore(Protocol):
     def update_user(self, user_id: str, **changes: object) -> None: ...
 
 
+@dataclass(eq=False)
 class EmailVerification:
-    def __init__(
-        self,
-        store: TokenStore,
-        mailer: Mailer,
-        *,
-        secret: Callable[[], bytes],
-        clock: Clock,
-        public_base_url: str,
-    ) -> None:
-        self.store = store
-        self.mailer = mailer
-        self.secret = secret
-        self.clock = clock
-        self.public_base_url = public_base_url.rstrip("/")
+    store: TokenStore
+    mailer: Mailer
+    _: KW_ONLY
+    secret: Callable[[], bytes]
+    clock: Clock
+    public_base_url: str
+
+    def __post_init__(self) -> None:
+        self.public_base_url = self.public_base_url.rstrip("/")
 
     def send_link(self, user: User) -> None:
         token = new_opaque_token()

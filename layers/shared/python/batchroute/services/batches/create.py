@@ -127,35 +127,47 @@ def check_idempotency_key(key: str | None) -> str:
     return key
 
 
+def idempotency_conflict() -> Conflict:
+    """409 for an Idempotency-Key repeated with another request."""
+    return Conflict(
+        "This Idempotency-Key was used with a different request body.", code="idempotency_conflict"
+    )
+
+
+class StoredAnswer(Protocol):
+    """The first answer stored under an Idempotency-Key (a batch's, a work order's)."""
+
+    @property
+    def request_hash(self) -> str: ...
+
+    @property
+    def body(self) -> str: ...
+
+
+def replayed_body(record: StoredAnswer | None, fingerprint: str) -> bytes | None:
+    """The first answer's body to repeat (None: the key is new); 409 when the key came with
+    another request (`fingerprint`)."""
+    if record is None:
+        return None
+    if record.request_hash != fingerprint:
+        raise idempotency_conflict()
+    return record.body.encode()
+
+
+@dataclass(eq=False, kw_only=True)
 class BatchService:
-    def __init__(
-        self,
-        *,
-        records: BatchStore,
-        ledger: LedgerBook,
-        controls: ControlsReader,
-        quotes: QuoteService,
-        artifacts: ObjectStore,
-        start_workflow: WorkflowStarter,
-        seal_webhook: WebhookSealer,
-        settings: WebhookUrlRules,
-        clock: Clock,
-        limit_checks: LimitChecks,
-        watch: MoneyWatch | None = None,
-        work_orders: WorkOrderJoins | None = None,
-    ) -> None:
-        self.work_orders = work_orders
-        self.limit_checks = limit_checks
-        self.watch = watch
-        self.records = records
-        self.ledger = ledger
-        self.controls = controls
-        self.quotes = quotes
-        self.artifacts = artifacts
-        self.start_workflow = start_workflow
-        self.seal_webhook = seal_webhook
-        self.settings = settings
-        self.clock = clock
+    records: BatchStore
+    ledger: LedgerBook
+    controls: ControlsReader
+    quotes: QuoteService
+    artifacts: ObjectStore
+    start_workflow: WorkflowStarter
+    seal_webhook: WebhookSealer
+    settings: WebhookUrlRules
+    clock: Clock
+    limit_checks: LimitChecks
+    watch: MoneyWatch | None = None
+    work_orders: WorkOrderJoins | None = None
 
     def reading(self, files: FileItems) -> BatchService:
         """The same service whose quotes read `input_file_id`s from `files`."""
@@ -435,13 +447,10 @@ class BatchService:
     def replay(self, org_id: str, key: str, fingerprint: str) -> CreateAnswer | None:
         """The first answer to this Idempotency-Key (409 when it came with another body), or None."""
         record = self.records.idempotency_record(org_id, key)
-        if record is None:
+        body = replayed_body(record, fingerprint)
+        if record is None or body is None:
             return None
-        if record.request_hash != fingerprint:
-            raise Conflict(
-                "This Idempotency-Key was used with a different request body.", code="idempotency_conflict"
-            )
-        return CreateAnswer(record.status_code, record.body.encode(), replayed=True)
+        return CreateAnswer(record.status_code, body, replayed=True)
 
     def create_or_replay(
         self,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import KW_ONLY, dataclass, replace
 from datetime import timedelta
 from typing import Literal, NotRequired, Protocol, TypedDict
 
@@ -355,23 +355,16 @@ class DirectUpload:
         self._sink.abort()
 
 
+@dataclass(eq=False)
 class FileService:
-    def __init__(
-        self,
-        records: FileRecords,
-        objects: FileObjects,
-        clock: Clock,
-        limits: FileLimits,
-        *,
-        request_check: Callable[[str, str], None] | None = None,
-    ) -> None:
-        """`request_check(org_id, file_id)`: queues the checks of a confirmed large upload for a
-        worker (which calls `check_upload`); without it every confirm checks in the request."""
-        self.records = records
-        self.objects = objects
-        self.clock = clock
-        self.limits = limits
-        self.request_check = request_check
+    # `request_check(org_id, file_id)`: queues the checks of a confirmed large upload for a
+    # worker (which calls `check_upload`); without it every confirm checks in the request.
+    records: FileRecords
+    objects: FileObjects
+    clock: Clock
+    limits: FileLimits
+    _: KW_ONLY
+    request_check: Callable[[str, str], None] | None = None
 
     # -- direct upload -------------------------------------------------------------------
 

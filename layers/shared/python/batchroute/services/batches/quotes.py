@@ -193,37 +193,21 @@ def items_digest(items: Iterable[Mapping[str, Any]]) -> str:
     return digest.hexdigest()
 
 
+@dataclass(eq=False, kw_only=True)
 class QuoteService:
-    def __init__(
-        self,
-        *,
-        catalog: Catalog,
-        live: LiveStates,
-        snapshots: SnapshotStore,
-        item_sink: ItemSink,
-        files: FileItems,
-        balances: Balances,
-        settings: WebhookUrlRules,
-        guards: RoutingGuards,
-        clock: Clock,
-        resolve: Callable[[str, int], list[str]] | None = None,
-        policies: OrgPolicies | None = None,
-        presets: Resolver | None = None,
-        limits: LimitWarnings | None = None,
-    ) -> None:
-        self.catalog = catalog
-        self.live = live
-        self.snapshots = snapshots
-        self.item_sink = item_sink
-        self.files = files
-        self.balances = balances
-        self.settings = settings
-        self.guards = guards
-        self.clock = clock
-        self.resolve = resolve
-        self.policies = policies
-        self.presets = presets  # expands items and bodies naming a preset (docs/presets.md)
-        self.limits = limits  # a preflight warning when the batch would pass a hard limit
+    catalog: Catalog
+    live: LiveStates
+    snapshots: SnapshotStore
+    item_sink: ItemSink
+    files: FileItems
+    balances: Balances
+    settings: WebhookUrlRules
+    guards: RoutingGuards
+    clock: Clock
+    resolve: Callable[[str, int], list[str]] | None = None
+    policies: OrgPolicies | None = None
+    presets: Resolver | None = None
+    limits: LimitWarnings | None = None
 
     def reading(self, files: FileItems) -> QuoteService:
         """The same service reading `input_file_id`s from `files` (the compat surface reads

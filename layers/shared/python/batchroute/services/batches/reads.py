@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import KW_ONLY, dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal, NotRequired, Protocol, TypedDict, cast
 
@@ -111,23 +112,15 @@ def results_gone(batch: BatchRecord) -> Gone:
     )
 
 
+@dataclass(eq=False)
 class BatchReads:
-    def __init__(
-        self,
-        records: BatchStore,
-        artifacts: ObjectStore,
-        sign: Signer,
-        *,
-        retention: RetentionTerms | None = None,
-        grace: timedelta = timedelta(hours=72),
-        feedback: FeedbackLookup | None = None,
-    ) -> None:
-        self.feedback = feedback
-        self.records = records
-        self.artifacts = artifacts
-        self.sign = sign
-        self.retention = retention
-        self.grace = grace
+    records: BatchStore
+    artifacts: ObjectStore
+    sign: Signer
+    _: KW_ONLY
+    retention: RetentionTerms | None = None
+    grace: timedelta = timedelta(hours=72)
+    feedback: FeedbackLookup | None = None
 
     def with_content(self, principal: Principal, batch_id: str) -> BatchRecord:
         """The caller's batch whose result bytes are still kept (410 once reclaimed)."""

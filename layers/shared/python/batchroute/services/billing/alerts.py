@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from batchroute.domain.billing.alerts import (
@@ -43,12 +44,12 @@ class AlertChannel(Protocol):
     def send(self, event: BillingEvent, controls: BillingControls) -> None: ...
 
 
+@dataclass(eq=False)
 class EmailAlerts:
     """The org owner's address gets a short message per event when `alert_email_enabled`."""
 
-    def __init__(self, mailer: Mailer, recipients: Recipients) -> None:
-        self.mailer = mailer
-        self.recipients = recipients
+    mailer: Mailer
+    recipients: Recipients
 
     def send(self, event: BillingEvent, controls: BillingControls) -> None:
         if not controls.alert_email_enabled:
@@ -58,12 +59,12 @@ class EmailAlerts:
             self.mailer.send(to, subject, text + FOOTER)
 
 
+@dataclass(eq=False)
 class WebhookAlerts:
     """The event's public view, as the raw body of a signed delivery to the org's delivery
     webhook, when `alert_webhook_enabled` (no webhook configured: nothing to send)."""
 
-    def __init__(self, webhooks: OrgWebhooks) -> None:
-        self.webhooks = webhooks
+    webhooks: OrgWebhooks
 
     def send(self, event: BillingEvent, controls: BillingControls) -> None:
         if not controls.alert_webhook_enabled:

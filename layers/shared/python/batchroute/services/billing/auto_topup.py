@@ -107,27 +107,16 @@ class TopupSweep:
     left_pending: list[str] = field(default_factory=list)
 
 
+@dataclass(eq=False, kw_only=True)
 class AutoTopupService:
-    def __init__(
-        self,
-        *,
-        store: TopupStore,
-        ledger: Credits,
-        processor: Charger,
-        notifier: Notifier,
-        on_moved: OnMoved,
-        clock: Clock,
-        charge_inline: bool = False,
-        stuck_after: timedelta = timedelta(minutes=10),
-    ) -> None:
-        self.store = store
-        self.ledger = ledger
-        self.processor = processor
-        self.notifier = notifier
-        self.on_moved = on_moved
-        self.clock = clock
-        self.charge_inline = charge_inline
-        self.stuck_after = stuck_after
+    store: TopupStore
+    ledger: Credits
+    processor: Charger
+    notifier: Notifier
+    on_moved: OnMoved
+    clock: Clock
+    charge_inline: bool = False
+    stuck_after: timedelta = timedelta(minutes=10)
 
     # -- settings ----------------------------------------------------------------------------
     def get(self, org_id: str) -> AutoTopupView:

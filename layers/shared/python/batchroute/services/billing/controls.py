@@ -5,7 +5,7 @@ billing:manage from a user session for updates); this module records who acted."
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Protocol, TypeVar
 
 from batchroute.clock import Clock, isoformat
@@ -48,10 +48,10 @@ class ControlsRecords(Protocol):
     def audit_entries(self, org_id: str, *, limit: int) -> list[AuditEntry[ControlsSettingsView]]: ...
 
 
+@dataclass(eq=False)
 class BillingControlsService:
-    def __init__(self, records: ControlsRecords, clock: Clock) -> None:
-        self.records = records
-        self.clock = clock
+    records: ControlsRecords
+    clock: Clock
 
     def get(self, org_id: str) -> BillingControls:
         return self.records.billing_controls(org_id) or BillingControls(org_id=org_id)

@@ -4,6 +4,7 @@ none was made). A page's `next_cursor` is the id of its oldest event."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Protocol, TypedDict
 
 from batchroute.domain.billing.alerts import BillingEvent, BillingEventView
@@ -35,10 +36,10 @@ class DeliveryLookup(Protocol):
     def get_many(self, owner_id: str, delivery_ids: list[str]) -> dict[str, WebhookDeliveryRecord]: ...
 
 
+@dataclass(eq=False)
 class BillingEventLog:
-    def __init__(self, records: EventPages, deliveries: DeliveryLookup) -> None:
-        self.records = records
-        self.deliveries = deliveries
+    records: EventPages
+    deliveries: DeliveryLookup
 
     def list(self, org_id: str, *, limit: int = 50, cursor: str | None = None) -> EventPage:
         if cursor is not None and not has_prefix(cursor, "evt"):

@@ -135,9 +135,9 @@ def limit_refusal(
     return PaymentRequired(message, code="insufficient_credits", details=details)
 
 
+@dataclass(eq=False)
 class Funding:
-    def __init__(self, ledger: FundingLedger) -> None:
-        self.ledger = ledger
+    ledger: FundingLedger
 
     def check_funding(
         self,
@@ -181,14 +181,14 @@ class Funding:
 LIMIT_WARNING_CODE = "spending_limit_exceeded"
 
 
+@dataclass(eq=False)
 class LimitPreview:
     """A quote's look at the hard spending limit: the warning when creating a batch of
     `estimate` now would be refused (projected > limit in hard mode), else None."""
 
-    def __init__(self, ledger: FundingLedger, controls: ControlsReader, clock: Clock) -> None:
-        self.ledger = ledger
-        self.controls = controls
-        self.clock = clock
+    ledger: FundingLedger
+    controls: ControlsReader
+    clock: Clock
 
     def limit_warning(self, org_id: str, estimate: Money) -> IssueView | None:
         controls = self.controls.billing_controls(org_id)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol, TypedDict
 
@@ -102,29 +103,20 @@ class CheckoutRecords(Protocol):
     def checkout_credited_item(self, session_id: str, *, at: str) -> TransactItem: ...
 
 
+@dataclass(eq=False, kw_only=True)
 class CreditPurchases:
-    def __init__(
-        self,
-        *,
-        processor: Processor,
-        profiles: Profiles,
-        checkouts: CheckoutRecords,
-        ledger: Credits,
-        topups: AutoTopupService,
-        on_moved: Callable[[str, datetime], None],
-        clock: Clock,
-        public_base_url: str,
-        confirm_with_processor: bool,
-    ) -> None:
-        self.processor = processor
-        self.profiles = profiles
-        self.checkouts = checkouts
-        self.confirm_with_processor = confirm_with_processor
-        self.ledger = ledger
-        self.topups = topups
-        self.on_moved = on_moved
-        self.clock = clock
-        self.public_base_url = public_base_url.rstrip("/")
+    processor: Processor
+    profiles: Profiles
+    checkouts: CheckoutRecords
+    ledger: Credits
+    topups: AutoTopupService
+    on_moved: Callable[[str, datetime], None]
+    clock: Clock
+    public_base_url: str
+    confirm_with_processor: bool
+
+    def __post_init__(self) -> None:
+        self.public_base_url = self.public_base_url.rstrip("/")
 
     # -- the dashboard's checkout ------------------------------------------------------------
     def checkout(self, principal: Principal, command: StartCheckout) -> CheckoutOpened:

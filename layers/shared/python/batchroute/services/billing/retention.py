@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from batchroute.clock import Clock, isoformat
@@ -16,10 +16,10 @@ class RetentionRecords(Protocol):
     def save_retention(self, settings: RetentionSettings, *, expected_version: int) -> None: ...
 
 
+@dataclass(eq=False)
 class RetentionService:
-    def __init__(self, records: RetentionRecords, clock: Clock) -> None:
-        self.records = records
-        self.clock = clock
+    records: RetentionRecords
+    clock: Clock
 
     def get(self, org_id: str) -> RetentionSettings:
         return self.records.retention(org_id) or RetentionSettings(org_id=org_id)

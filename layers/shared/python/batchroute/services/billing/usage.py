@@ -10,6 +10,7 @@ number of ledger entries. The arithmetic is `domain/billing/usage.py`.
 from __future__ import annotations
 
 import zoneinfo
+from dataclasses import dataclass
 from typing import Protocol, cast
 
 from batchroute.clock import Clock
@@ -42,19 +43,12 @@ def default_period(controls: BillingControls) -> UsagePeriod:
     return "monthly"
 
 
+@dataclass(eq=False, kw_only=True)
 class UsageService:
-    def __init__(
-        self,
-        *,
-        ledger: UsageLedger,
-        controls: ControlsReader,
-        clock: Clock,
-        references: References | None = None,
-    ) -> None:
-        self.references = references
-        self.ledger = ledger
-        self.controls = controls
-        self.clock = clock
+    ledger: UsageLedger
+    controls: ControlsReader
+    clock: Clock
+    references: References | None = None
 
     def report(self, principal: Principal, *, period: str | None = None) -> UsageReport:
         authorize(principal, "billing:read")

@@ -19,6 +19,7 @@ channels (email, signed webhook; `services/billing/alerts.py`) per the org's con
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
@@ -69,21 +70,17 @@ class AlertRecords(Protocol):
     def rearm_low_balance(self, org_id: str, *, episode: int, at: datetime) -> bool: ...
 
 
+@dataclass(eq=False, kw_only=True)
 class BillingWatch:
-    def __init__(
-        self,
-        *,
-        controls: ControlsReader,
-        ledger: WalletReader,
-        records: AlertRecords,
-        channels: Sequence[AlertChannel] = (),
-        listeners: Sequence[BalanceListener] = (),
-    ) -> None:
-        self.controls = controls
-        self.ledger = ledger
-        self.records = records
-        self.channels = tuple(channels)
-        self.listeners = tuple(listeners)
+    controls: ControlsReader
+    ledger: WalletReader
+    records: AlertRecords
+    channels: Sequence[AlertChannel] = ()
+    listeners: Sequence[BalanceListener] = ()
+
+    def __post_init__(self) -> None:
+        self.channels = tuple(self.channels)
+        self.listeners = tuple(self.listeners)
 
     # -- after a movement ----------------------------------------------------------------
     def moved(self, org_id: str, *, at: datetime, controls: BillingControls | None = None) -> None:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import KW_ONLY, dataclass
 from typing import Literal, Protocol, TypedDict
 
 from batchroute.domain.catalog.content import ChangelogEntry, Post
@@ -46,10 +47,11 @@ class ContentStore(Protocol):
     def posts(self) -> Sequence[Post]: ...
 
 
+@dataclass(eq=False)
 class ContentService:
-    def __init__(self, store: ContentStore, *, enabled: bool) -> None:
-        self.store = store
-        self.enabled = enabled
+    store: ContentStore
+    _: KW_ONLY
+    enabled: bool
 
     def changelog(self) -> Changelog:
         self._require_enabled()

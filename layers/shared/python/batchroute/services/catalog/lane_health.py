@@ -64,13 +64,13 @@ class SimulatedProviderHealth:
         return ProviderCheck(provider.slug, healthy=True, detail="simulated provider up")
 
 
+@dataclass(eq=False)
 class AdapterProviderHealth:
     """Deployed stacks: each provider's own adapter answers the check (its model list: no
     tokens spent). A provider that is not configured here (no key yet) is unchecked, one that
     fails the call is down; either way its lanes go stale and routing leaves them alone."""
 
-    def __init__(self, registry: ProviderAdapters) -> None:
-        self.registry = registry
+    registry: ProviderAdapters
 
     def check(self, provider: Provider, lanes: Sequence[Lane], now: datetime) -> ProviderCheck | None:
         try:

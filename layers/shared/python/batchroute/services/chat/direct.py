@@ -200,45 +200,27 @@ class DirectCall:
                 )
 
 
+@dataclass(eq=False, kw_only=True)
 class DirectChat:
-    def __init__(
-        self,
-        *,
-        catalog: Catalog,
-        lanes: LaneStateCache,
-        stats: LaneStats,
-        holds: HoldKeeper,
-        store: HoldStore,
-        providers: SyncProviders,
-        controls: ControlsReader,
-        guards: RoutingGuards,
-        clock: Clock,
-        options: DirectOptions | None = None,
-        watch: MoneyWatch | None = None,
-        policies: OrgPolicies | None = None,
-        limiter: RateLimiter | None = None,
-        availability: LaneAvailability | None = None,
-        early: EarlyStarts | None = None,
-    ) -> None:
-        self.catalog = catalog
-        self.lanes = lanes
-        self.stats = stats
-        self.holds = holds
-        self.store = store
-        self.providers = providers
-        self.controls = controls
-        self.guards = guards
-        self.clock = clock
-        self.options = options or DirectOptions()
-        self.watch = watch
-        self.policies = policies
-        # The caller's rate limit, counted in the hold's transaction; without it the caller
-        # was checked before `open` (auth.current_principal).
-        self.limiter = limiter
-        # Where a provider account that cannot serve marks its lanes (lane live state).
-        self.availability = availability
-        # Starts the first lane's request while the hold commits; None: hold first, then call.
-        self.early = early
+    catalog: Catalog
+    lanes: LaneStateCache
+    stats: LaneStats
+    holds: HoldKeeper
+    store: HoldStore
+    providers: SyncProviders
+    controls: ControlsReader
+    guards: RoutingGuards
+    clock: Clock
+    options: DirectOptions = field(default_factory=DirectOptions)
+    watch: MoneyWatch | None = None
+    policies: OrgPolicies | None = None
+    # The caller's rate limit, counted in the hold's transaction; without it the caller
+    # was checked before `open` (auth.current_principal).
+    limiter: RateLimiter | None = None
+    # Where a provider account that cannot serve marks its lanes (lane live state).
+    availability: LaneAvailability | None = None
+    # Starts the first lane's request while the hold commits; None: hold first, then call.
+    early: EarlyStarts | None = None
 
     # -- before the first byte ---------------------------------------------------------------
     def plan(self, request: ChatRequest, org_id: str | None = None) -> DirectPlan:

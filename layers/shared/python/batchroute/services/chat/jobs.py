@@ -10,6 +10,7 @@ provider) from the lane's result chunk; once retention reclaimed it, 410 `result
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
 from batchroute.domain.accounts.access import Principal, authorize, require_same_org
@@ -46,11 +47,11 @@ class BatchCreator(Protocol):
     ) -> CreateAnswer: ...
 
 
+@dataclass(eq=False, kw_only=True)
 class ChatJobs:
-    def __init__(self, *, batches: BatchCreator, records: BatchStore, artifacts: ObjectStore) -> None:
-        self.batches = batches
-        self.records = records
-        self.artifacts = artifacts
+    batches: BatchCreator
+    records: BatchStore
+    artifacts: ObjectStore
 
     def queue(self, principal: Principal, request: ChatRequest) -> ChatJobView:
         """Create the one-item batch; the 202 body is the chat job (status `queued`)."""

@@ -33,10 +33,10 @@ from batchroute.domain.compat.batches import (
     input_param,
     read_row,
 )
-from batchroute.errors import Conflict, InvalidRequest, NotFound
+from batchroute.errors import InvalidRequest, NotFound
 from batchroute.ids import has_prefix, new_id
 from batchroute.services.batches.commands import CreateBatch
-from batchroute.services.batches.create import BatchService, Surface
+from batchroute.services.batches.create import BatchService, Surface, idempotency_conflict
 from batchroute.services.batches.files import FileService
 from batchroute.services.batches.reads import BatchReads
 from batchroute.services.compat.files import COMPAT_PURPOSE
@@ -59,14 +59,14 @@ class CompatBatchRequest:
     metadata: Mapping[str, str] | None = None
 
 
+@dataclass(eq=False)
 class CompatFileItems:
     """A compat input file read as native items (the quote pipeline's FileItems): each row
     converted as it streams; a bad row, or one whose url is not the batch's endpoint, stops
     the batch with a 400 naming the line."""
 
-    def __init__(self, files: FileService, endpoint: str) -> None:
-        self.files = files
-        self.endpoint = endpoint
+    files: FileService
+    endpoint: str
 
     def open_items(self, org_id: str, file_id: str) -> Iterator[tuple[int, dict[str, Any] | LineError]]:
         record = self.files.file(org_id, file_id)
@@ -104,21 +104,13 @@ class CompatFileItems:
             yield line, read.item
 
 
+@dataclass(eq=False, kw_only=True)
 class CompatBatches:
-    def __init__(
-        self,
-        *,
-        batches: BatchService,
-        files: FileService,
-        reads: BatchReads,
-        records: CompatRecords,
-        clock: Clock,
-    ) -> None:
-        self.batches = batches
-        self.files = files
-        self.reads = reads
-        self.records = records
-        self.clock = clock
+    batches: BatchService
+    files: FileService
+    reads: BatchReads
+    records: CompatRecords
+    clock: Clock
 
     def create(
         self, principal: Principal, request: CompatBatchRequest, idempotency_key: str | None = None
@@ -228,9 +220,7 @@ def _check_same_request(created: BatchRecord, compat: CompatFields) -> None:
         compat.input_file_id,
         compat.body_format,
     ):
-        raise Conflict(
-            "This Idempotency-Key was used with a different request body.", code="idempotency_conflict"
-        )
+        raise idempotency_conflict()
 
 
 def _check(request: CompatBatchRequest) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Protocol
 
@@ -66,14 +67,12 @@ class PartObjects(Protocol):
     def delete(self, key: str) -> None: ...
 
 
+@dataclass(eq=False)
 class CompatUploads:
-    def __init__(
-        self, records: UploadRecords, files: CompatFiles, objects: PartObjects, clock: Clock
-    ) -> None:
-        self.records = records
-        self.files = files
-        self.objects = objects
-        self.clock = clock
+    records: UploadRecords
+    files: CompatFiles
+    objects: PartObjects
+    clock: Clock
 
     def create(
         self, principal: Principal, *, filename: str, purpose: str, bytes_: int, mime_type: str

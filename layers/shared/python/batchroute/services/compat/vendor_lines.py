@@ -13,6 +13,7 @@ quote lists every bad line as it lists native ones. A `batch_input` file is read
 from __future__ import annotations
 
 from collections.abc import Container, Iterator
+from dataclasses import dataclass
 from typing import Any, Final
 
 from batchroute.domain.batches.files import DEFAULT_PURPOSE
@@ -29,12 +30,12 @@ def is_vendor_line(parsed: Container[str]) -> bool:
     return any(name in parsed for name in VENDOR_FIELDS)
 
 
+@dataclass(eq=False)
 class VendorLineFiles:
     """The native quote's FileItems (services/batches/quotes.py): `files`, with the vendor
     lines of a `batch` file converted to native items."""
 
-    def __init__(self, files: FileService) -> None:
-        self.files = files
+    files: FileService
 
     def open_items(self, org_id: str, file_id: str) -> Iterator[tuple[int, Any]]:
         """`(line, item | LineError | Issue)`: an Issue is a vendor line that is not a request."""

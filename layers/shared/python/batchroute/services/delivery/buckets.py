@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import KW_ONLY, dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import BinaryIO, Protocol
 
@@ -94,25 +94,16 @@ class DueReport:
         return {"queued": self.queued, "attempted": self.attempted, "recovered": self.recovered}
 
 
+@dataclass(eq=False)
 class BucketDelivery:
-    def __init__(
-        self,
-        records: DeliveryStore,
-        targets: Targets,
-        batches: Batches,
-        artifacts: ArtifactStreams,
-        clock: Clock,
-        *,
-        queue: TaskSender | None = None,
-        lease_seconds: int = LEASE_SECONDS,
-    ) -> None:
-        self.records = records
-        self.targets = targets
-        self.batches = batches
-        self.artifacts = artifacts
-        self.clock = clock
-        self.queue = queue
-        self.lease_seconds = lease_seconds
+    records: DeliveryStore
+    targets: Targets
+    batches: Batches
+    artifacts: ArtifactStreams
+    clock: Clock
+    _: KW_ONLY
+    queue: TaskSender | None = None
+    lease_seconds: int = LEASE_SECONDS
 
     # -- the Deliver step ----------------------------------------------------------------
     def deliver_batch(self, batch: BatchRecord, *, now: datetime | None = None) -> DeliveryRecord | None:

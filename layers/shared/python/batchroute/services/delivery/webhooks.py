@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import KW_ONLY, dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Literal, Protocol, TypedDict
 
@@ -137,27 +137,20 @@ class RetryReport:
         }
 
 
+@dataclass(eq=False)
 class WebhookDelivery:
-    def __init__(
-        self,
-        deliveries: DeliveryRecords,
-        orgs: Orgs,
-        sealer: Sealer,
-        sender: Sender,
-        clock: Clock,
-        *,
-        lease_seconds: int = LEASE_SECONDS,
-        workers: int = 8,
-        owner_field: str = "batch_id",
-    ) -> None:
-        self.owner_field = owner_field  # what the store's records are keyed by
-        self.deliveries = deliveries
-        self.orgs = orgs
-        self.sealer = sealer
-        self.sender = sender
-        self.clock = clock
-        self.lease_seconds = lease_seconds
-        self.workers = max(1, workers)
+    deliveries: DeliveryRecords
+    orgs: Orgs
+    sealer: Sealer
+    sender: Sender
+    clock: Clock
+    _: KW_ONLY
+    lease_seconds: int = LEASE_SECONDS
+    workers: int = 8
+    owner_field: str = "batch_id"  # what the store's records are keyed by
+
+    def __post_init__(self) -> None:
+        self.workers = max(1, self.workers)
 
     # -- sealing helpers for batch creation ----------------------------------------------
     def seal_batch_webhook_secret(self, org_id: str, batch_id: str, secret: str) -> str:
@@ -378,13 +371,13 @@ class WebhookDelivery:
         return batch_webhooks_view(self.deliveries, batch_id)
 
 
+@dataclass(eq=False)
 class OrgEventWebhooks:
     """Creates the deliveries of org-level events (billing alerts) to the org's delivery
     webhook; their attempts are made by `WebhookDelivery(..., owner_field="org_id")`."""
 
-    def __init__(self, deliveries: DeliveryRecords, orgs: Orgs) -> None:
-        self.deliveries = deliveries
-        self.orgs = orgs
+    deliveries: DeliveryRecords
+    orgs: Orgs
 
     def deliver_org_event(
         self, org_id: str, *, event_id: str, event_type: str, created_at: str, raw_body: str

@@ -86,14 +86,12 @@ def target_not_found(target: Target) -> NotFound:
     )
 
 
+@dataclass(eq=False)
 class FeedbackService:
-    def __init__(
-        self, store: FeedbackStore, batches: BatchReader, artifacts: Artifacts, clock: Clock
-    ) -> None:
-        self.store = store
-        self.batches = batches
-        self.artifacts = artifacts
-        self.clock = clock
+    store: FeedbackStore
+    batches: BatchReader
+    artifacts: Artifacts
+    clock: Clock
 
     def submit(self, principal: Principal, given: CreateFeedback) -> Saved:
         """Create the caller's feedback on the target, or change it (one per target and

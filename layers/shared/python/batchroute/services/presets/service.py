@@ -13,7 +13,7 @@ what they were expanded to.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import KW_ONLY, dataclass, replace
 from typing import Protocol
 
 from batchroute.clock import Clock, isoformat
@@ -62,22 +62,14 @@ class PresetRegression(Protocol):
     def for_preset(self, preset: PresetVersion, *, trigger: str) -> RegressionRunView: ...
 
 
+@dataclass(eq=False)
 class Presets:
-    def __init__(
-        self,
-        store: PresetRecords,
-        *,
-        catalog: Catalog,
-        clock: Clock,
-        max_presets: int = MAX_PRESETS_PER_ORG,
-        regression: Callable[[], PresetRegression] | None = None,
-    ) -> None:
-        self.store = store
-        self.catalog = catalog
-        self.clock = clock
-        self.max_presets = max_presets
-        # the golden-set runner (schedules/regression.py), built only when a run is asked
-        self.regression = regression
+    store: PresetRecords
+    _: KW_ONLY
+    catalog: Catalog
+    clock: Clock
+    max_presets: int = MAX_PRESETS_PER_ORG
+    regression: Callable[[], PresetRegression] | None = None
 
     # -- writing ---------------------------------------------------------------------------
     def create(self, principal: Principal, command: CreatePreset) -> Preset:

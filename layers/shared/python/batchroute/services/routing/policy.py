@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from batchroute.clock import Clock, isoformat
@@ -100,11 +100,11 @@ class PolicyReader:
                 self._cache.popitem(last=False)
 
 
+@dataclass(eq=False)
 class RoutePolicyService:
-    def __init__(self, records: PolicyRecords, clock: Clock, reader: PolicyReader) -> None:
-        self.records = records
-        self.clock = clock
-        self.reader = reader
+    records: PolicyRecords
+    clock: Clock
+    reader: PolicyReader
 
     def get(self, principal: Principal) -> RoutePolicy:
         authorize(principal, "routing:read")

@@ -92,31 +92,18 @@ class PresetBenchmarks(Protocol):
     def put_benchmark(self, org_id: str, name: str, regression: RegressionRecord) -> None: ...
 
 
+@dataclass(eq=False, kw_only=True)
 class RegressionRuns:
-    def __init__(
-        self,
-        *,
-        store: ScheduleRecords,
-        catalog: Catalog,
-        providers: Providers,
-        guards: RoutingGuards,
-        ledger: LedgerBook,
-        controls: ControlsReader,
-        clock: Clock,
-        watch: MoneyWatch | None = None,
-        presets: PresetResolver | None = None,
-        preset_benchmarks: PresetBenchmarks | None = None,
-    ) -> None:
-        self.store = store
-        self.catalog = catalog
-        self.providers = providers
-        self.guards = guards
-        self.ledger = ledger
-        self.controls = controls
-        self.clock = clock
-        self.watch = watch
-        self.presets = presets
-        self.preset_benchmarks = preset_benchmarks
+    store: ScheduleRecords
+    catalog: Catalog
+    providers: Providers
+    guards: RoutingGuards
+    ledger: LedgerBook
+    controls: ControlsReader
+    clock: Clock
+    watch: MoneyWatch | None = None
+    presets: PresetResolver | None = None
+    preset_benchmarks: PresetBenchmarks | None = None
 
     def __call__(self, principal: Principal, schedule: Schedule, *, trigger: str) -> RegressionRunView:
         """A schedule's run: its own golden set, else its input source's preset's; the

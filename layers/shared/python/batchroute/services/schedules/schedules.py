@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
@@ -71,31 +71,18 @@ def _webhook_context(org_id: str, schedule_id: str) -> dict[str, str]:
     return {"org_id": org_id, "schedule_id": schedule_id, "purpose": "schedule_webhook"}
 
 
+@dataclass(eq=False, kw_only=True)
 class Schedules:
-    def __init__(
-        self,
-        *,
-        store: ScheduleRecords,
-        batches: Callable[[], BatchService],
-        files: FileService,
-        targets: DeliveryTargets,
-        sealer: Sealer,
-        catalog: Catalog,
-        check_url: Callable[[str], object],
-        clock: Clock,
-        triggers: Triggers | None = None,
-        regression: RegressionStarter | None = None,
-    ) -> None:
-        self.store = store
-        self.batches = batches
-        self.files = files
-        self.targets = targets
-        self.sealer = sealer
-        self.catalog = catalog
-        self.check_url = check_url
-        self.clock = clock
-        self.triggers = triggers
-        self.regression = regression  # golden-set runs (regression.py)
+    store: ScheduleRecords
+    batches: Callable[[], BatchService]
+    files: FileService
+    targets: DeliveryTargets
+    sealer: Sealer
+    catalog: Catalog
+    check_url: Callable[[str], object]
+    clock: Clock
+    triggers: Triggers | None = None
+    regression: RegressionStarter | None = None
 
     # -- reads -----------------------------------------------------------------------------
     def get(self, principal: Principal, schedule_id: str) -> Schedule:

@@ -34,7 +34,7 @@ from batchroute.errors import Conflict, InvalidRequest, NotFound, ServiceError
 from batchroute.ids import new_id
 from batchroute.money import Money
 from batchroute.observability import logger
-from batchroute.services.batches.create import IDEMPOTENCY_TTL, check_idempotency_key
+from batchroute.services.batches.create import IDEMPOTENCY_TTL, check_idempotency_key, replayed_body
 from batchroute.services.batches.ports import BatchReader
 from batchroute.services.billing.ports import TransactItem
 from batchroute.services.work_orders.commands import AddMember, CreateWorkOrder, UpdateWorkOrder
@@ -93,11 +93,11 @@ def _kind(batch: BatchRecord) -> MemberKind:
     return "chat_job" if batch.source == CHAT_SOURCE else "batch"
 
 
+@dataclass(eq=False)
 class WorkOrders:
-    def __init__(self, store: WorkOrderStore, batches: BatchReader, clock: Clock) -> None:
-        self.store = store
-        self.batches = batches
-        self.clock = clock
+    store: WorkOrderStore
+    batches: BatchReader
+    clock: Clock
 
     # -- the resource --------------------------------------------------------------------------
     def create(
@@ -144,14 +144,8 @@ class WorkOrders:
         return CreatedWorkOrder(201, answer)
 
     def _replay(self, org_id: str, key: str, fingerprint: str) -> CreatedWorkOrder | None:
-        record = self.store.idempotency_record(org_id, key)
-        if record is None:
-            return None
-        if record.request_hash != fingerprint:
-            raise Conflict(
-                "This Idempotency-Key was used with a different request body.", code="idempotency_conflict"
-            )
-        return CreatedWorkOrder(201, record.body.encode(), replayed=True)
+        body = replayed_body(self.store.idempotency_record(org_id, key), fingerprint)
+        return None if body is None else CreatedWorkOrder(201, body, replayed=True)
 
     def get(self, principal: Principal, work_order_id: str) -> WorkOrder:
         authorize(principal, "batches:read")

@@ -19,7 +19,7 @@ Repeated messages rewrite the same chunks; once done the step answers without re
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from batchroute.clock import Clock, isoformat
@@ -45,19 +45,12 @@ class IntakeFailed(PermanentError):
     pass
 
 
+@dataclass(eq=False, kw_only=True)
 class Intake:
-    def __init__(
-        self,
-        *,
-        records: BatchStore,
-        reader: ItemReader,
-        artifacts: ObjectStore,
-        clock: Clock,
-    ) -> None:
-        self.records = records
-        self.reader = reader
-        self.artifacts = artifacts
-        self.clock = clock
+    records: BatchStore
+    reader: ItemReader
+    artifacts: ObjectStore
+    clock: Clock
 
     def run(self, batch: BatchRecord) -> IntakeOutput:
         intake = batch.intake

@@ -11,6 +11,8 @@ the lane keys.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from batchroute.clock import Clock, isoformat
 from batchroute.domain.batches.record import BatchRecord
 from batchroute.domain.batches.states import TERMINAL
@@ -25,11 +27,11 @@ class InvalidPlan(PermanentError):
     pass
 
 
+@dataclass(eq=False, kw_only=True)
 class LanePlanner:
-    def __init__(self, *, records: BatchStore, progress: ProgressCounters, clock: Clock) -> None:
-        self.records = records
-        self.progress = progress
-        self.clock = clock
+    records: BatchStore
+    progress: ProgressCounters
+    clock: Clock
 
     def route(self, batch: BatchRecord) -> RouteOutput:
         batch_id = batch.batch_id

@@ -71,23 +71,14 @@ class ReclaimReport:
         }
 
 
+@dataclass(eq=False, kw_only=True)
 class RetentionCollector:
-    def __init__(
-        self,
-        *,
-        index: ReclaimIndex,
-        settings: RetentionLookup,
-        objects: ArtifactObjects,
-        clock: Clock,
-        grace: timedelta,
-        max_batches: int = DEFAULT_MAX_BATCHES,
-    ) -> None:
-        self.index = index
-        self.settings = settings
-        self.objects = objects
-        self.clock = clock
-        self.grace = grace
-        self.max_batches = max_batches
+    index: ReclaimIndex
+    settings: RetentionLookup
+    objects: ArtifactObjects
+    clock: Clock
+    grace: timedelta
+    max_batches: int = DEFAULT_MAX_BATCHES
 
     def collect(self) -> ReclaimReport:
         """One bounded page of due batches: reclaim or reschedule each."""

@@ -70,29 +70,17 @@ def _parse(moment: str) -> datetime:
     return datetime.fromisoformat(moment.replace("Z", "+00:00"))
 
 
+@dataclass(eq=False, kw_only=True)
 class Settlement:
-    def __init__(
-        self,
-        *,
-        records: BatchStore,
-        ledger: LedgerBook,
-        controls: ControlsReader,
-        artifacts: BatchFiles,
-        fees: FeeSchedule,
-        clock: Clock,
-        watch: MoneyWatch | None = None,
-        work_orders: WorkOrderMembers | None = None,
-        references: References | None = None,
-    ) -> None:
-        self.work_orders = work_orders
-        self.references = references
-        self.records = records
-        self.ledger = ledger
-        self.controls = controls
-        self.artifacts = artifacts
-        self.fees = fees
-        self.clock = clock
-        self.watch = watch
+    records: BatchStore
+    ledger: LedgerBook
+    controls: ControlsReader
+    artifacts: BatchFiles
+    fees: FeeSchedule
+    clock: Clock
+    watch: MoneyWatch | None = None
+    work_orders: WorkOrderMembers | None = None
+    references: References | None = None
 
     def settle(self, batch: BatchRecord) -> SettleOutput:
         batch_id = batch.batch_id

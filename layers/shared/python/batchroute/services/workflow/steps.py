@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from datetime import datetime
 from typing import Protocol
 
@@ -122,23 +122,15 @@ class QueuedFileChecks(Protocol):
     def check_queued(self, file_id: str) -> object: ...
 
 
+@dataclass(eq=False)
 class BatchWorkflow:
-    def __init__(
-        self,
-        records: WorkflowRecords,
-        clock: Clock,
-        webhooks: BatchEventDelivery | None = None,
-        *,
-        pipeline: Pipeline | None = None,
-        buckets: BucketEventDelivery | None = None,
-        files: QueuedFileChecks | None = None,
-    ) -> None:
-        self.records = records
-        self.clock = clock
-        self.webhooks = webhooks
-        self.pipeline = pipeline
-        self.buckets = buckets
-        self.files = files
+    records: WorkflowRecords
+    clock: Clock
+    webhooks: BatchEventDelivery | None = None
+    _: KW_ONLY
+    pipeline: Pipeline | None = None
+    buckets: BucketEventDelivery | None = None
+    files: QueuedFileChecks | None = None
 
     def _pipeline(self) -> Pipeline:
         if self.pipeline is None:
