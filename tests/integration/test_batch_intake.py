@@ -37,7 +37,6 @@ from tests.integration.batch_pipeline_support import (
 )
 from tests.integration.principals import TestOrg, new_org
 from tests.integration.test_batch_pipeline import _artifacts, _batch, _ledger, _records
-from tests.integration.test_batch_pipeline import stack as stack  # the fixture: no latency, no backoff
 from tests.integration.test_quotes import _item
 
 

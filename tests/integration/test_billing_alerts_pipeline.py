@@ -24,7 +24,7 @@ from batchroute_tools.local.provision import LocalStack
 from functions.api.app import create_app
 from tests.integration.batch_pipeline_support import create_batch, item, run_until_done, run_workflow
 from tests.integration.principals import TestOrg
-from tests.integration.test_batch_pipeline import org, stack  # noqa: F401 (fixtures)
+from tests.integration.test_batch_pipeline import org  # noqa: F401 (the fixture; `stack` is conftest.py's)
 from tests.integration.test_quotes import _item
 
 
@@ -41,7 +41,7 @@ def kinds(org_id: str) -> list[str]:
 
 
 def test_the_reservation_and_the_settlement_each_raise_their_alerts(
-    stack: LocalStack,  # noqa: F811
+    stack: LocalStack,
     org: TestOrg,  # noqa: F811
     tmp_path: Path,
 ) -> None:
@@ -92,7 +92,7 @@ def test_the_reservation_and_the_settlement_each_raise_their_alerts(
 
 
 def test_a_failing_watch_never_fails_a_settlement(
-    stack: LocalStack,  # noqa: F811
+    stack: LocalStack,
     org: TestOrg,  # noqa: F811
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

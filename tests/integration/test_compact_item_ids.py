@@ -24,7 +24,6 @@ from tests.integration.test_batch_intake import (
 )
 from tests.integration.test_batch_intake import client as client  # the fixtures
 from tests.integration.test_batch_intake import org as org
-from tests.integration.test_batch_intake import stack as stack
 from tests.integration.test_batch_pipeline import _artifacts, _batch, _ledger
 from tests.integration.test_file_profile import _forget_profile
 from tests.integration.test_file_profile import opened as opened  # the fixture

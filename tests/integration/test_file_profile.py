@@ -28,7 +28,6 @@ from tests.integration.test_batch_intake import _create, _upload
 from tests.integration.test_batch_intake import client as client  # the fixtures
 from tests.integration.test_batch_intake import org as org
 from tests.integration.test_batch_pipeline import _batch, _ledger
-from tests.integration.test_batch_pipeline import stack as stack  # the fixture: no latency, no backoff
 from tests.integration.test_quotes import _item
 
 
