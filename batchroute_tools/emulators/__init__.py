@@ -5,6 +5,7 @@ them (catalog/data/environments/local.toml)."""
 
 from __future__ import annotations
 
+import socket
 import time
 from collections.abc import Callable
 from typing import Any
@@ -89,10 +90,14 @@ def payment_emulator(settings: Settings, *, webhook_url: str | None, auto_delive
 
 
 def build_emulators(
-    settings: Settings, *, s3: Any = None, port: int = 0, payments_webhook_url: str | None = None
+    settings: Settings,
+    *,
+    s3: Any = None,
+    sock: socket.socket | None = None,
+    payments_webhook_url: str | None = None,
 ) -> EmulatorServer:
     """Every vendor's emulator on one server (not started), and the payment emulator at
     `/stripe`, sending its webhooks to `payments_webhook_url`."""
     behaviour = Behaviour(EmulatorConfig.from_settings(settings))
     payments = payment_emulator(settings, webhook_url=payments_webhook_url, auto_deliver=True)
-    return EmulatorServer([*build_vendors(behaviour, s3=s3), payments.vendor], port=port)
+    return EmulatorServer([*build_vendors(behaviour, s3=s3), payments.vendor], sock=sock)

@@ -113,9 +113,20 @@ class Vendor:
 class EmulatorServer:
     """The vendors, served on 127.0.0.1 (`port=0`: any free port) in a background thread."""
 
-    def __init__(self, vendors: Iterable[Vendor], *, port: int = 0) -> None:
+    def __init__(
+        self, vendors: Iterable[Vendor], *, port: int = 0, sock: socket.socket | None = None
+    ) -> None:
+        """`sock`: a listening socket bound elsewhere (the local stack's runner), served as is."""
         self.vendors = sorted(vendors, key=lambda v: len(v.prefix), reverse=True)
-        self._server = ThreadingHTTPServer(("127.0.0.1", port), _handler_class(self))
+        if sock is None:
+            self._server = ThreadingHTTPServer(("127.0.0.1", port), _handler_class(self))
+        else:
+            self._server = ThreadingHTTPServer(
+                sock.getsockname()[:2], _handler_class(self), bind_and_activate=False
+            )
+            self._server.socket.close()
+            self._server.socket = sock
+            self._server.server_address = sock.getsockname()[:2]
         self._server.daemon_threads = True
         self._thread: threading.Thread | None = None
 

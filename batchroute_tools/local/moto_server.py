@@ -1,53 +1,47 @@
-"""The local AWS: moto in server mode, in this process, on a loopback port.
+"""The local AWS: moto in server mode, in a process of its own, on a loopback port.
 
-In-process (a thread, like moto's ThreadedMotoServer) rather than a child process, so
-it cannot outlive the runner. The socket is bound before anything else happens, so a
-taken port fails loudly here instead of hanging a server thread. DynamoDB transactions roll
-back item by item instead of by copying whole tables (moto_transactions.py).
+A child process (child.py), as DynamoDB, S3, SQS and Step Functions are outside a Lambda
+function: moto's request parsing never holds the service's GIL. The runner binds the socket
+first, so a taken port fails loudly here instead of hanging a server. DynamoDB transactions
+roll back item by item instead of by copying whole tables (moto_transactions.py), installed
+in the moto process. `python -m batchroute_tools.local.moto_server --fd N` is the child.
 """
 
 from __future__ import annotations
 
+import argparse
 import logging
 import os
 import threading
+from typing import TYPE_CHECKING
 
 import httpx
-from moto.moto_server.werkzeug_app import (
-    DomainDispatcherApplication,
-    MotoRequestHandler,
-    create_backend_app,
-)
-from werkzeug.serving import BaseWSGIServer, make_server
 
-from batchroute_tools.local import moto_transactions
+from batchroute_tools.local import memory
+from batchroute_tools.local.child import ChildServer, inherited_socket, serve_until_parent_exits
+
+if TYPE_CHECKING:
+    from werkzeug.serving import BaseWSGIServer
 
 
 class MotoServer:
     def __init__(self, *, host: str = "127.0.0.1", port: int = 0) -> None:
-        # Request lines from every poll would drown the service's own logs.
-        for chatty in ("werkzeug", "botocore.credentials", "httpx"):
-            logging.getLogger(chatty).setLevel(logging.WARNING)
-        moto_transactions.install()
-        self._server: BaseWSGIServer = make_server(
-            host,
-            port,  # 0: the kernel picks a free port, without a race
-            DomainDispatcherApplication(create_backend_app),
-            threaded=True,
-            request_handler=MotoRequestHandler,
-        )
-        self.host, self.port = str(self._server.server_address[0]), int(self._server.server_address[1])
-        self._thread = threading.Thread(target=self._server.serve_forever, name="moto-server", daemon=True)
+        self._child = ChildServer("moto server", __name__, host=host, port=port)
+        self.host, self.port = self._child.host, self._child.port
 
     @property
     def endpoint_url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return self._child.url
+
+    def spawn(self) -> None:
+        self._child.spawn()
+
+    def wait_ready(self) -> None:
+        self._child.wait_ready()
 
     def start(self) -> None:
-        # moto's Step Functions interpreter calls back into "localhost:$MOTO_PORT" for
-        # the workflow's SQS and DynamoDB tasks: point it here before any execution.
-        os.environ["MOTO_PORT"] = str(self.port)
-        self._thread.start()
+        self.spawn()
+        self.wait_ready()
 
     def enable_state_machine_execution(self) -> None:
         """Turn on moto's ASL interpreter: executions really run instead of returning at once."""
@@ -60,6 +54,54 @@ class MotoServer:
         response.raise_for_status()
 
     def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=5)
+        self._child.stop()
+
+
+def make_moto_server(host: str, port: int, *, fd: int | None = None) -> BaseWSGIServer:
+    """moto's server app with the local stack's transactions, on `fd` if given (not started)."""
+    from moto.moto_server.werkzeug_app import (
+        DomainDispatcherApplication,
+        MotoRequestHandler,
+        create_backend_app,
+    )
+    from werkzeug.serving import make_server
+
+    from batchroute_tools.local import moto_transactions  # imports moto: only where moto runs
+
+    moto_transactions.install()
+    server = make_server(
+        host,
+        port,  # 0: the kernel picks a free port
+        DomainDispatcherApplication(create_backend_app),
+        threaded=True,
+        request_handler=MotoRequestHandler,
+        fd=fd,
+    )
+    # moto's Step Functions interpreter calls back into "localhost:$MOTO_PORT" for the
+    # workflow's SQS and DynamoDB tasks: point it here before any execution.
+    os.environ["MOTO_PORT"] = str(server.server_address[1])
+    return server
+
+
+def main(argv: list[str] | None = None) -> None:
+    """The moto process: serve on the inherited socket until the runner goes."""
+    parser = argparse.ArgumentParser(prog="python -m batchroute_tools.local.moto_server")
+    parser.add_argument("--fd", type=int, required=True, help="the listening socket the runner bound")
+    args = parser.parse_args(argv)
+    # Request lines from every poll would drown the service's own logs.
+    for chatty in ("werkzeug", "botocore.credentials", "httpx"):
+        logging.getLogger(chatty).setLevel(logging.WARNING)
+    memory.limit_arenas()
+    sock = inherited_socket(args.fd)
+    host, port = sock.getsockname()[:2]
+    sock.detach()  # werkzeug takes the descriptor itself
+    server = make_moto_server(host, port, fd=args.fd)
+    thread = threading.Thread(target=server.serve_forever, name="moto-server", daemon=True)
+    thread.start()
+    serve_until_parent_exits()
+    server.shutdown()
+    server.server_close()
+
+
+if __name__ == "__main__":
+    main()

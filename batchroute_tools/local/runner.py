@@ -22,9 +22,8 @@ import uvicorn
 
 from batchroute import resources
 from batchroute.config import Settings
-from batchroute_tools.emulators import build_emulators
-from batchroute_tools.emulators.server import EmulatorServer
 from batchroute_tools.local import environment, memory
+from batchroute_tools.local.child import ChildServer
 from batchroute_tools.local.console import mount_console
 from batchroute_tools.local.lambda_runtime import context_for, load_handler
 from batchroute_tools.local.moto_server import MotoServer
@@ -63,21 +62,24 @@ def run(
     environment.use_fake_credentials(LOCAL_REGION)
     memory.limit_arenas()  # before any thread starts (batchroute_tools/local/memory.py)
 
+    api_url = f"http://{HOST}:{port}"
     moto = MotoServer(host=HOST, port=moto_port)
-    moto.start()
+    emulators = _emulators(moto, api_url=api_url)
     threads: list[threading.Thread] = []
     api: uvicorn.Server | None = None
-    emulators: EmulatorServer | None = None
     try:
+        # Side by side: each child imports what it serves while the other does.
+        moto.spawn()
+        emulators.spawn()
+        moto.wait_ready()
+        emulators.wait_ready()
         moto.enable_state_machine_execution()
-        api_url = f"http://{HOST}:{port}"
-        emulators = _start_emulators(moto, api_url=api_url)
-        stack = _provision_service(moto, api_url=api_url, emulators_url=emulators.base_url)
+        stack = _provision_service(moto, api_url=api_url, emulators_url=emulators.url)
         threads += _start_consumers(stack, stop)
         threads.append(_sweeper_schedule(stack, sweeper_interval).start(stop))
         threads.append(reconciliation_schedule(stack).start(stop))
         # Written before the API answers: whoever sees /v1/health up can read the stack file.
-        environment.write_stack_file(stack_file, stack, api_url=api_url, emulators_url=emulators.base_url)
+        environment.write_stack_file(stack_file, stack, api_url=api_url, emulators_url=emulators.url)
         api = _api_server(port)
         api_thread = threading.Thread(target=api.run, name="api", daemon=True)
         api_thread.start()
@@ -105,20 +107,28 @@ def run(
         for thread in threads:
             thread.join(timeout=max(0.0, deadline - time.monotonic()))
         environment.remove_stack_file(stack_file)
-        if emulators is not None:
-            emulators.stop()
+        emulators.stop()
         moto.stop()
 
 
-def _start_emulators(moto: MotoServer, *, api_url: str) -> EmulatorServer:
-    """The vendor emulators every provider's adapter talks to (docs/emulators.md); Bedrock's
-    batch jobs read and write S3 on the moto server; the payment emulator sends its webhooks
-    to the API (docs/payments.md)."""
-    settings = Settings.from_environ({**os.environ, "ENVIRONMENT": "local"})
-    s3 = boto3.session.Session().client("s3", region_name=LOCAL_REGION, endpoint_url=moto.endpoint_url)
-    return build_emulators(
-        settings, s3=s3, payments_webhook_url=f"{api_url}/v1/billing/stripe/webhook"
-    ).start()
+def _emulators(moto: MotoServer, *, api_url: str) -> ChildServer:
+    """The vendor emulators every provider's adapter talks to (docs/emulators.md), in a process
+    of their own; Bedrock's batch jobs read and write S3 on the moto server; the payment
+    emulator sends its webhooks to the API (docs/payments.md)."""
+    return ChildServer(
+        "vendor emulators",
+        "batchroute_tools.emulators",
+        host=HOST,
+        port=0,
+        args=(
+            "--s3-endpoint",
+            moto.endpoint_url,
+            "--payments-webhook-url",
+            f"{api_url}/v1/billing/stripe/webhook",
+            "--region",
+            LOCAL_REGION,
+        ),
+    )
 
 
 def _provision_service(moto: MotoServer, *, api_url: str, emulators_url: str) -> LocalStack:

@@ -15,7 +15,7 @@ from moto.core import DEFAULT_ACCOUNT_ID
 from moto.dynamodb.models import dynamodb_backends
 
 from batchroute_tools.local import moto_transactions
-from batchroute_tools.local.moto_server import MotoServer
+from batchroute_tools.local.moto_server import make_moto_server
 
 REGION = "us-east-1"
 
@@ -24,11 +24,13 @@ REGION = "us-east-1"
 def dynamodb(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     for name, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}.items():
         monkeypatch.setenv(name, value)
-    server = MotoServer()
-    server.start()
+    # The local stack's moto server, in this process so the test can look into its tables.
+    server = make_moto_server("127.0.0.1", 0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
+        host, port = server.server_address[:2]
         client = boto3.session.Session().client(
-            "dynamodb", region_name=REGION, endpoint_url=server.endpoint_url
+            "dynamodb", region_name=REGION, endpoint_url=f"http://{host!s}:{port}"
         )
         for name, keys in {"ranged": ("pk", "sk"), "hashed": ("pk",)}.items():
             client.create_table(
@@ -42,7 +44,8 @@ def dynamodb(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
             )
         yield client
     finally:
-        server.stop()
+        server.shutdown()
+        server.server_close()
         moto_transactions.uninstall()  # this test process's other suites use moto as it ships
         dynamodb_backends[DEFAULT_ACCOUNT_ID].pop(REGION, None)
 
