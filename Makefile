@@ -85,7 +85,7 @@ bench-pipeline: setup
 
 ## The whole AWS bill per 1M items (10k, 100k, 1M items: the 1M run takes ~20 min).
 bench-cost: setup
-	$(PY) -m bench.cost_model --split
+	$(PY) -m bench.cost_model
 
 bench-peers: setup
 	$(PY) -m bench.peers

@@ -13,8 +13,9 @@ repository's own packages, without putting folders on `sys.path` by hand. Not sh
 Lambda layer and the installed distribution leave it out.
 
 The pipeline bench's parts: `stack` (start and stop a local stack, register, fund, upload),
-`instrumented` (the stack process under the counters), `tally` (the counters), `aws_requests`
-(AWS requests counted at moto, priced at list price), `cost_model` (requests, Lambda
-GB-seconds, storage and transfer to the vendors, line by line), `capacity` (DynamoDB request units),
-`profiling` (CPU profiles, the traced heap, RSS by batch state) and `report` (what it prints).
+`instrumented` (the stack's service and moto processes under the counters), `tally` (the
+counters), `aws_requests` (AWS requests counted at moto, priced at list price), `cost_model`
+(requests, Lambda GB-seconds, storage and transfer to the vendors, line by line), `capacity`
+(DynamoDB request units), `profiling` (CPU profiles, the traced heap, RSS by batch state) and
+`report` (what it prints).
 """

@@ -2,7 +2,8 @@
 AWS calls a direct request makes before its first byte. One run measures both:
 
 1. Latency. The local stack is started exactly as `make run` starts it (its own process,
-   moto server, uvicorn; tests/e2e/local_stack.py), with the simulated providers' time to
+   uvicorn, with moto and the vendor emulators each in a child process;
+   tests/e2e/local_stack.py), with the simulated providers' time to
    first token and inter-token delay set by `--ttft-ms` / `--inter-token-ms`. Each round
    streams one request (`stream: true`, `include_usage`, pinned to one lane with
    `provider_preferences {only: [edge-eu], allow_fallbacks: false}`) over HTTP with httpx,
@@ -15,10 +16,11 @@ AWS calls a direct request makes before its first byte. One run measures both:
 1b. Breakdown (`--breakdown-rounds`). The same rounds against the same runner started under
    bench/chat_probe.py's timing probes, joined per request (`x-request-id`): each AWS call
    split into botocore's own time, loopback HTTP (urllib3 + werkzeug), and moto's server
-   (wall and CPU, and the time moto spent deep-copying tables for transaction rollback), the
-   thread-pool hops, the service's own Python, the provider's first byte, SSE delivery, and
-   the settlement after `[DONE]`. All times are CLOCK_MONOTONIC (perf_counter), shared by
-   both processes. The probes cost a little themselves. `--stock-moto-rounds` repeats it with
+   (wall and CPU, and the time moto spent deep-copying tables for transaction rollback:
+   measured in the moto process and sent back on the call's answer), the thread-pool hops,
+   the service's own Python, the provider's first byte, SSE delivery, and the settlement
+   after `[DONE]`. All times are CLOCK_MONOTONIC (perf_counter), shared by every process on
+   the machine. The probes cost a little themselves. `--stock-moto-rounds` repeats it with
    moto's own rollback (whole-table copies; batchroute_tools/local/moto_transactions.py is
    what the local stack uses instead), to show what that costs.
 2. AWS calls. The same app, in process on moto (`mock_aws`, provisioned as the integration

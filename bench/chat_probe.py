@@ -2,11 +2,14 @@
 bench/chat_overhead.py. Not product code; nothing imports it but the bench.
 
 `python -m bench.chat_probe` (from the repository root) installs the probes, then runs
-`batchroute_tools.local`'s `main()` (moto server, provisioning, pollers, uvicorn: the same
-code as `make run`). Every HTTP request the API serves appends one JSON line to
-`$CHAT_PROBE_OUT` once its answer has ended. All times are `time.perf_counter()` values, which
-on Linux is CLOCK_MONOTONIC, shared by every process on the machine: the bench compares them
-with its own client-side times.
+`batchroute_tools.local`'s `main()` (moto server, vendor emulators, provisioning, pollers,
+uvicorn: the same code as `make run`). moto runs in a process of its own, as under `make run`:
+the runner's `MotoServer` starts `python -m bench.chat_probe --fd N --moto`, which installs
+the moto-side probe and then runs moto_server's `main`. Every HTTP request the API serves
+appends one JSON line to `$CHAT_PROBE_OUT` once its answer has ended. All times are
+`time.perf_counter()` values, which on Linux is CLOCK_MONOTONIC, shared by every process on
+the machine: the bench compares them with its own client-side times, and the service's with
+moto's.
 
 A line holds:
 - `asgi_start`, `response_start`, `sends` (`[time, kind]` per body message: `role`,
@@ -16,14 +19,19 @@ A line holds:
 - `hops`: every `anyio.to_thread.run_sync` (which FastAPI and Starlette use for sync
   dependencies, `run_in_threadpool` and the stream's `next_event`) as
   `[submitted, started, finished, resumed]`: the waits on both sides are the hop's cost;
-- `aws`: every botocore call `{op, start, end, http_start, http_end, server}` where
-  `server` is what moto's WSGI app measured for that very call (`wall`, `cpu` = the server
-  thread's CPU time, `deepcopy` = time in moto's TransactWriteItems table copies, `items` =
-  item counts of the tables it copied).
+- `aws`: every botocore call `{op, start, end, http: [{start, end, server}]}` where
+  `server` is what moto's WSGI app measured for that very call, in the moto process, and sent
+  back in the `x-probe-server` response header (`start`, `wall`, `cpu` = the server thread's
+  CPU time, `deepcopy` = time in moto's TransactWriteItems table copies, `items` = item counts
+  of the tables it copied).
+
+`CHAT_PROBE_STOCK_MOTO=1`: the moto process keeps moto's own transaction rollback (whole-table
+copies) instead of the local stack's (batchroute_tools/local/moto_transactions.py).
 """
 
 from __future__ import annotations
 
+import argparse
 import contextvars
 import cProfile
 import itertools
@@ -32,17 +40,17 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from functools import wraps
+from functools import partial, wraps
 from pathlib import Path
 from typing import Any
 
+MODULE = "bench.chat_probe"  # run with -m from the repository root: the service and moto processes
 CALL_HEADER = "x-probe-call"
+SERVER_HEADER = "x-probe-server"  # moto's timing of the call, as JSON, on its answer
 
 _request: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar(
     "probe_request", default=None
 )
-_server_calls: dict[str, dict[str, Any]] = {}
-_server_lock = threading.Lock()
 _call_ids = itertools.count(1)
 _local = threading.local()
 _out_lock = threading.Lock()
@@ -91,23 +99,40 @@ def _install_botocore() -> None:
         call = getattr(_local, "call", None)
         if call is None:
             return send(self, request)
-        call_id = str(next(_call_ids))
-        request.headers[CALL_HEADER] = call_id
+        request.headers[CALL_HEADER] = str(next(_call_ids))
         start = _now()
+        response = None
         try:
-            return send(self, request)
+            response = send(self, request)
+            return response
         finally:
             end = _now()
-            with _server_lock:
-                server = _server_calls.pop(call_id, None)
-            call["http"].append({"start": start, "end": end, "server": server})
+            timing = response.headers.get(SERVER_HEADER) if response is not None else None
+            call["http"].append(
+                {"start": start, "end": end, "server": json.loads(timing) if timing else None}
+            )
 
     BaseClient._make_api_call = timed_call  # type: ignore[method-assign]
     URLLib3Session.send = timed_send  # type: ignore[method-assign]
 
 
-# -- server side: moto --------------------------------------------------------------------------
-def _install_moto() -> None:
+# -- server side: moto, in the moto process ------------------------------------------------------
+def _install_moto(stock: bool) -> None:
+    """Before the moto server is made: the local stack's transactions (unless `stock`), then the
+    probe over them (it wraps the `copy` moto's DynamoDB then uses)."""
+    from batchroute_tools.local import moto_transactions
+
+    install = moto_transactions.install
+
+    def install_then_probe() -> None:
+        if not stock:
+            install()
+        _install_dispatch_probe()
+
+    setattr(moto_transactions, "install", install_then_probe)  # noqa: B010 (make_moto_server calls it)
+
+
+def _install_dispatch_probe() -> None:
     import moto.dynamodb.models as dynamodb_models
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication
 
@@ -123,13 +148,20 @@ def _install_moto() -> None:
             return dispatch(self, environ, start_response)
         entry: dict[str, Any] = {"deepcopy": 0.0, "items": {}}
         _local.server = entry
+        answer: list[Any] = []
+
+        def held(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
+            answer[:] = [status, headers, exc_info]  # started below, once the timing is known
+            return _no_write
+
         profiling = profiler is not None and profile_lock.acquire(blocking=False)
         start, cpu = _now(), time.thread_time()
         try:
             if profiling:
                 assert profiler is not None
-                return profiler.runcall(dispatch, self, environ, start_response)
-            return dispatch(self, environ, start_response)
+                body = profiler.runcall(dispatch, self, environ, held)
+            else:
+                body = dispatch(self, environ, held)
         finally:
             entry.update(start=start, wall=_now() - start, cpu=time.thread_time() - cpu)
             if profiling:
@@ -138,8 +170,9 @@ def _install_moto() -> None:
                     profiler.dump_stats(str(profile_out))
                 profile_lock.release()
             _local.server = None
-            with _server_lock:
-                _server_calls[call_id] = entry
+        status, headers, exc_info = answer
+        start_response(status, [*headers, (SERVER_HEADER, json.dumps(entry))], exc_info)
+        return body
 
     inner = dynamodb_models.copy  # the module, or the local stack's moto_transactions proxy
 
@@ -163,6 +196,10 @@ def _install_moto() -> None:
 
     DomainDispatcherApplication.__call__ = timed_dispatch  # type: ignore[method-assign]
     dynamodb_models.copy = _TimedCopy()  # type: ignore[assignment]
+
+
+def _no_write(data: bytes) -> None:
+    raise RuntimeError("moto answered through WSGI's write(): the probe cannot time it")
 
 
 def _item_count(table: Any) -> int:
@@ -290,15 +327,13 @@ def wrap_app(app: Any, out: Path) -> Any:
 def install(out: Path) -> None:
     _install_botocore()
     from batchroute_tools.local import runner
+    from batchroute_tools.local.moto_server import MotoServer
 
+    # The runner's moto process runs this module (`--moto`), which probes moto there.
+    setattr(runner, "MotoServer", partial(MotoServer, module=MODULE, args=("--moto",)))  # noqa: B010
     make_server = runner._api_server
 
     def api_server(port: int) -> Any:
-        if os.environ.get("CHAT_PROBE_STOCK_MOTO") == "1":  # moto's own rollback: whole-table copies
-            from batchroute_tools.local import moto_transactions
-
-            moto_transactions.uninstall()
-        _install_moto()  # now: after MotoServer has patched moto's transactions
         _install_service()  # now: the service's modules read their settings on import
         server = make_server(port)
         server.config.app = wrap_app(server.config.app, out)
@@ -307,11 +342,23 @@ def install(out: Path) -> None:
     runner._api_server = api_server
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog=f"python -m {MODULE}")
+    parser.add_argument("--moto", action="store_true", help="be the stack's moto process (needs --fd)")
+    parser.add_argument("--fd", type=int, help="the moto process's listening socket, bound by the runner")
+    args = parser.parse_args(argv)
+    if args.moto:
+        if args.fd is None:
+            parser.error("--moto needs --fd")
+        from batchroute_tools.local import moto_server
+
+        _install_moto(stock=os.environ.get("CHAT_PROBE_STOCK_MOTO") == "1")
+        moto_server.main(["--fd", str(args.fd)])
+        return
     install(Path(os.environ["CHAT_PROBE_OUT"]))
     from batchroute_tools.local.__main__ import main as run
 
-    run()
+    run([])
 
 
 if __name__ == "__main__":

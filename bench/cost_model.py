@@ -11,8 +11,9 @@ Lines, each in $ per 1M items:
   configured memory (`batchroute.resources.FUNCTIONS`, which the CDK app deploys: one source).
   Wall time because Lambda bills the handler's elapsed time (rounded up to 1 ms), CPU or not.
   Measured locally under the load noted with the run: two shared cores, moto and the vendor
-  emulators in the same machine, so the figure depends on load; and the emulators answer at
-  once, so the time a handler waits for a real vendor is not in it;
+  emulators on the same machine (each in a process of its own), so the figure depends on
+  load; and the emulators answer at once, so the time a handler waits for a real vendor is
+  not in it;
 - S3 storage: the bytes a batch leaves in the buckets at the end of the run, by kind. All of
   `batches/<id>/` but the receipt (input chunks, lane results, partial results, the results
   and errors files and their index) is reclaimed after the retention window (the default
@@ -28,8 +29,8 @@ Not in the model (not measured here): CloudWatch Logs and X-Ray traces, S3 serve
 logs, the API function's duration (four requests a batch), KMS (the tables and buckets use AWS
 owned keys), the free tiers.
 
-Run from the repository root: `.venv/bin/python -m bench.cost_model [--sizes 10000,100000,1000000]
-[--split]` (`make bench-cost`). The arithmetic (`Usage` -> `lines`) is pure and unit tested.
+Run from the repository root: `.venv/bin/python -m bench.cost_model [--sizes 10000,100000,1000000]`
+(`make bench-cost`). The arithmetic (`Usage` -> `lines`) is pure and unit tested.
 """
 
 from __future__ import annotations

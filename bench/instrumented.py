@@ -1,17 +1,21 @@
 """The local stack process of the pipeline bench: the runner's own entry point
 (`batchroute_tools.local.__main__.main`, what `make run` runs) with the counters installed.
-`bench.stack.Stack` starts it as `python -m bench.instrumented [--split]` from the repository
-root; nothing else runs it.
+`bench.stack.Stack` starts it as `python -m bench.instrumented` from the repository root;
+nothing else runs it.
 
-Installed before the runner starts: moto's WSGI app wrapped in the request counter
-(`bench.aws_requests`), every AWS call tagged with its caller (the function whose handler runs
-on the thread, pool threads inheriting it; the event source mappings' polling; the API), every
-handler invocation counted and timed, and optionally cProfile on every thread and tracemalloc.
-The counters are served as JSON on `STATS_PATH` at the moto endpoint.
+moto runs in a process of its own, as under `make run` (batchroute_tools/local/child.py): the
+runner's `MotoServer` is replaced by one whose child is `python -m bench.instrumented --fd N
+--moto`, which wraps moto's WSGI app in the request counter (`bench.aws_requests`) and then
+runs `batchroute_tools.local.moto_server.main`; the moto process's counters (requests, request
+units, moto's CPU, what moto holds) are served as JSON on `STATS_PATH` at the moto endpoint.
 
-With `--split`, moto runs in a child process (`--moto PORT`: the same `MotoServer`, counted
-there) and the service process serves its own counters on a loopback port, so the memory and
-CPU of the service (API, pollers, handlers) and of moto are measured apart.
+In the service process (API, pollers, handlers), installed before the runner starts: every
+AWS call tagged with its caller (the function whose handler runs on the thread, pool threads
+inheriting it; the event source mappings' polling; the API), every handler invocation counted
+and timed, the bytes sent to the vendors, and optionally cProfile on every thread and
+tracemalloc. Its counters are served on a loopback port of their own
+(`BENCH_SERVICE_STATS_PORT`); `Stack.stats` merges both. The vendor emulators' process is not
+instrumented: the bench reads its memory and its spool directory from outside.
 """
 
 from __future__ import annotations
@@ -21,23 +25,20 @@ import contextlib
 import json
 import os
 import re
-import signal
-import subprocess
-import sys
 import threading
 import time
 import tracemalloc
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import Any
 from urllib.parse import parse_qs
 
-from batchroute_tools.emulators.spool import Spool
 from bench.aws_requests import CountingMiddleware
 from bench.capacity import moto_tables
 from bench.machine import proc_status
 from bench.profiling import ThreadProfiles, heap_top
-from bench.stack import ACCOUNT, INSTRUMENTED, REGION, ROOT, STATS_PATH, free_port
+from bench.stack import ACCOUNT, INSTRUMENTED
 from bench.tally import TALLY
 
 _CALLER = threading.local()
@@ -107,15 +108,16 @@ def _key_class(key: str) -> str:
 
 
 def _count_moto_requests(stats: Callable[[dict[str, list[str]]], dict[str, Any]]) -> None:
-    """Wrap the app of every MotoServer made from now on in the request counter."""
-    from batchroute_tools.local import moto_server
+    """In the moto process: wrap the app of the moto server made from now on in the request
+    counter (`make_moto_server` takes moto's dispatcher from its module when it is called)."""
+    from moto.moto_server import werkzeug_app
 
-    dispatcher = getattr(moto_server, "DomainDispatcherApplication")  # noqa: B009
+    dispatcher = werkzeug_app.DomainDispatcherApplication
 
     def counted_app(create_app: Any) -> Any:
         return CountingMiddleware(dispatcher(create_app), stats)
 
-    setattr(moto_server, "DomainDispatcherApplication", counted_app)  # noqa: B010
+    setattr(werkzeug_app, "DomainDispatcherApplication", counted_app)  # noqa: B010
 
 
 def _moto_stats(query: dict[str, list[str]]) -> dict[str, Any]:
@@ -230,8 +232,6 @@ def _service_stats(
         return document
     tables = TALLY.snapshot()
     document["invocations"] = tables["invocations"]
-    files, size = Spool.held()
-    document["emulator_spool"] = {"files": files, "bytes": size}
     document["sdk"] = tables["sdk"]
     document["egress"] = tables["egress"]
     if profiles is not None and "profile_mark" in query:
@@ -242,7 +242,7 @@ def _service_stats(
 
 
 def _serve_stats(port: int, stats: Callable[[dict[str, list[str]]], dict[str, Any]]) -> None:
-    """The service process's own counters on a loopback port (split mode)."""
+    """The service process's own counters on a loopback port."""
     from wsgiref.simple_server import WSGIRequestHandler, make_server
 
     class Quiet(WSGIRequestHandler):
@@ -258,13 +258,12 @@ def _serve_stats(port: int, stats: Callable[[dict[str, list[str]]], dict[str, An
     threading.Thread(target=server.serve_forever, name="bench-stats", daemon=True).start()
 
 
-def serve(split: bool) -> None:
-    """The local stack, started by the runner's own entry point, with the counters installed.
-
-    `split`: moto runs in a child process (`--moto`) instead of a thread of this one, so the
-    memory and CPU of the service (API, pollers, handlers) and of moto are measured apart."""
+def serve() -> None:
+    """The local stack, started by the runner's own entry point, with the counters installed:
+    the service's here, moto's in the moto process (`serve_moto`)."""
     from batchroute_tools.local import __main__ as local_main
-    from batchroute_tools.local import moto_server, runner
+    from batchroute_tools.local import runner
+    from batchroute_tools.local.moto_server import MotoServer
 
     profiles = ThreadProfiles() if os.environ.get("BENCH_PROFILE") == "1" else None
     frames = int(os.environ.get("BENCH_TRACEMALLOC") or 0)
@@ -274,76 +273,34 @@ def serve(split: bool) -> None:
     def service_stats(query: dict[str, list[str]]) -> dict[str, Any]:
         return _service_stats(profiles, frames, query)
 
-    if split:
-        _serve_stats(int(os.environ["BENCH_SERVICE_STATS_PORT"]), service_stats)
-
-        class ChildMoto(moto_server.MotoServer):
-            """moto in its own process, counted there; same endpoint and lifecycle."""
-
-            def __init__(self, *, host: str = "127.0.0.1", port: int = 0) -> None:
-                self.host, self.port = host, port or free_port()
-                self._child: subprocess.Popen[bytes] | None = None
-
-            def start(self) -> None:
-                import httpx
-
-                os.environ["MOTO_PORT"] = str(self.port)
-                command = [sys.executable, "-m", INSTRUMENTED, "--moto", str(self.port)]
-                self._child = subprocess.Popen(command, cwd=ROOT)
-                deadline = time.monotonic() + 60
-                while time.monotonic() < deadline:
-                    with contextlib.suppress(httpx.TransportError):
-                        httpx.get(self.endpoint_url + STATS_PATH + "?light=1", timeout=1, trust_env=False)
-                        return
-                    time.sleep(0.1)
-                raise RuntimeError("the moto process did not start")
-
-            def stop(self) -> None:
-                if self._child is not None:
-                    self._child.terminate()
-                    with contextlib.suppress(subprocess.TimeoutExpired):
-                        self._child.wait(timeout=10)
-
-        setattr(runner, "MotoServer", ChildMoto)  # noqa: B010
-    else:
-
-        def stats(query: dict[str, list[str]]) -> dict[str, Any]:
-            document = _moto_stats(query)
-            document.update(service_stats(query))
-            return document
-
-        _count_moto_requests(stats)
+    _serve_stats(int(os.environ["BENCH_SERVICE_STATS_PORT"]), service_stats)
+    # The runner's moto process, running this module's `serve_moto` instead of moto_server's main.
+    setattr(runner, "MotoServer", partial(MotoServer, module=INSTRUMENTED, args=("--moto",)))  # noqa: B010
     _instrument_service()
     if profiles is not None:
         profiles.install()
     local_main.main([])
 
 
-def serve_moto(port: int) -> None:
-    """Split mode's moto process: the runner's MotoServer, counted, until SIGTERM."""
-    from batchroute_tools.local.environment import use_fake_credentials
-    from batchroute_tools.local.moto_server import MotoServer
+def serve_moto(fd: int) -> None:
+    """The moto process: `moto_server.main` on the socket the runner bound, counted."""
+    from batchroute_tools.local import moto_server
 
-    use_fake_credentials(REGION)
     _count_moto_requests(_moto_stats)
-    server = MotoServer(host="127.0.0.1", port=port)
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda signum, frame: stop.set())
-    signal.signal(signal.SIGINT, lambda signum, frame: stop.set())
-    server.start()
-    stop.wait()
-    server.stop()
+    moto_server.main(["--fd", str(fd)])
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--split", action="store_true", help="moto in a child process (--moto)")
-    parser.add_argument("--moto", type=int, default=0, metavar="PORT", help="be split mode's moto process")
+    parser.add_argument("--moto", action="store_true", help="be the stack's moto process (needs --fd)")
+    parser.add_argument("--fd", type=int, help="the moto process's listening socket, bound by the runner")
     args = parser.parse_args()
     if args.moto:
-        serve_moto(args.moto)
+        if args.fd is None:
+            parser.error("--moto needs --fd")
+        serve_moto(args.fd)
     else:
-        serve(args.split)
+        serve()
     return 0
 
 

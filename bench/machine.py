@@ -41,3 +41,18 @@ def proc_status(pid: int | str = "self") -> dict[str, float]:
         fields = stat.read().rsplit(")", 1)[1].split()
         found["cpu_seconds"] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     return found
+
+
+def children(pid: int) -> dict[int, str]:
+    """The child processes of `pid` (of any of its threads), each with its command line."""
+    found: dict[int, str] = {}
+    with contextlib.suppress(OSError):
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with (
+                contextlib.suppress(OSError),
+                open(f"/proc/{pid}/task/{task}/children", encoding="ascii") as listed,
+            ):
+                for child in listed.read().split():
+                    with contextlib.suppress(OSError), open(f"/proc/{child}/cmdline", "rb") as command:
+                        found[int(child)] = command.read().replace(b"\0", b" ").decode(errors="replace")
+    return found

@@ -20,32 +20,33 @@ Measured:
 - wall time from the create request to the batch `completed` (and to the end of the
   execution), items/s, and when each batch state was first seen;
 - peak memory: `VmHWM` of /proc/<pid>/status, and the RSS every 0.25 s tagged with the batch
-  state. The runner holds moto in its own process, so moto's copies of the items (the file,
-  the input chunks, the lane results, the results artifact) are in that figure; the stack also
-  reports what moto holds. With `--split`, moto runs in a child process (the same MotoServer)
-  and the service process (API, pollers, handlers) and moto are measured apart. The vendor
-  emulators run in the service process, as `make run` runs them: their memory is in its
-  figure, and what they keep on disk (their batch jobs' files) is reported apart;
+  state, of the service process (API, pollers, handlers) and of moto apart: as under `make
+  run`, moto and the vendor emulators each run in a child process of the runner
+  (docs/local.md), so moto's copies of the items (the file, the input chunks, the lane
+  results, the results artifact) are in the moto process's figure, and the stack also reports
+  what moto holds. The vendor emulators' process is measured apart too (its VmHWM), and what
+  it keeps on disk (their batch jobs' files) is reported apart from its memory;
 - AWS requests, counted at the moto server: the stack wraps moto's WSGI app in a counter keyed
   by service (the SigV4 credential scope), operation (X-Amz-Target, or the S3 method and query)
   and caller (a header the stack's botocore adds from the calling thread: the function whose
   handler runs, the event source mapping's polling, the API; moto's own Step Functions
   integrations sign as `ak`; the bench's polling signs as `bench` and is not counted).
   DynamoDB requests become request units from the item sizes before and after each write, read
-  from moto's tables in-process (transactions 2x, plus one write per `ALL`-projecting GSI the
-  item is in; a `KEYS_ONLY` one only when the item enters, leaves or moves in it), and reads
-  from the items returned. Step Functions state transitions are the
+  from moto's tables in the moto process (transactions 2x, plus one write per `ALL`-projecting
+  GSI the item is in; a `KEYS_ONLY` one only when the item enters, leaves or moves in it), and
+  reads from the items returned. Step Functions state transitions are the
   `*StateEntered` events of the execution history; Lambda invocations are the handler calls of
   the local event source mappings plus the API requests. Requests not tied to the items (the
   sweeper's schedule, empty receives of the idle pollers) are shown but not priced per item;
 - CPU: per handler step (its thread and the pool threads it submits work to), of AWS SDK calls
-  by caller, and of moto per operation (`--breakdown`); `--profile` runs cProfile on every
-  thread with a per-thread CPU clock (slow: several times the CPU).
+  by caller, and of moto per operation (`--breakdown`), with each process's CPU; `--profile`
+  runs cProfile on every thread of the service process with a per-thread CPU clock (slow:
+  several times the CPU).
 
 `--plain` runs `.venv/bin/batchroute-local` itself, uninstrumented: time and memory only.
 
 Run from the repository root with `.venv/bin/python -m bench.pipeline [--sizes 1000,10000,100000]
-[--split] [--breakdown]`. Exits 1 when a size of 100,000 items or more takes longer than
+[--breakdown]`. Exits 1 when a size of 100,000 items or more takes longer than
 `--goal` seconds (300) per 100,000 items.
 
 This module runs the sizes and measures each; the parts are `bench.stack` (the stack and the
@@ -92,7 +93,6 @@ def run_size(count: int, args: argparse.Namespace, folder: Path) -> Run:
     stack = Stack(
         workdir,
         plain=args.plain,
-        split=args.split,
         profile=args.profile,
         storage=not args.no_storage,
         trace=args.tracemalloc,
@@ -182,8 +182,10 @@ def run_size(count: int, args: argparse.Namespace, folder: Path) -> Run:
         moto_hwm = int(proc_status(stack.moto_pid).get("VmHWM", 0))
         cpu = {
             "stack": final["process"].get("cpu_seconds", 0) - baseline["process"].get("cpu_seconds", 0),
-            "moto": final.get("moto_process", {}).get("cpu_seconds", 0)
-            - baseline.get("moto_process", {}).get("cpu_seconds", 0),
+            "moto": final["moto_process"].get("cpu_seconds", 0)
+            - baseline["moto_process"].get("cpu_seconds", 0),
+            "emulators": final["emulators_process"].get("cpu_seconds", 0)
+            - baseline["emulators_process"].get("cpu_seconds", 0),
         }
         steps = transitions(stack, execution_arn)
         money = money_check(stack, org_id, batch_id)
@@ -221,7 +223,6 @@ def run_size(count: int, args: argparse.Namespace, folder: Path) -> Run:
             rss_by_phase=dict(watch.peak),
             hwm=hwm,
             baseline_rss=baseline_rss,
-            split=stack.split and not stack.plain,
             moto_hwm=moto_hwm,
             moto_baseline_rss=moto_baseline_rss,
             moto_rss_by_phase=dict(watch.moto_peak),
@@ -363,18 +364,15 @@ def build_parser(
         help="time the quote, but create from input_file_id alone (create prices the file itself)",
     )
     parser.add_argument("--plain", action="store_true", help="run .venv/bin/batchroute-local uninstrumented")
-    parser.add_argument("--profile", action="store_true", help="sample the stack process's threads")
+    parser.add_argument("--profile", action="store_true", help="sample the service process's threads")
     parser.add_argument("--top", type=int, default=25, help="profile lines")
     parser.add_argument("--no-storage", action="store_true", help="do not sum what moto holds")
     parser.add_argument("--breakdown", action="store_true", help="print every request type")
     parser.add_argument(
-        "--tracemalloc", type=int, default=0, metavar="FRAMES", help="trace the stack's Python heap"
+        "--tracemalloc", type=int, default=0, metavar="FRAMES", help="trace the service process's Python heap"
     )
     parser.add_argument(
         "--heap-at", type=float, default=20.0, help="seconds into `running` for the heap snapshot"
-    )
-    parser.add_argument(
-        "--split", action="store_true", help="moto in its own process: service and moto measured apart"
     )
     return parser
 

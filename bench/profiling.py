@@ -1,7 +1,7 @@
 """Where the pipeline bench's CPU and memory go, beyond the totals: cProfile on every thread of
-the stack process (`--profile`), the largest live groups of its traced Python heap
-(`--tracemalloc`), and, from the bench's side, the stack's RSS sampled and tagged with the
-batch's state.
+the service process (`--profile`), the largest live groups of its traced Python heap
+(`--tracemalloc`), and, from the bench's side, the service's and moto's RSS sampled and tagged
+with the batch's state.
 
 cProfile runs on each thread's own CPU clock, so time blocked or waiting for the GIL is not
 counted; it multiplies the CPU several times, so only the ranking means anything.
@@ -131,13 +131,13 @@ def heap_top(count: int) -> list[tuple[float, int, str]]:
 
 
 class RssWatch:
-    """The stack process's RSS every `interval` seconds, tagged with the batch's state (and,
-    under --tracemalloc, the Python heap the stack process traces)."""
+    """The service and moto processes' RSS every `interval` seconds, tagged with the batch's
+    state (and, under --tracemalloc, the Python heap the service process traces)."""
 
     def __init__(self, stack: Stack, interval: float = 0.25, *, traced: bool = False) -> None:
         self.stack = stack
         self.pid = stack.process.pid
-        self.moto_pid = stack.moto_pid if stack.moto_pid != self.pid else None
+        self.moto_pid = stack.moto_pid
         self.interval = interval
         self.traced = traced
         self.phase = "idle"
@@ -151,9 +151,8 @@ class RssWatch:
         while not self._stop.wait(self.interval):
             rss = int(proc_status(self.pid).get("VmRSS", 0))
             self.peak[self.phase] = max(self.peak[self.phase], rss)
-            if self.moto_pid is not None:
-                rss = int(proc_status(self.moto_pid).get("VmRSS", 0))
-                self.moto_peak[self.phase] = max(self.moto_peak[self.phase], rss)
+            rss = int(proc_status(self.moto_pid).get("VmRSS", 0))
+            self.moto_peak[self.phase] = max(self.moto_peak[self.phase], rss)
             if self.traced:
                 with contextlib.suppress(Exception):
                     current = self.stack.stats(light=1)["traced"]["current"]

@@ -41,7 +41,6 @@ class Run:
     rss_by_phase: dict[str, int]
     hwm: int
     baseline_rss: int
-    split: bool = False
     moto_hwm: int = 0
     moto_baseline_rss: int = 0
     moto_rss_by_phase: dict[str, int] = field(default_factory=dict)
@@ -78,30 +77,30 @@ def print_run(run: Run, plain: bool) -> Costs | None:
     def phases(peaks: dict[str, int]) -> str:
         return ", ".join(f"{k} {v / MIB:.0f}" for k, v in peaks.items())
 
-    who = "service process (API, pollers, handlers)" if run.split else "stack process (moto included)"
     print(
-        f"memory, {who}: VmHWM {run.hwm / MIB:.0f} MiB; RSS before the upload "
-        f"{run.baseline_rss / MIB:.0f} MiB; peak RSS (MiB) by batch state: {phases(run.rss_by_phase)}"
+        f"memory, service process (API, pollers, handlers): VmHWM {run.hwm / MIB:.0f} MiB; RSS "
+        f"before the upload {run.baseline_rss / MIB:.0f} MiB; peak RSS (MiB) by batch state: "
+        f"{phases(run.rss_by_phase)}"
     )
+    print(
+        f"memory, moto process: VmHWM {run.moto_hwm / MIB:.0f} MiB; RSS before the upload "
+        f"{run.moto_baseline_rss / MIB:.0f} MiB; peak RSS (MiB) by batch state: "
+        f"{phases(run.moto_rss_by_phase)}"
+    )
+    emulators = run.final.get("emulators_process") or {}
     spool = run.final.get("emulator_spool")
-    if spool is not None:
-        print(
-            "vendor emulators (in the service process, as `make run` runs them): their memory is in "
-            f"the figure above; their batch files on disk at the end: {spool['files']} files, "
-            f"{spool['bytes'] / MIB:.1f} MiB"
-        )
-    if run.split:
-        print(
-            f"memory, moto process: VmHWM {run.moto_hwm / MIB:.0f} MiB; RSS before the upload "
-            f"{run.moto_baseline_rss / MIB:.0f} MiB; peak RSS (MiB) by batch state: "
-            f"{phases(run.moto_rss_by_phase)}"
-        )
+    on_disk = (
+        f"; their batch files on disk at the end: {spool['files']} files, {spool['bytes'] / MIB:.1f} MiB"
+    )
+    print(
+        f"memory, vendor emulators' process: VmHWM {emulators.get('VmHWM', 0) / MIB:.0f} MiB"
+        + (on_disk if spool is not None else "")
+    )
+    if run.cpu:
         print(
             f"CPU from the upload to the end: service process {run.cpu['stack']:.1f} s, "
-            f"moto process {run.cpu['moto']:.1f} s"
+            f"moto process {run.cpu['moto']:.1f} s, vendor emulators' process {run.cpu['emulators']:.1f} s"
         )
-    elif run.cpu:
-        print(f"CPU of the stack process from the upload to the end: {run.cpu['stack']:.1f} s")
     if moto:
         print(
             f"moto holds at the end: S3 {moto['s3_objects']} objects, "
@@ -152,12 +151,11 @@ def print_breakdown(run: Run) -> None:
             f"{longest.get((function, step), 0):>9.1f} s"
         )
     handlers = sum(v[3] for v in diff("invocations", 2).values())
-    service_cpu = run.cpu.get("stack", 0.0) if run.split else 0.0
-    if run.split:
-        print(
-            f"  (service process CPU {service_cpu:.1f} s: handlers {handlers:.1f} s, the rest "
-            f"{service_cpu - handlers:.1f} s: API, pollers, sweeper)"
-        )
+    service_cpu = run.cpu.get("stack", 0.0)
+    print(
+        f"  (service process CPU {service_cpu:.1f} s: handlers {handlers:.1f} s, the rest "
+        f"{service_cpu - handlers:.1f} s: API, pollers, sweeper)"
+    )
     print("AWS SDK calls, client side (caller, service: calls, CPU s):")
     for (caller, service), (n, cpu) in sorted(diff("sdk", 2).items(), key=lambda kv: -kv[1][1])[:12]:
         print(f"  {caller:<16}{service:<14}{n:>9,.0f}{cpu:>9.1f} s")
@@ -171,9 +169,8 @@ def print_profile(run: Run, top: int) -> None:
     if not profile:
         return
     total = max(profile["cpu_seconds"], 1e-9)
-    where = "service process" if run.split else "stack process (moto included)"
     print(
-        f"\nprofile of the {where} from the upload to the end: cProfile on every thread "
+        "\nprofile of the service process from the upload to the end: cProfile on every thread "
         f"({profile['threads']} threads) with a per-thread CPU clock; {total:.1f} CPU s in Python functions"
     )
     print("  own CPU by package:")

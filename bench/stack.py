@@ -4,6 +4,12 @@ own process group (the runner's entry point under `bench.instrumented`'s counter
 client does with it: register an agent, fund its org with `batchroute-admin credits grant`,
 upload a file through the signed URL.
 
+The stack is three processes, as under `make run` (docs/local.md): the service (API,
+pollers, handlers), moto and the vendor emulators, the last two children of the first. The
+bench finds the children by their command lines, reads each one's memory and CPU from /proc,
+and reads what the emulators keep on disk from their spool directories, under the stack's own
+`TMPDIR` (`Spool.held`).
+
 Also the names both sides of the stats path agree on (`STATS_PATH`, `BENCH_KEY`, moto's
 account and region), so the stack process's modules import them from here.
 """
@@ -22,7 +28,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from bench.machine import proc_status
+from batchroute_tools.emulators.spool import Spool
+from bench.machine import children, proc_status
 
 ROOT = Path(__file__).resolve().parent.parent
 RUNNER = ROOT / ".venv" / "bin" / "batchroute-local"
@@ -44,14 +51,14 @@ def free_port() -> int:
 class Stack:
     """One local stack in its own process group."""
 
-    def __init__(
-        self, workdir: Path, *, plain: bool, split: bool, profile: bool, storage: bool, trace: int = 0
-    ) -> None:
+    def __init__(self, workdir: Path, *, plain: bool, profile: bool, storage: bool, trace: int = 0) -> None:
         import httpx
 
         self.workdir = workdir
         self.plain = plain
-        self.split = split
+        # Every temporary file of the stack's processes here: the emulators' spools among them.
+        self.tmpdir = workdir / "tmp"
+        self.tmpdir.mkdir()
         self.port = free_port()
         self.stats_port = free_port()
         self.stack_file = workdir / "stack.json"
@@ -62,6 +69,7 @@ class Stack:
             "PORT": str(self.port),
             "BATCHROUTE_LOCAL_STACK_FILE": str(self.stack_file),
             "LOCAL_OUTBOX_DIR": str(workdir / "outbox"),
+            "TMPDIR": str(self.tmpdir),
             "SIMULATED_LATENCY_MS": "0",
             "SIMULATED_BATCH_POLL_SECONDS": "0",
             "PROVIDER_RETRY_BASE_SECONDS": "0",
@@ -76,7 +84,7 @@ class Stack:
         }
         command = [str(RUNNER)]
         if not plain:
-            command = [sys.executable, "-m", INSTRUMENTED, *(["--split"] if split else [])]
+            command = [sys.executable, "-m", INSTRUMENTED]
         self.started = time.monotonic()
         with self.log_file.open("wb") as log:
             self.process = subprocess.Popen(
@@ -87,7 +95,16 @@ class Stack:
         self.ready_seconds = time.monotonic() - self.started
         self.describe: dict[str, Any] = json.loads(self.stack_file.read_text(encoding="utf-8"))
         self.endpoint = str(self.describe["endpoint_url"])
-        self.moto_pid = int(self.stats(light=1).get("moto_process", {}).get("pid") or self.process.pid)
+        self.moto_pid = self._child("moto", ("--moto", "batchroute_tools.local.moto_server"))
+        self.emulators_pid = self._child("vendor emulators", ("batchroute_tools.emulators",))
+
+    def _child(self, name: str, markers: tuple[str, ...]) -> int:
+        """The pid of the runner's child whose command line names one of `markers`."""
+        for pid, command in children(self.process.pid).items():
+            if any(marker in command for marker in markers):
+                return pid
+        self.stop()
+        raise SystemExit(f"no {name} process under the stack's runner:\n{self.log_tail()}")
 
     def _wait_ready(self) -> None:
         import httpx
@@ -107,20 +124,23 @@ class Stack:
         return "\n".join(text.splitlines()[-lines:])
 
     def stats(self, **params: Any) -> dict[str, Any]:
-        """The counters: moto's (requests) and the service's (invocations), merged."""
+        """The counters: the moto process's (requests, on STATS_PATH at the moto endpoint) and
+        the service process's (invocations, SDK calls, on its stats port), merged; the vendor
+        emulators' process and, unless `light`, the files its spools hold, read from here."""
+        document: dict[str, Any] = {"emulators_process": proc_status(self.emulators_pid)}
+        if "light" not in params:
+            files, size = Spool.held(self.tmpdir)
+            document["emulator_spool"] = {"files": files, "bytes": size}
         if self.plain:
-            return {"process": proc_status(self.process.pid), "moto_process": proc_status(self.process.pid)}
+            document["process"] = proc_status(self.process.pid)
+            document["moto_process"] = proc_status(self.moto_pid)
+            return document
         import httpx
 
-        answer = httpx.get(self.endpoint + STATS_PATH, params=params, timeout=600, trust_env=False)
-        answer.raise_for_status()
-        document: dict[str, Any] = answer.json()
-        if self.split:
-            service = httpx.get(
-                f"http://127.0.0.1:{self.stats_port}/", params=params, timeout=600, trust_env=False
-            )
-            service.raise_for_status()
-            document.update(service.json())
+        for url in (self.endpoint + STATS_PATH, f"http://127.0.0.1:{self.stats_port}/"):
+            answer = httpx.get(url, params=params, timeout=600, trust_env=False)
+            answer.raise_for_status()
+            document.update(answer.json())  # the service's tables (invocations, sdk) over moto's empty ones
         return document
 
     def client(self, service: str) -> Any:

@@ -2,8 +2,9 @@
 (moto's requests, the handlers' invocations, the SDK's calls), served as JSON on the stats
 path, and compared by the bench between two readings (`diff_rows`).
 
-One `TALLY` a process: moto's (requests, capacity, moto's CPU) and the service's
-(invocations, SDK calls) are the same process under `make run`, two with `--split`.
+One `TALLY` a process: moto's (requests, capacity, moto's CPU) in the moto process, the
+service's (invocations, SDK calls, egress) in the service process; `bench.stack.Stack.stats`
+merges the two readings.
 """
 
 from __future__ import annotations

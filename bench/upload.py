@@ -44,7 +44,7 @@ def main() -> int:
         size = write_jsonl(path, pipeline_items(count, args.item_bytes))
         workdir = Path(folder) / "stack"
         workdir.mkdir()
-        stack = Stack(workdir, plain=False, split=True, profile=False, storage=False)
+        stack = Stack(workdir, plain=False, profile=False, storage=False)
         try:
             _, api_key = register(stack)
             base = f"http://127.0.0.1:{stack.port}"

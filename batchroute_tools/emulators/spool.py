@@ -22,28 +22,29 @@ import weakref
 from collections.abc import Iterator
 from pathlib import Path
 
+PREFIX = "batchroute-emulator-"  # a spool's directory: $TMPDIR/batchroute-emulator-<name>-*
+
 
 class Spool:
     """A temporary directory of files named by the emulator, written once."""
 
-    _live: weakref.WeakSet[Spool] = weakref.WeakSet()
-
     def __init__(self, name: str) -> None:
-        self.root = Path(tempfile.mkdtemp(prefix=f"batchroute-emulator-{name}-"))
+        self.root = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{name}-"))
         self._serial = itertools.count(1)
         self._cleanup = weakref.finalize(self, shutil.rmtree, self.root, ignore_errors=True)
-        Spool._live.add(self)
 
-    @classmethod
-    def held(cls) -> tuple[int, int]:
-        """Files and bytes every spool of this process holds on disk (what the emulators
-        keep, reported by the bench apart from the process's memory)."""
+    @staticmethod
+    def held(temp_root: Path) -> tuple[int, int]:
+        """Files and bytes the spools under `temp_root` (the emulators' TMPDIR) hold on disk,
+        read by path from any process: what the emulators keep, reported by the pipeline bench
+        apart from their process's memory."""
         files = size = 0
-        for spool in list(cls._live):
-            for path in spool.files():
-                with contextlib.suppress(FileNotFoundError):  # removed meanwhile
-                    size += path.stat().st_size
-                    files += 1
+        for root in temp_root.glob(f"{PREFIX}*"):
+            with contextlib.suppress(FileNotFoundError):  # a spool closed meanwhile
+                for path in root.iterdir():
+                    with contextlib.suppress(FileNotFoundError):  # removed meanwhile
+                        size += path.stat().st_size
+                        files += 1
         return files, size
 
     def path(self, name: str) -> Path:

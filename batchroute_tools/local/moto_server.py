@@ -13,6 +13,7 @@ import argparse
 import logging
 import os
 import threading
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import httpx
@@ -25,8 +26,13 @@ if TYPE_CHECKING:
 
 
 class MotoServer:
-    def __init__(self, *, host: str = "127.0.0.1", port: int = 0) -> None:
-        self._child = ChildServer("moto server", __name__, host=host, port=port)
+    """The runner's side of the moto process. `module` is what the child runs: this module's
+    `main`, or a bench's module that installs its counters in the moto process, then calls it."""
+
+    def __init__(
+        self, *, host: str = "127.0.0.1", port: int = 0, module: str = __name__, args: Sequence[str] = ()
+    ) -> None:
+        self._child = ChildServer("moto server", module, host=host, port=port, args=args)
         self.host, self.port = self._child.host, self._child.port
 
     @property
