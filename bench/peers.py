@@ -21,7 +21,7 @@ upstream is the same emulator for all (`--ttft-ms`, `--inter-token-ms`).
 LiteLLM lives in a bench-only virtualenv (`.bench-venvs/litellm`, made on first use from
 PyPI at `LITELLM_VERSION`), never in the project's dependencies. Offline it must not fetch a
 Hugging Face tokenizer (`disable_hf_tokenizer_download`). The PostgreSQL set-up needs
-LiteLLM's Prisma toolchain (`litellm[extra-proxy]`), whose engines Prisma downloads from
+LiteLLM's Prisma toolchain (`litellm[extra_proxy]`), whose engines Prisma downloads from
 binaries.prisma.sh on first use (not a package registry); when that set-up cannot start, the
 report says why under `not_run` and gives the other three targets.
 """
@@ -100,7 +100,7 @@ def litellm_venv() -> Path:
         print(f"making {VENV} with litellm[proxy]=={LITELLM_VERSION} (once)", file=sys.stderr)
         subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
         pip = [str(VENV / "bin" / "pip"), "install", "-q"]
-        subprocess.run([*pip, f"litellm[proxy,extra-proxy]=={LITELLM_VERSION}"], check=True)
+        subprocess.run([*pip, f"litellm[proxy,extra_proxy]=={LITELLM_VERSION}"], check=True)
     return binary
 
 
