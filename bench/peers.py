@@ -21,7 +21,7 @@ upstream is the same emulator for all (`--ttft-ms`, `--inter-token-ms`).
 LiteLLM lives in a bench-only virtualenv (`.bench-venvs/litellm`, made on first use from
 PyPI at `LITELLM_VERSION`), never in the project's dependencies. Offline it must not fetch a
 Hugging Face tokenizer (`disable_hf_tokenizer_download`). The PostgreSQL set-up needs
-LiteLLM's Prisma toolchain (`litellm[extra_proxy]`), whose engines Prisma downloads from
+LiteLLM's Prisma toolchain (its `extra_proxy` requirement, `prisma`), whose engines Prisma downloads from
 binaries.prisma.sh on first use (not a package registry); when that set-up cannot start, the
 report says why under `not_run` and gives the other three targets.
 """
@@ -52,6 +52,9 @@ from bench.machine import describe
 from tests.e2e.local_stack import REPO, free_port, stop_stack
 
 LITELLM_VERSION = "1.108.7"
+# LiteLLM's `extra_proxy` requirement, named: its metadata spells the extra two ways
+# ('extra_proxy', 'extra-proxy'), and pip 23 installs the extra without it.
+PRISMA = "prisma>=0.11.0,<1.0"
 VENV = REPO / ".bench-venvs" / "litellm"
 MASTER_KEY = "sk-bench-master-key"
 PG_BIN = Path("/usr/lib/postgresql/15/bin")
@@ -100,7 +103,7 @@ def litellm_venv() -> Path:
         print(f"making {VENV} with litellm[proxy]=={LITELLM_VERSION} (once)", file=sys.stderr)
         subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
         pip = [str(VENV / "bin" / "pip"), "install", "-q"]
-        subprocess.run([*pip, f"litellm[proxy,extra_proxy]=={LITELLM_VERSION}"], check=True)
+        subprocess.run([*pip, f"litellm[proxy]=={LITELLM_VERSION}", PRISMA], check=True)
     return binary
 
 
