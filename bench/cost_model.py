@@ -282,6 +282,10 @@ def print_bill(run: Run, usage: Usage, bill: list[Line]) -> None:
         f"biggest line: {top.name} (${top.usd_per_million:.4f}, {100 * top.usd_per_million / dollars:.0f}%)"
     )
     print(f"goal <= ${GOAL_USD_PER_M_ITEMS:.2f} per 1M items all-in: {verdict}")
+    print(
+        f"the run: upload {run.upload_seconds:.1f} s; create -> completed {run.completed_seconds:.1f} s "
+        f"({run.items / run.completed_seconds:,.0f} items/s); service VmHWM {run.hwm / 2**20:,.0f} MiB"
+    )
     grown = diff_rows(
         [[k, v] for k, v in ((run.final.get("moto") or {}).get("s3_bytes_by_class") or {}).items()],
         [[k, v] for k, v in ((run.baseline.get("moto") or {}).get("s3_bytes_by_class") or {}).items()],

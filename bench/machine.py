@@ -8,15 +8,45 @@ Figures from this machine are only comparable with the machine and its load besi
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import platform
+import statistics
+import time
 
 MIB = 1024 * 1024
 
 
 def describe() -> str:
-    """`x86_64 2 cores, Python 3.11.7`: what follows `machine:` in every report."""
-    return f"{platform.machine()} {os.cpu_count()} cores, Python {platform.python_version()}"
+    """`x86_64 2 cores, Python 3.11.7, CPU probe 61.3 ms`: what follows `machine:` in every
+    report."""
+    return (
+        f"{platform.machine()} {os.cpu_count()} cores, Python {platform.python_version()}, "
+        f"CPU probe {cpu_probe_ms():.1f} ms"
+    )
+
+
+def cpu_probe_ms(rounds: int = 5) -> float:
+    """CPU milliseconds of one fixed pure-Python workload (arithmetic, dicts, JSON), the median
+    of `rounds`: how fast this machine's CPU is right now.
+
+    The machine is a VM whose CPU speed varies with its host's load, which the load average
+    does not show (bench/RESULTS.md, issue 30: the same code 2-3x slower on an idle machine).
+    CPU time, not wall time, so other processes on the machine's own cores do not count;
+    two runs' figures are comparable only when their probes are close."""
+    document = {"items": [{"id": n, "name": f"item-{n}", "tokens": n * 7} for n in range(200)]}
+    times = []
+    for _ in range(rounds):
+        started = time.process_time()
+        total = 0
+        for n in range(200_000):
+            total += n * n % 7
+        table = {f"k{n}": n for n in range(50_000)}
+        total += sum(table[f"k{n}"] for n in range(0, 50_000, 3))
+        for _ in range(50):
+            total += len(json.loads(json.dumps(document)))
+        times.append((time.process_time() - started) * 1000)
+    return statistics.median(times)
 
 
 def load_average() -> str:
