@@ -18,7 +18,10 @@ AWS calls a direct request makes before its first byte. One run measures both:
    split into botocore's own time, loopback HTTP (urllib3 + werkzeug), and moto's server
    (wall and CPU, and the time moto spent deep-copying tables for transaction rollback:
    measured in the moto process and sent back on the call's answer), the thread-pool hops,
-   the service's own Python, the provider's first byte, SSE delivery, and the settlement
+   the service's own Python, the provider's request (from its send, on the early-start
+   thread while the hold commits, to its first event), the relay beyond the provider's own
+   time to first content (`relay_beyond_direct_ttfb`), whether the hold held the first byte
+   back (`hold_end_after_provider_first_event` > 0), SSE delivery, and the settlement
    after `[DONE]`. All times are CLOCK_MONOTONIC (perf_counter), shared by every process on
    the machine. The probes cost a little themselves. `--stock-moto-rounds` repeats it with
    moto's own rollback (whole-table copies; batchroute_tools/local/moto_transactions.py is
@@ -274,8 +277,9 @@ def _parts(row: dict[str, Any], record: dict[str, Any], args: argparse.Namespace
     spans: dict[str, list[list[float]]] = {}
     for name, start, end in record["spans"]:
         spans.setdefault(name, []).append([start, end])
-    provider_start = spans["provider_first_byte"][0][0]
-    provider_end = spans["provider_first_byte"][0][1]
+    # The provider's request from its send to its first event: on the early-start thread when
+    # the request overlapped the hold (`provider_open`), else inside `_first_byte`.
+    provider_start, provider_end = spans.get("provider_open", spans["provider_first_byte"])[0]
     sends = record["sends"]
     first_content = next(t for t, kind in sends if kind == "content")
     done_sent = next(t for t, kind in sends if kind == "done")
@@ -311,6 +315,13 @@ def _parts(row: dict[str, Any], record: dict[str, Any], args: argparse.Namespace
     out["provider_first_byte_in_service"] = (provider_end - provider_start) * ms
     out["provider_first_byte_minus_direct"] = (provider_end - provider_start - row["direct_ttfb"]) * ms
     out["provider_first_byte_to_first_content_sent"] = (first_content - provider_end) * ms
+    # The provider's request sent -> the first content sent to the client, less what the
+    # provider takes called directly: the relay's own time (its first content is the provider's).
+    out["provider_sent_to_first_content_sent"] = (first_content - provider_start) * ms
+    out["relay_beyond_direct_ttfb"] = (first_content - provider_start - row["direct_ttfb"]) * ms
+    hold = spans.get("hold")
+    if hold:  # > 0: the hold committed after the provider's first event, and held it back
+        out["hold_end_after_provider_first_event"] = (hold[0][1] - provider_end) * ms
     out["first_content_sent_to_client"] = (row["client_first_content"] - first_content) * ms
     deltas = [h for h in record["hops"] if h[0] >= first_content and h[0] < done_sent]
     out["stream_hops"] = float(len(deltas))

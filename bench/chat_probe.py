@@ -15,7 +15,7 @@ A line holds:
 - `asgi_start`, `response_start`, `sends` (`[time, kind]` per body message: `role`,
   `content`, `finish`, `usage`, `done`, `end`, `other`), `asgi_end`;
 - `spans`: named intervals measured in the service (`authenticate`, `rate_limit`, `parse`,
-  `plan`, `hold`, `provider_first_byte`, `settle`, `next_event`), each `[name, start, end]`;
+  `plan`, `hold`, `provider_open`, `provider_first_byte`, `settle`, `next_event`), each `[name, start, end]`;
 - `hops`: every `anyio.to_thread.run_sync` (which FastAPI and Starlette use for sync
   dependencies, `run_in_threadpool` and the stream's `next_event`) as
   `[submitted, started, finished, resumed]`: the waits on both sides are the hop's cost;
@@ -216,6 +216,7 @@ def _install_service() -> None:
     from batchroute.domain.chat import requests as chat_requests
     from batchroute.services.accounts import authentication
     from batchroute.services.chat import direct as chat_direct
+    from batchroute.services.chat import early_start as chat_early
     from batchroute.services.chat import state as chat_state
     from functions.api import auth, limits
     from functions.api.routes.chat import completions as chat
@@ -256,6 +257,18 @@ def _install_service() -> None:
     )
     first_byte = chat_direct.DirectChat._first_byte
     chat_direct.DirectChat._first_byte = _span("provider_first_byte", first_byte)  # type: ignore[method-assign]
+    # The provider's request: sent on an early-start thread while the hold commits
+    # (services/chat/early_start.py), or on the request's own thread after it. The pool's
+    # threads do not inherit the request's context: the probe hands it over.
+    chat_direct.DirectChat._open_lane = _span(  # type: ignore[method-assign]
+        "provider_open", chat_direct.DirectChat._open_lane
+    )
+    start_early = chat_early.EarlyStarts.start
+
+    def start_in_context(self: Any, org_id: str, lane: Any, begin: Callable[[], Any]) -> Any:
+        return start_early(self, org_id, lane, partial(contextvars.copy_context().run, begin))
+
+    chat_early.EarlyStarts.start = start_in_context  # type: ignore[method-assign]
 
 
 def _kind(body: bytes, more: bool) -> str:
