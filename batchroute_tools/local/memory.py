@@ -1,8 +1,9 @@
 """The local stack's process gives freed memory back, as separate Lambda processes would.
 
 On AWS each function is its own process, one invocation at a time: what Intake frees is
-never counted against a lane running later. Locally every handler, the API, the vendor
-emulators and ~20 poller threads share one process, and glibc keeps what they free: one
+never counted against a lane running later. Locally every handler, the API and ~20 poller
+threads share one process (moto and the vendor emulators have their own), and glibc keeps
+what they free: one
 malloc arena per thread (up to 8 per core), and freed pages inside each, so the process's
 resident size ratchets up to the sum of every phase's peak. Two settings undo that:
 
