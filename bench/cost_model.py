@@ -55,7 +55,7 @@ from bench.aws_requests import (
     UNCOUNTED_CALLERS,
     costs,
 )
-from bench.machine import describe, load_average
+from bench.machine import MIB, describe, load_average
 from bench.report import Run
 from bench.tally import diff_rows
 
@@ -284,7 +284,7 @@ def print_bill(run: Run, usage: Usage, bill: list[Line]) -> None:
     print(f"goal <= ${GOAL_USD_PER_M_ITEMS:.2f} per 1M items all-in: {verdict}")
     print(
         f"the run: upload {run.upload_seconds:.1f} s; create -> completed {run.completed_seconds:.1f} s "
-        f"({run.items / run.completed_seconds:,.0f} items/s); service VmHWM {run.hwm / 2**20:,.0f} MiB"
+        f"({run.items / run.completed_seconds:,.0f} items/s); service VmHWM {run.hwm / MIB:,.0f} MiB"
     )
     grown = diff_rows(
         [[k, v] for k, v in ((run.final.get("moto") or {}).get("s3_bytes_by_class") or {}).items()],

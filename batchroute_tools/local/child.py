@@ -17,7 +17,6 @@ import select
 import socket
 import subprocess
 import sys
-import threading
 from collections.abc import Sequence
 
 READY = "ready"
@@ -48,8 +47,8 @@ class ChildServer:
     def url(self) -> str:
         return f"http://{self.host}:{self.port}"
 
-    def spawn(self, env: dict[str, str] | None = None) -> ChildServer:
-        """Start the child (not waiting for it: see `wait_ready`)."""
+    def spawn(self) -> ChildServer:
+        """Start the child, with this process's environment (not waiting for it: `wait_ready`)."""
         fd = self._sock.fileno()
         # This interpreter running one of this repository's modules: no outside input.
         self._process = subprocess.Popen(  # noqa: S603
@@ -58,10 +57,13 @@ class ChildServer:
             stdout=subprocess.PIPE,
             text=True,
             pass_fds=(fd,),
-            env=dict(os.environ if env is None else env),
         )
         self._sock.close()  # the child holds the socket now
         return self
+
+    def start(self) -> None:
+        self.spawn()
+        self.wait_ready()
 
     def wait_ready(self, timeout: float = START_TIMEOUT_SECONDS) -> None:
         process = self._require_process()
@@ -97,7 +99,7 @@ def inherited_socket(fd: int) -> socket.socket:
     return socket.socket(fileno=fd)
 
 
-def serve_until_parent_exits(stop_server: threading.Event | None = None) -> None:
+def serve_until_parent_exits() -> None:
     """In the child, once serving: say so on stdout, then block until stdin closes.
 
     stdout then points at stderr, so nothing the child prints can fill a pipe the parent
@@ -107,5 +109,3 @@ def serve_until_parent_exits(stop_server: threading.Event | None = None) -> None
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     while sys.stdin.buffer.read(65536):
         pass
-    if stop_server is not None:
-        stop_server.set()

@@ -25,29 +25,18 @@ if TYPE_CHECKING:
     from werkzeug.serving import BaseWSGIServer
 
 
-class MotoServer:
+class MotoServer(ChildServer):
     """The runner's side of the moto process. `module` is what the child runs: this module's
     `main`, or a bench's module that installs its counters in the moto process, then calls it."""
 
     def __init__(
         self, *, host: str = "127.0.0.1", port: int = 0, module: str = __name__, args: Sequence[str] = ()
     ) -> None:
-        self._child = ChildServer("moto server", module, host=host, port=port, args=args)
-        self.host, self.port = self._child.host, self._child.port
+        super().__init__("moto server", module, host=host, port=port, args=args)
 
     @property
     def endpoint_url(self) -> str:
-        return self._child.url
-
-    def spawn(self) -> None:
-        self._child.spawn()
-
-    def wait_ready(self) -> None:
-        self._child.wait_ready()
-
-    def start(self) -> None:
-        self.spawn()
-        self.wait_ready()
+        return self.url
 
     def enable_state_machine_execution(self) -> None:
         """Turn on moto's ASL interpreter: executions really run instead of returning at once."""
@@ -58,9 +47,6 @@ class MotoServer:
             trust_env=False,  # loopback: never through a configured proxy
         )
         response.raise_for_status()
-
-    def stop(self) -> None:
-        self._child.stop()
 
 
 def make_moto_server(host: str, port: int, *, fd: int | None = None) -> BaseWSGIServer:

@@ -17,8 +17,8 @@ through them): DynamoDB makes each atomic and isolates transactions from them. W
 write landing between a failing transaction's save and its rollback was undone by the
 rollback (a batch's `settled_at` and `completed_at` lost this way were seen in an e2e run).
 
-Only the local stack's moto server installs it (`MotoServer`); the test suites' in-process
-moto is left as moto ships it.
+Only the local stack's moto server installs it (`make_moto_server`, in the moto process);
+the test suites' in-process moto is left as moto ships it.
 """
 
 from __future__ import annotations

@@ -97,7 +97,7 @@ _RUNNER_THAT_DIES = textwrap.dedent(
     from batchroute_tools.local.moto_server import MotoServer
     server = MotoServer()
     server.start()
-    print(server._child._process.pid, flush=True)
+    print(server._process.pid, flush=True)
     sys.stdin.read()
     """
 )
