@@ -9,9 +9,12 @@ from typing import Any
 
 import httpx
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from batchroute.providers.base import PermanentProviderError, ProviderUnavailable, TransientProviderError
 from batchroute.providers.http import Timeouts, VendorHttp, error_for_status, vendor_error_codes
+from batchroute.providers.whole_answers import json_bytes
 
 
 def _openai_error(code: str, kind: str, message: str) -> bytes:
@@ -140,3 +143,17 @@ def test_a_stream_that_falls_silent_after_it_began_times_out_as_a_retryable_erro
 def test_timeouts_must_be_positive() -> None:
     with pytest.raises(ValueError, match="positive"):
         Timeouts(idle=0)
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@given(_JSON.filter(lambda body: body is not None))
+def test_whole_answer_calls_send_the_very_bytes_httpx_would(body: Any) -> None:
+    """The urllib3 path's body encoding is httpx's, byte for byte, for any JSON (None is no
+    body on either path)."""
+    assert json_bytes(body) == httpx.Request("POST", "http://vendor.test", json=body).content

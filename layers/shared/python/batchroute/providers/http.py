@@ -46,6 +46,7 @@ from batchroute.providers.base import (
     TransientProviderError,
     UnknownJob,
 )
+from batchroute.providers.whole_answers import Answer, Failure, PooledCalls, WireFailure
 
 _MESSAGE_CHARS: Final = 300
 _MAX_RETRY_AFTER: Final = 900.0  # a vendor asking for longer is not waited on in one call
@@ -160,25 +161,40 @@ def error_for_status(
 
 
 def error_for_exception(exc: httpx.HTTPError, *, vendor: str, before_response: bool = False) -> ProviderError:
-    """The provider error for a failure of the connection itself. Before any answer arrived,
+    """The provider error for a failure of an httpx call's connection itself."""
+    return error_for_failure(
+        _httpx_kind(exc), type(exc).__name__, vendor=vendor, before_response=before_response
+    )
+
+
+def error_for_failure(
+    kind: Failure, name: str, *, vendor: str, before_response: bool = False
+) -> ProviderError:
+    """The provider error for a failure of the connection itself (`kind` as whole_answers
+    classifies it; `name` the failure's class, for the message). Before any answer arrived,
     a broken connection means the host is not serving (fail over); during one, that the
     answer was cut short (retry)."""
-    if isinstance(exc, httpx.ConnectTimeout | httpx.ConnectError | httpx.PoolTimeout):
-        return ProviderUnavailable(
-            f"{vendor} is unreachable: {type(exc).__name__}", code="provider_unreachable"
-        )
-    if isinstance(exc, httpx.TimeoutException):
+    if kind == "connect":
+        return ProviderUnavailable(f"{vendor} is unreachable: {name}", code="provider_unreachable")
+    if kind == "timeout":
         return TransientProviderError(f"{vendor} did not answer in time", code="provider_timeout")
-    if isinstance(exc, httpx.RemoteProtocolError | httpx.ReadError | httpx.WriteError):
+    if kind == "broken":
         if before_response:
             return ProviderUnavailable(
-                f"{vendor} closed the connection without answering: {type(exc).__name__}",
-                code="provider_unreachable",
+                f"{vendor} closed the connection without answering: {name}", code="provider_unreachable"
             )
-        return TransientProviderError(
-            f"the connection to {vendor} broke: {type(exc).__name__}", code="stream_interrupted"
-        )
-    return TransientProviderError(f"{vendor} call failed: {type(exc).__name__}", code="provider_error")
+        return TransientProviderError(f"the connection to {vendor} broke: {name}", code="stream_interrupted")
+    return TransientProviderError(f"{vendor} call failed: {name}", code="provider_error")
+
+
+def _httpx_kind(exc: httpx.HTTPError) -> Failure:
+    if isinstance(exc, httpx.ConnectTimeout | httpx.ConnectError | httpx.PoolTimeout):
+        return "connect"
+    if isinstance(exc, httpx.TimeoutException):
+        return "timeout"
+    if isinstance(exc, httpx.RemoteProtocolError | httpx.ReadError | httpx.WriteError):
+        return "broken"
+    return "other"
 
 
 class SendOptions(TypedDict, total=False):
@@ -228,6 +244,13 @@ class VendorHttp:
             limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections),
             follow_redirects=False,
         )
+        # Whole answers over urllib3 (providers/whole_answers.py); a transport given here (a
+        # test's in-memory vendor) carries every call instead.
+        self._whole = (
+            PooledCalls(base_url, headers=headers or {}, max_connections=max_connections)
+            if transport is None
+            else None
+        )
 
     @property
     def base_url(self) -> str:
@@ -235,12 +258,12 @@ class VendorHttp:
 
     def request_json(self, method: str, path: str, **options: Unpack[SendOptions]) -> Any:
         """The parsed JSON answer of a 2xx, else the mapped provider error."""
-        response = self._send(method, path, **options)
+        answer = self._send(method, path, **options)
         try:
-            return response.json()
+            return json.loads(answer.content)
         except ValueError as exc:
             raise TransientProviderError(
-                f"{self.vendor} answered {response.status_code} with a body that is not JSON",
+                f"{self.vendor} answered {answer.status} with a body that is not JSON",
                 code="provider_bad_response",
             ) from exc
 
@@ -327,8 +350,33 @@ class VendorHttp:
 
     def close(self) -> None:
         self._client.close()
+        if self._whole is not None:
+            self._whole.close()
 
-    def _send(self, method: str, path: str, **options: Unpack[SendOptions]) -> httpx.Response:
+    def _send(self, method: str, path: str, **options: Unpack[SendOptions]) -> Answer:
+        """One call whose whole answer is read: over urllib3, or httpx for a multipart form
+        (or when a transport was given); a non-2xx answer raised as its provider error."""
+        if self._whole is not None and options.get("files") is None and options.get("data") is None:
+            try:
+                answer = self._whole.send(
+                    method,
+                    path,
+                    json_body=options.get("json_body"),
+                    params=options.get("params"),
+                    connect=self.timeouts.connect,
+                    read=options.get("read_timeout") or self.timeouts.read,
+                )
+            except WireFailure as exc:
+                raise error_for_failure(
+                    exc.kind, exc.name, vendor=self.vendor, before_response=exc.before_response
+                ) from exc
+        else:
+            answer = self._send_httpx(method, path, **options)
+        if answer.status >= 300:
+            raise self._status_errors(answer.status, answer.headers, answer.content, vendor=self.vendor)
+        return answer
+
+    def _send_httpx(self, method: str, path: str, **options: Unpack[SendOptions]) -> Answer:
         built = self._client.build_request(
             method,
             path,
@@ -348,11 +396,7 @@ class VendorHttp:
             raise error_for_exception(exc, vendor=self.vendor) from exc
         finally:
             response.close()
-        if response.status_code >= 300:
-            raise self._status_errors(
-                response.status_code, response.headers, response.content, vendor=self.vendor
-            )
-        return response
+        return Answer(response.status_code, response.headers, response.content)
 
 
 def _read_body_within(response: httpx.Response, seconds: float) -> None:
