@@ -160,6 +160,11 @@ class EmulatorServer:
 def _handler_class(server: EmulatorServer) -> type[BaseHTTPRequestHandler]:
     class _Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"  # keep-alive, chunked streams
+        # TCP_NODELAY, as a vendor's front end has it: an answer goes out as its headers, then
+        # its body (or each stream chunk); with Nagle's algorithm on, the body waits for the
+        # caller to acknowledge the headers, which Linux delays up to 40 ms: 40 ms added to
+        # every call, the sync lanes' whole throughput at 32 calls in flight.
+        disable_nagle_algorithm = True
 
         def log_message(self, format: str, *args: Any) -> None:
             pass  # the service's own logs say what was called
