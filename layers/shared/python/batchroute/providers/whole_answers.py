@@ -59,6 +59,7 @@ class PooledCalls:
     def __init__(self, base_url: str, *, headers: Mapping[str, str], max_connections: int) -> None:
         self._base = base_url.rstrip("/")
         self._headers = {**_DEFAULT_HEADERS, **{k.lower(): v for k, v in headers.items()}}
+        self._json_headers = {**self._headers, "content-type": "application/json"}
         self._pools = urllib3.PoolManager(
             num_pools=_NUM_POOLS, maxsize=max_connections, block=True, ca_certs=certifi.where()
         )
@@ -73,11 +74,8 @@ class PooledCalls:
         connect: float,
         read: float,
     ) -> Answer:
-        headers = self._headers
-        body = None
-        if json_body is not None:
-            body = json_bytes(json_body)
-            headers = {**headers, "content-type": "application/json"}
+        body = None if json_body is None else json_bytes(json_body)
+        headers = self._headers if body is None else self._json_headers
         try:
             response = self._pools.urlopen(
                 method,
