@@ -49,6 +49,10 @@ def pipeline(
         "SIMULATED_LATENCY_MS": "0",
         "SIMULATED_BATCH_POLL_SECONDS": "0",
         "PROVIDER_RETRY_BASE_SECONDS": "0",
+        # More attempts than any scenario injects faults into one provider: with no backoff,
+        # an item's retries can meet every injected fault in a row (a fast emulator makes that
+        # a race the scenarios would lose now and then), and "nothing lost" must not hang on it.
+        "PROVIDER_RETRY_MAX_ATTEMPTS": "7",
         "ALLOW_LOOPBACK_WEBHOOKS": "1",
         "LOCAL_OUTBOX_DIR": str(tmp_path / "outbox"),
     }.items():
