@@ -28,6 +28,10 @@ RUNTIME = lambda_.Runtime.PYTHON_3_12  # the layer's wheels are built for it (in
 ARCHITECTURE = lambda_.Architecture.X86_64
 POWERTOOLS_SERVICE_NAME = resources.SERVICE
 POWERTOOLS_METRICS_NAMESPACE = "BatchRoute"
+# The service installs no pydantic plugin, so pydantic need not scan every installed
+# distribution's entry points when it builds its first model (~5 ms of each cold start;
+# docs/cold-start.md).
+PYDANTIC_DISABLE_PLUGINS = "__all__"
 
 API = "api"
 SWEEPER = "sweeper"
@@ -134,7 +138,8 @@ class Compute(Construct):
         )
 
     def _environment(self, prefix: str) -> dict[str, str]:
-        """Variables batchroute.config.Settings reads (uppercase field names) plus Powertools'."""
+        """Variables batchroute.config.Settings reads (uppercase field names) plus Powertools' and
+        pydantic's."""
         stack = Stack.of(self)
         return {
             "ENVIRONMENT": self._config.name,
@@ -151,6 +156,7 @@ class Compute(Construct):
             "LOG_LEVEL": self._config.log_level,
             "POWERTOOLS_SERVICE_NAME": POWERTOOLS_SERVICE_NAME,
             "POWERTOOLS_METRICS_NAMESPACE": POWERTOOLS_METRICS_NAMESPACE,
+            "PYDANTIC_DISABLE_PLUGINS": PYDANTIC_DISABLE_PLUGINS,
             **self._providers.environment(),
             **self._console_origins(),
         }

@@ -4,17 +4,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools.logging import correlation_paths
-from aws_lambda_powertools.metrics import MetricUnit
-from aws_lambda_powertools.utilities.typing import LambdaContext
-from mangum import Mangum
+from batchroute.function_init import function_init
 
-from batchroute.observability import lambda_logging, metrics, tracer
-from functions.api import snapstart
-from functions.api.app import app
+with function_init():  # no garbage collection during the imports (batchroute/function_init.py)
+    from aws_lambda_powertools.logging import correlation_paths
+    from aws_lambda_powertools.metrics import MetricUnit
+    from aws_lambda_powertools.utilities.typing import LambdaContext
+    from mangum import Mangum
 
-_asgi = Mangum(app, lifespan="off")
-snapstart.install()  # SnapStart's runtime hooks, on Lambda only (functions/api/snapstart.py)
+    from batchroute.observability import lambda_logging, metrics, tracer
+    from functions.api import snapstart
+    from functions.api.app import app
+
+    _asgi = Mangum(app, lifespan="off")
+    snapstart.install()  # SnapStart's runtime hooks, on Lambda only (functions/api/snapstart.py)
 
 
 @lambda_logging(correlation_id_path=correlation_paths.API_GATEWAY_REST)

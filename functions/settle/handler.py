@@ -1,5 +1,8 @@
 """Finalizes and settles batches, and handles failures (the settle queue)."""
 
-from batchroute.wiring import workflow_handler
+from batchroute.function_init import function_init
 
-handler = workflow_handler("finalize", "settle", "fail")
+with function_init():  # no garbage collection during the imports (batchroute/function_init.py)
+    from batchroute.wiring import workflow_handler
+
+    handler = workflow_handler("finalize", "settle", "fail")

@@ -2,6 +2,9 @@
 deadline to `expired`, settles stale chat holds, retries due webhooks; on the daily rule's
 input, reconciles payments (docs/payments.md)."""
 
-from batchroute.wiring import sweeper_handler
+from batchroute.function_init import function_init
 
-handler = sweeper_handler()
+with function_init():  # no garbage collection during the imports (batchroute/function_init.py)
+    from batchroute.wiring import sweeper_handler
+
+    handler = sweeper_handler()

@@ -1,5 +1,8 @@
 """Delivers results: signed webhooks and bucket delivery (the deliver queue)."""
 
-from batchroute.wiring import workflow_handler
+from batchroute.function_init import function_init
 
-handler = workflow_handler("deliver", "deliver_bucket")
+with function_init():  # no garbage collection during the imports (batchroute/function_init.py)
+    from batchroute.wiring import workflow_handler
+
+    handler = workflow_handler("deliver", "deliver_bucket")

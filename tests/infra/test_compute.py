@@ -9,14 +9,15 @@ import pytest
 from aws_cdk.assertions import Match, Template
 
 from batchroute import resources
+from bench import coldstart
 from batchroute.config import Settings
 from infra import assets
 from infra.compute import API_STREAM
 from infra.context import EnvironmentConfig
 from tests.infra.cfn import Cfn, as_list, render, render_json
 
-# Read by Powertools, not by batchroute.config.Settings.
-POWERTOOLS_VARIABLES = {"POWERTOOLS_SERVICE_NAME", "POWERTOOLS_METRICS_NAMESPACE"}
+# Read by Powertools and pydantic, not by batchroute.config.Settings.
+POWERTOOLS_VARIABLES = {"POWERTOOLS_SERVICE_NAME", "POWERTOOLS_METRICS_NAMESPACE", "PYDANTIC_DISABLE_PLUGINS"}
 EXPECTED_VARIABLES = {
     "ENVIRONMENT",
     "RESOURCE_PREFIX",
@@ -153,6 +154,17 @@ def test_function_environment_is_what_settings_reads(
     assert cfn.referenced(variables["APP_SECRET_ARN"]) in cfn.of_type("AWS::SecretsManager::Secret")
     assert cfn.referenced(variables["KMS_KEY_ID"]) in cfn.of_type("AWS::KMS::Key")
     assert variables["POWERTOOLS_SERVICE_NAME"] == resources.SERVICE
+    assert variables["PYDANTIC_DISABLE_PLUGINS"] == "__all__"
+
+
+def test_the_cold_start_bench_imports_with_the_functions_runtime_variables(cfn: Cfn, prefix: str) -> None:
+    # The bench's figure is the deployed function's only if the variables the libraries read at
+    # import (Powertools', pydantic's) are the same (bench/coldstart.py, docs/cold-start.md).
+    _, props = _function(cfn, prefix, "api")
+    variables = props["Environment"]["Variables"]
+    assert {name: coldstart.LAMBDA_ENV[name] for name in POWERTOOLS_VARIABLES} == {
+        name: variables[name] for name in POWERTOOLS_VARIABLES
+    }
 
 
 @pytest.mark.parametrize("spec", resources.QUEUES, ids=lambda q: q.key)
