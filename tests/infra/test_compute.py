@@ -9,8 +9,8 @@ import pytest
 from aws_cdk.assertions import Match, Template
 
 from batchroute import resources
-from bench import coldstart
 from batchroute.config import Settings
+from bench import coldstart
 from infra import assets
 from infra.compute import API_STREAM
 from infra.context import EnvironmentConfig
