@@ -157,6 +157,19 @@ def _workflow(budget_ms: Any = None) -> BatchWorkflow:
     return BatchWorkflow(_records(), clock, pipeline=pipeline)
 
 
+def _calls(monkeypatch: pytest.MonkeyPatch, method: str) -> list[tuple[Any, ...]]:
+    """The arguments of each call of `BatchArtifacts.<method>` from now on (passed through)."""
+    calls: list[tuple[Any, ...]] = []
+    original = getattr(BatchArtifacts, method)
+
+    def noted(self: BatchArtifacts, *args: Any) -> Any:
+        calls.append(args)
+        return original(self, *args)
+
+    monkeypatch.setattr(BatchArtifacts, method, noted)
+    return calls
+
+
 def _task(step: str, batch_id: str, **extra: Any) -> WorkflowTask:
     return WorkflowTask.model_validate(
         {"step": step, "batch_id": batch_id, "task_token": f"tok-{step}", **extra}
@@ -518,7 +531,7 @@ def test_a_half_done_chunk_is_kept_across_invocations(stack: LocalStack, org: Te
 
 @pytest.mark.parametrize("ending", ["canceled", "expired"])
 def test_a_batch_ended_mid_run_charges_only_completed_work(
-    stack: LocalStack, org: TestOrg, ending: BatchState
+    stack: LocalStack, org: TestOrg, ending: BatchState, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Given a lane of three chunks that has run its first chunk
     created = create_batch(org.org_id, [item(n) for n in range(6)], chunk_size=2)
@@ -532,8 +545,12 @@ def test_a_batch_ended_mid_run_charges_only_completed_work(
     # Then the lane stops: its remaining items count as canceled
     assert answer == {"lane_key": lane["lane_key"], "completed": 2, "failed": 0, "canceled": 4}
     # And Finalize and Settle work on the terminal batch without moving it
+    parsed = _calls(monkeypatch, "input_lines")
     workflow.finalize(_task("finalize", created.batch_id))
     workflow.settle(_task("settle", created.batch_id))
+    # (Finalize parsed the items of the chunks with unanswered items only: the answered
+    # chunk's seqs came off its lines' heads)
+    assert [chunk for _, chunk in parsed] == [1, 2]
     batch = _batch(created.batch_id)
     assert batch.state == ending
     assert _counts(batch) == {
@@ -546,6 +563,9 @@ def test_a_batch_ended_mid_run_charges_only_completed_work(
     }
     rows = _rows(results_key(created.batch_id))
     assert [r["status"] for r in rows] == ["completed"] * 2 + ["failed"] * 4
+    assert [(r["sequence_number"], r["customer_item_id"]) for r in rows] == [
+        (n, f"item-{n}") for n in range(6)
+    ]
     assert {r["error"]["code"] for r in rows[2:]} == {ending}
     # And only the completed work is charged; the rest is released
     charged = _assert_settled_exactly(org.org_id, batch, created.reserved)
@@ -681,18 +701,11 @@ def test_a_vendor_job_with_no_results_yet_writes_no_partial_file(
 ) -> None:
     # A partial file keeps results reported before a vendor job is recorded; with none there
     # is nothing to keep (it was a PUT and a DELETE per chunk for nothing).
-    written: list[str] = []
-    original = BatchArtifacts.write_lines
-
-    def spy(self: BatchArtifacts, key: str, lines: Any) -> Any:
-        written.append(key)
-        return original(self, key, lines)
-
-    monkeypatch.setattr(BatchArtifacts, "write_lines", spy)
+    written = _calls(monkeypatch, "write_lines")
     created = create_batch(org.org_id, [item(n, GPT) for n in range(4)], chunk_size=2)
     assert run_workflow(stack, created.batch_id)["status"] == "SUCCEEDED"
     assert _counts(_batch(created.batch_id))["completed"] == 4
-    assert written and not [key for key in written if "partial" in key]
+    assert written and not [key for key, _ in written if "partial" in key]
 
 
 # -- lane progress: watermarks, exactly once ---------------------------------------------------

@@ -28,12 +28,12 @@ def _line(
     }
 
 
-def _missing(seq: int, customer_item_id: Any) -> dict[str, Any]:
-    return missing_row(seq, customer_item_id, code="canceled", message="canceled")
+def _missing(seq: int) -> dict[str, Any]:
+    return missing_row(seq, f"c{seq}", code="canceled", message="canceled")
 
 
 def test_lanes_are_merged_by_seq_and_unanswered_items_get_a_failed_row() -> None:
-    inputs = [(n, f"c{n}") for n in range(6)]
+    inputs = range(6)
     lane_a = [_line(0, "a"), _line(3, "a", "failed"), _line(5, "a")]
     lane_b = [_line(1, "b"), _line(2, "b", prompt=7, completion=3)]
     tally = MergeTally()
@@ -72,7 +72,7 @@ def test_a_seq_answered_twice_keeps_the_first_and_strays_are_dropped() -> None:
     tally = MergeTally()
     rows = list(
         merge_chunk(
-            [(10, "c10"), (11, "c11")],
+            [10, 11],
             [iter([_line(9, "a"), _line(10, "a")]), iter([_line(10, "b"), _line(11, "b"), _line(12, "b")])],
             missing=_missing,
             tally=tally,

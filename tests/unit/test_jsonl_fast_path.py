@@ -11,7 +11,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from batchroute.domain.batches.jsonl import LineError, _parse, _parse_with_json, parse_jsonl
+from batchroute.domain.batches.jsonl import LineError, _parse_with_json, parse_jsonl
+from batchroute.domain.batches.jsonl import parse_line as _parse
 from tests.unit.json_strategies import json_values
 
 LINES = [

@@ -20,14 +20,14 @@ from batchroute.adapters.s3_objects import ObjectWriter, S3Objects, write_whole
 from batchroute.domain.batches.artifact_keys import JSONL as JSONL
 from batchroute.domain.batches.artifact_keys import batch_prefix as batch_prefix
 from batchroute.domain.batches.artifact_keys import errors_key as errors_key
-from batchroute.domain.batches.artifact_keys import input_chunk_key, plain_json
+from batchroute.domain.batches.artifact_keys import input_chunk_key, input_line_seq, plain_json
 from batchroute.domain.batches.artifact_keys import jsonl_line as jsonl_line
 from batchroute.domain.batches.artifact_keys import partial_chunk_key as partial_chunk_key
 from batchroute.domain.batches.artifact_keys import receipt_key as receipt_key
 from batchroute.domain.batches.artifact_keys import result_chunk_key as result_chunk_key
 from batchroute.domain.batches.artifact_keys import results_index_key as results_index_key
 from batchroute.domain.batches.artifact_keys import results_key as results_key
-from batchroute.domain.batches.jsonl import LineError, parse_jsonl
+from batchroute.domain.batches.jsonl import LineError, LineParser, parse_jsonl, parse_line
 from batchroute.domain.routing.items import InputLine
 from batchroute.domain.workflow.results import ResultLine
 from batchroute.errors import PermanentError
@@ -35,6 +35,12 @@ from batchroute.errors import PermanentError
 
 class CorruptArtifact(PermanentError):
     pass
+
+
+def _input_seq(number: int, raw: bytes) -> dict[str, Any] | LineError:
+    """An input line's `{"seq"}` only, from its head; a line written otherwise, parsed whole."""
+    seq = input_line_seq(raw)
+    return {"seq": seq} if seq is not None else parse_line(number, raw)
 
 
 class JsonlWriter:
@@ -58,12 +64,14 @@ class BatchArtifacts:
         self.objects = objects
 
     # -- reads -----------------------------------------------------------------------------------
-    def lines(self, key: str, *, missing_ok: bool = False) -> Iterator[dict[str, Any]]:
+    def lines(
+        self, key: str, *, missing_ok: bool = False, parse: LineParser | None = None
+    ) -> Iterator[dict[str, Any]]:
         """The JSON objects of a JSONL object, streamed; a missing object is empty when
         `missing_ok`."""
         if missing_ok and self.objects.size(key) is None:
             return
-        for line_no, parsed in parse_jsonl(self.objects.chunks(key)):
+        for line_no, parsed in parse_jsonl(self.objects.chunks(key), parse=parse):
             if isinstance(parsed, LineError):
                 raise CorruptArtifact(f"{key} line {line_no}: {parsed.message}")
             yield parsed
@@ -72,6 +80,12 @@ class BatchArtifacts:
         """`{"seq", "item"}` lines of an input chunk, in seq order (as batch create or Intake
         wrote them, items the preflight read)."""
         return cast("Iterator[InputLine]", self.lines(input_chunk_key(batch_id, chunk)))
+
+    def input_seqs(self, batch_id: str, chunk: int) -> Iterator[int]:
+        """The seqs of an input chunk, in order, read off the lines' heads: the items are not
+        parsed (Finalize needs only the seqs of items that have a result)."""
+        for line in self.lines(input_chunk_key(batch_id, chunk), parse=_input_seq):
+            yield int(line["seq"])
 
     def result_lines(self, batch_id: str, lane_key: str, chunk: int) -> Iterator[ResultLine]:
         """A lane's result chunk, as the lane runner wrote it (`ResultLine`s)."""

@@ -15,8 +15,11 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
+import orjson
+
 INPUT_CHUNK_ROWS = 1000
 JSONL = "application/jsonl"
+_INPUT_LINE_HEAD = b'{"seq":'
 
 
 def input_chunk_key(batch_id: str, chunk: int) -> str:
@@ -53,9 +56,34 @@ def batch_prefix(batch_id: str) -> str:
     return f"batches/{batch_id}/"
 
 
+def input_line(seq: int, item: Mapping[str, Any]) -> bytes:
+    """One line of an input chunk: `{"seq":n,"item":{...}}`, the seq first, so that a reader
+    that needs only the seqs (Finalize) reads them off the lines' heads (`input_line_seq`)."""
+    return json.dumps({"seq": seq, "item": item}, separators=(",", ":")).encode() + b"\n"
+
+
+def input_line_seq(line: bytes) -> int | None:
+    """The seq of a line `input_line` wrote, read from its head without parsing the item;
+    None for a line it did not write."""
+    if not line.startswith(_INPUT_LINE_HEAD):
+        return None
+    start = len(_INPUT_LINE_HEAD)
+    end = line.find(b",", start)
+    digits = line[start:end]
+    return int(digits) if end > start and digits.isdigit() else None
+
+
 def jsonl_line(value: Mapping[str, Any]) -> bytes:
-    """One artifact line: compact JSON, UTF-8, newline-terminated."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=plain_json).encode() + b"\n"
+    """One artifact line: compact JSON, UTF-8, newline-terminated. Written by orjson (about
+    five times the json module's speed; Finalize writes every row of a batch); what orjson
+    refuses and the json module writes (an integer beyond 64 bits, a key that is not a
+    string) falls back to the json module. Both read back to the same value."""
+    try:
+        return orjson.dumps(value, default=plain_json, option=orjson.OPT_APPEND_NEWLINE)
+    except TypeError:  # orjson.JSONEncodeError is one
+        return (
+            json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=plain_json).encode() + b"\n"
+        )
 
 
 def plain_json(value: Any) -> Any:

@@ -60,6 +60,7 @@ class LineError:
 
 
 ParsedLine = tuple[int, dict[str, Any] | LineError]
+LineParser = Callable[[int, bytes], dict[str, Any] | LineError]  # (line number, its bytes)
 
 
 def _refuse_constant(name: str) -> Any:
@@ -79,8 +80,9 @@ _LONG_DIGITS: Final = b"9" * 19
 class JsonlReader:
     """Push parser: `feed(chunk)` returns the lines that chunk completed, `finish()` the rest."""
 
-    def __init__(self, *, max_line_bytes: int = MAX_LINE_BYTES) -> None:
+    def __init__(self, *, max_line_bytes: int = MAX_LINE_BYTES, parse: LineParser | None = None) -> None:
         self.max_line_bytes = max_line_bytes
+        self._parse = parse or parse_line  # a line's bytes (BOM, CR and blank lines dealt with) to its object
         self._buffer = bytearray()
         self._line_no = 0
         self._skipping = False  # inside an over-long line: dropping bytes until its newline
@@ -130,7 +132,7 @@ class JsonlReader:
         raw = bytes(buffer[start:end])
         if not raw.strip(_WHITESPACE):
             return
-        out.append((number, _parse(number, raw)))
+        out.append((number, self._parse(number, raw)))
 
     def _too_long(self) -> ParsedLine:
         self._line_no += 1
@@ -140,7 +142,7 @@ class JsonlReader:
         return LineError(number, "line_too_long", f"line {number} is longer than {self.max_line_bytes} bytes")
 
 
-def _parse(number: int, raw: bytes) -> dict[str, Any] | LineError:
+def parse_line(number: int, raw: bytes) -> dict[str, Any] | LineError:
     """The line's object, or its error. The fast path takes a line orjson reads as an object
     the json module would read the same (valid UTF-8 and JSON: orjson checks both; no long
     integer; no NaN or Infinity: orjson refuses them) and that is not nested too deep."""
@@ -174,9 +176,11 @@ def _parse_with_json(number: int, raw: bytes) -> dict[str, Any] | LineError:
     return value
 
 
-def parse_jsonl(chunks: Iterable[bytes], *, max_line_bytes: int = MAX_LINE_BYTES) -> Iterator[ParsedLine]:
+def parse_jsonl(
+    chunks: Iterable[bytes], *, max_line_bytes: int = MAX_LINE_BYTES, parse: LineParser | None = None
+) -> Iterator[ParsedLine]:
     """Pull form of JsonlReader: every non-blank line of the stream, in order."""
-    reader = JsonlReader(max_line_bytes=max_line_bytes)
+    reader = JsonlReader(max_line_bytes=max_line_bytes, parse=parse)
     for chunk in chunks:
         yield from reader.feed(chunk)
     yield from reader.finish()

@@ -259,19 +259,19 @@ class MergeTally:
 
 
 def merge_chunk(
-    inputs: Iterable[tuple[int, Any]],
+    inputs: Iterable[int],
     lane_results: Iterable[Iterable[ResultLine]],
     *,
-    missing: Callable[[int, Any], ArtifactRow],
+    missing: Callable[[int], ArtifactRow],
     tally: MergeTally,
 ) -> Iterator[ArtifactRow]:
-    """One artifact row per input `(seq, customer_item_id)`, in input order.
+    """One artifact row per input seq, in input order: its answer, or `missing(seq)`.
 
     `lane_results` are the chunk's result files, each sorted by seq; a seq answered twice
     keeps the first answer, a result for a seq not in the input is dropped."""
     merged = heapq.merge(*lane_results, key=lambda line: int(line["seq"]))
     head = next(merged, None)
-    for seq, customer_item_id in inputs:
+    for seq in inputs:
         while head is not None and int(head["seq"]) < seq:
             head = next(merged, None)
         if head is not None and int(head["seq"]) == seq:
@@ -281,4 +281,4 @@ def merge_chunk(
                 head = next(merged, None)
         else:
             tally.missing += 1
-            yield missing(seq, customer_item_id)
+            yield missing(seq)

@@ -9,11 +9,10 @@ keeps, beside `chunk_models`, those of the shared prefixes of each group split a
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
-from batchroute.domain.batches.artifact_keys import INPUT_CHUNK_ROWS, input_chunk_key
+from batchroute.domain.batches.artifact_keys import INPUT_CHUNK_ROWS, input_chunk_key, input_line
 from batchroute.domain.routing.engine import RoutePlanView
 from batchroute.domain.routing.lane_plan import with_prefix_counts
 from batchroute.domain.routing.prompt_cache import ChatInput, item_prefix_key
@@ -49,9 +48,7 @@ class InputChunkWriter:
             if self.prefix_counts is not None:
                 self.prefix_counts.append({})
         assert self._writer is not None
-        self._writer.write(
-            json.dumps({"seq": self.count, "item": item}, separators=(",", ":")).encode() + b"\n"
-        )
+        self._writer.write(input_line(self.count, item))
         models = self.chunk_models[-1]
         model = str(item.get("model"))
         models[model] = models.get(model, 0) + 1

@@ -43,6 +43,7 @@ from batchroute.domain.batches.artifact_keys import (
 from batchroute.domain.batches.files import CompletedPart
 from batchroute.domain.batches.record import ArtifactKeys, BatchChanges, BatchRecord
 from batchroute.domain.batches.states import TERMINAL
+from batchroute.domain.routing.items import InputLine
 from batchroute.domain.routing.lane_plan import LaneRecord, lane_chunk_done
 from batchroute.domain.routing.rescue import handed_over_rows
 from batchroute.domain.workflow.finalize_cursor import CursorChanges, FinalizeCursorItem
@@ -118,6 +119,21 @@ def _on_time(
         logger.warning(
             "late result ignored", extra={"lane_key": lane_key, "chunk": chunk, "seq": line["seq"]}
         )
+
+
+class _CustomerItemIds:
+    """An input chunk's `customer_item_id`s by seq, read (the chunk parsed) on first use."""
+
+    def __init__(self, lines: Callable[[], Iterable[InputLine]]) -> None:
+        self._lines = lines
+        self._ids: dict[int, Any] | None = None
+
+    def of(self, seq: int) -> Any:
+        if self._ids is None:
+            self._ids = {
+                int(line["seq"]): (line.get("item") or {}).get("customer_item_id") for line in self._lines()
+            }
+        return self._ids.get(seq)
 
 
 def carry_key(batch_id: str, chunk: int) -> str:
@@ -363,11 +379,9 @@ class Finalizer:
         tally: MergeTally,
     ) -> Iterator[ArtifactRow]:
         """The rows of `chunk` in input order: each item's answer from the lanes that
-        finished the chunk, or `missing`."""
-        inputs = (
-            (int(line["seq"]), (line.get("item") or {}).get("customer_item_id"))
-            for line in self.artifacts.input_lines(batch_id, chunk)
-        )
+        finished the chunk, or `missing`. The input's seqs are read off the lines' heads; its
+        items are parsed (for their `customer_item_id`) only if one of them has no answer."""
+        ids = _CustomerItemIds(lambda: self.artifacts.input_lines(batch_id, chunk))
         handed = handed_over_rows(lanes)
         sources = [
             _tagged(
@@ -383,7 +397,12 @@ class Finalizer:
             for lane in lanes
             if lane_chunk_done(lane, chunk)
         ]
-        return merge_chunk(inputs, sources, missing=missing, tally=tally)
+        return merge_chunk(
+            self.artifacts.input_seqs(batch_id, chunk),
+            sources,
+            missing=lambda seq: missing(seq, ids.of(seq)),
+            tally=tally,
+        )
 
     def _part(self, key: str, upload_id: str, parts: tuple[UploadPart, ...], body: bytearray) -> UploadPart:
         number = len(parts) + 1
