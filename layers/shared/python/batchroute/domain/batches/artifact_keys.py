@@ -56,7 +56,7 @@ def batch_prefix(batch_id: str) -> str:
     return f"batches/{batch_id}/"
 
 
-def input_line(seq: int, item: Mapping[str, Any]) -> bytes:
+def input_line(seq: int, item: object) -> bytes:
     """One line of an input chunk: `{"seq":n,"item":{...}}`, the seq first, so that a reader
     that needs only the seqs (Finalize) reads them off the lines' heads (`input_line_seq`)."""
     return json.dumps({"seq": seq, "item": item}, separators=(",", ":")).encode() + b"\n"

@@ -59,8 +59,9 @@ class LineError:
         return {"line": self.line_no, "code": self.code, "message": self.message}
 
 
-ParsedLine = tuple[int, dict[str, Any] | LineError]
-LineParser = Callable[[int, bytes], dict[str, Any] | LineError]  # (line number, its bytes)
+LineValue = dict[str, Any] | LineError  # a line's object, or why it has none
+ParsedLine = tuple[int, LineValue]
+LineParser = Callable[[int, bytes], LineValue]  # (line number, its bytes)
 
 
 def _refuse_constant(name: str) -> Any:
