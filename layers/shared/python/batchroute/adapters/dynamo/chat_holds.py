@@ -59,12 +59,10 @@ from batchroute.domain.batches.record import BatchRecord
 from batchroute.domain.billing.controls import BillingControls
 from batchroute.domain.billing.ledger import ReservationTerms, SettlementResult, WalletState
 from batchroute.domain.billing.spending_limit import LimitGuard
-from batchroute.domain.billing.usage import UsageCharge
-from batchroute.domain.chat.holds import ChatOutcome, HoldTerms
+from batchroute.domain.chat.holds import ChatOutcome, HoldSettlement, HoldTerms
 from batchroute.domain.chat.holds import HoldRefused as HoldRefused
 from batchroute.domain.chat.holds import Refusal as Refusal
 from batchroute.errors import TransientError
-from batchroute.money import Money
 
 # Positions in the open transaction: the three reserve items, then ours.
 _WALLET_AT, _RESERVATION_AT, _RECORD_AT, _CONTROLS_AT, _SPEND_AT = 0, 1, 3, 4, 5
@@ -169,29 +167,18 @@ class ChatHoldStore:
         )
         return batch_from_items(from_item(response["Item"])) if "Item" in response else None
 
-    def settle(
-        self,
-        org_id: str,
-        hold_id: str,
-        *,
-        batch_id: str,
-        charge: Money,
-        at: str,
-        period_keys: Iterable[str],
-        outcome: ChatOutcome,
-        usage: UsageCharge | None = None,
-    ) -> SettlementResult:
-        """Charge `charge` (capped at the hold), release the rest, and write the record's
-        `outcome` fields (and the usage counters of `usage`): one transaction, exactly once."""
+    def settle(self, settlement: HoldSettlement) -> SettlementResult:
+        """The settlement's charge, release, record update and usage counters: one transaction,
+        exactly once."""
         return self.ledger.settle(
-            org_id,
-            hold_id,
-            charge=charge,
-            at=at,
-            period_keys=period_keys,
-            memo=f"chat {batch_id}",
-            extra_items=[self._record_update(batch_id, outcome)],
-            usage=usage,
+            settlement.org_id,
+            settlement.hold_id,
+            charge=settlement.charge,
+            at=settlement.at,
+            period_keys=settlement.period_keys,
+            memo=f"chat {settlement.batch_id}",
+            extra_items=[self._record_update(settlement.batch_id, settlement.outcome)],
+            usage=settlement.usage,
         )
 
     def release(

@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from batchroute.domain.batches.record import BatchRecord
 from batchroute.domain.billing.rate_limits import CallerGate, WindowCounts
+from batchroute.domain.billing.usage import UsageCharge
 from batchroute.domain.catalog.pricing import NO_CACHE_TOKENS, CacheTokens
 from batchroute.domain.routing.lanes import LaneAttempt
 from batchroute.domain.workflow.results import line_usage
@@ -43,6 +44,23 @@ class HoldTerms:
     @property
     def hold_id(self) -> str:
         return str(self.record.reservation_id)
+
+
+@dataclass(frozen=True, slots=True)
+class HoldSettlement:
+    """What settling a chat call's hold does, in one transaction: `charge` (capped at the hold)
+    charged to the hold's org and counted on its spending-limit periods (`period_keys`), the
+    rest released, and the request's record (`batch_id`) given its `outcome`, with the usage
+    counters of `usage`."""
+
+    org_id: str
+    hold_id: str
+    batch_id: str
+    charge: Money
+    at: str
+    period_keys: tuple[str, ...]
+    outcome: ChatOutcome
+    usage: UsageCharge | None = None
 
 
 class HoldRefused(Exception):

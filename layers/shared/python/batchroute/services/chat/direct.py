@@ -30,7 +30,7 @@ from batchroute.domain.billing.ledger import SettlementResult, period_keys
 from batchroute.domain.billing.rate_limits import CallerGate
 from batchroute.domain.billing.usage import UsageCharge, direct_usage_line, usage_day
 from batchroute.domain.catalog.catalog import Catalog, LanePrice
-from batchroute.domain.chat.holds import ChatOutcome, HoldRefused, HoldTerms, LanesTried
+from batchroute.domain.chat.holds import ChatOutcome, HoldRefused, HoldSettlement, HoldTerms, LanesTried
 from batchroute.domain.chat.objects import DIRECT_SOURCE, completion_id
 from batchroute.domain.chat.requests import CHAT_ITEM_ID, ChatRequest
 from batchroute.domain.chat.routing import DirectLane, DirectPlan, LaneRejection, plan_direct
@@ -420,14 +420,16 @@ class DirectChat:
         controls = self.controls.billing_controls(org_id)
         zone = controls.limit_timezone if controls else "UTC"
         result = self.store.settle(
-            org_id,
-            call.hold_id,
-            batch_id=call.batch_id,
-            charge=charge,
-            at=at,
-            period_keys=list(period_keys(now, zone).values()),
-            outcome=outcome,
-            usage=chat_usage(call.lane, usage, day=usage_day(now, zone)),
+            HoldSettlement(
+                org_id,
+                call.hold_id,
+                call.batch_id,
+                charge,
+                at,
+                tuple(period_keys(now, zone).values()),
+                outcome,
+                usage=chat_usage(call.lane, usage, day=usage_day(now, zone)),
+            )
         )
         if self.watch is not None and not result.replayed and result.charged.micros > 0:
             # Alerts (a soft limit never blocks, so reaching it is reported here) and auto

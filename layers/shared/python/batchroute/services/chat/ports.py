@@ -9,9 +9,7 @@ from batchroute.domain.batches.record import BatchRecord
 from batchroute.domain.billing.controls import BillingControls
 from batchroute.domain.billing.ledger import SettlementResult, WalletState
 from batchroute.domain.billing.spending_limit import LimitGuard
-from batchroute.domain.billing.usage import UsageCharge
-from batchroute.domain.chat.holds import ChatOutcome, HoldTerms
-from batchroute.money import Money
+from batchroute.domain.chat.holds import ChatOutcome, HoldSettlement, HoldTerms
 
 
 class HoldStore(Protocol):
@@ -30,18 +28,7 @@ class HoldStore(Protocol):
 
     def record(self, batch_id: str) -> BatchRecord | None: ...
 
-    def settle(
-        self,
-        org_id: str,
-        hold_id: str,
-        *,
-        batch_id: str,
-        charge: Money,
-        at: str,
-        period_keys: Iterable[str],
-        outcome: ChatOutcome,
-        usage: UsageCharge | None = None,
-    ) -> SettlementResult: ...
+    def settle(self, settlement: HoldSettlement) -> SettlementResult: ...
 
     def release(
         self, org_id: str, hold_id: str, *, batch_id: str, at: str, outcome: ChatOutcome

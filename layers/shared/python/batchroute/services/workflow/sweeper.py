@@ -18,7 +18,7 @@ from batchroute.domain.batches.states import BatchState
 from batchroute.domain.billing.ledger import Purpose, Reservation, period_keys
 from batchroute.domain.billing.usage import UsageCharge, UsageLine, direct_usage_line, usage_day
 from batchroute.domain.catalog.catalog import Catalog, Lane
-from batchroute.domain.chat.holds import ChatOutcome
+from batchroute.domain.chat.holds import ChatOutcome, HoldSettlement
 from batchroute.money import Money
 from batchroute.observability import logger, metrics
 from batchroute.services.billing.ports import MoneyWatch
@@ -103,15 +103,17 @@ def resolve_stale_chat_holds(
         charge = Money.usd_ceil(line.cost)
         outcome = _swept_outcome(hold.amount, min(charge, hold.amount), checkpoint, at)
         result = records.settle(
-            hold.org_id,
-            hold.reservation_id,
-            batch_id=hold.ref,
-            charge=charge,
-            at=at,
-            period_keys=period_keys(now, "UTC").values(),
-            outcome=outcome,
-            # Counted on its UTC day, as its spend is (the sweeper reads no controls).
-            usage=UsageCharge(day=usage_day(now, "UTC"), lines=(line,)),
+            HoldSettlement(
+                hold.org_id,
+                hold.reservation_id,
+                hold.ref,
+                charge,
+                at,
+                tuple(period_keys(now, "UTC").values()),
+                outcome,
+                # Counted on its UTC day, as its spend is (the sweeper reads no controls).
+                usage=UsageCharge(day=usage_day(now, "UTC"), lines=(line,)),
+            )
         )
         if not result.replayed:
             report.settled.append(hold.reservation_id)
