@@ -15,6 +15,7 @@ from batchroute.adapters.batch_artifacts import BatchArtifacts
 from batchroute.domain.batches.artifact_keys import (
     input_chunk_key,
     input_line,
+    input_line_head,
     input_line_seq,
     jsonl_line,
     plain_json,
@@ -27,12 +28,38 @@ _JSON = st.recursive(
 )
 
 
-@given(seq=st.integers(min_value=0, max_value=10**12), item=st.dictionaries(st.text(), _JSON, max_size=6))
-def test_the_seq_read_off_the_head_is_the_seq_the_line_holds(seq: int, item: dict[str, Any]) -> None:
+@given(
+    seq=st.integers(min_value=0, max_value=10**12),
+    item=st.dictionaries(st.text(), _JSON, max_size=6),
+    model=st.none() | st.integers() | st.text(),
+)
+def test_the_seq_and_model_read_off_the_head_are_the_lines(
+    seq: int, item: dict[str, Any], model: Any
+) -> None:
+    if model is not None:
+        item = {**item, "model": model}
     line = input_line(seq, item)
     assert line.endswith(b"\n") and line.count(b"\n") == 1
-    assert json.loads(line) == {"seq": seq, "item": item}
+    head = {"seq": seq, "model": model} if isinstance(model, str) else {"seq": seq}
+    assert json.loads(line) == {**head, "item": item}
     assert input_line_seq(line.rstrip(b"\n")) == seq
+    read = input_line_head(line.rstrip(b"\n"))
+    if (
+        isinstance(model, str)
+        and model.isascii()
+        and '"' not in model
+        and "\\" not in model
+        and model.isprintable()
+    ):
+        assert read == (seq, model)
+    else:  # no model, or one the head spells with an escape: the line must be parsed
+        assert read in (None, (seq, model))
+
+
+def test_a_model_the_head_spells_with_an_escape_is_not_read_off_it() -> None:
+    for model in ('a"b', "a\\b", "modèle", "a\nb"):
+        assert input_line_head(input_line(7, {"model": model}).rstrip(b"\n")) is None, model
+    assert input_line_head(b'{"seq":7,"item":{"model":"m"}}') is None  # written before the head
 
 
 def test_a_line_written_otherwise_has_no_seq_on_its_head() -> None:
@@ -73,6 +100,24 @@ def test_an_input_chunks_seqs_stream_in_order_whatever_the_pieces(piece: int) ->
     )
     artifacts = BatchArtifacts(_Objects(input_chunk_key("b1", 0), body, piece))  # type: ignore[arg-type]
     assert list(artifacts.input_seqs("b1", 0)) == [0, 1, 2, 3]
+
+
+@given(piece=st.integers(min_value=1, max_value=64))
+def test_a_lanes_input_lines_are_its_models_the_others_unparsed(piece: int) -> None:
+    body = (
+        input_line(0, {"model": "a", "n": 0})
+        + input_line(1, {"model": "b", "n": 1})
+        + b'{"seq":2,"item":{"model":"b","n":2}}\n'  # written before the head named the model
+        + b'{"seq":3,"item":{"model":"a","n":3}}\n'
+        + input_line(4, {"model": "a", "n": 4})
+    )
+    artifacts = BatchArtifacts(_Objects(input_chunk_key("b1", 0), body, piece))  # type: ignore[arg-type]
+    every = list(artifacts.input_lines("b1", 0))
+    assert [line["seq"] for line in every] == [0, 1, 2, 3, 4]
+    a = list(artifacts.input_lines("b1", 0, model="a"))
+    # The old lines are parsed whole (the lane's own filter drops line 2); line 1 never is
+    assert [(line["seq"], line["item"]["n"]) for line in a] == [(0, 0), (2, 2), (3, 3), (4, 4)]
+    assert [line["item"]["model"] for line in a] == ["a", "b", "a", "a"]
 
 
 def _json_module_line(value: Any) -> bytes:

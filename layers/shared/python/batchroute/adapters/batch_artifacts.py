@@ -14,20 +14,26 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator, Mapping
+from functools import partial
 from typing import Any, cast
 
 from batchroute.adapters.s3_objects import ObjectWriter, S3Objects, write_whole
 from batchroute.domain.batches.artifact_keys import JSONL as JSONL
 from batchroute.domain.batches.artifact_keys import batch_prefix as batch_prefix
 from batchroute.domain.batches.artifact_keys import errors_key as errors_key
-from batchroute.domain.batches.artifact_keys import input_chunk_key, input_line_seq, plain_json
+from batchroute.domain.batches.artifact_keys import (
+    input_chunk_key,
+    input_line_head,
+    input_line_seq,
+    plain_json,
+)
 from batchroute.domain.batches.artifact_keys import jsonl_line as jsonl_line
 from batchroute.domain.batches.artifact_keys import partial_chunk_key as partial_chunk_key
 from batchroute.domain.batches.artifact_keys import receipt_key as receipt_key
 from batchroute.domain.batches.artifact_keys import result_chunk_key as result_chunk_key
 from batchroute.domain.batches.artifact_keys import results_index_key as results_index_key
 from batchroute.domain.batches.artifact_keys import results_key as results_key
-from batchroute.domain.batches.jsonl import LineError, LineParser, parse_jsonl, parse_line
+from batchroute.domain.batches.jsonl import LineError, LineParser, LineValue, parse_jsonl, parse_line
 from batchroute.domain.routing.items import InputLine
 from batchroute.domain.workflow.results import ResultLine
 from batchroute.errors import PermanentError
@@ -37,7 +43,13 @@ class CorruptArtifact(PermanentError):
     pass
 
 
-def _input_seq(number: int, raw: bytes) -> dict[str, Any] | LineError:
+def _of_model(model: str, number: int, raw: bytes) -> LineValue:
+    """An input line of `model`, parsed; one whose head names another model, its seq only."""
+    head = input_line_head(raw)
+    return {"seq": head[0]} if head is not None and head[1] != model else parse_line(number, raw)
+
+
+def _input_seq(number: int, raw: bytes) -> LineValue:
     """An input line's `{"seq"}` only, from its head; a line written otherwise, parsed whole."""
     seq = input_line_seq(raw)
     return {"seq": seq} if seq is not None else parse_line(number, raw)
@@ -76,10 +88,14 @@ class BatchArtifacts:
                 raise CorruptArtifact(f"{key} line {line_no}: {parsed.message}")
             yield parsed
 
-    def input_lines(self, batch_id: str, chunk: int) -> Iterator[InputLine]:
+    def input_lines(self, batch_id: str, chunk: int, *, model: str | None = None) -> Iterator[InputLine]:
         """`{"seq", "item"}` lines of an input chunk, in seq order (as batch create or Intake
-        wrote them, items the preflight read)."""
-        return cast("Iterator[InputLine]", self.lines(input_chunk_key(batch_id, chunk)))
+        wrote them, items the preflight read). With `model`, that model's lines only: a line
+        whose head names another model is dropped unparsed (a lane reads only its model's)."""
+        if model is None:
+            return cast("Iterator[InputLine]", self.lines(input_chunk_key(batch_id, chunk)))
+        lines = self.lines(input_chunk_key(batch_id, chunk), parse=partial(_of_model, model))
+        return cast("Iterator[InputLine]", (line for line in lines if "item" in line))
 
     def input_seqs(self, batch_id: str, chunk: int) -> Iterator[int]:
         """The seqs of an input chunk, in order, read off the lines' heads: the items are not

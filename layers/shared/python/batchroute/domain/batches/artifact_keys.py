@@ -20,6 +20,7 @@ import orjson
 INPUT_CHUNK_ROWS = 1000
 JSONL = "application/jsonl"
 _INPUT_LINE_HEAD = b'{"seq":'
+_MODEL_HEAD = b',"model":"'
 
 
 def input_chunk_key(batch_id: str, chunk: int) -> str:
@@ -57,8 +58,13 @@ def batch_prefix(batch_id: str) -> str:
 
 
 def input_line(seq: int, item: object) -> bytes:
-    """One line of an input chunk: `{"seq":n,"item":{...}}`, the seq first, so that a reader
-    that needs only the seqs (Finalize) reads them off the lines' heads (`input_line_seq`)."""
+    """One line of an input chunk: `{"seq":n,"model":"m","item":{...}}`, its seq and its item's
+    model first, so that a reader that needs only the seqs (Finalize) or only one model's items
+    (a lane) reads them off the lines' heads (`input_line_seq`, `input_line_head`). An item
+    without a string model has no `model` on its line."""
+    model = item.get("model") if isinstance(item, Mapping) else None
+    if isinstance(model, str):
+        return json.dumps({"seq": seq, "model": model, "item": item}, separators=(",", ":")).encode() + b"\n"
     return json.dumps({"seq": seq, "item": item}, separators=(",", ":")).encode() + b"\n"
 
 
@@ -71,6 +77,20 @@ def input_line_seq(line: bytes) -> int | None:
     end = line.find(b",", start)
     digits = line[start:end]
     return int(digits) if end > start and digits.isdigit() else None
+
+
+def input_line_head(line: bytes) -> tuple[int, str] | None:
+    """The seq and the item's model of a line `input_line` wrote, read from its head; None for
+    a line written otherwise, or whose model the head cannot spell plainly (an escape in it)."""
+    seq = input_line_seq(line)
+    if seq is None:
+        return None
+    start = line.find(b",") + len(_MODEL_HEAD)
+    if not line.startswith(_MODEL_HEAD, start - len(_MODEL_HEAD)):
+        return None
+    end = line.find(b'"', start)
+    model = line[start:end]
+    return (seq, model.decode("ascii")) if end >= start and b"\\" not in model else None
 
 
 def jsonl_line(value: Mapping[str, Any]) -> bytes:

@@ -150,9 +150,12 @@ class BatchItem(TypedDict):
 
 
 class InputLine(TypedDict):
-    """A line of a batch's input chunk: an item and its place in the batch."""
+    """A line of a batch's input chunk: an item and its place in the batch (and, on lines
+    written since lanes read the model off the head, the item's model again, before the item:
+    domain/batches/artifact_keys.py `input_line`)."""
 
     seq: int
+    model: NotRequired[str]
     item: BatchItem
 
 

@@ -378,7 +378,7 @@ class LaneExecutor:
     ) -> _Chunk:
         kept = list(
             lane_items(
-                self.artifacts.input_lines(batch_id, number),
+                self.artifacts.input_lines(batch_id, number, model=lane.model),
                 model=lane.model,
                 first_ordinal=first_ordinal,
                 start=lane.ordinal_start,

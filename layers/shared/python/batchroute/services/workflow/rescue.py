@@ -284,7 +284,10 @@ class DeadlineRescue:
             items=decision.items,
             chunk=chunk,
             ordinals=model_ordinals(
-                self.artifacts.input_lines(batch.batch_id, chunk), lane.model, first_ordinal, lane.prefixes
+                self.artifacts.input_lines(batch.batch_id, chunk, model=lane.model),
+                lane.model,
+                first_ordinal,
+                lane.prefixes,
             ),
             done=done,
             offsets=lane_offsets(batch.chunk_models or [], lane),
