@@ -6,12 +6,8 @@ provider adapters, the payment and schedule libraries. Not a timing test: it nam
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.unit.fresh_interpreter import last_line
 
 # Heavy modules, each imported on the first request (or AWS call) that uses it.
 NOT_AT_INIT = (
@@ -51,21 +47,7 @@ def _imported_at_init(modules: tuple[str, ...], then: str = "pass", **env: str) 
     # A Lambda function's environment, not this test process's: whatever other tests set in it
     # (the integration suite's SIMULATED_PROVIDERS, moto's endpoints) would reach the settings
     # the first request reads, and production's refuse simulated providers.
-    environment = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "TMPDIR")}
-    environment.update(env)
-    environment["PYTHONPATH"] = os.pathsep.join(
-        str(ROOT / part) for part in ("layers/shared/python", ".", "clients/python/src")
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", _PROBE.format(then=then), json.dumps(modules)],
-        capture_output=True,
-        text=True,
-        check=False,
-        env=environment,
-        cwd=ROOT,
-    )
-    assert out.returncode == 0, out.stderr[-2000:]
-    imported: list[str] = json.loads(out.stdout.strip().splitlines()[-1])
+    imported: list[str] = json.loads(last_line(_PROBE.format(then=then), json.dumps(modules), **env))
     return imported
 
 

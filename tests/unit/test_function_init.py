@@ -6,17 +6,13 @@ from __future__ import annotations
 
 import gc
 import json
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from batchroute.function_init import function_init
+from tests.unit.fresh_interpreter import last_line
 
-ROOT = Path(__file__).resolve().parents[2]
 HANDLERS = ("api", "router", "settle", "webhook", "sweeper")
 
 
@@ -72,25 +68,10 @@ _PROBE = (
 
 @pytest.mark.parametrize("key", HANDLERS)
 def test_each_handler_imports_without_collecting_and_freezes_what_it_built(key: str) -> None:
-    environment = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "TMPDIR")}
-    environment.update(
-        PYTHONPATH=os.pathsep.join(
-            str(ROOT / part) for part in ("layers/shared/python", ".", "clients/python/src")
-        ),
-        AWS_REGION="us-east-1",
-        AWS_DEFAULT_REGION="us-east-1",
-        ENVIRONMENT="local",
+    line = last_line(
+        _PROBE.format(key=key), AWS_REGION="us-east-1", AWS_DEFAULT_REGION="us-east-1", ENVIRONMENT="local"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", _PROBE.format(key=key)],
-        capture_output=True,
-        text=True,
-        check=False,
-        env=environment,
-        cwd=ROOT,
-    )
-    assert out.returncode == 0, out.stderr[-2000:]
-    seen = json.loads(out.stdout.strip().splitlines()[-1])
+    seen = json.loads(line)
     # Without it, ~200 young and ~18 older collections, one of everything; with it, none of the
     # older generations and at most a young one or two after it (the API's handler decorators).
     counts = zip(seen["collections"], seen["before"], strict=True)
