@@ -84,7 +84,7 @@ class _Objects:
     def size(self, key: str) -> int | None:
         return len(self.body) if key == self.key else None
 
-    def chunks(self, key: str) -> Iterator[bytes]:
+    def chunks(self, key: str, *, missing_ok: bool = False) -> Iterator[bytes]:
         assert key == self.key
         for start in range(0, len(self.body), self.piece):
             yield self.body[start : start + self.piece]
@@ -115,7 +115,7 @@ def test_a_lanes_input_lines_are_its_models_the_others_unparsed(piece: int) -> N
     every = list(artifacts.input_lines("b1", 0))
     assert [line["seq"] for line in every] == [0, 1, 2, 3, 4]
     a = list(artifacts.input_lines("b1", 0, model="a"))
-    # The old lines are parsed whole (the lane's own filter drops line 2); line 1 never is
+    # The old lines are parsed whole (the lane's own filter drops line 2); line 1 is dropped unparsed
     assert [(line["seq"], line["item"]["n"]) for line in a] == [(0, 0), (2, 2), (3, 3), (4, 4)]
     assert [line["item"]["model"] for line in a] == ["a", "b", "a", "a"]
 

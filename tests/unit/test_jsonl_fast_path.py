@@ -88,3 +88,15 @@ def test_any_json_line_parses_as_the_json_module_parses_it(value: Any, ascii_onl
 )
 def test_any_bytes_give_the_json_modules_value_or_message(raw: bytes) -> None:
     assert shown(_parse(1, raw)) == shown(_parse_with_json(1, raw))
+
+
+@given(st.integers(min_value=1, max_value=16))
+def test_a_parser_that_returns_none_drops_its_line_and_the_numbers_stay(piece: int) -> None:
+    body = b'{"n":1}\n\n{"n":2}\n{"n":3}\r\n{"n":4}'
+    pieces = [body[i : i + piece] for i in range(0, len(body), piece)]
+
+    def odd_only(number: int, raw: bytes) -> dict[str, Any] | LineError | None:
+        value = _parse(number, raw)
+        return value if isinstance(value, LineError) or value["n"] % 2 else None
+
+    assert list(parse_jsonl(pieces, parse=odd_only)) == [(1, {"n": 1}), (4, {"n": 3})]

@@ -61,7 +61,8 @@ class LineError:
 
 LineValue = dict[str, Any] | LineError  # a line's object, or why it has none
 ParsedLine = tuple[int, LineValue]
-LineParser = Callable[[int, bytes], LineValue]  # (line number, its bytes)
+# (line number, its bytes) to its value; None drops the line (a reader that wants some lines only)
+LineParser = Callable[[int, bytes], LineValue | None]
 
 
 def _refuse_constant(name: str) -> Any:
@@ -133,7 +134,9 @@ class JsonlReader:
         raw = bytes(buffer[start:end])
         if not raw.strip(_WHITESPACE):
             return
-        out.append((number, self._parse(number, raw)))
+        value = self._parse(number, raw)
+        if value is not None:
+            out.append((number, value))
 
     def _too_long(self) -> ParsedLine:
         self._line_no += 1
