@@ -39,7 +39,7 @@ from batchroute.domain.routing.lane_plan import (
     lane_done_chunks,
     new_lane_record,
 )
-from batchroute.domain.workflow.results import ChunkTally
+from batchroute.domain.workflow.results import ChunkTally, HandOver
 from batchroute.ids import new_id
 from batchroute.money import Money
 from batchroute.providers.base import ProviderRequest
@@ -780,11 +780,9 @@ def test_lane_chunks_start_and_finish_exactly_once_in_their_order(stack: LocalSt
     successor = replace(record, lane_key="09f1-other-gpt")
     assert not progress.hand_over(
         batch_id,
-        "09-openai-gpt",
-        successor,
-        ChunkTally(position=0, items=10, completed=0, failed=0),
-        error="down",
-        at="t",
+        HandOver(
+            "09-openai-gpt", successor, ChunkTally(position=0, items=10, completed=0, failed=0), "down", "t"
+        ),
     )
     assert progress.get_lane(batch_id, "09f1-other-gpt") is None
     assert moved() == {"pending": -20, "running": 10, "completed": 10}
@@ -829,7 +827,7 @@ def test_a_lane_adds_the_cache_split_of_each_chunk_it_ends_even_when_handing_ove
     assert progress.start_chunk(batch_id, key, 1, items=10)
     some = ChunkTally(position=1, items=10, completed=4, prompt_tokens=2000, cache=CacheTokens(1200))
     assert progress.hand_over(
-        batch_id, key, replace(record, lane_key="07f1-other-gpt"), some, error="down", at="t"
+        batch_id, HandOver(key, replace(record, lane_key="07f1-other-gpt"), some, "down", "t")
     )
     lane = progress.get_lane(batch_id, key)
     assert lane is not None and lane.status == "failed"

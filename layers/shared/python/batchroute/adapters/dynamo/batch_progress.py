@@ -30,7 +30,7 @@ from batchroute.adapters.dynamo.writes import (
     transact_unless_refused,
 )
 from batchroute.domain.routing.lane_plan import LaneRecord, LaneRecordItem, SubmittedJob
-from batchroute.domain.workflow.results import ChunkTally
+from batchroute.domain.workflow.results import ChunkTally, HandOver
 
 COUNT_KEYS = ("pending", "running", "completed", "failed", "canceled")
 
@@ -307,42 +307,30 @@ class BatchProgress(DynamoStore):
             values={":error": {"code": code, "message": message}, ":summary": summary},
         )
 
-    def hand_over(
-        self,
-        batch_id: str,
-        lane_key: str,
-        successor: LaneRecord,
-        tally: ChunkTally,
-        *,
-        error: str,
-        at: str,
-        rest: LaneRecord | None = None,
-    ) -> bool:
+    def hand_over(self, batch_id: str, move: HandOver) -> bool:
         """Failover in ONE transaction: the successor lane record is created, this lane
-        finishes its chunk with what it answered and ends `failed` (`error`) pointing at the successor,
-        and the chunk's unanswered items go back to pending for the successor. False (and
-        no change) when the lane had ended or finished the chunk already. A deadline rescue
-        that takes only some items creates `rest` (the old lane's own) in the same write."""
-        tally = tally.rest_handed_over()
+        finishes its chunk with what it answered and ends `failed` (`move.error`) pointing at
+        the successor, and the chunk's unanswered items go back to pending for the successor.
+        False (and no change) when the lane had ended or finished the chunk already. A
+        deadline rescue that takes only some items creates `move.rest` (the old lane's own)
+        in the same write."""
+        tally = move.tally.rest_handed_over()
         position = tally.position
-        put = put_new(
-            self.table_name,
-            lane_values(batch_id, successor),
-        )
-        puts = [put] if rest is None else [put, put_new(self.table_name, lane_values(batch_id, rest))]
+        successors = [move.successor] if move.rest is None else [move.successor, move.rest]
+        puts = [put_new(self.table_name, lane_values(batch_id, record)) for record in successors]
         values = {
             ":position": position,
             ":next": position + 1,
             ":failed_status": "failed",
             ":pending": "pending",
             ":running": "running",
-            ":to": successor.lane_key,
-            ":error": error,
-            ":at": at,
+            ":to": move.successor.lane_key,
+            ":error": move.error,
+            ":at": move.at,
             ":zero": 0,
             **_tally_values(tally),
         }
-        key = lane_item_key(batch_id, lane_key)
+        key = lane_item_key(batch_id, move.lane_key)
         lane = _hand_over_update(self.table_name, key, values, _usage_adds(tally))
         counts = _counts_update(self.table_name, batch_id, tally.count_moves())
         items_ = [lane, *puts] if counts is None else [lane, *puts, counts]

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, NotRequired, TypedDict
 
 from batchroute.domain.catalog.pricing import NO_CACHE_TOKENS, CacheFields, CacheTokens
+from batchroute.domain.routing.lane_plan import LaneRecord
 
 
 class ToolFields(TypedDict, total=False):
@@ -203,6 +204,21 @@ class ChunkTally(LaneTally):
     def rest_handed_over(self) -> ChunkTally:
         """The chunk of a lane that fails over: what it did not answer goes to its successor."""
         return replace(self, canceled=0, handed_over=self.items - self.completed - self.failed)
+
+
+@dataclass(frozen=True)
+class HandOver:
+    """A lane moving its chunk's unanswered items on (a failover, a deadline rescue), written
+    in one transaction (`hand_over`): the lane finishes its chunk as `tally` says and ends
+    failed with `error`, pointing at `successor`, which is created with it, as is `rest` (a
+    rescue's record of the old lane for the items it keeps) when there is one."""
+
+    lane_key: str
+    successor: LaneRecord
+    tally: ChunkTally
+    error: str
+    at: str
+    rest: LaneRecord | None = None
 
 
 class MergeTallyItem(TypedDict):

@@ -72,7 +72,7 @@ from batchroute.domain.routing.lane_plan import (
     plan_groups,
     root_number,
 )
-from batchroute.domain.workflow.results import ChunkTally, LineError, LineUsage, ResultLine
+from batchroute.domain.workflow.results import ChunkTally, HandOver, LineError, LineUsage, ResultLine
 from batchroute.errors import PermanentError
 from batchroute.observability import logger
 from batchroute.providers.base import ItemError, JobStatus, ProviderResult
@@ -630,7 +630,7 @@ class LaneExecutor:
         """The chunk's answered items written, then ONE transaction moves the rest on."""
         self._write_results(batch_id, lane.lane_key, chunk)
         handed = self.progress.hand_over(
-            batch_id, lane.lane_key, successor, chunk.tally(), error=message, at=self._now(), rest=rest
+            batch_id, HandOver(lane.lane_key, successor, chunk.tally(), message, self._now(), rest)
         )
         self._drop_partial(batch_id, lane.lane_key, chunk)
         return handed

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Protocol
 
 from batchroute.domain.billing.settlement import BillingReceipt
 from batchroute.domain.routing.items import InputLine
 from batchroute.domain.routing.lane_plan import LaneRecord, SubmittedJob
-from batchroute.domain.workflow.results import ChunkTally, ResultLine
+from batchroute.domain.workflow.results import ChunkTally, HandOver, ResultLine
 
 
 class BatchFiles(Protocol):
@@ -24,6 +24,8 @@ class BatchFiles(Protocol):
     def result_lines(self, batch_id: str, lane_key: str, chunk: int) -> Iterator[ResultLine]: ...
 
     def partial_lines(self, batch_id: str, lane_key: str, chunk: int) -> Iterator[ResultLine]: ...
+
+    def read_ahead(self, batch_id: str, chunk: int, lane_keys: Sequence[str]) -> None: ...
 
     def write_lines(self, key: str, lines: Iterable[ResultLine]) -> int: ...
 
@@ -63,14 +65,4 @@ class ProgressCounters(Protocol):
         self, batch_id: str, lane_key: str, *, code: str, message: str, summary: str
     ) -> None: ...
 
-    def hand_over(
-        self,
-        batch_id: str,
-        lane_key: str,
-        successor: LaneRecord,
-        tally: ChunkTally,
-        *,
-        error: str,
-        at: str,
-        rest: LaneRecord | None = None,
-    ) -> bool: ...
+    def hand_over(self, batch_id: str, move: HandOver) -> bool: ...
