@@ -260,7 +260,7 @@ class AnthropicEmulator:
                 headers={"request-id": request_id()},
                 reset_after=_STREAM_RESET_AFTER if reset else None,
             )
-        time.sleep(self.behaviour.config.latency_seconds)
+        self.behaviour.think()
         if reset:  # the answer begins, then the connection breaks
             whole = json.dumps(self.message(work, answer, tools=tools)).encode()
             pieces = [(0.0, whole[: len(whole) // 2]), (0.0, whole[len(whole) // 2 :])]

@@ -272,7 +272,7 @@ class BedrockEmulator:
         headers = {"x-amzn-RequestId": str(uuid.uuid4())}
         cached = marks is not None
         if not stream:
-            time.sleep(self.behaviour.config.latency_seconds)
+            self.behaviour.think()
             whole = self.converse_response(answer)
             if cached:
                 whole["usage"] = _usage(answer, cached=True)

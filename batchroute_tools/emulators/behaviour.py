@@ -40,6 +40,7 @@ import json
 import math
 import re
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -195,6 +196,12 @@ class Behaviour:
         self._seen: dict[tuple[str, str, str], None] = {}
         self._injected: dict[str, list[FaultKind]] = {}
         self.answered: Counter[FaultKind] = Counter()
+
+    def think(self) -> None:
+        """Waits the configured latency of a non-streamed answer (at 0, not even a yield of
+        the thread: the pipeline bench runs a million calls at 0)."""
+        if self.config.latency_seconds > 0:
+            time.sleep(self.config.latency_seconds)
 
     # -- faults -------------------------------------------------------------------------
     def inject(self, provider: str, kind: FaultKind, times: int) -> None:

@@ -317,7 +317,7 @@ class GeminiEmulator:
         answer = self.answer(work)
         tools = HostedTools.of(body, work)
         if not stream:
-            time.sleep(self.behaviour.config.latency_seconds)
+            self.behaviour.think()
             return reply(200, self.response(work, answer, tools))
         reset = 2 if fault is not None and fault.kind == "reset" else None
         return Reply.stream(self._chunks(work, answer, tools), reset_after=reset)
@@ -393,7 +393,7 @@ class GeminiEmulator:
         refusal = fault_reply(self.behaviour.fault(work))
         if refusal is not None:
             return refusal
-        time.sleep(self.behaviour.config.latency_seconds)
+        self.behaviour.think()
         answer = self.behaviour.answer(work)
         vectors = [
             {"values": list(vector[: _int(entry.get("outputDimensionality")) or None])}

@@ -247,7 +247,7 @@ class OpenAIEmulator:
 
     def _whole(self, answer: dict[str, Any], fault: Fault | None) -> Reply:
         """A whole JSON answer, after the configured latency (reset halfway on a reset fault)."""
-        time.sleep(self.behaviour.config.latency_seconds)
+        self.behaviour.think()
         whole = Reply.json(200, answer)
         if fault is not None and fault.kind == "reset":
             half = len(whole.body) // 2
@@ -352,7 +352,7 @@ class OpenAIEmulator:
         fault = self.behaviour.fault(work)
         if fault is not None and (refusal := fault_reply(fault)) is not None:
             return refusal
-        time.sleep(self.behaviour.config.latency_seconds)
+        self.behaviour.think()
         return Reply.json(200, self.embedding_list(work, self.behaviour.answer(work)))
 
     @staticmethod
