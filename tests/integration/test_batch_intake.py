@@ -6,6 +6,7 @@ in committed slices, exact however often a slice's message is delivered."""
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -289,6 +290,13 @@ def _run_lanes(stack: LocalStack, batch_id: str) -> None:
         assert workflow.run_lane(task) is not None
 
 
+def _lanes_run(stack: LocalStack, org: TestOrg) -> str:
+    """A 12-item batch over 4 chunks whose lanes have run; its id."""
+    batch_id = create_batch(org.org_id, _items(), chunk_size=3).batch_id
+    _run_lanes(stack, batch_id)
+    return batch_id
+
+
 def _reference(stack: LocalStack) -> tuple[bytes, bytes]:
     """The artifacts of the same items finalized in one slice (another org's batch)."""
     created = create_batch(new_org(credit_usd="10").org_id, _items(), chunk_size=3)
@@ -318,9 +326,7 @@ def test_finalize_in_slices_is_exact_when_a_slice_message_is_delivered_twice(
     stack: LocalStack, org: TestOrg, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Given a 12-item batch over 4 chunks whose lanes have run
-    created = create_batch(org.org_id, _items(), chunk_size=3)
-    batch_id = created.batch_id
-    _run_lanes(stack, batch_id)
+    batch_id = _lanes_run(stack, org)
     workflow = _sliced_workflow(monkeypatch, slices_per_invocation=1)
     records = _records()
     real_advance = records.advance_cursor
@@ -389,9 +395,7 @@ def test_a_results_page_deep_in_the_file_starts_at_its_chunk(
     stack: LocalStack, org: TestOrg, monkeypatch: pytest.MonkeyPatch, client: TestClient
 ) -> None:
     # Given a finalized 12-item batch of 4 chunks (results.index.json written by Finalize)
-    created = create_batch(org.org_id, _items(), chunk_size=3)
-    batch_id = created.batch_id
-    _run_lanes(stack, batch_id)
+    batch_id = _lanes_run(stack, org)
     workflow = _sliced_workflow(monkeypatch, slices_per_invocation=10)
     assert workflow.finalize(_task("finalize", batch_id)) is not None
     index = json.loads(
@@ -413,3 +417,34 @@ def test_a_results_page_deep_in_the_file_starts_at_its_chunk(
     assert [r["sequence_number"] for r in deep["data"]] == [7, 8, 9]
     assert deep["data"] == whole["data"][7:10]
     assert deep["next_cursor"] == "10"
+
+
+def test_finalize_reads_each_chunks_files_once_ahead_of_its_merge_and_never_asks_for_their_size(
+    stack: LocalStack, org: TestOrg, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a 12-item batch over 4 chunks whose lanes have run (every item answered)
+    batch_id = _lanes_run(stack, org)
+    calls: list[tuple[str, str, str]] = []
+
+    def seen(model: Any, params: Mapping[str, Any], **_: Any) -> None:
+        if str(params.get("Key", "")).startswith(f"batches/{batch_id}/"):
+            calls.append((model.name, str(params["Key"]), threading.current_thread().name))
+
+    s3 = aws_client("s3")
+    s3.meta.events.register("before-parameter-build.s3", seen)
+    try:
+        # When Finalize runs in slices of ~one chunk
+        workflow = _sliced_workflow(monkeypatch, slices_per_invocation=10)
+        assert workflow.finalize(_task("finalize", batch_id)) is not None
+    finally:
+        s3.meta.events.unregister("before-parameter-build.s3", seen)
+    # Then no object's size was asked for, and each input chunk and lane result file was read
+    # once, by the read-ahead thread
+    reads = [(key, thread) for operation, key, thread in calls if operation == "GetObject"]
+    assert [operation for operation, _, _ in calls if operation == "HeadObject"] == []
+    keys = [key for key, _ in reads]
+    assert len(keys) == len(set(keys))
+    inputs = {f"batches/{batch_id}/input/{n:05d}.jsonl" for n in range(4)}
+    assert {key for key in keys if "/input/" in key} == inputs
+    assert any("/results/" in key for key in keys)
+    assert {thread.split("_")[0] for _, thread in reads} == {"read-ahead"}

@@ -6,6 +6,9 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 
+import pytest
+from botocore.exceptions import ClientError
+
 from batchroute.adapters.aws import client
 from batchroute.adapters.dynamo.files import FileStore
 from batchroute.adapters.s3_objects import PART_BYTES, S3Objects
@@ -103,3 +106,20 @@ def test_copy_delete_and_size(local_aws: LocalStack) -> None:
     assert objects.size("staging/o/f") is None
     assert objects.size("files/o/f") == 3
     objects.delete("staging/o/missing")  # deleting nothing is fine
+
+
+def test_a_missing_object_reads_empty_in_one_get_only_when_missing_is_ok(local_aws: LocalStack) -> None:
+    s3 = client("s3")
+    calls: list[str] = []
+    s3.meta.events.register("before-call.s3", lambda model, **_: calls.append(model.name))
+    objects = S3Objects(local_aws.buckets["uploads"], s3=s3)
+    # A missing object, read with missing_ok: no bytes, from one GET (no HEAD before it)
+    assert list(objects.chunks("results/o/none", missing_ok=True)) == []
+    assert calls == ["GetObject"]
+    # Without missing_ok the GET's NoSuchKey is raised
+    with pytest.raises(ClientError) as raised:
+        list(objects.chunks("results/o/none"))
+    assert raised.value.response["Error"]["Code"] == "NoSuchKey"
+    # An object that exists reads whole either way
+    objects.put("results/o/some", b"{}\n", content_type="application/jsonl")
+    assert b"".join(objects.chunks("results/o/some", missing_ok=True)) == b"{}\n"

@@ -7,14 +7,20 @@
 - `tmp/batches/<id>/partial/<lane_key>/<chunk:05d>.jsonl`: results of a chunk a lane had
   to leave half done (its invocation ran out of time); the bucket's `tmp/` rule expires them.
 
-Reads stream (never a whole object); writes go through the multipart ObjectWriter.
+Reads stream (never a whole object), but for what `read_ahead` asked for: one chunk's input
+and result files (~2 MB), read whole in a background thread while the caller works on the
+chunk before (Finalize: its merge and the S3 reads then overlap). Writes go through the
+multipart ObjectWriter.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Mapping
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
+from threading import Lock
 from typing import Any, cast
 
 from batchroute.adapters.s3_objects import ObjectWriter, S3Objects, write_whole
@@ -43,10 +49,10 @@ class CorruptArtifact(PermanentError):
     pass
 
 
-def _of_model(model: str, number: int, raw: bytes) -> LineValue:
-    """An input line of `model`, parsed; one whose head names another model, its seq only."""
+def _of_model(model: str, number: int, raw: bytes) -> LineValue | None:
+    """An input line of `model`, parsed; one whose head names another model, dropped unparsed."""
     head = input_line_head(raw)
-    return {"seq": head[0]} if head is not None and head[1] != model else parse_line(number, raw)
+    return None if head is not None and head[1] != model else parse_line(number, raw)
 
 
 def _input_seq(number: int, raw: bytes) -> LineValue:
@@ -71,9 +77,53 @@ class JsonlWriter:
         self._writer.abort()
 
 
+# Chunks `read_ahead` keeps the reads of: the one being worked on and the next. An older
+# chunk's reads nobody took (the caller stopped early) are dropped.
+_AHEAD_CHUNKS = 2
+
+
 class BatchArtifacts:
     def __init__(self, objects: S3Objects) -> None:
         self.objects = objects
+        self._ahead: OrderedDict[tuple[str, int], dict[str, Future[bytes]]] = OrderedDict()
+        self._ahead_lock = Lock()
+        self._reader: ThreadPoolExecutor | None = None
+
+    # -- reading ahead ---------------------------------------------------------------------------
+    def read_ahead(self, batch_id: str, chunk: int, lane_keys: Sequence[str]) -> None:
+        """Starts reading a chunk's input and these lanes' result files whole, in the
+        background; the next `input_seqs`, `input_lines` or `result_lines` of each is served
+        from that read (once), and fails as the read did. Asking again for a chunk already
+        being read does nothing."""
+        keys = [(input_chunk_key(batch_id, chunk), False)]
+        keys += [(result_chunk_key(batch_id, lane_key, chunk), True) for lane_key in lane_keys]
+        with self._ahead_lock:
+            if (batch_id, chunk) in self._ahead:
+                return
+            if self._reader is None:
+                self._reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="read-ahead")
+            reads = {key: self._reader.submit(self._whole, key, missing_ok) for key, missing_ok in keys}
+            self._ahead[(batch_id, chunk)] = reads
+            while len(self._ahead) > _AHEAD_CHUNKS:
+                for stale in self._ahead.popitem(last=False)[1].values():
+                    stale.cancel()
+
+    def _whole(self, key: str, missing_ok: bool) -> bytes:
+        return b"".join(self.objects.chunks(key, missing_ok=missing_ok))
+
+    def _read_ahead(self, key: str) -> Future[bytes] | None:
+        with self._ahead_lock:
+            for reads in self._ahead.values():
+                if (read := reads.pop(key, None)) is not None:
+                    return read
+        return None
+
+    def _chunks(self, key: str, *, missing_ok: bool) -> Iterator[bytes]:
+        read = self._read_ahead(key)
+        if read is None:
+            yield from self.objects.chunks(key, missing_ok=missing_ok)
+        else:
+            yield read.result()
 
     # -- reads -----------------------------------------------------------------------------------
     def lines(
@@ -81,9 +131,7 @@ class BatchArtifacts:
     ) -> Iterator[dict[str, Any]]:
         """The JSON objects of a JSONL object, streamed; a missing object is empty when
         `missing_ok`."""
-        if missing_ok and self.objects.size(key) is None:
-            return
-        for line_no, parsed in parse_jsonl(self.objects.chunks(key), parse=parse):
+        for line_no, parsed in parse_jsonl(self._chunks(key, missing_ok=missing_ok), parse=parse):
             if isinstance(parsed, LineError):
                 raise CorruptArtifact(f"{key} line {line_no}: {parsed.message}")
             yield parsed
@@ -92,10 +140,8 @@ class BatchArtifacts:
         """`{"seq", "item"}` lines of an input chunk, in seq order (as batch create or Intake
         wrote them, items the preflight read). With `model`, that model's lines only: a line
         whose head names another model is dropped unparsed (a lane reads only its model's)."""
-        if model is None:
-            return cast("Iterator[InputLine]", self.lines(input_chunk_key(batch_id, chunk)))
-        lines = self.lines(input_chunk_key(batch_id, chunk), parse=partial(_of_model, model))
-        return cast("Iterator[InputLine]", (line for line in lines if "item" in line))
+        parse = None if model is None else partial(_of_model, model)
+        return cast("Iterator[InputLine]", self.lines(input_chunk_key(batch_id, chunk), parse=parse))
 
     def input_seqs(self, batch_id: str, chunk: int) -> Iterator[int]:
         """The seqs of an input chunk, in order, read off the lines' heads: the items are not

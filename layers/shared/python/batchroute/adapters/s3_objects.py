@@ -150,11 +150,19 @@ class S3Objects:
             raise
         return int(head["ContentLength"])
 
-    def chunks(self, key: str, *, chunk_bytes: int = READ_CHUNK_BYTES, start: int = 0) -> Iterator[bytes]:
+    def chunks(
+        self, key: str, *, chunk_bytes: int = READ_CHUNK_BYTES, start: int = 0, missing_ok: bool = False
+    ) -> Iterator[bytes]:
         """The object's bytes in order from byte `start`, `chunk_bytes` at a time, straight from
-        the response body (a ranged GET when `start` > 0)."""
+        the response body (a ranged GET when `start` > 0). With `missing_ok`, a missing object
+        has no bytes: one GET, where asking `size` first would be two requests."""
         extra = {"Range": f"bytes={start}-"} if start > 0 else {}
-        body = self.s3.get_object(Bucket=self.bucket, Key=key, **extra)["Body"]
+        try:
+            body = self.s3.get_object(Bucket=self.bucket, Key=key, **extra)["Body"]
+        except Exception as exc:
+            if missing_ok and _is_missing(exc):
+                return
+            raise
         try:
             yield from body.iter_chunks(chunk_size=chunk_bytes)
         finally:

@@ -336,6 +336,12 @@ class Finalizer:
         chunk = position
         while chunk < chunk_count and len(results) < self.slice_bytes:
             offsets.append(base + len(results))
+            # This chunk's files (if not already on their way) and the next one's are read in
+            # the background: the reads overlap this chunk's merge.
+            for ahead in range(chunk, min(chunk + 2, chunk_count)):
+                self.artifacts.read_ahead(
+                    batch_id, ahead, [lane.lane_key for lane in lanes if lane_chunk_done(lane, ahead)]
+                )
             for row in self._merged(batch_id, chunk, lanes, missing, tally):
                 line = jsonl_line(row)
                 results += line

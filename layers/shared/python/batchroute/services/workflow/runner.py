@@ -34,9 +34,10 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
+from queue import SimpleQueue
 from typing import Any, Final, Literal
 
 from batchroute.clock import Clock, SystemClock, isoformat
@@ -212,11 +213,14 @@ def run_lane_items(
     settle = _Settle(outcome, halt, held, on_result, wholesale_failure_threshold)
     source = iter(items)
     exhausted = False
-    pending: set[Future[_Done]] = set()
+    # Each attempt's future is put here as it finishes: taking the next is O(1), where
+    # `concurrent.futures.wait` over the whole window locks and unlocks every future in it.
+    finished: SimpleQueue[Future[_Done]] = SimpleQueue()
+    in_flight = 0
     with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix=f"lane-{lane.provider}") as pool:
         try:
             while True:
-                while not exhausted and not halt.is_set() and len(pending) < window:
+                while not exhausted and not halt.is_set() and in_flight < window:
                     if should_stop is not None and should_stop():
                         outcome.stopped = True
                         halt.set()
@@ -226,12 +230,13 @@ def run_lane_items(
                     except StopIteration:
                         exhausted = True
                         break
-                    pending.add(pool.submit(attempt_item, seq, item))
-                if not pending:
+                    pool.submit(attempt_item, seq, item).add_done_callback(finished.put)
+                    in_flight += 1
+                if not in_flight:
                     break
-                finished, pending = wait(pending, return_when=FIRST_COMPLETED)
-                for future in finished:
-                    settle(future.result())
+                future = finished.get()
+                in_flight -= 1
+                settle(future.result())
         except BaseException:
             halt.set()
             raise
