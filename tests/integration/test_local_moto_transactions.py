@@ -11,6 +11,7 @@ from typing import Any
 import boto3
 import pytest
 from botocore.exceptions import ClientError
+from moto import backends as moto_backends
 from moto.core import DEFAULT_ACCOUNT_ID
 from moto.dynamodb.models import dynamodb_backends
 
@@ -192,3 +193,23 @@ def test_a_write_during_a_failing_transaction_is_not_undone_by_its_rollback(
     # Then the transaction was refused and the other write is kept, not rolled back with it
     assert len(refused) == 1
     assert _item(dynamodb, "hashed", _key("a", None)) == {**_key("a", None), "v": {"N": "1"}, "w": {"N": "1"}}
+
+
+def test_the_server_remembers_which_backend_serves_a_host(
+    dynamodb: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a server that has answered the fixture's DynamoDB requests
+    listed: list[int] = []
+    listing = moto_backends.list_of_moto_modules
+
+    def counted() -> Any:
+        listed.append(1)
+        return listing()
+
+    monkeypatch.setattr(moto_backends, "list_of_moto_modules", counted)
+    # When more requests to the same host come
+    dynamodb.put_item(TableName="hashed", Item=_key("a", None))
+    for _ in range(5):
+        assert _item(dynamodb, "hashed", _key("a", None)) == _key("a", None)
+    # Then they are answered without moto listing its modules again to find the backend
+    assert listed == []
