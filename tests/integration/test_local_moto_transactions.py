@@ -4,6 +4,7 @@ every table a transaction names, which grows with the table; see moto_transactio
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -16,7 +17,7 @@ from moto.core import DEFAULT_ACCOUNT_ID
 from moto.dynamodb.models import dynamodb_backends
 
 from batchroute_tools.local import moto_transactions
-from batchroute_tools.local.moto_server import make_moto_server
+from batchroute_tools.local.moto_server import list_moto_modules_each_time, make_moto_server
 
 REGION = "us-east-1"
 
@@ -48,6 +49,7 @@ def dynamodb(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
         server.shutdown()
         server.server_close()
         moto_transactions.uninstall()  # this test process's other suites use moto as it ships
+        list_moto_modules_each_time()
         dynamodb_backends[DEFAULT_ACCOUNT_ID].pop(REGION, None)
 
 
@@ -195,21 +197,22 @@ def test_a_write_during_a_failing_transaction_is_not_undone_by_its_rollback(
     assert _item(dynamodb, "hashed", _key("a", None)) == {**_key("a", None), "v": {"N": "1"}, "w": {"N": "1"}}
 
 
-def test_the_server_remembers_which_backend_serves_a_host(
+def test_the_server_lists_motos_modules_once_not_on_every_request(
     dynamodb: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Given a server that has answered the fixture's DynamoDB requests
-    listed: list[int] = []
-    listing = moto_backends.list_of_moto_modules
+    listed: list[str] = []
+    listdir = os.listdir
 
-    def counted() -> Any:
-        listed.append(1)
-        return listing()
+    def counted(path: Any = ".") -> list[str]:
+        listed.append(str(path))
+        return listdir(path)
 
-    monkeypatch.setattr(moto_backends, "list_of_moto_modules", counted)
-    # When more requests to the same host come
+    monkeypatch.setattr(os, "listdir", counted)
+    # When more requests come
     dynamodb.put_item(TableName="hashed", Item=_key("a", None))
     for _ in range(5):
         assert _item(dynamodb, "hashed", _key("a", None)) == _key("a", None)
-    # Then they are answered without moto listing its modules again to find the backend
-    assert listed == []
+    # Then they are answered without moto listing its package's folders again
+    moto_folder = os.path.dirname(moto_backends.__file__)
+    assert [path for path in listed if path == moto_folder] == []
