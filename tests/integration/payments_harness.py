@@ -18,6 +18,7 @@ from fastapi.testclient import TestClient
 from batchroute.clock import FixedClock, isoformat
 from batchroute.config import get_settings
 from batchroute.domain.billing.ledger import ReservationTerms, period_keys
+from batchroute.domain.billing.usage import ReservationCharge
 from batchroute.ids import new_id
 from batchroute.money import Money
 from batchroute.wiring import Wiring, wiring_for
@@ -62,10 +63,7 @@ class Bench:
         )
         ledger.settle(
             self.org.org_id,
-            rid,
-            charge=Money.usd(usd),
-            at=at,
-            period_keys=period_keys(self.clock.now(), "UTC").values(),
+            ReservationCharge(rid, Money.usd(usd), at, tuple(period_keys(self.clock.now(), "UTC").values())),
         )
 
     def moved(self) -> None:

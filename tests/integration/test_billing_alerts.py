@@ -26,6 +26,7 @@ from batchroute.domain.accounts.audit import AuditEntry
 from batchroute.domain.billing.alerts import Alert
 from batchroute.domain.billing.controls import BillingControls, Threshold
 from batchroute.domain.billing.ledger import ReservationTerms, period_keys
+from batchroute.domain.billing.usage import ReservationCharge
 from batchroute.domain.delivery.webhooks import MAX_ATTEMPTS, delivery_id_for, verify
 from batchroute.ids import new_id
 from batchroute.money import Money
@@ -126,10 +127,9 @@ def spend(org_id: str, usd: str, at: datetime, zone: str = "UTC") -> None:
     )
     ledger().settle(
         org_id,
-        reservation_id,
-        charge=Money.usd(usd),
-        at=isoformat(at),
-        period_keys=period_keys(at, zone).values(),
+        ReservationCharge(
+            reservation_id, Money.usd(usd), isoformat(at), tuple(period_keys(at, zone).values())
+        ),
     )
 
 

@@ -12,6 +12,7 @@ from batchroute.adapters.dynamo.ledger import LedgerStore
 from batchroute.clock import isoformat
 from batchroute.domain.billing.controls import BillingControls
 from batchroute.domain.billing.ledger import ReservationTerms, period_keys
+from batchroute.domain.billing.usage import ReservationCharge
 from batchroute.errors import Forbidden, PaymentRequired
 from batchroute.money import Money
 from batchroute.services.billing.funding import Funding
@@ -51,7 +52,7 @@ def spend(ledger: LedgerStore, org_id: str, rid: str, usd: str, at: datetime) ->
         at=isoformat(at),
     )
     ledger.settle(
-        org_id, rid, charge=Money.usd(usd), at=isoformat(at), period_keys=period_keys(at, ZONE).values()
+        org_id, ReservationCharge(rid, Money.usd(usd), isoformat(at), tuple(period_keys(at, ZONE).values()))
     )
 
 

@@ -53,6 +53,7 @@ from batchroute.domain.billing.ledger import (
 )
 from batchroute.domain.billing.reconciliation import LedgerCredit
 from batchroute.domain.billing.spending_limit import LimitGuard
+from batchroute.domain.billing.usage import ReservationCharge
 from batchroute.errors import PaymentRequired
 from batchroute.money import Money
 from tests.integration.conftest import MOTO_CONFIG
@@ -217,7 +218,7 @@ class LedgerMachine(RuleBasedStateMachine):
         at, keys = isoformat(instant), tuple(period_keys(instant, ZONE).values())
         expected = self.model.settle(reservation_id, cost, at=at, period_keys=keys)
         event(f"settle {'absorbing' if expected.absorbed.micros else 'within the reservation'}")
-        actual = self.store.settle(ORG, reservation_id, charge=Money(cost), at=at, period_keys=keys)
+        actual = self.store.settle(ORG, ReservationCharge(reservation_id, Money(cost), at, keys))
         assert actual == expected and not actual.replayed
         self.outcomes[reservation_id] = actual
         return reservation_id
@@ -242,7 +243,7 @@ class LedgerMachine(RuleBasedStateMachine):
         if void:
             repeated = self.store.release(ORG, reservation_id, at=at)
         else:
-            repeated = self.store.settle(ORG, reservation_id, charge=Money(charge), at=at, period_keys=keys)
+            repeated = self.store.settle(ORG, ReservationCharge(reservation_id, Money(charge), at, keys))
         original = self.outcomes[reservation_id]
         assert repeated.replayed
         assert (repeated.status, repeated.charged, repeated.released, repeated.settled_at) == (

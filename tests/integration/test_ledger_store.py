@@ -24,6 +24,7 @@ from batchroute.domain.billing.ledger import (
     UnknownReservation,
 )
 from batchroute.domain.billing.reconciliation import LedgerCredit
+from batchroute.domain.billing.usage import ReservationCharge
 from batchroute.errors import PaymentRequired
 from batchroute.money import Money
 from batchroute.services.billing.funding import Funding
@@ -176,7 +177,7 @@ def test_settle_charges_the_cost_releases_the_rest_and_counts_period_spend(ledge
     org_id = funded_org("25")
     reserve(ledger, org_id, "r1", "10")
     # When it settles at 3.25 USD
-    result = ledger.settle(org_id, "r1", charge=Money.usd("3.25"), at=LATER, period_keys=KEYS, memo="usage")
+    result = ledger.settle(org_id, ReservationCharge("r1", Money.usd("3.25"), LATER, KEYS, memo="usage"))
     # Then 3.25 is charged, 6.75 released, and both spend counters hold the charge
     assert (result.status, result.reserved, result.charged, result.released, result.absorbed) == (
         "settled",
@@ -200,7 +201,7 @@ def test_a_cost_above_the_reservation_is_absorbed_not_charged(ledger: LedgerStor
     org_id = funded_org("2")
     reserve(ledger, org_id, "r1", "2")
     # When the actual cost is 2.5 USD
-    result = ledger.settle(org_id, "r1", charge=Money.usd("2.5"), at=LATER, period_keys=KEYS)
+    result = ledger.settle(org_id, ReservationCharge("r1", Money.usd("2.5"), LATER, KEYS))
     # Then 2 USD is charged, 0.5 absorbed, and the balance is zero, never negative
     assert (result.charged, result.released, result.absorbed) == (Money.usd("2"), Money(0), Money.usd("0.5"))
     assert ledger.state(org_id).balance == Money(0)
@@ -213,9 +214,9 @@ def test_repeated_settle_and_release_return_the_first_outcome(ledger: LedgerStor
     # Given a reservation settled once
     org_id = funded_org("25")
     reserve(ledger, org_id, "r1", "10")
-    first = ledger.settle(org_id, "r1", charge=Money.usd("4"), at=LATER, period_keys=KEYS)
+    first = ledger.settle(org_id, ReservationCharge("r1", Money.usd("4"), LATER, KEYS))
     # When the settle message is delivered again (another charge) and a release arrives late
-    again = ledger.settle(org_id, "r1", charge=Money.usd("9"), at=LATER, period_keys=KEYS)
+    again = ledger.settle(org_id, ReservationCharge("r1", Money.usd("9"), LATER, KEYS))
     late = ledger.release(org_id, "r1", at=LATER)
     # Then both return the first outcome and nothing more was written
     assert again.replayed and late.replayed and not first.replayed
@@ -320,7 +321,7 @@ def test_concurrent_duplicate_settlements_charge_once(ledger: LedgerStore) -> No
     org_id = funded_org("25")
     reserve(ledger, org_id, "r1", "10")
     outcomes = run_together(
-        8, lambda n: ledger.settle(org_id, "r1", charge=Money.usd(3 + n), at=LATER, period_keys=KEYS)
+        8, lambda n: ledger.settle(org_id, ReservationCharge("r1", Money.usd(3 + n), LATER, KEYS))
     )
     # Then one wrote, the others returned its outcome, and 1 charge entry exists
     assert [o.replayed for o in outcomes].count(False) == 1

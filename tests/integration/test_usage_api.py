@@ -21,7 +21,7 @@ from batchroute.catalog import builtin_catalog
 from batchroute.clock import FixedClock
 from batchroute.config import get_settings
 from batchroute.domain.billing.ledger import ReservationTerms, period_keys
-from batchroute.domain.billing.usage import UsageCharge, UsageLine
+from batchroute.domain.billing.usage import ReservationCharge, UsageCharge, UsageLine
 from batchroute.money import Money
 from batchroute.services.catalog.lane_health import SimulatedProviderHealth, refresh_lane_heartbeats
 from batchroute.wiring import wiring_for
@@ -185,19 +185,11 @@ def test_the_ledger_moves_counters_with_the_charge_only_once(stack: LocalStack) 
     keys = ("D#2026-11-21", "M#2026-11")
     first = ledger.settle(
         org.org_id,
-        "res_1",
-        charge=Money.usd("1.2"),
-        at="2026-11-21T10:05:00.000Z",
-        period_keys=keys,
-        usage=charge,
+        ReservationCharge("res_1", Money.usd("1.2"), "2026-11-21T10:05:00.000Z", keys, usage=charge),
     )
     again = ledger.settle(
         org.org_id,
-        "res_1",
-        charge=Money.usd("1.2"),
-        at="2026-11-21T10:06:00.000Z",
-        period_keys=keys,
-        usage=charge,
+        ReservationCharge("res_1", Money.usd("1.2"), "2026-11-21T10:06:00.000Z", keys, usage=charge),
     )
     assert not first.replayed and again.replayed
     # Then the counters hold the charged 0.5 (not the 1.2 cost), in at most 50 items, once
@@ -351,11 +343,13 @@ def test_counters_hold_exactly_the_charges_whatever_the_sequence(
             else:
                 ledger.settle(
                     org.org_id,
-                    rid,
-                    charge=Money(cost),
-                    at=f"{day}T10:01:00.000Z",
-                    period_keys=(f"D#{day}", "M#2026-11"),
-                    usage=charge,
+                    ReservationCharge(
+                        rid,
+                        Money(cost),
+                        f"{day}T10:01:00.000Z",
+                        (f"D#{day}", "M#2026-11"),
+                        usage=charge,
+                    ),
                 )
         if cost is not None:
             tokens += sum(t for *_, t in lines)

@@ -17,7 +17,13 @@ from batchroute.clock import FixedClock
 from batchroute.domain.batches.record import BatchRecord
 from batchroute.domain.billing.controls import BillingControls
 from batchroute.domain.billing.ledger import Reservation, SettlementResult, Wallet, WalletState, combined
-from batchroute.domain.billing.usage import UsageCharge, UsageLine, costs_only, usage_counters
+from batchroute.domain.billing.usage import (
+    ReservationCharge,
+    UsageCharge,
+    UsageLine,
+    costs_only,
+    usage_counters,
+)
 from batchroute.domain.routing.lane_plan import new_lane_record
 from batchroute.domain.routing.rescue import item_micros, overage_room
 from batchroute.errors import Forbidden, PaymentRequired
@@ -182,9 +188,9 @@ class _ModelLedger:
     def __init__(self, wallet: Wallet) -> None:
         self.wallet = wallet
 
-    def settle(self, org_id: str, reservation_id: str, *, charge: Money, **_: object) -> SettlementResult:
+    def settle(self, org_id: str, settled: ReservationCharge, **_: object) -> SettlementResult:
         return self.wallet.settle(
-            reservation_id, charge.micros, at="t", period_keys=("D#2026-11-21", "M#2026-11")
+            settled.reservation_id, settled.charge.micros, at="t", period_keys=("D#2026-11-21", "M#2026-11")
         )
 
     def reservation(self, org_id: str, reservation_id: str) -> Reservation | None:

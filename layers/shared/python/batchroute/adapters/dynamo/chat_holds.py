@@ -59,6 +59,7 @@ from batchroute.domain.batches.record import BatchRecord
 from batchroute.domain.billing.controls import BillingControls
 from batchroute.domain.billing.ledger import ReservationTerms, SettlementResult, WalletState
 from batchroute.domain.billing.spending_limit import LimitGuard
+from batchroute.domain.billing.usage import ReservationCharge
 from batchroute.domain.chat.holds import ChatOutcome, HoldSettlement, HoldTerms
 from batchroute.domain.chat.holds import HoldRefused as HoldRefused
 from batchroute.domain.chat.holds import Refusal as Refusal
@@ -172,13 +173,15 @@ class ChatHoldStore:
         exactly once."""
         return self.ledger.settle(
             settlement.org_id,
-            settlement.hold_id,
-            charge=settlement.charge,
-            at=settlement.at,
-            period_keys=settlement.period_keys,
-            memo=f"chat {settlement.batch_id}",
+            ReservationCharge(
+                settlement.hold_id,
+                settlement.charge,
+                settlement.at,
+                tuple(settlement.period_keys),
+                f"chat {settlement.batch_id}",
+                settlement.usage,
+            ),
             extra_items=[self._record_update(settlement.batch_id, settlement.outcome)],
-            usage=settlement.usage,
         )
 
     def release(

@@ -54,6 +54,7 @@ from batchroute.domain.billing.ledger import (
 from batchroute.domain.billing.reconciliation import LedgerCredit
 from batchroute.domain.billing.usage import (
     USAGE_DAY_PREFIX,
+    ReservationCharge,
     UsageCharge,
     UsageCounter,
     UsageFigures,
@@ -413,16 +414,7 @@ class LedgerStore(DynamoStore):
 
     # -- settlement ----------------------------------------------------------------------------
     def settle(
-        self,
-        org_id: str,
-        reservation_id: str,
-        *,
-        charge: Money,
-        at: str,
-        period_keys: Iterable[str],
-        memo: str = "",
-        extra_items: Iterable[TransactItem] = (),
-        usage: UsageCharge | None = None,
+        self, org_id: str, settled: ReservationCharge, *, extra_items: Iterable[TransactItem] = ()
     ) -> SettlementResult:
         """Resolve a pending reservation exactly once: charge the actual cost (capped at the
         reservation; the rest of the cost is absorbed), release the remainder, and add the
@@ -432,17 +424,17 @@ class LedgerStore(DynamoStore):
         transaction (a chat request record's outcome), so they are written exactly once too.
         `usage` (the charge's day, models, providers and tokens) moves the usage counters in
         the same transaction, with the charged amount apportioned to its lines."""
-        if charge.micros < 0:
+        if settled.charge.micros < 0:
             raise ValueError("a charge is never negative")
         return self._resolve(
             org_id,
-            reservation_id,
-            cost=charge,
-            at=at,
-            memo=memo,
-            keys=tuple(period_keys),
+            settled.reservation_id,
+            cost=settled.charge,
+            at=settled.at,
+            memo=settled.memo,
+            keys=settled.period_keys,
             extra=tuple(extra_items),
-            usage=usage,
+            usage=settled.usage,
         )
 
     def release(

@@ -87,6 +87,21 @@ class UsageCharge:
     lines: tuple[UsageLine, ...]
 
 
+@dataclass(frozen=True)
+class ReservationCharge:
+    """What resolves a pending reservation with a charge (`settle`), exactly once: `charge`
+    (capped at the reservation, the rest of the cost absorbed) with the rest released, added
+    to the spend counters `period_keys` (the daily and monthly keys of `at` in the billing
+    controls' zone); `usage` (the charge's day and lines) moves the usage counters with it."""
+
+    reservation_id: str
+    charge: Money
+    at: str
+    period_keys: tuple[str, ...]
+    memo: str = ""
+    usage: UsageCharge | None = None
+
+
 class TokensView(CacheTotals):
     """Of the input, what the vendor read from / wrote to its prompt cache (`CacheTotals`,
     when any)."""

@@ -17,7 +17,7 @@ from batchroute.domain.billing.ledger import (
     SettlementResult,
     WalletState,
 )
-from batchroute.domain.billing.usage import UsageCharge
+from batchroute.domain.billing.usage import ReservationCharge
 from batchroute.money import Money
 
 TransactItem = dict[str, Any]
@@ -64,16 +64,7 @@ class LedgerBook(Protocol):
     ) -> Reservation: ...
 
     def settle(
-        self,
-        org_id: str,
-        reservation_id: str,
-        *,
-        charge: Money,
-        at: str,
-        period_keys: Iterable[str],
-        memo: str = "",
-        extra_items: Iterable[TransactItem] = ...,
-        usage: UsageCharge | None = None,
+        self, org_id: str, settled: ReservationCharge, *, extra_items: Iterable[TransactItem] = ...
     ) -> SettlementResult: ...
 
     def reservation(self, org_id: str, reservation_id: str) -> Reservation | None: ...

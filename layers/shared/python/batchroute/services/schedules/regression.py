@@ -23,7 +23,7 @@ from typing import Any, Final, Protocol
 from batchroute.clock import Clock, isoformat
 from batchroute.domain.accounts.access import Principal
 from batchroute.domain.billing.ledger import ReservationTerms, period_keys
-from batchroute.domain.billing.usage import UsageCharge, UsageLine, usage_day
+from batchroute.domain.billing.usage import ReservationCharge, UsageCharge, UsageLine, usage_day
 from batchroute.domain.catalog import tokens
 from batchroute.domain.catalog.catalog import Catalog, Lane
 from batchroute.domain.catalog.pricing import token_cost
@@ -165,19 +165,11 @@ class RegressionRuns:
         terms = ReservationTerms(reservation_id=hold_id, amount=hold, purpose="batch", ref=regression_id)
         self.ledger.reserve(org_id, terms, at=isoformat(now))
         results = [self._run_lane(lane, golden, subject.prepare) for lane in lanes]
-        cost = sum((r.cost for r in results), Decimal(0))
         controls = self.controls.billing_controls(org_id)
-        zone = controls.limit_timezone if controls else "UTC"
         done = self.clock.now()
-        settled = self.ledger.settle(
-            org_id,
-            hold_id,
-            charge=min(Money.usd_ceil(cost), hold),
-            at=isoformat(done),
-            period_keys=list(period_keys(done, zone).values()),
-            memo=f"golden-set regression {regression_id} of {subject.label}",
-            usage=_usage_charge(results, done, zone),
-        )
+        memo = f"golden-set regression {regression_id} of {subject.label}"
+        zone = controls.limit_timezone if controls else "UTC"
+        settled = self.ledger.settle(org_id, _charge(hold_id, hold, results, done, zone, memo))
         if self.watch is not None:
             self.watch.moved(org_id, at=done, controls=controls)
         at = isoformat(done)
@@ -320,6 +312,15 @@ class LaneResult:
             "usage": {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens},
             "cost": Money.usd_ceil(self.cost).to_api(),
         }
+
+
+def _charge(
+    hold_id: str, hold: Money, results: list[LaneResult], done: datetime, zone: str, memo: str
+) -> ReservationCharge:
+    """The run's charge: its lanes' cost, at most the hold, on the spend periods of `done`."""
+    cost = Money.usd_ceil(sum((r.cost for r in results), Decimal(0)))
+    at, periods = isoformat(done), tuple(period_keys(done, zone).values())
+    return ReservationCharge(hold_id, min(cost, hold), at, periods, memo, _usage_charge(results, done, zone))
 
 
 def _usage_charge(results: list[LaneResult], done: datetime, zone: str) -> UsageCharge:

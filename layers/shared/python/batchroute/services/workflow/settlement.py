@@ -39,7 +39,13 @@ from batchroute.domain.billing.settlement import (
     rejected_lanes,
     rescued_lanes,
 )
-from batchroute.domain.billing.usage import UsageCharge, batch_usage_lines, costs_only, usage_day
+from batchroute.domain.billing.usage import (
+    ReservationCharge,
+    UsageCharge,
+    batch_usage_lines,
+    costs_only,
+    usage_day,
+)
 from batchroute.domain.catalog.catalog import FeeSchedule
 from batchroute.domain.catalog.pricing import FeeKind, settle_price
 from batchroute.domain.chat.objects import CHAT_SOURCE
@@ -196,12 +202,9 @@ class Settlement:
         try:
             return self.ledger.settle(
                 batch.org_id,
-                reservation_id,
-                charge=charge,
-                at=isoformat(now),
-                period_keys=keys,
-                memo=f"batch {batch.batch_id}",
-                usage=usage,
+                ReservationCharge(
+                    reservation_id, charge, isoformat(now), keys, f"batch {batch.batch_id}", usage
+                ),
             )
         except UnknownReservation as exc:
             raise SettlementFailed(f"batch {batch.batch_id}: reservation {reservation_id} not found") from exc
