@@ -63,9 +63,12 @@ def input_line(seq: int, item: object) -> bytes:
     (a lane) reads them off the lines' heads (`input_line_seq`, `input_line_head`). An item
     without a string model has no `model` on its line."""
     model = item.get("model") if isinstance(item, Mapping) else None
-    if isinstance(model, str):
-        return json.dumps({"seq": seq, "model": model, "item": item}, separators=(",", ":")).encode() + b"\n"
-    return json.dumps({"seq": seq, "item": item}, separators=(",", ":")).encode() + b"\n"
+    head = {"seq": seq, "model": model} if isinstance(model, str) else {"seq": seq}
+    line = {**head, "item": item}
+    try:  # orjson: ~20x the json module's speed (intake writes every item of a batch)
+        return orjson.dumps(line, option=orjson.OPT_APPEND_NEWLINE)
+    except TypeError:  # an integer beyond 64 bits, a lone surrogate: the json module writes them
+        return json.dumps(line, separators=(",", ":")).encode() + b"\n"
 
 
 def input_line_seq(line: bytes) -> int | None:
@@ -90,7 +93,12 @@ def input_line_head(line: bytes) -> tuple[int, str] | None:
         return None
     end = line.find(b'"', start)
     model = line[start:end]
-    return (seq, model.decode("ascii")) if end >= start and b"\\" not in model else None
+    if end < start or b"\\" in model:
+        return None
+    try:
+        return (seq, model.decode("utf-8"))  # a JSON string without escapes is its own UTF-8
+    except UnicodeDecodeError:
+        return None
 
 
 def jsonl_line(value: Mapping[str, Any]) -> bytes:
