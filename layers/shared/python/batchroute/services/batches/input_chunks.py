@@ -1,6 +1,6 @@
 """A batch's items in S3 as input chunks: `batches/<id>/input/<chunk:05d>.jsonl`,
-INPUT_CHUNK_ROWS lines `{"seq":n,"model":"m","item":{...}}` each (`input_line`), written as the items stream in
-(memory stays flat). Batch create and the workflow's intake both write them.
+INPUT_CHUNK_ROWS lines `{"seq":n,"model":"m","item":{...}}` each (`input_line`), written
+as the items stream in (memory stays flat). Batch create and the workflow's intake both write them.
 
 The writer also counts each chunk's items of every cacheable prompt prefix (at most
 MAX_COUNTED_PREFIXES counts in all: past them it stops, and no group is grouped); the batch
