@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import threading
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -15,6 +16,7 @@ from botocore.exceptions import ClientError
 from moto import backends as moto_backends
 from moto.core import DEFAULT_ACCOUNT_ID
 from moto.dynamodb.models import dynamodb_backends
+from moto.dynamodb.parsing import expressions
 
 from batchroute_tools.local import moto_transactions
 from batchroute_tools.local.moto_server import list_moto_modules_each_time, make_moto_server
@@ -216,3 +218,31 @@ def test_the_server_lists_motos_modules_once_not_on_every_request(
     # Then they are answered without moto listing its package's folders again
     moto_folder = os.path.dirname(moto_backends.__file__)
     assert [path for path in listed if path == moto_folder] == []
+
+
+def test_an_update_expression_is_parsed_once_however_often_it_is_used(
+    dynamodb: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a server that counts the update expressions moto tokenizes
+    tokenized: list[str] = []
+    make_list = expressions.ExpressionTokenizer.make_list
+
+    def counted(expression: str) -> Any:
+        tokenized.append(expression)
+        return make_list(expression)
+
+    monkeypatch.setattr(expressions.ExpressionTokenizer, "make_list", staticmethod(counted))
+    # When the same update (an expression this process has not seen) is written five times
+    name = f"n{uuid.uuid4().hex}"
+    update = f"SET {name} = if_not_exists({name}, :zero) + :one"
+    for _ in range(5):
+        dynamodb.update_item(
+            TableName="hashed",
+            Key=_key("counter", None),
+            UpdateExpression=update,
+            ExpressionAttributeValues={":zero": {"N": "0"}, ":one": {"N": "1"}},
+        )
+    # Then it was tokenized once, and every write applied: the counter is 5
+    assert tokenized.count(update) == 1
+    item = _item(dynamodb, "hashed", _key("counter", None))
+    assert item is not None and item[name] == {"N": "5"}
