@@ -4,7 +4,7 @@ A child process (child.py), as DynamoDB, S3, SQS and Step Functions are outside 
 function: moto's request parsing never holds the service's GIL. The runner binds the socket
 first, so a taken port fails loudly here instead of hanging a server. DynamoDB transactions
 roll back item by item instead of by copying whole tables (moto_transactions.py), installed
-in the moto process, and moto lists its own modules once, not on every request.
+in the moto process (as is moto listing its own modules once, not on every request).
 `python -m batchroute_tools.local.moto_server --fd N` is the child.
 """
 
@@ -14,7 +14,7 @@ import argparse
 import logging
 import os
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import httpx
@@ -62,7 +62,6 @@ def make_moto_server(host: str, port: int, *, fd: int | None = None) -> BaseWSGI
     from batchroute_tools.local import moto_transactions  # imports moto: only where moto runs
 
     moto_transactions.install()
-    list_moto_modules_once()
     server = make_server(
         host,
         port,  # 0: the kernel picks a free port
@@ -75,32 +74,6 @@ def make_moto_server(host: str, port: int, *, fd: int | None = None) -> BaseWSGI
     # workflow's SQS and DynamoDB tasks: point it here before any execution.
     os.environ["MOTO_PORT"] = str(server.server_address[1])
     return server
-
-
-def list_moto_modules_once() -> None:
-    """moto's dispatcher asks which modules moto has (`moto.backends.list_of_moto_modules`:
-    its package's ~150 folders listed, with a `stat` each) on every request, holding a lock
-    all the server's threads share: ~8 % of the moto process's CPU in the pipeline bench. The
-    answer never changes while the process runs, so it is listed once (idempotent)."""
-    from moto import backends
-
-    if _MOTOS_LISTING:
-        return
-    listing = backends.list_of_moto_modules
-    modules = tuple(listing())
-    _MOTOS_LISTING.append(listing)
-    setattr(backends, "list_of_moto_modules", lambda: modules)  # noqa: B010 (moto's module function)
-
-
-def list_moto_modules_each_time() -> None:
-    """moto's own listing back (tests that run the server in their process)."""
-    from moto import backends
-
-    if _MOTOS_LISTING:
-        setattr(backends, "list_of_moto_modules", _MOTOS_LISTING.pop())  # noqa: B010
-
-
-_MOTOS_LISTING: list[Callable[[], Iterable[str]]] = []  # moto's own, while the listing is once
 
 
 def main(argv: list[str] | None = None) -> None:

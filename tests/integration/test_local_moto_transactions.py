@@ -19,7 +19,7 @@ from moto.dynamodb.models import dynamodb_backends
 from moto.dynamodb.parsing import expressions
 
 from batchroute_tools.local import moto_transactions
-from batchroute_tools.local.moto_server import list_moto_modules_each_time, make_moto_server
+from batchroute_tools.local.moto_server import make_moto_server
 
 REGION = "us-east-1"
 
@@ -51,7 +51,6 @@ def dynamodb(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
         server.shutdown()
         server.server_close()
         moto_transactions.uninstall()  # this test process's other suites use moto as it ships
-        list_moto_modules_each_time()
         dynamodb_backends[DEFAULT_ACCOUNT_ID].pop(REGION, None)
 
 
