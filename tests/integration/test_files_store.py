@@ -10,6 +10,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from batchroute.adapters.aws import client
+from batchroute.adapters.batch_artifacts import BatchArtifacts
 from batchroute.adapters.dynamo.files import FileStore
 from batchroute.adapters.s3_objects import PART_BYTES, S3Objects
 from batchroute.config import get_settings
@@ -123,3 +124,16 @@ def test_a_missing_object_reads_empty_in_one_get_only_when_missing_is_ok(local_a
     # An object that exists reads whole either way
     objects.put("results/o/some", b"{}\n", content_type="application/jsonl")
     assert b"".join(objects.chunks("results/o/some", missing_ok=True)) == b"{}\n"
+
+
+def test_a_json_artifact_reads_in_one_get_and_a_missing_one_is_none(local_aws: LocalStack) -> None:
+    s3 = client("s3")
+    calls: list[str] = []
+    s3.meta.events.register("before-call.s3", lambda model, **_: calls.append(model.name))
+    artifacts = BatchArtifacts(S3Objects(local_aws.buckets["artifacts"], s3=s3))
+    assert artifacts.read_json("batches/b/receipt.json") is None
+    assert calls == ["GetObject"]
+    artifacts.write_json("batches/b/receipt.json", {"total": 3})
+    calls.clear()
+    assert artifacts.read_json("batches/b/receipt.json") == {"total": 3}
+    assert calls == ["GetObject"]

@@ -25,14 +25,15 @@ from typing import Any, cast
 
 from batchroute.adapters.s3_objects import ObjectWriter, S3Objects, write_whole
 from batchroute.domain.batches.artifact_keys import JSONL as JSONL
-from batchroute.domain.batches.artifact_keys import batch_prefix as batch_prefix
-from batchroute.domain.batches.artifact_keys import errors_key as errors_key
 from batchroute.domain.batches.artifact_keys import (
+    READ_AHEAD_CHUNKS,
     input_chunk_key,
     input_line_head,
     input_line_seq,
     plain_json,
 )
+from batchroute.domain.batches.artifact_keys import batch_prefix as batch_prefix
+from batchroute.domain.batches.artifact_keys import errors_key as errors_key
 from batchroute.domain.batches.artifact_keys import jsonl_line as jsonl_line
 from batchroute.domain.batches.artifact_keys import partial_chunk_key as partial_chunk_key
 from batchroute.domain.batches.artifact_keys import receipt_key as receipt_key
@@ -77,11 +78,6 @@ class JsonlWriter:
         self._writer.abort()
 
 
-# Chunks `read_ahead` keeps the reads of: the one being worked on and the next. An older
-# chunk's reads nobody took (the caller stopped early) are dropped.
-_AHEAD_CHUNKS = 2
-
-
 class BatchArtifacts:
     def __init__(self, objects: S3Objects) -> None:
         self.objects = objects
@@ -104,7 +100,8 @@ class BatchArtifacts:
                 self._reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="read-ahead")
             reads = {key: self._reader.submit(self._whole, key, missing_ok) for key, missing_ok in keys}
             self._ahead[(batch_id, chunk)] = reads
-            while len(self._ahead) > _AHEAD_CHUNKS:
+            # Reads of an older chunk that nobody took (the caller stopped early) are dropped.
+            while len(self._ahead) > READ_AHEAD_CHUNKS:
                 for stale in self._ahead.popitem(last=False)[1].values():
                     stale.cancel()
 
@@ -161,9 +158,10 @@ class BatchArtifacts:
         )
 
     def read_json(self, key: str) -> dict[str, Any] | None:
-        if self.objects.size(key) is None:
+        """A JSON object (a receipt), or None where there is none: one GET."""
+        data = b"".join(self.objects.chunks(key, missing_ok=True))
+        if not data:
             return None
-        data = b"".join(self.objects.chunks(key))
         value = json.loads(data)
         return value if isinstance(value, dict) else None
 

@@ -18,6 +18,9 @@ from typing import Any
 import orjson
 
 INPUT_CHUNK_ROWS = 1000
+# Chunks whose files are read ahead at once (BatchArtifacts.read_ahead): the one being worked on
+# and the next. Finalize asks for this many; the reader keeps the reads of this many.
+READ_AHEAD_CHUNKS = 2
 JSONL = "application/jsonl"
 _INPUT_LINE_HEAD = b'{"seq":'
 _MODEL_HEAD = b',"model":"'

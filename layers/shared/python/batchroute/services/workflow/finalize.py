@@ -35,6 +35,7 @@ from batchroute.clock import Clock, isoformat
 from batchroute.domain.batches.artifact_keys import INPUT_CHUNK_ROWS as CHUNK_ROWS
 from batchroute.domain.batches.artifact_keys import (
     JSONL,
+    READ_AHEAD_CHUNKS,
     errors_key,
     jsonl_line,
     results_index_key,
@@ -338,7 +339,7 @@ class Finalizer:
             offsets.append(base + len(results))
             # This chunk's files (if not already on their way) and the next one's are read in
             # the background: the reads overlap this chunk's merge.
-            for ahead in range(chunk, min(chunk + 2, chunk_count)):
+            for ahead in range(chunk, min(chunk + READ_AHEAD_CHUNKS, chunk_count)):
                 self.artifacts.read_ahead(
                     batch_id, ahead, [lane.lane_key for lane in lanes if lane_chunk_done(lane, ahead)]
                 )
