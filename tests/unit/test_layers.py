@@ -24,6 +24,7 @@ DOMAIN_MAY_IMPORT = (
     "batchroute.ids",
     "batchroute.errors",
     "batchroute.clock",
+    "batchroute.transactions",  # the one alias of a transaction write that commands carry unread
     "croniter",  # pure cron arithmetic for domain/schedules/schedules.py (no I/O)
     "orjson",  # a pure JSON codec: JSON Lines and canonical item lines (docs/quote-speed.md)
 )

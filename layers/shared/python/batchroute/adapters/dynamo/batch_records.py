@@ -18,7 +18,6 @@ from botocore.exceptions import ClientError
 
 from batchroute.adapters.dynamo.codec import from_item, set_update, to_value, update_request
 from batchroute.adapters.dynamo.ledger import (
-    TransactItem,
     is_transaction_conflict,
     reservation_failure,
 )
@@ -40,6 +39,7 @@ from batchroute.domain.batches.record import (
     ExtraItemRefused,
     FundingMoved,
     IdempotencyRecord,
+    OverageHold,
     OverageRefused,
     PlanChanges,
     WorkOrderRef,
@@ -49,6 +49,7 @@ from batchroute.domain.batches.states import BatchState, allowed_sources
 from batchroute.domain.billing.ledger import DuplicateReservation
 from batchroute.domain.routing.lane_plan import LaneRecord, LaneRecordItem
 from batchroute.domain.workflow.finalize_cursor import CursorChanges, FinalizeCursorItem
+from batchroute.transactions import TransactItem
 
 DEADLINE_PARTITION = "DEADLINE"
 RECLAIM_PARTITION = "RECLAIM"  # retention GC (docs/retention.md): `BATCH#<id>`/`RECLAIM` items
@@ -296,46 +297,32 @@ class BatchRecords(DynamoStore):
                     raise ExtraItemRefused(index - extra_at) from exc
             raise
 
-    def hold_overage(
-        self,
-        batch_id: str,
-        *,
-        reservation: Sequence[TransactItem],
-        hold_id: str,
-        amount_micros: int,
-        cap_micros: int,
-        limit_checks: Sequence[TransactItem] = (),
-        membership: Sequence[TransactItem] = (),
-    ) -> None:
-        """A deadline rescue's overage hold (docs/ledger.md, "The overage hold of a rescue") in
-        ONE TransactWriteItems: the `reservation` (`LedgerStore.reserve_items`, bounded by the
-        hard limit's guard), the batch's META (the hold's id appended to `overage_hold_ids`,
-        its amount added to `overage_held_micros`; only while the batch runs, unsettled, and
-        its holds stay within `cap_micros`, and its work order is as read: none when
-        `membership` is empty), the spending-limit `limit_checks`, then `membership` (the work
-        order's count of the hold, services/work_orders/service.py:overage_items). Raises
+    def hold_overage(self, hold: OverageHold) -> None:
+        """A deadline rescue's overage hold (`OverageHold`) in ONE TransactWriteItems: the
+        reservation, the batch's META, the limit's checks, then the work order's count. Raises
         FundingMoved (the wallet or the limit refused, or a collision), DuplicateReservation
         (this hold exists: a repeated rescue) or OverageRefused (the batch's condition)."""
+        reservation = hold.reservation
         meta = {
             "Update": update_request(
                 self.table_name,
-                batch_key(batch_id),
+                batch_key(hold.batch_id),
                 "SET overage_hold_ids = list_append(if_not_exists(overage_hold_ids, :none), :ids) "
                 "ADD overage_held_micros :amount",
                 condition="#state = :running AND attribute_not_exists(settled_at) AND "
                 "(attribute_not_exists(overage_held_micros) OR overage_held_micros <= :room)"
-                + ("" if membership else " AND attribute_not_exists(work_order)"),
+                + ("" if hold.membership else " AND attribute_not_exists(work_order)"),
                 names={"#state": "state"},
                 values={
                     ":none": [],
-                    ":ids": [hold_id],
-                    ":amount": amount_micros,
+                    ":ids": [hold.hold_id],
+                    ":amount": hold.amount.micros,
                     ":running": "running",
-                    ":room": cap_micros - amount_micros,
+                    ":room": hold.cap.micros - hold.amount.micros,
                 },
             )
         }
-        items = [*reservation, meta, *limit_checks, *membership]
+        items = [*reservation, meta, *hold.limit_checks, *hold.membership]
         try:
             self.dynamodb.transact_write_items(TransactItems=items)
         except ClientError as exc:
@@ -344,7 +331,7 @@ class BatchRecords(DynamoStore):
             if refused == "reservation":
                 raise DuplicateReservation("This overage hold exists already.") from exc
             if condition_failed_at(codes, len(reservation)):
-                raise OverageRefused(batch_id) from exc
+                raise OverageRefused(hold.batch_id) from exc
             if codes and (
                 refused == "wallet"
                 or SpendingLimitChecks.moved(codes, len(reservation) + 1)

@@ -41,7 +41,6 @@ from batchroute.adapters.dynamo.codec import from_item, set_update
 from batchroute.adapters.dynamo.identity import key_unrevoked_check
 from batchroute.adapters.dynamo.ledger import (
     LedgerStore,
-    TransactItem,
     is_transaction_conflict,
 )
 from batchroute.adapters.dynamo.limit_checks import SpendingLimitChecks
@@ -64,6 +63,7 @@ from batchroute.domain.chat.holds import ChatOutcome, HoldSettlement, HoldTerms
 from batchroute.domain.chat.holds import HoldRefused as HoldRefused
 from batchroute.domain.chat.holds import Refusal as Refusal
 from batchroute.errors import TransientError
+from batchroute.transactions import TransactItem
 
 # Positions in the open transaction: the three reserve items, then ours.
 _WALLET_AT, _RESERVATION_AT, _RECORD_AT, _CONTROLS_AT, _SPEND_AT = 0, 1, 3, 4, 5

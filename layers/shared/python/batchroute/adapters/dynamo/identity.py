@@ -16,8 +16,7 @@ from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.adapters.dynamo.writes import transact_unless_refused, written
 from batchroute.domain.accounts.accounts import ApiKey, Org, Session, User
 from batchroute.errors import Conflict
-
-TransactItem = dict[str, Any]
+from batchroute.transactions import TransactItem
 
 
 class EmailTaken(Conflict):

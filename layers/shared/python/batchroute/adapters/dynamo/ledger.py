@@ -64,8 +64,7 @@ from batchroute.domain.billing.usage import (
 from batchroute.errors import PermanentError, ServiceError, TransientError
 from batchroute.ids import new_id
 from batchroute.money import Money
-
-TransactItem = dict[str, Any]
+from batchroute.transactions import TransactItem
 
 OPEN_HOLDS = "HOLD#OPEN"
 PROCESSOR_CREDITS = "CREDIT#PROCESSOR"  # gsi1 partition of the processor credits' markers

@@ -23,8 +23,7 @@ from batchroute.adapters.dynamo.controls import CONTROLS_SK, controls_from_item
 from batchroute.adapters.dynamo.writes import condition_failed_at
 from batchroute.domain.billing.controls import BillingControls
 from batchroute.domain.billing.spending_limit import LimitGuard
-
-TransactItem = dict[str, Any]
+from batchroute.transactions import TransactItem
 
 _SPEND_PREFIX: Final = "SPEND#"
 _NO_HARD_LIMIT: Final = (

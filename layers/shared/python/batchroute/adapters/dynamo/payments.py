@@ -37,8 +37,7 @@ from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.adapters.dynamo.writes import conditional_transaction, conditional_update, put_new
 from batchroute.domain.billing.payments import AutoTopup, CheckoutRecord, PaymentMethod, TopupAttempt
 from batchroute.money import Money
-
-TransactItem = dict[str, Any]
+from batchroute.transactions import TransactItem
 
 PENDING_TOPUPS = "TOPUP#PENDING"
 _SETTINGS_SK = "AUTOTOPUP"

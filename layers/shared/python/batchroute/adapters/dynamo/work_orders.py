@@ -41,11 +41,11 @@ from batchroute.domain.work_orders.work_orders import (
     WorkOrderItem,
     WorkOrderMember,
 )
+from batchroute.transactions import TransactItem
 
 PREFIX = "WORKORDER#"
 MEMBER_PREFIX = "WOMEMBER#"
 IDEMPOTENCY_PREFIX = "WOIDEMP#"
-TransactItem = dict[str, Any]
 _NOT_SETTLED = "attribute_exists(pk) AND attribute_not_exists(settled_at)"
 
 

@@ -25,6 +25,8 @@ from batchroute.domain.catalog.pricing import NO_CACHE_TOKENS, CacheFields, Cach
 from batchroute.domain.routing.engine import RoutePlanView
 from batchroute.domain.routing.lanes import LaneAttempt
 from batchroute.ids import has_prefix, suffix_of
+from batchroute.money import Money
+from batchroute.transactions import TransactItem
 
 BatchSource = Literal["native", "compat", "chat", "chat_direct"]
 BatchFeeKind = Literal["batch", "workflow", "direct"]
@@ -491,6 +493,25 @@ class FundingMoved(Exception):
 class OverageRefused(Exception):
     """An overage hold's batch condition refused it: the batch is no longer running (or was
     settled), or the hold would take its overage holds past the `allow_overage` cap."""
+
+
+@dataclass(frozen=True)
+class OverageHold:
+    """A deadline rescue's overage hold (docs/ledger.md, "The overage hold of a rescue"),
+    written in ONE transaction (`hold_overage`): the `reservation` (`LedgerStore.reserve_items`,
+    bounded by the hard limit's guard), the batch's record of the hold (`hold_id` appended to
+    its `overage_hold_ids`, `amount` to its `overage_held_micros`, only while the batch runs
+    unsettled and its holds stay within `cap`, and its work order is as read: none when
+    `membership` is empty), the spending limit's `limit_checks`, then `membership` (the work
+    order's count of the hold, services/work_orders/service.py:overage_items)."""
+
+    batch_id: str
+    hold_id: str
+    amount: Money
+    cap: Money
+    reservation: Sequence[TransactItem]
+    limit_checks: Sequence[TransactItem] = ()
+    membership: Sequence[TransactItem] = ()
 
 
 # -- reading stored values ---------------------------------------------------------------------

@@ -22,7 +22,7 @@ from batchroute.ids import new_id
 from batchroute.money import Money
 from batchroute.observability import logger
 from batchroute.services.accounts.passwords import Argon2Passwords
-from batchroute.services.billing.ports import TransactItem
+from batchroute.transactions import TransactItem
 
 DEFAULT_PLAN = "prepaid"
 AGENT_KEY_LABEL = "agent"

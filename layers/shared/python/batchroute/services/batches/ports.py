@@ -16,7 +16,7 @@ from batchroute.domain.batches.states import BatchState
 from batchroute.domain.billing.spending_limit import LimitGuard
 from batchroute.domain.routing.lane_plan import LaneRecord
 from batchroute.domain.workflow.finalize_cursor import CursorChanges, FinalizeCursorItem
-from batchroute.services.billing.ports import TransactItem
+from batchroute.transactions import TransactItem
 
 
 class BatchReader(Protocol):

@@ -45,7 +45,8 @@ from batchroute.ids import has_prefix, new_id
 from batchroute.money import Money, money_text
 from batchroute.observability import logger
 from batchroute.services.billing.payment_refusals import refuse_payment_event
-from batchroute.services.billing.ports import Notifier, TransactItem
+from batchroute.services.billing.ports import Notifier
+from batchroute.transactions import TransactItem
 
 _SAVE_ATTEMPTS = 5
 # The processor keeps an idempotency key for 24 hours: an attempt still uncharged after this

@@ -44,7 +44,7 @@ from batchroute.observability import logger
 from batchroute.services.billing.auto_topup import AutoTopupService, Credits
 from batchroute.services.billing.commands import StartCheckout
 from batchroute.services.billing.payment_refusals import refuse_payment_event
-from batchroute.services.billing.ports import TransactItem
+from batchroute.transactions import TransactItem
 
 CHECKOUT_PURPOSE = "credit_purchase"
 TOPUP_PURPOSE = "auto_topup"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Protocol
 
 from batchroute.domain.billing.alerts import Alert, BillingEvent
 from batchroute.domain.billing.controls import BillingControls
@@ -19,8 +19,7 @@ from batchroute.domain.billing.ledger import (
 )
 from batchroute.domain.billing.usage import ReservationCharge
 from batchroute.money import Money
-
-TransactItem = dict[str, Any]
+from batchroute.transactions import TransactItem
 
 
 class ControlsReader(Protocol):

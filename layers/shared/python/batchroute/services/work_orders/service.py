@@ -36,8 +36,8 @@ from batchroute.money import Money
 from batchroute.observability import logger
 from batchroute.services.batches.create import IDEMPOTENCY_TTL, check_idempotency_key, replayed_body
 from batchroute.services.batches.ports import BatchReader
-from batchroute.services.billing.ports import TransactItem
 from batchroute.services.work_orders.commands import AddMember, CreateWorkOrder, UpdateWorkOrder
+from batchroute.transactions import TransactItem
 
 # Pages of the store a filtered listing reads at most per request before it answers with
 # what it found (and a cursor to go on from).

@@ -16,11 +16,10 @@ Settle resolves the hold with the batch's reservation (services/workflow/settlem
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Protocol
 
 from batchroute.clock import Clock, isoformat
-from batchroute.domain.batches.record import BatchRecord, FundingMoved, OverageRefused
+from batchroute.domain.batches.record import BatchRecord, FundingMoved, OverageHold, OverageRefused
 from batchroute.domain.billing.ledger import DuplicateReservation, ReservationTerms
 from batchroute.domain.routing.rescue import RescueSetting, overage_hold_id, overage_room
 from batchroute.errors import ServiceError
@@ -28,7 +27,8 @@ from batchroute.money import Money
 from batchroute.observability import logger
 from batchroute.services.batches.ports import LimitChecks
 from batchroute.services.billing.funding import Funding
-from batchroute.services.billing.ports import ControlsReader, LedgerBook, MoneyWatch, TransactItem
+from batchroute.services.billing.ports import ControlsReader, LedgerBook, MoneyWatch
+from batchroute.transactions import TransactItem
 
 # A hold refused because the wallet or the limit moved since the reads is decided again
 # on fresh reads this many times, then the rescue keeps to the reservation.
@@ -40,17 +40,7 @@ class OverageRecords(Protocol):
 
     def get(self, batch_id: str) -> BatchRecord | None: ...
 
-    def hold_overage(
-        self,
-        batch_id: str,
-        *,
-        reservation: Sequence[TransactItem],
-        hold_id: str,
-        amount_micros: int,
-        cap_micros: int,
-        limit_checks: Sequence[TransactItem] = (),
-        membership: Sequence[TransactItem] = (),
-    ) -> None: ...
+    def hold_overage(self, hold: OverageHold) -> None: ...
 
 
 class OverageMembership(Protocol):
@@ -136,11 +126,13 @@ class RescueOverage:
             org_id, terms, at=isoformat(now), reserved_at_most=guard.reserved_cap(amount)
         )
         self.records.hold_overage(
-            batch.batch_id,
-            reservation=reservation,
-            hold_id=hold_id,
-            amount_micros=amount.micros,
-            cap_micros=cap.micros,
-            limit_checks=self.limit_checks.items(org_id, guard),
-            membership=self.work_orders.overage_items(batch, amount.micros) if self.work_orders else (),
+            OverageHold(
+                batch_id=batch.batch_id,
+                hold_id=hold_id,
+                amount=amount,
+                cap=cap,
+                reservation=reservation,
+                limit_checks=self.limit_checks.items(org_id, guard),
+                membership=self.work_orders.overage_items(batch, amount.micros) if self.work_orders else (),
+            )
         )
