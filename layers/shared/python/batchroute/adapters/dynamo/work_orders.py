@@ -29,9 +29,9 @@ from batchroute.adapters.dynamo.writes import (
     first_refused,
     put_new,
 )
-from batchroute.domain.batches.record import WorkOrderRef
 from batchroute.domain.work_orders.work_orders import (
     MAX_MEMBERS,
+    Attachment,
     CounterMove,
     MemberItem,
     MemberRefused,
@@ -144,29 +144,22 @@ class WorkOrderStore(DynamoStore):
             ),
         ]
 
-    def attach(
-        self,
-        move: CounterMove,
-        member: WorkOrderMember,
-        *,
-        reference: WorkOrderRef,
-        settled: bool,
-        overage_held_micros: int = 0,
-    ) -> None:
-        """Attach an existing batch: the join items and the batch's `work_order` field in one
-        transaction, conditional on the batch having no work order yet, on its settlement
-        being as read (`settled`), so a member is never counted as running after its Settle
-        looked for its work order, and on its rescue overage holds being as read, so the
-        reserved counted is what Settle takes off. Raises MemberRefused."""
+    def attach(self, attachment: Attachment) -> None:
+        """Attach an existing batch (`Attachment`): the join items and the batch's
+        `work_order` field in one transaction, on the attachment's conditions. Raises
+        MemberRefused."""
+        move, member, held_micros = attachment.move, attachment.member, attachment.overage_held_micros
         items = self.join_items(move, member)
-        settlement = "attribute_exists(settled_at)" if settled else "attribute_not_exists(settled_at)"
+        settlement = (
+            "attribute_exists(settled_at)" if attachment.settled else "attribute_not_exists(settled_at)"
+        )
         held = "overage_held_micros = :held"
-        if not overage_held_micros:
+        if not held_micros:
             held = "attribute_not_exists(overage_held_micros)"
         condition = f"attribute_exists(pk) AND attribute_not_exists(work_order) AND {settlement} AND {held}"
-        values = {":ref": to_value(reference.to_mapping())}
-        if overage_held_micros:
-            values[":held"] = to_value(overage_held_micros)
+        values = {":ref": to_value(attachment.reference.to_mapping())}
+        if held_micros:
+            values[":held"] = to_value(held_micros)
         items.append(
             {
                 "Update": {

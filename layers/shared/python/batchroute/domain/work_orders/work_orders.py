@@ -426,6 +426,22 @@ class WorkOrderMember:
         }
 
 
+@dataclass(frozen=True)
+class Attachment:
+    """An existing batch joining a work order (`attach`), written in one transaction: the
+    counters' `move`, the `member` marker and the batch's `work_order` field (`reference`),
+    conditional on the batch having no work order yet, on its settlement being as read
+    (`settled`) and on its rescue overage holds being as read (`overage_held_micros`), so
+    a member is never counted as running after its Settle looked for its work order and the
+    reserved counted is what Settle takes off."""
+
+    move: CounterMove
+    member: WorkOrderMember
+    reference: WorkOrderRef
+    settled: bool
+    overage_held_micros: int = 0
+
+
 class MemberRefused(Exception):
     """An attach refused by its transaction: `what` is `work_order` (gone, closed or full),
     `member` (already a member) or `batch` (in another work order, or settled meanwhile)."""

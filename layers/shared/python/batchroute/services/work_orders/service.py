@@ -12,12 +12,13 @@ from typing import Protocol
 
 from batchroute.clock import Clock, isoformat
 from batchroute.domain.accounts.access import Principal, authorize, require_same_org
-from batchroute.domain.batches.record import BatchRecord, WorkOrderRef, batch_id_for
+from batchroute.domain.batches.record import BatchRecord, batch_id_for
 from batchroute.domain.chat.objects import CHAT_SOURCE
 from batchroute.domain.request_fields import invalid
 from batchroute.domain.work_orders.work_orders import (
     MAX_MEMBERS,
     WORK_ORDER_STATUSES,
+    Attachment,
     CounterMove,
     MemberAddedView,
     MemberKind,
@@ -59,15 +60,7 @@ class WorkOrderStore(Protocol):
 
     def join_items(self, move: CounterMove, member: WorkOrderMember) -> list[TransactItem]: ...
 
-    def attach(
-        self,
-        move: CounterMove,
-        member: WorkOrderMember,
-        *,
-        reference: WorkOrderRef,
-        settled: bool,
-        overage_held_micros: int = 0,
-    ) -> None: ...
+    def attach(self, attachment: Attachment) -> None: ...
 
     def hold_items(self, move: CounterMove, batch_id: str) -> list[TransactItem]: ...
 
@@ -239,11 +232,13 @@ class WorkOrders:
         deltas = self._settled_deltas(batch, joining=True) if settled else self._join_deltas(batch)
         try:
             self.store.attach(
-                CounterMove(principal.org_id, work_order_id, deltas, at),
-                member,
-                reference=order.reference,
-                settled=settled,
-                overage_held_micros=batch.overage_held_micros or 0,
+                Attachment(
+                    CounterMove(principal.org_id, work_order_id, deltas, at),
+                    member,
+                    reference=order.reference,
+                    settled=settled,
+                    overage_held_micros=batch.overage_held_micros or 0,
+                )
             )
         except MemberRefused as exc:
             raise self._refusal(principal.org_id, work_order_id, exc.what, field_name) from exc
