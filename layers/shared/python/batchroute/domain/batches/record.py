@@ -129,13 +129,7 @@ class ArtifactKeys:
 
     def to_mapping(self) -> dict[str, str | int]:
         """The keys and counts the record has, under their field names."""
-        return _present(
-            results_key=self.results_key,
-            errors_key=self.errors_key,
-            result_count=self.result_count,
-            error_count=self.error_count,
-            receipt_key=self.receipt_key,
-        )
+        return _present_fields(self)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -152,14 +146,7 @@ class CompatFields:
 
     def to_mapping(self) -> dict[str, str | int]:
         """The fields the record has, under their names (all strings)."""
-        return _present(
-            endpoint=self.endpoint,
-            input_file_id=self.input_file_id,
-            completion_window=self.completion_window,
-            body_format=self.body_format,
-            output_file_id=self.output_file_id,
-            error_file_id=self.error_file_id,
-        )
+        return _present_fields(self)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -515,8 +502,10 @@ class OverageHold:
 
 
 # -- reading stored values ---------------------------------------------------------------------
-def _present(**values: str | int | None) -> dict[str, str | int]:
-    return {k: v for k, v in values.items() if v is not None}
+def _present_fields(record: ArtifactKeys | CompatFields) -> dict[str, str | int]:
+    """A record's fields that are set, under their names."""
+    values = ((f.name, getattr(record, f.name)) for f in fields(record))
+    return {name: value for name, value in values if value is not None}
 
 
 def _attempts(value: Any) -> tuple[LaneAttempt, ...] | None:
