@@ -23,7 +23,7 @@ from batchroute.domain.accounts.passwords import check_password, checked_email
 from batchroute.errors import Unauthenticated
 from batchroute.observability import logger
 from batchroute.services.accounts.passwords import Argon2Passwords
-from batchroute.services.accounts.verification import MAX_TOKEN_LENGTH
+from batchroute.services.accounts.verification import TokenStore, plausible_token, spend_token
 from batchroute.services.delivery.ports import Mailer
 
 RESET_PURPOSE = "password_reset"
@@ -32,16 +32,8 @@ RESET_LIFETIME = timedelta(hours=1)
 FORGOT_FLOOR_SECONDS = 0.6
 
 
-class ResetStore(Protocol):
+class ResetStore(TokenStore, Protocol):
     def user_by_email(self, email: str) -> User | None: ...
-
-    def get_user(self, user_id: str) -> User | None: ...
-
-    def put_token(self, *, purpose: str, token_hash: str, user_id: str, expires_at: str) -> None: ...
-
-    def consume_token(self, *, purpose: str, token_hash: str, now: str) -> str | None: ...
-
-    def update_user(self, user_id: str, **changes: object) -> None: ...
 
     def revoke_user_sessions(self, user_id: str, at: str, *, keep_token_hash: str | None = None) -> int: ...
 
@@ -126,15 +118,12 @@ class PasswordReset:
         used, expired or unknown token."""
         check_password(password)
         invalid = Unauthenticated("The reset link is invalid or has expired.", code="invalid_token")
-        if not token or len(token) > MAX_TOKEN_LENGTH:
+        if not plausible_token(token):
             raise invalid
         # Hashed first: once the token is spent, only the update stands between it and the new password.
         new_hash = self.passwords.hash(password)
         now = isoformat(self.clock.now())
-        user_id = self.store.consume_token(
-            purpose=RESET_PURPOSE, token_hash=keyed_hash(self.secret(), token), now=now
-        )
-        user = self.store.get_user(user_id) if user_id else None
+        user = spend_token(self.store, self.secret(), purpose=RESET_PURPOSE, token=token, now=now)
         if user is None:
             raise invalid
         # The link reached the inbox, which proves the address as well as a verification link.

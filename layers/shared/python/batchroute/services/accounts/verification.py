@@ -26,6 +26,9 @@ MAX_TOKEN_LENGTH = 256
 
 
 class TokenStore(Protocol):
+    """adapters/dynamo/identity.py:IdentityStore: single-use link tokens (by keyed hash) and
+    the users they name."""
+
     def put_token(self, *, purpose: str, token_hash: str, user_id: str, expires_at: str) -> None: ...
 
     def consume_token(self, *, purpose: str, token_hash: str, now: str) -> str | None: ...
@@ -33,6 +36,21 @@ class TokenStore(Protocol):
     def get_user(self, user_id: str) -> User | None: ...
 
     def update_user(self, user_id: str, **changes: object) -> None: ...
+
+
+def plausible_token(token: str) -> bool:
+    """A link token worth looking up (the edge refuses the others already)."""
+    return 0 < len(token) <= MAX_TOKEN_LENGTH
+
+
+def spend_token(store: TokenStore, secret: bytes, *, purpose: str, token: str, now: str) -> User | None:
+    """The user a single-use link's `token` names, the token spent in one conditional write
+    (it works exactly once, even when two clicks race); None for an unknown, used or expired
+    token."""
+    if not plausible_token(token):
+        return None
+    user_id = store.consume_token(purpose=purpose, token_hash=keyed_hash(secret, token), now=now)
+    return store.get_user(user_id) if user_id else None
 
 
 @dataclass(eq=False)
@@ -68,16 +86,10 @@ class EmailVerification:
 
     def verify(self, token: str) -> User:
         """Marks the token's user verified; 400 `invalid_token` for a used, expired or unknown token."""
-        invalid = InvalidRequest("The verification link is invalid or has expired.", code="invalid_token")
-        if not token or len(token) > MAX_TOKEN_LENGTH:
-            raise invalid
         now = isoformat(self.clock.now())
-        user_id = self.store.consume_token(
-            purpose=VERIFY_PURPOSE, token_hash=keyed_hash(self.secret(), token), now=now
-        )
-        user = self.store.get_user(user_id) if user_id else None
+        user = spend_token(self.store, self.secret(), purpose=VERIFY_PURPOSE, token=token, now=now)
         if user is None:
-            raise invalid
+            raise InvalidRequest("The verification link is invalid or has expired.", code="invalid_token")
         if user.email_verified_at is None:
             self.store.update_user(user.user_id, email_verified_at=now)
         return user
