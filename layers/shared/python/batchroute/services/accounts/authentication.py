@@ -13,14 +13,15 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Final, Protocol
+from typing import Final
 
 from batchroute.clock import Clock, isoformat
 from batchroute.domain.accounts.access import Principal
 from batchroute.domain.accounts.accounts import SESSION_COOKIE as SESSION_COOKIE  # re-exported
-from batchroute.domain.accounts.accounts import ApiKey, Session, User
+from batchroute.domain.accounts.accounts import ApiKey, Session
 from batchroute.domain.accounts.credentials import key_belongs_to, keyed_hash, same_hash
 from batchroute.errors import Unauthenticated
+from batchroute.services.accounts.ports import CredentialStore
 
 KEY_COPY_SECONDS: Final = 60
 KEY_COPIES_KEPT: Final = 4096
@@ -32,14 +33,6 @@ class KeyUnconfirmed(Unauthenticated):
     def __init__(self, key_hash: str) -> None:
         super().__init__("This API key is no longer valid.", code="invalid_api_key")
         self.key_hash = key_hash
-
-
-class CredentialStore(Protocol):
-    def key_by_hash(self, key_hash: str) -> ApiKey | None: ...
-
-    def session_by_hash(self, token_hash: str) -> Session | None: ...
-
-    def get_user(self, user_id: str) -> User | None: ...
 
 
 class Authenticator:

@@ -15,29 +15,22 @@ from datetime import timedelta
 from typing import Protocol
 
 from batchroute.clock import Clock, isoformat
-from batchroute.domain.accounts.accounts import ApiKey, Session, User, normalize_email
+from batchroute.domain.accounts.accounts import Session, User, normalize_email
 from batchroute.domain.accounts.credentials import keyed_hash, new_opaque_token
 from batchroute.errors import Unauthenticated
 from batchroute.ids import new_id
 from batchroute.services.accounts.authentication import Authenticator
 from batchroute.services.accounts.login_lockout import LoginLockout
 from batchroute.services.accounts.passwords import Argon2Passwords
+from batchroute.services.accounts.ports import CredentialStore, UserRecords
 
 SESSION_LIFETIME = timedelta(days=14)
 
 
-class SessionStore(Protocol):
+class SessionStore(CredentialStore, UserRecords, Protocol):
     def user_by_email(self, email: str) -> User | None: ...
 
-    def get_user(self, user_id: str) -> User | None: ...
-
-    def update_user(self, user_id: str, **changes: object) -> None: ...
-
     def put_session(self, session: Session) -> None: ...
-
-    def session_by_hash(self, token_hash: str) -> Session | None: ...
-
-    def key_by_hash(self, key_hash: str) -> ApiKey | None: ...
 
     def revoke_session(self, token_hash: str, at: str) -> None: ...
 

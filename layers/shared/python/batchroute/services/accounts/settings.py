@@ -24,22 +24,19 @@ from batchroute.domain.delivery.webhooks import webhook_secret_context
 from batchroute.errors import InvalidRequest, NotFound
 from batchroute.money import MoneyView
 from batchroute.services.accounts.accounts import clean_display_name, clean_full_name
+from batchroute.services.accounts.ports import UserRecords
 from batchroute.services.billing.ports import Balances
 from batchroute.services.delivery.ports import Sealer
 
 _PROBLEM_ORDER = {"invalid_url": 0, "invalid_webhook_secret": 1}
 
 
-class SettingsStore(Protocol):
+class SettingsStore(UserRecords, Protocol):
     def get_org(self, org_id: str) -> Org | None: ...
-
-    def get_user(self, user_id: str) -> User | None: ...
 
     def members(self, org_id: str) -> list[User]: ...
 
     def update_org(self, org_id: str, **changes: object) -> None: ...
-
-    def update_user(self, user_id: str, **changes: object) -> None: ...
 
 
 class MemberView(TypedDict):

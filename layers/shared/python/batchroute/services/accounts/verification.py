@@ -18,6 +18,7 @@ from batchroute.domain.accounts.access import Principal, require_user_session
 from batchroute.domain.accounts.accounts import User
 from batchroute.domain.accounts.credentials import keyed_hash, new_opaque_token
 from batchroute.errors import InvalidRequest, Unauthenticated
+from batchroute.services.accounts.ports import UserRecords
 from batchroute.services.delivery.ports import Mailer
 
 VERIFY_PURPOSE = "verify_email"
@@ -25,17 +26,12 @@ VERIFY_LIFETIME = timedelta(hours=48)
 MAX_TOKEN_LENGTH = 256
 
 
-class TokenStore(Protocol):
-    """adapters/dynamo/identity.py:IdentityStore: single-use link tokens (by keyed hash) and
-    the users they name."""
+class TokenStore(UserRecords, Protocol):
+    """Single-use link tokens (by keyed hash) and the users they name."""
 
     def put_token(self, *, purpose: str, token_hash: str, user_id: str, expires_at: str) -> None: ...
 
     def consume_token(self, *, purpose: str, token_hash: str, now: str) -> str | None: ...
-
-    def get_user(self, user_id: str) -> User | None: ...
-
-    def update_user(self, user_id: str, **changes: object) -> None: ...
 
 
 def plausible_token(token: str) -> bool:

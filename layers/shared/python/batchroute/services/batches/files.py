@@ -56,6 +56,7 @@ from batchroute.domain.batches.preflight import IssueView
 from batchroute.errors import Conflict, Forbidden, Gone, InvalidRequest, NotFound, PayloadTooLarge
 from batchroute.ids import has_prefix, new_id
 from batchroute.observability import logger
+from batchroute.services.batches.ports import ObjectWriter
 from batchroute.workflow.queues import TaskSender
 
 STAGING_LIFETIME = timedelta(days=2)  # the uploads bucket's `staging/` expiry (resources.py)
@@ -70,16 +71,8 @@ class FileRecords(Protocol):
     def replace(self, record: FileRecord, *, expected_status: FileStatus) -> bool: ...
 
 
-class ObjectSink(Protocol):
-    def write(self, data: bytes) -> None: ...
-
-    def close(self) -> None: ...
-
-    def abort(self) -> None: ...
-
-
 class FileObjects(Protocol):
-    def writer(self, key: str, *, content_type: str) -> ObjectSink: ...
+    def writer(self, key: str, *, content_type: str) -> ObjectWriter: ...
 
     def size(self, key: str) -> int | None: ...
 
@@ -251,7 +244,7 @@ class _Intake:
         filename: str,
         max_line_bytes: int,
         max_bytes: int | None = None,
-        sink: ObjectSink | None = None,
+        sink: ObjectWriter | None = None,
         profile: bool = False,
     ) -> None:
         self._content_type = content_type

@@ -25,6 +25,15 @@ class BatchReader(Protocol):
     def get(self, batch_id: str) -> BatchRecord | None: ...
 
 
+class BatchTransitions(Protocol):
+    """adapters/dynamo/batch_records.py:BatchRecords: a batch moved to `target`, only from a
+    state that may go there (domain/batches/states.py); False when it was not."""
+
+    def transition(
+        self, batch_id: str, target: BatchState, *, at: str, extra: BatchChanges | None = None
+    ) -> bool: ...
+
+
 class Artifacts(Protocol):
     """adapters/s3_objects.py:S3Objects over the artifacts bucket: a stored object's size
     and its bytes in chunks."""
@@ -54,18 +63,12 @@ class ObjectStore(Protocol):
     def writer(self, key: str, *, content_type: str) -> ObjectWriter: ...
 
 
-class BatchStore(Protocol):
+class BatchStore(BatchReader, BatchTransitions, Protocol):
     """adapters/dynamo/batch_records.py:BatchRecords: the batch records table."""
-
-    def get(self, batch_id: str) -> BatchRecord | None: ...
 
     def state(self, batch_id: str) -> str | None: ...
 
     def schedule_reclaim(self, batch_id: str, *, review_at: str) -> bool: ...
-
-    def transition(
-        self, batch_id: str, target: BatchState, *, at: str, extra: BatchChanges | None = None
-    ) -> bool: ...
 
     def create(
         self,

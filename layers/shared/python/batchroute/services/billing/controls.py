@@ -20,6 +20,7 @@ from batchroute.domain.billing.controls import (
     apply_update,
 )
 from batchroute.ids import new_id
+from batchroute.services.billing.ports import ControlsReader
 
 # Concurrent saves are rare (a human edits settings); a few re-reads settle them.
 _SAVE_ATTEMPTS = 3
@@ -38,9 +39,7 @@ def saved_with_retries(save_once: Callable[[], Saved]) -> Saved:
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-class ControlsRecords(Protocol):
-    def billing_controls(self, org_id: str) -> BillingControls | None: ...
-
+class ControlsRecords(ControlsReader, Protocol):
     def save_billing_controls(
         self, controls: BillingControls, *, expected_version: int, audit: AuditEntry[ControlsSettingsView]
     ) -> None: ...

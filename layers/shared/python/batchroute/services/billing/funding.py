@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Literal, Protocol
+from typing import Literal
 
 from batchroute.clock import Clock
 from batchroute.domain.batches.preflight import IssueView
@@ -37,15 +37,9 @@ from batchroute.domain.billing.ledger import WalletState, insufficient_credit, p
 from batchroute.domain.billing.spending_limit import LimitGuard
 from batchroute.errors import Forbidden, PaymentRequired, ServiceError
 from batchroute.money import Money, format_amount
-from batchroute.services.billing.ports import ControlsReader
+from batchroute.services.billing.ports import ControlsReader, WalletReader
 
 Surface = Literal["batch", "chat"]
-
-
-class FundingLedger(Protocol):
-    def state(self, org_id: str) -> WalletState: ...
-
-    def period_spend(self, org_id: str, period_key: str) -> Money: ...
 
 
 @dataclass(frozen=True)
@@ -137,7 +131,7 @@ def limit_refusal(
 
 @dataclass(eq=False)
 class Funding:
-    ledger: FundingLedger
+    ledger: WalletReader
 
     def check_funding(
         self,
@@ -186,7 +180,7 @@ class LimitPreview:
     """A quote's look at the hard spending limit: the warning when creating a batch of
     `estimate` now would be refused (projected > limit in hard mode), else None."""
 
-    ledger: FundingLedger
+    ledger: WalletReader
     controls: ControlsReader
     clock: Clock
 

@@ -17,9 +17,16 @@ from batchroute.domain.billing.ledger import (
     SettlementResult,
     WalletState,
 )
+from batchroute.domain.billing.retention import RetentionSettings
 from batchroute.domain.billing.usage import ReservationCharge
 from batchroute.money import Money
 from batchroute.transactions import TransactItem
+
+
+class RetentionLookup(Protocol):
+    """adapters/dynamo/controls.py:ControlsStore: the org's retention settings, if any."""
+
+    def retention(self, org_id: str) -> RetentionSettings | None: ...
 
 
 class ControlsReader(Protocol):
@@ -49,10 +56,17 @@ class Notifier(Protocol):
     def notify(self, org_id: str, alert: Alert, *, at: datetime) -> BillingEvent | None: ...
 
 
-class LedgerBook(Protocol):
-    """adapters/dynamo/ledger.py:LedgerStore: the org's wallet: reservations and settlements."""
+class WalletReader(Protocol):
+    """adapters/dynamo/ledger.py:LedgerStore, read only: the org's wallet and its spend in a
+    period (the spending limit's)."""
 
     def state(self, org_id: str) -> WalletState: ...
+
+    def period_spend(self, org_id: str, period_key: str) -> Money: ...
+
+
+class LedgerBook(WalletReader, Protocol):
+    """adapters/dynamo/ledger.py:LedgerStore: the org's wallet: reservations and settlements."""
 
     def reserve_items(
         self, org_id: str, terms: ReservationTerms, *, at: str, reserved_at_most: int | None = None
@@ -69,5 +83,3 @@ class LedgerBook(Protocol):
     def reservation(self, org_id: str, reservation_id: str) -> Reservation | None: ...
 
     def snapshot(self, org_id: str) -> LedgerSnapshot: ...
-
-    def period_spend(self, org_id: str, period_key: str) -> Money: ...

@@ -8,11 +8,10 @@ from typing import Protocol
 from batchroute.clock import Clock, isoformat
 from batchroute.domain.billing.retention import RetentionSettings, UpdateRetention, apply_update
 from batchroute.services.billing.controls import saved_with_retries
+from batchroute.services.billing.ports import RetentionLookup
 
 
-class RetentionRecords(Protocol):
-    def retention(self, org_id: str) -> RetentionSettings | None: ...
-
+class RetentionRecords(RetentionLookup, Protocol):
     def save_retention(self, settings: RetentionSettings, *, expected_version: int) -> None: ...
 
 

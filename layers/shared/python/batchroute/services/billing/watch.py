@@ -37,17 +37,11 @@ from batchroute.domain.billing.ledger import WalletState
 from batchroute.money import Money
 from batchroute.observability import logger
 from batchroute.services.billing.alerts import AlertChannel
-from batchroute.services.billing.ports import ControlsReader
+from batchroute.services.billing.ports import ControlsReader, WalletReader
 
 
 class BalanceListener(Protocol):
     def balance_moved(self, org_id: str, wallet: WalletState, *, at: datetime) -> None: ...
-
-
-class WalletReader(Protocol):
-    def state(self, org_id: str) -> WalletState: ...
-
-    def period_spend(self, org_id: str, period_key: str) -> Money: ...
 
 
 class LowBalance(Protocol):

@@ -6,6 +6,13 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from batchroute.domain.catalog.catalog import LaneLive
+from batchroute.providers.base import SyncProvider
+
+
+class SyncProviders(Protocol):
+    """providers/registry.py:ProviderRegistry: the per-item (sync) adapter of a provider."""
+
+    def sync(self, slug: str) -> SyncProvider: ...
 
 
 class LiveStates(Protocol):

@@ -21,7 +21,7 @@ import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import Any
 
 from batchroute.clock import Clock, isoformat
 from batchroute.domain.accounts.access import Principal, authorize
@@ -50,13 +50,13 @@ from batchroute.providers.base import (
     StreamEnd,
     StreamEvent,
     StreamStart,
-    SyncProvider,
     Usage,
 )
 from batchroute.services.accounts.authentication import KeyUnconfirmed
 from batchroute.services.billing.ports import ControlsReader, MoneyWatch
 from batchroute.services.billing.rate_limiting import RateLimiter
 from batchroute.services.catalog.lane_health import ACCOUNT_DOWN_CODES, LaneAvailability, mark_account_down
+from batchroute.services.catalog.ports import SyncProviders
 from batchroute.services.chat.early_start import EarlyStart, EarlyStarts, Opened
 from batchroute.services.chat.ports import HoldStore
 from batchroute.services.chat.state import HoldKeeper, LaneStateCache, LaneStats
@@ -64,10 +64,6 @@ from batchroute.services.routing.policy import policy_version
 from batchroute.services.routing.ports import OrgPolicies
 
 SLA = timedelta(hours=24)
-
-
-class SyncProviders(Protocol):
-    def sync(self, slug: str) -> SyncProvider: ...
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ from batchroute.domain.workflow.results import ArtifactRow
 from batchroute.errors import Conflict, Gone, InvalidRequest, NotFound
 from batchroute.ids import has_prefix
 from batchroute.services.batches.files import DirectUpload, FileService
-from batchroute.services.batches.ports import Artifacts
+from batchroute.services.batches.ports import Artifacts, BatchReader
 
 COMPAT_PURPOSE = "batch"
 
@@ -44,10 +44,6 @@ class OutputFileRecords(Protocol):
     def output_file(self, file_id: str) -> OutputFile | None: ...
 
     def remember_bytes(self, file_id: str, body_format: str, size: int) -> None: ...
-
-
-class BatchLookup(Protocol):
-    def get(self, batch_id: str) -> BatchRecord | None: ...
 
 
 class InvalidRows(InvalidRequest):
@@ -100,7 +96,7 @@ class CompatFiles:
         files: FileService,
         *,
         outputs: OutputFileRecords,
-        batches: BatchLookup,
+        batches: BatchReader,
         artifacts: Artifacts,
     ) -> None:
         self.files = files

@@ -32,6 +32,7 @@ from batchroute.domain.compat.uploads import (
 from batchroute.errors import Conflict, InvalidRequest, NotFound
 from batchroute.ids import new_id
 from batchroute.services.batches.files import check_filename
+from batchroute.services.batches.ports import ObjectWriter
 from batchroute.services.compat.files import COMPAT_PURPOSE, CompatFiles, input_file_object
 
 RECORD_LIFETIME = timedelta(days=2)  # the uploads bucket's `staging/` expiry
@@ -49,14 +50,8 @@ class UploadRecords(Protocol):
     def parts(self, upload_id: str) -> dict[str, UploadPart]: ...
 
 
-class PartSink(Protocol):
+class PartSink(ObjectWriter, Protocol):
     bytes_written: int
-
-    def write(self, data: bytes) -> None: ...
-
-    def close(self) -> None: ...
-
-    def abort(self) -> None: ...
 
 
 class PartObjects(Protocol):

@@ -75,6 +75,9 @@ class Targets(Protocol):
 
 
 class Batches(Protocol):
+    """services/batches/ports.py:BatchReader's one method, declared here too: the batches
+    context sits above delivery (batches -> billing -> delivery), so delivery cannot import it."""
+
     def get(self, batch_id: str) -> BatchRecord | None: ...
 
 

@@ -67,12 +67,14 @@ class Sender(Protocol):
     def send(self, url: str, raw_body: bytes, headers: Mapping[str, str]) -> AttemptOutcome: ...
 
 
-class DeliveryRecords(Protocol):
+class DeliveryListing(Protocol):
+    def list_for_batch(self, batch_id: str) -> tuple[list[WebhookDeliveryRecord], list[WebhookAttempt]]: ...
+
+
+class DeliveryRecords(DeliveryListing, Protocol):
     def create(self, delivery: WebhookDeliveryRecord) -> bool: ...
 
     def get(self, batch_id: str, delivery_id: str) -> WebhookDeliveryRecord | None: ...
-
-    def list_for_batch(self, batch_id: str) -> tuple[list[WebhookDeliveryRecord], list[WebhookAttempt]]: ...
 
     def due(self, now_iso: str, limit: int = 100) -> list[tuple[str, str]]: ...
 
@@ -417,10 +419,6 @@ def _pending(
         secret_source=hook.secret_source,
         secret_sealed=hook.secret_sealed,
     )
-
-
-class DeliveryListing(Protocol):
-    def list_for_batch(self, batch_id: str) -> tuple[list[WebhookDeliveryRecord], list[WebhookAttempt]]: ...
 
 
 class BatchWebhooksView(TypedDict):

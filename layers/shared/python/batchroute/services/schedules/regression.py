@@ -46,8 +46,10 @@ from batchroute.errors import Conflict, InvalidRequest
 from batchroute.ids import new_id
 from batchroute.money import Money
 from batchroute.observability import logger
-from batchroute.providers.base import ProviderRequest, ProviderResult, SyncProvider
+from batchroute.providers.base import ProviderRequest, ProviderResult
 from batchroute.services.billing.ports import ControlsReader, LedgerBook, MoneyWatch
+from batchroute.services.catalog.ports import SyncProviders
+from batchroute.services.presets.resolution import Resolver
 from batchroute.services.schedules.ports import ScheduleRecords
 
 GOLDEN_MAX_OUTPUT: Final = 512  # output tokens per golden item
@@ -80,14 +82,6 @@ def _preset_input(preset: PresetVersion) -> Prepare:
     return prepare
 
 
-class Providers(Protocol):
-    def sync(self, slug: str) -> SyncProvider: ...
-
-
-class PresetResolver(Protocol):
-    def resolve(self, org_id: str, ref: object) -> PresetVersion: ...
-
-
 class PresetBenchmarks(Protocol):
     def put_benchmark(self, org_id: str, name: str, regression: RegressionRecord) -> None: ...
 
@@ -96,13 +90,13 @@ class PresetBenchmarks(Protocol):
 class RegressionRuns:
     store: ScheduleRecords
     catalog: Catalog
-    providers: Providers
+    providers: SyncProviders
     guards: RoutingGuards
     ledger: LedgerBook
     controls: ControlsReader
     clock: Clock
     watch: MoneyWatch | None = None
-    presets: PresetResolver | None = None
+    presets: Resolver | None = None
     preset_benchmarks: PresetBenchmarks | None = None
 
     def __call__(self, principal: Principal, schedule: Schedule, *, trigger: str) -> RegressionRunView:

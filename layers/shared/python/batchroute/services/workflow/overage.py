@@ -25,7 +25,7 @@ from batchroute.domain.routing.rescue import RescueSetting, overage_hold_id, ove
 from batchroute.errors import ServiceError
 from batchroute.money import Money
 from batchroute.observability import logger
-from batchroute.services.batches.ports import LimitChecks
+from batchroute.services.batches.ports import BatchReader, LimitChecks
 from batchroute.services.billing.funding import Funding
 from batchroute.services.billing.ports import ControlsReader, LedgerBook, MoneyWatch
 from batchroute.transactions import TransactItem
@@ -35,10 +35,8 @@ from batchroute.transactions import TransactItem
 _ATTEMPTS = 3
 
 
-class OverageRecords(Protocol):
+class OverageRecords(BatchReader, Protocol):
     """adapters/dynamo/batch_records.py:BatchRecords: the batch, and the hold's transaction."""
-
-    def get(self, batch_id: str) -> BatchRecord | None: ...
 
     def hold_overage(self, hold: OverageHold) -> None: ...
 

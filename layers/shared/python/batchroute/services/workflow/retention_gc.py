@@ -24,25 +24,21 @@ from batchroute.domain.batches.artifact_keys import batch_prefix, receipt_key
 from batchroute.domain.batches.record import BatchRecord
 from batchroute.domain.batches.states import TERMINAL
 from batchroute.domain.billing.retention import RetentionSettings, keep_until, next_review
+from batchroute.services.batches.ports import BatchReader
+from batchroute.services.billing.ports import RetentionLookup
 
 DEFAULT_MAX_BATCHES = 50  # per sweep (once a minute): up to 72,000 batches a day
 _DELETE_PAGE = 1000  # S3 DeleteObjects takes at most 1,000 keys
 
 
-class ReclaimIndex(Protocol):
+class ReclaimIndex(BatchReader, Protocol):
     def reclaim_due(self, now_iso: str, limit: int) -> list[tuple[str, str]]: ...
 
     def reschedule_reclaim(self, batch_id: str, *, seen: str, review_at: str) -> bool: ...
 
     def drop_reclaim(self, batch_id: str, *, seen: str) -> bool: ...
 
-    def get(self, batch_id: str) -> BatchRecord | None: ...
-
     def mark_reclaimed(self, batch_id: str, *, at: str) -> bool: ...
-
-
-class RetentionLookup(Protocol):
-    def retention(self, org_id: str) -> RetentionSettings | None: ...
 
 
 class ArtifactObjects(Protocol):

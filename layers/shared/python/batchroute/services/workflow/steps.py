@@ -33,11 +33,12 @@ from datetime import datetime
 from typing import Protocol
 
 from batchroute.clock import Clock, isoformat
-from batchroute.domain.batches.record import BatchChanges, BatchRecord
-from batchroute.domain.batches.states import TERMINAL, BatchState
+from batchroute.domain.batches.record import BatchRecord
+from batchroute.domain.batches.states import TERMINAL
 from batchroute.domain.delivery.webhooks import WebhookDeliveryRecord
 from batchroute.errors import PermanentError
 from batchroute.observability import logger
+from batchroute.services.batches.ports import BatchReader, BatchTransitions
 from batchroute.services.workflow.execution import LaneExecutor
 from batchroute.services.workflow.finalize import Finalizer
 from batchroute.services.workflow.planning import LanePlanner
@@ -78,14 +79,8 @@ class BatchNotFound(PermanentError):
     pass
 
 
-class WorkflowRecords(Protocol):
+class WorkflowRecords(BatchReader, BatchTransitions, Protocol):
     def record_step(self, batch_id: str, step: str, at: str) -> bool: ...
-
-    def get(self, batch_id: str) -> BatchRecord | None: ...
-
-    def transition(
-        self, batch_id: str, target: BatchState, *, at: str, extra: BatchChanges | None = None
-    ) -> bool: ...
 
 
 class BatchEventDelivery(Protocol):

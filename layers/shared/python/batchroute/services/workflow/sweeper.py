@@ -13,25 +13,21 @@ from typing import Any, NotRequired, Protocol, TypedDict
 from aws_lambda_powertools.metrics import MetricUnit
 
 from batchroute.clock import Clock, isoformat
-from batchroute.domain.batches.record import BatchChanges, UsageCheckpoint
-from batchroute.domain.batches.states import BatchState
+from batchroute.domain.batches.record import UsageCheckpoint
 from batchroute.domain.billing.ledger import Purpose, Reservation, period_keys
 from batchroute.domain.billing.usage import UsageCharge, UsageLine, direct_usage_line, usage_day
 from batchroute.domain.catalog.catalog import Catalog, Lane
 from batchroute.domain.chat.holds import ChatOutcome, HoldSettlement
 from batchroute.money import Money
 from batchroute.observability import logger, metrics
+from batchroute.services.batches.ports import BatchTransitions
 from batchroute.services.billing.ports import MoneyWatch
 from batchroute.services.chat.ports import HoldStore
 from batchroute.services.workflow.retention_gc import ReclaimSummary
 
 
-class ExpiryRecords(Protocol):
+class ExpiryRecords(BatchTransitions, Protocol):
     def past_deadline(self, now_iso: str, limit: int = 100) -> list[str]: ...
-
-    def transition(
-        self, batch_id: str, target: BatchState, *, at: str, extra: BatchChanges | None = None
-    ) -> bool: ...
 
 
 @dataclass
