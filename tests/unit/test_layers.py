@@ -272,3 +272,35 @@ def test_untyped_mappings_in_services_and_domain_do_not_grow() -> None:
         if module.startswith(("batchroute.services", "batchroute.domain"))
     )
     assert found <= UNTYPED_MAPPINGS_CEILING
+
+
+# A port's method declared again in another Protocol (issue 28 point 4: each Protocol declared
+# once, next to its context): a consumer that needs more extends the port instead. What may
+# still stand twice, and why.
+REDECLARED_ALLOWED = {
+    # delivery sits beneath batches (batches -> billing -> delivery): it cannot import BatchReader
+    ("get", "self, batch_id: str", "BatchRecord | None"),
+    # two contexts' views of Settings, each a property of the deployment
+    ("environment", "self", "str"),
+    # the auto top-up's store and checkout's profiles: one customer id, two unrelated ports
+    ("customer_id", "self, org_id: str", "str | None"),
+    # removing an object: the batch files, the input files and the upload parts
+    ("delete", "self, key: str", "None"),
+}
+
+
+def test_protocol_methods_are_declared_once() -> None:
+    where: dict[tuple[str, str, str], list[str]] = {}
+    for module, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.ClassDef):
+                continue
+            if not any(ast.unparse(base).endswith("Protocol") for base in node.bases):
+                continue
+            for method in node.body:
+                if isinstance(method, ast.FunctionDef):
+                    returns = ast.unparse(method.returns) if method.returns else ""
+                    key = (method.name, ast.unparse(method.args), returns)
+                    where.setdefault(key, []).append(f"{module}.{node.name}")
+    repeated = {key: places for key, places in where.items() if len(places) > 1}
+    assert {key: places for key, places in repeated.items() if key not in REDECLARED_ALLOWED} == {}

@@ -33,8 +33,6 @@ FORGOT_FLOOR_SECONDS = 0.6
 
 
 class ResetStore(TokenStore, Protocol):
-    def user_by_email(self, email: str) -> User | None: ...
-
     def revoke_user_sessions(self, user_id: str, at: str, *, keep_token_hash: str | None = None) -> int: ...
 
 

@@ -26,14 +26,12 @@ from batchroute.money import MoneyView
 from batchroute.services.accounts.accounts import clean_display_name, clean_full_name
 from batchroute.services.accounts.ports import UserRecords
 from batchroute.services.billing.ports import Balances
-from batchroute.services.delivery.ports import Sealer
+from batchroute.services.delivery.ports import Orgs, Sealer
 
 _PROBLEM_ORDER = {"invalid_url": 0, "invalid_webhook_secret": 1}
 
 
-class SettingsStore(UserRecords, Protocol):
-    def get_org(self, org_id: str) -> Org | None: ...
-
+class SettingsStore(Orgs, UserRecords, Protocol):
     def members(self, org_id: str) -> list[User]: ...
 
     def update_org(self, org_id: str, **changes: object) -> None: ...

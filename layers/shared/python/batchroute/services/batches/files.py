@@ -56,7 +56,7 @@ from batchroute.domain.batches.preflight import IssueView
 from batchroute.errors import Conflict, Forbidden, Gone, InvalidRequest, NotFound, PayloadTooLarge
 from batchroute.ids import has_prefix, new_id
 from batchroute.observability import logger
-from batchroute.services.batches.ports import ObjectWriter
+from batchroute.services.batches.ports import ObjectStore, ObjectWriter
 from batchroute.workflow.queues import TaskSender
 
 STAGING_LIFETIME = timedelta(days=2)  # the uploads bucket's `staging/` expiry (resources.py)
@@ -71,13 +71,7 @@ class FileRecords(Protocol):
     def replace(self, record: FileRecord, *, expected_status: FileStatus) -> bool: ...
 
 
-class FileObjects(Protocol):
-    def writer(self, key: str, *, content_type: str) -> ObjectWriter: ...
-
-    def size(self, key: str) -> int | None: ...
-
-    def chunks(self, key: str) -> Iterator[bytes]: ...
-
+class FileObjects(ObjectStore, Protocol):
     def presigned_put(self, key: str, *, content_type: str, expires_in: int) -> str: ...
 
     def presigned_get(self, key: str, *, expires_in: int, filename: str, content_type: str) -> str: ...

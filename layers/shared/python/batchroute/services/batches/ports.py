@@ -53,10 +53,8 @@ class ObjectWriter(Protocol):
     def abort(self) -> None: ...
 
 
-class ObjectStore(Protocol):
+class ObjectStore(Artifacts, Protocol):
     """adapters/s3_objects.py:S3Objects: a bucket's objects, streamed both ways."""
-
-    def size(self, key: str) -> int | None: ...
 
     def chunks(self, key: str, *, chunk_bytes: int = ..., start: int = 0) -> Iterator[bytes]: ...
 

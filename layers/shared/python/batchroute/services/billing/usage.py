@@ -16,7 +16,6 @@ from typing import Protocol, cast
 from batchroute.clock import Clock
 from batchroute.domain.accounts.access import Principal, authorize
 from batchroute.domain.billing.controls import BillingControls
-from batchroute.domain.billing.ledger import WalletState
 from batchroute.domain.billing.savings import References
 from batchroute.domain.billing.usage import (
     USAGE_PERIODS,
@@ -27,12 +26,10 @@ from batchroute.domain.billing.usage import (
     summarize,
 )
 from batchroute.errors import InvalidRequest
-from batchroute.services.billing.ports import ControlsReader
+from batchroute.services.billing.ports import ControlsReader, WalletReader
 
 
-class UsageLedger(Protocol):
-    def state(self, org_id: str) -> WalletState: ...
-
+class UsageLedger(WalletReader, Protocol):
     def usage_between(self, org_id: str, first_day: str, last_day: str) -> list[UsageCounter]: ...
 
 

@@ -12,7 +12,7 @@ memory stays flat in the file size. Then the parts are deleted.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Protocol
@@ -32,7 +32,7 @@ from batchroute.domain.compat.uploads import (
 from batchroute.errors import Conflict, InvalidRequest, NotFound
 from batchroute.ids import new_id
 from batchroute.services.batches.files import check_filename
-from batchroute.services.batches.ports import ObjectWriter
+from batchroute.services.batches.ports import Artifacts, ObjectWriter
 from batchroute.services.compat.files import COMPAT_PURPOSE, CompatFiles, input_file_object
 
 RECORD_LIFETIME = timedelta(days=2)  # the uploads bucket's `staging/` expiry
@@ -54,10 +54,10 @@ class PartSink(ObjectWriter, Protocol):
     bytes_written: int
 
 
-class PartObjects(Protocol):
-    def writer(self, key: str, *, content_type: str) -> PartSink: ...
+class PartObjects(Artifacts, Protocol):
+    """adapters/s3_objects.py:S3Objects over the uploads bucket: parts written, read, dropped."""
 
-    def chunks(self, key: str) -> Iterator[bytes]: ...
+    def writer(self, key: str, *, content_type: str) -> PartSink: ...
 
     def delete(self, key: str) -> None: ...
 

@@ -5,6 +5,14 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from batchroute.domain.accounts.accounts import Org
+
+
+class Orgs(Protocol):
+    """adapters/dynamo/identity.py:IdentityStore: an org by id."""
+
+    def get_org(self, org_id: str) -> Org | None: ...
+
 
 class Sealer(Protocol):
     """adapters/kms.py:KmsSealer: envelope encryption bound to a context."""

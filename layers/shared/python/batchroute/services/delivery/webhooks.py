@@ -28,7 +28,6 @@ from datetime import datetime, timedelta
 from typing import Literal, Protocol, TypedDict
 
 from batchroute.clock import Clock, isoformat
-from batchroute.domain.accounts.accounts import Org
 from batchroute.domain.batches.record import BatchRecord, batch_summary
 from batchroute.domain.delivery.webhooks import (
     MAX_ATTEMPTS,
@@ -46,7 +45,7 @@ from batchroute.domain.delivery.webhooks import (
 )
 from batchroute.ids import new_id
 from batchroute.observability import logger
-from batchroute.services.delivery.ports import Sealer
+from batchroute.services.delivery.ports import Orgs, Sealer
 
 BATCH_WEBHOOK_PURPOSE = "batch_webhook"
 # How long a claimed attempt may run before the sweeper treats its worker as gone. Far above
@@ -57,10 +56,6 @@ INTERRUPTED = "attempt interrupted: the worker stopped before recording an outco
 SecretSource = Literal["batch", "org"]
 BATCH_SOURCE: SecretSource = "batch"
 ORG_SOURCE: SecretSource = "org"
-
-
-class Orgs(Protocol):
-    def get_org(self, org_id: str) -> Org | None: ...
 
 
 class Sender(Protocol):
