@@ -14,7 +14,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from batchroute.adapters.aws import client as aws_client
-from batchroute.adapters.batch_artifacts import errors_key, results_key
+from batchroute.adapters.batch_artifacts import errors_key, results_index_key, results_key
 from batchroute.adapters.dynamo.batch_records import BatchRecords
 from batchroute.adapters.s3_objects import S3Objects
 from batchroute.clock import SystemClock
@@ -378,6 +378,10 @@ def test_finalize_in_slices_is_exact_when_a_slice_message_is_delivered_twice(
     assert _without_ids(results, batch_id) == _without_ids(reference_results, "")
     assert _without_ids(errors, batch_id) == _without_ids(reference_errors, "")
     assert [r["sequence_number"] for r in _artifacts().lines(results_key(batch_id))] == list(range(12))
+    # And the results index carried across the invocations points at each chunk's first row
+    index = _artifacts().read_json(results_index_key(batch_id))
+    offsets = [0, *(len(line) + 1 for line in results.split(b"\n")[:-1])]
+    assert index is not None and index["offsets"] == [sum(offsets[: 3 * n + 1]) for n in range(4)]
     batch = _batch(batch_id)
     assert {k: int(v) for k, v in (batch.counts or {}).items()}["total"] == 12
     assert batch.artifacts is not None and batch.artifacts.result_count == 12

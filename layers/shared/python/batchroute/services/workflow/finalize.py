@@ -29,7 +29,7 @@ import json
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
-from typing import Any
+from typing import Any, Final, cast
 
 from batchroute.clock import Clock, isoformat
 from batchroute.domain.batches.artifact_keys import INPUT_CHUNK_ROWS as CHUNK_ROWS
@@ -153,6 +153,9 @@ class UploadPart:
         return {"PartNumber": self.number, "ETag": self.etag}
 
 
+_SLICE_FIELDS: Final = CursorChanges.__optional_keys__ - {"state"}
+
+
 @dataclass(frozen=True, slots=True)
 class FinalizeCursor:
     """The step's cursor item (`CURSOR#finalize`): where the merge stands between invocations."""
@@ -175,19 +178,10 @@ class FinalizeCursor:
     tally: MergeTally = field(default_factory=MergeTally)
 
     def slice_changes(self) -> CursorChanges:
-        """What a committed slice sets on the stored cursor."""
+        """What a committed slice sets on the stored cursor: the fields `CursorChanges` names
+        but `state` (set only when the merge is done)."""
         item = self.to_item()
-        return {
-            "position": item["position"],
-            "tally": item["tally"],
-            "results_parts": item["results_parts"],
-            "errors_parts": item["errors_parts"],
-            "results_bytes": item["results_bytes"],
-            "results_lines": item["results_lines"],
-            "errors_lines": item["errors_lines"],
-            "carry": item.get("carry"),
-            "offsets": item["offsets"],
-        }
+        return cast(CursorChanges, {name: item.get(name) for name in _SLICE_FIELDS})
 
     def to_item(self) -> FinalizeCursorItem:
         return {
