@@ -254,7 +254,7 @@ class BatchRecords(DynamoStore):
         batch: BatchRecord,
         *,
         reservation: Sequence[TransactItem],
-        extra_items: Sequence[Mapping[str, Any]] = (),
+        extra_items: Sequence[TransactItem] = (),
         limit_checks: Sequence[TransactItem] = (),
         idempotency: IdempotencyRecord | None = None,
     ) -> None:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Final, Literal, NotRequired, TypedDict, TypeVar, cast
 
 from batchroute.domain.batches.states import BatchState
-from batchroute.domain.billing.settlement import InlineReceipt
+from batchroute.domain.billing.settlement import DirectReceipt, InlineReceipt
 from batchroute.domain.catalog.pricing import NO_CACHE_TOKENS, CacheFields, CacheTokens
 from batchroute.domain.routing.engine import RoutePlanView
 from batchroute.domain.routing.lanes import LaneAttempt
@@ -312,7 +312,8 @@ class BatchRecord:
     artifacts: ArtifactKeys | None = None
     lane_tallies: Mapping[str, Mapping[str, int]] | None = None  # lane key -> rows and tokens
     finalized_at: str | None = None
-    billing: Mapping[str, Any] | None = None  # the billing receipt (docs/batches.md, Settle)
+    # the billing receipt (docs/batches.md, Settle); a direct chat request's, its own
+    billing: InlineReceipt | DirectReceipt | None = None
     settled_at: str | None = None
     artifacts_reclaimed_at: str | None = None  # retention took the result bytes (docs/retention.md)
     # -- the vendor-compatible surface ------------------------------------------------------
@@ -411,7 +412,7 @@ class BatchRecord:
             artifacts=_artifacts(values.get("artifacts")),
             lane_tallies=_tallies(values.get("lane_tallies")),
             finalized_at=_str(values.get("finalized_at")),
-            billing=_mapping(values.get("billing")),
+            billing=_receipt(values.get("billing")),
             settled_at=_str(values.get("settled_at")),
             artifacts_reclaimed_at=_str(values.get("artifacts_reclaimed_at")),
             compat=_compat(values.get("compat")),
@@ -536,8 +537,14 @@ def _plan(value: Any) -> RoutePlanView | None:
     return cast(RoutePlanView, dict(value)) if isinstance(value, Mapping) else None
 
 
-def _mapping(value: Any) -> Mapping[str, Any] | None:
-    return dict(value) if isinstance(value, Mapping) else None
+def _receipt(value: Any) -> InlineReceipt | DirectReceipt | None:
+    """The receipt as Settle (or a direct request's settlement) wrote it, verbatim: numbers
+    may be Decimals."""
+    if not isinstance(value, Mapping):
+        return None
+    if value.get("basis") == "direct":
+        return cast(DirectReceipt, dict(value))
+    return cast(InlineReceipt, dict(value))
 
 
 def _strings(value: Any) -> dict[str, str] | None:

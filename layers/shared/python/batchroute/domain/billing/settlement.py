@@ -11,7 +11,7 @@ reserved (docs/ledger.md: the service absorbs the rest).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import NotRequired, TypedDict
@@ -155,6 +155,32 @@ class ReceiptTotals(TypedDict):
     # (domain/billing/savings.py); absent on receipts settled before it, or when a lane's
     # model has no reference.
     savings: NotRequired[ReceiptSavingsView]
+
+
+class DirectReceiptLane(TypedDict):
+    lane_id: str
+    provider: str
+    usage: Mapping[str, object]  # domain/workflow/results.py:LineUsage
+    unit_prices: dict[str, str]  # direct prices (services/chat/direct.py:direct_unit_prices)
+
+
+class DirectReceipt(TypedDict):
+    """The billing receipt of a direct chat request (services/chat/direct.py: direct prices,
+    no service fee), or of one the sweeper settled at its last recorded usage
+    (`recovered_by`: then without its lanes)."""
+
+    basis: str  # "direct"
+    final_settled_price: MoneyView
+    credit_reserved: MoneyView
+    credit_charged: MoneyView
+    credit_released: MoneyView
+    settled_at: str
+    batch_id: NotRequired[str]
+    provider_subtotal: NotRequired[MoneyView]
+    service_fee: NotRequired[MoneyView]
+    provider_lanes: NotRequired[list[DirectReceiptLane]]
+    rejected_lanes: NotRequired[Sequence[Mapping[str, object]]]  # domain/chat/routing.py:LaneRejection
+    recovered_by: NotRequired[str]
 
 
 class BillingReceipt(ReceiptTotals):

@@ -3,16 +3,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal, TypedDict
 
-from batchroute.domain.batches.record import BatchRecord
+from batchroute.domain.batches.record import BatchRecord, ExecutionSummaryItem
 from batchroute.domain.billing.rate_limits import CallerGate, WindowCounts
+from batchroute.domain.billing.settlement import DirectReceipt
 from batchroute.domain.billing.usage import UsageCharge
 from batchroute.domain.catalog.pricing import NO_CACHE_TOKENS, CacheTokens
 from batchroute.domain.routing.lanes import LaneAttempt
-from batchroute.domain.workflow.results import line_usage
+from batchroute.domain.workflow.results import LineUsage, line_usage
 from batchroute.money import Money
 
 Refusal = Literal[
@@ -86,6 +86,22 @@ class LanesTried:
         return self.attempts[-1].provider if self.attempts and self.attempts[-1].error is None else None
 
 
+class ChatOutcomeChanges(TypedDict, total=False):
+    """The request record's fields an outcome sets (`ChatOutcome.to_changes`)."""
+
+    state: str
+    state_changed_at: str
+    completed_at: str
+    settled_at: str
+    counts: dict[str, int]
+    provider: str | None
+    lane_id: str
+    attempts: list[dict[str, str | None]]  # LaneAttempt.to_item
+    usage: LineUsage
+    execution_summary: ExecutionSummaryItem
+    billing: DirectReceipt
+
+
 @dataclass(frozen=True, slots=True)
 class ChatOutcome:
     """How a direct chat request's record ends, written in the transaction that settles or
@@ -97,17 +113,17 @@ class ChatOutcome:
     prompt_tokens: int
     completion_tokens: int
     latest_error: str | None
-    billing: Mapping[str, Any]  # the receipt, as GET /v1/batches/{id} shows it
+    billing: DirectReceipt  # the receipt, as GET /v1/batches/{id} shows it
     tool_uses: tuple[tuple[str, int], ...] = ()
     lanes: LanesTried | None = None
     cache: CacheTokens = NO_CACHE_TOKENS  # of prompt_tokens, read from / written to the prompt cache
 
-    def to_changes(self) -> dict[str, Any]:
+    def to_changes(self) -> ChatOutcomeChanges:
         """The record's fields this outcome sets."""
         usage = line_usage(
             self.prompt_tokens, self.completion_tokens, cache=self.cache, tool_uses=self.tool_uses
         )
-        changes: dict[str, Any] = {
+        changes: ChatOutcomeChanges = {
             "state": "completed" if self.completed else "failed",
             "state_changed_at": self.at,
             "completed_at": self.at,
@@ -127,5 +143,5 @@ class ChatOutcome:
             changes["attempts"] = [a.to_item() for a in self.lanes.attempts]
         changes["usage"] = usage
         changes["execution_summary"] = {"latest_error": self.latest_error}
-        changes["billing"] = dict(self.billing)
+        changes["billing"] = self.billing
         return changes

@@ -62,6 +62,7 @@ from batchroute.services.batches.snapshots import QuoteSnapshot
 from batchroute.services.batches.views import BatchSummaryView, batch_summary
 from batchroute.services.billing.funding import Funding, FundingDecision
 from batchroute.services.billing.ports import ControlsReader, LedgerBook, MoneyWatch
+from batchroute.transactions import TransactItem
 
 SLA = timedelta(hours=24)
 IDEMPOTENCY_TTL = timedelta(hours=24)
@@ -83,7 +84,7 @@ class WorkOrderJoins(Protocol):
 
     def joining(self, org_id: str, work_order_id: str) -> WorkOrder: ...
 
-    def join_items(self, batch: BatchRecord) -> list[dict[str, Any]]: ...
+    def join_items(self, batch: BatchRecord) -> list[TransactItem]: ...
 
     def refused(self, org_id: str, work_order_id: str) -> Exception: ...
 
@@ -101,7 +102,7 @@ class Surface:
     source: BatchSource = "native"
     batch_id: str | None = None
     fields: SurfaceFields | None = None
-    transact_items: tuple[Mapping[str, Any], ...] = ()
+    transact_items: tuple[TransactItem, ...] = ()
     # Lanes a schedule's regression run excluded (docs/schedules.md): the route rejects them
     # with `regression_failed`.
     excluded_lanes: Mapping[str, GateFailure] | None = None
@@ -574,7 +575,7 @@ class _Submit:
     batch: BatchRecord
     total: Money
     body: bytes  # the answer, stored with the idempotency record
-    extra_items: tuple[Mapping[str, Any], ...]
+    extra_items: tuple[TransactItem, ...]
 
 
 @dataclass(frozen=True, slots=True)

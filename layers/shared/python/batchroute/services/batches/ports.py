@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
-from typing import Any, Protocol
+from collections.abc import Iterator, Sequence
+from typing import Protocol
 
 from batchroute.domain.batches.record import (
     BatchChanges,
@@ -73,7 +73,7 @@ class BatchStore(BatchReader, BatchTransitions, Protocol):
         batch: BatchRecord,
         *,
         reservation: Sequence[TransactItem],
-        extra_items: Sequence[Mapping[str, Any]] = ...,
+        extra_items: Sequence[TransactItem] = ...,
         limit_checks: Sequence[TransactItem] = ...,
         idempotency: IdempotencyRecord | None = None,
     ) -> None: ...

@@ -21,13 +21,13 @@ import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import Any
 
 from batchroute.clock import Clock, isoformat
 from batchroute.domain.accounts.access import Principal, authorize
 from batchroute.domain.batches.record import BatchRecord, ExecutionSummary
 from batchroute.domain.billing.ledger import SettlementResult, period_keys
 from batchroute.domain.billing.rate_limits import CallerGate
+from batchroute.domain.billing.settlement import DirectReceipt
 from batchroute.domain.billing.usage import UsageCharge, direct_usage_line, usage_day
 from batchroute.domain.catalog.catalog import Catalog, LanePrice
 from batchroute.domain.chat.holds import ChatOutcome, HoldRefused, HoldSettlement, HoldTerms, LanesTried
@@ -532,7 +532,7 @@ def chat_usage(lane: DirectLane, usage: Usage, *, day: str) -> UsageCharge:
 
 def direct_receipt(
     batch_id: str, lane: DirectLane, usage: Usage, charged: Money, hold: Money, at: str
-) -> dict[str, Any]:
+) -> DirectReceipt:
     """The billing receipt of a direct request: direct prices, no service fee."""
     price = lane.lane.price
     return {

@@ -40,12 +40,13 @@ from batchroute.services.batches.create import BatchService, Surface, idempotenc
 from batchroute.services.batches.files import FileService
 from batchroute.services.batches.reads import BatchReads
 from batchroute.services.compat.files import COMPAT_PURPOSE
+from batchroute.transactions import TransactItem
 
 
 class CompatRecords(Protocol):
     def batch_items(
         self, *, org_id: str, batch_id: str, output_file_id: str, error_file_id: str, created_at: str
-    ) -> list[dict[str, Any]]: ...
+    ) -> list[TransactItem]: ...
 
     def batch_ids(self, org_id: str, *, after: str | None, limit: int) -> tuple[list[str], bool]: ...
 

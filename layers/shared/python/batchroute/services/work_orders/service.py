@@ -376,8 +376,9 @@ class WorkOrders:
     ) -> dict[str, int]:
         outcome = member_outcome(batch.state)
         if charged_micros is None:
-            charged = (batch.billing or {}).get("credit_charged") or {}
-            charged_micros = Money.usd(str(charged.get("amount") or "0")).micros
+            charged = batch.billing.get("credit_charged") if batch.billing else None
+            amount = charged.get("amount") if charged else None
+            charged_micros = Money.usd(str(amount or "0")).micros
         deltas = {f"members_{outcome}": 1, "charged_micros": charged_micros}
         deltas.update(settled_items(batch.counts, batch.item_count))
         if joining:
