@@ -260,9 +260,13 @@ def test_no_product_function_is_longer_than_60_lines() -> None:
 
 # Untyped mappings in services/ and domain/ (issue 28 point 2): a ceiling that only goes down.
 # What remains should be vendor bodies and customer JSON by nature; every other value a typed
-# command or record. 658 when the issue was taken up; the goal is a fifth of the issue's count.
+# command or record. The issue's count, `dict[str, Any]` and `Mapping[str, Any]`: 469 when it
+# was filed (218 + 88 in services, 163 in domain); the goal is a fifth (93). With the
+# `object` forms too: 658 when the issue was taken up.
 UNTYPED_MAPPING = re.compile(r"\b(?:dict|Mapping)\[str, (?:Any|object)\]")
-UNTYPED_MAPPINGS_CEILING = 132
+UNTYPED_MAPPINGS_CEILING = 114
+ANY_MAPPING = re.compile(r"\b(?:dict|Mapping)\[str, Any\]")
+ANY_MAPPINGS_CEILING = 93
 
 
 def test_untyped_mappings_in_services_and_domain_do_not_grow() -> None:
@@ -272,6 +276,12 @@ def test_untyped_mappings_in_services_and_domain_do_not_grow() -> None:
         if module.startswith(("batchroute.services", "batchroute.domain"))
     )
     assert found <= UNTYPED_MAPPINGS_CEILING
+    with_any = sum(
+        len(ANY_MAPPING.findall(path.read_text()))
+        for module, path in MODULES.items()
+        if module.startswith(("batchroute.services", "batchroute.domain"))
+    )
+    assert with_any <= ANY_MAPPINGS_CEILING
 
 
 # A port's method declared again in another Protocol (issue 28 point 4: each Protocol declared

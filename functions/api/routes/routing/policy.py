@@ -9,6 +9,7 @@ from fastapi import APIRouter, Depends, Header, Query, Request, Response
 
 from batchroute.domain.accounts.access import Principal
 from batchroute.domain.catalog.catalog import Catalog
+from batchroute.domain.routing.policy import PolicyHistoryView
 from functions.api.auth import require
 from functions.api.deps import RoutePolicyDep, built
 from functions.api.envelope import ErrorEnvelope
@@ -82,5 +83,5 @@ def policy_history(
     service: RoutePolicyDep,
     limit: Annotated[int, Query(ge=1, le=200, description="1-200, default 50")] = 50,
     cursor: Annotated[str | None, Query(description="`next_cursor` of the previous page")] = None,
-) -> dict[str, Any]:
+) -> PolicyHistoryView:
     return service.history(principal, limit=limit, cursor=cursor)

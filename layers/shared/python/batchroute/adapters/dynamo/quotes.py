@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Any
 
 from batchroute.adapters.dynamo.codec import to_item
 from batchroute.adapters.dynamo.store import DynamoStore
+from batchroute.domain.batches.quote_snapshot import QuoteSnapshotItem
 
 _TTL_GRACE_SECONDS = 24 * 3600
 
@@ -21,7 +21,7 @@ def _epoch(iso: str) -> int:
 
 
 class QuoteStore(DynamoStore):
-    def put(self, snapshot: dict[str, Any]) -> None:
+    def put(self, snapshot: QuoteSnapshotItem) -> None:
         """Store a snapshot once; the body is kept as JSON text (lanes nest deeply, and it is read whole)."""
         item = {
             "pk": f"QUOTE#{snapshot['quote_id']}",
@@ -38,7 +38,7 @@ class QuoteStore(DynamoStore):
             TableName=self.table_name, Item=to_item(item), ConditionExpression="attribute_not_exists(pk)"
         )
 
-    def get(self, quote_id: str) -> dict[str, Any] | None:
+    def get(self, quote_id: str) -> QuoteSnapshotItem | None:
         response = self.dynamodb.get_item(
             TableName=self.table_name,
             Key={"pk": {"S": f"QUOTE#{quote_id}"}, "sk": {"S": "META"}},
@@ -46,5 +46,5 @@ class QuoteStore(DynamoStore):
         )
         if "Item" not in response:
             return None
-        snapshot: dict[str, Any] = json.loads(response["Item"]["snapshot"]["S"])
+        snapshot: QuoteSnapshotItem = json.loads(response["Item"]["snapshot"]["S"])
         return snapshot

@@ -4,10 +4,22 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypedDict, TypeVar
 
 # The changed fields' API shape: billing's ControlsSettingsView, the policy's PolicyFieldsView.
 Changes = TypeVar("Changes")
+
+
+class AuditEntryView(TypedDict, Generic[Changes]):
+    id: str
+    org_id: str
+    actor_user_id: str | None
+    actor_role: str | None
+    action: str
+    before: Changes
+    after: Changes
+    ip_address: str | None
+    created_at: str
 
 
 @dataclass(frozen=True)
@@ -24,7 +36,7 @@ class AuditEntry(Generic[Changes]):
     ip_address: str | None
     created_at: str
 
-    def to_api(self) -> dict[str, Any]:
+    def to_api(self) -> AuditEntryView[Changes]:
         return {
             "id": self.id,
             "org_id": self.org_id,

@@ -112,7 +112,7 @@ class ModelProfile:
             prefixes=runs_of(self.shared_prefixes),
         )
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {
             **{name: getattr(self, name) for name in _GROUP_FIELDS},
             "operations": sorted(self.operations),
@@ -149,7 +149,7 @@ class ItemProfile:
 
     def to_json(self) -> str:
         """The compact JSON text stored with the file."""
-        value: dict[str, Any] = {"v": PROFILE_VERSION, "facts": self.facts, "usable": self.usable}
+        value: dict[str, object] = {"v": PROFILE_VERSION, "facts": self.facts, "usable": self.usable}
         if self.usable:
             value.update(items=self.item_count, digest=self.digest, models=[m.to_json() for m in self.models])
         else:

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
-from typing import Any, Final, Literal, NotRequired, TypedDict, get_args
+from typing import Final, Literal, NotRequired, TypedDict, get_args
 
 from batchroute.clock import isoformat
 from batchroute.domain.billing.savings import References, Savings, SavingsView, TokenCounts, counter_savings
@@ -512,7 +512,7 @@ class UsageReport:
 
 # -- what a settlement knows -------------------------------------------------------------
 def batch_usage_lines(
-    lanes: Iterable[LaneRecord], tallies: Mapping[str, Mapping[str, Any]], *, chat: bool = False
+    lanes: Iterable[LaneRecord], tallies: Mapping[str, Mapping[str, int]], *, chat: bool = False
 ) -> tuple[UsageLine, ...]:
     """The lines of a batch's charge: one per lane that delivered completed rows (the rows
     that are charged), with its model, provider, tokens and cost at its locked prices. A

@@ -19,11 +19,11 @@ Pure: no boto3, no FastAPI.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from decimal import Decimal, InvalidOperation
 from typing import Any, Final, Literal, TypedDict, TypeVar, cast, get_args
 
-from batchroute.domain.accounts.audit import AuditEntry
+from batchroute.domain.accounts.audit import AuditEntry, AuditEntryView
 from batchroute.domain.catalog.catalog import OPERATIONS, Catalog, Lane, PrivacyTier, Provider
 from batchroute.domain.routing.gates import (
     PRIVACY_TIERS,
@@ -277,6 +277,17 @@ class RoutePolicy:
         return over
 
 
+class PolicyChangeView(AuditEntryView[PolicyFieldsView]):
+    object: str
+    version: int
+    actor_key_id: str | None
+
+
+class PolicyHistoryView(TypedDict):
+    data: list[PolicyChangeView]
+    next_cursor: str | None
+
+
 @dataclass(frozen=True)
 class PolicyChange(AuditEntry[PolicyFieldsView]):
     """One saved change of the policy (its history): an audit entry like the billing
@@ -286,8 +297,13 @@ class PolicyChange(AuditEntry[PolicyFieldsView]):
     version: int = 0
     actor_key_id: str | None = None
 
-    def to_api(self) -> dict[str, Any]:
-        return {"object": "routing_policy_change", **asdict(self)}
+    def to_api(self) -> PolicyChangeView:
+        return {
+            "object": "routing_policy_change",
+            **super().to_api(),
+            "version": self.version,
+            "actor_key_id": self.actor_key_id,
+        }
 
     @classmethod
     def from_api(cls, data: Mapping[str, Any]) -> PolicyChange:

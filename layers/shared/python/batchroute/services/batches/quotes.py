@@ -21,6 +21,12 @@ from batchroute.domain.batches.canonical_json import ItemsDigest
 from batchroute.domain.batches.item_profile import ItemProfile
 from batchroute.domain.batches.jsonl import LineError
 from batchroute.domain.batches.preflight import Issue, IssueView, Preflight
+from batchroute.domain.batches.quote_snapshot import (
+    ModelConsideredView,
+    QuoteKind,
+    QuoteSnapshotItem,
+    WorkflowChoice,
+)
 from batchroute.domain.catalog.catalog import Catalog, WorkflowProduct
 from batchroute.domain.catalog.pricing import FeeKind, PriceBreakdown, PriceEstimateView, estimate_price
 from batchroute.domain.routing.engine import (
@@ -45,13 +51,7 @@ from batchroute.ids import new_id
 from batchroute.money import Money, MoneyView
 from batchroute.services.batches.commands import QuoteRequest, QuoteWorkflow, Routing
 from batchroute.services.batches.ports import WebhookUrlRules
-from batchroute.services.batches.snapshots import (
-    ModelConsideredView,
-    QuotedItems,
-    QuoteKind,
-    QuoteSnapshot,
-    WorkflowChoice,
-)
+from batchroute.services.batches.snapshots import QuotedItems, QuoteSnapshot
 from batchroute.services.billing.ports import Balances
 from batchroute.services.catalog.ports import LiveStates
 from batchroute.services.presets.resolution import PresetExpander, Resolver
@@ -86,9 +86,9 @@ class OnItem(Protocol):
 
 
 class SnapshotStore(Protocol):
-    def put(self, snapshot: dict[str, Any]) -> None: ...
+    def put(self, snapshot: QuoteSnapshotItem) -> None: ...
 
-    def get(self, quote_id: str) -> dict[str, Any] | None: ...
+    def get(self, quote_id: str) -> QuoteSnapshotItem | None: ...
 
 
 class ItemSink(Protocol):

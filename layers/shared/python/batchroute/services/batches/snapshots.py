@@ -4,32 +4,18 @@ version."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, NotRequired, TypedDict, cast
+from typing import Literal, cast
 
+from batchroute.domain.batches.quote_snapshot import (
+    ModelConsideredView,
+    QuotedItemsItem,
+    QuoteKind,
+    QuoteSnapshotItem,
+    WorkflowChoice,
+)
 from batchroute.domain.catalog.pricing import FeeKind, PriceEstimateView
 from batchroute.domain.routing.engine import RoutePlanView, stored_plan
-from batchroute.money import MoneyView
-
-QuoteKind = Literal["model", "workflow"]
-
-
-class ModelConsideredView(TypedDict):
-    """A model a workflow quote planned: eligible with its estimated total, or not and why."""
-
-    model: str
-    eligible: bool
-    estimated_total: NotRequired[MoneyView]
-    reason: NotRequired[str | None]
-
-
-class WorkflowChoice(TypedDict, total=False):
-    """A workflow quote's product answer (empty for a model quote), stored with the snapshot."""
-
-    workflow_product: str
-    chosen_model: str
-    models_considered: list[ModelConsideredView]
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,8 +27,8 @@ class QuotedItems:
     file_id: str | None = None
     s3_key: str | None = None
 
-    def to_item(self) -> dict[str, str]:
-        item = {"kind": self.kind, "digest": self.digest}
+    def to_item(self) -> QuotedItemsItem:
+        item: QuotedItemsItem = {"kind": self.kind, "digest": self.digest}
         if self.file_id is not None:
             item["file_id"] = self.file_id
         if self.s3_key is not None:
@@ -50,7 +36,7 @@ class QuotedItems:
         return item
 
     @classmethod
-    def from_item(cls, item: Mapping[str, str]) -> QuotedItems:
+    def from_item(cls, item: QuotedItemsItem) -> QuotedItems:
         kind: Literal["inline", "file"] = "file" if item.get("kind") == "file" else "inline"
         return cls(kind, str(item.get("digest") or ""), item.get("file_id"), item.get("s3_key"))
 
@@ -77,7 +63,7 @@ class QuoteSnapshot:
     def fee_kind(self) -> FeeKind:
         return "workflow" if self.kind == "workflow" else "batch"
 
-    def to_item(self) -> dict[str, Any]:
+    def to_item(self) -> QuoteSnapshotItem:
         return {
             "quote_id": self.quote_id,
             "org_id": self.org_id,
@@ -97,7 +83,7 @@ class QuoteSnapshot:
         }
 
     @classmethod
-    def from_item(cls, item: Mapping[str, Any]) -> QuoteSnapshot:
+    def from_item(cls, item: QuoteSnapshotItem) -> QuoteSnapshot:
         kind: QuoteKind = "workflow" if item.get("kind") == "workflow" else "model"
         workflow = WorkflowChoice()
         if "workflow_product" in item:

@@ -11,13 +11,14 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from typing import Protocol
 
 from batchroute.clock import Clock, isoformat
 from batchroute.domain.accounts.access import Principal, authorize
 from batchroute.domain.routing.policy import (
     ACTION_UPDATE,
     PolicyChange,
+    PolicyHistoryView,
     PolicyVersionMismatch,
     RoutePolicy,
     UpdateRoutePolicy,
@@ -159,7 +160,9 @@ class RoutePolicyService:
         self.reader.remember(principal.org_id, saved)
         return saved
 
-    def history(self, principal: Principal, *, limit: int = 50, cursor: str | None = None) -> dict[str, Any]:
+    def history(
+        self, principal: Principal, *, limit: int = 50, cursor: str | None = None
+    ) -> PolicyHistoryView:
         authorize(principal, "routing:read")
         if cursor is not None and not has_prefix(cursor, "aud"):
             raise InvalidRequest(
