@@ -52,9 +52,14 @@ from moto.dynamodb.parsing.expressions import UpdateExpressionParser  # type: ig
 _OPERATIONS = ("ConditionCheck", "Put", "Delete", "Update")
 _lock = threading.RLock()
 _inside = threading.local()
-_installed: list[Callable[..., None]] = []
 _SINGLE_ITEM_WRITES = ("put_item", "update_item", "delete_item")
-_originals: dict[str, Callable[..., Any]] = {}
+# Every attribute `install` replaced: (its owner, its name, what the owner held), for `uninstall`.
+_patched: list[tuple[object, str, object]] = []
+
+
+def _patch(owner: object, name: str, value: object) -> None:
+    _patched.append((owner, name, vars(owner)[name]))
+    setattr(owner, name, value)
 
 
 class _CopyWithoutTables:
@@ -144,7 +149,7 @@ def _restore(saved: list[_Saved]) -> None:
 
 def install() -> None:
     """Patch moto's DynamoDB backend in this process (idempotent)."""
-    if _installed:
+    if _patched:
         return
     original: Callable[..., None] = DynamoDBBackend.transact_write_items
 
@@ -160,17 +165,13 @@ def install() -> None:
             finally:
                 _inside.active = False
 
-    DynamoDBBackend.transact_write_items = transact_write_items  # type: ignore[method-assign]
-    setattr(dynamodb_models, "copy", _CopyWithoutTables())  # noqa: B010 (the module's `copy`)
-    _installed.append(original)
+    _patch(DynamoDBBackend, "transact_write_items", transact_write_items)
+    _patch(dynamodb_models, "copy", _CopyWithoutTables())  # the module's `copy`
     for name in _SINGLE_ITEM_WRITES:
-        _originals[name] = getattr(DynamoDBBackend, name)
-        setattr(DynamoDBBackend, name, _isolated(_originals[name]))
+        _patch(DynamoDBBackend, name, _isolated(getattr(DynamoDBBackend, name)))
     modules = tuple(moto_backends.list_of_moto_modules())
-    _originals["list_of_moto_modules"] = moto_backends.list_of_moto_modules
-    setattr(moto_backends, "list_of_moto_modules", lambda: modules)  # noqa: B010
-    _originals["make"] = UpdateExpressionParser.__dict__["make"]  # moto's classmethod
-    setattr(UpdateExpressionParser, "make", staticmethod(lru_cache(maxsize=512)(UpdateExpressionParser.make)))  # noqa: B010
+    _patch(moto_backends, "list_of_moto_modules", lambda: modules)
+    _patch(UpdateExpressionParser, "make", staticmethod(lru_cache(maxsize=512)(UpdateExpressionParser.make)))
 
 
 def _isolated(write: Callable[..., Any]) -> Callable[..., Any]:
@@ -183,12 +184,6 @@ def _isolated(write: Callable[..., Any]) -> Callable[..., Any]:
 
 def uninstall() -> None:
     """Put moto back as it ships (tests)."""
-    if not _installed:
-        return
-    DynamoDBBackend.transact_write_items = _installed.pop()  # type: ignore[method-assign]
-    setattr(UpdateExpressionParser, "make", _originals.pop("make"))  # noqa: B010
-    setattr(moto_backends, "list_of_moto_modules", _originals.pop("list_of_moto_modules"))  # noqa: B010
-    for name, write in _originals.items():
-        setattr(DynamoDBBackend, name, write)
-    _originals.clear()
-    setattr(dynamodb_models, "copy", copy)  # noqa: B010
+    while _patched:
+        owner, name, original = _patched.pop()
+        setattr(owner, name, original)

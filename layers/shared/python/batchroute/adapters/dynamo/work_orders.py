@@ -148,8 +148,8 @@ class WorkOrderStore(DynamoStore):
         """Attach an existing batch (`Attachment`): the join items and the batch's
         `work_order` field in one transaction, on the attachment's conditions. Raises
         MemberRefused."""
-        move, member, held_micros = attachment.move, attachment.member, attachment.overage_held_micros
-        items = self.join_items(move, member)
+        member, held_micros = attachment.member, attachment.overage_held_micros
+        items = self.join_items(attachment.move, member)
         settlement = (
             "attribute_exists(settled_at)" if attachment.settled else "attribute_not_exists(settled_at)"
         )

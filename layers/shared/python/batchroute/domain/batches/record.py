@@ -540,11 +540,7 @@ def _plan(value: Any) -> RoutePlanView | None:
 def _receipt(value: Any) -> InlineReceipt | DirectReceipt | None:
     """The receipt as Settle (or a direct request's settlement) wrote it, verbatim: numbers
     may be Decimals."""
-    if not isinstance(value, Mapping):
-        return None
-    if value.get("basis") == "direct":
-        return cast(DirectReceipt, dict(value))
-    return cast(InlineReceipt, dict(value))
+    return cast("InlineReceipt | DirectReceipt", dict(value)) if isinstance(value, Mapping) else None
 
 
 def _strings(value: Any) -> dict[str, str] | None:
