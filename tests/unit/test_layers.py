@@ -312,3 +312,36 @@ def test_protocol_methods_are_declared_once() -> None:
                     where.setdefault(key, []).append(f"{module}.{node.name}")
     repeated = {key: places for key, places in where.items() if len(places) > 1}
     assert {key: places for key, places in repeated.items() if key not in REDECLARED_ALLOWED} == {}
+
+
+def _only_stores_its_arguments(init: ast.FunctionDef) -> bool:
+    """`self.a = a` (under any name) for each argument and nothing else: a field list written out."""
+    arguments = [a.arg for a in init.args.args[1:] + init.args.kwonlyargs]
+    body = [s for s in init.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+    stored = [
+        s.value.id
+        for s in body
+        if isinstance(s, ast.Assign)
+        and len(s.targets) == 1
+        and isinstance(target := s.targets[0], ast.Attribute)
+        and isinstance(target.value, ast.Name)
+        and target.value.id == "self"
+        and isinstance(s.value, ast.Name)
+    ]
+    return bool(arguments) and len(body) == len(arguments) and sorted(stored) == sorted(arguments)
+
+
+def test_a_class_that_only_stores_its_arguments_is_a_dataclass() -> None:
+    """Issue 28 point 4, one way of building: a service's, an adapter's or a provider's
+    constructor is its field list (`@dataclass(eq=False)`), not an `__init__` that repeats
+    each argument as an assignment; an AWS client field is `shared_client` (adapters/aws.py)."""
+    written_out = [
+        f"{module}.{node.name}"
+        for module, path in MODULES.items()
+        if module.startswith("batchroute.")
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.ClassDef)
+        for init in node.body
+        if isinstance(init, ast.FunctionDef) and init.name == "__init__" and _only_stores_its_arguments(init)
+    ]
+    assert written_out == []

@@ -6,6 +6,8 @@ thread-safe, so clients are made under a lock; the clients themselves are."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
+from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
@@ -45,3 +47,28 @@ def client(service: str) -> Any:
 def reset_clients() -> None:
     """Forget cached clients (tests switch between moto contexts)."""
     client.cache_clear()
+
+
+@dataclass(eq=False)
+class GivenOrShared:
+    """An adapter's client, as a dataclass field (`sqs: Any = shared_client("sqs")`):
+    the one its constructor was given (a test's, a pinned endpoint's), else `shared()`, asked on
+    each use, so a `reset_clients` is seen. Left out, the field's default is None: none given."""
+
+    shared: Callable[[], Any]
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._given = f"_given_{name}"
+
+    def __get__(self, adapter: object | None, owner: type | None = None) -> Any:
+        if adapter is None:
+            return None
+        return getattr(adapter, self._given) or self.shared()
+
+    def __set__(self, adapter: object, given: Any) -> None:
+        setattr(adapter, self._given, given)
+
+
+def shared_client(service: str) -> GivenOrShared:
+    """The field of an adapter's client of `service`: given, else the process's (`client`)."""
+    return GivenOrShared(lambda: client(service))

@@ -16,6 +16,7 @@ holds the secret; the secret itself is only an argument here and is never logged
 
 from __future__ import annotations
 
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, BinaryIO
 
 from boto3.s3.transfer import TransferConfig
@@ -41,21 +42,21 @@ _TRANSFER = TransferConfig(
 )
 
 
+@dataclass(eq=False)
 class CustomerBucket:
-    def __init__(self, target: DeliveryTarget, s3: Any) -> None:
-        self.target = target
-        self._s3 = s3
+    target: DeliveryTarget
+    s3: Any
 
     def put(self, key: str, body: bytes, *, content_type: str) -> None:
         try:
-            self._s3.put_object(Bucket=self.target.bucket, Key=key, Body=body, ContentType=content_type)
+            self.s3.put_object(Bucket=self.target.bucket, Key=key, Body=body, ContentType=content_type)
         except Exception as exc:
             raise refusal(exc) from None
 
     def upload(self, key: str, source: Readable, *, content_type: str) -> None:
         """Stream `source` to `key` (multipart above PART_BYTES)."""
         try:
-            self._s3.upload_fileobj(
+            self.s3.upload_fileobj(
                 source,
                 self.target.bucket,
                 key,
@@ -72,7 +73,7 @@ class CustomerBucket:
         kwargs: dict[str, Any] = {"Bucket": self.target.bucket, "Prefix": prefix}
         try:
             while len(found) < limit:
-                page = self._s3.list_objects_v2(**kwargs, MaxKeys=min(1000, limit - len(found)))
+                page = self.s3.list_objects_v2(**kwargs, MaxKeys=min(1000, limit - len(found)))
                 found.extend(str(o["Key"]) for o in page.get("Contents", []) if not o["Key"].endswith("/"))
                 if not page.get("IsTruncated"):
                     break
@@ -84,7 +85,7 @@ class CustomerBucket:
     def read(self, key: str, *, max_bytes: int) -> bytes:
         """One object's bytes; BucketRefused `object_too_large` past `max_bytes`."""
         try:
-            response = self._s3.get_object(Bucket=self.target.bucket, Key=key)
+            response = self.s3.get_object(Bucket=self.target.bucket, Key=key)
             body: bytes = response["Body"].read(max_bytes + 1)
         except Exception as exc:
             raise refusal(exc) from None
@@ -93,21 +94,15 @@ class CustomerBucket:
         return body
 
 
+@dataclass(eq=False)
 class CustomerBuckets:
     """Opens a target's bucket with its (unsealed) secret."""
 
-    def __init__(
-        self,
-        guard: UrlGuard = UrlGuard(),
-        *,
-        connect_timeout: float = 5,
-        read_timeout: float = 30,
-        max_attempts: int = 2,
-    ) -> None:
-        self.guard = guard
-        self.connect_timeout = connect_timeout
-        self.read_timeout = read_timeout
-        self.max_attempts = max_attempts
+    guard: UrlGuard = field(default_factory=UrlGuard)
+    _: KW_ONLY
+    connect_timeout: float = 5
+    read_timeout: float = 30
+    max_attempts: int = 2
 
     def for_probes(self) -> CustomerBuckets:
         """For `POST /v1/delivery-targets/{id}/test`: one try, short time-outs, so the answer
@@ -170,11 +165,11 @@ def refusal(exc: Exception) -> BucketRefused:
     return BucketRefused("bucket_error", type(exc).__name__)
 
 
+@dataclass(eq=False)
 class ArtifactSource:
     """The batch's artifacts in our bucket, opened as streams for the upload."""
 
-    def __init__(self, objects: S3Objects) -> None:
-        self.objects = objects
+    objects: S3Objects
 
     def open(self, key: str) -> BinaryIO | None:
         """The object's body as a stream, or None when there is no such object."""

@@ -16,7 +16,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from batchroute.adapters.aws import client
+from batchroute.adapters.aws import shared_client
 from batchroute.config import Settings
 from batchroute.errors import Unavailable
 from batchroute.observability import logger
@@ -40,20 +40,16 @@ def rfc5322(sender: str, email: OutgoingEmail, *, at: datetime | None = None) ->
     return message
 
 
+@dataclass(eq=False, repr=False, kw_only=True)
 class SesMailer:
-    def __init__(self, *, sender: str, outbox_dir: Path | None = None, ses: Any | None = None) -> None:
-        self.sender = sender
-        self.outbox_dir = outbox_dir
-        self._ses = ses
+    sender: str
+    outbox_dir: Path | None = None
+    ses: Any = shared_client("ses")
 
     @classmethod
     def from_settings(cls, settings: Settings) -> SesMailer:
         outbox = Path(settings.local_outbox_dir) if settings.environment == "local" else None
         return cls(sender=settings.email_sender, outbox_dir=outbox)
-
-    @property
-    def ses(self) -> Any:
-        return self._ses or client("ses")
 
     def send(self, to: str, subject: str, text: str) -> None:
         email = OutgoingEmail(to=to, subject=subject, text=text)

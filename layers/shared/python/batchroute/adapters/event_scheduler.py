@@ -13,12 +13,13 @@ may deliver a fire twice: `fire` is idempotent per fire time.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from botocore.exceptions import ClientError
 
-from batchroute.adapters.aws import client
+from batchroute.adapters.aws import shared_client
 from batchroute.config import Settings
 from batchroute.domain.schedules.schedules import Schedule
 
@@ -72,18 +73,12 @@ def scheduler_for(settings: Settings) -> EventScheduler | None:
     )
 
 
+@dataclass(eq=False, repr=False, kw_only=True)
 class EventScheduler:
-    def __init__(
-        self, *, group_name: str, role_arn: str, target_arn: str, scheduler: Any | None = None
-    ) -> None:
-        self.group_name = group_name
-        self.role_arn = role_arn
-        self.target_arn = target_arn
-        self._scheduler = scheduler
-
-    @property
-    def scheduler(self) -> Any:
-        return self._scheduler or client("scheduler")
+    group_name: str
+    role_arn: str
+    target_arn: str
+    scheduler: Any = shared_client("scheduler")
 
     def put(self, schedule: Schedule) -> None:
         """Create or update the schedule's trigger (an update replaces every field)."""

@@ -8,20 +8,17 @@ another org's record does not decrypt.
 from __future__ import annotations
 
 import base64
+from dataclasses import dataclass
 from typing import Any
 
-from batchroute.adapters.aws import client
+from batchroute.adapters.aws import shared_client
 from batchroute.errors import Unavailable
 
 
+@dataclass(eq=False, repr=False)
 class KmsSealer:
-    def __init__(self, key_id: str | None, kms: Any | None = None) -> None:
-        self.key_id = key_id
-        self._kms = kms
-
-    @property
-    def kms(self) -> Any:
-        return self._kms or client("kms")
+    key_id: str | None
+    kms: Any = shared_client("kms")
 
     def seal(self, plaintext: str, *, context: dict[str, str]) -> str:
         if not self.key_id:

@@ -13,6 +13,7 @@ the wire is ours. No redirects, no environment proxies, no connection reuse.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -29,22 +30,22 @@ MAX_ADDRESSES_TRIED = 3
 _DROPPED = frozenset({"host", "expect", "content-length", "transfer-encoding", "connection"})
 
 
+@dataclass(eq=False)
 class _Body:
     """A whole answer body as botocore's raw response expects it (`stream()`)."""
 
-    def __init__(self, content: bytes) -> None:
-        self._content = content
+    content: bytes
 
     def stream(self, **_: Any) -> Iterator[bytes]:
-        if self._content:
-            yield self._content
+        if self.content:
+            yield self.content
 
     def read(self, *_: Any) -> bytes:
-        content, self._content = self._content, b""
+        content, self.content = self.content, b""
         return content
 
     def close(self) -> None:
-        self._content = b""
+        self.content = b""
 
 
 class PinnedSender:

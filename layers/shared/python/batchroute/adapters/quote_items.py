@@ -4,13 +4,14 @@ can be created from the quote alone."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from batchroute.adapters.s3_objects import S3Objects, write_whole
 
 
+@dataclass(eq=False)
 class QuoteItemSink:
-    def __init__(self, objects: S3Objects) -> None:
-        self.objects = objects
+    objects: S3Objects
 
     def save(self, quote_id: str, lines: Iterator[bytes]) -> str:
         key = f"tmp/quotes/{quote_id}/items.jsonl"

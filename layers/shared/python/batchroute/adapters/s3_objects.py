@@ -7,12 +7,13 @@ keeps at most one multipart part (8 MiB) before sending it.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from functools import cache
 from typing import Any, Protocol, TypeVar
 
 from botocore.config import Config
 
-from batchroute.adapters.aws import client, new_client
+from batchroute.adapters.aws import GivenOrShared, new_client, shared_client
 from batchroute.config import get_settings
 from batchroute.domain.batches.files import CompletedPart, PartsRefused
 
@@ -127,15 +128,11 @@ class ObjectWriter:
         self._parts.append({"PartNumber": number, "ETag": sent["ETag"]})
 
 
+@dataclass(eq=False, repr=False)
 class S3Objects:
-    def __init__(self, bucket: str, s3: Any | None = None, presigner: Any | None = None) -> None:
-        self.bucket = bucket
-        self._s3 = s3
-        self._presigner = presigner
-
-    @property
-    def s3(self) -> Any:
-        return self._s3 or client("s3")
+    bucket: str
+    s3: Any = shared_client("s3")
+    presigner: Any = GivenOrShared(presigning_client)
 
     def writer(self, key: str, *, content_type: str, part_bytes: int = PART_BYTES) -> ObjectWriter:
         return ObjectWriter(self.s3, self.bucket, key, content_type=content_type, part_bytes=part_bytes)
@@ -172,7 +169,7 @@ class S3Objects:
         """A URL that lets its holder PUT this one key (with this Content-Type) until it expires.
 
         Locally the cached client points at the moto server, so the URL does too."""
-        presigner = self._presigner or presigning_client()
+        presigner = self.presigner
         url: str = presigner.generate_presigned_url(
             "put_object",
             Params={"Bucket": self.bucket, "Key": key, "ContentType": content_type},
@@ -183,7 +180,7 @@ class S3Objects:
 
     def presigned_part(self, key: str, upload_id: str, number: int, *, expires_in: int) -> str:
         """A URL that lets its holder PUT part `number` of one multipart upload until it expires."""
-        presigner = self._presigner or presigning_client()
+        presigner = self.presigner
         url: str = presigner.generate_presigned_url(
             "upload_part",
             Params={"Bucket": self.bucket, "Key": key, "UploadId": upload_id, "PartNumber": number},
@@ -195,7 +192,7 @@ class S3Objects:
     def presigned_get(self, key: str, *, expires_in: int, filename: str, content_type: str) -> str:
         """A URL that lets its holder GET this one key until it expires, answered with the
         given file name (Content-Disposition) and type: S3 serves the bytes, not the API."""
-        presigner = self._presigner or presigning_client()
+        presigner = self.presigner
         safe_name = "".join(ch for ch in filename if ch.isalnum() or ch in "._-")[:128] or "file"
         url: str = presigner.generate_presigned_url(
             "get_object",

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from botocore.exceptions import ClientError
 
-from batchroute.adapters.aws import client
+from batchroute.adapters.aws import client, shared_client
 from batchroute.observability import logger
 from batchroute.workflow.tasks import StepOutput
 
@@ -15,13 +16,9 @@ from batchroute.workflow.tasks import StepOutput
 _SETTLED_TOKEN_ERRORS = frozenset({"TaskTimedOut", "InvalidToken", "TaskDoesNotExist"})
 
 
+@dataclass(eq=False, repr=False)
 class StepFunctionsCallbacks:
-    def __init__(self, sfn: Any | None = None) -> None:
-        self._sfn = sfn
-
-    @property
-    def sfn(self) -> Any:
-        return self._sfn or client("stepfunctions")
+    sfn: Any = shared_client("stepfunctions")
 
     def succeed(self, task_token: str, output: StepOutput) -> None:
         self._answer(self.sfn.send_task_success, taskToken=task_token, output=json.dumps(output))

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -96,28 +96,22 @@ class SecretsManagerStripeKeys:
         return StripeKeys(secret_key=str(value["secret_key"]), webhook_secret=str(value["webhook_secret"]))
 
 
+@dataclass(eq=False)
 class StripePayments:
-    def __init__(
-        self,
-        keys: Callable[[], StripeKeys],
-        *,
-        api_base: str | None = None,
-        timeout_seconds: float = 20.0,
-        max_network_retries: int = 2,
-    ) -> None:
-        self._keys = keys
-        self._api_base = api_base
-        self._timeout = timeout_seconds
-        self._retries = max_network_retries
+    keys: Callable[[], StripeKeys]
+    _: KW_ONLY
+    api_base: str | None = None
+    timeout_seconds: float = 20.0
+    max_network_retries: int = 2
 
     def _client(self) -> stripe.StripeClient:
         import stripe  # on first use: the SDK costs ~120 ms of import, kept off cold starts
 
         return stripe.StripeClient(
-            self._keys().secret_key,
-            base_addresses={"api": self._api_base} if self._api_base else None,
-            max_network_retries=self._retries,
-            http_client=stripe.RequestsClient(timeout=self._timeout),
+            self.keys().secret_key,
+            base_addresses={"api": self.api_base} if self.api_base else None,
+            max_network_retries=self.max_network_retries,
+            http_client=stripe.RequestsClient(timeout=self.timeout_seconds),
         )
 
     # -- customers and Checkout --------------------------------------------------------------
@@ -239,7 +233,7 @@ class StripePayments:
         import stripe
 
         try:
-            stripe.Webhook.construct_event(payload, signature or "", self._keys().webhook_secret)
+            stripe.Webhook.construct_event(payload, signature or "", self.keys().webhook_secret)
         except (stripe.SignatureVerificationError, ValueError) as exc:
             raise InvalidRequest("The webhook signature does not verify.", code="invalid_signature") from exc
         body = json.loads(payload)
@@ -257,7 +251,7 @@ class StripePayments:
     def live_key(self) -> bool:
         """Whether the configured secret key is a live one (`sk_live_...`, `rk_live_...`): only
         events with that `livemode` are payments to this service."""
-        return self._keys().secret_key.startswith(("sk_live_", "rk_live_"))
+        return self.keys().secret_key.startswith(("sk_live_", "rk_live_"))
 
     def checkout_session(self, session_id: str) -> ProcessorSession | None:
         """The Checkout Session as the processor has it; None when it does not know it."""

@@ -4,21 +4,18 @@ the same task token and returns without answering it; the next invocation carrie
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
-from batchroute.adapters.aws import client
+from batchroute.adapters.aws import shared_client
 
 MAX_DELAY_SECONDS = 900  # SQS's cap on DelaySeconds
 
 
+@dataclass(eq=False, repr=False)
 class TaskQueue:
-    def __init__(self, queue_url: str, sqs: Any | None = None) -> None:
-        self.queue_url = queue_url
-        self._sqs = sqs
-
-    @property
-    def sqs(self) -> Any:
-        return self._sqs or client("sqs")
+    queue_url: str
+    sqs: Any = shared_client("sqs")
 
     def send(self, body: str, *, delay_seconds: int = 0) -> None:
         self.sqs.send_message(

@@ -6,6 +6,7 @@ it and knows no layer above."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING
 
@@ -38,10 +39,10 @@ if TYPE_CHECKING:
     from batchroute.config import Settings
 
 
+@dataclass(eq=False)
 class Stores:
-    def __init__(self, settings: Settings, clock: Clock) -> None:
-        self.settings = settings
-        self.clock = clock
+    settings: Settings
+    clock: Clock
 
     def queue(self, name: str) -> TaskQueue | None:
         """The deployment's queue `name` (resources.py), or None where none is configured:

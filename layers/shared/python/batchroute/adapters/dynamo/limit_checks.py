@@ -16,6 +16,7 @@ consistent BatchGetItem.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any, Final
 
 from batchroute.adapters.dynamo.codec import from_item, to_value
@@ -32,10 +33,10 @@ _NO_HARD_LIMIT: Final = (
 )
 
 
+@dataclass(eq=False, kw_only=True)
 class SpendingLimitChecks:
-    def __init__(self, *, ledger_table: str, controls_table: str) -> None:
-        self.ledger_table = ledger_table
-        self.controls_table = controls_table
+    ledger_table: str
+    controls_table: str
 
     def items(self, org_id: str, guard: LimitGuard) -> list[TransactItem]:
         """The controls check, then (hard limit only) the spend check."""

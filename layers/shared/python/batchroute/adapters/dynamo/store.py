@@ -5,22 +5,19 @@ limit, and a transaction whose refused condition is an answer, not an error."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from batchroute.adapters.aws import client
+from batchroute.adapters.aws import shared_client
 from batchroute.adapters.dynamo.codec import from_item, to_value, update_request
 from batchroute.adapters.dynamo.reads import every_item
 from batchroute.adapters.dynamo.writes import conditional_transaction, conditional_update
 
 
+@dataclass(eq=False, repr=False)
 class DynamoStore:
-    def __init__(self, table_name: str, dynamodb: Any | None = None) -> None:
-        self.table_name = table_name
-        self._dynamodb = dynamodb
-
-    @property
-    def dynamodb(self) -> Any:
-        return self._dynamodb or client("dynamodb")
+    table_name: str
+    dynamodb: Any = shared_client("dynamodb")
 
     def item_at(self, key: dict[str, Any]) -> dict[str, Any] | None:
         """The item at `key`, read consistently, as plain values; None when there is none."""

@@ -51,7 +51,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from datetime import UTC, datetime
 from functools import cache
 from typing import Any, Final
@@ -256,12 +256,12 @@ def installed_api_versions(service: str) -> tuple[str, ...]:
 
 
 # -- sync ----------------------------------------------------------------------------------
+@dataclass(eq=False)
 class BedrockConverse:
     """The per-item adapter (SyncProvider) over Converse / ConverseStream."""
 
-    def __init__(self, slug: str, clients: BedrockClients) -> None:
-        self.slug = slug
-        self.clients = clients
+    slug: str
+    clients: BedrockClients
 
     def complete(self, request: base.ProviderRequest) -> base.ProviderResult:
         kwargs = transform.converse_request(request)
@@ -331,21 +331,15 @@ class BatchSettings:
         )
 
 
+@dataclass(eq=False)
 class BedrockBatch:
     """The vendor batch adapter (BatchApiProvider) over batch inference jobs."""
 
-    def __init__(
-        self,
-        slug: str,
-        clients: BedrockClients,
-        settings: BatchSettings,
-        *,
-        clock: Callable[[], float] = time.time,
-    ) -> None:
-        self.slug = slug
-        self.clients = clients
-        self.settings = settings
-        self.clock = clock
+    slug: str
+    clients: BedrockClients
+    settings: BatchSettings
+    _: KW_ONLY
+    clock: Callable[[], float] = time.time
 
     def submit(self, requests: Iterable[base.ProviderRequest]) -> str:
         settings = self.settings

@@ -12,6 +12,7 @@ Paths: /v1beta/models/<id>:<method>, /v1beta/batches/<id>[:cancel].
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import batchroute.providers.gemini.transform as transform
@@ -19,12 +20,12 @@ from batchroute.providers import base
 from batchroute.providers.http import VendorHttp, event_json
 
 
+@dataclass(eq=False)
 class GeminiModels:
     """The per-item adapter (SyncProvider): one call per request."""
 
-    def __init__(self, slug: str, http: VendorHttp) -> None:
-        self.slug = slug
-        self.http = http
+    slug: str
+    http: VendorHttp
 
     def complete(self, request: base.ProviderRequest) -> base.ProviderResult:
         if request.operation == "embeddings":
@@ -84,14 +85,14 @@ class GeminiModels:
         return [name.removeprefix("models/") for name in names if name]
 
 
+@dataclass(eq=False)
 class GeminiBatches:
     """The vendor batch adapter (BatchApiProvider) over Gemini batch mode: one job per lane
     run, every request inlined and keyed by its custom_id. The job id is the batch's
     resource name, `batches/<id>`."""
 
-    def __init__(self, slug: str, http: VendorHttp) -> None:
-        self.slug = slug
-        self.http = http
+    slug: str
+    http: VendorHttp
 
     def submit(self, requests: Iterable[base.ProviderRequest]) -> str:
         listed = list(requests)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator
 from contextlib import suppress
+from dataclasses import KW_ONLY, dataclass
 from typing import Any
 
 import batchroute.providers.openai.transform as transform
@@ -29,14 +30,15 @@ def _under_base(path: str) -> str:
     return path.removeprefix("/v1")
 
 
+@dataclass(eq=False)
 class _RoutedAdapter:
     """An adapter over one OpenAI-compatible host: its HTTP client and its `Route` (which API
     an item goes to, and the name of its output-token limit)."""
 
-    def __init__(self, slug: str, http: VendorHttp, *, route: Route = OPENAI_ROUTE) -> None:
-        self.slug = slug
-        self.http = http
-        self.route = route
+    slug: str
+    http: VendorHttp
+    _: KW_ONLY
+    route: Route = OPENAI_ROUTE
 
     @property
     def token_field(self) -> TokenField:

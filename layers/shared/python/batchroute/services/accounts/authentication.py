@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
+from dataclasses import KW_ONLY, dataclass, field
 from datetime import datetime, timedelta
 from typing import Final
 
@@ -35,16 +36,15 @@ class KeyUnconfirmed(Unauthenticated):
         self.key_hash = key_hash
 
 
+@dataclass(eq=False)
 class Authenticator:
-    def __init__(
-        self, store: CredentialStore, *, environment: str, secret: Callable[[], bytes], clock: Clock
-    ) -> None:
-        self.store = store
-        self.environment = environment
-        self.secret = secret
-        self.clock = clock
-        self._copies: OrderedDict[str, tuple[ApiKey, datetime]] = OrderedDict()
-        self._copies_lock = threading.Lock()
+    store: CredentialStore
+    _: KW_ONLY
+    environment: str
+    secret: Callable[[], bytes]
+    clock: Clock
+    _copies: OrderedDict[str, tuple[ApiKey, datetime]] = field(default_factory=OrderedDict, init=False)
+    _copies_lock: threading.Lock = field(default_factory=threading.Lock, init=False)
 
     def from_api_key(self, value: str) -> Principal:
         return self._principal(self._read_key(self._key_hash(value)))

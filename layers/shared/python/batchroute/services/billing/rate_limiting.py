@@ -9,7 +9,7 @@ import ipaddress
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Literal, Protocol
 
 from batchroute.clock import Clock
@@ -118,17 +118,16 @@ class RateLimitPolicy:
         )
 
 
+@dataclass(eq=False)
 class RateLimiter:
-    def __init__(
-        self, counters: RateCounters, clock: Clock, policy: RateLimitPolicy, *, secret: bytes = b""
-    ) -> None:
-        self.counters = counters
-        self.clock = clock
-        self.policy = policy
-        self.secret = secret  # keys the email digests, so counters never hold an address
-        # (scope, window index) -> the counts of the window before it, once it had ended
-        self._previous: OrderedDict[tuple[str, int], dict[str, int]] = OrderedDict()
-        self._lock = threading.Lock()
+    counters: RateCounters
+    clock: Clock
+    policy: RateLimitPolicy
+    _: KW_ONLY
+    secret: bytes = b""  # keys the email digests, so counters never hold an address
+    # (scope, window index) -> the counts of the window before it, once it had ended
+    _previous: OrderedDict[tuple[str, int], dict[str, int]] = field(default_factory=OrderedDict, init=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
 
     def check_caller(self, principal: Principal) -> None:
         """Per key (or user) and per account, both in one item keyed by the account: one

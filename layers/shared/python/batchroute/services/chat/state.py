@@ -20,7 +20,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import KW_ONLY, dataclass, field, replace
 from datetime import datetime
 
 from batchroute.clock import Clock, isoformat
@@ -110,13 +110,14 @@ class _HardLimit:
     controls: BillingControls
 
 
+@dataclass(eq=False)
 class HoldKeeper:
-    def __init__(self, store: HoldStore, clock: Clock, *, limiter: RateLimiter | None = None) -> None:
-        self.store = store
-        self.clock = clock
-        self.limiter = limiter  # folds the caller's rate limit into the hold (`HoldTerms.rate`)
-        self._lock = threading.Lock()
-        self._hard: OrderedDict[str, _HardLimit] = OrderedDict()
+    store: HoldStore
+    clock: Clock
+    _: KW_ONLY
+    limiter: RateLimiter | None = None  # folds the caller's rate limit into the hold (`HoldTerms.rate`)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
+    _hard: OrderedDict[str, _HardLimit] = field(default_factory=OrderedDict, init=False)
 
     def open(self, terms: HoldTerms) -> LimitGuard:
         """Hold `amount` and write the request record, or raise 402 `insufficient_funds` /

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
-from dataclasses import replace
+from dataclasses import KW_ONLY, dataclass, replace
 from typing import Protocol
 
 from batchroute.clock import Clock, isoformat
@@ -64,25 +64,16 @@ class Buckets(Protocol):
     def open(self, target: DeliveryTarget, secret_access_key: str) -> Bucket: ...
 
 
+@dataclass(eq=False)
 class DeliveryTargets:
-    def __init__(
-        self,
-        store: TargetStore,
-        sealer: Sealer,
-        buckets: Buckets,
-        *,
-        check_url: Callable[[str], object],
-        clock: Clock,
-        max_targets: int = MAX_TARGETS_PER_ORG,
-        probe_buckets: Buckets | None = None,
-    ) -> None:
-        self.store = store
-        self.sealer = sealer
-        self.buckets = buckets
-        self.probe_buckets = probe_buckets or buckets  # the test endpoint's (short time-outs)
-        self.check_url = check_url
-        self.clock = clock
-        self.max_targets = max_targets
+    store: TargetStore
+    sealer: Sealer
+    buckets: Buckets
+    _: KW_ONLY
+    check_url: Callable[[str], object]
+    clock: Clock
+    max_targets: int = MAX_TARGETS_PER_ORG
+    probe_buckets: Buckets | None = None  # the test endpoint's (short time-outs); None: `buckets`
 
     # -- registration --------------------------------------------------------------------
     def create(self, org_id: str, command: CreateTarget) -> DeliveryTarget:
@@ -179,7 +170,8 @@ class DeliveryTargets:
                 extra={"org_id": target.org_id, "target_id": target.target_id},
             )
             raise BucketRefused("secret_unavailable", "the stored secret could not be unsealed") from None
-        return (self.probe_buckets if probe else self.buckets).open(target, secret)
+        buckets = (self.probe_buckets or self.buckets) if probe else self.buckets
+        return buckets.open(target, secret)
 
     def test(self, org_id: str, target_id: str) -> TargetTest:
         """Write a small sample object with the target's credentials; the outcome, kept on

@@ -12,6 +12,7 @@ item, as for any other item problem. A chat body's unknown preset is a plain 400
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from batchroute.domain.batches.jsonl import LineError
@@ -26,13 +27,13 @@ class Resolver(Protocol):
     def resolve(self, org_id: str, ref: object) -> PresetVersion: ...
 
 
+@dataclass(eq=False)
 class PresetExpander:
     """The presets one request names, each loaded once."""
 
-    def __init__(self, resolver: Resolver, org_id: str) -> None:
-        self.resolver = resolver
-        self.org_id = org_id
-        self._seen: dict[str, PresetVersion | InvalidRequest] = {}
+    resolver: Resolver
+    org_id: str
+    _seen: dict[str, PresetVersion | InvalidRequest] = field(default_factory=dict, init=False)
 
     def lookup(self, ref: object) -> PresetVersion:
         key = ref if isinstance(ref, str) else repr(ref)

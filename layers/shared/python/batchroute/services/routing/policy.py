@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass, replace
+from dataclasses import KW_ONLY, dataclass, field, replace
 from typing import Protocol
 
 from batchroute.clock import Clock, isoformat
@@ -49,6 +49,7 @@ def policy_version(policy: RoutePolicy | None) -> int:
     return policy.version if policy is not None else 0
 
 
+@dataclass(eq=False)
 class PolicyReader:
     """The policy as routing reads it.
 
@@ -62,12 +63,14 @@ class PolicyReader:
     another process reaches this one within `cache_seconds` of traffic without costing a
     request anything. A save in this process refreshes its copy at once."""
 
-    def __init__(self, records: PolicyRecords, clock: Clock, *, cache_seconds: float = CACHE_SECONDS) -> None:
-        self.records = records
-        self.clock = clock
-        self.cache_seconds = cache_seconds
-        self._cache: OrderedDict[str, tuple[float, RoutePolicy | None]] = OrderedDict()
-        self._lock = threading.Lock()
+    records: PolicyRecords
+    clock: Clock
+    _: KW_ONLY
+    cache_seconds: float = CACHE_SECONDS
+    _cache: OrderedDict[str, tuple[float, RoutePolicy | None]] = field(
+        default_factory=OrderedDict, init=False
+    )
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
 
     def current(self, org_id: str) -> RoutePolicy | None:
         """The org's stored policy (None before its first save): one strongly consistent GetItem."""

@@ -208,41 +208,26 @@ class _Invocation:
     rescue: RescuePlan | None = None  # the rescue a poll found due
 
 
+@dataclass(eq=False, kw_only=True)
 class LaneExecutor:
-    def __init__(
-        self,
-        *,
-        records: BatchStore,
-        progress: ProgressCounters,
-        artifacts: BatchFiles,
-        registry: ProviderRegistry,
-        retry: RetryPolicy,
-        catalog: Catalog,
-        clock: Clock,
-        continuations: TaskSender | None,
-        limits: LaneLimits | None = None,
-        sleeper: Callable[[float], None] = time.sleep,
-        monotonic: Callable[[], float] = time.monotonic,
-        budget: Callable[[], TimeBudget] | None = None,
-        capacity: Capacity | None = None,
-        availability: LaneAvailability | None = None,
-        rescue: DeadlineRescue | None = None,
-    ) -> None:
-        self.records = records
-        self.progress = progress
-        self.artifacts = artifacts
-        self.registry = registry
-        self.retry = retry
-        self.catalog = catalog
-        self.clock = clock
-        self.continuations = continuations
-        self.limits = limits or LaneLimits()
-        self.sleeper = sleeper
-        self.monotonic = monotonic
-        self._budget = budget or (lambda: TimeBudget(self.limits.fallback_seconds))
-        self.capacity = capacity
-        self.availability = availability
-        self.rescue = rescue
+    records: BatchStore
+    progress: ProgressCounters
+    artifacts: BatchFiles
+    registry: ProviderRegistry
+    retry: RetryPolicy
+    catalog: Catalog
+    clock: Clock
+    continuations: TaskSender | None
+    limits: LaneLimits = field(default_factory=LaneLimits)
+    sleeper: Callable[[float], None] = time.sleep
+    monotonic: Callable[[], float] = time.monotonic
+    budget: Callable[[], TimeBudget] | None = None  # None: the lane limits' fallback seconds
+    capacity: Capacity | None = None
+    availability: LaneAvailability | None = None
+    rescue: DeadlineRescue | None = None
+
+    def _budget(self) -> TimeBudget:
+        return self.budget() if self.budget is not None else TimeBudget(self.limits.fallback_seconds)
 
     def _now(self) -> str:
         return isoformat(self.clock.now())

@@ -230,28 +230,20 @@ def _parts(stored: Iterable[CompletedPart]) -> tuple[UploadPart, ...]:
     return tuple(UploadPart(int(p["PartNumber"]), str(p["ETag"])) for p in stored)
 
 
+@dataclass(eq=False, kw_only=True)
 class Finalizer:
-    def __init__(
-        self,
-        *,
-        records: BatchStore,
-        artifacts: BatchFiles,
-        clock: Clock,
-        retention_grace: timedelta = timedelta(hours=72),
-        slice_bytes: int = SLICE_BYTES,
-        min_part_bytes: int = MIN_PART_BYTES,
-        budget: Callable[[], TimeBudget] | None = None,
-        margin_seconds: float = 30.0,
-    ) -> None:
-        self.records = records
-        self.artifacts = artifacts
-        self.clock = clock
-        self.retention_grace = retention_grace  # the earliest any tier lets the bytes go
-        self.slice_bytes = slice_bytes
-        self.min_part_bytes = min_part_bytes
-        # Without a Lambda context the budget is the settle function's time-out (60 s).
-        self._budget = budget or (lambda: TimeBudget(60.0))
-        self.margin_seconds = margin_seconds
+    records: BatchStore
+    artifacts: BatchFiles
+    clock: Clock
+    retention_grace: timedelta = timedelta(hours=72)  # the earliest any tier lets the bytes go
+    slice_bytes: int = SLICE_BYTES
+    min_part_bytes: int = MIN_PART_BYTES
+    # None: the settle function's time-out (60 s), as without a Lambda context.
+    budget: Callable[[], TimeBudget] | None = None
+    margin_seconds: float = 30.0
+
+    def _budget(self) -> TimeBudget:
+        return self.budget() if self.budget is not None else TimeBudget(60.0)
 
     @property
     def objects(self) -> Any:

@@ -16,6 +16,7 @@ Settle resolves the hold with the batch's reservation (services/workflow/settlem
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Protocol
 
 from batchroute.clock import Clock, isoformat
@@ -52,25 +53,15 @@ def overage_held(batch: BatchRecord) -> Money:
     return Money(batch.overage_held_micros or 0)
 
 
+@dataclass(eq=False, kw_only=True)
 class RescueOverage:
-    def __init__(
-        self,
-        *,
-        records: OverageRecords,
-        ledger: LedgerBook,
-        controls: ControlsReader,
-        limit_checks: LimitChecks,
-        clock: Clock,
-        watch: MoneyWatch | None = None,
-        work_orders: OverageMembership | None = None,
-    ) -> None:
-        self.records = records
-        self.work_orders = work_orders
-        self.ledger = ledger
-        self.controls = controls
-        self.limit_checks = limit_checks
-        self.clock = clock
-        self.watch = watch
+    records: OverageRecords
+    ledger: LedgerBook
+    controls: ControlsReader
+    limit_checks: LimitChecks
+    clock: Clock
+    watch: MoneyWatch | None = None
+    work_orders: OverageMembership | None = None
 
     def fresh(self, batch: BatchRecord) -> BatchRecord:
         """The batch as it stands (its overage holds: another lane's rescue may have taken one)."""

@@ -16,7 +16,7 @@ transaction (as failover does), cancels the vendor job (best effort) and tells t
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Protocol, TypedDict
@@ -106,28 +106,17 @@ def _prices_view(prices: UnitPrices) -> dict[str, str]:
     }
 
 
+@dataclass(eq=False, kw_only=True)
 class DeadlineRescue:
-    def __init__(
-        self,
-        *,
-        records: BatchStore,
-        artifacts: BatchFiles,
-        registry: ProviderRegistry,
-        catalog: Catalog,
-        clock: Clock,
-        events: RescueEvents | None = None,
-        min_observation_seconds: float = MIN_OBSERVATION_SECONDS,
-        overage: RescueOverage | None = None,
-    ) -> None:
-        self.overage = overage  # allow_overage's second hold; None: no overage is ever held
-        self.min_observation_seconds = min_observation_seconds  # settings: rescue_min_observation_seconds
-        self.records = records
-        self.artifacts = artifacts
-        self.registry = registry
-        self.catalog = catalog
-        self.clock = clock
-        self.events = events
-        self._declined: dict[tuple[str, str], datetime] = {}
+    records: BatchStore
+    artifacts: BatchFiles
+    registry: ProviderRegistry
+    catalog: Catalog
+    clock: Clock
+    events: RescueEvents | None = None
+    min_observation_seconds: float = MIN_OBSERVATION_SECONDS  # settings: rescue_min_observation_seconds
+    overage: RescueOverage | None = None  # allow_overage's second hold; None: no overage is ever held
+    _declined: dict[tuple[str, str], datetime] = field(default_factory=dict, init=False)
 
     # -- is it due, and what then ------------------------------------------------------------
     def worth_checking(self, batch: BatchRecord, lane: LaneRecord) -> bool:
