@@ -70,13 +70,13 @@ class BucketDeliveries(LeasedStore):
         ran out before then. False when the delivery is no longer in that attempt."""
         kept = ("batch_id", "org_id", "attempts", "lease_until")  # the key, the claim's own
         values = {name: value for name, value in record.to_item().items() if name not in kept}
-        sets: list[str] = []
-        removes = ["lease_until"]
-        names = {"#state": "state"}
-        expression_values: dict[str, Any] = {
-            ":delivering": to_value("delivering"),
-            ":n": to_value(attempt),
-        }
+        end = self.attempt_end(
+            record.batch_id,
+            attempt=attempt,
+            next_attempt_at=record.next_attempt_at,
+            lease_expired_before=lease_expired_before,
+        )
+        sets, removes, names, expression_values = [*end.sets], [*end.removes], {**end.names}, {**end.values}
         for index, (name, value) in enumerate(values.items()):
             if name == "state":
                 sets.append("#state = :v_state")
@@ -87,22 +87,12 @@ class BucketDeliveries(LeasedStore):
                 names[f"#a{index}"] = name
                 expression_values[f":v{index}"] = to_value(value)
                 sets.append(f"#a{index} = :v{index}")
-        if record.next_attempt_at is not None:
-            expression_values[":due"] = to_value(DUE_PARTITION)
-            expression_values[":due_sk"] = to_value(due_sort_key(record.next_attempt_at, record.batch_id))
-            sets += ["gsi1pk = :due", "gsi1sk = :due_sk"]
-        else:
-            removes += ["gsi1pk", "gsi1sk"]
-        condition = "attribute_exists(pk) AND #state = :delivering AND attempts = :n"
-        if lease_expired_before is not None:
-            condition += " AND lease_until < :stale"
-            expression_values[":stale"] = to_value(lease_expired_before)
         return conditional_update(
             self.dynamodb,
             TableName=self.table_name,
             Key=_key(record.batch_id),
             UpdateExpression=f"SET {', '.join(sets)} REMOVE {', '.join(removes)}",
-            ConditionExpression=condition,
+            ConditionExpression=end.condition,
             ExpressionAttributeNames=names,
             ExpressionAttributeValues=expression_values,
         )

@@ -28,6 +28,19 @@ class DueIndex:
     count_field: str
 
 
+@dataclass(frozen=True, slots=True)
+class AttemptEnd:
+    """What ending an attempt writes besides its outcome: the lease let go, and the delivery
+    moved on the due index to its next attempt or taken off it; and the condition that it is
+    still in that attempt (for a recovery, also that the attempt's lease ran out)."""
+
+    sets: list[str]
+    removes: list[str]
+    names: dict[str, str]
+    values: dict[str, Any]
+    condition: str
+
+
 class LeasedStore(DynamoStore):
     """A store of deliveries made by attempts under a lease, on the due index `due_index`."""
 
@@ -81,3 +94,24 @@ class LeasedStore(DynamoStore):
                 ":due_sk": to_value(due_sort_key(lease_until_iso, owner_id)),
             },
         )
+
+    def attempt_end(
+        self, owner_id: str, *, attempt: int, next_attempt_at: str | None, lease_expired_before: str | None
+    ) -> AttemptEnd:
+        """The shared part of ending attempt number `attempt` (`#state` names the state field)."""
+        index = self.due_index
+        values = {":delivering": to_value("delivering"), ":n": to_value(attempt)}
+        sets: list[str] = []
+        removes = ["lease_until"]
+        if next_attempt_at is not None:
+            values[":due"] = to_value(index.partition)
+            values[":due_sk"] = to_value(due_sort_key(next_attempt_at, owner_id))
+            sets += ["gsi1pk = :due", "gsi1sk = :due_sk"]
+        else:
+            removes += ["gsi1pk", "gsi1sk"]
+        condition = f"attribute_exists(pk) AND #state = :delivering AND {index.count_field} = :n"
+        if lease_expired_before is not None:
+            condition += " AND lease_until < :stale"
+            values[":stale"] = to_value(lease_expired_before)
+        names = {"#state": index.state_field}
+        return AttemptEnd(sets, removes, names, values, condition)

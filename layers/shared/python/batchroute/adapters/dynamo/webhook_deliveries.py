@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from batchroute.adapters.dynamo.codec import from_item, to_item, to_value
-from batchroute.adapters.dynamo.leases import DueIndex, LeasedStore, due_sort_key
+from batchroute.adapters.dynamo.leases import AttemptEnd, DueIndex, LeasedStore, due_sort_key
 from batchroute.adapters.dynamo.reads import prefix_query, raw_items
 from batchroute.adapters.dynamo.writes import conditional_put, conditional_transaction, put_new
 from batchroute.domain.delivery.webhooks import (
@@ -172,13 +172,14 @@ class WebhookDeliveries(LeasedStore):
         }
         attempt_put = put_new(self.table_name, event)  # the attempt's record, under its own key
         attempt_put["Put"]["Item"].update(self._attempt_key(batch_id, delivery_id, attempt))
-        names = {"#status": "status"}
+        end = self.attempt_end(
+            delivery_id,
+            attempt=attempt,
+            next_attempt_at=next_attempt_at_iso,
+            lease_expired_before=lease_expired_before,
+        )
         outcome = (status, made.status_code, made.error)
-        sets, removes, values = _completion(delivery_id, attempt, at_iso, outcome, next_attempt_at_iso)
-        condition = "attribute_exists(pk) AND #status = :delivering AND attempt_count = :n"
-        if lease_expired_before is not None:
-            condition += " AND lease_until < :stale"
-            values[":stale"] = to_value(lease_expired_before)
+        sets, removes, values = _outcome(end, at_iso, outcome, next_attempt_at_iso)
         return conditional_transaction(
             self.dynamodb,
             TransactItems=[
@@ -188,8 +189,8 @@ class WebhookDeliveries(LeasedStore):
                         "TableName": self.table_name,
                         "Key": self._key(batch_id, delivery_id),
                         "UpdateExpression": f"SET {', '.join(sets)} REMOVE {', '.join(removes)}",
-                        "ConditionExpression": condition,
-                        "ExpressionAttributeNames": names,
+                        "ConditionExpression": end.condition,
+                        "ExpressionAttributeNames": end.names,
                         "ExpressionAttributeValues": values,
                     }
                 },
@@ -197,37 +198,27 @@ class WebhookDeliveries(LeasedStore):
         )
 
 
-def _completion(
-    delivery_id: str,
-    attempt: int,
-    at_iso: str,
-    outcome: tuple[str, int | None, str | None],
-    next_attempt_at_iso: str | None,
+def _outcome(
+    end: AttemptEnd, at_iso: str, outcome: tuple[str, int | None, str | None], next_attempt_at: str | None
 ) -> tuple[list[str], list[str], dict[str, Any]]:
-    """What an attempt's end SETs and REMOVEs on the delivery, and the values they use:
-    its outcome, and the next attempt's due time (on the due index) or none."""
-    status, response_status, error = outcome  # the new status, the HTTP answer, the error
-    values: dict[str, Any] = {
-        ":status": to_value(status),
-        ":delivering": to_value("delivering"),
-        ":n": to_value(attempt),
-        ":at": to_value(at_iso),
-    }
-    sets = ["#status = :status", "updated_at = :at"]
-    removes = ["lease_until"]
+    """What an attempt's end SETs and REMOVEs on the delivery, and the values they use: its
+    outcome (the new status, the HTTP answer, the error), and the next attempt's due time,
+    beside what every attempt's end writes (`end`)."""
+    status, response_status, error = outcome
+    values = {**end.values, ":status": to_value(status), ":at": to_value(at_iso)}
+    sets = ["#state = :status", "updated_at = :at", *end.sets]
+    removes = list(end.removes)
     for name, value in (("last_response_status", response_status), ("last_error", error)):
         if value is None:
             removes.append(name)
         else:
             values[f":{name}"] = to_value(value)
             sets.append(f"{name} = :{name}")
-    if next_attempt_at_iso is not None:
-        values[":next"] = to_value(next_attempt_at_iso)
-        values[":due"] = to_value(DUE_PARTITION)
-        values[":due_sk"] = to_value(due_sort_key(next_attempt_at_iso, delivery_id))
-        sets += ["next_attempt_at = :next", "gsi1pk = :due", "gsi1sk = :due_sk"]
+    if next_attempt_at is not None:
+        values[":next"] = to_value(next_attempt_at)
+        sets.append("next_attempt_at = :next")
     else:
-        removes += ["next_attempt_at", "gsi1pk", "gsi1sk"]
+        removes.append("next_attempt_at")
     return sets, removes, values
 
 
