@@ -314,27 +314,44 @@ def test_protocol_methods_are_declared_once() -> None:
     assert {key: places for key, places in repeated.items() if key not in REDECLARED_ALLOWED} == {}
 
 
+def _starting_value(value: ast.expr, arguments: list[str]) -> str | None:
+    """What an `__init__` assignment stores, when a dataclass field could say it: an argument,
+    a constant, an empty container or a call of a factory without arguments (`Lock()`)."""
+    if isinstance(value, ast.Name) and value.id in arguments:
+        return "argument"
+    empty = isinstance(value, ast.List | ast.Set | ast.Tuple) and not value.elts
+    if isinstance(value, ast.Constant) or empty or (isinstance(value, ast.Dict) and not value.keys):
+        return "default"
+    if isinstance(value, ast.Call) and not value.args and not value.keywords:
+        return "default"
+    return None
+
+
 def _only_stores_its_arguments(init: ast.FunctionDef) -> bool:
-    """`self.a = a` (under any name) for each argument and nothing else: a field list written out."""
+    """Each statement sets an attribute of `self` to an argument (under any name) or to a
+    starting value, and some store arguments: a field list written out."""
     arguments = [a.arg for a in init.args.args[1:] + init.args.kwonlyargs]
     body = [s for s in init.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
-    stored = [
-        s.value.id
-        for s in body
-        if isinstance(s, ast.Assign)
-        and len(s.targets) == 1
-        and isinstance(target := s.targets[0], ast.Attribute)
-        and isinstance(target.value, ast.Name)
-        and target.value.id == "self"
-        and isinstance(s.value, ast.Name)
-    ]
-    return bool(arguments) and len(body) == len(arguments) and sorted(stored) == sorted(arguments)
+    stored = []
+    for statement in body:
+        if isinstance(statement, ast.Assign) and len(statement.targets) == 1:
+            target, value = statement.targets[0], statement.value
+        elif isinstance(statement, ast.AnnAssign) and statement.value is not None:
+            target, value = statement.target, statement.value
+        else:
+            return False
+        owner = target.value if isinstance(target, ast.Attribute) else None
+        if not (isinstance(owner, ast.Name) and owner.id == "self"):
+            return False
+        stored.append(_starting_value(value, arguments))
+    return "argument" in stored and None not in stored
 
 
 def test_a_class_that_only_stores_its_arguments_is_a_dataclass() -> None:
     """Issue 28 point 4, one way of building: a service's, an adapter's or a provider's
-    constructor is its field list (`@dataclass(eq=False)`), not an `__init__` that repeats
-    each argument as an assignment; an AWS client field is `shared_client` (adapters/aws.py)."""
+    constructor is its field list (`@dataclass(eq=False)`, state it starts with a field with
+    `init=False`), not an `__init__` that repeats each argument as an assignment; an AWS
+    client field is `shared_client` (adapters/aws.py)."""
     written_out = [
         f"{module}.{node.name}"
         for module, path in MODULES.items()

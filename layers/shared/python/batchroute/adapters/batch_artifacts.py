@@ -19,6 +19,7 @@ import json
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
 from functools import partial
 from threading import Lock
 from typing import Any, cast
@@ -62,28 +63,30 @@ def _input_seq(number: int, raw: bytes) -> LineValue:
     return {"seq": seq} if seq is not None else parse_line(number, raw)
 
 
+@dataclass(eq=False)
 class JsonlWriter:
-    def __init__(self, writer: ObjectWriter) -> None:
-        self._writer = writer
-        self.lines = 0
+    writer: ObjectWriter
+    lines: int = field(default=0, init=False)
 
     def write(self, value: Mapping[str, Any]) -> None:
-        self._writer.write(jsonl_line(value))
+        self.writer.write(jsonl_line(value))
         self.lines += 1
 
     def close(self) -> None:
-        self._writer.close()
+        self.writer.close()
 
     def abort(self) -> None:
-        self._writer.abort()
+        self.writer.abort()
 
 
+@dataclass(eq=False)
 class BatchArtifacts:
-    def __init__(self, objects: S3Objects) -> None:
-        self.objects = objects
-        self._ahead: OrderedDict[tuple[str, int], dict[str, Future[bytes]]] = OrderedDict()
-        self._ahead_lock = Lock()
-        self._reader: ThreadPoolExecutor | None = None
+    objects: S3Objects
+    _ahead: OrderedDict[tuple[str, int], dict[str, Future[bytes]]] = field(
+        default_factory=OrderedDict, init=False
+    )
+    _ahead_lock: Lock = field(default_factory=Lock, init=False)
+    _reader: ThreadPoolExecutor | None = field(default=None, init=False)
 
     # -- reading ahead ---------------------------------------------------------------------------
     def read_ahead(self, batch_id: str, chunk: int, lane_keys: Sequence[str]) -> None:

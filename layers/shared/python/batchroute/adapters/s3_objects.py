@@ -7,7 +7,7 @@ keeps at most one multipart part (8 MiB) before sending it.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass, field
 from functools import cache
 from typing import Any, Protocol, TypeVar
 
@@ -67,42 +67,41 @@ def write_whole(sink: Sink[_Value], values: Iterable[_Value]) -> None:
         raise
 
 
+@dataclass(eq=False)
 class ObjectWriter:
     """Writes one object from a stream of chunks: a single `put_object` while the bytes fit in
     one part, a multipart upload once they outgrow it. `close()` commits, `abort()` discards."""
 
-    def __init__(
-        self, s3: Any, bucket: str, key: str, *, content_type: str, part_bytes: int = PART_BYTES
-    ) -> None:
-        self._s3 = s3
-        self._bucket = bucket
-        self._key = key
-        self._content_type = content_type
-        self._part_bytes = part_bytes
-        self._buffer = bytearray()
-        self._upload_id: str | None = None
-        self._parts: list[dict[str, Any]] = []
-        self.bytes_written = 0
+    s3: Any
+    bucket: str
+    key: str
+    _: KW_ONLY
+    content_type: str
+    part_bytes: int = PART_BYTES
+    bytes_written: int = field(default=0, init=False)
+    _buffer: bytearray = field(default_factory=bytearray, init=False)
+    _upload_id: str | None = field(default=None, init=False)
+    _parts: list[dict[str, Any]] = field(default_factory=list, init=False)
 
     def write(self, data: bytes) -> None:
         self._buffer += data
         self.bytes_written += len(data)
-        while len(self._buffer) >= self._part_bytes:
-            part = bytes(self._buffer[: self._part_bytes])
-            del self._buffer[: self._part_bytes]
+        while len(self._buffer) >= self.part_bytes:
+            part = bytes(self._buffer[: self.part_bytes])
+            del self._buffer[: self.part_bytes]
             self._send_part(part)
 
     def close(self) -> None:
         if self._upload_id is None:
-            self._s3.put_object(
-                Bucket=self._bucket, Key=self._key, Body=bytes(self._buffer), ContentType=self._content_type
+            self.s3.put_object(
+                Bucket=self.bucket, Key=self.key, Body=bytes(self._buffer), ContentType=self.content_type
             )
         else:
             if self._buffer:
                 self._send_part(bytes(self._buffer))
-            self._s3.complete_multipart_upload(
-                Bucket=self._bucket,
-                Key=self._key,
+            self.s3.complete_multipart_upload(
+                Bucket=self.bucket,
+                Key=self.key,
                 UploadId=self._upload_id,
                 MultipartUpload={"Parts": self._parts},
             )
@@ -112,18 +111,18 @@ class ObjectWriter:
         """Discard what was sent; the bucket's abort-multipart rule is the backstop."""
         self._buffer.clear()
         if self._upload_id is not None:
-            self._s3.abort_multipart_upload(Bucket=self._bucket, Key=self._key, UploadId=self._upload_id)
+            self.s3.abort_multipart_upload(Bucket=self.bucket, Key=self.key, UploadId=self._upload_id)
             self._upload_id = None
 
     def _send_part(self, part: bytes) -> None:
         if self._upload_id is None:
-            started = self._s3.create_multipart_upload(
-                Bucket=self._bucket, Key=self._key, ContentType=self._content_type
+            started = self.s3.create_multipart_upload(
+                Bucket=self.bucket, Key=self.key, ContentType=self.content_type
             )
             self._upload_id = str(started["UploadId"])
         number = len(self._parts) + 1
-        sent = self._s3.upload_part(
-            Bucket=self._bucket, Key=self._key, UploadId=self._upload_id, PartNumber=number, Body=part
+        sent = self.s3.upload_part(
+            Bucket=self.bucket, Key=self.key, UploadId=self._upload_id, PartNumber=number, Body=part
         )
         self._parts.append({"PartNumber": number, "ETag": sent["ETag"]})
 

@@ -36,31 +36,26 @@ class ResetStore(TokenStore, Protocol):
     def revoke_user_sessions(self, user_id: str, at: str, *, keep_token_hash: str | None = None) -> int: ...
 
 
+@dataclass(eq=False)
 class ResponseFloor:
     """A `with` block that lasts at least `seconds` of wall time (sleeping out the rest)."""
 
-    def __init__(
-        self,
-        seconds: float,
-        *,
-        monotonic: Callable[[], float] = time.monotonic,
-        sleep: Callable[[float], None] = time.sleep,
-    ) -> None:
-        self.seconds = seconds
-        self._monotonic = monotonic
-        self._sleep = sleep
-        self._started = 0.0
+    seconds: float
+    _: KW_ONLY
+    monotonic: Callable[[], float] = time.monotonic
+    sleep: Callable[[float], None] = time.sleep
+    _started: float = field(default=0.0, init=False)
 
     def __enter__(self) -> ResponseFloor:
-        self._started = self._monotonic()
+        self._started = self.monotonic()
         return self
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        remaining = self.seconds - (self._monotonic() - self._started)
+        remaining = self.seconds - (self.monotonic() - self._started)
         if remaining > 0:
-            self._sleep(remaining)
+            self.sleep(remaining)
 
 
 @dataclass(eq=False)

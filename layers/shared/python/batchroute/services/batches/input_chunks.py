@@ -10,6 +10,7 @@ keeps, beside `chunk_models`, those of the shared prefixes of each group split a
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 from batchroute.domain.batches.artifact_keys import INPUT_CHUNK_ROWS, input_chunk_key, input_line
@@ -22,20 +23,22 @@ CHUNK_SIZE = INPUT_CHUNK_ROWS
 MAX_COUNTED_PREFIXES = 65_536  # (chunk, model, prefix) counts held while the items stream in
 
 
+@dataclass(eq=False)
 class InputChunkWriter:
     """Appends items in input order; tracks how many items of each model every chunk holds."""
 
-    def __init__(self, objects: ObjectStore, batch_id: str, *, chunk_size: int = CHUNK_SIZE) -> None:
-        self.objects = objects
-        self.batch_id = batch_id
-        self.chunk_size = chunk_size
-        self.count = 0
-        self.chunk_models: list[dict[str, int]] = []
-        # per chunk: (model, prefix key) -> its items there; None once past MAX_COUNTED_PREFIXES
-        self.prefix_counts: list[dict[tuple[str, str], int]] | None = []
-        self._counted = 0
-        self.presets: dict[str, None] = {}  # the preset versions the items used, in first-use order
-        self._writer: ObjectWriter | None = None
+    objects: ObjectStore
+    batch_id: str
+    _: KW_ONLY
+    chunk_size: int = CHUNK_SIZE
+    count: int = field(default=0, init=False)
+    chunk_models: list[dict[str, int]] = field(default_factory=list, init=False)
+    # per chunk: (model, prefix key) -> its items there; None once past MAX_COUNTED_PREFIXES
+    prefix_counts: list[dict[tuple[str, str], int]] | None = field(default_factory=list, init=False)
+    # the preset versions the items used, in first-use order
+    presets: dict[str, None] = field(default_factory=dict, init=False)
+    _counted: int = field(default=0, init=False)
+    _writer: ObjectWriter | None = field(default=None, init=False)
 
     def add(self, item: Mapping[str, Any]) -> None:
         if self.count % self.chunk_size == 0:

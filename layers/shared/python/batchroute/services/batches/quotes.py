@@ -63,6 +63,7 @@ SNAPSHOT_VERSION = 1
 ItemSource = Iterable[tuple[int, Mapping[str, Any] | LineError]]
 
 
+@dataclass(eq=False)
 class Reopenable:
     """Items that can be read again: the first iteration gives the source opened already
     (so a missing file is reported where it always was; None: opened on that first read, for
@@ -70,13 +71,12 @@ class Reopenable:
     preflight checks `customer_item_id` uniqueness of such a source by hashes only (8 B an
     item, domain/batches/item_ids.py) and reads it a second time only if an id may repeat."""
 
-    def __init__(self, opened: ItemSource | None, reopen: Callable[[], ItemSource]) -> None:
-        self._opened: ItemSource | None = opened
-        self._reopen = reopen
+    opened: ItemSource | None
+    reopen: Callable[[], ItemSource]
 
     def __iter__(self) -> Iterator[tuple[int, Mapping[str, Any] | LineError]]:
-        opened, self._opened = self._opened, None
-        return iter(opened if opened is not None else self._reopen())
+        opened, self.opened = self.opened, None
+        return iter(opened if opened is not None else self.reopen())
 
 
 class OnItem(Protocol):

@@ -324,15 +324,15 @@ class BucketDelivery:
         return self.records.complete(done, attempt=record.attempts, lease_expired_before=at)
 
 
+@dataclass(eq=False)
 class CountingReader:
     """A read-only stream that counts the bytes read through it."""
 
-    def __init__(self, stream: BinaryIO) -> None:
-        self._stream = stream
-        self.count = 0
+    stream: BinaryIO
+    count: int = field(default=0, init=False)
 
     def read(self, size: int = -1, /) -> bytes:
-        data = self._stream.read(size)
+        data = self.stream.read(size)
         self.count += len(data)
         return data
 

@@ -122,17 +122,17 @@ def _on_time(
         )
 
 
+@dataclass(eq=False)
 class _CustomerItemIds:
     """An input chunk's `customer_item_id`s by seq, read (the chunk parsed) on first use."""
 
-    def __init__(self, lines: Callable[[], Iterable[InputLine]]) -> None:
-        self._lines = lines
-        self._ids: dict[int, Any] | None = None
+    lines: Callable[[], Iterable[InputLine]]
+    _ids: dict[int, Any] | None = field(default=None, init=False)
 
     def of(self, seq: int) -> Any:
         if self._ids is None:
             self._ids = {
-                int(line["seq"]): (line.get("item") or {}).get("customer_item_id") for line in self._lines()
+                int(line["seq"]): (line.get("item") or {}).get("customer_item_id") for line in self.lines()
             }
         return self._ids.get(seq)
 
