@@ -246,6 +246,7 @@ def test_agent_register_issues_an_owner_key_stored_only_as_its_hash(world: World
     key = world.store.keys[keyed_hash(SECRET, account.api_key_value)]
     assert key.role == "owner" and key.label == "agent" and key.created_by_user_id == account.user.user_id
     assert account.api_key_value not in repr(world.store.keys)
+    assert account.api_key_value not in repr(account)  # the answer shows it once, never in a log line
     assert account.org.display_name == "Bots" and account.credit_balance == Money.usd("25")
     assert world.outbox.to("bot@example.com")
 
@@ -256,6 +257,7 @@ def test_login_creates_a_14_day_session_known_only_by_its_hash(world: World) -> 
     signed_in = world.sessions.login("ANN@example.com ", PASSWORD)
     stored = world.store.sessions[keyed_hash(SECRET, signed_in.token)]
     assert stored.session_id.startswith("sess_") and signed_in.token not in repr(world.store.sessions)
+    assert signed_in.token not in repr(signed_in)
     assert stored.expires_at == isoformat(world.clock.now() + SESSION_LIFETIME)
     assert world.sessions.current(signed_in.token) is not None
 

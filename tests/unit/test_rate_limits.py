@@ -317,3 +317,10 @@ def test_the_folded_bound_allows_exactly_what_decide_allows() -> None:
                 counts = WindowCounts(current=existing + 1, previous=previous)
                 allowed = decide(limit, counts, fraction, counted_if_refused=False).allowed
                 assert (existing <= most) == allowed, (previous, fraction, existing, most)
+
+
+def test_the_limiter_never_shows_its_secret() -> None:
+    """The secret keys the email digests; a log line of the limiter must not carry it."""
+    counters, clock = MemoryCounters(), FixedClock(START)
+    shown = repr(RateLimiter(counters, clock, RateLimitPolicy(), secret=b"s3cr3t-digest-key"))
+    assert "s3cr3t" not in shown and "RateLimiter(" in shown

@@ -10,7 +10,7 @@ account still exists and the user can ask for a new link.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import KW_ONLY, dataclass
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Protocol
 
 from batchroute.clock import Clock, isoformat
@@ -56,7 +56,7 @@ class NewAccount:
     credit_balance: Money
     verification_email_sent: bool
     api_key: ApiKey | None = None
-    api_key_value: str | None = None  # shown once, never stored
+    api_key_value: str | None = field(default=None, repr=False)  # shown once, never stored
 
 
 def clean_display_name(value: str | None) -> str | None:

@@ -35,7 +35,7 @@ class SessionStore(CredentialStore, UserRecords, Protocol):
 
 @dataclass(frozen=True)
 class SignedIn:
-    token: str  # the cookie value; never stored
+    token: str = field(repr=False)  # the cookie value; never stored
     session: Session
     user: User
 

@@ -124,7 +124,7 @@ class RateLimiter:
     clock: Clock
     policy: RateLimitPolicy
     _: KW_ONLY
-    secret: bytes = b""  # keys the email digests, so counters never hold an address
+    secret: bytes = field(default=b"", repr=False)  # keys the email digests: counters hold no address
     # (scope, window index) -> the counts of the window before it, once it had ended
     _previous: OrderedDict[tuple[str, int], dict[str, int]] = field(default_factory=OrderedDict, init=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
