@@ -225,7 +225,7 @@ def test_the_wiring_is_one_small_module_per_context_and_patches_nothing() -> Non
 SERVICES = LAYER / "batchroute/services"
 CONTEXTS = {path.name for path in SERVICES.iterdir() if (path / "__init__.py").exists()}
 GROUPED = {  # folder -> the modules that may stand outside a context package (shared by all)
-    LAYER / "batchroute/domain": {"__init__.py", "request_fields.py"},
+    LAYER / "batchroute/domain": {"__init__.py", "request_fields.py", "stored.py"},
     ROOT / "functions/api/routes": {"__init__.py"},
     ROOT / "functions/api/schemas": {"__init__.py", "common.py"},
 }
@@ -266,7 +266,7 @@ def test_no_product_function_is_longer_than_60_lines() -> None:
 UNTYPED_MAPPING = re.compile(r"\b(?:dict|Mapping)\[str, (?:Any|object)\]")
 UNTYPED_MAPPINGS_CEILING = 114
 ANY_MAPPING = re.compile(r"\b(?:dict|Mapping)\[str, Any\]")
-ANY_MAPPINGS_CEILING = 93
+ANY_MAPPINGS_CEILING = 91
 
 
 def _in_services_and_domain(pattern: re.Pattern[str]) -> int:

@@ -31,7 +31,7 @@ transaction. docs/chat.md has the reasoning.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -54,7 +54,7 @@ from batchroute.adapters.dynamo.writes import (
     put_new,
     refused_by,
 )
-from batchroute.domain.batches.record import BatchRecord
+from batchroute.domain.batches.record import BatchRecord, UsageCheckpoint
 from batchroute.domain.billing.controls import BillingControls
 from batchroute.domain.billing.ledger import ReservationTerms, SettlementResult, WalletState
 from batchroute.domain.billing.spending_limit import LimitGuard
@@ -150,12 +150,12 @@ class ChatHoldStore:
         return self.ledger.state(org_id)
 
     # -- after it ------------------------------------------------------------------------------
-    def checkpoint(self, batch_id: str, usage: Mapping[str, Any], at: str) -> None:
+    def checkpoint(self, batch_id: str, usage: UsageCheckpoint, at: str) -> None:
         """The usage streamed so far, for the sweeper should this function die."""
         request = set_update(
             self.batches_table,
             batch_key(batch_id),
-            {"usage_checkpoint": dict(usage), "checkpoint_at": at},
+            {"usage_checkpoint": usage.to_mapping(), "checkpoint_at": at},
             condition="#state = :running",  # a finished request's record keeps its outcome
             names={"#state": "state"},
             values={":running": "running"},

@@ -13,7 +13,7 @@ batch, its file ids and its list entry exist together or not at all.
 
 from __future__ import annotations
 
-from dataclasses import asdict, fields
+from dataclasses import asdict
 from typing import Any
 
 from batchroute.adapters.dynamo.codec import from_item, to_item, to_value
@@ -22,6 +22,7 @@ from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.adapters.dynamo.writes import put_new
 from batchroute.domain.compat.batches import BODY_FORMATS, OutputFile
 from batchroute.domain.compat.uploads import UploadPart, UploadRecord, UploadStatus
+from batchroute.domain.stored import from_stored
 
 
 def _file_key(file_id: str) -> dict[str, Any]:
@@ -196,9 +197,5 @@ def _upload_values(record: UploadRecord) -> dict[str, Any]:
     return {"pk": f"UPLOAD#{record.upload_id}", "sk": "META", "kind": "upload", **asdict(record)}
 
 
-_UPLOAD_FIELDS = frozenset(f.name for f in fields(UploadRecord))
-
-
 def _upload(values: dict[str, Any]) -> UploadRecord:
-    kept = {name: value for name, value in values.items() if name in _UPLOAD_FIELDS}
-    return UploadRecord(**{**kept, "bytes": int(values["bytes"])})
+    return from_stored(UploadRecord, values, bytes=int(values["bytes"]))

@@ -15,6 +15,7 @@ from batchroute.adapters.dynamo.codec import from_item, to_item, to_value
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.adapters.dynamo.writes import transact_unless_refused, written
 from batchroute.domain.accounts.accounts import ApiKey, Org, Session, User
+from batchroute.domain.stored import from_stored
 from batchroute.errors import Conflict
 from batchroute.transactions import TransactItem
 
@@ -49,11 +50,6 @@ class IdentityStore(DynamoStore):
 
     def _get(self, pk: str, sk: str = "META") -> dict[str, Any] | None:
         return self.item_at({"pk": {"S": pk}, "sk": {"S": sk}})
-
-    @staticmethod
-    def _fields(item: dict[str, Any], cls: type) -> dict[str, Any]:
-        names = cls.__dataclass_fields__  # type: ignore[attr-defined]
-        return {k: v for k, v in item.items() if k in names}
 
     def org_item(self, org: Org) -> TransactItem:
         return self._put({"pk": f"ORG#{org.org_id}", "sk": "META", "kind": "org", **asdict(org)})
@@ -101,11 +97,11 @@ class IdentityStore(DynamoStore):
 
     def get_user(self, user_id: str) -> User | None:
         item = self._get(f"USER#{user_id}")
-        return User(**self._fields(item, User)) if item else None
+        return from_stored(User, item) if item else None
 
     def get_org(self, org_id: str) -> Org | None:
         item = self._get(f"ORG#{org_id}")
-        return Org(**self._fields(item, Org)) if item else None
+        return from_stored(Org, item) if item else None
 
     def members(self, org_id: str) -> list[User]:
         items = self._query_gsi1(f"ORG#{org_id}", "USER#")
@@ -148,10 +144,10 @@ class IdentityStore(DynamoStore):
 
     def key_by_hash(self, key_hash: str) -> ApiKey | None:
         item = self._get(f"KEY#{key_hash}")
-        return ApiKey(**self._fields(item, ApiKey)) if item else None
+        return from_stored(ApiKey, item) if item else None
 
     def keys_of(self, org_id: str) -> list[ApiKey]:
-        return [ApiKey(**self._fields(i, ApiKey)) for i in self._query_gsi1(f"ORG#{org_id}", "KEY#")]
+        return [from_stored(ApiKey, i) for i in self._query_gsi1(f"ORG#{org_id}", "KEY#")]
 
     def revoke_key(self, key_hash: str, at: str) -> bool:
         """False when the key was already revoked."""
@@ -177,7 +173,7 @@ class IdentityStore(DynamoStore):
 
     def session_by_hash(self, token_hash: str) -> Session | None:
         item = self._get(f"SESSION#{token_hash}")
-        return Session(**self._fields(item, Session)) if item else None
+        return from_stored(Session, item) if item else None
 
     def revoke_session(self, token_hash: str, at: str) -> None:
         self.dynamodb.update_item(

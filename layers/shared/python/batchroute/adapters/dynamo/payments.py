@@ -20,7 +20,7 @@ The credit itself is the ledger's (`LedgerStore.credit`); an attempt's success i
 
 from __future__ import annotations
 
-from dataclasses import asdict, fields
+from dataclasses import asdict
 from typing import Any
 
 from batchroute.adapters.dynamo.codec import (
@@ -36,6 +36,7 @@ from batchroute.adapters.dynamo.reads import index_before, prefix_query
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.adapters.dynamo.writes import conditional_transaction, conditional_update, put_new
 from batchroute.domain.billing.payments import AutoTopup, CheckoutRecord, PaymentMethod, TopupAttempt
+from batchroute.domain.stored import from_stored
 from batchroute.money import Money
 from batchroute.transactions import TransactItem
 
@@ -269,8 +270,7 @@ class PaymentsStore(DynamoStore):
         item = self.item_at(_checkout_key(session_id))
         if item is None:
             return None
-        values = {f.name: item[f.name] for f in fields(CheckoutRecord)}
-        return CheckoutRecord(**{**values, "amount_cents": int(values["amount_cents"])})
+        return from_stored(CheckoutRecord, item, amount_cents=int(item["amount_cents"]))
 
     def checkout_credited_item(self, session_id: str, *, at: str) -> TransactItem:
         """The record marked credited, for the credit's transaction."""

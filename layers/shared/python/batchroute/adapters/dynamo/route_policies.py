@@ -18,6 +18,7 @@ from batchroute.adapters.dynamo.codec import from_item, org_pk, to_value
 from batchroute.adapters.dynamo.controls import ControlsStore
 from batchroute.adapters.dynamo.writes import conditional_transaction, put_new
 from batchroute.domain.routing.policy import PolicyChange, PolicyVersionMismatch, PriceCap, RoutePolicy
+from batchroute.domain.stored import from_stored
 from batchroute.ids import suffix_of
 
 POLICY_SK = "POLICY"
@@ -149,7 +150,7 @@ def _entry_item(entry: PolicyChange) -> dict[str, Any]:
 
 
 def _entry_from_item(item: dict[str, Any]) -> PolicyChange:
-    return PolicyChange.from_api(json.loads(item["entry_json"]))
+    return from_stored(PolicyChange, json.loads(item["entry_json"]))
 
 
 def _text(value: Decimal | None) -> str | None:

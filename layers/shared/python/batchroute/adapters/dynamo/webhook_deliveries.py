@@ -27,18 +27,14 @@ table beside their org (`WebhookDeliveries(table, owner=ORG_OWNER)`): `ORG#<org_
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 from batchroute.adapters.dynamo.codec import from_item, to_item, to_value
 from batchroute.adapters.dynamo.leases import AttemptEnd, DueIndex, LeasedStore, due_sort_key
 from batchroute.adapters.dynamo.reads import prefix_query, raw_items
 from batchroute.adapters.dynamo.writes import conditional_put, conditional_transaction, put_new
-from batchroute.domain.delivery.webhooks import (
-    WebhookAttempt,
-    WebhookAttemptItem,
-    WebhookDeliveryItem,
-    WebhookDeliveryRecord,
-)
+from batchroute.domain.delivery.webhooks import WebhookAttempt, WebhookDeliveryRecord
+from batchroute.domain.stored import from_stored
 
 DUE_PARTITION = "WEBHOOK#DUE"
 _ATTEMPT_MARK = "#ATTEMPT#"
@@ -125,7 +121,7 @@ class WebhookDeliveries(LeasedStore):
         )
         for raw in raw_items(self.dynamodb.query, request):
             if _ATTEMPT_MARK in raw["sk"]["S"]:
-                attempts.append(WebhookAttempt.from_item(cast(WebhookAttemptItem, _plain(raw))))
+                attempts.append(from_stored(WebhookAttempt, _plain(raw)))
             else:
                 deliveries.append(_delivery(raw))
         return deliveries, attempts
@@ -223,7 +219,7 @@ def _outcome(
 
 
 def _delivery(raw: dict[str, Any]) -> WebhookDeliveryRecord:
-    return WebhookDeliveryRecord.from_item(cast(WebhookDeliveryItem, _plain(raw)))
+    return from_stored(WebhookDeliveryRecord, _plain(raw))
 
 
 def _plain(raw: dict[str, Any]) -> dict[str, Any]:

@@ -19,11 +19,13 @@ import hashlib
 import hmac
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from email.utils import parsedate_to_datetime
-from typing import Any, Final, Literal, NotRequired, TypedDict, cast, get_args
+from typing import Any, Final, Literal, TypedDict, get_args
+
+from batchroute.domain.stored import StoredFieldForField
 
 SIGNATURE_HEADER = "X-Service-Signature"
 TIMESTAMP_HEADER = "X-Service-Timestamp"
@@ -258,43 +260,8 @@ class WebhookAttemptView(TypedDict):
     duration_ms: int
 
 
-class WebhookDeliveryItem(TypedDict):
-    """A delivery as stored: `WebhookDeliveryRecord`'s fields, whole numbers as int; a null
-    field may be absent."""
-
-    delivery_id: str
-    org_id: str
-    event_id: str
-    event_type: str
-    url: str
-    status: str
-    attempt_count: int
-    created_at: str
-    updated_at: str
-    payload: str
-    secret_source: str
-    secret_sealed: str
-    next_attempt_at: NotRequired[str | None]
-    batch_id: NotRequired[str | None]
-    last_attempt_at: NotRequired[str | None]
-    last_response_status: NotRequired[int | None]
-    last_error: NotRequired[str | None]
-    lease_until: NotRequired[str | None]
-
-
-class WebhookAttemptItem(TypedDict):
-    """An attempt as stored beside its delivery (whole numbers as int; nulls may be absent)."""
-
-    delivery_id: str
-    attempt: int
-    at: NotRequired[str | None]
-    status_code: NotRequired[int | None]
-    error: NotRequired[str | None]
-    duration_ms: NotRequired[int]
-
-
 @dataclass(frozen=True, slots=True)
-class WebhookDeliveryRecord:
+class WebhookDeliveryRecord(StoredFieldForField):
     """One event's delivery to a webhook, as stored (adapters/dynamo/webhook_deliveries.py):
     `payload` is the exact raw body (every retry sends the same bytes), `secret_sealed` the
     KMS ciphertext of the signing secret (never the secret). A batch event's delivery has
@@ -323,15 +290,6 @@ class WebhookDeliveryRecord:
         """What the store keys it by: its batch (`batch_id`) or its org (`org_id`)."""
         return str(self.batch_id if owner_field == "batch_id" else self.org_id)
 
-    def to_item(self) -> WebhookDeliveryItem:
-        return cast(WebhookDeliveryItem, {name: getattr(self, name) for name in _DELIVERY_FIELDS})
-
-    @classmethod
-    def from_item(cls, item: WebhookDeliveryItem) -> WebhookDeliveryRecord:
-        """A stored delivery (the store's plain values: whole numbers as int); keys that are
-        not fields (the store's own) are left out, an absent optional field is None."""
-        return cls(**cast(WebhookDeliveryItem, {k: v for k, v in item.items() if k in _DELIVERY_FIELDS}))
-
     def log_ids(self) -> dict[str, str | None]:
         return {name: getattr(self, name) for name in ("batch_id", "org_id", "delivery_id", "event_id")}
 
@@ -352,12 +310,8 @@ class WebhookDeliveryRecord:
         }
 
 
-# A delivery is stored field for field, each under its own name.
-_DELIVERY_FIELDS: Final = tuple(f.name for f in fields(WebhookDeliveryRecord))
-
-
 @dataclass(frozen=True, slots=True)
-class WebhookAttempt:
+class WebhookAttempt(StoredFieldForField):
     """One attempt of a delivery, as stored beside it (the store's plain values)."""
 
     delivery_id: str
@@ -366,17 +320,6 @@ class WebhookAttempt:
     status_code: int | None = None
     error: str | None = None
     duration_ms: int = 0
-
-    @classmethod
-    def from_item(cls, item: WebhookAttemptItem) -> WebhookAttempt:
-        return cls(
-            delivery_id=item["delivery_id"],
-            attempt=item["attempt"],
-            at=item.get("at"),
-            status_code=item.get("status_code"),
-            error=item.get("error"),
-            duration_ms=item.get("duration_ms") or 0,
-        )
 
     def to_api(self) -> WebhookAttemptView:
         return {

@@ -305,10 +305,6 @@ class PolicyChange(AuditEntry[PolicyFieldsView]):
             "actor_key_id": self.actor_key_id,
         }
 
-    @classmethod
-    def from_api(cls, data: Mapping[str, Any]) -> PolicyChange:
-        return cls(**{name: data[name] for name in cls.__dataclass_fields__})
-
 
 @dataclass(frozen=True)
 class Narrowing:

@@ -24,7 +24,7 @@ from datetime import datetime, timedelta
 
 from batchroute.clock import Clock, isoformat
 from batchroute.domain.accounts.access import Principal, authorize
-from batchroute.domain.batches.record import BatchRecord, ExecutionSummary
+from batchroute.domain.batches.record import BatchRecord, ExecutionSummary, UsageCheckpoint
 from batchroute.domain.billing.ledger import SettlementResult, period_keys
 from batchroute.domain.billing.rate_limits import CallerGate
 from batchroute.domain.billing.settlement import DirectReceipt
@@ -461,11 +461,13 @@ class DirectChat:
 
     def _checkpoint(self, call: DirectCall) -> None:
         usage = call.usage_so_far()
-        self.store.checkpoint(
-            call.batch_id,
-            {"lane_id": call.lane.lane_id, **usage.to_dict()},
-            isoformat(self.clock.now()),
+        checkpoint = UsageCheckpoint(
+            lane_id=call.lane.lane_id,
+            prompt_tokens=usage.prompt_tokens,
+            completion_tokens=usage.completion_tokens,
+            cache=usage.cache,
         )
+        self.store.checkpoint(call.batch_id, checkpoint, isoformat(self.clock.now()))
 
     def _outcome(
         self, call: DirectCall, at: str, usage: Usage, charge: Money, *, completed: bool, error: str | None

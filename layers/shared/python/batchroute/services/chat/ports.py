@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any, Protocol
+from collections.abc import Iterable
+from typing import Protocol
 
-from batchroute.domain.batches.record import BatchRecord
+from batchroute.domain.batches.record import BatchRecord, UsageCheckpoint
 from batchroute.domain.billing.controls import BillingControls
 from batchroute.domain.billing.ledger import SettlementResult, WalletState
 from batchroute.domain.billing.spending_limit import LimitGuard
@@ -24,7 +24,7 @@ class HoldStore(Protocol):
 
     def wallet(self, org_id: str) -> WalletState: ...
 
-    def checkpoint(self, batch_id: str, usage: Mapping[str, Any], at: str) -> None: ...
+    def checkpoint(self, batch_id: str, usage: UsageCheckpoint, at: str) -> None: ...
 
     def record(self, batch_id: str) -> BatchRecord | None: ...
 

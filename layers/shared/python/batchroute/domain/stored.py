@@ -1,0 +1,32 @@
+"""A record stored field for field: each field of its dataclass under its own name.
+
+The dataclass is the one list of a record's fields; what a store writes and reads back is
+derived from it here, not declared again beside it (issue 28: no second field list).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import fields
+from typing import Any, TypeVar, cast
+
+Record = TypeVar("Record")
+
+
+def from_stored(kind: type[Record], item: Mapping[str, object], **converted: object) -> Record:
+    """The record a stored item holds: keys that are not fields (the store's own) are left
+    out, an absent field takes its default; `converted` overrides values the store reads
+    back in another type (a whole number comes back from DynamoDB as Decimal)."""
+    kept = {f.name: item[f.name] for f in fields(cast(Any, kind)) if f.name in item}
+    return cast(Callable[..., Record], kind)(**{**kept, **converted})
+
+
+class StoredFieldForField:
+    """A record a store keeps field for field: `to_item()` derived from its dataclass fields,
+    `from_stored` reads it back (a base of frozen, slotted dataclasses: it adds no slot)."""
+
+    __slots__ = ()
+
+    def to_item(self) -> dict[str, object]:
+        """Each field under its own name, in declaration order (the store leaves out nulls)."""
+        return {f.name: getattr(self, f.name) for f in fields(cast(Any, self))}

@@ -1,0 +1,41 @@
+"""A record stored field for field (domain/stored.py): one field list, the dataclass's."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal
+
+import pytest
+
+from batchroute.domain.delivery.webhooks import WebhookAttempt
+from batchroute.domain.stored import StoredFieldForField, from_stored
+
+
+@dataclass(frozen=True, slots=True)
+class _Upload(StoredFieldForField):
+    upload_id: str
+    bytes: int
+    purpose: str | None = None
+
+
+def test_a_stored_item_reads_back_without_the_stores_own_keys() -> None:
+    item = {"pk": "UPLOAD#u1", "sk": "META", "kind": "upload", "upload_id": "u1", "bytes": 5}
+    assert from_stored(_Upload, item) == _Upload("u1", 5)
+
+
+def test_an_absent_field_takes_its_default_and_a_converted_value_wins() -> None:
+    item = {"upload_id": "u1", "bytes": Decimal(7)}
+    record = from_stored(_Upload, item, bytes=int(Decimal(7)))
+    assert record == _Upload("u1", 7) and type(record.bytes) is int
+
+
+def test_a_missing_required_field_is_refused() -> None:
+    with pytest.raises(TypeError):
+        from_stored(_Upload, {"bytes": 1})
+
+
+def test_to_item_holds_every_field_in_order_and_reads_back_the_same() -> None:
+    attempt = WebhookAttempt("d1", 2, at="2026-11-30T00:00:00Z", status_code=500, duration_ms=12)
+    item = attempt.to_item()
+    assert list(item) == ["delivery_id", "attempt", "at", "status_code", "error", "duration_ms"]
+    assert from_stored(WebhookAttempt, {**item, "pk": "BATCH#b", "batch_id": "b"}) == attempt
