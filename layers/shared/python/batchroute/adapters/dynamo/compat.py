@@ -182,13 +182,7 @@ class CompatStore(DynamoStore):
             "ConsistentRead": True,
         }
         return {
-            values["part_id"]: UploadPart(
-                part_id=values["part_id"],
-                upload_id=values["upload_id"],
-                bytes=int(values["bytes"]),
-                created_at=values["created_at"],
-                s3_key=values["s3_key"],
-            )
+            values["part_id"]: from_stored(UploadPart, values, bytes=int(values["bytes"]))
             for values in self.query_all(kwargs)
         }
 

@@ -308,14 +308,4 @@ def _attempt_values(a: TopupAttempt) -> dict[str, Any]:
 
 
 def _attempt(item: dict[str, Any]) -> TopupAttempt:
-    return TopupAttempt(
-        attempt_id=item["attempt_id"],
-        org_id=item["org_id"],
-        amount=Money(int(item["amount_micros"])),
-        status=item["status"],
-        created_at=item["created_at"],
-        updated_at=item["updated_at"],
-        processor_ref=item.get("processor_ref"),
-        failure_code=item.get("failure_code"),
-        failure_reason=item.get("failure_reason"),
-    )
+    return from_stored(TopupAttempt, item, amount=Money(int(item["amount_micros"])))

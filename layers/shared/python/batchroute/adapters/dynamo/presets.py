@@ -27,11 +27,10 @@ from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.domain.presets.golden_sets import RegressionRecord
 from batchroute.domain.presets.presets import (
     Preset,
-    PresetParameters,
-    PresetRouting,
     PresetTemplate,
     PresetVersion,
 )
+from batchroute.domain.stored import from_stored
 
 HEAD_PREFIX = "PRESET#"
 VERSION_PREFIX = "PRESETV#"
@@ -231,19 +230,12 @@ def _version_item(version: PresetVersion) -> dict[str, Any]:
 
 def _version_from(item: dict[str, Any]) -> PresetVersion:
     template = cast(PresetTemplate, json.loads(str(item["template"])))
-    return PresetVersion(
+    return from_stored(
+        PresetVersion,
+        template,
         org_id=str(item["org_id"]),
         name=str(item["name"]),
         version=int(item["version"]),
-        model=template.get("model"),
-        workflow_product=template.get("workflow_product"),
-        operation=template.get("operation"),
-        system_prompt=template.get("system_prompt"),
-        parameters=template.get("parameters") or PresetParameters(),
-        routing=template.get("routing") or PresetRouting(),
-        description=template.get("description"),
-        metadata=template.get("metadata"),
-        golden_set=template.get("golden_set"),
         created_at=str(item.get("version_created_at") or ""),
         created_by=item.get("created_by"),
     )

@@ -31,6 +31,7 @@ from batchroute.domain.batches.metadata import parse_metadata
 from batchroute.domain.presets.golden_sets import GoldenSet, GoldenSetView, golden_set_from_api
 from batchroute.domain.presets.presets import MaxPriceSent
 from batchroute.domain.routing.gates import RouteRequest
+from batchroute.domain.stored import from_stored
 from batchroute.errors import InvalidRequest
 
 ScheduleState = Literal["active", "paused"]
@@ -546,17 +547,7 @@ class ScheduleRun:
     @classmethod
     def from_item(cls, item: RunItem) -> ScheduleRun:
         """A stored run (DynamoDB's numbers come back as Decimal)."""
-        error = item.get("error")
-        return cls(
-            schedule_id=item["schedule_id"],
-            fire_at=item["fire_at"],
-            version=int(item["version"]),
-            state=item["state"],
-            created_at=item["created_at"],
-            trigger=item.get("trigger", "scheduler"),
-            batch_id=item.get("batch_id"),
-            error={"code": error["code"], "message": error["message"]} if error else None,
-        )
+        return from_stored(cls, item, version=int(item["version"]))
 
     def to_item(self) -> RunItem:
         item: RunItem = {
