@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from decimal import Decimal
 
 import pytest
 
+from batchroute.domain.billing.usage import UsageFigures
 from batchroute.domain.delivery.webhooks import WebhookAttempt
-from batchroute.domain.stored import StoredFieldForField, from_stored
+from batchroute.domain.feedback.feedback import FeedbackCounter
+from batchroute.domain.stored import StoredFieldForField, from_counters, from_stored
+from batchroute.domain.work_orders.work_orders import Tallies
+from batchroute.domain.workflow.results import LaneTally
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,3 +43,20 @@ def test_to_item_holds_every_field_in_order_and_reads_back_the_same() -> None:
     item = attempt.to_item()
     assert list(item) == ["delivery_id", "attempt", "at", "status_code", "error", "duration_ms"]
     assert from_stored(WebhookAttempt, {**item, "pk": "BATCH#b", "batch_id": "b"}) == attempt
+
+
+@pytest.mark.parametrize("kind", [Tallies, UsageFigures, LaneTally])
+def test_every_whole_number_field_reads_back_from_decimal_and_absent_is_zero(kind: type) -> None:
+    counters = [f.name for f in fields(kind) if f.name not in {"cache", "savings"}]
+    item = {name: Decimal(i + 1) for i, name in enumerate(counters)}
+    read = from_counters(kind, {**item, "pk": "ORG#o", counters[0]: None})
+    assert getattr(read, counters[0]) == 0
+    assert [getattr(read, name) for name in counters[1:]] == list(range(2, len(counters) + 1))
+    assert all(type(getattr(read, name)) is int for name in counters)
+    assert from_counters(kind, {}) == kind()
+
+
+def test_a_counter_record_takes_its_other_fields_as_given() -> None:
+    item = {"model": "m", "count": Decimal(3), "stars_sum": Decimal(9)}
+    read = from_counters(FeedbackCounter, item, model="m", provider="p", labels={"slow": 1})
+    assert read == FeedbackCounter(model="m", provider="p", count=3, stars_sum=9, labels={"slow": 1})

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import fields
-from typing import Any, TypeVar, cast
+from typing import Any, SupportsInt, TypeVar, cast
 
 Record = TypeVar("Record")
 
@@ -19,6 +19,18 @@ def from_stored(kind: type[Record], item: Mapping[str, object], **converted: obj
     back in another type (a whole number comes back from DynamoDB as Decimal)."""
     kept = {f.name: item[f.name] for f in fields(cast(Any, kind)) if f.name in item}
     return cast(Callable[..., Record], kind)(**{**kept, **converted})
+
+
+def from_counters(kind: type[Record], item: Mapping[str, object], **converted: object) -> Record:
+    """A record of counters read back: each whole-number field an int (DynamoDB gives them
+    back as Decimal), absent or null 0; its other fields from `converted`, else their
+    defaults."""
+    counts = {
+        f.name: int(cast(SupportsInt, item.get(f.name) or 0))
+        for f in fields(cast(Any, kind))
+        if f.type in ("int", int) and f.name not in converted
+    }
+    return cast(Callable[..., Record], kind)(**counts, **converted)
 
 
 class StoredFieldForField:

@@ -25,6 +25,7 @@ from batchroute.adapters.dynamo.codec import from_item, org_pk, to_item, to_valu
 from batchroute.adapters.dynamo.reads import day_range_query, pages, prefix_query
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.domain.feedback.feedback import LABEL_PREFIX, CounterKey, Feedback, FeedbackCounter, Target
+from batchroute.domain.stored import from_counters
 
 PREFIX = "FEEDBACK#"
 COUNTER_PREFIX = "FBSUM#D#"
@@ -200,16 +201,8 @@ def counter_from_item(item: Mapping[str, Any]) -> FeedbackCounter:
         for name, value in item.items()
         if str(name).startswith(LABEL_PREFIX)
     }
-    return FeedbackCounter(
-        model=str(item.get("model") or ""),
-        provider=str(item.get("provider") or ""),
-        count=int(item.get("count") or 0),
-        thumbs_up=int(item.get("thumbs_up") or 0),
-        thumbs_down=int(item.get("thumbs_down") or 0),
-        stars_count=int(item.get("stars_count") or 0),
-        stars_sum=int(item.get("stars_sum") or 0),
-        labels=labels,
-    )
+    model, provider = str(item.get("model") or ""), str(item.get("provider") or "")
+    return from_counters(FeedbackCounter, item, model=model, provider=provider, labels=labels)
 
 
 def feedback_from_item(item: Mapping[str, Any]) -> Feedback:

@@ -61,6 +61,7 @@ from batchroute.domain.billing.usage import (
     usage_counters,
     usage_sort_key,
 )
+from batchroute.domain.stored import from_counters
 from batchroute.errors import PermanentError, ServiceError, TransientError
 from batchroute.ids import new_id
 from batchroute.money import Money
@@ -723,15 +724,7 @@ def _usage_counter(item: dict[str, Any]) -> UsageCounter:
         day=str(item["day"]),
         model=str(item["model"]),
         provider=str(item["provider"]),
-        figures=UsageFigures(
-            cost_micros=int(item.get("cost_micros", 0)),
-            input_tokens=int(item.get("input_tokens", 0)),
-            output_tokens=int(item.get("output_tokens", 0)),
-            batch_items=int(item.get("batch_items", 0)),
-            chat_requests=int(item.get("chat_requests", 0)),
-            cached_input_tokens=int(item.get("cached_input_tokens", 0)),
-            cache_write_input_tokens=int(item.get("cache_write_input_tokens", 0)),
-        ),
+        figures=from_counters(UsageFigures, item),
     )
 
 

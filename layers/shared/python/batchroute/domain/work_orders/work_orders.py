@@ -11,13 +11,13 @@ number of members. The status is derived from those counters by `derive_status`.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
-from decimal import Decimal
-from typing import Any, Final, Literal, NotRequired, TypedDict, cast, get_args
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal, NotRequired, TypedDict, get_args
 
 from batchroute.domain.batches.metadata import parse_metadata
 from batchroute.domain.batches.record import WorkOrderRef, job_id_for
 from batchroute.domain.request_fields import invalid
+from batchroute.domain.stored import from_counters
 from batchroute.money import Money, MoneyView
 
 MAX_MEMBERS: Final = 1000
@@ -71,7 +71,7 @@ class Tallies:
     @classmethod
     def from_item(cls, item: TalliesItem) -> Tallies:
         """The counters of a stored work order (DynamoDB numbers come back as Decimal)."""
-        return cls(**{name: _count(value) for name, value in item.items() if name in _TALLY_NAMES})
+        return from_counters(cls, item)
 
     def to_item(self) -> TalliesItem:
         return {
@@ -93,14 +93,6 @@ class Tallies:
     def items_pending(self) -> int:
         """Items of members still in progress: not yet completed, failed or canceled."""
         return max(0, self.items_total - self.items_completed - self.items_failed - self.items_canceled)
-
-
-_TALLY_NAMES: Final = tuple(f.name for f in fields(Tallies))
-
-
-def _count(value: object) -> int:
-    """A stored counter: an int, or the Decimal DynamoDB reads back; absent or null is 0."""
-    return int(cast(int | Decimal, value or 0))
 
 
 def derive_status(t: Tallies) -> WorkOrderStatus:

@@ -15,6 +15,7 @@ from typing import Any, NotRequired, TypedDict
 
 from batchroute.domain.catalog.pricing import NO_CACHE_TOKENS, CacheFields, CacheTokens
 from batchroute.domain.routing.lane_plan import LaneRecord
+from batchroute.domain.stored import from_counters
 
 
 class ToolFields(TypedDict, total=False):
@@ -174,14 +175,7 @@ class LaneTally:
 
     @classmethod
     def from_dict(cls, tally: Mapping[str, int]) -> LaneTally:
-        return cls(
-            completed=int(tally.get("completed") or 0),
-            failed=int(tally.get("failed") or 0),
-            prompt_tokens=int(tally.get("prompt_tokens") or 0),
-            completion_tokens=int(tally.get("completion_tokens") or 0),
-            cache=CacheTokens.from_fields(tally),
-            late=int(tally.get("late") or 0),
-        )
+        return from_counters(cls, tally, cache=CacheTokens.from_fields(tally))
 
 
 @dataclass
