@@ -10,7 +10,7 @@ import hmac
 import json
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -234,7 +234,7 @@ def test_a_completed_batch_is_posted_signed_to_the_org_webhook(
         200,
     )
     assert delivery.event_id == body["id"] and delivery.secret_source == "org"
-    assert delivery.next_attempt_at is None and ORG_SECRET not in json.dumps(delivery.to_item())
+    assert delivery.next_attempt_at is None and ORG_SECRET not in json.dumps(asdict(delivery))
     # And a repeated Deliver step (SQS redelivery) sends nothing more
     clock.advance(minutes=5)
     again = service.deliver_batch_event(batch)
@@ -305,7 +305,7 @@ def test_a_failing_receiver_is_retried_on_schedule_until_dead_lettered(
     final = deliveries().get("batch_dead", first.delivery_id)
     assert final is not None
     assert (final.status, final.attempt_count) == ("dead_lettered", 8)
-    assert final.next_attempt_at is None and "gsi1pk" not in final.to_item()
+    assert final.next_attempt_at is None and "gsi1pk" not in asdict(final)
     # And the receiver saw 8 POSTs of identical bytes with the same event id, each signed afresh
     assert len(receiver.received) == 8
     assert len({r.body for r in receiver.received}) == 1
@@ -346,7 +346,7 @@ def test_a_receiver_that_recovers_succeeds_on_a_retry(
     done = deliveries().get("batch_later", first.delivery_id)
     assert done is not None
     assert (done.status, done.attempt_count, done.last_response_status) == ("succeeded", 3, 200)
-    assert done.last_error is None and "gsi1pk" not in done.to_item()
+    assert done.last_error is None and "gsi1pk" not in asdict(done)
     assert len(receiver.received) == 3
 
 

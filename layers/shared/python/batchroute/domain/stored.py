@@ -1,7 +1,7 @@
-"""A record stored field for field: each field of its dataclass under its own name.
+"""A record stored field for field, read back: each field of its dataclass under its own name.
 
-The dataclass is the one list of a record's fields; what a store writes and reads back is
-derived from it here, not declared again beside it (issue 28: no second field list).
+The dataclass is the one list of a record's fields: a store writes `dataclasses.asdict`
+of it and reads it back here, with no second field list declared beside it (issue 28).
 """
 
 from __future__ import annotations
@@ -31,14 +31,3 @@ def from_counters(kind: type[Record], item: Mapping[str, object], **converted: o
         if f.type in ("int", int) and f.name not in converted
     }
     return cast(Callable[..., Record], kind)(**counts, **converted)
-
-
-class StoredFieldForField:
-    """A record a store keeps field for field: `to_item()` derived from its dataclass fields,
-    `from_stored` reads it back (a base of frozen, slotted dataclasses: it adds no slot)."""
-
-    __slots__ = ()
-
-    def to_item(self) -> dict[str, object]:
-        """Each field under its own name, in declaration order (the store leaves out nulls)."""
-        return {f.name: getattr(self, f.name) for f in fields(cast(Any, self))}

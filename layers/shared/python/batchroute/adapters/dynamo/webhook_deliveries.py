@@ -26,7 +26,7 @@ table beside their org (`WebhookDeliveries(table, owner=ORG_OWNER)`): `ORG#<org_
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from batchroute.adapters.dynamo.codec import from_item, to_item, to_value
@@ -74,7 +74,7 @@ class WebhookDeliveries(LeasedStore):
         """Write a new delivery (status pending, first attempt due at `next_attempt_at`);
         False when it already exists (a repeated deliver step)."""
         item = {
-            **to_item(delivery.to_item()),
+            **to_item(asdict(delivery)),
             **self._key(delivery.owner_id(self.owner.field), delivery.delivery_id),
             "gsi1pk": to_value(DUE_PARTITION),
             "gsi1sk": to_value(due_sort_key(str(delivery.next_attempt_at), delivery.delivery_id)),

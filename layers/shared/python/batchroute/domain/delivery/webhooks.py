@@ -25,8 +25,6 @@ from decimal import Decimal
 from email.utils import parsedate_to_datetime
 from typing import Any, Final, Literal, TypedDict, get_args
 
-from batchroute.domain.stored import StoredFieldForField
-
 SIGNATURE_HEADER = "X-Service-Signature"
 TIMESTAMP_HEADER = "X-Service-Timestamp"
 EVENT_HEADER = "X-Service-Event"
@@ -261,7 +259,7 @@ class WebhookAttemptView(TypedDict):
 
 
 @dataclass(frozen=True, slots=True)
-class WebhookDeliveryRecord(StoredFieldForField):
+class WebhookDeliveryRecord:
     """One event's delivery to a webhook, as stored (adapters/dynamo/webhook_deliveries.py):
     `payload` is the exact raw body (every retry sends the same bytes), `secret_sealed` the
     KMS ciphertext of the signing secret (never the secret). A batch event's delivery has
@@ -311,7 +309,7 @@ class WebhookDeliveryRecord(StoredFieldForField):
 
 
 @dataclass(frozen=True, slots=True)
-class WebhookAttempt(StoredFieldForField):
+class WebhookAttempt:
     """One attempt of a delivery, as stored beside it (the store's plain values)."""
 
     delivery_id: str
