@@ -24,6 +24,7 @@ from batchroute.domain.billing.settlement import DirectReceipt, InlineReceipt
 from batchroute.domain.catalog.pricing import NO_CACHE_TOKENS, CacheFields, CacheTokens
 from batchroute.domain.routing.engine import RoutePlanView
 from batchroute.domain.routing.lanes import LaneAttempt
+from batchroute.domain.stored import from_counters
 from batchroute.ids import has_prefix, suffix_of
 from batchroute.money import Money
 from batchroute.transactions import TransactItem
@@ -607,11 +608,8 @@ def _compat(value: Any) -> CompatFields | None:
 def _checkpoint(value: Any) -> UsageCheckpoint | None:
     if not isinstance(value, Mapping):
         return None
-    return UsageCheckpoint(
-        lane_id=_str(value.get("lane_id")),
-        prompt_tokens=int(value.get("prompt_tokens") or 0),
-        completion_tokens=int(value.get("completion_tokens") or 0),
-        cache=CacheTokens.from_fields(value),
+    return from_counters(
+        UsageCheckpoint, value, lane_id=_str(value.get("lane_id")), cache=CacheTokens.from_fields(value)
     )
 
 
