@@ -1,9 +1,6 @@
 """The accounts context: authentication, API keys, registration, sessions, lockout,
 password reset, account settings. The seams tests replace (a mailer, password hashing, a
-URL check) are arguments.
-
-One layer of the wiring (batchroute/wiring/__init__.py): it builds on the layers beneath
-it (routing.py) and knows no layer above."""
+URL check) are arguments."""
 
 from __future__ import annotations
 

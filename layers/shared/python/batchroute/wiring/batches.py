@@ -1,7 +1,4 @@
-"""The batches context: input files, quotes, batch creation and reads.
-
-One layer of the wiring (batchroute/wiring/__init__.py): it builds on the layers beneath
-it (feedback.py) and knows no layer above."""
+"""The batches context: input files, quotes, batch creation and reads."""
 
 from __future__ import annotations
 

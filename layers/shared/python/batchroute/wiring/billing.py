@@ -1,8 +1,5 @@
 """The billing context: controls, retention, usage, the billing watch and its alerts,
-payments, auto top-up and reconciliation (docs/billing-alerts.md, docs/payments.md).
-
-One layer of the wiring (batchroute/wiring/__init__.py): it builds on the layers beneath
-it (delivery.py) and knows no layer above."""
+payments, auto top-up and reconciliation (docs/billing-alerts.md, docs/payments.md)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
 """The catalog context: the deployment's providers, the catalog and its guards, provider
-health, the public catalog and content services.
-
-One layer of the wiring (batchroute/wiring/__init__.py): it builds on the layers beneath
-it (stores.py) and knows no layer above."""
+health, the public catalog and content services."""
 
 from __future__ import annotations
 

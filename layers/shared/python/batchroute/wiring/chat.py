@@ -1,7 +1,4 @@
-"""The chat context: the direct path's in-process state and services, queued chat jobs.
-
-One layer of the wiring (batchroute/wiring/__init__.py): it builds on the layers beneath
-it (batches.py) and knows no layer above."""
+"""The chat context: the direct path's in-process state and services, queued chat jobs."""
 
 from __future__ import annotations
 

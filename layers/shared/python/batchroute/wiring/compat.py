@@ -1,7 +1,4 @@
-"""The vendor-compatible surface: files, uploads and batches.
-
-One layer of the wiring (batchroute/wiring/__init__.py): it builds on the layers beneath
-it (chat.py) and knows no layer above."""
+"""The vendor-compatible surface: files, uploads and batches."""
 
 from __future__ import annotations
 

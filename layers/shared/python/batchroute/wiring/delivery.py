@@ -1,8 +1,5 @@
 """The delivery context: signed webhooks (batch events and billing alert events), delivery
-targets and the push of artifacts to them.
-
-One layer of the wiring (batchroute/wiring/__init__.py): it builds on the layers beneath
-it (accounts.py) and knows no layer above."""
+targets and the push of artifacts to them."""
 
 from __future__ import annotations
 

@@ -1,7 +1,4 @@
-"""The feedback context (docs/feedback.md).
-
-One layer of the wiring (batchroute/wiring/__init__.py): it builds on the layers beneath
-it (work_orders.py) and knows no layer above."""
+"""The feedback context (docs/feedback.md)."""
 
 from __future__ import annotations
 

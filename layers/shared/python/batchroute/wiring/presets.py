@@ -1,8 +1,5 @@
 """The presets context: the org's request templates and their golden-set runs
-(services/schedules/regression.py runs both presets' and schedules').
-
-One layer of the wiring (batchroute/wiring/__init__.py): it builds on the layers beneath
-it (billing.py) and knows no layer above."""
+(services/schedules/regression.py runs both presets' and schedules')."""
 
 from __future__ import annotations
 

@@ -1,7 +1,4 @@
-"""The routing context: the org's route policy (docs/routing-policy.md).
-
-One layer of the wiring (batchroute/wiring/__init__.py): it builds on the layers beneath
-it (catalog.py) and knows no layer above."""
+"""The routing context: the org's route policy (docs/routing-policy.md)."""
 
 from __future__ import annotations
 

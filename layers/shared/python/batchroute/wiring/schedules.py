@@ -1,7 +1,4 @@
-"""The schedules context: recurring schedules and their input files (docs/schedules.md).
-
-One layer of the wiring (batchroute/wiring/__init__.py): it builds on the layers beneath
-it (compat.py) and knows no layer above."""
+"""The schedules context: recurring schedules and their input files (docs/schedules.md)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
 """The deployment's stores, buckets and clients, each built once from the settings: the
-floor every context's wiring builds on.
-
-One layer of the wiring (batchroute/wiring/__init__.py): it builds on the layers beneath
-it and knows no layer above."""
+floor every context's wiring builds on."""
 
 from __future__ import annotations
 

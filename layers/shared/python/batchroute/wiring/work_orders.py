@@ -1,7 +1,4 @@
-"""The work orders context (docs/work-orders.md).
-
-One layer of the wiring (batchroute/wiring/__init__.py): it builds on the layers beneath
-it (presets.py) and knows no layer above."""
+"""The work orders context (docs/work-orders.md)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,4 @@
-"""The workflow context: the batch pipeline's steps, the workflow and the sweeper.
-
-One layer of the wiring (batchroute/wiring/__init__.py): it builds on the layers beneath
-it (schedules.py) and knows no layer above."""
+"""The workflow context: the batch pipeline's steps, the workflow and the sweeper."""
 
 from __future__ import annotations
 
