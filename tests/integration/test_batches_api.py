@@ -9,8 +9,10 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from batchroute.adapters.dynamo.batch_records import BatchRecords
 from batchroute.adapters.dynamo.ledger import LedgerStore
 from batchroute.config import get_settings
+from batchroute.domain.batches.record import IdempotencyRecord
 from batchroute.money import Money
 from batchroute_tools.local.provision import LocalStack
 from functions.api.app import create_app
@@ -80,6 +82,47 @@ def test_replay_is_byte_for_byte_and_a_different_body_conflicts(client: TestClie
     assert again.headers.get("idempotent-replayed") == "true"
     other = _create(client, org, {"items": [_item(1)]}, key="same-key-123")
     assert other.status_code == 409 and other.json()["error"]["code"] == "idempotency_conflict"
+    assert len(_ledger().reservations(org.org_id)) == 1
+
+
+def _key_unseen_before_commit(monkeypatch: pytest.MonkeyPatch, *, reads: int) -> None:
+    """The race of two requests with one key, made deterministic: this request's first `reads`
+    reads of its idempotency record find nothing (the other request had not committed yet;
+    the route reads it, then create), so it reaches the create transaction, which finds the
+    record there."""
+    real = BatchRecords.idempotency_record
+    left = [reads]
+
+    def unseen(self: BatchRecords, org_id: str, key: str) -> IdempotencyRecord | None:
+        if left[0] > 0:
+            left[0] -= 1
+            return None
+        return real(self, org_id, key)
+
+    monkeypatch.setattr(BatchRecords, "idempotency_record", unseen)
+
+
+def test_a_key_committed_by_a_concurrent_request_replays_its_answer(
+    client: TestClient, org: TestOrg, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    body = {"items": [_item(0)]}
+    first = _create(client, org, body, key="raced-key-01")
+    _key_unseen_before_commit(monkeypatch, reads=2)
+    second = _create(client, org, body, key="raced-key-01")
+    assert second.status_code == 202 and second.content == first.content
+    assert second.headers.get("idempotent-replayed") == "true"
+    assert len(_ledger().reservations(org.org_id)) == 1
+    assert client.get("/v1/batches", headers=org.key_headers()).json()["workspace_total_count"] == 1
+
+
+def test_a_key_still_being_processed_is_409_in_progress(
+    client: TestClient, org: TestOrg, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    body = {"items": [_item(0)]}
+    _create(client, org, body, key="raced-key-02")
+    _key_unseen_before_commit(monkeypatch, reads=3)  # nor at the read after the refused commit
+    second = _create(client, org, body, key="raced-key-02")
+    assert second.status_code == 409 and second.json()["error"]["code"] == "idempotency_in_progress"
     assert len(_ledger().reservations(org.org_id)) == 1
 
 

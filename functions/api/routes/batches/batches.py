@@ -110,7 +110,7 @@ def create_batch(
     body: BatchCreateRequest,
     idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key")] = None,
 ) -> Response:
-    answer = replayed or batches.create_or_replay(principal, body.command(), idempotency_key)
+    answer = replayed or batches.create(principal, body.command(), idempotency_key)
     headers = {"Idempotent-Replayed": "true"} if answer.replayed else None
     return Response(
         content=answer.body, status_code=answer.status_code, media_type="application/json", headers=headers

@@ -184,8 +184,10 @@ class BatchService:
         idempotency_key: str | None,
         surface: Surface = NATIVE,
     ) -> CreateAnswer:
-        """`surface` lets another surface (the vendor-compatible one, queued chat) create an
-        ordinary batch that carries its own records atomically (`Surface`)."""
+        """The batch, or the first answer to this Idempotency-Key (also when a concurrent
+        request with the key commits first). `surface` lets another surface (the
+        vendor-compatible one, queued chat) create an ordinary batch that carries its own
+        records atomically (`Surface`)."""
         authorize(principal, "batches:create")
         key = check_idempotency_key(idempotency_key)
         replay = self.replay(principal.org_id, key, command.fingerprint)
@@ -210,6 +212,8 @@ class BatchService:
         )
         try:
             controls, _ = self._fund(submit)
+        except DuplicateIdempotencyKey:  # a concurrent request with this key committed first
+            return self._replay_committed(principal.org_id, key, command.fingerprint)
         except ExtraItemRefused:
             if work_order is None or self.work_orders is None:
                 raise
@@ -453,23 +457,16 @@ class BatchService:
             return None
         return CreateAnswer(record.status_code, body, replayed=True)
 
-    def create_or_replay(
-        self,
-        principal: Principal,
-        command: CreateBatch,
-        idempotency_key: str | None,
-        surface: Surface = NATIVE,
-    ) -> CreateAnswer:
-        try:
-            return self.create(principal, command, idempotency_key, surface)
-        except DuplicateIdempotencyKey:
-            replay = self.replay(principal.org_id, str(idempotency_key), command.fingerprint)
-            if replay is None:
-                raise Conflict(
-                    "A request with this Idempotency-Key is still being processed; retry shortly.",
-                    code="idempotency_in_progress",
-                ) from None
-            return replay
+    def _replay_committed(self, org_id: str, key: str, fingerprint: str) -> CreateAnswer:
+        """The answer of the request with this key that committed first (409 while it is
+        still being processed, or when it came with another body)."""
+        replay = self.replay(org_id, key, fingerprint)
+        if replay is None:
+            raise Conflict(
+                "A request with this Idempotency-Key is still being processed; retry shortly.",
+                code="idempotency_in_progress",
+            )
+        return replay
 
     def _start(self, batch_id: str) -> None:
         try:
@@ -545,7 +542,7 @@ class BatchService:
             "sla_tier": source.sla_tier or "standard",
         }
         key = f"retry-{batch_id}-{request_hash(body)[:32]}"
-        answer = self.create_or_replay(principal, CreateBatch.parse(body), key)
+        answer = self.create(principal, CreateBatch.parse(body), key)
         created: BatchSummaryView = json.loads(answer.body)["batch"]  # as create answered it
         self.records.update(created["id"], {"retry_of": batch_id})
         return {"batch": created, "source_batch_id": batch_id, "retry_item_count": len(items)}

@@ -130,7 +130,7 @@ class CompatBatches:
         )
         service = self.batches.reading(CompatFileItems(self.files, request.endpoint))
         try:
-            answer = service.create_or_replay(
+            answer = service.create(
                 principal,
                 _command(request),
                 idempotency_key or f"compat-{batch_id}",

@@ -1,7 +1,7 @@
 """Recurring schedules: create, read, change (a new version), pause, resume, delete, and
 fire (docs/schedules.md; the rules in domain/schedules/schedules.py).
 
-A firing creates an ordinary batch through the same `BatchService.create_or_replay` as
+A firing creates an ordinary batch through the same `BatchService.create` as
 `POST /v1/batches` (funding, hard limits, idempotency) with the Idempotency-Key
 `sched-<id>-<fire time>`, so a duplicated trigger of the same fire time makes one batch.
 The run is recorded once per fire time with its batch or its error; a failed run (say
@@ -282,7 +282,7 @@ class Schedules:
             excluded_lanes=_exclusions(schedule),
             fields=_surface_fields(schedule),
         )
-        answer = self.batches().create_or_replay(
+        answer = self.batches().create(
             principal, CreateBatch.parse(body), fire_key(schedule.schedule_id, fire_at), surface
         )
         return str(json.loads(answer.body)["batch"]["id"])
