@@ -36,6 +36,12 @@ def test_production_accepts_safe_values() -> None:
     assert settings.cookie_secure
 
 
+def test_public_base_url_is_kept_without_a_trailing_slash() -> None:
+    # every link the service sends is `{public_base_url}/path`: one slash, however it was set
+    assert Settings(public_base_url="https://api.example.com/").public_base_url == "https://api.example.com"
+    assert Settings(public_base_url="https://api.example.com").public_base_url == "https://api.example.com"
+
+
 def test_environment_is_an_enum() -> None:
     with pytest.raises(ValidationError):
         Settings(environment="dev")  # type: ignore[arg-type]

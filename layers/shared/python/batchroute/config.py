@@ -13,7 +13,7 @@ from decimal import Decimal
 from functools import lru_cache
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from batchroute import resources
 
@@ -53,6 +53,8 @@ class Settings(BaseModel):
     app_secret: SecretStr = SecretStr(DEV_APP_SECRET)
     app_secret_arn: str | None = None
 
+    # Where the service's links point (console, verification, reset, checkout return); kept
+    # without a trailing slash, so a link is `{public_base_url}/path`.
     public_base_url: str = "http://127.0.0.1:8000"
     # Origins besides PUBLIC_BASE_URL's whose pages may make cookie-authenticated writes (the
     # console's other names); a write with the session cookie from any other origin is 403
@@ -201,6 +203,11 @@ class Settings(BaseModel):
     # paid (docs/payments.md "What credits a wallet"); unset: on everywhere but local mode
     # (the emulator's events are the emulator's word). Never off in production.
     payments_confirm_with_processor: bool | None = None
+
+    @field_validator("public_base_url")
+    @classmethod
+    def _no_trailing_slash(cls, url: str) -> str:
+        return url.rstrip("/")
 
     @model_validator(mode="after")
     def _simulation_is_local(self) -> Settings:

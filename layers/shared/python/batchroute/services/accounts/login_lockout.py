@@ -73,9 +73,6 @@ class LoginLockout:
     clock: Clock
     public_base_url: str
 
-    def __post_init__(self) -> None:
-        self.public_base_url = self.public_base_url.rstrip("/")
-
     def check(self, email: str) -> None:
         """Raises RateLimited while the address's sign-in is locked (before any password work)."""
         account = address_digest(self.secret(), email)

@@ -69,9 +69,6 @@ class PasswordReset:
     public_base_url: str
     floor: ResponseFloor = field(default_factory=lambda: ResponseFloor(FORGOT_FLOOR_SECONDS))
 
-    def __post_init__(self) -> None:
-        self.public_base_url = self.public_base_url.rstrip("/")
-
     def forgot(self, email: str) -> None:
         """Emails a reset link when the address has an account; the same outcome either way."""
         address = checked_email(email)  # a malformed address is 400 whoever asks

@@ -58,9 +58,6 @@ class EmailVerification:
     clock: Clock
     public_base_url: str
 
-    def __post_init__(self) -> None:
-        self.public_base_url = self.public_base_url.rstrip("/")
-
     def send_link(self, user: User) -> None:
         token = new_opaque_token()
         expires = self.clock.now() + VERIFY_LIFETIME

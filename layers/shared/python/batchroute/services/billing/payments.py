@@ -115,9 +115,6 @@ class CreditPurchases:
     public_base_url: str
     confirm_with_processor: bool
 
-    def __post_init__(self) -> None:
-        self.public_base_url = self.public_base_url.rstrip("/")
-
     # -- the dashboard's checkout ------------------------------------------------------------
     def checkout(self, principal: Principal, command: StartCheckout) -> CheckoutOpened:
         """A Checkout Session for the command's amount (5..10000 USD, checked at the edge by the
