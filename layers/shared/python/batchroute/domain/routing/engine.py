@@ -553,23 +553,11 @@ class _Router:
         for candidate in ranked:
             candidate.taken = 0
         if self.request.routing_mode == "hybrid":
-            chosen: list[_Candidate] = []
-            left = item_count
-            for candidate in (c for c in ranked if c.provider.kind == "edge"):
-                if left == 0:
-                    break
-                candidate.taken = min(candidate.remaining, left)
-                if candidate.taken:
-                    chosen.append(candidate)
-                    left -= candidate.taken
+            chosen, left = _take([c for c in ranked if c.provider.kind == "edge"], item_count)
             if left == 0:
                 return chosen
             rest = _fill([c for c in ranked if c.provider.kind != "edge"], left)
-            if not rest:
-                for candidate in chosen:
-                    candidate.taken = 0
-                return []
-            return chosen + rest
+            return chosen + rest if rest else _untaken(chosen)
         return _fill(ranked, item_count)
 
     def _outranked(self, candidate: _Candidate, chosen: list[_Candidate]) -> GateFailure:
@@ -620,15 +608,27 @@ def _fill(ranked: list[_Candidate], item_count: int) -> list[_Candidate]:
         if candidate.remaining >= item_count:
             candidate.taken = item_count
             return [candidate]
+    chosen, left = _take(ranked, item_count)
+    return chosen if left == 0 else _untaken(chosen)
+
+
+def _take(ranked: list[_Candidate], item_count: int) -> tuple[list[_Candidate], int]:
+    """Each lane in rank order takes what room it has until the items are placed: the lanes
+    that took some, and how many items are left."""
     chosen: list[_Candidate] = []
     left = item_count
     for candidate in ranked:
+        if left == 0:
+            break
         candidate.taken = min(candidate.remaining, left)
         if candidate.taken:
             chosen.append(candidate)
             left -= candidate.taken
-        if left == 0:
-            return chosen
+    return chosen, left
+
+
+def _untaken(chosen: list[_Candidate]) -> list[_Candidate]:
+    """Room ran out: the lanes give their items back; no lane takes the group."""
     for candidate in chosen:
         candidate.taken = 0
     return []
