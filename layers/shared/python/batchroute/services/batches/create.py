@@ -18,7 +18,7 @@ from datetime import timedelta
 from typing import Any, Protocol, TypedDict
 
 from batchroute.clock import Clock, isoformat
-from batchroute.domain.accounts.access import Principal, authorize, require_same_org
+from batchroute.domain.accounts.access import Principal, authorize
 from batchroute.domain.batches.artifact_keys import input_chunk_key
 from batchroute.domain.batches.jsonl import LineError, parse_jsonl
 from batchroute.domain.batches.record import (
@@ -50,7 +50,7 @@ from batchroute.domain.request_fields import invalid
 from batchroute.domain.routing.engine import RoutePlanView
 from batchroute.domain.routing.gates import GateFailure, RoutingMode
 from batchroute.domain.work_orders.work_orders import WorkOrder
-from batchroute.errors import Conflict, Gone, InvalidRequest, NotFound, Unavailable
+from batchroute.errors import Conflict, Gone, InvalidRequest, Unavailable
 from batchroute.ids import new_id
 from batchroute.money import Money
 from batchroute.observability import logger
@@ -58,6 +58,7 @@ from batchroute.services.batches.commands import CreateBatch, request_hash
 from batchroute.services.batches.input_chunks import CHUNK_SIZE, InputChunkWriter
 from batchroute.services.batches.ports import BatchStore, LimitChecks, ObjectStore, WebhookUrlRules
 from batchroute.services.batches.quotes import FileItems, ItemSource, PlannedQuote, QuoteService, items_digest
+from batchroute.services.batches.reads import owned_batch
 from batchroute.services.batches.snapshots import QuoteSnapshot
 from batchroute.services.batches.views import BatchSummaryView, batch_summary
 from batchroute.services.billing.funding import Funding, FundingDecision
@@ -478,17 +479,10 @@ class BatchService:
         self.records.update(batch_id, {"execution_arn": arn})
 
     # -- cancel and retry ------------------------------------------------------------------------
-    def get_owned(self, principal: Principal, batch_id: str) -> BatchRecord:
-        batch = self.records.get(batch_id)
-        if batch is None:
-            raise NotFound("No such batch.", code="batch_not_found")
-        require_same_org(principal, batch.org_id)
-        return batch
-
     def cancel(self, principal: Principal, batch_id: str, reason: str | None) -> BatchRecord:
         """`reason` is at most MAX_CANCEL_REASON characters: the request model checks it."""
         authorize(principal, "batches:create")
-        batch = self.get_owned(principal, batch_id)
+        batch = owned_batch(self.records, principal, batch_id)
         if batch.source == "chat_direct":
             raise Conflict("A direct chat request cannot be cancelled.", code="direct_not_cancellable")
         if is_terminal(batch.state):
@@ -513,7 +507,7 @@ class BatchService:
     def retry(self, principal: Principal, batch_id: str) -> RetriedView:
         """A new batch from the failed and canceled items of a finished one (beta)."""
         authorize(principal, "batches:create")
-        source = self.get_owned(principal, batch_id)
+        source = owned_batch(self.records, principal, batch_id)
         results_key = source.results_key
         if not is_terminal(source.state) or not results_key:
             raise Conflict(

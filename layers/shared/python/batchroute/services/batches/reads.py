@@ -25,7 +25,7 @@ from batchroute.domain.feedback.feedback import FeedbackView
 from batchroute.domain.routing.lane_plan import LaneRecord, lane_chunk_done, lane_chunk_position
 from batchroute.domain.workflow.results import ResultLine
 from batchroute.errors import Conflict, Gone, InvalidRequest, NotFound
-from batchroute.services.batches.ports import BatchStore, ObjectStore
+from batchroute.services.batches.ports import BatchReader, BatchStore, ObjectStore
 from batchroute.services.batches.views import ArtifactFilesView, Signer, artifact_files
 
 ITEM_STATUSES = ("pending", "processing", "completed", "failed")
@@ -112,6 +112,15 @@ def results_gone(batch: BatchRecord) -> Gone:
     )
 
 
+def owned_batch(records: BatchReader, principal: Principal, batch_id: str) -> BatchRecord:
+    """The batch, the principal's org's: 404 `batch_not_found`, or 403 for another org's."""
+    batch = records.get(batch_id)
+    if batch is None:
+        raise NotFound("No such batch.", code="batch_not_found")
+    require_same_org(principal, batch.org_id)
+    return batch
+
+
 @dataclass(eq=False)
 class BatchReads:
     records: BatchStore
@@ -143,11 +152,7 @@ class BatchReads:
 
     def owned(self, principal: Principal, batch_id: str) -> BatchRecord:
         authorize(principal, "batches:read")
-        batch = self.records.get(batch_id)
-        if batch is None:
-            raise NotFound("No such batch.", code="batch_not_found")
-        require_same_org(principal, batch.org_id)
-        return batch
+        return owned_batch(self.records, principal, batch_id)
 
     def list_batches(
         self, principal: Principal, *, state: str | None, cursor: str | None, limit: int
