@@ -206,9 +206,7 @@ class AutoTopupService:
             logger.warning("auto top-up charge deferred", extra={"attempt_id": attempt.attempt_id})
             return None
         if charge.status == "failed":
-            code = charge.failure_code or "payment_failed"
-            reason = charge.failure_reason or "The payment did not go through."
-            self._failed(attempt, code, reason, at=at, processor_ref=charge.processor_ref or None)
+            self.charge_failed(attempt.org_id, attempt.attempt_id, charge, at=at)
         elif charge.processor_ref:
             self.store.record_charge(
                 attempt.org_id, attempt.attempt_id, processor_ref=charge.processor_ref, at=isoformat(at)
@@ -256,14 +254,7 @@ class AutoTopupService:
         if charge.status == "succeeded":  # False when refused: the attempt stays pending
             return self.succeeded(org_id, attempt_id, charge, at=at)
         if charge.status == "failed":
-            self.failed(
-                org_id,
-                attempt_id,
-                processor_ref=charge.processor_ref,
-                code=charge.failure_code or "payment_failed",
-                reason=charge.failure_reason or "The payment did not go through.",
-                at=at,
-            )
+            self.charge_failed(org_id, attempt_id, charge, at=at)
             return True
         return False
 
@@ -310,6 +301,17 @@ class AutoTopupService:
         )
         self._moved(org_id, at)
         return True
+
+    def charge_failed(self, org_id: str, attempt_id: str, charge: Charge, *, at: datetime) -> bool:
+        """`failed`, in the processor's words for the charge (ours where it gave none)."""
+        return self.failed(
+            org_id,
+            attempt_id,
+            processor_ref=charge.processor_ref,
+            code=charge.failure_code or "payment_failed",
+            reason=charge.failure_reason or "The payment did not go through.",
+            at=at,
+        )
 
     def failed(
         self, org_id: str, attempt_id: str, *, processor_ref: str | None, code: str, reason: str, at: datetime

@@ -267,14 +267,7 @@ class CreditPurchases:
                 org_id, attempt_id, charge, at=self.clock.now(), event_id=event.event_id
             )
         if event.event_type == "payment_intent.payment_failed":
-            return self.topups.failed(
-                org_id,
-                attempt_id,
-                processor_ref=charge.processor_ref,
-                code=charge.failure_code or "payment_failed",
-                reason=charge.failure_reason or "The payment did not go through.",
-                at=self.clock.now(),
-            )
+            return self.topups.charge_failed(org_id, attempt_id, charge, at=self.clock.now())
         return False
 
     def _moved(self, org_id: str, at: datetime) -> None:
