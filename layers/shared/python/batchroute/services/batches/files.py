@@ -479,9 +479,7 @@ class FileService:
         leaves the file `uploaded` until then. Completing again answers the same file."""
         record = self.file(org_id, file_id)
         if record.status not in ("uploading", "uploaded"):
-            if record.error and record.error.get("code") == "unsupported_file_type":
-                raise FilePreflightFailed(_file_type_issue_of(record))
-            return record
+            return _as_settled(record)
         if record.status == "uploading":
             staged = staging_key(org_id, file_id)
             if parts is not None:
@@ -548,9 +546,7 @@ class FileService:
         the queued checks of a large upload run this on a worker."""
         record = self.file(org_id, file_id)
         if record.status not in ("uploading", "uploaded"):
-            if record.error and record.error.get("code") == "unsupported_file_type":
-                raise FilePreflightFailed(_file_type_issue_of(record))
-            return record
+            return _as_settled(record)
         staged = staging_key(org_id, file_id)
         intake = _Intake(
             content_type=record.content_type,
@@ -784,6 +780,14 @@ def _scanned(record: FileRecord, scanned: ScanResult, *, at: str, profile: str |
         upload_expires_at=None,
         item_profile=profile,
     )
+
+
+def _as_settled(record: FileRecord) -> FileRecord:
+    """A file whose upload settled, as it answers a repeated complete or check: as it stands,
+    or, refused for its type, the preflight failure it was refused with."""
+    if record.error and record.error.get("code") == "unsupported_file_type":
+        raise FilePreflightFailed(_file_type_issue_of(record))
+    return record
 
 
 def _file_type_issue_of(record: FileRecord) -> IssueView:
