@@ -19,6 +19,7 @@ from datetime import datetime
 from typing import Any, cast
 
 from batchroute.adapters.dynamo.codec import decimals, from_item, plain, to_value
+from batchroute.adapters.dynamo.reads import prefix_query
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.adapters.dynamo.writes import conditional_update, put_new, transact_unless_refused
 from batchroute.clock import isoformat
@@ -90,20 +91,16 @@ class BillingEvents(DynamoStore):
 
     def _items(self, org_id: str, *, limit: int, starting_after: str | None = None) -> list[dict[str, Any]]:
         """Up to `limit` + 1 stored events newest first, older than `starting_after` if given."""
-        kwargs: dict[str, Any] = {
-            "TableName": self.table_name,
-            "KeyConditionExpression": "pk = :p AND begins_with(sk, :e)",
-            "ExpressionAttributeValues": {":p": to_value(f"ORG#{org_id}"), ":e": to_value(EVENT_PREFIX)},
-            "ScanIndexForward": False,
-            "Limit": limit + 1,
-            "ConsistentRead": True,
-        }
-        if starting_after:
-            kwargs["ExclusiveStartKey"] = {
-                "pk": to_value(f"ORG#{org_id}"),
-                "sk": to_value(EVENT_PREFIX + starting_after),
-            }
-        return [_event(item) for item in self.dynamodb.query(**kwargs).get("Items", [])]
+        request = prefix_query(
+            self.table_name,
+            f"ORG#{org_id}",
+            EVENT_PREFIX,
+            start_sk=EVENT_PREFIX + starting_after if starting_after else None,
+            ScanIndexForward=False,
+            Limit=limit + 1,
+            ConsistentRead=True,
+        )
+        return [_event(item) for item in self.dynamodb.query(**request).get("Items", [])]
 
     # -- the low-balance alert's episodes ------------------------------------------------
     def low_balance_state(self, org_id: str) -> LowBalanceState:

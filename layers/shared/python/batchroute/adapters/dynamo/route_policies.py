@@ -16,6 +16,7 @@ from typing import Any
 
 from batchroute.adapters.dynamo.codec import from_item, org_pk, to_value
 from batchroute.adapters.dynamo.controls import ControlsStore
+from batchroute.adapters.dynamo.reads import prefix_query
 from batchroute.adapters.dynamo.writes import conditional_transaction, put_new
 from batchroute.domain.routing.policy import PolicyChange, PolicyVersionMismatch, PriceCap, RoutePolicy
 from batchroute.domain.stored import from_stored
@@ -72,20 +73,16 @@ class RoutePolicyStore(ControlsStore):
     ) -> tuple[list[PolicyChange], bool]:
         """Up to `limit` entries newest first, older than the entry `starting_after`; and
         whether older ones remain. One Query (limit + 1 items)."""
-        kwargs: dict[str, Any] = {
-            "TableName": self.table_name,
-            "KeyConditionExpression": "pk = :p AND begins_with(sk, :h)",
-            "ExpressionAttributeValues": {":p": to_value(org_pk(org_id)), ":h": to_value(HISTORY_PREFIX)},
-            "ScanIndexForward": False,
-            "Limit": limit + 1,
-            "ConsistentRead": True,
-        }
-        if starting_after:
-            kwargs["ExclusiveStartKey"] = {
-                "pk": to_value(org_pk(org_id)),
-                "sk": to_value(HISTORY_PREFIX + suffix_of(starting_after)),
-            }
-        items = [_entry_from_item(from_item(i)) for i in self.dynamodb.query(**kwargs).get("Items", [])]
+        request = prefix_query(
+            self.table_name,
+            org_pk(org_id),
+            HISTORY_PREFIX,
+            start_sk=HISTORY_PREFIX + suffix_of(starting_after) if starting_after else None,
+            ScanIndexForward=False,
+            Limit=limit + 1,
+            ConsistentRead=True,
+        )
+        items = [_entry_from_item(from_item(i)) for i in self.dynamodb.query(**request).get("Items", [])]
         return items[:limit], len(items) > limit
 
 
