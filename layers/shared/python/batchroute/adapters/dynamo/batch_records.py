@@ -22,7 +22,7 @@ from batchroute.adapters.dynamo.ledger import (
     reservation_failure,
 )
 from batchroute.adapters.dynamo.limit_checks import SpendingLimitChecks
-from batchroute.adapters.dynamo.reads import index_before, pages
+from batchroute.adapters.dynamo.reads import index_before, pages, prefix_query
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.adapters.dynamo.writes import (
     cancellation_codes,
@@ -463,13 +463,8 @@ class BatchRecords(DynamoStore):
         put_if_new(self.dynamodb, self.table_name, lane_values(batch_id, lane))
 
     def lanes(self, batch_id: str) -> list[LaneRecord]:
-        response = self.dynamodb.query(
-            TableName=self.table_name,
-            KeyConditionExpression="pk = :p AND begins_with(sk, :l)",
-            ExpressionAttributeValues={":p": to_value(f"BATCH#{batch_id}"), ":l": to_value("LANE#")},
-            ConsistentRead=True,
-        )
-        return [LaneRecord.from_item(cast(LaneRecordItem, from_item(i))) for i in response.get("Items", [])]
+        request = prefix_query(self.table_name, f"BATCH#{batch_id}", "LANE#", ConsistentRead=True)
+        return [LaneRecord.from_item(cast(LaneRecordItem, item)) for item in self.query_all(request)]
 
     def update_lane(self, batch_id: str, lane_key: str, changes: dict[str, Any]) -> None:
         lane = {"pk": {"S": f"BATCH#{batch_id}"}, "sk": {"S": f"LANE#{lane_key}"}}

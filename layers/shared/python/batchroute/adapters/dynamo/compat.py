@@ -17,7 +17,7 @@ from dataclasses import asdict
 from typing import Any
 
 from batchroute.adapters.dynamo.codec import from_item, to_item, to_value
-from batchroute.adapters.dynamo.reads import pages
+from batchroute.adapters.dynamo.reads import pages, prefix_query
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.adapters.dynamo.writes import put_new
 from batchroute.domain.compat.batches import BODY_FORMATS, OutputFile
@@ -175,15 +175,10 @@ class CompatStore(DynamoStore):
 
     def parts(self, upload_id: str) -> dict[str, UploadPart]:
         """Every part of an upload, by id (a few hundred at most: one query page or a few)."""
-        kwargs: dict[str, Any] = {
-            "TableName": self.table_name,
-            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :p)",
-            "ExpressionAttributeValues": {":pk": to_value(f"UPLOAD#{upload_id}"), ":p": to_value("PART#")},
-            "ConsistentRead": True,
-        }
+        request = prefix_query(self.table_name, f"UPLOAD#{upload_id}", "PART#", ConsistentRead=True)
         return {
             values["part_id"]: from_stored(UploadPart, values, bytes=int(values["bytes"]))
-            for values in self.query_all(kwargs)
+            for values in self.query_all(request)
         }
 
 

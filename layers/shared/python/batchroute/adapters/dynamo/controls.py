@@ -13,6 +13,7 @@ import json
 from typing import Any
 
 from batchroute.adapters.dynamo.codec import from_item, org_pk, to_item, to_value
+from batchroute.adapters.dynamo.reads import prefix_query
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.adapters.dynamo.writes import conditional_put, conditional_transaction, put_new
 from batchroute.domain.accounts.audit import AuditEntry
@@ -51,13 +52,10 @@ class ControlsStore(DynamoStore):
             raise ConcurrentUpdate("The billing controls changed while this update was applied; retry.")
 
     def audit_entries(self, org_id: str, *, limit: int) -> list[AuditEntry[ControlsSettingsView]]:
-        response = self.dynamodb.query(
-            TableName=self.table_name,
-            KeyConditionExpression="pk = :p AND begins_with(sk, :a)",
-            ExpressionAttributeValues={":p": to_value(org_pk(org_id)), ":a": to_value(AUDIT_PREFIX)},
-            ScanIndexForward=False,
-            Limit=limit,
+        request = prefix_query(
+            self.table_name, org_pk(org_id), AUDIT_PREFIX, ScanIndexForward=False, Limit=limit
         )
+        response = self.dynamodb.query(**request)
         return [_audit_from_item(from_item(i)) for i in response.get("Items", [])]
 
     # -- retention -----------------------------------------------------------------------

@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from batchroute.adapters.dynamo.codec import to_value
+from batchroute.adapters.dynamo.reads import prefix_query
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.adapters.dynamo.writes import conditional_update
 from batchroute.domain.catalog.catalog import LaneLive
@@ -42,12 +43,7 @@ def lane_key(lane_id: str) -> dict[str, Any]:
 class LaneStateStore(DynamoStore):
     def live_states(self, *, consistent: bool = False) -> dict[str, LaneLive]:
         """Every lane's live record, by lane id (one Query; pages only past 1 MB)."""
-        request: dict[str, Any] = {
-            "TableName": self.table_name,
-            "KeyConditionExpression": "pk = :p AND begins_with(sk, :s)",
-            "ExpressionAttributeValues": {":p": to_value(PARTITION), ":s": to_value(SK_PREFIX)},
-            "ConsistentRead": consistent,
-        }
+        request = prefix_query(self.table_name, PARTITION, SK_PREFIX, ConsistentRead=consistent)
         return {
             item["lane_id"]: LaneLive(
                 lane_id=item["lane_id"],
