@@ -389,14 +389,8 @@ class BatchRecords(DynamoStore):
         return page, next_cursor
 
     def count_for_org(self, org_id: str) -> int:
-        kwargs: dict[str, Any] = {
-            "TableName": self.table_name,
-            "IndexName": "gsi1",
-            "KeyConditionExpression": "gsi1pk = :p AND begins_with(gsi1sk, :b)",
-            "ExpressionAttributeValues": {":p": to_value(f"ORG#{org_id}"), ":b": to_value("BATCH#")},
-            "Select": "COUNT",
-        }
-        return sum(int(response.get("Count", 0)) for response in pages(self.dynamodb.query, kwargs))
+        request = prefix_query(self.table_name, f"ORG#{org_id}", "BATCH#", index="gsi1", Select="COUNT")
+        return sum(int(response.get("Count", 0)) for response in pages(self.dynamodb.query, request))
 
     # -- updates ------------------------------------------------------------------------------
     def add_counts(self, batch_id: str, deltas: dict[str, int]) -> None:

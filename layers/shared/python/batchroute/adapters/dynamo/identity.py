@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from batchroute.adapters.dynamo.codec import from_item, to_item, to_value
+from batchroute.adapters.dynamo.reads import prefix_query
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.adapters.dynamo.writes import transact_unless_refused, written
 from batchroute.domain.accounts.accounts import ApiKey, Org, Session, User
@@ -222,11 +223,4 @@ class IdentityStore(DynamoStore):
 
     # -- helpers -------------------------------------------------------------------------
     def _query_gsi1(self, partition: str, sort_prefix: str) -> list[dict[str, Any]]:
-        return self.query_all(
-            {
-                "TableName": self.table_name,
-                "IndexName": "gsi1",
-                "KeyConditionExpression": "gsi1pk = :p AND begins_with(gsi1sk, :s)",
-                "ExpressionAttributeValues": {":p": to_value(partition), ":s": to_value(sort_prefix)},
-            }
-        )
+        return self.query_all(prefix_query(self.table_name, partition, sort_prefix, index="gsi1"))

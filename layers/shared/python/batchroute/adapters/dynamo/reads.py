@@ -16,16 +16,28 @@ from batchroute.adapters.dynamo.codec import from_item, to_value
 
 
 def prefix_query(
-    table_name: str, pk: str, prefix: str, *, start_sk: str | None = None, **options: Any
+    table_name: str,
+    pk: str,
+    prefix: str,
+    *,
+    start_sk: str | None = None,
+    index: str | None = None,
+    **options: Any,
 ) -> dict[str, Any]:
     """The Query of partition `pk`'s items whose sort key begins with `prefix`, from after the
-    item `start_sk` when given; `options` complete it (ScanIndexForward, Limit, ConsistentRead)."""
+    item `start_sk` when given; of an index's (`gsi1`: its `gsi1pk` and `gsi1sk`) when `index`
+    is named; `options` complete it (ScanIndexForward, Limit, ConsistentRead, Select)."""
+    keys = index or ""
     request: dict[str, Any] = {
         "TableName": table_name,
-        "KeyConditionExpression": "pk = :pk AND begins_with(sk, :prefix)",
+        "KeyConditionExpression": f"{keys}pk = :pk AND begins_with({keys}sk, :prefix)",
         "ExpressionAttributeValues": {":pk": to_value(pk), ":prefix": to_value(prefix)},
         **options,
     }
+    if index is not None:
+        if start_sk is not None:
+            raise ValueError("an index's page starts from the table's key too: not a start_sk")
+        request["IndexName"] = index
     if start_sk is not None:
         request["ExclusiveStartKey"] = {"pk": to_value(pk), "sk": to_value(start_sk)}
     return request
