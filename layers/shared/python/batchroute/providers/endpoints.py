@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from batchroute.providers.credentials import ProviderNotConfigured
-from batchroute.providers.http import Timeouts
+from batchroute.providers.http import Timeouts, VendorHttp
 
 AdapterKind = Literal["openai", "openai_compatible", "anthropic", "gemini", "bedrock"]
 Credentials = Literal["api_key", "iam", "none"]
@@ -45,6 +45,21 @@ class ProviderEndpoint:
 
     def option(self, name: str, default: str = "") -> str:
         return self.options.get(name, default)
+
+    def http(
+        self, written_for: str, default_base_url: str, headers: Mapping[str, str], **options: Any
+    ) -> VendorHttp:
+        """The endpoint's HTTP for an adapter written for API version `written_for`: its base
+        URL (the vendor's own when it names none), its timeouts, `headers` on every call;
+        `options` are the vendor's (a test's transport, its status errors)."""
+        self.require_api_version(written_for)
+        return VendorHttp(
+            self.base_url or default_base_url,
+            vendor=self.slug,
+            headers=headers,
+            timeouts=self.timeouts,
+            **options,
+        )
 
     def require_api_version(self, written_for: str) -> None:
         """An adapter is written for one API version: refuse to build it for an endpoint

@@ -34,7 +34,6 @@ def vendor_http(
 ) -> VendorHttp:
     """The endpoint's HTTP: its base URL, the key and the API version on every call
     (`transport`: a test's stand-in for the network)."""
-    endpoint.require_api_version(API_VERSION)
     headers = {
         "anthropic-version": API_VERSION,
         "anthropic-beta": ",".join(BETAS),
@@ -42,13 +41,7 @@ def vendor_http(
     }
     if api_key:
         headers["x-api-key"] = api_key
-    return VendorHttp(
-        endpoint.base_url or DEFAULT_BASE_URL,
-        vendor=endpoint.slug,
-        headers=headers,
-        timeouts=endpoint.timeouts,
-        transport=transport,
-    )
+    return endpoint.http(API_VERSION, DEFAULT_BASE_URL, headers, transport=transport)
 
 
 def make_sync(

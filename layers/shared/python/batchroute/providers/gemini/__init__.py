@@ -13,14 +13,9 @@ DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com"  # paths carry /v
 
 
 def _http(endpoint: ProviderEndpoint, api_key: str | None) -> VendorHttp:
-    endpoint.require_api_version(transform.API_VERSION)
     headers = {"x-goog-api-key": api_key} if api_key else {}
-    return VendorHttp(
-        endpoint.base_url or DEFAULT_BASE_URL,
-        vendor=endpoint.slug,
-        headers=headers,
-        timeouts=endpoint.timeouts,
-        status_errors=transform.status_error,
+    return endpoint.http(
+        transform.API_VERSION, DEFAULT_BASE_URL, headers, status_errors=transform.status_error
     )
 
 

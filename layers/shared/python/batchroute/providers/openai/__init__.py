@@ -16,14 +16,8 @@ API_VERSION = "v1"  # the REST API's version: the base URL's last segment (/v1)
 
 
 def _http(endpoint: ProviderEndpoint, api_key: str | None) -> VendorHttp:
-    endpoint.require_api_version(API_VERSION)
     headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
-    return VendorHttp(
-        endpoint.base_url or DEFAULT_BASE_URL,
-        vendor=endpoint.slug,
-        headers=headers,
-        timeouts=endpoint.timeouts,
-    )
+    return endpoint.http(API_VERSION, DEFAULT_BASE_URL, headers)
 
 
 def route_for(endpoint: ProviderEndpoint) -> Route:
