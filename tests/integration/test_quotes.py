@@ -190,6 +190,31 @@ def test_workflow_quote_picks_a_model_that_fulfils_the_contract(client: TestClie
     assert any(lane["selected"] for lane in quote["quote_lanes"])
 
 
+def test_a_workflow_no_model_can_fulfil_is_a_preflight_failure_naming_each_model(
+    client: TestClient, org: TestOrg
+) -> None:
+    # Given a route the workflow's models cannot take (edge lanes only, restricted data)
+    inputs = [{"ticket": {"body": "The printer is on fire."}, "categories": ["hardware", "billing"]}]
+    response = client.post(
+        "/v1/quotes/workflow",
+        json={
+            "product": "ticket-classification",
+            "inputs": inputs,
+            "routing_mode": "edge_only",
+            "privacy_tier": "restricted",
+        },
+        headers=org.key_headers(),
+    )
+    # Then 400 batch_preflight_failed: one no_eligible_lane issue, and each model considered
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert error["code"] == "batch_preflight_failed"
+    assert [issue["code"] for issue in error["details"]["preflight"]["errors"]] == ["no_eligible_lane"]
+    assert error["details"]["preflight"]["ok"] is False and error["details"]["preflight"]["warnings"] == []
+    considered = error["details"]["models_considered"]
+    assert considered and not any(model["eligible"] for model in considered)
+
+
 def test_workflow_quote_errors(client: TestClient, org: TestOrg) -> None:
     missing = client.post(
         "/v1/quotes/workflow",

@@ -20,7 +20,7 @@ MAX_LISTED_ISSUES errors and as many warnings are listed, the rest summed up in 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal, NotRequired, TypedDict, get_args
 
@@ -158,11 +158,28 @@ class PreflightResult:
 
     def raise_if_failed(self) -> None:
         if not self.ok:
-            raise InvalidRequest(
+            view = self.to_api()
+            raise PreflightFailed(
                 f"Preflight found {self.error_count} problem(s) with the batch.",
-                code="batch_preflight_failed",
-                details={"preflight": self.to_api()},
+                view["errors"],
+                warnings=view["warnings"],
             )
+
+
+class PreflightFailed(InvalidRequest, code="batch_preflight_failed"):
+    """400 `batch_preflight_failed`: `details.preflight` lists the issues (`details` may say
+    more beside it, e.g. a workflow quote's `models_considered`)."""
+
+    def __init__(
+        self,
+        message: str,
+        errors: Sequence[IssueView],
+        *,
+        warnings: Sequence[IssueView] = (),
+        **details: object,
+    ) -> None:
+        preflight: PreflightView = {"ok": False, "errors": list(errors), "warnings": list(warnings)}
+        super().__init__(message, details={"preflight": preflight, **details})
 
 
 @dataclass(frozen=True)

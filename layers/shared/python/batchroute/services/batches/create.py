@@ -21,6 +21,7 @@ from batchroute.clock import Clock, isoformat
 from batchroute.domain.accounts.access import Principal, authorize
 from batchroute.domain.batches.artifact_keys import input_chunk_key
 from batchroute.domain.batches.jsonl import LineError, parse_jsonl
+from batchroute.domain.batches.preflight import IssueView, PreflightFailed
 from batchroute.domain.batches.record import (
     BatchChanges,
     BatchIntake,
@@ -382,17 +383,7 @@ class BatchService:
         )
         problems = webhook_target_problems(webhook, check_url=check)
         if problems or not isinstance(webhook, Mapping):
-            raise InvalidRequest(
-                "The webhook is not acceptable.",
-                code="batch_preflight_failed",
-                details={
-                    "preflight": {
-                        "ok": False,
-                        "warnings": [],
-                        "errors": [_webhook_issue(p) for p in problems],
-                    }
-                },
-            )
+            raise PreflightFailed("The webhook is not acceptable.", [_webhook_issue(p) for p in problems])
         return self.seal_webhook(
             org_id=principal.org_id, batch_id=batch_id, url=webhook["url"], secret=webhook["secret"]
         )
@@ -622,7 +613,7 @@ def _kept(items: ItemSource, writer: InputChunkWriter) -> Iterator[Mapping[str, 
         yield item
 
 
-def _webhook_issue(problem: TargetProblem) -> dict[str, str]:
+def _webhook_issue(problem: TargetProblem) -> IssueView:
     return {
         "category": "webhook",
         "code": problem.code,

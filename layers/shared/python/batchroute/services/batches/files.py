@@ -52,7 +52,7 @@ from batchroute.domain.batches.jsonl import (
     ScanResult,
     parse_jsonl,
 )
-from batchroute.domain.batches.preflight import IssueView
+from batchroute.domain.batches.preflight import IssueView, PreflightFailed
 from batchroute.errors import Conflict, Forbidden, Gone, InvalidRequest, NotFound, PayloadTooLarge
 from batchroute.ids import has_prefix, new_id
 from batchroute.observability import logger
@@ -107,15 +107,11 @@ class FileLimits:
     record_profile_bytes: int = RECORD_PROFILE_BYTES
 
 
-class FilePreflightFailed(InvalidRequest):
+class FilePreflightFailed(PreflightFailed):
     """400 `batch_preflight_failed` with one `file_type` issue in `details.preflight`."""
 
-    default_code = "batch_preflight_failed"
-
     def __init__(self, issue: IssueView) -> None:
-        super().__init__(
-            issue["message"], details={"preflight": {"ok": False, "errors": [issue], "warnings": []}}
-        )
+        super().__init__(issue["message"], [issue])
         self.issue = issue
 
 

@@ -20,7 +20,7 @@ from batchroute.domain.accounts.access import Principal, authorize
 from batchroute.domain.batches.canonical_json import ItemsDigest
 from batchroute.domain.batches.item_profile import ItemProfile
 from batchroute.domain.batches.jsonl import LineError
-from batchroute.domain.batches.preflight import Issue, IssueView, Preflight
+from batchroute.domain.batches.preflight import Issue, IssueView, Preflight, PreflightFailed
 from batchroute.domain.batches.quote_snapshot import (
     ModelConsideredView,
     QuoteKind,
@@ -590,25 +590,18 @@ class QuoteService:
         ]
 
 
-def _no_model_fits(product: WorkflowProduct, considered: list[ModelConsidered]) -> InvalidRequest:
-    return InvalidRequest(
+def _no_model_fits(product: WorkflowProduct, considered: list[ModelConsidered]) -> PreflightFailed:
+    return PreflightFailed(
         f"No model can fulfil the {product.slug} contract under these constraints.",
-        code="batch_preflight_failed",
-        details={
-            "preflight": {
-                "ok": False,
-                "errors": [
-                    {
-                        "category": "routing",
-                        "code": "no_eligible_lane",
-                        "message": "No lane of any model satisfies the workflow's route policy.",
-                        "action": "Relax routing_mode, privacy_tier or required_tools.",
-                    }
-                ],
-                "warnings": [],
-            },
-            "models_considered": [model.to_api() for model in considered],
-        },
+        [
+            {
+                "category": "routing",
+                "code": "no_eligible_lane",
+                "message": "No lane of any model satisfies the workflow's route policy.",
+                "action": "Relax routing_mode, privacy_tier or required_tools.",
+            }
+        ],
+        models_considered=[model.to_api() for model in considered],
     )
 
 
@@ -655,7 +648,7 @@ def check_workflow_inputs(product: WorkflowProduct, inputs: Sequence[Any]) -> No
     """Each input must be an object carrying the properties the product's input schema requires."""
     listed = product.input_schema.get("required")
     required = [str(name) for name in listed] if isinstance(listed, list) else []
-    errors = []
+    errors: list[IssueView] = []
     for index, raw in enumerate(inputs):
         missing = required if not isinstance(raw, dict) else [name for name in required if name not in raw]
         if missing:
@@ -669,8 +662,4 @@ def check_workflow_inputs(product: WorkflowProduct, inputs: Sequence[Any]) -> No
                 }
             )
     if errors:
-        raise InvalidRequest(
-            "The workflow inputs do not match the product's input schema.",
-            code="batch_preflight_failed",
-            details={"preflight": {"ok": False, "errors": errors[:100], "warnings": []}},
-        )
+        raise PreflightFailed("The workflow inputs do not match the product's input schema.", errors[:100])
