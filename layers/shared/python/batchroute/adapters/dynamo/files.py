@@ -14,14 +14,16 @@ file on (`processed`, `error`, `expired`) drops it from the index.
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from typing import Any
 
-from batchroute.adapters.dynamo.codec import to_item
+from batchroute.adapters.dynamo.codec import plain, to_item
 from batchroute.adapters.dynamo.reads import index_before
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.adapters.dynamo.writes import conditional_put
 from batchroute.domain.batches.files import FileRecord, FileStatus
 from batchroute.domain.batches.jsonl import LineError
+from batchroute.domain.stored import from_stored
 
 CHECK_PARTITION = "FILECHECK"
 
@@ -82,56 +84,16 @@ def _values(record: FileRecord) -> dict[str, Any]:
         "kind": "file",
         "gsi1pk": f"ORG#{record.org_id}",
         "gsi1sk": f"FILE#{record.file_id}",
-        "file_id": record.file_id,
-        "org_id": record.org_id,
-        "filename": record.filename,
-        "purpose": record.purpose,
-        "content_type": record.content_type,
-        "bytes": record.bytes,
-        "status": record.status,
-        "created_at": record.created_at,
-        "updated_at": record.updated_at,
-        "s3_key": record.s3_key,
-        "line_count": record.line_count,
-        "item_count": record.item_count,
-        "error_count": record.error_count,
+        **asdict(record),
         # The first line errors (at most 100, short messages), kept as one JSON string.
         "errors": json.dumps([[e.line_no, e.code, e.message] for e in record.errors])
         if record.errors
         else None,
-        "error": record.error,
-        "sha256": record.sha256,
-        "upload_expires_at": record.upload_expires_at,
-        "upload_id": record.upload_id,
-        "part_bytes": record.part_bytes,
-        "item_profile": record.item_profile,
     }
 
 
 def _record(values: dict[str, Any]) -> FileRecord:
     errors = tuple(
-        LineError(int(n), code, message) for n, code, message in json.loads(values.get("errors", "[]"))
+        LineError(int(n), code, message) for n, code, message in json.loads(values.get("errors") or "[]")
     )
-    error = values.get("error")
-    return FileRecord(
-        file_id=values["file_id"],
-        org_id=values["org_id"],
-        filename=values["filename"],
-        purpose=values["purpose"],
-        content_type=values["content_type"],
-        bytes=int(values["bytes"]),
-        status=values["status"],
-        created_at=values["created_at"],
-        s3_key=values["s3_key"],
-        updated_at=values.get("updated_at"),
-        line_count=int(values.get("line_count", 0)),
-        item_count=int(values.get("item_count", 0)),
-        error_count=int(values.get("error_count", 0)),
-        errors=errors,
-        error={str(k): str(v) for k, v in error.items()} if error else None,
-        sha256=values.get("sha256"),
-        upload_expires_at=values.get("upload_expires_at"),
-        upload_id=values.get("upload_id"),
-        part_bytes=int(values["part_bytes"]) if values.get("part_bytes") else None,
-        item_profile=values.get("item_profile"),
-    )
+    return from_stored(FileRecord, plain(values), errors=errors)
