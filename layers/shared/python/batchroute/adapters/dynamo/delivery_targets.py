@@ -14,6 +14,7 @@ transaction, so concurrent creates cannot pass the per-org limit. An org's targe
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 from batchroute.adapters.dynamo.codec import EXISTS, from_item, to_item, to_value
@@ -21,6 +22,7 @@ from batchroute.adapters.dynamo.reads import prefix_query
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.adapters.dynamo.writes import conditional_put, put_new
 from batchroute.domain.delivery.targets import DeliveryTarget, LastTest
+from batchroute.domain.stored import from_stored
 
 TARGET_PREFIX = "TARGET#"
 COUNT_SK = "TARGETS"
@@ -71,7 +73,7 @@ class DeliveryTargetStore(DynamoStore):
             _key(org_id, target_id),
             "SET last_test = :test",
             condition=EXISTS,
-            values={":test": _test_item(test)},
+            values={":test": asdict(test)},
         )
 
     def delete(self, org_id: str, target_id: str) -> bool:
@@ -95,56 +97,12 @@ def _target_item(target: DeliveryTarget) -> dict[str, Any]:
         "pk": f"ORG#{target.org_id}",
         "sk": f"{TARGET_PREFIX}{target.target_id}",
         "kind": "delivery_target",
-        "target_id": target.target_id,
-        "org_id": target.org_id,
-        "name": target.name,
-        "endpoint_url": target.endpoint_url,
-        "region": target.region,
-        "bucket": target.bucket,
-        "prefix": target.prefix,
-        "access_key_id": target.access_key_id,
-        "secret_sealed": target.secret_sealed,
-        "enabled": target.enabled,
-        "created_at": target.created_at,
-        "updated_at": target.updated_at,
-        "last_test": _test_item(target.last_test) if target.last_test else None,
-    }
-
-
-def _test_item(test: LastTest) -> dict[str, Any]:
-    return {
-        "ok": test.ok,
-        "at": test.at,
-        "key": test.key,
-        "error_code": test.error_code,
-        "error_message": test.error_message,
+        **asdict(target),
     }
 
 
 def target_from_item(item: dict[str, Any]) -> DeliveryTarget:
     test = item.get("last_test")
-    return DeliveryTarget(
-        target_id=str(item["target_id"]),
-        org_id=str(item["org_id"]),
-        name=str(item["name"]),
-        bucket=str(item["bucket"]),
-        access_key_id=str(item["access_key_id"]),
-        secret_sealed=str(item["secret_sealed"]),
-        endpoint_url=item.get("endpoint_url"),
-        region=item.get("region"),
-        prefix=str(item.get("prefix") or ""),
-        enabled=bool(item.get("enabled", True)),
-        created_at=str(item.get("created_at") or ""),
-        updated_at=str(item.get("updated_at") or ""),
-        last_test=(
-            LastTest(
-                ok=bool(test.get("ok")),
-                at=str(test.get("at") or ""),
-                key=str(test.get("key") or ""),
-                error_code=test.get("error_code"),
-                error_message=test.get("error_message"),
-            )
-            if isinstance(test, dict)
-            else None
-        ),
+    return from_stored(
+        DeliveryTarget, item, last_test=from_stored(LastTest, test) if isinstance(test, dict) else None
     )
