@@ -18,14 +18,15 @@ import base64
 import binascii
 import json
 from collections.abc import Mapping
+from dataclasses import asdict
 from itertools import islice
 from typing import Any
 
-from batchroute.adapters.dynamo.codec import from_item, org_pk, to_item, to_value
+from batchroute.adapters.dynamo.codec import from_item, org_pk, plain, to_item, to_value
 from batchroute.adapters.dynamo.reads import day_range_query, pages, prefix_query
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.domain.feedback.feedback import LABEL_PREFIX, CounterKey, Feedback, FeedbackCounter, Target
-from batchroute.domain.stored import from_counters
+from batchroute.domain.stored import from_counters, from_stored
 
 PREFIX = "FEEDBACK#"
 COUNTER_PREFIX = "FBSUM#D#"
@@ -168,29 +169,19 @@ def _decode(cursor: str, org_id: str) -> dict[str, Any]:
 
 def _feedback_item(feedback: Feedback) -> dict[str, Any]:
     target = feedback.target
+    values = asdict(feedback)
+    del values["target"]  # stored flat: its type and ids beside the feedback's own fields
     return {
         "pk": org_pk(feedback.org_id),
         "sk": _sk(target, feedback.author),
         "kind": "feedback",
         "gsi1pk": f"FEEDBACK#{feedback.org_id}",
         "gsi1sk": _gsi1sk(feedback),
-        "feedback_id": feedback.feedback_id,
-        "org_id": feedback.org_id,
+        **values,
         "target_type": target.type,
         "batch_id": target.batch_id,
         "customer_item_id": target.customer_item_id,
         "completion_id": target.completion_id,
-        "author": feedback.author,
-        "rating": feedback.rating,
-        "rating_scale": feedback.rating_scale,
-        "comment": feedback.comment,
-        "labels": list(feedback.labels),
-        "model": feedback.model,
-        "provider": feedback.provider,
-        "day": feedback.day,
-        "created_at": feedback.created_at,
-        "updated_at": feedback.updated_at,
-        "version": feedback.version,
     }
 
 
@@ -212,19 +203,10 @@ def feedback_from_item(item: Mapping[str, Any]) -> Feedback:
         )
     else:
         target = Target("chat_completion", completion_id=str(item["completion_id"]))
-    return Feedback(
-        feedback_id=str(item["feedback_id"]),
-        org_id=str(item["org_id"]),
+    return from_stored(
+        Feedback,
+        plain(item),
         target=target,
-        author=str(item["author"]),
-        rating=int(item["rating"]),
-        rating_scale="stars" if item.get("rating_scale") == "stars" else "thumbs",
-        comment=None if item.get("comment") is None else str(item["comment"]),
-        labels=tuple(str(label) for label in item.get("labels") or ()),
-        model=str(item.get("model") or ""),
-        provider=str(item.get("provider") or ""),
-        day=str(item["day"]),
-        created_at=str(item["created_at"]),
-        updated_at=str(item["updated_at"]),
-        version=int(item.get("version") or 1),
+        comment=item.get("comment"),  # a null comment is not stored
+        labels=tuple(item.get("labels") or ()),
     )
