@@ -293,18 +293,10 @@ def _checkout_key(session_id: str) -> dict[str, Any]:
     return {"pk": {"S": _CHECKOUT_PREFIX + session_id}, "sk": {"S": _CHECKOUT_SK}}
 
 
-def _attempt_values(a: TopupAttempt) -> dict[str, Any]:
-    return {
-        "attempt_id": a.attempt_id,
-        "org_id": a.org_id,
-        "amount_micros": a.amount.micros,
-        "status": a.status,
-        "created_at": a.created_at,
-        "updated_at": a.updated_at,
-        "processor_ref": a.processor_ref,
-        "failure_code": a.failure_code,
-        "failure_reason": a.failure_reason,
-    }
+def _attempt_values(attempt: TopupAttempt) -> dict[str, Any]:
+    values = asdict(attempt)
+    del values["amount"]  # stored as a whole number of micros (USD)
+    return {**values, "amount_micros": attempt.amount.micros}
 
 
 def _attempt(item: dict[str, Any]) -> TopupAttempt:
