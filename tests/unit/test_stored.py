@@ -33,6 +33,20 @@ def test_an_absent_field_takes_its_default_and_a_converted_value_wins() -> None:
     assert record == _Upload("u1", 7) and type(record.bytes) is int
 
 
+@dataclass(frozen=True)
+class _Entry:
+    entry_id: str
+    actor: str | None  # no default: may be None, never absent from the record
+    at: str
+
+
+def test_an_absent_field_that_may_be_none_reads_back_none() -> None:
+    # a store writes no null (adapters/dynamo/codec.py to_item): absent is None
+    assert from_stored(_Entry, {"entry_id": "e1", "at": "now"}) == _Entry("e1", None, "now")
+    written = _Entry("e2", "ann", "now")
+    assert from_stored(_Entry, asdict(written)) == written
+
+
 def test_a_missing_required_field_is_refused() -> None:
     with pytest.raises(TypeError):
         from_stored(_Upload, {"bytes": 1})

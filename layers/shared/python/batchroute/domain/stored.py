@@ -7,18 +7,31 @@ of it and reads it back here, with no second field list declared beside it (issu
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import fields
-from typing import Any, SupportsInt, TypeVar, cast
+from dataclasses import MISSING, Field, fields
+from typing import Any, SupportsInt, TypeVar, cast, get_args
 
 Record = TypeVar("Record")
 
 
 def from_stored(kind: type[Record], item: Mapping[str, object], **converted: object) -> Record:
     """The record a stored item holds: keys that are not fields (the store's own) are left
-    out, an absent field takes its default; `converted` overrides values the store reads
-    back in another type (a whole number comes back from DynamoDB as Decimal)."""
-    kept = {f.name: item[f.name] for f in fields(cast(Any, kind)) if f.name in item}
+    out, an absent field takes its default, or None when it may be None (a store writes no
+    null); `converted` overrides values the store reads back in another type (a whole
+    number comes back from DynamoDB as Decimal)."""
+    kept: dict[str, object] = {}
+    for f in fields(cast(Any, kind)):
+        if f.name in item:
+            kept[f.name] = item[f.name]
+        elif _nullable(f) and f.default is MISSING and f.default_factory is MISSING:
+            kept[f.name] = None
     return cast(Callable[..., Record], kind)(**{**kept, **converted})
+
+
+def _nullable(f: Field[Any]) -> bool:
+    """The field is annotated `... | None` (as text where its module postpones annotations)."""
+    if isinstance(f.type, str):
+        return f.type.replace(" ", "").endswith("|None")
+    return type(None) in get_args(f.type)
 
 
 def from_counters(kind: type[Record], item: Mapping[str, object], **converted: object) -> Record:

@@ -10,9 +10,10 @@ TransactWriteItems: no change without its audit entry, no entry without its chan
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from typing import Any
 
-from batchroute.adapters.dynamo.codec import from_item, org_pk, to_item, to_value
+from batchroute.adapters.dynamo.codec import from_item, org_pk, plain, to_item, to_value
 from batchroute.adapters.dynamo.reads import prefix_query
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.adapters.dynamo.writes import conditional_put, conditional_transaction, put_new
@@ -24,6 +25,7 @@ from batchroute.domain.billing.controls import (
     Threshold,
 )
 from batchroute.domain.billing.retention import RetentionSettings
+from batchroute.domain.stored import from_stored
 from batchroute.ids import suffix_of
 from batchroute.money import Money
 
@@ -61,29 +63,14 @@ class ControlsStore(DynamoStore):
     # -- retention -----------------------------------------------------------------------
     def retention(self, org_id: str) -> RetentionSettings | None:
         item = self._get(org_id, RETENTION_SK)
-        if item is None:
-            return None
-        days = item.get("extended_days")
-        return RetentionSettings(
-            org_id=org_id,
-            retention_tier=item["retention_tier"],
-            extended_days=int(days) if days is not None else None,
-            never_charge=bool(item.get("never_charge", False)),
-            updated_at=item.get("updated_at"),
-            version=int(item.get("version", 0)),
-        )
+        return None if item is None else from_stored(RetentionSettings, plain(item))
 
     def save_retention(self, settings: RetentionSettings, *, expected_version: int) -> None:
         values = {
             "pk": org_pk(settings.org_id),
             "sk": RETENTION_SK,
             "kind": "retention_settings",
-            "org_id": settings.org_id,
-            "retention_tier": settings.retention_tier,
-            "extended_days": settings.extended_days,
-            "never_charge": settings.never_charge,
-            "updated_at": settings.updated_at,
-            "version": settings.version,
+            **asdict(settings),
         }
         if not conditional_put(self.dynamodb, **self._versioned_put(values, expected_version)):
             raise ConcurrentUpdate("The retention settings changed while this update was applied; retry.")
@@ -159,32 +146,23 @@ def controls_from_item(item: dict[str, Any]) -> BillingControls:
 
 
 def _audit_item(entry: AuditEntry[ControlsSettingsView]) -> dict[str, Any]:
+    values = asdict(entry)
+    del values["before"], values["after"]
     return {
         "pk": org_pk(entry.org_id),
         "sk": AUDIT_PREFIX + suffix_of(entry.id),
         "kind": "audit",
-        "id": entry.id,
-        "org_id": entry.org_id,
-        "actor_user_id": entry.actor_user_id,
-        "actor_role": entry.actor_role,
-        "action": entry.action,
+        **values,
         # JSON text keeps the diff exactly as the API showed it (no Decimal round trip).
         "before_json": json.dumps(entry.before, sort_keys=True),
         "after_json": json.dumps(entry.after, sort_keys=True),
-        "ip_address": entry.ip_address,
-        "created_at": entry.created_at,
     }
 
 
 def _audit_from_item(item: dict[str, Any]) -> AuditEntry[ControlsSettingsView]:
-    return AuditEntry(
-        id=item["id"],
-        org_id=item["org_id"],
-        actor_user_id=item.get("actor_user_id"),
-        actor_role=item.get("actor_role"),
-        action=item["action"],
+    return from_stored(
+        AuditEntry,
+        item,
         before=json.loads(item.get("before_json", "{}")),
         after=json.loads(item.get("after_json", "{}")),
-        ip_address=item.get("ip_address"),
-        created_at=item["created_at"],
     )

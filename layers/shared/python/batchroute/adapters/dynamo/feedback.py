@@ -207,6 +207,5 @@ def feedback_from_item(item: Mapping[str, Any]) -> Feedback:
         Feedback,
         plain(item),
         target=target,
-        comment=item.get("comment"),  # a null comment is not stored
         labels=tuple(item.get("labels") or ()),
     )
