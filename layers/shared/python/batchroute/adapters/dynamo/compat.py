@@ -162,11 +162,7 @@ class CompatStore(DynamoStore):
                     "pk": f"UPLOAD#{part.upload_id}",
                     "sk": f"PART#{part.part_id}",
                     "kind": "upload_part",
-                    "part_id": part.part_id,
-                    "upload_id": part.upload_id,
-                    "bytes": part.bytes,
-                    "created_at": part.created_at,
-                    "s3_key": part.s3_key,
+                    **asdict(part),
                     "ttl": ttl,
                 }
             ),
