@@ -18,13 +18,14 @@ def from_stored(kind: type[Record], item: Mapping[str, object], **converted: obj
     out, an absent field takes its default, or None when it may be None (a store writes no
     null); `converted` overrides values the store reads back in another type (a whole
     number comes back from DynamoDB as Decimal)."""
-    kept: dict[str, object] = {}
-    for f in fields(cast(Any, kind)):
-        if f.name in item:
-            kept[f.name] = item[f.name]
-        elif _nullable(f) and f.default is MISSING and f.default_factory is MISSING:
-            kept[f.name] = None
-    return cast(Callable[..., Record], kind)(**{**kept, **converted})
+    every = fields(cast(Any, kind))
+    kept = {f.name: item[f.name] for f in every if f.name in item}
+    unwritten = {f.name: None for f in every if f.name not in item and _none_unless_given(f)}
+    return cast(Callable[..., Record], kind)(**{**unwritten, **kept, **converted})
+
+
+def _none_unless_given(f: Field[Any]) -> bool:
+    return _nullable(f) and f.default is MISSING and f.default_factory is MISSING
 
 
 def _nullable(f: Field[Any]) -> bool:
