@@ -91,6 +91,8 @@ def test_an_update_changes_only_what_it_gives_and_clears_the_back_off() -> None:
     [
         ({"enabled": True}, "payment_method_required"),
         ({"monthly_cap": 10}, "invalid_auto_topup"),
+        ({"trigger_balance": "10000.01"}, "invalid_auto_topup"),  # above the most a trigger may be
+        ({"monthly_cap": "100000.01"}, "invalid_auto_topup"),
         ({"amount": "2"}, "invalid_auto_topup"),
         ({"nope": 1}, "invalid_auto_topup"),
         ([], "invalid_auto_topup"),

@@ -183,10 +183,7 @@ def parse_enabled(value: Any, name: str) -> bool:
 
 
 def parse_trigger_balance(value: Any, name: str) -> Money:
-    trigger = _usd(value, name, code="invalid_auto_topup")
-    if trigger > MAX_TRIGGER:
-        raise _invalid(name, f"{name} must be at most {money_text(MAX_TRIGGER)}.")
-    return trigger
+    return _usd_at_most(value, name, MAX_TRIGGER)
 
 
 def parse_topup_amount(value: Any, name: str) -> Money:
@@ -194,10 +191,14 @@ def parse_topup_amount(value: Any, name: str) -> Money:
 
 
 def parse_monthly_cap(value: Any, name: str) -> Money:
-    cap = _usd(value, name, code="invalid_auto_topup")
-    if cap > MAX_MONTHLY_CAP:
-        raise _invalid(name, f"{name} must be at most {money_text(MAX_MONTHLY_CAP)}.")
-    return cap
+    return _usd_at_most(value, name, MAX_MONTHLY_CAP)
+
+
+def _usd_at_most(value: Any, name: str, most: Money) -> Money:
+    amount = _usd(value, name, code="invalid_auto_topup")
+    if amount > most:
+        raise _invalid(name, f"{name} must be at most {money_text(most)}.")
+    return amount
 
 
 def apply_update(
