@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -69,8 +70,12 @@ def test_model_quote_locks_prices_and_explains_every_lane(client: TestClient, or
     assert quote["customer_explanation"]
     assert quote["funding"]["sufficient"] is True
     # And the snapshot is stored, versioned, for batch creation
-    snapshot = QuoteStore(get_settings().table_name("batches")).get(quote["quote_id"])
-    assert snapshot is not None and snapshot["version"] == 1 and snapshot["org_id"] == org.org_id
+    stored = QuoteStore(get_settings().table_name("batches")).item_at(
+        {"pk": {"S": f"QUOTE#{quote['quote_id']}"}, "sk": {"S": "META"}}
+    )
+    assert stored is not None
+    snapshot = json.loads(stored["snapshot"])
+    assert snapshot["version"] == 1 and snapshot["org_id"] == org.org_id
     assert snapshot["items"]["kind"] == "inline" and snapshot["items"]["digest"]
 
 

@@ -13,7 +13,7 @@ from typing import Any, SupportsInt, TypeVar, cast, get_args
 Record = TypeVar("Record")
 
 
-def from_stored(kind: type[Record], item: Mapping[str, object], **converted: object) -> Record:
+def from_stored(kind: type[Record], item: Mapping[str, object], /, **converted: object) -> Record:
     """The record a stored item holds: keys that are not fields (the store's own) are left
     out, an absent field takes its default, or None when it may be None (a store writes no
     null); `converted` overrides values the store reads back in another type (a whole
@@ -35,7 +35,7 @@ def _nullable(f: Field[Any]) -> bool:
     return type(None) in get_args(f.type)
 
 
-def from_counters(kind: type[Record], item: Mapping[str, object], **converted: object) -> Record:
+def from_counters(kind: type[Record], item: Mapping[str, object], /, **converted: object) -> Record:
     """A record of counters read back: each whole-number field an int (DynamoDB gives them
     back as Decimal), absent or null 0; its other fields from `converted`, else their
     defaults."""

@@ -6,12 +6,11 @@ reserves credits against exactly these lanes and prices.
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 
 from batchroute.adapters.dynamo.codec import to_item
 from batchroute.adapters.dynamo.store import DynamoStore
-from batchroute.domain.batches.quote_snapshot import QuoteSnapshotItem
+from batchroute.domain.batches.quote_snapshot import QuoteSnapshot
 
 _TTL_GRACE_SECONDS = 24 * 3600
 
@@ -21,24 +20,24 @@ def _epoch(iso: str) -> int:
 
 
 class QuoteStore(DynamoStore):
-    def put(self, snapshot: QuoteSnapshotItem) -> None:
+    def put(self, snapshot: QuoteSnapshot) -> None:
         """Store a snapshot once; the body is kept as JSON text (lanes nest deeply, and it is read whole)."""
         item = {
-            "pk": f"QUOTE#{snapshot['quote_id']}",
+            "pk": f"QUOTE#{snapshot.quote_id}",
             "sk": "META",
             "kind": "quote",
-            "quote_id": snapshot["quote_id"],
-            "org_id": snapshot["org_id"],
-            "expires_at": snapshot["expires_at"],
-            "version": snapshot["version"],
-            "snapshot": json.dumps(snapshot, separators=(",", ":"), sort_keys=True),
-            "ttl": _epoch(snapshot["expires_at"]) + _TTL_GRACE_SECONDS,
+            "quote_id": snapshot.quote_id,
+            "org_id": snapshot.org_id,
+            "expires_at": snapshot.expires_at,
+            "version": snapshot.version,
+            "snapshot": snapshot.to_json(),
+            "ttl": _epoch(snapshot.expires_at) + _TTL_GRACE_SECONDS,
         }
         self.dynamodb.put_item(
             TableName=self.table_name, Item=to_item(item), ConditionExpression="attribute_not_exists(pk)"
         )
 
-    def get(self, quote_id: str) -> QuoteSnapshotItem | None:
+    def get(self, quote_id: str) -> QuoteSnapshot | None:
         response = self.dynamodb.get_item(
             TableName=self.table_name,
             Key={"pk": {"S": f"QUOTE#{quote_id}"}, "sk": {"S": "META"}},
@@ -46,5 +45,4 @@ class QuoteStore(DynamoStore):
         )
         if "Item" not in response:
             return None
-        snapshot: QuoteSnapshotItem = json.loads(response["Item"]["snapshot"]["S"])
-        return snapshot
+        return QuoteSnapshot.from_json(response["Item"]["snapshot"]["S"])

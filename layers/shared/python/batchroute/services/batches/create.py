@@ -22,6 +22,7 @@ from batchroute.domain.accounts.access import Principal, authorize
 from batchroute.domain.batches.artifact_keys import input_chunk_key
 from batchroute.domain.batches.jsonl import LineError, parse_jsonl
 from batchroute.domain.batches.preflight import IssueView, PreflightFailed
+from batchroute.domain.batches.quote_snapshot import QuoteSnapshot
 from batchroute.domain.batches.record import (
     BatchChanges,
     BatchIntake,
@@ -60,7 +61,6 @@ from batchroute.services.batches.input_chunks import CHUNK_SIZE, InputChunkWrite
 from batchroute.services.batches.ports import BatchStore, LimitChecks, ObjectStore, WebhookUrlRules
 from batchroute.services.batches.quotes import FileItems, ItemSource, PlannedQuote, QuoteService, items_digest
 from batchroute.services.batches.reads import owned_batch
-from batchroute.services.batches.snapshots import QuoteSnapshot
 from batchroute.services.batches.views import BatchSummaryView, batch_summary
 from batchroute.services.billing.funding import Funding, FundingDecision
 from batchroute.services.billing.ports import ControlsReader, LedgerBook, MoneyWatch

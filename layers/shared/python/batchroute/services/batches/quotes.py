@@ -23,8 +23,9 @@ from batchroute.domain.batches.jsonl import LineError
 from batchroute.domain.batches.preflight import Issue, IssueView, Preflight, PreflightFailed
 from batchroute.domain.batches.quote_snapshot import (
     ModelConsideredView,
+    QuotedItems,
     QuoteKind,
-    QuoteSnapshotItem,
+    QuoteSnapshot,
     WorkflowChoice,
 )
 from batchroute.domain.catalog.catalog import Catalog, WorkflowProduct
@@ -51,7 +52,6 @@ from batchroute.ids import new_id
 from batchroute.money import Money, MoneyView
 from batchroute.services.batches.commands import QuoteRequest, QuoteWorkflow, Routing
 from batchroute.services.batches.ports import WebhookUrlRules
-from batchroute.services.batches.snapshots import QuotedItems, QuoteSnapshot
 from batchroute.services.billing.ports import Balances
 from batchroute.services.catalog.ports import LiveStates
 from batchroute.services.presets.resolution import PresetExpander, Resolver
@@ -86,9 +86,9 @@ class OnItem(Protocol):
 
 
 class SnapshotStore(Protocol):
-    def put(self, snapshot: QuoteSnapshotItem) -> None: ...
+    def put(self, snapshot: QuoteSnapshot) -> None: ...
 
-    def get(self, quote_id: str) -> QuoteSnapshotItem | None: ...
+    def get(self, quote_id: str) -> QuoteSnapshot | None: ...
 
 
 class ItemSink(Protocol):
@@ -430,10 +430,9 @@ class QuoteService:
         return snapshot
 
     def snapshot(self, principal: Principal, quote_id: str) -> QuoteSnapshot:
-        item = self.snapshots.get(quote_id)
-        if item is None:
+        snapshot = self.snapshots.get(quote_id)
+        if snapshot is None:
             raise NotFound("No such quote.", code="quote_not_found")
-        snapshot = QuoteSnapshot.from_item(item)
         if snapshot.org_id != principal.org_id:
             raise Forbidden("This quote belongs to another organization.", code="forbidden")
         if snapshot.expires_at <= isoformat(self.clock.now()):
@@ -542,7 +541,7 @@ class QuoteService:
             policy_version=planned.policy_version,
             workflow=workflow,
         )
-        self.snapshots.put(snapshot.to_item())
+        self.snapshots.put(snapshot)
         return self._answer(principal, snapshot, planned)
 
     def _answer(self, principal: Principal, snapshot: QuoteSnapshot, planned: PlannedQuote) -> QuoteView:
