@@ -335,7 +335,7 @@ def test_finalize_in_slices_is_exact_when_a_slice_message_is_delivered_twice(
     queue = workflow.pipeline.continuations if workflow.pipeline else None
     assert isinstance(queue, _Queue) and len(queue.sent) == 1
     first = records.cursor(batch_id, CURSOR)
-    assert first is not None and 0 < int(first["position"]) < 4
+    assert first is not None and 0 < first.position < 4
     # And a delivery crashes after sending its parts but before committing its slice
     crashed = {"done": False}
 
@@ -349,7 +349,7 @@ def test_finalize_in_slices_is_exact_when_a_slice_message_is_delivered_twice(
     with pytest.raises(RuntimeError):
         workflow.finalize(_task("finalize", batch_id))
     after_crash = records.cursor(batch_id, CURSOR)
-    assert after_crash is not None and after_crash["position"] == first["position"]
+    assert after_crash is not None and after_crash.position == first.position
     # And the redelivered message loses a race: another delivery commits the same slice first
     raced = {"done": False}
 

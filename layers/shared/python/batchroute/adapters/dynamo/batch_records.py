@@ -12,11 +12,12 @@ apart: see bench/RESULTS.md (pipeline) for what that saves. `batch_values` and
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import asdict
 from typing import Any, cast
 
 from botocore.exceptions import ClientError
 
-from batchroute.adapters.dynamo.codec import from_item, set_update, to_value, update_request
+from batchroute.adapters.dynamo.codec import from_item, plain, set_update, to_value, update_request
 from batchroute.adapters.dynamo.ledger import (
     is_transaction_conflict,
     reservation_failure,
@@ -48,7 +49,9 @@ from batchroute.domain.batches.record import (
 from batchroute.domain.batches.states import BatchState, allowed_sources
 from batchroute.domain.billing.ledger import DuplicateReservation
 from batchroute.domain.routing.lane_plan import LaneRecord, LaneRecordItem
-from batchroute.domain.workflow.finalize_cursor import CursorChanges, FinalizeCursorItem
+from batchroute.domain.stored import from_stored
+from batchroute.domain.workflow.finalize_cursor import CursorChanges, FinalizeCursor, stored_parts
+from batchroute.domain.workflow.results import MergeTally
 from batchroute.transactions import TransactItem
 
 DEADLINE_PARTITION = "DEADLINE"
@@ -430,13 +433,20 @@ class BatchRecords(DynamoStore):
         self.dynamodb.update_item(**set_update(self.table_name, plan, changes))
 
     # -- step cursors: a step that runs over several invocations (`BATCH#<id>`/`CURSOR#<step>`) --
-    def cursor(self, batch_id: str, step: str) -> FinalizeCursorItem | None:
+    def cursor(self, batch_id: str, step: str) -> FinalizeCursor | None:
         item = self.item_at({"pk": {"S": f"BATCH#{batch_id}"}, "sk": {"S": f"CURSOR#{step}"}})
-        return cast(FinalizeCursorItem, item) if item else None
+        return _cursor(item) if item else None
 
-    def start_cursor(self, batch_id: str, step: str, values: FinalizeCursorItem) -> bool:
+    def start_cursor(self, batch_id: str, step: str, cursor: FinalizeCursor) -> bool:
         """Create the cursor once; False when another invocation created it first."""
-        item = {"pk": f"BATCH#{batch_id}", "sk": f"CURSOR#{step}", "kind": "cursor", **values}
+        item = {
+            "pk": f"BATCH#{batch_id}",
+            "sk": f"CURSOR#{step}",
+            "kind": "cursor",
+            **asdict(cursor),
+            "state": cursor.state,
+            **cursor.slice_changes(),  # its parts and tally in their stored shapes
+        }
         return put_if_new(self.dynamodb, self.table_name, item)
 
     def advance_cursor(self, batch_id: str, step: str, *, position: int, changes: CursorChanges) -> bool:
@@ -463,6 +473,18 @@ class BatchRecords(DynamoStore):
     def update_lane(self, batch_id: str, lane_key: str, changes: dict[str, Any]) -> None:
         lane = {"pk": {"S": f"BATCH#{batch_id}"}, "sk": {"S": f"LANE#{lane_key}"}}
         self.dynamodb.update_item(**set_update(self.table_name, lane, changes))
+
+
+def _cursor(item: dict[str, Any]) -> FinalizeCursor:
+    values = plain(item)
+    return from_stored(
+        FinalizeCursor,
+        values,
+        results_parts=stored_parts(values["results_parts"]),
+        errors_parts=stored_parts(values["errors_parts"]),
+        offsets=tuple(values["offsets"]),
+        tally=MergeTally.from_dict(values["tally"]),
+    )
 
 
 def _idempotency_values(record: IdempotencyRecord) -> dict[str, Any]:

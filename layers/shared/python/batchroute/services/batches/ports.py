@@ -15,7 +15,7 @@ from batchroute.domain.batches.record import (
 from batchroute.domain.batches.states import BatchState
 from batchroute.domain.billing.spending_limit import LimitGuard
 from batchroute.domain.routing.lane_plan import LaneRecord
-from batchroute.domain.workflow.finalize_cursor import CursorChanges, FinalizeCursorItem
+from batchroute.domain.workflow.finalize_cursor import CursorChanges, FinalizeCursor
 from batchroute.transactions import TransactItem
 
 
@@ -92,10 +92,10 @@ class BatchStore(BatchReader, BatchTransitions, Protocol):
 
     def update_plan(self, batch_id: str, changes: PlanChanges) -> None: ...
 
-    # The one step with a cursor is Finalize (`step` "finalize"), hence its item's types.
-    def cursor(self, batch_id: str, step: str) -> FinalizeCursorItem | None: ...
+    # The one step with a cursor is Finalize (`step` "finalize"), hence its types.
+    def cursor(self, batch_id: str, step: str) -> FinalizeCursor | None: ...
 
-    def start_cursor(self, batch_id: str, step: str, values: FinalizeCursorItem) -> bool: ...
+    def start_cursor(self, batch_id: str, step: str, cursor: FinalizeCursor) -> bool: ...
 
     def advance_cursor(self, batch_id: str, step: str, *, position: int, changes: CursorChanges) -> bool: ...
 

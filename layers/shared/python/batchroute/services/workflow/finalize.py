@@ -29,7 +29,7 @@ import json
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
-from typing import Any, Final, cast
+from typing import Any
 
 from batchroute.clock import Clock, isoformat
 from batchroute.domain.batches.artifact_keys import INPUT_CHUNK_ROWS as CHUNK_ROWS
@@ -41,13 +41,12 @@ from batchroute.domain.batches.artifact_keys import (
     results_index_key,
     results_key,
 )
-from batchroute.domain.batches.files import CompletedPart
 from batchroute.domain.batches.record import ArtifactKeys, BatchChanges, BatchRecord
 from batchroute.domain.batches.states import TERMINAL
 from batchroute.domain.routing.items import InputLine
 from batchroute.domain.routing.lane_plan import LaneRecord, lane_chunk_done
 from batchroute.domain.routing.rescue import handed_over_rows
-from batchroute.domain.workflow.finalize_cursor import CursorChanges, FinalizeCursorItem
+from batchroute.domain.workflow.finalize_cursor import FinalizeCursor, UploadPart
 from batchroute.domain.workflow.results import ArtifactRow, MergeTally, ResultLine, merge_chunk, missing_row
 from batchroute.observability import logger
 from batchroute.services.batches.ports import BatchStore
@@ -142,94 +141,6 @@ def carry_key(batch_id: str, chunk: int) -> str:
     return f"tmp/batches/{batch_id}/finalize/errors-from-{chunk:05d}.jsonl"
 
 
-@dataclass(frozen=True, slots=True)
-class UploadPart:
-    """One sent part of a multipart upload, as S3 completes it."""
-
-    number: int
-    etag: str
-
-    def to_s3(self) -> CompletedPart:
-        return {"PartNumber": self.number, "ETag": self.etag}
-
-
-_SLICE_FIELDS: Final = CursorChanges.__optional_keys__ - {"state"}
-
-
-@dataclass(frozen=True, slots=True)
-class FinalizeCursor:
-    """The step's cursor item (`CURSOR#finalize`): where the merge stands between invocations."""
-
-    chunk_count: int
-    missing_code: str
-    missing_message: str
-    unrun_canceled: bool
-    results_upload: str
-    errors_upload: str
-    position: int = 0
-    state: str = "running"
-    results_parts: tuple[UploadPart, ...] = ()
-    errors_parts: tuple[UploadPart, ...] = ()
-    results_bytes: int = 0
-    results_lines: int = 0
-    errors_lines: int = 0
-    carry: str | None = None
-    offsets: tuple[int, ...] = ()
-    tally: MergeTally = field(default_factory=MergeTally)
-
-    def slice_changes(self) -> CursorChanges:
-        """What a committed slice sets on the stored cursor: the fields `CursorChanges` names
-        but `state` (set only when the merge is done)."""
-        item = self.to_item()
-        return cast(CursorChanges, {name: item.get(name) for name in _SLICE_FIELDS})
-
-    def to_item(self) -> FinalizeCursorItem:
-        return {
-            "chunk_count": self.chunk_count,
-            "missing_code": self.missing_code,
-            "missing_message": self.missing_message,
-            "unrun_canceled": self.unrun_canceled,
-            "results_upload": self.results_upload,
-            "errors_upload": self.errors_upload,
-            "position": self.position,
-            "state": self.state,
-            "results_parts": [part.to_s3() for part in self.results_parts],
-            "errors_parts": [part.to_s3() for part in self.errors_parts],
-            "results_bytes": self.results_bytes,
-            "results_lines": self.results_lines,
-            "errors_lines": self.errors_lines,
-            "carry": self.carry,
-            "offsets": list(self.offsets),
-            "tally": self.tally.to_dict(),
-        }
-
-    @classmethod
-    def from_item(cls, item: FinalizeCursorItem) -> FinalizeCursor:
-        """The stored cursor (numbers may be Decimals)."""
-        return cls(
-            chunk_count=int(item["chunk_count"]),
-            missing_code=str(item["missing_code"]),
-            missing_message=str(item["missing_message"]),
-            unrun_canceled=bool(item["unrun_canceled"]),
-            results_upload=str(item["results_upload"]),
-            errors_upload=str(item["errors_upload"]),
-            position=int(item.get("position") or 0),
-            state=str(item.get("state") or "running"),
-            results_parts=_parts(item["results_parts"]),
-            errors_parts=_parts(item["errors_parts"]),
-            results_bytes=int(item.get("results_bytes") or 0),
-            results_lines=int(item.get("results_lines") or 0),
-            errors_lines=int(item.get("errors_lines") or 0),
-            carry=item.get("carry"),
-            offsets=tuple(int(o) for o in item["offsets"]),
-            tally=MergeTally.from_dict(item["tally"]),
-        )
-
-
-def _parts(stored: Iterable[CompletedPart]) -> tuple[UploadPart, ...]:
-    return tuple(UploadPart(int(p["PartNumber"]), str(p["ETag"])) for p in stored)
-
-
 @dataclass(eq=False, kw_only=True)
 class Finalizer:
     records: BatchStore
@@ -276,8 +187,7 @@ class Finalizer:
         return self._record(batch, cursor)
 
     def _stored(self, batch_id: str) -> FinalizeCursor | None:
-        item = self.records.cursor(batch_id, CURSOR)
-        return FinalizeCursor.from_item(item) if item is not None else None
+        return self.records.cursor(batch_id, CURSOR)
 
     def _start(self, batch: BatchRecord) -> FinalizeCursor:
         batch_id = batch.batch_id
@@ -293,7 +203,7 @@ class Finalizer:
             results_upload=self.objects.start_multipart(results_key(batch_id), content_type=JSONL),
             errors_upload=self.objects.start_multipart(errors_key(batch_id), content_type=JSONL),
         )
-        if self.records.start_cursor(batch_id, CURSOR, cursor.to_item()):
+        if self.records.start_cursor(batch_id, CURSOR, cursor):
             return cursor
         # Another delivery started first: drop this one's uploads and follow its cursor.
         self.objects.abort_multipart(results_key(batch_id), cursor.results_upload)
