@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable, Mapping
+from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from batchroute.clock import SystemClock
@@ -101,7 +102,7 @@ def sweeper_handler() -> LambdaHandler:
             from batchroute.adapters.event_scheduler import fire_request
 
             org_id, schedule_id, fire_at = fire_request(fire)
-            return dict(wiring_for().schedules.fire(org_id, schedule_id, fire_at).to_item())
+            return asdict(wiring_for().schedules.fire(org_id, schedule_id, fire_at))
         if all(event.get(k) == v for k, v in RECONCILIATION_EVENT.items()):  # docs/payments.md
             return dict(wiring_for().payments_reconciliation.run())
         return dict(wiring_for().sweeper.sweep())

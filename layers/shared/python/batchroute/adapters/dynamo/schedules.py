@@ -16,6 +16,7 @@ A run is created once per fire time (`attribute_not_exists`), so a duplicated tr
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import asdict
 from typing import Any, cast
 
 from batchroute.adapters.dynamo.codec import EXISTS, decimals, from_item, plain, set_update, to_item, to_value
@@ -32,12 +33,12 @@ from batchroute.domain.presets.golden_sets import RegressionRecord
 from batchroute.domain.schedules.schedules import (
     InputSource,
     LaneExclusion,
-    RunItem,
     Schedule,
     ScheduleRun,
     ScheduleVersion,
     VersionItem,
 )
+from batchroute.domain.stored import from_stored
 
 DUE = "SCHEDULE#DUE"
 _PREFIX = "SCHEDULE#"
@@ -198,15 +199,13 @@ class ScheduleStore(DynamoStore):
     def create_run(self, run: ScheduleRun) -> bool:
         """Record a firing once; False when this fire time already has its run."""
         return put_if_new(
-            self.dynamodb, self.table_name, {**_run_keys(run.schedule_id, run.fire_at), **run.to_item()}
+            self.dynamodb, self.table_name, {**_run_keys(run.schedule_id, run.fire_at), **asdict(run)}
         )
 
     def finish_run(self, run: ScheduleRun) -> None:
         """The run's outcome: its state, and its batch or its error."""
-        item = run.to_item()
-        changes: dict[str, Any] = {
-            name: item[name] for name in ("state", "batch_id", "error") if name in item
-        }
+        outcome = {"state": run.state, "batch_id": run.batch_id, "error": run.error}
+        changes = {name: value for name, value in outcome.items() if value is not None}
         key = {k: to_value(v) for k, v in _run_keys(run.schedule_id, run.fire_at).items()}
         self.dynamodb.update_item(**set_update(self.table_name, key, changes, condition=None))
 
@@ -216,9 +215,7 @@ class ScheduleStore(DynamoStore):
             Key={k: to_value(v) for k, v in _run_keys(schedule_id, fire_at).items()},
             ConsistentRead=True,
         )
-        return (
-            ScheduleRun.from_item(cast(RunItem, from_item(response["Item"]))) if "Item" in response else None
-        )
+        return from_stored(ScheduleRun, plain(from_item(response["Item"]))) if "Item" in response else None
 
     def runs(
         self, schedule_id: str, *, limit: int, start_after: str | None
@@ -227,7 +224,7 @@ class ScheduleStore(DynamoStore):
         found, cursor = self._history(
             schedule_id, "RUN#", newest_first=True, limit=limit, start_after=start_after
         )
-        return [ScheduleRun.from_item(cast(RunItem, item)) for item in found], cursor
+        return [from_stored(ScheduleRun, plain(item)) for item in found], cursor
 
     def put_benchmark(self, schedule_id: str, regression: RegressionRecord) -> None:
         sk = f"BENCH#{int(regression['version']):06d}#{regression['regression_id']}"

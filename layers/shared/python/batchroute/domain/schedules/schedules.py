@@ -31,7 +31,6 @@ from batchroute.domain.batches.metadata import parse_metadata
 from batchroute.domain.presets.golden_sets import GoldenSet, GoldenSetView, golden_set_from_api
 from batchroute.domain.presets.presets import MaxPriceSent
 from batchroute.domain.routing.gates import RouteRequest
-from batchroute.domain.stored import from_stored
 from batchroute.errors import InvalidRequest
 
 ScheduleState = Literal["active", "paused"]
@@ -504,19 +503,6 @@ class RunError(TypedDict):
     message: str
 
 
-class RunItem(TypedDict):
-    """A run's stored fields (the adapter adds the keys)."""
-
-    schedule_id: str
-    fire_at: str
-    version: int
-    state: RunState
-    trigger: NotRequired[str]
-    created_at: str
-    batch_id: NotRequired[str]
-    error: NotRequired[RunError]
-
-
 class RunView(TypedDict):
     object: Literal["schedule.run"]
     schedule_id: str
@@ -543,26 +529,6 @@ class ScheduleRun:
     trigger: str = "scheduler"
     batch_id: str | None = None
     error: RunError | None = None
-
-    @classmethod
-    def from_item(cls, item: RunItem) -> ScheduleRun:
-        """A stored run (DynamoDB's numbers come back as Decimal)."""
-        return from_stored(cls, item, version=int(item["version"]))
-
-    def to_item(self) -> RunItem:
-        item: RunItem = {
-            "schedule_id": self.schedule_id,
-            "fire_at": self.fire_at,
-            "version": self.version,
-            "state": self.state,
-            "trigger": self.trigger,
-            "created_at": self.created_at,
-        }
-        if self.batch_id is not None:
-            item["batch_id"] = self.batch_id
-        if self.error is not None:
-            item["error"] = self.error
-        return item
 
     def to_api(self) -> RunView:
         return {
