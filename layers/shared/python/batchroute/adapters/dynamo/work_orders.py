@@ -17,11 +17,12 @@ work orders are one `Query` on `begins_with(sk, "WORKORDER#")`, newest first.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import asdict
 from typing import Any, cast
 
 from botocore.exceptions import ClientError
 
-from batchroute.adapters.dynamo.codec import EXISTS, from_item, org_key, org_pk, to_value
+from batchroute.adapters.dynamo.codec import EXISTS, from_item, org_key, org_pk, plain, to_value
 from batchroute.adapters.dynamo.reads import pages, prefix_query
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.adapters.dynamo.writes import (
@@ -29,16 +30,17 @@ from batchroute.adapters.dynamo.writes import (
     first_refused,
     put_new,
 )
+from batchroute.domain.stored import from_counters, from_stored
 from batchroute.domain.work_orders.work_orders import (
     MAX_MEMBERS,
     Attachment,
     CounterMove,
     MemberItem,
     MemberRefused,
+    Tallies,
     WorkOrder,
     WorkOrderChange,
     WorkOrderIdempotency,
-    WorkOrderItem,
     WorkOrderMember,
 )
 from batchroute.transactions import TransactItem
@@ -58,7 +60,11 @@ class WorkOrderStore(DynamoStore):
     def create(self, order: WorkOrder, *, idempotency: WorkOrderIdempotency | None = None) -> bool:
         """Write a new work order (and, given, its idempotency record); False when that
         record exists already (a concurrent request with the same key won)."""
-        order_item = {"pk": org_pk(order.org_id), "sk": f"{PREFIX}{order.work_order_id}", **order.to_item()}
+        order_item = {
+            "pk": org_pk(order.org_id),
+            "sk": f"{PREFIX}{order.work_order_id}",
+            **_work_order_values(order),
+        }
         items: list[TransactItem] = [put_new(self.table_name, order_item)]
         if idempotency is not None:
             record = {
@@ -259,5 +265,19 @@ def _counters_update(
     return {"Update": update}
 
 
+def _work_order_values(order: WorkOrder) -> dict[str, Any]:
+    """A work order's attributes: its counters flat beside its own fields."""
+    values = asdict(order)
+    del values["tallies"]
+    return {"kind": "work_order", **values, "metadata": dict(order.metadata), **asdict(order.tallies)}
+
+
 def _work_order(raw: dict[str, Any]) -> WorkOrder:
-    return WorkOrder.from_item(cast(WorkOrderItem, from_item(raw)))
+    item = plain(from_item(raw))
+    return from_stored(
+        WorkOrder,
+        item,
+        metadata={str(k): str(v) for k, v in (item.get("metadata") or {}).items()},
+        updated_at=str(item.get("updated_at") or item["created_at"]),
+        tallies=from_counters(Tallies, item),
+    )

@@ -17,7 +17,6 @@ from typing import Any, Final, Literal, NotRequired, TypedDict, get_args
 from batchroute.domain.batches.metadata import parse_metadata
 from batchroute.domain.batches.record import WorkOrderRef, job_id_for
 from batchroute.domain.request_fields import invalid
-from batchroute.domain.stored import from_counters
 from batchroute.money import Money, MoneyView
 
 MAX_MEMBERS: Final = 1000
@@ -32,23 +31,6 @@ WORK_ORDER_STATUSES: Final[tuple[str, ...]] = get_args(WorkOrderStatus)
 MemberOutcome = Literal["completed", "failed", "canceled", "expired"]
 MEMBER_OUTCOMES: Final[tuple[str, ...]] = get_args(MemberOutcome)
 MemberKind = Literal["batch", "chat_job"]
-
-
-class TalliesItem(TypedDict):
-    """The counters as a stored work order holds them."""
-
-    members: int
-    members_active: int
-    members_completed: int
-    members_failed: int
-    members_canceled: int
-    members_expired: int
-    items_total: int
-    items_completed: int
-    items_failed: int
-    items_canceled: int
-    reserved_micros: int
-    charged_micros: int
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -67,27 +49,6 @@ class Tallies:
     items_canceled: int = 0
     reserved_micros: int = 0
     charged_micros: int = 0
-
-    @classmethod
-    def from_item(cls, item: TalliesItem) -> Tallies:
-        """The counters of a stored work order (DynamoDB numbers come back as Decimal)."""
-        return from_counters(cls, item)
-
-    def to_item(self) -> TalliesItem:
-        return {
-            "members": self.members,
-            "members_active": self.members_active,
-            "members_completed": self.members_completed,
-            "members_failed": self.members_failed,
-            "members_canceled": self.members_canceled,
-            "members_expired": self.members_expired,
-            "items_total": self.items_total,
-            "items_completed": self.items_completed,
-            "items_failed": self.items_failed,
-            "items_canceled": self.items_canceled,
-            "reserved_micros": self.reserved_micros,
-            "charged_micros": self.charged_micros,
-        }
 
     @property
     def items_pending(self) -> int:
@@ -135,21 +96,6 @@ def settled_items(counts: Mapping[str, int] | None, total: int) -> dict[str, int
         "items_failed": failed,
         "items_canceled": max(0, total - completed - failed),
     }
-
-
-class WorkOrderItem(TalliesItem):
-    """A stored work order's attributes (keys added by the store)."""
-
-    kind: Literal["work_order"]
-    work_order_id: str
-    org_id: str
-    name: str | None
-    client_reference: str | None
-    metadata: dict[str, str]
-    created_at: str
-    updated_at: str
-    created_by: str | None
-    closed_at: str | None
 
 
 class MembersView(TypedDict):
@@ -213,38 +159,6 @@ class WorkOrder:
         """What a member batch shows of its work order (the detailed view's `work_order`)."""
         return WorkOrderRef(self.work_order_id, self.client_reference)
 
-    @classmethod
-    def from_item(cls, item: WorkOrderItem) -> WorkOrder:
-        """A stored work order (as the store reads it: numbers as Decimal)."""
-        return cls(
-            work_order_id=str(item["work_order_id"]),
-            org_id=str(item["org_id"]),
-            name=_optional(item.get("name")),
-            client_reference=_optional(item.get("client_reference")),
-            metadata={str(k): str(v) for k, v in (item.get("metadata") or {}).items()},
-            created_at=str(item["created_at"]),
-            updated_at=str(item.get("updated_at") or item["created_at"]),
-            created_by=_optional(item.get("created_by")),
-            closed_at=_optional(item.get("closed_at")),
-            tallies=Tallies.from_item(item),
-        )
-
-    def to_item(self) -> WorkOrderItem:
-        """The stored attributes (keys added by the store)."""
-        return {
-            "kind": "work_order",
-            "work_order_id": self.work_order_id,
-            "org_id": self.org_id,
-            "name": self.name,
-            "client_reference": self.client_reference,
-            "metadata": dict(self.metadata),
-            "created_at": self.created_at,
-            "updated_at": self.updated_at,
-            "created_by": self.created_by,
-            "closed_at": self.closed_at,
-            **self.tallies.to_item(),
-        }
-
     def to_api(self) -> WorkOrderView:
         t = self.tallies
         return {
@@ -279,10 +193,6 @@ class WorkOrder:
                 "charged": Money(t.charged_micros).to_api(),
             },
         }
-
-
-def _optional(value: object) -> str | None:
-    return None if value is None else str(value)
 
 
 class MemberItem(TypedDict):
