@@ -14,6 +14,7 @@ import pytest
 from moto import mock_aws
 from moto.core.config import DefaultConfig
 from moto.dynamodb.responses import DynamoHandler
+from moto.s3.responses import S3Response
 
 from batchroute import resources
 from batchroute.adapters.aws import reset_clients
@@ -80,7 +81,9 @@ def serializable_transactions(monkeypatch: pytest.MonkeyPatch) -> None:
     could interleave inside one operation (a transaction deep-copying an item another thread
     is updating raises inside moto). Give moto that isolation, one DynamoDB call at a time, so
     the test probes our conditions, not moto's thread safety: the race windows the tests open
-    lie between calls, where they lie on DynamoDB too."""
+    lie between calls, where they lie on DynamoDB too. S3 calls likewise: moto lists a bucket
+    by iterating the very dict another thread's DeleteObjects shrinks (S3 itself lists
+    consistently while objects are deleted)."""
     lock = threading.RLock()
     original: Callable[..., Any] = DynamoHandler.call_action
 
@@ -89,3 +92,13 @@ def serializable_transactions(monkeypatch: pytest.MonkeyPatch) -> None:
             return original(self)
 
     monkeypatch.setattr(DynamoHandler, "call_action", isolated)
+    for name in ("bucket_response", "key_response", "ambiguous_response"):
+        monkeypatch.setattr(S3Response, name, _one_at_a_time(lock, getattr(S3Response, name)))
+
+
+def _one_at_a_time(lock: threading.RLock, call: Callable[..., Any]) -> Callable[..., Any]:
+    def isolated(*args: Any, **kwargs: Any) -> Any:
+        with lock:
+            return call(*args, **kwargs)
+
+    return isolated

@@ -256,6 +256,7 @@ def atomic_item_writes(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.usefixtures("atomic_item_writes")
+@pytest.mark.usefixtures("serializable_transactions")  # moto's own thread safety, not ours
 def test_concurrent_sweeps_reclaim_each_batch_once(
     settings: Settings, org: TestOrg, local_aws: LocalStack
 ) -> None:
