@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from batchroute.providers import base
@@ -314,6 +314,22 @@ def items(draw: st.DrawFn) -> dict[str, Any]:
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(payload=items(), sampling=st.booleans(), limit=st.integers(0, 64))
+@example(  # found by the explore profile: a prefill whose last text, trailing a space, precedes an image
+    payload={
+        "messages": [
+            {"role": "user", "content": "Hello"},
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "text", "text": "0 "},
+                    {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}},
+                ],
+            },
+        ]
+    },
+    sampling=False,
+    limit=0,
+)
 def test_every_body_the_adapter_builds_fits_the_contract(
     payload: dict[str, Any], sampling: bool, limit: int
 ) -> None:

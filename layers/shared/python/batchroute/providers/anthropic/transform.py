@@ -282,12 +282,14 @@ def _ids(blocks: list[dict[str, Any]], kind: str, key: str) -> set[str]:
 
 
 def _trim_end(blocks: list[dict[str, Any]]) -> None:
-    if blocks and blocks[-1]["type"] == "text":
-        text = str(blocks[-1]["text"]).rstrip()
+    """The final assistant turn's last text loses its trailing whitespace (an image after it
+    or not); a text left empty goes, and the text before it is the last one."""
+    for index in reversed([i for i, block in enumerate(blocks) if block["type"] == "text"]):
+        text = str(blocks[index]["text"]).rstrip()
         if text:
-            blocks[-1] = {**blocks[-1], "text": text}
-        else:
-            blocks.pop()
+            blocks[index] = {**blocks[index], "text": text}
+            return
+        del blocks[index]
 
 
 def _turn(message: Mapping[str, Any]) -> tuple[str, list[dict[str, Any]]]:
