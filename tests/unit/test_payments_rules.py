@@ -42,7 +42,7 @@ from batchroute.domain.billing.payments import (
 )
 from batchroute.errors import InvalidRequest
 from batchroute.money import Money
-from batchroute.services.billing.auto_topup import AutoTopupService
+from batchroute.services.billing.auto_topup import AutoTopupService, tell_moved
 from batchroute_tools.emulators.stripe import sign
 from functions.api.schemas.billing.payments import AutoTopupUpdate, CheckoutRequest
 
@@ -334,3 +334,14 @@ def test_a_signed_event_whose_object_cannot_be_read_has_no_subject(data: dict[st
     event = adapter.verify_event(payload, sign(payload, "whsec_x", int(time.time())))
     # Then it is read without an error, and carries nothing that could move money
     assert (event.event_id, event.subject) == ("evt_1", None)
+
+
+def test_a_failing_balance_watch_never_undoes_a_credit() -> None:
+    told: list[str] = []
+
+    def watch(org_id: str, at: datetime) -> None:
+        told.append(org_id)
+        raise RuntimeError("the watch is down")
+
+    tell_moved(watch, "org_1", AT)  # logged, not raised: the credit that called it stands
+    assert told == ["org_1"]

@@ -101,6 +101,14 @@ class Charger(Protocol):
 OnMoved = Callable[[str, datetime], None]
 
 
+def tell_moved(on_moved: OnMoved, org_id: str, at: datetime) -> None:
+    """A credit is told to the balance watch; a failing watch never undoes the credit."""
+    try:
+        on_moved(org_id, at)
+    except Exception:
+        logger.exception("balance watch failed", extra={"org_id": org_id})
+
+
 @dataclass
 class TopupSweep:
     charged: list[str] = field(default_factory=list)
@@ -299,7 +307,7 @@ class AutoTopupService:
             ),
             at=at,
         )
-        self._moved(org_id, at)
+        tell_moved(self.on_moved, org_id, at)
         return True
 
     def charge_failed(self, org_id: str, attempt_id: str, charge: Charge, *, at: datetime) -> bool:
@@ -359,12 +367,6 @@ class AutoTopupService:
             logger.exception(
                 "billing notification failed", extra={"org_id": org_id, "event_type": alert.event_type}
             )
-
-    def _moved(self, org_id: str, at: datetime) -> None:
-        try:
-            self.on_moved(org_id, at)
-        except Exception:
-            logger.exception("balance watch failed", extra={"org_id": org_id})
 
 
 def _failed_alert(attempt: TopupAttempt, settings: AutoTopup, *, code: str, reason: str) -> Alert:

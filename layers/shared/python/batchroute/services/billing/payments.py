@@ -15,9 +15,7 @@ settle its attempt (`AutoTopupService`). Any other event is acknowledged and ign
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Protocol, TypedDict
 
 from batchroute.clock import Clock, isoformat
@@ -41,7 +39,7 @@ from batchroute.domain.billing.reconciliation import LedgerCredit
 from batchroute.errors import NotFound
 from batchroute.money import MoneyView
 from batchroute.observability import logger
-from batchroute.services.billing.auto_topup import AutoTopupService, Credits
+from batchroute.services.billing.auto_topup import AutoTopupService, Credits, OnMoved, tell_moved
 from batchroute.services.billing.commands import StartCheckout
 from batchroute.services.billing.payment_refusals import refuse_payment_event
 from batchroute.transactions import TransactItem
@@ -110,7 +108,7 @@ class CreditPurchases:
     checkouts: CheckoutRecords
     ledger: Credits
     topups: AutoTopupService
-    on_moved: Callable[[str, datetime], None]
+    on_moved: OnMoved
     clock: Clock
     public_base_url: str
     confirm_with_processor: bool
@@ -211,7 +209,7 @@ class CreditPurchases:
             extra_items=(self.checkouts.checkout_credited_item(record.session_id, at=isoformat(at)),),
         )
         if credited:
-            self._moved(record.org_id, at)
+            tell_moved(self.on_moved, record.org_id, at)
         # Also on a repeat: a first delivery that failed after crediting saves the card now.
         intent = (confirmed or session).payment_intent
         if intent:
@@ -269,12 +267,6 @@ class CreditPurchases:
         if event.event_type == "payment_intent.payment_failed":
             return self.topups.charge_failed(org_id, attempt_id, charge, at=self.clock.now())
         return False
-
-    def _moved(self, org_id: str, at: datetime) -> None:
-        try:
-            self.on_moved(org_id, at)
-        except Exception:
-            logger.exception("balance watch failed", extra={"org_id": org_id})
 
 
 def _purchase_problem(session: ProcessorSession) -> str | None:
