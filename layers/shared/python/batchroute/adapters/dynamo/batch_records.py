@@ -444,7 +444,6 @@ class BatchRecords(DynamoStore):
             "sk": f"CURSOR#{step}",
             "kind": "cursor",
             **asdict(cursor),
-            "state": cursor.state,
             **cursor.slice_changes(),  # its parts and tally in their stored shapes
         }
         return put_if_new(self.dynamodb, self.table_name, item)

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from batchroute.adapters.dynamo.codec import from_item, to_item, to_value
+from batchroute.adapters.dynamo.codec import from_item, plain, to_item, to_value
 from batchroute.adapters.dynamo.reads import pages, prefix_query
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.adapters.dynamo.writes import put_new
@@ -173,8 +173,7 @@ class CompatStore(DynamoStore):
         """Every part of an upload, by id (a few hundred at most: one query page or a few)."""
         request = prefix_query(self.table_name, f"UPLOAD#{upload_id}", "PART#", ConsistentRead=True)
         return {
-            values["part_id"]: from_stored(UploadPart, values, bytes=int(values["bytes"]))
-            for values in self.query_all(request)
+            values["part_id"]: from_stored(UploadPart, plain(values)) for values in self.query_all(request)
         }
 
 
@@ -183,4 +182,4 @@ def _upload_values(record: UploadRecord) -> dict[str, Any]:
 
 
 def _upload(values: dict[str, Any]) -> UploadRecord:
-    return from_stored(UploadRecord, values, bytes=int(values["bytes"]))
+    return from_stored(UploadRecord, plain(values))

@@ -28,6 +28,7 @@ from batchroute.adapters.dynamo.codec import (
     from_item,
     org_key,
     org_pk,
+    plain,
     to_item,
     to_value,
     update_request,
@@ -270,7 +271,7 @@ class PaymentsStore(DynamoStore):
         item = self.item_at(_checkout_key(session_id))
         if item is None:
             return None
-        return from_stored(CheckoutRecord, item, amount_cents=int(item["amount_cents"]))
+        return from_stored(CheckoutRecord, plain(item))
 
     def checkout_credited_item(self, session_id: str, *, at: str) -> TransactItem:
         """The record marked credited, for the credit's transaction."""

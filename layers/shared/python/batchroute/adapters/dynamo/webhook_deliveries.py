@@ -29,7 +29,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from batchroute.adapters.dynamo.codec import from_item, to_item, to_value
+from batchroute.adapters.dynamo.codec import from_item, plain, to_item, to_value
 from batchroute.adapters.dynamo.leases import AttemptEnd, DueIndex, LeasedStore, due_sort_key
 from batchroute.adapters.dynamo.reads import prefix_query, raw_items
 from batchroute.adapters.dynamo.writes import conditional_put, conditional_transaction, put_new
@@ -121,7 +121,7 @@ class WebhookDeliveries(LeasedStore):
         )
         for raw in raw_items(self.dynamodb.query, request):
             if _ATTEMPT_MARK in raw["sk"]["S"]:
-                attempts.append(from_stored(WebhookAttempt, _plain(raw)))
+                attempts.append(from_stored(WebhookAttempt, plain(from_item(raw))))
             else:
                 deliveries.append(_delivery(raw))
         return deliveries, attempts
@@ -219,15 +219,4 @@ def _outcome(
 
 
 def _delivery(raw: dict[str, Any]) -> WebhookDeliveryRecord:
-    return from_stored(WebhookDeliveryRecord, _plain(raw))
-
-
-def _plain(raw: dict[str, Any]) -> dict[str, Any]:
-    """A stored item as plain values: whole numbers as int, without the key attributes."""
-    item = from_item(raw)
-    for name in ("pk", "sk", "gsi1pk", "gsi1sk"):
-        item.pop(name, None)
-    for name in ("attempt_count", "attempt", "last_response_status", "status_code", "duration_ms"):
-        if item.get(name) is not None:
-            item[name] = int(item[name])
-    return item
+    return from_stored(WebhookDeliveryRecord, plain(from_item(raw)))
