@@ -18,6 +18,8 @@ from botocore.exceptions import ClientError, ConnectTimeoutError, EndpointConnec
 from pydantic import ValidationError
 
 from batchroute.adapters.customer_buckets import CustomerBuckets, refusal
+from batchroute.adapters.dynamo.bucket_deliveries import delivery_from_item
+from batchroute.adapters.dynamo.codec import from_item, plain, to_item
 from batchroute.adapters.pinned_s3 import PinnedSender
 from batchroute.clock import FixedClock
 from batchroute.domain.batches.record import BatchRecord
@@ -328,7 +330,16 @@ def test_a_record_survives_its_item_form() -> None:
         next_attempt_at="t2",
         last_error=DeliveryError("NoSuchBucket", "no", "dt_x"),
     )
-    assert DeliveryRecord.from_mapping(record.to_item()) == record
+    stored = from_item(to_item(asdict(record)))  # as DynamoDB gives it back: numbers Decimal
+    assert delivery_from_item(plain(stored)) == record
+
+
+def test_an_older_share_without_a_name_is_named_by_its_bucket() -> None:
+    share = {"target_id": "dt_1", "bucket": "b", "state": "delivered", "objects": ["k"]}
+    values = {"batch_id": "batch_1", "org_id": "org_1", "state": "delivered", "targets": [share]}
+    record = delivery_from_item({**values, "created_at": "t0", "updated_at": "t1"})
+    assert record.targets == (TargetDelivery("dt_1", "b", "b", state="delivered", objects=("k",)),)
+    assert record.attempts == 0 and record.last_error is None
 
 
 # -- the bucket's refusals, named ----------------------------------------------------------------

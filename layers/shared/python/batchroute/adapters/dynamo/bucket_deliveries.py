@@ -16,12 +16,14 @@ message or a concurrent sweeper never claims (and pushes) the same attempt twice
 
 from __future__ import annotations
 
-from typing import Any, cast
+from dataclasses import asdict
+from typing import Any
 
-from batchroute.adapters.dynamo.codec import to_item, to_value
+from batchroute.adapters.dynamo.codec import plain, to_item, to_value
 from batchroute.adapters.dynamo.leases import DueIndex, LeasedStore, due_sort_key
 from batchroute.adapters.dynamo.writes import conditional_put, conditional_update
-from batchroute.domain.delivery.buckets import DeliveryItem, DeliveryRecord
+from batchroute.domain.delivery.buckets import DeliveryError, DeliveryRecord, TargetDelivery
+from batchroute.domain.stored import from_stored
 
 DUE_PARTITION = "BUCKET#DUE"
 DELIVERY_SK = "DELIVERY#BUCKET"
@@ -36,13 +38,13 @@ class BucketDeliveries(LeasedStore):
 
     def get(self, batch_id: str) -> DeliveryRecord | None:
         item = self.item_at(_key(batch_id))
-        return DeliveryRecord.from_mapping(cast(DeliveryItem, item)) if item is not None else None
+        return delivery_from_item(plain(item)) if item is not None else None
 
     def start_round(self, record: DeliveryRecord, *, previous_state: str | None) -> bool:
         """Write the delivery at the start of a round (pending, due at `next_attempt_at`):
         new (`previous_state` None) or replacing one in `previous_state`. False when the
         delivery is not what the caller saw (a concurrent step or redeliver won)."""
-        item = {**to_item({**record.to_item()}), **_key(record.batch_id)}
+        item = {**to_item(asdict(record)), **_key(record.batch_id)}
         if record.next_attempt_at is not None:
             item["gsi1pk"] = to_value(DUE_PARTITION)
             item["gsi1sk"] = to_value(due_sort_key(record.next_attempt_at, record.batch_id))
@@ -69,7 +71,7 @@ class BucketDeliveries(LeasedStore):
         recovery of an attempt whose worker stopped: it applies only if that attempt's lease
         ran out before then. False when the delivery is no longer in that attempt."""
         kept = ("batch_id", "org_id", "attempts", "lease_until")  # the key, the claim's own
-        values = {name: value for name, value in record.to_item().items() if name not in kept}
+        values = {name: value for name, value in asdict(record).items() if name not in kept}
         end = self.attempt_end(
             record.batch_id,
             attempt=attempt,
@@ -122,3 +124,23 @@ class BucketDeliveries(LeasedStore):
                 ":next": to_value(next_attempt_at),
             },
         )
+
+
+def delivery_from_item(values: dict[str, Any]) -> DeliveryRecord:
+    """A delivery read back (`dataclasses.asdict` of it was written; an older share may lack
+    its `name`: it is the bucket's)."""
+    targets = tuple(
+        from_stored(
+            TargetDelivery,
+            share,
+            name=share.get("name") or share["bucket"],
+            last_error=_error(share.get("last_error")),
+            objects=tuple(share.get("objects") or ()),
+        )
+        for share in values.get("targets") or ()
+    )
+    return from_stored(DeliveryRecord, values, targets=targets, last_error=_error(values.get("last_error")))
+
+
+def _error(value: object) -> DeliveryError | None:
+    return from_stored(DeliveryError, value) if isinstance(value, dict) else None

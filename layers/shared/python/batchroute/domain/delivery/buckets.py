@@ -18,9 +18,9 @@ attempt (1 min, 5 min, 30 min, 2 h, 6 h, 12 h: seven attempts over about 20.6 ho
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timedelta
-from typing import Final, Literal, TypedDict
+from typing import Final, Literal, TypedDict, cast
 
 from batchroute.clock import isoformat
 
@@ -41,8 +41,8 @@ class DeliveryErrorView(TypedDict):
     target_id: str | None
 
 
-class TargetDeliveryItem(TypedDict):
-    """A target's share, as stored and as shown (the stored shape is the public one)."""
+class TargetDeliveryView(TypedDict):
+    """A target's share as shown: its fields (`dataclasses.asdict` of `TargetDelivery`)."""
 
     target_id: str
     name: str
@@ -53,25 +53,6 @@ class TargetDeliveryItem(TypedDict):
     delivered_at: str | None
     objects: list[str]
     bytes_delivered: int
-
-
-class DeliveryItem(TypedDict):
-    """A batch's bucket delivery as stored (read back with care: older items lack fields)."""
-
-    batch_id: str
-    org_id: str
-    state: DeliveryState
-    targets: list[TargetDeliveryItem]
-    created_at: str
-    updated_at: str
-    attempts: int
-    round_start: int
-    redeliveries: int
-    next_attempt_at: str | None
-    last_attempt_at: str | None
-    lease_until: str | None
-    delivered_at: str | None
-    last_error: DeliveryErrorView | None
 
 
 class DeliveryView(TypedDict):
@@ -86,7 +67,7 @@ class DeliveryView(TypedDict):
     delivered_at: str | None
     redeliveries: int
     created_at: str | None
-    targets: list[TargetDeliveryItem]
+    targets: list[TargetDeliveryView]
 
 
 @dataclass(frozen=True)
@@ -97,15 +78,6 @@ class DeliveryError:
 
     def to_api(self) -> DeliveryErrorView:
         return {"code": self.code, "message": self.message, "target_id": self.target_id}
-
-    @classmethod
-    def from_mapping(cls, raw: DeliveryErrorView | None) -> DeliveryError | None:
-        if not raw:
-            return None
-        target = raw.get("target_id")
-        return cls(
-            str(raw.get("code") or "error"), str(raw.get("message") or ""), str(target) if target else None
-        )
 
 
 @dataclass(frozen=True)
@@ -122,35 +94,8 @@ class TargetDelivery:
     objects: tuple[str, ...] = ()
     bytes_delivered: int = 0
 
-    def to_item(self) -> TargetDeliveryItem:
-        return {
-            "target_id": self.target_id,
-            "name": self.name,
-            "bucket": self.bucket,
-            "prefix": self.prefix,
-            "state": self.state,
-            "last_error": self.last_error.to_api() if self.last_error else None,
-            "delivered_at": self.delivered_at,
-            "objects": list(self.objects),
-            "bytes_delivered": self.bytes_delivered,
-        }
-
-    @classmethod
-    def from_mapping(cls, raw: TargetDeliveryItem) -> TargetDelivery:
-        return cls(
-            target_id=str(raw["target_id"]),
-            name=str(raw.get("name") or raw.get("bucket") or ""),
-            bucket=str(raw.get("bucket") or ""),
-            prefix=str(raw.get("prefix") or ""),
-            state=raw.get("state") or "pending",
-            last_error=DeliveryError.from_mapping(raw.get("last_error")),
-            delivered_at=raw.get("delivered_at"),
-            objects=tuple(str(o) for o in raw.get("objects") or ()),
-            bytes_delivered=int(raw.get("bytes_delivered") or 0),
-        )
-
-    def to_api(self) -> TargetDeliveryItem:
-        return self.to_item()  # the stored shape is the public one
+    def to_api(self) -> TargetDeliveryView:
+        return cast(TargetDeliveryView, asdict(self))  # the stored shape is the public one
 
 
 @dataclass(frozen=True)
@@ -171,43 +116,6 @@ class DeliveryRecord:
     lease_until: str | None = None
     delivered_at: str | None = None
     last_error: DeliveryError | None = None
-
-    def to_item(self) -> DeliveryItem:
-        return {
-            "batch_id": self.batch_id,
-            "org_id": self.org_id,
-            "state": self.state,
-            "targets": [t.to_item() for t in self.targets],
-            "created_at": self.created_at,
-            "updated_at": self.updated_at,
-            "attempts": self.attempts,
-            "round_start": self.round_start,
-            "redeliveries": self.redeliveries,
-            "next_attempt_at": self.next_attempt_at,
-            "last_attempt_at": self.last_attempt_at,
-            "lease_until": self.lease_until,
-            "delivered_at": self.delivered_at,
-            "last_error": self.last_error.to_api() if self.last_error else None,
-        }
-
-    @classmethod
-    def from_mapping(cls, raw: DeliveryItem) -> DeliveryRecord:
-        return cls(
-            batch_id=str(raw["batch_id"]),
-            org_id=str(raw["org_id"]),
-            state=raw["state"],
-            targets=tuple(TargetDelivery.from_mapping(t) for t in raw.get("targets") or ()),
-            created_at=str(raw.get("created_at") or ""),
-            updated_at=str(raw.get("updated_at") or ""),
-            attempts=int(raw.get("attempts") or 0),
-            round_start=int(raw.get("round_start") or 0),
-            redeliveries=int(raw.get("redeliveries") or 0),
-            next_attempt_at=raw.get("next_attempt_at"),
-            last_attempt_at=raw.get("last_attempt_at"),
-            lease_until=raw.get("lease_until"),
-            delivered_at=raw.get("delivered_at"),
-            last_error=DeliveryError.from_mapping(raw.get("last_error")),
-        )
 
     def due(self, now_iso: str) -> bool:
         """An attempt is owed now: pending or failed, with its next attempt at or before now."""
