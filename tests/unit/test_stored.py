@@ -11,7 +11,7 @@ from batchroute.domain.billing.usage import UsageFigures
 from batchroute.domain.delivery.webhooks import WebhookAttempt
 from batchroute.domain.feedback.feedback import FeedbackCounter
 from batchroute.domain.stored import from_counters, from_stored
-from batchroute.domain.work_orders.work_orders import Tallies
+from batchroute.domain.work_orders.work_orders import Tallies, WorkOrderMember
 from batchroute.domain.workflow.results import LaneTally
 
 
@@ -74,3 +74,12 @@ def test_a_counter_record_takes_its_other_fields_as_given() -> None:
     item = {"model": "m", "count": Decimal(3), "stars_sum": Decimal(9)}
     read = from_counters(FeedbackCounter, item, model="m", provider="p", labels={"slow": 1})
     assert read == FeedbackCounter(model="m", provider="p", count=3, stars_sum=9, labels={"slow": 1})
+
+
+def test_a_member_marker_from_before_chat_jobs_joined_is_a_batch() -> None:
+    marker = {"pk": "ORG#o", "sk": "WOMEMBER#wo#b", "kind": "work_order_member", "batch_id": "b"}
+    member = from_stored(
+        WorkOrderMember, {**marker, "joined_at": "t", "items_total": 2, "reserved_micros": 5}
+    )
+    assert member == WorkOrderMember(batch_id="b", joined_at="t", items_total=2, reserved_micros=5)
+    assert member.member_kind == "batch" and member.to_api()["kind"] == "batch"

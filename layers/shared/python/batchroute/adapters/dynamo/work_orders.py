@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict
-from typing import Any, cast
+from typing import Any
 
 from botocore.exceptions import ClientError
 
@@ -35,7 +35,6 @@ from batchroute.domain.work_orders.work_orders import (
     MAX_MEMBERS,
     Attachment,
     CounterMove,
-    MemberItem,
     MemberRefused,
     Tallies,
     WorkOrder,
@@ -139,7 +138,7 @@ class WorkOrderStore(DynamoStore):
         open and under the member limit. Written inside another transaction (batch create)
         or by `attach`."""
         sk = f"{MEMBER_PREFIX}{move.work_order_id}#{member.batch_id}"
-        marker = {"pk": org_pk(move.org_id), "sk": sk, **member.to_item()}
+        marker = {"pk": org_pk(move.org_id), "sk": sk, "kind": "work_order_member", **asdict(member)}
         return [
             put_new(self.table_name, marker),
             _counters_update(
@@ -232,7 +231,7 @@ class WorkOrderStore(DynamoStore):
             self.table_name, org_pk(org_id), prefix, start_sk=start, Limit=limit, ConsistentRead=True
         )
         response = self.dynamodb.query(**request)
-        rows = [WorkOrderMember.from_item(cast(MemberItem, from_item(i))) for i in response.get("Items", [])]
+        rows = [from_stored(WorkOrderMember, plain(from_item(i))) for i in response.get("Items", [])]
         more = "LastEvaluatedKey" in response and len(rows) == limit
         return rows, (rows[-1].batch_id if more and rows else None)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal, NotRequired, TypedDict, get_args
+from typing import Any, Final, Literal, TypedDict, get_args
 
 from batchroute.domain.batches.metadata import parse_metadata
 from batchroute.domain.batches.record import WorkOrderRef, job_id_for
@@ -195,19 +195,6 @@ class WorkOrder:
         }
 
 
-class MemberItem(TypedDict):
-    """A member marker's attributes (keys added by the store)."""
-
-    kind: Literal["work_order_member"]
-    batch_id: str
-    member_kind: MemberKind
-    joined_at: str
-    items_total: int
-    reserved_micros: int
-    settled_at: NotRequired[str]
-    outcome: NotRequired[MemberOutcome | None]
-
-
 class MemberView(TypedDict):
     batch_id: str
     kind: MemberKind
@@ -277,49 +264,22 @@ class CounterMove:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class WorkOrderMember:
-    """A batch or queued chat job in a work order, as its member marker holds it."""
+    """A batch or queued chat job in a work order, as its member marker holds it (the store
+    writes these fields; a marker from before chat jobs joined has no `member_kind`)."""
 
     batch_id: str
-    kind: MemberKind
+    member_kind: MemberKind = "batch"
     joined_at: str
     items_total: int
     reserved_micros: int
     settled_at: str | None = None
     outcome: MemberOutcome | None = None
 
-    @classmethod
-    def from_item(cls, item: MemberItem) -> WorkOrderMember:
-        """A stored marker (as the store reads it: numbers as Decimal)."""
-        return cls(
-            batch_id=str(item["batch_id"]),
-            kind="chat_job" if item.get("member_kind") == "chat_job" else "batch",
-            joined_at=str(item.get("joined_at") or ""),
-            items_total=int(item.get("items_total") or 0),
-            reserved_micros=int(item.get("reserved_micros") or 0),
-            settled_at=item.get("settled_at"),
-            outcome=item.get("outcome"),
-        )
-
-    def to_item(self) -> MemberItem:
-        """The marker's attributes (keys added by the store)."""
-        item: MemberItem = {
-            "kind": "work_order_member",
-            "batch_id": self.batch_id,
-            "member_kind": self.kind,
-            "joined_at": self.joined_at,
-            "items_total": self.items_total,
-            "reserved_micros": self.reserved_micros,
-        }
-        if self.settled_at is not None:
-            item["settled_at"] = self.settled_at
-            item["outcome"] = self.outcome
-        return item
-
     def to_api(self) -> MemberView:
         return {
             "batch_id": self.batch_id,
-            "kind": self.kind,
-            "chat_job_id": job_id_for(self.batch_id) if self.kind == "chat_job" else None,
+            "kind": self.member_kind,
+            "chat_job_id": job_id_for(self.batch_id) if self.member_kind == "chat_job" else None,
             "joined_at": self.joined_at,
             "items": self.items_total,
             "reserved": Money(self.reserved_micros).to_api(),

@@ -355,7 +355,7 @@ class WorkOrders:
     def _member(batch: BatchRecord, at: str) -> WorkOrderMember:
         return WorkOrderMember(
             batch_id=batch.batch_id,
-            kind=_kind(batch),
+            member_kind=_kind(batch),
             joined_at=at,
             items_total=batch.item_count,
             reserved_micros=batch.held_micros,
