@@ -167,7 +167,8 @@ class ResourceBody(ContractBody):
 
 
 def as_sent(documented: Any) -> Any:
-    """A field taken as the client sent it, for a domain reader that judges the whole body at
-    once (every problem with its path, against the deployment's catalog: `command(catalog)`);
-    the OpenAPI document shows `documented`."""
+    """A field taken as the client sent it, for the reader that judges the whole body at once
+    (a quote or batch body's command parser; a preset's or route policy's domain reader,
+    against the deployment's catalog: `command(catalog)`); the OpenAPI document shows
+    `documented`."""
     return domain_rule(lambda value, _name: value, documented)

@@ -21,9 +21,9 @@ from batchroute.domain.catalog.catalog import PrivacyTier, SlaTier
 from batchroute.domain.routing.gates import RoutingMode
 from batchroute.services.batches.commands import CreateBatch, unknown_batch_fields
 from batchroute.services.batches.create import MAX_CANCEL_REASON
-from functions.api.schemas.batches.quotes import ItemsToQuote, as_sent
+from functions.api.schemas.batches.quotes import ItemsToQuote
 from functions.api.schemas.batches.receipts import BillingReceipt, TokenUsage
-from functions.api.schemas.common import Absent, ContractBody, MoneyOut, refusal
+from functions.api.schemas.common import Absent, ContractBody, MoneyOut, as_sent, refusal
 from functions.api.schemas.delivery.targets import BucketDeliveryOut
 from functions.api.schemas.feedback.feedback import FeedbackOut
 

@@ -20,7 +20,7 @@ from batchroute.domain.catalog.catalog import PrivacyTier, SlaTier
 from batchroute.domain.routing.gates import REJECTION_CODES, RoutingMode
 from batchroute.errors import InvalidRequest
 from batchroute.services.batches.commands import QuoteRequest, QuoteWorkflow
-from functions.api.schemas.common import Absent, ContractBody, MoneyOut, domain_rule, omittable, refusal
+from functions.api.schemas.common import Absent, ContractBody, MoneyOut, as_sent, omittable, refusal
 from functions.api.schemas.delivery.webhooks import WebhookTarget
 from functions.api.schemas.routing.items import BatchItem, HostedTools
 
@@ -54,12 +54,6 @@ def read_command(parse: Callable[[Mapping[str, Any]], C], data: Mapping[str, Any
         return parse(data)
     except InvalidRequest as exc:
         raise refusal(exc.code, exc.message, exc.details) from exc
-
-
-def as_sent(documented: Any) -> domain_rule:
-    """A field the body's command parser reads (services/batches/commands.py), in the spec's
-    words; the OpenAPI document shows `documented`."""
-    return domain_rule(lambda value, _name: value, documented)
 
 
 class RoutingConstraints(ContractBody):
