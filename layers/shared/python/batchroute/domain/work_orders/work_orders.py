@@ -268,12 +268,12 @@ class WorkOrderMember:
     writes these fields; a marker from before chat jobs joined has no `member_kind`)."""
 
     batch_id: str
-    member_kind: MemberKind = "batch"
     joined_at: str
     items_total: int
     reserved_micros: int
     settled_at: str | None = None
     outcome: MemberOutcome | None = None
+    member_kind: MemberKind = "batch"
 
     def to_api(self) -> MemberView:
         return {
