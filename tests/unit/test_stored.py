@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from decimal import Decimal
 
 import pytest
 
+from batchroute.domain.batches.record import BatchIntake, BatchRecord, IntakeError
 from batchroute.domain.billing.usage import UsageFigures
 from batchroute.domain.delivery.webhooks import WebhookAttempt
 from batchroute.domain.feedback.feedback import FeedbackCounter
-from batchroute.domain.stored import from_counters, from_stored
+from batchroute.domain.stored import from_counters, from_stored, sparse
 from batchroute.domain.work_orders.work_orders import Tallies, WorkOrderMember
 from batchroute.domain.workflow.results import LaneTally
 
@@ -83,3 +84,22 @@ def test_a_member_marker_from_before_chat_jobs_joined_is_a_batch() -> None:
     )
     assert member == WorkOrderMember(batch_id="b", joined_at="t", items_total=2, reserved_micros=5)
     assert member.member_kind == "batch" and member.to_api()["kind"] == "batch"
+
+
+def test_sparse_leaves_out_the_fields_that_hold_their_default() -> None:
+    fresh = BatchIntake("file_1", "d", 2, {"model": "m"})
+    assert sparse(fresh) == {"file_id": "file_1", "digest": "d", "item_count": 2, "options": {"model": "m"}}
+    failed = replace(fresh, done=True, error=IntakeError("quote_mismatch", "differ", {"item_count": 3}))
+    assert sparse(failed)["error"] == {
+        "code": "quote_mismatch",
+        "message": "differ",
+        "details": {"item_count": 3},
+    }
+    assert sparse(failed)["done"] is True
+
+
+def test_a_stored_intake_reads_back_with_its_error() -> None:
+    failed = BatchIntake("file_1", "d", 2, {}, done=True, error=IntakeError("quote_mismatch", "differ"))
+    base = {"batch_id": "b", "org_id": "o", "state": "failed", "created_at": "t"}
+    record = BatchRecord.from_mapping({**base, "intake": {**sparse(failed), "item_count": Decimal(2)}})
+    assert record.intake == failed and type(record.intake.item_count) is int

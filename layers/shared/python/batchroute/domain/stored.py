@@ -7,7 +7,7 @@ of it and reads it back here, with no second field list declared beside it (issu
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import MISSING, Field, fields
+from dataclasses import MISSING, Field, asdict, fields
 from typing import Any, SupportsInt, TypeVar, cast, get_args
 
 Record = TypeVar("Record")
@@ -22,6 +22,18 @@ def from_stored(kind: type[Record], item: Mapping[str, object], /, **converted: 
     kept = {f.name: item[f.name] for f in every if f.name in item}
     unwritten = {f.name: None for f in every if f.name not in item and _none_unless_given(f)}
     return cast(Callable[..., Record], kind)(**{**unwritten, **kept, **converted})
+
+
+def sparse(record: object) -> dict[str, Any]:
+    """`dataclasses.asdict` of a record (a dataclass) less its fields that hold their declared
+    default: what a store writes where an unset field stays absent (`from_stored` reads it
+    back)."""
+    values = asdict(cast(Any, record))
+    return {
+        f.name: values[f.name]
+        for f in fields(cast(Any, record))
+        if f.default is MISSING or getattr(record, f.name) != f.default
+    }
 
 
 def _none_unless_given(f: Field[Any]) -> bool:

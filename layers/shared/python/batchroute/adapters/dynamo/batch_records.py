@@ -49,7 +49,7 @@ from batchroute.domain.batches.record import (
 from batchroute.domain.batches.states import BatchState, allowed_sources
 from batchroute.domain.billing.ledger import DuplicateReservation
 from batchroute.domain.routing.lane_plan import LaneRecord, LaneRecordItem
-from batchroute.domain.stored import from_stored
+from batchroute.domain.stored import from_stored, sparse
 from batchroute.domain.workflow.finalize_cursor import CursorChanges, FinalizeCursor, stored_parts
 from batchroute.domain.workflow.results import MergeTally
 from batchroute.transactions import TransactItem
@@ -430,7 +430,10 @@ class BatchRecords(DynamoStore):
     def update_plan(self, batch_id: str, changes: PlanChanges) -> None:
         """SET fields of the PLAN item (Intake writes the chunk model counts once)."""
         plan = {"pk": {"S": f"BATCH#{batch_id}"}, "sk": {"S": "PLAN"}}
-        self.dynamodb.update_item(**set_update(self.table_name, plan, changes))
+        values: dict[str, object] = {**changes}
+        if "intake" in changes:  # written field for field (read back by the record's `_intake`)
+            values["intake"] = sparse(changes["intake"])
+        self.dynamodb.update_item(**set_update(self.table_name, plan, values))
 
     # -- step cursors: a step that runs over several invocations (`BATCH#<id>`/`CURSOR#<step>`) --
     def cursor(self, batch_id: str, step: str) -> FinalizeCursor | None:

@@ -24,7 +24,7 @@ from batchroute.domain.billing.settlement import DirectReceipt, InlineReceipt
 from batchroute.domain.catalog.pricing import NO_CACHE_TOKENS, CacheFields, CacheTokens
 from batchroute.domain.routing.engine import RoutePlanView
 from batchroute.domain.routing.lanes import LaneAttempt
-from batchroute.domain.stored import from_counters
+from batchroute.domain.stored import from_counters, from_stored, sparse
 from batchroute.ids import has_prefix, suffix_of
 from batchroute.money import Money
 from batchroute.transactions import TransactItem
@@ -61,7 +61,7 @@ class PlanChanges(TypedDict, total=False):
     """What Intake SETs on the batch's PLAN item: the chunk model counts and the intake."""
 
     chunk_models: list[dict[str, int]]
-    intake: BatchIntakeItem
+    intake: BatchIntake
 
 
 class BatchWebhookItem(TypedDict):
@@ -81,21 +81,6 @@ class UsageCheckpointItem(CacheFields, _LaneIdField):
 class WorkOrderRefItem(TypedDict):
     id: str
     client_reference: str | None
-
-
-class IntakeErrorItem(TypedDict):
-    code: str
-    message: str
-    details: dict[str, Any]  # the API error's details: the preflight's whole answer, or counts
-
-
-class BatchIntakeItem(TypedDict):
-    file_id: str
-    digest: str
-    item_count: int
-    options: dict[str, Any]  # the batch body's options: the customer's JSON
-    done: NotRequired[bool]
-    error: NotRequired[IntakeErrorItem]
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,18 +181,6 @@ class IntakeError:
     message: str
     details: Mapping[str, Any] = field(default_factory=dict)
 
-    def to_mapping(self) -> IntakeErrorItem:
-        return {"code": self.code, "message": self.message, "details": dict(self.details)}
-
-    @classmethod
-    def from_mapping(cls, value: IntakeErrorItem) -> IntakeError:
-        details = value.get("details")
-        return cls(
-            str(value.get("code") or ""),
-            str(value.get("message") or ""),
-            dict(details) if isinstance(details, Mapping) else {},
-        )
-
 
 @dataclass(frozen=True, slots=True)
 class BatchIntake:
@@ -222,31 +195,6 @@ class BatchIntake:
     options: Mapping[str, Any]
     done: bool = False
     error: IntakeError | None = None
-
-    def to_mapping(self) -> BatchIntakeItem:
-        values: BatchIntakeItem = {
-            "file_id": self.file_id,
-            "digest": self.digest,
-            "item_count": self.item_count,
-            "options": dict(self.options),
-        }
-        if self.done:
-            values["done"] = True
-        if self.error is not None:
-            values["error"] = self.error.to_mapping()
-        return values
-
-    @classmethod
-    def from_mapping(cls, value: BatchIntakeItem) -> BatchIntake:
-        options, error = value.get("options"), value.get("error")
-        return cls(
-            file_id=str(value.get("file_id") or ""),
-            digest=str(value.get("digest") or ""),
-            item_count=int(value.get("item_count") or 0),
-            options=dict(options) if isinstance(options, Mapping) else {},
-            done=bool(value.get("done")),
-            error=IntakeError.from_mapping(error) if isinstance(error, Mapping) and error else None,
-        )
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -361,6 +309,8 @@ class BatchRecord:
                 continue
             if isinstance(value, _NESTED):
                 value = value.to_mapping()
+            elif isinstance(value, BatchIntake):
+                value = sparse(value)
             elif name == "attempts":
                 value = [attempt.to_item() for attempt in value]
             elif name in _SEQUENCES:
@@ -440,7 +390,6 @@ _NESTED: Final = (
     ArtifactKeys,
     CompatFields,
     UsageCheckpoint,
-    BatchIntake,
     WorkOrderRef,
 )
 
@@ -530,7 +479,18 @@ def _work_order(value: Any) -> WorkOrderRef | None:
 
 
 def _intake(value: Any) -> BatchIntake | None:
-    return BatchIntake.from_mapping(cast(BatchIntakeItem, value)) if isinstance(value, Mapping) else None
+    """The stored intake (`dataclasses.asdict` of it; numbers may be Decimals)."""
+    if not isinstance(value, Mapping):
+        return None
+    error = value.get("error")
+    return from_stored(
+        BatchIntake,
+        value,
+        item_count=int(value["item_count"]),
+        options=dict(value.get("options") or {}),
+        done=bool(value.get("done")),
+        error=from_stored(IntakeError, error, details=dict(error.get("details") or {})) if error else None,
+    )
 
 
 def _plan(value: Any) -> RoutePlanView | None:

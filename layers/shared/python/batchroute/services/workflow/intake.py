@@ -73,7 +73,7 @@ class Intake:
             batch.batch_id,
             {
                 "chunk_models": writer.chunk_models_for(batch.plan),
-                "intake": replace(intake, done=True).to_mapping(),
+                "intake": replace(intake, done=True),
             },
         )
         done: BatchChanges = {"chunk_count": writer.chunk_count}
@@ -109,7 +109,7 @@ class Intake:
 
     def _fail(self, batch: BatchRecord, intake: BatchIntake, error: IntakeError) -> None:
         now = isoformat(self.clock.now())
-        self.records.update_plan(batch.batch_id, {"intake": replace(intake, error=error).to_mapping()})
+        self.records.update_plan(batch.batch_id, {"intake": replace(intake, error=error)})
         self.records.update(batch.batch_id, {"chunk_count": 0})
         self.records.transition(
             batch.batch_id,
