@@ -19,6 +19,7 @@ from batchroute.adapters.dynamo.batch_progress import BatchProgress
 from batchroute.adapters.dynamo.batch_records import BatchRecords, lane_values
 from batchroute.adapters.dynamo.billing_events import BillingEvents
 from batchroute.adapters.dynamo.controls import ControlsStore
+from batchroute.adapters.dynamo.lane_records import lane_from_item, lane_item
 from batchroute.adapters.dynamo.lanes import LaneStateStore
 from batchroute.adapters.dynamo.ledger import LedgerStore
 from batchroute.adapters.dynamo.writes import put_if_new
@@ -101,7 +102,7 @@ def _rows(key: str) -> list[dict[str, Any]]:
 
 def _lanes(batch_id: str) -> dict[str, dict[str, Any]]:
     """Each lane's stored record, by lane key."""
-    return {lane.lane_key: lane.to_item() for lane in _records().lanes(batch_id)}
+    return {lane.lane_key: lane_item(lane) for lane in _records().lanes(batch_id)}
 
 
 def _expected_charge(batch_id: str) -> Money:
@@ -269,7 +270,7 @@ def test_a_mixed_batch_runs_to_completed_and_settles_actual_usage_once(
     llama = lanes["02-edge-eu-meta-llama-llama-3-1-8b-instruct"]
     lines = [
         line
-        for chunk in sorted(lane_done_chunks(LaneRecord.from_item(llama)))
+        for chunk in sorted(lane_done_chunks(lane_from_item(llama)))
         for line in _artifacts().result_lines(created.batch_id, llama["lane_key"], int(chunk))
     ]
     assert {line["seq"]: line["attempts"] for line in lines}[2] == 2
@@ -523,7 +524,7 @@ def test_a_half_done_chunk_is_kept_across_invocations(stack: LocalStack, org: Te
     assert invocations > 2
     assert answer["completed"] == 4
     (record,) = _records().lanes(created.batch_id)
-    assert lane_done_chunks(record) == {0} and "partial_chunk" not in record.to_item()
+    assert lane_done_chunks(record) == {0} and "partial_chunk" not in lane_item(record)
     lines = list(_artifacts().result_lines(created.batch_id, record.lane_key, 0))
     assert [line["seq"] for line in lines] == [0, 1, 2, 3]
     assert _counts(_batch(created.batch_id))["completed"] == 4

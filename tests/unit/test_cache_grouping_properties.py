@@ -18,6 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from batchroute.adapters.dynamo.lane_records import lane_from_item, lane_item
 from batchroute.domain.routing import lane_plan
 from batchroute.domain.routing.engine import RoutePlan, route
 from batchroute.domain.routing.gates import RouteRequest, RoutingGuards
@@ -87,7 +88,7 @@ class Batch:
     def lanes(self) -> list[LaneRecord]:
         """Route's lane records, as they read back from their stored items."""
         lanes = plan_lanes(plan_groups(self.plan.to_api()), self.chunk_models, at="t")
-        return [LaneRecord.from_item(lane.to_item()) for lane in lanes]
+        return [lane_from_item(lane_item(lane)) for lane in lanes]
 
     def owned(self, lane: LaneRecord, chunks: Sequence[int] | None = None) -> list[int]:
         """The seqs a lane record runs, in the order it runs them."""

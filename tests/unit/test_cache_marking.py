@@ -8,12 +8,13 @@ from dataclasses import replace
 from decimal import Decimal
 from typing import Any
 
+from batchroute.adapters.dynamo.lane_records import lane_from_item, lane_item
 from batchroute.catalog import builtin_catalog
 from batchroute.domain.billing.settlement import prompt_cache_receipt, provider_lanes
 from batchroute.domain.catalog.pricing import CacheUse, LaneUsage
 from batchroute.domain.routing.engine import RoutePlanView, route
 from batchroute.domain.routing.gates import RouteRequest, RoutingGuards
-from batchroute.domain.routing.lane_plan import LaneRecord, failover_record, plan_groups, plan_lanes
+from batchroute.domain.routing.lane_plan import failover_record, plan_groups, plan_lanes
 from batchroute.domain.routing.prompt_cache import item_prefix
 from batchroute.providers import base
 from batchroute.providers.anthropic import transform as anthropic
@@ -69,7 +70,7 @@ def test_the_anthropic_lane_marks_the_batchs_shared_prefix() -> None:
     assert key is not None
     assert lane.lane_id == "anthropic/claude-3-5-haiku"
     assert lane.cache_prefixes == (key.key,)
-    assert LaneRecord.from_item(lane.to_item()).cache_prefixes == (key.key,)  # stored and read back
+    assert lane_from_item(lane_item(lane)).cache_prefixes == (key.key,)  # stored and read back
     # a failover lane keeps marking them
     other = plan_groups(plan)[0].rejected[0]
     taken = failover_record(lane, other, chunk=0, chunk_first_ordinal=0, answered=(), root_number=1, at="t")
@@ -83,7 +84,7 @@ def test_without_cache_aware_routing_or_below_the_minimum_nothing_is_marked() ->
     short = [chat(i, system="Label reviews. " * 300) for i in range(4)]  # ~1,100 tokens < 2,048
     (below,) = plan_lanes(plan_groups(haiku_plan(short)), [{HAIKU: 4}], at="t")
     assert below.cache_prefixes == ()
-    assert "cache_prefixes" not in below.to_item()
+    assert "cache_prefixes" not in lane_item(below)
 
 
 def test_a_request_asks_for_the_marker_only_for_an_item_of_a_shared_prefix() -> None:

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from batchroute.adapters.dynamo.lane_records import lane_from_item
 from batchroute.catalog import builtin_catalog
 from batchroute.catalog.datafile import DataError
 from batchroute.catalog.loader import load_catalog
@@ -81,7 +82,7 @@ item_usage = st.fixed_dictionaries({kind: st.integers(0, 200_000) for kind in KI
 
 
 def _record(prices: dict[str, str]) -> LaneRecord:
-    return LaneRecord.from_item(
+    return lane_from_item(
         {
             "lane_key": "01-anthropic-claude-sonnet-4",
             "lane_id": "anthropic/claude-sonnet-4",
@@ -89,6 +90,10 @@ def _record(prices: dict[str, str]) -> LaneRecord:
             "model": "claude-sonnet-4",
             "status": "completed",
             "unit_prices": prices,
+            "ordinal_start": 0,
+            "ordinal_end": 0,
+            "item_count": 0,
+            "created_at": "",
         }
     )
 

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from batchroute.adapters.dynamo.codec import to_item
+from batchroute.adapters.dynamo.lane_records import lane_from_item, lane_item
 from batchroute.domain.routing.lane_plan import (
     LaneRecord,
     PlanLane,
@@ -60,7 +61,17 @@ def _rejected(provider: str, model: str, code: str, cost: str | None) -> dict[st
 # chunk 0: a a b ; chunk 1: b a a ; chunk 2: a   (a: 5 items, b: 2 items)
 CHUNK_MODELS = [{A: 2, B: 1}, {B: 1, A: 2}, {A: 1}]
 # The fields every stored lane record has, around the chunk fields a test sets
-STORED = {"lane_key": "01-p1-model-a", "lane_id": "p1/model-a", "provider": "p1", "model": A}
+STORED = {
+    "lane_key": "01-p1-model-a",
+    "lane_id": "p1/model-a",
+    "provider": "p1",
+    "model": A,
+    "ordinal_start": 0,
+    "ordinal_end": 3,
+    "item_count": 3,
+    "unit_prices": PRICES_1,
+    "created_at": "t",
+}
 LINES = [
     [{"seq": 0, "item": {"model": A}}, {"seq": 1, "item": {"model": A}}, {"seq": 2, "item": {"model": B}}],
     [{"seq": 3, "item": {"model": B}}, {"seq": 4, "item": {"model": A}}, {"seq": 5, "item": {"model": A}}],
@@ -112,7 +123,7 @@ def test_plan_lanes_split_each_group_in_order_and_number_the_lanes() -> None:
         ("03-p1-org-model-b-1", 0, 2, (0, 1)),
     ]
     lane = lanes[1]
-    record = lane.to_item()
+    record = lane_item(lane)
     assert record["unit_prices"] == PRICES_2 and record["item_count"] == 2
     assert record["status"] == "pending" and lane.chunks_done_n == 0 and record["attempts"] == 0
     assert lane_chunks(lane) == [1, 2] and record["usage"] == {"prompt_tokens": 0, "completion_tokens": 0}
@@ -166,7 +177,7 @@ def test_a_failover_record_takes_the_unfinished_ordinals_at_the_original_prices(
     successor = failover_record(
         source, candidate, chunk=0, chunk_first_ordinal=0, answered={1}, root_number=1, at="t2"
     )
-    record = successor.to_item()
+    record = lane_item(successor)
     assert record["lane_key"] == "01f1-p5-model-a"
     assert (record["ordinal_start"], record["ordinal_end"]) == (0, 3)
     assert record["exclude_seqs"] == [1] and record["item_count"] == 2
@@ -177,7 +188,7 @@ def test_a_failover_record_takes_the_unfinished_ordinals_at_the_original_prices(
     again_lane = failover_record(
         successor, candidate, chunk=1, chunk_first_ordinal=2, answered=set(), root_number=1, at="t3"
     )
-    again = again_lane.to_item()
+    again = lane_item(again_lane)
     assert (again["ordinal_start"], again["ordinal_end"]) == (2, 3)
     assert again["exclude_seqs"] == [] and again["item_count"] == 1 and lane_chunks(again_lane) == [1]
     assert again["lane_key"] == "01f2-p5-model-a"
@@ -189,7 +200,7 @@ def test_a_failover_record_takes_the_unfinished_ordinals_at_the_original_prices(
 def test_chunk_ranges_are_the_run_length_of_the_list_and_read_back_in_order() -> None:
     assert chunk_ranges([3, 4, 5, 9, 10, 12]) == [[3, 5], [9, 10], [12, 12]]
     assert chunk_ranges([]) == []
-    lane = LaneRecord.from_item(
+    lane = lane_from_item(
         {**STORED, "chunk_ranges": chunk_ranges([3, 4, 5, 9, 10, 12]), "chunks_done_n": Decimal(4)}
     )
     assert lane_chunks(lane) == [3, 4, 5, 9, 10, 12] and lane_chunk_count(lane) == 6
@@ -200,11 +211,11 @@ def test_chunk_ranges_are_the_run_length_of_the_list_and_read_back_in_order() ->
 
 def test_a_lane_record_written_with_lists_reads_the_same() -> None:
     written = {**STORED, "chunks": [3, 4, 9], "chunks_started": [3, 4], "chunks_done": [3]}
-    legacy = LaneRecord.from_item(written)
+    legacy = lane_from_item(written)
     assert lane_chunks(legacy) == [3, 4, 9] and legacy.chunks_done_n == 1
     assert lane_chunk_done(legacy, 3) and not lane_chunk_done(legacy, 4)
     # A watermark once written wins over the list it replaces
-    assert lane_done_chunks(LaneRecord.from_item({**written, "chunks_done_n": 2})) == {3, 4}
+    assert lane_done_chunks(lane_from_item({**written, "chunks_done_n": 2})) == {3, 4}
 
 
 def _stored_size(record: dict[str, Any]) -> int:
@@ -241,7 +252,7 @@ def _all_done(lane: LaneRecord) -> dict[str, Any]:
     chunks, items = lane_chunk_count(lane), lane.item_count
     at = "2026-11-25T01:00:00.000Z"
     return {
-        **lane.to_item(),
+        **lane_item(lane),
         "status": "completed",
         "chunks_started_n": chunks,
         "chunks_done_n": chunks,
@@ -257,12 +268,12 @@ def _all_done(lane: LaneRecord) -> dict[str, Any]:
 def test_the_lane_record_every_chunk_rewrites_does_not_grow_with_the_batch() -> None:
     # 10 chunks (10k items) against 1,000 chunks (1M items: the lane with all of them)
     small, large = _all_done(_lane(10)), _all_done(_lane(1000))
-    assert lane_done_chunks(LaneRecord.from_item(large)) == frozenset(range(1000))
+    assert lane_done_chunks(lane_from_item(large)) == frozenset(range(1000))
     # Only the digits of its counts differ: the same 1 KB write unit either way
     assert abs(_stored_size(large) - _stored_size(small)) <= 16
     assert _stored_size(large) <= 1024
     # Fresh, too
-    assert abs(_stored_size(_lane(1000).to_item()) - _stored_size(_lane(10).to_item())) <= 16
+    assert abs(_stored_size(lane_item(_lane(1000))) - _stored_size(lane_item(_lane(10)))) <= 16
 
 
 def test_a_failover_lane_record_is_bounded_by_one_chunk_not_the_batch() -> None:
@@ -285,5 +296,5 @@ def test_a_failover_lane_record_is_bounded_by_one_chunk_not_the_batch() -> None:
         )
 
     small, large = successor(10), successor(1000)
-    assert lane_chunks(large) == list(range(2, 1000)) and large.to_item()["chunk_ranges"] == [[2, 999]]
+    assert lane_chunks(large) == list(range(2, 1000)) and lane_item(large)["chunk_ranges"] == [[2, 999]]
     assert abs(_stored_size(_all_done(large)) - _stored_size(_all_done(small))) <= 16

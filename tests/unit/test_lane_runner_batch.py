@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from batchroute.adapters.dynamo.lane_records import job_from_item, job_item
 from batchroute.clock import FixedClock
 from batchroute.domain.catalog.catalog import Lane, LanePrice
 from batchroute.domain.routing.lane_plan import SubmittedJob
@@ -138,12 +139,12 @@ def test_poll_once_style_returns_the_running_job_and_resumes_later() -> None:
     # Then nothing is reported yet and the job is handed back to be stored
     assert first.pending_job is not None and not first.finished
     assert lane.results == {}
-    stored = first.pending_job.to_dict()
+    stored = job_item(first.pending_job)
     # When a later invocation resumes the stored job before and after it finished
-    again = run(lane, provider, clock, job=SubmittedJob.from_dict(stored), should_stop=lambda: True)
+    again = run(lane, provider, clock, job=job_from_item(stored), should_stop=lambda: True)
     assert again.pending_job == first.pending_job and lane.results == {}
     clock.advance(seconds=JOB_SECONDS)
-    last = run(lane, provider, clock, job=SubmittedJob.from_dict(stored), should_stop=lambda: True)
+    last = run(lane, provider, clock, job=job_from_item(stored), should_stop=lambda: True)
     # Then the results arrive without a second submit
     assert last.finished and last.completed == 20
     assert sorted(lane.results) == list(range(20))
@@ -286,9 +287,9 @@ def test_poll_lane_job_reports_a_finished_job_once() -> None:
 def test_submitted_job_round_trips_through_a_lane_record() -> None:
     job = SubmittedJob("job-1", 2, 3, "2026-01-01T00:00:00.000Z", seqs=(4, 9, 12), lost_resubmits=1)
     # DynamoDB hands numbers back as Decimal
-    stored = {k: ([Decimal(s) for s in v] if k == "seqs" else v) for k, v in job.to_dict().items()}
+    stored = {k: ([Decimal(s) for s in v] if k == "seqs" else v) for k, v in job_item(job).items()}
     stored["attempt"] = Decimal(2)
-    assert SubmittedJob.from_dict(stored) == job
+    assert job_from_item(stored) == job
 
 
 def test_cancel_lane_job_tolerates_forgotten_jobs() -> None:

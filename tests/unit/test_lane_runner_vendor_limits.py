@@ -10,10 +10,10 @@ from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
+from batchroute.adapters.dynamo.lane_records import job_from_item, job_item
 from batchroute.clock import FixedClock
 from batchroute.domain.catalog.catalog import BatchLimits
 from batchroute.domain.routing.lane_plan import (
-    SubmittedJob,
     embedding_inputs,
     estimated_request_bytes,
     job_parts,
@@ -136,7 +136,7 @@ def test_a_later_invocation_resumes_a_stored_part_and_runs_the_rest() -> None:
     vendor.state = "in_progress"
     first = _run(lane, vendor, limits=BatchLimits(max_requests=8), should_stop=lambda: True)
     assert first.pending_job is not None and first.pending_job.more
-    stored = SubmittedJob.from_dict(first.pending_job.to_dict())
+    stored = job_from_item(job_item(first.pending_job))
     assert stored == first.pending_job
     # When the job finished and a later invocation resumes it
     vendor.state = "completed"

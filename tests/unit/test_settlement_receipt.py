@@ -5,6 +5,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
+from batchroute.adapters.dynamo.lane_records import lane_from_item
 from batchroute.catalog import builtin_catalog
 from batchroute.domain.billing.ledger import Reservation, SettlementResult, resolve
 from batchroute.domain.billing.settlement import (
@@ -46,7 +47,7 @@ PRICES = {"input_per_mtok": "2.00", "output_per_mtok": "10.00"}
 
 
 def _lane(key: str, lane_id: str, status: str, **extra: Any) -> LaneRecord:
-    return LaneRecord.from_item(
+    return lane_from_item(
         {
             "lane_key": key,
             "lane_id": lane_id,
@@ -54,10 +55,14 @@ def _lane(key: str, lane_id: str, status: str, **extra: Any) -> LaneRecord:
             "model": "m",
             "status": status,
             "unit_prices": PRICES,
+            **NEVER_READ,
             **extra,
         }
     )
 
+
+# What a stored lane always has and these receipts never read.
+NEVER_READ = {"ordinal_start": 0, "ordinal_end": 0, "item_count": 0, "created_at": ""}
 
 LANES = [
     _lane("01-a-m", "a/m", "failed", failover_to="01f1-b-m"),

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from batchroute.adapters.dynamo.lane_records import lane_from_item
 from batchroute.clock import FixedClock
 from batchroute.domain.accounts.access import Principal
 from batchroute.domain.billing.controls import BillingControls
@@ -30,12 +31,14 @@ from batchroute.domain.billing.usage import (
     usage_day,
     usage_sort_key,
 )
-from batchroute.domain.routing.lane_plan import LaneRecord
 from batchroute.errors import Forbidden, InvalidRequest
 from batchroute.money import Money
 from batchroute.services.billing.usage import UsageService
 
 DAY = "2026-11-21"
+
+# What a stored lane always has and these usage lines never read.
+NEVER_READ = {"ordinal_start": 0, "ordinal_end": 0, "item_count": 0, "created_at": ""}
 
 
 def _line(model: str, provider: str, cost: str, tin: int = 10, tout: int = 5, **kw: int) -> UsageLine:
@@ -120,17 +123,25 @@ def test_counters_always_add_up_to_the_charge(costs: list[int], charged: int, ca
 
 def test_batch_lines_take_the_completed_lanes_only() -> None:
     lanes = [
-        LaneRecord.from_item(
+        lane_from_item(
             {
                 "lane_key": "a",
                 "lane_id": "l1",
                 "model": "m",
                 "provider": "p1",
                 "unit_prices": {"input_per_mtok": "1"},
+                **NEVER_READ,
             }
         ),
-        LaneRecord.from_item(
-            {"lane_key": "b", "lane_id": "l2", "model": "m", "provider": "p2", "unit_prices": {}}
+        lane_from_item(
+            {
+                "lane_key": "b",
+                "lane_id": "l2",
+                "model": "m",
+                "provider": "p2",
+                "unit_prices": {},
+                **NEVER_READ,
+            }
         ),
     ]
     tallies = {"a": {"completed": 3, "prompt_tokens": 30, "completion_tokens": 9}, "b": {"failed": 2}}
@@ -143,13 +154,14 @@ def test_batch_lines_take_the_completed_lanes_only() -> None:
 
 def test_the_usage_counters_carry_the_prompt_cache_split_and_its_cheaper_cost() -> None:
     # Given a lane locked with a cache-read price a tenth of its input price
-    lane = LaneRecord.from_item(
+    lane = lane_from_item(
         {
             "lane_key": "a",
             "lane_id": "l1",
             "model": "m",
             "provider": "p1",
             "unit_prices": {"input_per_mtok": "1", "cached_input_per_mtok": "0.1"},
+            **NEVER_READ,
         }
     )
     tally = {"completed": 2, "prompt_tokens": 1_000, "completion_tokens": 0, "cached_input_tokens": 800}

@@ -18,10 +18,11 @@ by the same conditions: a missing watermark counts as the length of its list.
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any
 
 from batchroute.adapters.dynamo.batch_records import batch_key, lane_values
 from batchroute.adapters.dynamo.codec import to_value
+from batchroute.adapters.dynamo.lane_records import job_item, lane_from_item
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.adapters.dynamo.writes import (
     conditional_update,
@@ -29,7 +30,7 @@ from batchroute.adapters.dynamo.writes import (
     put_new,
     transact_unless_refused,
 )
-from batchroute.domain.routing.lane_plan import LaneRecord, LaneRecordItem, SubmittedJob
+from batchroute.domain.routing.lane_plan import LaneRecord, SubmittedJob
 from batchroute.domain.workflow.results import ChunkTally, HandOver
 
 COUNT_KEYS = ("pending", "running", "completed", "failed", "canceled")
@@ -119,7 +120,7 @@ def _hand_over_update(
 class BatchProgress(DynamoStore):
     def get_lane(self, batch_id: str, lane_key: str) -> LaneRecord | None:
         item = self.item_at(lane_item_key(batch_id, lane_key))
-        return LaneRecord.from_item(cast(LaneRecordItem, item)) if item is not None else None
+        return lane_from_item(item) if item is not None else None
 
     def put_lane(self, batch_id: str, lane: LaneRecord) -> bool:
         """Create a lane record once; False when it existed (the first one stays)."""
@@ -205,7 +206,7 @@ class BatchProgress(DynamoStore):
                 batch_id,
                 lane_key,
                 "SET job = :job, job_chunk = :chunk",
-                values={":job": job.to_dict(), ":chunk": chunk},
+                values={":job": job_item(job), ":chunk": chunk},
             )
 
     def set_partial(self, batch_id: str, lane_key: str, chunk: int) -> None:

@@ -18,6 +18,7 @@ from typing import Any, cast
 from botocore.exceptions import ClientError
 
 from batchroute.adapters.dynamo.codec import from_item, plain, set_update, to_value, update_request
+from batchroute.adapters.dynamo.lane_records import lane_from_item, lane_item
 from batchroute.adapters.dynamo.ledger import (
     is_transaction_conflict,
     reservation_failure,
@@ -48,7 +49,7 @@ from batchroute.domain.batches.record import (
 )
 from batchroute.domain.batches.states import BatchState, allowed_sources
 from batchroute.domain.billing.ledger import DuplicateReservation
-from batchroute.domain.routing.lane_plan import LaneRecord, LaneRecordItem
+from batchroute.domain.routing.lane_plan import LaneRecord
 from batchroute.domain.stored import from_stored, sparse
 from batchroute.domain.workflow.finalize_cursor import CursorChanges, FinalizeCursor, stored_parts
 from batchroute.domain.workflow.results import MergeTally
@@ -65,7 +66,7 @@ def batch_key(batch_id: str) -> dict[str, Any]:
 
 def lane_values(batch_id: str, lane: LaneRecord) -> dict[str, Any]:
     """A lane record as its item `BATCH#<id>`/`LANE#<lane key>`."""
-    return {"pk": f"BATCH#{batch_id}", "sk": f"LANE#{lane.lane_key}", "kind": "lane", **lane.to_item()}
+    return {"pk": f"BATCH#{batch_id}", "sk": f"LANE#{lane.lane_key}", "kind": "lane", **lane_item(lane)}
 
 
 def batch_values(batch: BatchRecord, *, deadline_index: bool = True) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -470,7 +471,7 @@ class BatchRecords(DynamoStore):
 
     def lanes(self, batch_id: str) -> list[LaneRecord]:
         request = prefix_query(self.table_name, f"BATCH#{batch_id}", "LANE#", ConsistentRead=True)
-        return [LaneRecord.from_item(cast(LaneRecordItem, item)) for item in self.query_all(request)]
+        return [lane_from_item(item) for item in self.query_all(request)]
 
     def update_lane(self, batch_id: str, lane_key: str, changes: dict[str, Any]) -> None:
         lane = {"pk": {"S": f"BATCH#{batch_id}"}, "sk": {"S": f"LANE#{lane_key}"}}

@@ -22,7 +22,7 @@ import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from decimal import Decimal, InvalidOperation
-from typing import Final, Literal, NamedTuple, NotRequired, TypedDict
+from typing import Final, NamedTuple, TypedDict
 
 from batchroute.domain.catalog.catalog import BatchLimits
 from batchroute.domain.catalog.pricing import NO_CACHE_TOKENS, CacheFields, CacheTokens
@@ -291,88 +291,6 @@ class LaneFailError:
     code: str
     message: str
 
-    def to_item(self) -> dict[str, str]:
-        return {"code": self.code, "message": self.message}
-
-
-def _int(value: object) -> int:
-    """A stored count (DynamoDB's Decimal) as int; absent: 0."""
-    return int(value) if isinstance(value, int | Decimal | str) and value != "" else 0
-
-
-def _watermark(count: object, legacy_list: object) -> int:
-    """A watermark, or the length of the list a record written before the watermarks keeps."""
-    if count is not None:
-        return _int(count)
-    return len(legacy_list) if isinstance(legacy_list, list) else 0
-
-
-def _text(value: object) -> str | None:
-    return None if value is None else str(value)
-
-
-class SubmittedJobItem(TypedDict):
-    """A vendor batch job as the lane record stores it (`job`)."""
-
-    job_id: str
-    attempt: int
-    item_count: int
-    submitted_at: str
-    seqs: list[int] | None
-    lost_resubmits: int
-    more: NotRequired[bool]
-
-
-class LaneRecordItem(TypedDict):
-    """A lane record as its stored item holds it (`LaneRecord.to_item`; the adapter adds the
-    keys). A record written before the watermarks has, instead of each of `chunk_ranges`,
-    `chunks_started_n` and `chunks_done_n`, the list beside it."""
-
-    lane_key: str
-    lane_id: str
-    provider: str
-    model: str
-    # its chunks in order, and its progress through them
-    chunk_ranges: NotRequired[list[list[int]]]
-    chunks: NotRequired[list[int]]
-    chunks_started_n: NotRequired[int]
-    chunks_started: NotRequired[list[int]]
-    chunks_done_n: NotRequired[int]
-    chunks_done: NotRequired[list[int]]
-    # the items it owns, at what prices, and what became of them
-    ordinal_start: int
-    ordinal_end: int
-    item_count: int
-    exclude_seqs: list[int]
-    unit_prices: dict[str, str]
-    status: str
-    running_items: int
-    attempts: int
-    usage: LaneUsageView
-    completed: int
-    failed: int
-    canceled: int
-    handed_over: int
-    failover_from: str | None
-    failover_depth: int
-    created_at: str
-    # set as the lane runs
-    started_at: NotRequired[str]
-    updated_at: NotRequired[str]
-    finished_at: NotRequired[str]
-    latest_error: NotRequired[str]
-    failover_to: NotRequired[str]
-    fail_error: NotRequired[dict[str, str]]
-    job: NotRequired[SubmittedJobItem]
-    job_chunk: NotRequired[int]
-    partial_chunk: NotRequired[int]
-    # deadline rescue (domain/routing/rescue.py): why this lane took over, the lane run after
-    # its chain (a rescue's rest, on the old lane)
-    handover_reason: NotRequired[str]
-    then_lane: NotRequired[str]
-    cache_prefixes: NotRequired[list[str]]  # the shared prefixes its requests mark for caching
-    prefixes: NotRequired[PrefixFilterItem]  # the stream of its model's items it owns
-
 
 @dataclass(frozen=True, slots=True)
 class SubmittedJob:
@@ -390,44 +308,12 @@ class SubmittedJob:
     # follow-ups), the items not answered yet go in the next job.
     more: bool = False
 
-    def to_dict(self) -> SubmittedJobItem:
-        data: SubmittedJobItem = {
-            "job_id": self.job_id,
-            "attempt": self.attempt,
-            "item_count": self.item_count,
-            "submitted_at": self.submitted_at,
-            "seqs": list(self.seqs) if self.seqs is not None else None,
-            "lost_resubmits": self.lost_resubmits,
-        }
-        if self.more:
-            data["more"] = True
-        return data
-
-    @classmethod
-    def from_dict(cls, data: SubmittedJobItem) -> SubmittedJob:
-        seqs = data.get("seqs")
-        return cls(
-            job_id=str(data["job_id"]),
-            attempt=int(data["attempt"]),
-            item_count=int(data["item_count"]),
-            submitted_at=str(data["submitted_at"]),
-            seqs=tuple(int(s) for s in seqs) if seqs is not None else None,
-            lost_resubmits=int(data.get("lost_resubmits") or 0),
-            more=bool(data.get("more")),
-        )
-
-
-# The texts a lane record gets as it runs, stored once set.
-_RunText = Literal["started_at", "updated_at", "finished_at", "latest_error", "failover_to"]
-
 
 @dataclass(frozen=True, slots=True)
 class LaneRecord:
     """A lane's record `BATCH#<id>`/`LANE#<lane key>` (docs/batches.md): which items it owns,
-    the chunks it runs in order and its progress through them, its tallies. Read from the
-    stored item by `from_item` (numbers come back as Decimal; records written before the
-    watermarks carry the lists `chunks` and `chunks_done`, read here into ranges and a count);
-    written by `to_item`, the same item Route always wrote."""
+    the chunks it runs in order and its progress through them, its tallies. Stored field for
+    field but for its usage, kept as one map (adapters/dynamo/lane_records.py)."""
 
     lane_key: str
     lane_id: str
@@ -476,126 +362,6 @@ class LaneRecord:
             "completion_tokens": self.completion_tokens,
             **self.cache.to_fields(),
         }
-
-    @classmethod
-    def from_item(cls, item: LaneRecordItem) -> LaneRecord:
-        if "chunk_ranges" in item:
-            ranges = tuple((int(first), int(last)) for first, last in item.get("chunk_ranges") or [])
-        else:
-            ranges = tuple(
-                (first, last) for first, last in chunk_ranges(int(c) for c in item.get("chunks") or [])
-            )
-        done = _int(item["chunks_done_n"]) if "chunks_done_n" in item else len(item.get("chunks_done") or [])
-        started = (
-            _int(item["chunks_started_n"])
-            if "chunks_started_n" in item
-            else len(item.get("chunks_started") or [])
-        )
-        usage = item.get("usage") or {}
-        fail_error = item.get("fail_error")
-        job = item.get("job")
-        return cls(
-            lane_key=str(item["lane_key"]),
-            lane_id=str(item["lane_id"]),
-            provider=str(item.get("provider") or ""),
-            model=str(item.get("model") or ""),
-            ordinal_start=_int(item.get("ordinal_start")),
-            ordinal_end=_int(item.get("ordinal_end")),
-            item_count=_int(item.get("item_count")),
-            chunk_ranges=ranges,
-            unit_prices={str(k): str(v) for k, v in (item.get("unit_prices") or {}).items()},
-            created_at=str(item.get("created_at") or ""),
-            status=str(item.get("status") or "pending"),
-            chunks_started_n=started,
-            chunks_done_n=done,
-            running_items=_int(item.get("running_items")),
-            attempts=_int(item.get("attempts")),
-            prompt_tokens=_int(usage.get("prompt_tokens")),
-            completion_tokens=_int(usage.get("completion_tokens")),
-            cache=CacheTokens.from_fields(usage),
-            completed=_int(item.get("completed")),
-            failed=_int(item.get("failed")),
-            canceled=_int(item.get("canceled")),
-            handed_over=_int(item.get("handed_over")),
-            exclude_seqs=tuple(int(s) for s in item.get("exclude_seqs") or []),
-            failover_from=_text(item.get("failover_from")),
-            failover_depth=_int(item.get("failover_depth")),
-            started_at=_text(item.get("started_at")),
-            updated_at=_text(item.get("updated_at")),
-            finished_at=_text(item.get("finished_at")),
-            latest_error=_text(item.get("latest_error")),
-            failover_to=_text(item.get("failover_to")) or None,
-            fail_error=(
-                LaneFailError(str(fail_error.get("code") or ""), str(fail_error.get("message") or ""))
-                if isinstance(fail_error, Mapping)
-                else None
-            ),
-            job=SubmittedJob.from_dict(job) if isinstance(job, Mapping) and job else None,
-            job_chunk=None if item.get("job_chunk") is None else _int(item["job_chunk"]),
-            partial_chunk=None if item.get("partial_chunk") is None else _int(item["partial_chunk"]),
-            handover_reason=_text(item.get("handover_reason")),
-            then_lane=_text(item.get("then_lane")),
-            cache_prefixes=tuple(str(key) for key in item.get("cache_prefixes") or ()),
-            prefixes=PrefixFilter.from_item(item.get("prefixes")),
-        )
-
-    def _run_texts(self) -> tuple[tuple[_RunText, str | None], ...]:
-        return (
-            ("started_at", self.started_at),
-            ("updated_at", self.updated_at),
-            ("finished_at", self.finished_at),
-            ("latest_error", self.latest_error),
-            ("failover_to", self.failover_to),
-        )
-
-    def to_item(self) -> LaneRecordItem:
-        """The stored item's fields (the adapter adds the keys): those of a new record always,
-        those set as the lane runs when they are."""
-        item: LaneRecordItem = {
-            "lane_key": self.lane_key,
-            "lane_id": self.lane_id,
-            "provider": self.provider,
-            "model": self.model,
-            "ordinal_start": self.ordinal_start,
-            "ordinal_end": self.ordinal_end,
-            "item_count": self.item_count,
-            "chunk_ranges": [[first, last] for first, last in self.chunk_ranges],
-            "unit_prices": dict(self.unit_prices),
-            "status": self.status,
-            "chunks_started_n": self.chunks_started_n,
-            "chunks_done_n": self.chunks_done_n,
-            "running_items": self.running_items,
-            "attempts": self.attempts,
-            "usage": self.usage,
-            "completed": self.completed,
-            "failed": self.failed,
-            "canceled": self.canceled,
-            "handed_over": self.handed_over,
-            "exclude_seqs": list(self.exclude_seqs),
-            "failover_from": self.failover_from,
-            "failover_depth": self.failover_depth,
-            "created_at": self.created_at,
-        }
-        for name, text in self._run_texts():
-            if text is not None:
-                item[name] = text
-        if self.fail_error is not None:
-            item["fail_error"] = self.fail_error.to_item()
-        if self.job is not None:
-            item["job"] = self.job.to_dict()
-        if self.job_chunk is not None:
-            item["job_chunk"] = self.job_chunk
-        if self.partial_chunk is not None:
-            item["partial_chunk"] = self.partial_chunk
-        if self.handover_reason is not None:
-            item["handover_reason"] = self.handover_reason
-        if self.then_lane is not None:
-            item["then_lane"] = self.then_lane
-        if self.cache_prefixes:
-            item["cache_prefixes"] = list(self.cache_prefixes)
-        if self.prefixes is not None:
-            item["prefixes"] = self.prefixes.to_item()
-        return item
 
 
 def new_lane_record(
