@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from decimal import Decimal
 from typing import Any
 
 import pytest
 
-from batchroute.adapters.dynamo.codec import to_item
+from batchroute.adapters.dynamo.codec import from_item, to_item
 from batchroute.adapters.dynamo.lane_records import lane_from_item, lane_item
+from batchroute.domain.catalog.pricing import CacheTokens
 from batchroute.domain.routing.lane_plan import (
+    LaneFailError,
     LaneRecord,
     PlanLane,
     PlanMismatch,
+    PrefixFilter,
+    SubmittedJob,
     chunk_ranges,
     chunks_for_range,
     failover_candidates,
@@ -298,3 +303,39 @@ def test_a_failover_lane_record_is_bounded_by_one_chunk_not_the_batch() -> None:
     small, large = successor(10), successor(1000)
     assert lane_chunks(large) == list(range(2, 1000)) and lane_item(large)["chunk_ranges"] == [[2, 999]]
     assert abs(_stored_size(_all_done(large)) - _stored_size(_all_done(small))) <= 16
+
+
+def test_a_lane_with_every_field_set_reads_back_from_its_dynamodb_item() -> None:
+    job = SubmittedJob("job_1", 2, 40, "t1", seqs=(3, 9), lost_resubmits=1, more=True)
+    lane = replace(
+        _lane(3),
+        status="running",
+        chunks_started_n=2,
+        chunks_done_n=1,
+        prompt_tokens=900,
+        completion_tokens=80,
+        cache=CacheTokens(cached_input_tokens=512, cache_write_input_tokens=64),
+        exclude_seqs=(4, 7),
+        failover_from="01-p1-model-a",
+        failover_depth=1,
+        started_at="t0",
+        latest_error="slow",
+        fail_error=LaneFailError("provider_error", "no"),
+        job=job,
+        job_chunk=1,
+        partial_chunk=0,
+        handover_reason="deadline_rescue",
+        then_lane="02-p2-model-a",
+        cache_prefixes=("k1",),
+        prefixes=PrefixFilter(only=False, keys=("k1", "k2")),
+    )
+    stored = from_item(to_item(lane_item(lane)))  # as DynamoDB gives it back: numbers Decimal
+    assert stored["usage"] == {
+        "prompt_tokens": 900,
+        "completion_tokens": 80,
+        "cached_input_tokens": 512,
+        "cache_write_input_tokens": 64,
+    }
+    assert stored["prefixes"] == {"except": ["k1", "k2"]} and "cache" not in stored
+    assert lane_from_item(stored) == lane
+    assert lane_from_item(from_item(to_item(lane_item(_lane(1))))) == _lane(1)  # nothing unset written
