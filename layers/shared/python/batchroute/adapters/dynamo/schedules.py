@@ -36,7 +36,6 @@ from batchroute.domain.schedules.schedules import (
     Schedule,
     ScheduleRun,
     ScheduleVersion,
-    VersionItem,
 )
 from batchroute.domain.stored import from_stored
 
@@ -116,7 +115,7 @@ class ScheduleStore(DynamoStore):
                     {
                         "pk": f"{_PREFIX}{schedule.schedule_id}",
                         "sk": version_sk(version.version),
-                        **decimals(version.to_item()),
+                        **decimals(asdict(version)),
                     }
                 ),
                 "ConditionExpression": "attribute_not_exists(pk)",
@@ -194,7 +193,7 @@ class ScheduleStore(DynamoStore):
     # -- history -------------------------------------------------------------------------------
     def versions(self, schedule_id: str) -> list[ScheduleVersion]:
         found = self._history(schedule_id, "VERSION#", newest_first=True, limit=1000)[0]
-        return [ScheduleVersion.from_item(schedule_id, cast(VersionItem, item)) for item in found]
+        return [from_stored(ScheduleVersion, item, schedule_id=schedule_id) for item in found]
 
     def create_run(self, run: ScheduleRun) -> bool:
         """Record a firing once; False when this fire time already has its run."""

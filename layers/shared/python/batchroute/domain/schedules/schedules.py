@@ -544,15 +544,6 @@ class ScheduleRun:
         }
 
 
-class VersionItem(TypedDict):
-    """A version's stored fields (the adapter adds the keys)."""
-
-    version: int
-    definition: DefinitionView
-    created_at: str
-    created_by: str
-
-
 class VersionView(DefinitionView):
     """A version as shown: its definition's fields, with who made it and when."""
 
@@ -583,21 +574,6 @@ class ScheduleVersion:
             schedule.updated_at,
             schedule.updated_by,
         )
-
-    @classmethod
-    def from_item(cls, schedule_id: str, item: VersionItem) -> ScheduleVersion:
-        """A stored version (its numbers read back as int or float)."""
-        return cls(
-            schedule_id, int(item["version"]), item["definition"], item["created_at"], item["created_by"]
-        )
-
-    def to_item(self) -> VersionItem:
-        return {
-            "version": self.version,
-            "definition": self.definition,
-            "created_at": self.created_at,
-            "created_by": self.created_by,
-        }
 
     def to_api(self) -> VersionView:
         return {
