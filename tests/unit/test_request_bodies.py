@@ -10,9 +10,22 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, ValidationError
 
+from batchroute.domain.presets.presets import PARAMETER_FIELDS, ROUTING_FIELDS, TOP_FIELDS, MaxPriceSent
+from batchroute.domain.presets.presets import READ_ONLY_FIELDS as PRESET_READ_ONLY
+from batchroute.domain.routing.policy import EDITABLE_FIELDS
+from batchroute.domain.routing.policy import READ_ONLY_FIELDS as POLICY_READ_ONLY
 from batchroute.services.batches.commands import BATCH_FIELDS, CreateBatch, QuoteRequest, QuoteWorkflow
 from functions.api.schemas.batches.batches import BatchCreateRequest
-from functions.api.schemas.batches.quotes import QuoteModelRequest, QuoteWorkflowRequest
+from functions.api.schemas.batches.quotes import MaxPrice, QuoteModelRequest, QuoteWorkflowRequest
+from functions.api.schemas.presets.presets import (
+    PresetCreate,
+    PresetParameters,
+    PresetParametersOut,
+    PresetReplace,
+    PresetRouting,
+    PresetRoutingOut,
+)
+from functions.api.schemas.routing.policy import RoutePolicyUpdate
 
 BODIES: list[type[BaseModel]] = [
     BatchCreateRequest,
@@ -104,3 +117,15 @@ def test_the_route_gets_the_command() -> None:
     assert QuoteModelRequest.model_validate(body).command() == QuoteRequest.parse(body)
     workflow = {"product": "p", "inputs": [{"x": 1}]}
     assert QuoteWorkflowRequest.model_validate(workflow).command() == QuoteWorkflow.parse(workflow)
+
+
+def test_the_preset_and_route_policy_models_document_the_fields_their_readers_read() -> None:
+    # These bodies are judged whole by a domain reader (every problem at once, against the
+    # deployment's catalog); their models only document them, so the two lists must agree.
+    assert set(PresetParametersOut.model_fields) == set(PARAMETER_FIELDS)
+    assert set(PresetParameters.model_fields) == {*PARAMETER_FIELDS, "max_tokens"}  # an alias, documented
+    assert set(PresetRouting.model_fields) == set(PresetRoutingOut.model_fields) == set(ROUTING_FIELDS)
+    assert set(MaxPrice.model_fields) == set(MaxPriceSent.__annotations__)
+    assert set(PresetCreate.model_fields) == set(TOP_FIELDS)
+    assert set(PresetReplace.model_fields) == set(TOP_FIELDS) | PRESET_READ_ONLY | {"ref"}
+    assert set(RoutePolicyUpdate.model_fields) == set(EDITABLE_FIELDS) | POLICY_READ_ONLY

@@ -20,6 +20,7 @@ from batchroute.domain.catalog.catalog import Catalog, HostedTool, Operation, Pr
 from batchroute.domain.presets.presets import (
     DESCRIPTION_MAX,
     NAME_PATTERN,
+    STOP_CHARS_MAX,
     STOP_MAX,
     SYSTEM_PROMPT_MAX,
     check_same_name,
@@ -34,24 +35,54 @@ from functions.api.schemas.common import ContractBody, as_sent, omittable, read_
 from functions.api.schemas.schedules.schedules import GOLDEN_SET_DOC, RegressionRunFields
 
 
+class _PlainFormat(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    type: Literal["text", "json_object"]
+
+
+class _JsonSchemaSpec(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    name: str | None = None
+    schema_: dict[str, Any] = Field(alias="schema", description="The JSON schema the answer follows")
+
+
+class _JsonSchemaFormat(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    type: Literal["json_schema"]
+    json_schema: _JsonSchemaSpec
+
+
+StopText = Annotated[str, Field(min_length=1, max_length=STOP_CHARS_MAX)]
+SOME_TEXT = r"\S"  # not only whitespace
+OutputLimit = Annotated[int, Field(ge=1, le=MAX_OUTPUT_REQUEST)]
+
+
 class PresetParameters(BaseModel):
     """Generation parameters; each fills the request only where it gives none."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid", json_schema_extra={"not": {"required": ["max_output_tokens", "max_tokens"]}}
+    )
 
-    max_output_tokens: Annotated[int, Field(ge=1, le=MAX_OUTPUT_REQUEST)] | None = Field(
-        default=None, description="Also accepted as max_tokens; a chat body gets it as max_tokens"
+    max_output_tokens: OutputLimit | None = Field(
+        default=None, description="A chat body gets it as max_tokens"
+    )
+    max_tokens: OutputLimit | None = Field(
+        default=None, description="The chat-completions name of max_output_tokens (not both)"
     )
     temperature: Annotated[float, Field(ge=0, le=2)] | None = None
     top_p: Annotated[float, Field(gt=0, le=1)] | None = None
-    response_format: dict[str, Any] | None = Field(
+    response_format: Annotated[_PlainFormat | _JsonSchemaFormat, Field(discriminator="type")] | None = Field(
         default=None,
         description="{type: text}, {type: json_object} or {type: json_schema, json_schema: {name, schema}}",
     )
     required_tools: list[HostedTool] | None = Field(
         default=None, description="Hosted tools the lane must offer (items and batches)"
     )
-    stop: str | Annotated[list[str], Field(min_length=1, max_length=STOP_MAX)] | None = None
+    stop: StopText | Annotated[list[StopText], Field(min_length=1, max_length=STOP_MAX)] | None = None
 
 
 class PresetRouting(BaseModel):
@@ -73,7 +104,7 @@ class _PresetFields(ContractBody):
     model_config = ConfigDict(extra="allow")
 
     description: Annotated[
-        Any, as_sent(Annotated[str, Field(min_length=1, max_length=DESCRIPTION_MAX)] | None)
+        Any, as_sent(Annotated[str, Field(max_length=DESCRIPTION_MAX, pattern=SOME_TEXT)] | None)
     ] = omittable()
     model: Annotated[Any, as_sent(str | None)] = omittable(
         "An exact catalog model id (or workflow_product, not both)"
@@ -84,7 +115,7 @@ class _PresetFields(ContractBody):
     )
     operation: Annotated[Any, as_sent(Operation | None)] = omittable("responses, embeddings or vision")
     system_prompt: Annotated[
-        Any, as_sent(Annotated[str, Field(min_length=1, max_length=SYSTEM_PROMPT_MAX)] | None)
+        Any, as_sent(Annotated[str, Field(max_length=SYSTEM_PROMPT_MAX, pattern=SOME_TEXT)] | None)
     ] = omittable("Prepended as a system message unless the request has one")
     parameters: Annotated[Any, as_sent(PresetParameters | None)] = omittable()
     routing: Annotated[Any, as_sent(PresetRouting | None)] = omittable()
