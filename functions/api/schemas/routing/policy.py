@@ -48,7 +48,9 @@ class RoutePolicyEnvelope(BaseModel):
 
 
 class PriceCapIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """A cap on input and/or output prices (at least one of them)."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"minProperties": 1})
 
     input: UsdAmount | None = None
     output: UsdAmount | None = None
@@ -78,7 +80,7 @@ class RoutePolicyUpdate(ContractBody):
         omittable("Replaces the caps; money as a USD number or a Money object")
     )
     chat_fallbacks_allowed: Annotated[Any, as_sent(bool | None)] = omittable()
-    version: Annotated[Any, as_sent(int | None)] = omittable(
+    version: Annotated[Any, as_sent(Annotated[int, Field(ge=0)] | None)] = omittable(
         "The version you read: refused with 409 if it moved"
     )
     object: Annotated[Any, as_sent(str)] = read_only()

@@ -454,10 +454,10 @@ def _parameters(value: object, problems: list[tuple[str, str]]) -> PresetParamet
     out: PresetParameters = {}
     for key, item in given.items():
         where = f"parameters.{key}"
-        if item is None:
-            continue
-        if not _is_parameter(key):
+        if not _is_parameter(key):  # even with a null value: a misspelt name is refused
             problems.append((where, f"Unknown parameter {key}: one of {', '.join(PARAMETER_FIELDS)}."))
+            continue
+        if item is None:
             continue
         if key == "max_output_tokens":
             if isinstance(item, bool) or not isinstance(item, int) or not 1 <= item <= MAX_OUTPUT_REQUEST:

@@ -1,0 +1,180 @@
+"""The published schema of a body judged whole by a domain reader says what the reader does.
+
+A preset body (`parse_preset`) and a route policy update (`parse_update`) are read by the
+domain, every problem at once, against the deployment's catalog; their request models only
+document them, and the OpenAPI document shows their JSON schema. Here that schema is the
+judge of the reader and the other way round: for one field at a time, drawn near every
+rule's edges, a value the schema admits is one the reader accepts, and one it refuses is
+refused (one field at a time, so that a problem elsewhere cannot hide a disagreement). The
+catalog's own rules are no schema's (which models and providers exist, which operations a
+model serves), so the values keep clear of them.
+
+JSON Schema counts `1.0` an integer; the readers, like the rest of the API, take only an
+integer written as one, so no integral float is drawn for an integer field.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jsonschema
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from batchroute.catalog import builtin_catalog
+from batchroute.domain.presets.presets import (
+    DESCRIPTION_MAX,
+    PARAMETER_FIELDS,
+    ROUTING_FIELDS,
+    STOP_CHARS_MAX,
+    STOP_MAX,
+    SYSTEM_PROMPT_MAX,
+    parse_preset,
+)
+from batchroute.domain.routing.items import MAX_OUTPUT_REQUEST
+from batchroute.domain.routing.policy import EDITABLE_FIELDS, parse_update
+from batchroute.errors import InvalidRequest
+from functions.api.schemas.presets.presets import PresetParameters, PresetReplace, PresetRouting
+from functions.api.schemas.routing.policy import RoutePolicyUpdate
+
+CATALOG = builtin_catalog()
+MODEL = "gpt-4o-mini"  # serves responses: a preset naming it needs no operation
+
+_numbers = st.one_of(
+    st.integers(-2, 3),
+    st.sampled_from([0.0001, 0.5, 1.5, 2.0001, -0.5, MAX_OUTPUT_REQUEST, MAX_OUTPUT_REQUEST + 1]),
+)
+_texts = st.sampled_from(["", " ", "x", "responses", "x" * STOP_CHARS_MAX, "x" * (STOP_CHARS_MAX + 1)])
+_scalars = st.one_of(
+    st.none(), st.booleans(), _numbers, _texts, st.sampled_from(["web_search", "teleport", "1.5"])
+)
+_formats = st.fixed_dictionaries(
+    {"type": st.sampled_from(["text", "json_object", "json_schema", "xml"])},
+    optional={
+        "json_schema": st.sampled_from([{}, {"schema": {}}, {"name": "n", "schema": {}}, {"schema": 3}]),
+        "strict": st.booleans(),
+    },
+)
+_values = st.one_of(_scalars, _formats, st.lists(_scalars, max_size=STOP_MAX + 1))
+
+
+def _admitted(schema: dict[str, Any], value: object) -> bool:
+    try:
+        jsonschema.validate(value, schema)
+    except jsonschema.ValidationError:
+        return False
+    return True
+
+
+def _preset_accepted(body: dict[str, Any]) -> bool:
+    try:
+        parse_preset({"model": MODEL, **body}, CATALOG, with_name=False)
+    except InvalidRequest:
+        return False
+    return True
+
+
+@settings(max_examples=300)
+@given(st.sampled_from((*PARAMETER_FIELDS, "max_tokens", "seed")), _values)
+@example("seed", None)  # an unknown parameter is refused even when null (found by this test)
+def test_the_parameters_schema_admits_what_the_reader_accepts(name: str, value: object) -> None:
+    parameters = {name: value}
+    admitted = _admitted(PresetParameters.model_json_schema(), parameters)
+    assert admitted == _preset_accepted({"parameters": parameters}), parameters
+
+
+def test_the_parameters_schema_refuses_both_output_limits_as_the_reader_does() -> None:
+    both = {"max_output_tokens": 5, "max_tokens": 5}
+    assert not _admitted(PresetParameters.model_json_schema(), both)
+    assert not _preset_accepted({"parameters": both})
+
+
+_prices = st.dictionaries(
+    st.sampled_from(["input_per_mtok", "output_per_mtok", "per_item_usd", "per_token"]),
+    st.one_of(_scalars, st.sampled_from(["0.000001", "-1", "1e3", "2"])),
+    max_size=1,
+)
+
+
+@settings(max_examples=300)
+@given(
+    st.sampled_from((*ROUTING_FIELDS, "sla_tier")),
+    st.one_of(_scalars, _prices, st.sampled_from(["cheapest", "edge_only", "confidential", "eu", "x" * 65])),
+)
+def test_the_routing_schema_admits_what_the_reader_accepts(name: str, value: object) -> None:
+    routing = {name: value}
+    admitted = _admitted(PresetRouting.model_json_schema(), routing)
+    assert admitted == _preset_accepted({"routing": routing}), routing
+
+
+_long_texts = st.sampled_from(
+    [
+        "",
+        " ",
+        "\n\t",
+        "a",
+        " a ",
+        "d" * DESCRIPTION_MAX,
+        "d" * (DESCRIPTION_MAX + 1),
+        "s" * (SYSTEM_PROMPT_MAX + 1),
+    ]
+)
+_metadata = st.dictionaries(
+    st.sampled_from(["k", "", "k" * 65]),
+    st.one_of(st.sampled_from(["v", "", "v" * 513]), st.integers(0, 2), st.none(), st.booleans()),
+    max_size=2,
+)
+
+
+@settings(max_examples=200)
+@given(
+    st.sampled_from(["description", "system_prompt", "metadata", "colour"]),
+    st.one_of(_long_texts, _metadata, st.none(), st.integers(0, 1)),
+)
+def test_the_preset_schema_admits_what_the_reader_accepts(name: str, value: object) -> None:
+    body = {name: value}
+    admitted = _admitted(PresetReplace.model_json_schema(), {"model": MODEL, **body})
+    assert admitted == _preset_accepted(body), body
+
+
+_PROVIDERS = sorted(provider.slug for provider in CATALOG.providers)
+_REGIONS = sorted({region for provider in CATALOG.providers for region in provider.regions})
+_usd = st.one_of(
+    _scalars,
+    st.sampled_from(["0.000001", "-1", "1e2", {"currency": "usd", "amount": "1.5"}, {"amount": "2"}, {}]),
+)
+_caps = st.dictionaries(
+    st.sampled_from(["responses", "embeddings", "vision", "chat"]),
+    st.one_of(
+        _usd, st.just({}), st.dictionaries(st.sampled_from(["input", "output", "cached"]), _usd, max_size=2)
+    ),
+    max_size=2,
+)
+_POLICY_VALUES = {
+    "provider_allow": st.lists(st.sampled_from(_PROVIDERS), max_size=2),
+    "provider_deny": st.lists(st.sampled_from(_PROVIDERS), max_size=2),
+    "allowed_regions": st.lists(st.sampled_from(_REGIONS), max_size=2),
+    "routing_mode": st.sampled_from(["cheapest", "edge_only", "fastest"]),
+    "privacy_tier_floor": st.sampled_from(["standard", "confidential", "secret"]),
+    "max_price_per_million_tokens": _caps,
+    "chat_fallbacks_allowed": st.booleans(),
+    "version": st.sampled_from([-1, 0, 7, "3"]),
+    "colour": st.just("blue"),
+}
+
+
+@settings(max_examples=400)
+@given(
+    st.sampled_from(sorted(_POLICY_VALUES)).flatmap(
+        lambda n: st.tuples(st.just(n), _POLICY_VALUES[n] | _scalars)
+    )
+)
+def test_the_route_policy_schema_admits_what_the_reader_accepts(field: tuple[str, object]) -> None:
+    assert set(EDITABLE_FIELDS) <= set(_POLICY_VALUES)
+    body = dict([field])
+    try:
+        parse_update(body, CATALOG)
+        accepted = True
+    except InvalidRequest:
+        accepted = False
+    assert _admitted(RoutePolicyUpdate.model_json_schema(), body) == accepted, body
