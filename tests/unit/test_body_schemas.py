@@ -1,13 +1,14 @@
-"""The published schema of a body judged whole by a domain reader says what the reader does.
+"""The published schema of a body read by a parser, not by its model, says what it does.
 
 A preset body (`parse_preset`) and a route policy update (`parse_update`) are read by the
-domain, every problem at once, against the deployment's catalog; their request models only
-document them, and the OpenAPI document shows their JSON schema. Here that schema is the
-judge of the reader and the other way round: for one field at a time, drawn near every
-rule's edges, a value the schema admits is one the reader accepts, and one it refuses is
-refused (one field at a time, so that a problem elsewhere cannot hide a disagreement). The
-catalog's own rules are no schema's (which models and providers exist, which operations a
-model serves), so the values keep clear of them.
+domain, every problem at once, against the deployment's catalog, and a batch body by its
+command's parser (below); their request models only document them, and the OpenAPI document
+shows their JSON schema. Here that schema is the judge of the reader and the other way
+round: for one field at a time, drawn near every rule's edges, a value the schema admits is
+one the reader accepts, and one it refuses is refused (one field at a time, so that a problem
+elsewhere cannot hide a disagreement). The catalog's own rules are no schema's (which models
+and providers exist, which operations a model serves), nor are rules across fields (exactly
+one of `items` and `input_file_id`), so the values keep clear of them.
 
 JSON Schema counts `1.0` an integer; the readers, like the rest of the API, take only an
 integer written as one, so no integral float is drawn for an integer field.
@@ -34,6 +35,8 @@ from batchroute.domain.presets.presets import (
 from batchroute.domain.routing.items import MAX_OUTPUT_REQUEST
 from batchroute.domain.routing.policy import EDITABLE_FIELDS, parse_update
 from batchroute.errors import InvalidRequest
+from batchroute.services.batches.commands import CreateBatch
+from functions.api.schemas.batches.batches import BatchCreateRequest
 from functions.api.schemas.presets.presets import PresetParameters, PresetReplace, PresetRouting
 from functions.api.schemas.routing.policy import RoutePolicyUpdate
 
@@ -178,3 +181,52 @@ def test_the_route_policy_schema_admits_what_the_reader_accepts(field: tuple[str
     except InvalidRequest:
         accepted = False
     assert _admitted(RoutePolicyUpdate.model_json_schema(), body) == accepted, body
+
+
+# A batch body's fields are read by its command's parser (services/batches/commands.py), but
+# for `webhook` and `preset`, which the preflight judges (`batch_preflight_failed`).
+_ITEM = {
+    "customer_item_id": "a",
+    "model": MODEL,
+    "operation": "responses",
+    "input": {"messages": [{"role": "user", "content": "hi"}]},
+}
+_BATCH_VALUES = st.one_of(
+    _scalars,
+    st.lists(_scalars, max_size=2),
+    st.sampled_from(["24h", "48h", "sla_aware", "flex", "eu", "qlock_1", "wo_1", "x" * 65, {}, {"k": "v"}]),
+    st.sampled_from(
+        [{"k": 1}, {"mode": "off"}, {"mode": "x"}, {"input_per_mtok": "1"}, {"per_item_usd": -1}]
+    ),
+)
+
+
+@settings(max_examples=400)
+@example("required_tools", False)  # read as none before: only null is absent
+@example("quote_id", 0)
+@example("work_order_id", "confidential")
+@given(
+    st.sampled_from(
+        [
+            *ROUTING_FIELDS,
+            "sla_tier",
+            "regions",
+            "required_tools",
+            "quote_id",
+            "metadata",
+            "work_order_id",
+            "completion_window",
+            "rescue",
+            "colour",
+        ]
+    ),
+    _BATCH_VALUES,
+)
+def test_the_batch_schema_admits_what_its_parser_accepts(name: str, value: object) -> None:
+    body = {"items": [_ITEM], name: value}
+    try:
+        CreateBatch.parse(body)
+        accepted = True
+    except InvalidRequest:
+        accepted = False
+    assert _admitted(BatchCreateRequest.model_json_schema(), body) == accepted, body

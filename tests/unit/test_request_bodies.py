@@ -14,6 +14,7 @@ from batchroute.domain.presets.presets import PARAMETER_FIELDS, ROUTING_FIELDS, 
 from batchroute.domain.presets.presets import READ_ONLY_FIELDS as PRESET_READ_ONLY
 from batchroute.domain.routing.policy import EDITABLE_FIELDS
 from batchroute.domain.routing.policy import READ_ONLY_FIELDS as POLICY_READ_ONLY
+from batchroute.errors import InvalidRequest
 from batchroute.services.batches.commands import BATCH_FIELDS, CreateBatch, QuoteRequest, QuoteWorkflow
 from functions.api.schemas.batches.batches import BatchCreateRequest
 from functions.api.schemas.batches.quotes import MaxPrice, QuoteModelRequest, QuoteWorkflowRequest
@@ -129,3 +130,22 @@ def test_the_preset_and_route_policy_models_document_the_fields_their_readers_re
     assert set(PresetCreate.model_fields) == set(TOP_FIELDS)
     assert set(PresetReplace.model_fields) == set(TOP_FIELDS) | PRESET_READ_ONLY | {"ref"}
     assert set(RoutePolicyUpdate.model_fields) == set(EDITABLE_FIELDS) | POLICY_READ_ONLY
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "named"),
+    [
+        ("required_tools", False, "required_tools"),
+        ("regions", 0, "region"),
+        ("regions", {}, "region"),
+        ("quote_id", 0, "quote_id"),
+        ("input_file_id", False, "input_file_id"),
+    ],
+)
+def test_a_field_given_as_false_zero_or_empty_object_is_refused_not_read_as_absent(
+    field: str, value: object, named: str
+) -> None:
+    item = {"customer_item_id": "a", "model": "m", "operation": "responses", "input": {}}
+    with pytest.raises(InvalidRequest) as refused:
+        CreateBatch.parse({"items": [item], field: value})
+    assert refused.value.details == {"field": named}

@@ -57,6 +57,9 @@ class RescueSettingBody(BaseModel):
     )
 
 
+WorkOrderId = Annotated[str, Field(pattern=r"^wo_", max_length=64)]
+
+
 class BatchCreateRequest(ItemsToQuote):
     """A batch: from a quote (its locked prices; its own items when none are given) or priced
     now from `items` or `input_file_id`. Needs the Idempotency-Key header; unknown fields are
@@ -68,7 +71,7 @@ class BatchCreateRequest(ItemsToQuote):
         default=None, description="A quote (`qlock_...`) not yet expired, of the same items"
     )
     metadata: Annotated[Any, as_sent(Metadata | None)] = None
-    work_order_id: Annotated[Any, as_sent(str | None)] = Field(
+    work_order_id: Annotated[Any, as_sent(WorkOrderId | None)] = Field(
         default=None,
         description="(beta) An open work order (`wo_...`) of the org the batch joins (docs/work-orders.md)",
     )

@@ -100,13 +100,14 @@ class RouteRequest:
         mode = _choice(body, "routing_mode", ROUTING_MODES, "cheapest")
         privacy = _choice(body, "privacy_tier", PRIVACY_TIERS, "standard")
         sla = _choice(body, "sla_tier", SLA_TIERS, "standard")
-        tools = body.get("required_tools") or []
+        tools = body.get("required_tools")
+        tools = [] if tools is None else tools  # only null is absent: false or {} is refused
         if not isinstance(tools, list) or not all(isinstance(t, str) and t in HOSTED_TOOLS for t in tools):
             raise _invalid("required_tools", f"required_tools must list tools from {sorted(HOSTED_TOOLS)}.")
         regions = body.get("regions")
         if regions is None and body.get("region") is not None:
             regions = [body["region"]]
-        regions = regions or []
+        regions = [] if regions is None else regions
         if not isinstance(regions, list) or not all(isinstance(r, str) and r for r in regions):
             raise _invalid("region", "region must be a region name (regions a list of them).")
         return cls(

@@ -128,7 +128,7 @@ class QuoteRequest:
         raw_items, file_id = body.get("items"), body.get("input_file_id")
         if (raw_items is not None) == bool(file_id) and not (items_optional and raw_items is None):
             raise invalid("items", "Give exactly one of `items` or `input_file_id`.")
-        if file_id and not isinstance(file_id, str):
+        if file_id is not None and not isinstance(file_id, str):
             raise invalid("input_file_id", "`input_file_id` must be a file id.")
         if raw_items is not None and not isinstance(raw_items, list):
             raise invalid("items", "`items` must be a list.")
@@ -197,7 +197,7 @@ class CreateBatch:
         metadata = parse_metadata(body.get("metadata"))
         work_order_id = parse_work_order_id(body.get("work_order_id"))
         quote_id = body.get("quote_id")
-        if quote_id and not isinstance(quote_id, str):
+        if quote_id is not None and not isinstance(quote_id, str):
             raise invalid("quote_id", "quote_id must be a qlock_ id.")
         quote = QuoteRequest.parse(body, items_optional=bool(quote_id))
         rescue = RescueSetting.from_api(body["rescue"]) if body.get("rescue") is not None else None
