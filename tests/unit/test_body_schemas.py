@@ -19,8 +19,9 @@ from __future__ import annotations
 from typing import Any
 
 import jsonschema
-from hypothesis import example, given, settings
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
+from pydantic import BaseModel, ValidationError
 
 from batchroute.catalog import builtin_catalog
 from batchroute.domain.presets.presets import (
@@ -37,6 +38,9 @@ from batchroute.domain.routing.policy import EDITABLE_FIELDS, parse_update
 from batchroute.errors import InvalidRequest
 from batchroute.services.batches.commands import CreateBatch
 from functions.api.schemas.batches.batches import BatchCreateRequest
+from functions.api.schemas.billing.controls import ControlsUpdate
+from functions.api.schemas.billing.payments import AutoTopupUpdate, CheckoutRequest
+from functions.api.schemas.delivery.targets import DeliveryTargetUpdate
 from functions.api.schemas.presets.presets import PresetParameters, PresetReplace, PresetRouting
 from functions.api.schemas.routing.policy import RoutePolicyUpdate
 
@@ -230,3 +234,58 @@ def test_the_batch_schema_admits_what_its_parser_accepts(name: str, value: objec
     except InvalidRequest:
         accepted = False
     assert _admitted(BatchCreateRequest.model_json_schema(), body) == accepted, body
+
+
+# -- bodies whose fields each run a domain rule as their validator (`domain_rule`) -----------
+# The schema shows each field's documented shape; the model's validation is the rule. What no
+# JSON schema can say is left out: the bounds of the number a decimal string holds (or a Money
+# object's amount), and whether a time zone exists.
+_MONEY_FIELDS = frozenset({"limit_amount", "low_balance_amount", "amount", "trigger_balance", "monthly_cap"})
+_RULE_VALUES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-3, 101),
+    st.sampled_from([1.5, 1.555, -1.0, 10.0**12, "1", "1.5", "0.001", "-1", "abc", "", " ", "x" * 65]),
+    st.sampled_from(["UTC", "monthly", "daily", "hard", "soft", "alert_only", "my.bucket", "ab", "a" * 64]),
+    st.sampled_from(["https://s3.example.com", "https://s3.example.com/path", "1", "AKIA0123456789", "a b"]),
+    st.sampled_from(
+        [{"currency": "usd", "amount": "1"}, {"currency": "eur", "amount": "1"}, {"amount": "1"}]
+    ),
+    st.lists(st.sampled_from([{"kind": "percent", "value": 50}, {"kind": "x"}, 3]), max_size=2),
+)
+
+
+def _editable(model: type[BaseModel]) -> list[str]:
+    """The model's fields but the read-only ones a GET answer sends back."""
+    return [
+        name
+        for name, info in model.model_fields.items()
+        if not (isinstance(info.json_schema_extra, dict) and info.json_schema_extra.get("readOnly"))
+    ]
+
+
+def _beyond_a_schema(name: str, value: object) -> bool:
+    amount = value.get("amount") if isinstance(value, dict) and value.get("currency") == "usd" else value
+    bounded_string = (
+        name in _MONEY_FIELDS and isinstance(amount, str) and amount.replace(".", "", 1).isdigit()
+    )
+    return bounded_string or name == "limit_timezone"
+
+
+@settings(max_examples=400)
+@given(
+    st.sampled_from([ControlsUpdate, DeliveryTargetUpdate, AutoTopupUpdate, CheckoutRequest]).flatmap(
+        lambda model: st.tuples(st.just(model), st.sampled_from(_editable(model)), _RULE_VALUES)
+    )
+)
+def test_a_rule_checked_field_documents_what_its_rule_accepts(
+    case: tuple[type[BaseModel], str, object],
+) -> None:
+    model, name, value = case
+    assume(not _beyond_a_schema(name, value))
+    try:
+        model.model_validate({name: value})
+        accepted = True
+    except ValidationError:
+        accepted = False
+    assert _admitted(model.model_json_schema(), {name: value}) == accepted, (model.__name__, name, value)

@@ -10,7 +10,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic_core import PydanticCustomError
 
 from batchroute.domain.billing.payments import (
+    MAX_MONTHLY_CAP,
     MAX_PAYMENT,
+    MAX_TRIGGER,
     MIN_PAYMENT,
     UpdateAutoTopup,
     parse_enabled,
@@ -21,6 +23,7 @@ from batchroute.domain.billing.payments import (
 )
 from batchroute.money import Money
 from batchroute.services.billing.commands import StartCheckout
+from functions.api.schemas.billing.controls import UsdMoney
 from functions.api.schemas.common import (
     ContractBody,
     ContractUpdate,
@@ -33,15 +36,25 @@ from functions.api.schemas.common import (
 )
 
 _MIN, _MAX = float(MIN_PAYMENT.amount), float(MAX_PAYMENT.amount)
+CENTS = r"^\d+(\.\d{1,2})?$"  # a decimal string of whole cents
 
 PaymentUsd = Annotated[
-    Annotated[float, Field(ge=_MIN, le=_MAX)] | Annotated[str, Field(pattern=r"^\d+(\.\d{1,2})?$")],
+    Annotated[float, Field(ge=_MIN, le=_MAX)] | Annotated[str, Field(pattern=CENTS)],
     Field(description=f"USD dollars, whole cents, {_MIN:.0f} to {_MAX:.0f}"),
 ]
-Usd = Annotated[
-    Annotated[float, Field(ge=0)] | Annotated[str, Field(pattern=r"^\d+(\.\d{1,2})?$")] | MoneyOut,
-    Field(description="USD dollars (a number, a decimal string or a Money object), whole cents"),
-]
+
+
+def usd_up_to(most: Money, *, least: Money = Money.zero()) -> Any:
+    """A USD amount from `least` to `most`, whole cents: a number, a decimal string or a Money
+    object (a string's bounds are the reader's to check: a schema cannot bound one)."""
+    low, high = float(least.amount), float(most.amount)
+    return Annotated[
+        Annotated[float, Field(ge=low, le=high)] | Annotated[str, Field(pattern=CENTS)] | UsdMoney,
+        Field(
+            description=f"USD dollars (a number, a decimal string or a Money object), whole cents, "
+            f"{low:g} to {high:g}"
+        ),
+    ]
 
 
 # -- checkout --------------------------------------------------------------------------------
@@ -125,9 +138,13 @@ class AutoTopupUpdate(ContractUpdate):
     error_code: ClassVar[str] = "invalid_auto_topup"
 
     enabled: Annotated[bool, domain_rule(parse_enabled, bool)] = omittable()
-    trigger_balance: Annotated[Money, domain_rule(parse_trigger_balance, Usd)] = omittable("0 to 10000 USD")
-    amount: Annotated[Money, domain_rule(parse_topup_amount, Usd)] = omittable("5 to 10000 USD")
-    monthly_cap: Annotated[Money, domain_rule(parse_monthly_cap, Usd)] = omittable(
+    trigger_balance: Annotated[Money, domain_rule(parse_trigger_balance, usd_up_to(MAX_TRIGGER))] = omittable(
+        "0 to 10000 USD"
+    )
+    amount: Annotated[Money, domain_rule(parse_topup_amount, usd_up_to(MAX_PAYMENT, least=MIN_PAYMENT))] = (
+        omittable("5 to 10000 USD")
+    )
+    monthly_cap: Annotated[Money, domain_rule(parse_monthly_cap, usd_up_to(MAX_MONTHLY_CAP))] = omittable(
         "at least amount, at most 100000 USD"
     )
     configured: Annotated[Any, ignored(bool)] = read_only()

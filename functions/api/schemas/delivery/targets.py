@@ -40,29 +40,52 @@ _ENDPOINT = (
     "are refused); omit for AWS S3"
 )
 _REGION = "The AWS region (required without endpoint_url), or the endpoint's signing region"
-_BUCKET = "The bucket name (S3 naming rules: 3-63 lowercase letters, digits, dots, hyphens)"
-_PREFIX = "A folder in the bucket; objects land under <prefix>/<batch_id>/"
+_BUCKET = (
+    "The bucket name (S3 naming rules: 3-63 lowercase letters, digits, dots, hyphens; not an IP "
+    "address, no two dots or a dot and a hyphen side by side, no prefix or suffix S3 reserves)"
+)
+_PREFIX = "A folder in the bucket (no empty, . or .. part); objects land under <prefix>/<batch_id>/"
 _SECRET = "Write-only: stored encrypted (KMS), never returned"  # noqa: S105 - a description
 
 
+PRINTABLE = r"^[!-~]+$"  # printable ASCII, no spaces
 Name = Annotated[
-    str | None, domain_rule(parse_name, Annotated[str, Field(min_length=1, max_length=NAME_MAX)] | None)
+    str | None,
+    domain_rule(parse_name, Annotated[str, Field(min_length=1, max_length=NAME_MAX, pattern=r"\S")] | None),
 ]
+# an origin: scheme://host[:port], no path, query or fragment (a trailing slash is dropped)
+ORIGIN = r"^\s*[A-Za-z][A-Za-z0-9+.-]*://[^/?#\s]+/*\s*$"
 EndpointUrl = Annotated[
-    str | None, domain_rule(parse_endpoint_url, Annotated[str, Field(max_length=ENDPOINT_URL_MAX)] | None)
+    str | None,
+    domain_rule(
+        parse_endpoint_url, Annotated[str, Field(max_length=ENDPOINT_URL_MAX, pattern=ORIGIN)] | None
+    ),
 ]
-Region = Annotated[str | None, domain_rule(parse_region, str | None)]
-Bucket = Annotated[str, domain_rule(parse_bucket, Annotated[str, Field(min_length=3, max_length=63)])]
-Prefix = Annotated[str, domain_rule(parse_prefix, Annotated[str, Field(max_length=PREFIX_MAX)])]
+Region = Annotated[
+    str | None, domain_rule(parse_region, Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9-]{0,31}$")] | None)
+]
+Bucket = Annotated[
+    str, domain_rule(parse_bucket, Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")])
+]
+Prefix = Annotated[
+    str,
+    domain_rule(
+        parse_prefix, Annotated[str, Field(max_length=PREFIX_MAX, pattern=r"^[A-Za-z0-9!_.*'()/=-]*$")] | None
+    ),
+]
 AccessKeyId = Annotated[
     str,
     domain_rule(
-        parse_access_key_id, Annotated[str, Field(min_length=ACCESS_KEY_ID_MIN, max_length=ACCESS_KEY_ID_MAX)]
+        parse_access_key_id,
+        Annotated[str, Field(min_length=ACCESS_KEY_ID_MIN, max_length=ACCESS_KEY_ID_MAX, pattern=PRINTABLE)],
     ),
 ]
 SecretAccessKey = Annotated[
     str,
-    domain_rule(parse_secret_access_key, Annotated[str, Field(min_length=SECRET_MIN, max_length=SECRET_MAX)]),
+    domain_rule(
+        parse_secret_access_key,
+        Annotated[str, Field(min_length=SECRET_MIN, max_length=SECRET_MAX, pattern=PRINTABLE)],
+    ),
 ]
 Enabled = Annotated[bool, domain_rule(parse_enabled, bool)]
 
