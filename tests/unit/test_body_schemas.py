@@ -40,9 +40,11 @@ from batchroute.services.batches.commands import CreateBatch
 from functions.api.schemas.batches.batches import BatchCreateRequest
 from functions.api.schemas.billing.controls import ControlsUpdate
 from functions.api.schemas.billing.payments import AutoTopupUpdate, CheckoutRequest
+from functions.api.schemas.billing.retention import RetentionUpdate
 from functions.api.schemas.delivery.targets import DeliveryTargetUpdate
 from functions.api.schemas.presets.presets import PresetParameters, PresetReplace, PresetRouting
 from functions.api.schemas.routing.policy import RoutePolicyUpdate
+from functions.api.schemas.work_orders.work_orders import WorkOrderCreate, WorkOrderUpdate
 
 CATALOG = builtin_catalog()
 MODEL = "gpt-4o-mini"  # serves responses: a preset naming it needs no operation
@@ -255,6 +257,19 @@ _RULE_VALUES = st.one_of(
 )
 
 
+# Schedules are not here yet: their expression, input source, batch options and golden set
+# are documented looser than their rules.
+RULE_CHECKED: list[type[BaseModel]] = [
+    ControlsUpdate,
+    DeliveryTargetUpdate,
+    AutoTopupUpdate,
+    CheckoutRequest,
+    RetentionUpdate,
+    WorkOrderCreate,
+    WorkOrderUpdate,
+]
+
+
 def _editable(model: type[BaseModel]) -> list[str]:
     """The model's fields but the read-only ones a GET answer sends back."""
     return [
@@ -273,8 +288,13 @@ def _beyond_a_schema(name: str, value: object) -> bool:
 
 
 @settings(max_examples=400)
+@example((DeliveryTargetUpdate, "prefix", None))  # each found by this test, now documented
+@example((DeliveryTargetUpdate, "region", ""))
+@example((AutoTopupUpdate, "amount", 1))
+@example((WorkOrderUpdate, "name", " "))
+@example((WorkOrderCreate, "client_reference", " "))
 @given(
-    st.sampled_from([ControlsUpdate, DeliveryTargetUpdate, AutoTopupUpdate, CheckoutRequest]).flatmap(
+    st.sampled_from(RULE_CHECKED).flatmap(
         lambda model: st.tuples(st.just(model), st.sampled_from(_editable(model)), _RULE_VALUES)
     )
 )

@@ -33,7 +33,8 @@ _REFERENCE = "Your own id for the business job (an order number, a ticket); filt
 
 
 Name = Annotated[
-    str | None, domain_rule(parse_name, Annotated[str, Field(min_length=1, max_length=NAME_MAX)] | None)
+    str | None,
+    domain_rule(parse_name, Annotated[str, Field(min_length=1, max_length=NAME_MAX, pattern=r"\S")] | None),
 ]
 MetadataMap = Annotated[dict[str, str], domain_rule(parse_metadata_map, Metadata | None)]
 
@@ -48,7 +49,7 @@ class WorkOrderCreate(ResourceBody):
         str | None,
         domain_rule(
             parse_client_reference,
-            Annotated[str, Field(min_length=1, max_length=CLIENT_REFERENCE_MAX)] | None,
+            Annotated[str, Field(min_length=1, max_length=CLIENT_REFERENCE_MAX, pattern=r"\S")] | None,
         ),
     ] = omittable(_REFERENCE)
     metadata: MetadataMap = omittable("Key-value pairs, as on a batch")
