@@ -32,6 +32,8 @@ from functions.api.envelope import REFUSAL
 # A key that is left out rather than null: `x: str | Absent = None` documents a string that
 # the answer may not carry at all.
 Absent = SkipJsonSchema[None]
+# A text field's pattern where the rule refuses a text of whitespace only.
+SOME_TEXT = r"\S"
 
 
 class MoneyOut(BaseModel):

@@ -33,7 +33,7 @@ from batchroute.domain.delivery.targets import (
     parse_region,
     parse_secret_access_key,
 )
-from functions.api.schemas.common import ContractBody, domain_rule, ignored, omittable, read_only
+from functions.api.schemas.common import SOME_TEXT, ContractBody, domain_rule, ignored, omittable, read_only
 
 _ENDPOINT = (
     "An S3-compatible service's origin (https, public: private, loopback and metadata hosts "
@@ -51,7 +51,9 @@ _SECRET = "Write-only: stored encrypted (KMS), never returned"  # noqa: S105 - a
 PRINTABLE = r"^[!-~]+$"  # printable ASCII, no spaces
 Name = Annotated[
     str | None,
-    domain_rule(parse_name, Annotated[str, Field(min_length=1, max_length=NAME_MAX, pattern=r"\S")] | None),
+    domain_rule(
+        parse_name, Annotated[str, Field(min_length=1, max_length=NAME_MAX, pattern=SOME_TEXT)] | None
+    ),
 ]
 # an origin: scheme://host[:port], no path, query or fragment (a trailing slash is dropped)
 ORIGIN = r"^\s*[A-Za-z][A-Za-z0-9+.-]*://[^/?#\s]+/*\s*$"

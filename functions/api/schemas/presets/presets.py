@@ -31,7 +31,7 @@ from batchroute.domain.routing.items import MAX_OUTPUT_REQUEST
 from batchroute.services.presets.commands import CreatePreset, PatchPreset, ReplacePreset
 from functions.api.schemas.batches.batches import Metadata
 from functions.api.schemas.batches.quotes import MaxPrice
-from functions.api.schemas.common import ContractBody, as_sent, omittable, read_only
+from functions.api.schemas.common import SOME_TEXT, ContractBody, as_sent, omittable, read_only
 from functions.api.schemas.schedules.schedules import GOLDEN_SET_DOC, RegressionRunFields
 
 
@@ -56,7 +56,6 @@ class _JsonSchemaFormat(BaseModel):
 
 
 StopText = Annotated[str, Field(min_length=1, max_length=STOP_CHARS_MAX)]
-SOME_TEXT = r"\S"  # not only whitespace
 OutputLimit = Annotated[int, Field(ge=1, le=MAX_OUTPUT_REQUEST)]
 
 

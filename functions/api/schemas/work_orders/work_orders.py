@@ -27,14 +27,16 @@ from batchroute.domain.work_orders.work_orders import (
 from batchroute.services.batches.commands import request_hash
 from batchroute.services.work_orders.commands import AddMember, CreateWorkOrder, UpdateWorkOrder
 from functions.api.schemas.batches.batches import Metadata
-from functions.api.schemas.common import MoneyOut, ResourceBody, domain_rule, omittable
+from functions.api.schemas.common import SOME_TEXT, MoneyOut, ResourceBody, domain_rule, omittable
 
 _REFERENCE = "Your own id for the business job (an order number, a ticket); filterable, not unique"
 
 
 Name = Annotated[
     str | None,
-    domain_rule(parse_name, Annotated[str, Field(min_length=1, max_length=NAME_MAX, pattern=r"\S")] | None),
+    domain_rule(
+        parse_name, Annotated[str, Field(min_length=1, max_length=NAME_MAX, pattern=SOME_TEXT)] | None
+    ),
 ]
 MetadataMap = Annotated[dict[str, str], domain_rule(parse_metadata_map, Metadata | None)]
 
@@ -49,7 +51,7 @@ class WorkOrderCreate(ResourceBody):
         str | None,
         domain_rule(
             parse_client_reference,
-            Annotated[str, Field(min_length=1, max_length=CLIENT_REFERENCE_MAX, pattern=r"\S")] | None,
+            Annotated[str, Field(min_length=1, max_length=CLIENT_REFERENCE_MAX, pattern=SOME_TEXT)] | None,
         ),
     ] = omittable(_REFERENCE)
     metadata: MetadataMap = omittable("Key-value pairs, as on a batch")

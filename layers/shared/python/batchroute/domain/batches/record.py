@@ -115,7 +115,7 @@ class ArtifactKeys:
 
     def to_mapping(self) -> dict[str, str | int]:
         """The keys and counts the record has, under their field names."""
-        return _present_fields(self)
+        return sparse(self)  # every field defaults to None: the ones set
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -132,7 +132,7 @@ class CompatFields:
 
     def to_mapping(self) -> dict[str, str | int]:
         """The fields the record has, under their names (all strings)."""
-        return _present_fields(self)
+        return sparse(self)  # every field defaults to None: the ones set
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -453,12 +453,6 @@ class OverageHold:
 
 
 # -- reading stored values ---------------------------------------------------------------------
-def _present_fields(record: ArtifactKeys | CompatFields) -> dict[str, str | int]:
-    """A record's fields that are set, under their names."""
-    values = ((f.name, getattr(record, f.name)) for f in fields(record))
-    return {name: value for name, value in values if value is not None}
-
-
 def _attempts(value: Any) -> tuple[LaneAttempt, ...] | None:
     """A direct chat request's lanes tried, as stored (`LaneAttempt.to_item`)."""
     if not isinstance(value, list):
