@@ -138,6 +138,10 @@ def test_create_read_list_and_versions(client: TestClient, org: TestOrg) -> None
             {"batch_options": {"webhook": {"url": "http://10.0.0.1/x", "secret": "long-enough"}}},
             "batch_options.webhook.url",
         ),
+        (  # a sealed secret is never taken from a body (it skipped the URL check before)
+            {"batch_options": {"webhook": {"url": "http://10.0.0.1/x", "secret_sealed": "AQID"}}},
+            "batch_options.webhook.secret_sealed",
+        ),
         ({"golden_set": {"model": LLAMA, "items": [], "scorer": "exact"}}, "golden_set.items"),
         (
             {"golden_set": {"model": LLAMA, "items": [{"input": "hi", "expected": 3}], "scorer": "exact"}},

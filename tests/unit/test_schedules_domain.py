@@ -155,6 +155,7 @@ def test_batch_options() -> None:
         ({"items": []}, "batch_options.items"),
         ({"completion_window": "1h"}, "batch_options.completion_window"),
         ({"webhook": "https://x"}, "batch_options.webhook"),
+        ({"webhook": {"url": "https://x", "secret_sealed": "AQID"}}, "batch_options.webhook.secret_sealed"),
         ([], "batch_options"),
     ):
         with pytest.raises(InvalidRequest) as exc:

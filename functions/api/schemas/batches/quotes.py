@@ -19,13 +19,13 @@ from batchroute.domain.batches.preflight import Category
 from batchroute.domain.catalog.catalog import PrivacyTier, SlaTier
 from batchroute.domain.routing.gates import REJECTION_CODES, RoutingMode
 from batchroute.errors import InvalidRequest
+from batchroute.money import AMOUNT_TEXT
 from batchroute.services.batches.commands import QuoteRequest, QuoteWorkflow
 from functions.api.schemas.common import Absent, ContractBody, MoneyOut, as_sent, omittable, refusal
 from functions.api.schemas.delivery.webhooks import WebhookTarget
 from functions.api.schemas.routing.items import BatchItem, HostedTools
 
-DECIMAL_STRING = r"^\d+(\.\d+)?$"
-Usd = Annotated[float, Field(ge=0)] | Annotated[str, Field(pattern=DECIMAL_STRING)]
+Usd = Annotated[float, Field(ge=0)] | Annotated[str, Field(pattern=AMOUNT_TEXT)]
 Region = Annotated[str, Field(min_length=1)]
 RejectionCode = Annotated[str, Field(json_schema_extra={"enum": list(REJECTION_CODES)})]
 

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 from pydantic_core.core_schema import ValidatorFunctionWrapHandler
 
 from batchroute.domain.catalog.catalog import Catalog, HostedTool, Operation, PrivacyTier
+from batchroute.domain.presets.golden_sets import MAX_GOLDEN_MODEL
 from batchroute.domain.presets.presets import (
     DESCRIPTION_MAX,
     NAME_PATTERN,
@@ -32,7 +33,7 @@ from batchroute.services.presets.commands import CreatePreset, PatchPreset, Repl
 from functions.api.schemas.batches.batches import Metadata
 from functions.api.schemas.batches.quotes import MaxPrice
 from functions.api.schemas.common import SOME_TEXT, ContractBody, as_sent, omittable, read_only
-from functions.api.schemas.schedules.schedules import GOLDEN_SET_DOC, RegressionRunFields
+from functions.api.schemas.schedules.schedules import GOLDEN_SET_DOC, GoldenSetBody, RegressionRunFields
 
 
 class _PlainFormat(BaseModel):
@@ -57,6 +58,12 @@ class _JsonSchemaFormat(BaseModel):
 
 StopText = Annotated[str, Field(min_length=1, max_length=STOP_CHARS_MAX)]
 OutputLimit = Annotated[int, Field(ge=1, le=MAX_OUTPUT_REQUEST)]
+
+
+class PresetGoldenSet(GoldenSetBody):
+    model: str | None = Field(  # type: ignore[assignment]
+        default=None, min_length=1, max_length=MAX_GOLDEN_MODEL, description="The preset's model"
+    )
 
 
 class PresetParameters(BaseModel):
@@ -119,7 +126,7 @@ class _PresetFields(ContractBody):
     parameters: Annotated[Any, as_sent(PresetParameters | None)] = omittable()
     routing: Annotated[Any, as_sent(PresetRouting | None)] = omittable()
     metadata: Annotated[Any, as_sent(Metadata | None)] = omittable()
-    golden_set: Annotated[Any, as_sent(dict[str, Any] | None)] = omittable(
+    golden_set: Annotated[Any, as_sent(PresetGoldenSet | None)] = omittable(
         GOLDEN_SET_DOC + "; model defaults to the preset's (and must be it). "
         "POST /v1/presets/{name}/regression-runs runs it with the preset applied"
     )

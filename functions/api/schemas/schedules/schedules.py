@@ -13,13 +13,25 @@ from __future__ import annotations
 
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 from pydantic_core import PydanticCustomError
 
-from batchroute.domain.presets.golden_sets import MAX_GOLDEN_ITEMS, GoldenSet, parse_golden_set
+from batchroute.domain.presets.golden_sets import (
+    DEFAULT_THRESHOLD,
+    MAX_EXPECTED_CHARS,
+    MAX_GOLDEN_ITEMS,
+    MAX_GOLDEN_MODEL,
+    MAX_SCORER_PATH,
+    GoldenSet,
+    parse_golden_set,
+)
 from batchroute.domain.schedules.schedules import (
+    BATCH_OPTION_FIELDS,
     MAX_DESCRIPTION,
     MAX_NAME,
+    MAX_PREFIX,
+    MAX_PRESET_REF,
+    MAX_TIME_ZONE,
     MIN_INTERVAL,
     InputSource,
     ScheduleDefinition,
@@ -35,7 +47,8 @@ from batchroute.domain.schedules.schedules import (
 from batchroute.domain.schedules.schedules import BatchOptions as ScheduleBatchOptions
 from batchroute.errors import InvalidRequest
 from batchroute.services.schedules.commands import CreateSchedule, UpdateSchedule
-from functions.api.schemas.common import ContractBody, MoneyOut, domain_rule, omittable, refusal
+from functions.api.schemas.batches.batches import BatchCreateRequest
+from functions.api.schemas.common import SOME_TEXT, ContractBody, MoneyOut, domain_rule, omittable, refusal
 
 _MINUTES = int(MIN_INTERVAL.total_seconds() // 60)
 _EXPRESSION = (
@@ -59,6 +72,99 @@ GOLDEN_SET_DOC = (
 )
 
 
+# -- what the OpenAPI document shows of each field: the shapes its rule accepts -------------
+class FileSource(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["file"]
+    file_id: str = Field(pattern=r"^file_", description="A stored input file (POST /v1/files)")
+
+
+class BucketPrefixSource(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["bucket_prefix"]
+    delivery_target_id: str = Field(pattern=r"^dt_", description="One of the org's delivery targets")
+    prefix: str = Field(
+        max_length=MAX_PREFIX,
+        pattern=r"[^/]",
+        description="A folder of the target's bucket: not only slashes, no `..`",
+        json_schema_extra={"not": {"pattern": r"\.\."}},
+    )
+    preset: Annotated[str, Field(min_length=1, max_length=MAX_PRESET_REF)] | None = Field(
+        default=None, description="The preset (`name@version`) of the items that name none"
+    )
+
+
+class ScheduleWebhook(BaseModel):
+    """batch_options.webhook: checked as a batch's webhook when the schedule is saved."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    url: str = Field(description="A public https URL, as a batch's webhook")
+    secret: str | None = Field(
+        default=None,
+        description="Write-only; may be left out on an update that keeps the URL (the stored one is kept)",
+    )
+    configured: bool | None = Field(default=None, description="read-only: accepted and ignored")
+
+
+def _batch_options_model() -> type[BaseModel]:
+    """The batch body's own fields (their documented shapes), as many as a schedule sends."""
+    sent = {
+        name: (info.annotation, info)
+        for name, info in BatchCreateRequest.model_fields.items()
+        if name in BATCH_OPTION_FIELDS - {"webhook"}
+    }
+    options: type[BaseModel] = create_model(
+        "ScheduleBatchOptions",
+        __config__=ConfigDict(extra="forbid"),
+        webhook=(ScheduleWebhook | None, None),
+        **sent,  # type: ignore[call-overload]
+    )
+    return options
+
+
+class GoldenItemBody(BaseModel):
+    input: str | dict[str, Any] = Field(
+        description="A prompt, or `{messages: [...]}` as a batch item's input may hold"
+    )
+    expected: Any = Field(
+        description=f"exact, contains: a text of 1-{MAX_EXPECTED_CHARS} characters; numeric: a number; "
+        f"json_field: any JSON value (at most {MAX_EXPECTED_CHARS} characters of JSON)"
+    )
+
+
+class TextScorer(BaseModel):
+    type: Literal["exact", "contains"]
+
+
+class JsonFieldScorer(BaseModel):
+    type: Literal["json_field"]
+    path: str = Field(min_length=1, max_length=MAX_SCORER_PATH, description="e.g. a.b.0.c")
+
+
+class NumericScorer(BaseModel):
+    type: Literal["numeric"]
+    tolerance: float = Field(default=0, ge=0)
+
+
+Scorers = Annotated[TextScorer | JsonFieldScorer | NumericScorer, Field(discriminator="type")]
+
+
+class GoldenSetBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    model: str = Field(min_length=1, max_length=MAX_GOLDEN_MODEL, description="An exact catalog model id")
+    items: list[GoldenItemBody] = Field(min_length=1, max_length=MAX_GOLDEN_ITEMS)
+    scorer: Scorers | Literal["exact", "contains", "json_field", "numeric"] = Field(
+        description="An object, or its type alone"
+    )
+    threshold: float = Field(
+        default=DEFAULT_THRESHOLD, ge=0, le=1, description="The share of items that must pass"
+    )
+
+
 def _expression(value: Any, name: str) -> str:
     return parse_expression(value, field=name).text
 
@@ -72,15 +178,44 @@ def _golden_set(value: Any, name: str) -> GoldenSet | None:
 
 
 # The fields in the order their rules run: the first problem is the one answered.
-Expression = Annotated[str, domain_rule(_expression, str)]
-TimeZone = Annotated[str, domain_rule(_time_zone, str)]
-Source = Annotated[InputSource, domain_rule(lambda value, _name: parse_input_source(value), dict[str, Any])]
-BatchOptions = Annotated[
-    ScheduleBatchOptions, domain_rule(lambda value, _name: parse_schedule_options(value), dict[str, Any])
+Expression = Annotated[str, domain_rule(_expression, Annotated[str, Field(pattern=SOME_TEXT)])]
+TimeZone = Annotated[
+    str,
+    domain_rule(
+        _time_zone,
+        Annotated[
+            str,
+            Field(max_length=MAX_TIME_ZONE, pattern="^[^/]", json_schema_extra={"not": {"pattern": r"\.\."}}),
+        ]
+        | None,
+    ),
 ]
-GoldenSetField = Annotated[GoldenSet | None, domain_rule(_golden_set, dict[str, Any] | None)]
-Name = Annotated[str, domain_rule(lambda value, name: parse_name(value, field=name), str)]
-Description = Annotated[str | None, domain_rule(lambda value, _name: parse_description(value), str | None)]
+Source = Annotated[
+    InputSource,
+    domain_rule(
+        lambda value, _name: parse_input_source(value),
+        Annotated[FileSource | BucketPrefixSource, Field(discriminator="type")],
+    ),
+]
+BatchOptions = Annotated[
+    ScheduleBatchOptions,
+    domain_rule(lambda value, _name: parse_schedule_options(value), _batch_options_model() | None),
+]
+GoldenSetField = Annotated[GoldenSet | None, domain_rule(_golden_set, GoldenSetBody | None)]
+Name = Annotated[
+    str,
+    domain_rule(
+        lambda value, name: parse_name(value, field=name),
+        Annotated[str, Field(min_length=1, max_length=MAX_NAME, pattern=SOME_TEXT)],
+    ),
+]
+Description = Annotated[
+    str | None,
+    domain_rule(
+        lambda value, _name: parse_description(value),
+        Annotated[str, Field(max_length=MAX_DESCRIPTION)] | None,
+    ),
+]
 
 
 class _ScheduleBody(ContractBody):

@@ -11,6 +11,9 @@ from typing import TypedDict
 MICROS_PER_USD = 1_000_000
 _QUANT = Decimal("0.000001")
 _CENT = Decimal("0.01")
+# An amount typed as text: digits, then at most one decimal point and digits ("1e3" and
+# "1,000" are not what a person means by an amount: refused, never guessed).
+AMOUNT_TEXT = r"^\d+(\.\d+)?$"
 
 
 class MoneyView(TypedDict):

@@ -29,6 +29,8 @@ ScorerKind = Literal["exact", "contains", "json_field", "numeric"]
 SCORERS: Final[tuple[str, ...]] = ("exact", "contains", "json_field", "numeric")
 MAX_GOLDEN_ITEMS: Final = 50
 MAX_EXPECTED_CHARS: Final = 4000
+MAX_GOLDEN_MODEL: Final = 200
+MAX_SCORER_PATH: Final = 200
 DEFAULT_THRESHOLD: Final = 1.0
 _NUMBER: Final = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
 
@@ -193,7 +195,7 @@ def parse_golden_set(raw: object, *, field: str = "golden_set") -> GoldenSet | N
     if unknown:
         raise _invalid(f"{field}.{unknown[0]}", f"golden_set does not take {', '.join(unknown)}.")
     model = raw.get("model")
-    if not isinstance(model, str) or not 1 <= len(model) <= 200:
+    if not isinstance(model, str) or not 1 <= len(model) <= MAX_GOLDEN_MODEL:
         raise _invalid(f"{field}.model", "golden_set.model must be an exact catalog model id.")
     scorer = _scorer(raw.get("scorer"), f"{field}.scorer")
     items = _items(raw.get("items"), scorer, f"{field}.items")
@@ -218,7 +220,7 @@ def _scorer(raw: object, field: str) -> Scorer:
     kind = raw["type"]
     if kind == "json_field":
         path = raw.get("path")
-        if not isinstance(path, str) or not path or len(path) > 200:
+        if not isinstance(path, str) or not path or len(path) > MAX_SCORER_PATH:
             raise _invalid(f"{field}.path", "A json_field scorer needs a path (a.b.0.c).")
         return Scorer("json_field", path=path)
     if kind == "numeric":

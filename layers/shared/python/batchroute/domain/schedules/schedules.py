@@ -40,6 +40,8 @@ MIN_INTERVAL: Final = timedelta(minutes=5)
 MAX_NAME: Final = 100
 MAX_DESCRIPTION: Final = 1000
 MAX_PREFIX: Final = 512
+MAX_TIME_ZONE: Final = 64
+MAX_PRESET_REF: Final = 120  # name@version
 _RATE: Final = re.compile(r"^rate\((\d{1,6}) (minute|minutes|hour|hours|day|days)\)$")
 _UNIT_SECONDS: Final = {"minute": 60, "hour": 3600, "day": 86400}
 _CRON_FIELD: Final = re.compile(r"^[0-9A-Za-z*/,\-?]+$")
@@ -100,7 +102,7 @@ def parse_expression(raw: object, *, field: str = "expression") -> Expression:
 def parse_time_zone(raw: object, *, field: str = "time_zone") -> ZoneInfo:
     if raw is None:
         return ZoneInfo("UTC")
-    if not isinstance(raw, str) or not raw or len(raw) > 64 or ".." in raw or raw.startswith("/"):
+    if not isinstance(raw, str) or not raw or len(raw) > MAX_TIME_ZONE or ".." in raw or raw.startswith("/"):
         raise _invalid(field, "time_zone must be an IANA time zone name such as Europe/Paris.")
     try:
         return ZoneInfo(raw)
@@ -256,7 +258,7 @@ def parse_input_source(raw: object) -> InputSource:
             "input_source.prefix", f"input_source.prefix must be a folder of 1-{MAX_PREFIX} characters."
         )
     preset = raw.get("preset")
-    if preset is not None and (not isinstance(preset, str) or not 1 <= len(preset) <= 120):
+    if preset is not None and (not isinstance(preset, str) or not 1 <= len(preset) <= MAX_PRESET_REF):
         raise _invalid("input_source.preset", "input_source.preset must be a preset name (name@version).")
     return InputSource("bucket_prefix", delivery_target_id=target, prefix=prefix, preset=preset)
 
@@ -274,8 +276,11 @@ def parse_batch_options(raw: object) -> BatchOptions:
     if raw.get("completion_window", "24h") != "24h":
         raise _invalid("batch_options.completion_window", "completion_window must be 24h.")
     webhook = raw.get("webhook")
-    if webhook is not None and (not isinstance(webhook, Mapping) or not isinstance(webhook.get("url"), str)):
-        raise _invalid("batch_options.webhook", "batch_options.webhook needs a url and a secret.")
+    if webhook is not None:
+        if not isinstance(webhook, Mapping) or not isinstance(webhook.get("url"), str):
+            raise _invalid("batch_options.webhook", "batch_options.webhook needs a url and a secret.")
+        # a stored webhook's sealed secret is the service's own: never taken from a body
+        _only(webhook, {"url", "secret", "configured"}, "batch_options.webhook")
     return cast(BatchOptions, {k: v for k, v in raw.items() if v is not None})  # its fields, checked
 
 
