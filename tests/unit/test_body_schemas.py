@@ -34,7 +34,7 @@ from batchroute.domain.presets.presets import (
     SYSTEM_PROMPT_MAX,
     parse_preset,
 )
-from batchroute.domain.routing.items import MAX_OUTPUT_REQUEST
+from batchroute.domain.routing.items import MAX_OUTPUT_REQUEST, read_item
 from batchroute.domain.routing.policy import EDITABLE_FIELDS, parse_update
 from batchroute.errors import InvalidRequest
 from batchroute.services.batches.commands import CreateBatch
@@ -44,12 +44,14 @@ from functions.api.schemas.billing.payments import AutoTopupUpdate, CheckoutRequ
 from functions.api.schemas.billing.retention import RetentionUpdate
 from functions.api.schemas.delivery.targets import DeliveryTargetUpdate
 from functions.api.schemas.presets.presets import PresetParameters, PresetReplace, PresetRouting
+from functions.api.schemas.routing.items import BatchItem
 from functions.api.schemas.routing.policy import RoutePolicyUpdate
 from functions.api.schemas.schedules.schedules import ScheduleCreate, ScheduleUpdate
 from functions.api.schemas.work_orders.work_orders import WorkOrderCreate, WorkOrderUpdate
 
 CATALOG = builtin_catalog()
 MODEL = "gpt-4o-mini"  # serves responses: a preset naming it needs no operation
+EMBEDDING_MODEL = "text-embedding-3-small"
 
 _numbers = st.one_of(
     st.integers(-2, 3),
@@ -441,15 +443,226 @@ def test_a_presets_golden_set_documents_what_the_reader_accepts(golden: object) 
     assert admitted == _preset_accepted(body), body
 
 
+# -- a batch item (functions/api/schemas/routing/items.py, read by domain/routing/items.py) ---
+# One key of the item or of its input at a time, over values near each rule's edge. Left to
+# the reader alone, and not drawn: the order of turns (so every conversation drawn is one
+# user's turn, or a tool call answered), a call's `arguments` holding a JSON object, a JSON
+# Schema's validity, `tool_choice` (it must name a declared tool), hosted tools beside `stop`,
+# and what a preset gives (`model`, `operation`, `preset`).
+_USER = {"role": "user", "content": "hi"}
+_CALL = {"id": "call_1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+_PARTS = st.sampled_from(
+    [
+        {"type": "text", "text": "hi"},
+        {"type": "input_text", "text": " "},
+        {"type": "text", "text": "hi", "annotations": []},
+        {"type": "text", "text": "hi", "colour": 1},
+        {"type": "refusal", "refusal": "no"},
+        {"type": "image_url", "image_url": "https://img.example.com/a.png"},
+        {"type": "image_url", "image_url": {"url": "https://img.example.com/a.png", "detail": "low"}},
+        {"type": "image_url", "image_url": {"url": "https://img.example.com/a.png", "detail": "max"}},
+        {"type": "input_image", "image_url": "data:image/png;base64,AAAA", "detail": "high"},
+        {"type": "input_image", "image_url": "data:image/bmp;base64,AAAA"},
+        {"type": "image_url", "image_url": "ftp://img.example.com/a.png"},
+        {"type": "input_image", "file_id": "file_1"},
+        {"type": "audio", "audio": "x"},
+        "hi",
+    ]
+)
+_CONTENTS = st.one_of(
+    st.sampled_from(["hi", "", " ", None, 3]),
+    st.lists(_PARTS, min_size=0, max_size=2),
+)
+_MESSAGES = st.one_of(
+    # the user's turn, its content and keys drawn
+    st.builds(
+        lambda content, extra: [{"role": "user", "content": content, **extra}],
+        _CONTENTS,
+        st.sampled_from([{}, {"type": "message"}, {"type": None}, {"type": "note"}, {"name": "a"}]),
+    ),
+    # a system text first, then the user's
+    st.builds(
+        lambda role, content: [{"role": role, "content": content}, _USER],
+        st.sampled_from(["system", "developer", "boss"]),
+        _CONTENTS,
+    ),
+    # an assistant's tool call and its answer
+    st.builds(
+        lambda content, calls, answer: [
+            _USER,
+            {"role": "assistant", "content": content, "tool_calls": calls},
+            answer,
+        ],
+        _CONTENTS,
+        st.sampled_from(
+            [
+                [_CALL],
+                [{**_CALL, "type": "custom"}],
+                [{**_CALL, "id": "call 1"}],
+                [{**_CALL, "extra_content": {}}],
+                [{**_CALL, "function": {"name": "1f", "arguments": "{}"}}],
+            ]
+        ),
+        st.sampled_from(
+            [
+                {"role": "tool", "tool_call_id": "call_1", "content": "42"},
+                {"role": "tool", "tool_call_id": "call_1", "content": [{"type": "text", "text": "42"}]},
+                {"role": "tool", "tool_call_id": "call_1", "content": " "},
+                {"role": "tool", "tool_call_id": "call_1", "content": "42", "type": "message"},
+            ]
+        ),
+    ),
+    # the Responses API's function_call and its output
+    st.builds(
+        lambda call, output: [_USER, call, output],
+        st.sampled_from(
+            [
+                {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"},
+                {
+                    "type": "function_call",
+                    "call_id": "c1",
+                    "name": "f",
+                    "arguments": "{}",
+                    "status": "completed",
+                },
+                {
+                    "type": "function_call",
+                    "call_id": "c1",
+                    "name": "f",
+                    "arguments": "{}",
+                    "role": "assistant",
+                },
+            ]
+        ),
+        st.sampled_from(
+            [
+                {"type": "function_call_output", "call_id": "c1", "output": "42"},
+                {"type": "function_call_output", "call_id": "c1", "output": 42},
+            ]
+        ),
+    ),
+    st.sampled_from([[], [3], "hi", [_USER, {"role": "assistant"}]]),
+)
+_TOOLS = st.lists(
+    st.sampled_from(
+        [
+            {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}},
+            {"type": "function", "function": {"name": "f", "description": 3}},
+            {"type": "function", "function": {"name": "f"}, "strict": True},
+            {"type": "function", "name": "g", "strict": True},
+            {"type": "function", "name": "g", "colour": 1},
+            {"type": "function", "name": "-g"},
+            {"type": "web_search"},
+            {"type": "web_search_preview_2025_03_11"},
+            {"type": "web_search", "search_context_size": "low"},
+            {"type": "file_search", "vector_store_ids": ["vs_1"]},
+            {"type": "file_search", "vector_store_ids": []},
+            {"type": "file_search"},
+            {"type": "code_interpreter", "container": {"type": "auto"}},
+            {"type": "python_execution", "container": {"type": "x"}},
+            {"type": "calculator"},
+            {"type": "teleport"},
+            {"name": "f"},
+        ]
+    ),
+    max_size=2,
+    unique_by=lambda tool: str(tool.get("name") or tool.get("function")),
+)
+_FORMATS_IN = st.sampled_from(
+    [
+        {"type": "text"},
+        {"type": "json_object"},
+        {"type": "json_schema", "json_schema": {"name": "out", "schema": {"type": "object"}}},
+        {"type": "json_schema", "json_schema": {"name": "out", "schema": {"type": "object"}, "strict": True}},
+        {"type": "json_schema", "json_schema": {"name": "o u t", "schema": {}}},
+        {"type": "json_schema", "json_schema": {"name": "out"}},
+        {"type": "json_schema", "name": "out", "schema": {"type": "object"}},
+        {"type": "xml"},
+        {},
+    ]
+)
+_CHAT_VALUES: dict[str, st.SearchStrategy[Any]] = {
+    "messages": _MESSAGES,
+    "input": st.one_of(_MESSAGES, st.sampled_from(["hi", ""])),
+    "instructions": _scalars,
+    "system": _scalars,
+    "tools": _TOOLS | _scalars,
+    "response_format": _FORMATS_IN | _scalars,
+    "text": st.one_of(
+        _scalars, st.builds(lambda f: {"format": f}, _FORMATS_IN), st.just({"verbosity": "low"})
+    ),
+    "temperature": _scalars,
+    "top_p": _scalars,
+    "stop": _scalars | st.lists(_scalars, max_size=5),
+    "max_output_tokens": _scalars,
+    "max_completion_tokens": _scalars,
+    "max_tokens": _scalars,
+    "model": _scalars,
+    "n": _scalars,
+    "stream": _scalars,
+    "parallel_tool_calls": _scalars,
+    "seed": _scalars,
+    "dimensions": _scalars,
+}
+_EMBEDDING_VALUES: dict[str, st.SearchStrategy[Any]] = {
+    "input": st.one_of(
+        _scalars,
+        st.lists(st.one_of(_scalars, st.lists(st.integers(-1, 3), max_size=2)), max_size=3),
+        st.just(["x"] * 2049),
+    ),
+    "text": st.sampled_from(["hi", None, "", ["a"], 3]),
+    "dimensions": _scalars,
+    "encoding_format": st.sampled_from(["float", "base64", None]),
+    "user": _scalars,
+    "stream": _scalars,
+    "temperature": _scalars,
+}
+_ITEM_VALUES: dict[str, st.SearchStrategy[Any]] = {
+    "customer_item_id": st.sampled_from(["a", "", "x" * 256, "x" * 257, 3, None]),
+    "model": st.sampled_from([MODEL, "", "m" * 257, 3]),
+    "operation": st.sampled_from(["responses", "vision", "chat", 3]),
+    "required_tools": st.lists(st.sampled_from(["web_search", "calculator", "teleport", 3]), max_size=2)
+    | _scalars,
+    "max_output_tokens": _scalars,
+    "colour": _scalars,
+}
+
+
+def _item_accepted(item: dict[str, Any]) -> bool:
+    return not read_item(item)[1]
+
+
+def _draw_case(values: dict[str, st.SearchStrategy[Any]]) -> st.SearchStrategy[tuple[str, Any]]:
+    return st.sampled_from(sorted(values)).flatmap(lambda name: st.tuples(st.just(name), values[name]))
+
+
+@settings(max_examples=600)
+@given(_draw_case(_CHAT_VALUES))
+def test_a_chat_inputs_schema_admits_what_the_item_reader_accepts(case: tuple[str, Any]) -> None:
+    name, value = case
+    given = {"messages": [_USER]} if name not in ("messages", "input") else {}
+    item = {**_ITEM, "input": {**given, name: value}}
+    assert _admitted(_schema(BatchItem), item) == _item_accepted(item), item["input"]
+
+
+@settings(max_examples=300)
+@given(_draw_case(_EMBEDDING_VALUES))
+def test_an_embedding_inputs_schema_admits_what_the_item_reader_accepts(case: tuple[str, Any]) -> None:
+    name, value = case
+    given = {"input": "hi"} if name not in ("input", "text") else {}
+    item = {**_ITEM, "operation": "embeddings", "model": EMBEDDING_MODEL, "input": {**given, name: value}}
+    assert _admitted(_schema(BatchItem), item) == _item_accepted(item), item["input"]
+
+
+@settings(max_examples=200)
+@given(_draw_case(_ITEM_VALUES))
+def test_an_items_schema_admits_what_the_item_reader_accepts(case: tuple[str, Any]) -> None:
+    name, value = case
+    item = {**_ITEM, name: value}
+    assert _admitted(_schema(BatchItem), item) == _item_accepted(item), item
+
+
 # Each schema is built (and checked) once, at import: no example's time includes it.
-for _model in (
-    PresetParameters,
-    PresetRouting,
-    PresetReplace,
-    RoutePolicyUpdate,
-    BatchCreateRequest,
-    ScheduleCreate,
-):
-    _schema(_model)
-for _model in (*RULE_CHECKED, ScheduleUpdate):
+_BODIES = (PresetParameters, PresetRouting, PresetReplace, RoutePolicyUpdate, BatchCreateRequest)
+for _model in (*_BODIES, *RULE_CHECKED, ScheduleCreate, ScheduleUpdate, BatchItem):
     _schema(_model)

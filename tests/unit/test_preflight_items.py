@@ -328,6 +328,12 @@ def test_what_every_vendor_can_be_sent_is_accepted(accepted: dict[str, Any]) -> 
             ("invalid_field", "input.messages[0].tool_calls[0]"),
         ),
         ({"messages": [{"role": "user", "content": "x"}], "input": "y"}, ("invalid_field", "input.input")),
+        # each found by holding the published item schema to this reader (test_body_schemas.py)
+        ({"messages": "hi"}, ("invalid_field", "input.messages")),  # only Responses' input is text
+        (chat_input(text="json"), ("invalid_field", "input.text")),  # was dropped unread
+        (chat_input(n=True), ("unsupported_parameter", "input.n")),  # true == 1 in Python only
+        (chat_input(stream=0), ("unsupported_parameter", "input.stream")),
+        (chat_input(max_output_tokens=5, max_tokens="many"), ("invalid_field", "input.max_tokens")),
     ],
 )
 def test_what_some_vendor_would_refuse_or_lose_is_refused_at_preflight(
@@ -345,8 +351,10 @@ def test_what_some_vendor_would_refuse_or_lose_is_refused_at_preflight(
         ({"input": "a", "dimensions": 0}, ("invalid_field", "input.dimensions")),
         ({"input": "a", "encoding_format": "base64"}, ("unsupported_parameter", "input.encoding_format")),
         ({"input": "a", "truncate": True}, ("unsupported_parameter", "input.truncate")),
+        ({"input": "a", "text": "b"}, ("invalid_field", "input.text")),
     ],
 )
 def test_embeddings_inputs_every_vendor_takes(input_: dict[str, Any], expected: tuple[str, str]) -> None:
     assert expected in problems_of(input_, operation="embeddings")
     assert problems_of({"input": [[1, 2], [3]], "dimensions": 8}, operation="embeddings") == []
+    assert problems_of({"input": None, "text": "b"}, operation="embeddings") == []  # null: left out

@@ -98,8 +98,10 @@ _CALL_ITEM_KEYS: Final = frozenset({"type", "call_id", "name", "arguments", "id"
 _CALL_OUTPUT_KEYS: Final = frozenset({"type", "call_id", "output", "id", "status"})
 _FUNCTION_KEYS: Final = frozenset({"name", "description", "parameters", "strict"})
 # Gemini wants a letter or an underscore first; every vendor takes the rest.
-_FUNCTION_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,63}")
-_CALL_ID: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
+FUNCTION_NAME_PATTERN: Final = r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$"
+CALL_ID_PATTERN: Final = r"^[A-Za-z0-9_-]{1,64}$"
+_FUNCTION_NAME: Final = re.compile(FUNCTION_NAME_PATTERN)
+_CALL_ID: Final = re.compile(CALL_ID_PATTERN)
 # The settings a hosted tool declaration may carry, whatever lane runs it: its type, and
 # what the tool cannot run without (file_search's vector stores; the code interpreter's
 # automatic container, which every vendor's code execution has).
@@ -115,9 +117,18 @@ MAX_EMBEDDING_INPUTS = 2048  # OpenAI's limit of inputs per embeddings request
 MAX_STOP_SEQUENCES = 4  # the fewest any vendor takes (OpenAI, Bedrock Converse)
 _SCHEMA_TYPES: Final = frozenset({"object", "array", "string", "number", "integer", "boolean", "null"})
 _OUTPUT_LIMIT_KEYS: Final = ("max_output_tokens", "max_completion_tokens", "max_tokens")
+_INPUT_LIMITS: Final = tuple((key, f"input.{key}") for key in _OUTPUT_LIMIT_KEYS)
 _NO_PROBLEMS: Final[tuple[ItemProblem, ...]] = ()
 _NOTHING: Final[frozenset[str]] = frozenset()
 _OPERATIONS: Final[dict[str, Operation]] = {name: name for name in OPERATIONS}
+
+
+def hosted_tool_types(*, without: frozenset[str] = frozenset()) -> str:
+    """A pattern of the tool `type`s naming a hosted tool (`hosted_tool_name`), but those
+    named in `without` (the service's names): for the documented schemas."""
+    names = sorted(kind for kind in _TOOL_TYPE_ALIASES if _TOOL_TYPE_ALIASES[kind] not in without)
+    web = [] if "web_search" in without else ["web_search.*"]
+    return f"^({'|'.join(web + [re.escape(name) for name in names if not name.startswith('web_search')])})$"
 
 
 def hosted_tool_name(tool_type: str) -> str | None:
@@ -319,6 +330,8 @@ def _read_chat_input(payload: dict[str, object], problems: list[ItemProblem]) ->
         problems.append(_shape("invalid_field", "input.input", "Give messages or input, not both."))
     if conversation is None:
         problems.append(_shape("missing_field", where, "A chat-style input needs messages."))
+    elif isinstance(conversation, str) and where == "input.messages":
+        problems.append(_shape("invalid_field", where, "messages must be a non-empty list."))
     elif not isinstance(conversation, str):
         if not isinstance(conversation, list) or not conversation:
             problems.append(_shape("invalid_field", where, "messages must be a non-empty list."))
@@ -364,9 +377,11 @@ def _check_extra_keys(payload: dict[str, object], known: frozenset[str], problem
     any other is refused, so nothing an item says is dropped silently."""
     for key in sorted(payload.keys() - known):
         if key in _INERT_KEYS:
-            required = _INERT_KEYS[key]
-            if required is None or payload[key] == required:
-                continue
+            required, value = _INERT_KEYS[key], payload[key]
+            if required is None or (
+                value == required and isinstance(value, bool) == isinstance(required, bool)
+            ):
+                continue  # `n: true` is not `n: 1`, nor `stream: 0` false
             problems.append(
                 _unsupported(f"input.{key}", f"input.{key} may only be {_json_word(required)} here.")
             )
@@ -685,9 +700,8 @@ def _read_part(part: object, where: str, assistant: bool, problems: list[ItemPro
 
 
 # Data URLs of the image types every vision vendor takes (Anthropic, Gemini, Bedrock, OpenAI).
-_IMAGE_URL: Final = re.compile(
-    r"(https?://\S+|data:image/(jpeg|png|gif|webp);base64,[A-Za-z0-9+/=\s]+)", re.S
-)
+IMAGE_URL_PATTERN: Final = r"^(https?://\S+|data:image/(jpeg|png|gif|webp);base64,[A-Za-z0-9+/=\s]+)$"
+_IMAGE_URL: Final = re.compile(IMAGE_URL_PATTERN, re.S)
 _DETAILS: Final = frozenset({"auto", "low", "high"})
 
 
@@ -732,8 +746,10 @@ def _read_embedding_input(payload: dict[str, object], problems: list[ItemProblem
         problems.append(
             _unsupported("input.encoding_format", "Embeddings come back as floats: encoding_format is float.")
         )
-    key = "input" if "input" in payload else "text"
+    key = "input" if payload.get("input") is not None else "text"
     value = payload.get(key)
+    if key == "input" and payload.get("text") is not None:
+        problems.append(_shape("invalid_field", "input.text", "Give input or text, not both."))
     text_bytes = 0
     given_tokens = 0
     valid = True
@@ -899,6 +915,8 @@ def _read_output_format(payload: dict[str, object], found: _Estimate, problems: 
     text = payload.get("text")
     if response_format is None and text is None:
         return 0  # most items: no structured output (a hot path of a 1M-item quote)
+    if text is not None and not isinstance(text, dict):
+        problems.append(_shape("invalid_field", "input.text", "text is an object: {format?}."))
     candidates = (
         ("input.response_format", response_format, "json_schema"),
         ("input.text.format", text.get("format") if isinstance(text, dict) else None, None),
@@ -1024,19 +1042,19 @@ def _output_limit(
 ) -> int | None:
     """The item's max_output_tokens, else the input's own limit (max_output_tokens,
     max_completion_tokens, max_tokens: whichever the body's API calls it)."""
-    where, value = "max_output_tokens", raw.get("max_output_tokens")
-    if value is None and payload is not None:
-        for key in _OUTPUT_LIMIT_KEYS:
-            value = payload.get(key)
-            if value is not None:
-                where = f"input.{key}"
-                break
-    if value is None:
-        return None
-    if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_OUTPUT_REQUEST:
-        return value
-    problems.append(_shape("invalid_field", where, f"{where} must be a whole number of at least 1."))
-    return None
+    chosen: int | None = None
+    limits = [("max_output_tokens", raw.get("max_output_tokens"))]
+    if payload is not None:
+        limits += [(where, payload.get(key)) for key, where in _INPUT_LIMITS]
+    for where, value in limits:  # each one given is checked, though the first is the one used
+        if value is None:
+            continue
+        if not (isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_OUTPUT_REQUEST):
+            message = f"{where} must be a whole number from 1 to {MAX_OUTPUT_REQUEST}."
+            problems.append(_shape("invalid_field", where, message))
+            return None
+        chosen = value if chosen is None else chosen
+    return chosen
 
 
 def _token_id(value: object) -> bool:
