@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel, ValidationError
 
 from batchroute.catalog import builtin_catalog
+from batchroute.domain.chat.requests import parse_chat_request
 from batchroute.domain.presets.presets import (
     DESCRIPTION_MAX,
     PARAMETER_FIELDS,
@@ -42,6 +43,7 @@ from functions.api.schemas.batches.batches import BatchCreateRequest
 from functions.api.schemas.billing.controls import ControlsUpdate
 from functions.api.schemas.billing.payments import AutoTopupUpdate, CheckoutRequest
 from functions.api.schemas.billing.retention import RetentionUpdate
+from functions.api.schemas.chat.completions import ChatCompletionRequest
 from functions.api.schemas.delivery.targets import DeliveryTargetUpdate
 from functions.api.schemas.presets.presets import PresetParameters, PresetReplace, PresetRouting
 from functions.api.schemas.routing.items import BatchItem
@@ -662,7 +664,42 @@ def test_an_items_schema_admits_what_the_item_reader_accepts(case: tuple[str, An
     assert _admitted(_schema(BatchItem), item) == _item_accepted(item), item
 
 
+# -- a chat request (functions/api/schemas/chat/completions.py, read by domain/chat/requests.py)
+# Its messages and what rides along are a chat item's input; a preset is expanded before the
+# body is read, and which models exist is the catalog's.
+_CHAT_REQUEST_VALUES: dict[str, st.SearchStrategy[Any]] = {
+    **{name: values for name, values in _CHAT_VALUES.items() if name != "input"},
+    "model": st.sampled_from([MODEL, "", 3, None]),
+    "stream": _scalars,
+    "stream_options": st.sampled_from([{}, {"include_usage": True}, {"include_usage": 1}, 3, None]),
+    "provider_preferences": st.sampled_from(
+        [{}, {"only": ["openai"]}, {"order": ["openai"]}, {"allow_fallbacks": False}, {"first": 1}, 3]
+    ),
+    "privacy_tier": st.sampled_from(["standard", "confidential", "secret", None, 3]),
+    "batch": st.sampled_from(
+        [True, False, None, {}, {"completion_window": "24h"}, {"completion_window": "1h"}, {"colour": 1}, 3]
+    ),
+    "input": st.sampled_from(["hi", [_USER]]),
+}
+
+
+def _chat_accepted(body: dict[str, Any]) -> bool:
+    try:
+        parse_chat_request(body, CATALOG)
+    except InvalidRequest:
+        return False
+    return True
+
+
+@settings(max_examples=600)
+@given(_draw_case(_CHAT_REQUEST_VALUES))
+def test_a_chat_requests_schema_admits_what_its_reader_accepts(case: tuple[str, Any]) -> None:
+    name, value = case
+    body = {"model": MODEL, "messages": [_USER], name: value}
+    assert _admitted(_schema(ChatCompletionRequest), body) == _chat_accepted(body), body
+
+
 # Each schema is built (and checked) once, at import: no example's time includes it.
 _BODIES = (PresetParameters, PresetRouting, PresetReplace, RoutePolicyUpdate, BatchCreateRequest)
-for _model in (*_BODIES, *RULE_CHECKED, ScheduleCreate, ScheduleUpdate, BatchItem):
+for _model in (*_BODIES, *RULE_CHECKED, ScheduleCreate, ScheduleUpdate, BatchItem, ChatCompletionRequest):
     _schema(_model)

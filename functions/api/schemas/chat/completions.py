@@ -19,7 +19,7 @@ from batchroute.domain.presets.presets import REF_PATTERN as PRESET_REF_PATTERN
 from functions.api.schemas.batches.batches import Metadata
 from functions.api.schemas.common import Absent
 from functions.api.schemas.delivery.webhooks import WebhookTarget
-from functions.api.schemas.routing.items import ChatMessage, OutputTokens
+from functions.api.schemas.routing.items import ChatOptions, OutputTokens, Turn
 
 
 # -- the request -------------------------------------------------------------------------
@@ -52,20 +52,19 @@ class ChatQueueOptions(BaseModel):
     )
 
 
-class ChatCompletionRequest(BaseModel):
+class ChatCompletionRequest(ChatOptions):
     """The standard chat-completions body plus `provider_preferences`, `privacy_tier` and
-    `batch`. Every other field (`temperature`, `tools`, `response_format`, ...) is passed through
+    `batch`. What rides along with the messages is a chat item's input (ChatOptions), passed
     to the provider; a lane that cannot honour it (custom tools need tool calling, a JSON schema
-    needs structured outputs, image parts need vision) is never chosen."""
+    needs structured outputs, image parts need vision) is never chosen. Any other field is
+    refused, never dropped silently."""
 
-    model_config = ConfigDict(extra="allow")
-
-    model: str | None = Field(
+    model: str = Field(  # type: ignore[assignment]
         default=None,
         min_length=1,
         description="An exact model id from GET /v1/catalog/models; required unless the preset gives it",
     )
-    messages: Annotated[list[ChatMessage], Field(min_length=1)]
+    messages: Annotated[list[Turn], Field(min_length=1)]
     preset: str | None = Field(
         default=None,
         pattern=PRESET_REF_PATTERN,
@@ -76,9 +75,11 @@ class ChatCompletionRequest(BaseModel):
         default=None, description="The most tokens to generate; else the lane's own output limit"
     )
     max_completion_tokens: OutputTokens | None = Field(default=None, description="Same as max_tokens")
-    stream: bool = Field(default=False, description="Answer with server-sent events; not with `batch`")
+    stream: bool | None = Field(  # type: ignore[assignment]
+        default=False, description="Answer with server-sent events; not with `batch`"
+    )
     stream_options: StreamOptions | None = None
-    n: Literal[1] | None = Field(default=None, description="One choice per request")
+    n: Literal[1] = Field(default=1, description="One choice per request")
     provider_preferences: ProviderPreferences | None = Field(
         default=None, description="Direct requests only: a queued request is routed by the batch router"
     )

@@ -33,24 +33,6 @@ OutputTokens = Annotated[int, Field(ge=1, le=MAX_OUTPUT_REQUEST)]
 HostedTools = list[HostedTool]
 
 
-class ChatMessage(BaseModel):
-    """One message: a role and its content; tool calls, names and function outputs ride along."""
-
-    model_config = ConfigDict(extra="allow")
-
-    role: str | None = Field(
-        default=None,
-        description="system, user, assistant, tool, ...; required unless the message is a "
-        "Responses API item with a `type`",
-    )
-    content: str | list[str | dict[str, Any]] | None = Field(
-        default=None,
-        description="Text, or a list of parts: `{type: text, text}` (also input_text, output_text) "
-        "or an image `{type: image_url, image_url: {url}}` (also input_image, image; or a `file_id`); "
-        "an image part needs a lane with vision",
-    )
-
-
 # -- an item's input, as read by batchroute.domain.routing.items (docs/batches.md, "Item input")
 # The shapes below are what the reader accepts, one key at a time; what no JSON schema says is
 # the reader's alone: the order of the turns (a user's first, every tool call answered right
@@ -190,7 +172,8 @@ class FunctionCallOutput(BaseModel):
     status: Any = None
 
 
-Message = SystemTurn | UserTurn | AssistantTurn | ToolTurn | FunctionCallItem | FunctionCallOutput
+Turn = SystemTurn | UserTurn | AssistantTurn | ToolTurn
+Message = Turn | FunctionCallItem | FunctionCallOutput
 Messages = Annotated[list[Message], Field(min_length=1)]
 
 
@@ -322,16 +305,12 @@ def _one_of(first: str, second: str) -> dict[str, Any]:
     }
 
 
-class ChatInput(InertKeys):
-    """`responses` and `vision`: `messages` (chat) or `input` (Responses API), one of them, and
-    what may ride along. Any other key is refused, never dropped silently."""
+class ChatOptions(InertKeys):
+    """What may ride along with a chat item's messages (and a chat request's): any other key is
+    refused, never dropped silently."""
 
-    model_config = ConfigDict(extra="forbid", json_schema_extra=_one_of("messages", "input"))
+    model_config = ConfigDict(extra="forbid")
 
-    messages: Messages | None = None
-    input: str | Messages | None = Field(
-        default=None, description="Responses API: a string (one user message) or a list of input items"
-    )
     instructions: str | None = None
     system: str | None = None
     tools: list[Tool] | None = Field(
@@ -349,6 +328,17 @@ class ChatInput(InertKeys):
     max_output_tokens: OutputTokens | None = None
     max_completion_tokens: OutputTokens | None = None
     max_tokens: OutputTokens | None = None
+
+
+class ChatInput(ChatOptions):
+    """`responses` and `vision`: `messages` (chat) or `input` (Responses API), one of them."""
+
+    model_config = ConfigDict(json_schema_extra=_one_of("messages", "input"))
+
+    messages: Messages | None = None
+    input: str | Messages | None = Field(
+        default=None, description="Responses API: a string (one user message) or a list of input items"
+    )
 
 
 TokenId = Annotated[int, Field(ge=0)]
