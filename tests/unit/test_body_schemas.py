@@ -50,6 +50,7 @@ from functions.api.schemas.routing.items import BatchItem
 from functions.api.schemas.routing.policy import RoutePolicyUpdate
 from functions.api.schemas.schedules.schedules import ScheduleCreate, ScheduleUpdate
 from functions.api.schemas.work_orders.work_orders import WorkOrderCreate, WorkOrderUpdate
+from tests.unit.item_strategies import accepted_items
 
 CATALOG = builtin_catalog()
 MODEL = "gpt-4o-mini"  # serves responses: a preset naming it needs no operation
@@ -252,7 +253,7 @@ def test_the_batch_schema_admits_what_its_parser_accepts(name: str, value: objec
 # -- bodies whose fields each run a domain rule as their validator (`domain_rule`) -----------
 # The schema shows each field's documented shape; the model's validation is the rule. What no
 # JSON schema can say is left out: the bounds of the number a decimal string holds (or a Money
-# object's amount), and whether a time zone exists.
+# object's amount), whether a number is in whole cents, and whether a time zone exists.
 _MONEY_FIELDS = frozenset({"limit_amount", "low_balance_amount", "amount", "trigger_balance", "monthly_cap"})
 _RULE_VALUES = st.one_of(
     st.none(),
@@ -293,7 +294,9 @@ def _beyond_a_schema(name: str, value: object) -> bool:
     bounded_string = (
         name in _MONEY_FIELDS and isinstance(amount, str) and amount.replace(".", "", 1).isdigit()
     )
-    return bounded_string or name == "limit_timezone"
+    # whole cents: JSON Schema's multipleOf 0.01 is not exact in binary floats (1.1 fails it)
+    fine_float = name in _MONEY_FIELDS and isinstance(amount, float) and round(amount, 2) != amount
+    return bounded_string or fine_float or name == "limit_timezone"
 
 
 @settings(max_examples=400)
@@ -662,6 +665,14 @@ def test_an_items_schema_admits_what_the_item_reader_accepts(case: tuple[str, An
     name, value = case
     item = {**_ITEM, name: value}
     assert _admitted(_schema(BatchItem), item) == _item_accepted(item), item
+
+
+@settings(max_examples=150)
+@given(accepted_items({"responses": [MODEL], "vision": [MODEL], "embeddings": [EMBEDDING_MODEL]}))
+def test_every_item_the_reader_accepts_is_one_the_schema_admits(item: dict[str, Any]) -> None:
+    """The other way round, over whole items: conversations with tool rounds in both dialects,
+    images, tools, output formats and embeddings inputs (item_strategies.py)."""
+    assert _admitted(_schema(BatchItem), item), item
 
 
 # -- a chat request (functions/api/schemas/chat/completions.py, read by domain/chat/requests.py)
