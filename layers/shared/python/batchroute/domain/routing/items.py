@@ -1043,18 +1043,31 @@ def _output_limit(
     """The item's max_output_tokens, else the input's own limit (max_output_tokens,
     max_completion_tokens, max_tokens: whichever the body's API calls it)."""
     chosen: int | None = None
-    limits = [("max_output_tokens", raw.get("max_output_tokens"))]
-    if payload is not None:
-        limits += [(where, payload.get(key)) for key, where in _INPUT_LIMITS]
-    for where, value in limits:  # each one given is checked, though the first is the one used
+    value = raw.get("max_output_tokens")
+    if value is not None:
+        chosen = _limit(value, "max_output_tokens", problems)
+        if chosen is None:
+            return None
+    if payload is None:
+        return chosen
+    for key, where in _INPUT_LIMITS:
+        value = payload.get(key)
         if value is None:
             continue
-        if not (isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_OUTPUT_REQUEST):
-            message = f"{where} must be a whole number from 1 to {MAX_OUTPUT_REQUEST}."
-            problems.append(_shape("invalid_field", where, message))
+        limit = _limit(value, where, problems)  # each one given is checked; the first is used
+        if limit is None:
             return None
-        chosen = value if chosen is None else chosen
+        chosen = limit if chosen is None else chosen
     return chosen
+
+
+def _limit(value: object, where: str, problems: list[ItemProblem]) -> int | None:
+    if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_OUTPUT_REQUEST:
+        return value
+    problems.append(
+        _shape("invalid_field", where, f"{where} must be a whole number from 1 to {MAX_OUTPUT_REQUEST}.")
+    )
+    return None
 
 
 def _token_id(value: object) -> bool:
