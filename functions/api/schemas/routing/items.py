@@ -6,6 +6,8 @@ embeddings body), passed through to the lane.
 Documentation only: items are read by batchroute.domain.routing.items with plain type checks (a
 50,000-item batch is read in about a second), and every problem is a preflight issue
 (`jsonl_shape`, `json_schema`, `tool_support`) naming the item's path, never a pydantic error.
+The models below say what that reader accepts, key by key, and tests/unit/test_body_schemas.py
+holds them to it both ways (a chat request's body, schemas/chat/completions.py, too).
 """
 
 from __future__ import annotations
