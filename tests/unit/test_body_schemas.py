@@ -691,6 +691,7 @@ _CHAT_REQUEST_VALUES: dict[str, st.SearchStrategy[Any]] = {
         [True, False, None, {}, {"completion_window": "24h"}, {"completion_window": "1h"}, {"colour": 1}, 3]
     ),
     "input": st.sampled_from(["hi", [_USER]]),
+    "preset_version": st.sampled_from(["support@3", 3, None, ["support@3"]]),
 }
 
 
@@ -703,6 +704,7 @@ def _chat_accepted(body: dict[str, Any]) -> bool:
 
 
 @settings(max_examples=600)
+@example(("preset_version", 3))  # was ignored, now refused (found by this test)
 @given(_draw_case(_CHAT_REQUEST_VALUES))
 def test_a_chat_requests_schema_admits_what_its_reader_accepts(case: tuple[str, Any]) -> None:
     name, value = case

@@ -71,6 +71,11 @@ class ChatCompletionRequest(ChatOptions):
         description="A preset, `name` or `name@version` (docs/presets.md): it fills what the body leaves "
         "out (model, system prompt, parameters, privacy_tier)",
     )
+    preset_version: str | None = Field(
+        default=None,
+        description="The preset version (`name@version`) a body was expanded from, as the service "
+        "records it; sent again with a retried body, it is recorded as the version used",
+    )
     max_tokens: OutputTokens | None = Field(
         default=None, description="The most tokens to generate; else the lane's own output limit"
     )

@@ -138,8 +138,16 @@ def parse_chat_request(body: Any, catalog: Catalog) -> ChatRequest:
         privacy_tier=_privacy_tier(body.get("privacy_tier")),
         preferences=_preferences(body.get("provider_preferences"), catalog),
         queue=queue,
-        preset_version=body["preset_version"] if isinstance(body.get("preset_version"), str) else None,
+        preset_version=_preset_version(body.get("preset_version")),
     )
+
+
+def _preset_version(value: object) -> str | None:
+    """The version a preset expanded the body from (`name@3`), as the expander or a retried
+    body gives it."""
+    if value is not None and not isinstance(value, str):
+        raise _invalid("preset_version", "preset_version must be a preset version (name@version).")
+    return value
 
 
 def _model(value: object, catalog: Catalog) -> str:
