@@ -22,6 +22,8 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
+from batchroute.money import AMOUNT_TEXT
+
 if TYPE_CHECKING:
     from importlib.resources.abc import Traversable
 
@@ -29,7 +31,7 @@ S = TypeVar("S", bound=str)
 T = TypeVar("T")
 
 COMMENT = "comment"
-_DECIMAL = re.compile(r"\d+(\.\d+)?")
+_DECIMAL = re.compile(AMOUNT_TEXT)
 _MISSING: Any = object()
 
 
