@@ -686,7 +686,8 @@ def test_the_plan_lives_apart_from_the_meta_item_that_progress_rewrites(
         ExpressionAttributeValues={":pk": {"S": f"BATCH#{created.batch_id}"}},
     )["Items"]
     by_sk = {row["sk"]["S"]: row for row in raw}
-    assert set(by_sk) == {"META", "PLAN"}
+    assert set(by_sk) == {"META", "PLAN", "START"}  # START: until its workflow's start is recorded
+    assert set(by_sk["START"]) == {"pk", "sk", "kind", "gsi2pk", "gsi2sk"}
     assert "plan" not in by_sk["META"] and "chunk_models" not in by_sk["META"]
     assert len(json.dumps(by_sk["META"])) < 2_500  # 60 chunks: the chunk map alone would be ~4 KB
     whole = _batch(created.batch_id)

@@ -44,6 +44,7 @@ from batchroute.domain.delivery.targets import (
     probe_object_key,
 )
 from batchroute.errors import InvalidRequest
+from batchroute.services.batches.launch import LaunchReport
 from batchroute.services.workflow.steps import BatchWorkflow
 from batchroute.services.workflow.sweeper import Sweeper
 from batchroute.workflow.tasks import WorkflowTask
@@ -455,9 +456,13 @@ def test_the_sweep_queues_due_bucket_deliveries() -> None:
         def open_holds(self, *args: Any, **kwargs: Any) -> list[Any]:
             return []
 
+        def launch_unstarted(self, now: Any, *, limit: int = 100) -> LaunchReport:
+            return LaunchReport()
+
     sweeper = Sweeper(
         refresh_heartbeats=lambda: Report(),
         batches=Empty(),  # type: ignore[arg-type]
+        workflows=Empty(),
         ledger=Empty(),
         chat_holds=None,  # type: ignore[arg-type]
         catalog=None,  # type: ignore[arg-type]

@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from batchroute.domain.batches.record import BatchWebhook
     from batchroute.services.batches.create import BatchService
     from batchroute.services.batches.files import FileCheckResender, FileLimits, FileService
+    from batchroute.services.batches.launch import WorkflowLaunch
     from batchroute.services.batches.quotes import QuoteService
     from batchroute.services.batches.reads import BatchReads
 
@@ -74,18 +75,25 @@ class BatchesWiring(FeedbackWiring):
         )
 
     @cached_property
-    def batches(self) -> BatchService:
+    def workflow_launch(self) -> WorkflowLaunch:
+        """What starts a created batch's workflow: the create request, and the sweeper again."""
         from batchroute.adapters.stepfunctions import start_execution
+        from batchroute.services.batches.launch import WorkflowLaunch
+
+        machine = self.settings.state_machine_arn
+
+        def start(*, batch_id: str) -> str:
+            return start_execution(state_machine_arn=machine, name=batch_id, payload={"batch_id": batch_id})
+
+        return WorkflowLaunch(self.batch_records, start)
+
+    @cached_property
+    def batches(self) -> BatchService:
         from batchroute.domain.batches.record import BatchWebhook
         from batchroute.services.batches.create import BatchService
         from batchroute.services.delivery.webhooks import batch_webhook_config
 
         settings, sealer = self.settings, self.sealer
-
-        def start(*, batch_id: str) -> str:
-            return start_execution(
-                state_machine_arn=settings.state_machine_arn, name=batch_id, payload={"batch_id": batch_id}
-            )
 
         def seal(*, org_id: str, batch_id: str, url: str, secret: str) -> BatchWebhook:
             config = batch_webhook_config(sealer, org_id=org_id, batch_id=batch_id, url=url, secret=secret)
@@ -97,7 +105,7 @@ class BatchesWiring(FeedbackWiring):
             controls=self.controls,
             quotes=self.quotes,
             artifacts=self.artifacts,
-            start_workflow=start,
+            launch=self.workflow_launch,
             seal_webhook=seal,
             settings=settings,
             clock=self.clock,

@@ -128,6 +128,7 @@ class WorkflowWiring(SchedulesWiring):
         return Sweeper(
             refresh_heartbeats=refresh_heartbeats,
             batches=self.batch_records,
+            workflows=self.workflow_launch,
             ledger=self.ledger,
             chat_holds=self.chat_holds,
             catalog=self.catalog,

@@ -57,6 +57,10 @@ from batchroute.transactions import TransactItem
 
 DEADLINE_PARTITION = "DEADLINE"
 RECLAIM_PARTITION = "RECLAIM"  # retention GC (docs/retention.md): `BATCH#<id>`/`RECLAIM` items
+# A created batch whose workflow has not been seen to start: `BATCH#<id>`/`START` on gsi2
+# under `START`, sorted by creation, written by the create transaction and removed once the
+# start is recorded (the sweeper starts what is left: services/batches/launch.py).
+START_PARTITION = "START"
 PLAN_FIELDS = ("plan", "chunk_models", "intake")
 
 
@@ -87,6 +91,20 @@ def batch_values(batch: BatchRecord, *, deadline_index: bool = True) -> tuple[di
     plan = {"pk": pk, "sk": "PLAN", "kind": "batch_plan"}
     plan.update({k: values[k] for k in PLAN_FIELDS if k in values})
     return meta, plan
+
+
+def _start_entry(batch: BatchRecord) -> dict[str, Any]:
+    return {
+        "pk": f"BATCH#{batch.batch_id}",
+        "sk": "START",
+        "kind": "workflow_start",
+        "gsi2pk": START_PARTITION,
+        "gsi2sk": f"{batch.created_at}#{batch.batch_id}",
+    }
+
+
+def _start_key(batch_id: str) -> dict[str, Any]:
+    return {"pk": {"S": f"BATCH#{batch_id}"}, "sk": {"S": "START"}}
 
 
 def batch_from_items(meta: Mapping[str, Any], plan: Mapping[str, Any] | None = None) -> BatchRecord:
@@ -226,6 +244,20 @@ class BatchRecords(DynamoStore):
             {":at": at},
         )
 
+    # -- workflow start (services/batches/launch.py) -------------------------------------------
+    def started(self, batch_id: str, execution_arn: str) -> None:
+        """Record the workflow's execution on META, then take the batch off the start index."""
+        self.update(batch_id, {"execution_arn": execution_arn})
+        self.dynamodb.delete_item(TableName=self.table_name, Key=_start_key(batch_id))
+
+    def unstarted(self, created_before: str, limit: int = 100) -> list[str]:
+        """Ids of batches created before `created_before` whose start is not recorded, oldest
+        first (one Query on the keys-only index)."""
+        response = self.dynamodb.query(
+            **index_before(self.table_name, "gsi2", START_PARTITION, created_before, Limit=limit)
+        )
+        return [item["pk"]["S"].removeprefix("BATCH#") for item in response.get("Items", [])]
+
     def transition(
         self, batch_id: str, target: BatchState, *, at: str, extra: BatchChanges | None = None
     ) -> bool:
@@ -275,7 +307,7 @@ class BatchRecords(DynamoStore):
         - DuplicateReservation: the reservation id is taken.
 
         Any other failure is raised as it came."""
-        own = [self._create_once(values) for values in batch_values(batch)]
+        own = [self._create_once(values) for values in (*batch_values(batch), _start_entry(batch))]
         checks_at = len(reservation) + len(own) + len(extra_items)
         items = [*reservation, *own, *extra_items, *limit_checks]
         if idempotency is not None:

@@ -55,9 +55,9 @@ from batchroute.domain.work_orders.work_orders import WorkOrder
 from batchroute.errors import Conflict, Gone, InvalidRequest, Unavailable
 from batchroute.ids import new_id
 from batchroute.money import Money
-from batchroute.observability import logger
 from batchroute.services.batches.commands import CreateBatch, request_hash
 from batchroute.services.batches.input_chunks import CHUNK_SIZE, InputChunkWriter
+from batchroute.services.batches.launch import WorkflowLaunch
 from batchroute.services.batches.ports import BatchStore, LimitChecks, ObjectStore, WebhookUrlRules
 from batchroute.services.batches.quotes import FileItems, ItemSource, PlannedQuote, QuoteService, items_digest
 from batchroute.services.batches.reads import owned_batch
@@ -74,10 +74,6 @@ MAX_CANCEL_REASON = 500
 # each retry follows someone's progress: under a hard limit a submit may lose once per
 # competitor that fits, hence room for many before answering 503 `funding_contended`.
 _FUNDING_ATTEMPTS = 24
-
-
-class WorkflowStarter(Protocol):
-    def __call__(self, *, batch_id: str) -> str: ...
 
 
 class WorkOrderJoins(Protocol):
@@ -164,7 +160,7 @@ class BatchService:
     controls: ControlsReader
     quotes: QuoteService
     artifacts: ObjectStore
-    start_workflow: WorkflowStarter
+    launch: WorkflowLaunch
     seal_webhook: WebhookSealer
     settings: WebhookUrlRules
     clock: Clock
@@ -220,7 +216,7 @@ class BatchService:
             if work_order is None or self.work_orders is None:
                 raise
             raise self.work_orders.refused(principal.org_id, work_order.work_order_id) from None
-        self._start(batch_id)
+        self.launch.launch(batch_id)  # the batch is safely priced: the sweeper starts it if this fails
         if self.watch is not None:  # a soft limit reached at submit is reported here
             self.watch.moved(principal.org_id, at=self.clock.now(), controls=controls)
         return CreateAnswer(202, answer_body)
@@ -459,15 +455,6 @@ class BatchService:
                 code="idempotency_in_progress",
             )
         return replay
-
-    def _start(self, batch_id: str) -> None:
-        try:
-            arn = self.start_workflow(batch_id=batch_id)
-        except Exception:
-            # The batch is safely priced; the sweeper starts workflows that did not start.
-            logger.exception("workflow start failed; the sweeper will retry", extra={"batch_id": batch_id})
-            return
-        self.records.update(batch_id, {"execution_arn": arn})
 
     # -- cancel and retry ------------------------------------------------------------------------
     def cancel(self, principal: Principal, batch_id: str, reason: str | None) -> BatchRecord:

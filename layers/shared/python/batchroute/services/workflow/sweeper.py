@@ -7,7 +7,7 @@ bucket delivery retries and retention GC (docs/retention.md)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, NotRequired, Protocol, TypedDict
 
 from aws_lambda_powertools.metrics import MetricUnit
@@ -20,6 +20,7 @@ from batchroute.domain.catalog.catalog import Catalog, Lane
 from batchroute.domain.chat.holds import ChatOutcome, HoldSettlement
 from batchroute.money import Money
 from batchroute.observability import logger, metrics
+from batchroute.services.batches.launch import LaunchReport
 from batchroute.services.batches.ports import BatchTransitions
 from batchroute.services.billing.ports import MoneyWatch
 from batchroute.services.chat.ports import HoldStore
@@ -160,6 +161,7 @@ def _swept_outcome(reserved: Money, charged: Money, checkpoint: UsageCheckpoint,
 class SweepOutcome(TypedDict):
     """What one sweep did (the sweeper function's answer)."""
 
+    workflows_started: list[str]
     expired: list[str]
     skipped: list[str]
     chat_holds_settled: list[str]
@@ -200,15 +202,23 @@ class LostFileChecks(Protocol):
     def resend_due(self, *, limit: int = 100) -> list[str]: ...
 
 
+class UnstartedWorkflows(Protocol):
+    """services/batches/launch.py:WorkflowLaunch."""
+
+    def launch_unstarted(self, now: datetime, *, limit: int = 100) -> LaunchReport: ...
+
+
 @dataclass
 class Sweeper:
-    """One scheduled sweep (EventBridge, once a minute): refresh lane heartbeats, expire
-    batches past their SLA deadline, settle stale chat holds, retry webhooks that are due,
-    reclaim result bytes whose retention window passed (one bounded page), re-send the
-    check of uploads left `uploaded` too long (a lost `check_file` message)."""
+    """One scheduled sweep (EventBridge, once a minute): refresh lane heartbeats, start the
+    workflows of batches whose start was lost, expire batches past their SLA deadline, settle
+    stale chat holds, retry webhooks that are due, reclaim result bytes whose retention window
+    passed (one bounded page), re-send the check of uploads left `uploaded` too long (a lost
+    `check_file` message)."""
 
     refresh_heartbeats: LaneHeartbeatRefresh  # docs/catalog.md
     batches: ExpiryRecords
+    workflows: UnstartedWorkflows  # docs/batches.md, "Starting the workflow"
     ledger: OpenHolds
     chat_holds: HoldStore
     catalog: Catalog
@@ -226,6 +236,8 @@ class Sweeper:
     def sweep(self) -> SweepOutcome:
         lanes = self.refresh_heartbeats()
         metrics.add_metric(name="LaneHeartbeats", unit=MetricUnit.Count, value=len(lanes.refreshed))
+        launched = self.workflows.launch_unstarted(self.clock.now())
+        metrics.add_metric(name="WorkflowsStartedLate", unit=MetricUnit.Count, value=len(launched.started))
         report = expire_overdue_batches(self.batches, self.clock)
         metrics.add_metric(name="BatchesExpired", unit=MetricUnit.Count, value=len(report.expired))
         logger.info("sweep finished", extra={"expired": len(report.expired), "skipped": len(report.skipped)})
@@ -240,6 +252,7 @@ class Sweeper:
         retried = self.webhooks.retry_due()
         metrics.add_metric(name="WebhookRetries", unit=MetricUnit.Count, value=len(retried.attempted))
         outcome: SweepOutcome = {
+            "workflows_started": launched.started,
             "expired": report.expired,
             "skipped": report.skipped,
             "chat_holds_settled": holds.settled,
