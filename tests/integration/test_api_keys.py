@@ -8,6 +8,7 @@ from fastapi.testclient import TestClient
 
 from batchroute.adapters.app_secret import app_secret
 from batchroute.config import get_settings
+from batchroute.domain.accounts.access import ROLES
 from batchroute.domain.accounts.accounts import ApiKey, Org, Session, User
 from batchroute.domain.accounts.credentials import issue_api_key, keyed_hash, new_opaque_token
 from batchroute.ids import new_id
@@ -15,6 +16,7 @@ from batchroute.services.accounts.authentication import SESSION_COOKIE
 from batchroute_tools.local.provision import LocalStack
 from functions.api.app import create_app
 from functions.api.auth import identity_store
+from tests.integration.principals import new_org
 
 NOW = "2026-01-01T00:00:00.000Z"
 LATER = "2999-01-01T00:00:00.000Z"
@@ -206,3 +208,94 @@ def test_the_console_lists_the_orgs_keys_newest_first_without_values(client: Tes
     listed_by_key = client.get("/v1/auth/account/api-keys", headers={"Authorization": f"Bearer {seeded}"})
     assert listed_by_key.status_code == 403
     assert listed_by_key.json()["error"]["code"] == "user_session_required"
+
+
+# A caller creates and revokes only keys of a role within its own (docs/roles.md, Granting roles).
+KEYS = "/v1/auth/account/api-keys"
+
+
+def _key_ids(client: TestClient, headers: dict[str, str]) -> list[str]:
+    return [row["id"] for row in client.get(KEYS, headers=headers).json()["data"]]
+
+
+@pytest.mark.parametrize("role", ["owner", "billing"])
+def test_an_admin_may_not_create_a_key_of_a_role_with_more_permissions(client: TestClient, role: str) -> None:
+    # Given a signed-in admin (admin lacks billing:manage) and the org's keys
+    org = new_org()
+    admin = org.session_headers("admin")
+    before = _key_ids(client, org.session_headers())
+    # When the admin asks for an owner or a billing key
+    response = client.post(KEYS, json={"label": "escalate", "role": role}, headers=admin)
+    # Then 403 permission_denied naming the role asked for and the missing permission
+    assert response.status_code == 403, response.text
+    error = response.json()["error"]
+    assert error["code"] == "permission_denied"
+    assert error["details"] == {
+        "permission": "billing:manage",
+        "role": "admin",
+        "target_role": role,
+        "missing_permissions": ["billing:manage"],
+    }
+    assert "api_key" not in response.text
+    # And no key was created
+    assert _key_ids(client, org.session_headers()) == before
+
+
+def test_an_admin_key_escalation_cannot_reach_auto_topup(client: TestClient) -> None:
+    # The reported path: admin -> owner key -> PUT /v1/billing/auto-topup. The admin has no key to use.
+    org = new_org()
+    admin = org.session_headers("admin")
+    assert client.put("/v1/billing/auto-topup", json={"enabled": False}, headers=admin).status_code == 403
+    minted = client.post(KEYS, json={"label": "x", "role": "owner"}, headers=admin)
+    assert minted.status_code == 403 and "api_key" not in minted.json()
+
+
+@pytest.mark.parametrize("role", ["admin", "member"])
+def test_an_admin_still_creates_keys_of_roles_within_its_own(client: TestClient, role: str) -> None:
+    org = new_org()
+    response = client.post(KEYS, json={"label": "ok", "role": role}, headers=org.session_headers("admin"))
+    assert response.status_code == 201, response.text
+    assert response.json()["key"]["role"] == role
+    # And the default role (member) too
+    default = client.post(KEYS, json={"label": "ok"}, headers=org.session_headers("admin"))
+    assert default.status_code == 201 and default.json()["key"]["role"] == "member"
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_an_owner_creates_a_key_of_any_role(client: TestClient, role: str) -> None:
+    org = new_org()
+    response = client.post(KEYS, json={"label": "any", "role": role}, headers=org.session_headers())
+    assert response.status_code == 201, response.text
+    assert response.json()["key"]["role"] == role
+
+
+@pytest.mark.parametrize("role", ["owner", "billing"])
+def test_an_admin_may_not_revoke_a_key_of_a_role_with_more_permissions(client: TestClient, role: str) -> None:
+    # Given an owner-made key of a role beyond the admin's
+    org = new_org()
+    created = client.post(KEYS, json={"label": "money", "role": role}, headers=org.session_headers()).json()
+    # When the admin revokes it
+    response = client.post(f"{KEYS}/{created['key']['id']}/revoke", headers=org.session_headers("admin"))
+    # Then 403 permission_denied, and the key is not revoked and still works
+    assert response.status_code == 403, response.text
+    error = response.json()["error"]
+    assert error["code"] == "permission_denied"
+    assert error["details"]["target_role"] == role and error["details"]["role"] == "admin"
+    rows = {row["id"]: row for row in client.get(KEYS, headers=org.session_headers()).json()["data"]}
+    assert rows[created["key"]["id"]]["revoked_at"] is None
+    account = client.get("/v1/auth/account", headers={"Authorization": f"Bearer {created['api_key']}"})
+    assert account.status_code == 200
+    # And an unknown key id is still 404 for the admin (the org's keys are looked up first)
+    assert client.post(f"{KEYS}/key_nope/revoke", headers=org.session_headers("admin")).status_code == 404
+
+
+@pytest.mark.parametrize(
+    ("caller", "role"), [("admin", "admin"), ("admin", "member"), ("owner", "owner"), ("owner", "billing")]
+)
+def test_keys_of_roles_within_the_callers_are_revoked(client: TestClient, caller: str, role: str) -> None:
+    org = new_org()
+    created = client.post(KEYS, json={"label": "temp", "role": role}, headers=org.session_headers()).json()
+    response = client.post(f"{KEYS}/{created['key']['id']}/revoke", headers=org.session_headers(caller))  # type: ignore[arg-type]
+    assert response.status_code == 200 and response.json() == {"ok": True}
+    account = client.get("/v1/auth/account", headers={"Authorization": f"Bearer {created['api_key']}"})
+    assert account.status_code == 401

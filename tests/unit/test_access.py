@@ -12,6 +12,8 @@ from batchroute.domain.accounts.access import (
     ROLES,
     Principal,
     authorize,
+    authorize_grant,
+    may_grant,
     require_same_org,
     require_user,
     require_user_session,
@@ -78,3 +80,38 @@ def test_require_user_names_the_session_user_or_the_keys_user() -> None:
 def test_another_orgs_resource_is_forbidden() -> None:
     with pytest.raises(Forbidden):
         require_same_org(Principal(org_id="org_1", role="owner", via="api_key"), "org_2")
+
+
+@pytest.mark.parametrize("caller", ROLES)
+@pytest.mark.parametrize("role", ROLES)
+def test_a_role_is_granted_only_within_the_callers_permissions(caller: str, role: str) -> None:
+    principal = Principal(org_id="org_1", role=caller, via="session", user_id="user_1")  # type: ignore[arg-type]
+    within = ROLE_PERMISSIONS[role] <= ROLE_PERMISSIONS[caller]  # type: ignore[index]
+    assert may_grant(principal, role) is within  # type: ignore[arg-type]
+    if within:
+        authorize_grant(principal, role)  # type: ignore[arg-type]
+    else:
+        with pytest.raises(Forbidden) as caught:
+            authorize_grant(principal, role)  # type: ignore[arg-type]
+        assert caught.value.code == "permission_denied"
+        details = caught.value.details or {}
+        assert details["role"] == caller and details["target_role"] == role
+        assert details["permission"] not in ROLE_PERMISSIONS[caller]  # type: ignore[index]
+
+
+def test_an_admin_grants_neither_owner_nor_billing() -> None:
+    admin = Principal(org_id="org_1", role="admin", via="session", user_id="user_1")
+    assert [role for role in ROLES if may_grant(admin, role)] == ["admin", "member"]
+    owner = Principal(org_id="org_1", role="owner", via="session", user_id="user_1")
+    assert all(may_grant(owner, role) for role in ROLES)
+
+
+def test_documented_grant_table_matches_the_code() -> None:
+    """docs/roles.md, Granting roles: the key roles owner and admin may create and revoke."""
+    text = DOC.read_text().split("## Granting roles", 1)[1].split("\n## ", 1)[0]
+    for caller in ("owner", "admin"):
+        row = next(line for line in text.splitlines() if line.startswith(f"| {caller} |"))
+        listed = row.split("|")[2].split("(")[0]
+        documented = [role.strip() for role in listed.split(",")]
+        principal = Principal(org_id="org_1", role=caller, via="session", user_id="user_1")
+        assert documented == [role for role in ROLES if may_grant(principal, role)], caller

@@ -76,6 +76,32 @@ def authorize(principal: Principal, permission: Permission) -> None:
         )
 
 
+def may_grant(principal: Principal, role: Role) -> bool:
+    """Whether the caller may hand out (or take back) `role`: only a role that can do nothing
+    the caller's own role cannot, so no one gains a permission by creating a credential."""
+    return ROLE_PERMISSIONS[role] <= ROLE_PERMISSIONS[principal.role]
+
+
+def authorize_grant(principal: Principal, role: Role) -> None:
+    """403 `permission_denied` when `role` has a permission the caller's role lacks (an admin
+    creating or revoking an owner or billing key: `billing:manage`). The details name the
+    first missing permission and the caller's role, as `authorize` does, plus the role asked
+    for (`target_role`) and every missing permission."""
+    missing = [p for p in PERMISSIONS if p in ROLE_PERMISSIONS[role] - ROLE_PERMISSIONS[principal.role]]
+    if missing:
+        raise Forbidden(
+            f"The {principal.role} role may not manage a credential of the {role} role, which "
+            f"may do what the {principal.role} role may not ({', '.join(missing)}).",
+            code="permission_denied",
+            details={
+                "permission": missing[0],
+                "role": principal.role,
+                "target_role": role,
+                "missing_permissions": missing,
+            },
+        )
+
+
 def require_same_org(principal: Principal, org_id: str) -> None:
     """Another org's resource is forbidden (403), not hidden."""
     if principal.org_id != org_id:

@@ -1,4 +1,8 @@
-"""Listing, creating and revoking API keys. The key value is returned once and never stored."""
+"""Listing, creating and revoking API keys. The key value is returned once and never stored.
+
+A caller creates or revokes only keys whose role can do nothing the caller's own role cannot
+(`authorize_grant`, docs/roles.md): an admin may not mint an owner or billing key and so gain
+`billing:manage`."""
 
 from __future__ import annotations
 
@@ -7,7 +11,13 @@ from dataclasses import KW_ONLY, dataclass
 from typing import Protocol
 
 from batchroute.clock import Clock, isoformat
-from batchroute.domain.accounts.access import Principal, Role, authorize, require_user_session
+from batchroute.domain.accounts.access import (
+    Principal,
+    Role,
+    authorize,
+    authorize_grant,
+    require_user_session,
+)
 from batchroute.domain.accounts.accounts import ApiKey
 from batchroute.domain.accounts.credentials import issue_api_key
 from batchroute.errors import NotFound
@@ -39,6 +49,7 @@ class ApiKeys:
     def create(self, principal: Principal, *, label: str, role: Role) -> CreatedKey:
         require_user_session(principal)
         authorize(principal, "keys:manage")
+        authorize_grant(principal, role)
         issued = issue_api_key(self.environment, self.secret())
         key = ApiKey(
             key_id=new_id("key"),
@@ -66,4 +77,5 @@ class ApiKeys:
         key = next((k for k in self.store.keys_of(principal.org_id) if k.key_id == key_id), None)
         if key is None:
             raise NotFound("No such API key.", code="api_key_not_found")
+        authorize_grant(principal, key.role)
         self.store.revoke_key(key.key_hash, isoformat(self.clock.now()))
