@@ -350,6 +350,22 @@ def test_a_chat_body_naming_an_unknown_preset_is_400(
     assert response.json()["error"]["details"]["field"] == "preset"
 
 
+@pytest.mark.parametrize(
+    "version", ["evil@1\r\nSet-Cookie: service_ui_session=attacker", "\u20acuro@1", "triage", "x" * 5000]
+)
+def test_a_chat_body_whose_preset_version_is_not_one_is_400_before_any_provider_call(
+    client: TestClient, org: TestOrg, version: str
+) -> None:
+    # It is echoed in the x-service-preset header and recorded: a header injection, a 500
+    # after the provider was paid (non-Latin-1), or any text recorded as a version, before.
+    body = {"model": LLAMA, "messages": [{"role": "user", "content": "Hi"}], "preset_version": version}
+    response = client.post("/v1/chat/completions", json=body, headers=org.key_headers())
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert error["code"] == "invalid_request" and error["details"]["field"] == "preset_version"
+    assert "x-service-preset" not in response.headers and "x-service-batch-id" not in response.headers
+
+
 # -- the vendor-compatible surface ---------------------------------------------------------------------
 def compat_row(n: int, **body: Any) -> dict[str, Any]:
     payload = {"messages": [{"role": "user", "content": f"Question {n}"}], **body}

@@ -691,7 +691,18 @@ _CHAT_REQUEST_VALUES: dict[str, st.SearchStrategy[Any]] = {
         [True, False, None, {}, {"completion_window": "24h"}, {"completion_window": "1h"}, {"colour": 1}, 3]
     ),
     "input": st.sampled_from(["hi", [_USER]]),
-    "preset_version": st.sampled_from(["support@3", 3, None, ["support@3"]]),
+    "preset_version": st.sampled_from(
+        [
+            "support@3",
+            3,
+            None,
+            ["support@3"],
+            "support",
+            "evil@1\r\nSet-Cookie: a=b",
+            "\u20acuro@1",
+            "Support@3",
+        ]
+    ),
 }
 
 
@@ -705,6 +716,7 @@ def _chat_accepted(body: dict[str, Any]) -> bool:
 
 @settings(max_examples=600)
 @example(("preset_version", 3))  # was ignored, now refused (found by this test)
+@example(("preset_version", "evil@1\r\nSet-Cookie: a=b"))  # was echoed in a response header
 @given(_draw_case(_CHAT_REQUEST_VALUES))
 def test_a_chat_requests_schema_admits_what_its_reader_accepts(case: tuple[str, Any]) -> None:
     name, value = case

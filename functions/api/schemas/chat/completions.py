@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from batchroute.domain.catalog.catalog import PrivacyTier
 from batchroute.domain.chat.objects import JobStatus
 from batchroute.domain.presets.presets import REF_PATTERN as PRESET_REF_PATTERN
+from batchroute.domain.presets.presets import VERSION_REF_PATTERN as PRESET_VERSION_PATTERN
 from functions.api.schemas.batches.batches import Metadata
 from functions.api.schemas.common import Absent
 from functions.api.schemas.delivery.webhooks import WebhookTarget
@@ -73,6 +74,7 @@ class ChatCompletionRequest(ChatOptions):
     )
     preset_version: str | None = Field(
         default=None,
+        pattern=PRESET_VERSION_PATTERN,
         description="The preset version (`name@version`) a body was expanded from, as the service "
         "records it; sent again with a retried body, it is recorded as the version used",
     )

@@ -39,6 +39,8 @@ NAME_PATTERN: Final = r"^[a-z0-9][a-z0-9_-]{0,63}$"
 _NAME = re.compile(NAME_PATTERN)
 _NAME_RULE = "1-64 lowercase letters, digits, '-' or '_', starting with a letter or digit"
 REF_PATTERN: Final = r"^[a-z0-9][a-z0-9_-]{0,63}(@[1-9][0-9]{0,5})?$"
+# One version of a preset, as a request records the version it was expanded from (`name@3`).
+VERSION_REF_PATTERN: Final = r"^[a-z0-9][a-z0-9_-]{0,63}@[1-9][0-9]{0,5}$"
 _REF = re.compile(r"^(?P<name>[a-z0-9][a-z0-9_-]{0,63})(?:@(?P<version>[1-9][0-9]{0,5}))?$")
 
 TOP_FIELDS: Final = (
