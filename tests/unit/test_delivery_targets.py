@@ -17,10 +17,10 @@ from botocore.config import Config
 from botocore.exceptions import ClientError, ConnectTimeoutError, EndpointConnectionError
 from pydantic import ValidationError
 
-from batchroute.adapters.customer_buckets import CustomerBuckets, refusal
+from batchroute.adapters.customer_buckets import CustomerBucket, CustomerBuckets, refusal
 from batchroute.adapters.dynamo.bucket_deliveries import delivery_from_item
 from batchroute.adapters.dynamo.codec import from_item, plain, to_item
-from batchroute.adapters.pinned_s3 import PinnedSender
+from batchroute.adapters.pinned_s3 import MAX_ANSWER_BYTES, UPLOAD_PIECE_BYTES, PinnedSender
 from batchroute.clock import FixedClock
 from batchroute.domain.batches.record import BatchRecord
 from batchroute.domain.delivery.buckets import (
@@ -484,12 +484,58 @@ def _pinned_client(sender: Any) -> Any:
         aws_secret_access_key="secret-value-0123456789",
         config=Config(
             s3={"addressing_style": "path"},
-            retries={"max_attempts": 1},
+            retries={"total_max_attempts": 1},
             request_checksum_calculation="when_required",
         ),
     )
     s3.meta.events.register_first("before-send.s3", sender)
     return s3
+
+
+class _Clock:
+    """Monotonic seconds that move only when the fake endpoint says so."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class _Wire(httpx.SyncByteStream):
+    """An answer body as an endpoint sends it: `count` chunks, each `gap` seconds after the
+    last on the fake clock; counts what was taken off the wire."""
+
+    def __init__(self, chunk: bytes, count: int, *, clock: _Clock | None = None, gap: float = 0) -> None:
+        self.chunk, self.count, self.clock, self.gap = chunk, count, clock, gap
+        self.sent = 0
+        self.closed = False
+
+    def __iter__(self) -> Any:
+        for _ in range(self.count):
+            if self.clock is not None:
+                self.clock.now += self.gap
+            self.sent += len(self.chunk)
+            yield self.chunk
+
+    def close(self) -> None:
+        self.closed = True
+
+
+CHUNK = 64 * 1024
+HUGE = 1600  # chunks of 64 KiB: 100 MiB, never produced whole
+
+
+def _bucket(answer: Any, *, clock: _Clock | None = None, deadline: float = 10) -> CustomerBucket:
+    sender = PinnedSender(
+        UrlGuard(resolve=lambda host, port: ["93.184.215.14"]),
+        connect_timeout=1,
+        read_timeout=1,
+        deadline_seconds=deadline,
+        transport=answer if isinstance(answer, httpx.BaseTransport) else httpx.MockTransport(answer),
+        clock=clock or _Clock(),
+    )
+    return CustomerBucket(_target(endpoint_url="https://s3.customer.example"), _pinned_client(sender))
 
 
 def test_requests_go_to_the_checked_address_with_the_name_as_host_and_sni() -> None:
@@ -503,6 +549,7 @@ def test_requests_go_to_the_checked_address_with_the_name_as_host_and_sni() -> N
         UrlGuard(resolve=lambda host, port: ["93.184.215.14"]),
         connect_timeout=1,
         read_timeout=1,
+        deadline_seconds=10,
         transport=httpx.MockTransport(answer),
     )
     _pinned_client(sender).put_object(Bucket="acme-results", Key="a/b.json", Body=b"{}")
@@ -521,3 +568,126 @@ def test_a_name_that_now_resolves_inward_is_refused_before_any_connection() -> N
     with pytest.raises(BucketRefused) as refused:  # sockets are off: no connection was tried
         buckets.open(target, "secret-value-0123456789").put("k", b"{}", content_type="application/json")
     assert refused.value.code == "unsafe_url" and "169.254.169.254" in refused.value.message
+
+
+# -- small reads and a deadline: the customer's endpoint is not trusted to be small or quick ------
+@pytest.mark.parametrize("status", [200, 403])
+def test_an_oversize_answer_is_refused_after_the_cap_and_one_chunk(status: int) -> None:
+    wire = _Wire(b"A" * CHUNK, HUGE)  # no Content-Length: only reading tells the size
+    bucket = _bucket(lambda request: httpx.Response(status, stream=wire))
+    with pytest.raises(BucketRefused) as refused:
+        bucket.put("k", b"{}", content_type="application/json")
+    assert refused.value.code == "response_too_large"
+    assert MAX_ANSWER_BYTES < wire.sent <= MAX_ANSWER_BYTES + CHUNK and wire.closed
+
+
+def test_an_answer_announced_too_large_is_refused_unread() -> None:
+    wire = _Wire(b"A" * CHUNK, HUGE)
+    length = {"Content-Length": str(HUGE * CHUNK)}
+    bucket = _bucket(lambda request: httpx.Response(200, headers=length, stream=wire))
+    with pytest.raises(BucketRefused) as refused:
+        bucket.keys("in/", limit=10)
+    assert refused.value.code == "response_too_large" and wire.sent == 0 and wire.closed
+
+
+def test_an_object_is_read_only_up_to_the_callers_limit() -> None:
+    wire = _Wire(b"A" * CHUNK, HUGE)
+    bucket = _bucket(lambda request: httpx.Response(200, stream=wire))
+    with pytest.raises(BucketRefused) as refused:
+        bucket.read("in/a.jsonl", max_bytes=100_000)
+    assert refused.value.code == "object_too_large"
+    assert 100_001 <= wire.sent <= 100_001 + CHUNK and wire.closed
+
+
+def test_an_object_announced_larger_than_the_limit_is_refused_unread() -> None:
+    wire = _Wire(b"A" * CHUNK, HUGE)
+    length = {"Content-Length": str(HUGE * CHUNK)}
+    bucket = _bucket(lambda request: httpx.Response(200, headers=length, stream=wire))
+    with pytest.raises(BucketRefused) as refused:
+        bucket.read("in/a.jsonl", max_bytes=100_000)
+    assert refused.value.code == "object_too_large" and wire.sent == 0 and wire.closed
+
+
+@pytest.mark.parametrize("operation", ["put", "read"])
+def test_a_slow_drip_answer_is_cut_at_the_deadline(operation: str) -> None:
+    clock = _Clock()
+    wire = _Wire(b" ", 10_000, clock=clock, gap=1)  # one byte a second, each inside the read time-out
+    bucket = _bucket(lambda request: httpx.Response(200, stream=wire), clock=clock, deadline=10)
+
+    def call() -> None:
+        if operation == "put":
+            bucket.put("k", b"{}", content_type="application/json")
+        else:
+            bucket.read("in/a.jsonl", max_bytes=1_000_000)
+
+    with pytest.raises(BucketRefused) as refused:
+        call()
+    assert refused.value.code == "timeout"
+    assert clock.now == 10 and wire.sent == 10 and wire.closed
+
+
+def test_a_slow_reading_endpoint_cannot_hold_an_upload_past_the_deadline() -> None:
+    clock = _Clock()
+    taken: list[int] = []
+
+    class SlowReader(httpx.BaseTransport):  # MockTransport would read the whole body at once
+        def handle_request(self, request: httpx.Request) -> httpx.Response:
+            for piece in request.stream:  # type: ignore[union-attr]  # one piece a second
+                clock.now += 1
+                taken.append(len(piece))
+            return httpx.Response(200)
+
+    with pytest.raises(BucketRefused) as refused:
+        _bucket(SlowReader(), clock=clock, deadline=10).put(
+            "k", b"x" * (4 * 1024 * 1024), content_type="text/plain"
+        )
+    assert refused.value.code == "timeout"
+    assert len(taken) == 10 and set(taken) == {UPLOAD_PIECE_BYTES}
+
+
+def test_normal_answers_still_parse_through_the_bounded_reads() -> None:
+    listing = (
+        b'<?xml version="1.0" encoding="UTF-8"?>'
+        b'<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Name>acme-results</Name>'
+        b"<Prefix>in/</Prefix><KeyCount>2</KeyCount><MaxKeys>10</MaxKeys><IsTruncated>false</IsTruncated>"
+        b"<Contents><Key>in/a.jsonl</Key><Size>12</Size></Contents>"
+        b"<Contents><Key>in/b.jsonl</Key><Size>12</Size></Contents></ListBucketResult>"
+    )
+    uploaded: list[tuple[str, bytes, str]] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        if request.method == "PUT":
+            uploaded.append((request.url.path, request.read(), request.headers["content-length"]))
+            return httpx.Response(200, headers={"ETag": '"abc"'})
+        if "list-type" in request.url.params:
+            return httpx.Response(200, content=listing)
+        if request.url.path.endswith("/in/a.jsonl"):
+            return httpx.Response(200, content=b'{"n": 1}\n' * 2)
+        return httpx.Response(200, stream=_Wire(b'{"n": 2}\n', 2))  # no Content-Length
+
+    bucket = _bucket(answer)
+    bucket.put("out/r.jsonl", b"x" * 200_000, content_type="application/jsonl")
+    assert uploaded == [("/acme-results/out/r.jsonl", b"x" * 200_000, "200000")]
+    assert bucket.keys("in/", limit=10) == ["in/a.jsonl", "in/b.jsonl"]
+    assert bucket.read("in/a.jsonl", max_bytes=18) == b'{"n": 1}\n' * 2
+    assert bucket.read("in/b.jsonl", max_bytes=18) == b'{"n": 2}\n' * 2
+
+
+def test_a_bucket_error_body_is_still_the_buckets_own_code() -> None:
+    denied = (
+        b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>AccessDenied</Code>'
+        b"<Message>Access Denied</Message></Error>"
+    )
+    bucket = _bucket(lambda request: httpx.Response(403, content=denied))
+    with pytest.raises(BucketRefused) as refused:
+        bucket.read("in/a.jsonl", max_bytes=10)
+    assert (refused.value.code, refused.value.message) == ("AccessDenied", "Access Denied")
+
+
+def test_a_target_test_makes_one_try_and_a_delivery_two() -> None:
+    target = _target(endpoint_url="https://s3.customer.example", region=None)
+    buckets = CustomerBuckets(UrlGuard(resolve=lambda host, port: ["93.184.215.14"]))
+    probe = buckets.for_probes()
+    assert (probe.deadline_seconds + probe.read_timeout, probe.connect_timeout) < (29 - 5, 29)
+    tries = [b.open(target, "secret-value-0123456789").s3.meta.config.retries for b in (probe, buckets)]
+    assert [t["total_max_attempts"] for t in tries] == [1, 2]

@@ -4,14 +4,17 @@
 One short-lived client per target and attempt: the target's endpoint (path-style
 addressing and checksums only where required, which every S3-compatible service accepts;
 every request pinned to an address the SSRF guard checked, adapters/pinned_s3.py) or AWS S3
-in its region; short time-outs, two tries, no credentials from the environment.
+in its region; short time-outs, a deadline per request, two tries, no credentials from the
+environment. A customer endpoint's answers are read in small bounded amounts (1 MiB for a
+control answer, a read's own limit for an object) and never past the request's deadline.
 Uploads stream from a file-like source through boto3's transfer manager, so a large
 artifact goes up in 8 MiB multipart parts without being held in memory.
 
 Every failure becomes `BucketRefused(code, message)`: the bucket's own error code
 (`AccessDenied`, `NoSuchBucket`, `InvalidAccessKeyId`, `SignatureDoesNotMatch`, ...) or
-`endpoint_unreachable` / `timeout`. Messages come from the service's answer, which never
-holds the secret; the secret itself is only an argument here and is never logged.
+`endpoint_unreachable` / `timeout` / `response_too_large` / `object_too_large`. Messages come
+from the service's answer, which never holds the secret; the secret itself is only an
+argument here and is never logged.
 """
 
 from __future__ import annotations
@@ -83,14 +86,27 @@ class CustomerBucket:
         return found[:limit]
 
     def read(self, key: str, *, max_bytes: int) -> bytes:
-        """One object's bytes; BucketRefused `object_too_large` past `max_bytes`."""
+        """One object's bytes; BucketRefused `object_too_large` past `max_bytes`. At most
+        `max_bytes + 1` bytes (and one network chunk) are taken off the wire, whatever the
+        object's size: the body streams and is closed once read."""
+        too_large = BucketRefused("object_too_large", f"{key} is larger than {max_bytes} bytes")
         try:
             response = self.s3.get_object(Bucket=self.target.bucket, Key=key)
-            body: bytes = response["Body"].read(max_bytes + 1)
         except Exception as exc:
             raise refusal(exc) from None
+        stream = response["Body"]
+        try:
+            if int(response.get("ContentLength") or 0) > max_bytes:
+                raise too_large
+            body: bytes = stream.read(max_bytes + 1)
+        except BucketRefused:
+            raise
+        except Exception as exc:
+            raise refusal(exc) from None
+        finally:
+            stream.close()
         if len(body) > max_bytes:
-            raise BucketRefused("object_too_large", f"{key} is larger than {max_bytes} bytes")
+            raise too_large
         return body
 
 
@@ -102,19 +118,27 @@ class CustomerBuckets:
     _: KW_ONLY
     connect_timeout: float = 5
     read_timeout: float = 30
+    # Each request to a customer endpoint (connect, upload, answer) ends within this many
+    # seconds, plus at most one read time-out (adapters/pinned_s3.py): 60 + 30 s stays inside
+    # the deliver worker's 120 s, and an 8 MiB part needs only ~140 KB/s to make it.
+    deadline_seconds: float = 60
     max_attempts: int = 2
 
     def for_probes(self) -> CustomerBuckets:
-        """For `POST /v1/delivery-targets/{id}/test`: one try, short time-outs, so the answer
-        comes well inside API Gateway's 29 seconds even from an endpoint that hangs."""
-        return CustomerBuckets(self.guard, connect_timeout=3, read_timeout=10, max_attempts=1)
+        """For `POST /v1/delivery-targets/{id}/test`: one try, short time-outs and a 10 s
+        deadline (so at most 10 + 10 s on the wire), so the answer comes well inside API
+        Gateway's 29 seconds even from an endpoint that hangs or drips."""
+        return CustomerBuckets(
+            self.guard, connect_timeout=3, read_timeout=10, deadline_seconds=10, max_attempts=1
+        )
 
     def open(self, target: DeliveryTarget, secret_access_key: str) -> CustomerBucket:
         custom = target.endpoint_url is not None
         config = Config(
             connect_timeout=self.connect_timeout,
             read_timeout=self.read_timeout,
-            retries={"mode": "standard", "max_attempts": self.max_attempts},
+            # botocore's `max_attempts` counts retries only; `total_max_attempts` counts tries.
+            retries={"mode": "standard", "total_max_attempts": self.max_attempts},
             s3={"addressing_style": "path" if custom else "virtual"},
             request_checksum_calculation="when_required",
             response_checksum_validation="when_required",
@@ -132,7 +156,10 @@ class CustomerBuckets:
             s3.meta.events.register_first(
                 "before-send.s3",
                 PinnedSender(
-                    self.guard, connect_timeout=self.connect_timeout, read_timeout=self.read_timeout
+                    self.guard,
+                    connect_timeout=self.connect_timeout,
+                    read_timeout=self.read_timeout,
+                    deadline_seconds=self.deadline_seconds,
                 ),
             )
         return CustomerBucket(target, s3)

@@ -8,31 +8,59 @@ sends the name as SNI and verifies the certificate against it (httpcore's `sni_h
 as the webhook sender does. A DNS answer that changes between check and connect (rebinding)
 therefore cannot steer a delivery inward. botocore still signs, retries and parses: only
 the wire is ours. No redirects, no environment proxies, no connection reuse.
+
+The endpoint is the customer's, so nothing it sends is trusted to be small or quick:
+
+- **Small reads.** Answers are streamed, never buffered whole. A control answer or an error
+  body (everything but a successful `GetObject`) is read up to `max_answer_bytes` (1 MiB);
+  past it the connection is closed and the request fails with `BucketRefused`
+  `response_too_large`, having read at most the cap and one network chunk. A `GetObject`
+  body is handed to botocore unread: its reader takes only what it asks for
+  (`CustomerBucket.read` asks for its own limit + 1 byte), then closes.
+- **A deadline per request.** Every request (connect, upload, answer and body) ends within
+  `deadline_seconds` of its start: the connect and read time-outs are cut to the time left,
+  the upload goes in 64 KiB pieces and the answer is read chunk by chunk, each checked
+  against the clock. A slow-drip endpoint is cut off with botocore's `ReadTimeoutError`
+  (`timeout`) at most one read time-out (a read already waiting) past the deadline.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
 from botocore.awsrequest import AWSPreparedRequest, AWSResponse
-from botocore.exceptions import ConnectTimeoutError, EndpointConnectionError, ReadTimeoutError
+from botocore.exceptions import (
+    ConnectTimeoutError,
+    EndpointConnectionError,
+    ReadTimeoutError,
+    ResponseStreamingError,
+)
 
 from batchroute.domain.delivery.network import UrlGuard
 from batchroute.domain.delivery.targets import BucketRefused
 from batchroute.errors import InvalidRequest
 
 MAX_ADDRESSES_TRIED = 3
+MAX_ANSWER_BYTES = 1024 * 1024  # a control answer or an error body
+UPLOAD_PIECE_BYTES = 64 * 1024  # the request body is sent in pieces, the deadline checked between them
+# Operations whose successful answer is an object's bytes, read by the caller as it needs them.
+_STREAMED = frozenset({"GetObject", "GetObjectTorrent"})
 # Hop-by-hop or computed headers httpx sets itself (and `Expect: 100-continue`, which it
 # does not speak).
 _DROPPED = frozenset({"host", "expect", "content-length", "transfer-encoding", "connection"})
 
 
+class _DeadlinePassed(Exception):
+    """Raised from the upload's pieces when the request's time is up."""
+
+
 @dataclass(eq=False)
 class _Body:
-    """A whole answer body as botocore's raw response expects it (`stream()`)."""
+    """A whole (small) answer body as botocore's raw response expects it (`stream()`)."""
 
     content: bytes
 
@@ -48,6 +76,90 @@ class _Body:
         self.content = b""
 
 
+class _Answer:
+    """An answer body still on the wire, read chunk by chunk and never past the request's
+    deadline; a raw stream as botocore's `StreamingBody` reads it. Closed at its end, on a
+    failure, or by `close()`."""
+
+    def __init__(
+        self, response: httpx.Response, *, deadline: float, clock: Callable[[], float], origin: str
+    ) -> None:
+        self._response = response
+        # (An answer already read, as a test transport's, is its bytes.)
+        self._chunks = iter([response.content]) if response.is_stream_consumed else response.iter_raw()
+        self._deadline = deadline
+        self._clock = clock
+        self._origin = origin
+        self._pending = bytearray()
+        self._ended = False
+        self.received = 0  # bytes taken off the wire
+
+    def _next_chunk(self) -> bytes:
+        """The next chunk off the wire; b"" at the end."""
+        if self._ended:
+            return b""
+        if self._clock() >= self._deadline:
+            self.close()
+            raise ReadTimeoutError(endpoint_url=self._origin)
+        try:
+            chunk = next(self._chunks, b"")
+        except httpx.TimeoutException:
+            self.close()
+            raise ReadTimeoutError(endpoint_url=self._origin) from None
+        except httpx.HTTPError as exc:
+            self.close()
+            raise ResponseStreamingError(error=exc) from None
+        if not chunk:
+            self.close()
+        self.received += len(chunk)
+        return chunk
+
+    def read_all(self, cap: int) -> bytes:
+        """The whole body, refused past `cap` bytes (read: at most cap + one chunk)."""
+        length = self._response.headers.get("content-length", "")
+        if length.isdigit() and int(length) > cap:
+            self.close()
+            raise _too_large(cap)
+        while chunk := self._next_chunk():
+            self._pending += chunk
+            if len(self._pending) > cap:
+                self.close()
+                self._pending.clear()
+                raise _too_large(cap)
+        content = bytes(self._pending)
+        self._pending.clear()
+        return content
+
+    # -- the raw stream botocore reads -------------------------------------------------------
+    def read(self, amt: int | None = None, *_: Any, **__: Any) -> bytes:
+        while amt is None or len(self._pending) < amt:
+            chunk = self._next_chunk()
+            if not chunk:
+                break
+            self._pending += chunk
+        size = len(self._pending) if amt is None else min(amt, len(self._pending))
+        data = bytes(self._pending[:size])
+        del self._pending[:size]
+        return data
+
+    def readinto(self, buffer: Any) -> int:
+        view = memoryview(buffer).cast("B")
+        data = self.read(len(view))
+        view[: len(data)] = data
+        return len(data)
+
+    def readable(self) -> bool:
+        return True
+
+    def stream(self, amt: int = UPLOAD_PIECE_BYTES, **_: Any) -> Iterator[bytes]:
+        while data := self.read(amt):
+            yield data
+
+    def close(self) -> None:
+        self._ended = True
+        self._response.close()
+
+
 class PinnedSender:
     def __init__(
         self,
@@ -55,9 +167,17 @@ class PinnedSender:
         *,
         connect_timeout: float,
         read_timeout: float,
+        deadline_seconds: float,
+        max_answer_bytes: int = MAX_ANSWER_BYTES,
         transport: httpx.BaseTransport | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.guard = guard
+        self.connect_timeout = connect_timeout
+        self.read_timeout = read_timeout
+        self.deadline_seconds = deadline_seconds
+        self.max_answer_bytes = max_answer_bytes
+        self._clock = clock
         self._client = httpx.Client(
             transport=transport
             or httpx.HTTPTransport(
@@ -68,7 +188,8 @@ class PinnedSender:
             timeout=httpx.Timeout(read_timeout, connect=connect_timeout),
         )
 
-    def __call__(self, request: AWSPreparedRequest, **_: Any) -> AWSResponse:
+    def __call__(self, request: AWSPreparedRequest, event_name: str = "", **_: Any) -> AWSResponse:
+        deadline = self._clock() + self.deadline_seconds
         url = httpx.URL(request.url)
         origin = f"{url.scheme}://{url.netloc.decode('ascii')}"
         try:
@@ -78,30 +199,60 @@ class PinnedSender:
         body = request.body
         if body is not None and hasattr(body, "read"):
             body = body.read()
+        data = bytes(body or b"")
         headers = {
             _text(name): _text(value)
             for name, value in request.headers.items()
             if name.lower() not in _DROPPED
         }
+        if data or any(_text(name).lower() == "content-length" for name in request.headers):
+            headers["Content-Length"] = str(len(data))  # the pieces below are not chunked
         headers["Host"] = url.netloc.decode("ascii")
+        if not any(name.lower() == "accept-encoding" for name in headers):
+            headers["Accept-Encoding"] = "identity"  # bytes as sent: the caps count wire bytes
+        streamed = event_name.rsplit(".", 1)[-1] in _STREAMED
         name = url.raw_host.decode("ascii")
         for address in checked.addresses[:MAX_ADDRESSES_TRIED]:
+            left = deadline - self._clock()
+            if left <= 0:
+                raise ReadTimeoutError(endpoint_url=origin)
             target = url.copy_with(host=address)
             extensions = {"sni_hostname": name} if url.scheme == "https" and name != address else {}
+            outgoing = self._client.build_request(
+                request.method,
+                target,
+                content=self._pieces(data, deadline) if data else b"",
+                headers=headers,
+                extensions=extensions,
+                timeout=httpx.Timeout(min(self.read_timeout, left), connect=min(self.connect_timeout, left)),
+            )
             try:
-                response = self._client.request(
-                    request.method, target, content=body or b"", headers=headers, extensions=extensions
-                )
+                response = self._client.send(outgoing, stream=True)
             except httpx.ConnectTimeout:
                 raise ConnectTimeoutError(endpoint_url=origin) from None
             except httpx.ConnectError:
                 continue  # the next checked address, if any
-            except httpx.TimeoutException:
+            except (httpx.TimeoutException, _DeadlinePassed):
                 raise ReadTimeoutError(endpoint_url=origin) from None
-            return AWSResponse(
-                request.url, response.status_code, dict(response.headers), _Body(response.content)
-            )
+            answer = _Answer(response, deadline=deadline, clock=self._clock, origin=origin)
+            raw: _Answer | _Body = answer
+            if response.status_code >= 300 or not streamed:
+                raw = _Body(answer.read_all(self.max_answer_bytes))
+            return AWSResponse(request.url, response.status_code, dict(response.headers), raw)
         raise EndpointConnectionError(endpoint_url=origin)
+
+    def _pieces(self, data: bytes, deadline: float) -> Iterator[bytes]:
+        view = memoryview(data)
+        for start in range(0, len(view), UPLOAD_PIECE_BYTES):
+            if self._clock() >= deadline:
+                raise _DeadlinePassed
+            yield bytes(view[start : start + UPLOAD_PIECE_BYTES])
+
+
+def _too_large(cap: int) -> BucketRefused:
+    return BucketRefused(
+        "response_too_large", f"the bucket's endpoint answered more than {cap} bytes; the answer was refused"
+    )
 
 
 def _text(value: str | bytes) -> str:
