@@ -2,7 +2,8 @@
 and their validation, exactly one attempt when the balance falls below the trigger (even with
 concurrent movers), the monthly cap, the webhook's single credit, failures that back off
 (1 h, 6 h, then off) and alert, a failure reported after a success changing nothing, the
-sweeper's recovery of a lost webhook, and the attempts listing."""
+sweeper's recovery of a lost webhook, the attempts listing, and a failed settings write or
+settings stuck in flight (written before the fix) never stopping auto top-up for good."""
 
 from __future__ import annotations
 
@@ -13,8 +14,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from botocore.client import BaseClient
+from botocore.exceptions import ClientError
 
-from batchroute.clock import FixedClock
+from batchroute.clock import FixedClock, isoformat
+from batchroute.domain.billing.payments import AutoTopup
+from batchroute.domain.billing.reconciliation import LedgerCredit
 from batchroute.money import Money
 from batchroute_tools.local.provision import LocalStack
 from tests.integration.payments_harness import DECLINES_LATER, Bench, payments_bench
@@ -390,3 +395,197 @@ def test_the_billing_watch_starts_the_top_up_and_sends_its_notices(bench: Bench)
     assert listed.status_code == 200, listed.text
     failed = [e for e in listed.json()["data"] if e["type"] == "billing.auto_topup_failed"]
     assert [e["data"]["attempt_id"] for e in failed] == [attempt["id"]]
+
+
+# -- a crash between the credit and the settings (in_flight never stuck) ------------------------
+def writes_settings(operation: str, params: dict[str, Any]) -> bool:
+    """A DynamoDB call that writes an org's `AUTOTOPUP` settings item."""
+    if operation == "TransactWriteItems":
+        items = [next(iter(item.values())) for item in params["TransactItems"]]
+    elif operation in ("PutItem", "UpdateItem"):
+        items = [params]
+    else:
+        return False
+    return any((item.get("Item") or item.get("Key") or {}).get("sk") == {"S": "AUTOTOPUP"} for item in items)
+
+
+@dataclasses.dataclass
+class SettingsWrites:
+    """Around the next write of the settings: fail it (a throttle, a timeout) or run `before`
+    first (another writer getting in between the read and the write)."""
+
+    fail_next: bool = False
+    before: Any = None
+    failed: int = 0
+
+
+@pytest.fixture
+def settings_writes(monkeypatch: pytest.MonkeyPatch) -> SettingsWrites:
+    hooks = SettingsWrites()
+    real = BaseClient._make_api_call
+
+    def call(client: Any, operation: str, params: dict[str, Any]) -> Any:
+        if writes_settings(operation, params):
+            before, hooks.before = hooks.before, None
+            if before is not None:
+                before()
+            if hooks.fail_next:
+                hooks.fail_next = False
+                hooks.failed += 1
+                error = {"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "injected"}}
+                raise ClientError(error, operation)
+        return real(client, operation, params)
+
+    monkeypatch.setattr(BaseClient, "_make_api_call", call)
+    return hooks
+
+
+def settings(bench: Bench) -> dict[str, Any]:
+    answer = bench.client.get("/v1/billing/auto-topup", headers=bench.org.key_headers("billing"))
+    assert answer.status_code == 200, answer.text
+    config: dict[str, Any] = answer.json()["auto_topup"]
+    return config
+
+
+def credited_once(bench: Bench, attempt_id: str, *, balance: str) -> None:
+    """The money invariants: the top-up credited exactly once, the wallet's entries add up and
+    nothing is left reserved (each spend's reservation charged in full)."""
+    wallet = bench.wiring.ledger.state(bench.org.org_id)
+    assert (wallet.balance, wallet.reserved) == (Money.usd(balance), Money.zero())
+    (entry,) = [e for e in topups(bench) if e["processor_ref"] == attempt_ref(bench, attempt_id)]
+    assert entry["amount_micros"] == Money.usd(20).micros
+    assert len({e["processor_ref"] for e in topups(bench)}) == len(topups(bench))
+    assert bench.wiring.ledger.violations(bench.org.org_id) == []
+
+
+def attempt_ref(bench: Bench, attempt_id: str) -> str:
+    (attempt,) = [a for a in bench.attempts() if a["id"] == attempt_id]
+    return str(attempt["processor_reference"])
+
+
+def the_next_fall_starts_a_new_attempt(bench: Bench, before: str) -> dict[str, Any]:
+    """Spend below the trigger again: a new attempt starts and holds the slot."""
+    bench.spend("20")
+    bench.moved()
+    (newest,) = [a for a in bench.attempts() if a["id"] != before]
+    assert newest["status"] == "pending"
+    assert settings(bench)["status"]["in_flight_attempt_id"] == newest["id"]
+    return newest
+
+
+def credit_without_the_settings(bench: Bench, attempt_id: str) -> None:
+    """What a first delivery left before the settings rode in the credit's transaction, when
+    its separate settings write then failed: the credit and the attempt's success committed,
+    the settings still holding the attempt in flight."""
+    org_id, store = bench.org.org_id, bench.wiring.payments_store
+    attempt = store.attempt(org_id, attempt_id)
+    assert attempt is not None and attempt.processor_ref is not None
+    at = isoformat(bench.clock.now())
+    assert bench.wiring.ledger.credit(
+        LedgerCredit(
+            org_id=org_id, processor_ref=attempt.processor_ref, kind="topup", amount=attempt.amount, at=at
+        ),
+        memo=f"auto top-up {attempt_id}",
+        extra_items=(store.succeeded_item(org_id, attempt_id, processor_ref=attempt.processor_ref, at=at),),
+    )
+    assert settings(bench)["status"]["in_flight_attempt_id"] == attempt_id
+
+
+def charged(bench: Bench) -> str:
+    """Armed, fallen below the trigger, and charged: the webhook waits at the processor."""
+    armed(bench)
+    bench.moved()
+    (attempt,) = bench.attempts()
+    bench.wiring.sweeper.sweep()
+    return str(attempt["id"])
+
+
+def test_a_failed_settings_write_of_the_success_leaves_nothing_half_done(
+    bench: Bench, settings_writes: SettingsWrites
+) -> None:
+    attempt_id = charged(bench)
+    # When the settings write of the success fails (throttled, or the function timed out)
+    settings_writes.fail_next = True
+    assert [s for s in bench.emulator.deliver_pending() if s >= 500]
+    assert settings_writes.failed == 1
+    # Then nothing was credited with it: the credit and the settings are one write
+    assert bench.balance() == Money.usd(5) and topups(bench) == []
+    assert bench.attempts()[0]["status"] == "pending"
+    # When the processor delivers the event again (twice)
+    (succeeded,) = bench.event_ids("payment_intent.succeeded")[-1:]
+    assert bench.emulator.redeliver(succeeded) == 200
+    assert bench.emulator.redeliver(succeeded) == 200
+    # Then it is credited once, the attempt succeeded and the slot is free
+    credited_once(bench, attempt_id, balance="25")
+    assert bench.attempts()[0]["status"] == "succeeded"
+    status = settings(bench)["status"]
+    assert (status["in_flight_attempt_id"], status["month_committed"]["amount"]) == (None, "20.00")
+    assert [e["details"]["attempt_id"] for e in bench.events("billing.auto_topup_succeeded")] == [attempt_id]
+    # And auto top-up goes on
+    the_next_fall_starts_a_new_attempt(bench, attempt_id)
+    credited_once(bench, attempt_id, balance="5")
+
+
+def test_settings_changed_between_the_read_and_the_credit_are_read_again_and_kept(
+    bench: Bench, settings_writes: SettingsWrites
+) -> None:
+    attempt_id = charged(bench)
+    store, org_id = bench.wiring.payments_store, bench.org.org_id
+
+    def another_writer() -> None:  # the user saves a new trigger meanwhile
+        current = store.auto_topup(org_id)
+        changed = dataclasses.replace(current, trigger_balance=Money.usd(12))
+        assert store.save(changed, expected_version=current.version)
+
+    settings_writes.before = another_writer
+    assert set(bench.emulator.deliver_pending()) == {200}
+    credited_once(bench, attempt_id, balance="25")
+    config = settings(bench)
+    assert config["trigger_balance"]["amount"] == "12.00"  # kept: the credit's step ran again
+    assert config["status"]["in_flight_attempt_id"] is None
+    the_next_fall_starts_a_new_attempt(bench, attempt_id)
+
+
+def test_a_repeated_success_frees_a_slot_the_first_delivery_left_held(bench: Bench) -> None:
+    # Given a credit whose settings write failed before the fix: credited, still in flight
+    attempt_id = charged(bench)
+    credit_without_the_settings(bench, attempt_id)
+    # When the processor delivers the success (again, as far as the ledger knows)
+    assert set(bench.emulator.deliver_pending()) == {200}
+    # Then nothing more is credited, but the slot is free and the success announced once
+    credited_once(bench, attempt_id, balance="25")
+    status = settings(bench)["status"]
+    assert (status["in_flight_attempt_id"], status["consecutive_failures"]) == (None, 0)
+    assert status["month_committed"]["amount"] == "20.00"
+    assert [e["details"]["attempt_id"] for e in bench.events("billing.auto_topup_succeeded")] == [attempt_id]
+    (succeeded,) = bench.event_ids("payment_intent.succeeded")[-1:]
+    assert bench.emulator.redeliver(succeeded) == 200
+    assert len(bench.events("billing.auto_topup_succeeded")) == 1
+    # And the next fall below the trigger starts a new attempt
+    the_next_fall_starts_a_new_attempt(bench, attempt_id)
+    credited_once(bench, attempt_id, balance="5")
+
+
+def test_a_slot_held_by_a_settled_attempt_is_free_for_the_next_fall(bench: Bench, clock: FixedClock) -> None:
+    # Given settings left in flight by a credited attempt (before the fix), whose success the
+    # processor will not send again, after an earlier failure's back-off
+    attempt_id = charged(bench)
+    credit_without_the_settings(bench, attempt_id)
+    bench.emulator.events.clear()
+    store, org_id = bench.wiring.payments_store, bench.org.org_id
+    current = store.auto_topup(org_id)
+    held: AutoTopup = dataclasses.replace(current, failures=1, retry_after=isoformat(clock.now()))
+    assert store.save(held, expected_version=current.version)
+    clock.advance(hours=1)
+    # When the balance falls below the trigger again
+    newest = the_next_fall_starts_a_new_attempt(bench, attempt_id)
+    # Then the settled attempt's success counted (the failures reset, its 20 in the month) and
+    # the new attempt holds the slot
+    status = settings(bench)["status"]
+    assert (status["consecutive_failures"], status["month_committed"]["amount"]) == (0, "40.00")
+    credited_once(bench, attempt_id, balance="5")
+    # And the new attempt goes through as any other
+    bench.wiring.sweeper.sweep()
+    bench.emulator.deliver_pending()
+    credited_once(bench, newest["id"], balance="25")
+    assert settings(bench)["status"]["in_flight_attempt_id"] is None

@@ -35,6 +35,7 @@ from batchroute.domain.billing.payments import (
     payment_amount,
     session_mismatch,
     session_of,
+    settled_slot,
     skip_reason,
     started,
     to_cents,
@@ -157,6 +158,30 @@ def test_started_failed_and_succeeded_move_the_state() -> None:
     assert (late.failures, late.retry_after, late.month_committed) == (0, None, Money.usd(20))
     # A late failure of another attempt leaves the one in flight alone
     assert after_failure(started(ON, "topup_2", at=AT), attempt, at=AT).in_flight == "topup_2"
+
+
+def test_a_slot_held_by_a_settled_attempt_is_free() -> None:
+    # Settings that still hold an attempt in flight after it settled (written before the
+    # settings rode in the credit's transaction) free the slot; a pending one keeps it.
+    held = replace(started(ON, "topup_1", at=AT), failures=1, retry_after="2026-03-31T22:00:00.000Z")
+    attempt = TopupAttempt("topup_1", "org_1", Money.usd(20), "pending", "2026-03-31T23:30:00.000Z", "x")
+    assert settled_slot(held, attempt) == held
+    assert settled_slot(held, replace(attempt, attempt_id="topup_2", status="succeeded")) == held
+    assert settled_slot(ON, replace(attempt, status="succeeded")) == ON
+    done = settled_slot(held, replace(attempt, status="succeeded"))
+    # the success applies now: the slot frees, the count resets, the month keeps the money
+    assert (done.in_flight, done.failures, done.retry_after, done.month_committed) == (
+        None,
+        0,
+        None,
+        Money.usd(20),
+    )
+    # a failure was counted when it was recorded; a missing attempt holds nothing
+    for gone in (replace(attempt, status="failed"), None):
+        freed = settled_slot(held, gone)
+        assert (freed.in_flight, freed.failures, freed.month_committed) == (None, 1, Money.usd(20))
+    assert skip_reason(held, balance=Money.usd(1), has_card=True, at=AT) == "in_flight"
+    assert skip_reason(done, balance=Money.usd(1), has_card=True, at=AT) is None
 
 
 def test_a_payment_intent_reads_as_a_charge() -> None:

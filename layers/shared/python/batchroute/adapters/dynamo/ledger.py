@@ -30,6 +30,7 @@ from typing import Any, Literal
 from botocore.exceptions import ClientError
 
 from batchroute.adapters.dynamo.codec import from_item, to_value, update_request
+from batchroute.adapters.dynamo.limit_checks import SpendingLimitChecks
 from batchroute.adapters.dynamo.reads import day_range_query, index_before, pages, prefix_query, raw_items
 from batchroute.adapters.dynamo.store import DynamoStore
 from batchroute.adapters.dynamo.writes import (
@@ -38,7 +39,9 @@ from batchroute.adapters.dynamo.writes import (
     conditional_update,
     put_new,
 )
+from batchroute.domain.batches.record import FundingMoved
 from batchroute.domain.billing.ledger import (
+    CreditItemRefused,
     DuplicateReservation,
     Entry,
     LedgerSnapshot,
@@ -173,11 +176,14 @@ class LedgerStore(DynamoStore):
         """Credit money paid through the payment processor (a purchase or an auto top-up)
         EXACTLY ONCE per `processor_ref`: the marker `PAYMENT#<ref>` (conditional on not
         existing), the wallet and the ledger entry are one transaction, with `extra_items`
-        (the top-up attempt's outcome). Returns False, writing nothing, when `processor_ref`
-        was credited before (a repeated or reordered processor event)."""
+        (the top-up attempt's outcome and the auto top-up settings). Returns False, writing
+        nothing, when `processor_ref` was credited before (a repeated or reordered processor
+        event), whatever the extra items' conditions say; raises CreditItemRefused, writing
+        nothing, when an extra item's own condition refused it."""
         org_id, amount, at = credit.org_id, credit.amount, credit.at
         if amount.micros <= 0:
             raise ValueError("a credit must be positive")
+        extra = tuple(extra_items)
         items = [
             self._put(_credit_marker(credit)),
             self._wallet_add(org_id, amount),
@@ -190,8 +196,9 @@ class LedgerStore(DynamoStore):
                 actor="system",
                 processor_ref=credit.processor_ref,
             ),
-            *extra_items,
+            *extra,
         ]
+        extra_at = len(items) - len(extra)
         for _ in range(_ATTEMPTS):
             try:
                 self.dynamodb.transact_write_items(TransactItems=items)
@@ -201,6 +208,11 @@ class LedgerStore(DynamoStore):
                     return False  # this processor event was applied already
                 if is_transaction_conflict(exc):
                     continue
+                refused = next(
+                    (i for i in range(len(extra)) if condition_failed_at(codes, extra_at + i)), None
+                )
+                if refused is not None:
+                    raise CreditItemRefused(refused) from exc
                 raise
             return True
         raise TransientError(f"crediting {credit.processor_ref} kept colliding with other wallet writes")
@@ -385,6 +397,28 @@ class LedgerStore(DynamoStore):
                 created_at=at,
             )
         raise TransientError(f"reservation {terms.reservation_id} kept colliding with other wallet writes")
+
+    def reserve_guarded(self, reservation: list[TransactItem], limit_checks: list[TransactItem]) -> None:
+        """A reservation on its own under the spending limit (a golden-set regression run's
+        hold): `reserve_items(..., reserved_at_most=guard.reserved_cap(amount))` and the
+        guard's ConditionChecks (`SpendingLimitChecks.items`) in ONE TransactWriteItems.
+        Raises FundingMoved when the wallet (its balance or the limit's room) or a limit
+        check refused it, or another write collided (decide again on fresh reads), and
+        DuplicateReservation when the id is taken."""
+        try:
+            self.dynamodb.transact_write_items(TransactItems=[*reservation, *limit_checks])
+        except ClientError as exc:
+            codes = cancellation_codes(exc)
+            refused = reservation_failure(codes)
+            if refused == "reservation":
+                raise DuplicateReservation("A reservation with this id exists already.") from exc
+            if codes and (
+                refused == "wallet"
+                or SpendingLimitChecks.moved(codes, len(reservation))
+                or is_transaction_conflict(exc)
+            ):
+                raise FundingMoved("the funds, the limit's room, its spend or its controls moved") from exc
+            raise
 
     def reservation(self, org_id: str, reservation_id: str) -> Reservation | None:
         item = self.item_at(_key(org_id, _RESERVATION_PREFIX + reservation_id))

@@ -56,6 +56,16 @@ class UnknownReservation(NotFound):
     default_code = "reservation_not_found"
 
 
+class CreditItemRefused(Exception):
+    """An extra item of a processor credit's transaction (`extra_items`) was refused by its own
+    condition, so nothing was written: the credit did not happen (an auto top-up's settings
+    moved since they were read: read them again and retry the whole credit)."""
+
+    def __init__(self, index: int) -> None:
+        super().__init__(f"extra item {index} of the credit refused")
+        self.index = index
+
+
 @dataclass(frozen=True)
 class WalletState:
     """A wallet's figures: `reserved` is the org's in-flight credit (Σ pending reservations)

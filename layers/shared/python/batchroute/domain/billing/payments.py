@@ -235,7 +235,8 @@ SkipReason = Literal["disabled", "above_trigger", "in_flight", "backing_off", "m
 def skip_reason(settings: AutoTopup, *, balance: Money, has_card: bool, at: datetime) -> SkipReason | None:
     """Why no top-up starts now (None: start one): it must be enabled with a card, the balance
     below the trigger, no attempt in flight, no back-off running, and the month's pending and
-    succeeded top-ups plus this one within the monthly cap."""
+    succeeded top-ups plus this one within the monthly cap. An `in_flight` attempt that is no
+    longer pending does not hold the slot: pass the settings through `settled_slot` first."""
     if not settings.enabled:
         return "disabled"
     if not has_card:
@@ -249,6 +250,25 @@ def skip_reason(settings: AutoTopup, *, balance: Money, has_card: bool, at: date
     if settings.committed_in(month_key(at)) + settings.amount > settings.monthly_cap:
         return "monthly_cap"
     return None
+
+
+def settled_slot(settings: AutoTopup, in_flight: TopupAttempt | None) -> AutoTopup:
+    """The settings with the slot freed when the attempt they hold `in_flight` (read again:
+    `in_flight`, None when there is no such attempt) is no longer pending. Settling an attempt
+    frees its slot in the same write, so this only happens to settings written before the
+    settings rode in the credit's transaction (a first delivery that crashed between the
+    credit and the settings, docs/payments.md): a succeeded attempt's success is applied now
+    (`after_success`: the failure count resets), a failed or missing one just frees the slot
+    (its failure was counted when it was recorded). Anything else: unchanged."""
+    if settings.in_flight is None:
+        return settings
+    if in_flight is not None and (
+        in_flight.attempt_id != settings.in_flight or in_flight.status == "pending"
+    ):
+        return settings
+    if in_flight is not None and in_flight.status == "succeeded":
+        return after_success(settings, in_flight)
+    return replace(settings, version=settings.version + 1, in_flight=None)
 
 
 def started(settings: AutoTopup, attempt_id: str, *, at: datetime) -> AutoTopup:

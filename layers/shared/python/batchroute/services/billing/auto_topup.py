@@ -8,8 +8,9 @@ the attempt item; it does not call the processor inside a customer's request unl
 `charge_inline` is set. The sweeper (`sweep`) charges pending attempts (idempotency key = the
 attempt id, so a repeated charge is the same PaymentIntent) and recovers stuck ones from the
 processor. The processor's webhook (`succeeded` / `failed`, via `ProcessorEvents`) settles an
-attempt: success credits the wallet through the ledger exactly once per PaymentIntent;
-failure records the reason, backs off and alerts.
+attempt: success credits the wallet through the ledger exactly once per PaymentIntent, the
+attempt's success and the settings' (the slot freed) in the credit's own transaction;
+failure records the reason, backs off and alerts, the settings in the same transaction.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Protocol
 from batchroute.clock import Clock, isoformat
 from batchroute.domain.accounts.access import Principal
 from batchroute.domain.billing.alerts import AUTO_TOPUP_FAILED, AUTO_TOPUP_SUCCEEDED, Alert
-from batchroute.domain.billing.ledger import WalletState
+from batchroute.domain.billing.ledger import CreditItemRefused, WalletState
 from batchroute.domain.billing.payments import (
     AttemptPage,
     AutoTopup,
@@ -34,6 +35,7 @@ from batchroute.domain.billing.payments import (
     after_failure,
     after_success,
     apply_update,
+    settled_slot,
     skip_reason,
     started,
     to_cents,
@@ -61,6 +63,8 @@ class TopupStore(Protocol):
         self, new: AutoTopup, *, expected_version: int, extra_items: tuple[TransactItem, ...] = ()
     ) -> bool: ...
 
+    def settings_item(self, new: AutoTopup, *, expected_version: int) -> TransactItem: ...
+
     def new_attempt_item(self, attempt: TopupAttempt) -> TransactItem: ...
 
     def attempt(self, org_id: str, attempt_id: str) -> TopupAttempt | None: ...
@@ -85,9 +89,11 @@ class TopupStore(Protocol):
 
 
 class Credits(Protocol):
-    def credit(
-        self, credit: LedgerCredit, *, memo: str, extra_items: tuple[TransactItem, ...] = ()
-    ) -> bool: ...
+    def credit(self, credit: LedgerCredit, *, memo: str, extra_items: tuple[TransactItem, ...] = ()) -> bool:
+        """Credit once per processor reference with `extra_items` in the same transaction;
+        False when credited before; CreditItemRefused (nothing written) when an extra item's
+        condition refused it."""
+        ...
 
 
 class Charger(Protocol):
@@ -168,7 +174,8 @@ class AutoTopupService:
         if not settings.enabled or balance >= settings.trigger_balance:
             return None  # the common case: one read
         card = self.store.payment_method(org_id)
-        if skip_reason(settings, balance=balance, has_card=card is not None, at=at) is not None:
+        free = self._settled_slot(settings)
+        if skip_reason(free, balance=balance, has_card=card is not None, at=at) is not None:
             return None
         stamp = isoformat(at)
         attempt = TopupAttempt(
@@ -180,7 +187,7 @@ class AutoTopupService:
             updated_at=stamp,
         )
         saved = self.store.save(
-            started(settings, attempt.attempt_id, at=at),
+            started(free, attempt.attempt_id, at=at),
             expected_version=settings.version,
             extra_items=(self.store.new_attempt_item(attempt),),
         )
@@ -190,6 +197,18 @@ class AutoTopupService:
         if self.charge_inline:
             self.charge(attempt)
         return attempt
+
+    def _settled_slot(self, settings: AutoTopup) -> AutoTopup:
+        """The settings, their slot freed if the attempt they hold in flight is settled."""
+        if settings.in_flight is None:
+            return settings
+        free = settled_slot(settings, self.store.attempt(settings.org_id, settings.in_flight))
+        if free.in_flight is None:
+            logger.warning(
+                "auto top-up slot held by a settled attempt freed",
+                extra={"org_id": settings.org_id, "attempt_id": settings.in_flight},
+            )
+        return free
 
     # -- charging ----------------------------------------------------------------------------
     def charge(self, attempt: TopupAttempt) -> Charge | None:
@@ -269,46 +288,78 @@ class AutoTopupService:
     def succeeded(
         self, org_id: str, attempt_id: str, charge: Charge, *, at: datetime, event_id: str | None = None
     ) -> bool:
-        """Credit the top-up once per PaymentIntent (the attempt marked succeeded in the same
-        transaction); a repeat changes nothing and returns False. A charge that is not this
-        attempt's (`topup_mismatch`: no such attempt, another PaymentIntent, another amount or
-        currency) credits nothing and is refused (logged with `event_id`, counted)."""
-        attempt = self.store.attempt(org_id, attempt_id)
-        problem = topup_mismatch(attempt, charge)
-        if problem is not None or attempt is None:
-            refuse_payment_event(
-                problem or "no such auto top-up attempt",
-                event_id=event_id,
-                org_id=org_id,
-                attempt_id=attempt_id,
-                processor_ref=charge.processor_ref,
-            )
-            return False
+        """Credit the top-up once per PaymentIntent, with the attempt marked succeeded and the
+        settings freed (`after_success`, conditional on their version) in the same transaction:
+        when the settings moved meanwhile nothing is written and the whole step runs again on
+        fresh reads. A repeat credits nothing and returns False, but frees the slot if the
+        settings still hold this (succeeded) attempt in flight (`_repeated`). A charge that is
+        not this attempt's (`topup_mismatch`: no such attempt, another PaymentIntent, another
+        amount or currency) credits nothing and is refused (logged with `event_id`, counted)."""
         stamp = isoformat(at)
-        extra = (self.store.succeeded_item(org_id, attempt_id, processor_ref=charge.processor_ref, at=stamp),)
         credit = LedgerCredit(
             org_id=org_id, processor_ref=charge.processor_ref, kind="topup", amount=charge.amount, at=stamp
         )
-        credited = self.ledger.credit(credit, memo=f"auto top-up {attempt_id}", extra_items=extra)
-        if not credited:
-            return False
-        self._update_settings(org_id, lambda s: after_success(s, attempt))
-        logger.info("auto top-up credited", extra={"org_id": org_id, "attempt_id": attempt_id})
+        for _ in range(_SAVE_ATTEMPTS):
+            attempt = self.store.attempt(org_id, attempt_id)
+            problem = topup_mismatch(attempt, charge)
+            if problem is not None or attempt is None:
+                refuse_payment_event(
+                    problem or "no such auto top-up attempt",
+                    event_id=event_id,
+                    org_id=org_id,
+                    attempt_id=attempt_id,
+                    processor_ref=charge.processor_ref,
+                )
+                return False
+            settings = self.store.auto_topup(org_id)
+            extra = (
+                self.store.succeeded_item(org_id, attempt_id, processor_ref=charge.processor_ref, at=stamp),
+                self.store.settings_item(after_success(settings, attempt), expected_version=settings.version),
+            )
+            try:
+                credited = self.ledger.credit(credit, memo=f"auto top-up {attempt_id}", extra_items=extra)
+            except CreditItemRefused:
+                continue  # the settings (or the attempt) moved since they were read: read again
+            if not credited:
+                self._repeated(org_id, attempt_id, at=at)
+                return False
+            logger.info("auto top-up credited", extra={"org_id": org_id, "attempt_id": attempt_id})
+            self._succeeded_notices(org_id, attempt_id, charge.processor_ref, charge.amount, at=at)
+            return True
+        raise TransientError(f"crediting the auto top-up {attempt_id} kept colliding with settings writes")
+
+    def _repeated(self, org_id: str, attempt_id: str, *, at: datetime) -> None:
+        """A success credited before: if the settings still hold its attempt in flight (a first
+        delivery that crashed between the credit and a separate settings write, before they
+        shared the transaction), apply the success to them now, send its notice (recorded once
+        per attempt) and tell the balance watch, so auto top-up goes on. Otherwise nothing."""
+        attempt = self.store.attempt(org_id, attempt_id)
+        if attempt is None or attempt.status != "succeeded":
+            return
+        if not self._update_settings(
+            org_id, lambda s: after_success(s, attempt) if s.in_flight == attempt_id else None
+        ):
+            return
+        logger.warning(
+            "auto top-up slot freed on a repeated success", extra={"org_id": org_id, "attempt_id": attempt_id}
+        )
+        if attempt.processor_ref is not None:
+            self._succeeded_notices(org_id, attempt_id, attempt.processor_ref, attempt.amount, at=at)
+
+    def _succeeded_notices(
+        self, org_id: str, attempt_id: str, processor_ref: str, amount: Money, *, at: datetime
+    ) -> None:
+        """After a credit: the success alert (once per attempt) and the balance watch."""
         self._notify(
             org_id,
             Alert(
                 AUTO_TOPUP_SUCCEEDED,
                 f"auto_topup_succeeded:{attempt_id}",
-                {
-                    "attempt_id": attempt_id,
-                    "amount": charge.amount.to_api(),
-                    "processor_reference": charge.processor_ref,
-                },
+                {"attempt_id": attempt_id, "amount": amount.to_api(), "processor_reference": processor_ref},
             ),
             at=at,
         )
         tell_moved(self.on_moved, org_id, at)
-        return True
 
     def charge_failed(self, org_id: str, attempt_id: str, charge: Charge, *, at: datetime) -> bool:
         """`failed`, in the processor's words for the charge (ours where it gave none)."""
@@ -352,13 +403,18 @@ class AutoTopupService:
         raise TransientError(f"recording the failure of {attempt_id} kept colliding")
 
     # -- helpers -----------------------------------------------------------------------------
-    def _update_settings(self, org_id: str, change: Callable[[AutoTopup], AutoTopup | None]) -> None:
+    def _update_settings(self, org_id: str, change: Callable[[AutoTopup], AutoTopup | None]) -> bool:
+        """Save `change` of the current settings (read again after a collision); False when it
+        changes nothing. Raises TransientError when they kept colliding (a webhook answers 5xx
+        and is delivered again)."""
         for _ in range(_SAVE_ATTEMPTS):
             current = self.store.auto_topup(org_id)
             new = change(current)
-            if new is None or self.store.save(new, expected_version=current.version):
-                return
-        logger.warning("auto top-up settings kept colliding", extra={"org_id": org_id})
+            if new is None:
+                return False
+            if self.store.save(new, expected_version=current.version):
+                return True
+        raise TransientError(f"the auto top-up settings of {org_id} kept colliding")
 
     def _notify(self, org_id: str, alert: Alert, *, at: datetime) -> None:
         try:
