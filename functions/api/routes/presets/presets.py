@@ -169,6 +169,8 @@ _VERSION_ERRORS = {**_ERRORS, **errors_doc({404: "No such preset or version (`pr
         **errors_doc(
             {
                 402: "The estimate does not fit the wallet (`insufficient_credits`)",
+                403: "The role may not do this (`permission_denied`), or holding the estimate would "
+                "take the period's spend past the hard spending limit (`spending_limit_reached`)",
                 409: "The version has no golden set (`no_golden_set`), no lane can run its model "
                 "(`no_candidate_lanes`), or the preset is archived (`preset_archived`)",
             }

@@ -177,6 +177,8 @@ def list_benchmarks(
         **errors_doc(
             {
                 402: "The estimate does not fit the wallet (`insufficient_credits`)",
+                403: "The role may not do this (`permission_denied`), or holding the estimate would "
+                "take the period's spend past the hard spending limit (`spending_limit_reached`)",
                 409: "No golden set (`no_golden_set`) or no lane can run its model (`no_candidate_lanes`)",
             }
         ),

@@ -27,6 +27,7 @@ class PresetsWiring(BillingWiring):
             guards=self.guards,
             ledger=self.ledger,
             controls=self.controls,
+            limit_checks=self.limit_checks,
             clock=self.clock,
             watch=self.billing_watch,
             # its own resolver over the same store: `presets` holds this runner, no cycle

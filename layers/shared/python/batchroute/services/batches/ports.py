@@ -13,9 +13,9 @@ from batchroute.domain.batches.record import (
     WorkOrderRef,
 )
 from batchroute.domain.batches.states import BatchState
-from batchroute.domain.billing.spending_limit import LimitGuard
 from batchroute.domain.routing.lane_plan import LaneRecord
 from batchroute.domain.workflow.finalize_cursor import CursorChanges, FinalizeCursor
+from batchroute.services.billing.ports import LimitChecks as LimitChecks  # declared with the ledger's ports
 from batchroute.transactions import TransactItem
 
 
@@ -102,16 +102,6 @@ class BatchStore(BatchReader, BatchTransitions, Protocol):
     def put_lane(self, batch_id: str, lane: LaneRecord) -> None: ...
 
     def lanes(self, batch_id: str) -> list[LaneRecord]: ...
-
-
-class LimitChecks(Protocol):
-    """adapters/dynamo/limit_checks.py:SpendingLimitChecks: the spending-limit conditions of a
-    reserving transaction."""
-
-    def items(self, org_id: str, guard: LimitGuard) -> list[TransactItem]: ...
-
-    @staticmethod
-    def moved(codes: list[str], offset: int) -> bool: ...
 
 
 class WebhookUrlRules(Protocol):

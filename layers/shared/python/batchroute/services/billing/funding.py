@@ -9,7 +9,9 @@ the org's spending limit allow it?
    spend is what was charged in the current period (daily or monthly, by the local date in
    `limit_timezone`) and in-flight is the org's reserved credit (Σ pending reservations,
    the wallet's `reserved_micros`). Hard mode refuses projected > limit: 402
-   `insufficient_credits` for a batch, 403 `spending_limit_reached` for chat, details
+   `insufficient_credits` for a batch, 403 `spending_limit_reached` for chat and for a
+   golden-set regression run (charged like direct chat; its lack of credit stays a 402
+   `insufficient_credits`, docs/schedules.md), details
    {limit, period, spent, projected} (decimal strings; period `daily`|`monthly`). Soft mode
    never refuses. In both modes `limit_reached` is True once projected >= limit, so the
    caller can emit `billing.limit_reached`.
@@ -17,7 +19,9 @@ the org's spending limit allow it?
 Both are read before the write, so neither is the final word: the decision carries a
 `LimitGuard` (domain/billing/spending_limit.py) that the reservation's own transaction asserts, so
 concurrent submits cannot together pass a hard limit. When that transaction is refused, the
-caller decides again on fresh reads.
+caller decides again on fresh reads. `guarded_reservation` is that decision with the items
+of its hold (the reservation bounded by the guard, and the guard's checks), for the holds
+taken apart from a batch's create (a rescue's overage, a golden-set regression run).
 
 A quote reserves nothing and is never refused for the limit; `LimitPreview` gives it the same
 rule as a preflight warning instead (`spending_limit_exceeded`, docs/billing-controls.md):
@@ -30,16 +34,19 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
-from batchroute.clock import Clock
+from batchroute.clock import Clock, isoformat
 from batchroute.domain.batches.preflight import IssueView
 from batchroute.domain.billing.controls import BillingControls, Period
-from batchroute.domain.billing.ledger import WalletState, insufficient_credit, period_keys
+from batchroute.domain.billing.ledger import ReservationTerms, WalletState, insufficient_credit, period_keys
 from batchroute.domain.billing.spending_limit import LimitGuard
 from batchroute.errors import Forbidden, PaymentRequired, ServiceError
 from batchroute.money import Money, format_amount
-from batchroute.services.billing.ports import ControlsReader, WalletReader
+from batchroute.services.billing.ports import ControlsReader, LedgerBook, LimitChecks, WalletReader
+from batchroute.transactions import TransactItem
 
-Surface = Literal["batch", "chat"]
+# Whose words a refusal takes: a batch's (402 for both), chat's (402 `insufficient_funds`,
+# 403 `spending_limit_reached`), a regression run's (402 `insufficient_credits`, 403).
+Surface = Literal["batch", "chat", "regression"]
 
 
 @dataclass(frozen=True)
@@ -124,9 +131,9 @@ def limit_refusal(
         "projected": format_amount(projected.amount),
     }
     message = f"This request would take {period} spend past the hard spending limit."
-    if surface == "chat":
-        return Forbidden(message, code="spending_limit_reached", details=details)
-    return PaymentRequired(message, code="insufficient_credits", details=details)
+    if surface == "batch":
+        return PaymentRequired(message, code="insufficient_credits", details=details)
+    return Forbidden(message, code="spending_limit_reached", details=details)
 
 
 @dataclass(eq=False)
@@ -170,6 +177,39 @@ class Funding:
             return None
         spent = self.ledger.period_spend(org_id, period_keys(now, controls.limit_timezone)[period])
         return limit - spent - wallet.reserved
+
+
+@dataclass(frozen=True)
+class GuardedReservation:
+    """A hold decided on fresh reads, as the items of ONE transaction: the reservation (its
+    wallet update bounded by the decision's limit guard) and the guard's ConditionChecks."""
+
+    decision: FundingDecision
+    reservation: list[TransactItem]  # LedgerStore.reserve_items: wallet, reservation, entry
+    limit_checks: list[TransactItem]  # SpendingLimitChecks.items
+
+
+def guarded_reservation(
+    ledger: LedgerBook,
+    limit_checks: LimitChecks,
+    terms: ReservationTerms,
+    controls: BillingControls | None,
+    *,
+    org_id: str,
+    now: datetime,
+    surface: Surface = "batch",
+) -> GuardedReservation:
+    """Batch create's check of a hold of `terms.amount` (`Funding.check_funding`: its 402 or
+    403 raises), then the items that take it under the decision's guard
+    (`reserve_items(..., reserved_at_most=guard.reserved_cap(amount))` and
+    `limit_checks.items(org_id, guard)`). The caller writes them in one transaction (with
+    its own items, if any); refused because the funding moved, it decides again."""
+    decision = Funding(ledger).check_funding(org_id, terms.amount, controls, now=now, surface=surface)
+    guard = decision.guard
+    reservation = ledger.reserve_items(
+        org_id, terms, at=isoformat(now), reserved_at_most=guard.reserved_cap(terms.amount)
+    )
+    return GuardedReservation(decision, reservation, limit_checks.items(org_id, guard))
 
 
 LIMIT_WARNING_CODE = "spending_limit_exceeded"

@@ -18,6 +18,7 @@ from batchroute.domain.billing.ledger import (
     WalletState,
 )
 from batchroute.domain.billing.retention import RetentionSettings
+from batchroute.domain.billing.spending_limit import LimitGuard
 from batchroute.domain.billing.usage import ReservationCharge
 from batchroute.money import Money
 from batchroute.transactions import TransactItem
@@ -65,6 +66,16 @@ class WalletReader(Protocol):
     def period_spend(self, org_id: str, period_key: str) -> Money: ...
 
 
+class LimitChecks(Protocol):
+    """adapters/dynamo/limit_checks.py:SpendingLimitChecks: the spending-limit conditions of a
+    reserving transaction."""
+
+    def items(self, org_id: str, guard: LimitGuard) -> list[TransactItem]: ...
+
+    @staticmethod
+    def moved(codes: list[str], offset: int) -> bool: ...
+
+
 class LedgerBook(WalletReader, Protocol):
     """adapters/dynamo/ledger.py:LedgerStore: the org's wallet: reservations and settlements."""
 
@@ -75,6 +86,8 @@ class LedgerBook(WalletReader, Protocol):
     def reserve(
         self, org_id: str, terms: ReservationTerms, *, at: str, code: str | None = None
     ) -> Reservation: ...
+
+    def reserve_guarded(self, reservation: list[TransactItem], limit_checks: list[TransactItem]) -> None: ...
 
     def settle(
         self, org_id: str, settled: ReservationCharge, *, extra_items: Iterable[TransactItem] = ...

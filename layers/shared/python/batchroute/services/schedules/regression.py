@@ -7,9 +7,13 @@ schedule without its own golden set uses its input source's preset's.
 
 It is paid work, charged like direct chat: the estimate (every item on every lane, at the
 lanes' direct prices, at most GOLDEN_MAX_OUTPUT output tokens each) is held from the wallet
-first (402 `insufficient_credits` when it does not fit), then the tokens actually used are
-charged at direct prices and the rest released, in one settlement that also moves the
-usage counters (per model and provider, as chat requests).
+first, under the org's spending limit as every hold is (`guarded_reservation`: batch
+create's check, then the reservation bounded by the hard limit's room and its checks in ONE
+transaction, decided again when the wallet or the limit moved): 402 `insufficient_credits`
+when it does not fit the wallet, 403 `spending_limit_reached` when it would take the
+period's spend past a hard limit, nothing held or run either way. Then the tokens actually
+used are charged at direct prices and the rest released, in one settlement that also moves
+the usage counters (per model and provider, as chat requests).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from typing import Any, Final, Protocol
 
 from batchroute.clock import Clock, isoformat
 from batchroute.domain.accounts.access import Principal
+from batchroute.domain.batches.record import FundingMoved
 from batchroute.domain.billing.ledger import ReservationTerms, period_keys
 from batchroute.domain.billing.usage import ReservationCharge, UsageCharge, UsageLine, usage_day
 from batchroute.domain.catalog import tokens
@@ -42,17 +47,22 @@ from batchroute.domain.presets.golden_sets import (
 from batchroute.domain.presets.presets import PresetVersion, apply_preset
 from batchroute.domain.routing.gates import RoutingGuards
 from batchroute.domain.schedules.schedules import LaneExclusion, Schedule
-from batchroute.errors import Conflict, InvalidRequest
+from batchroute.errors import Conflict, InvalidRequest, Unavailable
 from batchroute.ids import new_id
 from batchroute.money import Money
 from batchroute.observability import logger
 from batchroute.providers.base import ProviderRequest, ProviderResult
-from batchroute.services.billing.ports import ControlsReader, LedgerBook, MoneyWatch
+from batchroute.services.billing.funding import guarded_reservation
+from batchroute.services.billing.ports import ControlsReader, LedgerBook, LimitChecks, MoneyWatch
 from batchroute.services.catalog.ports import SyncProviders
 from batchroute.services.presets.resolution import Resolver
 from batchroute.services.schedules.ports import ScheduleRecords
 
 GOLDEN_MAX_OUTPUT: Final = 512  # output tokens per golden item
+# A hold refused because the wallet or the limit moved since the reads is decided again on
+# fresh reads: each refusal means another hold committed meanwhile, so (as batch create) room
+# for many before answering 503 `funding_contended`.
+_FUNDING_ATTEMPTS: Final = 24
 
 Prepare = Callable[[Mapping[str, Any]], Mapping[str, Any]]
 
@@ -94,6 +104,7 @@ class RegressionRuns:
     guards: RoutingGuards
     ledger: LedgerBook
     controls: ControlsReader
+    limit_checks: LimitChecks
     clock: Clock
     watch: MoneyWatch | None = None
     presets: Resolver | None = None
@@ -157,7 +168,7 @@ class RegressionRuns:
         hold = Money.usd_ceil(sum((self._estimate(lane, golden) for lane in lanes), Decimal(0)))
         org_id = subject.org_id
         terms = ReservationTerms(reservation_id=hold_id, amount=hold, purpose="batch", ref=regression_id)
-        self.ledger.reserve(org_id, terms, at=isoformat(now))
+        self._hold(org_id, terms)
         results = [self._run_lane(lane, golden, subject.prepare) for lane in lanes]
         controls = self.controls.billing_controls(org_id)
         done = self.clock.now()
@@ -189,6 +200,32 @@ class RegressionRuns:
             },
         )
         return regression
+
+    def _hold(self, org_id: str, terms: ReservationTerms) -> None:
+        """Hold the run's estimate as batch create holds a batch's (`guarded_reservation`): the
+        402 / 403 of the check raises; a hold refused because the wallet or the limit moved
+        since the reads is decided again on fresh ones."""
+        for _ in range(_FUNDING_ATTEMPTS):
+            controls = self.controls.billing_controls(org_id)
+            held = guarded_reservation(
+                self.ledger,
+                self.limit_checks,
+                terms,
+                controls,
+                org_id=org_id,
+                now=self.clock.now(),
+                surface="regression",
+            )
+            try:
+                self.ledger.reserve_guarded(held.reservation, held.limit_checks)
+            except FundingMoved:
+                continue
+            return
+        raise Unavailable(
+            "The wallet kept changing while this regression run was funded; retry.",
+            code="funding_contended",
+            retry_after_seconds=1,
+        )
 
     def schedule_preset(self, schedule: Schedule) -> PresetVersion | None:
         """The preset the schedule's input source names, when it resolves now."""

@@ -353,15 +353,24 @@ class Schedules:
             self.triggers.remove(schedule.schedule_id)
 
     def _regress(self, principal: Principal, schedule: Schedule, trigger: str) -> None:
-        """A new version with a golden set is benchmarked at once; a failure to run it (no
-        credits, say) is logged, not raised: the version is saved either way."""
+        """A new version with a golden set is benchmarked at once; a run that cannot be made
+        (402 `insufficient_credits`, 403 `spending_limit_reached` over a hard limit, say) is
+        skipped, its reason logged, not raised: the version is saved either way, nothing held."""
         if self.regression is None or not (schedule.golden_set or schedule.input_source.preset):
             return
         try:
             self.regression(principal, schedule, trigger=trigger)
         except ServiceError as exc:
             logger.info(
-                "regression run not made", extra={"schedule_id": schedule.schedule_id, "code": exc.code}
+                "regression run not made",
+                extra={
+                    "org_id": schedule.org_id,
+                    "schedule_id": schedule.schedule_id,
+                    "version": schedule.version,
+                    "trigger": trigger,
+                    "code": exc.code,
+                    "details": exc.details,
+                },
             )
 
     # -- checks against the org's resources ------------------------------------------------------

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from batchroute.clock import Clock, isoformat
+from batchroute.clock import Clock
 from batchroute.domain.batches.record import BatchRecord, FundingMoved, OverageHold, OverageRefused
 from batchroute.domain.billing.ledger import DuplicateReservation, ReservationTerms
 from batchroute.domain.routing.rescue import RescueSetting, overage_hold_id, overage_room
@@ -27,7 +27,7 @@ from batchroute.errors import ServiceError
 from batchroute.money import Money
 from batchroute.observability import logger
 from batchroute.services.batches.ports import BatchReader, LimitChecks
-from batchroute.services.billing.funding import Funding
+from batchroute.services.billing.funding import Funding, guarded_reservation
 from batchroute.services.billing.ports import ControlsReader, LedgerBook, MoneyWatch
 from batchroute.transactions import TransactItem
 
@@ -103,16 +103,15 @@ class RescueOverage:
         return False
 
     def _hold_once(self, batch: BatchRecord, hold_id: str, amount: Money, cap: Money) -> None:
-        """Batch create's check (`Funding.check_funding`: the 402 it raises is a refusal
-        here), then the hold in ONE transaction with its limit guard."""
-        org_id, now = batch.org_id, self.clock.now()
-        controls = self.controls.billing_controls(org_id)
-        guard = Funding(self.ledger).check_funding(org_id, amount, controls, now=now).guard
+        """Batch create's check (`guarded_reservation`: the 402 it raises is a refusal here),
+        then the hold in ONE transaction with its limit guard."""
+        org_id = batch.org_id
         terms = ReservationTerms(
             reservation_id=hold_id, amount=amount, purpose="rescue_overage", ref=batch.batch_id
         )
-        reservation = self.ledger.reserve_items(
-            org_id, terms, at=isoformat(now), reserved_at_most=guard.reserved_cap(amount)
+        controls = self.controls.billing_controls(org_id)
+        held = guarded_reservation(
+            self.ledger, self.limit_checks, terms, controls, org_id=org_id, now=self.clock.now()
         )
         self.records.hold_overage(
             OverageHold(
@@ -120,8 +119,8 @@ class RescueOverage:
                 hold_id=hold_id,
                 amount=amount,
                 cap=cap,
-                reservation=reservation,
-                limit_checks=self.limit_checks.items(org_id, guard),
+                reservation=held.reservation,
+                limit_checks=held.limit_checks,
                 membership=self.work_orders.overage_items(batch, amount.micros) if self.work_orders else (),
             )
         )
