@@ -29,6 +29,7 @@ class PresetsWiring(BillingWiring):
             controls=self.controls,
             limit_checks=self.limit_checks,
             clock=self.clock,
+            policies=self.route_policies,  # the org's route policy narrows the lanes
             watch=self.billing_watch,
             # its own resolver over the same store: `presets` holds this runner, no cycle
             presets=Presets(self.preset_store, catalog=self.catalog, clock=self.clock),

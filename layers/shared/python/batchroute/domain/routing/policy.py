@@ -3,7 +3,8 @@
 One policy per org (`GET/PUT /v1/routing/policy`, docs/routing-policy.md): provider allow and
 deny lists, allowed regions, a default `routing_mode`, a `privacy_tier` floor, a maximum
 price per million tokens per operation, and whether direct chat may fall back to a second
-lane. Quotes, batch create (native and compat, queued chat) and direct chat all apply it:
+lane. Quotes, batch create (native and compat, queued chat), direct chat and golden-set
+regression runs all apply it:
 
 - `combine` folds a request's own routing constraints into the policy. A request may
   narrow the policy, never widen it: the stricter privacy tier wins, requested regions are
@@ -12,6 +13,8 @@ lane. Quotes, batch create (native and compat, queued chat) and direct chat all 
 - `lane_failures` is the `policy` routing gate (routing_gates.py calls it through
   `RoutingGuards.policy`): a lane the policy excludes is rejected with code `policy` and
   the rule that excluded it in `details.rule` (every rule it broke in `details.rules`).
+- `admitted_lanes` applies the same guards and gate to a path that picks lanes without
+  routing a request (golden-set regression runs).
 
 Pure: no boto3, no FastAPI.
 """
@@ -109,6 +112,14 @@ class RoutePolicyView(PolicyFieldsView):
     created_at: str | None
     updated_at: str | None
     updated_by: str | None
+
+
+class PolicyRejectionView(TypedDict):
+    """A lane the `policy` gate excluded, as direct chat's `rejected_lanes` show one."""
+
+    lane_id: str
+    code: str
+    rule: str
 
 
 class NarrowingView(TypedDict):
@@ -380,6 +391,50 @@ def guarded(
     if policy is None and basis == guards.price_basis:
         return guards
     return replace(guards, policy=policy, price_basis=basis)
+
+
+@dataclass(frozen=True)
+class Admitted:
+    """The lanes a path may use, and those the org's route policy excluded (with the rule)."""
+
+    lanes: tuple[Lane, ...]
+    rejected: tuple[PolicyRejectionView, ...] = ()
+
+
+def admitted_lanes(
+    lanes: Iterable[Lane],
+    catalog: Catalog,
+    guards: RoutingGuards,
+    policy: RoutePolicy | None,
+    *,
+    operations: Iterable[str],
+    basis: PriceBasis,
+) -> Admitted:
+    """The lanes, in their order, that the first gates of every route pass, for a path that
+    picks lanes without routing a request (golden-set regression runs): the service's guards
+    (provider enabled, launched, allowed; a lane they refuse is left out, not reported) and
+    the org's policy as quotes and direct chat apply it (`guarded`, then the `policy` gate
+    for `operations` on `basis` prices: provider allow and deny, regions, privacy tier
+    floor, price caps), a lane it excludes reported with the first rule it broke."""
+    guards = guarded(guards, policy, basis=basis)
+    operations = tuple(operations)
+    kept: list[Lane] = []
+    rejected: list[PolicyRejectionView] = []
+    for lane in lanes:
+        provider = catalog.provider(lane.provider)
+        if provider is None or not guards.admits(provider):
+            continue
+        failures = (
+            guards.policy.lane_failures(lane, provider, operations, guards.price_basis)
+            if guards.policy is not None
+            else []
+        )
+        if failures:
+            rule = str(failures[0].details.get("rule", ""))
+            rejected.append({"lane_id": lane.lane_id, "code": POLICY_GATE, "rule": rule})
+            continue
+        kept.append(lane)
+    return Admitted(tuple(kept), tuple(rejected))
 
 
 # -- parsing an update -------------------------------------------------------------------------

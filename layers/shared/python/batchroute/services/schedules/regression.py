@@ -14,6 +14,12 @@ when it does not fit the wallet, 403 `spending_limit_reached` when it would take
 period's spend past a hard limit, nothing held or run either way. Then the tokens actually
 used are charged at direct prices and the rest released, in one settlement that also moves
 the usage counters (per model and provider, as chat requests).
+
+The candidate lanes are those the org's route policy admits, read fresh at each run and
+applied as quotes and direct chat apply it (`admitted_lanes`: provider allow and deny,
+regions, privacy tier floor, price caps at direct prices; docs/routing-policy.md): the
+customer's golden prompts go to no provider the policy excludes. None left: 409
+`no_candidate_lanes`, nothing held or run.
 """
 
 from __future__ import annotations
@@ -46,6 +52,7 @@ from batchroute.domain.presets.golden_sets import (
 )
 from batchroute.domain.presets.presets import PresetVersion, apply_preset
 from batchroute.domain.routing.gates import RoutingGuards
+from batchroute.domain.routing.policy import Admitted, RoutePolicy, admitted_lanes
 from batchroute.domain.schedules.schedules import LaneExclusion, Schedule
 from batchroute.errors import Conflict, InvalidRequest, Unavailable
 from batchroute.ids import new_id
@@ -56,6 +63,8 @@ from batchroute.services.billing.funding import guarded_reservation
 from batchroute.services.billing.ports import ControlsReader, LedgerBook, LimitChecks, MoneyWatch
 from batchroute.services.catalog.ports import SyncProviders
 from batchroute.services.presets.resolution import Resolver
+from batchroute.services.routing.policy import policy_version
+from batchroute.services.routing.ports import OrgPolicies
 from batchroute.services.schedules.ports import ScheduleRecords
 
 GOLDEN_MAX_OUTPUT: Final = 512  # output tokens per golden item
@@ -106,6 +115,8 @@ class RegressionRuns:
     controls: ControlsReader
     limit_checks: LimitChecks
     clock: Clock
+    # The org's route policy: required, so that no wiring runs golden sets around it.
+    policies: OrgPolicies
     watch: MoneyWatch | None = None
     presets: Resolver | None = None
     preset_benchmarks: PresetBenchmarks | None = None
@@ -155,13 +166,11 @@ class RegressionRuns:
         if not subject.golden_set:
             raise Conflict(subject.no_golden_set, code="no_golden_set")
         golden = golden_set_from_api(subject.golden_set)
-        lanes = self.candidate_lanes(golden.model)
+        policy = self.policies.current(subject.org_id)  # fresh, as the batch paths read it
+        candidates = self.candidate_lanes(golden.model, policy)
+        lanes = list(candidates.lanes)
         if not lanes:
-            raise Conflict(
-                f"No lane can run {golden.model} now.",
-                code="no_candidate_lanes",
-                details={"model": golden.model},
-            )
+            raise _no_candidates(golden.model, policy, candidates)
         now = self.clock.now()
         regression_id = new_id("regr", now)
         hold_id = f"res_{regression_id}"
@@ -196,6 +205,8 @@ class RegressionRuns:
             extra={
                 **subject.owner,
                 "regression_id": regression_id,
+                "policy_version": policy_version(policy),
+                "policy_rejected_lanes": [r["lane_id"] for r in candidates.rejected],
                 "failed_lanes": [lane["lane_id"] for lane in lanes_out if not lane["passed"]],
             },
         )
@@ -237,16 +248,16 @@ class RegressionRuns:
         except InvalidRequest:
             return None
 
-    def candidate_lanes(self, model: str) -> list[Lane]:
-        """The model's lanes on providers the service may use (enabled, launched, allowed)."""
-        return sorted(
-            (
-                lane
-                for lane in self.catalog.lanes_for(model)
-                if self.guards.admits(self.catalog.provider(lane.provider))
-                and ("responses" in lane.operations)
-            ),
+    def candidate_lanes(self, model: str, policy: RoutePolicy | None) -> Admitted:
+        """The model's `responses` lanes, by lane id, on providers the service may use
+        (enabled, launched, allowed) that the org's route policy admits at direct prices
+        (what a run pays), and those the policy excluded."""
+        lanes = sorted(
+            (lane for lane in self.catalog.lanes_for(model) if "responses" in lane.operations),
             key=lambda lane: lane.lane_id,
+        )
+        return admitted_lanes(
+            lanes, self.catalog, self.guards, policy, operations=("responses",), basis="direct"
         )
 
     @staticmethod
@@ -314,6 +325,22 @@ class RegressionRuns:
                     "at": regression["completed_at"],
                 }
         return exclusions
+
+
+def _no_candidates(model: str, policy: RoutePolicy | None, candidates: Admitted) -> Conflict:
+    """409 `no_candidate_lanes`; when the policy excluded lanes, its version and the lanes
+    with the rule each broke (as direct chat's `no_direct_lane` names them)."""
+    if not candidates.rejected:
+        return Conflict(f"No lane can run {model} now.", code="no_candidate_lanes", details={"model": model})
+    return Conflict(
+        f"No lane can run {model} under the org's route policy.",
+        code="no_candidate_lanes",
+        details={
+            "model": model,
+            "policy_version": policy_version(policy),
+            "rejected_lanes": [dict(r) for r in candidates.rejected],
+        },
+    )
 
 
 @dataclass(frozen=True, slots=True)
