@@ -9,11 +9,13 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
 import anyio
 import pytest
+from fastapi.testclient import TestClient
 from starlette.requests import ClientDisconnect
 
 from batchroute.adapters.dynamo.chat_holds import ChatHoldStore
@@ -42,7 +44,7 @@ from batchroute.providers.simulated import SimulatedSyncProvider
 from batchroute.services.catalog.catalog import guards_for
 from batchroute.services.chat.direct import DirectCall, DirectChat, DirectOptions
 from batchroute.services.chat.state import HoldKeeper, LaneStateCache, LaneStats
-from batchroute.services.workflow.sweeper import resolve_stale_chat_holds
+from batchroute.services.workflow.sweeper import HoldSweepReport, resolve_stale_chat_holds
 from batchroute_tools.local.provision import LocalStack
 from functions.api.app import create_app
 from functions.api.auth import identity_store
@@ -155,6 +157,13 @@ def test_disconnect_stops_upstream_and_charges_only_what_was_generated(stack: Lo
     assert call.finish() is result
 
 
+def _sweep(ledger: LedgerStore, store: ChatHoldStore, clock: FixedClock) -> HoldSweepReport:
+    controls = ControlsStore(get_settings().table_name("controls"))
+    return resolve_stale_chat_holds(
+        ledger, store, builtin_catalog(), clock, controls=controls, stale_seconds=300
+    )
+
+
 def test_sweeper_settles_a_dead_request_at_its_last_checkpoint_exactly_once(stack: LocalStack) -> None:
     # Given a stream that checkpointed after 5 tokens, then its function died
     org = new_org(credit_usd="1")
@@ -167,11 +176,11 @@ def test_sweeper_settles_a_dead_request_at_its_last_checkpoint_exactly_once(stac
         call.next_event()  # the 5th delta, 4 s later: a checkpoint at 5 tokens
     ledger = LedgerStore(get_settings().table_name("ledger"))
     # When the sweeper runs before the hold is stale, nothing happens
-    early = resolve_stale_chat_holds(ledger, store, builtin_catalog(), clock, stale_seconds=300)
+    early = _sweep(ledger, store, clock)
     assert early.settled == []
     # And once it is stale, the hold settles at the checkpointed usage
     clock.advance(seconds=301)
-    report = resolve_stale_chat_holds(ledger, store, builtin_catalog(), clock, stale_seconds=300)
+    report = _sweep(ledger, store, clock)
     assert report.settled == [call.hold_id]
     checkpoint = store.record(call.batch_id)
     assert checkpoint is not None and checkpoint.state == "failed"
@@ -186,7 +195,7 @@ def test_sweeper_settles_a_dead_request_at_its_last_checkpoint_exactly_once(stac
     assert late.replayed and late.charged.micros == report.charged_micros
     assert ledger.usage_between(org.org_id, day, day) == [counter]
     assert ledger.violations(org.org_id) == []
-    assert resolve_stale_chat_holds(ledger, store, builtin_catalog(), clock, stale_seconds=300).settled == []
+    assert _sweep(ledger, store, clock).settled == []
 
 
 def test_sweeper_charges_a_dead_stream_its_cached_input_at_the_cached_price(stack: LocalStack) -> None:
@@ -207,7 +216,7 @@ def test_sweeper_charges_a_dead_stream_its_cached_input_at_the_cached_price(stac
     # When the sweeper settles it once it is stale
     clock.advance(seconds=301)
     ledger = LedgerStore(get_settings().table_name("ledger"))
-    report = resolve_stale_chat_holds(ledger, store, builtin_catalog(), clock, stale_seconds=300)
+    report = _sweep(ledger, store, clock)
     # Then each input kind is charged at the lane's direct price for it, far below fresh input
     assert report.settled == [call.hold_id]
     price = call.lane.lane.price
@@ -236,9 +245,44 @@ def test_sweeper_charges_a_dead_stream_its_cached_input_at_the_cached_price(stac
     assert charged.micros == report.charged_micros and reserved == charged + released
     assert ledger.state(org.org_id).reserved == Money.zero()
     assert ledger.violations(org.org_id) == []
-    assert resolve_stale_chat_holds(ledger, store, builtin_catalog(), clock, stale_seconds=300).settled == []
+    assert _sweep(ledger, store, clock).settled == []
     late = call.finish()
     assert late.replayed and late.charged.micros == report.charged_micros
+
+
+def test_sweeper_counts_a_dead_request_in_the_orgs_limit_period_not_utcs(stack: LocalStack) -> None:
+    # Given an org whose daily hard limit runs on Los Angeles days, and a stream that died at
+    # 20:00 there on 1 March (04:00 UTC on 2 March) after a checkpoint at 5 tokens
+    org = new_org(credit_usd="1")
+    client = TestClient(create_app(), raise_server_exceptions=False)
+    controls_body = {
+        "limit_enabled": True,
+        "limit_period": "daily",
+        "limit_amount": "0.0001",
+        "limit_mode": "hard",
+        "limit_timezone": "America/Los_Angeles",
+    }
+    saved = client.put("/v1/billing/controls", json=controls_body, headers=org.session_headers("billing"))
+    assert saved.status_code == 200, saved.text
+    clock = FixedClock(datetime(2026, 3, 2, 4, 0, tzinfo=UTC))
+    direct, store = _direct(ScriptedProvider("edge-eu", tokens=10), clock)
+    call = direct.open(_principal(org), _request(stream=True))
+    call.next_event()
+    for _ in range(4):
+        clock.advance(seconds=1)
+        call.next_event()
+    clock.advance(seconds=301)
+    # When the sweeper settles it
+    ledger = LedgerStore(get_settings().table_name("ledger"))
+    report = _sweep(ledger, store, clock)
+    assert report.settled == [call.hold_id] and report.charged_micros > 0
+    # Then its spend is in the Los Angeles day and month the hard limit reads (not 2 March UTC),
+    # and its usage on that day
+    spend = {key: money.micros for key, money in ledger.spend_counters(org.org_id).items()}
+    assert spend == {"D#2026-03-01": report.charged_micros, "M#2026-03": report.charged_micros}
+    (counter,) = ledger.usage_between(org.org_id, "2026-03-01", "2026-03-01")
+    assert counter.figures.cost_micros == report.charged_micros
+    assert ledger.violations(org.org_id) == []
 
 
 def test_hold_covers_the_dearest_lane_that_may_answer(stack: LocalStack) -> None:

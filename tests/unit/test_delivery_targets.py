@@ -466,6 +466,7 @@ def test_the_sweep_queues_due_bucket_deliveries() -> None:
         ledger=Empty(),
         chat_holds=None,  # type: ignore[arg-type]
         catalog=None,  # type: ignore[arg-type]
+        controls=None,  # type: ignore[arg-type]
         webhooks=Webhooks(),
         clock=FixedClock(),
         stale_hold_seconds=300,

@@ -132,6 +132,7 @@ class WorkflowWiring(SchedulesWiring):
             ledger=self.ledger,
             chat_holds=self.chat_holds,
             catalog=self.catalog,
+            controls=self.controls,
             webhooks=self.webhook_delivery,
             clock=self.clock,
             stale_hold_seconds=self.settings.chat_hold_stale_seconds,

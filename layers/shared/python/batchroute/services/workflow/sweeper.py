@@ -22,7 +22,7 @@ from batchroute.money import Money
 from batchroute.observability import logger, metrics
 from batchroute.services.batches.launch import LaunchReport
 from batchroute.services.batches.ports import BatchTransitions
-from batchroute.services.billing.ports import MoneyWatch
+from batchroute.services.billing.ports import ControlsReader, MoneyWatch
 from batchroute.services.chat.ports import HoldStore
 from batchroute.services.workflow.retention_gc import ReclaimSummary
 
@@ -79,6 +79,7 @@ def resolve_stale_chat_holds(
     catalog: Catalog,
     clock: Clock,
     *,
+    controls: ControlsReader,
     stale_seconds: int,
     max_holds: int = 500,
 ) -> HoldSweepReport:
@@ -86,10 +87,13 @@ def resolve_stale_chat_holds(
     died before settling (a direct request lasts at most the API's time-out). The charge is
     the usage the stream last checkpointed on its record at the lane's direct price (nothing
     without a checkpoint); the rest is released and the record marked failed. Exactly once:
-    a request that settles meanwhile wins, and this settle replays its outcome."""
+    a request that settles meanwhile wins, and this settle replays its outcome. The spend
+    and usage count in the org's `limit_timezone` periods, as the request's own settle would
+    (the hard limit reads its spend there)."""
     report = HoldSweepReport()
     now = clock.now()
     at = isoformat(now)
+    zones: dict[str, str] = {}
     for hold in ledger.open_holds(
         isoformat(now - timedelta(seconds=stale_seconds)), purpose="chat_hold", limit=max_holds
     ):
@@ -99,6 +103,10 @@ def resolve_stale_chat_holds(
         line = _swept_usage(lane, checkpoint, (record and record.chat_model) or "")
         charge = Money.usd_ceil(line.cost)
         outcome = _swept_outcome(hold.amount, min(charge, hold.amount), checkpoint, at)
+        if hold.org_id not in zones:
+            org_controls = controls.billing_controls(hold.org_id)
+            zones[hold.org_id] = (org_controls.limit_timezone if org_controls else "") or "UTC"
+        zone = zones[hold.org_id]
         result = records.settle(
             HoldSettlement(
                 hold.org_id,
@@ -106,10 +114,9 @@ def resolve_stale_chat_holds(
                 hold.ref,
                 charge,
                 at,
-                tuple(period_keys(now, "UTC").values()),
+                tuple(period_keys(now, zone).values()),
                 outcome,
-                # Counted on its UTC day, as its spend is (the sweeper reads no controls).
-                usage=UsageCharge(day=usage_day(now, "UTC"), lines=(line,)),
+                usage=UsageCharge(day=usage_day(now, zone), lines=(line,)),
             )
         )
         if not result.replayed:
@@ -222,6 +229,7 @@ class Sweeper:
     ledger: OpenHolds
     chat_holds: HoldStore
     catalog: Catalog
+    controls: ControlsReader  # each org's limit_timezone, for a stale hold's spend periods
     webhooks: DueWebhooks  # docs/webhooks.md
     clock: Clock
     stale_hold_seconds: int
@@ -242,7 +250,12 @@ class Sweeper:
         metrics.add_metric(name="BatchesExpired", unit=MetricUnit.Count, value=len(report.expired))
         logger.info("sweep finished", extra={"expired": len(report.expired), "skipped": len(report.skipped)})
         holds = resolve_stale_chat_holds(  # chat holds whose request died (docs/chat.md)
-            self.ledger, self.chat_holds, self.catalog, self.clock, stale_seconds=self.stale_hold_seconds
+            self.ledger,
+            self.chat_holds,
+            self.catalog,
+            self.clock,
+            controls=self.controls,
+            stale_seconds=self.stale_hold_seconds,
         )
         metrics.add_metric(name="StaleChatHoldsSettled", unit=MetricUnit.Count, value=len(holds.settled))
         if self.watch is not None:
