@@ -241,15 +241,9 @@ class Sweeper:
     schedules: DueSchedules | None = None  # recurring schedules due by now (docs/schedules.md)
     file_checks: LostFileChecks | None = None  # uploads still waiting for their check (docs/files.md)
 
-    def sweep(self) -> SweepOutcome:
-        lanes = self.refresh_heartbeats()
-        metrics.add_metric(name="LaneHeartbeats", unit=MetricUnit.Count, value=len(lanes.refreshed))
-        launched = self.workflows.launch_unstarted(self.clock.now())
-        metrics.add_metric(name="WorkflowsStartedLate", unit=MetricUnit.Count, value=len(launched.started))
-        report = expire_overdue_batches(self.batches, self.clock)
-        metrics.add_metric(name="BatchesExpired", unit=MetricUnit.Count, value=len(report.expired))
-        logger.info("sweep finished", extra={"expired": len(report.expired), "skipped": len(report.skipped)})
-        holds = resolve_stale_chat_holds(  # chat holds whose request died (docs/chat.md)
+    def _settle_stale_holds(self) -> HoldSweepReport:
+        """Chat holds whose request died (docs/chat.md), then the watch of each org charged."""
+        holds = resolve_stale_chat_holds(
             self.ledger,
             self.chat_holds,
             self.catalog,
@@ -262,6 +256,17 @@ class Sweeper:
             now = self.clock.now()
             for org_id in sorted(holds.charged_orgs):
                 self.watch.moved(org_id, at=now)
+        return holds
+
+    def sweep(self) -> SweepOutcome:
+        lanes = self.refresh_heartbeats()
+        metrics.add_metric(name="LaneHeartbeats", unit=MetricUnit.Count, value=len(lanes.refreshed))
+        launched = self.workflows.launch_unstarted(self.clock.now())
+        metrics.add_metric(name="WorkflowsStartedLate", unit=MetricUnit.Count, value=len(launched.started))
+        report = expire_overdue_batches(self.batches, self.clock)
+        metrics.add_metric(name="BatchesExpired", unit=MetricUnit.Count, value=len(report.expired))
+        logger.info("sweep finished", extra={"expired": len(report.expired), "skipped": len(report.skipped)})
+        holds = self._settle_stale_holds()
         retried = self.webhooks.retry_due()
         metrics.add_metric(name="WebhookRetries", unit=MetricUnit.Count, value=len(retried.attempted))
         outcome: SweepOutcome = {
