@@ -6,6 +6,7 @@ import json
 
 from batchroute.domain.batches.quote_snapshot import QuotedItems, QuoteSnapshot
 from batchroute.domain.routing.engine import RoutePlanView
+from batchroute.domain.routing.gates import RoutingFields
 
 PLAN: RoutePlanView = {
     "routing_mode": "cheapest",
@@ -62,3 +63,22 @@ def test_a_workflow_quote_keeps_its_choice_beside_its_fields() -> None:
     assert stored["workflow_product"] == "ticket-classification" and "workflow" not in stored
     assert stored["items"] == {"kind": "inline", "digest": "d1", "s3_key": "quotes/qlock_1.jsonl"}
     assert QuoteSnapshot.from_json(snapshot.to_json()) == snapshot
+
+
+def test_a_quote_keeps_the_routing_fields_its_request_gave() -> None:
+    fields: RoutingFields = {
+        "regions": ["us"],
+        "max_price": {"input_per_mtok": "0.04"},
+        "required_tools": ["web_search"],
+        "preset": "nightly@2",
+    }
+    snapshot = _snapshot(routing_fields=fields)
+    assert json.loads(snapshot.to_json())["routing_fields"] == fields
+    assert QuoteSnapshot.from_json(snapshot.to_json()) == snapshot
+
+
+def test_a_snapshot_stored_before_routing_fields_were_kept_reads_none() -> None:
+    stored = json.loads(_snapshot().to_json())
+    del stored["routing_fields"]
+    old = QuoteSnapshot.from_json(json.dumps(stored))
+    assert old.routing_fields is None and old == _snapshot()

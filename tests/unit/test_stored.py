@@ -7,10 +7,12 @@ from decimal import Decimal
 
 import pytest
 
+from batchroute.adapters.dynamo.batch_records import batch_from_items, batch_values
 from batchroute.domain.batches.record import BatchIntake, BatchRecord, IntakeError
 from batchroute.domain.billing.usage import UsageFigures
 from batchroute.domain.delivery.webhooks import WebhookAttempt
 from batchroute.domain.feedback.feedback import FeedbackCounter
+from batchroute.domain.routing.gates import RoutingFields
 from batchroute.domain.stored import from_counters, from_stored, sparse
 from batchroute.domain.work_orders.work_orders import Tallies, WorkOrderMember
 from batchroute.domain.workflow.results import LaneTally
@@ -103,3 +105,29 @@ def test_a_stored_intake_reads_back_with_its_error() -> None:
     base = {"batch_id": "b", "org_id": "o", "state": "failed", "created_at": "t"}
     record = BatchRecord.from_mapping({**base, "intake": {**sparse(failed), "item_count": Decimal(2)}})
     assert record.intake == failed and type(record.intake.item_count) is int
+
+
+def test_a_batch_keeps_its_routing_fields_and_intake_options_on_its_plan_item() -> None:
+    # written once at create beside the plan, never with META (rewritten by every progress update)
+    routing: RoutingFields = {
+        "routing_mode": "cheapest",
+        "regions": ["us"],
+        "max_price": {"per_item_usd": "0.01"},
+        "required_tools": ["web_search"],
+        "preset": "nightly@2",
+    }
+    intake = BatchIntake("file_1", "d", 2, {"regions": ["us"], "preset": "nightly@2"})
+    record = BatchRecord(
+        batch_id="b", org_id="o", state="priced", created_at="t", routing_fields=routing, intake=intake
+    )
+    meta, plan = batch_values(record)
+    assert plan["routing_fields"] == routing and "routing_fields" not in meta
+    back = batch_from_items(meta, plan)
+    assert back.routing_fields == routing and back.intake == intake
+    assert batch_from_items(meta).routing_fields is None  # a record read without its PLAN item
+    assert (
+        BatchRecord.from_mapping(
+            {"batch_id": "b", "org_id": "o", "state": "priced", "created_at": "t"}
+        ).routing_fields
+        is None
+    )

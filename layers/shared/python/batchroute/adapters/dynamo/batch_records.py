@@ -2,11 +2,12 @@
 items, its step journal, its create transaction and its idempotency records.
 
 A batch is two items under `BATCH#<id>`: `META` (state, counts, billing: small, rewritten
-as work lands) and `PLAN` (the quote's routing plan and the per-chunk model counts: written
-once at create, never updated). DynamoDB bills every write by the size of the whole item,
-and the META item is updated twice per chunk per lane, so the large immutable parts live
-apart: see bench/RESULTS.md (pipeline) for what that saves. `batch_values` and
-`batch_from_items` are the one conversion between a `BatchRecord` and those items.
+as work lands) and `PLAN` (the quote's routing plan, the per-chunk model counts, the input
+file's intake and the request's routing fields: written at create, updated by Intake only).
+DynamoDB bills every write by the size of the whole item, and the META item is updated
+twice per chunk per lane, so the large immutable parts live apart: see bench/RESULTS.md
+(pipeline) for what that saves. `batch_values` and `batch_from_items` are the one
+conversion between a `BatchRecord` and those items.
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ RECLAIM_PARTITION = "RECLAIM"  # retention GC (docs/retention.md): `BATCH#<id>`/
 # under `START`, sorted by creation, written by the create transaction and removed once the
 # start is recorded (the sweeper starts what is left: services/batches/launch.py).
 START_PARTITION = "START"
-PLAN_FIELDS = ("plan", "chunk_models", "intake")
+PLAN_FIELDS = ("plan", "chunk_models", "intake", "routing_fields")
 
 
 def batch_key(batch_id: str) -> dict[str, Any]:

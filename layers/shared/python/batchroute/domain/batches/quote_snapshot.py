@@ -1,6 +1,7 @@
-"""A quote's price-locked snapshot: what was quoted (`QuotedItems`), the plan, the locked total
-and the route policy's version. Stored as one JSON text (`QUOTE#<id>`/`META`,
-adapters/dynamo/quotes.py) and read back by batch create; its dataclass is its one field list."""
+"""A quote's price-locked snapshot: what was quoted (`QuotedItems`), the plan, the locked total,
+the route policy's version and the routing fields the request gave. Stored as one JSON text
+(`QUOTE#<id>`/`META`, adapters/dynamo/quotes.py) and read back by batch create; its
+dataclass is its one field list."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Literal, NotRequired, TypedDict, cast
 
 from batchroute.domain.catalog.pricing import FeeKind, PriceEstimateView
 from batchroute.domain.routing.engine import RoutePlanView, stored_plan
+from batchroute.domain.routing.gates import RoutingFields, stored_routing_fields
 from batchroute.domain.stored import from_stored
 from batchroute.money import MoneyView
 
@@ -82,6 +84,10 @@ class QuoteSnapshot:
     total_micros: int
     policy_version: int = 0
     workflow: WorkflowChoice = field(default_factory=lambda: WorkflowChoice())
+    # the routing fields the quote request gave and its batch-wide preset: what a batch from
+    # the quote keeps (and a retry of it replays). An added field, not a new version: a
+    # snapshot stored before it reads None (`from_json`), and the batch keeps the plan's tiers.
+    routing_fields: RoutingFields | None = None
 
     @property
     def fee_kind(self) -> FeeKind:
@@ -114,6 +120,7 @@ class QuoteSnapshot:
             routing=stored_plan(stored["routing"]),
             pricing_estimate=cast(PriceEstimateView, dict(stored.get("pricing_estimate") or {})),
             workflow=workflow,
+            routing_fields=stored_routing_fields(stored.get("routing_fields")),
         )
 
 

@@ -23,6 +23,7 @@ from batchroute.domain.batches.states import BatchState
 from batchroute.domain.billing.settlement import DirectReceipt, InlineReceipt
 from batchroute.domain.catalog.pricing import NO_CACHE_TOKENS, CacheFields, CacheTokens
 from batchroute.domain.routing.engine import RoutePlanView
+from batchroute.domain.routing.gates import RoutingFields, stored_routing_fields
 from batchroute.domain.routing.lanes import LaneAttempt
 from batchroute.domain.stored import from_counters, from_stored, sparse
 from batchroute.ids import has_prefix, suffix_of
@@ -185,14 +186,14 @@ class IntakeError:
 @dataclass(frozen=True, slots=True)
 class BatchIntake:
     """An input file still to read (the Intake step): the file, the item count and digest
-    create priced, and the batch body's options its items are read with (the customer's
-    JSON: presets, defaults, tiers); `done` once the chunks are written, `error` when the
+    create priced, and the batch body's options its items are read with (its routing
+    fields and batch-wide preset); `done` once the chunks are written, `error` when the
     file failed."""
 
     file_id: str
     digest: str
     item_count: int
-    options: Mapping[str, Any]
+    options: RoutingFields
     done: bool = False
     error: IntakeError | None = None
 
@@ -235,12 +236,15 @@ class BatchRecord:
     # deadline rescue: {mode, max_overage_micros} (domain/routing/rescue.py:RescueSetting);
     # absent: within_reservation
     rescue: Mapping[str, str] | None = None
-    # -- the work: items in S3 chunks, and the quote's plan (stored in the PLAN item) ------
+    # -- the work: items in S3 chunks, the quote's plan and the request's routing (PLAN item)
     item_count: int = 0
     chunk_count: int = 0
     chunk_models: Sequence[Mapping[str, int]] | None = None  # per chunk: model -> its items
     plan: RoutePlanView | None = None  # the quote snapshot's `routing`, verbatim
     intake: BatchIntake | None = None  # an input file still to read (the Intake step)
+    # the routing fields the request gave and its batch-wide preset (a batch from a quote:
+    # the quote's); None on a record written before they were kept. A retry replays them.
+    routing_fields: RoutingFields | None = None
     # -- money ---------------------------------------------------------------------------
     reservation_id: str | None = None
     reserved_micros: int = 0
@@ -345,6 +349,7 @@ class BatchRecord:
             chunk_models=_chunk_models(values.get("chunk_models")),
             plan=_plan(values.get("plan")),
             intake=_intake(values.get("intake")),
+            routing_fields=stored_routing_fields(values.get("routing_fields")),
             reservation_id=_str(values.get("reservation_id")),
             reserved_micros=int(values.get("reserved_micros") or 0),
             overage_hold_ids=_list(values.get("overage_hold_ids"), str),
@@ -481,7 +486,7 @@ def _intake(value: Any) -> BatchIntake | None:
         BatchIntake,
         value,
         item_count=int(value["item_count"]),
-        options=dict(value.get("options") or {}),
+        options=stored_routing_fields(value.get("options")) or RoutingFields(),
         done=bool(value.get("done")),
         error=from_stored(IntakeError, error, details=dict(error.get("details") or {})) if error else None,
     )

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
-from typing import Any, Final, Literal, Protocol, get_args
+from typing import Any, Final, Literal, Protocol, TypedDict, get_args
 
 from batchroute.domain.catalog.catalog import Lane, LaneLive, PrivacyTier, Provider, SlaTier
 from batchroute.domain.catalog.pricing import batch_cost
@@ -56,6 +56,8 @@ _CAPABILITY_MATCHES: Final[dict[str, frozenset[str]]] = {
     "json_schema": frozenset({"json_schema", "structured_outputs"}),
     "tool_calling": frozenset({"tool_calling"}),
     "vision": frozenset({"vision"}),
+    "any_image_type": frozenset({"any_image_type"}),
+    "embedding_dimensions": frozenset({"embedding_dimensions"}),
 }
 
 
@@ -79,6 +81,50 @@ class MaxPrice:
             "per_item_usd": self.per_item_usd,
         }
         return {name: format(value, "f") for name, value in bounds.items() if value is not None}
+
+
+class RoutingFields(TypedDict, total=False):
+    """The routing fields a quote or batch body gave (each only when given, `region` as a
+    one-region `regions`), as a body carries them, and a batch-wide preset: what a preset
+    fills, what the Intake step reads an input file with, and what a batch keeps of its
+    request (`BatchRecord.routing_fields`, a quote's snapshot) so that a retry asks the same
+    (services/batches/commands.py:Routing.fields writes them)."""
+
+    routing_mode: str
+    privacy_tier: str
+    sla_tier: str
+    required_tools: list[str]
+    regions: list[str]
+    max_price: dict[str, str] | None
+    preset: object
+
+
+def stored_routing_fields(value: object) -> RoutingFields | None:
+    """Routing fields as a store kept them (a JSON text, a DynamoDB item), read back; None
+    for a value that is not an object (a record or snapshot written before they were kept)."""
+    if not isinstance(value, Mapping):
+        return None
+    fields = RoutingFields()
+    mode, privacy, sla = value.get("routing_mode"), value.get("privacy_tier"), value.get("sla_tier")
+    if isinstance(mode, str):
+        fields["routing_mode"] = mode
+    if isinstance(privacy, str):
+        fields["privacy_tier"] = privacy
+    if isinstance(sla, str):
+        fields["sla_tier"] = sla
+    tools, regions = value.get("required_tools"), value.get("regions")
+    if isinstance(tools, list):
+        fields["required_tools"] = [str(tool) for tool in tools]
+    if isinstance(regions, list):
+        fields["regions"] = [str(region) for region in regions]
+    if "max_price" in value:
+        price = value["max_price"]
+        fields["max_price"] = (
+            {str(k): str(v) for k, v in price.items()} if isinstance(price, Mapping) else None
+        )
+    if value.get("preset") is not None:
+        fields["preset"] = value["preset"]
+    return fields
 
 
 @dataclass(frozen=True)

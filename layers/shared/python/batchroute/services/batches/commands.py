@@ -13,11 +13,11 @@ import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Final, TypedDict
+from typing import Any, Final
 
 from batchroute.domain.batches.metadata import parse_metadata
 from batchroute.domain.request_fields import invalid
-from batchroute.domain.routing.gates import GateFailure, RouteRequest
+from batchroute.domain.routing.gates import GateFailure, RouteRequest, RoutingFields
 from batchroute.domain.routing.rescue import RescueSetting
 from batchroute.domain.work_orders.work_orders import parse_work_order_id
 from batchroute.errors import InvalidRequest
@@ -49,19 +49,6 @@ def unknown_batch_fields(unknown: Sequence[str]) -> InvalidRequest:
     return InvalidRequest(
         f"Unknown field(s): {', '.join(unknown)}.", code="invalid_request", details={"fields": list(unknown)}
     )
-
-
-class RoutingFields(TypedDict, total=False):
-    """The routing fields a body gave, as it carries them, and a batch-wide preset: what a
-    preset fills and what the Intake step reads the input file with."""
-
-    routing_mode: str
-    privacy_tier: str
-    sla_tier: str
-    required_tools: list[str]
-    regions: list[str]
-    max_price: dict[str, str] | None
-    preset: object
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,6 +136,14 @@ class QuoteRequest:
         fields["preset"] = self.preset
         return fields
 
+    def constraints(self) -> RoutingFields:
+        """The given routing fields and the batch-wide preset when one is named: what a
+        quote's snapshot and a batch keep of the request (a retry replays them)."""
+        fields = self.routing.fields()
+        if self.preset is not None:
+            fields["preset"] = self.preset
+        return fields
+
 
 @dataclass(frozen=True, slots=True)
 class QuoteWorkflow:
@@ -209,7 +204,4 @@ class CreateBatch:
     def intake_options(self) -> RoutingFields:
         """What the Intake step reads the input file with: the routing fields and the preset
         (stored on the batch's plan; services/workflow/intake.py)."""
-        options = self.quote.routing.fields()
-        if self.quote.preset is not None:
-            options["preset"] = self.quote.preset
-        return options
+        return self.quote.constraints()

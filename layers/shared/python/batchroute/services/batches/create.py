@@ -50,7 +50,7 @@ from batchroute.domain.delivery.webhook_targets import (
 )
 from batchroute.domain.request_fields import invalid
 from batchroute.domain.routing.engine import RoutePlanView
-from batchroute.domain.routing.gates import GateFailure, RoutingMode
+from batchroute.domain.routing.gates import GateFailure, RoutingFields, RoutingMode
 from batchroute.domain.work_orders.work_orders import WorkOrder
 from batchroute.errors import Conflict, Gone, InvalidRequest, Unavailable
 from batchroute.ids import new_id
@@ -251,6 +251,7 @@ class BatchService:
             chunk_count=priced.chunk_count,
             chunk_models=priced.chunk_models,
             intake=priced.intake,
+            routing_fields=_batch_routing(command, priced),
             counts={
                 "total": count,
                 "pending": count,
@@ -507,12 +508,7 @@ class BatchService:
         if not failed:
             raise Conflict("The batch has no failed or canceled items to retry.", code="nothing_to_retry")
         items = [row["item"] for row in self._input_rows(source) if int(row["seq"]) in failed]
-        body = {
-            "items": items,
-            "routing_mode": source.routing_mode or "cheapest",
-            "privacy_tier": source.privacy_tier or "standard",
-            "sla_tier": source.sla_tier or "standard",
-        }
+        body = retry_body(source, items)
         key = f"retry-{batch_id}-{request_hash(body)[:32]}"
         answer = self.create(principal, CreateBatch.parse(body), key)
         created: BatchSummaryView = json.loads(answer.body)["batch"]  # as create answered it
@@ -532,6 +528,39 @@ class RetriedView(TypedDict):
     batch: BatchSummaryView
     source_batch_id: str
     retry_item_count: int
+
+
+class RetryBody(RoutingFields, total=False):
+    """The batch body a retry creates its batch with (`retry_body`)."""
+
+    items: list[object]
+    metadata: dict[str, str]
+
+
+def retry_body(source: BatchRecord, items: list[object]) -> RetryBody:
+    """What a retry asks of its new batch (docs/batches.md, "Retry"): the failed and canceled
+    items as the source stored them (presets applied), its routing mode and tiers as it ran
+    (the plan's), the regions, price cap and required tools its request gave (a batch from a
+    quote: the quote's), and its metadata. Not its preset (its items and routing fields hold
+    what the preset filled), its webhook (the secret is sealed to the source batch; the
+    plaintext is gone), quote, work order or rescue setting."""
+    kept = source.routing_fields or RoutingFields()
+    body = RetryBody(
+        items=items,
+        routing_mode=source.routing_mode or "cheapest",
+        privacy_tier=source.privacy_tier or "standard",
+        sla_tier=source.sla_tier or "standard",
+    )
+    if "required_tools" in kept:
+        body["required_tools"] = list(kept["required_tools"])
+    if "regions" in kept:
+        body["regions"] = list(kept["regions"])
+    price = kept.get("max_price")
+    if price is not None:
+        body["max_price"] = dict(price)
+    if source.metadata:
+        body["metadata"] = dict(source.metadata)
+    return body
 
 
 @dataclass(frozen=True)
@@ -563,10 +592,18 @@ class _Priced:
     chunk_models: list[dict[str, int]] | None = None
     intake: BatchIntake | None = None
     presets: tuple[str, ...] = ()
+    quoted_routing: RoutingFields | None = None  # the quote's routing fields (None: no quote)
 
     @classmethod
     def quoted(cls, snapshot: QuoteSnapshot) -> _Priced:
         plan = snapshot.routing
+        routing = snapshot.routing_fields  # None: a snapshot stored before they were kept
+        if routing is None:
+            routing = RoutingFields(
+                routing_mode=plan["routing_mode"],
+                sla_tier=plan["sla_tier"],
+                privacy_tier=plan["privacy_tier"],
+            )
         return cls(
             plan,
             Money(snapshot.total_micros),
@@ -575,6 +612,7 @@ class _Priced:
             plan["sla_tier"],
             plan["privacy_tier"],
             snapshot.item_count,
+            quoted_routing=routing,
         )
 
     @classmethod
@@ -589,6 +627,19 @@ class _Priced:
             request.privacy_tier,
             planned.item_count,
         )
+
+
+def _batch_routing(command: CreateBatch, priced: _Priced) -> RoutingFields:
+    """What the batch keeps of its request's routing (`BatchRecord.routing_fields`): the
+    fields its body gave (a preset's filled in) and its batch-wide preset; a batch from a
+    quote, the quote's fields (its routing is the quote's), with the preset its own body
+    names, if any, else the quote's."""
+    if priced.quoted_routing is None:
+        return command.quote.constraints()
+    routing = priced.quoted_routing.copy()
+    if command.quote.preset is not None:
+        routing["preset"] = command.quote.preset
+    return routing
 
 
 def _kept(items: ItemSource, writer: InputChunkWriter) -> Iterator[Mapping[str, Any]]:

@@ -37,7 +37,7 @@ from batchroute.domain.routing.engine import (
     SelectedLaneView,
     route,
 )
-from batchroute.domain.routing.gates import GateFailure, RouteRequest, RoutingGuards
+from batchroute.domain.routing.gates import GateFailure, RouteRequest, RoutingFields, RoutingGuards
 from batchroute.domain.routing.policy import (
     Narrowing,
     NarrowingView,
@@ -219,7 +219,7 @@ class QuoteService:
     # -- the one preflight step of quotes, batch create and the Intake step ----------------
     def read_items(
         self,
-        options: Mapping[str, Any],
+        options: RoutingFields,
         items: ItemSource,
         *,
         on_item: OnItem | None = None,
@@ -371,7 +371,7 @@ class QuoteService:
         source, planned = self.price(principal, quote, on_item=keep)
         if source.kind == "inline":
             source = replace(source, s3_key=self.item_sink.save(quote_id, iter(lines)))
-        return self._store(principal, quote_id, "model", planned, source, workflow={})
+        return self._store(principal, quote_id, "model", planned, source, quote.constraints(), workflow={})
 
     # -- POST /v1/quotes/workflow -------------------------------------------------------------
     def quote_workflow(self, principal: Principal, command: QuoteWorkflow) -> QuoteView:
@@ -391,7 +391,9 @@ class QuoteService:
             "chosen_model": model_id,
             "models_considered": [model.to_api() for model in considered],
         }
-        return self._store(principal, quote_id, "workflow", planned, source, workflow=workflow)
+        return self._store(
+            principal, quote_id, "workflow", planned, source, command.routing.fields(), workflow=workflow
+        )
 
     def _cheapest_model(
         self, principal: Principal, product: WorkflowProduct, command: QuoteWorkflow
@@ -494,7 +496,7 @@ class QuoteService:
         filled = PresetExpander(self.presets, principal.org_id).request(quote.preset_fields())
         return quote.with_routing(Routing.parse(filled))
 
-    def file_items(self, org_id: str, options: Mapping[str, Any], file_id: str) -> Reopenable:
+    def file_items(self, org_id: str, options: RoutingFields, file_id: str) -> Reopenable:
         """The Intake step's input file, with the preset its stored options name."""
         return self._file_items(org_id, options.get("preset"), file_id)
 
@@ -520,9 +522,12 @@ class QuoteService:
         kind: QuoteKind,
         planned: PlannedQuote,
         source: QuotedItems,
+        routing_fields: RoutingFields,
         *,
         workflow: WorkflowChoice,
     ) -> QuoteView:
+        """The snapshot stored, with the routing fields the request gave (`routing_fields`:
+        what a batch from the quote keeps), and the quote's answer."""
         now = self.clock.now()
         snapshot = QuoteSnapshot(
             quote_id=quote_id,
@@ -540,6 +545,7 @@ class QuoteService:
             total_micros=planned.price.total.micros,
             policy_version=planned.policy_version,
             workflow=workflow,
+            routing_fields=routing_fields,
         )
         self.snapshots.put(snapshot)
         return self._answer(principal, snapshot, planned)

@@ -18,13 +18,13 @@ Repeated messages rewrite the same chunks; once done the step answers without re
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from batchroute.clock import Clock, isoformat
 from batchroute.domain.batches.preflight import Preflight
 from batchroute.domain.batches.record import BatchChanges, BatchIntake, BatchRecord, IntakeError
+from batchroute.domain.routing.gates import RoutingFields
 from batchroute.errors import Conflict, Forbidden, Gone, InvalidRequest, NotFound, PermanentError
 from batchroute.services.batches.input_chunks import InputChunkWriter
 from batchroute.services.batches.ports import BatchStore, ObjectStore
@@ -35,10 +35,10 @@ class ItemReader(Protocol):
     """services/batches/quotes.py:QuoteService"""
 
     def read_items(
-        self, body: Mapping[str, Any], items: Any, *, on_item: Any = None
+        self, options: RoutingFields, items: Any, *, on_item: Any = None
     ) -> tuple[Preflight, int, str]: ...
 
-    def file_items(self, org_id: str, body: Mapping[str, Any], file_id: str) -> Any: ...
+    def file_items(self, org_id: str, options: RoutingFields, file_id: str) -> Any: ...
 
 
 class IntakeFailed(PermanentError):
