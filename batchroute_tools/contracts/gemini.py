@@ -20,7 +20,9 @@ violation (its path, then why). The checks:
   REST GenerationConfig's are violations, as are Schema keywords outside the Gemini API's
   OpenAPI subset (`additionalProperties`, `$ref`, `$defs`: they go in the *JsonSchema fields);
 - the API's own rules: a Part holds exactly one datum (text, inlineData, ...), and no empty
-  text; roles are `user` or `model`; no empty `parts`; temperature 0-2, topP 0-1, candidateCount 1-8,
+  text; inlineData and fileData name their mimeType (the SDK's types leave it optional, the API
+  requires it), an image one of Gemini's image types (png, jpeg, webp, heic, heif); roles are
+  `user` or `model`; no empty `parts`; temperature 0-2, topP 0-1, candidateCount 1-8,
   maxOutputTokens >= 1, at most 5 stop sequences, seed an int32; responseSchema and
   responseJsonSchema (parameters and parametersJsonSchema) not both, and a schema only with a
   JSON (or enum) response type; an OBJECT Schema names its properties; function names are
@@ -155,6 +157,9 @@ INT32: Final = (-(2**31), 2**31 - 1)
 FUNCTION_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_.:-]{0,63}")
 MODEL_NAME: Final = re.compile(r"(models|tunedModels)/[A-Za-z0-9._-]+")
 CACHED_CONTENT: Final = re.compile(r"cachedContents/[A-Za-z0-9_-]+")
+MIME_TYPE: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*")
+# The image types Gemini takes (an inlineData / fileData image of another type is refused).
+GEMINI_IMAGE_TYPES: Final = frozenset({"image/png", "image/jpeg", "image/webp", "image/heic", "image/heif"})
 
 Violations = list[str]
 
@@ -320,10 +325,9 @@ def _content(value: Any, path: str, out: Violations, *, system: bool = False) ->
             out.append(f"{_at(path, f'parts[{index}]')}: a Part holds exactly one datum ({found})")
         if part.get("text") == "":
             out.append(f"{_at(path, f'parts[{index}].text')}: an empty text parameter; add a value")
-        if "inlineData" in part:
-            _required(part["inlineData"], ("mimeType", "data"), _at(path, f"parts[{index}].inlineData"), out)
-        if "fileData" in part:
-            _required(part["fileData"], ("fileUri",), _at(path, f"parts[{index}].fileData"), out)
+        for media in ("inlineData", "fileData"):
+            if media in part:
+                _media(part[media], media, _at(path, f"parts[{index}].{media}"), out)
         if "functionCall" in part:
             _required(part["functionCall"], ("name",), _at(path, f"parts[{index}].functionCall"), out)
         if "functionResponse" in part:
@@ -335,6 +339,22 @@ def _content(value: Any, path: str, out: Violations, *, system: bool = False) ->
             )
         if system and any(key in part for key in ("functionCall", "functionResponse")):
             out.append(f"{_at(path, f'parts[{index}]')}: function calls and responses belong to contents")
+
+
+def _media(value: Any, kind: str, path: str, out: Violations) -> None:
+    """An inlineData (Blob) or fileData (FileData) part's datum: its bytes or URI and its
+    mimeType, both required (the SDK types them optional, the API refuses a part without
+    them); an image's type one Gemini takes for images."""
+    _required(value, ("mimeType", "data") if kind == "inlineData" else ("mimeType", "fileUri"), path, out)
+    mime = value.get("mimeType") if isinstance(value, Mapping) else None
+    if isinstance(mime, str) and mime:
+        if not MIME_TYPE.fullmatch(mime):
+            out.append(f"{path}.mimeType: {mime!r} is not a MIME type (type/subtype)")
+        elif mime.lower().startswith("image/") and mime.lower() not in GEMINI_IMAGE_TYPES:
+            out.append(
+                f"{path}.mimeType: Unsupported MIME type: {mime} (images: "
+                f"{', '.join(sorted(GEMINI_IMAGE_TYPES))})"
+            )
 
 
 def _turns(contents: list[Any], path: str, out: Violations) -> None:

@@ -1,7 +1,8 @@
 """Local emulators of the AI vendors' APIs (docs/emulators.md): `build_emulators` mounts one
 per catalog provider, each under its own path prefix, on one loopback server, with the models
-the catalog says it serves. `make run` starts them and points every provider's endpoint at
-them (catalog/data/environments/local.toml)."""
+the catalog routes to it (every lane's `provider_model_id`; an emulator refuses any other
+model as its vendor does), and for the OpenAI-format ones which of those embed. `make run`
+starts them and points every provider's endpoint at them (catalog/data/environments/local.toml)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Any
 
 from batchroute.catalog import builtin_catalog
 from batchroute.config import Settings
-from batchroute.domain.catalog.catalog import Catalog
+from batchroute.domain.catalog.catalog import Catalog, Lane
 from batchroute_tools.emulators.anthropic import AnthropicEmulator
 from batchroute_tools.emulators.bedrock import BedrockEmulator
 from batchroute_tools.emulators.behaviour import Behaviour, EmulatorConfig
@@ -27,7 +28,24 @@ HOSTS_WITH_BATCHES = frozenset({"together"})
 
 
 def _models(catalog: Catalog, slug: str) -> tuple[str, ...]:
-    return tuple(lane.provider_model_id for lane in catalog.lanes if lane.provider == slug)
+    """The models the catalog routes to provider `slug`, as the vendor names them."""
+    return tuple(dict.fromkeys(_vendor_name(lane) for lane in catalog.lanes if lane.provider == slug))
+
+
+def _vendor_name(lane: Lane) -> str:
+    """The model as the service names it to the vendor (services/workflow/runner.py)."""
+    return lane.provider_model_id or lane.model
+
+
+def _embedding_models(catalog: Catalog, slug: str) -> tuple[str, ...]:
+    """Those of `_models` the catalog sends embeddings to."""
+    return tuple(
+        dict.fromkeys(
+            _vendor_name(lane)
+            for lane in catalog.lanes
+            if lane.provider == slug and "embeddings" in lane.operations
+        )
+    )
 
 
 def build_vendors(
@@ -44,6 +62,7 @@ def build_vendors(
             provider="openai",
             prefix="/openai",
             models=_models(catalog, "openai"),
+            embedding_models=_embedding_models(catalog, "openai"),
             clock=clock,
         ).vendor,
         AnthropicEmulator(
@@ -64,6 +83,7 @@ def build_vendors(
                 provider=slug,
                 prefix=f"/hosts/{slug}",
                 models=_models(catalog, slug),
+                embedding_models=_embedding_models(catalog, slug),
                 batch=slug in HOSTS_WITH_BATCHES,
                 responses_api=False,  # the hosts speak Chat Completions only
                 clock=clock,

@@ -157,6 +157,7 @@ class Work:
     inputs: tuple[str, ...] = ()  # embeddings
     max_tokens: int = 4096
     stream: bool = False
+    dimensions: int | None = None  # embeddings: the floats a vector has (None: EMBEDDING_DIMENSIONS)
 
     @property
     def text(self) -> str:
@@ -287,8 +288,11 @@ class Behaviour:
         return Answer(pieces, finish, prompt_tokens(work.messages), len(pieces), (), digest[:12].hex())
 
     def vector(self, work: Work, text: str) -> tuple[float, ...]:
+        """A unit vector of `work.dimensions` floats (EMBEDDING_DIMENSIONS by default) from a
+        hash of the text: a shorter one is a longer one's start, normalized again, as an
+        OpenAI text-embedding-3 vector shortened with `dimensions` is."""
         seed = "\n".join((work.provider, work.model, text)).encode("utf-8", "surrogatepass")
-        raw = hashlib.shake_256(seed).digest(2 * EMBEDDING_DIMENSIONS)
+        raw = hashlib.shake_256(seed).digest(2 * (work.dimensions or EMBEDDING_DIMENSIONS))
         values = [int.from_bytes(raw[i : i + 2], "big") / 32767.5 - 1.0 for i in range(0, len(raw), 2)]
         norm = math.sqrt(sum(v * v for v in values)) or 1.0
         return tuple(round(v / norm, 6) for v in values)

@@ -16,10 +16,26 @@ Routes (under the vendor's prefix, e.g. `/openai`, `/hosts/groq`):
 
 Every request body is checked against OpenAI's OpenAPI document, the same check the adapter's
 tests use (batchroute_tools/contracts/openai.py): a body the vendor would refuse gets OpenAI's
-400 `invalid_request_error` naming the `param`. A batch input file is checked when the batch
-is created: a line that is not a request line of the batch's endpoint (not JSON, no
-`custom_id`, a repeated one, another `url`) fails the whole batch (`failed`, with `errors`);
-a line whose body is invalid gets its 400 in the error file, as OpenAI does.
+400 `invalid_request_error` naming the `param`. Then its model, when the emulator is given the
+models it serves (`models`; none: any name is served), as OpenAI answers it (`model_refusal`):
+
+- a model it does not serve: Chat Completions and Embeddings 404 `model_not_found` ("The
+  model `<m>` does not exist or you do not have access to it.", `param` null), the Responses
+  API 400 `model_not_found` ("The requested model '<m>' does not exist.", `param` "model");
+- a chat model sent to `/v1/embeddings` (one not in `embedding_models`): 403 "You are not
+  allowed to generate embeddings from this model";
+- `dimensions` for a model that cannot shorten its vectors (OpenAI: "Only supported in
+  text-embedding-3 and later models"; `takes_dimensions`), whatever `models` says: 400 "This
+  model does not support specifying dimensions.".
+
+Embeddings read `input` as OpenAI does: a string is one input, an array of token ids too; an
+array of strings or of token arrays is one input each. A vector has `dimensions` floats when
+the body asks (16 otherwise, behaviour.py).
+
+A batch input file is checked when the batch is created: a line that is not a request line of
+the batch's endpoint (not JSON, no `custom_id`, a repeated one, another `url`) fails the whole
+batch (`failed`, with `errors`); a line whose body is invalid, or whose model is refused, gets
+the answer its request would get alone (the 400, 403 or 404) in the error file, as OpenAI does.
 
 Answers follow OpenAI's document: required fields always (null where it allows), optional
 ones left out when there is nothing to say; tests parse every answer with the official
@@ -36,6 +52,7 @@ reads it line by line when it runs, writing its output and error lines to files 
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 import uuid
@@ -44,7 +61,7 @@ from dataclasses import dataclass, field, replace
 from email.parser import BytesParser
 from email.policy import HTTP
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import batchroute_tools.emulators.openai_responses as openai_responses
 from batchroute_tools.contracts.openai import BATCH_URLS, Violation, line_shape_violations, violations
@@ -59,6 +76,30 @@ Clock = Callable[[], float]  # seconds since the epoch
 CHAT_URL = "/v1/chat/completions"
 RESPONSES_URL = "/v1/responses"
 EMBEDDINGS_URL = "/v1/embeddings"
+# OpenAI's `dimensions`: "Only supported in text-embedding-3 and later models".
+_SHORTENING_MODEL = re.compile(r"text-embedding-(\d+)(?!\d)")
+# A model named like an embedding model (when `embedding_models` is not given).
+_EMBEDDING_NAME = re.compile(r"embed|bge", re.IGNORECASE)
+
+
+def takes_dimensions(model: str) -> bool:
+    """Whether OpenAI's embeddings take `dimensions` for `model`: text-embedding-3 and later
+    (not text-embedding-ada-002, nor a host's model such as BAAI/bge-large-en-v1.5)."""
+    found = _SHORTENING_MODEL.match(model)
+    return found is not None and int(found.group(1)) >= 3
+
+
+def embedding_inputs(value: object) -> tuple[str, ...]:
+    """An embeddings body's `input` as OpenAI reads it, one text per input: a string is one
+    input, and so is an array of token ids ("the array of integers that will be turned into an
+    embedding"); an array of strings or of token arrays is one input each (token ids as JSON)."""
+    if isinstance(value, list) and value and not all(_token_id(v) for v in value):
+        return tuple(v if isinstance(v, str) else json.dumps(v) for v in value)
+    return (value if isinstance(value, str) else json.dumps(value),)
+
+
+def _token_id(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def stopped(answer: Answer, stop: object) -> Answer:
@@ -77,6 +118,9 @@ def stopped(answer: Answer, stop: object) -> Answer:
         pieces.append(piece[:left])
         left -= len(piece)
     return replace(answer, pieces=tuple(pieces), finish="stop", completion_tokens=len(pieces))
+
+
+INVALID: Final = "invalid_request_error"
 
 
 def error_body(
@@ -169,6 +213,7 @@ class OpenAIEmulator:
         provider: str,
         prefix: str,
         models: tuple[str, ...] = (),
+        embedding_models: tuple[str, ...] | None = None,
         batch: bool = True,
         responses_api: bool = True,
         clock: Clock = time.time,
@@ -176,7 +221,13 @@ class OpenAIEmulator:
     ) -> None:
         self.behaviour = behaviour
         self.provider = provider
-        self.models = models
+        self.models = models  # () serves any model name
+        # the models of `models` that embed (the others chat); None: those named so
+        self.embedding_models = (
+            tuple(m for m in models if _EMBEDDING_NAME.search(m))
+            if embedding_models is None
+            else embedding_models
+        )
         self.clock = clock
         self.prompt_cache = prompt_cache  # None: a host that reports no cached tokens
         self.cache = PromptCache(clock)
@@ -206,10 +257,13 @@ class OpenAIEmulator:
     # -- chat and embeddings ------------------------------------------------------------
     def work(self, body: Mapping[str, Any], *, path: str) -> Work:
         if path.endswith("/embeddings"):
-            value = body.get("input")
-            inputs = tuple(value) if isinstance(value, list) else (value,)
+            dimensions = body.get("dimensions")
             return Work(
-                self.provider, str(body.get("model")), "embeddings", inputs=tuple(str(i) for i in inputs)
+                self.provider,
+                str(body.get("model")),
+                "embeddings",
+                inputs=embedding_inputs(body.get("input")),
+                dimensions=dimensions if _token_id(dimensions) else None,
             )
         if path.endswith("/responses"):
             return Work(
@@ -230,13 +284,36 @@ class OpenAIEmulator:
             stream=bool(body.get("stream")),
         )
 
+    def model_refusal(self, url: str, body: Mapping[str, Any]) -> tuple[int, dict[str, Any]] | None:
+        """OpenAI's answer (status, error body) to a request to `url` (its API's path) whose
+        model this account cannot use so: one it does not serve, a chat model asked for
+        embeddings, `dimensions` for a model without them (module doc); None when it can."""
+        model = str(body.get("model"))
+        if self.models and model not in self.models:
+            if url == RESPONSES_URL:
+                message = f"The requested model '{model}' does not exist."
+                return 400, error_body(message, kind=INVALID, code="model_not_found", param="model")
+            message = f"The model `{model}` does not exist or you do not have access to it."
+            return 404, error_body(message, kind=INVALID, code="model_not_found")
+        if url != EMBEDDINGS_URL:
+            return None
+        if self.models and model not in self.embedding_models:
+            return 403, error_body("You are not allowed to generate embeddings from this model", kind=INVALID)
+        if "dimensions" in body and not takes_dimensions(model):
+            return 400, error_body("This model does not support specifying dimensions.", kind=INVALID)
+        return None
+
     def _admit(self, request: Request, operation: str) -> Reply | tuple[dict[str, Any], Work, Fault | None]:
         """The request's body, work and fault; or the answer that ends it now: OpenAI's 400
-        for a body its contract refuses, a silent host, or a fault answered at once."""
+        for a body its contract refuses, its refusal of the model, a silent host, or a fault
+        answered at once."""
         body = request.json()
         refused = violations(operation, body)
         if refused:
             return invalid_reply(refused[0])
+        model_refused = self.model_refusal(request.path, body)
+        if model_refused is not None:
+            return Reply.json(*model_refused)
         work = self.work(body, path=request.path)
         fault = self.behaviour.fault(work)
         if fault is not None and fault.kind == "timeout":
@@ -348,6 +425,9 @@ class OpenAIEmulator:
         refused = violations("embeddings", body)
         if refused:
             return invalid_reply(refused[0])
+        model_refused = self.model_refusal(EMBEDDINGS_URL, body)
+        if model_refused is not None:
+            return Reply.json(*model_refused)
         work = self.work(body, path=request.path)
         fault = self.behaviour.fault(work)
         if fault is not None and (refusal := fault_reply(fault)) is not None:
@@ -551,12 +631,17 @@ class OpenAIEmulator:
         """One input line's output (or error) line; None when the job expires before it."""
         custom_id, body = line.get("custom_id"), line.get("body") or {}
         request_id = f"req_{uuid.uuid4().hex[:24]}"
-        refused = violations(BATCH_URLS[str(line.get("url"))], body)
-        if refused:  # the vendor answers the line's request as it would alone: a 400
+        url = str(line.get("url"))
+        refused = violations(BATCH_URLS[url], body)
+        # the vendor answers the line's request as it would alone: a 400 for its body, its
+        # refusal of the model (404, 403 or 400)
+        answered = (400, invalid_body(refused[0])) if refused else self.model_refusal(url, body)
+        if answered is not None:
+            status, error = answered
             row = {
                 "id": f"batch_req_{uuid.uuid4().hex[:24]}",
                 "custom_id": custom_id,
-                "response": {"status_code": 400, "request_id": request_id, "body": invalid_body(refused[0])},
+                "response": {"status_code": status, "request_id": request_id, "body": error},
                 "error": None,
             }
             return "error", (json.dumps(row) + "\n").encode()

@@ -50,6 +50,7 @@ from batchroute_tools.emulators.openai import OpenAIEmulator
 from batchroute_tools.emulators.server import EmulatorServer
 
 MODEL = "gpt-4o-mini-2024-07-18"
+EMBEDDER = "text-embedding-3-small"
 
 
 @pytest.fixture(scope="module")
@@ -57,13 +58,13 @@ def server() -> Iterator[EmulatorServer]:
     behaviour = Behaviour(EmulatorConfig(batch_seconds=0.3, ttft_seconds=0.01))
     vendors = [
         OpenAIEmulator(
-            behaviour, provider="openai", prefix="/openai", models=(MODEL,), responses_api=True
+            behaviour, provider="openai", prefix="/openai", models=(MODEL, EMBEDDER), responses_api=True
         ).vendor,
         OpenAIEmulator(
             behaviour,
             provider="groq",
             prefix="/hosts/groq",
-            models=("llama",),
+            models=("llama", MODEL),  # the host tests send the same items
             batch=False,
             responses_api=False,
         ).vendor,
@@ -89,7 +90,10 @@ def endpoint(server: EmulatorServer, *, host: bool = False) -> ProviderEndpoint:
 def request(
     text: str, *, operation: str = "responses", custom_id: str = "seq-0", **input_: Any
 ) -> ProviderRequest:
-    body = {"input": text} if operation == "embeddings" else {"messages": [{"role": "user", "content": text}]}
+    if operation == "embeddings":
+        body: dict[str, Any] = {"input": text}
+        return ProviderRequest(custom_id, "item", operation, EMBEDDER, EMBEDDER, {**body, **input_}, 0)  # type: ignore[arg-type]
+    body = {"messages": [{"role": "user", "content": text}]}
     return ProviderRequest(custom_id, "item", operation, "gpt-4o-mini", MODEL, {**body, **input_}, 32)  # type: ignore[arg-type]
 
 
@@ -122,14 +126,16 @@ def test_chat_answers_parse_as_the_sdk_types(sdk: openai.OpenAI) -> None:
 
 
 def test_embeddings_files_batches_and_models_parse_as_the_sdk_types(sdk: openai.OpenAI) -> None:
-    embedded = sdk.embeddings.create(model="text-embedding-3-small", input=["a", "b"])
+    embedded = sdk.embeddings.create(model=EMBEDDER, input=["a", "b"])
     assert isinstance(embedded, CreateEmbeddingResponse) and [d.index for d in embedded.data] == [0, 1]
     CreateEmbeddingResponse.model_validate(
-        httpx.post(str(sdk.base_url) + "embeddings", json={"model": "m", "input": "a"}).json()
+        httpx.post(str(sdk.base_url) + "embeddings", json={"model": EMBEDDER, "input": "a"}).json()
     )
+    tokens = sdk.embeddings.create(model=EMBEDDER, input=[1212, 318, 257], dimensions=8)
+    assert [len(d.embedding) for d in tokens.data] == [8]  # an array of token ids is one input
     line = (
         b'{"custom_id": "r1", "method": "POST", "url": "/v1/chat/completions", "body": '
-        b'{"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "x"}]}}\n'
+        b'{"model": "gpt-4o-mini-2024-07-18", "messages": [{"role": "user", "content": "x"}]}}\n'
     )
     file = sdk.files.create(file=("in.jsonl", line), purpose="batch")
     assert isinstance(file, FileObject) and file.purpose == "batch"
@@ -145,7 +151,7 @@ def test_embeddings_files_batches_and_models_parse_as_the_sdk_types(sdk: openai.
     assert done.request_counts.completed == 1
     assert sdk.files.content(done.output_file_id).text.count("\n") == 1
     assert sdk.files.delete(file.id).deleted
-    assert [m.id for m in sdk.models.list()] == [MODEL]
+    assert [m.id for m in sdk.models.list()] == [MODEL, EMBEDDER]
     cancelled = sdk.batches.cancel(
         sdk.batches.create(
             input_file_id=sdk.files.create(file=("i.jsonl", line), purpose="batch").id,
@@ -214,6 +220,14 @@ def test_errors_are_the_sdks_typed_errors(sdk: openai.OpenAI) -> None:
     assert limited.value.response.headers["retry-after-ms"] == "200"
     with pytest.raises(openai.NotFoundError):
         sdk.batches.retrieve("batch_unknown")
+    with pytest.raises(openai.NotFoundError) as unknown:
+        sdk.chat.completions.create(model="gpt-9", messages=[{"role": "user", "content": "x"}])
+    assert unknown.value.code == "model_not_found"
+    with pytest.raises(openai.BadRequestError) as unknown_response:
+        sdk.responses.create(model="gpt-9", input="x")
+    assert (unknown_response.value.code, unknown_response.value.param) == ("model_not_found", "model")
+    with pytest.raises(openai.PermissionDeniedError):
+        sdk.embeddings.create(model=MODEL, input="x")  # a chat model
 
 
 # -- (b) what OpenAI refuses, the emulator refuses as OpenAI does ----------------------------------
@@ -290,7 +304,9 @@ def test_responses_and_embeddings_bodies_are_checked_too(server: EmulatorServer)
         httpx.post(base + "/responses", json={"model": MODEL, "input": "x", "tools": [flat]}).status_code
         == 200
     )
-    assert _refusal(httpx.post(base + "/embeddings", json={"model": "m", "input": []}))["param"] == "input"
+    assert (
+        _refusal(httpx.post(base + "/embeddings", json={"model": EMBEDDER, "input": []}))["param"] == "input"
+    )
     assert (
         httpx.post(
             server.base_url + "/hosts/groq/v1/responses", json={"model": "m", "input": "x"}

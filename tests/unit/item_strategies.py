@@ -1,9 +1,11 @@
 """Hypothesis strategies for batch items across everything the preflight accepts
 (domain/routing/items.py `read_item`): both chat dialects (chat-completions `messages`, the
 Responses API's `input` with function_call / function_call_output items), every message
-role and content part, images by URL, function tools and tool_choice in both dialects,
-hosted tools, structured output (`response_format` and `text.format`), stop lists,
-sampling options (temperature, top_p), output limits, and embeddings inputs.
+role and content part, images by URL, function tools (uniquely named) and tool_choice in
+both dialects, hosted tools, tool-call history with or without the tools declared,
+structured output (`response_format` and `text.format`, with or without a description and
+strict), stop lists, sampling options (temperature, top_p), output limits, and embeddings
+inputs (a string, or one kind per list: strings, token ids or token arrays).
 
 Items are built valid by construction; `accepted_items()` still keeps only what
 `read_item` accepts, so a strategy that drifts wider than the preflight cannot make the
@@ -30,6 +32,9 @@ IMAGE_URLS = st.sampled_from(
         "https://images.example.org/a/b.jpg?size=large",
         "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGNgYGD4DwABBAEAwS2OUAAAAABJRU5ErkJggg==",
         "data:image/jpeg;base64,/9j/4AAQSkZJRgABAQEASABIAAD/2wBDAP8=",
+        # Gemini cannot be sent these (no type told; a GIF): they need `any_image_type`
+        "https://example.com/render?id=3",
+        "https://example.com/a.gif",
     ]
 )
 HOSTED_TOOL_DECLARATIONS = st.sampled_from(
@@ -154,7 +159,8 @@ def tool_rounds(draw: st.DrawFn, functions: list[str], responses_dialect: bool) 
 @st.composite
 def conversations(draw: st.DrawFn, *, images: bool, functions: list[str], responses_dialect: bool) -> Any:
     """A user turn first; then maybe an assistant answer and another user turn; maybe a tool
-    round (calls of declared functions and their answers); the last turn a user's or a tool's."""
+    round (calls of `functions`, declared or not, and their answers); the last turn a user's
+    or a tool's."""
     turns: list[dict[str, Any]] = []
     if draw(st.booleans()):
         role = draw(st.sampled_from(["system", "developer"]))
@@ -190,7 +196,9 @@ def output_formats(draw: st.DrawFn, responses_dialect: bool) -> dict[str, Any]:
         return {"text": {"format": fmt}} if responses_dialect else {"response_format": fmt}
     spec: dict[str, Any] = {"name": draw(NAMES), "schema": draw(object_schemas())}
     if draw(st.booleans()):
-        spec["strict"] = draw(st.booleans())
+        spec["description"] = draw(TEXT)
+    if draw(st.booleans()):
+        spec["strict"] = draw(st.booleans() | st.none())
     if responses_dialect:
         return {"text": {"format": {"type": "json_schema", **spec}}}
     return {"response_format": {"type": "json_schema", "json_schema": spec}}
@@ -201,12 +209,18 @@ def chat_inputs(draw: st.DrawFn, *, images: bool) -> dict[str, Any]:
     responses_dialect = draw(st.booleans())
     # Tools and images narrow the lanes an item can go to: each in about a third of the
     # items, so the plain ones reach every lane of their model too.
+    # Function names are unique: Anthropic, Bedrock and Gemini refuse one declared twice.
     functions = draw(st.lists(NAMES, max_size=2, unique=True)) if draw(st.integers(0, 2)) == 0 else []
     tools: list[dict[str, Any]] = [draw(function_tools(name)) for name in functions]
     hosted = draw(st.lists(HOSTED_TOOL_DECLARATIONS, max_size=2)) if draw(st.integers(0, 2)) == 0 else []
     tools += hosted
+    # A conversation may hold calls of functions the item no longer declares (its history):
+    # it still needs a lane with tool calling.
+    called = functions or (
+        draw(st.lists(NAMES, min_size=1, max_size=2, unique=True)) if draw(st.booleans()) else []
+    )
     body: dict[str, Any] = {}
-    talk = draw(conversations(images=images, functions=functions, responses_dialect=responses_dialect))
+    talk = draw(conversations(images=images, functions=called, responses_dialect=responses_dialect))
     body["input" if responses_dialect else "messages"] = talk
     if draw(st.booleans()):
         body[draw(st.sampled_from(["system", "instructions"]))] = draw(TEXT)
@@ -235,9 +249,11 @@ def chat_inputs(draw: st.DrawFn, *, images: bool) -> dict[str, Any]:
 
 @st.composite
 def embedding_inputs(draw: st.DrawFn) -> dict[str, Any]:
+    # One kind per list (OpenAI's CreateEmbeddingRequest.input): a list mixing them is refused.
     value = draw(
         TEXT
         | st.lists(TEXT, min_size=1, max_size=3)
+        | st.lists(st.integers(0, 50_000), min_size=1, max_size=4)
         | st.lists(st.lists(st.integers(0, 50_000), min_size=1, max_size=4), min_size=1, max_size=2)
     )
     body: dict[str, Any] = {draw(st.sampled_from(["input", "text"])): value}

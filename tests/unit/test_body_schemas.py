@@ -630,6 +630,11 @@ _ITEM_VALUES: dict[str, st.SearchStrategy[Any]] = {
     | _scalars,
     "max_output_tokens": _scalars,
     "colour": _scalars,
+    # the version an item's preset expanded (`name@N`): nothing else, not a bare name
+    "preset_version": st.sampled_from(
+        ["triage@1", "triage", "triage@0", "Triage@1", "evil@1\r\nx", 3, ["triage@1"], None]
+    )
+    | _scalars,
 }
 
 
@@ -660,6 +665,8 @@ def test_an_embedding_inputs_schema_admits_what_the_item_reader_accepts(case: tu
 
 
 @settings(max_examples=200)
+@example(("preset_version", "triage"))  # was accepted as any value (a bare name, a number)
+@example(("preset_version", 3))
 @given(_draw_case(_ITEM_VALUES))
 def test_an_items_schema_admits_what_the_item_reader_accepts(case: tuple[str, Any]) -> None:
     name, value = case

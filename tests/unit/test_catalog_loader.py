@@ -102,7 +102,7 @@ def test_a_float_price_fails_naming_the_file_row_and_key(tmp_path: Path) -> None
         ),
         (
             "lanes.toml",
-            'runtime_capabilities = ["vision"]',
+            'runtime_capabilities = ["vision", "any_image_type"]',
             'runtime_capabilities = ["vision", "reasoning"]',
             ("runtime_capabilities", "cannot do all of"),
         ),
@@ -129,8 +129,8 @@ def test_a_float_price_fails_naming_the_file_row_and_key(tmp_path: Path) -> None
         ),
         (
             "models.toml",
-            'operations = ["embeddings"]\nruntime_capabilities = []\n\n[models."claude-3-5-haiku"]',
-            'operations = "embeddings"\nruntime_capabilities = []\n\n[models."claude-3-5-haiku"]',
+            'operations = ["embeddings"]\nruntime_capabilities = ["embedding_dimensions"]',
+            'operations = "embeddings"\nruntime_capabilities = ["embedding_dimensions"]',
             ("models.toml, models.text-embedding-3-small: operations", "list of non-blank strings"),
         ),
         (

@@ -112,6 +112,9 @@ def test_missing_fields_are_each_reported_with_their_path() -> None:
         (item(0, required_tools=["web_search", "teleport"]), "items[0].required_tools[1]"),
         (item(0, max_output_tokens=0), "items[0].max_output_tokens"),
         (item(0, max_output_tokens=True), "items[0].max_output_tokens"),
+        (item(0, preset_version="triage"), "items[0].preset_version"),
+        (item(0, preset_version="triage@1@2"), "items[0].preset_version"),
+        (item(0, preset_version=3), "items[0].preset_version"),
         (item(0, input=messages(max_tokens="many")), "items[0].input.max_tokens"),
         (item(0, input=messages(tools={"type": "web_search"})), "items[0].input.tools"),
         (item(0, input=messages(tools=[{"name": "x"}])), "items[0].input.tools[0].type"),
@@ -123,6 +126,14 @@ def test_invalid_fields_are_reported_with_their_path(raw: Any, path: str) -> Non
     result = checked([raw])
     assert [(i.category, i.path) for i in result.errors] == [("jsonl_shape", path)]
     assert result.errors[0].code in ("invalid_field", "missing_field")
+
+
+def test_an_items_preset_version_is_one_preset_version() -> None:
+    """An item's preset_version is recorded as the version its preset expanded and shown as its
+    preset: `name@N` only (null is absent)."""
+    assert checked([item(0, preset_version="triage@1"), item(1, preset_version=None)]).ok
+    result = checked([item(0, preset_version="triage@1\r\nx")])
+    assert codes(result) == [("jsonl_shape", "invalid_field", "items[0].preset_version")]
 
 
 def test_duplicate_customer_item_ids_point_at_the_first_use() -> None:
@@ -239,10 +250,71 @@ def test_function_tools_need_a_lane_with_tool_calling() -> None:
     assert codes(result) == [("tool_support", "capability_not_supported", "items[0].input")]
 
 
+def test_tool_call_history_needs_a_lane_with_tool_calling_even_without_tools() -> None:
+    history = [
+        {"role": "user", "content": "Weather?"},
+        {"type": "function_call", "call_id": "c1", "name": "lookup", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c1", "output": "sunny"},
+    ]
+    result = checked([item(0, input={"input": history})])
+    assert codes(result) == [("tool_support", "capability_not_supported", "items[0].input")]
+    assert "tool calls and answers in the conversation" in result.errors[0].message
+
+
 def test_images_in_a_responses_item_need_a_vision_lane() -> None:
     part = {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}}
     result = checked([item(0, input={"messages": [{"role": "user", "content": [part]}]})])
     assert codes(result) == [("tool_support", "capability_not_supported", "items[0].input")]
+
+
+def _builtin_preflight() -> Preflight:
+    from batchroute.catalog import builtin_catalog
+    from batchroute.catalog.environments import load_deployment
+
+    return Preflight(load_deployment(builtin_catalog(), "local").catalog)
+
+
+def _embedding(index: int, model: str, **extra: Any) -> dict[str, Any]:
+    return item(index, model=model, operation="embeddings", input={"input": "a sentence", **extra})
+
+
+def test_dimensions_need_a_model_that_shortens_its_vectors_up_to_its_size() -> None:
+    """OpenAI's `dimensions` is "only supported in text-embedding-3 and later models" (vLLM's
+    hosts refuse it too): BAAI/bge-large-en-v1.5 has no lane for it; text-embedding-3-small
+    takes 1-1536."""
+    preflight = _builtin_preflight()
+    preflight.add_item(0, _embedding(0, "text-embedding-3-small", dimensions=1536))
+    preflight.add_item(1, _embedding(1, "text-embedding-3-small", dimensions=1537))
+    preflight.add_item(2, _embedding(2, "BAAI/bge-large-en-v1.5"))
+    preflight.add_item(3, _embedding(3, "BAAI/bge-large-en-v1.5", dimensions=256))
+    result = preflight.result()
+    assert codes(result) == [
+        ("jsonl_shape", "invalid_field", "items[1].input.dimensions"),
+        ("tool_support", "capability_not_supported", "items[3].input"),
+    ]
+    assert result.errors[0].details == {"max_dimensions": 1536}
+    assert "embedding_dimensions" in result.errors[1].message
+
+
+def test_an_image_gemini_cannot_take_has_no_lane_of_a_gemini_model() -> None:
+    """Gemini must be told an image's type and takes only its own: an untyped URL or a GIF needs
+    `any_image_type`, which no lane of a Gemini model offers (the other vision models' do)."""
+    preflight = _builtin_preflight()
+    for index, (model, url) in enumerate(
+        [
+            ("gemini-2.0-flash", "https://example.com/cat.png"),
+            ("gemini-2.0-flash", "https://example.com/a.gif"),
+            ("gpt-4o-mini", "https://example.com/render?id=3"),
+        ]
+    ):
+        part = {"type": "image_url", "image_url": {"url": url}}
+        raw = item(
+            index, model=model, operation="vision", input={"messages": [{"role": "user", "content": [part]}]}
+        )
+        preflight.add_item(index, raw)
+    result = preflight.result()
+    assert codes(result) == [("tool_support", "capability_not_supported", "items[1].input")]
+    assert "any_image_type" in result.errors[0].message
 
 
 # -- json_schema -----------------------------------------------------------------------------

@@ -66,6 +66,34 @@ def test_images_need_vision_except_on_the_vision_operation_itself() -> None:
     assert facts_of(item(0, operation="vision", input=body)).capabilities == frozenset()
 
 
+@pytest.mark.parametrize(
+    ("url", "needs"),
+    [
+        ("https://example.com/a.png", False),
+        ("https://example.com/a.JPEG?size=2", False),
+        ("data:image/webp;base64,UklGRg==", False),
+        ("https://example.com/render?id=3", True),  # no type told: Gemini cannot be sent it
+        ("https://example.com/a.gif", True),  # a type Gemini does not take
+        ("data:image/gif;base64,R0lGODlh", True),
+    ],
+)
+def test_an_image_gemini_cannot_take_needs_any_image_type_on_both_operations(url: str, needs: bool) -> None:
+    part = {"type": "input_image", "image_url": url}
+    other = {"type": "image_url", "image_url": {"url": "https://example.com/b.png"}}
+    body = {"messages": [{"role": "user", "content": [other, part]}]}
+    expected = {"any_image_type"} if needs else set()
+    assert facts_of(item(0, input=body)).capabilities == frozenset({"vision", *expected})
+    assert facts_of(item(0, operation="vision", input=body)).capabilities == frozenset(expected)
+
+
+def test_dimensions_need_embedding_dimensions_and_are_kept() -> None:
+    embed = {"customer_item_id": "e", "operation": "embeddings", "model": "m"}
+    facts = facts_of({**embed, "input": {"input": "x", "dimensions": 256}})
+    assert (facts.capabilities, facts.dimensions) == (frozenset({"embedding_dimensions"}), 256)
+    facts = facts_of({**embed, "input": {"input": "x"}})
+    assert (facts.capabilities, facts.dimensions) == (frozenset(), 0)
+
+
 def test_responses_api_message_lists_and_tool_outputs_are_read() -> None:
     body = {
         "input": [
@@ -358,3 +386,202 @@ def test_embeddings_inputs_every_vendor_takes(input_: dict[str, Any], expected: 
     assert expected in problems_of(input_, operation="embeddings")
     assert problems_of({"input": [[1, 2], [3]], "dimensions": 8}, operation="embeddings") == []
     assert problems_of({"input": None, "text": "b"}, operation="embeddings") == []  # null: left out
+
+
+# -- found by the vendor-contract review: accepted here, refused by a vendor ------------------------
+def issues_of(input_: dict[str, Any], *, operation: str = "responses") -> list[tuple[str, str, str]]:
+    facts, problems = read_item(item(0, operation=operation, input=input_))
+    assert (facts is None) == bool(problems)
+    return [(p.category, p.code, p.field) for p in problems]
+
+
+OUT_SCHEMA = {"type": "object", "properties": {"label": {"type": "string"}}}
+
+
+@pytest.mark.parametrize(
+    "fmt",
+    [
+        {"response_format": {"type": "json_object"}},
+        {"response_format": {"type": "text"}},
+        {
+            "response_format": {
+                "type": "json_schema",
+                "json_schema": {
+                    "name": "out",
+                    "description": "A label.",
+                    "schema": OUT_SCHEMA,
+                    "strict": True,
+                },
+            }
+        },
+        {
+            "response_format": {
+                "type": "json_schema",
+                "json_schema": {"name": "out", "schema": OUT_SCHEMA, "strict": None},
+            }
+        },
+        {
+            "text": {
+                "format": {
+                    "type": "json_schema",
+                    "name": "out",
+                    "description": "d",
+                    "schema": OUT_SCHEMA,
+                    "strict": False,
+                }
+            }
+        },
+    ],
+)
+def test_a_structured_output_format_with_openais_keys_is_accepted(fmt: dict[str, Any]) -> None:
+    assert issues_of(chat_input(**fmt)) == []
+
+
+@pytest.mark.parametrize(
+    ("fmt", "expected"),
+    [
+        # OpenAI's ResponseFormatJsonObject and ResponseFormatText declare only `type`
+        (
+            {"response_format": {"type": "json_object", "strict": True}},
+            ("jsonl_shape", "unsupported_parameter", "input.response_format.strict"),
+        ),
+        (
+            {"response_format": {"type": "text", "schema": OUT_SCHEMA}},
+            ("jsonl_shape", "unsupported_parameter", "input.response_format.schema"),
+        ),
+        # ResponseFormatJsonSchema: {type, json_schema: {name, description?, schema?, strict?}}
+        (
+            {
+                "response_format": {
+                    "type": "json_schema",
+                    "json_schema": {"name": "out", "schema": OUT_SCHEMA},
+                    "strict": True,
+                }
+            },
+            ("jsonl_shape", "unsupported_parameter", "input.response_format.strict"),
+        ),
+        (
+            {
+                "response_format": {
+                    "type": "json_schema",
+                    "json_schema": {"name": "out", "schema": OUT_SCHEMA, "additionalProperties": False},
+                }
+            },
+            (
+                "jsonl_shape",
+                "unsupported_parameter",
+                "input.response_format.json_schema.additionalProperties",
+            ),
+        ),
+        (
+            {
+                "response_format": {
+                    "type": "json_schema",
+                    "json_schema": {"name": "out", "schema": OUT_SCHEMA, "strict": "yes"},
+                }
+            },
+            ("json_schema", "json_schema_invalid", "input.response_format.json_schema.strict"),
+        ),
+        (
+            {
+                "response_format": {
+                    "type": "json_schema",
+                    "json_schema": {"name": "out", "schema": OUT_SCHEMA, "description": 3},
+                }
+            },
+            ("json_schema", "json_schema_invalid", "input.response_format.json_schema.description"),
+        ),
+        # the Responses API's text.format, the same keys written flat
+        (
+            {"text": {"format": {"type": "json_schema", "name": "out", "schema": OUT_SCHEMA, "strict": 1}}},
+            ("json_schema", "json_schema_invalid", "input.text.format.strict"),
+        ),
+        (
+            {
+                "text": {
+                    "format": {"type": "json_schema", "name": "out", "schema": OUT_SCHEMA, "json_schema": {}}
+                }
+            },
+            ("jsonl_shape", "unsupported_parameter", "input.text.format.json_schema"),
+        ),
+        (
+            {"text": {"format": {"type": "json_object", "name": "out"}}},
+            ("jsonl_shape", "unsupported_parameter", "input.text.format.name"),
+        ),
+    ],
+)
+def test_a_structured_output_format_takes_only_openais_keys_and_types(
+    fmt: dict[str, Any], expected: tuple[str, str, str]
+) -> None:
+    assert issues_of(chat_input(**fmt)) == [expected]
+
+
+@pytest.mark.parametrize(
+    "tools",
+    [
+        [WEATHER_FLAT, {**WEATHER_FLAT, "description": "again"}],
+        [WEATHER_CHAT, WEATHER_FLAT],  # the same name in either dialect
+    ],
+)
+def test_a_function_name_is_declared_once(tools: list[dict[str, Any]]) -> None:
+    # Anthropic, Bedrock and Gemini refuse a tool name declared twice
+    assert issues_of(chat_input(tools=tools)) == [("jsonl_shape", "invalid_field", "input.tools[1]")]
+    assert issues_of(chat_input(tools=[WEATHER_FLAT, {**WEATHER_FLAT, "name": "get_time"}])) == []
+
+
+@pytest.mark.parametrize(
+    "mixed",
+    [["hello", 5], ["hello", [1, 2]], [5, [1, 2]], [[1, 2], "hello"], [[1], 5], ["hello", 5, [1, 2]]],
+)
+def test_an_embeddings_list_holds_one_kind_of_input(mixed: list[Any]) -> None:
+    # CreateEmbeddingRequest.input: a string, [string], [integer] or [[integer]]
+    assert issues_of({"input": mixed}, operation="embeddings") == [
+        ("jsonl_shape", "invalid_field", "input.input")
+    ]
+    for one_kind in (["hello", "world"], [5, 6], [[1, 2], [3]]):
+        assert issues_of({"input": one_kind}, operation="embeddings") == []
+    ids, arrays = ({"input": [5, 6, 7]}, {"input": [[5, 6], [7]]})  # one token per id either way
+    assert facts_of(item(0, operation="embeddings", input=ids)).prompt_tokens == (
+        facts_of(item(0, operation="embeddings", input=arrays)).prompt_tokens
+    )
+
+
+TOOL_HISTORY = [
+    {
+        "messages": [
+            {"role": "user", "content": "Weather?"},
+            {
+                "role": "assistant",
+                "tool_calls": [
+                    {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}
+                ],
+            },
+            {"role": "tool", "tool_call_id": "c1", "content": "sunny"},
+        ]
+    },
+    {
+        "input": [
+            {"role": "user", "content": "Weather?"},
+            {"type": "function_call", "call_id": "c1", "name": "get_weather", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "c1", "output": "sunny"},
+        ]
+    },
+]
+
+
+@pytest.mark.parametrize("history", TOOL_HISTORY)
+def test_tool_call_history_needs_tool_calling_even_with_no_tools_declared(history: dict[str, Any]) -> None:
+    # Bedrock's Llama batch prompt (a lane without tool_calling) has no place for tool turns
+    assert facts_of(item(0, input=history)).capabilities == frozenset({"tool_calling"})
+    assert facts_of(item(0, input={**history, "tools": [WEATHER_FLAT]})).capabilities == frozenset(
+        {"tool_calling"}
+    )
+    # turns that are not plain {role, content} but hold no tool call need nothing
+    plain = {
+        "input": [
+            {"type": "message", "role": "user", "content": "Hi"},
+            {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Hello"}]},
+            {"type": "message", "role": "user", "content": "Weather?"},
+        ]
+    }
+    assert facts_of(item(0, input=plain)).capabilities == frozenset()

@@ -400,7 +400,7 @@ def test_images_inline_or_by_uri() -> None:
                             {"type": "input_text", "text": "Compare these."},
                             {"type": "input_image", "image_url": "data:image/jpeg;base64,/9j/4AAQSkZJRg=="},
                             {"type": "input_image", "image_url": "https://example.com/b.png?size=large"},
-                            {"type": "input_image", "image_url": "https://example.com/render"},
+                            {"type": "input_image", "image_url": "https://example.com/c.HEIC#top"},
                         ],
                     }
                 ]
@@ -412,8 +412,28 @@ def test_images_inline_or_by_uri() -> None:
         {"text": "Compare these."},
         {"inlineData": {"mimeType": "image/jpeg", "data": "/9j/4AAQSkZJRg=="}},
         {"fileData": {"fileUri": "https://example.com/b.png?size=large", "mimeType": "image/png"}},
-        {"fileData": {"fileUri": "https://example.com/render"}},
+        {"fileData": {"fileUri": "https://example.com/c.HEIC#top", "mimeType": "image/heic"}},
     ]
+
+
+@pytest.mark.parametrize(
+    ("url", "code"),
+    [
+        # the URL tells no type: Gemini requires fileData.mimeType, and nothing here can say it
+        ("https://example.com/render?id=3", "unsupported_image_source"),
+        ("https://example.com/images/", "unsupported_image_source"),
+        ("https://example.com/cat.png.php", "unsupported_image_source"),
+        # a type Gemini does not take for images (png, jpeg, webp, heic, heif only)
+        ("https://example.com/a.gif", "unsupported_image_format"),
+        ("data:image/gif;base64,R0lGODlhAQABAAAAACw=", "unsupported_image_format"),
+        ("data:image/svg+xml,%3Csvg%3E%3C/svg%3E", "unsupported_image_format"),
+    ],
+)
+def test_an_image_gemini_cannot_be_told_the_type_of_or_does_not_take_is_refused(url: str, code: str) -> None:
+    image = {"type": "image_url", "image_url": {"url": url}}
+    with pytest.raises(PermanentProviderError) as raised:
+        transform.generate_body(request({"messages": [{"role": "user", "content": [image]}]}))
+    assert raised.value.code == code
 
 
 def test_tool_turns_hand_back_the_calls_gemini_made() -> None:
@@ -814,7 +834,7 @@ VARIED_INPUTS: list[dict[str, Any]] = [
                         "detail": "low",
                     },
                     {"type": "input_image", "image_url": "https://example.com/a.webp"},
-                    {"type": "image_url", "image_url": {"url": "data:image/svg+xml,%3Csvg%3E%3C/svg%3E"}},
+                    {"type": "image_url", "image_url": {"url": "data:image/png,%89PNG%0D%0A%1A%0A"}},
                 ],
             }
         ]
@@ -924,6 +944,23 @@ GOOD = {"contents": [{"role": "user", "parts": [{"text": "x"}]}]}
         ({"contents": [{"role": "user", "parts": [{"text": "x", "inlineData": {}}]}]}, "exactly one datum"),
         ({"contents": [{"parts": [{"thought_signature": "c2ln"}]}]}, "the REST name is 'thoughtSignature'"),
         ({"contents": [{"parts": [{"inlineData": {"mimeType": "image/png", "data": "%%"}}]}]}, "base64"),
+        (
+            {"contents": [{"parts": [{"fileData": {"fileUri": "https://e.x/render"}}]}]},
+            "mimeType is required",
+        ),
+        ({"contents": [{"parts": [{"inlineData": {"data": "iVBORw0KGgo="}}]}]}, "mimeType is required"),
+        (
+            {
+                "contents": [
+                    {"parts": [{"fileData": {"fileUri": "https://e.x/a.gif", "mimeType": "image/gif"}}]}
+                ]
+            },
+            "Unsupported MIME type: image/gif",
+        ),
+        (
+            {"contents": [{"parts": [{"inlineData": {"mimeType": "png", "data": "iVBORw0KGgo="}}]}]},
+            "is not a MIME type",
+        ),
         ({"contents": [{"parts": [{"text": None}]}]}, "null is not a value here"),
         ({"contents": []}, "contents is not specified"),
         (
@@ -1101,10 +1138,10 @@ def test_consecutive_assistant_turns_are_one_model_turn() -> None:
 
 
 def test_percent_encoded_data_urls_go_inline_as_base64() -> None:
-    image = {"type": "image_url", "image_url": {"url": "data:image/svg+xml;charset=utf-8,%3Csvg%2F%3E"}}
+    image = {"type": "image_url", "image_url": {"url": "data:image/png;name=a.png,%89PNG%0D%0A%1A%0A"}}
     body = transform.generate_body(request({"messages": [{"role": "user", "content": [image]}]}))
     assert body["contents"][0]["parts"] == [
-        {"inlineData": {"mimeType": "image/svg+xml", "data": base64.b64encode(b"<svg/>").decode()}}
+        {"inlineData": {"mimeType": "image/png", "data": base64.b64encode(b"\x89PNG\r\n\x1a\n").decode()}}
     ]
 
 

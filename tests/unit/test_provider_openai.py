@@ -163,6 +163,29 @@ def test_request_bodies() -> None:
     }
 
 
+def test_a_response_format_is_rebuilt_from_the_keys_openai_declares() -> None:
+    # The preflight refuses any other key (domain/routing/items.py); the transform forwards
+    # none it was not meant to, and a null is a key left out.
+    given = {
+        "type": "json_schema",
+        "json_schema": {"name": "a", "description": "An a.", "schema": {"type": "object"}, "strict": None},
+        "stray": 1,
+    }
+    body = transform.chat_body(request({"input": "x", "response_format": given}))
+    assert body["response_format"] == {
+        "type": "json_schema",
+        "json_schema": {"name": "a", "description": "An a.", "schema": {"type": "object"}},
+    }
+    body = transform.responses_body(request({"input": "x", "response_format": given}))
+    assert body["text"] == {
+        "format": {"type": "json_schema", "name": "a", "description": "An a.", "schema": {"type": "object"}}
+    }
+    plain = transform.chat_body(
+        request({"input": "x", "response_format": {"type": "json_object", "strict": True}})
+    )
+    assert plain["response_format"] == {"type": "json_object"}
+
+
 @pytest.mark.parametrize(
     ("input_", "path"),
     [

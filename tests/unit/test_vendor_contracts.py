@@ -32,6 +32,7 @@ from batchroute.domain.routing.gates import RouteRequest, RoutingGuards, lane_ga
 from batchroute.domain.routing.items import ModelGroup, read_item
 from batchroute.providers.base import PermanentProviderError, ProviderRequest
 from batchroute_tools.contracts import contract
+from batchroute_tools.emulators.openai import takes_dimensions
 from tests.unit.item_strategies import accepted_items
 
 DEPLOYMENT = load_deployment(builtin_catalog(), "local")  # every provider enabled, edges too
@@ -44,6 +45,7 @@ CONTENT_GATES = frozenset(
 NOW = datetime(2026, 11, 28, tzinfo=UTC)
 EXAMPLES = int(os.environ.get("CONTRACT_EXAMPLES", "60"))  # per provider
 JOB_OPERATIONS = frozenset({"batches.create", "CreateModelInvocationJob"})
+BGE = "BAAI/bge-large-en-v1.5"
 
 
 def _models() -> dict[str, list[str]]:
@@ -112,8 +114,22 @@ def violations_on(raw: dict[str, Any], lane: Lane) -> list[str]:
     return [
         f"{lane.lane_id} {operation}: {problem}"
         for operation, body in sent
-        for problem in vendor.request_violations(operation, body)
+        for problem in [*vendor.request_violations(operation, body), *_model_violations(operation, body)]
     ]
+
+
+def _model_violations(operation: str, body: Any) -> list[str]:
+    """What the document's schema cannot say: OpenAI's `dimensions` is "Only supported in
+    text-embedding-3 and later models" (the OpenAI emulator's `takes_dimensions`; vLLM refuses
+    it too)."""
+    if operation == "batch_line" and body.get("url") == "/v1/embeddings":
+        body = body.get("body")
+    elif operation != "embeddings":
+        return []
+    model = str(body.get("model"))
+    if "dimensions" in body and not takes_dimensions(model):
+        return [f"dimensions: {model} does not support specifying dimensions"]
+    return []
 
 
 def test_every_lane_with_an_endpoint_has_a_contract() -> None:
@@ -211,3 +227,161 @@ def test_more_than_four_stop_sequences_never_reach_a_vendor() -> None:
     }
     facts, problems = read_item(raw)
     assert facts is None and [(p.code, p.field) for p in problems] == [("invalid_field", "input.stop")]
+
+
+TOOL_HISTORY = {
+    "input": [
+        {"role": "user", "content": "Weather?"},
+        {"type": "function_call", "call_id": "c1", "name": "get_weather", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c1", "output": "sunny"},
+    ]
+}
+
+
+def test_tool_call_history_without_tools_reaches_only_lanes_that_take_tool_turns() -> None:
+    # Bedrock's Llama batch body has no place for tool turns (its transform refuses them): the
+    # history needs tool calling, tools declared or not, so that lane is never chosen for it.
+    raw = {
+        "customer_item_id": "a",
+        "operation": "responses",
+        "model": "meta-llama/Llama-3.3-70B-Instruct",
+        "input": TOOL_HISTORY,
+    }
+    lanes = routable_lanes(raw)
+    assert lanes and all("tool_calling" in lane.runtime_capabilities for lane in lanes)
+    assert "bedrock/meta-llama/Llama-3.3-70B-Instruct" not in [lane.lane_id for lane in lanes]
+    assert [p for lane in lanes for p in violations_on(raw, lane)] == []
+
+
+def test_a_structured_output_formats_description_and_strict_reach_every_lane_valid() -> None:
+    spec = {"name": "out", "description": "A label.", "schema": {"type": "object"}, "strict": None}
+    for model in ("gpt-4o-mini", "gemini-2.0-flash", "meta-llama/Llama-3.3-70B-Instruct"):
+        raw = {
+            "customer_item_id": "a",
+            "operation": "responses",
+            "model": model,
+            "input": {
+                "messages": [{"role": "user", "content": "x"}],
+                "response_format": {"type": "json_schema", "json_schema": spec},
+            },
+        }
+        lanes = routable_lanes(raw)
+        assert lanes, model
+        assert [p for lane in lanes for p in violations_on(raw, lane)] == []
+
+
+# -- images on Gemini lanes: every image part names its type ----------------------------------------
+PNG = (
+    "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGNgYGD4DwABBAEAwS2OUAAA"
+    "AABJRU5ErkJggg=="
+)
+
+
+def vision_item(url: str, model: str = "gemini-2.0-flash") -> dict[str, Any]:
+    content = [{"type": "text", "text": "What is this?"}, {"type": "image_url", "image_url": {"url": url}}]
+    return {
+        "customer_item_id": "a",
+        "operation": "vision",
+        "model": model,
+        "input": {"messages": [{"role": "user", "content": content}]},
+    }
+
+
+def gemini_lanes(raw: dict[str, Any]) -> list[Lane]:
+    return [lane for lane in routable_lanes(raw) if lane.provider == "google"]
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://example.com/cat.png",
+        "https://images.example.org/a/b.JPG?size=large",
+        "https://example.com/photo.webp#x",
+        "https://example.com/phone.heic",
+        PNG,
+        "data:image/jpeg;base64,/9j/4AAQSkZJRgABAQEASABIAAD/2wBDAP8=",
+    ],
+)
+def test_an_image_whose_type_gemini_is_told_reaches_it_with_that_type(url: str) -> None:
+    raw = vision_item(url)
+    lanes = gemini_lanes(raw)
+    assert lanes, "the item routes to a Gemini lane"
+    assert [problem for lane in lanes for problem in violations_on(raw, lane)] == []
+
+
+@pytest.mark.parametrize(
+    "part",
+    [
+        {"fileData": {"fileUri": "https://example.com/render?id=3"}},
+        {"inlineData": {"data": "iVBORw0KGgo="}},
+        {"fileData": {"fileUri": "https://example.com/a.gif", "mimeType": "image/gif"}},
+        {"inlineData": {"mimeType": "image/gif", "data": "R0lGODlhAQABAAAAACw="}},
+    ],
+)
+def test_the_gemini_contract_refuses_an_image_part_without_a_type_gemini_takes(part: dict[str, Any]) -> None:
+    body = {"contents": [{"role": "user", "parts": [{"text": "What is this?"}, part]}]}
+    found = contract("gemini").request_violations("generateContent", body)
+    assert any(".mimeType: " in v for v in found), found
+    batch = {"batch": {"inputConfig": {"requests": {"requests": [{"request": body}]}}}}
+    assert contract("gemini").request_violations("batchGenerateContent", batch) != []
+
+
+# An image Gemini cannot be sent (its URL tells no type, or a GIF) needs `any_image_type`, which
+# Google's lanes do not offer: such an item never routes there, so their transform never has to
+# refuse it. The lanes that read the type from the bytes still take it.
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://example.com/render?id=3",
+        "https://example.com/a.gif",
+        "data:image/gif;base64,R0lGODlhAQABAIAAAP///wAAACw=",
+    ],
+)
+@pytest.mark.parametrize("operation", ["vision", "responses"])
+def test_an_image_gemini_cannot_be_sent_never_routes_to_gemini(url: str, operation: str) -> None:
+    raw = {**vision_item(url), "operation": operation}
+    assert gemini_lanes(raw) == []
+    assert "any_image_type" in read_facts(raw).capabilities
+    for model in ("gpt-4o-mini", "claude-sonnet-4", "meta-llama/Llama-3.2-11B-Vision-Instruct"):
+        other = {**raw, "model": model}
+        lanes = routable_lanes(other)
+        assert lanes and [p for lane in lanes for p in violations_on(other, lane)] == [], model
+
+
+def read_facts(raw: dict[str, Any]) -> Any:
+    facts, problems = read_item(raw)
+    assert facts is not None, problems
+    return facts
+
+
+# -- embeddings' `dimensions`: only to models that take it ------------------------------------------
+# OpenAI's CreateEmbeddingRequest.dimensions: "Only supported in text-embedding-3 and later models";
+# the OpenAI-compatible hosts (vLLM) refuse it for BAAI/bge-large-en-v1.5.
+def embeddings_item(model: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "customer_item_id": "a",
+        "operation": "embeddings",
+        "model": model,
+        "input": {"input": "a sentence", **extra},
+    }
+
+
+def test_an_item_with_dimensions_never_routes_to_a_model_that_cannot_shorten_its_vectors() -> None:
+    assert routable_lanes(embeddings_item(BGE, dimensions=256)) == []
+    lanes = routable_lanes(embeddings_item("text-embedding-3-small", dimensions=256))
+    assert [lane.provider for lane in lanes] == ["openai"]
+    raw = embeddings_item("text-embedding-3-small", dimensions=256)
+    assert [p for lane in lanes for p in violations_on(raw, lane)] == []
+
+
+def test_an_item_without_dimensions_still_routes_to_every_embeddings_lane() -> None:
+    lanes = routable_lanes(embeddings_item(BGE))
+    assert {lane.provider for lane in lanes} >= {"together", "deepinfra"}
+    assert [p for lane in lanes for p in violations_on(embeddings_item(BGE), lane)] == []
+
+
+@pytest.mark.parametrize("model", ["gpt-4o-mini", "claude-sonnet-4"])
+def test_an_image_url_that_tells_no_type_still_goes_to_lanes_that_fetch_it(model: str) -> None:
+    raw = vision_item("https://example.com/render?id=3", model)
+    lanes = routable_lanes(raw)
+    assert lanes and [problem for lane in lanes for problem in violations_on(raw, lane)] == []

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
 from batchroute.domain.catalog.catalog import HostedTool, Operation
 from batchroute.domain.presets.presets import REF_PATTERN as PRESET_REF_PATTERN
+from batchroute.domain.presets.presets import VERSION_REF_PATTERN as PRESET_VERSION_PATTERN
 from batchroute.domain.routing.items import (
     CALL_ID_PATTERN,
     FUNCTION_NAME_PATTERN,
@@ -40,7 +41,7 @@ HostedTools = list[HostedTool]
 # the reader's alone: the order of the turns (a user's first, every tool call answered right
 # after it), that a tool call's `arguments` text holds a JSON object, that a function's
 # `parameters` or an output schema is a JSON Schema, that `tool_choice` names a declared
-# tool, that hosted tools and `stop` do not go together.
+# tool, that function names are unique, that hosted tools and `stop` do not go together.
 NotBlank = Annotated[str, Field(pattern=SOME_TEXT)]
 FunctionName = Annotated[str, Field(pattern=FUNCTION_NAME_PATTERN)]
 CallId = Annotated[str, Field(pattern=CALL_ID_PATTERN)]
@@ -260,15 +261,23 @@ ToolChoice = Literal["auto", "none", "required"] | FunctionChoice | HostedChoice
 class SchemaFormat(BaseModel):
     """A structured-output schema (needs a lane with json_schema support)."""
 
+    model_config = _FORBID
+
     name: FunctionName
+    description: str | None = None
     schema_: dict[str, Any] = Field(alias="schema", description="A JSON Schema")
+    strict: bool | None = None
 
 
 class PlainFormat(BaseModel):
+    model_config = _FORBID
+
     type: Literal["text", "json_object"]
 
 
 class ChatSchemaFormat(BaseModel):
+    model_config = _FORBID
+
     type: Literal["json_schema"]
     json_schema: SchemaFormat
 
@@ -344,17 +353,37 @@ class ChatInput(ChatOptions):
 
 
 TokenId = Annotated[int, Field(ge=0)]
+_TOKEN_ID: dict[str, Any] = {"type": "integer", "minimum": 0}
+# A list holds one kind (OpenAI's [string], [integer] or [[integer]]): its first entry's, as the
+# reader reads it. Said with if/then, so a validator checks each entry once (an anyOf of three
+# lists checks 2,048 entries against every kind).
+_EMBEDDING_LIST: dict[str, Any] = {
+    "type": "array",
+    "minItems": 1,
+    "maxItems": MAX_EMBEDDING_INPUTS,
+    "description": "Strings, token ids or token arrays: one kind per list",
+    "if": {"prefixItems": [{"type": "string"}]},
+    "then": {"items": {"type": "string", "minLength": 1}},
+    "else": {
+        "if": {"prefixItems": [{"type": "integer"}]},
+        "then": {"items": _TOKEN_ID},
+        "else": {"items": {"type": "array", "minItems": 1, "items": _TOKEN_ID}},
+    },
+}
 EmbeddingText = (
     Annotated[str, Field(min_length=1)]
     | Annotated[
-        list[Annotated[str, Field(min_length=1)] | TokenId | Annotated[list[TokenId], Field(min_length=1)]],
-        Field(min_length=1, max_length=MAX_EMBEDDING_INPUTS),
+        list[Annotated[str, Field(min_length=1)]]
+        | list[TokenId]
+        | list[Annotated[list[TokenId], Field(min_length=1)]],
+        WithJsonSchema(_EMBEDDING_LIST),
     ]
 )
 
 
 class EmbeddingInput(InertKeys):
-    """`embeddings`: `input` (or `text`): a string, strings, or token ids ([int] or [[int]])."""
+    """`embeddings`: `input` (or `text`): a string, strings, or token ids ([int] or [[int]]): one
+    kind per list."""
 
     model_config = ConfigDict(extra="forbid", json_schema_extra=_one_of("input", "text"))
 
@@ -402,6 +431,12 @@ class BatchItem(BaseModel):
         pattern=PRESET_REF_PATTERN,
         description="A preset, `name` (its latest version) or `name@version`: it fills what the item "
         "leaves out (docs/presets.md); the item then records `preset_version`",
+    )
+    preset_version: str | None = Field(
+        default=None,
+        pattern=PRESET_VERSION_PATTERN,
+        description="The preset version (`name@version`) the item was expanded from, as a retried or "
+        "quoted item carries it: an item with it and no `preset` is taken as already expanded",
     )
     input: ChatInput | EmbeddingInput
     required_tools: HostedTools | None = Field(

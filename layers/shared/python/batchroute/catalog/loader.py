@@ -182,6 +182,9 @@ def load_models(folder: Traversable) -> dict[str, Model]:
             family=row.text("family"),
             sampling_parameters=row.flag("sampling_parameters", True),
             reference_provider=row.text("reference_provider"),
+            embedding_dimensions=(
+                row.integer("embedding_dimensions", minimum=1) if row.has("embedding_dimensions") else 0
+            ),
         )
         row.close()
     top.close()

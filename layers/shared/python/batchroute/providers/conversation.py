@@ -302,18 +302,30 @@ def _content(value: object) -> str | list[dict[str, Any]]:
     return parts
 
 
+_SCHEMA_FORMAT_KEYS: Final = ("name", "description", "schema", "strict")
+
+
 def _response_format(payload: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The structured-output request, rebuilt from the keys OpenAI's contract declares (the
+    preflight refuses any other: domain/routing/items.py); a null is a key left out."""
     given = payload.get("response_format")
-    if isinstance(given, Mapping) and given.get("type") in ("json_schema", "json_object"):
-        return dict(given)
+    if isinstance(given, Mapping) and given.get("type") == "json_schema":
+        return {"type": "json_schema", "json_schema": _schema_format(given.get("json_schema"))}
+    if isinstance(given, Mapping) and given.get("type") == "json_object":
+        return {"type": "json_object"}
     text = payload.get("text")  # the Responses API's `text.format`
     fmt = text.get("format") if isinstance(text, Mapping) else None
     if isinstance(fmt, Mapping) and fmt.get("type") == "json_schema":
-        schema = {k: fmt[k] for k in ("name", "schema", "strict", "description") if k in fmt}
-        return {"type": "json_schema", "json_schema": schema}
+        return {"type": "json_schema", "json_schema": _schema_format(fmt)}
     if isinstance(fmt, Mapping) and fmt.get("type") == "json_object":
         return {"type": "json_object"}
     return None
+
+
+def _schema_format(spec: object) -> dict[str, Any]:
+    if not isinstance(spec, Mapping):
+        return {}
+    return {key: spec[key] for key in _SCHEMA_FORMAT_KEYS if spec.get(key) is not None}
 
 
 def data_url_parts(url: str) -> tuple[str, str] | None:

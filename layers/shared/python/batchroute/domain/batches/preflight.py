@@ -77,7 +77,13 @@ ACTIONS: Final[dict[str, str]] = {
     ),
     "issues_truncated": "Fix the listed issues and run preflight again to see the rest.",
 }
-_CAPABILITY_NAMES: Final = {"tool_calling": "tool calling (function tools)", "vision": "image input"}
+_CAPABILITY_NAMES: Final = {
+    "tool_calling": "tool calling (function tools, or tool calls and answers in the conversation)",
+    "vision": "image input",
+    "any_image_type": "images of any type by any URL (any_image_type: an image URL that tells no "
+    "type, or a GIF; give a .png, .jpg, .webp, .heic or .heif URL or a data: URL of one)",
+    "embedding_dimensions": "dimensions (embedding_dimensions: leave dimensions out for this model)",
+}
 
 
 class IssueView(TypedDict):
@@ -190,6 +196,7 @@ class _ModelLanes:
     operations: frozenset[str]
     fits: tuple[tuple[int, int], ...]  # (context_window, max_output_tokens) per lane
     largest_window: int
+    max_dimensions: int = 0  # an embedding model's vector size (models.toml); 0: not known
 
     def admits(self, prompt: int, wanted: int) -> bool:
         """An item of this size fits some lane's context window (as `_lanes_ok` checks it)."""
@@ -370,7 +377,8 @@ class Preflight:
     # -- checks ----------------------------------------------------------------------------
 
     def _lanes_ok(self, index: int, facts: ItemFacts, where: str, line: int | None) -> bool:
-        """Item checks against the model's lanes: exists, runs the operation, fits a window."""
+        """Item checks against the model's lanes: exists, runs the operation, asks for no more
+        embedding dimensions than the model makes, fits a window."""
         model = self._model_lanes(facts.model)
         if model is None:
             known = self._lower_ids.get(facts.model.lower())
@@ -393,6 +401,17 @@ class Preflight:
                 f"{', '.join(sorted(model.operations))}.",
                 f"{where}.operation",
                 line,
+            )
+            return False
+        if 0 < model.max_dimensions < facts.dimensions:
+            self._error(
+                "jsonl_shape",
+                "invalid_field",
+                f"{facts.model} makes vectors of {model.max_dimensions} dimensions: dimensions may be "
+                f"1-{model.max_dimensions}.",
+                f"{where}.input.dimensions",
+                line,
+                {"max_dimensions": model.max_dimensions},
             )
             return False
         prompt, wanted = facts.prompt_tokens, facts.output_tokens
@@ -524,7 +543,8 @@ class Preflight:
         if model_id in self._models:
             return self._models[model_id]
         found: _ModelLanes | None = None
-        if self.catalog.model(model_id) is not None:
+        model = self.catalog.model(model_id)
+        if model is not None:
             admitted = tuple(
                 lane
                 for lane in self.catalog.lanes_for(model_id)
@@ -535,6 +555,7 @@ class Preflight:
                 operations=frozenset(op for lane in admitted for op in lane.operations),
                 fits=tuple((lane.context_window, lane.max_output_tokens) for lane in admitted),
                 largest_window=max((lane.context_window for lane in admitted), default=0),
+                max_dimensions=model.embedding_dimensions,
             )
         self._models[model_id] = found
         return found

@@ -18,8 +18,19 @@ OPERATIONS: tuple[Operation, ...] = ("responses", "embeddings", "vision")
 PrivacyTier = Literal["standard", "confidential", "restricted"]
 SlaTier = Literal["flex", "standard", "priority"]
 
+# `any_image_type`: images of any type, by a URL that may tell none (the lane reads the type
+# from the bytes; Gemini's lanes do not: domain/routing/images.py). `embedding_dimensions`: an
+# embeddings request's `dimensions` (text-embedding-3 and later; Gemini's outputDimensionality).
 RuntimeCapability = Literal[
-    "tool_calling", "structured_outputs", "json_schema", "vision", "documents", "audio", "reasoning"
+    "tool_calling",
+    "structured_outputs",
+    "json_schema",
+    "vision",
+    "documents",
+    "audio",
+    "reasoning",
+    "any_image_type",
+    "embedding_dimensions",
 ]
 HostedTool = Literal["web_search", "python_execution", "calculator", "time", "file_search", "retrieval"]
 
@@ -179,6 +190,9 @@ class Model:
     # The provider whose published prices for this model are the yardstick of what routing
     # saved (models.toml `reference_provider`; docs/routing.md, "What routing saved").
     reference_provider: str = ""
+    # An embedding model's vector size, the most `dimensions` an item may ask for (models.toml
+    # `embedding_dimensions`); 0 where the catalog does not say.
+    embedding_dimensions: int = 0
 
 
 @dataclass(frozen=True)

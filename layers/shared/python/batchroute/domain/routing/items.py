@@ -1,6 +1,7 @@
 """Batch items: reading one raw item into the facts routing needs, and a model group's totals.
 
-An item is `{customer_item_id, operation, model, input, required_tools?, max_output_tokens?}`.
+An item is `{customer_item_id, operation, model, input, required_tools?, max_output_tokens?,
+preset_version?}`.
 Items are plain dicts from the caller's JSON parser and are read with plain type checks,
 not pydantic models: a 50,000-item batch is read, checked and quoted in about a second.
 
@@ -8,7 +9,9 @@ What the router needs from an item is small (ItemFacts): its model and operation
 estimated prompt size, the output it asks for, and what the lane must offer: hosted tools
 (declared in `required_tools`, or inferred from `input.tools` / `input.tool_choice`) and
 runtime capabilities (`json_schema` for a structured-output schema, `tool_calling` for
-custom functions, `vision` for image parts in a `responses` item).
+custom functions or a conversation holding tool calls and their answers, `vision` for image
+parts in a `responses` item, `any_image_type` for an image whose URL tells no type or one
+Gemini does not take, `embedding_dimensions` for an embeddings item's `dimensions`).
 Problems come back as ItemProblem with a path relative to the item (`input.messages[2]`);
 the preflight prefixes it with `items[<index>]`.
 """
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Final, NamedTuple, NotRequired, TypedDict, get_args
 
@@ -28,6 +32,7 @@ from batchroute.domain.catalog.tokens import (
     utf8_len,
     value_bytes,
 )
+from batchroute.domain.routing.images import gemini_takes_image
 from batchroute.domain.routing.prompt_cache import (
     MAX_TRACKED_PREFIXES,
     ItemPrefix,
@@ -38,6 +43,12 @@ from batchroute.domain.routing.prompt_cache import (
 )
 
 HOSTED_TOOLS: Final[frozenset[str]] = frozenset(get_args(HostedTool))
+# The runtime capability an image needs when its URL tells no type, or one Gemini does not take
+# (a GIF): lanes that read the type from the image's bytes offer it, Gemini's do not.
+ANY_IMAGE_TYPE: Final = "any_image_type"
+# The runtime capability an embeddings item's `dimensions` needs: OpenAI takes it from
+# text-embedding-3 on (CreateEmbeddingRequest.dimensions), vLLM's hosts refuse it elsewhere.
+EMBEDDING_DIMENSIONS: Final = "embedding_dimensions"
 MAX_CUSTOMER_ITEM_ID = 256
 MAX_MODEL_ID = 256
 MAX_OUTPUT_REQUEST = 1_000_000
@@ -97,10 +108,19 @@ _MESSAGE_KEYS: Final[dict[str, frozenset[str]]] = {
 _CALL_ITEM_KEYS: Final = frozenset({"type", "call_id", "name", "arguments", "id", "status"})
 _CALL_OUTPUT_KEYS: Final = frozenset({"type", "call_id", "output", "id", "status"})
 _FUNCTION_KEYS: Final = frozenset({"name", "description", "parameters", "strict"})
+# A structured-output format, as OpenAI's contract declares it (ResponseFormatText,
+# ResponseFormatJsonObject, ResponseFormatJsonSchema; the Responses API's text.format writes the
+# schema's keys flat beside its type): anything else is refused, never forwarded or dropped.
+_PLAIN_FORMAT_KEYS: Final = frozenset({"type"})
+_SCHEMA_FORMAT_KEYS: Final = frozenset({"name", "description", "schema", "strict"})
 # Gemini wants a letter or an underscore first; every vendor takes the rest.
 FUNCTION_NAME_PATTERN: Final = r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$"
 CALL_ID_PATTERN: Final = r"^[A-Za-z0-9_-]{1,64}$"
 _FUNCTION_NAME: Final = re.compile(FUNCTION_NAME_PATTERN)
+# One version of a preset (`name@3`), as an item records the version its preset expanded
+# (domain/presets/presets.py VERSION_REF_PATTERN, which a chat body's preset_version follows too).
+PRESET_VERSION_PATTERN: Final = r"^[a-z0-9][a-z0-9_-]{0,63}@[1-9][0-9]{0,5}$"
+_PRESET_VERSION: Final = re.compile(PRESET_VERSION_PATTERN)
 _CALL_ID: Final = re.compile(CALL_ID_PATTERN)
 # The settings a hosted tool declaration may carry, whatever lane runs it: its type, and
 # what the tool cannot run without (file_search's vector stores; the code interpreter's
@@ -180,8 +200,9 @@ class ItemFacts(NamedTuple):
     prompt_tokens: int
     output_tokens: int  # requested, before any lane's max_output_tokens cap
     tools: frozenset[str]  # hosted tools
-    capabilities: frozenset[str]  # runtime capabilities: json_schema, tool_calling, vision
+    capabilities: frozenset[str]  # runtime capabilities: json_schema, tool_calling, vision, ...
     prefix: ItemPrefix | None = None  # the cacheable prefix, when long enough (prompt_cache.py)
+    dimensions: int = 0  # embeddings: the vector size asked for (`input.dimensions`); 0: the model's
 
 
 def read_item(raw: object) -> tuple[ItemFacts | None, tuple[ItemProblem, ...]]:
@@ -208,6 +229,7 @@ def read_item(raw: object) -> tuple[ItemFacts | None, tuple[ItemProblem, ...]]:
         problems.append(_shape("invalid_field", "input", "input must be a JSON object."))
         payload = None
     tools = _declared_tools(raw.get("required_tools"), problems)
+    _check_preset_version(raw.get("preset_version"), problems)
     output_limit = _output_limit(raw, payload, problems)
 
     if payload is None or operation is None:
@@ -233,6 +255,7 @@ def read_item(raw: object) -> tuple[ItemFacts | None, tuple[ItemProblem, ...]]:
             tools=frozenset(tools | estimate.tools) if tools or estimate.tools else _NOTHING,
             capabilities=frozenset(capabilities) if capabilities else _NOTHING,
             prefix=None if operation == "embeddings" else item_prefix(payload),
+            dimensions=estimate.dimensions,
         ),
         _NO_PROBLEMS,
     )
@@ -309,44 +332,15 @@ class _Estimate:
     prompt_tokens: int
     tools: set[str] = field(default_factory=set)
     capabilities: set[str] = field(default_factory=set)
+    dimensions: int = 0  # embeddings: `input.dimensions`, when given
 
 
 def _read_chat_input(payload: dict[str, object], problems: list[ItemProblem]) -> _Estimate:
     """responses / vision: `messages` (chat) or `input` (Responses API), plus what rides along."""
-    text_bytes = 0
-    messages = 0
-    images = 0
     found = _Estimate(prompt_tokens=0)
     if not payload.keys() <= _CHAT_KEYS:
         _check_extra_keys(payload, _CHAT_KEYS, problems)
-    conversation = payload.get("messages")
-    where = "input.messages"
-    if conversation is None and payload.get("input") is not None:
-        conversation, where = payload.get("input"), "input.input"
-        if isinstance(conversation, str):  # Responses API: a bare string is one user message
-            text_bytes += utf8_len(conversation)
-            messages += 1
-    elif conversation is not None and payload.get("input") is not None:
-        problems.append(_shape("invalid_field", "input.input", "Give messages or input, not both."))
-    if conversation is None:
-        problems.append(_shape("missing_field", where, "A chat-style input needs messages."))
-    elif isinstance(conversation, str) and where == "input.messages":
-        problems.append(_shape("invalid_field", where, "messages must be a non-empty list."))
-    elif not isinstance(conversation, str):
-        if not isinstance(conversation, list) or not conversation:
-            problems.append(_shape("invalid_field", where, "messages must be a non-empty list."))
-        else:
-            turns_with_tools = False
-            for position, message in enumerate(conversation):
-                counted = _read_message(message, where, position, problems)
-                text_bytes += counted[0]
-                images += counted[1]
-                turns_with_tools = turns_with_tools or not (
-                    type(message) is dict and len(message) == 2 and "content" in message
-                )  # a plain {role, content} turn holds no tool call or answer
-            messages += len(conversation)
-            if not problems:
-                _check_turn_order(conversation, where, turns_with_tools, problems)
+    text_bytes, messages, images = _read_conversation(payload, found, problems)
     for key in ("instructions", "system"):
         extra = payload.get(key)
         if isinstance(extra, str):
@@ -370,6 +364,70 @@ def _read_chat_input(payload: dict[str, object], problems: list[ItemProblem]) ->
         found.capabilities.add("vision")
     found.prompt_tokens = prompt_tokens(text_bytes=text_bytes, messages=messages, images=images)
     return found
+
+
+def _read_conversation(
+    payload: dict[str, object], found: _Estimate, problems: list[ItemProblem]
+) -> tuple[int, int, int]:
+    """(text bytes, messages, image parts) of the conversation: `messages`, or the Responses
+    API's `input` (a list of items, or a bare string: one user message)."""
+    conversation = payload.get("messages")
+    where = "input.messages"
+    if conversation is None and payload.get("input") is not None:
+        conversation, where = payload.get("input"), "input.input"
+        if isinstance(conversation, str):  # Responses API: a bare string is one user message
+            return utf8_len(conversation), 1, 0
+    elif conversation is not None and payload.get("input") is not None:
+        problems.append(_shape("invalid_field", "input.input", "Give messages or input, not both."))
+    if conversation is None:
+        problems.append(_shape("missing_field", where, "A chat-style input needs messages."))
+    elif not isinstance(conversation, list) or not conversation:
+        problems.append(_shape("invalid_field", where, "messages must be a non-empty list."))
+    else:
+        return _read_turns(conversation, where, found, problems)
+    return 0, 0, 0
+
+
+def _read_turns(
+    conversation: list[object], where: str, found: _Estimate, problems: list[ItemProblem]
+) -> tuple[int, int, int]:
+    """(text bytes, messages, image parts) of a non-empty list of messages or input items."""
+    text_bytes = 0
+    images = 0
+    turns_with_tools = False
+    for position, message in enumerate(conversation):
+        counted = _read_message(message, where, position, problems)
+        text_bytes += counted[0]
+        images += counted[1]
+        turns_with_tools = turns_with_tools or not (
+            type(message) is dict and len(message) == 2 and "content" in message
+        )  # a plain {role, content} turn holds no tool call or answer
+    if not problems:
+        _check_turn_order(conversation, where, turns_with_tools, problems)
+    if turns_with_tools and any(_tool_turn(message) for message in conversation):
+        # The history is sent as tool turns, which only a lane with tool calling takes
+        # (Llama's batch prompt on Bedrock has no place for them), tools declared or not.
+        found.capabilities.add("tool_calling")
+    if images and not all(gemini_takes_image(url) for url in _image_urls(conversation)):
+        # Gemini must be told an image's type, and takes only its own (domain/routing/images.py):
+        # an image whose URL tells none, or a GIF, goes only to lanes that read any image type.
+        found.capabilities.add(ANY_IMAGE_TYPE)
+    return text_bytes, len(conversation), images
+
+
+def _image_urls(conversation: list[object]) -> Iterator[str]:
+    """The URLs of the image parts of a conversation (read by `_read_message` already)."""
+    for message in conversation:
+        content = message.get("content") if isinstance(message, dict) else None
+        if not isinstance(content, list):
+            continue
+        for part in content:
+            if not isinstance(part, dict) or part.get("type") not in _IMAGE_PARTS:
+                continue
+            image = part.get("image_url")
+            url = image.get("url") if isinstance(image, dict) else image
+            if isinstance(url, str):
+                yield url
 
 
 def _check_extra_keys(payload: dict[str, object], known: frozenset[str], problems: list[ItemProblem]) -> None:
@@ -606,6 +664,16 @@ def _check_turn_order(
         )
 
 
+def _tool_turn(message: object) -> bool:
+    """A tool call (an assistant's `tool_calls`, a `function_call` item) or a tool's answer
+    (a `tool` message, a `function_call_output` item)."""
+    return isinstance(message, dict) and (
+        message.get("type") in ("function_call", "function_call_output")
+        or message.get("role") == "tool"
+        or message.get("tool_calls") is not None
+    )
+
+
 def _role_of(message: object) -> str:
     if not isinstance(message, dict):
         return ""
@@ -735,17 +803,8 @@ def _read_embedding_input(payload: dict[str, object], problems: list[ItemProblem
     count one token per id."""
     if not payload.keys() <= _EMBEDDING_KEYS:
         _check_extra_keys(payload, _EMBEDDING_KEYS, problems)
-    dimensions = payload.get("dimensions")
-    if dimensions is not None and not (
-        isinstance(dimensions, int) and not isinstance(dimensions, bool) and dimensions >= 1
-    ):
-        problems.append(
-            _shape("invalid_field", "input.dimensions", "dimensions must be a whole number of at least 1.")
-        )
-    if payload.get("encoding_format", "float") != "float":
-        problems.append(
-            _unsupported("input.encoding_format", "Embeddings come back as floats: encoding_format is float.")
-        )
+    found = _Estimate(prompt_tokens=0)
+    _read_embedding_options(payload, found, problems)
     key = "input" if payload.get("input") is not None else "text"
     value = payload.get(key)
     if key == "input" and payload.get("text") is not None:
@@ -756,16 +815,20 @@ def _read_embedding_input(payload: dict[str, object], problems: list[ItemProblem
     if isinstance(value, str) and value:
         text_bytes = utf8_len(value)
     elif isinstance(value, list) and 0 < len(value) <= MAX_EMBEDDING_INPUTS:
-        for entry in value:
-            if isinstance(entry, str) and entry:
-                text_bytes += utf8_len(entry)
-            elif _token_id(entry):
-                given_tokens += 1
-            elif isinstance(entry, list) and entry and all(_token_id(t) for t in entry):
-                given_tokens += len(entry)
-            else:
-                valid = False
-                break
+        # One kind per list, as OpenAI's CreateEmbeddingRequest.input is one of [string],
+        # [integer] and [[integer]]: a list mixing them is refused, not sent.
+        first = value[0]
+        if isinstance(first, str):
+            valid = all(isinstance(entry, str) and entry for entry in value)
+            text_bytes = sum(utf8_len(entry) for entry in value) if valid else 0
+        elif _token_id(first):
+            valid = all(_token_id(entry) for entry in value)
+            given_tokens = len(value)
+        else:
+            valid = all(
+                isinstance(entry, list) and entry and all(_token_id(t) for t in entry) for entry in value
+            )
+            given_tokens = sum(len(entry) for entry in value) if valid else 0
     else:
         valid = False
     if not valid:
@@ -775,10 +838,31 @@ def _read_embedding_input(payload: dict[str, object], problems: list[ItemProblem
                 code,
                 f"input.{key}",
                 f"Embeddings need input: a non-empty string, or a list of 1-{MAX_EMBEDDING_INPUTS} "
-                "non-empty strings or token arrays.",
+                "non-empty strings, token ids or token arrays (one kind per list).",
             )
         )
-    return _Estimate(prompt_tokens=prompt_tokens(text_bytes=text_bytes, messages=0, images=0) + given_tokens)
+    found.prompt_tokens = prompt_tokens(text_bytes=text_bytes, messages=0, images=0) + given_tokens
+    return found
+
+
+def _read_embedding_options(
+    payload: dict[str, object], found: _Estimate, problems: list[ItemProblem]
+) -> None:
+    """`dimensions`, which only some models take (OpenAI: text-embedding-3 and later), so a lane
+    must offer `embedding_dimensions` (the preflight holds it to the model's vector size:
+    domain/batches/preflight.py); `encoding_format`, float only."""
+    dimensions = payload.get("dimensions")
+    if isinstance(dimensions, int) and not isinstance(dimensions, bool) and dimensions >= 1:
+        found.capabilities.add(EMBEDDING_DIMENSIONS)
+        found.dimensions = dimensions
+    elif dimensions is not None:
+        problems.append(
+            _shape("invalid_field", "input.dimensions", "dimensions must be a whole number of at least 1.")
+        )
+    if payload.get("encoding_format", "float") != "float":
+        problems.append(
+            _unsupported("input.encoding_format", "Embeddings come back as floats: encoding_format is float.")
+        )
 
 
 def _infer_tool(
@@ -791,17 +875,7 @@ def _infer_tool(
         problems.append(_shape("invalid_field", f"{where}.type", "A tool needs a type string."))
         return
     if kind == _FUNCTION_TOOL_TYPE:
-        nested = tool.get("function")
-        if isinstance(nested, dict):  # chat nests the function; Responses writes it flat
-            spec, outside = nested, tool.keys() - {"type", "function"}
-        else:
-            spec, outside = {k: v for k, v in tool.items() if k != "type"}, set()
-        reason = _function_defect(spec, outside)
-        if reason:
-            problems.append(_shape("invalid_field", where, reason))
-            return
-        functions.add(str(spec["name"]))
-        found.capabilities.add("tool_calling")
+        _infer_function(tool, where, found, problems, functions)
         return
     hosted = hosted_tool_name(kind)
     if hosted is None:
@@ -817,6 +891,43 @@ def _infer_tool(
             )
         )
         return
+    _check_hosted_settings(tool, kind, hosted, where, problems)
+    found.tools.add(hosted)
+
+
+def _infer_function(
+    tool: dict[str, object], where: str, found: _Estimate, problems: list[ItemProblem], functions: set[str]
+) -> None:
+    """A function tool (chat nests it under `function`; Responses writes it flat): a valid one,
+    named once, needs tool calling."""
+    nested = tool.get("function")
+    if isinstance(nested, dict):
+        spec, outside = nested, tool.keys() - {"type", "function"}
+    else:
+        spec, outside = {k: v for k, v in tool.items() if k != "type"}, set()
+    reason = _function_defect(spec, outside)
+    if reason:
+        problems.append(_shape("invalid_field", where, reason))
+        return
+    name = str(spec["name"])
+    if name in functions:  # Anthropic, Bedrock and Gemini refuse a name declared twice
+        problems.append(
+            _shape(
+                "invalid_field",
+                where,
+                f"A function named {name!r} is declared twice: Anthropic, Bedrock and Gemini take "
+                "each name once.",
+            )
+        )
+        return
+    functions.add(name)
+    found.capabilities.add("tool_calling")
+
+
+def _check_hosted_settings(
+    tool: dict[str, object], kind: str, hosted: str, where: str, problems: list[ItemProblem]
+) -> None:
+    """A hosted tool's declaration carries only what the tool cannot run without."""
     allowed = _HOSTED_TOOL_KEYS.get(hosted, frozenset({"type"}))
     extra = sorted(tool.keys() - allowed)
     if extra:
@@ -837,7 +948,6 @@ def _infer_tool(
                 f"{where}.container", 'The code interpreter runs in {"type": "auto"} containers only.'
             )
         )
-    found.tools.add(hosted)
 
 
 def _function_defect(spec: dict[str, object], outside: set[str]) -> str | None:
@@ -930,24 +1040,54 @@ def _read_output_format(payload: dict[str, object], found: _Estimate, problems: 
             continue
         kind = spec.get("type")
         if kind in ("text", "json_object"):
+            _check_format_keys(spec, _PLAIN_FORMAT_KEYS, where, problems)
             continue
         if kind != "json_schema":
             problems.append(_schema_problem(f"{where}.type", "type must be text, json_object or json_schema"))
             continue
-        holder = spec.get(nested) if nested else spec  # chat nests it under `json_schema`
+        before = len(problems)
+        if nested:  # chat nests the schema's keys under `json_schema`
+            _check_format_keys(spec, frozenset({"type", nested}), where, problems)
+        holder = spec.get(nested) if nested else spec
+        holder_where = f"{where}.{nested}" if nested else where
         schema = holder.get("schema") if isinstance(holder, dict) else None
         if not isinstance(holder, dict) or not _function_name(holder.get("name")):
-            name_where = f"{where}.{nested}.name" if nested else f"{where}.name"
-            problems.append(_schema_problem(name_where, "name must be 1-64 letters, digits, _ or -"))
+            problems.append(
+                _schema_problem(f"{holder_where}.name", "name must be 1-64 letters, digits, _ or -")
+            )
             continue
-        schema_where = f"{where}.{nested}.schema" if nested else f"{where}.schema"
+        known = _SCHEMA_FORMAT_KEYS if nested else _SCHEMA_FORMAT_KEYS | {"type"}
+        _check_format_keys(holder, known, holder_where, problems)
+        description = holder.get("description")
+        if description is not None and not isinstance(description, str):
+            problems.append(_schema_problem(f"{holder_where}.description", "description must be a string"))
+        strict = holder.get("strict")
+        if strict is not None and not isinstance(strict, bool):
+            problems.append(_schema_problem(f"{holder_where}.strict", "strict must be true, false or null"))
         reason = schema_defect(schema)
         if reason is not None:
-            problems.append(_schema_problem(schema_where, reason))
+            problems.append(_schema_problem(f"{holder_where}.schema", reason))
+        if len(problems) > before:
             continue
         found.capabilities.add("json_schema")
         counted += value_bytes(schema)
     return counted
+
+
+def _check_format_keys(
+    spec: dict[str, object], known: frozenset[str], where: str, problems: list[ItemProblem]
+) -> None:
+    """A structured-output format's keys outside `known` (OpenAI's contract): refused, as a
+    hosted tool's settings are, since no vendor takes them and none is dropped silently."""
+    extra = sorted(spec.keys() - known)
+    if extra:
+        problems.append(
+            _unsupported(
+                f"{where}.{extra[0]}",
+                f"{where} takes {', '.join(sorted(known))} only; {', '.join(extra)} not supported "
+                "(docs/routing.md, Item input).",
+            )
+        )
 
 
 def schema_defect(schema: object) -> str | None:
@@ -1014,6 +1154,19 @@ def _required_string(
         problems.append(_shape("invalid_field", key, f"{key} must be {what}."))
         return None
     return value
+
+
+def _check_preset_version(value: object, problems: list[ItemProblem]) -> None:
+    """The preset version the item was expanded from (`name@3`): recorded with the item and
+    shown as its preset, so nothing else is taken (null is absent, as for every item field)."""
+    if value is not None and not (isinstance(value, str) and _PRESET_VERSION.fullmatch(value)):
+        problems.append(
+            _shape(
+                "invalid_field",
+                "preset_version",
+                "preset_version must be one preset version, name@version (docs/presets.md).",
+            )
+        )
 
 
 def _declared_tools(value: object, problems: list[ItemProblem]) -> set[str]:

@@ -12,7 +12,10 @@ Field map, requests (ours -> Gemini, REST JSON of API version v1beta):
                                             assistant turns -> one model turn)
       image_url  data:<type>;base64,...  -> {inlineData: {mimeType, data}} (other data: URLs
                                             base64-encoded)
-      image_url  any other URL           -> {fileData: {fileUri, mimeType when the name says}}
+      image_url  any other URL           -> {fileData: {fileUri, mimeType}}, the type its
+                                            path's extension names (domain/routing/images.py)
+      (only Gemini's image types: png, jpeg, webp, heic, heif; an image of another type, or
+      by a URL that tells none, is refused: unsupported_image_format / _source)
       assistant tool_calls               -> {functionCall: {id, name, args}} (+ thoughtSignature
                                             from tool_call.extra_content.google, as Google's
                                             OpenAI layer carries it)
@@ -64,7 +67,7 @@ Field map, answers (Gemini -> ours):
 Refused before sending (PermanentProviderError), never dropped: participant names, a
 conversation opening with tool calls, function names starting with a digit or a dash,
 unpaired tool calls and results, non-object tool arguments, seeds outside int32, hosted tool
-settings, token-id embedding inputs.
+settings, token-id embedding inputs, images Gemini cannot be told the type of or does not take.
 
 Embeddings carry no token usage on the Gemini API: prompt tokens are estimated from the text
 with the quote's conservative rule (domain/catalog/tokens.py: ceil(UTF-8 bytes / 3) + 3), the same
@@ -76,7 +79,6 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import mimetypes
 import re
 import urllib.parse
 from collections.abc import Iterator, Mapping, Sequence
@@ -84,6 +86,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from batchroute.domain.catalog import tokens
+from batchroute.domain.routing.images import GEMINI_IMAGE_TYPES, image_media_type
 from batchroute.providers import base
 from batchroute.providers.conversation import (
     Conversation,
@@ -276,19 +279,31 @@ def _parts(content: object) -> list[dict[str, Any]]:
 
 
 def _image(url: str) -> dict[str, Any]:
-    """An image by URL: a `data:` URL's bytes inline (base64, the media type without its
-    parameters), any other URL as file data for Google to fetch."""
+    """An image by URL, with the media type Gemini requires of every image part: a `data:`
+    URL's bytes inline (base64, its media type without parameters), any other URL as file data
+    for Google to fetch, its type the one its path's extension names. Refused when the URL
+    tells no type (Gemini would refuse a `fileData` without one), or one that is not among
+    Gemini's image types (a GIF): domain/routing/images.py."""
+    media_type = image_media_type(url)
+    if media_type is None:
+        raise base.PermanentProviderError(
+            "Gemini needs an image's type, and this image URL does not tell it: give a data: URL "
+            f"or a URL whose path ends in .png, .jpg, .webp, .heic or .heif ({url[:80]})",
+            code="unsupported_image_source",
+        )
+    if media_type not in GEMINI_IMAGE_TYPES:
+        raise base.PermanentProviderError(
+            f"Gemini takes png, jpeg, webp, heic and heif images, not {media_type}",
+            code="unsupported_image_format",
+        )
     inline = data_url_parts(url)
     if inline is not None:
-        media_type = inline[0].split(";", 1)[0].strip() or "image/png"
         return {"inlineData": {"mimeType": media_type, "data": _base64_data(inline[1], url)}}
     if url.startswith("data:"):  # a data URL without ;base64: its bytes, percent-encoded
-        head, _, data = url[5:].partition(",")
+        data = url[5:].partition(",")[2]
         encoded = base64.b64encode(urllib.parse.unquote_to_bytes(data)).decode("ascii")
-        return {"inlineData": {"mimeType": head.split(";", 1)[0] or "image/png", "data": encoded}}
-    guessed, _ = mimetypes.guess_type(url.split("?", 1)[0])
-    file_data = {"fileUri": url, **({"mimeType": guessed} if guessed else {})}
-    return {"fileData": file_data}
+        return {"inlineData": {"mimeType": media_type, "data": encoded}}
+    return {"fileData": {"fileUri": url, "mimeType": media_type}}
 
 
 def _base64_data(data: str, url: str) -> str:

@@ -33,7 +33,9 @@ samples); function tools flat, hosted tools from catalog/data/hosted_tools.toml 
 item's settings merged; tool_choice in Responses form; a structured-output format ->
 `text.format`; `store: false` (the service keeps no vendor-side state).
 
-Embeddings: `input` (or `text`) -> `input`; `dimensions` when the item sets it.
+Embeddings: `input` (or `text`) -> `input`; `dimensions` when the item sets it. One input (a
+string, or one array of token ids) is answered as `embedding`, several (an array of strings or
+of token arrays) as `embeddings`, in input order.
 """
 
 from __future__ import annotations
@@ -60,8 +62,9 @@ TOOL_CALL_ITEMS: Final[dict[str, str]] = {
     "file_search_call": "file_search",
     "code_interpreter_call": "python_execution",
 }
-# A batch line's custom_id is ours, plus this suffix when an embeddings item sent one string
-# (not a list): the answer's shape depends on it and the output line does not say.
+# A batch line's custom_id is ours, plus this suffix when an embeddings item sent one input (a
+# string, or one array of token ids): the answer's shape depends on it and the output line does
+# not say.
 SINGLE_SUFFIX: Final = "~single"
 
 # Batch API status -> ours. finalizing and cancelling are still in progress.
@@ -268,7 +271,13 @@ def embeddings_body(request: base.ProviderRequest) -> dict[str, Any]:
 
 
 def is_single_embedding(request: base.ProviderRequest) -> bool:
-    return not isinstance(request.input.get("input", request.input.get("text")), list)
+    """Whether the item embeds one input, answered as one `embedding`: a string, or a flat
+    array of token ids (OpenAI's "array of integers that will be turned into an embedding");
+    an array of strings or of token arrays is one input each, answered as `embeddings`."""
+    value = request.input.get("input", request.input.get("text"))
+    if not isinstance(value, list):
+        return True
+    return bool(value) and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
 
 
 def uses_hosted_tools(request: base.ProviderRequest) -> bool:

@@ -1,0 +1,53 @@
+"""Images by URL: the media type a URL tells, and the image types Gemini takes.
+
+An item gives its images by URL (domain/routing/items.py): a `data:` URL says its media type;
+an http(s) URL may say it by its path's extension (`/cat.png`), or not at all (a rendering
+endpoint's `/render?id=3`). OpenAI, Anthropic and the OpenAI-compatible hosts fetch the URL
+and read the type from its bytes. Gemini does not: a `fileData` part carries the `mimeType`
+(required by the API; google-genai `FileData.mime_type`), and Gemini takes only its own
+image types (`GEMINI_IMAGE_TYPES`). So an image whose type its URL does not tell, or tells as
+one Gemini does not take (a GIF), cannot be sent to a Gemini lane: `gemini_takes_image`.
+
+Pure and deterministic: the extensions are a table here, not the host's `mimetypes`
+database (which differs between machines).
+"""
+
+from __future__ import annotations
+
+import urllib.parse
+from typing import Final
+
+# Gemini's image types (ai.google.dev, "Image understanding": supported image formats).
+GEMINI_IMAGE_TYPES: Final = frozenset({"image/png", "image/jpeg", "image/webp", "image/heic", "image/heif"})
+# The image extensions a URL's path may end in, and the type each names.
+IMAGE_EXTENSIONS: Final[dict[str, str]] = {
+    ".png": "image/png",
+    ".jpg": "image/jpeg",
+    ".jpeg": "image/jpeg",
+    ".jpe": "image/jpeg",
+    ".webp": "image/webp",
+    ".gif": "image/gif",
+    ".heic": "image/heic",
+    ".heif": "image/heif",
+}
+# RFC 2397: a data: URL that names no media type is text/plain.
+_DATA_DEFAULT: Final = "text/plain"
+
+
+def image_media_type(url: str) -> str | None:
+    """The media type an image URL tells, lower case and without parameters: a `data:` URL's
+    own (text/plain when it names none), an http(s) URL's by the extension of its path (the
+    query and fragment are not the path); None when the URL tells none."""
+    if url.startswith("data:"):
+        head = url[5:].split(",", 1)[0]
+        return head.split(";", 1)[0].strip().lower() or _DATA_DEFAULT
+    path = urllib.parse.urlsplit(url).path.lower()
+    name = path.rsplit("/", 1)[-1]
+    dot = name.rfind(".")
+    return IMAGE_EXTENSIONS.get(name[dot:]) if dot > 0 else None
+
+
+def gemini_takes_image(url: str) -> bool:
+    """Whether an image given by `url` can be sent to Gemini: its URL tells its type, and the
+    type is one of Gemini's image types."""
+    return image_media_type(url) in GEMINI_IMAGE_TYPES
