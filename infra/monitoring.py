@@ -104,6 +104,24 @@ class Monitoring(Construct):
             environment=config.name,
         )
 
+        # A refund or lost dispute took back less than it owed: the org had spent the credit
+        # already, and the service bore the rest (services/billing/reversals.py).
+        self._app_metric_alarm(
+            "PaymentReversalUnrecovered",
+            name="payment-reversal-unrecovered",
+            description="A refund or lost dispute could not take all its credit back (already spent). "
+            "See the 'payment reversed' error log line (org, payment) and docs/payments.md.",
+            environment=config.name,
+        )
+        # A payer disputed a payment (a chargeback): look at the org before the dispute is lost.
+        self._app_metric_alarm(
+            "PaymentDisputes",
+            name="payment-disputes",
+            description="A payment was disputed (or a dispute closed). See the 'payment disputed' "
+            "log line (org, payment, dispute) and docs/payments.md, Refunds and disputes.",
+            environment=config.name,
+        )
+
         # The daily payments reconciliation (services/billing/reconciliation.py) found ledger
         # credits and processor payments that disagree, or could not run (docs/payments.md).
         self._app_metric_alarm(

@@ -17,6 +17,19 @@ and Checkout Sessions are listed as Stripe lists them (`GET /v1/payment_intents`
 `GET /v1/checkout/sessions`: newest first, `{object: "list", data, has_more, url}`, `limit`,
 `starting_after` / `ending_before`, `created` filters), which the reconciliation reads.
 
+Refunds and disputes: a succeeded PaymentIntent has a Charge (`latest_charge`, `GET
+/v1/charges/<id>`, listed at `GET /v1/charges`). `POST /v1/refunds` (`payment_intent` or
+`charge`, optional `amount`: the rest by default) refunds it as Stripe does: a `refund`
+object (status `succeeded`), the Charge's `amount_refunded` added to and `refunded` true once
+all of it is, the PaymentIntent left `succeeded` with its `amount_received`, and the events
+`charge.refunded` (the Charge) and `refund.created` (the Refund); refusing more than is left
+(`amount_too_large`), a fully refunded charge (`charge_already_refunded`) and a disputed one
+(`charge_disputed`). Disputes cannot be opened through Stripe's API (its test cards do it):
+`open_dispute(payment_intent)` opens one for the Charge's unrefunded amount
+(`needs_response`, the Charge `disputed`, `charge.dispute.created`) and
+`close_dispute(dispute_id, won=...)` closes it `won` or `lost` (`charge.dispute.closed`);
+`GET /v1/disputes/<id>` and `GET /v1/disputes` read them.
+
 Deterministic test cards (the numbers Stripe's test mode uses for the same behaviour):
 
 | Card | At checkout | Off-session later |
@@ -178,6 +191,9 @@ class StripeEmulator:
     sessions: dict[str, dict[str, Any]] = field(default_factory=dict)
     intents: dict[str, dict[str, Any]] = field(default_factory=dict)
     methods: dict[str, dict[str, Any]] = field(default_factory=dict)
+    charges: dict[str, dict[str, Any]] = field(default_factory=dict)
+    refunds: dict[str, dict[str, Any]] = field(default_factory=dict)
+    disputes: dict[str, dict[str, Any]] = field(default_factory=dict)
     events: list[_Event] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -207,6 +223,10 @@ class StripeEmulator:
             ("POST", r"/v1/payment_intents", self._create_intent),
             ("GET", r"/v1/payment_intents/(?P<id>[^/]+)", self._get(self.intents, "payment_intent")),
             ("GET", r"/v1/payment_methods/(?P<id>[^/]+)", self._get(self.methods, "payment_method")),
+            ("GET", r"/v1/charges/(?P<id>[^/]+)", self._get(self.charges, "charge")),
+            ("POST", r"/v1/refunds", self._create_refund),
+            ("GET", r"/v1/refunds/(?P<id>[^/]+)", self._get(self.refunds, "refund")),
+            ("GET", r"/v1/disputes/(?P<id>[^/]+)", self._get(self.disputes, "dispute")),
         ]
         for method, pattern, handler in [*api, *self._list_routes()]:
             vendor.route(method, pattern)(self._api(handler))
@@ -259,6 +279,8 @@ class StripeEmulator:
                 r"/v1/checkout/sessions",
                 self._lister(self.sessions, "checkout.session", ("customer", "payment_intent", "status")),
             ),
+            ("GET", r"/v1/charges", self._lister(self.charges, "charge", ("customer", "payment_intent"))),
+            ("GET", r"/v1/disputes", self._lister(self.disputes, "dispute", ("charge", "payment_intent"))),
         ]
 
     def _lister(
@@ -382,7 +404,7 @@ class StripeEmulator:
             description=data.get("description"),
             setup_future_usage=data.get("setup_future_usage"),
         )
-        intent.update(status="succeeded", amount_received=intent["amount"], latest_charge=self._id("ch"))
+        self._succeed(intent)
         session.update(status="complete", payment_status="paid", payment_intent=intent["id"])
         self._emit("payment_intent.succeeded", intent)
         self._emit("checkout.session.completed", _public(session))
@@ -485,7 +507,7 @@ class StripeEmulator:
             )
         outcome = CARDS[method["_card"]].off_session
         if outcome == "succeeded":
-            intent.update(status="succeeded", amount_received=amount, latest_charge=self._id("ch"))
+            self._succeed(intent)
             self._emit("payment_intent.succeeded", intent)
             return intent
         error = {
@@ -499,6 +521,126 @@ class StripeEmulator:
         intent.update(status="requires_payment_method", last_payment_error=dict(error))
         self._emit("payment_intent.payment_failed", intent)
         raise StripeError(402, {**error, "payment_intent": dict(intent)})
+
+    # -- charges, refunds and disputes -------------------------------------------------------
+    def _succeed(self, intent: dict[str, Any]) -> None:
+        """The PaymentIntent took its amount: succeeded, with its Charge."""
+        charge_id = self._id("ch")
+        self.charges[charge_id] = {
+            "id": charge_id,
+            "object": "charge",
+            "amount": intent["amount"],
+            "amount_captured": intent["amount"],
+            "amount_refunded": 0,
+            "captured": True,
+            "created": self._now(),
+            "currency": intent["currency"],
+            "customer": intent["customer"],
+            "description": intent["description"],
+            "disputed": False,
+            "livemode": False,
+            "metadata": dict(intent["metadata"]),
+            "paid": True,
+            "payment_intent": intent["id"],
+            "payment_method": intent["payment_method"],
+            "refunded": False,
+            "status": "succeeded",
+        }
+        intent.update(status="succeeded", amount_received=intent["amount"], latest_charge=charge_id)
+
+    def _refunded_charge(self, form: dict[str, Any]) -> dict[str, Any]:
+        """The Charge a refund request names (`charge`, or `payment_intent`'s latest)."""
+        if form.get("charge"):
+            charge = self.charges.get(str(form["charge"]))
+            if charge is None:
+                raise _missing("charge", str(form["charge"]), "charge")
+            return charge
+        intent_id = form.get("payment_intent")
+        if not intent_id:
+            raise _invalid("One of charge or payment_intent is required.", None, "parameter_missing")
+        intent = self.intents.get(str(intent_id))
+        if intent is None:
+            raise _missing("payment_intent", str(intent_id), "payment_intent")
+        charge = self.charges.get(str(intent.get("latest_charge") or ""))
+        if charge is None:
+            raise _invalid(
+                "This PaymentIntent does not have a successful charge to refund.",
+                "payment_intent",
+                "charge_not_refundable",
+            )
+        return charge
+
+    def _create_refund(self, request: Request) -> dict[str, Any]:
+        form = decode_form(request.body)
+        charge = self._refunded_charge(form)
+        left = charge["amount"] - charge["amount_refunded"]
+        if charge["disputed"]:
+            raise _invalid(f"Charge {charge['id']} has been charged back.", None, "charge_disputed")
+        if left <= 0:
+            raise _invalid(
+                f"Charge {charge['id']} has already been refunded.", None, "charge_already_refunded"
+            )
+        amount = _integer(form["amount"], "amount") if "amount" in form else left
+        if not 0 < amount <= left:
+            raise _invalid(
+                f"Refund amount ({amount}) is greater than unrefunded amount on charge ({left})",
+                "amount",
+                "amount_too_large",
+            )
+        refund_id = self._id("re")
+        refund = {
+            "id": refund_id,
+            "object": "refund",
+            "amount": amount,
+            "charge": charge["id"],
+            "created": self._now(),
+            "currency": charge["currency"],
+            "metadata": form.get("metadata") or {},
+            "payment_intent": charge["payment_intent"],
+            "reason": form.get("reason"),
+            "status": "succeeded",
+        }
+        self.refunds[refund_id] = refund
+        charge["amount_refunded"] += amount
+        charge["refunded"] = charge["amount_refunded"] == charge["amount"]
+        self._emit("charge.refunded", _public(charge))
+        self._emit("refund.created", refund)
+        return refund
+
+    def open_dispute(self, payment_intent_id: str, *, reason: str = "fraudulent") -> dict[str, Any]:
+        """The payer disputes a payment (Stripe's test cards do this; its API cannot): a
+        Dispute of the Charge's unrefunded amount, `needs_response`; `charge.dispute.created`."""
+        with self._lock:
+            charge = self.charges[self.intents[payment_intent_id]["latest_charge"]]
+            dispute_id = self._id("dp")
+            dispute = {
+                "id": dispute_id,
+                "object": "dispute",
+                "amount": charge["amount"] - charge["amount_refunded"],
+                "charge": charge["id"],
+                "created": self._now(),
+                "currency": charge["currency"],
+                "is_charge_refundable": False,
+                "livemode": False,
+                "metadata": {},
+                "payment_intent": payment_intent_id,
+                "reason": reason,
+                "status": "needs_response",
+            }
+            self.disputes[dispute_id] = dispute
+            charge["disputed"] = True
+            self._emit("charge.dispute.created", dispute)
+        self._wake.set()
+        return _public(dispute)
+
+    def close_dispute(self, dispute_id: str, *, won: bool) -> dict[str, Any]:
+        """The dispute decided: `won` or `lost`; `charge.dispute.closed`."""
+        with self._lock:
+            dispute = self.disputes[dispute_id]
+            dispute["status"] = "won" if won else "lost"
+            self._emit("charge.dispute.closed", dispute)
+        self._wake.set()
+        return _public(dispute)
 
     # -- webhooks ----------------------------------------------------------------------------
     def _emit(self, event_type: str, obj: dict[str, Any]) -> None:

@@ -72,8 +72,9 @@ def test_every_alarm_notifies_the_encrypted_tls_only_alarm_topic(cfn: Cfn) -> No
 
     # Then
     # a DLQ alarm per queue, three service alarms, lanes marked unavailable, payment events
-    # rejected, payment reconciliation differences and failed runs
-    assert len(alarms) == len(resources.QUEUES) + 7
+    # rejected, payment reconciliation differences and failed runs, unrecovered refunds and
+    # disputes
+    assert len(alarms) == len(resources.QUEUES) + 9
     for alarm in alarms:
         assert alarm["AlarmActions"] == [{"Ref": topic_id}]
     assert cfn.referenced(topic["KmsMasterKeyId"]).startswith("SecurityKey")
@@ -90,6 +91,8 @@ def test_every_alarm_notifies_the_encrypted_tls_only_alarm_topic(cfn: Cfn) -> No
         "PaymentEventsRejected",
         "PaymentReconciliationDifferences",
         "PaymentReconciliationFailed",
+        "PaymentReversalUnrecovered",
+        "PaymentDisputes",
     ],
 )
 def test_operator_metrics_raise_an_alarm(cfn: Cfn, config: EnvironmentConfig, metric: str) -> None:

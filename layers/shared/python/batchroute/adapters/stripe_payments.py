@@ -10,13 +10,16 @@ What the service asks of it: a Customer per org, a Checkout Session for a credit
 (the card saved for later off-session use), an off-session PaymentIntent for an auto top-up
 (idempotency key = the attempt id, so a retried charge never charges twice), a PaymentIntent
 read back (the sweeper's recovery), the card a purchase saved, the verification of a
-webhook's `Stripe-Signature`, and the successful payments since a date (the payments
-reconciliation: `successful_payments`).
+webhook's `Stripe-Signature`, the successful payments since a date with what was refunded
+or lost in disputes of them (the payments reconciliation: `successful_payments`), and a
+Charge, a Dispute and the Checkout Session of a PaymentIntent read back (refunds and
+disputes: docs/payments.md).
 """
 
 from __future__ import annotations
 
 import json
+from collections import defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import KW_ONLY, dataclass
 from datetime import UTC, datetime
@@ -38,6 +41,7 @@ from batchroute.domain.billing.payments import (
     session_of,
 )
 from batchroute.domain.billing.reconciliation import ProcessorPayment
+from batchroute.domain.billing.reversals import ProcessorCharge, ProcessorDispute, ReversalClaim
 from batchroute.errors import InvalidRequest, TransientError, Unavailable
 
 PRODUCT_NAME = "BatchRoute credits"
@@ -264,6 +268,56 @@ class StripePayments:
                 return None
         return session_of(session.to_dict())
 
+    # -- refunds and disputes (docs/payments.md) ---------------------------------------------
+    def charge(self, charge_id: str) -> ProcessorCharge | None:
+        """The Charge as the processor has it; None when it does not know it."""
+        import stripe
+
+        with _transient():
+            try:
+                charge = self._client().v1.charges.retrieve(charge_id)
+            except stripe.InvalidRequestError:
+                return None
+        return _charge_of(charge.to_dict())
+
+    def dispute(self, dispute_id: str) -> ProcessorDispute | None:
+        """The Dispute as the processor has it; None when it does not know it."""
+        import stripe
+
+        with _transient():
+            try:
+                dispute = self._client().v1.disputes.retrieve(dispute_id)
+            except stripe.InvalidRequestError:
+                return None
+        found = dispute.to_dict()
+        return ProcessorDispute(
+            dispute_id=str(found["id"]),
+            charge_id=_ref(found.get("charge")),
+            amount_cents=int(found.get("amount") or 0),
+            status=str(found.get("status") or ""),
+            currency=str(found.get("currency") or "").lower(),
+        )
+
+    def intent_metadata(self, payment_intent_id: str) -> Mapping[str, str] | None:
+        """The metadata the service put on a PaymentIntent; None when the processor does not
+        know it."""
+        import stripe
+
+        with _transient():
+            try:
+                intent = self._client().v1.payment_intents.retrieve(payment_intent_id)
+            except stripe.InvalidRequestError:
+                return None
+        return dict(intent.to_dict().get("metadata") or {})
+
+    def purchase_session(self, payment_intent_id: str) -> ProcessorSession | None:
+        """The Checkout Session a PaymentIntent paid, as the processor has it; None when none."""
+        with _transient():
+            found = self._client().v1.checkout.sessions.list(
+                params={"payment_intent": payment_intent_id, "limit": 1}
+            )
+        return next((session_of(s.to_dict()) for s in found.data), None)
+
     # -- reconciliation (docs/payments.md) ---------------------------------------------------
     def successful_payments(self, since: datetime) -> list[ProcessorPayment]:
         """Every PaymentIntent created at or after `since` that succeeded, with the Checkout
@@ -287,10 +341,29 @@ class StripePayments:
                 ).auto_paging_iter()
                 if i.status == "succeeded"
             ]
-        return [_payment_of(intent, sessions.get(str(intent["id"]))) for intent in intents]
+            reversed_cents = _reversed_by_intent(client, created)
+        return [
+            _payment_of(intent, sessions.get(str(intent["id"])), reversed_cents.get(str(intent["id"]), 0))
+            for intent in intents
+        ]
 
 
-def _payment_of(intent: Mapping[str, Any], session: Any | None) -> ProcessorPayment:
+def _reversed_by_intent(client: Any, created: int) -> dict[str, int]:
+    """Cents refunded (a Charge's `amount_refunded`) or lost in disputes, per PaymentIntent,
+    of the charges and disputes created since `created`: Stripe leaves a refunded
+    PaymentIntent `succeeded` with its `amount_received`, so only its Charge shows it."""
+    found: dict[str, int] = defaultdict(int)
+    params = {"created": {"gte": created}, "limit": 100}
+    for charge in client.v1.charges.list(params=params).auto_paging_iter():
+        if isinstance(charge.payment_intent, str) and charge.amount_refunded:
+            found[charge.payment_intent] += int(charge.amount_refunded)
+    for dispute in client.v1.disputes.list(params=params).auto_paging_iter():
+        if dispute.status == "lost" and isinstance(dispute.payment_intent, str):
+            found[dispute.payment_intent] += int(dispute.amount)
+    return found
+
+
+def _payment_of(intent: Mapping[str, Any], session: Any | None, reversed_cents: int = 0) -> ProcessorPayment:
     metadata = dict(intent.get("metadata") or {})
     if session is not None:
         metadata = {**dict(session.to_dict().get("metadata") or {}), **metadata}
@@ -302,6 +375,7 @@ def _payment_of(intent: Mapping[str, Any], session: Any | None) -> ProcessorPaym
         currency=str(intent.get("currency") or ""),
         purpose=metadata.get("purpose"),
         created=_iso(int(intent.get("created") or 0)),
+        reversed_cents=reversed_cents,
     )
 
 
@@ -326,8 +400,9 @@ def _iso(epoch_seconds: int) -> str:
     )
 
 
-def _subject(event_type: str, obj: object) -> ProcessorSession | Charge | None:
-    """The object an event is about, read: a Checkout Session, or a PaymentIntent as a Charge.
+def _subject(event_type: str, obj: object) -> ProcessorSession | Charge | ReversalClaim | None:
+    """The object an event is about, read: a Checkout Session, a PaymentIntent as a Charge, or
+    what a refund or dispute event claims (`_claim_of`).
     None when it is neither, or cannot be read (no id, an amount that is not a number): such an
     event moves no money, and is acknowledged like any other that does not apply."""
     if not isinstance(obj, dict):
@@ -337,6 +412,39 @@ def _subject(event_type: str, obj: object) -> ProcessorSession | Charge | None:
             return session_of(obj)
         if event_type.startswith("payment_intent."):
             return charge_of(obj)
+        if event_type.startswith("charge."):
+            return _claim_of(event_type, obj)
     except (KeyError, TypeError, ValueError):
         return None
     return None
+
+
+def _claim_of(event_type: str, obj: Mapping[str, Any]) -> ReversalClaim | None:
+    """`charge.refunded` (a Charge), `charge.refund.updated` (a Refund), `charge.dispute.*`
+    (a Dispute): which Charge (and Dispute) to ask the processor about, and what it claims."""
+    if event_type == "charge.refunded":
+        return ReversalClaim("refund", str(obj["id"]), claimed_cents=int(obj.get("amount_refunded") or 0))
+    if event_type == "charge.refund.updated":
+        return ReversalClaim("refund", _ref(obj["charge"]))
+    if event_type in ("charge.dispute.created", "charge.dispute.closed"):
+        lost = int(obj.get("amount") or 0) if obj.get("status") == "lost" else 0
+        return ReversalClaim("dispute", _ref(obj["charge"]), dispute_id=str(obj["id"]), claimed_cents=lost)
+    return None
+
+
+def _ref(value: object) -> str:
+    """An expandable field's id (a string, or the object when expanded)."""
+    if isinstance(value, Mapping):
+        return str(value["id"])
+    return str(value or "")
+
+
+def _charge_of(charge: Mapping[str, Any]) -> ProcessorCharge:
+    return ProcessorCharge(
+        charge_id=str(charge["id"]),
+        payment_intent=_ref(charge.get("payment_intent")) or None,
+        amount_cents=int(charge.get("amount") or 0),
+        refunded_cents=int(charge.get("amount_refunded") or 0),
+        currency=str(charge.get("currency") or "").lower(),
+        status=str(charge.get("status") or ""),
+    )

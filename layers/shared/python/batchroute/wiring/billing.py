@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from batchroute.services.billing.ports import Notifier
     from batchroute.services.billing.reconciliation import ScheduledReconciliation
     from batchroute.services.billing.retention import RetentionService
+    from batchroute.services.billing.reversals import PaymentReversals
     from batchroute.services.billing.usage import UsageService
     from batchroute.services.billing.watch import BalanceListener, BillingWatch
 
@@ -122,6 +123,21 @@ class BillingWiring(DeliveryWiring):
         )
 
     @cached_property
+    def payment_reversals(self) -> PaymentReversals:
+        """Refunds and disputes of credited payments (docs/payments.md)."""
+        from batchroute.services.billing.payment_notices import DeferredNotifier
+        from batchroute.services.billing.reversals import PaymentReversals
+
+        return PaymentReversals(
+            processor=self.payment_processor,
+            checkouts=self.payments_store,
+            ledger=self.ledger,
+            notifier=DeferredNotifier(lambda: self.billing_notifier),
+            on_moved=self.balance_moved,
+            clock=self.clock,
+        )
+
+    @cached_property
     def credit_purchases(self) -> CreditPurchases:
         from batchroute.services.billing.payments import CreditPurchases
 
@@ -131,6 +147,7 @@ class BillingWiring(DeliveryWiring):
             checkouts=self.payments_store,
             ledger=self.ledger,
             topups=self.auto_topup,
+            reversals=self.payment_reversals,
             on_moved=self.balance_moved,
             clock=self.clock,
             public_base_url=self.settings.public_base_url,

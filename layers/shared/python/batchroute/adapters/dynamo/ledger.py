@@ -15,6 +15,9 @@ balance. Items (all in the wallet's partition `WALLET#<org>`):
   Session or PaymentIntent id), written in the credit's own transaction (docs/payments.md);
   its `gsi1` keys (`CREDIT#PROCESSOR` / `<created_at>#<org>#<ref>`) let the payments
   reconciliation read every org's credits since a date in one Query.
+  A refunded or disputed payment's record rides on it too (`refunded_cents`,
+  `disputed_cents`, `recovered_micros`, `unrecovered_micros`, `reversal_version`:
+  `record_reversal`, docs/payments.md "Refunds and disputes").
 - `USAGE#D#<yyyy-mm-dd>#<model>#<provider>`: usage counters (charged micros, tokens, requests)
   per local day, model and provider, moved in the charge's own transaction (docs/usage.md).
 
@@ -55,6 +58,7 @@ from batchroute.domain.billing.ledger import (
     resolve,
 )
 from batchroute.domain.billing.reconciliation import LedgerCredit
+from batchroute.domain.billing.reversals import CreditReversal, ReversalKind, ReversalStep, reversal_step
 from batchroute.domain.billing.usage import (
     USAGE_DAY_PREFIX,
     ReservationCharge,
@@ -220,6 +224,100 @@ class LedgerStore(DynamoStore):
     def credited(self, org_id: str, processor_ref: str) -> bool:
         """Whether the processor credit `processor_ref` was applied."""
         return self.item_at(_key(org_id, _PAYMENT_PREFIX + processor_ref)) is not None
+
+    def credit_reversal(self, org_id: str, processor_ref: str) -> CreditReversal | None:
+        """What was credited under `processor_ref` and taken back since; None when it was
+        never credited to this org."""
+        marker = self.item_at(_key(org_id, _PAYMENT_PREFIX + processor_ref))
+        return None if marker is None else _reversal_of(marker)
+
+    def record_reversal(
+        self, org_id: str, processor_ref: str, *, kind: ReversalKind, confirmed_cents: int, at: str
+    ) -> ReversalStep | None:
+        """Record the processor's confirmed refunded (or lost in dispute) cents against the
+        credit `processor_ref`, ONCE: the marker's record (conditional on its version), the
+        wallet debited by what is still available (never below zero) and the `refund` entry
+        are one transaction; the rest is recorded as not recovered. None, writing nothing,
+        when the credit does not exist or already records that much (docs/payments.md)."""
+        for _ in range(_ATTEMPTS):
+            current = self.credit_reversal(org_id, processor_ref)
+            if current is None:
+                return None
+            step = reversal_step(
+                current,
+                kind=kind,
+                confirmed_cents=confirmed_cents,
+                available_micros=self.state(org_id).available.micros,
+            )
+            if step is None:
+                return None
+            items = self._reversal_items(org_id, processor_ref, current, step, kind=kind, at=at)
+            try:
+                self.dynamodb.transact_write_items(TransactItems=items)
+            except ClientError as exc:
+                codes = cancellation_codes(exc)
+                if condition_failed_at(codes, 0) or condition_failed_at(codes, 1):
+                    continue  # recorded meanwhile, or the wallet moved: read both again
+                if is_transaction_conflict(exc):
+                    continue
+                raise
+            return step
+        raise TransientError(f"recording the reversal of {processor_ref} kept colliding")
+
+    def _reversal_items(
+        self,
+        org_id: str,
+        ref: str,
+        current: CreditReversal,
+        step: ReversalStep,
+        *,
+        kind: ReversalKind,
+        at: str,
+    ) -> list[TransactItem]:
+        after, debit = step.after, step.debit_micros
+        first = current.version == 0
+        items = [
+            self._update(
+                _key(org_id, _PAYMENT_PREFIX + ref),
+                "SET refunded_cents = :refunded, disputed_cents = :disputed, "
+                "recovered_micros = :recovered, unrecovered_micros = :unrecovered, "
+                "reversal_version = :version, reversed_at = :at",
+                condition="attribute_exists(pk) AND "
+                + ("attribute_not_exists(reversal_version)" if first else "reversal_version = :seen"),
+                values={
+                    ":refunded": after.refunded_cents,
+                    ":disputed": after.disputed_cents,
+                    ":recovered": after.recovered_micros,
+                    ":unrecovered": after.unrecovered_micros,
+                    ":version": after.version,
+                    ":at": at,
+                    **({} if first else {":seen": current.version}),
+                },
+            )
+        ]
+        if debit:
+            items.append(
+                self._update(
+                    _wallet_key(org_id),
+                    "SET balance_micros = balance_micros - :debit, "
+                    "available_micros = available_micros - :debit",
+                    condition="available_micros >= :debit AND balance_micros >= :debit",
+                    values={":debit": debit},
+                )
+            )
+            items.append(
+                self._entry_item(
+                    org_id,
+                    kind="refund",
+                    amount=Money(debit),
+                    at=at,
+                    memo=f"{kind} of {ref}",
+                    actor="system",
+                    processor_ref=ref,
+                    unrecovered_micros=step.unrecovered_micros or None,
+                )
+            )
+        return items
 
     def processor_credits_since(self, since: str) -> list[LedgerCredit]:
         """Every processor credit (purchase, auto top-up) made at or after `since` (ISO-8601),
@@ -769,6 +867,19 @@ def _processor_credit(item: dict[str, Any]) -> LedgerCredit:
         kind=item["entry_type"],
         amount=Money(int(item["amount_micros"]), str(item.get("currency", "usd"))),
         at=str(item["created_at"]),
+        reversed_cents=int(item.get("refunded_cents", 0)) + int(item.get("disputed_cents", 0)),
+        unrecovered_micros=int(item.get("unrecovered_micros", 0)),
+    )
+
+
+def _reversal_of(marker: dict[str, Any]) -> CreditReversal:
+    return CreditReversal(
+        credited_micros=int(marker["amount_micros"]),
+        refunded_cents=int(marker.get("refunded_cents", 0)),
+        disputed_cents=int(marker.get("disputed_cents", 0)),
+        recovered_micros=int(marker.get("recovered_micros", 0)),
+        unrecovered_micros=int(marker.get("unrecovered_micros", 0)),
+        version=int(marker.get("reversal_version", 0)),
     )
 
 

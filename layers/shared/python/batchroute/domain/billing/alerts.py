@@ -33,12 +33,16 @@ THRESHOLD_CROSSED = "billing.threshold_crossed"
 LOW_BALANCE = "billing.low_balance"
 AUTO_TOPUP_SUCCEEDED = "billing.auto_topup_succeeded"
 AUTO_TOPUP_FAILED = "billing.auto_topup_failed"
+PAYMENT_REVERSED = "billing.payment_reversed"  # a refund or a lost dispute taken back
+PAYMENT_DISPUTED = "billing.payment_disputed"  # a dispute opened or closed without a loss
 EVENT_TYPES: tuple[str, ...] = (
     LIMIT_REACHED,
     THRESHOLD_CROSSED,
     LOW_BALANCE,
     AUTO_TOPUP_SUCCEEDED,
     AUTO_TOPUP_FAILED,
+    PAYMENT_REVERSED,
+    PAYMENT_DISPUTED,
 )
 DEFAULT_ALERT_PERIOD: Period = "monthly"
 # The low-balance alert re-arms once the balance is back at this percent of the level.
@@ -107,6 +111,14 @@ class AlertData(TypedDict, total=False):
     retry_after: str | None
     auto_topup_disabled: bool
     message: str
+    # billing.payment_reversed and billing.payment_disputed (processor_reference: the payment
+    # as credited, a Checkout Session or PaymentIntent id)
+    reversal: str  # refund | dispute
+    reversed: str  # refunded / lost in disputes of the payment, in all
+    taken_back: str  # debited from the wallet now
+    not_recovered: str  # owed back now but already spent
+    dispute_id: str
+    dispute_status: str
 
 
 @dataclass(frozen=True)

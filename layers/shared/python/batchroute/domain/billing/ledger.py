@@ -29,7 +29,11 @@ from batchroute.money import Money, MoneyView, format_amount
 # reservation covers (rescue mode allow_overage: docs/batches.md, "Deadline rescue").
 Purpose = Literal["batch", "chat_hold", "rescue_overage"]
 ReservationStatus = Literal["pending", "settled", "released"]
-EntryType = Literal["signup_credit", "grant", "purchase", "topup", "reservation", "charge", "release"]
+# `refund`: credit taken back after the processor refunded a payment or lost its dispute
+# (docs/payments.md, "Refunds and disputes"), naming the payment's processor reference.
+EntryType = Literal[
+    "signup_credit", "grant", "purchase", "topup", "reservation", "charge", "release", "refund"
+]
 # Credits paid through the payment processor: a credit purchase (Checkout) and an auto top-up
 # (an off-session charge). Each carries the processor's reference and is applied at most once
 # per reference (docs/payments.md).
@@ -40,7 +44,7 @@ PURPOSES: tuple[str, ...] = get_args(Purpose)
 # `release` move credit between available and reserved: the balance does not change.
 CREDIT_ENTRIES = frozenset({"signup_credit", "grant", "purchase", "topup"})
 PROCESSOR_CREDITS = frozenset({"purchase", "topup"})
-DEBIT_ENTRIES = frozenset({"charge"})
+DEBIT_ENTRIES = frozenset({"charge", "refund"})
 
 DAILY_PREFIX = "D#"
 MONTHLY_PREFIX = "M#"
@@ -324,8 +328,9 @@ def ledger_violations(
 
 
 def _processor_credit_violations(entries: list[Entry]) -> list[str]:
-    """Every processor credit names its reference, and no reference is credited twice."""
-    problems: list[str] = []
+    """Every processor credit names its reference, and no reference is credited twice; a
+    `refund` takes back only from a credited reference, never more than it credited."""
+    problems = _refund_violations(entries)
     seen: set[str] = set()
     for e in entries:
         if e.entry_type not in PROCESSOR_CREDITS:
@@ -339,6 +344,22 @@ def _processor_credit_violations(entries: list[Entry]) -> list[str]:
         if e.amount <= 0:
             problems.append(f"{e.processor_ref}: a {e.entry_type} credit that is not positive")
     return problems
+
+
+def _refund_violations(entries: list[Entry]) -> list[str]:
+    credited = {e.processor_ref: e.amount for e in entries if e.entry_type in PROCESSOR_CREDITS}
+    taken: dict[str, int] = {}
+    for e in entries:
+        if e.entry_type != "refund":
+            continue
+        if e.amount <= 0 or not e.processor_ref or e.processor_ref not in credited:
+            return [f"a refund of {e.amount} that takes back no credited payment ({e.processor_ref})"]
+        taken[e.processor_ref] = taken.get(e.processor_ref, 0) + e.amount
+    return [
+        f"{ref}: {amount} taken back, more than its credit of {credited[ref]}"
+        for ref, amount in taken.items()
+        if amount > credited[ref]
+    ]
 
 
 def _reservation_violations(r: Reservation, entries: list[Entry]) -> list[str]:

@@ -16,6 +16,7 @@ from typing import Any, Literal, TypedDict
 
 from batchroute.clock import isoformat
 from batchroute.domain.billing.controls import parse_usd
+from batchroute.domain.billing.reversals import ReversalClaim
 from batchroute.errors import InvalidRequest
 from batchroute.money import MICROS_PER_USD, Money, MoneyView, money_text
 
@@ -430,13 +431,14 @@ class ProcessorSession:
 @dataclass(frozen=True)
 class ProcessorEvent:
     """A verified processor webhook event: its id, type, the object it is about (a Checkout
-    Session, a PaymentIntent as a Charge, or None for other objects), and whether the
+    Session, a PaymentIntent as a Charge, a refund's or dispute's claim, or None for other
+    objects), and whether the
     processor sent it in live mode (None when the event does not say)."""
 
     event_id: str
     event_type: str
     created: int
-    subject: ProcessorSession | Charge | None
+    subject: ProcessorSession | Charge | ReversalClaim | None
     livemode: bool | None = None
 
 

@@ -32,6 +32,8 @@ DifferenceKind = Literal[
     "currency_differs",
     "org_differs",
     "credited_twice",  # one payment, more than one credit
+    "reversal_not_recorded",  # refunded / lost in dispute at the processor, not on the ledger
+    "reversal_unrecovered",  # recorded, but part of it was spent before: not taken back
 ]
 
 
@@ -44,6 +46,8 @@ class LedgerCredit:
     kind: ProcessorCredit
     amount: Money
     at: str  # when it was credited (ISO-8601 UTC)
+    reversed_cents: int = 0  # refunded + lost in disputes, as recorded (docs/payments.md)
+    unrecovered_micros: int = 0  # of that, what the wallet no longer held
 
 
 @dataclass(frozen=True)
@@ -57,6 +61,7 @@ class ProcessorPayment:
     currency: str
     purpose: str | None  # from its metadata
     created: str  # ISO-8601 UTC
+    reversed_cents: int = 0  # refunded (its charge's `amount_refunded`) + lost disputes
 
     @property
     def refs(self) -> tuple[str, ...]:
@@ -245,6 +250,7 @@ def _compare(payment: ProcessorPayment, found: list[LedgerCredit]) -> list[Diffe
         if credit.org_id != payment.org_id:
             detail = f"credited to {credit.org_id}, paid for {payment.org_id or '(no org)'}"
             problems.append(replace(one, detail=detail))
+        problems.extend(_reversal_differences(payment, credit, one))
         if credit.amount.currency.lower() != payment.currency.lower():
             detail = f"credited in {credit.amount.currency}, paid in {payment.currency}"
             problems.append(replace(one, kind="currency_differs", detail=detail))
@@ -252,6 +258,26 @@ def _compare(payment: ProcessorPayment, found: list[LedgerCredit]) -> list[Diffe
             detail = f"credited {_money_text(credit.amount)}, paid {payment.paid_text()}"
             problems.append(replace(one, kind="amount_differs", detail=detail))
     return problems
+
+
+def _reversal_differences(
+    payment: ProcessorPayment, credit: LedgerCredit, one: Difference
+) -> list[Difference]:
+    """A refund or lost dispute the ledger does not reflect: not recorded at all (or less of
+    it), or recorded but not taken back in full (the credit was spent before)."""
+    found: list[Difference] = []
+    if payment.reversed_cents > credit.reversed_cents:
+        reversed_text = _money_text(Money(_minor_to_micros(payment.reversed_cents), payment.currency.lower()))
+        detail = (
+            f"refunded or lost in dispute {reversed_text} at the processor, "
+            f"{credit.reversed_cents} cents recorded"
+        )
+        found.append(replace(one, kind="reversal_not_recorded", detail=detail))
+    if credit.unrecovered_micros > 0:
+        lost = _money_text(Money(credit.unrecovered_micros, credit.amount.currency))
+        detail = f"refunded or lost in dispute, {lost} not taken back (already spent)"
+        found.append(replace(one, kind="reversal_unrecovered", detail=detail))
+    return found
 
 
 def _minor_to_micros(minor: int) -> int:

@@ -9,7 +9,10 @@ own copy of the session says it is paid and matches too; exactly once per sessio
 ledger's marker), and the card it saved is kept for auto top-up. Every check passes before
 anything is written; a refused event is logged, counted and acknowledged
 (`payment_refusals`). `payment_intent.succeeded` / `payment_intent.payment_failed` of an auto top-up
-settle its attempt (`AutoTopupService`). Any other event is acknowledged and ignored.
+settle its attempt (`AutoTopupService`). Refunds and disputes of a credited payment
+(`charge.refunded`, `charge.refund.updated`, `charge.dispute.created`, `charge.dispute.closed`)
+take the credit back as far as it is still available (`PaymentReversals`). Any other event
+is acknowledged and ignored.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from batchroute.observability import logger
 from batchroute.services.billing.auto_topup import AutoTopupService, Credits, OnMoved, tell_moved
 from batchroute.services.billing.commands import StartCheckout
 from batchroute.services.billing.payment_refusals import refuse_payment_event
+from batchroute.services.billing.reversals import REVERSAL_EVENTS, CheckoutLookup
 from batchroute.transactions import TransactItem
 
 CHECKOUT_PURPOSE = "credit_purchase"
@@ -83,6 +87,12 @@ class Processor(Protocol):
     def checkout_session(self, session_id: str) -> ProcessorSession | None: ...
 
 
+class Reversals(Protocol):
+    """services/billing/reversals.py:PaymentReversals."""
+
+    def apply(self, event: ProcessorEvent) -> bool: ...
+
+
 class Profiles(Protocol):
     def customer_id(self, org_id: str) -> str | None: ...
 
@@ -91,12 +101,10 @@ class Profiles(Protocol):
     def save_payment_method(self, org_id: str, card: PaymentMethod, *, at: str) -> None: ...
 
 
-class CheckoutRecords(Protocol):
-    """The service's own record of every Checkout Session it opened."""
+class CheckoutRecords(CheckoutLookup, Protocol):
+    """The service's own record of every Checkout Session it opened (`checkout_record`)."""
 
     def record_checkout(self, record: CheckoutRecord) -> None: ...
-
-    def checkout_record(self, session_id: str) -> CheckoutRecord | None: ...
 
     def checkout_credited_item(self, session_id: str, *, at: str) -> TransactItem: ...
 
@@ -108,6 +116,7 @@ class CreditPurchases:
     checkouts: CheckoutRecords
     ledger: Credits
     topups: AutoTopupService
+    reversals: Reversals
     on_moved: OnMoved
     clock: Clock
     public_base_url: str
@@ -169,7 +178,7 @@ class CreditPurchases:
         InvalidRequest `invalid_signature` (400, nothing applied) for a forged one."""
         event = self.processor.verify_event(payload, signature)
         applied = False
-        if event.event_type in (*COMPLETED_EVENTS, *TOPUP_EVENTS) and (
+        if event.event_type in (*COMPLETED_EVENTS, *TOPUP_EVENTS, *REVERSAL_EVENTS) and (
             problem := livemode_mismatch(event, live_key=self.processor.live_key())
         ):
             refuse_payment_event(problem, event_id=event.event_id, event_type=event.event_type)
@@ -177,6 +186,8 @@ class CreditPurchases:
             applied = self._purchase_completed(event)
         elif event.event_type in TOPUP_EVENTS:
             applied = self._topup_outcome(event)
+        elif event.event_type in REVERSAL_EVENTS:
+            applied = self.reversals.apply(event)
         logger.info(
             "processor event",
             extra={"event_id": event.event_id, "event_type": event.event_type, "applied": applied},

@@ -1,0 +1,212 @@
+"""Refunds and disputes of a credited payment (docs/payments.md, "Refunds and disputes"),
+over HTTP on moto against the payment emulator: the processor's refund (or lost dispute) is
+taken back from the wallet the payment credited, once, whatever the delivery order, never
+below zero (the rest recorded as not recovered and shown by the reconciliation); an event
+for a payment the service never credited, or one the processor does not confirm, changes
+nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+import stripe
+
+from batchroute.clock import FixedClock
+from batchroute.money import Money
+from batchroute.observability import metrics
+from batchroute.services.billing.reconciliation import PaymentsReconciliation
+from batchroute_tools.local.provision import LocalStack
+from tests.integration.payments_harness import SECRET_KEY, Bench, intent_of, paid_not_credited, payments_bench
+
+
+@pytest.fixture
+def clock() -> FixedClock:
+    # The emulator stamps payments with the real time: the service's clock is now as well.
+    return FixedClock(datetime.now(UTC).replace(microsecond=0))
+
+
+@pytest.fixture
+def bench(local_aws: LocalStack, clock: FixedClock) -> Iterator[Bench]:
+    with payments_bench(clock) as running:
+        yield running
+
+
+def stripe_client(bench: Bench) -> stripe.StripeClient:
+    return stripe.StripeClient(SECRET_KEY, base_addresses={"api": bench.server.base_url + "/stripe"})
+
+
+def refund(bench: Bench, payment_intent: str, cents: int | None = None) -> stripe.Refund:
+    params: dict[str, Any] = {"payment_intent": payment_intent}
+    if cents is not None:
+        params["amount"] = cents
+    return stripe_client(bench).v1.refunds.create(params=params)  # type: ignore[arg-type]
+
+
+def refunds_of(bench: Bench) -> list[dict[str, Any]]:
+    return [
+        e for e in bench.wiring.ledger.entries(bench.org.org_id, limit=None) if e["entry_type"] == "refund"
+    ]
+
+
+def clean(bench: Bench) -> None:
+    assert bench.wiring.ledger.violations(bench.org.org_id) == []
+
+
+def reconcile(bench: Bench, clock: FixedClock) -> list[dict[str, Any]]:
+    wiring = bench.wiring
+    run = PaymentsReconciliation(wiring.ledger, wiring.payment_processor, clock, settling_time=timedelta(0))
+    return [d.to_dict() for d in run.run(clock.now() - timedelta(days=1)).differences]  # type: ignore[misc]
+
+
+def counted(name: str) -> int:
+    return sum(metrics.metric_set.get(name, {}).get("Value", []))
+
+
+def test_a_refund_after_a_purchase_takes_the_credit_back_once(bench: Bench) -> None:
+    start = bench.balance()
+    session = bench.buy(25)
+    assert bench.balance() == start + Money.usd("25")
+    stripe_refund = refund(bench, intent_of(bench, session))
+    assert stripe_refund.status == "succeeded" and stripe_refund.amount == 2500
+    charge = stripe_client(bench).v1.charges.retrieve(str(stripe_refund.charge))
+    assert charge.refunded is True and charge.amount_refunded == 2500
+    assert stripe_client(bench).v1.payment_intents.retrieve(intent_of(bench, session)).amount_received == 2500
+    reversed_before = counted("PaymentReversals")
+
+    assert bench.emulator.deliver_pending() == [200, 200]  # charge.refunded, refund.created
+    assert bench.balance() == start
+    (event_id,) = bench.event_ids("charge.refunded")
+    assert bench.emulator.redeliver(event_id) == 200  # a repeat
+    assert bench.balance() == start
+    (entry,) = refunds_of(bench)
+    assert entry["processor_ref"] == session and entry["amount_micros"] == Money.usd("25").micros
+    assert counted("PaymentReversals") == reversed_before + 1
+    (alert,) = bench.events("billing.payment_reversed")
+    assert alert["details"]["processor_reference"] == session and alert["details"]["taken_back"] == "25.00"
+    clean(bench)
+
+
+def test_partial_refunds_delivered_out_of_order_apply_once(bench: Bench) -> None:
+    start = bench.balance()
+    session = bench.buy(25)
+    intent = intent_of(bench, session)
+    refund(bench, intent, 1000)
+    refund(bench, intent, 1500)
+    first, second = bench.event_ids("charge.refunded")
+    bench.emulator.redeliver(second)  # the later (cumulative) figure first: 25.00 refunded
+    assert bench.balance() == start
+    bench.emulator.redeliver(first)  # an older figure (10.00) late: nothing more
+    bench.emulator.deliver_pending()
+    bench.emulator.redeliver(second)
+    assert bench.balance() == start
+    assert sum(e["amount_micros"] for e in refunds_of(bench)) == Money.usd("25").micros
+    assert reconcile(bench, bench.clock) == []  # reflected in full: no difference
+    clean(bench)
+
+
+def test_a_refund_after_the_credit_was_spent_takes_only_what_is_available(bench: Bench) -> None:
+    session = bench.buy(25)
+    bench.spend(str((bench.balance() - Money.usd("5")).amount))
+    assert bench.balance() == Money.usd("5")
+    unrecovered_before = counted("PaymentReversalUnrecovered")
+    refund(bench, intent_of(bench, session))
+    bench.emulator.deliver_pending()
+    assert bench.balance() == Money.zero()  # never negative
+    (entry,) = refunds_of(bench)
+    assert entry["amount_micros"] == Money.usd("5").micros
+    record = bench.wiring.ledger.credit_reversal(bench.org.org_id, session)
+    assert record is not None and record.refunded_cents == 2500
+    assert record.recovered_micros == Money.usd("5").micros
+    assert record.unrecovered_micros == Money.usd("20").micros
+    assert counted("PaymentReversalUnrecovered") == unrecovered_before + 1
+    (event_id,) = bench.event_ids("charge.refunded")
+    bench.emulator.redeliver(event_id)  # a repeat takes nothing more, even with credit back
+    assert len(refunds_of(bench)) == 1
+    (difference,) = reconcile(bench, bench.clock)
+    assert difference["kind"] == "reversal_unrecovered" and difference["credited_refs"] == [session]
+    clean(bench)
+
+
+def test_a_lost_dispute_takes_the_credit_back_at_its_loss(bench: Bench) -> None:
+    start = bench.balance()
+    session = bench.buy(40)
+    dispute = bench.emulator.open_dispute(intent_of(bench, session))
+    bench.emulator.deliver_pending()
+    assert bench.balance() == start + Money.usd("40")  # opened: alerted, nothing taken yet
+    (opened,) = bench.events("billing.payment_disputed")
+    assert opened["details"]["dispute_status"] == "needs_response"
+    bench.emulator.close_dispute(dispute["id"], won=False)
+    bench.emulator.deliver_pending()
+    (event_id,) = bench.event_ids("charge.dispute.closed")
+    bench.emulator.redeliver(event_id)
+    assert bench.balance() == start
+    assert len(refunds_of(bench)) == 1
+    clean(bench)
+
+
+def test_a_refund_of_an_auto_topup_takes_it_back(bench: Bench) -> None:
+    bench.buy(25)
+    bench.configure(enabled=True, trigger_balance="10", amount="50")
+    bench.spend(str((bench.balance() - Money.usd("1")).amount))
+    bench.moved()
+    bench.wiring.sweeper.sweep()
+    bench.emulator.deliver_pending()
+    (attempt,) = [a for a in bench.attempts() if a["status"] == "succeeded"]
+    assert bench.balance() == Money.usd("51")
+    refund(bench, attempt["processor_reference"], 2000)
+    bench.emulator.deliver_pending()
+    assert bench.balance() == Money.usd("31")
+    (entry,) = refunds_of(bench)
+    assert entry["processor_ref"] == attempt["processor_reference"]
+    clean(bench)
+
+
+def test_a_refund_of_a_payment_never_credited_changes_nothing(bench: Bench) -> None:
+    start = bench.balance()
+    session = paid_not_credited(bench)  # paid at the processor, its webhook never arrived
+    refund(bench, intent_of(bench, session))
+    rejected = counted("PaymentEventsRejected")
+    bench.emulator.deliver_pending()
+    assert bench.balance() == start and refunds_of(bench) == []
+    assert counted("PaymentEventsRejected") == rejected + 1
+    clean(bench)
+
+
+def test_a_forged_refund_the_processor_does_not_confirm_changes_nothing(bench: Bench) -> None:
+    start = bench.balance()
+    session = bench.buy(25)
+    charge_id = bench.emulator.intents[intent_of(bench, session)]["latest_charge"]
+    forged: list[tuple[str, dict[str, Any]]] = [
+        (
+            "charge.refunded",
+            {"id": charge_id, "object": "charge", "amount": 2500, "amount_refunded": 2500, "refunded": True},
+        ),
+        (
+            "charge.dispute.closed",
+            {"id": "dp_forged", "object": "dispute", "charge": charge_id, "amount": 2500, "status": "lost"},
+        ),
+        (
+            "charge.refunded",
+            {"id": "ch_unknown", "object": "charge", "amount": 2500, "amount_refunded": 2500},
+        ),
+    ]
+    for n, (event_type, obj) in enumerate(forged):
+        event = {"id": f"evt_forged{n}", "type": event_type, "created": 0, "livemode": False}
+        answer = bench.post_event({**event, "data": {"object": {**obj, "currency": "usd"}}})
+        assert answer.status_code == 200 and answer.json()["applied"] is False
+    assert bench.balance() == start + Money.usd("25") and refunds_of(bench) == []
+    clean(bench)
+
+
+def test_reconciliation_lists_a_refund_the_ledger_does_not_reflect(bench: Bench) -> None:
+    session = bench.buy(25)
+    refund(bench, intent_of(bench, session))
+    bench.emulator.events.clear()  # the refund's events never reach the service
+    (difference,) = reconcile(bench, bench.clock)
+    assert difference["kind"] == "reversal_not_recorded"
+    assert (
+        difference["processor_ref"] == intent_of(bench, session) and difference["org_id"] == bench.org.org_id
+    )
