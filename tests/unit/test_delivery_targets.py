@@ -627,6 +627,39 @@ def test_a_slow_drip_answer_is_cut_at_the_deadline(operation: str) -> None:
     assert clock.now == 10 and wire.sent == 10 and wire.closed
 
 
+def test_a_deadline_passed_is_not_tried_again_by_botocores_retry() -> None:
+    # Given the deliveries' retry config (two tries) and an endpoint that drips a byte a second
+    clock = _Clock()
+    wire = _Wire(b" ", 10_000, clock=clock, gap=1)
+    sender = PinnedSender(
+        UrlGuard(resolve=lambda host, port: ["93.184.215.14"]),
+        connect_timeout=1,
+        read_timeout=1,
+        deadline_seconds=10,
+        transport=httpx.MockTransport(lambda request: httpx.Response(200, stream=wire)),
+        clock=clock,
+    )
+    retrying = boto3.session.Session().client(
+        "s3",
+        region_name="us-east-1",
+        endpoint_url="https://s3.customer.example",
+        aws_access_key_id="AKIAEXAMPLEKEY01",
+        aws_secret_access_key="secret-value-0123456789",
+        config=Config(
+            s3={"addressing_style": "path"},
+            retries={"mode": "standard", "total_max_attempts": 2},
+            request_checksum_calculation="when_required",
+        ),
+    )
+    retrying.meta.events.register_first("before-send.s3", sender)
+    bucket = CustomerBucket(_target(endpoint_url="https://s3.customer.example"), retrying)
+    # When a put meets the deadline, then it is refused once, at the deadline, not 2 x 10 s
+    with pytest.raises(BucketRefused) as refused:
+        bucket.put("k", b"{}", content_type="application/json")
+    assert refused.value.code == "timeout"
+    assert clock.now == 10 and wire.sent == 10
+
+
 def test_a_slow_reading_endpoint_cannot_hold_an_upload_past_the_deadline() -> None:
     clock = _Clock()
     taken: list[int] = []
@@ -689,6 +722,10 @@ def test_a_target_test_makes_one_try_and_a_delivery_two() -> None:
     target = _target(endpoint_url="https://s3.customer.example", region=None)
     buckets = CustomerBuckets(UrlGuard(resolve=lambda host, port: ["93.184.215.14"]))
     probe = buckets.for_probes()
-    assert (probe.deadline_seconds + probe.read_timeout, probe.connect_timeout) < (29 - 5, 29)
+    # The test answers inside API Gateway's 29 s: its deadline plus one read already waiting
+    assert probe.deadline_seconds + probe.read_timeout < 29 - 5 and probe.connect_timeout < 5
+    # A delivery: a try that timed out reading, then one cut at its deadline (not retried),
+    # ends inside the deliver worker's 120 s
+    assert buckets.read_timeout + buckets.deadline_seconds + buckets.read_timeout < 120
     tries = [b.open(target, "secret-value-0123456789").s3.meta.config.retries for b in (probe, buckets)]
     assert [t["total_max_attempts"] for t in tries] == [1, 2]

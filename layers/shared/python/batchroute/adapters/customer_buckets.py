@@ -119,9 +119,10 @@ class CustomerBuckets:
     connect_timeout: float = 5
     read_timeout: float = 30
     # Each request to a customer endpoint (connect, upload, answer) ends within this many
-    # seconds, plus at most one read time-out (adapters/pinned_s3.py): 60 + 30 s stays inside
-    # the deliver worker's 120 s, and an 8 MiB part needs only ~140 KB/s to make it.
-    deadline_seconds: float = 60
+    # seconds, plus at most one read time-out (adapters/pinned_s3.py), and is not tried again
+    # once cut off: a read time-out's try (30 s) and a second try to the deadline (45 + 30 s)
+    # stay inside the deliver worker's 120 s; an 8 MiB part needs ~190 KB/s to make it.
+    deadline_seconds: float = 45
     max_attempts: int = 2
 
     def for_probes(self) -> CustomerBuckets:
@@ -183,7 +184,7 @@ def refusal(exc: Exception) -> BucketRefused:
         return BucketRefused("bucket_error", type(exc).__name__)
     # boto3's transfer manager wraps failures (S3UploadFailedError) with the ClientError's text.
     cause = exc.__cause__ or exc.__context__
-    if isinstance(cause, ClientError | BotoCoreError):
+    if isinstance(cause, ClientError | BotoCoreError | BucketRefused):
         return refusal(cause)
     text = str(exc)
     for code in ("AccessDenied", "NoSuchBucket", "InvalidAccessKeyId", "SignatureDoesNotMatch"):

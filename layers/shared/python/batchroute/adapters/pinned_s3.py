@@ -20,8 +20,10 @@ The endpoint is the customer's, so nothing it sends is trusted to be small or qu
 - **A deadline per request.** Every request (connect, upload, answer and body) ends within
   `deadline_seconds` of its start: the connect and read time-outs are cut to the time left,
   the upload goes in 64 KiB pieces and the answer is read chunk by chunk, each checked
-  against the clock. A slow-drip endpoint is cut off with botocore's `ReadTimeoutError`
-  (`timeout`) at most one read time-out (a read already waiting) past the deadline.
+  against the clock. A slow-drip endpoint is cut off (`BucketRefused` `timeout`) at most one
+  read time-out (a read already waiting) past the deadline, and that refusal is not retried:
+  botocore's retry would give the next try a deadline of its own. A read time-out (nothing
+  arrived in `read_timeout`) is botocore's `ReadTimeoutError`, retried as any.
 """
 
 from __future__ import annotations
@@ -100,7 +102,7 @@ class _Answer:
             return b""
         if self._clock() >= self._deadline:
             self.close()
-            raise ReadTimeoutError(endpoint_url=self._origin)
+            raise _deadline_passed()
         try:
             chunk = next(self._chunks, b"")
         except httpx.TimeoutException:
@@ -215,7 +217,7 @@ class PinnedSender:
         for address in checked.addresses[:MAX_ADDRESSES_TRIED]:
             left = deadline - self._clock()
             if left <= 0:
-                raise ReadTimeoutError(endpoint_url=origin)
+                raise _deadline_passed()
             target = url.copy_with(host=address)
             extensions = {"sni_hostname": name} if url.scheme == "https" and name != address else {}
             outgoing = self._client.build_request(
@@ -232,7 +234,9 @@ class PinnedSender:
                 raise ConnectTimeoutError(endpoint_url=origin) from None
             except httpx.ConnectError:
                 continue  # the next checked address, if any
-            except (httpx.TimeoutException, _DeadlinePassed):
+            except _DeadlinePassed:
+                raise _deadline_passed() from None
+            except httpx.TimeoutException:
                 raise ReadTimeoutError(endpoint_url=origin) from None
             answer = _Answer(response, deadline=deadline, clock=self._clock, origin=origin)
             raw: _Answer | _Body = answer
@@ -247,6 +251,13 @@ class PinnedSender:
             if self._clock() >= deadline:
                 raise _DeadlinePassed
             yield bytes(view[start : start + UPLOAD_PIECE_BYTES])
+
+
+def _deadline_passed() -> BucketRefused:
+    """The request's time is up: refused as `timeout`, and not a botocore error, so botocore's
+    retry does not start the request again with a deadline of its own (a drip endpoint would
+    hold each try to the deadline)."""
+    return BucketRefused("timeout", "the bucket's endpoint did not finish within the request's deadline")
 
 
 def _too_large(cap: int) -> BucketRefused:
