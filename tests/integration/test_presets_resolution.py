@@ -351,7 +351,8 @@ def test_a_chat_body_naming_an_unknown_preset_is_400(
 
 
 @pytest.mark.parametrize(
-    "version", ["evil@1\r\nSet-Cookie: service_ui_session=attacker", "\u20acuro@1", "triage", "x" * 5000]
+    "version",
+    ["evil@1\r\nSet-Cookie: service_ui_session=attacker", "triage@1\n", "\u20acuro@1", "triage", "x" * 5000],
 )
 def test_a_chat_body_whose_preset_version_is_not_one_is_400_before_any_provider_call(
     client: TestClient, org: TestOrg, version: str

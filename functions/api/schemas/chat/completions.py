@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from batchroute.domain.catalog.catalog import PrivacyTier
 from batchroute.domain.chat.objects import JobStatus
 from batchroute.domain.presets.presets import REF_PATTERN as PRESET_REF_PATTERN
-from batchroute.domain.presets.presets import VERSION_REF_PATTERN as PRESET_VERSION_PATTERN
+from batchroute.domain.routing.items import PRESET_VERSION_PATTERN
 from functions.api.schemas.batches.batches import Metadata
 from functions.api.schemas.common import Absent
 from functions.api.schemas.delivery.webhooks import WebhookTarget

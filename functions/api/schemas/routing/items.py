@@ -18,7 +18,6 @@ from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
 from batchroute.domain.catalog.catalog import HostedTool, Operation
 from batchroute.domain.presets.presets import REF_PATTERN as PRESET_REF_PATTERN
-from batchroute.domain.presets.presets import VERSION_REF_PATTERN as PRESET_VERSION_PATTERN
 from batchroute.domain.routing.items import (
     CALL_ID_PATTERN,
     FUNCTION_NAME_PATTERN,
@@ -28,6 +27,7 @@ from batchroute.domain.routing.items import (
     MAX_MODEL_ID,
     MAX_OUTPUT_REQUEST,
     MAX_STOP_SEQUENCES,
+    PRESET_VERSION_PATTERN,
     hosted_tool_types,
 )
 from functions.api.schemas.common import SOME_TEXT

@@ -10,16 +10,14 @@ passed-through field are never chosen. docs/chat.md is the long form.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 from batchroute.domain.batches.metadata import parse_metadata
 from batchroute.domain.catalog.catalog import Catalog, PrivacyTier
-from batchroute.domain.presets.presets import VERSION_REF_PATTERN
 from batchroute.domain.routing.gates import PRIVACY_TIERS
-from batchroute.domain.routing.items import BatchItem, ItemFacts, read_item
+from batchroute.domain.routing.items import PRESET_VERSION, BatchItem, ItemFacts, read_item
 from batchroute.domain.work_orders.work_orders import parse_work_order_id
 from batchroute.errors import InvalidRequest
 
@@ -41,7 +39,6 @@ _OUTPUT_LIMITS: Final = ("max_completion_tokens", "max_tokens")
 _BATCH_FIELDS: Final = frozenset({"completion_window", "webhook", "metadata", "work_order_id"})
 _PREFERENCE_FIELDS: Final = frozenset({"only", "order", "allow_fallbacks"})
 CHAT_ITEM_ID: Final = "chat"
-_VERSION_REF: Final = re.compile(VERSION_REF_PATTERN)
 
 
 @dataclass(frozen=True)
@@ -148,7 +145,7 @@ def parse_chat_request(body: Any, catalog: Catalog) -> ChatRequest:
 def _preset_version(value: object) -> str | None:
     """The version a preset expanded the body from (`name@3`), as the expander or a retried
     body gives it: nothing else (it is echoed in the `x-service-preset` header and recorded)."""
-    if value is not None and not (isinstance(value, str) and _VERSION_REF.match(value)):
+    if value is not None and not (isinstance(value, str) and PRESET_VERSION.fullmatch(value)):
         raise _invalid("preset_version", "preset_version must be a preset version (name@version).")
     return value
 

@@ -24,7 +24,7 @@ from batchroute.domain.batches.metadata import parse_metadata
 from batchroute.domain.catalog.catalog import OPERATIONS, Catalog, WorkflowProduct
 from batchroute.domain.presets.golden_sets import GoldenSetView, parse_golden_set
 from batchroute.domain.routing.gates import RouteRequest
-from batchroute.domain.routing.items import HOSTED_TOOLS, MAX_OUTPUT_REQUEST, PRESET_VERSION_PATTERN
+from batchroute.domain.routing.items import HOSTED_TOOLS, MAX_OUTPUT_REQUEST
 from batchroute.errors import InvalidRequest
 
 MAX_PRESETS_PER_ORG: Final = 200
@@ -39,8 +39,6 @@ NAME_PATTERN: Final = r"^[a-z0-9][a-z0-9_-]{0,63}$"
 _NAME = re.compile(NAME_PATTERN)
 _NAME_RULE = "1-64 lowercase letters, digits, '-' or '_', starting with a letter or digit"
 REF_PATTERN: Final = r"^[a-z0-9][a-z0-9_-]{0,63}(@[1-9][0-9]{0,5})?$"
-# One version of a preset, as a request records the version it was expanded from (`name@3`).
-VERSION_REF_PATTERN: Final = PRESET_VERSION_PATTERN  # as a batch item records it too
 _REF = re.compile(r"^(?P<name>[a-z0-9][a-z0-9_-]{0,63})(?:@(?P<version>[1-9][0-9]{0,5}))?$")
 
 TOP_FIELDS: Final = (

@@ -118,9 +118,9 @@ FUNCTION_NAME_PATTERN: Final = r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$"
 CALL_ID_PATTERN: Final = r"^[A-Za-z0-9_-]{1,64}$"
 _FUNCTION_NAME: Final = re.compile(FUNCTION_NAME_PATTERN)
 # One version of a preset (`name@3`), as an item records the version its preset expanded
-# (domain/presets/presets.py VERSION_REF_PATTERN, which a chat body's preset_version follows too).
+# (a chat body's preset_version follows it too: domain/chat/requests.py).
 PRESET_VERSION_PATTERN: Final = r"^[a-z0-9][a-z0-9_-]{0,63}@[1-9][0-9]{0,5}$"
-_PRESET_VERSION: Final = re.compile(PRESET_VERSION_PATTERN)
+PRESET_VERSION: Final = re.compile(PRESET_VERSION_PATTERN)  # fullmatch: `$` alone admits a final newline
 _CALL_ID: Final = re.compile(CALL_ID_PATTERN)
 # The settings a hosted tool declaration may carry, whatever lane runs it: its type, and
 # what the tool cannot run without (file_search's vector stores; the code interpreter's
@@ -1159,7 +1159,7 @@ def _required_string(
 def _check_preset_version(value: object, problems: list[ItemProblem]) -> None:
     """The preset version the item was expanded from (`name@3`): recorded with the item and
     shown as its preset, so nothing else is taken (null is absent, as for every item field)."""
-    if value is not None and not (isinstance(value, str) and _PRESET_VERSION.fullmatch(value)):
+    if value is not None and not (isinstance(value, str) and PRESET_VERSION.fullmatch(value)):
         problems.append(
             _shape(
                 "invalid_field",
