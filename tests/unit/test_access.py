@@ -13,7 +13,6 @@ from batchroute.domain.accounts.access import (
     Principal,
     authorize,
     authorize_grant,
-    may_grant,
     require_same_org,
     require_user,
     require_user_session,
@@ -21,6 +20,15 @@ from batchroute.domain.accounts.access import (
 from batchroute.errors import Forbidden
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "roles.md"
+
+
+def may_grant(principal: Principal, role: str) -> bool:
+    """Whether `authorize_grant` lets the caller create or revoke a key of `role`."""
+    try:
+        authorize_grant(principal, role)  # type: ignore[arg-type]
+    except Forbidden:
+        return False
+    return True
 
 
 def _documented_matrix() -> dict[str, dict[str, bool]]:

@@ -89,8 +89,13 @@ def test_a_member_marker_from_before_chat_jobs_joined_is_a_batch() -> None:
 
 
 def test_sparse_leaves_out_the_fields_that_hold_their_default() -> None:
-    fresh = BatchIntake("file_1", "d", 2, {"model": "m"})
-    assert sparse(fresh) == {"file_id": "file_1", "digest": "d", "item_count": 2, "options": {"model": "m"}}
+    fresh = BatchIntake("file_1", "d", 2, {"routing_mode": "cheapest"})
+    assert sparse(fresh) == {
+        "file_id": "file_1",
+        "digest": "d",
+        "item_count": 2,
+        "options": {"routing_mode": "cheapest"},
+    }
     failed = replace(fresh, done=True, error=IntakeError("quote_mismatch", "differ", {"item_count": 3}))
     assert sparse(failed)["error"] == {
         "code": "quote_mismatch",

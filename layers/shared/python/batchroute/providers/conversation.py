@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, TypeVar
 
-from batchroute.domain.routing.items import hosted_tool_name
+from batchroute.domain.routing.items import SCHEMA_FORMAT_KEYS, hosted_tool_name
 
 # Sampling options carried over to every vendor that has them (each transform maps names).
 OPTIONS: Final = ("temperature", "top_p", "stop", "seed")
@@ -302,9 +302,6 @@ def _content(value: object) -> str | list[dict[str, Any]]:
     return parts
 
 
-_SCHEMA_FORMAT_KEYS: Final = ("name", "description", "schema", "strict")
-
-
 def _response_format(payload: Mapping[str, Any]) -> dict[str, Any] | None:
     """The structured-output request, rebuilt from the keys OpenAI's contract declares (the
     preflight refuses any other: domain/routing/items.py); a null is a key left out."""
@@ -325,7 +322,7 @@ def _response_format(payload: Mapping[str, Any]) -> dict[str, Any] | None:
 def _schema_format(spec: object) -> dict[str, Any]:
     if not isinstance(spec, Mapping):
         return {}
-    return {key: spec[key] for key in _SCHEMA_FORMAT_KEYS if spec.get(key) is not None}
+    return {key: spec[key] for key in SCHEMA_FORMAT_KEYS if spec.get(key) is not None}
 
 
 def data_url_parts(url: str) -> tuple[str, str] | None:

@@ -76,14 +76,10 @@ def authorize(principal: Principal, permission: Permission) -> None:
         )
 
 
-def may_grant(principal: Principal, role: Role) -> bool:
-    """Whether the caller may hand out (or take back) `role`: only a role that can do nothing
-    the caller's own role cannot, so no one gains a permission by creating a credential."""
-    return ROLE_PERMISSIONS[role] <= ROLE_PERMISSIONS[principal.role]
-
-
 def authorize_grant(principal: Principal, role: Role) -> None:
-    """403 `permission_denied` when `role` has a permission the caller's role lacks (an admin
+    """The caller may hand out (or take back) only a role that can do nothing its own role
+    cannot, so no one gains a permission by creating a credential: 403 `permission_denied`
+    when `role` has a permission the caller's role lacks (an admin
     creating or revoking an owner or billing key: `billing:manage`). The details name the
     first missing permission and the caller's role, as `authorize` does, plus the role asked
     for (`target_role`) and every missing permission."""

@@ -112,7 +112,7 @@ _FUNCTION_KEYS: Final = frozenset({"name", "description", "parameters", "strict"
 # ResponseFormatJsonObject, ResponseFormatJsonSchema; the Responses API's text.format writes the
 # schema's keys flat beside its type): anything else is refused, never forwarded or dropped.
 _PLAIN_FORMAT_KEYS: Final = frozenset({"type"})
-_SCHEMA_FORMAT_KEYS: Final = frozenset({"name", "description", "schema", "strict"})
+SCHEMA_FORMAT_KEYS: Final = ("name", "description", "schema", "strict")  # a json_schema format's keys
 # Gemini wants a letter or an underscore first; every vendor takes the rest.
 FUNCTION_NAME_PATTERN: Final = r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$"
 CALL_ID_PATTERN: Final = r"^[A-Za-z0-9_-]{1,64}$"
@@ -1056,7 +1056,7 @@ def _read_output_format(payload: dict[str, object], found: _Estimate, problems: 
                 _schema_problem(f"{holder_where}.name", "name must be 1-64 letters, digits, _ or -")
             )
             continue
-        known = _SCHEMA_FORMAT_KEYS if nested else _SCHEMA_FORMAT_KEYS | {"type"}
+        known = frozenset(SCHEMA_FORMAT_KEYS) if nested else frozenset({*SCHEMA_FORMAT_KEYS, "type"})
         _check_format_keys(holder, known, holder_where, problems)
         description = holder.get("description")
         if description is not None and not isinstance(description, str):

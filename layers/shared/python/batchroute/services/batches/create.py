@@ -58,22 +58,17 @@ from batchroute.money import Money
 from batchroute.services.batches.commands import CreateBatch, request_hash
 from batchroute.services.batches.input_chunks import CHUNK_SIZE, InputChunkWriter
 from batchroute.services.batches.launch import WorkflowLaunch
-from batchroute.services.batches.ports import BatchStore, LimitChecks, ObjectStore, WebhookUrlRules
+from batchroute.services.batches.ports import BatchStore, ObjectStore, WebhookUrlRules
 from batchroute.services.batches.quotes import FileItems, ItemSource, PlannedQuote, QuoteService, items_digest
 from batchroute.services.batches.reads import owned_batch
 from batchroute.services.batches.views import BatchSummaryView, batch_summary
-from batchroute.services.billing.funding import Funding, FundingDecision
-from batchroute.services.billing.ports import ControlsReader, LedgerBook, MoneyWatch
+from batchroute.services.billing.funding import FUNDING_ATTEMPTS, Funding, FundingDecision
+from batchroute.services.billing.ports import ControlsReader, LedgerBook, LimitChecks, MoneyWatch
 from batchroute.transactions import TransactItem
 
 SLA = timedelta(hours=24)
 IDEMPOTENCY_TTL = timedelta(hours=24)
 MAX_CANCEL_REASON = 500
-# Funding decided on fresh reads, then committed; a refused commit (something moved) decides
-# again. A refusal means another submit committed meanwhile (or spend or controls changed), so
-# each retry follows someone's progress: under a hard limit a submit may lose once per
-# competitor that fits, hence room for many before answering 503 `funding_contended`.
-_FUNDING_ATTEMPTS = 24
 
 
 class WorkOrderJoins(Protocol):
@@ -390,7 +385,7 @@ class BatchService:
         decision's limit guard in the same transaction; a refused commit means the wallet,
         the spend or the controls moved since the reads, so decide again."""
         org_id = submit.principal.org_id
-        for _ in range(_FUNDING_ATTEMPTS):
+        for _ in range(FUNDING_ATTEMPTS):
             controls = self.controls.billing_controls(org_id)
             decision = Funding(self.ledger).check_funding(
                 org_id, submit.total, controls, now=self.clock.now()

@@ -15,7 +15,6 @@ from batchroute.domain.batches.record import (
 from batchroute.domain.batches.states import BatchState
 from batchroute.domain.routing.lane_plan import LaneRecord
 from batchroute.domain.workflow.finalize_cursor import CursorChanges, FinalizeCursor
-from batchroute.services.billing.ports import LimitChecks as LimitChecks  # declared with the ledger's ports
 from batchroute.transactions import TransactItem
 
 

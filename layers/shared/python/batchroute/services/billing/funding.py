@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Literal
+from typing import Final, Literal
 
 from batchroute.clock import Clock, isoformat
 from batchroute.domain.batches.preflight import IssueView
@@ -213,6 +213,12 @@ def guarded_reservation(
 
 
 LIMIT_WARNING_CODE = "spending_limit_exceeded"
+# Funding decided on fresh reads, then committed; a refused commit (something moved) decides
+# again. A refusal means another reservation committed meanwhile (or spend or controls
+# changed), so each retry follows someone's progress: under a hard limit a reservation may
+# lose once per competitor that fits, hence room for many before answering 503
+# `funding_contended`.
+FUNDING_ATTEMPTS: Final = 24
 
 
 @dataclass(eq=False)

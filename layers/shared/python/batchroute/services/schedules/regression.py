@@ -59,7 +59,7 @@ from batchroute.ids import new_id
 from batchroute.money import Money
 from batchroute.observability import logger
 from batchroute.providers.base import ProviderRequest, ProviderResult
-from batchroute.services.billing.funding import guarded_reservation
+from batchroute.services.billing.funding import FUNDING_ATTEMPTS, guarded_reservation
 from batchroute.services.billing.ports import ControlsReader, LedgerBook, LimitChecks, MoneyWatch
 from batchroute.services.catalog.ports import SyncProviders
 from batchroute.services.presets.resolution import Resolver
@@ -68,10 +68,6 @@ from batchroute.services.routing.ports import OrgPolicies
 from batchroute.services.schedules.ports import ScheduleRecords
 
 GOLDEN_MAX_OUTPUT: Final = 512  # output tokens per golden item
-# A hold refused because the wallet or the limit moved since the reads is decided again on
-# fresh reads: each refusal means another hold committed meanwhile, so (as batch create) room
-# for many before answering 503 `funding_contended`.
-_FUNDING_ATTEMPTS: Final = 24
 
 Prepare = Callable[[Mapping[str, Any]], Mapping[str, Any]]
 
@@ -216,7 +212,7 @@ class RegressionRuns:
         """Hold the run's estimate as batch create holds a batch's (`guarded_reservation`): the
         402 / 403 of the check raises; a hold refused because the wallet or the limit moved
         since the reads is decided again on fresh ones."""
-        for _ in range(_FUNDING_ATTEMPTS):
+        for _ in range(FUNDING_ATTEMPTS):
             controls = self.controls.billing_controls(org_id)
             held = guarded_reservation(
                 self.ledger,

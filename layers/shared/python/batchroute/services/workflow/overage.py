@@ -26,9 +26,9 @@ from batchroute.domain.routing.rescue import RescueSetting, overage_hold_id, ove
 from batchroute.errors import ServiceError
 from batchroute.money import Money
 from batchroute.observability import logger
-from batchroute.services.batches.ports import BatchReader, LimitChecks
+from batchroute.services.batches.ports import BatchReader
 from batchroute.services.billing.funding import Funding, guarded_reservation
-from batchroute.services.billing.ports import ControlsReader, LedgerBook, MoneyWatch
+from batchroute.services.billing.ports import ControlsReader, LedgerBook, LimitChecks, MoneyWatch
 from batchroute.transactions import TransactItem
 
 # A hold refused because the wallet or the limit moved since the reads is decided again
