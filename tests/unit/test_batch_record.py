@@ -74,6 +74,12 @@ STORED: dict[str, Any] = {
     "schedule_id": "sched_1",
     "schedule_version": 2,
     "intake": {"file_id": "file_1", "digest": "d", "item_count": 2, "options": {}},
+    "routing_fields": {
+        "routing_mode": "cheapest",
+        "regions": ["us"],
+        "max_price": {"per_item_usd": "0.01"},
+        "required_tools": ["web_search"],
+    },
 }
 
 
