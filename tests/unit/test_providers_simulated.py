@@ -195,6 +195,15 @@ def test_a_list_input_gets_one_vector_each() -> None:
     assert result.raw is not None and [d["index"] for d in result.raw["data"]] == [0, 1, 2]
 
 
+def test_a_flat_token_array_is_one_input_and_token_arrays_one_each() -> None:
+    # OpenAI: "The array of integers that will be turned into an embedding" (one input)
+    flat = sync().complete(embedding_request([1212, 318, 257])).output
+    assert flat is not None and "embeddings" not in flat and len(flat["embedding"]) == EMBEDDING_DIMENSIONS
+    arrays = sync().complete(embedding_request([[1212, 318, 257], [5]])).output
+    assert arrays is not None and len(arrays["embeddings"]) == 2
+    assert arrays["embeddings"][0] == flat["embedding"]
+
+
 def test_gemini_embeddings_use_the_gemini_shape() -> None:
     raw = sync("google").complete(embedding_request("x")).raw
     assert raw is not None and len(raw["embedding"]["values"]) == EMBEDDING_DIMENSIONS

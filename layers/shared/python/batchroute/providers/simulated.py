@@ -249,7 +249,11 @@ class Simulator:
 
     def _embedding(self, request: base.ProviderRequest, prompt: int) -> _Answer:
         value = request.input.get("input")
-        single = not isinstance(value, list)
+        # One input: a string, or a flat array of token ids (as OpenAI reads it); an array of
+        # strings or of token arrays is one input each.
+        single = not isinstance(value, list) or (
+            bool(value) and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+        )
         texts = [value] if single else list(value)  # type: ignore[arg-type]
         vectors = [self._vector(request.model, _canonical(t) if not isinstance(t, str) else t) for t in texts]
         output: dict[str, Any] = {"type": "embedding", "dimensions": EMBEDDING_DIMENSIONS}
