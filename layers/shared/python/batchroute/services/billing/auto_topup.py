@@ -46,6 +46,7 @@ from batchroute.errors import Conflict, InvalidRequest, TransientError, Unavaila
 from batchroute.ids import has_prefix, new_id
 from batchroute.money import Money, money_text
 from batchroute.observability import logger
+from batchroute.services.billing.payment_notices import notify_quietly
 from batchroute.services.billing.payment_refusals import refuse_payment_event
 from batchroute.services.billing.ports import Notifier
 from batchroute.transactions import TransactItem
@@ -350,7 +351,8 @@ class AutoTopupService:
         self, org_id: str, attempt_id: str, processor_ref: str, amount: Money, *, at: datetime
     ) -> None:
         """After a credit: the success alert (once per attempt) and the balance watch."""
-        self._notify(
+        notify_quietly(
+            self.notifier,
             org_id,
             Alert(
                 AUTO_TOPUP_SUCCEEDED,
@@ -398,7 +400,9 @@ class AutoTopupService:
                 logger.warning(
                     "auto top-up failed", extra={"org_id": org_id, "attempt_id": attempt_id, "code": code}
                 )
-                self._notify(org_id, _failed_alert(attempt, new, code=code, reason=reason), at=at)
+                notify_quietly(
+                    self.notifier, org_id, _failed_alert(attempt, new, code=code, reason=reason), at=at
+                )
                 return True
         raise TransientError(f"recording the failure of {attempt_id} kept colliding")
 
@@ -415,14 +419,6 @@ class AutoTopupService:
             if self.store.save(new, expected_version=current.version):
                 return True
         raise TransientError(f"the auto top-up settings of {org_id} kept colliding")
-
-    def _notify(self, org_id: str, alert: Alert, *, at: datetime) -> None:
-        try:
-            self.notifier.notify(org_id, alert, at=at)
-        except Exception:
-            logger.exception(
-                "billing notification failed", extra={"org_id": org_id, "event_type": alert.event_type}
-            )
 
 
 def _failed_alert(attempt: TopupAttempt, settings: AutoTopup, *, code: str, reason: str) -> Alert:

@@ -1,6 +1,7 @@
-"""Where auto top-up notices go (`Notifier`: the billing watch, services/billing/watch.py, which
-records the event once per key and sends it on the org's channels), found lazily because the
-watch also lists the auto top-up among its balance listeners (docs/payments.md)."""
+"""Where payment notices go (`Notifier`: the billing watch, services/billing/watch.py, which
+records the event once per key and sends it on the org's channels): found lazily for the auto
+top-up, because the watch also lists it among its balance listeners (docs/payments.md); and
+sent quietly, because a notice that fails must not undo the money it reports."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from batchroute.domain.billing.alerts import Alert, BillingEvent
+from batchroute.observability import logger
 from batchroute.services.billing.ports import Notifier
 
 
@@ -21,3 +23,13 @@ class DeferredNotifier:
 
     def notify(self, org_id: str, alert: Alert, *, at: datetime) -> BillingEvent | None:
         return self.resolve().notify(org_id, alert, at=at)
+
+
+def notify_quietly(notifier: Notifier, org_id: str, alert: Alert, *, at: datetime) -> None:
+    """Send a notice about money already moved; a failure is logged, never raised."""
+    try:
+        notifier.notify(org_id, alert, at=at)
+    except Exception:
+        logger.exception(
+            "billing notification failed", extra={"org_id": org_id, "event_type": alert.event_type}
+        )

@@ -46,6 +46,7 @@ from batchroute.domain.billing.reversals import (
 from batchroute.money import Money, format_amount
 from batchroute.observability import logger, metrics
 from batchroute.services.billing.auto_topup import OnMoved, tell_moved
+from batchroute.services.billing.payment_notices import notify_quietly
 from batchroute.services.billing.payment_refusals import refuse_payment_event
 from batchroute.services.billing.ports import Notifier
 
@@ -204,7 +205,8 @@ class PaymentReversals:
             metrics.add_metric(name=UNRECOVERED_METRIC, unit=MetricUnit.Count, value=1)
         reversed_text = _usd(after.reversed_cents * MICROS_PER_CENT)
         message = f"A {claim.kind} of {reversed_text} USD on payment {credited.processor_ref}"
-        self._notify(
+        notify_quietly(
+            self.notifier,
             credited.org_id,
             Alert(
                 PAYMENT_REVERSED,
@@ -237,7 +239,8 @@ class PaymentReversals:
             },
         )
         metrics.add_metric(name=DISPUTED_METRIC, unit=MetricUnit.Count, value=1)
-        self._notify(
+        notify_quietly(
+            self.notifier,
             credited.org_id,
             Alert(
                 PAYMENT_DISPUTED,
@@ -251,14 +254,6 @@ class PaymentReversals:
             ),
             at=at,
         )
-
-    def _notify(self, org_id: str, alert: Alert, *, at: datetime) -> None:
-        try:
-            self.notifier.notify(org_id, alert, at=at)
-        except Exception:
-            logger.exception(
-                "billing notification failed", extra={"org_id": org_id, "event_type": alert.event_type}
-            )
 
 
 def _usd(micros: int) -> str:
