@@ -26,7 +26,10 @@ models it serves (`models`; none: any name is served), as OpenAI answers it (`mo
   allowed to generate embeddings from this model";
 - `dimensions` for a model that cannot shorten its vectors (OpenAI: "Only supported in
   text-embedding-3 and later models"; `takes_dimensions`), whatever `models` says: 400 "This
-  model does not support specifying dimensions.".
+  model does not support specifying dimensions."; and more `dimensions` than the model's
+  vectors have (OpenAI's embeddings guide: 1536 for text-embedding-3-small, 3072 for
+  text-embedding-3-large; `VECTOR_SIZES`): 400 `invalid_value` naming `dimensions` (the
+  guide gives the sizes, not the wording, which is modelled).
 
 Embeddings read `input` as OpenAI does: a string is one input, an array of token ids too; an
 array of strings or of token arrays is one input each. A vector has `dimensions` floats when
@@ -78,6 +81,9 @@ RESPONSES_URL = "/v1/responses"
 EMBEDDINGS_URL = "/v1/embeddings"
 # OpenAI's `dimensions`: "Only supported in text-embedding-3 and later models".
 _SHORTENING_MODEL = re.compile(r"text-embedding-(\d+)(?!\d)")
+# The vector sizes OpenAI's embeddings guide gives: "By default, the length of the embedding
+# vector is 1536 for text-embedding-3-small or 3072 for text-embedding-3-large."
+VECTOR_SIZES: Final = {"text-embedding-3-small": 1536, "text-embedding-3-large": 3072}
 # A model named like an embedding model (when `embedding_models` is not given).
 _EMBEDDING_NAME = re.compile(r"embed|bge", re.IGNORECASE)
 
@@ -87,6 +93,15 @@ def takes_dimensions(model: str) -> bool:
     (not text-embedding-ada-002, nor a host's model such as BAAI/bge-large-en-v1.5)."""
     found = _SHORTENING_MODEL.match(model)
     return found is not None and int(found.group(1)) >= 3
+
+
+def _oversized_dimensions(model: str, dimensions: object) -> tuple[int, dict[str, Any]] | None:
+    """OpenAI's 400 for more `dimensions` than `model`'s vectors have (VECTOR_SIZES)."""
+    size = VECTOR_SIZES.get(model)
+    if size is None or not isinstance(dimensions, int) or dimensions <= size:
+        return None
+    message = f"Invalid value for 'dimensions': {model} makes vectors of at most {size} dimensions."
+    return 400, error_body(message, kind=INVALID, code="invalid_value", param="dimensions")
 
 
 def embedding_inputs(value: object) -> tuple[str, ...]:
@@ -301,7 +316,7 @@ class OpenAIEmulator:
             return 403, error_body("You are not allowed to generate embeddings from this model", kind=INVALID)
         if "dimensions" in body and not takes_dimensions(model):
             return 400, error_body("This model does not support specifying dimensions.", kind=INVALID)
-        return None
+        return _oversized_dimensions(model, body.get("dimensions"))
 
     def _admit(self, request: Request, operation: str) -> Reply | tuple[dict[str, Any], Work, Fault | None]:
         """The request's body, work and fault; or the answer that ends it now: OpenAI's 400

@@ -113,6 +113,26 @@ def test_dimensions_for_a_model_without_them_is_openais_400(prefix: str, model: 
     assert post(host.vendor, "/v1/embeddings", {"model": model, "input": "x"}).status == 200
 
 
+@pytest.mark.parametrize(
+    ("model", "size"), [("text-embedding-3-small", 1536), ("text-embedding-3-large", 3072)]
+)
+def test_more_dimensions_than_the_models_vectors_have_is_a_400_naming_dimensions(
+    model: str, size: int
+) -> None:
+    host = OpenAIEmulator(Behaviour(EmulatorConfig()), provider="openai", prefix="/openai", models=(model,))
+    reply = post(host.vendor, "/v1/embeddings", {"model": model, "input": "x", "dimensions": size + 1})
+    assert reply.status == 400
+    error = answer(reply)["error"]
+    assert (error["type"], error["code"], error["param"]) == (
+        "invalid_request_error",
+        "invalid_value",
+        "dimensions",
+    )
+    full = post(host.vendor, "/v1/embeddings", {"model": model, "input": "x", "dimensions": size})
+    assert full.status == 200
+    assert len(answer(full)["data"][0]["embedding"]) == size
+
+
 def test_which_models_take_dimensions() -> None:
     assert takes_dimensions("text-embedding-3-small") and takes_dimensions("text-embedding-3-large")
     assert takes_dimensions("text-embedding-4")
