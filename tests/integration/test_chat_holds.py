@@ -28,7 +28,7 @@ from batchroute.config import get_settings
 from batchroute.domain.accounts.access import Principal
 from batchroute.domain.billing.usage import usage_day
 from batchroute.domain.catalog.pricing import token_cost, usage_cost
-from batchroute.domain.chat.requests import parse_chat_request
+from batchroute.domain.chat.requests import ChatRequest, parse_chat_request
 from batchroute.money import Money
 from batchroute.providers.base import (
     ProviderRequest,
@@ -164,16 +164,23 @@ def _sweep(ledger: LedgerStore, store: ChatHoldStore, clock: FixedClock) -> Hold
     )
 
 
+def _checkpointed(direct: DirectChat, org: TestOrg, request: ChatRequest, clock: FixedClock) -> DirectCall:
+    """A stream opened for `org` that checkpointed after 5 tokens (its first delta starts the
+    checkpoint clock; the 5th comes 4 s later), then went quiet as if its function died."""
+    call = direct.open(_principal(org), request)
+    call.next_event()
+    for _ in range(4):
+        clock.advance(seconds=1)
+        call.next_event()
+    return call
+
+
 def test_sweeper_settles_a_dead_request_at_its_last_checkpoint_exactly_once(stack: LocalStack) -> None:
     # Given a stream that checkpointed after 5 tokens, then its function died
     org = new_org(credit_usd="1")
     clock = FixedClock()
     direct, store = _direct(ScriptedProvider("edge-eu", tokens=10), clock)
-    call = direct.open(_principal(org), _request(stream=True))
-    call.next_event()  # the first delta starts the checkpoint clock
-    for _ in range(4):
-        clock.advance(seconds=1)
-        call.next_event()  # the 5th delta, 4 s later: a checkpoint at 5 tokens
+    call = _checkpointed(direct, org, _request(stream=True), clock)
     ledger = LedgerStore(get_settings().table_name("ledger"))
     # When the sweeper runs before the hold is stale, nothing happens
     early = _sweep(ledger, store, clock)
@@ -208,11 +215,7 @@ def test_sweeper_charges_a_dead_stream_its_cached_input_at_the_cached_price(stac
     prompt = request.facts.prompt_tokens
     reported = Usage(prompt, 1, cached_input_tokens=prompt * 3 // 4, cache_write_input_tokens=prompt // 8)
     direct, store = _direct(ScriptedProvider("anthropic", tokens=10, reported=reported), clock)
-    call = direct.open(_principal(org), request)
-    call.next_event()
-    for _ in range(4):
-        clock.advance(seconds=1)
-        call.next_event()
+    call = _checkpointed(direct, org, request, clock)
     # When the sweeper settles it once it is stale
     clock.advance(seconds=301)
     ledger = LedgerStore(get_settings().table_name("ledger"))
@@ -266,11 +269,7 @@ def test_sweeper_counts_a_dead_request_in_the_orgs_limit_period_not_utcs(stack: 
     assert saved.status_code == 200, saved.text
     clock = FixedClock(datetime(2026, 3, 2, 4, 0, tzinfo=UTC))
     direct, store = _direct(ScriptedProvider("edge-eu", tokens=10), clock)
-    call = direct.open(_principal(org), _request(stream=True))
-    call.next_event()
-    for _ in range(4):
-        clock.advance(seconds=1)
-        call.next_event()
+    call = _checkpointed(direct, org, _request(stream=True), clock)
     clock.advance(seconds=301)
     # When the sweeper settles it
     ledger = LedgerStore(get_settings().table_name("ledger"))

@@ -476,7 +476,8 @@ def test_the_sweep_queues_due_bucket_deliveries() -> None:
 
 
 # -- the pinned transport of customer endpoints --------------------------------------------------
-def _pinned_client(sender: Any) -> Any:
+def _pinned_client(sender: Any, *, attempts: int = 1) -> Any:
+    """An S3 client that sends through `sender`, retrying (standard mode) up to `attempts`."""
     s3 = boto3.session.Session().client(
         "s3",
         region_name="us-east-1",
@@ -485,7 +486,7 @@ def _pinned_client(sender: Any) -> Any:
         aws_secret_access_key="secret-value-0123456789",
         config=Config(
             s3={"addressing_style": "path"},
-            retries={"total_max_attempts": 1},
+            retries={"mode": "standard", "total_max_attempts": attempts},
             request_checksum_calculation="when_required",
         ),
     )
@@ -639,20 +640,9 @@ def test_a_deadline_passed_is_not_tried_again_by_botocores_retry() -> None:
         transport=httpx.MockTransport(lambda request: httpx.Response(200, stream=wire)),
         clock=clock,
     )
-    retrying = boto3.session.Session().client(
-        "s3",
-        region_name="us-east-1",
-        endpoint_url="https://s3.customer.example",
-        aws_access_key_id="AKIAEXAMPLEKEY01",
-        aws_secret_access_key="secret-value-0123456789",
-        config=Config(
-            s3={"addressing_style": "path"},
-            retries={"mode": "standard", "total_max_attempts": 2},
-            request_checksum_calculation="when_required",
-        ),
+    bucket = CustomerBucket(
+        _target(endpoint_url="https://s3.customer.example"), _pinned_client(sender, attempts=2)
     )
-    retrying.meta.events.register_first("before-send.s3", sender)
-    bucket = CustomerBucket(_target(endpoint_url="https://s3.customer.example"), retrying)
     # When a put meets the deadline, then it is refused once, at the deadline, not 2 x 10 s
     with pytest.raises(BucketRefused) as refused:
         bucket.put("k", b"{}", content_type="application/json")
