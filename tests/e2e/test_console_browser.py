@@ -18,6 +18,7 @@ import re
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import boto3
 import pytest
@@ -422,3 +423,71 @@ def test_settings_save_a_delivery_target_that_tests_ok_and_show_webhook_errors(
     expect(page.get_by_text("Retention saved.")).to_be_visible()
     page.reload()
     expect(page.get_by_label("Days (1-3650)")).to_have_value("30")
+
+
+def test_the_keys_page_offers_only_the_roles_the_user_may_grant(
+    page: Page, local_stack: RunningStack
+) -> None:
+    failures: list[str] = []
+    page.on("pageerror", lambda error: failures.append(str(error)))
+    # Given a signed-in owner whose org has an owner, a billing and a member key
+    address = f"grants-{uuid.uuid4().hex[:10]}@example.com"
+    registered = page.request.post("/v1/auth/register", data={"email": address, "password": PASSWORD})
+    assert registered.status == 200, registered.text()
+    user_id = registered.json()["user_id"]
+    assert page.request.post("/v1/auth/login", data={"email": address, "password": PASSWORD}).ok
+    for label, role in (("money", "owner"), ("books", "billing"), ("runner", "member")):
+        made = page.request.post("/v1/auth/account/api-keys", data={"label": label, "role": role})
+        assert made.status == 201, made.text()
+    roles = page.locator("#key-role option")
+
+    # Then the owner's keys page offers every role and may revoke every key
+    page.goto("/console/keys")
+    expect(roles).to_have_text(["owner", "admin", "member", "billing"])
+    expect(page.get_by_label("Role")).to_have_value("member")
+    for label in ("money", "books", "runner"):
+        expect(page.get_by_role("button", name=f"Revoke {label}")).to_be_visible()
+
+    # When the user becomes an admin (no API call makes one: the stack's table is written)
+    stack = local_stack.describe()
+    make_client: Any = boto3.client
+    make_client(
+        "dynamodb",
+        endpoint_url=stack["endpoint_url"],
+        region_name=stack["region"],
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    ).update_item(
+        TableName=stack["tables"]["identity"],
+        Key={"pk": {"S": f"USER#{user_id}"}, "sk": {"S": "META"}},
+        UpdateExpression="SET #role = :role",
+        ExpressionAttributeNames={"#role": "role"},
+        ExpressionAttributeValues={":role": {"S": "admin"}},
+    )
+    # And the page, loaded before the change, asks for an owner key anyway
+    page.get_by_label("Label").fill("escalate")
+    page.get_by_label("Role").select_option("owner")
+    page.get_by_role("button", name="Create key").click()
+    # Then the API's refusal is shown as its code and message, and no key is made
+    expect(page.get_by_role("alert")).to_contain_text("permission_denied:")
+    expect(page.get_by_role("alert")).to_contain_text("billing:manage")
+    expect(page.get_by_test_id("new-key-value")).to_have_count(0)
+
+    # When the admin opens the keys page again
+    page.reload()
+    # Then it offers only the roles an admin may grant, and Revoke only on keys of those roles
+    expect(roles).to_have_text(["admin", "member"])
+    expect(page.get_by_label("Role")).to_have_value("member")
+    expect(page.get_by_role("button", name="Revoke runner")).to_be_visible()
+    for label in ("money", "books"):
+        row = page.get_by_role("row", name=re.compile(label))
+        expect(row).to_contain_text("you may not revoke it")
+        expect(row.get_by_role("button")).to_have_count(0)
+    expect(page.get_by_role("row", name=re.compile("escalate"))).to_have_count(0)
+    # And an admin key is still created from it
+    page.get_by_label("Label").fill("deputy")
+    page.get_by_label("Role").select_option("admin")
+    page.get_by_role("button", name="Create key").click()
+    expect(page.get_by_test_id("new-key-value")).to_have_text(re.compile("^brk_local_"))
+    expect(page.get_by_role("row", name=re.compile("deputy"))).to_contain_text("admin")
+    assert failures == []

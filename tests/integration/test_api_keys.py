@@ -218,6 +218,24 @@ def _key_ids(client: TestClient, headers: dict[str, str]) -> list[str]:
     return [row["id"] for row in client.get(KEYS, headers=headers).json()["data"]]
 
 
+@pytest.mark.parametrize(
+    ("caller", "grantable"),
+    [("owner", ["owner", "admin", "member", "billing"]), ("admin", ["admin", "member"])],
+)
+def test_the_list_names_the_roles_the_caller_may_create_and_revoke(
+    client: TestClient, caller: str, grantable: list[str]
+) -> None:
+    # The keys page offers only these roles, and Revoke only on keys of these roles
+    org = new_org()
+    response = client.get(KEYS, headers=org.session_headers(caller))  # type: ignore[arg-type]
+    assert response.status_code == 200, response.text
+    assert response.json()["grantable_roles"] == grantable
+    # And each is what create answers: 201 for a listed role, 403 permission_denied for another
+    for role in ROLES:
+        created = client.post(KEYS, json={"label": "x", "role": role}, headers=org.session_headers(caller))  # type: ignore[arg-type]
+        assert created.status_code == (201 if role in grantable else 403), (role, created.text)
+
+
 @pytest.mark.parametrize("role", ["owner", "billing"])
 def test_an_admin_may_not_create_a_key_of_a_role_with_more_permissions(client: TestClient, role: str) -> None:
     # Given a signed-in admin (admin lacks billing:manage) and the org's keys

@@ -13,6 +13,7 @@ from batchroute.domain.accounts.access import (
     Principal,
     authorize,
     authorize_grant,
+    grantable_roles,
     require_same_org,
     require_user,
     require_user_session,
@@ -112,6 +113,14 @@ def test_an_admin_grants_neither_owner_nor_billing() -> None:
     assert [role for role in ROLES if may_grant(admin, role)] == ["admin", "member"]
     owner = Principal(org_id="org_1", role="owner", via="session", user_id="user_1")
     assert all(may_grant(owner, role) for role in ROLES)
+
+
+@pytest.mark.parametrize("caller", ROLES)
+def test_grantable_roles_are_the_roles_authorize_grant_allows(caller: str) -> None:
+    principal = Principal(org_id="org_1", role=caller, via="session", user_id="user_1")  # type: ignore[arg-type]
+    assert grantable_roles(principal) == [role for role in ROLES if may_grant(principal, role)]
+    admin = Principal(org_id="org_1", role="admin", via="session", user_id="user_1")
+    assert grantable_roles(admin) == ["admin", "member"]
 
 
 def test_documented_grant_table_matches_the_code() -> None:

@@ -1,24 +1,32 @@
 // API keys: list, create (the value shown once, with a copy button), revoke.
 // The value lives only in this component's state until the person leaves the page.
+// Only the roles the signed-in user may grant are offered, and Revoke only on keys of those
+// roles: the list's `grantable_roles`, computed by the API from the same rule it enforces
+// (docs/roles.md, Granting roles). A refusal anyway (a role changed since the page loaded)
+// is shown as the API's `permission_denied: ...`.
 import { useState, type FormEvent } from "react";
 import { api, call, type Schemas } from "../api/client";
 import { when } from "../format";
 import { Empty, ErrorLine, Field, Loading, useLoad } from "../components/ui";
 
-type Role = Schemas["ApiKeyCreate"]["role"];
+type Role = NonNullable<Schemas["ApiKeyCreate"]["role"]>;
 
 export function Keys() {
   const keys = useLoad(() => call(api.GET("/v1/auth/account/api-keys")));
   const [label, setLabel] = useState("");
   const [role, setRole] = useState<Role>("member");
+  const grantable = keys.data?.grantable_roles ?? [];
+  // The default (member) when it may be granted, else the first role that may.
+  const chosen: Role | undefined = grantable.includes(role) ? role : grantable[0];
   const [created, setCreated] = useState<Schemas["ApiKeyCreated"] | null>(null);
   const [copied, setCopied] = useState(false);
   const [error, setError] = useState<unknown>(null);
 
   async function create(event: FormEvent) {
     event.preventDefault();
+    if (!chosen) return;
     try {
-      setCreated(await call(api.POST("/v1/auth/account/api-keys", { body: { label, role } })));
+      setCreated(await call(api.POST("/v1/auth/account/api-keys", { body: { label, role: chosen } })));
       setCopied(false);
       setLabel("");
       setError(null);
@@ -56,15 +64,23 @@ export function Keys() {
         <Field id="key-label" label="Label">
           <input id="key-label" required maxLength={120} value={label} onChange={(e) => setLabel(e.target.value)} />
         </Field>
-        <Field id="key-role" label="Role">
-          <select id="key-role" value={role} onChange={(e) => setRole(e.target.value as Role)}>
-            <option value="member">member</option>
-            <option value="admin">admin</option>
-            <option value="billing">billing</option>
-            <option value="owner">owner</option>
+        <Field id="key-role" label="Role" hint="The roles you may grant: none can do more than yours.">
+          <select
+            id="key-role"
+            value={chosen ?? ""}
+            disabled={!chosen}
+            onChange={(e) => setRole(e.target.value as Role)}
+          >
+            {grantable.map((option) => (
+              <option key={option} value={option}>
+                {option}
+              </option>
+            ))}
           </select>
         </Field>
-        <button type="submit">Create key</button>
+        <button type="submit" disabled={!chosen}>
+          Create key
+        </button>
       </form>
       <ErrorLine error={error} />
       {created && (
@@ -107,10 +123,12 @@ export function Keys() {
                 <td>
                   {key.revoked_at ? (
                     `revoked ${when(key.revoked_at)}`
-                  ) : (
+                  ) : grantable.includes(key.role) ? (
                     <button type="button" onClick={() => void revoke(key.id, key.label)} aria-label={`Revoke ${key.label}`}>
                       Revoke
                     </button>
+                  ) : (
+                    "active (a role beyond yours: you may not revoke it)"
                   )}
                 </td>
               </tr>

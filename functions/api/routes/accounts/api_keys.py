@@ -6,6 +6,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends
 
+from batchroute.domain.accounts.access import grantable_roles
 from batchroute.services.accounts.api_keys import ApiKeys
 from functions.api.auth import SessionPrincipal
 from functions.api.deps import WiringDep
@@ -35,7 +36,10 @@ ApiKeysDep = Annotated[ApiKeys, Depends(_api_keys)]
     summary="List the org's API keys (session only); values are never shown again",
 )
 def list_api_keys(principal: SessionPrincipal, keys: ApiKeysDep) -> ApiKeyList:
-    return ApiKeyList(data=[ApiKeyPublic.of(key) for key in keys.list(principal)])
+    listed = keys.list(principal)
+    return ApiKeyList(
+        data=[ApiKeyPublic.of(key) for key in listed], grantable_roles=grantable_roles(principal)
+    )
 
 
 @router.post(

@@ -43,3 +43,9 @@ class ApiKeyCreated(BaseModel):
 
 class ApiKeyList(BaseModel):
     data: list[ApiKeyPublic] = Field(description="The org's keys, newest first; values never shown again.")
+    grantable_roles: list[Role] = Field(
+        description=(
+            "The key roles the caller may create and revoke: those with no permission the caller's "
+            "role lacks (docs/roles.md, Granting roles)"
+        )
+    )

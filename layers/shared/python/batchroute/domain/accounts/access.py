@@ -83,7 +83,7 @@ def authorize_grant(principal: Principal, role: Role) -> None:
     creating or revoking an owner or billing key: `billing:manage`). The details name the
     first missing permission and the caller's role, as `authorize` does, plus the role asked
     for (`target_role`) and every missing permission."""
-    missing = [p for p in PERMISSIONS if p in ROLE_PERMISSIONS[role] - ROLE_PERMISSIONS[principal.role]]
+    missing = _missing_to_grant(principal.role, role)
     if missing:
         raise Forbidden(
             f"The {principal.role} role may not manage a credential of the {role} role, which "
@@ -96,6 +96,18 @@ def authorize_grant(principal: Principal, role: Role) -> None:
                 "missing_permissions": missing,
             },
         )
+
+
+def grantable_roles(principal: Principal) -> list[Role]:
+    """The roles `authorize_grant` lets the caller hand out (create or revoke a key of), in
+    `ROLES` order: every role for an owner, admin and member for an admin. The keys page
+    offers only these (`GET /v1/auth/account/api-keys`, `grantable_roles`)."""
+    return [role for role in ROLES if not _missing_to_grant(principal.role, role)]
+
+
+def _missing_to_grant(caller: Role, role: Role) -> list[Permission]:
+    """The permissions `role` has and `caller` lacks, in `PERMISSIONS` order."""
+    return [p for p in PERMISSIONS if p in ROLE_PERMISSIONS[role] - ROLE_PERMISSIONS[caller]]
 
 
 def require_same_org(principal: Principal, org_id: str) -> None:
