@@ -24,7 +24,15 @@ object (status `succeeded`), the Charge's `amount_refunded` added to and `refund
 all of it is, the PaymentIntent left `succeeded` with its `amount_received`, and the events
 `charge.refunded` (the Charge) and `refund.created` (the Refund); refusing more than is left
 (`amount_too_large`), a fully refunded charge (`charge_already_refunded`) and a disputed one
-(`charge_disputed`). Disputes cannot be opened through Stripe's API (its test cards do it):
+(`charge_disputed`). A refund of a payment made with the refund-failing test card (below)
+fails as Stripe's test mode makes it fail: asynchronously. It is answered `succeeded` (and
+`charge.refunded` sent) like any other; `REFUND_FAILURE_SECONDS` later by the emulator's
+`clock`, at the first call, delivery or delivery-loop tick after that, it turns `failed`
+(`failure_reason` `expired_or_canceled_card`, a `failure_balance_transaction`), the money
+goes back: the Charge's `amount_refunded` is lowered by it (`refunded` false again, so it can
+be refunded again), and `charge.refund.updated`, `refund.updated` and `refund.failed` are
+sent (the Refund, with `previous_attributes`). Refunds are listed at `GET /v1/refunds`
+(`charge`, `payment_intent`). Disputes cannot be opened through Stripe's API (its test cards do it):
 `open_dispute(payment_intent)` opens one for the Charge's unrefunded amount
 (`needs_response`, the Charge `disputed`, `charge.dispute.created`) and
 `close_dispute(dispute_id, won=...)` closes it `won` or `lost` (`charge.dispute.closed`);
@@ -32,12 +40,13 @@ all of it is, the PaymentIntent left `succeeded` with its `amount_received`, and
 
 Deterministic test cards (the numbers Stripe's test mode uses for the same behaviour):
 
-| Card | At checkout | Off-session later |
-|---|---|---|
-| 4242 4242 4242 4242 (visa) | paid | succeeds |
-| 4000 0000 0000 0341 (visa) | paid, card saved | declined: `card_declined` / `generic_decline` |
-| 4000 0027 6000 3184 (visa) | paid, card saved | `authentication_required` |
-| 4000 0000 0000 0002 (visa) | declined (page says so, nothing sent) | - |
+| Card | At checkout | Off-session later | A refund of it |
+|---|---|---|---|
+| 4242 4242 4242 4242 (visa) | paid | succeeds | succeeds |
+| 4000 0000 0000 0341 (visa) | paid, card saved | declined: `card_declined` / `generic_decline` | succeeds |
+| 4000 0027 6000 3184 (visa) | paid, card saved | `authentication_required` | succeeds |
+| 4000 0000 0000 5126 (visa) | paid, card saved | succeeds | `succeeded`, later `failed` |
+| 4000 0000 0000 0002 (visa) | declined (page says so, nothing sent) | - | - |
 
 Ids are counters (`cus_emu00000001`, `cs_emu00000001`, ...), so a run is reproducible.
 Events are queued; `deliver_pending()` posts them (tests call it, and may deliver an event
@@ -71,6 +80,10 @@ API_VERSION = "2025-09-30.clover"
 SESSION_SECONDS = 24 * 3600
 MIN_CHARGE_CENTS = 50
 DELIVERY_BACKOFF_SECONDS = (0.5, 2.0, 5.0, 15.0)
+# How long after its creation a refund of the refund-failing card fails ("some time later"
+# in Stripe's test mode; tests move the emulator's `clock` past it).
+REFUND_FAILURE_SECONDS = 5.0
+REFUND_FAILURE_REASON = "expired_or_canceled_card"
 
 
 @dataclass(frozen=True)
@@ -81,6 +94,7 @@ class TestCard:
     label: str
     checkout: str  # "paid" or a decline code
     off_session: str  # "succeeded" or a failure code
+    refund: str = "succeeded"  # or "failed": a refund of it fails asynchronously
 
 
 CARDS = {
@@ -100,6 +114,14 @@ CARDS = {
             "Visa 3184: later charges need authentication",
             "paid",
             "authentication_required",
+        ),
+        TestCard(
+            "4000000000005126",
+            "visa",
+            "Visa 5126: a refund of it fails later",
+            "paid",
+            "succeeded",
+            refund="failed",
         ),
         TestCard("4000000000000002", "visa", "Visa 0002: declined", "card_declined", "card_declined"),
     )
@@ -243,6 +265,7 @@ class StripeEmulator:
                     {"error": {"type": "invalid_request_error", "message": "Invalid API Key provided."}},
                 )
             key = request.headers.get("idempotency-key")
+            self.fail_due_refunds()
             with self._lock:
                 if key and request.method == "POST" and (request.path, key) in self._idempotent:
                     replay = self._idempotent[request.path, key]
@@ -280,6 +303,7 @@ class StripeEmulator:
                 self._lister(self.sessions, "checkout.session", ("customer", "payment_intent", "status")),
             ),
             ("GET", r"/v1/charges", self._lister(self.charges, "charge", ("customer", "payment_intent"))),
+            ("GET", r"/v1/refunds", self._lister(self.refunds, "refund", ("charge", "payment_intent"))),
             ("GET", r"/v1/disputes", self._lister(self.disputes, "dispute", ("charge", "payment_intent"))),
         ]
 
@@ -599,13 +623,48 @@ class StripeEmulator:
             "payment_intent": charge["payment_intent"],
             "reason": form.get("reason"),
             "status": "succeeded",
+            "failure_reason": None,
+            "failure_balance_transaction": None,
         }
+        if self._card_of(charge).refund == "failed":  # succeeded at first, fails later
+            refund["_fails_at"] = self.clock() + REFUND_FAILURE_SECONDS
         self.refunds[refund_id] = refund
         charge["amount_refunded"] += amount
         charge["refunded"] = charge["amount_refunded"] == charge["amount"]
         self._emit("charge.refunded", _public(charge))
-        self._emit("refund.created", refund)
-        return refund
+        self._emit("refund.created", _public(refund))
+        return _public(refund)
+
+    def _card_of(self, charge: dict[str, Any]) -> TestCard:
+        method = self.methods.get(str(charge.get("payment_method") or ""), {})
+        return CARDS.get(str(method.get("_card")), CARDS["4242424242424242"])
+
+    def fail_due_refunds(self) -> list[str]:
+        """Fail every refund of the refund-failing card whose time has come, as Stripe's test
+        mode does some time after answering it `succeeded`: the Refund `failed`, its amount
+        back off the Charge's `amount_refunded`, and `charge.refund.updated`, `refund.updated`
+        and `refund.failed` sent. Runs on every call and delivery; the ids it failed."""
+        failed = []
+        with self._lock:
+            for refund in self.refunds.values():
+                if refund.get("_fails_at") is None or self.clock() < refund["_fails_at"]:
+                    continue
+                del refund["_fails_at"]
+                before = {k: refund[k] for k in ("status", "failure_reason", "failure_balance_transaction")}
+                refund.update(
+                    status="failed",
+                    failure_reason=REFUND_FAILURE_REASON,
+                    failure_balance_transaction=self._id("txn"),
+                )
+                charge = self.charges[refund["charge"]]
+                charge["amount_refunded"] -= refund["amount"]
+                charge["refunded"] = False
+                for event_type in ("charge.refund.updated", "refund.updated", "refund.failed"):
+                    self._emit(event_type, _public(refund), previous=before)
+                failed.append(str(refund["id"]))
+        if failed:
+            self._wake.set()
+        return failed
 
     def open_dispute(self, payment_intent_id: str, *, reason: str = "fraudulent") -> dict[str, Any]:
         """The payer disputes a payment (Stripe's test cards do this; its API cannot): a
@@ -643,7 +702,10 @@ class StripeEmulator:
         return _public(dispute)
 
     # -- webhooks ----------------------------------------------------------------------------
-    def _emit(self, event_type: str, obj: dict[str, Any]) -> None:
+    def _emit(self, event_type: str, obj: dict[str, Any], *, previous: dict[str, Any] | None = None) -> None:
+        data: dict[str, Any] = {"object": json.loads(json.dumps(obj))}
+        if previous is not None:
+            data["previous_attributes"] = previous  # what an `*.updated` event changed
         event = {
             "id": self._id("evt"),
             "object": "event",
@@ -653,7 +715,7 @@ class StripeEmulator:
             "pending_webhooks": 1,
             "request": {"id": None, "idempotency_key": None},
             "type": event_type,
-            "data": {"object": json.loads(json.dumps(obj))},
+            "data": data,
         }
         self.events.append(_Event(event, json.dumps(event).encode()))
 
@@ -672,6 +734,7 @@ class StripeEmulator:
 
     def deliver_pending(self) -> list[int]:
         """Post every undelivered event, oldest first; the statuses answered."""
+        self.fail_due_refunds()
         statuses = []
         for queued in list(self.events):
             if not queued.delivered:
@@ -700,6 +763,7 @@ class StripeEmulator:
             self._wake.wait(timeout=1.0)
             self._wake.clear()
             time.sleep(0.05)  # after the answer that caused them, as Stripe does
+            self.fail_due_refunds()
             for queued in list(self.events):
                 if queued.delivered or queued.attempts > len(DELIVERY_BACKOFF_SECONDS):
                     continue

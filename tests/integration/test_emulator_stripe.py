@@ -6,6 +6,7 @@ it unchanged."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
@@ -15,9 +16,10 @@ import stripe
 
 from batchroute.adapters.stripe_payments import StripeKeys, StripePayments
 from batchroute.domain.billing.payments import CheckoutTerms, ProcessorSession
+from batchroute.domain.billing.reversals import ReversalClaim
 from batchroute.errors import InvalidRequest
 from batchroute_tools.emulators.server import EmulatorServer
-from batchroute_tools.emulators.stripe import StripeEmulator, decode_form, sign
+from batchroute_tools.emulators.stripe import REFUND_FAILURE_SECONDS, StripeEmulator, decode_form, sign
 
 SECRET_KEY = "sk_test_emulated"
 WEBHOOK_SECRET = "whsec_emulated"
@@ -233,6 +235,58 @@ def test_the_service_adapter_runs_unchanged_against_the_emulator(
         adapter.verify_event(payload, sign(payload, WEBHOOK_SECRET, 1_000_000_000))  # years old
     with pytest.raises(InvalidRequest):
         adapter.verify_event(payload, None)
+
+
+def test_a_refund_of_the_refund_failing_card_fails_later_as_stripe_makes_it_fail(
+    client: stripe.StripeClient,
+    adapter: StripePayments,
+    emulator: StripeEmulator,
+    received: list[tuple[str, bytes, dict[str, str]]],
+) -> None:
+    # Given a payment with Stripe's refund-failing test card, refunded in part
+    now = [time.time()]  # the clock signs the events too: they must be recent
+    emulator.clock = lambda: now[0]
+    session = open_session(client, client.v1.customers.create().id)
+    pay(str(session.url), card="4000000000005126")
+    intent = client.v1.payment_intents.retrieve(
+        str(client.v1.checkout.sessions.retrieve(session.id).payment_intent)
+    )
+    refund = client.v1.refunds.create(params={"payment_intent": intent.id, "amount": 1000})
+    assert isinstance(refund, stripe.Refund) and refund.status == "succeeded"  # at first
+    charge_id = str(intent.latest_charge)
+    assert client.v1.charges.retrieve(charge_id).amount_refunded == 1000
+    emulator.deliver_pending()
+    # When time passes at the processor
+    now[0] += REFUND_FAILURE_SECONDS
+    emulator.deliver_pending()
+    # Then the refund failed, and its money is off the Charge again
+    failed = client.v1.refunds.retrieve(refund.id)
+    assert (failed.status, failed.failure_reason) == ("failed", "expired_or_canceled_card")
+    assert str(failed.failure_balance_transaction).startswith("txn_")
+    charge = client.v1.charges.retrieve(charge_id)
+    assert (charge.amount_refunded, charge.refunded) == (0, False)
+    listed = client.v1.refunds.list(params={"charge": charge_id})
+    assert [r.id for r in listed.data] == [refund.id]
+    # And the failure was sent as Stripe sends it, signed like every event
+    events = [
+        stripe.Webhook.construct_event(p, h["stripe-signature"], WEBHOOK_SECRET) for _, p, h in received
+    ]
+    assert [e.type for e in events][-3:] == ["charge.refund.updated", "refund.updated", "refund.failed"]
+    assert events[-1].data.object["status"] == "failed"
+    assert events[-1].data["previous_attributes"]["status"] == "succeeded"
+    # And the service's adapter reads what the failed refunds came to, and the failure event
+    confirmed = adapter.charge(charge_id)
+    assert confirmed is not None and (confirmed.refunded_cents, confirmed.failed_refund_cents) == (0, 1000)
+    notice = adapter.verify_event(received[-1][1], received[-1][2]["stripe-signature"])
+    assert notice.subject == ReversalClaim("refund", charge_id)
+    # And a refund of any other card stays refunded
+    other = open_session(client, client.v1.customers.create().id)
+    pay(str(other.url))
+    kept = client.v1.refunds.create(
+        params={"payment_intent": str(client.v1.checkout.sessions.retrieve(other.id).payment_intent)}
+    )
+    now[0] += 10 * REFUND_FAILURE_SECONDS
+    assert emulator.fail_due_refunds() == [] and client.v1.refunds.retrieve(kept.id).status == "succeeded"
 
 
 # -- lists (the reconciliation's reads: issue 27 point 2) ---------------------------------------

@@ -1,12 +1,14 @@
 """Refunds and disputes of a credited payment (docs/payments.md, "Refunds and disputes"),
 over HTTP on moto against the payment emulator: the processor's refund (or lost dispute) is
 taken back from the wallet the payment credited, once, whatever the delivery order, never
-below zero (the rest recorded as not recovered and shown by the reconciliation); an event
-for a payment the service never credited, or one the processor does not confirm, changes
+below zero (the rest recorded as not recovered and shown by the reconciliation); a refund
+that fails later (Stripe's refund-failing test card) is given back once; an event for a
+payment the service never credited, or one the processor does not confirm, changes
 nothing."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -18,6 +20,7 @@ from batchroute.clock import FixedClock
 from batchroute.money import Money
 from batchroute.observability import metrics
 from batchroute.services.billing.reconciliation import PaymentsReconciliation
+from batchroute_tools.emulators.stripe import REFUND_FAILURE_SECONDS
 from batchroute_tools.local.provision import LocalStack
 from tests.integration.payments_harness import SECRET_KEY, Bench, intent_of, paid_not_credited, payments_bench
 
@@ -45,10 +48,22 @@ def refund(bench: Bench, payment_intent: str, cents: int | None = None) -> strip
     return stripe_client(bench).v1.refunds.create(params=params)  # type: ignore[arg-type]
 
 
-def refunds_of(bench: Bench) -> list[dict[str, Any]]:
-    return [
-        e for e in bench.wiring.ledger.entries(bench.org.org_id, limit=None) if e["entry_type"] == "refund"
-    ]
+def refunds_of(bench: Bench, kind: str = "refund") -> list[dict[str, Any]]:
+    return [e for e in bench.wiring.ledger.entries(bench.org.org_id, limit=None) if e["entry_type"] == kind]
+
+
+REFUND_FAILS = "4000000000005126"  # Stripe's test card whose refunds fail, some time later
+
+
+def refund_fails(bench: Bench) -> list[str]:
+    """Time passes at the processor until the refunds of the refund-failing card fail; the
+    failure's events (charge.refund.updated, refund.updated, refund.failed) are delivered."""
+    later = time.time() + REFUND_FAILURE_SECONDS + 1
+    bench.emulator.clock = lambda: later
+    assert bench.emulator.fail_due_refunds()
+    failure_events = [e["type"] for e in bench.emulator.pending()]
+    assert bench.emulator.deliver_pending() == [200] * len(failure_events)
+    return failure_events
 
 
 def clean(bench: Bench) -> None:
@@ -210,3 +225,86 @@ def test_reconciliation_lists_a_refund_the_ledger_does_not_reflect(bench: Bench)
     assert (
         difference["processor_ref"] == intent_of(bench, session) and difference["org_id"] == bench.org.org_id
     )
+
+
+def test_a_refund_that_fails_later_gives_the_credit_back_once(bench: Bench) -> None:
+    # Given a purchase with the refund-failing card, refunded in full and taken back
+    start = bench.balance()
+    session = bench.buy(25, card=REFUND_FAILS)
+    stripe_refund = refund(bench, intent_of(bench, session))
+    assert stripe_refund.status == "succeeded"  # as Stripe answers it at first
+    bench.emulator.deliver_pending()
+    assert bench.balance() == start
+    failed_before, rejected_before = counted("PaymentRefundsFailed"), counted("PaymentEventsRejected")
+    # When the refund fails at the processor (the money comes back to the service)
+    assert refund_fails(bench) == ["charge.refund.updated", "refund.updated", "refund.failed"]
+    assert stripe_client(bench).v1.refunds.retrieve(stripe_refund.id).status == "failed"
+    # Then the wallet is whole again: the credit given back once, as its own entry
+    assert bench.balance() == start + Money.usd("25")
+    (taken,) = refunds_of(bench)
+    (given_back,) = refunds_of(bench, "refund_reversed")
+    assert given_back["processor_ref"] == session and given_back["amount_micros"] == taken["amount_micros"]
+    record = bench.wiring.ledger.credit_reversal(bench.org.org_id, session)
+    assert record is not None and (record.refunded_cents, record.refund_failed_cents) == (0, 2500)
+    assert (record.recovered_micros, record.unrecovered_micros) == (0, 0)
+    assert counted("PaymentRefundsFailed") == failed_before + 1
+    alerts = [e["details"] for e in bench.events("billing.payment_reversed")]
+    (alert,) = [a for a in alerts if a["reversal"] == "refund_failed"]  # one, beside the refund's
+    assert (alert["refund_failed"], alert["credited_back"]) == ("25.00", "25.00") and len(alerts) == 2
+    # And the failure delivered again, or the refund's own event delivered late, change nothing
+    for event_type in ("charge.refund.updated", "refund.failed", "charge.refunded"):
+        (event_id,) = bench.event_ids(event_type)
+        assert bench.emulator.redeliver(event_id) == 200
+    assert bench.balance() == start + Money.usd("25") and len(refunds_of(bench, "refund_reversed")) == 1
+    assert counted("PaymentEventsRejected") == rejected_before  # a late charge.refunded is no forgery
+    assert reconcile(bench, bench.clock) == []
+    clean(bench)
+
+
+def test_a_failed_refund_of_spent_credit_clears_what_was_not_recovered_first(bench: Bench) -> None:
+    # Given a purchase of 25 of which 20 was spent, refunded: 5 taken back, 20 not recovered
+    session = bench.buy(25, card=REFUND_FAILS)
+    bench.spend(str((bench.balance() - Money.usd("5")).amount))
+    refund(bench, intent_of(bench, session))
+    bench.emulator.deliver_pending()
+    assert bench.balance() == Money.zero()
+    (difference,) = reconcile(bench, bench.clock)
+    assert difference["kind"] == "reversal_unrecovered"
+    # When the refund fails
+    refund_fails(bench)
+    # Then the 20 never taken is no longer owed, and the 5 taken comes back
+    assert bench.balance() == Money.usd("5")
+    (given_back,) = refunds_of(bench, "refund_reversed")
+    assert given_back["amount_micros"] == Money.usd("5").micros
+    record = bench.wiring.ledger.credit_reversal(bench.org.org_id, session)
+    assert record is not None and (record.recovered_micros, record.unrecovered_micros) == (0, 0)
+    assert reconcile(bench, bench.clock) == []  # clean again
+    clean(bench)
+
+
+def test_a_refund_made_again_after_one_failed_is_taken_back_again(bench: Bench) -> None:
+    start = bench.balance()
+    session = bench.buy(25, card=REFUND_FAILS)
+    refund(bench, intent_of(bench, session), 1000)
+    bench.emulator.deliver_pending()
+    refund_fails(bench)
+    assert bench.balance() == start + Money.usd("25")
+    # The card's refunds keep failing at the processor; this one is delivered before it does
+    bench.emulator.clock = time.time
+    refund(bench, intent_of(bench, session), 1000)
+    bench.emulator.deliver_pending()
+    assert bench.balance() == start + Money.usd("15")
+    assert len(refunds_of(bench)) == 2 and len(refunds_of(bench, "refund_reversed")) == 1
+    assert reconcile(bench, bench.clock) == []
+    clean(bench)
+
+
+def test_reconciliation_lists_a_failed_refund_whose_failure_never_arrived(bench: Bench) -> None:
+    session = bench.buy(25, card=REFUND_FAILS)
+    refund(bench, intent_of(bench, session))
+    bench.emulator.deliver_pending()
+    bench.emulator.clock = lambda: time.time() + REFUND_FAILURE_SECONDS + 1
+    bench.emulator.fail_due_refunds()
+    bench.emulator.events.clear()  # the failure's events never reach the service
+    (difference,) = reconcile(bench, bench.clock)
+    assert difference["kind"] == "refund_failure_not_recorded" and difference["credited_refs"] == [session]

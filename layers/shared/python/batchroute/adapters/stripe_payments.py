@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from collections.abc import Callable, Mapping
-from dataclasses import KW_ONLY, dataclass
+from dataclasses import KW_ONLY, dataclass, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -270,15 +270,23 @@ class StripePayments:
 
     # -- refunds and disputes (docs/payments.md) ---------------------------------------------
     def charge(self, charge_id: str) -> ProcessorCharge | None:
-        """The Charge as the processor has it; None when it does not know it."""
+        """The Charge as the processor has it, with what its failed (or canceled) refunds
+        came to (`GET /v1/refunds?charge=`: the Charge's `amount_refunded` no longer counts
+        them); None when the processor does not know it."""
         import stripe
 
         with _transient():
+            client = self._client()
             try:
-                charge = self._client().v1.charges.retrieve(charge_id)
+                charge = client.v1.charges.retrieve(charge_id)
             except stripe.InvalidRequestError:
                 return None
-        return _charge_of(charge.to_dict())
+            failed = sum(
+                int(r.amount)
+                for r in client.v1.refunds.list(params={"charge": charge_id, "limit": 100}).auto_paging_iter()
+                if r.status in ("failed", "canceled")
+            )
+        return replace(_charge_of(charge.to_dict()), failed_refund_cents=failed)
 
     def dispute(self, dispute_id: str) -> ProcessorDispute | None:
         """The Dispute as the processor has it; None when it does not know it."""
@@ -412,7 +420,7 @@ def _subject(event_type: str, obj: object) -> ProcessorSession | Charge | Revers
             return session_of(obj)
         if event_type.startswith("payment_intent."):
             return charge_of(obj)
-        if event_type.startswith("charge."):
+        if event_type.startswith(("charge.", "refund.")):
             return _claim_of(event_type, obj)
     except (KeyError, TypeError, ValueError):
         return None
@@ -420,11 +428,12 @@ def _subject(event_type: str, obj: object) -> ProcessorSession | Charge | Revers
 
 
 def _claim_of(event_type: str, obj: Mapping[str, Any]) -> ReversalClaim | None:
-    """`charge.refunded` (a Charge), `charge.refund.updated` (a Refund), `charge.dispute.*`
-    (a Dispute): which Charge (and Dispute) to ask the processor about, and what it claims."""
+    """`charge.refunded` (a Charge), `charge.refund.updated` and `refund.failed` (a Refund),
+    `charge.dispute.*` (a Dispute): which Charge (and Dispute) to ask the processor about, and
+    what it claims."""
     if event_type == "charge.refunded":
         return ReversalClaim("refund", str(obj["id"]), claimed_cents=int(obj.get("amount_refunded") or 0))
-    if event_type == "charge.refund.updated":
+    if event_type in ("charge.refund.updated", "refund.failed"):
         return ReversalClaim("refund", _ref(obj["charge"]))
     if event_type in ("charge.dispute.created", "charge.dispute.closed"):
         lost = int(obj.get("amount") or 0) if obj.get("status") == "lost" else 0

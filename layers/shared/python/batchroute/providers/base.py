@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Final, Literal, Protocol, runtime_checkable
 
 from batchroute.domain.catalog.catalog import Operation
 from batchroute.domain.catalog.pricing import CacheTokens
@@ -34,6 +34,9 @@ ResultStatus = Literal["completed", "failed"]
 FinishReason = Literal["stop", "length"]
 JobState = Literal["validating", "in_progress", "completed", "failed", "expired", "cancelled"]
 TERMINAL_JOB_STATES: frozenset[JobState] = frozenset({"completed", "failed", "expired", "cancelled"})
+# Seconds an adapter waits to open a connection (every endpoint's `Timeouts.connect` unless its
+# environment says otherwise); with a request's read time-out, how long one call can take.
+CONNECT_SECONDS: Final = 5.0
 
 
 @dataclass(frozen=True, slots=True)

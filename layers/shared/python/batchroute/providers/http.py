@@ -40,6 +40,7 @@ import httpx
 from httpx_sse import EventSource
 
 from batchroute.providers.base import (
+    CONNECT_SECONDS,
     PermanentProviderError,
     ProviderError,
     ProviderUnavailable,
@@ -50,7 +51,6 @@ from batchroute.providers.whole_answers import Answer, Failure, PooledCalls, Wir
 
 _MESSAGE_CHARS: Final = 300
 _MAX_RETRY_AFTER: Final = 900.0  # a vendor asking for longer is not waited on in one call
-CONNECT_SECONDS: Final = 5.0
 # The codes a vendor puts on a 429 that waiting does not clear (OpenAI: out of credit).
 QUOTA_EXHAUSTED_CODES: Final = frozenset({"insufficient_quota"})
 

@@ -143,6 +143,7 @@ class WorkflowWiring(SchedulesWiring):
             watch=self.billing_watch,
             schedules=self.schedules,
             file_checks=self.file_check_resender,
+            regression_holds=self.ledger,  # golden-set runs that died holding credit
         )
 
     @cached_property

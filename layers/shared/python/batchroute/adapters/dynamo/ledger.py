@@ -9,15 +9,17 @@ balance. Items (all in the wallet's partition `WALLET#<org>`):
   because a DynamoDB condition cannot do arithmetic (reservations condition on it);
 - `ENTRY#<ulid>`: ledger entries, never changed;
 - `RES#<id>`: reservations; while pending they carry the sparse `gsi1` keys
-  (`HOLD#OPEN` / `<created_at>#<org>#<id>`) so stale ones can be found;
+  (`HOLD#OPEN` / `<created_at>#<org>#<id>`) so stale ones can be found; a hold with a
+  deadline (`expires_at`: a golden-set regression run's) is indexed by it instead
+  (`HOLD#DUE` / `<expires_at>#<org>#<id>`), so the overdue ones are read and no others;
 - `SPEND#<period key>`: charged micros per spend period (`D#2026-11-21`, `M#2026-11`);
 - `PAYMENT#<processor ref>`: the exactly-once marker of a processor credit (a Checkout
   Session or PaymentIntent id), written in the credit's own transaction (docs/payments.md);
   its `gsi1` keys (`CREDIT#PROCESSOR` / `<created_at>#<org>#<ref>`) let the payments
   reconciliation read every org's credits since a date in one Query.
   A refunded or disputed payment's record rides on it too (`refunded_cents`,
-  `disputed_cents`, `recovered_micros`, `unrecovered_micros`, `reversal_version`:
-  `record_reversal`, docs/payments.md "Refunds and disputes").
+  `refund_failed_cents`, `disputed_cents`, `recovered_micros`, `unrecovered_micros`,
+  `reversal_version`: `record_reversal`, docs/payments.md "Refunds and disputes").
 - `USAGE#D#<yyyy-mm-dd>#<model>#<provider>`: usage counters (charged micros, tokens, requests)
   per local day, model and provider, moved in the charge's own transaction (docs/usage.md).
 
@@ -75,6 +77,7 @@ from batchroute.money import Money
 from batchroute.transactions import TransactItem
 
 OPEN_HOLDS = "HOLD#OPEN"
+DUE_HOLDS = "HOLD#DUE"  # gsi1 partition of the pending holds with a deadline, by deadline
 PROCESSOR_CREDITS = "CREDIT#PROCESSOR"  # gsi1 partition of the processor credits' markers
 _RESERVATION_PREFIX = "RES#"
 _ENTRY_PREFIX = "ENTRY#"
@@ -232,13 +235,24 @@ class LedgerStore(DynamoStore):
         return None if marker is None else _reversal_of(marker)
 
     def record_reversal(
-        self, org_id: str, processor_ref: str, *, kind: ReversalKind, confirmed_cents: int, at: str
+        self,
+        org_id: str,
+        processor_ref: str,
+        *,
+        kind: ReversalKind,
+        confirmed_cents: int,
+        at: str,
+        failed_cents: int = 0,
     ) -> ReversalStep | None:
         """Record the processor's confirmed refunded (or lost in dispute) cents against the
         credit `processor_ref`, ONCE: the marker's record (conditional on its version), the
         wallet debited by what is still available (never below zero) and the `refund` entry
-        are one transaction; the rest is recorded as not recovered. None, writing nothing,
-        when the credit does not exist or already records that much (docs/payments.md)."""
+        are one transaction; the rest is recorded as not recovered. A refunded figure below
+        the recorded one (`failed_cents`, the processor's failed refunds, says a refund failed)
+        is recorded the same way, ONCE: the marker, and what is given back
+        (`refund_failed_step`) added to the wallet with a `refund_reversed` entry. None,
+        writing nothing, when the credit does not exist or already records those figures
+        (docs/payments.md)."""
         for _ in range(_ATTEMPTS):
             current = self.credit_reversal(org_id, processor_ref)
             if current is None:
@@ -248,6 +262,7 @@ class LedgerStore(DynamoStore):
                 kind=kind,
                 confirmed_cents=confirmed_cents,
                 available_micros=self.state(org_id).available.micros,
+                failed_cents=failed_cents,
             )
             if step is None:
                 return None
@@ -274,18 +289,19 @@ class LedgerStore(DynamoStore):
         kind: ReversalKind,
         at: str,
     ) -> list[TransactItem]:
-        after, debit = step.after, step.debit_micros
+        after = step.after
         first = current.version == 0
         items = [
             self._update(
                 _key(org_id, _PAYMENT_PREFIX + ref),
-                "SET refunded_cents = :refunded, disputed_cents = :disputed, "
-                "recovered_micros = :recovered, unrecovered_micros = :unrecovered, "
-                "reversal_version = :version, reversed_at = :at",
+                "SET refunded_cents = :refunded, refund_failed_cents = :failed, "
+                "disputed_cents = :disputed, recovered_micros = :recovered, "
+                "unrecovered_micros = :unrecovered, reversal_version = :version, reversed_at = :at",
                 condition="attribute_exists(pk) AND "
                 + ("attribute_not_exists(reversal_version)" if first else "reversal_version = :seen"),
                 values={
                     ":refunded": after.refunded_cents,
+                    ":failed": after.refund_failed_cents,
                     ":disputed": after.disputed_cents,
                     ":recovered": after.recovered_micros,
                     ":unrecovered": after.unrecovered_micros,
@@ -295,29 +311,49 @@ class LedgerStore(DynamoStore):
                 },
             )
         ]
-        if debit:
-            items.append(
-                self._update(
-                    _wallet_key(org_id),
-                    "SET balance_micros = balance_micros - :debit, "
-                    "available_micros = available_micros - :debit",
-                    condition="available_micros >= :debit AND balance_micros >= :debit",
-                    values={":debit": debit},
-                )
-            )
-            items.append(
+        return items + self._reversal_money_items(org_id, ref, step, kind=kind, at=at)
+
+    def _reversal_money_items(
+        self, org_id: str, ref: str, step: ReversalStep, *, kind: ReversalKind, at: str
+    ) -> list[TransactItem]:
+        """The wallet write and its entry, after the marker (position 1, then 2): a debit
+        (`refund`, never below what is available), or credit given back (`refund_reversed`, a
+        refund that failed); nothing when the step moves no money."""
+        if step.credit_back_micros:
+            back = Money(step.credit_back_micros)
+            return [
+                self._wallet_add(org_id, back),
                 self._entry_item(
                     org_id,
-                    kind="refund",
-                    amount=Money(debit),
+                    kind="refund_reversed",
+                    amount=back,
                     at=at,
-                    memo=f"{kind} of {ref}",
+                    memo=f"refund of {ref} failed: credit given back",
                     actor="system",
                     processor_ref=ref,
-                    unrecovered_micros=step.unrecovered_micros or None,
-                )
-            )
-        return items
+                ),
+            ]
+        debit = step.debit_micros
+        if not debit:
+            return []
+        return [
+            self._update(
+                _wallet_key(org_id),
+                "SET balance_micros = balance_micros - :debit, available_micros = available_micros - :debit",
+                condition="available_micros >= :debit AND balance_micros >= :debit",
+                values={":debit": debit},
+            ),
+            self._entry_item(
+                org_id,
+                kind="refund",
+                amount=Money(debit),
+                at=at,
+                memo=f"{kind} of {ref}",
+                actor="system",
+                processor_ref=ref,
+                unrecovered_micros=step.unrecovered_micros or None,
+            ),
+        ]
 
     def processor_credits_since(self, since: str) -> list[LedgerCredit]:
         """Every processor credit (purchase, auto top-up) made at or after `since` (ISO-8601),
@@ -391,10 +427,12 @@ class LedgerStore(DynamoStore):
         together and in this order; `reservation_refusal(exc, offset=...)` reads a refusal.
         `reserved_at_most` also refuses the wallet item when the org's in-flight credit before
         this reservation exceeds it (a hard spending limit checked in the same write:
-        docs/chat.md)."""
+        docs/chat.md). A hold with a deadline (`terms.expires_at`) keeps it and is indexed by
+        it (`due_holds`), others by their creation (`open_holds`)."""
         amount, reservation_id = terms.amount, terms.reservation_id
         if amount.micros <= 0:
             raise ValueError("a reservation must be positive")
+        index, since = (DUE_HOLDS, terms.expires_at) if terms.expires_at else (OPEN_HOLDS, at)
         reservation = {
             "pk": _pk(org_id),
             "sk": _RESERVATION_PREFIX + reservation_id,
@@ -408,8 +446,9 @@ class LedgerStore(DynamoStore):
             "currency": amount.currency,
             "created_at": at,
             "period_key": terms.period_key,
-            "gsi1pk": OPEN_HOLDS,
-            "gsi1sk": f"{at}#{org_id}#{reservation_id}",
+            "expires_at": terms.expires_at,
+            "gsi1pk": index,
+            "gsi1sk": f"{since}#{org_id}#{reservation_id}",
         }
         return [
             self._take_available(org_id, amount, reserved_at_most),
@@ -529,9 +568,23 @@ class LedgerStore(DynamoStore):
     def open_holds(
         self, older_than_iso: str, *, purpose: Purpose | None = None, limit: int = 100
     ) -> list[Reservation]:
-        """Pending reservations created before `older_than_iso`, oldest first (sparse gsi1), for
-        the sweeper to resolve stale chat holds; `purpose` narrows to one kind."""
-        kwargs = index_before(self.table_name, "gsi1", OPEN_HOLDS, older_than_iso)
+        """Pending reservations (without a deadline) created before `older_than_iso`, oldest
+        first (sparse gsi1), for the sweeper to resolve stale chat holds; `purpose` narrows to
+        one kind."""
+        return self._holds_before(OPEN_HOLDS, older_than_iso, purpose, limit)
+
+    def due_holds(
+        self, now_iso: str, *, purpose: Purpose | None = None, limit: int = 100
+    ) -> list[Reservation]:
+        """Pending reservations whose deadline (`expires_at`) passed before `now_iso`, the
+        earliest first (sparse gsi1 `HOLD#DUE`): their work died, for the sweeper to release;
+        `purpose` narrows to one kind."""
+        return self._holds_before(DUE_HOLDS, now_iso, purpose, limit)
+
+    def _holds_before(
+        self, partition: str, before: str, purpose: Purpose | None, limit: int
+    ) -> list[Reservation]:
+        kwargs = index_before(self.table_name, "gsi1", partition, before)
         if purpose is not None:
             kwargs["FilterExpression"] = "purpose = :purpose"
             kwargs["ExpressionAttributeValues"][":purpose"] = to_value(purpose)
@@ -880,6 +933,7 @@ def _reversal_of(marker: dict[str, Any]) -> CreditReversal:
         recovered_micros=int(marker.get("recovered_micros", 0)),
         unrecovered_micros=int(marker.get("unrecovered_micros", 0)),
         version=int(marker.get("reversal_version", 0)),
+        refund_failed_cents=int(marker.get("refund_failed_cents", 0)),
     )
 
 

@@ -31,6 +31,7 @@ from batchroute.domain.presets.presets import (
     PresetVersion,
 )
 from batchroute.domain.stored import from_stored
+from batchroute.transactions import TransactItem
 
 HEAD_PREFIX = "PRESET#"
 VERSION_PREFIX = "PRESETV#"
@@ -102,15 +103,13 @@ class PresetStore(DynamoStore):
         item = self.item_at(_head_key(org_id, name))
         return _head_from(item) if item is not None else None
 
-    def put_benchmark(self, org_id: str, name: str, regression: RegressionRecord) -> None:
-        """One golden-set regression run of a preset version (services/schedules/regression.py)."""
+    def benchmark_item(self, org_id: str, name: str, regression: RegressionRecord) -> TransactItem:
+        """The Put of one golden-set regression run of a preset version, for the transaction
+        that settles its hold (written once, by the settlement that charged it:
+        services/schedules/regression.py)."""
         sk = f"{BENCH_PREFIX}{name}#{int(regression['version']):06d}#{regression['regression_id']}"
-        self.dynamodb.put_item(
-            TableName=self.table_name,
-            Item=to_item(
-                decimals({"pk": f"ORG#{org_id}", "sk": sk, "kind": "preset_benchmark", **regression})
-            ),
-        )
+        values = decimals({"pk": f"ORG#{org_id}", "sk": sk, "kind": "preset_benchmark", **regression})
+        return {"Put": {"TableName": self.table_name, "Item": to_item(values)}}
 
     def benchmarks(self, org_id: str, name: str, version: int) -> list[RegressionRecord]:
         """A version's regression runs, newest first (a version keeps few: each is paid),

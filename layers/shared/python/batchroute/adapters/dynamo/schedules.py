@@ -38,6 +38,7 @@ from batchroute.domain.schedules.schedules import (
     ScheduleVersion,
 )
 from batchroute.domain.stored import from_stored
+from batchroute.transactions import TransactItem
 
 DUE = "SCHEDULE#DUE"
 _PREFIX = "SCHEDULE#"
@@ -225,12 +226,13 @@ class ScheduleStore(DynamoStore):
         )
         return [from_stored(ScheduleRun, plain(item)) for item in found], cursor
 
-    def put_benchmark(self, schedule_id: str, regression: RegressionRecord) -> None:
+    def benchmark_item(self, schedule_id: str, regression: RegressionRecord) -> TransactItem:
+        """The Put of one regression run's record, for the transaction that settles its hold
+        (whose condition on the pending hold makes it written once, by the settlement that
+        charged it: services/schedules/regression.py)."""
         sk = f"BENCH#{int(regression['version']):06d}#{regression['regression_id']}"
-        self.dynamodb.put_item(
-            TableName=self.table_name,
-            Item=to_item(decimals({"pk": f"{_PREFIX}{schedule_id}", "sk": sk, **regression})),
-        )
+        values = decimals({"pk": f"{_PREFIX}{schedule_id}", "sk": sk, **regression})
+        return {"Put": {"TableName": self.table_name, "Item": to_item(values)}}
 
     def benchmarks(self, schedule_id: str, version: int) -> list[RegressionRecord]:
         """One version's regression runs, newest first (without their keys)."""

@@ -33,7 +33,8 @@ THRESHOLD_CROSSED = "billing.threshold_crossed"
 LOW_BALANCE = "billing.low_balance"
 AUTO_TOPUP_SUCCEEDED = "billing.auto_topup_succeeded"
 AUTO_TOPUP_FAILED = "billing.auto_topup_failed"
-PAYMENT_REVERSED = "billing.payment_reversed"  # a refund or a lost dispute taken back
+# a refund or a lost dispute taken back, or a recorded refund that failed given back
+PAYMENT_REVERSED = "billing.payment_reversed"
 PAYMENT_DISPUTED = "billing.payment_disputed"  # a dispute opened or closed without a loss
 EVENT_TYPES: tuple[str, ...] = (
     LIMIT_REACHED,
@@ -113,10 +114,12 @@ class AlertData(TypedDict, total=False):
     message: str
     # billing.payment_reversed and billing.payment_disputed (processor_reference: the payment
     # as credited, a Checkout Session or PaymentIntent id)
-    reversal: str  # refund | dispute
+    reversal: str  # refund | dispute | refund_failed (a recorded refund failed later)
     reversed: str  # refunded / lost in disputes of the payment, in all
     taken_back: str  # debited from the wallet now
     not_recovered: str  # owed back now but already spent
+    refund_failed: str  # refund_failed: the refunded amount that failed
+    credited_back: str  # refund_failed: given back to the wallet now
     dispute_id: str
     dispute_status: str
 

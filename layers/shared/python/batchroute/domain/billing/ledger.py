@@ -27,12 +27,24 @@ from batchroute.money import Money, MoneyView, format_amount
 
 # `rescue_overage`: the second hold of a batch whose deadline rescue costs more than its
 # reservation covers (rescue mode allow_overage: docs/batches.md, "Deadline rescue").
-Purpose = Literal["batch", "chat_hold", "rescue_overage"]
+# `regression`: a golden-set regression run's hold, with a deadline (`expires_at`) past which
+# the sweeper releases it (docs/schedules.md, "A run that dies").
+Purpose = Literal["batch", "chat_hold", "rescue_overage", "regression"]
 ReservationStatus = Literal["pending", "settled", "released"]
 # `refund`: credit taken back after the processor refunded a payment or lost its dispute
-# (docs/payments.md, "Refunds and disputes"), naming the payment's processor reference.
+# (docs/payments.md, "Refunds and disputes"), naming the payment's processor reference;
+# `refund_reversed`: credit a `refund` took, given back because the refund then failed at the
+# processor (the money came back to the service), naming the same reference.
 EntryType = Literal[
-    "signup_credit", "grant", "purchase", "topup", "reservation", "charge", "release", "refund"
+    "signup_credit",
+    "grant",
+    "purchase",
+    "topup",
+    "reservation",
+    "charge",
+    "release",
+    "refund",
+    "refund_reversed",
 ]
 # Credits paid through the payment processor: a credit purchase (Checkout) and an auto top-up
 # (an off-session charge). Each carries the processor's reference and is applied at most once
@@ -40,9 +52,9 @@ EntryType = Literal[
 ProcessorCredit = Literal["purchase", "topup"]
 PURPOSES: tuple[str, ...] = get_args(Purpose)
 
-# Entries that add credit to the balance, and the one that takes it away. `reservation` and
+# Entries that add credit to the balance, and those that take it away. `reservation` and
 # `release` move credit between available and reserved: the balance does not change.
-CREDIT_ENTRIES = frozenset({"signup_credit", "grant", "purchase", "topup"})
+CREDIT_ENTRIES = frozenset({"signup_credit", "grant", "purchase", "topup", "refund_reversed"})
 PROCESSOR_CREDITS = frozenset({"purchase", "topup"})
 DEBIT_ENTRIES = frozenset({"charge", "refund"})
 
@@ -147,14 +159,17 @@ class Reservation:
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ReservationTerms:
     """What a new reservation takes from the wallet and why: its id, the amount, what for
-    (`purpose`, and `ref`: the batch, chat request or regression it funds) and the spend
-    period it opened in (informational)."""
+    (`purpose`, and `ref`: the batch, chat request or regression it funds), the spend
+    period it opened in (informational) and, for a hold whose work cannot outlast a known
+    time, its deadline `expires_at`: still pending after it, the work died and the sweeper
+    releases the hold (docs/ledger.md, "Stale holds")."""
 
     reservation_id: str
     amount: Money
     purpose: Purpose
     ref: str
     period_key: str | None = None
+    expires_at: str | None = None
 
 
 class ReceiptCredits(TypedDict):
@@ -329,7 +344,8 @@ def ledger_violations(
 
 def _processor_credit_violations(entries: list[Entry]) -> list[str]:
     """Every processor credit names its reference, and no reference is credited twice; a
-    `refund` takes back only from a credited reference, never more than it credited."""
+    `refund` takes back only from a credited reference, never more than it credited; a
+    `refund_reversed` gives back only what refunds of that reference took."""
     problems = _refund_violations(entries)
     seen: set[str] = set()
     for e in entries:
@@ -349,16 +365,23 @@ def _processor_credit_violations(entries: list[Entry]) -> list[str]:
 def _refund_violations(entries: list[Entry]) -> list[str]:
     credited = {e.processor_ref: e.amount for e in entries if e.entry_type in PROCESSOR_CREDITS}
     taken: dict[str, int] = {}
+    given_back: dict[str, int] = {}
     for e in entries:
-        if e.entry_type != "refund":
+        if e.entry_type not in ("refund", "refund_reversed"):
             continue
         if e.amount <= 0 or not e.processor_ref or e.processor_ref not in credited:
-            return [f"a refund of {e.amount} that takes back no credited payment ({e.processor_ref})"]
-        taken[e.processor_ref] = taken.get(e.processor_ref, 0) + e.amount
-    return [
-        f"{ref}: {amount} taken back, more than its credit of {credited[ref]}"
+            return [f"a {e.entry_type} of {e.amount} that names no credited payment ({e.processor_ref})"]
+        moved = taken if e.entry_type == "refund" else given_back
+        moved[e.processor_ref] = moved.get(e.processor_ref, 0) + e.amount
+    problems = [
+        f"{ref}: {amount} given back, more than its refunds took ({taken.get(ref, 0)})"
+        for ref, amount in given_back.items()
+        if amount > taken.get(ref, 0)
+    ]
+    return problems + [
+        f"{ref}: {amount - given_back.get(ref, 0)} taken back, more than its credit of {credited[ref]}"
         for ref, amount in taken.items()
-        if amount > credited[ref]
+        if amount - given_back.get(ref, 0) > credited[ref]
     ]
 
 

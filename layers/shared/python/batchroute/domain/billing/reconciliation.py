@@ -34,6 +34,7 @@ DifferenceKind = Literal[
     "credited_twice",  # one payment, more than one credit
     "reversal_not_recorded",  # refunded / lost in dispute at the processor, not on the ledger
     "reversal_unrecovered",  # recorded, but part of it was spent before: not taken back
+    "refund_failure_not_recorded",  # recorded as refunded, but the refund failed at the processor
 ]
 
 
@@ -46,7 +47,9 @@ class LedgerCredit:
     kind: ProcessorCredit
     amount: Money
     at: str  # when it was credited (ISO-8601 UTC)
-    reversed_cents: int = 0  # refunded + lost in disputes, as recorded (docs/payments.md)
+    # refunded + lost in disputes, as recorded (docs/payments.md): a refund that failed and
+    # was recorded as failed (its credit given back) no longer counts, as at the processor
+    reversed_cents: int = 0
     unrecovered_micros: int = 0  # of that, what the wallet no longer held
 
 
@@ -264,15 +267,22 @@ def _reversal_differences(
     payment: ProcessorPayment, credit: LedgerCredit, one: Difference
 ) -> list[Difference]:
     """A refund or lost dispute the ledger does not reflect: not recorded at all (or less of
-    it), or recorded but not taken back in full (the credit was spent before)."""
+    it), recorded but not taken back in full (the credit was spent before), or recorded for
+    more than the processor now says (a refund that failed, its credit not given back)."""
     found: list[Difference] = []
+    reversed_text = _money_text(Money(_minor_to_micros(payment.reversed_cents), payment.currency.lower()))
     if payment.reversed_cents > credit.reversed_cents:
-        reversed_text = _money_text(Money(_minor_to_micros(payment.reversed_cents), payment.currency.lower()))
         detail = (
             f"refunded or lost in dispute {reversed_text} at the processor, "
             f"{credit.reversed_cents} cents recorded"
         )
         found.append(replace(one, kind="reversal_not_recorded", detail=detail))
+    elif payment.reversed_cents < credit.reversed_cents:
+        detail = (
+            f"{credit.reversed_cents} cents recorded as refunded or lost in dispute, "
+            f"{reversed_text} at the processor (a refund failed)"
+        )
+        found.append(replace(one, kind="refund_failure_not_recorded", detail=detail))
     if credit.unrecovered_micros > 0:
         lost = _money_text(Money(credit.unrecovered_micros, credit.amount.currency))
         detail = f"refunded or lost in dispute, {lost} not taken back (already spent)"

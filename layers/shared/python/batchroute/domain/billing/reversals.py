@@ -6,8 +6,17 @@ processor reference, at most once and never below zero: what is still available 
 reserved) is debited as a `refund` ledger entry, the rest is recorded as not recovered (shown
 by the reconciliation, alerted). The amounts recorded are the processor's own cumulative
 figures (a Charge's `amount_refunded`; a lost Dispute's `amount`), never an event's, so a
-repeated, reordered or partial delivery converges on the same record. Pure: the ledger store
-reads and writes (`adapters/dynamo/ledger.py record_reversal`).
+repeated, reordered or partial delivery converges on the same record.
+
+A refund can fail after it succeeded (the payer's card or bank refuses it: the Refund turns
+`failed`, the money comes back to the service's processor balance and the Charge's
+`amount_refunded` goes down again). The record keeps the failed refunds' total as well, and
+takes each of "ever refunded" (refunded + failed) and "failed" as the larger of recorded and
+read, so a stale read never lowers the refunded figure and a reported failure lowers it
+once; what the record took for the failed part is then undone once: first from the part
+recorded as not recovered (never taken), the rest given back to the wallet (a
+`refund_reversed` entry). A lost dispute's amount never shrinks. Pure: the ledger store reads
+and writes (`adapters/dynamo/ledger.py record_reversal`).
 """
 
 from __future__ import annotations
@@ -39,9 +48,10 @@ class ProcessorCharge:
     charge_id: str
     payment_intent: str | None
     amount_cents: int
-    refunded_cents: int  # `amount_refunded`, cumulative
+    refunded_cents: int  # `amount_refunded`, cumulative (a failed refund no longer counts)
     currency: str
     status: str
+    failed_refund_cents: int = 0  # refunds of it that failed or were canceled, in all
 
 
 @dataclass(frozen=True)
@@ -69,7 +79,10 @@ def charge_problem(charge: ProcessorCharge | None, claim: ReversalClaim) -> str 
         return f"the processor's charge is {charge.status!r}, without a payment of ours"
     if charge.currency != "usd":
         return f"currency {charge.currency or 'missing'!r}: the service is paid in USD only"
-    if claim.kind == "refund" and claim.claimed_cents > charge.refunded_cents:
+    # A `charge.refunded` sent before one of its refunds failed claims more than the Charge
+    # shows now; only more than was ever refunded (failed refunds included) is a forgery.
+    ever_refunded = charge.refunded_cents + charge.failed_refund_cents
+    if claim.kind == "refund" and claim.claimed_cents > ever_refunded:
         return f"the event says {claim.claimed_cents} cents refunded, the processor {charge.refunded_cents}"
     return None
 
@@ -92,9 +105,10 @@ class CreditReversal:
     credited_micros: int
     refunded_cents: int = 0  # the processor's `amount_refunded` last recorded
     disputed_cents: int = 0  # the lost disputes' amount last recorded
-    recovered_micros: int = 0  # taken back from the wallet (`refund` entries)
+    recovered_micros: int = 0  # taken back from the wallet (`refund` entries, less `refund_reversed`)
     unrecovered_micros: int = 0  # owed back but already spent: the service's loss
     version: int = 0
+    refund_failed_cents: int = 0  # the processor's failed (or canceled) refunds last recorded
 
     @property
     def reversed_cents(self) -> int:
@@ -108,28 +122,61 @@ class CreditReversal:
 
 @dataclass(frozen=True)
 class ReversalStep:
-    """One recorded change: the record after it, what is debited now, what is not recovered."""
+    """One recorded change: the record after it, what is debited now, what is not recovered;
+    for refunds that failed, also how many refunded cents failed, what is given back to the
+    wallet now and what is no longer owed of the part not recovered. `quiet`: only the
+    processor's failed total moved (a refund failed and another of as much was made since):
+    nothing to tell."""
 
     after: CreditReversal
     debit_micros: int
     unrecovered_micros: int
+    failed_cents: int = 0
+    credit_back_micros: int = 0
+    unrecovered_cleared_micros: int = 0
+    quiet: bool = False
 
 
 def reversal_step(
-    current: CreditReversal, *, kind: ReversalKind, confirmed_cents: int, available_micros: int
+    current: CreditReversal,
+    *,
+    kind: ReversalKind,
+    confirmed_cents: int,
+    available_micros: int,
+    failed_cents: int = 0,
 ) -> ReversalStep | None:
     """The step that records the processor's `confirmed_cents` (refunded, or lost in
-    disputes), or None when the record already holds that much (a repeat, or an older
-    figure delivered late). Takes what is owed now from `available_micros`, at most; the rest
-    is not recovered. Never debits more than the credit, never twice."""
-    recorded = current.refunded_cents if kind == "refund" else current.disputed_cents
-    if confirmed_cents <= recorded:
+    disputes; for a refund also `failed_cents`, what its failed refunds came to), or None
+    when the record already holds those figures (a repeat, or an older read delivered late).
+    Takes what is owed now from `available_micros`, at most; the rest is not recovered. A
+    refunded figure lowered by a failed refund undoes what it took (`refund_failed_step`).
+    Never debits more than the credit, never twice; never gives back more than it took."""
+    if kind == "dispute":
+        if confirmed_cents <= current.disputed_cents:
+            return None  # a lost dispute stays lost: a lower figure is an older one
+        return _taken_step(current, replace(current, disputed_cents=confirmed_cents), available_micros)
+    after = refund_figures(current, refunded_cents=confirmed_cents, failed_cents=failed_cents)
+    if after == current:
         return None
-    after = (
-        replace(current, refunded_cents=confirmed_cents)
-        if kind == "refund"
-        else replace(current, disputed_cents=confirmed_cents)
-    )
+    if after.refunded_cents < current.refunded_cents:
+        return refund_failed_step(current, after)
+    step = _taken_step(current, after, available_micros)
+    return replace(step, quiet=after.refunded_cents == current.refunded_cents)
+
+
+def refund_figures(current: CreditReversal, *, refunded_cents: int, failed_cents: int) -> CreditReversal:
+    """The record's refund figures after the processor's read: `amount_refunded` and the
+    failed refunds' total. Both of what was ever refunded (refunded + failed) and what failed
+    only grow at the processor, so each is the larger of the recorded and the read one: a
+    stale read (an event handled late, or alongside a newer one) can never lower the refunded
+    figure; only a failure the processor reports can, and by no more than it."""
+    failed = max(current.refund_failed_cents, failed_cents)
+    ever = max(current.refunded_cents + current.refund_failed_cents, refunded_cents + failed_cents)
+    return replace(current, refunded_cents=ever - failed, refund_failed_cents=failed)
+
+
+def _taken_step(current: CreditReversal, after: CreditReversal, available_micros: int) -> ReversalStep:
+    """Record higher figures: what they owe beyond what was taken, from what is available."""
     taken = current.recovered_micros + current.unrecovered_micros
     owed = max(0, after.owed_micros - taken)
     debit = min(owed, max(0, available_micros))
@@ -140,3 +187,30 @@ def reversal_step(
         version=current.version + 1,
     )
     return ReversalStep(after=after, debit_micros=debit, unrecovered_micros=owed - debit)
+
+
+def refund_failed_step(current: CreditReversal, after: CreditReversal) -> ReversalStep:
+    """Record `after`'s LOWER refunded figure: a refund the processor had made failed, and
+    the money came back to the service. What the record took for the failed part (beyond
+    what the refunds still standing and the lost disputes owe) is undone: first from the part
+    recorded as not recovered (the service never took it), the rest given back to the
+    wallet. Recorded even when nothing moves (the credit's cap still covers it), so that a
+    later refund of the same money is taken back again."""
+    taken = current.recovered_micros + current.unrecovered_micros
+    excess = max(0, taken - after.owed_micros)
+    cleared = min(excess, current.unrecovered_micros)
+    back = excess - cleared
+    after = replace(
+        after,
+        recovered_micros=current.recovered_micros - back,
+        unrecovered_micros=current.unrecovered_micros - cleared,
+        version=current.version + 1,
+    )
+    return ReversalStep(
+        after=after,
+        debit_micros=0,
+        unrecovered_micros=0,
+        failed_cents=current.refunded_cents - after.refunded_cents,
+        credit_back_micros=back,
+        unrecovered_cleared_micros=cleared,
+    )

@@ -10,6 +10,10 @@ Scorers (pure; an answer is the text of the lane's message):
 - `numeric`: the first number in the answer is within `tolerance` of `expected` (a number).
 
 A lane's score is the share of items that passed (0..1); it passes when score >= threshold.
+
+A run holds credit until it settles; `run_deadline` is the latest it can still be running,
+after which its hold is abandoned and the sweeper releases it (docs/schedules.md, "A run that
+dies").
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any, Final, Literal, NotRequired, TypedDict
 
 from batchroute.domain.routing.items import read_item
@@ -32,6 +37,12 @@ MAX_EXPECTED_CHARS: Final = 4000
 MAX_GOLDEN_MODEL: Final = 200
 MAX_SCORER_PATH: Final = 200
 DEFAULT_THRESHOLD: Final = 1.0
+# What a run does after its last provider call (read the billing controls, settle and record
+# it), allowed for in its deadline.
+SETTLE_ALLOWANCE_SECONDS: Final = 60
+# A run lives in one Lambda invocation (the API's, or the schedule's firing), which AWS stops
+# after 15 minutes at the most: no run's calls outlast that, however many there are.
+MAX_RUN_SECONDS: Final = 900
 _NUMBER: Final = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
 
 
@@ -167,6 +178,18 @@ def score(scorer: Scorer, answer: str | None, expected: Any) -> bool:
 
 def lane_score(passed: int, total: int) -> float:
     return round(passed / total, 4) if total else 0.0
+
+
+def run_deadline(started: datetime, *, calls: int, call_seconds: float) -> datetime:
+    """The latest a regression run that held its credit at `started` can still be running: its
+    `calls` provider calls, made one after another, each given up after `call_seconds` (the
+    time-out the run gives every call, the connection's included), or the longest a Lambda
+    invocation lives (`MAX_RUN_SECONDS`) if that is sooner, then the settlement's allowance.
+    A hold still pending after it belongs to a run that died."""
+    if calls < 0 or call_seconds <= 0:
+        raise ValueError("a run's deadline needs a count of calls and a positive time-out")
+    running = min(calls * call_seconds, MAX_RUN_SECONDS)
+    return started + timedelta(seconds=running + SETTLE_ALLOWANCE_SECONDS)
 
 
 def _at_path(answer: str, path: str) -> tuple[bool, Any]:

@@ -10,8 +10,9 @@ ledger's marker), and the card it saved is kept for auto top-up. Every check pas
 anything is written; a refused event is logged, counted and acknowledged
 (`payment_refusals`). `payment_intent.succeeded` / `payment_intent.payment_failed` of an auto top-up
 settle its attempt (`AutoTopupService`). Refunds and disputes of a credited payment
-(`charge.refunded`, `charge.refund.updated`, `charge.dispute.created`, `charge.dispute.closed`)
-take the credit back as far as it is still available (`PaymentReversals`). Any other event
+(`charge.refunded`, `charge.refund.updated`, `refund.failed`, `charge.dispute.created`,
+`charge.dispute.closed`) take the credit back as far as it is still available, and give it
+back when a refund fails (`PaymentReversals`). Any other event
 is acknowledged and ignored.
 """
 

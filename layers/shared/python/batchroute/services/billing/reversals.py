@@ -1,6 +1,6 @@
 """Refunds and disputes of a credited payment (docs/payments.md, "Refunds and disputes").
 
-`charge.refunded` / `charge.refund.updated` and `charge.dispute.created` /
+`charge.refunded` / `charge.refund.updated` / `refund.failed` and `charge.dispute.created` /
 `charge.dispute.closed` name a Charge (and a Dispute); nothing else an event says is trusted.
 The Charge (and the Dispute) are read back from the processor; the payment they belong to is
 found as the service credited it (an auto top-up: its PaymentIntent; a purchase: the
@@ -9,13 +9,18 @@ the ledger credited (its `PAYMENT#` marker) is touched. The processor's cumulati
 amount, or a lost dispute's amount, is then recorded against the credit exactly once
 (`LedgerStore.record_reversal`): what is still available is debited as a `refund` entry, the
 rest recorded as not recovered. A dispute debits at its loss, not at its opening: an
-opened (or won) dispute is alerted and moves no money.
+opened (or won) dispute is alerted and moves no money. A refund that fails after it was
+recorded lowers the Charge's `amount_refunded` again: the lower figure is recorded once too,
+and what was taken for it is undone (first the part not recovered, then credit given back to
+the wallet as a `refund_reversed` entry).
 
 Every recorded reversal is logged (org, payment, amounts), counted in `PaymentReversals`
 (and `PaymentReversalUnrecovered` when part was already spent, which alarms) and sent to the
 org as `billing.payment_reversed`; a dispute opened or won is logged, counted in
-`PaymentDisputes` and sent as `billing.payment_disputed`. An event that the processor does
-not confirm, or that names a payment the service never credited, is refused
+`PaymentDisputes` and sent as `billing.payment_disputed`; a refund that failed is logged,
+counted in `PaymentRefundsFailed` and sent as `billing.payment_reversed` with `reversal`
+`refund_failed` (and what was `credited_back`). An event that the processor does not
+confirm, or that names a payment the service never credited, is refused
 (`refuse_payment_event`: logged, `PaymentEventsRejected`) and changes nothing.
 """
 
@@ -52,13 +57,15 @@ from batchroute.services.billing.ports import Notifier
 
 REVERSAL_EVENTS = (
     "charge.refunded",
-    "charge.refund.updated",
+    "charge.refund.updated",  # deprecated by Stripe for `refund.updated`, still sent
+    "refund.failed",  # what Stripe sends when a refund fails (docs/payments.md)
     "charge.dispute.created",
     "charge.dispute.closed",
 )
 REVERSED_METRIC = "PaymentReversals"
 UNRECOVERED_METRIC = "PaymentReversalUnrecovered"
 DISPUTED_METRIC = "PaymentDisputes"
+REFUND_FAILED_METRIC = "PaymentRefundsFailed"
 
 
 class ReversalProcessor(Protocol):
@@ -79,18 +86,26 @@ class ReversalLedger(Protocol):
     def credit_reversal(self, org_id: str, processor_ref: str) -> CreditReversal | None: ...
 
     def record_reversal(
-        self, org_id: str, processor_ref: str, *, kind: ReversalKind, confirmed_cents: int, at: str
+        self,
+        org_id: str,
+        processor_ref: str,
+        *,
+        kind: ReversalKind,
+        confirmed_cents: int,
+        at: str,
+        failed_cents: int = 0,
     ) -> ReversalStep | None: ...
 
 
 @dataclass(frozen=True)
 class Confirmed:
     """The processor's word on a claim: its Charge, the cents refunded (refund) or lost
-    (dispute) in all, and the dispute's status."""
+    (dispute) in all, the refunds that failed (refund), and the dispute's status."""
 
     charge: ProcessorCharge
     cents: int
     dispute_status: str | None = None
+    failed_cents: int = 0
 
 
 @dataclass(frozen=True)
@@ -137,10 +152,14 @@ class PaymentReversals:
             kind=claim.kind,
             confirmed_cents=confirmed.cents,
             at=isoformat(at),
+            failed_cents=confirmed.failed_cents,
         )
         if step is None:
             return False  # recorded before (a repeat, or an older figure delivered late)
-        self._reversed(credited, claim, step, at=at)
+        if step.failed_cents:
+            self._refund_failed(credited, claim, step, at=at)
+        elif not step.quiet:
+            self._reversed(credited, claim, step, at=at)
         return True
 
     def _confirmed(self, event: ProcessorEvent, claim: ReversalClaim) -> Confirmed | None:
@@ -150,7 +169,7 @@ class PaymentReversals:
         problem = charge_problem(charge, claim)
         confirmed = None
         if charge is not None and problem is None:
-            confirmed = Confirmed(charge, charge.refunded_cents)
+            confirmed = Confirmed(charge, charge.refunded_cents, failed_cents=charge.failed_refund_cents)
             if claim.kind == "dispute":
                 dispute = self.processor.dispute(claim.dispute_id or "")
                 problem = dispute_problem(dispute, claim)
@@ -223,6 +242,55 @@ class PaymentReversals:
             at=at,
         )
         if step.debit_micros:
+            tell_moved(self.on_moved, credited.org_id, at)
+
+    def _refund_failed(
+        self, credited: CreditedPayment, claim: ReversalClaim, step: ReversalStep, *, at: datetime
+    ) -> None:
+        """A refund the processor had made failed: logged, counted, told to the org; the
+        wallet listeners hear of the credit given back."""
+        after = step.after
+        logger.warning(
+            "payment refund failed: credit given back",
+            extra={
+                "org_id": credited.org_id,
+                "processor_ref": credited.processor_ref,
+                "charge_id": claim.charge_id,
+                "reversal": "refund_failed",
+                "failed_cents": step.failed_cents,
+                "reversed_cents": after.reversed_cents,
+                "credited_back_micros": step.credit_back_micros,
+                "unrecovered_cleared_micros": step.unrecovered_cleared_micros,
+            },
+        )
+        metrics.add_metric(name=REFUND_FAILED_METRIC, unit=MetricUnit.Count, value=1)
+        failed_text, back_text = _usd(step.failed_cents * MICROS_PER_CENT), _usd(step.credit_back_micros)
+        outcome = (
+            f"{back_text} USD of credit given back"
+            if step.credit_back_micros
+            else "no credit had been taken back for it"
+        )
+        notify_quietly(
+            self.notifier,
+            credited.org_id,
+            Alert(
+                PAYMENT_REVERSED,
+                f"payment_reversed:{credited.processor_ref}:{after.version}",
+                {
+                    "processor_reference": credited.processor_ref,
+                    "reversal": "refund_failed",
+                    "reversed": _usd(after.reversed_cents * MICROS_PER_CENT),
+                    "refund_failed": failed_text,
+                    "credited_back": back_text,
+                    "taken_back": _usd(0),
+                    "not_recovered": _usd(0),
+                    "message": f"A refund of {failed_text} USD on payment {credited.processor_ref} "
+                    f"failed at the processor: {outcome}.",
+                },
+            ),
+            at=at,
+        )
+        if step.credit_back_micros:
             tell_moved(self.on_moved, credited.org_id, at)
 
     def _disputed(

@@ -7,6 +7,7 @@ from typing import Protocol
 
 from batchroute.domain.presets.golden_sets import RegressionRecord
 from batchroute.domain.schedules.schedules import LaneExclusion, Schedule, ScheduleRun, ScheduleVersion
+from batchroute.transactions import TransactItem
 
 
 class ScheduleRecords(Protocol):
@@ -43,7 +44,7 @@ class ScheduleRecords(Protocol):
         self, schedule_id: str, *, limit: int, start_after: str | None
     ) -> tuple[list[ScheduleRun], str | None]: ...
 
-    def put_benchmark(self, schedule_id: str, regression: RegressionRecord) -> None: ...
+    def benchmark_item(self, schedule_id: str, regression: RegressionRecord) -> TransactItem: ...
 
     def benchmarks(self, schedule_id: str, version: int) -> list[RegressionRecord]: ...
 

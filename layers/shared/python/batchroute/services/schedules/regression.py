@@ -13,7 +13,16 @@ transaction, decided again when the wallet or the limit moved): 402 `insufficien
 when it does not fit the wallet, 403 `spending_limit_reached` when it would take the
 period's spend past a hard limit, nothing held or run either way. Then the tokens actually
 used are charged at direct prices and the rest released, in one settlement that also moves
-the usage counters (per model and provider, as chat requests).
+the usage counters (per model and provider, as chat requests) and writes the run's record
+(the benchmark): the run is recorded if and only if it was charged.
+
+A run that dies between its hold and its settlement (the function timed out or crashed)
+leaves no record and is charged nothing: its hold carries a deadline, the latest the run can
+still be running (`run_deadline`: every provider call given up after its time-out, one after
+another, then the settlement's allowance), and the sweeper releases it once that has passed
+(services/workflow/sweeper.py). The hold resolves once: a run that settles after the release
+changes nothing and answers 409 `regression_abandoned`; one that settled first makes the
+release a no-op.
 
 The candidate lanes are those the org's route policy admits, read fresh at each run and
 applied as quotes and direct chat apply it (`admitted_lanes`: provider allow and deny,
@@ -28,6 +37,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
+from functools import partial
 from typing import Any, Final, Protocol
 
 from batchroute.clock import Clock, isoformat
@@ -48,6 +58,7 @@ from batchroute.domain.presets.golden_sets import (
     RegressionRunView,
     golden_set_from_api,
     lane_score,
+    run_deadline,
     score,
 )
 from batchroute.domain.presets.presets import PresetVersion, apply_preset
@@ -58,7 +69,7 @@ from batchroute.errors import Conflict, InvalidRequest, Unavailable
 from batchroute.ids import new_id
 from batchroute.money import Money
 from batchroute.observability import logger
-from batchroute.providers.base import ProviderRequest, ProviderResult
+from batchroute.providers.base import CONNECT_SECONDS, ProviderRequest, ProviderResult
 from batchroute.services.billing.funding import FUNDING_ATTEMPTS, guarded_reservation
 from batchroute.services.billing.ports import ControlsReader, LedgerBook, LimitChecks, MoneyWatch
 from batchroute.services.catalog.ports import SyncProviders
@@ -66,10 +77,17 @@ from batchroute.services.presets.resolution import Resolver
 from batchroute.services.routing.policy import policy_version
 from batchroute.services.routing.ports import OrgPolicies
 from batchroute.services.schedules.ports import ScheduleRecords
+from batchroute.transactions import TransactItem
 
 GOLDEN_MAX_OUTPUT: Final = 512  # output tokens per golden item
+# How long a golden call waits for its whole answer (the request's read time-out, the
+# endpoints' default `Timeouts.read`), the connection's CONNECT_SECONDS apart: what a run's
+# deadline is made of.
+GOLDEN_CALL_TIMEOUT_SECONDS: Final = 120.0
 
 Prepare = Callable[[Mapping[str, Any]], Mapping[str, Any]]
+# The Put of a finished run's record (its owner's benchmark item), written in the settlement.
+RecordItem = Callable[[RegressionRecord], TransactItem]
 
 
 @dataclass(frozen=True)
@@ -83,6 +101,7 @@ class RegressionSubject:
     version: int
     golden_set: GoldenSetView | None
     label: str  # the ledger memo's
+    record: RecordItem  # the finished run's record, written with its charge
     prepare: Prepare | None = None
     no_golden_set: str = "The schedule has no golden set."
 
@@ -98,7 +117,7 @@ def _preset_input(preset: PresetVersion) -> Prepare:
 
 
 class PresetBenchmarks(Protocol):
-    def put_benchmark(self, org_id: str, name: str, regression: RegressionRecord) -> None: ...
+    def benchmark_item(self, org_id: str, name: str, regression: RegressionRecord) -> TransactItem: ...
 
 
 @dataclass(eq=False, kw_only=True)
@@ -116,6 +135,8 @@ class RegressionRuns:
     watch: MoneyWatch | None = None
     presets: Resolver | None = None
     preset_benchmarks: PresetBenchmarks | None = None
+    # Each provider call's time-out (the read's; the connection's on top): the run's deadline.
+    call_timeout_seconds: float = GOLDEN_CALL_TIMEOUT_SECONDS
 
     def __call__(self, principal: Principal, schedule: Schedule, *, trigger: str) -> RegressionRunView:
         """A schedule's run: its own golden set, else its input source's preset's; the
@@ -131,10 +152,10 @@ class RegressionRuns:
             version=schedule.version,
             golden_set=golden_set,
             label=schedule.schedule_id,
+            record=partial(self.store.benchmark_item, schedule.schedule_id),
             prepare=prepare,
         )
         regression = self.measure(subject, trigger=trigger)
-        self.store.put_benchmark(schedule.schedule_id, regression)
         self.store.set_exclusions(schedule, self._exclusions(schedule, regression))
         return {"object": "schedule.regression_run", **regression}
 
@@ -149,16 +170,16 @@ class RegressionRuns:
             version=preset.version,
             golden_set=preset.golden_set,
             label=f"preset {preset.ref}",
+            record=partial(self.preset_benchmarks.benchmark_item, preset.org_id, preset.name),
             prepare=_preset_input(preset),
             no_golden_set=f"Preset {preset.ref} has no golden set.",
         )
         regression = self.measure(subject, trigger=trigger)
-        self.preset_benchmarks.put_benchmark(preset.org_id, preset.name, regression)
         return {"object": "preset.regression_run", **regression}
 
     def measure(self, subject: RegressionSubject, *, trigger: str) -> RegressionRecord:
         """Run the subject's golden set on every candidate lane, hold and charge it, and
-        return the regression record (the caller stores it)."""
+        record the run with its charge (`subject.record`); returns the record."""
         if not subject.golden_set:
             raise Conflict(subject.no_golden_set, code="no_golden_set")
         golden = golden_set_from_api(subject.golden_set)
@@ -169,33 +190,16 @@ class RegressionRuns:
             raise _no_candidates(golden.model, policy, candidates)
         now = self.clock.now()
         regression_id = new_id("regr", now)
-        hold_id = f"res_{regression_id}"
-        hold = Money.usd_ceil(sum((self._estimate(lane, golden) for lane in lanes), Decimal(0)))
-        org_id = subject.org_id
-        terms = ReservationTerms(reservation_id=hold_id, amount=hold, purpose="batch", ref=regression_id)
-        self._hold(org_id, terms)
+        terms = ReservationTerms(
+            reservation_id=f"res_{regression_id}",
+            amount=Money.usd_ceil(sum((self._estimate(lane, golden) for lane in lanes), Decimal(0))),
+            purpose="regression",
+            ref=regression_id,
+            expires_at=isoformat(self.deadline(now, calls=len(lanes) * len(golden.items))),
+        )
+        self._hold(subject.org_id, terms)
         results = [self._run_lane(lane, golden, subject.prepare) for lane in lanes]
-        controls = self.controls.billing_controls(org_id)
-        done = self.clock.now()
-        memo = f"golden-set regression {regression_id} of {subject.label}"
-        zone = controls.limit_timezone if controls else "UTC"
-        settled = self.ledger.settle(org_id, _charge(hold_id, hold, results, done, zone, memo))
-        if self.watch is not None:
-            self.watch.moved(org_id, at=done, controls=controls)
-        at = isoformat(done)
-        lanes_out = [r.to_api(golden.threshold) for r in results]
-        regression: RegressionRecord = {
-            "regression_id": regression_id,
-            **subject.owner,
-            "version": subject.version,
-            "trigger": trigger,
-            "scorer": golden.scorer.to_api(),
-            "threshold": golden.threshold,
-            "created_at": isoformat(now),
-            "completed_at": at,
-            "lanes": lanes_out,
-            "charged": settled.charged.to_api(),
-        }
+        regression = self._settle(_HeldRun(subject, terms, golden, trigger, now), results)
         logger.info(
             "regression run recorded",
             extra={
@@ -203,9 +207,42 @@ class RegressionRuns:
                 "regression_id": regression_id,
                 "policy_version": policy_version(policy),
                 "policy_rejected_lanes": [r["lane_id"] for r in candidates.rejected],
-                "failed_lanes": [lane["lane_id"] for lane in lanes_out if not lane["passed"]],
+                "failed_lanes": [lane["lane_id"] for lane in regression["lanes"] if not lane["passed"]],
             },
         )
+        return regression
+
+    def deadline(self, started: datetime, *, calls: int) -> datetime:
+        """The latest a run of `calls` provider calls holding credit since `started` can
+        still be running: each call given up after its time-out (`run_deadline`)."""
+        return run_deadline(started, calls=calls, call_seconds=CONNECT_SECONDS + self.call_timeout_seconds)
+
+    def _settle(self, run: _HeldRun, results: list[LaneResult]) -> RegressionRecord:
+        """Charge what the lanes used (at most the hold), release the rest and write the run's
+        record, in ONE transaction conditional on the hold still pending. A hold resolved
+        before (the sweeper released it past its deadline) is left as it is: nothing charged
+        or recorded, 409 `regression_abandoned`."""
+        org_id, terms = run.subject.org_id, run.terms
+        controls = self.controls.billing_controls(org_id)
+        done = self.clock.now()
+        memo = f"golden-set regression {terms.ref} of {run.subject.label}"
+        zone = controls.limit_timezone if controls else "UTC"
+        charge = _charge(terms.reservation_id, terms.amount, results, done, zone, memo)
+        regression = run.record(results, done, charge.charge)
+        settled = self.ledger.settle(org_id, charge, extra_items=[run.subject.record(regression)])
+        if settled.replayed:
+            logger.warning(
+                "regression run abandoned",
+                extra={**run.subject.owner, "regression_id": terms.ref, "hold": settled.status},
+            )
+            raise Conflict(
+                "This regression run outlasted its deadline and its hold was released; nothing "
+                "was charged or recorded. Run it again.",
+                code="regression_abandoned",
+                details={"regression_id": terms.ref, "deadline": terms.expires_at},
+            )
+        if self.watch is not None:
+            self.watch.moved(org_id, at=done, controls=controls)
         return regression
 
     def _hold(self, org_id: str, terms: ReservationTerms) -> None:
@@ -280,6 +317,7 @@ class RegressionRuns:
                 provider_model_id=lane.provider_model_id or lane.model,
                 input=prepare(item.input) if prepare is not None else item.input,
                 max_output_tokens=min(lane.max_output_tokens, GOLDEN_MAX_OUTPUT),
+                first_byte_timeout_seconds=self.call_timeout_seconds,  # the whole answer's read
                 sampling=lane.sampling_parameters,
             )
             try:
@@ -337,6 +375,32 @@ def _no_candidates(model: str, policy: RoutePolicy | None, candidates: Admitted)
             "rejected_lanes": [dict(r) for r in candidates.rejected],
         },
     )
+
+
+@dataclass(frozen=True, slots=True)
+class _HeldRun:
+    """A run whose hold is taken: what its record is made of, with its lanes' results."""
+
+    subject: RegressionSubject
+    terms: ReservationTerms
+    golden: GoldenSet
+    trigger: str
+    started: datetime
+
+    def record(self, results: list[LaneResult], done: datetime, charged: Money) -> RegressionRecord:
+        """The run's record as stored: each lane's benchmark, the charge, when it ended."""
+        return {
+            "regression_id": self.terms.ref,
+            **self.subject.owner,
+            "version": self.subject.version,
+            "trigger": self.trigger,
+            "scorer": self.golden.scorer.to_api(),
+            "threshold": self.golden.threshold,
+            "created_at": isoformat(self.started),
+            "completed_at": isoformat(done),
+            "lanes": [r.to_api(self.golden.threshold) for r in results],
+            "charged": charged.to_api(),
+        }
 
 
 @dataclass(frozen=True, slots=True)

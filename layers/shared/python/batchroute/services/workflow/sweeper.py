@@ -1,11 +1,13 @@
 """The scheduled sweeper: moves batches whose SLA deadline passed to `expired`, settles chat
-holds whose request died before settling (docs/chat.md), and (`Sweeper`) runs one whole sweep
+holds whose request died before settling (docs/chat.md), releases golden-set regression
+holds whose run died before settling (docs/schedules.md), and (`Sweeper`) runs one whole sweep
 with the lane heartbeats, the webhook retries (batch events, and billing alert events:
 docs/billing-alerts.md), the billing watch of every org whose stale hold it charged, the
 bucket delivery retries and retention GC (docs/retention.md)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, NotRequired, Protocol, TypedDict
@@ -14,7 +16,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from batchroute.clock import Clock, isoformat
 from batchroute.domain.batches.record import UsageCheckpoint
-from batchroute.domain.billing.ledger import Purpose, Reservation, period_keys
+from batchroute.domain.billing.ledger import Purpose, Reservation, SettlementResult, period_keys
 from batchroute.domain.billing.usage import UsageCharge, UsageLine, direct_usage_line, usage_day
 from batchroute.domain.catalog.catalog import Catalog, Lane
 from batchroute.domain.chat.holds import ChatOutcome, HoldSettlement
@@ -25,6 +27,7 @@ from batchroute.services.batches.ports import BatchTransitions
 from batchroute.services.billing.ports import ControlsReader, MoneyWatch
 from batchroute.services.chat.ports import HoldStore
 from batchroute.services.workflow.retention_gc import ReclaimSummary
+from batchroute.transactions import TransactItem
 
 
 class ExpiryRecords(BatchTransitions, Protocol):
@@ -165,6 +168,55 @@ def _swept_outcome(reserved: Money, charged: Money, checkpoint: UsageCheckpoint,
     )
 
 
+# -- abandoned regression holds --------------------------------------------------------------------
+
+
+class DueHolds(Protocol):
+    """adapters/dynamo/ledger.py:LedgerStore: the holds past their deadline, and a release."""
+
+    def due_holds(
+        self, now_iso: str, *, purpose: Purpose | None = None, limit: int = 100
+    ) -> list[Reservation]: ...
+
+    def release(
+        self,
+        org_id: str,
+        reservation_id: str,
+        *,
+        at: str,
+        memo: str = "",
+        extra_items: Iterable[TransactItem] = (),
+    ) -> SettlementResult: ...
+
+
+def release_abandoned_regression_holds(
+    ledger: DueHolds, clock: Clock, *, max_holds: int = 500
+) -> HoldSweepReport:
+    """Release, in full, the golden-set regression holds still pending past their deadline
+    (`expires_at`: the latest their run could still be running, services/schedules/
+    regression.py): the run died before settling, so nothing is charged and no record was
+    written. Exactly once: the release is conditional on the hold still pending, so a run
+    that settled meanwhile wins (this release is a no-op), and one that settles later
+    changes nothing (409 `regression_abandoned`). The reason is the reservation's memo."""
+    report = HoldSweepReport()
+    at = isoformat(clock.now())
+    for hold in ledger.due_holds(at, purpose="regression", limit=max_holds):
+        memo = f"golden-set regression {hold.ref} abandoned: not settled by its deadline {hold.expires_at}"
+        result = ledger.release(hold.org_id, hold.reservation_id, at=at, memo=memo)
+        if not result.replayed:
+            report.settled.append(hold.reservation_id)
+            logger.warning(
+                "regression hold released",
+                extra={
+                    "org_id": hold.org_id,
+                    "regression_id": hold.ref,
+                    "released": result.released.to_api(),
+                    "deadline": hold.expires_at,
+                },
+            )
+    return report
+
+
 class SweepOutcome(TypedDict):
     """What one sweep did (the sweeper function's answer)."""
 
@@ -179,6 +231,7 @@ class SweepOutcome(TypedDict):
     schedules: NotRequired[dict[str, list[str]]]
     file_checks_resent: NotRequired[list[str]]
     auto_topups: NotRequired[dict[str, list[str]]]
+    regression_holds_released: NotRequired[list[str]]
 
 
 class LaneHeartbeatRefresh(Protocol):
@@ -219,9 +272,10 @@ class UnstartedWorkflows(Protocol):
 class Sweeper:
     """One scheduled sweep (EventBridge, once a minute): refresh lane heartbeats, start the
     workflows of batches whose start was lost, expire batches past their SLA deadline, settle
-    stale chat holds, retry webhooks that are due, reclaim result bytes whose retention window
-    passed (one bounded page), re-send the check of uploads left `uploaded` too long (a lost
-    `check_file` message)."""
+    stale chat holds, release the holds of regression runs past their deadline, retry
+    webhooks that are due, reclaim result bytes whose retention window passed (one bounded
+    page), re-send the check of uploads left `uploaded` too long (a lost `check_file`
+    message)."""
 
     refresh_heartbeats: LaneHeartbeatRefresh  # docs/catalog.md
     batches: ExpiryRecords
@@ -240,6 +294,8 @@ class Sweeper:
     watch: MoneyWatch | None = None  # alerts and auto top-up after a stale hold is charged
     schedules: DueSchedules | None = None  # recurring schedules due by now (docs/schedules.md)
     file_checks: LostFileChecks | None = None  # uploads still waiting for their check (docs/files.md)
+    # golden-set regression holds past their run's deadline (docs/schedules.md)
+    regression_holds: DueHolds | None = None
 
     def _settle_stale_holds(self) -> HoldSweepReport:
         """Chat holds whose request died (docs/chat.md), then the watch of each org charged."""
@@ -257,6 +313,16 @@ class Sweeper:
             for org_id in sorted(holds.charged_orgs):
                 self.watch.moved(org_id, at=now)
         return holds
+
+    def _release_abandoned_regressions(self) -> list[str] | None:
+        """Regression holds whose run died (docs/schedules.md); None when not wired."""
+        if self.regression_holds is None:
+            return None
+        released = release_abandoned_regression_holds(self.regression_holds, self.clock)
+        metrics.add_metric(
+            name="AbandonedRegressionHoldsReleased", unit=MetricUnit.Count, value=len(released.settled)
+        )
+        return released.settled
 
     def sweep(self) -> SweepOutcome:
         lanes = self.refresh_heartbeats()
@@ -276,6 +342,8 @@ class Sweeper:
             "chat_holds_settled": holds.settled,
             "webhooks": retried.as_dict(),
         }
+        if (regressions := self._release_abandoned_regressions()) is not None:
+            outcome["regression_holds_released"] = regressions
         if self.billing_webhooks is not None:
             billing = self.billing_webhooks.retry_due()
             metrics.add_metric(
