@@ -34,7 +34,7 @@ from typing import Protocol
 from aws_lambda_powertools.metrics import MetricUnit
 
 from batchroute.clock import Clock, isoformat
-from batchroute.domain.billing.alerts import PAYMENT_DISPUTED, PAYMENT_REVERSED, Alert
+from batchroute.domain.billing.alerts import PAYMENT_DISPUTED, PAYMENT_REVERSED, Alert, AlertData
 from batchroute.domain.billing.payments import CheckoutRecord, ProcessorEvent, ProcessorSession
 from batchroute.domain.billing.reconciliation import PURCHASE_PURPOSE, TOPUP_PURPOSE
 from batchroute.domain.billing.reversals import (
@@ -224,21 +224,15 @@ class PaymentReversals:
             metrics.add_metric(name=UNRECOVERED_METRIC, unit=MetricUnit.Count, value=1)
         reversed_text = _usd(after.reversed_cents * MICROS_PER_CENT)
         message = f"A {claim.kind} of {reversed_text} USD on payment {credited.processor_ref}"
-        notify_quietly(
-            self.notifier,
-            credited.org_id,
-            Alert(
-                PAYMENT_REVERSED,
-                f"payment_reversed:{credited.processor_ref}:{after.version}",
-                {
-                    "processor_reference": credited.processor_ref,
-                    "reversal": claim.kind,
-                    "reversed": reversed_text,
-                    "taken_back": _usd(step.debit_micros),
-                    "not_recovered": _usd(step.unrecovered_micros),
-                    "message": f"{message} took {_usd(step.debit_micros)} USD of credit back.",
-                },
-            ),
+        self._tell_reversed(
+            credited,
+            after,
+            {
+                "reversal": claim.kind,
+                "taken_back": _usd(step.debit_micros),
+                "not_recovered": _usd(step.unrecovered_micros),
+                "message": f"{message} took {_usd(step.debit_micros)} USD of credit back.",
+            },
             at=at,
         )
         if step.debit_micros:
@@ -270,28 +264,33 @@ class PaymentReversals:
             if step.credit_back_micros
             else "no credit had been taken back for it"
         )
-        notify_quietly(
-            self.notifier,
-            credited.org_id,
-            Alert(
-                PAYMENT_REVERSED,
-                f"payment_reversed:{credited.processor_ref}:{after.version}",
-                {
-                    "processor_reference": credited.processor_ref,
-                    "reversal": "refund_failed",
-                    "reversed": _usd(after.reversed_cents * MICROS_PER_CENT),
-                    "refund_failed": failed_text,
-                    "credited_back": back_text,
-                    "taken_back": _usd(0),
-                    "not_recovered": _usd(0),
-                    "message": f"A refund of {failed_text} USD on payment {credited.processor_ref} "
-                    f"failed at the processor: {outcome}.",
-                },
-            ),
+        self._tell_reversed(
+            credited,
+            after,
+            {
+                "reversal": "refund_failed",
+                "refund_failed": failed_text,
+                "credited_back": back_text,
+                "taken_back": _usd(0),
+                "not_recovered": _usd(0),
+                "message": f"A refund of {failed_text} USD on payment {credited.processor_ref} "
+                f"failed at the processor: {outcome}.",
+            },
             at=at,
         )
         if step.credit_back_micros:
             tell_moved(self.on_moved, credited.org_id, at)
+
+    def _tell_reversed(
+        self, credited: CreditedPayment, after: CreditReversal, data: AlertData, *, at: datetime
+    ) -> None:
+        """`billing.payment_reversed` for the record `after`, once per its version: `data`
+        with the payment's reference and what is reversed of it in all."""
+        details = data.copy()
+        details["processor_reference"] = credited.processor_ref
+        details["reversed"] = _usd(after.reversed_cents * MICROS_PER_CENT)
+        once_key = f"payment_reversed:{credited.processor_ref}:{after.version}"
+        notify_quietly(self.notifier, credited.org_id, Alert(PAYMENT_REVERSED, once_key, details), at=at)
 
     def _disputed(
         self, credited: CreditedPayment, claim: ReversalClaim, status: str, *, at: datetime
