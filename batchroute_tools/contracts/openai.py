@@ -94,12 +94,12 @@ class Violation:
 
 
 # -- the compact schemas --------------------------------------------------------------------
-def derive_schemas(document: Mapping[str, Any]) -> dict[str, Any]:
-    """The component schemas of `ROOTS` and everything they reference, transitively, without
+def derive_schemas(document: Mapping[str, Any], roots: tuple[str, ...] = ROOTS) -> dict[str, Any]:
+    """The component schemas of `roots` and everything they reference, transitively, without
     descriptions, examples and `x-` extensions, sorted by name."""
     schemas = document["components"]["schemas"]
     wanted: dict[str, Any] = {}
-    pending = list(ROOTS)
+    pending = list(roots)
     while pending:
         name = pending.pop()
         if name in wanted:
@@ -248,6 +248,23 @@ def _nullable(schema: Any) -> Any:
     if schema.get("nullable") is True:
         return {"anyOf": [out, {"type": "null"}]}
     return out
+
+
+def answer_violations(document: Mapping[str, Any], schema: str, body: Any) -> list[str]:
+    """[] when `body` is a valid `schema` of OpenAI's whole OpenAPI `document` (an answer such
+    as `Response`, which the compact request schemas do not hold), else one "path: reason" per
+    violation; read as OpenAI means it (module doc), no key beyond those declared. Slow (it
+    compiles the schemas each call): for tests."""
+    from jsonschema import Draft202012Validator
+    from referencing import Registry
+    from referencing.jsonschema import DRAFT202012
+
+    schemas = _readable(derive_schemas(document, (schema,)))
+    resource = DRAFT202012.create_resource({"$id": _URN, "components": {"schemas": schemas}})
+    root = {"$ref": f"{_URN}#/components/schemas/{schema}", "unevaluatedProperties": False}
+    validator = Draft202012Validator(root, registry=Registry().with_resource(_URN, resource))
+    errors = list(validator.iter_errors(body))
+    return sorted(str(_violation(e)) for e in errors if not _shadowed(e, errors))
 
 
 def violations(operation: str, body: Any) -> list[Violation]:

@@ -29,6 +29,14 @@ _TYPES: dict[int, str] = {
 # Out of credits: the vendor answers 429 `insufficient_quota`, and retrying cannot help.
 INSUFFICIENT_QUOTA_STATUS = 429
 INSUFFICIENT_QUOTA = "insufficient_quota"
+# The official SDK retries every 409 (it reads one as a lock timeout) unless the answer says
+# `x-should-retry: false`. These are the 409s a retry can settle, left retryable: another
+# request with the same Idempotency-Key still in progress, a concurrent write, a file whose
+# check is still running (`file_not_ready` of an `uploaded` file). Every other 409 (a terminal
+# batch, a finished upload, an Idempotency-Key used with another body, ...) stays as it is
+# however often it is asked, so it says not to retry.
+_TRANSIENT_CONFLICTS: frozenset[str] = frozenset({"idempotency_in_progress", "concurrent_update"})
+NO_RETRY: dict[str, str] = {"x-should-retry": "false"}
 
 
 class VendorErrorBody(BaseModel):
@@ -74,6 +82,13 @@ def param_of(details: dict[str, Any] | None) -> str | None:
     return None
 
 
+def conflict_is_permanent(code: str | None, details: dict[str, Any] | None) -> bool:
+    """Whether a 409 answers the same however often the client retries it."""
+    if code in _TRANSIENT_CONFLICTS:
+        return False
+    return not (code == "file_not_ready" and (details or {}).get("status") == "uploaded")
+
+
 def insufficient_quota(message: str) -> JSONResponse:
     return vendor_error_response(
         INSUFFICIENT_QUOTA_STATUS,
@@ -81,7 +96,7 @@ def insufficient_quota(message: str) -> JSONResponse:
         code=INSUFFICIENT_QUOTA,
         error_type=INSUFFICIENT_QUOTA,
         # The official SDK retries a 429 unless told not to; more credit is what helps.
-        headers={"x-should-retry": "false"},
+        headers=dict(NO_RETRY),
     )
 
 

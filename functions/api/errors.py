@@ -13,6 +13,8 @@ from batchroute.errors import ErrorKind, ServiceError
 from batchroute.observability import logger
 from functions.api.compat_envelope import (
     COMPAT_PREFIX,
+    NO_RETRY,
+    conflict_is_permanent,
     insufficient_quota,
     is_compat,
     param_of,
@@ -55,6 +57,23 @@ def _validation_issues(exc: RequestValidationError) -> list[dict[str, Any]]:
     return issues
 
 
+_PARAM_LOCATIONS = frozenset({"body", "query", "path"})
+
+
+def _vendor_param(error: Any) -> str | None:
+    """The field a validation error is about as the vendor's `param` names it: its whole path
+    below the body, query or path (`metadata.k`, `limit`, `part_ids[0]`); None for a body that
+    is not JSON, or a problem of the body as a whole or of a header. The vendor-compatible
+    surface only: the native answer lists `details.errors[].path` as it always has."""
+    loc = list(error.get("loc") or ())
+    if len(loc) < 2 or loc[0] not in _PARAM_LOCATIONS or error.get("type") == "json_invalid":
+        return None
+    param = ""
+    for part in loc[1:]:
+        param += f"[{part}]" if isinstance(part, int) else f"{'.' if param else ''}{part}"
+    return param
+
+
 def service_error_response(path: str, exc: ServiceError) -> JSONResponse:
     """A domain error as its HTTP answer: the spec's envelope, or the vendor's shape on the
     vendor-compatible surface. Also used by the middleware that answers before a route runs."""
@@ -64,6 +83,8 @@ def service_error_response(path: str, exc: ServiceError) -> JSONResponse:
     if path.startswith(COMPAT_PREFIX):
         if exc.kind == "payment_required":
             return insufficient_quota(exc.message)
+        if exc.kind == "conflict" and conflict_is_permanent(exc.code, exc.details):
+            headers = {**(headers or {}), **NO_RETRY}
         return vendor_error_response(
             STATUS_BY_KIND[exc.kind], exc.message, code=exc.code, param=param_of(exc.details), headers=headers
         )
@@ -97,7 +118,8 @@ async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
     issues = _validation_issues(exc)
     if is_compat(request):
         first = issues[0] if issues else {"path": "", "message": "The request is invalid."}
-        param = first["path"].split(".")[-1] if first["path"].startswith("body.") else None
+        errors = exc.errors()
+        param = _vendor_param(errors[0]) if errors else None
         return vendor_error_response(
             400, f"{first['path']}: {first['message']}", code="invalid_request", param=param
         )

@@ -6,14 +6,20 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
+from functools import cache
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
+import openai
 import pytest
+import yaml
 from fastapi.testclient import TestClient
+from openai import OpenAI
+from openai.types.responses import Response
 
 from batchroute.adapters.aws import client as aws_client
 from batchroute.adapters.batch_artifacts import results_key
@@ -22,6 +28,7 @@ from batchroute.adapters.dynamo.files import FileStore
 from batchroute.adapters.dynamo.ledger import LedgerStore
 from batchroute.config import get_settings
 from batchroute.money import Money
+from batchroute_tools.contracts.openai import answer_violations
 from batchroute_tools.local.provision import LocalStack
 from functions.api.app import create_app
 from functions.api.auth import identity_store
@@ -631,3 +638,163 @@ def test_a_bad_vendor_line_is_a_preflight_error_on_its_line_and_batch_input_is_u
     assert native.status_code == 400
     codes = {issue["code"] for issue in native.json()["error"]["details"]["preflight"]["errors"]}
     assert codes == {"missing_field"}
+
+
+# -- the contract as the official `openai` SDK reads it ------------------------------------------
+OPENAI_DOCUMENT = Path(__file__).parents[1] / "fixtures" / "vendors" / "openai" / "openapi.yaml"
+
+
+def sdk(client: TestClient, auth: dict[str, str], **options: Any) -> OpenAI:
+    """The official SDK over the test app (its defaults: two retries)."""
+    key = auth["Authorization"].split()[-1]
+    return OpenAI(api_key=key, base_url=f"http://testserver{BASE}", http_client=client, **options)
+
+
+@contextmanager
+def requests_sent(client: TestClient) -> Iterator[list[str]]:
+    """The paths of the requests the SDK sends meanwhile (its retries included)."""
+    sent: list[str] = []
+    client.event_hooks = {"request": [lambda request: sent.append(request.url.path)], "response": []}
+    try:
+        yield sent
+    finally:
+        client.event_hooks = {"request": [], "response": []}
+
+
+@cache
+def openai_document() -> dict[str, Any]:
+    with OPENAI_DOCUMENT.open(encoding="utf-8") as handle:
+        document: dict[str, Any] = yaml.load(handle, Loader=yaml.CSafeLoader)
+    return document
+
+
+def test_a_conflict_no_retry_can_settle_is_sent_once(client: TestClient, auth: dict[str, str]) -> None:
+    vendor = sdk(client, auth)  # max_retries=2: the SDK retries a 409 unless told not to
+    file = vendor.files.create(file=("a.jsonl", jsonl([row(0)])), purpose="batch")
+    key = {"Idempotency-Key": "compat-sdk-key-1"}
+    vendor.batches.create(input_file_id=file.id, endpoint=CHAT, completion_window="24h", extra_headers=key)
+    # An Idempotency-Key used again with another body
+    with requests_sent(client) as sent, pytest.raises(openai.ConflictError) as conflict:
+        vendor.batches.create(
+            input_file_id=file.id,
+            endpoint=CHAT,
+            completion_window="24h",
+            extra_headers=key,
+            extra_body={"body_format": "raw"},
+        )
+    assert conflict.value.code == "idempotency_conflict" and len(sent) == 1, sent
+    assert conflict.value.response.headers["x-should-retry"] == "false"
+    # A part for a cancelled upload
+    upload = vendor.uploads.create(
+        bytes=3, filename="a.jsonl", mime_type="application/jsonl", purpose="batch"
+    )
+    vendor.uploads.cancel(upload.id)
+    with requests_sent(client) as sent, pytest.raises(openai.ConflictError) as conflict:
+        vendor.uploads.parts.create(upload.id, data=b"{}\n")
+    assert conflict.value.code == "upload_not_pending" and len(sent) == 1, sent
+
+
+def test_a_responses_batch_answers_openai_response_objects(
+    client: TestClient, auth: dict[str, str], local_aws: LocalStack
+) -> None:
+    vendor = sdk(client, auth)
+    rows = [
+        row(0, url="/v1/responses", max_output_tokens=4),
+        row(1, url="/v1/responses", max_output_tokens=500),
+    ]
+    file = vendor.files.create(file=("a.jsonl", jsonl(rows)), purpose="batch")
+    batch = vendor.batches.create(input_file_id=file.id, endpoint="/v1/responses", completion_window="24h")
+    run(local_aws, batch.id)
+    batch = vendor.batches.retrieve(batch.id)
+    assert batch.status == "completed" and batch.output_file_id, batch
+    bodies = [
+        json.loads(line)["response"]["body"]
+        for line in vendor.files.content(batch.output_file_id).text.splitlines()
+    ]
+    # Then each body is a `Response` of OpenAI's document, every required field there
+    for body in bodies:
+        assert answer_violations(openai_document(), "Response", body) == [], body
+    cut, whole = (Response.model_validate(body) for body in bodies)
+    # And the one cut at max_output_tokens is incomplete, says why, and so does its message
+    assert cut.status == "incomplete" and cut.incomplete_details is not None
+    assert cut.incomplete_details.reason == "max_output_tokens" and cut.output[0].status == "incomplete"
+    assert whole.status == "completed" and whole.incomplete_details is None
+    assert whole.output[0].status == "completed" and whole.error is None and whole.output_text
+
+    # A completed batch cannot be cancelled: the SDK asks once
+    with requests_sent(client) as sent, pytest.raises(openai.ConflictError) as conflict:
+        vendor.batches.cancel(batch.id)
+    assert conflict.value.code == "batch_not_cancellable" and len(sent) == 1, sent
+
+    # An output file is no input file: 400 on input_file_id, naming its purpose
+    with pytest.raises(openai.BadRequestError) as refused:
+        vendor.batches.create(
+            input_file_id=batch.output_file_id, endpoint="/v1/responses", completion_window="24h"
+        )
+    assert refused.value.param == "input_file_id" and refused.value.code == "invalid_input_file"
+    assert "batch_output" in refused.value.message and "purpose batch" in refused.value.message
+    # And a file that never existed is a 404 on input_file_id
+    with pytest.raises(openai.NotFoundError) as missing:
+        vendor.batches.create(
+            input_file_id="file_01jzzzzzzzzzzzzzzzzzzzzzzz", endpoint="/v1/responses", completion_window="24h"
+        )
+    assert missing.value.param == "input_file_id" and missing.value.code == "file_not_found"
+
+
+def test_a_validation_error_names_the_whole_param(client: TestClient, auth: dict[str, str]) -> None:
+    vendor = sdk(client, auth, max_retries=0)
+
+    def refused(call: Callable[[], object]) -> openai.BadRequestError:
+        with pytest.raises(openai.BadRequestError) as error:
+            call()
+        return error.value
+
+    assert refused(lambda: vendor.batches.list(limit=0)).param == "limit"
+    assert refused(lambda: vendor.batches.list(limit=101)).param == "limit"
+    long_value = refused(
+        lambda: vendor.batches.create(
+            input_file_id="file_x", endpoint=CHAT, completion_window="24h", metadata={"k": "v" * 513}
+        )
+    )
+    assert long_value.param == "metadata.k"
+    part = refused(lambda: vendor.uploads.complete("upload_x", part_ids=[{"no": "id"}]))  # type: ignore[list-item]
+    assert part.param == "part_ids[0]"
+    # A body that is not JSON names no field
+    not_json = client.post(
+        f"{BASE}/batches", content=b"{not json", headers={**auth, "Content-Type": "application/json"}
+    )
+    assert vendor_error(not_json, 400)["param"] is None
+
+
+def test_cancelling_a_cancelling_batch_answers_the_batch(
+    client: TestClient, auth: dict[str, str], local_aws: LocalStack
+) -> None:
+    vendor = sdk(client, auth)
+    file = vendor.files.create(file=("a.jsonl", jsonl([row(0), row(1)])), purpose="batch")
+    batch = vendor.batches.create(input_file_id=file.id, endpoint=CHAT, completion_window="24h")
+    first = vendor.batches.cancel(batch.id)
+    # When it is cancelled again while cancelling / Then the same cancelling batch, in one request
+    with requests_sent(client) as sent:
+        again = vendor.batches.cancel(batch.id)
+    assert len(sent) == 1 and again.status == "cancelling" and again.cancelling_at == first.cancelling_at
+    # And once finalized (cancelled) it is finished: refused, in one request
+    run(local_aws, batch.id)
+    with requests_sent(client) as sent, pytest.raises(openai.ConflictError) as conflict:
+        vendor.batches.cancel(batch.id)
+    assert conflict.value.code == "batch_not_cancellable" and len(sent) == 1, sent
+    assert vendor.batches.retrieve(batch.id).status == "cancelled"
+
+
+def test_an_upload_of_a_type_no_batch_file_has_is_refused_at_create(
+    client: TestClient, auth: dict[str, str]
+) -> None:
+    vendor = sdk(client, auth, max_retries=0)
+    # When an upload declares a type that complete would refuse / Then 400 on mime_type, at once
+    with pytest.raises(openai.BadRequestError) as refused:
+        vendor.uploads.create(bytes=10, filename="a.jsonl", mime_type="text/csv", purpose="batch")
+    assert refused.value.param == "mime_type" and refused.value.code == "unsupported_file_type"
+    assert "application/jsonl" in refused.value.message
+    # And the JSON Lines types are taken, as before
+    for mime_type in ("application/jsonl", "text/jsonl", "application/jsonl; charset=utf-8"):
+        upload = vendor.uploads.create(bytes=10, filename="a.jsonl", mime_type=mime_type, purpose="batch")
+        assert upload.status == "pending"

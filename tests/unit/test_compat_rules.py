@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from openai.types import CreateEmbeddingResponse
+from openai.types import Batch, CreateEmbeddingResponse
 from openai.types.chat import ChatCompletion
 from openai.types.responses import Response
 
@@ -27,6 +27,8 @@ from batchroute.domain.compat.batches import (
     vendor_status,
 )
 from batchroute.domain.compat.uploads import UploadRecord
+from batchroute.errors import Conflict
+from functions.api.errors import service_error_response
 
 BATCH = "batch_01kb000000000000000000000a"
 CREATED = "2026-01-01T00:00:00.000Z"
@@ -278,3 +280,67 @@ def test_the_row_check_holds_no_more_than_a_chunk_and_a_line() -> None:
     # Bounded by one chunk's lines (the reader hands back a chunk's parsed lines at once),
     # never by the ~13 MB that streamed past.
     assert peak < 3 * 1024 * 1024 and 40 * len(chunk) > 4 * peak, peak
+
+
+@pytest.mark.parametrize(("state", "stamp"), [("failed", "failed_at"), ("expired", "expired_at")])
+def test_a_failed_or_expired_batch_writing_its_files_is_finalizing_and_says_so(
+    state: str, stamp: str
+) -> None:
+    entered = unix("2026-01-01T00:05:00.000Z")
+    # While its files are written: finalizing since it entered the state; no failure shown yet
+    writing = batch_object(_batch(state, execution_summary={"latest_error": "lane down"}))
+    assert writing["status"] == "finalizing" and writing["finalizing_at"] == entered
+    assert writing["failed_at"] is None and writing["expired_at"] is None and writing["errors"] is None
+    assert Batch.model_validate(writing).finalizing_at == entered
+    # Once written: failed / expired at that moment, finalizing_at unchanged
+    done = batch_object(_batch(state, finalized=True, execution_summary={"latest_error": "lane down"}))
+    assert done["status"] == state and done[stamp] == entered and done["finalizing_at"] == entered
+    assert (done["errors"] is not None) == (state == "failed")
+
+
+@pytest.mark.parametrize(
+    ("finish", "status", "reason"),
+    [
+        ("stop", "completed", None),
+        ("length", "incomplete", "max_output_tokens"),
+        ("content_filter", "incomplete", "content_filter"),
+    ],
+)
+def test_a_responses_body_says_why_it_is_incomplete(finish: str, status: str, reason: str | None) -> None:
+    row = {
+        "customer_item_id": "a",
+        "sequence_number": 1,
+        "status": "completed",
+        "output": {"type": "message", "role": "assistant", "content": "Hi", "finish_reason": finish},
+        "model": "m",
+        "usage": {"prompt_tokens": 3, "completion_tokens": 1},
+    }
+    body = output_line(BATCH, row, "normalized", endpoint="/v1/responses")["response"]["body"]
+    response = Response.model_validate(body)
+    assert response.status == status and response.output[0].status == status
+    assert (response.incomplete_details.reason if response.incomplete_details else None) == reason
+    for required in ("error", "incomplete_details", "instructions", "metadata", "temperature", "top_p"):
+        assert required in body, required
+    assert body["output"][0]["content"][0]["logprobs"] == []
+
+
+@pytest.mark.parametrize(
+    ("code", "details", "retry"),
+    [
+        ("batch_not_cancellable", {"state": "completed"}, "false"),
+        ("upload_not_pending", None, "false"),
+        ("idempotency_conflict", None, "false"),
+        ("file_not_ready", {"status": "uploading"}, "false"),
+        # a retry may settle these: the SDK keeps retrying them
+        ("idempotency_in_progress", None, None),
+        ("concurrent_update", None, None),
+        ("file_not_ready", {"status": "uploaded"}, None),
+    ],
+)
+def test_a_compat_conflict_says_whether_a_retry_helps(
+    code: str, details: dict[str, Any] | None, retry: str | None
+) -> None:
+    answer = service_error_response("/v1/compat/v1/batches", Conflict("No.", code=code, details=details))
+    assert answer.status_code == 409 and answer.headers.get("x-should-retry") == retry
+    # The native surface answers as it always has
+    assert "x-should-retry" not in service_error_response("/v1/batches", Conflict("No.", code=code)).headers

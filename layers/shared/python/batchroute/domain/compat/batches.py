@@ -269,6 +269,15 @@ class VendorBatchListView(TypedDict):
     has_more: bool
 
 
+def _finalizing_at(batch: BatchRecord) -> str | None:
+    """`finalizing_at`: entering native `finalizing`; for a failed or expired batch, the moment
+    it entered that state (its files are written from then on, while it shows `finalizing`; the
+    same time once it shows `failed` / `expired`); else when Finalize finished."""
+    if batch.state in ("finalizing", "failed", "expired"):
+        return batch.state_changed_at
+    return batch.finalized_at or (batch.state_changed_at if vendor_status(batch) == "finalizing" else None)
+
+
 def batch_object(batch: BatchRecord) -> VendorBatchView:
     """The vendor's Batch object of a compat batch record."""
     compat = batch.compat or _NO_COMPAT
@@ -280,7 +289,7 @@ def batch_object(batch: BatchRecord) -> VendorBatchView:
     output_file_id, error_file_id = output_files(batch)
     latest_error = batch.latest_error
     errors: VendorBatchErrorsView | None = None
-    if state == "failed":
+    if status == "failed":
         errors = {
             "object": "list",
             "data": [
@@ -293,7 +302,7 @@ def batch_object(batch: BatchRecord) -> VendorBatchView:
             ],
         }
     in_progress_at = steps.get("route") or (changed if state in _IN_PROGRESS else None)
-    finalizing_at = changed if state == "finalizing" else finalized_at
+    finalizing_at = _finalizing_at(batch)
     return {
         "id": batch.batch_id,
         "object": "batch",
@@ -311,8 +320,8 @@ def batch_object(batch: BatchRecord) -> VendorBatchView:
         if status in ("finalizing", "completed", "failed", "expired", "cancelled")
         else None,
         "completed_at": unix(batch.completed_at) if status == "completed" else None,
-        "failed_at": unix(changed) if state == "failed" else None,
-        "expired_at": unix(changed) if state == "expired" else None,
+        "failed_at": unix(changed) if status == "failed" else None,
+        "expired_at": unix(changed) if status == "expired" else None,
         "cancelling_at": unix(changed) if state == "canceled" else None,
         "cancelled_at": unix(finalized_at) if status == "cancelled" else None,
         "request_counts": request_counts(batch),
@@ -328,7 +337,7 @@ class VendorResponse(TypedDict):
 
     status_code: int
     request_id: str
-    body: ChatCompletionView | dict[str, Any] | None
+    body: ChatCompletionView | ResponseView | dict[str, Any] | None
 
 
 class OutputLine(TypedDict):
@@ -381,7 +390,7 @@ def output_line(
 
 def vendor_body(
     endpoint: str, row: ArtifactRow, *, request_id: str, created: int
-) -> ChatCompletionView | dict[str, Any]:
+) -> ChatCompletionView | ResponseView | dict[str, Any]:
     """A completed row's normalized output as the vendor's endpoint answers it, so code that
     reads `response.body` of a vendor batch works unchanged: a `chat.completion` for
     `/v1/chat/completions`, a `response` for `/v1/responses`, an embedding `list` for
@@ -404,32 +413,9 @@ def vendor_body(
     content = str(output.get("content") or "")
     finish_reason = str(output.get("finish_reason") or "stop")
     if endpoint == "/v1/responses":
-        return {
-            "id": f"resp_{request_id}",
-            "object": "response",
-            "created_at": created,
-            "status": "completed" if finish_reason == "stop" else "incomplete",
-            "model": model,
-            "output": [
-                {
-                    "type": "message",
-                    "id": f"msg_{request_id}",
-                    "status": "completed",
-                    "role": "assistant",
-                    "content": [{"type": "output_text", "text": content, "annotations": []}],
-                }
-            ],
-            "parallel_tool_calls": True,
-            "tool_choice": "auto",
-            "tools": [],
-            "usage": {
-                "input_tokens": prompt,
-                "input_tokens_details": {"cached_tokens": cached, "cache_write_tokens": written},
-                "output_tokens": completion,
-                "output_tokens_details": {"reasoning_tokens": 0},
-                "total_tokens": prompt + completion,
-            },
-        }
+        return response_body(
+            request_id, created, model, content, finish_reason, usage=(prompt, completion, cached, written)
+        )
     served = ServedBy(f"chatcmpl-{request_id}", created, model, str(row.get("provider") or ""))
     return chat_completion(
         served,
@@ -439,6 +425,111 @@ def vendor_body(
         completion_tokens=completion,
         cached_tokens=cached,
     )
+
+
+class _OutputTextView(TypedDict):
+    type: Literal["output_text"]
+    text: str
+    annotations: list[object]
+    logprobs: list[object]
+
+
+class _OutputMessageView(TypedDict):
+    type: Literal["message"]
+    id: str
+    status: str
+    role: Literal["assistant"]
+    content: list[_OutputTextView]
+
+
+class _IncompleteDetailsView(TypedDict):
+    reason: str
+
+
+class _ResponseUsageView(TypedDict):
+    input_tokens: int
+    input_tokens_details: dict[str, int]
+    output_tokens: int
+    output_tokens_details: dict[str, int]
+    total_tokens: int
+
+
+class ResponseView(TypedDict):
+    """The `response` object of /v1/responses (OpenAI's `Response` schema)."""
+
+    id: str
+    object: Literal["response"]
+    created_at: int
+    status: str
+    error: None
+    incomplete_details: _IncompleteDetailsView | None
+    instructions: None
+    metadata: None
+    model: str
+    output: list[_OutputMessageView]
+    parallel_tool_calls: bool
+    temperature: None
+    tool_choice: str
+    tools: list[object]
+    top_p: None
+    usage: _ResponseUsageView
+
+
+# A finish that cut the answer short, as the Responses API's `incomplete_details.reason`.
+_INCOMPLETE_REASONS: Final[dict[str, str]] = {
+    "length": "max_output_tokens",
+    "content_filter": "content_filter",
+}
+
+
+def response_body(
+    request_id: str,
+    created: int,
+    model: str,
+    content: str,
+    finish_reason: str,
+    *,
+    usage: tuple[int, int, int, int],
+) -> ResponseView:
+    """The `response` object /v1/responses answers, with every field OpenAI's `Response`
+    schema requires. An answer cut short (`length`, `content_filter`) is `incomplete`, says
+    why in `incomplete_details`, and so does its message. The request's own `instructions`,
+    `metadata`, `temperature` and `top_p` are not kept with the result: they are null."""
+    prompt, completion, cached, written = usage
+    reason = _INCOMPLETE_REASONS.get(finish_reason)
+    status = "incomplete" if reason else "completed"
+    return {
+        "id": f"resp_{request_id}",
+        "object": "response",
+        "created_at": created,
+        "status": status,
+        "error": None,
+        "incomplete_details": {"reason": reason} if reason else None,
+        "instructions": None,
+        "metadata": None,
+        "model": model,
+        "output": [
+            {
+                "type": "message",
+                "id": f"msg_{request_id}",
+                "status": status,
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": content, "annotations": [], "logprobs": []}],
+            }
+        ],
+        "parallel_tool_calls": True,
+        "temperature": None,
+        "tool_choice": "auto",
+        "tools": [],
+        "top_p": None,
+        "usage": {
+            "input_tokens": prompt,
+            "input_tokens_details": {"cached_tokens": cached, "cache_write_tokens": written},
+            "output_tokens": completion,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": prompt + completion,
+        },
+    }
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,18 +32,21 @@ from batchroute.domain.compat.batches import (
     batch_object,
     input_param,
     read_row,
+    vendor_status,
 )
-from batchroute.errors import InvalidRequest, NotFound
+from batchroute.errors import Conflict, Forbidden, InvalidRequest, NotFound, ServiceError
 from batchroute.ids import has_prefix, new_id
 from batchroute.services.batches.commands import CreateBatch
 from batchroute.services.batches.create import BatchService, Surface, idempotency_conflict
 from batchroute.services.batches.files import FileService
 from batchroute.services.batches.reads import BatchReads
-from batchroute.services.compat.files import COMPAT_PURPOSE
+from batchroute.services.compat.files import COMPAT_PURPOSE, OutputFileRecords
 from batchroute.transactions import TransactItem
 
 
-class CompatRecords(Protocol):
+class CompatRecords(OutputFileRecords, Protocol):
+    """The compat records: the batch's own, and (`OutputFileRecords`) its output files'."""
+
     def batch_items(
         self, *, org_id: str, batch_id: str, output_file_id: str, error_file_id: str, created_at: str
     ) -> list[TransactItem]: ...
@@ -68,9 +71,13 @@ class CompatFileItems:
 
     files: FileService
     endpoint: str
+    outputs: CompatRecords
 
     def open_items(self, org_id: str, file_id: str) -> Iterator[tuple[int, dict[str, Any] | LineError]]:
-        record = self.files.file(org_id, file_id)
+        try:
+            record = self.files.file(org_id, file_id)
+        except NotFound:
+            raise self._not_an_input_file(org_id, file_id) from None
         if record.purpose != COMPAT_PURPOSE:
             raise InvalidRequest(
                 "input_file_id must be a file uploaded with purpose batch.",
@@ -80,12 +87,33 @@ class CompatFileItems:
         return self._items(self.files.open_items(org_id, file_id))
 
     def file_ready(self, org_id: str, file_id: str) -> object:
-        return self.files.file_ready(org_id, file_id)
+        try:
+            return self.files.file_ready(org_id, file_id)
+        except NotFound:
+            raise self._not_an_input_file(org_id, file_id) from None
 
     def item_profile(self, org_id: str, file_id: str) -> ItemProfile | None:
         """Never: rows are converted as they are read, so they are always streamed."""
-        self.files.file_ready(org_id, file_id)
+        self.file_ready(org_id, file_id)
         return None
+
+    def _not_an_input_file(self, org_id: str, file_id: str) -> ServiceError:
+        """Why `input_file_id`, which names no stored file, is refused: the output or error
+        file of a compat batch is no input file (400: its purpose is batch_output); an id that
+        names no file at all is a 404 on `input_file_id`."""
+        output = self.outputs.output_file(file_id) if has_prefix(file_id, "file") else None
+        if output is None:
+            return NotFound(
+                f"No such file: {file_id[:64]}.", code="file_not_found", details={"param": "input_file_id"}
+            )
+        if output.org_id != org_id:
+            return Forbidden("This file belongs to another organization.", code="forbidden")
+        return InvalidRequest(
+            f"File {file_id} has purpose batch_output (the {output.role} file of {output.batch_id}); "
+            "input_file_id must be a file uploaded with purpose batch.",
+            code="invalid_input_file",
+            details={"param": "input_file_id"},
+        )
 
     def _items(
         self, lines: Iterator[tuple[int, dict[str, Any] | LineError]]
@@ -128,7 +156,7 @@ class CompatBatches:
             output_file_id=new_id("file", now),
             error_file_id=new_id("file", now),
         )
-        service = self.batches.reading(CompatFileItems(self.files, request.endpoint))
+        service = self.batches.reading(CompatFileItems(self.files, request.endpoint, self.records))
         try:
             answer = service.create(
                 principal,
@@ -181,8 +209,19 @@ class CompatBatches:
         }
 
     def cancel(self, principal: Principal, batch_id: str) -> VendorBatchView:
-        self._owned(principal, batch_id)
-        return batch_object(self.batches.cancel(principal, batch_id, None))
+        """The batch, `cancelling`. One that is `cancelling` already (canceled natively, its
+        files not written yet) answers as it is, as the vendor's cancel does; a finished one
+        (`completed`, `failed`, `expired`, `cancelled`) is `409 batch_not_cancellable`."""
+        batch = self._owned(principal, batch_id)
+        authorize(principal, "batches:create")
+        if vendor_status(batch) != "cancelling":
+            try:
+                batch = self.batches.cancel(principal, batch_id, None)
+            except Conflict:  # a concurrent cancel may have won the transition
+                batch = self._owned(principal, batch_id)
+                if vendor_status(batch) != "cancelling":
+                    raise
+        return batch_object(batch)
 
     def _owned(self, principal: Principal, batch_id: str) -> BatchRecord:
         if not has_prefix(batch_id, "batch"):

@@ -182,7 +182,11 @@ class CompatFiles:
             if record.status == "expired":
                 raise Gone("This file's bytes were reclaimed by retention.", code="file_expired")
             if record.status in ("uploading", "uploaded"):
-                raise Conflict("This file's upload has not been completed.", code="file_not_ready")
+                raise Conflict(  # `uploaded`: still being checked, so a retry may find it ready
+                    "This file's upload has not been completed.",
+                    code="file_not_ready",
+                    details={"status": record.status},
+                )
             return self.files.objects.chunks(record.s3_key), body_format or DEFAULT_BODY_FORMAT
         output, batch = self._output(principal, file_id)
         if self._reclaimed(output, batch):

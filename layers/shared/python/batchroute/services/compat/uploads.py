@@ -19,6 +19,7 @@ from typing import Protocol
 
 from batchroute.clock import Clock, isoformat
 from batchroute.domain.accounts.access import Principal, authorize, require_same_org
+from batchroute.domain.batches.files import DEFAULT_CONTENT_TYPE, file_type_issue, media_type
 from batchroute.domain.compat.uploads import (
     MAX_PARTS,
     UPLOAD_LIFETIME,
@@ -76,6 +77,15 @@ class CompatUploads:
         if purpose != COMPAT_PURPOSE:
             raise InvalidRequest(
                 "purpose must be batch.", code="invalid_purpose", details={"param": "purpose"}
+            )
+        # A type `complete` would refuse (the same check as every upload's) is refused now,
+        # before any part is sent: the vendor's `mime_type` must suit the file's purpose.
+        issue = file_type_issue(
+            content_type=media_type(mime_type) or DEFAULT_CONTENT_TYPE, filename=None, head=None
+        )
+        if issue is not None:
+            raise InvalidRequest(
+                issue["message"], code="unsupported_file_type", details={"param": "mime_type"}
             )
         limit = self.files.files.limits.max_file_bytes
         if not 1 <= bytes_ <= limit:
