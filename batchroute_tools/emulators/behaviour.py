@@ -61,7 +61,7 @@ FaultKind = Literal[
     "expire",
     "malformed",
 ]
-Finish = Literal["stop", "length"]
+Finish = Literal["stop", "length", "tool_calls"]  # tool_calls: a forced call (openai.py)
 
 EMBEDDING_DIMENSIONS: Final = 16
 COMPLETION_BASE_TOKENS: Final = 16

@@ -5,7 +5,10 @@ Routes (under the vendor's prefix, e.g. `/openai`, `/hosts/groq`):
 - `POST /v1/chat/completions`: a `chat.completion` (cut before the first `stop` sequence it
   would contain, as OpenAI does: `stopped`), or with `stream: true` server-sent
   `chat.completion.chunk` events, the usage chunk when `stream_options.include_usage`, then
-  `data: [DONE]`;
+  `data: [DONE]`; a body whose `tool_choice` forces a function call (`required`, or a named
+  function) gets that call (`forced_call`: arguments `{}`, `content` null, finish_reason
+  `tool_calls`), streamed as OpenAI streams one (`delta.tool_calls`: id, type and name in the
+  first chunk, then the arguments);
 - (OpenAI itself; a compatible host's instance has `responses_api=False`) `POST /v1/responses`: a `response`
   (openai_responses.py), or with `stream: true` its server-sent events;
 - `POST /v1/embeddings`: a `list` of `embedding` objects;
@@ -136,6 +139,31 @@ def stopped(answer: Answer, stop: object) -> Answer:
 
 
 INVALID: Final = "invalid_request_error"
+
+
+def forced_call(body: Mapping[str, Any], answer: Answer) -> dict[str, Any] | None:
+    """The function call a chat body forces (`tool_choice` `required`: its first function;
+    or a named function it declares), as the model makes it: arguments `{}`; None otherwise
+    (`auto` and no tool_choice are answered with text, as a model may)."""
+    names = [
+        str((tool.get("function") or {}).get("name"))
+        for tool in body.get("tools") or []
+        if isinstance(tool, Mapping) and tool.get("type") == "function"
+    ]
+    choice = body.get("tool_choice")
+    if not names or choice is None or choice in ("auto", "none"):
+        return None
+    name = names[0] if choice == "required" else None
+    if isinstance(choice, Mapping) and choice.get("type") == "function":
+        named = str((choice.get("function") or {}).get("name"))
+        name = named if named in names else None
+    if name is None:
+        return None
+    return {
+        "id": f"call_{answer.ident[:24]}",
+        "type": "function",
+        "function": {"name": name, "arguments": "{}"},
+    }
 
 
 def error_body(
@@ -357,12 +385,15 @@ class OpenAIEmulator:
         body, work, fault = admitted
         answer = stopped(self.answer(work), body.get("stop"))
         ident, created = f"chatcmpl-{answer.ident}", int(self.clock())
+        call = forced_call(body, answer)
+        if call is not None:
+            answer = replace(answer, pieces=(), finish="tool_calls")
         if not work.stream:
-            return self._whole(self.completion(work, answer, ident, created), fault)
+            return self._whole(self.completion(work, answer, ident, created, call), fault)
         usage = bool((body.get("stream_options") or {}).get("include_usage"))
         reset = 2 if fault is not None and fault.kind == "reset" else None
         return Reply.stream(
-            self._chunks(work, answer, ident, created, usage),
+            self._chunks(work, answer, ident, created, usage, call),
             content_type="text/event-stream; charset=utf-8",
             reset_after=reset,
         )
@@ -395,7 +426,12 @@ class OpenAIEmulator:
         read = self.cache.automatic(scope, work.messages, self.prompt_cache)
         return replace(answer, cache_read_tokens=read)
 
-    def completion(self, work: Work, answer: Answer, ident: str, created: int) -> dict[str, Any]:
+    def completion(
+        self, work: Work, answer: Answer, ident: str, created: int, call: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        message: dict[str, Any] = {"role": "assistant", "content": answer.content, "refusal": None}
+        if call is not None:
+            message = {"role": "assistant", "content": None, "refusal": None, "tool_calls": [call]}
         return {
             "id": ident,
             "object": "chat.completion",
@@ -404,7 +440,7 @@ class OpenAIEmulator:
             "choices": [
                 {
                     "index": 0,
-                    "message": {"role": "assistant", "content": answer.content, "refusal": None},
+                    "message": message,
                     "logprobs": None,
                     "finish_reason": answer.finish,
                 }
@@ -413,7 +449,13 @@ class OpenAIEmulator:
         }
 
     def _chunks(
-        self, work: Work, answer: Answer, ident: str, created: int, usage: bool
+        self,
+        work: Work,
+        answer: Answer,
+        ident: str,
+        created: int,
+        usage: bool,
+        call: dict[str, Any] | None = None,
     ) -> Iterator[tuple[float, bytes]]:
         config = self.behaviour.config
 
@@ -426,7 +468,15 @@ class OpenAIEmulator:
                 "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
             }
 
-        yield config.ttft_seconds, sse(None, chunk({"role": "assistant", "content": ""}))
+        if call is not None:  # as OpenAI streams a call: id and name first, then the arguments
+            function = call["function"]
+            first = {**call, "index": 0, "function": {"name": function["name"], "arguments": ""}}
+            opening = {"role": "assistant", "content": None, "tool_calls": [first], "refusal": None}
+            yield config.ttft_seconds, sse(None, chunk(opening))
+            rest = {"tool_calls": [{"index": 0, "function": {"arguments": function["arguments"]}}]}
+            yield config.inter_token_seconds, sse(None, chunk(rest))
+        else:
+            yield config.ttft_seconds, sse(None, chunk({"role": "assistant", "content": ""}))
         for piece in answer.pieces:
             yield config.inter_token_seconds, sse(None, chunk({"content": piece}))
         yield 0.0, sse(None, chunk({}, answer.finish))

@@ -376,6 +376,57 @@ def test_complete_stream_and_embeddings(server: EmulatorServer) -> None:
     assert isinstance(host_events[-1], StreamEnd) and host_events[-1].result.output == host.output
 
 
+WEATHER_TOOL: Any = {
+    "type": "function",
+    "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {}}},
+}
+
+
+@pytest.mark.parametrize("host", [False, True])
+def test_a_forced_function_call_streams_through_the_adapter(server: EmulatorServer, host: bool) -> None:
+    # Given an item that must call get_weather, to OpenAI and to a compatible host
+    chat = make_sync(endpoint(server, host=host), None if host else "sk-local")
+    item = request("Weather?", tools=[WEATHER_TOOL], tool_choice="required")
+    # When the adapter streams it
+    events = list(chat.stream(item))
+    # Then the call comes as OpenAI's fragments (id and name first), and whole at the end
+    fragments = [f for e in events if isinstance(e, StreamDelta) for f in e.tool_calls]
+    assert [f.to_dict() for f in fragments] == [
+        {
+            "index": 0,
+            "id": fragments[0].id,
+            "type": "function",
+            "function": {"name": "get_weather", "arguments": ""},
+        },
+        {"index": 0, "function": {"arguments": "{}"}},
+    ]
+    end = events[-1]
+    assert isinstance(end, StreamEnd) and end.result.output is not None
+    assert end.result.output["finish_reason"] == "tool_calls" and end.result.output["content"] == ""
+    assert end.result.output["tool_calls"] == [
+        {"id": fragments[0].id, "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}
+    ]
+    assert chat.complete(item).output == end.result.output
+
+
+def test_a_forced_function_call_parses_as_the_sdk_types(sdk: openai.OpenAI) -> None:
+    messages: Any = [{"role": "user", "content": "Weather?"}]
+    named: Any = {"type": "function", "function": {"name": "get_weather"}}
+    whole = sdk.chat.completions.create(
+        model=MODEL, messages=messages, tools=[WEATHER_TOOL], tool_choice=named
+    )
+    assert whole.choices[0].finish_reason == "tool_calls" and whole.choices[0].message.content is None
+    assert [c.function.name for c in whole.choices[0].message.tool_calls or []] == ["get_weather"]
+    with sdk.chat.completions.stream(
+        model=MODEL, messages=messages, tools=[WEATHER_TOOL], tool_choice="required"
+    ) as stream:
+        final = stream.get_final_completion()
+    [call] = final.choices[0].message.tool_calls or []
+    assert (call.function.name, call.function.arguments) == ("get_weather", "{}")
+    auto = sdk.chat.completions.create(model=MODEL, messages=messages, tools=[WEATHER_TOOL])
+    assert auto.choices[0].message.content and not auto.choices[0].message.tool_calls  # auto: text
+
+
 def test_hosted_tools_run_on_the_responses_api_and_are_counted(server: EmulatorServer) -> None:
     chat = make_sync(endpoint(server), "sk-local")
     tools = [{"type": "web_search_preview"}, {"type": "code_interpreter"}]

@@ -141,6 +141,7 @@ def tool_rounds(draw: st.DrawFn, functions: list[str], responses_dialect: bool) 
         ]
         return turns
     assistant: dict[str, Any] = {
+        **draw(sdk_echoes()),
         "role": "assistant",
         "content": draw(st.sampled_from([None, ""])) if draw(st.booleans()) else draw(TEXT),
         "tool_calls": [
@@ -154,6 +155,19 @@ def tool_rounds(draw: st.DrawFn, functions: list[str], responses_dialect: bool) 
             assistant["content"] = None
     answers = [{"role": "tool", "tool_call_id": ident, "content": draw(TEXT)} for ident, _, _ in calls]
     return [assistant, *answers]
+
+
+@st.composite
+def sdk_echoes(draw: st.DrawFn) -> dict[str, Any]:
+    """What the SDK sends back beside an assistant's answer (ChatCompletionMessage, model_dump()):
+    a refusal, annotations, null audio and function_call."""
+    keys = draw(st.sets(st.sampled_from(["refusal", "annotations", "audio", "function_call"])))
+    echo: dict[str, Any] = dict.fromkeys(keys)
+    if "refusal" in keys and draw(st.booleans()):
+        echo["refusal"] = draw(TEXT)
+    if "annotations" in keys and draw(st.booleans()):
+        echo["annotations"] = [{"type": "url_citation", "url_citation": {"url": "https://example.com"}}]
+    return echo
 
 
 @st.composite
@@ -179,7 +193,10 @@ def conversations(draw: st.DrawFn, *, images: bool, functions: list[str], respon
                 }
             )
         else:
-            turns.append({"role": "assistant", "content": draw(TEXT)})
+            answer = {"role": "assistant", "content": draw(TEXT), **draw(sdk_echoes())}
+            if draw(st.booleans()):  # a refused answer: no content, its refusal's text
+                answer.update(content=draw(st.sampled_from([None, ""])), refusal=draw(TEXT))
+            turns.append(answer)
         turns.append({"role": "user", "content": draw(TEXT)})
     if functions and draw(st.booleans()):
         turns.extend(draw(tool_rounds(functions, responses_dialect)))

@@ -546,6 +546,18 @@ _MESSAGES = st.one_of(
             ]
         ),
     ),
+    # an answer sent back as the SDK echoes it (ChatCompletionMessage), then the user's turn
+    st.builds(
+        lambda content, extra: [_USER, {"role": "assistant", "content": content, **extra}, _USER],
+        _CONTENTS,
+        st.dictionaries(
+            st.sampled_from(["refusal", "annotations", "audio", "function_call", "name", "tool_calls"]),
+            st.sampled_from(
+                [None, "I can't help with that.", " ", [], [{"type": "url_citation"}], {"id": "a"}, 3]
+            ),
+            max_size=3,
+        ),
+    ),
     st.sampled_from([[], [3], "hi", [_USER, {"role": "assistant"}]]),
 )
 _TOOLS = st.lists(

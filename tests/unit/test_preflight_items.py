@@ -585,3 +585,55 @@ def test_tool_call_history_needs_tool_calling_even_with_no_tools_declared(histor
         ]
     }
     assert facts_of(item(0, input=plain)).capabilities == frozenset()
+
+
+# -- an answer sent back as the SDK has it (ChatCompletionMessage): docs/routing.md, "Item input"
+_USER = {"role": "user", "content": "hi"}
+
+
+def _after_answer(answer: dict[str, Any]) -> dict[str, Any]:
+    return item(0, input={"messages": [_USER, {"role": "assistant", **answer}, _USER]})
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        {"content": "Hello", "refusal": None},
+        {"content": "Hello", "refusal": None, "annotations": None, "audio": None, "function_call": None},
+        {
+            "content": "Hello",
+            "annotations": [{"type": "url_citation", "url_citation": {"url": "https://a.b"}}],
+        },
+        {"content": None, "refusal": "I can't help with that."},
+        {"content": "", "refusal": "I can't help with that."},
+        {"content": "Partly", "refusal": "I can't help with the rest."},
+    ],
+)
+def test_a_batch_item_takes_an_answer_as_the_sdk_sends_it_back(answer: dict[str, Any]) -> None:
+    facts, problems = read_item(_after_answer(answer))
+    assert not problems and facts is not None
+
+
+@pytest.mark.parametrize(
+    ("answer", "field", "message"),
+    [
+        ({"content": None, "refusal": None}, "content", "content must be some text"),
+        ({"content": None, "refusal": " "}, "content", "content must be some text"),
+        ({"content": "Hi", "refusal": 3}, "refusal", "refusal must be some text or null."),
+        ({"content": "Hi", "annotations": {}}, "annotations", "annotations must be a list or null."),
+        ({"content": "Hi", "audio": {"id": "audio_1"}}, "audio", "audio must be null"),
+        ({"content": "Hi", "function_call": {"name": "f", "arguments": "{}"}}, "function_call", "tool_calls"),
+        ({"content": "Hi", "name": "bot"}, "name", "An assistant message does not take 'name'."),
+    ],
+)
+def test_what_no_vendor_can_be_sent_beside_an_answer_is_refused(
+    answer: dict[str, Any], field: str, message: str
+) -> None:
+    _, problems = read_item(_after_answer(answer))
+    assert [p.field for p in problems] == [f"input.messages[1].{field}"]
+    assert message in problems[0].message
+
+
+def test_the_article_fits_the_role() -> None:
+    _, problems = read_item(item(0, input={"messages": [{**_USER, "name": "ann"}]}))
+    assert problems[0].message == "A user message does not take 'name'."

@@ -184,7 +184,7 @@ def test_message_with_tool_use_gives_openai_style_tool_calls() -> None:
     result = t.message_result("seq-0", fixture("message_tool_use.json")["body"])
     assert result.output is not None
     assert result.output["content"] == "I'll check the current weather in San Francisco for you."
-    assert result.output["finish_reason"] == "stop"
+    assert result.output["finish_reason"] == "tool_calls"  # stop_reason tool_use
     [call] = result.output["tool_calls"]
     assert call["id"] == "toolu_01A09q90qw90lq917835lq9"
     assert call["type"] == "function"
@@ -197,9 +197,9 @@ def test_message_cut_at_max_tokens_finishes_with_length() -> None:
     result = t.message_result("seq-0", fixture("message_max_tokens.json")["body"])
     assert result.output is not None and result.output["finish_reason"] == "length"
     assert t.finish_reason("model_context_window_exceeded") == "length"
-    assert [t.finish_reason(r) for r in ("end_turn", "stop_sequence", "tool_use", "refusal", None)] == [
-        "stop"
-    ] * 5
+    assert [t.finish_reason(r) for r in ("end_turn", "stop_sequence", "pause_turn", None)] == ["stop"] * 4
+    assert t.finish_reason("tool_use") == "tool_calls"  # OpenAI's reason for a function call
+    assert t.finish_reason("refusal") == "content_filter"
 
 
 def test_complete_over_http_sends_key_version_and_body() -> None:

@@ -377,7 +377,7 @@ def test_converse_tool_use() -> None:
     result = transform.converse_result("seq-2", wire("converse_tool_use", "Converse"))
     assert result.output is not None
     assert result.output["content"] == "I'll look up the current weather in Paris."
-    assert result.output["finish_reason"] == "stop"
+    assert result.output["finish_reason"] == "tool_calls"
     assert result.output["tool_calls"] == [
         {
             "id": "tooluse_kZJMlvQmRJ6eAyJE5GIl7Q",
@@ -392,9 +392,9 @@ def test_converse_tool_use() -> None:
     [
         ("end_turn", "stop"),
         ("stop_sequence", "stop"),
-        ("tool_use", "stop"),
-        ("guardrail_intervened", "stop"),
-        ("content_filtered", "stop"),
+        ("tool_use", "tool_calls"),
+        ("guardrail_intervened", "content_filter"),
+        ("content_filtered", "content_filter"),
         ("max_tokens", "length"),
         ("model_context_window_exceeded", "length"),
         (None, "stop"),

@@ -63,7 +63,7 @@ def test_length_and_tool_calls() -> None:
         transform.chat_result("s", fixture("chat_completion_length.json")).output["finish_reason"] == "length"
     )  # type: ignore[index]
     calls = transform.chat_result("s", fixture("chat_completion_tool_calls.json")).output
-    assert calls is not None and calls["content"] == "" and calls["finish_reason"] == "stop"
+    assert calls is not None and calls["content"] == "" and calls["finish_reason"] == "tool_calls"
     assert calls["tool_calls"][0]["function"]["name"] == "get_current_weather"
 
 

@@ -18,7 +18,7 @@ import contextvars
 import json
 import threading
 from collections.abc import AsyncIterator, Callable
-from typing import Annotated, TypeVar
+from typing import Annotated, TypeVar, cast
 
 import anyio
 from fastapi import APIRouter, Depends, Request
@@ -35,16 +35,18 @@ from batchroute.domain.chat.objects import (
     ChatJobView,
     DeltaView,
     ServedBy,
+    ToolCallChunkView,
     UsageView,
     chat_completion,
     chunk,
     sse,
+    tool_call_chunks,
     usage_object,
 )
 from batchroute.domain.chat.requests import ChatRequest, parse_chat_request
-from batchroute.errors import InvalidRequest
+from batchroute.errors import InvalidRequest, Unavailable
 from batchroute.observability import logger
-from batchroute.providers.base import StreamDelta, StreamEnd
+from batchroute.providers.base import ProviderError, StreamDelta, StreamEnd
 from batchroute.services.accounts.authentication import Authenticator, KeyUnconfirmed
 from batchroute.services.chat.direct import DirectCall
 from batchroute.wiring import Wiring, wiring_for
@@ -66,6 +68,9 @@ PROVIDER_HEADER = "x-service-provider"
 LANE_HEADER = "x-service-lane"
 BATCH_HEADER = "x-service-batch-id"
 PRESET_HEADER = "x-service-preset"  # the preset version a direct request was expanded from
+# The provider failed after its first byte: a non-streamed answer's 503 (nothing charged), a
+# stream's last event (what was generated charged).
+PROVIDER_FAILED = "provider_failed"
 
 
 _ERRORS = errors_doc(
@@ -78,7 +83,10 @@ _ERRORS = errors_doc(
         402: "`insufficient_funds`: the balance does not cover the hold",
         403: "`spending_limit_reached` under a hard limit, or a role that may not create work",
         404: "No such chat job (`chat_job_not_found`)",
-        503: "`provider_unavailable`: no lane answered; nothing was charged",
+        503: (
+            "`provider_unavailable`: no lane answered; `provider_failed`: the provider failed after "
+            "its first byte. Nothing was charged either way"
+        ),
     }
 )
 
@@ -220,6 +228,8 @@ async def create_chat_completion(request: Request) -> Response:
         prompt_tokens=usage.prompt_tokens,
         completion_tokens=usage.completion_tokens,
         cached_tokens=usage.cached_input_tokens,
+        tool_calls=call.tool_calls,
+        refusal=call.refusal,
     )
     return ChatCompletionResponse(completion, call, headers=headers)
 
@@ -235,8 +245,41 @@ def get_chat_job(job_id: str, principal: Reader, wiring: WiringDep) -> ChatJobVi
 
 
 def _drain(call: DirectCall) -> None:
-    while call.next_event() is not None:
-        pass
+    """Reads the whole answer. A provider that fails after its first byte ends the request in
+    503 `provider_failed`, its hold released: no part of the answer reached the client, so
+    nothing is charged, and a retry (the SDK's own) is a new request, held and settled alone."""
+    try:
+        while call.next_event() is not None:
+            pass
+    except ProviderError as exc:
+        logger.warning(
+            "provider failed after its first byte",
+            extra={"batch_id": call.batch_id, "lane": call.lane.lane_id, "code": exc.code},
+        )
+        call.abandon(f"provider_failed: {exc.code}")
+        raise Unavailable(
+            f"The provider {call.provider} failed while answering ({exc.code}); nothing was charged. "
+            "Retry shortly.",
+            code=PROVIDER_FAILED,
+            details={"provider": call.provider, "provider_code": exc.code},
+            retry_after_seconds=1,
+        ) from exc
+
+
+def _stream_error(call: DirectCall, exc: Exception) -> bytes:
+    """The SSE event that ends a stream that failed midway, in the error envelope's shape
+    (`data: {"error": {code, message, details}}`, no [DONE]): the SDK raises it as an
+    `APIError` with this code and message, as it does OpenAI's own."""
+    if isinstance(exc, ProviderError):
+        error = {
+            "code": PROVIDER_FAILED,
+            "message": f"The provider {call.provider} failed while answering ({exc.code}); "
+            "what was generated so far is charged.",
+            "details": {"provider": call.provider, "provider_code": exc.code},
+        }
+    else:
+        error = {"code": "internal_error", "message": "An unexpected error occurred; it has been logged."}
+    return b"data: " + json.dumps({"error": error}, separators=(",", ":")).encode() + b"\n\n"
 
 
 class _Pump:
@@ -326,12 +369,25 @@ async def _events(stream: _Stream) -> AsyncIterator[bytes]:
     pump = stream.pump or stream.start()
     try:
         yield event(delta={"role": "assistant", "content": ""})
+        streamed_calls = streamed_refusal = False
         while True:
             item = await pump.next()
             if isinstance(item, StreamDelta):
-                yield event(delta={"content": item.text})
+                delta = _delta(item)
+                streamed_calls = streamed_calls or bool(item.tool_calls)
+                streamed_refusal = streamed_refusal or bool(item.refusal)
+                if delta:
+                    yield event(delta=delta)
             elif isinstance(item, StreamEnd) or item is None:
                 break
+        # An adapter that learns of calls (or a refusal) only at the end: sent whole, once.
+        calls = [] if streamed_calls else call.tool_calls
+        refusal = None if streamed_refusal else call.refusal
+        if calls or refusal:
+            rest: DeltaView = {"tool_calls": tool_call_chunks(calls)} if calls else {}
+            if refusal:
+                rest["refusal"] = refusal
+            yield event(delta=rest)
         yield event(delta={}, finish_reason=call.finish_reason)
         if include_usage:
             usage = call.usage_so_far()
@@ -340,12 +396,28 @@ async def _events(stream: _Stream) -> AsyncIterator[bytes]:
             )
         yield DONE_EVENT
         stream.error = None
-    except Exception:
-        logger.exception("chat stream failed", extra={"batch_id": call.batch_id})
+    except Exception as exc:  # one error event ends the answer (no [DONE]); what was generated is charged
+        if isinstance(exc, ProviderError):
+            extra = {"batch_id": call.batch_id, "lane": call.lane.lane_id, "code": exc.code}
+            logger.warning("provider failed mid-stream", extra=extra)
+        else:
+            logger.exception("chat stream failed", extra={"batch_id": call.batch_id})
         stream.error = "stream_failed"
-        raise
+        yield _stream_error(call, exc)
     finally:
         pump.stop()  # the answer's response settles once it has ended (ChatEventStream)
+
+
+def _delta(item: StreamDelta) -> DeltaView:
+    """A provider delta as a chunk's `delta` (empty when it adds nothing)."""
+    delta: DeltaView = {}
+    if item.text:
+        delta["content"] = item.text
+    if item.tool_calls:
+        delta["tool_calls"] = [cast(ToolCallChunkView, fragment.to_dict()) for fragment in item.tool_calls]
+    if item.refusal:
+        delta["refusal"] = item.refusal
+    return delta
 
 
 class ChatEventStream(StreamingResponse):

@@ -112,17 +112,32 @@ class Usage(BaseModel):
     )
 
 
+class ToolCallFunction(BaseModel):
+    name: str
+    arguments: str = Field(description="The call's arguments, JSON text")
+
+
+class ToolCall(BaseModel):
+    id: str
+    type: Literal["function"]
+    function: ToolCallFunction
+
+
 class AssistantMessage(BaseModel):
     role: Literal["assistant"]
-    content: str
-    refusal: None
+    content: str | None = Field(description="null when the answer is only function calls or a refusal")
+    refusal: str | None = Field(description="The model's refusal, when it refused")
+    tool_calls: list[ToolCall] | Absent = Field(default=None, description="The functions the model calls")
+
+
+FINISH_REASONS = "stop, length, tool_calls (the model calls functions), content_filter"
 
 
 class Choice(BaseModel):
     index: int
     message: AssistantMessage
     logprobs: None
-    finish_reason: str = Field(description="stop, length, ...")
+    finish_reason: str = Field(description=FINISH_REASONS)
 
 
 class ChatCompletion(BaseModel):
@@ -135,19 +150,32 @@ class ChatCompletion(BaseModel):
     choices: list[Choice]
     usage: Usage
     provider: str = Field(description="The provider that served the request (also x-service-provider)")
-    system_fingerprint: None
+
+
+class ToolCallFunctionDelta(BaseModel):
+    name: str | Absent = Field(default=None, description="In the call's first fragment only")
+    arguments: str | Absent = Field(default=None, description="The next piece of the arguments' JSON text")
+
+
+class ToolCallDelta(BaseModel):
+    index: int = Field(description="Which call of the answer the fragment belongs to")
+    id: str | Absent = Field(default=None, description="In the call's first fragment only")
+    type: Literal["function"] | Absent = Field(default=None, description="In the call's first fragment only")
+    function: ToolCallFunctionDelta | Absent = None
 
 
 class Delta(BaseModel):
     role: Literal["assistant"] | Absent = None
     content: str | Absent = None
+    tool_calls: list[ToolCallDelta] | Absent = None
+    refusal: str | Absent = None
 
 
 class ChunkChoice(BaseModel):
     index: int
     delta: Delta
     logprobs: None
-    finish_reason: str | None
+    finish_reason: str | None = Field(description=FINISH_REASONS + "; null but in the finish chunk")
 
 
 class ChatCompletionChunk(BaseModel):
@@ -159,7 +187,6 @@ class ChatCompletionChunk(BaseModel):
     created: int
     model: str
     provider: str
-    system_fingerprint: None
     choices: list[ChunkChoice]
     usage: Usage | Absent | None = Field(
         default=None, description="With include_usage: null but in the last chunk"

@@ -117,7 +117,9 @@ class ToolCall(BaseModel):
 
 
 class AssistantTurn(BaseModel):
-    """Text, or tool calls (its content may then be blank or null)."""
+    """Text, or tool calls or a refusal (its content may then be blank or null). What OpenAI's
+    answer carries besides is taken back as the SDK sends it: the refusal is the turn's text,
+    annotations are left out, audio and function_call must be null."""
 
     model_config = ConfigDict(
         extra="forbid",
@@ -130,6 +132,10 @@ class AssistantTurn(BaseModel):
                     "required": ["content"],
                 },
                 {"properties": {"tool_calls": {"type": "array"}}, "required": ["tool_calls"]},
+                {
+                    "properties": {"refusal": {"type": "string", "pattern": SOME_TEXT}},
+                    "required": ["refusal"],
+                },
             ]
         },
     )
@@ -138,6 +144,10 @@ class AssistantTurn(BaseModel):
     content: str | Annotated[list[TextPart | RefusalPart], Field(min_length=1)] | None = None
     tool_calls: Annotated[list[ToolCall], Field(min_length=1)] | None = None
     type: Literal["message"] | None = None
+    refusal: str | None = None
+    annotations: list[Any] | None = None
+    audio: None = None
+    function_call: None = None
 
 
 class ToolTurn(BaseModel):

@@ -12,7 +12,9 @@ with `error.transient` telling the lane runner whether to resubmit.
 
 Normalized output (`ProviderResult.output`, the result row's `output`), one shape per kind:
 - responses / vision: {"type": "message", "role": "assistant", "content": "<text>",
-  "finish_reason": "stop" | "length"}
+  "finish_reason": "stop" | "length" | "tool_calls" | "content_filter"}, plus when the model
+  called functions "tool_calls" (chat-completions form: [{id, type: function, function:
+  {name, arguments}}]) and when it refused "refusal" (its text)
 - embeddings: {"type": "embedding", "dimensions": n, "embedding": [floats]} for a string
   input; a list input gives "embeddings": [[floats], ...] instead of "embedding".
 `raw` is the provider-native body (an OpenAI chat.completion, an Anthropic message, ...).
@@ -31,7 +33,7 @@ from batchroute.domain.workflow.results import LineUsage, line_usage
 from batchroute.errors import PermanentError, TransientError
 
 ResultStatus = Literal["completed", "failed"]
-FinishReason = Literal["stop", "length"]
+FinishReason = Literal["stop", "length", "tool_calls", "content_filter"]
 JobState = Literal["validating", "in_progress", "completed", "failed", "expired", "cancelled"]
 TERMINAL_JOB_STATES: frozenset[JobState] = frozenset({"completed", "failed", "expired", "cancelled"})
 # Seconds an adapter waits to open a connection (every endpoint's `Timeouts.connect` unless its
@@ -169,14 +171,74 @@ class StreamStart:
 
 
 @dataclass(frozen=True, slots=True)
+class ToolCallDelta:
+    """A fragment of a function call the model makes, as OpenAI streams one
+    (ChatCompletionMessageToolCallChunk): `index` names the call within the answer; only the
+    call's first fragment carries its `id` and function `name`; `arguments` is the next piece
+    of its JSON arguments ("" for none), the pieces joined in order being the whole."""
+
+    index: int
+    id: str | None = None
+    name: str | None = None
+    arguments: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The chunk's `delta.tool_calls[]` entry, in OpenAI's shape."""
+        function: dict[str, Any] = {"arguments": self.arguments}
+        if self.name is not None:
+            function = {"name": self.name, **function}
+        entry: dict[str, Any] = {"index": self.index}
+        if self.id is not None:
+            entry.update(id=self.id, type="function")
+        entry["function"] = function
+        return entry
+
+
+@dataclass(frozen=True, slots=True)
 class StreamDelta:
-    """Text of the answer. `usage`: what the vendor has reported so far, on the deltas after
-    it said so (Anthropic's `message_start` gives the input and its prompt-cache split), so a
-    stream that dies mid-way is charged as billed (docs/chat.md); None when it said nothing."""
+    """A piece of the answer: `text` of its content, `tool_calls` fragments of the function
+    calls it makes (ToolCallDelta), `refusal` text when the model refuses. `usage`: what the
+    vendor has reported so far, on the deltas after it said so (Anthropic's `message_start`
+    gives the input and its prompt-cache split), so a stream that dies mid-way is charged as
+    billed (docs/chat.md); None when it said nothing."""
 
     text: str
     kind: Literal["delta"] = "delta"
     usage: Usage | None = None
+    tool_calls: tuple[ToolCallDelta, ...] = ()
+    refusal: str = ""
+
+    @property
+    def says_something(self) -> bool:
+        return bool(self.text or self.tool_calls or self.refusal)
+
+
+def stream_delta(
+    text: str, calls: list[ToolCallDelta] | None = None, refusal: str = "", usage: Usage | None = None
+) -> StreamDelta | None:
+    """The delta one vendor event adds, or None when it adds nothing (an adapter yields only
+    the deltas that say something); empties `calls`, which the accumulator gathered."""
+    taken = tuple(calls or ())
+    if calls:
+        calls.clear()
+    delta = StreamDelta(text, usage=usage, tool_calls=taken, refusal=refusal)
+    return delta if delta.says_something else None
+
+
+def joined_tool_calls(fragments: Iterable[ToolCallDelta]) -> list[dict[str, Any]]:
+    """The whole calls a stream's tool-call fragments add up to, by index, in the normalized
+    output's form ([{id, type: function, function: {name, arguments}}])."""
+    calls: dict[int, dict[str, Any]] = {}
+    for fragment in fragments:
+        call = calls.setdefault(
+            fragment.index, {"id": "", "type": "function", "function": {"name": "", "arguments": ""}}
+        )
+        if fragment.id:
+            call["id"] = fragment.id
+        if fragment.name:
+            call["function"]["name"] = fragment.name
+        call["function"]["arguments"] += fragment.arguments
+    return [calls[i] for i in sorted(calls)]
 
 
 @dataclass(frozen=True, slots=True)

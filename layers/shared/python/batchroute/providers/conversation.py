@@ -9,7 +9,9 @@ of input items). `conversation(input)` turns either into a `Conversation`:
   role) whose content is a string or a list of `text` / `image_url` parts. An assistant's
   tool calls are `tool_calls: [{id, type: "function", function: {name, arguments}}]` (the
   Responses API's `function_call` items become them) and a tool's answer is a `tool`
-  message with `tool_call_id` (from a `function_call_output` item);
+  message with `tool_call_id` (from a `function_call_output` item). An assistant's `refusal`
+  (as the SDK sends an answer back) is its text; `annotations` and null `audio` /
+  `function_call` are left out, as every other key the preflight accepts and no vendor takes;
 - `functions`: the function tools, whichever dialect declared them;
 - `hosted_tools`: the hosted tools the item uses, by the service's own names
   (`web_search`, `python_execution`, `file_search`, ...: domain/catalog/catalog.py `HostedTool`),
@@ -137,17 +139,7 @@ def conversation(payload: Mapping[str, Any]) -> Conversation:
         if role in ("system", "developer"):
             system_parts.append(_text_of(content))
             continue
-        message: dict[str, Any] = {"role": role, "content": content}
-        if role == "tool":
-            message["tool_call_id"] = str(turn.get("tool_call_id") or "")
-            message["content"] = content if isinstance(content, str) else _text_of(content)
-        if role == "assistant" and isinstance(turn.get("tool_calls"), list):
-            message["tool_calls"] = [_chat_call(c) for c in turn["tool_calls"] if isinstance(c, Mapping)]
-            if not content:
-                message["content"] = None
-        if isinstance(turn.get("name"), str) and role in ("user", "assistant"):
-            message["name"] = turn["name"]
-        turns.append(message)
+        turns.append(_chat_message(turn, role, content))
     functions, hosted = _tools(payload.get("tools"))
     options = {key: payload[key] for key in OPTIONS if payload.get(key) is not None}
     if isinstance(options.get("stop"), str):
@@ -161,6 +153,26 @@ def conversation(payload: Mapping[str, Any]) -> Conversation:
         hosted_tools=hosted,
         tool_choice=_tool_choice(payload.get("tool_choice")),
     )
+
+
+def _chat_message(turn: Mapping[str, Any], role: str, content: str | list[dict[str, Any]]) -> dict[str, Any]:
+    """A user, assistant or tool turn in chat-completions form."""
+    refusal = turn.get("refusal")
+    if role == "assistant" and isinstance(refusal, str) and refusal.strip():
+        # No vendor takes a prior refusal as such (OpenAI's own `refusal` beside): what the
+        # model said is the turn's text, after its content if it has some.
+        content = _with_text(content, refusal)
+    message: dict[str, Any] = {"role": role, "content": content}
+    if role == "tool":
+        message["tool_call_id"] = str(turn.get("tool_call_id") or "")
+        message["content"] = content if isinstance(content, str) else _text_of(content)
+    if role == "assistant" and isinstance(turn.get("tool_calls"), list):
+        message["tool_calls"] = [_chat_call(c) for c in turn["tool_calls"] if isinstance(c, Mapping)]
+        if not content:
+            message["content"] = None
+    if isinstance(turn.get("name"), str) and role in ("user", "assistant"):
+        message["name"] = turn["name"]
+    return message
 
 
 _Part = TypeVar("_Part")
@@ -185,6 +197,12 @@ def plain_text(content: str | list[dict[str, Any]] | None) -> str:
     if isinstance(content, str):
         return content
     return "".join(str(part.get("text", "")) for part in content if part.get("type") == "text")
+
+
+def _with_text(content: str | list[dict[str, Any]], text: str) -> str | list[dict[str, Any]]:
+    if isinstance(content, list):
+        return [*content, {"type": "text", "text": text}] if content else text
+    return f"{content}\n\n{text}" if content.strip() else text
 
 
 def _text_of(content: str | list[dict[str, Any]]) -> str:

@@ -21,6 +21,10 @@ the markers look at the attempt. Markers, anywhere in the request input:
   `simulated_stuck_batch_percent`) until it is cancelled
   (a late vendor: deadline rescue, docs/batches.md).
 
+A chat item whose tool_choice forces a function call (`required`: its first function, or one
+named) is answered with that call, empty arguments (`{}`), finish_reason `tool_calls`; a
+stream sends it as OpenAI streams a call (forced_function).
+
 Usage: prompt tokens are the quote's conservative estimate of the input
 (domain/routing/items.py); completion tokens are min(max_output_tokens, 16 + hash % 64), or the
 configured fixed number. Embeddings are deterministic unit vectors of
@@ -52,6 +56,7 @@ from batchroute.config import Settings
 from batchroute.domain.catalog import tokens
 from batchroute.domain.routing.items import read_item
 from batchroute.providers import base
+from batchroute.providers.conversation import conversation
 
 MARKER_FAIL: Final = "[simulate:fail]"
 MARKER_TRANSIENT: Final = "[simulate:transient]"
@@ -65,6 +70,7 @@ _MARKER_TIMEOUT_FOR: Final = re.compile(r"\[simulate:timeout:([A-Za-z0-9_.-]+)\]
 
 EMBEDDING_DIMENSIONS: Final = 16
 COMPLETION_BASE_TOKENS: Final = 16
+SIMULATED_CALL_TOKENS: Final = 8  # a forced function call's output tokens
 COMPLETION_SPREAD_TOKENS: Final = 64
 # Simulated jobs older than this are dropped from memory at the next submit.
 _JOB_MEMORY: Final = timedelta(hours=48)
@@ -170,6 +176,7 @@ class _Answer:
     raw: dict[str, Any]
     usage: base.Usage
     pieces: tuple[str, ...]  # the stream deltas; joined, the message content
+    calls: tuple[base.ToolCallDelta, ...] = ()  # a forced function call's stream deltas
 
     def result(self, custom_id: str) -> base.ProviderResult:
         return base.ProviderResult(
@@ -219,7 +226,31 @@ class Simulator:
         prompt = estimate_prompt_tokens(request)
         if request.operation == "embeddings":
             return self._embedding(request, prompt)
+        forced = forced_function(request)
+        if forced is not None:
+            return self._call(request, digest, prompt, forced)
         return self._message(request, digest, prompt, wrong=f"[simulate:wrong:{self.slug}]" in text)
+
+    def _call(self, request: base.ProviderRequest, digest: bytes, prompt: int, name: str) -> _Answer:
+        """A forced function call (tool_choice `required` or naming a function): the
+        simulated model calls it with empty arguments, streamed as OpenAI streams a call
+        (id and name first, then the arguments)."""
+        ident = f"call_sim{digest[:8].hex()}"
+        calls = (base.ToolCallDelta(0, ident, name), base.ToolCallDelta(0, arguments="{}"))
+        tool_calls = base.joined_tool_calls(calls)
+        usage = base.Usage(
+            prompt_tokens=prompt,
+            completion_tokens=min(SIMULATED_CALL_TOKENS, max(1, request.max_output_tokens)),
+        )
+        output = {
+            "type": "message",
+            "role": "assistant",
+            "content": "",
+            "finish_reason": "tool_calls",
+            "tool_calls": tool_calls,
+        }
+        raw = self._raw_message(request, digest, "", "tool_calls", usage, tool_calls)
+        return _Answer(output=output, raw=raw, usage=usage, pieces=(), calls=calls)
 
     def _message(
         self, request: base.ProviderRequest, digest: bytes, prompt: int, *, wrong: bool = False
@@ -282,36 +313,26 @@ class Simulator:
         content: str,
         finish: base.FinishReason,
         usage: base.Usage,
+        calls: list[dict[str, Any]] | None = None,
     ) -> dict[str, Any]:
         ident = digest[:12].hex()
+        calls = calls or []
         if self.shape == "anthropic":
+            uses = [
+                {"type": "tool_use", "id": c["id"], "name": c["function"]["name"], "input": {}} for c in calls
+            ]
             return {
                 "id": f"msg_sim{ident}",
                 "type": "message",
                 "role": "assistant",
                 "model": request.provider_model_id,
-                "content": [{"type": "text", "text": content}],
-                "stop_reason": "max_tokens" if finish == "length" else "end_turn",
+                "content": uses or [{"type": "text", "text": content}],
+                "stop_reason": "max_tokens" if finish == "length" else "tool_use" if calls else "end_turn",
                 "stop_sequence": None,
                 "usage": {"input_tokens": usage.prompt_tokens, "output_tokens": usage.completion_tokens},
             }
         if self.shape == "gemini":
-            return {
-                "candidates": [
-                    {
-                        "content": {"role": "model", "parts": [{"text": content}]},
-                        "finishReason": "MAX_TOKENS" if finish == "length" else "STOP",
-                        "index": 0,
-                    }
-                ],
-                "usageMetadata": {
-                    "promptTokenCount": usage.prompt_tokens,
-                    "candidatesTokenCount": usage.completion_tokens,
-                    "totalTokenCount": usage.prompt_tokens + usage.completion_tokens,
-                },
-                "modelVersion": request.provider_model_id,
-                "responseId": f"sim{ident}",
-            }
+            return _raw_gemini(request, ident, content, finish, usage, calls)
         return {
             "id": f"chatcmpl-sim{ident}",
             "object": "chat.completion",
@@ -320,7 +341,9 @@ class Simulator:
             "choices": [
                 {
                     "index": 0,
-                    "message": {"role": "assistant", "content": content},
+                    "message": {"role": "assistant", "content": content or None, "tool_calls": calls}
+                    if calls
+                    else {"role": "assistant", "content": content},
                     "finish_reason": finish,
                 }
             ],
@@ -345,6 +368,51 @@ class Simulator:
             "model": request.provider_model_id,
             "usage": {"prompt_tokens": usage.prompt_tokens, "total_tokens": usage.prompt_tokens},
         }
+
+
+def _raw_gemini(
+    request: base.ProviderRequest,
+    ident: str,
+    content: str,
+    finish: base.FinishReason,
+    usage: base.Usage,
+    calls: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """A simulated GenerateContentResponse: the text, or the function calls."""
+    parts: list[dict[str, Any]] = [
+        {"functionCall": {"name": c["function"]["name"], "args": {}}} for c in calls
+    ]
+    return {
+        "candidates": [
+            {
+                "content": {"role": "model", "parts": parts or [{"text": content}]},
+                "finishReason": "MAX_TOKENS" if finish == "length" else "STOP",
+                "index": 0,
+            }
+        ],
+        "usageMetadata": {
+            "promptTokenCount": usage.prompt_tokens,
+            "candidatesTokenCount": usage.completion_tokens,
+            "totalTokenCount": usage.prompt_tokens + usage.completion_tokens,
+        },
+        "modelVersion": request.provider_model_id,
+        "responseId": f"sim{ident}",
+    }
+
+
+def forced_function(request: base.ProviderRequest) -> str | None:
+    """The function a chat request makes the model call: the one its tool_choice names, or
+    with `required` the first it declares; None otherwise (the simulated model answers text)."""
+    if request.operation == "embeddings" or not request.input.get("tools"):
+        return None
+    talk = conversation(request.input)
+    choice = talk.tool_choice
+    names = [f.name for f in talk.functions]
+    if choice is None or not names:
+        return None
+    if choice.mode == "required":
+        return names[0]
+    return choice.name if choice.mode == "function" and choice.name in names else None
 
 
 # -- the synchronous kind ------------------------------------------------------------------
@@ -412,6 +480,8 @@ class SimulatedSyncProvider:
                 if i:
                     self._sleep(self.config.inter_token_seconds)
                 yield base.StreamDelta(piece)
+            for call in answer.calls:
+                yield base.StreamDelta("", tool_calls=(call,))
             yield base.StreamEnd(answer.result(request.custom_id))
         finally:
             self._release()

@@ -9,6 +9,7 @@ a queued request: `chatjob_<x>` <-> `batch_<x>`.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Final, Literal, NotRequired, TypedDict
@@ -49,10 +50,41 @@ class UsageView(TypedDict):
     prompt_tokens_details: NotRequired[PromptTokensDetails]  # when the vendor cached any input
 
 
+class ToolCallFunction(TypedDict):
+    name: str
+    arguments: str  # JSON text
+
+
+class ToolCallView(TypedDict):
+    """A function call of the answer (the normalized output's `tool_calls[]`; a Gemini call
+    may carry `extra_content` too, its thought signature)."""
+
+    id: str
+    type: Literal["function"]
+    function: ToolCallFunction
+
+
+class ToolCallFragmentFunction(TypedDict, total=False):
+    name: str  # in the call's first fragment only
+    arguments: str
+
+
+class ToolCallChunkView(TypedDict):
+    """A chunk's `delta.tool_calls[]` entry (OpenAI's ChatCompletionMessageToolCallChunk)."""
+
+    index: int
+    id: NotRequired[str]  # with `type`, in the call's first fragment only
+    type: NotRequired[Literal["function"]]
+    function: ToolCallFragmentFunction
+
+
 class AssistantMessage(TypedDict):
+    """`content` null when the answer is only function calls or a refusal."""
+
     role: Literal["assistant"]
-    content: str
-    refusal: None
+    content: str | None
+    refusal: str | None
+    tool_calls: NotRequired[list[ToolCallView]]
 
 
 class ChoiceView(TypedDict):
@@ -63,10 +95,14 @@ class ChoiceView(TypedDict):
 
 
 class DeltaView(TypedDict, total=False):
-    """What a chunk adds: the role first, then the content, piece by piece."""
+    """What a chunk adds: the role first, then the content piece by piece, the function
+    calls' fragments (OpenAI's ChatCompletionMessageToolCallChunk: `index`, with `id`, `type`
+    and `function.name` in a call's first fragment, `function.arguments` pieces), refusal text."""
 
     role: Literal["assistant"]
     content: str
+    tool_calls: list[ToolCallChunkView]
+    refusal: str
 
 
 class ChunkChoiceView(TypedDict):
@@ -83,7 +119,6 @@ class _Served(TypedDict):
     created: int
     model: str
     provider: str
-    system_fingerprint: None
 
 
 class ChatCompletionView(_Served):
@@ -156,24 +191,40 @@ def chat_completion(
     prompt_tokens: int,
     completion_tokens: int,
     cached_tokens: int = 0,
+    tool_calls: Sequence[ToolCallView] = (),
+    refusal: str | None = None,
 ) -> ChatCompletionView:
+    """A `chat.completion`: `content` null when there is no text but function calls or a
+    refusal (OpenAI's shape); no `system_fingerprint` (OpenAI's is a string, never null)."""
+    message: AssistantMessage = {
+        "role": "assistant",
+        "content": content if content or not (tool_calls or refusal) else None,
+        "refusal": refusal or None,
+    }
+    if tool_calls:
+        message["tool_calls"] = list(tool_calls)
     return {
         "id": served.completion,
         "object": "chat.completion",
         "created": served.created,
         "model": served.model,
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": content, "refusal": None},
-                "logprobs": None,
-                "finish_reason": finish_reason,
-            }
-        ],
+        "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": finish_reason}],
         "usage": usage_object(prompt_tokens, completion_tokens, cached_tokens),
         "provider": served.provider,
-        "system_fingerprint": None,
     }
+
+
+def tool_call_chunks(calls: Sequence[ToolCallView]) -> list[ToolCallChunkView]:
+    """Whole function calls as one chunk's `delta.tool_calls` (each with its `index`)."""
+    return [
+        {
+            "index": i,
+            "id": call["id"],
+            "type": "function",
+            "function": {"name": call["function"]["name"], "arguments": call["function"]["arguments"]},
+        }
+        for i, call in enumerate(calls)
+    ]
 
 
 def chunk(
@@ -192,7 +243,6 @@ def chunk(
         "created": served.created,
         "model": served.model,
         "provider": served.provider,
-        "system_fingerprint": None,
         "choices": []
         if delta is None
         else [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}],

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Final, NamedTuple, NotRequired, TypedDict, get_args
 
@@ -102,8 +102,19 @@ _MESSAGE_KEYS: Final[dict[str, frozenset[str]]] = {
     "system": frozenset({"role", "content", "type"}),
     "developer": frozenset({"role", "content", "type"}),
     "user": frozenset({"role", "content", "type"}),
-    "assistant": frozenset({"role", "content", "type", "tool_calls"}),
+    "assistant": frozenset(
+        {"role", "content", "type", "tool_calls", "refusal", "annotations", "audio", "function_call"}
+    ),
     "tool": frozenset({"role", "content", "tool_call_id"}),
+}
+# What OpenAI's ChatCompletionMessage carries besides the turn itself, as the SDK sends an answer
+# back in the next request (`messages.append(completion.choices[0].message)`): `refusal` (the
+# refusal's text reaches every vendor as the turn's text, providers/conversation.py) and
+# `annotations` (citations of the answer: OpenAI ignores them in a request; no vendor is sent
+# them); `audio` and the deprecated `function_call` only as null (we answer neither).
+_NULL_ONLY_ASSISTANT_KEYS: Final = {
+    "audio": "An assistant message's audio must be null: audio answers are not supported.",
+    "function_call": "An assistant message's function_call must be null: send the call in tool_calls.",
 }
 _CALL_ITEM_KEYS: Final = frozenset({"type", "call_id", "name", "arguments", "id", "status"})
 _CALL_OUTPUT_KEYS: Final = frozenset({"type", "call_id", "output", "id", "status"})
@@ -553,9 +564,12 @@ def _read_message(
         )
         return 0, 0
     for key in sorted(message.keys() - _MESSAGE_KEYS[str(role)]):
-        problems.append(_unsupported(f"{where}.{key}", f"A {role} message does not take {key!r}."))
+        article = "An" if role == "assistant" else "A"  # "a user", "a tool": only assistant takes "an"
+        problems.append(_unsupported(f"{where}.{key}", f"{article} {role} message does not take {key!r}."))
     calls = message.get("tool_calls")
-    text_bytes, images = _read_content(message.get("content"), str(role), calls, where, problems)
+    refusal = _read_assistant_extras(message.get, where, problems) if role == "assistant" else ""
+    text_bytes, images = _read_content(message.get("content"), str(role), calls or refusal, where, problems)
+    text_bytes += utf8_len(refusal)
     if role == "tool" and not _call_id(message.get("tool_call_id")):
         problems.append(
             _shape(
@@ -569,10 +583,32 @@ def _read_message(
     return text_bytes, images
 
 
+def _read_assistant_extras(get: Callable[[str], object], where: str, problems: list[ItemProblem]) -> str:
+    """The keys an assistant message (its `get`) echoes from an answer
+    (`_NULL_ONLY_ASSISTANT_KEYS`); returns its refusal's text ("" for none), which stands for
+    the content when that is empty."""
+    for key, why in _NULL_ONLY_ASSISTANT_KEYS.items():
+        if get(key) is not None:
+            problems.append(_unsupported(f"{where}.{key}", why))
+    annotations = get("annotations")
+    if annotations is not None and not isinstance(annotations, list):
+        problems.append(
+            _shape("invalid_field", f"{where}.annotations", "annotations must be a list or null.")
+        )
+    refusal = get("refusal")
+    if refusal is None:
+        return ""
+    if not isinstance(refusal, str):
+        problems.append(_shape("invalid_field", f"{where}.refusal", "refusal must be some text or null."))
+        return ""
+    return refusal if refusal.strip() else ""
+
+
 def _read_content(
     content: object, role: str, calls: object, where: str, problems: list[ItemProblem]
 ) -> tuple[int, int]:
-    """(text bytes, image parts) of a message's `content`: text, or a list of parts."""
+    """(text bytes, image parts) of a message's `content`: text, or a list of parts. `calls` is
+    what lets an assistant's content be empty: its tool calls, or its refusal's text."""
     text_bytes = 0
     images = 0
     if isinstance(content, str) and (content.strip() or (role == "assistant" and calls)):

@@ -77,9 +77,9 @@ class AnthropicMessages(_Adapter):
             for event in source.iter_sse():
                 if not event.data:
                     continue
-                text = acc.add(transform.event_data(event.data))
-                if text:
-                    yield base.StreamDelta(text, usage=acc.usage_so_far())
+                delta = acc.delta(acc.add(transform.event_data(event.data)))
+                if delta is not None:
+                    yield delta
                 if acc.done:
                     yield base.StreamEnd(acc.result())
                     return

@@ -58,7 +58,11 @@ Anthropic -> ours (the normalized output, providers/base.py):
     content tool_use blocks               -> output.tool_calls [{id, type: function,
                                              function: {name, arguments: JSON text}}]
     stop_reason max_tokens, or
-      model_context_window_exceeded       -> finish_reason length; any other -> stop
+      model_context_window_exceeded       -> finish_reason length; tool_use -> tool_calls;
+                                             refusal -> content_filter; any other -> stop
+    a stream's tool_use content_block_start
+      and input_json_delta fragments      -> StreamDelta.tool_calls (index: the call's place
+                                             among the answer's tool_use blocks)
     usage.input_tokens (+ cache reads
       and writes, when any)               -> usage.prompt_tokens
     usage.cache_read_input_tokens         -> usage.cached_input_tokens
@@ -545,7 +549,11 @@ def output_format(response_format: Mapping[str, Any]) -> dict[str, Any]:
 
 # -- answers -------------------------------------------------------------------------------
 def finish_reason(stop_reason: object) -> base.FinishReason:
-    return "length" if stop_reason in _LENGTH_STOPS else "stop"
+    if stop_reason in _LENGTH_STOPS:
+        return "length"
+    if stop_reason == "tool_use":
+        return "tool_calls"
+    return "content_filter" if stop_reason == "refusal" else "stop"
 
 
 def message_usage(usage: object, content: Iterable[Mapping[str, Any]] = ()) -> base.Usage:
@@ -646,6 +654,8 @@ class StreamAccumulator:
     blocks: dict[int, dict[str, Any]] = field(default_factory=dict)
     tool_json: dict[int, list[str]] = field(default_factory=dict)
     done: bool = False
+    calls: dict[int, int] = field(default_factory=dict)  # tool_use block index -> tool call index
+    fresh: list[base.ToolCallDelta] = field(default_factory=list)  # since the last delta()
 
     def add(self, event: Mapping[str, Any]) -> str:
         """Take one event's data; the text it adds ("" for none). An `error` event raises."""
@@ -659,11 +669,21 @@ class StreamAccumulator:
             self.blocks[index] = block
             if block.get("type") in ("tool_use", "server_tool_use"):
                 self.tool_json[index] = []
+            if block.get("type") == "tool_use":  # a function call: streamed as OpenAI's
+                self.calls[index] = len(self.calls)
+                self.fresh.append(
+                    base.ToolCallDelta(
+                        self.calls[index], str(block.get("id") or ""), str(block.get("name") or "")
+                    )
+                )
             return str(block.get("text") or "") if block.get("type") == "text" else ""
         elif kind == "content_block_delta":
             return self._delta(index, _mapping(event.get("delta")))
         elif kind == "content_block_stop" and index in self.tool_json:
             text = "".join(self.tool_json.pop(index))
+            if index in self.calls and not text:  # no input_json_delta: the input as given
+                given_input = self.blocks[index].get("input") or {}
+                self.fresh.append(base.ToolCallDelta(self.calls[index], arguments=json.dumps(given_input)))
             given = json_object(text) if text else self.blocks[index].get("input")
             self.blocks[index]["input"] = given or {}  # a tool's input is an object, maybe empty
         elif kind == "message_delta":
@@ -683,8 +703,15 @@ class StreamAccumulator:
             block["text"] = str(block.get("text") or "") + text
             return text
         if delta.get("type") == "input_json_delta":
-            self.tool_json.setdefault(index, []).append(str(delta.get("partial_json") or ""))
+            piece = str(delta.get("partial_json") or "")
+            self.tool_json.setdefault(index, []).append(piece)
+            if index in self.calls and piece:
+                self.fresh.append(base.ToolCallDelta(self.calls[index], arguments=piece))
         return ""  # thinking, signature and citation deltas add no answer text
+
+    def delta(self, text: str) -> base.StreamDelta | None:
+        """What the last event adds to the answer (None for nothing)."""
+        return base.stream_delta(text, self.fresh, usage=self.usage_so_far())
 
     def usage_so_far(self) -> base.Usage | None:
         """The usage `message_start` and the `message_delta`s reported so far (the input and

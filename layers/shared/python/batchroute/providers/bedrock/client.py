@@ -282,9 +282,9 @@ class BedrockConverse:
             yield base.StreamStart()
             with _mapped(self.slug, before_response=False):
                 for event in events:
-                    text = acc.add(event)
-                    if text:
-                        yield base.StreamDelta(text)
+                    delta = acc.delta(acc.add(event))
+                    if delta is not None:
+                        yield delta
         finally:
             events.close()
         if not acc.finished:

@@ -50,7 +50,9 @@ no call of the turn before, or a call the next turn does not answer (invalid_too
 
 Bedrock -> ours: output.message.content text blocks joined -> output.content; toolUse blocks
 -> output.tool_calls (OpenAI's form); stopReason max_tokens (or
-model_context_window_exceeded) -> finish_reason `length`, anything else `stop`;
+model_context_window_exceeded) -> finish_reason `length`, tool_use -> `tool_calls`,
+guardrail_intervened / content_filtered -> `content_filter`, anything else `stop` (a stream's
+toolUse contentBlockStart and toolUse input deltas -> StreamDelta.tool_calls, OpenAI's form);
 usage.inputTokens (+ cacheReadInputTokens, cacheWriteInputTokens: the cached_input_tokens and
 cache_write_input_tokens) / outputTokens -> Usage; `raw` is the Converse response without
 ResponseMetadata (blobs as base64). A stream's events (messageStart, contentBlockStart,
@@ -642,7 +644,13 @@ def _output_config(response_format: Mapping[str, Any] | None) -> dict[str, Any] 
 
 # -- Converse answers ----------------------------------------------------------------------
 def finish_reason(stop_reason: object) -> base.FinishReason:
-    return "length" if stop_reason in ("max_tokens", "model_context_window_exceeded") else "stop"
+    if stop_reason in ("max_tokens", "model_context_window_exceeded"):
+        return "length"
+    if stop_reason == "tool_use":
+        return "tool_calls"
+    if stop_reason in ("guardrail_intervened", "content_filtered", "refusal"):
+        return "content_filter"
+    return "stop"
 
 
 def converse_usage(usage: object) -> base.Usage:
@@ -725,6 +733,8 @@ class StreamAccumulator:
     stop_reason: str | None = None
     usage: base.Usage = field(default_factory=base.Usage)
     metrics: dict[str, Any] = field(default_factory=dict)
+    calls: dict[int, int] = field(default_factory=dict)  # block index -> tool call index
+    fresh: list[base.ToolCallDelta] = field(default_factory=list)  # since the last delta()
 
     @property
     def finished(self) -> bool:
@@ -741,11 +751,14 @@ class StreamAccumulator:
         start = _mapping(event.get("contentBlockStart"))
         use = _mapping(_mapping(start.get("start")).get("toolUse"))
         if use:
-            self.tools[int(start.get("contentBlockIndex") or 0)] = {
-                "toolUseId": use.get("toolUseId"),
-                "name": use.get("name"),
-                "input": "",
-            }
+            block = int(start.get("contentBlockIndex") or 0)
+            self.tools[block] = {"toolUseId": use.get("toolUseId"), "name": use.get("name"), "input": ""}
+            self.calls[block] = len(self.calls)
+            self.fresh.append(
+                base.ToolCallDelta(
+                    self.calls[block], str(use.get("toolUseId") or ""), str(use.get("name") or "")
+                )
+            )
         text = ""
         delta_event = _mapping(event.get("contentBlockDelta"))
         delta = _mapping(delta_event.get("delta"))
@@ -757,6 +770,13 @@ class StreamAccumulator:
             self.tools.setdefault(index, {"toolUseId": "", "name": "", "input": ""})["input"] += tool_delta[
                 "input"
             ]
+            if index in self.calls and tool_delta["input"]:
+                self.fresh.append(base.ToolCallDelta(self.calls[index], arguments=tool_delta["input"]))
+        stopped = _mapping(event.get("contentBlockStop"))
+        if stopped:
+            index = int(stopped.get("contentBlockIndex") or 0)
+            if index in self.calls and not self.tools[index]["input"]:  # a call without input
+                self.fresh.append(base.ToolCallDelta(self.calls[index], arguments="{}"))
         if "messageStop" in event:
             self.stop_reason = str(_mapping(event["messageStop"]).get("stopReason") or "end_turn")
         metadata = _mapping(event.get("metadata"))
@@ -766,6 +786,10 @@ class StreamAccumulator:
         if text:
             self.pieces.append(text)
         return text
+
+    def delta(self, text: str) -> base.StreamDelta | None:
+        """What the last event adds to the answer (None for nothing)."""
+        return base.stream_delta(text, self.fresh)
 
     def result(self) -> base.ProviderResult:
         content = "".join(self.pieces)

@@ -67,9 +67,9 @@ class GeminiModels:
             yield base.StreamStart()
             for event in source.iter_sse():
                 chunk = event_json(event.data, vendor=self.http.vendor)
-                text = acc.add(chunk, vendor=self.http.vendor)
-                if text:
-                    yield base.StreamDelta(text)
+                delta = acc.delta(acc.add(chunk, vendor=self.http.vendor))
+                if delta is not None:
+                    yield delta
         if not acc.finished:  # Gemini ends a stream by closing it: the last chunk says why
             raise base.TransientProviderError(
                 f"{self.http.vendor} ended the stream without a finish reason", code="stream_interrupted"

@@ -48,7 +48,9 @@ Field map, answers (Gemini -> ours):
 
     candidates[0].content.parts[].text   -> output.content (joined; thought parts left out)
     parts[].functionCall                 -> output.tool_calls (OpenAI form, arguments as JSON)
-    finishReason MAX_TOKENS / other      -> finish_reason length / stop
+    finishReason MAX_TOKENS / other      -> finish_reason length / stop (tool_calls when
+                                            the answer has a functionCall)
+    a stream's functionCall parts        -> StreamDelta.tool_calls, each call whole in one
     promptFeedback.blockReason, finishReason SAFETY (and the other content filters)
                                          -> a failed result, error `content_blocked`
     usageMetadata promptTokenCount (+ toolUsePromptTokenCount)   -> usage.prompt_tokens
@@ -713,6 +715,8 @@ def generate_result(custom_id: str, body: Mapping[str, Any]) -> base.ProviderRes
     calls = tool_calls(parts)
     if calls:
         output["tool_calls"] = calls
+        if output["finish_reason"] == "stop":  # Gemini says STOP; OpenAI's form says why
+            output["finish_reason"] = "tool_calls"
     billed = usage(body.get("usageMetadata"), tool_uses(candidate))
     return base.ProviderResult(custom_id, "completed", output=output, raw=dict(body), usage=billed)
 
@@ -733,6 +737,8 @@ class StreamAccumulator:
     meta: dict[str, Any] = field(default_factory=dict)
     model_version: str = ""
     response_id: str = ""
+    fresh: list[base.ToolCallDelta] = field(default_factory=list)  # since the last delta()
+    call_count: int = 0
 
     def add(self, chunk: Mapping[str, Any], *, vendor: str = "google") -> str:
         """Take one chunk; the text it adds ("" for none). Raises the error a chunk carries
@@ -752,6 +758,19 @@ class StreamAccumulator:
             parts = _mapping(found.get("content")).get("parts") or []
             text += answer_text(parts)
             self.calls.extend(dict(p) for p in parts if isinstance(p, Mapping) and _tool_part(p))
+            for part in parts:  # Gemini sends each functionCall whole: one delta, as tool_calls()
+                call = _mapping(_mapping(part).get("functionCall"))
+                if not call:
+                    continue
+                self.fresh.append(
+                    base.ToolCallDelta(
+                        self.call_count,
+                        str(call.get("id") or f"call_{self.call_count}"),
+                        str(call.get("name") or ""),
+                        json.dumps(call.get("args") or {}, separators=(",", ":")),
+                    )
+                )
+                self.call_count += 1
             if isinstance(found.get("groundingMetadata"), Mapping):
                 self.grounding = dict(found["groundingMetadata"])
             if found.get("finishReason"):
@@ -759,6 +778,10 @@ class StreamAccumulator:
         if text:
             self.pieces.append(text)
         return text
+
+    def delta(self, text: str) -> base.StreamDelta | None:
+        """What the last chunk adds to the answer (None for nothing)."""
+        return base.stream_delta(text, self.fresh)
 
     @property
     def finished(self) -> bool:

@@ -79,9 +79,9 @@ class OpenAIChat(_RoutedAdapter):
         ) as source:
             yield base.StreamStart()
             for event in source.iter_sse():
-                text = acc.add(event_json(event.data, vendor=self.http.vendor))
-                if text:
-                    yield base.StreamDelta(text)
+                delta = acc.delta(acc.add(event_json(event.data, vendor=self.http.vendor)))
+                if delta is not None:
+                    yield delta
                 if acc.result is not None:
                     yield base.StreamEnd(acc.result)
                     return
@@ -99,9 +99,9 @@ class OpenAIChat(_RoutedAdapter):
                 if event.data == "[DONE]":
                     yield base.StreamEnd(acc.result())
                     return
-                text = acc.add(event_json(event.data, vendor=self.http.vendor))
-                if text:
-                    yield base.StreamDelta(text)
+                delta = acc.delta(acc.add(event_json(event.data, vendor=self.http.vendor)))
+                if delta is not None:
+                    yield delta
         raise base.TransientProviderError(
             f"{self.http.vendor} ended the stream without [DONE]", code="stream_interrupted"
         )

@@ -333,8 +333,16 @@ def batch_endpoint(request: base.ProviderRequest, route: Route = OPENAI_ROUTE) -
 
 
 # -- answers -------------------------------------------------------------------------------
+FINISH_REASONS: Final[dict[object, base.FinishReason]] = {
+    "length": "length",
+    "tool_calls": "tool_calls",
+    "function_call": "tool_calls",  # the deprecated single-function form
+    "content_filter": "content_filter",
+}
+
+
 def finish_reason(value: object) -> base.FinishReason:
-    return "length" if value == "length" else "stop"
+    return FINISH_REASONS.get(value, "stop")
 
 
 def chat_usage(usage: object) -> base.Usage:
@@ -416,7 +424,7 @@ def response_result(custom_id: str, body: Mapping[str, Any]) -> base.ProviderRes
         "type": "message",
         "role": "assistant",
         "content": "".join(texts),
-        "finish_reason": "length" if length else "stop",
+        "finish_reason": "length" if length else "tool_calls" if calls else "stop",
     }
     if calls:
         output["tool_calls"] = calls
@@ -449,11 +457,32 @@ class ResponseStream:
 
     custom_id: str
     result: base.ProviderResult | None = None
+    calls: dict[int, int] = field(default_factory=dict)  # output_index -> tool call index
+    fresh: list[base.ToolCallDelta] = field(default_factory=list)  # since the last delta()
+    refusal: str = ""  # since the last delta()
 
     def add(self, event: Mapping[str, Any]) -> str:
         kind = event.get("type")
         if kind == "response.output_text.delta":
             return str(event.get("delta") or "")
+        if kind == "response.refusal.delta":
+            self.refusal += str(event.get("delta") or "")
+        elif kind == "response.output_item.added":
+            item = _mapping(event.get("item"))
+            if item.get("type") == "function_call":
+                index = self.calls.setdefault(int(event.get("output_index") or 0), len(self.calls))
+                self.fresh.append(
+                    base.ToolCallDelta(
+                        index,
+                        str(item.get("call_id") or ""),
+                        str(item.get("name") or ""),
+                        str(item.get("arguments") or ""),
+                    )
+                )
+        elif kind == "response.function_call_arguments.delta":
+            known = self.calls.get(int(event.get("output_index") or 0))
+            if known is not None:
+                self.fresh.append(base.ToolCallDelta(known, arguments=str(event.get("delta") or "")))
         if kind in ("response.completed", "response.incomplete"):
             self.result = response_result(self.custom_id, _mapping(event.get("response")))
         elif kind == "response.failed":
@@ -461,6 +490,11 @@ class ResponseStream:
         elif kind == "error":
             raise _stream_error(event)
         return ""
+
+    def delta(self, text: str) -> base.StreamDelta | None:
+        """What the last event adds to the answer (None for nothing)."""
+        refusal, self.refusal = self.refusal, ""
+        return base.stream_delta(text, self.fresh, refusal)
 
 
 def _stream_error(error: Mapping[str, Any]) -> base.PermanentProviderError | base.TransientProviderError:
@@ -508,9 +542,14 @@ class StreamAccumulator:
     ident: str = ""
     model: str = ""
     created: int = 0
+    fragments: list[base.ToolCallDelta] = field(default_factory=list)  # every tool-call delta
+    fresh: list[base.ToolCallDelta] = field(default_factory=list)  # those since the last delta()
+    refusals: list[str] = field(default_factory=list)
+    refusal: str = ""  # since the last delta()
 
     def add(self, chunk: Mapping[str, Any]) -> str:
-        """Take one `chat.completion.chunk`; the text it adds ("" for none)."""
+        """Take one `chat.completion.chunk`; the text it adds ("" for none). Its tool-call
+        fragments and refusal text wait for `delta()`."""
         self.ident = str(chunk.get("id") or self.ident)
         self.model = str(chunk.get("model") or self.model)
         self.created = int(chunk.get("created") or self.created)
@@ -518,17 +557,49 @@ class StreamAccumulator:
             self.usage = chat_usage(chunk["usage"])
         text = ""
         for choice in chunk.get("choices") or []:
-            delta = choice.get("delta") if isinstance(choice, Mapping) else None
-            if isinstance(delta, Mapping) and isinstance(delta.get("content"), str):
+            delta = _mapping(choice.get("delta") if isinstance(choice, Mapping) else None)
+            if isinstance(delta.get("content"), str):
                 text += delta["content"]
+            if isinstance(delta.get("refusal"), str) and delta["refusal"]:
+                self.refusal += delta["refusal"]
+                self.refusals.append(delta["refusal"])
+            for call in delta.get("tool_calls") or []:
+                self._tool_call(_mapping(call))
             if isinstance(choice, Mapping) and choice.get("finish_reason"):
                 self.finish = finish_reason(choice["finish_reason"])
         if text:
             self.pieces.append(text)
         return text
 
+    def _tool_call(self, call: Mapping[str, Any]) -> None:
+        """One `delta.tool_calls[]` entry (ChatCompletionMessageToolCallChunk)."""
+        function = _mapping(call.get("function"))
+        name = function.get("name")
+        fragment = base.ToolCallDelta(
+            int(call.get("index") or 0),
+            str(call["id"]) if call.get("id") else None,
+            str(name) if name else None,
+            str(function.get("arguments") or ""),
+        )
+        self.fragments.append(fragment)
+        self.fresh.append(fragment)
+
+    def delta(self, text: str) -> base.StreamDelta | None:
+        """What the last chunk adds to the answer (None for nothing)."""
+        refusal, self.refusal = self.refusal, ""
+        return base.stream_delta(text, self.fresh, refusal)
+
     def result(self) -> base.ProviderResult:
         content = "".join(self.pieces)
+        calls = base.joined_tool_calls(self.fragments)
+        refusal = "".join(self.refusals)
+        message: dict[str, Any] = {
+            "role": "assistant",
+            "content": content if content or not (calls or refusal) else None,
+            "refusal": refusal or None,
+        }
+        if calls:
+            message["tool_calls"] = calls
         usage: dict[str, Any] = {
             "prompt_tokens": self.usage.prompt_tokens,
             "completion_tokens": self.usage.completion_tokens,
@@ -541,16 +612,19 @@ class StreamAccumulator:
             "object": "chat.completion",
             "created": self.created,
             "model": self.model,
-            "choices": [
-                {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": content},
-                    "finish_reason": self.finish,
-                }
-            ],
+            "choices": [{"index": 0, "message": message, "finish_reason": self.finish}],
             "usage": usage,
         }
-        output = {"type": "message", "role": "assistant", "content": content, "finish_reason": self.finish}
+        output: dict[str, Any] = {
+            "type": "message",
+            "role": "assistant",
+            "content": content,
+            "finish_reason": self.finish,
+        }
+        if calls:
+            output["tool_calls"] = calls
+        if refusal:
+            output["refusal"] = refusal
         return base.ProviderResult(self.custom_id, "completed", output=output, raw=raw, usage=self.usage)
 
 

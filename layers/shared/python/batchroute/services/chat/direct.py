@@ -21,6 +21,7 @@ import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from typing import cast
 
 from batchroute.clock import Clock, isoformat
 from batchroute.domain.accounts.access import Principal, authorize
@@ -31,7 +32,7 @@ from batchroute.domain.billing.settlement import DirectReceipt
 from batchroute.domain.billing.usage import UsageCharge, direct_usage_line, usage_day
 from batchroute.domain.catalog.catalog import Catalog, LanePrice
 from batchroute.domain.chat.holds import ChatOutcome, HoldRefused, HoldSettlement, HoldTerms, LanesTried
-from batchroute.domain.chat.objects import DIRECT_SOURCE, completion_id
+from batchroute.domain.chat.objects import DIRECT_SOURCE, ToolCallView, completion_id
 from batchroute.domain.chat.requests import CHAT_ITEM_ID, ChatRequest
 from batchroute.domain.chat.routing import DirectLane, DirectPlan, LaneRejection, plan_direct
 from batchroute.domain.routing.gates import RoutingGuards
@@ -50,7 +51,9 @@ from batchroute.providers.base import (
     StreamEnd,
     StreamEvent,
     StreamStart,
+    ToolCallDelta,
     Usage,
+    joined_tool_calls,
 )
 from batchroute.services.accounts.authentication import KeyUnconfirmed
 from batchroute.services.billing.ports import ControlsReader, MoneyWatch
@@ -93,9 +96,14 @@ class DirectCall:
     completion_tokens: int = 0
     reported: Usage | None = None  # the vendor's usage so far, when its stream said (StreamDelta.usage)
     pieces: list[str] = field(default_factory=list)
+    fragments: list[ToolCallDelta] = field(default_factory=list)  # the deltas' tool-call fragments
+    refusals: list[str] = field(default_factory=list)
     result: ProviderResult | None = None
     settlement: SettlementResult | None = None
     rate: CallerGate | None = None
+    # Releases the whole hold, charging nothing (`abandon`); set by DirectChat.
+    release: Callable[[DirectCall, str], None] = field(default=lambda call, error: None, repr=False)
+    released: bool = False
     _last_checkpoint: datetime | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -124,6 +132,9 @@ class DirectCall:
             if event.usage is not None:
                 self.reported = event.usage
             self.pieces.append(event.text)
+            self.fragments.extend(event.tool_calls)
+            if event.refusal:
+                self.refusals.append(event.refusal)
             self._maybe_checkpoint()
             return event
         if isinstance(event, StreamEnd):
@@ -161,25 +172,56 @@ class DirectCall:
         return "".join(self.pieces)
 
     @property
+    def tool_calls(self) -> list[ToolCallView]:
+        """The answer's function calls: as its result has them, else as its deltas sent them."""
+        output = self.result.output if self.result is not None else None
+        given = output.get("tool_calls") if isinstance(output, dict) else None
+        calls = given if isinstance(given, list) and given else joined_tool_calls(self.fragments)
+        return [cast(ToolCallView, c) for c in calls if isinstance(c, dict)]
+
+    @property
+    def refusal(self) -> str | None:
+        """The model's refusal text, if it refused."""
+        output = self.result.output if self.result is not None else None
+        if isinstance(output, dict) and output.get("refusal"):
+            return str(output["refusal"])
+        return "".join(self.refusals) or None
+
+    @property
     def finish_reason(self) -> str:
         output = self.result.output if self.result is not None else None
         if isinstance(output, dict) and output.get("finish_reason"):
             return str(output["finish_reason"])
         return "stop"
 
-    def finish(self, *, error: str | None = None) -> SettlementResult:
-        """Stop the upstream call (if still going) and settle the hold, exactly once."""
+    def finish(self, *, error: str | None = None) -> SettlementResult | None:
+        """Stop the upstream call (if still going) and settle the hold, exactly once (None once
+        `abandon` released it and the release did not answer: the sweeper ends it)."""
         with self._lock:
-            if self.settlement is not None:
+            if self.settlement is not None or self.released:
                 return self.settlement
-            close = getattr(self.events, "close", None)
-            if close is not None and self.result is None:
-                try:
-                    close()
-                except Exception:  # closing a broken upstream must not block settlement
-                    logger.warning("closing the provider stream failed", exc_info=True)
+            self._close()
             self.settlement = self.settle(self, error)
             return self.settlement
+
+    def abandon(self, error: str) -> None:
+        """Stop the upstream call and release the whole hold, charging nothing: for an answer
+        no part of which reached the client (a non-streamed answer whose provider failed after
+        its first byte, docs/chat.md). Once, and `finish()` then changes nothing."""
+        with self._lock:
+            if self.settlement is not None or self.released:
+                return
+            self.released = True
+            self._close()
+            self.release(self, error)
+
+    def _close(self) -> None:
+        close = getattr(self.events, "close", None)
+        if close is not None and self.result is None:
+            try:
+                close()
+            except Exception:  # closing a broken upstream must not block settlement
+                logger.warning("closing the provider stream failed", exc_info=True)
 
     def _maybe_checkpoint(self) -> None:
         now = self.clock.now()
@@ -279,6 +321,7 @@ class DirectChat:
             checkpoint_seconds=self.options.checkpoint_seconds,
             rejected=plan.rejection_details()["rejected_lanes"],
             rate=gate,
+            release=self._abandoned,
         )
         try:
             self._first_byte(call, plan, early)
@@ -448,6 +491,10 @@ class DirectChat:
                 logger.warning("route policy refresh failed", exc_info=True)
         if call.rate is not None and self.limiter is not None:
             self.limiter.learn(call.rate)
+
+    def _abandoned(self, call: DirectCall, error: str) -> None:
+        self._release(call, error)
+        self._after_answer(call)
 
     def _release(self, call: DirectCall, error: str) -> None:
         at = isoformat(self.clock.now())

@@ -22,6 +22,7 @@ from batchroute.domain.chat.objects import (
     CHAT_SOURCE,
     ChatJobView,
     ServedBy,
+    ToolCallView,
     chat_completion,
     chat_job,
     completion_id,
@@ -132,6 +133,8 @@ class ChatJobs:
             prompt_tokens=int(usage.get("prompt_tokens") or 0),
             completion_tokens=int(usage.get("completion_tokens") or 0),
             cached_tokens=CacheTokens.from_fields(usage).cached_input_tokens,
+            tool_calls=[cast(ToolCallView, c) for c in output.get("tool_calls") or [] if isinstance(c, dict)],
+            refusal=str(output["refusal"]) if output.get("refusal") else None,
         )
         return chat_job(batch, result=result, item_status=status)
 
