@@ -50,8 +50,8 @@ def form_boundary(request: Request) -> bytes:
 
 class StreamingForm(Generic[SinkT]):
     """multipart/form-data parsed as it streams: the `file_field` part feeds a sink (made by
-    `begin(filename, content_type)`) chunk by chunk, `purpose` is read as short text, other
-    fields are skipped."""
+    `begin(filename, content_type)`) chunk by chunk, `purpose` and the `text_fields` are read
+    as short text (the latter into `fields`), other fields are skipped."""
 
     def __init__(
         self,
@@ -59,15 +59,19 @@ class StreamingForm(Generic[SinkT]):
         begin: Callable[[str | None, str | None], SinkT],
         *,
         file_field: bytes = b"file",
+        text_fields: tuple[bytes, ...] = (),
     ) -> None:
         self._begin = begin
         self._file_field = file_field
+        self._text_fields = text_fields
         self.upload: SinkT | None = None
         self.purpose: str | None = None
+        self.fields: dict[str, str] = {}
+        self._field_name = ""
         self._headers: dict[bytes, bytes] = {}
         self._name = bytearray()
         self._value = bytearray()
-        self._target: Literal["file", "purpose", "skip"] = "skip"
+        self._target: Literal["file", "purpose", "text", "skip"] = "skip"
         self._field = bytearray()
         self._parser = MultipartParser(
             boundary,
@@ -115,20 +119,29 @@ class StreamingForm(Generic[SinkT]):
                 raise InvalidRequest(f"Send one `{field}` part per upload.", code="multiple_files")
             self.upload = self._begin(text(params.get(b"filename")), text(self._headers.get(b"content-type")))
             self._target = "file"
-        elif name == b"purpose":
-            self._target = "purpose"
+        elif name == b"purpose" or (name is not None and name in self._text_fields):
+            self._target = "purpose" if name == b"purpose" else "text"
+            self._field_name = bytes(name).decode("utf-8", errors="replace")
             self._field.clear()
 
     def _part_data(self, data: bytes, start: int, end: int) -> None:
         if self._target == "file":
             assert self.upload is not None
             self.upload.write(bytes(data[start:end]))
-        elif self._target == "purpose":
+        elif self._target in ("purpose", "text"):
             self._field.extend(data[start:end])
             if len(self._field) > MAX_FIELD_BYTES:
-                raise InvalidRequest("The `purpose` field is too long.", code="invalid_purpose")
+                code = "invalid_purpose" if self._target == "purpose" else "invalid_request"
+                raise InvalidRequest(
+                    f"The `{self._field_name}` field is too long.",
+                    code=code,
+                    details={"param": self._field_name} if self._target == "text" else None,
+                )
 
     def _part_end(self) -> None:
+        value = self._field.decode("utf-8", errors="replace").strip()
         if self._target == "purpose":
-            self.purpose = self._field.decode("utf-8", errors="replace").strip()
+            self.purpose = value
+        elif self._target == "text":
+            self.fields[self._field_name] = value
         self._target = "skip"

@@ -26,8 +26,10 @@ from batchroute.adapters.batch_artifacts import results_key
 from batchroute.adapters.dynamo.batch_records import BatchRecords
 from batchroute.adapters.dynamo.files import FileStore
 from batchroute.adapters.dynamo.ledger import LedgerStore
+from batchroute.clock import SystemClock
 from batchroute.config import get_settings
 from batchroute.money import Money
+from batchroute.wiring import wiring_for
 from batchroute_tools.contracts.openai import answer_violations
 from batchroute_tools.local.provision import LocalStack
 from functions.api.app import create_app
@@ -798,3 +800,230 @@ def test_an_upload_of_a_type_no_batch_file_has_is_refused_at_create(
     for mime_type in ("application/jsonl", "text/jsonl", "application/jsonl; charset=utf-8"):
         upload = vendor.uploads.create(bytes=10, filename="a.jsonl", mime_type=mime_type, purpose="batch")
         assert upload.status == "pending"
+
+
+def test_a_metadata_work_order_id_that_is_no_wo_id_is_the_customers_own_tag(
+    client: TestClient, auth: dict[str, str]
+) -> None:
+    vendor = sdk(client, auth, max_retries=0)
+    file = vendor.files.create(file=("a.jsonl", jsonl([row(0)])), purpose="batch")
+    # When the metadata carries the customer's own `work_order_id` (free-form, as the vendor's is)
+    batch = vendor.batches.create(
+        input_file_id=file.id,
+        endpoint=CHAT,
+        completion_window="24h",
+        metadata={"work_order_id": "WO-2024-17"},
+    )
+    # Then the batch is created with it as plain metadata, in no work order
+    assert batch.metadata == {"work_order_id": "WO-2024-17"}
+    detail = client.get(f"/v1/batches/{batch.id}?include_details=true", headers=auth).json()["batch"]
+    assert detail["details"]["work_order"] is None
+    # And a wo_ id still names a work order: an unknown one is refused, as before
+    with pytest.raises(openai.NotFoundError) as missing:
+        vendor.batches.create(
+            input_file_id=file.id,
+            endpoint=CHAT,
+            completion_window="24h",
+            metadata={"work_order_id": "wo_01jzzzzzzzzzzzzzzzzzzzzzzz"},
+        )
+    assert missing.value.code == "work_order_not_found"
+
+
+# -- listing and deleting files ------------------------------------------------------------------
+def test_files_are_listed_by_id_with_the_vendor_cursor(client: TestClient, auth: dict[str, str]) -> None:
+    vendor = sdk(client, auth, max_retries=0)
+    first, second = (
+        vendor.files.create(file=(f"{n}.jsonl", jsonl([row(n)])), purpose="batch") for n in range(2)
+    )
+    native_upload(client, auth, jsonl([{"model": LLAMA, "input": "Hi"}]), "batch_input")  # not listed
+    # When the files are listed / Then the org's batch files, newest first, as ListFilesResponse
+    page = vendor.files.list()
+    assert [f.id for f in page.data] == [second.id, first.id]
+    assert (page.first_id, page.last_id, page.has_more) == (second.id, first.id, False)
+    assert page.data[0] == vendor.files.retrieve(second.id)
+    # And the cursor pages them (the SDK follows it), in either order
+    one = vendor.files.list(order="asc", limit=1)
+    assert [f.id for f in one.data] == [first.id] and one.has_more
+    assert [f.id for f in vendor.files.list(order="asc", limit=1)] == [first.id, second.id]
+    assert [f.id for f in vendor.files.list(after=second.id)] == [first.id]
+    # And by purpose: no batch has output files yet, and another purpose lists nothing
+    assert vendor.files.list(purpose="batch_output").data == []
+    assert [f.id for f in vendor.files.list(purpose="batch")] == [second.id, first.id]
+    assert vendor.files.list(purpose="fine-tune").data == []
+    # And the limits are the vendor's (1-10,000), a cursor must be a file id
+    for bad in ({"limit": 0}, {"limit": 10001}, {"order": "up"}):
+        with pytest.raises(openai.BadRequestError) as refused:
+            vendor.files.list(**bad)  # type: ignore[arg-type]
+        assert refused.value.param == next(iter(bad))
+    with pytest.raises(openai.BadRequestError) as refused:
+        vendor.files.list(after="batch_x")
+    assert (refused.value.param, refused.value.code) == ("after", "invalid_cursor")
+
+
+def test_a_deleted_input_file_is_gone_and_a_batch_made_from_it_runs_on(
+    client: TestClient, auth: dict[str, str], org: TestOrg, local_aws: LocalStack
+) -> None:
+    vendor = sdk(client, auth, max_retries=0)
+    file = vendor.files.create(file=("a.jsonl", jsonl([row(0), row(1)])), purpose="batch")
+    batch = vendor.batches.create(input_file_id=file.id, endpoint=CHAT, completion_window="24h")
+    assert uploads_keys(local_aws, f"files/{org.org_id}/{file.id}")
+    # When the input file is deleted (the batch copied its rows when it was created)
+    deleted = vendor.files.delete(file.id)
+    # Then the answer is the vendor's DeleteFileResponse, and the file is gone everywhere
+    assert (deleted.id, deleted.object, deleted.deleted) == (file.id, "file", True)
+    for call in (
+        lambda: vendor.files.retrieve(file.id),
+        lambda: vendor.files.content(file.id),
+        lambda: vendor.files.delete(file.id),  # deleting twice: 404, as the vendor answers
+    ):
+        with pytest.raises(openai.NotFoundError) as missing:
+            call()
+        assert missing.value.code == "file_not_found"
+    assert file.id not in [f.id for f in vendor.files.list()]
+    assert client.get(f"/v1/files/{file.id}", headers=auth).status_code == 404
+    assert uploads_keys(local_aws, f"files/{org.org_id}/{file.id}") == []
+    # And the batch runs to the end regardless
+    run(local_aws, batch.id)
+    done = vendor.batches.retrieve(batch.id)
+    assert done.status == "completed" and done.request_counts is not None
+    assert done.request_counts.completed == 2 and done.input_file_id == file.id
+    # And a new batch cannot be made from it
+    with pytest.raises(openai.NotFoundError) as missing:
+        vendor.batches.create(input_file_id=file.id, endpoint=CHAT, completion_window="24h")
+    assert missing.value.param == "input_file_id"
+
+
+def test_deleting_the_output_files_reclaims_the_batchs_results(
+    client: TestClient, auth: dict[str, str], local_aws: LocalStack
+) -> None:
+    vendor = sdk(client, auth, max_retries=0)
+    rows = [row(0), row(1, text="Question 1 [simulate:fail]")]
+    file = vendor.files.create(file=("a.jsonl", jsonl(rows)), purpose="batch")
+    batch = vendor.batches.create(input_file_id=file.id, endpoint=CHAT, completion_window="24h")
+    run(local_aws, batch.id)
+    done = vendor.batches.retrieve(batch.id)
+    assert done.output_file_id and done.error_file_id
+    # The output and error files are listed with the input file (ids follow creation)
+    assert [f.id for f in vendor.files.list(purpose="batch_output", order="asc")] == sorted(
+        [done.output_file_id, done.error_file_id]
+    )
+    listed = {f.id: f for f in vendor.files.list()}
+    assert listed[done.output_file_id] == vendor.files.retrieve(done.output_file_id)
+    assert set(listed) == {file.id, done.output_file_id, done.error_file_id}
+    # When the output file is deleted / Then it is gone, the error file and the results stay
+    assert vendor.files.delete(done.output_file_id).deleted
+    for call in (
+        lambda: vendor.files.retrieve(done.output_file_id or ""),
+        lambda: vendor.files.content(done.output_file_id or ""),
+        lambda: vendor.files.delete(done.output_file_id or ""),
+    ):
+        with pytest.raises(openai.NotFoundError):
+            call()
+    assert [f.id for f in vendor.files.list(purpose="batch_output")] == [done.error_file_id]
+    assert vendor.files.content(done.error_file_id).text
+    assert client.get(f"/v1/batches/{batch.id}/results", headers=auth).status_code == 200
+    with pytest.raises(openai.NotFoundError) as missing:  # and it is no input file to name
+        vendor.batches.create(input_file_id=done.output_file_id, endpoint=CHAT, completion_window="24h")
+    assert missing.value.param == "input_file_id"
+    # When the error file goes too / Then the batch's result bytes are reclaimed as retention does
+    vendor.files.delete(done.error_file_id)
+    assert vendor.files.list(purpose="batch_output").data == []
+    gone = client.get(f"/v1/batches/{batch.id}/results", headers=auth)
+    assert gone.status_code == 410 and gone.json()["error"]["code"] == "results_expired"
+    assert vendor.batches.retrieve(batch.id).output_file_id == done.output_file_id  # as the vendor's
+    collector = wiring_for(get_settings(), SystemClock()).retention_gc
+    for _ in range(20):  # a sweep takes the oldest due entries first (other tests' too)
+        if batch.id in collector.collect().reclaimed or not artifact_keys(local_aws, batch.id):
+            break
+    assert artifact_keys(local_aws, batch.id) == [f"batches/{batch.id}/receipt.json"]
+
+
+def artifact_keys(stack: LocalStack, batch_id: str) -> list[str]:
+    listed = aws_client("s3").list_objects_v2(
+        Bucket=stack.buckets["artifacts"], Prefix=f"batches/{batch_id}/"
+    )
+    return sorted(entry["Key"] for entry in listed.get("Contents", []))
+
+
+def test_deleting_refusals(
+    client: TestClient, auth: dict[str, str], org: TestOrg, local_aws: LocalStack
+) -> None:
+    vendor = sdk(client, auth)  # two retries: a refusal no retry settles is asked once
+    # A file a native batch has not read yet (its Intake step is due): 409, not retried
+    file_id = native_upload(client, auth, jsonl([row(0)]), "batch")
+    created = client.post(
+        "/v1/batches",
+        json={"input_file_id": file_id},
+        headers={**auth, "Idempotency-Key": "key-delete-in-use"},
+    )
+    assert created.status_code == 202, created.text
+    batch_id = created.json()["batch"]["id"]
+    with requests_sent(client) as sent, pytest.raises(openai.ConflictError) as in_use:
+        vendor.files.delete(file_id)
+    assert in_use.value.code == "file_in_use" and batch_id in in_use.value.message and len(sent) == 1
+    assert in_use.value.response.headers["x-should-retry"] == "false"
+    # Once the batch has read it, it may go
+    run(local_aws, batch_id)
+    assert vendor.files.delete(file_id).deleted
+    # A native batch_input file: the native API deletes no file
+    native = native_upload(client, auth, jsonl([{"model": LLAMA, "input": "Hi"}]), "batch_input")
+    with pytest.raises(openai.BadRequestError) as refused:
+        vendor.files.delete(native)
+    assert (refused.value.code, refused.value.param) == ("invalid_file_purpose", "file_id")
+    # Another org's file: 403, as retrieve answers; it stays
+    other = sdk(client, new_org(credit_usd="1").key_headers("member"), max_retries=0)
+    theirs = other.files.create(file=("a.jsonl", jsonl([row(0)])), purpose="batch")
+    with pytest.raises(openai.PermissionDeniedError):
+        vendor.files.retrieve(theirs.id)
+    with pytest.raises(openai.PermissionDeniedError):
+        vendor.files.delete(theirs.id)
+    assert other.files.retrieve(theirs.id).status == "processed"
+    # A key that may read batches but not create them lists files, and deletes none
+    mine = vendor.files.create(file=("a.jsonl", jsonl([row(0)])), purpose="batch")
+    reader = sdk(client, org.key_headers("billing"), max_retries=0)
+    assert [f.id for f in reader.files.list()] == [mine.id]
+    with pytest.raises(openai.PermissionDeniedError):
+        reader.files.delete(mine.id)
+
+
+def test_expiration_policies_are_checked_then_refused_naming_the_retention_settings(
+    client: TestClient, auth: dict[str, str]
+) -> None:
+    vendor = sdk(client, auth, max_retries=0)
+    file = vendor.files.create(file=("a.jsonl", jsonl([row(0)])), purpose="batch")
+    policy: Any = {"anchor": "created_at", "seconds": 3600}
+    calls: dict[str, Callable[[Any], object]] = {
+        "expires_after": lambda p: vendor.files.create(
+            file=("b.jsonl", jsonl([row(0)])), purpose="batch", expires_after=p
+        ),
+        "expires_after ": lambda p: vendor.uploads.create(
+            bytes=10, filename="a.jsonl", mime_type="application/jsonl", purpose="batch", expires_after=p
+        ),
+        "output_expires_after": lambda p: vendor.batches.create(
+            input_file_id=file.id, endpoint=CHAT, completion_window="24h", output_expires_after=p
+        ),
+    }
+    for name, call in calls.items():
+        param = name.strip()
+
+        def refused(value: Any, call: Callable[[Any], object] = call) -> openai.BadRequestError:
+            with pytest.raises(openai.BadRequestError) as error:
+                call(value)
+            return error.value
+
+        # Out of the vendor's bounds: 400 on the field at fault, the same on every route
+        for value, at in (
+            ({"anchor": "created_at", "seconds": 3599}, "seconds"),
+            ({"anchor": "created_at", "seconds": 2592001}, "seconds"),
+            ({"anchor": "last_active_at", "seconds": 3600}, "anchor"),
+            ({"seconds": 3600}, "anchor"),
+        ):
+            error = refused(value)
+            assert (error.param, error.code) == (f"{param}.{at}", "invalid_request"), (name, value)
+        # Within them: refused too (nothing expires on request), saying what keeps files instead
+        error = refused(policy)
+        assert (error.param, error.code) == (param, "expiration_not_supported"), name
+        assert "/v1/retention-settings" in error.message and "DELETE" in error.message
+    # And nothing was kept: the one file is the first one
+    assert [f.id for f in vendor.files.list()] == [file.id]
+    assert vendor.batches.list().data == []

@@ -43,6 +43,7 @@ def create_batch(
         completion_window=body.completion_window,
         body_format=body.body_format,
         metadata=body.metadata,
+        output_expires_after=body.output_expires_after,
     )
     return batches.create(principal, request, idempotency_key)
 

@@ -1,17 +1,24 @@
 """The vendor-compatible surface's files and uploads under /v1/compat/v1 (docs/compat.md):
-upload a batch input file, read a File object and its content (inputs, and the output and
-error files of batches), and the Uploads API for files larger than one request."""
+upload a batch input file, list the files, read a File object and its content (inputs, and
+the output and error files of batches), delete a file, and the Uploads API for files larger
+than one request."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import RedirectResponse, Response, StreamingResponse
 from starlette.concurrency import iterate_in_threadpool, run_in_threadpool
 
 from batchroute.domain.accounts.access import Principal
-from batchroute.domain.compat.batches import BodyFormat, VendorFileView
+from batchroute.domain.compat.batches import (
+    BodyFormat,
+    VendorFileDeletedView,
+    VendorFileListView,
+    VendorFileView,
+)
+from batchroute.domain.compat.expiration import refuse_expiration
 from batchroute.domain.compat.uploads import UploadView
 from batchroute.errors import InvalidRequest
 from batchroute.ids import new_id
@@ -24,6 +31,8 @@ from functions.api.schemas.compat.compat import (
     UploadComplete,
     UploadCreate,
     VendorFile,
+    VendorFileDeleted,
+    VendorFileList,
     VendorUpload,
     VendorUploadPart,
     multipart_body,
@@ -60,6 +69,7 @@ async def upload_file(request: Request, principal: Creator, files: CompatFilesDe
     form = StreamingForm[CompatUpload](
         form_boundary(request),
         lambda filename, kind: files.begin_upload(principal, filename=filename, content_type=kind),
+        text_fields=EXPIRATION_FIELDS,
     )
     try:
         if declared.isdigit() and int(declared) > limit:
@@ -75,6 +85,7 @@ async def upload_file(request: Request, principal: Creator, files: CompatFilesDe
             raise InvalidRequest(
                 "purpose must be batch.", code="invalid_purpose", details={"param": "purpose"}
             )
+        refuse_expiration(_expires_after(form.fields), "expires_after")
         record = await run_in_threadpool(upload.finish)
     except BaseException:  # 413 included: the global handler answers it in the vendor's shape
         if form.upload is not None:
@@ -83,9 +94,42 @@ async def upload_file(request: Request, principal: Creator, files: CompatFilesDe
     return input_file_object(record)
 
 
+@router.get(
+    "/files",
+    response_model=VendorFileList,
+    summary="The org's files of purpose batch and its batches' output and error files, by id",
+)
+def list_files(
+    principal: Reader,
+    files: CompatFilesDep,
+    after: Annotated[str | None, Query(description="A file id: the page starts after it")] = None,
+    limit: Annotated[
+        int, Query(ge=1, le=10000, description="At most this many files (a page holds at most 100)")
+    ] = 10000,
+    order: Annotated[Literal["asc", "desc"], Query(description="By id, that is by creation")] = "desc",
+    purpose: Annotated[str | None, Query(description="batch or batch_output; another lists none")] = None,
+) -> VendorFileListView:
+    return files.list(principal, after=after, limit=limit, descending=order == "desc", purpose=purpose)
+
+
 @router.get("/files/{file_id}", response_model=VendorFile, summary="A File object (`expired` once reclaimed)")
 def get_file(file_id: str, principal: Reader, files: CompatFilesDep) -> VendorFileView:
     return files.file_object(principal, file_id)
+
+
+@router.delete(
+    "/files/{file_id}",
+    response_model=VendorFileDeleted,
+    responses=compat_errors_doc(
+        {
+            409: "A native batch over the file has not read it yet (`file_in_use`), or its upload "
+            "is not complete (`file_not_ready`)"
+        }
+    ),
+    summary="Delete a file: 404 from then on; its bytes go (docs/compat.md, Deleting files)",
+)
+def delete_file(file_id: str, principal: Creator, files: CompatFilesDep) -> VendorFileDeletedView:
+    return files.delete(principal, file_id)
 
 
 @router.get(
@@ -129,7 +173,12 @@ _NOT_PENDING = compat_errors_doc(
 @router.post("/uploads", response_model=VendorUpload, summary="Start an upload that takes parts")
 def create_upload(body: UploadCreate, principal: Creator, uploads: CompatUploadsDep) -> UploadView:
     return uploads.create(
-        principal, filename=body.filename, purpose=body.purpose, bytes_=body.bytes, mime_type=body.mime_type
+        principal,
+        filename=body.filename,
+        purpose=body.purpose,
+        bytes_=body.bytes,
+        mime_type=body.mime_type,
+        expires_after=body.expires_after,
     )
 
 
@@ -164,6 +213,22 @@ async def add_part(request: Request, upload_id: str, principal: Creator, uploads
     return await run_in_threadpool(
         lambda: uploads.add_part(record, part_id=part_id, size=writer.bytes_written)
     )
+
+
+# The SDK sends `expires_after` as the form fields `expires_after[anchor]`, `expires_after[seconds]`.
+EXPIRATION_FIELDS = (b"expires_after", b"expires_after[anchor]", b"expires_after[seconds]")
+
+
+def _expires_after(fields: dict[str, str]) -> object:
+    """The form's `expires_after` as the JSON routes take it (None when absent)."""
+    if "expires_after" in fields:
+        return fields["expires_after"]  # not an object: refused naming the field
+    policy: dict[str, object] = {}
+    for name in ("anchor", "seconds"):
+        value = fields.get(f"expires_after[{name}]")
+        if value is not None:
+            policy[name] = int(value) if name == "seconds" and value.isdigit() else value
+    return policy or None
 
 
 def _file_too_large(limit: int) -> UploadTooLarge:

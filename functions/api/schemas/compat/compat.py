@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
+
+from batchroute.domain.compat.expiration import ANCHOR, MAX_SECONDS, MIN_SECONDS
 
 
 class VendorFile(BaseModel):
@@ -18,6 +20,20 @@ class VendorFile(BaseModel):
     status: Literal["uploaded", "processed", "error", "expired"]
     status_details: str | None
     expires_at: int | None
+
+
+class VendorFileList(BaseModel):
+    object: Literal["list"]
+    data: list[VendorFile]
+    first_id: str | None
+    last_id: str | None
+    has_more: bool
+
+
+class VendorFileDeleted(BaseModel):
+    id: str
+    object: Literal["file"]
+    deleted: bool
 
 
 class VendorUpload(BaseModel):
@@ -39,6 +55,20 @@ class VendorUploadPart(BaseModel):
     upload_id: str
 
 
+# The vendor's expiration policy: taken as any object, so that one rule
+# (domain/compat/expiration.py) checks it on every route, the multipart upload's too.
+EXPIRATION_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": "Not supported: checked, then refused (docs/compat.md, Retention)",
+    "properties": {
+        "anchor": {"type": "string", "enum": [ANCHOR]},
+        "seconds": {"type": "integer", "minimum": MIN_SECONDS, "maximum": MAX_SECONDS},
+    },
+    "required": ["anchor", "seconds"],
+}
+ExpiresAfter = Annotated[dict[str, Any] | None, WithJsonSchema(EXPIRATION_SCHEMA)]
+
+
 class UploadCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -46,6 +76,7 @@ class UploadCreate(BaseModel):
     filename: str = Field(min_length=1, max_length=255)
     mime_type: str = Field(min_length=1, max_length=255)
     purpose: str = Field(min_length=1, max_length=64)
+    expires_after: ExpiresAfter = None
 
 
 class UploadComplete(BaseModel):
@@ -78,6 +109,7 @@ class VendorBatchCreate(BaseModel):
         default=None, description="default body format of the output file (normalized)"
     )
     metadata: dict[str, Annotated[str, Field(max_length=512)]] | None = None
+    output_expires_after: ExpiresAfter = None
 
 
 class RequestCounts(BaseModel):

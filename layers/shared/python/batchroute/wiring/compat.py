@@ -19,7 +19,11 @@ class CompatWiring(ChatWiring):
         from batchroute.services.compat.files import CompatFiles
 
         return CompatFiles(
-            self.files, outputs=self.compat_store, batches=self.batch_records, artifacts=self.artifacts
+            self.files,
+            outputs=self.compat_store,
+            batches=self.batch_records,
+            artifacts=self.artifacts,
+            reclaim=self.batch_records,
         )
 
     @cached_property

@@ -18,7 +18,7 @@ from typing import Any, cast
 
 from botocore.exceptions import ClientError
 
-from batchroute.adapters.dynamo.codec import from_item, plain, set_update, to_value, update_request
+from batchroute.adapters.dynamo.codec import from_item, plain, set_update, to_item, to_value, update_request
 from batchroute.adapters.dynamo.lane_records import lane_from_item, lane_item
 from batchroute.adapters.dynamo.ledger import (
     is_transaction_conflict,
@@ -204,6 +204,19 @@ class BatchRecords(DynamoStore):
             "gsi2sk": f"{review_at}#{batch_id}",
         }
         return put_if_new(self.dynamodb, self.table_name, entry)
+
+    def reclaim_now(self, batch_id: str, *, at: str) -> None:
+        """Put the batch's entry due at `at`, whatever it was (the vendor-compatible surface
+        deleted its files: docs/compat.md). A sweep that read the old entry finds its
+        conditional move or drop refused; the next one reclaims from the new entry."""
+        entry = {
+            "pk": f"BATCH#{batch_id}",
+            "sk": "RECLAIM",
+            "kind": "reclaim",
+            "gsi2pk": RECLAIM_PARTITION,
+            "gsi2sk": f"{at}#{batch_id}",
+        }
+        self.dynamodb.put_item(TableName=self.table_name, Item=to_item(entry))
 
     def reclaim_due(self, now_iso: str, limit: int) -> list[tuple[str, str]]:
         """`(batch_id, entry)` of the batches whose review time is before `now_iso`, oldest

@@ -92,6 +92,16 @@ def _values(record: FileRecord) -> dict[str, Any]:
     }
 
 
+def file_key(file_id: str) -> dict[str, Any]:
+    """The key of a file's record (the compat surface deletes it: adapters/dynamo/compat.py)."""
+    return _key(file_id)
+
+
+def file_record(values: dict[str, Any]) -> FileRecord:
+    """A file record from its stored values (plain or as DynamoDB answers them)."""
+    return _record(values)
+
+
 def _record(values: dict[str, Any]) -> FileRecord:
     errors = tuple(
         LineError(int(n), code, message) for n, code, message in json.loads(values.get("errors") or "[]")

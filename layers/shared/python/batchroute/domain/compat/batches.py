@@ -541,6 +541,7 @@ class OutputFile:
     batch_id: str
     role: str  # `output` (the completed rows) or `error`
     sizes: Mapping[BodyFormat, int] = field(default_factory=dict)  # bytes, once measured
+    deleted_at: str | None = None  # `DELETE /files/{id}`: gone from the surface from then on
 
     @property
     def is_output(self) -> bool:
@@ -559,6 +560,24 @@ class VendorFileView(TypedDict):
     status: str
     status_details: str | None
     expires_at: None
+
+
+class VendorFileListView(TypedDict):
+    object: Literal["list"]
+    data: list[VendorFileView]
+    first_id: str | None
+    last_id: str | None
+    has_more: bool
+
+
+class VendorFileDeletedView(TypedDict):
+    id: str
+    object: Literal["file"]
+    deleted: bool
+
+
+FILE_LIST_PURPOSES: Final = ("batch", "batch_output")  # what the surface lists (docs/compat.md)
+FILE_PAGE_MAX: Final = 100  # files a list page holds at most, whatever `limit` asks
 
 
 def file_status(native_status: str) -> str:

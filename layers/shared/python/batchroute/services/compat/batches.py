@@ -34,6 +34,8 @@ from batchroute.domain.compat.batches import (
     read_row,
     vendor_status,
 )
+from batchroute.domain.compat.expiration import refuse_expiration
+from batchroute.domain.work_orders.work_orders import parse_work_order_id
 from batchroute.errors import Conflict, Forbidden, InvalidRequest, NotFound, ServiceError
 from batchroute.ids import has_prefix, new_id
 from batchroute.services.batches.commands import CreateBatch
@@ -61,6 +63,7 @@ class CompatBatchRequest:
     completion_window: str = COMPLETION_WINDOW
     body_format: str | None = None
     metadata: Mapping[str, str] | None = None
+    output_expires_after: object = None  # checked, then refused (domain/compat/expiration.py)
 
 
 @dataclass(eq=False)
@@ -102,7 +105,7 @@ class CompatFileItems:
         file of a compat batch is no input file (400: its purpose is batch_output); an id that
         names no file at all is a 404 on `input_file_id`."""
         output = self.outputs.output_file(file_id) if has_prefix(file_id, "file") else None
-        if output is None:
+        if output is None or output.deleted_at:
             return NotFound(
                 f"No such file: {file_id[:64]}.", code="file_not_found", details={"param": "input_file_id"}
             )
@@ -239,17 +242,28 @@ class CompatBatches:
 
 
 def _command(request: CompatBatchRequest) -> CreateBatch:
-    """The native batch a compat request is: its input file, window and metadata (a
-    `work_order_id` there joins that work order, docs/work-orders.md), read as any batch body."""
+    """The native batch a compat request is: its input file, window and metadata, read as any
+    batch body. A metadata `work_order_id` that is a work order id (`wo_...`, as the native
+    field takes it) joins that work order (docs/work-orders.md); any other value is the
+    customer's own tag, kept as plain metadata (the vendor's metadata is free-form)."""
     body: dict[str, Any] = {
         "input_file_id": request.input_file_id,
         "completion_window": request.completion_window,
     }
     if request.metadata:
         body["metadata"] = dict(request.metadata)
-        if "work_order_id" in request.metadata:
-            body["work_order_id"] = request.metadata["work_order_id"]
+        work_order = _work_order_id(request.metadata.get("work_order_id"))
+        if work_order is not None:
+            body["work_order_id"] = work_order
     return CreateBatch.parse(body)
+
+
+def _work_order_id(value: str | None) -> str | None:
+    """The work order a metadata value names, or None when it is no `wo_` id."""
+    try:
+        return parse_work_order_id(value)
+    except InvalidRequest:
+        return None
 
 
 def _check_same_request(created: BatchRecord, compat: CompatFields) -> None:
@@ -282,6 +296,7 @@ def _check(request: CompatBatchRequest) -> None:
             code="invalid_body_format",
             details={"param": "body_format"},
         )
+    refuse_expiration(request.output_expires_after, "output_expires_after")
     try:
         parse_metadata(request.metadata)
     except InvalidRequest as exc:

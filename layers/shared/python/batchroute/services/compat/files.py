@@ -13,18 +13,25 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import replace
+from datetime import datetime, timedelta
 from typing import Protocol, cast
 
+from batchroute.clock import isoformat
 from batchroute.domain.accounts.access import Principal, authorize, require_same_org
 from batchroute.domain.batches.artifact_keys import errors_key, results_key
 from batchroute.domain.batches.files import FileRecord
+from batchroute.domain.batches.item_profile import apart_key
 from batchroute.domain.batches.jsonl import parse_jsonl
 from batchroute.domain.batches.record import BatchRecord
 from batchroute.domain.compat.batches import (
     DEFAULT_BODY_FORMAT,
+    FILE_LIST_PURPOSES,
+    FILE_PAGE_MAX,
     BodyFormat,
     OutputFile,
     RowCheck,
+    VendorFileDeletedView,
+    VendorFileListView,
     VendorFileView,
     file_status,
     output_files,
@@ -36,14 +43,32 @@ from batchroute.errors import Conflict, Gone, InvalidRequest, NotFound
 from batchroute.ids import has_prefix
 from batchroute.services.batches.files import DirectUpload, FileService
 from batchroute.services.batches.ports import Artifacts, BatchReader
+from batchroute.services.workflow.retention_gc import ReclaimMarks
 
 COMPAT_PURPOSE = "batch"
+# A batch whose Intake has not read its input file yet is younger than this: past its 24 h
+# deadline the sweeper expires it (services/workflow/sweeper.py); the rest is slack.
+INTAKE_HORIZON = timedelta(hours=48)
 
 
 class OutputFileRecords(Protocol):
     def output_file(self, file_id: str) -> OutputFile | None: ...
 
     def remember_bytes(self, file_id: str, body_format: str, size: int) -> None: ...
+
+
+class CompatFileRecords(OutputFileRecords, Protocol):
+    """adapters/dynamo/compat.py:CompatStore: listing and deleting the surface's files."""
+
+    def files(
+        self, org_id: str, *, after: str | None, descending: bool, purpose: str | None
+    ) -> Iterator[FileRecord | tuple[str, OutputFile]]: ...
+
+    def delete_output_file(self, file_id: str, *, at: str) -> bool: ...
+
+    def delete_input_file(self, file_id: str) -> bool: ...
+
+    def validating_batch_ids(self, org_id: str, *, created_since: datetime) -> list[str]: ...
 
 
 class InvalidRows(InvalidRequest):
@@ -95,14 +120,16 @@ class CompatFiles:
         self,
         files: FileService,
         *,
-        outputs: OutputFileRecords,
+        outputs: CompatFileRecords,
         batches: BatchReader,
         artifacts: Artifacts,
+        reclaim: ReclaimMarks,
     ) -> None:
         self.files = files
         self.outputs = outputs
         self.batches = batches
         self.artifacts = artifacts
+        self.reclaim = reclaim
         # Assembled uploads (the Uploads API) may be as large as any stored file.
         self._assembler = FileService(
             files.records,
@@ -128,6 +155,9 @@ class CompatFiles:
             require_same_org(principal, record.org_id)
             return input_file_object(record)
         output, batch = self._output(principal, file_id)
+        return self._output_object(file_id, output, batch)
+
+    def _output_object(self, file_id: str, output: OutputFile, batch: BatchRecord) -> VendorFileView:
         expired = self._reclaimed(output, batch)
         body_format = _default_format(batch)
         size = output.sizes.get(body_format)
@@ -145,6 +175,117 @@ class CompatFiles:
             "status_details": None,
             "expires_at": None,
         }
+
+    # -- list ------------------------------------------------------------------------------------
+    def list(
+        self, principal: Principal, *, after: str | None, limit: int, descending: bool, purpose: str | None
+    ) -> VendorFileListView:
+        """The org's files of purpose batch and the output and error files its compat batches
+        show, in id order (newest first unless ascending), after the file id `after`. A page
+        holds at most `FILE_PAGE_MAX` files whatever `limit` asks; `has_more` says if more
+        follow. Another purpose lists nothing."""
+        authorize(principal, "batches:read")
+        if after is not None and not has_prefix(after, "file"):
+            raise InvalidRequest(
+                "after must be a file id.", code="invalid_cursor", details={"param": "after"}
+            )
+        data: list[VendorFileView] = []
+        has_more = False
+        if purpose is None or purpose in FILE_LIST_PURPOSES:
+            page = min(limit, FILE_PAGE_MAX)
+            batches: dict[str, BatchRecord | None] = {}
+            listed = self.outputs.files(principal.org_id, after=after, descending=descending, purpose=purpose)
+            for entry in listed:
+                view = self._listed(entry, batches)
+                if view is not None and len(data) == page:
+                    has_more = True
+                    break
+                if view is not None:
+                    data.append(view)
+        return {
+            "object": "list",
+            "data": data,
+            "first_id": data[0]["id"] if data else None,
+            "last_id": data[-1]["id"] if data else None,
+            "has_more": has_more,
+        }
+
+    def _listed(
+        self, entry: FileRecord | tuple[str, OutputFile], batches: dict[str, BatchRecord | None]
+    ) -> VendorFileView | None:
+        """The File object of a listed entry; None for an output file its batch does not show."""
+        if isinstance(entry, FileRecord):
+            return input_file_object(entry)
+        file_id, output = entry
+        if output.batch_id not in batches:
+            batches[output.batch_id] = self.batches.get(output.batch_id)
+        batch = batches[output.batch_id]
+        if batch is None or output.deleted_at or file_id not in output_files(batch):
+            return None
+        return self._output_object(file_id, output, batch)
+
+    # -- delete ----------------------------------------------------------------------------------
+    def delete(self, principal: Principal, file_id: str) -> VendorFileDeletedView:
+        """Take a file off the surface for good (docs/compat.md, Deleting files): 404 from then
+        on. An input file's record and bytes are deleted; an output or error file is hidden,
+        and once every file its batch shows is deleted the batch's result bytes are reclaimed
+        as retention does."""
+        authorize(principal, "batches:create")
+        record = self.files.records.get(file_id) if has_prefix(file_id, "file") else None
+        if record is not None:
+            require_same_org(principal, record.org_id)
+            self._delete_input(record)
+        else:
+            self._delete_output(file_id, self._output(principal, file_id)[1])
+        return {"id": file_id, "object": "file", "deleted": True}
+
+    def _delete_input(self, record: FileRecord) -> None:
+        if record.purpose != COMPAT_PURPOSE:
+            raise InvalidRequest(
+                f"File {record.file_id} has purpose {record.purpose} (a file of the native API, "
+                "which deletes none); this surface deletes files of purpose batch and batch_output.",
+                code="invalid_file_purpose",
+                details={"param": "file_id"},
+            )
+        if record.status in ("uploading", "uploaded"):
+            raise Conflict(
+                "This file's upload has not been completed.",
+                code="file_not_ready",
+                details={"status": record.status, "param": "file_id"},
+            )
+        self._refuse_while_intake_due(record)
+        # The bytes first: a delete that fails halfway is finished by asking again.
+        for key in (record.s3_key, apart_key(record.item_profile)):
+            if key:
+                self.files.objects.delete(key)
+        if not self.outputs.delete_input_file(record.file_id):
+            raise _no_such_file(record.file_id)
+
+    def _refuse_while_intake_due(self, record: FileRecord) -> None:
+        """409 while a native batch created over the file has not read it yet (its Intake step
+        is due: docs/files.md); a compat batch copied the rows when it was created."""
+        since = max(datetime.fromisoformat(record.created_at), self.files.clock.now() - INTAKE_HORIZON)
+        for batch_id in self.outputs.validating_batch_ids(record.org_id, created_since=since):
+            batch = self.batches.get(batch_id)
+            intake = batch.intake if batch is not None else None
+            if intake and intake.file_id == record.file_id and not intake.done and intake.error is None:
+                raise Conflict(
+                    f"Batch {batch_id} has not read this file yet (its intake is due). Do not "
+                    "retry at once: delete the file once that batch is dispatching or further "
+                    f"(GET /v1/batches/{batch_id}); until then the answer stays 409.",
+                    code="file_in_use",
+                    details={"param": "file_id", "batch_id": batch_id},
+                )
+
+    def _delete_output(self, file_id: str, batch: BatchRecord) -> None:
+        at = isoformat(self.files.clock.now())
+        if not self.outputs.delete_output_file(file_id, at=at):
+            raise _no_such_file(file_id)
+        others = [self.outputs.output_file(f) for f in output_files(batch) if f and f != file_id]
+        if batch.artifacts_reclaimed_at is None and all(o is None or o.deleted_at for o in others):
+            # The files are views of the batch's results: with none left, they go.
+            self.reclaim.mark_reclaimed(batch.batch_id, at=at)
+            self.reclaim.reclaim_now(batch.batch_id, at=at)
 
     # -- content ---------------------------------------------------------------------------------
     def content_url(self, principal: Principal, file_id: str, body_format: BodyFormat | None) -> str | None:
@@ -199,16 +340,12 @@ class CompatFiles:
         """An output or error file of a compat batch, once the batch shows it."""
         output = self.outputs.output_file(file_id) if has_prefix(file_id, "file") else None
         if output is None:
-            raise NotFound(
-                f"No such file: {file_id[:64]}.", code="file_not_found", details={"param": "file_id"}
-            )
+            raise _no_such_file(file_id)
         require_same_org(principal, output.org_id)
         batch = self.batches.get(output.batch_id)
-        if batch is None or file_id not in output_files(batch):
-            # Not written yet: the batch shows the id once it is terminal and finalized.
-            raise NotFound(
-                f"No such file: {file_id[:64]}.", code="file_not_found", details={"param": "file_id"}
-            )
+        if batch is None or output.deleted_at or file_id not in output_files(batch):
+            # Not written yet (the batch shows the id once it is terminal and finalized), or deleted.
+            raise _no_such_file(file_id)
         return output, batch
 
     def _reclaimed(self, output: OutputFile, batch: BatchRecord) -> bool:
@@ -236,6 +373,10 @@ class CompatFiles:
                     batch_id, cast(ArtifactRow, row), body_format, endpoint=endpoint, created=created
                 )
                 yield json.dumps(line, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
+
+
+def _no_such_file(file_id: str) -> NotFound:
+    return NotFound(f"No such file: {file_id[:64]}.", code="file_not_found", details={"param": "file_id"})
 
 
 def input_file_object(record: FileRecord) -> VendorFileView:

@@ -20,6 +20,7 @@ from typing import Protocol
 from batchroute.clock import Clock, isoformat
 from batchroute.domain.accounts.access import Principal, authorize, require_same_org
 from batchroute.domain.batches.files import DEFAULT_CONTENT_TYPE, file_type_issue, media_type
+from batchroute.domain.compat.expiration import refuse_expiration
 from batchroute.domain.compat.uploads import (
     MAX_PARTS,
     UPLOAD_LIFETIME,
@@ -71,13 +72,21 @@ class CompatUploads:
     clock: Clock
 
     def create(
-        self, principal: Principal, *, filename: str, purpose: str, bytes_: int, mime_type: str
+        self,
+        principal: Principal,
+        *,
+        filename: str,
+        purpose: str,
+        bytes_: int,
+        mime_type: str,
+        expires_after: object = None,
     ) -> UploadView:
         authorize(principal, "batches:create")
         if purpose != COMPAT_PURPOSE:
             raise InvalidRequest(
                 "purpose must be batch.", code="invalid_purpose", details={"param": "purpose"}
             )
+        refuse_expiration(expires_after, "expires_after")
         # A type `complete` would refuse (the same check as every upload's) is refused now,
         # before any part is sent: the vendor's `mime_type` must suit the file's purpose.
         issue = file_type_issue(

@@ -31,14 +31,21 @@ DEFAULT_MAX_BATCHES = 50  # per sweep (once a minute): up to 72,000 batches a da
 _DELETE_PAGE = 1000  # S3 DeleteObjects takes at most 1,000 keys
 
 
-class ReclaimIndex(BatchReader, Protocol):
+class ReclaimMarks(Protocol):
+    """Marking a batch's bytes reclaimed, and (the vendor-compatible surface deleting its
+    files, services/compat/files.py) putting its entry due now: the next sweep deletes them."""
+
+    def mark_reclaimed(self, batch_id: str, *, at: str) -> bool: ...
+
+    def reclaim_now(self, batch_id: str, *, at: str) -> None: ...
+
+
+class ReclaimIndex(BatchReader, ReclaimMarks, Protocol):
     def reclaim_due(self, now_iso: str, limit: int) -> list[tuple[str, str]]: ...
 
     def reschedule_reclaim(self, batch_id: str, *, seen: str, review_at: str) -> bool: ...
 
     def drop_reclaim(self, batch_id: str, *, seen: str) -> bool: ...
-
-    def mark_reclaimed(self, batch_id: str, *, at: str) -> bool: ...
 
 
 class ArtifactObjects(Protocol):
