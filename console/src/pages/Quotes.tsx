@@ -11,6 +11,8 @@ import { ErrorLine, Field } from "../components/ui";
 type Quote = Schemas["QuoteOut"];
 type Lane = Quote["quote_lanes"][number];
 type Issue = Schemas["PreflightIssue"];
+type RoutingMode = NonNullable<Schemas["QuoteModelRequest"]["routing_mode"]>;
+type PrivacyTier = NonNullable<Schemas["QuoteModelRequest"]["privacy_tier"]>;
 
 const SAMPLE = JSON.stringify({
   customer_item_id: "item-1",
@@ -44,8 +46,8 @@ function preflightIssues(error: unknown): Issue[] {
 export function Quotes() {
   const navigate = useNavigate();
   const [text, setText] = useState("");
-  const [routingMode, setRoutingMode] = useState("cheapest");
-  const [privacyTier, setPrivacyTier] = useState("standard");
+  const [routingMode, setRoutingMode] = useState<RoutingMode>("cheapest");
+  const [privacyTier, setPrivacyTier] = useState<PrivacyTier>("standard");
   const [quote, setQuote] = useState<Quote | null>(null);
   const [file, setFile] = useState<Schemas["FileOut"] | null>(null);
   const [error, setError] = useState<unknown>(null);
@@ -77,11 +79,7 @@ export function Quotes() {
         }),
       );
       setFile(uploaded.file);
-      const body = {
-        input_file_id: uploaded.file.id,
-        routing_mode: routingMode,
-        privacy_tier: privacyTier,
-      } as Schemas["QuoteModelRequest"];
+      const body = { input_file_id: uploaded.file.id, routing_mode: routingMode, privacy_tier: privacyTier };
       setQuote(await call(api.POST("/v1/quotes/model", { body })));
     } catch (caught) {
       setError(caught);
@@ -132,14 +130,14 @@ export function Quotes() {
         </Field>
         <div className="row">
           <Field id="routing-mode" label="Routing mode">
-            <select id="routing-mode" value={routingMode} onChange={(e) => setRoutingMode(e.target.value)}>
+            <select id="routing-mode" value={routingMode} onChange={(e) => setRoutingMode(e.target.value as RoutingMode)}>
               {["cheapest", "sla_aware", "public_only", "edge_only", "hybrid", "privacy_constrained"].map((m) => (
                 <option key={m}>{m}</option>
               ))}
             </select>
           </Field>
           <Field id="privacy-tier" label="Privacy tier">
-            <select id="privacy-tier" value={privacyTier} onChange={(e) => setPrivacyTier(e.target.value)}>
+            <select id="privacy-tier" value={privacyTier} onChange={(e) => setPrivacyTier(e.target.value as PrivacyTier)}>
               {["standard", "confidential", "restricted"].map((m) => (
                 <option key={m}>{m}</option>
               ))}
