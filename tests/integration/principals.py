@@ -15,10 +15,12 @@ that runs at a fixed, injected time with every lane's heartbeat fresh (`fixed_cl
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+import openai
 import pytest
 from fastapi.testclient import TestClient
 
@@ -146,6 +148,23 @@ def pipeline_client(stack: LocalStack) -> Iterator[TestClient]:
     """The API whose chat completions answer at once, over `pipeline_stack`."""
     with TestClient(instant_chat_app(), raise_server_exceptions=False) as test_client:
         yield test_client
+
+
+@contextmanager
+def instant_chat_client() -> Iterator[TestClient]:
+    """The API whose chat completions answer at once, every lane's heartbeat fresh, over the
+    module's local stack (for chat modules with fixtures of their own)."""
+    identity_store.cache_clear()
+    heartbeat_all_lanes()
+    with TestClient(instant_chat_app(), raise_server_exceptions=False) as test_client:
+        yield test_client
+
+
+def chat_sdk(client: TestClient, org: TestOrg, *, max_retries: int = 0) -> openai.OpenAI:
+    """The official SDK as `org`'s owner key, through the in-process `client`."""
+    return openai.OpenAI(
+        base_url="http://testserver/v1", api_key=org.api_key(), http_client=client, max_retries=max_retries
+    )
 
 
 @pytest.fixture(name="clock")

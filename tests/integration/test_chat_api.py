@@ -21,10 +21,8 @@ from batchroute.config import get_settings
 from batchroute.domain.batches.record import batch_id_for
 from batchroute.money import Money
 from batchroute_tools.local.provision import LocalStack
-from functions.api.app import create_app
-from functions.api.auth import identity_store
-from tests.integration.batch_pipeline_support import heartbeat_all_lanes, run_until_done
-from tests.integration.principals import TestOrg, new_org
+from tests.integration.batch_pipeline_support import run_until_done
+from tests.integration.principals import TestOrg, chat_sdk, instant_chat_client, new_org
 
 LLAMA = "meta-llama/Llama-3.1-8B-Instruct"  # lanes on edge-eu (cheapest), deepinfra, groq, ...
 MINI = "gpt-4o-mini"  # one lane: openai
@@ -36,23 +34,13 @@ def _ledger() -> LedgerStore:
 
 @pytest.fixture
 def client(local_aws: LocalStack) -> Iterator[TestClient]:
-    identity_store.cache_clear()
-    heartbeat_all_lanes()
-    # Simulated providers answer at once: these tests never wait for time.
-    settings = get_settings().model_copy(update={"simulated_ttft_ms": 0, "simulated_inter_token_ms": 0})
-    with TestClient(create_app(settings), raise_server_exceptions=False) as test_client:
+    with instant_chat_client() as test_client:
         yield test_client
 
 
 @pytest.fixture
 def org(client: TestClient) -> TestOrg:
     return new_org(credit_usd="5")
-
-
-def _sdk(client: TestClient, org: TestOrg) -> openai.OpenAI:
-    return openai.OpenAI(
-        base_url="http://testserver/v1", api_key=org.api_key(), http_client=client, max_retries=0
-    )
 
 
 def _messages(text: str = "Say hello.") -> list[dict[str, Any]]:
@@ -66,7 +54,7 @@ def _post(client: TestClient, org: TestOrg, body: dict[str, Any]) -> httpx.Respo
 # -- direct ----------------------------------------------------------------------------------------
 def test_sdk_direct_completion_has_usage_and_names_the_provider(client: TestClient, org: TestOrg) -> None:
     # Given the official SDK pointed at the service
-    sdk = _sdk(client, org)
+    sdk = chat_sdk(client, org)
     # When it asks for a completion
     raw = sdk.chat.completions.with_raw_response.create(model=LLAMA, messages=_messages(), max_tokens=32)
     completion = raw.parse()
@@ -107,7 +95,7 @@ def test_direct_charges_actual_usage_and_releases_the_rest(client: TestClient, o
 
 def test_sdk_stream_with_usage_ends_with_done(client: TestClient, org: TestOrg) -> None:
     # Given the SDK asking for a stream with usage
-    sdk = _sdk(client, org)
+    sdk = chat_sdk(client, org)
     stream = sdk.chat.completions.create(
         model=LLAMA, messages=_messages(), max_tokens=24, stream=True, stream_options={"include_usage": True}
     )
@@ -188,7 +176,7 @@ def test_timeout_before_first_byte_fails_over(client: TestClient, org: TestOrg) 
 # -- funding and limits ----------------------------------------------------------------------------
 def test_insufficient_funds_is_a_402_and_the_sdk_raises_it(client: TestClient) -> None:
     poor = new_org(credit_usd="0.000001")
-    sdk = _sdk(client, poor)
+    sdk = chat_sdk(client, poor)
     with pytest.raises(openai.APIStatusError) as raised:
         sdk.chat.completions.create(model=MINI, messages=_messages(), max_tokens=4000)
     assert raised.value.status_code == 402
@@ -203,7 +191,7 @@ def test_hard_spending_limit_is_a_403_direct_and_queued(client: TestClient, org:
         headers=org.session_headers(),
     )
     assert set_limit.status_code == 200, set_limit.text
-    sdk = _sdk(client, org)
+    sdk = chat_sdk(client, org)
     # Then direct and queued requests are refused with spending_limit_reached
     with pytest.raises(openai.PermissionDeniedError) as direct:
         sdk.chat.completions.create(model=MINI, messages=_messages(), max_tokens=100)
@@ -281,7 +269,7 @@ def test_request_errors(
 
 
 def test_sdk_surfaces_a_bad_request_as_its_typed_error(client: TestClient, org: TestOrg) -> None:
-    sdk = _sdk(client, org)
+    sdk = chat_sdk(client, org)
     with pytest.raises(openai.BadRequestError) as raised:
         sdk.chat.completions.create(model="no-such-model", messages=_messages())
     assert raised.value.body["code"] == "model_not_found"  # type: ignore[index]

@@ -20,10 +20,7 @@ from batchroute.domain.billing.ledger import Reservation
 from batchroute.money import Money
 from batchroute.providers import base, simulated
 from batchroute_tools.local.provision import LocalStack
-from functions.api.app import create_app
-from functions.api.auth import identity_store
-from tests.integration.batch_pipeline_support import heartbeat_all_lanes
-from tests.integration.principals import TestOrg, new_org
+from tests.integration.principals import TestOrg, chat_sdk, instant_chat_client, new_org
 
 LLAMA = "meta-llama/Llama-3.1-8B-Instruct"  # lanes on edge-eu (cheapest), deepinfra, groq, ...
 MIDWAY = "[fail-midway]"  # a message holding it: the provider fails after two deltas
@@ -58,10 +55,7 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
 
 @pytest.fixture
 def client(local_aws: LocalStack, calls: dict[str, int]) -> Iterator[TestClient]:
-    identity_store.cache_clear()
-    heartbeat_all_lanes()
-    settings = get_settings().model_copy(update={"simulated_ttft_ms": 0, "simulated_inter_token_ms": 0})
-    with TestClient(create_app(settings), raise_server_exceptions=False) as test_client:
+    with instant_chat_client() as test_client:
         yield test_client
 
 
@@ -70,19 +64,13 @@ def org(client: TestClient) -> TestOrg:
     return new_org(credit_usd="5")
 
 
-def _sdk(client: TestClient, org: TestOrg, *, max_retries: int = 0) -> openai.OpenAI:
-    return openai.OpenAI(
-        base_url="http://testserver/v1", api_key=org.api_key(), http_client=client, max_retries=max_retries
-    )
-
-
 def _holds(org: TestOrg) -> list[Reservation]:
     return [r for r in _ledger().reservations(org.org_id) if r.purpose == "chat_hold"]
 
 
 def test_the_sdks_multi_turn_loop_sends_an_answer_back_as_it_got_it(client: TestClient, org: TestOrg) -> None:
     # Given an answer, as the SDK parsed it
-    sdk = _sdk(client, org)
+    sdk = chat_sdk(client, org)
     messages: list[Any] = [{"role": "user", "content": "Hello"}]
     first = sdk.chat.completions.create(model=LLAMA, messages=messages, max_tokens=8)
     answer = first.choices[0].message
@@ -101,12 +89,12 @@ def test_a_prior_refusal_is_taken_as_the_assistants_turn(client: TestClient, org
     refused = {"role": "assistant", "content": None, "refusal": "I can't help with that."}
     messages: list[Any] = [{"role": "user", "content": "Hello"}, refused, {"role": "user", "content": "Why?"}]
     # Then it is answered
-    answer = _sdk(client, org).chat.completions.create(model=LLAMA, messages=messages, max_tokens=8)
+    answer = chat_sdk(client, org).chat.completions.create(model=LLAMA, messages=messages, max_tokens=8)
     assert answer.choices[0].message.content
     # And what no vendor could be sent is refused, naming the field, in good grammar
     for key, value in (("audio", {"id": "audio_1"}), ("function_call", {"name": "f", "arguments": "{}"})):
         with pytest.raises(openai.BadRequestError) as raised:
-            _sdk(client, org).chat.completions.create(
+            chat_sdk(client, org).chat.completions.create(
                 model=LLAMA,
                 messages=[messages[0], {"role": "assistant", "content": "Hi", key: value}, messages[2]],
                 max_tokens=8,
@@ -116,7 +104,7 @@ def test_a_prior_refusal_is_taken_as_the_assistants_turn(client: TestClient, org
         assert raised.value.body["details"] == {"field": f"messages[1].{key}"}
         assert "must be null" in raised.value.body["message"]
     with pytest.raises(openai.BadRequestError) as named:
-        _sdk(client, org).chat.completions.create(
+        chat_sdk(client, org).chat.completions.create(
             model=LLAMA,
             messages=[messages[0], {"role": "assistant", "content": "Hi", "name": "bot"}, messages[2]],
             max_tokens=8,
@@ -129,7 +117,7 @@ def test_a_stream_whose_provider_fails_midway_ends_in_an_error_the_sdk_raises(
     client: TestClient, org: TestOrg, calls: dict[str, int]
 ) -> None:
     # Given a stream whose provider fails after two deltas
-    stream = _sdk(client, org).chat.completions.create(
+    stream = chat_sdk(client, org).chat.completions.create(
         model=LLAMA, messages=[{"role": "user", "content": f"Hi {MIDWAY}"}], max_tokens=16, stream=True
     )
     texts: list[str] = []
@@ -176,7 +164,7 @@ def test_a_non_streamed_answer_whose_provider_fails_after_its_first_byte_is_a_50
 ) -> None:
     # Given the SDK with its default retries, and a provider that fails after its first byte
     before = _ledger().state(org.org_id)
-    sdk = _sdk(client, org, max_retries=2)
+    sdk = chat_sdk(client, org, max_retries=2)
     # When it asks for a non-streamed answer
     with pytest.raises(openai.InternalServerError) as raised:
         sdk.chat.completions.create(

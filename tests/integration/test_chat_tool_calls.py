@@ -12,7 +12,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import httpx
-import openai
 import pytest
 from fastapi.testclient import TestClient
 
@@ -23,10 +22,8 @@ from batchroute.providers.http import VendorHttp
 from batchroute.providers.openai.client import OpenAIChat
 from batchroute_tools.contracts.openai import answer_violations
 from batchroute_tools.local.provision import LocalStack
-from functions.api.app import create_app
-from functions.api.auth import identity_store
-from tests.integration.batch_pipeline_support import heartbeat_all_lanes, run_until_done
-from tests.integration.principals import TestOrg, new_org
+from tests.integration.batch_pipeline_support import run_until_done
+from tests.integration.principals import TestOrg, chat_sdk, instant_chat_client, new_org
 from tests.unit.test_chat_tool_calls import openai_document, openai_shape
 
 MINI = "gpt-4o-mini"  # one lane: openai
@@ -124,10 +121,7 @@ def client(local_aws: LocalStack, vendor: Vendor, monkeypatch: pytest.MonkeyPatc
         return adapter.stream(request) if self.slug == "openai" else simulated_stream(self, request)
 
     monkeypatch.setattr(simulated.SimulatedSyncProvider, "stream", stream)
-    identity_store.cache_clear()
-    heartbeat_all_lanes()
-    settings = get_settings().model_copy(update={"simulated_ttft_ms": 0, "simulated_inter_token_ms": 0})
-    with TestClient(create_app(settings), raise_server_exceptions=False) as test_client:
+    with instant_chat_client() as test_client:
         yield test_client
 
 
@@ -136,15 +130,9 @@ def org(client: TestClient) -> TestOrg:
     return new_org(credit_usd="5")
 
 
-def sdk(client: TestClient, org: TestOrg) -> openai.OpenAI:
-    return openai.OpenAI(
-        base_url="http://testserver/v1", api_key=org.api_key(), http_client=client, max_retries=0
-    )
-
-
 def test_a_forced_call_comes_back_whole(client: TestClient, org: TestOrg, vendor: Vendor) -> None:
     # When the SDK asks for a completion that must call get_weather
-    raw = sdk(client, org).chat.completions.with_raw_response.create(
+    raw = chat_sdk(client, org).chat.completions.with_raw_response.create(
         model=MINI, messages=MESSAGES, tools=TOOLS, tool_choice="required"
     )
     completion = raw.parse()
@@ -171,7 +159,7 @@ def test_a_forced_call_comes_back_whole(client: TestClient, org: TestOrg, vendor
 def test_a_streamed_forced_call_comes_in_openais_chunks(client: TestClient, org: TestOrg) -> None:
     # When the SDK streams it
     chunks = list(
-        sdk(client, org).chat.completions.create(
+        chat_sdk(client, org).chat.completions.create(
             model=MINI,
             messages=MESSAGES,
             tools=TOOLS,
@@ -200,7 +188,7 @@ def test_a_streamed_forced_call_comes_in_openais_chunks(client: TestClient, org:
 
 
 def test_the_sdks_stream_helper_assembles_the_call(client: TestClient, org: TestOrg) -> None:
-    with sdk(client, org).chat.completions.stream(
+    with chat_sdk(client, org).chat.completions.stream(
         model=MINI, messages=MESSAGES, tools=TOOLS, tool_choice="required"
     ) as stream:
         final = stream.get_final_completion()
@@ -215,7 +203,7 @@ def test_the_sdks_stream_helper_assembles_the_call(client: TestClient, org: Test
 
 
 def test_a_refusal_and_a_content_filter_come_back(client: TestClient, org: TestOrg, vendor: Vendor) -> None:
-    service = sdk(client, org)
+    service = chat_sdk(client, org)
     vendor.events = REFUSAL_STREAM
     refused = service.chat.completions.create(model=MINI, messages=MESSAGES).choices[0]
     assert refused.message.refusal == "I can't help with that." and refused.message.content is None

@@ -20,10 +20,7 @@ from batchroute.config import get_settings
 from batchroute.domain.batches.record import batch_id_for
 from batchroute.ids import new_id
 from batchroute_tools.local.provision import LocalStack
-from functions.api.app import create_app
-from functions.api.auth import identity_store
-from tests.integration.batch_pipeline_support import heartbeat_all_lanes
-from tests.integration.principals import TestOrg, new_org
+from tests.integration.principals import TestOrg, instant_chat_client, new_org
 
 LLAMA = "meta-llama/Llama-3.1-8B-Instruct"  # cheapest lane: edge-eu
 DENIED = f"edge-eu/{LLAMA}"
@@ -34,10 +31,7 @@ Outcome = tuple[set[str], list[dict[str, Any]]]
 
 @pytest.fixture
 def client(local_aws: LocalStack) -> Iterator[TestClient]:
-    identity_store.cache_clear()
-    heartbeat_all_lanes()
-    settings = get_settings().model_copy(update={"simulated_ttft_ms": 0, "simulated_inter_token_ms": 0})
-    with TestClient(create_app(settings), raise_server_exceptions=False) as test_client:
+    with instant_chat_client() as test_client:
         yield test_client
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Final, Literal, TypedDict, get_args
+from typing import Any, Final, Generic, Literal, TypedDict, TypeVar, get_args
 
 from batchroute.domain.batches.jsonl import MAX_LINE_BYTES, JsonlReader, LineError, ParsedLine
 from batchroute.domain.batches.record import ArtifactKeys, BatchRecord, CompatFields
@@ -259,14 +259,6 @@ class VendorBatchView(TypedDict):
     request_counts: dict[str, int]
     metadata: dict[str, str] | None
     body_format: str
-
-
-class VendorBatchListView(TypedDict):
-    object: Literal["list"]
-    data: list[VendorBatchView]
-    first_id: str | None
-    last_id: str | None
-    has_more: bool
 
 
 def _finalizing_at(batch: BatchRecord) -> str | None:
@@ -562,12 +554,31 @@ class VendorFileView(TypedDict):
     expires_at: None
 
 
-class VendorFileListView(TypedDict):
+# A vendor list's items: batches or files.
+Listed = TypeVar("Listed", VendorBatchView, VendorFileView)
+
+
+class VendorListView(TypedDict, Generic[Listed]):
     object: Literal["list"]
-    data: list[VendorFileView]
+    data: list[Listed]
     first_id: str | None
     last_id: str | None
     has_more: bool
+
+
+VendorBatchListView = VendorListView[VendorBatchView]
+VendorFileListView = VendorListView[VendorFileView]
+
+
+def vendor_list(data: list[Listed], *, has_more: bool) -> VendorListView[Listed]:
+    """A page as the vendor lists one: its items, the first and last ids (the cursor)."""
+    return {
+        "object": "list",
+        "data": data,
+        "first_id": data[0]["id"] if data else None,
+        "last_id": data[-1]["id"] if data else None,
+        "has_more": has_more,
+    }
 
 
 class VendorFileDeletedView(TypedDict):

@@ -32,6 +32,7 @@ from batchroute.domain.compat.batches import (
     batch_object,
     input_param,
     read_row,
+    vendor_list,
     vendor_status,
 )
 from batchroute.domain.compat.expiration import refuse_expiration
@@ -203,13 +204,7 @@ class CompatBatches:
         data = [
             batch_object(batch) for batch in (self.reads.records.get(i) for i in ids) if batch is not None
         ]
-        return {
-            "object": "list",
-            "data": data,
-            "first_id": data[0]["id"] if data else None,
-            "last_id": data[-1]["id"] if data else None,
-            "has_more": has_more,
-        }
+        return vendor_list(data, has_more=has_more)
 
     def cancel(self, principal: Principal, batch_id: str) -> VendorBatchView:
         """The batch, `cancelling`. One that is `cancelling` already (canceled natively, its

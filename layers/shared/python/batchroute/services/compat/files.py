@@ -37,6 +37,7 @@ from batchroute.domain.compat.batches import (
     output_files,
     output_line,
     unix,
+    vendor_list,
 )
 from batchroute.domain.workflow.results import ArtifactRow
 from batchroute.errors import Conflict, Gone, InvalidRequest, NotFound
@@ -202,13 +203,7 @@ class CompatFiles:
                     break
                 if view is not None:
                     data.append(view)
-        return {
-            "object": "list",
-            "data": data,
-            "first_id": data[0]["id"] if data else None,
-            "last_id": data[-1]["id"] if data else None,
-            "has_more": has_more,
-        }
+        return vendor_list(data, has_more=has_more)
 
     def _listed(
         self, entry: FileRecord | tuple[str, OutputFile], batches: dict[str, BatchRecord | None]
