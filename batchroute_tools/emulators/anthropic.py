@@ -27,6 +27,14 @@ or in a batch): `web_search_20250305` -> a `server_tool_use` block and a
 `code_execution_20250522` -> a `server_tool_use` block and a `code_execution_tool_result`
 (one line printed). `tool_choice` `none` runs none; `{type: tool, name}` only that one.
 
+A `tool_choice` that forces a call to a function the body declares (a custom tool: no
+`type`, or `custom`), `{type: any}` (its first function) or `{type: tool, name}`, is answered
+as the API answers it (`forced_call`): one `tool_use` block `{id: "toolu_...", name, input:
+{}}` and no text, `stop_reason` `tool_use`, usage as for text; streamed, a
+content_block_start with the block (input `{}`), a ping, one content_block_delta
+`input_json_delta` (`partial_json` the input's JSON), content_block_stop, message_delta with
+`stop_reason` `tool_use`. No server tool runs then. `auto`, `none` or no tool_choice: text.
+
 What `cache_control` marks is written to and read from the prompt cache (cache.py), in
 `cache_creation_input_tokens` / `cache_read_input_tokens`, whole, streamed and in batches.
 
@@ -254,6 +262,13 @@ class AnthropicEmulator:
         tools = server_tools(body)
         reset = fault is not None and fault.kind == "reset"
         if work.stream:
+            if (call := forced_call(body, answer)) is not None:
+                return Reply.stream(
+                    self._call_events(work, answer, call),
+                    content_type=STREAM_CONTENT_TYPE,
+                    headers={"request-id": request_id()},
+                    reset_after=_STREAM_RESET_AFTER if reset else None,
+                )
             return Reply.stream(
                 self._events(work, answer, tools),
                 content_type=STREAM_CONTENT_TYPE,
@@ -262,10 +277,11 @@ class AnthropicEmulator:
             )
         self.behaviour.think()
         if reset:  # the answer begins, then the connection breaks
-            whole = json.dumps(self.message(work, answer, tools=tools)).encode()
+            whole = json.dumps(self.message(work, answer, tools=tools, body=body)).encode()
             pieces = [(0.0, whole[: len(whole) // 2]), (0.0, whole[len(whole) // 2 :])]
             return Reply.stream(pieces, content_type="application/json", reset_after=1)
-        return Reply.json(200, self.message(work, answer, tools=tools), {"request-id": request_id()})
+        message = self.message(work, answer, tools=tools, body=body)
+        return Reply.json(200, message, {"request-id": request_id()})
 
     def _refusal(self, operation: str, body: Any, request: Request) -> Reply | None:
         """The API's 400 for a body its contract refuses (contracts/anthropic.py), or for a
@@ -286,10 +302,18 @@ class AnthropicEmulator:
         return None
 
     def message(
-        self, work: Work, answer: Answer, *, tier: str = "standard", tools: tuple[str, ...] = ()
+        self,
+        work: Work,
+        answer: Answer,
+        *,
+        tier: str = "standard",
+        tools: tuple[str, ...] = (),
+        body: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
         """The `message` of an answer; `tools`: the server tools it runs first (each once,
-        in order, deterministically), their blocks before the answer's text."""
+        in order, deterministically), their blocks before the answer's text; `body`: the
+        request, whose forced function call (`forced_call`) is then the whole answer."""
+        call = forced_call(body, answer) if body is not None else None
         usage: dict[str, Any] = {
             "input_tokens": answer.prompt_tokens - answer.cache_read_tokens - answer.cache_write_tokens,
             "cache_creation_input_tokens": answer.cache_write_tokens,
@@ -297,6 +321,17 @@ class AnthropicEmulator:
             "output_tokens": answer.completion_tokens,
             "service_tier": tier,
         }
+        if call is not None:
+            return {
+                "id": f"msg_{answer.ident}",
+                "type": "message",
+                "role": "assistant",
+                "model": work.model,
+                "content": [call],
+                "stop_reason": "tool_use",
+                "stop_sequence": None,
+                "usage": usage,
+            }
         if "web_search" in tools:
             usage["server_tool_use"] = {"web_search_requests": 1, "web_fetch_requests": 0}
         return {
@@ -346,6 +381,35 @@ class AnthropicEmulator:
         if "server_tool_use" in whole["usage"]:
             usage["server_tool_use"] = whole["usage"]["server_tool_use"]
         yield 0.0, sse("message_delta", {"type": "message_delta", "delta": finish, "usage": usage})
+        yield 0.0, sse("message_stop", {"type": "message_stop"})
+
+    def _call_events(self, work: Work, answer: Answer, call: dict[str, Any]) -> Iterator[tuple[float, bytes]]:
+        """The stream of a forced call, as the API streams a `tool_use` block: the block
+        opened with input `{}`, its input as an input_json_delta, stop_reason `tool_use`."""
+        config = self.behaviour.config
+        counted = self.message(work, answer)["usage"]
+        start: dict[str, Any] = {
+            "id": f"msg_{answer.ident}",
+            "type": "message",
+            "role": "assistant",
+            "model": work.model,
+            "content": [],
+            "stop_reason": None,
+            "stop_sequence": None,
+            "usage": {**counted, "output_tokens": 1},
+        }
+        yield config.ttft_seconds, sse("message_start", {"type": "message_start", "message": start})
+        opening = {"type": "content_block_start", "index": 0, "content_block": {**call, "input": {}}}
+        yield 0.0, sse("content_block_start", opening)
+        yield 0.0, sse("ping", {"type": "ping"})
+        delta = {"type": "input_json_delta", "partial_json": json.dumps(call["input"])}
+        event = {"type": "content_block_delta", "index": 0, "delta": delta}
+        yield config.inter_token_seconds, sse("content_block_delta", event)
+        yield 0.0, sse("content_block_stop", {"type": "content_block_stop", "index": 0})
+        finish = {"stop_reason": "tool_use", "stop_sequence": None}
+        usage = {"output_tokens": answer.completion_tokens}
+        ended = {"type": "message_delta", "delta": finish, "usage": usage}
+        yield 0.0, sse("message_delta", ended)
         yield 0.0, sse("message_stop", {"type": "message_stop"})
 
     def list_models(self, request: Request) -> Reply:
@@ -460,7 +524,8 @@ class AnthropicEmulator:
             return custom_id, {"type": "expired"}, False
         if fault is not None and fault.kind in _BATCH_ERRORS:
             return custom_id, _errored(_BATCH_ERRORS[fault.kind], fault.message), False
-        message = self.message(work, self.answer(params, work), tier="batch", tools=server_tools(params))
+        answer = self.answer(params, work)
+        message = self.message(work, answer, tier="batch", tools=server_tools(params), body=params)
         malformed = fault is not None and fault.kind == "malformed"
         return custom_id, {"type": "succeeded", "message": message}, malformed
 
@@ -514,6 +579,28 @@ def server_tools(body: Mapping[str, Any]) -> tuple[str, ...]:
     if kind == "tool" and isinstance(choice, Mapping):
         return tuple(n for n in declared if n == choice.get("name"))
     return tuple(declared)
+
+
+def forced_call(body: Mapping[str, Any], answer: Answer) -> dict[str, Any] | None:
+    """The `tool_use` block of the function call a Messages body forces: `tool_choice`
+    `{type: any}` calls its first function (a custom tool: no `type`, or `custom`; server
+    tools run at the vendor), `{type: tool, name}` that function, with input `{}`; None
+    otherwise (`auto`, `none`, no tool_choice, or a server tool named: text, as before)."""
+    choice = body.get("tool_choice")
+    kind = choice.get("type") if isinstance(choice, Mapping) else None
+    names = [
+        str(t.get("name"))
+        for t in body.get("tools") or []
+        if isinstance(t, Mapping) and t.get("type", "custom") in ("custom", None)
+    ]
+    name: str | None = None
+    if kind == "any" and names:
+        name = names[0]
+    elif kind == "tool" and isinstance(choice, Mapping) and choice.get("name") in names:
+        name = str(choice.get("name"))
+    if name is None:
+        return None
+    return {"type": "tool_use", "id": f"toolu_{answer.ident[:24]}", "name": name, "input": {}}
 
 
 def server_tool_blocks(work: Work, answer: Answer, tools: tuple[str, ...]) -> list[dict[str, Any]]:

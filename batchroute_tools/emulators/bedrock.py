@@ -36,6 +36,14 @@ and 5xx -> 500 InternalServerException; rate_limited -> 429 ThrottlingException;
 -> 503 ServiceUnavailableException; down -> the connection dropped; reset -> the event
 stream reset after its first delta; timeout -> no first byte.
 
+A Converse / ConverseStream body that forces a tool call (`toolConfig.toolChoice` `{any: {}}`:
+its first tool; `{tool: {name}}`: that one, if declared) is answered with that call
+(`forced_call`), as botocore's service model has it: `output.message.content`
+`[{toolUse: {toolUseId: "tooluse_...", name, input: {}}}]`, `stopReason` `tool_use`, usage
+as for text; streamed, messageStart, contentBlockStart `{start: {toolUse: {toolUseId,
+name}}}`, one contentBlockDelta `{delta: {toolUse: {input: "{}"}}}` (the input's JSON),
+contentBlockStop, messageStop `tool_use`, metadata. `{auto: {}}` or no toolChoice: text.
+
 Batch jobs read their JSONL input from S3 and write `<output>/<job id>/<input name>.out` and
 `manifest.json.out` through the injected S3 client (moto in tests and local mode). A job is
 Submitted, then InProgress for the configured batch time (by the injected clock), then
@@ -271,15 +279,19 @@ class BedrockEmulator:
             answer = replace(answer, cache_read_tokens=use.read, cache_write_tokens=use.written)
         headers = {"x-amzn-RequestId": str(uuid.uuid4())}
         cached = marks is not None
+        call = forced_call(body, answer)
         if not stream:
             self.behaviour.think()
-            whole = self.converse_response(answer)
+            # (the text answer's call as before: tests wrap these methods with its signature)
+            whole = self.converse_response(answer) if call is None else self.converse_response(answer, call)
             if cached:
                 whole["usage"] = _usage(answer, cached=True)
             return Reply.json(200, whole, headers)
         reset = 2 if fault is not None and fault.kind == "reset" else None
         return Reply.stream(
-            self._events(answer, cached=True) if cached else self._events(answer),
+            self._events(answer, cached=cached, call=call)
+            if call is not None
+            else (self._events(answer, cached=True) if cached else self._events(answer)),
             content_type=EVENT_STREAM,
             headers=headers,
             reset_after=reset,
@@ -299,23 +311,37 @@ class BedrockEmulator:
             self.provider, model, "chat", messages=tuple(messages), max_tokens=int(limit), stream=stream
         )
 
-    def converse_response(self, answer: Answer) -> dict[str, Any]:
+    def converse_response(self, answer: Answer, call: dict[str, Any] | None = None) -> dict[str, Any]:
+        """A Converse answer: the text, or `call` (a forced tool call, `forced_call`)."""
+        content = [{"toolUse": call}] if call is not None else [{"text": answer.content}]
         return {
-            "output": {"message": {"role": "assistant", "content": [{"text": answer.content}]}},
-            "stopReason": _stop_reason(answer),
+            "output": {"message": {"role": "assistant", "content": content}},
+            "stopReason": "tool_use" if call is not None else _stop_reason(answer),
             "usage": _usage(answer),
             "metrics": {"latencyMs": int(self.behaviour.config.latency_seconds * 1000)},
         }
 
-    def _events(self, answer: Answer, *, cached: bool = False) -> Iterator[tuple[float, bytes]]:
+    def _events(
+        self, answer: Answer, *, cached: bool = False, call: dict[str, Any] | None = None
+    ) -> Iterator[tuple[float, bytes]]:
+        """ConverseStream's events: the text as deltas, or a forced tool call (`call`) as
+        Bedrock streams one, its toolUseId and name in contentBlockStart, its input JSON in a
+        contentBlockDelta."""
         config = self.behaviour.config
         yield config.ttft_seconds, stream_event("messageStart", {"role": "assistant"})
-        for piece in answer.pieces:
+        deltas = 1 if call is not None else len(answer.pieces)
+        if call is not None:
+            opened = {"toolUse": {"toolUseId": call["toolUseId"], "name": call["name"]}}
+            yield 0.0, stream_event("contentBlockStart", {"start": opened, "contentBlockIndex": 0})
+            delta = {"contentBlockIndex": 0, "delta": {"toolUse": {"input": json.dumps(call["input"])}}}
+            yield config.inter_token_seconds, stream_event("contentBlockDelta", delta)
+        for piece in answer.pieces if call is None else ():
             delta = {"contentBlockIndex": 0, "delta": {"text": piece}}
             yield config.inter_token_seconds, stream_event("contentBlockDelta", delta)
         yield 0.0, stream_event("contentBlockStop", {"contentBlockIndex": 0})
-        yield 0.0, stream_event("messageStop", {"stopReason": _stop_reason(answer)})
-        latency = int((config.ttft_seconds + config.inter_token_seconds * len(answer.pieces)) * 1000)
+        stop = "tool_use" if call is not None else _stop_reason(answer)
+        yield 0.0, stream_event("messageStop", {"stopReason": stop})
+        latency = int((config.ttft_seconds + config.inter_token_seconds * deltas) * 1000)
         yield (
             0.0,
             stream_event(
@@ -592,6 +618,29 @@ class BedrockEmulator:
         if job.ended is not None:
             answer["endTime"] = _iso(job.ended)
         return answer
+
+
+def forced_call(body: Mapping[str, Any], answer: Answer) -> dict[str, Any] | None:
+    """The `toolUse` of the call a Converse body forces: `toolConfig.toolChoice` `{any: {}}`
+    calls its first tool, `{tool: {name}}` that tool (if declared), with input `{}`; None
+    otherwise (`{auto: {}}` or no toolChoice: text)."""
+    config = body.get("toolConfig")
+    if not isinstance(config, Mapping):
+        return None
+    choice = config.get("toolChoice")
+    names = [
+        str(spec.get("name"))
+        for tool in config.get("tools") or []
+        if isinstance(tool, Mapping) and isinstance(spec := tool.get("toolSpec"), Mapping)
+    ]
+    name: str | None = None
+    if isinstance(choice, Mapping) and "any" in choice and names:
+        name = names[0]
+    elif isinstance(choice, Mapping) and isinstance(chosen := choice.get("tool"), Mapping):
+        name = str(chosen.get("name")) if chosen.get("name") in names else None
+    if name is None:
+        return None
+    return {"toolUseId": f"tooluse_{answer.ident[:22]}", "name": name, "input": {}}
 
 
 def _part(block: Mapping[str, Any]) -> dict[str, Any]:

@@ -30,7 +30,12 @@ Built-in tools run deterministically: a request declaring `googleSearch` is answ
 (the candidate's `groundingMetadata`: the search query, one web source, its support of the
 text), one declaring `codeExecution` with an `executableCode` part and its
 `codeExecutionResult` before the text (in a stream: the code in the first chunk, the
-grounding with the finish reason in the last). A batch cancel ends the batch
+grounding with the finish reason in the last). A request that forces a function call
+(`toolConfig.functionCallingConfig.mode` `ANY`: the first of its `allowedFunctionNames` it
+declares, or its first declared function) is answered with that call (`forced_call`), as
+Gemini answers: the candidate's one part `{functionCall: {name, args: {}}}` (no `id`: the
+Gemini API leaves it out), finishReason STOP, usage as for text; streamed, one chunk
+holding it all. `AUTO`, `NONE`, `VALIDATED` or no toolConfig: text. A batch cancel ends the batch
 BATCH_STATE_CANCELLED at once: Gemini's batch states have no cancelling one (the SDK's
 JOB_STATE_CANCELLING is Vertex AI's).
 
@@ -316,10 +321,14 @@ class GeminiEmulator:
             return refusal
         answer = self.answer(work)
         tools = HostedTools.of(body, work)
+        call = forced_call(body)
         if not stream:
             self.behaviour.think()
-            return reply(200, self.response(work, answer, tools))
+            return reply(200, self.response(work, answer, tools, call))
         reset = 2 if fault is not None and fault.kind == "reset" else None
+        if call is not None:  # Gemini streams a function call whole, in one chunk
+            whole = self.response(work, answer, tools, call)
+            return Reply.stream([(self.behaviour.config.ttft_seconds, sse(None, whole))])
         return Reply.stream(self._chunks(work, answer, tools), reset_after=reset)
 
     def answer(self, work: Work) -> Answer:
@@ -333,16 +342,24 @@ class GeminiEmulator:
         return replace(answer, cache_read_tokens=self.cache.automatic(scope, work.messages, rule))
 
     @staticmethod
-    def response(work: Work, answer: Answer, tools: HostedTools | None = None) -> dict[str, Any]:
+    def response(
+        work: Work,
+        answer: Answer,
+        tools: HostedTools | None = None,
+        call: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
         """A GenerateContentResponse: the code execution's parts before the answer's text,
         the search grounding's metadata on the candidate (zero values left out, as Google's
-        proto JSON leaves them out: no candidate `index` 0)."""
+        proto JSON leaves them out: no candidate `index` 0); `call`: a forced function call
+        (`forced_call`), the candidate's only part, finishReason STOP."""
         ran = tools or HostedTools()
         candidate: dict[str, Any] = {
             "content": {"parts": [*ran.code_parts(), {"text": answer.content}], "role": "model"},
             "finishReason": _finish(answer),
         }
-        if ran.grounding:
+        if call is not None:
+            candidate = {"content": {"parts": [call], "role": "model"}, "finishReason": "STOP"}
+        elif ran.grounding:
             candidate["groundingMetadata"] = ran.grounding_metadata(answer.content)
         return {
             "candidates": [candidate],
@@ -497,7 +514,7 @@ class GeminiEmulator:
             return {"error": {"code": code, "message": fault.message}, "metadata": dict(metadata)}
         request = _mapping(entry.get("request"))
         answer = self.answer(work)
-        response = self.response(work, answer, HostedTools.of(request, work))
+        response = self.response(work, answer, HostedTools.of(request, work), forced_call(request))
         return {"response": response, "metadata": dict(metadata)}
 
     def _operation(self, job: _Job) -> dict[str, Any]:
@@ -531,6 +548,23 @@ class GeminiEmulator:
             metadata["output"] = output
             operation["response"] = {"@type": _TYPES + "GenerateContentBatchOutput", **output}
         return operation
+
+
+def forced_call(body: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The `functionCall` part of the call a generateContent body forces
+    (`toolConfig.functionCallingConfig.mode` ANY): the first of its `allowedFunctionNames`
+    that it declares, else its first declared function, with args `{}`; None otherwise."""
+    config = _mapping(_mapping(body.get("toolConfig")).get("functionCallingConfig"))
+    if config.get("mode") != "ANY":
+        return None
+    declared = [
+        str(_mapping(d).get("name"))
+        for t in body.get("tools") or []
+        for d in _mapping(t).get("functionDeclarations") or []
+    ]
+    allowed = [n for n in config.get("allowedFunctionNames") or [] if n in declared]
+    names = allowed or declared
+    return {"functionCall": {"name": names[0], "args": {}}} if names else None
 
 
 def _message_content(parts: object) -> str | list[dict[str, Any]]:

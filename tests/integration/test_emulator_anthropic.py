@@ -791,3 +791,107 @@ def test_server_tools_whole_streamed_and_in_a_batch(
     assert results["seq-0"].usage.tool_uses == (("python_execution", 1), ("web_search", 1))
     assert results["seq-1"].usage.tool_uses == ()
     assert results["seq-0"].usage.to_dict()["tool_uses"] == {"python_execution": 1, "web_search": 1}
+
+
+# -- forced function calls --------------------------------------------------------------------
+WEATHER: Any = {
+    "name": "get_weather",
+    "description": "The weather in a city.",
+    "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}},
+}
+CHAT_TOOLS: Any = [
+    {
+        "type": "function",
+        "function": {"name": "get_time", "parameters": {"type": "object", "properties": {}}},
+    },
+    {
+        "type": "function",
+        "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {}}},
+    },
+]
+
+
+def test_sdk_parses_a_forced_tool_call(sdk: anthropic.Anthropic, wire: httpx.Client) -> None:
+    # Given a body that must call get_weather (tool_choice any: its first function)
+    time_tool: Any = {**WEATHER, "name": "get_time"}
+    tools: Any = [WEATHER, time_tool]
+    body = {"model": MODEL, "max_tokens": 100, "messages": user("Weather?"), "tools": tools}
+    # When it is answered whole, Then it is one tool_use block and stop_reason tool_use
+    message = strict(Message, wire.post("/v1/messages", json={**body, "tool_choice": {"type": "any"}}).json())
+    [block] = message.content
+    assert block.type == "tool_use" and block.name == "get_weather" and block.input == {}
+    assert block.id.startswith("toolu_") and message.stop_reason == "tool_use"
+    assert message.usage.output_tokens > 0  # usage as for text
+    named = sdk.messages.create(
+        model=MODEL,
+        max_tokens=100,
+        messages=user("Weather?"),
+        tools=tools,
+        tool_choice={"type": "tool", "name": "get_time"},
+    )
+    assert [(b.type, getattr(b, "name", None)) for b in named.content] == [("tool_use", "get_time")]
+    # And streamed as the API streams a tool_use block, every event the SDK's type
+    names: list[str] = []
+    chosen = {**body, "tool_choice": {"type": "any"}, "stream": True}
+    with connect_sse(wire, "POST", "/v1/messages", json=chosen) as source:
+        for event in source.iter_sse():
+            names.append(event.event)
+            if event.event != "ping":
+                data = strict(RawMessageStreamEvent, event.json())
+                if event.event == "content_block_start":
+                    assert data.content_block.type == "tool_use" and data.content_block.input == {}
+                if event.event == "content_block_delta":
+                    assert data.delta.type == "input_json_delta" and data.delta.partial_json == "{}"
+                if event.event == "message_delta":
+                    assert data.delta.stop_reason == "tool_use"
+    assert names == [
+        "message_start",
+        "content_block_start",
+        "ping",
+        "content_block_delta",
+        "content_block_stop",
+        "message_delta",
+        "message_stop",
+    ]
+    with sdk.messages.stream(
+        model=MODEL, max_tokens=100, messages=user("Weather?"), tools=tools, tool_choice={"type": "any"}
+    ) as stream:
+        final = stream.get_final_message()
+    assert [b.model_dump() for b in final.content] == [b.model_dump() for b in message.content]
+    assert (final.stop_reason, final.usage.output_tokens) == ("tool_use", message.usage.output_tokens)
+    # auto (or none) is answered with text, as before
+    auto = wire.post("/v1/messages", json={**body, "tool_choice": {"type": "auto"}}).json()
+    assert [b["type"] for b in auto["content"]] == ["text"] and auto["stop_reason"] == "end_turn"
+
+
+@pytest.mark.parametrize("choice", ["required", {"type": "function", "function": {"name": "get_weather"}}])
+def test_a_forced_call_comes_back_through_the_adapter(sync: AnthropicMessages, choice: Any) -> None:
+    # Given an item that must call a function (the first, or the one it names)
+    messages = [{"role": "user", "content": "Weather?"}]
+    request = ask("", input={"messages": messages, "tools": CHAT_TOOLS, "tool_choice": choice})
+    name = "get_time" if choice == "required" else "get_weather"
+    # When the adapter completes it, Then the call is its tool_calls, finish_reason tool_calls
+    whole = sync.complete(request)
+    assert whole.status == "completed" and whole.output is not None
+    [call] = whole.output["tool_calls"]
+    assert call["type"] == "function" and call["id"].startswith("toolu_")
+    assert call["function"] == {"name": name, "arguments": "{}"}
+    assert whole.output["finish_reason"] == "tool_calls" and whole.usage.completion_tokens > 0
+    # And streamed, the deltas' fragments joined are the call
+    events = list(sync.stream(request))
+    fragments = [f for e in events if isinstance(e, base.StreamDelta) for f in e.tool_calls]
+    assert fragments[0].id == call["id"] and fragments[0].name == name
+    assert {f.index for f in fragments} == {0} and "".join(f.arguments for f in fragments) == "{}"
+    end = events[-1]
+    assert isinstance(end, base.StreamEnd) and end.result.output == whole.output
+    assert end.usage == whole.usage
+
+
+def test_a_forced_call_in_a_message_batch(batches: AnthropicBatches) -> None:
+    messages = [{"role": "user", "content": "Weather?"}]
+    forced = ask("", input={"messages": messages, "tools": CHAT_TOOLS, "tool_choice": "required"})
+    job = batches.submit([forced])
+    assert poll_until_done(batches, job) == "completed"
+    [result] = batches.results(job)
+    assert result.output is not None and result.output["finish_reason"] == "tool_calls"
+    assert [c["function"] for c in result.output["tool_calls"]] == [{"name": "get_time", "arguments": "{}"}]

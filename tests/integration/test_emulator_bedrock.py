@@ -269,23 +269,31 @@ def test_converse_stream_parses_to_the_end(runtime: Any) -> None:
     assert events[-1]["metadata"]["usage"] == whole["usage"]
 
 
-def test_event_stream_frames_fit_the_service_model(
-    emulator: tuple[BedrockEmulator, EmulatorServer], runtime: Any
-) -> None:
-    """The raw frames, decoded by botocore's EventStreamBuffer (lengths and CRCs checked),
-    carry event headers and payloads that fit each event's shape."""
+def _stream_frames(emulator: tuple[BedrockEmulator, EmulatorServer], body: dict[str, Any]) -> list[Any]:
+    """The raw ConverseStream frames the emulator answers `body` with, decoded by botocore's
+    EventStreamBuffer (lengths and CRCs checked)."""
     bedrock, server = emulator
     url = urlsplit(bedrock.runtime_url(server.base_url))
-    body = json.dumps({"messages": [{"role": "user", "content": [{"text": "Frames"}]}]})
     connection = http.client.HTTPConnection(url.netloc, timeout=10)
     connection.request(
-        "POST", f"{url.path}/model/{CLAUDE}/converse-stream", body, {"content-type": "application/json"}
+        "POST",
+        f"{url.path}/model/{CLAUDE}/converse-stream",
+        json.dumps(body),
+        {"content-type": "application/json"},
     )
     raw = connection.getresponse().read()
     connection.close()
     buffer = EventStreamBuffer()
     buffer.add_data(raw)
-    frames = list(buffer)
+    return list(buffer)
+
+
+def test_event_stream_frames_fit_the_service_model(
+    emulator: tuple[BedrockEmulator, EmulatorServer], runtime: Any
+) -> None:
+    """The raw frames, decoded by botocore's EventStreamBuffer (lengths and CRCs checked),
+    carry event headers and payloads that fit each event's shape."""
+    frames = _stream_frames(emulator, {"messages": [{"role": "user", "content": [{"text": "Frames"}]}]})
     output = runtime.meta.service_model.operation_model("ConverseStream").output_shape.members["stream"]
     assert frames
     for frame in frames:
@@ -900,3 +908,87 @@ def test_a_job_request_bedrock_refuses_is_its_400(control: Any) -> None:
             timeoutDurationInHours=500,
         )
     assert "timeoutDurationInHours: at most 168" in raised.value.response["Error"]["Message"]
+
+
+# -- forced tool calls -------------------------------------------------------------------------
+def tool_config(choice: Any) -> dict[str, Any]:
+    schema = {"json": {"type": "object", "properties": {"city": {"type": "string"}}}}
+    tools = [{"toolSpec": {"name": name, "inputSchema": schema}} for name in ("get_time", "get_weather")]
+    return {"tools": tools, "toolChoice": choice}
+
+
+def test_botocore_reads_a_forced_tool_call(
+    emulator: tuple[BedrockEmulator, EmulatorServer], runtime: Any
+) -> None:
+    # Given a Converse body that must call a tool ({any}: the first; {tool}: the one named)
+    messages = [{"role": "user", "content": [{"text": "Weather?"}]}]
+    # When botocore sends it, Then the answer is one toolUse block and stopReason tool_use
+    forced = runtime.converse(modelId=CLAUDE, messages=messages, toolConfig=tool_config({"any": {}}))
+    [block] = forced["output"]["message"]["content"]
+    assert block["toolUse"]["name"] == "get_time" and block["toolUse"]["input"] == {}
+    assert block["toolUse"]["toolUseId"].startswith("tooluse_") and forced["stopReason"] == "tool_use"
+    assert forced["usage"]["outputTokens"] > 0  # usage as for text
+    named = tool_config({"tool": {"name": "get_weather"}})
+    chosen = runtime.converse(modelId=CLAUDE, messages=messages, toolConfig=named)
+    assert chosen["output"]["message"]["content"][0]["toolUse"]["name"] == "get_weather"
+    # And streamed as ConverseStream streams a tool call
+    events = list(runtime.converse_stream(modelId=CLAUDE, messages=messages, toolConfig=named)["stream"])
+    assert [next(iter(e)) for e in events] == [
+        "messageStart",
+        "contentBlockStart",
+        "contentBlockDelta",
+        "contentBlockStop",
+        "messageStop",
+        "metadata",
+    ]
+    start = events[1]["contentBlockStart"]
+    assert start["start"]["toolUse"] == {
+        "toolUseId": chosen["output"]["message"]["content"][0]["toolUse"]["toolUseId"],
+        "name": "get_weather",
+    }
+    assert events[2]["contentBlockDelta"]["delta"] == {"toolUse": {"input": "{}"}}
+    assert events[4]["messageStop"]["stopReason"] == "tool_use"
+    assert events[5]["metadata"]["usage"] == chosen["usage"]
+    # And every frame fits its event's shape in the service model
+    output = runtime.meta.service_model.operation_model("ConverseStream").output_shape.members["stream"]
+    for frame in _stream_frames(emulator, {"messages": messages, "toolConfig": named}):
+        problems = shape_problems(json.loads(frame.payload), output.members[frame.headers[":event-type"]])
+        assert not problems, problems
+    # {auto} is answered with text, as before
+    auto = runtime.converse(modelId=CLAUDE, messages=messages, toolConfig=tool_config({"auto": {}}))
+    assert "text" in auto["output"]["message"]["content"][0] and auto["stopReason"] == "end_turn"
+
+
+CHAT_TOOLS: Any = [
+    {
+        "type": "function",
+        "function": {"name": "get_time", "parameters": {"type": "object", "properties": {}}},
+    },
+    {
+        "type": "function",
+        "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {}}},
+    },
+]
+
+
+@pytest.mark.parametrize("choice", ["required", {"type": "function", "function": {"name": "get_weather"}}])
+def test_a_forced_call_comes_back_through_the_adapter(sync: BedrockConverse, choice: Any) -> None:
+    # Given an item that must call a function (the first, or the one it names)
+    messages = [{"role": "user", "content": "Weather?"}]
+    asked = replace(request(""), input={"messages": messages, "tools": CHAT_TOOLS, "tool_choice": choice})
+    name = "get_time" if choice == "required" else "get_weather"
+    # When the adapter completes it, Then the call is its tool_calls, finish_reason tool_calls
+    whole = sync.complete(asked)
+    assert whole.status == "completed" and whole.output is not None
+    [call] = whole.output["tool_calls"]
+    assert call["type"] == "function" and call["id"].startswith("tooluse_")
+    assert call["function"] == {"name": name, "arguments": "{}"}
+    assert whole.output["finish_reason"] == "tool_calls" and whole.usage.completion_tokens > 0
+    # And streamed, the deltas' fragments joined are the call
+    events = drain(sync.stream(asked))
+    fragments = [f for e in events if isinstance(e, StreamDelta) for f in e.tool_calls]
+    assert fragments[0].id == call["id"] and fragments[0].name == name
+    assert {f.index for f in fragments} == {0} and "".join(f.arguments for f in fragments) == "{}"
+    end = events[-1]
+    assert isinstance(end, StreamEnd) and end.result.output == whole.output
+    assert end.usage == whole.usage

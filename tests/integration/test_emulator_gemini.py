@@ -837,3 +837,80 @@ def test_the_sdk_reads_grounded_and_code_answers(stack: Stack) -> None:
     assert chunks[0].executable_code == answer.executable_code
     assert chunks[-1].candidates is not None
     assert chunks[-1].candidates[0].grounding_metadata == answer.candidates[0].grounding_metadata
+
+
+# -- forced function calls --------------------------------------------------------------------
+CITY = types.Schema(type=types.Type.OBJECT, properties={"city": types.Schema(type=types.Type.STRING)})
+CHAT_TOOLS: Any = [
+    {
+        "type": "function",
+        "function": {"name": "get_time", "parameters": {"type": "object", "properties": {}}},
+    },
+    {
+        "type": "function",
+        "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {}}},
+    },
+]
+
+
+def test_the_sdk_reads_a_forced_function_call(stack: Stack) -> None:
+    # Given a request that must call get_weather (mode ANY, the allowed name)
+    declarations = [
+        types.FunctionDeclaration(name="get_time", parameters=CITY),
+        types.FunctionDeclaration(name="get_weather", parameters=CITY),
+    ]
+    calling = types.FunctionCallingConfig(
+        mode=types.FunctionCallingConfigMode.ANY, allowed_function_names=["get_weather"]
+    )
+    config = types.GenerateContentConfig(
+        tools=[types.Tool(function_declarations=declarations)],
+        tool_config=types.ToolConfig(function_calling_config=calling),
+        automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True),
+    )
+    # When the SDK asks, whole and streamed
+    answer = stack.sdk().models.generate_content(model=MODEL, contents="Weather?", config=config)
+    chunks = list(stack.sdk().models.generate_content_stream(model=MODEL, contents="Weather?", config=config))
+    # Then the answer is that call, finishReason STOP, usage as for text
+    assert answer.function_calls is not None
+    assert [(c.name, c.args) for c in answer.function_calls] == [("get_weather", {})]
+    assert answer.candidates is not None and answer.candidates[0].finish_reason == types.FinishReason.STOP
+    assert answer.usage_metadata is not None and (answer.usage_metadata.candidates_token_count or 0) > 0
+    [chunk] = chunks
+    assert chunk.function_calls is not None and [c.name for c in chunk.function_calls] == ["get_weather"]
+    assert chunk.candidates is not None and chunk.candidates[0].finish_reason == types.FinishReason.STOP
+    assert chunk.usage_metadata == answer.usage_metadata
+    # And the wire answer is the SDK's type, field for field
+    body = {
+        "contents": [{"role": "user", "parts": [{"text": "Weather?"}]}],
+        "tools": [{"functionDeclarations": [{"name": "get_time"}, {"name": "get_weather"}]}],
+        "toolConfig": {"functionCallingConfig": {"mode": "ANY"}},
+    }
+    raw = stack.raw("POST", f"/v1beta/models/{MODEL}:generateContent", body).json()
+    strict(types.GenerateContentResponse, raw)
+    assert raw["candidates"][0]["content"]["parts"] == [{"functionCall": {"name": "get_time", "args": {}}}]
+    auto = {**body, "toolConfig": {"functionCallingConfig": {"mode": "AUTO"}}}
+    text = stack.raw("POST", f"/v1beta/models/{MODEL}:generateContent", auto).json()
+    assert "text" in text["candidates"][0]["content"]["parts"][0]  # AUTO: text, as before
+
+
+@pytest.mark.parametrize("choice", ["required", {"type": "function", "function": {"name": "get_weather"}}])
+def test_a_forced_call_comes_back_through_the_adapter(stack: Stack, choice: Any) -> None:
+    # Given an item that must call a function (the first, or the one it names)
+    request = item({"input": "Weather?", "tools": CHAT_TOOLS, "tool_choice": choice})
+    name = "get_time" if choice == "required" else "get_weather"
+    # When the adapter completes it, Then the call is its tool_calls, finish_reason tool_calls
+    whole = stack.sync().complete(request)
+    assert whole.status == "completed" and whole.output is not None
+    [call] = whole.output["tool_calls"]
+    assert call["type"] == "function" and call["function"] == {"name": name, "arguments": "{}"}
+    assert whole.output["finish_reason"] == "tool_calls" and whole.usage.completion_tokens > 0
+    # And streamed, the deltas' fragments joined are the call
+    events = list(stack.sync().stream(request))
+    fragments = [f for e in events if isinstance(e, StreamDelta) for f in e.tool_calls]
+    assert fragments[0].name == name and fragments[0].id is not None
+    assert {f.index for f in fragments} == {0} and "".join(f.arguments for f in fragments) == "{}"
+    end = events[-1]
+    assert isinstance(end, StreamEnd) and end.result.output is not None
+    assert end.result.output["finish_reason"] == "tool_calls"
+    assert [c["function"] for c in end.result.output["tool_calls"]] == [call["function"]]
+    assert end.usage == whole.usage
