@@ -113,6 +113,17 @@ class Monitoring(Construct):
             "See the 'payment reversed' error log line (org, payment) and docs/payments.md.",
             environment=config.name,
         )
+        # A refund the processor had made failed (the payer's card or bank refused it): the
+        # service gave the credit back, but the customer asked for money, not credit
+        # (services/billing/reversals.py).
+        self._app_metric_alarm(
+            "PaymentRefundsFailed",
+            name="payment-refunds-failed",
+            description="A refund failed at the processor and its credit was given back to the org's "
+            "wallet; the customer is still owed the refund. See the 'payment refund failed' log line "
+            "(org, payment, amounts) and docs/payments.md, Refunds and disputes.",
+            environment=config.name,
+        )
         # A payer disputed a payment (a chargeback): look at the org before the dispute is lost.
         self._app_metric_alarm(
             "PaymentDisputes",

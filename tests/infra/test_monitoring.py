@@ -72,9 +72,9 @@ def test_every_alarm_notifies_the_encrypted_tls_only_alarm_topic(cfn: Cfn) -> No
 
     # Then
     # a DLQ alarm per queue, three service alarms, lanes marked unavailable, payment events
-    # rejected, payment reconciliation differences and failed runs, unrecovered refunds and
-    # disputes
-    assert len(alarms) == len(resources.QUEUES) + 9
+    # rejected, payment reconciliation differences and failed runs, unrecovered refunds, failed
+    # refunds and disputes
+    assert len(alarms) == len(resources.QUEUES) + 10
     for alarm in alarms:
         assert alarm["AlarmActions"] == [{"Ref": topic_id}]
     assert cfn.referenced(topic["KmsMasterKeyId"]).startswith("SecurityKey")
@@ -92,6 +92,7 @@ def test_every_alarm_notifies_the_encrypted_tls_only_alarm_topic(cfn: Cfn) -> No
         "PaymentReconciliationDifferences",
         "PaymentReconciliationFailed",
         "PaymentReversalUnrecovered",
+        "PaymentRefundsFailed",
         "PaymentDisputes",
     ],
 )
