@@ -14,6 +14,7 @@ from __future__ import annotations
 import itertools
 import json
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -26,6 +27,7 @@ from batchroute.adapters.dynamo.codec import to_item
 from batchroute.clock import FixedClock, isoformat
 from batchroute.config import Settings, get_settings
 from batchroute.domain.batches.record import BatchRecord
+from batchroute.domain.chat.objects import DIRECT_SOURCE
 from batchroute.domain.delivery.buckets import (
     MAX_ATTEMPTS,
     RETRY_DELAYS_SECONDS,
@@ -56,6 +58,7 @@ START = datetime(2026, 5, 4, 8, 0, tzinfo=UTC)
 RESULTS = b'{"seq":0,"customer_item_id":"a","status":"completed"}\n'
 ERRORS = b'{"seq":1,"customer_item_id":"b","error":"boom"}\n'
 RECEIPT = b'{"object":"billing_receipt","credit_charged":{"currency":"usd","amount":"0.01"}}'
+WORKFLOW_STEPS = ("intake", "route", "run_lane", "finalize", "settle", "deliver")
 
 
 @pytest.fixture(scope="module")
@@ -100,9 +103,16 @@ def register(targets: DeliveryTargets, org: TestOrg, customer: CustomerS3, **cha
 
 
 def finished_batch(
-    org_id: str, batch_id: str, *, results: bytes = RESULTS, state: str = "completed"
+    org_id: str,
+    batch_id: str,
+    *,
+    results: bytes = RESULTS,
+    state: str = "completed",
+    steps: tuple[str, ...] = WORKFLOW_STEPS,
+    source: str = "api",
 ) -> BatchRecord:
-    """A batch as Finalize and Settle leave it: its three artifacts in our bucket."""
+    """A batch as Finalize and Settle leave it, its workflow at `steps` (by default at its
+    Deliver step): its three artifacts in our bucket."""
     settings = get_settings()
     s3 = boto3.client("s3")
     keys = {
@@ -118,11 +128,12 @@ def finished_batch(
         "batch_id": batch_id,
         "org_id": org_id,
         "state": state,
+        "source": source,
         "created_at": "2026-05-04T07:00:00.000Z",
         "deadline_at": "2026-05-05T07:00:00.000Z",
         "counts": {"total": 2, "pending": 0, "running": 0, "completed": 1, "failed": 1, "canceled": 0},
         "artifacts": {**keys, "result_count": 1, "error_count": 1},
-        "workflow_steps": {},
+        "workflow_steps": dict.fromkeys(steps, "2026-05-04T07:30:00.000Z"),
         "gsi1pk": f"ORG#{org_id}",
         "gsi1sk": f"BATCH#{batch_id}",
     }
@@ -447,6 +458,68 @@ def test_redeliver_refuses_a_batch_that_has_not_finished(
     assert response.status_code == 409
     assert response.json()["error"]["code"] == "batch_not_finished"
     assert response.json()["error"]["details"] == {"state": "running"}
+
+
+def test_redeliver_waits_for_a_cancelled_batch_s_artifacts_then_delivers_them(
+    settings: Settings, local_aws: LocalStack, org: TestOrg, customer: CustomerS3
+) -> None:
+    # Given a batch cancelled before its workflow ran: terminal at once, no artifacts yet
+    client = TestClient(create_app(), raise_server_exceptions=False)
+    headers = org.key_headers()
+    body = customer.target_body(prefix=f"deliveries/{org.org_id}")
+    assert client.post("/v1/delivery-targets", json=body, headers=headers).status_code == 201
+    heartbeat_all_lanes()
+    batch = create_batch(org.org_id, [item(0), item(1)])
+    assert client.post(f"/v1/batches/{batch.batch_id}/cancel", headers=headers).json()["batch"]["state"] == (
+        "canceled"
+    )
+    # When the customer asks for a redelivery before Finalize wrote the artifacts: 409, and
+    # nothing is queued (an attempt now would record `delivered` with no objects)
+    early = client.post(f"/v1/batches/{batch.batch_id}/redeliver", headers=headers)
+    assert early.status_code == 409, early.text
+    assert early.json()["error"] == {
+        "code": "batch_not_finished",
+        "message": early.json()["error"]["message"],
+        "details": {"state": "canceled"},
+    }
+    assert queued_messages(local_aws) == []
+    # Then the workflow's own Deliver step lands every artifact in the customer's bucket
+    assert run_workflow(local_aws, batch.batch_id)["status"] == "SUCCEEDED"
+    assert set(delivered_objects(customer, org, batch.batch_id)) == {
+        "results.jsonl",
+        "errors.jsonl",
+        "receipt.json",
+    }
+    view = client.get(f"/v1/batches/{batch.batch_id}?include_details=true", headers=headers).json()
+    assert view["batch"]["details"]["delivery"]["state"] == "delivered"
+
+
+def test_an_attempt_without_artifacts_fails_rather_than_delivering_nothing(
+    wiring: Wiring, org: TestOrg, customer: CustomerS3
+) -> None:
+    # Given a failed batch whose Finalize could not write its artifacts (docs: the fail path
+    # goes on to Deliver all the same)
+    register(wiring.delivery_targets, org, customer)
+    batch = replace(finished_batch(org.org_id, "batch_no_artifacts", state="failed"), artifacts=None)
+    # When its delivery is attempted: a failure with its reason, never `delivered` with no objects
+    record = _inline(wiring).deliver_batch(batch)
+    assert record is not None and record.state == "failed" and record.last_error is not None
+    assert record.last_error.code == "artifacts_missing"
+    assert delivered_objects(customer, org, "batch_no_artifacts") == {}
+
+
+def test_a_direct_chat_request_has_no_delivery(
+    api: TestClient, wiring: Wiring, local_aws: LocalStack, org: TestOrg, customer: CustomerS3
+) -> None:
+    # Given an org with a target, and a direct chat request's record (its answer was the response)
+    register(wiring.delivery_targets, org, customer)
+    finished_batch(org.org_id, "batch_direct", steps=(), source=DIRECT_SOURCE)
+    # Then its detailed view shows no delivery coming, and a redelivery is refused by name
+    view = api.get("/v1/batches/batch_direct?include_details=true", headers=org.key_headers()).json()
+    assert view["batch"]["details"]["delivery"] is None
+    response = api.post("/v1/batches/batch_direct/redeliver", headers=org.key_headers())
+    assert response.status_code == 409 and response.json()["error"]["code"] == "nothing_to_deliver"
+    assert queued_messages(local_aws) == []
 
 
 def test_redeliver_needs_an_enabled_target(

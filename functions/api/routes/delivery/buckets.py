@@ -27,8 +27,9 @@ Creator = Annotated[Principal, Depends(require("batches:create"))]
             401: "Missing or invalid credentials",
             403: "Another organization's batch, or a role that may not act on batches",
             404: "No such batch (`batch_not_found`)",
-            409: "`already_delivered`, `delivery_in_progress`, `batch_not_finished`, or no enabled "
-            "delivery target (`no_delivery_target`)",
+            409: "`already_delivered`, `delivery_in_progress`, `batch_not_finished` (not ended, or "
+            "its artifacts not assembled yet), `nothing_to_deliver` (a direct chat request), or no "
+            "enabled delivery target (`no_delivery_target`)",
             410: "The batch's result bytes were reclaimed by retention (`results_expired`)",
         }
     ),

@@ -28,6 +28,7 @@ from typing import BinaryIO, Protocol
 from batchroute.clock import Clock, isoformat
 from batchroute.domain.batches.record import ArtifactKeys, BatchRecord
 from batchroute.domain.batches.states import TERMINAL
+from batchroute.domain.chat.objects import DIRECT_SOURCE
 from batchroute.domain.delivery.buckets import (
     INTERRUPTED,
     LEASE_SECONDS,
@@ -235,7 +236,7 @@ class BucketDelivery:
         record = self.records.get(batch.batch_id)
         if record is not None:
             return record.to_api()
-        if "deliver" in batch.workflow_steps:
+        if batch.source == DIRECT_SOURCE or _delivery_step_ran(batch):
             return None
         enabled = self.targets.enabled(batch.org_id)
         return pending_view(_snapshot(enabled)) if enabled else None
@@ -272,8 +273,12 @@ class BucketDelivery:
             return _failed(share, "target_unavailable", "the delivery target was removed or disabled")
         if batch.artifacts_reclaimed_at:
             return _failed(share, "results_expired", "retention reclaimed the batch's result bytes")
-        keys = batch_object_keys(target, batch.batch_id)
         artifacts = batch.artifacts or ArtifactKeys()
+        if not artifacts.results_key:
+            # Finalize wrote nothing (it failed for good): nothing to deliver, and never
+            # `delivered` with no objects.
+            return _failed(share, "artifacts_missing", "the batch has no result artifacts to deliver")
+        keys = batch_object_keys(target, batch.batch_id)
         sources = (
             ("results", artifacts.results_key, JSONL),
             ("errors", artifacts.errors_key, JSONL),
@@ -350,12 +355,31 @@ def _failed(share: TargetDelivery, code: str, message: str) -> TargetDelivery:
     return replace(share, state="failed", last_error=DeliveryError(code, message, share.target_id))
 
 
+def _delivery_step_ran(batch: BatchRecord) -> bool:
+    """The workflow's Deliver step (the last, after Finalize and Settle) has begun: the
+    batch's artifacts are complete. A cancelled or expired batch is terminal long before."""
+    return "deliver" in batch.workflow_steps
+
+
 def _check_redeliverable(batch: BatchRecord, record: DeliveryRecord | None) -> None:
-    """409 (410 once reclaimed) unless the batch has ended, its bytes are kept and its
-    delivery failed (or it never had one)."""
+    """409 (410 once reclaimed) unless the batch has ended, its workflow has reached its
+    Deliver step (its artifacts are complete), its bytes are kept and its delivery failed (or
+    it never had one)."""
+    if batch.source == DIRECT_SOURCE:
+        raise Conflict(
+            "A direct chat request has no artifacts to deliver: its answer was the response.",
+            code="nothing_to_deliver",
+        )
     if batch.state not in TERMINAL:
         raise Conflict(
             "The batch has not finished; it is delivered when it ends.",
+            code="batch_not_finished",
+            details={"state": batch.state},
+        )
+    if not _delivery_step_ran(batch):
+        raise Conflict(
+            "The batch has ended but its artifacts are still being assembled; they are delivered "
+            "when they are.",
             code="batch_not_finished",
             details={"state": batch.state},
         )
