@@ -20,6 +20,8 @@ from fastapi.openapi.utils import get_openapi
 from pydantic import BaseModel, WithJsonSchema
 from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
+from batchroute.services.batches.create import IDEMPOTENCY_KEY_LENGTH
+
 COMPONENT_REF = "#/components/schemas/{model}"
 
 _referenced: dict[type[BaseModel], JsonSchemaMode] = {}
@@ -67,6 +69,29 @@ def _add_write_refusals(paths: dict[str, Any]) -> None:
                     operation["responses"].setdefault(status, {"description": description, "content": answer})
 
 
+# The Idempotency-Key header as the spec limits it. The routes read it as optional and check it
+# themselves (services/batches/create.py check_idempotency_key), so that a missing or malformed
+# key answers its own stable code; the document says what they enforce.
+IDEMPOTENCY_KEY = "Idempotency-Key"
+IDEMPOTENCY_KEY_REQUIRED = frozenset({("/v1/batches", "post")})
+_IDEMPOTENCY_KEY_CHECKED = ("/v1/batches", "/v1/work-orders")
+
+
+def _describe_idempotency_keys(paths: dict[str, Any]) -> None:
+    shortest, longest = IDEMPOTENCY_KEY_LENGTH
+    for path in _IDEMPOTENCY_KEY_CHECKED:
+        for method, operation in paths.get(path, {}).items():
+            for parameter in operation.get("parameters", []):
+                if parameter["in"] == "header" and parameter["name"] == IDEMPOTENCY_KEY:
+                    parameter["required"] = (path, method) in IDEMPOTENCY_KEY_REQUIRED
+                    parameter["schema"] = {
+                        "type": "string",
+                        "minLength": shortest,
+                        "maxLength": longest,
+                        "title": IDEMPOTENCY_KEY,
+                    }
+
+
 def document(app: FastAPI) -> dict[str, Any]:
     schema = get_openapi(title=app.title, version=app.version, routes=app.routes, openapi_version="3.1.0")
     components = schema.setdefault("components", {}).setdefault("schemas", {})
@@ -77,5 +102,6 @@ def document(app: FastAPI) -> dict[str, Any]:
     for name in ("HTTPValidationError", "ValidationError"):
         components.pop(name, None)
     _add_write_refusals(schema.get("paths", {}))
+    _describe_idempotency_keys(schema.get("paths", {}))
     _add_referenced(components)
     return schema

@@ -206,6 +206,11 @@ def test_profile_input_is_validated(harness: Harness, owner: dict[str, Any]) -> 
         response = owner["browser"].put("/v1/auth/account/profile", json=body)
         assert response.status_code == 400, body
         assert response.json()["error"]["code"] == "invalid_request", body
+    # A name that is blank or holds control characters (shown in the console and in emails)
+    for name in ("   ", "Acme\x00", "Acme\nInc"):
+        response = owner["browser"].put("/v1/auth/account/profile", json={"display_name": name})
+        assert response.status_code == 400, name
+        assert response.json()["error"]["code"] == "invalid_display_name", name
 
 
 def test_profile_needs_credentials(harness: Harness) -> None:

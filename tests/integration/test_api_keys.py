@@ -89,10 +89,19 @@ def test_role_defaults_to_member_and_label_limits(client: TestClient) -> None:
     _, session, _ = _org_with_owner()
     client.cookies.set(SESSION_COOKIE, session)
     assert client.post("/v1/auth/account/api-keys", json={"label": "x"}).json()["key"]["role"] == "member"
-    for bad in ({"label": ""}, {"label": "x" * 121}, {"label": "ok", "role": "root"}, {}):
+    for bad in (
+        {"label": ""},
+        {"label": "x" * 121},
+        {"label": "   "},  # a key listed with a blank name
+        {"label": "ci\x00key"},
+        {"label": "ok", "role": "root"},
+        {},
+    ):
         response = client.post("/v1/auth/account/api-keys", json=bad)
         assert response.status_code == 400, bad
         assert response.json()["error"]["code"] == "invalid_request"
+    # A label is kept trimmed
+    assert client.post("/v1/auth/account/api-keys", json={"label": "  ci  "}).json()["key"]["label"] == "ci"
 
 
 def test_api_keys_cannot_manage_keys(client: TestClient) -> None:

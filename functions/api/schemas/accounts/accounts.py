@@ -89,7 +89,7 @@ class ProfileBody(BaseModel):
 
 
 class DeliveryWebhookBody(WebhookTarget):
-    model_config = ConfigDict(extra="forbid")
+    """The org's default webhook (PUT /v1/auth/account/delivery-webhook)."""
 
 
 # -- responses ---------------------------------------------------------------------------

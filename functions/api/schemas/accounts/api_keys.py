@@ -3,16 +3,28 @@ once) and revoked there."""
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Annotated
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from batchroute.domain.accounts.access import Role
 from batchroute.domain.accounts.accounts import ApiKey
 
 
+def _printable(label: str) -> str:
+    """The label trimmed; blank or holding control characters is refused."""
+    trimmed = label.strip()
+    if not trimmed or not trimmed.isprintable():
+        raise ValueError("label must be 1-120 printable characters, not only spaces")
+    return trimmed
+
+
 class ApiKeyCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    label: str = Field(min_length=1, max_length=120)
+    label: Annotated[str, AfterValidator(_printable)] = Field(
+        min_length=1, max_length=120, description="Shown in key lists: printable text, trimmed"
+    )
     role: Role = "member"
 
 

@@ -97,7 +97,15 @@ UsdAmount = Annotated[
 
 
 class ThresholdIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # The document also says which value goes with which type: a pct_of_limit is a whole
+    # percent (the rule parse_thresholds applies; a percent of 500 passes the USD branch).
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "if": {"properties": {"type": {"const": "pct_of_limit"}}},
+            "then": {"properties": {"value": {"type": "integer", "minimum": 0, "maximum": 100}}},
+        },
+    )
 
     type: ThresholdType
     value: UsdAmount | Annotated[int, Field(ge=0, le=100)] = Field(

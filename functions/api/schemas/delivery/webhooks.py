@@ -6,13 +6,15 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from batchroute.domain.delivery.webhook_targets import WEBHOOK_SECRET_MAX, WEBHOOK_SECRET_MIN, WEBHOOK_URL_MAX
 
 
 class WebhookTarget(BaseModel):
     """Where terminal-state events are POSTed, signed with the secret."""
+
+    model_config = ConfigDict(extra="forbid")
 
     url: str = Field(
         min_length=1,

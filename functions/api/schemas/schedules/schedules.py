@@ -16,6 +16,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 from pydantic_core import PydanticCustomError
 
+from batchroute.domain.delivery.webhook_targets import WEBHOOK_SECRET_MAX, WEBHOOK_SECRET_MIN
 from batchroute.domain.presets.golden_sets import (
     DEFAULT_THRESHOLD,
     MAX_EXPECTED_CHARS,
@@ -105,6 +106,9 @@ class ScheduleWebhook(BaseModel):
     secret: str | None = Field(
         default=None,
         description="Write-only; may be left out on an update that keeps the URL (the stored one is kept)",
+        # Checked with the batch's webhook rules when the schedule is saved (their codes), so
+        # documented here rather than enforced twice.
+        json_schema_extra={"minLength": WEBHOOK_SECRET_MIN, "maxLength": WEBHOOK_SECRET_MAX},
     )
     configured: bool | None = Field(default=None, description="read-only: accepted and ignored")
 

@@ -19,6 +19,7 @@ from batchroute.errors import InvalidRequest
 WEBHOOK_SECRET_MIN: Final = 8
 WEBHOOK_SECRET_MAX: Final = 256
 WEBHOOK_URL_MAX: Final = 2048
+WEBHOOK_FIELDS: Final = ("url", "secret")
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,13 @@ def webhook_target_problems(
     raises InvalidRequest for a URL the guard refuses (`public_url_check`)."""
     if not isinstance(webhook, Mapping):
         return [TargetProblem("invalid_field", f"{field} must be an object {{url, secret}}.", field)]
-    problems: list[TargetProblem] = []
+    problems = [
+        TargetProblem(
+            "unknown_field", f"{field}.{key} is not a field of a webhook (url, secret).", f"{field}.{key}"
+        )
+        for key in webhook
+        if key not in WEBHOOK_FIELDS
+    ]
     url = webhook.get("url")
     if not isinstance(url, str) or not url:
         problems.append(TargetProblem("missing_field", f"{field}.url is required.", f"{field}.url"))

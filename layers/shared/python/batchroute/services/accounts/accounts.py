@@ -64,9 +64,9 @@ def clean_display_name(value: str | None) -> str | None:
     if value is None:
         return None
     cleaned = value.strip()
-    if not 1 <= len(cleaned) <= MAX_DISPLAY_NAME:
+    if not 1 <= len(cleaned) <= MAX_DISPLAY_NAME or not cleaned.isprintable():
         raise InvalidRequest(
-            f"display_name must be 1 to {MAX_DISPLAY_NAME} characters.", code="invalid_display_name"
+            f"display_name must be 1 to {MAX_DISPLAY_NAME} printable characters.", code="invalid_display_name"
         )
     return cleaned
 

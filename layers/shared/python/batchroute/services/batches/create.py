@@ -15,7 +15,7 @@ import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from datetime import timedelta
-from typing import Any, Protocol, TypedDict
+from typing import Any, Final, Protocol, TypedDict
 
 from batchroute.clock import Clock, isoformat
 from batchroute.domain.accounts.access import Principal, authorize
@@ -68,6 +68,7 @@ from batchroute.transactions import TransactItem
 
 SLA = timedelta(hours=24)
 IDEMPOTENCY_TTL = timedelta(hours=24)
+IDEMPOTENCY_KEY_LENGTH: Final = (8, 128)  # the spec's Limits: characters, inclusive
 MAX_CANCEL_REASON = 500
 
 
@@ -114,7 +115,8 @@ class CreateAnswer:
 def check_idempotency_key(key: str | None) -> str:
     if key is None or not key.strip():
         raise InvalidRequest("The Idempotency-Key header is required.", code="idempotency_key_required")
-    if not 8 <= len(key) <= 128 or not key.isprintable():
+    shortest, longest = IDEMPOTENCY_KEY_LENGTH
+    if not shortest <= len(key) <= longest or not key.isprintable():
         raise InvalidRequest(
             "Idempotency-Key must be 8-128 printable characters.", code="invalid_idempotency_key"
         )
