@@ -365,6 +365,80 @@ def test_submit_wait_out_on_a_batch_canceled_elsewhere_writes_its_results_once_s
     assert "error: batch_ended: batch_1 ended canceled" in err and "results_not_ready" not in err
 
 
+def test_submit_wait_json_keeps_the_batch_and_its_key_when_waiting_fails_after_the_create(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given a batch created (its credit reserved), then a wait that fails: the network, a time-out
+    path = write_jsonl(tmp_path / "items.jsonl", [NATIVE])
+    clock = iter(range(0, 1000, 2))
+    for failing, extra, code in (
+        (httpx.ConnectError("refused"), (), "network_error"),
+        (got_batch("running", 1), ("--timeout", "1"), "timeout"),
+    ):
+        api = FakeAPI(
+            {
+                "POST /v1/quotes/model": [httpx.Response(200, json=quote_body(1))],
+                "POST /v1/batches": [httpx.Response(202, json={"batch": batch("batch_1", "priced")})],
+                "GET /v1/batches/batch_1": [failing],
+            }
+        )
+        exit_code, _ = run(
+            api,
+            "submit",
+            str(path),
+            "--wait",
+            "--json",
+            *extra,
+            tmp_path=tmp_path,
+            monotonic=lambda: float(next(clock)),
+        )
+        # Then stdout still names the batch and its key, beside the error, and stderr too
+        assert exit_code == 3
+        captured = capsys.readouterr()
+        document = json.loads(captured.out)
+        key = api.sent("POST /v1/batches")[0].headers["idempotency-key"]
+        assert document["batch"]["id"] == "batch_1" and document["idempotency_key"] == key
+        assert document["error"]["code"] == code
+        assert f"created batch_1 (Idempotency-Key {key})" in captured.err
+
+
+def test_status_and_a_failed_wait_say_why_the_batch_failed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    reason = "no eligible lane: every lane for the model is capacity_full"
+    failed = {
+        **batch("batch_1", "failed"),
+        "execution_summary": {"latest_error": reason},
+    }
+    failed["counts"].update(pending=0, failed=3)
+    path = write_jsonl(tmp_path / "items.jsonl", [NATIVE])
+    api = FakeAPI(
+        {
+            "POST /v1/quotes/model": [httpx.Response(200, json=quote_body(1))],
+            "POST /v1/batches": [httpx.Response(202, json={"batch": batch("batch_1", "priced")})],
+            "GET /v1/batches/batch_1": [httpx.Response(200, json={"batch": failed, "billing_receipt": None})],
+        }
+    )
+    assert run(api, "status", "batch_1", tmp_path=tmp_path, width=120)[0] == 0
+    assert f"error      {reason}" in capsys.readouterr().out
+    assert run(api, "submit", str(path), "--wait", tmp_path=tmp_path, width=120)[0] == 4
+    captured = capsys.readouterr()
+    assert f"error      {reason}" in captured.out
+    assert "error: batch_ended: batch_1 ended failed: 3/3 done" in captured.err
+    assert captured.err.rstrip().endswith(f"; latest error: {reason}")
+    # A batch without an error shows no error line
+    assert (
+        run(
+            FakeAPI({"GET /v1/batches/batch_1": [got_batch("running", 1)]}),
+            "status",
+            "batch_1",
+            tmp_path=tmp_path,
+        )[0]
+        == 0
+    )
+    assert "error" not in capsys.readouterr().out
+
+
 def test_status_says_whether_a_canceled_batch_has_settled(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -510,6 +584,50 @@ def test_network_errors_exit_3_after_the_retries_and_usage_errors_exit_2(
         api, "status", "batch_1", tmp_path=tmp_path, env={"BATCHROUTE_CONFIG": str(tmp_path / "none")}
     )
     assert code == 2 and "no API key: run `batchroute login`" in capsys.readouterr().err
+
+
+def test_a_key_ending_in_a_newline_is_used_stripped_and_one_http_cannot_carry_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    env = {"BATCHROUTE_BASE_URL": BASE, "BATCHROUTE_CONFIG": str(tmp_path / "config.toml")}
+    # A secret mounted from a file, a CRLF .env: the newline is dropped
+    api = FakeAPI({"GET /v1/batches/batch_1": [got_batch("running", 1)]})
+    assert (
+        run(api, "status", "batch_1", tmp_path=tmp_path, env={**env, "BATCHROUTE_API_KEY": KEY + "\r\n"})[0]
+        == 0
+    )
+    assert api.requests[0].headers["authorization"] == f"Bearer {KEY}"
+    capsys.readouterr()
+    # A key with a non-ASCII character (the masked form pasted back) or a space inside: exit 2,
+    # nothing sent, the key shown nowhere
+    for key in (mask(KEY), "sk-live 0123456789abcdef"):
+        api = FakeAPI({})
+        code, _ = run(
+            api, "status", "batch_1", "--json", tmp_path=tmp_path, env={**env, "BATCHROUTE_API_KEY": key}
+        )
+        captured = capsys.readouterr()
+        assert code == 2 and api.requests == []
+        assert json.loads(captured.out)["error"]["code"] == "usage_error"
+        assert "error: usage_error: the API key holds whitespace, control or non-ASCII" in captured.err
+        assert key not in captured.out + captured.err and "Traceback" not in captured.err
+    # A base URL without its scheme: exit 2 at once, not four retries and a network error
+    api = FakeAPI({})
+    code, sleeps = run(
+        api,
+        "status",
+        "batch_1",
+        tmp_path=tmp_path,
+        env={**env, "BATCHROUTE_API_KEY": KEY, "BATCHROUTE_BASE_URL": "api.test"},
+    )
+    assert code == 2 and api.requests == [] and sleeps == []
+    assert "error: usage_error: the base URL must be http:// or https://" in capsys.readouterr().err
+    # A request the transport refuses to send (h11 quotes the refused header): exit 2, once, unshown
+    api = FakeAPI({"GET /v1/usage": [httpx.LocalProtocolError(f"Illegal header value b'Bearer {KEY}\\n'")]})
+    code, sleeps = run(api, "usage", "--json", tmp_path=tmp_path)
+    captured = capsys.readouterr()
+    assert code == 2 and len(api.requests) == 1 and sleeps == []
+    assert json.loads(captured.out)["error"]["code"] == "usage_error"
+    assert KEY not in captured.out + captured.err
 
 
 def envelope(status: int, code: str, message: str, details: dict[str, Any]) -> httpx.Response:
@@ -788,6 +906,55 @@ def test_chat_streams_the_answer_and_json_prints_the_completion(
     assert capsys.readouterr().out == "Hello\n"
     body = json.loads(api.requests[0].content)
     assert body["stream"] is True and body["max_tokens"] == 5 and body["messages"][-1]["content"] == "Say hi"
+
+
+def test_chat_prints_what_streamed_then_the_error_when_the_stream_fails_midway(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    failure = {
+        "code": "provider_failed",
+        "message": "The provider edge-eu failed while answering (stream_interrupted).",
+        "details": {"provider": "edge-eu"},
+    }
+    sse = "".join(
+        f"data: {json.dumps(e)}\n\n" for e in (_chunk("Hello"), _chunk(" world"), {"error": failure})
+    )
+    answer = httpx.Response(200, text=sse, headers={"content-type": "text/event-stream"})
+    assert (
+        run(FakeAPI({"POST /v1/chat/completions": [answer]}), "chat", LLAMA, "Hi", tmp_path=tmp_path)[0] == 1
+    )
+    captured = capsys.readouterr()
+    assert captured.out == "Hello world\n"
+    assert captured.err.startswith(f"error: provider_failed: {failure['message']}\n")
+    # A stream cut before [DONE]: what came, its line ended, then a network error (exit 3)
+    cut = httpx.Response(200, text=f"data: {json.dumps(_chunk('Hel'))}\n\n")
+    assert run(FakeAPI({"POST /v1/chat/completions": [cut]}), "chat", LLAMA, "Hi", tmp_path=tmp_path)[0] == 3
+    captured = capsys.readouterr()
+    assert (
+        captured.out == "Hel\n"
+        and "error: network_error: POST /v1/chat/completions: the stream ended" in captured.err
+    )
+
+
+def test_an_inline_quote_sends_the_bytes_its_size_check_measured(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rows = [
+        {
+            **NATIVE,
+            "customer_item_id": f"n-{i}",
+            "input": {"messages": [{"role": "user", "content": "季度报告 🙂" * 50}]},
+        }
+        for i in range(3)
+    ]
+    path = write_jsonl(tmp_path / "cjk.jsonl", rows)
+    api = FakeAPI({"POST /v1/quotes/model": [httpx.Response(200, json=quote_body(3))]})
+    assert run(api, "quote", str(path), "--json", tmp_path=tmp_path)[0] == 0
+    measured = json.loads(capsys.readouterr().out)["input"]["bytes"]  # the JSONL lines, newlines included
+    (sent,) = api.requests
+    # the body is the lines joined by commas in {"items":[...]}: no escaping made it grow
+    assert len(sent.content) == measured - 3 + 2 + len('{"items":[]}')
+    assert "季度报告 🙂".encode() in sent.content
 
 
 # -- tables at 80 columns ---------------------------------------------------------------------------

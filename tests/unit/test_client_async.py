@@ -11,6 +11,7 @@ import httpx
 import pytest
 from batchroute_client import (
     APIConnectionError,
+    APIError,
     AsyncClient,
     ConflictError,
     InternalServerError,
@@ -122,3 +123,30 @@ def test_an_html_page_raises_unexpected_response_not_a_json_error() -> None:
         UnexpectedResponse, match=r"GET https://api.test/v1/batches/batch_1 answered HTTP 200"
     ):
         asyncio.run(scenario())
+
+
+def test_an_async_stream_that_fails_midway_raises_its_error_event_and_one_cut_off_raises_too() -> None:
+    failure = {
+        "code": "provider_failed",
+        "message": "The provider failed.",
+        "details": {"provider": "edge-eu"},
+    }
+    failed = "".join(f"data: {json.dumps(e)}\n\n" for e in (_chunk("Hello"), {"error": failure}))
+    cut = f"data: {json.dumps(_chunk('Hello'))}\n\n"
+    texts: list[str] = []
+
+    async def stream(body: str) -> None:
+        answer = httpx.Response(200, text=body, headers={"x-request-id": "req_7"})
+        async for chunk in make(Recorder(answer), []).chat.stream("m", [{"role": "user", "content": "hi"}]):
+            texts.append(chunk.text)
+
+    with pytest.raises(APIError) as raised:
+        asyncio.run(stream(failed))
+    assert texts == ["Hello"] and raised.value.request_id == "req_7"
+    assert (raised.value.code, raised.value.message, raised.value.details) == (
+        "provider_failed",
+        "The provider failed.",
+        {"provider": "edge-eu"},
+    )
+    with pytest.raises(APIConnectionError, match="the stream ended before"):
+        asyncio.run(stream(cut))

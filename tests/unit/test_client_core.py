@@ -20,6 +20,7 @@ from batchroute_client import (
     RateLimitError,
 )
 from batchroute_client._core import (
+    Call,
     ClientBase,
     Emit,
     Open,
@@ -29,6 +30,7 @@ from batchroute_client._core import (
     Runner,
     Send,
     Sleep,
+    request_arguments,
     returning,
 )
 from batchroute_client._retry import Backoff
@@ -145,6 +147,21 @@ def test_server_sent_events_are_read_line_by_line_until_done() -> None:
 
     effects, _ = drive(core().stream_events("/v1/chat/completions", {"stream": True}), answer)
     assert [e.value for e in effects if isinstance(e, Emit)] == [{"n": 1}, {"n": 2}]
+
+
+def test_a_json_body_is_encoded_by_the_core_not_by_httpx_so_any_httpx_sends_the_same_bytes() -> None:
+    # httpx 0.27 escapes non-ASCII (a CJK text doubles, an emoji triples): the core hands
+    # httpx the compact UTF-8 bytes itself, whatever its version
+    body = {"items": [{"input": "季度报告 🙂"}], "routing_mode": "cheapest"}
+    arguments = request_arguments(Call("POST", "https://api.test/v1/quotes/model", json=body), lambda b: b)
+    assert "json" not in arguments
+    assert arguments["content"] == '{"items":[{"input":"季度报告 🙂"}],"routing_mode":"cheapest"}'.encode()
+    assert arguments["headers"]["content-type"] == "application/json"
+    # a body without JSON is left as it is, and a caller's content type is kept
+    raw = Call("POST", "https://api.test/v1/files", content=lambda: b"x", headers={"content-type": "a/b"})
+    assert request_arguments(raw, lambda b: b)["content"] == b"x"
+    typed = Call("POST", "https://api.test/v1/x", json={}, headers={"Content-Type": "application/merge"})
+    assert request_arguments(typed, lambda b: b)["headers"]["content-type"] == "application/merge"
 
 
 def test_upload_planning_direct_signed_and_multipart_with_a_resigned_part() -> None:

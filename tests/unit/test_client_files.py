@@ -79,6 +79,21 @@ def test_a_small_file_is_uploaded_directly_as_the_raw_body(tmp_path: Path) -> No
     assert progress == [(0, len(LINES)), (len(LINES), len(LINES))]
 
 
+def test_a_non_ascii_filename_is_sent_as_an_ascii_fallback_keeping_its_extension(tmp_path: Path) -> None:
+    path = tmp_path / 'données-août "v2".jsonl'
+    path.write_bytes(LINES)
+    recorder = Recorder(httpx.Response(201, json={"file": file_row(size=len(LINES))}))
+    assert make(recorder, []).files.upload(path).usable
+    (request,) = recorder.requests
+    assert request.headers["content-disposition"] == 'attachment; filename="donn_es-ao_t _v2_.jsonl"'
+    assert request.content == LINES
+    # the signed upload names the file in its JSON body: the name is kept whole there
+    recorder = Recorder(httpx.Response(400, json={"error": {"code": "stop", "message": "stop"}}))
+    with pytest.raises(BadRequestError):
+        make(recorder, []).files.upload(path, method="signed")
+    assert json.loads(recorder.requests[0].content)["filename"] == path.name
+
+
 def test_a_large_file_goes_through_the_signed_url_and_a_failed_put_restarts(tmp_path: Path) -> None:
     size = DIRECT_UPLOAD_MAX_BYTES + 1
     path = tmp_path / "big.jsonl"

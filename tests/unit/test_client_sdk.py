@@ -14,12 +14,14 @@ import httpx
 import pytest
 from batchroute_client import (
     APIConnectionError,
+    APIError,
     AuthenticationError,
     BadRequestError,
     Client,
     ConflictError,
     InsufficientFundsError,
     InternalServerError,
+    InvalidRequestError,
     NotFoundError,
     PermissionDeniedError,
     RateLimitError,
@@ -27,6 +29,7 @@ from batchroute_client import (
     WaitTimeoutError,
 )
 from batchroute_client._retry import Backoff
+from batchroute_client.models import Batch
 
 BASE = "https://api.test"
 Answer = Callable[[httpx.Request], httpx.Response]
@@ -525,3 +528,148 @@ def test_a_stream_that_is_not_the_apis_event_stream_raises_unexpected_response()
     broken = httpx.Response(200, text="data: {not json\n\n", headers={"content-type": "text/event-stream"})
     with pytest.raises(UnexpectedResponse, match="an event that is not the API's JSON"):
         list(make(Recorder(broken), []).chat.stream("m", [{"role": "user", "content": "hi"}]))
+
+
+def test_a_key_is_stripped_and_one_with_whitespace_control_or_non_ascii_characters_is_refused_unshown(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A secret mounted from a file or a CRLF .env ends in a newline: it is dropped, not sent
+    recorder = Recorder(httpx.Response(200, json={"batch": batch(), "billing_receipt": None}))
+    client = Client(
+        api_key=" sk-test-secret\r\n",
+        base_url=BASE,
+        http_client=httpx.Client(transport=httpx.MockTransport(recorder)),
+    )
+    client.batches.get("batch_1")
+    assert recorder.requests[0].headers["authorization"] == "Bearer sk-test-secret"
+    monkeypatch.setenv("BATCHROUTE_API_KEY", "sk-from-env\n")
+    assert Client(base_url=BASE).headers()["Authorization"] == "Bearer sk-from-env"
+    # A key HTTP cannot carry is refused at once, and its text never holds the key
+    for key in ("brk_…9f2c", "sk-in side", "sk-bell\x07x", "sk-two\nlines"):
+        with pytest.raises(ValueError, match="API key holds whitespace, control or non-ASCII") as refused:
+            Client(api_key=key, base_url=BASE)
+        assert key.strip() not in str(refused.value)
+
+
+def test_a_base_url_without_an_http_scheme_or_host_is_refused_at_construction() -> None:
+    for url in ("api.acme.test", "ftp://api.acme.test", "http://", "sk-live-secret"):
+        with pytest.raises(ValueError, match="base URL must be http:// or https://") as refused:
+            Client(api_key="sk-test-secret", base_url=url)
+        assert "acme" not in str(refused.value) and "secret" not in str(refused.value)
+    assert Client(api_key="sk-test-secret", base_url=" https://api.test/ \n").base_url == BASE
+
+
+@pytest.mark.parametrize(
+    "refusal",
+    [
+        httpx.LocalProtocolError("Illegal header value b'Bearer sk-test-secret\\n'"),
+        httpx.UnsupportedProtocol("Request URL has an unsupported protocol 'sk-test-secret://'."),
+        httpx.InvalidURL("Invalid non-printable ASCII character in URL, 'sk-test-secret'"),
+    ],
+)
+def test_a_request_that_cannot_be_sent_is_not_retried_and_its_text_is_never_shown(
+    refusal: Exception,
+) -> None:
+    recorder = Recorder(refusal)
+    sleeps: list[float] = []
+    with pytest.raises(InvalidRequestError) as refused:
+        make(recorder, sleeps).usage()
+    assert len(recorder.requests) == 1 and sleeps == []
+    assert str(refused.value).startswith("GET /v1/usage: the request cannot be sent")
+    # Neither the message nor a chained cause (a logged traceback) holds the refused value
+    assert "sk-test-secret" not in str(refused.value)
+    assert refused.value.__cause__ is None and refused.value.__suppress_context__
+
+
+def test_a_stream_that_fails_midway_raises_its_error_event_as_an_api_error() -> None:
+    failure = {
+        "code": "provider_failed",
+        "message": "The provider edge-eu failed while answering (stream_interrupted).",
+        "details": {"provider": "edge-eu", "provider_code": "stream_interrupted"},
+    }
+    sse = "".join(
+        f"data: {json.dumps(e)}\n\n" for e in (_chunk("Hello"), _chunk(" world"), {"error": failure})
+    )
+    answer = httpx.Response(
+        200, text=sse, headers={"content-type": "text/event-stream", "x-request-id": "req_9"}
+    )
+    texts: list[str] = []
+    stream = make(Recorder(answer), []).chat.stream("m", [{"role": "user", "content": "hi"}])
+    with pytest.raises(APIError) as raised:
+        texts.extend(chunk.text for chunk in stream)
+    assert "".join(texts) == "Hello world"
+    assert (raised.value.code, raised.value.message, raised.value.details) == (
+        failure["code"],
+        failure["message"],
+        failure["details"],
+    )
+    assert raised.value.request_id == "req_9" and raised.value.status == 200
+
+
+def test_a_stream_that_ends_without_done_was_cut_off_and_raises() -> None:
+    sse = "".join(f"data: {json.dumps(_chunk(t))}\n\n" for t in ("The answer is", " forty"))
+    answer = httpx.Response(200, text=sse, headers={"content-type": "text/event-stream"})
+    texts: list[str] = []
+    stream = make(Recorder(answer), []).chat.stream("m", [{"role": "user", "content": "hi"}])
+    with pytest.raises(APIConnectionError, match="ended before \\[DONE\\]: the answer was cut off"):
+        texts.extend(chunk.text for chunk in stream)
+    assert "".join(texts) == "The answer is forty"
+
+
+def test_a_cancel_whose_answer_was_lost_returns_the_batch_its_retry_finds_canceled() -> None:
+    not_cancellable = error(409, "batch_not_cancellable", state="canceled")
+    got = httpx.Response(200, json={"batch": batch(state="canceled"), "billing_receipt": None})
+    for lost in (httpx.ReadTimeout("answer lost"), error(502, "bad_gateway")):
+        recorder = Recorder(lost, not_cancellable, got)
+        canceled = make(recorder, []).batches.cancel("batch_1", reason="stop")
+        assert canceled.state == "canceled"
+        assert [f"{r.method} {r.url.path}" for r in recorder.requests] == [
+            "POST /v1/batches/batch_1/cancel",
+            "POST /v1/batches/batch_1/cancel",
+            "GET /v1/batches/batch_1",
+        ]
+    # A 409 to the first attempt is the answer: the batch was canceled (or ended) before
+    recorder = Recorder(not_cancellable)
+    with pytest.raises(ConflictError) as first:
+        make(recorder, []).batches.cancel("batch_1")
+    assert first.value.details == {"state": "canceled"} and len(recorder.requests) == 1
+    # A retry that finds the batch ended otherwise is refused too
+    recorder = Recorder(httpx.ReadTimeout("lost"), error(409, "batch_not_cancellable", state="completed"))
+    with pytest.raises(ConflictError):
+        make(recorder, []).batches.cancel("batch_1")
+    assert len(recorder.requests) == 2
+
+
+def test_a_json_body_is_sent_compact_utf8_so_its_size_is_what_was_measured() -> None:
+    recorder = Recorder(error(400, "stop"))
+    items = [
+        {"customer_item_id": "季度-1", "input": {"messages": [{"role": "user", "content": "季度报告 🙂"}]}}
+    ]
+    with pytest.raises(BadRequestError):
+        make(recorder, []).quotes.model(items=items)
+    (sent,) = recorder.requests
+    expected = json.dumps({"items": items}, ensure_ascii=False, separators=(",", ":")).encode()
+    assert sent.content == expected and sent.headers["content-length"] == str(len(expected))
+    assert sent.headers["content-type"] == "application/json"
+
+
+def test_a_batch_types_its_execution_summary_and_file_ids() -> None:
+    body = {
+        **batch(state="failed"),
+        "output_file_id": "file_out",
+        "error_file_id": "file_err",
+        "receipt_file_id": "file_rcpt",
+        "execution_summary": {"latest_error": "no eligible lane", "preflight": {"ok": False, "errors": []}},
+    }
+    got = Batch.from_dict(body)
+    assert (got.output_file_id, got.error_file_id, got.receipt_file_id) == (
+        "file_out",
+        "file_err",
+        "file_rcpt",
+    )
+    assert got.execution_summary is not None and got.execution_summary.preflight == {
+        "ok": False,
+        "errors": [],
+    }
+    assert got.latest_error == "no eligible lane"
+    assert Batch.from_dict(batch()).latest_error is None

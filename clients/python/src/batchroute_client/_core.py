@@ -38,8 +38,11 @@ from batchroute_client._upload import (
 )
 from batchroute_client.errors import (
     APIConnectionError,
+    ConflictError,
+    InvalidRequestError,
     PermissionDeniedError,
     WaitTimeoutError,
+    error_for,
     error_from_response,
     unexpected,
 )
@@ -49,6 +52,16 @@ DEFAULT_TIMEOUT = 60.0
 DEFAULT_MAX_RETRIES = 4
 
 T = TypeVar("T")
+
+# A request httpx or h11 refuses to send as built: retrying cannot help, and the text of a
+# LocalProtocolError quotes the refused header, which may be the Authorization header.
+UNSENDABLE = (httpx.LocalProtocolError, httpx.UnsupportedProtocol, httpx.InvalidURL)
+
+
+def json_bytes(value: Any) -> bytes:
+    """A JSON body as the client sends it: UTF-8, compact, non-ASCII kept (httpx 0.27 escapes
+    it: a CJK text doubles, an emoji triples). The CLI sizes its inline items with it."""
+    return _json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
 
 
 @dataclass(frozen=True)
@@ -145,15 +158,32 @@ class Runner:
 
 def request_arguments(call: Call, body: Callable[[Any], Any]) -> dict[str, Any]:
     """The keyword arguments of `build_request` for `call`; `body` adapts a fresh body to the
-    HTTP client (an async client streams async iterators only)."""
+    HTTP client (an async client streams async iterators only). A JSON body is encoded here
+    (`json_bytes`), so the bytes sent do not depend on the httpx version."""
+    headers = httpx.Headers(call.headers)
+    content = body(call.content()) if call.content is not None else None
+    if call.json is not None:
+        headers.setdefault("Content-Type", "application/json")
+        content = json_bytes(call.json)
     return {
         "method": call.method,
         "url": call.url,
         "params": call.params,
-        "json": call.json,
-        "content": body(call.content()) if call.content is not None else None,
-        "headers": call.headers,
+        "content": content,
+        "headers": headers,
     }
+
+
+def unsendable(call: Call, exc: Exception) -> InvalidRequestError:
+    """The error of a request that cannot be sent, naming the call, never the refused value."""
+    try:
+        label = f"{call.method} {httpx.URL(call.url).path}"
+    except httpx.InvalidURL:
+        label = call.method
+    return InvalidRequestError(
+        f"{label}: the request cannot be sent ({type(exc).__name__}): a header value, the URL or "
+        "the body's length is not valid HTTP"
+    )
 
 
 def decoded(call: Call, response: httpx.Response) -> Any:
@@ -203,12 +233,23 @@ class ClientBase:
         clock: Callable[[], float],
         monotonic: Callable[[], float],
     ) -> None:
-        key = api_key or os.environ.get("BATCHROUTE_API_KEY")
+        key = (api_key or os.environ.get("BATCHROUTE_API_KEY") or "").strip()
         if not key:
             raise ValueError("no API key: pass api_key= or set BATCHROUTE_API_KEY")
-        url = base_url or os.environ.get("BATCHROUTE_BASE_URL") or http_base_url
+        if not all("!" <= char <= "~" for char in key):  # the key itself is never shown
+            raise ValueError("the API key holds whitespace, control or non-ASCII characters: copy it again")
+        url = (base_url or os.environ.get("BATCHROUTE_BASE_URL") or http_base_url or "").strip()
         if not url:
             raise ValueError("no base URL: pass base_url= or set BATCHROUTE_BASE_URL")
+        try:
+            parsed: httpx.URL | None = httpx.URL(url)
+        except httpx.InvalidURL:
+            parsed = None
+        if parsed is None or parsed.scheme not in ("http", "https") or not parsed.host:
+            # not shown either: a key passed where the URL goes would be printed
+            raise ValueError(
+                "the base URL must be http:// or https:// and a host, e.g. https://api.example.com"
+            )
         self.base_url = url.rstrip("/")
         self.max_retries = max(0, max_retries)
         self._api_key = key
@@ -274,14 +315,19 @@ class Operations:
 
     # -- the exchange, with the spec's retries --------------------------------------------
 
-    def exchange(self, call: Call, *, repeatable: bool = True) -> Plan[httpx.Response]:
+    def exchange(
+        self, call: Call, *, repeatable: bool = True, on_retry: Callable[[], None] | None = None
+    ) -> Plan[httpx.Response]:
         """One exchange with the spec's retries: the successful response, or the typed error.
-        A request that is not `repeatable` (it may have acted) is retried only on 429."""
+        A request that is not `repeatable` (it may have acted) is retried only on 429; one that
+        cannot be sent (`UNSENDABLE`) never. `on_retry` is told before each retry."""
         attempt = 0
         while True:
             attempt += 1
             try:
                 response: httpx.Response = yield Send(call)
+            except UNSENDABLE as exc:
+                raise unsendable(call, exc) from None
             except httpx.TransportError as exc:
                 wait = self._client.retry_wait(attempt, None, repeatable)
                 if wait is None:
@@ -293,6 +339,8 @@ class Operations:
                 wait = self._client.retry_wait(attempt, response, repeatable)
                 if wait is None:
                     raise error_from_response(response, call.method, call.url)
+            if on_retry is not None:
+                on_retry()
             yield Sleep(wait)
 
     def send(
@@ -376,6 +424,8 @@ class Operations:
                     yield from self._read_events(call, response, parse)
                     return
                 yield Read(response, "body")
+            except UNSENDABLE as exc:
+                raise unsendable(call, exc) from None
             except httpx.TransportError as exc:
                 raise APIConnectionError(f"POST {path}: {type(exc).__name__}: {exc}") from exc
             wait = self._client.retry_wait(attempt, response, repeatable=False)
@@ -386,8 +436,10 @@ class Operations:
     def _read_events(
         self, call: Call, response: httpx.Response, parse: Callable[[dict[str, Any]], T]
     ) -> Stream[T]:
-        """Emit each event's data until `[DONE]`; an answer that is not an event stream of the
-        API's JSON (an HTML page, a JSON document) raises `UnexpectedResponse`."""
+        """Emit each event's data until `[DONE]`. The error event that ends a stream failed
+        midway (`{"error": {code, message, details}}`) raises its `APIError`; a stream that ends
+        without `[DONE]` was cut off: `APIConnectionError`. An answer that is not an event
+        stream of the API's JSON (an HTML page, a JSON document) raises `UnexpectedResponse`."""
         kind = (response.headers.get("content-type") or "").split(";")[0].strip().lower()
         if kind not in ("", "text/event-stream", "text/plain"):
             yield Read(response, "body")
@@ -398,11 +450,18 @@ class Operations:
                 return
             if data is not None:
                 try:
-                    event = parse(_json.loads(data))
+                    body = _json.loads(data)
+                    if isinstance(body, dict) and isinstance(body.get("error"), dict):
+                        raise error_for(response.status_code, body, response.headers.get("x-request-id"))
+                    event = parse(body)
                 except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
                     problem = f"an event that is not the API's JSON ({type(exc).__name__}: {exc})"
                     raise unexpected(call.method, call.url, response, problem) from exc
                 yield Emit(event)
+        path = httpx.URL(call.url).path
+        raise APIConnectionError(
+            f"{call.method} {path}: the stream ended before [DONE]: the answer was cut off"
+        )
 
     def stream_events(self, path: str, json: Any) -> Stream[dict[str, Any]]:
         """POST and yield each server-sent event's JSON data until `[DONE]`. Only a 429 (answered
@@ -504,8 +563,19 @@ class Operations:
         return self._pages(f"/v1/batches/{batch_id}/results", params, models.ResultRow.from_dict)
 
     def batch_cancel(self, batch_id: str, *, reason: str | None = None) -> Plan[models.Batch]:
+        """Cancel the batch. When a retry (the first answer lost: a network error or a 5xx)
+        is refused with 409 `batch_not_cancellable` as `canceled`, the lost attempt canceled
+        it: the batch is read and returned. A 409 to the first attempt raises `ConflictError`."""
         body = {"reason": reason} if reason else None
-        return (yield from self._fetch("POST", f"/v1/batches/{batch_id}/cancel", _batch_of, json=body))
+        call = self._api_call("POST", f"/v1/batches/{batch_id}/cancel", None, body, None)
+        retried: list[bool] = []
+        try:
+            response = yield from self.exchange(call, on_retry=lambda: retried.append(True))
+        except ConflictError as exc:
+            if not retried or exc.code != "batch_not_cancellable" or exc.details.get("state") != "canceled":
+                raise
+            return (yield from self.batch_get(batch_id))
+        return read_model(call, response, _batch_of)
 
     def batch_retry(self, batch_id: str) -> Plan[models.RetriedBatch]:
         """Create a new batch from the failed and canceled items (beta). Not repeated on a
@@ -538,6 +608,8 @@ class Operations:
             while (chunk := (yield Read(response, "chunk"))) is not None:
                 out.write(chunk)
                 written += len(chunk)
+        except UNSENDABLE as exc:
+            raise unsendable(Call("GET", url), exc) from None
         except httpx.TransportError as exc:
             raise APIConnectionError(f"GET artifact of {batch_id}: {type(exc).__name__}: {exc}") from exc
         return written

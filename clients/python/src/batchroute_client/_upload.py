@@ -89,7 +89,10 @@ def use_direct(method: UploadMethod, size: int, direct_max_bytes: int = DIRECT_U
 
 
 def direct_headers(source: UploadSource) -> dict[str, str]:
-    name = source.filename.replace('"', "")
+    """A direct upload's headers. Header values are ASCII: each character of the filename
+    that is not printable ASCII (or is a quote or backslash) is sent as `_`, so
+    `données.jsonl` is stored as `donn_es.jsonl` (a signed upload keeps the name whole)."""
+    name = "".join(c if " " <= c <= "~" and c not in '"\\' else "_" for c in source.filename)
     return {
         "Content-Type": JSONL,
         "Content-Disposition": f'attachment; filename="{name}"',

@@ -15,6 +15,13 @@ class APIConnectionError(BatchrouteError):
     """The request never got an answer (network error or time-out), after the retries."""
 
 
+class InvalidRequestError(BatchrouteError):
+    """The request cannot be sent as built, so it is not sent nor retried: a header value HTTP
+    cannot carry (a control or non-ASCII character, e.g. in an idempotency key), a URL that is
+    not valid or not http(s), or an upload body whose length changed while it was read. The
+    text names the call, never the value refused (a header may be the API key)."""
+
+
 class WaitTimeoutError(BatchrouteError):
     """`batches.wait` gave up before the batch settled."""
 

@@ -69,6 +69,20 @@ class BatchCounts:
 
 
 @dataclass(frozen=True)
+class ExecutionSummary:
+    """Why a batch failed: `latest_error`, the latest batch-level execution error; `preflight`,
+    the preflight's answer (`{ok, errors, warnings}`) when its input file failed intake."""
+
+    SCHEMA: ClassVar[str] = "ExecutionSummary"
+    latest_error: str | None = None
+    preflight: dict[str, Any] | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ExecutionSummary:
+        return cls(latest_error=data.get("latest_error"), preflight=_mapping(data.get("preflight")))
+
+
+@dataclass(frozen=True)
 class Batch:
     SCHEMA: ClassVar[str] = "BatchOut"
     id: str
@@ -82,12 +96,21 @@ class Batch:
     privacy_tier: str | None = None
     quote_id: str | None = None
     metadata: dict[str, str] = field(default_factory=dict)
+    output_file_id: str | None = None
+    error_file_id: str | None = None
+    receipt_file_id: str | None = None
     output_url: str | None = None
     error_url: str | None = None
     receipt_url: str | None = None
     settled_at: str | None = None
+    execution_summary: ExecutionSummary | None = None
     cancel_reason: str | None = None
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False, metadata=RAW)
+
+    @property
+    def latest_error(self) -> str | None:
+        """`execution_summary.latest_error`: why the batch failed, when it did."""
+        return self.execution_summary.latest_error if self.execution_summary is not None else None
 
     @property
     def is_terminal(self) -> bool:
@@ -102,6 +125,7 @@ class Batch:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Batch:
+        summary = data.get("execution_summary")
         return cls(
             id=str(data["id"]),
             state=str(data["state"]),
@@ -114,10 +138,14 @@ class Batch:
             privacy_tier=data.get("privacy_tier"),
             quote_id=data.get("quote_id"),
             metadata=dict(data.get("metadata") or {}),
+            output_file_id=data.get("output_file_id"),
+            error_file_id=data.get("error_file_id"),
+            receipt_file_id=data.get("receipt_file_id"),
             output_url=data.get("output_url"),
             error_url=data.get("error_url"),
             receipt_url=data.get("receipt_url"),
             settled_at=data.get("settled_at"),
+            execution_summary=ExecutionSummary.from_dict(summary) if isinstance(summary, Mapping) else None,
             cancel_reason=data.get("cancel_reason"),
             raw=dict(data),
         )
@@ -531,6 +559,7 @@ class SignedUpload:
 ALL_MODELS: tuple[type, ...] = (
     Money,
     BatchCounts,
+    ExecutionSummary,
     Batch,
     RetriedBatch,
     Item,

@@ -9,18 +9,20 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 import typer
 
 from batchroute_client.cli import render
 from batchroute_client.cli import runtime as rt
-from batchroute_client.cli.app import BatchEnded, app
+from batchroute_client.cli.app import CREATED, BatchEnded, app
 from batchroute_client.cli.config import ConfigError
 from batchroute_client.cli.inputs import InputError
 from batchroute_client.errors import (
     APIConnectionError,
     APIError,
     BatchrouteError,
+    InvalidRequestError,
     UnexpectedResponse,
     WaitTimeoutError,
 )
@@ -49,40 +51,47 @@ def main(argv: Sequence[str] | None = None, runtime: rt.Runtime | None = None) -
     except (typer.Abort, KeyboardInterrupt):
         sys.stderr.write("\ninterrupted\n")
         return EXIT_INTERRUPTED
-    except (ConfigError, InputError) as exc:
-        _fail(json_mode, "usage_error", str(exc))
+    except (ConfigError, InputError, InvalidRequestError) as exc:
+        _fail(json_mode, "usage_error", str(exc), exc)
         return EXIT_USAGE
     except APIError as exc:
         sys.stderr.write(render.error_line(exc) + "\n")
         if json_mode:
-            render.emit_json(render.error_document(exc))
+            _emit(render.error_document(exc), exc)
         return EXIT_API
     except UnexpectedResponse as exc:  # e.g. a base URL that is the console's: exit 1, as an API error
         sys.stderr.write(f"error: unexpected_response: {exc}\n")
         if json_mode:
-            render.emit_json(render.unexpected_document(exc))
+            _emit(render.unexpected_document(exc), exc)
         return EXIT_API
     except (APIConnectionError, WaitTimeoutError) as exc:
         code = "timeout" if isinstance(exc, WaitTimeoutError) else "network_error"
-        _fail(json_mode, code, str(exc))
+        _fail(json_mode, code, str(exc), exc)
         return EXIT_NETWORK
     except BatchEnded as exc:
-        _fail(False, "batch_ended", str(exc))  # --json: the batch document is already on stdout
+        _fail(False, "batch_ended", str(exc), exc)  # --json: the batch document is already on stdout
         return EXIT_BATCH_ENDED
     except BatchrouteError as exc:
-        _fail(json_mode, "client_error", str(exc))
+        _fail(json_mode, "client_error", str(exc), exc)
         return EXIT_API
     except OSError as exc:  # an --out path that cannot be written: the command line's to fix
-        _fail(json_mode, "file_error", f"cannot write {exc.filename or ''}: {exc.strerror or exc}")
+        _fail(json_mode, "file_error", f"cannot write {exc.filename or ''}: {exc.strerror or exc}", exc)
         return EXIT_USAGE
     finally:
         rt.CURRENT = previous
 
 
-def _fail(json_mode: bool, code: str, message: str) -> None:
+def _emit(document: dict[str, Any], exc: BaseException) -> None:
+    """The --json error document, with what the command made before it failed beside the
+    error (`submit`: the batch and its Idempotency-Key, `app.CREATED`)."""
+    created = getattr(exc, CREATED, None)
+    render.emit_json({**(created if isinstance(created, dict) else {}), **document})
+
+
+def _fail(json_mode: bool, code: str, message: str, exc: BaseException) -> None:
     sys.stderr.write(f"error: {code}: {message}\n")
     if json_mode:
-        render.emit_json({"error": {"code": code, "message": message}})
+        _emit({"error": {"code": code, "message": message}}, exc)
 
 
 __all__ = ["main"]

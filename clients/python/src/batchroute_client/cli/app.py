@@ -29,13 +29,17 @@ from batchroute_client.models import Batch, Quote
 # 4 MiB, the signed URL above) and quoted by `input_file_id`.
 INLINE_MAX_BYTES = 3 * 1024 * 1024
 ROW_STATUSES = ("pending", "processing", "completed", "failed")
+# The attribute of an error raised after `submit` created its batch: `{"batch", "idempotency_key"}`,
+# which `main` puts beside the error in the --json document, so a script keeps the batch's id.
+CREATED = "batchroute_created"
 
 
 class BatchEnded(Exception):
     """`--wait` saw the batch end other than completed (exit 4)."""
 
     def __init__(self, batch: Batch) -> None:
-        super().__init__(f"{batch.id} ended {batch.state}: {render.counts_text(batch)}")
+        reason = f"; latest error: {batch.latest_error}" if batch.latest_error else ""
+        super().__init__(f"{batch.id} ended {batch.state}: {render.counts_text(batch)}{reason}")
         self.batch = batch
 
 
@@ -290,13 +294,16 @@ def submit(
                 highlight=False,
             )
         batch = client.batches.create(quote_id=got.quote_id, idempotency_key=key)
-        if not json_mode:
-            err.print(f"created {batch.id} (Idempotency-Key {key})", highlight=False)
+        err.print(f"created {batch.id} (Idempotency-Key {key})", highlight=False)  # --json too
         results_file: Path | None = None
-        if wait:
-            batch = _follow(client, batch, poll_interval, timeout, bars)
-            if out is not None:
-                results_file = _write_results(client, batch.id, out / f"{batch.id}.results.jsonl")
+        try:
+            if wait:
+                batch = _follow(client, batch, poll_interval, timeout, bars)
+                if out is not None:
+                    results_file = _write_results(client, batch.id, out / f"{batch.id}.results.jsonl")
+        except BaseException as exc:  # the batch exists (and holds credit): name it in the error
+            setattr(exc, CREATED, {"batch": batch.raw, "idempotency_key": key})
+            raise
     document = {
         "batch": batch.raw,
         "quote_id": got.quote_id,
@@ -510,10 +517,17 @@ def chat(
                 render.out().print(answer.text, markup=False, highlight=False)
             return
         console = render.out()
-        for chunk in client.chat.stream(model, messages, **options):
-            if chunk.text:
-                console.print(chunk.text, end="", markup=False, highlight=False, soft_wrap=True)
-                console.file.flush()
+        wrote = False
+        try:
+            for chunk in client.chat.stream(model, messages, **options):
+                if chunk.text:
+                    console.print(chunk.text, end="", markup=False, highlight=False, soft_wrap=True)
+                    console.file.flush()
+                    wrote = True
+        except BaseException:  # failed midway: end what streamed so far, then the error line
+            if wrote:
+                console.print()
+            raise
         console.print()
 
 

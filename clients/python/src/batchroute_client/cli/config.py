@@ -93,12 +93,15 @@ class Settings:
 
 
 def resolve(env: Mapping[str, str], base_url: str | None = None) -> Settings:
+    """The settings in force. A key's surrounding whitespace is dropped: a secret mounted from
+    a file, or a CRLF `.env`, ends in a newline that HTTP cannot carry."""
     path = config_path(env)
     stored = load(path)
-    key_source = "environment" if env.get(ENV_KEY) else ("config file" if stored.get("api_key") else None)
+    env_key, file_key = (env.get(ENV_KEY) or "").strip(), (stored.get("api_key") or "").strip()
+    key_source = "environment" if env_key else ("config file" if file_key else None)
     return Settings(
         path=path,
-        api_key=env.get(ENV_KEY) or stored.get("api_key"),
+        api_key=env_key or file_key or None,
         base_url=(base_url or env.get(ENV_URL) or stored.get("base_url") or "").rstrip("/") or None,
         key_source=key_source,
     )

@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from batchroute_client._core import json_bytes
+
 ENDPOINT_OPERATIONS = {
     "/v1/chat/completions": "responses",
     "/v1/responses": "responses",
@@ -113,18 +115,19 @@ def convert(path: Path, out: IO[bytes]) -> Converted:
             summary.problem_count += 1
             _note(summary, f"{path.name}:{number}: a line must be a JSON object")
             continue
-        if any(name in parsed for name in VENDOR_FIELDS):
-            try:
-                parsed = vendor_item(parsed)
-            except ValueError as exc:
-                summary.problem_count += 1
-                _note(summary, f"{path.name}:{number}: {exc}")
-                continue
-            summary.vendor_rows += 1
+        vendor = any(name in parsed for name in VENDOR_FIELDS)
+        try:
+            parsed = vendor_item(parsed) if vendor else parsed
+            # the bytes the client sends (`json_bytes`), so the inline size check is exact
+            encoded = json_bytes(parsed) + b"\n"
+        except ValueError as exc:  # a vendor field at fault, or NaN/Infinity (not JSON)
+            summary.problem_count += 1
+            _note(summary, f"{path.name}:{number}: {exc}")
+            continue
+        summary.vendor_rows += int(vendor)
         summary.items += 1
         if isinstance(parsed.get("model"), str):
             summary.models.add(parsed["model"])
-        encoded = json.dumps(parsed, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
         summary.bytes += len(encoded)
         out.write(encoded)
     if summary.problem_count:

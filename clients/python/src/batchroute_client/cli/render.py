@@ -253,11 +253,14 @@ def fields_table(rows: Iterable[tuple[str, Any]], title: str | None = None) -> G
 def batch_view(batch: Batch) -> Grid:
     # A canceled (failed, expired) batch is terminal at once; it settles once its work ends.
     settling = "not yet: the work already dispatched is finishing" if batch.is_terminal else None
+    # why it failed (`execution_summary.latest_error`), only when there is an error to show
+    error = [("error", batch.latest_error)] if batch.latest_error else []
     return fields_table(
         [
             ("batch", batch.id),
             ("state", state(batch.state)),
             ("items", counts_text(batch)),
+            *error,
             ("created", batch.created_at),
             ("deadline", batch.deadline_at),
             ("completed", batch.completed_at),

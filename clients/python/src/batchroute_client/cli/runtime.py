@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import httpx
 import typer
 
-from batchroute_client.cli.config import Settings, resolve
+from batchroute_client.cli.config import ConfigError, Settings, resolve
 from batchroute_client.client import Client
 
 PIPED_WIDTH = 80
@@ -39,14 +39,18 @@ class Runtime:
         return resolve(self.env, base_url)
 
     def client(self, api_key: str, base_url: str) -> Client:
-        return Client(
-            api_key=api_key,
-            base_url=base_url,
-            timeout=self.timeout,
-            http_client=self.http_client() if self.http_client is not None else None,
-            sleep=self.sleep,
-            monotonic=self.monotonic,
-        )
+        """The client; a key or base URL it refuses is a usage error (its text never shows the key)."""
+        try:
+            return Client(
+                api_key=api_key,
+                base_url=base_url,
+                timeout=self.timeout,
+                http_client=self.http_client() if self.http_client is not None else None,
+                sleep=self.sleep,
+                monotonic=self.monotonic,
+            )
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
 
     def columns(self) -> int | None:
         """The width tables fit: `width` when set; a terminal's own (None); when stdout is not a
