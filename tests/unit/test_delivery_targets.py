@@ -437,6 +437,19 @@ class Report:
         return {"queued": self.queued}
 
 
+class NoSweepWork:
+    """The sweeper's batches, workflows and ledger with nothing due (for tests of its other duties)."""
+
+    def past_deadline(self, now_iso: str, limit: int = 100) -> list[str]:
+        return []
+
+    def open_holds(self, *args: Any, **kwargs: Any) -> list[Any]:
+        return []
+
+    def launch_unstarted(self, now: Any, *, limit: int = 100) -> LaunchReport:
+        return LaunchReport()
+
+
 def test_the_sweep_queues_due_bucket_deliveries() -> None:
     calls: list[str] = []
 
@@ -449,21 +462,11 @@ def test_the_sweep_queues_due_bucket_deliveries() -> None:
         def retry_due(self) -> Report:
             return Report()
 
-    class Empty:
-        def past_deadline(self, now_iso: str, limit: int = 100) -> list[str]:
-            return []
-
-        def open_holds(self, *args: Any, **kwargs: Any) -> list[Any]:
-            return []
-
-        def launch_unstarted(self, now: Any, *, limit: int = 100) -> LaunchReport:
-            return LaunchReport()
-
     sweeper = Sweeper(
         refresh_heartbeats=lambda: Report(),
-        batches=Empty(),  # type: ignore[arg-type]
-        workflows=Empty(),
-        ledger=Empty(),
+        batches=NoSweepWork(),  # type: ignore[arg-type]
+        workflows=NoSweepWork(),
+        ledger=NoSweepWork(),
         chat_holds=None,  # type: ignore[arg-type]
         catalog=None,  # type: ignore[arg-type]
         controls=None,  # type: ignore[arg-type]

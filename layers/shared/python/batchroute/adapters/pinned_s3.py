@@ -17,13 +17,15 @@ The endpoint is the customer's, so nothing it sends is trusted to be small or qu
   `response_too_large`, having read at most the cap and one network chunk. A `GetObject`
   body is handed to botocore unread: its reader takes only what it asks for
   (`CustomerBucket.read` asks for its own limit + 1 byte), then closes.
-- **A deadline per request.** Every request (connect, upload, answer and body) ends within
-  `deadline_seconds` of its start: the connect and read time-outs are cut to the time left,
-  the upload goes in 64 KiB pieces and the answer is read chunk by chunk, each checked
-  against the clock. A slow-drip endpoint is cut off (`BucketRefused` `timeout`) at most one
-  read time-out (a read already waiting) past the deadline, and that refusal is not retried:
-  botocore's retry would give the next try a deadline of its own. A read time-out (nothing
-  arrived in `read_timeout`) is botocore's `ReadTimeoutError`, retried as any.
+- **A deadline per request.** Every request (connect, TLS handshake, upload, status line and
+  headers, answer and body) ends within `deadline_seconds` of its start, on the wall clock:
+  the connection enforces it on every network operation (`adapters/http_deadline.py`: each
+  connect, write and read waits at most the time left), and the upload's 64 KiB pieces and
+  the answer's chunks are also checked against the clock. An endpoint that drips its
+  headers or its body a byte at a time, or reads the upload that slowly, is cut off
+  (`BucketRefused` `timeout`) at the deadline, and that refusal is not retried: botocore's
+  retry would give the next try a deadline of its own. A read time-out (nothing arrived in
+  `read_timeout`, well before the deadline) is botocore's `ReadTimeoutError`, retried as any.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from botocore.exceptions import (
     ResponseStreamingError,
 )
 
+from batchroute.adapters.http_deadline import DeadlinePassed, DeadlineTransport, deadline
 from batchroute.domain.delivery.network import UrlGuard
 from batchroute.domain.delivery.targets import BucketRefused
 from batchroute.errors import InvalidRequest
@@ -54,10 +57,6 @@ _STREAMED = frozenset({"GetObject", "GetObjectTorrent"})
 # Hop-by-hop or computed headers httpx sets itself (and `Expect: 100-continue`, which it
 # does not speak).
 _DROPPED = frozenset({"host", "expect", "content-length", "transfer-encoding", "connection"})
-
-
-class _DeadlinePassed(Exception):
-    """Raised from the upload's pieces when the request's time is up."""
 
 
 @dataclass(eq=False)
@@ -105,6 +104,9 @@ class _Answer:
             raise _deadline_passed()
         try:
             chunk = next(self._chunks, b"")
+        except DeadlinePassed:  # the connection's own deadline (the request's), mid-read
+            self.close()
+            raise _deadline_passed() from None
         except httpx.TimeoutException:
             self.close()
             raise ReadTimeoutError(endpoint_url=self._origin) from None
@@ -181,17 +183,14 @@ class PinnedSender:
         self.max_answer_bytes = max_answer_bytes
         self._clock = clock
         self._client = httpx.Client(
-            transport=transport
-            or httpx.HTTPTransport(
-                verify=True, retries=0, limits=httpx.Limits(max_connections=20, max_keepalive_connections=0)
-            ),
+            transport=transport or DeadlineTransport(max_connections=20),
             follow_redirects=False,
             trust_env=False,
             timeout=httpx.Timeout(read_timeout, connect=connect_timeout),
         )
 
     def __call__(self, request: AWSPreparedRequest, event_name: str = "", **_: Any) -> AWSResponse:
-        deadline = self._clock() + self.deadline_seconds
+        ends_at = self._clock() + self.deadline_seconds
         url = httpx.URL(request.url)
         origin = f"{url.scheme}://{url.netloc.decode('ascii')}"
         try:
@@ -215,7 +214,7 @@ class PinnedSender:
         streamed = event_name.rsplit(".", 1)[-1] in _STREAMED
         name = url.raw_host.decode("ascii")
         for address in checked.addresses[:MAX_ADDRESSES_TRIED]:
-            left = deadline - self._clock()
+            left = ends_at - self._clock()
             if left <= 0:
                 raise _deadline_passed()
             target = url.copy_with(host=address)
@@ -223,33 +222,36 @@ class PinnedSender:
             outgoing = self._client.build_request(
                 request.method,
                 target,
-                content=self._pieces(data, deadline) if data else b"",
+                content=self._pieces(data, ends_at) if data else b"",
                 headers=headers,
                 extensions=extensions,
                 timeout=httpx.Timeout(min(self.read_timeout, left), connect=min(self.connect_timeout, left)),
             )
             try:
-                response = self._client.send(outgoing, stream=True)
+                # The connection opened here keeps this deadline for every operation, the
+                # status line and headers included, and for the answer read after it.
+                with deadline(ends_at, clock=self._clock):
+                    response = self._client.send(outgoing, stream=True)
             except httpx.ConnectTimeout:
                 raise ConnectTimeoutError(endpoint_url=origin) from None
             except httpx.ConnectError:
                 continue  # the next checked address, if any
-            except _DeadlinePassed:
+            except DeadlinePassed:
                 raise _deadline_passed() from None
             except httpx.TimeoutException:
                 raise ReadTimeoutError(endpoint_url=origin) from None
-            answer = _Answer(response, deadline=deadline, clock=self._clock, origin=origin)
+            answer = _Answer(response, deadline=ends_at, clock=self._clock, origin=origin)
             raw: _Answer | _Body = answer
             if response.status_code >= 300 or not streamed:
                 raw = _Body(answer.read_all(self.max_answer_bytes))
             return AWSResponse(request.url, response.status_code, dict(response.headers), raw)
         raise EndpointConnectionError(endpoint_url=origin)
 
-    def _pieces(self, data: bytes, deadline: float) -> Iterator[bytes]:
+    def _pieces(self, data: bytes, ends_at: float) -> Iterator[bytes]:
         view = memoryview(data)
         for start in range(0, len(view), UPLOAD_PIECE_BYTES):
-            if self._clock() >= deadline:
-                raise _DeadlinePassed
+            if self._clock() >= ends_at:
+                raise DeadlinePassed
             yield bytes(view[start : start + UPLOAD_PIECE_BYTES])
 
 

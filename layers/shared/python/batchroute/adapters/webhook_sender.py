@@ -8,7 +8,14 @@ original name, and TLS sends the name as SNI and verifies the certificate agains
 
 No redirects (a 3xx is a failed attempt), no proxies from the environment, no connection
 reuse (a pooled connection verified for one name is never used for another), at most
-~10 s per attempt, at most 64 KiB of the answer read and none of it kept.
+64 KiB of the answer read and none of it kept.
+
+At most `timeout_seconds` (10 s) per attempt, on the wall clock, for the whole exchange:
+connecting, the TLS handshake, sending the request, and reading the status line, headers and
+answer (`adapters/http_deadline.py`: every network operation waits at most the time left).
+A receiver that drips its headers a byte at a time is cut off at the deadline with the same
+outcome as any time-out (`timed out after 10 s`). One whose status and headers arrived in
+time keeps its status; reading the rest of its answer simply stops at the deadline.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ from datetime import UTC, datetime
 
 import httpx
 
+from batchroute.adapters.http_deadline import DeadlinePassed, DeadlineTransport, deadline
 from batchroute.domain.delivery.network import UrlGuard
 from batchroute.domain.delivery.webhooks import AttemptOutcome, parse_retry_after
 from batchroute.errors import InvalidRequest
@@ -48,12 +56,7 @@ class WebhookSender:
         self.user_agent = user_agent
         self._now = now or (lambda: datetime.now(UTC))
         self._client = httpx.Client(
-            transport=transport
-            or httpx.HTTPTransport(
-                verify=True,
-                retries=0,
-                limits=httpx.Limits(max_connections=50, max_keepalive_connections=0),
-            ),
+            transport=transport or DeadlineTransport(max_connections=50),
             follow_redirects=False,
             trust_env=False,
             timeout=timeout_seconds,
@@ -65,7 +68,7 @@ class WebhookSender:
     def send(self, url: str, raw_body: bytes, headers: Mapping[str, str]) -> AttemptOutcome:
         """POST `raw_body` to `url` with `headers` (the signature headers) and report the outcome."""
         started = time.monotonic()
-        deadline = started + self.timeout_seconds
+        ends_at = started + self.timeout_seconds
 
         def outcome(status: int | None, error: str | None, retry_after: int | None = None) -> AttemptOutcome:
             elapsed = int((time.monotonic() - started) * 1000)
@@ -91,39 +94,48 @@ class WebhookSender:
 
         last_error = "no address to connect to"
         for address in checked.addresses[:MAX_ADDRESSES_TRIED]:
-            remaining = deadline - time.monotonic()
+            remaining = ends_at - time.monotonic()
             if remaining <= 0:
                 return outcome(None, f"timed out after {self.timeout_seconds:g} s")
             target = original.copy_with(host=address)  # connect to the checked address only
             extensions = {"sni_hostname": name} if checked.scheme == "https" and name != address else {}
             try:
-                with self._client.stream(
-                    "POST",
-                    target,
-                    content=raw_body,
-                    headers=request_headers,
-                    extensions=extensions,
-                    timeout=httpx.Timeout(remaining),
-                ) as response:
-                    self._drain(response, deadline)
+                # The deadline bounds the whole exchange, headers included (each read's own
+                # time-out alone would let a byte-a-time receiver hold the attempt).
+                with (
+                    deadline(ends_at),
+                    self._client.stream(
+                        "POST",
+                        target,
+                        content=raw_body,
+                        headers=request_headers,
+                        extensions=extensions,
+                        timeout=httpx.Timeout(remaining),
+                    ) as response,
+                ):
+                    self._drain(response, ends_at)
                     retry_after = parse_retry_after(response.headers.get("retry-after"), now=self._now())
                     return outcome(response.status_code, None, retry_after)
             except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
                 last_error = f"could not connect to {address}: {_reason(exc)}"
                 continue  # the next checked address, if any
-            except httpx.TimeoutException:
+            except (httpx.TimeoutException, DeadlinePassed):
                 return outcome(None, f"timed out after {self.timeout_seconds:g} s")
             except httpx.HTTPError as exc:
                 return outcome(None, f"{type(exc).__name__}: {_reason(exc)}")
         return outcome(None, last_error)
 
-    def _drain(self, response: httpx.Response, deadline: float) -> None:
-        """Read (and drop) at most max_response_bytes, within the attempt's time."""
+    def _drain(self, response: httpx.Response, ends_at: float) -> None:
+        """Read (and drop) at most max_response_bytes, within the attempt's time: the status
+        already arrived, so an answer still coming at the deadline is left unread."""
         read = 0
-        for chunk in response.iter_raw():
-            read += len(chunk)
-            if read >= self.max_response_bytes or time.monotonic() >= deadline:
-                break
+        try:
+            for chunk in response.iter_raw():
+                read += len(chunk)
+                if read >= self.max_response_bytes or time.monotonic() >= ends_at:
+                    break
+        except DeadlinePassed:
+            return
 
 
 def _reason(exc: Exception) -> str:

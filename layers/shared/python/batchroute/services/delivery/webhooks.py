@@ -4,8 +4,9 @@ schedule runs out (`domain/delivery/webhooks.py`, `docs/webhooks.md`).
 - `deliver_batch_event(batch)` (the workflow's Deliver step): resolves the webhook (the
   batch's own overrides the org default; none means the customer polls), creates the
   delivery once per (batch, event type) and makes the first attempt at once.
-- `retry_due()` (the sweeper, every minute): makes every attempt that is due, and records
-  as failed any attempt whose worker stopped before it could record the outcome.
+- `retry_due()` (the sweeper, every minute): makes the attempts that are due, within a time
+  budget (`RETRY_BUDGET_SECONDS`; the rest stay due for the next sweep), and records as
+  failed any attempt whose worker stopped before it could record the outcome.
 - `view(batch_id)`: what `GET /v1/batches/{batch_id}/webhooks` shows; never the secret.
 - `OrgEventWebhooks.deliver_org_event(...)`: an org-level event (a billing alert) to the
   org's delivery webhook, created pending and due at once; a `WebhookDelivery` built with
@@ -21,7 +22,8 @@ creation with `seal_batch_webhook_secret` below.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import KW_ONLY, dataclass, field, replace
 from datetime import datetime, timedelta
@@ -52,6 +54,14 @@ BATCH_WEBHOOK_PURPOSE = "batch_webhook"
 # the sender's 10 s budget, so a live attempt is never taken over.
 LEASE_SECONDS = 120
 INTERRUPTED = "attempt interrupted: the worker stopped before recording an outcome"
+# The sweeper makes retries inline, before its other duties (billing alert webhooks, bucket
+# delivery retries, retention, schedules, auto top-ups) and inside its 120 s Lambda time-out.
+# A `retry_due` starts no attempt once this many seconds have passed since it began; the
+# deliveries it did not reach stay due for the next sweep. An attempt started just before
+# lasts at most the sender's 10 s (its deadline covers the whole exchange), so each of the
+# sweeper's two `retry_due` (batch events, then billing events) takes about 30 s at most,
+# whatever the receivers do.
+RETRY_BUDGET_SECONDS = 20.0
 
 SecretSource = Literal["batch", "org"]
 BATCH_SOURCE: SecretSource = "batch"
@@ -123,6 +133,7 @@ class RetryReport:
     dead_lettered: list[str] = field(default_factory=list)
     recovered: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+    deferred: list[str] = field(default_factory=list)  # due, left for the next sweep (the budget)
 
     def as_dict(self) -> dict[str, list[str]]:
         return {
@@ -131,6 +142,7 @@ class RetryReport:
             "dead_lettered": self.dead_lettered,
             "recovered": self.recovered,
             "skipped": self.skipped,
+            "deferred": self.deferred,
         }
 
 
@@ -145,6 +157,8 @@ class WebhookDelivery:
     lease_seconds: int = LEASE_SECONDS
     workers: int = 8
     owner_field: str = "batch_id"  # what the store's records are keyed by
+    retry_budget_seconds: float = RETRY_BUDGET_SECONDS  # per `retry_due` (see the constant)
+    monotonic: Callable[[], float] = time.monotonic  # measures the budget
 
     def __post_init__(self) -> None:
         self.workers = max(1, self.workers)
@@ -314,21 +328,26 @@ class WebhookDelivery:
 
     # -- the sweeper ---------------------------------------------------------------------
     def retry_due(self, now: datetime | None = None, limit: int = 40) -> RetryReport:
-        """Make every attempt due at `now` (up to `limit` deliveries, a few at a time), and
-        recover attempts whose worker stopped (recorded as failed, then scheduled)."""
+        """Make the attempts due at `now` (up to `limit` deliveries, a few at a time), and
+        recover attempts whose worker stopped (recorded as failed, then scheduled). No attempt
+        starts once `retry_budget_seconds` have passed: those deliveries are left unclaimed,
+        still due (`deferred`), for the next sweep."""
         now = now or self.clock.now()
         due = self.deliveries.due(isoformat(now), limit)
         report = RetryReport()
         if not due:
             return report
+        budget_ends = self.monotonic() + self.retry_budget_seconds
         if self.workers == 1 or len(due) == 1:
-            results = [self._retry_one(batch_id, delivery_id, now) for batch_id, delivery_id in due]
+            results = [
+                self._retry_one(batch_id, delivery_id, now, budget_ends) for batch_id, delivery_id in due
+            ]
         else:
             with ThreadPoolExecutor(max_workers=min(self.workers, len(due))) as pool:
-                results = list(pool.map(lambda key: self._retry_one(key[0], key[1], now), due))
+                results = list(pool.map(lambda key: self._retry_one(key[0], key[1], now, budget_ends), due))
         for (_, delivery_id), (kind, status) in zip(due, results, strict=True):
-            if kind == "skipped":
-                report.skipped.append(delivery_id)
+            if kind in ("skipped", "deferred"):
+                (report.skipped if kind == "skipped" else report.deferred).append(delivery_id)
                 continue
             (report.recovered if kind == "recovered" else report.attempted).append(delivery_id)
             if status == "succeeded":
@@ -337,7 +356,9 @@ class WebhookDelivery:
                 report.dead_lettered.append(delivery_id)
         return report
 
-    def _retry_one(self, batch_id: str, delivery_id: str, now: datetime) -> tuple[str, str | None]:
+    def _retry_one(
+        self, batch_id: str, delivery_id: str, now: datetime, budget_ends: float
+    ) -> tuple[str, str | None]:
         try:
             delivery = self.deliveries.get(batch_id, delivery_id)
             if delivery is None:
@@ -354,6 +375,8 @@ class WebhookDelivery:
                     return "skipped", None
                 return "recovered", decide(attempt, interrupted, now=now).status
             if status in ("pending", "failed") and (delivery.next_attempt_at or "~") <= now_iso:
+                if self.monotonic() >= budget_ends:
+                    return "deferred", None  # unclaimed: still due, for the next sweep
                 updated = self._attempt(delivery, now)
                 if updated is None:
                     return "skipped", None
