@@ -216,6 +216,42 @@ def test_quote_mismatch_and_expiry(client: TestClient, org: TestOrg) -> None:
     assert stolen.status_code == 403
 
 
+def test_a_create_that_asks_other_routing_than_its_quote_is_refused(client: TestClient, org: TestOrg) -> None:
+    # Given a quote made without routing constraints, and one made in region "us"
+    items = [_item(0), _item(1)]
+    plain = client.post("/v1/quotes/model", json={"items": items}, headers=org.key_headers()).json()
+    in_us = client.post(
+        "/v1/quotes/model", json={"items": items, "regions": ["us"]}, headers=org.key_headers()
+    ).json()
+    balance = _ledger().balance(org.org_id)
+    # When a create names the quote but asks a stricter privacy tier, another region or mode,
+    # tools or a price cap the quote was not made with: 409, nothing reserved (the batch
+    # would run on the quote's plan, sending the items where the body forbade)
+    for key, changes, field in (
+        ("key-tier-0001", {"privacy_tier": "confidential"}, "privacy_tier"),
+        ("key-region-01", {"regions": ["eu"]}, "regions"),
+        ("key-mode-0001", {"routing_mode": "public_only"}, "routing_mode"),
+        ("key-tools-001", {"required_tools": ["web_search"]}, "required_tools"),
+        ("key-price-001", {"max_price": {"input_per_mtok": "0.01"}}, "max_price"),
+    ):
+        refused = _create(client, org, {"quote_id": plain["quote_id"], "items": items, **changes}, key=key)
+        assert refused.status_code == 409, (changes, refused.text)
+        error = refused.json()["error"]
+        assert error["code"] == "quote_mismatch" and error["details"]["field"] == field, error
+    moved = _create(client, org, {"quote_id": in_us["quote_id"], "region": "eu"}, key="key-region-02")
+    assert moved.status_code == 409 and moved.json()["error"]["details"]["field"] == "regions"
+    assert _ledger().balance(org.org_id) == balance
+    # And the fields the quote was made with (or their defaults) may be repeated
+    # (sla_tier too: every tier is served as standard)
+    same = {"privacy_tier": "standard", "routing_mode": "cheapest", "required_tools": [], "sla_tier": "flex"}
+    accepted = _create(
+        client, org, {"quote_id": plain["quote_id"], "items": items, **same}, key="key-same-0002"
+    )
+    assert accepted.status_code == 202, accepted.text
+    repeated = _create(client, org, {"quote_id": in_us["quote_id"], "regions": ["us"]}, key="key-same-0003")
+    assert repeated.status_code == 202, repeated.text
+
+
 def test_reads_list_get_and_other_orgs(client: TestClient, org: TestOrg) -> None:
     created = [
         _create(client, org, {"items": [_item(n)]}, key=f"key-list-{n:04d}").json()["batch"] for n in range(3)

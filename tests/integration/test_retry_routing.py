@@ -167,3 +167,32 @@ def test_a_batch_from_a_quote_stored_before_routing_fields_were_kept_still_works
         "sla_tier": "standard",
         "privacy_tier": "standard",
     }
+
+
+def test_a_retry_of_a_workflow_product_is_priced_as_the_product(
+    client: TestClient, org: TestOrg, stack: LocalStack
+) -> None:
+    # Given a workflow product's batch, one of whose inputs always fails
+    inputs = [
+        {
+            "ticket": {"body": f"My order {n} is late{' [simulate:fail]' if n == 0 else ''}"},
+            "categories": ["a", "b"],
+        }
+        for n in range(3)
+    ]
+    quote = client.post(
+        "/v1/quotes/workflow",
+        json={"product": "ticket-classification", "inputs": inputs},
+        headers=org.key_headers(),
+    )
+    assert quote.status_code == 200, quote.text
+    source = _run(client, org, stack, {"quote_id": quote.json()["quote_id"]}, "retry-wf-0001")
+    records = BatchRecords(get_settings().table_name("batches"))
+    assert getattr(records.get(source), "fee_kind", None) == "workflow"
+    # When its failed input is retried
+    retry = _retry(client, org, source)
+    # Then the retry pays the product's fee, as its source did (it was priced as a plain batch)
+    assert getattr(records.get(retry), "fee_kind", None) == "workflow"
+    run_workflow(stack, retry)
+    receipt = client.get(f"/v1/batches/{retry}/billing-receipt", headers=org.key_headers()).json()
+    assert receipt["service_fee_basis"]["fee"] == "workflow_product_fee"

@@ -50,7 +50,7 @@ from batchroute.domain.delivery.webhook_targets import (
 )
 from batchroute.domain.request_fields import invalid
 from batchroute.domain.routing.engine import RoutePlanView
-from batchroute.domain.routing.gates import GateFailure, RoutingFields, RoutingMode
+from batchroute.domain.routing.gates import GateFailure, RouteRequest, RoutingFields, RoutingMode
 from batchroute.domain.work_orders.work_orders import WorkOrder
 from batchroute.errors import Conflict, Gone, InvalidRequest, Unavailable
 from batchroute.ids import new_id
@@ -100,6 +100,8 @@ class Surface:
     # Lanes a schedule's regression run excluded (docs/schedules.md): the route rejects them
     # with `regression_failed`.
     excluded_lanes: Mapping[str, GateFailure] | None = None
+    # The fee a batch priced without a quote pays: a workflow product's retry is the product's.
+    fee_kind: FeeKind = "batch"
 
 
 NATIVE = Surface()
@@ -293,13 +295,15 @@ class BatchService:
         quote = command.quote
         snapshot = self.quotes.quoted(principal, command.quote_id) if command.quote_id else None
         file_id = quote.input_file_id if quote.items is None else None
+        if snapshot is not None:
+            _check_quoted_routing(quote.routing.fields(), snapshot)
         if snapshot is not None and quote.items is None and not file_id and snapshot.items.kind == "file":
             file_id = snapshot.items.file_id
         if file_id is not None and surface.source == "native":
-            return self._price_file(principal, command, file_id, snapshot, surface.excluded_lanes)
+            return self._price_file(principal, command, file_id, snapshot, surface)
         writer = InputChunkWriter(self.artifacts, batch_id)
         try:
-            priced = self._price_and_write(principal, command, writer, snapshot, surface.excluded_lanes)
+            priced = self._price_and_write(principal, command, writer, snapshot, surface)
             writer.close()
         except BaseException:
             writer.abort()
@@ -318,7 +322,7 @@ class BatchService:
         command: CreateBatch,
         file_id: str,
         snapshot: QuoteSnapshot | None,
-        excluded_lanes: Mapping[str, GateFailure] | None,
+        surface: Surface,
     ) -> _Priced:
         """Price a batch over an input file without writing its items: from the quote's
         snapshot (no item is read: create answers in the same time at any size), or else an
@@ -335,7 +339,9 @@ class BatchService:
             options["privacy_tier"] = priced.privacy_tier
             digest = snapshot.items.digest
         else:
-            _, planned = self.quotes.price(principal, command.quote, excluded_lanes=excluded_lanes)
+            _, planned = self.quotes.price(
+                principal, command.quote, excluded_lanes=surface.excluded_lanes, fee_kind=surface.fee_kind
+            )
             priced, digest = _Priced.planned(planned), planned.items_digest
         intake = BatchIntake(file_id=file_id, digest=digest, item_count=priced.item_count, options=options)
         chunks = -(-priced.item_count // CHUNK_SIZE)
@@ -347,7 +353,7 @@ class BatchService:
         command: CreateBatch,
         writer: InputChunkWriter,
         snapshot: QuoteSnapshot | None,
-        excluded_lanes: Mapping[str, GateFailure] | None,
+        surface: Surface,
     ) -> _Priced:
         """Price a batch whose items create writes to S3 as they stream: the quoted items
         (their digest must match the quote's), or an internal quote."""
@@ -356,7 +362,8 @@ class BatchService:
                 principal,
                 command.quote,
                 on_item=lambda item, _line: writer.add(item),
-                excluded_lanes=excluded_lanes,
+                excluded_lanes=surface.excluded_lanes,
+                fee_kind=surface.fee_kind,
             )
             return _Priced.planned(planned)
         quote = command.quote
@@ -507,7 +514,9 @@ class BatchService:
         items = [row["item"] for row in self._input_rows(source) if int(row["seq"]) in failed]
         body = retry_body(source, items)
         key = f"retry-{batch_id}-{request_hash(body)[:32]}"
-        answer = self.create(principal, CreateBatch.parse(body), key)
+        # A workflow product's items are retried as the product (its fee), any other as a batch.
+        fee_kind: FeeKind = "workflow" if source.fee_kind == "workflow" else "batch"
+        answer = self.create(principal, CreateBatch.parse(body), key, Surface(fee_kind=fee_kind))
         created: BatchSummaryView = json.loads(answer.body)["batch"]  # as create answered it
         self.records.update(created["id"], {"retry_of": batch_id})
         return {"batch": created, "source_batch_id": batch_id, "retry_item_count": len(items)}
@@ -618,12 +627,55 @@ class _Priced:
         return cls(
             planned.plan.to_api(),
             planned.price.total,
-            "batch",
+            planned.price.fee_kind,
             request.routing_mode,
             request.sla_tier,
             request.privacy_tier,
             planned.item_count,
         )
+
+
+def _check_quoted_routing(given: RoutingFields, snapshot: QuoteSnapshot) -> None:
+    """409 `quote_mismatch` when the body also gives a routing field the quote was not made
+    with: the batch runs on the quote's plan, so a stricter privacy tier, another region or
+    mode would be ignored (its items sent where the body forbade). Quote again with them."""
+    quoted = _quoted_fields(snapshot)
+    for name, value in given.items():
+        if name == "sla_tier":  # every tier is served as standard: it changes no route
+            continue
+        if _comparable(value) != _comparable(quoted.get(name)):
+            raise Conflict(
+                f"The quote was made with another {name}; quote again with the batch's routing fields.",
+                code="quote_mismatch",
+                details={"field": name, "quoted": quoted.get(name), "given": value},
+            )
+
+
+def _quoted_fields(snapshot: QuoteSnapshot) -> RoutingFields:
+    """The routing fields the quote was asked with, each left out as its default (so the
+    same body asks the same; a route policy narrows both alike)."""
+    kept = snapshot.routing_fields
+    if kept is None:  # a snapshot stored before they were kept: its plan's mode and tiers
+        plan = snapshot.routing
+        kept = RoutingFields(
+            routing_mode=plan["routing_mode"], sla_tier=plan["sla_tier"], privacy_tier=plan["privacy_tier"]
+        )
+    defaults = RouteRequest()
+    quoted = RoutingFields(
+        routing_mode=defaults.routing_mode,
+        privacy_tier=defaults.privacy_tier,
+        sla_tier=defaults.sla_tier,
+        required_tools=[],
+        regions=[],
+        max_price=None,
+    )
+    quoted.update(kept)
+    return quoted
+
+
+def _comparable(value: object) -> object:
+    """Lists compared as sets (tools and regions have no order)."""
+    return sorted(str(v) for v in value) if isinstance(value, list) else value
 
 
 def _batch_routing(command: CreateBatch, priced: _Priced) -> RoutingFields:

@@ -284,15 +284,18 @@ class QuoteService:
         *,
         on_item: OnItem | None = None,
         excluded_lanes: Mapping[str, GateFailure] | None = None,
+        fee_kind: FeeKind = "batch",
     ) -> tuple[QuotedItems, PlannedQuote]:
         """The one pass of a quote and of a batch priced without one: the items (inline, or
         the input file's, from its item profile when it may stand in for them), through the
-        preflight, routed and priced. `quote` has its batch-wide preset applied already."""
+        preflight, routed and priced (at the fee of `fee_kind`: a workflow product's retry is
+        priced as the product). `quote` has its batch-wide preset applied already."""
         profile = self.file_profile(principal, quote) if on_item is None else None
         source, items = self.items_source(principal, quote, open_now=profile is None)
         planned = self.plan(
             quote,
             items,
+            fee_kind=fee_kind,
             on_item=on_item,
             org_id=principal.org_id,
             excluded_lanes=excluded_lanes,
