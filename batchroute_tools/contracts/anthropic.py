@@ -336,8 +336,8 @@ def _sampling(body: Mapping[str, Any], path: str) -> list[str]:
         if isinstance(value, bool) or not isinstance(value, int if whole else int | float):
             found.append(f"{path}.{name}: should be {'an integer' if whole else 'a number'}")
         elif value < least or (most is not None and value > most):
-            upper = f" and {most:g}" if most is not None else ""
-            found.append(f"{path}.{name}: should be at least {least:g}{upper}")
+            bounds = f"between {least:g} and {most:g}" if most is not None else f"at least {least:g}"
+            found.append(f"{path}.{name}: should be {bounds}")
     return found
 
 

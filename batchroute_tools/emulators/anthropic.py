@@ -17,9 +17,17 @@ Bodies follow Anthropic's API reference; tests parse every answer with the offic
 types (`anthropic.types`), so the emulator cannot drift from them. Every request is checked
 as the API checks it, with the same contract the adapter's bodies are tested against
 (batchroute_tools/contracts/anthropic.py: the SDK's request types, strictly, and the API's
-rules; a batch's every request at creation): a violation is the API's 400
-`invalid_request_error` naming it; a server tool without its `anthropic-beta` too; an
-unknown model 404 `not_found_error`; no `anthropic-version` header 400.
+rules): a violation is the API's 400 `invalid_request_error` naming it; a server tool without
+its `anthropic-beta` too; an unknown model 404 `not_found_error`; no `anthropic-version`
+header 400. A message batch is checked as the API checks it: its envelope when it is created
+(1 to 100,000 requests, each `{custom_id, params}` with a unique custom_id of the pattern, no
+unknown field: else 400; over 256 MB: 413 `request_too_large`), each request's `params` as
+the batch runs, a violation (or a server tool without its beta, or an unknown model) being
+that request's `errored` result (`invalid_request_error`; `not_found_error`) while the others
+run: "Validation of the `params` object for each message request is performed
+asynchronously, and validation errors are returned when processing of the entire batch has
+ended" (Anthropic's batch-processing guide, "Test your batch requests with the Messages API",
+https://docs.anthropic.com/en/docs/build-with-claude/batch-processing).
 
 Server tools run deterministically, once each, before the answer's text (whole, streamed
 or in a batch): `web_search_20250305` -> a `server_tool_use` block and a
@@ -70,7 +78,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
-from batchroute_tools.contracts.anthropic import CACHE_TTLS, request_violations, required_betas, warm
+from batchroute_tools.contracts.anthropic import (
+    CACHE_TTLS,
+    message_violations,
+    request_violations,
+    required_betas,
+    warm,
+)
 from batchroute_tools.emulators.behaviour import RETRY_AFTER_MS, Answer, Behaviour, Fault, Work
 from batchroute_tools.emulators.cache import Breakpoint, PromptCache, anthropic_minimum, digest
 from batchroute_tools.emulators.server import Handler, Reply, Request, Vendor, sse
@@ -80,6 +94,19 @@ Clock = Callable[[], float]  # seconds since the epoch
 
 DEFAULT_MODELS: Final = ("claude-3-5-haiku-20241022", "claude-sonnet-4-20250514")
 BATCH_EXPIRY_SECONDS: Final = 86_400
+# "A Message Batch is limited to either 100,000 Message requests or 256 MB in size" (the
+# guide's batch limitations; larger is the API's 413 request_too_large). In bytes as
+# providers.toml counts them.
+MAX_BATCH_BYTES: Final = 256_000_000
+# What stands in for each request's params when a batch's envelope is checked (the params
+# themselves are checked as the batch runs), and the key a stored request keeps why its
+# params are invalid under.
+_ENVELOPE_PARAMS: Final = {
+    "model": DEFAULT_MODELS[0],
+    "max_tokens": 1,
+    "messages": [{"role": "user", "content": "x"}],
+}
+_INVALID: Final = "_invalid"
 # Server tools the emulator runs (deterministically): Anthropic's tool name -> its tool types.
 SERVER_TOOLS: Final[dict[str, str]] = {"web_search": "web_search_", "code_execution": "code_execution_"}
 # The content types Anthropic answers with: a stream's, and a batch's results file's.
@@ -284,22 +311,46 @@ class AnthropicEmulator:
         return Reply.json(200, message, {"request-id": request_id()})
 
     def _refusal(self, operation: str, body: Any, request: Request) -> Reply | None:
-        """The API's 400 for a body its contract refuses (contracts/anthropic.py), or for a
-        server tool used without its beta; its 404 for a model it does not serve."""
+        """The API's 400 for a Messages body its contract refuses (contracts/anthropic.py),
+        or for a server tool used without its beta; its 404 for a model it does not serve."""
         problems = request_violations(operation, body)
         if problems:
             return error_reply(400, "invalid_request_error", "; ".join(problems[:5]))
-        bodies = [e["params"] for e in body["requests"]] if operation == "messages.batches" else [body]
-        given = {b.strip() for b in request.headers.get("anthropic-beta", "").split(",") if b.strip()}
-        for params in bodies:
-            missing = sorted(required_betas(params) - given)
-            if missing:
-                message = f"this request's tools need the anthropic-beta header: {', '.join(missing)}"
-                return error_reply(400, "invalid_request_error", message)
-            model = str(params.get("model"))
-            if operation == "messages" and self.models and model not in self.models:
-                return error_reply(404, "not_found_error", f"model: {model}")
+        missing = _missing_betas(body, request)
+        if missing:
+            return error_reply(400, "invalid_request_error", missing)
+        model = str(body.get("model"))
+        if self.models and model not in self.models:
+            return error_reply(404, "not_found_error", f"model: {model}")
         return None
+
+    @staticmethod
+    def _batch_refusal(body: Any, request: Request) -> tuple[Reply | None, dict[int, str]]:
+        """The API's 400 for a batch whose envelope it refuses (checked at creation), else
+        None and, by request index, why a request's params are invalid (each one's
+        `errored` result once the batch runs: the API validates params asynchronously)."""
+        entries = body.get("requests") if isinstance(body, dict) else None
+        listed: list[Any] = entries if isinstance(entries, list) else []
+        params = {
+            index: entry["params"]
+            for index, entry in enumerate(listed)
+            if isinstance(entry, dict) and isinstance(entry.get("params"), dict)
+        }
+        envelope = body
+        if params:
+            stand_in = [{**e, "params": _ENVELOPE_PARAMS} if i in params else e for i, e in enumerate(listed)]
+            envelope = {**body, "requests": stand_in}
+        problems = request_violations("messages.batches", envelope)
+        if problems:
+            return error_reply(400, "invalid_request_error", "; ".join(problems[:5])), {}
+        invalid: dict[int, str] = {}
+        for index, given in params.items():
+            found = message_violations(given, "params", in_batch=True)
+            if not found and (missing := _missing_betas(given, request)):
+                found = [missing]
+            if found:
+                invalid[index] = "; ".join(found[:5])
+        return None, invalid
 
     def message(
         self,
@@ -436,11 +487,14 @@ class AnthropicEmulator:
 
     # -- message batches ----------------------------------------------------------------
     def create_batch(self, request: Request) -> Reply:
+        if len(request.body) > MAX_BATCH_BYTES:
+            message = f"a message batch is at most {MAX_BATCH_BYTES} bytes; this one is {len(request.body)}"
+            return error_reply(413, "request_too_large", message)
         try:
             body = request.json()
         except ValueError:
             return error_reply(400, "invalid_request_error", "the body is not valid JSON")
-        refusal = self._refusal("messages.batches", body, request)
+        refusal, invalid = self._batch_refusal(body, request)
         if refusal is not None:
             return refusal
         requests = body["requests"]
@@ -448,8 +502,9 @@ class AnthropicEmulator:
         batch_id = f"msgbatch_{uuid.uuid4().hex[:24]}"
         stored = self.spool.path(f"{batch_id}-requests")
         with stored.open("wb") as out:
-            for entry in requests:
-                out.write(json.dumps(entry).encode() + b"\n")
+            for index, entry in enumerate(requests):
+                kept = {**entry, _INVALID: invalid[index]} if index in invalid else entry
+                out.write(json.dumps(kept).encode() + b"\n")
         batch = _Batch(batch_id, self.clock(), stored, f"http://{host}")
         batch.counts = _counts(processing=len(requests))
         with self._lock:
@@ -516,6 +571,8 @@ class AnthropicEmulator:
         """One request's (custom_id, result, whether its line comes out malformed); the result
         is {type: succeeded, message} | {type: errored, error} | {type: expired}."""
         custom_id, params = str(entry["custom_id"]), entry["params"]
+        if entry.get(_INVALID):  # its params, validated as the batch ran
+            return custom_id, _errored("invalid_request_error", str(entry[_INVALID])), False
         if self.models and params.get("model") not in self.models:
             return custom_id, _errored("not_found_error", f"model: {params.get('model')}"), False
         work = self.work(params)
@@ -654,6 +711,14 @@ def _first_user_text(work: Work) -> str:
             if isinstance(block, Mapping) and block.get("type") == "text":
                 return str(block.get("text"))
     return ""
+
+
+def _missing_betas(params: Mapping[str, Any], request: Request) -> str | None:
+    """Why the API refuses these params without more `anthropic-beta` values (their server
+    tools'), or None."""
+    given = {b.strip() for b in request.headers.get("anthropic-beta", "").split(",") if b.strip()}
+    missing = sorted(required_betas(params) - given)
+    return f"this request's tools need the anthropic-beta header: {', '.join(missing)}" if missing else None
 
 
 def _counts(processing: int = 0) -> dict[str, int]:

@@ -48,7 +48,7 @@ def test_a_good_body_has_no_violations_and_an_unknown_operation_is_an_error() ->
         ({**GOOD, "seed": 1}, "$.seed: unknown field"),
         ({**GOOD, "workspace_id": "w"}, "$.workspace_id: unknown field (the SDK sends it as a header)"),
         ({**GOOD, "stream": "yes"}, "$.stream: Input should be False"),
-        ({**GOOD, "temperature": 1.2}, "$.temperature: should be at least 0 and 1"),
+        ({**GOOD, "temperature": 1.2}, "$.temperature: should be between 0 and 1"),
         ({**GOOD, "top_p": True}, "$.top_p: should be a number"),
         ({**GOOD, "top_k": 2.5}, "$.top_k: should be an integer"),
         ({**GOOD, "stop_sequences": ["\n"]}, "$.stop_sequences[0]: each stop sequence must contain"),

@@ -196,14 +196,17 @@ class FakeVendor:
 
     slug = "openai"
 
-    def __init__(self, state: str = "completed", submit_failures: int = 0) -> None:
+    def __init__(self, state: str = "completed", submit_failures: int = 0, min_requests: int = 1) -> None:
         self.state = state
         self.submit_failures = submit_failures
+        self.min_requests = min_requests
         self.submitted: list[list[ProviderRequest]] = []
+        self.keys: list[str | None] = []
         self.results_for: dict[str, list[ProviderResult]] = {}
         self.cancelled: list[str] = []
 
-    def submit(self, requests: Iterable[ProviderRequest]) -> str:
+    def submit(self, requests: Iterable[ProviderRequest], *, key: str | None = None) -> str:
+        self.keys.append(key)
         if self.submit_failures:
             self.submit_failures -= 1
             raise TransientProviderError("429 on upload", code="rate_limited")
@@ -239,8 +242,8 @@ def test_items_an_expired_job_left_undone_go_into_a_follow_up_job() -> None:
     fake.state = "expired"
     original_submit = fake.submit
 
-    def submit(requests: Iterable[ProviderRequest]) -> str:
-        job_id = original_submit(requests)
+    def submit(requests: Iterable[ProviderRequest], *, key: str | None = None) -> str:
+        job_id = original_submit(requests, key=key)
         if job_id == "job-1":
             fake.results_for[job_id] = [r for r in fake.results_for[job_id] if int(r.custom_id[4:]) % 2 == 0]
         else:

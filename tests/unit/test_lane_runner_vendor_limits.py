@@ -221,7 +221,7 @@ def test_a_sync_lane_out_of_quota_fails_over_at_once_without_retrying() -> None:
 
 def test_a_batch_lane_out_of_quota_at_submit_fails_over_with_that_code() -> None:
     class OutOfQuota(FakeVendor):
-        def submit(self, requests: Iterable[ProviderRequest]) -> str:
+        def submit(self, requests: Iterable[ProviderRequest], *, key: str | None = None) -> str:
             self.submitted.append(list(requests))
             raise ProviderUnavailable("openai answered 429: quota", code="insufficient_quota")
 

@@ -947,6 +947,22 @@ def test_submit_refusals_before_any_call() -> None:
     assert raised.value.code == "provider_not_configured"
 
 
+def test_a_job_is_named_by_its_submission_key_within_bedrock_s_pattern() -> None:
+    clients = BedrockClients(region="us-east-1")
+    batch = BedrockBatch("bedrock", clients, BatchSettings(bucket="b", role_arn="r", min_records=7))
+    assert batch.min_requests == 7
+    shape = clients.control().meta.service_model.shape_for("ModelInvocationJobName")
+    pattern, longest = re.compile(shape.metadata["pattern"]), shape.metadata["max"]
+    key = "0123456789abcdef0123456789abcdef"
+    assert batch._job_name(key) == batch._job_name(key) == f"batchroute-{key}"
+    odd = batch._job_name("lane 3/seq 7-" + "x" * 80)  # not letters and digits, too long: hashed
+    assert odd == batch._job_name("lane 3/seq 7-" + "x" * 80) != batch._job_name("lane 3/seq 7")
+    assert batch._job_name(None) != batch._job_name(None)  # no key: a fresh name each time
+    for name in (batch._job_name(key), odd, batch._job_name("k" * 46), batch._job_name(None)):
+        stopped = name + "-stops"  # a job with stop sequences
+        assert len(stopped) <= longest and pattern.fullmatch(stopped), stopped
+
+
 # -- the contract: every body the adapter builds, and what Bedrock refuses ---------------------
 HAIKU_35 = "anthropic.claude-3-5-haiku-20241022-v1:0"  # the catalog's Bedrock lanes
 LLAMA_33 = "meta.llama3-3-70b-instruct-v1:0"

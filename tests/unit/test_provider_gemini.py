@@ -624,6 +624,8 @@ def test_batch_body() -> None:
     body = transform.batch_body([request({"input": "a"}), request({"input": "b"}, custom_id="seq-1")])
     inlined = body["batch"]["inputConfig"]["requests"]["requests"]
     assert body["batch"]["displayName"] == "batchroute 2 requests"
+    keyed = transform.batch_body([request({"input": "a"})], key="3f9a1c2b7d4e")
+    assert keyed["batch"]["displayName"] == "batchroute 3f9a1c2b7d4e"  # a submission's own name
     assert [r["metadata"] for r in inlined] == [{"key": "seq-0"}, {"key": "seq-1"}]
     assert inlined[1]["request"]["contents"] == [{"role": "user", "parts": [{"text": "b"}]}]
     with pytest.raises(PermanentProviderError):

@@ -375,6 +375,23 @@ def test_a_part_that_cannot_be_created_cancels_those_already_created() -> None:
     assert sent[-1] == ("POST", "/v1/batches/batch_1/cancel")
 
 
+def test_a_submission_s_key_goes_in_openai_s_batch_metadata_only() -> None:
+    created: list[dict[str, Any]] = []
+
+    def vendor(call: httpx.Request) -> httpx.Response:
+        if call.url.path == "/v1/files":
+            return httpx.Response(200, json={"id": "file-1"})
+        created.append(json.loads(call.content))
+        return httpx.Response(200, json={"id": f"batch_{len(created)}"})
+
+    http = VendorHttp("http://x/v1", vendor="openai", transport=httpx.MockTransport(vendor))
+    OpenAIBatch("openai", http).submit([request({"input": "a"})], key="k1")
+    OpenAIBatch("together", http, route=transform.HOST_ROUTE).submit([request({"input": "a"})], key="k2")
+    OpenAIBatch("openai", http).submit([request({"input": "a"})])
+    assert created[0]["metadata"] == {"batchroute_key": "k1"}
+    assert "metadata" not in created[1] and "metadata" not in created[2]
+
+
 def test_composite_job_ids() -> None:
     assert vendor_job_ids("batch_a") == ["batch_a"]
     assert vendor_job_ids("batch_a+batch_b") == ["batch_a", "batch_b"]

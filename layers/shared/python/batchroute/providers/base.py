@@ -351,9 +351,21 @@ class SyncProvider(Protocol):
 class BatchApiProvider(Protocol):
     slug: str
 
-    def submit(self, requests: Iterable[ProviderRequest]) -> str:
+    @property
+    def min_requests(self) -> int:
+        """The fewest requests one job of the vendor may hold (1 for most; Bedrock's minimum
+        records per job): the lane runner answers a smaller remainder through the lane's
+        sync adapter instead of submitting it (docs/providers.md, Batch-API lanes)."""
+        ...
+
+    def submit(self, requests: Iterable[ProviderRequest], *, key: str | None = None) -> str:
         """Uploads the requests as one job and returns its id. Raises ProviderUnavailable
-        (lane down) or TransientProviderError (try the submit again)."""
+        (lane down) or TransientProviderError (try the submit again).
+
+        `key` names this one submission: the lane runner passes the same key when it tries
+        the submit again (after a time-out the vendor may have made the job), so an adapter
+        whose vendor has an idempotency token (Bedrock's clientRequestToken) sends it and
+        gets the first job back instead of a second, billed one. None: a fresh submission."""
         ...
 
     def poll(self, job_id: str) -> JobStatus:

@@ -538,7 +538,11 @@ class SimulatedBatchApiProvider:
         self.clock = clock or SystemClock()
         self.simulator = Simulator(slug, config, clock=self.clock)
 
-    def submit(self, requests: Iterable[base.ProviderRequest]) -> str:
+    min_requests = 1
+
+    def submit(self, requests: Iterable[base.ProviderRequest], *, key: str | None = None) -> str:
+        """A job in_progress from now; the same `key` again answers the job it made (an
+        idempotent retry, as Bedrock's clientRequestToken does), while it is remembered."""
         batch = tuple(requests)
         if not batch:
             raise base.PermanentProviderError("a batch job needs at least one request", code="empty_batch")
@@ -549,8 +553,10 @@ class SimulatedBatchApiProvider:
         for request in batch:
             self.simulator.check_down(request)
         now = self.clock.now()
-        job_id = f"simbatch_{uuid.uuid4().hex}"
+        job_id = f"simbatch_{key or uuid.uuid4().hex}"
         with _JOBS_LOCK:
+            if key and job_id in _JOBS and _JOBS[job_id].slug == self.slug:
+                return job_id
             for stale in [k for k, job in _JOBS.items() if now - job.submitted_at > _JOB_MEMORY]:
                 del _JOBS[stale]
             stuck = any(MARKER_STUCK_BATCH in _canonical(r.input) for r in batch)

@@ -96,6 +96,8 @@ class AnthropicMessages(_Adapter):
 class AnthropicBatches(_Adapter):
     """The vendor batch adapter (BatchApiProvider) over the Message Batches API."""
 
+    min_requests = 1
+
     def batch_body(self, requests: Iterable[base.ProviderRequest]) -> dict[str, Any]:
         """The Message Batches body this adapter sends for `requests` (refused ones raise)."""
         lines = [transform.batch_request(r, default_max_tokens=self.default_max_tokens(r)) for r in requests]
@@ -103,7 +105,11 @@ class AnthropicBatches(_Adapter):
             raise base.PermanentProviderError("a batch job needs at least one request", code="invalid_item")
         return {"requests": lines}
 
-    def submit(self, requests: Iterable[base.ProviderRequest]) -> str:
+    def submit(self, requests: Iterable[base.ProviderRequest], *, key: str | None = None) -> str:
+        # `key` is not sent: the Message Batches API has no idempotency key (nor a field a
+        # later list could find the batch by), so a create whose answer was lost and is
+        # tried again makes a second batch (docs/providers.md, Batch-API lanes).
+        del key
         created = self.http.request_json("POST", transform.BATCHES_PATH, json_body=self.batch_body(requests))
         return str(created["id"])
 

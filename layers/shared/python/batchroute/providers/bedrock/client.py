@@ -13,7 +13,10 @@ turns botocore's failures into the provider errors (docs/providers.md, AWS Bedro
                                  beside it: record id -> stops; the job name then ends in
                                  `-stops`), then bedrock
                                  CreateModelInvocationJob (the batch role, output to
-                                 <bucket>/<prefix>/output/); the job id is the job's ARN
+                                 <bucket>/<prefix>/output/); the job id is the job's ARN. The
+                                 job name is `batchroute-<the submission's key>` and is also
+                                 the clientRequestToken: a retried submit (same key) writes
+                                 the same file and gets the first job back, never a second
     BedrockBatch.poll         -> bedrock GetModelInvocationJob
     BedrockBatch.results      -> S3 GetObject <output>/<job id>/<input name>.out, line by line,
                                  each answer cut at its record's stop sequences (S3 GetObject
@@ -45,7 +48,9 @@ a ConverseStream waits max(first byte, idle) time-outs for each.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 import threading
 import time
 import uuid
@@ -85,9 +90,15 @@ from batchroute.providers.endpoints import ProviderEndpoint
 from batchroute.providers.http import Timeouts
 
 DEFAULT_BATCH_PREFIX: Final = "bedrock-batch"
-# Bedrock's quota "Minimum number of records per batch inference job": a smaller job is
-# refused, so submit() makes such a lane unavailable and its items fail over.
+# Bedrock's quota "Minimum number of records per batch inference job" (BedrockBatch's
+# `min_requests`): the lane runner answers a smaller remainder of a lane through Converse
+# instead (services/workflow/runner.py); submit() still refuses one, as a guard.
 DEFAULT_MIN_RECORDS: Final = 100
+_JOB_NAME_PREFIX: Final = "batchroute-"
+# A job name is at most 63 characters of [a-zA-Z0-9] runs joined by '-' (botocore's
+# ModelInvocationJobName): what the prefix and the `-stops` mark leave for the key.
+_JOB_KEY_CHARS: Final = 63 - len(_JOB_NAME_PREFIX) - len(transform.STOPS_MARK)
+_JOB_KEY: Final = re.compile(rf"[a-zA-Z0-9]{{1,{_JOB_KEY_CHARS}}}")
 DEFAULT_TIMEOUT_HOURS: Final = 24  # the job expires after this (24 to 168)
 # An output record echoes its modelInput, images included: far longer than an upload's line.
 MAX_RECORD_BYTES: Final = 64 * 1024 * 1024
@@ -341,7 +352,11 @@ class BedrockBatch:
     _: KW_ONLY
     clock: Callable[[], float] = time.time
 
-    def submit(self, requests: Iterable[base.ProviderRequest]) -> str:
+    @property
+    def min_requests(self) -> int:
+        return self.settings.min_records
+
+    def submit(self, requests: Iterable[base.ProviderRequest], *, key: str | None = None) -> str:
         settings = self.settings
         if not settings.bucket or not settings.role_arn:
             raise base.ProviderUnavailable(
@@ -363,7 +378,7 @@ class BedrockBatch:
             json.dumps(transform.batch_record(r), separators=(",", ":")).encode() + b"\n" for r in listed
         )
         stops = {r.custom_id: found for r in listed if (found := transform.record_stops(r))}
-        name = self._job_name() + (transform.STOPS_MARK if stops else "")
+        name = self._job_name(key) + (transform.STOPS_MARK if stops else "")
         key = f"{settings.prefix}/input/{name}.jsonl"
         with _mapped(self.slug):
             if stops:  # before the job exists: results() finds it whenever the job has any
@@ -457,7 +472,14 @@ class BedrockBatch:
                 raise base.UnknownJob(f"{self.slug} does not know batch job {job_id}") from exc
             raise
 
-    def _job_name(self) -> str:
-        """A job name that is also its idempotency token and its input file's name."""
-        stamp = datetime.fromtimestamp(self.clock(), UTC).strftime("%Y%m%d%H%M%S")
-        return f"batchroute-{stamp}-{uuid.uuid4().hex[:12]}"
+    def _job_name(self, key: str | None) -> str:
+        """A job name that is also its idempotency token (clientRequestToken) and its input
+        file's name: from the submission's key, so a retried submit sends the same token
+        and Bedrock answers with the job it made the first time (a key that is not a short
+        run of letters and digits is used by its digest); a fresh one without a key."""
+        if key is None:
+            stamp = datetime.fromtimestamp(self.clock(), UTC).strftime("%Y%m%d%H%M%S")
+            return f"{_JOB_NAME_PREFIX}{stamp}-{uuid.uuid4().hex[:12]}"
+        if not _JOB_KEY.fullmatch(key):
+            key = hashlib.sha256(key.encode()).hexdigest()[:_JOB_KEY_CHARS]
+        return f"{_JOB_NAME_PREFIX}{key}"

@@ -93,8 +93,11 @@ class GeminiBatches:
 
     slug: str
     http: VendorHttp
+    min_requests = 1  # (not a field: no annotation)
 
-    def submit(self, requests: Iterable[base.ProviderRequest]) -> str:
+    def submit(self, requests: Iterable[base.ProviderRequest], *, key: str | None = None) -> str:
+        """`key` goes in the batch's displayName (`batchroute <key>`), where a look-up after a
+        lost answer could find the batch; none is made yet (docs/providers.md)."""
         listed = list(requests)
         if len({transform.model_name(r.provider_model_id) for r in listed}) != 1:  # none, or several
             raise base.PermanentProviderError(
@@ -103,7 +106,7 @@ class GeminiBatches:
         created = self.http.request_json(
             "POST",
             transform.model_path(listed[0].provider_model_id, "batchGenerateContent"),
-            json_body=transform.batch_body(listed),
+            json_body=transform.batch_body(listed, key=key),
         )
         name = created.get("name") if isinstance(created, dict) else None
         if not isinstance(name, str) or transform.batch_name(name) is None:

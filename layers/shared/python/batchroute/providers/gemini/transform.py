@@ -592,9 +592,10 @@ def batch_embed_bodies(request: base.ProviderRequest, texts: Sequence[str]) -> l
     ]
 
 
-def batch_body(requests: Sequence[base.ProviderRequest]) -> dict[str, Any]:
+def batch_body(requests: Sequence[base.ProviderRequest], *, key: str | None = None) -> dict[str, Any]:
     """A `batchGenerateContent` body: every request inlined, keyed by its custom_id (at most
-    MAX_INLINE_BYTES in all: a larger job is refused, `batch_too_large`)."""
+    MAX_INLINE_BYTES in all: a larger job is refused, `batch_too_large`); its displayName
+    carries the submission's `key` when there is one."""
     inlined = []
     for request in requests:
         if request.operation == "embeddings":
@@ -605,7 +606,7 @@ def batch_body(requests: Sequence[base.ProviderRequest]) -> dict[str, Any]:
         inlined.append({"request": generate_body(request), "metadata": {"key": request.custom_id}})
     body = {
         "batch": {
-            "displayName": f"batchroute {len(inlined)} requests",
+            "displayName": f"batchroute {key}" if key else f"batchroute {len(inlined)} requests",
             "inputConfig": {"requests": {"requests": inlined}},
         }
     }

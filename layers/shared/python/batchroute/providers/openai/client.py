@@ -122,7 +122,12 @@ class OpenAIBatch(_RoutedAdapter):
     `results` and `cancel` take either (`combined_status` says how the parts' statuses add up).
     """
 
-    def submit(self, requests: Iterable[base.ProviderRequest]) -> str:
+    min_requests = 1
+
+    def submit(self, requests: Iterable[base.ProviderRequest], *, key: str | None = None) -> str:
+        """`key` goes in each part's metadata (`batchroute_key`) at OpenAI itself (a compatible
+        host's batch may take no metadata), where a look-up after a lost answer could find
+        the batch; none is made yet (docs/providers.md)."""
         by_endpoint: dict[str, list[base.ProviderRequest]] = {}
         for request in requests:
             by_endpoint.setdefault(self.route.path(request), []).append(request)
@@ -131,7 +136,7 @@ class OpenAIBatch(_RoutedAdapter):
         created: list[str] = []
         try:
             for endpoint, listed in by_endpoint.items():
-                created.append(self._submit_part(endpoint, listed))
+                created.append(self._submit_part(endpoint, listed, key))
         except BaseException:
             for job_id in created:  # no half-submitted chunk left running (and billed)
                 with suppress(base.ProviderError):
@@ -139,7 +144,7 @@ class OpenAIBatch(_RoutedAdapter):
             raise
         return JOB_ID_SEPARATOR.join(created)
 
-    def _submit_part(self, endpoint: str, requests: list[base.ProviderRequest]) -> str:
+    def _submit_part(self, endpoint: str, requests: list[base.ProviderRequest], key: str | None) -> str:
         lines = b"".join(
             json.dumps(self.route.batch_line(r), separators=(",", ":")).encode() + b"\n" for r in requests
         )
@@ -152,7 +157,12 @@ class OpenAIBatch(_RoutedAdapter):
         created = self.http.request_json(
             "POST",
             "/batches",
-            json_body={"input_file_id": uploaded["id"], "endpoint": endpoint, "completion_window": "24h"},
+            json_body={
+                "input_file_id": uploaded["id"],
+                "endpoint": endpoint,
+                "completion_window": "24h",
+                **({"metadata": {"batchroute_key": key}} if key and self.route is OPENAI_ROUTE else {}),
+            },
         )
         return str(created["id"])
 

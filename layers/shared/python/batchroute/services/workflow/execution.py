@@ -8,7 +8,9 @@ For each chunk of the lane not yet done, in order:
    range, less the seqs the lane it took over from had answered);
 3. count them pending -> running (once per chunk: `BatchProgress.start_chunk`);
 4. run them through the provider with the lane runner (sync: `run_lane_items` at the
-   provider's concurrency; vendor batch API: one `run_lane_batch_job` job per chunk);
+   provider's concurrency; vendor batch API: one `run_lane_batch_job` job per chunk, and
+   items too few for a vendor job, such as a retry of one record under Bedrock's minimum,
+   through the provider's sync adapter on the same lane at its quoted prices);
 5. write `results/<lane_key>/<chunk>.jsonl` sorted by seq, then count running ->
    completed / failed and add the completed items' usage to the lane, in ONE transaction
    conditioned on the chunk not being done yet (`BatchProgress.finish_chunk`).
@@ -76,7 +78,7 @@ from batchroute.domain.workflow.results import ChunkTally, HandOver, LineError, 
 from batchroute.errors import PermanentError
 from batchroute.observability import logger
 from batchroute.providers.base import ItemError, JobStatus, ProviderResult
-from batchroute.providers.registry import ProviderRegistry
+from batchroute.providers.registry import ProviderNotConfigured, ProviderRegistry
 from batchroute.providers.retry import RetryPolicy
 from batchroute.services.batches.ports import BatchStore
 from batchroute.services.catalog.lane_health import (
@@ -88,6 +90,7 @@ from batchroute.services.workflow.ports import BatchFiles, ProgressCounters
 from batchroute.services.workflow.rescue import DeadlineRescue, RescuePlan
 from batchroute.services.workflow.runner import (
     LaneOutcome,
+    SyncRemainder,
     cancel_lane_job,
     run_lane_batch_job,
     run_lane_items,
@@ -533,6 +536,21 @@ class LaneExecutor:
             limits=self.registry.provider(slug).batch_limits,
             rescue_due=lambda status: self._rescue_due(lane, chunk, status, invocation),
             cache_prefixes=frozenset(lane.cache_prefixes),
+            sync=self._sync_remainder(slug, invocation),
+        )
+
+    def _sync_remainder(self, slug: str, invocation: _Invocation) -> SyncRemainder:
+        """How a batch-API lane answers items too few for a vendor job (Bedrock's minimum
+        records): through its provider's sync adapter, at the provider's concurrency, stopping
+        as a sync lane does; with no sync adapter here those items fail over alone."""
+        try:
+            sync = self.registry.sync(slug)
+        except ProviderNotConfigured:
+            return SyncRemainder(None)
+        return SyncRemainder(
+            sync,
+            concurrency=self.registry.provider(slug).max_concurrency,
+            should_stop=lambda: invocation.budget.remaining() < self.limits.stop_margin_seconds,
         )
 
     def _rescue_between(

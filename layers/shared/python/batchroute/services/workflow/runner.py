@@ -19,7 +19,10 @@ the job is stored on the lane record (`on_job`) and polled until done, in this i
 or a later one (`should_stop` lets a Lambda return `pending_job` and be invoked again).
 Results with a transient error are resubmitted in a follow-up job (attempt + 1) until
 max_attempts. Items more than one vendor job may hold (the provider's `BatchLimits`:
-requests and estimated bytes) run as several jobs, one after the other. A job the vendor
+requests and estimated bytes) run as several jobs, one after the other. Items fewer than
+one job must hold (the provider's `min_requests`: Bedrock's minimum records per job) are
+not submitted: the lane's sync adapter answers them on the same lane (`SyncRemainder`),
+or without one they alone fail over once the rest of the lane is done. A job the vendor
 fails wholesale makes the lane unavailable, its error carrying the vendor's own errors.
 
 The rule for the caller, both kinds: an item that got no `on_result` call has no result
@@ -33,7 +36,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Collection, Iterable, Mapping
+import uuid
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
@@ -102,6 +106,16 @@ class LaneOutcome:
     def fail_over(self, error: ItemError) -> None:
         self.unavailable = True
         self.latest_error = error
+
+    def add(self, other: LaneOutcome) -> None:
+        """Another run's answers counted in this one (a batch lane's sync remainder); its
+        stop too, not its fail-over (the caller decides what that means)."""
+        self.completed += other.completed
+        self.failed += other.failed
+        self.usage = self.usage + other.usage
+        self.stopped = self.stopped or other.stopped
+        if other.failed and not other.unavailable:
+            self.latest_error = other.latest_error
 
 
 # -- requests --------------------------------------------------------------------------------
@@ -194,54 +208,78 @@ def run_lane_items(
     should_stop: Callable[[], bool] | None = None,
     wholesale_failure_threshold: int = DEFAULT_WHOLESALE_FAILURE_THRESHOLD,
     cache_prefixes: Collection[str] = (),
+    first_attempt: int = 1,
+    proven: bool = False,
 ) -> LaneOutcome:
     """Runs a sync lane's items; see the module docstring.
 
     `window` (default 2 x concurrency) bounds the items taken from `items` and not yet
     reported. `should_stop` is asked before each item is taken (e.g. the Lambda's time
     left); once it says yes no new attempt starts and the outcome is `stopped`.
-    `on_result` is called on this thread only."""
+    `on_result` is called on this thread only. A batch-API lane's remainder too small for a
+    vendor job runs here too (`_BatchLaneRun`): its items carry their attempts on from
+    `first_attempt`, and `proven` (the lane has answered items already) reports an item out
+    of retries as failed at once instead of holding it for the wholesale-failure rule."""
     if concurrency < 1 or wholesale_failure_threshold < 1:
         raise ValueError("concurrency and wholesale_failure_threshold must be at least 1")
-    window = max(window or 2 * concurrency, concurrency)
     outcome = LaneOutcome()
     halt = threading.Event()
-    held: list[_Done] = []  # used up their retries while the lane has not yet succeeded once
     attempt_item = partial(
-        _attempt_item, lane=lane, provider=provider, retry=retry, halt=halt, cache_prefixes=cache_prefixes
+        _attempt_item,
+        lane=lane,
+        provider=provider,
+        retry=retry,
+        halt=halt,
+        cache_prefixes=cache_prefixes,
+        first_attempt=first_attempt,
     )
-    settle = _Settle(outcome, halt, held, on_result, wholesale_failure_threshold)
-    source = iter(items)
+    # (held: items that used up their retries while the lane has not yet succeeded once)
+    settle = _Settle(outcome, halt, [], on_result, wholesale_failure_threshold, proven=proven)
+    window = max(window or 2 * concurrency, concurrency)
+    with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix=f"lane-{lane.provider}") as pool:
+        _attempt_all(iter(items), pool, attempt_item, settle, window, should_stop)
+    settle.finish()
+    return outcome
+
+
+def _attempt_all(
+    source: Iterator[tuple[int, BatchItem]],
+    pool: ThreadPoolExecutor,
+    attempt_item: Callable[[int, BatchItem], _Done],
+    settle: _Settle,
+    window: int,
+    should_stop: Callable[[], bool] | None,
+) -> None:
+    """Takes items from `source` into `pool` while fewer than `window` are in flight, and
+    settles each as it finishes, until the source is empty or the lane halts."""
+    halt = settle.halt
     exhausted = False
     # Each attempt's future is put here as it finishes: taking the next is O(1), where
     # `concurrent.futures.wait` over the whole window locks and unlocks every future in it.
     finished: SimpleQueue[Future[_Done]] = SimpleQueue()
     in_flight = 0
-    with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix=f"lane-{lane.provider}") as pool:
-        try:
-            while True:
-                while not exhausted and not halt.is_set() and in_flight < window:
-                    if should_stop is not None and should_stop():
-                        outcome.stopped = True
-                        halt.set()
-                        break
-                    try:
-                        seq, item = next(source)
-                    except StopIteration:
-                        exhausted = True
-                        break
-                    pool.submit(attempt_item, seq, item).add_done_callback(finished.put)
-                    in_flight += 1
-                if not in_flight:
+    try:
+        while True:
+            while not exhausted and not halt.is_set() and in_flight < window:
+                if should_stop is not None and should_stop():
+                    settle.outcome.stopped = True
+                    halt.set()
                     break
-                future = finished.get()
-                in_flight -= 1
-                settle(future.result())
-        except BaseException:
-            halt.set()
-            raise
-    settle.finish()
-    return outcome
+                try:
+                    seq, item = next(source)
+                except StopIteration:
+                    exhausted = True
+                    break
+                pool.submit(attempt_item, seq, item).add_done_callback(finished.put)
+                in_flight += 1
+            if not in_flight:
+                break
+            future = finished.get()
+            in_flight -= 1
+            settle(future.result())
+    except BaseException:
+        halt.set()
+        raise
 
 
 def _attempt_item(
@@ -253,11 +291,12 @@ def _attempt_item(
     retry: RetryPolicy,
     halt: threading.Event,
     cache_prefixes: Collection[str] = (),
+    first_attempt: int = 1,
 ) -> _Done:
     """One item to its answer: retried while transient and retries remain; `skipped` once
     the lane halts, `unavailable` when the provider is."""
     try:
-        request = build_request(seq, item, lane, cache_prefixes=cache_prefixes)
+        request = build_request(seq, item, lane, attempt=first_attempt, cache_prefixes=cache_prefixes)
     except PermanentProviderError as exc:
         return _Done(seq, "result", ProviderResult.failure(custom_id_for(seq), exc.to_item_error()), 0)
     while True:
@@ -298,6 +337,7 @@ class _Settle:
     held: list[_Done]
     on_result: OnResult
     threshold: int
+    proven: bool = False  # the lane answered items before this run: nothing is held
 
     def report(self, done: _Done) -> None:
         assert done.result is not None
@@ -320,7 +360,7 @@ class _Settle:
             if not done.exhausted:
                 self.report(done)
             return
-        if done.exhausted and self.outcome.completed == 0:
+        if done.exhausted and self.outcome.completed == 0 and not self.proven:
             self.held.append(done)
             self.outcome.latest_error = done.result.error
             if len(self.held) >= self.threshold:
@@ -452,11 +492,14 @@ def run_lane_batch_job(
     limits: BatchLimits = NO_BATCH_LIMITS,
     rescue_due: Callable[[JobStatus | None], bool] | None = None,
     cache_prefixes: Collection[str] = (),
+    sync: SyncRemainder | None = None,
 ) -> LaneOutcome:
     """Runs a batch-API lane: submits its items as one job (or resumes `job`), polls until
     it is done, reports results, resubmits transient failures, and returns. Items more than
     one job of the vendor may hold (`limits`: requests and estimated bytes) run as several
-    jobs, one after the other, each listing its seqs.
+    jobs, one after the other, each listing its seqs. Items fewer than one job must hold
+    (`provider.min_requests`) run through `sync` (the lane's own sync adapter) instead, or
+    without one fail over alone once the rest is done (SyncRemainder).
 
     `load_items(None)` yields every item of the lane, `load_items(seqs)` only those (the
     caller re-reads its input chunks). `on_job` is told each newly submitted job (store it
@@ -466,11 +509,14 @@ def run_lane_batch_job(
     style; the default polls here every `poll_interval_seconds`. `rescue_due(status)` is
     asked at each poll of a running job (deadline rescue): True ends the run with `rescue`
     set and the job as `pending_job` (the caller hands the items over and cancels it)."""
-    run = _BatchLaneRun(load_items, lane, provider, retry, on_result, on_job, clock, limits, cache_prefixes)
+    run = _BatchLaneRun(
+        load_items, lane, provider, retry, on_result, on_job, clock, limits, cache_prefixes, sync
+    )
+    polling = _Polling(poll_interval_seconds, sleeper, should_stop, rescue_due)
     outcome = run.outcome
     try:
         current = job if job is not None else run.submit_next_part()
-        while current is not None:
+        while current is not None and not outcome.stopped:
             poll = poll_lane_job(
                 current,
                 provider=provider,
@@ -480,13 +526,8 @@ def run_lane_batch_job(
                 load_items=load_items,
             )
             if poll.state == "running":
-                if rescue_due is not None and rescue_due(poll.status):
-                    outcome.pending_job, outcome.rescue = current, True
+                if polling.ends_run(outcome, current, poll.status):
                     return outcome
-                if should_stop is not None and should_stop():
-                    outcome.pending_job = current
-                    return outcome
-                sleeper(poll_interval_seconds)
                 continue
             if poll.state == "unavailable" or run.gave_up(current, poll):
                 return outcome
@@ -494,8 +535,44 @@ def run_lane_batch_job(
     except ProviderUnavailable as exc:
         outcome.fail_over(exc.to_item_error())
         return outcome
-    run.note(None)
-    return outcome
+    return run.finish()
+
+
+@dataclass(frozen=True)
+class SyncRemainder:
+    """A batch-API lane's way to answer items too few for one vendor job (fewer than the
+    provider's `min_requests`, e.g. Bedrock's minimum records per job: a retry of a few
+    transient failures, an expired job's unfinished records, a lane's last small part):
+    `provider`, the lane provider's sync adapter, runs them on the same lane through
+    `run_lane_items` (the same retry policy, `concurrency` at once, asking `should_stop`
+    before each item), reported as the lane's answers at its quoted prices. `provider` None
+    (no sync adapter): those items alone fail over, once the rest of the lane is done."""
+
+    provider: SyncProvider | None
+    concurrency: int = 1
+    should_stop: Callable[[], bool] | None = None
+
+
+@dataclass(frozen=True)
+class _Polling:
+    """How a run waits for a running job (run_lane_batch_job's arguments of that name)."""
+
+    interval: float
+    sleeper: Callable[[float], None]
+    should_stop: Callable[[], bool] | None
+    rescue_due: Callable[[JobStatus | None], bool] | None
+
+    def ends_run(self, outcome: LaneOutcome, current: SubmittedJob, status: JobStatus | None) -> bool:
+        """True when the run ends here, the job still running (`pending_job`; with `rescue`
+        when a rescue is due); otherwise waits one interval and says False."""
+        if self.rescue_due is not None and self.rescue_due(status):
+            outcome.pending_job, outcome.rescue = current, True
+            return True
+        if self.should_stop is not None and self.should_stop():
+            outcome.pending_job = current
+            return True
+        self.sleeper(self.interval)
+        return False
 
 
 @dataclass
@@ -511,8 +588,12 @@ class _BatchLaneRun:
     clock: Clock | None
     limits: BatchLimits
     cache_prefixes: Collection[str] = ()
+    sync: SyncRemainder | None = None
     outcome: LaneOutcome = field(default_factory=LaneOutcome)
     reported: set[int] = field(default_factory=set)
+    # Too few for a job and nothing to answer them synchronously: they fail over at the end.
+    deferred: set[int] = field(default_factory=set)
+    deferred_error: ItemError | None = None
 
     def note(self, job: SubmittedJob | None) -> None:
         if self.on_job is not None:
@@ -521,6 +602,19 @@ class _BatchLaneRun:
     def report(self, seq: int, result: ProviderResult, attempts: int) -> None:
         self.reported.add(seq)
         self.on_result(seq, result, attempts)
+
+    def finish(self) -> LaneOutcome:
+        """After the lane's last job: the lane is done, but for the items that wait to fail
+        over (`deferred`). A sync remainder that stopped leaves the stored job as it is: the
+        next invocation polls it again (its results are reported again, the same) and goes
+        on from there."""
+        if self.outcome.stopped:
+            return self.outcome
+        self.note(None)
+        if self.deferred:
+            assert self.deferred_error is not None
+            self.outcome.fail_over(self.deferred_error)
+        return self.outcome
 
     def submit(
         self,
@@ -531,20 +625,15 @@ class _BatchLaneRun:
         lost: int = 0,
         more: bool = False,
     ) -> SubmittedJob | None:
-        """Submits the items as one job (None if no item was valid: those are reported failed).
-        A transient submit error is retried with backoff; a lane that still refuses the job
-        raises ProviderUnavailable."""
-        requests: list[ProviderRequest] = []
-        for seq, item in items:
-            try:
-                requests.append(
-                    build_request(seq, item, self.lane, attempt=attempt, cache_prefixes=self.cache_prefixes)
-                )
-            except PermanentProviderError as exc:
-                failure = ProviderResult.failure(custom_id_for(seq), exc.to_item_error())
-                self.report(seq, failure, 0)
-                self.outcome.record(failure)
+        """Submits the items as one job; None when none was submitted: no item was valid
+        (those are reported failed), or they were too few for a job (`_too_few`). A transient
+        submit error is retried with backoff; a lane that still refuses the job raises
+        ProviderUnavailable."""
+        valid, requests = self._requests(items, attempt)
         if not requests:
+            return None
+        if len(requests) < self.provider.min_requests:
+            self._too_few(valid, attempt)
             return None
         submitted = SubmittedJob(
             job_id=self._send(requests),
@@ -558,12 +647,72 @@ class _BatchLaneRun:
         self.note(submitted)
         return submitted
 
+    def _requests(
+        self, items: Iterable[tuple[int, BatchItem]], attempt: int
+    ) -> tuple[list[tuple[int, BatchItem]], list[ProviderRequest]]:
+        """The items' requests (and the items they were built from); an item no request can
+        be built for is reported failed."""
+        valid: list[tuple[int, BatchItem]] = []
+        requests: list[ProviderRequest] = []
+        for seq, item in items:
+            try:
+                requests.append(
+                    build_request(seq, item, self.lane, attempt=attempt, cache_prefixes=self.cache_prefixes)
+                )
+            except PermanentProviderError as exc:
+                failure = ProviderResult.failure(custom_id_for(seq), exc.to_item_error())
+                self.report(seq, failure, 0)
+                self.outcome.record(failure)
+            else:
+                valid.append((seq, item))
+        return valid, requests
+
+    def _too_few(self, items: list[tuple[int, BatchItem]], attempt: int) -> None:
+        """Items fewer than one vendor job must hold: answered through the sync adapter
+        (SyncRemainder), on this attempt and after; what it leaves unanswered (none, it is
+        down) waits to fail over alone. A stopped sync run stops the lane's run."""
+        sync = self.sync
+        if sync is None or sync.provider is None:
+            minimum = self.provider.min_requests
+            message = f"{self.provider.slug} runs batch jobs of at least {minimum} requests, not {len(items)}"
+            self._defer([seq for seq, _ in items], ItemError("batch_too_small", message, transient=True))
+            return
+        ran = run_lane_items(
+            items,
+            lane=self.lane,
+            provider=sync.provider,
+            retry=self.retry,
+            concurrency=sync.concurrency,
+            on_result=self.report,
+            should_stop=sync.should_stop,
+            cache_prefixes=self.cache_prefixes,
+            first_attempt=attempt,
+            proven=self.outcome.completed > 0,
+        )
+        self.outcome.add(ran)
+        left = [seq for seq, _ in items if seq not in self.reported]
+        if left and not ran.stopped:
+            unanswered = ItemError("provider_unavailable", f"{sync.provider.slug} answered no result", True)
+            self._defer(left, ran.latest_error if ran.unavailable and ran.latest_error else unanswered)
+
+    def _defer(self, seqs: list[int], error: ItemError) -> None:
+        self.deferred.update(seqs)
+        self.deferred_error = error
+        logger.warning(
+            "batch lane items fail over alone",
+            extra={"lane_id": self.lane.lane_id, "items": len(seqs), "error": error.code},
+        )
+
     def _send(self, requests: list[ProviderRequest]) -> str:
-        """The job's id at the vendor, once it accepted the job."""
+        """The job's id at the vendor, once it accepted the job. One key names the job for
+        every try: a submit whose answer was lost (a time-out after the vendor made the job)
+        is tried again with it, so an adapter with an idempotency token gets the first job
+        back rather than a second, billed one (BatchApiProvider.submit)."""
+        key = uuid.uuid4().hex
         tries = 1
         while True:
             try:
-                return self.provider.submit(requests)
+                return self.provider.submit(requests, key=key)
             except TransientProviderError as exc:
                 if not self.retry.can_retry(tries):
                     raise ProviderUnavailable(f"the batch job was not accepted: {exc.message}") from exc
@@ -573,17 +722,19 @@ class _BatchLaneRun:
                 raise ProviderUnavailable(f"the batch job was refused: {exc.message}", code=exc.code) from exc
 
     def submit_next_part(self) -> SubmittedJob | None:
-        """The first job-sized part of the items not answered yet (None: all answered)."""
-        while True:
-            unanswered = ((s, i) for s, i in self.load_items(None) if s not in self.reported)
-            parts = job_parts(unanswered, self.limits)
+        """The first job-sized part of the items not answered yet (None: all answered, or
+        waiting to fail over, or a sync remainder stopped)."""
+        while not self.outcome.stopped:
+            done = self.reported | self.deferred
+            parts = job_parts(((s, i) for s, i in self.load_items(None) if s not in done), self.limits)
             if not parts:
                 return None
             more = len(parts) > 1
-            seqs = None if not (more or self.reported) else tuple(seq for seq, _ in parts[0])
+            seqs = None if not (more or done) else tuple(seq for seq, _ in parts[0])
             submitted = self.submit(parts[0], attempt=1, seqs=seqs, more=more)
             if submitted is not None:
-                return submitted  # (else every item of the part failed validation: next part)
+                return submitted  # (else its items failed validation or ran synchronously: next part)
+        return None
 
     def gave_up(self, current: SubmittedJob, poll: JobPoll) -> bool:
         """The vendor lost the job once too often: the lane fails over."""
@@ -596,23 +747,26 @@ class _BatchLaneRun:
 
     def next_job(self, current: SubmittedJob, poll: JobPoll) -> SubmittedJob | None:
         """After a poll that ended `current`: its items again (lost), its transient failures
-        again, the next part, or None when the lane is done."""
+        again, then the next part; None when the lane is done (or a sync remainder stopped).
+        A resubmission that makes no job (its items answered synchronously, or all refused)
+        goes on with the next part."""
+        following: SubmittedJob | None = None
         if poll.state == "lost":
-            return self.submit(
+            following = self.submit(
                 self.load_items(current.seqs),
                 attempt=current.attempt,
                 seqs=current.seqs,
                 lost=current.lost_resubmits + 1,
                 more=current.more,
             )
-        if poll.retry_seqs:
+        elif poll.retry_seqs:
             seqs = tuple(poll.retry_seqs)
-            return self.submit(
+            following = self.submit(
                 self.load_items(seqs), attempt=current.attempt + 1, seqs=seqs, more=current.more
             )
-        if current.more:
-            return self.submit_next_part()
-        return None
+        if following is not None or self.outcome.stopped or not current.more:
+            return following
+        return self.submit_next_part()
 
 
 def cancel_lane_job(job: SubmittedJob, *, provider: BatchApiProvider) -> None:
