@@ -106,10 +106,16 @@ def _lanes(batch_id: str) -> dict[str, dict[str, Any]]:
 
 
 def _expected_charge(batch_id: str) -> Money:
-    """Actual usage of completed items x each lane's locked prices, from the lane result files."""
+    """Actual usage of completed items x each lane's locked prices, from the lane result files;
+    a failover lane's control-plane fee is its planned lane's (it adds no lane)."""
     usage = []
     artifacts = _artifacts()
-    for lane in _records().lanes(batch_id):
+    records = _records().lanes(batch_id)
+    by_key = {lane.lane_key: lane for lane in records}
+    for lane in records:
+        root = lane
+        while root.failover_from in by_key and not root.handover_reason:
+            root = by_key[root.failover_from]
         prompt = completion = cached = 0
         for chunk in lane_done_chunks(lane):
             for line in artifacts.result_lines(batch_id, lane.lane_key, int(chunk)):
@@ -132,6 +138,7 @@ def _expected_charge(batch_id: str) -> Money:
                             prices.get("cached_input_per_mtok", prices["input_per_mtok"])
                         ),
                     ),
+                    fee_lane=root.lane_id,
                 )
             )
     return settle_price(usage, builtin_catalog().fees).total

@@ -5,13 +5,20 @@ artifact (failed and never-run items are not charged) at that lane's locked unit
 each token kind at its own price (fresh input, input read from / written to the vendor's
 prompt cache, output; a lane locked without cache prices bills cached input as input)
 (a failover lane keeps the prices of the lane it took over from: the quote's), priced with
-the fee schedule (`domain/pricing.settle_price`). The ledger then charges at most what was
-reserved (docs/ledger.md: the service absorbs the rest).
+the fee schedule (`domain/pricing.settle_price`). The per-lane control-plane fee counts the
+planned lanes: a failover successor counts as the planned lane it descends from (the
+service's failover never costs the customer a lane fee); a deadline rescue lane counts as a
+lane of its own (docs/batches.md). The ledger then charges at most what was reserved
+(docs/ledger.md: the service absorbs the rest).
+
+The receipt's lane costs are the provider subtotal split over the lanes (largest remainder,
+`pricing.split_subtotal`): they add up to it exactly. Its rejected lanes are the quote's,
+less the lanes that ran (a failover or rescue lane comes from the quote's rejections).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import NotRequired, TypedDict
@@ -25,10 +32,12 @@ from batchroute.domain.catalog.pricing import (
     FeeBasisView,
     LaneUsage,
     PriceEstimateView,
+    split_subtotal,
 )
 from batchroute.domain.routing.engine import LaneProofView, RejectionView, RoutePlanView
 from batchroute.domain.routing.lane_plan import LaneRecord, plan_groups, plan_lane_entry
 from batchroute.domain.routing.prompt_cache import cache_saving
+from batchroute.domain.routing.rescue import DEADLINE_RESCUE
 from batchroute.money import Money, MoneyView
 
 RECEIPT_VERSION = 1
@@ -238,14 +247,36 @@ def token_usage(usage: LaneUsage) -> TokenUsage:
     }
 
 
+def _charged(tally: Mapping[str, int]) -> bool:
+    """A lane record is charged when it delivered completed rows."""
+    return int(tally.get("completed") or 0) > 0
+
+
+def fee_lane(lane: LaneRecord, by_key: Mapping[str, LaneRecord]) -> str:
+    """The lane id whose control-plane fee `lane`'s usage counts under: a failover successor
+    (`failover_from`, no `handover_reason`) and the rest a rescue leaves on the old lane
+    (`deadline_rescue_rest`) count as the lane they took over from, back to the planned lane
+    (or to the deadline rescue lane, which counts as its own: docs/batches.md). A chain whose
+    source is not among the records stops at the last one found."""
+    seen = {lane.lane_key}
+    while lane.failover_from and lane.handover_reason != DEADLINE_RESCUE:
+        source = by_key.get(lane.failover_from)
+        if source is None or source.lane_key in seen:
+            break
+        seen.add(source.lane_key)
+        lane = source
+    return lane.lane_id
+
+
 def charged_usage(lanes: Iterable[LaneRecord], tallies: Mapping[str, Mapping[str, int]]) -> list[LaneUsage]:
     """One LaneUsage per lane record that delivered completed rows (only those are charged,
-    and only those count for the per-lane control-plane fee)."""
+    and only those count for the per-lane control-plane fee, each under its `fee_lane`)."""
+    by_key = {lane.lane_key: lane for lane in lanes}
     usages = []
-    for lane in sorted(lanes, key=lambda lane: lane.lane_key):
+    for lane in sorted(by_key.values(), key=lambda lane: lane.lane_key):
         tally = tallies.get(lane.lane_key) or {}
-        if int(tally.get("completed") or 0) > 0:
-            usages.append(lane_usage(lane, tally))
+        if _charged(tally):
+            usages.append(replace(lane_usage(lane, tally), fee_lane=fee_lane(lane, by_key)))
     return usages
 
 
@@ -289,14 +320,19 @@ def provider_lanes(
     """The receipt's lanes that ran, each with what it delivered, its usage (completed rows),
     locked unit prices, provider cost and the quote-time data/privacy proof. The items the
     plan grouped on a lane are shown once, on its first record (a split group's lane may run
-    as several: lane_plan.plan_lanes)."""
+    as several: lane_plan.plan_lanes). The costs add up to the provider subtotal
+    (`_lane_costs`)."""
     shown: list[ReceiptLane] = []
     groups = plan_groups(plan)
     grouped_shown: set[str] = set()
-    for lane in sorted(lanes, key=lambda lane: lane.lane_key):
-        tally = tallies.get(lane.lane_key) or {}
-        if not lane_ran(lane, tally):
-            continue
+    ran = [
+        lane
+        for lane in sorted(lanes, key=lambda lane: lane.lane_key)
+        if lane_ran(lane, _tally(tallies, lane))
+    ]
+    costs = _lane_costs(ran, tallies)
+    for lane, cost in zip(ran, costs, strict=True):
+        tally = _tally(tallies, lane)
         usage = lane_usage(lane, tally)
         entry = plan_lane_entry(groups, lane.lane_id)
         receipt_lane: ReceiptLane = {
@@ -308,7 +344,7 @@ def provider_lanes(
             "item_counts": lane_item_counts(lane, tally),
             "usage": token_usage(usage),
             "unit_prices": dict(lane.unit_prices),
-            "cost": Money.usd_ceil(usage.cost).to_api(),
+            "cost": cost.to_api(),
             "proof": entry.proof if entry is not None else None,
             "failover_from": lane.failover_from,
             # Why the lane failed or handed its items over (a vendor job's own errors
@@ -322,6 +358,21 @@ def provider_lanes(
             receipt_lane["prompt_cache"] = cache
         shown.append(receipt_lane)
     return shown
+
+
+def _tally(tallies: Mapping[str, Mapping[str, int]], lane: LaneRecord) -> Mapping[str, int]:
+    return tallies.get(lane.lane_key) or {}
+
+
+def _lane_costs(lanes: Sequence[LaneRecord], tallies: Mapping[str, Mapping[str, int]]) -> list[Money]:
+    """Each lane's charged cost (its completed rows at its locked prices; nothing when it
+    delivered none), the subtotal split over them so that they add up to the receipt's
+    `provider_subtotal` exactly, each within a micro-dollar of its exact cost."""
+    exact = []
+    for lane in lanes:
+        tally = _tally(tallies, lane)
+        exact.append(lane_usage(lane, tally).cost if _charged(tally) else Decimal(0))
+    return split_subtotal(exact)
 
 
 def rescued_lanes(
@@ -362,8 +413,10 @@ def rescued_lanes(
     return shown
 
 
-def rejected_lanes(plan: RoutePlanView | None) -> list[RejectedLane]:
-    """The quote's rejected lanes with their rejection receipts, as planned."""
+def rejected_lanes(plan: RoutePlanView | None, ran: Collection[str] = ()) -> list[RejectedLane]:
+    """The quote's rejected lanes with their rejection receipts, as planned, less those whose
+    lane id is in `ran` (the lane ids of `provider_lanes`: a failover successor or a deadline
+    rescue lane is taken from the quote's rejections, and a lane that ran is not a rejected one)."""
     return [
         {
             "lane_id": entry.get("lane_id"),
@@ -374,6 +427,7 @@ def rejected_lanes(plan: RoutePlanView | None) -> list[RejectedLane]:
         }
         for group in (plan.get("groups") if plan is not None else None) or []
         for entry in group.get("rejected_lanes") or []
+        if entry.get("lane_id") not in ran
     ]
 
 

@@ -5,6 +5,7 @@
                         + output x output_per_mtok) / 1e6 )
     floor fee         = ceil_µ$( subtotal x margin_floor_pct / 100 )
     service fee       = max( ceil_µ$( subtotal x fee_pct / 100 ) + lanes x control_plane_fee, floor fee )
+                        (lanes: distinct fee lanes, `LaneUsage.fee_identity`)
     customer discount = min( requested discount, service fee - floor fee )
     total             = subtotal + service fee - customer discount
 
@@ -13,18 +14,19 @@ quote never under-covers what the providers will charge. The margin floor bounds
 twice: a fee rate configured below it is raised to it, and a discount never takes the
 fee below it. The same function prices a quote (estimated tokens) and a settlement
 (actual tokens at the prices the quote locked). A receipt shows the schedule line behind
-its fee (`PriceBreakdown.fee_basis`, docs/money.md).
+its fee (`PriceBreakdown.fee_basis`, docs/money.md). A receipt's per-lane costs are the
+subtotal split over its lanes (`split_subtotal`), so they add up to it exactly.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from decimal import Decimal
+from decimal import ROUND_FLOOR, Decimal
 from typing import Final, Literal, Protocol, TypedDict, cast
 
 from batchroute.domain.catalog.catalog import FeeSchedule, LanePrice, UnitPrices
-from batchroute.money import Money, MoneyView, money_text
+from batchroute.money import MICROS_PER_USD, Money, MoneyView, money_text
 
 FeeKind = Literal["batch", "workflow"]
 _MILLION = Decimal(1_000_000)
@@ -133,7 +135,9 @@ class LaneUsage:
     """Tokens on one lane at that lane's locked batch prices (USD per million tokens).
 
     `prompt_tokens` is all input; `cache` the parts of it the vendor read from / wrote to
-    its prompt cache, at their own locked prices."""
+    its prompt cache, at their own locked prices. `fee_lane`: the lane whose control-plane
+    fee the usage counts under when not its own (a failover successor: the planned lane it
+    took over from, domain/billing/settlement.py `charged_usage`)."""
 
     lane_id: str
     prompt_tokens: int
@@ -141,6 +145,12 @@ class LaneUsage:
     input_per_mtok: Decimal
     output_per_mtok: Decimal
     cache: CacheUse = NO_CACHE
+    fee_lane: str | None = None
+
+    @property
+    def fee_identity(self) -> str:
+        """The lane the control-plane fee counts: `fee_lane`, else the lane itself."""
+        return self.fee_lane if self.fee_lane is not None else self.lane_id
 
     @property
     def cost(self) -> Decimal:
@@ -281,7 +291,7 @@ def price_usage(
     """Price tokens on lanes: estimated ones for a quote, actual ones for a settlement."""
     lanes = list(usage)
     subtotal = Money.usd_ceil(sum((lane.cost for lane in lanes), Decimal(0)))
-    lane_count = len({lane.lane_id for lane in lanes})
+    lane_count = len({lane.fee_identity for lane in lanes})
     fee_pct = fee_pct_for(fees, fee_kind)
     rate_fee = Money.usd_ceil(subtotal.amount * fee_pct / _HUNDRED) + Money.usd_ceil(
         fees.control_plane_fee_per_lane_usd * lane_count
@@ -302,6 +312,21 @@ def price_usage(
         margin_floor_applied=floor_fee > rate_fee,
         fee_kind=fee_kind,
     )
+
+
+def split_subtotal(costs: Sequence[Decimal]) -> list[Money]:
+    """Exact (non-negative) lane costs as whole micro-dollars that add up to the subtotal
+    `price_usage` rounds their sum to (`ceil_µ$(Σ costs)`), by largest remainder: each cost
+    rounded down, then one micro-dollar more to each of the costs with the largest
+    remainders (ties: the earlier), as many as the subtotal has left. Each differs from its
+    exact cost by less than a micro-dollar (a cost already whole is never raised)."""
+    subtotal = Money.usd_ceil(sum(costs, Decimal(0))).micros
+    scaled = [cost * MICROS_PER_USD for cost in costs]
+    floors = [int(value.to_integral_value(rounding=ROUND_FLOOR)) for value in scaled]
+    left = subtotal - sum(floors)
+    by_remainder = sorted(range(len(costs)), key=lambda i: (floors[i] - scaled[i], i))
+    raised = set(by_remainder[:left])
+    return [Money(micros + (1 if i in raised else 0)) for i, micros in enumerate(floors)]
 
 
 class PlannedUsage(Protocol):
@@ -329,5 +354,6 @@ def settle_price(
     customer_discount: Money | None = None,
 ) -> PriceBreakdown:
     """The final settled price: actual provider token usage at the quote's locked prices.
-    Pass only the lanes that ran (the control-plane fee is per lane run)."""
+    Pass only the lanes that ran (the control-plane fee is per lane run; a failover
+    successor's usage carries its planned lane as `fee_lane`, so it adds no lane)."""
     return price_usage(actual, fees, fee_kind=fee_kind, customer_discount=customer_discount)

@@ -2,7 +2,8 @@
 
 The charge is computed from what Finalize counted per lane (`lane_tallies`: the usage of
 COMPLETED rows only; failed, canceled and never-run items cost nothing) at each lane's
-locked unit prices, priced with the fee schedule (`domain/billing/settlement.py`). The ledger
+locked unit prices, priced with the fee schedule (`domain/billing/settlement.py`: a failover
+successor counts for the control-plane fee as the planned lane it took over from). The ledger
 settles the batch's reservation (and the overage holds its deadline rescues took under
 `allow_overage`: docs/ledger.md) exactly once: a repeated Settle (or the failure path
 settling after it) gets the stored outcome back (`replayed`) and writes the same receipt.
@@ -108,14 +109,15 @@ class Settlement:
         credits = ReceiptCredits.of(result) if result is not None else ReceiptCredits.nothing(isoformat(now))
         absorbed = result.absorbed if result is not None else Money.zero()
         plan = batch.plan
+        ran = provider_lanes(lanes, tallies, plan)
         receipt = build_receipt(
             batch_id=batch_id,
             breakdown_api=breakdown.to_api(),
             credits=credits,
             absorbed=absorbed,
             counts=batch.counts or {},
-            lanes=provider_lanes(lanes, tallies, plan),
-            rejected=rejected_lanes(plan),
+            lanes=ran,
+            rejected=rejected_lanes(plan, {lane["lane_id"] for lane in ran}),
             fee_basis=breakdown.fee_basis(self.fees),
             rescues=rescued_lanes(lanes, tallies, charged.overage_by_lane(batch, lanes) if charged else None),
             references=self.references,
