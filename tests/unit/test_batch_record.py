@@ -33,6 +33,13 @@ STORED: dict[str, Any] = {
     "overage_hold_ids": ["res_batch_1-overage-01-a-m"],
     "overage_held_micros": Decimal(700),
     "fee_kind": "batch",
+    "fees": {
+        "standard_batch_fee_pct": "5.90",
+        "workflow_product_fee_pct": "11.80",
+        "margin_floor_pct": "3.00",
+        "control_plane_fee_per_lane_usd": "0.01",
+        "effective_at": "2026-01-01T00:00:00Z",
+    },
     "counts": {"total": Decimal(3), "pending": 0, "running": 0, "completed": 2, "failed": 1, "canceled": 0},
     "execution_arn": "arn:aws:states:x",
     "workflow_steps": {"route": "2026-01-01T00:01:00.000Z"},

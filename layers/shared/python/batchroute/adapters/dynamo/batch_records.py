@@ -62,7 +62,7 @@ RECLAIM_PARTITION = "RECLAIM"  # retention GC (docs/retention.md): `BATCH#<id>`/
 # under `START`, sorted by creation, written by the create transaction and removed once the
 # start is recorded (the sweeper starts what is left: services/batches/launch.py).
 START_PARTITION = "START"
-PLAN_FIELDS = ("plan", "chunk_models", "intake", "routing_fields")
+PLAN_FIELDS = ("plan", "chunk_models", "intake", "routing_fields", "fees")
 
 
 def batch_key(batch_id: str) -> dict[str, Any]:

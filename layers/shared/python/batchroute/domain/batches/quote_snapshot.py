@@ -9,6 +9,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Literal, NotRequired, TypedDict, cast
 
+from batchroute.domain.catalog.catalog import FeeSchedule
 from batchroute.domain.catalog.pricing import FeeKind, PriceEstimateView
 from batchroute.domain.routing.engine import RoutePlanView, stored_plan
 from batchroute.domain.routing.gates import RoutingFields, stored_routing_fields
@@ -88,6 +89,9 @@ class QuoteSnapshot:
     # the quote keeps (and a retry of it replays). An added field, not a new version: a
     # snapshot stored before it reads None (`from_json`), and the batch keeps the plan's tiers.
     routing_fields: RoutingFields | None = None
+    # the fee schedule the total was priced with: a batch from the quote settles with it, so
+    # a fee change deployed meanwhile never reprices it. None: stored before it was kept.
+    fees: FeeSchedule | None = None
 
     @property
     def fee_kind(self) -> FeeKind:
@@ -98,6 +102,7 @@ class QuoteSnapshot:
         stored = asdict(self)
         del stored["workflow"]
         stored["items"] = self.items.to_item()
+        stored["fees"] = self.fees.to_mapping() if self.fees is not None else None
         return json.dumps({**stored, **self.workflow}, separators=(",", ":"), sort_keys=True)
 
     @classmethod
@@ -121,6 +126,7 @@ class QuoteSnapshot:
             pricing_estimate=cast(PriceEstimateView, dict(stored.get("pricing_estimate") or {})),
             workflow=workflow,
             routing_fields=stored_routing_fields(stored.get("routing_fields")),
+            fees=FeeSchedule.from_mapping(stored.get("fees")),
         )
 
 

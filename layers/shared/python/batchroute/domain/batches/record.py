@@ -21,6 +21,7 @@ from typing import Any, Final, Literal, NotRequired, TypedDict, TypeVar, cast
 
 from batchroute.domain.batches.states import BatchState
 from batchroute.domain.billing.settlement import DirectReceipt, InlineReceipt
+from batchroute.domain.catalog.catalog import FeeSchedule
 from batchroute.domain.catalog.pricing import NO_CACHE_TOKENS, CacheFields, CacheTokens
 from batchroute.domain.routing.engine import RoutePlanView
 from batchroute.domain.routing.gates import RoutingFields, stored_routing_fields
@@ -252,6 +253,9 @@ class BatchRecord:
     overage_hold_ids: Sequence[str] | None = None
     overage_held_micros: int | None = None
     fee_kind: BatchFeeKind = "batch"
+    # the fee schedule its price was locked with (its quote's; an internal quote's at create),
+    # which Settle charges with (PLAN item); None on a record written before it was kept
+    fees: FeeSchedule | None = None
     # -- progress ------------------------------------------------------------------------
     counts: Mapping[str, int] | None = None  # total, pending, running, completed, failed, canceled
     execution_arn: str | None = None
@@ -353,10 +357,9 @@ class BatchRecord:
             reservation_id=_str(values.get("reservation_id")),
             reserved_micros=int(values.get("reserved_micros") or 0),
             overage_hold_ids=_list(values.get("overage_hold_ids"), str),
-            overage_held_micros=int(values["overage_held_micros"])
-            if values.get("overage_held_micros")
-            else None,
+            overage_held_micros=_int(values.get("overage_held_micros")),
             fee_kind=cast(BatchFeeKind, str(values.get("fee_kind") or "batch")),
+            fees=FeeSchedule.from_mapping(values.get("fees")),
             counts=_ints(values.get("counts")),
             execution_arn=_str(values.get("execution_arn")),
             workflow_steps=_strings(values.get("workflow_steps")) or {},
@@ -383,13 +386,14 @@ class BatchRecord:
             usage_checkpoint=_checkpoint(values.get("usage_checkpoint")),
             checkpoint_at=_str(values.get("checkpoint_at")),
             schedule_id=_str(values.get("schedule_id")),
-            schedule_version=int(values["schedule_version"]) if values.get("schedule_version") else None,
+            schedule_version=_int(values.get("schedule_version")),
         )
 
 
 FIELDS: Final[tuple[str, ...]] = tuple(f.name for f in fields(BatchRecord))
 _SEQUENCES: Final = frozenset({"chunk_models", "planned_lanes", "presets", "overage_hold_ids"})
 _NESTED: Final = (
+    FeeSchedule,
     ExecutionSummary,
     BatchWebhook,
     ArtifactKeys,
@@ -471,6 +475,11 @@ def _attempts(value: Any) -> tuple[LaneAttempt, ...] | None:
 
 def _str(value: Any) -> str | None:
     return None if value is None else str(value)
+
+
+def _int(value: Any) -> int | None:
+    """A whole number as stored (a Decimal from DynamoDB); absent or zero reads None."""
+    return int(value) if value else None
 
 
 def _work_order(value: Any) -> WorkOrderRef | None:

@@ -8,8 +8,9 @@ Pure data: no boto3, no FastAPI.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from decimal import Decimal
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from decimal import Decimal, InvalidOperation
 from typing import Literal, TypedDict
 
 Operation = Literal["responses", "embeddings", "vision"]
@@ -237,6 +238,26 @@ class FeeSchedule:
     margin_floor_pct: Decimal
     control_plane_fee_per_lane_usd: Decimal
     effective_at: str
+
+    def to_mapping(self) -> dict[str, str]:
+        """As a quote snapshot and a batch keep it (the schedule its price was locked with)."""
+        return {f.name: str(getattr(self, f.name)) for f in fields(self)}
+
+    @classmethod
+    def from_mapping(cls, value: object) -> FeeSchedule | None:
+        """The schedule as kept; None for a record written before fees were kept."""
+        if not isinstance(value, Mapping):
+            return None
+        try:
+            return cls(
+                standard_batch_fee_pct=Decimal(str(value["standard_batch_fee_pct"])),
+                workflow_product_fee_pct=Decimal(str(value["workflow_product_fee_pct"])),
+                margin_floor_pct=Decimal(str(value["margin_floor_pct"])),
+                control_plane_fee_per_lane_usd=Decimal(str(value["control_plane_fee_per_lane_usd"])),
+                effective_at=str(value["effective_at"]),
+            )
+        except (KeyError, InvalidOperation):
+            return None
 
 
 @dataclass(frozen=True)

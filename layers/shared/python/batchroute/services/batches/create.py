@@ -41,7 +41,7 @@ from batchroute.domain.batches.states import is_terminal
 from batchroute.domain.billing.controls import BillingControls
 from batchroute.domain.billing.ledger import ReservationTerms
 from batchroute.domain.billing.spending_limit import LimitGuard
-from batchroute.domain.catalog.catalog import PrivacyTier, SlaTier
+from batchroute.domain.catalog.catalog import FeeSchedule, PrivacyTier, SlaTier
 from batchroute.domain.catalog.pricing import FeeKind
 from batchroute.domain.delivery.webhook_targets import (
     TargetProblem,
@@ -263,6 +263,7 @@ class BatchService:
             reservation_id=f"res_{batch_id}",
             reserved_micros=priced.total.micros,
             fee_kind=priced.fee_kind,
+            fees=priced.fees or self.quotes.catalog.fees,
             execution_summary=ExecutionSummary(latest_error=None),
             workflow_steps={},
             created_by=principal.user_id or principal.key_id,
@@ -599,6 +600,7 @@ class _Priced:
     intake: BatchIntake | None = None
     presets: tuple[str, ...] = ()
     quoted_routing: RoutingFields | None = None  # the quote's routing fields (None: no quote)
+    fees: FeeSchedule | None = None  # the quote's fee schedule (None: the catalog's now)
 
     @classmethod
     def quoted(cls, snapshot: QuoteSnapshot) -> _Priced:
@@ -619,6 +621,7 @@ class _Priced:
             plan["privacy_tier"],
             snapshot.item_count,
             quoted_routing=routing,
+            fees=snapshot.fees,
         )
 
     @classmethod

@@ -549,6 +549,7 @@ class QuoteService:
             policy_version=planned.policy_version,
             workflow=workflow,
             routing_fields=routing_fields,
+            fees=self.catalog.fees,
         )
         self.snapshots.put(snapshot)
         return self._answer(principal, snapshot, planned)

@@ -96,7 +96,8 @@ class Settlement:
         lanes = self.records.lanes(batch_id)
         usage = charged_usage(lanes, tallies)
         fee_kind: FeeKind = "workflow" if batch.fee_kind == "workflow" else "batch"
-        breakdown = settle_price(usage, self.fees, fee_kind=fee_kind)
+        fees = batch.fees or self.fees  # the schedule its price was locked with
+        breakdown = settle_price(usage, fees, fee_kind=fee_kind)
         controls = self.controls.billing_controls(org_id) or BillingControls(org_id=org_id)
         now = self.clock.now()
         zone = controls.limit_timezone or "UTC"
@@ -118,7 +119,7 @@ class Settlement:
             counts=batch.counts or {},
             lanes=ran,
             rejected=rejected_lanes(plan, {lane["lane_id"] for lane in ran}),
-            fee_basis=breakdown.fee_basis(self.fees),
+            fee_basis=breakdown.fee_basis(fees),
             rescues=rescued_lanes(lanes, tallies, charged.overage_by_lane(batch, lanes) if charged else None),
             references=self.references,
         )
