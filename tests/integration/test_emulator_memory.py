@@ -11,6 +11,7 @@ waiting on time."""
 from __future__ import annotations
 
 import gc
+import threading
 import tracemalloc
 import uuid
 from collections.abc import Callable, Iterator
@@ -38,11 +39,20 @@ def emulators() -> Iterator[tuple[EmulatorServer, OpenAIEmulator, AnthropicEmula
     behaviour = Behaviour(EmulatorConfig(batch_seconds=0.0))
     openai_emulator = OpenAIEmulator(behaviour, provider="openai", prefix="/openai", models=(OPENAI_MODEL,))
     anthropic_emulator = AnthropicEmulator(behaviour)
+    _contracts_warmed()
     server = EmulatorServer([openai_emulator.vendor, anthropic_emulator.vendor]).start()
     try:
         yield server, openai_emulator, anthropic_emulator
     finally:
         server.stop()
+
+
+def _contracts_warmed() -> None:
+    """Wait for the emulators' contract warm-up threads (they import a vendor SDK, ~2 s): an
+    import still running on a loaded machine would be counted as heap the jobs retained."""
+    for thread in threading.enumerate():
+        if thread.name.endswith("-contract-warm"):
+            thread.join()
 
 
 def _requests(model: str, provider_model_id: str) -> list[ProviderRequest]:
